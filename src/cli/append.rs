@@ -1,0 +1,78 @@
+//! `git forum append`: witness one entry.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use super::{CliError, Ctx};
+use crate::ledger::{NewEntry, canonical};
+
+/// Append one entry. The payload is any JSON value; numbers keep their identity (`1` is not
+/// `1.0`) and integers of any width are kept exactly, so hashes match Forum's.
+#[derive(Debug, clap::Args)]
+pub struct AppendArgs {
+    /// Who wrote the entry (an agent, a role, a person).
+    #[arg(long)]
+    pub actor: String,
+    /// What the entry is (request, plan, result, verdict, note, ...).
+    #[arg(long)]
+    pub kind: String,
+    /// The seq this entry follows from (its causal parent).
+    #[arg(long, value_name = "SEQ")]
+    pub parent: Option<i64>,
+    /// Timestamp in seconds since 1970 (default: GIT_FORUM_TIMESTAMP, else the clock).
+    #[arg(long)]
+    pub ts: Option<f64>,
+    /// The payload as JSON text.
+    #[arg(long, conflicts_with = "payload_file", required_unless_present = "payload_file")]
+    pub payload: Option<String>,
+    /// Read the payload JSON from PATH (`-` for standard input).
+    #[arg(long, value_name = "PATH")]
+    pub payload_file: Option<PathBuf>,
+}
+
+/// Reads the payload named by `--payload` or `--payload-file`.
+pub fn read_payload(inline: Option<&str>, file: Option<&PathBuf>) -> Result<canonical::Value, CliError> {
+    let (text, from) = match (inline, file) {
+        (Some(t), _) => (t.to_string(), "--payload".to_string()),
+        (None, Some(p)) if p.as_os_str() == "-" => {
+            let mut s = String::new();
+            std::io::stdin()
+                .take(crate::ledger::MAX_PAYLOAD_BYTES as u64 * 2)
+                .read_to_string(&mut s)
+                .map_err(|e| CliError::usage(format!("reading the payload from standard input: {e}")))?;
+            (s, "standard input".to_string())
+        }
+        (None, Some(p)) => {
+            let meta = std::fs::metadata(p).map_err(|e| CliError::usage(format!("cannot read payload file {}: {e}", p.display())))?;
+            if meta.len() > crate::ledger::MAX_PAYLOAD_BYTES as u64 * 2 {
+                return Err(CliError::usage(format!(
+                    "payload file {} is {} bytes, over the {} byte limit",
+                    p.display(),
+                    meta.len(),
+                    crate::ledger::MAX_PAYLOAD_BYTES
+                )));
+            }
+            let s = std::fs::read_to_string(p).map_err(|e| CliError::usage(format!("cannot read payload file {}: {e}", p.display())))?;
+            (s, p.display().to_string())
+        }
+        (None, None) => return Err(CliError::usage("give the payload with --payload JSON or --payload-file PATH")),
+    };
+    canonical::parse(text.trim_end_matches(['\n', '\r'])).map_err(|e| CliError::usage(format!("the payload from {from} is not valid JSON: {e}")))
+}
+
+pub fn run(ctx: &Ctx, args: AppendArgs) -> Result<(), CliError> {
+    let payload = read_payload(args.payload.as_deref(), args.payload_file.as_ref())?;
+    let new = NewEntry { actor: args.actor, kind: args.kind, causal_parent: args.parent, payload, ts: ctx.now(args.ts)? };
+    new.validate().map_err(CliError::usage)?;
+    let mut store = ctx.store()?;
+    let done = store.append_entry(&new)?;
+    if ctx.json {
+        ctx.out_json(&serde_json::json!({
+            "seq": done.entry.seq,
+            "entry_hash": done.entry.entry_hash,
+            "commit": done.commit.to_string(),
+        }))
+    } else {
+        ctx.out(&format!("appended seq {} ({}) as {}", done.entry.seq, &done.entry.entry_hash, done.commit))
+    }
+}

@@ -1,0 +1,216 @@
+//! The `git forum` command line: clap definitions, one place that maps errors to exit codes,
+//! and output through [`Ctx`] so stdout stays clean for `--json` and a closed pipe is a quiet
+//! exit. Each command lives in its own file with its `Args` struct and `run` function.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+use crate::store::git::{GitStore, Options, StoreError};
+
+pub mod append;
+pub mod interop;
+pub mod man;
+pub mod read;
+pub mod verify;
+
+/// Run fleets of AI agents in a repository and keep every decision in a tamper-evident ledger
+/// stored as git objects on refs/forum/ledgers/*.
+#[derive(Debug, Parser)]
+#[command(name = "git-forum", bin_name = "git forum", version, propagate_version = true)]
+pub struct Cli {
+    /// Run as if started in DIR.
+    #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
+    pub chdir: Option<PathBuf>,
+    /// Ledger to use (refs/forum/ledgers/NAME).
+    #[arg(long, global = true, default_value = "main", env = "GIT_FORUM_LEDGER", value_name = "NAME")]
+    pub ledger: String,
+    /// Print machine-readable JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Do not fsync each append (run `git forum sync` to make them durable); also set by
+    /// `git config forum.fsync false`.
+    #[arg(long, global = true)]
+    pub no_fsync: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Append one entry to the ledger.
+    Append(append::AppendArgs),
+    /// List entries, newest first.
+    Log(read::LogArgs),
+    /// Show one entry (and its body with --payload).
+    Show(read::ShowArgs),
+    /// Print every entry up to and including SEQ, oldest first.
+    Replay(read::ReplayArgs),
+    /// Follow causal parents from SEQ back to the root.
+    Why(read::WhyArgs),
+    /// Check the chain, every commit and (with --deep) every body.
+    Verify(verify::VerifyArgs),
+    /// Print the Merkle checkpoint and record it as a witness for later verifies.
+    Checkpoint(verify::CheckpointArgs),
+    /// Make appends written with --no-fsync durable.
+    Sync(verify::SyncArgs),
+    /// Import a Forum ledger directory (entries.jsonl, payloads.jsonl).
+    Import(interop::ImportArgs),
+    /// Export the ledger as a Forum ledger directory.
+    Export(interop::ExportArgs),
+    /// Write the git-forum(1) man page (so `git forum --help` works).
+    Man(man::ManArgs),
+}
+
+/// An error that ends a command: one line on stderr and an exit code.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: u8,
+    pub message: Option<String>,
+}
+
+impl CliError {
+    /// A failure of the command (exit 1).
+    pub fn fail(message: impl Into<String>) -> CliError {
+        CliError { code: 1, message: Some(message.into()) }
+    }
+
+    /// Bad usage or bad input (exit 2).
+    pub fn usage(message: impl Into<String>) -> CliError {
+        CliError { code: 2, message: Some(message.into()) }
+    }
+
+    /// Exit with `code`; the command already printed what it had to say.
+    pub fn silent(code: u8) -> CliError {
+        CliError { code, message: None }
+    }
+}
+
+impl From<StoreError> for CliError {
+    fn from(e: StoreError) -> CliError {
+        match e {
+            StoreError::InvalidName { .. } | StoreError::Invalid(_) => CliError::usage(e.to_string()),
+            other => CliError::fail(other.to_string()),
+        }
+    }
+}
+
+/// Everything a command needs from the global flags, and its output channel.
+pub struct Ctx {
+    pub dir: PathBuf,
+    pub ledger: String,
+    pub json: bool,
+    pub no_fsync: bool,
+}
+
+impl Ctx {
+    /// Opens the ledger for reading or writing; nothing is created until the first append.
+    pub fn store(&self) -> Result<GitStore, CliError> {
+        let repo = crate::store::git::open_repo(&self.dir)?;
+        let config_fsync = repo.config_snapshot().boolean("forum.fsync").unwrap_or(true);
+        let opts = Options { fsync: !self.no_fsync && config_fsync };
+        Ok(GitStore::new(repo, &self.ledger, opts)?)
+    }
+
+    /// Opens a ledger that must exist.
+    pub fn existing_store(&self) -> Result<GitStore, CliError> {
+        let s = self.store()?;
+        if !s.exists()? {
+            return Err(StoreError::NoLedger(self.ledger.clone()).into());
+        }
+        Ok(s)
+    }
+
+    /// Prints a line on stdout.
+    pub fn out(&self, text: &str) -> Result<(), CliError> {
+        let mut o = std::io::stdout().lock();
+        match writeln!(o, "{text}").and_then(|_| o.flush()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(CliError::silent(0)),
+            Err(e) => Err(CliError::fail(format!("writing to stdout: {e}"))),
+        }
+    }
+
+    /// Prints a JSON value on stdout, pretty, ASCII-escaped like Forum's output.
+    pub fn out_json(&self, v: &serde_json::Value) -> Result<(), CliError> {
+        let text = serde_json::to_string_pretty(v).map_err(|e| CliError::fail(e.to_string()))?;
+        self.out(&text)
+    }
+
+    /// The timestamp for a new entry: `--ts`, else `GIT_FORUM_TIMESTAMP`, else the clock.
+    pub fn now(&self, flag: Option<f64>) -> Result<f64, CliError> {
+        if let Some(ts) = flag {
+            return Ok(ts);
+        }
+        if let Ok(v) = std::env::var("GIT_FORUM_TIMESTAMP") {
+            return v
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|t| t.is_finite() && *t >= 0.0)
+                .ok_or_else(|| CliError::usage(format!("GIT_FORUM_TIMESTAMP={v:?} is not a number of seconds since 1970")));
+        }
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|_| CliError::fail("the system clock is before 1970"))?;
+        // Microseconds: what Forum's `.6f` entry-hash formatting keeps.
+        Ok((d.as_micros() as f64) / 1e6)
+    }
+}
+
+/// Parses the command line and runs it; the binary's whole `main`.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let dir = match &cli.chdir {
+        Some(d) => d.clone(),
+        None => PathBuf::from("."),
+    };
+    let ctx = Ctx { dir, ledger: cli.ledger.clone(), json: cli.json, no_fsync: cli.no_fsync };
+    match run(&ctx, cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let Some(m) = e.message {
+                eprintln!("error: {m}");
+            }
+            ExitCode::from(e.code)
+        }
+    }
+}
+
+fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
+    match command {
+        Command::Append(a) => append::run(ctx, a),
+        Command::Log(a) => read::log(ctx, a),
+        Command::Show(a) => read::show(ctx, a),
+        Command::Replay(a) => read::replay(ctx, a),
+        Command::Why(a) => read::why(ctx, a),
+        Command::Verify(a) => verify::verify(ctx, a),
+        Command::Checkpoint(a) => verify::checkpoint(ctx, a),
+        Command::Sync(a) => verify::sync(ctx, a),
+        Command::Import(a) => interop::import(ctx, a),
+        Command::Export(a) => interop::export(ctx, a),
+        Command::Man(a) => man::run(ctx, a),
+    }
+}
+
+/// The clap command, for the man page and tests.
+pub fn command() -> clap::Command {
+    Cli::command()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn clap_definition_is_consistent() {
+        super::command().debug_assert();
+    }
+}

@@ -1,0 +1,125 @@
+//! Read verbs: `log`, `show`, `replay`, `why`. None of them writes to the ledger.
+
+use super::{CliError, Ctx};
+use crate::ledger::{Entry, causal_chain};
+
+/// List entries, newest first.
+#[derive(Debug, clap::Args)]
+pub struct LogArgs {
+    /// Show at most N entries (0 = all).
+    #[arg(long, short = 'n', default_value_t = 0)]
+    pub limit: u64,
+}
+
+/// Show one entry.
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// The entry's seq.
+    pub seq: u64,
+    /// Also print the entry's body.
+    #[arg(long)]
+    pub payload: bool,
+}
+
+/// Print entries 0..=SEQ.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// The last seq to include.
+    pub seq: u64,
+}
+
+/// The causal chain of an entry, root first.
+#[derive(Debug, clap::Args)]
+pub struct WhyArgs {
+    /// The entry whose causes to follow.
+    pub seq: u64,
+}
+
+fn line(e: &Entry) -> String {
+    let parent = e.causal_parent.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
+    format!("{:>5}  {:<12} {:<14} parent={:<5} {}", e.seq, e.actor, e.kind, parent, &e.entry_hash[..12])
+}
+
+fn out_entries(ctx: &Ctx, entries: &[Entry]) -> Result<(), CliError> {
+    if ctx.json {
+        ctx.out_json(&serde_json::Value::Array(entries.iter().map(Entry::to_json).collect()))
+    } else {
+        for e in entries {
+            ctx.out(&line(e))?;
+        }
+        Ok(())
+    }
+}
+
+fn out_of_range(ctx: &Ctx, seq: u64, len: u64) -> CliError {
+    CliError::fail(format!("ledger {:?} has no entry at seq {seq} (it holds seq 0..={})", ctx.ledger, len.saturating_sub(1)))
+}
+
+pub fn log(ctx: &Ctx, args: LogArgs) -> Result<(), CliError> {
+    let store = ctx.existing_store()?;
+    let limit = (args.limit > 0).then_some(args.limit);
+    let entries: Vec<Entry> = store.walk_back(limit)?.into_iter().map(|(_, e)| e).collect();
+    out_entries(ctx, &entries)
+}
+
+pub fn show(ctx: &Ctx, args: ShowArgs) -> Result<(), CliError> {
+    let store = ctx.existing_store()?;
+    let tip = store.require_tip()?;
+    let Some((entry, commit)) = store.get_with_commit(args.seq)? else {
+        return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
+    };
+    let body = if args.payload { Some(store.body_of_commit(&commit)?) } else { None };
+    if ctx.json {
+        let mut v = serde_json::json!({ "entry": entry.to_json(), "commit": commit.to_string() });
+        if let Some(b) = &body {
+            v["redacted"] = serde_json::Value::Bool(b.is_none());
+            v["payload"] = match b {
+                Some(bytes) => crate::ledger::canonical::parse(&String::from_utf8_lossy(bytes))
+                    .map(|p| p.to_serde())
+                    .unwrap_or(serde_json::Value::Null),
+                None => serde_json::Value::Null,
+            };
+        }
+        return ctx.out_json(&v);
+    }
+    let parent = entry.causal_parent.map(|p| p.to_string()).unwrap_or_else(|| "none".into());
+    ctx.out(&format!("seq           {}", entry.seq))?;
+    ctx.out(&format!("kind          {}", entry.kind))?;
+    ctx.out(&format!("actor         {}", entry.actor))?;
+    ctx.out(&format!("ts            {}", crate::ledger::canonical::python_float_repr(entry.ts)))?;
+    ctx.out(&format!("causal parent {parent}"))?;
+    ctx.out(&format!("payload hash  {}", entry.payload_hash))?;
+    ctx.out(&format!("prev hash     {}", entry.prev_hash))?;
+    ctx.out(&format!("entry hash    {}", entry.entry_hash))?;
+    ctx.out(&format!("commit        {commit}"))?;
+    match body {
+        Some(Some(bytes)) => ctx.out(&format!("\n{}", String::from_utf8_lossy(&bytes))),
+        Some(None) => ctx.out("\n(body redacted)"),
+        None => Ok(()),
+    }
+}
+
+pub fn replay(ctx: &Ctx, args: ReplayArgs) -> Result<(), CliError> {
+    let store = ctx.existing_store()?;
+    let tip = store.require_tip()?;
+    if args.seq > tip.entry.seq {
+        return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
+    }
+    let skip = tip.entry.seq - args.seq;
+    let mut entries: Vec<Entry> = store.walk_back(None)?.into_iter().skip(skip as usize).map(|(_, e)| e).collect();
+    entries.reverse();
+    out_entries(ctx, &entries)
+}
+
+pub fn why(ctx: &Ctx, args: WhyArgs) -> Result<(), CliError> {
+    let store = ctx.existing_store()?;
+    let tip = store.require_tip()?;
+    if args.seq > tip.entry.seq {
+        return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
+    }
+    let chain = causal_chain(args.seq, |s| {
+        store.get_with_commit(s).map(|o| o.map(|(e, _)| e)).map_err(|e| e.to_string())
+    })
+    .map_err(CliError::fail)?;
+    out_entries(ctx, &chain)
+}

@@ -1,0 +1,66 @@
+//! Forum's hashes: payload hash, entry hash and GENESIS (forum-spec §1–2).
+
+use sha2::{Digest, Sha256};
+
+use super::canonical::{Value, python_fixed6};
+
+/// The `prev_hash` of seq 0 and the checkpoint of an empty ledger: 64 ASCII zeros.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The separator between entry-hash preimage parts (U+001F, unit separator).
+pub const SEP: char = '\u{1f}';
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 15) as usize] as char);
+    }
+    out
+}
+
+/// True when `s` is 64 lowercase hex digits, the shape of every hash in the ledger.
+pub fn is_hash(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// `payload_hash = sha256hex(canonical(payload))`.
+pub fn payload_hash(payload: &Value) -> String {
+    sha256_hex(payload.canonical().as_bytes())
+}
+
+/// The exact entry-hash preimage (forum-spec §2): seven parts joined by U+001F.
+pub fn entry_preimage(
+    seq: u64,
+    ts: f64,
+    actor: &str,
+    kind: &str,
+    causal_parent: Option<i64>,
+    payload_hash: &str,
+    prev_hash: &str,
+) -> String {
+    let parent = causal_parent.map(|p| p.to_string()).unwrap_or_default();
+    let ts = python_fixed6(ts);
+    let seq = seq.to_string();
+    [seq.as_str(), &ts, actor, kind, &parent, payload_hash, prev_hash].join(&SEP.to_string())
+}
+
+/// `entry_hash = sha256hex(utf8(preimage))`.
+pub fn entry_hash(
+    seq: u64,
+    ts: f64,
+    actor: &str,
+    kind: &str,
+    causal_parent: Option<i64>,
+    payload_hash: &str,
+    prev_hash: &str,
+) -> String {
+    sha256_hex(entry_preimage(seq, ts, actor, kind, causal_parent, payload_hash, prev_hash).as_bytes())
+}

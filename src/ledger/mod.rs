@@ -1,0 +1,442 @@
+//! The ledger core: entries, hashes, chain verification, Merkle checkpoints, causal chains and
+//! the [`Storage`] trait. Pure: no I/O, no clock (timestamps are passed in), no randomness.
+
+pub mod canonical;
+pub mod hash;
+pub mod merkle;
+
+use std::collections::HashMap;
+
+pub use canonical::Value;
+pub use hash::{GENESIS, entry_hash, payload_hash};
+pub use merkle::merkle_root;
+
+/// Largest payload body accepted by an append, in canonical bytes (16 MiB). A body this large
+/// is almost always a mistake (a model's runaway output, a binary pasted as text); callers keep
+/// a head and a hash of anything bigger.
+pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024 * 1024;
+
+/// Longest actor or kind accepted by an append, in bytes.
+pub const MAX_LABEL_BYTES: usize = 256;
+
+/// One ledger entry, Forum's eight fields (forum-spec §2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub seq: u64,
+    pub ts: f64,
+    pub actor: String,
+    pub kind: String,
+    pub causal_parent: Option<i64>,
+    pub payload_hash: String,
+    pub prev_hash: String,
+    pub entry_hash: String,
+}
+
+/// What a caller hands to an append: everything but the chain fields, which the storage
+/// derives from the tip it appends on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEntry {
+    pub actor: String,
+    pub kind: String,
+    pub causal_parent: Option<i64>,
+    pub payload: Value,
+    /// Seconds since the epoch; the caller reads the clock (or pins it for reproducible runs).
+    pub ts: f64,
+}
+
+impl NewEntry {
+    /// Checks what an append accepts: actor and kind non-empty, at most
+    /// [`MAX_LABEL_BYTES`], without control characters; the body at most
+    /// [`MAX_PAYLOAD_BYTES`] canonical bytes; a finite, non-negative timestamp.
+    /// Returns the canonical body on success, so callers need not encode it twice.
+    pub fn validate(&self) -> Result<String, String> {
+        for (what, s) in [("actor", &self.actor), ("kind", &self.kind)] {
+            if s.is_empty() {
+                return Err(format!("{what} is empty"));
+            }
+            if s.len() > MAX_LABEL_BYTES {
+                return Err(format!("{what} is longer than {MAX_LABEL_BYTES} bytes"));
+            }
+            if let Some(c) = s.chars().find(|c| c.is_control()) {
+                return Err(format!("{what} {s:?} contains the control character U+{:04X}", c as u32));
+            }
+        }
+        if !self.ts.is_finite() || self.ts < 0.0 {
+            return Err(format!("timestamp {} is not a finite number of seconds since 1970", self.ts));
+        }
+        let body = self.payload.canonical();
+        if body.len() > MAX_PAYLOAD_BYTES {
+            return Err(format!(
+                "payload is {} bytes in canonical form, over the {} byte limit",
+                body.len(),
+                MAX_PAYLOAD_BYTES
+            ));
+        }
+        Ok(body)
+    }
+}
+
+impl Entry {
+    /// The entry that `new` becomes when appended after `head` (or first, when `head` is None).
+    pub fn next(head: Option<&Entry>, new: &NewEntry, payload_hash: String) -> Entry {
+        let (seq, prev_hash) = match head {
+            Some(h) => (h.seq + 1, h.entry_hash.clone()),
+            None => (0, GENESIS.to_string()),
+        };
+        let entry_hash = hash::entry_hash(
+            seq,
+            new.ts,
+            &new.actor,
+            &new.kind,
+            new.causal_parent,
+            &payload_hash,
+            &prev_hash,
+        );
+        Entry {
+            seq,
+            ts: new.ts,
+            actor: new.actor.clone(),
+            kind: new.kind.clone(),
+            causal_parent: new.causal_parent,
+            payload_hash,
+            prev_hash,
+            entry_hash,
+        }
+    }
+
+    /// The entry hash recomputed from the stored fields.
+    pub fn computed_hash(&self) -> String {
+        hash::entry_hash(
+            self.seq,
+            self.ts,
+            &self.actor,
+            &self.kind,
+            self.causal_parent,
+            &self.payload_hash,
+            &self.prev_hash,
+        )
+    }
+
+    /// The eight fields as a JSON object in Forum's order.
+    pub fn to_value(&self) -> Value {
+        Value::Object(vec![
+            ("seq".into(), Value::Int(self.seq.into())),
+            ("ts".into(), Value::Float(self.ts)),
+            ("actor".into(), Value::str(&self.actor)),
+            ("kind".into(), Value::str(&self.kind)),
+            (
+                "causal_parent".into(),
+                self.causal_parent.map(Value::int).unwrap_or(Value::Null),
+            ),
+            ("payload_hash".into(), Value::str(&self.payload_hash)),
+            ("prev_hash".into(), Value::str(&self.prev_hash)),
+            ("entry_hash".into(), Value::str(&self.entry_hash)),
+        ])
+    }
+
+    /// The entry as serde JSON, for `--json` output.
+    pub fn to_json(&self) -> serde_json::Value {
+        self.to_value().to_serde()
+    }
+
+    /// Reads the eight fields from a JSON object, checking their types.
+    pub fn from_value(v: &Value) -> Result<Entry, String> {
+        let field = |name: &str| v.get(name).ok_or_else(|| format!("missing field {name:?}"));
+        let text = |name: &str| -> Result<String, String> {
+            field(name)?.as_str().map(str::to_string).ok_or_else(|| format!("field {name:?} is not a string"))
+        };
+        let hash = |name: &str| -> Result<String, String> {
+            let h = text(name)?;
+            if hash::is_hash(&h) { Ok(h) } else { Err(format!("field {name:?} is not 64 lowercase hex digits")) }
+        };
+        let seq = match field("seq")? {
+            Value::Int(i) => i.as_u64().ok_or("field \"seq\" is not a non-negative 64-bit integer")?,
+            _ => return Err("field \"seq\" is not an integer".into()),
+        };
+        let ts = match field("ts")? {
+            Value::Float(f) => *f,
+            Value::Int(i) => i.as_str().parse::<f64>().map_err(|_| "field \"ts\" is not a number")?,
+            _ => return Err("field \"ts\" is not a number".into()),
+        };
+        let causal_parent = match field("causal_parent")? {
+            Value::Null => None,
+            Value::Int(i) => Some(i.as_i64().ok_or("field \"causal_parent\" does not fit in 64 bits")?),
+            _ => return Err("field \"causal_parent\" is neither an integer nor null".into()),
+        };
+        Ok(Entry {
+            seq,
+            ts,
+            actor: text("actor")?,
+            kind: text("kind")?,
+            causal_parent,
+            payload_hash: hash("payload_hash")?,
+            prev_hash: hash("prev_hash")?,
+            entry_hash: hash("entry_hash")?,
+        })
+    }
+}
+
+/// What is wrong at the first entry where the record and the chain split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChainProblem {
+    /// The entry at this position carries a later seq: entries are missing before it.
+    Missing { expected: u64, found: u64 },
+    /// This entry and the next carry each other's seq.
+    Swapped { expected: u64, found: u64 },
+    /// The entry's seq is not the position it sits at.
+    OutOfOrder { expected: u64, found: u64 },
+    /// `prev_hash` does not name the previous entry's hash.
+    BrokenLink,
+    /// The stored entry hash differs from the hash of the stored fields: the entry was edited.
+    EditedEntry,
+}
+
+impl std::fmt::Display for ChainProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChainProblem::Missing { expected, found } => write!(
+                f,
+                "entries deleted: expected seq {expected}, found seq {found} ({} missing)",
+                found - expected
+            ),
+            ChainProblem::Swapped { expected, found } => {
+                write!(f, "entries reordered: seq {found} stands where seq {expected} belongs and the two are swapped")
+            }
+            ChainProblem::OutOfOrder { expected, found } => {
+                write!(f, "entries out of order: expected seq {expected}, found seq {found}")
+            }
+            ChainProblem::BrokenLink => write!(f, "prev_hash does not match the previous entry's hash"),
+            ChainProblem::EditedEntry => {
+                write!(f, "entry edited: its fields no longer hash to its entry_hash")
+            }
+        }
+    }
+}
+
+/// Checks a chain one entry at a time (forum-spec §4) while accumulating the Merkle root, so a
+/// storage can stream its entries through it in constant memory.
+#[derive(Debug, Default)]
+pub struct ChainChecker {
+    next_seq: u64,
+    prev: Option<String>,
+    merkle: merkle::Accumulator,
+}
+
+impl ChainChecker {
+    pub fn new() -> ChainChecker {
+        ChainChecker::default()
+    }
+
+    /// Checks `entry` as the next one. `lookahead` is the entry after it, when known, used only
+    /// to tell a swap from a deletion.
+    pub fn push(&mut self, entry: &Entry, lookahead: Option<&Entry>) -> Result<(), ChainProblem> {
+        if entry.seq != self.next_seq {
+            let (expected, found) = (self.next_seq, entry.seq);
+            return Err(if lookahead.is_some_and(|n| n.seq == expected) {
+                ChainProblem::Swapped { expected, found }
+            } else if found > expected {
+                ChainProblem::Missing { expected, found }
+            } else {
+                ChainProblem::OutOfOrder { expected, found }
+            });
+        }
+        let prev = self.prev.as_deref().unwrap_or(GENESIS);
+        if entry.prev_hash != prev {
+            return Err(ChainProblem::BrokenLink);
+        }
+        if entry.computed_hash() != entry.entry_hash {
+            return Err(ChainProblem::EditedEntry);
+        }
+        self.merkle.push(&entry.entry_hash);
+        self.prev = Some(entry.entry_hash.clone());
+        self.next_seq += 1;
+        Ok(())
+    }
+
+    /// Entries accepted so far.
+    pub fn len(&self) -> u64 {
+        self.next_seq
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.next_seq == 0
+    }
+
+    /// The Merkle root of the entries accepted so far.
+    pub fn root(&self) -> String {
+        self.merkle.root()
+    }
+}
+
+/// The outcome of checking a whole chain held in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainReport {
+    pub entries: u64,
+    pub checkpoint: String,
+    pub first_bad: Option<(u64, ChainProblem)>,
+}
+
+/// Checks `entries` (in storage order) as Forum's `verify()` does, naming the first failure.
+pub fn verify_chain(entries: &[Entry]) -> ChainReport {
+    let mut checker = ChainChecker::new();
+    for (i, e) in entries.iter().enumerate() {
+        if let Err(p) = checker.push(e, entries.get(i + 1)) {
+            return ChainReport { entries: entries.len() as u64, checkpoint: checker.root(), first_bad: Some((i as u64, p)) };
+        }
+    }
+    ChainReport { entries: entries.len() as u64, checkpoint: checker.root(), first_bad: None }
+}
+
+/// Follows `causal_parent` links from `seq` and returns the chain root-first (forum-spec §4).
+/// `get` looks an entry up by seq.
+pub fn causal_chain<F>(seq: u64, mut get: F) -> Result<Vec<Entry>, String>
+where
+    F: FnMut(u64) -> Result<Option<Entry>, String>,
+{
+    let mut out: Vec<Entry> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut cur = Some(seq as i64);
+    while let Some(s) = cur {
+        if s < 0 {
+            return Err(format!("causal parent {s} is negative"));
+        }
+        if !seen.insert(s) {
+            return Err(format!("causal chain loops back to seq {s}"));
+        }
+        let e = get(s as u64)?.ok_or_else(|| format!("causal chain names seq {s}, which is not in the ledger"))?;
+        cur = e.causal_parent;
+        out.push(e);
+    }
+    out.reverse();
+    Ok(out)
+}
+
+/// Errors a [`Storage`] reports.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Corrupt(String),
+    #[error("{0}")]
+    Io(String),
+}
+
+/// Where a ledger's entries and bodies live. The git store is the real one; [`MemoryStorage`]
+/// serves tests and projections.
+pub trait Storage {
+    /// Number of entries.
+    fn len(&self) -> Result<u64, StorageError>;
+    fn is_empty(&self) -> Result<bool, StorageError> {
+        Ok(self.len()? == 0)
+    }
+    /// The last entry.
+    fn head(&self) -> Result<Option<Entry>, StorageError>;
+    /// The entry at `seq`.
+    fn get(&self, seq: u64) -> Result<Option<Entry>, StorageError>;
+    /// The body whose hash is `payload_hash`, if present (a redacted body is absent).
+    fn payload(&self, payload_hash: &str) -> Result<Option<Value>, StorageError>;
+    /// Appends one entry on the current tip and returns it.
+    fn append(&mut self, new: NewEntry) -> Result<Entry, StorageError>;
+    /// Appends many entries with one flush.
+    fn append_batch(&mut self, batch: Vec<NewEntry>) -> Result<Vec<Entry>, StorageError> {
+        batch.into_iter().map(|n| self.append(n)).collect()
+    }
+    /// Makes every acknowledged append durable.
+    fn sync(&mut self) -> Result<(), StorageError> {
+        Ok(())
+    }
+}
+
+/// A ledger held in memory. Bodies are stored as copies, so a caller that mutates its payload
+/// after appending cannot break deep verification (a defect of Forum's, forum-spec §5.3).
+#[derive(Debug, Default, Clone)]
+pub struct MemoryStorage {
+    pub entries: Vec<Entry>,
+    pub payloads: HashMap<String, Value>,
+}
+
+impl Storage for MemoryStorage {
+    fn len(&self) -> Result<u64, StorageError> {
+        Ok(self.entries.len() as u64)
+    }
+
+    fn head(&self) -> Result<Option<Entry>, StorageError> {
+        Ok(self.entries.last().cloned())
+    }
+
+    fn get(&self, seq: u64) -> Result<Option<Entry>, StorageError> {
+        Ok(self.entries.get(seq as usize).filter(|e| e.seq == seq).cloned())
+    }
+
+    fn payload(&self, payload_hash: &str) -> Result<Option<Value>, StorageError> {
+        Ok(self.payloads.get(payload_hash).cloned())
+    }
+
+    fn append(&mut self, new: NewEntry) -> Result<Entry, StorageError> {
+        let body = new.validate().map_err(StorageError::Invalid)?;
+        let ph = hash::sha256_hex(body.as_bytes());
+        self.payloads.entry(ph.clone()).or_insert_with(|| new.payload.clone());
+        let e = Entry::next(self.entries.last(), &new, ph);
+        self.entries.push(e.clone());
+        Ok(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new(actor: &str, ts: f64) -> NewEntry {
+        NewEntry { actor: actor.into(), kind: "note".into(), causal_parent: None, payload: Value::int(1), ts }
+    }
+
+    #[test]
+    fn tamper_classes_are_named() {
+        let mut s = MemoryStorage::default();
+        for i in 0..5 {
+            s.append(new("a", i as f64)).unwrap();
+        }
+        assert_eq!(verify_chain(&s.entries).first_bad, None);
+
+        let mut swapped = s.entries.clone();
+        swapped.swap(2, 3);
+        assert!(matches!(verify_chain(&swapped).first_bad, Some((2, ChainProblem::Swapped { .. }))));
+
+        let mut deleted = s.entries.clone();
+        deleted.remove(2);
+        assert!(matches!(verify_chain(&deleted).first_bad, Some((2, ChainProblem::Missing { .. }))));
+
+        let mut edited = s.entries.clone();
+        edited[1].actor = "mallory".into();
+        assert_eq!(verify_chain(&edited).first_bad, Some((1, ChainProblem::EditedEntry)));
+
+        let truncated = &s.entries[..3];
+        assert_eq!(verify_chain(truncated).first_bad, None);
+    }
+
+    #[test]
+    fn validate_refuses_control_characters_and_empty_labels() {
+        let mut n = new("a\u{1f}b", 1.0);
+        assert!(n.validate().unwrap_err().contains("U+001F"));
+        n.actor = String::new();
+        assert!(n.validate().is_err());
+        n.actor = "ok".into();
+        n.ts = f64::NAN;
+        assert!(n.validate().is_err());
+    }
+
+    #[test]
+    fn causal_chain_is_root_first_and_detects_loops() {
+        let mut s = MemoryStorage::default();
+        s.append(new("a", 0.0)).unwrap();
+        let mut n = new("b", 1.0);
+        n.causal_parent = Some(0);
+        s.append(n).unwrap();
+        let chain = causal_chain(1, |q| Ok(s.get(q).unwrap())).unwrap();
+        assert_eq!(chain.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![0, 1]);
+        let mut looped = s.clone();
+        looped.entries[0].causal_parent = Some(1);
+        assert!(causal_chain(1, |q| Ok(looped.get(q).unwrap())).unwrap_err().contains("loops"));
+    }
+}

@@ -1,0 +1,14 @@
+//! git forum: a git subcommand that runs fleets of AI agents inside a repository and keeps
+//! every decision in a tamper-evident ledger stored as git objects on `refs/forum/ledgers/*`.
+//!
+//! Pure modules (no I/O, no clock, no randomness) come first; adapters sit at the edge:
+//!
+//! * [`ledger`]: entries, canonical JSON and hashes, chain verify, Merkle roots, the
+//!   [`ledger::Storage`] trait and an in-memory storage.
+//! * [`store`]: the git storage adapter (objects, compare-and-swap append, index, sync) and
+//!   Forum's JSONL directory format for import and export.
+//! * [`cli`]: clap commands; prints, parses, exits.
+
+pub mod cli;
+pub mod ledger;
+pub mod store;

@@ -1,0 +1,1455 @@
+//! Ledgers stored as git objects on `refs/forum/ledgers/NAME`.
+//!
+//! One commit per entry. The commit is a pure function of the entry and of whether its body is
+//! present: its tree holds one blob, `payload.json`, the canonical payload bytes (an empty tree
+//! once the body is redacted); its message is a human subject line, a blank line and the entry's
+//! eight fields as canonical JSON; author and committer carry the entry's `ts` in whole seconds,
+//! UTC. The same ledger therefore has the same commit ids on every machine, and `verify` rebuilds
+//! every commit byte for byte.
+//!
+//! Appends are compare-and-swap on the ref. Writers of one ledger also serialise on an advisory
+//! lock under `.git/forum/locks/` (released by the kernel when a writer dies), which keeps the
+//! CAS retries rare and lets a writer recognise a ref `.lock` file left by a killed writer.
+
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use gix::ObjectId;
+use gix::hash::Kind as HashKind;
+use gix::objs::{Find as _, Kind};
+
+use super::pack::{self, Obj};
+use crate::ledger::canonical::{self, Value};
+use crate::ledger::hash::{self, sha256_hex};
+use crate::ledger::merkle::Accumulator;
+use crate::ledger::{ChainProblem, Entry, NewEntry, Storage, StorageError};
+
+/// Where every ledger ref lives.
+pub const LEDGER_PREFIX: &str = "refs/forum/ledgers/";
+/// The file name of the one blob in an entry's tree.
+pub const PAYLOAD_FILE: &str = "payload.json";
+/// The fixed committer of every ledger commit.
+pub const COMMITTER: &str = "git-forum <ledger@git-forum.invalid>";
+const AUTHOR_EMAIL: &str = "ledger@git-forum.invalid";
+/// A ref `.lock` file older than this, found while we hold the ledger's writer lock, was left by
+/// a writer that died; git's own writers hold ref locks for milliseconds.
+pub const STALE_REF_LOCK: Duration = Duration::from_secs(2);
+/// How long an append keeps retrying a contended ref before giving up.
+pub const APPEND_DEADLINE: Duration = Duration::from_secs(30);
+/// Consolidate packs (`git repack -d --geometric=2`) once a repository holds more than this
+/// many; gix handles also size their index slots from the count at open.
+pub const MAX_PACKS: usize = 24;
+
+/// Errors of the git store. Each message is one line that names the problem and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not inside a git repository ({0}); run git forum inside a repository or pass -C DIR")]
+    NotARepo(String),
+    #[error("invalid ledger name {name:?}: {why}")]
+    InvalidName { name: String, why: String },
+    #[error("no ledger named {0:?} (refs/forum/ledgers/{0} does not exist); list ledgers with `git for-each-ref refs/forum/ledgers`")]
+    NoLedger(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Corrupt(String),
+    #[error("{0}")]
+    Contended(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Git(String),
+}
+
+impl From<StoreError> for StorageError {
+    fn from(e: StoreError) -> StorageError {
+        match e {
+            StoreError::Invalid(m) | StoreError::InvalidName { why: m, .. } => StorageError::Invalid(m),
+            StoreError::Corrupt(m) => StorageError::Corrupt(m),
+            other => StorageError::Io(other.to_string()),
+        }
+    }
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
+    let context = context.into();
+    move |source| StoreError::Io { context, source }
+}
+
+fn git_err(context: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Git(format!("{context}: {e}"))
+}
+
+/// Checks a ledger name against git's ref-name rules (`git check-ref-format`) plus our own:
+/// no leading `-` (it would read as an option) and nothing but printable ASCII.
+pub fn validate_ledger_name(name: &str) -> Result<(), StoreError> {
+    let bad = |why: &str| Err(StoreError::InvalidName { name: name.to_string(), why: why.to_string() });
+    if name.is_empty() {
+        return bad("it is empty");
+    }
+    if name.starts_with('-') {
+        return bad("it starts with '-'");
+    }
+    if let Some(c) = name.chars().find(|c| !c.is_ascii_graphic()) {
+        return bad(&format!("it contains {c:?}; use printable ASCII without spaces"));
+    }
+    if let Some(c) = name.chars().find(|c| "~^:?*[\\".contains(*c)) {
+        return bad(&format!("it contains {c:?}, which git does not allow in ref names"));
+    }
+    if name.contains("..") || name.contains("@{") || name == "@" || name.contains("//") {
+        return bad("it contains '..', '@{', '//' or is '@', which git does not allow in ref names");
+    }
+    if name.ends_with('/') || name.ends_with('.') {
+        return bad("it ends with '/' or '.'");
+    }
+    for part in name.split('/') {
+        if part.starts_with('.') || part.ends_with(".lock") {
+            return bad("a component starts with '.' or ends with '.lock'");
+        }
+    }
+    gix::refs::FullName::try_from(format!("{LEDGER_PREFIX}{name}"))
+        .map_err(|e| StoreError::InvalidName { name: name.into(), why: e.to_string() })?;
+    Ok(())
+}
+
+/// The commit a ledger ref points to and the entry it holds.
+#[derive(Debug, Clone)]
+pub struct Tip {
+    pub commit: ObjectId,
+    pub entry: Entry,
+}
+
+/// What an append returns.
+#[derive(Debug, Clone)]
+pub struct Appended {
+    pub entry: Entry,
+    pub commit: ObjectId,
+}
+
+/// Options for opening a store.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// fsync objects and the ref before an append returns (the default).
+    pub fsync: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { fsync: true }
+    }
+}
+
+/// A commit parsed just enough for the ledger.
+struct RawCommit<'a> {
+    tree: ObjectId,
+    parents: Vec<ObjectId>,
+    message: &'a [u8],
+}
+
+fn parse_commit(data: &[u8], hash: HashKind) -> Option<RawCommit<'_>> {
+    let split = data.windows(2).position(|w| w == b"\n\n")?;
+    let (headers, message) = (&data[..split], &data[split + 2..]);
+    let mut tree = None;
+    let mut parents = Vec::new();
+    for line in headers.split(|b| *b == b'\n') {
+        if let Some(hex) = line.strip_prefix(b"tree ") {
+            tree = Some(ObjectId::from_hex(hex).ok()?);
+        } else if let Some(hex) = line.strip_prefix(b"parent ") {
+            parents.push(ObjectId::from_hex(hex).ok()?);
+        }
+    }
+    let tree = tree?;
+    if tree.kind() != hash {
+        return None;
+    }
+    Some(RawCommit { tree, parents, message })
+}
+
+/// The entry stored in a ledger commit message (its last line).
+fn entry_from_message(message: &[u8]) -> Result<Entry, String> {
+    let text = std::str::from_utf8(message).map_err(|_| "commit message is not UTF-8".to_string())?;
+    let line = text.trim_end_matches('\n').rsplit('\n').next().unwrap_or("");
+    let v = canonical::parse(line).map_err(|e| format!("commit message does not end in an entry: {e}"))?;
+    Entry::from_value(&v)
+}
+
+/// A one-line rendition of `s` safe for a commit subject or author name.
+fn one_line(s: &str, forbidden: &str) -> String {
+    let out: String = s.chars().map(|c| if c.is_control() || forbidden.contains(c) { '_' } else { c }).collect();
+    let out = out.trim().to_string();
+    if out.is_empty() { "-".to_string() } else { out }
+}
+
+/// Seconds for the commit dates: the entry's `ts` floored, kept within git's date range.
+fn commit_seconds(ts: f64) -> i64 {
+    if ts.is_finite() { ts.floor().clamp(0.0, 253_402_300_799.0) as i64 } else { 0 }
+}
+
+/// The commit message: subject, blank line, the entry as canonical JSON.
+pub fn commit_message(entry: &Entry) -> String {
+    let subject = one_line(&format!("{} #{} by {}", entry.kind, entry.seq, entry.actor), "");
+    format!("{subject}\n\n{}\n", entry.to_value().canonical())
+}
+
+/// The exact bytes of the commit for `entry` with `tree` and `parent`.
+pub fn commit_bytes(entry: &Entry, tree: &ObjectId, parent: Option<&ObjectId>) -> Vec<u8> {
+    let secs = commit_seconds(entry.ts);
+    let author = one_line(&entry.actor, "<>");
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(format!("tree {}\n", tree.to_hex()).as_bytes());
+    if let Some(p) = parent {
+        out.extend_from_slice(format!("parent {}\n", p.to_hex()).as_bytes());
+    }
+    out.extend_from_slice(format!("author {author} <{AUTHOR_EMAIL}> {secs} +0000\n").as_bytes());
+    out.extend_from_slice(format!("committer {COMMITTER} {secs} +0000\n\n").as_bytes());
+    out.extend_from_slice(commit_message(entry).as_bytes());
+    out
+}
+
+/// The tree holding one body blob.
+pub fn tree_bytes(blob: &ObjectId) -> Vec<u8> {
+    let mut out = format!("100644 {PAYLOAD_FILE}\0").into_bytes();
+    out.extend_from_slice(blob.as_slice());
+    out
+}
+
+fn hex_to_bytes(h: &str) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (i, chunk) in h.as_bytes().chunks(2).take(32).enumerate() {
+        let s = std::str::from_utf8(chunk).unwrap_or("00");
+        out[i] = u8::from_str_radix(s, 16).unwrap_or(0);
+    }
+    out
+}
+
+/// Opens the repository that contains `dir` (honouring `GIT_DIR`).
+pub fn open_repo(dir: &Path) -> Result<gix::Repository, StoreError> {
+    let repo = gix::ThreadSafeRepository::discover_with_environment_overrides(dir)
+        .map_err(|e| StoreError::NotARepo(format!("{e}")))?;
+    Ok(repo.to_thread_local())
+}
+
+/// A ledger in a git repository.
+pub struct GitStore {
+    repo: gix::Repository,
+    name: String,
+    refname: String,
+    hash: HashKind,
+    opts: Options,
+    /// Where refs, reflogs and `forum/` live (the common dir of a worktree).
+    common_dir: PathBuf,
+}
+
+impl GitStore {
+    /// Opens ledger `name` in `repo`. Reads nothing but the repository configuration: the ledger
+    /// may not exist yet (the first append creates it).
+    pub fn new(repo: gix::Repository, name: &str, opts: Options) -> Result<GitStore, StoreError> {
+        validate_ledger_name(name)?;
+        let hash = repo.object_hash();
+        let common_dir = repo.common_dir().to_path_buf();
+        Ok(GitStore { repo, name: name.to_string(), refname: format!("{LEDGER_PREFIX}{name}"), hash, opts, common_dir })
+    }
+
+    /// Opens ledger `name` in the repository containing `dir`.
+    pub fn open(dir: &Path, name: &str, opts: Options) -> Result<GitStore, StoreError> {
+        GitStore::new(open_repo(dir)?, name, opts)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn refname(&self) -> &str {
+        &self.refname
+    }
+
+    pub fn repo(&self) -> &gix::Repository {
+        &self.repo
+    }
+
+    pub fn object_hash(&self) -> HashKind {
+        self.hash
+    }
+
+    pub fn set_fsync(&mut self, fsync: bool) {
+        self.opts.fsync = fsync;
+    }
+
+    fn forum_dir(&self) -> PathBuf {
+        self.common_dir.join("forum")
+    }
+
+    fn objects_dir(&self) -> PathBuf {
+        self.repo.objects.store_ref().path().to_path_buf()
+    }
+
+    fn ref_path(&self) -> PathBuf {
+        self.common_dir.join(&self.refname)
+    }
+
+    fn reflog_path(&self) -> PathBuf {
+        self.common_dir.join("logs").join(&self.refname)
+    }
+
+    /// The ref's current target, `None` when the ledger does not exist. A ref file that exists
+    /// but cannot be read as an object id is corruption, never an empty ledger.
+    pub fn tip_id(&self) -> Result<Option<ObjectId>, StoreError> {
+        let path = self.ref_path();
+        match fs::read(&path) {
+            Ok(bytes) => {
+                let text = String::from_utf8_lossy(&bytes);
+                let text = text.trim();
+                return ObjectId::from_hex(text.as_bytes())
+                    .ok()
+                    .filter(|id| id.kind() == self.hash)
+                    .map(Some)
+                    .ok_or_else(|| {
+                        StoreError::Corrupt(format!(
+                            "ledger ref {} is {} ({}); restore it from its reflog (`git reflog show {}`)",
+                            self.refname,
+                            if bytes.is_empty() { "an empty file" } else { "not an object id" },
+                            path.display(),
+                            self.refname
+                        ))
+                    });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => {}
+            Err(e) => return Err(io(format!("reading {}", path.display()))(e)),
+        }
+        // Not a loose ref: it may be packed.
+        match self.repo.try_find_reference(self.refname.as_str()) {
+            Ok(Some(r)) => Ok(r.try_id().map(|id| id.detach())),
+            Ok(None) => Ok(None),
+            Err(e) => Err(StoreError::Corrupt(format!("cannot read ledger ref {}: {e}", self.refname))),
+        }
+    }
+
+    /// True when the ledger exists.
+    pub fn exists(&self) -> Result<bool, StoreError> {
+        Ok(self.tip_id()?.is_some())
+    }
+
+    fn read_raw(&self, id: &ObjectId, buf: &mut Vec<u8>) -> Result<Option<Kind>, StoreError> {
+        match self.repo.objects.try_find(id, buf) {
+            Ok(Some(d)) => Ok(Some(d.kind)),
+            Ok(None) => Ok(None),
+            Err(e) => Err(git_err(&format!("reading object {id}"), e)),
+        }
+    }
+
+    /// Reads the commit `id` and the entry it holds.
+    fn read_entry_commit(&self, id: &ObjectId, buf: &mut Vec<u8>) -> Result<(Entry, ObjectId, Option<ObjectId>), StoreError> {
+        let kind = self
+            .read_raw(id, buf)?
+            .ok_or_else(|| StoreError::Corrupt(format!("ledger {}: commit {id} is missing from the object store", self.name)))?;
+        if kind != Kind::Commit {
+            return Err(StoreError::Corrupt(format!("ledger {}: object {id} is a {kind}, not a commit", self.name)));
+        }
+        let raw = parse_commit(buf, self.hash)
+            .ok_or_else(|| StoreError::Corrupt(format!("ledger {}: commit {id} cannot be parsed", self.name)))?;
+        let entry = entry_from_message(raw.message)
+            .map_err(|e| StoreError::Corrupt(format!("ledger {}: commit {id}: {e}", self.name)))?;
+        Ok((entry, raw.tree, raw.parents.first().copied()))
+    }
+
+    /// The tip commit and its entry; `None` for a ledger that does not exist yet.
+    pub fn tip(&self) -> Result<Option<Tip>, StoreError> {
+        let Some(commit) = self.tip_id()? else { return Ok(None) };
+        let (entry, _, _) = self.read_entry_commit(&commit, &mut Vec::new())?;
+        Ok(Some(Tip { commit, entry }))
+    }
+
+    /// The tip, or [`StoreError::NoLedger`].
+    pub fn require_tip(&self) -> Result<Tip, StoreError> {
+        self.tip()?.ok_or_else(|| StoreError::NoLedger(self.name.clone()))
+    }
+
+    /// Commit ids from the tip back to `stop_seq` (inclusive), newest first, with their entries.
+    pub fn walk_back(&self, limit: Option<u64>) -> Result<Vec<(ObjectId, Entry)>, StoreError> {
+        let mut out = Vec::new();
+        let mut cur = self.tip_id()?;
+        let mut buf = Vec::new();
+        while let Some(id) = cur {
+            if limit.is_some_and(|l| out.len() as u64 >= l) {
+                break;
+            }
+            let (entry, _, parent) = self.read_entry_commit(&id, &mut buf)?;
+            out.push((id, entry));
+            cur = parent;
+        }
+        Ok(out)
+    }
+
+    /// Every commit id from seq 0 to the tip, reading commits only.
+    pub fn chain_ids(&self) -> Result<Vec<ObjectId>, StoreError> {
+        let mut ids = Vec::new();
+        let mut cur = self.tip_id()?;
+        let mut buf = Vec::new();
+        while let Some(id) = cur {
+            let kind = self
+                .read_raw(&id, &mut buf)?
+                .ok_or_else(|| StoreError::Corrupt(format!("ledger {}: commit {id} is missing from the object store", self.name)))?;
+            if kind != Kind::Commit {
+                return Err(StoreError::Corrupt(format!("ledger {}: object {id} is not a commit", self.name)));
+            }
+            let raw = parse_commit(&buf, self.hash)
+                .ok_or_else(|| StoreError::Corrupt(format!("ledger {}: commit {id} cannot be parsed", self.name)))?;
+            ids.push(id);
+            cur = raw.parents.first().copied();
+        }
+        ids.reverse();
+        Ok(ids)
+    }
+
+    /// Every entry in seq order.
+    pub fn entries(&self) -> Result<Vec<Entry>, StoreError> {
+        let mut v: Vec<Entry> = self.walk_back(None)?.into_iter().map(|(_, e)| e).collect();
+        v.reverse();
+        Ok(v)
+    }
+
+    /// The commit holding entry `seq`, through the index under `.git/forum/index/` when it agrees
+    /// with the ref, otherwise by walking back from the tip (and repairing the index).
+    pub fn commit_at(&self, seq: u64) -> Result<Option<ObjectId>, StoreError> {
+        let tip = self.require_tip()?;
+        if seq > tip.entry.seq {
+            return Ok(None);
+        }
+        if seq == tip.entry.seq {
+            return Ok(Some(tip.commit));
+        }
+        let ids = self.index_for(&tip)?;
+        Ok(ids.get(seq))
+    }
+
+    /// The entry at `seq` and its commit.
+    pub fn get_with_commit(&self, seq: u64) -> Result<Option<(Entry, ObjectId)>, StoreError> {
+        let Some(id) = self.commit_at(seq)? else { return Ok(None) };
+        let (entry, _, _) = self.read_entry_commit(&id, &mut Vec::new())?;
+        if entry.seq != seq {
+            return Err(StoreError::Corrupt(format!(
+                "ledger {}: commit {id} holds seq {} where seq {seq} belongs; run `git forum verify`",
+                self.name, entry.seq
+            )));
+        }
+        Ok(Some((entry, id)))
+    }
+
+    /// The body of the entry in commit `id`: `Ok(None)` when the body is absent (redacted).
+    pub fn body_of_commit(&self, id: &ObjectId) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut buf = Vec::new();
+        let (_, tree, _) = self.read_entry_commit(id, &mut buf)?;
+        let Some(blob) = self.blob_in_tree(&tree, &mut buf)? else { return Ok(None) };
+        match self.read_raw(&blob, &mut buf)? {
+            Some(Kind::Blob) => Ok(Some(buf.clone())),
+            _ => Err(StoreError::Corrupt(format!("ledger {}: body blob {blob} is missing", self.name))),
+        }
+    }
+
+    /// The body of entry `seq`, parsed.
+    pub fn payload_at(&self, seq: u64) -> Result<Option<Value>, StoreError> {
+        let Some(id) = self.commit_at(seq)? else { return Ok(None) };
+        match self.body_of_commit(&id)? {
+            None => Ok(None),
+            Some(bytes) => {
+                let text = String::from_utf8(bytes).map_err(|_| StoreError::Corrupt(format!("ledger {}: body of seq {seq} is not UTF-8", self.name)))?;
+                canonical::parse(&text).map(Some).map_err(|e| StoreError::Corrupt(format!("ledger {}: body of seq {seq} is not JSON: {e}", self.name)))
+            }
+        }
+    }
+
+    /// The blob named in an entry tree; `None` for the empty (redacted) tree.
+    fn blob_in_tree(&self, tree: &ObjectId, buf: &mut Vec<u8>) -> Result<Option<ObjectId>, StoreError> {
+        match self.read_raw(tree, buf)? {
+            Some(Kind::Tree) => {}
+            Some(k) => return Err(StoreError::Corrupt(format!("ledger {}: {tree} is a {k}, not a tree", self.name))),
+            None => return Err(StoreError::Corrupt(format!("ledger {}: tree {tree} is missing", self.name))),
+        }
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        let prefix = format!("100644 {PAYLOAD_FILE}\0");
+        let rest = buf
+            .strip_prefix(prefix.as_bytes())
+            .filter(|r| r.len() == self.hash.len_in_bytes())
+            .ok_or_else(|| StoreError::Corrupt(format!("ledger {}: tree {tree} is not a ledger entry tree", self.name)))?;
+        Ok(Some(ObjectId::from_bytes_or_panic(rest)))
+    }
+
+    // ----- the seq → commit index (a cache; never used by verify) -----
+
+    fn index_path(&self) -> PathBuf {
+        self.forum_dir().join("index").join(format!("{}.idx", self.name))
+    }
+
+    /// The index, extended or rebuilt until it agrees with `tip`.
+    fn index_for(&self, tip: &Tip) -> Result<IndexView, StoreError> {
+        let width = self.hash.len_in_bytes();
+        let path = self.index_path();
+        let want = tip.entry.seq + 1;
+        if let Ok(mut f) = File::open(&path) {
+            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            if len % width as u64 == 0 && len > 0 {
+                let count = len / width as u64;
+                let mut last = vec![0u8; width];
+                if f.seek(SeekFrom::Start((count - 1) * width as u64)).is_ok() && f.read_exact(&mut last).is_ok() {
+                    let last = ObjectId::from_bytes_or_panic(&last);
+                    if count == want && last == tip.commit {
+                        return Ok(IndexView { path, width, count });
+                    }
+                    if count < want {
+                        // Extend: walk back from the tip to the last indexed seq.
+                        let mut missing = Vec::new();
+                        let mut cur = Some(tip.commit);
+                        let mut buf = Vec::new();
+                        while let Some(id) = cur {
+                            let (e, _, parent) = self.read_entry_commit(&id, &mut buf)?;
+                            if e.seq + 1 == count {
+                                if id == last {
+                                    missing.reverse();
+                                    self.write_index(&path, Some(&missing))?;
+                                    return Ok(IndexView { path, width, count: want });
+                                }
+                                break;
+                            }
+                            if e.seq < count {
+                                break;
+                            }
+                            missing.push(id);
+                            cur = parent;
+                        }
+                    }
+                }
+            }
+        }
+        let ids = self.chain_ids()?;
+        if ids.len() as u64 != want {
+            return Err(StoreError::Corrupt(format!(
+                "ledger {}: the tip holds seq {} but the chain has {} commits; run `git forum verify`",
+                self.name,
+                tip.entry.seq,
+                ids.len()
+            )));
+        }
+        let tmp = path.with_extension("idx.tmp");
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+        }
+        let mut bytes = Vec::with_capacity(ids.len() * width);
+        for id in &ids {
+            bytes.extend_from_slice(id.as_slice());
+        }
+        fs::write(&tmp, &bytes).map_err(io(format!("writing {}", tmp.display())))?;
+        fs::rename(&tmp, &path).map_err(io(format!("renaming {}", tmp.display())))?;
+        Ok(IndexView { path, width, count: want })
+    }
+
+    /// Appends `ids` to the index file (the caller checked it is current up to their parent).
+    fn write_index(&self, path: &Path, ids: Option<&[ObjectId]>) -> Result<(), StoreError> {
+        let Some(ids) = ids else { return Ok(()) };
+        let mut f = OpenOptions::new().append(true).open(path).map_err(io(format!("opening {}", path.display())))?;
+        let mut bytes = Vec::with_capacity(ids.len() * self.hash.len_in_bytes());
+        for id in ids {
+            bytes.extend_from_slice(id.as_slice());
+        }
+        f.write_all(&bytes).map_err(io(format!("writing {}", path.display())))
+    }
+
+    /// After an append from `parent` (at `parent_seq`) to `new`, extends the index if it was
+    /// current; otherwise leaves it for the next read to repair.
+    fn index_after_append(&self, parent: Option<(ObjectId, u64)>, new: &[ObjectId]) {
+        let width = self.hash.len_in_bytes() as u64;
+        let path = self.index_path();
+        let current = match parent {
+            None => {
+                if let Some(dir) = path.parent() {
+                    let _ = fs::create_dir_all(dir);
+                }
+                let _ = fs::write(&path, b"");
+                true
+            }
+            Some((pid, pseq)) => (|| {
+                let mut f = File::open(&path).ok()?;
+                let len = f.metadata().ok()?.len();
+                if len != (pseq + 1) * width {
+                    return None;
+                }
+                let mut last = vec![0u8; width as usize];
+                f.seek(SeekFrom::Start(len - width)).ok()?;
+                f.read_exact(&mut last).ok()?;
+                Some(ObjectId::from_bytes_or_panic(&last) == pid)
+            })()
+            .unwrap_or(false),
+        };
+        if current {
+            let _ = self.write_index(&path, Some(new));
+        }
+    }
+
+    // ----- writing -----
+
+    /// Takes the ledger's writer lock (advisory, released by the kernel if we die).
+    fn writer_lock(&self) -> Result<File, StoreError> {
+        let dir = self.forum_dir().join("locks");
+        fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        let path = dir.join(format!("{}.lock", self.name.replace('/', "%2F")));
+        let f = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io(format!("opening {}", path.display())))?;
+        f.lock().map_err(io(format!("locking {}", path.display())))?;
+        Ok(f)
+    }
+
+    /// Writes one loose object unless the repository already has it. Returns its path when a
+    /// new file was written.
+    fn write_loose(&self, kind: Kind, data: &[u8]) -> Result<(ObjectId, Option<PathBuf>), StoreError> {
+        let id = gix::objs::compute_hash(self.hash, kind, data).map_err(|e| git_err("hashing an object", e))?;
+        if self.repo.has_object(id) {
+            return Ok((id, None));
+        }
+        let hex = id.to_hex().to_string();
+        let dir = self.objects_dir().join(&hex[..2]);
+        let path = dir.join(&hex[2..]);
+        fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        let mut raw = format!("{kind} {}\0", data.len()).into_bytes();
+        raw.extend_from_slice(data);
+        let mut z = Vec::new();
+        {
+            let mut c = gix::zlib::stream::deflate::Compress::new(gix::zlib::Compression::new(1).expect("level 1 is valid"));
+            let mut out = vec![0u8; raw.len() + raw.len() / 1000 + 64];
+            let (mut ip, mut op) = (0usize, 0usize);
+            loop {
+                let (ti, to) = (c.total_in(), c.total_out());
+                let st = c
+                    .compress(&raw[ip..], &mut out[op..], gix::zlib::stream::deflate::FlushCompress::Finish)
+                    .map_err(|e| git_err("compressing an object", e))?;
+                ip += (c.total_in() - ti) as usize;
+                op += (c.total_out() - to) as usize;
+                if matches!(st, gix::zlib::Status::StreamEnd) {
+                    break;
+                }
+                if op == out.len() {
+                    out.resize(out.len() * 2, 0);
+                }
+            }
+            out.truncate(op);
+            z.extend_from_slice(&out);
+        }
+        let tmp = dir.join(format!("tmp_obj_{}_{}", std::process::id(), unique()));
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io(format!("creating {}", tmp.display())))?;
+        f.write_all(&z).map_err(io(format!("writing {}", tmp.display())))?;
+        drop(f);
+        fs::rename(&tmp, &path).map_err(io(format!("renaming {}", tmp.display())))?;
+        Ok((id, Some(path)))
+    }
+
+    /// Makes everything written so far durable: one `syncfs` of the repository's filesystem on
+    /// Linux (a single flush instead of one per object file and directory).
+    fn flush(&self, written: &[PathBuf]) -> Result<(), StoreError> {
+        if !self.opts.fsync {
+            return Ok(());
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let _ = written;
+            let f = File::open(&self.common_dir).map_err(io("opening the git directory to flush it"))?;
+            rustix::fs::syncfs(&f).map_err(|e| io("flushing the repository to disk (syncfs)")(e.into()))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let mut dirs = std::collections::BTreeSet::new();
+            for p in written {
+                if let Ok(f) = File::open(p) {
+                    f.sync_all().map_err(io(format!("fsync {}", p.display())))?;
+                }
+                if let Some(d) = p.parent() {
+                    dirs.insert(d.to_path_buf());
+                }
+            }
+            for d in dirs {
+                if let Ok(f) = File::open(&d) {
+                    let _ = f.sync_all();
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// Compare-and-swap the ref from `expected` to `new`, with a reflog line.
+    fn cas(&self, expected: Option<ObjectId>, new: ObjectId, message: &str) -> Result<CasOutcome, StoreError> {
+        use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+        use gix::refs::{FullName, Target};
+        let edit = RefEdit {
+            change: Change::Update {
+                log: LogChange { mode: RefLog::AndReference, force_create_reflog: true, message: message.into() },
+                expected: match expected {
+                    Some(old) => PreviousValue::MustExistAndMatch(Target::Object(old)),
+                    None => PreviousValue::MustNotExist,
+                },
+                new: Target::Object(new),
+            },
+            name: FullName::try_from(self.refname.as_str()).map_err(|e| git_err("ref name", e))?,
+            deref: false,
+        };
+        let sig = gix::actor::Signature {
+            name: "git-forum".into(),
+            email: AUTHOR_EMAIL.into(),
+            time: gix::date::Time::now_utc(),
+        };
+        let mut tb = gix::date::parse::TimeBuf::default();
+        match self.repo.edit_references_as([edit], Some(sig.to_ref(&mut tb))) {
+            Ok(_) => Ok(CasOutcome::Moved),
+            Err(e) if e.is_conflict() => Ok(CasOutcome::Conflict),
+            Err(e) => {
+                let lock = PathBuf::from(format!("{}.lock", self.ref_path().display()));
+                if lock.exists() {
+                    Ok(CasOutcome::Locked(lock))
+                } else {
+                    Err(git_err(&format!("updating {}", self.refname), format!("{e:?}").lines().next().unwrap_or("")))
+                }
+            }
+        }
+    }
+
+    /// Removes a ref lock left by a dead writer. We hold the ledger's writer lock, so no live
+    /// git-forum writer owns it; a foreign git process holds a ref lock for milliseconds, so a
+    /// lock older than [`STALE_REF_LOCK`] is stale. Returns false while it is too young.
+    fn recover_stale_lock(&self, lock: &Path) -> bool {
+        let age = fs::metadata(lock).and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok());
+        match age {
+            Some(age) if age >= STALE_REF_LOCK => {
+                let _ = fs::remove_file(lock);
+                true
+            }
+            None => true,
+            _ => false,
+        }
+    }
+
+    /// Appends entries built by `build` on the current tip, retrying on conflict. `build`
+    /// receives the tip and returns the objects to write (commits first) and the new commit ids.
+    fn append_with<F>(&self, mut build: F, reflog: &str) -> Result<(Vec<ObjectId>, Vec<Entry>), StoreError>
+    where
+        F: FnMut(Option<&Tip>) -> Result<Built, StoreError>,
+    {
+        let _lock = self.writer_lock()?;
+        let start = Instant::now();
+        let mut backoff = Duration::from_millis(2);
+        loop {
+            let tip = self.tip()?;
+            let built = build(tip.as_ref())?;
+            let new_tip = *built.commits.last().expect("a batch holds at least one entry");
+            let mut guard = None;
+            let mut written = Vec::new();
+            if built.as_pack {
+                let mut seen = HashSet::new();
+                let objs: Vec<Obj> = built
+                    .objects
+                    .into_iter()
+                    .filter(|o| seen.insert(o.id) && !self.repo.has_object(o.id))
+                    .collect();
+                if !objs.is_empty() {
+                    guard = Some(
+                        pack::write_pack(&self.objects_dir(), self.hash, &objs, gix::zlib::Compression::new(6).expect("level 6 is valid"), self.opts.fsync)
+                            .map_err(io("writing a pack"))?,
+                    );
+                }
+            } else {
+                for o in &built.objects {
+                    let (id, path) = self.write_loose(o.kind, &o.data)?;
+                    debug_assert_eq!(id, o.id);
+                    written.extend(path);
+                }
+                self.flush(&written)?;
+            }
+            let outcome = self.cas(tip.as_ref().map(|t| t.commit), new_tip, reflog);
+            let outcome = match outcome {
+                Ok(o) => o,
+                Err(e) => {
+                    if let Some(g) = guard {
+                        g.release();
+                    }
+                    return Err(e);
+                }
+            };
+            match outcome {
+                CasOutcome::Moved => {
+                    let flushed = self.flush(&[self.ref_path(), self.reflog_path()]);
+                    if let Some(g) = guard {
+                        g.release();
+                    }
+                    flushed?;
+                    self.index_after_append(tip.as_ref().map(|t| (t.commit, t.entry.seq)), &built.commits);
+                    if built.as_pack {
+                        self.consolidate_packs();
+                    }
+                    return Ok((built.commits, built.entries));
+                }
+                CasOutcome::Conflict => {}
+                CasOutcome::Locked(lock) => {
+                    self.recover_stale_lock(&lock);
+                }
+            }
+            if let Some(g) = guard {
+                g.release();
+            }
+            if start.elapsed() > APPEND_DEADLINE {
+                return Err(StoreError::Contended(format!(
+                    "could not move {} for {}s: another process keeps changing it, or {}.lock is held; try again",
+                    self.refname,
+                    APPEND_DEADLINE.as_secs(),
+                    self.ref_path().display()
+                )));
+            }
+            std::thread::sleep(backoff + Duration::from_micros((unique() % 1000) as u64));
+            backoff = (backoff * 2).min(Duration::from_millis(200));
+        }
+    }
+
+    /// Merges small packs once there are many (git's geometric repack keeps old big packs).
+    fn consolidate_packs(&self) {
+        if pack::pack_count(&self.objects_dir()) <= MAX_PACKS {
+            return;
+        }
+        let _ = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&self.common_dir)
+            .args(["repack", "-d", "-q", "--geometric=2"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+
+    /// Appends one entry (loose objects).
+    pub fn append_entry(&mut self, new: &NewEntry) -> Result<Appended, StoreError> {
+        let body = new.validate().map_err(StoreError::Invalid)?;
+        let payload_hash = sha256_hex(body.as_bytes());
+        let hash = self.hash;
+        let (commits, entries) = self.append_with(
+            |tip| {
+                let entry = Entry::next(tip.map(|t| &t.entry), new, payload_hash.clone());
+                let mut objects = Vec::with_capacity(3);
+                let blob = object(hash, Kind::Blob, body.as_bytes().to_vec())?;
+                let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
+                let commit = object(hash, Kind::Commit, commit_bytes(&entry, &tree.id, tip.map(|t| &t.commit)))?;
+                let commits = vec![commit.id];
+                objects.extend([blob, tree, commit]);
+                Ok(Built { objects, commits, entries: vec![entry], as_pack: false })
+            },
+            &format!("forum: append {}", one_line(&new.kind, "")),
+        )?;
+        Ok(Appended { entry: entries.into_iter().next().expect("one entry"), commit: commits[0] })
+    }
+
+    /// Appends many entries as one pack with one flush and one ref update.
+    pub fn append_entries(&mut self, batch: &[NewEntry]) -> Result<Vec<Appended>, StoreError> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut bodies = Vec::with_capacity(batch.len());
+        for (i, n) in batch.iter().enumerate() {
+            let body = n.validate().map_err(|e| StoreError::Invalid(format!("entry {i} of the batch: {e}")))?;
+            let ph = sha256_hex(body.as_bytes());
+            bodies.push((body, ph));
+        }
+        let hash = self.hash;
+        let (commits, entries) = self.append_with(
+            |tip| build_batch(hash, tip, batch.iter().zip(bodies.iter()).map(|(n, (b, ph))| (n, b.as_bytes(), ph.as_str(), true))),
+            &format!("forum: append {} entries", batch.len()),
+        )?;
+        Ok(entries.into_iter().zip(commits).map(|(entry, commit)| Appended { entry, commit }).collect())
+    }
+
+    /// Writes already-hashed entries (an import) as one pack on an empty ledger. Each item is the
+    /// entry and its canonical body, if present.
+    pub fn import_entries(&mut self, items: &[(Entry, Option<String>)]) -> Result<ObjectId, StoreError> {
+        if self.tip_id()?.is_some() {
+            return Err(StoreError::Invalid(format!(
+                "ledger {:?} already exists; import into a new ledger with --ledger NAME",
+                self.name
+            )));
+        }
+        if items.is_empty() {
+            return Err(StoreError::Invalid("nothing to import: the Forum ledger has no entries".into()));
+        }
+        let hash = self.hash;
+        let name = self.name.clone();
+        let (commits, _) = self.append_with(
+            |tip| {
+                if tip.is_some() {
+                    return Err(StoreError::Invalid(format!("ledger {name:?} was created while importing")));
+                }
+                let mut objects = Vec::with_capacity(items.len() * 3);
+                let mut blobs = Vec::new();
+                let mut trees = Vec::new();
+                let mut commits = Vec::with_capacity(items.len());
+                let mut entries = Vec::with_capacity(items.len());
+                let empty_tree = object(hash, Kind::Tree, Vec::new())?;
+                let mut parent: Option<ObjectId> = None;
+                for (entry, body) in items {
+                    let tree_id = match body {
+                        Some(b) => {
+                            let blob = object(hash, Kind::Blob, b.as_bytes().to_vec())?;
+                            let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
+                            let id = tree.id;
+                            blobs.push(blob);
+                            trees.push(tree);
+                            id
+                        }
+                        None => empty_tree.id,
+                    };
+                    let c = object(hash, Kind::Commit, commit_bytes(entry, &tree_id, parent.as_ref()))?;
+                    parent = Some(c.id);
+                    commits.push(c.id);
+                    objects.push(c);
+                    entries.push(entry.clone());
+                }
+                trees.push(empty_tree);
+                objects.extend(trees);
+                objects.extend(blobs);
+                Ok(Built { objects, commits, entries, as_pack: true })
+            },
+            &format!("forum: import {} entries", items.len()),
+        )?;
+        Ok(*commits.last().expect("non-empty import"))
+    }
+
+    /// Flushes everything to disk (for writers that ran with `--no-fsync`).
+    pub fn sync(&self) -> Result<(), StoreError> {
+        let f = File::open(&self.common_dir).map_err(io("opening the git directory to flush it"))?;
+        f.sync_all().map_err(io("flushing the git directory"))?;
+        #[cfg(target_os = "linux")]
+        rustix::fs::syncfs(&f).map_err(|e| io("flushing the repository to disk (syncfs)")(e.into()))?;
+        Ok(())
+    }
+
+    // ----- checkpoints recorded locally -----
+
+    fn checkpoints_path(&self) -> PathBuf {
+        self.forum_dir().join("checkpoints").join(format!("{}.jsonl", self.name))
+    }
+
+    /// Records `(size, root)` as a witness that later verifies compare against.
+    pub fn record_checkpoint(&self, size: u64, root: &str) -> Result<(), StoreError> {
+        let path = self.checkpoints_path();
+        if let Some(d) = path.parent() {
+            fs::create_dir_all(d).map_err(io(format!("creating {}", d.display())))?;
+        }
+        let line = serde_json::json!({ "size": size, "root": root }).to_string();
+        let mut f = OpenOptions::new().create(true).append(true).open(&path).map_err(io(format!("opening {}", path.display())))?;
+        f.write_all(format!("{line}\n").as_bytes()).map_err(io(format!("writing {}", path.display())))?;
+        if self.opts.fsync {
+            f.sync_all().map_err(io(format!("fsync {}", path.display())))?;
+        }
+        Ok(())
+    }
+
+    /// Checkpoints recorded for this ledger, oldest first.
+    pub fn recorded_checkpoints(&self) -> Vec<(u64, String)> {
+        let Ok(text) = fs::read_to_string(self.checkpoints_path()) else { return Vec::new() };
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| Some((v.get("size")?.as_u64()?, v.get("root")?.as_str()?.to_string())))
+            .collect()
+    }
+
+    /// The ref's reflog as (old, new, message), oldest first.
+    pub fn reflog(&self) -> Vec<(String, String, String)> {
+        let Ok(text) = fs::read_to_string(self.reflog_path()) else { return Vec::new() };
+        text.lines()
+            .filter_map(|l| {
+                let (head, msg) = l.split_once('\t').unwrap_or((l, ""));
+                let mut parts = head.split(' ');
+                Some((parts.next()?.to_string(), parts.next()?.to_string(), msg.to_string()))
+            })
+            .collect()
+    }
+
+    // ----- verify -----
+
+    /// Checks the ledger (forum-spec §4 and the git layer). Never consults the index.
+    pub fn verify(&self, deep: bool) -> Result<VerifyReport, StoreError> {
+        let mut report = VerifyReport { deep, ..VerifyReport::default() };
+        let tip = match self.tip_id() {
+            Ok(Some(t)) => t,
+            Ok(None) => return Err(StoreError::NoLedger(self.name.clone())),
+            Err(StoreError::Corrupt(m)) => {
+                report.fail(None, "broken-ref", m);
+                return Ok(report);
+            }
+            Err(e) => return Err(e),
+        };
+        // Pass 1: walk from the tip, checking each commit on its own.
+        let mut recs: Vec<Rec> = Vec::new();
+        let mut cur = Some(tip);
+        let mut buf = Vec::new();
+        let mut child_seq: Option<u64> = None;
+        while let Some(id) = cur {
+            let kind = self.read_raw(&id, &mut buf)?;
+            let seq_hint = child_seq.map(|s| s.saturating_sub(1));
+            let Some(kind) = kind else {
+                report.walk_failure = Some((seq_hint, "missing-object", format!("commit {id} is missing from the object store")));
+                break;
+            };
+            let actual = gix::objs::compute_hash(self.hash, kind, &buf).map_err(|e| git_err("hashing", e))?;
+            if actual != id {
+                report.walk_failure = Some((seq_hint, "corrupt-object", format!("object {id} does not hash to its name (its content was replaced)")));
+                break;
+            }
+            let parsed = if kind == Kind::Commit { parse_commit(&buf, self.hash) } else { None };
+            let Some(raw) = parsed else {
+                report.walk_failure = Some((seq_hint, "not-a-ledger-commit", format!("object {id} is not a ledger commit")));
+                break;
+            };
+            let entry = match entry_from_message(raw.message) {
+                Ok(e) => e,
+                Err(why) => {
+                    report.walk_failure = Some((seq_hint, "not-a-ledger-commit", format!("commit {id}: {why}")));
+                    break;
+                }
+            };
+            let parent = raw.parents.first().copied();
+            let mut local = None;
+            if raw.parents.len() > 1 {
+                local = Some(("merge-commit", format!("commit {id} has {} parents; ledger commits have one", raw.parents.len())));
+            } else if commit_bytes(&entry, &raw.tree, parent.as_ref()) != buf {
+                local = Some(("commit-altered", format!("commit {id} is not the commit its entry defines (author, date, message or headers were changed)")));
+            }
+            let redacts = if entry.kind == "redaction" { self.redaction_target(&raw.tree) } else { None };
+            child_seq = Some(entry.seq);
+            recs.push(Rec {
+                commit: id,
+                tree: raw.tree,
+                seq: entry.seq,
+                entry_hash: hex_to_bytes(&entry.entry_hash),
+                payload_hash: hex_to_bytes(&entry.payload_hash),
+                edited: entry.computed_hash() != entry.entry_hash,
+                prev_hash: hex_to_bytes(&entry.prev_hash),
+                local,
+                redacts,
+            });
+            cur = parent;
+        }
+        recs.reverse();
+        // Pass 2: the chain, root first.
+        let mut prefix_roots: Vec<(u64, String)> = Vec::new();
+        let recorded = self.recorded_checkpoints();
+        let wanted: HashSet<u64> = recorded.iter().map(|(s, _)| *s).collect();
+        let genesis = hex_to_bytes(hash::GENESIS);
+        let mut prev: [u8; 32] = genesis;
+        let mut chain_problem: Option<(u64, &'static str, String)> = None;
+        if let Some((hint, code, msg)) = &report.walk_failure {
+            // The walk stopped early: everything below the break is unreachable.
+            let seq = recs.first().map(|r| r.seq.saturating_sub(1)).or(*hint).unwrap_or(0);
+            chain_problem = Some((seq, code, msg.clone()));
+        }
+        let mut acc = Accumulator::default();
+        let mut redacted: HashSet<[u8; 32]> = HashSet::new();
+        for (i, r) in recs.iter().enumerate() {
+            if chain_problem.is_some() {
+                break;
+            }
+            let expected = i as u64;
+            if r.seq != expected {
+                let next_seq = recs.get(i + 1).map(|n| n.seq);
+                let p = if next_seq == Some(expected) {
+                    ChainProblem::Swapped { expected, found: r.seq }
+                } else if r.seq > expected {
+                    ChainProblem::Missing { expected, found: r.seq }
+                } else {
+                    ChainProblem::OutOfOrder { expected, found: r.seq }
+                };
+                let code = match p {
+                    ChainProblem::Swapped { .. } => "entries-swapped",
+                    ChainProblem::Missing { .. } => "entries-deleted",
+                    _ => "entries-out-of-order",
+                };
+                chain_problem = Some((expected, code, p.to_string()));
+                break;
+            }
+            if r.edited {
+                chain_problem = Some((r.seq, "entry-edited", ChainProblem::EditedEntry.to_string()));
+                break;
+            }
+            if r.prev_hash != prev {
+                chain_problem = Some((
+                    r.seq,
+                    "parent-changed",
+                    "its prev_hash does not name the entry in its parent commit: the commit's parent was changed".to_string(),
+                ));
+                break;
+            }
+            if let Some((code, msg)) = &r.local {
+                chain_problem = Some((r.seq, code, msg.clone()));
+                break;
+            }
+            prev = r.entry_hash;
+            acc.push(&hash::hex(&r.entry_hash));
+            let n = i as u64 + 1;
+            if wanted.contains(&n) {
+                prefix_roots.push((n, acc.root()));
+            }
+            if let Some(h) = r.redacts {
+                redacted.insert(h);
+            }
+        }
+        report.entries = recs.len() as u64;
+        report.checkpoint = acc.root();
+        report.chain = chain_problem.is_none();
+        if let Some((seq, code, msg)) = chain_problem {
+            report.fail(Some(seq), code, msg);
+            return Ok(report);
+        }
+        // Witnesses of the ref's history: recorded checkpoints and the reflog.
+        let len = recs.len() as u64;
+        for (size, root) in &recorded {
+            if *size > len {
+                report.fail(
+                    Some(len),
+                    "truncated",
+                    format!("the ledger has {len} entries but a checkpoint was recorded at {size} entries (root {root}): entries were removed from the tail"),
+                );
+                return Ok(report);
+            }
+            if let Some((_, have)) = prefix_roots.iter().find(|(s, _)| s == size)
+                && have != root
+            {
+                report.fail(
+                    Some(size.saturating_sub(1)),
+                    "rewritten",
+                    format!("the first {size} entries hash to {have}, not to the recorded checkpoint {root}: history was rewritten"),
+                );
+                return Ok(report);
+            }
+        }
+        report.checkpoints_checked = recorded.len();
+        let ids: HashSet<ObjectId> = recs.iter().map(|r| r.commit).collect();
+        let reflog = self.reflog();
+        report.reflog_lines = reflog.len();
+        // Only lines after the newest sanctioned rewrite (a redaction) describe this chain.
+        let start = reflog.iter().rposition(|(_, _, m)| m.starts_with("forum: rewrite")).map(|i| i + 1).unwrap_or(0);
+        for (_, new, _) in &reflog[start..] {
+            let Ok(id) = ObjectId::from_hex(new.as_bytes()) else { continue };
+            if id.is_null() || ids.contains(&id) {
+                continue;
+            }
+            let seen = self.read_entry_commit(&id, &mut buf).ok().map(|(e, _, _)| e.seq);
+            let (code, msg) = match seen {
+                Some(s) if s >= len => (
+                    "rewound",
+                    format!("the reflog shows the ledger at seq {s} (commit {id}), but it now ends at seq {}: the ref was rewound", len.saturating_sub(1)),
+                ),
+                Some(s) => ("rewritten", format!("the reflog records commit {id} at seq {s}, which the current chain does not contain: the ref was rewritten")),
+                None => ("rewritten", format!("the reflog records commit {id}, which is not in the current chain: the ref was rewritten")),
+            };
+            report.fail(Some(len.min(seen.unwrap_or(len))), code, msg);
+            return Ok(report);
+        }
+        if let Some((_, last, _)) = reflog.last()
+            && ObjectId::from_hex(last.as_bytes()).ok() != Some(tip)
+        {
+            report.fail(Some(len), "ref-moved", format!("{} was moved without a reflog line (reflog ends at {last}, ref at {tip})", self.refname));
+            return Ok(report);
+        }
+        if reflog.is_empty() && recorded.is_empty() {
+            report.notes.push(
+                "no reflog and no recorded checkpoint: a cleanly truncated tail cannot be detected (as in Forum); record one with `git forum checkpoint`".into(),
+            );
+        }
+        if deep {
+            self.verify_bodies(&recs, &redacted, &mut report)?;
+        }
+        Ok(report)
+    }
+
+    /// The payload hash a redaction entry's body names, if readable.
+    fn redaction_target(&self, tree: &ObjectId) -> Option<[u8; 32]> {
+        let mut buf = Vec::new();
+        let blob = self.blob_in_tree(tree, &mut buf).ok()??;
+        self.read_raw(&blob, &mut buf).ok()??;
+        let v = canonical::parse(std::str::from_utf8(&buf).ok()?).ok()?;
+        let h = v.get("payload_hash")?.as_str()?;
+        hash::is_hash(h).then(|| hex_to_bytes(h))
+    }
+
+    fn verify_bodies(&self, recs: &[Rec], redacted: &HashSet<[u8; 32]>, report: &mut VerifyReport) -> Result<(), StoreError> {
+        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 4);
+        let chunk = recs.len().div_ceil(threads).max(1);
+        let shared = self.repo.clone().into_sync();
+        let hash = self.hash;
+        let results: Vec<Result<Option<(u64, &'static str, String)>, StoreError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = recs
+                .chunks(chunk)
+                .map(|part| {
+                    let shared = shared.clone();
+                    s.spawn(move || {
+                        let repo = shared.to_thread_local();
+                        check_bodies(&repo, hash, part)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(StoreError::Git("a verify thread panicked".into())))).collect()
+        });
+        let mut first: Option<(u64, &'static str, String)> = None;
+        let mut absent: Vec<u64> = Vec::new();
+        for r in results {
+            if let Some((seq, code, msg)) = r? {
+                if code == "body-absent" {
+                    absent.push(seq);
+                    continue;
+                }
+                if first.as_ref().is_none_or(|f| seq < f.0) {
+                    first = Some((seq, code, msg));
+                }
+            }
+        }
+        // Absent bodies: fine when a redaction names them, a failure otherwise.
+        for r in recs.iter().filter(|r| absent.contains(&r.seq)) {
+            if redacted.contains(&r.payload_hash) {
+                report.redacted.push((r.seq, hash::hex(&r.payload_hash)));
+            } else if first.as_ref().is_none_or(|f| r.seq < f.0) {
+                first = Some((r.seq, "body-missing", "its body is absent and no redaction entry names it".into()));
+            }
+        }
+        report.redacted.sort();
+        if let Some((seq, code, msg)) = first {
+            report.fail(Some(seq), code, msg);
+        } else {
+            report.deep_ok = Some(true);
+        }
+        Ok(())
+    }
+}
+
+/// The tree and body checks of deep verify for one slice of entries. Reports the first problem
+/// in the slice, and "body-absent" for redacted-looking entries (the caller decides).
+fn check_bodies(repo: &gix::Repository, hash: HashKind, part: &[Rec]) -> Result<Option<(u64, &'static str, String)>, StoreError> {
+    let mut buf = Vec::new();
+    let mut checked: HashSet<ObjectId> = HashSet::new();
+    let empty_tree = ObjectId::empty_tree(hash);
+    let mut absent = None;
+    for r in part {
+        if r.tree == empty_tree {
+            if absent.is_none() {
+                absent = Some((r.seq, "body-absent", String::new()));
+            }
+            continue;
+        }
+        let tree = match repo.objects.try_find(&r.tree, &mut buf) {
+            Ok(Some(d)) if d.kind == Kind::Tree => d.data.to_vec(),
+            Ok(Some(_)) => return Ok(Some((r.seq, "not-a-ledger-tree", format!("{} is not a tree", r.tree)))),
+            Ok(None) => return Ok(Some((r.seq, "missing-object", format!("tree {} is missing from the object store", r.tree)))),
+            Err(e) => return Err(git_err("reading a tree", e)),
+        };
+        let prefix = format!("100644 {PAYLOAD_FILE}\0");
+        let blob = match tree.strip_prefix(prefix.as_bytes()).filter(|b| b.len() == hash.len_in_bytes()) {
+            Some(b) => ObjectId::from_bytes_or_panic(b),
+            None => return Ok(Some((r.seq, "not-a-ledger-tree", format!("tree {} is not a ledger entry tree", r.tree)))),
+        };
+        if gix::objs::compute_hash(hash, Kind::Tree, &tree).ok() != Some(r.tree) {
+            return Ok(Some((r.seq, "corrupt-object", format!("tree {} does not hash to its name", r.tree))));
+        }
+        if !checked.insert(blob) {
+            continue;
+        }
+        match repo.objects.try_find(&blob, &mut buf) {
+            Ok(Some(d)) if d.kind == Kind::Blob => {}
+            Ok(Some(_)) => return Ok(Some((r.seq, "not-a-ledger-tree", format!("{blob} is not a blob")))),
+            Ok(None) => {
+                return Ok(Some((r.seq, "missing-object", format!("body blob {blob} is missing from the object store"))));
+            }
+            Err(e) => return Err(git_err("reading a blob", e)),
+        }
+        if hex_to_bytes(&sha256_hex(&buf)) != r.payload_hash {
+            return Ok(Some((r.seq, "body-edited", "its body does not hash to its payload_hash: the body was edited".into())));
+        }
+        if gix::objs::compute_hash(hash, Kind::Blob, &buf).ok() != Some(blob) {
+            return Ok(Some((r.seq, "corrupt-object", format!("blob {blob} does not hash to its name"))));
+        }
+    }
+    Ok(absent)
+}
+
+/// One entry as pass 1 of verify keeps it (compact: a 100,000-entry ledger stays small).
+struct Rec {
+    commit: ObjectId,
+    tree: ObjectId,
+    seq: u64,
+    entry_hash: [u8; 32],
+    prev_hash: [u8; 32],
+    payload_hash: [u8; 32],
+    edited: bool,
+    local: Option<(&'static str, String)>,
+    redacts: Option<[u8; 32]>,
+}
+
+/// The outcome of [`GitStore::verify`].
+#[derive(Debug, Default, Clone)]
+pub struct VerifyReport {
+    pub ok: bool,
+    pub chain: bool,
+    pub deep: bool,
+    /// `Some(true)` when deep checks ran and passed.
+    pub deep_ok: Option<bool>,
+    pub entries: u64,
+    pub checkpoint: String,
+    pub first_bad_seq: Option<u64>,
+    pub problem: Option<String>,
+    /// A stable identifier of the problem class (`entry-edited`, `body-edited`, ...).
+    pub code: Option<&'static str>,
+    /// Entries whose bodies are absent under a redaction entry: (seq, payload hash).
+    pub redacted: Vec<(u64, String)>,
+    pub reflog_lines: usize,
+    pub checkpoints_checked: usize,
+    pub notes: Vec<String>,
+    walk_failure: Option<(Option<u64>, &'static str, String)>,
+}
+
+impl VerifyReport {
+    fn fail(&mut self, seq: Option<u64>, code: &'static str, problem: String) {
+        self.ok = false;
+        self.first_bad_seq = seq;
+        self.code = Some(code);
+        self.problem = Some(problem);
+    }
+
+    /// Whether every requested check passed.
+    pub fn passed(&self) -> bool {
+        self.problem.is_none()
+    }
+}
+
+struct Built {
+    objects: Vec<Obj>,
+    commits: Vec<ObjectId>,
+    entries: Vec<Entry>,
+    as_pack: bool,
+}
+
+enum CasOutcome {
+    Moved,
+    Conflict,
+    Locked(PathBuf),
+}
+
+fn object(hash: HashKind, kind: Kind, data: Vec<u8>) -> Result<Obj, StoreError> {
+    let id = gix::objs::compute_hash(hash, kind, &data).map_err(|e| git_err("hashing an object", e))?;
+    Ok(Obj { id, kind, data })
+}
+
+/// Builds the objects of a batch on `tip`: commits first, then trees, then blobs, deduplicated.
+fn build_batch<'a, I>(hash: HashKind, tip: Option<&Tip>, items: I) -> Result<Built, StoreError>
+where
+    I: Iterator<Item = (&'a NewEntry, &'a [u8], &'a str, bool)>,
+{
+    let mut commits_objs = Vec::new();
+    let mut trees = Vec::new();
+    let mut blobs = Vec::new();
+    let mut seen = HashSet::new();
+    let mut commits = Vec::new();
+    let mut entries = Vec::new();
+    let mut head = tip.map(|t| t.entry.clone());
+    let mut parent = tip.map(|t| t.commit);
+    for (new, body, ph, _) in items {
+        let entry = Entry::next(head.as_ref(), new, ph.to_string());
+        let blob = object(hash, Kind::Blob, body.to_vec())?;
+        let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
+        let commit = object(hash, Kind::Commit, commit_bytes(&entry, &tree.id, parent.as_ref()))?;
+        parent = Some(commit.id);
+        commits.push(commit.id);
+        commits_objs.push(commit);
+        if seen.insert(tree.id) {
+            trees.push(tree);
+        }
+        if seen.insert(blob.id) {
+            blobs.push(blob);
+        }
+        head = Some(entry.clone());
+        entries.push(entry);
+    }
+    let mut objects = commits_objs;
+    objects.extend(trees);
+    objects.extend(blobs);
+    Ok(Built { objects, commits, entries, as_pack: true })
+}
+
+struct IndexView {
+    path: PathBuf,
+    width: usize,
+    count: u64,
+}
+
+impl IndexView {
+    fn get(&self, seq: u64) -> Option<ObjectId> {
+        if seq >= self.count {
+            return None;
+        }
+        let mut f = File::open(&self.path).ok()?;
+        f.seek(SeekFrom::Start(seq * self.width as u64)).ok()?;
+        let mut b = vec![0u8; self.width];
+        f.read_exact(&mut b).ok()?;
+        Some(ObjectId::from_bytes_or_panic(&b))
+    }
+}
+
+fn unique() -> u128 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    nanos ^ ((N.fetch_add(1, Ordering::Relaxed) as u128) << 64) ^ std::process::id() as u128
+}
+
+impl Storage for GitStore {
+    fn len(&self) -> Result<u64, StorageError> {
+        Ok(self.tip()?.map(|t| t.entry.seq + 1).unwrap_or(0))
+    }
+
+    fn head(&self) -> Result<Option<Entry>, StorageError> {
+        Ok(self.tip()?.map(|t| t.entry))
+    }
+
+    fn get(&self, seq: u64) -> Result<Option<Entry>, StorageError> {
+        if self.tip_id()?.is_none() {
+            return Ok(None);
+        }
+        Ok(self.get_with_commit(seq)?.map(|(e, _)| e))
+    }
+
+    fn payload(&self, payload_hash: &str) -> Result<Option<Value>, StorageError> {
+        for (id, e) in self.walk_back(None)? {
+            if e.payload_hash == payload_hash {
+                return match self.body_of_commit(&id)? {
+                    Some(bytes) => {
+                        let text = String::from_utf8(bytes).map_err(|_| StorageError::Corrupt("body is not UTF-8".into()))?;
+                        Ok(Some(canonical::parse(&text).map_err(|e| StorageError::Corrupt(e.to_string()))?))
+                    }
+                    None => Ok(None),
+                };
+            }
+        }
+        Ok(None)
+    }
+
+    fn append(&mut self, new: NewEntry) -> Result<Entry, StorageError> {
+        Ok(self.append_entry(&new)?.entry)
+    }
+
+    fn append_batch(&mut self, batch: Vec<NewEntry>) -> Result<Vec<Entry>, StorageError> {
+        Ok(self.append_entries(&batch)?.into_iter().map(|a| a.entry).collect())
+    }
+
+    fn sync(&mut self) -> Result<(), StorageError> {
+        Ok(GitStore::sync(self)?)
+    }
+}

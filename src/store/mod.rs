@@ -1,0 +1,5 @@
+//! Adapters that keep ledgers on disk.
+
+pub mod pack;
+pub mod git;
+pub mod forum_dir;
