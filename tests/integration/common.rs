@@ -1,0 +1,150 @@
+//! Shared helpers: hermetic temporary repositories, the real `git`, the real binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The conformance folder beside the repository, or `None` (with a printed reason) when absent.
+pub fn conformance() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance");
+    if p.is_dir() {
+        Some(p)
+    } else {
+        eprintln!("skipped: {} is absent (a user's clone); CI always has it", p.display());
+        None
+    }
+}
+
+/// A temporary git repository, SHA-1 or SHA-256, removed on drop.
+pub struct Repo {
+    pub dir: tempfile::TempDir,
+}
+
+fn hermetic(cmd: &mut Command, home: &Path) {
+    cmd.env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_FORUM_LEDGER")
+        .env_remove("GIT_FORUM_TIMESTAMP")
+        .env("HOME", home)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_SYSTEM", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid");
+}
+
+impl Repo {
+    pub fn new(format: &str) -> Repo {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = Repo { dir };
+        r.git_ok(&["init", "-q", &format!("--object-format={format}"), "."]);
+        r
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn git_dir(&self) -> PathBuf {
+        self.path().join(".git")
+    }
+
+    pub fn git(&self, args: &[&str]) -> Output {
+        let mut c = Command::new("git");
+        hermetic(&mut c, self.path());
+        c.current_dir(self.path()).args(args).output().expect("run git")
+    }
+
+    pub fn git_ok(&self, args: &[&str]) -> String {
+        let o = self.git(args);
+        assert!(o.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim_end().to_string()
+    }
+
+    /// `git` with stdin.
+    pub fn git_in(&self, args: &[&str], input: &[u8]) -> String {
+        use std::io::Write;
+        let mut c = Command::new("git");
+        hermetic(&mut c, self.path());
+        let mut child = c
+            .current_dir(self.path())
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn git");
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim_end().to_string()
+    }
+
+    /// A `git-forum` command in this repository with a pinned clock.
+    pub fn forum(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_git-forum"));
+        hermetic(&mut c, self.path());
+        c.current_dir(self.path()).env("GIT_FORUM_TIMESTAMP", "1000");
+        c
+    }
+
+    pub fn forum_ok(&self, args: &[&str]) -> String {
+        let o = self.forum().args(args).output().expect("run git-forum");
+        assert!(
+            o.status.success(),
+            "git-forum {args:?} failed ({}): {}{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).to_string()
+    }
+
+    pub fn forum_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        let o = self.forum().args(&a).output().expect("run git-forum");
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+            panic!("git-forum {a:?}: not JSON ({e}): {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+        })
+    }
+
+    pub fn append(&self, actor: &str, kind: &str, payload: &str) -> serde_json::Value {
+        self.forum_json(&["append", "--actor", actor, "--kind", kind, "--payload", payload])
+    }
+
+    /// `git fsck --strict` must be clean.
+    pub fn fsck(&self) {
+        let o = self.git(&["fsck", "--strict", "--no-progress"]);
+        assert!(o.status.success(), "fsck failed: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("error") && !err.contains("warning"), "fsck complained: {err}");
+    }
+
+    /// A snapshot of every ref and file under .git/forum and refs/forum, to prove nothing changed.
+    pub fn snapshot(&self) -> String {
+        let refs = self.git_ok(&["for-each-ref", "--format=%(refname) %(objectname)"]);
+        let mut files: Vec<String> = walk(&self.git_dir().join("forum"));
+        files.sort();
+        format!("{refs}\n{}", files.join("\n"))
+    }
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+                out.push(format!("{} {len}", p.display()));
+            }
+        }
+    }
+    out
+}
+
+/// Both object formats.
+pub const FORMATS: [&str; 2] = ["sha1", "sha256"];

@@ -1,0 +1,598 @@
+//! The git ledger end to end through the real binary and the real git: storage shape, tamper
+//! classes, gc, bad input, concurrency and crashes.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::Stdio;
+
+use serde_json::Value as J;
+
+use crate::common::{FORMATS, Repo};
+
+const REF: &str = "refs/forum/ledgers/main";
+
+fn seeded(format: &str, n: usize) -> Repo {
+    let repo = Repo::new(format);
+    for i in 0..n {
+        let payload = format!(r#"{{"i":{i},"text":"entry {i}","ok":true}}"#);
+        let parent = if i == 0 { None } else { Some((i - 1).to_string()) };
+        let mut args = vec!["append", "--actor", "agent", "--kind", "note", "--payload", payload.as_str()];
+        if let Some(p) = &parent {
+            args.extend(["--parent", p.as_str()]);
+        }
+        repo.forum_ok(&args);
+    }
+    repo
+}
+
+fn verify(repo: &Repo, deep: bool) -> J {
+    let mut args = vec!["verify"];
+    if deep {
+        args.push("--deep");
+    }
+    repo.forum_json(&args)
+}
+
+/// Commit ids root first.
+fn chain(repo: &Repo) -> Vec<String> {
+    let out = repo.git_ok(&["rev-list", "--first-parent", "--reverse", REF]);
+    out.lines().map(str::to_string).collect()
+}
+
+fn cat(repo: &Repo, id: &str) -> String {
+    repo.git_ok(&["cat-file", "commit", id]) + "\n"
+}
+
+fn write_commit(repo: &Repo, text: &str) -> String {
+    repo.git_in(&["hash-object", "-t", "commit", "-w", "--stdin", "--literally"], text.as_bytes())
+}
+
+fn set_parent(text: &str, parent: Option<&str>) -> String {
+    let mut out = String::new();
+    let mut done = false;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("parent ") {
+            continue;
+        }
+        out.push_str(line);
+        if !done && line.starts_with("tree ") {
+            if let Some(p) = parent {
+                out.push_str(&format!("parent {p}\n"));
+            }
+            done = true;
+        }
+    }
+    out
+}
+
+/// Rebuilds the chain from raw commit texts (each re-parented onto the previous), moves the ref
+/// without leaving a reflog line (as a careful attacker would), and returns the new ids.
+fn rechain(repo: &Repo, texts: &[String]) -> Vec<String> {
+    let mut parent: Option<String> = None;
+    let mut ids = Vec::new();
+    for t in texts {
+        let id = write_commit(repo, &set_parent(t, parent.as_deref()));
+        parent = Some(id.clone());
+        ids.push(id);
+    }
+    move_ref_quietly(repo, ids.last().unwrap());
+    ids
+}
+
+fn move_ref_quietly(repo: &Repo, id: &str) {
+    let log = repo.git_dir().join("logs").join(REF);
+    let _ = std::fs::remove_file(&log);
+    std::fs::write(repo.git_dir().join(REF), format!("{id}\n")).unwrap();
+}
+
+fn texts(repo: &Repo) -> Vec<String> {
+    chain(repo).iter().map(|id| cat(repo, id)).collect()
+}
+
+fn assert_fails(r: &J, code: &str, seq: u64) {
+    assert_eq!(r["ok"], false, "{r}");
+    assert_eq!(r["code"], code, "{r}");
+    assert_eq!(r["first_bad_seq"], seq, "{r}");
+    assert!(r["problem"].as_str().is_some_and(|p| !p.is_empty()), "{r}");
+}
+
+#[test]
+fn storage_shape_is_readable_and_fsck_clean_on_both_formats() {
+    for format in FORMATS {
+        let repo = seeded(format, 5);
+        repo.fsck();
+        let log = repo.git_ok(&["log", "--format=%s|%an|%cn|%at", REF]);
+        let first = log.lines().next().unwrap();
+        assert_eq!(first, "note #4 by agent|agent|git-forum|1000", "{format}");
+        let tree = repo.git_ok(&["ls-tree", REF]);
+        assert!(tree.ends_with("\tpayload.json"), "{tree}");
+        let body = repo.git_ok(&["show", &format!("{REF}:payload.json")]);
+        assert_eq!(body, r#"{"i":4,"ok":true,"text":"entry 4"}"#);
+        let msg = repo.git_ok(&["log", "-1", "--format=%b", REF]);
+        assert!(msg.contains("\"entry_hash\":") && msg.contains("\"seq\":4"), "{msg}");
+        let reflog = repo.git_ok(&["reflog", "show", REF]);
+        assert_eq!(reflog.lines().count(), 5, "{reflog}");
+        assert_eq!(verify(&repo, true)["ok"], true);
+    }
+}
+
+#[test]
+fn same_ledger_same_commit_ids_anywhere() {
+    let a = seeded("sha1", 3);
+    let b = seeded("sha1", 3);
+    assert_eq!(chain(&a), chain(&b));
+}
+
+#[test]
+fn tamper_classes_each_have_their_own_message() {
+    let mut problems = HashSet::new();
+    let mut record = |r: &J| {
+        problems.insert(r["problem"].as_str().unwrap().to_string());
+    };
+    for format in FORMATS {
+        // An edited body: the chain verifies (as in Forum); deep verify names the body.
+        let repo = seeded(format, 6);
+        let mut t = texts(&repo);
+        let blob = repo.git_in(&["hash-object", "-w", "--stdin"], br#"{"i":3,"ok":false,"text":"entry 3"}"#);
+        let tree = repo.git_in(&["mktree"], format!("100644 blob {blob}\tpayload.json\n").as_bytes());
+        let old_tree = t[3].lines().next().unwrap().to_string();
+        t[3] = t[3].replacen(&old_tree, &format!("tree {tree}"), 1);
+        rechain(&repo, &t);
+        assert_eq!(verify(&repo, false)["ok"], true);
+        let r = verify(&repo, true);
+        assert_fails(&r, "body-edited", 3);
+        record(&r);
+
+        // An edited entry (actor changed, entry_hash not recomputed).
+        let repo = seeded(format, 6);
+        let mut t = texts(&repo);
+        t[3] = t[3].replace("\"actor\":\"agent\"", "\"actor\":\"mallory\"");
+        rechain(&repo, &t);
+        let r = verify(&repo, false);
+        assert_fails(&r, "entry-edited", 3);
+        record(&r);
+
+        // Two entries swapped.
+        let repo = seeded(format, 6);
+        let mut t = texts(&repo);
+        t.swap(2, 3);
+        rechain(&repo, &t);
+        let r = verify(&repo, false);
+        assert_fails(&r, "entries-swapped", 2);
+        record(&r);
+
+        // An entry deleted from the middle.
+        let repo = seeded(format, 6);
+        let mut t = texts(&repo);
+        t.remove(4);
+        rechain(&repo, &t);
+        let r = verify(&repo, false);
+        assert_fails(&r, "entries-deleted", 4);
+        record(&r);
+
+        // A commit whose parent was changed to another ledger's commit for the same seq.
+        let repo = seeded(format, 6);
+        for i in 0..3 {
+            let payload = if i == 2 { r#"{"forged":true}"#.to_string() } else { format!(r#"{{"i":{i},"text":"entry {i}","ok":true}}"#) };
+            let parent = if i == 0 { None } else { Some((i - 1).to_string()) };
+            let mut args = vec!["--ledger", "other", "append", "--actor", "agent", "--kind", "note", "--payload", payload.as_str()];
+            if let Some(p) = &parent {
+                args.extend(["--parent", p.as_str()]);
+            }
+            repo.forum_ok(&args);
+        }
+        let other_tip = repo.git_ok(&["rev-parse", "refs/forum/ledgers/other"]);
+        let t = texts(&repo);
+        let mut parent = Some(other_tip);
+        let mut last = String::new();
+        for text in &t[3..] {
+            last = write_commit(&repo, &set_parent(text, parent.as_deref()));
+            parent = Some(last.clone());
+        }
+        move_ref_quietly(&repo, &last);
+        let r = verify(&repo, false);
+        assert_fails(&r, "parent-changed", 3);
+        record(&r);
+
+        // A commit altered without touching the entry (its date changed).
+        let repo = seeded(format, 6);
+        let mut t = texts(&repo);
+        t[2] = t[2].replace(" 1000 +0000", " 1001 +0000");
+        rechain(&repo, &t);
+        let r = verify(&repo, false);
+        assert_fails(&r, "commit-altered", 2);
+        record(&r);
+
+        // A ref rewound to an ancestor: the reflog shows it.
+        let repo = seeded(format, 6);
+        let ids = chain(&repo);
+        repo.git_ok(&["update-ref", REF, &ids[3]]);
+        let r = verify(&repo, false);
+        assert_fails(&r, "rewound", 4);
+        record(&r);
+
+        // A ref rewritten onto another chain while its reflog survived.
+        let repo = seeded(format, 6);
+        let mut t = texts(&repo);
+        t[5] = t[5].replace(" 1000 +0000", " 1000 +0100");
+        let ids = {
+            let mut parent = Some(chain(&repo)[4].clone());
+            let mut out = Vec::new();
+            for text in &t[5..] {
+                let id = write_commit(&repo, &set_parent(text, parent.as_deref()));
+                parent = Some(id.clone());
+                out.push(id);
+            }
+            out
+        };
+        repo.git_ok(&["update-ref", REF, ids.last().unwrap()]);
+        let r = verify(&repo, false);
+        assert_eq!(r["ok"], false, "{r}");
+        record(&r);
+
+        // A truncation that the reflog does not show, caught by a recorded checkpoint.
+        let repo = seeded(format, 6);
+        repo.forum_ok(&["checkpoint"]);
+        let ids = chain(&repo);
+        move_ref_quietly(&repo, &ids[2]);
+        let r = verify(&repo, false);
+        assert_fails(&r, "truncated", 3);
+        record(&r);
+
+        // A clean truncation with no witness at all verifies, and says so.
+        let repo = seeded(format, 6);
+        let ids = chain(&repo);
+        move_ref_quietly(&repo, &ids[2]);
+        let r = verify(&repo, false);
+        assert_eq!(r["ok"], true, "{r}");
+        assert_eq!(r["entries"], 3);
+        assert!(r["notes"][0].as_str().unwrap().contains("truncated tail cannot be detected"), "{r}");
+
+        // A missing object.
+        let repo = seeded(format, 6);
+        let ids = chain(&repo);
+        let hex = &ids[2];
+        std::fs::remove_file(repo.git_dir().join("objects").join(&hex[..2]).join(&hex[2..])).unwrap();
+        let r = verify(&repo, false);
+        assert_fails(&r, "missing-object", 2);
+        record(&r);
+
+        // An empty ref file and a garbage ref file.
+        for (content, label) in [("", "empty"), ("not a hash\n", "garbage")] {
+            let repo = seeded(format, 3);
+            std::fs::write(repo.git_dir().join(REF), content).unwrap();
+            let r = verify(&repo, false);
+            assert_eq!(r["ok"], false, "{label}: {r}");
+            assert_eq!(r["code"], "broken-ref", "{label}: {r}");
+            record(&r);
+            let o = repo.forum().args(["append", "--actor", "a", "--kind", "k", "--payload", "1"]).output().unwrap();
+            assert!(!o.status.success(), "append on a broken ref must fail");
+            assert_eq!(std::fs::read_to_string(repo.git_dir().join(REF)).unwrap(), content, "nothing was written");
+        }
+    }
+    // Distinct messages per class (the two broken-ref messages differ only in their wording
+    // of empty vs garbage).
+    assert!(problems.len() >= 11, "{problems:#?}");
+}
+
+#[test]
+fn survives_gc_and_aggressive_gc() {
+    for format in FORMATS {
+        let repo = seeded(format, 8);
+        repo.git_ok(&["gc", "-q"]);
+        assert_eq!(verify(&repo, true)["ok"], true);
+        repo.git_ok(&["gc", "-q", "--aggressive", "--prune=now"]);
+        assert_eq!(verify(&repo, true)["ok"], true);
+        repo.append("agent", "note", "{\"after\":\"gc\"}");
+        let r = verify(&repo, true);
+        assert_eq!(r["ok"], true, "{r}");
+        assert_eq!(r["entries"], 9);
+        repo.fsck();
+        // show and replay through the index after gc moved everything into a pack.
+        let shown = repo.forum_json(&["show", "2", "--payload"]);
+        assert_eq!(shown["payload"]["i"], 2);
+        let replayed = repo.forum_json(&["replay", "3"]);
+        assert_eq!(replayed.as_array().unwrap().len(), 4);
+    }
+}
+
+#[test]
+fn reads_and_why() {
+    let repo = seeded("sha1", 5);
+    let log = repo.forum_json(&["log", "--limit", "2"]);
+    assert_eq!(log.as_array().unwrap().len(), 2);
+    assert_eq!(log[0]["seq"], 4);
+    let why = repo.forum_json(&["why", "3"]);
+    let seqs: Vec<u64> = why.as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, vec![0, 1, 2, 3]);
+    let shown = repo.forum_json(&["show", "4", "--payload"]);
+    assert_eq!(shown["payload"]["text"], "entry 4");
+    assert_eq!(shown["entry"]["seq"], 4);
+    let cp = repo.forum_json(&["checkpoint"]);
+    assert_eq!(cp["size"], 5);
+    let text = repo.forum_ok(&["log"]);
+    assert_eq!(text.lines().count(), 5);
+    // Numbers keep their identity: 1 and 1.0 are different payloads.
+    let a = repo.append("a", "k", "1");
+    let b = repo.append("a", "k", "1.0");
+    assert_ne!(repo.forum_json(&["show", &a["seq"].to_string()])["entry"]["payload_hash"], repo.forum_json(&["show", &b["seq"].to_string()])["entry"]["payload_hash"]);
+    let big = repo.append("a", "k", "123456789012345678901234567890");
+    let shown = repo.forum_ok(&["show", &big["seq"].to_string(), "--payload"]);
+    assert!(shown.contains("123456789012345678901234567890"));
+}
+
+fn assert_one_line_error(o: &std::process::Output, needle: &str) {
+    assert!(!o.status.success(), "expected failure");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "one line expected: {err}");
+    assert!(err.contains(needle), "{needle:?} not in {err}");
+}
+
+#[test]
+fn bad_input_gets_one_clear_line_and_changes_nothing() {
+    let repo = seeded("sha1", 2);
+    let before = repo.snapshot();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--ledger", "nope", "log"], "no ledger named \"nope\""),
+        (vec!["--ledger", "nope", "verify"], "no ledger named"),
+        (vec!["--ledger", "nope", "show", "0"], "no ledger named"),
+        (vec!["show", "9"], "no entry at seq 9"),
+        (vec!["replay", "9"], "no entry at seq 9"),
+        (vec!["why", "7"], "no entry at seq 7"),
+        (vec!["append", "--actor", "a", "--kind", "k", "--payload", "{nope"], "not valid JSON"),
+        (vec!["append", "--actor", "a\u{7}b", "--kind", "k", "--payload", "1"], "control character"),
+        (vec!["append", "--actor", "a", "--kind", "k\nx", "--payload", "1"], "control character"),
+        (vec!["--ledger", "bad..name", "append", "--actor", "a", "--kind", "k", "--payload", "1"], "invalid ledger name"),
+        (vec!["--ledger=-x", "log"], "invalid ledger name"),
+        (vec!["--ledger", "a.lock", "log"], "invalid ledger name"),
+        (vec!["append", "--actor", "a", "--kind", "k", "--payload-file", "/nonexistent/file"], "cannot read payload file"),
+        (vec!["append", "--actor", "a", "--kind", "k", "--payload", "1", "--ts=-5"], "timestamp"),
+    ];
+    for (args, needle) in cases {
+        let o = repo.forum().args(&args).output().unwrap();
+        assert_one_line_error(&o, needle);
+        assert_eq!(repo.snapshot(), before, "{args:?} changed the repository");
+    }
+    // Usage errors exit 2.
+    let o = repo.forum().args(["append", "--actor", "a", "--kind", "k", "--payload", "{"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    // A payload over the size cap.
+    let big = repo.path().join("big.json");
+    std::fs::write(&big, format!("\"{}\"", "x".repeat(17 * 1024 * 1024))).unwrap();
+    let o = repo.forum().args(["append", "--actor", "a", "--kind", "k", "--payload-file", big.to_str().unwrap()]).output().unwrap();
+    assert_one_line_error(&o, "byte limit");
+    assert_eq!(repo.snapshot(), before);
+    // Outside a repository.
+    let outside = tempfile::tempdir().unwrap();
+    let o = repo.forum().current_dir(outside.path()).env("GIT_CEILING_DIRECTORIES", outside.path().parent().unwrap()).args(["log"]).output().unwrap();
+    assert_one_line_error(&o, "not inside a git repository");
+    // Read-only commands on a fresh repository create nothing.
+    let fresh = Repo::new("sha1");
+    let snap = fresh.snapshot();
+    for args in [vec!["log"], vec!["verify"], vec!["show", "0"], vec!["checkpoint"], vec!["replay", "0"]] {
+        let o = fresh.forum().args(&args).output().unwrap();
+        assert!(!o.status.success());
+        assert_eq!(fresh.snapshot(), snap, "{args:?}");
+        assert!(!fresh.git_dir().join("forum").exists(), "{args:?} created .git/forum");
+    }
+}
+
+#[test]
+fn forum_directory_with_bad_lines() {
+    let repo = Repo::new("sha1");
+    let dir = repo.path().join("forum-ledger");
+    std::fs::create_dir(&dir).unwrap();
+    let good = |seq: u64, prev: &str| -> (String, String) {
+        let body = format!("{{\"n\": {seq}}}");
+        let ph = git_forum::ledger::hash::sha256_hex(format!("{{\"n\":{seq}}}").as_bytes());
+        let eh = git_forum::ledger::hash::entry_hash(seq, 1.0, "a", "k", None, &ph, prev);
+        (
+            format!(r#"{{"seq": {seq}, "ts": 1.0, "actor": "a", "kind": "k", "causal_parent": null, "payload_hash": "{ph}", "prev_hash": "{prev}", "entry_hash": "{eh}"}}"#),
+            format!(r#"{{"hash": "{ph}", "body": {body}}}"#) + &format!("\n{eh}"),
+        )
+    };
+    let (e0, p0) = good(0, git_forum::ledger::GENESIS);
+    let (p0, h0) = p0.split_once('\n').unwrap();
+    let (e1, p1) = good(1, h0);
+    let (p1, _) = p1.split_once('\n').unwrap();
+    std::fs::write(dir.join("payloads.jsonl"), format!("{p0}\n{p1}\n")).unwrap();
+    // A torn last line is dropped, as in Forum.
+    std::fs::write(dir.join("entries.jsonl"), format!("{e0}\n{e1}\n{{\"seq\": 2, \"ts")).unwrap();
+    let out = repo.forum_json(&["import", dir.to_str().unwrap()]);
+    assert_eq!(out["entries"], 2);
+    assert_eq!(out["torn_lines_dropped"], 1);
+    // A corrupt interior line is an error naming the row, and nothing is imported.
+    std::fs::write(dir.join("entries.jsonl"), format!("{e0}\nnot json\n{e1}\n")).unwrap();
+    let before = repo.snapshot();
+    let o = repo.forum().args(["--ledger", "second", "import", dir.to_str().unwrap()]).output().unwrap();
+    assert_one_line_error(&o, "corrupt line at row 1");
+    assert_eq!(repo.snapshot(), before);
+    // Importing over an existing ledger refuses.
+    std::fs::write(dir.join("entries.jsonl"), format!("{e0}\n{e1}\n")).unwrap();
+    let o = repo.forum().args(["import", dir.to_str().unwrap()]).output().unwrap();
+    assert_one_line_error(&o, "already exists");
+}
+
+#[test]
+fn stale_ref_lock_is_recovered_but_a_live_writer_is_waited_for() {
+    let repo = seeded("sha1", 2);
+    let lock = repo.git_dir().join(format!("{REF}.lock"));
+    std::fs::write(&lock, "").unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    std::fs::File::options().write(true).open(&lock).unwrap().set_modified(old).unwrap();
+    repo.append("a", "k", "\"after a crash\"");
+    assert!(!lock.exists());
+    // A live git-forum writer holds the writer lock: a second writer waits for it, and never
+    // touches the ref lock it may be holding.
+    let wl = repo.git_dir().join("forum/locks/main.lock");
+    let held = std::fs::File::options().write(true).open(&wl).unwrap();
+    held.lock().unwrap();
+    std::fs::write(&lock, "").unwrap();
+    std::fs::File::options().write(true).open(&lock).unwrap().set_modified(old).unwrap();
+    let mut child = repo.forum().args(["append", "--actor", "a", "--kind", "k", "--payload", "2", "--json"]).stdout(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "the second writer must wait for the first");
+    assert!(lock.exists(), "a lock owned by a live writer must not be broken");
+    std::fs::remove_file(&lock).unwrap();
+    held.unlock().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(verify(&repo, true)["entries"], 4);
+}
+
+/// Checks that every acknowledged (seq, entry_hash) is in the ledger exactly once.
+fn check_acks(repo: &Repo, acks: &[(u64, String)]) {
+    let r = verify(repo, true);
+    assert_eq!(r["ok"], true, "{r}");
+    let log = repo.forum_json(&["log"]);
+    let entries = log.as_array().unwrap();
+    let n = entries.len() as u64;
+    assert_eq!(r["entries"].as_u64().unwrap(), n);
+    let by_seq: std::collections::HashMap<u64, String> =
+        entries.iter().map(|e| (e["seq"].as_u64().unwrap(), e["entry_hash"].as_str().unwrap().to_string())).collect();
+    assert_eq!(by_seq.len() as u64, n);
+    for s in 0..n {
+        assert!(by_seq.contains_key(&s), "seq {s} missing");
+    }
+    let mut seen = HashSet::new();
+    for (seq, hash) in acks {
+        assert!(seen.insert(*seq), "seq {seq} acknowledged twice");
+        assert_eq!(by_seq.get(seq), Some(hash), "acknowledged seq {seq} is not in the ledger");
+    }
+}
+
+#[test]
+fn concurrent_processes_and_threads_never_lose_or_duplicate() {
+    let repo = Repo::new("sha1");
+    let path = repo.path().to_path_buf();
+    let mut handles = Vec::new();
+    for p in 0..4 {
+        let bin = env!("CARGO_BIN_EXE_git-forum");
+        let path = path.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut acks = Vec::new();
+            for i in 0..100 {
+                let o = std::process::Command::new(bin)
+                    .current_dir(&path)
+                    .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                    .env("GIT_CONFIG_SYSTEM", "/dev/null")
+                    .args(["append", "--actor", &format!("proc{p}"), "--kind", "note", "--payload", &format!("{{\"p\":{p},\"i\":{i}}}"), "--json"])
+                    .output()
+                    .unwrap();
+                assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+                let v: J = serde_json::from_slice(&o.stdout).unwrap();
+                acks.push((v["seq"].as_u64().unwrap(), v["entry_hash"].as_str().unwrap().to_string()));
+            }
+            acks
+        }));
+    }
+    for t in 0..8 {
+        let path = path.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut store = git_forum::store::git::GitStore::open(&path, "main", Default::default()).unwrap();
+            let mut acks = Vec::new();
+            for i in 0..25 {
+                let new = git_forum::ledger::NewEntry {
+                    actor: format!("thread{t}"),
+                    kind: "note".into(),
+                    causal_parent: None,
+                    payload: git_forum::ledger::Value::str(format!("t{t} i{i}")),
+                    ts: 1000.0,
+                };
+                let a = store.append_entry(&new).unwrap();
+                acks.push((a.entry.seq, a.entry.entry_hash));
+            }
+            acks
+        }));
+    }
+    let acks: Vec<(u64, String)> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    assert_eq!(acks.len(), 600);
+    check_acks(&repo, &acks);
+    repo.fsck();
+}
+
+#[test]
+fn writers_killed_at_random_points_lose_nothing_acknowledged() {
+    let repo = Repo::new("sha1");
+    let mut acks = Vec::new();
+    let mut kills = 0;
+    let mut rng: u64 = 0x9e3779b97f4a7c15;
+    let mut i = 0;
+    while kills < 60 {
+        i += 1;
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let delay = std::time::Duration::from_micros(rng % 15_000);
+        let mut child = repo
+            .forum()
+            .args(["append", "--actor", "crashy", "--kind", "note", "--payload", &format!("{{\"i\":{i}}}"), "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        match child.try_wait().unwrap() {
+            Some(_) => {}
+            None => {
+                let _ = child.kill();
+                kills += 1;
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        if out.status.success()
+            && let Ok(v) = serde_json::from_slice::<J>(&out.stdout)
+        {
+            acks.push((v["seq"].as_u64().unwrap(), v["entry_hash"].as_str().unwrap().to_string()));
+        }
+        assert!(i < 2000, "could not land {kills} kills");
+    }
+    // The next append succeeds without manual cleanup, and nothing acknowledged was lost.
+    let a = repo.append("after", "note", "\"after the crashes\"");
+    acks.push((a["seq"].as_u64().unwrap(), a["entry_hash"].as_str().unwrap().to_string()));
+    check_acks(&repo, &acks);
+    repo.fsck();
+    eprintln!("crash test: {kills} kills, {} acknowledged appends", acks.len());
+}
+
+#[test]
+fn no_fsync_then_sync_and_batches_as_packs() {
+    let repo = Repo::new("sha256");
+    repo.forum_ok(&["--no-fsync", "append", "--actor", "a", "--kind", "k", "--payload", "1"]);
+    repo.forum_ok(&["sync"]);
+    let path = repo.path().to_path_buf();
+    let mut store = git_forum::store::git::GitStore::open(&path, "main", Default::default()).unwrap();
+    let batch: Vec<_> = (0..500)
+        .map(|i| git_forum::ledger::NewEntry {
+            actor: "batch".into(),
+            kind: "note".into(),
+            causal_parent: Some(0),
+            payload: git_forum::ledger::Value::int(i),
+            ts: 1000.0 + i as f64,
+        })
+        .collect();
+    let done = store.append_entries(&batch).unwrap();
+    assert_eq!(done.last().unwrap().entry.seq, 500);
+    let packs = std::fs::read_dir(repo.git_dir().join("objects/pack")).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "pack")).count();
+    assert_eq!(packs, 1, "a batch is one pack");
+    assert!(!has_keep(&repo.git_dir().join("objects/pack")), "the .keep is removed after the ref moved");
+    let r = verify(&repo, true);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["entries"], 501);
+    repo.fsck();
+}
+
+fn has_keep(dir: &Path) -> bool {
+    std::fs::read_dir(dir).unwrap().any(|e| e.unwrap().path().extension().is_some_and(|x| x == "keep"))
+}
+
+#[test]
+fn help_and_man_page() {
+    let repo = Repo::new("sha1");
+    let help = repo.forum_ok(&["--help"]);
+    assert!(help.contains("append") && help.contains("verify"));
+    let out = repo.path().join("man");
+    repo.forum_ok(&["man", "--out", out.to_str().unwrap()]);
+    let page = std::fs::read_to_string(out.join("git-forum.1")).unwrap();
+    assert!(page.contains(".TH git-forum"), "{}", &page[..200.min(page.len())]);
+}

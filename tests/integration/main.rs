@@ -1,0 +1,5 @@
+//! The one integration-test binary (one link step on two cores).
+
+mod common;
+mod conformance;
+mod ledger;
