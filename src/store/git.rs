@@ -1188,7 +1188,7 @@ impl GitStore {
         let chunk = recs.len().div_ceil(threads).max(1);
         let shared = self.repo.clone().into_sync();
         let hash = self.hash;
-        let results: Vec<Result<Option<(u64, &'static str, String)>, StoreError>> = std::thread::scope(|s| {
+        let results: Vec<Result<BodyCheck, StoreError>> = std::thread::scope(|s| {
             let handles: Vec<_> = recs
                 .chunks(chunk)
                 .map(|part| {
@@ -1204,11 +1204,9 @@ impl GitStore {
         let mut first: Option<(u64, &'static str, String)> = None;
         let mut absent: Vec<u64> = Vec::new();
         for r in results {
-            if let Some((seq, code, msg)) = r? {
-                if code == "body-absent" {
-                    absent.push(seq);
-                    continue;
-                }
+            let (problem, missing) = r?;
+            absent.extend(missing);
+            if let Some((seq, code, msg)) = problem {
                 if first.as_ref().is_none_or(|f| seq < f.0) {
                     first = Some((seq, code, msg));
                 }
@@ -1234,51 +1232,51 @@ impl GitStore {
 
 /// The tree and body checks of deep verify for one slice of entries. Reports the first problem
 /// in the slice, and "body-absent" for redacted-looking entries (the caller decides).
-fn check_bodies(repo: &gix::Repository, hash: HashKind, part: &[Rec]) -> Result<Option<(u64, &'static str, String)>, StoreError> {
+type BodyCheck = (Option<(u64, &'static str, String)>, Vec<u64>);
+
+fn check_bodies(repo: &gix::Repository, hash: HashKind, part: &[Rec]) -> Result<BodyCheck, StoreError> {
     let mut buf = Vec::new();
     let mut checked: HashSet<ObjectId> = HashSet::new();
     let empty_tree = ObjectId::empty_tree(hash);
-    let mut absent = None;
+    let mut absent = Vec::new();
     for r in part {
         if r.tree == empty_tree {
-            if absent.is_none() {
-                absent = Some((r.seq, "body-absent", String::new()));
-            }
+            absent.push(r.seq);
             continue;
         }
         let tree = match repo.objects.try_find(&r.tree, &mut buf) {
             Ok(Some(d)) if d.kind == Kind::Tree => d.data.to_vec(),
-            Ok(Some(_)) => return Ok(Some((r.seq, "not-a-ledger-tree", format!("{} is not a tree", r.tree)))),
-            Ok(None) => return Ok(Some((r.seq, "missing-object", format!("tree {} is missing from the object store", r.tree)))),
+            Ok(Some(_)) => return Ok((Some((r.seq, "not-a-ledger-tree", format!("{} is not a tree", r.tree))), absent)),
+            Ok(None) => return Ok((Some((r.seq, "missing-object", format!("tree {} is missing from the object store", r.tree))), absent)),
             Err(e) => return Err(git_err("reading a tree", e)),
         };
         let prefix = format!("100644 {PAYLOAD_FILE}\0");
         let blob = match tree.strip_prefix(prefix.as_bytes()).filter(|b| b.len() == hash.len_in_bytes()) {
             Some(b) => ObjectId::from_bytes_or_panic(b),
-            None => return Ok(Some((r.seq, "not-a-ledger-tree", format!("tree {} is not a ledger entry tree", r.tree)))),
+            None => return Ok((Some((r.seq, "not-a-ledger-tree", format!("tree {} is not a ledger entry tree", r.tree))), absent)),
         };
         if gix::objs::compute_hash(hash, Kind::Tree, &tree).ok() != Some(r.tree) {
-            return Ok(Some((r.seq, "corrupt-object", format!("tree {} does not hash to its name", r.tree))));
+            return Ok((Some((r.seq, "corrupt-object", format!("tree {} does not hash to its name", r.tree))), absent));
         }
         if !checked.insert(blob) {
             continue;
         }
         match repo.objects.try_find(&blob, &mut buf) {
             Ok(Some(d)) if d.kind == Kind::Blob => {}
-            Ok(Some(_)) => return Ok(Some((r.seq, "not-a-ledger-tree", format!("{blob} is not a blob")))),
+            Ok(Some(_)) => return Ok((Some((r.seq, "not-a-ledger-tree", format!("{blob} is not a blob"))), absent)),
             Ok(None) => {
-                return Ok(Some((r.seq, "missing-object", format!("body blob {blob} is missing from the object store"))));
+                return Ok((Some((r.seq, "missing-object", format!("body blob {blob} is missing from the object store"))), absent));
             }
             Err(e) => return Err(git_err("reading a blob", e)),
         }
         if hex_to_bytes(&sha256_hex(&buf)) != r.payload_hash {
-            return Ok(Some((r.seq, "body-edited", "its body does not hash to its payload_hash: the body was edited".into())));
+            return Ok((Some((r.seq, "body-edited", "its body does not hash to its payload_hash: the body was edited".into())), absent));
         }
         if gix::objs::compute_hash(hash, Kind::Blob, &buf).ok() != Some(blob) {
-            return Ok(Some((r.seq, "corrupt-object", format!("blob {blob} does not hash to its name"))));
+            return Ok((Some((r.seq, "corrupt-object", format!("blob {blob} does not hash to its name"))), absent));
         }
     }
-    Ok(absent)
+    Ok((None, absent))
 }
 
 /// One entry as pass 1 of verify keeps it (compact: a 100,000-entry ledger stays small).

@@ -143,6 +143,18 @@ fn tamper_classes_each_have_their_own_message() {
         assert_fails(&r, "body-edited", 3);
         record(&r);
 
+        // A body removed without a redaction entry naming it.
+        let repo = seeded(format, 6);
+        let mut t = texts(&repo);
+        let empty = repo.git_in(&["mktree"], b"");
+        let old_tree = t[3].lines().next().unwrap().to_string();
+        t[3] = t[3].replacen(&old_tree, &format!("tree {empty}"), 1);
+        rechain(&repo, &t);
+        assert_eq!(verify(&repo, false)["ok"], true);
+        let r = verify(&repo, true);
+        assert_fails(&r, "body-missing", 3);
+        record(&r);
+
         // An edited entry (actor changed, entry_hash not recomputed).
         let repo = seeded(format, 6);
         let mut t = texts(&repo);
@@ -272,7 +284,7 @@ fn tamper_classes_each_have_their_own_message() {
     }
     // Distinct messages per class (the two broken-ref messages differ only in their wording
     // of empty vs garbage).
-    assert!(problems.len() >= 11, "{problems:#?}");
+    assert!(problems.len() >= 12, "{problems:#?}");
 }
 
 #[test]

@@ -1,0 +1,268 @@
+//! Ledger benchmark: `cargo bench --bench ledger` (add `-- --quick` for N = 1,000 and 10,000).
+//!
+//! Prints, for each N, figures and ratios against baselines measured in the same run:
+//! batched append vs `git fast-import` writing the identical commits (the tips must match),
+//! cold open + one append, `verify --deep` on loose and on packed objects (entries/s and peak
+//! RSS of a child process), and durable single appends vs a JSONL baseline that does per entry
+//! what Forum does (open, append a line, fsync, close; payload file then entry file).
+//! Nothing here asserts a time: the machine is shared and noisy, so read medians and ratios.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use git_forum::ledger::{NewEntry, Value};
+use git_forum::store::git::{GitStore, Options, commit_bytes};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_SYSTEM", "/dev/null")
+        .args(args)
+        .output()
+        .expect("git");
+    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn fresh_repo(root: &Path, name: &str) -> PathBuf {
+    let p = root.join(name);
+    std::fs::create_dir_all(&p).unwrap();
+    git(&p, &["init", "-q", "."]);
+    p
+}
+
+/// Deterministic entries shaped like a real run: ~400-byte payloads, some larger, a third with a
+/// causal parent.
+fn entries(n: usize) -> Vec<NewEntry> {
+    (0..n)
+        .map(|i| {
+            let text = if i % 20 == 0 { "detail ".repeat(500) } else { format!("result of task T{} with some words of output", i % 97) };
+            let payload = Value::object([
+                ("task_id".to_string(), Value::str(format!("T{}", i % 97))),
+                ("ok".to_string(), Value::Bool(i % 7 != 0)),
+                ("output".to_string(), Value::str(text)),
+                ("model".to_string(), Value::str("bench-model")),
+                ("score".to_string(), Value::Float((i % 100) as f64 / 100.0)),
+                ("note".to_string(), Value::str("x".repeat(200 + i % 50))),
+            ]);
+            NewEntry {
+                actor: ["orchestrator", "backend", "validator", "synthesizer"][i % 4].to_string(),
+                kind: ["task", "result", "verdict", "note"][i % 4].to_string(),
+                causal_parent: if i % 3 == 0 && i > 0 { Some((i - 1) as i64) } else { None },
+                payload,
+                ts: 1_700_000_000.0 + i as f64 * 0.25,
+            }
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn pct(v: &[f64], p: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Writes the same commits through `git fast-import`; returns (seconds, tip).
+fn fast_import(repo: &Path, news: &[NewEntry]) -> (f64, String) {
+    let mut stream = Vec::with_capacity(news.len() * 900);
+    let mut head: Option<git_forum::ledger::Entry> = None;
+    for n in news {
+        let body = n.payload.canonical();
+        let e = git_forum::ledger::Entry::next(head.as_ref(), n, git_forum::ledger::hash::sha256_hex(body.as_bytes()));
+        // Reuse our own commit serialisation for the header lines, so both sides agree on bytes.
+        let fake = gix::ObjectId::null(gix::hash::Kind::Sha1);
+        let raw = String::from_utf8(commit_bytes(&e, &fake, None)).unwrap();
+        let mut lines = raw.lines();
+        lines.next();
+        let author = lines.next().unwrap().to_string();
+        let committer = lines.next().unwrap().to_string();
+        let message = git_forum::store::git::commit_message(&e);
+        write!(stream, "commit refs/forum/ledgers/main\n{author}\n{committer}\ndata {}\n{message}", message.len()).unwrap();
+        write!(stream, "M 100644 inline payload.json\ndata {}\n{body}\n", body.len()).unwrap();
+        head = Some(e);
+    }
+    stream.extend_from_slice(b"done\n");
+    let t = Instant::now();
+    let mut child = Command::new("git")
+        .current_dir(repo)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .args(["fast-import", "--quiet", "--done"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&stream).unwrap();
+    assert!(child.wait().unwrap().success());
+    let secs = t.elapsed().as_secs_f64();
+    (secs, git(repo, &["rev-parse", "refs/forum/ledgers/main"]))
+}
+
+/// Runs `verify --deep` in a child process; returns (seconds, peak RSS in KiB).
+fn child_verify(repo: &Path) -> (f64, u64) {
+    let exe = std::env::current_exe().unwrap();
+    let t = Instant::now();
+    let o = Command::new(exe).args(["--child-verify", repo.to_str().unwrap()]).output().unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && text.contains("ok"), "child verify: {text} {}", String::from_utf8_lossy(&o.stderr));
+    let kib = text.split_whitespace().last().and_then(|s| s.parse().ok()).unwrap_or(0);
+    (secs, kib)
+}
+
+fn child_main(repo: &str) {
+    let store = GitStore::open(Path::new(repo), "main", Options::default()).unwrap();
+    let r = store.verify(true).unwrap();
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let hwm = status.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).unwrap_or("0");
+    println!("{} {} {hwm}", if r.passed() { "ok" } else { "FAILED" }, r.entries);
+}
+
+fn jsonl_durable(dir: &Path, news: &[NewEntry]) -> Vec<f64> {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut lat = Vec::with_capacity(news.len());
+    let mut head: Option<git_forum::ledger::Entry> = None;
+    for n in news {
+        let t = Instant::now();
+        let body = n.payload.canonical();
+        let ph = git_forum::ledger::hash::sha256_hex(body.as_bytes());
+        let e = git_forum::ledger::Entry::next(head.as_ref(), n, ph.clone());
+        for (file, line) in [
+            ("payloads.jsonl", format!("{{\"hash\": \"{ph}\", \"body\": {}}}\n", n.payload.python_dumps())),
+            ("entries.jsonl", format!("{}\n", e.to_value().python_dumps())),
+        ] {
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(file)).unwrap();
+            f.write_all(line.as_bytes()).unwrap();
+            f.sync_all().unwrap();
+        }
+        lat.push(t.elapsed().as_secs_f64());
+        head = Some(e);
+    }
+    lat
+}
+
+fn run_n(root: &Path, n: usize) {
+    println!("\n== N = {n} ==");
+    let news = entries(n);
+    // Batched append vs fast-import, 3 rounds, fresh repositories.
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    let mut ratios = Vec::new();
+    let mut packed_repo = PathBuf::new();
+    for round in 0..3 {
+        let a = fresh_repo(root, &format!("batch-{n}-{round}"));
+        let mut store = GitStore::open(&a, "main", Options::default()).unwrap();
+        let t = Instant::now();
+        let done = store.append_entries(&news).unwrap();
+        let s = t.elapsed().as_secs_f64();
+        let b = fresh_repo(root, &format!("fi-{n}-{round}"));
+        let (fs, tip) = fast_import(&b, &news);
+        assert_eq!(tip, done.last().unwrap().commit.to_string(), "fast-import and git forum must write identical commits");
+        ours.push(s);
+        theirs.push(fs);
+        ratios.push(s / fs);
+        if round == 0 {
+            packed_repo = a;
+        } else {
+            std::fs::remove_dir_all(&b).ok();
+        }
+    }
+    println!(
+        "batched append (one pack, fsync): median {:.3}s = {:.0} entries/s; git fast-import {:.3}s = {:.0} entries/s; ratio ours/fast-import {:.2} (identical tips)",
+        median(ours.clone()),
+        n as f64 / median(ours),
+        median(theirs.clone()),
+        n as f64 / median(theirs),
+        median(ratios)
+    );
+    // Deep verify, packed (the pack the batch wrote) and loose (the same objects unpacked).
+    let (s, kib) = child_verify(&packed_repo);
+    println!("verify --deep, packed: {:.3}s = {:.0} entries/s, peak RSS {:.1} MiB (child process, includes exec)", s, n as f64 / s, kib as f64 / 1024.0);
+    let loose = fresh_repo(root, &format!("loose-{n}"));
+    let pack_dir = packed_repo.join(".git/objects/pack");
+    let pack = std::fs::read_dir(&pack_dir).unwrap().filter_map(Result::ok).map(|e| e.path()).find(|p| p.extension().is_some_and(|x| x == "pack")).unwrap();
+    let mut child = Command::new("git").current_dir(&loose).args(["unpack-objects", "-q"]).stdin(std::fs::File::open(&pack).unwrap()).spawn().unwrap();
+    assert!(child.wait().unwrap().success());
+    let tip = git(&packed_repo, &["rev-parse", "refs/forum/ledgers/main"]);
+    git(&loose, &["update-ref", "refs/forum/ledgers/main", &tip]);
+    let (s, kib) = child_verify(&loose);
+    println!("verify --deep, loose:  {:.3}s = {:.0} entries/s, peak RSS {:.1} MiB", s, n as f64 / s, kib as f64 / 1024.0);
+    std::fs::remove_dir_all(&loose).ok();
+    // Cold open + one durable append, on the packed ledger (median of 5).
+    let mut opens = Vec::new();
+    for i in 0..5 {
+        let t = Instant::now();
+        let mut store = GitStore::open(&packed_repo, "main", Options::default()).unwrap();
+        let mut one = news[0].clone();
+        one.payload = Value::int(i);
+        store.append_entry(&one).unwrap();
+        opens.push(t.elapsed().as_secs_f64());
+    }
+    let open_ms = median(opens) * 1000.0;
+    println!("cold open + one durable append: median {open_ms:.2} ms");
+    OPEN_MS.with(|m| m.borrow_mut().push((n, open_ms)));
+}
+
+thread_local! {
+    static OPEN_MS: std::cell::RefCell<Vec<(usize, f64)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn durable(root: &Path, n: usize) {
+    println!("\n== durable single appends, {n} entries ==");
+    let news = entries(n);
+    let repo = fresh_repo(root, "durable");
+    let mut store = GitStore::open(&repo, "main", Options { fsync: true }).unwrap();
+    let mut lat = Vec::with_capacity(n);
+    let t = Instant::now();
+    for e in &news {
+        let s = Instant::now();
+        store.append_entry(e).unwrap();
+        lat.push(s.elapsed().as_secs_f64());
+    }
+    let ours = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let jl = jsonl_durable(&root.join("jsonl"), &news);
+    let base = t.elapsed().as_secs_f64();
+    println!(
+        "git forum durable append: {:.0} entries/s, p50 {:.2} ms, p99 {:.2} ms",
+        n as f64 / ours,
+        pct(&lat, 0.5) * 1e3,
+        pct(&lat, 0.99) * 1e3
+    );
+    println!(
+        "JSONL + fsync baseline:   {:.0} entries/s, p50 {:.2} ms, p99 {:.2} ms",
+        n as f64 / base,
+        pct(&jl, 0.5) * 1e3,
+        pct(&jl, 0.99) * 1e3
+    );
+    println!("ratio (our throughput / baseline throughput): {:.2}", base / ours);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child-verify") {
+        child_main(&args[i + 1]);
+        return;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let sizes: &[usize] = if quick { &[1_000, 10_000] } else { &[10_000, 100_000] };
+    let root = tempfile::tempdir().unwrap();
+    println!("git forum ledger benchmark ({}; load {})", if quick { "quick" } else { "full" }, std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim());
+    for &n in sizes {
+        run_n(root.path(), n);
+    }
+    OPEN_MS.with(|m| {
+        let m = m.borrow();
+        if m.len() == 2 {
+            println!("\ncold open + one append: {:.2} ms at {} vs {:.2} ms at {}: ratio {:.2}", m[1].1, m[1].0, m[0].1, m[0].0, m[1].1 / m[0].1);
+        }
+    });
+    durable(root.path(), 1_000);
+    let _ = Duration::ZERO;
+}
