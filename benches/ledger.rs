@@ -23,7 +23,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .args(args)
         .output()
         .expect("git");
-    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
@@ -39,7 +43,11 @@ fn fresh_repo(root: &Path, name: &str) -> PathBuf {
 fn entries(n: usize) -> Vec<NewEntry> {
     (0..n)
         .map(|i| {
-            let text = if i % 20 == 0 { "detail ".repeat(500) } else { format!("result of task T{} with some words of output", i % 97) };
+            let text = if i % 20 == 0 {
+                "detail ".repeat(500)
+            } else {
+                format!("result of task T{} with some words of output", i % 97)
+            };
             let payload = Value::object([
                 ("task_id".to_string(), Value::str(format!("T{}", i % 97))),
                 ("ok".to_string(), Value::Bool(i % 7 != 0)),
@@ -51,7 +59,11 @@ fn entries(n: usize) -> Vec<NewEntry> {
             NewEntry {
                 actor: ["orchestrator", "backend", "validator", "synthesizer"][i % 4].to_string(),
                 kind: ["task", "result", "verdict", "note"][i % 4].to_string(),
-                causal_parent: if i % 3 == 0 && i > 0 { Some((i - 1) as i64) } else { None },
+                causal_parent: if i % 3 == 0 && i > 0 {
+                    Some((i - 1) as i64)
+                } else {
+                    None
+                },
                 payload,
                 ts: 1_700_000_000.0 + i as f64 * 0.25,
             }
@@ -76,7 +88,11 @@ fn fast_import(repo: &Path, news: &[NewEntry]) -> (f64, String) {
     let mut head: Option<git_forum::ledger::Entry> = None;
     for n in news {
         let body = n.payload.canonical();
-        let e = git_forum::ledger::Entry::next(head.as_ref(), n, git_forum::ledger::hash::sha256_hex(body.as_bytes()));
+        let e = git_forum::ledger::Entry::next(
+            head.as_ref(),
+            n,
+            git_forum::ledger::hash::sha256_hex(body.as_bytes()),
+        );
         // Reuse our own commit serialisation for the header lines, so both sides agree on bytes.
         let fake = gix::ObjectId::null(gix::hash::Kind::Sha1);
         let raw = String::from_utf8(commit_bytes(&e, &fake, None)).unwrap();
@@ -85,8 +101,18 @@ fn fast_import(repo: &Path, news: &[NewEntry]) -> (f64, String) {
         let author = lines.next().unwrap().to_string();
         let committer = lines.next().unwrap().to_string();
         let message = git_forum::store::git::commit_message(&e);
-        write!(stream, "commit refs/forum/ledgers/main\n{author}\n{committer}\ndata {}\n{message}", message.len()).unwrap();
-        write!(stream, "M 100644 inline payload.json\ndata {}\n{body}\n", body.len()).unwrap();
+        write!(
+            stream,
+            "commit refs/forum/ledgers/main\n{author}\n{committer}\ndata {}\n{message}",
+            message.len()
+        )
+        .unwrap();
+        write!(
+            stream,
+            "M 100644 inline payload.json\ndata {}\n{body}\n",
+            body.len()
+        )
+        .unwrap();
         head = Some(e);
     }
     stream.extend_from_slice(b"done\n");
@@ -108,11 +134,22 @@ fn fast_import(repo: &Path, news: &[NewEntry]) -> (f64, String) {
 fn child_verify(repo: &Path) -> (f64, u64) {
     let exe = std::env::current_exe().unwrap();
     let t = Instant::now();
-    let o = Command::new(exe).args(["--child-verify", repo.to_str().unwrap()]).output().unwrap();
+    let o = Command::new(exe)
+        .args(["--child-verify", repo.to_str().unwrap()])
+        .output()
+        .unwrap();
     let secs = t.elapsed().as_secs_f64();
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success() && text.contains("ok"), "child verify: {text} {}", String::from_utf8_lossy(&o.stderr));
-    let kib = text.split_whitespace().last().and_then(|s| s.parse().ok()).unwrap_or(0);
+    assert!(
+        o.status.success() && text.contains("ok"),
+        "child verify: {text} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let kib = text
+        .split_whitespace()
+        .last()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     (secs, kib)
 }
 
@@ -120,8 +157,16 @@ fn child_main(repo: &str) {
     let store = GitStore::open(Path::new(repo), "main", Options::default()).unwrap();
     let r = store.verify(true).unwrap();
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let hwm = status.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).unwrap_or("0");
-    println!("{} {} {hwm}", if r.passed() { "ok" } else { "FAILED" }, r.entries);
+    let hwm = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or("0");
+    println!(
+        "{} {} {hwm}",
+        if r.passed() { "ok" } else { "FAILED" },
+        r.entries
+    );
 }
 
 fn jsonl_durable(dir: &Path, news: &[NewEntry]) -> Vec<f64> {
@@ -134,10 +179,23 @@ fn jsonl_durable(dir: &Path, news: &[NewEntry]) -> Vec<f64> {
         let ph = git_forum::ledger::hash::sha256_hex(body.as_bytes());
         let e = git_forum::ledger::Entry::next(head.as_ref(), n, ph.clone());
         for (file, line) in [
-            ("payloads.jsonl", format!("{{\"hash\": \"{ph}\", \"body\": {}}}\n", n.payload.python_dumps())),
-            ("entries.jsonl", format!("{}\n", e.to_value().python_dumps())),
+            (
+                "payloads.jsonl",
+                format!(
+                    "{{\"hash\": \"{ph}\", \"body\": {}}}\n",
+                    n.payload.python_dumps()
+                ),
+            ),
+            (
+                "entries.jsonl",
+                format!("{}\n", e.to_value().python_dumps()),
+            ),
         ] {
-            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(file)).unwrap();
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join(file))
+                .unwrap();
             f.write_all(line.as_bytes()).unwrap();
             f.sync_all().unwrap();
         }
@@ -163,7 +221,11 @@ fn run_n(root: &Path, n: usize) {
         let s = t.elapsed().as_secs_f64();
         let b = fresh_repo(root, &format!("fi-{n}-{round}"));
         let (fs, tip) = fast_import(&b, &news);
-        assert_eq!(tip, done.last().unwrap().commit.to_string(), "fast-import and git forum must write identical commits");
+        assert_eq!(
+            tip,
+            done.last().unwrap().commit.to_string(),
+            "fast-import and git forum must write identical commits"
+        );
         ours.push(s);
         theirs.push(fs);
         ratios.push(s / fs);
@@ -183,16 +245,36 @@ fn run_n(root: &Path, n: usize) {
     );
     // Deep verify, packed (the pack the batch wrote) and loose (the same objects unpacked).
     let (s, kib) = child_verify(&packed_repo);
-    println!("verify --deep, packed: {:.3}s = {:.0} entries/s, peak RSS {:.1} MiB (child process, includes exec)", s, n as f64 / s, kib as f64 / 1024.0);
+    println!(
+        "verify --deep, packed: {:.3}s = {:.0} entries/s, peak RSS {:.1} MiB (child process, includes exec)",
+        s,
+        n as f64 / s,
+        kib as f64 / 1024.0
+    );
     let loose = fresh_repo(root, &format!("loose-{n}"));
     let pack_dir = packed_repo.join(".git/objects/pack");
-    let pack = std::fs::read_dir(&pack_dir).unwrap().filter_map(Result::ok).map(|e| e.path()).find(|p| p.extension().is_some_and(|x| x == "pack")).unwrap();
-    let mut child = Command::new("git").current_dir(&loose).args(["unpack-objects", "-q"]).stdin(std::fs::File::open(&pack).unwrap()).spawn().unwrap();
+    let pack = std::fs::read_dir(&pack_dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "pack"))
+        .unwrap();
+    let mut child = Command::new("git")
+        .current_dir(&loose)
+        .args(["unpack-objects", "-q"])
+        .stdin(std::fs::File::open(&pack).unwrap())
+        .spawn()
+        .unwrap();
     assert!(child.wait().unwrap().success());
     let tip = git(&packed_repo, &["rev-parse", "refs/forum/ledgers/main"]);
     git(&loose, &["update-ref", "refs/forum/ledgers/main", &tip]);
     let (s, kib) = child_verify(&loose);
-    println!("verify --deep, loose:  {:.3}s = {:.0} entries/s, peak RSS {:.1} MiB", s, n as f64 / s, kib as f64 / 1024.0);
+    println!(
+        "verify --deep, loose:  {:.3}s = {:.0} entries/s, peak RSS {:.1} MiB",
+        s,
+        n as f64 / s,
+        kib as f64 / 1024.0
+    );
     std::fs::remove_dir_all(&loose).ok();
     // Cold open + one durable append, on the packed ledger (median of 5).
     let mut opens = Vec::new();
@@ -241,7 +323,10 @@ fn durable(root: &Path, n: usize) {
         pct(&jl, 0.5) * 1e3,
         pct(&jl, 0.99) * 1e3
     );
-    println!("ratio (our throughput / baseline throughput): {:.2}", base / ours);
+    println!(
+        "ratio (our throughput / baseline throughput): {:.2}",
+        base / ours
+    );
 }
 
 fn main() {
@@ -251,16 +336,33 @@ fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
-    let sizes: &[usize] = if quick { &[1_000, 10_000] } else { &[10_000, 100_000] };
+    let sizes: &[usize] = if quick {
+        &[1_000, 10_000]
+    } else {
+        &[10_000, 100_000]
+    };
     let root = tempfile::tempdir().unwrap();
-    println!("git forum ledger benchmark ({}; load {})", if quick { "quick" } else { "full" }, std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim());
+    println!(
+        "git forum ledger benchmark ({}; load {})",
+        if quick { "quick" } else { "full" },
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
     for &n in sizes {
         run_n(root.path(), n);
     }
     OPEN_MS.with(|m| {
         let m = m.borrow();
         if m.len() == 2 {
-            println!("\ncold open + one append: {:.2} ms at {} vs {:.2} ms at {}: ratio {:.2}", m[1].1, m[1].0, m[0].1, m[0].0, m[1].1 / m[0].1);
+            println!(
+                "\ncold open + one append: {:.2} ms at {} vs {:.2} ms at {}: ratio {:.2}",
+                m[1].1,
+                m[1].0,
+                m[0].1,
+                m[0].0,
+                m[1].1 / m[0].1
+            );
         }
     });
     durable(root.path(), 1_000);

@@ -7,8 +7,15 @@
 //!   [`ledger::Storage`] trait and an in-memory storage.
 //! * [`store`]: the git storage adapter (objects, compare-and-swap append, index, sync) and
 //!   Forum's JSONL directory format for import and export.
+//! * [`roster`], [`route`], [`plan`], [`policy`]: the roster TOML, the keyword router with its
+//!   route frame and communication contract, the plan compiler into waves with upstream
+//!   injection, and the policy that refuses plans.
 //! * [`cli`]: clap commands; prints, parses, exits.
 
 pub mod cli;
 pub mod ledger;
+pub mod plan;
+pub mod policy;
+pub mod roster;
+pub mod route;
 pub mod store;

@@ -23,7 +23,11 @@ pub struct AppendArgs {
     #[arg(long)]
     pub ts: Option<f64>,
     /// The payload as JSON text.
-    #[arg(long, conflicts_with = "payload_file", required_unless_present = "payload_file")]
+    #[arg(
+        long,
+        conflicts_with = "payload_file",
+        required_unless_present = "payload_file"
+    )]
     pub payload: Option<String>,
     /// Read the payload JSON from PATH (`-` for standard input).
     #[arg(long, value_name = "PATH")]
@@ -31,7 +35,10 @@ pub struct AppendArgs {
 }
 
 /// Reads the payload named by `--payload` or `--payload-file`.
-pub fn read_payload(inline: Option<&str>, file: Option<&PathBuf>) -> Result<canonical::Value, CliError> {
+pub fn read_payload(
+    inline: Option<&str>,
+    file: Option<&PathBuf>,
+) -> Result<canonical::Value, CliError> {
     let (text, from) = match (inline, file) {
         (Some(t), _) => (t.to_string(), "--payload".to_string()),
         (None, Some(p)) if p.as_os_str() == "-" => {
@@ -39,11 +46,15 @@ pub fn read_payload(inline: Option<&str>, file: Option<&PathBuf>) -> Result<cano
             std::io::stdin()
                 .take(crate::ledger::MAX_PAYLOAD_BYTES as u64 * 2)
                 .read_to_string(&mut s)
-                .map_err(|e| CliError::usage(format!("reading the payload from standard input: {e}")))?;
+                .map_err(|e| {
+                    CliError::usage(format!("reading the payload from standard input: {e}"))
+                })?;
             (s, "standard input".to_string())
         }
         (None, Some(p)) => {
-            let meta = std::fs::metadata(p).map_err(|e| CliError::usage(format!("cannot read payload file {}: {e}", p.display())))?;
+            let meta = std::fs::metadata(p).map_err(|e| {
+                CliError::usage(format!("cannot read payload file {}: {e}", p.display()))
+            })?;
             if meta.len() > crate::ledger::MAX_PAYLOAD_BYTES as u64 * 2 {
                 return Err(CliError::usage(format!(
                     "payload file {} is {} bytes, over the {} byte limit",
@@ -52,17 +63,30 @@ pub fn read_payload(inline: Option<&str>, file: Option<&PathBuf>) -> Result<cano
                     crate::ledger::MAX_PAYLOAD_BYTES
                 )));
             }
-            let s = std::fs::read_to_string(p).map_err(|e| CliError::usage(format!("cannot read payload file {}: {e}", p.display())))?;
+            let s = std::fs::read_to_string(p).map_err(|e| {
+                CliError::usage(format!("cannot read payload file {}: {e}", p.display()))
+            })?;
             (s, p.display().to_string())
         }
-        (None, None) => return Err(CliError::usage("give the payload with --payload JSON or --payload-file PATH")),
+        (None, None) => {
+            return Err(CliError::usage(
+                "give the payload with --payload JSON or --payload-file PATH",
+            ));
+        }
     };
-    canonical::parse(text.trim_end_matches(['\n', '\r'])).map_err(|e| CliError::usage(format!("the payload from {from} is not valid JSON: {e}")))
+    canonical::parse(text.trim_end_matches(['\n', '\r']))
+        .map_err(|e| CliError::usage(format!("the payload from {from} is not valid JSON: {e}")))
 }
 
 pub fn run(ctx: &Ctx, args: AppendArgs) -> Result<(), CliError> {
     let payload = read_payload(args.payload.as_deref(), args.payload_file.as_ref())?;
-    let new = NewEntry { actor: args.actor, kind: args.kind, causal_parent: args.parent, payload, ts: ctx.now(args.ts)? };
+    let new = NewEntry {
+        actor: args.actor,
+        kind: args.kind,
+        causal_parent: args.parent,
+        payload,
+        ts: ctx.now(args.ts)?,
+    };
     new.validate().map_err(CliError::usage)?;
     let mut store = ctx.store()?;
     let done = store.append_entry(&new)?;
@@ -73,6 +97,9 @@ pub fn run(ctx: &Ctx, args: AppendArgs) -> Result<(), CliError> {
             "commit": done.commit.to_string(),
         }))
     } else {
-        ctx.out(&format!("appended seq {} ({}) as {}", done.entry.seq, &done.entry.entry_hash, done.commit))
+        ctx.out(&format!(
+            "appended seq {} ({}) as {}",
+            done.entry.seq, &done.entry.entry_hash, done.commit
+        ))
     }
 }

@@ -33,13 +33,21 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
     let forum = forum_dir::read(&args.dir)?;
     let report = verify_chain(&forum.entries);
     if let Some((i, p)) = report.first_bad {
-        return Err(CliError::usage(format!("{} does not verify at row {i}: {p}; nothing was imported", args.dir.display())));
+        return Err(CliError::usage(format!(
+            "{} does not verify at row {i}: {p}; nothing was imported",
+            args.dir.display()
+        )));
     }
     let mut items = Vec::with_capacity(forum.entries.len());
     let mut absent = 0usize;
     for e in &forum.entries {
         let body = match forum.payloads.get(&e.payload_hash) {
-            Some(b) => Some(forum_dir::checked_body(e, b).map_err(|why| CliError::usage(format!("{}: {why}; nothing was imported", args.dir.display())))?),
+            Some(b) => Some(forum_dir::checked_body(e, b).map_err(|why| {
+                CliError::usage(format!(
+                    "{}: {why}; nothing was imported",
+                    args.dir.display()
+                ))
+            })?),
             None => {
                 absent += 1;
                 None
@@ -50,10 +58,17 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
     let mut store = ctx.store()?;
     let tip = store.import_entries(&items)?;
     for t in &forum.torn {
-        eprintln!("warning: dropped a torn last line of {} (an interrupted append), as Forum does", t.display());
+        eprintln!(
+            "warning: dropped a torn last line of {} (an interrupted append), as Forum does",
+            t.display()
+        );
     }
     if absent > 0 {
-        eprintln!("warning: {absent} entr{} had no body in {} (Forum reads that as redacted); `verify --deep` flags them unless a redaction entry names them", if absent == 1 { "y" } else { "ies" }, args.dir.display());
+        eprintln!(
+            "warning: {absent} entr{} had no body in {} (Forum reads that as redacted); `verify --deep` flags them unless a redaction entry names them",
+            if absent == 1 { "y" } else { "ies" },
+            args.dir.display()
+        );
     }
     if ctx.json {
         ctx.out_json(&serde_json::json!({
@@ -62,7 +77,10 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
             "torn_lines_dropped": forum.torn.len(),
         }))
     } else {
-        ctx.out(&format!("imported {} entries into ledger {}, checkpoint {}", report.entries, ctx.ledger, report.checkpoint))
+        ctx.out(&format!(
+            "imported {} entries into ledger {}, checkpoint {}",
+            report.entries, ctx.ledger, report.checkpoint
+        ))
     }
 }
 
@@ -77,18 +95,30 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> Result<(), CliError> {
     }
     let report = verify_chain(&entries);
     if let Some((i, p)) = report.first_bad {
-        return Err(CliError::fail(format!("ledger {} does not verify at seq {i} ({p}); run `git forum verify`", ctx.ledger)));
+        return Err(CliError::fail(format!(
+            "ledger {} does not verify at seq {i} ({p}); run `git forum verify`",
+            ctx.ledger
+        )));
     }
     forum_dir::write(
         &args.dir,
         &entries,
         |e| {
-            let Some(id) = commits.get(&e.payload_hash) else { return Ok(None) };
-            match store.body_of_commit(id).map_err(|err| ForumDirError::Invalid(err.to_string()))? {
+            let Some(id) = commits.get(&e.payload_hash) else {
+                return Ok(None);
+            };
+            match store
+                .body_of_commit(id)
+                .map_err(|err| ForumDirError::Invalid(err.to_string()))?
+            {
                 None => Ok(None),
                 Some(bytes) => {
-                    let text = String::from_utf8(bytes).map_err(|_| ForumDirError::Corrupt(format!("body of seq {} is not UTF-8", e.seq)))?;
-                    canonical::parse(&text).map(Some).map_err(|err| ForumDirError::Corrupt(format!("body of seq {}: {err}", e.seq)))
+                    let text = String::from_utf8(bytes).map_err(|_| {
+                        ForumDirError::Corrupt(format!("body of seq {} is not UTF-8", e.seq))
+                    })?;
+                    canonical::parse(&text).map(Some).map_err(|err| {
+                        ForumDirError::Corrupt(format!("body of seq {}: {err}", e.seq))
+                    })
                 }
             }
         },
@@ -97,6 +127,11 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> Result<(), CliError> {
     if ctx.json {
         ctx.out_json(&serde_json::json!({"ledger": ctx.ledger, "dir": args.dir, "entries": entries.len(), "checkpoint": report.checkpoint}))
     } else {
-        ctx.out(&format!("exported {} entries to {}, checkpoint {}", entries.len(), args.dir.display(), report.checkpoint))
+        ctx.out(&format!(
+            "exported {} entries to {}, checkpoint {}",
+            entries.len(),
+            args.dir.display(),
+            report.checkpoint
+        ))
     }
 }

@@ -26,9 +26,11 @@ pub fn run(ctx: &Ctx, args: ManArgs) -> Result<(), CliError> {
     match args.out {
         None => ctx.out(String::from_utf8_lossy(&page).trim_end()),
         Some(dir) => {
-            std::fs::create_dir_all(&dir).map_err(|e| CliError::fail(format!("creating {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| CliError::fail(format!("creating {}: {e}", dir.display())))?;
             let path = dir.join("git-forum.1");
-            std::fs::write(&path, page).map_err(|e| CliError::fail(format!("writing {}: {e}", path.display())))?;
+            std::fs::write(&path, page)
+                .map_err(|e| CliError::fail(format!("writing {}: {e}", path.display())))?;
             ctx.out(&format!("wrote {}", path.display()))
         }
     }

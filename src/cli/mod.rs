@@ -13,19 +13,32 @@ use crate::store::git::{GitStore, Options, StoreError};
 pub mod append;
 pub mod interop;
 pub mod man;
+pub mod plan;
 pub mod read;
+pub mod route;
 pub mod verify;
 
 /// Run fleets of AI agents in a repository and keep every decision in a tamper-evident ledger
 /// stored as git objects on refs/forum/ledgers/*.
 #[derive(Debug, Parser)]
-#[command(name = "git-forum", bin_name = "git forum", version, propagate_version = true)]
+#[command(
+    name = "git-forum",
+    bin_name = "git forum",
+    version,
+    propagate_version = true
+)]
 pub struct Cli {
     /// Run as if started in DIR.
     #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
     pub chdir: Option<PathBuf>,
     /// Ledger to use (refs/forum/ledgers/NAME).
-    #[arg(long, global = true, default_value = "main", env = "GIT_FORUM_LEDGER", value_name = "NAME")]
+    #[arg(
+        long,
+        global = true,
+        default_value = "main",
+        env = "GIT_FORUM_LEDGER",
+        value_name = "NAME"
+    )]
     pub ledger: String,
     /// Print machine-readable JSON.
     #[arg(long, global = true)]
@@ -62,6 +75,10 @@ pub enum Command {
     Export(interop::ExportArgs),
     /// Write the git-forum(1) man page (so `git forum --help` works).
     Man(man::ManArgs),
+    /// Route a request to a roster lane and print the decision and its route frame.
+    Route(route::RouteArgs),
+    /// Compile a plan file into waves and typed edges.
+    Plan(plan::PlanArgs),
 }
 
 /// An error that ends a command: one line on stderr and an exit code.
@@ -74,24 +91,35 @@ pub struct CliError {
 impl CliError {
     /// A failure of the command (exit 1).
     pub fn fail(message: impl Into<String>) -> CliError {
-        CliError { code: 1, message: Some(message.into()) }
+        CliError {
+            code: 1,
+            message: Some(message.into()),
+        }
     }
 
     /// Bad usage or bad input (exit 2).
     pub fn usage(message: impl Into<String>) -> CliError {
-        CliError { code: 2, message: Some(message.into()) }
+        CliError {
+            code: 2,
+            message: Some(message.into()),
+        }
     }
 
     /// Exit with `code`; the command already printed what it had to say.
     pub fn silent(code: u8) -> CliError {
-        CliError { code, message: None }
+        CliError {
+            code,
+            message: None,
+        }
     }
 }
 
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> CliError {
         match e {
-            StoreError::InvalidName { .. } | StoreError::Invalid(_) => CliError::usage(e.to_string()),
+            StoreError::InvalidName { .. } | StoreError::Invalid(_) => {
+                CliError::usage(e.to_string())
+            }
             other => CliError::fail(other.to_string()),
         }
     }
@@ -109,8 +137,13 @@ impl Ctx {
     /// Opens the ledger for reading or writing; nothing is created until the first append.
     pub fn store(&self) -> Result<GitStore, CliError> {
         let repo = crate::store::git::open_repo(&self.dir)?;
-        let config_fsync = repo.config_snapshot().boolean("forum.fsync").unwrap_or(true);
-        let opts = Options { fsync: !self.no_fsync && config_fsync };
+        let config_fsync = repo
+            .config_snapshot()
+            .boolean("forum.fsync")
+            .unwrap_or(true);
+        let opts = Options {
+            fsync: !self.no_fsync && config_fsync,
+        };
         Ok(GitStore::new(repo, &self.ledger, opts)?)
     }
 
@@ -150,7 +183,11 @@ impl Ctx {
                 .parse::<f64>()
                 .ok()
                 .filter(|t| t.is_finite() && *t >= 0.0)
-                .ok_or_else(|| CliError::usage(format!("GIT_FORUM_TIMESTAMP={v:?} is not a number of seconds since 1970")));
+                .ok_or_else(|| {
+                    CliError::usage(format!(
+                        "GIT_FORUM_TIMESTAMP={v:?} is not a number of seconds since 1970"
+                    ))
+                });
         }
         let d = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -174,7 +211,12 @@ pub fn main() -> ExitCode {
         Some(d) => d.clone(),
         None => PathBuf::from("."),
     };
-    let ctx = Ctx { dir, ledger: cli.ledger.clone(), json: cli.json, no_fsync: cli.no_fsync };
+    let ctx = Ctx {
+        dir,
+        ledger: cli.ledger.clone(),
+        json: cli.json,
+        no_fsync: cli.no_fsync,
+    };
     match run(&ctx, cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -199,6 +241,8 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Import(a) => interop::import(ctx, a),
         Command::Export(a) => interop::export(ctx, a),
         Command::Man(a) => man::run(ctx, a),
+        Command::Route(a) => route::run(ctx, a),
+        Command::Plan(a) => plan::run(ctx, a),
     }
 }
 

@@ -36,13 +36,25 @@ pub struct WhyArgs {
 }
 
 fn line(e: &Entry) -> String {
-    let parent = e.causal_parent.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
-    format!("{:>5}  {:<12} {:<14} parent={:<5} {}", e.seq, e.actor, e.kind, parent, &e.entry_hash[..12])
+    let parent = e
+        .causal_parent
+        .map(|p| p.to_string())
+        .unwrap_or_else(|| "-".into());
+    format!(
+        "{:>5}  {:<12} {:<14} parent={:<5} {}",
+        e.seq,
+        e.actor,
+        e.kind,
+        parent,
+        &e.entry_hash[..12]
+    )
 }
 
 fn out_entries(ctx: &Ctx, entries: &[Entry]) -> Result<(), CliError> {
     if ctx.json {
-        ctx.out_json(&serde_json::Value::Array(entries.iter().map(Entry::to_json).collect()))
+        ctx.out_json(&serde_json::Value::Array(
+            entries.iter().map(Entry::to_json).collect(),
+        ))
     } else {
         for e in entries {
             ctx.out(&line(e))?;
@@ -52,13 +64,21 @@ fn out_entries(ctx: &Ctx, entries: &[Entry]) -> Result<(), CliError> {
 }
 
 fn out_of_range(ctx: &Ctx, seq: u64, len: u64) -> CliError {
-    CliError::fail(format!("ledger {:?} has no entry at seq {seq} (it holds seq 0..={})", ctx.ledger, len.saturating_sub(1)))
+    CliError::fail(format!(
+        "ledger {:?} has no entry at seq {seq} (it holds seq 0..={})",
+        ctx.ledger,
+        len.saturating_sub(1)
+    ))
 }
 
 pub fn log(ctx: &Ctx, args: LogArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let limit = (args.limit > 0).then_some(args.limit);
-    let entries: Vec<Entry> = store.walk_back(limit)?.into_iter().map(|(_, e)| e).collect();
+    let entries: Vec<Entry> = store
+        .walk_back(limit)?
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
     out_entries(ctx, &entries)
 }
 
@@ -68,7 +88,11 @@ pub fn show(ctx: &Ctx, args: ShowArgs) -> Result<(), CliError> {
     let Some((entry, commit)) = store.get_with_commit(args.seq)? else {
         return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
     };
-    let body = if args.payload { Some(store.body_of_commit(&commit)?) } else { None };
+    let body = if args.payload {
+        Some(store.body_of_commit(&commit)?)
+    } else {
+        None
+    };
     if ctx.json {
         let mut v = serde_json::json!({ "entry": entry.to_json(), "commit": commit.to_string() });
         if let Some(b) = &body {
@@ -82,11 +106,17 @@ pub fn show(ctx: &Ctx, args: ShowArgs) -> Result<(), CliError> {
         }
         return ctx.out_json(&v);
     }
-    let parent = entry.causal_parent.map(|p| p.to_string()).unwrap_or_else(|| "none".into());
+    let parent = entry
+        .causal_parent
+        .map(|p| p.to_string())
+        .unwrap_or_else(|| "none".into());
     ctx.out(&format!("seq           {}", entry.seq))?;
     ctx.out(&format!("kind          {}", entry.kind))?;
     ctx.out(&format!("actor         {}", entry.actor))?;
-    ctx.out(&format!("ts            {}", crate::ledger::canonical::python_float_repr(entry.ts)))?;
+    ctx.out(&format!(
+        "ts            {}",
+        crate::ledger::canonical::python_float_repr(entry.ts)
+    ))?;
     ctx.out(&format!("causal parent {parent}"))?;
     ctx.out(&format!("payload hash  {}", entry.payload_hash))?;
     ctx.out(&format!("prev hash     {}", entry.prev_hash))?;
@@ -106,7 +136,12 @@ pub fn replay(ctx: &Ctx, args: ReplayArgs) -> Result<(), CliError> {
         return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
     }
     let skip = tip.entry.seq - args.seq;
-    let mut entries: Vec<Entry> = store.walk_back(None)?.into_iter().skip(skip as usize).map(|(_, e)| e).collect();
+    let mut entries: Vec<Entry> = store
+        .walk_back(None)?
+        .into_iter()
+        .skip(skip as usize)
+        .map(|(_, e)| e)
+        .collect();
     entries.reverse();
     out_entries(ctx, &entries)
 }
@@ -118,7 +153,10 @@ pub fn why(ctx: &Ctx, args: WhyArgs) -> Result<(), CliError> {
         return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
     }
     let chain = causal_chain(args.seq, |s| {
-        store.get_with_commit(s).map(|o| o.map(|(e, _)| e)).map_err(|e| e.to_string())
+        store
+            .get_with_commit(s)
+            .map(|o| o.map(|(e, _)| e))
+            .map_err(|e| e.to_string())
     })
     .map_err(CliError::fail)?;
     out_entries(ctx, &chain)

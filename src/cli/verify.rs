@@ -27,7 +27,11 @@ pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
     let r = store.verify(args.deep)?;
     let ok = r.passed();
     if ctx.json {
-        let redacted: Vec<_> = r.redacted.iter().map(|(s, h)| serde_json::json!({"seq": s, "payload_hash": h})).collect();
+        let redacted: Vec<_> = r
+            .redacted
+            .iter()
+            .map(|(s, h)| serde_json::json!({"seq": s, "payload_hash": h}))
+            .collect();
         ctx.out_json(&serde_json::json!({
             "schema": "git-forum.verify/v1",
             "ledger": ctx.ledger,
@@ -44,8 +48,15 @@ pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
             "notes": r.notes,
         }))?;
     } else if ok {
-        let what = if args.deep { "chain, commits and bodies" } else { "chain and commits" };
-        ctx.out(&format!("ok: ledger {} verifies ({what}): {} entries, checkpoint {}", ctx.ledger, r.entries, r.checkpoint))?;
+        let what = if args.deep {
+            "chain, commits and bodies"
+        } else {
+            "chain and commits"
+        };
+        ctx.out(&format!(
+            "ok: ledger {} verifies ({what}): {} entries, checkpoint {}",
+            ctx.ledger, r.entries, r.checkpoint
+        ))?;
         for (seq, h) in &r.redacted {
             ctx.out(&format!("  seq {seq}: body redacted ({h})"))?;
         }
@@ -57,7 +68,10 @@ pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
             ctx.out(&format!("  note: {n}"))?;
         }
     } else {
-        let at = r.first_bad_seq.map(|s| format!(" at seq {s}")).unwrap_or_default();
+        let at = r
+            .first_bad_seq
+            .map(|s| format!(" at seq {s}"))
+            .unwrap_or_default();
         ctx.out(&format!(
             "FAILED: ledger {} does not verify{at}: {} [{}]",
             ctx.ledger,
@@ -91,5 +105,9 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<(), CliError> {
 pub fn sync(ctx: &Ctx, _args: SyncArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     store.sync()?;
-    if ctx.json { ctx.out_json(&serde_json::json!({"synced": true})) } else { ctx.out("synced") }
+    if ctx.json {
+        ctx.out_json(&serde_json::json!({"synced": true}))
+    } else {
+        ctx.out("synced")
+    }
 }

@@ -146,9 +146,9 @@ impl Value {
                 .unwrap_or_else(|| serde_json::Value::String(python_float_repr(*f))),
             Value::Str(s) => serde_json::Value::String(s.clone()),
             Value::Array(a) => serde_json::Value::Array(a.iter().map(Value::to_serde).collect()),
-            Value::Object(m) => {
-                serde_json::Value::Object(m.iter().map(|(k, v)| (k.clone(), v.to_serde())).collect())
-            }
+            Value::Object(m) => serde_json::Value::Object(
+                m.iter().map(|(k, v)| (k.clone(), v.to_serde())).collect(),
+            ),
         }
     }
 
@@ -340,7 +340,9 @@ pub fn python_float_repr(x: f64) -> String {
     }
     // Rust's `{:e}` prints the shortest round-trip digits: `d1.d2…dnE<exp>`.
     let sci = format!("{:e}", x.abs());
-    let (mantissa, exp) = sci.split_once('e').expect("LowerExp always has an exponent");
+    let (mantissa, exp) = sci
+        .split_once('e')
+        .expect("LowerExp always has an exponent");
     let exp: i32 = exp.parse().expect("LowerExp exponent is an integer");
     let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
     let n = digits.len() as i32;
@@ -357,7 +359,11 @@ pub fn python_float_repr(x: f64) -> String {
     } else {
         let e = decpt - 1;
         let esign = if e < 0 { '-' } else { '+' };
-        let rest = if n > 1 { format!(".{}", &digits[1..]) } else { String::new() };
+        let rest = if n > 1 {
+            format!(".{}", &digits[1..])
+        } else {
+            String::new()
+        };
         format!("{}{}e{}{:02}", &digits[..1], rest, esign, e.abs())
     };
     format!("{sign}{body}")
@@ -380,7 +386,11 @@ pub fn python_fixed6(x: f64) -> String {
 /// raw control characters inside strings are refused. A lone UTF-16 surrogate escape has no
 /// UTF-8 form and is refused with its own message.
 pub fn parse(text: &str) -> Result<Value, ParseError> {
-    let mut p = Parser { s: text.as_bytes(), i: 0, text };
+    let mut p = Parser {
+        s: text.as_bytes(),
+        i: 0,
+        text,
+    };
     p.ws();
     let v = p.value(0)?;
     p.ws();
@@ -398,7 +408,10 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err(&self, message: &str) -> ParseError {
-        ParseError { message: message.to_string(), offset: self.i }
+        ParseError {
+            message: message.to_string(),
+            offset: self.i,
+        }
     }
 
     fn ws(&mut self) {
@@ -545,7 +558,10 @@ impl Parser<'_> {
     }
 
     fn hex4(&mut self) -> Result<u32, ParseError> {
-        let h = self.s.get(self.i..self.i + 4).ok_or_else(|| self.err("short \\u escape"))?;
+        let h = self
+            .s
+            .get(self.i..self.i + 4)
+            .ok_or_else(|| self.err("short \\u escape"))?;
         let h = std::str::from_utf8(h).map_err(|_| self.err("bad \\u escape"))?;
         let v = u32::from_str_radix(h, 16).map_err(|_| self.err("bad \\u escape"))?;
         self.i += 4;
@@ -557,7 +573,10 @@ impl Parser<'_> {
         let mut out = String::new();
         loop {
             let start = self.i;
-            while self.i < self.s.len() && !matches!(self.s[self.i], b'"' | b'\\') && self.s[self.i] >= 0x20 {
+            while self.i < self.s.len()
+                && !matches!(self.s[self.i], b'"' | b'\\')
+                && self.s[self.i] >= 0x20
+            {
                 self.i += 1;
             }
             out.push_str(&self.text[start..self.i]);
@@ -660,7 +679,16 @@ mod tests {
 
     #[test]
     fn refuses_what_python_refuses() {
-        for bad in ["", "01x", "[1,]", "{\"a\" 1}", "\"\u{1}\"", "tru", "1 2", "\"\\ud800\""] {
+        for bad in [
+            "",
+            "01x",
+            "[1,]",
+            "{\"a\" 1}",
+            "\"\u{1}\"",
+            "tru",
+            "1 2",
+            "\"\\ud800\"",
+        ] {
             assert!(parse(bad).is_err(), "{bad:?} should fail");
         }
     }

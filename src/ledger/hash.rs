@@ -28,7 +28,9 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// True when `s` is 64 lowercase hex digits, the shape of every hash in the ledger.
 pub fn is_hash(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// `payload_hash = sha256hex(canonical(payload))`.
@@ -49,7 +51,16 @@ pub fn entry_preimage(
     let parent = causal_parent.map(|p| p.to_string()).unwrap_or_default();
     let ts = python_fixed6(ts);
     let seq = seq.to_string();
-    [seq.as_str(), &ts, actor, kind, &parent, payload_hash, prev_hash].join(&SEP.to_string())
+    [
+        seq.as_str(),
+        &ts,
+        actor,
+        kind,
+        &parent,
+        payload_hash,
+        prev_hash,
+    ]
+    .join(&SEP.to_string())
 }
 
 /// `entry_hash = sha256hex(utf8(preimage))`.
@@ -62,5 +73,7 @@ pub fn entry_hash(
     payload_hash: &str,
     prev_hash: &str,
 ) -> String {
-    sha256_hex(entry_preimage(seq, ts, actor, kind, causal_parent, payload_hash, prev_hash).as_bytes())
+    sha256_hex(
+        entry_preimage(seq, ts, actor, kind, causal_parent, payload_hash, prev_hash).as_bytes(),
+    )
 }

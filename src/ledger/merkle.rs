@@ -87,7 +87,9 @@ mod tests {
 
     #[test]
     fn accumulator_agrees_with_the_level_by_level_root() {
-        let hashes: Vec<String> = (0..70).map(|i| crate::ledger::hash::sha256_hex(format!("leaf-{i}").as_bytes())).collect();
+        let hashes: Vec<String> = (0..70)
+            .map(|i| crate::ledger::hash::sha256_hex(format!("leaf-{i}").as_bytes()))
+            .collect();
         let mut acc = Accumulator::default();
         assert_eq!(acc.root(), GENESIS);
         for n in 1..=hashes.len() {
@@ -100,6 +102,9 @@ mod tests {
     fn empty_is_genesis_and_one_leaf_is_hashed() {
         assert_eq!(merkle_root::<&str>(&[]), GENESIS);
         assert_eq!(merkle_root(&["ab"]), leaf_hash("ab"));
-        assert_ne!(merkle_root(&["a", "b", "c"]), merkle_root(&["a", "b", "c", "c"]));
+        assert_ne!(
+            merkle_root(&["a", "b", "c"]),
+            merkle_root(&["a", "b", "c", "c"])
+        );
     }
 }

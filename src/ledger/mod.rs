@@ -58,11 +58,17 @@ impl NewEntry {
                 return Err(format!("{what} is longer than {MAX_LABEL_BYTES} bytes"));
             }
             if let Some(c) = s.chars().find(|c| c.is_control()) {
-                return Err(format!("{what} {s:?} contains the control character U+{:04X}", c as u32));
+                return Err(format!(
+                    "{what} {s:?} contains the control character U+{:04X}",
+                    c as u32
+                ));
             }
         }
         if !self.ts.is_finite() || self.ts < 0.0 {
-            return Err(format!("timestamp {} is not a finite number of seconds since 1970", self.ts));
+            return Err(format!(
+                "timestamp {} is not a finite number of seconds since 1970",
+                self.ts
+            ));
         }
         let body = self.payload.canonical();
         if body.len() > MAX_PAYLOAD_BYTES {
@@ -143,24 +149,39 @@ impl Entry {
     pub fn from_value(v: &Value) -> Result<Entry, String> {
         let field = |name: &str| v.get(name).ok_or_else(|| format!("missing field {name:?}"));
         let text = |name: &str| -> Result<String, String> {
-            field(name)?.as_str().map(str::to_string).ok_or_else(|| format!("field {name:?} is not a string"))
+            field(name)?
+                .as_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("field {name:?} is not a string"))
         };
         let hash = |name: &str| -> Result<String, String> {
             let h = text(name)?;
-            if hash::is_hash(&h) { Ok(h) } else { Err(format!("field {name:?} is not 64 lowercase hex digits")) }
+            if hash::is_hash(&h) {
+                Ok(h)
+            } else {
+                Err(format!("field {name:?} is not 64 lowercase hex digits"))
+            }
         };
         let seq = match field("seq")? {
-            Value::Int(i) => i.as_u64().ok_or("field \"seq\" is not a non-negative 64-bit integer")?,
+            Value::Int(i) => i
+                .as_u64()
+                .ok_or("field \"seq\" is not a non-negative 64-bit integer")?,
             _ => return Err("field \"seq\" is not an integer".into()),
         };
         let ts = match field("ts")? {
             Value::Float(f) => *f,
-            Value::Int(i) => i.as_str().parse::<f64>().map_err(|_| "field \"ts\" is not a number")?,
+            Value::Int(i) => i
+                .as_str()
+                .parse::<f64>()
+                .map_err(|_| "field \"ts\" is not a number")?,
             _ => return Err("field \"ts\" is not a number".into()),
         };
         let causal_parent = match field("causal_parent")? {
             Value::Null => None,
-            Value::Int(i) => Some(i.as_i64().ok_or("field \"causal_parent\" does not fit in 64 bits")?),
+            Value::Int(i) => Some(
+                i.as_i64()
+                    .ok_or("field \"causal_parent\" does not fit in 64 bits")?,
+            ),
             _ => return Err("field \"causal_parent\" is neither an integer nor null".into()),
         };
         Ok(Entry {
@@ -200,14 +221,25 @@ impl std::fmt::Display for ChainProblem {
                 found - expected
             ),
             ChainProblem::Swapped { expected, found } => {
-                write!(f, "entries reordered: seq {found} stands where seq {expected} belongs and the two are swapped")
+                write!(
+                    f,
+                    "entries reordered: seq {found} stands where seq {expected} belongs and the two are swapped"
+                )
             }
             ChainProblem::OutOfOrder { expected, found } => {
-                write!(f, "entries out of order: expected seq {expected}, found seq {found}")
+                write!(
+                    f,
+                    "entries out of order: expected seq {expected}, found seq {found}"
+                )
             }
-            ChainProblem::BrokenLink => write!(f, "prev_hash does not match the previous entry's hash"),
+            ChainProblem::BrokenLink => {
+                write!(f, "prev_hash does not match the previous entry's hash")
+            }
             ChainProblem::EditedEntry => {
-                write!(f, "entry edited: its fields no longer hash to its entry_hash")
+                write!(
+                    f,
+                    "entry edited: its fields no longer hash to its entry_hash"
+                )
             }
         }
     }
@@ -281,10 +313,18 @@ pub fn verify_chain(entries: &[Entry]) -> ChainReport {
     let mut checker = ChainChecker::new();
     for (i, e) in entries.iter().enumerate() {
         if let Err(p) = checker.push(e, entries.get(i + 1)) {
-            return ChainReport { entries: entries.len() as u64, checkpoint: checker.root(), first_bad: Some((i as u64, p)) };
+            return ChainReport {
+                entries: entries.len() as u64,
+                checkpoint: checker.root(),
+                first_bad: Some((i as u64, p)),
+            };
         }
     }
-    ChainReport { entries: entries.len() as u64, checkpoint: checker.root(), first_bad: None }
+    ChainReport {
+        entries: entries.len() as u64,
+        checkpoint: checker.root(),
+        first_bad: None,
+    }
 }
 
 /// Follows `causal_parent` links from `seq` and returns the chain root-first (forum-spec §4).
@@ -303,7 +343,8 @@ where
         if !seen.insert(s) {
             return Err(format!("causal chain loops back to seq {s}"));
         }
-        let e = get(s as u64)?.ok_or_else(|| format!("causal chain names seq {s}, which is not in the ledger"))?;
+        let e = get(s as u64)?
+            .ok_or_else(|| format!("causal chain names seq {s}, which is not in the ledger"))?;
         cur = e.causal_parent;
         out.push(e);
     }
@@ -366,7 +407,11 @@ impl Storage for MemoryStorage {
     }
 
     fn get(&self, seq: u64) -> Result<Option<Entry>, StorageError> {
-        Ok(self.entries.get(seq as usize).filter(|e| e.seq == seq).cloned())
+        Ok(self
+            .entries
+            .get(seq as usize)
+            .filter(|e| e.seq == seq)
+            .cloned())
     }
 
     fn payload(&self, payload_hash: &str) -> Result<Option<Value>, StorageError> {
@@ -376,7 +421,9 @@ impl Storage for MemoryStorage {
     fn append(&mut self, new: NewEntry) -> Result<Entry, StorageError> {
         let body = new.validate().map_err(StorageError::Invalid)?;
         let ph = hash::sha256_hex(body.as_bytes());
-        self.payloads.entry(ph.clone()).or_insert_with(|| new.payload.clone());
+        self.payloads
+            .entry(ph.clone())
+            .or_insert_with(|| new.payload.clone());
         let e = Entry::next(self.entries.last(), &new, ph);
         self.entries.push(e.clone());
         Ok(e)
@@ -388,7 +435,13 @@ mod tests {
     use super::*;
 
     fn new(actor: &str, ts: f64) -> NewEntry {
-        NewEntry { actor: actor.into(), kind: "note".into(), causal_parent: None, payload: Value::int(1), ts }
+        NewEntry {
+            actor: actor.into(),
+            kind: "note".into(),
+            causal_parent: None,
+            payload: Value::int(1),
+            ts,
+        }
     }
 
     #[test]
@@ -401,15 +454,24 @@ mod tests {
 
         let mut swapped = s.entries.clone();
         swapped.swap(2, 3);
-        assert!(matches!(verify_chain(&swapped).first_bad, Some((2, ChainProblem::Swapped { .. }))));
+        assert!(matches!(
+            verify_chain(&swapped).first_bad,
+            Some((2, ChainProblem::Swapped { .. }))
+        ));
 
         let mut deleted = s.entries.clone();
         deleted.remove(2);
-        assert!(matches!(verify_chain(&deleted).first_bad, Some((2, ChainProblem::Missing { .. }))));
+        assert!(matches!(
+            verify_chain(&deleted).first_bad,
+            Some((2, ChainProblem::Missing { .. }))
+        ));
 
         let mut edited = s.entries.clone();
         edited[1].actor = "mallory".into();
-        assert_eq!(verify_chain(&edited).first_bad, Some((1, ChainProblem::EditedEntry)));
+        assert_eq!(
+            verify_chain(&edited).first_bad,
+            Some((1, ChainProblem::EditedEntry))
+        );
 
         let truncated = &s.entries[..3];
         assert_eq!(verify_chain(truncated).first_bad, None);
@@ -437,6 +499,10 @@ mod tests {
         assert_eq!(chain.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![0, 1]);
         let mut looped = s.clone();
         looped.entries[0].causal_parent = Some(1);
-        assert!(causal_chain(1, |q| Ok(looped.get(q).unwrap())).unwrap_err().contains("loops"));
+        assert!(
+            causal_chain(1, |q| Ok(looped.get(q).unwrap()))
+                .unwrap_err()
+                .contains("loops")
+        );
     }
 }

@@ -50,7 +50,9 @@ pub enum StoreError {
     NotARepo(String),
     #[error("invalid ledger name {name:?}: {why}")]
     InvalidName { name: String, why: String },
-    #[error("no ledger named {0:?} (refs/forum/ledgers/{0} does not exist); list ledgers with `git for-each-ref refs/forum/ledgers`")]
+    #[error(
+        "no ledger named {0:?} (refs/forum/ledgers/{0} does not exist); list ledgers with `git for-each-ref refs/forum/ledgers`"
+    )]
     NoLedger(String),
     #[error("{0}")]
     Invalid(String),
@@ -71,7 +73,9 @@ pub enum StoreError {
 impl From<StoreError> for StorageError {
     fn from(e: StoreError) -> StorageError {
         match e {
-            StoreError::Invalid(m) | StoreError::InvalidName { why: m, .. } => StorageError::Invalid(m),
+            StoreError::Invalid(m) | StoreError::InvalidName { why: m, .. } => {
+                StorageError::Invalid(m)
+            }
             StoreError::Corrupt(m) => StorageError::Corrupt(m),
             other => StorageError::Io(other.to_string()),
         }
@@ -90,7 +94,12 @@ fn git_err(context: &str, e: impl std::fmt::Display) -> StoreError {
 /// Checks a ledger name against git's ref-name rules (`git check-ref-format`) plus our own:
 /// no leading `-` (it would read as an option) and nothing but printable ASCII.
 pub fn validate_ledger_name(name: &str) -> Result<(), StoreError> {
-    let bad = |why: &str| Err(StoreError::InvalidName { name: name.to_string(), why: why.to_string() });
+    let bad = |why: &str| {
+        Err(StoreError::InvalidName {
+            name: name.to_string(),
+            why: why.to_string(),
+        })
+    };
     if name.is_empty() {
         return bad("it is empty");
     }
@@ -98,13 +107,19 @@ pub fn validate_ledger_name(name: &str) -> Result<(), StoreError> {
         return bad("it starts with '-'");
     }
     if let Some(c) = name.chars().find(|c| !c.is_ascii_graphic()) {
-        return bad(&format!("it contains {c:?}; use printable ASCII without spaces"));
+        return bad(&format!(
+            "it contains {c:?}; use printable ASCII without spaces"
+        ));
     }
     if let Some(c) = name.chars().find(|c| "~^:?*[\\".contains(*c)) {
-        return bad(&format!("it contains {c:?}, which git does not allow in ref names"));
+        return bad(&format!(
+            "it contains {c:?}, which git does not allow in ref names"
+        ));
     }
     if name.contains("..") || name.contains("@{") || name == "@" || name.contains("//") {
-        return bad("it contains '..', '@{', '//' or is '@', which git does not allow in ref names");
+        return bad(
+            "it contains '..', '@{', '//' or is '@', which git does not allow in ref names",
+        );
     }
     if name.ends_with('/') || name.ends_with('.') {
         return bad("it ends with '/' or '.'");
@@ -114,8 +129,12 @@ pub fn validate_ledger_name(name: &str) -> Result<(), StoreError> {
             return bad("a component starts with '.' or ends with '.lock'");
         }
     }
-    gix::refs::FullName::try_from(format!("{LEDGER_PREFIX}{name}"))
-        .map_err(|e| StoreError::InvalidName { name: name.into(), why: e.to_string() })?;
+    gix::refs::FullName::try_from(format!("{LEDGER_PREFIX}{name}")).map_err(|e| {
+        StoreError::InvalidName {
+            name: name.into(),
+            why: e.to_string(),
+        }
+    })?;
     Ok(())
 }
 
@@ -169,32 +188,58 @@ fn parse_commit(data: &[u8], hash: HashKind) -> Option<RawCommit<'_>> {
     if tree.kind() != hash {
         return None;
     }
-    Some(RawCommit { tree, parents, message })
+    Some(RawCommit {
+        tree,
+        parents,
+        message,
+    })
 }
 
 /// The entry stored in a ledger commit message (its last line).
 fn entry_from_message(message: &[u8]) -> Result<Entry, String> {
-    let text = std::str::from_utf8(message).map_err(|_| "commit message is not UTF-8".to_string())?;
-    let line = text.trim_end_matches('\n').rsplit('\n').next().unwrap_or("");
-    let v = canonical::parse(line).map_err(|e| format!("commit message does not end in an entry: {e}"))?;
+    let text =
+        std::str::from_utf8(message).map_err(|_| "commit message is not UTF-8".to_string())?;
+    let line = text
+        .trim_end_matches('\n')
+        .rsplit('\n')
+        .next()
+        .unwrap_or("");
+    let v = canonical::parse(line)
+        .map_err(|e| format!("commit message does not end in an entry: {e}"))?;
     Entry::from_value(&v)
 }
 
 /// A one-line rendition of `s` safe for a commit subject or author name.
 fn one_line(s: &str, forbidden: &str) -> String {
-    let out: String = s.chars().map(|c| if c.is_control() || forbidden.contains(c) { '_' } else { c }).collect();
+    let out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_control() || forbidden.contains(c) {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
     let out = out.trim().to_string();
     if out.is_empty() { "-".to_string() } else { out }
 }
 
 /// Seconds for the commit dates: the entry's `ts` floored, kept within git's date range.
 fn commit_seconds(ts: f64) -> i64 {
-    if ts.is_finite() { ts.floor().clamp(0.0, 253_402_300_799.0) as i64 } else { 0 }
+    if ts.is_finite() {
+        ts.floor().clamp(0.0, 253_402_300_799.0) as i64
+    } else {
+        0
+    }
 }
 
 /// The commit message: subject, blank line, the entry as canonical JSON.
 pub fn commit_message(entry: &Entry) -> String {
-    let subject = one_line(&format!("{} #{} by {}", entry.kind, entry.seq, entry.actor), "");
+    let subject = one_line(
+        &format!("{} #{} by {}", entry.kind, entry.seq, entry.actor),
+        "",
+    );
     format!("{subject}\n\n{}\n", entry.to_value().canonical())
 }
 
@@ -254,7 +299,14 @@ impl GitStore {
         validate_ledger_name(name)?;
         let hash = repo.object_hash();
         let common_dir = repo.common_dir().to_path_buf();
-        Ok(GitStore { repo, name: name.to_string(), refname: format!("{LEDGER_PREFIX}{name}"), hash, opts, common_dir })
+        Ok(GitStore {
+            repo,
+            name: name.to_string(),
+            refname: format!("{LEDGER_PREFIX}{name}"),
+            hash,
+            opts,
+            common_dir,
+        })
     }
 
     /// Opens ledger `name` in the repository containing `dir`.
@@ -320,14 +372,19 @@ impl GitStore {
                         ))
                     });
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || e.kind() == std::io::ErrorKind::NotADirectory => {}
             Err(e) => return Err(io(format!("reading {}", path.display()))(e)),
         }
         // Not a loose ref: it may be packed.
         match self.repo.try_find_reference(self.refname.as_str()) {
             Ok(Some(r)) => Ok(r.try_id().map(|id| id.detach())),
             Ok(None) => Ok(None),
-            Err(e) => Err(StoreError::Corrupt(format!("cannot read ledger ref {}: {e}", self.refname))),
+            Err(e) => Err(StoreError::Corrupt(format!(
+                "cannot read ledger ref {}: {e}",
+                self.refname
+            ))),
         }
     }
 
@@ -345,15 +402,29 @@ impl GitStore {
     }
 
     /// Reads the commit `id` and the entry it holds.
-    fn read_entry_commit(&self, id: &ObjectId, buf: &mut Vec<u8>) -> Result<(Entry, ObjectId, Option<ObjectId>), StoreError> {
-        let kind = self
-            .read_raw(id, buf)?
-            .ok_or_else(|| StoreError::Corrupt(format!("ledger {}: commit {id} is missing from the object store", self.name)))?;
+    fn read_entry_commit(
+        &self,
+        id: &ObjectId,
+        buf: &mut Vec<u8>,
+    ) -> Result<(Entry, ObjectId, Option<ObjectId>), StoreError> {
+        let kind = self.read_raw(id, buf)?.ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "ledger {}: commit {id} is missing from the object store",
+                self.name
+            ))
+        })?;
         if kind != Kind::Commit {
-            return Err(StoreError::Corrupt(format!("ledger {}: object {id} is a {kind}, not a commit", self.name)));
+            return Err(StoreError::Corrupt(format!(
+                "ledger {}: object {id} is a {kind}, not a commit",
+                self.name
+            )));
         }
-        let raw = parse_commit(buf, self.hash)
-            .ok_or_else(|| StoreError::Corrupt(format!("ledger {}: commit {id} cannot be parsed", self.name)))?;
+        let raw = parse_commit(buf, self.hash).ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "ledger {}: commit {id} cannot be parsed",
+                self.name
+            ))
+        })?;
         let entry = entry_from_message(raw.message)
             .map_err(|e| StoreError::Corrupt(format!("ledger {}: commit {id}: {e}", self.name)))?;
         Ok((entry, raw.tree, raw.parents.first().copied()))
@@ -361,14 +432,17 @@ impl GitStore {
 
     /// The tip commit and its entry; `None` for a ledger that does not exist yet.
     pub fn tip(&self) -> Result<Option<Tip>, StoreError> {
-        let Some(commit) = self.tip_id()? else { return Ok(None) };
+        let Some(commit) = self.tip_id()? else {
+            return Ok(None);
+        };
         let (entry, _, _) = self.read_entry_commit(&commit, &mut Vec::new())?;
         Ok(Some(Tip { commit, entry }))
     }
 
     /// The tip, or [`StoreError::NoLedger`].
     pub fn require_tip(&self) -> Result<Tip, StoreError> {
-        self.tip()?.ok_or_else(|| StoreError::NoLedger(self.name.clone()))
+        self.tip()?
+            .ok_or_else(|| StoreError::NoLedger(self.name.clone()))
     }
 
     /// Commit ids from the tip back to `stop_seq` (inclusive), newest first, with their entries.
@@ -393,14 +467,24 @@ impl GitStore {
         let mut cur = self.tip_id()?;
         let mut buf = Vec::new();
         while let Some(id) = cur {
-            let kind = self
-                .read_raw(&id, &mut buf)?
-                .ok_or_else(|| StoreError::Corrupt(format!("ledger {}: commit {id} is missing from the object store", self.name)))?;
+            let kind = self.read_raw(&id, &mut buf)?.ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "ledger {}: commit {id} is missing from the object store",
+                    self.name
+                ))
+            })?;
             if kind != Kind::Commit {
-                return Err(StoreError::Corrupt(format!("ledger {}: object {id} is not a commit", self.name)));
+                return Err(StoreError::Corrupt(format!(
+                    "ledger {}: object {id} is not a commit",
+                    self.name
+                )));
             }
-            let raw = parse_commit(&buf, self.hash)
-                .ok_or_else(|| StoreError::Corrupt(format!("ledger {}: commit {id} cannot be parsed", self.name)))?;
+            let raw = parse_commit(&buf, self.hash).ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "ledger {}: commit {id} cannot be parsed",
+                    self.name
+                ))
+            })?;
             ids.push(id);
             cur = raw.parents.first().copied();
         }
@@ -431,7 +515,9 @@ impl GitStore {
 
     /// The entry at `seq` and its commit.
     pub fn get_with_commit(&self, seq: u64) -> Result<Option<(Entry, ObjectId)>, StoreError> {
-        let Some(id) = self.commit_at(seq)? else { return Ok(None) };
+        let Some(id) = self.commit_at(seq)? else {
+            return Ok(None);
+        };
         let (entry, _, _) = self.read_entry_commit(&id, &mut Vec::new())?;
         if entry.seq != seq {
             return Err(StoreError::Corrupt(format!(
@@ -446,31 +532,62 @@ impl GitStore {
     pub fn body_of_commit(&self, id: &ObjectId) -> Result<Option<Vec<u8>>, StoreError> {
         let mut buf = Vec::new();
         let (_, tree, _) = self.read_entry_commit(id, &mut buf)?;
-        let Some(blob) = self.blob_in_tree(&tree, &mut buf)? else { return Ok(None) };
+        let Some(blob) = self.blob_in_tree(&tree, &mut buf)? else {
+            return Ok(None);
+        };
         match self.read_raw(&blob, &mut buf)? {
             Some(Kind::Blob) => Ok(Some(buf.clone())),
-            _ => Err(StoreError::Corrupt(format!("ledger {}: body blob {blob} is missing", self.name))),
+            _ => Err(StoreError::Corrupt(format!(
+                "ledger {}: body blob {blob} is missing",
+                self.name
+            ))),
         }
     }
 
     /// The body of entry `seq`, parsed.
     pub fn payload_at(&self, seq: u64) -> Result<Option<Value>, StoreError> {
-        let Some(id) = self.commit_at(seq)? else { return Ok(None) };
+        let Some(id) = self.commit_at(seq)? else {
+            return Ok(None);
+        };
         match self.body_of_commit(&id)? {
             None => Ok(None),
             Some(bytes) => {
-                let text = String::from_utf8(bytes).map_err(|_| StoreError::Corrupt(format!("ledger {}: body of seq {seq} is not UTF-8", self.name)))?;
-                canonical::parse(&text).map(Some).map_err(|e| StoreError::Corrupt(format!("ledger {}: body of seq {seq} is not JSON: {e}", self.name)))
+                let text = String::from_utf8(bytes).map_err(|_| {
+                    StoreError::Corrupt(format!(
+                        "ledger {}: body of seq {seq} is not UTF-8",
+                        self.name
+                    ))
+                })?;
+                canonical::parse(&text).map(Some).map_err(|e| {
+                    StoreError::Corrupt(format!(
+                        "ledger {}: body of seq {seq} is not JSON: {e}",
+                        self.name
+                    ))
+                })
             }
         }
     }
 
     /// The blob named in an entry tree; `None` for the empty (redacted) tree.
-    fn blob_in_tree(&self, tree: &ObjectId, buf: &mut Vec<u8>) -> Result<Option<ObjectId>, StoreError> {
+    fn blob_in_tree(
+        &self,
+        tree: &ObjectId,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<ObjectId>, StoreError> {
         match self.read_raw(tree, buf)? {
             Some(Kind::Tree) => {}
-            Some(k) => return Err(StoreError::Corrupt(format!("ledger {}: {tree} is a {k}, not a tree", self.name))),
-            None => return Err(StoreError::Corrupt(format!("ledger {}: tree {tree} is missing", self.name))),
+            Some(k) => {
+                return Err(StoreError::Corrupt(format!(
+                    "ledger {}: {tree} is a {k}, not a tree",
+                    self.name
+                )));
+            }
+            None => {
+                return Err(StoreError::Corrupt(format!(
+                    "ledger {}: tree {tree} is missing",
+                    self.name
+                )));
+            }
         }
         if buf.is_empty() {
             return Ok(None);
@@ -479,14 +596,21 @@ impl GitStore {
         let rest = buf
             .strip_prefix(prefix.as_bytes())
             .filter(|r| r.len() == self.hash.len_in_bytes())
-            .ok_or_else(|| StoreError::Corrupt(format!("ledger {}: tree {tree} is not a ledger entry tree", self.name)))?;
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "ledger {}: tree {tree} is not a ledger entry tree",
+                    self.name
+                ))
+            })?;
         Ok(Some(ObjectId::from_bytes_or_panic(rest)))
     }
 
     // ----- the seq → commit index (a cache; never used by verify) -----
 
     fn index_path(&self) -> PathBuf {
-        self.forum_dir().join("index").join(format!("{}.idx", self.name))
+        self.forum_dir()
+            .join("index")
+            .join(format!("{}.idx", self.name))
     }
 
     /// The index, extended or rebuilt until it agrees with `tip`.
@@ -499,7 +623,9 @@ impl GitStore {
             if len % width as u64 == 0 && len > 0 {
                 let count = len / width as u64;
                 let mut last = vec![0u8; width];
-                if f.seek(SeekFrom::Start((count - 1) * width as u64)).is_ok() && f.read_exact(&mut last).is_ok() {
+                if f.seek(SeekFrom::Start((count - 1) * width as u64)).is_ok()
+                    && f.read_exact(&mut last).is_ok()
+                {
                     let last = ObjectId::from_bytes_or_panic(&last);
                     if count == want && last == tip.commit {
                         return Ok(IndexView { path, width, count });
@@ -515,7 +641,11 @@ impl GitStore {
                                 if id == last {
                                     missing.reverse();
                                     self.write_index(&path, Some(&missing))?;
-                                    return Ok(IndexView { path, width, count: want });
+                                    return Ok(IndexView {
+                                        path,
+                                        width,
+                                        count: want,
+                                    });
                                 }
                                 break;
                             }
@@ -548,18 +678,26 @@ impl GitStore {
         }
         fs::write(&tmp, &bytes).map_err(io(format!("writing {}", tmp.display())))?;
         fs::rename(&tmp, &path).map_err(io(format!("renaming {}", tmp.display())))?;
-        Ok(IndexView { path, width, count: want })
+        Ok(IndexView {
+            path,
+            width,
+            count: want,
+        })
     }
 
     /// Appends `ids` to the index file (the caller checked it is current up to their parent).
     fn write_index(&self, path: &Path, ids: Option<&[ObjectId]>) -> Result<(), StoreError> {
         let Some(ids) = ids else { return Ok(()) };
-        let mut f = OpenOptions::new().append(true).open(path).map_err(io(format!("opening {}", path.display())))?;
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(io(format!("opening {}", path.display())))?;
         let mut bytes = Vec::with_capacity(ids.len() * self.hash.len_in_bytes());
         for id in ids {
             bytes.extend_from_slice(id.as_slice());
         }
-        f.write_all(&bytes).map_err(io(format!("writing {}", path.display())))
+        f.write_all(&bytes)
+            .map_err(io(format!("writing {}", path.display())))
     }
 
     /// After an append from `parent` (at `parent_seq`) to `new`, extends the index if it was
@@ -606,32 +744,44 @@ impl GitStore {
             .write(true)
             .open(&path)
             .map_err(io(format!("opening {}", path.display())))?;
-        f.lock().map_err(io(format!("locking {}", path.display())))?;
+        f.lock()
+            .map_err(io(format!("locking {}", path.display())))?;
         Ok(f)
     }
 
     /// Writes one loose object unless the repository already has it. Returns its path when a
     /// new file was written.
-    fn write_loose(&self, kind: Kind, data: &[u8]) -> Result<(ObjectId, Option<PathBuf>), StoreError> {
-        let id = gix::objs::compute_hash(self.hash, kind, data).map_err(|e| git_err("hashing an object", e))?;
-        if self.repo.has_object(id) {
-            return Ok((id, None));
-        }
+    fn write_loose(
+        &self,
+        kind: Kind,
+        data: &[u8],
+    ) -> Result<(ObjectId, Option<PathBuf>), StoreError> {
+        let id = gix::objs::compute_hash(self.hash, kind, data)
+            .map_err(|e| git_err("hashing an object", e))?;
         let hex = id.to_hex().to_string();
         let dir = self.objects_dir().join(&hex[..2]);
         let path = dir.join(&hex[2..]);
+        if path.exists() || self.repo.objects.exists_without_refresh(&id) {
+            return Ok((id, None));
+        }
         fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         let mut raw = format!("{kind} {}\0", data.len()).into_bytes();
         raw.extend_from_slice(data);
         let mut z = Vec::new();
         {
-            let mut c = gix::zlib::stream::deflate::Compress::new(gix::zlib::Compression::new(1).expect("level 1 is valid"));
+            let mut c = gix::zlib::stream::deflate::Compress::new(
+                gix::zlib::Compression::new(1).expect("level 1 is valid"),
+            );
             let mut out = vec![0u8; raw.len() + raw.len() / 1000 + 64];
             let (mut ip, mut op) = (0usize, 0usize);
             loop {
                 let (ti, to) = (c.total_in(), c.total_out());
                 let st = c
-                    .compress(&raw[ip..], &mut out[op..], gix::zlib::stream::deflate::FlushCompress::Finish)
+                    .compress(
+                        &raw[ip..],
+                        &mut out[op..],
+                        gix::zlib::stream::deflate::FlushCompress::Finish,
+                    )
                     .map_err(|e| git_err("compressing an object", e))?;
                 ip += (c.total_in() - ti) as usize;
                 op += (c.total_out() - to) as usize;
@@ -646,8 +796,13 @@ impl GitStore {
             z.extend_from_slice(&out);
         }
         let tmp = dir.join(format!("tmp_obj_{}_{}", std::process::id(), unique()));
-        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io(format!("creating {}", tmp.display())))?;
-        f.write_all(&z).map_err(io(format!("writing {}", tmp.display())))?;
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(io(format!("creating {}", tmp.display())))?;
+        f.write_all(&z)
+            .map_err(io(format!("writing {}", tmp.display())))?;
         drop(f);
         fs::rename(&tmp, &path).map_err(io(format!("renaming {}", tmp.display())))?;
         Ok((id, Some(path)))
@@ -662,8 +817,10 @@ impl GitStore {
         #[cfg(target_os = "linux")]
         {
             let _ = written;
-            let f = File::open(&self.common_dir).map_err(io("opening the git directory to flush it"))?;
-            rustix::fs::syncfs(&f).map_err(|e| io("flushing the repository to disk (syncfs)")(e.into()))
+            let f = File::open(&self.common_dir)
+                .map_err(io("opening the git directory to flush it"))?;
+            rustix::fs::syncfs(&f)
+                .map_err(|e| io("flushing the repository to disk (syncfs)")(e.into()))
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -686,12 +843,21 @@ impl GitStore {
     }
 
     /// Compare-and-swap the ref from `expected` to `new`, with a reflog line.
-    fn cas(&self, expected: Option<ObjectId>, new: ObjectId, message: &str) -> Result<CasOutcome, StoreError> {
+    fn cas(
+        &self,
+        expected: Option<ObjectId>,
+        new: ObjectId,
+        message: &str,
+    ) -> Result<CasOutcome, StoreError> {
         use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
         use gix::refs::{FullName, Target};
         let edit = RefEdit {
             change: Change::Update {
-                log: LogChange { mode: RefLog::AndReference, force_create_reflog: true, message: message.into() },
+                log: LogChange {
+                    mode: RefLog::AndReference,
+                    force_create_reflog: true,
+                    message: message.into(),
+                },
                 expected: match expected {
                     Some(old) => PreviousValue::MustExistAndMatch(Target::Object(old)),
                     None => PreviousValue::MustNotExist,
@@ -707,7 +873,10 @@ impl GitStore {
             time: gix::date::Time::now_utc(),
         };
         let mut tb = gix::date::parse::TimeBuf::default();
-        match self.repo.edit_references_as([edit], Some(sig.to_ref(&mut tb))) {
+        match self
+            .repo
+            .edit_references_as([edit], Some(sig.to_ref(&mut tb)))
+        {
             Ok(_) => Ok(CasOutcome::Moved),
             Err(e) if e.is_conflict() => Ok(CasOutcome::Conflict),
             Err(e) => {
@@ -715,7 +884,10 @@ impl GitStore {
                 if lock.exists() {
                     Ok(CasOutcome::Locked(lock))
                 } else {
-                    Err(git_err(&format!("updating {}", self.refname), format!("{e:?}").lines().next().unwrap_or("")))
+                    Err(git_err(
+                        &format!("updating {}", self.refname),
+                        format!("{e:?}").lines().next().unwrap_or(""),
+                    ))
                 }
             }
         }
@@ -725,7 +897,10 @@ impl GitStore {
     /// git-forum writer owns it; a foreign git process holds a ref lock for milliseconds, so a
     /// lock older than [`STALE_REF_LOCK`] is stale. Returns false while it is too young.
     fn recover_stale_lock(&self, lock: &Path) -> bool {
-        let age = fs::metadata(lock).and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok());
+        let age = fs::metadata(lock)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok());
         match age {
             Some(age) if age >= STALE_REF_LOCK => {
                 let _ = fs::remove_file(lock);
@@ -738,7 +913,11 @@ impl GitStore {
 
     /// Appends entries built by `build` on the current tip, retrying on conflict. `build`
     /// receives the tip and returns the objects to write (commits first) and the new commit ids.
-    fn append_with<F>(&self, mut build: F, reflog: &str) -> Result<(Vec<ObjectId>, Vec<Entry>), StoreError>
+    fn append_with<F>(
+        &self,
+        mut build: F,
+        reflog: &str,
+    ) -> Result<(Vec<ObjectId>, Vec<Entry>), StoreError>
     where
         F: FnMut(Option<&Tip>) -> Result<Built, StoreError>,
     {
@@ -748,7 +927,10 @@ impl GitStore {
         loop {
             let tip = self.tip()?;
             let built = build(tip.as_ref())?;
-            let new_tip = *built.commits.last().expect("a batch holds at least one entry");
+            let new_tip = *built
+                .commits
+                .last()
+                .expect("a batch holds at least one entry");
             let mut guard = None;
             let mut written = Vec::new();
             if built.as_pack {
@@ -756,12 +938,21 @@ impl GitStore {
                 let objs: Vec<Obj> = built
                     .objects
                     .into_iter()
-                    .filter(|o| seen.insert(o.id) && !self.repo.has_object(o.id))
+                    // Objects the repository already holds may be written again: a duplicate across
+                    // packs is harmless, while asking the object store about every miss makes it
+                    // rescan the pack directory each time.
+                    .filter(|o| seen.insert(o.id))
                     .collect();
                 if !objs.is_empty() {
                     guard = Some(
-                        pack::write_pack(&self.objects_dir(), self.hash, &objs, gix::zlib::Compression::new(6).expect("level 6 is valid"), self.opts.fsync)
-                            .map_err(io("writing a pack"))?,
+                        pack::write_pack(
+                            &self.objects_dir(),
+                            self.hash,
+                            &objs,
+                            gix::zlib::Compression::new(6).expect("level 6 is valid"),
+                            self.opts.fsync,
+                        )
+                        .map_err(io("writing a pack"))?,
                     );
                 }
             } else {
@@ -789,7 +980,10 @@ impl GitStore {
                         g.release();
                     }
                     flushed?;
-                    self.index_after_append(tip.as_ref().map(|t| (t.commit, t.entry.seq)), &built.commits);
+                    self.index_after_append(
+                        tip.as_ref().map(|t| (t.commit, t.entry.seq)),
+                        &built.commits,
+                    );
                     if built.as_pack {
                         self.consolidate_packs();
                     }
@@ -842,14 +1036,26 @@ impl GitStore {
                 let mut objects = Vec::with_capacity(3);
                 let blob = object(hash, Kind::Blob, body.as_bytes().to_vec())?;
                 let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
-                let commit = object(hash, Kind::Commit, commit_bytes(&entry, &tree.id, tip.map(|t| &t.commit)))?;
+                let commit = object(
+                    hash,
+                    Kind::Commit,
+                    commit_bytes(&entry, &tree.id, tip.map(|t| &t.commit)),
+                )?;
                 let commits = vec![commit.id];
                 objects.extend([blob, tree, commit]);
-                Ok(Built { objects, commits, entries: vec![entry], as_pack: false })
+                Ok(Built {
+                    objects,
+                    commits,
+                    entries: vec![entry],
+                    as_pack: false,
+                })
             },
             &format!("forum: append {}", one_line(&new.kind, "")),
         )?;
-        Ok(Appended { entry: entries.into_iter().next().expect("one entry"), commit: commits[0] })
+        Ok(Appended {
+            entry: entries.into_iter().next().expect("one entry"),
+            commit: commits[0],
+        })
     }
 
     /// Appends many entries as one pack with one flush and one ref update.
@@ -859,21 +1065,39 @@ impl GitStore {
         }
         let mut bodies = Vec::with_capacity(batch.len());
         for (i, n) in batch.iter().enumerate() {
-            let body = n.validate().map_err(|e| StoreError::Invalid(format!("entry {i} of the batch: {e}")))?;
+            let body = n
+                .validate()
+                .map_err(|e| StoreError::Invalid(format!("entry {i} of the batch: {e}")))?;
             let ph = sha256_hex(body.as_bytes());
             bodies.push((body, ph));
         }
         let hash = self.hash;
         let (commits, entries) = self.append_with(
-            |tip| build_batch(hash, tip, batch.iter().zip(bodies.iter()).map(|(n, (b, ph))| (n, b.as_bytes(), ph.as_str(), true))),
+            |tip| {
+                build_batch(
+                    hash,
+                    tip,
+                    batch
+                        .iter()
+                        .zip(bodies.iter())
+                        .map(|(n, (b, ph))| (n, b.as_bytes(), ph.as_str(), true)),
+                )
+            },
             &format!("forum: append {} entries", batch.len()),
         )?;
-        Ok(entries.into_iter().zip(commits).map(|(entry, commit)| Appended { entry, commit }).collect())
+        Ok(entries
+            .into_iter()
+            .zip(commits)
+            .map(|(entry, commit)| Appended { entry, commit })
+            .collect())
     }
 
     /// Writes already-hashed entries (an import) as one pack on an empty ledger. Each item is the
     /// entry and its canonical body, if present.
-    pub fn import_entries(&mut self, items: &[(Entry, Option<String>)]) -> Result<ObjectId, StoreError> {
+    pub fn import_entries(
+        &mut self,
+        items: &[(Entry, Option<String>)],
+    ) -> Result<ObjectId, StoreError> {
         if self.tip_id()?.is_some() {
             return Err(StoreError::Invalid(format!(
                 "ledger {:?} already exists; import into a new ledger with --ledger NAME",
@@ -881,14 +1105,18 @@ impl GitStore {
             )));
         }
         if items.is_empty() {
-            return Err(StoreError::Invalid("nothing to import: the Forum ledger has no entries".into()));
+            return Err(StoreError::Invalid(
+                "nothing to import: the Forum ledger has no entries".into(),
+            ));
         }
         let hash = self.hash;
         let name = self.name.clone();
         let (commits, _) = self.append_with(
             |tip| {
                 if tip.is_some() {
-                    return Err(StoreError::Invalid(format!("ledger {name:?} was created while importing")));
+                    return Err(StoreError::Invalid(format!(
+                        "ledger {name:?} was created while importing"
+                    )));
                 }
                 let mut objects = Vec::with_capacity(items.len() * 3);
                 let mut blobs = Vec::new();
@@ -909,7 +1137,11 @@ impl GitStore {
                         }
                         None => empty_tree.id,
                     };
-                    let c = object(hash, Kind::Commit, commit_bytes(entry, &tree_id, parent.as_ref()))?;
+                    let c = object(
+                        hash,
+                        Kind::Commit,
+                        commit_bytes(entry, &tree_id, parent.as_ref()),
+                    )?;
                     parent = Some(c.id);
                     commits.push(c.id);
                     objects.push(c);
@@ -918,7 +1150,12 @@ impl GitStore {
                 trees.push(empty_tree);
                 objects.extend(trees);
                 objects.extend(blobs);
-                Ok(Built { objects, commits, entries, as_pack: true })
+                Ok(Built {
+                    objects,
+                    commits,
+                    entries,
+                    as_pack: true,
+                })
             },
             &format!("forum: import {} entries", items.len()),
         )?;
@@ -927,17 +1164,21 @@ impl GitStore {
 
     /// Flushes everything to disk (for writers that ran with `--no-fsync`).
     pub fn sync(&self) -> Result<(), StoreError> {
-        let f = File::open(&self.common_dir).map_err(io("opening the git directory to flush it"))?;
+        let f =
+            File::open(&self.common_dir).map_err(io("opening the git directory to flush it"))?;
         f.sync_all().map_err(io("flushing the git directory"))?;
         #[cfg(target_os = "linux")]
-        rustix::fs::syncfs(&f).map_err(|e| io("flushing the repository to disk (syncfs)")(e.into()))?;
+        rustix::fs::syncfs(&f)
+            .map_err(|e| io("flushing the repository to disk (syncfs)")(e.into()))?;
         Ok(())
     }
 
     // ----- checkpoints recorded locally -----
 
     fn checkpoints_path(&self) -> PathBuf {
-        self.forum_dir().join("checkpoints").join(format!("{}.jsonl", self.name))
+        self.forum_dir()
+            .join("checkpoints")
+            .join(format!("{}.jsonl", self.name))
     }
 
     /// Records `(size, root)` as a witness that later verifies compare against.
@@ -947,31 +1188,50 @@ impl GitStore {
             fs::create_dir_all(d).map_err(io(format!("creating {}", d.display())))?;
         }
         let line = serde_json::json!({ "size": size, "root": root }).to_string();
-        let mut f = OpenOptions::new().create(true).append(true).open(&path).map_err(io(format!("opening {}", path.display())))?;
-        f.write_all(format!("{line}\n").as_bytes()).map_err(io(format!("writing {}", path.display())))?;
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io(format!("opening {}", path.display())))?;
+        f.write_all(format!("{line}\n").as_bytes())
+            .map_err(io(format!("writing {}", path.display())))?;
         if self.opts.fsync {
-            f.sync_all().map_err(io(format!("fsync {}", path.display())))?;
+            f.sync_all()
+                .map_err(io(format!("fsync {}", path.display())))?;
         }
         Ok(())
     }
 
     /// Checkpoints recorded for this ledger, oldest first.
     pub fn recorded_checkpoints(&self) -> Vec<(u64, String)> {
-        let Ok(text) = fs::read_to_string(self.checkpoints_path()) else { return Vec::new() };
+        let Ok(text) = fs::read_to_string(self.checkpoints_path()) else {
+            return Vec::new();
+        };
         text.lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter_map(|v| Some((v.get("size")?.as_u64()?, v.get("root")?.as_str()?.to_string())))
+            .filter_map(|v| {
+                Some((
+                    v.get("size")?.as_u64()?,
+                    v.get("root")?.as_str()?.to_string(),
+                ))
+            })
             .collect()
     }
 
     /// The ref's reflog as (old, new, message), oldest first.
     pub fn reflog(&self) -> Vec<(String, String, String)> {
-        let Ok(text) = fs::read_to_string(self.reflog_path()) else { return Vec::new() };
+        let Ok(text) = fs::read_to_string(self.reflog_path()) else {
+            return Vec::new();
+        };
         text.lines()
             .filter_map(|l| {
                 let (head, msg) = l.split_once('\t').unwrap_or((l, ""));
                 let mut parts = head.split(' ');
-                Some((parts.next()?.to_string(), parts.next()?.to_string(), msg.to_string()))
+                Some((
+                    parts.next()?.to_string(),
+                    parts.next()?.to_string(),
+                    msg.to_string(),
+                ))
             })
             .collect()
     }
@@ -980,7 +1240,10 @@ impl GitStore {
 
     /// Checks the ledger (forum-spec §4 and the git layer). Never consults the index.
     pub fn verify(&self, deep: bool) -> Result<VerifyReport, StoreError> {
-        let mut report = VerifyReport { deep, ..VerifyReport::default() };
+        let mut report = VerifyReport {
+            deep,
+            ..VerifyReport::default()
+        };
         let tip = match self.tip_id() {
             Ok(Some(t)) => t,
             Ok(None) => return Err(StoreError::NoLedger(self.name.clone())),
@@ -999,34 +1262,70 @@ impl GitStore {
             let kind = self.read_raw(&id, &mut buf)?;
             let seq_hint = child_seq.map(|s| s.saturating_sub(1));
             let Some(kind) = kind else {
-                report.walk_failure = Some((seq_hint, "missing-object", format!("commit {id} is missing from the object store")));
+                report.walk_failure = Some((
+                    seq_hint,
+                    "missing-object",
+                    format!("commit {id} is missing from the object store"),
+                ));
                 break;
             };
-            let actual = gix::objs::compute_hash(self.hash, kind, &buf).map_err(|e| git_err("hashing", e))?;
+            let actual = gix::objs::compute_hash(self.hash, kind, &buf)
+                .map_err(|e| git_err("hashing", e))?;
             if actual != id {
-                report.walk_failure = Some((seq_hint, "corrupt-object", format!("object {id} does not hash to its name (its content was replaced)")));
+                report.walk_failure = Some((
+                    seq_hint,
+                    "corrupt-object",
+                    format!("object {id} does not hash to its name (its content was replaced)"),
+                ));
                 break;
             }
-            let parsed = if kind == Kind::Commit { parse_commit(&buf, self.hash) } else { None };
+            let parsed = if kind == Kind::Commit {
+                parse_commit(&buf, self.hash)
+            } else {
+                None
+            };
             let Some(raw) = parsed else {
-                report.walk_failure = Some((seq_hint, "not-a-ledger-commit", format!("object {id} is not a ledger commit")));
+                report.walk_failure = Some((
+                    seq_hint,
+                    "not-a-ledger-commit",
+                    format!("object {id} is not a ledger commit"),
+                ));
                 break;
             };
             let entry = match entry_from_message(raw.message) {
                 Ok(e) => e,
                 Err(why) => {
-                    report.walk_failure = Some((seq_hint, "not-a-ledger-commit", format!("commit {id}: {why}")));
+                    report.walk_failure = Some((
+                        seq_hint,
+                        "not-a-ledger-commit",
+                        format!("commit {id}: {why}"),
+                    ));
                     break;
                 }
             };
             let parent = raw.parents.first().copied();
             let mut local = None;
             if raw.parents.len() > 1 {
-                local = Some(("merge-commit", format!("commit {id} has {} parents; ledger commits have one", raw.parents.len())));
+                local = Some((
+                    "merge-commit",
+                    format!(
+                        "commit {id} has {} parents; ledger commits have one",
+                        raw.parents.len()
+                    ),
+                ));
             } else if commit_bytes(&entry, &raw.tree, parent.as_ref()) != buf {
-                local = Some(("commit-altered", format!("commit {id} is not the commit its entry defines (author, date, message or headers were changed)")));
+                local = Some((
+                    "commit-altered",
+                    format!(
+                        "commit {id} is not the commit its entry defines (author, date, message or headers were changed)"
+                    ),
+                ));
             }
-            let redacts = if entry.kind == "redaction" { self.redaction_target(&raw.tree) } else { None };
+            let redacts = if entry.kind == "redaction" {
+                self.redaction_target(&raw.tree)
+            } else {
+                None
+            };
             child_seq = Some(entry.seq);
             recs.push(Rec {
                 commit: id,
@@ -1051,7 +1350,11 @@ impl GitStore {
         let mut chain_problem: Option<(u64, &'static str, String)> = None;
         if let Some((hint, code, msg)) = &report.walk_failure {
             // The walk stopped early: everything below the break is unreachable.
-            let seq = recs.first().map(|r| r.seq.saturating_sub(1)).or(*hint).unwrap_or(0);
+            let seq = recs
+                .first()
+                .map(|r| r.seq.saturating_sub(1))
+                .or(*hint)
+                .unwrap_or(0);
             chain_problem = Some((seq, code, msg.clone()));
         }
         let mut acc = Accumulator::default();
@@ -1064,11 +1367,20 @@ impl GitStore {
             if r.seq != expected {
                 let next_seq = recs.get(i + 1).map(|n| n.seq);
                 let p = if next_seq == Some(expected) {
-                    ChainProblem::Swapped { expected, found: r.seq }
+                    ChainProblem::Swapped {
+                        expected,
+                        found: r.seq,
+                    }
                 } else if r.seq > expected {
-                    ChainProblem::Missing { expected, found: r.seq }
+                    ChainProblem::Missing {
+                        expected,
+                        found: r.seq,
+                    }
                 } else {
-                    ChainProblem::OutOfOrder { expected, found: r.seq }
+                    ChainProblem::OutOfOrder {
+                        expected,
+                        found: r.seq,
+                    }
                 };
                 let code = match p {
                     ChainProblem::Swapped { .. } => "entries-swapped",
@@ -1079,7 +1391,8 @@ impl GitStore {
                 break;
             }
             if r.edited {
-                chain_problem = Some((r.seq, "entry-edited", ChainProblem::EditedEntry.to_string()));
+                chain_problem =
+                    Some((r.seq, "entry-edited", ChainProblem::EditedEntry.to_string()));
                 break;
             }
             if r.prev_hash != prev {
@@ -1138,20 +1451,42 @@ impl GitStore {
         let reflog = self.reflog();
         report.reflog_lines = reflog.len();
         // Only lines after the newest sanctioned rewrite (a redaction) describe this chain.
-        let start = reflog.iter().rposition(|(_, _, m)| m.starts_with("forum: rewrite")).map(|i| i + 1).unwrap_or(0);
+        let start = reflog
+            .iter()
+            .rposition(|(_, _, m)| m.starts_with("forum: rewrite"))
+            .map(|i| i + 1)
+            .unwrap_or(0);
         for (_, new, _) in &reflog[start..] {
-            let Ok(id) = ObjectId::from_hex(new.as_bytes()) else { continue };
+            let Ok(id) = ObjectId::from_hex(new.as_bytes()) else {
+                continue;
+            };
             if id.is_null() || ids.contains(&id) {
                 continue;
             }
-            let seen = self.read_entry_commit(&id, &mut buf).ok().map(|(e, _, _)| e.seq);
+            let seen = self
+                .read_entry_commit(&id, &mut buf)
+                .ok()
+                .map(|(e, _, _)| e.seq);
             let (code, msg) = match seen {
                 Some(s) if s >= len => (
                     "rewound",
-                    format!("the reflog shows the ledger at seq {s} (commit {id}), but it now ends at seq {}: the ref was rewound", len.saturating_sub(1)),
+                    format!(
+                        "the reflog shows the ledger at seq {s} (commit {id}), but it now ends at seq {}: the ref was rewound",
+                        len.saturating_sub(1)
+                    ),
                 ),
-                Some(s) => ("rewritten", format!("the reflog records commit {id} at seq {s}, which the current chain does not contain: the ref was rewritten")),
-                None => ("rewritten", format!("the reflog records commit {id}, which is not in the current chain: the ref was rewritten")),
+                Some(s) => (
+                    "rewritten",
+                    format!(
+                        "the reflog records commit {id} at seq {s}, which the current chain does not contain: the ref was rewritten"
+                    ),
+                ),
+                None => (
+                    "rewritten",
+                    format!(
+                        "the reflog records commit {id}, which is not in the current chain: the ref was rewritten"
+                    ),
+                ),
             };
             report.fail(Some(len.min(seen.unwrap_or(len))), code, msg);
             return Ok(report);
@@ -1159,7 +1494,14 @@ impl GitStore {
         if let Some((_, last, _)) = reflog.last()
             && ObjectId::from_hex(last.as_bytes()).ok() != Some(tip)
         {
-            report.fail(Some(len), "ref-moved", format!("{} was moved without a reflog line (reflog ends at {last}, ref at {tip})", self.refname));
+            report.fail(
+                Some(len),
+                "ref-moved",
+                format!(
+                    "{} was moved without a reflog line (reflog ends at {last}, ref at {tip})",
+                    self.refname
+                ),
+            );
             return Ok(report);
         }
         if reflog.is_empty() && recorded.is_empty() {
@@ -1183,8 +1525,16 @@ impl GitStore {
         hash::is_hash(h).then(|| hex_to_bytes(h))
     }
 
-    fn verify_bodies(&self, recs: &[Rec], redacted: &HashSet<[u8; 32]>, report: &mut VerifyReport) -> Result<(), StoreError> {
-        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 4);
+    fn verify_bodies(
+        &self,
+        recs: &[Rec],
+        redacted: &HashSet<[u8; 32]>,
+        report: &mut VerifyReport,
+    ) -> Result<(), StoreError> {
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .clamp(1, 4);
         let chunk = recs.len().div_ceil(threads).max(1);
         let shared = self.repo.clone().into_sync();
         let hash = self.hash;
@@ -1199,17 +1549,23 @@ impl GitStore {
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(StoreError::Git("a verify thread panicked".into())))).collect()
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(StoreError::Git("a verify thread panicked".into())))
+                })
+                .collect()
         });
         let mut first: Option<(u64, &'static str, String)> = None;
         let mut absent: Vec<u64> = Vec::new();
         for r in results {
             let (problem, missing) = r?;
             absent.extend(missing);
-            if let Some((seq, code, msg)) = problem {
-                if first.as_ref().is_none_or(|f| seq < f.0) {
-                    first = Some((seq, code, msg));
-                }
+            if let Some((seq, code, msg)) = problem
+                && first.as_ref().is_none_or(|f| seq < f.0)
+            {
+                first = Some((seq, code, msg));
             }
         }
         // Absent bodies: fine when a redaction names them, a failure otherwise.
@@ -1217,7 +1573,11 @@ impl GitStore {
             if redacted.contains(&r.payload_hash) {
                 report.redacted.push((r.seq, hash::hex(&r.payload_hash)));
             } else if first.as_ref().is_none_or(|f| r.seq < f.0) {
-                first = Some((r.seq, "body-missing", "its body is absent and no redaction entry names it".into()));
+                first = Some((
+                    r.seq,
+                    "body-missing",
+                    "its body is absent and no redaction entry names it".into(),
+                ));
             }
         }
         report.redacted.sort();
@@ -1234,7 +1594,11 @@ impl GitStore {
 /// in the slice, and "body-absent" for redacted-looking entries (the caller decides).
 type BodyCheck = (Option<(u64, &'static str, String)>, Vec<u64>);
 
-fn check_bodies(repo: &gix::Repository, hash: HashKind, part: &[Rec]) -> Result<BodyCheck, StoreError> {
+fn check_bodies(
+    repo: &gix::Repository,
+    hash: HashKind,
+    part: &[Rec],
+) -> Result<BodyCheck, StoreError> {
     let mut buf = Vec::new();
     let mut checked: HashSet<ObjectId> = HashSet::new();
     let empty_tree = ObjectId::empty_tree(hash);
@@ -1246,34 +1610,97 @@ fn check_bodies(repo: &gix::Repository, hash: HashKind, part: &[Rec]) -> Result<
         }
         let tree = match repo.objects.try_find(&r.tree, &mut buf) {
             Ok(Some(d)) if d.kind == Kind::Tree => d.data.to_vec(),
-            Ok(Some(_)) => return Ok((Some((r.seq, "not-a-ledger-tree", format!("{} is not a tree", r.tree))), absent)),
-            Ok(None) => return Ok((Some((r.seq, "missing-object", format!("tree {} is missing from the object store", r.tree))), absent)),
+            Ok(Some(_)) => {
+                return Ok((
+                    Some((
+                        r.seq,
+                        "not-a-ledger-tree",
+                        format!("{} is not a tree", r.tree),
+                    )),
+                    absent,
+                ));
+            }
+            Ok(None) => {
+                return Ok((
+                    Some((
+                        r.seq,
+                        "missing-object",
+                        format!("tree {} is missing from the object store", r.tree),
+                    )),
+                    absent,
+                ));
+            }
             Err(e) => return Err(git_err("reading a tree", e)),
         };
         let prefix = format!("100644 {PAYLOAD_FILE}\0");
-        let blob = match tree.strip_prefix(prefix.as_bytes()).filter(|b| b.len() == hash.len_in_bytes()) {
+        let blob = match tree
+            .strip_prefix(prefix.as_bytes())
+            .filter(|b| b.len() == hash.len_in_bytes())
+        {
             Some(b) => ObjectId::from_bytes_or_panic(b),
-            None => return Ok((Some((r.seq, "not-a-ledger-tree", format!("tree {} is not a ledger entry tree", r.tree))), absent)),
+            None => {
+                return Ok((
+                    Some((
+                        r.seq,
+                        "not-a-ledger-tree",
+                        format!("tree {} is not a ledger entry tree", r.tree),
+                    )),
+                    absent,
+                ));
+            }
         };
         if gix::objs::compute_hash(hash, Kind::Tree, &tree).ok() != Some(r.tree) {
-            return Ok((Some((r.seq, "corrupt-object", format!("tree {} does not hash to its name", r.tree))), absent));
+            return Ok((
+                Some((
+                    r.seq,
+                    "corrupt-object",
+                    format!("tree {} does not hash to its name", r.tree),
+                )),
+                absent,
+            ));
         }
         if !checked.insert(blob) {
             continue;
         }
         match repo.objects.try_find(&blob, &mut buf) {
             Ok(Some(d)) if d.kind == Kind::Blob => {}
-            Ok(Some(_)) => return Ok((Some((r.seq, "not-a-ledger-tree", format!("{blob} is not a blob"))), absent)),
+            Ok(Some(_)) => {
+                return Ok((
+                    Some((r.seq, "not-a-ledger-tree", format!("{blob} is not a blob"))),
+                    absent,
+                ));
+            }
             Ok(None) => {
-                return Ok((Some((r.seq, "missing-object", format!("body blob {blob} is missing from the object store"))), absent));
+                return Ok((
+                    Some((
+                        r.seq,
+                        "missing-object",
+                        format!("body blob {blob} is missing from the object store"),
+                    )),
+                    absent,
+                ));
             }
             Err(e) => return Err(git_err("reading a blob", e)),
         }
         if hex_to_bytes(&sha256_hex(&buf)) != r.payload_hash {
-            return Ok((Some((r.seq, "body-edited", "its body does not hash to its payload_hash: the body was edited".into())), absent));
+            return Ok((
+                Some((
+                    r.seq,
+                    "body-edited",
+                    "its body does not hash to its payload_hash: the body was edited".into(),
+                )),
+                absent,
+            ));
         }
         if gix::objs::compute_hash(hash, Kind::Blob, &buf).ok() != Some(blob) {
-            return Ok((Some((r.seq, "corrupt-object", format!("blob {blob} does not hash to its name"))), absent));
+            return Ok((
+                Some((
+                    r.seq,
+                    "corrupt-object",
+                    format!("blob {blob} does not hash to its name"),
+                )),
+                absent,
+            ));
         }
     }
     Ok((None, absent))
@@ -1342,7 +1769,8 @@ enum CasOutcome {
 }
 
 fn object(hash: HashKind, kind: Kind, data: Vec<u8>) -> Result<Obj, StoreError> {
-    let id = gix::objs::compute_hash(hash, kind, &data).map_err(|e| git_err("hashing an object", e))?;
+    let id =
+        gix::objs::compute_hash(hash, kind, &data).map_err(|e| git_err("hashing an object", e))?;
     Ok(Obj { id, kind, data })
 }
 
@@ -1363,7 +1791,11 @@ where
         let entry = Entry::next(head.as_ref(), new, ph.to_string());
         let blob = object(hash, Kind::Blob, body.to_vec())?;
         let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
-        let commit = object(hash, Kind::Commit, commit_bytes(&entry, &tree.id, parent.as_ref()))?;
+        let commit = object(
+            hash,
+            Kind::Commit,
+            commit_bytes(&entry, &tree.id, parent.as_ref()),
+        )?;
         parent = Some(commit.id);
         commits.push(commit.id);
         commits_objs.push(commit);
@@ -1379,7 +1811,12 @@ where
     let mut objects = commits_objs;
     objects.extend(trees);
     objects.extend(blobs);
-    Ok(Built { objects, commits, entries, as_pack: true })
+    Ok(Built {
+        objects,
+        commits,
+        entries,
+        as_pack: true,
+    })
 }
 
 struct IndexView {
@@ -1404,7 +1841,10 @@ impl IndexView {
 fn unique() -> u128 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     nanos ^ ((N.fetch_add(1, Ordering::Relaxed) as u128) << 64) ^ std::process::id() as u128
 }
 
@@ -1429,8 +1869,12 @@ impl Storage for GitStore {
             if e.payload_hash == payload_hash {
                 return match self.body_of_commit(&id)? {
                     Some(bytes) => {
-                        let text = String::from_utf8(bytes).map_err(|_| StorageError::Corrupt("body is not UTF-8".into()))?;
-                        Ok(Some(canonical::parse(&text).map_err(|e| StorageError::Corrupt(e.to_string()))?))
+                        let text = String::from_utf8(bytes)
+                            .map_err(|_| StorageError::Corrupt("body is not UTF-8".into()))?;
+                        Ok(Some(
+                            canonical::parse(&text)
+                                .map_err(|e| StorageError::Corrupt(e.to_string()))?,
+                        ))
                     }
                     None => Ok(None),
                 };
@@ -1444,7 +1888,11 @@ impl Storage for GitStore {
     }
 
     fn append_batch(&mut self, batch: Vec<NewEntry>) -> Result<Vec<Entry>, StorageError> {
-        Ok(self.append_entries(&batch)?.into_iter().map(|a| a.entry).collect())
+        Ok(self
+            .append_entries(&batch)?
+            .into_iter()
+            .map(|a| a.entry)
+            .collect())
     }
 
     fn sync(&mut self) -> Result<(), StorageError> {

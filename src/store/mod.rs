@@ -1,5 +1,5 @@
 //! Adapters that keep ledgers on disk.
 
-pub mod pack;
-pub mod git;
 pub mod forum_dir;
+pub mod git;
+pub mod pack;

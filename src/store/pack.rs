@@ -81,7 +81,8 @@ fn write_pack_stream(
     out: &mut dyn Write,
 ) -> std::io::Result<(ObjectId, Vec<IdxRow>)> {
     let mut hasher = gix::hash::hasher(hash);
-    let count = u32::try_from(objs.len()).map_err(|_| std::io::Error::other("too many objects for one pack"))?;
+    let count = u32::try_from(objs.len())
+        .map_err(|_| std::io::Error::other("too many objects for one pack"))?;
     let header = pack::data::header::encode(pack::data::Version::V2, count);
     out.write_all(&header)?;
     hasher.update(&header);
@@ -102,17 +103,27 @@ fn write_pack_stream(
         rows.push((o.id, offset, crc.finalize()));
         offset += (hlen + zbuf.len()) as u64;
     }
-    let pack_hash = hasher.try_finalize().map_err(|e| std::io::Error::other(e.to_string()))?;
+    let pack_hash = hasher
+        .try_finalize()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     out.write_all(pack_hash.as_slice())?;
     Ok((pack_hash, rows))
 }
 
-fn encode_idx_v2(mut rows: Vec<IdxRow>, pack_hash: &ObjectId, hash: HashKind) -> std::io::Result<Vec<u8>> {
-    rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+fn encode_idx_v2(
+    mut rows: Vec<IdxRow>,
+    pack_hash: &ObjectId,
+    hash: HashKind,
+) -> std::io::Result<Vec<u8>> {
+    rows.sort_unstable_by_key(|r| r.0);
     if let Some(w) = rows.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Err(std::io::Error::other(format!("object {} appears twice in one pack", w[0].0)));
+        return Err(std::io::Error::other(format!(
+            "object {} appears twice in one pack",
+            w[0].0
+        )));
     }
-    let mut out = Vec::with_capacity(1032 + rows.len() * (hash.len_in_bytes() + 8) + 2 * hash.len_in_bytes());
+    let mut out =
+        Vec::with_capacity(1032 + rows.len() * (hash.len_in_bytes() + 8) + 2 * hash.len_in_bytes());
     out.extend_from_slice(b"\xfftOc");
     out.extend_from_slice(&2u32.to_be_bytes());
     let mut fan = [0u32; 256];
@@ -148,7 +159,11 @@ fn encode_idx_v2(mut rows: Vec<IdxRow>, pack_hash: &ObjectId, hash: HashKind) ->
     out.extend_from_slice(pack_hash.as_slice());
     let mut h = gix::hash::hasher(hash);
     h.update(&out);
-    out.extend_from_slice(h.try_finalize().map_err(|e| std::io::Error::other(e.to_string()))?.as_slice());
+    out.extend_from_slice(
+        h.try_finalize()
+            .map_err(|e| std::io::Error::other(e.to_string()))?
+            .as_slice(),
+    );
     Ok(out)
 }
 
@@ -172,7 +187,10 @@ pub fn write_pack(
     let pack_dir = objects_dir.join("pack");
     fs::create_dir_all(&pack_dir)?;
     let tmp_pack = tmp_name(&pack_dir, "tmp_pack");
-    let f = OpenOptions::new().write(true).create_new(true).open(&tmp_pack)?;
+    let f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp_pack)?;
     let mut w = BufWriter::with_capacity(1 << 20, f);
     let written = write_pack_stream(objs, hash, level, &mut w);
     let (pack_hash, rows) = match written {
@@ -189,15 +207,28 @@ pub fn write_pack(
     }
     drop(f);
     let tmp_idx = tmp_name(&pack_dir, "tmp_idx");
-    let mut fi = OpenOptions::new().write(true).create_new(true).open(&tmp_idx)?;
+    let mut fi = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp_idx)?;
     fi.write_all(&encode_idx_v2(rows, &pack_hash, hash)?)?;
     if durable {
         fi.sync_all()?;
     }
     drop(fi);
     let base = pack_dir.join(format!("pack-{}", pack_hash.to_hex()));
-    let (pack, idx, keep) = (base.with_extension("pack"), base.with_extension("idx"), base.with_extension("keep"));
-    fs::write(&keep, format!("git-forum: ledger append in progress (pid {})\n", std::process::id()))?;
+    let (pack, idx, keep) = (
+        base.with_extension("pack"),
+        base.with_extension("idx"),
+        base.with_extension("keep"),
+    );
+    fs::write(
+        &keep,
+        format!(
+            "git-forum: ledger append in progress (pid {})\n",
+            std::process::id()
+        ),
+    )?;
     if idx.exists() {
         let _ = fs::remove_file(&tmp_pack);
         let _ = fs::remove_file(&tmp_idx);

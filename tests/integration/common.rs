@@ -9,7 +9,10 @@ pub fn conformance() -> Option<PathBuf> {
     if p.is_dir() {
         Some(p)
     } else {
-        eprintln!("skipped: {} is absent (a user's clone); CI always has it", p.display());
+        eprintln!(
+            "skipped: {} is absent (a user's clone); CI always has it",
+            p.display()
+        );
         None
     }
 }
@@ -52,12 +55,19 @@ impl Repo {
     pub fn git(&self, args: &[&str]) -> Output {
         let mut c = Command::new("git");
         hermetic(&mut c, self.path());
-        c.current_dir(self.path()).args(args).output().expect("run git")
+        c.current_dir(self.path())
+            .args(args)
+            .output()
+            .expect("run git")
     }
 
     pub fn git_ok(&self, args: &[&str]) -> String {
         let o = self.git(args);
-        assert!(o.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         String::from_utf8_lossy(&o.stdout).trim_end().to_string()
     }
 
@@ -76,7 +86,11 @@ impl Repo {
             .expect("spawn git");
         child.stdin.take().unwrap().write_all(input).unwrap();
         let o = child.wait_with_output().unwrap();
-        assert!(o.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         String::from_utf8_lossy(&o.stdout).trim_end().to_string()
     }
 
@@ -84,7 +98,8 @@ impl Repo {
     pub fn forum(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_git-forum"));
         hermetic(&mut c, self.path());
-        c.current_dir(self.path()).env("GIT_FORUM_TIMESTAMP", "1000");
+        c.current_dir(self.path())
+            .env("GIT_FORUM_TIMESTAMP", "1000");
         c
     }
 
@@ -105,20 +120,40 @@ impl Repo {
         a.push("--json");
         let o = self.forum().args(&a).output().expect("run git-forum");
         serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-            panic!("git-forum {a:?}: not JSON ({e}): {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+            panic!(
+                "git-forum {a:?}: not JSON ({e}): {}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
         })
     }
 
     pub fn append(&self, actor: &str, kind: &str, payload: &str) -> serde_json::Value {
-        self.forum_json(&["append", "--actor", actor, "--kind", kind, "--payload", payload])
+        self.forum_json(&[
+            "append",
+            "--actor",
+            actor,
+            "--kind",
+            kind,
+            "--payload",
+            payload,
+        ])
     }
 
     /// `git fsck --strict` must be clean.
     pub fn fsck(&self) {
         let o = self.git(&["fsck", "--strict", "--no-progress"]);
-        assert!(o.status.success(), "fsck failed: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "fsck failed: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!err.contains("error") && !err.contains("warning"), "fsck complained: {err}");
+        assert!(
+            !err.contains("error") && !err.contains("warning"),
+            "fsck complained: {err}"
+        );
     }
 
     /// A snapshot of every ref and file under .git/forum and refs/forum, to prove nothing changed.

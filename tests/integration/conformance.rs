@@ -15,7 +15,9 @@ fn load(name: &str) -> Option<Value> {
 }
 
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {
-    v.get(k).and_then(Value::as_str).unwrap_or_else(|| panic!("missing string {k}"))
+    v.get(k)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("missing string {k}"))
 }
 
 fn list<'a>(v: &'a Value, k: &str) -> &'a [Value] {
@@ -42,7 +44,9 @@ fn parent(v: &Value) -> Option<i64> {
 
 #[test]
 fn canonical_json_vectors() {
-    let Some(v) = load("canonical_json_vectors.json") else { return };
+    let Some(v) = load("canonical_json_vectors.json") else {
+        return;
+    };
     let cases = list(&v, "json_cases");
     assert_eq!(cases.len(), 41);
     for c in cases {
@@ -56,7 +60,10 @@ fn canonical_json_vectors() {
             Err(e) => {
                 // A lone surrogate cannot live in a Rust string: we refuse it with its own error
                 // (the spec allows refusing or mapping it).
-                assert!(label.contains("lone_surrogate"), "{label}: unexpected error {e}");
+                assert!(
+                    label.contains("lone_surrogate"),
+                    "{label}: unexpected error {e}"
+                );
                 assert!(e.message.contains("lone UTF-16 surrogate"), "{label}: {e}");
             }
         }
@@ -68,8 +75,13 @@ fn canonical_json_vectors() {
             "NaN" => Some(Value::Float(f64::NAN)),
             "Infinity" => Some(Value::Float(f64::INFINITY)),
             "-Infinity" => Some(Value::Float(f64::NEG_INFINITY)),
-            "set via default=str" => Some(Value::object([("s".to_string(), Value::str("frozenset()"))])),
-            "bytes via default=str" => Some(Value::object([("b".to_string(), Value::str("b'\\x00ab'"))])),
+            "set via default=str" => Some(Value::object([(
+                "s".to_string(),
+                Value::str("frozenset()"),
+            )])),
+            "bytes via default=str" => {
+                Some(Value::object([("b".to_string(), Value::str("b'\\x00ab'"))]))
+            }
             "bool dict key" => Some(Value::object([("true".to_string(), Value::int(1))])),
             other => {
                 // Integer dict keys sort numerically in Python; JSON keys are always strings.
@@ -86,8 +98,12 @@ fn canonical_json_vectors() {
 
 #[test]
 fn entry_hash_vectors() {
-    let Some(v) = load("entry_hash_vectors.json") else { return };
-    let Value::Array(cases) = &v else { panic!("list expected") };
+    let Some(v) = load("entry_hash_vectors.json") else {
+        return;
+    };
+    let Value::Array(cases) = &v else {
+        panic!("list expected")
+    };
     assert!(!cases.is_empty());
     for c in cases {
         let seq = match c.get("seq") {
@@ -95,18 +111,40 @@ fn entry_hash_vectors() {
             _ => panic!("seq"),
         };
         let ts = f(c, "ts");
-        assert_eq!(canonical::python_fixed6(ts), s(c, "ts_formatted"), "seq {seq}");
-        let h = entry_hash(seq, ts, s(c, "actor"), s(c, "kind"), parent(c), s(c, "payload_hash"), s(c, "prev_hash"));
+        assert_eq!(
+            canonical::python_fixed6(ts),
+            s(c, "ts_formatted"),
+            "seq {seq}"
+        );
+        let h = entry_hash(
+            seq,
+            ts,
+            s(c, "actor"),
+            s(c, "kind"),
+            parent(c),
+            s(c, "payload_hash"),
+            s(c, "prev_hash"),
+        );
         assert_eq!(h, s(c, "entry_hash"), "seq {seq}");
     }
 }
 
 #[test]
 fn merkle_vectors() {
-    let Some(v) = load("merkle_vectors.json") else { return };
+    let Some(v) = load("merkle_vectors.json") else {
+        return;
+    };
     for c in list(&v, "cases") {
-        let leaves: Vec<&str> = list(c, "leaves").iter().map(|l| l.as_str().unwrap()).collect();
-        assert_eq!(merkle_root(&leaves), s(c, "root"), "{} leaves", leaves.len());
+        let leaves: Vec<&str> = list(c, "leaves")
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            merkle_root(&leaves),
+            s(c, "root"),
+            "{} leaves",
+            leaves.len()
+        );
     }
     // Leaf and node examples, when present.
     if let Some(ex) = v.get("leaf_example").or_else(|| v.get("leaf_hash_example")) {
@@ -132,14 +170,28 @@ fn ledger_news(v: &Value) -> Vec<NewEntry> {
 
 #[test]
 fn ledger_vectors_in_memory() {
-    let Some(v) = load("ledger_vectors.json") else { return };
+    let Some(v) = load("ledger_vectors.json") else {
+        return;
+    };
     let mut mem = MemoryStorage::default();
     for (i, e) in list(&v, "entries").iter().enumerate() {
         let payload = e.get("payload").unwrap();
-        assert_eq!(payload.canonical(), s(e, "canonical_payload_json"), "seq {i}");
+        assert_eq!(
+            payload.canonical(),
+            s(e, "canonical_payload_json"),
+            "seq {i}"
+        );
         assert_eq!(payload_hash(payload), s(e, "payload_hash"), "seq {i}");
         let seq = i as u64;
-        let pre = entry_preimage(seq, f(e, "ts"), s(e, "actor"), s(e, "kind"), parent(e), s(e, "payload_hash"), s(e, "prev_hash"));
+        let pre = entry_preimage(
+            seq,
+            f(e, "ts"),
+            s(e, "actor"),
+            s(e, "kind"),
+            parent(e),
+            s(e, "payload_hash"),
+            s(e, "prev_hash"),
+        );
         assert_eq!(pre, s(e, "entry_hash_preimage_utf8"), "seq {i}");
         assert_eq!(sha256_hex(pre.as_bytes()), s(e, "entry_hash"), "seq {i}");
         let got = mem.append(ledger_news(&v).remove(i)).unwrap();
@@ -153,7 +205,9 @@ fn ledger_vectors_in_memory() {
 
 #[test]
 fn ledger_vectors_on_git_both_formats() {
-    let Some(v) = load("ledger_vectors.json") else { return };
+    let Some(v) = load("ledger_vectors.json") else {
+        return;
+    };
     let expected = s(v.get("checkpoints_by_count").unwrap(), "14").to_string();
     let mut tips = Vec::new();
     for format in FORMATS {
@@ -161,7 +215,17 @@ fn ledger_vectors_on_git_both_formats() {
         for n in ledger_news(&v) {
             let payload = n.payload.canonical();
             let ts = canonical::python_float_repr(n.ts);
-            let mut args = vec!["append", "--actor", &n.actor, "--kind", &n.kind, "--ts", &ts, "--payload", &payload];
+            let mut args = vec![
+                "append",
+                "--actor",
+                &n.actor,
+                "--kind",
+                &n.kind,
+                "--ts",
+                &ts,
+                "--payload",
+                &payload,
+            ];
             let p;
             if let Some(c) = n.causal_parent {
                 p = c.to_string();
@@ -175,8 +239,15 @@ fn ledger_vectors_on_git_both_formats() {
         assert_eq!(r["entries"], 14);
         // Batched (one pack) and one-by-one (loose) writes give the same commits.
         let other = Repo::new(format);
-        other.forum_ok(&["import", conformance().unwrap().join("ledger1").to_str().unwrap()]);
-        assert_eq!(other.git_ok(&["rev-parse", "refs/forum/ledgers/main"]), repo.git_ok(&["rev-parse", "refs/forum/ledgers/main"]), "{format}");
+        other.forum_ok(&[
+            "import",
+            conformance().unwrap().join("ledger1").to_str().unwrap(),
+        ]);
+        assert_eq!(
+            other.git_ok(&["rev-parse", "refs/forum/ledgers/main"]),
+            repo.git_ok(&["rev-parse", "refs/forum/ledgers/main"]),
+            "{format}"
+        );
         repo.fsck();
         other.fsck();
         tips.push(repo.git_ok(&["rev-parse", "refs/forum/ledgers/main"]));
@@ -212,7 +283,11 @@ fn forum_directory_round_trip() {
         assert_eq!(&payload_hash(body), h);
     }
     // Exporting again into a non-empty directory refuses and changes nothing.
-    let o = repo.forum().args(["export", export.to_str().unwrap()]).output().unwrap();
+    let o = repo
+        .forum()
+        .args(["export", export.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not empty"));
 }

@@ -15,8 +15,20 @@ fn seeded(format: &str, n: usize) -> Repo {
     let repo = Repo::new(format);
     for i in 0..n {
         let payload = format!(r#"{{"i":{i},"text":"entry {i}","ok":true}}"#);
-        let parent = if i == 0 { None } else { Some((i - 1).to_string()) };
-        let mut args = vec!["append", "--actor", "agent", "--kind", "note", "--payload", payload.as_str()];
+        let parent = if i == 0 {
+            None
+        } else {
+            Some((i - 1).to_string())
+        };
+        let mut args = vec![
+            "append",
+            "--actor",
+            "agent",
+            "--kind",
+            "note",
+            "--payload",
+            payload.as_str(),
+        ];
         if let Some(p) = &parent {
             args.extend(["--parent", p.as_str()]);
         }
@@ -44,7 +56,17 @@ fn cat(repo: &Repo, id: &str) -> String {
 }
 
 fn write_commit(repo: &Repo, text: &str) -> String {
-    repo.git_in(&["hash-object", "-t", "commit", "-w", "--stdin", "--literally"], text.as_bytes())
+    repo.git_in(
+        &[
+            "hash-object",
+            "-t",
+            "commit",
+            "-w",
+            "--stdin",
+            "--literally",
+        ],
+        text.as_bytes(),
+    )
 }
 
 fn set_parent(text: &str, parent: Option<&str>) -> String {
@@ -109,7 +131,10 @@ fn storage_shape_is_readable_and_fsck_clean_on_both_formats() {
         let body = repo.git_ok(&["show", &format!("{REF}:payload.json")]);
         assert_eq!(body, r#"{"i":4,"ok":true,"text":"entry 4"}"#);
         let msg = repo.git_ok(&["log", "-1", "--format=%b", REF]);
-        assert!(msg.contains("\"entry_hash\":") && msg.contains("\"seq\":4"), "{msg}");
+        assert!(
+            msg.contains("\"entry_hash\":") && msg.contains("\"seq\":4"),
+            "{msg}"
+        );
         let reflog = repo.git_ok(&["reflog", "show", REF]);
         assert_eq!(reflog.lines().count(), 5, "{reflog}");
         assert_eq!(verify(&repo, true)["ok"], true);
@@ -133,8 +158,14 @@ fn tamper_classes_each_have_their_own_message() {
         // An edited body: the chain verifies (as in Forum); deep verify names the body.
         let repo = seeded(format, 6);
         let mut t = texts(&repo);
-        let blob = repo.git_in(&["hash-object", "-w", "--stdin"], br#"{"i":3,"ok":false,"text":"entry 3"}"#);
-        let tree = repo.git_in(&["mktree"], format!("100644 blob {blob}\tpayload.json\n").as_bytes());
+        let blob = repo.git_in(
+            &["hash-object", "-w", "--stdin"],
+            br#"{"i":3,"ok":false,"text":"entry 3"}"#,
+        );
+        let tree = repo.git_in(
+            &["mktree"],
+            format!("100644 blob {blob}\tpayload.json\n").as_bytes(),
+        );
         let old_tree = t[3].lines().next().unwrap().to_string();
         t[3] = t[3].replacen(&old_tree, &format!("tree {tree}"), 1);
         rechain(&repo, &t);
@@ -185,9 +216,27 @@ fn tamper_classes_each_have_their_own_message() {
         // A commit whose parent was changed to another ledger's commit for the same seq.
         let repo = seeded(format, 6);
         for i in 0..3 {
-            let payload = if i == 2 { r#"{"forged":true}"#.to_string() } else { format!(r#"{{"i":{i},"text":"entry {i}","ok":true}}"#) };
-            let parent = if i == 0 { None } else { Some((i - 1).to_string()) };
-            let mut args = vec!["--ledger", "other", "append", "--actor", "agent", "--kind", "note", "--payload", payload.as_str()];
+            let payload = if i == 2 {
+                r#"{"forged":true}"#.to_string()
+            } else {
+                format!(r#"{{"i":{i},"text":"entry {i}","ok":true}}"#)
+            };
+            let parent = if i == 0 {
+                None
+            } else {
+                Some((i - 1).to_string())
+            };
+            let mut args = vec![
+                "--ledger",
+                "other",
+                "append",
+                "--actor",
+                "agent",
+                "--kind",
+                "note",
+                "--payload",
+                payload.as_str(),
+            ];
             if let Some(p) = &parent {
                 args.extend(["--parent", p.as_str()]);
             }
@@ -258,13 +307,25 @@ fn tamper_classes_each_have_their_own_message() {
         let r = verify(&repo, false);
         assert_eq!(r["ok"], true, "{r}");
         assert_eq!(r["entries"], 3);
-        assert!(r["notes"][0].as_str().unwrap().contains("truncated tail cannot be detected"), "{r}");
+        assert!(
+            r["notes"][0]
+                .as_str()
+                .unwrap()
+                .contains("truncated tail cannot be detected"),
+            "{r}"
+        );
 
         // A missing object.
         let repo = seeded(format, 6);
         let ids = chain(&repo);
         let hex = &ids[2];
-        std::fs::remove_file(repo.git_dir().join("objects").join(&hex[..2]).join(&hex[2..])).unwrap();
+        std::fs::remove_file(
+            repo.git_dir()
+                .join("objects")
+                .join(&hex[..2])
+                .join(&hex[2..]),
+        )
+        .unwrap();
         let r = verify(&repo, false);
         assert_fails(&r, "missing-object", 2);
         record(&r);
@@ -277,9 +338,17 @@ fn tamper_classes_each_have_their_own_message() {
             assert_eq!(r["ok"], false, "{label}: {r}");
             assert_eq!(r["code"], "broken-ref", "{label}: {r}");
             record(&r);
-            let o = repo.forum().args(["append", "--actor", "a", "--kind", "k", "--payload", "1"]).output().unwrap();
+            let o = repo
+                .forum()
+                .args(["append", "--actor", "a", "--kind", "k", "--payload", "1"])
+                .output()
+                .unwrap();
             assert!(!o.status.success(), "append on a broken ref must fail");
-            assert_eq!(std::fs::read_to_string(repo.git_dir().join(REF)).unwrap(), content, "nothing was written");
+            assert_eq!(
+                std::fs::read_to_string(repo.git_dir().join(REF)).unwrap(),
+                content,
+                "nothing was written"
+            );
         }
     }
     // Distinct messages per class (the two broken-ref messages differ only in their wording
@@ -315,7 +384,12 @@ fn reads_and_why() {
     assert_eq!(log.as_array().unwrap().len(), 2);
     assert_eq!(log[0]["seq"], 4);
     let why = repo.forum_json(&["why", "3"]);
-    let seqs: Vec<u64> = why.as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let seqs: Vec<u64> = why
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
     assert_eq!(seqs, vec![0, 1, 2, 3]);
     let shown = repo.forum_json(&["show", "4", "--payload"]);
     assert_eq!(shown["payload"]["text"], "entry 4");
@@ -327,7 +401,10 @@ fn reads_and_why() {
     // Numbers keep their identity: 1 and 1.0 are different payloads.
     let a = repo.append("a", "k", "1");
     let b = repo.append("a", "k", "1.0");
-    assert_ne!(repo.forum_json(&["show", &a["seq"].to_string()])["entry"]["payload_hash"], repo.forum_json(&["show", &b["seq"].to_string()])["entry"]["payload_hash"]);
+    assert_ne!(
+        repo.forum_json(&["show", &a["seq"].to_string()])["entry"]["payload_hash"],
+        repo.forum_json(&["show", &b["seq"].to_string()])["entry"]["payload_hash"]
+    );
     let big = repo.append("a", "k", "123456789012345678901234567890");
     let shown = repo.forum_ok(&["show", &big["seq"].to_string(), "--payload"]);
     assert!(shown.contains("123456789012345678901234567890"));
@@ -336,7 +413,11 @@ fn reads_and_why() {
 fn assert_one_line_error(o: &std::process::Output, needle: &str) {
     assert!(!o.status.success(), "expected failure");
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(err.trim_end().lines().count(), 1, "one line expected: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "one line expected: {err}"
+    );
     assert!(err.contains(needle), "{needle:?} not in {err}");
 }
 
@@ -351,14 +432,75 @@ fn bad_input_gets_one_clear_line_and_changes_nothing() {
         (vec!["show", "9"], "no entry at seq 9"),
         (vec!["replay", "9"], "no entry at seq 9"),
         (vec!["why", "7"], "no entry at seq 7"),
-        (vec!["append", "--actor", "a", "--kind", "k", "--payload", "{nope"], "not valid JSON"),
-        (vec!["append", "--actor", "a\u{7}b", "--kind", "k", "--payload", "1"], "control character"),
-        (vec!["append", "--actor", "a", "--kind", "k\nx", "--payload", "1"], "control character"),
-        (vec!["--ledger", "bad..name", "append", "--actor", "a", "--kind", "k", "--payload", "1"], "invalid ledger name"),
+        (
+            vec![
+                "append",
+                "--actor",
+                "a",
+                "--kind",
+                "k",
+                "--payload",
+                "{nope",
+            ],
+            "not valid JSON",
+        ),
+        (
+            vec![
+                "append",
+                "--actor",
+                "a\u{7}b",
+                "--kind",
+                "k",
+                "--payload",
+                "1",
+            ],
+            "control character",
+        ),
+        (
+            vec!["append", "--actor", "a", "--kind", "k\nx", "--payload", "1"],
+            "control character",
+        ),
+        (
+            vec![
+                "--ledger",
+                "bad..name",
+                "append",
+                "--actor",
+                "a",
+                "--kind",
+                "k",
+                "--payload",
+                "1",
+            ],
+            "invalid ledger name",
+        ),
         (vec!["--ledger=-x", "log"], "invalid ledger name"),
         (vec!["--ledger", "a.lock", "log"], "invalid ledger name"),
-        (vec!["append", "--actor", "a", "--kind", "k", "--payload-file", "/nonexistent/file"], "cannot read payload file"),
-        (vec!["append", "--actor", "a", "--kind", "k", "--payload", "1", "--ts=-5"], "timestamp"),
+        (
+            vec![
+                "append",
+                "--actor",
+                "a",
+                "--kind",
+                "k",
+                "--payload-file",
+                "/nonexistent/file",
+            ],
+            "cannot read payload file",
+        ),
+        (
+            vec![
+                "append",
+                "--actor",
+                "a",
+                "--kind",
+                "k",
+                "--payload",
+                "1",
+                "--ts=-5",
+            ],
+            "timestamp",
+        ),
     ];
     for (args, needle) in cases {
         let o = repo.forum().args(&args).output().unwrap();
@@ -366,26 +508,57 @@ fn bad_input_gets_one_clear_line_and_changes_nothing() {
         assert_eq!(repo.snapshot(), before, "{args:?} changed the repository");
     }
     // Usage errors exit 2.
-    let o = repo.forum().args(["append", "--actor", "a", "--kind", "k", "--payload", "{"]).output().unwrap();
+    let o = repo
+        .forum()
+        .args(["append", "--actor", "a", "--kind", "k", "--payload", "{"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     // A payload over the size cap.
     let big = repo.path().join("big.json");
     std::fs::write(&big, format!("\"{}\"", "x".repeat(17 * 1024 * 1024))).unwrap();
-    let o = repo.forum().args(["append", "--actor", "a", "--kind", "k", "--payload-file", big.to_str().unwrap()]).output().unwrap();
+    let o = repo
+        .forum()
+        .args([
+            "append",
+            "--actor",
+            "a",
+            "--kind",
+            "k",
+            "--payload-file",
+            big.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
     assert_one_line_error(&o, "byte limit");
     assert_eq!(repo.snapshot(), before);
     // Outside a repository.
     let outside = tempfile::tempdir().unwrap();
-    let o = repo.forum().current_dir(outside.path()).env("GIT_CEILING_DIRECTORIES", outside.path().parent().unwrap()).args(["log"]).output().unwrap();
+    let o = repo
+        .forum()
+        .current_dir(outside.path())
+        .env("GIT_CEILING_DIRECTORIES", outside.path().parent().unwrap())
+        .args(["log"])
+        .output()
+        .unwrap();
     assert_one_line_error(&o, "not inside a git repository");
     // Read-only commands on a fresh repository create nothing.
     let fresh = Repo::new("sha1");
     let snap = fresh.snapshot();
-    for args in [vec!["log"], vec!["verify"], vec!["show", "0"], vec!["checkpoint"], vec!["replay", "0"]] {
+    for args in [
+        vec!["log"],
+        vec!["verify"],
+        vec!["show", "0"],
+        vec!["checkpoint"],
+        vec!["replay", "0"],
+    ] {
         let o = fresh.forum().args(&args).output().unwrap();
         assert!(!o.status.success());
         assert_eq!(fresh.snapshot(), snap, "{args:?}");
-        assert!(!fresh.git_dir().join("forum").exists(), "{args:?} created .git/forum");
+        assert!(
+            !fresh.git_dir().join("forum").exists(),
+            "{args:?} created .git/forum"
+        );
     }
 }
 
@@ -399,7 +572,9 @@ fn forum_directory_with_bad_lines() {
         let ph = git_forum::ledger::hash::sha256_hex(format!("{{\"n\":{seq}}}").as_bytes());
         let eh = git_forum::ledger::hash::entry_hash(seq, 1.0, "a", "k", None, &ph, prev);
         (
-            format!(r#"{{"seq": {seq}, "ts": 1.0, "actor": "a", "kind": "k", "causal_parent": null, "payload_hash": "{ph}", "prev_hash": "{prev}", "entry_hash": "{eh}"}}"#),
+            format!(
+                r#"{{"seq": {seq}, "ts": 1.0, "actor": "a", "kind": "k", "causal_parent": null, "payload_hash": "{ph}", "prev_hash": "{prev}", "entry_hash": "{eh}"}}"#
+            ),
             format!(r#"{{"hash": "{ph}", "body": {body}}}"#) + &format!("\n{eh}"),
         )
     };
@@ -409,19 +584,31 @@ fn forum_directory_with_bad_lines() {
     let (p1, _) = p1.split_once('\n').unwrap();
     std::fs::write(dir.join("payloads.jsonl"), format!("{p0}\n{p1}\n")).unwrap();
     // A torn last line is dropped, as in Forum.
-    std::fs::write(dir.join("entries.jsonl"), format!("{e0}\n{e1}\n{{\"seq\": 2, \"ts")).unwrap();
+    std::fs::write(
+        dir.join("entries.jsonl"),
+        format!("{e0}\n{e1}\n{{\"seq\": 2, \"ts"),
+    )
+    .unwrap();
     let out = repo.forum_json(&["import", dir.to_str().unwrap()]);
     assert_eq!(out["entries"], 2);
     assert_eq!(out["torn_lines_dropped"], 1);
     // A corrupt interior line is an error naming the row, and nothing is imported.
     std::fs::write(dir.join("entries.jsonl"), format!("{e0}\nnot json\n{e1}\n")).unwrap();
     let before = repo.snapshot();
-    let o = repo.forum().args(["--ledger", "second", "import", dir.to_str().unwrap()]).output().unwrap();
+    let o = repo
+        .forum()
+        .args(["--ledger", "second", "import", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_one_line_error(&o, "corrupt line at row 1");
     assert_eq!(repo.snapshot(), before);
     // Importing over an existing ledger refuses.
     std::fs::write(dir.join("entries.jsonl"), format!("{e0}\n{e1}\n")).unwrap();
-    let o = repo.forum().args(["import", dir.to_str().unwrap()]).output().unwrap();
+    let o = repo
+        .forum()
+        .args(["import", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_one_line_error(&o, "already exists");
 }
 
@@ -431,7 +618,12 @@ fn stale_ref_lock_is_recovered_but_a_live_writer_is_waited_for() {
     let lock = repo.git_dir().join(format!("{REF}.lock"));
     std::fs::write(&lock, "").unwrap();
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
-    std::fs::File::options().write(true).open(&lock).unwrap().set_modified(old).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&lock)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
     repo.append("a", "k", "\"after a crash\"");
     assert!(!lock.exists());
     // A live git-forum writer holds the writer lock: a second writer waits for it, and never
@@ -440,11 +632,36 @@ fn stale_ref_lock_is_recovered_but_a_live_writer_is_waited_for() {
     let held = std::fs::File::options().write(true).open(&wl).unwrap();
     held.lock().unwrap();
     std::fs::write(&lock, "").unwrap();
-    std::fs::File::options().write(true).open(&lock).unwrap().set_modified(old).unwrap();
-    let mut child = repo.forum().args(["append", "--actor", "a", "--kind", "k", "--payload", "2", "--json"]).stdout(Stdio::piped()).spawn().unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&lock)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let mut child = repo
+        .forum()
+        .args([
+            "append",
+            "--actor",
+            "a",
+            "--kind",
+            "k",
+            "--payload",
+            "2",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
-    assert!(child.try_wait().unwrap().is_none(), "the second writer must wait for the first");
-    assert!(lock.exists(), "a lock owned by a live writer must not be broken");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the second writer must wait for the first"
+    );
+    assert!(
+        lock.exists(),
+        "a lock owned by a live writer must not be broken"
+    );
     std::fs::remove_file(&lock).unwrap();
     held.unlock().unwrap();
     let out = child.wait_with_output().unwrap();
@@ -460,8 +677,15 @@ fn check_acks(repo: &Repo, acks: &[(u64, String)]) {
     let entries = log.as_array().unwrap();
     let n = entries.len() as u64;
     assert_eq!(r["entries"].as_u64().unwrap(), n);
-    let by_seq: std::collections::HashMap<u64, String> =
-        entries.iter().map(|e| (e["seq"].as_u64().unwrap(), e["entry_hash"].as_str().unwrap().to_string())).collect();
+    let by_seq: std::collections::HashMap<u64, String> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["seq"].as_u64().unwrap(),
+                e["entry_hash"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
     assert_eq!(by_seq.len() as u64, n);
     for s in 0..n {
         assert!(by_seq.contains_key(&s), "seq {s} missing");
@@ -469,7 +693,11 @@ fn check_acks(repo: &Repo, acks: &[(u64, String)]) {
     let mut seen = HashSet::new();
     for (seq, hash) in acks {
         assert!(seen.insert(*seq), "seq {seq} acknowledged twice");
-        assert_eq!(by_seq.get(seq), Some(hash), "acknowledged seq {seq} is not in the ledger");
+        assert_eq!(
+            by_seq.get(seq),
+            Some(hash),
+            "acknowledged seq {seq} is not in the ledger"
+        );
     }
 }
 
@@ -488,12 +716,24 @@ fn concurrent_processes_and_threads_never_lose_or_duplicate() {
                     .current_dir(&path)
                     .env("GIT_CONFIG_GLOBAL", "/dev/null")
                     .env("GIT_CONFIG_SYSTEM", "/dev/null")
-                    .args(["append", "--actor", &format!("proc{p}"), "--kind", "note", "--payload", &format!("{{\"p\":{p},\"i\":{i}}}"), "--json"])
+                    .args([
+                        "append",
+                        "--actor",
+                        &format!("proc{p}"),
+                        "--kind",
+                        "note",
+                        "--payload",
+                        &format!("{{\"p\":{p},\"i\":{i}}}"),
+                        "--json",
+                    ])
                     .output()
                     .unwrap();
                 assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
                 let v: J = serde_json::from_slice(&o.stdout).unwrap();
-                acks.push((v["seq"].as_u64().unwrap(), v["entry_hash"].as_str().unwrap().to_string()));
+                acks.push((
+                    v["seq"].as_u64().unwrap(),
+                    v["entry_hash"].as_str().unwrap().to_string(),
+                ));
             }
             acks
         }));
@@ -501,7 +741,8 @@ fn concurrent_processes_and_threads_never_lose_or_duplicate() {
     for t in 0..8 {
         let path = path.clone();
         handles.push(std::thread::spawn(move || {
-            let mut store = git_forum::store::git::GitStore::open(&path, "main", Default::default()).unwrap();
+            let mut store =
+                git_forum::store::git::GitStore::open(&path, "main", Default::default()).unwrap();
             let mut acks = Vec::new();
             for i in 0..25 {
                 let new = git_forum::ledger::NewEntry {
@@ -517,7 +758,10 @@ fn concurrent_processes_and_threads_never_lose_or_duplicate() {
             acks
         }));
     }
-    let acks: Vec<(u64, String)> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let acks: Vec<(u64, String)> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
     assert_eq!(acks.len(), 600);
     check_acks(&repo, &acks);
     repo.fsck();
@@ -538,7 +782,16 @@ fn writers_killed_at_random_points_lose_nothing_acknowledged() {
         let delay = std::time::Duration::from_micros(rng % 15_000);
         let mut child = repo
             .forum()
-            .args(["append", "--actor", "crashy", "--kind", "note", "--payload", &format!("{{\"i\":{i}}}"), "--json"])
+            .args([
+                "append",
+                "--actor",
+                "crashy",
+                "--kind",
+                "note",
+                "--payload",
+                &format!("{{\"i\":{i}}}"),
+                "--json",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -555,25 +808,44 @@ fn writers_killed_at_random_points_lose_nothing_acknowledged() {
         if out.status.success()
             && let Ok(v) = serde_json::from_slice::<J>(&out.stdout)
         {
-            acks.push((v["seq"].as_u64().unwrap(), v["entry_hash"].as_str().unwrap().to_string()));
+            acks.push((
+                v["seq"].as_u64().unwrap(),
+                v["entry_hash"].as_str().unwrap().to_string(),
+            ));
         }
         assert!(i < 2000, "could not land {kills} kills");
     }
     // The next append succeeds without manual cleanup, and nothing acknowledged was lost.
     let a = repo.append("after", "note", "\"after the crashes\"");
-    acks.push((a["seq"].as_u64().unwrap(), a["entry_hash"].as_str().unwrap().to_string()));
+    acks.push((
+        a["seq"].as_u64().unwrap(),
+        a["entry_hash"].as_str().unwrap().to_string(),
+    ));
     check_acks(&repo, &acks);
     repo.fsck();
-    eprintln!("crash test: {kills} kills, {} acknowledged appends", acks.len());
+    eprintln!(
+        "crash test: {kills} kills, {} acknowledged appends",
+        acks.len()
+    );
 }
 
 #[test]
 fn no_fsync_then_sync_and_batches_as_packs() {
     let repo = Repo::new("sha256");
-    repo.forum_ok(&["--no-fsync", "append", "--actor", "a", "--kind", "k", "--payload", "1"]);
+    repo.forum_ok(&[
+        "--no-fsync",
+        "append",
+        "--actor",
+        "a",
+        "--kind",
+        "k",
+        "--payload",
+        "1",
+    ]);
     repo.forum_ok(&["sync"]);
     let path = repo.path().to_path_buf();
-    let mut store = git_forum::store::git::GitStore::open(&path, "main", Default::default()).unwrap();
+    let mut store =
+        git_forum::store::git::GitStore::open(&path, "main", Default::default()).unwrap();
     let batch: Vec<_> = (0..500)
         .map(|i| git_forum::ledger::NewEntry {
             actor: "batch".into(),
@@ -585,9 +857,21 @@ fn no_fsync_then_sync_and_batches_as_packs() {
         .collect();
     let done = store.append_entries(&batch).unwrap();
     assert_eq!(done.last().unwrap().entry.seq, 500);
-    let packs = std::fs::read_dir(repo.git_dir().join("objects/pack")).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "pack")).count();
+    let packs = std::fs::read_dir(repo.git_dir().join("objects/pack"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "pack")
+        })
+        .count();
     assert_eq!(packs, 1, "a batch is one pack");
-    assert!(!has_keep(&repo.git_dir().join("objects/pack")), "the .keep is removed after the ref moved");
+    assert!(
+        !has_keep(&repo.git_dir().join("objects/pack")),
+        "the .keep is removed after the ref moved"
+    );
     let r = verify(&repo, true);
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["entries"], 501);
@@ -595,7 +879,9 @@ fn no_fsync_then_sync_and_batches_as_packs() {
 }
 
 fn has_keep(dir: &Path) -> bool {
-    std::fs::read_dir(dir).unwrap().any(|e| e.unwrap().path().extension().is_some_and(|x| x == "keep"))
+    std::fs::read_dir(dir)
+        .unwrap()
+        .any(|e| e.unwrap().path().extension().is_some_and(|x| x == "keep"))
 }
 
 #[test]
@@ -606,5 +892,9 @@ fn help_and_man_page() {
     let out = repo.path().join("man");
     repo.forum_ok(&["man", "--out", out.to_str().unwrap()]);
     let page = std::fs::read_to_string(out.join("git-forum.1")).unwrap();
-    assert!(page.contains(".TH git-forum"), "{}", &page[..200.min(page.len())]);
+    assert!(
+        page.contains(".TH git-forum"),
+        "{}",
+        &page[..200.min(page.len())]
+    );
 }

@@ -3,3 +3,5 @@
 mod common;
 mod conformance;
 mod ledger;
+mod plan;
+mod route;

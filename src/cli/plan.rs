@@ -1,0 +1,112 @@
+//! `git forum plan`: compile a task graph into waves and typed edges, check it against the
+//! policy, and with `--record` witness it in the ledger as a `plan` entry.
+
+use std::path::PathBuf;
+
+use super::route::{forum_config_file, load_roster, python_pretty, read_text};
+use super::{CliError, Ctx};
+use crate::ledger::NewEntry;
+use crate::plan::Plan;
+use crate::policy::Policy;
+
+/// Compile a plan file (`{"tasks": [{"id", "agent", "instruction", "depends_on",
+/// "done_when"}]}`) into waves and typed edges. Cycles, unknown or duplicate ids, unknown
+/// edge types, unknown agents and policy violations are refused with the ids named.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// The plan file (`-` for standard input).
+    #[arg(long, value_name = "PLAN.json")]
+    pub file: PathBuf,
+    /// Roster file (default: .forum/roster.toml in the repository, else the built-in roster).
+    #[arg(long, value_name = "FILE")]
+    pub roster: Option<PathBuf>,
+    /// Policy file (default: .forum/policy.toml in the repository, else no restrictions and
+    /// six tasks at a time).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Witness the compiled plan in the ledger as a `plan` entry.
+    #[arg(long)]
+    pub record: bool,
+    /// With --record: the entry the plan follows from (its causal parent).
+    #[arg(long, value_name = "SEQ", requires = "record")]
+    pub parent: Option<i64>,
+}
+
+fn load_policy(ctx: &Ctx, flag: Option<&std::path::Path>) -> Result<Policy, CliError> {
+    let path = match flag {
+        Some(p) => Some(p.to_path_buf()),
+        None => forum_config_file(ctx, "policy.toml"),
+    };
+    match path {
+        None => Ok(Policy::default()),
+        Some(p) => {
+            let text = read_text(&p, "policy")?;
+            Policy::from_toml_str(&text, &p.display().to_string())
+                .map_err(|e| CliError::fail(e.to_string()))
+        }
+    }
+}
+
+pub fn run(ctx: &Ctx, args: PlanArgs) -> Result<(), CliError> {
+    let roster = load_roster(ctx, args.roster.as_deref())?;
+    let policy = load_policy(ctx, args.policy.as_deref())?;
+    let text = read_text(&args.file, "plan file")?;
+    let name = if args.file.as_os_str() == "-" {
+        "standard input".to_string()
+    } else {
+        args.file.display().to_string()
+    };
+    let plan = Plan::from_json_text(&text, Some(&roster))
+        .map_err(|e| CliError::fail(format!("{name}: {e}")))?;
+    let compiled = plan
+        .compile()
+        .map_err(|e| CliError::fail(format!("{name}: {e}")))?;
+    policy
+        .check_plan(&plan, &roster)
+        .map_err(|e| CliError::fail(format!("{name}: {e}")))?;
+    let payload = compiled.payload();
+
+    if args.record {
+        let mut store = ctx.store()?;
+        let entry = NewEntry {
+            actor: "dispatch".into(),
+            kind: "plan".into(),
+            causal_parent: args.parent,
+            payload: payload.clone(),
+            ts: ctx.now(None)?,
+        };
+        let done = store.append_entry(&entry)?;
+        eprintln!(
+            "recorded plan as seq {} in ledger {}",
+            done.entry.seq, ctx.ledger
+        );
+    }
+
+    if ctx.json {
+        return ctx.out(&python_pretty(&payload));
+    }
+    let mut lines = Vec::new();
+    if compiled.waves.is_empty() {
+        lines.push("no tasks".to_string());
+    }
+    for (i, wave) in compiled.waves.iter().enumerate() {
+        let batches = policy.cap_wave(wave);
+        let note = if batches.len() > 1 {
+            format!(
+                "  ({} batches of at most {})",
+                batches.len(),
+                policy.max_parallel
+            )
+        } else {
+            String::new()
+        };
+        lines.push(format!("wave {}: {}{note}", i + 1, wave.join(", ")));
+    }
+    if !compiled.edges.is_empty() {
+        lines.push("edges:".to_string());
+        for e in &compiled.edges {
+            lines.push(format!("  {} -> {} ({})", e.from, e.to, e.kind));
+        }
+    }
+    ctx.out(&lines.join("\n"))
+}

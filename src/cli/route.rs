@@ -1,0 +1,258 @@
+//! `git forum route`: route a request to a lane, print the decision and its frame, and with
+//! `--record` witness it in the ledger.
+
+use std::path::{Path, PathBuf};
+
+use super::{CliError, Ctx};
+use crate::ledger::canonical::{python_float_json, write_ascii_string};
+use crate::ledger::{NewEntry, Value};
+use crate::roster::{DEFAULT_ROSTER_NAME, DEFAULT_ROSTER_TOML, Roster};
+use crate::route::{check_request, route_request};
+
+/// Files larger than this are refused rather than read (rosters, plans, policies).
+pub(crate) const MAX_INPUT_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Route a request to a roster lane. Prints the decision, its confidence, whether it needs
+/// escalation, every lane's score and the route frame; `--json` prints Forum's JSON shape.
+#[derive(Debug, clap::Args)]
+pub struct RouteArgs {
+    /// The request (several words are joined with spaces).
+    #[arg(required = true, value_name = "TEXT")]
+    pub text: Vec<String>,
+    /// Roster file (default: .forum/roster.toml in the repository, else the built-in roster).
+    #[arg(long, value_name = "FILE")]
+    pub roster: Option<PathBuf>,
+    /// Witness the decision in the ledger: a `request` entry, then a `route_frame` entry.
+    #[arg(long)]
+    pub record: bool,
+    /// With --record: attach the route_frame to this existing entry instead of writing a
+    /// new request entry.
+    #[arg(long, value_name = "SEQ", requires = "record")]
+    pub parent: Option<i64>,
+}
+
+/// Reads a text file for a command, with a size cap and a one-line error naming it.
+pub(crate) fn read_text(path: &Path, what: &str) -> Result<String, CliError> {
+    if path.as_os_str() == "-" {
+        use std::io::Read;
+        let mut s = String::new();
+        std::io::stdin()
+            .take(MAX_INPUT_BYTES + 1)
+            .read_to_string(&mut s)
+            .map_err(|e| {
+                CliError::fail(format!("cannot read the {what} from standard input: {e}"))
+            })?;
+        if s.len() as u64 > MAX_INPUT_BYTES {
+            return Err(CliError::fail(format!(
+                "the {what} on standard input is over the {MAX_INPUT_BYTES} byte limit"
+            )));
+        }
+        return Ok(s);
+    }
+    let meta = std::fs::metadata(path)
+        .map_err(|e| CliError::fail(format!("cannot read {what} {}: {e}", path.display())))?;
+    if meta.len() > MAX_INPUT_BYTES {
+        return Err(CliError::fail(format!(
+            "{what} {} is {} bytes, over the {MAX_INPUT_BYTES} byte limit",
+            path.display(),
+            meta.len()
+        )));
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| CliError::fail(format!("cannot read {what} {}: {e}", path.display())))?;
+    String::from_utf8(bytes)
+        .map_err(|e| CliError::fail(format!("{what} {} is not UTF-8 text: {e}", path.display())))
+}
+
+/// The repository's `.forum/NAME` file, when the command runs inside a work tree that has one.
+pub(crate) fn forum_config_file(ctx: &Ctx, name: &str) -> Option<PathBuf> {
+    let repo = crate::store::git::open_repo(&ctx.dir).ok()?;
+    let path = repo.workdir()?.join(".forum").join(name);
+    path.is_file().then_some(path)
+}
+
+/// Loads the roster: `--roster FILE`, else `.forum/roster.toml`, else the built-in one.
+/// Loading warnings go to stderr.
+pub(crate) fn load_roster(ctx: &Ctx, flag: Option<&Path>) -> Result<Roster, CliError> {
+    let path = match flag {
+        Some(p) => Some(p.to_path_buf()),
+        None => forum_config_file(ctx, "roster.toml"),
+    };
+    let roster = match path {
+        Some(p) => {
+            let text = read_text(&p, "roster")?;
+            Roster::from_toml_str(&text, &p.display().to_string())
+        }
+        None => Roster::from_toml_str(DEFAULT_ROSTER_TOML, DEFAULT_ROSTER_NAME),
+    }
+    .map_err(|e| CliError::fail(e.to_string()))?;
+    for w in roster.warnings() {
+        eprintln!("warning: {w}");
+    }
+    Ok(roster)
+}
+
+/// `json.dumps(value, indent=2)` as Python writes it: ASCII-escaped strings, Python float
+/// repr, insertion-ordered keys, `[]` and `{}` for empty containers.
+pub(crate) fn python_pretty(v: &Value) -> String {
+    fn write(v: &Value, depth: usize, out: &mut String) {
+        let pad = |n: usize, out: &mut String| out.extend(std::iter::repeat_n(' ', n * 2));
+        match v {
+            Value::Null => out.push_str("null"),
+            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Value::Int(i) => out.push_str(i.as_str()),
+            Value::Float(f) => out.push_str(&python_float_json(*f)),
+            Value::Str(s) => write_ascii_string(s, out),
+            Value::Array(items) if items.is_empty() => out.push_str("[]"),
+            Value::Object(members) if members.is_empty() => out.push_str("{}"),
+            Value::Array(items) => {
+                out.push_str("[\n");
+                for (n, item) in items.iter().enumerate() {
+                    if n > 0 {
+                        out.push_str(",\n");
+                    }
+                    pad(depth + 1, out);
+                    write(item, depth + 1, out);
+                }
+                out.push('\n');
+                pad(depth, out);
+                out.push(']');
+            }
+            Value::Object(members) => {
+                out.push_str("{\n");
+                for (n, (k, item)) in members.iter().enumerate() {
+                    if n > 0 {
+                        out.push_str(",\n");
+                    }
+                    pad(depth + 1, out);
+                    write_ascii_string(k, out);
+                    out.push_str(": ");
+                    write(item, depth + 1, out);
+                }
+                out.push('\n');
+                pad(depth, out);
+                out.push('}');
+            }
+        }
+    }
+    let mut out = String::new();
+    write(v, 0, &mut out);
+    out
+}
+
+fn or_dash(v: Option<&str>) -> &str {
+    v.unwrap_or("-")
+}
+
+pub fn run(ctx: &Ctx, args: RouteArgs) -> Result<(), CliError> {
+    let text = args.text.join(" ");
+    check_request(&text).map_err(|e| CliError::usage(e.to_string()))?;
+    let roster = load_roster(ctx, args.roster.as_deref())?;
+    let (decision, frame) = route_request(&text, &roster);
+
+    if args.record {
+        let mut store = ctx.store()?;
+        let ts = ctx.now(None)?;
+        let parent = match args.parent {
+            Some(seq) => seq,
+            None => {
+                let request = NewEntry {
+                    actor: "client".into(),
+                    kind: "request".into(),
+                    causal_parent: None,
+                    payload: Value::object([("text".to_string(), Value::str(&text))]),
+                    ts,
+                };
+                store.append_entry(&request)?.entry.seq as i64
+            }
+        };
+        let entry = NewEntry {
+            actor: "router".into(),
+            kind: "route_frame".into(),
+            causal_parent: Some(parent),
+            payload: frame.payload(),
+            ts,
+        };
+        let done = store.append_entry(&entry)?;
+        eprintln!(
+            "recorded route_frame as seq {} (parent {parent}) in ledger {}",
+            done.entry.seq, ctx.ledger
+        );
+    }
+
+    if ctx.json {
+        return ctx.out(&python_pretty(&decision.to_value(&frame)));
+    }
+    let mut lines = Vec::new();
+    match &decision.decided {
+        Some(agent) if !decision.needs_escalation => lines.push(format!(
+            "decided: {agent} (confidence {})",
+            python_float_json(decision.confidence)
+        )),
+        _ => lines.push(format!(
+            "escalate: keywords do not separate the lanes (margin {}); a classifier must choose",
+            python_float_json(decision.confidence)
+        )),
+    }
+    let width = decision
+        .candidates
+        .iter()
+        .map(|c| c.agent.chars().count())
+        .max()
+        .unwrap_or(0);
+    lines.push("candidates:".into());
+    for c in &decision.candidates {
+        lines.push(format!(
+            "  {:<width$}  {}",
+            c.agent,
+            python_float_json(c.score)
+        ));
+    }
+    lines.push(format!(
+        "frame: {} / {}, posture {}, profile {}",
+        frame.domain,
+        frame.intent,
+        frame.posture.as_str(),
+        frame.delivery_profile.as_str()
+    ));
+    lines.push(format!(
+        "  agent {}, tier {}, executor {}, proof lane {}, domain lane {}",
+        or_dash(frame.agent.as_deref()),
+        or_dash(frame.model_tier.as_deref()),
+        or_dash(frame.executor.as_deref()),
+        or_dash(frame.proof_lane.as_deref()),
+        or_dash(frame.domain_lane.as_deref()),
+    ));
+    lines.push(format!(
+        "  signals: {}",
+        if frame.signals.is_empty() {
+            "-".to_string()
+        } else {
+            frame.signals.join(", ")
+        }
+    ));
+    lines.push(format!("  contract: {}", frame.human_contract));
+    ctx.out(&lines.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pretty_printing_matches_python_indent_2() {
+        let v = Value::object([
+            ("a".to_string(), Value::Float(0.19999999999999996)),
+            ("b".to_string(), Value::Array(vec![])),
+            ("c".to_string(), Value::object([])),
+            (
+                "d".to_string(),
+                Value::Array(vec![Value::str("é"), Value::Null, Value::Float(1.0)]),
+            ),
+        ]);
+        assert_eq!(
+            python_pretty(&v),
+            "{\n  \"a\": 0.19999999999999996,\n  \"b\": [],\n  \"c\": {},\n  \"d\": [\n    \"\\u00e9\",\n    null,\n    1.0\n  ]\n}"
+        );
+    }
+}
