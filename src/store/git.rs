@@ -803,43 +803,39 @@ impl GitStore {
             .map_err(io(format!("creating {}", tmp.display())))?;
         f.write_all(&z)
             .map_err(io(format!("writing {}", tmp.display())))?;
+        if self.opts.fsync {
+            f.sync_data()
+                .map_err(io(format!("fsync {}", tmp.display())))?;
+        }
         drop(f);
         fs::rename(&tmp, &path).map_err(io(format!("renaming {}", tmp.display())))?;
         Ok((id, Some(path)))
     }
 
-    /// Makes everything written so far durable: one `syncfs` of the repository's filesystem on
-    /// Linux (a single flush instead of one per object file and directory).
-    fn flush(&self, written: &[PathBuf]) -> Result<(), StoreError> {
+    /// Makes `written` durable: each file's data (object files were synced before their
+    /// rename, so only the ref and reflog are synced here) and each parent directory, so the new
+    /// names survive a crash. Per-file fsync, not `syncfs`: on a shared machine a whole-filesystem
+    /// flush also waits for every other process's dirty data.
+    fn flush(&self, written: &[PathBuf], files_synced: bool) -> Result<(), StoreError> {
         if !self.opts.fsync {
             return Ok(());
         }
-        #[cfg(target_os = "linux")]
-        {
-            let _ = written;
-            let f = File::open(&self.common_dir)
-                .map_err(io("opening the git directory to flush it"))?;
-            rustix::fs::syncfs(&f)
-                .map_err(|e| io("flushing the repository to disk (syncfs)")(e.into()))
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let mut dirs = std::collections::BTreeSet::new();
-            for p in written {
-                if let Ok(f) = File::open(p) {
-                    f.sync_all().map_err(io(format!("fsync {}", p.display())))?;
-                }
-                if let Some(d) = p.parent() {
-                    dirs.insert(d.to_path_buf());
-                }
+        let mut dirs = std::collections::BTreeSet::new();
+        for p in written {
+            if !files_synced && let Ok(f) = File::open(p) {
+                f.sync_data()
+                    .map_err(io(format!("fsync {}", p.display())))?;
             }
-            for d in dirs {
-                if let Ok(f) = File::open(&d) {
-                    let _ = f.sync_all();
-                }
+            if let Some(d) = p.parent() {
+                dirs.insert(d.to_path_buf());
             }
-            Ok(())
         }
+        for d in dirs {
+            if let Ok(f) = File::open(&d) {
+                f.sync_all().map_err(io(format!("fsync {}", d.display())))?;
+            }
+        }
+        Ok(())
     }
 
     /// Compare-and-swap the ref from `expected` to `new`, with a reflog line.
@@ -961,7 +957,7 @@ impl GitStore {
                     debug_assert_eq!(id, o.id);
                     written.extend(path);
                 }
-                self.flush(&written)?;
+                self.flush(&written, true)?;
             }
             let outcome = self.cas(tip.as_ref().map(|t| t.commit), new_tip, reflog);
             let outcome = match outcome {
@@ -975,7 +971,7 @@ impl GitStore {
             };
             match outcome {
                 CasOutcome::Moved => {
-                    let flushed = self.flush(&[self.ref_path(), self.reflog_path()]);
+                    let flushed = self.flush(&[self.ref_path(), self.reflog_path()], false);
                     if let Some(g) = guard {
                         g.release();
                     }
