@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::route::{forum_config_file, load_roster, python_pretty, read_text};
+use super::route::{forum_config_file, load_roster, read_text};
 use super::{CliError, Ctx};
 use crate::ledger::NewEntry;
 use crate::plan::Plan;
@@ -83,7 +83,7 @@ pub fn run(ctx: &Ctx, args: PlanArgs) -> Result<(), CliError> {
     }
 
     if ctx.json {
-        return ctx.out(&python_pretty(&payload));
+        return ctx.out(&payload.python_pretty());
     }
     let mut lines = Vec::new();
     if compiled.waves.is_empty() {

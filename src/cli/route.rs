@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{CliError, Ctx};
-use crate::ledger::canonical::{python_float_json, write_ascii_string};
+use crate::ledger::canonical::python_float_json;
 use crate::ledger::{NewEntry, Value};
 use crate::roster::{DEFAULT_ROSTER_NAME, DEFAULT_ROSTER_TOML, Roster};
 use crate::route::{check_request, route_request};
@@ -92,54 +92,6 @@ pub(crate) fn load_roster(ctx: &Ctx, flag: Option<&Path>) -> Result<Roster, CliE
     Ok(roster)
 }
 
-/// `json.dumps(value, indent=2)` as Python writes it: ASCII-escaped strings, Python float
-/// repr, insertion-ordered keys, `[]` and `{}` for empty containers.
-pub(crate) fn python_pretty(v: &Value) -> String {
-    fn write(v: &Value, depth: usize, out: &mut String) {
-        let pad = |n: usize, out: &mut String| out.extend(std::iter::repeat_n(' ', n * 2));
-        match v {
-            Value::Null => out.push_str("null"),
-            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Value::Int(i) => out.push_str(i.as_str()),
-            Value::Float(f) => out.push_str(&python_float_json(*f)),
-            Value::Str(s) => write_ascii_string(s, out),
-            Value::Array(items) if items.is_empty() => out.push_str("[]"),
-            Value::Object(members) if members.is_empty() => out.push_str("{}"),
-            Value::Array(items) => {
-                out.push_str("[\n");
-                for (n, item) in items.iter().enumerate() {
-                    if n > 0 {
-                        out.push_str(",\n");
-                    }
-                    pad(depth + 1, out);
-                    write(item, depth + 1, out);
-                }
-                out.push('\n');
-                pad(depth, out);
-                out.push(']');
-            }
-            Value::Object(members) => {
-                out.push_str("{\n");
-                for (n, (k, item)) in members.iter().enumerate() {
-                    if n > 0 {
-                        out.push_str(",\n");
-                    }
-                    pad(depth + 1, out);
-                    write_ascii_string(k, out);
-                    out.push_str(": ");
-                    write(item, depth + 1, out);
-                }
-                out.push('\n');
-                pad(depth, out);
-                out.push('}');
-            }
-        }
-    }
-    let mut out = String::new();
-    write(v, 0, &mut out);
-    out
-}
-
 fn or_dash(v: Option<&str>) -> &str {
     v.unwrap_or("-")
 }
@@ -181,7 +133,7 @@ pub fn run(ctx: &Ctx, args: RouteArgs) -> Result<(), CliError> {
     }
 
     if ctx.json {
-        return ctx.out(&python_pretty(&decision.to_value(&frame)));
+        return ctx.out(&decision.to_value(&frame).python_pretty());
     }
     let mut lines = Vec::new();
     match &decision.decided {
@@ -251,7 +203,7 @@ mod tests {
             ),
         ]);
         assert_eq!(
-            python_pretty(&v),
+            v.python_pretty(),
             "{\n  \"a\": 0.19999999999999996,\n  \"b\": [],\n  \"c\": {},\n  \"d\": [\n    \"\\u00e9\",\n    null,\n    1.0\n  ]\n}"
         );
     }

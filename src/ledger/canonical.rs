@@ -174,6 +174,54 @@ impl Value {
         out
     }
 
+    /// `json.dumps(value, indent=2)` with Python's defaults (ASCII-escaped, insertion order):
+    /// how Forum's CLI prints JSON.
+    pub fn python_pretty(&self) -> String {
+        fn write(v: &Value, depth: usize, out: &mut String) {
+            let pad = |n: usize, out: &mut String| out.extend(std::iter::repeat_n(' ', n * 2));
+            match v {
+                Value::Null => out.push_str("null"),
+                Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+                Value::Int(i) => out.push_str(i.as_str()),
+                Value::Float(f) => out.push_str(&python_float_json(*f)),
+                Value::Str(s) => write_ascii_string(s, out),
+                Value::Array(items) if items.is_empty() => out.push_str("[]"),
+                Value::Object(members) if members.is_empty() => out.push_str("{}"),
+                Value::Array(items) => {
+                    out.push_str("[\n");
+                    for (n, item) in items.iter().enumerate() {
+                        if n > 0 {
+                            out.push_str(",\n");
+                        }
+                        pad(depth + 1, out);
+                        write(item, depth + 1, out);
+                    }
+                    out.push('\n');
+                    pad(depth, out);
+                    out.push(']');
+                }
+                Value::Object(members) => {
+                    out.push_str("{\n");
+                    for (n, (k, item)) in members.iter().enumerate() {
+                        if n > 0 {
+                            out.push_str(",\n");
+                        }
+                        pad(depth + 1, out);
+                        write_ascii_string(k, out);
+                        out.push_str(": ");
+                        write(item, depth + 1, out);
+                    }
+                    out.push('\n');
+                    pad(depth, out);
+                    out.push('}');
+                }
+            }
+        }
+        let mut out = String::new();
+        write(self, 0, &mut out);
+        out
+    }
+
     /// `json.dumps(value, ensure_ascii=False)`: insertion order, `", "` and `": "`
     /// separators, raw non-ASCII. The line separators that Python's `splitlines` honours
     /// (U+0085, U+2028, U+2029) are escaped so a JSONL file stays one row per line

@@ -768,33 +768,10 @@ impl GitStore {
         let mut raw = format!("{kind} {}\0", data.len()).into_bytes();
         raw.extend_from_slice(data);
         let mut z = Vec::new();
-        {
-            let mut c = gix::zlib::stream::deflate::Compress::new(
-                gix::zlib::Compression::new(1).expect("level 1 is valid"),
-            );
-            let mut out = vec![0u8; raw.len() + raw.len() / 1000 + 64];
-            let (mut ip, mut op) = (0usize, 0usize);
-            loop {
-                let (ti, to) = (c.total_in(), c.total_out());
-                let st = c
-                    .compress(
-                        &raw[ip..],
-                        &mut out[op..],
-                        gix::zlib::stream::deflate::FlushCompress::Finish,
-                    )
-                    .map_err(|e| git_err("compressing an object", e))?;
-                ip += (c.total_in() - ti) as usize;
-                op += (c.total_out() - to) as usize;
-                if matches!(st, gix::zlib::Status::StreamEnd) {
-                    break;
-                }
-                if op == out.len() {
-                    out.resize(out.len() * 2, 0);
-                }
-            }
-            out.truncate(op);
-            z.extend_from_slice(&out);
-        }
+        let mut c = gix::zlib::stream::deflate::Compress::new(
+            gix::zlib::Compression::new(1).expect("level 1 is valid"),
+        );
+        pack::deflate(&mut c, &raw, &mut z).map_err(io("compressing an object"))?;
         let tmp = dir.join(format!("tmp_obj_{}_{}", std::process::id(), unique()));
         let mut f = OpenOptions::new()
             .write(true)
@@ -1553,7 +1530,7 @@ impl GitStore {
                 })
                 .collect()
         });
-        let mut first: Option<(u64, &'static str, String)> = None;
+        let mut first: Option<Problem> = None;
         let mut absent: Vec<u64> = Vec::new();
         for r in results {
             let (problem, missing) = r?;
@@ -1588,118 +1565,92 @@ impl GitStore {
 
 /// The tree and body checks of deep verify for one slice of entries. Reports the first problem
 /// in the slice, and "body-absent" for redacted-looking entries (the caller decides).
-type BodyCheck = (Option<(u64, &'static str, String)>, Vec<u64>);
+type Problem = (u64, &'static str, String);
+type BodyCheck = (Option<Problem>, Vec<u64>);
 
+/// The tree and body checks of deep verify for one slice of entries: the first problem in the
+/// slice, and the seqs whose body is absent (the caller decides whether a redaction covers them).
 fn check_bodies(
     repo: &gix::Repository,
     hash: HashKind,
     part: &[Rec],
 ) -> Result<BodyCheck, StoreError> {
+    let mut absent = Vec::new();
+    let problem = first_body_problem(repo, hash, part, &mut absent)?;
+    Ok((problem, absent))
+}
+
+fn first_body_problem(
+    repo: &gix::Repository,
+    hash: HashKind,
+    part: &[Rec],
+    absent: &mut Vec<u64>,
+) -> Result<Option<Problem>, StoreError> {
     let mut buf = Vec::new();
     let mut checked: HashSet<ObjectId> = HashSet::new();
     let empty_tree = ObjectId::empty_tree(hash);
-    let mut absent = Vec::new();
+    let prefix = format!("100644 {PAYLOAD_FILE}\0");
     for r in part {
+        let bad = |code: &'static str, msg: String| Ok(Some((r.seq, code, msg)));
         if r.tree == empty_tree {
             absent.push(r.seq);
             continue;
         }
         let tree = match repo.objects.try_find(&r.tree, &mut buf) {
             Ok(Some(d)) if d.kind == Kind::Tree => d.data.to_vec(),
-            Ok(Some(_)) => {
-                return Ok((
-                    Some((
-                        r.seq,
-                        "not-a-ledger-tree",
-                        format!("{} is not a tree", r.tree),
-                    )),
-                    absent,
-                ));
-            }
+            Ok(Some(_)) => return bad("not-a-ledger-tree", format!("{} is not a tree", r.tree)),
             Ok(None) => {
-                return Ok((
-                    Some((
-                        r.seq,
-                        "missing-object",
-                        format!("tree {} is missing from the object store", r.tree),
-                    )),
-                    absent,
-                ));
+                return bad(
+                    "missing-object",
+                    format!("tree {} is missing from the object store", r.tree),
+                );
             }
             Err(e) => return Err(git_err("reading a tree", e)),
         };
-        let prefix = format!("100644 {PAYLOAD_FILE}\0");
-        let blob = match tree
+        let Some(blob) = tree
             .strip_prefix(prefix.as_bytes())
             .filter(|b| b.len() == hash.len_in_bytes())
-        {
-            Some(b) => ObjectId::from_bytes_or_panic(b),
-            None => {
-                return Ok((
-                    Some((
-                        r.seq,
-                        "not-a-ledger-tree",
-                        format!("tree {} is not a ledger entry tree", r.tree),
-                    )),
-                    absent,
-                ));
-            }
+            .map(ObjectId::from_bytes_or_panic)
+        else {
+            return bad(
+                "not-a-ledger-tree",
+                format!("tree {} is not a ledger entry tree", r.tree),
+            );
         };
         if gix::objs::compute_hash(hash, Kind::Tree, &tree).ok() != Some(r.tree) {
-            return Ok((
-                Some((
-                    r.seq,
-                    "corrupt-object",
-                    format!("tree {} does not hash to its name", r.tree),
-                )),
-                absent,
-            ));
+            return bad(
+                "corrupt-object",
+                format!("tree {} does not hash to its name", r.tree),
+            );
         }
         if !checked.insert(blob) {
             continue;
         }
         match repo.objects.try_find(&blob, &mut buf) {
             Ok(Some(d)) if d.kind == Kind::Blob => {}
-            Ok(Some(_)) => {
-                return Ok((
-                    Some((r.seq, "not-a-ledger-tree", format!("{blob} is not a blob"))),
-                    absent,
-                ));
-            }
+            Ok(Some(_)) => return bad("not-a-ledger-tree", format!("{blob} is not a blob")),
             Ok(None) => {
-                return Ok((
-                    Some((
-                        r.seq,
-                        "missing-object",
-                        format!("body blob {blob} is missing from the object store"),
-                    )),
-                    absent,
-                ));
+                return bad(
+                    "missing-object",
+                    format!("body blob {blob} is missing from the object store"),
+                );
             }
             Err(e) => return Err(git_err("reading a blob", e)),
         }
         if hex_to_bytes(&sha256_hex(&buf)) != r.payload_hash {
-            return Ok((
-                Some((
-                    r.seq,
-                    "body-edited",
-                    "its body does not hash to its payload_hash: the body was edited".into(),
-                )),
-                absent,
-            ));
+            return bad(
+                "body-edited",
+                "its body does not hash to its payload_hash: the body was edited".into(),
+            );
         }
         if gix::objs::compute_hash(hash, Kind::Blob, &buf).ok() != Some(blob) {
-            return Ok((
-                Some((
-                    r.seq,
-                    "corrupt-object",
-                    format!("blob {blob} does not hash to its name"),
-                )),
-                absent,
-            ));
+            return bad(
+                "corrupt-object",
+                format!("blob {blob} does not hash to its name"),
+            );
         }
     }
-    Ok((None, absent))
+    Ok(None)
 }
 
 /// One entry as pass 1 of verify keeps it (compact: a 100,000-entry ledger stays small).

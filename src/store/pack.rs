@@ -40,7 +40,8 @@ impl PackGuard {
     }
 }
 
-fn deflate(c: &mut Compress, input: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
+/// Deflates `input` into `out`, reusing the compressor `c` (reset first).
+pub(crate) fn deflate(c: &mut Compress, input: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
     c.reset();
     out.clear();
     out.resize(input.len() + input.len() / 1000 + 64, 0);

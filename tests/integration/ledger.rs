@@ -11,16 +11,18 @@ use crate::common::{FORMATS, Repo};
 
 const REF: &str = "refs/forum/ledgers/main";
 
-fn seeded(format: &str, n: usize) -> Repo {
-    let repo = Repo::new(format);
-    for i in 0..n {
-        let payload = format!(r#"{{"i":{i},"text":"entry {i}","ok":true}}"#);
-        let parent = if i == 0 {
-            None
-        } else {
-            Some((i - 1).to_string())
-        };
+/// The payload of the i-th entry of a seeded ledger.
+fn seed_payload(i: usize) -> String {
+    format!(r#"{{"i":{i},"text":"entry {i}","ok":true}}"#)
+}
+
+/// Appends `payloads` to `ledger` through the CLI, each entry caused by the one before.
+fn append_chain(repo: &Repo, ledger: &str, payloads: impl IntoIterator<Item = String>) {
+    for (i, payload) in payloads.into_iter().enumerate() {
+        let parent = i.checked_sub(1).map(|p| p.to_string());
         let mut args = vec![
+            "--ledger",
+            ledger,
             "append",
             "--actor",
             "agent",
@@ -34,6 +36,11 @@ fn seeded(format: &str, n: usize) -> Repo {
         }
         repo.forum_ok(&args);
     }
+}
+
+fn seeded(format: &str, n: usize) -> Repo {
+    let repo = Repo::new(format);
+    append_chain(&repo, "main", (0..n).map(seed_payload));
     repo
 }
 
@@ -215,33 +222,15 @@ fn tamper_classes_each_have_their_own_message() {
 
         // A commit whose parent was changed to another ledger's commit for the same seq.
         let repo = seeded(format, 6);
-        for i in 0..3 {
-            let payload = if i == 2 {
-                r#"{"forged":true}"#.to_string()
-            } else {
-                format!(r#"{{"i":{i},"text":"entry {i}","ok":true}}"#)
-            };
-            let parent = if i == 0 {
-                None
-            } else {
-                Some((i - 1).to_string())
-            };
-            let mut args = vec![
-                "--ledger",
-                "other",
-                "append",
-                "--actor",
-                "agent",
-                "--kind",
-                "note",
-                "--payload",
-                payload.as_str(),
-            ];
-            if let Some(p) = &parent {
-                args.extend(["--parent", p.as_str()]);
-            }
-            repo.forum_ok(&args);
-        }
+        append_chain(
+            &repo,
+            "other",
+            [
+                seed_payload(0),
+                seed_payload(1),
+                r#"{"forged":true}"#.to_string(),
+            ],
+        );
         let other_tip = repo.git_ok(&["rev-parse", "refs/forum/ledgers/other"]);
         let t = texts(&repo);
         let mut parent = Some(other_tip);
