@@ -1,3 +1,5 @@
+//! The allocator that measures peak heap needs `unsafe` (a `GlobalAlloc` impl).
+#![allow(unsafe_code)]
 //! Ledger benchmark: `cargo bench --bench ledger` (add `-- --quick` for N = 1,000 and 10,000).
 //!
 //! Prints, for each N, figures and ratios against baselines measured in the same run:
@@ -130,8 +132,17 @@ fn fast_import(repo: &Path, news: &[NewEntry]) -> (f64, String) {
     (secs, git(repo, &["rev-parse", "refs/forum/ledgers/main"]))
 }
 
-/// Runs `verify --deep` in a child process; returns (seconds, peak RSS in KiB).
-fn child_verify(repo: &Path) -> (f64, u64) {
+/// What a child `verify --deep` reported.
+struct ChildVerify {
+    secs: f64,
+    /// Peak resident set (VmHWM), KiB: heap plus the mapped pages of the pack files read.
+    rss_kib: u64,
+    /// Peak live heap, bytes.
+    heap: u64,
+}
+
+/// Runs `verify --deep` in a child process.
+fn child_verify(repo: &Path) -> ChildVerify {
     let exe = std::env::current_exe().unwrap();
     let t = Instant::now();
     let o = Command::new(exe)
@@ -145,12 +156,35 @@ fn child_verify(repo: &Path) -> (f64, u64) {
         "child verify: {text} {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let kib = text
+    let nums: Vec<u64> = text
         .split_whitespace()
-        .last()
-        .and_then(|s| s.parse().ok())
+        .skip(1)
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    ChildVerify {
+        secs,
+        rss_kib: nums.get(1).copied().unwrap_or(0),
+        heap: nums.get(2).copied().unwrap_or(0),
+    }
+}
+
+fn print_verify(label: &str, n: usize, c: &ChildVerify, objects: &Path) {
+    let pack_bytes: u64 = std::fs::read_dir(objects.join("pack"))
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
         .unwrap_or(0);
-    (secs, kib)
+    println!(
+        "verify --deep, {label}: {:.3}s = {:.0} entries/s; peak RSS {:.1} MiB (of which the pack files are {:.1} MiB, mapped), peak heap {:.1} MiB (child process, includes exec)",
+        c.secs,
+        n as f64 / c.secs,
+        c.rss_kib as f64 / 1024.0,
+        pack_bytes as f64 / 1048576.0,
+        c.heap as f64 / 1048576.0
+    );
 }
 
 fn child_main(repo: &str) {
@@ -162,8 +196,9 @@ fn child_main(repo: &str) {
         .find(|l| l.starts_with("VmHWM:"))
         .and_then(|l| l.split_whitespace().nth(1))
         .unwrap_or("0");
+    let heap = PEAK.load(std::sync::atomic::Ordering::Relaxed);
     println!(
-        "{} {} {hwm}",
+        "{} {} {hwm} {heap}",
         if r.passed() { "ok" } else { "FAILED" },
         r.entries
     );
@@ -244,13 +279,8 @@ fn run_n(root: &Path, n: usize) {
         median(ratios)
     );
     // Deep verify, packed (the pack the batch wrote) and loose (the same objects unpacked).
-    let (s, kib) = child_verify(&packed_repo);
-    println!(
-        "verify --deep, packed: {:.3}s = {:.0} entries/s, peak RSS {:.1} MiB (child process, includes exec)",
-        s,
-        n as f64 / s,
-        kib as f64 / 1024.0
-    );
+    let c = child_verify(&packed_repo);
+    print_verify("packed", n, &c, &packed_repo.join(".git/objects"));
     let loose = fresh_repo(root, &format!("loose-{n}"));
     let pack_dir = packed_repo.join(".git/objects/pack");
     let pack = std::fs::read_dir(&pack_dir)
@@ -268,13 +298,8 @@ fn run_n(root: &Path, n: usize) {
     assert!(child.wait().unwrap().success());
     let tip = git(&packed_repo, &["rev-parse", "refs/forum/ledgers/main"]);
     git(&loose, &["update-ref", "refs/forum/ledgers/main", &tip]);
-    let (s, kib) = child_verify(&loose);
-    println!(
-        "verify --deep, loose:  {:.3}s = {:.0} entries/s, peak RSS {:.1} MiB",
-        s,
-        n as f64 / s,
-        kib as f64 / 1024.0
-    );
+    let c = child_verify(&loose);
+    print_verify("loose", n, &c, &loose.join(".git/objects"));
     std::fs::remove_dir_all(&loose).ok();
     // Cold open + one durable append, on the packed ledger (median of 5).
     let mut opens = Vec::new();
@@ -335,6 +360,17 @@ fn main() {
         child_main(&args[i + 1]);
         return;
     }
+    if let Some(i) = args.iter().position(|a| a == "--make-ledger") {
+        // `--make-ledger DIR N`: a packed N-entry ledger to profile or inspect by hand.
+        let dir = PathBuf::from(&args[i + 1]);
+        let n: usize = args[i + 2].parse().expect("N is a number");
+        std::fs::create_dir_all(&dir).unwrap();
+        git(&dir, &["init", "-q", "."]);
+        let mut store = GitStore::open(&dir, "main", Options::default()).unwrap();
+        store.append_entries(&entries(n)).unwrap();
+        println!("wrote {n} entries to {}", dir.display());
+        return;
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let sizes: &[usize] = if quick {
         &[1_000, 10_000]
@@ -368,3 +404,29 @@ fn main() {
     durable(root.path(), 1_000);
     let _ = Duration::ZERO;
 }
+
+/// Counts live heap bytes so the verify child can report its peak heap next to its peak RSS
+/// (which also counts the pages of the pack file it maps).
+struct PeakAlloc;
+
+static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static PEAK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+unsafe impl std::alloc::GlobalAlloc for PeakAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = unsafe { std::alloc::System.alloc(layout) };
+        if !p.is_null() {
+            let now =
+                LIVE.fetch_add(layout.size(), std::sync::atomic::Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(now, std::sync::atomic::Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        unsafe { std::alloc::System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[global_allocator]
+static ALLOC: PeakAlloc = PeakAlloc;

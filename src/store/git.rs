@@ -23,9 +23,8 @@ use gix::objs::{Find as _, Kind};
 
 use super::pack::{self, Obj};
 use crate::ledger::canonical::{self, Value};
-use crate::ledger::hash::{self, sha256_hex};
-use crate::ledger::merkle::Accumulator;
-use crate::ledger::{ChainProblem, Entry, NewEntry, Storage, StorageError};
+use crate::ledger::hash::sha256_hex;
+use crate::ledger::{Entry, NewEntry, Storage, StorageError};
 
 /// Where every ledger ref lives.
 pub const LEDGER_PREFIX: &str = "refs/forum/ledgers/";
@@ -87,7 +86,7 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
     move |source| StoreError::Io { context, source }
 }
 
-fn git_err(context: &str, e: impl std::fmt::Display) -> StoreError {
+pub(crate) fn git_err(context: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Git(format!("{context}: {e}"))
 }
 
@@ -166,14 +165,14 @@ impl Default for Options {
 }
 
 /// A commit parsed just enough for the ledger.
-struct RawCommit<'a> {
-    tree: ObjectId,
-    parents: Vec<ObjectId>,
-    message: &'a [u8],
+pub(crate) struct RawCommit<'a> {
+    pub(crate) tree: ObjectId,
+    pub(crate) parents: Vec<ObjectId>,
+    pub(crate) message: &'a [u8],
 }
 
-fn parse_commit(data: &[u8], hash: HashKind) -> Option<RawCommit<'_>> {
-    let split = data.windows(2).position(|w| w == b"\n\n")?;
+pub(crate) fn parse_commit(data: &[u8], hash: HashKind) -> Option<RawCommit<'_>> {
+    let split = (1..data.len()).find(|&i| data[i] == b'\n' && data[i - 1] == b'\n')? - 1;
     let (headers, message) = (&data[..split], &data[split + 2..]);
     let mut tree = None;
     let mut parents = Vec::new();
@@ -196,7 +195,7 @@ fn parse_commit(data: &[u8], hash: HashKind) -> Option<RawCommit<'_>> {
 }
 
 /// The entry stored in a ledger commit message (its last line).
-fn entry_from_message(message: &[u8]) -> Result<Entry, String> {
+pub(crate) fn entry_from_message(message: &[u8]) -> Result<Entry, String> {
     let text =
         std::str::from_utf8(message).map_err(|_| "commit message is not UTF-8".to_string())?;
     let line = text
@@ -209,20 +208,38 @@ fn entry_from_message(message: &[u8]) -> Result<Entry, String> {
     Entry::from_value(&v)
 }
 
-/// A one-line rendition of `s` safe for a commit subject or author name.
-fn one_line(s: &str, forbidden: &str) -> String {
-    let out: String = s
-        .chars()
-        .map(|c| {
+/// Appends a one-line rendition of `s` safe for a commit subject or author name: control
+/// characters and the `forbidden` ones become `_`, surrounding whitespace is trimmed, and an
+/// empty result becomes `-`.
+fn push_one_line(out: &mut String, s: &str, forbidden: &str) {
+    let start = out.len();
+    if s.chars().any(|c| c.is_control() || forbidden.contains(c)) {
+        out.extend(s.chars().map(|c| {
             if c.is_control() || forbidden.contains(c) {
                 '_'
             } else {
                 c
             }
-        })
-        .collect();
-    let out = out.trim().to_string();
-    if out.is_empty() { "-".to_string() } else { out }
+        }));
+    } else {
+        out.push_str(s);
+    }
+    let trimmed = out[start..].trim();
+    if trimmed.len() != out.len() - start {
+        let t = trimmed.to_string();
+        out.truncate(start);
+        out.push_str(&t);
+    }
+    if out.len() == start {
+        out.push('-');
+    }
+}
+
+/// A one-line rendition of `s` safe for a commit subject or author name.
+fn one_line(s: &str, forbidden: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    push_one_line(&mut out, s, forbidden);
+    out
 }
 
 /// Seconds for the commit dates: the entry's `ts` floored, kept within git's date range.
@@ -234,28 +251,46 @@ fn commit_seconds(ts: f64) -> i64 {
     }
 }
 
+fn push_subject(out: &mut String, entry: &Entry) {
+    use std::fmt::Write as _;
+    let start = out.len();
+    out.push_str(&entry.kind);
+    let _ = write!(out, " #{} by ", entry.seq);
+    out.push_str(&entry.actor);
+    let subject = out.split_off(start);
+    push_one_line(out, &subject, "");
+}
+
 /// The commit message: subject, blank line, the entry as canonical JSON.
 pub fn commit_message(entry: &Entry) -> String {
-    let subject = one_line(
-        &format!("{} #{} by {}", entry.kind, entry.seq, entry.actor),
-        "",
-    );
-    format!("{subject}\n\n{}\n", entry.to_value().canonical())
+    let mut out = String::with_capacity(400);
+    push_subject(&mut out, entry);
+    out.push_str("\n\n");
+    out.push_str(&entry.canonical_json());
+    out.push('\n');
+    out
 }
 
 /// The exact bytes of the commit for `entry` with `tree` and `parent`.
 pub fn commit_bytes(entry: &Entry, tree: &ObjectId, parent: Option<&ObjectId>) -> Vec<u8> {
+    use std::fmt::Write as _;
     let secs = commit_seconds(entry.ts);
-    let author = one_line(&entry.actor, "<>");
-    let mut out = Vec::with_capacity(512);
-    out.extend_from_slice(format!("tree {}\n", tree.to_hex()).as_bytes());
+    let mut out = String::with_capacity(700);
+    let _ = writeln!(out, "tree {}", tree.to_hex());
     if let Some(p) = parent {
-        out.extend_from_slice(format!("parent {}\n", p.to_hex()).as_bytes());
+        let _ = writeln!(out, "parent {}", p.to_hex());
     }
-    out.extend_from_slice(format!("author {author} <{AUTHOR_EMAIL}> {secs} +0000\n").as_bytes());
-    out.extend_from_slice(format!("committer {COMMITTER} {secs} +0000\n\n").as_bytes());
-    out.extend_from_slice(commit_message(entry).as_bytes());
-    out
+    out.push_str("author ");
+    push_one_line(&mut out, &entry.actor, "<>");
+    let _ = write!(
+        out,
+        " <{AUTHOR_EMAIL}> {secs} +0000\ncommitter {COMMITTER} {secs} +0000\n\n"
+    );
+    push_subject(&mut out, entry);
+    out.push_str("\n\n");
+    out.push_str(&entry.canonical_json());
+    out.push('\n');
+    out.into_bytes()
 }
 
 /// The tree holding one body blob.
@@ -265,11 +300,19 @@ pub fn tree_bytes(blob: &ObjectId) -> Vec<u8> {
     out
 }
 
-fn hex_to_bytes(h: &str) -> [u8; 32] {
+/// The 32 bytes of a 64-digit hex hash (entry hashes were checked to be lowercase hex).
+pub(crate) fn hex_to_bytes(h: &str) -> [u8; 32] {
+    fn nibble(b: u8) -> u8 {
+        match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            _ => 0,
+        }
+    }
     let mut out = [0u8; 32];
-    for (i, chunk) in h.as_bytes().chunks(2).take(32).enumerate() {
-        let s = std::str::from_utf8(chunk).unwrap_or("00");
-        out[i] = u8::from_str_radix(s, 16).unwrap_or(0);
+    for (o, pair) in out.iter_mut().zip(h.as_bytes().chunks_exact(2)) {
+        *o = (nibble(pair[0]) << 4) | nibble(pair[1]);
     }
     out
 }
@@ -393,7 +436,11 @@ impl GitStore {
         Ok(self.tip_id()?.is_some())
     }
 
-    fn read_raw(&self, id: &ObjectId, buf: &mut Vec<u8>) -> Result<Option<Kind>, StoreError> {
+    pub(crate) fn read_raw(
+        &self,
+        id: &ObjectId,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<Kind>, StoreError> {
         match self.repo.objects.try_find(id, buf) {
             Ok(Some(d)) => Ok(Some(d.kind)),
             Ok(None) => Ok(None),
@@ -569,7 +616,7 @@ impl GitStore {
     }
 
     /// The blob named in an entry tree; `None` for the empty (redacted) tree.
-    fn blob_in_tree(
+    pub(crate) fn blob_in_tree(
         &self,
         tree: &ObjectId,
         buf: &mut Vec<u8>,
@@ -876,6 +923,16 @@ impl GitStore {
             .and_then(|t| t.elapsed().ok());
         match age {
             Some(age) if age >= STALE_REF_LOCK => {
+                // Keep a record: the dead writer may have written its reflog line before it died,
+                // and verify uses this record to tell that line from a tampered ref.
+                let content = fs::read_to_string(lock).unwrap_or_default();
+                let path = self.recovered_path();
+                if let Some(dir) = path.parent() {
+                    let _ = fs::create_dir_all(dir);
+                }
+                if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(&path) {
+                    let _ = writeln!(f, "{} {}", content.trim(), lock.display());
+                }
                 let _ = fs::remove_file(lock);
                 true
             }
@@ -1175,6 +1232,24 @@ impl GitStore {
         Ok(())
     }
 
+    fn recovered_path(&self) -> PathBuf {
+        self.forum_dir()
+            .join("recovered")
+            .join(format!("{}.log", self.name))
+    }
+
+    /// The ref values of stale ref locks this ledger's writers removed (each the new value of an
+    /// update whose writer died before moving the ref).
+    pub fn recovered_locks(&self) -> HashSet<ObjectId> {
+        let Ok(text) = fs::read_to_string(self.recovered_path()) else {
+            return HashSet::new();
+        };
+        text.lines()
+            .filter_map(|l| l.split(' ').next())
+            .filter_map(|h| ObjectId::from_hex(h.as_bytes()).ok())
+            .collect()
+    }
+
     /// Checkpoints recorded for this ledger, oldest first.
     pub fn recorded_checkpoints(&self) -> Vec<(u64, String)> {
         let Ok(text) = fs::read_to_string(self.checkpoints_path()) else {
@@ -1191,515 +1266,41 @@ impl GitStore {
             .collect()
     }
 
-    /// The ref's reflog as (old, new, message), oldest first.
-    pub fn reflog(&self) -> Vec<(String, String, String)> {
-        let Ok(text) = fs::read_to_string(self.reflog_path()) else {
+    /// The ref's reflog, oldest first, read line by line: each line's new value (`None` when it
+    /// is not an object id) and whether the line records a sanctioned rewrite (a redaction).
+    pub fn reflog(&self) -> Vec<ReflogLine> {
+        use std::io::BufRead;
+        let Ok(f) = File::open(self.reflog_path()) else {
             return Vec::new();
         };
-        text.lines()
-            .filter_map(|l| {
-                let (head, msg) = l.split_once('\t').unwrap_or((l, ""));
-                let mut parts = head.split(' ');
-                Some((
-                    parts.next()?.to_string(),
-                    parts.next()?.to_string(),
-                    msg.to_string(),
-                ))
+        std::io::BufReader::new(f)
+            .lines()
+            .map_while(Result::ok)
+            .map(|l| {
+                let (head, msg) = l.split_once('\t').unwrap_or((&l, ""));
+                let mut ids = head
+                    .split(' ')
+                    .map(|h| ObjectId::from_hex(h.as_bytes()).ok());
+                let old = ids.next().flatten();
+                let new = ids.next().flatten();
+                ReflogLine {
+                    old,
+                    new,
+                    rewrite: msg.starts_with("forum: rewrite"),
+                }
             })
             .collect()
     }
-
-    // ----- verify -----
-
-    /// Checks the ledger (forum-spec §4 and the git layer). Never consults the index.
-    pub fn verify(&self, deep: bool) -> Result<VerifyReport, StoreError> {
-        let mut report = VerifyReport {
-            deep,
-            ..VerifyReport::default()
-        };
-        let tip = match self.tip_id() {
-            Ok(Some(t)) => t,
-            Ok(None) => return Err(StoreError::NoLedger(self.name.clone())),
-            Err(StoreError::Corrupt(m)) => {
-                report.fail(None, "broken-ref", m);
-                return Ok(report);
-            }
-            Err(e) => return Err(e),
-        };
-        // Pass 1: walk from the tip, checking each commit on its own.
-        let mut recs: Vec<Rec> = Vec::new();
-        let mut cur = Some(tip);
-        let mut buf = Vec::new();
-        let mut child_seq: Option<u64> = None;
-        while let Some(id) = cur {
-            let kind = self.read_raw(&id, &mut buf)?;
-            let seq_hint = child_seq.map(|s| s.saturating_sub(1));
-            let Some(kind) = kind else {
-                report.walk_failure = Some((
-                    seq_hint,
-                    "missing-object",
-                    format!("commit {id} is missing from the object store"),
-                ));
-                break;
-            };
-            let actual = gix::objs::compute_hash(self.hash, kind, &buf)
-                .map_err(|e| git_err("hashing", e))?;
-            if actual != id {
-                report.walk_failure = Some((
-                    seq_hint,
-                    "corrupt-object",
-                    format!("object {id} does not hash to its name (its content was replaced)"),
-                ));
-                break;
-            }
-            let parsed = if kind == Kind::Commit {
-                parse_commit(&buf, self.hash)
-            } else {
-                None
-            };
-            let Some(raw) = parsed else {
-                report.walk_failure = Some((
-                    seq_hint,
-                    "not-a-ledger-commit",
-                    format!("object {id} is not a ledger commit"),
-                ));
-                break;
-            };
-            let entry = match entry_from_message(raw.message) {
-                Ok(e) => e,
-                Err(why) => {
-                    report.walk_failure = Some((
-                        seq_hint,
-                        "not-a-ledger-commit",
-                        format!("commit {id}: {why}"),
-                    ));
-                    break;
-                }
-            };
-            let parent = raw.parents.first().copied();
-            let mut local = None;
-            if raw.parents.len() > 1 {
-                local = Some((
-                    "merge-commit",
-                    format!(
-                        "commit {id} has {} parents; ledger commits have one",
-                        raw.parents.len()
-                    ),
-                ));
-            } else if commit_bytes(&entry, &raw.tree, parent.as_ref()) != buf {
-                local = Some((
-                    "commit-altered",
-                    format!(
-                        "commit {id} is not the commit its entry defines (author, date, message or headers were changed)"
-                    ),
-                ));
-            }
-            let redacts = if entry.kind == "redaction" {
-                self.redaction_target(&raw.tree)
-            } else {
-                None
-            };
-            child_seq = Some(entry.seq);
-            recs.push(Rec {
-                commit: id,
-                tree: raw.tree,
-                seq: entry.seq,
-                entry_hash: hex_to_bytes(&entry.entry_hash),
-                payload_hash: hex_to_bytes(&entry.payload_hash),
-                edited: entry.computed_hash() != entry.entry_hash,
-                prev_hash: hex_to_bytes(&entry.prev_hash),
-                local,
-                redacts,
-            });
-            cur = parent;
-        }
-        recs.reverse();
-        // Pass 2: the chain, root first.
-        let mut prefix_roots: Vec<(u64, String)> = Vec::new();
-        let recorded = self.recorded_checkpoints();
-        let wanted: HashSet<u64> = recorded.iter().map(|(s, _)| *s).collect();
-        let genesis = hex_to_bytes(hash::GENESIS);
-        let mut prev: [u8; 32] = genesis;
-        let mut chain_problem: Option<(u64, &'static str, String)> = None;
-        if let Some((hint, code, msg)) = &report.walk_failure {
-            // The walk stopped early: everything below the break is unreachable.
-            let seq = recs
-                .first()
-                .map(|r| r.seq.saturating_sub(1))
-                .or(*hint)
-                .unwrap_or(0);
-            chain_problem = Some((seq, code, msg.clone()));
-        }
-        let mut acc = Accumulator::default();
-        let mut redacted: HashSet<[u8; 32]> = HashSet::new();
-        for (i, r) in recs.iter().enumerate() {
-            if chain_problem.is_some() {
-                break;
-            }
-            let expected = i as u64;
-            if r.seq != expected {
-                let next_seq = recs.get(i + 1).map(|n| n.seq);
-                let p = if next_seq == Some(expected) {
-                    ChainProblem::Swapped {
-                        expected,
-                        found: r.seq,
-                    }
-                } else if r.seq > expected {
-                    ChainProblem::Missing {
-                        expected,
-                        found: r.seq,
-                    }
-                } else {
-                    ChainProblem::OutOfOrder {
-                        expected,
-                        found: r.seq,
-                    }
-                };
-                let code = match p {
-                    ChainProblem::Swapped { .. } => "entries-swapped",
-                    ChainProblem::Missing { .. } => "entries-deleted",
-                    _ => "entries-out-of-order",
-                };
-                chain_problem = Some((expected, code, p.to_string()));
-                break;
-            }
-            if r.edited {
-                chain_problem =
-                    Some((r.seq, "entry-edited", ChainProblem::EditedEntry.to_string()));
-                break;
-            }
-            if r.prev_hash != prev {
-                chain_problem = Some((
-                    r.seq,
-                    "parent-changed",
-                    "its prev_hash does not name the entry in its parent commit: the commit's parent was changed".to_string(),
-                ));
-                break;
-            }
-            if let Some((code, msg)) = &r.local {
-                chain_problem = Some((r.seq, code, msg.clone()));
-                break;
-            }
-            prev = r.entry_hash;
-            acc.push(&hash::hex(&r.entry_hash));
-            let n = i as u64 + 1;
-            if wanted.contains(&n) {
-                prefix_roots.push((n, acc.root()));
-            }
-            if let Some(h) = r.redacts {
-                redacted.insert(h);
-            }
-        }
-        report.entries = recs.len() as u64;
-        report.checkpoint = acc.root();
-        report.chain = chain_problem.is_none();
-        if let Some((seq, code, msg)) = chain_problem {
-            report.fail(Some(seq), code, msg);
-            return Ok(report);
-        }
-        // Witnesses of the ref's history: recorded checkpoints and the reflog.
-        let len = recs.len() as u64;
-        for (size, root) in &recorded {
-            if *size > len {
-                report.fail(
-                    Some(len),
-                    "truncated",
-                    format!("the ledger has {len} entries but a checkpoint was recorded at {size} entries (root {root}): entries were removed from the tail"),
-                );
-                return Ok(report);
-            }
-            if let Some((_, have)) = prefix_roots.iter().find(|(s, _)| s == size)
-                && have != root
-            {
-                report.fail(
-                    Some(size.saturating_sub(1)),
-                    "rewritten",
-                    format!("the first {size} entries hash to {have}, not to the recorded checkpoint {root}: history was rewritten"),
-                );
-                return Ok(report);
-            }
-        }
-        report.checkpoints_checked = recorded.len();
-        let ids: HashSet<ObjectId> = recs.iter().map(|r| r.commit).collect();
-        let reflog = self.reflog();
-        report.reflog_lines = reflog.len();
-        // Only lines after the newest sanctioned rewrite (a redaction) describe this chain.
-        let start = reflog
-            .iter()
-            .rposition(|(_, _, m)| m.starts_with("forum: rewrite"))
-            .map(|i| i + 1)
-            .unwrap_or(0);
-        for (_, new, _) in &reflog[start..] {
-            let Ok(id) = ObjectId::from_hex(new.as_bytes()) else {
-                continue;
-            };
-            if id.is_null() || ids.contains(&id) {
-                continue;
-            }
-            let seen = self
-                .read_entry_commit(&id, &mut buf)
-                .ok()
-                .map(|(e, _, _)| e.seq);
-            let (code, msg) = match seen {
-                Some(s) if s >= len => (
-                    "rewound",
-                    format!(
-                        "the reflog shows the ledger at seq {s} (commit {id}), but it now ends at seq {}: the ref was rewound",
-                        len.saturating_sub(1)
-                    ),
-                ),
-                Some(s) => (
-                    "rewritten",
-                    format!(
-                        "the reflog records commit {id} at seq {s}, which the current chain does not contain: the ref was rewritten"
-                    ),
-                ),
-                None => (
-                    "rewritten",
-                    format!(
-                        "the reflog records commit {id}, which is not in the current chain: the ref was rewritten"
-                    ),
-                ),
-            };
-            report.fail(Some(len.min(seen.unwrap_or(len))), code, msg);
-            return Ok(report);
-        }
-        if let Some((_, last, _)) = reflog.last()
-            && ObjectId::from_hex(last.as_bytes()).ok() != Some(tip)
-        {
-            report.fail(
-                Some(len),
-                "ref-moved",
-                format!(
-                    "{} was moved without a reflog line (reflog ends at {last}, ref at {tip})",
-                    self.refname
-                ),
-            );
-            return Ok(report);
-        }
-        if reflog.is_empty() && recorded.is_empty() {
-            report.notes.push(
-                "no reflog and no recorded checkpoint: a cleanly truncated tail cannot be detected (as in Forum); record one with `git forum checkpoint`".into(),
-            );
-        }
-        if deep {
-            self.verify_bodies(&recs, &redacted, &mut report)?;
-        }
-        Ok(report)
-    }
-
-    /// The payload hash a redaction entry's body names, if readable.
-    fn redaction_target(&self, tree: &ObjectId) -> Option<[u8; 32]> {
-        let mut buf = Vec::new();
-        let blob = self.blob_in_tree(tree, &mut buf).ok()??;
-        self.read_raw(&blob, &mut buf).ok()??;
-        let v = canonical::parse(std::str::from_utf8(&buf).ok()?).ok()?;
-        let h = v.get("payload_hash")?.as_str()?;
-        hash::is_hash(h).then(|| hex_to_bytes(h))
-    }
-
-    fn verify_bodies(
-        &self,
-        recs: &[Rec],
-        redacted: &HashSet<[u8; 32]>,
-        report: &mut VerifyReport,
-    ) -> Result<(), StoreError> {
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .clamp(1, 4);
-        let chunk = recs.len().div_ceil(threads).max(1);
-        let shared = self.repo.clone().into_sync();
-        let hash = self.hash;
-        let results: Vec<Result<BodyCheck, StoreError>> = std::thread::scope(|s| {
-            let handles: Vec<_> = recs
-                .chunks(chunk)
-                .map(|part| {
-                    let shared = shared.clone();
-                    s.spawn(move || {
-                        let repo = shared.to_thread_local();
-                        check_bodies(&repo, hash, part)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(StoreError::Git("a verify thread panicked".into())))
-                })
-                .collect()
-        });
-        let mut first: Option<Problem> = None;
-        let mut absent: Vec<u64> = Vec::new();
-        for r in results {
-            let (problem, missing) = r?;
-            absent.extend(missing);
-            if let Some((seq, code, msg)) = problem
-                && first.as_ref().is_none_or(|f| seq < f.0)
-            {
-                first = Some((seq, code, msg));
-            }
-        }
-        // Absent bodies: fine when a redaction names them, a failure otherwise.
-        for r in recs.iter().filter(|r| absent.contains(&r.seq)) {
-            if redacted.contains(&r.payload_hash) {
-                report.redacted.push((r.seq, hash::hex(&r.payload_hash)));
-            } else if first.as_ref().is_none_or(|f| r.seq < f.0) {
-                first = Some((
-                    r.seq,
-                    "body-missing",
-                    "its body is absent and no redaction entry names it".into(),
-                ));
-            }
-        }
-        report.redacted.sort();
-        if let Some((seq, code, msg)) = first {
-            report.fail(Some(seq), code, msg);
-        } else {
-            report.deep_ok = Some(true);
-        }
-        Ok(())
-    }
 }
 
-/// The tree and body checks of deep verify for one slice of entries. Reports the first problem
-/// in the slice, and "body-absent" for redacted-looking entries (the caller decides).
-type Problem = (u64, &'static str, String);
-type BodyCheck = (Option<Problem>, Vec<u64>);
-
-/// The tree and body checks of deep verify for one slice of entries: the first problem in the
-/// slice, and the seqs whose body is absent (the caller decides whether a redaction covers them).
-fn check_bodies(
-    repo: &gix::Repository,
-    hash: HashKind,
-    part: &[Rec],
-) -> Result<BodyCheck, StoreError> {
-    let mut absent = Vec::new();
-    let problem = first_body_problem(repo, hash, part, &mut absent)?;
-    Ok((problem, absent))
-}
-
-fn first_body_problem(
-    repo: &gix::Repository,
-    hash: HashKind,
-    part: &[Rec],
-    absent: &mut Vec<u64>,
-) -> Result<Option<Problem>, StoreError> {
-    let mut buf = Vec::new();
-    let mut checked: HashSet<ObjectId> = HashSet::new();
-    let empty_tree = ObjectId::empty_tree(hash);
-    let prefix = format!("100644 {PAYLOAD_FILE}\0");
-    for r in part {
-        let bad = |code: &'static str, msg: String| Ok(Some((r.seq, code, msg)));
-        if r.tree == empty_tree {
-            absent.push(r.seq);
-            continue;
-        }
-        let tree = match repo.objects.try_find(&r.tree, &mut buf) {
-            Ok(Some(d)) if d.kind == Kind::Tree => d.data.to_vec(),
-            Ok(Some(_)) => return bad("not-a-ledger-tree", format!("{} is not a tree", r.tree)),
-            Ok(None) => {
-                return bad(
-                    "missing-object",
-                    format!("tree {} is missing from the object store", r.tree),
-                );
-            }
-            Err(e) => return Err(git_err("reading a tree", e)),
-        };
-        let Some(blob) = tree
-            .strip_prefix(prefix.as_bytes())
-            .filter(|b| b.len() == hash.len_in_bytes())
-            .map(ObjectId::from_bytes_or_panic)
-        else {
-            return bad(
-                "not-a-ledger-tree",
-                format!("tree {} is not a ledger entry tree", r.tree),
-            );
-        };
-        if gix::objs::compute_hash(hash, Kind::Tree, &tree).ok() != Some(r.tree) {
-            return bad(
-                "corrupt-object",
-                format!("tree {} does not hash to its name", r.tree),
-            );
-        }
-        if !checked.insert(blob) {
-            continue;
-        }
-        match repo.objects.try_find(&blob, &mut buf) {
-            Ok(Some(d)) if d.kind == Kind::Blob => {}
-            Ok(Some(_)) => return bad("not-a-ledger-tree", format!("{blob} is not a blob")),
-            Ok(None) => {
-                return bad(
-                    "missing-object",
-                    format!("body blob {blob} is missing from the object store"),
-                );
-            }
-            Err(e) => return Err(git_err("reading a blob", e)),
-        }
-        if hex_to_bytes(&sha256_hex(&buf)) != r.payload_hash {
-            return bad(
-                "body-edited",
-                "its body does not hash to its payload_hash: the body was edited".into(),
-            );
-        }
-        if gix::objs::compute_hash(hash, Kind::Blob, &buf).ok() != Some(blob) {
-            return bad(
-                "corrupt-object",
-                format!("blob {blob} does not hash to its name"),
-            );
-        }
-    }
-    Ok(None)
-}
-
-/// One entry as pass 1 of verify keeps it (compact: a 100,000-entry ledger stays small).
-struct Rec {
-    commit: ObjectId,
-    tree: ObjectId,
-    seq: u64,
-    entry_hash: [u8; 32],
-    prev_hash: [u8; 32],
-    payload_hash: [u8; 32],
-    edited: bool,
-    local: Option<(&'static str, String)>,
-    redacts: Option<[u8; 32]>,
-}
-
-/// The outcome of [`GitStore::verify`].
-#[derive(Debug, Default, Clone)]
-pub struct VerifyReport {
-    pub ok: bool,
-    pub chain: bool,
-    pub deep: bool,
-    /// `Some(true)` when deep checks ran and passed.
-    pub deep_ok: Option<bool>,
-    pub entries: u64,
-    pub checkpoint: String,
-    pub first_bad_seq: Option<u64>,
-    pub problem: Option<String>,
-    /// A stable identifier of the problem class (`entry-edited`, `body-edited`, ...).
-    pub code: Option<&'static str>,
-    /// Entries whose bodies are absent under a redaction entry: (seq, payload hash).
-    pub redacted: Vec<(u64, String)>,
-    pub reflog_lines: usize,
-    pub checkpoints_checked: usize,
-    pub notes: Vec<String>,
-    walk_failure: Option<(Option<u64>, &'static str, String)>,
-}
-
-impl VerifyReport {
-    fn fail(&mut self, seq: Option<u64>, code: &'static str, problem: String) {
-        self.ok = false;
-        self.first_bad_seq = seq;
-        self.code = Some(code);
-        self.problem = Some(problem);
-    }
-
-    /// Whether every requested check passed.
-    pub fn passed(&self) -> bool {
-        self.problem.is_none()
-    }
+/// One line of a ledger ref's reflog, as verify needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct ReflogLine {
+    pub old: Option<ObjectId>,
+    pub new: Option<ObjectId>,
+    /// The line records a sanctioned rewrite (a redaction), after which older lines describe a
+    /// chain that no longer exists.
+    pub rewrite: bool,
 }
 
 struct Built {

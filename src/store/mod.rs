@@ -3,3 +3,4 @@
 pub mod forum_dir;
 pub mod git;
 pub mod pack;
+pub mod verify;

@@ -90,10 +90,19 @@ fn write_pack_stream(
     let mut offset = header.len() as u64;
     let mut rows = Vec::with_capacity(objs.len());
     let mut comp = Compress::new(level);
+    // A ledger tree is one entry: a name and a binary object id, which deflate cannot shrink.
+    // Stored (level 0) it is as small, and reading it back needs no Huffman tables, which is
+    // most of the cost of inflating an object this small.
+    let mut stored = Compress::new(Compression::new(0).expect("level 0 is valid"));
     let (mut zbuf, mut hbuf) = (Vec::with_capacity(64 * 1024), [0u8; 32]);
     for o in objs {
         let hlen = header_for(o.kind).write_to(o.data.len() as u64, &mut &mut hbuf[..])?;
-        deflate(&mut comp, &o.data, &mut zbuf)?;
+        let c = if o.kind == Kind::Tree {
+            &mut stored
+        } else {
+            &mut comp
+        };
+        deflate(c, &o.data, &mut zbuf)?;
         let mut crc = crc32fast::Hasher::new();
         crc.update(&hbuf[..hlen]);
         crc.update(&zbuf);

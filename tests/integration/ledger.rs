@@ -887,3 +887,33 @@ fn help_and_man_page() {
         &page[..200.min(page.len())]
     );
 }
+
+// A writer killed after writing its reflog line but before moving the ref leaves a reflog line
+// for an update that never landed. Once its stale lock is recovered (and recorded), verify must
+// not take that line for a rewritten ref; the same line without a recovery record is tampering.
+#[test]
+fn reflog_line_of_a_killed_writer_is_not_tampering() {
+    let repo = seeded("sha1", 2);
+    let tip = repo.git_ok(&["rev-parse", REF]);
+    // A commit the dead writer had built: any valid ledger commit not in the chain will do.
+    let other = seeded("sha1", 3);
+    let ids = chain(&other);
+    let orphan = write_commit(&repo, &cat(&other, &ids[2]));
+    let log = repo.git_dir().join("logs").join(REF);
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str(&format!("{tip} {orphan} git-forum <ledger@git-forum.invalid> 1000 +0000\tforum: append note\n"));
+    std::fs::write(&log, &text).unwrap();
+    // Without a recovery record the line is evidence of a rewritten ref.
+    let r = verify(&repo, false);
+    assert_eq!(r["ok"], false, "{r}");
+    // The stale lock the writer left is recovered by the next append, which records it.
+    let lock = repo.git_dir().join(format!("{REF}.lock"));
+    std::fs::write(&lock, format!("{orphan}\n")).unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    std::fs::File::options().write(true).open(&lock).unwrap().set_modified(old).unwrap();
+    repo.append("a", "k", "\"after the crash\"");
+    assert!(!lock.exists());
+    let r = verify(&repo, true);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["entries"], 3);
+}

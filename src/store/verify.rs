@@ -1,0 +1,765 @@
+//! `verify` for git ledgers: every commit rebuilt byte for byte, the entry chain, the ref's
+//! witnesses (reflog and recorded checkpoints) and, deep, every tree and body. Never consults
+//! the seq index.
+//!
+//! The walk from the tip is sequential (each commit names the next one), so one thread walks:
+//! it reads and inflates each commit, checks that it hashes to its name, and hands it on. Worker
+//! threads do everything else per entry (parse, rehash, rebuild the commit, and for `--deep` read
+//! and hash the tree and body), and a last pass over compact records checks the chain in order.
+
+use std::collections::HashSet;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use gix::ObjectId;
+use gix::hash::Kind as HashKind;
+use gix::objs::{Find as _, Kind};
+
+use super::git::{
+    GitStore, PAYLOAD_FILE, ReflogLine, StoreError, commit_bytes, entry_from_message, git_err,
+    hex_to_bytes, parse_commit,
+};
+use crate::ledger::ChainProblem;
+use crate::ledger::canonical;
+use crate::ledger::hash::{self, sha256_hex};
+use crate::ledger::merkle::Accumulator;
+
+/// Commits handed from the walker to a worker at a time.
+const BATCH: usize = 512;
+
+/// A problem: the seq it is at, its stable code, and the message.
+type Problem = (u64, &'static str, String);
+
+/// What a deep check found about one entry's body.
+enum Body {
+    /// Not checked (shallow verify).
+    Unchecked,
+    Present,
+    /// The tree is empty: the body is absent.
+    Absent,
+    Bad(Box<(&'static str, String)>),
+}
+
+/// One entry as the workers leave it for the chain pass (kept compact: a 100,000-entry ledger
+/// keeps 100,000 of these).
+struct Rec {
+    /// `None` when the commit message holds no readable entry.
+    seq: Option<u64>,
+    entry_hash: [u8; 32],
+    prev_hash: [u8; 32],
+    /// The payload hash, kept only when the body is absent (to match it against redactions).
+    absent_payload: Option<Box<[u8; 32]>>,
+    edited: bool,
+    local: Option<Box<(&'static str, String)>>,
+    redacts: Option<Box<[u8; 32]>>,
+    body: Body,
+}
+
+/// The outcome of [`GitStore::verify`].
+#[derive(Debug, Default, Clone)]
+pub struct VerifyReport {
+    pub ok: bool,
+    pub chain: bool,
+    pub deep: bool,
+    /// `Some(true)` when deep checks ran and passed.
+    pub deep_ok: Option<bool>,
+    pub entries: u64,
+    pub checkpoint: String,
+    pub first_bad_seq: Option<u64>,
+    pub problem: Option<String>,
+    /// A stable identifier of the problem class (`entry-edited`, `body-edited`, ...).
+    pub code: Option<&'static str>,
+    /// Entries whose bodies are absent under a redaction entry: (seq, payload hash).
+    pub redacted: Vec<(u64, String)>,
+    pub reflog_lines: usize,
+    pub checkpoints_checked: usize,
+    pub notes: Vec<String>,
+}
+
+impl VerifyReport {
+    fn fail(&mut self, seq: Option<u64>, code: &'static str, problem: String) {
+        self.ok = false;
+        self.first_bad_seq = seq;
+        self.code = Some(code);
+        self.problem = Some(problem);
+    }
+
+    /// Whether every requested check passed.
+    pub fn passed(&self) -> bool {
+        self.problem.is_none()
+    }
+}
+
+fn bad(code: &'static str, message: String) -> Body {
+    Body::Bad(Box::new((code, message)))
+}
+
+/// Checks one commit (already known to hash to its name) on its own.
+fn check_commit(
+    repo: &gix::Repository,
+    hash: HashKind,
+    id: ObjectId,
+    data: &[u8],
+    deep: bool,
+    buf: &mut Vec<u8>,
+) -> Result<Rec, StoreError> {
+    let mut rec = Rec {
+        seq: None,
+        entry_hash: [0; 32],
+        prev_hash: [0; 32],
+        absent_payload: None,
+        edited: false,
+        local: None,
+        redacts: None,
+        body: Body::Unchecked,
+    };
+    let Some(raw) = parse_commit(data, hash) else {
+        rec.local = Some(Box::new((
+            "not-a-ledger-commit",
+            format!("object {id} is not a ledger commit"),
+        )));
+        return Ok(rec);
+    };
+    let entry = match entry_from_message(raw.message) {
+        Ok(e) => e,
+        Err(why) => {
+            rec.local = Some(Box::new((
+                "not-a-ledger-commit",
+                format!("commit {id}: {why}"),
+            )));
+            return Ok(rec);
+        }
+    };
+    let parent = raw.parents.first().copied();
+    if raw.parents.len() > 1 {
+        rec.local = Some(Box::new((
+            "merge-commit",
+            format!(
+                "commit {id} has {} parents; ledger commits have one",
+                raw.parents.len()
+            ),
+        )));
+    } else if commit_bytes(&entry, &raw.tree, parent.as_ref()) != data {
+        rec.local = Some(Box::new((
+            "commit-altered",
+            format!(
+                "commit {id} is not the commit its entry defines (author, date, message or headers were changed)"
+            ),
+        )));
+    }
+    rec.seq = Some(entry.seq);
+    rec.entry_hash = hex_to_bytes(&entry.entry_hash);
+    rec.prev_hash = hex_to_bytes(&entry.prev_hash);
+    let payload_hash = hex_to_bytes(&entry.payload_hash);
+    rec.edited = entry.computed_hash() != entry.entry_hash;
+    let needs_body = deep || entry.kind == "redaction";
+    if needs_body {
+        let body = read_body(repo, hash, &raw.tree, &payload_hash, buf)?;
+        if matches!(body, Body::Absent) {
+            rec.absent_payload = Some(Box::new(payload_hash));
+        }
+        if entry.kind == "redaction" && matches!(body, Body::Present) {
+            rec.redacts = redaction_target(buf).map(Box::new);
+        }
+        if deep {
+            rec.body = body;
+        }
+    }
+    Ok(rec)
+}
+
+/// The payload hash a redaction entry's body names, if readable.
+fn redaction_target(body: &[u8]) -> Option<[u8; 32]> {
+    let v = canonical::parse(std::str::from_utf8(body).ok()?).ok()?;
+    let h = v.get("payload_hash")?.as_str()?;
+    hash::is_hash(h).then(|| hex_to_bytes(h))
+}
+
+/// Reads and checks an entry's tree and body. When the verdict is [`Body::Present`], `buf`
+/// holds the body.
+fn read_body(
+    repo: &gix::Repository,
+    hash: HashKind,
+    tree_id: &ObjectId,
+    payload_hash: &[u8; 32],
+    buf: &mut Vec<u8>,
+) -> Result<Body, StoreError> {
+    if *tree_id == ObjectId::empty_tree(hash) {
+        return Ok(Body::Absent);
+    }
+    let tree = match repo.objects.try_find(tree_id, buf) {
+        Ok(Some(d)) if d.kind == Kind::Tree => d.data.to_vec(),
+        Ok(Some(_)) => {
+            return Ok(bad("not-a-ledger-tree", format!("{tree_id} is not a tree")));
+        }
+        Ok(None) => {
+            return Ok(bad(
+                "missing-object",
+                format!("tree {tree_id} is missing from the object store"),
+            ));
+        }
+        Err(e) => return Err(git_err("reading a tree", e)),
+    };
+    let prefix = format!("100644 {PAYLOAD_FILE}\0");
+    let Some(blob) = tree
+        .strip_prefix(prefix.as_bytes())
+        .filter(|b| b.len() == hash.len_in_bytes())
+        .map(ObjectId::from_bytes_or_panic)
+    else {
+        return Ok(bad(
+            "not-a-ledger-tree",
+            format!("tree {tree_id} is not a ledger entry tree"),
+        ));
+    };
+    if gix::objs::compute_hash(hash, Kind::Tree, &tree).ok() != Some(*tree_id) {
+        return Ok(bad(
+            "corrupt-object",
+            format!("tree {tree_id} does not hash to its name"),
+        ));
+    }
+    match repo.objects.try_find(&blob, buf) {
+        Ok(Some(d)) if d.kind == Kind::Blob => {}
+        Ok(Some(_)) => {
+            return Ok(bad("not-a-ledger-tree", format!("{blob} is not a blob")));
+        }
+        Ok(None) => {
+            return Ok(bad(
+                "missing-object",
+                format!("body blob {blob} is missing from the object store"),
+            ));
+        }
+        Err(e) => return Err(git_err("reading a blob", e)),
+    }
+    if hex_to_bytes(&sha256_hex(buf)) != *payload_hash {
+        return Ok(bad(
+            "body-edited",
+            "its body does not hash to its payload_hash: the body was edited".into(),
+        ));
+    }
+    if gix::objs::compute_hash(hash, Kind::Blob, buf).ok() != Some(blob) {
+        return Ok(bad(
+            "corrupt-object",
+            format!("blob {blob} does not hash to its name"),
+        ));
+    }
+    Ok(Body::Present)
+}
+
+/// The ref's reflog, from where it describes the current chain, and which of its commits the
+/// walk found in the chain.
+struct ReflogWitness<'a> {
+    lines: &'a [ReflogLine],
+    start: usize,
+    found: &'a HashSet<ObjectId>,
+}
+
+/// Where the walk from the tip stopped early.
+struct WalkFailure {
+    /// The seq of the last commit read (the failure is below it).
+    child_seq_hint: Option<u64>,
+    code: &'static str,
+    message: String,
+}
+
+impl GitStore {
+    /// Checks the ledger (forum-spec §4 plus the git layer). `deep` also checks every tree and
+    /// body. Never consults the index.
+    pub fn verify(&self, deep: bool) -> Result<VerifyReport, StoreError> {
+        let mut report = VerifyReport {
+            deep,
+            ..VerifyReport::default()
+        };
+        let tip = match self.tip_id() {
+            Ok(Some(t)) => t,
+            Ok(None) => return Err(StoreError::NoLedger(self.name().to_string())),
+            Err(StoreError::Corrupt(m)) => {
+                report.fail(None, "broken-ref", m);
+                return Ok(report);
+            }
+            Err(e) => return Err(e),
+        };
+        // The reflog's ids (after the newest sanctioned rewrite, a redaction) are looked for
+        // during the walk, so no set of every commit id is needed afterwards.
+        let reflog = self.reflog();
+        let start = reflog
+            .iter()
+            .rposition(|l| l.rewrite)
+            .map(|i| i + 1)
+            .unwrap_or(0);
+        let watch: HashSet<ObjectId> = reflog[start..]
+            .iter()
+            .filter_map(|l| l.new)
+            .filter(|id| !id.is_null())
+            .collect();
+        let (recs, walk_failure, found) = self.walk_and_check(tip, deep, watch)?;
+        let witness = ReflogWitness {
+            lines: &reflog,
+            start,
+            found: &found,
+        };
+        self.judge(recs, walk_failure, tip, deep, &witness, report)
+    }
+
+    /// Pass 1: the walk, with per-entry checks on worker threads. Returns the records root
+    /// first.
+    fn walk_and_check(
+        &self,
+        tip: ObjectId,
+        deep: bool,
+        watch: HashSet<ObjectId>,
+    ) -> Result<Walked, StoreError> {
+        let hash = self.object_hash();
+        let workers = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .clamp(1, 4);
+        let shared = self.repo().clone().into_sync();
+        // The tip's seq tells how many records to expect; capped so a forged seq cannot make us
+        // reserve absurd memory.
+        let expected = self
+            .read_raw_commit_seq(&tip)
+            .map(|s| (s + 1).min(1 << 22) as usize)
+            .unwrap_or(0);
+        let mut slots: Vec<Option<Rec>> = Vec::with_capacity(expected);
+        let mut failure = None;
+        let mut found = HashSet::new();
+        std::thread::scope(|s| -> Result<(), StoreError> {
+            let (tx, rx) = mpsc::sync_channel::<Batch>(workers * 4);
+            let rx = Arc::new(Mutex::new(rx));
+            let (rtx, rrx) = mpsc::channel::<Result<Vec<(usize, Rec)>, StoreError>>();
+            for _ in 0..workers {
+                let rx = Arc::clone(&rx);
+                let rtx = rtx.clone();
+                let shared = shared.clone();
+                s.spawn(move || {
+                    let repo = shared.to_thread_local();
+                    let mut buf = Vec::new();
+                    loop {
+                        let batch = match rx.lock().map(|r| r.recv()) {
+                            Ok(Ok(b)) => b,
+                            _ => break,
+                        };
+                        let mut out = Vec::with_capacity(batch.len());
+                        for (i, id, data) in batch {
+                            match check_commit(&repo, hash, id, &data, deep, &mut buf) {
+                                Ok(r) => out.push((i, r)),
+                                Err(e) => {
+                                    let _ = rtx.send(Err(e));
+                                    return;
+                                }
+                            }
+                        }
+                        if rtx.send(Ok(out)).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            // Only workers hold the receiver now: if they all stop, the walker's sends fail and it
+            // stops too.
+            drop(rx);
+            drop(rtx);
+            // The walker gets its own thread so this one can collect results as they come.
+            let walker = {
+                let shared = shared.clone();
+                s.spawn(move || {
+                    let repo = shared.to_thread_local();
+                    walk(&repo, hash, tip, tx, watch)
+                })
+            };
+            let mut first_err: Option<StoreError> = None;
+            for r in rrx {
+                match r {
+                    Ok(items) => {
+                        for (i, rec) in items {
+                            if slots.len() <= i {
+                                slots.resize_with(i + 1, || None);
+                            }
+                            slots[i] = Some(rec);
+                        }
+                    }
+                    Err(e) => {
+                        first_err.get_or_insert(e);
+                    }
+                }
+            }
+            match walker.join() {
+                Ok(Ok((f, seen))) => {
+                    failure = f;
+                    found = seen;
+                }
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err.get_or_insert(StoreError::Git("the verify walker panicked".into()));
+                }
+            }
+            match first_err {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        })?;
+        slots.reverse();
+        let recs: Vec<Rec> = slots
+            .into_iter()
+            .map(|r| r.expect("every walked commit was checked"))
+            .collect();
+        Ok((recs, failure, found))
+    }
+
+    /// The seq of the tip commit's entry, read cheaply from its message.
+    fn read_raw_commit_seq(&self, id: &ObjectId) -> Option<u64> {
+        let mut buf = Vec::new();
+        self.read_raw(id, &mut buf).ok()??;
+        let raw = parse_commit(&buf, self.object_hash())?;
+        seq_of_message(raw.message)
+    }
+
+    /// Pass 2 and the witnesses: the chain root first, then the reflog and recorded
+    /// checkpoints, then (deep) the bodies.
+    fn judge(
+        &self,
+        recs: Vec<Rec>,
+        walk_failure: Option<WalkFailure>,
+        tip: ObjectId,
+        deep: bool,
+        witness: &ReflogWitness<'_>,
+        mut report: VerifyReport,
+    ) -> Result<VerifyReport, StoreError> {
+        let recorded = self.recorded_checkpoints();
+        let wanted: HashSet<u64> = recorded.iter().map(|(s, _)| *s).collect();
+        let mut prefix_roots: Vec<(u64, String)> = Vec::new();
+        let mut prev = hex_to_bytes(hash::GENESIS);
+        let mut chain_problem: Option<Problem> = walk_failure.map(|f| {
+            // The walk stopped early: the bad commit sits just below the oldest one read.
+            let seq = recs
+                .first()
+                .and_then(|r| r.seq)
+                .map(|s| s.saturating_sub(1))
+                .or(f.child_seq_hint.map(|s| s.saturating_sub(1)))
+                .unwrap_or(0);
+            (seq, f.code, f.message)
+        });
+        let mut acc = Accumulator::default();
+        let mut redacted: HashSet<[u8; 32]> = HashSet::new();
+        if chain_problem.is_none() {
+            for (i, r) in recs.iter().enumerate() {
+                let expected = i as u64;
+                let Some(seq) = r.seq else {
+                    let (code, msg) = *r
+                        .local
+                        .clone()
+                        .expect("an unreadable entry carries its problem");
+                    chain_problem = Some((expected, code, msg));
+                    break;
+                };
+                if seq != expected {
+                    let next_seq = recs.get(i + 1).and_then(|n| n.seq);
+                    let (p, code) = if next_seq == Some(expected) {
+                        (
+                            ChainProblem::Swapped {
+                                expected,
+                                found: seq,
+                            },
+                            "entries-swapped",
+                        )
+                    } else if seq > expected {
+                        (
+                            ChainProblem::Missing {
+                                expected,
+                                found: seq,
+                            },
+                            "entries-deleted",
+                        )
+                    } else {
+                        (
+                            ChainProblem::OutOfOrder {
+                                expected,
+                                found: seq,
+                            },
+                            "entries-out-of-order",
+                        )
+                    };
+                    chain_problem = Some((expected, code, p.to_string()));
+                    break;
+                }
+                if r.edited {
+                    chain_problem =
+                        Some((seq, "entry-edited", ChainProblem::EditedEntry.to_string()));
+                    break;
+                }
+                if r.prev_hash != prev {
+                    chain_problem = Some((
+                        seq,
+                        "parent-changed",
+                        "its prev_hash does not name the entry in its parent commit: the commit's parent was changed".to_string(),
+                    ));
+                    break;
+                }
+                if let Some(local) = &r.local {
+                    chain_problem = Some((seq, local.0, local.1.clone()));
+                    break;
+                }
+                prev = r.entry_hash;
+                acc.push(&hash::hex(&r.entry_hash));
+                let n = expected + 1;
+                if wanted.contains(&n) {
+                    prefix_roots.push((n, acc.root()));
+                }
+                if let Some(h) = &r.redacts {
+                    redacted.insert(**h);
+                }
+            }
+        }
+        report.entries = recs.len() as u64;
+        report.checkpoint = acc.root();
+        report.chain = chain_problem.is_none();
+        if let Some((seq, code, msg)) = chain_problem {
+            report.fail(Some(seq), code, msg);
+            return Ok(report);
+        }
+        let len = recs.len() as u64;
+        for (size, root) in &recorded {
+            if *size > len {
+                report.fail(
+                    Some(len),
+                    "truncated",
+                    format!(
+                        "the ledger has {len} entries but a checkpoint was recorded at {size} entries (root {root}): entries were removed from the tail"
+                    ),
+                );
+                return Ok(report);
+            }
+            if let Some((_, have)) = prefix_roots.iter().find(|(s, _)| s == size)
+                && have != root
+            {
+                report.fail(
+                    Some(size.saturating_sub(1)),
+                    "rewritten",
+                    format!(
+                        "the first {size} entries hash to {have}, not to the recorded checkpoint {root}: history was rewritten"
+                    ),
+                );
+                return Ok(report);
+            }
+        }
+        report.checkpoints_checked = recorded.len();
+        if self.check_reflog(witness, tip, len, &mut report)? {
+            return Ok(report);
+        }
+        if report.reflog_lines == 0 && recorded.is_empty() {
+            report.notes.push(
+                "no reflog and no recorded checkpoint: a cleanly truncated tail cannot be detected (as in Forum); record one with `git forum checkpoint`".into(),
+            );
+        }
+        if deep {
+            let mut first: Option<Problem> = None;
+            for (i, r) in recs.iter().enumerate() {
+                let seq = i as u64;
+                match &r.body {
+                    Body::Bad(problem) => {
+                        first = Some((seq, problem.0, problem.1.clone()));
+                        break;
+                    }
+                    Body::Absent
+                        if r.absent_payload
+                            .as_ref()
+                            .is_some_and(|h| redacted.contains(&**h)) =>
+                    {
+                        let h = r.absent_payload.as_ref().expect("checked above");
+                        report.redacted.push((seq, hash::hex(&**h)));
+                    }
+                    Body::Absent => {
+                        first = Some((
+                            seq,
+                            "body-missing",
+                            "its body is absent and no redaction entry names it".into(),
+                        ));
+                        break;
+                    }
+                    Body::Present | Body::Unchecked => {}
+                }
+            }
+            match first {
+                Some((seq, code, msg)) => report.fail(Some(seq), code, msg),
+                None => report.deep_ok = Some(true),
+            }
+        }
+        Ok(report)
+    }
+
+    /// Checks the ref's reflog against the chain. Returns true when it found a problem.
+    fn check_reflog(
+        &self,
+        witness: &ReflogWitness<'_>,
+        tip: ObjectId,
+        len: u64,
+        report: &mut VerifyReport,
+    ) -> Result<bool, StoreError> {
+        let reflog = witness.lines;
+        report.reflog_lines = reflog.len();
+        let mut buf = Vec::new();
+        let lines = &reflog[witness.start..];
+        let recovered = self.recovered_locks();
+        for (i, line) in lines.iter().enumerate() {
+            let Some(id) = line.new else {
+                continue;
+            };
+            // A writer killed after its reflog line was written but before the ref moved leaves
+            // a line whose update never landed: the next update (or the ref itself) still starts
+            // from that line's old value, and the lock it left was recovered and recorded.
+            if recovered.contains(&id) && Some(id) != lines.get(i + 1).map_or(Some(tip), |n| n.old)
+            {
+                continue;
+            }
+            if id.is_null() || witness.found.contains(&id) {
+                continue;
+            }
+            let seen = self.read_raw(&id, &mut buf).ok().flatten().and_then(|_| {
+                let raw = parse_commit(&buf, self.object_hash())?;
+                seq_of_message(raw.message)
+            });
+            let (code, msg) = match seen {
+                Some(s) if s >= len => (
+                    "rewound",
+                    format!(
+                        "the reflog shows the ledger at seq {s} (commit {id}), but it now ends at seq {}: the ref was rewound",
+                        len.saturating_sub(1)
+                    ),
+                ),
+                Some(s) => (
+                    "rewritten",
+                    format!(
+                        "the reflog records commit {id} at seq {s}, which the current chain does not contain: the ref was rewritten"
+                    ),
+                ),
+                None => (
+                    "rewritten",
+                    format!(
+                        "the reflog records commit {id}, which is not in the current chain: the ref was rewritten"
+                    ),
+                ),
+            };
+            report.fail(Some(len.min(seen.unwrap_or(len))), code, msg);
+            return Ok(true);
+        }
+        if let Some(last) = lines.last()
+            && last.new != Some(tip)
+            && !last.new.is_some_and(|n| recovered.contains(&n))
+        {
+            let last = last
+                .new
+                .map(|id| id.to_string())
+                .unwrap_or_else(|| "an unreadable line".into());
+            report.fail(
+                Some(len),
+                "ref-moved",
+                format!(
+                    "{} was moved without a reflog line (reflog ends at {last}, ref at {tip})",
+                    self.refname()
+                ),
+            );
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+type Batch = Vec<(usize, ObjectId, Vec<u8>)>;
+
+/// Pass 1's result: the records root first, where the walk stopped early (if it did), and the
+/// reflog commits it met.
+type Walked = (Vec<Rec>, Option<WalkFailure>, HashSet<ObjectId>);
+
+fn read_object(
+    repo: &gix::Repository,
+    id: &ObjectId,
+    buf: &mut Vec<u8>,
+) -> Result<Option<Kind>, StoreError> {
+    match repo.objects.try_find(id, buf) {
+        Ok(Some(d)) => Ok(Some(d.kind)),
+        Ok(None) => Ok(None),
+        Err(e) => Err(git_err(&format!("reading object {id}"), e)),
+    }
+}
+
+/// Walks first parents from `tip`, checking that each object hashes to its name and is a
+/// commit, and sends the commits in batches (numbered from the tip). Returns where it stopped
+/// early, if it did.
+fn walk(
+    repo: &gix::Repository,
+    hash: HashKind,
+    tip: ObjectId,
+    tx: mpsc::SyncSender<Batch>,
+    watch: HashSet<ObjectId>,
+) -> Result<(Option<WalkFailure>, HashSet<ObjectId>), StoreError> {
+    let mut found = HashSet::new();
+    let mut cur = Some(tip);
+    let mut buf = Vec::new();
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut i = 0usize;
+    let mut prev_id: Option<ObjectId> = None;
+    let mut failure = None;
+    while let Some(id) = cur {
+        let fail = |code, message| WalkFailure {
+            child_seq_hint: prev_id.and_then(|p| {
+                let mut b = Vec::new();
+                read_object(repo, &p, &mut b).ok()??;
+                seq_of_message(parse_commit(&b, hash)?.message)
+            }),
+            code,
+            message,
+        };
+        let Some(kind) = read_object(repo, &id, &mut buf)? else {
+            failure = Some(fail(
+                "missing-object",
+                format!("commit {id} is missing from the object store"),
+            ));
+            break;
+        };
+        let actual =
+            gix::objs::compute_hash(hash, kind, &buf).map_err(|e| git_err("hashing", e))?;
+        if actual != id {
+            failure = Some(fail(
+                "corrupt-object",
+                format!("object {id} does not hash to its name (its content was replaced)"),
+            ));
+            break;
+        }
+        let parsed = if kind == Kind::Commit {
+            parse_commit(&buf, hash)
+        } else {
+            None
+        };
+        let Some(raw) = parsed else {
+            failure = Some(fail(
+                "not-a-ledger-commit",
+                format!("object {id} is not a ledger commit"),
+            ));
+            break;
+        };
+        cur = raw.parents.first().copied();
+        prev_id = Some(id);
+        if watch.contains(&id) {
+            found.insert(id);
+        }
+        batch.push((i, id, buf.clone()));
+        i += 1;
+        if batch.len() == BATCH {
+            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+            if tx.send(full).is_err() {
+                return Ok((failure, found));
+            }
+        }
+    }
+    if !batch.is_empty() {
+        let _ = tx.send(batch);
+    }
+    Ok((failure, found))
+}
+
+/// The seq in a ledger commit message, if it has one.
+fn seq_of_message(message: &[u8]) -> Option<u64> {
+    entry_from_message(message).ok().map(|e| e.seq)
+}
