@@ -327,7 +327,12 @@ fn push_common_escape(c: char, out: &mut String) -> bool {
 /// A JSON string with Python's `ensure_ascii=True` escaping (forum-spec §1.2).
 pub fn write_ascii_string(s: &str, out: &mut String) {
     out.push('"');
-    for c in s.chars() {
+    // Printable ASCII other than `"` and `\` passes through unchanged: copy such runs whole.
+    let plain = |b: u8| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\';
+    let bytes = s.as_bytes();
+    let run = bytes.iter().position(|b| !plain(*b)).unwrap_or(bytes.len());
+    out.push_str(&s[..run]);
+    for c in s[run..].chars() {
         if push_common_escape(c, out) {
             continue;
         }

@@ -17,13 +17,18 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Lowercase hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
+    push_hex(&mut out, bytes);
+    out
+}
+
+/// Appends the lowercase hex of `bytes` to `out`.
+pub fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for b in bytes {
         out.push(DIGITS[(b >> 4) as usize] as char);
         out.push(DIGITS[(b & 15) as usize] as char);
     }
-    out
 }
 
 /// True when `s` is 64 lowercase hex digits, the shape of every hash in the ledger.

@@ -171,6 +171,85 @@ impl Entry {
         out
     }
 
+    /// Reads an entry from exactly the text [`Entry::canonical_json`] writes, when its strings
+    /// need no escapes (the common case); `None` for anything else, which the caller then reads
+    /// with the general parser. A fast path for walking commits.
+    pub fn from_canonical_json(line: &str) -> Option<Entry> {
+        fn take(rest: &mut &str, lit: &str) -> Option<()> {
+            *rest = rest.strip_prefix(lit)?;
+            Some(())
+        }
+        fn string<'a>(rest: &mut &'a str) -> Option<&'a str> {
+            let body = rest.strip_prefix('"')?;
+            let end = body.find('"')?;
+            let (s, after) = (&body[..end], &body[end + 1..]);
+            if !s.bytes().all(|b| (0x20..=0x7e).contains(&b) && b != b'\\') {
+                return None;
+            }
+            *rest = after;
+            Some(s)
+        }
+        fn number<'a>(rest: &mut &'a str) -> Option<&'a str> {
+            let end = rest.find([',', '}']).unwrap_or(rest.len());
+            let (n, after) = rest.split_at(end);
+            *rest = after;
+            Some(n)
+        }
+        fn int(n: &str) -> Option<&str> {
+            let digits = n.strip_prefix('-').unwrap_or(n);
+            let ok = !digits.is_empty()
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && (digits == "0" || !digits.starts_with('0'))
+                && n != "-0";
+            ok.then_some(n)
+        }
+        let mut rest = line;
+        take(&mut rest, "{\"actor\":")?;
+        let actor = string(&mut rest)?;
+        take(&mut rest, ",\"causal_parent\":")?;
+        let parent = number(&mut rest)?;
+        let causal_parent = if parent == "null" {
+            None
+        } else {
+            Some(int(parent)?.parse().ok()?)
+        };
+        take(&mut rest, ",\"entry_hash\":")?;
+        let entry_hash = string(&mut rest)?;
+        take(&mut rest, ",\"kind\":")?;
+        let kind = string(&mut rest)?;
+        take(&mut rest, ",\"payload_hash\":")?;
+        let payload_hash = string(&mut rest)?;
+        take(&mut rest, ",\"prev_hash\":")?;
+        let prev_hash = string(&mut rest)?;
+        take(&mut rest, ",\"seq\":")?;
+        let seq = int(number(&mut rest)?)?.parse().ok()?;
+        take(&mut rest, ",\"ts\":")?;
+        let ts_text = number(&mut rest)?;
+        if rest != "}" || !ts_text.contains(['.', 'e']) {
+            return None;
+        }
+        let ts: f64 = ts_text.parse().ok()?;
+        if !ts.is_finite() || canonical::python_float_json(ts) != ts_text {
+            return None;
+        }
+        if ![entry_hash, payload_hash, prev_hash]
+            .iter()
+            .all(|h| hash::is_hash(h))
+        {
+            return None;
+        }
+        Some(Entry {
+            seq,
+            ts,
+            actor: actor.to_string(),
+            kind: kind.to_string(),
+            causal_parent,
+            payload_hash: payload_hash.to_string(),
+            prev_hash: prev_hash.to_string(),
+            entry_hash: entry_hash.to_string(),
+        })
+    }
+
     /// The entry as serde JSON, for `--json` output.
     pub fn to_json(&self) -> serde_json::Value {
         self.to_value().to_serde()
@@ -516,6 +595,31 @@ mod tests {
         e.ts = 1_700_000_000.123_456_7;
         e.kind = "k\u{2028}".into();
         assert_eq!(e.canonical_json(), e.to_value().canonical());
+    }
+
+    #[test]
+    fn fast_entry_reader_agrees_with_the_general_one() {
+        let mut e = Entry::next(None, &new("agent", 1_700_000_000.25), "ab".repeat(32));
+        for parent in [None, Some(0), Some(-3), Some(42)] {
+            e.causal_parent = parent;
+            let line = e.canonical_json();
+            assert_eq!(Entry::from_canonical_json(&line).as_ref(), Some(&e));
+            assert_eq!(
+                Entry::from_value(&canonical::parse(&line).unwrap()).unwrap(),
+                e
+            );
+        }
+        // What needs escapes, or is not exactly canonical, goes to the general reader.
+        let odd = Entry::next(None, &new("caf\u{e9}", 1.0), "ab".repeat(32));
+        assert_eq!(Entry::from_canonical_json(&odd.canonical_json()), None);
+        let line = e.canonical_json();
+        for bad in [
+            line.replace("\"seq\":0", "\"seq\":00"),
+            line.replace(".25", ".250"),
+            line.replace('}', " }"),
+        ] {
+            assert_eq!(Entry::from_canonical_json(&bad), None, "{bad}");
+        }
     }
 
     #[test]

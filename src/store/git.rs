@@ -203,6 +203,9 @@ pub(crate) fn entry_from_message(message: &[u8]) -> Result<Entry, String> {
         .rsplit('\n')
         .next()
         .unwrap_or("");
+    if let Some(e) = Entry::from_canonical_json(line) {
+        return Ok(e);
+    }
     let v = canonical::parse(line)
         .map_err(|e| format!("commit message does not end in an entry: {e}"))?;
     Entry::from_value(&v)
@@ -276,11 +279,13 @@ pub fn commit_bytes(entry: &Entry, tree: &ObjectId, parent: Option<&ObjectId>) -
     use std::fmt::Write as _;
     let secs = commit_seconds(entry.ts);
     let mut out = String::with_capacity(700);
-    let _ = writeln!(out, "tree {}", tree.to_hex());
+    out.push_str("tree ");
+    crate::ledger::hash::push_hex(&mut out, tree.as_slice());
     if let Some(p) = parent {
-        let _ = writeln!(out, "parent {}", p.to_hex());
+        out.push_str("\nparent ");
+        crate::ledger::hash::push_hex(&mut out, p.as_slice());
     }
-    out.push_str("author ");
+    out.push_str("\nauthor ");
     push_one_line(&mut out, &entry.actor, "<>");
     let _ = write!(
         out,

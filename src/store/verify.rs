@@ -744,7 +744,7 @@ fn walk(
         if watch.contains(&id) {
             found.insert(id);
         }
-        batch.push((i, id, buf.clone()));
+        batch.push((i, id, std::mem::take(&mut buf)));
         i += 1;
         if batch.len() == BATCH {
             let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));

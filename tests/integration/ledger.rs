@@ -901,7 +901,9 @@ fn reflog_line_of_a_killed_writer_is_not_tampering() {
     let orphan = write_commit(&repo, &cat(&other, &ids[2]));
     let log = repo.git_dir().join("logs").join(REF);
     let mut text = std::fs::read_to_string(&log).unwrap();
-    text.push_str(&format!("{tip} {orphan} git-forum <ledger@git-forum.invalid> 1000 +0000\tforum: append note\n"));
+    text.push_str(&format!(
+        "{tip} {orphan} git-forum <ledger@git-forum.invalid> 1000 +0000\tforum: append note\n"
+    ));
     std::fs::write(&log, &text).unwrap();
     // Without a recovery record the line is evidence of a rewritten ref.
     let r = verify(&repo, false);
@@ -910,7 +912,12 @@ fn reflog_line_of_a_killed_writer_is_not_tampering() {
     let lock = repo.git_dir().join(format!("{REF}.lock"));
     std::fs::write(&lock, format!("{orphan}\n")).unwrap();
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
-    std::fs::File::options().write(true).open(&lock).unwrap().set_modified(old).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&lock)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
     repo.append("a", "k", "\"after the crash\"");
     assert!(!lock.exists());
     let r = verify(&repo, true);
