@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use git_forum::ledger::{NewEntry, Value};
-use git_forum::store::git::{GitStore, Options, commit_bytes};
+use git_forum::store::git::{FlushMethod, GitStore, Options, commit_bytes};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
@@ -320,38 +320,65 @@ thread_local! {
     static OPEN_MS: std::cell::RefCell<Vec<(usize, f64)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-fn durable(root: &Path, n: usize) {
-    println!("\n== durable single appends, {n} entries ==");
-    let news = entries(n);
-    let repo = fresh_repo(root, "durable");
-    let mut store = GitStore::open(&repo, "main", Options { fsync: true }).unwrap();
-    let mut lat = Vec::with_capacity(n);
+/// Flushes everything dirty so the next measurement does not pay for earlier work.
+fn settle() {
+    let _ = Command::new("sync").status();
+}
+
+fn durable_git(
+    root: &Path,
+    name: &str,
+    news: &[NewEntry],
+    method: Option<FlushMethod>,
+) -> (f64, Vec<f64>) {
+    let repo = fresh_repo(root, name);
+    let opts = match method {
+        Some(method) => Options {
+            fsync: true,
+            method,
+        },
+        None => Options {
+            fsync: false,
+            ..Options::default()
+        },
+    };
+    let mut store = GitStore::open(&repo, "main", opts).unwrap();
+    settle();
+    let mut lat = Vec::with_capacity(news.len());
     let t = Instant::now();
-    for e in &news {
+    for e in news {
         let s = Instant::now();
         store.append_entry(e).unwrap();
         lat.push(s.elapsed().as_secs_f64());
     }
-    let ours = t.elapsed().as_secs_f64();
+    (t.elapsed().as_secs_f64(), lat)
+}
+
+fn durable(root: &Path, n: usize) {
+    println!("\n== durable single appends, {n} entries (run first, on a settled disk) ==");
+    let news = entries(n);
+    let (batch, lat_b) = durable_git(root, "durable-batch", &news, Some(FlushMethod::Batch));
+    let (per_file, lat_pf) = durable_git(root, "durable-fsync", &news, Some(FlushMethod::PerFile));
+    let (syncfs, lat_sf) = durable_git(root, "durable-syncfs", &news, Some(FlushMethod::Syncfs));
+    let (nofsync, lat_nf) = durable_git(root, "no-fsync", &news, None);
+    settle();
     let t = Instant::now();
     let jl = jsonl_durable(&root.join("jsonl"), &news);
     let base = t.elapsed().as_secs_f64();
-    println!(
-        "git forum durable append: {:.0} entries/s, p50 {:.2} ms, p99 {:.2} ms",
-        n as f64 / ours,
-        pct(&lat, 0.5) * 1e3,
-        pct(&lat, 0.99) * 1e3
-    );
-    println!(
-        "JSONL + fsync baseline:   {:.0} entries/s, p50 {:.2} ms, p99 {:.2} ms",
-        n as f64 / base,
-        pct(&jl, 0.5) * 1e3,
-        pct(&jl, 0.99) * 1e3
-    );
-    println!(
-        "ratio (our throughput / baseline throughput): {:.2}",
-        base / ours
-    );
+    let line = |label: &str, secs: f64, lat: &[f64]| {
+        println!(
+            "{label:<36} {:>6.0} entries/s, p50 {:.2} ms, p99 {:.2} ms, throughput ratio to JSONL {:.2}",
+            n as f64 / secs,
+            pct(lat, 0.5) * 1e3,
+            pct(lat, 0.99) * 1e3,
+            base / secs
+        );
+    };
+    line("git forum, forum.fsyncMethod=batch", batch, &lat_b);
+    line("git forum, forum.fsyncMethod=fsync", per_file, &lat_pf);
+    line("git forum, forum.fsyncMethod=syncfs", syncfs, &lat_sf);
+    line("JSONL + fsync baseline", base, &jl);
+    line("git forum --no-fsync (for reference)", nofsync, &lat_nf);
 }
 
 fn main() {
@@ -385,6 +412,10 @@ fn main() {
             .unwrap_or_default()
             .trim()
     );
+    durable(root.path(), 1_000);
+    if args.iter().any(|a| a == "--durable-only") {
+        return;
+    }
     for &n in sizes {
         run_n(root.path(), n);
     }
@@ -401,7 +432,6 @@ fn main() {
             );
         }
     });
-    durable(root.path(), 1_000);
     let _ = Duration::ZERO;
 }
 

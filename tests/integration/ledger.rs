@@ -924,3 +924,24 @@ fn reflog_line_of_a_killed_writer_is_not_tampering() {
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["entries"], 3);
 }
+
+#[test]
+fn every_fsync_method_appends_durably_and_a_bad_one_is_refused() {
+    let repo = Repo::new("sha1");
+    for method in ["fsync", "batch", "syncfs"] {
+        repo.git_ok(&["config", "forum.fsyncMethod", method]);
+        repo.append("a", "k", &format!("\"{method}\""));
+    }
+    assert_eq!(verify(&repo, true)["entries"], 3);
+    repo.fsck();
+    repo.git_ok(&["config", "forum.fsyncMethod", "sometimes"]);
+    let before = repo.snapshot();
+    let o = repo
+        .forum()
+        .args(["append", "--actor", "a", "--kind", "k", "--payload", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_one_line_error(&o, "forum.fsyncMethod");
+    assert_eq!(repo.snapshot(), before);
+}

@@ -556,7 +556,15 @@ fn cli_plan_record_witnesses_the_plan_entry() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("recorded plan as seq 1"), "{err}");
     let printed = canonical::parse(out.trim_end()).unwrap();
-    let store = GitStore::open(repo.path(), "main", Options { fsync: false }).unwrap();
+    let store = GitStore::open(
+        repo.path(),
+        "main",
+        Options {
+            fsync: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
     let entries = store.entries().unwrap();
     assert_eq!(entries.len(), 2);
     let e = &entries[1];

@@ -436,7 +436,15 @@ fn cli_route_record_witnesses_request_and_frame() {
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("decided: git "), "{out}");
     assert!(err.contains("recorded route_frame as seq 1"), "{err}");
-    let store = GitStore::open(repo.path(), "main", Options { fsync: false }).unwrap();
+    let store = GitStore::open(
+        repo.path(),
+        "main",
+        Options {
+            fsync: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
     let entries = store.entries().unwrap();
     assert_eq!(entries.len(), 2);
     assert_eq!(
