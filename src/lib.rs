@@ -10,9 +10,11 @@
 //! * [`roster`], [`route`], [`plan`], [`policy`]: the roster TOML, the keyword router with its
 //!   route frame and communication contract, the plan compiler into waves with upstream
 //!   injection, and the policy that refuses plans.
+//! * [`context`]: context budgets (approximate tokens; retained, trimmed or omitted slices).
 //! * [`cli`]: clap commands; prints, parses, exits.
 
 pub mod cli;
+pub mod context;
 pub mod ledger;
 pub mod plan;
 pub mod policy;

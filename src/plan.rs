@@ -805,6 +805,72 @@ pub fn augment_with_upstream(
     }
 }
 
+/// An instruction with its upstream results injected under a context budget, and the pressure
+/// of every upstream output it considered (each is witnessed as a `context_budget` entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetedInjection {
+    pub injected: Injected,
+    pub pressures: Vec<crate::context::Pressure>,
+}
+
+/// Budgeted upstream injection (forum-spec §9): like [`augment_with_upstream`], but each
+/// upstream output goes through the run's context budget as an `upstream` slice labelled
+/// `{dep}->{task}`. An output admitted empty (omitted, or trimmed to nothing) is left out; a
+/// trimmed one says how many bytes were cut.
+pub fn augment_with_upstream_budgeted(
+    task: &Task,
+    results: &BTreeMap<String, UpstreamResult>,
+    budget: &crate::context::ContextBudget,
+    meter: &mut crate::context::Meter,
+) -> BudgetedInjection {
+    use crate::context::{Action, Source, apply};
+    let mut parts = Vec::new();
+    let mut data_from: Vec<String> = Vec::new();
+    let mut pressures = Vec::new();
+    for dep in task.data_deps() {
+        let Some(r) = results.get(dep) else { continue };
+        if !r.ok || data_from.iter().any(|d| d == dep) {
+            continue;
+        }
+        let (admitted, pressure) = apply(
+            budget,
+            meter,
+            Source::Upstream,
+            &format!("{dep}->{}", task.id),
+            &r.output,
+        );
+        let (action, cut) = (
+            pressure.action,
+            pressure.original_bytes - pressure.admitted_bytes,
+        );
+        pressures.push(pressure);
+        if admitted.is_empty() {
+            continue;
+        }
+        let output = if action == Action::Trimmed {
+            format!(
+                "{admitted}\n... [truncated for prompt efficiency, {cut} bytes omitted; full output is witnessed]"
+            )
+        } else {
+            admitted
+        };
+        parts.push(format!("- {dep}: {output}"));
+        data_from.push(dep.to_string());
+    }
+    let mut instruction = task.contract_instruction();
+    if !parts.is_empty() {
+        instruction.push_str("\n\nUpstream results you build on:\n");
+        instruction.push_str(&parts.join("\n"));
+    }
+    BudgetedInjection {
+        injected: Injected {
+            instruction,
+            data_from,
+        },
+        pressures,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

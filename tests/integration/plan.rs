@@ -589,3 +589,123 @@ fn cli_plan_record_witnesses_the_plan_entry() {
     assert_eq!(store.entries().unwrap().len(), 2);
     repo.fsck();
 }
+
+#[test]
+fn conformance_upstream_injection_budgeted() {
+    use git_forum::context::{ContextBudget, Meter};
+    use git_forum::plan::augment_with_upstream_budgeted;
+    let Some(text) = conformance_file("upstream_vectors.json") else {
+        return;
+    };
+    let cases: J = serde_json::from_str(&text).unwrap();
+    let mut task = Task::new("T3", "agent", "combine");
+    task.depends_on = vec!["T1".into(), "T1".into(), "T2".into(), "T0".into()];
+    task.order_deps.insert("T0".into());
+    task.done_when = vec!["one".into(), "two".into()];
+    let mut results = BTreeMap::new();
+    for (id, output, ok) in [
+        ("T0", "ordered".to_string(), true),
+        ("T1", "x".repeat(20), true),
+        ("T2", "boom".to_string(), false),
+    ] {
+        results.insert(id.to_string(), UpstreamResult { output, ok });
+    }
+    let mut checked = 0;
+    for case in cases
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["fn"] == "augment_with_upstream_budgeted")
+    {
+        let b = &case["budget"];
+        let budget = ContextBudget {
+            bytes_per_token: b["bytes_per_token"].as_u64().unwrap(),
+            max_total_tokens: b["max_total_tokens"].as_u64(),
+            max_request_tokens: b["max_request_tokens"].as_u64(),
+            max_task_tokens: b["max_task_tokens"].as_u64(),
+            max_upstream_tokens: b["max_upstream_tokens"].as_u64(),
+        };
+        let got = augment_with_upstream_budgeted(&task, &results, &budget, &mut Meter::default());
+        assert_eq!(
+            got.injected.instruction,
+            case["instruction"].as_str().unwrap()
+        );
+        assert_eq!(got.injected.data_from, strings(&case["data_from"]));
+        let pressures: Vec<J> = got
+            .pressures
+            .iter()
+            .map(|p| p.payload().to_serde())
+            .collect();
+        assert_eq!(J::Array(pressures), case["pressures"]);
+        checked += 1;
+    }
+    assert_eq!(checked, 1);
+}
+
+#[test]
+fn conformance_context_budget() {
+    use git_forum::context::{ContextBudget, Meter, Source, apply, approx_tokens};
+    let Some(text) = conformance_file("context_budget_vectors.json") else {
+        return;
+    };
+    let v: J = serde_json::from_str(&text).unwrap();
+    let budget_of = |l: &J| ContextBudget {
+        bytes_per_token: l["bytes_per_token"].as_u64().unwrap(),
+        max_total_tokens: l["max_total_tokens"].as_u64(),
+        max_request_tokens: l["max_request_tokens"].as_u64(),
+        max_task_tokens: l["max_task_tokens"].as_u64(),
+        max_upstream_tokens: l["max_upstream_tokens"].as_u64(),
+    };
+    let source_of = |s: &J| match s.as_str().unwrap() {
+        "request" => Source::Request,
+        "task" => Source::Task,
+        "upstream" => Source::Upstream,
+        other => panic!("unknown source {other}"),
+    };
+    let singles = v["single"].as_array().unwrap();
+    for case in singles {
+        let budget = budget_of(&case["limits"]);
+        assert_eq!(budget.configured_limits().to_serde(), case["limits"]);
+        let text = case["text"].as_str().unwrap();
+        let (admitted, p) = apply(
+            &budget,
+            &mut Meter::default(),
+            source_of(&case["source"]),
+            "label",
+            text,
+        );
+        assert_eq!(admitted, case["admitted_text"].as_str().unwrap(), "{case}");
+        assert_eq!(p.payload().to_serde(), case["pressure"], "{case}");
+        assert_eq!(
+            approx_tokens(text, budget.bytes_per_token),
+            case["approx_tokens"].as_u64().unwrap()
+        );
+    }
+    assert_eq!(singles.len(), 11);
+    let shared = &v["shared_meter"];
+    let budget = budget_of(&shared["limits"]);
+    let mut meter = Meter::default();
+    for step in shared["steps"].as_array().unwrap() {
+        let label = step["pressure"]["label"].as_str().unwrap();
+        let fill = step["admitted_text"]
+            .as_str()
+            .unwrap()
+            .chars()
+            .next()
+            .unwrap_or(match label {
+                "task-slice" => 'b',
+                _ => 'd',
+            });
+        let len = step["text_len"].as_u64().unwrap() as usize;
+        let text: String = std::iter::repeat_n(fill, len).collect();
+        let (admitted, p) = apply(
+            &budget,
+            &mut meter,
+            source_of(&step["source"]),
+            label,
+            &text,
+        );
+        assert_eq!(admitted, step["admitted_text"].as_str().unwrap());
+        assert_eq!(p.payload().to_serde(), step["pressure"]);
+    }
+}
