@@ -242,22 +242,26 @@ mod tests {
     #[test]
     fn trims_on_a_character_boundary_and_meters_the_total() {
         let budget = ContextBudget {
-            max_total_tokens: Some(3),
-            bytes_per_token: 2,
+            max_total_tokens: Some(1),
+            bytes_per_token: 3,
             ..ContextBudget::default()
         };
         let mut meter = Meter::default();
-        // "é" is two bytes: a four-byte cut lands inside the third "é" and backs off.
-        let (text, p) = apply(&budget, &mut meter, Source::Task, "t", "ééé");
+        // "é" is two bytes: a one-token (three-byte) cut lands inside the second "é" and backs
+        // off to the first.
+        let (text, p) = apply(&budget, &mut meter, Source::Task, "t", "éé");
         assert_eq!(
             (text.as_str(), p.action, p.reason),
-            ("éé", Action::Trimmed, "max_total_tokens")
+            ("é", Action::Trimmed, "max_total_tokens")
         );
-        assert_eq!(p.remaining_total_tokens, Some(1));
-        let (text, p) = apply(&budget, &mut meter, Source::Task, "t", "abcd");
-        assert_eq!((text.as_str(), p.remaining_total_tokens), ("ab", Some(0)));
+        assert_eq!((p.original_tokens, p.admitted_tokens), (2, 1));
+        assert_eq!(p.remaining_total_tokens, Some(0));
+        // The total is spent: the next slice is omitted whatever its source.
         let (text, p) = apply(&budget, &mut meter, Source::Request, "r", "x");
-        assert_eq!((text.as_str(), p.action), ("", Action::Omitted));
+        assert_eq!(
+            (text.as_str(), p.action, p.reason),
+            ("", Action::Omitted, "max_total_tokens")
+        );
     }
 
     #[test]

@@ -945,3 +945,40 @@ fn every_fsync_method_appends_durably_and_a_bad_one_is_refused() {
     assert_one_line_error(&o, "forum.fsyncMethod");
     assert_eq!(repo.snapshot(), before);
 }
+
+#[test]
+fn many_batches_do_not_pile_up_packs() {
+    let repo = Repo::new("sha1");
+    let mut store =
+        git_forum::store::git::GitStore::open(repo.path(), "main", Default::default()).unwrap();
+    for b in 0..30 {
+        let batch: Vec<_> = (0..5)
+            .map(|i| git_forum::ledger::NewEntry {
+                actor: "batch".into(),
+                kind: "note".into(),
+                causal_parent: None,
+                payload: git_forum::ledger::Value::int(b * 10 + i),
+                ts: 1000.0,
+            })
+            .collect();
+        store.append_entries(&batch).unwrap();
+    }
+    let packs = std::fs::read_dir(repo.git_dir().join("objects/pack"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "idx")
+        })
+        .count();
+    assert!(
+        packs <= git_forum::store::git::MAX_PACKS + 1,
+        "{packs} packs after 30 batches"
+    );
+    let r = verify(&repo, true);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["entries"], 150);
+    repo.fsck();
+}
