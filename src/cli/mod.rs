@@ -14,6 +14,7 @@ pub mod append;
 pub mod interop;
 pub mod man;
 pub mod plan;
+pub mod proof;
 pub mod read;
 pub mod route;
 pub mod verify;
@@ -73,6 +74,11 @@ pub enum Command {
     Import(interop::ImportArgs),
     /// Export the ledger as a Forum ledger directory.
     Export(interop::ExportArgs),
+    /// Write a self-contained proof that an entry is in the ledger, or that it extends an
+    /// earlier checkpoint.
+    Prove(proof::ProveArgs),
+    /// Check a proof file, without a repository.
+    VerifyProof(proof::VerifyProofArgs),
     /// Write the git-forum(1) man page (so `git forum --help` works).
     Man(man::ManArgs),
     /// Route a request to a roster lane and print the decision and its route frame.
@@ -252,6 +258,8 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Import(a) => interop::import(ctx, a),
         Command::Export(a) => interop::export(ctx, a),
         Command::Man(a) => man::run(ctx, a),
+        Command::Prove(a) => proof::prove(ctx, a),
+        Command::VerifyProof(a) => proof::verify_proof(ctx, a),
         Command::Route(a) => route::run(ctx, a),
         Command::Plan(a) => plan::run(ctx, a),
     }

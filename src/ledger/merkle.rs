@@ -81,9 +81,253 @@ impl Accumulator {
     }
 }
 
+/// The root of `hashes` (entry hashes) as a leaf range; `merkle_root` for a slice.
+fn subtree_root<S: AsRef<str>>(hashes: &[S]) -> String {
+    merkle_root(hashes)
+}
+
+/// The largest power of two strictly below `n` (n ≥ 2).
+fn split(n: usize) -> usize {
+    let mut k = 1;
+    while k * 2 < n {
+        k *= 2;
+    }
+    k
+}
+
+/// The audit path proving entry `index` is in the tree of `hashes` (RFC 9162 §2.1.3.1, with
+/// Forum's leaf and node hashes). Empty for a one-entry tree.
+pub fn inclusion_path<S: AsRef<str>>(hashes: &[S], index: usize) -> Vec<String> {
+    assert!(index < hashes.len(), "index within the tree");
+    let mut path = Vec::new();
+    let (mut lo, mut hi, mut m) = (0usize, hashes.len(), index);
+    let mut siblings = Vec::new();
+    while hi - lo > 1 {
+        let k = split(hi - lo);
+        if m < k {
+            siblings.push((lo + k, hi));
+            hi = lo + k;
+        } else {
+            siblings.push((lo, lo + k));
+            lo += k;
+            m -= k;
+        }
+    }
+    // The path runs from the leaf up: the innermost sibling first.
+    for (a, b) in siblings.into_iter().rev() {
+        path.push(subtree_root(&hashes[a..b]));
+    }
+    path
+}
+
+/// Checks an audit path (RFC 9162 §2.1.3.2): `entry_hash` at `index` in a tree of `size`
+/// entries has root `root`.
+pub fn verify_inclusion(
+    entry_hash: &str,
+    index: u64,
+    size: u64,
+    path: &[String],
+    root: &str,
+) -> bool {
+    if index >= size {
+        return false;
+    }
+    let (mut f, mut s) = (index, size - 1);
+    let mut r = leaf_hash(entry_hash);
+    for p in path {
+        if s == 0 {
+            return false;
+        }
+        if f & 1 == 1 || f == s {
+            r = node_hash(p, &r);
+            if f & 1 == 0 {
+                while f & 1 == 0 && f != 0 {
+                    f >>= 1;
+                    s >>= 1;
+                }
+            }
+        } else {
+            r = node_hash(&r, p);
+        }
+        f >>= 1;
+        s >>= 1;
+    }
+    s == 0 && r == root
+}
+
+/// The proof that the tree of `hashes` extends its first `old` entries (RFC 9162 §2.1.4.1).
+/// Empty when `old` is 0 or the whole tree.
+pub fn consistency_proof<S: AsRef<str>>(hashes: &[S], old: usize) -> Vec<String> {
+    assert!(old <= hashes.len(), "old size within the tree");
+    if old == 0 || old == hashes.len() {
+        return Vec::new();
+    }
+    fn sub<S: AsRef<str>>(m: usize, d: &[S], complete: bool, out: &mut Vec<String>) {
+        let n = d.len();
+        if m == n {
+            if !complete {
+                out.push(subtree_root(d));
+            }
+            return;
+        }
+        let k = split(n);
+        if m <= k {
+            sub(m, &d[..k], complete, out);
+            out.push(subtree_root(&d[k..]));
+        } else {
+            sub(m - k, &d[k..], false, out);
+            out.push(subtree_root(&d[..k]));
+        }
+    }
+    let mut out = Vec::new();
+    sub(old, hashes, true, &mut out);
+    out
+}
+
+/// Checks a consistency proof (RFC 9162 §2.1.4.2): the tree of `new_size` entries with root
+/// `new_root` extends the tree of `old_size` entries with root `old_root`.
+pub fn verify_consistency(
+    old_size: u64,
+    new_size: u64,
+    old_root: &str,
+    new_root: &str,
+    proof: &[String],
+) -> bool {
+    if old_size > new_size {
+        return false;
+    }
+    if old_size == new_size {
+        return proof.is_empty() && old_root == new_root;
+    }
+    if old_size == 0 {
+        return proof.is_empty() && old_root == GENESIS;
+    }
+    let mut proof: Vec<&str> = proof.iter().map(String::as_str).collect();
+    if old_size.is_power_of_two() {
+        proof.insert(0, old_root);
+    }
+    let Some((first, rest)) = proof.split_first() else {
+        return false;
+    };
+    let (mut f, mut s) = (old_size - 1, new_size - 1);
+    while f & 1 == 1 {
+        f >>= 1;
+        s >>= 1;
+    }
+    let (mut fr, mut sr) = (first.to_string(), first.to_string());
+    for c in rest {
+        if s == 0 {
+            return false;
+        }
+        if f & 1 == 1 || f == s {
+            fr = node_hash(c, &fr);
+            sr = node_hash(c, &sr);
+            if f & 1 == 0 {
+                while f & 1 == 0 && f != 0 {
+                    f >>= 1;
+                    s >>= 1;
+                }
+            }
+        } else {
+            sr = node_hash(&sr, c);
+        }
+        f >>= 1;
+        s >>= 1;
+    }
+    fr == old_root && sr == new_root && s == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn leaves(n: usize) -> Vec<String> {
+        (0..n)
+            .map(|i| crate::ledger::hash::sha256_hex(format!("leaf-{i}").as_bytes()))
+            .collect()
+    }
+
+    /// Flips one hex digit of `h` at `pos`.
+    fn flip(h: &str, pos: usize) -> String {
+        let mut b = h.as_bytes().to_vec();
+        b[pos] = if b[pos] == b'0' { b'1' } else { b'0' };
+        String::from_utf8(b).unwrap()
+    }
+
+    #[test]
+    fn inclusion_proofs_for_every_seq_of_sizes_1_to_70_and_changed_hashes_fail() {
+        for n in 1..=70 {
+            let h = leaves(n);
+            let root = merkle_root(&h);
+            for i in 0..n {
+                let path = inclusion_path(&h, i);
+                assert!(
+                    verify_inclusion(&h[i], i as u64, n as u64, &path, &root),
+                    "n {n} i {i}"
+                );
+                if i + 1 < n {
+                    assert!(!verify_inclusion(
+                        &h[i],
+                        i as u64 + 1,
+                        n as u64,
+                        &path,
+                        &root
+                    ));
+                }
+                // Any changed digit changes the hash string; three positions per hash stand for
+                // all 64 (the every-byte test of whole proof files is in the integration tests).
+                for (j, p) in path.iter().enumerate() {
+                    for pos in [0, 31, 63] {
+                        let mut bad = path.clone();
+                        bad[j] = flip(p, pos);
+                        assert!(
+                            !verify_inclusion(&h[i], i as u64, n as u64, &bad, &root),
+                            "n {n} i {i} path {j} digit {pos}"
+                        );
+                    }
+                }
+                let mut short = path.clone();
+                if short.pop().is_some() {
+                    assert!(!verify_inclusion(&h[i], i as u64, n as u64, &short, &root));
+                }
+                let mut long = path.clone();
+                long.push(root.clone());
+                assert!(!verify_inclusion(&h[i], i as u64, n as u64, &long, &root));
+            }
+        }
+    }
+
+    #[test]
+    fn consistency_proofs_for_every_pair_of_sizes_up_to_40() {
+        let h = leaves(40);
+        for n in 1..=40 {
+            let new_root = merkle_root(&h[..n]);
+            for m in 0..=n {
+                let old_root = merkle_root(&h[..m]);
+                let proof = consistency_proof(&h[..n], m);
+                assert!(
+                    verify_consistency(m as u64, n as u64, &old_root, &new_root, &proof),
+                    "{m} -> {n}"
+                );
+                if m > 0 && m < n {
+                    // A different old tree of the same size is not extended.
+                    let other = merkle_root(&leaves(m + 1)[1..]);
+                    assert!(
+                        !verify_consistency(m as u64, n as u64, &other, &new_root, &proof),
+                        "{m} -> {n} forged old"
+                    );
+                    for (j, p) in proof.iter().enumerate() {
+                        let mut bad = proof.clone();
+                        bad[j] = flip(p, j % 64);
+                        assert!(
+                            !verify_consistency(m as u64, n as u64, &old_root, &new_root, &bad),
+                            "{m} -> {n} proof {j}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn accumulator_agrees_with_the_level_by_level_root() {

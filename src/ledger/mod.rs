@@ -4,6 +4,7 @@
 pub mod canonical;
 pub mod hash;
 pub mod merkle;
+pub mod proof;
 
 use std::collections::HashMap;
 

@@ -4,4 +4,5 @@ mod common;
 mod conformance;
 mod ledger;
 mod plan;
+mod proofs;
 mod route;

@@ -1,0 +1,201 @@
+//! `prove` and `verify-proof`: inclusion and consistency proofs as self-contained files.
+
+use std::path::PathBuf;
+
+use super::{CliError, Ctx};
+use crate::ledger::merkle::{consistency_proof, inclusion_path, merkle_root};
+use crate::ledger::proof::{
+    CONSISTENCY_SCHEMA, Checkpoint, ConsistencyProof, EntryFields, INCLUSION_SCHEMA,
+    InclusionProof, Verified, verify_text,
+};
+
+/// Write a proof: that entry SEQ is in the ledger's checkpoint, or (with --consistency-from M)
+/// that the ledger's checkpoint extends its checkpoint of size M.
+#[derive(Debug, clap::Args)]
+pub struct ProveArgs {
+    /// The entry to prove included.
+    #[arg(
+        required_unless_present = "consistency_from",
+        conflicts_with = "consistency_from"
+    )]
+    pub seq: Option<u64>,
+    /// Prove instead that the ledger extends its first M entries.
+    #[arg(long, value_name = "M")]
+    pub consistency_from: Option<u64>,
+    /// Prove against the checkpoint of the first N entries (default: the whole ledger).
+    #[arg(long, value_name = "N")]
+    pub size: Option<u64>,
+    /// Write the proof to FILE instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// Check a proof file without a repository. Exit 0 when it holds, 1 when it does not.
+#[derive(Debug, clap::Args)]
+pub struct VerifyProofArgs {
+    /// The proof file (`-` for standard input).
+    pub file: PathBuf,
+    /// Also require this checkpoint root (a root you trust, e.g. one you recorded or signed).
+    #[arg(long, value_name = "HEX")]
+    pub root: Option<String>,
+    /// Also require this checkpoint size.
+    #[arg(long, value_name = "N")]
+    pub size: Option<u64>,
+}
+
+fn write_out(ctx: &Ctx, out: Option<&PathBuf>, text: &str) -> Result<(), CliError> {
+    match out {
+        None => ctx.out(text),
+        Some(p) => {
+            let tmp = p.with_extension("tmp-git-forum");
+            std::fs::write(&tmp, format!("{text}\n"))
+                .and_then(|_| std::fs::rename(&tmp, p))
+                .map_err(|e| CliError::fail(format!("writing {}: {e}", p.display())))?;
+            eprintln!("wrote {}", p.display());
+            Ok(())
+        }
+    }
+}
+
+pub fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
+    let store = ctx.existing_store()?;
+    let entries = store.entries()?;
+    let len = entries.len() as u64;
+    let size = args.size.unwrap_or(len);
+    if size == 0 || size > len {
+        return Err(CliError::usage(format!(
+            "--size {size} is out of range: ledger {:?} has {len} entries",
+            ctx.ledger
+        )));
+    }
+    let hashes: Vec<&str> = entries[..size as usize]
+        .iter()
+        .map(|e| e.entry_hash.as_str())
+        .collect();
+    let checkpoint = Checkpoint {
+        size,
+        root: merkle_root(&hashes),
+    };
+    let text = if let Some(m) = args.consistency_from {
+        if m > size {
+            return Err(CliError::usage(format!(
+                "--consistency-from {m} is larger than the size {size} proved"
+            )));
+        }
+        let proof = ConsistencyProof {
+            schema: CONSISTENCY_SCHEMA.into(),
+            ledger: ctx.ledger.clone(),
+            old: Checkpoint {
+                size: m,
+                root: merkle_root(&hashes[..m as usize]),
+            },
+            new: checkpoint,
+            proof: consistency_proof(&hashes, m as usize),
+            old_signature: None,
+            new_signature: None,
+        };
+        serde_json::to_string_pretty(&proof)
+    } else {
+        let seq = args
+            .seq
+            .expect("clap requires SEQ without --consistency-from");
+        if seq >= size {
+            return Err(CliError::fail(format!(
+                "ledger {:?} has no entry at seq {seq} within its first {size} entries",
+                ctx.ledger
+            )));
+        }
+        let proof = InclusionProof {
+            schema: INCLUSION_SCHEMA.into(),
+            ledger: ctx.ledger.clone(),
+            entry: EntryFields::from(&entries[seq as usize]),
+            audit_path: inclusion_path(&hashes, seq as usize),
+            checkpoint,
+            signature: None,
+        };
+        serde_json::to_string_pretty(&proof)
+    }
+    .map_err(|e| CliError::fail(format!("encoding the proof: {e}")))?;
+    write_out(ctx, args.out.as_ref(), &text)
+}
+
+pub fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliError> {
+    let text = if args.file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| CliError::usage(format!("reading standard input: {e}")))?
+    } else {
+        std::fs::read_to_string(&args.file).map_err(|e| {
+            CliError::usage(format!(
+                "cannot read proof file {}: {e}",
+                args.file.display()
+            ))
+        })?
+    };
+    let result = verify_text(&text).and_then(|v| {
+        let cp = match &v {
+            Verified::Inclusion(p) => &p.checkpoint,
+            Verified::Consistency(p) => &p.new,
+        };
+        if let Some(r) = &args.root
+            && *r != cp.root
+        {
+            return Err(format!(
+                "the proof's checkpoint root is {}, not the required {r}",
+                cp.root
+            ));
+        }
+        if let Some(s) = args.size
+            && s != cp.size
+        {
+            return Err(format!(
+                "the proof's checkpoint size is {}, not the required {s}",
+                cp.size
+            ));
+        }
+        Ok(v)
+    });
+    match result {
+        Ok(v) => {
+            let (summary, json) = match &v {
+                Verified::Inclusion(p) => (
+                    format!(
+                        "ok: seq {} ({} by {}) is in ledger {} at size {}, root {}",
+                        p.entry.seq,
+                        p.entry.kind,
+                        p.entry.actor,
+                        p.ledger,
+                        p.checkpoint.size,
+                        p.checkpoint.root
+                    ),
+                    serde_json::json!({"ok": true, "kind": "inclusion", "ledger": p.ledger, "seq": p.entry.seq,
+                        "entry_hash": p.entry.entry_hash, "size": p.checkpoint.size, "root": p.checkpoint.root,
+                        "signed": p.signature.is_some()}),
+                ),
+                Verified::Consistency(p) => (
+                    format!(
+                        "ok: ledger {} at size {} (root {}) extends size {} (root {})",
+                        p.ledger, p.new.size, p.new.root, p.old.size, p.old.root
+                    ),
+                    serde_json::json!({"ok": true, "kind": "consistency", "ledger": p.ledger,
+                        "old": {"size": p.old.size, "root": p.old.root}, "new": {"size": p.new.size, "root": p.new.root}}),
+                ),
+            };
+            if ctx.json {
+                ctx.out_json(&json)
+            } else {
+                ctx.out(&summary)
+            }
+        }
+        Err(why) => {
+            if ctx.json {
+                ctx.out_json(&serde_json::json!({"ok": false, "problem": why}))?;
+                Err(CliError::silent(1))
+            } else {
+                Err(CliError::fail(format!(
+                    "proof {} does not hold: {why}",
+                    args.file.display()
+                )))
+            }
+        }
+    }
+}
