@@ -16,6 +16,7 @@ pub mod man;
 pub mod plan;
 pub mod proof;
 pub mod read;
+pub mod redact;
 pub mod route;
 pub mod verify;
 
@@ -79,6 +80,8 @@ pub enum Command {
     Prove(proof::ProveArgs),
     /// Check a proof file, without a repository.
     VerifyProof(proof::VerifyProofArgs),
+    /// Remove a body from the ledger for good; hashes and checkpoints stay valid.
+    Redact(redact::RedactArgs),
     /// Write the git-forum(1) man page (so `git forum --help` works).
     Man(man::ManArgs),
     /// Route a request to a roster lane and print the decision and its route frame.
@@ -260,6 +263,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Man(a) => man::run(ctx, a),
         Command::Prove(a) => proof::prove(ctx, a),
         Command::VerifyProof(a) => proof::verify_proof(ctx, a),
+        Command::Redact(a) => redact::run(ctx, a),
         Command::Route(a) => route::run(ctx, a),
         Command::Plan(a) => plan::run(ctx, a),
     }

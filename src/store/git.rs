@@ -427,6 +427,42 @@ impl GitStore {
         GitStore::new(open_repo(dir)?, name, opts)
     }
 
+    /// Opens the ledger held at any full ref name, such as a fetched copy at
+    /// `refs/forum/incoming/origin/main` that must verify before it is adopted. Its name (used in
+    /// messages and for the files under `.git/forum/`) is the ref name without
+    /// `refs/forum/ledgers/`, `refs/forum/` or `refs/`, so a copy elsewhere never picks up the
+    /// local ledger's recorded checkpoints or index; `at_ref(repo, "refs/forum/ledgers/x", o)`
+    /// is the same as `new(repo, "x", o)`.
+    pub fn at_ref(
+        repo: gix::Repository,
+        refname: &str,
+        opts: Options,
+    ) -> Result<GitStore, StoreError> {
+        let name = refname
+            .strip_prefix(LEDGER_PREFIX)
+            .or_else(|| refname.strip_prefix("refs/forum/"))
+            .or_else(|| refname.strip_prefix("refs/"))
+            .ok_or_else(|| StoreError::InvalidName {
+                name: refname.to_string(),
+                why: "a ledger ref must be a full ref name starting with refs/".into(),
+            })?;
+        validate_ledger_name(name)?;
+        gix::refs::FullName::try_from(refname).map_err(|e| StoreError::InvalidName {
+            name: refname.to_string(),
+            why: e.to_string(),
+        })?;
+        let hash = repo.object_hash();
+        let common_dir = repo.common_dir().to_path_buf();
+        Ok(GitStore {
+            repo,
+            name: name.to_string(),
+            refname: refname.to_string(),
+            hash,
+            opts,
+            common_dir,
+        })
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -451,15 +487,15 @@ impl GitStore {
         self.common_dir.join("forum")
     }
 
-    fn objects_dir(&self) -> PathBuf {
+    pub(crate) fn objects_dir(&self) -> PathBuf {
         self.repo.objects.store_ref().path().to_path_buf()
     }
 
-    fn ref_path(&self) -> PathBuf {
+    pub(crate) fn ref_path(&self) -> PathBuf {
         self.common_dir.join(&self.refname)
     }
 
-    fn reflog_path(&self) -> PathBuf {
+    pub(crate) fn reflog_path(&self) -> PathBuf {
         self.common_dir.join("logs").join(&self.refname)
     }
 
@@ -519,7 +555,7 @@ impl GitStore {
     }
 
     /// Reads the commit `id` and the entry it holds.
-    fn read_entry_commit(
+    pub(crate) fn read_entry_commit(
         &self,
         id: &ObjectId,
         buf: &mut Vec<u8>,
@@ -724,7 +760,7 @@ impl GitStore {
 
     // ----- the seq → commit index (a cache; never used by verify) -----
 
-    fn index_path(&self) -> PathBuf {
+    pub(crate) fn index_path(&self) -> PathBuf {
         self.forum_dir()
             .join("index")
             .join(format!("{}.idx", self.name))
@@ -851,7 +887,7 @@ impl GitStore {
     // ----- writing -----
 
     /// Takes the ledger's writer lock (advisory, released by the kernel if we die).
-    fn writer_lock(&self) -> Result<File, StoreError> {
+    pub(crate) fn writer_lock(&self) -> Result<File, StoreError> {
         let dir = self.forum_dir().join("locks");
         fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         let path = dir.join(format!("{}.lock", self.name.replace('/', "%2F")));
@@ -926,7 +962,7 @@ impl GitStore {
     /// Makes `written` durable. Per file: each file's data (object files were synced before
     /// their rename, so only the ref and reflog are synced here) and each parent directory, so
     /// the new names survive a crash. With `syncfs`: one flush of the whole filesystem.
-    fn flush(&self, written: &[PathBuf], files_synced: bool) -> Result<(), StoreError> {
+    pub(crate) fn flush(&self, written: &[PathBuf], files_synced: bool) -> Result<(), StoreError> {
         if !self.opts.fsync {
             return Ok(());
         }
@@ -971,7 +1007,7 @@ impl GitStore {
     }
 
     /// Compare-and-swap the ref from `expected` to `new`, with a reflog line.
-    fn cas(
+    pub(crate) fn cas(
         &self,
         expected: Option<ObjectId>,
         new: ObjectId,
@@ -1412,13 +1448,13 @@ struct Built {
     as_pack: bool,
 }
 
-enum CasOutcome {
+pub(crate) enum CasOutcome {
     Moved,
     Conflict,
     Locked(PathBuf),
 }
 
-fn object(hash: HashKind, kind: Kind, data: Vec<u8>) -> Result<Obj, StoreError> {
+pub(crate) fn object(hash: HashKind, kind: Kind, data: Vec<u8>) -> Result<Obj, StoreError> {
     let id =
         gix::objs::compute_hash(hash, kind, &data).map_err(|e| git_err("hashing an object", e))?;
     Ok(Obj { id, kind, data })

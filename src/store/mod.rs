@@ -3,4 +3,5 @@
 pub mod forum_dir;
 pub mod git;
 pub mod pack;
+pub mod redact;
 pub mod verify;

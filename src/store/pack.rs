@@ -19,6 +19,7 @@ use gix::zlib::stream::deflate::{Compress, FlushCompress};
 use gix::zlib::{Compression, Status};
 
 /// One object to put in a pack.
+#[derive(Clone)]
 pub struct Obj {
     pub id: ObjectId,
     pub kind: Kind,

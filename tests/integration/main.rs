@@ -5,4 +5,5 @@ mod conformance;
 mod ledger;
 mod plan;
 mod proofs;
+mod redact;
 mod route;
