@@ -8,6 +8,7 @@ use crate::ledger::proof::{
     CONSISTENCY_SCHEMA, Checkpoint, ConsistencyProof, EntryFields, INCLUSION_SCHEMA,
     InclusionProof, Verified, verify_text,
 };
+use crate::store::sign::{self, SignatureCheck};
 
 /// Write a proof: that entry SEQ is in the ledger's checkpoint, or (with --consistency-from M)
 /// that the ledger's checkpoint extends its checkpoint of size M.
@@ -41,6 +42,13 @@ pub struct VerifyProofArgs {
     /// Also require this checkpoint size.
     #[arg(long, value_name = "N")]
     pub size: Option<u64>,
+    /// Check the checkpoint's ssh signature against this allowed-signers file (git's
+    /// `gpg.ssh.allowedSignersFile` format); openpgp signatures are checked with gpg's keyring.
+    #[arg(long, value_name = "FILE")]
+    pub allowed_signers: Option<PathBuf>,
+    /// Refuse a proof whose checkpoint is not signed by a trusted key.
+    #[arg(long)]
+    pub require_signature: bool,
 }
 
 fn write_out(ctx: &Ctx, out: Option<&PathBuf>, text: &str) -> Result<(), CliError> {
@@ -76,23 +84,31 @@ pub fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
         size,
         root: merkle_root(&hashes),
     };
+    let signed = store.signed_checkpoints()?;
+    let signature_of = |cp: &Checkpoint| {
+        signed
+            .iter()
+            .find(|s| s.ledger == ctx.ledger && s.checkpoint == *cp)
+            .map(|s| s.signature.clone())
+    };
     let text = if let Some(m) = args.consistency_from {
         if m > size {
             return Err(CliError::usage(format!(
                 "--consistency-from {m} is larger than the size {size} proved"
             )));
         }
+        let old = Checkpoint {
+            size: m,
+            root: merkle_root(&hashes[..m as usize]),
+        };
         let proof = ConsistencyProof {
             schema: CONSISTENCY_SCHEMA.into(),
             ledger: ctx.ledger.clone(),
-            old: Checkpoint {
-                size: m,
-                root: merkle_root(&hashes[..m as usize]),
-            },
+            old_signature: signature_of(&old),
+            new_signature: signature_of(&checkpoint),
+            old,
             new: checkpoint,
             proof: consistency_proof(&hashes, m as usize),
-            old_signature: None,
-            new_signature: None,
         };
         serde_json::to_string_pretty(&proof)
     } else {
@@ -110,8 +126,8 @@ pub fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
             ledger: ctx.ledger.clone(),
             entry: EntryFields::from(&entries[seq as usize]),
             audit_path: inclusion_path(&hashes, seq as usize),
+            signature: signature_of(&checkpoint),
             checkpoint,
-            signature: None,
         };
         serde_json::to_string_pretty(&proof)
     }
@@ -152,10 +168,36 @@ pub fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliError> {
                 cp.size
             ));
         }
-        Ok(v)
+        let (ledger, sig) = match &v {
+            Verified::Inclusion(p) => (&p.ledger, p.signature.as_ref()),
+            Verified::Consistency(p) => (&p.ledger, p.new_signature.as_ref()),
+        };
+        let signer = match sig {
+            None if args.require_signature => return Err("the checkpoint is not signed".into()),
+            None => None,
+            Some(sig) => {
+                let text = crate::ledger::proof::signed_text(ledger, cp);
+                let here = std::path::Path::new(".");
+                match sign::check(here, &text, sig, args.allowed_signers.as_deref()) {
+                    SignatureCheck::Good(who) => Some(who),
+                    SignatureCheck::Bad(why) => {
+                        return Err(format!(
+                            "the checkpoint signature is not trustworthy: {why}"
+                        ));
+                    }
+                    SignatureCheck::Unchecked(why) if args.require_signature => {
+                        return Err(format!(
+                            "the checkpoint signature could not be checked: {why}"
+                        ));
+                    }
+                    SignatureCheck::Unchecked(_) => None,
+                }
+            }
+        };
+        Ok((v, signer))
     });
     match result {
-        Ok(v) => {
+        Ok((v, signer)) => {
             let (summary, json) = match &v {
                 Verified::Inclusion(p) => (
                     format!(
@@ -169,7 +211,7 @@ pub fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliError> {
                     ),
                     serde_json::json!({"ok": true, "kind": "inclusion", "ledger": p.ledger, "seq": p.entry.seq,
                         "entry_hash": p.entry.entry_hash, "size": p.checkpoint.size, "root": p.checkpoint.root,
-                        "signed": p.signature.is_some()}),
+                        "signed": p.signature.is_some(), "signer": signer}),
                 ),
                 Verified::Consistency(p) => (
                     format!(
@@ -177,13 +219,18 @@ pub fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliError> {
                         p.ledger, p.new.size, p.new.root, p.old.size, p.old.root
                     ),
                     serde_json::json!({"ok": true, "kind": "consistency", "ledger": p.ledger,
-                        "old": {"size": p.old.size, "root": p.old.root}, "new": {"size": p.new.size, "root": p.new.root}}),
+                        "old": {"size": p.old.size, "root": p.old.root}, "new": {"size": p.new.size, "root": p.new.root},
+                        "signer": signer}),
                 ),
             };
             if ctx.json {
                 ctx.out_json(&json)
             } else {
-                ctx.out(&summary)
+                ctx.out(&summary)?;
+                match signer {
+                    Some(who) => ctx.out(&format!("  checkpoint signed by {who}")),
+                    None => Ok(()),
+                }
             }
         }
         Err(why) => {

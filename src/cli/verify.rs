@@ -14,8 +14,12 @@ pub struct VerifyArgs {
 #[derive(Debug, clap::Args)]
 pub struct CheckpointArgs {
     /// Print only; do not record the checkpoint as a witness.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sign")]
     pub no_record: bool,
+    /// Also sign the checkpoint with your git signing key (`user.signingKey`, `gpg.format`)
+    /// and store the signature on refs/forum/checkpoints/NAME, where it travels with the ledger.
+    #[arg(long)]
+    pub sign: bool,
 }
 
 /// Flush appends made with --no-fsync to disk.
@@ -45,6 +49,7 @@ pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
             "code": r.code,
             "redacted": redacted,
             "witnesses": {"reflog_lines": r.reflog_lines, "recorded_checkpoints": r.checkpoints_checked},
+            "signatures": r.signatures.iter().map(|(size, root, signer)| serde_json::json!({"size": size, "root": root, "signer": signer})).collect::<Vec<_>>(),
             "notes": r.notes,
         }))?;
     } else if ok {
@@ -64,6 +69,9 @@ pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
             "  tail witnesses: {} reflog line(s), {} recorded checkpoint(s)",
             r.reflog_lines, r.checkpoints_checked
         ))?;
+        for (size, root, signer) in &r.signatures {
+            ctx.out(&format!("  signed: size {size} (root {root}) by {signer}"))?;
+        }
         for n in &r.notes {
             ctx.out(&format!("  note: {n}"))?;
         }
@@ -92,13 +100,33 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<(), CliError> {
             r.problem.unwrap_or_default()
         )));
     }
+    let signature = if args.sign {
+        let cp = crate::ledger::proof::Checkpoint {
+            size: r.entries,
+            root: r.checkpoint.clone(),
+        };
+        Some(store.sign_checkpoint(&cp)?.format)
+    } else {
+        None
+    };
+    // Recorded after signing, so a signing failure leaves nothing behind.
     if !args.no_record {
         store.record_checkpoint(r.entries, &r.checkpoint)?;
     }
     if ctx.json {
-        ctx.out_json(&serde_json::json!({"ledger": ctx.ledger, "size": r.entries, "root": r.checkpoint, "recorded": !args.no_record}))
+        ctx.out_json(
+            &serde_json::json!({"ledger": ctx.ledger, "size": r.entries, "root": r.checkpoint,
+            "recorded": !args.no_record, "signed": signature}),
+        )
     } else {
-        ctx.out(&format!("{} {}", r.entries, r.checkpoint))
+        ctx.out(&format!("{} {}", r.entries, r.checkpoint))?;
+        if let Some(f) = signature {
+            eprintln!(
+                "signed ({f}) and stored on refs/forum/checkpoints/{}",
+                ctx.ledger
+            );
+        }
+        Ok(())
     }
 }
 

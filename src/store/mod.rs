@@ -4,4 +4,5 @@ pub mod forum_dir;
 pub mod git;
 pub mod pack;
 pub mod redact;
+pub mod sign;
 pub mod verify;

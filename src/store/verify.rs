@@ -19,6 +19,7 @@ use super::git::{
     GitStore, PAYLOAD_FILE, ReflogLine, StoreError, commit_bytes, entry_from_message, git_err,
     hex_to_bytes, parse_commit,
 };
+use super::sign::SignatureCheck;
 use crate::ledger::ChainProblem;
 use crate::ledger::canonical;
 use crate::ledger::hash::{self, sha256_hex};
@@ -73,6 +74,8 @@ pub struct VerifyReport {
     pub redacted: Vec<(u64, String)>,
     pub reflog_lines: usize,
     pub checkpoints_checked: usize,
+    /// Signed checkpoints that verified: (size, root, signer).
+    pub signatures: Vec<(u64, String, String)>,
     pub notes: Vec<String>,
 }
 
@@ -428,7 +431,12 @@ impl GitStore {
         mut report: VerifyReport,
     ) -> Result<VerifyReport, StoreError> {
         let recorded = self.recorded_checkpoints();
-        let wanted: HashSet<u64> = recorded.iter().map(|(s, _)| *s).collect();
+        let signed = self.signed_checkpoints()?;
+        let wanted: HashSet<u64> = recorded
+            .iter()
+            .map(|(s, _)| *s)
+            .chain(signed.iter().map(|s| s.checkpoint.size))
+            .collect();
         let mut prefix_roots: Vec<(u64, String)> = Vec::new();
         let mut prev = hex_to_bytes(hash::GENESIS);
         let mut chain_problem: Option<Problem> = walk_failure.map(|f| {
@@ -545,6 +553,61 @@ impl GitStore {
             }
         }
         report.checkpoints_checked = recorded.len();
+        for s in &signed {
+            let (size, root) = (s.checkpoint.size, &s.checkpoint.root);
+            let signer = match self.check_signature(s) {
+                SignatureCheck::Good(who) => who,
+                SignatureCheck::Bad(why) => {
+                    report.fail(
+                        Some(size.saturating_sub(1).min(len)),
+                        "bad-signature",
+                        format!("the signed checkpoint at size {size} (root {root}) is not trustworthy: {why}"),
+                    );
+                    return Ok(report);
+                }
+                SignatureCheck::Unchecked(why) => {
+                    report.notes.push(format!(
+                        "signed checkpoint at size {size} not checked: {why}"
+                    ));
+                    "an unchecked signer".to_string()
+                }
+            };
+            if s.ledger != self.name() {
+                report.fail(
+                    Some(len),
+                    "bad-signature",
+                    format!(
+                        "a signed checkpoint stored for ledger {} names ledger {}",
+                        self.name(),
+                        s.ledger
+                    ),
+                );
+                return Ok(report);
+            }
+            if size > len {
+                report.fail(
+                    Some(len),
+                    "truncated",
+                    format!(
+                        "the ledger has {len} entries but {signer} signed a checkpoint at {size} entries (root {root}): entries were removed from the tail"
+                    ),
+                );
+                return Ok(report);
+            }
+            if let Some((_, have)) = prefix_roots.iter().find(|(n, _)| *n == size)
+                && have != root
+            {
+                report.fail(
+                    Some(size.saturating_sub(1)),
+                    "rewritten",
+                    format!(
+                        "the first {size} entries hash to {have}, not to the checkpoint {root} that {signer} signed: history was rewritten"
+                    ),
+                );
+                return Ok(report);
+            }
+            report.signatures.push((size, root.clone(), signer));
+        }
         if self.check_reflog(witness, tip, len, &mut report)? {
             return Ok(report);
         }

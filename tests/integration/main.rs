@@ -6,4 +6,5 @@ mod ledger;
 mod plan;
 mod proofs;
 mod redact;
+mod sign;
 mod route;

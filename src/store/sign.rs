@@ -1,0 +1,435 @@
+//! Signed checkpoints: `(ledger, size, root)` signed with the user's own git signing setup
+//! (`gpg.format` ssh or openpgp, `user.signingKey`) in the `git-forum-checkpoint` namespace, so
+//! the signature cannot pass as a commit or tag signature. Signatures are kept as a chain of
+//! commits on `refs/forum/checkpoints/NAME` (each tree: `checkpoint`, the signed text, and
+//! `signature`), which travels with the ledger. Signing and checking run `ssh-keygen` or `gpg`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::git::{GitStore, StoreError};
+use crate::ledger::proof::{Checkpoint, CheckpointSignature, SIGNATURE_NAMESPACE, signed_text};
+
+/// Where a ledger's signed checkpoints live.
+pub fn checkpoints_ref(ledger: &str) -> String {
+    format!("refs/forum/checkpoints/{ledger}")
+}
+
+/// A signed checkpoint read back from the repository.
+#[derive(Debug, Clone)]
+pub struct StoredSignature {
+    pub ledger: String,
+    pub checkpoint: Checkpoint,
+    pub signature: CheckpointSignature,
+}
+
+/// What checking a signature found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignatureCheck {
+    /// Good, by this signer (an ssh principal, or gpg's "Good signature from" name).
+    Good(String),
+    /// The signature does not verify, or its key is not an allowed signer.
+    Bad(String),
+    /// It could not be checked here (no allowed-signers file, no gpg key), which is not proof of
+    /// anything either way.
+    Unchecked(String),
+}
+
+fn run(cmd: &mut Command, input: &[u8]) -> Result<std::process::Output, String> {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(input)
+        .map_err(|e| e.to_string())?;
+    child.wait_with_output().map_err(|e| e.to_string())
+}
+
+fn git_config(dir: &Path, key: &str) -> Option<String> {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["config", "--get", key])
+        .output()
+        .ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn expand_home(p: &str) -> PathBuf {
+    match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(p),
+    }
+}
+
+/// Signs `text` with the repository's git signing setup.
+pub fn sign(worktree: &Path, text: &str) -> Result<CheckpointSignature, StoreError> {
+    let format = git_config(worktree, "gpg.format").unwrap_or_else(|| "openpgp".into());
+    let key = git_config(worktree, "user.signingKey").ok_or_else(|| {
+        StoreError::Invalid(
+            "no signing key configured: set `git config user.signingKey` (and `gpg.format ssh` for an SSH key)".into(),
+        )
+    })?;
+    let out = match format.as_str() {
+        "ssh" => {
+            let program =
+                git_config(worktree, "gpg.ssh.program").unwrap_or_else(|| "ssh-keygen".into());
+            let key = expand_home(&key);
+            run(
+                Command::new(program)
+                    .args(["-Y", "sign", "-n", SIGNATURE_NAMESPACE, "-f"])
+                    .arg(&key),
+                text.as_bytes(),
+            )
+        }
+        "openpgp" => {
+            let program = git_config(worktree, "gpg.program").unwrap_or_else(|| "gpg".into());
+            run(
+                Command::new(program).args(["--batch", "--detach-sign", "--armor", "-u", &key]),
+                text.as_bytes(),
+            )
+        }
+        other => {
+            return Err(StoreError::Invalid(format!(
+                "gpg.format {other:?} is not supported for checkpoints; use ssh or openpgp"
+            )));
+        }
+    }
+    .map_err(StoreError::Git)?;
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        return Err(StoreError::Git(format!(
+            "signing the checkpoint failed: {}",
+            why.lines()
+                .next()
+                .unwrap_or("the signing program exited with an error")
+        )));
+    }
+    Ok(CheckpointSignature {
+        format,
+        signature: String::from_utf8_lossy(&out.stdout).into_owned(),
+    })
+}
+
+/// Checks a checkpoint signature with the repository's trust setup (`gpg.ssh.allowedSignersFile`
+/// for ssh, gpg's keyring for openpgp).
+pub fn check(
+    worktree: &Path,
+    text: &str,
+    sig: &CheckpointSignature,
+    allowed_signers: Option<&Path>,
+) -> SignatureCheck {
+    let dir = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => return SignatureCheck::Unchecked(format!("no temporary directory: {e}")),
+    };
+    let sig_path = dir.path().join("checkpoint.sig");
+    if std::fs::write(&sig_path, &sig.signature).is_err() {
+        return SignatureCheck::Unchecked("cannot write the signature to a temporary file".into());
+    }
+    match sig.format.as_str() {
+        "ssh" => {
+            let allowed = allowed_signers.map(Path::to_path_buf).or_else(|| {
+                git_config(worktree, "gpg.ssh.allowedSignersFile").map(|p| expand_home(&p))
+            });
+            let Some(allowed) = allowed else {
+                return SignatureCheck::Unchecked(
+                    "no gpg.ssh.allowedSignersFile configured".into(),
+                );
+            };
+            let program =
+                git_config(worktree, "gpg.ssh.program").unwrap_or_else(|| "ssh-keygen".into());
+            let found = Command::new(&program)
+                .args(["-Y", "find-principals", "-s"])
+                .arg(&sig_path)
+                .arg("-f")
+                .arg(&allowed)
+                .output();
+            let principal = match found {
+                Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string(),
+                Ok(_) => {
+                    return SignatureCheck::Bad(
+                        "signed by a key that is not in the allowed signers".into(),
+                    );
+                }
+                Err(e) => return SignatureCheck::Unchecked(format!("cannot run {program}: {e}")),
+            };
+            let verified = run(
+                Command::new(&program)
+                    .args([
+                        "-Y",
+                        "verify",
+                        "-n",
+                        SIGNATURE_NAMESPACE,
+                        "-I",
+                        &principal,
+                        "-s",
+                    ])
+                    .arg(&sig_path)
+                    .arg("-f")
+                    .arg(&allowed),
+                text.as_bytes(),
+            );
+            match verified {
+                Ok(o) if o.status.success() => SignatureCheck::Good(principal),
+                Ok(_) => SignatureCheck::Bad(format!(
+                    "the signature claimed by {principal} does not verify"
+                )),
+                Err(e) => SignatureCheck::Unchecked(e),
+            }
+        }
+        "openpgp" => {
+            let program = git_config(worktree, "gpg.program").unwrap_or_else(|| "gpg".into());
+            let data = dir.path().join("checkpoint.txt");
+            if std::fs::write(&data, text).is_err() {
+                return SignatureCheck::Unchecked(
+                    "cannot write the checkpoint to a temporary file".into(),
+                );
+            }
+            match Command::new(&program)
+                .args(["--batch", "--verify"])
+                .arg(&sig_path)
+                .arg(&data)
+                .output()
+            {
+                Ok(o) if o.status.success() => {
+                    let err = String::from_utf8_lossy(&o.stderr);
+                    let who = err
+                        .lines()
+                        .find_map(|l| l.split("Good signature from ").nth(1))
+                        .map(|s| {
+                            s.trim_matches(['"', ' '])
+                                .split('"')
+                                .next()
+                                .unwrap_or("")
+                                .to_string()
+                        })
+                        .unwrap_or_else(|| "an openpgp key".into());
+                    SignatureCheck::Good(who)
+                }
+                Ok(o) => SignatureCheck::Bad(
+                    String::from_utf8_lossy(&o.stderr)
+                        .lines()
+                        .last()
+                        .unwrap_or("gpg refused the signature")
+                        .to_string(),
+                ),
+                Err(e) => SignatureCheck::Unchecked(format!("cannot run {program}: {e}")),
+            }
+        }
+        other => SignatureCheck::Bad(format!("unknown signature format {other:?}")),
+    }
+}
+
+fn git_ok(dir: &Path, args: &[&str], input: Option<&[u8]>) -> Result<String, StoreError> {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(dir).args(args);
+    let out = match input {
+        Some(i) => run(&mut cmd, i).map_err(StoreError::Git)?,
+        None => cmd
+            .output()
+            .map_err(|e| StoreError::Git(format!("cannot run git: {e}")))?,
+    };
+    if !out.status.success() {
+        return Err(StoreError::Git(format!(
+            "git {} failed: {}",
+            args.first().unwrap_or(&""),
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .next()
+                .unwrap_or("")
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+impl GitStore {
+    fn git_dir_path(&self) -> PathBuf {
+        self.repo().git_dir().to_path_buf()
+    }
+
+    /// Signs the checkpoint `(self, checkpoint)` and appends it to the ledger's signed
+    /// checkpoints.
+    pub fn sign_checkpoint(
+        &self,
+        checkpoint: &Checkpoint,
+    ) -> Result<CheckpointSignature, StoreError> {
+        let dir = self
+            .repo()
+            .workdir()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.git_dir_path());
+        let text = signed_text(self.name(), checkpoint);
+        let sig = sign(&dir, &text)?;
+        let git_dir = self.git_dir_path();
+        let gd = git_dir.to_string_lossy().to_string();
+        let a = git_ok(
+            Path::new("."),
+            &["--git-dir", &gd, "hash-object", "-w", "--stdin"],
+            Some(text.as_bytes()),
+        )?;
+        let b = git_ok(
+            Path::new("."),
+            &["--git-dir", &gd, "hash-object", "-w", "--stdin"],
+            Some(sig.signature.as_bytes()),
+        )?;
+        let tree_text = format!("100644 blob {a}\tcheckpoint\n100644 blob {b}\tsignature\n");
+        let tree = git_ok(
+            Path::new("."),
+            &["--git-dir", &gd, "mktree"],
+            Some(tree_text.as_bytes()),
+        )?;
+        let refname = checkpoints_ref(self.name());
+        let parent = git_ok(
+            Path::new("."),
+            &["--git-dir", &gd, "rev-parse", "--verify", "-q", &refname],
+            None,
+        )
+        .ok();
+        let message = format!(
+            "checkpoint {} {} ({})\n",
+            checkpoint.size, checkpoint.root, sig.format
+        );
+        let mut args = vec![
+            "--git-dir",
+            &gd,
+            "-c",
+            "user.name=git-forum",
+            "-c",
+            "user.email=ledger@git-forum.invalid",
+            "commit-tree",
+            &tree,
+        ];
+        if let Some(p) = &parent {
+            args.extend(["-p", p.as_str()]);
+        }
+        let commit = git_ok(Path::new("."), &args, Some(message.as_bytes()))?;
+        let mut update = vec![
+            "--git-dir",
+            &gd,
+            "update-ref",
+            "-m",
+            "forum: signed checkpoint",
+            &refname,
+            &commit,
+        ];
+        let zero = "0".repeat(commit.len());
+        update.push(parent.as_deref().unwrap_or(&zero));
+        git_ok(Path::new("."), &update, None)?;
+        Ok(sig)
+    }
+
+    /// Every signed checkpoint of this ledger, oldest first.
+    pub fn signed_checkpoints(&self) -> Result<Vec<StoredSignature>, StoreError> {
+        let refname = checkpoints_ref(self.name());
+        if !matches!(
+            self.repo().try_find_reference(refname.as_str()),
+            Ok(Some(_))
+        ) {
+            return Ok(Vec::new());
+        }
+        let gd = self.git_dir_path().to_string_lossy().to_string();
+        let Ok(list) = git_ok(
+            Path::new("."),
+            &[
+                "--git-dir",
+                &gd,
+                "rev-list",
+                "--first-parent",
+                "--reverse",
+                &refname,
+                "--",
+            ],
+            None,
+        ) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for commit in list.lines().filter(|l| !l.is_empty()) {
+            let text = git_ok(
+                Path::new("."),
+                &[
+                    "--git-dir",
+                    &gd,
+                    "cat-file",
+                    "blob",
+                    &format!("{commit}:checkpoint"),
+                ],
+                None,
+            )?;
+            let signature = git_ok(
+                Path::new("."),
+                &[
+                    "--git-dir",
+                    &gd,
+                    "cat-file",
+                    "blob",
+                    &format!("{commit}:signature"),
+                ],
+                None,
+            )?;
+            let (ledger, checkpoint) =
+                parse_signed_text(&format!("{text}\n")).ok_or_else(|| {
+                    StoreError::Corrupt(format!(
+                        "{refname}: commit {commit} does not hold a checkpoint"
+                    ))
+                })?;
+            let format = if signature.contains("SSH SIGNATURE") {
+                "ssh"
+            } else {
+                "openpgp"
+            };
+            out.push(StoredSignature {
+                ledger,
+                checkpoint,
+                signature: CheckpointSignature {
+                    format: format.into(),
+                    signature: format!("{signature}\n"),
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    /// Checks a signature in this repository's trust setup.
+    pub fn check_signature(&self, s: &StoredSignature) -> SignatureCheck {
+        let dir = self
+            .repo()
+            .workdir()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.git_dir_path());
+        check(
+            &dir,
+            &signed_text(&s.ledger, &s.checkpoint),
+            &s.signature,
+            None,
+        )
+    }
+}
+
+/// Reads back the text [`signed_text`] writes.
+pub fn parse_signed_text(text: &str) -> Option<(String, Checkpoint)> {
+    let mut lines = text.lines();
+    if lines.next()? != "git-forum checkpoint v1" {
+        return None;
+    }
+    let ledger = lines.next()?.strip_prefix("ledger ")?.to_string();
+    let size = lines.next()?.strip_prefix("size ")?.parse().ok()?;
+    let root = lines.next()?.strip_prefix("root ")?.to_string();
+    let cp = Checkpoint { size, root };
+    (signed_text(&ledger, &cp) == text).then_some((ledger, cp))
+}

@@ -1,0 +1,175 @@
+//! Signed checkpoints with a real ssh key: who signed which size, a truncation caught by a
+//! signature, forged and untrusted signatures refused.
+
+use crate::common::Repo;
+
+fn keygen(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, String) {
+    let key = dir.join(name);
+    let o = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    (key, public.trim().to_string())
+}
+
+fn signing_repo() -> (Repo, tempfile::TempDir, std::path::PathBuf) {
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = keygen(keys.path(), "alice");
+    let allowed = keys.path().join("allowed_signers");
+    std::fs::write(
+        &allowed,
+        format!("alice@example.invalid namespaces=\"git-forum-checkpoint\" {public}\n"),
+    )
+    .unwrap();
+    let repo = Repo::new("sha1");
+    repo.git_ok(&["config", "gpg.format", "ssh"]);
+    repo.git_ok(&["config", "user.signingKey", key.to_str().unwrap()]);
+    repo.git_ok(&[
+        "config",
+        "gpg.ssh.allowedSignersFile",
+        allowed.to_str().unwrap(),
+    ]);
+    for i in 0..3 {
+        repo.append("agent", "note", &i.to_string());
+    }
+    (repo, keys, key)
+}
+
+#[test]
+fn signed_checkpoint_names_its_signer_and_catches_a_truncation() {
+    let (repo, _keys, _) = signing_repo();
+    let out = repo.forum_json(&["checkpoint", "--sign"]);
+    assert_eq!(out["signed"], "ssh");
+    let r = repo.forum_json(&["verify"]);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["signatures"][0]["size"], 3);
+    assert_eq!(r["signatures"][0]["signer"], "alice@example.invalid");
+    // Cut the tail with no reflog line and no local witness: the signature still catches it.
+    let first = repo
+        .git_ok(&["rev-list", "--reverse", "refs/forum/ledgers/main"])
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    std::fs::remove_file(repo.git_dir().join("logs/refs/forum/ledgers/main")).unwrap();
+    std::fs::remove_file(repo.git_dir().join("forum/checkpoints/main.jsonl")).unwrap();
+    std::fs::write(
+        repo.git_dir().join("refs/forum/ledgers/main"),
+        format!("{first}\n"),
+    )
+    .unwrap();
+    let r = repo.forum_json(&["verify"]);
+    assert_eq!(r["ok"], false, "{r}");
+    assert_eq!(r["code"], "truncated");
+    assert!(
+        r["problem"]
+            .as_str()
+            .unwrap()
+            .contains("alice@example.invalid"),
+        "{r}"
+    );
+}
+
+#[test]
+fn forged_and_untrusted_signatures_are_refused() {
+    let (repo, keys, _) = signing_repo();
+    // A key outside the allowed signers.
+    let (mallory, _) = keygen(keys.path(), "mallory");
+    repo.git_ok(&["config", "user.signingKey", mallory.to_str().unwrap()]);
+    repo.forum_ok(&["checkpoint", "--sign"]);
+    let r = repo.forum_json(&["verify"]);
+    assert_eq!(r["code"], "bad-signature", "{r}");
+    assert!(
+        r["problem"]
+            .as_str()
+            .unwrap()
+            .contains("not in the allowed signers"),
+        "{r}"
+    );
+
+    // A forged signature: alice's signature over a different root.
+    let (repo, _keys2, _) = signing_repo();
+    repo.forum_ok(&["checkpoint", "--sign"]);
+    let tip = repo.git_ok(&["rev-parse", "refs/forum/checkpoints/main"]);
+    let text = repo.git_ok(&["cat-file", "blob", &format!("{tip}:checkpoint")]) + "\n";
+    let forged_text: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("root ") {
+                format!("root {}\n", "0".repeat(64))
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    assert_ne!(forged_text, text);
+    let a = repo.git_in(&["hash-object", "-w", "--stdin"], forged_text.as_bytes());
+    let sig = repo.git_ok(&["rev-parse", &format!("{tip}:signature")]);
+    let tree = repo.git_in(
+        &["mktree"],
+        format!("100644 blob {a}\tcheckpoint\n100644 blob {sig}\tsignature\n").as_bytes(),
+    );
+    let commit = repo.git_ok(&["commit-tree", &tree, "-p", &tip, "-m", "forged"]);
+    repo.git_ok(&["update-ref", "refs/forum/checkpoints/main", &commit]);
+    let r = repo.forum_json(&["verify"]);
+    assert_eq!(r["ok"], false, "{r}");
+    assert_eq!(r["code"], "bad-signature", "{r}");
+}
+
+#[test]
+fn signing_without_a_key_is_one_clear_line_and_changes_nothing() {
+    let repo = Repo::new("sha1");
+    repo.append("agent", "note", "1");
+    let before = repo.snapshot();
+    let o = repo
+        .forum()
+        .args(["checkpoint", "--sign"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("user.signingKey"), "{err}");
+    assert_eq!(repo.snapshot(), before);
+}
+
+#[test]
+fn a_proof_carries_the_checkpoint_signature_and_checks_it_without_a_repository() {
+    let (repo, keys, _) = signing_repo();
+    repo.forum_ok(&["checkpoint", "--sign"]);
+    let proof = repo.forum_ok(&["prove", "1"]);
+    let outside = tempfile::tempdir().unwrap();
+    let f = outside.path().join("p.json");
+    std::fs::write(&f, &proof).unwrap();
+    let allowed = keys.path().join("allowed_signers");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["verify-proof", f.to_str().unwrap(), "--json"];
+        args.extend_from_slice(extra);
+        repo.forum()
+            .current_dir(outside.path())
+            .env("GIT_CEILING_DIRECTORIES", outside.path().parent().unwrap())
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[
+        "--allowed-signers",
+        allowed.to_str().unwrap(),
+        "--require-signature",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["signer"], "alice@example.invalid");
+    // Without a trust anchor a signature cannot be required.
+    let o = run(&["--require-signature"]);
+    assert_eq!(o.status.code(), Some(1));
+    // A signer outside the file is refused.
+    let other = keys.path().join("other_signers");
+    let (_, public) = keygen(keys.path(), "carol");
+    std::fs::write(&other, format!("carol@example.invalid {public}\n")).unwrap();
+    let o = run(&["--allowed-signers", other.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+}
