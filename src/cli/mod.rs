@@ -11,6 +11,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::store::git::{FlushMethod, GitStore, Options, StoreError};
 
 pub mod append;
+pub mod hooks;
+pub mod init;
 pub mod interop;
 pub mod man;
 pub mod plan;
@@ -18,6 +20,7 @@ pub mod proof;
 pub mod read;
 pub mod redact;
 pub mod route;
+pub mod sync;
 pub mod verify;
 
 /// Run fleets of AI agents in a repository and keep every decision in a tamper-evident ledger
@@ -88,6 +91,17 @@ pub enum Command {
     Route(route::RouteArgs),
     /// Compile a plan file into waves and typed edges.
     Plan(plan::PlanArgs),
+    /// Add the refspecs that carry ledgers and write .forum/.
+    Init(init::InitArgs),
+    /// Verify ledgers, then push them to a remote (never forced).
+    Push(sync::PushArgs),
+    /// Fetch a remote's ledgers, verify them and check them against the last one seen.
+    Fetch(sync::FetchArgs),
+    /// Install or remove the git forum pre-push (or server pre-receive) hook.
+    Hooks(hooks::HooksArgs),
+    /// Entry points of the installed hooks (called by git).
+    #[command(hide = true)]
+    Hook(hooks::HookArgs),
 }
 
 /// An error that ends a command: one line on stderr and an exit code.
@@ -266,6 +280,11 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Redact(a) => redact::run(ctx, a),
         Command::Route(a) => route::run(ctx, a),
         Command::Plan(a) => plan::run(ctx, a),
+        Command::Init(a) => init::run(ctx, a),
+        Command::Push(a) => sync::push(ctx, a),
+        Command::Fetch(a) => sync::fetch(ctx, a),
+        Command::Hooks(a) => hooks::hooks(ctx, a),
+        Command::Hook(a) => hooks::hook(ctx, a),
     }
 }
 

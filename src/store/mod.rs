@@ -5,4 +5,5 @@ pub mod git;
 pub mod pack;
 pub mod redact;
 pub mod sign;
+pub mod sync;
 pub mod verify;

@@ -6,5 +6,6 @@ mod ledger;
 mod plan;
 mod proofs;
 mod redact;
-mod sign;
 mod route;
+mod sign;
+mod sync;

@@ -1,0 +1,366 @@
+//! `hooks install|uninstall` and the entry points the installed hooks call
+//! (`hook pre-push`, `hook pre-receive`, `hook update`).
+//!
+//! Installing writes a block between `# BEGIN git-forum` and `# END git-forum` near the top of
+//! the hook file (after its `#!` line), so an existing hook keeps working; the block saves the
+//! hook's stdin, hands it to `git forum hook NAME "$@"`, and restores it for the rest of the
+//! script. Uninstalling removes only that block, and the file when nothing else is left.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{CliError, Ctx};
+use crate::store::git::{StoreError, open_repo};
+use crate::store::sync::{self, CatFile, Git, RefUpdate};
+
+/// The first line of the block.
+pub const BEGIN: &str = "# BEGIN git-forum";
+/// The last line of the block.
+pub const END: &str = "# END git-forum";
+
+/// Install or remove the git forum hooks.
+#[derive(Debug, clap::Args)]
+pub struct HooksArgs {
+    #[command(subcommand)]
+    pub action: HooksAction,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum HooksAction {
+    /// Add the git forum block to the pre-push hook (with --server: the pre-receive hook).
+    Install(InstallArgs),
+    /// Remove the git forum block (and the hook file if nothing else is in it).
+    Uninstall(InstallArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InstallArgs {
+    /// The server-side hook (pre-receive: ledgers are append-only) instead of pre-push.
+    #[arg(long)]
+    pub server: bool,
+}
+
+/// Entry points called by installed hooks.
+#[derive(Debug, clap::Args)]
+pub struct HookArgs {
+    #[command(subcommand)]
+    pub hook: HookName,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum HookName {
+    /// Verify every ledger ref being pushed (stdin as git gives it to pre-push).
+    PrePush {
+        /// The remote's name.
+        remote: Option<String>,
+        /// The remote's URL.
+        url: Option<String>,
+    },
+    /// Refuse deletions and non-append updates of ledger refs (stdin as git gives it).
+    PreReceive,
+    /// The same check for one ref, as git's update hook is called.
+    Update {
+        refname: String,
+        old: String,
+        new: String,
+    },
+}
+
+/// The block that calls `git forum hook NAME`.
+pub fn block(hook: &str) -> String {
+    format!(
+        "{BEGIN}
+# Added by `git forum hooks install`; `git forum hooks uninstall` removes this block.
+# Hands this hook's stdin to git forum, then gives it back to the rest of the script.
+forum_in=$(mktemp \"${{TMPDIR:-/tmp}}/git-forum-hook.XXXXXX\") || exit 1
+cat >\"$forum_in\"
+git forum hook {hook} \"$@\" <\"$forum_in\"
+forum_rc=$?
+exec <\"$forum_in\"
+rm -f \"$forum_in\"
+[ \"$forum_rc\" -eq 0 ] || exit \"$forum_rc\"
+{END}
+"
+    )
+}
+
+/// A new hook file holding only the block.
+pub fn new_hook_file(hook: &str) -> String {
+    format!("#!/bin/sh\n{}", block(hook))
+}
+
+/// `text` with the block added (or replaced by the current one), right after the `#!` line.
+pub fn with_block(text: &str, hook: &str) -> String {
+    let base = without_block(text);
+    if base.trim().is_empty() {
+        return new_hook_file(hook);
+    }
+    let (head, rest) = match base.strip_prefix("#!") {
+        Some(_) => match base.find('\n') {
+            Some(i) => base.split_at(i + 1),
+            None => (base.as_str(), ""),
+        },
+        None => ("#!/bin/sh\n", base.as_str()),
+    };
+    let mut out = head.to_string();
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&block(hook));
+    out.push_str(rest);
+    out
+}
+
+/// `text` without the block (every copy of it).
+pub fn without_block(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut inside = false;
+    for line in text.split_inclusive('\n') {
+        let bare = line.trim_end();
+        if !inside && bare == BEGIN {
+            inside = true;
+            continue;
+        }
+        if inside {
+            if bare == END {
+                inside = false;
+            }
+            continue;
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+/// Whether what is left of a hook file after removing the block does nothing.
+fn is_empty_hook(text: &str) -> bool {
+    text.lines()
+        .map(str::trim)
+        .all(|l| l.is_empty() || l.starts_with("#!"))
+}
+
+/// Where git runs hooks from for this repository (`core.hooksPath` honoured), as git reports it.
+fn hooks_dir(repo: &gix::Repository) -> Result<PathBuf, CliError> {
+    let base = repo.workdir().unwrap_or_else(|| repo.git_dir());
+    let o = Command::new("git")
+        .current_dir(base)
+        .args(["rev-parse", "--path-format=absolute", "--git-path", "hooks"])
+        .output()
+        .map_err(|e| CliError::fail(format!("cannot run git ({e}); install git")))?;
+    if !o.status.success() {
+        return Err(CliError::fail(format!(
+            "cannot find the hooks directory: {}",
+            sync::failure_line(&o)
+        )));
+    }
+    Ok(PathBuf::from(
+        String::from_utf8_lossy(&o.stdout).trim_end_matches('\n'),
+    ))
+}
+
+fn io_fail(what: &str, path: &Path, e: std::io::Error) -> CliError {
+    CliError::fail(format!("{what} {}: {e}", path.display()))
+}
+
+#[cfg(unix)]
+fn make_executable(path: &Path) -> Result<(), CliError> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| io_fail("reading", path, e))?;
+    let mut perm = meta.permissions();
+    perm.set_mode(perm.mode() | 0o755);
+    std::fs::set_permissions(path, perm).map_err(|e| io_fail("making executable", path, e))
+}
+
+#[cfg(not(unix))]
+fn make_executable(_path: &Path) -> Result<(), CliError> {
+    Ok(())
+}
+
+pub fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
+    let repo = open_repo(&ctx.dir)?;
+    let dir = hooks_dir(&repo)?;
+    let (install, server) = match &args.action {
+        HooksAction::Install(a) => (true, a.server),
+        HooksAction::Uninstall(a) => (false, a.server),
+    };
+    let hook = if server { "pre-receive" } else { "pre-push" };
+    let path = dir.join(hook);
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(t) => Some(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_fail("reading", &path, e)),
+    };
+    let redirected = repo
+        .config_snapshot()
+        .string("core.hooksPath")
+        .map(|v| v.to_string());
+    let action;
+    if install {
+        let text = match &existing {
+            Some(t) => with_block(t, hook),
+            None => new_hook_file(hook),
+        };
+        action = match &existing {
+            Some(t) if *t == text => "already installed in",
+            Some(t) if t.contains(BEGIN) => "updated the block in",
+            Some(_) => "added a block to the existing",
+            None => "installed",
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| io_fail("creating", &dir, e))?;
+        if existing.as_deref() != Some(text.as_str()) {
+            std::fs::write(&path, &text).map_err(|e| io_fail("writing", &path, e))?;
+        }
+        make_executable(&path)?;
+    } else {
+        match &existing {
+            Some(t) if t.contains(BEGIN) => {
+                let rest = without_block(t);
+                if is_empty_hook(&rest) {
+                    std::fs::remove_file(&path).map_err(|e| io_fail("removing", &path, e))?;
+                    action = "removed";
+                } else {
+                    std::fs::write(&path, rest).map_err(|e| io_fail("writing", &path, e))?;
+                    action = "removed the block from";
+                }
+            }
+            _ => action = "nothing to remove from",
+        }
+    }
+    if ctx.json {
+        ctx.out_json(&serde_json::json!({
+            "hook": hook,
+            "path": path.display().to_string(),
+            "action": action,
+            "hooks_path": redirected,
+        }))
+    } else {
+        ctx.out(&format!("{action} {hook} hook: {}", path.display()))?;
+        if let Some(p) = redirected {
+            ctx.out(&format!(
+                "note: core.hooksPath is set ({p}); git runs hooks from there, so that is where the hook went"
+            ))?;
+        }
+        if install {
+            ctx.out(
+                "the hook runs `git forum`, so git-forum must be on PATH wherever git runs it",
+            )?;
+        }
+        Ok(())
+    }
+}
+
+pub fn hook(ctx: &Ctx, args: HookArgs) -> Result<(), CliError> {
+    match args.hook {
+        HookName::PrePush { .. } => pre_push(ctx),
+        HookName::PreReceive => {
+            let mut updates = Vec::new();
+            for line in std::io::stdin().lock().lines() {
+                let line = line.map_err(|e| CliError::fail(format!("reading stdin: {e}")))?;
+                let mut p = line.split_whitespace();
+                if let (Some(old), Some(new), Some(refname)) = (p.next(), p.next(), p.next()) {
+                    updates.push(RefUpdate {
+                        refname: refname.into(),
+                        old: old.into(),
+                        new: new.into(),
+                    });
+                }
+            }
+            server_check(ctx, &updates)
+        }
+        HookName::Update { refname, old, new } => {
+            server_check(ctx, &[RefUpdate { refname, old, new }])
+        }
+    }
+}
+
+fn pre_push(ctx: &Ctx) -> Result<(), CliError> {
+    let mut updates = Vec::new();
+    for line in std::io::stdin().lock().lines() {
+        let line = line.map_err(|e| CliError::fail(format!("reading stdin: {e}")))?;
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if let [a, b, c, d] = f[..] {
+            updates.push((a.to_string(), b.to_string(), c.to_string(), d.to_string()));
+        }
+    }
+    // Code refs are never looked at, and a push without ledger refs never opens anything.
+    if !updates
+        .iter()
+        .any(|u| u.2.starts_with(crate::store::git::LEDGER_PREFIX))
+    {
+        return Ok(());
+    }
+    let repo = open_repo(&ctx.dir)?;
+    let refusals = sync::check_pre_push(&repo, &updates)?;
+    if refusals.is_empty() {
+        return Ok(());
+    }
+    for r in &refusals {
+        eprintln!("git forum pre-push: refusing the push: {r}");
+    }
+    Err(CliError::silent(1))
+}
+
+fn server_check(ctx: &Ctx, updates: &[RefUpdate]) -> Result<(), CliError> {
+    if !updates
+        .iter()
+        .any(|u| u.refname.starts_with(crate::store::git::LEDGER_PREFIX))
+    {
+        return Ok(());
+    }
+    let repo = open_repo(&ctx.dir)?;
+    let hash = repo.object_hash();
+    // `git cat-file` sees the objects of a push still in quarantine.
+    let mut objects = CatFile::start(&Git::for_repo(&repo))?;
+    let mut refused = false;
+    for u in updates {
+        match sync::check_server_update(&mut objects, hash, u) {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => {
+                eprintln!("git forum: refusing {}: {why}", u.refname);
+                refused = true;
+            }
+            Err(e) => {
+                let e: StoreError = e;
+                eprintln!("git forum: refusing {}: cannot check it: {e}", u.refname);
+                refused = true;
+            }
+        }
+    }
+    if refused {
+        Err(CliError::silent(1))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_hook_files_are_the_installed_form() {
+        assert_eq!(
+            include_str!("../../hooks/pre-push"),
+            new_hook_file("pre-push")
+        );
+        assert_eq!(
+            include_str!("../../hooks/pre-receive"),
+            new_hook_file("pre-receive")
+        );
+    }
+
+    #[test]
+    fn block_goes_after_the_shebang_and_comes_out_cleanly() {
+        let user = "#!/bin/bash\necho hi\nexit 0\n";
+        let with = with_block(user, "pre-push");
+        assert!(with.starts_with("#!/bin/bash\n# BEGIN git-forum\n"));
+        assert!(with.ends_with("# END git-forum\necho hi\nexit 0\n"));
+        assert_eq!(with_block(&with, "pre-push"), with, "idempotent");
+        assert_eq!(without_block(&with), user);
+        assert!(is_empty_hook(&without_block(&new_hook_file("pre-push"))));
+        assert!(!is_empty_hook(user));
+        let no_shebang = "echo hi\n";
+        assert!(with_block(no_shebang, "pre-push").starts_with("#!/bin/sh\n# BEGIN"));
+    }
+}

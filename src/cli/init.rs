@@ -1,0 +1,197 @@
+//! `init`: the refspecs that make plain `git fetch` (and, on request, `git push`) carry
+//! ledgers, and the `.forum/` configuration directory. Safe to run again: nothing present is
+//! added twice and no existing file is overwritten.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::json;
+
+use super::{CliError, Ctx};
+use crate::store::git::open_repo;
+use crate::store::sync::{self, Git};
+
+/// Set up this repository for git forum.
+///
+/// Adds `refs/forum/ledgers/*:refs/forum/remotes/REMOTE/*` (without `+`, so a rewritten remote
+/// ledger is refused rather than taken) to each remote's fetch refspecs, and writes
+/// `.forum/roster.toml` and `.forum/README` when they are absent.
+#[derive(Debug, clap::Args)]
+pub struct InitArgs {
+    /// Only this remote (repeatable); default: every configured remote.
+    #[arg(long = "remote", value_name = "NAME")]
+    pub remotes: Vec<String>,
+    /// Also make plain `git push` push ledgers. A remote with a push refspec pushes only what
+    /// its refspecs name, so `HEAD` is added too when the remote had none (plain `git push` then
+    /// pushes the current branch to the branch of the same name, and every ledger).
+    #[arg(long)]
+    pub push: bool,
+}
+
+/// The `.forum/README` that `init` writes.
+pub const FORUM_README: &str = "\
+This directory configures git forum for this repository.
+
+roster.toml   the agent lanes requests are routed to. It starts as a copy of the
+              roster built into git forum; edit it freely. `git forum route` and
+              `git forum plan` read it (or a file given with --roster).
+
+The record itself is not here: every ledger lives in git, on refs/forum/ledgers/NAME.
+Share ledgers with `git forum push` and `git forum fetch`; `git forum hooks install`
+adds a pre-push hook that refuses to publish a ledger that does not verify.
+";
+
+/// The fetch refspec for ledgers of `remote`.
+pub fn fetch_refspec(remote: &str) -> String {
+    format!("refs/forum/ledgers/*:{}{remote}/*", sync::REMOTES_PREFIX)
+}
+
+/// The push refspec for ledgers (never forced).
+pub const PUSH_REFSPEC: &str = "refs/forum/ledgers/*:refs/forum/ledgers/*";
+
+fn config_values(git: &Git, key: &str) -> Result<Vec<String>, CliError> {
+    let o = git.run(&["config", "--get-all", key])?;
+    // Exit 1 means "no such key".
+    if !o.status.success() && o.status.code() != Some(1) {
+        return Err(CliError::fail(format!(
+            "reading git config {key} failed: {}",
+            sync::failure_line(&o)
+        )));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| l.trim().to_string())
+        .collect())
+}
+
+fn config_add(git: &Git, key: &str, value: &str) -> Result<(), CliError> {
+    git.run_ok(
+        &["config", "--add", key, value],
+        &format!("git config --add {key}"),
+    )?;
+    Ok(())
+}
+
+/// Writes `path` with `text` unless it exists. Returns whether it wrote.
+fn write_new(path: &Path, text: &str) -> Result<bool, CliError> {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(mut f) => {
+            f.write_all(text.as_bytes())
+                .and_then(|_| f.sync_all())
+                .map_err(|e| CliError::fail(format!("writing {}: {e}", path.display())))?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(CliError::fail(format!("creating {}: {e}", path.display()))),
+    }
+}
+
+pub fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
+    let repo = open_repo(&ctx.dir)?;
+    let git = Git::for_repo(&repo);
+    let configured = git.remotes()?;
+    let remotes = if args.remotes.is_empty() {
+        configured.clone()
+    } else {
+        for r in &args.remotes {
+            if !configured.contains(r) {
+                return Err(CliError::usage(format!(
+                    "no remote named {r:?} is configured; add it with `git remote add {r} URL` (see `git remote -v`)"
+                )));
+            }
+        }
+        args.remotes.clone()
+    };
+    // Check every name before changing anything.
+    for r in &remotes {
+        sync::check_remote_name(&git, r)?;
+    }
+    let mut remote_report = Vec::new();
+    for r in &remotes {
+        let fetch_key = format!("remote.{r}.fetch");
+        let spec = fetch_refspec(r);
+        let fetch_added = if config_values(&git, &fetch_key)?.contains(&spec) {
+            false
+        } else {
+            config_add(&git, &fetch_key, &spec)?;
+            true
+        };
+        let mut push_added = Vec::new();
+        if args.push {
+            let push_key = format!("remote.{r}.push");
+            let existing = config_values(&git, &push_key)?;
+            if existing.is_empty() {
+                config_add(&git, &push_key, "HEAD")?;
+                push_added.push("HEAD");
+            }
+            if !existing.iter().any(|v| v == PUSH_REFSPEC) {
+                config_add(&git, &push_key, PUSH_REFSPEC)?;
+                push_added.push(PUSH_REFSPEC);
+            }
+        }
+        remote_report.push((r.clone(), spec, fetch_added, push_added));
+    }
+    let mut written = Vec::new();
+    let mut kept = Vec::new();
+    let forum_dir = repo.workdir().map(|w| w.join(".forum"));
+    if let Some(dir) = &forum_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::fail(format!("creating {}: {e}", dir.display())))?;
+        for (file, text) in [
+            ("roster.toml", crate::roster::DEFAULT_ROSTER_TOML),
+            ("README", FORUM_README),
+        ] {
+            let path = dir.join(file);
+            if write_new(&path, text)? {
+                written.push(format!(".forum/{file}"));
+            } else {
+                kept.push(format!(".forum/{file}"));
+            }
+        }
+    }
+    if ctx.json {
+        let remotes: Vec<_> = remote_report
+            .iter()
+            .map(|(r, spec, fetch_added, push_added)| {
+                json!({"remote": r, "fetch_refspec": spec, "fetch_added": fetch_added, "push_added": push_added})
+            })
+            .collect();
+        return ctx.out_json(&json!({
+            "schema": "git-forum.init/v1",
+            "remotes": remotes,
+            "written": written,
+            "kept": kept,
+            "forum_dir": forum_dir.map(|d| d.display().to_string()),
+        }));
+    }
+    if remote_report.is_empty() {
+        ctx.out("no remotes configured; run `git forum init` again after `git remote add`")?;
+    }
+    for (r, spec, fetch_added, push_added) in &remote_report {
+        ctx.out(&format!(
+            "remote {r}: fetch refspec {spec} {}",
+            if *fetch_added {
+                "added"
+            } else {
+                "already present"
+            }
+        ))?;
+        for p in push_added {
+            ctx.out(&format!("remote {r}: push refspec {p} added"))?;
+        }
+    }
+    for f in &written {
+        ctx.out(&format!("wrote {f}"))?;
+    }
+    for f in &kept {
+        ctx.out(&format!("kept {f} (it exists)"))?;
+    }
+    if forum_dir.is_none() {
+        ctx.out("bare repository: no .forum/ directory written")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,1079 @@
+//! Ledgers travelling between repositories through real remotes: a bare repository over
+//! `file://` and one served by `git daemon` on 127.0.0.1. Push, fetch with consistency checks,
+//! the pre-push and server hooks, hook installation, `init`, and bad remotes.
+
+use std::ffi::OsString;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value as J;
+
+use crate::common::{FORMATS, Repo};
+
+const REF: &str = "refs/forum/ledgers/main";
+
+/// PATH with the directory of the built `git-forum` first, so hooks can run `git forum`.
+fn path_env() -> OsString {
+    let bin = Path::new(env!("CARGO_BIN_EXE_git-forum"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    let mut paths = vec![bin];
+    if let Some(p) = std::env::var_os("PATH") {
+        paths.extend(std::env::split_paths(&p));
+    }
+    std::env::join_paths(paths).expect("PATH")
+}
+
+/// The hermetic environment of `common`, plus PATH.
+fn hermetic(cmd: &mut Command, home: &Path) {
+    cmd.env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_FORUM_LEDGER")
+        .env("GIT_FORUM_TIMESTAMP", "1000")
+        .env("HOME", home)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_SYSTEM", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .env("PATH", path_env());
+}
+
+/// `git ARGS` in `dir` with PATH set (so hooks find git-forum).
+fn git_at(dir: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new("git");
+    hermetic(&mut c, dir);
+    c.current_dir(dir).args(args).output().expect("run git")
+}
+
+fn git_ok(dir: &Path, args: &[&str]) -> String {
+    let o = git_at(dir, args);
+    assert!(
+        o.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim_end().to_string()
+}
+
+/// `git-forum ARGS` in `dir` with PATH set.
+fn forum_at(dir: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_git-forum"));
+    hermetic(&mut c, dir);
+    c.current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run git-forum")
+}
+
+fn forum(repo: &Repo, args: &[&str]) -> Output {
+    forum_at(repo.path(), args)
+}
+
+fn forum_ok(repo: &Repo, args: &[&str]) -> String {
+    let o = forum(repo, args);
+    assert!(
+        o.status.success(),
+        "git-forum {args:?} failed ({}): {}{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+fn json_of(o: &Output) -> J {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+/// A bare repository standing in for a server.
+struct Bare {
+    dir: tempfile::TempDir,
+}
+
+impl Bare {
+    fn new(format: &str) -> Bare {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = Bare { dir };
+        std::fs::create_dir(b.path()).unwrap();
+        git_ok(
+            &b.path(),
+            &["init", "-q", "--bare", &format!("--object-format={format}")],
+        );
+        b
+    }
+
+    /// The repository itself: `<tempdir>/remote.git`.
+    fn path(&self) -> PathBuf {
+        self.dir.path().join("remote.git")
+    }
+
+    fn url(&self) -> String {
+        format!("file://{}", self.path().display())
+    }
+
+    fn tip(&self) -> Option<String> {
+        let o = git_at(&self.path(), &["rev-parse", "--verify", "-q", REF]);
+        o.status
+            .success()
+            .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    }
+
+    fn refs(&self) -> String {
+        git_ok(&self.path(), &["for-each-ref"])
+    }
+
+    fn fsck(&self) {
+        let o = git_at(&self.path(), &["fsck", "--strict", "--no-progress"]);
+        assert!(o.status.success(), "fsck of the remote: {}", stderr(&o));
+        assert!(!stderr(&o).contains("error"), "fsck: {}", stderr(&o));
+    }
+
+    fn install_server_hook(&self) {
+        let out = forum_at(&self.path(), &["hooks", "install", "--server"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(self.path().join("hooks/pre-receive").is_file());
+    }
+}
+
+/// `git-daemon` in git's exec path.
+fn daemon_binary() -> PathBuf {
+    let exec = Command::new("git")
+        .arg("--exec-path")
+        .output()
+        .expect("git --exec-path");
+    PathBuf::from(String::from_utf8_lossy(&exec.stdout).trim()).join("git-daemon")
+}
+
+/// `git daemon` serving a directory on a free loopback port; killed on drop.
+struct Daemon {
+    child: Child,
+    port: u16,
+}
+
+impl Daemon {
+    fn start(base: &Path, receive_pack: bool) -> Daemon {
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .expect("bind")
+                .local_addr()
+                .unwrap()
+                .port();
+            // The daemon binary itself, not `git daemon`: `git` would run it as a child of its
+            // own, and killing `git` would leave the daemon running.
+            let mut c = Command::new(daemon_binary());
+            hermetic(&mut c, base);
+            c.current_dir(base).args([
+                "--reuseaddr",
+                "--listen=127.0.0.1",
+                &format!("--port={port}"),
+                &format!("--base-path={}", base.display()),
+                "--export-all",
+                "--informative-errors",
+            ]);
+            if receive_pack {
+                c.arg("--enable=receive-pack");
+            }
+            c.arg(base)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let child = c.spawn().expect("start git daemon");
+            let mut d = Daemon { child, port };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return d;
+                }
+                if let Ok(Some(_)) = d.child.try_wait() {
+                    break; // lost the port to someone else: try another
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            drop(d);
+        }
+        panic!("git daemon did not start");
+    }
+
+    fn url(&self, name: &str) -> String {
+        format!("git://127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A remote to test against: a bare repository, reached over file:// or through git daemon.
+struct Remote {
+    bare: Bare,
+    daemon: Option<Daemon>,
+}
+
+impl Remote {
+    fn new(format: &str, over_daemon: bool) -> Remote {
+        let bare = Bare::new(format);
+        let daemon = over_daemon.then(|| Daemon::start(bare.dir.path(), true));
+        Remote { bare, daemon }
+    }
+
+    fn url(&self) -> String {
+        match &self.daemon {
+            Some(d) => d.url("remote.git"),
+            None => self.bare.url(),
+        }
+    }
+
+    fn label(&self) -> &'static str {
+        if self.daemon.is_some() {
+            "git daemon"
+        } else {
+            "file://"
+        }
+    }
+}
+
+/// A clone-like working repository with `origin` pointing at `url`.
+fn clone_of(format: &str, url: &str) -> Repo {
+    let repo = Repo::new(format);
+    repo.git_ok(&["remote", "add", "origin", url]);
+    repo
+}
+
+fn append(repo: &Repo, payload: &str) {
+    forum_ok(
+        repo,
+        &[
+            "append",
+            "--actor",
+            "agent",
+            "--kind",
+            "note",
+            "--payload",
+            payload,
+        ],
+    );
+}
+
+fn append_n(repo: &Repo, from: usize, to: usize, tag: &str) {
+    for i in from..to {
+        append(repo, &format!(r#"{{"i":{i},"tag":"{tag}"}}"#));
+    }
+}
+
+fn tip(repo: &Repo, refname: &str) -> Option<String> {
+    let o = repo.git(&["rev-parse", "--verify", "-q", refname]);
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+fn no_staging_left(repo: &Repo) {
+    assert_eq!(
+        repo.git_ok(&["for-each-ref", "refs/forum/incoming/"]),
+        "",
+        "staging refs left behind"
+    );
+}
+
+fn push_json(repo: &Repo, extra: &[&str]) -> (Output, J) {
+    let mut args = vec!["push", "--json"];
+    args.extend(extra);
+    let o = forum(repo, &args);
+    let j = json_of(&o);
+    (o, j)
+}
+
+fn fetch_json(repo: &Repo) -> (Output, J) {
+    let o = forum(repo, &["fetch", "--json"]);
+    let j = json_of(&o);
+    (o, j)
+}
+
+/// Commit texts of the chain at `refname`, root first.
+fn texts(repo: &Repo, refname: &str) -> Vec<String> {
+    repo.git_ok(&["rev-list", "--first-parent", "--reverse", refname])
+        .lines()
+        .map(|id| repo.git_ok(&["cat-file", "commit", id]) + "\n")
+        .collect()
+}
+
+fn set_parent(text: &str, parent: Option<&str>) -> String {
+    let mut out = String::new();
+    let mut done = false;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("parent ") {
+            continue;
+        }
+        out.push_str(line);
+        if !done && line.starts_with("tree ") {
+            if let Some(p) = parent {
+                out.push_str(&format!("parent {p}\n"));
+            }
+            done = true;
+        }
+    }
+    out
+}
+
+/// Writes the commit texts as a chain and moves `refs/forum/ledgers/main` there with no reflog
+/// line. Returns the new tip.
+fn rechain(repo: &Repo, texts: &[String]) -> String {
+    let mut parent: Option<String> = None;
+    for t in texts {
+        let id = repo.git_in(
+            &["hash-object", "-t", "commit", "-w", "--stdin"],
+            set_parent(t, parent.as_deref()).as_bytes(),
+        );
+        parent = Some(id);
+    }
+    let id = parent.expect("non-empty");
+    let _ = std::fs::remove_file(repo.git_dir().join("logs").join(REF));
+    std::fs::write(repo.git_dir().join(REF), format!("{id}\n")).unwrap();
+    id
+}
+
+/// Removes the body of entry `seq` (its tree becomes the empty tree) and re-chains: the entries
+/// and their hashes stay the same, the commit ids from `seq` on change.
+fn strip_body(repo: &Repo, seq: usize) -> String {
+    let mut t = texts(repo, REF);
+    let empty = repo.git_in(&["mktree"], b"");
+    let old_tree = t[seq].lines().next().unwrap().to_string();
+    t[seq] = t[seq].replacen(&old_tree, &format!("tree {empty}"), 1);
+    rechain(repo, &t)
+}
+
+/// Appends a redaction entry naming the body of `seq`, then strips that body. Returns the
+/// new tip.
+fn redact(repo: &Repo, seq: usize) -> String {
+    let shown = json_of(&forum(repo, &["show", &seq.to_string(), "--json"]));
+    let ph = shown["entry"]["payload_hash"].as_str().unwrap().to_string();
+    forum_ok(
+        repo,
+        &[
+            "append",
+            "--actor",
+            "admin",
+            "--kind",
+            "redaction",
+            "--payload",
+            &format!(r#"{{"payload_hash":"{ph}","reason":"personal data"}}"#),
+        ],
+    );
+    let tip = strip_body(repo, seq);
+    let v = json_of(&forum(repo, &["verify", "--deep", "--json"]));
+    assert_eq!(v["ok"], true, "a redacted ledger verifies: {v}");
+    tip
+}
+
+fn force_push(repo: &Repo, src: &str) -> Output {
+    git_at(
+        repo.path(),
+        &["push", "--no-verify", "origin", &format!("+{src}:{REF}")],
+    )
+}
+
+// ----- clean push and fetch -----
+
+#[test]
+fn push_and_fetch_between_two_clones_over_file_and_git_daemon() {
+    for format in FORMATS {
+        for over_daemon in [false, true] {
+            let remote = Remote::new(format, over_daemon);
+            let label = format!("{format} over {}", remote.label());
+            let a = clone_of(format, &remote.url());
+            let b = clone_of(format, &remote.url());
+            append_n(&a, 0, 3, "a");
+            append(&a, r#"{"other":true}"#);
+            forum_ok(
+                &a,
+                &[
+                    "--ledger",
+                    "side",
+                    "append",
+                    "--actor",
+                    "x",
+                    "--kind",
+                    "note",
+                    "--payload",
+                    "{}",
+                ],
+            );
+
+            let (o, j) = push_json(&a, &[]);
+            assert!(o.status.success(), "{label}: {}", stderr(&o));
+            assert_eq!(j["ledgers"][0]["status"], "created", "{label}: {j}");
+            assert_eq!(j["ledgers"][0]["entries"], 4);
+            assert_eq!(remote.bare.tip(), tip(&a, REF), "{label}");
+            let (_, j) = push_json(&a, &[]);
+            assert_eq!(j["ledgers"][0]["status"], "up-to-date", "{label}: {j}");
+            let (_, j) = push_json(&a, &["--all"]);
+            let statuses: Vec<_> = j["ledgers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| (l["ledger"].as_str().unwrap(), l["status"].as_str().unwrap()))
+                .collect();
+            assert_eq!(
+                statuses,
+                [("main", "up-to-date"), ("side", "created")],
+                "{label}"
+            );
+
+            let (o, j) = fetch_json(&b);
+            assert!(o.status.success(), "{label}: {j} {}", stderr(&o));
+            let main = j["ledgers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|l| l["ledger"] == "main")
+                .unwrap()
+                .clone();
+            assert_eq!(main["status"], "new", "{label}: {j}");
+            assert_eq!(main["adopted"], true);
+            assert_eq!(main["remote"]["size"], 4);
+            assert_eq!(tip(&b, "refs/forum/remotes/origin/main"), tip(&a, REF));
+            assert_eq!(tip(&b, "refs/forum/seen/origin/main"), tip(&a, REF));
+            assert!(tip(&b, "refs/forum/seen/origin/side").is_some());
+            assert_eq!(tip(&b, REF), None, "fetch never touches local ledgers");
+            no_staging_left(&b);
+
+            append_n(&a, 4, 6, "a");
+            let out = forum_ok(&a, &["push"]);
+            assert!(
+                out.contains("main: pushed to origin (6 entries"),
+                "{label}: {out}"
+            );
+            let out = forum_ok(&b, &["fetch"]);
+            assert!(
+                out.contains("main: updated from origin: 4 -> 6 entries"),
+                "{label}: {out}"
+            );
+            assert!(out.contains("side: up to date"), "{label}: {out}");
+            assert_eq!(tip(&b, "refs/forum/seen/origin/main"), tip(&a, REF));
+            let (o, j) = fetch_json(&b);
+            assert!(o.status.success());
+            assert!(
+                j["ledgers"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|l| l["status"] == "up-to-date"),
+                "{label}: {j}"
+            );
+            let checkpoint = json_of(&forum(&a, &["checkpoint", "--no-record", "--json"]));
+            assert_eq!(
+                j["ledgers"][0]["remote"]["root"], checkpoint["root"],
+                "{label}"
+            );
+            no_staging_left(&b);
+            a.fsck();
+            b.fsck();
+            remote.bare.fsck();
+        }
+    }
+}
+
+// ----- a remote that rewrites or truncates -----
+
+#[test]
+fn fetch_catches_a_force_pushed_rewrite_a_truncation_and_a_broken_copy() {
+    for format in FORMATS {
+        let remote = Remote::new(format, false);
+        let a = clone_of(format, &remote.url());
+        let b = clone_of(format, &remote.url());
+        append_n(&a, 0, 4, "honest");
+        forum_ok(&a, &["push"]);
+        forum_ok(&b, &["fetch"]);
+        let seen = tip(&b, "refs/forum/seen/origin/main").unwrap();
+        let seen_root = json_of(&forum(&a, &["checkpoint", "--no-record", "--json"]))["root"]
+            .as_str()
+            .unwrap()
+            .to_string();
+
+        let assert_refused = |code: &str| {
+            let before = b.snapshot();
+            let o = forum(&b, &["fetch"]);
+            assert_eq!(o.status.code(), Some(1), "{format} {code}: {}", stdout(&o));
+            let out = stdout(&o);
+            assert!(out.contains(&format!("main: REFUSED ({code})")), "{out}");
+            assert!(
+                out.contains(&format!("seen checkpoint:   size 4 root {seen_root}")),
+                "{out}"
+            );
+            assert!(out.contains("remote checkpoint: size"), "{out}");
+            assert!(out.contains("not adopted"), "{out}");
+            assert_eq!(
+                tip(&b, "refs/forum/seen/origin/main").as_deref(),
+                Some(seen.as_str())
+            );
+            assert_eq!(
+                tip(&b, "refs/forum/remotes/origin/main").as_deref(),
+                Some(seen.as_str())
+            );
+            assert_eq!(b.snapshot(), before, "a refused fetch changes no ref");
+            no_staging_left(&b);
+            let (_, j) = fetch_json(&b);
+            assert_eq!(j["ok"], false);
+            assert_eq!(j["ledgers"][0]["adopted"], false);
+            assert_eq!(j["ledgers"][0]["seen"]["size"], 4);
+            assert_eq!(j["ledgers"][0]["seen"]["root"], seen_root.as_str());
+            assert!(j["ledgers"][0]["remote"]["root"].is_string());
+            j
+        };
+
+        // A rewrite: someone force-pushes a different history of the same length and more.
+        let evil = clone_of(format, &remote.url());
+        append_n(&evil, 0, 5, "forged");
+        let o = force_push(&evil, REF);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let j = assert_refused("rewritten");
+        assert_eq!(j["ledgers"][0]["status"], "rewritten");
+        assert_eq!(j["ledgers"][0]["remote"]["size"], 5);
+        assert!(j["ledgers"][0]["remote_prefix_root"].is_string());
+        assert_ne!(j["ledgers"][0]["remote_prefix_root"], seen_root.as_str());
+
+        // A truncation: the honest ledger cut back to 2 entries.
+        let second = a.git_ok(&["rev-parse", &format!("{REF}~2")]);
+        let o = force_push(&a, &second);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let j = assert_refused("truncated");
+        assert_eq!(j["ledgers"][0]["remote"]["size"], 2);
+
+        // A copy that does not verify (an entry edited in place) is not adopted either.
+        let mut t = texts(&a, REF);
+        t[1] = t[1].replace("\"actor\":\"agent\"", "\"actor\":\"mallory\"");
+        let tampered = Repo::new(format);
+        tampered.git_ok(&["remote", "add", "origin", &remote.url()]);
+        tampered.git_ok(&[
+            "fetch",
+            "-q",
+            &a.path().display().to_string(),
+            &format!("{REF}:{REF}"),
+        ]);
+        rechain(&tampered, &t);
+        let o = force_push(&tampered, REF);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let j = assert_refused("entry-edited");
+        assert_eq!(j["ledgers"][0]["status"], "does-not-verify");
+
+        // A deletion on the remote.
+        let o = git_at(
+            evil.path(),
+            &["push", "--no-verify", "origin", &format!(":{REF}")],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let j = assert_refused("deleted");
+        assert_eq!(j["ledgers"][0]["remote"]["size"], 0);
+
+        // The honest ledger back, and more: adopted again.
+        append_n(&a, 4, 5, "honest");
+        let o = force_push(&a, REF);
+        assert!(o.status.success());
+        let out = forum_ok(&b, &["fetch"]);
+        assert!(
+            out.contains("main: updated from origin: 4 -> 5 entries"),
+            "{out}"
+        );
+        b.fsck();
+        a.fsck();
+        remote.bare.fsck();
+    }
+}
+
+#[test]
+fn fetch_accepts_a_redaction_only_rewrite() {
+    for format in FORMATS {
+        let remote = Remote::new(format, true);
+        let a = clone_of(format, &remote.url());
+        let b = clone_of(format, &remote.url());
+        append_n(&a, 0, 3, "a");
+        forum_ok(&a, &["push"]);
+        forum_ok(&b, &["fetch"]);
+        let before = json_of(&forum(&a, &["checkpoint", "--no-record", "--json"]));
+        // The redaction entry travels first, then the rewrite that removes the body.
+        let new_tip = redact(&a, 1);
+        let o = force_push(&a, REF);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let (o, j) = fetch_json(&b);
+        assert!(o.status.success(), "{format}: {j}");
+        assert_eq!(j["ledgers"][0]["status"], "redaction-rewrite", "{j}");
+        assert_eq!(j["ledgers"][0]["adopted"], true);
+        assert_eq!(j["ledgers"][0]["remote"]["size"], 4);
+        assert_eq!(
+            tip(&b, "refs/forum/seen/origin/main").as_deref(),
+            Some(new_tip.as_str())
+        );
+        assert_eq!(
+            tip(&b, "refs/forum/remotes/origin/main").as_deref(),
+            Some(new_tip.as_str())
+        );
+        // The first three entries still give the checkpoint seen before the redaction.
+        let after = json_of(&forum(&a, &["checkpoint", "--no-record", "--json"]));
+        assert_eq!(after["size"], 4);
+        assert_ne!(before["root"], after["root"]);
+
+        // The same entries with a body removed that no redaction names is refused by verify.
+        append_n(&a, 4, 5, "a");
+        forum_ok(&a, &["push"]);
+        forum_ok(&b, &["fetch"]);
+        strip_body(&a, 2);
+        let o = force_push(&a, REF);
+        assert!(o.status.success());
+        let o = forum(&b, &["fetch"]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(
+            stdout(&o).contains("REFUSED (body-missing)"),
+            "{}",
+            stdout(&o)
+        );
+        b.fsck();
+        remote.bare.fsck();
+    }
+}
+
+// ----- the server hook -----
+
+#[test]
+fn server_hook_refuses_rewrites_and_deletions_but_accepts_appends_and_redactions() {
+    for format in FORMATS {
+        for over_daemon in [false, true] {
+            let remote = Remote::new(format, over_daemon);
+            remote.bare.install_server_hook();
+            let label = format!("{format} over {}", remote.label());
+            let a = clone_of(format, &remote.url());
+            append_n(&a, 0, 3, "a");
+            let o = forum(&a, &["push"]);
+            assert!(o.status.success(), "{label}: {}{}", stdout(&o), stderr(&o));
+            append_n(&a, 3, 4, "a");
+            let o = forum(&a, &["push"]);
+            assert!(
+                o.status.success(),
+                "{label}: append accepted: {}",
+                stderr(&o)
+            );
+            let published = remote.bare.tip().unwrap();
+
+            // A rewrite of the same length.
+            let evil = clone_of(format, &remote.url());
+            append_n(&evil, 0, 5, "forged");
+            let o = force_push(&evil, REF);
+            assert!(!o.status.success(), "{label}: rewrite accepted");
+            assert!(
+                stderr(&o).contains("rewrites published entries (first difference at seq 0)"),
+                "{label}: {}",
+                stderr(&o)
+            );
+            assert_eq!(remote.bare.tip().as_deref(), Some(published.as_str()));
+            // Through `git forum push` the refusal is reported per ledger.
+            let o = forum(&evil, &["push"]);
+            assert_eq!(o.status.code(), Some(1), "{label}");
+            assert!(
+                stdout(&o).contains("main: REJECTED by origin"),
+                "{label}: {}",
+                stdout(&o)
+            );
+
+            // A truncation and a deletion.
+            let first = a.git_ok(&["rev-parse", &format!("{REF}~2")]);
+            let o = force_push(&a, &first);
+            assert!(!o.status.success(), "{label}: truncation accepted");
+            assert!(
+                stderr(&o).contains("shorten the ledger from 4 to 2"),
+                "{}",
+                stderr(&o)
+            );
+            let o = git_at(
+                a.path(),
+                &["push", "--no-verify", "origin", &format!(":{REF}")],
+            );
+            assert!(!o.status.success(), "{label}: deletion accepted");
+            assert!(
+                stderr(&o).contains("deleting one is not allowed"),
+                "{}",
+                stderr(&o)
+            );
+            assert_eq!(remote.bare.tip().as_deref(), Some(published.as_str()));
+
+            // A body removed without a redaction entry naming it.
+            let stripped = Repo::new(format);
+            stripped.git_ok(&["remote", "add", "origin", &remote.url()]);
+            stripped.git_ok(&[
+                "fetch",
+                "-q",
+                &a.path().display().to_string(),
+                &format!("{REF}:{REF}"),
+            ]);
+            strip_body(&stripped, 1);
+            let o = force_push(&stripped, REF);
+            assert!(
+                !o.status.success(),
+                "{label}: unnamed body removal accepted"
+            );
+            assert!(
+                stderr(&o).contains("no redaction entry names"),
+                "{}",
+                stderr(&o)
+            );
+
+            // A redaction-only rewrite.
+            let new_tip = redact(&a, 1);
+            let o = force_push(&a, REF);
+            assert!(
+                o.status.success(),
+                "{label}: redaction refused: {}",
+                stderr(&o)
+            );
+            assert_eq!(remote.bare.tip().as_deref(), Some(new_tip.as_str()));
+
+            // Code refs pass, deletions of branches included.
+            a.git_ok(&["commit", "-q", "--allow-empty", "-m", "code"]);
+            let o = git_at(a.path(), &["push", "origin", "HEAD:refs/heads/topic"]);
+            assert!(o.status.success(), "{label}: {}", stderr(&o));
+            let o = git_at(a.path(), &["push", "origin", ":refs/heads/topic"]);
+            assert!(o.status.success(), "{label}: {}", stderr(&o));
+            remote.bare.fsck();
+            a.fsck();
+        }
+    }
+}
+
+// ----- the pre-push hook -----
+
+#[test]
+fn pre_push_hook_refuses_a_tampered_or_rewinding_ledger_and_passes_code_refs() {
+    for format in FORMATS {
+        let remote = Remote::new(format, false);
+        let a = clone_of(format, &remote.url());
+        forum_ok(&a, &["hooks", "install"]);
+        append_n(&a, 0, 4, "a");
+        let o = git_at(a.path(), &["push", "origin", REF]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let published = remote.bare.tip().unwrap();
+
+        // Code refs pass untouched.
+        a.git_ok(&["commit", "-q", "--allow-empty", "-m", "code"]);
+        let o = git_at(a.path(), &["push", "origin", "HEAD:refs/heads/main"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+
+        // A rewind: the local ledger cut back (quietly) and force-pushed.
+        let keep = texts(&a, REF);
+        rechain(&a, &keep[..2]);
+        let o = git_at(a.path(), &["push", "origin", &format!("+{REF}:{REF}")]);
+        assert!(!o.status.success(), "a rewind was pushed");
+        assert!(
+            stderr(&o).contains("rewind the remote's ledger from 4 to 2"),
+            "{}",
+            stderr(&o)
+        );
+        assert_eq!(remote.bare.tip().as_deref(), Some(published.as_str()));
+        rechain(&a, &keep);
+
+        // A tampered entry: the hook refuses, and `git forum push` refuses before pushing.
+        let mut t = keep.clone();
+        t[2] = t[2].replace("\"actor\":\"agent\"", "\"actor\":\"mallory\"");
+        append_n(&a, 4, 5, "a");
+        let mut t5 = texts(&a, REF);
+        t5[2] = t[2].clone();
+        rechain(&a, &t5);
+        let o = git_at(a.path(), &["push", "origin", &format!("+{REF}:{REF}")]);
+        assert!(!o.status.success(), "a tampered ledger was pushed");
+        let err = stderr(&o);
+        assert!(
+            err.contains(
+                "git forum pre-push: refusing the push: ledger main does not verify at seq 2"
+            ),
+            "{err}"
+        );
+        assert!(err.contains("[entry-edited]"), "{err}");
+        assert_eq!(remote.bare.tip().as_deref(), Some(published.as_str()));
+        let o = forum(&a, &["push"]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(
+            stdout(&o).contains("main: NOT PUSHED: it does not verify at seq 2"),
+            "{}",
+            stdout(&o)
+        );
+        assert_eq!(remote.bare.tip().as_deref(), Some(published.as_str()));
+
+        // The pushed oid is checked even when it is not the local ledger's tip.
+        rechain(&a, &keep);
+        let bad = rechain(&a, &t5);
+        rechain(&a, &keep);
+        let o = git_at(a.path(), &["push", "origin", &format!("+{bad}:{REF}")]);
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains("does not verify"), "{}", stderr(&o));
+        assert_eq!(a.git_ok(&["for-each-ref", "refs/forum/pre-push/"]), "");
+
+        // A code ref and a clean ledger in one push.
+        append_n(&a, 4, 5, "a");
+        let o = git_at(a.path(), &["push", "origin", "HEAD:refs/heads/main", REF]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(remote.bare.tip(), tip(&a, REF));
+        a.fsck();
+        remote.bare.fsck();
+    }
+}
+
+// ----- installing hooks -----
+
+#[test]
+fn hooks_install_keeps_an_existing_hook_and_honours_core_hooks_path() {
+    let remote = Remote::new("sha1", false);
+    let a = clone_of("sha1", &remote.url());
+    let hook = a.git_dir().join("hooks/pre-push");
+    let user = "#!/bin/sh\n# the user's own hook\ncat > \"$(git rev-parse --git-dir)/user-hook-stdin\"\nexit 0\n";
+    std::fs::write(&hook, user).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = forum_ok(&a, &["hooks", "install"]);
+    assert!(
+        out.contains("added a block to the existing pre-push hook"),
+        "{out}"
+    );
+    let text = std::fs::read_to_string(&hook).unwrap();
+    assert!(text.starts_with("#!/bin/sh\n# BEGIN git-forum\n"), "{text}");
+    assert!(text.ends_with("# END git-forum\n# the user's own hook\ncat > \"$(git rev-parse --git-dir)/user-hook-stdin\"\nexit 0\n"), "{text}");
+    let out = forum_ok(&a, &["hooks", "install"]);
+    assert!(out.contains("already installed"), "{out}");
+    assert_eq!(std::fs::read_to_string(&hook).unwrap(), text, "idempotent");
+
+    // Both the block and the user's hook see the refs being pushed.
+    append_n(&a, 0, 2, "a");
+    let o = git_at(a.path(), &["push", "origin", REF]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let seen_by_user = std::fs::read_to_string(a.git_dir().join("user-hook-stdin")).unwrap();
+    assert!(
+        seen_by_user.starts_with(&format!("{REF} ")),
+        "{seen_by_user}"
+    );
+
+    let out = forum_ok(&a, &["hooks", "uninstall"]);
+    assert!(out.contains("removed the block from"), "{out}");
+    assert_eq!(std::fs::read_to_string(&hook).unwrap(), user);
+    let out = forum_ok(&a, &["hooks", "uninstall"]);
+    assert!(out.contains("nothing to remove"), "{out}");
+
+    // core.hooksPath: the hook goes where git looks, and a new file goes away entirely.
+    a.git_ok(&["config", "core.hooksPath", "my-hooks"]);
+    let out = forum_ok(&a, &["hooks", "install"]);
+    assert!(out.contains("core.hooksPath is set"), "{out}");
+    let redirected = a.path().join("my-hooks/pre-push");
+    assert_eq!(
+        std::fs::read_to_string(&redirected).unwrap(),
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/pre-push"))
+            .unwrap()
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&redirected).unwrap().permissions().mode();
+        assert_eq!(mode & 0o111, 0o111, "executable");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&hook).unwrap(),
+        user,
+        "the old place is untouched"
+    );
+    // It runs from there: a tampered ledger is refused.
+    let mut t = texts(&a, REF);
+    t[1] = t[1].replace("\"actor\":\"agent\"", "\"actor\":\"mallory\"");
+    append_n(&a, 2, 3, "a");
+    let mut t3 = texts(&a, REF);
+    t3[1] = t[1].clone();
+    rechain(&a, &t3);
+    let o = git_at(a.path(), &["push", "origin", &format!("+{REF}:{REF}")]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("does not verify"), "{}", stderr(&o));
+    forum_ok(&a, &["hooks", "uninstall"]);
+    assert!(!redirected.exists());
+
+    // Server side, in a bare repository.
+    remote.bare.install_server_hook();
+    let out = forum_at(&remote.bare.path(), &["hooks", "uninstall", "--server"]);
+    assert!(out.status.success());
+    assert!(!remote.bare.path().join("hooks/pre-receive").exists());
+    a.fsck();
+}
+
+// ----- init -----
+
+#[test]
+fn init_adds_refspecs_and_writes_forum_dir_once() {
+    let remote = Remote::new("sha1", false);
+    let a = clone_of("sha1", &remote.url());
+    let b = clone_of("sha1", &remote.url());
+    std::fs::create_dir(a.path().join(".forum")).unwrap();
+    std::fs::write(a.path().join(".forum/roster.toml"), "# mine\n").unwrap();
+    let out = forum_ok(&a, &["init"]);
+    assert!(
+        out.contains(
+            "remote origin: fetch refspec refs/forum/ledgers/*:refs/forum/remotes/origin/* added"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("wrote .forum/README"), "{out}");
+    assert!(out.contains("kept .forum/roster.toml"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(a.path().join(".forum/roster.toml")).unwrap(),
+        "# mine\n"
+    );
+    let config = a.git_ok(&["config", "--get-all", "remote.origin.fetch"]);
+    let out = forum_ok(&a, &["init"]);
+    assert!(out.contains("already present"), "{out}");
+    assert_eq!(
+        a.git_ok(&["config", "--get-all", "remote.origin.fetch"]),
+        config,
+        "idempotent"
+    );
+    assert_eq!(
+        a.git(&["config", "--get-all", "remote.origin.push"])
+            .status
+            .code(),
+        Some(1)
+    );
+
+    let out = forum_ok(&b, &["init", "--push"]);
+    assert!(out.contains("push refspec HEAD added"), "{out}");
+    assert!(
+        std::fs::read_to_string(b.path().join(".forum/roster.toml"))
+            .unwrap()
+            .contains("[[agent]]")
+    );
+    forum_ok(&b, &["init", "--push"]);
+    assert_eq!(
+        b.git_ok(&["config", "--get-all", "remote.origin.push"]),
+        "HEAD\nrefs/forum/ledgers/*:refs/forum/ledgers/*"
+    );
+    // Plain git push carries the ledger (and the current branch); plain git fetch brings it.
+    append_n(&b, 0, 2, "b");
+    b.git_ok(&["commit", "-q", "--allow-empty", "-m", "code"]);
+    b.git_ok(&["push", "-q"]);
+    assert_eq!(remote.bare.tip(), tip(&b, REF));
+    assert!(
+        remote.bare.refs().contains("refs/heads/"),
+        "{}",
+        remote.bare.refs()
+    );
+    a.git_ok(&["fetch", "-q"]);
+    assert_eq!(tip(&a, "refs/forum/remotes/origin/main"), tip(&b, REF));
+    // Then git forum fetch holds the copy to its checkpoint as usual.
+    let out = forum_ok(&a, &["fetch"]);
+    assert!(out.contains("main: new from origin: 2 entries"), "{out}");
+
+    let o = forum(&a, &["init", "--remote", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o).trim_end().lines().count(), 1);
+    a.fsck();
+    b.fsck();
+}
+
+// ----- bad remotes -----
+
+fn assert_one_line(o: &Output, needle: &str) {
+    assert!(!o.status.success(), "expected failure: {}", stdout(o));
+    let err = stderr(o);
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "one line expected: {err}"
+    );
+    assert!(err.contains(needle), "{needle:?} not in {err}");
+}
+
+#[test]
+fn bad_remotes_get_one_clear_line_and_change_nothing() {
+    let remote = Remote::new("sha1", false);
+    let a = clone_of("sha1", &remote.url());
+    append_n(&a, 0, 2, "a");
+    a.git_ok(&["remote", "add", "gone", "file:///nonexistent/remote.git"]);
+    let refusing = Bare::new("sha1");
+    let daemon = Daemon::start(refusing.dir.path(), false);
+    a.git_ok(&["remote", "add", "readonly", &daemon.url("remote.git")]);
+    let before = a.snapshot();
+
+    assert_one_line(&forum(&a, &["push", "nope"]), "no remote named \"nope\"");
+    assert_one_line(&forum(&a, &["fetch", "nope"]), "no remote named \"nope\"");
+    assert_one_line(&forum(&a, &["push", "gone"]), "git push to gone failed");
+    assert_one_line(&forum(&a, &["fetch", "gone"]), "git fetch from gone failed");
+    assert_one_line(
+        &forum(&a, &["push", "readonly"]),
+        "git push to readonly failed",
+    );
+    assert_one_line(&forum(&a, &["push", "--", "-x"]), "invalid remote");
+    assert_one_line(&forum(&a, &["fetch", "bad..name"]), "invalid remote name");
+    assert_one_line(
+        &forum(&a, &["--ledger", "missing", "push"]),
+        "no ledger named \"missing\"",
+    );
+    assert_eq!(a.snapshot(), before, "nothing changed");
+    assert_eq!(refusing.refs(), "");
+    assert_eq!(remote.bare.refs(), "");
+    drop(daemon);
+    a.fsck();
+}
+
+#[test]
+fn a_real_redaction_travels_through_both_hooks_and_fetch() {
+    for format in FORMATS {
+        let remote = Remote::new(format, true);
+        remote.bare.install_server_hook();
+        let a = clone_of(format, &remote.url());
+        let b = clone_of(format, &remote.url());
+        forum_ok(&a, &["hooks", "install"]);
+        append_n(&a, 0, 3, "a");
+        forum_ok(&a, &["push"]);
+        forum_ok(&b, &["fetch"]);
+        let shown = json_of(&forum(&a, &["show", "1", "--json"]));
+        let ph = shown["entry"]["payload_hash"].as_str().unwrap().to_string();
+        forum_ok(&a, &["redact", &ph, "--reason", "personal data"]);
+        // `git forum push` never forces, and says how to publish a redaction.
+        let o = forum(&a, &["push"]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(
+            stdout(&o).contains("main: REJECTED by origin"),
+            "{}",
+            stdout(&o)
+        );
+        assert!(
+            stdout(&o).contains("+refs/forum/ledgers/main:refs/forum/ledgers/main"),
+            "{}",
+            stdout(&o)
+        );
+        // Both hooks let the redaction-only rewrite through.
+        let o = git_at(a.path(), &["push", "origin", &format!("+{REF}:{REF}")]);
+        assert!(o.status.success(), "{format}: {}", stderr(&o));
+        assert_eq!(remote.bare.tip(), tip(&a, REF));
+        let (o, j) = fetch_json(&b);
+        assert!(o.status.success(), "{j}");
+        assert_eq!(j["ledgers"][0]["status"], "redaction-rewrite", "{j}");
+        assert_eq!(tip(&b, "refs/forum/seen/origin/main"), tip(&a, REF));
+        a.fsck();
+        b.fsck();
+        remote.bare.fsck();
+    }
+}
