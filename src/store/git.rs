@@ -403,6 +403,9 @@ pub struct GitStore {
     opts: Options,
     /// Where refs, reflogs and `forum/` live (the common dir of a worktree).
     common_dir: PathBuf,
+    /// For a copy held under another ref (a fetched one): the ledger name its checkpoint
+    /// signatures sign, and the ref holding them.
+    signatures_at: Option<(String, String)>,
 }
 
 impl GitStore {
@@ -419,6 +422,7 @@ impl GitStore {
             hash,
             opts,
             common_dir,
+            signatures_at: None,
         })
     }
 
@@ -460,7 +464,31 @@ impl GitStore {
             hash,
             opts,
             common_dir,
+            signatures_at: None,
         })
+    }
+
+    /// Reads checkpoint signatures for `ledger` from `refname` (a fetched copy's signatures sit
+    /// beside it, not on the local ledger's ref).
+    pub fn with_signatures(mut self, ledger: &str, refname: &str) -> GitStore {
+        self.signatures_at = Some((ledger.to_string(), refname.to_string()));
+        self
+    }
+
+    /// The ledger name checkpoint signatures sign.
+    pub fn signature_ledger(&self) -> &str {
+        self.signatures_at
+            .as_ref()
+            .map(|(l, _)| l.as_str())
+            .unwrap_or(&self.name)
+    }
+
+    /// The ref holding this ledger's signed checkpoints.
+    pub fn signatures_ref(&self) -> String {
+        match &self.signatures_at {
+            Some((_, r)) => r.clone(),
+            None => super::sign::checkpoints_ref(&self.name),
+        }
     }
 
     pub fn name(&self) -> &str {

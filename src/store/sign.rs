@@ -273,7 +273,7 @@ impl GitStore {
             .workdir()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| self.git_dir_path());
-        let text = signed_text(self.name(), checkpoint);
+        let text = signed_text(self.signature_ledger(), checkpoint);
         let sig = sign(&dir, &text)?;
         let git_dir = self.git_dir_path();
         let gd = git_dir.to_string_lossy().to_string();
@@ -293,7 +293,7 @@ impl GitStore {
             &["--git-dir", &gd, "mktree"],
             Some(tree_text.as_bytes()),
         )?;
-        let refname = checkpoints_ref(self.name());
+        let refname = self.signatures_ref();
         let parent = git_ok(
             Path::new("."),
             &["--git-dir", &gd, "rev-parse", "--verify", "-q", &refname],
@@ -335,7 +335,7 @@ impl GitStore {
 
     /// Every signed checkpoint of this ledger, oldest first.
     pub fn signed_checkpoints(&self) -> Result<Vec<StoredSignature>, StoreError> {
-        let refname = checkpoints_ref(self.name());
+        let refname = self.signatures_ref();
         if !matches!(
             self.repo().try_find_reference(refname.as_str()),
             Ok(Some(_))

@@ -38,6 +38,12 @@ use crate::ledger::merkle::merkle_root;
 
 /// Where fetched copies wait while they are checked.
 pub const INCOMING_PREFIX: &str = "refs/forum/incoming/";
+/// Where a remote's signed checkpoints are staged while its ledgers are checked.
+pub const INCOMING_SIGNATURES_PREFIX: &str = "refs/forum/incoming-checkpoints/";
+/// Where the signed checkpoints of adopted remote ledgers are kept.
+pub const REMOTE_SIGNATURES_PREFIX: &str = "refs/forum/remote-checkpoints/";
+/// Where a repository keeps its own signed checkpoints.
+pub const CHECKPOINTS_PREFIX: &str = "refs/forum/checkpoints/";
 /// Where adopted remote copies live.
 pub const REMOTES_PREFIX: &str = "refs/forum/remotes/";
 /// Where the pre-push hook briefly points a ref at a pushed commit that is not a ledger's tip,
@@ -636,10 +642,17 @@ pub fn push(
         }
         return Ok(results);
     }
-    let refspecs: Vec<String> = ledgers
+    let mut refspecs: Vec<String> = ledgers
         .iter()
         .map(|n| format!("{LEDGER_PREFIX}{n}:{LEDGER_PREFIX}{n}"))
         .collect();
+    // Signed checkpoints travel with their ledger (fast-forward only, like the ledger).
+    for n in ledgers {
+        let sigs = super::sign::checkpoints_ref(n);
+        if matches!(repo.try_find_reference(sigs.as_str()), Ok(Some(_))) {
+            refspecs.push(format!("{sigs}:{sigs}"));
+        }
+    }
     let mut args = vec!["push", "--porcelain", "--", remote];
     args.extend(refspecs.iter().map(String::as_str));
     let o = git.run(&args)?;
@@ -807,6 +820,13 @@ pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
     };
     staging.clear()?;
     let refspec = format!("+{LEDGER_PREFIX}*:{incoming}*");
+    let incoming_sigs = format!("{INCOMING_SIGNATURES_PREFIX}{remote}/");
+    let sig_staging = Staging {
+        git: &git,
+        prefix: incoming_sigs.clone(),
+    };
+    sig_staging.clear()?;
+    let sig_refspec = format!("+{CHECKPOINTS_PREFIX}*:{incoming_sigs}*");
     // `--refmap=` keeps git from also moving refs by the remote's configured fetch refspecs
     // (which `init` may have pointed at refs/forum/remotes/) before the copies are checked.
     let o = git.run(&[
@@ -818,6 +838,7 @@ pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
         "--",
         remote,
         &refspec,
+        &sig_refspec,
     ])?;
     if !o.status.success() {
         return Err(StoreError::Git(format!(
@@ -872,6 +893,7 @@ pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
         });
     }
     drop(staging);
+    drop(sig_staging);
     results.sort_by(|a, b| a.ledger.cmp(&b.ledger));
     Ok(results)
 }
@@ -914,7 +936,10 @@ fn judge_fetched(
         result.code = Some("invalid-name");
         return Ok(result);
     }
-    let store = GitStore::at_ref(repo.clone(), staged_ref, Options::default())?;
+    // The remote's signed checkpoints, fetched beside the copy, are checked with it.
+    let staged_sigs = format!("{INCOMING_SIGNATURES_PREFIX}{remote}/{name}");
+    let store = GitStore::at_ref(repo.clone(), staged_ref, Options::default())?
+        .with_signatures(name, &staged_sigs);
     let report = store.verify(true)?;
     let tip = store.tip_id()?;
     let mut objects = RepoObjects(repo);
@@ -1002,9 +1027,18 @@ fn judge_fetched(
     // against.
     let tip = chain.last().expect("a verified ledger has entries").commit;
     let old_seen = seen_tip.unwrap_or_else(|| zero_oid(hash));
-    let lines = format!(
+    let mut lines = format!(
         "update {REMOTES_PREFIX}{remote}/{name} {tip}\nupdate {SEEN_PREFIX}{remote}/{name} {tip} {old_seen}\n"
     );
+    if let Some((_, sigs)) = git
+        .refs_under(&staged_sigs)?
+        .into_iter()
+        .find(|(r, _)| *r == staged_sigs)
+    {
+        lines.push_str(&format!(
+            "update {REMOTE_SIGNATURES_PREFIX}{remote}/{name} {sigs}\n"
+        ));
+    }
     git.update_refs(
         &format!("forum fetch {remote}: {}", result.status.label()),
         &lines,

@@ -572,13 +572,13 @@ impl GitStore {
                     "an unchecked signer".to_string()
                 }
             };
-            if s.ledger != self.name() {
+            if s.ledger != self.signature_ledger() {
                 report.fail(
                     Some(len),
                     "bad-signature",
                     format!(
                         "a signed checkpoint stored for ledger {} names ledger {}",
-                        self.name(),
+                        self.signature_ledger(),
                         s.ledger
                     ),
                 );

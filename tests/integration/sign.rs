@@ -173,3 +173,83 @@ fn a_proof_carries_the_checkpoint_signature_and_checks_it_without_a_repository()
     let o = run(&["--allowed-signers", other.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
 }
+
+/// Signed checkpoints travel with `git forum push` and are checked on `git forum fetch`: a
+/// remote copy cut below a signed size is refused even on a first fetch.
+#[test]
+fn signatures_travel_with_push_and_are_checked_on_fetch() {
+    let (repo, keys, _) = signing_repo();
+    repo.forum_ok(&["checkpoint", "--sign"]);
+    let bare = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(bare.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let url = format!("file://{}", bare.path().display());
+    repo.git_ok(&["remote", "add", "origin", &url]);
+    repo.forum_ok(&["push", "origin"]);
+    let remote_refs = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare.path())
+        .args(["for-each-ref", "--format=%(refname)"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&remote_refs.stdout).contains("refs/forum/checkpoints/main"));
+
+    // A second clone trusts alice too, fetches, and sees the signature.
+    let other = Repo::new("sha1");
+    other.git_ok(&[
+        "config",
+        "gpg.ssh.allowedSignersFile",
+        keys.path().join("allowed_signers").to_str().unwrap(),
+    ]);
+    other.git_ok(&["remote", "add", "origin", &url]);
+    let out = other.forum_json(&["fetch", "origin"]);
+    assert_eq!(out["ok"], true, "{out}");
+    assert!(
+        other
+            .git_ok(&["for-each-ref", "--format=%(refname)"])
+            .contains("refs/forum/remote-checkpoints/origin/main")
+    );
+
+    // The remote is cut below the signed size: a fresh clone refuses it on its first fetch.
+    let first = repo
+        .git_ok(&["rev-list", "--reverse", "refs/forum/ledgers/main"])
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    let o = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare.path())
+        .args(["update-ref", "refs/forum/ledgers/main", &first])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let fresh = Repo::new("sha1");
+    fresh.git_ok(&[
+        "config",
+        "gpg.ssh.allowedSignersFile",
+        keys.path().join("allowed_signers").to_str().unwrap(),
+    ]);
+    fresh.git_ok(&["remote", "add", "origin", &url]);
+    let o = fresh
+        .forum()
+        .args(["fetch", "origin", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let text = v.to_string();
+    assert!(
+        text.contains("truncated") && text.contains("alice@example.invalid"),
+        "{text}"
+    );
+    assert!(
+        !fresh
+            .git_ok(&["for-each-ref", "--format=%(refname)"])
+            .contains("refs/forum/remotes/origin/main")
+    );
+}
