@@ -253,3 +253,75 @@ fn signatures_travel_with_push_and_are_checked_on_fetch() {
             .contains("refs/forum/remotes/origin/main")
     );
 }
+
+/// The openpgp path: a checkpoint signed with a gpg key from a throwaway keyring verifies and
+/// names its signer; checked with a keyring that lacks the key, it is refused, as a key outside
+/// the allowed signers is for ssh.
+#[test]
+fn openpgp_signed_checkpoint() {
+    let home = tempfile::tempdir().unwrap();
+    let gnupg = home.path().join("gnupg");
+    std::fs::create_dir(&gnupg).unwrap();
+    std::fs::set_permissions(&gnupg, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let o = std::process::Command::new("gpg")
+        .env("GNUPGHOME", &gnupg)
+        .args([
+            "--batch",
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            "Test Signer <signer@example.invalid>",
+            "ed25519",
+            "sign",
+            "never",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let repo = Repo::new("sha1");
+    repo.git_ok(&["config", "user.signingKey", "signer@example.invalid"]);
+    for i in 0..2 {
+        repo.append("agent", "note", &i.to_string());
+    }
+    let out = repo
+        .forum()
+        .env("GNUPGHOME", &gnupg)
+        .args(["checkpoint", "--sign", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let o = repo
+        .forum()
+        .env("GNUPGHOME", &gnupg)
+        .args(["verify", "--json"])
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(
+        r["signatures"][0]["signer"]
+            .as_str()
+            .unwrap()
+            .contains("signer@example.invalid"),
+        "{r}"
+    );
+    // Without the key in the keyring the signature is not vouched for.
+    let empty = home.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::set_permissions(&empty, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let o = repo
+        .forum()
+        .env("GNUPGHOME", &empty)
+        .args(["verify", "--json"])
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        r["signatures"].as_array().unwrap().is_empty() || r["ok"] == false,
+        "{r}"
+    );
+}
