@@ -261,6 +261,13 @@ pub(crate) fn parse_commit(data: &[u8], hash: HashKind) -> Option<RawCommit<'_>>
 
 /// The entry stored in a ledger commit message (its last line).
 pub(crate) fn entry_from_message(message: &[u8]) -> Result<Entry, String> {
+    entry_from_message_checked(message).map(|(e, _)| e)
+}
+
+/// Like [`entry_from_message`], also saying whether the entry line is exactly
+/// `entry.canonical_json()`: the fast reader accepts nothing else, so when it read the line the
+/// caller need not write the entry out again to compare.
+pub(crate) fn entry_from_message_checked(message: &[u8]) -> Result<(Entry, bool), String> {
     let text =
         std::str::from_utf8(message).map_err(|_| "commit message is not UTF-8".to_string())?;
     let line = text
@@ -269,11 +276,11 @@ pub(crate) fn entry_from_message(message: &[u8]) -> Result<Entry, String> {
         .next()
         .unwrap_or("");
     if let Some(e) = Entry::from_canonical_json(line) {
-        return Ok(e);
+        return Ok((e, true));
     }
     let v = canonical::parse(line)
         .map_err(|e| format!("commit message does not end in an entry: {e}"))?;
-    Entry::from_value(&v)
+    Entry::from_value(&v).map(|e| (e, false))
 }
 
 /// Appends a one-line rendition of `s` safe for a commit subject or author name: control
@@ -341,6 +348,14 @@ pub fn commit_message(entry: &Entry) -> String {
 
 /// The exact bytes of the commit for `entry` with `tree` and `parent`.
 pub fn commit_bytes(entry: &Entry, tree: &ObjectId, parent: Option<&ObjectId>) -> Vec<u8> {
+    let mut out = commit_head(entry, tree, parent);
+    out.push_str(&entry.canonical_json());
+    out.push('\n');
+    out.into_bytes()
+}
+
+/// The commit for `entry` up to its last line (the canonical entry JSON and a newline).
+pub(crate) fn commit_head(entry: &Entry, tree: &ObjectId, parent: Option<&ObjectId>) -> String {
     use std::fmt::Write as _;
     let secs = commit_seconds(entry.ts);
     let mut out = String::with_capacity(700);
@@ -358,9 +373,30 @@ pub fn commit_bytes(entry: &Entry, tree: &ObjectId, parent: Option<&ObjectId>) -
     );
     push_subject(&mut out, entry);
     out.push_str("\n\n");
-    out.push_str(&entry.canonical_json());
-    out.push('\n');
-    out.into_bytes()
+    out
+}
+
+/// Whether `data` is exactly the commit of `entry` with `tree` and `parent`. `line_canonical`
+/// says the message's last line is already known to be `entry.canonical_json()`.
+pub(crate) fn is_commit_of(
+    data: &[u8],
+    entry: &Entry,
+    tree: &ObjectId,
+    parent: Option<&ObjectId>,
+    line_canonical: bool,
+) -> bool {
+    let head = commit_head(entry, tree, parent);
+    let Some(rest) = data.strip_prefix(head.as_bytes()) else {
+        return false;
+    };
+    let Some(line) = rest.strip_suffix(b"\n") else {
+        return false;
+    };
+    if line_canonical {
+        !line.contains(&b'\n')
+    } else {
+        line == entry.canonical_json().as_bytes()
+    }
 }
 
 /// The tree holding one body blob.

@@ -16,8 +16,8 @@ use gix::hash::Kind as HashKind;
 use gix::objs::{Find as _, Kind};
 
 use super::git::{
-    GitStore, PAYLOAD_FILE, ReflogLine, StoreError, commit_bytes, entry_from_message, git_err,
-    hex_to_bytes, parse_commit,
+    GitStore, PAYLOAD_FILE, ReflogLine, StoreError, entry_from_message, entry_from_message_checked,
+    git_err, hex_to_bytes, is_commit_of, parse_commit,
 };
 use super::sign::SignatureCheck;
 use crate::ledger::ChainProblem;
@@ -123,7 +123,7 @@ fn check_commit(
         )));
         return Ok(rec);
     };
-    let entry = match entry_from_message(raw.message) {
+    let (entry, line_canonical) = match entry_from_message_checked(raw.message) {
         Ok(e) => e,
         Err(why) => {
             rec.local = Some(Box::new((
@@ -142,7 +142,7 @@ fn check_commit(
                 raw.parents.len()
             ),
         )));
-    } else if commit_bytes(&entry, &raw.tree, parent.as_ref()) != data {
+    } else if !is_commit_of(data, &entry, &raw.tree, parent.as_ref(), line_canonical) {
         rec.local = Some(Box::new((
             "commit-altered",
             format!(
