@@ -11,10 +11,13 @@
 //!   route frame and communication contract, the plan compiler into waves with upstream
 //!   injection, and the policy that refuses plans.
 //! * [`context`]: context budgets (approximate tokens; retained, trimmed or omitted slices).
+//! * [`exec`]: executor policy: the endpoint (SSRF) policy and key-variable names, and the
+//!   runtime config with tiers and seats, merged with the executor flags.
 //! * [`cli`]: clap commands; prints, parses, exits.
 
 pub mod cli;
 pub mod context;
+pub mod exec;
 pub mod ledger;
 pub mod plan;
 pub mod policy;

@@ -11,6 +11,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::store::git::{FlushMethod, GitStore, Options, StoreError};
 
 pub mod append;
+pub mod exec_flags;
 pub mod hooks;
 pub mod init;
 pub mod interop;
@@ -20,6 +21,7 @@ pub mod proof;
 pub mod read;
 pub mod redact;
 pub mod route;
+pub mod runtime;
 pub mod sync;
 pub mod verify;
 
@@ -97,6 +99,8 @@ pub enum Command {
     Push(sync::PushArgs),
     /// Fetch a remote's ledgers, verify them and check them against the last one seen.
     Fetch(sync::FetchArgs),
+    /// Explain which executor runs each role, tier and seat (runs nothing).
+    Runtime(runtime::RuntimeArgs),
     /// Install or remove the git forum pre-push (or server pre-receive) hook.
     Hooks(hooks::HooksArgs),
     /// Entry points of the installed hooks (called by git).
@@ -283,6 +287,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Init(a) => init::run(ctx, a),
         Command::Push(a) => sync::push(ctx, a),
         Command::Fetch(a) => sync::fetch(ctx, a),
+        Command::Runtime(a) => runtime::run(ctx, a),
         Command::Hooks(a) => hooks::hooks(ctx, a),
         Command::Hook(a) => hooks::hook(ctx, a),
     }

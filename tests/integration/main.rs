@@ -7,5 +7,6 @@ mod plan;
 mod proofs;
 mod redact;
 mod route;
+mod runtime;
 mod sign;
 mod sync;

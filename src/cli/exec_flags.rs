@@ -1,0 +1,134 @@
+//! The executor flags shared by every command that runs (or explains) models: `runtime
+//! inspect` today, `submit` next. Precedence and merging live in [`crate::exec::config`].
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::exec::config::{Flags, TierFlags};
+use crate::roster::Tier;
+
+/// Executor flags. Default slot: `--chat-url` > `--api` > `--cmd`/`--claude` > the runtime
+/// config's default; tier flags replace the config's tiers one by one (a tier chat URL beats a
+/// tier cmd).
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Executors")]
+pub struct ExecutorArgs {
+    /// Runtime config file (default: .forum/runtime.toml in the repository).
+    #[arg(long, value_name = "FILE")]
+    pub runtime_config: Option<PathBuf>,
+    /// Default executor: run CMD with the prompt as its last argument (no shell; split with
+    /// POSIX shell rules).
+    #[arg(long, value_name = "CMD")]
+    pub cmd: Option<String>,
+    /// Default executor: an OpenAI-compatible chat completions endpoint (the full URL).
+    #[arg(long, value_name = "URL")]
+    pub chat_url: Option<String>,
+    /// Model for --chat-url (default "default"), --api or --claude.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Name of the environment variable holding the key for --chat-url or --api.
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+    /// Default executor: the Anthropic Messages API (key from ANTHROPIC_API_KEY). The only
+    /// kind is anthropic.
+    #[arg(
+        long,
+        value_name = "KIND",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "anthropic"
+    )]
+    pub api: Option<String>,
+    /// Default executor: the Claude Code CLI (`claude -p`).
+    #[arg(long)]
+    pub claude: bool,
+    /// Command executor for lanes of the cheap tier.
+    #[arg(long, value_name = "CMD")]
+    pub cheap_cmd: Option<String>,
+    /// Command executor for lanes of the capable tier.
+    #[arg(long, value_name = "CMD")]
+    pub capable_cmd: Option<String>,
+    /// Command executor for lanes of the frontier tier.
+    #[arg(long, value_name = "CMD")]
+    pub frontier_cmd: Option<String>,
+    /// Chat endpoint for the cheap tier.
+    #[arg(long, value_name = "URL")]
+    pub cheap_chat_url: Option<String>,
+    /// Chat endpoint for the capable tier.
+    #[arg(long, value_name = "URL")]
+    pub capable_chat_url: Option<String>,
+    /// Chat endpoint for the frontier tier.
+    #[arg(long, value_name = "URL")]
+    pub frontier_chat_url: Option<String>,
+    /// Model for --cheap-chat-url (default "cheap").
+    #[arg(long, value_name = "MODEL")]
+    pub cheap_model: Option<String>,
+    /// Model for --capable-chat-url (default "capable").
+    #[arg(long, value_name = "MODEL")]
+    pub capable_model: Option<String>,
+    /// Model for --frontier-chat-url (default "frontier").
+    #[arg(long, value_name = "MODEL")]
+    pub frontier_model: Option<String>,
+    /// Key variable for --cheap-chat-url.
+    #[arg(long, value_name = "VAR")]
+    pub cheap_api_key_env: Option<String>,
+    /// Key variable for --capable-chat-url.
+    #[arg(long, value_name = "VAR")]
+    pub capable_api_key_env: Option<String>,
+    /// Key variable for --frontier-chat-url.
+    #[arg(long, value_name = "VAR")]
+    pub frontier_api_key_env: Option<String>,
+    /// Allow chat endpoints on private and link-local addresses (a model server on the LAN).
+    #[arg(long)]
+    pub allow_private: bool,
+}
+
+impl ExecutorArgs {
+    /// The flags as the pure merge takes them.
+    pub fn to_flags(&self) -> Flags {
+        let mut tiers = BTreeMap::new();
+        for (tier, cmd, chat_url, model, key) in [
+            (
+                Tier::Cheap,
+                &self.cheap_cmd,
+                &self.cheap_chat_url,
+                &self.cheap_model,
+                &self.cheap_api_key_env,
+            ),
+            (
+                Tier::Capable,
+                &self.capable_cmd,
+                &self.capable_chat_url,
+                &self.capable_model,
+                &self.capable_api_key_env,
+            ),
+            (
+                Tier::Frontier,
+                &self.frontier_cmd,
+                &self.frontier_chat_url,
+                &self.frontier_model,
+                &self.frontier_api_key_env,
+            ),
+        ] {
+            let tf = TierFlags {
+                cmd: cmd.clone(),
+                chat_url: chat_url.clone(),
+                model: model.clone(),
+                api_key_env: key.clone(),
+            };
+            if tf != TierFlags::default() {
+                tiers.insert(tier, tf);
+            }
+        }
+        Flags {
+            cmd: self.cmd.clone(),
+            chat_url: self.chat_url.clone(),
+            model: self.model.clone(),
+            api_key_env: self.api_key_env.clone(),
+            api: self.api.clone(),
+            claude: self.claude,
+            tiers,
+            allow_private: self.allow_private,
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! `git forum runtime inspect`: explains which executor would run each role, tier and seat,
+//! and what would stop a run, without running anything or touching the network.
+//!
+//! This is the CLI layer: it reads the runtime config and the roster, asks the environment
+//! whether key variables are set (never their values) and `PATH` whether programs exist, and
+//! hands those facts to the pure checks in [`crate::exec::config`].
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value as J, json};
+
+use super::exec_flags::ExecutorArgs;
+use super::route::{forum_config_file, load_roster, read_text};
+use super::{CliError, Ctx};
+use crate::exec::config::{
+    self, ExecutorKind, ExecutorSpec, Facts, Runtime, SeatChoice, Slot, Via,
+};
+use crate::exec::endpoint::{self, Origin};
+use crate::roster::Tier;
+
+/// Inspect the executors a run would use.
+#[derive(Debug, clap::Args)]
+pub struct RuntimeArgs {
+    #[command(subcommand)]
+    pub command: RuntimeCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum RuntimeCommand {
+    /// Explain the merged executor policy: the default, each tier (configured, falling back,
+    /// missing), the seats, which roster lanes demand which tier, and every issue that would
+    /// stop a run. Runs nothing and touches no network. Exits 1 when not ready.
+    Inspect(Box<InspectArgs>),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    #[command(flatten)]
+    pub exec: ExecutorArgs,
+    /// Roster file (default: .forum/roster.toml in the repository, else the built-in roster).
+    #[arg(long, value_name = "FILE")]
+    pub roster: Option<PathBuf>,
+}
+
+/// The environment and `PATH` as they are.
+pub struct RealFacts;
+
+impl Facts for RealFacts {
+    fn var_is_set(&self, name: &str) -> bool {
+        std::env::var_os(name).is_some_and(|v| !v.is_empty())
+    }
+
+    fn program_found(&self, program: &str) -> bool {
+        if program.contains('/') {
+            return is_executable(Path::new(program));
+        }
+        std::env::var_os("PATH").is_some_and(|path| {
+            std::env::split_paths(&path)
+                .filter(|d| !d.as_os_str().is_empty())
+                .any(|d| is_executable(&d.join(program)))
+        })
+    }
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Where the runtime config came from.
+pub struct Loaded {
+    /// The merged runtime.
+    pub runtime: Runtime,
+    /// The file read, if any, and how it is trusted.
+    pub source: Option<(PathBuf, Origin)>,
+}
+
+/// Reads the runtime config (`--runtime-config FILE`, else `.forum/runtime.toml`) and merges
+/// the flags over it. Bad config or flags are usage errors (exit 2), one line each; warnings
+/// go to stderr. `submit` will call this too.
+pub fn load_runtime(ctx: &Ctx, args: &ExecutorArgs) -> Result<Loaded, CliError> {
+    let source = match &args.runtime_config {
+        Some(p) => Some((p.clone(), Origin::UserFile)),
+        None => forum_config_file(ctx, "runtime.toml").map(|p| (p, Origin::RepoConfig)),
+    };
+    let file = match &source {
+        Some((path, origin)) => {
+            let text = read_text(path, "runtime config")?;
+            let name = match origin {
+                Origin::RepoConfig => config::REPO_CONFIG_PATH.to_string(),
+                _ => path.display().to_string(),
+            };
+            Some(
+                config::parse_runtime_config(&text, &name, *origin)
+                    .map_err(|e| CliError::usage(e.to_string()))?,
+            )
+        }
+        None => None,
+    };
+    let runtime =
+        config::merge(file, &args.to_flags()).map_err(|e| CliError::usage(e.to_string()))?;
+    for w in &runtime.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(Loaded { runtime, source })
+}
+
+pub fn run(ctx: &Ctx, args: RuntimeArgs) -> Result<(), CliError> {
+    match args.command {
+        RuntimeCommand::Inspect(a) => inspect(ctx, *a),
+    }
+}
+
+fn executor_json(spec: &ExecutorSpec, facts: &dyn Facts) -> J {
+    let mut v = json!({
+        "kind": spec.kind.name(),
+        "model": spec.model(),
+        "origin": spec.origin.as_str(),
+        "timeout_seconds": spec.timeout_seconds,
+        "max_response_bytes": spec.max_response_bytes,
+        "describe": spec.describe(),
+    });
+    let m = v.as_object_mut().expect("object");
+    match &spec.kind {
+        ExecutorKind::Command { argv, .. } => {
+            m.insert("argv".into(), json!(argv));
+            m.insert("program_found".into(), json!(facts.program_found(&argv[0])));
+        }
+        ExecutorKind::Chat { url, .. } => {
+            let shown = url::Url::parse(url).map(|u| endpoint::display_url(&u)).ok();
+            m.insert("url".into(), json!(shown));
+            m.insert("is_local".into(), json!(spec.is_local));
+            m.insert("allow_private".into(), json!(spec.allow_private));
+        }
+        ExecutorKind::Anthropic { .. } => {
+            m.insert("url".into(), json!(config::ANTHROPIC_URL));
+        }
+    }
+    if let Some(u) = spec.url() {
+        let verdict = match endpoint::check_url(u, &spec.policy()) {
+            Ok(_) => J::String("allowed".into()),
+            Err(r) => J::String(format!("refused: {r}")),
+        };
+        m.insert("endpoint".into(), verdict);
+    }
+    m.insert("api_key_env".into(), json!(spec.key_env()));
+    if let Some(k) = spec.key_env() {
+        m.insert("key_set".into(), json!(facts.var_is_set(k)));
+    }
+    v
+}
+
+fn via_json(via: &Via) -> J {
+    json!({"slot": via.slot().map(Slot::as_str), "why": via.explain()})
+}
+
+fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
+    let loaded = load_runtime(ctx, &args.exec)?;
+    let roster = load_roster(ctx, args.roster.as_deref())?;
+    let rt = &loaded.runtime;
+    let facts = RealFacts;
+    let issues = config::issues(rt, &roster, &facts);
+    let ready = issues.is_empty();
+
+    let lanes = |t: Tier| -> Vec<&str> {
+        roster
+            .agents()
+            .iter()
+            .filter(|a| a.model_tier == t)
+            .map(|a| a.name.as_str())
+            .collect()
+    };
+    let worker_pinned = !matches!(rt.seats.worker, SeatChoice::Unset);
+
+    if ctx.json {
+        let default = match rt.effective_default() {
+            Some((via, spec)) => json!({
+                "configured": rt.default.is_some(),
+                "via": via_json(&via),
+                "executor": executor_json(spec, &facts),
+            }),
+            None => json!({"configured": false, "via": null, "executor": null}),
+        };
+        let mut tiers = serde_json::Map::new();
+        for t in Tier::ALL {
+            let (status, via) = match rt.for_tier(t) {
+                Some((Via::Slot(_), _)) => ("configured", None),
+                Some((via, _)) => ("fallback", Some(via_json(&via))),
+                None => ("missing", None),
+            };
+            tiers.insert(
+                t.as_str().into(),
+                json!({
+                    "status": status,
+                    "fallback": via,
+                    "executor": rt.tiers.get(&t).map(|s| executor_json(s, &facts)),
+                    "demanded_by": lanes(t),
+                    "used_for_tasks": !worker_pinned,
+                }),
+            );
+        }
+        let seat = |name: &str,
+                    choice: &SeatChoice,
+                    resolved: Option<Result<(Via, ExecutorSpec), String>>| {
+            let set = match choice {
+                SeatChoice::Unset => json!(null),
+                SeatChoice::Slot(s) => json!(s.as_str()),
+                SeatChoice::Inline(_) => json!("inline"),
+            };
+            let (via, exec, problem) = match resolved {
+                Some(Ok((via, s))) => (via_json(&via), executor_json(&s, &facts), J::Null),
+                Some(Err(p)) => (J::Null, J::Null, J::String(p)),
+                None => (J::Null, J::Null, J::Null),
+            };
+            json!({"seat": name, "set": set, "via": via, "executor": exec, "problem": problem})
+        };
+        let orchestrator = seat(
+            "orchestrator",
+            &rt.seats.orchestrator,
+            Some(rt.for_control().map_err(|u| u.to_string())),
+        );
+        let worker = seat(
+            "worker",
+            &rt.seats.worker,
+            worker_pinned.then(|| rt.for_task(&roster, "").map_err(|u| u.to_string())),
+        );
+        let v = json!({
+            "schema": "git-forum.runtime-inspect/1",
+            "ready": ready,
+            "config": loaded.source.as_ref().map(|(p, o)| json!({"path": p.display().to_string(), "origin": o.as_str()})),
+            "default": default,
+            "tiers": tiers,
+            "seats": {"worker": worker, "orchestrator": orchestrator},
+            "roster": {"lanes": roster.len()},
+            "issues": issues.iter().map(|i| json!({"place": i.place, "problem": i.problem})).collect::<Vec<_>>(),
+            "warnings": rt.warnings,
+        });
+        ctx.out_json(&v)?;
+    } else {
+        let mut lines = Vec::new();
+        lines.push(match &loaded.source {
+            Some((p, Origin::RepoConfig)) => format!(
+                "config: {} (the repository's: it gets nothing beyond what it states)",
+                p.display()
+            ),
+            Some((p, _)) => format!("config: {}", p.display()),
+            None => "config: none (flags only)".into(),
+        });
+        match rt.effective_default() {
+            Some((Via::Slot(_), s)) => lines.push(format!("default: {}", s.describe())),
+            Some((via, s)) => lines.push(format!("default: {} ({})", s.describe(), via.explain())),
+            None => lines.push("default: missing".into()),
+        }
+        lines.push(if worker_pinned {
+            "tiers (the worker seat is pinned, so tasks do not use them):".into()
+        } else {
+            "tiers:".into()
+        });
+        for t in Tier::ALL {
+            let what = match rt.for_tier(t) {
+                Some((Via::Slot(_), s)) => format!("configured  {}", s.describe()),
+                Some((via, _)) => format!("fallback    {}", via.explain()),
+                None => "missing".into(),
+            };
+            let l = lanes(t);
+            let demand = if l.is_empty() {
+                "no lanes".to_string()
+            } else {
+                format!("{} lanes: {}", l.len(), l.join(", "))
+            };
+            lines.push(format!("  {:<9} {what}; {demand}", t.as_str()));
+        }
+        lines.push("seats:".into());
+        let worker = match &rt.seats.worker {
+            SeatChoice::Unset => "each lane's tier".to_string(),
+            _ => match rt.for_task(&roster, "") {
+                Ok((via, s)) => format!("{} ({})", s.describe(), via.explain()),
+                Err(u) => format!("unresolved: {u}"),
+            },
+        };
+        lines.push(format!("  worker        {worker}"));
+        let orch = match rt.for_control() {
+            Ok((via, s)) => format!("{} ({})", s.describe(), via.explain()),
+            Err(u) => format!("unresolved: {u}"),
+        };
+        lines.push(format!("  orchestrator  {orch}"));
+        if ready {
+            lines.push("ready: yes".into());
+        } else {
+            let n = issues.len();
+            lines.push(format!(
+                "ready: no ({n} issue{})",
+                if n == 1 { "" } else { "s" }
+            ));
+            for i in &issues {
+                lines.push(format!("  {i}"));
+            }
+        }
+        ctx.out(&lines.join("\n"))?;
+    }
+    if ready {
+        Ok(())
+    } else {
+        for i in &issues {
+            eprintln!("error: {i}");
+        }
+        Err(CliError::silent(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::roster::Roster;
+
+    #[test]
+    fn real_facts_find_programs_and_never_read_values() {
+        assert!(RealFacts.program_found("sh"));
+        assert!(RealFacts.program_found("/bin/sh"));
+        assert!(!RealFacts.program_found("git-forum-no-such-program-xyz"));
+        assert!(!RealFacts.program_found("/nonexistent/prog"));
+        let plain = tempfile::NamedTempFile::new().unwrap();
+        assert!(!RealFacts.program_found(plain.path().to_str().unwrap()));
+        assert!(RealFacts.var_is_set("PATH"));
+        assert!(!RealFacts.var_is_set("GIT_FORUM_SURELY_UNSET_VAR"));
+    }
+
+    #[test]
+    fn roster_and_slot_types_line_up() {
+        let r = Roster::default_roster();
+        assert!(!r.is_empty());
+        assert_eq!(Slot::parse("capable"), Some(Slot::Tier(Tier::Capable)));
+    }
+}
