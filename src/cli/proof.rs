@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use super::{CliError, Ctx};
 use crate::ledger::merkle::{consistency_proof, inclusion_path, merkle_root};
 use crate::ledger::proof::{
-    CONSISTENCY_SCHEMA, Checkpoint, ConsistencyProof, EntryFields, INCLUSION_SCHEMA,
-    InclusionProof, Verified, verify_text,
+    CONSISTENCY_SCHEMA, Checkpoint, ConsistencyProof, INCLUSION_SCHEMA, InclusionProof, Verified,
+    verify_text,
 };
 use crate::store::sign::{self, SignatureCheck};
 
@@ -124,7 +124,7 @@ pub fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
         let proof = InclusionProof {
             schema: INCLUSION_SCHEMA.into(),
             ledger: ctx.ledger.clone(),
-            entry: EntryFields::from(&entries[seq as usize]),
+            entry: entries[seq as usize].clone(),
             audit_path: inclusion_path(&hashes, seq as usize),
             signature: signature_of(&checkpoint),
             checkpoint,

@@ -20,8 +20,10 @@ pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024 * 1024;
 /// Longest actor or kind accepted by an append, in bytes.
 pub const MAX_LABEL_BYTES: usize = 256;
 
-/// One ledger entry, Forum's eight fields (forum-spec §2).
-#[derive(Debug, Clone, PartialEq)]
+/// One ledger entry, Forum's eight fields (forum-spec §2). Its serde form (used by proof files)
+/// has the fields in Forum's order and refuses unknown ones.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Entry {
     pub seq: u64,
     pub ts: f64,

@@ -43,57 +43,13 @@ pub struct CheckpointSignature {
     pub signature: String,
 }
 
-/// An entry's eight fields as a proof file carries them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EntryFields {
-    pub seq: u64,
-    pub ts: f64,
-    pub actor: String,
-    pub kind: String,
-    pub causal_parent: Option<i64>,
-    pub payload_hash: String,
-    pub prev_hash: String,
-    pub entry_hash: String,
-}
-
-impl From<&Entry> for EntryFields {
-    fn from(e: &Entry) -> EntryFields {
-        EntryFields {
-            seq: e.seq,
-            ts: e.ts,
-            actor: e.actor.clone(),
-            kind: e.kind.clone(),
-            causal_parent: e.causal_parent,
-            payload_hash: e.payload_hash.clone(),
-            prev_hash: e.prev_hash.clone(),
-            entry_hash: e.entry_hash.clone(),
-        }
-    }
-}
-
-impl From<&EntryFields> for Entry {
-    fn from(f: &EntryFields) -> Entry {
-        Entry {
-            seq: f.seq,
-            ts: f.ts,
-            actor: f.actor.clone(),
-            kind: f.kind.clone(),
-            causal_parent: f.causal_parent,
-            payload_hash: f.payload_hash.clone(),
-            prev_hash: f.prev_hash.clone(),
-            entry_hash: f.entry_hash.clone(),
-        }
-    }
-}
-
 /// Entry `entry.seq` is in the ledger whose checkpoint is `checkpoint`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InclusionProof {
     pub schema: String,
     pub ledger: String,
-    pub entry: EntryFields,
+    pub entry: Entry,
     pub checkpoint: Checkpoint,
     /// Sibling hashes from the leaf up (RFC 9162 audit path, Forum's leaf and node hashes).
     pub audit_path: Vec<String>,
@@ -148,8 +104,7 @@ impl InclusionProof {
         check_hashes("the entry", [&e.payload_hash, &e.prev_hash, &e.entry_hash])?;
         check_hashes("the audit path", &self.audit_path)?;
         check_hashes("the checkpoint", [&self.checkpoint.root])?;
-        let entry = Entry::from(e);
-        if entry.computed_hash() != e.entry_hash {
+        if e.computed_hash() != e.entry_hash {
             return Err(format!(
                 "the entry's fields do not hash to its entry_hash (seq {})",
                 e.seq

@@ -183,3 +183,68 @@ fn walk(dir: &Path) -> Vec<String> {
 
 /// Both object formats.
 pub const FORMATS: [&str; 2] = ["sha1", "sha256"];
+
+// ----- tampering with a ledger through git's plumbing, as an attacker would -----
+
+/// The ref of the default ledger.
+pub const LEDGER_REF: &str = "refs/forum/ledgers/main";
+
+/// The raw commit texts of the chain at `refname`, root first.
+pub fn commit_texts(repo: &Repo, refname: &str) -> Vec<String> {
+    repo.git_ok(&["rev-list", "--first-parent", "--reverse", refname])
+        .lines()
+        .map(|id| repo.git_ok(&["cat-file", "commit", id]) + "\n")
+        .collect()
+}
+
+/// `text` with its parent line replaced by `parent` (or removed).
+pub fn set_parent(text: &str, parent: Option<&str>) -> String {
+    let mut out = String::new();
+    let mut done = false;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("parent ") {
+            continue;
+        }
+        out.push_str(line);
+        if !done && line.starts_with("tree ") {
+            if let Some(p) = parent {
+                out.push_str(&format!("parent {p}\n"));
+            }
+            done = true;
+        }
+    }
+    out
+}
+
+/// Writes a raw commit text as an object; returns its id.
+pub fn write_commit(repo: &Repo, text: &str) -> String {
+    repo.git_in(
+        &[
+            "hash-object",
+            "-t",
+            "commit",
+            "-w",
+            "--stdin",
+            "--literally",
+        ],
+        text.as_bytes(),
+    )
+}
+
+/// Points the default ledger's ref at `id` and deletes its reflog, leaving no witness.
+pub fn move_ref_quietly(repo: &Repo, id: &str) {
+    let _ = std::fs::remove_file(repo.git_dir().join("logs").join(LEDGER_REF));
+    std::fs::write(repo.git_dir().join(LEDGER_REF), format!("{id}\n")).unwrap();
+}
+
+/// Writes `texts` as a chain (each re-parented onto the one before), moves the default ledger's
+/// ref there quietly, and returns the new tip.
+pub fn rechain(repo: &Repo, texts: &[String]) -> String {
+    let mut parent: Option<String> = None;
+    for t in texts {
+        parent = Some(write_commit(repo, &set_parent(t, parent.as_deref())));
+    }
+    let tip = parent.expect("at least one commit");
+    move_ref_quietly(repo, &tip);
+    tip
+}

@@ -7,9 +7,11 @@ use std::process::Stdio;
 
 use serde_json::Value as J;
 
-use crate::common::{FORMATS, Repo};
+use crate::common::{
+    FORMATS, Repo, commit_texts, move_ref_quietly, rechain, set_parent, write_commit,
+};
 
-const REF: &str = "refs/forum/ledgers/main";
+const REF: &str = crate::common::LEDGER_REF;
 
 /// The payload of the i-th entry of a seeded ledger.
 fn seed_payload(i: usize) -> String {
@@ -62,62 +64,6 @@ fn cat(repo: &Repo, id: &str) -> String {
     repo.git_ok(&["cat-file", "commit", id]) + "\n"
 }
 
-fn write_commit(repo: &Repo, text: &str) -> String {
-    repo.git_in(
-        &[
-            "hash-object",
-            "-t",
-            "commit",
-            "-w",
-            "--stdin",
-            "--literally",
-        ],
-        text.as_bytes(),
-    )
-}
-
-fn set_parent(text: &str, parent: Option<&str>) -> String {
-    let mut out = String::new();
-    let mut done = false;
-    for line in text.split_inclusive('\n') {
-        if line.starts_with("parent ") {
-            continue;
-        }
-        out.push_str(line);
-        if !done && line.starts_with("tree ") {
-            if let Some(p) = parent {
-                out.push_str(&format!("parent {p}\n"));
-            }
-            done = true;
-        }
-    }
-    out
-}
-
-/// Rebuilds the chain from raw commit texts (each re-parented onto the previous), moves the ref
-/// without leaving a reflog line (as a careful attacker would), and returns the new ids.
-fn rechain(repo: &Repo, texts: &[String]) -> Vec<String> {
-    let mut parent: Option<String> = None;
-    let mut ids = Vec::new();
-    for t in texts {
-        let id = write_commit(repo, &set_parent(t, parent.as_deref()));
-        parent = Some(id.clone());
-        ids.push(id);
-    }
-    move_ref_quietly(repo, ids.last().unwrap());
-    ids
-}
-
-fn move_ref_quietly(repo: &Repo, id: &str) {
-    let log = repo.git_dir().join("logs").join(REF);
-    let _ = std::fs::remove_file(&log);
-    std::fs::write(repo.git_dir().join(REF), format!("{id}\n")).unwrap();
-}
-
-fn texts(repo: &Repo) -> Vec<String> {
-    chain(repo).iter().map(|id| cat(repo, id)).collect()
-}
-
 fn assert_fails(r: &J, code: &str, seq: u64) {
     assert_eq!(r["ok"], false, "{r}");
     assert_eq!(r["code"], code, "{r}");
@@ -164,7 +110,7 @@ fn tamper_classes_each_have_their_own_message() {
     for format in FORMATS {
         // An edited body: the chain verifies (as in Forum); deep verify names the body.
         let repo = seeded(format, 6);
-        let mut t = texts(&repo);
+        let mut t = commit_texts(&repo, REF);
         let blob = repo.git_in(
             &["hash-object", "-w", "--stdin"],
             br#"{"i":3,"ok":false,"text":"entry 3"}"#,
@@ -183,7 +129,7 @@ fn tamper_classes_each_have_their_own_message() {
 
         // A body removed without a redaction entry naming it.
         let repo = seeded(format, 6);
-        let mut t = texts(&repo);
+        let mut t = commit_texts(&repo, REF);
         let empty = repo.git_in(&["mktree"], b"");
         let old_tree = t[3].lines().next().unwrap().to_string();
         t[3] = t[3].replacen(&old_tree, &format!("tree {empty}"), 1);
@@ -195,7 +141,7 @@ fn tamper_classes_each_have_their_own_message() {
 
         // An edited entry (actor changed, entry_hash not recomputed).
         let repo = seeded(format, 6);
-        let mut t = texts(&repo);
+        let mut t = commit_texts(&repo, REF);
         t[3] = t[3].replace("\"actor\":\"agent\"", "\"actor\":\"mallory\"");
         rechain(&repo, &t);
         let r = verify(&repo, false);
@@ -204,7 +150,7 @@ fn tamper_classes_each_have_their_own_message() {
 
         // Two entries swapped.
         let repo = seeded(format, 6);
-        let mut t = texts(&repo);
+        let mut t = commit_texts(&repo, REF);
         t.swap(2, 3);
         rechain(&repo, &t);
         let r = verify(&repo, false);
@@ -213,7 +159,7 @@ fn tamper_classes_each_have_their_own_message() {
 
         // An entry deleted from the middle.
         let repo = seeded(format, 6);
-        let mut t = texts(&repo);
+        let mut t = commit_texts(&repo, REF);
         t.remove(4);
         rechain(&repo, &t);
         let r = verify(&repo, false);
@@ -232,7 +178,7 @@ fn tamper_classes_each_have_their_own_message() {
             ],
         );
         let other_tip = repo.git_ok(&["rev-parse", "refs/forum/ledgers/other"]);
-        let t = texts(&repo);
+        let t = commit_texts(&repo, REF);
         let mut parent = Some(other_tip);
         let mut last = String::new();
         for text in &t[3..] {
@@ -246,7 +192,7 @@ fn tamper_classes_each_have_their_own_message() {
 
         // A commit altered without touching the entry (its date changed).
         let repo = seeded(format, 6);
-        let mut t = texts(&repo);
+        let mut t = commit_texts(&repo, REF);
         t[2] = t[2].replace(" 1000 +0000", " 1001 +0000");
         rechain(&repo, &t);
         let r = verify(&repo, false);
@@ -263,7 +209,7 @@ fn tamper_classes_each_have_their_own_message() {
 
         // A ref rewritten onto another chain while its reflog survived.
         let repo = seeded(format, 6);
-        let mut t = texts(&repo);
+        let mut t = commit_texts(&repo, REF);
         t[5] = t[5].replace(" 1000 +0000", " 1000 +0100");
         let ids = {
             let mut parent = Some(chain(&repo)[4].clone());

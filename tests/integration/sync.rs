@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value as J;
 
-use crate::common::{FORMATS, Repo};
+use crate::common::{FORMATS, Repo, commit_texts, rechain};
 
-const REF: &str = "refs/forum/ledgers/main";
+const REF: &str = crate::common::LEDGER_REF;
 
 /// PATH with the directory of the built `git-forum` first, so hooks can run `git forum`.
 fn path_env() -> OsString {
@@ -311,53 +311,10 @@ fn fetch_json(repo: &Repo) -> (Output, J) {
     (o, j)
 }
 
-/// Commit texts of the chain at `refname`, root first.
-fn texts(repo: &Repo, refname: &str) -> Vec<String> {
-    repo.git_ok(&["rev-list", "--first-parent", "--reverse", refname])
-        .lines()
-        .map(|id| repo.git_ok(&["cat-file", "commit", id]) + "\n")
-        .collect()
-}
-
-fn set_parent(text: &str, parent: Option<&str>) -> String {
-    let mut out = String::new();
-    let mut done = false;
-    for line in text.split_inclusive('\n') {
-        if line.starts_with("parent ") {
-            continue;
-        }
-        out.push_str(line);
-        if !done && line.starts_with("tree ") {
-            if let Some(p) = parent {
-                out.push_str(&format!("parent {p}\n"));
-            }
-            done = true;
-        }
-    }
-    out
-}
-
-/// Writes the commit texts as a chain and moves `refs/forum/ledgers/main` there with no reflog
-/// line. Returns the new tip.
-fn rechain(repo: &Repo, texts: &[String]) -> String {
-    let mut parent: Option<String> = None;
-    for t in texts {
-        let id = repo.git_in(
-            &["hash-object", "-t", "commit", "-w", "--stdin"],
-            set_parent(t, parent.as_deref()).as_bytes(),
-        );
-        parent = Some(id);
-    }
-    let id = parent.expect("non-empty");
-    let _ = std::fs::remove_file(repo.git_dir().join("logs").join(REF));
-    std::fs::write(repo.git_dir().join(REF), format!("{id}\n")).unwrap();
-    id
-}
-
 /// Removes the body of entry `seq` (its tree becomes the empty tree) and re-chains: the entries
 /// and their hashes stay the same, the commit ids from `seq` on change.
 fn strip_body(repo: &Repo, seq: usize) -> String {
-    let mut t = texts(repo, REF);
+    let mut t = commit_texts(repo, REF);
     let empty = repo.git_in(&["mktree"], b"");
     let old_tree = t[seq].lines().next().unwrap().to_string();
     t[seq] = t[seq].replacen(&old_tree, &format!("tree {empty}"), 1);
@@ -562,7 +519,7 @@ fn fetch_catches_a_force_pushed_rewrite_a_truncation_and_a_broken_copy() {
         assert_eq!(j["ledgers"][0]["remote"]["size"], 2);
 
         // A copy that does not verify (an entry edited in place) is not adopted either.
-        let mut t = texts(&a, REF);
+        let mut t = commit_texts(&a, REF);
         t[1] = t[1].replace("\"actor\":\"agent\"", "\"actor\":\"mallory\"");
         let tampered = Repo::new(format);
         tampered.git_ok(&["remote", "add", "origin", &remote.url()]);
@@ -778,7 +735,7 @@ fn pre_push_hook_refuses_a_tampered_or_rewinding_ledger_and_passes_code_refs() {
         assert!(o.status.success(), "{}", stderr(&o));
 
         // A rewind: the local ledger cut back (quietly) and force-pushed.
-        let keep = texts(&a, REF);
+        let keep = commit_texts(&a, REF);
         rechain(&a, &keep[..2]);
         let o = git_at(a.path(), &["push", "origin", &format!("+{REF}:{REF}")]);
         assert!(!o.status.success(), "a rewind was pushed");
@@ -794,7 +751,7 @@ fn pre_push_hook_refuses_a_tampered_or_rewinding_ledger_and_passes_code_refs() {
         let mut t = keep.clone();
         t[2] = t[2].replace("\"actor\":\"agent\"", "\"actor\":\"mallory\"");
         append_n(&a, 4, 5, "a");
-        let mut t5 = texts(&a, REF);
+        let mut t5 = commit_texts(&a, REF);
         t5[2] = t[2].clone();
         rechain(&a, &t5);
         let o = git_at(a.path(), &["push", "origin", &format!("+{REF}:{REF}")]);
@@ -900,10 +857,10 @@ fn hooks_install_keeps_an_existing_hook_and_honours_core_hooks_path() {
         "the old place is untouched"
     );
     // It runs from there: a tampered ledger is refused.
-    let mut t = texts(&a, REF);
+    let mut t = commit_texts(&a, REF);
     t[1] = t[1].replace("\"actor\":\"agent\"", "\"actor\":\"mallory\"");
     append_n(&a, 2, 3, "a");
-    let mut t3 = texts(&a, REF);
+    let mut t3 = commit_texts(&a, REF);
     t3[1] = t[1].clone();
     rechain(&a, &t3);
     let o = git_at(a.path(), &["push", "origin", &format!("+{REF}:{REF}")]);
