@@ -281,6 +281,11 @@ fn run_n(root: &Path, n: usize) {
     // Deep verify, packed (the pack the batch wrote) and loose (the same objects unpacked).
     let c = child_verify(&packed_repo);
     print_verify("packed", n, &c, &packed_repo.join(".git/objects"));
+    // The packed ledger is kept for the cold-open comparison at the end, made on every size in
+    // turn so the disk's state (ext4 is slow to create files for minutes after mass deletes)
+    // weighs on each size alike.
+    let batch_tip = git(&packed_repo, &["rev-parse", "refs/forum/ledgers/main"]);
+    PACKED.with(|m| m.borrow_mut().push((n, packed_repo.clone())));
     let loose = fresh_repo(root, &format!("loose-{n}"));
     let pack_dir = packed_repo.join(".git/objects/pack");
     let pack = std::fs::read_dir(&pack_dir)
@@ -296,28 +301,15 @@ fn run_n(root: &Path, n: usize) {
         .spawn()
         .unwrap();
     assert!(child.wait().unwrap().success());
-    let tip = git(&packed_repo, &["rev-parse", "refs/forum/ledgers/main"]);
+    let tip = batch_tip;
     git(&loose, &["update-ref", "refs/forum/ledgers/main", &tip]);
     let c = child_verify(&loose);
     print_verify("loose", n, &c, &loose.join(".git/objects"));
     std::fs::remove_dir_all(&loose).ok();
-    // Cold open + one durable append, on the packed ledger (median of 5).
-    let mut opens = Vec::new();
-    for i in 0..5 {
-        let t = Instant::now();
-        let mut store = GitStore::open(&packed_repo, "main", Options::default()).unwrap();
-        let mut one = news[0].clone();
-        one.payload = Value::int(i);
-        store.append_entry(&one).unwrap();
-        opens.push(t.elapsed().as_secs_f64());
-    }
-    let open_ms = median(opens) * 1000.0;
-    println!("cold open + one durable append: median {open_ms:.2} ms");
-    OPEN_MS.with(|m| m.borrow_mut().push((n, open_ms)));
 }
 
 thread_local! {
-    static OPEN_MS: std::cell::RefCell<Vec<(usize, f64)>> = const { std::cell::RefCell::new(Vec::new()) };
+    static PACKED: std::cell::RefCell<Vec<(usize, PathBuf)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Flushes everything dirty so the next measurement does not pay for earlier work.
@@ -352,6 +344,50 @@ fn durable_git(
         lat.push(s.elapsed().as_secs_f64());
     }
     (t.elapsed().as_secs_f64(), lat)
+}
+
+/// Cold open plus one durable append on each kept ledger, the sizes interleaved over 7 rounds:
+/// opening reads the tip only, so the figure must not grow with the ledger.
+fn cold_open(template: &NewEntry) {
+    let repos = PACKED.with(|m| m.borrow().clone());
+    if repos.len() < 2 {
+        return;
+    }
+    println!(
+        "\n== cold open (open, read the tip) and cold open + one durable append, sizes interleaved =="
+    );
+    settle();
+    let mut open_only: Vec<Vec<f64>> = vec![Vec::new(); repos.len()];
+    let mut with_append: Vec<Vec<f64>> = vec![Vec::new(); repos.len()];
+    for round in 0..7 {
+        for (k, (_, repo)) in repos.iter().enumerate() {
+            let t = Instant::now();
+            let store = GitStore::open(repo, "main", Options::default()).unwrap();
+            store.tip().unwrap().expect("the ledger exists");
+            open_only[k].push(t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            let mut store = GitStore::open(repo, "main", Options::default()).unwrap();
+            let mut one = template.clone();
+            one.payload = Value::int(round);
+            store.append_entry(&one).unwrap();
+            with_append[k].push(t.elapsed().as_secs_f64());
+        }
+    }
+    for (k, (n, _)) in repos.iter().enumerate() {
+        println!(
+            "N = {n}: open {:.2} ms, open + append {:.2} ms (medians of 7)",
+            median(open_only[k].clone()) * 1e3,
+            median(with_append[k].clone()) * 1e3
+        );
+    }
+    let last = repos.len() - 1;
+    println!(
+        "ratio N = {} to N = {}: open {:.2}, open + append {:.2}",
+        repos[last].0,
+        repos[0].0,
+        median(open_only[last].clone()) / median(open_only[0].clone()),
+        median(with_append[last].clone()) / median(with_append[0].clone())
+    );
 }
 
 fn durable(root: &Path, n: usize) {
@@ -419,19 +455,7 @@ fn main() {
     for &n in sizes {
         run_n(root.path(), n);
     }
-    OPEN_MS.with(|m| {
-        let m = m.borrow();
-        if m.len() == 2 {
-            println!(
-                "\ncold open + one append: {:.2} ms at {} vs {:.2} ms at {}: ratio {:.2}",
-                m[1].1,
-                m[1].0,
-                m[0].1,
-                m[0].0,
-                m[1].1 / m[0].1
-            );
-        }
-    });
+    cold_open(&entries(1)[0]);
     let _ = Duration::ZERO;
 }
 
