@@ -1,9 +1,420 @@
-//! Executors: what calls a model, and the policy around it. Pure so far: the endpoint policy
-//! ([`endpoint`]) and the runtime config with its tier and seat resolution ([`config`]). At the
-//! edge: [`command`], the process handling of the command executor (process group, deadline,
-//! capped output). The HTTP client, the model executors and the resolver that enforces the
-//! endpoint policy at connection time build on these.
+//! Executors: what calls a model, and the policy around it.
+//!
+//! Pure: the endpoint policy ([`endpoint`]) and the runtime config with its tier and seat
+//! resolution ([`config`]). At the edge: [`command`] (the process handling of the command
+//! executor), [`http`] (the SSRF-safe HTTP client with its vetting resolver), [`chat`]
+//! (OpenAI-compatible chat completions) and [`anthropic`] (the Messages API). [`Fleet`] turns a
+//! merged [`config::Runtime`] into the executors of one run: the orchestrator seat, the
+//! worker seat (or each lane's tier) and the escalation ladder.
+//!
+//! Every executor answers one [`Call`] with a [`Reply`] that names the model that produced it,
+//! or with an [`ExecError`] whose [`ExecError::code`] is stable enough to be witnessed.
 
+pub mod anthropic;
+pub mod chat;
 pub mod command;
 pub mod config;
 pub mod endpoint;
+pub mod http;
+mod scripted;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use scripted::Scripted;
+
+use crate::roster::{Roster, Tier};
+use config::{ExecutorKind, ExecutorSpec, Runtime, Unresolved, Via};
+
+/// A JSON schema the reply must follow (plans, verdicts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputSchema {
+    /// A short name (`plan`, `verdict`), sent where the API wants one.
+    pub name: String,
+    /// The schema itself.
+    pub schema: serde_json::Value,
+}
+
+/// One request to a model.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// Instructions that frame the conversation, if any.
+    pub system: Option<&'a str>,
+    /// The prompt.
+    pub prompt: &'a str,
+    /// Set when the caller wants structured output. Endpoints that support constrained
+    /// decoding get the schema; commands get it in the prompt.
+    pub schema: Option<&'a OutputSchema>,
+    /// A cap on generated tokens, where the executor has one.
+    pub max_tokens: Option<u32>,
+}
+
+impl<'a> Call<'a> {
+    /// A plain prompt with no system text, schema or token cap.
+    pub fn prompt(prompt: &'a str) -> Call<'a> {
+        Call {
+            system: None,
+            prompt,
+            schema: None,
+            max_tokens: None,
+        }
+    }
+
+    /// The whole request as one text, for executors that take a single prompt: the system
+    /// text, the prompt, and the schema the answer must follow.
+    pub fn flattened(&self) -> String {
+        let mut out = String::new();
+        if let Some(s) = self.system {
+            out.push_str(s);
+            out.push_str("\n\n");
+        }
+        out.push_str(self.prompt);
+        if let Some(schema) = self.schema {
+            out.push_str("\n\nAnswer with one JSON object and nothing else. It must match this JSON schema:\n");
+            out.push_str(&schema.schema.to_string());
+        }
+        out
+    }
+}
+
+/// Tokens counted by the endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// A model's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The text (for structured calls: the JSON text).
+    pub text: String,
+    /// The model that produced it, as the endpoint reported it (else as configured).
+    pub model: String,
+    /// Token counts, where the endpoint reports them.
+    pub usage: Option<Usage>,
+    /// Wall time of the call.
+    pub elapsed: Duration,
+}
+
+/// Why a call produced no answer. Messages never include a key's value.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The command executor failed (spawn, timeout, non-zero exit, non-UTF-8 output).
+    #[error(transparent)]
+    Command(#[from] command::RunError),
+    /// The endpoint policy refused the URL or every address it resolves to.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// The key variable is not set.
+    #[error(
+        "the key variable {var} is not set: export {var}=... (or name another variable with --api-key-env / api_key_env)"
+    )]
+    MissingKey { var: String },
+    /// No connection could be made.
+    #[error("cannot reach {url}: {reason}")]
+    Connect { url: String, reason: String },
+    /// The whole call took longer than its deadline.
+    #[error("no complete answer from {url} within {}s", after.as_secs_f64())]
+    Timeout { url: String, after: Duration },
+    /// The endpoint answered with a status other than 2xx.
+    #[error("{url} answered HTTP {status}{}", excerpt_suffix(excerpt))]
+    Status {
+        url: String,
+        status: u16,
+        excerpt: String,
+    },
+    /// The endpoint answered with a redirect, which is never followed.
+    #[error(
+        "{url} answered with a redirect (HTTP {status}) to {location:?}; redirects are not followed: configure the final URL"
+    )]
+    Redirect {
+        url: String,
+        status: u16,
+        location: String,
+    },
+    /// The response body was larger than the cap.
+    #[error("the answer from {url} is larger than {cap} bytes (max_response_bytes)")]
+    TooLarge { url: String, cap: u64 },
+    /// The body was not the JSON the API promises.
+    #[error("{url} answered with invalid JSON: {reason}")]
+    InvalidJson { url: String, reason: String },
+    /// The JSON had no answer in it.
+    #[error("{url} answered without {what}")]
+    NoAnswer { url: String, what: &'static str },
+    /// Anything else (a scripted failure, a bug in a transport).
+    #[error("{0}")]
+    Other(String),
+}
+
+fn excerpt_suffix(s: &str) -> String {
+    if s.is_empty() {
+        String::new()
+    } else {
+        format!(": {s}")
+    }
+}
+
+impl ExecError {
+    /// A stable code for the ledger and for `--json` output.
+    pub fn code(&self) -> &'static str {
+        use command::RunError as R;
+        match self {
+            ExecError::Command(R::Spawn { .. }) | ExecError::Command(R::Empty(_)) => "spawn",
+            ExecError::Command(R::Timeout { .. }) => "timeout",
+            ExecError::Command(R::Failed { .. }) => "exit",
+            ExecError::Command(R::NotUtf8 { .. }) => "not_utf8",
+            ExecError::Refused(_) => "refused",
+            ExecError::MissingKey { .. } => "missing_key",
+            ExecError::Connect { .. } => "connect",
+            ExecError::Timeout { .. } => "timeout",
+            ExecError::Status { .. } => "http_status",
+            ExecError::Redirect { .. } => "redirect",
+            ExecError::TooLarge { .. } => "too_large",
+            ExecError::InvalidJson { .. } => "invalid_json",
+            ExecError::NoAnswer { .. } => "no_answer",
+            ExecError::Other(_) => "other",
+        }
+    }
+}
+
+/// Something that answers prompts. Implementations are blocking and thread-safe: the control
+/// loop calls them from several threads at once.
+pub trait Executor: Send + Sync {
+    /// Asks the model once.
+    fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError>;
+    /// The model this executor is configured for (what the ledger names before a call
+    /// reports the real one, and on failures).
+    fn model(&self) -> String;
+    /// One line for people (never a key value).
+    fn describe(&self) -> String;
+}
+
+/// The command executor: a program with the prompt as its last argument.
+#[derive(Debug, Clone)]
+pub struct CommandExecutor {
+    argv: Vec<String>,
+    model: String,
+    describe: String,
+    limits: command::Limits,
+}
+
+impl CommandExecutor {
+    /// A command executor for `argv` (program first).
+    pub fn new(argv: Vec<String>, limits: command::Limits) -> CommandExecutor {
+        let model = argv.first().cloned().unwrap_or_default();
+        let describe = format!(
+            "command: {}",
+            shlex::try_join(argv.iter().map(|s| s.as_str())).unwrap_or_else(|_| argv.join(" "))
+        );
+        CommandExecutor {
+            argv,
+            model,
+            describe,
+            limits,
+        }
+    }
+
+    fn from_spec(spec: &ExecutorSpec, argv: &[String]) -> CommandExecutor {
+        let cap = usize::try_from(spec.max_response_bytes).unwrap_or(usize::MAX);
+        let mut e = CommandExecutor::new(
+            argv.to_vec(),
+            command::Limits {
+                timeout: Duration::from_secs(spec.timeout_seconds),
+                max_stdout: cap,
+                max_stderr: 64 * 1024,
+            },
+        );
+        e.model = spec.model().to_string();
+        e.describe = spec.describe();
+        e
+    }
+}
+
+impl Executor for CommandExecutor {
+    fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
+        let ran = command::run(&self.argv, &call.flattened(), self.limits)?;
+        Ok(Reply {
+            text: ran.stdout.trim().to_string(),
+            model: self.model.clone(),
+            usage: None,
+            elapsed: ran.elapsed,
+        })
+    }
+
+    fn model(&self) -> String {
+        self.model.clone()
+    }
+
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+}
+
+/// Builds the executor a spec describes. Nothing is called and no key is read here.
+pub fn build(spec: &ExecutorSpec) -> Result<Arc<dyn Executor>, ExecError> {
+    Ok(match &spec.kind {
+        ExecutorKind::Command { argv, .. } => Arc::new(CommandExecutor::from_spec(spec, argv)),
+        ExecutorKind::Chat { .. } => Arc::new(chat::ChatExecutor::from_spec(spec)?),
+        ExecutorKind::Anthropic { .. } => Arc::new(anthropic::AnthropicExecutor::from_spec(spec)?),
+    })
+}
+
+/// Where a task's executor came from, for the record and for `runtime inspect`.
+#[derive(Clone)]
+pub struct Assigned {
+    pub executor: Arc<dyn Executor>,
+    pub via: Via,
+}
+
+impl std::fmt::Debug for Assigned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Assigned")
+            .field("executor", &self.executor.describe())
+            .field("via", &self.via)
+            .finish()
+    }
+}
+
+/// The executors of one run, built once from the merged runtime: the orchestrator seat for
+/// the control roles, the worker seat (or each lane's tier) for tasks, and the ladder a failed
+/// task climbs.
+pub struct Fleet {
+    runtime: Runtime,
+    built: BTreeMap<String, Arc<dyn Executor>>,
+    control: Assigned,
+}
+
+impl Fleet {
+    /// Builds every executor the runtime may call. Fails when nothing is configured or a seat
+    /// names an empty slot, before any model is called.
+    pub fn new(runtime: Runtime) -> Result<Fleet, FleetError> {
+        let mut built = BTreeMap::new();
+        for (_, spec) in runtime.in_use() {
+            Self::lookup(&mut built, &spec)?;
+        }
+        let (via, spec) = runtime.for_control().map_err(FleetError::Unresolved)?;
+        let control = Assigned {
+            executor: Self::lookup(&mut built, &spec)?,
+            via,
+        };
+        Ok(Fleet {
+            runtime,
+            built,
+            control,
+        })
+    }
+
+    /// A fleet with given executors, for tests and embedders: `control` runs the orchestrator
+    /// seat, `worker` every task, and `ladder` the escalation rungs.
+    pub fn fixed(
+        control: Arc<dyn Executor>,
+        worker: Arc<dyn Executor>,
+        ladder: Vec<Arc<dyn Executor>>,
+    ) -> FixedFleet {
+        FixedFleet {
+            control,
+            worker,
+            ladder,
+        }
+    }
+
+    fn lookup(
+        built: &mut BTreeMap<String, Arc<dyn Executor>>,
+        spec: &ExecutorSpec,
+    ) -> Result<Arc<dyn Executor>, FleetError> {
+        let key = format!("{spec:?}");
+        if let Some(e) = built.get(&key) {
+            return Ok(e.clone());
+        }
+        let e = build(spec).map_err(FleetError::Build)?;
+        built.insert(key, e.clone());
+        Ok(e)
+    }
+
+    /// The runtime this fleet was built from.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+}
+
+/// A fleet of fixed executors (see [`Fleet::fixed`]).
+pub struct FixedFleet {
+    control: Arc<dyn Executor>,
+    worker: Arc<dyn Executor>,
+    ladder: Vec<Arc<dyn Executor>>,
+}
+
+/// What the control loop asks of a fleet.
+pub trait Seats: Send + Sync {
+    /// The orchestrator seat: plans, validates, synthesizes, judges.
+    fn orchestrator(&self) -> Arc<dyn Executor>;
+    /// The worker seat for a task routed to `agent`.
+    fn worker(&self, roster: &Roster, agent: &str) -> Arc<dyn Executor>;
+    /// The executors a failed task of `agent` climbs, strongest last, excluding the one that
+    /// already ran it.
+    fn ladder(&self, roster: &Roster, agent: &str) -> Vec<Arc<dyn Executor>>;
+}
+
+impl Seats for FixedFleet {
+    fn orchestrator(&self) -> Arc<dyn Executor> {
+        self.control.clone()
+    }
+
+    fn worker(&self, _: &Roster, _: &str) -> Arc<dyn Executor> {
+        self.worker.clone()
+    }
+
+    fn ladder(&self, _: &Roster, _: &str) -> Vec<Arc<dyn Executor>> {
+        self.ladder.clone()
+    }
+}
+
+impl Seats for Fleet {
+    fn orchestrator(&self) -> Arc<dyn Executor> {
+        self.control.executor.clone()
+    }
+
+    fn worker(&self, roster: &Roster, agent: &str) -> Arc<dyn Executor> {
+        match self.runtime.for_task(roster, agent) {
+            Ok((_, spec)) => self
+                .built
+                .get(&format!("{spec:?}"))
+                .cloned()
+                .unwrap_or_else(|| self.control.executor.clone()),
+            // Fleet::new proved the control seat resolves, and for_task falls back the same
+            // way; an unresolved worker seat was refused there too.
+            Err(_) => self.control.executor.clone(),
+        }
+    }
+
+    fn ladder(&self, roster: &Roster, agent: &str) -> Vec<Arc<dyn Executor>> {
+        let start = roster.get(agent).map_or(Tier::Cheap, |a| a.model_tier);
+        let first = self.worker(roster, agent).describe();
+        let mut seen = vec![first];
+        let mut out = Vec::new();
+        for tier in [Tier::Cheap, Tier::Capable, Tier::Frontier] {
+            if tier <= start {
+                continue;
+            }
+            if let Some(spec) = self.runtime.tiers.get(&tier)
+                && let Some(e) = self.built.get(&format!("{spec:?}"))
+                && !seen.contains(&e.describe())
+            {
+                seen.push(e.describe());
+                out.push(e.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Why a fleet could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error("{0}")]
+    Unresolved(Unresolved),
+    #[error("{0}")]
+    Build(ExecError),
+}
