@@ -1,0 +1,188 @@
+//! The deterministic quality floors (forum-spec §13, §14, §15): checks on a delivered answer
+//! that need no model and always give the same result for the same text.
+//!
+//! * [`intent`]: lexical coverage of the request's salient terms by the answer
+//!   (`intent_check`).
+//! * [`delivery`]: the concision floor (`delivery_check`) and the acceptance rule for a
+//!   reviser's tightened answer (`revision`).
+//! * [`profile`]: the delivery profiles (operator, engineer, researcher, executive) and their
+//!   findings (`forum.delivery-profile/v1`).
+//! * [`humanize`](mod@humanize): the prose clean-up (`forum.prose-humanization/v1`).
+//!
+//! Every payload is built as a [`Value`](crate::ledger::Value) with Forum's key order and
+//! Python's float spelling, so witnessing one in the ledger hashes exactly as Forum does.
+//! The text rules reproduce Python's: words are `[^\W_]+` runs (letters and numbers in any
+//! script), `str.strip()` and `\s` use Python's whitespace set, and `round(x, n)` rounds the
+//! exact binary value half to even. Character classes follow the Unicode tables of the
+//! `regex` crate and of Rust's standard library; Forum's reference run used Unicode 14.0, so
+//! code points assigned after 14.0 may classify differently.
+//!
+//! Everything here is pure: no I/O, no clock.
+
+pub mod delivery;
+pub mod humanize;
+pub mod intent;
+pub mod profile;
+
+pub use delivery::{Delivery, Revision, assess, revision_accepted};
+pub use humanize::{HumanizeError, Humanized, humanize, humanize_text};
+pub use intent::{IntentCheck, coverage, intent_check, intent_check_payload, salient_terms};
+pub use profile::{
+    Finding, FindingCode, ProfileAssessment, UnknownProfile, assess_profile, get_profile,
+};
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// Python's `[^\W_]+` on a `str`: maximal runs of letters (L*) and numbers (N*).
+static WORD: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[\p{L}\p{N}]+").expect("valid word pattern"));
+
+/// One code point that Python's `\w` accepts: a letter, a number or `_`.
+static WORD_CHAR: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[\p{L}\p{N}_]$").expect("valid word-char pattern"));
+
+/// A code point for which Python's `str.isdigit()` is true: decimal digits (Nd) plus the
+/// Numeric_Type=Digit characters (superscripts, subscripts, circled and parenthesised digits
+/// and the like; the list is Unicode 14.0's, as Forum's reference run used).
+static DIGIT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r"[\p{Nd}\x{B2}\x{B3}\x{B9}\x{1369}-\x{1371}\x{19DA}\x{2070}\x{2074}-\x{2079}",
+        r"\x{2080}-\x{2089}\x{2460}-\x{2468}\x{2474}-\x{247C}\x{2488}-\x{2490}\x{24EA}",
+        r"\x{24F5}-\x{24FD}\x{24FF}\x{2776}-\x{277E}\x{2780}-\x{2788}\x{278A}-\x{2792}",
+        r"\x{10A40}-\x{10A43}\x{10E60}-\x{10E68}\x{11052}-\x{1105A}\x{1F100}-\x{1F10A}]"
+    ))
+    .expect("valid digit pattern")
+});
+
+/// Python's `str.isspace()` for one code point: Unicode White_Space plus U+001C..U+001F.
+pub(crate) fn is_py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Python's `str.strip()` with no argument.
+pub(crate) fn py_strip(s: &str) -> &str {
+    s.trim_matches(is_py_space)
+}
+
+/// Python's `\w` for one code point in a `str` pattern (`str.isalnum()` or `_`).
+pub(crate) fn is_py_word(c: char) -> bool {
+    let mut buf = [0u8; 4];
+    WORD_CHAR.is_match(c.encode_utf8(&mut buf))
+}
+
+/// Whether any code point of `s` is a digit for Python's `str.isdigit()`.
+pub(crate) fn has_py_digit(s: &str) -> bool {
+    DIGIT.is_match(s)
+}
+
+/// The `[^\W_]+` runs of `s`, in order (callers lowercase first where Forum does).
+pub(crate) fn words(s: &str) -> impl Iterator<Item = &str> {
+    WORD.find_iter(s).map(|m| m.as_str())
+}
+
+/// Python's `len([s for s in re.split(r"[.!?]+", text) if s.strip()])`: pieces between runs
+/// of `.`, `!` and `?` that hold more than whitespace. A decimal point splits too (`3.14` is
+/// two sentences), as it does in Forum.
+pub(crate) fn sentence_count(text: &str) -> usize {
+    text.split(['.', '!', '?'])
+        .filter(|piece| !py_strip(piece).is_empty())
+        .count()
+}
+
+/// Python's `round(x, digits)` for a finite `x`: the exact binary value rounded half to even
+/// at `digits` decimals, read back as the nearest double.
+pub(crate) fn py_round(x: f64, digits: usize) -> f64 {
+    if !x.is_finite() {
+        return x;
+    }
+    format!("{x:.digits$}")
+        .parse()
+        .expect("fixed notation of a finite double parses")
+}
+
+/// `a / b` as Python computes it for two ints (one correctly rounded division).
+pub(crate) fn ratio(a: usize, b: usize) -> f64 {
+    a as f64 / b as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_letter_and_number_runs_in_any_script() {
+        let w: Vec<&str> = words("naïve café — 日本語 snake_case x²  e\u{301}t\u{e9} ٣").collect();
+        // U+0301 (a combining mark) is not a letter: Python splits there too.
+        assert_eq!(
+            w,
+            [
+                "naïve",
+                "café",
+                "日本語",
+                "snake",
+                "case",
+                "x²",
+                "e",
+                "té",
+                "٣"
+            ]
+        );
+        assert_eq!(words("").count(), 0);
+        assert_eq!(words("__ -- ..").count(), 0);
+    }
+
+    #[test]
+    fn python_word_chars() {
+        for c in ['a', 'Z', '_', '7', '²', 'é', '日', 'ſ', 'İ', '\u{212a}'] {
+            assert!(is_py_word(c), "{c:?}");
+        }
+        for c in [' ', '-', '\u{301}', '\u{93e}', '\u{203f}', '.', '\u{200d}'] {
+            assert!(!is_py_word(c), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn sentences_split_on_runs_of_terminators() {
+        assert_eq!(sentence_count(""), 0);
+        assert_eq!(sentence_count("   "), 0);
+        assert_eq!(sentence_count("..."), 0);
+        assert_eq!(sentence_count("no terminator"), 1);
+        assert_eq!(sentence_count("Pi is 3.14"), 2);
+        assert_eq!(sentence_count("Done... Really?! Yes."), 3);
+        // Pieces of Python whitespace only (U+001C is whitespace for Python) do not count.
+        assert_eq!(sentence_count("a. \u{1c}\u{a0} .b"), 2);
+    }
+
+    #[test]
+    fn python_strip_and_space() {
+        assert_eq!(py_strip("\u{1c}\u{1f} x \u{3000}\u{85}"), "x");
+        assert!(is_py_space('\u{1d}'));
+        assert!(!is_py_space('\u{200b}'));
+        assert!(!is_py_space('\u{180e}'));
+    }
+
+    #[test]
+    fn python_digits() {
+        for s in ["1", "٣", "²", "①", "\u{1f100}", "\u{1369}"] {
+            assert!(has_py_digit(s), "{s:?}");
+        }
+        // Numbers that are not digits for str.isdigit(): fractions, roman numerals, CJK.
+        for s in ["", "½", "Ⅻ", "一", "x", "⑩"] {
+            assert!(!has_py_digit(s), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn python_round() {
+        assert_eq!(py_round(2.0 / 3.0, 4), 0.6667);
+        assert_eq!(py_round(1.0 / 6.0, 4), 0.1667);
+        assert_eq!(py_round(17.0 / 3.0, 2), 5.67);
+        assert_eq!(py_round(0.125, 2), 0.12);
+        assert_eq!(py_round(0.375, 2), 0.38);
+        // 2.675 is stored as 2.67499999...: Python's round gives 2.67.
+        assert_eq!(py_round(2.675, 2), 2.67);
+        assert_eq!(py_round(12.5, 2), 12.5);
+    }
+}
