@@ -10,6 +10,8 @@
 //! * [`roster`], [`route`], [`plan`], [`policy`]: the roster TOML, the keyword router with its
 //!   route frame and communication contract, the plan compiler into waves with upstream
 //!   injection, and the policy that refuses plans.
+//! * [`quality`]: the model-free quality floors on an answer: intent coverage, the delivery
+//!   floor and the reviser's acceptance rule, delivery profiles, and prose humanization.
 //! * [`context`]: context budgets (approximate tokens; retained, trimmed or omitted slices).
 //! * [`exec`]: executor policy: the endpoint (SSRF) policy and key-variable names, and the
 //!   runtime config with tiers and seats, merged with the executor flags.
@@ -21,6 +23,8 @@ pub mod exec;
 pub mod ledger;
 pub mod plan;
 pub mod policy;
+pub mod quality;
 pub mod roster;
 pub mod route;
+pub mod run;
 pub mod store;

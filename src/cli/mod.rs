@@ -11,6 +11,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::store::git::{FlushMethod, GitStore, Options, StoreError};
 
 pub mod append;
+pub mod check;
 pub mod exec_flags;
 pub mod hooks;
 pub mod init;
@@ -22,6 +23,7 @@ pub mod read;
 pub mod redact;
 pub mod route;
 pub mod runtime;
+pub mod submit;
 pub mod sync;
 pub mod verify;
 
@@ -103,6 +105,18 @@ pub enum Command {
     Runtime(runtime::RuntimeArgs),
     /// Install or remove the git forum pre-push (or server pre-receive) hook.
     Hooks(hooks::HooksArgs),
+    /// Run a request: route, plan, parallel waves, validation, escalation, synthesis.
+    Submit(submit::SubmitArgs),
+    /// Continue an unfinished run (paused, stopped on budget, failed or killed).
+    Resume(submit::ResumeArgs),
+    /// List the runs in the ledger and how each stands.
+    Runs(submit::RunsArgs),
+    /// Approve, edit or reject a gated wave, or list the pending gates.
+    Gate(submit::GateArgs),
+    /// Check an answer without a model: intent coverage, delivery floor, delivery profile.
+    Check(check::CheckArgs),
+    /// Clean up model prose (no facts added) and check it against a delivery profile.
+    Humanize(check::HumanizeArgs),
     /// Entry points of the installed hooks (called by git).
     #[command(hide = true)]
     Hook(hooks::HookArgs),
@@ -290,6 +304,12 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Runtime(a) => runtime::run(ctx, a),
         Command::Hooks(a) => hooks::hooks(ctx, a),
         Command::Hook(a) => hooks::hook(ctx, a),
+        Command::Check(a) => check::check(ctx, a),
+        Command::Humanize(a) => check::humanize_cmd(ctx, a),
+        Command::Submit(a) => submit::submit(ctx, a),
+        Command::Resume(a) => submit::resume(ctx, a),
+        Command::Runs(a) => submit::runs(ctx, a),
+        Command::Gate(a) => submit::gate(ctx, a),
     }
 }
 

@@ -32,7 +32,7 @@ pub struct PlanArgs {
     pub parent: Option<i64>,
 }
 
-fn load_policy(ctx: &Ctx, flag: Option<&std::path::Path>) -> Result<Policy, CliError> {
+pub(crate) fn load_policy(ctx: &Ctx, flag: Option<&std::path::Path>) -> Result<Policy, CliError> {
     let path = match flag {
         Some(p) => Some(p.to_path_buf()),
         None => forum_config_file(ctx, "policy.toml"),

@@ -9,6 +9,10 @@ pub struct LogArgs {
     /// Show at most N entries (0 = all).
     #[arg(long, short = 'n', default_value_t = 0)]
     pub limit: u64,
+    /// Only the entries of one run (the seq of its request), oldest first, each with what it
+    /// says at a glance. `git forum runs` lists the runs.
+    #[arg(long, value_name = "SEQ", conflicts_with = "limit")]
+    pub run: Option<u64>,
 }
 
 /// Show one entry.
@@ -72,6 +76,9 @@ fn out_of_range(ctx: &Ctx, seq: u64, len: u64) -> CliError {
 }
 
 pub fn log(ctx: &Ctx, args: LogArgs) -> Result<(), CliError> {
+    if let Some(run) = args.run {
+        return super::submit::log_run(ctx, run);
+    }
     let store = ctx.existing_store()?;
     let limit = (args.limit > 0).then_some(args.limit);
     let entries: Vec<Entry> = store

@@ -2,11 +2,15 @@
 
 mod common;
 mod conformance;
+mod http_exec;
 mod ledger;
+mod llm;
 mod plan;
 mod proofs;
+mod quality;
 mod redact;
 mod route;
 mod runtime;
 mod sign;
+mod submit;
 mod sync;
