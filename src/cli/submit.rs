@@ -71,9 +71,12 @@ pub struct RunFlags {
     /// Policy file (default: .forum/policy.toml, else no limits beyond 6 tasks at a time).
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
-    /// No progress on stderr.
-    #[arg(long, short)]
+    /// Nothing on stderr but errors (no progress, no closing summary).
+    #[arg(long, short, conflicts_with = "progress")]
     pub quiet: bool,
+    /// Progress on stderr even when it is not a terminal (a log file, CI).
+    #[arg(long)]
+    pub progress: bool,
     #[command(flatten)]
     pub exec: ExecutorArgs,
 }
@@ -307,6 +310,7 @@ fn report(
     ctx: &Ctx,
     store: &mut crate::store::git::GitStore,
     outcome: Outcome,
+    quiet: bool,
 ) -> Result<(), CliError> {
     let checkpoint = root_of(store)?;
     let size = store.len().map_err(|e| CliError::fail(e.to_string()))?;
@@ -347,8 +351,10 @@ fn report(
             outcome.request_seq
         ),
     };
-    eprintln!("{next}");
-    eprintln!("checkpoint {checkpoint} ({size} entries)");
+    if !quiet {
+        eprintln!("{next}");
+        eprintln!("checkpoint {checkpoint} ({size} entries)");
+    }
     Ok(())
 }
 
@@ -375,7 +381,7 @@ fn go(
         Some(p) => p,
         None => &system,
     };
-    let watching = !flags.quiet && std::io::stderr().is_terminal();
+    let watching = flags.progress || (!flags.quiet && std::io::stderr().is_terminal());
     let stderr = Stderr {
         max: opts.max_model_calls,
     };
@@ -394,7 +400,7 @@ fn go(
         (None, None) => return Err(CliError::usage("give a request, or --resume")),
     };
     match result {
-        Ok(outcome) => report(ctx, &mut store, outcome),
+        Ok(outcome) => report(ctx, &mut store, outcome, flags.quiet),
         Err(run::RunError::Request(m)) => Err(CliError::usage(m)),
         Err(run::RunError::Resume(m)) => Err(CliError::fail(m)),
         Err(e) => Err(CliError::fail(format!(

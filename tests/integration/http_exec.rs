@@ -948,3 +948,50 @@ fn the_local_model_follows_a_json_schema() {
     assert!(v["name"].is_string(), "{v}");
     assert!(v["age"].is_i64() || v["age"].is_u64(), "{v}");
 }
+
+/// The command executor under a flood: 1 GiB on stdout is read to the end (so the child never
+/// blocks on a full pipe) while only the cap is kept; a non-zero exit, a hang with a
+/// grandchild and a missing program are distinct, coded errors.
+#[test]
+fn command_executor_survives_a_gigabyte_a_hang_and_a_failure() {
+    use git_forum::exec::command::Limits;
+    use git_forum::exec::{Call, CommandExecutor, Executor};
+    use std::time::{Duration, Instant};
+    let sh = |script: &str, limits: Limits| {
+        CommandExecutor::new(
+            vec!["sh".into(), "-c".into(), script.into(), "sh".into()],
+            limits,
+        )
+    };
+    let cap = Limits {
+        max_stdout: 1 << 20,
+        ..Limits::default()
+    };
+    let r = sh("head -c 1073741824 /dev/zero | tr '\\000' x", cap)
+        .call(&Call::prompt("flood"))
+        .unwrap();
+    assert_eq!(r.text.len(), 1 << 20);
+    assert!(r.text.bytes().all(|b| b == b'x'));
+
+    let e = sh("echo broken >&2; exit 1", Limits::default())
+        .call(&Call::prompt("x"))
+        .unwrap_err();
+    assert_eq!(e.code(), "exit");
+    assert!(e.to_string().contains("broken"), "{e}");
+
+    let quick = Limits {
+        timeout: Duration::from_millis(500),
+        ..Limits::default()
+    };
+    let t = Instant::now();
+    let e = sh("sh -c 'sleep 60' & sleep 60", quick)
+        .call(&Call::prompt("x"))
+        .unwrap_err();
+    assert_eq!(e.code(), "timeout");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+
+    let e = CommandExecutor::new(vec!["/nonexistent/model".into()], Limits::default())
+        .call(&Call::prompt("x"))
+        .unwrap_err();
+    assert_eq!(e.code(), "spawn");
+}

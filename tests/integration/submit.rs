@@ -1203,3 +1203,119 @@ fn submit_against_the_real_local_model() {
     let log = repo.git_ok(&["log", "--format=%s", "refs/forum/ledgers/main"]);
     assert!(log.lines().count() == entries.len(), "{log}");
 }
+
+#[test]
+fn a_seconds_budget_stops_the_run_at_the_next_check() {
+    // The clock says 10 s have passed once the plan is witnessed: every task starts over budget.
+    let roster = roster();
+    let clock = StepClock::new(100.0, 0.5);
+    let o = Arc::new(Scripted::new("o", {
+        move |call| {
+            Ok(match call.schema.map(|s| s.name.as_str()) {
+                Some("plan") => PLAN_3.to_string(),
+                _ => ANSWER.to_string(),
+            })
+        }
+    }));
+    struct Late<'a>(&'a StepClock);
+    impl run::Clock for Late<'_> {
+        fn now(&self) -> f64 {
+            self.0.now()
+        }
+        fn elapsed(&self) -> f64 {
+            // Past the budget once three timestamps (request, frame, plan) were read.
+            if self.0.now() > 101.5 { 10.0 } else { 0.0 }
+        }
+    }
+    let late = Late(&clock);
+    let w = worker("w");
+    let seats = Fleet::fixed(o, w.clone(), vec![]);
+    let env = Env {
+        roster: &roster,
+        seats: &seats,
+        clock: &late,
+        progress: &Silent,
+    };
+    let mut opts = sequential();
+    opts.max_seconds = Some(5.0);
+    let mut store = MemoryStorage::default();
+    let out = run::submit(&mut store, &env, &opts, "ship a login API with docs").unwrap();
+    assert_eq!(out.status, Status::StoppedOnBudget);
+    assert_eq!(w.calls(), 0);
+    let l = read(&store);
+    assert!(l.kinds().contains(&"budget"), "{:?}", l.kinds());
+    assert_eq!(verify_chain(&store.entries).first_bad, None);
+}
+
+#[test]
+fn checkpoint_each_wave_witnesses_the_root_after_every_wave() {
+    let mut store = MemoryStorage::default();
+    let mut opts = sequential();
+    opts.checkpoint_each_wave = true;
+    go(
+        &mut store,
+        orchestrator("o", PLAN_3, pass),
+        worker("w"),
+        vec![],
+        &opts,
+        "ship a login API with docs",
+    );
+    let l = read(&store);
+    let cps: Vec<(usize, &J)> = l
+        .entries
+        .iter()
+        .zip(&l.bodies)
+        .enumerate()
+        .filter(|(_, (e, _))| e.kind == "checkpoint")
+        .map(|(i, (_, b))| (i, b))
+        .collect();
+    assert_eq!(cps.len(), 2);
+    for (wave, (i, b)) in cps.iter().enumerate() {
+        assert_eq!(b["wave"], wave);
+        assert_eq!(l.entries[*i].causal_parent, Some(2));
+        // The root of every entry before it.
+        assert_eq!(
+            b["root"],
+            verify_chain(&store.entries[..*i]).checkpoint,
+            "wave {wave}"
+        );
+    }
+}
+
+#[test]
+fn progress_goes_to_stderr_only_when_asked_or_on_a_terminal() {
+    let repo = Repo::new("sha1");
+    let model = script(&repo, "model", "");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["submit", "--cmd", &model];
+        args.extend_from_slice(extra);
+        args.push("ship a login API with docs");
+        let o = repo.forum().args(&args).output().unwrap();
+        assert!(o.status.success());
+        (
+            String::from_utf8_lossy(&o.stdout).to_string(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    // Not a terminal: no progress, only the closing summary.
+    let (out, err) = run(&[]);
+    assert_eq!(out.trim(), ANSWER);
+    assert!(!err.contains("wave"), "{err}");
+    assert!(err.contains("answered in 8 model calls"), "{err}");
+    // --progress forces it, with the calls spent of the budget.
+    let (out, err) = run(&["--progress", "--max-model-calls", "50"]);
+    assert_eq!(out.trim(), ANSWER, "stdout carries only the answer");
+    for needle in [
+        "plan: 3 tasks in 2 waves",
+        "wave 1/2: T1",
+        "wave 2/2: T2, T3",
+        "T1 (backend) running on",
+        "model calls: 8/50",
+        "synthesizing",
+    ] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    // --quiet: nothing at all.
+    let (_, err) = run(&["--quiet"]);
+    assert_eq!(err, "");
+}
