@@ -995,3 +995,55 @@ fn command_executor_survives_a_gigabyte_a_hang_and_a_failure() {
         .unwrap_err();
     assert_eq!(e.code(), "spawn");
 }
+
+/// `--claude` is the command executor preset `claude -p [--model M] PROMPT`: a stand-in
+/// `claude` on PATH sees exactly those arguments, and the run records it as the model.
+#[test]
+fn the_claude_code_preset_runs_claude_p_with_the_prompt_last() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = crate::common::Repo::new("sha1");
+    let bin = repo.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let args_log = repo.path().join("claude-args");
+    let script = format!(
+        r#"#!/bin/sh
+for a; do p="$a"; done
+printf '%s\n' "$1 $2 $3" >> '{log}'
+case "$p" in
+  *"Break this request"*) echo '{{"tasks":[{{"id":"T1","agent":"docs","instruction":"write it","depends_on":[],"done_when":[]}}]}}' ;;
+  *"Judge one task"*) echo '{{"decision":"pass","score":1,"reason":"fine"}}' ;;
+  *) echo "written, verified by the test output" ;;
+esac
+"#,
+        log = args_log.display()
+    );
+    let claude = bin.join("claude");
+    std::fs::write(&claude, script).unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = repo
+        .forum()
+        .env("PATH", &path)
+        .args([
+            "submit",
+            "--json",
+            "--claude",
+            "--model",
+            "opus-test",
+            "write the docs",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["answer"], "written, verified by the test output");
+    // Every call was `claude -p --model opus-test PROMPT`, and the model recorded is opus-test.
+    let log = std::fs::read_to_string(&args_log).unwrap();
+    assert_eq!(log.lines().count(), 4, "{log}");
+    assert!(log.lines().all(|l| l == "-p --model opus-test"), "{log}");
+    assert_eq!(j["receipt"]["calls_per_model"]["opus-test"], 4);
+}
