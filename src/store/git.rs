@@ -680,8 +680,14 @@ impl GitStore {
 
     /// Every commit id from seq 0 to the tip, reading commits only.
     pub fn chain_ids(&self) -> Result<Vec<ObjectId>, StoreError> {
+        self.chain_ids_from(self.tip_id()?)
+    }
+
+    /// The commit ids from `start` back to the root, oldest first. Callers that already read
+    /// the tip pass it, so an append landing meanwhile cannot make the walk disagree with it.
+    fn chain_ids_from(&self, start: Option<ObjectId>) -> Result<Vec<ObjectId>, StoreError> {
         let mut ids = Vec::new();
-        let mut cur = self.tip_id()?;
+        let mut cur = start;
         let mut buf = Vec::new();
         while let Some(id) = cur {
             let kind = self.read_raw(&id, &mut buf)?.ok_or_else(|| {
@@ -876,7 +882,7 @@ impl GitStore {
                 }
             }
         }
-        let ids = self.chain_ids()?;
+        let ids = self.chain_ids_from(Some(tip.commit))?;
         if ids.len() as u64 != want {
             return Err(StoreError::Corrupt(format!(
                 "ledger {}: the tip holds seq {} but the chain has {} commits; run `git forum verify`",
@@ -885,16 +891,20 @@ impl GitStore {
                 ids.len()
             )));
         }
-        let tmp = path.with_extension("idx.tmp");
-        if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
-        }
+        let dir = path.parent().unwrap_or(Path::new("."));
+        fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
         let mut bytes = Vec::with_capacity(ids.len() * width);
         for id in &ids {
             bytes.extend_from_slice(id.as_slice());
         }
-        fs::write(&tmp, &bytes).map_err(io(format!("writing {}", tmp.display())))?;
-        fs::rename(&tmp, &path).map_err(io(format!("renaming {}", tmp.display())))?;
+        // A temporary file of our own: two readers rebuilding at once must not share one.
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)
+            .map_err(io(format!("creating a temporary file in {}", dir.display())))?;
+        tmp.write_all(&bytes)
+            .map_err(io(format!("writing {}", tmp.path().display())))?;
+        tmp.persist(&path)
+            .map_err(|e| e.error)
+            .map_err(io(format!("renaming into {}", path.display())))?;
         Ok(IndexView {
             path,
             width,
