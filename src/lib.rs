@@ -15,6 +15,8 @@
 //! * [`context`]: context budgets (approximate tokens; retained, trimmed or omitted slices).
 //! * [`exec`]: executor policy: the endpoint (SSRF) policy and key-variable names, and the
 //!   runtime config with tiers and seats, merged with the executor flags.
+//! * [`report`]: read-side projections of a ledger: the run summary and A/B compare, the run
+//!   room with next actions and brief, the context capsule, the action receipt and the grade.
 //! * [`cli`]: clap commands; prints, parses, exits.
 
 pub mod cli;
@@ -24,6 +26,7 @@ pub mod ledger;
 pub mod plan;
 pub mod policy;
 pub mod quality;
+pub mod report;
 pub mod roster;
 pub mod route;
 pub mod run;

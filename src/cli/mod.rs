@@ -12,6 +12,7 @@ use crate::store::git::{FlushMethod, GitStore, Options, StoreError};
 
 pub mod append;
 pub mod check;
+pub mod context;
 pub mod exec_flags;
 pub mod hooks;
 pub mod init;
@@ -21,6 +22,7 @@ pub mod plan;
 pub mod proof;
 pub mod read;
 pub mod redact;
+pub mod report;
 pub mod route;
 pub mod runtime;
 pub mod submit;
@@ -117,6 +119,16 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Clean up model prose (no facts added) and check it against a delivery profile.
     Humanize(check::HumanizeArgs),
+    /// Counts of a ledger, a run, a fetched copy or a Forum directory, as a table or JSON.
+    Summary(report::SummaryArgs),
+    /// Compare two runs or ledgers: each metric's delta and a diff of the final answers.
+    Bench(report::BenchArgs),
+    /// The latest run at a glance: tasks, answer, quality signals, next actions, brief.
+    Room(report::RoomArgs),
+    /// A short, bounded brief of the whole ledger to hand a model as context.
+    Capsule(report::CapsuleArgs),
+    /// Estimate context pressure before a run (`context preflight`), writing nothing.
+    Context(context::ContextArgs),
     /// Entry points of the installed hooks (called by git).
     #[command(hide = true)]
     Hook(hooks::HookArgs),
@@ -310,6 +322,11 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Resume(a) => submit::resume(ctx, a),
         Command::Runs(a) => submit::runs(ctx, a),
         Command::Gate(a) => submit::gate(ctx, a),
+        Command::Context(a) => context::run(ctx, a),
+        Command::Summary(a) => report::summary(ctx, a),
+        Command::Bench(a) => report::bench(ctx, a),
+        Command::Room(a) => report::room(ctx, a),
+        Command::Capsule(a) => report::capsule(ctx, a),
     }
 }
 

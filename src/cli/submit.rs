@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value as J, json};
 
@@ -17,10 +19,13 @@ use super::{CliError, Ctx};
 use crate::context::ContextBudget;
 use crate::exec::{Fleet, Seats, config};
 use crate::ledger::merkle::Accumulator;
-use crate::ledger::{Entry, Storage};
+use crate::ledger::{Entry, Storage, Value};
+use crate::report;
 use crate::run::{
-    self, Clock, Env, Event, GatePolicy, Options, Outcome, Progress, Status, SystemClock, status,
+    self, Clock, CommandContext, CommandVerifier, ContextProvider, Env, Event, GatePolicy,
+    LedgerContext, Options, Outcome, Progress, Status, SystemClock, Verifier, status,
 };
+use crate::store::git::GitStore;
 
 /// Flags shared by `submit` and `resume`.
 #[derive(Debug, Clone, clap::Args)]
@@ -32,20 +37,38 @@ pub struct RunFlags {
     /// Stop once this many seconds have passed (checked before each call).
     #[arg(long, value_name = "S")]
     pub max_seconds: Option<f64>,
-    /// Run-wide cap on admitted context tokens (approximate: UTF-8 bytes / 4).
-    #[arg(long, value_name = "N")]
-    pub context_token_budget: Option<u64>,
-    /// Cap on request-level context.
-    #[arg(long, value_name = "N")]
-    pub request_context_token_budget: Option<u64>,
-    /// Cap on each per-task context slice.
-    #[arg(long, value_name = "N")]
-    pub task_context_token_budget: Option<u64>,
-    /// Cap on each upstream output injected into a prompt, and each synthesis input.
-    #[arg(long, value_name = "N")]
-    pub upstream_token_budget: Option<u64>,
-    /// Cap the tokens each model call may generate (plans and verdicts need room to close
-    /// their JSON: keep it above about 200).
+    /// The context budget.
+    #[command(flatten)]
+    pub budget: BudgetFlags,
+    /// Where request and per-task context come from.
+    #[command(flatten)]
+    pub context: ContextFlags,
+    /// When the intent check flags the answer, ask the orchestrator seat whether it drifted
+    /// or only paraphrased the request (one model call, skipped once the budget is spent),
+    /// witnessed as intent_judgment.
+    #[arg(long)]
+    pub judge_intent: bool,
+    /// When the delivery floor flags the answer, ask the orchestrator seat for a tighter one
+    /// (one model call, skipped once the budget is spent); it is delivered only if strictly
+    /// shorter and covering the request as well (revision, then the revised result).
+    #[arg(long)]
+    pub revise: bool,
+    /// Check the delivered answer with CMD (split like a shell, run without one) as `CMD
+    /// REQUEST ANSWER`: exit 0 verified (stdout says why), exit 1 refuted (stderr says why),
+    /// anything else, a timeout or non-UTF-8 output could not decide. Witnessed as
+    /// verification; never stops the run.
+    #[arg(long, value_name = "CMD")]
+    pub verify_cmd: Option<String>,
+    /// Seconds the verifier command may take before it is killed (could not decide).
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 60.0,
+        requires = "verify_cmd"
+    )]
+    pub verify_timeout: f64,
+    /// Cap the tokens each task, synthesis and revision call may generate (plans, verdicts and
+    /// judgments keep their own limits, so their JSON can close).
     #[arg(long, value_name = "N")]
     pub max_output_tokens: Option<u32>,
     /// Witness a checkpoint and sync the ledger after each wave.
@@ -77,8 +100,162 @@ pub struct RunFlags {
     /// Progress on stderr even when it is not a terminal (a log file, CI).
     #[arg(long)]
     pub progress: bool,
+    /// Which executors run the seats.
     #[command(flatten)]
     pub exec: ExecutorArgs,
+}
+
+/// The four context-budget flags (forum-features §1.3), shared by `submit`, `resume` and
+/// `context preflight`. Tokens are approximate: UTF-8 bytes / 4.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BudgetFlags {
+    /// Run-wide cap on admitted context tokens (all slices share one meter).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub context_token_budget: Option<i64>,
+    /// Cap on request-level context (--context-cmd, --use-capsule-context).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub request_context_token_budget: Option<i64>,
+    /// Cap on each per-task context slice.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub task_context_token_budget: Option<i64>,
+    /// Cap on each upstream output injected into a prompt, and each synthesis input.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub upstream_token_budget: Option<i64>,
+}
+
+impl BudgetFlags {
+    /// The context budget these flags set, `None` when none is given. A negative value is a
+    /// usage error (exit 2).
+    pub fn budget(&self) -> Result<Option<ContextBudget>, CliError> {
+        let check = |flag: &str, v: Option<i64>| -> Result<Option<u64>, CliError> {
+            match v {
+                Some(n) if n < 0 => Err(CliError::usage(format!(
+                    "--{flag} {n}: a token budget must be 0 or more"
+                ))),
+                other => Ok(other.map(|n| n as u64)),
+            }
+        };
+        let total = check("context-token-budget", self.context_token_budget)?;
+        let request = check(
+            "request-context-token-budget",
+            self.request_context_token_budget,
+        )?;
+        let task = check("task-context-token-budget", self.task_context_token_budget)?;
+        let upstream = check("upstream-token-budget", self.upstream_token_budget)?;
+        if total.is_none() && request.is_none() && task.is_none() && upstream.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(ContextBudget {
+            max_total_tokens: total,
+            max_request_tokens: request,
+            max_task_tokens: task,
+            max_upstream_tokens: upstream,
+            bytes_per_token: 4,
+        }))
+    }
+}
+
+/// Where request and per-task context come from (shared by `submit`, `resume` and
+/// `context preflight`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ContextFlags {
+    /// Read context from CMD (split like a shell, run without one): `CMD request REQUEST`
+    /// before planning, and `CMD task TASK_ID INSTRUCTION` before each task. Its stdout is the
+    /// context (empty: none); a failure, a timeout or non-UTF-8 output is witnessed and the
+    /// run goes on without that context.
+    #[arg(long, value_name = "CMD", conflicts_with = "use_capsule_context")]
+    pub context_cmd: Option<String>,
+    /// Seconds each context command may take before it is killed.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 60.0,
+        requires = "context_cmd"
+    )]
+    pub context_timeout: f64,
+    /// Use the ledger's context capsule (`git forum capsule --text`) as the request context.
+    #[arg(long)]
+    pub use_capsule_context: bool,
+}
+
+/// Capsules fed to a run are Forum's defaults: the last 8 task results, texts clipped to 240
+/// code points.
+pub const CAPSULE_MAX_ITEMS: usize = 8;
+/// See [`CAPSULE_MAX_ITEMS`].
+pub const CAPSULE_MAX_TEXT_CHARS: usize = 240;
+
+/// A positive, finite number of seconds from a flag.
+fn seconds(flag: &str, s: f64) -> Result<Duration, CliError> {
+    if !(s.is_finite() && s > 0.0) {
+        return Err(CliError::usage(format!(
+            "--{flag} {s} must be a number of seconds above 0"
+        )));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+/// Splits a `--*-cmd` value; an unsplittable or empty line is a usage error.
+fn argv_of(flag: &str, line: &str) -> Result<Vec<String>, CliError> {
+    config::split_cmd(line).map_err(|e| CliError::usage(format!("--{flag}: {e}")))
+}
+
+/// The capsule text of a ledger whose entries up to some seq were read already (`pre`, read
+/// in one walk) and whose newer entries are read through `ledger`.
+pub fn capsule_text_of(
+    pre: &[(Entry, Option<Value>)],
+    ledger: &dyn Storage,
+    max_items: usize,
+    max_text_chars: usize,
+) -> Result<String, String> {
+    let mut items = pre.to_vec();
+    let n = ledger.len().map_err(|e| e.to_string())?;
+    for seq in items.len() as u64..n {
+        let e = ledger
+            .get(seq)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("the ledger has no entry at seq {seq}"))?;
+        let body = ledger.payload(&e.payload_hash).map_err(|e| e.to_string())?;
+        items.push((e, body));
+    }
+    let snap = report::Snapshot::from_items(items);
+    Ok(report::capsule_text(&report::build_context_capsule(
+        &snap,
+        max_items,
+        max_text_chars,
+    )))
+}
+
+/// Every entry of a git ledger with its body, in one walk (none when it does not exist yet).
+pub fn preload(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>, CliError> {
+    if !store.exists()? {
+        return Ok(Vec::new());
+    }
+    Ok(report::load_git(store)?)
+}
+
+impl ContextFlags {
+    /// The context provider these flags set, if any. `pre` is the ledger as read before the
+    /// run (for the capsule).
+    pub fn provider(
+        &self,
+        pre: impl FnOnce() -> Result<Vec<(Entry, Option<Value>)>, CliError>,
+    ) -> Result<Option<Arc<dyn ContextProvider>>, CliError> {
+        if let Some(line) = &self.context_cmd {
+            let argv = argv_of("context-cmd", line)?;
+            let timeout = seconds("context-timeout", self.context_timeout)?;
+            return Ok(Some(Arc::new(CommandContext::new(argv, timeout))));
+        }
+        if self.use_capsule_context {
+            let pre = pre()?;
+            return Ok(Some(Arc::new(LedgerContext::new(
+                "the ledger capsule",
+                move |ledger| {
+                    capsule_text_of(&pre, ledger, CAPSULE_MAX_ITEMS, CAPSULE_MAX_TEXT_CHARS)
+                },
+            ))));
+        }
+        Ok(None)
+    }
 }
 
 /// Run a request through route, plan, waves, validation, escalation and synthesis.
@@ -90,6 +267,7 @@ pub struct SubmitArgs {
     /// Continue the latest unfinished run instead (same as `git forum resume`).
     #[arg(long, conflicts_with = "request")]
     pub resume: bool,
+    /// Limits and quality options of the run.
     #[command(flatten)]
     pub flags: RunFlags,
 }
@@ -99,6 +277,7 @@ pub struct SubmitArgs {
 pub struct ResumeArgs {
     /// The run's request seq (see `git forum runs`).
     pub run: Option<u64>,
+    /// Limits and quality options of the resumed run.
     #[command(flatten)]
     pub flags: RunFlags,
 }
@@ -110,10 +289,12 @@ pub struct RunsArgs {}
 /// Human approval of gated waves.
 #[derive(Debug, clap::Args)]
 pub struct GateArgs {
+    /// What to do.
     #[command(subcommand)]
     pub command: GateCommand,
 }
 
+/// A gate command.
 #[derive(Debug, clap::Subcommand)]
 pub enum GateCommand {
     /// List the gates waiting for a decision.
@@ -126,6 +307,7 @@ pub enum GateCommand {
     Reject(DecideArgs),
 }
 
+/// Which gate to decide, by whom, and how.
 #[derive(Debug, clap::Args)]
 pub struct DecideArgs {
     /// The run (its request seq); default: the run of the only pending gate.
@@ -199,6 +381,16 @@ impl Progress for Stderr {
                 format!("paused before wave {wave}: waiting for a gate decision")
             }
             Event::Stopped { reason } => format!("stopped: {reason}"),
+            Event::Context { task: None } => "reading the request context…".to_string(),
+            Event::Context { task: Some(id) } => format!("  {id}: context read"),
+            Event::ContextFailed { task, reason } => format!(
+                "{}context unavailable, going on without it: {reason}",
+                task.as_ref().map_or(String::new(), |t| format!("  {t}: "))
+            ),
+            Event::Revising => "revising the answer (the delivery floor flagged it)…".to_string(),
+            Event::Judging => "judging intent (the intent check flagged the answer)…".to_string(),
+            Event::Verifying => "verifying the answer…".to_string(),
+            Event::Skipped { step, reason } => format!("skipped the {step}: {reason}"),
         };
         eprintln!("{line}");
     }
@@ -219,17 +411,18 @@ fn options(ctx: &Ctx, f: &RunFlags) -> Result<Options, CliError> {
             "--gate-deadline {s} must be a number of seconds, 0 or more"
         )));
     }
-    let any_budget = f.context_token_budget.is_some()
-        || f.request_context_token_budget.is_some()
-        || f.task_context_token_budget.is_some()
-        || f.upstream_token_budget.is_some();
-    let context_budget = any_budget.then_some(ContextBudget {
-        max_total_tokens: f.context_token_budget,
-        max_request_tokens: f.request_context_token_budget,
-        max_task_tokens: f.task_context_token_budget,
-        max_upstream_tokens: f.upstream_token_budget,
-        bytes_per_token: 4,
-    });
+    let context_budget = f.budget.budget()?;
+    let verifier: Option<Arc<dyn Verifier>> = match &f.verify_cmd {
+        Some(line) => Some(Arc::new(CommandVerifier::new(
+            argv_of("verify-cmd", line)?,
+            seconds("verify-timeout", f.verify_timeout)?,
+        ))),
+        None => None,
+    };
+    // Checked here so a bad flag is refused before the ledger is read.
+    if f.context.context_cmd.is_some() {
+        f.context.provider(|| Ok(Vec::new()))?;
+    }
     if let Some(p) = &f.delivery_profile {
         let valid = ["operator", "engineer", "researcher", "executive"];
         if !valid.contains(&p.trim().to_lowercase().as_str()) {
@@ -253,6 +446,10 @@ fn options(ctx: &Ctx, f: &RunFlags) -> Result<Options, CliError> {
             on_expiry: f.gate_on_expiry.clone(),
         },
         max_output_tokens: f.max_output_tokens,
+        judge_intent: f.judge_intent,
+        revise: f.revise,
+        verifier,
+        context: None,
     })
 }
 
@@ -367,8 +564,9 @@ fn go(
     if let Some(r) = &request {
         crate::route::check_request(r).map_err(|e| CliError::usage(e.to_string()))?;
     }
-    let (roster, fleet, opts) = prepare(ctx, flags)?;
+    let (roster, fleet, mut opts) = prepare(ctx, flags)?;
     let mut store = ctx.store()?;
+    opts.context = flags.context.provider(|| preload(&store))?;
     let system = SystemClock::new();
     let pinned = match std::env::var("GIT_FORUM_TIMESTAMP") {
         Ok(_) => Some(PinnedClock {
@@ -409,6 +607,7 @@ fn go(
     }
 }
 
+/// `git forum submit`.
 pub fn submit(ctx: &Ctx, args: SubmitArgs) -> Result<(), CliError> {
     if args.resume {
         return go(ctx, &args.flags, Some(None), None);
@@ -417,6 +616,7 @@ pub fn submit(ctx: &Ctx, args: SubmitArgs) -> Result<(), CliError> {
     go(ctx, &args.flags, None, Some(request))
 }
 
+/// `git forum resume`.
 pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<(), CliError> {
     go(ctx, &args.flags, Some(args.run), None)
 }
@@ -440,6 +640,7 @@ fn body(store: &dyn Storage, e: &Entry) -> Option<J> {
         .map(|v| v.to_serde())
 }
 
+/// `git forum runs`.
 pub fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     let entries = all_entries(&store)?;
@@ -509,6 +710,7 @@ fn approver(args: &DecideArgs, ctx: &Ctx) -> String {
     std::env::var("USER").unwrap_or_else(|_| "operator".into())
 }
 
+/// `git forum gate`.
 pub fn gate(ctx: &Ctx, args: GateArgs) -> Result<(), CliError> {
     let mut store = ctx.store()?;
     let entries = all_entries(&store)?;
@@ -674,6 +876,12 @@ fn glance(kind: &str, p: &J) -> String {
             s("agent"),
             short(s("instruction"), 60)
         ),
+        "result" if p.get("revised_from").is_some() => format!(
+            "revised answer (of {}): {}",
+            p.get("revised_from")
+                .map_or(String::new(), |v| v.to_string()),
+            short(s("answer"), 50)
+        ),
         "result" if p.get("answer").is_some() => format!("answer: {}", short(s("answer"), 60)),
         "result" => format!(
             "{} {} by {}{}: {}",
@@ -714,6 +922,56 @@ fn glance(kind: &str, p: &J) -> String {
             p.get("wave").map_or(String::new(), |v| v.to_string())
         ),
         "context_budget" => format!("{} {} ({})", s("label"), s("action"), s("reason")),
+        "context" => {
+            let scope = p
+                .get("task")
+                .and_then(J::as_str)
+                .map_or("request".to_string(), |t| format!("task {t}"));
+            match p.get("error").and_then(J::as_str) {
+                Some(code) => format!("{scope}: none ({code})"),
+                None => format!("{scope}: {}", short(s("context"), 60)),
+            }
+        }
+        "intent_judgment" => format!(
+            "{} {}: {}",
+            match p.get("ok") {
+                Some(J::Bool(true)) => "paraphrased",
+                Some(J::Bool(false)) => "drifted",
+                _ => "undecided",
+            },
+            p.get("score").map_or(String::new(), |v| v.to_string()),
+            short(s("reason"), 50)
+        ),
+        "revision" => match p.get("accepted") {
+            Some(J::Bool(true)) => format!(
+                "accepted: {} -> {} words",
+                p.get("words_before")
+                    .map_or(String::new(), |v| v.to_string()),
+                p.get("words_after")
+                    .map_or(String::new(), |v| v.to_string())
+            ),
+            _ if p.get("reason").is_some() => format!("rejected: {}", short(s("reason"), 50)),
+            _ => format!(
+                "rejected: {} -> {} words, coverage {} -> {}",
+                p.get("words_before")
+                    .map_or(String::new(), |v| v.to_string()),
+                p.get("words_after")
+                    .map_or(String::new(), |v| v.to_string()),
+                p.get("coverage_before")
+                    .map_or(String::new(), |v| v.to_string()),
+                p.get("coverage_after")
+                    .map_or(String::new(), |v| v.to_string())
+            ),
+        },
+        "verification" => format!(
+            "{}: {}",
+            match p.get("ok") {
+                Some(J::Bool(true)) => "verified",
+                Some(J::Bool(false)) => "refuted",
+                _ => "could not decide",
+            },
+            short(s("detail"), 50)
+        ),
         "delivery_check" | "delivery_profile_check" | "intent_check" => {
             let flagged = p.get("flagged") == Some(&J::Bool(true));
             let extra = match kind {

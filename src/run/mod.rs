@@ -1,10 +1,15 @@
-//! The control loop behind `git forum submit`: route, plan, parallel waves, validation,
-//! escalation and synthesis, every step witnessed in the ledger.
+//! The control loop behind `git forum submit`: route, request context, plan, parallel waves
+//! (with per-task context), validation, escalation, synthesis and the quality ladder (delivery
+//! floor and reviser, delivery profile, intent floor and judge, verifier), every step witnessed
+//! in the ledger.
 //!
 //! The loop talks to the world through four seams, so tests drive it exactly: a
-//! [`Storage`] (the git ledger, or memory), the [`Seats`] (which executor plans, validates and
-//! synthesizes, and which runs each task), a [`Clock`] (timestamps and the seconds budget) and
-//! a [`Progress`] sink for a person watching.
+//! [`Storage`] (the git ledger, or memory), the [`Seats`] (which executor plans, validates,
+//! synthesizes, revises and judges, and which runs each task), a [`Clock`] (timestamps and the
+//! seconds budget) and a [`Progress`] sink for a person watching; and two optional ones in
+//! [`Options`]: a [`ContextProvider`] ([`CommandContext`], [`LedgerContext`]) and a
+//! [`Verifier`] ([`CommandVerifier`]). Every model call, the judge's and the reviser's included,
+//! counts against the run budget.
 //!
 //! # What a run writes
 //!
@@ -18,6 +23,8 @@
 //!   when the executor failed;
 //! * `verdict` carries `decision` (`pass`, `block`, `escalate`, `fail`, `undetermined`) and
 //!   the `model` of the validator;
+//! * a `context` entry whose provider failed has an empty `context`, an `error` code and a
+//!   `reason` (the run went on without that context);
 //! * kinds of our own: `run_stopped` (planning or synthesis failed; the reason is readable),
 //!   `degraded` (no task of a wave passed validation).
 //!
@@ -29,12 +36,12 @@ pub mod status;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value as J, json};
 
 use crate::context::{self, ContextBudget, Meter, Source};
-use crate::exec::{Call, ExecError, Executor, OutputSchema, Reply, Seats};
+use crate::exec::{Call, ExecError, Executor, OutputSchema, Reply, Seats, command};
 use crate::ledger::canonical::Value;
 use crate::ledger::merkle::Accumulator;
 use crate::ledger::{Entry, NewEntry, Storage, StorageError};
@@ -71,6 +78,7 @@ pub struct SystemClock {
 }
 
 impl SystemClock {
+    /// A clock started now.
     pub fn new() -> SystemClock {
         SystemClock {
             start: Instant::now(),
@@ -106,6 +114,7 @@ pub struct StepClock {
 }
 
 impl StepClock {
+    /// A clock whose first timestamp is `start` and each next one `step` later.
     pub fn new(start: f64, step: f64) -> StepClock {
         StepClock {
             next: Mutex::new(start),
@@ -151,7 +160,7 @@ pub struct GatePolicy {
 }
 
 /// How one run behaves.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Options {
     /// Stop once this many model calls have started.
     pub max_model_calls: Option<u64>,
@@ -167,60 +176,150 @@ pub struct Options {
     pub delivery_profile: Option<String>,
     /// Human approval before waves.
     pub gates: GatePolicy,
-    /// A cap on the tokens each model call may generate (where the executor has one); `None`
-    /// keeps each role's default.
+    /// A cap on the tokens each free-text model call (tasks, synthesis, revision) may generate,
+    /// where the executor has one; `None` keeps each role's default. Structured calls (plan,
+    /// verdicts, the intent judge) keep their own limits: cutting them short breaks their JSON.
     pub max_output_tokens: Option<u32>,
+    /// When the intent check flags the answer (and the budget allows), ask the orchestrator
+    /// seat whether it drifted or paraphrased, witnessed as `intent_judgment`.
+    pub judge_intent: bool,
+    /// When the delivery floor flags the answer (and the budget allows), ask the orchestrator
+    /// seat for a tighter version, accepted only if it is strictly shorter and covers the
+    /// request as well (`revision`, and the revised `result` when accepted).
+    pub revise: bool,
+    /// Checks the delivered answer after the floors, witnessed as `verification`.
+    pub verifier: Option<Arc<dyn Verifier>>,
+    /// Supplies request context before planning and context per task, witnessed as
+    /// `context`.
+    pub context: Option<Arc<dyn ContextProvider>>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("max_model_calls", &self.max_model_calls)
+            .field("max_seconds", &self.max_seconds)
+            .field("context_budget", &self.context_budget)
+            .field("policy", &self.policy)
+            .field("checkpoint_each_wave", &self.checkpoint_each_wave)
+            .field("delivery_profile", &self.delivery_profile)
+            .field("gates", &self.gates)
+            .field("max_output_tokens", &self.max_output_tokens)
+            .field("judge_intent", &self.judge_intent)
+            .field("revise", &self.revise)
+            .field("verifier", &self.verifier.as_ref().map(|v| v.source()))
+            .field("context", &self.context.as_ref().map(|c| c.describe()))
+            .finish()
+    }
 }
 
 /// What a person watching is told. Sent from several threads.
 #[derive(Debug, Clone)]
 pub enum Event {
+    /// The planner is being asked.
     Planning,
+    /// A plan was compiled.
     Planned {
+        /// How many tasks.
         tasks: usize,
+        /// How many waves.
         waves: usize,
     },
+    /// A wave starts.
     Wave {
+        /// 0-based.
         index: usize,
+        /// How many waves there are.
         of: usize,
+        /// Its task ids.
         tasks: Vec<String>,
     },
+    /// A task was handed to an executor.
     TaskStarted {
+        /// The task id.
         id: String,
+        /// Its roster lane.
         agent: String,
+        /// The executor's model.
         model: String,
     },
+    /// A task's result is in.
     TaskFinished {
+        /// The task id.
         id: String,
+        /// Whether the executor answered.
         ok: bool,
+        /// The model that answered (or was asked).
         model: String,
     },
+    /// A result is being validated.
     Validating {
+        /// The task id.
         id: String,
     },
+    /// A validator ruled.
     Verdict {
+        /// The task id.
         id: String,
+        /// `pass`, `block`, `escalate`, `fail` or `undetermined`.
         decision: String,
     },
+    /// A failed task climbs to a stronger executor.
     Escalating {
+        /// The task id.
         id: String,
+        /// The stronger executor's model.
         to: String,
     },
+    /// The answer is being synthesized.
     Synthesizing,
+    /// A model call started.
     Calls {
+        /// Calls started so far.
         spent: u64,
+        /// The budget, if any.
         max: Option<u64>,
     },
+    /// The run waits for a gate decision.
     Paused {
+        /// The gated wave (0-based).
         wave: usize,
     },
+    /// The run stopped (budget, or a failed stage).
     Stopped {
+        /// Why.
+        reason: String,
+    },
+    /// Context is being read: the request's (`task: None`) or one task's.
+    Context {
+        /// The task, or `None` for the request.
+        task: Option<String>,
+    },
+    /// A context provider failed; the run goes on without that context.
+    ContextFailed {
+        /// The task, or `None` for the request.
+        task: Option<String>,
+        /// What failed.
+        reason: String,
+    },
+    /// The reviser is tightening a flagged answer.
+    Revising,
+    /// The intent judge is ruling on a flagged answer.
+    Judging,
+    /// The verifier is checking the delivered answer.
+    Verifying,
+    /// An opted-in step did not run (`step`: `reviser`, `intent judge`).
+    Skipped {
+        /// Which step.
+        step: String,
+        /// Why.
         reason: String,
     },
 }
 
 /// Where [`Event`]s go.
 pub trait Progress: Send + Sync {
+    /// Receives one event (from any thread).
     fn event(&self, event: &Event);
 }
 
@@ -239,12 +338,19 @@ pub enum Status {
     /// The budget ran out; `git forum resume` continues with a fresh budget.
     StoppedOnBudget,
     /// A gate waits for a decision (`git forum gate`), then `git forum resume`.
-    Paused { wave: usize },
+    Paused {
+        /// The gated wave (0-based).
+        wave: usize,
+    },
     /// A gate was rejected; the run is over.
-    Rejected { wave: usize },
+    Rejected {
+        /// The gated wave (0-based).
+        wave: usize,
+    },
 }
 
 impl Status {
+    /// A stable name: `answered`, `stopped_on_budget`, `paused`, `rejected`.
     pub fn as_str(&self) -> &'static str {
         match self {
             Status::Answered => "answered",
@@ -258,11 +364,13 @@ impl Status {
 /// The result of one `submit` or `resume`.
 #[derive(Debug, Clone)]
 pub struct Outcome {
+    /// How the run ended this time.
     pub status: Status,
     /// The seq of the run's `request` entry (the run's id).
     pub request_seq: u64,
     /// The answer, when there is one.
     pub answer: Option<String>,
+    /// The seq of the delivered answer (a revised answer's own seq when a revision was accepted).
     pub answer_seq: Option<u64>,
     /// Every entry this invocation wrote, in seq order.
     pub written: Vec<u64>,
@@ -299,6 +407,301 @@ pub enum RunError {
     /// Nothing to resume, or the run cannot be resumed.
     #[error("{0}")]
     Resume(String),
+}
+
+// ---- seams: context providers and verifiers ----
+
+/// Why a context provider gave no context. The run witnesses it and goes on without.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextFailure {
+    /// A stable code: `spawn`, `timeout`, `exit`, `not_utf8`, `panic`, or a provider's own.
+    pub code: String,
+    /// What happened, for people.
+    pub message: String,
+}
+
+/// Where context comes from: once for the request, before planning, and (optionally) fresh
+/// for each task before it runs. A panic in a provider is caught and witnessed as a failure.
+pub trait ContextProvider: Send + Sync {
+    /// Context for the whole request. `ledger` is the run's ledger as it stands: the request
+    /// and its route frame are already witnessed. An empty text means no context.
+    fn request_context(
+        &self,
+        request: &str,
+        ledger: &dyn Storage,
+    ) -> Result<String, ContextFailure>;
+    /// Context for one task (by id and its plan instruction), or `None` when this provider
+    /// has nothing per task.
+    fn task_context(
+        &self,
+        task_id: &str,
+        instruction: &str,
+    ) -> Option<Result<String, ContextFailure>>;
+    /// One line for people.
+    fn describe(&self) -> String;
+}
+
+/// Bytes of a context command's stdout kept (the rest is drained and dropped).
+pub const MAX_CONTEXT_COMMAND_BYTES: usize = 4 * 1024 * 1024;
+
+/// Bytes of a verifier command's stdout kept.
+pub const MAX_VERIFIER_COMMAND_BYTES: usize = 64 * 1024;
+
+/// Code points of a verifier's detail kept in the ledger.
+pub const MAX_VERIFICATION_DETAIL_CHARS: usize = 1000;
+
+/// Per-task context longer than this many code points is cut (without a context budget), as
+/// in Forum.
+pub const MAX_TASK_CONTEXT_CHARS: usize = 8192;
+
+/// The marker after per-task context cut to [`MAX_TASK_CONTEXT_CHARS`] (the full context is
+/// not witnessed, so it does not say so).
+pub const TASK_CONTEXT_CUT_MARKER: &str = "\n... [truncated for prompt efficiency]";
+
+/// The default deadline of a context or verifier command.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The context provider behind `--context-cmd`: a program run without a shell, in its own
+/// process group, killed with the group at its deadline.
+///
+/// * request context: `CMD... request REQUEST`
+/// * per-task context: `CMD... task TASK_ID INSTRUCTION`
+///
+/// What it prints on stdout (UTF-8, surrounding whitespace trimmed) is the context; nothing
+/// means no context. A non-zero exit, a timeout, a program that cannot start or output that
+/// is not UTF-8 is a [`ContextFailure`].
+#[derive(Debug, Clone)]
+pub struct CommandContext {
+    argv: Vec<String>,
+    timeout: Duration,
+}
+
+impl CommandContext {
+    /// A provider running `argv` (program first), each run bounded by `timeout`.
+    pub fn new(argv: Vec<String>, timeout: Duration) -> CommandContext {
+        CommandContext { argv, timeout }
+    }
+
+    fn run(&self, extra: &[&str], last: &str) -> Result<String, ContextFailure> {
+        let mut argv = self.argv.clone();
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        let limits = command::Limits {
+            timeout: self.timeout,
+            max_stdout: MAX_CONTEXT_COMMAND_BYTES,
+            ..command::Limits::default()
+        };
+        match command::run(&argv, last, limits) {
+            Ok(ran) => Ok(ran.stdout.trim().to_string()),
+            Err(e) => {
+                let message = e.to_string();
+                Err(ContextFailure {
+                    code: ExecError::Command(e).code().to_string(),
+                    message,
+                })
+            }
+        }
+    }
+}
+
+impl ContextProvider for CommandContext {
+    fn request_context(&self, request: &str, _: &dyn Storage) -> Result<String, ContextFailure> {
+        self.run(&["request"], request)
+    }
+
+    fn task_context(
+        &self,
+        task_id: &str,
+        instruction: &str,
+    ) -> Option<Result<String, ContextFailure>> {
+        Some(self.run(&["task", task_id], instruction))
+    }
+
+    fn describe(&self) -> String {
+        format!("command: {}", command_line(&self.argv))
+    }
+}
+
+type Render = dyn Fn(&dyn Storage) -> Result<String, String> + Send + Sync;
+
+/// Request context rendered from the run's own ledger (for `--use-capsule-context`: the
+/// ledger's capsule text). It has no per-task context.
+pub struct LedgerContext {
+    name: String,
+    render: Box<Render>,
+}
+
+impl LedgerContext {
+    /// A provider named `name` whose request context is `render(ledger)`; an `Err` is
+    /// witnessed as a failure with code `render`.
+    pub fn new(
+        name: &str,
+        render: impl Fn(&dyn Storage) -> Result<String, String> + Send + Sync + 'static,
+    ) -> LedgerContext {
+        LedgerContext {
+            name: name.to_string(),
+            render: Box::new(render),
+        }
+    }
+}
+
+impl ContextProvider for LedgerContext {
+    fn request_context(&self, _: &str, ledger: &dyn Storage) -> Result<String, ContextFailure> {
+        (self.render)(ledger).map_err(|message| ContextFailure {
+            code: "render".into(),
+            message,
+        })
+    }
+
+    fn task_context(&self, _: &str, _: &str) -> Option<Result<String, ContextFailure>> {
+        None
+    }
+
+    fn describe(&self) -> String {
+        self.name.clone()
+    }
+}
+
+/// What a verifier concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checked {
+    /// The answer holds (`ok: true`).
+    Verified,
+    /// The answer is wrong (`ok: false`).
+    Refuted,
+    /// The verifier could not decide (`ok: null`): it erred, hung, crashed or answered
+    /// something unreadable.
+    Undecided,
+}
+
+/// A verifier's verdict on the delivered answer, witnessed as `verification {ok, detail,
+/// source}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verification {
+    /// Verified, refuted or undecided.
+    pub outcome: Checked,
+    /// Why, for people.
+    pub detail: String,
+    /// Which verifier.
+    pub source: String,
+}
+
+impl Verification {
+    /// The `verification` payload: `{"ok": true|false|null, "detail", "source"}`.
+    pub fn payload(&self) -> Value {
+        let ok = match self.outcome {
+            Checked::Verified => Value::Bool(true),
+            Checked::Refuted => Value::Bool(false),
+            Checked::Undecided => Value::Null,
+        };
+        Value::object([
+            ("ok".to_string(), ok),
+            ("detail".to_string(), Value::str(&self.detail)),
+            ("source".to_string(), Value::str(&self.source)),
+        ])
+    }
+}
+
+/// Checks a delivered answer after the deterministic floors. A verifier never sinks a run:
+/// whatever it returns is witnessed, and a panic is caught and witnessed as
+/// [`Checked::Undecided`].
+pub trait Verifier: Send + Sync {
+    /// Checks `answer` to `request`.
+    fn verify(&self, request: &str, answer: &str) -> Verification;
+    /// Names the verifier (the `source` of a verdict it could not give).
+    fn source(&self) -> String;
+}
+
+/// The verifier behind `--verify-cmd`: a program run without a shell, in its own process
+/// group, as `CMD... REQUEST ANSWER` (the answer is the last argument, the request the one
+/// before it). Exit 0 is verified, exit 1 refuted; any other exit, a signal, a timeout, a
+/// program that cannot start or stdout that is not UTF-8 is could-not-decide. The detail is
+/// what it printed: stdout on exit 0, stderr on exit 1 (cut to
+/// [`MAX_VERIFICATION_DETAIL_CHARS`]).
+#[derive(Debug, Clone)]
+pub struct CommandVerifier {
+    argv: Vec<String>,
+    timeout: Duration,
+}
+
+impl CommandVerifier {
+    /// A verifier running `argv` (program first), bounded by `timeout`.
+    pub fn new(argv: Vec<String>, timeout: Duration) -> CommandVerifier {
+        CommandVerifier { argv, timeout }
+    }
+}
+
+impl Verifier for CommandVerifier {
+    fn verify(&self, request: &str, answer: &str) -> Verification {
+        let mut argv = self.argv.clone();
+        argv.push(request.to_string());
+        let limits = command::Limits {
+            timeout: self.timeout,
+            max_stdout: MAX_VERIFIER_COMMAND_BYTES,
+            ..command::Limits::default()
+        };
+        let (outcome, detail) = match command::run(&argv, answer, limits) {
+            Ok(ran) => {
+                let said = ran.stdout.trim();
+                (
+                    Checked::Verified,
+                    if said.is_empty() {
+                        "the verifier exited 0".to_string()
+                    } else {
+                        said.to_string()
+                    },
+                )
+            }
+            Err(command::RunError::Failed { status, stderr, .. }) if status.code() == Some(1) => {
+                let said = stderr.trim();
+                (
+                    Checked::Refuted,
+                    if said.is_empty() {
+                        "the verifier exited 1".to_string()
+                    } else {
+                        said.to_string()
+                    },
+                )
+            }
+            Err(e) => (Checked::Undecided, format!("could not decide: {e}")),
+        };
+        Verification {
+            outcome,
+            detail: cut_chars(&detail, MAX_VERIFICATION_DETAIL_CHARS),
+            source: self.source(),
+        }
+    }
+
+    fn source(&self) -> String {
+        format!("command: {}", command_line(&self.argv))
+    }
+}
+
+fn command_line(argv: &[String]) -> String {
+    shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
+}
+
+/// The first `n` code points of `text`, with `…` when it was longer.
+fn cut_chars(text: &str, n: usize) -> String {
+    match text.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+/// Per-task context without a budget: at most [`MAX_TASK_CONTEXT_CHARS`] code points, then
+/// [`TASK_CONTEXT_CUT_MARKER`] (forum-spec §9).
+pub fn cap_task_context(text: &str) -> String {
+    match text.char_indices().nth(MAX_TASK_CONTEXT_CHARS) {
+        Some((i, _)) => format!("{}{TASK_CONTEXT_CUT_MARKER}", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
 }
 
 // ---- schemas ----
@@ -373,13 +776,16 @@ pub struct Verdict {
     /// `pass`, `block`, `escalate`, `fail` (the task itself failed) or `undetermined` (the
     /// validator erred or answered nonsense).
     pub decision: String,
+    /// The validator's score (0 when none was given).
     pub score: f64,
+    /// Why, in the validator's words (or ours when it could not rule).
     pub reason: String,
     /// The validator's model, when one was asked.
     pub model: Option<String>,
 }
 
 impl Verdict {
+    /// Whether the result was accepted.
     pub fn passed(&self) -> bool {
         self.decision == "pass"
     }
@@ -452,16 +858,108 @@ pub fn parse_verdict(text: &str) -> Option<(String, f64, String)> {
     Some((decision, score, reason))
 }
 
+/// The schema an intent judge's answer must follow.
+pub fn judgment_schema() -> OutputSchema {
+    OutputSchema {
+        name: "intent_judgment".into(),
+        schema: json!({
+            "type": "object",
+            "properties": {
+                "ok": {"type": "boolean"},
+                "score": {"type": "number"},
+                "reason": {"type": "string"}
+            },
+            "required": ["ok", "score", "reason"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// Reads an intent judge's answer: `ok` (a bool, or a string or number where `false`, `0`,
+/// `no` and the empty string mean false, as Forum reads it; a missing or null `ok` is no
+/// ruling), `score` (a number or numeric text, default 0.0) and `reason`. The error says what
+/// was wrong.
+pub fn parse_judgment(text: &str) -> Result<(bool, f64, String), String> {
+    let span = plan::extract_json_object(text).map_err(|e| e.to_string())?;
+    let doc: J = serde_json::from_str(span).map_err(|e| format!("invalid JSON: {e}"))?;
+    let obj = doc
+        .as_object()
+        .ok_or_else(|| "the answer is not a JSON object".to_string())?;
+    let ok = match obj.get("ok") {
+        None => return Err("the answer has no \"ok\"".into()),
+        Some(J::Bool(b)) => *b,
+        Some(J::Null) => return Err("\"ok\" is null".into()),
+        Some(J::String(s)) => {
+            !matches!(s.trim().to_lowercase().as_str(), "false" | "0" | "no" | "")
+        }
+        Some(J::Number(n)) => n.as_f64() != Some(0.0),
+        Some(other) => !other.to_string().is_empty(),
+    };
+    let score = match obj.get("score") {
+        None | Some(J::Null) => 0.0,
+        Some(J::Number(n)) => n
+            .as_f64()
+            .filter(|f| f.is_finite())
+            .ok_or_else(|| format!("score {n} is not a finite number"))?,
+        Some(J::String(s)) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .ok_or_else(|| format!("score {s:?} is not a number"))?,
+        Some(other) => return Err(format!("score {other} is not a number")),
+    };
+    let reason = match obj.get("reason") {
+        Some(J::String(s)) => s.clone(),
+        None | Some(J::Null) => String::new(),
+        Some(other) => other.to_string(),
+    };
+    Ok((ok, score, reason))
+}
+
 // ---- prompts (our own words) ----
 
-fn planner_prompt(request: &str, roster: &Roster, max_tasks: usize) -> String {
+fn judge_prompt(request: &str, answer: &str, missing: &[String]) -> String {
+    let missing = if missing.is_empty() {
+        "(none)".to_string()
+    } else {
+        missing.join(", ")
+    };
+    format!(
+        "A lexical check found that the answer below leaves out these words of the request: \
+         {missing}.\n\nDecide whether the answer drifted away from what was asked (ok false) \
+         or answers it in other words (ok true). score is how well the answer serves the \
+         request, between 0 and 1. reason says why in one sentence.\n\n\
+         Request: {request}\n\nAnswer:\n{answer}"
+    )
+}
+
+fn reviser_prompt(request: &str, answer: &str) -> String {
+    format!(
+        "Tighten this answer: shorter sentences, no filler words, nothing added. Keep every \
+         fact, and keep using the request's own words. Reply with the revised answer only.\n\n\
+         Request: {request}\n\nAnswer:\n{answer}"
+    )
+}
+
+fn planner_prompt(
+    request: &str,
+    context: Option<&str>,
+    roster: &Roster,
+    max_tasks: usize,
+) -> String {
     let mut lanes = String::new();
     for a in roster.agents() {
         lanes.push_str(&format!("- {}: {}\n", a.name, a.category));
     }
+    let context = match context {
+        Some(c) => format!("Context for this request:\n{c}\n\n"),
+        None => String::new(),
+    };
     format!(
         "Break this request into at most {max_tasks} tasks for the lanes below.\n\n\
          Request: {request}\n\n\
+         {context}\
          Lanes:\n{lanes}\n\
          Number the tasks T1, T2, ... in order. Give each one lane from the list, a concrete \
          instruction, the ids of earlier tasks whose output it needs (depends_on; [] when \
@@ -505,9 +1003,13 @@ fn validator_prompt(task: &Task, output: &str) -> String {
 
 /// The pieces a run needs.
 pub struct Env<'a> {
+    /// The lanes.
     pub roster: &'a Roster,
+    /// Who plans, works, validates and synthesizes.
     pub seats: &'a dyn Seats,
+    /// Timestamps and elapsed time.
     pub clock: &'a dyn Clock,
+    /// Where progress goes.
     pub progress: &'a dyn Progress,
 }
 
@@ -601,7 +1103,9 @@ impl<'a, 's> Run<'a, 's> {
     /// One counted model call.
     fn ask(&self, exec: &dyn Executor, call: &Call<'_>) -> Result<Reply, ExecError> {
         let mut call = *call;
-        if let Some(cap) = self.opts.max_output_tokens {
+        if let Some(cap) = self.opts.max_output_tokens
+            && call.schema.is_none()
+        {
             call.max_tokens = Some(call.max_tokens.map_or(cap, |m| m.min(cap)));
         }
         let call = &call;
@@ -688,9 +1192,155 @@ impl<'a, 's> Run<'a, 's> {
         Ok(acc.root())
     }
 
+    // ---- context ----
+
+    /// Puts context text through the context budget (witnessing the pressure under `parent`
+    /// when the text was not empty), or returns it as it is without a budget.
+    fn budgeted(
+        &self,
+        source: Source,
+        label: &str,
+        text: String,
+        parent: u64,
+    ) -> Result<String, RunError> {
+        let Some(budget) = &self.opts.context_budget else {
+            return Ok(text);
+        };
+        let (admitted, p) = {
+            let mut meter = lock(&self.meter);
+            context::apply(budget, &mut meter, source, label, &text)
+        };
+        if p.original_tokens > 0 {
+            self.put_value(
+                "context-budget",
+                "context_budget",
+                Some(parent),
+                p.payload(),
+            )?;
+        }
+        Ok(admitted)
+    }
+
+    /// Witnesses a provider's failure under `parent`: a `context` entry with no context, the
+    /// failure's code and why. The run goes on without that context.
+    fn context_failed(
+        &self,
+        task: Option<&str>,
+        parent: u64,
+        f: &ContextFailure,
+    ) -> Result<(), RunError> {
+        let reason = format!(
+            "the context provider failed: {}; the run goes on without this context",
+            f.message
+        );
+        let mut payload = json!({"context": "", "error": f.code, "reason": reason});
+        if let Some(t) = task {
+            payload["task"] = json!(t);
+        }
+        self.put("context", "context", Some(parent), payload)?;
+        self.env.progress.event(&Event::ContextFailed {
+            task: task.map(str::to_string),
+            reason: f.message.clone(),
+        });
+        Ok(())
+    }
+
+    /// The request context (witnessed as `context` under the request, after its budget
+    /// pressure), and what the plan chains to: that entry, else the request.
+    fn request_context(
+        &self,
+        request: &str,
+        request_seq: u64,
+    ) -> Result<(Option<String>, u64), RunError> {
+        let Some(provider) = self.opts.context.clone() else {
+            return Ok((None, request_seq));
+        };
+        self.env.progress.event(&Event::Context { task: None });
+        let got = {
+            let store = lock(&self.store);
+            let ledger: &dyn Storage = &**store;
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                provider.request_context(request, ledger)
+            }))
+            .unwrap_or_else(|p| {
+                Err(ContextFailure {
+                    code: "panic".into(),
+                    message: format!("it panicked: {}", panic_message(p.as_ref())),
+                })
+            })
+        };
+        let text = match got {
+            Ok(t) => t,
+            Err(f) => {
+                self.context_failed(None, request_seq, &f)?;
+                return Ok((None, request_seq));
+            }
+        };
+        let text = self.budgeted(Source::Request, "request", text, request_seq)?;
+        if text.is_empty() {
+            return Ok((None, request_seq));
+        }
+        let e = self.put(
+            "context",
+            "context",
+            Some(request_seq),
+            json!({"context": text}),
+        )?;
+        Ok((Some(text), e.seq))
+    }
+
+    /// Fresh context for one task (witnessed as `context {task, context}` under the plan,
+    /// after its budget pressure), and what the task entry chains to: that entry, else the
+    /// plan.
+    fn task_context(&self, task: &Task, plan_seq: u64) -> Result<(Option<String>, u64), RunError> {
+        let Some(provider) = self.opts.context.clone() else {
+            return Ok((None, plan_seq));
+        };
+        let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            provider.task_context(&task.id, &task.instruction)
+        }))
+        .unwrap_or_else(|p| {
+            Some(Err(ContextFailure {
+                code: "panic".into(),
+                message: format!("it panicked: {}", panic_message(p.as_ref())),
+            }))
+        });
+        let text = match got {
+            None => return Ok((None, plan_seq)),
+            Some(Ok(t)) => t,
+            Some(Err(f)) => {
+                self.context_failed(Some(&task.id), plan_seq, &f)?;
+                return Ok((None, plan_seq));
+            }
+        };
+        self.env.progress.event(&Event::Context {
+            task: Some(task.id.clone()),
+        });
+        let text = if self.opts.context_budget.is_some() {
+            self.budgeted(Source::Task, &task.id, text, plan_seq)?
+        } else {
+            cap_task_context(&text)
+        };
+        if text.is_empty() {
+            return Ok((None, plan_seq));
+        }
+        let e = self.put(
+            "context",
+            "context",
+            Some(plan_seq),
+            json!({"task": task.id, "context": text}),
+        )?;
+        Ok((Some(text), e.seq))
+    }
+
     // ---- planning ----
 
-    fn plan(&self, request: &str, parent: u64) -> Result<CompiledPlan, RunError> {
+    fn plan(
+        &self,
+        request: &str,
+        context: Option<&str>,
+        parent: u64,
+    ) -> Result<CompiledPlan, RunError> {
         self.env.progress.event(&Event::Planning);
         let roster = self.env.roster;
         let max_tasks = self
@@ -700,7 +1350,7 @@ impl<'a, 's> Run<'a, 's> {
             .unwrap_or(DEFAULT_PLAN_TASKS)
             .clamp(1, 32);
         let schema = plan_schema(roster, max_tasks);
-        let first = planner_prompt(request, roster, max_tasks);
+        let first = planner_prompt(request, context, roster, max_tasks);
         let orchestrator = self.env.seats.orchestrator();
         let mut prompt = first.clone();
         let mut last_error = String::new();
@@ -709,7 +1359,7 @@ impl<'a, 's> Run<'a, 's> {
                 system: Some("You plan work for a team of lanes. Answer with JSON only."),
                 prompt: &prompt,
                 schema: Some(&schema),
-                max_tokens: Some(1024),
+                max_tokens: Some(1536),
             };
             let error = match self.ask(orchestrator.as_ref(), &call) {
                 Err(e) => format!("the orchestrator seat failed ({}): {e}", e.code()),
@@ -782,6 +1432,11 @@ impl<'a, 's> Run<'a, 's> {
             }
             None => augment_with_upstream(task, &upstream, MAX_UPSTREAM_CHARS),
         };
+        let (context, task_parent) = self.task_context(task, plan_seq)?;
+        let instruction = match context {
+            Some(c) => format!("{}\n\nContext for this task:\n{c}", injected.instruction),
+            None => injected.instruction.clone(),
+        };
         let mut payload = json!({
             "id": task.id,
             "agent": task.agent,
@@ -791,9 +1446,9 @@ impl<'a, 's> Run<'a, 's> {
         if !task.done_when.is_empty() {
             payload["done_when"] = json!(task.done_when);
         }
-        let task_entry = self.put("dispatch", "task", Some(plan_seq), payload)?;
+        let task_entry = self.put("dispatch", "task", Some(task_parent), payload)?;
         let worker = self.env.seats.worker(self.env.roster, &task.agent);
-        self.attempt(task, &worker, &injected.instruction, task_entry.seq)
+        self.attempt(task, &worker, &instruction, task_entry.seq)
     }
 
     /// Calls `exec` on an instruction and witnesses the result under `parent`.
@@ -1035,11 +1690,12 @@ pub fn submit(
     route::check_request(request).map_err(|e| RunError::Request(e.to_string()))?;
     let run = Run::new(store, env, opts);
     let (request_seq, frame) = open_run(&run, request)?;
-    let plan = run.plan(request, request_seq)?;
+    let (context, plan_parent) = run.request_context(request, request_seq)?;
+    let plan = run.plan(request, context.as_deref(), request_seq)?;
     let plan_entry = run.put(
         "dispatch",
         "plan",
-        Some(request_seq),
+        Some(plan_parent),
         plan_entry_payload(&plan),
     )?;
     env.progress.event(&Event::Planned {
@@ -1100,12 +1756,29 @@ pub fn resume(
     let (plan, plan_seq, run_seq) = match (&target.plan, target.plan_seq, target.run_seq) {
         (Some(p), Some(seq), Some(run_seq)) => (p.clone(), seq, run_seq),
         _ => {
-            // Planning never finished: plan again.
-            let plan = run.plan(&request, request_seq)?;
+            // Planning never finished: plan again, with the request context the run already
+            // witnessed (if any), so the plan chains to it as the first attempt would have.
+            let mut context: Option<(u64, String)> = None;
+            for seq in &target.entries {
+                if let Some(e) = entries.get(*seq as usize)
+                    && e.kind == "context"
+                    && let Some(p) = run.payload_of(e)?
+                    && p.get("task").is_none()
+                    && let Some(text) = p.get("context").and_then(J::as_str)
+                    && !text.is_empty()
+                {
+                    context = Some((e.seq, text.to_string()));
+                }
+            }
+            let plan = run.plan(
+                &request,
+                context.as_ref().map(|c| c.1.as_str()),
+                request_seq,
+            )?;
             let e = run.put(
                 "dispatch",
                 "plan",
-                Some(request_seq),
+                Some(context.as_ref().map_or(request_seq, |c| c.0)),
                 plan_entry_payload(&plan),
             )?;
             (plan, e.seq, e.seq)
@@ -1407,33 +2080,43 @@ fn drive(
         Some(request_seq),
         json!({"answer": answer}),
     )?;
-    check_answer(run, request, frame, a.seq, &answer)?;
+    let delivered = deliver(run, request, frame, a.seq, answer)?;
     Ok(run.outcome(
         Status::Answered,
         request_seq,
-        Some((a.seq, answer)),
+        Some(delivered),
         count(&verdicts),
         frame_payload,
     ))
 }
 
-/// The deterministic floors on the delivered answer (forum-spec §13–15), each witnessed with
-/// the answer as its parent: concision, the delivery profile (the caller's, else the route
-/// frame's), and the lexical intent check. None of them blocks the run.
-fn check_answer(
+/// Delivers the synthesized answer (forum-spec §13–15, forum-features §4 "Order inside one
+/// submit"): the delivery floor on the answer; when it flags and a reviser is on, a revision
+/// (accepted only if strictly shorter with coverage not lower, then witnessed as the revised
+/// `result`); then, on the delivered answer, the delivery profile (the caller's, else the
+/// route frame's), the lexical intent check and, when it flags and the judge is on, the
+/// intent judgment; last the verifier's verdict. None of them blocks the run. Returns the
+/// delivered answer's seq and text.
+fn deliver(
     run: &Run<'_, '_>,
     request: &str,
     frame: &RouteFrame,
     answer_seq: u64,
-    answer: &str,
-) -> Result<(), RunError> {
+    answer: String,
+) -> Result<(u64, String), RunError> {
     use crate::quality;
-    run.put_value(
+    let floor = quality::assess(&answer);
+    let check = run.put_value(
         "delivery",
         "delivery_check",
         Some(answer_seq),
-        quality::assess(answer).payload(),
+        floor.payload(),
     )?;
+    let (seq, answer) = if floor.flagged && run.opts.revise {
+        revise(run, request, check.seq, answer_seq, answer)?
+    } else {
+        (answer_seq, answer)
+    };
     let profile = match &run.opts.delivery_profile {
         Some(p) => quality::profile::get_profile(Some(p)).unwrap_or(frame.delivery_profile),
         None => frame.delivery_profile,
@@ -1441,14 +2124,150 @@ fn check_answer(
     run.put_value(
         "delivery-profile",
         "delivery_profile_check",
-        Some(answer_seq),
-        quality::profile::assess_profile(answer, profile).payload(),
+        Some(seq),
+        quality::profile::assess_profile(&answer, profile).payload(),
     )?;
+    let intent = quality::intent_check(request, &answer, quality::intent::DEFAULT_THRESHOLD);
+    let intent_entry = run.put_value("intent", "intent_check", Some(seq), intent.payload())?;
+    if intent.flagged && run.opts.judge_intent {
+        judge(run, request, &answer, &intent.missing, intent_entry.seq)?;
+    }
+    if let Some(verifier) = &run.opts.verifier {
+        run.env.progress.event(&Event::Verifying);
+        let v = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            verifier.verify(request, &answer)
+        }))
+        .unwrap_or_else(|p| Verification {
+            outcome: Checked::Undecided,
+            detail: format!(
+                "could not decide: the verifier panicked: {}",
+                panic_message(p.as_ref())
+            ),
+            source: verifier.source(),
+        });
+        run.put_value("verifier", "verification", Some(seq), v.payload())?;
+    }
+    Ok((seq, answer))
+}
+
+/// The reviser rung: asks the orchestrator seat to tighten a flagged answer and keeps the
+/// revision only if [`crate::quality::revision_accepted`] says so. Witnesses `revision` under
+/// the delivery check and, when accepted, `result {answer, revised_from}` under the revision.
+/// Skipped (nothing witnessed) once the budget is spent.
+fn revise(
+    run: &Run<'_, '_>,
+    request: &str,
+    check_seq: u64,
+    answer_seq: u64,
+    answer: String,
+) -> Result<(u64, String), RunError> {
+    use crate::quality;
+    if run.over_budget() {
+        run.env.progress.event(&Event::Skipped {
+            step: "reviser".into(),
+            reason: "the run budget is spent".into(),
+        });
+        return Ok((answer_seq, answer));
+    }
+    run.env.progress.event(&Event::Revising);
+    let prompt = reviser_prompt(request, &answer);
+    let call = Call {
+        system: Some("You tighten answers without changing what they say."),
+        prompt: &prompt,
+        schema: None,
+        max_tokens: Some(768),
+    };
+    let orchestrator = run.env.seats.orchestrator();
+    let revised = match run.ask(orchestrator.as_ref(), &call) {
+        Ok(r) if !r.text.trim().is_empty() => r.text.trim().to_string(),
+        Ok(_) => {
+            run.put_value(
+                "reviser",
+                "revision",
+                Some(check_seq),
+                quality::delivery::revision_failed_payload(
+                    "the orchestrator seat returned an empty answer",
+                ),
+            )?;
+            return Ok((answer_seq, answer));
+        }
+        Err(e) => {
+            run.put_value(
+                "reviser",
+                "revision",
+                Some(check_seq),
+                quality::delivery::revision_failed_payload(&format!(
+                    "the orchestrator seat failed ({}): {e}",
+                    e.code()
+                )),
+            )?;
+            return Ok((answer_seq, answer));
+        }
+    };
+    let verdict = quality::revision_accepted(request, &answer, &revised);
+    let rev = run.put_value("reviser", "revision", Some(check_seq), verdict.payload())?;
+    if !verdict.accepted {
+        return Ok((answer_seq, answer));
+    }
+    let r = run.put_value(
+        "synthesizer",
+        "result",
+        Some(rev.seq),
+        Value::object([
+            ("answer".to_string(), Value::str(&revised)),
+            ("revised_from".to_string(), Value::int(answer_seq as i64)),
+        ]),
+    )?;
+    Ok((r.seq, revised))
+}
+
+/// The intent judge rung: the orchestrator seat reads the request, the answer and the terms
+/// the floor found missing, and rules drifted (`ok: false`) or paraphrased (`ok: true`),
+/// witnessed as `intent_judgment` under the intent check. A seat error or an unreadable
+/// ruling is `{ok: null, score: 0.0, reason: "judge failed: ..."}`. Skipped (nothing
+/// witnessed) once the budget is spent.
+fn judge(
+    run: &Run<'_, '_>,
+    request: &str,
+    answer: &str,
+    missing: &[String],
+    check_seq: u64,
+) -> Result<(), RunError> {
+    if run.over_budget() {
+        run.env.progress.event(&Event::Skipped {
+            step: "intent judge".into(),
+            reason: "the run budget is spent".into(),
+        });
+        return Ok(());
+    }
+    run.env.progress.event(&Event::Judging);
+    let prompt = judge_prompt(request, answer, missing);
+    let schema = judgment_schema();
+    let call = Call {
+        system: Some("You judge whether an answer addresses its request. Answer with JSON only."),
+        prompt: &prompt,
+        schema: Some(&schema),
+        max_tokens: Some(256),
+    };
+    let orchestrator = run.env.seats.orchestrator();
+    let ruling = match run.ask(orchestrator.as_ref(), &call) {
+        Ok(reply) => parse_judgment(&reply.text)
+            .map_err(|e| format!("the judge's answer is not a usable ruling: {e}")),
+        Err(e) => Err(format!("the orchestrator seat failed ({}): {e}", e.code())),
+    };
+    let (ok, score, reason) = match ruling {
+        Ok((ok, score, reason)) => (Value::Bool(ok), score, reason),
+        Err(why) => (Value::Null, 0.0, format!("judge failed: {why}")),
+    };
     run.put_value(
-        "intent",
-        "intent_check",
-        Some(answer_seq),
-        quality::intent_check_payload(request, answer, quality::intent::DEFAULT_THRESHOLD),
+        "intent-judge",
+        "intent_judgment",
+        Some(check_seq),
+        Value::object([
+            ("ok".to_string(), ok),
+            ("score".to_string(), Value::Float(score)),
+            ("reason".to_string(), Value::str(reason)),
+        ]),
     )?;
     Ok(())
 }

@@ -28,16 +28,28 @@ pub enum RunState {
     /// The budget stopped it; resumable with a fresh budget.
     StoppedOnBudget,
     /// A gate waits (or was decided and the run not yet resumed).
-    Paused { wave: u64 },
+    Paused {
+        /// The wave it waits before (0-based).
+        wave: u64,
+    },
     /// A gate was rejected: over.
-    Rejected { wave: u64 },
+    Rejected {
+        /// The wave whose gate was rejected.
+        wave: u64,
+    },
     /// Planning or synthesis failed; resumable (it tries that stage again).
-    Failed { stage: String, reason: String },
+    Failed {
+        /// `plan` or `synthesis`.
+        stage: String,
+        /// Why, as witnessed.
+        reason: String,
+    },
     /// No ending was witnessed: killed or still running.
     Interrupted,
 }
 
 impl RunState {
+    /// A stable name: `answered`, `stopped_on_budget`, `paused`, `rejected`, `failed`, `interrupted`.
     pub fn as_str(&self) -> &'static str {
         match self {
             RunState::Answered => "answered",
@@ -58,25 +70,36 @@ impl RunState {
 /// A task's latest witnessed result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResultInfo {
+    /// What the task printed.
     pub output: String,
+    /// Whether the executor answered.
     pub ok: bool,
+    /// The model that answered.
     pub model: Option<String>,
+    /// The result entry.
     pub seq: u64,
 }
 
 /// One run as the ledger tells it.
 #[derive(Debug, Clone)]
 pub struct RunInfo {
+    /// The seq of the run's `request` entry (the run's id).
     pub request_seq: u64,
+    /// The request text.
     pub request: String,
+    /// How the run stands.
     pub state: RunState,
     /// The latest plan with its tasks, and that entry's seq.
     pub plan: Option<CompiledPlan>,
+    /// The seq of the latest `plan` entry.
     pub plan_seq: Option<u64>,
     /// The run's first plan entry: the key of its gates.
     pub run_seq: Option<u64>,
+    /// Each task's latest result.
     pub results: BTreeMap<String, ResultInfo>,
+    /// Each task's latest verdict.
     pub verdicts: BTreeMap<String, Verdict>,
+    /// The latest answer (seq, text): a revised answer when one was accepted.
     pub answer: Option<(u64, String)>,
     /// Every entry of the run, in seq order.
     pub entries: Vec<u64>,
@@ -219,13 +242,18 @@ pub fn gate_key(p: &J) -> Option<(u64, u64)> {
 pub enum GateState {
     /// Never asked.
     None,
+    /// Asked, not decided.
     Pending,
+    /// Approved: the wave runs.
     Approved,
+    /// Approved with rewritten instructions.
     Edited,
+    /// Rejected: the run stops.
     Rejected,
 }
 
 impl GateState {
+    /// A stable name: `none`, `pending`, `approved`, `edited`, `rejected`.
     pub fn as_str(self) -> &'static str {
         match self {
             GateState::None => "none",
@@ -273,13 +301,19 @@ pub fn gate_resolution(gates: &[(Entry, J)]) -> GateState {
 pub struct PendingGate {
     /// The `gate_pending` entry.
     pub seq: u64,
+    /// The run's first plan entry (the gate's key).
     pub run_seq: u64,
+    /// The gated wave (0-based).
     pub wave: u64,
     /// The run's request seq, when the gate belongs to a run.
     pub request_seq: Option<u64>,
+    /// The wave's task ids.
     pub tasks: Vec<String>,
+    /// What the approver is asked.
     pub question: String,
+    /// When the gate expires (seconds since 1970), if it does.
     pub deadline: Option<f64>,
+    /// What it becomes then: `approve` or `reject`.
     pub on_expiry: Option<String>,
 }
 

@@ -1,0 +1,304 @@
+//! The action receipt of a run, Forum's `project-telos.action-receipt/v1` (forum-spec §21,
+//! `receipts.py: submit_receipt`): which entries hold the request and the answer, the ledger's
+//! range, checkpoint and deep verification, the context budget observed, the route frame,
+//! the delivery profile, and a MATCH/DRIFT verdict.
+//!
+//! Forum builds it right after a run from facts the ledger does not hold (the executor's model
+//! id, the run and context budget limits, the requested delivery profile). [`ReceiptInputs`]
+//! carries them; [`inputs_for_run`] fills them from the ledger alone when rebuilding a receipt
+//! later: the model becomes the one most task results name, the limits `{}`, the requested
+//! profile `null`.
+
+use super::{Snapshot, entry_range, field, is_false, obj, py_int, truthy, uint};
+use crate::ledger::canonical::Value;
+use crate::ledger::{Entry, hash};
+
+/// The receipt's schema name.
+pub const RECEIPT_SCHEMA: &str = "project-telos.action-receipt/v1";
+
+/// What a receipt needs beyond the ledger.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceiptInputs {
+    /// The receipt covers the entries with `seq >= before_seq`.
+    pub before_seq: u64,
+    /// The request text as submitted.
+    pub request: String,
+    /// The answer returned (the answer entry is the last result carrying exactly this).
+    pub answer: String,
+    /// The executor's model id (`null` when unknown).
+    pub model_id: Option<String>,
+    /// The run budget's limits (`{}` when none).
+    pub budget: Value,
+    /// The context budget's limits (`{}` when none).
+    pub context_limits: Value,
+    /// The delivery profile the caller asked for, if any.
+    pub delivery_profile: Option<String>,
+}
+
+/// The inputs for the run whose request is at `request_seq`, read from the ledger alone: the
+/// request's text, the run's last answer, and the model most of its task results name (the
+/// run's entries are those whose causal parents lead back to its request). `None` when no
+/// `request` entry has that seq.
+pub fn inputs_for_run(s: &Snapshot, request_seq: u64) -> Option<ReceiptInputs> {
+    let (_, body) = s
+        .items
+        .iter()
+        .find(|(e, _)| e.seq == request_seq && e.kind == "request")?;
+    let request = match field(body.as_ref(), "text") {
+        Some(Value::Str(t)) => t.clone(),
+        _ => String::new(),
+    };
+    let roots = crate::run::status::roots(&s.entries());
+    let run: Vec<&(Entry, Option<Value>)> = s
+        .items
+        .iter()
+        .filter(|(e, _)| roots.get(&e.seq) == Some(&request_seq))
+        .collect();
+    let answer = run
+        .iter()
+        .rev()
+        .find_map(|(e, b)| match field(b.as_ref(), "answer") {
+            Some(Value::Str(a)) if e.kind == "result" => Some(a.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let mut models: Vec<(String, u64)> = Vec::new();
+    for (e, b) in &run {
+        if e.kind == "result"
+            && super::has(b.as_ref(), "id")
+            && let Some(Value::Str(m)) = field(b.as_ref(), "model")
+        {
+            match models.iter_mut().find(|(k, _)| k == m) {
+                Some(slot) => slot.1 += 1,
+                None => models.push((m.clone(), 1)),
+            }
+        }
+    }
+    let top = models.iter().map(|(_, n)| *n).max().unwrap_or(0);
+    let model_id = models.into_iter().find(|(_, n)| *n == top).map(|(m, _)| m);
+    Some(ReceiptInputs {
+        before_seq: request_seq,
+        request,
+        answer,
+        model_id,
+        budget: Value::Object(Vec::new()),
+        context_limits: Value::Object(Vec::new()),
+        delivery_profile: None,
+    })
+}
+
+fn entry_ref(e: &Entry) -> Value {
+    obj([
+        ("seq", uint(e.seq)),
+        ("kind", Value::str(&e.kind)),
+        ("actor", Value::str(&e.actor)),
+        ("payload_hash", Value::str(&e.payload_hash)),
+        ("entry_hash", Value::str(&e.entry_hash)),
+    ])
+}
+
+fn or_empty(v: &Value) -> Value {
+    if truthy(Some(v)) {
+        v.clone()
+    } else {
+        Value::Object(Vec::new())
+    }
+}
+
+/// Builds the receipt over `s` (the whole ledger, for its checkpoint and verification).
+pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
+    let entries: Vec<&(Entry, Option<Value>)> = s
+        .items
+        .iter()
+        .filter(|(e, _)| e.seq >= inputs.before_seq)
+        .collect();
+    let request_entry = entries
+        .iter()
+        .find(|(e, _)| e.kind == "request")
+        .or(entries.first())
+        .map(|(e, _)| e);
+    let answer_entry = entries
+        .iter()
+        .rev()
+        .find(|(e, b)| {
+            e.kind == "result"
+                && matches!(field(b.as_ref(), "answer"), Some(Value::Str(a)) if *a == inputs.answer)
+        })
+        .or(entries.last())
+        .map(|(e, _)| e);
+    let latest_object = |kind: &str| {
+        entries
+            .iter()
+            .rev()
+            .find(|(e, b)| e.kind == kind && matches!(b, Some(Value::Object(_))))
+            .and_then(|(_, b)| b.clone())
+    };
+    let route_frame = latest_object("route_frame");
+    let check = latest_object("delivery_profile_check").filter(|c| truthy(Some(c)));
+    let selected = check
+        .as_ref()
+        .and_then(|c| c.get("profile").cloned())
+        .unwrap_or(Value::Null);
+    let source = if matches!(selected, Value::Null) {
+        "none"
+    } else if inputs.delivery_profile.is_some() {
+        "explicit"
+    } else if route_frame
+        .as_ref()
+        .is_some_and(|f| f.get("delivery_profile") == Some(&selected))
+    {
+        "route_frame"
+    } else {
+        "unknown"
+    };
+    let present = |kind: &str| -> Vec<&Value> {
+        entries
+            .iter()
+            .filter(|(e, _)| e.kind == kind)
+            .filter_map(|(_, b)| b.as_ref())
+            .collect()
+    };
+    let budgets = present("context_budget");
+    let action = |a: &str| {
+        budgets
+            .iter()
+            .filter(|p| matches!(field(Some(p), "action"), Some(Value::Str(x)) if x == a))
+            .count() as u64
+    };
+    let original: i64 = budgets
+        .iter()
+        .map(|p| py_int(field(Some(p), "original_tokens")))
+        .sum();
+    let admitted: i64 = budgets
+        .iter()
+        .map(|p| py_int(field(Some(p), "admitted_tokens")))
+        .sum();
+    let profiles = present("delivery_profile_check");
+    let mut answer_verified = Value::Null;
+    for p in present("verification") {
+        match field(Some(p), "ok") {
+            None | Some(Value::Null) => {}
+            ok => answer_verified = Value::Bool(truthy(ok)),
+        }
+    }
+    let verified = s.deep_verified;
+    let verdict = if verified && !is_false(Some(&answer_verified)) {
+        "MATCH"
+    } else {
+        "DRIFT"
+    };
+    let intent = obj([
+        ("tool", Value::str("forum")),
+        ("action", Value::str("submit")),
+        ("request", Value::str(&inputs.request)),
+        (
+            "request_seq",
+            request_entry.map(|e| uint(e.seq)).unwrap_or(Value::Null),
+        ),
+    ]);
+    let owned: Vec<(Entry, Option<Value>)> =
+        entries.iter().map(|(e, _)| (e.clone(), None)).collect();
+    obj([
+        ("schema", Value::str(RECEIPT_SCHEMA)),
+        ("tool", Value::str("forum")),
+        ("action", Value::str("submit")),
+        (
+            "action_intent_id",
+            Value::Str(format!("sha256:{}", hash::payload_hash(&intent))),
+        ),
+        (
+            "side_effect_class",
+            Value::Array(vec![Value::str("ledger_write"), Value::str("model_call")]),
+        ),
+        (
+            "request",
+            request_entry.map(entry_ref).unwrap_or(Value::Null),
+        ),
+        ("answer", answer_entry.map(entry_ref).unwrap_or(Value::Null)),
+        (
+            "ledger",
+            obj([
+                ("entry_range", entry_range(&owned)),
+                ("entries", uint(entries.len() as u64)),
+                ("checkpoint", Value::str(&s.checkpoint)),
+                ("verified", Value::Bool(verified)),
+            ]),
+        ),
+        (
+            "model",
+            obj([(
+                "id",
+                inputs
+                    .model_id
+                    .as_ref()
+                    .map(Value::str)
+                    .unwrap_or(Value::Null),
+            )]),
+        ),
+        ("budget", or_empty(&inputs.budget)),
+        (
+            "context_budget",
+            obj([
+                ("limits", or_empty(&inputs.context_limits)),
+                (
+                    "observed",
+                    obj([
+                        ("checks", uint(budgets.len() as u64)),
+                        ("trimmed", uint(action("trimmed"))),
+                        ("omitted", uint(action("omitted"))),
+                        ("tokens_original", Value::int(original)),
+                        ("tokens_admitted", Value::int(admitted)),
+                        (
+                            "tokens_saved",
+                            Value::int(original.saturating_sub(admitted)),
+                        ),
+                    ]),
+                ),
+            ]),
+        ),
+        ("route_frame", route_frame.unwrap_or(Value::Null)),
+        (
+            "delivery_profile",
+            obj([
+                (
+                    "requested",
+                    inputs
+                        .delivery_profile
+                        .as_ref()
+                        .map(Value::str)
+                        .unwrap_or(Value::Null),
+                ),
+                ("selected", selected),
+                ("source", Value::str(source)),
+                ("checks", uint(profiles.len() as u64)),
+                (
+                    "flagged",
+                    uint(
+                        profiles
+                            .iter()
+                            .filter(|p| truthy(field(Some(p), "flagged")))
+                            .count() as u64,
+                    ),
+                ),
+            ]),
+        ),
+        (
+            "verification",
+            obj([
+                ("verdict", Value::str(verdict)),
+                ("ledger_deep_verified", Value::Bool(verified)),
+                ("answer_verified", answer_verified),
+            ]),
+        ),
+    ])
+}
+
+/// The receipt of one run of a ledger that may hold several: the run's own entries (see
+/// [`inputs_for_run`]) with the ledger's checkpoint and verification. `None` when no run
+/// starts at `request_seq`.
+pub fn receipt_for_run(s: &Snapshot, request_seq: u64) -> Option<Value> {
+    let inputs = inputs_for_run(s, request_seq)?;
+    let roots = crate::run::status::roots(&s.entries());
+    let run = s.slice(|e| roots.get(&e.seq) == Some(&request_seq));
+    Some(receipt(&run, &inputs))
+}
