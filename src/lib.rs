@@ -30,4 +30,5 @@ pub mod report;
 pub mod roster;
 pub mod route;
 pub mod run;
+pub mod serve;
 pub mod store;

@@ -25,6 +25,7 @@ pub mod redact;
 pub mod report;
 pub mod route;
 pub mod runtime;
+pub mod serve;
 pub mod submit;
 pub mod sync;
 pub mod verify;
@@ -127,6 +128,10 @@ pub enum Command {
     Room(report::RoomArgs),
     /// A short, bounded brief of the whole ledger to hand a model as context.
     Capsule(report::CapsuleArgs),
+    /// Serve the ledger over HTTP (a daemon on loopback; see README "Daemon and MCP").
+    Serve(serve::ServeArgs),
+    /// Serve the same operations as MCP tools on standard input and output.
+    Mcp(serve::McpArgs),
     /// Estimate context pressure before a run (`context preflight`), writing nothing.
     Context(context::ContextArgs),
     /// Entry points of the installed hooks (called by git).
@@ -323,6 +328,8 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Runs(a) => submit::runs(ctx, a),
         Command::Gate(a) => submit::gate(ctx, a),
         Command::Context(a) => context::run(ctx, a),
+        Command::Serve(a) => serve::serve(ctx, a),
+        Command::Mcp(a) => serve::mcp(ctx, a),
         Command::Summary(a) => report::summary(ctx, a),
         Command::Bench(a) => report::bench(ctx, a),
         Command::Room(a) => report::room(ctx, a),

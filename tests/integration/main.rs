@@ -2,6 +2,7 @@
 
 mod common;
 mod conformance;
+mod daemon;
 mod http_exec;
 mod ledger;
 mod llm;

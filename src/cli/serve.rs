@@ -1,0 +1,202 @@
+//! `git forum serve` (the HTTP daemon) and `git forum mcp` (MCP on stdio): both load the
+//! roster, policy and runtime once, open one long-lived ledger handle, and hand requests to
+//! the same `Dispatcher` ([`crate::serve::Dispatcher`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::exec_flags::ExecutorArgs;
+use super::plan::load_policy;
+use super::route::load_roster;
+use super::runtime::load_runtime;
+use super::{CliError, Ctx};
+use crate::serve::dispatch::{Config, DEFAULT_SUBMIT_SECONDS, Dispatcher, ROUTES};
+use crate::serve::http::{self, DEFAULT_MAX_BODY, Guard, Limits, Server};
+use crate::serve::mcp::{Mcp, TOOLS};
+
+/// What the engine behind both servers is made of.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EngineArgs {
+    /// Roster file (default: .forum/roster.toml, else the built-in roster).
+    #[arg(long, value_name = "FILE")]
+    pub roster: Option<PathBuf>,
+    /// Policy file (default: .forum/policy.toml, else no limits beyond 6 tasks at a time).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// The longest one submit or resume may run, in seconds; the run then stops on its budget
+    /// (witnessed, resumable).
+    #[arg(long, value_name = "S", default_value_t = DEFAULT_SUBMIT_SECONDS)]
+    pub submit_timeout: f64,
+    /// Executors for submit and plan. Clients cannot choose executors: only this command line
+    /// and the runtime config can.
+    #[command(flatten)]
+    pub exec: ExecutorArgs,
+}
+
+/// Serve the ledger over HTTP: status, verify, entries, bodies, proofs, runs, gates, route,
+/// plan, submit and more (see README "Daemon and MCP"). Prints `listening http://HOST:PORT` as
+/// its first line (with `--port 0`, the port the system chose). Loopback only by default; any
+/// other address requires a bearer token, generated into .git/forum/serve-token (0600) and
+/// printed once. Stops on SIGTERM or Ctrl-C after draining in-flight requests (exit 0).
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0: any free port).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Require the bearer token even on a loopback address.
+    #[arg(long)]
+    pub require_token: bool,
+    /// Also accept this name in the Host header (repeatable); the bound address and the
+    /// loopback names are always accepted.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
+    /// Largest request body, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY)]
+    pub max_body: usize,
+    /// Seconds a client may take to send its body.
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    pub read_timeout: f64,
+    /// Seconds an ordinary request may take.
+    #[arg(long, value_name = "S", default_value_t = 30.0)]
+    pub timeout: f64,
+    /// Requests worked on at once (others wait, then get 503).
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub concurrency: usize,
+    /// Seconds a SIGTERM waits for in-flight requests.
+    #[arg(long, value_name = "S", default_value_t = 30.0)]
+    pub drain: f64,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Serve the same operations as MCP tools on standard input and output (JSON-RPC 2.0, one
+/// message per line). Only protocol goes to stdout; messages about the server go to stderr.
+#[derive(Debug, clap::Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+fn seconds(value: f64, flag: &str) -> Result<Duration, CliError> {
+    if value.is_finite() && value > 0.0 && value < 1e9 {
+        Ok(Duration::from_secs_f64(value))
+    } else {
+        Err(CliError::usage(format!(
+            "--{flag} {value} must be a number of seconds above 0"
+        )))
+    }
+}
+
+/// Builds the dispatcher both servers share.
+fn dispatcher(ctx: &Ctx, e: &EngineArgs) -> Result<Dispatcher, CliError> {
+    seconds(e.submit_timeout, "submit-timeout")?;
+    let roster = load_roster(ctx, e.roster.as_deref())?;
+    let policy = load_policy(ctx, e.policy.as_deref())?;
+    let loaded = load_runtime(ctx, &e.exec)?;
+    let timestamp = match std::env::var("GIT_FORUM_TIMESTAMP") {
+        Ok(_) => Some(ctx.now(None)?),
+        Err(_) => None,
+    };
+    let cfg = Config {
+        dir: ctx.dir.clone(),
+        ledger: ctx.ledger.clone(),
+        no_fsync: ctx.no_fsync,
+        timestamp,
+        submit_seconds: e.submit_timeout,
+    };
+    Ok(Dispatcher::open(cfg)?
+        .with_roster(roster)
+        .with_policy(policy)
+        .with_runtime(loaded))
+}
+
+/// `git forum serve`.
+pub fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
+    let limits = Limits {
+        max_body: args.max_body,
+        read_timeout: seconds(args.read_timeout, "read-timeout")?,
+        timeout: seconds(args.timeout, "timeout")?,
+        submit_timeout: seconds(args.engine.submit_timeout, "submit-timeout")?
+            + Duration::from_secs(30),
+        concurrency: args.concurrency.max(1),
+        drain: seconds(args.drain, "drain")?,
+    };
+    let d = Arc::new(dispatcher(ctx, &args.engine)?);
+    let token_path = crate::store::git::open_repo(&ctx.dir)?
+        .common_dir()
+        .join("forum")
+        .join("serve-token");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(limits.concurrency + 8)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::fail(format!("cannot start the server runtime: {e}")))?;
+    let result = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
+            .await
+            .map_err(|e| {
+                CliError::fail(format!("cannot listen on {}:{}: {e}", args.host, args.port))
+            })?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| CliError::fail(format!("reading the bound address: {e}")))?;
+        let token = if args.require_token || !bound.ip().is_loopback() {
+            let t = http::new_token()
+                .map_err(|e| CliError::fail(format!("cannot make a token: {e}")))?;
+            http::write_token(&token_path, &t).map_err(|e| {
+                CliError::fail(format!("cannot write {}: {e}", token_path.display()))
+            })?;
+            Some(t)
+        } else {
+            None
+        };
+        ctx.out(&format!("listening http://{bound}"))?;
+        if let Some(t) = &token {
+            ctx.out(&format!("token {t}"))?;
+            eprintln!(
+                "every request needs `Authorization: Bearer <token>`; the token is also in {} (0600)",
+                token_path.display()
+            );
+        }
+        eprintln!(
+            "git forum serve: ledger {}, {} routes; SIGTERM or Ctrl-C stops it",
+            ctx.ledger,
+            ROUTES.len()
+        );
+        let guard = Guard::new(&args.host, bound, &args.allow_hosts, token);
+        let server = Arc::new(Server::new(d, guard, limits));
+        let clean = http::serve(listener, server, http::shutdown_signal())
+            .await
+            .map_err(|e| CliError::fail(format!("the server failed: {e}")))?;
+        if clean {
+            eprintln!("git forum serve: stopped; every request finished");
+        } else {
+            eprintln!(
+                "git forum serve: stopped at the drain deadline; a run still in flight shows as interrupted in `git forum runs` and `git forum resume` continues it"
+            );
+        }
+        Ok::<(), CliError>(())
+    });
+    rt.shutdown_background();
+    result
+}
+
+/// `git forum mcp`.
+pub fn mcp(ctx: &Ctx, args: McpArgs) -> Result<(), CliError> {
+    let d = dispatcher(ctx, &args.engine)?;
+    eprintln!(
+        "git forum mcp: ledger {}, {} tools, on standard input and output",
+        ctx.ledger,
+        TOOLS.len()
+    );
+    let stdin = std::io::stdin().lock();
+    let stdout = std::io::stdout().lock();
+    Mcp::new(&d)
+        .serve(stdin, stdout)
+        .map_err(|e| CliError::fail(format!("reading standard input: {e}")))
+}

@@ -1,0 +1,553 @@
+//! The one dispatcher: `(method, path, JSON body)` → `(status, JSON)`.
+//!
+//! Both transports call [`Dispatcher::handle`] (HTTP, with the raw body) or
+//! [`Dispatcher::call`] (MCP, with the tool's arguments), so a route behaves the same whichever
+//! way it is reached. Paths are matched literally (no query strings, as in Forum); a known path
+//! with the wrong method is 405, an unknown one 404. Errors are `{"error": "..."}` with 400
+//! (bad JSON, a body that is not an object, a field of the wrong type), 404 (no such route or
+//! entry), 405, 409 (the ledger state forbids it), 500 (the store failed), 502 (the executor
+//! gave no usable plan or answer) and 503 (no executor configured, the server is draining, or
+//! the ledger is contended).
+//!
+//! Adding a route is one arm in `resolve` (and one line in [`ROUTES`] for the listing).
+//!
+//! One ledger handle is kept for the whole life of the server: every write of every request goes
+//! through it (a mutex in this process; the store's flock and compare-and-swap against other
+//! processes, such as a CLI appending at the same time). Reads use short-lived handles on the
+//! same repository and share a cache of the entries, refreshed whenever the ledger's tip moves.
+
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::{Value as J, json};
+
+use crate::cli::runtime::Loaded;
+use crate::exec::{Fleet, Seats};
+use crate::ledger::Entry;
+use crate::policy::Policy;
+use crate::roster::Roster;
+use crate::store::git::{FlushMethod, GitStore, Options, StoreError};
+
+/// The default limit on one submit (or resume) over the daemon or MCP, in seconds.
+pub const DEFAULT_SUBMIT_SECONDS: f64 = 600.0;
+
+/// Every route, for listings and docs: method, path (`<seq>` is a path segment), what it does.
+pub const ROUTES: &[(&str, &str, &str)] = &[
+    ("GET", "/health", "liveness: {\"ok\": true}"),
+    ("GET", "/status", "entry count and checkpoint (Merkle root)"),
+    ("GET", "/verify", "chain and deep (body) verification"),
+    ("GET", "/checkpoint", "the current checkpoint"),
+    (
+        "POST",
+        "/checkpoint",
+        "verify, then record the checkpoint as a witness",
+    ),
+    ("GET", "/ledger/<seq>", "one entry (no body)"),
+    (
+        "GET",
+        "/payload/<seq>",
+        "one entry's body (null when redacted)",
+    ),
+    ("GET", "/replay/<seq>", "every entry with seq <= N"),
+    (
+        "GET",
+        "/why/<seq>",
+        "the causal chain of an entry, root first",
+    ),
+    (
+        "POST",
+        "/prove",
+        "inclusion ({seq}) or consistency ({consistency_from}) proof, optional size",
+    ),
+    (
+        "POST",
+        "/append",
+        "append one entry {actor, kind, payload, causal_parent?}",
+    ),
+    ("GET", "/runs", "the runs in the ledger and how each stands"),
+    ("GET", "/gates", "pending gates"),
+    (
+        "POST",
+        "/gate/approve",
+        "approve a gate {run_seq, wave, approver, note?}",
+    ),
+    (
+        "POST",
+        "/gate/edit",
+        "approve with new instructions {run_seq, wave, approver, edits, note?}",
+    ),
+    (
+        "POST",
+        "/gate/reject",
+        "reject a gate {run_seq, wave, approver, reason?}",
+    ),
+    (
+        "GET",
+        "/runtime",
+        "the executors this server runs (runtime inspect)",
+    ),
+    (
+        "GET",
+        "/sync",
+        "push/fetch status: remote copies and last-seen checkpoints",
+    ),
+    ("POST", "/route", "route a request {text}"),
+    (
+        "POST",
+        "/plan",
+        "plan a request with the model {request}, or compile {plan}",
+    ),
+    ("POST", "/submit", "run a request end to end {request, ...}"),
+    ("POST", "/resume", "continue an unfinished run {run?}"),
+    (
+        "POST",
+        "/humanize",
+        "clean up prose {text, audience?, profile?}",
+    ),
+    (
+        "POST",
+        "/prose/contract",
+        "the communication contract of a text's route frame {text, profile?}",
+    ),
+    (
+        "GET",
+        "/summary",
+        "the ledger's summary: counts, checks, model calls",
+    ),
+    (
+        "GET",
+        "/room",
+        "the latest run's room: tasks, answer, next actions, brief",
+    ),
+    (
+        "GET",
+        "/capsule",
+        "the context capsule (8 items, 240 characters)",
+    ),
+    (
+        "POST",
+        "/bench",
+        "compare two sides {a, b}: NAME, REMOTE/NAME or run:SEQ",
+    ),
+    (
+        "POST",
+        "/context/preflight",
+        "how much request context a run would admit {request, use_capsule_context?, ...}",
+    ),
+];
+
+/// A dispatcher's answer: an HTTP status and a JSON body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The HTTP status (MCP reports `isError` for 400 and above).
+    pub status: u16,
+    /// The JSON body.
+    pub body: J,
+}
+
+impl Reply {
+    /// A 200 answer.
+    pub fn ok(body: J) -> Reply {
+        Reply { status: 200, body }
+    }
+
+    /// An error answer: `{"error": message}`.
+    pub fn error(status: u16, message: impl Into<String>) -> Reply {
+        Reply {
+            status,
+            body: json!({ "error": message.into() }),
+        }
+    }
+
+    /// Whether the status is 2xx.
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The error message, or an empty string for a success.
+    pub fn message(&self) -> &str {
+        self.body.get("error").and_then(J::as_str).unwrap_or("")
+    }
+
+    /// The body as compact JSON text (the HTTP body, and the text of an MCP tool result).
+    pub fn body_text(&self) -> String {
+        self.body.to_string()
+    }
+}
+
+impl From<StoreError> for Reply {
+    fn from(e: StoreError) -> Reply {
+        let status = match &e {
+            StoreError::NoLedger(_) => 404,
+            StoreError::Invalid(_) | StoreError::InvalidName { .. } => 400,
+            StoreError::Contended(_) => 503,
+            _ => 500,
+        };
+        Reply::error(status, e.to_string())
+    }
+}
+
+/// What a handler gets: the parsed body and, over HTTP, its raw bytes (so `/append` can keep
+/// number identity exactly as `git forum append` does).
+pub struct Request<'a> {
+    /// The body; `{}` when there was none.
+    pub body: &'a J,
+    /// The body as received, when it came over HTTP.
+    pub raw: Option<&'a [u8]>,
+}
+
+type Handler<'p> = Box<dyn FnOnce(&Dispatcher, &Request<'_>) -> Result<J, Reply> + 'p>;
+
+/// Maps a method and path to its handler; `None` when no route matches. Pure: nothing runs.
+fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
+    let rest = path.strip_prefix('/')?;
+    let segs: Vec<&'p str> = rest.split('/').collect();
+    let h: Handler<'p> = match (method, segs.as_slice()) {
+        ("GET", ["health"]) => Box::new(|_, _| Ok(json!({"ok": true}))),
+        ("GET", ["status"]) => Box::new(|d, _| d.status()),
+        ("GET", ["verify"]) => Box::new(|d, _| d.verify()),
+        ("GET", ["checkpoint"]) => Box::new(|d, _| d.checkpoint()),
+        ("POST", ["checkpoint"]) => Box::new(|d, r| d.record_checkpoint(r)),
+        ("GET", ["ledger", seq]) => {
+            let seq = *seq;
+            Box::new(move |d, _| d.entry(seq))
+        }
+        ("GET", ["payload", seq]) => {
+            let seq = *seq;
+            Box::new(move |d, _| d.payload(seq))
+        }
+        ("GET", ["replay", seq]) => {
+            let seq = *seq;
+            Box::new(move |d, _| d.replay(seq))
+        }
+        ("GET", ["why", seq]) => {
+            let seq = *seq;
+            Box::new(move |d, _| d.why(seq))
+        }
+        ("POST", ["prove"]) => Box::new(|d, r| d.prove(r)),
+        ("POST", ["append"]) => Box::new(|d, r| d.append(r)),
+        ("GET", ["runs"]) => Box::new(|d, _| d.runs()),
+        ("GET", ["gates"]) => Box::new(|d, _| d.gates()),
+        ("POST", ["gate", "approve"]) => Box::new(|d, r| d.gate("gate_approved", r)),
+        ("POST", ["gate", "edit"]) => Box::new(|d, r| d.gate("gate_edited", r)),
+        ("POST", ["gate", "reject"]) => Box::new(|d, r| d.gate("gate_rejected", r)),
+        ("GET", ["runtime"]) => Box::new(|d, _| d.runtime()),
+        ("GET", ["sync"]) => Box::new(|d, _| d.sync_status()),
+        ("POST", ["route"]) => Box::new(|d, r| d.route(r)),
+        ("POST", ["plan"]) => Box::new(|d, r| d.plan(r)),
+        ("POST", ["submit"]) => Box::new(|d, r| d.submit(r)),
+        ("POST", ["resume"]) => Box::new(|d, r| d.resume(r)),
+        ("POST", ["humanize"]) => Box::new(|d, r| d.humanize(r)),
+        ("POST", ["prose", "contract"]) => Box::new(|d, r| d.prose_contract(r)),
+        ("GET", ["summary"]) => Box::new(|d, _| d.summary()),
+        ("GET", ["room"]) => Box::new(|d, _| d.room()),
+        ("GET", ["capsule"]) => Box::new(|d, _| d.capsule()),
+        ("POST", ["bench"]) => Box::new(|d, r| d.bench(r)),
+        ("POST", ["context", "preflight"]) => Box::new(|d, r| d.preflight(r)),
+        _ => return None,
+    };
+    Some(h)
+}
+
+/// The methods `path` answers to (empty for an unknown path).
+pub fn allowed_methods(path: &str) -> Vec<&'static str> {
+    ["GET", "POST"]
+        .into_iter()
+        .filter(|m| resolve(m, path).is_some())
+        .collect()
+}
+
+/// Whether the route runs the control loop (it gets the submit time limit, not the ordinary
+/// per-request timeout).
+pub fn is_long_running(method: &str, path: &str) -> bool {
+    method == "POST" && matches!(path, "/submit" | "/resume" | "/plan")
+}
+
+/// How the dispatcher is opened.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// A directory inside the repository.
+    pub dir: PathBuf,
+    /// The ledger every request reads and writes.
+    pub ledger: String,
+    /// Skip the fsync of each append (as `--no-fsync`).
+    pub no_fsync: bool,
+    /// Entry timestamps pinned to this value (`GIT_FORUM_TIMESTAMP`), for reproducible records;
+    /// `None` reads the clock.
+    pub timestamp: Option<f64>,
+    /// The longest one submit or resume may run, in seconds: the run stops on its budget at
+    /// the next check after that (and is resumable).
+    pub submit_seconds: f64,
+}
+
+impl Config {
+    /// The configuration for `ledger` in the repository containing `dir`, with the clock and
+    /// the default submit limit.
+    pub fn new(dir: impl Into<PathBuf>, ledger: &str) -> Config {
+        Config {
+            dir: dir.into(),
+            ledger: ledger.to_string(),
+            no_fsync: false,
+            timestamp: None,
+            submit_seconds: DEFAULT_SUBMIT_SECONDS,
+        }
+    }
+}
+
+/// The entries as last read, keyed by the tip commit they were read at, with the commit of
+/// each (bodies are read straight from those commits, never through the seq index).
+#[derive(Default, Clone)]
+pub(crate) struct Snapshot {
+    pub(crate) tip: Option<gix::ObjectId>,
+    pub(crate) entries: Arc<Vec<Entry>>,
+    pub(crate) commits: Arc<Vec<gix::ObjectId>>,
+    pub(crate) root: String,
+    /// The Merkle accumulator over `entries`, extended as the ledger grows.
+    pub(crate) acc: crate::ledger::merkle::Accumulator,
+}
+
+/// The executors the server was started with: the merged runtime (for `/runtime`) and the fleet
+/// built from it, or why none could be built.
+pub(crate) struct Executors {
+    pub(crate) loaded: Option<Loaded>,
+    pub(crate) seats: Result<Arc<dyn Seats>, String>,
+}
+
+/// Maps requests to the engine. `Sync`: one dispatcher serves every connection.
+pub struct Dispatcher {
+    pub(crate) cfg: Config,
+    pub(crate) repo: gix::ThreadSafeRepository,
+    pub(crate) writer: Mutex<GitStore>,
+    pub(crate) cache: Mutex<Snapshot>,
+    pub(crate) roster: Roster,
+    pub(crate) policy: Policy,
+    pub(crate) executors: Executors,
+    pub(crate) draining: Arc<AtomicBool>,
+}
+
+/// Locks a mutex, recovering from a poisoned one (a panicking handler leaves no half-done state
+/// behind these locks: appends are atomic in the store).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+const NO_EXECUTOR: &str = "no executor is configured for this server: start it with executor flags (--cmd, --chat-url, --api, --runtime-config) or add .forum/runtime.toml to the repository";
+
+impl Dispatcher {
+    /// Opens the ledger (which need not exist yet) with the built-in roster, no policy limits
+    /// and no executor: every route but `/plan`, `/submit` and `/resume` works.
+    pub fn open(cfg: Config) -> Result<Dispatcher, StoreError> {
+        let repo = crate::store::git::open_repo(&cfg.dir)?;
+        let (fsync, method) = {
+            let config = repo.config_snapshot();
+            let fsync = config.boolean("forum.fsync").unwrap_or(true);
+            let method = config.string("forum.fsyncMethod").map(|v| v.to_string());
+            (fsync, method)
+        };
+        let method = match method {
+            None => FlushMethod::default(),
+            Some(v) => FlushMethod::parse(&v).ok_or_else(|| {
+                StoreError::Invalid(format!(
+                    "git config forum.fsyncMethod is {v:?}; use \"fsync\" or \"syncfs\""
+                ))
+            })?,
+        };
+        let opts = Options {
+            fsync: !cfg.no_fsync && fsync,
+            method,
+        };
+        let shared = repo.clone().into_sync();
+        let writer = GitStore::new(repo, &cfg.ledger, opts)?;
+        Ok(Dispatcher {
+            cfg,
+            repo: shared,
+            writer: Mutex::new(writer),
+            cache: Mutex::new(Snapshot::default()),
+            roster: Roster::default_roster(),
+            policy: Policy::default(),
+            executors: Executors {
+                loaded: None,
+                seats: Err(NO_EXECUTOR.to_string()),
+            },
+            draining: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// Uses `roster` for routing and planning.
+    pub fn with_roster(mut self, roster: Roster) -> Dispatcher {
+        self.roster = roster;
+        self
+    }
+
+    /// Uses `policy` for plans and runs.
+    pub fn with_policy(mut self, policy: Policy) -> Dispatcher {
+        self.policy = policy;
+        self
+    }
+
+    /// Runs models with the executors of `loaded` (a merged runtime config). A runtime that
+    /// cannot run (an issue `runtime inspect` reports, or a fleet that cannot be built) leaves
+    /// the server without an executor: `/submit` then answers 503 with the reason.
+    pub fn with_runtime(mut self, loaded: Loaded) -> Dispatcher {
+        let issues = crate::exec::config::issues(
+            &loaded.runtime,
+            &self.roster,
+            &crate::cli::runtime::RealFacts,
+        );
+        self.executors.seats = match issues.first() {
+            Some(first) => Err(format!(
+                "this server cannot run models: {first} (GET /runtime lists every issue)"
+            )),
+            None => match Fleet::new(loaded.runtime.clone()) {
+                Ok(f) => Ok(Arc::new(f) as Arc<dyn Seats>),
+                Err(e) => Err(format!("this server cannot run models: {e}")),
+            },
+        };
+        self.executors.loaded = Some(loaded);
+        self
+    }
+
+    /// Runs models with `seats` (tests and embedders).
+    pub fn with_seats(mut self, seats: Arc<dyn Seats>) -> Dispatcher {
+        self.executors.seats = Ok(seats);
+        self
+    }
+
+    /// The ledger name.
+    pub fn ledger(&self) -> &str {
+        &self.cfg.ledger
+    }
+
+    /// The flag that, once set, makes running submits stop at their next budget check (they
+    /// are witnessed as stopped, and resumable) and new ones answer 503.
+    pub fn draining(&self) -> Arc<AtomicBool> {
+        self.draining.clone()
+    }
+
+    /// Whether the server is draining.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Answers an HTTP request: `body` is the raw request body (empty for none).
+    pub fn handle(&self, method: &str, path: &str, body: &[u8]) -> Reply {
+        let Some(handler) = self.route_or_reply(method, path) else {
+            return self.no_route(method, path);
+        };
+        let trimmed = body.trim_ascii();
+        let parsed = if method == "GET" || trimmed.is_empty() {
+            J::Object(Default::default())
+        } else {
+            match serde_json::from_slice::<J>(trimmed) {
+                Ok(v) => v,
+                Err(e) => {
+                    return Reply::error(400, format!("the request body is not valid JSON: {e}"));
+                }
+            }
+        };
+        let raw = (method != "GET" && !trimmed.is_empty()).then_some(trimmed);
+        self.run(handler, &Request { body: &parsed, raw })
+    }
+
+    /// Answers a request whose body is already JSON (an MCP tool call).
+    pub fn call(&self, method: &str, path: &str, body: J) -> Reply {
+        let Some(handler) = self.route_or_reply(method, path) else {
+            return self.no_route(method, path);
+        };
+        self.run(
+            handler,
+            &Request {
+                body: &body,
+                raw: None,
+            },
+        )
+    }
+
+    fn route_or_reply<'p>(&self, method: &str, path: &'p str) -> Option<Handler<'p>> {
+        resolve(method, path)
+    }
+
+    fn no_route(&self, method: &str, path: &str) -> Reply {
+        let allowed = allowed_methods(path);
+        if allowed.is_empty() {
+            Reply::error(
+                404,
+                format!(
+                    "no route {path:?} (GET /health, GET /status, ...; see `git forum serve --help`)"
+                ),
+            )
+        } else {
+            Reply::error(
+                405,
+                format!(
+                    "{path} does not answer {method}; it answers {}",
+                    allowed.join(", ")
+                ),
+            )
+        }
+    }
+
+    fn run(&self, handler: Handler<'_>, req: &Request<'_>) -> Reply {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| handler(self, req))) {
+            Ok(Ok(body)) => Reply::ok(body),
+            Ok(Err(reply)) => reply,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown".into());
+                eprintln!("git forum: internal error in a request handler: {what}");
+                Reply::error(500, format!("internal error: {what}"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_route_resolves_and_nothing_else_does() {
+        for (method, path, _) in ROUTES {
+            let path = path.replace("<seq>", "0");
+            assert!(resolve(method, &path).is_some(), "{method} {path}");
+            let other = if *method == "GET" { "POST" } else { "GET" };
+            assert_eq!(
+                allowed_methods(&path).contains(&other),
+                resolve(other, &path).is_some()
+            );
+        }
+        for (m, p) in [
+            ("GET", "/"),
+            ("GET", "/nope"),
+            ("GET", "status"),
+            ("GET", "/status/"),
+            ("GET", "/ledger"),
+            ("GET", "/ledger/1/2"),
+            ("PUT", "/status"),
+            ("GET", "/gate"),
+        ] {
+            assert!(resolve(m, p).is_none(), "{m} {p}");
+        }
+        assert_eq!(allowed_methods("/status"), vec!["GET"]);
+        assert_eq!(allowed_methods("/checkpoint"), vec!["GET", "POST"]);
+        assert!(allowed_methods("/nope").is_empty());
+        assert!(is_long_running("POST", "/submit"));
+        assert!(!is_long_running("GET", "/status"));
+    }
+
+    #[test]
+    fn replies_carry_json_errors() {
+        let r = Reply::error(404, "gone");
+        assert_eq!(r.body_text(), r#"{"error":"gone"}"#);
+        assert_eq!(r.message(), "gone");
+        assert!(!r.is_success());
+        assert!(Reply::ok(json!({})).is_success());
+        let e: Reply = StoreError::Contended("busy".into()).into();
+        assert_eq!(e.status, 503);
+    }
+}

@@ -1,0 +1,518 @@
+//! The HTTP transport: axum over the [`Dispatcher`], with the guards a local daemon needs.
+//!
+//! Every request passes, in order:
+//!
+//! 1. the **Host** check against DNS rebinding: only the bound `host:port` and the loopback
+//!    forms (`127.0.0.1:P`, `localhost:P`, `[::1]:P`) pass; on an unspecified bind (`0.0.0.0`,
+//!    `::`) any IP literal with the bound port passes, since a rebinding page always arrives
+//!    under a DNS name; `--allow-host NAME` adds names. A present `Origin` must be
+//!    `http://` + an allowed host. Refusals are 403.
+//! 2. the **bearer token**, when the server has one (always on a non-loopback bind): 401 with
+//!    `WWW-Authenticate: Bearer`, compared in constant time.
+//! 3. the **body**: 413 over the limit (from `Content-Length` at once, or while reading a
+//!    chunked body), 408 when it does not arrive within the read timeout.
+//! 4. the **concurrency limit**: a request waits up to its timeout for one of N slots, then 503.
+//!    A slot is held until the engine is done with the request, even if the client has gone.
+//! 5. the **timeout**: 504 when the engine has not answered in time (the work still finishes
+//!    and is witnessed); submit, resume and plan get the longer submit limit.
+//!
+//! Paths are matched literally: a query string is a 404, as in Forum.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, HttpBody};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use tokio::sync::Semaphore;
+
+use super::dispatch::{Dispatcher, Reply, allowed_methods, is_long_running};
+
+/// Forum's body limit (1 MiB), the default here too.
+pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
+
+/// Limits of the HTTP server.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request body, in bytes.
+    pub max_body: usize,
+    /// How long a client may take to send its body.
+    pub read_timeout: Duration,
+    /// How long an ordinary request may take.
+    pub timeout: Duration,
+    /// How long submit, resume and plan may take (their runs stop on their own seconds budget
+    /// before this).
+    pub submit_timeout: Duration,
+    /// Requests the engine works on at once.
+    pub concurrency: usize,
+    /// How long a SIGTERM waits for in-flight requests before the server exits anyway.
+    pub drain: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_body: DEFAULT_MAX_BODY,
+            read_timeout: Duration::from_secs(10),
+            timeout: Duration::from_secs(30),
+            submit_timeout: Duration::from_secs(630),
+            concurrency: 32,
+            drain: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Which requests are let in: the Host and Origin values allowed, and the token.
+#[derive(Debug, Clone)]
+pub struct Guard {
+    hosts: Vec<String>,
+    /// On an unspecified bind: any IP literal with this port.
+    any_ip_port: Option<u16>,
+    token: Option<String>,
+}
+
+fn host_port(host: &str, port: u16) -> String {
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
+        _ => format!("{}:{port}", host.to_ascii_lowercase()),
+    }
+}
+
+impl Guard {
+    /// The guard of a server bound at `bound` (asked for as `host`), with extra allowed host
+    /// names and an optional bearer token.
+    pub fn new(host: &str, bound: SocketAddr, extra: &[String], token: Option<String>) -> Guard {
+        let port = bound.port();
+        let mut hosts = vec![
+            format!("127.0.0.1:{port}"),
+            format!("localhost:{port}"),
+            format!("[::1]:{port}"),
+            host_port(host, port),
+            host_port(&bound.ip().to_string(), port),
+        ];
+        hosts.extend(extra.iter().map(|h| host_port(h, port)));
+        if port == 80 {
+            let bare: Vec<String> = hosts
+                .iter()
+                .filter_map(|h| h.strip_suffix(":80").map(str::to_string))
+                .collect();
+            hosts.extend(bare);
+        }
+        hosts.sort();
+        hosts.dedup();
+        Guard {
+            hosts,
+            any_ip_port: bound.ip().is_unspecified().then_some(port),
+            token,
+        }
+    }
+
+    /// Whether a `Host` header value is one this server answers to.
+    pub fn host_allowed(&self, value: &str) -> bool {
+        let v = value.trim().to_ascii_lowercase();
+        if self.hosts.contains(&v) {
+            return true;
+        }
+        let Some(port) = self.any_ip_port else {
+            return false;
+        };
+        let Some((h, p)) = v.rsplit_once(':') else {
+            return false;
+        };
+        let h = h.trim_start_matches('[').trim_end_matches(']');
+        p.parse::<u16>().ok() == Some(port) && h.parse::<IpAddr>().is_ok()
+    }
+
+    /// Whether an `Origin` header value names this server.
+    pub fn origin_allowed(&self, value: &str) -> bool {
+        value
+            .strip_prefix("http://")
+            .is_some_and(|h| !h.contains('/') && self.host_allowed(h))
+    }
+
+    /// Whether an `Authorization` header value carries the token (always true without one).
+    pub fn authorized(&self, value: Option<&str>) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        let Some(v) = value else { return false };
+        let Some((scheme, given)) = v.trim().split_once(' ') else {
+            return false;
+        };
+        scheme.eq_ignore_ascii_case("bearer") && constant_time_eq(given.trim(), token)
+    }
+
+    /// Whether requests need the token.
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+}
+
+/// Compares two strings in time that depends only on their lengths.
+fn constant_time_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A fresh 256-bit token, hex.
+pub fn new_token() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Writes `token` to `path`, readable and writable by its owner only.
+pub fn write_token(path: &std::path::Path, token: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(format!("{token}\n").as_bytes())?;
+    f.sync_all()
+}
+
+/// The HTTP server's state: the dispatcher, the guard, the limits and the slots.
+pub struct Server {
+    dispatcher: Arc<Dispatcher>,
+    guard: Guard,
+    limits: Limits,
+    slots: Arc<Semaphore>,
+}
+
+impl Server {
+    /// A server for `dispatcher`.
+    pub fn new(dispatcher: Arc<Dispatcher>, guard: Guard, limits: Limits) -> Server {
+        let slots = Arc::new(Semaphore::new(limits.concurrency.max(1)));
+        Server {
+            dispatcher,
+            guard,
+            limits,
+            slots,
+        }
+    }
+}
+
+fn reply_response(reply: &Reply) -> Response {
+    let mut r = Response::new(Body::from(reply.body_text()));
+    *r.status_mut() =
+        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
+fn error(status: u16, message: impl Into<String>) -> Response {
+    reply_response(&Reply::error(status, message))
+}
+
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Result<Option<&str>, ()> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(v) => v.to_str().map(Some).map_err(|_| ()),
+    }
+}
+
+/// Reads the body, up to `limit` bytes. `Err(413)` over the limit, `Err(400)` on a broken
+/// stream.
+async fn read_body(body: Body, limit: usize) -> Result<Vec<u8>, Response> {
+    let mut body = body;
+    let mut buf = Vec::new();
+    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let frame = frame.map_err(|e| error(400, format!("reading the request body: {e}")))?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > limit {
+                return Err(error(
+                    413,
+                    format!("the request body is over the {limit} byte limit"),
+                ));
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf)
+}
+
+async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let headers = &parts.headers;
+    let guard = &server.guard;
+    match header_str(headers, header::HOST) {
+        Ok(Some(h)) if guard.host_allowed(h) => {}
+        Ok(Some(h)) => {
+            return error(
+                403,
+                format!("Host {h:?} is not this server (DNS rebinding guard)"),
+            );
+        }
+        Ok(None) => return error(403, "a Host header is required"),
+        Err(()) => return error(403, "the Host header is not text"),
+    }
+    match header_str(headers, header::ORIGIN) {
+        Ok(None) => {}
+        Ok(Some(o)) if guard.origin_allowed(o) => {}
+        _ => return error(403, "cross-origin requests are not accepted"),
+    }
+    let auth = header_str(headers, header::AUTHORIZATION).unwrap_or(None);
+    if !guard.authorized(auth) {
+        let mut r = error(
+            401,
+            "a bearer token is required (Authorization: Bearer <token from .git/forum/serve-token>)",
+        );
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return r;
+    }
+    if parts.uri.query().is_some() {
+        return error(
+            404,
+            "query strings are not accepted: paths are matched literally",
+        );
+    }
+    let path = parts.uri.path().to_string();
+    let method = parts.method.as_str().to_string();
+    let allowed = allowed_methods(&path);
+    if !allowed.contains(&method.as_str()) {
+        let reply = server.dispatcher.handle(&method, &path, b"");
+        let mut r = reply_response(&reply);
+        if reply.status == 405
+            && let Ok(v) = HeaderValue::from_str(&allowed.join(", "))
+        {
+            r.headers_mut().insert(header::ALLOW, v);
+        }
+        return r;
+    }
+    let limits = &server.limits;
+    if let Ok(Some(len)) = header_str(headers, header::CONTENT_LENGTH)
+        && len
+            .trim()
+            .parse::<u64>()
+            .is_ok_and(|n| n > limits.max_body as u64)
+    {
+        return error(
+            413,
+            format!(
+                "the request body is over the {} byte limit",
+                limits.max_body
+            ),
+        );
+    }
+    let bytes =
+        match tokio::time::timeout(limits.read_timeout, read_body(body, limits.max_body)).await {
+            Ok(Ok(b)) => b,
+            Ok(Err(r)) => return r,
+            Err(_) => {
+                return error(
+                    408,
+                    format!(
+                        "the request body did not arrive within {} s",
+                        limits.read_timeout.as_secs_f64()
+                    ),
+                );
+            }
+        };
+    let limit = if is_long_running(&method, &path) {
+        limits.submit_timeout
+    } else {
+        limits.timeout
+    };
+    let slot = match tokio::time::timeout(limit, server.slots.clone().acquire_owned()).await {
+        Ok(Ok(p)) => p,
+        _ => return error(503, "the server is busy; try again"),
+    };
+    let d = server.dispatcher.clone();
+    let (m, p) = (method.clone(), path.clone());
+    let job = tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        d.handle(&m, &p, &bytes)
+    });
+    let reply = match tokio::time::timeout(limit, job).await {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(_)) => Reply::error(500, "internal error: the request handler failed"),
+        Err(_) => Reply::error(
+            504,
+            format!(
+                "{method} {path} did not finish within {} s; what it writes is still witnessed",
+                limit.as_secs_f64()
+            ),
+        ),
+    };
+    if reply.status >= 500 {
+        eprintln!(
+            "git forum serve: {method} {path}: {} {}",
+            reply.status,
+            reply.message()
+        );
+    }
+    reply_response(&reply)
+}
+
+/// The router: every path goes to one handler that applies the guards and the dispatcher.
+pub fn router(server: Arc<Server>) -> Router {
+    Router::new().fallback(handle).with_state(server)
+}
+
+/// Serves on `listener` until `shutdown` completes, then drains: the server stops accepting,
+/// running submits stop at their next budget check (witnessed, resumable), and in-flight
+/// requests get up to the drain time to finish. Returns whether everything finished in time.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    server: Arc<Server>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<bool> {
+    let draining = server.dispatcher.draining();
+    let drain = server.limits.drain;
+    let slots = server.slots.clone();
+    let concurrency = server.limits.concurrency.max(1) as u32;
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = stop.clone();
+    let app = router(server);
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stopped.notified().await })
+            .await
+    });
+    shutdown.await;
+    draining.store(true, Ordering::SeqCst);
+    stop.notify_one();
+    let start = tokio::time::Instant::now();
+    let served = match tokio::time::timeout(drain, task).await {
+        Ok(Ok(r)) => {
+            r?;
+            true
+        }
+        Ok(Err(_)) => false,
+        Err(_) => false,
+    };
+    let left = drain.saturating_sub(start.elapsed());
+    let idle = tokio::time::timeout(left, slots.acquire_many(concurrency))
+        .await
+        .is_ok_and(|r| r.is_ok());
+    Ok(served && idle)
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut t), Ok(mut i)) => {
+            tokio::select! {
+                _ = t.recv() => {}
+                _ = i.recv() => {}
+            }
+        }
+        (Ok(mut t), Err(_)) => {
+            t.recv().await;
+        }
+        (Err(_), Ok(mut i)) => {
+            i.recv().await;
+        }
+        (Err(_), Err(_)) => std::future::pending::<()>().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn only_the_bound_and_loopback_hosts_pass() {
+        let g = Guard::new("127.0.0.1", addr("127.0.0.1:8080"), &[], None);
+        for ok in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "LOCALHOST:8080",
+            "[::1]:8080",
+        ] {
+            assert!(g.host_allowed(ok), "{ok}");
+        }
+        for no in [
+            "evil.example:8080",
+            "127.0.0.1:8081",
+            "127.0.0.1",
+            "localhost",
+            "",
+            "127.0.0.2:8080",
+            "attacker.localhost:8080",
+        ] {
+            assert!(!g.host_allowed(no), "{no}");
+        }
+        assert!(g.origin_allowed("http://localhost:8080"));
+        assert!(!g.origin_allowed("http://evil.example:8080"));
+        assert!(!g.origin_allowed("https://localhost:8080"));
+        assert!(!g.origin_allowed("null"));
+        // Port 80 also answers without the port.
+        let g80 = Guard::new("localhost", addr("127.0.0.1:80"), &[], None);
+        assert!(g80.host_allowed("localhost"));
+        // An unspecified bind takes any IP literal on its port, never a name.
+        let any = Guard::new("0.0.0.0", addr("0.0.0.0:9000"), &["forum.lan".into()], None);
+        assert!(any.host_allowed("192.168.1.7:9000"));
+        assert!(any.host_allowed("[fe80::1]:9000"));
+        assert!(any.host_allowed("forum.lan:9000"));
+        assert!(!any.host_allowed("rebind.example:9000"));
+        assert!(!any.host_allowed("192.168.1.7:9001"));
+    }
+
+    #[test]
+    fn the_token_is_required_when_set() {
+        let open = Guard::new("127.0.0.1", addr("127.0.0.1:1"), &[], None);
+        assert!(open.authorized(None));
+        let g = Guard::new("127.0.0.1", addr("127.0.0.1:1"), &[], Some("abc".into()));
+        assert!(g.authorized(Some("Bearer abc")));
+        assert!(g.authorized(Some("bearer abc")));
+        for bad in [
+            None,
+            Some("Bearer abd"),
+            Some("Bearer ab"),
+            Some("abc"),
+            Some("Basic abc"),
+        ] {
+            assert!(!g.authorized(bad), "{bad:?}");
+        }
+        let t = new_token().unwrap();
+        assert_eq!(t.len(), 64);
+        assert_ne!(t, new_token().unwrap());
+    }
+
+    #[test]
+    fn the_token_file_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("forum/serve-token");
+        write_token(&p, "abc").unwrap();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "abc\n");
+    }
+}

@@ -1,0 +1,23 @@
+//! The daemon (`git forum serve`, HTTP) and the MCP server (`git forum mcp`, JSON-RPC on stdio),
+//! both thin transports over one [`dispatch::Dispatcher`].
+//!
+//! The dispatcher maps `(method, path, JSON body)` to `(status, JSON)` and is the only place
+//! that touches the engine, so the two transports cannot drift: an MCP tool is a name for a
+//! dispatcher route, and its result is the HTTP body of that route. Everything the dispatcher
+//! does is synchronous (the git store and the control loop are); the HTTP server runs it on
+//! tokio's blocking pool, the MCP server on its own thread, one message at a time.
+//!
+//! * [`dispatch`]: the routes, request bodies, status codes and error shape (`{"error": "..."}`).
+//! * [`http`]: axum on top, with the Host/Origin checks, bearer token, body limit, timeouts,
+//!   concurrency limit and graceful drain.
+//! * [`mcp`]: a hand-written line-delimited JSON-RPC 2.0 server with the tool table.
+
+pub mod dispatch;
+pub mod http;
+pub mod mcp;
+
+mod args;
+mod ops;
+mod reports;
+
+pub use dispatch::{Config, Dispatcher, Reply};

@@ -1,0 +1,1140 @@
+//! The dispatcher's handlers: each reads its body with [`Args`], calls the engine, and answers
+//! JSON or an error [`Reply`]. Reads go through short-lived store handles and the shared entry
+//! cache; writes go through the one long-lived writer.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use serde_json::{Value as J, json};
+
+use super::args::Args;
+use super::dispatch::{Dispatcher, Reply, Request, Snapshot, lock};
+use crate::cli::submit::{ContextFlags, preload};
+use crate::context::ContextBudget;
+use crate::exec::Seats;
+use crate::exec::config::{self, ExecutorSpec, SeatChoice, Via};
+use crate::ledger::merkle::{consistency_proof, inclusion_path, merkle_root};
+use crate::ledger::proof::{
+    CONSISTENCY_SCHEMA, Checkpoint, ConsistencyProof, INCLUSION_SCHEMA, InclusionProof,
+};
+use crate::ledger::{
+    Entry, MemoryStorage, NewEntry, Storage, StorageError, Value, canonical, causal_chain,
+};
+use crate::plan::{ParseMode, Plan};
+use crate::quality::profile::get_profile;
+use crate::quality::{HumanizeError, humanize};
+use crate::roster::Tier;
+use crate::route::{build_communication_contract, check_request, route_request};
+use crate::run::{self, Clock, Env, GatePolicy, RunError, Status, status};
+use crate::store::git::{GitStore, Options};
+use crate::store::sync::{Git, REMOTES_PREFIX, SEEN_PREFIX};
+
+type Res = Result<J, Reply>;
+
+fn bad(message: impl Into<String>) -> Reply {
+    Reply::error(400, message)
+}
+
+fn not_found(message: impl Into<String>) -> Reply {
+    Reply::error(404, message)
+}
+
+fn storage_err(e: StorageError) -> Reply {
+    match e {
+        StorageError::Invalid(m) => bad(m),
+        other => Reply::error(500, other.to_string()),
+    }
+}
+
+/// A path segment that must be a seq.
+fn parse_seq(text: &str) -> Result<u64, Reply> {
+    let ok = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    ok.then(|| text.parse::<u64>().ok())
+        .flatten()
+        .ok_or_else(|| bad(format!("seq {text:?} is not a non-negative integer")))
+}
+
+const PROFILES: [&str; 4] = ["operator", "engineer", "researcher", "executive"];
+
+/// Timestamps for a run's entries, and its elapsed time for the seconds budget. Once the
+/// server drains, elapsed time jumps far ahead, so the run stops on its budget at the next
+/// check and is witnessed as stopped (and resumable), instead of being cut off mid-write.
+struct RunClock {
+    pinned: Option<f64>,
+    start: Instant,
+    draining: Arc<AtomicBool>,
+}
+
+impl Clock for RunClock {
+    fn now(&self) -> f64 {
+        self.pinned.unwrap_or_else(system_now)
+    }
+
+    fn elapsed(&self) -> f64 {
+        let jump = if self.draining.load(Ordering::SeqCst) {
+            1e12
+        } else {
+            0.0
+        };
+        self.start.elapsed().as_secs_f64() + jump
+    }
+}
+
+fn system_now() -> f64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (d.as_micros() as f64) / 1e6
+}
+
+/// The ledger as a run sees it: reads through the shared entry cache (each read sees one
+/// consistent tip) and one handle of its own for bodies; writes through the server's writer,
+/// one append at a time, so other requests interleave with a long run.
+struct Shared<'a> {
+    d: &'a Dispatcher,
+    reader: GitStore,
+}
+
+impl Shared<'_> {
+    fn view(&self) -> Result<Snapshot, StorageError> {
+        self.d
+            .snapshot()
+            .map_err(|r| StorageError::Io(r.message().to_string()))
+    }
+}
+
+impl Storage for Shared<'_> {
+    fn len(&self) -> Result<u64, StorageError> {
+        Ok(self.view()?.entries.len() as u64)
+    }
+
+    fn head(&self) -> Result<Option<Entry>, StorageError> {
+        Ok(self.view()?.entries.last().cloned())
+    }
+
+    fn get(&self, seq: u64) -> Result<Option<Entry>, StorageError> {
+        Ok(self.view()?.entries.get(seq as usize).cloned())
+    }
+
+    fn payload(&self, payload_hash: &str) -> Result<Option<Value>, StorageError> {
+        let view = self.view()?;
+        let Some(seq) = view
+            .entries
+            .iter()
+            .rposition(|e| e.payload_hash == payload_hash)
+        else {
+            return Ok(None);
+        };
+        Dispatcher::body_in(&self.reader, &view, seq as u64)
+            .map_err(|r| StorageError::Io(r.message().to_string()))
+    }
+
+    fn append(&mut self, new: NewEntry) -> Result<Entry, StorageError> {
+        Ok(lock(&self.d.writer).append_entry(&new)?.entry)
+    }
+
+    fn append_batch(&mut self, batch: Vec<NewEntry>) -> Result<Vec<Entry>, StorageError> {
+        Ok(lock(&self.d.writer)
+            .append_entries(&batch)?
+            .into_iter()
+            .map(|a| a.entry)
+            .collect())
+    }
+
+    fn sync(&mut self) -> Result<(), StorageError> {
+        Ok(lock(&self.d.writer).sync()?)
+    }
+}
+
+fn spec_json(spec: &ExecutorSpec) -> J {
+    json!({
+        "kind": spec.kind.name(),
+        "model": spec.model(),
+        "origin": spec.origin.as_str(),
+        "describe": spec.describe(),
+    })
+}
+
+fn via_json(via: &Via) -> J {
+    json!({"slot": via.slot().map(|s| s.as_str()), "why": via.explain()})
+}
+
+/// A compiled plan with its tasks, as `/plan` answers (the `plan` entry's payload plus the
+/// tasks, so order edges and done_when survive, unlike Forum's `/plan`).
+fn plan_json(plan: &crate::plan::CompiledPlan) -> J {
+    let mut p = plan.payload().to_serde();
+    p["tasks"] = J::Array(
+        plan.tasks
+            .iter()
+            .map(|t| {
+                json!({
+                    "id": t.id,
+                    "agent": t.agent,
+                    "instruction": t.instruction,
+                    "depends_on": t.depends_on,
+                    "order_deps": t.order_deps.iter().collect::<Vec<_>>(),
+                    "done_when": t.done_when,
+                })
+            })
+            .collect(),
+    );
+    p
+}
+
+impl Dispatcher {
+    // ----- plumbing -----
+
+    /// The timestamp of a new entry: pinned, else the clock (microseconds, as Forum keeps).
+    fn now(&self) -> f64 {
+        self.cfg.timestamp.unwrap_or_else(system_now)
+    }
+
+    /// A read handle on the same repository and ledger.
+    fn reader(&self) -> Result<GitStore, Reply> {
+        Ok(GitStore::new(
+            self.repo.to_thread_local(),
+            &self.cfg.ledger,
+            Options::default(),
+        )?)
+    }
+
+    /// Every entry, its commit and the checkpoint, as of one read of the tip: from the cache
+    /// when the tip has not moved; extended by walking back from the new tip to the cached one
+    /// when it moved forward (an append here or by another process); read again otherwise
+    /// (a redaction rewrote the commits, or the ref was moved back).
+    pub(crate) fn snapshot(&self) -> Result<Snapshot, Reply> {
+        let store = self.reader()?;
+        let mut cache = lock(&self.cache);
+        let Some(tip) = store.tip_id()? else {
+            *cache = Snapshot {
+                root: merkle_root::<&str>(&[]),
+                ..Snapshot::default()
+            };
+            return Ok(cache.clone());
+        };
+        if cache.tip == Some(tip) {
+            return Ok(cache.clone());
+        }
+        // Walk back from the tip until the cached tip; when the walk passes below it without
+        // meeting it, the commits were rewritten: keep walking, and read the whole chain.
+        let mut stop = cache.tip;
+        let have = cache.entries.len() as u64;
+        let mut fresh: Vec<(gix::ObjectId, Entry)> = Vec::new();
+        let mut cur = Some(tip);
+        let mut buf = Vec::new();
+        let mut extends = false;
+        while let Some(id) = cur {
+            if Some(id) == stop {
+                extends = true;
+                break;
+            }
+            let (entry, _, parent) = store.read_entry_commit(&id, &mut buf)?;
+            if stop.is_some() && entry.seq < have {
+                stop = None;
+            }
+            fresh.push((id, entry));
+            cur = parent;
+        }
+        fresh.reverse();
+        let mut next = if extends {
+            std::mem::take(&mut *cache)
+        } else {
+            Snapshot::default()
+        };
+        {
+            let entries = Arc::make_mut(&mut next.entries);
+            let commits = Arc::make_mut(&mut next.commits);
+            for (id, e) in fresh {
+                next.acc.push(&e.entry_hash);
+                commits.push(id);
+                entries.push(e);
+            }
+        }
+        next.tip = Some(tip);
+        next.root = next.acc.root();
+        *cache = next;
+        Ok(cache.clone())
+    }
+
+    /// The body of the entry at `seq` of `view` (`None` when redacted), read from its commit.
+    fn body_in(store: &GitStore, view: &Snapshot, seq: u64) -> Result<Option<Value>, Reply> {
+        let Some(id) = view.commits.get(seq as usize) else {
+            return Ok(None);
+        };
+        match store.body_of_commit(id)? {
+            None => Ok(None),
+            Some(bytes) => {
+                let text = String::from_utf8(bytes).map_err(|_| {
+                    Reply::error(500, format!("the body of seq {seq} is not UTF-8"))
+                })?;
+                canonical::parse(&text).map(Some).map_err(|e| {
+                    Reply::error(500, format!("the body of seq {seq} is not JSON: {e}"))
+                })
+            }
+        }
+    }
+
+    /// The entry at `seq`, or 404.
+    fn entry_at(entries: &[Entry], seq: u64) -> Result<&Entry, Reply> {
+        entries.get(seq as usize).ok_or_else(|| {
+            not_found(format!(
+                "no entry at seq {seq} (the ledger holds {} entries)",
+                entries.len()
+            ))
+        })
+    }
+
+    /// Appends through the writer.
+    fn append_new(&self, new: &NewEntry) -> Result<crate::store::git::Appended, Reply> {
+        new.validate().map_err(bad)?;
+        Ok(lock(&self.writer).append_entry(new)?)
+    }
+
+    fn body_of(store: &GitStore, view: &Snapshot, e: &Entry) -> Option<J> {
+        Self::body_in(store, view, e.seq)
+            .ok()
+            .flatten()
+            .map(|v| v.to_serde())
+    }
+
+    fn seats(&self) -> Result<Arc<dyn Seats>, Reply> {
+        if self.is_draining() {
+            return Err(Reply::error(
+                503,
+                "the server is shutting down and takes no new runs",
+            ));
+        }
+        self.executors
+            .seats
+            .clone()
+            .map_err(|why| Reply::error(503, why))
+    }
+
+    // ----- the ledger -----
+
+    pub(crate) fn status(&self) -> Res {
+        let view = self.snapshot()?;
+        let (entries, root) = (&view.entries, &view.root);
+        Ok(json!({"ledger": self.cfg.ledger, "entries": entries.len(), "checkpoint": root}))
+    }
+
+    pub(crate) fn checkpoint(&self) -> Res {
+        let view = self.snapshot()?;
+        let (entries, root) = (&view.entries, &view.root);
+        Ok(json!({"ledger": self.cfg.ledger, "size": entries.len(), "checkpoint": root}))
+    }
+
+    pub(crate) fn record_checkpoint(&self, req: &Request<'_>) -> Res {
+        Args::new(req.body, &[])?;
+        let store = self.reader()?;
+        if !store.exists()? {
+            return Err(Reply::error(
+                409,
+                format!(
+                    "ledger {:?} has no entries yet: nothing to checkpoint",
+                    self.cfg.ledger
+                ),
+            ));
+        }
+        let r = store.verify(false)?;
+        if !r.passed() {
+            return Err(Reply::error(
+                409,
+                format!(
+                    "ledger {} does not verify ({}); refusing to record a checkpoint of it",
+                    self.cfg.ledger,
+                    r.problem.unwrap_or_default()
+                ),
+            ));
+        }
+        store.record_checkpoint(r.entries, &r.checkpoint)?;
+        Ok(
+            json!({"ledger": self.cfg.ledger, "size": r.entries, "checkpoint": r.checkpoint, "recorded": true}),
+        )
+    }
+
+    pub(crate) fn verify(&self) -> Res {
+        let store = self.reader()?;
+        if !store.exists()? {
+            let root = merkle_root::<&str>(&[]);
+            return Ok(
+                json!({"ledger": self.cfg.ledger, "ok": true, "chain": true, "deep": true,
+                "entries": 0, "checkpoint": root, "first_bad_seq": null, "problem": null, "code": null,
+                "redacted": [], "notes": []}),
+            );
+        }
+        let r = store.verify(true)?;
+        let redacted: Vec<J> = r
+            .redacted
+            .iter()
+            .map(|(s, h)| json!({"seq": s, "payload_hash": h}))
+            .collect();
+        Ok(json!({
+            "ledger": self.cfg.ledger,
+            "ok": r.passed(),
+            "chain": r.chain,
+            "deep": r.deep_ok == Some(true),
+            "entries": r.entries,
+            "checkpoint": r.checkpoint,
+            "first_bad_seq": r.first_bad_seq,
+            "problem": r.problem,
+            "code": r.code,
+            "redacted": redacted,
+            "notes": r.notes,
+        }))
+    }
+
+    pub(crate) fn entry(&self, seq: &str) -> Res {
+        let seq = parse_seq(seq)?;
+        let view = self.snapshot()?;
+        let entries = &view.entries;
+        Ok(Self::entry_at(entries, seq)?.to_json())
+    }
+
+    pub(crate) fn payload(&self, seq: &str) -> Res {
+        let seq = parse_seq(seq)?;
+        let view = self.snapshot()?;
+        let entries = &view.entries;
+        let e = Self::entry_at(entries, seq)?;
+        let body = Self::body_in(&self.reader()?, &view, seq)?;
+        Ok(json!({
+            "seq": seq,
+            "kind": e.kind,
+            "actor": e.actor,
+            "payload_hash": e.payload_hash,
+            "redacted": body.is_none(),
+            "payload": body.map(|b| b.to_serde()),
+        }))
+    }
+
+    pub(crate) fn replay(&self, seq: &str) -> Res {
+        let seq = parse_seq(seq)?;
+        let view = self.snapshot()?;
+        let entries = &view.entries;
+        let upto = entries.len().min(seq.saturating_add(1) as usize);
+        Ok(json!({"entries": entries[..upto].iter().map(Entry::to_json).collect::<Vec<_>>()}))
+    }
+
+    pub(crate) fn why(&self, seq: &str) -> Res {
+        let seq = parse_seq(seq)?;
+        let view = self.snapshot()?;
+        let entries = &view.entries;
+        Self::entry_at(entries, seq)?;
+        let chain = causal_chain(seq, |s| Ok(entries.get(s as usize).cloned()))
+            .map_err(|e| Reply::error(409, e))?;
+        Ok(json!({"seq": seq, "chain": chain.iter().map(Entry::to_json).collect::<Vec<_>>()}))
+    }
+
+    pub(crate) fn prove(&self, req: &Request<'_>) -> Res {
+        let a = Args::new(req.body, &["seq", "consistency_from", "size"])?;
+        let (seq, from) = (a.int("seq")?, a.int("consistency_from")?);
+        let view = self.snapshot()?;
+        let entries = &view.entries;
+        let len = entries.len() as u64;
+        let size = a.int("size")?.unwrap_or(len);
+        if size == 0 || size > len {
+            return Err(bad(format!(
+                "size {size} is out of range: ledger {:?} has {len} entries",
+                self.cfg.ledger
+            )));
+        }
+        let hashes: Vec<&str> = entries[..size as usize]
+            .iter()
+            .map(|e| e.entry_hash.as_str())
+            .collect();
+        let checkpoint = Checkpoint {
+            size,
+            root: merkle_root(&hashes),
+        };
+        let signed = self.reader()?.signed_checkpoints()?;
+        let signature_of = |cp: &Checkpoint| {
+            signed
+                .iter()
+                .find(|s| s.ledger == self.cfg.ledger && s.checkpoint == *cp)
+                .map(|s| s.signature.clone())
+        };
+        let encoded = match (seq, from) {
+            (Some(seq), None) => {
+                if seq >= size {
+                    return Err(not_found(format!(
+                        "ledger {:?} has no entry at seq {seq} within its first {size} entries",
+                        self.cfg.ledger
+                    )));
+                }
+                serde_json::to_value(InclusionProof {
+                    schema: INCLUSION_SCHEMA.into(),
+                    ledger: self.cfg.ledger.clone(),
+                    entry: entries[seq as usize].clone(),
+                    audit_path: inclusion_path(&hashes, seq as usize),
+                    signature: signature_of(&checkpoint),
+                    checkpoint,
+                })
+            }
+            (None, Some(m)) => {
+                if m > size {
+                    return Err(bad(format!(
+                        "consistency_from {m} is larger than the size {size} proved"
+                    )));
+                }
+                let old = Checkpoint {
+                    size: m,
+                    root: merkle_root(&hashes[..m as usize]),
+                };
+                serde_json::to_value(ConsistencyProof {
+                    schema: CONSISTENCY_SCHEMA.into(),
+                    ledger: self.cfg.ledger.clone(),
+                    old_signature: signature_of(&old),
+                    new_signature: signature_of(&checkpoint),
+                    old,
+                    new: checkpoint,
+                    proof: consistency_proof(&hashes, m as usize),
+                })
+            }
+            _ => {
+                return Err(bad(
+                    "give exactly one of seq (an inclusion proof) and consistency_from (a consistency proof)",
+                ));
+            }
+        };
+        encoded.map_err(|e| Reply::error(500, format!("encoding the proof: {e}")))
+    }
+
+    pub(crate) fn append(&self, req: &Request<'_>) -> Res {
+        let a = Args::new(req.body, &["actor", "kind", "payload", "causal_parent"])?;
+        let actor = a.text("actor")?;
+        let kind = a.text("kind")?;
+        let parent = a.int("causal_parent")?;
+        let parent = parent
+            .map(|p| i64::try_from(p).map_err(|_| bad("field \"causal_parent\" is too large")))
+            .transpose()?;
+        // Over HTTP the body is read again with the ledger's own parser, so numbers keep their
+        // identity (1 is not 1.0, wide integers stay exact), as with `git forum append`.
+        let payload = match req.raw {
+            Some(raw) => {
+                let text =
+                    std::str::from_utf8(raw).map_err(|_| bad("the request body is not UTF-8"))?;
+                let v = canonical::parse(text)
+                    .map_err(|e| bad(format!("the request body is not valid JSON: {e}")))?;
+                v.get("payload").cloned()
+            }
+            None => req.body.get("payload").map(Value::from_serde),
+        };
+        let payload = payload.ok_or_else(|| bad("field \"payload\" is required"))?;
+        let new = NewEntry {
+            actor: actor.to_string(),
+            kind: kind.to_string(),
+            causal_parent: parent,
+            payload,
+            ts: self.now(),
+        };
+        let done = self.append_new(&new)?;
+        Ok(json!({
+            "seq": done.entry.seq,
+            "entry_hash": done.entry.entry_hash,
+            "commit": done.commit.to_string(),
+        }))
+    }
+
+    // ----- runs and gates -----
+
+    pub(crate) fn runs(&self) -> Res {
+        let view = self.snapshot()?;
+        let entries = &view.entries;
+        let store = self.reader()?;
+        let runs = status::runs(entries, |e| Self::body_of(&store, &view, e));
+        let rows: Vec<J> = runs
+            .iter()
+            .map(|r| {
+                let detail = match &r.state {
+                    status::RunState::Failed { stage, reason } => {
+                        json!({"stage": stage, "reason": reason})
+                    }
+                    status::RunState::Paused { wave } | status::RunState::Rejected { wave } => {
+                        json!({"wave": wave})
+                    }
+                    _ => J::Null,
+                };
+                json!({
+                    "request_seq": r.request_seq,
+                    "request": r.request,
+                    "state": r.state.as_str(),
+                    "detail": detail,
+                    "run_seq": r.run_seq,
+                    "tasks": r.plan.as_ref().map(|p| p.tasks.len()),
+                    "answer_seq": r.answer.as_ref().map(|a| a.0),
+                    "entries": r.entries.len(),
+                })
+            })
+            .collect();
+        Ok(json!({"runs": rows}))
+    }
+
+    pub(crate) fn gates(&self) -> Res {
+        let view = self.snapshot()?;
+        let entries = &view.entries;
+        let store = self.reader()?;
+        let pending = status::pending_gates(entries, |e| Self::body_of(&store, &view, e));
+        let rows: Vec<J> = pending
+            .iter()
+            .map(|g| {
+                let mut row = json!({"seq": g.seq, "run_seq": g.run_seq, "wave": g.wave,
+                    "tasks": g.tasks, "question": g.question, "run": g.request_seq});
+                if let Some(d) = g.deadline {
+                    row["deadline"] = json!(d);
+                    row["on_expiry"] = json!(g.on_expiry);
+                }
+                row
+            })
+            .collect();
+        Ok(json!({"pending": rows}))
+    }
+
+    /// Approve, edit or reject the gate `(run_seq, wave)`. As in Forum, a decision may come
+    /// before the gate is raised (a pre-approval); it then follows from the run's plan entry.
+    pub(crate) fn gate(&self, kind: &str, req: &Request<'_>) -> Res {
+        let fields: &[&str] = match kind {
+            "gate_edited" => &["run_seq", "wave", "approver", "edits", "note"],
+            "gate_rejected" => &["run_seq", "wave", "approver", "reason"],
+            _ => &["run_seq", "wave", "approver", "note"],
+        };
+        let a = Args::new(req.body, fields)?;
+        let run_seq = a.int_req("run_seq")?;
+        let wave = a.int_req("wave")?;
+        let approver = a.text("approver")?;
+        let note = a.str("note")?;
+        let mut edits = serde_json::Map::new();
+        if kind == "gate_edited" {
+            match a.get("edits") {
+                Some(J::Object(m)) if !m.is_empty() => {
+                    for (id, text) in m {
+                        match text {
+                            J::String(s) if !s.trim().is_empty() => {
+                                edits.insert(id.clone(), J::String(s.clone()));
+                            }
+                            _ => {
+                                return Err(bad(format!(
+                                    "edits[{id:?}] must be a non-empty instruction string"
+                                )));
+                            }
+                        }
+                    }
+                }
+                _ => {
+                    return Err(bad(
+                        "field \"edits\" must be a non-empty object {task_id: instruction}",
+                    ));
+                }
+            }
+        }
+        let view = self.snapshot()?;
+        let entries = &view.entries;
+        let plan = Self::entry_at(entries, run_seq)
+            .map_err(|_| not_found(format!("no run has its plan at seq {run_seq}")))?;
+        if plan.kind != "plan" {
+            return Err(bad(format!(
+                "run_seq {run_seq} is a {} entry; a gate is keyed by its run's first plan entry (GET /gates lists them)",
+                plan.kind
+            )));
+        }
+        let store = self.reader()?;
+        let pending = entries
+            .iter()
+            .filter(|e| e.kind == "gate_pending")
+            .filter_map(|e| Self::body_of(&store, &view, e).map(|p| (e.seq, p)))
+            .filter(|(_, p)| status::gate_key(p) == Some((run_seq, wave)))
+            .last();
+        if kind == "gate_edited" {
+            let tasks: Vec<String> = match &pending {
+                Some((_, p)) => p
+                    .get("tasks")
+                    .and_then(J::as_array)
+                    .map(|t| {
+                        t.iter()
+                            .filter_map(|x| x.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                None => Self::body_of(&store, &view, plan)
+                    .and_then(|p| run::plan_from_payload(&p))
+                    .map(|p| p.tasks.into_iter().map(|t| t.id).collect())
+                    .unwrap_or_default(),
+            };
+            if !tasks.is_empty()
+                && let Some(id) = edits.keys().find(|id| !tasks.contains(id))
+            {
+                return Err(bad(format!(
+                    "edits names task {id:?}, which is not among {}",
+                    tasks.join(", ")
+                )));
+            }
+        }
+        let mut payload = json!({"run_seq": run_seq, "wave": wave, "approver": approver});
+        match kind {
+            "gate_rejected" => {
+                payload["reason"] = json!(a.str("reason")?.unwrap_or("rejected by the approver"))
+            }
+            "gate_edited" => {
+                payload["edits"] = J::Object(edits);
+                payload["note"] = json!(note);
+            }
+            _ => payload["note"] = json!(note),
+        }
+        let parent = pending.map_or(run_seq, |(seq, _)| seq);
+        let done = self.append_new(&NewEntry {
+            actor: "operator".into(),
+            kind: kind.into(),
+            causal_parent: Some(parent as i64),
+            payload: Value::from_serde(&payload),
+            ts: self.now(),
+        })?;
+        lock(&self.writer).sync()?;
+        Ok(
+            json!({"resolved": kind, "seq": done.entry.seq, "run_seq": run_seq, "wave": wave,
+            "causal_parent": parent}),
+        )
+    }
+
+    // ----- executors -----
+
+    pub(crate) fn runtime(&self) -> Res {
+        let schema = "git-forum.runtime-inspect/1";
+        let Some(loaded) = &self.executors.loaded else {
+            let (ready, issues) = match &self.executors.seats {
+                Ok(_) => (true, vec![]),
+                Err(why) => (false, vec![json!({"place": "default", "problem": why})]),
+            };
+            return Ok(
+                json!({"schema": schema, "source": "current", "ready": ready, "config": null,
+                "default": null, "tiers": {}, "seats": {}, "issues": issues, "warnings": []}),
+            );
+        };
+        let rt = &loaded.runtime;
+        let issues = config::issues(rt, &self.roster, &crate::cli::runtime::RealFacts);
+        let default = match rt.effective_default() {
+            Some((via, spec)) => json!({"configured": rt.default.is_some(), "via": via_json(&via),
+                "executor": spec_json(spec)}),
+            None => json!({"configured": false, "via": null, "executor": null}),
+        };
+        let worker_pinned = !matches!(rt.seats.worker, SeatChoice::Unset);
+        let mut tiers = serde_json::Map::new();
+        for t in Tier::ALL {
+            let status = match rt.for_tier(t) {
+                Some((Via::Slot(_), _)) => "configured",
+                Some(_) => "fallback",
+                None => "missing",
+            };
+            let lanes: Vec<&str> = self
+                .roster
+                .agents()
+                .iter()
+                .filter(|a| a.model_tier == t)
+                .map(|a| a.name.as_str())
+                .collect();
+            tiers.insert(
+                t.as_str().into(),
+                json!({"status": status, "executor": rt.tiers.get(&t).map(spec_json),
+                    "demanded_by": lanes, "used_for_tasks": !worker_pinned}),
+            );
+        }
+        let seat = |r: Result<(Via, ExecutorSpec), config::Unresolved>| match r {
+            Ok((via, spec)) => json!({"via": via_json(&via), "executor": spec_json(&spec)}),
+            Err(u) => json!({"problem": u.to_string()}),
+        };
+        let worker = if worker_pinned {
+            seat(rt.for_task(&self.roster, ""))
+        } else {
+            json!({"via": null, "executor": null, "note": "each lane's tier"})
+        };
+        Ok(json!({
+            "schema": schema,
+            "source": "current",
+            "ready": issues.is_empty() && self.executors.seats.is_ok(),
+            "config": loaded.source.as_ref().map(|(p, o)| json!({"path": p.display().to_string(), "origin": o.as_str()})),
+            "default": default,
+            "tiers": tiers,
+            "seats": {"orchestrator": seat(rt.for_control()), "worker": worker},
+            "issues": issues.iter().map(|i| json!({"place": i.place, "problem": i.problem})).collect::<Vec<_>>(),
+            "warnings": rt.warnings,
+        }))
+    }
+
+    fn run_options(&self, a: &Args<'_>) -> Result<run::Options, Reply> {
+        let budgets = [
+            "context_token_budget",
+            "request_context_token_budget",
+            "task_context_token_budget",
+            "upstream_token_budget",
+        ]
+        .map(|k| a.int(k));
+        let [total, request, task, upstream] = budgets;
+        let (total, request, task, upstream) = (total?, request?, task?, upstream?);
+        let any = total.is_some() || request.is_some() || task.is_some() || upstream.is_some();
+        let profile = a.str("delivery_profile")?;
+        if let Some(p) = profile
+            && !PROFILES.contains(&p.trim().to_lowercase().as_str())
+        {
+            return Err(bad(format!(
+                "unknown delivery profile {p:?}; valid profiles: {}",
+                PROFILES.join(", ")
+            )));
+        }
+        let limit = self.cfg.submit_seconds;
+        let max_seconds = a.seconds("max_seconds")?.map_or(limit, |s| s.min(limit));
+        Ok(run::Options {
+            max_model_calls: a.int("max_model_calls")?,
+            max_seconds: Some(max_seconds),
+            context_budget: any.then_some(ContextBudget {
+                max_total_tokens: total,
+                max_request_tokens: request,
+                max_task_tokens: task,
+                max_upstream_tokens: upstream,
+                bytes_per_token: 4,
+            }),
+            policy: self.policy.clone(),
+            checkpoint_each_wave: a.bool("checkpoint_each_wave")?.unwrap_or(false),
+            delivery_profile: profile.map(str::to_string),
+            gates: GatePolicy {
+                waves: a
+                    .ints("gate_waves")?
+                    .into_iter()
+                    .map(|w| w as usize)
+                    .collect(),
+                ..GatePolicy::default()
+            },
+            judge_intent: a.bool("judge_intent")?.unwrap_or(false),
+            revise: a.bool("revise")?.unwrap_or(false),
+            ..run::Options::default()
+        })
+    }
+
+    fn run_clock(&self) -> RunClock {
+        RunClock {
+            pinned: self.cfg.timestamp,
+            start: Instant::now(),
+            draining: self.draining.clone(),
+        }
+    }
+
+    /// Runs `go` (a submit or a resume) on the shared ledger and answers
+    /// `{answer, checkpoint, receipt}`; a run that the drain stopped is witnessed as
+    /// interrupted.
+    fn drive(
+        &self,
+        go: impl FnOnce(&mut Shared<'_>, &Env<'_>) -> Result<run::Outcome, RunError>,
+    ) -> Res {
+        let seats = self.seats()?;
+        let clock = self.run_clock();
+        let env = Env {
+            roster: &self.roster,
+            seats: seats.as_ref(),
+            clock: &clock,
+            progress: &run::Silent,
+        };
+        let mut store = Shared {
+            d: self,
+            reader: self.reader()?,
+        };
+        let outcome = match go(&mut store, &env) {
+            Ok(o) => o,
+            Err(RunError::Request(m)) => return Err(bad(m)),
+            Err(RunError::Resume(m)) => return Err(Reply::error(409, m)),
+            Err(RunError::Ledger(e)) => return Err(storage_err(e)),
+            Err(e @ (RunError::Plan(_) | RunError::Synthesis(_))) => {
+                return Err(Reply::error(
+                    502,
+                    format!("{e} (what was witnessed stays in the ledger: GET /runs)"),
+                ));
+            }
+        };
+        let mut interrupted = None;
+        if self.is_draining() && outcome.status == Status::StoppedOnBudget {
+            let e = self.append_new(&NewEntry {
+                actor: "daemon".into(),
+                kind: "interrupted".into(),
+                causal_parent: Some(outcome.request_seq as i64),
+                payload: Value::from_serde(&json!({
+                    "reason": "the server was stopped while the run was in flight; it stopped at its next budget check",
+                    "resume": format!("git forum resume {}", outcome.request_seq),
+                })),
+                ts: self.now(),
+            })?;
+            interrupted = Some(e.entry.seq);
+        }
+        let view = self.snapshot()?;
+        let (entries, root) = (&view.entries, &view.root);
+        let mut receipt =
+            crate::cli::submit::receipt(&outcome, &self.cfg.ledger, root, entries.len() as u64);
+        if let Some(seq) = interrupted {
+            receipt["interrupted_seq"] = json!(seq);
+        }
+        Ok(json!({"answer": outcome.answer, "checkpoint": root, "receipt": receipt}))
+    }
+
+    pub(crate) fn submit(&self, req: &Request<'_>) -> Res {
+        let a = Args::new(
+            req.body,
+            &[
+                "request",
+                "delivery_profile",
+                "checkpoint_each_wave",
+                "context_token_budget",
+                "request_context_token_budget",
+                "task_context_token_budget",
+                "upstream_token_budget",
+                "max_model_calls",
+                "max_seconds",
+                "gate_waves",
+                "judge_intent",
+                "revise",
+                "use_capsule_context",
+            ],
+        )?;
+        let request = a.text("request")?;
+        check_request(request).map_err(|e| bad(e.to_string()))?;
+        let mut opts = self.run_options(&a)?;
+        if a.bool("use_capsule_context")?.unwrap_or(false) {
+            let flags = ContextFlags {
+                context_cmd: None,
+                context_timeout: 60.0,
+                use_capsule_context: true,
+            };
+            let reader = self.reader()?;
+            opts.context = flags.provider(|| preload(&reader)).map_err(|e| {
+                Reply::error(
+                    500,
+                    e.message.unwrap_or_else(|| "cannot read the ledger".into()),
+                )
+            })?;
+        }
+        self.drive(|store, env| run::submit(store, env, &opts, request))
+    }
+
+    pub(crate) fn resume(&self, req: &Request<'_>) -> Res {
+        let a = Args::new(req.body, &["run", "max_model_calls", "max_seconds"])?;
+        let target = a.int("run")?;
+        let opts = self.run_options(&a)?;
+        self.drive(|store, env| run::resume(store, env, &opts, target))
+    }
+
+    /// Plans a request with the orchestrator seat and writes nothing: the run is played on a
+    /// scratch ledger in memory with a model-call budget of zero, so it stops right after its
+    /// plan is witnessed there. Or, given `plan`, compiles that plan document (no model).
+    pub(crate) fn plan(&self, req: &Request<'_>) -> Res {
+        let a = Args::new(req.body, &["request", "plan"])?;
+        if let Some(doc) = a.get("plan") {
+            if a.get("request").is_some() {
+                return Err(bad(
+                    "give request (to plan with the model) or plan, not both",
+                ));
+            }
+            let plan = Plan::from_json(doc, Some(&self.roster), ParseMode::Strict)
+                .map_err(|e| bad(e.to_string()))?;
+            let compiled = plan.compile().map_err(|e| bad(e.to_string()))?;
+            self.policy
+                .check_plan(&plan, &self.roster)
+                .map_err(|e| bad(e.to_string()))?;
+            return Ok(plan_json(&compiled));
+        }
+        let request = a.text("request")?;
+        check_request(request).map_err(|e| bad(e.to_string()))?;
+        let seats = self.seats()?;
+        let clock = self.run_clock();
+        let env = Env {
+            roster: &self.roster,
+            seats: seats.as_ref(),
+            clock: &clock,
+            progress: &run::Silent,
+        };
+        let opts = run::Options {
+            max_model_calls: Some(0),
+            policy: self.policy.clone(),
+            ..run::Options::default()
+        };
+        let mut scratch = MemoryStorage::default();
+        match run::submit(&mut scratch, &env, &opts, request) {
+            Ok(_) => {}
+            Err(RunError::Request(m)) => return Err(bad(m)),
+            Err(RunError::Plan(m)) => {
+                return Err(Reply::error(
+                    502,
+                    format!("the planner gave no usable plan: {m}"),
+                ));
+            }
+            Err(e) => return Err(Reply::error(502, e.to_string())),
+        }
+        scratch
+            .entries
+            .iter()
+            .find(|e| e.kind == "plan")
+            .and_then(|e| scratch.payloads.get(&e.payload_hash))
+            .map(Value::to_serde)
+            .ok_or_else(|| Reply::error(502, "the planner gave no plan"))
+    }
+
+    // ----- model-free helpers -----
+
+    pub(crate) fn route(&self, req: &Request<'_>) -> Res {
+        let a = Args::new(req.body, &["text"])?;
+        let text = a
+            .str("text")?
+            .ok_or_else(|| bad("field \"text\" is required"))?;
+        check_request(text).map_err(|e| bad(e.to_string()))?;
+        let (decision, frame) = route_request(text, &self.roster);
+        Ok(decision.to_value(&frame).to_serde())
+    }
+
+    pub(crate) fn humanize(&self, req: &Request<'_>) -> Res {
+        let a = Args::new(req.body, &["text", "audience", "profile"])?;
+        let text = a
+            .str("text")?
+            .ok_or_else(|| bad("field \"text\" is required"))?;
+        let profile = get_profile(a.str("profile")?).map_err(|e| bad(e.to_string()))?;
+        let audience = a.str("audience")?.unwrap_or("operator");
+        let h = humanize(text, audience, profile).map_err(|e| match e {
+            HumanizeError::Blank => bad("nothing to humanize: the text is empty or blank"),
+            other => bad(other.to_string()),
+        })?;
+        Ok(h.payload().to_serde())
+    }
+
+    pub(crate) fn prose_contract(&self, req: &Request<'_>) -> Res {
+        let a = Args::new(req.body, &["text", "profile"])?;
+        let text = a.text("text")?;
+        let (_, frame) = route_request(text, &self.roster);
+        let contract = match a.str("profile")? {
+            None => frame.communication_contract,
+            Some(p) => build_communication_contract(
+                &frame.domain,
+                &frame.intent,
+                frame.posture.as_str(),
+                p,
+                frame.proof_lane.as_deref(),
+                frame.domain_lane.as_deref(),
+                &frame.human_contract,
+            )
+            .map_err(|e| bad(e.to_string()))?,
+        };
+        Ok(contract.payload().to_serde())
+    }
+
+    // ----- push and fetch -----
+
+    /// The remote copies `fetch` adopted (`refs/forum/remotes/REMOTE/NAME`) and the last
+    /// verified checkpoint of each (`refs/forum/seen/REMOTE/NAME`), each compared with the local
+    /// ledger of the same name: `ahead` entries here not on the remote copy (to push), `behind`
+    /// entries there not here.
+    pub(crate) fn sync_status(&self) -> Res {
+        let repo = self.repo.to_thread_local();
+        let git = Git::for_repo(&repo);
+        let adopted = git.refs_under(REMOTES_PREFIX)?;
+        let seen = git.refs_under(SEEN_PREFIX)?;
+        let chain = |refname: &str| -> Result<Vec<Entry>, Reply> {
+            Ok(
+                GitStore::at_ref(self.repo.to_thread_local(), refname, Options::default())?
+                    .entries()?,
+            )
+        };
+        let cp = |entries: &[Entry], commit: &str| {
+            let hashes: Vec<&str> = entries.iter().map(|e| e.entry_hash.as_str()).collect();
+            json!({"size": entries.len(), "root": merkle_root(&hashes), "commit": commit})
+        };
+        let mut locals: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
+        let mut rows = Vec::new();
+        let mut keys: Vec<(String, String)> = adopted
+            .iter()
+            .chain(seen.iter())
+            .filter_map(|(r, _)| {
+                let rest = r
+                    .strip_prefix(REMOTES_PREFIX)
+                    .or_else(|| r.strip_prefix(SEEN_PREFIX))?;
+                let (remote, name) = rest.split_once('/')?;
+                Some((remote.to_string(), name.to_string()))
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        for (remote, name) in keys {
+            let adopted_ref = format!("{REMOTES_PREFIX}{remote}/{name}");
+            let seen_ref = format!("{SEEN_PREFIX}{remote}/{name}");
+            let there = match adopted.iter().find(|(r, _)| *r == adopted_ref) {
+                Some((r, oid)) => Some((chain(r)?, oid.clone())),
+                None => None,
+            };
+            let seen_cp = match seen.iter().find(|(r, _)| *r == seen_ref) {
+                Some((r, oid)) => Some(cp(&chain(r)?, oid)),
+                None => None,
+            };
+            if !locals.contains_key(&name) {
+                let local = GitStore::new(self.repo.to_thread_local(), &name, Options::default())
+                    .and_then(|s| s.entries())
+                    .unwrap_or_default();
+                locals.insert(name.clone(), local);
+            }
+            let here = &locals[&name];
+            let (relation, ahead, behind) = match &there {
+                None => ("not_fetched", J::Null, J::Null),
+                Some((t, _)) => {
+                    let common = here.len().min(t.len());
+                    let agree =
+                        common == 0 || here[common - 1].entry_hash == t[common - 1].entry_hash;
+                    if !agree {
+                        ("diverged", J::Null, J::Null)
+                    } else if here.len() == t.len() {
+                        ("in_sync", json!(0), json!(0))
+                    } else if here.len() > t.len() {
+                        ("ahead", json!(here.len() - t.len()), json!(0))
+                    } else {
+                        ("behind", json!(0), json!(t.len() - here.len()))
+                    }
+                }
+            };
+            rows.push(json!({
+                "remote": remote,
+                "ledger": name,
+                "adopted": there.as_ref().map(|(t, oid)| cp(t, oid)),
+                "seen": seen_cp,
+                "local_size": here.len(),
+                "relation": relation,
+                "ahead": ahead,
+                "behind": behind,
+            }));
+        }
+        let view = self.snapshot()?;
+        let (entries, root) = (&view.entries, &view.root);
+        Ok(json!({
+            "ledger": self.cfg.ledger,
+            "local": {"size": entries.len(), "root": root},
+            "remotes": rows,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seq_segments_are_plain_digits() {
+        assert_eq!(parse_seq("0").unwrap(), 0);
+        assert_eq!(parse_seq("42").unwrap(), 42);
+        for bad in ["", "-1", "+1", "1.0", "x", " 1", "99999999999999999999999"] {
+            assert_eq!(parse_seq(bad).unwrap_err().status, 400, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_run_clock_jumps_when_draining() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let c = RunClock {
+            pinned: Some(5.0),
+            start: Instant::now(),
+            draining: flag.clone(),
+        };
+        assert_eq!(c.now(), 5.0);
+        assert!(c.elapsed() < 1e6);
+        flag.store(true, Ordering::SeqCst);
+        assert!(c.elapsed() >= 1e12);
+    }
+}

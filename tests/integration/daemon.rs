@@ -1,0 +1,1326 @@
+//! The daemon and MCP: every route and tool through the dispatcher (no network), the real
+//! `git forum serve` over HTTP with its guards and graceful drain, a scripted `git forum mcp`
+//! transcript, and appends through the daemon and the CLI at the same time.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use git_forum::exec::{Call, Executor, Fleet, Scripted};
+use git_forum::serve::dispatch::{Config, Dispatcher, ROUTES, Reply};
+use git_forum::serve::mcp::{Mcp, TOOLS, Target};
+use serde_json::{Value as J, json};
+
+use crate::common::Repo;
+
+// ----- fixtures -----
+
+const PLAN: &str = r#"{"tasks":[
+ {"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":["endpoint documented"]},
+ {"id":"T2","agent":"docs","instruction":"write the API docs","depends_on":["T1"],"done_when":[]}]}"#;
+
+const ANSWER: &str =
+    "Shipped the login API with docs. Verified by the test output; next step: deploy.";
+
+/// An orchestrator that plans PLAN, passes every verdict and answers ANSWER; workers echo.
+fn seats() -> Arc<dyn git_forum::exec::Seats> {
+    let control: Arc<dyn Executor> = Arc::new(Scripted::new("orch", |call: &Call<'_>| {
+        Ok(match call.schema.map(|s| s.name.as_str()) {
+            Some("plan") => PLAN.to_string(),
+            Some("verdict") => {
+                r#"{"decision":"pass","score":0.9,"reason":"meets the criteria"}"#.to_string()
+            }
+            _ => ANSWER.to_string(),
+        })
+    }));
+    let worker: Arc<dyn Executor> = Arc::new(Scripted::new("work", |call: &Call<'_>| {
+        Ok(format!(
+            "done: {}",
+            call.prompt.lines().next().unwrap_or("")
+        ))
+    }));
+    Arc::new(Fleet::fixed(control, worker, vec![]))
+}
+
+fn open(repo: &Repo) -> Dispatcher {
+    let mut cfg = Config::new(repo.path(), "main");
+    cfg.timestamp = Some(1000.0);
+    Dispatcher::open(cfg).expect("open the dispatcher")
+}
+
+fn get(d: &Dispatcher, path: &str) -> Reply {
+    d.handle("GET", path, b"")
+}
+
+fn post(d: &Dispatcher, path: &str, body: J) -> Reply {
+    d.handle("POST", path, body.to_string().as_bytes())
+}
+
+#[track_caller]
+fn ok(r: Reply) -> J {
+    assert_eq!(r.status, 200, "{}", r.body_text());
+    r.body
+}
+
+#[track_caller]
+fn status(r: &Reply, want: u16, needle: &str) {
+    assert_eq!(r.status, want, "{}", r.body_text());
+    assert!(
+        r.message().contains(needle),
+        "{:?} lacks {needle:?}",
+        r.message()
+    );
+}
+
+/// A model as a shell script: plans PLAN, passes verdicts, answers ANSWER; tasks sleep
+/// `task_sleep` seconds first.
+fn model_script(repo: &Repo, task_sleep: &str) -> String {
+    let path = repo.path().join("model.sh");
+    let plan = PLAN.replace('\n', "");
+    let body = format!(
+        "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{plan}' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo '{ANSWER}' ;;\n  *) sleep {task_sleep}; echo \"done: $(printf '%s' \"$p\" | sed -n 3p)\" ;;\nesac\n"
+    );
+    std::fs::write(&path, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn hexes(text: &str) -> String {
+    regex::Regex::new("[0-9a-f]{40,64}")
+        .unwrap()
+        .replace_all(text, "<hex>")
+        .into_owned()
+}
+
+// ----- the dispatcher, no network -----
+
+#[test]
+fn ledger_routes_read_write_and_prove() {
+    let repo = Repo::new("sha1");
+    let d = open(&repo);
+    assert_eq!(ok(get(&d, "/health")), json!({"ok": true}));
+    let empty = ok(get(&d, "/status"));
+    assert_eq!(empty["entries"], 0);
+    assert_eq!(ok(get(&d, "/verify"))["ok"], true);
+    status(&get(&d, "/ledger/0"), 404, "no entry at seq 0");
+    status(&get(&d, "/ledger/x"), 400, "not a non-negative integer");
+
+    // Over HTTP the body keeps number identity: the entry is the one the CLI writes.
+    let payload = r#"{"big": 123456789012345678901234567890, "f": 1.0, "i": 1}"#;
+    let body = format!(r#"{{"actor": "a", "kind": "note", "payload": {payload}}}"#);
+    let first = ok(d.handle("POST", "/append", body.as_bytes()));
+    assert_eq!(first["seq"], 0);
+    let twin = Repo::new("sha1");
+    let cli = twin.forum_json(&[
+        "append",
+        "--actor",
+        "a",
+        "--kind",
+        "note",
+        "--payload",
+        payload,
+    ]);
+    assert_eq!(first["entry_hash"], cli["entry_hash"]);
+
+    for i in 1..5 {
+        let r = ok(post(
+            &d,
+            "/append",
+            json!({"actor": "b", "kind": "note", "payload": {"i": i}, "causal_parent": i - 1}),
+        ));
+        assert_eq!(r["seq"], i);
+    }
+    let st = ok(get(&d, "/status"));
+    assert_eq!(st["entries"], 5);
+    let cp = repo.forum_json(&["checkpoint", "--no-record"]);
+    assert_eq!(st["checkpoint"], cp["root"]);
+    assert_eq!(ok(get(&d, "/checkpoint"))["checkpoint"], cp["root"]);
+
+    let e = ok(get(&d, "/ledger/3"));
+    assert_eq!(
+        (e["seq"].clone(), e["causal_parent"].clone()),
+        (json!(3), json!(2))
+    );
+    let shown = repo.forum_json(&["show", "3"]);
+    assert_eq!(e, shown["entry"]);
+    let p = ok(get(&d, "/payload/3"));
+    assert_eq!(
+        (p["payload"].clone(), p["redacted"].clone()),
+        (json!({"i": 3}), json!(false))
+    );
+    assert_eq!(
+        ok(get(&d, "/replay/2"))["entries"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(
+        ok(get(&d, "/replay/99"))["entries"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+    let why = ok(get(&d, "/why/4"));
+    let chain: Vec<u64> = why["chain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(chain, vec![0, 1, 2, 3, 4]);
+    status(&get(&d, "/why/9"), 404, "no entry");
+
+    // Proofs check out with `git forum verify-proof`, like the CLI's own.
+    let inc = ok(post(&d, "/prove", json!({"seq": 2})));
+    let cons = ok(post(
+        &d,
+        "/prove",
+        json!({"consistency_from": 2, "size": 4}),
+    ));
+    for (name, proof) in [("inc.json", &inc), ("cons.json", &cons)] {
+        let f = repo.path().join(name);
+        std::fs::write(&f, proof.to_string()).unwrap();
+        let v = repo.forum_json(&["verify-proof", f.to_str().unwrap()]);
+        assert_eq!(v["ok"], true, "{v}");
+    }
+    assert_eq!(inc["checkpoint"]["root"], cp["root"]);
+    status(&post(&d, "/prove", json!({})), 400, "exactly one");
+    status(
+        &post(&d, "/prove", json!({"seq": 1, "size": 9})),
+        400,
+        "out of range",
+    );
+    status(
+        &post(&d, "/prove", json!({"seq": 7})),
+        404,
+        "no entry at seq 7",
+    );
+
+    let rec = ok(post(&d, "/checkpoint", json!({})));
+    assert_eq!(rec["recorded"], true);
+    assert!(
+        repo.git_dir()
+            .join("forum/checkpoints/main.jsonl")
+            .is_file()
+    );
+    let v = ok(get(&d, "/verify"));
+    assert_eq!(
+        (v["chain"].clone(), v["deep"].clone(), v["entries"].clone()),
+        (json!(true), json!(true), json!(5))
+    );
+
+    // A CLI append moves the tip under the daemon's cache: it sees it.
+    repo.append("cli", "note", "{}");
+    assert_eq!(ok(get(&d, "/status"))["entries"], 6);
+    repo.forum_ok(&["verify", "--deep"]);
+
+    // A redaction rewrites the commits (same entries): bodies are read from the new ones.
+    let hash = ok(get(&d, "/ledger/3"))["payload_hash"].clone();
+    repo.forum_ok(&["redact", hash.as_str().unwrap(), "--reason", "test"]);
+    let p = ok(get(&d, "/payload/3"));
+    assert_eq!(
+        (p["redacted"].clone(), p["payload"].clone()),
+        (json!(true), J::Null)
+    );
+    assert_eq!(ok(get(&d, "/payload/4"))["payload"], json!({"i": 4}));
+    let st = ok(get(&d, "/status"));
+    assert_eq!(st["entries"], 7);
+    // A ref moved back (a rewind) is seen as it is, not as the cache remembers it.
+    let back = repo.git_ok(&["rev-parse", "refs/forum/ledgers/main~3"]);
+    repo.git_ok(&["update-ref", "refs/forum/ledgers/main", &back]);
+    assert_eq!(ok(get(&d, "/status"))["entries"], 4);
+    assert_eq!(ok(get(&d, "/verify"))["ok"], false);
+}
+
+#[test]
+fn bad_input_gets_the_right_status_and_a_json_error() {
+    let repo = Repo::new("sha1");
+    let d = open(&repo);
+    let cases: Vec<(Reply, u16, &str)> = vec![
+        (
+            d.handle("POST", "/route", b"{not json"),
+            400,
+            "not valid JSON",
+        ),
+        (
+            d.handle("POST", "/route", b"[1, 2]"),
+            400,
+            "must be a JSON object",
+        ),
+        (
+            d.handle("POST", "/route", b"5"),
+            400,
+            "must be a JSON object",
+        ),
+        (
+            d.handle("POST", "/route", &[0xff, 0xfe]),
+            400,
+            "not valid JSON",
+        ),
+        (
+            post(&d, "/route", json!({"text": "x", "extra": 1})),
+            400,
+            "unknown field \"extra\"",
+        ),
+        (
+            post(&d, "/route", json!({"text": 5})),
+            400,
+            "must be a string",
+        ),
+        (post(&d, "/route", json!({})), 400, "required"),
+        (post(&d, "/route", json!({"text": "   "})), 400, ""),
+        (get(&d, "/nope"), 404, "no route"),
+        (get(&d, "/ledger/1/2"), 404, "no route"),
+        (d.handle("DELETE", "/status", b""), 405, "answers GET"),
+        (get(&d, "/route"), 405, "answers POST"),
+        (
+            get(&d, "/ledger/99999999999999999999999"),
+            400,
+            "not a non-negative integer",
+        ),
+        (
+            post(
+                &d,
+                "/append",
+                json!({"actor": "a\u{1}", "kind": "k", "payload": 1}),
+            ),
+            400,
+            "control character",
+        ),
+        (
+            post(&d, "/append", json!({"actor": "a", "kind": "k"})),
+            400,
+            "payload",
+        ),
+        (
+            post(
+                &d,
+                "/submit",
+                json!({"request": "x", "context_token_budget": true}),
+            ),
+            400,
+            "non-negative integer",
+        ),
+        (
+            post(
+                &d,
+                "/submit",
+                json!({"request": "x", "delivery_profile": "poet"}),
+            ),
+            400,
+            "unknown delivery profile",
+        ),
+        (
+            post(&d, "/humanize", json!({"text": "  "})),
+            400,
+            "nothing to humanize",
+        ),
+        (
+            post(&d, "/humanize", json!({"text": "hi", "profile": "poet"})),
+            400,
+            "poet",
+        ),
+        (
+            post(
+                &d,
+                "/prose/contract",
+                json!({"text": "fix it", "profile": "poet"}),
+            ),
+            400,
+            "unknown delivery profile",
+        ),
+        (
+            post(
+                &d,
+                "/plan",
+                json!({"plan": {"tasks": [{"id": "A", "agent": "nobody", "instruction": "x"}]}}),
+            ),
+            400,
+            "nobody",
+        ),
+        (
+            post(
+                &d,
+                "/plan",
+                json!({"plan": {"tasks": [], "x": 1}, "request": "y"}),
+            ),
+            400,
+            "not both",
+        ),
+        (
+            post(
+                &d,
+                "/gate/approve",
+                json!({"run_seq": 0, "wave": 0, "approver": "me"}),
+            ),
+            404,
+            "no run",
+        ),
+        (post(&d, "/checkpoint", json!({})), 409, "no entries"),
+    ];
+    for (r, want, needle) in cases {
+        status(&r, want, needle);
+        assert!(
+            r.body.get("error").is_some_and(J::is_string),
+            "{}",
+            r.body_text()
+        );
+    }
+}
+
+#[test]
+fn model_free_routes_match_the_cli() {
+    let repo = Repo::new("sha1");
+    let d = open(&repo);
+    let text = "fix the flaky login test in CI";
+    let route = ok(post(&d, "/route", json!({"text": text})));
+    let cli: J = serde_json::from_str(&repo.forum_ok(&["route", "--json", text])).unwrap();
+    assert_eq!(route, cli);
+
+    let h = ok(post(
+        &d,
+        "/humanize",
+        json!({"text": "As an AI, i think we should utilize the cache", "profile": "engineer"}),
+    ));
+    let cli: J = serde_json::from_str(&repo.forum_ok(&[
+        "humanize",
+        "--json",
+        "--profile",
+        "engineer",
+        "As an AI, i think we should utilize the cache",
+    ]))
+    .unwrap();
+    assert_eq!(h, cli);
+    assert_eq!(h["schema"], "forum.prose-humanization/v1");
+
+    let c = ok(post(&d, "/prose/contract", json!({"text": text})));
+    assert_eq!(c, cli_contract(&repo, text));
+    let exec = ok(post(
+        &d,
+        "/prose/contract",
+        json!({"text": text, "profile": "executive"}),
+    ));
+    assert_eq!(exec["schema"], "forum.communication-contract/v1");
+    assert_eq!(exec["profile"], "executive");
+    assert_eq!(exec["domain"], c["domain"]);
+
+    let plan = ok(post(
+        &d,
+        "/plan",
+        json!({"plan": serde_json::from_str::<J>(PLAN).unwrap()}),
+    ));
+    assert_eq!(plan["waves"], json!([["T1"], ["T2"]]));
+    assert_eq!(
+        plan["tasks"][0]["done_when"],
+        json!(["endpoint documented"])
+    );
+
+    // No executor: model routes say so, clearly, and write nothing.
+    let before = repo.snapshot();
+    for r in [
+        post(&d, "/submit", json!({"request": "ship a login API"})),
+        post(&d, "/plan", json!({"request": "ship a login API"})),
+        post(&d, "/resume", json!({})),
+    ] {
+        status(&r, 503, "no executor is configured");
+    }
+    assert_eq!(repo.snapshot(), before);
+    let rt = ok(get(&d, "/runtime"));
+    assert_eq!(rt["ready"], false);
+    assert_eq!(rt["source"], "current");
+}
+
+fn cli_contract(repo: &Repo, text: &str) -> J {
+    let route: J = serde_json::from_str(&repo.forum_ok(&["route", "--json", text])).unwrap();
+    route["frame"]["communication_contract"].clone()
+}
+
+#[test]
+fn runtime_reports_the_servers_executors() {
+    let repo = Repo::new("sha1");
+    let model = model_script(&repo, "0");
+    std::fs::create_dir_all(repo.path().join(".forum")).unwrap();
+    std::fs::write(
+        repo.path().join(".forum/runtime.toml"),
+        format!("[runtime.default]\ncmd = \"{model}\"\n"),
+    )
+    .unwrap();
+    let o = repo
+        .forum()
+        .args(["mcp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = Guarded(o);
+    let line = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"forum.runtime.inspect"}}"#;
+    let stdin = child.0.stdin.as_mut().unwrap();
+    writeln!(stdin, "{line}").unwrap();
+    drop(child.0.stdin.take());
+    let mut out = String::new();
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(child.0.wait().unwrap().success());
+    let reply: J = serde_json::from_str(out.trim()).unwrap();
+    let rt = &reply["result"]["structuredContent"];
+    assert_eq!(rt["ready"], true, "{rt}");
+    assert_eq!(rt["config"]["origin"], "repository");
+    assert_eq!(rt["default"]["executor"]["kind"], "command");
+}
+
+#[test]
+fn runs_gates_plan_and_submit_with_scripted_models() {
+    let repo = Repo::new("sha1");
+    let d = open(&repo).with_seats(seats());
+
+    // Planning writes nothing.
+    let before = ok(get(&d, "/status"));
+    let plan = ok(post(
+        &d,
+        "/plan",
+        json!({"request": "ship a login API with docs"}),
+    ));
+    assert_eq!(plan["tasks"].as_array().unwrap().len(), 2);
+    assert_eq!(plan["waves"], json!([["T1"], ["T2"]]));
+    assert_eq!(ok(get(&d, "/status")), before);
+
+    // A gated run pauses; the gate is listed, edited with a bad id (refused), approved, resumed.
+    let r = ok(post(
+        &d,
+        "/submit",
+        json!({"request": "ship a login API with docs", "gate_waves": [1]}),
+    ));
+    assert_eq!(r["receipt"]["status"], "paused");
+    assert!(r["answer"].is_null());
+    let gates = ok(get(&d, "/gates"));
+    let g = &gates["pending"][0];
+    assert_eq!(
+        (g["wave"].clone(), g["tasks"].clone()),
+        (json!(1), json!(["T2"]))
+    );
+    let key = json!({"run_seq": g["run_seq"], "wave": 1, "approver": "ana"});
+    let mut edit = key.clone();
+    edit["edits"] = json!({"T9": "x"});
+    status(&post(&d, "/gate/edit", edit), 400, "T9");
+    let mut edit = key.clone();
+    edit["edits"] = json!({});
+    status(&post(&d, "/gate/edit", edit), 400, "non-empty");
+    let done = ok(post(&d, "/gate/approve", key.clone()));
+    assert_eq!(done["resolved"], "gate_approved");
+    assert_eq!(done["causal_parent"], g["seq"]);
+    assert_eq!(ok(get(&d, "/gates"))["pending"], json!([]));
+    let runs = ok(get(&d, "/runs"));
+    assert_eq!(runs["runs"][0]["state"], "paused");
+    let resumed = ok(post(&d, "/resume", json!({})));
+    assert_eq!(resumed["answer"], ANSWER);
+    assert_eq!(resumed["receipt"]["status"], "answered");
+
+    // A plain run answers with a receipt, like `git forum submit --json`.
+    let r = ok(post(
+        &d,
+        "/submit",
+        json!({"request": "ship a login API with docs", "delivery_profile": "engineer"}),
+    ));
+    assert_eq!(r["answer"], ANSWER);
+    assert_eq!(r["receipt"]["schema"], "git-forum.receipt/v1");
+    assert_eq!(r["checkpoint"], ok(get(&d, "/status"))["checkpoint"]);
+
+    // A pre-approval and a rejection (no gate raised yet): they follow from the run's plan.
+    let run_seq = r["receipt"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| ok(get(&d, &format!("/ledger/{s}")))["kind"] == "plan")
+        .cloned()
+        .unwrap();
+    let pre = ok(post(
+        &d,
+        "/gate/reject",
+        json!({"run_seq": run_seq, "wave": 0, "approver": "bo", "reason": "no"}),
+    ));
+    assert_eq!(pre["causal_parent"], run_seq);
+    let edit = ok(post(
+        &d,
+        "/gate/edit",
+        json!({"run_seq": run_seq, "wave": 1, "approver": "bo", "edits": {"T2": "shorter docs"}}),
+    ));
+    assert_eq!(edit["resolved"], "gate_edited");
+    status(
+        &post(
+            &d,
+            "/gate/approve",
+            json!({"run_seq": 0, "wave": 0, "approver": "bo"}),
+        ),
+        400,
+        "request entry",
+    );
+
+    let runs = ok(get(&d, "/runs"));
+    let states: Vec<&str> = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, vec!["answered", "answered"]);
+    status(&post(&d, "/resume", json!({})), 409, "no unfinished run");
+    assert_eq!(ok(get(&d, "/verify"))["ok"], true);
+    repo.forum_ok(&["verify", "--deep"]);
+}
+
+#[test]
+fn report_routes_match_the_cli() {
+    let repo = Repo::new("sha1");
+    let d = open(&repo).with_seats(seats());
+    for (name, r) in [
+        ("summary", get(&d, "/summary")),
+        ("room", get(&d, "/room")),
+        ("capsule", get(&d, "/capsule")),
+    ] {
+        assert_eq!(
+            r.status,
+            200,
+            "{name} of an empty ledger: {}",
+            r.body_text()
+        );
+    }
+    let one = ok(post(
+        &d,
+        "/submit",
+        json!({"request": "ship a login API with docs"}),
+    ));
+    let two = ok(post(
+        &d,
+        "/submit",
+        json!({"request": "write the API docs", "use_capsule_context": true}),
+    ));
+    let (ra, rb) = (
+        one["receipt"]["request_seq"].clone(),
+        two["receipt"]["request_seq"].clone(),
+    );
+    let cli = |args: &[&str]| -> J {
+        let out = repo.forum_ok(args);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+    };
+    assert_eq!(ok(get(&d, "/summary")), cli(&["summary", "--json"]));
+    assert_eq!(ok(get(&d, "/room")), cli(&["room", "--json"]));
+    assert_eq!(ok(get(&d, "/capsule")), cli(&["capsule", "--json"]));
+    let (a, b) = (format!("run:{ra}"), format!("run:{rb}"));
+    let bench = ok(post(&d, "/bench", json!({"a": a, "b": b})));
+    let want = cli(&["bench", "--json", &a, &b]);
+    for k in ["a", "b", "delta", "answers"] {
+        assert_eq!(bench[k], want[k], "{k}");
+    }
+    assert_eq!(bench["labels"]["a"], format!("run {ra} of ledger main"));
+    status(
+        &post(&d, "/bench", json!({"a": "/tmp", "b": "main"})),
+        404,
+        "not read over the network",
+    );
+    status(
+        &post(&d, "/bench", json!({"a": "run:999", "b": "main"})),
+        404,
+        "no run starts",
+    );
+    let pre = ok(post(
+        &d,
+        "/context/preflight",
+        json!({"request": "ship it", "use_capsule_context": true, "context_token_budget": 10}),
+    ));
+    let want = cli(&[
+        "context",
+        "preflight",
+        "--json",
+        "--use-capsule-context",
+        "--context-token-budget",
+        "10",
+        "ship it",
+    ]);
+    assert_eq!(pre, want);
+    assert_eq!(pre["schema"], "forum.context-preflight/v1");
+    let plain = ok(post(
+        &d,
+        "/context/preflight",
+        json!({"request": "ship it"}),
+    ));
+    assert_eq!(plain, cli(&["context", "preflight", "--json", "ship it"]));
+    // The second run planned with the capsule as its request context.
+    let kinds: Vec<J> = ok(get(
+        &d,
+        &format!("/replay/{}", two["receipt"]["answer_seq"]),
+    ))["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].clone())
+        .collect();
+    assert!(kinds.contains(&json!("context")), "{kinds:?}");
+}
+
+#[test]
+fn sync_status_shows_what_fetch_recorded() {
+    let remote = Repo::new("sha1");
+    remote.append("r", "note", "{}");
+    remote.append("r", "note", "{}");
+    let repo = Repo::new("sha1");
+    repo.git_ok(&["remote", "add", "origin", remote.path().to_str().unwrap()]);
+    let d = open(&repo);
+    assert_eq!(ok(get(&d, "/sync"))["remotes"], json!([]));
+    repo.forum_ok(&["fetch", "origin"]);
+    let s = ok(get(&d, "/sync"));
+    let row = &s["remotes"][0];
+    assert_eq!(
+        (row["remote"].clone(), row["ledger"].clone()),
+        (json!("origin"), json!("main"))
+    );
+    assert_eq!(row["adopted"]["size"], 2);
+    assert_eq!(row["seen"]["size"], 2);
+    assert_eq!(row["relation"], "behind");
+    assert_eq!(row["behind"], 2);
+    // Adopt the remote's entries locally (same history), then append one: ahead by one.
+    let tip = repo.git_ok(&["rev-parse", "refs/forum/remotes/origin/main"]);
+    repo.git_ok(&["update-ref", "refs/forum/ledgers/main", &tip]);
+    assert_eq!(ok(get(&d, "/sync"))["remotes"][0]["relation"], "in_sync");
+    ok(post(
+        &d,
+        "/append",
+        json!({"actor": "l", "kind": "note", "payload": {}}),
+    ));
+    let row = ok(get(&d, "/sync"))["remotes"][0].clone();
+    assert_eq!(
+        (row["relation"].clone(), row["ahead"].clone()),
+        (json!("ahead"), json!(1))
+    );
+}
+
+#[test]
+fn every_mcp_tool_reaches_its_route() {
+    let repo = Repo::new("sha1");
+    let d = open(&repo).with_seats(seats());
+    let mcp = Mcp::new(&d);
+    let call = |name: &str, args: J| -> J {
+        let line = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": name, "arguments": args}});
+        let r = mcp
+            .handle_line(line.to_string().as_bytes())
+            .expect("a reply");
+        assert_eq!(r["id"], 7);
+        r["result"].clone()
+    };
+    // The ledger first gets entries and a run, so reads and gates have something to act on.
+    let appended = call(
+        "ledger_append",
+        json!({"actor": "mcp", "kind": "note", "payload": {"n": 1}}),
+    );
+    assert_eq!(appended["isError"], false, "{appended}");
+    let ran = call("submit", json!({"request": "ship a login API with docs"}));
+    assert_eq!(ran["isError"], false, "{ran}");
+    let run_seq = ok(get(&d, "/runs"))["runs"][0]["run_seq"].clone();
+    let args_for = |name: &str| -> J {
+        match name {
+            "submit" | "plan" => json!({"request": "ship a login API with docs"}),
+            "route" | "forum.prose.humanize" | "forum.prose.contract" => {
+                json!({"text": "fix the login bug"})
+            }
+            "ledger_get" | "ledger_payload" | "ledger_replay" | "ledger_why" | "ledger_prove" => {
+                json!({"seq": 0})
+            }
+            "ledger_append" => json!({"actor": "mcp", "kind": "note", "payload": {"n": 1}}),
+            "gate_approve" | "gate_reject" => {
+                json!({"run_seq": run_seq, "wave": 0, "approver": "x"})
+            }
+            "gate_edit" => {
+                json!({"run_seq": run_seq, "wave": 0, "approver": "x", "edits": {"T1": "y"}})
+            }
+            "bench" => json!({"a": "run:1", "b": "main"}),
+            "forum.context.preflight" => {
+                json!({"request": "ship it", "use_capsule_context": true})
+            }
+            _ => json!({}),
+        }
+    };
+    for tool in TOOLS {
+        let result = call(tool.name, args_for(tool.name));
+        // Every tool's text is its route's HTTP body, exactly.
+        let (method, path) = match tool.target {
+            Target::Get(p) => ("GET", p.to_string()),
+            Target::GetSeq(p) => ("GET", format!("{p}0")),
+            Target::Post(p) => ("POST", p.to_string()),
+        };
+        // Only resume fails here: every run in the ledger has finished.
+        let expected_error = tool.name == "resume";
+        assert_eq!(result["isError"], expected_error, "{}: {result}", tool.name);
+        let text = result["content"][0]["text"].as_str().unwrap();
+        let body: J = serde_json::from_str(text).unwrap();
+        assert_eq!(body, result["structuredContent"]);
+        if method == "GET" {
+            assert_eq!(body, d.handle(method, &path, b"").body, "{}", tool.name);
+        }
+        for alias in tool.aliases {
+            if method == "GET" {
+                assert_eq!(call(alias, args_for(tool.name)), result, "{alias}");
+            }
+        }
+    }
+    // Tool-level failures are results with isError, not protocol errors.
+    let r = call("ledger_get", json!({"seq": 999}));
+    assert_eq!(r["isError"], true);
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no entry at seq 999")
+    );
+    assert_eq!(call("ledger_get", json!({"seq": "x"}))["isError"], true);
+    assert_eq!(call("status", json!({"x": 1}))["isError"], true);
+    assert_eq!(call("route", json!({"text": 1}))["isError"], true);
+}
+
+#[test]
+fn routes_listed_are_the_routes_answered() {
+    let repo = Repo::new("sha1");
+    let d = open(&repo);
+    for (method, path, _) in ROUTES {
+        let path = path.replace("<seq>", "0");
+        let r = d.handle(method, &path, b"");
+        assert!(
+            ![404, 405].contains(&r.status) || r.message().contains("no entry"),
+            "{method} {path}: {}",
+            r.body_text()
+        );
+    }
+}
+
+// ----- the real daemon over HTTP -----
+
+/// A child process killed on drop if it is still running.
+struct Guarded(Child);
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+struct Daemon {
+    child: Guarded,
+    addr: String,
+    token: Option<String>,
+    _stdout: BufReader<ChildStdout>,
+}
+
+impl Daemon {
+    fn start(repo: &Repo, args: &[&str]) -> Daemon {
+        let log = std::fs::File::create(repo.path().join("serve.log")).unwrap();
+        let child = repo
+            .forum()
+            .args(["serve", "--port", "0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("start git forum serve");
+        let mut child = Guarded(child);
+        let mut out = BufReader::new(child.0.stdout.take().unwrap());
+        let mut first = String::new();
+        out.read_line(&mut first).unwrap();
+        let addr = first
+            .trim()
+            .strip_prefix("listening http://")
+            .unwrap_or_else(|| panic!("first line {first:?}"))
+            .to_string();
+        let token = if args.contains(&"--require-token") {
+            let mut second = String::new();
+            out.read_line(&mut second).unwrap();
+            Some(second.trim().strip_prefix("token ").unwrap().to_string())
+        } else {
+            None
+        };
+        Daemon {
+            child,
+            addr,
+            token,
+            _stdout: out,
+        }
+    }
+
+    fn auth(&self) -> Vec<(String, String)> {
+        self.token
+            .iter()
+            .map(|t| ("Authorization".to_string(), format!("Bearer {t}")))
+            .collect()
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<&J>) -> (u16, J) {
+        let headers: Vec<(String, String)> = self.auth();
+        let body = body.map(|b| b.to_string());
+        let (code, _, text) = http(
+            &self.addr,
+            method,
+            path,
+            &headers,
+            body.as_deref().unwrap_or("").as_bytes(),
+        );
+        (
+            code,
+            serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{method} {path}: {e}: {text:?}")),
+        )
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = rustix::process::Pid::from_child(&self.child.0);
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        let start = Instant::now();
+        loop {
+            if let Some(s) = self.child.0.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "the daemon did not stop"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// One request on its own connection: (status, headers, body).
+fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> (u16, String, String) {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    req.push_str("\r\n");
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    parse_response(&raw(addr, &bytes))
+}
+
+/// Sends `bytes` and reads until the server closes.
+fn raw(addr: &str, bytes: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn parse_response(text: &str) -> (u16, String, String) {
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no response: {text:?}"));
+    let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (code, head.to_string(), body.to_string())
+}
+
+#[test]
+fn the_daemon_serves_guards_and_drains_on_sigterm() {
+    let repo = Repo::new("sha1");
+    let model = model_script(&repo, "0");
+    let mut d = Daemon::start(
+        &repo,
+        &[
+            "--require-token",
+            "--cmd",
+            &model,
+            "--read-timeout",
+            "1",
+            "--max-body",
+            "4096",
+        ],
+    );
+    let token = d.token.clone().unwrap();
+    assert_eq!(token.len(), 64);
+    let file = repo.git_dir().join("forum/serve-token");
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), token);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    // The token.
+    let addr = d.addr.clone();
+    let (code, head, body) = http(&addr, "GET", "/health", &[], b"");
+    assert_eq!(code, 401, "{body}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("www-authenticate: bearer"),
+        "{head}"
+    );
+    assert!(serde_json::from_str::<J>(&body).unwrap()["error"].is_string());
+    let wrong = vec![("Authorization".to_string(), "Bearer 00".to_string())];
+    assert_eq!(http(&addr, "GET", "/health", &wrong, b"").0, 401);
+    assert_eq!(d.call("GET", "/health", None), (200, json!({"ok": true})));
+
+    // Host and Origin (DNS rebinding).
+    let auth = format!("Authorization: Bearer {token}\r\n");
+    for (host, origin) in [
+        ("evil.example", ""),
+        ("127.0.0.1:1", ""),
+        (addr.as_str(), "Origin: http://evil.example\r\n"),
+    ] {
+        let req = format!(
+            "GET /health HTTP/1.1\r\nHost: {host}\r\n{origin}{auth}Connection: close\r\n\r\n"
+        );
+        let (code, _, body) = parse_response(&raw(&addr, req.as_bytes()));
+        assert_eq!(code, 403, "{host} {origin}: {body}");
+    }
+    let port = addr.rsplit(':').next().unwrap();
+    let req = format!(
+        "GET /health HTTP/1.1\r\nHost: localhost:{port}\r\nOrigin: http://localhost:{port}\r\n{auth}Connection: close\r\n\r\n"
+    );
+    assert_eq!(parse_response(&raw(&addr, req.as_bytes())).0, 200);
+
+    // Paths, methods, bodies.
+    assert_eq!(d.call("GET", "/nope", None).0, 404);
+    assert_eq!(d.call("GET", "/status?x=1", None).0, 404);
+    let (code, head, _) = http(&addr, "DELETE", "/status", &d.auth(), b"");
+    assert_eq!(code, 405);
+    assert!(head.to_ascii_lowercase().contains("allow: get"), "{head}");
+    let (code, _, body) = http(&addr, "POST", "/route", &d.auth(), b"{oops");
+    assert_eq!(code, 400, "{body}");
+    let big = format!(r#"{{"text": "{}"}}"#, "x".repeat(5000));
+    let (code, _, body) = http(&addr, "POST", "/route", &d.auth(), big.as_bytes());
+    assert_eq!(code, 413, "{body}");
+    // A chunked body over the limit is cut while it is read.
+    let chunk = "y".repeat(3000);
+    let req = format!(
+        "POST /route HTTP/1.1\r\nHost: {addr}\r\n{auth}Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{chunk}\r\n{:x}\r\n{chunk}\r\n0\r\n\r\n",
+        chunk.len(),
+        chunk.len()
+    );
+    assert_eq!(parse_response(&raw(&addr, req.as_bytes())).0, 413);
+
+    // A slow client that never finishes its body: 408 for it, no effect on anyone else.
+    let slow_addr = addr.clone();
+    let slow_auth = auth.clone();
+    let slow = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(&slow_addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let head = format!(
+            "POST /route HTTP/1.1\r\nHost: {slow_addr}\r\n{slow_auth}Content-Length: 100\r\nConnection: close\r\n\r\n{{\"text\":"
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        let t = Instant::now();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        (
+            parse_response(&String::from_utf8_lossy(&out)).0,
+            t.elapsed(),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    assert_eq!(d.call("GET", "/status", None).0, 200);
+    assert!(
+        t.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    let (code, took) = slow.join().unwrap();
+    assert_eq!(code, 408);
+    assert!(took >= Duration::from_millis(900), "{took:?}");
+
+    // The engine: a real run with the repository's executor given on the server's command line.
+    let (code, r) = d.call(
+        "POST",
+        "/submit",
+        Some(&json!({"request": "ship a login API with docs"})),
+    );
+    assert_eq!(code, 200, "{r}");
+    assert_eq!(r["answer"], ANSWER);
+    let (code, a) = d.call(
+        "POST",
+        "/append",
+        Some(&json!({"actor": "http", "kind": "note", "payload": {"n": 1}})),
+    );
+    assert_eq!(code, 200, "{a}");
+    let (_, st) = d.call("GET", "/status", None);
+    assert_eq!(st["entries"], a["seq"].as_u64().unwrap() + 1);
+    assert_eq!(d.call("GET", "/verify", None).1["ok"], true);
+
+    let exit = d.terminate();
+    assert!(exit.success(), "{exit:?}");
+    let log = std::fs::read_to_string(repo.path().join("serve.log")).unwrap();
+    assert!(log.contains("stopped; every request finished"), "{log}");
+    repo.forum_ok(&["verify", "--deep"]);
+}
+
+#[test]
+fn sigterm_stops_an_inflight_run_and_witnesses_it() {
+    let repo = Repo::new("sha1");
+    let model = model_script(&repo, "1");
+    let mut d = Daemon::start(&repo, &["--cmd", &model, "--drain", "30"]);
+    let addr = d.addr.clone();
+    let run = std::thread::spawn(move || {
+        let body = json!({"request": "ship a login API with docs"}).to_string();
+        http(&addr, "POST", "/submit", &[], body.as_bytes())
+    });
+    let start = Instant::now();
+    loop {
+        let (_, st) = d.call("GET", "/status", None);
+        if st["entries"].as_u64().unwrap() >= 3 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the run never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let exit = d.terminate();
+    assert!(exit.success(), "{exit:?}");
+    let (code, _, body) = run.join().unwrap();
+    assert_eq!(code, 200, "{body}");
+    let r: J = serde_json::from_str(&body).unwrap();
+    assert_eq!(r["receipt"]["status"], "stopped_on_budget", "{r}");
+    let seq = r["receipt"]["interrupted_seq"]
+        .as_u64()
+        .expect("witnessed as interrupted");
+    let shown = repo.forum_json(&["show", &seq.to_string()]);
+    assert_eq!(shown["entry"]["kind"], "interrupted");
+    let runs = repo.forum_json(&["runs"]);
+    assert_eq!(runs[0]["state"], "stopped_on_budget");
+    repo.forum_ok(&["verify", "--deep"]);
+}
+
+#[test]
+fn appends_through_the_daemon_and_the_cli_at_once_lose_nothing() {
+    let repo = Repo::new("sha1");
+    let d = Daemon::start(&repo, &[]);
+    let (threads, per) = (4, 20);
+    let (cli_threads, cli_per) = (2, 10);
+    let mut handles = Vec::new();
+    for t in 0..threads {
+        let addr = d.addr.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut seqs = Vec::new();
+            for i in 0..per {
+                let body = json!({"actor": format!("http-{t}-{i}"), "kind": "http", "payload": {"t": t, "i": i}}).to_string();
+                let (code, _, text) = http(&addr, "POST", "/append", &[], body.as_bytes());
+                assert_eq!(code, 200, "{text}");
+                let v: J = serde_json::from_str(&text).unwrap();
+                seqs.push(v["seq"].as_u64().unwrap());
+            }
+            seqs
+        }));
+    }
+    // Readers at the same time: every read answers 200 while the tip moves under them.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (addr, stop) = (d.addr.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let (code, _, text) = http(&addr, "GET", "/status", &[], b"");
+                assert_eq!(code, 200, "{text}");
+                let n = serde_json::from_str::<J>(&text).unwrap()["entries"]
+                    .as_u64()
+                    .unwrap();
+                for path in [
+                    format!("/payload/{}", n.saturating_sub(1)),
+                    format!("/ledger/{}", n / 2),
+                    "/runs".into(),
+                ] {
+                    if n > 0 {
+                        let (code, _, text) = http(&addr, "GET", &path, &[], b"");
+                        assert_eq!(code, 200, "{path}: {text}");
+                        reads += 1;
+                    }
+                }
+            }
+            reads
+        })
+    };
+    let forum = env!("CARGO_BIN_EXE_git-forum");
+    let dir = repo.path().to_path_buf();
+    let mut cli = Vec::new();
+    for t in 0..cli_threads {
+        let dir = dir.clone();
+        cli.push(std::thread::spawn(move || {
+            for i in 0..cli_per {
+                let o = Command::new(forum)
+                    .current_dir(&dir)
+                    .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                    .env("GIT_CONFIG_SYSTEM", "/dev/null")
+                    .env("HOME", &dir)
+                    .env_remove("GIT_DIR")
+                    .env_remove("GIT_FORUM_LEDGER")
+                    .args([
+                        "append",
+                        "--actor",
+                        &format!("cli-{t}-{i}"),
+                        "--kind",
+                        "cli",
+                        "--payload",
+                        "{}",
+                    ])
+                    .output()
+                    .unwrap();
+                assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            }
+        }));
+    }
+    let mut seqs: Vec<u64> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    for c in cli {
+        c.join().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(reader.join().unwrap() > 0);
+    let total = threads * per + cli_threads * cli_per;
+    seqs.sort();
+    seqs.dedup();
+    assert_eq!(
+        seqs.len(),
+        threads * per,
+        "an acknowledged seq was given twice"
+    );
+    let (_, st) = d.call("GET", "/status", None);
+    assert_eq!(st["entries"], total);
+    let log = repo.forum_json(&["log"]);
+    let mut actors: Vec<String> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["actor"].as_str().unwrap().to_string())
+        .collect();
+    actors.sort();
+    let mut want: Vec<String> = (0..threads)
+        .flat_map(|t| (0..per).map(move |i| format!("http-{t}-{i}")))
+        .chain((0..cli_threads).flat_map(|t| (0..cli_per).map(move |i| format!("cli-{t}-{i}"))))
+        .collect();
+    want.sort();
+    assert_eq!(actors, want);
+    repo.forum_ok(&["verify", "--deep"]);
+    repo.fsck();
+    drop(d);
+}
+
+// ----- MCP as a child process -----
+
+#[test]
+fn mcp_transcript_over_stdio() {
+    let repo = Repo::new("sha1");
+    let input = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"[1,2]"#,
+        r#"5"#,
+        r#"garbage"#,
+        "",
+        r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"resources/list"}"#,
+        r#"{"jsonrpc":"1.0","id":4,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"no_such_tool"}}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"ledger_append","arguments":{"actor":"mcp","kind":"note","payload":{"n":1}}}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"status"}}"#,
+        r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"ledger_get","arguments":{"seq":5}}}"#,
+        r#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"humanize","arguments":{"text":"as an ai, it works"}}}"#,
+        r#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#,
+    ];
+    let mut child = Guarded(
+        repo.forum()
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    {
+        let mut stdin = child.0.stdin.take().unwrap();
+        for line in input {
+            writeln!(stdin, "{line}").unwrap();
+        }
+    }
+    let mut out = String::new();
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut err = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(child.0.wait().unwrap().success(), "{err}");
+    assert!(err.contains("git forum mcp: ledger main"), "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    let version = env!("CARGO_PKG_VERSION");
+    let expected = [
+        format!(r#"{{"id":1,"jsonrpc":"2.0","result":{{"capabilities":{{"tools":{{"listChanged":false}}}},"instructions":"git forum over ledger \"main\": every tool is a route of the git forum daemon; writes are witnessed in the ledger.","protocolVersion":"2025-06-18","serverInfo":{{"name":"git-forum","version":"{version}"}}}}}}"#),
+        r#"{"error":{"code":-32600,"message":"Invalid Request: a message must be a JSON object"},"id":null,"jsonrpc":"2.0"}"#.into(),
+        r#"{"error":{"code":-32600,"message":"Invalid Request: a message must be a JSON object"},"id":null,"jsonrpc":"2.0"}"#.into(),
+        r#"{"error":{"code":-32700,"message":"Parse error: expected value at line 1 column 1"},"id":null,"jsonrpc":"2.0"}"#.into(),
+        r#"{"id":2,"jsonrpc":"2.0","result":{}}"#.into(),
+        r#"{"error":{"code":-32601,"message":"Method not found: resources/list"},"id":3,"jsonrpc":"2.0"}"#.into(),
+        r#"{"error":{"code":-32600,"message":"Invalid Request: jsonrpc must be \"2.0\""},"id":4,"jsonrpc":"2.0"}"#.into(),
+        r#"{"error":{"code":-32600,"message":"Invalid Request: id must be a string or a number"},"id":null,"jsonrpc":"2.0"}"#.into(),
+        r#"{"error":{"code":-32602,"message":"Unknown tool: no_such_tool"},"id":5,"jsonrpc":"2.0"}"#.into(),
+        r#"{"id":6,"jsonrpc":"2.0","result":{"content":[{"text":"{\"commit\":\"<hex>\",\"entry_hash\":\"<hex>\",\"seq\":0}","type":"text"}],"isError":false,"structuredContent":{"commit":"<hex>","entry_hash":"<hex>","seq":0}}}"#.into(),
+        r#"{"id":7,"jsonrpc":"2.0","result":{"content":[{"text":"{\"checkpoint\":\"<hex>\",\"entries\":1,\"ledger\":\"main\"}","type":"text"}],"isError":false,"structuredContent":{"checkpoint":"<hex>","entries":1,"ledger":"main"}}}"#.into(),
+        r#"{"id":8,"jsonrpc":"2.0","result":{"content":[{"text":"{\"error\":\"no entry at seq 5 (the ledger holds 1 entries)\"}","type":"text"}],"isError":true,"structuredContent":{"error":"no entry at seq 5 (the ledger holds 1 entries)"}}}"#.into(),
+    ];
+    assert_eq!(lines.len(), expected.len() + 2, "{out}");
+    for (got, want) in lines.iter().zip(expected.iter()) {
+        assert_eq!(hexes(got), *want);
+    }
+    let humanized: J = serde_json::from_str(lines[expected.len()]).unwrap();
+    assert_eq!(humanized["id"], "x");
+    assert_eq!(
+        humanized["result"]["structuredContent"]["output"],
+        "It works."
+    );
+    let list: J = serde_json::from_str(lines[expected.len() + 1]).unwrap();
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, TOOLS.iter().map(|t| t.name).collect::<Vec<_>>());
+    for t in list["result"]["tools"].as_array().unwrap() {
+        assert_eq!(t["inputSchema"]["type"], "object", "{t}");
+    }
+    repo.forum_ok(&["verify", "--deep"]);
+}
