@@ -128,6 +128,10 @@ pub enum Command {
     Room(report::RoomArgs),
     /// A short, bounded brief of the whole ledger to hand a model as context.
     Capsule(report::CapsuleArgs),
+    /// Forum's action receipt of a run (the latest by default).
+    Receipt(report::ReceiptArgs),
+    /// The ledger's grade: independent checks passed, PASS / FAIL / UNVERIFIABLE.
+    Grade(report::GradeArgs),
     /// Serve the ledger over HTTP (a daemon on loopback; see README "Daemon and MCP").
     Serve(serve::ServeArgs),
     /// Serve the same operations as MCP tools on standard input and output.
@@ -334,6 +338,8 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Bench(a) => report::bench(ctx, a),
         Command::Room(a) => report::room(ctx, a),
         Command::Capsule(a) => report::capsule(ctx, a),
+        Command::Receipt(a) => report::receipt(ctx, a),
+        Command::Grade(a) => report::grade(ctx, a),
     }
 }
 

@@ -65,6 +65,24 @@ pub struct CapsuleArgs {
     pub max_text_chars: Option<String>,
 }
 
+/// Forum's action receipt of one run (JSON): what was asked, what was answered, the
+/// checkpoint and whether the ledger verifies deep.
+#[derive(Debug, clap::Args)]
+pub struct ReceiptArgs {
+    /// The run (the seq of its request; `git forum runs` lists them); default: the latest.
+    #[arg(value_name = "RUN")]
+    pub run: Option<u64>,
+}
+
+/// The ledger's grade: the share of independent checks (verdicts, verifications, intent
+/// judgments by actors that produced no result) that passed.
+#[derive(Debug, clap::Args)]
+pub struct GradeArgs {
+    /// Checks needed for a PASS (default 2).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub min_checks: u64,
+}
+
 /// Parses a count flag given as text, so a negative or malformed value gets one clear line.
 fn count_flag(flag: &str, value: Option<&str>, default: u64) -> Result<u64, CliError> {
     match value {
@@ -498,6 +516,50 @@ pub fn room(ctx: &Ctx, args: RoomArgs) -> Result<(), CliError> {
 }
 
 /// `git forum capsule`.
+pub fn receipt(ctx: &Ctx, args: ReceiptArgs) -> Result<(), CliError> {
+    let store = ctx.existing_store()?;
+    let s = load_store(&store, true)?;
+    note_absent(ctx, &s);
+    let roots = status::roots(&s.entries());
+    let run = match args.run {
+        Some(seq) => seq,
+        None => s
+            .entries()
+            .iter()
+            .rev()
+            .find(|e| roots.get(&e.seq) == Some(&e.seq))
+            .map(|e| e.seq)
+            .ok_or_else(|| {
+                CliError::fail("no run in this ledger yet (git forum submit starts one)")
+            })?,
+    };
+    let receipt = report::receipt::receipt_for_run(&s, run).ok_or_else(|| {
+        CliError::fail(format!(
+            "no run starts at seq {run} (git forum runs lists them)"
+        ))
+    })?;
+    ctx.out(&receipt.python_pretty())
+}
+
+pub fn grade(ctx: &Ctx, args: GradeArgs) -> Result<(), CliError> {
+    let store = ctx.existing_store()?;
+    let s = load_store(&store, false)?;
+    note_absent(ctx, &s);
+    let g = report::grade::grade(&s, args.min_checks);
+    if ctx.json {
+        return ctx.out(&g.python_pretty());
+    }
+    let j = g.to_serde();
+    ctx.out(&format!(
+        "{}: reward {} over {} independent checks, {} refuted (PASS needs every check passed and at least {})",
+        j["label"].as_str().unwrap_or("?"),
+        j["reward"],
+        j["checks"],
+        j["refuted"],
+        args.min_checks
+    ))
+}
+
 pub fn capsule(ctx: &Ctx, args: CapsuleArgs) -> Result<(), CliError> {
     if ctx.json && args.text {
         return Err(CliError::usage("choose one of --json and --text"));

@@ -127,6 +127,16 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "the context capsule (8 items, 240 characters)",
     ),
     (
+        "GET",
+        "/receipt/<seq>",
+        "Forum's action receipt of a run (the latest without a seq)",
+    ),
+    (
+        "GET",
+        "/grade",
+        "the ledger's grade: independent checks passed",
+    ),
+    (
         "POST",
         "/bench",
         "compare two sides {a, b}: NAME, REMOTE/NAME or run:SEQ",
@@ -244,6 +254,12 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("GET", ["summary"]) => Box::new(|d, _| d.summary()),
         ("GET", ["room"]) => Box::new(|d, _| d.room()),
         ("GET", ["capsule"]) => Box::new(|d, _| d.capsule()),
+        ("GET", ["receipt"]) => Box::new(|d, _| d.receipt(None)),
+        ("GET", ["receipt", seq]) => {
+            let seq = *seq;
+            Box::new(move |d, _| d.receipt_of(seq))
+        }
+        ("GET", ["grade"]) => Box::new(|d, _| d.grade()),
         ("POST", ["bench"]) => Box::new(|d, r| d.bench(r)),
         ("POST", ["context", "preflight"]) => Box::new(|d, r| d.preflight(r)),
         _ => return None,

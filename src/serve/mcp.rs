@@ -391,6 +391,22 @@ pub const TOOLS: &[Tool] = &[
         required: &[],
     },
     Tool {
+        name: "forum.run.receipt",
+        aliases: &["receipt"],
+        target: Target::Get("/receipt"),
+        description: "Forum's action receipt (project-telos.action-receipt/v1) of the latest run: request and answer references, the checkpoint, deep verification, model, budget and context figures.",
+        properties: &[],
+        required: &[],
+    },
+    Tool {
+        name: "forum.ledger.grade",
+        aliases: &["grade"],
+        target: Target::Get("/grade"),
+        description: "The ledger's grade: the share of independent checks (verdicts, verifications, intent judgments by actors that produced no result) that passed, and PASS, FAIL or UNVERIFIABLE.",
+        properties: &[],
+        required: &[],
+    },
+    Tool {
         name: "forum.run.room",
         aliases: &["run_room", "room"],
         target: Target::Get("/room"),

@@ -90,6 +90,47 @@ impl Dispatcher {
         Ok(report::build_run_room(&self.served(true)?, None, 240).to_serde())
     }
 
+    /// Forum's action receipt of one run (`None`: the latest run).
+    pub(crate) fn receipt(&self, run: Option<u64>) -> Res {
+        let s = self.served(true)?;
+        let roots = status::roots(&s.entries());
+        let run = match run {
+            Some(seq) => seq,
+            None => s
+                .entries()
+                .iter()
+                .rev()
+                .find(|e| roots.get(&e.seq) == Some(&e.seq))
+                .map(|e| e.seq)
+                .ok_or_else(|| Reply::error(404, "no run in this ledger yet".to_string()))?,
+        };
+        report::receipt::receipt_for_run(&s, run)
+            .map(|v| v.to_serde())
+            .ok_or_else(|| {
+                Reply::error(
+                    404,
+                    format!("no run starts at seq {run} (GET /runs lists them)"),
+                )
+            })
+    }
+
+    /// Forum's action receipt of the run whose request is at `seq` (path text).
+    pub(crate) fn receipt_of(&self, seq: &str) -> Res {
+        let ok = !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit());
+        let seq = ok
+            .then(|| seq.parse::<u64>().ok())
+            .flatten()
+            .ok_or_else(|| {
+                Reply::error(400, format!("seq {seq:?} is not a non-negative integer"))
+            })?;
+        self.receipt(Some(seq))
+    }
+
+    /// The ledger's grade (checks by actors other than the producers).
+    pub(crate) fn grade(&self) -> Res {
+        Ok(report::grade::grade(&self.served(false)?, 2).to_serde())
+    }
+
     pub(crate) fn capsule(&self) -> Res {
         Ok(report::build_context_capsule(&self.served(false)?, 8, 240).to_serde())
     }

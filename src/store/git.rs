@@ -898,8 +898,10 @@ impl GitStore {
             bytes.extend_from_slice(id.as_slice());
         }
         // A temporary file of our own: two readers rebuilding at once must not share one.
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)
-            .map_err(io(format!("creating a temporary file in {}", dir.display())))?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io(format!(
+            "creating a temporary file in {}",
+            dir.display()
+        )))?;
         tmp.write_all(&bytes)
             .map_err(io(format!("writing {}", tmp.path().display())))?;
         tmp.persist(&path)

@@ -818,3 +818,54 @@ fn snapshot_loader_reads_run1_whole() {
     assert_eq!(s.checkpoint, get(&v, "checkpoint").as_str().unwrap());
     assert!(s.verified && s.deep_verified);
 }
+
+/// `git forum receipt` and `git forum grade` on Forum's run1 imported into a ledger: Forum's
+/// receipt fields and grade; and both through the dispatcher's routes.
+#[test]
+fn receipt_and_grade_through_the_binary_and_the_dispatcher() {
+    let Some(dir) = crate::common::conformance() else {
+        return;
+    };
+    let proj: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run1_projections.json")).unwrap())
+            .unwrap();
+    let repo = crate::common::Repo::new("sha1");
+    repo.forum_ok(&["import", dir.join("run1").to_str().unwrap()]);
+    let r: serde_json::Value = serde_json::from_str(&repo.forum_ok(&["receipt"])).unwrap();
+    let forum = &proj["receipt"];
+    for k in [
+        "schema",
+        "tool",
+        "action",
+        "action_intent_id",
+        "request",
+        "answer",
+        "ledger",
+        "route_frame",
+    ] {
+        assert_eq!(r[k], forum[k], "{k}");
+    }
+    assert_eq!(r, repo.forum_json(&["receipt", "0"]));
+    let g: serde_json::Value = serde_json::from_str(&repo.forum_ok(&["grade", "--json"])).unwrap();
+    assert_eq!(g, proj["grade"]);
+    let text = repo.forum_ok(&["grade"]);
+    assert!(
+        text.starts_with("FAIL: reward 0.5 over 4 independent checks, 2 refuted"),
+        "{text}"
+    );
+    let o = repo.forum().args(["receipt", "5"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no run starts at seq 5"));
+    let d = git_forum::serve::dispatch::Dispatcher::open(git_forum::serve::dispatch::Config::new(
+        repo.path(),
+        "main",
+    ))
+    .unwrap();
+    let got = d.handle("GET", "/receipt", b"");
+    assert_eq!(got.status, 200, "{}", got.body);
+    assert_eq!(got.body, r);
+    let got = d.handle("GET", "/grade", b"");
+    assert_eq!((got.status, &got.body), (200, &proj["grade"]));
+    assert_eq!(d.handle("GET", "/receipt/7", b"").status, 404);
+    assert_eq!(d.handle("GET", "/receipt/x", b"").status, 400);
+}
