@@ -13,7 +13,9 @@
 //! Matching follows Python's `re` with `IGNORECASE` exactly: a word boundary is between a
 //! `\w` code point (letter, number or `_`) and one that is not, `\s` is Python's whitespace,
 //! and besides ASCII case `İ` and `ı` match `i`, `ſ` matches `s`, and the Kelvin sign matches
-//! `k`. The edit labels and the `not_verified` note are Forum's labels, kept identical.
+//! `k`. The output text and every payload field are Forum's except the wording: the edit
+//! labels, the `not_verified` note and the profile check's finding details are our own (one
+//! label per edit, in Forum's order).
 
 use std::fmt;
 
@@ -25,13 +27,13 @@ use crate::ledger::Value;
 pub const HUMANIZE_SCHEMA: &str = "forum.prose-humanization/v1";
 
 /// Edit label: a model preamble was dropped.
-pub const EDIT_PREAMBLE: &str = "removed model preamble";
+pub const EDIT_PREAMBLE: &str = "dropped the model preamble";
 /// Edit label: at least one stock phrase was replaced.
-pub const EDIT_SIMPLIFIED: &str = "simplified phrasing";
+pub const EDIT_SIMPLIFIED: &str = "replaced stock phrases with plain words";
 /// Edit label when neither of the above happened.
-pub const EDIT_KEPT: &str = "kept wording";
+pub const EDIT_KEPT: &str = "no wording changes";
 /// What the output does not claim.
-pub const NOT_VERIFIED: &str = "facts were not independently checked";
+pub const NOT_VERIFIED: &str = "the facts in the text were not checked";
 
 /// The audience recorded when none is given.
 pub const DEFAULT_AUDIENCE: &str = "operator";
@@ -189,7 +191,7 @@ pub struct Humanized {
     pub input_chars: usize,
     /// The humanized text.
     pub output: String,
-    /// What was done, as labels; `["kept wording"]` when nothing was.
+    /// What was done, as labels; [`EDIT_KEPT`] alone when nothing was.
     pub edits: Vec<&'static str>,
 }
 
@@ -416,9 +418,9 @@ mod tests {
                 r#"{"schema": "forum.prose-humanization/v1", "audience": "team", "profile": "researcher", "#,
                 r#""profile_check": {"schema": "forum.delivery-profile/v1", "profile": "researcher", "#,
                 r#""words": 2, "sentences": 1, "mean_sentence_words": 2.0, "filler_ratio": 0.0, "flagged": true, "#,
-                r#""findings": [{"code": "missing_evidence_language", "detail": "researcher profile requires evidence language"}]}, "#,
-                r#""input_chars": 13, "output_chars": 13, "output": "Already fine.", "edits": ["kept wording"], "#,
-                r#""not_verified": ["facts were not independently checked"]}"#
+                r#""findings": [{"code": "missing_evidence_language", "detail": "the researcher profile expects the answer to say where its facts come from (measured, observed, a source)"}]}, "#,
+                r#""input_chars": 13, "output_chars": 13, "output": "Already fine.", "edits": ["no wording changes"], "#,
+                r#""not_verified": ["the facts in the text were not checked"]}"#
             )
         );
     }

@@ -10,7 +10,10 @@
 //! * [`humanize`](mod@humanize): the prose clean-up (`forum.prose-humanization/v1`).
 //!
 //! Every payload is built as a [`Value`](crate::ledger::Value) with Forum's key order and
-//! Python's float spelling, so witnessing one in the ledger hashes exactly as Forum does.
+//! Python's float spelling. The intent and delivery payloads are byte-identical to Forum's,
+//! so witnessing one in the ledger hashes exactly as Forum does. The profile and humanize
+//! payloads keep Forum's keys, codes, order, flags, numbers and output text, but their
+//! wording (finding details, edit labels, the `not_verified` note) is our own.
 //! The text rules reproduce Python's: words are `[^\W_]+` runs (letters and numbers in any
 //! script), `str.strip()` and `\s` use Python's whitespace set, and `round(x, n)` rounds the
 //! exact binary value half to even. Character classes follow the Unicode tables of the

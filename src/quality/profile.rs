@@ -6,8 +6,10 @@
 //! **rounded** values, and lists its findings in a fixed order: empty text, model preamble,
 //! model disclaimer, banned opening, long sentences, filler, too many words, no action verb,
 //! no technical term, no evidence language, an optimisation claim without a number, and
-//! overconfident wording without evidence. The codes and detail strings are Forum's, so the
-//! `forum.delivery-profile/v1` payload is identical.
+//! overconfident wording without evidence. The codes, their order, the flag and the measured
+//! numbers are Forum's, so every profile flags the same answers for the same rules; each
+//! finding's `detail` is our own wording, carrying the same data as Forum's (the opening
+//! phrase, the measured value and its limit, the profile name) in Python's float spelling.
 
 use std::fmt;
 
@@ -220,7 +222,7 @@ impl FindingCode {
 pub struct Finding {
     /// What was found.
     pub code: FindingCode,
-    /// Forum's detail string for it.
+    /// A plain sentence saying what was found (our wording, with the numbers that matter).
     pub detail: String,
 }
 
@@ -322,32 +324,36 @@ pub fn assess_profile(text: &str, profile: DeliveryProfile) -> ProfileAssessment
 
     let mut findings = Vec::new();
     if lowered.is_empty() {
-        findings.push(Finding::new(EmptyText, "delivered text is empty"));
+        findings.push(Finding::new(EmptyText, "the answer has no text"));
     }
     if MODEL_PREAMBLES.iter().any(|p| lowered.starts_with(p)) {
         findings.push(Finding::new(
             ModelPreamble,
-            "text starts with a model preamble",
+            "the answer opens by announcing it comes from a language model",
         ));
     }
     if MODEL_DISCLAIMERS.iter().any(|p| lowered.contains(p)) {
         findings.push(Finding::new(
             ModelDisclaimer,
-            "text contains a first-person model disclaimer",
+            "the answer disclaims ability or access in the first person",
         ));
     }
     if let Some(start) = BANNED_STARTS.iter().find(|s| lowered.starts_with(*s)) {
         findings.push(Finding::new(
             BannedStart,
-            format!("text starts with {}", py_repr(start)),
+            format!(
+                "the answer opens with {}, which no profile accepts",
+                py_repr(start)
+            ),
         ));
     }
     if word_count > 0 && mean > rules.max_mean_sentence_words {
         findings.push(Finding::new(
             LongSentence,
             format!(
-                "mean sentence words {} exceeds {}",
+                "sentences average {} words; the {} profile allows {}",
                 python_float_repr(mean),
+                profile.as_str(),
                 python_float_repr(rules.max_mean_sentence_words)
             ),
         ));
@@ -356,8 +362,9 @@ pub fn assess_profile(text: &str, profile: DeliveryProfile) -> ProfileAssessment
         findings.push(Finding::new(
             FillerRatio,
             format!(
-                "filler ratio {} exceeds {}",
+                "{} of the words are filler; the {} profile allows {}",
                 python_float_repr(filler_ratio),
+                profile.as_str(),
                 python_float_repr(rules.max_filler_ratio)
             ),
         ));
@@ -365,20 +372,23 @@ pub fn assess_profile(text: &str, profile: DeliveryProfile) -> ProfileAssessment
     if let Some(max) = rules.max_words.filter(|max| word_count > *max) {
         findings.push(Finding::new(
             TooManyWords,
-            format!("word count {word_count} exceeds {max}"),
+            format!(
+                "{word_count} words; the {} profile allows {max}",
+                profile.as_str()
+            ),
         ));
     }
     if rules.requires_action_verb && sentence_count > 1 && !any_word(&ACTION_VERBS) {
         findings.push(Finding::new(
             MissingActionVerb,
-            "profile requires a concrete action verb",
+            "the answer names no concrete action such as ship, run, fix or verify",
         ));
     }
     if rules.requires_technical_term && !any_word(&TECHNICAL_TERMS) {
         findings.push(Finding::new(
             MissingRequiredTerm,
             format!(
-                "{} profile requires a concrete technical term",
+                "the {} profile expects a concrete technical term such as API, file, command or test",
                 profile.as_str()
             ),
         ));
@@ -386,19 +396,23 @@ pub fn assess_profile(text: &str, profile: DeliveryProfile) -> ProfileAssessment
     if rules.requires_evidence_language && !evidence {
         findings.push(Finding::new(
             MissingEvidenceLanguage,
-            format!("{} profile requires evidence language", profile.as_str()),
+            format!(
+                "the {} profile expects the answer to say where its facts come from \
+                 (measured, observed, a source)",
+                profile.as_str()
+            ),
         ));
     }
     if words.contains(&OPTIMIZE_WORD) && !has_py_digit(&lowered) {
         findings.push(Finding::new(
             VagueOptimization,
-            "optimization claim needs a measurable target",
+            "the answer claims to optimize without a number to check it against",
         ));
     }
     if any_word(&OVERCONFIDENT_WORDS) && !evidence {
         findings.push(Finding::new(
             OverconfidentWithoutEvidence,
-            "overconfident wording needs evidence language",
+            "the answer asserts certainty without saying what it rests on",
         ));
     }
 
@@ -457,9 +471,9 @@ mod tests {
             concat!(
                 r#"{"schema": "forum.delivery-profile/v1", "profile": "engineer", "words": 0, "#,
                 r#""sentences": 0, "mean_sentence_words": 0.0, "filler_ratio": 0.0, "#,
-                r#""flagged": true, "findings": [{"code": "empty_text", "detail": "delivered text is empty"}, "#,
-                r#"{"code": "missing_required_term", "detail": "engineer profile requires a concrete technical term"}, "#,
-                r#"{"code": "missing_evidence_language", "detail": "engineer profile requires evidence language"}]}"#
+                r#""flagged": true, "findings": [{"code": "empty_text", "detail": "the answer has no text"}, "#,
+                r#"{"code": "missing_required_term", "detail": "the engineer profile expects a concrete technical term such as API, file, command or test"}, "#,
+                r#"{"code": "missing_evidence_language", "detail": "the engineer profile expects the answer to say where its facts come from (measured, observed, a source)"}]}"#
             )
         );
         assert_eq!(codes("  \n ", DeliveryProfile::Operator), ["empty_text"]);
@@ -484,10 +498,11 @@ mod tests {
         assert_eq!(
             details,
             [
-                "text starts with a model preamble",
-                "text contains a first-person model disclaimer",
-                "text starts with 'as a language model'",
-                "researcher profile requires evidence language",
+                "the answer opens by announcing it comes from a language model",
+                "the answer disclaims ability or access in the first person",
+                "the answer opens with 'as a language model', which no profile accepts",
+                "the researcher profile expects the answer to say where its facts come from \
+                 (measured, observed, a source)",
             ]
         );
         // A typographic apostrophe is not a disclaimer.
@@ -503,7 +518,7 @@ mod tests {
         assert_eq!(a.mean_sentence_words, 24.25);
         assert_eq!(
             a.findings[0].detail,
-            "mean sentence words 24.25 exceeds 24.0"
+            "sentences average 24.25 words; the researcher profile allows 24.0"
         );
         // 6001 words in 250 sentences is 24.004, which rounds to 24.0: not long.
         let mut parts = vec![sentence(24); 249];
@@ -526,7 +541,10 @@ mod tests {
         w.pop();
         w.push("just");
         let a = assess_profile(&w.join(" "), DeliveryProfile::Operator);
-        assert_eq!(a.findings[0].detail, "filler ratio 0.0417 exceeds 0.04");
+        assert_eq!(
+            a.findings[0].detail,
+            "0.0417 of the words are filler; the operator profile allows 0.04"
+        );
     }
 
     #[test]
@@ -535,7 +553,7 @@ mod tests {
         let a = assess_profile(&text, DeliveryProfile::Executive);
         assert_eq!(
             a.findings.last().unwrap().detail,
-            "word count 121 exceeds 120"
+            "121 words; the executive profile allows 120"
         );
         assert!(
             assess_profile(&vec!["word"; 120].join(" "), DeliveryProfile::Executive)
@@ -603,6 +621,40 @@ mod tests {
         assert_eq!(
             codes("Certainly", op),
             ["filler_ratio", "overconfident_without_evidence"]
+        );
+    }
+
+    #[test]
+    fn details_are_plain_and_our_own() {
+        let a = assess_profile(
+            "We optimize the flow. It certainly holds.",
+            DeliveryProfile::Operator,
+        );
+        let found: Vec<(&str, &str)> = a
+            .findings
+            .iter()
+            .map(|f| (f.code.as_str(), f.detail.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "filler_ratio",
+                    "0.1429 of the words are filler; the operator profile allows 0.04"
+                ),
+                (
+                    "missing_action_verb",
+                    "the answer names no concrete action such as ship, run, fix or verify"
+                ),
+                (
+                    "vague_optimization",
+                    "the answer claims to optimize without a number to check it against"
+                ),
+                (
+                    "overconfident_without_evidence",
+                    "the answer asserts certainty without saying what it rests on"
+                ),
+            ]
         );
     }
 

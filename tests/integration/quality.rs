@@ -1,10 +1,14 @@
-//! The quality floors: Forum's intent, delivery, profile and humanize vectors matched byte for
-//! byte, then `git forum check` and `git forum humanize` through the real binary.
+//! The quality floors: Forum's intent and delivery vectors matched byte for byte, its profile
+//! and humanize vectors matched in everything but the wording (finding details, edit labels,
+//! the not-verified note), which is our own; then `git forum check` and `git forum humanize`
+//! through the real binary.
 
 use git_forum::ledger::Value;
 use git_forum::ledger::canonical;
 use git_forum::quality::delivery::assess;
-use git_forum::quality::humanize::humanize_text;
+use git_forum::quality::humanize::{
+    EDIT_KEPT, EDIT_PREAMBLE, EDIT_SIMPLIFIED, NOT_VERIFIED, humanize_text,
+};
 use git_forum::quality::intent::{
     DEFAULT_THRESHOLD, coverage, intent_check_payload, salient_terms,
 };
@@ -46,6 +50,182 @@ fn assert_same(ours: &Value, forum: &Value, what: &str) {
     assert_eq!(ours.canonical(), forum.canonical(), "{what}");
 }
 
+/// A member whose text is wording, ours rather than Forum's: a finding's `detail`, a
+/// humanization's `edits` and `not_verified`.
+const WORDING: [&str; 3] = ["detail", "edits", "not_verified"];
+
+/// Forum's edit labels and ours, edit for edit.
+const EDIT_LABELS: [(&str, &str); 3] = [
+    ("removed model preamble", EDIT_PREAMBLE),
+    ("simplified phrasing", EDIT_SIMPLIFIED),
+    ("kept wording", EDIT_KEPT),
+];
+
+/// One wording member: Forum's value and ours.
+struct Reworded {
+    key: String,
+    forum: Value,
+    ours: Value,
+}
+
+/// `forum` with every [`WORDING`] member taken from `ours` instead, where the two have the
+/// same shape around it (same keys in the same order, arrays of the same length); the swaps
+/// are recorded in `swaps`. Where the shapes differ `forum` is kept, so comparing the result
+/// with `ours` still fails.
+fn reword(forum: &Value, ours: &Value, swaps: &mut Vec<Reworded>) -> Value {
+    match (forum, ours) {
+        (Value::Object(f), Value::Object(o))
+            if f.len() == o.len() && f.iter().zip(o).all(|((a, _), (b, _))| a == b) =>
+        {
+            Value::Object(
+                f.iter()
+                    .zip(o)
+                    .map(|((k, fv), (_, ov))| {
+                        if WORDING.contains(&k.as_str()) {
+                            swaps.push(Reworded {
+                                key: k.clone(),
+                                forum: fv.clone(),
+                                ours: ov.clone(),
+                            });
+                            (k.clone(), ov.clone())
+                        } else {
+                            (k.clone(), reword(fv, ov, swaps))
+                        }
+                    })
+                    .collect(),
+            )
+        }
+        (Value::Array(f), Value::Array(o)) if f.len() == o.len() => Value::Array(
+            f.iter()
+                .zip(o)
+                .map(|(fv, ov)| reword(fv, ov, swaps))
+                .collect(),
+        ),
+        _ => forum.clone(),
+    }
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    let Value::Array(items) = v else {
+        panic!("not an array: {}", v.python_dumps());
+    };
+    items
+        .iter()
+        .map(|i| i.as_str().expect("a string"))
+        .collect()
+}
+
+/// What a Forum detail carries that ours must carry too: a quoted phrase, numbers, the profile
+/// name.
+fn carried(forum: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    if let (Some(a), Some(b)) = (forum.find('\''), forum.rfind('\''))
+        && a < b
+    {
+        out.push(&forum[a..=b]);
+    }
+    out.extend(forum.split_whitespace().filter(|w| {
+        w.parse::<f64>().is_ok() || ["operator", "engineer", "researcher", "executive"].contains(w)
+    }));
+    out
+}
+
+/// Each swapped wording member is ours, not Forum's: details differ but carry Forum's data,
+/// edit labels are ours for the same edits, the not-verified note is ours.
+fn assert_our_wording(swaps: &[Reworded], what: &str) {
+    for swap in swaps {
+        match swap.key.as_str() {
+            "detail" => {
+                let (f, o) = (swap.forum.as_str().unwrap(), swap.ours.as_str().unwrap());
+                assert_ne!(o, f, "{what}: a detail copied from Forum");
+                for piece in carried(f) {
+                    let found = if piece.contains(' ') {
+                        o.contains(piece)
+                    } else {
+                        o.split_whitespace()
+                            .any(|w| w.trim_end_matches([';', ',', '.']) == piece)
+                    };
+                    assert!(found, "{what}: {o:?} lacks {piece:?} of {f:?}");
+                }
+            }
+            "edits" => {
+                let (f, o) = (strings(&swap.forum), strings(&swap.ours));
+                assert!(!f.is_empty(), "{what}");
+                let mapped: Vec<&str> = f
+                    .iter()
+                    .map(|label| {
+                        EDIT_LABELS
+                            .iter()
+                            .find(|(forum, _)| forum == label)
+                            .unwrap_or_else(|| panic!("{what}: unknown Forum label {label:?}"))
+                            .1
+                    })
+                    .collect();
+                assert_eq!(o, mapped, "{what}: edit labels");
+                assert!(o.iter().all(|l| !f.contains(l)), "{what}: {o:?}");
+            }
+            "not_verified" => {
+                let (f, o) = (strings(&swap.forum), strings(&swap.ours));
+                assert_eq!(o, [NOT_VERIFIED], "{what}");
+                assert_eq!(f.len(), 1, "{what}");
+                assert_ne!(f[0], NOT_VERIFIED, "{what}");
+            }
+            other => unreachable!("{other}"),
+        }
+    }
+}
+
+/// The same as Forum's payload in everything but the wording, which is ours; returns how
+/// many wording members were swapped.
+fn assert_same_but_wording(ours: &Value, forum: &Value, what: &str) -> usize {
+    let mut swaps = Vec::new();
+    let want = reword(forum, ours, &mut swaps);
+    assert_same(ours, &want, what);
+    assert_our_wording(&swaps, what);
+    swaps.len()
+}
+
+#[test]
+fn our_wording_checks_reject_forum_wording() {
+    let forum = canonical::parse(
+        r#"{"n": 1, "findings": [{"code": "x", "detail": "word count 156 exceeds 120"}]}"#,
+    )
+    .unwrap();
+    let ours = canonical::parse(
+        r#"{"n": 1, "findings": [{"code": "x", "detail": "156 words; the profile allows 120"}]}"#,
+    )
+    .unwrap();
+    assert_eq!(assert_same_but_wording(&ours, &forum, "ok"), 1);
+    assert_eq!(carried("text starts with 'as an ai'"), ["'as an ai'"]);
+    assert_eq!(
+        carried("engineer profile requires evidence language"),
+        ["engineer"]
+    );
+    for (bad, why) in [
+        (
+            r#"{"n": 1, "findings": [{"code": "x", "detail": "word count 156 exceeds 120"}]}"#,
+            "copied",
+        ),
+        (
+            r#"{"n": 1, "findings": [{"code": "x", "detail": "156 words; too many"}]}"#,
+            "lacks 120",
+        ),
+        (
+            r#"{"n": 2, "findings": [{"code": "x", "detail": "156 words; the limit is 120"}]}"#,
+            "a number differs",
+        ),
+        (
+            r#"{"n": 1, "findings": [{"code": "y", "detail": "156 words; the limit is 120"}]}"#,
+            "a code differs",
+        ),
+        (r#"{"n": 1, "findings": []}"#, "a finding is missing"),
+    ] {
+        let ours = canonical::parse(bad).unwrap();
+        let caught = std::panic::catch_unwind(|| assert_same_but_wording(&ours, &forum, why));
+        assert!(caught.is_err(), "{why}");
+    }
+}
+
 #[test]
 fn conformance_quality_intent_delivery_checks() {
     let Some(rows) = jsonl("intent_delivery_checks.jsonl") else {
@@ -53,6 +233,7 @@ fn conformance_quality_intent_delivery_checks() {
     };
     assert_eq!(rows.len(), 12);
     let mut payloads = 0;
+    let mut details = 0;
     for row in &rows {
         let request = s(row, "request");
         let answer = s(row, "answer");
@@ -89,15 +270,18 @@ fn conformance_quality_intent_delivery_checks() {
         assert_eq!(profiles.len(), 4);
         for (name, want) in profiles {
             let profile = DeliveryProfile::parse(name).expect("a known profile");
-            assert_same(
-                &assess_profile(answer, profile).payload(),
-                want,
-                &format!("{ctx}: profile {name}"),
-            );
+            let ours = assess_profile(answer, profile).payload();
+            let swapped = assert_same_but_wording(&ours, want, &format!("{ctx}: profile {name}"));
+            let Value::Array(findings) = member(want, "findings") else {
+                panic!("{ctx}: findings is not an array");
+            };
+            assert_eq!(swapped, findings.len(), "{ctx}: profile {name}");
+            details += swapped;
             payloads += 1;
         }
     }
     assert_eq!(payloads, 12 * 6);
+    assert!(details >= 11, "{details} details compared");
 }
 
 #[test]
@@ -129,16 +313,21 @@ fn conformance_quality_humanize_vectors() {
         return;
     };
     assert_eq!(cases.len(), 4);
+    let mut swapped = 0;
     for case in &cases {
         let text = s(case, "text");
         let profile = member(case, "profile").as_str();
         let ours = humanize_text(text, None, profile).expect("humanizes");
-        assert_same(
-            &ours.payload(),
-            member(case, "output"),
-            &format!("{text:?}"),
-        );
+        let forum = member(case, "output");
+        let n = assert_same_but_wording(&ours.payload(), forum, &format!("{text:?}"));
+        // edits, not_verified and one detail per finding of the profile check.
+        let Value::Array(findings) = member(member(forum, "profile_check"), "findings") else {
+            panic!("{text:?}: findings is not an array");
+        };
+        assert_eq!(n, 2 + findings.len(), "{text:?}");
+        swapped += n;
     }
+    assert_eq!(swapped, 4 * 2 + 1);
 }
 
 // The command line.
@@ -186,8 +375,9 @@ fn assert_usage_error(out: (i32, String, String), needle: &str) {
     assert!(stderr.contains(needle), "{stderr}");
 }
 
-/// Every vector through `git forum check --json --profile P`: the three payloads are Forum's,
-/// printed as Python's `json.dumps(indent=2)` would (ASCII escapes, Python floats).
+/// Every vector through `git forum check --json --profile P`: the three payloads are Forum's
+/// (the profile check's details in our words), printed as Python's `json.dumps(indent=2)`
+/// would (ASCII escapes, Python floats).
 #[test]
 fn cli_quality_check_json_matches_forum_payloads() {
     let Some(rows) = jsonl("intent_delivery_checks.jsonl") else {
@@ -228,6 +418,9 @@ fn cli_quality_check_json_matches_forum_payloads() {
                 member(member(row, "delivery_profiles"), profile).clone(),
             ),
         ]);
+        let ours = canonical::parse(&out).expect("the output parses");
+        assert_same_but_wording(&ours, &want, &format!("{request:?}"));
+        let want = reword(&want, &ours, &mut Vec::new());
         assert_eq!(out, format!("{}\n", want.python_pretty()), "{request:?}");
     }
 }
@@ -258,11 +451,15 @@ fn cli_quality_check_text_summary_and_fail_on_flag() {
     );
     assert_eq!(lines[2], "delivery profile engineer (--profile): flagged");
     assert!(
-        lines.contains(&"  model_preamble: text starts with a model preamble"),
+        lines.contains(
+            &"  model_preamble: the answer opens by announcing it comes from a language model"
+        ),
         "{out}"
     );
     assert!(
-        lines.contains(&"  banned_start: text starts with 'as an ai'"),
+        lines.contains(
+            &"  banned_start: the answer opens with 'as an ai', which no profile accepts"
+        ),
         "{out}"
     );
 
@@ -481,11 +678,11 @@ fn cli_quality_humanize_text_and_json() {
         args.extend(["--", text]);
         let (code, out, err) = run(&repo, &args);
         assert_eq!(code, 0, "{text:?}: {err}");
-        assert_eq!(
-            out,
-            format!("{}\n", member(case, "output").python_pretty()),
-            "{text:?}"
-        );
+        let ours = canonical::parse(&out).expect("the output parses");
+        let forum = member(case, "output");
+        assert_same_but_wording(&ours, forum, &format!("{text:?}"));
+        let want = reword(forum, &ours, &mut Vec::new());
+        assert_eq!(out, format!("{}\n", want.python_pretty()), "{text:?}");
     }
 }
 
@@ -512,7 +709,8 @@ fn cli_quality_humanize_reads_a_file_and_records_the_audience() {
     assert_eq!(v["audience"], "board");
     assert_eq!(v["profile"], "executive");
     assert_eq!(v["input_chars"], 20);
-    assert_eq!(v["edits"], serde_json::json!(["simplified phrasing"]));
+    assert_eq!(v["edits"], serde_json::json!([EDIT_SIMPLIFIED]));
+    assert_eq!(v["not_verified"], serde_json::json!([NOT_VERIFIED]));
 }
 
 #[test]
