@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-use crate::store::git::{FlushMethod, GitStore, Options, StoreError};
+use crate::store::git::{GitStore, Options, StoreError};
 
 pub mod append;
 pub mod check;
@@ -199,24 +199,7 @@ impl Ctx {
     /// Opens the ledger for reading or writing; nothing is created until the first append.
     pub fn store(&self) -> Result<GitStore, CliError> {
         let repo = crate::store::git::open_repo(&self.dir)?;
-        let (config_fsync, method) = {
-            let config = repo.config_snapshot();
-            let fsync = config.boolean("forum.fsync").unwrap_or(true);
-            let method = config.string("forum.fsyncMethod").map(|v| v.to_string());
-            (fsync, method)
-        };
-        let method = match method {
-            None => FlushMethod::default(),
-            Some(v) => FlushMethod::parse(&v).ok_or_else(|| {
-                CliError::usage(format!(
-                    "git config forum.fsyncMethod is {v:?}; use \"fsync\" or \"syncfs\""
-                ))
-            })?,
-        };
-        let opts = Options {
-            fsync: !self.no_fsync && config_fsync,
-            method,
-        };
+        let opts = Options::from_config(&repo, self.no_fsync)?;
         Ok(GitStore::new(repo, &self.ledger, opts)?)
     }
 

@@ -337,36 +337,6 @@ pub fn summary(ctx: &Ctx, args: SummaryArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The final answer a side delivered: the last `result` with a string `answer`.
-fn final_answer(s: &Snapshot) -> Option<String> {
-    s.items
-        .iter()
-        .rev()
-        .find_map(|(e, b)| match b.as_ref().and_then(|b| b.get("answer")) {
-            Some(Value::Str(a)) if e.kind == "result" => Some(a.clone()),
-            _ => None,
-        })
-}
-
-/// A unified diff of two answers (`None` when they are equal).
-fn answer_diff(a: &str, b: &str, label_a: &str, label_b: &str) -> Option<String> {
-    if a == b {
-        return None;
-    }
-    // Answers are compared line by line; a final newline is added to both so a one-line
-    // answer does not read as "no newline at end of file".
-    let (a, b) = (format!("{a}\n"), format!("{b}\n"));
-    let diff = similar::TextDiff::configure()
-        .timeout(std::time::Duration::from_secs(2))
-        .diff_lines(&a, &b);
-    Some(
-        diff.unified_diff()
-            .context_radius(3)
-            .header(label_a, label_b)
-            .to_string(),
-    )
-}
-
 /// `git forum bench A B`.
 pub fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
     let a = load_source(ctx, &args.a, false)?;
@@ -374,8 +344,11 @@ pub fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
     let sa = report::summarize(&a.snapshot);
     let sb = report::summarize(&b.snapshot);
     let delta = report::compare(&sa, &sb);
-    let (ans_a, ans_b) = (final_answer(&a.snapshot), final_answer(&b.snapshot));
-    let diff = answer_diff(
+    let (ans_a, ans_b) = (
+        report::final_answer(&a.snapshot),
+        report::final_answer(&b.snapshot),
+    );
+    let diff = report::answer_diff(
         ans_a.as_deref().unwrap_or(""),
         ans_b.as_deref().unwrap_or(""),
         &format!("A: {}", a.label),
@@ -600,8 +573,8 @@ mod tests {
 
     #[test]
     fn answer_diff_is_unified() {
-        assert_eq!(answer_diff("same", "same", "A", "B"), None);
-        let d = answer_diff("one\ntwo", "one\nthree", "A", "B").unwrap();
+        assert_eq!(report::answer_diff("same", "same", "A", "B"), None);
+        let d = report::answer_diff("one\ntwo", "one\nthree", "A", "B").unwrap();
         assert!(d.starts_with("--- A\n+++ B\n@@"), "{d}");
         assert!(d.contains("-two\n") && d.contains("+three\n"), "{d}");
     }

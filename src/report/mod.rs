@@ -403,6 +403,37 @@ pub(crate) fn entry_range(items: &[(Entry, Option<Value>)]) -> Value {
     }
 }
 
+/// The final answer of a ledger or run: the last `result` whose body has a string `answer`
+/// (a revision included).
+pub fn final_answer(s: &Snapshot) -> Option<String> {
+    s.items
+        .iter()
+        .rev()
+        .find_map(|(e, b)| match b.as_ref().and_then(|b| b.get("answer")) {
+            Some(Value::Str(a)) if e.kind == "result" => Some(a.clone()),
+            _ => None,
+        })
+}
+
+/// A unified diff of two answers (`None` when they are equal). Answers are compared line by
+/// line; a final newline is added to both so a one-line answer does not read as "no newline
+/// at end of file".
+pub fn answer_diff(a: &str, b: &str, label_a: &str, label_b: &str) -> Option<String> {
+    if a == b {
+        return None;
+    }
+    let (a, b) = (format!("{a}\n"), format!("{b}\n"));
+    let diff = similar::TextDiff::configure()
+        .timeout(std::time::Duration::from_secs(2))
+        .diff_lines(&a, &b);
+    Some(
+        diff.unified_diff()
+            .context_radius(3)
+            .header(label_a, label_b)
+            .to_string(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,7 +28,7 @@ use crate::exec::{Fleet, Seats};
 use crate::ledger::Entry;
 use crate::policy::Policy;
 use crate::roster::Roster;
-use crate::store::git::{FlushMethod, GitStore, Options, StoreError};
+use crate::store::git::{GitStore, Options, StoreError};
 
 /// The default limit on one submit (or resume) over the daemon or MCP, in seconds.
 pub const DEFAULT_SUBMIT_SECONDS: f64 = 600.0;
@@ -356,24 +356,7 @@ impl Dispatcher {
     /// and no executor: every route but `/plan`, `/submit` and `/resume` works.
     pub fn open(cfg: Config) -> Result<Dispatcher, StoreError> {
         let repo = crate::store::git::open_repo(&cfg.dir)?;
-        let (fsync, method) = {
-            let config = repo.config_snapshot();
-            let fsync = config.boolean("forum.fsync").unwrap_or(true);
-            let method = config.string("forum.fsyncMethod").map(|v| v.to_string());
-            (fsync, method)
-        };
-        let method = match method {
-            None => FlushMethod::default(),
-            Some(v) => FlushMethod::parse(&v).ok_or_else(|| {
-                StoreError::Invalid(format!(
-                    "git config forum.fsyncMethod is {v:?}; use \"fsync\" or \"syncfs\""
-                ))
-            })?,
-        };
-        let opts = Options {
-            fsync: !cfg.no_fsync && fsync,
-            method,
-        };
+        let opts = Options::from_config(&repo, cfg.no_fsync)?;
         let shared = repo.clone().into_sync();
         let writer = GitStore::new(repo, &cfg.ledger, opts)?;
         Ok(Dispatcher {

@@ -39,37 +39,6 @@ fn snapshot_of(store: &GitStore, deep: bool) -> Result<Snapshot, Reply> {
     Ok(s)
 }
 
-/// The final answer of a side: the last `result` with a string `answer`.
-fn final_answer(s: &Snapshot) -> Option<String> {
-    s.items.iter().rev().find_map(|(e, b)| {
-        match b
-            .as_ref()
-            .and_then(|b| b.get("answer"))
-            .and_then(|a| a.as_str())
-        {
-            Some(a) if e.kind == "result" => Some(a.to_string()),
-            _ => None,
-        }
-    })
-}
-
-/// A unified diff of two answers (`None` when they are equal).
-fn answer_diff(a: &str, b: &str, label_a: &str, label_b: &str) -> Option<String> {
-    if a == b {
-        return None;
-    }
-    let (a, b) = (format!("{a}\n"), format!("{b}\n"));
-    let diff = similar::TextDiff::configure()
-        .timeout(std::time::Duration::from_secs(2))
-        .diff_lines(&a, &b);
-    Some(
-        diff.unified_diff()
-            .context_radius(3)
-            .header(label_a, label_b)
-            .to_string(),
-    )
-}
-
 impl Dispatcher {
     fn served(&self, deep: bool) -> Result<Snapshot, Reply> {
         let store = GitStore::new(
@@ -186,8 +155,8 @@ impl Dispatcher {
         let (a, la) = self.side(args.text("a")?)?;
         let (b, lb) = self.side(args.text("b")?)?;
         let (sa, sb) = (report::summarize(&a), report::summarize(&b));
-        let (ans_a, ans_b) = (final_answer(&a), final_answer(&b));
-        let diff = answer_diff(
+        let (ans_a, ans_b) = (report::final_answer(&a), report::final_answer(&b));
+        let diff = report::answer_diff(
             ans_a.as_deref().unwrap_or(""),
             ans_b.as_deref().unwrap_or(""),
             &format!("A: {la}"),

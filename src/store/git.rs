@@ -160,6 +160,28 @@ pub struct Options {
     pub method: FlushMethod,
 }
 
+impl Options {
+    /// The durability the repository's git config asks for (`forum.fsync`, default true;
+    /// `forum.fsyncMethod`), with `no_fsync` (the `--no-fsync` flag) deferring every flush.
+    pub fn from_config(repo: &gix::Repository, no_fsync: bool) -> Result<Options, StoreError> {
+        let config = repo.config_snapshot();
+        let fsync = config.boolean("forum.fsync").unwrap_or(true);
+        let method = match config.string("forum.fsyncMethod") {
+            None => FlushMethod::default(),
+            Some(v) => FlushMethod::parse(&v.to_string()).ok_or_else(|| {
+                StoreError::Invalid(format!(
+                    "git config forum.fsyncMethod is {:?}; use \"fsync\" or \"syncfs\"",
+                    v.to_string()
+                ))
+            })?,
+        };
+        Ok(Options {
+            fsync: !no_fsync && fsync,
+            method,
+        })
+    }
+}
+
 impl Default for Options {
     fn default() -> Options {
         Options {
