@@ -240,44 +240,16 @@ pub(crate) fn py_repr(v: &Value) -> String {
         Value::Bool(false) => "False".into(),
         Value::Int(i) => i.as_str().to_string(),
         Value::Float(f) => canonical::python_float_repr(*f),
-        Value::Str(s) => repr_str(s),
+        Value::Str(s) => crate::plan::py_repr(s),
         Value::Array(a) => format!("[{}]", a.iter().map(py_repr).collect::<Vec<_>>().join(", ")),
         Value::Object(m) => format!(
             "{{{}}}",
             m.iter()
-                .map(|(k, v)| format!("{}: {}", repr_str(k), py_repr(v)))
+                .map(|(k, v)| format!("{}: {}", crate::plan::py_repr(k), py_repr(v)))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
     }
-}
-
-fn repr_str(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || (0x7f..0xa1).contains(&(c as u32)) => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
 }
 
 /// Forum's `_clip`: `str(value)` (None → ""), cut to `max` code points with `...` at the end.

@@ -1635,8 +1635,9 @@ fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFrame), RunEr
     Ok((req.seq, frame))
 }
 
-/// The plan entry payload: Forum's `waves` and `edges`, plus the tasks themselves.
-fn plan_entry_payload(plan: &CompiledPlan) -> J {
+/// The plan entry payload: Forum's `waves` and `edges`, plus the tasks themselves (so order
+/// edges and done criteria survive, and a resumed run continues the same plan).
+pub fn plan_entry_payload(plan: &CompiledPlan) -> J {
     let mut p = plan.payload().to_serde();
     p["tasks"] = J::Array(
         plan.tasks

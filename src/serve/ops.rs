@@ -161,26 +161,10 @@ fn via_json(via: &Via) -> J {
     json!({"slot": via.slot().map(|s| s.as_str()), "why": via.explain()})
 }
 
-/// A compiled plan with its tasks, as `/plan` answers (the `plan` entry's payload plus the
-/// tasks, so order edges and done_when survive, unlike Forum's `/plan`).
+/// A compiled plan with its tasks, as `/plan` answers: the `plan` entry's payload with the
+/// tasks, so order edges and done_when survive (unlike Forum's `/plan`).
 fn plan_json(plan: &crate::plan::CompiledPlan) -> J {
-    let mut p = plan.payload().to_serde();
-    p["tasks"] = J::Array(
-        plan.tasks
-            .iter()
-            .map(|t| {
-                json!({
-                    "id": t.id,
-                    "agent": t.agent,
-                    "instruction": t.instruction,
-                    "depends_on": t.depends_on,
-                    "order_deps": t.order_deps.iter().collect::<Vec<_>>(),
-                    "done_when": t.done_when,
-                })
-            })
-            .collect(),
-    );
-    p
+    crate::run::plan_entry_payload(plan)
 }
 
 impl Dispatcher {
