@@ -214,7 +214,7 @@ pub fn capsule_text_of(
             .get(seq)
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("the ledger has no entry at seq {seq}"))?;
-        let body = ledger.payload(&e.payload_hash).map_err(|e| e.to_string())?;
+        let body = ledger.payload_at(seq).map_err(|e| e.to_string())?;
         items.push((e, body));
     }
     let snap = report::Snapshot::from_items(items);
@@ -633,11 +633,7 @@ fn all_entries(store: &dyn Storage) -> Result<Vec<Entry>, CliError> {
 }
 
 fn body(store: &dyn Storage, e: &Entry) -> Option<J> {
-    store
-        .payload(&e.payload_hash)
-        .ok()
-        .flatten()
-        .map(|v| v.to_serde())
+    store.payload_at(e.seq).ok().flatten().map(|v| v.to_serde())
 }
 
 /// `git forum runs`.

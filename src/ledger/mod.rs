@@ -490,6 +490,14 @@ pub trait Storage {
     fn get(&self, seq: u64) -> Result<Option<Entry>, StorageError>;
     /// The body whose hash is `payload_hash`, if present (a redacted body is absent).
     fn payload(&self, payload_hash: &str) -> Result<Option<Value>, StorageError>;
+    /// The body of the entry at `seq` (`None` past the tip, or when the body is absent). A
+    /// store that can reach a body from its entry directly overrides this lookup by hash.
+    fn payload_at(&self, seq: u64) -> Result<Option<Value>, StorageError> {
+        match self.get(seq)? {
+            Some(e) => self.payload(&e.payload_hash),
+            None => Ok(None),
+        }
+    }
     /// Appends one entry on the current tip and returns it.
     fn append(&mut self, new: NewEntry) -> Result<Entry, StorageError>;
     /// Appends many entries with one flush.

@@ -1176,9 +1176,7 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     fn payload_of(&self, e: &Entry) -> Result<Option<J>, RunError> {
-        Ok(lock(&self.store)
-            .payload(&e.payload_hash)?
-            .map(|v| v.to_serde()))
+        Ok(lock(&self.store).payload_at(e.seq)?.map(|v| v.to_serde()))
     }
 
     fn checkpoint_root(&self) -> Result<String, RunError> {

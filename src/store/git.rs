@@ -1667,6 +1667,14 @@ impl Storage for GitStore {
         Ok(None)
     }
 
+    /// The body through the entry's own commit: no walk of the chain.
+    fn payload_at(&self, seq: u64) -> Result<Option<Value>, StorageError> {
+        if self.tip_id()?.is_none() {
+            return Ok(None);
+        }
+        Ok(GitStore::payload_at(self, seq)?)
+    }
+
     fn append(&mut self, new: NewEntry) -> Result<Entry, StorageError> {
         Ok(self.append_entry(&new)?.entry)
     }
