@@ -601,6 +601,11 @@ fn go(
         Ok(outcome) => report(ctx, &mut store, outcome, flags.quiet),
         Err(run::RunError::Request(m)) => Err(CliError::usage(m)),
         Err(run::RunError::Resume(m)) => Err(CliError::fail(m)),
+        Err(e @ (run::RunError::Plan(_) | run::RunError::Synthesis(_))) => {
+            Err(CliError::fail(format!(
+                "{e} (the run is witnessed up to here: `git forum runs` shows it, `git forum resume` tries that stage again)"
+            )))
+        }
         Err(e) => Err(CliError::fail(format!(
             "{e} (what was witnessed stays in the ledger: `git forum runs`, `git forum verify`)"
         ))),

@@ -1131,6 +1131,14 @@ fn an_unreachable_endpoint_fails_the_run_readably_and_what_was_witnessed_verifie
     repo.forum_ok(&["verify", "--deep"]);
     let runs = repo.forum_json(&["runs"]);
     assert_eq!(runs[0]["state"], "failed");
+    assert!(err.contains("git forum resume"), "{err}");
+    // The failed run resumes (planning again) once a working executor is there.
+    let model = script(&repo, "model", "");
+    let j = repo.forum_json(&["resume", "--cmd", &model]);
+    assert_eq!(j["answer"], ANSWER, "{j}");
+    assert_eq!(j["receipt"]["request_seq"], 0);
+    assert_eq!(repo.forum_json(&["runs"])[0]["state"], "answered");
+    repo.forum_ok(&["verify", "--deep"]);
 }
 
 /// The whole loop against the real local model (SmolLM2-135M behind llama.cpp): the answers
