@@ -1024,6 +1024,22 @@ struct Run<'a, 's> {
     meter: Mutex<Meter>,
 }
 
+/// What upstream injection needs of the results so far.
+fn upstream_view(results: &BTreeMap<String, Done>) -> BTreeMap<String, UpstreamResult> {
+    results
+        .iter()
+        .map(|(k, d)| {
+            (
+                k.clone(),
+                UpstreamResult {
+                    output: d.output.clone(),
+                    ok: d.ok,
+                },
+            )
+        })
+        .collect()
+}
+
 /// A task's latest result.
 #[derive(Debug, Clone)]
 struct Done {
@@ -1400,18 +1416,7 @@ impl<'a, 's> Run<'a, 's> {
         plan_seq: u64,
         results: &Mutex<BTreeMap<String, Done>>,
     ) -> Result<Done, RunError> {
-        let upstream: BTreeMap<String, UpstreamResult> = lock(results)
-            .iter()
-            .map(|(k, d)| {
-                (
-                    k.clone(),
-                    UpstreamResult {
-                        output: d.output.clone(),
-                        ok: d.ok,
-                    },
-                )
-            })
-            .collect();
+        let upstream = upstream_view(&lock(results));
         let injected = match &self.opts.context_budget {
             Some(budget) => {
                 let b = {
@@ -1937,18 +1942,7 @@ fn drive(
             continue;
         }
         let ladder = env.seats.ladder(env.roster, &t.agent);
-        let upstream: BTreeMap<String, UpstreamResult> = finals
-            .iter()
-            .map(|(k, d)| {
-                (
-                    k.clone(),
-                    UpstreamResult {
-                        output: d.output.clone(),
-                        ok: d.ok,
-                    },
-                )
-            })
-            .collect();
+        let upstream = upstream_view(&finals);
         let instruction = augment_with_upstream(t, &upstream, MAX_UPSTREAM_CHARS).instruction;
         for rung in ladder {
             if run.over_budget() {
