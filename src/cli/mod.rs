@@ -65,8 +65,14 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Append one entry to the ledger.
-    Append(append::AppendArgs),
+    /// Run a request: route, plan, parallel waves, validation, escalation, synthesis.
+    Submit(submit::SubmitArgs),
+    /// Continue an unfinished run (paused, stopped on budget, failed or killed).
+    Resume(submit::ResumeArgs),
+    /// List the runs in the ledger and how each stands.
+    Runs(submit::RunsArgs),
+    /// Approve, edit or reject a gated wave, or list the pending gates.
+    Gate(submit::GateArgs),
     /// List entries, newest first.
     Log(read::LogArgs),
     /// Show one entry (and its body with --payload).
@@ -81,45 +87,6 @@ pub enum Command {
     Checkpoint(verify::CheckpointArgs),
     /// Make appends written with --no-fsync durable.
     Sync(verify::SyncArgs),
-    /// Import a Forum ledger directory (entries.jsonl, payloads.jsonl).
-    Import(interop::ImportArgs),
-    /// Export the ledger as a Forum ledger directory.
-    Export(interop::ExportArgs),
-    /// Write a self-contained proof that an entry is in the ledger, or that it extends an
-    /// earlier checkpoint.
-    Prove(proof::ProveArgs),
-    /// Check a proof file, without a repository.
-    VerifyProof(proof::VerifyProofArgs),
-    /// Remove a body from the ledger for good; hashes and checkpoints stay valid.
-    Redact(redact::RedactArgs),
-    /// Write the git-forum(1) man page (so `git forum --help` works).
-    Man(man::ManArgs),
-    /// Route a request to a roster lane and print the decision and its route frame.
-    Route(route::RouteArgs),
-    /// Compile a plan file into waves and typed edges.
-    Plan(plan::PlanArgs),
-    /// Add the refspecs that carry ledgers and write .forum/.
-    Init(init::InitArgs),
-    /// Verify ledgers, then push them to a remote (never forced).
-    Push(sync::PushArgs),
-    /// Fetch a remote's ledgers, verify them and check them against the last one seen.
-    Fetch(sync::FetchArgs),
-    /// Explain which executor runs each role, tier and seat (runs nothing).
-    Runtime(runtime::RuntimeArgs),
-    /// Install or remove the git forum pre-push (or server pre-receive) hook.
-    Hooks(hooks::HooksArgs),
-    /// Run a request: route, plan, parallel waves, validation, escalation, synthesis.
-    Submit(submit::SubmitArgs),
-    /// Continue an unfinished run (paused, stopped on budget, failed or killed).
-    Resume(submit::ResumeArgs),
-    /// List the runs in the ledger and how each stands.
-    Runs(submit::RunsArgs),
-    /// Approve, edit or reject a gated wave, or list the pending gates.
-    Gate(submit::GateArgs),
-    /// Check an answer without a model: intent coverage, delivery floor, delivery profile.
-    Check(check::CheckArgs),
-    /// Clean up model prose (no facts added) and check it against a delivery profile.
-    Humanize(check::HumanizeArgs),
     /// Counts of a ledger, a run, a fetched copy or a Forum directory, as a table or JSON.
     Summary(report::SummaryArgs),
     /// Compare two runs or ledgers: each metric's delta and a diff of the final answers.
@@ -132,12 +99,45 @@ pub enum Command {
     Receipt(report::ReceiptArgs),
     /// The ledger's grade: independent checks passed, PASS / FAIL / UNVERIFIABLE.
     Grade(report::GradeArgs),
+    /// Check an answer without a model: intent coverage, delivery floor, delivery profile.
+    Check(check::CheckArgs),
+    /// Clean up model prose (no facts added) and check it against a delivery profile.
+    Humanize(check::HumanizeArgs),
+    /// Estimate context pressure before a run (`context preflight`), writing nothing.
+    Context(context::ContextArgs),
+    /// Route a request to a roster lane and print the decision and its route frame.
+    Route(route::RouteArgs),
+    /// Compile a plan file into waves and typed edges.
+    Plan(plan::PlanArgs),
+    /// Explain which executor runs each role, tier and seat (runs nothing).
+    Runtime(runtime::RuntimeArgs),
     /// Serve the ledger over HTTP (a daemon on loopback; see README "Daemon and MCP").
     Serve(serve::ServeArgs),
     /// Serve the same operations as MCP tools on standard input and output.
     Mcp(serve::McpArgs),
-    /// Estimate context pressure before a run (`context preflight`), writing nothing.
-    Context(context::ContextArgs),
+    /// Add the refspecs that carry ledgers and write .forum/.
+    Init(init::InitArgs),
+    /// Verify ledgers, then push them to a remote (never forced).
+    Push(sync::PushArgs),
+    /// Fetch a remote's ledgers, verify them and check them against the last one seen.
+    Fetch(sync::FetchArgs),
+    /// Install or remove the git forum pre-push (or server pre-receive) hook.
+    Hooks(hooks::HooksArgs),
+    /// Import a Forum ledger directory (entries.jsonl, payloads.jsonl).
+    Import(interop::ImportArgs),
+    /// Export the ledger as a Forum ledger directory.
+    Export(interop::ExportArgs),
+    /// Write a self-contained proof that an entry is in the ledger, or that it extends an
+    /// earlier checkpoint.
+    Prove(proof::ProveArgs),
+    /// Check a proof file, without a repository.
+    VerifyProof(proof::VerifyProofArgs),
+    /// Remove a body from the ledger for good; hashes and checkpoints stay valid.
+    Redact(redact::RedactArgs),
+    /// Append one entry to the ledger.
+    Append(append::AppendArgs),
+    /// Write the git-forum(1) man page (so `git forum --help` works).
+    Man(man::ManArgs),
     /// Entry points of the installed hooks (called by git).
     #[command(hide = true)]
     Hook(hooks::HookArgs),
