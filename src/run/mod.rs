@@ -1069,17 +1069,7 @@ impl<'a, 's> Run<'a, 's> {
         parent: Option<u64>,
         payload: J,
     ) -> Result<Entry, RunError> {
-        let mut store = lock(&self.store);
-        let new = NewEntry {
-            actor: actor.to_string(),
-            kind: kind.to_string(),
-            causal_parent: parent.map(|p| p as i64),
-            payload: Value::from_serde(&payload),
-            ts: self.env.clock.now(),
-        };
-        let e = store.append(new)?;
-        lock(&self.written).push(e.seq);
-        Ok(e)
+        self.put_value(actor, kind, parent, Value::from_serde(&payload))
     }
 
     fn put_value(
