@@ -28,6 +28,17 @@ use crate::ledger::merkle::Accumulator;
 /// Commits handed from the walker to a worker at a time.
 const BATCH: usize = 512;
 
+/// Entry trees whose body `--deep` has already read and hashed, with the payload hash it
+/// hashed to, so a body that many entries share is read once (as git stores it once). Bounded,
+/// so a ledger of distinct bodies costs at most this many records of memory.
+const SEEN_TREES_MAX: usize = 32 * 1024;
+
+/// Entry trees already checked, shared by the workers: tree id -> payload hash of its body.
+/// A tree id names its content, and the content was checked to hash to that id, so a later
+/// entry with the same tree holds the same body: it is present exactly when its payload hash
+/// matches.
+type SeenTrees = Mutex<std::collections::HashMap<ObjectId, [u8; 32]>>;
+
 /// A problem: the seq it is at, its stable code, and the message.
 type Problem = (u64, &'static str, String);
 
@@ -104,6 +115,7 @@ fn check_commit(
     id: ObjectId,
     data: &[u8],
     deep: bool,
+    seen: &SeenTrees,
     buf: &mut Vec<u8>,
 ) -> Result<Rec, StoreError> {
     let mut rec = Rec {
@@ -155,9 +167,26 @@ fn check_commit(
     rec.prev_hash = hex_to_bytes(&entry.prev_hash);
     let payload_hash = hex_to_bytes(&entry.payload_hash);
     rec.edited = entry.computed_hash() != entry.entry_hash;
-    let needs_body = deep || entry.kind == "redaction";
-    if needs_body {
+    let redaction = entry.kind == "redaction";
+    if deep && !redaction {
+        let known = seen.lock().ok().and_then(|m| m.get(&raw.tree).copied());
+        if let Some(known) = known {
+            rec.body = if known == payload_hash {
+                Body::Present
+            } else {
+                body_edited()
+            };
+            return Ok(rec);
+        }
+    }
+    if deep || redaction {
         let body = read_body(repo, hash, &raw.tree, &payload_hash, buf)?;
+        if matches!(body, Body::Present)
+            && let Ok(mut m) = seen.lock()
+            && m.len() < SEEN_TREES_MAX
+        {
+            m.insert(raw.tree, payload_hash);
+        }
         if matches!(body, Body::Absent) {
             rec.absent_payload = Some(Box::new(payload_hash));
         }
@@ -169,6 +198,13 @@ fn check_commit(
         }
     }
     Ok(rec)
+}
+
+fn body_edited() -> Body {
+    bad(
+        "body-edited",
+        "its body does not hash to its payload_hash: the body was edited".into(),
+    )
 }
 
 /// The payload hash a redaction entry's body names, if readable.
@@ -234,10 +270,7 @@ fn read_body(
         Err(e) => return Err(git_err("reading a blob", e)),
     }
     if hex_to_bytes(&sha256_hex(buf)) != *payload_hash {
-        return Ok(bad(
-            "body-edited",
-            "its body does not hash to its payload_hash: the body was edited".into(),
-        ));
+        return Ok(body_edited());
     }
     if gix::objs::compute_hash(hash, Kind::Blob, buf).ok() != Some(blob) {
         return Ok(bad(
@@ -326,6 +359,7 @@ impl GitStore {
         let mut slots: Vec<Option<Rec>> = Vec::with_capacity(expected);
         let mut failure = None;
         let mut found = HashSet::new();
+        let seen: SeenTrees = Mutex::default();
         std::thread::scope(|s| -> Result<(), StoreError> {
             let (tx, rx) = mpsc::sync_channel::<Batch>(workers * 4);
             let rx = Arc::new(Mutex::new(rx));
@@ -334,6 +368,7 @@ impl GitStore {
                 let rx = Arc::clone(&rx);
                 let rtx = rtx.clone();
                 let shared = shared.clone();
+                let seen = &seen;
                 s.spawn(move || {
                     let repo = shared.to_thread_local();
                     let mut buf = Vec::new();
@@ -344,7 +379,7 @@ impl GitStore {
                         };
                         let mut out = Vec::with_capacity(batch.len());
                         for (i, id, data) in batch {
-                            match check_commit(&repo, hash, id, &data, deep, &mut buf) {
+                            match check_commit(&repo, hash, id, &data, deep, seen, &mut buf) {
                                 Ok(r) => out.push((i, r)),
                                 Err(e) => {
                                     let _ = rtx.send(Err(e));
@@ -790,19 +825,19 @@ fn walk(
             ));
             break;
         }
-        let parsed = if kind == Kind::Commit {
-            parse_commit(&buf, hash)
+        let parent = if kind == Kind::Commit {
+            first_parent(&buf, hash)
         } else {
             None
         };
-        let Some(raw) = parsed else {
+        let Some(parent) = parent else {
             failure = Some(fail(
                 "not-a-ledger-commit",
                 format!("object {id} is not a ledger commit"),
             ));
             break;
         };
-        cur = raw.parents.first().copied();
+        cur = parent;
         prev_id = Some(id);
         if watch.contains(&id) {
             found.insert(id);
@@ -820,6 +855,34 @@ fn walk(
         let _ = tx.send(batch);
     }
     Ok((failure, found))
+}
+
+/// A commit's first parent (`Some(None)` for a root commit), or `None` when `data` is not a
+/// commit. Reads the leading `tree` and `parent` lines directly, as git writes them, and falls
+/// back to a full parse otherwise; the workers check every header of the commit anyway.
+fn first_parent(data: &[u8], hash: HashKind) -> Option<Option<ObjectId>> {
+    let hex = hash.len_in_hex();
+    let id_line = |at: usize, tag: &[u8]| -> Option<ObjectId> {
+        let rest = data.get(at..)?.strip_prefix(tag)?;
+        if rest.get(hex) != Some(&b'\n') {
+            return None;
+        }
+        ObjectId::from_hex(&rest[..hex]).ok()
+    };
+    let after_tree = 5 + hex + 1;
+    if id_line(0, b"tree ").is_some() {
+        if let Some(parent) = id_line(after_tree, b"parent ") {
+            return Some(Some(parent));
+        }
+        if data
+            .get(after_tree..)
+            .is_some_and(|r| r.starts_with(b"author "))
+        {
+            return Some(None);
+        }
+    }
+    let raw = parse_commit(data, hash)?;
+    Some(raw.parents.first().copied())
 }
 
 /// The seq in a ledger commit message, if it has one.

@@ -101,6 +101,39 @@ fn same_ledger_same_commit_ids_anywhere() {
     assert_eq!(chain(&a), chain(&b));
 }
 
+/// Deep verify reads a body that many entries share once; every entry is still held to its own
+/// payload hash, whichever of them the check meets first.
+#[test]
+fn a_shared_body_is_checked_against_every_entry_that_names_it() {
+    for format in FORMATS {
+        // Bodies repeat: 0, 1, 0, 1, ... all verify.
+        let repo = Repo::new(format);
+        append_chain(&repo, "main", (0..8).map(|i| seed_payload(i % 2)));
+        let r = verify(&repo, true);
+        assert_eq!(r["ok"], true, "{r}");
+        assert_eq!(r["entries"], 8);
+
+        // Entry 1 made to point at entry 3's tree (a body already checked for entry 3, which the
+        // walk from the tip meets first): deep verify still names entry 1.
+        let repo = seeded(format, 6);
+        let mut t = commit_texts(&repo, REF);
+        let tree_of = |text: &str| text.lines().next().unwrap().to_string();
+        let (old, new) = (tree_of(&t[1]), tree_of(&t[3]));
+        t[1] = t[1].replacen(&old, &new, 1);
+        rechain(&repo, &t);
+        assert_eq!(verify(&repo, false)["ok"], true);
+        assert_fails(&verify(&repo, true), "body-edited", 1);
+
+        // And the other way round: entry 3 pointed at entry 1's tree.
+        let repo = seeded(format, 6);
+        let mut t = commit_texts(&repo, REF);
+        let (old, new) = (tree_of(&t[3]), tree_of(&t[1]));
+        t[3] = t[3].replacen(&old, &new, 1);
+        rechain(&repo, &t);
+        assert_fails(&verify(&repo, true), "body-edited", 3);
+    }
+}
+
 #[test]
 fn tamper_classes_each_have_their_own_message() {
     let mut problems = HashSet::new();
