@@ -5,8 +5,9 @@
 //! Prints, for each N, figures and ratios against baselines measured in the same run:
 //! batched append vs `git fast-import` writing the identical commits (the tips must match),
 //! cold open + one append, `verify --deep` on loose and on packed objects (entries/s and peak
-//! RSS of a child process), and durable single appends vs a JSONL baseline that does per entry
-//! what Forum does (open, append a line, fsync, close; payload file then entry file).
+//! RSS of a child process, median of three runs), and durable single appends vs a JSONL
+//! baseline that does per entry what Forum does (open, append a line, fsync, close; payload
+//! file then entry file).
 //! Nothing here asserts a time: the machine is shared and noisy, so read medians and ratios.
 
 use std::io::Write;
@@ -71,6 +72,19 @@ fn entries(n: usize) -> Vec<NewEntry> {
             }
         })
         .collect()
+}
+
+/// The same entries with every body made distinct (a counter added), so deep verify cannot
+/// share work between entries: the bench ledger's bodies repeat (a few tens of thousands of
+/// distinct bodies per 100,000 entries), as real ledgers' verdicts and notes often do.
+fn entries_distinct(n: usize) -> Vec<NewEntry> {
+    let mut news = entries(n);
+    for (i, e) in news.iter_mut().enumerate() {
+        if let Value::Object(fields) = &mut e.payload {
+            fields.push(("n".to_string(), Value::int(i as i64)));
+        }
+    }
+    news
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -141,8 +155,18 @@ struct ChildVerify {
     heap: u64,
 }
 
-/// Runs `verify --deep` in a child process.
+/// Runs `verify --deep` in a child process three times: the median time, the largest peaks.
 fn child_verify(repo: &Path) -> ChildVerify {
+    let runs: Vec<ChildVerify> = (0..3).map(|_| child_verify_once(repo)).collect();
+    ChildVerify {
+        secs: median(runs.iter().map(|r| r.secs).collect()),
+        rss_kib: runs.iter().map(|r| r.rss_kib).max().unwrap_or(0),
+        heap: runs.iter().map(|r| r.heap).max().unwrap_or(0),
+    }
+}
+
+/// Runs `verify --deep` in a child process once.
+fn child_verify_once(repo: &Path) -> ChildVerify {
     let exe = std::env::current_exe().unwrap();
     let t = Instant::now();
     let o = Command::new(exe)
@@ -281,6 +305,20 @@ fn run_n(root: &Path, n: usize) {
     // Deep verify, packed (the pack the batch wrote) and loose (the same objects unpacked).
     let c = child_verify(&packed_repo);
     print_verify("packed", n, &c, &packed_repo.join(".git/objects"));
+    // The same with no two bodies alike.
+    let distinct = fresh_repo(root, &format!("distinct-{n}"));
+    GitStore::open(&distinct, "main", Options::default())
+        .unwrap()
+        .append_entries(&entries_distinct(n))
+        .unwrap();
+    let c = child_verify(&distinct);
+    print_verify(
+        "packed, every body distinct",
+        n,
+        &c,
+        &distinct.join(".git/objects"),
+    );
+    std::fs::remove_dir_all(&distinct).ok();
     // The packed ledger is kept for the cold-open comparison at the end, made on every size in
     // turn so the disk's state (ext4 is slow to create files for minutes after mass deletes)
     // weighs on each size alike.
@@ -430,7 +468,12 @@ fn main() {
         std::fs::create_dir_all(&dir).unwrap();
         git(&dir, &["init", "-q", "."]);
         let mut store = GitStore::open(&dir, "main", Options::default()).unwrap();
-        store.append_entries(&entries(n)).unwrap();
+        let news = if args.iter().any(|a| a == "--distinct") {
+            entries_distinct(n)
+        } else {
+            entries(n)
+        };
+        store.append_entries(&news).unwrap();
         println!("wrote {n} entries to {}", dir.display());
         return;
     }

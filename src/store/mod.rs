@@ -3,6 +3,7 @@
 pub mod forum_dir;
 pub mod git;
 pub mod pack;
+pub(crate) mod packread;
 pub mod redact;
 pub mod sign;
 pub mod sync;

@@ -19,6 +19,7 @@ use super::git::{
     GitStore, PAYLOAD_FILE, ReflogLine, StoreError, entry_from_message, entry_from_message_checked,
     git_err, hex_to_bytes, is_commit_of, parse_commit,
 };
+use super::packread::{Packs, Reader};
 use super::sign::SignatureCheck;
 use crate::ledger::ChainProblem;
 use crate::ledger::canonical;
@@ -44,8 +45,6 @@ type Problem = (u64, &'static str, String);
 
 /// What a deep check found about one entry's body.
 enum Body {
-    /// Not checked (shallow verify).
-    Unchecked,
     Present,
     /// The tree is empty: the body is absent.
     Absent,
@@ -53,18 +52,72 @@ enum Body {
 }
 
 /// One entry as the workers leave it for the chain pass (kept compact: a 100,000-entry ledger
-/// keeps 100,000 of these).
+/// keeps 100,000 of these, 88 bytes each; what few entries need beyond that is boxed).
 struct Rec {
-    /// `None` when the commit message holds no readable entry.
-    seq: Option<u64>,
+    /// Meaningful only when `readable`.
+    seq: u64,
     entry_hash: [u8; 32],
     prev_hash: [u8; 32],
-    /// The payload hash, kept only when the body is absent (to match it against redactions).
-    absent_payload: Option<Box<[u8; 32]>>,
+    extra: Option<Box<Extra>>,
+    /// False when the commit message holds no readable entry (`extra.local` says why).
+    readable: bool,
     edited: bool,
-    local: Option<Box<(&'static str, String)>>,
-    redacts: Option<Box<[u8; 32]>>,
-    body: Body,
+    body: BodyState,
+}
+
+// The chain pass holds one per entry: keep it small.
+const _: () = assert!(std::mem::size_of::<Rec>() <= 88);
+
+/// The rarer parts of a [`Rec`].
+#[derive(Default)]
+struct Extra {
+    /// The payload hash, kept only when the body is absent (to match it against redactions).
+    absent_payload: Option<[u8; 32]>,
+    /// A problem found in the commit on its own.
+    local: Option<(&'static str, String)>,
+    /// The payload hash a redaction entry names.
+    redacts: Option<[u8; 32]>,
+    /// What is wrong with the body, when `body` is [`BodyState::Bad`].
+    bad_body: Option<(&'static str, String)>,
+}
+
+/// [`Body`] without its problem (kept in [`Extra::bad_body`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BodyState {
+    /// Not checked (shallow verify).
+    Unchecked,
+    Present,
+    Absent,
+    Bad,
+}
+
+impl Rec {
+    fn seq(&self) -> Option<u64> {
+        self.readable.then_some(self.seq)
+    }
+
+    fn extra_mut(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Box::default)
+    }
+
+    fn local(&self) -> Option<&(&'static str, String)> {
+        self.extra.as_ref()?.local.as_ref()
+    }
+
+    fn set_local(&mut self, code: &'static str, message: String) {
+        self.extra_mut().local = Some((code, message));
+    }
+
+    fn set_body(&mut self, body: Body) {
+        self.body = match body {
+            Body::Present => BodyState::Present,
+            Body::Absent => BodyState::Absent,
+            Body::Bad(problem) => {
+                self.extra_mut().bad_body = Some(*problem);
+                BodyState::Bad
+            }
+        };
+    }
 }
 
 /// The outcome of [`GitStore::verify`].
@@ -109,8 +162,10 @@ fn bad(code: &'static str, message: String) -> Body {
 }
 
 /// Checks one commit (already known to hash to its name) on its own.
+#[allow(clippy::too_many_arguments)]
 fn check_commit(
     repo: &gix::Repository,
+    reader: &mut Reader,
     hash: HashKind,
     id: ObjectId,
     data: &[u8],
@@ -119,50 +174,44 @@ fn check_commit(
     buf: &mut Vec<u8>,
 ) -> Result<Rec, StoreError> {
     let mut rec = Rec {
-        seq: None,
+        seq: 0,
         entry_hash: [0; 32],
         prev_hash: [0; 32],
-        absent_payload: None,
+        extra: None,
+        readable: false,
         edited: false,
-        local: None,
-        redacts: None,
-        body: Body::Unchecked,
+        body: BodyState::Unchecked,
     };
     let Some(raw) = parse_commit(data, hash) else {
-        rec.local = Some(Box::new((
+        rec.set_local(
             "not-a-ledger-commit",
             format!("object {id} is not a ledger commit"),
-        )));
+        );
         return Ok(rec);
     };
     let (entry, line_canonical) = match entry_from_message_checked(raw.message) {
         Ok(e) => e,
         Err(why) => {
-            rec.local = Some(Box::new((
-                "not-a-ledger-commit",
-                format!("commit {id}: {why}"),
-            )));
+            rec.set_local("not-a-ledger-commit", format!("commit {id}: {why}"));
             return Ok(rec);
         }
     };
     let parent = raw.parents.first().copied();
     if raw.parents.len() > 1 {
-        rec.local = Some(Box::new((
+        rec.set_local(
             "merge-commit",
             format!(
                 "commit {id} has {} parents; ledger commits have one",
                 raw.parents.len()
             ),
-        )));
+        );
     } else if !is_commit_of(data, &entry, &raw.tree, parent.as_ref(), line_canonical) {
-        rec.local = Some(Box::new((
-            "commit-altered",
-            format!(
+        rec.set_local("commit-altered", format!(
                 "commit {id} is not the commit its entry defines (author, date, message or headers were changed)"
-            ),
-        )));
+            ));
     }
-    rec.seq = Some(entry.seq);
+    rec.seq = entry.seq;
+    rec.readable = true;
     rec.entry_hash = hex_to_bytes(&entry.entry_hash);
     rec.prev_hash = hex_to_bytes(&entry.prev_hash);
     let payload_hash = hex_to_bytes(&entry.payload_hash);
@@ -171,16 +220,16 @@ fn check_commit(
     if deep && !redaction {
         let known = seen.lock().ok().and_then(|m| m.get(&raw.tree).copied());
         if let Some(known) = known {
-            rec.body = if known == payload_hash {
+            rec.set_body(if known == payload_hash {
                 Body::Present
             } else {
                 body_edited()
-            };
+            });
             return Ok(rec);
         }
     }
     if deep || redaction {
-        let body = read_body(repo, hash, &raw.tree, &payload_hash, buf)?;
+        let body = read_body(repo, reader, hash, &raw.tree, &payload_hash, buf)?;
         if matches!(body, Body::Present)
             && let Ok(mut m) = seen.lock()
             && m.len() < SEEN_TREES_MAX
@@ -188,13 +237,13 @@ fn check_commit(
             m.insert(raw.tree, payload_hash);
         }
         if matches!(body, Body::Absent) {
-            rec.absent_payload = Some(Box::new(payload_hash));
+            rec.extra_mut().absent_payload = Some(payload_hash);
         }
         if entry.kind == "redaction" && matches!(body, Body::Present) {
-            rec.redacts = redaction_target(buf).map(Box::new);
+            rec.extra_mut().redacts = redaction_target(buf);
         }
         if deep {
-            rec.body = body;
+            rec.set_body(body);
         }
     }
     Ok(rec)
@@ -218,6 +267,7 @@ fn redaction_target(body: &[u8]) -> Option<[u8; 32]> {
 /// holds the body.
 fn read_body(
     repo: &gix::Repository,
+    reader: &mut Reader,
     hash: HashKind,
     tree_id: &ObjectId,
     payload_hash: &[u8; 32],
@@ -226,8 +276,8 @@ fn read_body(
     if *tree_id == ObjectId::empty_tree(hash) {
         return Ok(Body::Absent);
     }
-    let tree = match repo.objects.try_find(tree_id, buf) {
-        Ok(Some(d)) if d.kind == Kind::Tree => d.data.to_vec(),
+    let tree = match read_object(repo, reader, tree_id, buf) {
+        Ok(Some(Kind::Tree)) => buf.clone(),
         Ok(Some(_)) => {
             return Ok(bad("not-a-ledger-tree", format!("{tree_id} is not a tree")));
         }
@@ -237,7 +287,12 @@ fn read_body(
                 format!("tree {tree_id} is missing from the object store"),
             ));
         }
-        Err(e) => return Err(git_err("reading a tree", e)),
+        Err(e) => {
+            return Ok(bad(
+                "corrupt-object",
+                format!("tree {tree_id} cannot be read: {e}"),
+            ));
+        }
     };
     let prefix = format!("100644 {PAYLOAD_FILE}\0");
     let Some(blob) = tree
@@ -256,8 +311,8 @@ fn read_body(
             format!("tree {tree_id} does not hash to its name"),
         ));
     }
-    match repo.objects.try_find(&blob, buf) {
-        Ok(Some(d)) if d.kind == Kind::Blob => {}
+    match read_object(repo, reader, &blob, buf) {
+        Ok(Some(Kind::Blob)) => {}
         Ok(Some(_)) => {
             return Ok(bad("not-a-ledger-tree", format!("{blob} is not a blob")));
         }
@@ -267,7 +322,12 @@ fn read_body(
                 format!("body blob {blob} is missing from the object store"),
             ));
         }
-        Err(e) => return Err(git_err("reading a blob", e)),
+        Err(e) => {
+            return Ok(bad(
+                "corrupt-object",
+                format!("body blob {blob} cannot be read: {e}"),
+            ));
+        }
     }
     if hex_to_bytes(&sha256_hex(buf)) != *payload_hash {
         return Ok(body_edited());
@@ -360,6 +420,7 @@ impl GitStore {
         let mut failure = None;
         let mut found = HashSet::new();
         let seen: SeenTrees = Mutex::default();
+        let packs = Packs::open(&self.objects_dir(), hash);
         std::thread::scope(|s| -> Result<(), StoreError> {
             let (tx, rx) = mpsc::sync_channel::<Batch>(workers * 4);
             let rx = Arc::new(Mutex::new(rx));
@@ -369,6 +430,7 @@ impl GitStore {
                 let rtx = rtx.clone();
                 let shared = shared.clone();
                 let seen = &seen;
+                let mut reader = Reader::new(packs.clone());
                 s.spawn(move || {
                     let repo = shared.to_thread_local();
                     let mut buf = Vec::new();
@@ -379,7 +441,16 @@ impl GitStore {
                         };
                         let mut out = Vec::with_capacity(batch.len());
                         for (i, id, data) in batch {
-                            match check_commit(&repo, hash, id, &data, deep, seen, &mut buf) {
+                            match check_commit(
+                                &repo,
+                                &mut reader,
+                                hash,
+                                id,
+                                &data,
+                                deep,
+                                seen,
+                                &mut buf,
+                            ) {
                                 Ok(r) => out.push((i, r)),
                                 Err(e) => {
                                     let _ = rtx.send(Err(e));
@@ -402,7 +473,7 @@ impl GitStore {
                 let shared = shared.clone();
                 s.spawn(move || {
                     let repo = shared.to_thread_local();
-                    walk(&repo, hash, tip, tx, watch)
+                    walk(&repo, hash, tip, tx, watch, packs)
                 })
             };
             let mut first_err: Option<StoreError> = None;
@@ -478,7 +549,7 @@ impl GitStore {
             // The walk stopped early: the bad commit sits just below the oldest one read.
             let seq = recs
                 .first()
-                .and_then(|r| r.seq)
+                .and_then(Rec::seq)
                 .map(|s| s.saturating_sub(1))
                 .or(f.child_seq_hint.map(|s| s.saturating_sub(1)))
                 .unwrap_or(0);
@@ -489,16 +560,16 @@ impl GitStore {
         if chain_problem.is_none() {
             for (i, r) in recs.iter().enumerate() {
                 let expected = i as u64;
-                let Some(seq) = r.seq else {
-                    let (code, msg) = *r
-                        .local
-                        .clone()
+                let Some(seq) = r.seq() else {
+                    let (code, msg) = r
+                        .local()
+                        .cloned()
                         .expect("an unreadable entry carries its problem");
                     chain_problem = Some((expected, code, msg));
                     break;
                 };
                 if seq != expected {
-                    let next_seq = recs.get(i + 1).and_then(|n| n.seq);
+                    let next_seq = recs.get(i + 1).and_then(Rec::seq);
                     let (p, code) = if next_seq == Some(expected) {
                         (
                             ChainProblem::Swapped {
@@ -540,7 +611,7 @@ impl GitStore {
                     ));
                     break;
                 }
-                if let Some(local) = &r.local {
+                if let Some(local) = r.local() {
                     chain_problem = Some((seq, local.0, local.1.clone()));
                     break;
                 }
@@ -550,8 +621,8 @@ impl GitStore {
                 if wanted.contains(&n) {
                     prefix_roots.push((n, acc.root()));
                 }
-                if let Some(h) = &r.redacts {
-                    redacted.insert(**h);
+                if let Some(h) = r.extra.as_ref().and_then(|x| x.redacts) {
+                    redacted.insert(h);
                 }
             }
         }
@@ -655,20 +726,22 @@ impl GitStore {
             let mut first: Option<Problem> = None;
             for (i, r) in recs.iter().enumerate() {
                 let seq = i as u64;
-                match &r.body {
-                    Body::Bad(problem) => {
-                        first = Some((seq, problem.0, problem.1.clone()));
+                let absent_payload = r.extra.as_ref().and_then(|x| x.absent_payload);
+                match r.body {
+                    BodyState::Bad => {
+                        let (code, msg) = r
+                            .extra
+                            .as_ref()
+                            .and_then(|x| x.bad_body.clone())
+                            .expect("a bad body carries its problem");
+                        first = Some((seq, code, msg));
                         break;
                     }
-                    Body::Absent
-                        if r.absent_payload
-                            .as_ref()
-                            .is_some_and(|h| redacted.contains(&**h)) =>
-                    {
-                        let h = r.absent_payload.as_ref().expect("checked above");
-                        report.redacted.push((seq, hash::hex(&**h)));
+                    BodyState::Absent if absent_payload.is_some_and(|h| redacted.contains(&h)) => {
+                        let h = absent_payload.expect("checked above");
+                        report.redacted.push((seq, hash::hex(&h)));
                     }
-                    Body::Absent => {
+                    BodyState::Absent => {
                         first = Some((
                             seq,
                             "body-missing",
@@ -676,7 +749,7 @@ impl GitStore {
                         ));
                         break;
                     }
-                    Body::Present | Body::Unchecked => {}
+                    BodyState::Present | BodyState::Unchecked => {}
                 }
             }
             match first {
@@ -770,7 +843,21 @@ type Batch = Vec<(usize, ObjectId, Vec<u8>)>;
 /// reflog commits it met.
 type Walked = (Vec<Rec>, Option<WalkFailure>, HashSet<ObjectId>);
 
+/// Reads object `id` into `buf`: whole from a pack when it can, else through gix.
 fn read_object(
+    repo: &gix::Repository,
+    reader: &mut Reader,
+    id: &ObjectId,
+    buf: &mut Vec<u8>,
+) -> Result<Option<Kind>, StoreError> {
+    if let Some(kind) = reader.read(id, buf) {
+        return Ok(Some(kind));
+    }
+    read_gix(repo, id, buf)
+}
+
+/// Reads object `id` into `buf` through gix.
+fn read_gix(
     repo: &gix::Repository,
     id: &ObjectId,
     buf: &mut Vec<u8>,
@@ -791,7 +878,9 @@ fn walk(
     tip: ObjectId,
     tx: mpsc::SyncSender<Batch>,
     watch: HashSet<ObjectId>,
+    packs: Packs,
 ) -> Result<(Option<WalkFailure>, HashSet<ObjectId>), StoreError> {
+    let mut reader = Reader::new(packs);
     let mut found = HashSet::new();
     let mut cur = Some(tip);
     let mut buf = Vec::new();
@@ -803,13 +892,23 @@ fn walk(
         let fail = |code, message| WalkFailure {
             child_seq_hint: prev_id.and_then(|p| {
                 let mut b = Vec::new();
-                read_object(repo, &p, &mut b).ok()??;
+                read_gix(repo, &p, &mut b).ok()??;
                 seq_of_message(parse_commit(&b, hash)?.message)
             }),
             code,
             message,
         };
-        let Some(kind) = read_object(repo, &id, &mut buf)? else {
+        let read = match read_object(repo, &mut reader, &id, &mut buf) {
+            Ok(read) => read,
+            Err(e) => {
+                failure = Some(fail(
+                    "corrupt-object",
+                    format!("commit {id} cannot be read: {e}"),
+                ));
+                break;
+            }
+        };
+        let Some(kind) = read else {
             failure = Some(fail(
                 "missing-object",
                 format!("commit {id} is missing from the object store"),

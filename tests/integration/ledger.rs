@@ -324,6 +324,86 @@ fn tamper_classes_each_have_their_own_message() {
     assert!(problems.len() >= 12, "{problems:#?}");
 }
 
+/// A packed batch ledger of 40 entries with bodies long enough to be compressed.
+fn packed_batch(format: &str) -> Repo {
+    let repo = Repo::new(format);
+    let mut store =
+        git_forum::store::git::GitStore::open(repo.path(), "main", Default::default()).unwrap();
+    let batch: Vec<_> = (0..40)
+        .map(|i| git_forum::ledger::NewEntry {
+            actor: "batch".into(),
+            kind: "note".into(),
+            causal_parent: None,
+            payload: git_forum::ledger::canonical::parse(&format!(
+                r#"{{"i":{i},"text":"{}"}}"#,
+                "words of a body ".repeat(8)
+            ))
+            .unwrap(),
+            ts: 1000.0 + i as f64,
+        })
+        .collect();
+    store.append_entries(&batch).unwrap();
+    repo
+}
+
+/// Flips a byte in the middle of object `id`'s compressed stream in the repository's one pack.
+fn damage_in_pack(repo: &Repo, id: &str) {
+    let pack_dir = repo.git_dir().join("objects/pack");
+    let idx = std::fs::read_dir(&pack_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "idx"))
+        .unwrap();
+    let listing = repo.git_ok(&["verify-pack", "-v", idx.to_str().unwrap()]);
+    let line = listing
+        .lines()
+        .find(|l| l.starts_with(id))
+        .unwrap_or_else(|| panic!("{id} not in {listing}"));
+    // id type size size-in-pack offset
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    let (in_pack, offset): (usize, usize) = (cols[3].parse().unwrap(), cols[4].parse().unwrap());
+    let pack = idx.with_extension("pack");
+    let mut bytes = std::fs::read(&pack).unwrap();
+    bytes[offset + in_pack / 2] ^= 0x55;
+    let mut perms = std::fs::metadata(&pack).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&pack, perms).unwrap();
+    std::fs::write(&pack, &bytes).unwrap();
+}
+
+/// Verify reads whole objects straight from the pack a batch wrote; a damaged pack entry is
+/// named, with the seq it breaks, rather than read as something else or ending verify with an
+/// error.
+#[test]
+fn a_damaged_pack_entry_is_named_with_its_seq() {
+    for format in FORMATS {
+        let repo = packed_batch(format);
+        let r = verify(&repo, true);
+        assert_eq!(r["ok"], true, "{r}");
+        assert_eq!(r["entries"], 40);
+
+        // The body of entry 7: deep verify names it; the chain (commits only) still verifies.
+        let blob = repo.git_ok(&["rev-parse", &format!("{REF}~32:payload.json")]);
+        damage_in_pack(&repo, blob.trim());
+        let r = verify(&repo, true);
+        assert_fails(&r, "corrupt-object", 7);
+        assert!(r["problem"].as_str().unwrap().contains(blob.trim()), "{r}");
+        assert_eq!(verify(&repo, false)["ok"], true);
+
+        // The commit of entry 20: even the shallow check stops there.
+        let repo = packed_batch(format);
+        let commit = repo.git_ok(&["rev-parse", &format!("{REF}~19")]);
+        damage_in_pack(&repo, commit.trim());
+        let r = verify(&repo, false);
+        assert_fails(&r, "corrupt-object", 20);
+        assert!(
+            r["problem"].as_str().unwrap().contains(commit.trim()),
+            "{r}"
+        );
+    }
+}
+
 #[test]
 fn survives_gc_and_aggressive_gc() {
     for format in FORMATS {
