@@ -366,6 +366,7 @@ fn durable_git(
         Some(method) => Options {
             fsync: true,
             method,
+            ..Options::default()
         },
         None => Options {
             fsync: false,
@@ -431,6 +432,7 @@ fn cold_open(template: &NewEntry) {
 fn durable(root: &Path, n: usize) {
     println!("\n== durable single appends, {n} entries (run first, on a settled disk) ==");
     let news = entries(n);
+    let (wal, lat_w) = durable_git(root, "durable-wal", &news, Some(FlushMethod::Wal));
     let (batch, lat_b) = durable_git(root, "durable-batch", &news, Some(FlushMethod::Batch));
     let (per_file, lat_pf) = durable_git(root, "durable-fsync", &news, Some(FlushMethod::PerFile));
     let (syncfs, lat_sf) = durable_git(root, "durable-syncfs", &news, Some(FlushMethod::Syncfs));
@@ -441,18 +443,39 @@ fn durable(root: &Path, n: usize) {
     let base = t.elapsed().as_secs_f64();
     let line = |label: &str, secs: f64, lat: &[f64]| {
         println!(
-            "{label:<36} {:>6.0} entries/s, p50 {:.2} ms, p99 {:.2} ms, throughput ratio to JSONL {:.2}",
+            "{label:<44} {:>6.0} entries/s, p50 {:.2} ms, p99 {:.2} ms, throughput ratio to JSONL {:.2}",
             n as f64 / secs,
             pct(lat, 0.5) * 1e3,
             pct(lat, 0.99) * 1e3,
             base / secs
         );
     };
+    line("git forum, forum.fsyncMethod=wal (default)", wal, &lat_w);
     line("git forum, forum.fsyncMethod=batch", batch, &lat_b);
     line("git forum, forum.fsyncMethod=fsync", per_file, &lat_pf);
     line("git forum, forum.fsyncMethod=syncfs", syncfs, &lat_sf);
     line("JSONL + fsync baseline", base, &jl);
     line("git forum --no-fsync (for reference)", nofsync, &lat_nf);
+}
+
+/// The type and mount options of the filesystem holding `path`, from /proc/mounts (Linux), so
+/// the durable figures can be read against it: file creation and fsync costs differ widely
+/// between filesystems and between ext4 with and without a journal.
+fn filesystem_of(path: &Path) -> String {
+    let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
+        return "an unknown filesystem".into();
+    };
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 4 && path.starts_with(f[1]))
+                .then(|| (f[1].len(), format!("{} ({}, {})", f[1], f[2], f[3])))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, s)| s)
+        .unwrap_or_else(|| "an unknown filesystem".into())
 }
 
 fn main() {
@@ -483,13 +506,19 @@ fn main() {
     } else {
         &[10_000, 100_000]
     };
-    let root = tempfile::tempdir().unwrap();
+    // `--dir PATH`: where the repositories go (the filesystem under test; default: the temp dir).
+    let root = match args.iter().position(|a| a == "--dir") {
+        Some(i) => tempfile::tempdir_in(&args[i + 1]).unwrap(),
+        None => tempfile::tempdir().unwrap(),
+    };
     println!(
-        "git forum ledger benchmark ({}; load {})",
+        "git forum ledger benchmark ({}; load {}; in {} on {})",
         if quick { "quick" } else { "full" },
         std::fs::read_to_string("/proc/loadavg")
             .unwrap_or_default()
-            .trim()
+            .trim(),
+        root.path().display(),
+        filesystem_of(root.path())
     );
     durable(root.path(), 1_000);
     if args.iter().any(|a| a == "--durable-only") {

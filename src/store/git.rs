@@ -32,7 +32,7 @@ pub const LEDGER_PREFIX: &str = "refs/forum/ledgers/";
 pub const PAYLOAD_FILE: &str = "payload.json";
 /// The fixed committer of every ledger commit.
 pub const COMMITTER: &str = "git-forum <ledger@git-forum.invalid>";
-const AUTHOR_EMAIL: &str = "ledger@git-forum.invalid";
+pub(crate) const AUTHOR_EMAIL: &str = "ledger@git-forum.invalid";
 /// A ref `.lock` file older than this, found while we hold the ledger's writer lock, was left by
 /// a writer that died; git's own writers hold ref locks for milliseconds.
 pub const STALE_REF_LOCK: Duration = Duration::from_secs(2);
@@ -158,6 +158,8 @@ pub struct Options {
     pub fsync: bool,
     /// How an append makes itself durable.
     pub method: FlushMethod,
+    /// The size of a ledger's write-ahead log in bytes (`forum.walSize`).
+    pub wal_size: u64,
 }
 
 impl Options {
@@ -170,14 +172,24 @@ impl Options {
             None => FlushMethod::default(),
             Some(v) => FlushMethod::parse(&v.to_string()).ok_or_else(|| {
                 StoreError::Invalid(format!(
-                    "git config forum.fsyncMethod is {:?}; use \"fsync\" or \"syncfs\"",
+                    "git config forum.fsyncMethod is {:?}; use \"wal\", \"fsync\", \"batch\" or \"syncfs\"",
                     v.to_string()
                 ))
             })?,
         };
+        let wal_size = match config.integer("forum.walSize") {
+            None => super::wal::DEFAULT_CAPACITY,
+            Some(n) if n >= super::wal::MIN_CAPACITY as i64 && n <= (1 << 30) => n as u64,
+            Some(n) => {
+                return Err(StoreError::Invalid(format!(
+                    "git config forum.walSize is {n}; use a size from 64k to 1g (default 1m)"
+                )));
+            }
+        };
         Ok(Options {
             fsync: !no_fsync && fsync,
             method,
+            wal_size,
         })
     }
 }
@@ -187,23 +199,29 @@ impl Default for Options {
         Options {
             fsync: true,
             method: FlushMethod::default(),
+            wal_size: super::wal::DEFAULT_CAPACITY,
         }
     }
 }
 
-/// How a durable append flushes (`git config forum.fsyncMethod batch|fsync|syncfs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How a durable append flushes (`git config forum.fsyncMethod wal|fsync|batch|syncfs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlushMethod {
+    /// The default on Linux: the append writes its objects and moves the ref without flushing
+    /// them, then logs a record holding them to the ledger's write-ahead log
+    /// (`.git/forum/wal/NAME.wal`, created zero-filled at full size) and flushes that one file,
+    /// which rewrites data blocks in place. After a power loss, the next command restores from
+    /// the log whatever the disk lost (see `src/store/wal.rs`). Elsewhere it is `PerFile`.
+    Wal,
     /// git's `core.fsyncMethod=batch` recipe (Linux): start writeback of each new object file,
     /// make them durable with one fsync, rename them into place, move the ref, then one fsync
     /// of the ref file commits the renames and the ref together. Two flushes per append; relies
     /// on a journaling filesystem committing metadata in order (ext4, xfs, btrfs), as git's
     /// batch mode does. Elsewhere it is the same as `PerFile`.
     Batch,
-    /// The default: fsync each new object file before its rename, then the ref, the reflog and
-    /// every directory that gained a name. Correct on any POSIX filesystem, journaled or not,
-    /// and touches only this append's files.
-    #[default]
+    /// fsync each new object file before its rename, then the ref, the reflog and every
+    /// directory that gained a name: the objects themselves are durable, on any POSIX
+    /// filesystem, journaled or not. The default where `Wal` is not available.
     PerFile,
     /// One `syncfs` after the objects and one after the ref (Linux; elsewhere the same as
     /// `PerFile`): two flushes however many files, but each also waits for every other
@@ -211,10 +229,21 @@ pub enum FlushMethod {
     Syncfs,
 }
 
+impl Default for FlushMethod {
+    fn default() -> FlushMethod {
+        if cfg!(target_os = "linux") {
+            FlushMethod::Wal
+        } else {
+            FlushMethod::PerFile
+        }
+    }
+}
+
 impl FlushMethod {
     /// Parses the `forum.fsyncMethod` value.
     pub fn parse(s: &str) -> Option<FlushMethod> {
         match s {
+            "wal" => Some(FlushMethod::Wal),
             "batch" => Some(FlushMethod::Batch),
             "fsync" => Some(FlushMethod::PerFile),
             "syncfs" => Some(FlushMethod::Syncfs),
@@ -228,6 +257,10 @@ impl FlushMethod {
 
     fn batch(self) -> bool {
         cfg!(target_os = "linux") && self == FlushMethod::Batch
+    }
+
+    pub(crate) fn wal(self) -> bool {
+        cfg!(target_os = "linux") && self == FlushMethod::Wal
     }
 }
 
@@ -473,7 +506,7 @@ impl GitStore {
         validate_ledger_name(name)?;
         let hash = repo.object_hash();
         let common_dir = repo.common_dir().to_path_buf();
-        Ok(GitStore {
+        let store = GitStore {
             repo,
             name: name.to_string(),
             refname: format!("{LEDGER_PREFIX}{name}"),
@@ -481,7 +514,12 @@ impl GitStore {
             opts,
             common_dir,
             signatures_at: None,
-        })
+        };
+        // After a reboot, restore what the write-ahead log holds and the disk lost. A failure
+        // leaves the repository as it is: reads then see (and verify reports) the real state,
+        // and the next append retries.
+        let _ = store.recover_wal_if_needed();
+        Ok(store)
     }
 
     /// Opens ledger `name` in the repository containing `dir`.
@@ -565,11 +603,15 @@ impl GitStore {
         self.hash
     }
 
+    pub(crate) fn options(&self) -> &Options {
+        &self.opts
+    }
+
     pub fn set_fsync(&mut self, fsync: bool) {
         self.opts.fsync = fsync;
     }
 
-    fn forum_dir(&self) -> PathBuf {
+    pub(crate) fn forum_dir(&self) -> PathBuf {
         self.common_dir.join("forum")
     }
 
@@ -1002,8 +1044,7 @@ impl GitStore {
 
     /// Writes new loose objects (skipping any the repository has) and makes them durable
     /// according to the flush method. Returns the paths of the files written.
-    fn write_loose_objects(&self, objs: &[Obj]) -> Result<Vec<PathBuf>, StoreError> {
-        let durable = self.opts.fsync;
+    fn write_loose_objects(&self, objs: &[Obj], durable: bool) -> Result<Vec<PathBuf>, StoreError> {
         let method = self.opts.method;
         let mut staged: Vec<(PathBuf, PathBuf, File)> = Vec::new();
         let mut c = gix::zlib::stream::deflate::Compress::new(
@@ -1051,7 +1092,7 @@ impl GitStore {
             fs::rename(&tmp, &path).map_err(io(format!("renaming {}", tmp.display())))?;
             written.push(path);
         }
-        if !method.batch() {
+        if durable && !method.batch() {
             self.flush(&written, true)?;
         }
         Ok(written)
@@ -1158,7 +1199,7 @@ impl GitStore {
     /// Removes a ref lock left by a dead writer. We hold the ledger's writer lock, so no live
     /// git-forum writer owns it; a foreign git process holds a ref lock for milliseconds, so a
     /// lock older than [`STALE_REF_LOCK`] is stale. Returns false while it is too young.
-    fn recover_stale_lock(&self, lock: &Path) -> bool {
+    pub(crate) fn recover_stale_lock(&self, lock: &Path) -> bool {
         let age = fs::metadata(lock)
             .and_then(|m| m.modified())
             .ok()
@@ -1196,9 +1237,20 @@ impl GitStore {
         let _lock = self.writer_lock()?;
         let start = Instant::now();
         let mut backoff = Duration::from_millis(2);
+        // Single appends go through the write-ahead log when it is the flush method; anything
+        // else first empties the log, so the ref never moves past what the log describes.
+        let mut wal = None;
+        let mut checkpointed = false;
         loop {
             let tip = self.tip()?;
-            let built = build(tip.as_ref())?;
+            let mut built = build(tip.as_ref())?;
+            let logged = self.opts.method.wal() && !built.as_pack;
+            if logged && wal.is_none() {
+                wal = Some(self.wal_for_append()?);
+            } else if !logged && !checkpointed {
+                self.checkpoint_wal()?;
+                checkpointed = true;
+            }
             let new_tip = *built
                 .commits
                 .last()
@@ -1206,8 +1258,7 @@ impl GitStore {
             let mut guard = None;
             if built.as_pack {
                 let mut seen = HashSet::new();
-                let objs: Vec<Obj> = built
-                    .objects
+                let objs: Vec<Obj> = std::mem::take(&mut built.objects)
                     .into_iter()
                     // Objects the repository already holds may be written again: a duplicate across
                     // packs is harmless, while asking the object store about every miss makes it
@@ -1227,7 +1278,7 @@ impl GitStore {
                     );
                 }
             } else {
-                self.write_loose_objects(&built.objects)?;
+                self.write_loose_objects(&built.objects, self.opts.fsync && !logged)?;
             }
             let outcome = self.cas(tip.as_ref().map(|t| t.commit), new_tip, reflog);
             let outcome = match outcome {
@@ -1241,7 +1292,16 @@ impl GitStore {
             };
             match outcome {
                 CasOutcome::Moved => {
-                    let flushed = self.flush(&[self.reflog_path(), self.ref_path()], false);
+                    let flushed = match wal.as_mut() {
+                        Some(w) if logged => self.wal_log(
+                            w,
+                            tip.as_ref().map(|t| t.commit),
+                            new_tip,
+                            &built.objects,
+                            self.opts.fsync,
+                        ),
+                        _ => self.flush(&[self.reflog_path(), self.ref_path()], false),
+                    };
                     if let Some(g) = guard {
                         g.release();
                     }
@@ -1428,8 +1488,19 @@ impl GitStore {
         Ok(*commits.last().expect("non-empty import"))
     }
 
-    /// Flushes everything to disk (for writers that ran with `--no-fsync`).
+    /// Flushes everything to disk (for writers that ran with `--no-fsync`) and empties the
+    /// ledger's write-ahead log.
     pub fn sync(&self) -> Result<(), StoreError> {
+        self.flush_repository()?;
+        if self.wal_path().exists() {
+            let _lock = self.writer_lock()?;
+            self.checkpoint_wal()?;
+        }
+        Ok(())
+    }
+
+    /// Flushes the whole repository's filesystem (Linux `syncfs`; elsewhere the git directory).
+    pub(crate) fn flush_repository(&self) -> Result<(), StoreError> {
         let f =
             File::open(&self.common_dir).map_err(io("opening the git directory to flush it"))?;
         f.sync_all().map_err(io("flushing the git directory"))?;

@@ -8,3 +8,4 @@ pub mod redact;
 pub mod sign;
 pub mod sync;
 pub mod verify;
+pub(crate) mod wal;

@@ -113,6 +113,9 @@ impl GitStore {
         payload_hash: &str,
     ) -> Result<(ObjectId, ObjectId, Vec<u64>, Vec<(ObjectId, ObjectId)>), StoreError> {
         let _lock = self.writer_lock()?;
+        // The rewrite moves the ref itself: first flush and empty the write-ahead log, which
+        // also removes the bodies it holds.
+        self.checkpoint_wal()?;
         let hash = self.object_hash();
         let empty = object(hash, Kind::Tree, Vec::new())?;
         loop {

@@ -2,7 +2,7 @@
 //! classes, gc, bad input, concurrency and crashes.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use serde_json::Value as J;
@@ -1040,4 +1040,187 @@ fn many_batches_do_not_pile_up_packs() {
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["entries"], 150);
     repo.fsck();
+}
+
+// ----- the write-ahead log (the default flush method on Linux) -----
+
+/// Makes the ledger's write-ahead log look as if it was written before a reboot: its header
+/// names another boot (with a valid checksum), so the next command treats the files it
+/// describes as possibly lost.
+#[cfg(target_os = "linux")]
+fn as_if_rebooted(repo: &Repo) {
+    let path = repo.git_dir().join("forum/wal/main.wal");
+    let mut bytes = std::fs::read(&path).expect("the ledger has a write-ahead log");
+    bytes[24..60].copy_from_slice(b"00000000-0000-0000-0000-000000000000");
+    let crc = crc32fast::hash(&bytes[..124]);
+    bytes[124..128].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, bytes).unwrap();
+}
+
+#[cfg(target_os = "linux")]
+fn loose_path(repo: &Repo, id: &str) -> PathBuf {
+    repo.git_dir().join("objects").join(&id[..2]).join(&id[2..])
+}
+
+/// What a power loss can leave of appends whose files were never flushed: object files gone,
+/// empty or garbled, the ref empty or left on an older tip, the reflog cut short with a torn
+/// line. Each append was acknowledged only once its log record was on disk, so the next
+/// command restores all of it: verify passes, fsck is clean, nothing acknowledged is missing,
+/// and appends continue.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_power_loss_image_is_restored_from_the_write_ahead_log() {
+    for format in FORMATS {
+        for ref_state in ["empty", "behind"] {
+            let repo = seeded(format, 6);
+            assert!(repo.git_dir().join("forum/wal/main.wal").exists());
+            let commits = chain(&repo);
+            let acked = repo.forum_json(&["log"]);
+
+            // Entry 3's commit is gone, entry 4's body is empty, entry 5's tree is garbage.
+            let body4 = repo.git_ok(&["rev-parse", &format!("{}:payload.json", commits[4])]);
+            let tree5 = repo.git_ok(&["rev-parse", &format!("{}^{{tree}}", commits[5])]);
+            std::fs::remove_file(loose_path(&repo, &commits[3])).unwrap();
+            std::fs::write(loose_path(&repo, body4.trim()), b"").unwrap();
+            std::fs::write(loose_path(&repo, tree5.trim()), b"\0\0garbage").unwrap();
+            let ref_file = repo.git_dir().join("refs/forum/ledgers/main");
+            match ref_state {
+                "empty" => {
+                    std::fs::write(&ref_file, b"").unwrap();
+                    // The writer that died with the machine also left the ref's lock behind.
+                    let lock = repo.git_dir().join("refs/forum/ledgers/main.lock");
+                    std::fs::write(&lock, b"").unwrap();
+                    let touched = std::process::Command::new("touch")
+                        .args(["-d", "1 minute ago"])
+                        .arg(&lock)
+                        .status()
+                        .unwrap();
+                    assert!(touched.success());
+                }
+                _ => std::fs::write(&ref_file, format!("{}\n", commits[2])).unwrap(),
+            }
+            let reflog = repo.git_dir().join("logs/refs/forum/ledgers/main");
+            let text = std::fs::read_to_string(&reflog).unwrap();
+            let kept: Vec<&str> = text.lines().take(3).collect();
+            std::fs::write(&reflog, format!("{}\n\0\0\0\0", kept.join("\n"))).unwrap();
+            as_if_rebooted(&repo);
+
+            let r = verify(&repo, true);
+            assert_eq!(r["ok"], true, "{ref_state}: {r}");
+            assert_eq!(r["entries"], 6);
+            assert_eq!(
+                chain(&repo),
+                commits,
+                "{ref_state}: the same commits, restored"
+            );
+            assert_eq!(repo.forum_json(&["log"]), acked);
+            repo.fsck();
+            let next = repo.append("agent", "note", "{\"after\":\"power loss\"}");
+            assert_eq!(next["seq"], 6);
+            assert_eq!(verify(&repo, true)["ok"], true);
+        }
+    }
+}
+
+/// A log that fills up is flushed and started again; a batch (written as a pack) and `sync`
+/// empty it first; entries written around them all survive a power-loss image of the last
+/// logged appends.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_write_ahead_log_survives_filling_up_batches_and_sync() {
+    use git_forum::store::git::{GitStore, Options};
+    let repo = Repo::new("sha1");
+    repo.git_ok(&["config", "forum.walSize", "65536"]);
+    let open = || {
+        let r = gix::open(repo.path()).unwrap();
+        let opts = Options::from_config(&r, false).unwrap();
+        GitStore::new(r, "main", opts).unwrap()
+    };
+    let note = |i: usize| git_forum::ledger::NewEntry {
+        actor: "agent".into(),
+        kind: "note".into(),
+        causal_parent: None,
+        payload: git_forum::ledger::canonical::parse(&format!(
+            r#"{{"i":{i},"text":"{}"}}"#,
+            "a kilobyte of words ".repeat(50)
+        ))
+        .unwrap(),
+        ts: 1000.0 + i as f64,
+    };
+    let mut store = open();
+    // About 1.2 KB per record: 80 appends overflow a 64 KiB log at least once.
+    for i in 0..80 {
+        store.append_entry(&note(i)).unwrap();
+    }
+    let generation = || {
+        let wal = std::fs::read(repo.git_dir().join("forum/wal/main.wal")).unwrap();
+        u64::from_le_bytes(wal[16..24].try_into().unwrap())
+    };
+    let before = generation();
+    assert!(before > 1, "80 appends filled the log at least once");
+    let batch: Vec<_> = (80..90).map(note).collect();
+    store.append_entries(&batch).unwrap();
+    assert_eq!(generation(), before + 1, "a batch empties the log first");
+    store.append_entry(&note(90)).unwrap();
+    assert_eq!(
+        generation(),
+        before + 2,
+        "the first append after the batch is not logged on top of unlogged writes"
+    );
+    for i in 91..93 {
+        store.append_entry(&note(i)).unwrap();
+    }
+    assert_eq!(generation(), before + 2);
+    drop(store);
+    let r = verify(&repo, true);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["entries"], 93);
+
+    // Lose the last three appends' files: the log still holds them.
+    let commits = chain(&repo);
+    for c in &commits[90..93] {
+        std::fs::remove_file(loose_path(&repo, c)).unwrap();
+    }
+    std::fs::write(repo.git_dir().join("refs/forum/ledgers/main"), b"").unwrap();
+    as_if_rebooted(&repo);
+    let r = verify(&repo, true);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["entries"], 93);
+    assert_eq!(chain(&repo), commits);
+    repo.fsck();
+
+    // `sync` empties the log: a reboot afterwards has nothing to restore.
+    repo.forum_ok(&["append", "--actor", "a", "--kind", "k", "--payload", "{}"]);
+    repo.forum_ok(&["sync"]);
+    let wal = std::fs::read(repo.git_dir().join("forum/wal/main.wal")).unwrap();
+    assert!(
+        wal[4096..].iter().all(|b| *b == 0),
+        "sync zeroes the records"
+    );
+    assert_eq!(verify(&repo, true)["entries"], 94);
+}
+
+/// A wrong `forum.walSize` or `forum.fsyncMethod` is one line naming the key, and nothing is
+/// written.
+#[test]
+fn a_bad_durability_setting_is_one_line() {
+    let repo = seeded("sha1", 1);
+    let before = repo.snapshot();
+    for (key, value, words) in [
+        ("forum.walSize", "12", "forum.walSize"),
+        ("forum.fsyncMethod", "sometimes", "forum.fsyncMethod"),
+    ] {
+        repo.git_ok(&["config", key, value]);
+        let o = repo
+            .forum()
+            .args(["append", "--actor", "a", "--kind", "k", "--payload", "{}"])
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(words), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        repo.git_ok(&["config", "--unset", key]);
+    }
+    assert_eq!(repo.snapshot(), before);
 }
