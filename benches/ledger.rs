@@ -228,40 +228,89 @@ fn child_main(repo: &str) {
     );
 }
 
-fn jsonl_durable(dir: &Path, news: &[NewEntry]) -> Vec<f64> {
-    std::fs::create_dir_all(dir).unwrap();
-    let mut lat = Vec::with_capacity(news.len());
-    let mut head: Option<git_forum::ledger::Entry> = None;
-    for n in news {
-        let t = Instant::now();
-        let body = n.payload.canonical();
-        let ph = git_forum::ledger::hash::sha256_hex(body.as_bytes());
-        let e = git_forum::ledger::Entry::next(head.as_ref(), n, ph.clone());
-        for (file, line) in [
-            (
-                "payloads.jsonl",
-                format!(
-                    "{{\"hash\": \"{ph}\", \"body\": {}}}\n",
-                    n.payload.python_dumps()
-                ),
+/// One Forum-style durable append: open, append a line, fsync, close, for the payload file and
+/// then the entry file.
+fn jsonl_append(dir: &Path, head: &mut Option<git_forum::ledger::Entry>, n: &NewEntry) {
+    let body = n.payload.canonical();
+    let ph = git_forum::ledger::hash::sha256_hex(body.as_bytes());
+    let e = git_forum::ledger::Entry::next(head.as_ref(), n, ph.clone());
+    for (file, line) in [
+        (
+            "payloads.jsonl",
+            format!(
+                "{{\"hash\": \"{ph}\", \"body\": {}}}\n",
+                n.payload.python_dumps()
             ),
-            (
-                "entries.jsonl",
-                format!("{}\n", e.to_value().python_dumps()),
-            ),
-        ] {
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(dir.join(file))
-                .unwrap();
-            f.write_all(line.as_bytes()).unwrap();
-            f.sync_all().unwrap();
-        }
-        lat.push(t.elapsed().as_secs_f64());
-        head = Some(e);
+        ),
+        (
+            "entries.jsonl",
+            format!("{}\n", e.to_value().python_dumps()),
+        ),
+    ] {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(file))
+            .unwrap();
+        f.write_all(line.as_bytes()).unwrap();
+        f.sync_all().unwrap();
     }
-    lat
+    *head = Some(e);
+}
+
+/// A writer in the durable comparison.
+enum Writer {
+    Git(Box<GitStore>),
+    Jsonl {
+        dir: PathBuf,
+        head: Option<git_forum::ledger::Entry>,
+    },
+    /// Creates four small files per entry and flushes nothing: what creating an append's three
+    /// loose objects and its ref lock costs on this filesystem, before any git work or flush.
+    Files {
+        dir: PathBuf,
+        next: usize,
+    },
+}
+
+impl Writer {
+    fn git(root: &Path, name: &str, method: Option<FlushMethod>) -> Writer {
+        let repo = fresh_repo(root, name);
+        let opts = match method {
+            Some(method) => Options {
+                fsync: true,
+                method,
+                ..Options::default()
+            },
+            None => Options {
+                fsync: false,
+                ..Options::default()
+            },
+        };
+        Writer::Git(Box::new(GitStore::open(&repo, "main", opts).unwrap()))
+    }
+
+    fn append(&mut self, e: &NewEntry) {
+        match self {
+            Writer::Git(store) => {
+                store.append_entry(e).unwrap();
+            }
+            Writer::Jsonl { dir, head } => jsonl_append(dir, head, e),
+            Writer::Files { dir, next } => {
+                for _ in 0..4 {
+                    let sub = dir.join(format!("{:02x}", *next % 256));
+                    std::fs::create_dir_all(&sub).unwrap();
+                    let mut f = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(sub.join(format!("f{next}")))
+                        .unwrap();
+                    f.write_all(&[b'x'; 300]).unwrap();
+                    *next += 1;
+                }
+            }
+        }
+    }
 }
 
 fn run_n(root: &Path, n: usize) {
@@ -355,36 +404,6 @@ fn settle() {
     let _ = Command::new("sync").status();
 }
 
-fn durable_git(
-    root: &Path,
-    name: &str,
-    news: &[NewEntry],
-    method: Option<FlushMethod>,
-) -> (f64, Vec<f64>) {
-    let repo = fresh_repo(root, name);
-    let opts = match method {
-        Some(method) => Options {
-            fsync: true,
-            method,
-            ..Options::default()
-        },
-        None => Options {
-            fsync: false,
-            ..Options::default()
-        },
-    };
-    let mut store = GitStore::open(&repo, "main", opts).unwrap();
-    settle();
-    let mut lat = Vec::with_capacity(news.len());
-    let t = Instant::now();
-    for e in news {
-        let s = Instant::now();
-        store.append_entry(e).unwrap();
-        lat.push(s.elapsed().as_secs_f64());
-    }
-    (t.elapsed().as_secs_f64(), lat)
-}
-
 /// Cold open plus one durable append on each kept ledger, the sizes interleaved over 7 rounds:
 /// opening reads the tip only, so the figure must not grow with the ledger.
 fn cold_open(template: &NewEntry) {
@@ -429,33 +448,82 @@ fn cold_open(template: &NewEntry) {
     );
 }
 
+/// Durable single appends by each flush method, the JSONL baseline and `--no-fsync`, interleaved:
+/// five rounds of n/5 appends each, the order rotating every round, so every writer meets the
+/// disk in the same states (on a shared machine, file creation in particular slows down for
+/// half a minute after others delete many files).
 fn durable(root: &Path, n: usize) {
-    println!("\n== durable single appends, {n} entries (run first, on a settled disk) ==");
+    const ROUNDS: usize = 5;
+    println!(
+        "\n== durable single appends, {n} entries (interleaved: {ROUNDS} rounds of {}, the order rotating) ==",
+        n / ROUNDS
+    );
     let news = entries(n);
-    let (wal, lat_w) = durable_git(root, "durable-wal", &news, Some(FlushMethod::Wal));
-    let (batch, lat_b) = durable_git(root, "durable-batch", &news, Some(FlushMethod::Batch));
-    let (per_file, lat_pf) = durable_git(root, "durable-fsync", &news, Some(FlushMethod::PerFile));
-    let (syncfs, lat_sf) = durable_git(root, "durable-syncfs", &news, Some(FlushMethod::Syncfs));
-    let (nofsync, lat_nf) = durable_git(root, "no-fsync", &news, None);
+    let jsonl = root.join("jsonl");
+    std::fs::create_dir_all(&jsonl).unwrap();
+    let mut writers = [
+        (
+            "git forum, forum.fsyncMethod=wal (default)",
+            Writer::git(root, "durable-wal", Some(FlushMethod::Wal)),
+        ),
+        (
+            "git forum, forum.fsyncMethod=batch",
+            Writer::git(root, "durable-batch", Some(FlushMethod::Batch)),
+        ),
+        (
+            "git forum, forum.fsyncMethod=fsync",
+            Writer::git(root, "durable-fsync", Some(FlushMethod::PerFile)),
+        ),
+        (
+            "git forum, forum.fsyncMethod=syncfs",
+            Writer::git(root, "durable-syncfs", Some(FlushMethod::Syncfs)),
+        ),
+        (
+            "JSONL + fsync baseline",
+            Writer::Jsonl {
+                dir: jsonl,
+                head: None,
+            },
+        ),
+        (
+            "git forum --no-fsync (for reference)",
+            Writer::git(root, "no-fsync", None),
+        ),
+        (
+            "four new files per entry, no flush (floor)",
+            Writer::Files {
+                dir: root.join("files"),
+                next: 0,
+            },
+        ),
+    ];
+    let base_at = 4;
+    let per = n / ROUNDS;
+    let mut secs = vec![0.0; writers.len()];
+    let mut lats: Vec<Vec<f64>> = vec![Vec::with_capacity(n); writers.len()];
     settle();
-    let t = Instant::now();
-    let jl = jsonl_durable(&root.join("jsonl"), &news);
-    let base = t.elapsed().as_secs_f64();
-    let line = |label: &str, secs: f64, lat: &[f64]| {
+    for round in 0..ROUNDS {
+        for k in 0..writers.len() {
+            let w = (k + round) % writers.len();
+            let t = Instant::now();
+            for e in &news[round * per..(round + 1) * per] {
+                let s = Instant::now();
+                writers[w].1.append(e);
+                lats[w].push(s.elapsed().as_secs_f64());
+            }
+            secs[w] += t.elapsed().as_secs_f64();
+        }
+    }
+    let done = (per * ROUNDS) as f64;
+    for (w, (label, _)) in writers.iter().enumerate() {
         println!(
             "{label:<44} {:>6.0} entries/s, p50 {:.2} ms, p99 {:.2} ms, throughput ratio to JSONL {:.2}",
-            n as f64 / secs,
-            pct(lat, 0.5) * 1e3,
-            pct(lat, 0.99) * 1e3,
-            base / secs
+            done / secs[w],
+            pct(&lats[w], 0.5) * 1e3,
+            pct(&lats[w], 0.99) * 1e3,
+            secs[base_at] / secs[w]
         );
-    };
-    line("git forum, forum.fsyncMethod=wal (default)", wal, &lat_w);
-    line("git forum, forum.fsyncMethod=batch", batch, &lat_b);
-    line("git forum, forum.fsyncMethod=fsync", per_file, &lat_pf);
-    line("git forum, forum.fsyncMethod=syncfs", syncfs, &lat_sf);
-    line("JSONL + fsync baseline", base, &jl);
-    line("git forum --no-fsync (for reference)", nofsync, &lat_nf);
+    }
 }
 
 /// The type and mount options of the filesystem holding `path`, from /proc/mounts (Linux), so
