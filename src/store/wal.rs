@@ -442,10 +442,13 @@ impl GitStore {
                 wal
             }
             None => {
-                // A new log starts from a repository flushed with the ref where it is.
-                self.flush_repository()?;
-                Wal::create(&path, self.object_hash(), capacity, self.tip_id()?)
-                    .map_err(wal_io(&path))?
+                // A new log starts from a repository flushed with the ref where it is (nothing
+                // to flush for a ledger that does not exist yet).
+                let tip = self.tip_id()?;
+                if tip.is_some() {
+                    self.flush_repository()?;
+                }
+                Wal::create(&path, self.object_hash(), capacity, tip).map_err(wal_io(&path))?
             }
         };
         Ok(wal)
