@@ -324,24 +324,25 @@ fn tamper_classes_each_have_their_own_message() {
     assert!(problems.len() >= 12, "{problems:#?}");
 }
 
+/// Note `i`, its body `{"i": i, "text": words}`.
+fn note(i: usize, words: &str) -> git_forum::ledger::NewEntry {
+    git_forum::ledger::NewEntry {
+        actor: "agent".into(),
+        kind: "note".into(),
+        causal_parent: None,
+        payload: git_forum::ledger::canonical::parse(&format!(r#"{{"i":{i},"text":"{words}"}}"#))
+            .unwrap(),
+        ts: 1000.0 + i as f64,
+    }
+}
+
 /// A packed batch ledger of 40 entries with bodies long enough to be compressed.
 fn packed_batch(format: &str) -> Repo {
     let repo = Repo::new(format);
     let mut store =
         git_forum::store::git::GitStore::open(repo.path(), "main", Default::default()).unwrap();
-    let batch: Vec<_> = (0..40)
-        .map(|i| git_forum::ledger::NewEntry {
-            actor: "batch".into(),
-            kind: "note".into(),
-            causal_parent: None,
-            payload: git_forum::ledger::canonical::parse(&format!(
-                r#"{{"i":{i},"text":"{}"}}"#,
-                "words of a body ".repeat(8)
-            ))
-            .unwrap(),
-            ts: 1000.0 + i as f64,
-        })
-        .collect();
+    let words = "words of a body ".repeat(8);
+    let batch: Vec<_> = (0..40).map(|i| note(i, &words)).collect();
     store.append_entries(&batch).unwrap();
     repo
 }
@@ -1136,17 +1137,8 @@ fn the_write_ahead_log_survives_filling_up_batches_and_sync() {
         let opts = Options::from_config(&r, false).unwrap();
         GitStore::new(r, "main", opts).unwrap()
     };
-    let note = |i: usize| git_forum::ledger::NewEntry {
-        actor: "agent".into(),
-        kind: "note".into(),
-        causal_parent: None,
-        payload: git_forum::ledger::canonical::parse(&format!(
-            r#"{{"i":{i},"text":"{}"}}"#,
-            "a kilobyte of words ".repeat(50)
-        ))
-        .unwrap(),
-        ts: 1000.0 + i as f64,
-    };
+    let words = "a kilobyte of words ".repeat(50);
+    let note = |i: usize| note(i, &words);
     let mut store = open();
     // About 1.2 KB per record: 80 appends overflow a 64 KiB log at least once.
     for i in 0..80 {
