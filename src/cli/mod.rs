@@ -55,8 +55,9 @@ pub struct Cli {
     /// Print machine-readable JSON.
     #[arg(long, global = true)]
     pub json: bool,
-    /// Do not fsync each append (run `git forum sync` to make them durable); also set by
-    /// `git config forum.fsync false`.
+    /// Do not flush each append to disk (run `git forum sync` to make them durable); also set
+    /// by `git config forum.fsync false`. How durable appends flush: `forum.fsyncMethod`
+    /// (`wal`, the default on Linux, `fsync`, `batch` or `syncfs`; see README).
     #[arg(long, global = true)]
     pub no_fsync: bool,
     #[command(subcommand)]
@@ -85,7 +86,8 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// Print the Merkle checkpoint and record it as a witness for later verifies.
     Checkpoint(verify::CheckpointArgs),
-    /// Make appends written with --no-fsync durable.
+    /// Flush the repository (appends written with --no-fsync become durable) and empty the
+    /// ledger's write-ahead log.
     Sync(verify::SyncArgs),
     /// Counts of a ledger, a run, a fetched copy or a Forum directory, as a table or JSON.
     Summary(report::SummaryArgs),

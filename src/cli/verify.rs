@@ -22,7 +22,7 @@ pub struct CheckpointArgs {
     pub sign: bool,
 }
 
-/// Flush appends made with --no-fsync to disk.
+/// Flush the repository to disk and empty the ledger's write-ahead log.
 #[derive(Debug, clap::Args)]
 pub struct SyncArgs {}
 
