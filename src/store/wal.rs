@@ -274,7 +274,12 @@ impl Wal {
     ) -> std::io::Result<Wal> {
         let dir = path.parent().expect("the log lives in a directory");
         std::fs::create_dir_all(dir)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        // Readable and writable as any file this repository's users create (the umask
+        // applies), not only by whoever appended first.
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".wal")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+            .tempfile_in(dir)?;
         let header = Header {
             generation: 1,
             boot: boot_id(),
@@ -687,6 +692,10 @@ mod tests {
         let path = dir.path().join("wal/main.wal");
         let mut wal = Wal::create(&path, HashKind::Sha1, MIN_CAPACITY, None).unwrap();
         assert!(wal.is_empty());
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o600, 0o600, "{mode:o}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), MIN_CAPACITY);
         let a = obj(Kind::Blob, b"{\"a\":1}");
         let b = obj(Kind::Blob, b"{\"b\":2}");
         let r1 = Record::new(None, a.id, std::slice::from_ref(&a));
