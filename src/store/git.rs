@@ -1042,9 +1042,15 @@ impl GitStore {
         Ok(f)
     }
 
-    /// Writes new loose objects (skipping any the repository has) and makes them durable
-    /// according to the flush method. Returns the paths of the files written.
-    fn write_loose_objects(&self, objs: &[Obj], durable: bool) -> Result<Vec<PathBuf>, StoreError> {
+    /// Writes new loose objects (skipping any the repository has, unless `replace`: then a
+    /// loose file of the same name, perhaps damaged, is replaced) and, with `durable`, makes
+    /// them durable according to the flush method. Returns the paths of the files written.
+    pub(crate) fn write_loose_objects(
+        &self,
+        objs: &[Obj],
+        durable: bool,
+        replace: bool,
+    ) -> Result<Vec<PathBuf>, StoreError> {
         let method = self.opts.method;
         let mut staged: Vec<(PathBuf, PathBuf, File)> = Vec::new();
         let mut c = gix::zlib::stream::deflate::Compress::new(
@@ -1055,7 +1061,7 @@ impl GitStore {
             let hex = o.id.to_hex().to_string();
             let dir = self.objects_dir().join(&hex[..2]);
             let path = dir.join(&hex[2..]);
-            if path.exists() || self.repo.objects.exists_without_refresh(&o.id) {
+            if !replace && (path.exists() || self.repo.objects.exists_without_refresh(&o.id)) {
                 continue;
             }
             fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
@@ -1278,7 +1284,7 @@ impl GitStore {
                     );
                 }
             } else {
-                self.write_loose_objects(&built.objects, self.opts.fsync && !logged)?;
+                self.write_loose_objects(&built.objects, self.opts.fsync && !logged, false)?;
             }
             let outcome = self.cas(tip.as_ref().map(|t| t.commit), new_tip, reflog);
             let outcome = match outcome {
@@ -1491,12 +1497,12 @@ impl GitStore {
     /// Flushes everything to disk (for writers that ran with `--no-fsync`) and empties the
     /// ledger's write-ahead log.
     pub fn sync(&self) -> Result<(), StoreError> {
-        self.flush_repository()?;
         if self.wal_path().exists() {
             let _lock = self.writer_lock()?;
-            self.checkpoint_wal()?;
+            self.checkpoint_wal_forced()
+        } else {
+            self.flush_repository()
         }
-        Ok(())
     }
 
     /// Flushes the whole repository's filesystem (Linux `syncfs`; elsewhere the git directory).

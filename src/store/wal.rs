@@ -435,7 +435,7 @@ impl GitStore {
         let wal = match Wal::open(&path, self.object_hash()).map_err(wal_io(&path))? {
             Some(mut wal) if wal.capacity() != capacity => {
                 // Resized by `git config forum.walSize`: empty the old one, then make the new.
-                self.checkpoint_wal_with(&mut wal)?;
+                self.checkpoint_wal_with(&mut wal, false)?;
                 drop(wal);
                 Wal::create(&path, self.object_hash(), capacity, self.tip_id()?)
                     .map_err(wal_io(&path))?
@@ -488,19 +488,30 @@ impl GitStore {
     /// Flushes the repository and empties the ledger's log, if it has one. Batches, redactions
     /// and `sync` call it (holding the writer lock) before they change the ref themselves.
     pub(crate) fn checkpoint_wal(&self) -> Result<(), StoreError> {
-        let path = self.wal_path();
-        if let Some(mut wal) = Wal::open(&path, self.object_hash()).map_err(wal_io(&path))? {
-            self.checkpoint_wal_with(&mut wal)?;
-        }
-        Ok(())
+        self.checkpoint_wal_if(false)
     }
 
-    fn checkpoint_wal_with(&self, wal: &mut Wal) -> Result<(), StoreError> {
+    /// [`checkpoint_wal`](Self::checkpoint_wal) that flushes the repository even when the log
+    /// has nothing to empty (for `sync`, whose flush also covers `--no-fsync` writes).
+    pub(crate) fn checkpoint_wal_forced(&self) -> Result<(), StoreError> {
+        self.checkpoint_wal_if(true)
+    }
+
+    fn checkpoint_wal_if(&self, force: bool) -> Result<(), StoreError> {
+        let path = self.wal_path();
+        match Wal::open(&path, self.object_hash()).map_err(wal_io(&path))? {
+            Some(mut wal) => self.checkpoint_wal_with(&mut wal, force),
+            None if force => self.flush_repository(),
+            None => Ok(()),
+        }
+    }
+
+    fn checkpoint_wal_with(&self, wal: &mut Wal, force: bool) -> Result<(), StoreError> {
         if wal.needs_recovery() {
             return self.recover_with(wal);
         }
         let tip = self.tip_id().ok().flatten();
-        if !wal.is_empty() || wal.header.last_new != tip {
+        if force || !wal.is_empty() || wal.header.last_new != tip {
             self.flush_repository()?;
             let path = wal.path().to_path_buf();
             wal.reset(tip).map_err(wal_io(&path))?;
@@ -536,7 +547,8 @@ impl GitStore {
             for (kind, data) in &rec.objects {
                 let o = object(hash, *kind, data.clone())?;
                 if !self.object_intact(&o) {
-                    self.rewrite_loose_object(&o)?;
+                    // Flushed with everything else below.
+                    self.write_loose_objects(std::slice::from_ref(&o), false, true)?;
                 }
             }
         }
@@ -565,25 +577,6 @@ impl GitStore {
             Ok(Some(d)) => d.kind == o.kind && d.data == o.data.as_slice(),
             _ => false,
         }
-    }
-
-    /// Writes `o` as a loose object, replacing a damaged file of the same name.
-    fn rewrite_loose_object(&self, o: &Obj) -> Result<(), StoreError> {
-        let hex = o.id.to_hex().to_string();
-        let dir = self.objects_dir().join(&hex[..2]);
-        std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
-        let mut raw = format!("{} {}\0", o.kind, o.data.len()).into_bytes();
-        raw.extend_from_slice(&o.data);
-        let mut z = Vec::new();
-        let mut c = gix::zlib::stream::deflate::Compress::new(
-            gix::zlib::Compression::new(1).expect("level 1 is valid"),
-        );
-        super::pack::deflate(&mut c, &raw, &mut z).map_err(|e| io_err(&dir, e))?;
-        let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| io_err(&dir, e))?;
-        tmp.write_all(&z).map_err(|e| io_err(&dir, e))?;
-        tmp.persist(dir.join(&hex[2..]))
-            .map_err(|e| io_err(&dir, e.error))?;
-        Ok(())
     }
 
     /// Points the ref at `id` by writing its file directly (it may be empty or garbage, which
