@@ -453,14 +453,14 @@ fn cold_open(template: &NewEntry) {
 /// appends alternate between the method and a fresh JSONL writer, so the two meet the disk in
 /// the same states. Methods run one at a time so that none pays for another's files.
 ///
-/// Settling is a `sync` and a 35-second pause: on ext4 without a journal, creating a file
-/// scans past every inode freed in the last 30 seconds (35 while its block is dirty), so
-/// files deleted just before (an earlier run's repositories) would be charged to whoever
-/// creates files next.
-fn durable(root: &Path, n: usize) {
+/// Settling is a `sync` and a 65-second pause: on ext4 without a journal, creating a file
+/// scans past every free inode of its block group deleted in the last 60 seconds (360 while
+/// the inode's table block is dirty; `sync` cleans it), so files deleted just before (an
+/// earlier run's repositories) would be charged to whoever creates files next.
+fn durable(root: &Path, n: usize, only: Option<&str>) {
     const ROUNDS: usize = 5;
     println!(
-        "\n== durable single appends, {n} entries per writer ({ROUNDS} rounds alternating with a JSONL writer; 35 s settle before each) =="
+        "\n== durable single appends, {n} entries per writer ({ROUNDS} rounds alternating with a JSONL writer; 65 s settle before each) =="
     );
     let news = entries(n);
     type Make = Box<dyn Fn(&Path) -> Writer>;
@@ -495,6 +495,9 @@ fn durable(root: &Path, n: usize) {
     ];
     let per = n / ROUNDS;
     for (k, (label, make)) in writers.iter().enumerate() {
+        if only.is_some_and(|o| !label.contains(o)) {
+            continue;
+        }
         let dir = root.join(format!("durable-{k}"));
         std::fs::create_dir_all(dir.join("jsonl")).unwrap();
         let mut pair = [
@@ -505,7 +508,7 @@ fn durable(root: &Path, n: usize) {
             },
         ];
         settle();
-        std::thread::sleep(Duration::from_secs(35));
+        std::thread::sleep(Duration::from_secs(65));
         let mut secs = [0.0f64; 2];
         let mut lat: Vec<f64> = Vec::with_capacity(n);
         for round in 0..ROUNDS {
@@ -596,7 +599,12 @@ fn main() {
         root.path().display(),
         filesystem_of(root.path())
     );
-    durable(root.path(), 1_000);
+    // `--only TEXT`: run only the durable writers whose label contains TEXT (e.g. `=wal`).
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .map(|i| args[i + 1].as_str());
+    durable(root.path(), 1_000, only);
     if args.iter().any(|a| a == "--durable-only") {
         return;
     }

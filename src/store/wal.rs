@@ -22,6 +22,9 @@
 //! `len: u32 LE, crc: u32 LE, payload`, the CRC covering the payload, whose first 8 bytes are the
 //! generation. A record is valid when its CRC matches and it belongs to the current generation;
 //! the first invalid one ends the log (a torn record is an append that was never acknowledged).
+//! From format 2 on, a record's objects are stored deflated (an entry's body is JSON and shrinks
+//! several times), so a log holds several times more appends between checkpoints. A format-1
+//! log left by an earlier version is still read, recovered if it needs to be, and replaced.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
@@ -36,7 +39,11 @@ use gix::objs::{Find as _, Kind};
 use super::git::{AUTHOR_EMAIL, GitStore, StoreError, object};
 use super::pack::Obj;
 
-const MAGIC: &[u8; 16] = b"git-forum wal 1\n";
+const MAGIC: &[u8; 16] = b"git-forum wal 2\n";
+/// The header of a format-1 log (objects stored raw), read but no longer written.
+const MAGIC_V1: &[u8; 16] = b"git-forum wal 1\n";
+/// The largest objects section a record may inflate to (a single append is far smaller).
+const MAX_OBJECTS_LEN: usize = 256 << 20;
 /// Records start here; the header fills the first block.
 pub(crate) const DATA_START: u64 = 4096;
 /// The default size of a log (`git config forum.walSize` changes it).
@@ -74,12 +81,22 @@ impl Record {
             None => p.push(0),
         }
         p.extend_from_slice(self.new.as_bytes());
-        p.extend_from_slice(&(self.objects.len() as u32).to_le_bytes());
+        let mut objects = Vec::with_capacity(self.objects.iter().map(|o| o.1.len() + 5).sum());
+        objects.extend_from_slice(&(self.objects.len() as u32).to_le_bytes());
         for (kind, data) in &self.objects {
-            p.push(kind_code(*kind));
-            p.extend_from_slice(&(data.len() as u32).to_le_bytes());
-            p.extend_from_slice(data);
+            objects.push(kind_code(*kind));
+            objects.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            objects.extend_from_slice(data);
         }
+        let mut c = libdeflater::Compressor::new(
+            libdeflater::CompressionLvl::new(1).expect("level 1 is valid"),
+        );
+        let mut z = vec![0u8; c.deflate_compress_bound(objects.len())];
+        let n = c
+            .deflate_compress(&objects, &mut z)
+            .expect("the buffer holds the compression bound");
+        p.extend_from_slice(&(objects.len() as u32).to_le_bytes());
+        p.extend_from_slice(&z[..n]);
         let mut out = Vec::with_capacity(8 + p.len());
         out.extend_from_slice(&(p.len() as u32).to_le_bytes());
         out.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
@@ -87,8 +104,9 @@ impl Record {
         out
     }
 
-    /// Decodes a record payload (CRC already checked). `None` when it is malformed.
-    fn decode(p: &[u8], hash: HashKind) -> Option<(u64, Record)> {
+    /// Decodes a record payload of log format `version` (CRC already checked). `None` when it
+    /// is malformed.
+    fn decode(p: &[u8], hash: HashKind, version: u8) -> Option<(u64, Record)> {
         let mut r = Reader { p, at: 0 };
         let generation = u64::from_le_bytes(r.take(8)?.try_into().ok()?);
         let id_len = hash.len_in_bytes();
@@ -98,6 +116,25 @@ impl Record {
             _ => return None,
         };
         let new = ObjectId::try_from(r.take(id_len)?).ok()?;
+        let inflated;
+        if version >= 2 {
+            let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
+            if len > MAX_OBJECTS_LEN {
+                return None;
+            }
+            let mut out = vec![0u8; len];
+            let n = libdeflater::Decompressor::new()
+                .deflate_decompress(r.take(p.len() - r.at)?, &mut out)
+                .ok()?;
+            if n != len {
+                return None;
+            }
+            inflated = out;
+            r = Reader {
+                p: &inflated,
+                at: 0,
+            };
+        }
         let n = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
         let mut objects = Vec::with_capacity(n.min(1024));
         for _ in 0..n {
@@ -105,7 +142,7 @@ impl Record {
             let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
             objects.push((kind, r.take(len)?.to_vec()));
         }
-        (r.at == p.len()).then_some((generation, Record { old, new, objects }))
+        (r.at == r.p.len()).then_some((generation, Record { old, new, objects }))
     }
 }
 
@@ -145,19 +182,24 @@ fn kind_from_code(code: u8) -> Option<Kind> {
 /// cache may have lost, is told apart from one written since (whose files every process still
 /// sees). Empty where unknown: then every open checks the log.
 pub(crate) fn boot_id() -> [u8; 36] {
-    let mut id = [0u8; 36];
-    if let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
-        let s = s.trim().as_bytes();
-        let n = s.len().min(36);
-        id[..n].copy_from_slice(&s[..n]);
-    }
-    id
+    static ID: std::sync::OnceLock<[u8; 36]> = std::sync::OnceLock::new();
+    *ID.get_or_init(|| {
+        let mut id = [0u8; 36];
+        if let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+            let s = s.trim().as_bytes();
+            let n = s.len().min(36);
+            id[..n].copy_from_slice(&s[..n]);
+        }
+        id
+    })
 }
 
 /// The header, as read or about to be written. Only the generation needs to be on disk (it is
 /// flushed when it changes); the rest are hints kept current in the page cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Header {
+    /// The log format: 2, or 1 for a log an earlier version wrote.
+    pub(crate) version: u8,
     pub(crate) generation: u64,
     /// The boot that last wrote the log.
     pub(crate) boot: [u8; 36],
@@ -174,7 +216,7 @@ pub(crate) struct Header {
 impl Header {
     fn encode(&self) -> [u8; HEADER_LEN] {
         let mut h = [0u8; HEADER_LEN];
-        h[..16].copy_from_slice(MAGIC);
+        h[..16].copy_from_slice(if self.version == 1 { MAGIC_V1 } else { MAGIC });
         h[16..24].copy_from_slice(&self.generation.to_le_bytes());
         h[24..60].copy_from_slice(&self.boot);
         h[64..72].copy_from_slice(&self.end_hint.to_le_bytes());
@@ -189,9 +231,14 @@ impl Header {
     }
 
     fn decode(h: &[u8]) -> Option<Header> {
-        if h.len() < HEADER_LEN || &h[..16] != MAGIC {
+        if h.len() < HEADER_LEN {
             return None;
         }
+        let version = match &h[..16] {
+            m if m == MAGIC => 2,
+            m if m == MAGIC_V1 => 1,
+            _ => return None,
+        };
         let crc = u32::from_le_bytes(h[HEADER_LEN - 4..HEADER_LEN].try_into().ok()?);
         if crc32fast::hash(&h[..HEADER_LEN - 4]) != crc {
             return None;
@@ -203,6 +250,7 @@ impl Header {
             _ => return None,
         };
         Some(Header {
+            version,
             generation: u64::from_le_bytes(h[16..24].try_into().ok()?),
             boot: h[24..60].try_into().ok()?,
             last_new,
@@ -224,7 +272,16 @@ pub(crate) struct Wal {
 
 impl Wal {
     /// Opens the log at `path`, or `None` when there is none.
-    pub(crate) fn open(path: &Path, hash: HashKind) -> std::io::Result<Option<Wal>> {
+    ///
+    /// `hint` is what the last append of this boot left in the ledger's writer-lock file (see
+    /// [`hint`](Self::hint)): where the records end and the tip they left. It saves a scan of
+    /// the records; without it, or when it is from another generation or boot, the records are
+    /// scanned from the start.
+    pub(crate) fn open(
+        path: &Path,
+        hash: HashKind,
+        hint: Option<&[u8]>,
+    ) -> std::io::Result<Option<Wal>> {
         let file = match OpenOptions::new().read(true).write(true).open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -246,6 +303,7 @@ impl Wal {
             hash,
             capacity,
             header: header.unwrap_or(Header {
+                version: 2,
                 generation: 0,
                 boot: [0; 36],
                 last_new: None,
@@ -260,8 +318,34 @@ impl Wal {
                 wal.header.generation = generation;
             }
         }
-        wal.end = wal.find_end(wal.header.end_hint.clamp(DATA_START, capacity));
+        let mut from = DATA_START;
+        if let Some(h) = hint.and_then(Header::decode)
+            && h.generation == wal.header.generation
+            && h.boot == boot_id()
+            && (DATA_START..=capacity).contains(&h.end_hint)
+        {
+            from = h.end_hint;
+            wal.header.last_new = h.last_new;
+        }
+        let (end, last) = wal.find_end(from);
+        wal.end = end;
+        wal.header.end_hint = end;
+        if let Some(at) = last
+            && let Some((_, rec)) = wal.read_at(at, Some(wal.header.generation))
+        {
+            wal.header.last_new = Some(rec.new);
+        }
         Ok(Some(wal))
+    }
+
+    /// What an append leaves in the writer-lock file for the next one to [`open`](Self::open)
+    /// with: the header as it stands in memory, stamped with this boot.
+    pub(crate) fn hint(&self) -> [u8; HEADER_LEN] {
+        Header {
+            boot: boot_id(),
+            ..self.header
+        }
+        .encode()
     }
 
     /// Creates a zero-filled log of `capacity` bytes at `path` (through a temporary file, so a
@@ -281,6 +365,7 @@ impl Wal {
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
             .tempfile_in(dir)?;
         let header = Header {
+            version: 2,
             generation: 1,
             boot: boot_id(),
             last_new: tip,
@@ -300,7 +385,7 @@ impl Wal {
         }
         tmp.persist(path).map_err(|e| e.error)?;
         File::open(dir)?.sync_all()?;
-        Ok(Wal::open(path, hash)?.expect("just created"))
+        Ok(Wal::open(path, hash, None)?.expect("just created"))
     }
 
     /// Reads the record at `at`: its generation and the record, when it is valid (and, given
@@ -318,27 +403,39 @@ impl Wal {
         if crc32fast::hash(&p) != crc {
             return None;
         }
-        let (g, rec) = Record::decode(&p, self.hash)?;
+        let (g, rec) = Record::decode(&p, self.hash, self.header.version)?;
         if generation.is_some_and(|want| want != g) {
             return None;
         }
         Some((g, rec))
     }
 
-    /// The end of the valid records of the current generation, scanning forward from `from`.
-    fn find_end(&self, from: u64) -> u64 {
+    /// The end of the valid records of the current generation, scanning forward from `from`,
+    /// and where the last record found starts.
+    fn find_end(&self, from: u64) -> (u64, Option<u64>) {
         let mut at = from;
+        let mut last = None;
         while let Some(len) = self.record_len_at(at) {
+            last = Some(at);
             at += 8 + len;
         }
-        at
+        (at, last)
     }
 
+    /// The payload length of a valid record of the current generation at `at` (its CRC and
+    /// generation are checked; the payload is not decoded).
     fn record_len_at(&self, at: u64) -> Option<u64> {
-        let mut head = [0u8; 4];
+        let mut head = [0u8; 16];
         self.file.read_exact_at(&mut head, at).ok()?;
-        let len = u32::from_le_bytes(head) as u64;
-        self.read_at(at, Some(self.header.generation)).map(|_| len)
+        let len = u32::from_le_bytes(head[..4].try_into().ok()?) as u64;
+        let crc = u32::from_le_bytes(head[4..8].try_into().ok()?);
+        let generation = u64::from_le_bytes(head[8..16].try_into().ok()?);
+        if len < 8 || at + 8 + len > self.capacity || generation != self.header.generation {
+            return None;
+        }
+        let mut p = vec![0u8; len as usize];
+        self.file.read_exact_at(&mut p, at + 8).ok()?;
+        (crc32fast::hash(&p) == crc).then_some(len)
     }
 
     /// The records of the current generation, in order.
@@ -373,10 +470,10 @@ impl Wal {
             self.file.sync_data()?;
         }
         self.end += bytes.len() as u64;
+        // The header on disk keeps what the last reset wrote: rewriting it here would add a
+        // second page to every flush. Where the records end travels in the hint instead.
         self.header.end_hint = self.end;
         self.header.last_new = Some(rec.new);
-        // The hint is only a hint (never ahead of what is on disk once the record is): no flush.
-        self.file.write_all_at(&self.header.encode(), 0)?;
         Ok(true)
     }
 
@@ -392,6 +489,7 @@ impl Wal {
             at += n;
         }
         self.header = Header {
+            version: 2,
             generation: self.header.generation.wrapping_add(1),
             boot: boot_id(),
             last_new: tip,
@@ -428,11 +526,14 @@ impl GitStore {
     }
 
     /// The log for an append, created on first use and recovered if an earlier boot left it
-    /// with records. The caller holds the writer lock.
-    pub(crate) fn wal_for_append(&self) -> Result<Wal, StoreError> {
+    /// with records. The caller holds the writer lock, whose file holds the last append's hint
+    /// (see [`Wal::open`]).
+    pub(crate) fn wal_for_append(&self, lock: &File) -> Result<Wal, StoreError> {
         let path = self.wal_path();
         let capacity = self.options().wal_size;
-        let wal = match Wal::open(&path, self.object_hash()).map_err(wal_io(&path))? {
+        let mut hint = [0u8; HEADER_LEN];
+        let hint = lock.read_exact_at(&mut hint, 0).ok().map(|()| &hint[..]);
+        let wal = match Wal::open(&path, self.object_hash(), hint).map_err(wal_io(&path))? {
             Some(mut wal) if wal.capacity() != capacity => {
                 // Resized by `git config forum.walSize`: empty the old one, then make the new.
                 self.checkpoint_wal_with(&mut wal, false)?;
@@ -443,6 +544,11 @@ impl GitStore {
             Some(mut wal) => {
                 if wal.needs_recovery() {
                     self.recover_with(&mut wal)?;
+                } else if wal.header.version < 2 || wal.header.boot != boot_id() {
+                    // An earlier version's format, or an empty log last reset in an earlier
+                    // boot (its header must name this boot before it holds this boot's
+                    // records): flush and start over.
+                    self.checkpoint_wal_with(&mut wal, true)?;
                 }
                 wal
             }
@@ -460,8 +566,9 @@ impl GitStore {
     }
 
     /// Logs an append that moved the ref from `old` to `new` writing `objects`, returning once
-    /// the record is on disk (with `durable`). An append that follows writes the log does not
-    /// cover, or that does not fit, is made durable by flushing the whole repository instead.
+    /// the record is on disk when `durable`. When the log's last tip is not `old`, the parent
+    /// chain is not all in the log: the repository is flushed and the log emptied first. A full
+    /// log is emptied the same way after this append (which the flush then covers).
     pub(crate) fn wal_log(
         &self,
         wal: &mut Wal,
@@ -499,7 +606,7 @@ impl GitStore {
 
     fn checkpoint_wal_if(&self, force: bool) -> Result<(), StoreError> {
         let path = self.wal_path();
-        match Wal::open(&path, self.object_hash()).map_err(wal_io(&path))? {
+        match Wal::open(&path, self.object_hash(), None).map_err(wal_io(&path))? {
             Some(mut wal) => self.checkpoint_wal_with(&mut wal, force),
             None if force => self.flush_repository(),
             None => Ok(()),
@@ -523,12 +630,20 @@ impl GitStore {
     /// lost (a no-op, one small read, when the log was written in this boot or is empty).
     pub(crate) fn recover_wal_if_needed(&self) -> Result<(), StoreError> {
         let path = self.wal_path();
-        match Wal::open(&path, self.object_hash()) {
+        // The common case, one small read: the header names this boot, so nothing was lost.
+        let mut head = [0u8; HEADER_LEN];
+        if let Ok(f) = File::open(&path)
+            && f.read_exact_at(&mut head, 0).is_ok()
+            && Header::decode(&head).is_some_and(|h| h.boot == boot_id())
+        {
+            return Ok(());
+        }
+        match Wal::open(&path, self.object_hash(), None) {
             Ok(Some(wal)) if wal.needs_recovery() => {}
             _ => return Ok(()),
         }
         let _lock = self.writer_lock()?;
-        if let Some(mut wal) = Wal::open(&path, self.object_hash()).map_err(wal_io(&path))?
+        if let Some(mut wal) = Wal::open(&path, self.object_hash(), None).map_err(wal_io(&path))?
             && wal.needs_recovery()
         {
             self.recover_with(&mut wal)?;
@@ -554,9 +669,8 @@ impl GitStore {
         }
         let mut tip = self.tip_id().ok().flatten();
         if let Some(last) = records.last() {
-            let earlier: HashSet<ObjectId> = records.iter().filter_map(|r| r.old).collect();
             let left_behind = match self.tip_id() {
-                Ok(Some(id)) => id != last.new && earlier.contains(&id),
+                Ok(Some(id)) => id != last.new && self.behind_log(id, last.new, records.len()),
                 Ok(None) | Err(_) => true,
             };
             if left_behind {
@@ -568,6 +682,29 @@ impl GitStore {
         self.flush_repository()?;
         let path = wal.path().to_path_buf();
         wal.reset(tip).map_err(wal_io(&path))
+    }
+
+    /// True when the ref value `id` trails the log's last tip `last`: it is one of the `logged`
+    /// tips before it, or the one or two just before the log began (the ref's recycled inodes
+    /// may surface the value either held when the log was last emptied), or it names a commit
+    /// the crash lost. Any other value was set by something the log does not cover and is kept.
+    fn behind_log(&self, id: ObjectId, last: ObjectId, logged: usize) -> bool {
+        let mut buf = Vec::new();
+        if self.read_entry_commit(&id, &mut buf).is_err() {
+            return true;
+        }
+        let mut cur = Some(last);
+        for _ in 0..logged + 2 {
+            let Some(c) = cur else { break };
+            cur = match self.read_entry_commit(&c, &mut buf) {
+                Ok((_, _, parent)) => parent,
+                Err(_) => None,
+            };
+            if cur == Some(id) {
+                return true;
+            }
+        }
+        false
     }
 
     /// True when `o` is in the object store with exactly its content.
@@ -698,7 +835,7 @@ mod tests {
         let end = wal.end;
         drop(wal);
 
-        let wal = Wal::open(&path, HashKind::Sha1).unwrap().unwrap();
+        let wal = Wal::open(&path, HashKind::Sha1, None).unwrap().unwrap();
         assert_eq!(wal.records(), vec![r1.clone(), r2.clone()]);
         assert_eq!(wal.end, end);
         assert_eq!(wal.header.last_new, Some(b.id));
@@ -711,24 +848,83 @@ mod tests {
         torn[last] ^= 1;
         wal.file.write_all_at(&torn, end).unwrap();
         drop(wal);
-        let mut wal = Wal::open(&path, HashKind::Sha1).unwrap().unwrap();
+        let mut wal = Wal::open(&path, HashKind::Sha1, None).unwrap().unwrap();
         assert_eq!(wal.records().len(), 2);
         assert_eq!(wal.end, end, "appends go over the torn record");
 
         // A reset empties it; the old records do not come back.
         wal.reset(None).unwrap();
         drop(wal);
-        let mut wal = Wal::open(&path, HashKind::Sha1).unwrap().unwrap();
+        let mut wal = Wal::open(&path, HashKind::Sha1, None).unwrap().unwrap();
         assert!(wal.is_empty());
         assert!(wal.records().is_empty());
 
-        // A record that cannot fit is refused without writing.
-        let big = obj(Kind::Blob, &vec![b'x'; MIN_CAPACITY as usize]);
+        // A record that cannot fit (even deflated: these bytes do not compress) is refused
+        // without writing.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let noise: Vec<u8> = (0..MIN_CAPACITY)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let big = obj(Kind::Blob, &noise);
         assert!(
             !wal.append(&Record::new(None, big.id, &[big]), true)
                 .unwrap()
         );
         assert!(wal.is_empty());
+    }
+
+    #[test]
+    fn records_are_stored_deflated_and_a_format_1_log_is_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("main.wal");
+        let mut wal = Wal::create(&path, HashKind::Sha1, MIN_CAPACITY, None).unwrap();
+        let body = format!(
+            "{{\"items\":[{}]}}",
+            vec!["{\"k\":\"value\"}"; 200].join(",")
+        );
+        let a = obj(Kind::Blob, body.as_bytes());
+        let r = Record::new(None, a.id, std::slice::from_ref(&a));
+        let encoded = r.encode(wal.header.generation);
+        assert!(
+            encoded.len() * 4 < body.len(),
+            "{} bytes for a {}-byte body",
+            encoded.len(),
+            body.len()
+        );
+        assert!(wal.append(&r, true).unwrap());
+        drop(wal);
+        assert_eq!(
+            Wal::open(&path, HashKind::Sha1, None)
+                .unwrap()
+                .unwrap()
+                .records(),
+            vec![r.clone()]
+        );
+
+        // The same record as an earlier version wrote it: objects stored raw, header "1".
+        let mut wal = Wal::create(&path, HashKind::Sha1, MIN_CAPACITY, None).unwrap();
+        wal.header.version = 1;
+        wal.file.write_all_at(&wal.header.encode(), 0).unwrap();
+        let mut p = wal.header.generation.to_le_bytes().to_vec();
+        p.push(0);
+        p.extend_from_slice(a.id.as_bytes());
+        p.extend_from_slice(&1u32.to_le_bytes());
+        p.push(kind_code(Kind::Blob));
+        p.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        p.extend_from_slice(body.as_bytes());
+        let mut v1 = (p.len() as u32).to_le_bytes().to_vec();
+        v1.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
+        v1.extend_from_slice(&p);
+        wal.file.write_all_at(&v1, DATA_START).unwrap();
+        drop(wal);
+        let wal = Wal::open(&path, HashKind::Sha1, None).unwrap().unwrap();
+        assert_eq!(wal.header.version, 1);
+        assert_eq!(wal.records(), vec![r]);
     }
 
     #[test]
@@ -742,10 +938,14 @@ mod tests {
         wal.append(&r, true).unwrap();
         wal.file.write_all_at(&[0xff; 8], 20).unwrap();
         drop(wal);
-        let wal = Wal::open(&path, HashKind::Sha1).unwrap().unwrap();
+        let wal = Wal::open(&path, HashKind::Sha1, None).unwrap().unwrap();
         assert_eq!(wal.header.generation, 2);
-        assert_eq!(wal.records(), vec![r]);
-        assert_eq!(wal.header.last_new, None, "unknown after a torn header");
+        assert_eq!(wal.records(), vec![r.clone()]);
+        assert_eq!(
+            wal.header.last_new,
+            Some(r.new),
+            "the last record names the tip, whatever the header says"
+        );
         assert!(
             wal.needs_recovery(),
             "a torn header is checked like another boot's log"
