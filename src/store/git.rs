@@ -968,10 +968,7 @@ impl GitStore {
         }
         let dir = path.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
-        let mut bytes = Vec::with_capacity(ids.len() * width);
-        for id in &ids {
-            bytes.extend_from_slice(id.as_slice());
-        }
+        let bytes = id_bytes(&ids);
         // A temporary file of our own: two readers rebuilding at once must not share one.
         let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io(format!(
             "creating a temporary file in {}",
@@ -996,11 +993,7 @@ impl GitStore {
             .append(true)
             .open(path)
             .map_err(io(format!("opening {}", path.display())))?;
-        let mut bytes = Vec::with_capacity(ids.len() * self.hash.len_in_bytes());
-        for id in ids {
-            bytes.extend_from_slice(id.as_slice());
-        }
-        f.write_all(&bytes)
+        f.write_all(&id_bytes(ids))
             .map_err(io(format!("writing {}", path.display())))
     }
 
@@ -1009,42 +1002,32 @@ impl GitStore {
     fn index_after_append(&self, parent: Option<(ObjectId, u64)>, new: &[ObjectId]) {
         let width = self.hash.len_in_bytes() as u64;
         let path = self.index_path();
-        let current = match parent {
+        // One open: a new ledger starts an empty index; otherwise the last id is checked and
+        // the new ones are appended after it.
+        let file = match parent {
             None => {
                 if let Some(dir) = path.parent() {
                     let _ = fs::create_dir_all(dir);
                 }
-                let _ = fs::write(&path, b"");
-                true
+                File::create(&path).ok()
             }
-            Some((pid, pseq)) => {
-                // One open: check the last id, then append after it.
-                let _ = (|| {
-                    let mut f = OpenOptions::new()
-                        .read(true)
-                        .append(true)
-                        .open(&path)
-                        .ok()?;
-                    let len = f.metadata().ok()?.len();
-                    if len != (pseq + 1) * width {
-                        return None;
-                    }
-                    let mut last = vec![0u8; width as usize];
-                    read_exact_at(&f, &mut last, len - width).ok()?;
-                    if ObjectId::from_bytes_or_panic(&last) != pid {
-                        return None;
-                    }
-                    let mut bytes = Vec::with_capacity(new.len() * width as usize);
-                    for id in new {
-                        bytes.extend_from_slice(id.as_slice());
-                    }
-                    f.write_all(&bytes).ok()
-                })();
-                false
-            }
+            Some((pid, pseq)) => (|| {
+                let f = OpenOptions::new()
+                    .read(true)
+                    .append(true)
+                    .open(&path)
+                    .ok()?;
+                let len = f.metadata().ok()?.len();
+                if len != (pseq + 1) * width {
+                    return None;
+                }
+                let mut last = vec![0u8; width as usize];
+                read_exact_at(&f, &mut last, len - width).ok()?;
+                (ObjectId::from_bytes_or_panic(&last) == pid).then_some(f)
+            })(),
         };
-        if current {
-            let _ = self.write_index(&path, Some(new));
+        if let Some(mut f) = file {
+            let _ = f.write_all(&id_bytes(new));
         }
     }
 
@@ -1846,6 +1829,15 @@ impl IndexView {
         f.read_exact(&mut b).ok()?;
         Some(ObjectId::from_bytes_or_panic(&b))
     }
+}
+
+/// The ids as the index stores them: raw bytes, one after another.
+fn id_bytes(ids: &[ObjectId]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(ids.iter().map(|id| id.as_slice().len()).sum());
+    for id in ids {
+        bytes.extend_from_slice(id.as_slice());
+    }
+    bytes
 }
 
 /// Reads `buf.len()` bytes at `offset` without moving the file position.
