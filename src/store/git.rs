@@ -636,7 +636,7 @@ impl GitStore {
     /// but cannot be read as an object id is corruption, never an empty ledger.
     pub fn tip_id(&self) -> Result<Option<ObjectId>, StoreError> {
         let path = self.ref_path();
-        match fs::read(&path) {
+        match read_without_stat(&path) {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
                 let text = text.trim();
@@ -917,7 +917,8 @@ impl GitStore {
         let path = self.index_path();
         let want = tip.entry.seq + 1;
         if let Ok(mut f) = File::open(&path) {
-            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            // The length by seeking (see `read_without_stat`).
+            let len = f.seek(SeekFrom::End(0)).unwrap_or(0);
             if len % width as u64 == 0 && len > 0 {
                 let count = len / width as u64;
                 let mut last = vec![0u8; width];
@@ -1017,7 +1018,7 @@ impl GitStore {
                     .append(true)
                     .open(&path)
                     .ok()?;
-                let len = f.metadata().ok()?.len();
+                let len = (&f).seek(SeekFrom::End(0)).ok()?;
                 if len != (pseq + 1) * width {
                     return None;
                 }
@@ -1051,7 +1052,8 @@ impl GitStore {
         Ok(f)
     }
 
-    /// Writes new loose objects (skipping any the repository has, unless `replace`: then a
+    /// Writes new loose objects (skipping blobs and trees the repository has; commits are
+    /// appended entries, new by construction, and written without asking. With `replace`, a
     /// loose file of the same name, perhaps damaged, is replaced) and, with `durable`, makes
     /// them durable according to the flush method. Returns the paths of the files written.
     pub(crate) fn write_loose_objects(
@@ -1061,53 +1063,83 @@ impl GitStore {
         replace: bool,
     ) -> Result<Vec<PathBuf>, StoreError> {
         let method = self.opts.method;
-        let mut staged: Vec<(PathBuf, PathBuf, File)> = Vec::new();
-        // libdeflate: whole-buffer compression, about twice as fast as a stream at level 1.
-        let mut c = libdeflater::Compressor::new(
-            libdeflater::CompressionLvl::new(1).expect("level 1 is valid"),
-        );
+        let mut staged: Vec<(Staged, PathBuf, File)> = Vec::new();
         let mut z = Vec::new();
         for o in objs {
             let hex = o.id.to_hex().to_string();
             let dir = self.objects_dir().join(&hex[..2]);
             let path = dir.join(&hex[2..]);
-            if !replace && self.repo.objects.exists_without_refresh(&o.id) {
+            // A new entry's commit names its parent, so only the blob and the tree can be
+            // present already (a commit that is, after a lost race, gets linked over; see below).
+            if !replace && o.kind != Kind::Commit && self.repo.objects.exists_without_refresh(&o.id)
+            {
                 continue;
             }
             let mut raw = format!("{} {}\0", o.kind, o.data.len()).into_bytes();
             raw.extend_from_slice(&o.data);
-            z.resize(c.zlib_compress_bound(raw.len()), 0);
-            let n = c
-                .zlib_compress(&raw, &mut z)
-                .map_err(|e| io("compressing an object")(std::io::Error::other(e.to_string())))?;
-            z.truncate(n);
-            let tmp = dir.join(format!("tmp_obj_{}_{}", pid(), unique()));
-            let mut f = create_in_dir(&tmp, || {
-                OpenOptions::new().write(true).create_new(true).open(&tmp)
+            with_fast_compressor(|c| {
+                z.resize(c.zlib_compress_bound(raw.len()), 0);
+                let n = c.zlib_compress(&raw, &mut z)?;
+                z.truncate(n);
+                Ok(())
             })
-            .map_err(io(format!("creating {}", tmp.display())))?;
+            .map_err(|e: libdeflater::CompressionError| {
+                io("compressing an object")(std::io::Error::other(e.to_string()))
+            })?;
+            // Replacing needs a rename over the old file; otherwise an anonymous file linked
+            // in once written (one directory change instead of two, see `AnonObject`).
+            let anon = if replace {
+                None
+            } else {
+                AnonObject::create(&dir)
+                    .map_err(io(format!("creating an object in {}", dir.display())))?
+            };
+            let (staged_as, mut f) = match anon {
+                Some(a) => (Staged::Anon(a.link_source), a.file),
+                None => {
+                    let tmp = dir.join(format!("tmp_obj_{}_{}", pid(), unique()));
+                    let f = create_in_dir(&tmp, || {
+                        OpenOptions::new().write(true).create_new(true).open(&tmp)
+                    })
+                    .map_err(io(format!("creating {}", tmp.display())))?;
+                    (Staged::Named(tmp), f)
+                }
+            };
             f.write_all(&z)
-                .map_err(io(format!("writing {}", tmp.display())))?;
+                .map_err(io(format!("writing {}", path.display())))?;
             if durable && method.batch() {
-                start_writeback(&f).map_err(io(format!("writing back {}", tmp.display())))?;
+                start_writeback(&f).map_err(io(format!("writing back {}", path.display())))?;
             } else if durable && !method.syncfs() {
                 f.sync_data()
-                    .map_err(io(format!("fsync {}", tmp.display())))?;
+                    .map_err(io(format!("fsync {}", path.display())))?;
             }
-            staged.push((tmp, path, f));
+            staged.push((staged_as, path, f));
         }
         if durable
             && method.batch()
-            && let Some((tmp, _, f)) = staged.last()
+            && let Some((_, path, f)) = staged.last()
         {
             // One full flush: waits for every writeback started above.
             f.sync_all()
-                .map_err(io(format!("fsync {}", tmp.display())))?;
+                .map_err(io(format!("fsync {}", path.display())))?;
         }
         let mut written = Vec::with_capacity(staged.len());
-        for (tmp, path, f) in staged {
-            drop(f);
-            fs::rename(&tmp, &path).map_err(io(format!("renaming {}", tmp.display())))?;
+        for (staged_as, path, f) in staged {
+            match staged_as {
+                Staged::Named(tmp) => {
+                    drop(f);
+                    fs::rename(&tmp, &path).map_err(io(format!("renaming {}", tmp.display())))?;
+                }
+                Staged::Anon(source) => {
+                    match fs_link_follow(&source, &path) {
+                        Ok(()) => {}
+                        // Written meanwhile by someone else: the name is the content's hash.
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                        Err(e) => return Err(io(format!("linking {}", path.display()))(e)),
+                    }
+                    drop(f);
+                }
+            }
             written.push(path);
         }
         if durable && !method.batch() {
@@ -1716,19 +1748,19 @@ struct Built {
 fn take_lock_from_spare(spare: &Path, lock: &Path, value: &[u8]) -> std::io::Result<bool> {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::{FileExt as _, MetadataExt as _};
+        use std::os::unix::fs::FileExt as _;
         let f = match OpenOptions::new().write(true).open(spare) {
             Ok(f) => f,
             Err(_) => return Ok(false),
         };
         // Same length as the value it held (one object id and a newline): overwriting in place
         // frees and allocates nothing. Writing also refreshes the mtime that tells a stale lock.
-        let written = f.metadata().and_then(|meta| {
-            if !meta.is_file() || meta.nlink() != 1 {
+        let written = file_links_and_len(&f).and_then(|(is_file, nlink, len)| {
+            if !is_file || nlink != 1 {
                 return Err(std::io::ErrorKind::InvalidData.into());
             }
             f.write_all_at(value, 0)?;
-            if meta.len() != value.len() as u64 {
+            if len != value.len() as u64 {
                 f.set_len(value.len() as u64)?;
             }
             Ok(())
@@ -1752,6 +1784,52 @@ fn take_lock_from_spare(spare: &Path, lock: &Path, value: &[u8]) -> std::io::Res
     {
         let _ = (spare, lock, value);
         Ok(false)
+    }
+}
+
+/// Whether `f` is a regular file, its link count and its length, asking for nothing more: a
+/// stat that asks for the file's times marks them as read, and the kernel (Linux 6.13 on,
+/// multigrain timestamps) then stamps the file's next change with a fresh fine-grained time.
+/// That moves the clock every other file's next change reads, so the write-ahead log's own
+/// mtime would change, and its inode need writing, on every append.
+#[cfg(unix)]
+fn file_links_and_len(f: &File) -> std::io::Result<(bool, u64, u64)> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{AtFlags, FileType, StatxFlags, statx};
+        let st = statx(
+            f,
+            "",
+            AtFlags::EMPTY_PATH,
+            StatxFlags::TYPE | StatxFlags::NLINK | StatxFlags::SIZE,
+        )?;
+        Ok((
+            FileType::from_raw_mode(st.stx_mode.into()) == FileType::RegularFile,
+            st.stx_nlink.into(),
+            st.stx_size,
+        ))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = f.metadata()?;
+        Ok((meta.is_file(), meta.nlink(), meta.len()))
+    }
+}
+
+/// Reads a small file whole without asking for its metadata (`fs::read` sizes its buffer with
+/// a full stat; see [`file_links_and_len`] for why the files an append changes avoid one).
+fn read_without_stat(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut f = File::open(path)?;
+    let mut out = Vec::with_capacity(128);
+    let mut buf = [0u8; 256];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -1862,6 +1940,104 @@ fn pid() -> u32 {
 
 /// Runs `op`, which creates something at `path`; when the parent directory is missing, creates
 /// it and runs `op` once more. The common case (the directory exists) costs no extra call.
+/// Runs `f` with this thread's level-1 libdeflate compressor (whole-buffer compression, about
+/// twice as fast as a stream; made once per thread, as setting one up costs more than
+/// compressing a small object).
+pub(crate) fn with_fast_compressor<R>(f: impl FnOnce(&mut libdeflater::Compressor) -> R) -> R {
+    thread_local! {
+        static FAST: std::cell::RefCell<libdeflater::Compressor> = std::cell::RefCell::new(
+            libdeflater::Compressor::new(
+                libdeflater::CompressionLvl::new(1).expect("level 1 is valid"),
+            ),
+        );
+    }
+    FAST.with(|c| f(&mut c.borrow_mut()))
+}
+
+/// How a new loose object waits for its name: a temporary file to rename, or an anonymous
+/// file to link in (through this path to its descriptor).
+enum Staged {
+    Named(PathBuf),
+    Anon(PathBuf),
+}
+
+/// An anonymous file (`O_TMPFILE`) in an object directory, linked in under its name once
+/// written. A reader never sees it half written, a writer killed before the link leaves
+/// nothing behind, and it changes the directory once (a temporary file and a rename change it
+/// twice). Linux only; `create` returns `None` where the filesystem or `/proc` lacks support,
+/// and the caller falls back to a temporary file.
+struct AnonObject {
+    file: File,
+    /// `/proc/self/fd/N`: linking it with `AT_SYMLINK_FOLLOW` names the anonymous file (the
+    /// `AT_EMPTY_PATH` form needs a capability ordinary users lack).
+    link_source: PathBuf,
+}
+
+impl AnonObject {
+    #[cfg(target_os = "linux")]
+    fn create(dir: &Path) -> std::io::Result<Option<AnonObject>> {
+        use rustix::fs::{CWD, Mode, OFlags, openat};
+        use rustix::io::Errno;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // Cleared the first time the filesystem or /proc says no; later objects go straight to
+        // the temporary-file path.
+        static SUPPORTED: AtomicBool = AtomicBool::new(true);
+        static PROC: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if !SUPPORTED.load(Ordering::Relaxed)
+            || !*PROC.get_or_init(|| Path::new("/proc/self/fd").is_dir())
+        {
+            return Ok(None);
+        }
+        let open = || {
+            openat(
+                CWD,
+                dir,
+                OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o444),
+            )
+        };
+        let fd = match open() {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => {
+                match fs::create_dir(dir) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
+                }
+                open()?
+            }
+            Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS) => {
+                SUPPORTED.store(false, Ordering::Relaxed);
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let file = File::from(fd);
+        let link_source = PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&file)
+        ));
+        Ok(Some(AnonObject { file, link_source }))
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn create(_dir: &Path) -> std::io::Result<Option<AnonObject>> {
+        Ok(None)
+    }
+}
+
+/// `linkat(source, dest, AT_SYMLINK_FOLLOW)`: names the file `source` refers to.
+#[cfg(target_os = "linux")]
+fn fs_link_follow(source: &Path, dest: &Path) -> std::io::Result<()> {
+    use rustix::fs::{AtFlags, CWD, linkat};
+    linkat(CWD, source, CWD, dest, AtFlags::SYMLINK_FOLLOW).map_err(Into::into)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn fs_link_follow(_source: &Path, _dest: &Path) -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
+}
+
 fn create_in_dir<T>(path: &Path, mut op: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
     match op() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -1941,5 +2117,81 @@ impl Storage for GitStore {
 
     fn sync(&mut self) -> Result<(), StorageError> {
         Ok(GitStore::sync(self)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loose_objects_appear_whole_and_writing_them_again_is_harmless() {
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let store = GitStore::open(dir.path(), "main", Options::default()).unwrap();
+        let hash = store.object_hash();
+        let blob = object(hash, Kind::Blob, b"{\"a\":1}".to_vec()).unwrap();
+        let tree = object(hash, Kind::Tree, tree_bytes(&blob.id)).unwrap();
+        let commit = object(
+            hash,
+            Kind::Commit,
+            format!(
+                "tree {}\nauthor a <a@b> 1 +0000\ncommitter a <a@b> 1 +0000\n\nx\n",
+                tree.id
+            )
+            .into_bytes(),
+        )
+        .unwrap();
+        let objs = [blob, tree, commit];
+        let first = store.write_loose_objects(&objs, false, false).unwrap();
+        assert_eq!(first.len(), 3);
+        // Again: the blob and tree are skipped as present, the commit is written without
+        // asking and finds its name taken, which is success.
+        let again = store.write_loose_objects(&objs, false, false).unwrap();
+        assert_eq!(again.len(), 1);
+        // Replacing (what recovery does with a damaged file) renames over the old one.
+        std::fs::write(&first[2], b"damaged").unwrap_or_else(|_| {
+            let mut p = std::fs::metadata(&first[2]).unwrap().permissions();
+            #[allow(clippy::permissions_set_readonly_false)]
+            p.set_readonly(false);
+            std::fs::set_permissions(&first[2], p).unwrap();
+            std::fs::write(&first[2], b"damaged").unwrap();
+        });
+        store.write_loose_objects(&objs[2..], false, true).unwrap();
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir.path())
+            .args(["fsck", "--strict", "--no-dangling"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for o in &objs {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir.path())
+                .args(["cat-file", "-e", &o.id.to_string()])
+                .status()
+                .unwrap();
+            assert!(out.success(), "{} is readable", o.id);
+        }
+        // Nothing temporary is left beside the objects.
+        for d in std::fs::read_dir(store.objects_dir()).unwrap() {
+            let d = d.unwrap().path();
+            if d.is_dir() {
+                for f in std::fs::read_dir(&d).unwrap() {
+                    let name = f.unwrap().file_name().to_string_lossy().into_owned();
+                    assert!(!name.starts_with("tmp_obj_"), "{}/{name}", d.display());
+                }
+            }
+        }
     }
 }

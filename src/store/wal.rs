@@ -28,7 +28,7 @@
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
-use std::io::Write as _;
+use std::io::{Seek as _, Write as _};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
@@ -36,7 +36,7 @@ use gix::ObjectId;
 use gix::hash::Kind as HashKind;
 use gix::objs::{Find as _, Kind};
 
-use super::git::{AUTHOR_EMAIL, GitStore, StoreError, object};
+use super::git::{AUTHOR_EMAIL, GitStore, StoreError, object, with_fast_compressor};
 use super::pack::Obj;
 
 const MAGIC: &[u8; 16] = b"git-forum wal 2\n";
@@ -88,13 +88,12 @@ impl Record {
             objects.extend_from_slice(&(data.len() as u32).to_le_bytes());
             objects.extend_from_slice(data);
         }
-        let mut c = libdeflater::Compressor::new(
-            libdeflater::CompressionLvl::new(1).expect("level 1 is valid"),
-        );
-        let mut z = vec![0u8; c.deflate_compress_bound(objects.len())];
-        let n = c
-            .deflate_compress(&objects, &mut z)
-            .expect("the buffer holds the compression bound");
+        let mut z = Vec::new();
+        let n = with_fast_compressor(|c| {
+            z.resize(c.deflate_compress_bound(objects.len()), 0);
+            c.deflate_compress(&objects, &mut z)
+                .expect("the buffer holds the compression bound")
+        });
         p.extend_from_slice(&(objects.len() as u32).to_le_bytes());
         p.extend_from_slice(&z[..n]);
         let mut out = Vec::with_capacity(8 + p.len());
@@ -287,7 +286,10 @@ impl Wal {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let capacity = file.metadata()?.len();
+        // The size by seeking, not by `stat`: a stat marks the file's times as read, and the
+        // kernel (Linux 6.13 on, multigrain timestamps) then stamps the next write with a fresh
+        // fine-grained time, dirtying the inode on every append instead of once per clock tick.
+        let capacity = (&file).seek(std::io::SeekFrom::End(0))?;
         if capacity < MIN_CAPACITY {
             // Not a log this code wrote (they are created at full size): start a new one.
             return Ok(None);
@@ -358,12 +360,19 @@ impl Wal {
     ) -> std::io::Result<Wal> {
         let dir = path.parent().expect("the log lives in a directory");
         std::fs::create_dir_all(dir)?;
-        // Readable and writable as any file this repository's users create (the umask
-        // applies), not only by whoever appended first.
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".wal")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-            .tempfile_in(dir)?;
+        let name = path
+            .file_name()
+            .expect("the log has a file name")
+            .to_string_lossy()
+            .into_owned();
+        for k in 1..=MAX_PADS {
+            // The pads of a log this one replaces.
+            let _ = std::fs::remove_file(dir.join(pad_name(&name, k)));
+        }
+        let (mut tmp, pads) = match claim_inode_block(dir)? {
+            Some((wal, pads)) => (wal, pads),
+            None => (temp_in(dir)?, Vec::new()),
+        };
         let header = Header {
             version: 2,
             generation: 1,
@@ -382,6 +391,10 @@ impl Wal {
             }
             f.write_all_at(&header.encode(), 0)?;
             f.sync_all()?;
+        }
+        for (k, pad) in pads.into_iter().enumerate() {
+            pad.persist(dir.join(pad_name(&name, k + 1)))
+                .map_err(|e| e.error)?;
         }
         tmp.persist(path).map_err(|e| e.error)?;
         File::open(dir)?.sync_all()?;
@@ -513,6 +526,102 @@ impl Wal {
     pub(crate) fn capacity(&self) -> u64 {
         self.capacity
     }
+}
+
+/// The most pad files a log keeps beside it (see [`claim_inode_block`]).
+const MAX_PADS: usize = 63;
+
+/// The name of the `k`th pad of the log file `name` (a log's name ends in `.wal`, a pad's in
+/// a number, so the two never meet).
+fn pad_name(name: &str, k: usize) -> String {
+    format!("{name}.pad-{k}")
+}
+
+/// An empty temporary file in `dir`, readable and writable as any file this repository's users
+/// create (the umask applies), not only by whoever appended first.
+fn temp_in(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(".wal")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+        .tempfile_in(dir)
+}
+
+/// On ext2/3/4, gives the log an inode-table block to itself as far as it can: returns a
+/// temporary file for the log and the empty files that hold the other inodes of its table block
+/// that were free, or `None` on another file system.
+///
+/// Why: without a journal, ext4's fsync and fdatasync (Linux 6.x) write the synced file's
+/// inode-table block whenever it is dirty, a whole extra device round trip before the flush.
+/// A block holds 16 inodes (256 bytes each in a 4 KiB block, mke2fs's default), and files
+/// created one after another get neighbouring inodes: left alone, the log would share its block
+/// with the ref's directory, the ref, the spare and early object directories, which every
+/// append changes, so every append's flush would pay that write. Holding the block's free inodes
+/// in files nobody writes keeps those out, and the block stays clean except when the log's own
+/// times change (once per clock tick at most). With a journal the extra write does not happen
+/// and the pads cost a few empty files.
+///
+/// ext4 hands out the lowest free inode of the directory's group (skipping, without a journal,
+/// those freed in the last minute), so files created in a row climb through the table. Once one
+/// lands past a block, that block has nothing left to hand out: every inode in it is either ours
+/// or was taken before. The first block that is all ours wins; in a table with holes, after a
+/// few blocks' worth of files, the block holding the most of ours does.
+#[allow(clippy::type_complexity)]
+fn claim_inode_block(
+    dir: &Path,
+) -> std::io::Result<Option<(tempfile::NamedTempFile, Vec<tempfile::NamedTempFile>)>> {
+    use std::os::unix::fs::MetadataExt as _;
+    const EXT_SUPER_MAGIC: u64 = 0xEF53;
+    const INODE_SIZE: u64 = 256;
+    let probe = temp_in(dir)?;
+    let Ok(fs) = rustix::fs::fstatfs(probe.as_file()) else {
+        return Ok(None);
+    };
+    #[allow(clippy::unnecessary_cast)]
+    let (kind, bsize) = (fs.f_type as u64, fs.f_bsize as u64);
+    if kind != EXT_SUPER_MAGIC || bsize < INODE_SIZE || bsize / INODE_SIZE > MAX_PADS as u64 + 1 {
+        return Ok(None);
+    }
+    let per_block = bsize / INODE_SIZE;
+    let block_of = |ino: u64| ino.saturating_sub(1) / per_block;
+    let mut files: Vec<(u64, tempfile::NamedTempFile)> = Vec::new();
+    // The best block left behind so far, and how many of our files it holds.
+    let mut best: Option<(u64, u64)> = None;
+    let mut next = Some(probe);
+    for _ in 0..4 * per_block {
+        let f = match next.take() {
+            Some(f) => f,
+            None => temp_in(dir)?,
+        };
+        let ino = f.as_file().metadata()?.ino();
+        let block = block_of(ino);
+        if let Some(&(prev, _)) = files.last()
+            && block_of(prev) != block
+        {
+            let left = block_of(prev);
+            let ours = files.iter().filter(|(i, _)| block_of(*i) == left).count() as u64;
+            if best.is_none_or(|(_, n)| ours > n) {
+                best = Some((left, ours));
+            }
+        }
+        files.push((ino, f));
+        let ours = files.iter().filter(|(i, _)| block_of(*i) == block).count() as u64;
+        if ours == per_block {
+            best = Some((block, ours));
+            break;
+        }
+    }
+    let Some((block, _)) = best else {
+        return Ok(None);
+    };
+    // The first file of the block becomes the log, the rest its pads. Files elsewhere are
+    // dropped, which deletes them.
+    let mut inside: Vec<tempfile::NamedTempFile> = files
+        .into_iter()
+        .filter(|(i, _)| block_of(*i) == block)
+        .map(|(_, f)| f)
+        .collect();
+    let wal = inside.remove(0);
+    Ok(Some((wal, inside)))
 }
 
 // ----- the ledger side -----
@@ -950,5 +1059,58 @@ mod tests {
             wal.needs_recovery(),
             "a torn header is checked like another boot's log"
         );
+    }
+
+    #[test]
+    fn a_log_on_ext4_owns_its_inode_table_block() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let wal_dir = dir.path().join("wal");
+        let path = wal_dir.join("main.wal");
+        let pads = |n: usize| -> Vec<PathBuf> {
+            (1..=n)
+                .map(|k| wal_dir.join(pad_name("main.wal", k)))
+                .collect()
+        };
+        let fs = rustix::fs::statfs(dir.path()).unwrap();
+        #[allow(clippy::unnecessary_cast)]
+        let ext = fs.f_type as u64 == 0xEF53;
+        // Twice: a log made again (a new `forum.walSize`) replaces the first one's pads.
+        for capacity in [MIN_CAPACITY, 2 * MIN_CAPACITY] {
+            drop(Wal::create(&path, HashKind::Sha1, capacity, None).unwrap());
+            let mut names: Vec<String> = std::fs::read_dir(&wal_dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            if !ext {
+                println!("not ext2/3/4 here: the log gets no pads");
+                assert_eq!(names, ["main.wal"]);
+                continue;
+            }
+            // The log and its pads, numbered from 1, and no temporary file. How many pads
+            // depends on the holes in this directory's inode table; a fresh one gives 15.
+            let k = names.len() - 1;
+            assert!(k <= 15, "{names:?}");
+            let mut want: Vec<String> = pads(k)
+                .iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect();
+            want.push("main.wal".into());
+            want.sort();
+            assert_eq!(names, want);
+            let block = |p: &Path| (std::fs::metadata(p).unwrap().ino() - 1) / 16;
+            for p in pads(k) {
+                assert_eq!(std::fs::metadata(&p).unwrap().len(), 0, "{}", p.display());
+                assert_eq!(
+                    block(&p),
+                    block(&path),
+                    "{} shares the log's block",
+                    p.display()
+                );
+            }
+            println!("the log holds its inode-table block with {k} pads");
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), capacity);
+        }
     }
 }
