@@ -1208,8 +1208,9 @@ impl GitStore {
     /// reflog line appended and the lock renamed over the ref.
     ///
     /// The ref's files are recycled: the inode the rename replaces is kept (hard-linked) as the
-    /// spare, and the next update writes its value into the spare and links it in as the lock
-    /// (a link fails when the name exists, as an exclusive create does). An append therefore
+    /// spare, and the next update writes its value into the spare and moves it in as the lock
+    /// (a rename with `RENAME_NOREPLACE`, or where that is unsupported a link, which fails
+    /// when the name exists, as an exclusive create does). An append therefore
     /// neither allocates nor frees an inode for its ref. That matters on ext4: freeing an inode
     /// with data in a rename makes the kernel write the replacement out at once, and without a
     /// journal every later file creation scans past the inodes freed in the last minute.
@@ -1741,7 +1742,7 @@ struct Built {
     as_pack: bool,
 }
 
-/// Takes the ref lock `lock` by writing `value` into the spare inode and linking it in. Returns
+/// Takes the ref lock `lock` by writing `value` into the spare inode and moving it in. Returns
 /// false when there is no usable spare (the caller then creates the lock); an `AlreadyExists`
 /// error means the lock is held. A spare with another link is the live ref (a writer died
 /// between keeping it and the rename), so it is dropped, never written.
@@ -1769,6 +1770,19 @@ fn take_lock_from_spare(spare: &Path, lock: &Path, value: &[u8]) -> std::io::Res
         if written.is_err() {
             let _ = fs::remove_file(spare);
             return Ok(false);
+        }
+        // Moved in as the lock, unless a lock is there: one directory change per directory.
+        #[cfg(target_os = "linux")]
+        {
+            use rustix::fs::{CWD, RenameFlags, renameat_with};
+            match renameat_with(CWD, spare, CWD, lock, RenameFlags::NOREPLACE) {
+                Ok(()) => return Ok(true),
+                Err(rustix::io::Errno::EXIST) => {
+                    return Err(std::io::ErrorKind::AlreadyExists.into());
+                }
+                // Not supported by this filesystem: link, then unlink.
+                Err(_) => {}
+            }
         }
         match fs::hard_link(spare, lock) {
             Ok(()) => {

@@ -986,6 +986,38 @@ fn reflog_line_of_a_killed_writer_is_not_tampering() {
 }
 
 #[test]
+fn a_spare_still_linked_to_the_ref_is_never_written() {
+    // A writer killed between keeping the ref's inode as the spare and renaming its lock over
+    // the ref leaves the spare as a second name of the live ref. The next append must not
+    // write into it (that would change the live ref before its lock is taken), so it drops it.
+    let repo = seeded("sha1", 3);
+    let git_dir = repo.git_dir();
+    let ref_file = git_dir.join(REF);
+    let spare = git_dir.join("forum/spare/main");
+    let old_tip = repo.git_ok(&["rev-parse", REF]);
+    let _ = std::fs::remove_file(&spare);
+    std::fs::hard_link(&ref_file, &spare).unwrap();
+    repo.append("a", "k", "\"after the crash\"");
+    let new_tip = repo.git_ok(&["rev-parse", REF]);
+    assert_ne!(new_tip, old_tip);
+    assert_eq!(std::fs::read_to_string(&ref_file).unwrap().trim(), new_tip);
+    // The spare is now the ref's previous inode, holding the previous value untouched.
+    assert_eq!(std::fs::read_to_string(&spare).unwrap().trim(), old_tip);
+    assert!(!git_dir.join(format!("{REF}.lock")).exists());
+    // And the recycling goes on from there.
+    repo.append("a", "k", "\"and one more\"");
+    assert_eq!(
+        std::fs::read_to_string(&spare).unwrap().trim(),
+        new_tip,
+        "the spare holds the value the last rename replaced"
+    );
+    let r = verify(&repo, true);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["entries"], 5);
+    repo.git_ok(&["fsck", "--strict"]);
+}
+
+#[test]
 fn every_fsync_method_appends_durably_and_a_bad_one_is_refused() {
     let repo = Repo::new("sha1");
     for method in ["fsync", "batch", "syncfs"] {
