@@ -1092,7 +1092,6 @@ impl GitStore {
                 None
             } else {
                 AnonObject::create(&dir)
-                    .map_err(io(format!("creating an object in {}", dir.display())))?
             };
             let (staged_as, mut f) = match anon {
                 Some(a) => (Staged::Anon(a.link_source), a.file),
@@ -1952,8 +1951,6 @@ fn pid() -> u32 {
     *PID.get_or_init(std::process::id)
 }
 
-/// Runs `op`, which creates something at `path`; when the parent directory is missing, creates
-/// it and runs `op` once more. The common case (the directory exists) costs no extra call.
 /// Runs `f` with this thread's level-1 libdeflate compressor (whole-buffer compression, about
 /// twice as fast as a stream; made once per thread, as setting one up costs more than
 /// compressing a small object).
@@ -1978,8 +1975,9 @@ enum Staged {
 /// An anonymous file (`O_TMPFILE`) in an object directory, linked in under its name once
 /// written. A reader never sees it half written, a writer killed before the link leaves
 /// nothing behind, and it changes the directory once (a temporary file and a rename change it
-/// twice). Linux only; `create` returns `None` where the filesystem or `/proc` lacks support,
-/// and the caller falls back to a temporary file.
+/// twice). Linux only; `create` returns `None` where the filesystem or `/proc` lacks support
+/// or the file cannot be made, and the caller falls back to a temporary file (whose error, if
+/// it fails too, names the file).
 struct AnonObject {
     file: File,
     /// `/proc/self/fd/N`: linking it with `AT_SYMLINK_FOLLOW` names the anonymous file (the
@@ -1989,7 +1987,7 @@ struct AnonObject {
 
 impl AnonObject {
     #[cfg(target_os = "linux")]
-    fn create(dir: &Path) -> std::io::Result<Option<AnonObject>> {
+    fn create(dir: &Path) -> Option<AnonObject> {
         use rustix::fs::{CWD, Mode, OFlags, openat};
         use rustix::io::Errno;
         use std::sync::atomic::{AtomicBool, Ordering};
@@ -2000,7 +1998,7 @@ impl AnonObject {
         if !SUPPORTED.load(Ordering::Relaxed)
             || !*PROC.get_or_init(|| Path::new("/proc/self/fd").is_dir())
         {
-            return Ok(None);
+            return None;
         }
         let open = || {
             openat(
@@ -2016,27 +2014,32 @@ impl AnonObject {
                 match fs::create_dir(dir) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(e),
+                    Err(_) => return None,
                 }
-                open()?
+                match open() {
+                    Ok(fd) => fd,
+                    Err(_) => return None,
+                }
             }
             Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS) => {
                 SUPPORTED.store(false, Ordering::Relaxed);
-                return Ok(None);
+                return None;
             }
-            Err(e) => return Err(e.into()),
+            // Anything else (a permission, a full disk): the temporary-file path tries too, and
+            // its error names the file it could not create.
+            Err(_) => return None,
         };
         let file = File::from(fd);
         let link_source = PathBuf::from(format!(
             "/proc/self/fd/{}",
             std::os::fd::AsRawFd::as_raw_fd(&file)
         ));
-        Ok(Some(AnonObject { file, link_source }))
+        Some(AnonObject { file, link_source })
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn create(_dir: &Path) -> std::io::Result<Option<AnonObject>> {
-        Ok(None)
+    fn create(_dir: &Path) -> Option<AnonObject> {
+        None
     }
 }
 
@@ -2052,6 +2055,8 @@ fn fs_link_follow(_source: &Path, _dest: &Path) -> std::io::Result<()> {
     Err(std::io::ErrorKind::Unsupported.into())
 }
 
+/// Runs `op`, which creates something at `path`; when the parent directory is missing, creates
+/// it and runs `op` once more. The common case (the directory exists) costs no extra call.
 fn create_in_dir<T>(path: &Path, mut op: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
     match op() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
