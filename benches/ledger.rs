@@ -202,7 +202,7 @@ fn print_verify(label: &str, n: usize, c: &ChildVerify, objects: &Path) {
         })
         .unwrap_or(0);
     println!(
-        "verify --deep, {label}: {:.3}s = {:.0} entries/s; peak RSS {:.1} MiB (of which the pack files are {:.1} MiB, mapped), peak heap {:.1} MiB (child process, includes exec)",
+        "verify --deep, {label}: {:.3}s = {:.0} entries/s; peak RSS {:.1} MiB (the pack files, read through the page cache, are {:.1} MiB), peak heap {:.1} MiB (child process, includes exec)",
         c.secs,
         n as f64 / c.secs,
         c.rss_kib as f64 / 1024.0,
