@@ -13,8 +13,8 @@
 //! The pack files are read with positioned reads into a few windows per thread rather than
 //! mapped: pages of a mapping count towards the process's resident set once touched, so a
 //! verify that reads every object of a large pack would hold the whole pack resident (60 MiB
-//! for 100,000 distinct bodies). Windows bound that to a few hundred KiB per thread, and the
-//! kernel's page cache serves the reads just as well.
+//! for 100,000 distinct bodies). Windows bound that to 1 MiB per thread, and the kernel's page
+//! cache serves the reads just as well.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
@@ -29,10 +29,12 @@ use gix::odb::pack::index;
 /// Objects larger than this are left to gix (a ledger's bodies are capped well below it).
 const MAX_OBJECT_BYTES: usize = 2 * crate::ledger::MAX_PAYLOAD_BYTES;
 /// The size of one read from a pack file.
-const WINDOW: u64 = 256 << 10;
-/// How many windows a reader keeps: one each for where the commits, the trees and the bodies
-/// of the entries being checked sit in the pack, and one spare.
-const WINDOWS: usize = 4;
+const WINDOW: u64 = 64 << 10;
+/// How many windows a reader keeps. A batch pack holds the commits, then the trees, then the
+/// bodies, each in order of first use, so checking entries one after another reads several
+/// regions in step: the current entries' trees and bodies, and those of earlier entries whose
+/// bodies these repeat. With too few windows for the regions in play, each evicts the next.
+const WINDOWS: usize = 16;
 
 /// One pack: its index, its data file, and where each entry ends.
 struct Pack {
@@ -95,6 +97,16 @@ pub(crate) struct Reader {
     packs: Packs,
     /// Most recently used first.
     windows: Vec<Window>,
+    /// Where the last few entries read outside every window were (pack, offset): a miss near
+    /// one of them starts a run of neighbouring reads and gets a window; any other miss reads
+    /// its entry alone (a body shared by many entries sits wherever it was first written, and
+    /// a whole window for it would be mostly wasted).
+    misses: [(usize, u64); 8],
+    next_miss: usize,
+    /// The entry read alone, when the last read was one.
+    single: Window,
+    /// Bytes read from pack files so far.
+    read_bytes: u64,
     inflater: libdeflater::Decompressor,
 }
 
@@ -103,6 +115,14 @@ impl Reader {
         Reader {
             packs,
             windows: Vec::with_capacity(WINDOWS),
+            misses: [(usize::MAX, 0); 8],
+            next_miss: 0,
+            single: Window {
+                pack: usize::MAX,
+                start: 0,
+                bytes: Vec::new(),
+            },
+            read_bytes: 0,
             inflater: libdeflater::Decompressor::new(),
         }
     }
@@ -122,8 +142,10 @@ impl Reader {
             if end <= offset || end - offset > MAX_OBJECT_BYTES as u64 + 64 {
                 return None;
             }
-            let w = self.window(k, pack, offset, end)?;
-            let win = &self.windows[w];
+            let win = match self.window(k, pack, offset, end)? {
+                Some(w) => &self.windows[w],
+                None => &self.single,
+            };
             let at = (offset - win.start) as usize;
             let entry = &win.bytes[at..at + (end - offset) as usize];
             let (kind, size, header) = entry_header(entry)?;
@@ -140,12 +162,36 @@ impl Reader {
         None
     }
 
-    /// The index of a window holding bytes `from..to` of pack `k`, reading one if none does.
-    fn window(&mut self, k: usize, pack: &Pack, from: u64, to: u64) -> Option<usize> {
+    /// Makes bytes `from..to` of pack `k` readable: `Some(i)` when window `i` holds them (read
+    /// now if no window did and the read looks like part of a run), `Some(None)` when they were
+    /// read alone into `single`, `None` when the pack could not be read.
+    fn window(&mut self, k: usize, pack: &Pack, from: u64, to: u64) -> Option<Option<usize>> {
         if let Some(w) = self.windows.iter().position(|w| w.covers(k, from, to)) {
             let hit = self.windows.remove(w);
             self.windows.insert(0, hit);
-            return Some(0);
+            return Some(Some(0));
+        }
+        let near = |p: usize, at: u64| p == k && at.abs_diff(from) <= 2 * WINDOW;
+        let run = self.misses.iter().any(|&(p, at)| near(p, at))
+            || self
+                .windows
+                .iter()
+                .any(|w| near(w.pack, w.start) || near(w.pack, w.start + w.bytes.len() as u64));
+        self.misses[self.next_miss] = (k, from);
+        self.next_miss = (self.next_miss + 1) % self.misses.len();
+        if !run {
+            let single = &mut self.single;
+            single.pack = k;
+            single.start = from;
+            single.bytes.resize((to - from) as usize, 0);
+            self.read_bytes += to - from;
+            return match pack.data.read_exact_at(&mut single.bytes, from) {
+                Ok(()) => Some(None),
+                Err(_) => {
+                    single.pack = usize::MAX;
+                    None
+                }
+            };
         }
         let start = from - from % WINDOW;
         let stop = (start + WINDOW).max(to).min(pack.end);
@@ -161,13 +207,14 @@ impl Reader {
         win.pack = k;
         win.start = start;
         win.bytes.resize((stop - start) as usize, 0);
+        self.read_bytes += stop - start;
         if pack.data.read_exact_at(&mut win.bytes, start).is_err() {
             win.bytes.clear();
             self.windows.push(win);
             return None;
         }
         self.windows.insert(0, win);
-        Some(0)
+        Some(Some(0))
     }
 }
 
@@ -237,6 +284,25 @@ mod tests {
             assert!(buf == o.data, "{} reads back as written", o.id);
         }
         assert!(reader.windows.len() <= WINDOWS);
+
+        // Six regions read in step, as verify reads a batch pack's trees and bodies along
+        // with those of earlier entries that later ones repeat: each region's bytes are read
+        // about once, not once per switch between regions.
+        let mut reader = Reader::new(Packs::open(&objects, hash));
+        let small: Vec<_> = objs.iter().filter(|o| o.data.len() < 10_000).collect();
+        let stride = small.len() / 6;
+        for step in (0..stride).rev() {
+            for region in 0..6 {
+                let o = small[region * stride + step];
+                assert_eq!(reader.read(&o.id, &mut buf), Some(o.kind));
+            }
+        }
+        let pack_len: u64 = reader.packs.0.iter().map(|p| p.end).sum();
+        assert!(
+            reader.read_bytes < 2 * pack_len,
+            "read {} bytes of a {pack_len}-byte pack",
+            reader.read_bytes
+        );
         let missing = crate::store::git::object(hash, Kind::Blob, b"absent".to_vec()).unwrap();
         assert_eq!(reader.read(&missing.id, &mut buf), None);
     }
