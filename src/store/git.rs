@@ -2146,12 +2146,21 @@ mod tests {
     #[test]
     fn loose_objects_appear_whole_and_writing_them_again_is_harmless() {
         let dir = tempfile::tempdir().unwrap();
-        let status = std::process::Command::new("git")
-            .args(["init", "-q"])
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(status.success());
+        // Runs git in the repository and insists that it succeeds.
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir.path())
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        git(&["init", "-q"]);
         let store = GitStore::open(dir.path(), "main", Options::default()).unwrap();
         let hash = store.object_hash();
         let blob = object(hash, Kind::Blob, b"{\"a\":1}".to_vec()).unwrap();
@@ -2182,25 +2191,9 @@ mod tests {
             std::fs::write(&first[2], b"damaged").unwrap();
         });
         store.write_loose_objects(&objs[2..], false, true).unwrap();
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir.path())
-            .args(["fsck", "--strict", "--no-dangling"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        git(&["fsck", "--strict", "--no-dangling"]);
         for o in &objs {
-            let out = std::process::Command::new("git")
-                .arg("-C")
-                .arg(dir.path())
-                .args(["cat-file", "-e", &o.id.to_string()])
-                .status()
-                .unwrap();
-            assert!(out.success(), "{} is readable", o.id);
+            git(&["cat-file", "-e", &o.id.to_string()]);
         }
         // Nothing temporary is left beside the objects.
         for d in std::fs::read_dir(store.objects_dir()).unwrap() {
