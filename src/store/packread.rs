@@ -95,18 +95,7 @@ impl Window {
 /// One thread's reader: the shared packs, its windows and its own decompressor.
 pub(crate) struct Reader {
     packs: Packs,
-    /// Most recently used first.
-    windows: Vec<Window>,
-    /// Where the last few entries read outside every window were (pack, offset): a miss near
-    /// one of them starts a run of neighbouring reads and gets a window; any other miss reads
-    /// its entry alone (a body shared by many entries sits wherever it was first written, and
-    /// a whole window for it would be mostly wasted).
-    misses: [(usize, u64); 8],
-    next_miss: usize,
-    /// The entry read alone, when the last read was one.
-    single: Window,
-    /// Bytes read from pack files so far.
-    read_bytes: u64,
+    windows: Windows,
     inflater: libdeflater::Decompressor,
 }
 
@@ -114,15 +103,13 @@ impl Reader {
     pub(crate) fn new(packs: Packs) -> Reader {
         Reader {
             packs,
-            windows: Vec::with_capacity(WINDOWS),
-            misses: [(usize::MAX, 0); 8],
-            next_miss: 0,
-            single: Window {
-                pack: usize::MAX,
-                start: 0,
-                bytes: Vec::new(),
+            windows: Windows {
+                held: Vec::with_capacity(WINDOWS),
+                misses: [(usize::MAX, 0); 8],
+                next_miss: 0,
+                single: Vec::new(),
+                read_bytes: 0,
             },
-            read_bytes: 0,
             inflater: libdeflater::Decompressor::new(),
         }
     }
@@ -131,8 +118,7 @@ impl Reader {
     /// object is not in these packs, is stored as a delta, or its entry cannot be read or does
     /// not inflate to its recorded size.
     pub(crate) fn read(&mut self, id: &ObjectId, buf: &mut Vec<u8>) -> Option<Kind> {
-        let packs = Arc::clone(&self.packs.0);
-        for (k, pack) in packs.iter().enumerate() {
+        for (k, pack) in self.packs.0.iter().enumerate() {
             let Some(i) = pack.index.lookup(id) else {
                 continue;
             };
@@ -142,12 +128,7 @@ impl Reader {
             if end <= offset || end - offset > MAX_OBJECT_BYTES as u64 + 64 {
                 return None;
             }
-            let win = match self.window(k, pack, offset, end)? {
-                Some(w) => &self.windows[w],
-                None => &self.single,
-            };
-            let at = (offset - win.start) as usize;
-            let entry = &win.bytes[at..at + (end - offset) as usize];
+            let entry = self.windows.bytes(k, pack, offset, end)?;
             let (kind, size, header) = entry_header(entry)?;
             if size > MAX_OBJECT_BYTES {
                 return None;
@@ -161,42 +142,57 @@ impl Reader {
         }
         None
     }
+}
 
-    /// Makes bytes `from..to` of pack `k` readable: `Some(i)` when window `i` holds them (read
-    /// now if no window did and the read looks like part of a run), `Some(None)` when they were
-    /// read alone into `single`, `None` when the pack could not be read.
-    fn window(&mut self, k: usize, pack: &Pack, from: u64, to: u64) -> Option<Option<usize>> {
-        if let Some(w) = self.windows.iter().position(|w| w.covers(k, from, to)) {
-            let hit = self.windows.remove(w);
-            self.windows.insert(0, hit);
-            return Some(Some(0));
+/// A reader's view of the pack files: the windows it holds and what it read outside them.
+struct Windows {
+    /// Most recently used first.
+    held: Vec<Window>,
+    /// Where the last few entries read outside every window were (pack, offset): a miss near
+    /// one of them starts a run of neighbouring reads and gets a window; any other miss reads
+    /// its entry alone (a body shared by many entries sits wherever it was first written, and
+    /// a whole window for it would be mostly wasted).
+    misses: [(usize, u64); 8],
+    next_miss: usize,
+    /// The last entry read alone.
+    single: Vec<u8>,
+    /// Bytes read from pack files so far.
+    read_bytes: u64,
+}
+
+impl Windows {
+    /// Bytes `from..to` of pack `k`: from a window that holds them, from a window read now
+    /// when the read looks like part of a run, or read alone. `None` when the pack cannot be
+    /// read there.
+    fn bytes(&mut self, k: usize, pack: &Pack, from: u64, to: u64) -> Option<&[u8]> {
+        let slice = |w: &Window| {
+            let at = (from - w.start) as usize;
+            at..at + (to - from) as usize
+        };
+        if let Some(i) = self.held.iter().position(|w| w.covers(k, from, to)) {
+            let hit = self.held.remove(i);
+            self.held.insert(0, hit);
+            let w = &self.held[0];
+            return Some(&w.bytes[slice(w)]);
         }
         let near = |p: usize, at: u64| p == k && at.abs_diff(from) <= 2 * WINDOW;
         let run = self.misses.iter().any(|&(p, at)| near(p, at))
             || self
-                .windows
+                .held
                 .iter()
                 .any(|w| near(w.pack, w.start) || near(w.pack, w.start + w.bytes.len() as u64));
         self.misses[self.next_miss] = (k, from);
         self.next_miss = (self.next_miss + 1) % self.misses.len();
         if !run {
-            let single = &mut self.single;
-            single.pack = k;
-            single.start = from;
-            single.bytes.resize((to - from) as usize, 0);
+            self.single.resize((to - from) as usize, 0);
             self.read_bytes += to - from;
-            return match pack.data.read_exact_at(&mut single.bytes, from) {
-                Ok(()) => Some(None),
-                Err(_) => {
-                    single.pack = usize::MAX;
-                    None
-                }
-            };
+            pack.data.read_exact_at(&mut self.single, from).ok()?;
+            return Some(&self.single);
         }
         let start = from - from % WINDOW;
         let stop = (start + WINDOW).max(to).min(pack.end);
-        let mut win = if self.windows.len() == WINDOWS {
-            self.windows.pop().expect("full")
+        let mut win = if self.held.len() == WINDOWS {
+            self.held.pop().expect("full")
         } else {
             Window {
                 pack: k,
@@ -209,12 +205,14 @@ impl Reader {
         win.bytes.resize((stop - start) as usize, 0);
         self.read_bytes += stop - start;
         if pack.data.read_exact_at(&mut win.bytes, start).is_err() {
+            // Kept for its buffer, but empty, so it holds nothing.
             win.bytes.clear();
-            self.windows.push(win);
+            self.held.push(win);
             return None;
         }
-        self.windows.insert(0, win);
-        Some(Some(0))
+        self.held.insert(0, win);
+        let w = &self.held[0];
+        Some(&w.bytes[slice(w)])
     }
 }
 
@@ -283,7 +281,7 @@ mod tests {
             assert_eq!(reader.read(&o.id, &mut buf), Some(o.kind), "{}", o.id);
             assert!(buf == o.data, "{} reads back as written", o.id);
         }
-        assert!(reader.windows.len() <= WINDOWS);
+        assert!(reader.windows.held.len() <= WINDOWS);
 
         // Six regions read in step, as verify reads a batch pack's trees and bodies along
         // with those of earlier entries that later ones repeat: each region's bytes are read
@@ -299,9 +297,9 @@ mod tests {
         }
         let pack_len: u64 = reader.packs.0.iter().map(|p| p.end).sum();
         assert!(
-            reader.read_bytes < 2 * pack_len,
+            reader.windows.read_bytes < 2 * pack_len,
             "read {} bytes of a {pack_len}-byte pack",
-            reader.read_bytes
+            reader.windows.read_bytes
         );
         let missing = crate::store::git::object(hash, Kind::Blob, b"absent".to_vec()).unwrap();
         assert_eq!(reader.read(&missing.id, &mut buf), None);
