@@ -22,6 +22,7 @@ use gix::hash::Kind as HashKind;
 use gix::objs::{Find as _, Kind};
 
 use super::pack::{self, Obj};
+use super::refs::RefStorage;
 use crate::ledger::canonical::{self, Value};
 use crate::ledger::hash::sha256_hex;
 use crate::ledger::{Entry, NewEntry, Storage, StorageError};
@@ -500,6 +501,9 @@ pub struct GitStore {
     /// The last tip this handle read or wrote. A commit id names its content, so when the ref
     /// still names this commit its entry need not be read and parsed again.
     last_tip: std::sync::Mutex<Option<Tip>>,
+    /// The repository keeps refs somewhere other than files (reftable): the ledger ref is read
+    /// and moved through `git` (see `refs.rs`), never as a loose file.
+    refs_via_git: bool,
 }
 
 impl GitStore {
@@ -509,6 +513,7 @@ impl GitStore {
         validate_ledger_name(name)?;
         let hash = repo.object_hash();
         let common_dir = repo.common_dir().to_path_buf();
+        let refs_via_git = RefStorage::of(&repo) != RefStorage::Files;
         let store = GitStore {
             repo,
             name: name.to_string(),
@@ -518,6 +523,7 @@ impl GitStore {
             common_dir,
             signatures_at: None,
             last_tip: std::sync::Mutex::new(None),
+            refs_via_git,
         };
         // After a reboot, restore what the write-ahead log holds and the disk lost. A failure
         // leaves the repository as it is: reads then see (and verify reports) the real state,
@@ -557,6 +563,7 @@ impl GitStore {
         })?;
         let hash = repo.object_hash();
         let common_dir = repo.common_dir().to_path_buf();
+        let refs_via_git = RefStorage::of(&repo) != RefStorage::Files;
         Ok(GitStore {
             repo,
             name: name.to_string(),
@@ -566,6 +573,7 @@ impl GitStore {
             common_dir,
             signatures_at: None,
             last_tip: std::sync::Mutex::new(None),
+            refs_via_git,
         })
     }
 
@@ -612,6 +620,17 @@ impl GitStore {
         &self.opts
     }
 
+    /// Where refs, reflogs and `forum/` live (the common dir of a worktree).
+    pub(crate) fn common_dir(&self) -> &Path {
+        &self.common_dir
+    }
+
+    /// True when refs are kept by git's own non-files storage (reftable) and so are read and
+    /// moved through `git`.
+    pub fn refs_via_git(&self) -> bool {
+        self.refs_via_git
+    }
+
     pub fn set_fsync(&mut self, fsync: bool) {
         self.opts.fsync = fsync;
     }
@@ -635,6 +654,9 @@ impl GitStore {
     /// The ref's current target, `None` when the ledger does not exist. A ref file that exists
     /// but cannot be read as an object id is corruption, never an empty ledger.
     pub fn tip_id(&self) -> Result<Option<ObjectId>, StoreError> {
+        if self.refs_via_git {
+            return self.tip_id_via_git();
+        }
         let path = self.ref_path();
         match read_without_stat(&path) {
             Ok(bytes) => {
@@ -1219,6 +1241,9 @@ impl GitStore {
         new: ObjectId,
         message: &str,
     ) -> Result<CasOutcome, StoreError> {
+        if self.refs_via_git {
+            return self.cas_via_git(expected, new, message);
+        }
         let path = self.ref_path();
         let lock = PathBuf::from(format!("{}.lock", path.display()));
         let value = format!("{new}\n");
@@ -1354,7 +1379,9 @@ impl GitStore {
         loop {
             let tip = self.tip()?;
             let mut built = build(tip.as_ref())?;
-            let logged = self.opts.method.wal() && !built.as_pack;
+            // The write-ahead log restores loose refs; a repository whose refs git keeps
+            // elsewhere (reftable) makes each append durable through git instead.
+            let logged = self.opts.method.wal() && !built.as_pack && !self.refs_via_git;
             if logged && wal.is_none() {
                 wal = Some(self.wal_for_append(&lock)?);
             } else if !logged && !checkpointed {
@@ -1418,6 +1445,8 @@ impl GitStore {
                                 let _ =
                                     std::os::unix::fs::FileExt::write_all_at(&lock, &w.hint(), 0);
                             }),
+                        // git made its own ref storage durable (core.fsync=reference).
+                        _ if self.refs_via_git => Ok(()),
                         _ => self.flush(&[self.reflog_path(), self.ref_path()], false),
                     };
                     if let Some(g) = guard {
@@ -1439,7 +1468,7 @@ impl GitStore {
                     }
                     return Ok((built.commits, built.entries));
                 }
-                CasOutcome::Conflict => {}
+                CasOutcome::Conflict | CasOutcome::Busy => {}
                 CasOutcome::Locked(lock) => {
                     self.recover_stale_lock(&lock);
                 }
@@ -1701,6 +1730,9 @@ impl GitStore {
     /// is not an object id) and whether the line records a sanctioned rewrite (a redaction).
     pub fn reflog(&self) -> Vec<ReflogLine> {
         use std::io::BufRead;
+        if self.refs_via_git {
+            return self.reflog_via_git();
+        }
         let Ok(f) = File::open(self.reflog_path()) else {
             return Vec::new();
         };
@@ -1850,6 +1882,8 @@ pub(crate) enum CasOutcome {
     Moved,
     Conflict,
     Locked(PathBuf),
+    /// git's own ref storage was busy (another transaction held its lock): retry.
+    Busy,
 }
 
 pub(crate) fn object(hash: HashKind, kind: Kind, data: Vec<u8>) -> Result<Obj, StoreError> {

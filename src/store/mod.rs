@@ -5,6 +5,7 @@ pub mod git;
 pub mod pack;
 pub(crate) mod packread;
 pub mod redact;
+pub mod refs;
 pub mod sign;
 pub mod sync;
 pub mod verify;

@@ -177,12 +177,16 @@ impl GitStore {
             };
             match outcome {
                 CasOutcome::Moved => {
-                    let flushed = self.flush(&[self.reflog_path(), self.ref_path()], false);
+                    let flushed = if self.refs_via_git() {
+                        Ok(())
+                    } else {
+                        self.flush(&[self.reflog_path(), self.ref_path()], false)
+                    };
                     guard.release();
                     flushed?;
                     return Ok((old_tip, new_tip, emptied, map));
                 }
-                CasOutcome::Conflict | CasOutcome::Locked(_) => {
+                CasOutcome::Conflict | CasOutcome::Locked(_) | CasOutcome::Busy => {
                     guard.release();
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
@@ -194,6 +198,29 @@ impl GitStore {
     /// the tip history stays readable and nothing keeps the old commits (and the body)
     /// reachable.
     fn remap_reflog(&self, map: &[(ObjectId, ObjectId)]) -> Result<(), StoreError> {
+        if self.refs_via_git() {
+            // git's own ref storage (reftable) cannot have a reflog line edited; lines naming
+            // the old commits would keep the body reachable, so they are expired. The rewrite
+            // line itself went with them; the redaction entry is the record of it.
+            let o = super::refs::git_at(self.common_dir())
+                .args([
+                    "reflog",
+                    "expire",
+                    "--expire=all",
+                    "--expire-unreachable=all",
+                ])
+                .arg(self.refname())
+                .output()
+                .map_err(|e| StoreError::Git(format!("running git reflog expire: {e}")))?;
+            if !o.status.success() {
+                return Err(StoreError::Git(format!(
+                    "git reflog expire {} failed: {}",
+                    self.refname(),
+                    String::from_utf8_lossy(&o.stderr).trim()
+                )));
+            }
+            return Ok(());
+        }
         let path = self.reflog_path();
         let Ok(text) = fs::read_to_string(&path) else {
             return Ok(());

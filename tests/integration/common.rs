@@ -17,7 +17,8 @@ pub fn conformance() -> Option<PathBuf> {
     }
 }
 
-/// A temporary git repository, SHA-1 or SHA-256, removed on drop.
+/// A temporary git repository, removed on drop: `sha1` or `sha256` (files ref storage), or
+/// `reftable` (SHA-1 objects, refs in git's reftable storage).
 pub struct Repo {
     pub dir: tempfile::TempDir,
 }
@@ -37,11 +38,19 @@ fn hermetic(cmd: &mut Command, home: &Path) {
 }
 
 impl Repo {
-    pub fn new(format: &str) -> Repo {
+    pub fn new(kind: &str) -> Repo {
         let dir = tempfile::tempdir().expect("tempdir");
         let r = Repo { dir };
-        r.git_ok(&["init", "-q", &format!("--object-format={format}"), "."]);
+        let mut args = vec!["init".to_string(), "-q".to_string()];
+        args.extend(init_flags(kind));
+        args.push(".".into());
+        r.git_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
         r
+    }
+
+    /// True when this repository keeps its refs in reftable (no loose ref files to tamper with).
+    pub fn is_reftable(&self) -> bool {
+        self.git_ok(&["rev-parse", "--show-ref-format"]) == "reftable"
     }
 
     pub fn path(&self) -> &Path {
@@ -181,8 +190,20 @@ fn walk(dir: &Path) -> Vec<String> {
     out
 }
 
-/// Both object formats.
-pub const FORMATS: [&str; 2] = ["sha1", "sha256"];
+/// The `git init` flags for a kind of repository (see [`Repo::new`]).
+pub fn init_flags(kind: &str) -> Vec<String> {
+    match kind {
+        "reftable" => vec![
+            "--object-format=sha1".into(),
+            "--ref-format=reftable".into(),
+        ],
+        format => vec![format!("--object-format={format}")],
+    }
+}
+
+/// The three kinds of repository every ledger, sync and run test covers: files/SHA-1,
+/// files/SHA-256 and reftable (see [`Repo::new`]).
+pub const FORMATS: [&str; 3] = ["sha1", "sha256", "reftable"];
 
 // ----- tampering with a ledger through git's plumbing, as an attacker would -----
 
@@ -233,6 +254,12 @@ pub fn write_commit(repo: &Repo, text: &str) -> String {
 
 /// Points the default ledger's ref at `id` and deletes its reflog, leaving no witness.
 pub fn move_ref_quietly(repo: &Repo, id: &str) {
+    if repo.is_reftable() {
+        // Deleting the ref drops its reflog; refs outside refs/heads are recreated without one.
+        let _ = repo.git(&["update-ref", "-d", LEDGER_REF]);
+        repo.git_ok(&["update-ref", LEDGER_REF, id]);
+        return;
+    }
     let _ = std::fs::remove_file(repo.git_dir().join("logs").join(LEDGER_REF));
     std::fs::write(repo.git_dir().join(LEDGER_REF), format!("{id}\n")).unwrap();
 }

@@ -298,8 +298,14 @@ fn tamper_classes_each_have_their_own_message() {
         assert_fails(&r, "missing-object", 2);
         record(&r);
 
-        // An empty ref file and a garbage ref file.
-        for (content, label) in [("", "empty"), ("not a hash\n", "garbage")] {
+        // An empty ref file and a garbage ref file (files ref storage only: reftable keeps no
+        // ref file to damage, and git refuses to store such a value).
+        let ref_files: &[(&str, &str)] = if format == "reftable" {
+            &[]
+        } else {
+            &[("", "empty"), ("not a hash\n", "garbage")]
+        };
+        for &(content, label) in ref_files {
             let repo = seeded(format, 3);
             std::fs::write(repo.git_dir().join(REF), content).unwrap();
             let r = verify(&repo, false);
@@ -1103,7 +1109,9 @@ fn loose_path(repo: &Repo, id: &str) -> PathBuf {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_power_loss_image_is_restored_from_the_write_ahead_log() {
-    for format in FORMATS {
+    // The write-ahead log covers loose refs; in a reftable repository git's own ref storage
+    // makes each append durable (`core.fsync=reference`) and there is no log.
+    for format in ["sha1", "sha256"] {
         for ref_state in ["empty", "behind"] {
             let repo = seeded(format, 6);
             assert!(repo.git_dir().join("forum/wal/main.wal").exists());

@@ -114,9 +114,11 @@ impl Bare {
         let dir = tempfile::tempdir().expect("tempdir");
         let b = Bare { dir };
         std::fs::create_dir(b.path()).unwrap();
+        let mut args = vec!["init".to_string(), "-q".into(), "--bare".into()];
+        args.extend(crate::common::init_flags(format));
         git_ok(
             &b.path(),
-            &["init", "-q", "--bare", &format!("--object-format={format}")],
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
         );
         b
     }

@@ -1,0 +1,203 @@
+//! Ledger refs kept by git's own ref storage.
+//!
+//! git forum moves a ledger ref with a fast path of its own (`GitStore::cas`: git's lock-file
+//! protocol on `refs/forum/ledgers/NAME`, with a reflog line). That is exactly what git does,
+//! but only in a repository whose refs are files. A reftable repository (`git init
+//! --ref-format=reftable`), or any other backend git may add, keeps refs where a loose file is
+//! invisible: git would not see the ledger, and `git gc --prune=now` would delete its objects.
+//! There every ref read and write goes through `git` itself: `git rev-parse` to read,
+//! `git update-ref` (old value as the compare-and-swap, `--create-reflog`) to move, and
+//! `git reflog` to read the reflog. gix cannot read or write reftable, so spawning git is the
+//! only correct way; it costs a few milliseconds per append on such repositories only.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use gix::ObjectId;
+
+use super::git::{CasOutcome, GitStore, ReflogLine, StoreError};
+
+/// How a repository stores its refs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefStorage {
+    /// Loose files under `refs/` plus `packed-refs`: git forum's fast path is git's own protocol.
+    Files,
+    /// Anything else (`reftable` today): refs are read and moved through `git`.
+    Other(String),
+}
+
+impl RefStorage {
+    /// The repository's ref storage, from `extensions.refStorage` (absent means files).
+    pub fn of(repo: &gix::Repository) -> RefStorage {
+        let config = repo.config_snapshot();
+        match config.string("extensions.refStorage") {
+            Some(v) if !v.to_string().eq_ignore_ascii_case("files") => {
+                RefStorage::Other(v.to_string().to_ascii_lowercase())
+            }
+            _ => RefStorage::Files,
+        }
+    }
+
+    /// The name git uses for it (`files`, `reftable`).
+    pub fn name(&self) -> &str {
+        match self {
+            RefStorage::Files => "files",
+            RefStorage::Other(s) => s,
+        }
+    }
+}
+
+/// `git --git-dir DIR` with no terminal prompts and the environment's repository overrides
+/// removed (the directory is explicit).
+pub(crate) fn git_at(git_dir: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.arg("--git-dir")
+        .arg(git_dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null());
+    c
+}
+
+fn first_line(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+impl GitStore {
+    fn git(&self) -> Command {
+        git_at(self.common_dir())
+    }
+
+    /// The ref's target through `git rev-parse` (which does not need the object to exist, so a
+    /// ref naming a pruned commit is still seen and reported as such).
+    pub(crate) fn tip_id_via_git(&self) -> Result<Option<ObjectId>, StoreError> {
+        let o = self
+            .git()
+            .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
+            .arg(self.refname())
+            .output()
+            .map_err(|e| StoreError::Git(format!("running git rev-parse: {e}")))?;
+        if !o.status.success() {
+            if o.stderr.is_empty() {
+                return Ok(None);
+            }
+            return Err(StoreError::Git(format!(
+                "cannot read ledger ref {}: {}",
+                self.refname(),
+                first_line(&o.stderr)
+            )));
+        }
+        let text = first_line(&o.stdout);
+        ObjectId::from_hex(text.as_bytes())
+            .ok()
+            .filter(|id| id.kind() == self.object_hash())
+            .map(Some)
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "ledger ref {} does not name an object ({text:?}); see `git reflog show {}`",
+                    self.refname(),
+                    self.refname()
+                ))
+            })
+    }
+
+    /// Compare-and-swap through `git update-ref REF NEW OLD` (one ref transaction in git's own
+    /// storage, with a reflog line). A refused update is a conflict when the ref moved, and a
+    /// busy lock when it did not.
+    pub(crate) fn cas_via_git(
+        &self,
+        expected: Option<ObjectId>,
+        new: ObjectId,
+        message: &str,
+    ) -> Result<CasOutcome, StoreError> {
+        let old = expected.unwrap_or_else(|| ObjectId::null(self.object_hash()));
+        let mut cmd = self.git();
+        if self.options().fsync {
+            // Make the ref storage durable before git returns.
+            cmd.args(["-c", "core.fsync=reference"]);
+        }
+        let message = message.replace(['\n', '\r'], " ");
+        let o = cmd
+            .args([
+                "update-ref",
+                "--create-reflog",
+                "-m",
+                &message,
+                "--end-of-options",
+            ])
+            .arg(self.refname())
+            .arg(new.to_string())
+            .arg(old.to_string())
+            .output()
+            .map_err(|e| StoreError::Git(format!("running git update-ref: {e}")))?;
+        if o.status.success() {
+            return Ok(CasOutcome::Moved);
+        }
+        let why = first_line(&o.stderr);
+        if self.tip_id_via_git()? != expected {
+            return Ok(CasOutcome::Conflict);
+        }
+        if why.contains("cannot lock") || why.contains("Unable to create") || why.contains("lock") {
+            return Ok(CasOutcome::Busy);
+        }
+        Err(StoreError::Git(format!(
+            "git update-ref {} refused the append: {why}",
+            self.refname()
+        )))
+    }
+
+    /// The ref's reflog through `git reflog`, oldest first. git prints each line's new value;
+    /// a line's old value is the new value of the line before it (the null id for the first).
+    /// A reflog git cannot show (one naming a pruned commit) reads as empty: verify then reports
+    /// the missing object itself.
+    pub(crate) fn reflog_via_git(&self) -> Vec<ReflogLine> {
+        let Ok(o) = self
+            .git()
+            .args([
+                "reflog",
+                "show",
+                "--no-abbrev",
+                "--format=%H %gs",
+                "--end-of-options",
+            ])
+            .arg(self.refname())
+            .arg("--")
+            .output()
+        else {
+            return Vec::new();
+        };
+        if !o.status.success() {
+            return Vec::new();
+        }
+        let text = String::from_utf8_lossy(&o.stdout);
+        let mut lines: Vec<(Option<ObjectId>, bool)> = text
+            .lines()
+            .map(|l| {
+                let (id, msg) = l.split_once(' ').unwrap_or((l, ""));
+                (
+                    ObjectId::from_hex(id.as_bytes()).ok(),
+                    msg.starts_with("forum: rewrite"),
+                )
+            })
+            .collect();
+        lines.reverse();
+        let mut out = Vec::with_capacity(lines.len());
+        let mut prev = Some(ObjectId::null(self.object_hash()));
+        for (new, rewrite) in lines {
+            out.push(ReflogLine {
+                old: prev,
+                new,
+                rewrite,
+            });
+            prev = new;
+        }
+        out
+    }
+}
