@@ -1056,10 +1056,16 @@ impl GitStore {
 
     // ----- writing -----
 
+    /// The ledger's writer-lock file.
+    pub(crate) fn writer_lock_path(&self) -> PathBuf {
+        self.forum_dir()
+            .join("locks")
+            .join(format!("{}.lock", self.name.replace('/', "%2F")))
+    }
+
     /// Takes the ledger's writer lock (advisory, released by the kernel if we die).
     pub(crate) fn writer_lock(&self) -> Result<File, StoreError> {
-        let dir = self.forum_dir().join("locks");
-        let path = dir.join(format!("{}.lock", self.name.replace('/', "%2F")));
+        let path = self.writer_lock_path();
         let f = create_in_dir(&path, || {
             OpenOptions::new()
                 .create(true)
@@ -1237,6 +1243,7 @@ impl GitStore {
     /// journal every later file creation scans past the inodes freed in the last minute.
     pub(crate) fn cas(
         &self,
+        held: &File,
         expected: Option<ObjectId>,
         new: ObjectId,
         message: &str,
@@ -1248,6 +1255,13 @@ impl GitStore {
         let lock = PathBuf::from(format!("{}.lock", path.display()));
         let value = format!("{new}\n");
         let spare = self.spare_path();
+        // Say which ref lock we are about to take, in the writer-lock file we hold: if we die
+        // holding it, the next writer (who then holds the writer lock) knows the lock is ours
+        // and its holder gone. A ref lock without such a note belongs to someone else.
+        // What an earlier writer noted: a lock found below with that value is its, left behind.
+        let noted = read_intent(held, self.hash);
+        note_intent(held, Some(&new));
+        failpoint("cas-start");
         match take_lock_from_spare(&spare, &lock, value.as_bytes()) {
             Ok(true) => {}
             Ok(false) => {
@@ -1261,13 +1275,13 @@ impl GitStore {
                             let _ = fs::remove_file(&lock);
                         })?,
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                        return Ok(CasOutcome::Locked(lock));
+                        return Ok(CasOutcome::Locked(lock, noted));
                     }
                     Err(e) => return Err(io(format!("creating {}", lock.display()))(e)),
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Ok(CasOutcome::Locked(lock));
+                return Ok(CasOutcome::Locked(lock, noted));
             }
             Err(e) => return Err(io(format!("creating {}", lock.display()))(e)),
         }
@@ -1286,9 +1300,11 @@ impl GitStore {
         if current != expected {
             return release(Ok(CasOutcome::Conflict));
         }
+        failpoint("cas-locked");
         if let Err(e) = self.append_reflog_line(expected, new, message) {
             return release(Err(e));
         }
+        failpoint("cas-reflog");
         if expected.is_some() {
             // Keep the inode the rename replaces (a packed-only ref has none). A spare left in
             // place (taking the lock did not use it) is replaced.
@@ -1306,6 +1322,8 @@ impl GitStore {
                 e,
             )));
         }
+        note_intent(held, None);
+        failpoint("cas-moved");
         Ok(CasOutcome::Moved)
     }
 
@@ -1331,32 +1349,82 @@ impl GitStore {
         .map_err(io(format!("appending to {}", path.display())))
     }
 
-    /// Removes a ref lock left by a dead writer. We hold the ledger's writer lock, so no live
-    /// git-forum writer owns it; a foreign git process holds a ref lock for milliseconds, so a
-    /// lock older than [`STALE_REF_LOCK`] is stale. Returns false while it is too young.
-    pub(crate) fn recover_stale_lock(&self, lock: &Path) -> bool {
-        let age = fs::metadata(lock)
+    /// Removes a ref lock whose holder is provably gone, and returns true; returns false (and
+    /// leaves the lock alone) otherwise. The caller holds the ledger's writer lock, so no live
+    /// git-forum writer holds a ref lock of this ledger. Gone means either: the lock holds the
+    /// value a git-forum writer noted in the writer-lock file before taking it (that writer
+    /// died holding it: the kernel gave its writer lock to us), or the lock is older than this
+    /// boot of the machine. A lock any other process took (`git update-ref`, a transaction
+    /// held open by `git update-ref --stdin`) is never broken, however old.
+    pub(crate) fn recover_stale_lock(
+        &self,
+        lock: &Path,
+        held: &File,
+        noted: Option<ObjectId>,
+    ) -> bool {
+        let Ok(mut f) = File::open(lock) else {
+            // Gone already.
+            return true;
+        };
+        let mut content = Vec::new();
+        let _ = (&mut f).take(256).read_to_end(&mut content);
+        let content = String::from_utf8_lossy(&content).trim().to_string();
+        let value = ObjectId::from_hex(content.as_bytes()).ok();
+        let ours = value.is_some() && value == noted;
+        let before_boot = f
+            .metadata()
             .and_then(|m| m.modified())
             .ok()
-            .and_then(|t| t.elapsed().ok());
-        match age {
-            Some(age) if age >= STALE_REF_LOCK => {
-                // Keep a record: the dead writer may have written its reflog line before it died,
-                // and verify uses this record to tell that line from a tampered ref.
-                let content = fs::read_to_string(lock).unwrap_or_default();
-                let path = self.recovered_path();
-                if let Some(dir) = path.parent() {
-                    let _ = fs::create_dir_all(dir);
-                }
-                if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(&path) {
-                    let _ = writeln!(f, "{} {}", content.trim(), lock.display());
-                }
-                let _ = fs::remove_file(lock);
-                true
-            }
-            None => true,
-            _ => false,
+            .zip(boot_time())
+            .is_some_and(|(m, boot)| m < boot);
+        if !(ours || before_boot) {
+            return false;
         }
+        // Keep a record: the dead writer may have written its reflog line before it died,
+        // and verify uses this record to tell that line from a tampered ref.
+        let path = self.recovered_path();
+        if let Some(dir) = path.parent() {
+            let _ = fs::create_dir_all(dir);
+        }
+        if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(&path) {
+            let _ = writeln!(f, "{} {}", content, lock.display());
+        }
+        let _ = fs::remove_file(lock);
+        note_intent(held, None);
+        true
+    }
+
+    /// Settles an append that a killed writer left half done: when the ledger's ref lock is
+    /// there and its holder is provably gone (see [`recover_stale_lock`](Self::recover_stale_lock)),
+    /// the update is rolled back (the lock removed and recorded, so its reflog line is known
+    /// for what it is). Readers call it before they judge the reflog, so a crash never reads as
+    /// tampering. Waits for a live git-forum writer to finish; a lock someone else holds is
+    /// left alone.
+    pub fn settle_interrupted_append(&self) -> Result<(), StoreError> {
+        if self.refs_via_git {
+            return Ok(());
+        }
+        let lock = PathBuf::from(format!("{}.lock", self.ref_path().display()));
+        if !lock.exists() {
+            return Ok(());
+        }
+        let held = self.writer_lock()?;
+        let noted = read_intent(&held, self.hash);
+        self.recover_stale_lock(&lock, &held, noted);
+        Ok(())
+    }
+
+    /// The value a ref lock holds when it exists (an update under way, or left by a process
+    /// that died), for readers that must not mistake its reflog line for tampering.
+    pub(crate) fn pending_ref_lock(&self) -> Option<ObjectId> {
+        if self.refs_via_git {
+            return None;
+        }
+        let lock = PathBuf::from(format!("{}.lock", self.ref_path().display()));
+        let f = File::open(lock).ok()?;
+        let mut content = Vec::new();
+        f.take(256).read_to_end(&mut content).ok()?;
+        ObjectId::from_hex(String::from_utf8_lossy(&content).trim().as_bytes()).ok()
     }
 
     /// Appends entries built by `build` on the current tip, retrying on conflict. `build`
@@ -1417,7 +1485,8 @@ impl GitStore {
             } else {
                 self.write_loose_objects(&built.objects, self.opts.fsync && !logged, false)?;
             }
-            let outcome = self.cas(tip.as_ref().map(|t| t.commit), new_tip, reflog);
+            failpoint("objects-written");
+            let outcome = self.cas(&lock, tip.as_ref().map(|t| t.commit), new_tip, reflog);
             let outcome = match outcome {
                 Ok(o) => o,
                 Err(e) => {
@@ -1469,8 +1538,8 @@ impl GitStore {
                     return Ok((built.commits, built.entries));
                 }
                 CasOutcome::Conflict | CasOutcome::Busy => {}
-                CasOutcome::Locked(lock) => {
-                    self.recover_stale_lock(&lock);
+                CasOutcome::Locked(ref_lock, noted) => {
+                    self.recover_stale_lock(&ref_lock, &lock, noted);
                 }
             }
             if let Some(g) = guard {
@@ -1478,7 +1547,7 @@ impl GitStore {
             }
             if start.elapsed() > APPEND_DEADLINE {
                 return Err(StoreError::Contended(format!(
-                    "could not move {} for {}s: another process keeps changing it, or {}.lock is held; try again",
+                    "could not move {} for {}s: another process keeps changing it, or holds {}.lock; try again, and if no git command is running remove that file",
                     self.refname,
                     APPEND_DEADLINE.as_secs(),
                     self.ref_path().display()
@@ -1881,7 +1950,8 @@ fn read_without_stat(path: &Path) -> std::io::Result<Vec<u8>> {
 pub(crate) enum CasOutcome {
     Moved,
     Conflict,
-    Locked(PathBuf),
+    /// The ref lock exists; with the value a git-forum writer had noted before this attempt.
+    Locked(PathBuf, Option<ObjectId>),
     /// git's own ref storage was busy (another transaction held its lock): retry.
     Busy,
 }
@@ -2111,6 +2181,74 @@ fn unique() -> u128 {
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     nanos ^ ((N.fetch_add(1, Ordering::Relaxed) as u128) << 64) ^ pid() as u128
+}
+
+/// Where a writer notes the ref lock it is taking, in its writer-lock file: after the write-ahead
+/// log's hint (the first 128 bytes).
+const INTENT_AT: u64 = 128;
+
+/// Notes (or, with `None`, clears) the value of the ref lock this writer is about to take.
+fn note_intent(held: &File, value: Option<&ObjectId>) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt;
+        let mut line = [b' '; 65];
+        if let Some(v) = value {
+            let hex = v.to_hex().to_string();
+            line[..hex.len()].copy_from_slice(hex.as_bytes());
+        }
+        line[64] = b'\n';
+        let _ = held.write_all_at(&line, INTENT_AT);
+    }
+    #[cfg(not(unix))]
+    let _ = (held, value);
+}
+
+/// The value a git-forum writer noted before taking a ref lock, if any.
+pub(crate) fn read_intent(held: &File, hash: HashKind) -> Option<ObjectId> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt;
+        let mut line = [0u8; 65];
+        let n = held.read_at(&mut line, INTENT_AT).ok()?;
+        let text = String::from_utf8_lossy(&line[..n]);
+        ObjectId::from_hex(text.trim().as_bytes())
+            .ok()
+            .filter(|id| id.kind() == hash)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (held, hash);
+        None
+    }
+}
+
+/// When this machine booted (Linux: `btime` in `/proc/stat`); a lock file older than that was
+/// left by a process that is gone.
+fn boot_time() -> Option<std::time::SystemTime> {
+    let text = fs::read_to_string("/proc/stat").ok()?;
+    let secs: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(std::time::UNIX_EPOCH + Duration::from_secs(secs))
+}
+
+/// A crash-testing hook: with `GIT_FORUM_FAILPOINT=NAME` in the environment, the process kills
+/// itself (SIGKILL, so nothing is cleaned up) when it reaches the step `NAME` of an append:
+/// `objects-written`, `cas-start`, `cas-locked`, `cas-reflog`, `cas-moved`, `appended`. The
+/// reliability tests use it to kill a writer at every step.
+pub(crate) fn failpoint(name: &str) {
+    static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let point = POINT.get_or_init(|| std::env::var("GIT_FORUM_FAILPOINT").ok());
+    if point.as_deref() == Some(name) {
+        #[cfg(unix)]
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+        std::process::abort();
+    }
 }
 
 impl Storage for GitStore {

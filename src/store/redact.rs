@@ -112,7 +112,7 @@ impl GitStore {
         &self,
         payload_hash: &str,
     ) -> Result<(ObjectId, ObjectId, Vec<u64>, Vec<(ObjectId, ObjectId)>), StoreError> {
-        let _lock = self.writer_lock()?;
+        let held = self.writer_lock()?;
         // The rewrite moves the ref itself: first flush and empty the write-ahead log, which
         // also removes the bodies it holds.
         self.checkpoint_wal()?;
@@ -164,6 +164,7 @@ impl GitStore {
                 source: e,
             })?;
             let outcome = self.cas(
+                &held,
                 Some(old_tip),
                 new_tip,
                 &format!("forum: rewrite (redact {payload_hash})"),
@@ -186,7 +187,7 @@ impl GitStore {
                     flushed?;
                     return Ok((old_tip, new_tip, emptied, map));
                 }
-                CasOutcome::Conflict | CasOutcome::Locked(_) | CasOutcome::Busy => {
+                CasOutcome::Conflict | CasOutcome::Locked(..) | CasOutcome::Busy => {
                     guard.release();
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 
 use gix::ObjectId;
 
-use super::git::{CasOutcome, GitStore, ReflogLine, StoreError};
+use super::git::{CasOutcome, GitStore, ReflogLine, StoreError, failpoint};
 
 /// How a repository stores its refs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,6 +124,7 @@ impl GitStore {
             cmd.args(["-c", "core.fsync=reference"]);
         }
         let message = message.replace(['\n', '\r'], " ");
+        failpoint("cas-start");
         let o = cmd
             .args([
                 "update-ref",
@@ -138,6 +139,7 @@ impl GitStore {
             .output()
             .map_err(|e| StoreError::Git(format!("running git update-ref: {e}")))?;
         if o.status.success() {
+            failpoint("cas-moved");
             return Ok(CasOutcome::Moved);
         }
         let why = first_line(&o.stderr);

@@ -365,6 +365,9 @@ impl GitStore {
             deep,
             ..VerifyReport::default()
         };
+        // An append a killed writer left half done is rolled back first, so its reflog line
+        // does not read as a rewound ref.
+        self.settle_interrupted_append()?;
         let tip = match self.tip_id() {
             Ok(Some(t)) => t,
             Ok(None) => return Err(StoreError::NoLedger(self.name().to_string())),
@@ -773,6 +776,17 @@ impl GitStore {
         let mut buf = Vec::new();
         let lines = &reflog[witness.start..];
         let recovered = self.recovered_locks();
+        // An update under way right now (its lock holds the value its reflog line names, and
+        // the ref has not moved yet) is not tampering.
+        let pending = self.pending_ref_lock();
+        let lines = match lines.split_last() {
+            Some((last, rest))
+                if last.new.is_some() && last.new == pending && last.old == Some(tip) =>
+            {
+                rest
+            }
+            _ => lines,
+        };
         for (i, line) in lines.iter().enumerate() {
             let Some(id) = line.new else {
                 continue;

@@ -830,7 +830,10 @@ impl GitStore {
     fn write_ref_file(&self, id: ObjectId) -> Result<(), StoreError> {
         let path = self.ref_path();
         let lock = PathBuf::from(format!("{}.lock", path.display()));
-        if lock.exists() && !self.recover_stale_lock(&lock) {
+        // The caller holds the writer lock; its file says whose ref lock this may be.
+        let held = File::open(self.writer_lock_path()).map_err(|e| io_err(&lock, e))?;
+        let noted = super::git::read_intent(&held, self.object_hash());
+        if lock.exists() && !self.recover_stale_lock(&lock, &held, noted) {
             return Err(StoreError::Contended(format!(
                 "{} is being updated by another process; run the command again",
                 path.display()

@@ -671,14 +671,10 @@ fn forum_directory_with_bad_lines() {
 fn stale_ref_lock_is_recovered_but_a_live_writer_is_waited_for() {
     let repo = seeded("sha1", 2);
     let lock = repo.git_dir().join(format!("{REF}.lock"));
-    std::fs::write(&lock, "").unwrap();
+    // A git-forum writer killed while it held the ref lock leaves it behind.
+    crate::storage::killed_append(&repo, "cas-locked");
+    assert!(lock.exists());
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
-    std::fs::File::options()
-        .write(true)
-        .open(&lock)
-        .unwrap()
-        .set_modified(old)
-        .unwrap();
     repo.append("a", "k", "\"after a crash\"");
     assert!(!lock.exists());
     // A live git-forum writer holds the writer lock: a second writer waits for it, and never
@@ -961,31 +957,31 @@ fn help_and_man_page() {
 fn reflog_line_of_a_killed_writer_is_not_tampering() {
     let repo = seeded("sha1", 2);
     let tip = repo.git_ok(&["rev-parse", REF]);
-    // A commit the dead writer had built: any valid ledger commit not in the chain will do.
+    // A commit no writer built: a reflog line for it, with no lock and no record, is evidence
+    // of a rewritten ref.
     let other = seeded("sha1", 3);
     let ids = chain(&other);
     let orphan = write_commit(&repo, &cat(&other, &ids[2]));
     let log = repo.git_dir().join("logs").join(REF);
-    let mut text = std::fs::read_to_string(&log).unwrap();
-    text.push_str(&format!(
-        "{tip} {orphan} git-forum <ledger@git-forum.invalid> 1000 +0000\tforum: append note\n"
-    ));
-    std::fs::write(&log, &text).unwrap();
-    // Without a recovery record the line is evidence of a rewritten ref.
+    let clean = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(
+        &log,
+        format!(
+            "{clean}{tip} {orphan} git-forum <ledger@git-forum.invalid> 1000 +0000\tforum: append note\n"
+        ),
+    )
+    .unwrap();
     let r = verify(&repo, false);
     assert_eq!(r["ok"], false, "{r}");
-    // The stale lock the writer left is recovered by the next append, which records it.
-    let lock = repo.git_dir().join(format!("{REF}.lock"));
-    std::fs::write(&lock, format!("{orphan}\n")).unwrap();
-    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
-    std::fs::File::options()
-        .write(true)
-        .open(&lock)
-        .unwrap()
-        .set_modified(old)
-        .unwrap();
+    std::fs::write(&log, clean).unwrap();
+    // A writer really killed after its reflog line: the next reader settles it, and it is no
+    // alarm; the next append goes on from the old tip.
+    crate::storage::killed_append(&repo, "cas-reflog");
+    let r = verify(&repo, true);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["entries"], 2);
+    assert!(!repo.git_dir().join(format!("{REF}.lock")).exists());
     repo.append("a", "k", "\"after the crash\"");
-    assert!(!lock.exists());
     let r = verify(&repo, true);
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["entries"], 3);
@@ -1131,8 +1127,10 @@ fn a_power_loss_image_is_restored_from_the_write_ahead_log() {
                     // The writer that died with the machine also left the ref's lock behind.
                     let lock = repo.git_dir().join("refs/forum/ledgers/main.lock");
                     std::fs::write(&lock, b"").unwrap();
+                    // Written before the machine (re)booted: its holder is gone.
                     let touched = std::process::Command::new("touch")
-                        .args(["-d", "1 minute ago"])
+                        .arg("-d")
+                        .arg(format!("@{}", crate::storage::boot_time_secs() - 60))
                         .arg(&lock)
                         .status()
                         .unwrap();

@@ -15,5 +15,6 @@ mod report;
 mod route;
 mod runtime;
 mod sign;
+mod storage;
 mod submit;
 mod sync;

@@ -1,0 +1,187 @@
+//! The record survives what git and crashes do around it: reftable repositories, `git gc`
+//! beside appenders, a deleted ref, a writer killed at every step of an append, and ref locks
+//! that belong to someone else.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use crate::common::{FORMATS, Repo};
+
+const REF: &str = "refs/forum/ledgers/main";
+
+/// When this machine booted, in seconds since the epoch.
+pub fn boot_time_secs() -> u64 {
+    std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Runs one append that kills itself (SIGKILL) at step `point`; asserts it died that way.
+pub fn killed_append(repo: &Repo, point: &str) {
+    let o = repo
+        .forum()
+        .env("GIT_FORUM_FAILPOINT", point)
+        .args([
+            "append",
+            "--actor",
+            "a",
+            "--kind",
+            "k",
+            "--payload",
+            "\"lost?\"",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() && o.status.code().is_none(),
+        "the append must die at {point}: {o:?}"
+    );
+}
+
+fn verify(repo: &Repo, deep: bool) -> serde_json::Value {
+    let mut args = vec!["verify"];
+    if deep {
+        args.push("--deep");
+    }
+    repo.forum_json(&args)
+}
+
+fn seeded(kind: &str, n: usize) -> Repo {
+    let repo = Repo::new(kind);
+    for i in 0..n {
+        repo.append("agent", "note", &format!("{{\"i\":{i}}}"));
+    }
+    repo
+}
+
+#[test]
+fn a_reftable_ledger_is_seen_by_git_and_survives_gc_prune_now() {
+    let repo = seeded("reftable", 5);
+    assert!(repo.is_reftable());
+    // git itself sees the ledger ref and its reflog; no loose ref file was written.
+    assert!(!repo.git_dir().join(REF).exists());
+    let listed = repo.git_ok(&["for-each-ref", "--format=%(refname)", "refs/forum/ledgers/"]);
+    assert_eq!(listed, REF);
+    let reflog = repo.git_ok(&["reflog", "show", "--format=%H", REF]);
+    assert_eq!(reflog.lines().count(), 5);
+    repo.git_ok(&["gc", "--prune=now", "-q"]);
+    let r = verify(&repo, true);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["entries"], 5);
+    repo.fsck();
+    // Appends go on after gc, and a rewind through git is caught from git's reflog.
+    repo.append("agent", "note", "{\"i\":5}");
+    let ids: Vec<String> = repo
+        .git_ok(&["rev-list", "--first-parent", REF])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    repo.git_ok(&["update-ref", REF, &ids[2]]);
+    let r = verify(&repo, false);
+    assert_eq!(r["ok"], false, "{r}");
+    assert_eq!(r["code"], "rewound", "{r}");
+}
+
+#[test]
+fn a_writer_killed_at_any_step_leaves_no_false_alarm_and_no_stuck_lock() {
+    for kind in FORMATS {
+        // git's own ref storage (reftable) takes its lock and writes its reflog in one step.
+        let points: &[&str] = if kind == "reftable" {
+            &["objects-written", "cas-start", "cas-moved"]
+        } else {
+            &[
+                "objects-written",
+                "cas-start",
+                "cas-locked",
+                "cas-reflog",
+                "cas-moved",
+            ]
+        };
+        for &point in points {
+            let repo = seeded(kind, 3);
+            killed_append(&repo, point);
+            // The next reader settles the interrupted append: no rewound, no ref-moved.
+            let r = verify(&repo, false);
+            assert_eq!(r["ok"], true, "{kind} {point}: {r}");
+            let n = r["entries"].as_u64().unwrap();
+            // The killed append's outcome is unknown to its caller: present at most once.
+            let expect = if point == "cas-moved" { 4 } else { 3 };
+            assert_eq!(n, expect, "{kind} {point}: {r}");
+            let c = repo.forum_json(&["checkpoint"]);
+            assert_eq!(c["size"], expect, "{kind} {point}: {c}");
+            // The next writer is not blocked by anything the dead one left.
+            repo.append("agent", "note", "{\"after\":true}");
+            let r = verify(&repo, true);
+            assert_eq!(r["ok"], true, "{kind} {point}: {r}");
+            assert_eq!(r["entries"], expect + 1, "{kind} {point}: {r}");
+            assert!(!repo.git_dir().join(format!("{REF}.lock")).exists());
+            repo.fsck();
+        }
+    }
+}
+
+/// A ref transaction that `git update-ref --stdin` holds prepared (its lock taken) is never
+/// broken: the append waits, git's own commit then succeeds, and the append lands after it.
+#[test]
+fn a_lock_held_by_git_update_ref_is_never_broken() {
+    let repo = seeded("sha1", 2);
+    let tip = repo.git_ok(&["rev-parse", REF]);
+    let mut git = Command::new("git")
+        .current_dir(repo.path())
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_SYSTEM", "/dev/null")
+        .args(["update-ref", "--stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = git.stdin.take().unwrap();
+    let mut out = BufReader::new(git.stdout.take().unwrap());
+    writeln!(stdin, "start\nupdate {REF} {tip} {tip}\nprepare").unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "start: ok");
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "prepare: ok");
+    let lock = repo.git_dir().join(format!("{REF}.lock"));
+    assert!(lock.exists(), "git holds the ref lock");
+    let mut child = repo
+        .forum()
+        .args([
+            "append",
+            "--actor",
+            "a",
+            "--kind",
+            "k",
+            "--payload",
+            "\"waits\"",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Longer than any age rule a lock breaker could use.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(
+        lock.exists(),
+        "a live git transaction's lock must not be broken"
+    );
+    assert!(child.try_wait().unwrap().is_none(), "the append waits");
+    writeln!(stdin, "commit").unwrap();
+    drop(stdin);
+    let status = git.wait().unwrap();
+    assert!(status.success(), "git's own commit succeeds");
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let r = verify(&repo, true);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["entries"], 3);
+}
