@@ -1446,6 +1446,9 @@ impl GitStore {
         let mut checkpointed = false;
         loop {
             let tip = self.tip()?;
+            if tip.is_none() {
+                self.refuse_if_deleted()?;
+            }
             let mut built = build(tip.as_ref())?;
             // The write-ahead log restores loose refs; a repository whose refs git keeps
             // elsewhere (reftable) makes each append durable through git instead.
@@ -1556,6 +1559,30 @@ impl GitStore {
             std::thread::sleep(backoff + Duration::from_micros((unique() % 1000) as u64));
             backoff = (backoff * 2).min(Duration::from_millis(200));
         }
+    }
+
+    /// A ledger whose ref is gone but whose reflog still records a tip was deleted behind
+    /// git forum's back (git deletes a ref's reflog with the ref): starting a new ledger at
+    /// seq 0 there would bury the old chain, so the append is refused with the way back.
+    fn refuse_if_deleted(&self) -> Result<(), StoreError> {
+        let Some(last) = self
+            .reflog()
+            .iter()
+            .rev()
+            .find_map(|l| l.new.filter(|id| !id.is_null()))
+        else {
+            return Ok(());
+        };
+        let seq = self
+            .read_entry_commit(&last, &mut Vec::new())
+            .map(|(e, _, _)| format!("seq {}", e.seq))
+            .unwrap_or_else(|_| "a commit no longer in the object store".into());
+        Err(StoreError::Corrupt(format!(
+            "ledger {} has no ref, but its reflog shows it at {seq} (commit {last}): the ref was deleted outside git forum; restore it with `git update-ref {} {last}`, or remove the reflog ({}) to start a new ledger",
+            self.name,
+            self.refname,
+            self.reflog_path().display()
+        )))
     }
 
     /// Merges small packs once there are many (git's geometric repack keeps old big packs).

@@ -185,3 +185,38 @@ fn a_lock_held_by_git_update_ref_is_never_broken() {
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["entries"], 3);
 }
+
+#[test]
+fn a_deleted_ref_is_not_an_empty_ledger() {
+    for kind in ["sha1", "sha256"] {
+        let repo = seeded(kind, 3);
+        let tip = repo.git_ok(&["rev-parse", REF]);
+        std::fs::remove_file(repo.git_dir().join(REF)).unwrap();
+        let o = repo
+            .forum()
+            .args(["append", "--actor", "a", "--kind", "k", "--payload", "1"])
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("seq 2") && err.contains(&tip), "{err}");
+        assert!(err.contains("git update-ref"), "{err}");
+        // Nothing was written: the ref is still absent.
+        assert!(!repo.git_dir().join(REF).exists());
+        // The way back the message names works, and the chain is whole.
+        repo.git_ok(&["update-ref", REF, &tip]);
+        repo.append("a", "k", "1");
+        let r = verify(&repo, true);
+        assert_eq!(r["ok"], true, "{r}");
+        assert_eq!(r["entries"], 4);
+    }
+    // `git update-ref -d` deletes the reflog with the ref: that is a deliberate deletion, and a
+    // new ledger may start there.
+    for kind in FORMATS {
+        let repo = seeded(kind, 2);
+        repo.git_ok(&["update-ref", "-d", REF]);
+        repo.append("a", "k", "1");
+        assert_eq!(verify(&repo, false)["entries"], 1);
+    }
+}
