@@ -37,6 +37,9 @@ pub(crate) const AUTHOR_EMAIL: &str = "ledger@git-forum.invalid";
 /// A ref `.lock` file older than this, found while we hold the ledger's writer lock, was left by
 /// a writer that died; git's own writers hold ref locks for milliseconds.
 pub const STALE_REF_LOCK: Duration = Duration::from_secs(2);
+/// How far ahead a new loose object is dated, so that a prune racing the append (which
+/// deletes only objects dated no later than its start) leaves it until the ref names it.
+pub const PRUNE_SHIELD: Duration = Duration::from_secs(3600);
 /// How long an append keeps retrying a contended ref before giving up.
 pub const APPEND_DEADLINE: Duration = Duration::from_secs(30);
 /// Consolidate packs (`git repack -d --geometric=2`) once a repository holds more than this
@@ -1124,7 +1127,12 @@ impl GitStore {
             let (staged_as, mut f) = match anon {
                 Some(a) => (Staged::Anon(a.link_source), a.file),
                 None => {
-                    let tmp = dir.join(format!("tmp_obj_{}_{}", pid(), unique()));
+                    // Beside the fan-out directories, not in one: `git prune` deletes every
+                    // `tmp_obj_*` there (with `--expire=now`, however new) and removes empty
+                    // fan-out directories, either of which would make the rename fail.
+                    let tmp = self
+                        .objects_dir()
+                        .join(format!("forum_tmp_{}_{}", pid(), unique()));
                     let f = create_in_dir(&tmp, || {
                         OpenOptions::new().write(true).create_new(true).open(&tmp)
                     })
@@ -1134,6 +1142,10 @@ impl GitStore {
             };
             f.write_all(&z)
                 .map_err(io(format!("writing {}", path.display())))?;
+            // Dated ahead: until the ref names it, the object is unreachable, and `git gc
+            // --prune=now` (or `git prune --expire=now`) deletes only objects no newer than
+            // the moment it started.
+            let _ = f.set_modified(std::time::SystemTime::now() + PRUNE_SHIELD);
             if durable && method.batch() {
                 start_writeback(&f).map_err(io(format!("writing back {}", path.display())))?;
             } else if durable && !method.syncfs() {
@@ -1155,14 +1167,34 @@ impl GitStore {
             match staged_as {
                 Staged::Named(tmp) => {
                     drop(f);
-                    fs::rename(&tmp, &path).map_err(io(format!("renaming {}", tmp.display())))?;
+                    if let Err(e) = fs::rename(&tmp, &path) {
+                        // The fan-out directory was removed by a prune: make it again.
+                        let again = e.kind() == std::io::ErrorKind::NotFound
+                            && path.parent().is_some_and(|d| fs::create_dir_all(d).is_ok())
+                            && fs::rename(&tmp, &path).is_ok();
+                        if !again {
+                            let _ = fs::remove_file(&tmp);
+                            return Err(io(format!("renaming {}", tmp.display()))(e));
+                        }
+                    }
                 }
                 Staged::Anon(source) => {
-                    match fs_link_follow(&source, &path) {
-                        Ok(()) => {}
-                        // Written meanwhile by someone else: the name is the content's hash.
-                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                        Err(e) => return Err(io(format!("linking {}", path.display()))(e)),
+                    let mut tries = 0;
+                    loop {
+                        match fs_link_follow(&source, &path) {
+                            Ok(()) => break,
+                            // Written meanwhile by someone else: the name is the content's hash.
+                            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => break,
+                            // `git gc` / `git prune` removed the empty fan-out directory after
+                            // the file was opened in it: make it again and link there.
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 8 => {
+                                tries += 1;
+                                if let Some(dir) = path.parent() {
+                                    let _ = fs::create_dir_all(dir);
+                                }
+                            }
+                            Err(e) => return Err(io(format!("linking {}", path.display()))(e)),
+                        }
                     }
                     drop(f);
                 }
@@ -1444,8 +1476,20 @@ impl GitStore {
         // else first empties the log, so the ref never moves past what the log describes.
         let mut wal = None;
         let mut checkpointed = false;
+        let mut restored = false;
         loop {
-            let tip = self.tip()?;
+            let tip = match self.tip() {
+                // The tip (or what it names) was deleted by a prune that raced an earlier
+                // append: the write-ahead log still holds those objects.
+                Err(StoreError::Corrupt(_)) if !restored && !self.refs_via_git => {
+                    restored = true;
+                    if self.restore_from_wal()? > 0 {
+                        continue;
+                    }
+                    self.tip()?
+                }
+                other => other?,
+            };
             if tip.is_none() {
                 self.refuse_if_deleted()?;
             }
@@ -1501,6 +1545,13 @@ impl GitStore {
             };
             match outcome {
                 CasOutcome::Moved => {
+                    // A prune that began before the ref moved may still have deleted what it
+                    // took for garbage (a body or tree the repository already had, say):
+                    // whatever is missing now is written again before the append is
+                    // acknowledged. The objects are a pure function of the entries.
+                    if !built.as_pack {
+                        self.rewrite_missing(&built.objects)?;
+                    }
                     let flushed = match wal.as_mut() {
                         Some(w) if logged => self
                             .wal_log(
@@ -1559,6 +1610,24 @@ impl GitStore {
             std::thread::sleep(backoff + Duration::from_micros((unique() % 1000) as u64));
             backoff = (backoff * 2).min(Duration::from_millis(200));
         }
+    }
+
+    /// Writes again any of `objs` the object store no longer has.
+    fn rewrite_missing(&self, objs: &[Obj]) -> Result<(), StoreError> {
+        let mut missing = Vec::new();
+        for o in objs {
+            let hex = o.id.to_hex().to_string();
+            let loose = self.objects_dir().join(&hex[..2]).join(&hex[2..]);
+            if loose.exists() || self.repo.has_object(o.id) {
+                continue;
+            }
+            missing.push(o.clone());
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        self.write_loose_objects(&missing, self.opts.fsync, true)
+            .map(|_| ())
     }
 
     /// A ledger whose ref is gone but whose reflog still records a tip was deleted behind
@@ -2397,6 +2466,8 @@ mod tests {
         // Nothing temporary is left beside the objects.
         for d in std::fs::read_dir(store.objects_dir()).unwrap() {
             let d = d.unwrap().path();
+            let name = d.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(!name.starts_with("forum_tmp_"), "{}", d.display());
             if d.is_dir() {
                 for f in std::fs::read_dir(&d).unwrap() {
                     let name = f.unwrap().file_name().to_string_lossy().into_owned();

@@ -728,6 +728,8 @@ impl GitStore {
         }
         let tip = self.tip_id().ok().flatten();
         if force || !wal.is_empty() || wal.header.last_new != tip {
+            // The log is about to be emptied: first put back anything of it a prune deleted.
+            self.restore_logged_objects(&wal.records())?;
             self.flush_repository()?;
             let path = wal.path().to_path_buf();
             wal.reset(tip).map_err(wal_io(&path))?;
@@ -766,16 +768,7 @@ impl GitStore {
     /// emptied. The caller holds the writer lock.
     fn recover_with(&self, wal: &mut Wal) -> Result<(), StoreError> {
         let records = wal.records();
-        let hash = self.object_hash();
-        for rec in &records {
-            for (kind, data) in &rec.objects {
-                let o = object(hash, *kind, data.clone())?;
-                if !self.object_intact(&o) {
-                    // Flushed with everything else below.
-                    self.write_loose_objects(std::slice::from_ref(&o), false, true)?;
-                }
-            }
-        }
+        self.restore_logged_objects(&records)?;
         let mut tip = self.tip_id().ok().flatten();
         if let Some(last) = records.last() {
             let left_behind = match self.tip_id() {
@@ -791,6 +784,44 @@ impl GitStore {
         self.flush_repository()?;
         let path = wal.path().to_path_buf();
         wal.reset(tip).map_err(wal_io(&path))
+    }
+
+    /// Writes again every object of `records` that is missing or damaged (lost in a crash, or
+    /// deleted by a `git prune` that began before the ref named it). Returns how many. The
+    /// caller flushes.
+    fn restore_logged_objects(&self, records: &[Record]) -> Result<usize, StoreError> {
+        let hash = self.object_hash();
+        let mut restored = 0;
+        for rec in records {
+            for (kind, data) in &rec.objects {
+                let o = object(hash, *kind, data.clone())?;
+                if !self.object_intact(&o) {
+                    self.write_loose_objects(std::slice::from_ref(&o), false, true)?;
+                    restored += 1;
+                }
+            }
+        }
+        Ok(restored)
+    }
+
+    /// Restores from the log whatever of its appends' objects the object store lost (a prune
+    /// racing an append deletes objects it took for garbage). The caller holds the writer
+    /// lock. Returns how many objects were written again.
+    pub(crate) fn restore_from_wal(&self) -> Result<usize, StoreError> {
+        let path = self.wal_path();
+        let Some(mut wal) = Wal::open(&path, self.object_hash(), None).map_err(wal_io(&path))?
+        else {
+            return Ok(0);
+        };
+        if wal.needs_recovery() {
+            self.recover_with(&mut wal)?;
+            return Ok(1);
+        }
+        let n = self.restore_logged_objects(&wal.records())?;
+        if n > 0 {
+            self.flush_repository()?;
+        }
+        Ok(n)
     }
 
     /// True when the ref value `id` trails the log's last tip `last`: it is one of the `logged`
