@@ -1167,15 +1167,18 @@ impl GitStore {
             match staged_as {
                 Staged::Named(tmp) => {
                     drop(f);
-                    if let Err(e) = fs::rename(&tmp, &path) {
+                    let mut tries = 0;
+                    while let Err(e) = fs::rename(&tmp, &path) {
                         // The fan-out directory was removed by a prune: make it again.
-                        let again = e.kind() == std::io::ErrorKind::NotFound
-                            && path.parent().is_some_and(|d| fs::create_dir_all(d).is_ok())
-                            && fs::rename(&tmp, &path).is_ok();
-                        if !again {
-                            let _ = fs::remove_file(&tmp);
-                            return Err(io(format!("renaming {}", tmp.display()))(e));
+                        if e.kind() == std::io::ErrorKind::NotFound && tries < 8 && tmp.exists() {
+                            tries += 1;
+                            if let Some(d) = path.parent() {
+                                let _ = fs::create_dir_all(d);
+                            }
+                            continue;
                         }
+                        let _ = fs::remove_file(&tmp);
+                        return Err(io(format!("renaming {}", tmp.display()))(e));
                     }
                 }
                 Staged::Anon(source) => {
@@ -1481,7 +1484,7 @@ impl GitStore {
             let tip = match self.tip() {
                 // The tip (or what it names) was deleted by a prune that raced an earlier
                 // append: the write-ahead log still holds those objects.
-                Err(StoreError::Corrupt(_)) if !restored && !self.refs_via_git => {
+                Err(StoreError::Corrupt(_)) if !restored => {
                     restored = true;
                     if self.restore_from_wal()? > 0 {
                         continue;
@@ -1494,9 +1497,12 @@ impl GitStore {
                 self.refuse_if_deleted()?;
             }
             let mut built = build(tip.as_ref())?;
-            // The write-ahead log restores loose refs; a repository whose refs git keeps
-            // elsewhere (reftable) makes each append durable through git instead.
-            let logged = self.opts.method.wal() && !built.as_pack && !self.refs_via_git;
+            // Single appends are logged. Where git keeps the refs (reftable) the log is not what
+            // makes an append durable (its objects are flushed before git moves the ref, which
+            // git makes durable itself); it is kept, unflushed, as the copy a racing prune
+            // cannot delete.
+            let logged = self.opts.method.wal() && !built.as_pack;
+            let log_durably = self.opts.fsync && !self.refs_via_git;
             if logged && wal.is_none() {
                 wal = Some(self.wal_for_append(&lock)?);
             } else if !logged && !checkpointed {
@@ -1530,7 +1536,7 @@ impl GitStore {
                     );
                 }
             } else {
-                self.write_loose_objects(&built.objects, self.opts.fsync && !logged, false)?;
+                self.write_loose_objects(&built.objects, self.opts.fsync && !log_durably, false)?;
             }
             failpoint("objects-written");
             let outcome = self.cas(&lock, tip.as_ref().map(|t| t.commit), new_tip, reflog);
@@ -1549,9 +1555,6 @@ impl GitStore {
                     // took for garbage (a body or tree the repository already had, say):
                     // whatever is missing now is written again before the append is
                     // acknowledged. The objects are a pure function of the entries.
-                    if !built.as_pack {
-                        self.rewrite_missing(&built.objects)?;
-                    }
                     let flushed = match wal.as_mut() {
                         Some(w) if logged => self
                             .wal_log(
@@ -1559,7 +1562,7 @@ impl GitStore {
                                 tip.as_ref().map(|t| t.commit),
                                 new_tip,
                                 &built.objects,
-                                self.opts.fsync,
+                                log_durably,
                             )
                             .map(|()| {
                                 // For the next append: where the records now end (no flush;
@@ -1576,6 +1579,10 @@ impl GitStore {
                         g.release();
                     }
                     flushed?;
+                    // Logged first, so that even if this fails the log can restore them.
+                    if !built.as_pack {
+                        self.rewrite_missing(&built.objects)?;
+                    }
                     self.index_after_append(
                         tip.as_ref().map(|t| (t.commit, t.entry.seq)),
                         &built.commits,
@@ -1592,6 +1599,15 @@ impl GitStore {
                     return Ok((built.commits, built.entries));
                 }
                 CasOutcome::Conflict | CasOutcome::Busy => {}
+                CasOutcome::ObjectsMissing => {
+                    if built.as_pack {
+                        return Err(StoreError::Corrupt(format!(
+                            "the pack written for {} lost objects before the ref moved; run the command again",
+                            self.refname
+                        )));
+                    }
+                    self.rewrite_missing(&built.objects)?;
+                }
                 CasOutcome::Locked(ref_lock, noted) => {
                     self.recover_stale_lock(&ref_lock, &lock, noted);
                 }
@@ -2050,6 +2066,9 @@ pub(crate) enum CasOutcome {
     Locked(PathBuf, Option<ObjectId>),
     /// git's own ref storage was busy (another transaction held its lock): retry.
     Busy,
+    /// git refused to point the ref at a commit it no longer has (a racing prune deleted it):
+    /// write the objects again and retry.
+    ObjectsMissing,
 }
 
 pub(crate) fn object(hash: HashKind, kind: Kind, data: Vec<u8>) -> Result<Obj, StoreError> {

@@ -187,7 +187,10 @@ impl GitStore {
                     flushed?;
                     return Ok((old_tip, new_tip, emptied, map));
                 }
-                CasOutcome::Conflict | CasOutcome::Locked(..) | CasOutcome::Busy => {
+                CasOutcome::Conflict
+                | CasOutcome::Locked(..)
+                | CasOutcome::Busy
+                | CasOutcome::ObjectsMissing => {
                     guard.release();
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }

@@ -143,6 +143,10 @@ impl GitStore {
             return Ok(CasOutcome::Moved);
         }
         let why = first_line(&o.stderr);
+        if why.contains("nonexistent object") {
+            // A prune deleted the new commit before git could point the ref at it.
+            return Ok(CasOutcome::ObjectsMissing);
+        }
         if self.tip_id_via_git()? != expected {
             return Ok(CasOutcome::Conflict);
         }

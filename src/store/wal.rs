@@ -770,7 +770,11 @@ impl GitStore {
         let records = wal.records();
         self.restore_logged_objects(&records)?;
         let mut tip = self.tip_id().ok().flatten();
-        if let Some(last) = records.last() {
+        if let Some(last) = records.last()
+            && !self.refs_via_git()
+        {
+            // (Where git keeps the refs, it made each move durable before it was logged: only
+            // the objects needed restoring.)
             let left_behind = match self.tip_id() {
                 Ok(Some(id)) => id != last.new && self.behind_log(id, last.new, records.len()),
                 Ok(None) | Err(_) => true,
