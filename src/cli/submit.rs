@@ -540,8 +540,8 @@ fn report(
             outcome.request_seq
         ),
         Status::Paused { wave } => format!(
-            "run {} is paused before wave {wave}: `git forum gate list`, then `git forum gate approve` and `git forum resume`",
-            outcome.request_seq
+            "run {r} is paused before wave {wave}: `git forum gate approve --run {r}` (or `gate edit`, `gate reject`; `git forum gate list` shows it), then `git forum resume {r}`",
+            r = outcome.request_seq
         ),
         Status::Rejected { wave } => format!(
             "run {} stopped: the gate before wave {wave} was rejected",
@@ -563,6 +563,11 @@ fn go(
 ) -> Result<(), CliError> {
     if let Some(r) = &request {
         crate::route::check_request(r).map_err(|e| CliError::usage(e.to_string()))?;
+    }
+    if resume_run.is_some() && !flags.gate_waves.is_empty() {
+        return Err(CliError::usage(
+            "--gate-wave is set when a run is submitted; a resumed run keeps the gates it was submitted with",
+        ));
     }
     let (roster, fleet, mut opts) = prepare(ctx, flags)?;
     let mut store = ctx.store()?;
@@ -601,6 +606,9 @@ fn go(
         Ok(outcome) => report(ctx, &mut store, outcome, flags.quiet),
         Err(run::RunError::Request(m)) => Err(CliError::usage(m)),
         Err(run::RunError::Resume(m)) => Err(CliError::fail(m)),
+        Err(e @ run::RunError::Gated { request_seq, .. }) => Err(CliError::fail(format!(
+            "{e}: `git forum gate approve --run {request_seq}` (or `gate edit`, `gate reject`), then `git forum resume {request_seq}`"
+        ))),
         Err(e @ (run::RunError::Plan(_) | run::RunError::Synthesis(_))) => {
             Err(CliError::fail(format!(
                 "{e} (the run is witnessed up to here: `git forum runs` shows it, `git forum resume` tries that stage again)"

@@ -824,6 +824,20 @@ impl Dispatcher {
             Ok(o) => o,
             Err(RunError::Request(m)) => return Err(bad(m)),
             Err(RunError::Resume(m)) => return Err(Reply::error(409, m)),
+            Err(
+                e @ RunError::Gated {
+                    request_seq,
+                    run_seq,
+                    wave,
+                },
+            ) => {
+                return Err(Reply::error(
+                    409,
+                    format!(
+                        "{e}: POST /gate/approve (or /gate/edit, /gate/reject) with run_seq {run_seq} and wave {wave}, then POST /resume with run {request_seq}"
+                    ),
+                ));
+            }
             Err(RunError::Ledger(e)) => return Err(storage_err(e)),
             Err(e @ (RunError::Plan(_) | RunError::Synthesis(_))) => {
                 return Err(Reply::error(

@@ -547,9 +547,11 @@ fn gates_pause_then_approve_edit_and_reject_apply_to_their_own_run_only() {
     assert_eq!(gp["run_seq"], 2, "keyed by this run's plan entry");
     assert_eq!(gp["tasks"], json!(["T2", "T3"]));
     assert_eq!(w.calls(), 1, "wave 0 ran, wave 1 waits");
-    // Resuming before a decision stays paused and calls nothing.
-    let again = resume(&mut store, o.clone(), w.clone(), &opts);
-    assert_eq!(again.status, Status::Paused { wave: 1 });
+    // Resuming before a decision is refused: nothing runs, nothing is written.
+    let before = store.entries.len();
+    let err = run::resume(&mut store, &env, &opts, None).unwrap_err();
+    assert!(matches!(err, run::RunError::Gated { wave: 1, .. }), "{err}");
+    assert_eq!(store.entries.len(), before);
     assert_eq!(w.calls(), 1);
     decide(&mut store, "gate_approved", json!({"note": "go"}));
     let done = resume(&mut store, o.clone(), w.clone(), &opts);
