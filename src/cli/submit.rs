@@ -1,7 +1,8 @@
 //! `git forum submit`, `git forum resume`, `git forum runs` and `git forum gate`: the control
 //! loop at the command line. The loop itself is [`crate::run`]; this module loads the
 //! roster, policy and runtime, refuses a broken configuration before any model is called,
-//! shows progress on stderr, and prints the answer (or `{answer, checkpoint, receipt}`).
+//! shows progress on stderr, and prints the answer (or `{answer, checkpoint, receipt,
+//! git_forum_receipt}`: Forum's action receipt, then ours).
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -503,19 +504,75 @@ pub fn receipt(outcome: &Outcome, ledger: &str, checkpoint: &str, size: u64) -> 
     })
 }
 
+/// Forum's action receipt (`project-telos.action-receipt/v1`, what a client written for Forum
+/// reads under `receipt`) of the run `outcome` reports: built over the run's own entries with
+/// the ledger's checkpoint and deep verification, from what the run was given (its call and
+/// seconds budget, its context budget, the delivery profile asked for) and the answer it
+/// delivered.
+pub fn forum_receipt(store: &GitStore, outcome: &Outcome, opts: &Options) -> Result<J, String> {
+    use crate::report::receipt;
+    let items = report::load_git(store).map_err(|e| e.to_string())?;
+    let mut s = report::Snapshot::from_items(items);
+    s.deep_verified &= store.verify(true).map_err(|e| e.to_string())?.passed();
+    let Some(mut inputs) = receipt::inputs_for_run(&s, outcome.request_seq) else {
+        return Err(format!(
+            "the ledger has no request at seq {}",
+            outcome.request_seq
+        ));
+    };
+    if let Some(a) = &outcome.answer {
+        inputs.answer = a.clone();
+    }
+    let mut budget = serde_json::Map::new();
+    if let Some(n) = opts.max_model_calls {
+        budget.insert("max_model_calls".into(), json!(n));
+    }
+    if let Some(secs) = opts.max_seconds {
+        budget.insert("max_seconds".into(), json!(secs));
+    }
+    inputs.budget = Value::from_serde(&J::Object(budget));
+    if let Some(b) = &opts.context_budget {
+        let mut limits = serde_json::Map::new();
+        limits.insert("bytes_per_token".into(), json!(b.bytes_per_token));
+        for (k, v) in [
+            ("max_request_tokens", b.max_request_tokens),
+            ("max_task_tokens", b.max_task_tokens),
+            ("max_total_tokens", b.max_total_tokens),
+            ("max_upstream_tokens", b.max_upstream_tokens),
+        ] {
+            if let Some(n) = v {
+                limits.insert(k.into(), json!(n));
+            }
+        }
+        inputs.context_limits = Value::from_serde(&J::Object(limits));
+    }
+    inputs.delivery_profile = opts.delivery_profile.clone();
+    let roots = status::roots(&s.entries());
+    let run = s.slice(|e| roots.get(&e.seq) == Some(&outcome.request_seq));
+    Ok(receipt::receipt(&run, &inputs).to_serde())
+}
+
 fn report(
     ctx: &Ctx,
     store: &mut crate::store::git::GitStore,
     outcome: Outcome,
+    opts: &Options,
     quiet: bool,
 ) -> Result<(), CliError> {
     let checkpoint = root_of(store)?;
     let size = store.len().map_err(|e| CliError::fail(e.to_string()))?;
     if ctx.json {
+        let forum = forum_receipt(store, &outcome, opts).map_err(|e| {
+            CliError::fail(format!(
+                "the run is witnessed, but its receipt could not be built: {e} (git forum receipt {} builds it again)",
+                outcome.request_seq
+            ))
+        })?;
         return ctx.out_json(&json!({
             "answer": outcome.answer,
             "checkpoint": checkpoint,
-            "receipt": receipt(&outcome, &ctx.ledger, &checkpoint, size),
+            "receipt": forum,
+            "git_forum_receipt": receipt(&outcome, &ctx.ledger, &checkpoint, size),
         }));
     }
     match &outcome.status {
@@ -603,7 +660,7 @@ fn go(
         (None, None) => return Err(CliError::usage("give a request, or --resume")),
     };
     match result {
-        Ok(outcome) => report(ctx, &mut store, outcome, flags.quiet),
+        Ok(outcome) => report(ctx, &mut store, outcome, &opts, flags.quiet),
         Err(run::RunError::Request(m)) => Err(CliError::usage(m)),
         Err(run::RunError::Resume(m)) => Err(CliError::fail(m)),
         Err(e @ run::RunError::Gated { request_seq, .. }) => Err(CliError::fail(format!(

@@ -801,11 +801,12 @@ impl Dispatcher {
         }
     }
 
-    /// Runs `go` (a submit or a resume) on the shared ledger and answers
-    /// `{answer, checkpoint, receipt}`; a run that the drain stopped is witnessed as
-    /// interrupted.
+    /// Runs `go` (a submit or a resume, with `opts`) on the shared ledger and answers
+    /// `{answer, checkpoint, receipt, git_forum_receipt}` (Forum's action receipt, then ours);
+    /// a run that the drain stopped is witnessed as interrupted.
     fn drive(
         &self,
+        opts: &run::Options,
         go: impl FnOnce(&mut Shared<'_>, &Env<'_>) -> Result<run::Outcome, RunError>,
     ) -> Res {
         let seats = self.seats()?;
@@ -867,7 +868,16 @@ impl Dispatcher {
         if let Some(seq) = interrupted {
             receipt["interrupted_seq"] = json!(seq);
         }
-        Ok(json!({"answer": outcome.answer, "checkpoint": root, "receipt": receipt}))
+        let forum =
+            crate::cli::submit::forum_receipt(&self.reader()?, &outcome, opts).map_err(|e| {
+                Reply::error(
+                    500,
+                    format!("the run is witnessed, but its receipt could not be built: {e}"),
+                )
+            })?;
+        Ok(
+            json!({"answer": outcome.answer, "checkpoint": root, "receipt": forum, "git_forum_receipt": receipt}),
+        )
     }
 
     pub(crate) fn submit(&self, req: &Request<'_>) -> Res {
@@ -906,14 +916,14 @@ impl Dispatcher {
                 )
             })?;
         }
-        self.drive(|store, env| run::submit(store, env, &opts, request))
+        self.drive(&opts, |store, env| run::submit(store, env, &opts, request))
     }
 
     pub(crate) fn resume(&self, req: &Request<'_>) -> Res {
         let a = Args::new(req.body, &["run", "max_model_calls", "max_seconds"])?;
         let target = a.int("run")?;
         let opts = self.run_options(&a)?;
-        self.drive(|store, env| run::resume(store, env, &opts, target))
+        self.drive(&opts, |store, env| run::resume(store, env, &opts, target))
     }
 
     /// Plans a request with the orchestrator seat and writes nothing: the run is played on a

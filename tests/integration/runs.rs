@@ -251,6 +251,51 @@ fn an_expired_gate_takes_its_expiry_decision_on_a_plain_resume() {
     }
 }
 
+// ----- receipts -----
+
+#[test]
+fn submit_json_puts_forums_action_receipt_under_receipt() {
+    let repo = Repo::new("sha1");
+    let model = model(&repo, "");
+    let j = repo.forum_json(&["submit", "--cmd", &model, REQUEST]);
+    let forum = &j["receipt"];
+    assert_eq!(forum["schema"], "project-telos.action-receipt/v1", "{j}");
+    // Without limits it is exactly the receipt `git forum receipt` builds from the ledger.
+    let rebuilt: J = serde_json::from_str(&repo.forum_ok(&["receipt", "0"])).unwrap();
+    assert_eq!(*forum, rebuilt);
+    assert_eq!(forum["verification"]["verdict"], "MATCH");
+    let ours = &j["git_forum_receipt"];
+    assert_eq!(ours["schema"], "git-forum.receipt/v1");
+    assert_eq!(forum["answer"]["seq"], ours["answer_seq"]);
+    assert_eq!(forum["request"]["seq"], ours["request_seq"]);
+    // What the run was given is in Forum's receipt too.
+    let j = repo.forum_json(&[
+        "submit",
+        "--cmd",
+        &model,
+        "--max-model-calls",
+        "50",
+        "--upstream-token-budget",
+        "100",
+        "--delivery-profile",
+        "engineer",
+        REQUEST,
+    ]);
+    let forum = &j["receipt"];
+    assert_eq!(forum["budget"], json!({"max_model_calls": 50}), "{forum}");
+    assert_eq!(
+        forum["context_budget"]["limits"],
+        json!({"bytes_per_token": 4, "max_upstream_tokens": 100})
+    );
+    assert_eq!(forum["delivery_profile"]["requested"], "engineer");
+    assert_eq!(forum["delivery_profile"]["source"], "explicit");
+    assert_eq!(
+        forum["request"]["seq"],
+        j["git_forum_receipt"]["request_seq"]
+    );
+    assert_eq!(forum["request"]["seq"], 16);
+}
+
 // ----- the daemon and MCP -----
 
 /// A child process killed on drop if it is still running.
@@ -336,6 +381,14 @@ fn post_resume_refuses_a_pending_gate_and_runs_it_once_approved() {
     let (code, r) = http(&addr, "POST", "/resume", &json!({}));
     assert_eq!(code, 200, "{r}");
     assert_eq!(r["answer"], ANSWER);
+    // Forum's action receipt under `receipt`, ours beside it.
+    assert_eq!(r["receipt"]["schema"], "project-telos.action-receipt/v1");
+    assert_eq!(r["git_forum_receipt"]["schema"], "git-forum.receipt/v1");
+    assert_eq!(
+        r["receipt"]["answer"]["seq"],
+        r["git_forum_receipt"]["answer_seq"]
+    );
+    assert!(r["receipt"]["budget"]["max_seconds"].is_number(), "{r}");
     assert_eq!(dispatched(&repo), vec!["T1", "T2", "T3"]);
     let pid = rustix::process::Pid::from_child(&child.0);
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
