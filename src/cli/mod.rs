@@ -265,10 +265,19 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let dir = match &cli.chdir {
-        Some(d) => d.clone(),
-        None => PathBuf::from("."),
-    };
+    // As git's own -C: the whole command runs as if started in DIR, so the repository, the
+    // relative paths it is given and every program it starts (workers, context commands,
+    // verifiers) are DIR's, whichever directory the caller is in.
+    if let Some(d) = &cli.chdir
+        && let Err(e) = std::env::set_current_dir(d)
+    {
+        eprintln!(
+            "error: -C {}: cannot change to that directory ({e}); give an existing directory",
+            d.display()
+        );
+        return ExitCode::from(2);
+    }
+    let dir = PathBuf::from(".");
     let ctx = Ctx {
         dir,
         ledger: cli.ledger.clone(),

@@ -251,6 +251,90 @@ fn an_expired_gate_takes_its_expiry_decision_on_a_plain_resume() {
     }
 }
 
+// ----- -C DIR -----
+
+fn executable(path: &std::path::Path, body: &str) -> String {
+    std::fs::write(path, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn dash_c_runs_workers_context_commands_and_verifiers_in_that_work_tree() {
+    let repo = Repo::new("sha1");
+    let tree = std::fs::canonicalize(repo.path()).unwrap();
+    let tree = tree.to_str().unwrap();
+    // Every program says where it ran.
+    let model = model(
+        &repo,
+        "case \"$p\" in *\"Break this\"*|*\"Judge one\"*|*\"Write the answer\"*) ;; *) echo \"worker ran in $(pwd -P)\"; exit 0 ;; esac",
+    );
+    let tools = tempfile::tempdir().unwrap();
+    let context = executable(
+        &tools.path().join("context.sh"),
+        "#!/bin/sh\necho \"context read in $(pwd -P)\"\n",
+    );
+    let verifier = executable(
+        &tools.path().join("verify.sh"),
+        "#!/bin/sh\necho \"verified in $(pwd -P)\"\n",
+    );
+    // Started from elsewhere, with -C naming the repository.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let o = repo
+        .forum()
+        .current_dir(elsewhere.path())
+        .args([
+            "-C",
+            tree,
+            "submit",
+            "--quiet",
+            "--cmd",
+            &model,
+            "--context-cmd",
+            &context,
+            "--verify-cmd",
+            &verifier,
+            REQUEST,
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let l = ledger(&repo);
+    let outputs: Vec<&str> = l
+        .iter()
+        .filter(|(k, p)| k == "result" && p.get("id").is_some())
+        .map(|(_, p)| p["output"].as_str().unwrap())
+        .collect();
+    assert_eq!(outputs.len(), 3, "{outputs:?}");
+    for out in &outputs {
+        assert_eq!(*out, format!("worker ran in {tree}"));
+    }
+    let contexts: Vec<&str> = l
+        .iter()
+        .filter(|(k, _)| k == "context")
+        .map(|(_, p)| p["context"].as_str().unwrap())
+        .collect();
+    assert!(!contexts.is_empty());
+    for c in &contexts {
+        assert_eq!(*c, format!("context read in {tree}"));
+    }
+    let (_, v) = l.iter().find(|(k, _)| k == "verification").unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["detail"], format!("verified in {tree}"));
+    // Nothing was written where the command was started.
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+    // A -C that cannot be entered is one line and exit 2.
+    let o = repo
+        .forum()
+        .current_dir(elsewhere.path())
+        .args(["-C", "no/such/dir", "runs"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(fails(&o).contains("-C no/such/dir"));
+}
+
 // ----- receipts -----
 
 #[test]
