@@ -24,7 +24,7 @@ use crate::ledger::{Entry, Storage, Value};
 use crate::report;
 use crate::run::{
     self, Clock, CommandContext, CommandVerifier, ContextProvider, Env, Event, GatePolicy,
-    LedgerContext, Options, Outcome, Progress, Status, SystemClock, Verifier, status,
+    Interrupt, LedgerContext, Options, Outcome, Progress, Status, SystemClock, Verifier, status,
 };
 use crate::store::git::GitStore;
 
@@ -451,6 +451,7 @@ fn options(ctx: &Ctx, f: &RunFlags) -> Result<Options, CliError> {
         revise: f.revise,
         verifier,
         context: None,
+        interrupt: None,
     })
 }
 
@@ -654,6 +655,9 @@ fn go(
         clock,
         progress,
     };
+    let interrupt = Arc::new(Interrupt::new());
+    watch_signals(interrupt.clone())?;
+    opts.interrupt = Some(interrupt);
     let result = match (resume_run, request) {
         (Some(run_seq), _) => run::resume(&mut store, &env, &opts, run_seq),
         (None, Some(r)) => run::submit(&mut store, &env, &opts, &r),
@@ -663,6 +667,24 @@ fn go(
         Ok(outcome) => report(ctx, &mut store, outcome, &opts, flags.quiet),
         Err(run::RunError::Request(m)) => Err(CliError::usage(m)),
         Err(run::RunError::Resume(m)) => Err(CliError::fail(m)),
+        Err(
+            ref e @ run::RunError::Interrupted {
+                ref signal,
+                witnessed,
+                request_seq,
+            },
+        ) => {
+            let what = match (witnessed, request_seq) {
+                (Some(seq), Some(r)) => format!(
+                    "its commands were killed and seq {seq} witnesses it; `git forum resume {r}` continues the run"
+                ),
+                _ => "its commands were killed before the run was witnessed".to_string(),
+            };
+            Err(CliError {
+                code: 128 + signal_number(signal),
+                message: Some(format!("{e}: {what}")),
+            })
+        }
         Err(e @ run::RunError::Gated { request_seq, .. }) => Err(CliError::fail(format!(
             "{e}: `git forum gate approve --run {request_seq}` (or `gate edit`, `gate reject`), then `git forum resume {request_seq}`"
         ))),
@@ -675,6 +697,78 @@ fn go(
             "{e} (what was witnessed stays in the ledger: `git forum runs`, `git forum verify`)"
         ))),
     }
+}
+
+/// Seconds an interrupted run has to wind down (a model call over HTTP cannot be cut short)
+/// before the process exits anyway.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
+
+fn signal_number(name: &str) -> u8 {
+    match name {
+        "SIGINT" => 2,
+        _ => 15,
+    }
+}
+
+/// Watches for SIGINT and SIGTERM while a run is in flight. The first one raises `interrupt`
+/// (the run writes nothing more and ends by witnessing it) and kills the process group of
+/// every command running (workers, context commands, verifiers); a second one, or a run that
+/// has not wound down after [`INTERRUPT_GRACE`], ends the process at once.
+fn watch_signals(interrupt: Arc<Interrupt>) -> Result<(), CliError> {
+    use std::future::poll_fn;
+    use std::task::Poll;
+    use tokio::signal::unix::{SignalKind, signal};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::fail(format!("cannot watch for signals: {e}")))?;
+    let (int, term) = {
+        let _guard = rt.enter();
+        let int = signal(SignalKind::interrupt());
+        let term = signal(SignalKind::terminate());
+        match (int, term) {
+            (Ok(i), Ok(t)) => (i, t),
+            (Err(e), _) | (_, Err(e)) => {
+                return Err(CliError::fail(format!("cannot watch for signals: {e}")));
+            }
+        }
+    };
+    let (mut int, mut term) = (int, term);
+    fn either(
+        int: &mut tokio::signal::unix::Signal,
+        term: &mut tokio::signal::unix::Signal,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<&'static str> {
+        if int.poll_recv(cx).is_ready() {
+            return Poll::Ready("SIGINT");
+        }
+        if term.poll_recv(cx).is_ready() {
+            return Poll::Ready("SIGTERM");
+        }
+        Poll::Pending
+    }
+    std::thread::spawn(move || {
+        rt.block_on(async move {
+            use std::future::Future;
+            let first = poll_fn(|cx| either(&mut int, &mut term, cx)).await;
+            interrupt.raise(first);
+            crate::exec::command::stop_all();
+            let mut grace = std::pin::pin!(tokio::time::sleep(INTERRUPT_GRACE));
+            poll_fn(|cx| {
+                if grace.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+                either(&mut int, &mut term, cx).map(|_| ())
+            })
+            .await;
+            crate::exec::command::stop_all();
+            eprintln!(
+                "error: interrupted by {first}: the run did not wind down in time (a model call was still out); `git forum runs` shows it as interrupted"
+            );
+            std::process::exit(128 + i32::from(signal_number(first)));
+        })
+    });
+    Ok(())
 }
 
 /// `git forum submit`.

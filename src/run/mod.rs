@@ -159,6 +159,30 @@ pub struct GatePolicy {
     pub on_expiry: Option<String>,
 }
 
+/// Tells a run that its process is being interrupted (a signal): from then on it starts no
+/// model call and writes no entry of its own, and it ends by witnessing `interrupted`.
+#[derive(Debug, Default)]
+pub struct Interrupt {
+    signal: Mutex<Option<String>>,
+}
+
+impl Interrupt {
+    /// A flag not raised yet.
+    pub fn new() -> Interrupt {
+        Interrupt::default()
+    }
+
+    /// Raises the flag with the signal's name (`SIGINT`, `SIGTERM`); the first one is kept.
+    pub fn raise(&self, signal: &str) {
+        lock(&self.signal).get_or_insert_with(|| signal.to_string());
+    }
+
+    /// The signal, once raised.
+    pub fn signal(&self) -> Option<String> {
+        lock(&self.signal).clone()
+    }
+}
+
 impl GatePolicy {
     /// What the run's `request` entry records of this policy (its `gates` field), so every
     /// later resume holds the same gates: `{waves, question?, deadline_seconds?, on_expiry?}`.
@@ -230,6 +254,8 @@ pub struct Options {
     /// Supplies request context before planning and context per task, witnessed as
     /// `context`.
     pub context: Option<Arc<dyn ContextProvider>>,
+    /// Raised when the process is interrupted: the run stops and witnesses `interrupted`.
+    pub interrupt: Option<Arc<Interrupt>>,
 }
 
 impl std::fmt::Debug for Options {
@@ -247,6 +273,7 @@ impl std::fmt::Debug for Options {
             .field("revise", &self.revise)
             .field("verifier", &self.verifier.as_ref().map(|v| v.source()))
             .field("context", &self.context.as_ref().map(|c| c.describe()))
+            .field("interrupt", &self.interrupt)
             .finish()
     }
 }
@@ -445,6 +472,17 @@ pub enum RunError {
     /// Nothing to resume, or the run cannot be resumed.
     #[error("{0}")]
     Resume(String),
+    /// The process was interrupted (`signal`): the run's commands were killed, nothing more
+    /// was written but the `interrupted` entry (`witnessed`, when the run had started).
+    #[error("interrupted by {signal}")]
+    Interrupted {
+        /// `SIGINT` or `SIGTERM`.
+        signal: String,
+        /// The `interrupted` entry.
+        witnessed: Option<u64>,
+        /// The run (its request seq), when it had started.
+        request_seq: Option<u64>,
+    },
     /// The run waits for a decision on a gate it was submitted with: nothing was run or
     /// written.
     #[error("run {request_seq} waits for a decision on the gate before wave {wave}")]
@@ -1071,6 +1109,8 @@ struct Run<'a, 's> {
     written: Mutex<Vec<u64>>,
     started: f64,
     meter: Mutex<Meter>,
+    /// The run's request seq, once known (what an interruption is witnessed under).
+    request_seq: Mutex<Option<u64>>,
 }
 
 /// What upstream injection needs of the results so far.
@@ -1108,7 +1148,47 @@ impl<'a, 's> Run<'a, 's> {
             written: Mutex::new(Vec::new()),
             started: env.clock.elapsed(),
             meter: Mutex::new(Meter::default()),
+            request_seq: Mutex::new(None),
         }
+    }
+
+    fn interrupted(&self) -> Option<String> {
+        self.opts.interrupt.as_ref().and_then(|i| i.signal())
+    }
+
+    /// Ends a run that `result` ended: an interruption is witnessed as `interrupted` under the
+    /// run's request (when it had one) and synced.
+    fn finish(&self, result: Result<Outcome, RunError>) -> Result<Outcome, RunError> {
+        let Err(RunError::Interrupted { signal, .. }) = result else {
+            return result;
+        };
+        let request_seq = *lock(&self.request_seq);
+        let mut witnessed = None;
+        if let Some(r) = request_seq {
+            let mut store = lock(&self.store);
+            let e = store.append(NewEntry {
+                actor: "dispatch".into(),
+                kind: "interrupted".into(),
+                causal_parent: Some(r as i64),
+                payload: Value::from_serde(&json!({
+                    "signal": signal,
+                    "reason": format!("git forum was interrupted by {signal} while the run was in flight; the run's commands were killed with their process groups"),
+                    "resume": format!("git forum resume {r}"),
+                })),
+                ts: self.env.clock.now(),
+            })?;
+            store.sync()?;
+            lock(&self.written).push(e.seq);
+            witnessed = Some(e.seq);
+        }
+        self.env.progress.event(&Event::Stopped {
+            reason: format!("interrupted by {signal}"),
+        });
+        Err(RunError::Interrupted {
+            signal,
+            witnessed,
+            request_seq,
+        })
     }
 
     fn put(
@@ -1129,6 +1209,13 @@ impl<'a, 's> Run<'a, 's> {
         payload: Value,
     ) -> Result<Entry, RunError> {
         let mut store = lock(&self.store);
+        if let Some(signal) = self.interrupted() {
+            return Err(RunError::Interrupted {
+                signal,
+                witnessed: None,
+                request_seq: None,
+            });
+        }
         let new = NewEntry {
             actor: actor.to_string(),
             kind: kind.to_string(),
@@ -1164,6 +1251,11 @@ impl<'a, 's> Run<'a, 's> {
             call.max_tokens = Some(call.max_tokens.map_or(cap, |m| m.min(cap)));
         }
         let call = &call;
+        if self.interrupted().is_some() {
+            return Err(ExecError::Command(command::RunError::Interrupted {
+                program: exec.model(),
+            }));
+        }
         let spent = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         self.env.progress.event(&Event::Calls {
             spent,
@@ -1677,6 +1769,7 @@ fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFrame), RunEr
         payload["gates"] = g;
     }
     let req = run.put("client", "request", None, payload)?;
+    *lock(&run.request_seq) = Some(req.seq);
     run.put_value("router", "route_frame", Some(req.seq), frame.payload())?;
     Ok((req.seq, frame))
 }
@@ -1736,7 +1829,13 @@ pub fn submit(
 ) -> Result<Outcome, RunError> {
     route::check_request(request).map_err(|e| RunError::Request(e.to_string()))?;
     let run = Run::new(store, env, opts);
-    let (request_seq, frame) = open_run(&run, request)?;
+    let result = submit_run(&run, request);
+    run.finish(result)
+}
+
+fn submit_run(run: &Run<'_, '_>, request: &str) -> Result<Outcome, RunError> {
+    let (env, opts) = (run.env, run.opts);
+    let (request_seq, frame) = open_run(run, request)?;
     let (context, plan_parent) = run.request_context(request, request_seq)?;
     let plan = run.plan(request, context.as_deref(), request_seq)?;
     let plan_entry = run.put(
@@ -1750,7 +1849,7 @@ pub fn submit(
         waves: plan.waves.len(),
     });
     drive(
-        &run,
+        run,
         request,
         request_seq,
         &frame,
@@ -1772,6 +1871,12 @@ pub fn resume(
     request_seq: Option<u64>,
 ) -> Result<Outcome, RunError> {
     let run = Run::new(store, env, opts);
+    let result = resume_run(&run, request_seq);
+    run.finish(result)
+}
+
+fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, RunError> {
+    let env = run.env;
     let entries = run.entries()?;
     let runs = status::runs(&entries, |e| run.payload_of(e).ok().flatten());
     let target = match request_seq {
@@ -1799,6 +1904,7 @@ pub fn resume(
     }
     let request = target.request.clone();
     let request_seq = target.request_seq;
+    *lock(&run.request_seq) = Some(request_seq);
     // The gates the run was submitted with (its record), not the caller's: a resume can
     // neither skip nor add one. A wave whose gate is raised and undecided refuses here,
     // before anything is run or written.
@@ -1882,7 +1988,7 @@ pub fn resume(
         json!({"reused": ids, "run": request_seq}),
     )?;
     drive(
-        &run,
+        run,
         &request,
         request_seq,
         &frame,

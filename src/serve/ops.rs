@@ -840,6 +840,9 @@ impl Dispatcher {
                 ));
             }
             Err(RunError::Ledger(e)) => return Err(storage_err(e)),
+            Err(e @ RunError::Interrupted { .. }) => {
+                return Err(Reply::error(503, format!("{e} (GET /runs shows the run)")));
+            }
             Err(e @ (RunError::Plan(_) | RunError::Synthesis(_))) => {
                 return Err(Reply::error(
                     502,

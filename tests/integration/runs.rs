@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value as J, json};
 
@@ -335,6 +335,99 @@ fn dash_c_runs_workers_context_commands_and_verifiers_in_that_work_tree() {
     assert!(fails(&o).contains("-C no/such/dir"));
 }
 
+// ----- interrupting submit -----
+
+/// Whether `pid` is a live process (a zombie waiting to be reaped is not).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        }
+    }
+}
+
+/// Polls `done` a bounded number of times, 50 ms apart; panics with `what` if it never holds.
+fn poll(mut done: impl FnMut() -> bool, what: &str) {
+    for _ in 0..1200 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what}");
+}
+
+#[test]
+fn an_interrupted_submit_kills_its_workers_and_witnesses_the_signal() {
+    for (signal, name, code) in [
+        (rustix::process::Signal::INT, "SIGINT", 130),
+        (rustix::process::Signal::TERM, "SIGTERM", 143),
+    ] {
+        let repo = Repo::new("sha1");
+        let pidfile = repo.path().join("worker.pid");
+        // The first task's worker says who it is, then sleeps a minute; later runs do not.
+        let hang = format!(
+            "case \"$p\" in *\"Break this\"*|*\"Judge one\"*|*\"Write the answer\"*) ;; *) if [ ! -e '{pid}' ]; then echo $$ > '{pid}.tmp'; mv '{pid}.tmp' '{pid}'; exec sleep 60; fi ;; esac",
+            pid = pidfile.display()
+        );
+        let model = model(&repo, &hang);
+        let mut child = Guarded(
+            repo.forum()
+                .args(["submit", "--quiet", "--cmd", &model, REQUEST])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        poll(|| pidfile.exists(), "the worker never started");
+        let worker: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(alive(worker));
+        let pid = rustix::process::Pid::from_child(&child.0);
+        rustix::process::kill_process(pid, signal).unwrap();
+        let mut status = None;
+        poll(
+            || {
+                status = child.0.try_wait().unwrap();
+                status.is_some()
+            },
+            "git forum did not exit",
+        );
+        assert_eq!(status.unwrap().code(), Some(code), "{name}");
+        let mut err = String::new();
+        child
+            .0
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("interrupted by {name}")), "{err}");
+        assert!(err.contains("git forum resume 0"), "{err}");
+        poll(|| !alive(worker), "the worker outlived git forum");
+        // The ledger says so, and nothing after the task was made up.
+        let l = ledger(&repo);
+        let k: Vec<&str> = l.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(k.last(), Some(&"interrupted"), "{k:?}");
+        assert_eq!(k[k.len() - 2], "task", "{k:?}");
+        let (_, body) = l.last().unwrap();
+        assert_eq!(body["signal"], name);
+        assert_eq!(body["resume"], "git forum resume 0");
+        assert_eq!(run_state(&repo), "interrupted");
+        repo.forum_ok(&["verify", "--deep"]);
+        // The run continues where it stopped.
+        let out = repo.forum_ok(&["resume", "--quiet", "--cmd", &model]);
+        assert_eq!(out.trim(), ANSWER);
+        assert_eq!(run_state(&repo), "answered");
+    }
+}
+
 // ----- receipts -----
 
 #[test]
@@ -534,16 +627,4 @@ fn the_mcp_resume_tool_refuses_a_pending_gate() {
     assert_eq!(dispatched(&repo), vec!["T1"]);
     assert_eq!(run_state(&repo), "paused");
     repo.forum_ok(&["verify", "--deep"]);
-}
-
-#[allow(dead_code)]
-fn poll(mut done: impl FnMut() -> bool, what: &str) {
-    let start = Instant::now();
-    for _ in 0..600 {
-        if done() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{what} (after {:?})", start.elapsed());
 }
