@@ -277,7 +277,11 @@ pub fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let dir = PathBuf::from(".");
+    // Named absolutely after a -C, so messages about the repository say which one.
+    let dir = match &cli.chdir {
+        Some(_) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        None => PathBuf::from("."),
+    };
     let ctx = Ctx {
         dir,
         ledger: cli.ledger.clone(),

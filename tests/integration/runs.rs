@@ -333,6 +333,19 @@ fn dash_c_runs_workers_context_commands_and_verifiers_in_that_work_tree() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(fails(&o).contains("-C no/such/dir"));
+    // A -C outside any repository names the directory it looked in.
+    let o = repo
+        .forum()
+        .env(
+            "GIT_CEILING_DIRECTORIES",
+            elsewhere.path().parent().unwrap(),
+        )
+        .args(["-C", elsewhere.path().to_str().unwrap(), "runs"])
+        .output()
+        .unwrap();
+    let err = fails(&o);
+    let named = std::fs::canonicalize(elsewhere.path()).unwrap();
+    assert!(err.contains(named.to_str().unwrap()), "{err}");
 }
 
 // ----- interrupting submit -----
