@@ -265,8 +265,21 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // As git's own -C: the whole command runs as if started in DIR, so the repository, the
+    // relative paths it is given and every program it starts (workers, context commands,
+    // verifiers) are DIR's, whichever directory the caller is in.
+    if let Some(d) = &cli.chdir
+        && let Err(e) = std::env::set_current_dir(d)
+    {
+        eprintln!(
+            "error: -C {}: cannot change to that directory ({e}); give an existing directory",
+            d.display()
+        );
+        return ExitCode::from(2);
+    }
+    // Named absolutely after a -C, so messages about the repository say which one.
     let dir = match &cli.chdir {
-        Some(d) => d.clone(),
+        Some(_) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         None => PathBuf::from("."),
     };
     let ctx = Ctx {

@@ -22,11 +22,11 @@ pub struct RouteArgs {
     /// Roster file (default: .forum/roster.toml in the repository, else the built-in roster).
     #[arg(long, value_name = "FILE")]
     pub roster: Option<PathBuf>,
-    /// Witness the decision in the ledger: a `request` entry, then a `route_frame` entry.
+    /// Witness the decision in the ledger as one `route` entry (Forum's: task, decided,
+    /// confidence, frame). It is not a run: `runs`, `receipt` and `room` do not list it.
     #[arg(long)]
     pub record: bool,
-    /// With --record: attach the route_frame to this existing entry instead of writing a
-    /// new request entry.
+    /// With --record: the `route` entry's causal parent (an existing entry).
     #[arg(long, value_name = "SEQ", requires = "record")]
     pub parent: Option<i64>,
 }
@@ -103,31 +103,30 @@ pub fn run(ctx: &Ctx, args: RouteArgs) -> Result<(), CliError> {
     let (decision, frame) = route_request(&text, &roster);
 
     if args.record {
+        // Forum's `route` entry (what `assign` witnesses): the decision and its frame, no
+        // `request`, so a recorded route is never mistaken for a run.
         let mut store = ctx.store()?;
-        let ts = ctx.now(None)?;
-        let parent = match args.parent {
-            Some(seq) => seq,
-            None => {
-                let request = NewEntry {
-                    actor: "client".into(),
-                    kind: "request".into(),
-                    causal_parent: None,
-                    payload: Value::object([("text".to_string(), Value::str(&text))]),
-                    ts,
-                };
-                store.append_entry(&request)?.entry.seq as i64
-            }
-        };
         let entry = NewEntry {
             actor: "router".into(),
-            kind: "route_frame".into(),
-            causal_parent: Some(parent),
-            payload: frame.payload(),
-            ts,
+            kind: "route".into(),
+            causal_parent: args.parent,
+            payload: Value::object([
+                ("task".to_string(), Value::str(&text)),
+                (
+                    "decided".to_string(),
+                    decision.decided.as_deref().map_or(Value::Null, Value::str),
+                ),
+                ("confidence".to_string(), Value::Float(decision.confidence)),
+                ("frame".to_string(), frame.payload()),
+            ]),
+            ts: ctx.now(None)?,
         };
         let done = store.append_entry(&entry)?;
+        let parent = args
+            .parent
+            .map_or(String::new(), |p| format!(" (parent {p})"));
         eprintln!(
-            "recorded route_frame as seq {} (parent {parent}) in ledger {}",
+            "recorded route as seq {}{parent} in ledger {}",
             done.entry.seq, ctx.ledger
         );
     }

@@ -1,7 +1,8 @@
 //! `git forum submit`, `git forum resume`, `git forum runs` and `git forum gate`: the control
 //! loop at the command line. The loop itself is [`crate::run`]; this module loads the
 //! roster, policy and runtime, refuses a broken configuration before any model is called,
-//! shows progress on stderr, and prints the answer (or `{answer, checkpoint, receipt}`).
+//! shows progress on stderr, and prints the answer (or `{answer, checkpoint, receipt,
+//! git_forum_receipt}`: Forum's action receipt, then ours).
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -23,7 +24,7 @@ use crate::ledger::{Entry, Storage, Value};
 use crate::report;
 use crate::run::{
     self, Clock, CommandContext, CommandVerifier, ContextProvider, Env, Event, GatePolicy,
-    LedgerContext, Options, Outcome, Progress, Status, SystemClock, Verifier, status,
+    Interrupt, LedgerContext, Options, Outcome, Progress, Status, SystemClock, Verifier, status,
 };
 use crate::store::git::GitStore;
 
@@ -450,6 +451,7 @@ fn options(ctx: &Ctx, f: &RunFlags) -> Result<Options, CliError> {
         revise: f.revise,
         verifier,
         context: None,
+        interrupt: None,
     })
 }
 
@@ -503,19 +505,75 @@ pub fn receipt(outcome: &Outcome, ledger: &str, checkpoint: &str, size: u64) -> 
     })
 }
 
+/// Forum's action receipt (`project-telos.action-receipt/v1`, what a client written for Forum
+/// reads under `receipt`) of the run `outcome` reports: built over the run's own entries with
+/// the ledger's checkpoint and deep verification, from what the run was given (its call and
+/// seconds budget, its context budget, the delivery profile asked for) and the answer it
+/// delivered.
+pub fn forum_receipt(store: &GitStore, outcome: &Outcome, opts: &Options) -> Result<J, String> {
+    use crate::report::receipt;
+    let items = report::load_git(store).map_err(|e| e.to_string())?;
+    let mut s = report::Snapshot::from_items(items);
+    s.deep_verified &= store.verify(true).map_err(|e| e.to_string())?.passed();
+    let Some(mut inputs) = receipt::inputs_for_run(&s, outcome.request_seq) else {
+        return Err(format!(
+            "the ledger has no request at seq {}",
+            outcome.request_seq
+        ));
+    };
+    if let Some(a) = &outcome.answer {
+        inputs.answer = a.clone();
+    }
+    let mut budget = serde_json::Map::new();
+    if let Some(n) = opts.max_model_calls {
+        budget.insert("max_model_calls".into(), json!(n));
+    }
+    if let Some(secs) = opts.max_seconds {
+        budget.insert("max_seconds".into(), json!(secs));
+    }
+    inputs.budget = Value::from_serde(&J::Object(budget));
+    if let Some(b) = &opts.context_budget {
+        let mut limits = serde_json::Map::new();
+        limits.insert("bytes_per_token".into(), json!(b.bytes_per_token));
+        for (k, v) in [
+            ("max_request_tokens", b.max_request_tokens),
+            ("max_task_tokens", b.max_task_tokens),
+            ("max_total_tokens", b.max_total_tokens),
+            ("max_upstream_tokens", b.max_upstream_tokens),
+        ] {
+            if let Some(n) = v {
+                limits.insert(k.into(), json!(n));
+            }
+        }
+        inputs.context_limits = Value::from_serde(&J::Object(limits));
+    }
+    inputs.delivery_profile = opts.delivery_profile.clone();
+    let roots = status::roots(&s.entries());
+    let run = s.slice(|e| roots.get(&e.seq) == Some(&outcome.request_seq));
+    Ok(receipt::receipt(&run, &inputs).to_serde())
+}
+
 fn report(
     ctx: &Ctx,
     store: &mut crate::store::git::GitStore,
     outcome: Outcome,
+    opts: &Options,
     quiet: bool,
 ) -> Result<(), CliError> {
     let checkpoint = root_of(store)?;
     let size = store.len().map_err(|e| CliError::fail(e.to_string()))?;
     if ctx.json {
+        let forum = forum_receipt(store, &outcome, opts).map_err(|e| {
+            CliError::fail(format!(
+                "the run is witnessed, but its receipt could not be built: {e} (git forum receipt {} builds it again)",
+                outcome.request_seq
+            ))
+        })?;
         return ctx.out_json(&json!({
             "answer": outcome.answer,
             "checkpoint": checkpoint,
-            "receipt": receipt(&outcome, &ctx.ledger, &checkpoint, size),
+            "receipt": forum,
+            "git_forum_receipt": receipt(&outcome, &ctx.ledger, &checkpoint, size),
         }));
     }
     match &outcome.status {
@@ -540,8 +598,8 @@ fn report(
             outcome.request_seq
         ),
         Status::Paused { wave } => format!(
-            "run {} is paused before wave {wave}: `git forum gate list`, then `git forum gate approve` and `git forum resume`",
-            outcome.request_seq
+            "run {r} is paused before wave {wave}: `git forum gate approve --run {r}` (or `gate edit`, `gate reject`; `git forum gate list` shows it), then `git forum resume {r}`",
+            r = outcome.request_seq
         ),
         Status::Rejected { wave } => format!(
             "run {} stopped: the gate before wave {wave} was rejected",
@@ -563,6 +621,11 @@ fn go(
 ) -> Result<(), CliError> {
     if let Some(r) = &request {
         crate::route::check_request(r).map_err(|e| CliError::usage(e.to_string()))?;
+    }
+    if resume_run.is_some() && !flags.gate_waves.is_empty() {
+        return Err(CliError::usage(
+            "--gate-wave is set when a run is submitted; a resumed run keeps the gates it was submitted with",
+        ));
     }
     let (roster, fleet, mut opts) = prepare(ctx, flags)?;
     let mut store = ctx.store()?;
@@ -592,15 +655,39 @@ fn go(
         clock,
         progress,
     };
+    let interrupt = Arc::new(Interrupt::new());
+    watch_signals(interrupt.clone())?;
+    opts.interrupt = Some(interrupt);
     let result = match (resume_run, request) {
         (Some(run_seq), _) => run::resume(&mut store, &env, &opts, run_seq),
         (None, Some(r)) => run::submit(&mut store, &env, &opts, &r),
         (None, None) => return Err(CliError::usage("give a request, or --resume")),
     };
     match result {
-        Ok(outcome) => report(ctx, &mut store, outcome, flags.quiet),
+        Ok(outcome) => report(ctx, &mut store, outcome, &opts, flags.quiet),
         Err(run::RunError::Request(m)) => Err(CliError::usage(m)),
         Err(run::RunError::Resume(m)) => Err(CliError::fail(m)),
+        Err(
+            ref e @ run::RunError::Interrupted {
+                ref signal,
+                witnessed,
+                request_seq,
+            },
+        ) => {
+            let what = match (witnessed, request_seq) {
+                (Some(seq), Some(r)) => format!(
+                    "its commands were killed and seq {seq} witnesses it; `git forum resume {r}` continues the run"
+                ),
+                _ => "its commands were killed before the run was witnessed".to_string(),
+            };
+            Err(CliError {
+                code: 128 + signal_number(signal),
+                message: Some(format!("{e}: {what}")),
+            })
+        }
+        Err(e @ run::RunError::Gated { request_seq, .. }) => Err(CliError::fail(format!(
+            "{e}: `git forum gate approve --run {request_seq}` (or `gate edit`, `gate reject`), then `git forum resume {request_seq}`"
+        ))),
         Err(e @ (run::RunError::Plan(_) | run::RunError::Synthesis(_))) => {
             Err(CliError::fail(format!(
                 "{e} (the run is witnessed up to here: `git forum runs` shows it, `git forum resume` tries that stage again)"
@@ -610,6 +697,78 @@ fn go(
             "{e} (what was witnessed stays in the ledger: `git forum runs`, `git forum verify`)"
         ))),
     }
+}
+
+/// Seconds an interrupted run has to wind down (a model call over HTTP cannot be cut short)
+/// before the process exits anyway.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
+
+fn signal_number(name: &str) -> u8 {
+    match name {
+        "SIGINT" => 2,
+        _ => 15,
+    }
+}
+
+/// Watches for SIGINT and SIGTERM while a run is in flight. The first one raises `interrupt`
+/// (the run writes nothing more and ends by witnessing it) and kills the process group of
+/// every command running (workers, context commands, verifiers); a second one, or a run that
+/// has not wound down after [`INTERRUPT_GRACE`], ends the process at once.
+fn watch_signals(interrupt: Arc<Interrupt>) -> Result<(), CliError> {
+    use std::future::poll_fn;
+    use std::task::Poll;
+    use tokio::signal::unix::{SignalKind, signal};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::fail(format!("cannot watch for signals: {e}")))?;
+    let (int, term) = {
+        let _guard = rt.enter();
+        let int = signal(SignalKind::interrupt());
+        let term = signal(SignalKind::terminate());
+        match (int, term) {
+            (Ok(i), Ok(t)) => (i, t),
+            (Err(e), _) | (_, Err(e)) => {
+                return Err(CliError::fail(format!("cannot watch for signals: {e}")));
+            }
+        }
+    };
+    let (mut int, mut term) = (int, term);
+    fn either(
+        int: &mut tokio::signal::unix::Signal,
+        term: &mut tokio::signal::unix::Signal,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<&'static str> {
+        if int.poll_recv(cx).is_ready() {
+            return Poll::Ready("SIGINT");
+        }
+        if term.poll_recv(cx).is_ready() {
+            return Poll::Ready("SIGTERM");
+        }
+        Poll::Pending
+    }
+    std::thread::spawn(move || {
+        rt.block_on(async move {
+            use std::future::Future;
+            let first = poll_fn(|cx| either(&mut int, &mut term, cx)).await;
+            interrupt.raise(first);
+            crate::exec::command::stop_all();
+            let mut grace = std::pin::pin!(tokio::time::sleep(INTERRUPT_GRACE));
+            poll_fn(|cx| {
+                if grace.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+                either(&mut int, &mut term, cx).map(|_| ())
+            })
+            .await;
+            crate::exec::command::stop_all();
+            eprintln!(
+                "error: interrupted by {first}: the run did not wind down in time (a model call was still out); `git forum runs` shows it as interrupted"
+            );
+            std::process::exit(128 + i32::from(signal_number(first)));
+        })
+    });
+    Ok(())
 }
 
 /// `git forum submit`.

@@ -5,11 +5,41 @@
 //!
 //! A non-zero exit, a timeout, a spawn failure and output that is not UTF-8 are distinct errors.
 
+use std::collections::BTreeSet;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
+
+/// The process groups of the commands running now, and whether new ones are refused (after
+/// [`stop_all`]). Process groups are the process's, so this is too.
+struct Live {
+    groups: BTreeSet<u32>,
+    stopped: bool,
+}
+
+static LIVE: Mutex<Live> = Mutex::new(Live {
+    groups: BTreeSet::new(),
+    stopped: false,
+});
+
+fn live() -> MutexGuard<'static, Live> {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Kills the process group of every command running now (workers, context commands,
+/// verifiers, grandchildren included) and refuses to start any more in this process; for an
+/// interrupted `git forum`. Returns how many groups were killed.
+pub fn stop_all() -> usize {
+    let mut l = live();
+    l.stopped = true;
+    for pgid in &l.groups {
+        kill_group(*pgid);
+    }
+    l.groups.len()
+}
 
 /// Limits for one run.
 #[derive(Debug, Clone, Copy)]
@@ -62,6 +92,8 @@ pub enum RunError {
     NotUtf8 { program: String, offset: usize },
     #[error("{0}")]
     Empty(String),
+    #[error("{program:?} was not started: git forum is being interrupted")]
+    Interrupted { program: String },
 }
 
 fn tail(stderr: &str) -> String {
@@ -107,6 +139,12 @@ pub fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, RunErro
     let Some((program, args)) = argv.split_first() else {
         return Err(RunError::Empty("the command is empty".into()));
     };
+    let interrupted = || RunError::Interrupted {
+        program: program.clone(),
+    };
+    if live().stopped {
+        return Err(interrupted());
+    }
     let start = Instant::now();
     let mut child = Command::new(program)
         .args(args)
@@ -121,6 +159,15 @@ pub fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, RunErro
             source,
         })?;
     let pgid = child.id();
+    {
+        // Registered, or killed at once when an interruption came while it started.
+        let mut l = live();
+        if l.stopped {
+            kill_group(pgid);
+        } else {
+            l.groups.insert(pgid);
+        }
+    }
     let out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
     let (max_out, max_err) = (limits.max_stdout, limits.max_stderr);
@@ -143,8 +190,12 @@ pub fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, RunErro
     // Whatever the child left running (a grandchild holding the pipes) goes with its group, so
     // the readers reach the end of their pipes.
     kill_group(pgid);
+    live().groups.remove(&pgid);
     let (stdout, truncated) = out_reader.join().unwrap_or_default();
     let (stderr, _) = err_reader.join().unwrap_or_default();
+    if live().stopped && !status.is_some_and(|s| s.success()) {
+        return Err(interrupted());
+    }
     let stderr = String::from_utf8_lossy(&stderr).into_owned();
     if timed_out {
         return Err(RunError::Timeout {

@@ -165,6 +165,7 @@ impl ExecError {
             ExecError::Command(R::Timeout { .. }) => "timeout",
             ExecError::Command(R::Failed { .. }) => "exit",
             ExecError::Command(R::NotUtf8 { .. }) => "not_utf8",
+            ExecError::Command(R::Interrupted { .. }) => "interrupted",
             ExecError::Refused(_) => "refused",
             ExecError::MissingKey { .. } => "missing_key",
             ExecError::Connect { .. } => "connect",

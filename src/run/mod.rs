@@ -159,6 +159,68 @@ pub struct GatePolicy {
     pub on_expiry: Option<String>,
 }
 
+/// Tells a run that its process is being interrupted (a signal): from then on it starts no
+/// model call and writes no entry of its own, and it ends by witnessing `interrupted`.
+#[derive(Debug, Default)]
+pub struct Interrupt {
+    signal: Mutex<Option<String>>,
+}
+
+impl Interrupt {
+    /// A flag not raised yet.
+    pub fn new() -> Interrupt {
+        Interrupt::default()
+    }
+
+    /// Raises the flag with the signal's name (`SIGINT`, `SIGTERM`); the first one is kept.
+    pub fn raise(&self, signal: &str) {
+        lock(&self.signal).get_or_insert_with(|| signal.to_string());
+    }
+
+    /// The signal, once raised.
+    pub fn signal(&self) -> Option<String> {
+        lock(&self.signal).clone()
+    }
+}
+
+impl GatePolicy {
+    /// What the run's `request` entry records of this policy (its `gates` field), so every
+    /// later resume holds the same gates: `{waves, question?, deadline_seconds?, on_expiry?}`.
+    /// `None` when no wave is gated (the request is then exactly Forum's `{text}`).
+    pub fn record(&self) -> Option<J> {
+        if self.waves.is_empty() {
+            return None;
+        }
+        let mut g = json!({ "waves": self.waves.iter().collect::<Vec<_>>() });
+        if let Some(q) = &self.question {
+            g["question"] = json!(q);
+        }
+        if let Some(secs) = self.deadline_seconds {
+            g["deadline_seconds"] = json!(secs);
+            g["on_expiry"] = json!(self.on_expiry.clone().unwrap_or_else(|| "reject".into()));
+        }
+        Some(g)
+    }
+
+    /// Reads back what [`GatePolicy::record`] wrote (an absent or unreadable record gates no
+    /// wave).
+    pub fn from_record(g: Option<&J>) -> GatePolicy {
+        let Some(g) = g else {
+            return GatePolicy::default();
+        };
+        GatePolicy {
+            waves: g
+                .get("waves")
+                .and_then(J::as_array)
+                .map(|a| a.iter().filter_map(J::as_u64).map(|w| w as usize).collect())
+                .unwrap_or_default(),
+            question: g.get("question").and_then(J::as_str).map(str::to_string),
+            deadline_seconds: g.get("deadline_seconds").and_then(J::as_f64),
+            on_expiry: g.get("on_expiry").and_then(J::as_str).map(str::to_string),
+        }
+    }
+}
+
 /// How one run behaves.
 #[derive(Clone, Default)]
 pub struct Options {
@@ -192,6 +254,8 @@ pub struct Options {
     /// Supplies request context before planning and context per task, witnessed as
     /// `context`.
     pub context: Option<Arc<dyn ContextProvider>>,
+    /// Raised when the process is interrupted: the run stops and witnesses `interrupted`.
+    pub interrupt: Option<Arc<Interrupt>>,
 }
 
 impl std::fmt::Debug for Options {
@@ -209,6 +273,7 @@ impl std::fmt::Debug for Options {
             .field("revise", &self.revise)
             .field("verifier", &self.verifier.as_ref().map(|v| v.source()))
             .field("context", &self.context.as_ref().map(|c| c.describe()))
+            .field("interrupt", &self.interrupt)
             .finish()
     }
 }
@@ -407,6 +472,28 @@ pub enum RunError {
     /// Nothing to resume, or the run cannot be resumed.
     #[error("{0}")]
     Resume(String),
+    /// The process was interrupted (`signal`): the run's commands were killed, nothing more
+    /// was written but the `interrupted` entry (`witnessed`, when the run had started).
+    #[error("interrupted by {signal}")]
+    Interrupted {
+        /// `SIGINT` or `SIGTERM`.
+        signal: String,
+        /// The `interrupted` entry.
+        witnessed: Option<u64>,
+        /// The run (its request seq), when it had started.
+        request_seq: Option<u64>,
+    },
+    /// The run waits for a decision on a gate it was submitted with: nothing was run or
+    /// written.
+    #[error("run {request_seq} waits for a decision on the gate before wave {wave}")]
+    Gated {
+        /// The run (its request seq).
+        request_seq: u64,
+        /// The gate's key: the run's first plan entry.
+        run_seq: u64,
+        /// The gated wave (0-based).
+        wave: usize,
+    },
 }
 
 // ---- seams: context providers and verifiers ----
@@ -1022,6 +1109,8 @@ struct Run<'a, 's> {
     written: Mutex<Vec<u64>>,
     started: f64,
     meter: Mutex<Meter>,
+    /// The run's request seq, once known (what an interruption is witnessed under).
+    request_seq: Mutex<Option<u64>>,
 }
 
 /// What upstream injection needs of the results so far.
@@ -1059,7 +1148,47 @@ impl<'a, 's> Run<'a, 's> {
             written: Mutex::new(Vec::new()),
             started: env.clock.elapsed(),
             meter: Mutex::new(Meter::default()),
+            request_seq: Mutex::new(None),
         }
+    }
+
+    fn interrupted(&self) -> Option<String> {
+        self.opts.interrupt.as_ref().and_then(|i| i.signal())
+    }
+
+    /// Ends a run that `result` ended: an interruption is witnessed as `interrupted` under the
+    /// run's request (when it had one) and synced.
+    fn finish(&self, result: Result<Outcome, RunError>) -> Result<Outcome, RunError> {
+        let Err(RunError::Interrupted { signal, .. }) = result else {
+            return result;
+        };
+        let request_seq = *lock(&self.request_seq);
+        let mut witnessed = None;
+        if let Some(r) = request_seq {
+            let mut store = lock(&self.store);
+            let e = store.append(NewEntry {
+                actor: "dispatch".into(),
+                kind: "interrupted".into(),
+                causal_parent: Some(r as i64),
+                payload: Value::from_serde(&json!({
+                    "signal": signal,
+                    "reason": format!("git forum was interrupted by {signal} while the run was in flight; the run's commands were killed with their process groups"),
+                    "resume": format!("git forum resume {r}"),
+                })),
+                ts: self.env.clock.now(),
+            })?;
+            store.sync()?;
+            lock(&self.written).push(e.seq);
+            witnessed = Some(e.seq);
+        }
+        self.env.progress.event(&Event::Stopped {
+            reason: format!("interrupted by {signal}"),
+        });
+        Err(RunError::Interrupted {
+            signal,
+            witnessed,
+            request_seq,
+        })
     }
 
     fn put(
@@ -1080,6 +1209,13 @@ impl<'a, 's> Run<'a, 's> {
         payload: Value,
     ) -> Result<Entry, RunError> {
         let mut store = lock(&self.store);
+        if let Some(signal) = self.interrupted() {
+            return Err(RunError::Interrupted {
+                signal,
+                witnessed: None,
+                request_seq: None,
+            });
+        }
         let new = NewEntry {
             actor: actor.to_string(),
             kind: kind.to_string(),
@@ -1115,6 +1251,11 @@ impl<'a, 's> Run<'a, 's> {
             call.max_tokens = Some(call.max_tokens.map_or(cap, |m| m.min(cap)));
         }
         let call = &call;
+        if self.interrupted().is_some() {
+            return Err(ExecError::Command(command::RunError::Interrupted {
+                program: exec.model(),
+            }));
+        }
         let spent = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         self.env.progress.event(&Event::Calls {
             spent,
@@ -1623,7 +1764,12 @@ impl<'a, 's> Run<'a, 's> {
 /// The request entry and route frame of a run about to start.
 fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFrame), RunError> {
     let (_, frame) = route::route_request(request, run.env.roster);
-    let req = run.put("client", "request", None, json!({"text": request}))?;
+    let mut payload = json!({ "text": request });
+    if let Some(g) = run.opts.gates.record() {
+        payload["gates"] = g;
+    }
+    let req = run.put("client", "request", None, payload)?;
+    *lock(&run.request_seq) = Some(req.seq);
     run.put_value("router", "route_frame", Some(req.seq), frame.payload())?;
     Ok((req.seq, frame))
 }
@@ -1683,7 +1829,13 @@ pub fn submit(
 ) -> Result<Outcome, RunError> {
     route::check_request(request).map_err(|e| RunError::Request(e.to_string()))?;
     let run = Run::new(store, env, opts);
-    let (request_seq, frame) = open_run(&run, request)?;
+    let result = submit_run(&run, request);
+    run.finish(result)
+}
+
+fn submit_run(run: &Run<'_, '_>, request: &str) -> Result<Outcome, RunError> {
+    let (env, opts) = (run.env, run.opts);
+    let (request_seq, frame) = open_run(run, request)?;
     let (context, plan_parent) = run.request_context(request, request_seq)?;
     let plan = run.plan(request, context.as_deref(), request_seq)?;
     let plan_entry = run.put(
@@ -1697,13 +1849,13 @@ pub fn submit(
         waves: plan.waves.len(),
     });
     drive(
-        &run,
+        run,
         request,
         request_seq,
         &frame,
         &plan,
-        plan_entry.seq,
-        plan_entry.seq,
+        (plan_entry.seq, plan_entry.seq),
+        &opts.gates,
         BTreeMap::new(),
         BTreeMap::new(),
     )
@@ -1719,6 +1871,12 @@ pub fn resume(
     request_seq: Option<u64>,
 ) -> Result<Outcome, RunError> {
     let run = Run::new(store, env, opts);
+    let result = resume_run(&run, request_seq);
+    run.finish(result)
+}
+
+fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, RunError> {
+    let env = run.env;
     let entries = run.entries()?;
     let runs = status::runs(&entries, |e| run.payload_of(e).ok().flatten());
     let target = match request_seq {
@@ -1746,6 +1904,27 @@ pub fn resume(
     }
     let request = target.request.clone();
     let request_seq = target.request_seq;
+    *lock(&run.request_seq) = Some(request_seq);
+    // The gates the run was submitted with (its record), not the caller's: a resume can
+    // neither skip nor add one. A wave whose gate is raised and undecided refuses here,
+    // before anything is run or written.
+    let gate_entries = match target.run_seq {
+        Some(run_seq) => status::gate_entries(&entries, |e| run.payload_of(e).ok().flatten())
+            .remove(&run_seq)
+            .unwrap_or_default(),
+        None => BTreeMap::new(),
+    };
+    let gates = status::held_gates(target, &gate_entries);
+    if let (Some(plan), Some(run_seq)) = (&target.plan, target.run_seq)
+        && let Some((wave, status::Admission::Wait { .. })) =
+            status::first_held(plan, &gates, &gate_entries, env.clock.now())
+    {
+        return Err(RunError::Gated {
+            request_seq,
+            run_seq,
+            wave,
+        });
+    }
     let (_, frame) = route::route_request(&request, env.roster);
     let (plan, plan_seq, run_seq) = match (&target.plan, target.plan_seq, target.run_seq) {
         (Some(p), Some(seq), Some(run_seq)) => (p.clone(), seq, run_seq),
@@ -1809,13 +1988,13 @@ pub fn resume(
         json!({"reused": ids, "run": request_seq}),
     )?;
     drive(
-        &run,
+        run,
         &request,
         request_seq,
         &frame,
         &plan,
-        plan_seq,
-        run_seq,
+        (plan_seq, run_seq),
+        &gates,
         reused,
         verdicts,
     )
@@ -1828,14 +2007,20 @@ fn drive(
     request_seq: u64,
     frame: &RouteFrame,
     plan: &CompiledPlan,
-    plan_seq: u64,
-    run_seq: u64,
+    (plan_seq, run_seq): (u64, u64),
+    gates: &GatePolicy,
     reused: BTreeMap<String, Done>,
     mut verdicts: BTreeMap<String, Verdict>,
 ) -> Result<Outcome, RunError> {
     let env = run.env;
     let frame_payload = frame.payload();
-    let by_id: BTreeMap<&str, &Task> = plan.tasks.iter().map(|t| (t.id.as_str(), t)).collect();
+    // The plan's tasks as they run: a gate edit rewrites an instruction here, and the
+    // rewritten task is what is dispatched, validated and escalated.
+    let mut current: BTreeMap<String, Task> = plan
+        .tasks
+        .iter()
+        .map(|t| (t.id.clone(), t.clone()))
+        .collect();
     let results: Mutex<BTreeMap<String, Done>> = Mutex::new(reused);
     let count = |v: &BTreeMap<String, Verdict>| {
         let mut c = BTreeMap::new();
@@ -1847,32 +2032,13 @@ fn drive(
 
     // Waves.
     for (i, wave) in plan.waves.iter().enumerate() {
-        if run.opts.gates.waves.contains(&i) {
-            match gate(run, run_seq, i, wave)? {
+        if gates.waves.contains(&i) {
+            match gate(run, gates, run_seq, i, wave)? {
                 GateOutcome::Run(edits) => {
-                    if !edits.is_empty() {
-                        let edited: Vec<Task> = wave
-                            .iter()
-                            .filter_map(|id| by_id.get(id.as_str()).map(|t| (*t).clone()))
-                            .map(|mut t| {
-                                if let Some(new) = edits.get(&t.id) {
-                                    t.instruction = new.clone();
-                                }
-                                t
-                            })
-                            .collect();
-                        let todo: Vec<&Task> = edited
-                            .iter()
-                            .filter(|t| !lock(&results).contains_key(&t.id))
-                            .collect();
-                        env.progress.event(&Event::Wave {
-                            index: i,
-                            of: plan.waves.len(),
-                            tasks: wave.clone(),
-                        });
-                        run.run_wave(&todo, plan_seq, &results)?;
-                        after_wave(run, i, plan_seq)?;
-                        continue;
+                    for (id, text) in edits {
+                        if let Some(t) = current.get_mut(&id) {
+                            t.instruction = text;
+                        }
                     }
                 }
                 GateOutcome::Pause => {
@@ -1899,7 +2065,7 @@ fn drive(
         let todo: Vec<&Task> = wave
             .iter()
             .filter(|id| !lock(&results).contains_key(id.as_str()))
-            .filter_map(|id| by_id.get(id.as_str()).copied())
+            .filter_map(|id| current.get(id.as_str()))
             .collect();
         env.progress.event(&Event::Wave {
             index: i,
@@ -1909,10 +2075,15 @@ fn drive(
         run.run_wave(&todo, plan_seq, &results)?;
         after_wave(run, i, plan_seq)?;
     }
+    let tasks: Vec<&Task> = plan
+        .tasks
+        .iter()
+        .filter_map(|t| current.get(&t.id))
+        .collect();
 
     // Validation, in plan order, after the last wave.
     let mut finals: BTreeMap<String, Done> = lock(&results).clone();
-    for t in &plan.tasks {
+    for t in &tasks {
         if verdicts.contains_key(&t.id) {
             continue;
         }
@@ -1924,7 +2095,7 @@ fn drive(
     }
 
     // Escalation.
-    for t in &plan.tasks {
+    for t in &tasks {
         let Some(v) = verdicts.get(&t.id) else {
             continue;
         };
@@ -1989,7 +2160,7 @@ fn drive(
     // Synthesis.
     env.progress.event(&Event::Synthesizing);
     let mut parts = Vec::new();
-    for t in &plan.tasks {
+    for t in &tasks {
         let Some(d) = finals.get(&t.id) else { continue };
         let v = verdicts.get(&t.id);
         if v.is_some_and(|v| v.decision == "block") || !d.ok {
@@ -2293,102 +2464,71 @@ enum GateOutcome {
     Stop,
 }
 
+/// Holds a gated wave to what its gate says ([`status::admission`], the rule every resume
+/// shares): raises the gate and pauses when none was raised, pauses while it is undecided,
+/// applies the expiry decision once its deadline has passed (witnessed as `gate_expired`),
+/// stops the run when it was rejected (`gate_stopped`), and runs the wave, with the latest
+/// edits, when it was approved or edited.
 fn gate(
     run: &Run<'_, '_>,
+    gates: &GatePolicy,
     run_seq: u64,
     wave: usize,
     tasks: &[String],
 ) -> Result<GateOutcome, RunError> {
     let entries = run.entries()?;
-    let mut gates = Vec::new();
-    for e in &entries {
-        if status::GATE_KINDS.contains(&e.kind.as_str())
-            && let Some(p) = run.payload_of(e)?
-            && status::gate_key(&p) == Some((run_seq, wave as u64))
-        {
-            gates.push((e.clone(), p));
-        }
+    let mut mine = status::gate_entries(&entries, |e| run.payload_of(e).ok().flatten())
+        .remove(&run_seq)
+        .and_then(|mut by_wave| by_wave.remove(&(wave as u64)))
+        .unwrap_or_default();
+    let mut admission = status::admission(&mine, tasks, run.env.clock.now());
+    if let status::Admission::Expire {
+        pending_seq,
+        decision,
+        deadline,
+        on_expiry,
+    } = &admission
+    {
+        let e = run.put(
+            "dispatch",
+            "gate_expired",
+            Some(*pending_seq),
+            json!({"run_seq": run_seq, "wave": wave, "decision": decision, "on_expiry": on_expiry, "deadline": deadline}),
+        )?;
+        let p = run.payload_of(&e)?.unwrap_or(J::Null);
+        mine.push((e, p));
+        admission = status::admission(&mine, tasks, run.env.clock.now());
     }
-    let mut resolution = status::gate_resolution(&gates);
-    if resolution == status::GateState::Pending {
-        // Expired?
-        if let Some((pending, p)) = gates.iter().rev().find(|(e, _)| e.kind == "gate_pending")
-            && let Some(deadline) = p.get("deadline").and_then(J::as_f64)
-            && run.env.clock.now() >= deadline
-        {
-            let decision = match p.get("on_expiry").and_then(J::as_str) {
-                Some("approve") => "approved",
-                _ => "rejected",
-            };
-            let e = run.put(
-                "dispatch",
-                "gate_expired",
-                Some(pending.seq),
-                json!({"run_seq": run_seq, "wave": wave, "decision": decision, "on_expiry": p.get("on_expiry"), "deadline": deadline}),
-            )?;
-            let ep = json!({"decision": decision});
-            gates.push((e, ep));
-            resolution = if decision == "approved" {
-                status::GateState::Approved
-            } else {
-                status::GateState::Rejected
-            };
-        }
-    }
-    match resolution {
-        status::GateState::None => {
+    match admission {
+        status::Admission::Raise => {
             let mut payload = json!({
                 "run_seq": run_seq,
                 "wave": wave,
                 "tasks": tasks,
-                "question": run.opts.gates.question.clone().unwrap_or_else(|| format!("Run wave {wave} ({})?", tasks.join(", "))),
+                "question": gates.question.clone().unwrap_or_else(|| format!("Run wave {wave} ({})?", tasks.join(", "))),
                 "requested_by": "dispatch",
             });
-            if let Some(secs) = run.opts.gates.deadline_seconds {
-                payload["on_expiry"] = json!(
-                    run.opts
-                        .gates
-                        .on_expiry
-                        .clone()
-                        .unwrap_or_else(|| "reject".into())
-                );
+            if let Some(secs) = gates.deadline_seconds {
+                payload["on_expiry"] =
+                    json!(gates.on_expiry.clone().unwrap_or_else(|| "reject".into()));
                 payload["deadline"] = json!(run.env.clock.now() + secs);
             }
             run.put("dispatch", "gate_pending", Some(run_seq), payload)?;
             lock(&run.store).sync()?;
             Ok(GateOutcome::Pause)
         }
-        status::GateState::Pending => Ok(GateOutcome::Pause),
-        status::GateState::Rejected => {
-            let parent = gates
-                .iter()
-                .find(|(e, _)| e.kind == "gate_rejected")
-                .or_else(|| gates.iter().find(|(e, _)| e.kind == "gate_expired"))
-                .map_or(run_seq, |(e, _)| e.seq);
+        // An expiry that still resolves to pending cannot happen; pausing is the safe side.
+        status::Admission::Wait { .. } | status::Admission::Expire { .. } => Ok(GateOutcome::Pause),
+        status::Admission::Stop { parent } => {
             run.put(
                 "dispatch",
                 "gate_stopped",
-                Some(parent),
+                Some(parent.unwrap_or(run_seq)),
                 json!({"run_seq": run_seq, "wave": wave, "reason": "gate rejected"}),
             )?;
             lock(&run.store).sync()?;
             Ok(GateOutcome::Stop)
         }
-        status::GateState::Edited => {
-            let edits = gates
-                .iter()
-                .rev()
-                .find(|(e, _)| e.kind == "gate_edited")
-                .and_then(|(_, p)| p.get("edits").and_then(J::as_object).cloned())
-                .unwrap_or_default();
-            Ok(GateOutcome::Run(
-                edits
-                    .into_iter()
-                    .filter(|(k, _)| tasks.contains(k))
-                    .map(|(k, v)| (k, v.as_str().map_or_else(|| v.to_string(), str::to_string)))
-                    .collect(),
-            ))
-        }
-        status::GateState::Approved => Ok(GateOutcome::Run(BTreeMap::new())),
+        status::Admission::Run { edits } => Ok(GateOutcome::Run(edits)),
     }
 }

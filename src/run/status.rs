@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value as J;
 
-use super::{Verdict, plan_from_payload};
+use super::{GatePolicy, Verdict, plan_from_payload};
 use crate::ledger::Entry;
 use crate::plan::CompiledPlan;
 
@@ -95,6 +95,8 @@ pub struct RunInfo {
     pub plan_seq: Option<u64>,
     /// The run's first plan entry: the key of its gates.
     pub run_seq: Option<u64>,
+    /// The gates the run was submitted with (its request's `gates` record).
+    pub gates: GatePolicy,
     /// Each task's latest result.
     pub results: BTreeMap<String, ResultInfo>,
     /// Each task's latest verdict.
@@ -139,6 +141,7 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
                 .and_then(J::as_str)
                 .unwrap_or("")
                 .to_string();
+            let gates = GatePolicy::from_record(body.as_ref().and_then(|b| b.get("gates")));
             out.insert(
                 r,
                 RunInfo {
@@ -148,6 +151,7 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
                     plan: None,
                     plan_seq: None,
                     run_seq: None,
+                    gates,
                     results: BTreeMap::new(),
                     verdicts: BTreeMap::new(),
                     answer: None,
@@ -294,6 +298,150 @@ pub fn gate_resolution(gates: &[(Entry, J)]) -> GateState {
         None if asked => GateState::Pending,
         None => GateState::None,
     }
+}
+
+/// Every gate entry of the ledger with its body, by key: run_seq, then wave.
+pub fn gate_entries(
+    entries: &[Entry],
+    mut payload: impl FnMut(&Entry) -> Option<J>,
+) -> BTreeMap<u64, BTreeMap<u64, Vec<(Entry, J)>>> {
+    let mut out: BTreeMap<u64, BTreeMap<u64, Vec<(Entry, J)>>> = BTreeMap::new();
+    for e in entries {
+        if GATE_KINDS.contains(&e.kind.as_str())
+            && let Some(p) = payload(e)
+            && let Some((run_seq, wave)) = gate_key(&p)
+        {
+            out.entry(run_seq)
+                .or_default()
+                .entry(wave)
+                .or_default()
+                .push((e.clone(), p));
+        }
+    }
+    out
+}
+
+/// What a gated wave may do now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admission {
+    /// No gate was raised yet: raise it, and wait.
+    Raise,
+    /// Raised and undecided: the wave waits for a decision.
+    Wait {
+        /// The `gate_pending` entry.
+        pending_seq: u64,
+    },
+    /// Raised, undecided, and its deadline has passed: its expiry decision applies once it is
+    /// witnessed (`gate_expired`); then ask again.
+    Expire {
+        /// The `gate_pending` entry.
+        pending_seq: u64,
+        /// `approved` or `rejected`.
+        decision: &'static str,
+        /// The deadline that passed.
+        deadline: f64,
+        /// The pending entry's `on_expiry`, as written.
+        on_expiry: Option<String>,
+    },
+    /// Approved or edited: the wave runs, with these instruction rewrites (task id → text).
+    Run {
+        /// The latest edit's rewrites of this wave's tasks (none when approved).
+        edits: BTreeMap<String, String>,
+    },
+    /// Rejected (by a person or by expiry): the wave never runs and the run ends.
+    Stop {
+        /// What the stop follows from: the first rejection, else the first expiry.
+        parent: Option<u64>,
+    },
+}
+
+/// What a gated wave may do now, from the entries of its gate (one key) and the clock: the
+/// latest decision wins (an expiry counts as its decision, a human decision always wins over
+/// a deadline that passed after it); an undecided gate past its pending entry's `deadline`
+/// takes its `on_expiry` (reject unless it says approve). `tasks` are the wave's ids: edits
+/// naming other tasks are ignored.
+pub fn admission(gates: &[(Entry, J)], tasks: &[String], now: f64) -> Admission {
+    let pending = gates.iter().rev().find(|(e, _)| e.kind == "gate_pending");
+    match gate_resolution(gates) {
+        GateState::None => Admission::Raise,
+        GateState::Pending => {
+            let Some((e, p)) = pending else {
+                return Admission::Raise;
+            };
+            match p.get("deadline").and_then(J::as_f64) {
+                Some(deadline) if now >= deadline => {
+                    let on_expiry = p.get("on_expiry").and_then(J::as_str).map(str::to_string);
+                    Admission::Expire {
+                        pending_seq: e.seq,
+                        decision: if on_expiry.as_deref() == Some("approve") {
+                            "approved"
+                        } else {
+                            "rejected"
+                        },
+                        deadline,
+                        on_expiry,
+                    }
+                }
+                _ => Admission::Wait { pending_seq: e.seq },
+            }
+        }
+        GateState::Rejected => Admission::Stop {
+            parent: gates
+                .iter()
+                .find(|(e, _)| e.kind == "gate_rejected")
+                .or_else(|| gates.iter().find(|(e, _)| e.kind == "gate_expired"))
+                .map(|(e, _)| e.seq),
+        },
+        GateState::Edited => Admission::Run {
+            edits: gates
+                .iter()
+                .rev()
+                .find(|(e, _)| e.kind == "gate_edited")
+                .and_then(|(_, p)| p.get("edits").and_then(J::as_object).cloned())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(k, _)| tasks.contains(k))
+                .map(|(k, v)| (k, v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+                .collect(),
+        },
+        GateState::Approved => Admission::Run {
+            edits: BTreeMap::new(),
+        },
+    }
+}
+
+/// The gates that hold a run: the ones it was submitted with, and any wave whose gate was
+/// raised for it (a ledger written before gates were recorded). `gates` are the run's gate
+/// entries by wave (see [`gate_entries`]).
+pub fn held_gates(run: &RunInfo, gates: &BTreeMap<u64, Vec<(Entry, J)>>) -> GatePolicy {
+    let mut policy = run.gates.clone();
+    for (wave, list) in gates {
+        if list.iter().any(|(e, _)| e.kind == "gate_pending") {
+            policy.waves.insert(*wave as usize);
+        }
+    }
+    policy
+}
+
+/// The first gated wave of `plan` that may not simply run now, with what its gate says
+/// (never [`Admission::Run`]); `None` when every gated wave is decided to run.
+pub fn first_held(
+    plan: &CompiledPlan,
+    policy: &GatePolicy,
+    gates: &BTreeMap<u64, Vec<(Entry, J)>>,
+    now: f64,
+) -> Option<(usize, Admission)> {
+    for (i, wave) in plan.waves.iter().enumerate() {
+        if !policy.waves.contains(&i) {
+            continue;
+        }
+        let list = gates.get(&(i as u64)).map_or(&[][..], Vec::as_slice);
+        match admission(list, wave, now) {
+            Admission::Run { .. } => continue,
+            other => return Some((i, other)),
+        }
+    }
+    None
 }
 
 /// A gate waiting for a decision.

@@ -143,7 +143,7 @@ pub const TOOLS: &[Tool] = &[
         name: "submit",
         aliases: &["forum.submit"],
         target: Target::Post("/submit"),
-        description: "Run a request end to end (route, plan, waves, validation, synthesis) with the server's executors; every step is witnessed in the ledger. Returns {answer, checkpoint, receipt}.",
+        description: "Run a request end to end (route, plan, waves, validation, synthesis) with the server's executors; every step is witnessed in the ledger. Returns {answer, checkpoint, receipt (Forum's action receipt), git_forum_receipt (ours)}.",
         properties: SUBMIT_PROPS,
         required: &["request"],
     },
@@ -151,7 +151,7 @@ pub const TOOLS: &[Tool] = &[
         name: "resume",
         aliases: &["forum.resume"],
         target: Target::Post("/resume"),
-        description: "Continue an unfinished run (the latest, or run: its request seq).",
+        description: "Continue an unfinished run (the latest, or run: its request seq), holding the gates it was submitted with: an undecided gate is refused. Returns what submit returns.",
         properties: &[
             ("run", "integer", "The run's request seq."),
             (

@@ -801,11 +801,12 @@ impl Dispatcher {
         }
     }
 
-    /// Runs `go` (a submit or a resume) on the shared ledger and answers
-    /// `{answer, checkpoint, receipt}`; a run that the drain stopped is witnessed as
-    /// interrupted.
+    /// Runs `go` (a submit or a resume, with `opts`) on the shared ledger and answers
+    /// `{answer, checkpoint, receipt, git_forum_receipt}` (Forum's action receipt, then ours);
+    /// a run that the drain stopped is witnessed as interrupted.
     fn drive(
         &self,
+        opts: &run::Options,
         go: impl FnOnce(&mut Shared<'_>, &Env<'_>) -> Result<run::Outcome, RunError>,
     ) -> Res {
         let seats = self.seats()?;
@@ -824,7 +825,24 @@ impl Dispatcher {
             Ok(o) => o,
             Err(RunError::Request(m)) => return Err(bad(m)),
             Err(RunError::Resume(m)) => return Err(Reply::error(409, m)),
+            Err(
+                e @ RunError::Gated {
+                    request_seq,
+                    run_seq,
+                    wave,
+                },
+            ) => {
+                return Err(Reply::error(
+                    409,
+                    format!(
+                        "{e}: POST /gate/approve (or /gate/edit, /gate/reject) with run_seq {run_seq} and wave {wave}, then POST /resume with run {request_seq}"
+                    ),
+                ));
+            }
             Err(RunError::Ledger(e)) => return Err(storage_err(e)),
+            Err(e @ RunError::Interrupted { .. }) => {
+                return Err(Reply::error(503, format!("{e} (GET /runs shows the run)")));
+            }
             Err(e @ (RunError::Plan(_) | RunError::Synthesis(_))) => {
                 return Err(Reply::error(
                     502,
@@ -853,7 +871,16 @@ impl Dispatcher {
         if let Some(seq) = interrupted {
             receipt["interrupted_seq"] = json!(seq);
         }
-        Ok(json!({"answer": outcome.answer, "checkpoint": root, "receipt": receipt}))
+        let forum =
+            crate::cli::submit::forum_receipt(&self.reader()?, &outcome, opts).map_err(|e| {
+                Reply::error(
+                    500,
+                    format!("the run is witnessed, but its receipt could not be built: {e}"),
+                )
+            })?;
+        Ok(
+            json!({"answer": outcome.answer, "checkpoint": root, "receipt": forum, "git_forum_receipt": receipt}),
+        )
     }
 
     pub(crate) fn submit(&self, req: &Request<'_>) -> Res {
@@ -892,14 +919,14 @@ impl Dispatcher {
                 )
             })?;
         }
-        self.drive(|store, env| run::submit(store, env, &opts, request))
+        self.drive(&opts, |store, env| run::submit(store, env, &opts, request))
     }
 
     pub(crate) fn resume(&self, req: &Request<'_>) -> Res {
         let a = Args::new(req.body, &["run", "max_model_calls", "max_seconds"])?;
         let target = a.int("run")?;
         let opts = self.run_options(&a)?;
-        self.drive(|store, env| run::resume(store, env, &opts, target))
+        self.drive(&opts, |store, env| run::resume(store, env, &opts, target))
     }
 
     /// Plans a request with the orchestrator seat and writes nothing: the run is played on a

@@ -501,7 +501,7 @@ fn runs_gates_plan_and_submit_with_scripted_models() {
         "/submit",
         json!({"request": "ship a login API with docs", "gate_waves": [1]}),
     ));
-    assert_eq!(r["receipt"]["status"], "paused");
+    assert_eq!(r["git_forum_receipt"]["status"], "paused");
     assert!(r["answer"].is_null());
     let gates = ok(get(&d, "/gates"));
     let g = &gates["pending"][0];
@@ -524,7 +524,7 @@ fn runs_gates_plan_and_submit_with_scripted_models() {
     assert_eq!(runs["runs"][0]["state"], "paused");
     let resumed = ok(post(&d, "/resume", json!({})));
     assert_eq!(resumed["answer"], ANSWER);
-    assert_eq!(resumed["receipt"]["status"], "answered");
+    assert_eq!(resumed["git_forum_receipt"]["status"], "answered");
 
     // A plain run answers with a receipt, like `git forum submit --json`.
     let r = ok(post(
@@ -533,11 +533,11 @@ fn runs_gates_plan_and_submit_with_scripted_models() {
         json!({"request": "ship a login API with docs", "delivery_profile": "engineer"}),
     ));
     assert_eq!(r["answer"], ANSWER);
-    assert_eq!(r["receipt"]["schema"], "git-forum.receipt/v1");
+    assert_eq!(r["git_forum_receipt"]["schema"], "git-forum.receipt/v1");
     assert_eq!(r["checkpoint"], ok(get(&d, "/status"))["checkpoint"]);
 
     // A pre-approval and a rejection (no gate raised yet): they follow from the run's plan.
-    let run_seq = r["receipt"]["entries"]
+    let run_seq = r["git_forum_receipt"]["entries"]
         .as_array()
         .unwrap()
         .iter()
@@ -606,8 +606,8 @@ fn report_routes_match_the_cli() {
         json!({"request": "write the API docs", "use_capsule_context": true}),
     ));
     let (ra, rb) = (
-        one["receipt"]["request_seq"].clone(),
-        two["receipt"]["request_seq"].clone(),
+        one["git_forum_receipt"]["request_seq"].clone(),
+        two["git_forum_receipt"]["request_seq"].clone(),
     );
     let cli = |args: &[&str]| -> J {
         let out = repo.forum_ok(args);
@@ -658,7 +658,7 @@ fn report_routes_match_the_cli() {
     // The second run planned with the capsule as its request context.
     let kinds: Vec<J> = ok(get(
         &d,
-        &format!("/replay/{}", two["receipt"]["answer_seq"]),
+        &format!("/replay/{}", two["git_forum_receipt"]["answer_seq"]),
     ))["entries"]
         .as_array()
         .unwrap()
@@ -1105,8 +1105,8 @@ fn sigterm_stops_an_inflight_run_and_witnesses_it() {
     let (code, _, body) = run.join().unwrap();
     assert_eq!(code, 200, "{body}");
     let r: J = serde_json::from_str(&body).unwrap();
-    assert_eq!(r["receipt"]["status"], "stopped_on_budget", "{r}");
-    let seq = r["receipt"]["interrupted_seq"]
+    assert_eq!(r["git_forum_receipt"]["status"], "stopped_on_budget", "{r}");
+    let seq = r["git_forum_receipt"]["interrupted_seq"]
         .as_u64()
         .expect("witnessed as interrupted");
     let shown = repo.forum_json(&["show", &seq.to_string()]);

@@ -1045,5 +1045,5 @@ esac
     let log = std::fs::read_to_string(&args_log).unwrap();
     assert_eq!(log.lines().count(), 4, "{log}");
     assert!(log.lines().all(|l| l == "-p --model opus-test"), "{log}");
-    assert_eq!(j["receipt"]["calls_per_model"]["opus-test"], 4);
+    assert_eq!(j["git_forum_receipt"]["calls_per_model"]["opus-test"], 4);
 }

@@ -13,6 +13,7 @@ mod quality_loop;
 mod redact;
 mod report;
 mod route;
+mod runs;
 mod runtime;
 mod sign;
 mod storage;

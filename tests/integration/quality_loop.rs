@@ -1004,7 +1004,7 @@ fn the_whole_ladder_through_the_binary() {
         REQUEST,
     ]);
     assert_eq!(j["answer"], LONG, "{j}");
-    assert_eq!(j["receipt"]["model_calls"], 5, "{j}");
+    assert_eq!(j["git_forum_receipt"]["model_calls"], 5, "{j}");
     let rows = kinds(&repo);
     let k: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
     assert_eq!(
@@ -1350,7 +1350,7 @@ fn the_ladder_against_the_real_local_model() {
     second.extend_from_slice(&common);
     second.push("write a haiku about git");
     let j = repo.forum_json(&second);
-    assert_eq!(j["receipt"]["status"], "answered", "{j}");
+    assert_eq!(j["git_forum_receipt"]["status"], "answered", "{j}");
     assert!(!j["answer"].as_str().unwrap().trim().is_empty(), "{j}");
     repo.forum_ok(&["verify", "--deep"]);
     repo.fsck();
@@ -1388,7 +1388,7 @@ fn the_ladder_against_the_real_local_model() {
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["source"], format!("command: {verify}"));
     // Every call, the judge's included, went to the one model and was counted.
-    let r = &j["receipt"];
+    let r = &j["git_forum_receipt"];
     let calls = r["calls_per_model"].as_object().unwrap();
     assert_eq!(calls.len(), 1, "{calls:?}");
     let tasks = run.iter().filter(|k| **k == "task").count();

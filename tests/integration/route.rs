@@ -422,20 +422,14 @@ fn cli_route_uses_the_repository_roster_and_the_flag_overrides_it() {
 }
 
 #[test]
-fn cli_route_record_witnesses_request_and_frame() {
+fn cli_route_record_witnesses_one_route_entry_that_is_not_a_run() {
     use git_forum::store::git::{GitStore, Options};
     let repo = Repo::new("sha256");
-    let (code, out, err) = run(
-        &repo,
-        &[
-            "route",
-            "--record",
-            "rebase the branch and resolve the merge conflict",
-        ],
-    );
+    let text = "rebase the branch and resolve the merge conflict";
+    let (code, out, err) = run(&repo, &["route", "--record", text]);
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("decided: git "), "{out}");
-    assert!(err.contains("recorded route_frame as seq 1"), "{err}");
+    assert!(err.contains("recorded route as seq 0"), "{err}");
     let store = GitStore::open(
         repo.path(),
         "main",
@@ -446,39 +440,40 @@ fn cli_route_record_witnesses_request_and_frame() {
     )
     .unwrap();
     let entries = store.entries().unwrap();
-    assert_eq!(entries.len(), 2);
+    assert_eq!(entries.len(), 1);
     assert_eq!(
         (entries[0].kind.as_str(), entries[0].actor.as_str()),
-        ("request", "client")
+        ("route", "router")
     );
-    assert_eq!(
-        (entries[1].kind.as_str(), entries[1].actor.as_str()),
-        ("route_frame", "router")
-    );
-    assert_eq!(entries[1].causal_parent, Some(0));
+    assert_eq!(entries[0].causal_parent, None);
     assert_eq!(entries[0].ts, 1000.0);
-    let request = store.payload_at(0).unwrap().unwrap();
-    assert_eq!(
-        request.get("text").and_then(Value::as_str),
-        Some("rebase the branch and resolve the merge conflict")
-    );
-    // The witnessed frame is the frame the library derives, hash for hash.
+    // Forum's `route` payload: task, decided, confidence and the frame the library derives.
     let roster = Roster::default_roster();
-    let text = "rebase the branch and resolve the merge conflict";
     let decision = Router::default().route(text, roster.agents());
     let frame = derive_route_frame(text, &decision, &roster);
+    let stored = store.payload_at(0).unwrap().unwrap();
+    assert_eq!(stored.get("task").and_then(Value::as_str), Some(text));
+    assert_eq!(stored.get("decided").and_then(Value::as_str), Some("git"));
     assert_eq!(
-        entries[1].payload_hash,
+        stored.get("confidence"),
+        Some(&Value::Float(decision.confidence))
+    );
+    assert_eq!(
+        git_forum::ledger::payload_hash(stored.get("frame").unwrap()),
         git_forum::ledger::payload_hash(&frame.payload())
     );
-    let stored = store.payload_at(1).unwrap().unwrap();
-    assert_eq!(stored.get("agent").and_then(Value::as_str), Some("git"));
-    assert_eq!(
-        stored.get("schema").and_then(Value::as_str),
-        Some("forum.route-frame/v1")
-    );
 
-    // --parent attaches a frame to an existing entry without a new request.
+    // Not a run: runs lists none, receipt finds none, the room has no request or answer.
+    assert_eq!(repo.forum_json(&["runs"]), serde_json::json!([]));
+    let o = repo.forum().args(["receipt"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("no run in this ledger"), "{e}");
+    let room: serde_json::Value = serde_json::from_str(&repo.forum_ok(&["room"])).unwrap();
+    assert_eq!(room["request"], serde_json::Value::Null, "{room}");
+    assert_eq!(room["answer"], serde_json::Value::Null, "{room}");
+
+    // --parent attaches the route to an existing entry.
     let (code, _, err) = run(
         &repo,
         &[
@@ -492,9 +487,10 @@ fn cli_route_record_witnesses_request_and_frame() {
     );
     assert_eq!(code, 0, "{err}");
     let entries = store.entries().unwrap();
-    assert_eq!(entries.len(), 3);
-    assert_eq!(entries[2].kind, "route_frame");
-    assert_eq!(entries[2].causal_parent, Some(0));
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[1].kind, "route");
+    assert_eq!(entries[1].causal_parent, Some(0));
+    assert_eq!(repo.forum_json(&["runs"]), serde_json::json!([]));
     repo.fsck();
     // --parent without --record is a usage error.
     let (code, _, _) = run(&repo, &["route", "--parent", "0", "x"]);

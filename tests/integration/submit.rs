@@ -547,9 +547,11 @@ fn gates_pause_then_approve_edit_and_reject_apply_to_their_own_run_only() {
     assert_eq!(gp["run_seq"], 2, "keyed by this run's plan entry");
     assert_eq!(gp["tasks"], json!(["T2", "T3"]));
     assert_eq!(w.calls(), 1, "wave 0 ran, wave 1 waits");
-    // Resuming before a decision stays paused and calls nothing.
-    let again = resume(&mut store, o.clone(), w.clone(), &opts);
-    assert_eq!(again.status, Status::Paused { wave: 1 });
+    // Resuming before a decision is refused: nothing runs, nothing is written.
+    let before = store.entries.len();
+    let err = run::resume(&mut store, &env, &opts, None).unwrap_err();
+    assert!(matches!(err, run::RunError::Gated { wave: 1, .. }), "{err}");
+    assert_eq!(store.entries.len(), before);
     assert_eq!(w.calls(), 1);
     decide(&mut store, "gate_approved", json!({"note": "go"}));
     let done = resume(&mut store, o.clone(), w.clone(), &opts);
@@ -828,7 +830,7 @@ fn submit_through_the_binary_prints_the_answer_and_a_receipt() {
         assert_eq!(out.trim(), ANSWER);
         let j = repo.forum_json(&["submit", "--cmd", &model, "ship a login API with docs"]);
         assert_eq!(j["answer"], ANSWER);
-        let r = &j["receipt"];
+        let r = &j["git_forum_receipt"];
         assert_eq!(r["status"], "answered");
         assert_eq!(r["request_seq"], 16);
         assert_eq!(r["model_calls"], 8);
@@ -892,11 +894,14 @@ fn worker_and_orchestrator_seats_swap_without_changing_the_record_shape() {
     ]);
     let keys = |j: &J| j.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
     assert_eq!(keys(&one), keys(&two));
-    assert_eq!(keys(&one["receipt"]), keys(&two["receipt"]));
-    assert_eq!(one["receipt"]["calls_per_model"][&b], 5);
-    assert_eq!(one["receipt"]["calls_per_model"][&a], 3);
-    assert_eq!(two["receipt"]["calls_per_model"][&a], 5);
-    assert_eq!(two["receipt"]["calls_per_model"][&b], 3);
+    assert_eq!(
+        keys(&one["git_forum_receipt"]),
+        keys(&two["git_forum_receipt"])
+    );
+    assert_eq!(one["git_forum_receipt"]["calls_per_model"][&b], 5);
+    assert_eq!(one["git_forum_receipt"]["calls_per_model"][&a], 3);
+    assert_eq!(two["git_forum_receipt"]["calls_per_model"][&a], 5);
+    assert_eq!(two["git_forum_receipt"]["calls_per_model"][&b], 3);
     // The results of each run name the worker seat's model.
     let store_kinds = |from: u64, to: u64| -> Vec<(String, Option<String>)> {
         (from..to)
@@ -975,7 +980,7 @@ fn a_run_killed_mid_wave_resumes_to_a_complete_answer() {
     assert_eq!(runs[0]["state"], "interrupted", "{runs}");
     let j = repo.forum_json(&["resume", "--cmd", &model]);
     assert_eq!(j["answer"], ANSWER, "{j}");
-    let r = &j["receipt"];
+    let r = &j["git_forum_receipt"];
     assert_eq!(r["status"], "answered");
     // T1 and T3 were reused: T2 (1) + 3 verdicts + synthesis.
     assert_eq!(r["model_calls"], 5, "{r}");
@@ -1136,7 +1141,7 @@ fn an_unreachable_endpoint_fails_the_run_readably_and_what_was_witnessed_verifie
     let model = script(&repo, "model", "");
     let j = repo.forum_json(&["resume", "--cmd", &model]);
     assert_eq!(j["answer"], ANSWER, "{j}");
-    assert_eq!(j["receipt"]["request_seq"], 0);
+    assert_eq!(j["git_forum_receipt"]["request_seq"], 0);
     assert_eq!(repo.forum_json(&["runs"])[0]["state"], "answered");
     repo.forum_ok(&["verify", "--deep"]);
 }
@@ -1172,7 +1177,7 @@ fn submit_against_the_real_local_model() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let j: J = serde_json::from_slice(&o.stdout).unwrap();
     assert!(!j["answer"].as_str().unwrap().trim().is_empty(), "{j}");
-    let r = &j["receipt"];
+    let r = &j["git_forum_receipt"];
     assert_eq!(r["status"], "answered");
     repo.forum_ok(&["verify", "--deep"]);
     repo.fsck();
