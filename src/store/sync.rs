@@ -8,7 +8,9 @@
 //! * `refs/forum/ledgers/NAME`: the local ledger, pushed without `+` (fast-forward only);
 //! * `refs/forum/incoming/REMOTE/NAME`: a staging copy fetched with `+`, so a rewritten remote
 //!   ledger can be looked at instead of being refused by git unseen; deleted after every fetch;
-//! * `refs/forum/remotes/REMOTE/NAME`: the remote's ledger as last adopted;
+//! * `refs/forum/remotes/REMOTE/NAME`: the remote's ledger as last adopted (by `fetch` only);
+//! * `refs/forum/unverified/REMOTE/NAME`: where plain `git fetch` puts it (the refspec `init`
+//!   adds), unverified and read by nothing;
 //! * `refs/forum/seen/REMOTE/NAME`: the tip commit of the last copy that verified and was
 //!   consistent; its size and Merkle root are the checkpoint the next fetch is held to.
 //!
@@ -46,6 +48,9 @@ pub const REMOTE_SIGNATURES_PREFIX: &str = "refs/forum/remote-checkpoints/";
 pub const CHECKPOINTS_PREFIX: &str = "refs/forum/checkpoints/";
 /// Where adopted remote copies live.
 pub const REMOTES_PREFIX: &str = "refs/forum/remotes/";
+/// Where plain `git fetch` leaves a remote's ledgers (the refspec `init` adds): copies nobody
+/// verified, which nothing reads; only `git forum fetch` adopts into [`REMOTES_PREFIX`].
+pub const UNVERIFIED_PREFIX: &str = "refs/forum/unverified/";
 /// Where the pre-push hook briefly points a ref at a pushed commit that is not a ledger's tip,
 /// to verify it.
 pub const PRE_PUSH_PREFIX: &str = "refs/forum/pre-push/";
@@ -511,6 +516,98 @@ fn redaction_targets(
         }
     }
     Ok(out)
+}
+
+/// Checks every body of `chain` as `verify --deep` does: each entry's tree is the empty tree
+/// (the body is absent) or a ledger entry tree whose one blob hashes (SHA-256) to the entry's
+/// `payload_hash`; an absent body must be named by a redaction entry of the chain (whose own
+/// body is present and checked). A tree already checked is not read again. `Ok(Err)` is the
+/// problem in one line.
+pub fn check_bodies(
+    objects: &mut dyn Objects,
+    hash: HashKind,
+    chain: &[Link],
+) -> Result<Result<(), String>, StoreError> {
+    let empty = ObjectId::empty_tree(hash);
+    let prefix = format!("100644 {}\0", super::git::PAYLOAD_FILE);
+    let mut checked: std::collections::HashMap<ObjectId, &str> = std::collections::HashMap::new();
+    let mut named = HashSet::new();
+    let mut absent = Vec::new();
+    for l in chain {
+        let seq = l.entry.seq;
+        let want = l.entry.payload_hash.as_str();
+        let redaction = l.entry.kind == "redaction";
+        if l.tree == empty {
+            absent.push(l);
+            continue;
+        }
+        if !redaction && let Some(had) = checked.get(&l.tree) {
+            if *had != want {
+                return Ok(Err(format!(
+                    "the body of seq {seq} does not hash to its payload_hash: it was replaced"
+                )));
+            }
+            continue;
+        }
+        let tree = match objects.read(&l.tree)? {
+            Some((Kind::Tree, t)) => t,
+            Some((k, _)) => {
+                return Ok(Err(format!("seq {seq}: {} is a {k}, not a tree", l.tree)));
+            }
+            None => {
+                return Ok(Err(format!(
+                    "seq {seq}: tree {} is missing from the pushed objects",
+                    l.tree
+                )));
+            }
+        };
+        let Some(blob) = tree
+            .strip_prefix(prefix.as_bytes())
+            .filter(|b| b.len() == hash.len_in_bytes())
+            .map(ObjectId::from_bytes_or_panic)
+        else {
+            return Ok(Err(format!(
+                "seq {seq}: tree {} is not a ledger entry tree",
+                l.tree
+            )));
+        };
+        let body = match objects.read(&blob)? {
+            Some((Kind::Blob, b)) => b,
+            Some((k, _)) => {
+                return Ok(Err(format!("seq {seq}: {blob} is a {k}, not a blob")));
+            }
+            None => {
+                return Ok(Err(format!(
+                    "the body of seq {seq} (blob {blob}) is missing from the pushed objects"
+                )));
+            }
+        };
+        if hash::sha256_hex(&body) != want {
+            return Ok(Err(format!(
+                "the body of seq {seq} (blob {blob}) does not hash to its payload_hash: it was replaced"
+            )));
+        }
+        checked.insert(l.tree, want);
+        if redaction
+            && let Some(t) = std::str::from_utf8(&body)
+                .ok()
+                .and_then(|t| canonical::parse(t).ok())
+                .and_then(|v| v.get("payload_hash")?.as_str().map(str::to_string))
+                .filter(|t| hash::is_hash(t))
+        {
+            named.insert(t);
+        }
+    }
+    if let Some(l) = absent
+        .iter()
+        .find(|l| !named.contains(&l.entry.payload_hash))
+    {
+        return Ok(Err(format!(
+            "the body of seq {} is absent and no redaction entry names its payload hash {}",
+            l.entry.seq, l.entry.payload_hash
+        )));
+    }
+    Ok(Ok(()))
 }
 
 /// For a redaction-only rewrite: every commit that changed may only have lost its body, and
@@ -1079,6 +1176,11 @@ pub fn check_server_update(
         Ok(c) => c,
         Err(why) => return Ok(Err(format!("the pushed ledger is not valid: {why}"))),
     };
+    // Bodies too, as `verify --deep` checks them: a commit rebuilt around another blob keeps
+    // its message, so the entry chain alone does not show it.
+    if let Err(why) = check_bodies(objects, hash, &new)? {
+        return Ok(Err(format!("the pushed ledger is not valid: {why}")));
+    }
     if is_zero(&update.old) {
         return Ok(Ok(()));
     }
