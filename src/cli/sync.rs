@@ -112,6 +112,10 @@ fn fetch_json(r: &FetchResult) -> Value {
         "remote": r.remote.as_ref().map(|c| c.to_json()),
         "seen": r.seen.as_ref().map(|c| c.to_json()),
         "remote_prefix_root": r.remote_prefix_root,
+        "conflict": r.conflict.as_ref().map(|(other, c)| json!({
+            "remote": other,
+            "seen": c.to_json(),
+        })),
         "problem": r.problem,
         "code": r.code,
     })
@@ -155,7 +159,7 @@ pub fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
                     "{}: redaction-only rewrite on {remote} accepted: the same entries in new commits ({size} entries, checkpoint {root}); adopted",
                     r.ledger
                 ))?,
-                S::DoesNotVerify | S::Truncated | S::Rewritten | S::Deleted => {
+                S::DoesNotVerify | S::Truncated | S::Rewritten | S::SplitView | S::Deleted => {
                     ctx.out(&format!(
                         "{}: REFUSED ({}): {}",
                         r.ledger,
@@ -172,6 +176,12 @@ pub fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
                         ctx.out(&format!(
                             "  remote checkpoint: {now} (commit {})",
                             now.commit.map(|c| c.to_string()).unwrap_or_default()
+                        ))?;
+                    }
+                    if let Some((other, c)) = &r.conflict {
+                        ctx.out(&format!(
+                            "  {other}'s seen checkpoint: {c} (commit {})",
+                            c.commit.map(|c| c.to_string()).unwrap_or_default()
                         ))?;
                     }
                     if let (Some(seen), Some(p)) = (&r.seen, &r.remote_prefix_root) {

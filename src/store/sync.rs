@@ -835,6 +835,8 @@ pub enum FetchStatus {
     DoesNotVerify,
     Truncated,
     Rewritten,
+    /// Another remote was last seen with a different history of the same ledger.
+    SplitView,
     Deleted,
 }
 
@@ -848,6 +850,7 @@ impl FetchStatus {
             FetchStatus::DoesNotVerify => "does-not-verify",
             FetchStatus::Truncated => "truncated",
             FetchStatus::Rewritten => "rewritten",
+            FetchStatus::SplitView => "split-view",
             FetchStatus::Deleted => "deleted",
         }
     }
@@ -874,6 +877,9 @@ pub struct FetchResult {
     pub seen: Option<Checkpoint>,
     /// For a rewrite: the root the remote's first `seen.size` entries give now.
     pub remote_prefix_root: Option<String>,
+    /// For a split view: the other remote and the checkpoint last seen from it, which this
+    /// copy contradicts.
+    pub conflict: Option<(String, Checkpoint)>,
     pub problem: Option<String>,
     pub code: Option<&'static str>,
 }
@@ -948,6 +954,13 @@ pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
     let fetched = git.refs_under(&incoming)?;
     let seen_prefix = format!("{SEEN_PREFIX}{remote}/");
     let seen_refs = git.refs_under(&seen_prefix)?;
+    // What every other configured remote was last seen serving: a copy must agree with each.
+    let every_seen = git.refs_under(SEEN_PREFIX)?;
+    let others: Vec<String> = git
+        .remotes()?
+        .into_iter()
+        .filter(|r| r != remote && check_remote_name(&git, r).is_ok())
+        .collect();
     let mut results = Vec::new();
     let mut names: Vec<String> = Vec::new();
     for (refname, _) in &fetched {
@@ -960,8 +973,25 @@ pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
             .iter()
             .find(|(r, _)| *r == seen_ref)
             .map(|(_, o)| o.clone());
+        let others_seen: Vec<(String, String)> = others
+            .iter()
+            .filter_map(|o| {
+                let r = format!("{SEEN_PREFIX}{o}/{name}");
+                every_seen
+                    .iter()
+                    .find(|(x, _)| *x == r)
+                    .map(|(_, oid)| (o.clone(), oid.clone()))
+            })
+            .collect();
         results.push(judge_fetched(
-            &repo, &git, hash, remote, name, refname, seen_tip,
+            &repo,
+            &git,
+            hash,
+            remote,
+            name,
+            refname,
+            seen_tip,
+            &others_seen,
         )?);
     }
     for (seen_ref, oid) in &seen_refs {
@@ -986,6 +1016,7 @@ pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
             )),
             seen,
             remote_prefix_root: None,
+            conflict: None,
             code: Some("deleted"),
         });
     }
@@ -1018,6 +1049,7 @@ fn judge_fetched(
     name: &str,
     staged_ref: &str,
     seen_tip: Option<String>,
+    others_seen: &[(String, String)],
 ) -> Result<FetchResult, StoreError> {
     let mut result = FetchResult {
         ledger: name.to_string(),
@@ -1025,6 +1057,7 @@ fn judge_fetched(
         remote: None,
         seen: None,
         remote_prefix_root: None,
+        conflict: None,
         problem: None,
         code: None,
     };
@@ -1119,6 +1152,36 @@ fn judge_fetched(
         Relation::UpToDate => result.status = FetchStatus::UpToDate,
         Relation::Extends => result.status = FetchStatus::Updated,
         Relation::RedactionRewrite => result.status = FetchStatus::RedactionRewrite,
+    }
+    // Split views: the copy must agree, entry for entry over their common length, with what
+    // every other remote was last seen serving of this ledger.
+    for (other, oid) in others_seen {
+        let seen_ref = format!("{SEEN_PREFIX}{other}/{name}");
+        let id = ObjectId::from_hex(oid.as_bytes())
+            .map_err(|e| StoreError::Corrupt(format!("{seen_ref}: {e}")))?;
+        let their = match read_chain(&mut objects, hash, id, false)? {
+            Ok(c) => c,
+            Err(why) => {
+                return Err(StoreError::Corrupt(format!(
+                    "{seen_ref} is unreadable ({why}); delete it with `git update-ref -d {seen_ref}` to trust {other} afresh"
+                )));
+            }
+        };
+        let Some(first) = their
+            .iter()
+            .zip(&chain)
+            .position(|(a, b)| a.entry.entry_hash != b.entry.entry_hash)
+        else {
+            continue;
+        };
+        let theirs = Checkpoint::of(&their, their.len());
+        result.status = FetchStatus::SplitView;
+        result.code = Some("split-view");
+        result.problem = Some(format!(
+            "{remote} and {other} serve different histories of ledger {name} (first difference at seq {first}; {remote} now: {now}; {other} last seen: {theirs}): one of them forked it; if it was {other}, drop its view with `git update-ref -d {seen_ref}` and fetch again"
+        ));
+        result.conflict = Some((other.clone(), theirs));
+        return Ok(result);
     }
     // Adopt: both refs move in one transaction, the seen ref only from the value it was judged
     // against.

@@ -794,6 +794,125 @@ fn fetch_accepts_a_redaction_only_rewrite() {
     }
 }
 
+// ----- split views -----
+
+/// The checkpoint root of `repo`'s default ledger.
+fn root_of(repo: &Repo) -> String {
+    let cp = json_of(&forum(repo, &["checkpoint", "--no-record", "--json"]));
+    cp["root"].as_str().expect("root").to_string()
+}
+
+#[test]
+fn fetch_refuses_a_split_view_between_two_remotes_and_accepts_consistent_ones() {
+    for format in FORMATS {
+        let one = Remote::new(format, false);
+        let two = Remote::new(format, false);
+        let three = Remote::new(format, false);
+        // x publishes to one (and a prefix of the same history to three); y publishes another
+        // history of `main` to two.
+        let x = clone_of(format, &one.url());
+        append_n(&x, 0, 2, "x");
+        x.git_ok(&["remote", "add", "three", &three.url()]);
+        forum_ok(&x, &["push", "three"]);
+        let x_root_2 = root_of(&x);
+        append_n(&x, 2, 3, "x");
+        forum_ok(&x, &["push"]);
+        let x_root = root_of(&x);
+        let y = clone_of(format, &two.url());
+        append_n(&y, 0, 3, "y");
+        forum_ok(&y, &["push"]);
+        let y_root = root_of(&y);
+        assert_ne!(x_root, y_root);
+
+        let c = Repo::new(format);
+        for (name, r) in [("one", &one), ("two", &two), ("three", &three)] {
+            c.git_ok(&["remote", "add", name, &r.url()]);
+        }
+        let out = forum_ok(&c, &["fetch", "one"]);
+        assert!(
+            out.contains("main: new from one: 3 entries"),
+            "{format}: {out}"
+        );
+
+        // two serves another history of main: refused, with both checkpoints.
+        let before = c.snapshot();
+        let o = forum(&c, &["fetch", "two"]);
+        assert_eq!(o.status.code(), Some(1), "{format}: {}", stdout(&o));
+        let out = stdout(&o);
+        assert!(
+            out.contains("main: REFUSED (split-view)"),
+            "{format}: {out}"
+        );
+        assert!(
+            out.contains("one and two serve different histories")
+                || out.contains("two and one serve different histories"),
+            "{format}: {out}"
+        );
+        assert!(
+            out.contains(&format!("two now: size 3 root {y_root}")),
+            "{format}: {out}"
+        );
+        assert!(
+            out.contains(&format!("one last seen: size 3 root {x_root}")),
+            "{format}: {out}"
+        );
+        assert!(
+            out.contains(&format!("one's seen checkpoint: size 3 root {x_root}")),
+            "{format}: {out}"
+        );
+        assert!(
+            out.contains(&format!("remote checkpoint: size 3 root {y_root}")),
+            "{format}: {out}"
+        );
+        assert_eq!(
+            c.snapshot(),
+            before,
+            "{format}: a refused fetch changed refs"
+        );
+        assert_eq!(tip(&c, "refs/forum/remotes/two/main"), None);
+        assert_eq!(tip(&c, "refs/forum/seen/two/main"), None);
+        let (o, j) = {
+            let o = forum(&c, &["fetch", "two", "--json"]);
+            let j = json_of(&o);
+            (o, j)
+        };
+        assert_eq!(o.status.code(), Some(1));
+        let l = &j["ledgers"][0];
+        assert_eq!(l["status"], "split-view", "{format}: {j}");
+        assert_eq!(l["adopted"], false);
+        assert_eq!(l["remote"]["root"], y_root.as_str());
+        assert_eq!(l["conflict"]["remote"], "one");
+        assert_eq!(l["conflict"]["seen"]["size"], 3);
+        assert_eq!(l["conflict"]["seen"]["root"], x_root.as_str());
+        no_staging_left(&c);
+
+        // three serves a prefix of one's history: consistent, adopted.
+        let out = forum_ok(&c, &["fetch", "three"]);
+        assert!(
+            out.contains(&format!(
+                "main: new from three: 2 entries, checkpoint {x_root_2}"
+            )),
+            "{format}: {out}"
+        );
+        // one grows past what three was seen with: still consistent with three.
+        append_n(&x, 3, 5, "x");
+        forum_ok(&x, &["push"]);
+        let out = forum_ok(&c, &["fetch", "one"]);
+        assert!(
+            out.contains("main: updated from one: 3 -> 5 entries"),
+            "{format}: {out}"
+        );
+        // three catches up, and still agrees with one.
+        forum_ok(&x, &["push", "three"]);
+        let out = forum_ok(&c, &["fetch", "three"]);
+        assert!(
+            out.contains("main: updated from three: 2 -> 5 entries"),
+            "{format}: {out}"
+        );
+        c.fsck();
+    }
+}
+
 // ----- the server hook -----
 
 #[test]
