@@ -116,6 +116,28 @@ impl Drop for Guarded {
     }
 }
 
+/// Starts `git forum serve` on a free port: the child and its address.
+fn serve(repo: &Repo) -> (Guarded, String) {
+    let mut child = Guarded(
+        repo.forum()
+            .args(["serve", "--port", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start git forum serve"),
+    );
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("listening http://")
+        .unwrap_or_else(|| panic!("first line {first:?}"))
+        .to_string();
+    (child, addr)
+}
+
 /// `GET path` from a running `git forum serve`: (status, body).
 fn get(addr: &str, path: &str) -> (u16, J) {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -134,23 +156,7 @@ fn get(addr: &str, path: &str) -> (u16, J) {
 
 /// The daemon answers `/payload/4` with an error naming the damage, `/payload/3` as usual.
 fn check_daemon(repo: &Repo, label: &str) {
-    let mut child = Guarded(
-        repo.forum()
-            .args(["serve", "--port", "0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start git forum serve"),
-    );
-    let mut out = BufReader::new(child.0.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("listening http://")
-        .unwrap_or_else(|| panic!("{label}: first line {first:?}"))
-        .to_string();
+    let (child, addr) = serve(repo);
     let (code, body) = get(&addr, "/payload/4");
     assert_eq!(code, 500, "{label}: {body}");
     assert_names_the_damage(body["error"].as_str().unwrap_or(""), label);
@@ -268,5 +274,73 @@ fn every_reader_refuses_a_body_swapped_by_rechaining() {
         forge_by_rechaining(&repo);
         check_every_reader(&repo, &format!("{format}, tree rebuilt"));
         repo.fsck();
+    }
+}
+
+/// A run: a request (seq 0) and entries caused by it, seq 4 a pending gate.
+fn one_run(format: &str) -> Repo {
+    let repo = Repo::new(format);
+    let append = |kind: &str, payload: &str, parent: Option<&str>| {
+        let mut args = vec![
+            "append",
+            "--actor",
+            "operator",
+            "--kind",
+            kind,
+            "--payload",
+            payload,
+        ];
+        if let Some(p) = parent {
+            args.extend(["--parent", p]);
+        }
+        repo.forum_ok(&args);
+    };
+    append("request", r#"{"text":"build the login page"}"#, None);
+    for i in 1..4 {
+        append("note", &format!(r#"{{"i":{i}}}"#), Some("0"));
+    }
+    append(
+        "gate_pending",
+        r#"{"question":"run wave 0?","run_seq":1,"tasks":["T1"],"wave":0}"#,
+        Some("0"),
+    );
+    append("note", r#"{"i":5}"#, Some("0"));
+    repo
+}
+
+#[test]
+fn run_and_gate_views_refuse_a_forged_body_instead_of_reading_it_as_absent() {
+    for format in FORMATS {
+        let repo = one_run(format);
+        let gates = repo.forum_ok(&["gate", "list"]);
+        assert!(gates.contains("run wave 0?"), "{format}: {gates}");
+        forge_in_place(&repo);
+        for args in [
+            &["runs"][..],
+            &["runs", "--json"],
+            &["log", "--run", "0"],
+            &["log", "--run", "0", "--json"],
+            &["gate", "list"],
+            &["gate", "list", "--json"],
+        ] {
+            refused(&run(&repo, args), &format!("{format}: {args:?}"));
+        }
+        // A resume reads the run's bodies first, and stops at the forged one, writing nothing.
+        let tip = repo.git_ok(&["rev-parse", LEDGER_REF]);
+        refused(
+            &run(&repo, &["resume", "0", "--cmd", "echo done"]),
+            &format!("{format}: resume"),
+        );
+        assert_eq!(repo.git_ok(&["rev-parse", LEDGER_REF]), tip, "{format}");
+        let (child, addr) = serve(&repo);
+        for path in ["/runs", "/gates"] {
+            let (code, body) = get(&addr, path);
+            assert_eq!(code, 500, "{format}: {path}: {body}");
+            assert_names_the_damage(
+                body["error"].as_str().unwrap_or(""),
+                &format!("{format}: {path}"),
+            );
+        }
+        drop(child);
     }
 }
