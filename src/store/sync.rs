@@ -556,7 +556,7 @@ pub fn check_bodies(
             }
             None => {
                 return Ok(Err(format!(
-                    "seq {seq}: tree {} is missing from the pushed objects",
+                    "seq {seq}: tree {} is missing from the object store",
                     l.tree
                 )));
             }
@@ -578,7 +578,7 @@ pub fn check_bodies(
             }
             None => {
                 return Ok(Err(format!(
-                    "the body of seq {seq} (blob {blob}) is missing from the pushed objects"
+                    "the body of seq {seq} (blob {blob}) is missing from the object store"
                 )));
             }
         };
@@ -1111,6 +1111,14 @@ fn judge_fetched(
             "{staged_ref} verified but its chain cannot be read"
         ))
     })?;
+    // What is adopted must be what was verified: the staged ref is read twice (by verify, then
+    // here), and another fetch of the same remote may have moved it in between.
+    let judged = Checkpoint::of(&chain, chain.len());
+    if judged.size != report.entries || judged.root != report.checkpoint {
+        return Err(StoreError::Contended(format!(
+            "{staged_ref} moved while it was being checked (another fetch from {remote}?); nothing was adopted: run `git forum fetch {remote}` again"
+        )));
+    }
     let old = seen_chain.unwrap_or_default();
     let relation = relate(&old, &chain);
     let seen = result.seen.clone();
