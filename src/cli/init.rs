@@ -54,7 +54,7 @@ pub fn fetch_refspec(remote: &str) -> String {
 
 /// The fetch refspecs older versions of `init` added, which let plain `git fetch` move the
 /// adopted copies (`refs/forum/remotes/REMOTE/*`) to whatever the remote served.
-fn old_fetch_refspecs(remote: &str) -> [String; 2] {
+pub(crate) fn old_fetch_refspecs(remote: &str) -> [String; 2] {
     let old = format!("refs/forum/ledgers/*:{}{remote}/*", sync::REMOTES_PREFIX);
     [format!("+{old}"), old]
 }
@@ -62,7 +62,7 @@ fn old_fetch_refspecs(remote: &str) -> [String; 2] {
 /// The push refspec for ledgers (never forced).
 pub const PUSH_REFSPEC: &str = "refs/forum/ledgers/*:refs/forum/ledgers/*";
 
-fn config_values(git: &Git, key: &str) -> Result<Vec<String>, CliError> {
+pub(crate) fn config_values(git: &Git, key: &str) -> Result<Vec<String>, CliError> {
     let o = git.run(&["config", "--get-all", key])?;
     // Exit 1 means "no such key".
     if !o.status.success() && o.status.code() != Some(1) {

@@ -123,6 +123,21 @@ fn fetch_json(r: &FetchResult) -> Value {
 
 pub fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
     let results = sync::fetch(&ctx.dir, &args.remote)?;
+    // The refspec older versions of `init` added lets plain `git fetch` replace the adopted
+    // copies with unchecked ones; say so until `init` replaces it.
+    let git = Git::for_repo(&open_repo(&ctx.dir)?);
+    let specs = super::init::config_values(&git, &format!("remote.{}.fetch", args.remote))?;
+    if let Some(old) = super::init::old_fetch_refspecs(&args.remote)
+        .iter()
+        .find(|o| specs.contains(o))
+    {
+        eprintln!(
+            "warning: remote.{}.fetch has {old}, which lets plain `git fetch` move {}{}/ to copies nobody checked; run `git forum init` to replace it",
+            args.remote,
+            sync::REMOTES_PREFIX,
+            args.remote
+        );
+    }
     let ok = results.iter().all(|r| r.status.adopted());
     if ctx.json {
         let items: Vec<Value> = results.iter().map(fetch_json).collect();

@@ -1103,6 +1103,33 @@ fn server_hook_refuses_a_forged_body_over_file_smart_http_and_git_daemon() {
     }
 }
 
+#[test]
+fn update_hook_refuses_a_forged_body_too() {
+    use std::os::unix::fs::PermissionsExt;
+    for format in FORMATS {
+        let remote = Remote::new(format, false);
+        let hook = remote.bare.path().join("hooks/update");
+        std::fs::write(&hook, "#!/bin/sh\nexec git forum hook update \"$@\"\n").unwrap();
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let a = clone_of(format, &remote.url());
+        append_n(&a, 0, 2, "a");
+        forum_ok(&a, &["push"]);
+        let published = remote.bare.tip().unwrap();
+        append_n(&a, 2, 3, "a");
+        forge_tip_body(&a);
+        let o = git_at(a.path(), &["push", "--no-verify", "origin", REF]);
+        assert!(!o.status.success(), "{format}: forged body accepted");
+        assert!(
+            stderr(&o).contains("the body of seq 2")
+                && stderr(&o).contains("does not hash to its payload_hash"),
+            "{format}: {}",
+            stderr(&o)
+        );
+        assert_eq!(remote.bare.tip().as_deref(), Some(published.as_str()));
+        remote.bare.fsck();
+    }
+}
+
 // ----- the pre-push hook -----
 
 #[test]
@@ -1349,6 +1376,14 @@ fn plain_git_fetch_after_init_never_moves_the_adopted_copy() {
         // is replaced.
         let old = "refs/forum/ledgers/*:refs/forum/remotes/origin/*";
         b.git_ok(&["config", "--add", "remote.origin.fetch", old]);
+        let o = forum(&b, &["fetch"]);
+        assert!(
+            stderr(&o).contains(&format!(
+                "warning: remote.origin.fetch has {old}, which lets plain `git fetch` move"
+            )),
+            "{format}: {}",
+            stderr(&o)
+        );
         let out = forum_ok(&b, &["init"]);
         assert!(
             out.contains(&format!("fetch refspec {old} removed")),
@@ -1363,7 +1398,9 @@ fn plain_git_fetch_after_init_never_moves_the_adopted_copy() {
 
         append_n(&a, 0, 3, "a");
         forum_ok(&a, &["push"]);
-        forum_ok(&b, &["fetch"]);
+        let o = forum(&b, &["fetch"]);
+        assert!(o.status.success(), "{format}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("warning"), "{format}: {}", stderr(&o));
         let adopted = tip(&b, "refs/forum/remotes/origin/main").expect("adopted");
         let seen = tip(&b, "refs/forum/seen/origin/main").expect("seen");
 
