@@ -13,9 +13,11 @@ use crate::store::sync::{self, Git};
 
 /// Set up this repository for git forum.
 ///
-/// Adds `refs/forum/ledgers/*:refs/forum/remotes/REMOTE/*` (without `+`, so a rewritten remote
-/// ledger is refused rather than taken) to each remote's fetch refspecs, and writes
-/// `.forum/roster.toml` and `.forum/README` when they are absent.
+/// Adds `+refs/forum/ledgers/*:refs/forum/unverified/REMOTE/*` to each remote's fetch refspecs
+/// (plain `git fetch` then brings ledgers, to a namespace nothing trusts; only `git forum fetch`
+/// adopts a copy into `refs/forum/remotes/REMOTE/` after verifying it), replacing the refspec
+/// older versions added, and writes `.forum/roster.toml` and `.forum/README` when they are
+/// absent.
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
     /// Only this remote (repeatable); default: every configured remote.
@@ -41,15 +43,26 @@ Share ledgers with `git forum push` and `git forum fetch`; `git forum hooks inst
 adds a pre-push hook that refuses to publish a ledger that does not verify.
 ";
 
-/// The fetch refspec for ledgers of `remote`.
+/// The fetch refspec for ledgers of `remote`: forced, because it only stages (a rewritten remote
+/// ledger must not make every plain `git fetch` fail; `git forum fetch` judges it).
 pub fn fetch_refspec(remote: &str) -> String {
-    format!("refs/forum/ledgers/*:{}{remote}/*", sync::REMOTES_PREFIX)
+    format!(
+        "+refs/forum/ledgers/*:{}{remote}/*",
+        sync::UNVERIFIED_PREFIX
+    )
+}
+
+/// The fetch refspecs older versions of `init` added, which let plain `git fetch` move the
+/// adopted copies (`refs/forum/remotes/REMOTE/*`) to whatever the remote served.
+pub(crate) fn old_fetch_refspecs(remote: &str) -> [String; 2] {
+    let old = format!("refs/forum/ledgers/*:{}{remote}/*", sync::REMOTES_PREFIX);
+    [format!("+{old}"), old]
 }
 
 /// The push refspec for ledgers (never forced).
 pub const PUSH_REFSPEC: &str = "refs/forum/ledgers/*:refs/forum/ledgers/*";
 
-fn config_values(git: &Git, key: &str) -> Result<Vec<String>, CliError> {
+pub(crate) fn config_values(git: &Git, key: &str) -> Result<Vec<String>, CliError> {
     let o = git.run(&["config", "--get-all", key])?;
     // Exit 1 means "no such key".
     if !o.status.success() && o.status.code() != Some(1) {
@@ -114,12 +127,23 @@ pub fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
     for r in &remotes {
         let fetch_key = format!("remote.{r}.fetch");
         let spec = fetch_refspec(r);
-        let fetch_added = if config_values(&git, &fetch_key)?.contains(&spec) {
+        let present = config_values(&git, &fetch_key)?;
+        let fetch_added = if present.contains(&spec) {
             false
         } else {
             config_add(&git, &fetch_key, &spec)?;
             true
         };
+        let mut replaced = Vec::new();
+        for old in old_fetch_refspecs(r) {
+            if present.contains(&old) {
+                git.run_ok(
+                    &["config", "--fixed-value", "--unset-all", &fetch_key, &old],
+                    &format!("git config --unset-all {fetch_key}"),
+                )?;
+                replaced.push(old);
+            }
+        }
         let mut push_added = Vec::new();
         if args.push {
             let push_key = format!("remote.{r}.push");
@@ -133,7 +157,7 @@ pub fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
                 push_added.push(PUSH_REFSPEC);
             }
         }
-        remote_report.push((r.clone(), spec, fetch_added, push_added));
+        remote_report.push((r.clone(), spec, fetch_added, push_added, replaced));
     }
     let mut written = Vec::new();
     let mut kept = Vec::new();
@@ -156,8 +180,8 @@ pub fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
     if ctx.json {
         let remotes: Vec<_> = remote_report
             .iter()
-            .map(|(r, spec, fetch_added, push_added)| {
-                json!({"remote": r, "fetch_refspec": spec, "fetch_added": fetch_added, "push_added": push_added})
+            .map(|(r, spec, fetch_added, push_added, replaced)| {
+                json!({"remote": r, "fetch_refspec": spec, "fetch_added": fetch_added, "push_added": push_added, "fetch_removed": replaced})
             })
             .collect();
         return ctx.out_json(&json!({
@@ -171,7 +195,7 @@ pub fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
     if remote_report.is_empty() {
         ctx.out("no remotes configured; run `git forum init` again after `git remote add`")?;
     }
-    for (r, spec, fetch_added, push_added) in &remote_report {
+    for (r, spec, fetch_added, push_added, replaced) in &remote_report {
         ctx.out(&format!(
             "remote {r}: fetch refspec {spec} {}",
             if *fetch_added {
@@ -180,6 +204,12 @@ pub fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
                 "already present"
             }
         ))?;
+        for old in replaced {
+            ctx.out(&format!(
+                "remote {r}: fetch refspec {old} removed (it let plain git fetch move {}{r}/ unverified; `git forum fetch {r}` adopts copies now)",
+                sync::REMOTES_PREFIX
+            ))?;
+        }
         for p in push_added {
             ctx.out(&format!("remote {r}: push refspec {p} added"))?;
         }

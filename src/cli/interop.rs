@@ -100,17 +100,22 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> Result<(), CliError> {
             ctx.ledger
         )));
     }
-    forum_dir::write(
+    // A body that cannot be read (or does not hash to its entry) is the ledger's fault, not the
+    // caller's: it is kept to be reported as such.
+    let mut unreadable = None;
+    let written = forum_dir::write(
         &args.dir,
         &entries,
         |e| {
             let Some(id) = commits.get(&e.payload_hash) else {
                 return Ok(None);
             };
-            match store
-                .body_of_commit(id)
-                .map_err(|err| ForumDirError::Invalid(err.to_string()))?
-            {
+            let read = store.body_of_commit(id).map_err(|err| {
+                let message = err.to_string();
+                unreadable = Some(err);
+                ForumDirError::Corrupt(message)
+            });
+            match read? {
                 None => Ok(None),
                 Some(bytes) => {
                     let text = String::from_utf8(bytes).map_err(|_| {
@@ -123,7 +128,11 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> Result<(), CliError> {
             }
         },
         !ctx.no_fsync,
-    )?;
+    );
+    if let Some(err) = unreadable {
+        return Err(err.into());
+    }
+    written?;
     if ctx.json {
         ctx.out_json(&serde_json::json!({"ledger": ctx.ledger, "dir": args.dir, "entries": entries.len(), "checkpoint": report.checkpoint}))
     } else {

@@ -796,15 +796,48 @@ fn all_entries(store: &dyn Storage) -> Result<Vec<Entry>, CliError> {
     Ok(out)
 }
 
-fn body(store: &dyn Storage, e: &Entry) -> Option<J> {
-    store.payload_at(e.seq).ok().flatten().map(|v| v.to_serde())
+/// Bodies for the run projections, which take a body or nothing: the first body that cannot be
+/// read (one that does not hash to its entry included) is kept, so that the command fails with it
+/// instead of reading the body as absent.
+struct Bodies<'a> {
+    store: &'a dyn Storage,
+    failed: std::cell::RefCell<Option<String>>,
+}
+
+impl<'a> Bodies<'a> {
+    fn new(store: &'a dyn Storage) -> Bodies<'a> {
+        Bodies {
+            store,
+            failed: std::cell::RefCell::new(None),
+        }
+    }
+
+    fn get(&self, e: &Entry) -> Option<J> {
+        match self.store.payload_at(e.seq) {
+            Ok(b) => b.map(|v| v.to_serde()),
+            Err(err) => {
+                self.failed.borrow_mut().get_or_insert(err.to_string());
+                None
+            }
+        }
+    }
+
+    /// The first failure, if any body could not be read.
+    fn done(&self) -> Result<(), CliError> {
+        match self.failed.borrow_mut().take() {
+            Some(m) => Err(CliError::fail(m)),
+            None => Ok(()),
+        }
+    }
 }
 
 /// `git forum runs`.
 pub fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     let entries = all_entries(&store)?;
-    let runs = status::runs(&entries, |e| body(&store, e));
+    let bodies = Bodies::new(&store);
+    let runs = status::runs(&entries, |e| bodies.get(e));
+    bodies.done()?;
     if ctx.json {
         let rows: Vec<J> = runs
             .iter()
@@ -812,7 +845,8 @@ pub fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
                 let mut calls: BTreeMap<String, u64> = BTreeMap::new();
                 for e in r.entries.iter().filter_map(|s| entries.get(*s as usize)) {
                     if e.kind == "result"
-                        && let Some(m) = body(&store, e)
+                        && let Some(m) = bodies
+                            .get(e)
                             .and_then(|b| b.get("model").and_then(J::as_str).map(str::to_string))
                     {
                         *calls.entry(m).or_default() += 1;
@@ -830,6 +864,7 @@ pub fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
                 })
             })
             .collect();
+        bodies.done()?;
         return ctx.out_json(&J::Array(rows));
     }
     if runs.is_empty() {
@@ -874,7 +909,12 @@ fn approver(args: &DecideArgs, ctx: &Ctx) -> String {
 pub fn gate(ctx: &Ctx, args: GateArgs) -> Result<(), CliError> {
     let mut store = ctx.store()?;
     let entries = all_entries(&store)?;
-    let pending = status::pending_gates(&entries, |e| body(&store, e));
+    let pending = {
+        let bodies = Bodies::new(&store);
+        let pending = status::pending_gates(&entries, |e| bodies.get(e));
+        bodies.done()?;
+        pending
+    };
     let (kind, d) = match args.command {
         GateCommand::List => {
             if ctx.json {
@@ -1160,7 +1200,9 @@ fn glance(kind: &str, p: &J) -> String {
 pub fn log_run(ctx: &Ctx, request_seq: u64) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let entries = all_entries(&store)?;
-    let runs = status::runs(&entries, |e| body(&store, e));
+    let bodies = Bodies::new(&store);
+    let runs = status::runs(&entries, |e| bodies.get(e));
+    bodies.done()?;
     let Some(run) = runs.iter().find(|r| r.request_seq == request_seq) else {
         return Err(CliError::fail(format!(
             "no run starts at seq {request_seq} (git forum runs lists them)"
@@ -1176,23 +1218,25 @@ pub fn log_run(ctx: &Ctx, request_seq: u64) -> Result<(), CliError> {
             .iter()
             .map(|e| {
                 let mut j = e.to_json();
-                j["payload"] = body(&store, e).unwrap_or(J::Null);
+                j["payload"] = bodies.get(e).unwrap_or(J::Null);
                 j
             })
             .collect();
+        bodies.done()?;
         return ctx.out_json(
             &json!({"request_seq": run.request_seq, "state": run.state.as_str(), "entries": rows}),
         );
     }
+    let read: Vec<Option<J>> = mine.iter().map(|e| bodies.get(e)).collect();
+    bodies.done()?;
     ctx.out(&format!(
         "run {} ({}): {}",
         run.request_seq,
         run.state.as_str(),
         short(&run.request, 80)
     ))?;
-    for e in mine {
-        let what =
-            body(&store, e).map_or_else(|| "(body redacted)".to_string(), |p| glance(&e.kind, &p));
+    for (e, what) in mine.into_iter().zip(read) {
+        let what = what.map_or_else(|| "(body redacted)".to_string(), |p| glance(&e.kind, &p));
         ctx.out(&format!(
             "{:>5}  {:<16} {:<22} {what}",
             e.seq, e.actor, e.kind

@@ -112,6 +112,10 @@ fn fetch_json(r: &FetchResult) -> Value {
         "remote": r.remote.as_ref().map(|c| c.to_json()),
         "seen": r.seen.as_ref().map(|c| c.to_json()),
         "remote_prefix_root": r.remote_prefix_root,
+        "conflict": r.conflict.as_ref().map(|(other, c)| json!({
+            "remote": other,
+            "seen": c.to_json(),
+        })),
         "problem": r.problem,
         "code": r.code,
     })
@@ -119,6 +123,21 @@ fn fetch_json(r: &FetchResult) -> Value {
 
 pub fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
     let results = sync::fetch(&ctx.dir, &args.remote)?;
+    // The refspec older versions of `init` added lets plain `git fetch` replace the adopted
+    // copies with unchecked ones; say so until `init` replaces it.
+    let git = Git::for_repo(&open_repo(&ctx.dir)?);
+    let specs = super::init::config_values(&git, &format!("remote.{}.fetch", args.remote))?;
+    if let Some(old) = super::init::old_fetch_refspecs(&args.remote)
+        .iter()
+        .find(|o| specs.contains(o))
+    {
+        eprintln!(
+            "warning: remote.{}.fetch has {old}, which lets plain `git fetch` move {}{}/ to copies nobody checked; run `git forum init` to replace it",
+            args.remote,
+            sync::REMOTES_PREFIX,
+            args.remote
+        );
+    }
     let ok = results.iter().all(|r| r.status.adopted());
     if ctx.json {
         let items: Vec<Value> = results.iter().map(fetch_json).collect();
@@ -155,7 +174,7 @@ pub fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
                     "{}: redaction-only rewrite on {remote} accepted: the same entries in new commits ({size} entries, checkpoint {root}); adopted",
                     r.ledger
                 ))?,
-                S::DoesNotVerify | S::Truncated | S::Rewritten | S::Deleted => {
+                S::DoesNotVerify | S::Truncated | S::Rewritten | S::SplitView | S::Deleted => {
                     ctx.out(&format!(
                         "{}: REFUSED ({}): {}",
                         r.ledger,
@@ -172,6 +191,12 @@ pub fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
                         ctx.out(&format!(
                             "  remote checkpoint: {now} (commit {})",
                             now.commit.map(|c| c.to_string()).unwrap_or_default()
+                        ))?;
+                    }
+                    if let Some((other, c)) = &r.conflict {
+                        ctx.out(&format!(
+                            "  {other}'s seen checkpoint: {c} (commit {})",
+                            c.commit.map(|c| c.to_string()).unwrap_or_default()
                         ))?;
                     }
                     if let (Some(seen), Some(p)) = (&r.seen, &r.remote_prefix_root) {

@@ -1878,7 +1878,18 @@ pub fn resume(
 fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, RunError> {
     let env = run.env;
     let entries = run.entries()?;
-    let runs = status::runs(&entries, |e| run.payload_of(e).ok().flatten());
+    // A body that cannot be read (or does not hash to its entry) stops the resume; it is never
+    // read as absent.
+    let mut unreadable = None;
+    let runs = status::runs(&entries, |e| {
+        run.payload_of(e).unwrap_or_else(|err| {
+            unreadable.get_or_insert(err);
+            None
+        })
+    });
+    if let Some(err) = unreadable {
+        return Err(err);
+    }
     let target = match request_seq {
         Some(seq) => runs.iter().find(|r| r.request_seq == seq).ok_or_else(|| {
             RunError::Resume(format!(

@@ -276,11 +276,30 @@ impl Dispatcher {
         Ok(lock(&self.writer).append_entry(new)?)
     }
 
-    fn body_of(store: &GitStore, view: &Snapshot, e: &Entry) -> Option<J> {
-        Self::body_in(store, view, e.seq)
-            .ok()
-            .flatten()
-            .map(|v| v.to_serde())
+    /// A body for the run projections, which take a body or nothing. The first body that cannot
+    /// be read (one that does not hash to its entry included) is kept in `failed`, so that the
+    /// route answers with it instead of reading the body as absent.
+    fn body_of(
+        store: &GitStore,
+        view: &Snapshot,
+        e: &Entry,
+        failed: &std::cell::RefCell<Option<Reply>>,
+    ) -> Option<J> {
+        match Self::body_in(store, view, e.seq) {
+            Ok(b) => b.map(|v| v.to_serde()),
+            Err(r) => {
+                failed.borrow_mut().get_or_insert(r);
+                None
+            }
+        }
+    }
+
+    /// `Err` with the first body [`Self::body_of`] could not read.
+    fn bodies_read(failed: &std::cell::RefCell<Option<Reply>>) -> Result<(), Reply> {
+        match failed.borrow_mut().take() {
+            Some(r) => Err(r),
+            None => Ok(()),
+        }
     }
 
     fn seats(&self) -> Result<Arc<dyn Seats>, Reply> {
@@ -527,7 +546,9 @@ impl Dispatcher {
         let view = self.snapshot()?;
         let entries = &view.entries;
         let store = self.reader()?;
-        let runs = status::runs(entries, |e| Self::body_of(&store, &view, e));
+        let failed = Default::default();
+        let runs = status::runs(entries, |e| Self::body_of(&store, &view, e, &failed));
+        Self::bodies_read(&failed)?;
         let rows: Vec<J> = runs
             .iter()
             .map(|r| {
@@ -559,7 +580,9 @@ impl Dispatcher {
         let view = self.snapshot()?;
         let entries = &view.entries;
         let store = self.reader()?;
-        let pending = status::pending_gates(entries, |e| Self::body_of(&store, &view, e));
+        let failed = Default::default();
+        let pending = status::pending_gates(entries, |e| Self::body_of(&store, &view, e, &failed));
+        Self::bodies_read(&failed)?;
         let rows: Vec<J> = pending
             .iter()
             .map(|g| {
@@ -623,12 +646,14 @@ impl Dispatcher {
             )));
         }
         let store = self.reader()?;
+        let failed = Default::default();
         let pending = entries
             .iter()
             .filter(|e| e.kind == "gate_pending")
-            .filter_map(|e| Self::body_of(&store, &view, e).map(|p| (e.seq, p)))
+            .filter_map(|e| Self::body_of(&store, &view, e, &failed).map(|p| (e.seq, p)))
             .filter(|(_, p)| status::gate_key(p) == Some((run_seq, wave)))
             .last();
+        Self::bodies_read(&failed)?;
         if kind == "gate_edited" {
             let tasks: Vec<String> = match &pending {
                 Some((_, p)) => p
@@ -640,11 +665,12 @@ impl Dispatcher {
                             .collect()
                     })
                     .unwrap_or_default(),
-                None => Self::body_of(&store, &view, plan)
+                None => Self::body_of(&store, &view, plan, &failed)
                     .and_then(|p| run::plan_from_payload(&p))
                     .map(|p| p.tasks.into_iter().map(|t| t.id).collect())
                     .unwrap_or_default(),
             };
+            Self::bodies_read(&failed)?;
             if !tasks.is_empty()
                 && let Some(id) = edits.keys().find(|id| !tasks.contains(id))
             {

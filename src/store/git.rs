@@ -852,19 +852,52 @@ impl GitStore {
     }
 
     /// The body of the entry in commit `id`: `Ok(None)` when the body is absent (redacted).
+    ///
+    /// A body is handed out only after it was checked: its SHA-256 must be the entry's
+    /// `payload_hash`. A blob replaced by another valid object (a rebuilt tree, an overwritten
+    /// object file) is an error naming the seq, never a body served as if it were the record.
     pub fn body_of_commit(&self, id: &ObjectId) -> Result<Option<Vec<u8>>, StoreError> {
         let mut buf = Vec::new();
-        let (_, tree, _) = self.read_entry_commit(id, &mut buf)?;
-        let Some(blob) = self.blob_in_tree(&tree, &mut buf)? else {
-            return Ok(None);
+        let (entry, tree, _) = self.read_entry_commit(id, &mut buf)?;
+        let damaged = |what: String| {
+            StoreError::Corrupt(format!(
+                "ledger {}: {what}, so it is not used; run `git forum --ledger {} verify --deep` to see the damage and `git forum doctor` for a repair",
+                self.name, self.name
+            ))
+        };
+        let blob = match self.blob_in_tree(&tree, &mut buf) {
+            Ok(Some(blob)) => blob,
+            Ok(None) => return Ok(None),
+            Err(StoreError::Corrupt(m)) => {
+                let m = m
+                    .strip_prefix(&format!("ledger {}: ", self.name))
+                    .unwrap_or(&m);
+                return Err(damaged(format!("the body of seq {}: {m}", entry.seq)));
+            }
+            Err(e) => return Err(e),
         };
         match self.read_raw(&blob, &mut buf)? {
-            Some(Kind::Blob) => Ok(Some(buf.clone())),
-            _ => Err(StoreError::Corrupt(format!(
-                "ledger {}: body blob {blob} is missing",
-                self.name
-            ))),
+            Some(Kind::Blob) => {}
+            Some(k) => {
+                return Err(damaged(format!(
+                    "the body of seq {} ({blob}) is a {k}, not a blob",
+                    entry.seq
+                )));
+            }
+            None => {
+                return Err(damaged(format!(
+                    "the body of seq {} (blob {blob}) is missing from the object store",
+                    entry.seq
+                )));
+            }
         }
+        if sha256_hex(&buf) != entry.payload_hash {
+            return Err(damaged(format!(
+                "the body of seq {} (blob {blob}) does not hash to its payload_hash: it was replaced or damaged",
+                entry.seq
+            )));
+        }
+        Ok(Some(buf))
     }
 
     /// The body of entry `seq`, parsed.

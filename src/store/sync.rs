@@ -8,7 +8,9 @@
 //! * `refs/forum/ledgers/NAME`: the local ledger, pushed without `+` (fast-forward only);
 //! * `refs/forum/incoming/REMOTE/NAME`: a staging copy fetched with `+`, so a rewritten remote
 //!   ledger can be looked at instead of being refused by git unseen; deleted after every fetch;
-//! * `refs/forum/remotes/REMOTE/NAME`: the remote's ledger as last adopted;
+//! * `refs/forum/remotes/REMOTE/NAME`: the remote's ledger as last adopted (by `fetch` only);
+//! * `refs/forum/unverified/REMOTE/NAME`: where plain `git fetch` puts it (the refspec `init`
+//!   adds), unverified and read by nothing;
 //! * `refs/forum/seen/REMOTE/NAME`: the tip commit of the last copy that verified and was
 //!   consistent; its size and Merkle root are the checkpoint the next fetch is held to.
 //!
@@ -46,6 +48,9 @@ pub const REMOTE_SIGNATURES_PREFIX: &str = "refs/forum/remote-checkpoints/";
 pub const CHECKPOINTS_PREFIX: &str = "refs/forum/checkpoints/";
 /// Where adopted remote copies live.
 pub const REMOTES_PREFIX: &str = "refs/forum/remotes/";
+/// Where plain `git fetch` leaves a remote's ledgers (the refspec `init` adds): copies nobody
+/// verified, which nothing reads; only `git forum fetch` adopts into [`REMOTES_PREFIX`].
+pub const UNVERIFIED_PREFIX: &str = "refs/forum/unverified/";
 /// Where the pre-push hook briefly points a ref at a pushed commit that is not a ledger's tip,
 /// to verify it.
 pub const PRE_PUSH_PREFIX: &str = "refs/forum/pre-push/";
@@ -513,6 +518,98 @@ fn redaction_targets(
     Ok(out)
 }
 
+/// Checks every body of `chain` as `verify --deep` does: each entry's tree is the empty tree
+/// (the body is absent) or a ledger entry tree whose one blob hashes (SHA-256) to the entry's
+/// `payload_hash`; an absent body must be named by a redaction entry of the chain (whose own
+/// body is present and checked). A tree already checked is not read again. `Ok(Err)` is the
+/// problem in one line.
+pub fn check_bodies(
+    objects: &mut dyn Objects,
+    hash: HashKind,
+    chain: &[Link],
+) -> Result<Result<(), String>, StoreError> {
+    let empty = ObjectId::empty_tree(hash);
+    let prefix = format!("100644 {}\0", super::git::PAYLOAD_FILE);
+    let mut checked: std::collections::HashMap<ObjectId, &str> = std::collections::HashMap::new();
+    let mut named = HashSet::new();
+    let mut absent = Vec::new();
+    for l in chain {
+        let seq = l.entry.seq;
+        let want = l.entry.payload_hash.as_str();
+        let redaction = l.entry.kind == "redaction";
+        if l.tree == empty {
+            absent.push(l);
+            continue;
+        }
+        if !redaction && let Some(had) = checked.get(&l.tree) {
+            if *had != want {
+                return Ok(Err(format!(
+                    "the body of seq {seq} does not hash to its payload_hash: it was replaced"
+                )));
+            }
+            continue;
+        }
+        let tree = match objects.read(&l.tree)? {
+            Some((Kind::Tree, t)) => t,
+            Some((k, _)) => {
+                return Ok(Err(format!("seq {seq}: {} is a {k}, not a tree", l.tree)));
+            }
+            None => {
+                return Ok(Err(format!(
+                    "seq {seq}: tree {} is missing from the object store",
+                    l.tree
+                )));
+            }
+        };
+        let Some(blob) = tree
+            .strip_prefix(prefix.as_bytes())
+            .filter(|b| b.len() == hash.len_in_bytes())
+            .map(ObjectId::from_bytes_or_panic)
+        else {
+            return Ok(Err(format!(
+                "seq {seq}: tree {} is not a ledger entry tree",
+                l.tree
+            )));
+        };
+        let body = match objects.read(&blob)? {
+            Some((Kind::Blob, b)) => b,
+            Some((k, _)) => {
+                return Ok(Err(format!("seq {seq}: {blob} is a {k}, not a blob")));
+            }
+            None => {
+                return Ok(Err(format!(
+                    "the body of seq {seq} (blob {blob}) is missing from the object store"
+                )));
+            }
+        };
+        if hash::sha256_hex(&body) != want {
+            return Ok(Err(format!(
+                "the body of seq {seq} (blob {blob}) does not hash to its payload_hash: it was replaced"
+            )));
+        }
+        checked.insert(l.tree, want);
+        if redaction
+            && let Some(t) = std::str::from_utf8(&body)
+                .ok()
+                .and_then(|t| canonical::parse(t).ok())
+                .and_then(|v| v.get("payload_hash")?.as_str().map(str::to_string))
+                .filter(|t| hash::is_hash(t))
+        {
+            named.insert(t);
+        }
+    }
+    if let Some(l) = absent
+        .iter()
+        .find(|l| !named.contains(&l.entry.payload_hash))
+    {
+        return Ok(Err(format!(
+            "the body of seq {} is absent and no redaction entry names its payload hash {}",
+            l.entry.seq, l.entry.payload_hash
+        )));
+    }
+    Ok(Ok(()))
+}
+
 /// For a redaction-only rewrite: every commit that changed may only have lost its body, and
 /// only a body a redaction entry of the new chain names.
 fn check_redaction_rewrite(
@@ -738,6 +835,8 @@ pub enum FetchStatus {
     DoesNotVerify,
     Truncated,
     Rewritten,
+    /// Another remote was last seen with a different history of the same ledger.
+    SplitView,
     Deleted,
 }
 
@@ -751,6 +850,7 @@ impl FetchStatus {
             FetchStatus::DoesNotVerify => "does-not-verify",
             FetchStatus::Truncated => "truncated",
             FetchStatus::Rewritten => "rewritten",
+            FetchStatus::SplitView => "split-view",
             FetchStatus::Deleted => "deleted",
         }
     }
@@ -777,6 +877,9 @@ pub struct FetchResult {
     pub seen: Option<Checkpoint>,
     /// For a rewrite: the root the remote's first `seen.size` entries give now.
     pub remote_prefix_root: Option<String>,
+    /// For a split view: the other remote and the checkpoint last seen from it, which this
+    /// copy contradicts.
+    pub conflict: Option<(String, Checkpoint)>,
     pub problem: Option<String>,
     pub code: Option<&'static str>,
 }
@@ -851,6 +954,13 @@ pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
     let fetched = git.refs_under(&incoming)?;
     let seen_prefix = format!("{SEEN_PREFIX}{remote}/");
     let seen_refs = git.refs_under(&seen_prefix)?;
+    // What every other configured remote was last seen serving: a copy must agree with each.
+    let every_seen = git.refs_under(SEEN_PREFIX)?;
+    let others: Vec<String> = git
+        .remotes()?
+        .into_iter()
+        .filter(|r| r != remote && check_remote_name(&git, r).is_ok())
+        .collect();
     let mut results = Vec::new();
     let mut names: Vec<String> = Vec::new();
     for (refname, _) in &fetched {
@@ -863,8 +973,25 @@ pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
             .iter()
             .find(|(r, _)| *r == seen_ref)
             .map(|(_, o)| o.clone());
+        let others_seen: Vec<(String, String)> = others
+            .iter()
+            .filter_map(|o| {
+                let r = format!("{SEEN_PREFIX}{o}/{name}");
+                every_seen
+                    .iter()
+                    .find(|(x, _)| *x == r)
+                    .map(|(_, oid)| (o.clone(), oid.clone()))
+            })
+            .collect();
         results.push(judge_fetched(
-            &repo, &git, hash, remote, name, refname, seen_tip,
+            &repo,
+            &git,
+            hash,
+            remote,
+            name,
+            refname,
+            seen_tip,
+            &others_seen,
         )?);
     }
     for (seen_ref, oid) in &seen_refs {
@@ -889,6 +1016,7 @@ pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
             )),
             seen,
             remote_prefix_root: None,
+            conflict: None,
             code: Some("deleted"),
         });
     }
@@ -921,6 +1049,7 @@ fn judge_fetched(
     name: &str,
     staged_ref: &str,
     seen_tip: Option<String>,
+    others_seen: &[(String, String)],
 ) -> Result<FetchResult, StoreError> {
     let mut result = FetchResult {
         ledger: name.to_string(),
@@ -928,6 +1057,7 @@ fn judge_fetched(
         remote: None,
         seen: None,
         remote_prefix_root: None,
+        conflict: None,
         problem: None,
         code: None,
     };
@@ -981,6 +1111,14 @@ fn judge_fetched(
             "{staged_ref} verified but its chain cannot be read"
         ))
     })?;
+    // What is adopted must be what was verified: the staged ref is read twice (by verify, then
+    // here), and another fetch of the same remote may have moved it in between.
+    let judged = Checkpoint::of(&chain, chain.len());
+    if judged.size != report.entries || judged.root != report.checkpoint {
+        return Err(StoreError::Contended(format!(
+            "{staged_ref} moved while it was being checked (another fetch from {remote}?); nothing was adopted: run `git forum fetch {remote}` again"
+        )));
+    }
     let old = seen_chain.unwrap_or_default();
     let relation = relate(&old, &chain);
     let seen = result.seen.clone();
@@ -1022,6 +1160,36 @@ fn judge_fetched(
         Relation::UpToDate => result.status = FetchStatus::UpToDate,
         Relation::Extends => result.status = FetchStatus::Updated,
         Relation::RedactionRewrite => result.status = FetchStatus::RedactionRewrite,
+    }
+    // Split views: the copy must agree, entry for entry over their common length, with what
+    // every other remote was last seen serving of this ledger.
+    for (other, oid) in others_seen {
+        let seen_ref = format!("{SEEN_PREFIX}{other}/{name}");
+        let id = ObjectId::from_hex(oid.as_bytes())
+            .map_err(|e| StoreError::Corrupt(format!("{seen_ref}: {e}")))?;
+        let their = match read_chain(&mut objects, hash, id, false)? {
+            Ok(c) => c,
+            Err(why) => {
+                return Err(StoreError::Corrupt(format!(
+                    "{seen_ref} is unreadable ({why}); delete it with `git update-ref -d {seen_ref}` to trust {other} afresh"
+                )));
+            }
+        };
+        let Some(first) = their
+            .iter()
+            .zip(&chain)
+            .position(|(a, b)| a.entry.entry_hash != b.entry.entry_hash)
+        else {
+            continue;
+        };
+        let theirs = Checkpoint::of(&their, their.len());
+        result.status = FetchStatus::SplitView;
+        result.code = Some("split-view");
+        result.problem = Some(format!(
+            "{remote} and {other} serve different histories of ledger {name} (first difference at seq {first}; {remote} now: {now}; {other} last seen: {theirs}): one of them forked it; if it was {other}, drop its view with `git update-ref -d {seen_ref}` and fetch again"
+        ));
+        result.conflict = Some((other.clone(), theirs));
+        return Ok(result);
     }
     // Adopt: both refs move in one transaction, the seen ref only from the value it was judged
     // against.
@@ -1079,6 +1247,11 @@ pub fn check_server_update(
         Ok(c) => c,
         Err(why) => return Ok(Err(format!("the pushed ledger is not valid: {why}"))),
     };
+    // Bodies too, as `verify --deep` checks them: a commit rebuilt around another blob keeps
+    // its message, so the entry chain alone does not show it.
+    if let Err(why) = check_bodies(objects, hash, &new)? {
+        return Ok(Err(format!("the pushed ledger is not valid: {why}")));
+    }
     if is_zero(&update.old) {
         return Ok(Ok(()));
     }

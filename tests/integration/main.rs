@@ -1,5 +1,6 @@
 //! The one integration-test binary (one link step on two cores).
 
+mod bodies;
 mod common;
 mod conformance;
 mod daemon;

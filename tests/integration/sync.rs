@@ -40,6 +40,8 @@ fn hermetic(cmd: &mut Command, home: &Path) {
         .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
         .env("GIT_COMMITTER_NAME", "Test")
         .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .env("NO_PROXY", "*")
+        .env("no_proxy", "*")
         .env("PATH", path_env());
 }
 
@@ -227,29 +229,211 @@ impl Drop for Daemon {
     }
 }
 
-/// A remote to test against: a bare repository, reached over file:// or through git daemon.
+/// Smart HTTP: a loopback HTTP/1.1 server of our own that hands each request to
+/// `git http-backend` as CGI, one request per connection. Stopped (thread joined, every
+/// backend waited for) on drop.
+struct SmartHttp {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SmartHttp {
+    fn start(base: &Path) -> SmartHttp {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().unwrap().port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (base, flag) = (base.to_path_buf(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                if let Ok(conn) = conn {
+                    let _ = serve_cgi(conn, &base);
+                }
+            }
+        });
+        SmartHttp {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+impl Drop for SmartHttp {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Reads one HTTP request from `conn`, runs `git http-backend` on it, writes the response.
+fn serve_cgi(mut conn: TcpStream, base: &Path) -> std::io::Result<()> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    conn.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    let mut parts = request_line.split_whitespace();
+    let method = parts.next().unwrap_or("").to_string();
+    let target = parts.next().unwrap_or("").to_string();
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || line.trim_end().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.trim_end().split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let mut body = Vec::new();
+    if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size)?;
+            let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16)
+                .unwrap_or(0);
+            let mut chunk = vec![0u8; n + 2];
+            reader.read_exact(&mut chunk)?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else if let Some(n) = header("content-length").and_then(|v| v.parse::<usize>().ok()) {
+        body.resize(n, 0);
+        reader.read_exact(&mut body)?;
+    }
+    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    let backend = daemon_binary().with_file_name("git-http-backend");
+    let mut c = Command::new(backend);
+    hermetic(&mut c, base);
+    c.env("GIT_PROJECT_ROOT", base)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env("REMOTE_USER", "tester")
+        .env("REMOTE_ADDR", "127.0.0.1")
+        .env("SERVER_PROTOCOL", "HTTP/1.1")
+        .env("REQUEST_METHOD", &method)
+        .env("PATH_INFO", path)
+        .env("QUERY_STRING", query)
+        .env("CONTENT_LENGTH", body.len().to_string())
+        .env("CONTENT_TYPE", header("content-type").unwrap_or_default());
+    if let Some(p) = header("git-protocol") {
+        c.env("GIT_PROTOCOL", p);
+    }
+    if let Some(e) = header("content-encoding") {
+        c.env("HTTP_CONTENT_ENCODING", e);
+    }
+    let mut child = c
+        .current_dir(base)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&body);
+    });
+    let mut out = Vec::new();
+    child.stdout.take().expect("piped").read_to_end(&mut out)?;
+    let _ = feeder.join();
+    child.wait()?;
+    let split = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, 4))
+        .or_else(|| out.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2)));
+    let (head, rest) = match split {
+        Some((i, n)) => (
+            String::from_utf8_lossy(&out[..i]).to_string(),
+            &out[i + n..],
+        ),
+        None => (String::new(), &out[..]),
+    };
+    let mut status = "200 OK".to_string();
+    let mut response_headers = String::new();
+    for line in head.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
+        match line.strip_prefix("Status:") {
+            Some(st) => status = st.trim().to_string(),
+            None => response_headers.push_str(&format!("{line}\r\n")),
+        }
+    }
+    write!(
+        conn,
+        "HTTP/1.1 {status}\r\n{response_headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        rest.len()
+    )?;
+    conn.write_all(rest)?;
+    conn.flush()
+}
+
+/// How a test reaches its bare remote.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Transport {
+    File,
+    GitDaemon,
+    Http,
+}
+
+const TRANSPORTS: [Transport; 3] = [Transport::File, Transport::Http, Transport::GitDaemon];
+
+/// A remote to test against: a bare repository, reached over file://, through git daemon, or
+/// over smart HTTP.
 struct Remote {
     bare: Bare,
     daemon: Option<Daemon>,
+    http: Option<SmartHttp>,
 }
 
 impl Remote {
     fn new(format: &str, over_daemon: bool) -> Remote {
+        Remote::over(
+            format,
+            if over_daemon {
+                Transport::GitDaemon
+            } else {
+                Transport::File
+            },
+        )
+    }
+
+    fn over(format: &str, transport: Transport) -> Remote {
         let bare = Bare::new(format);
-        let daemon = over_daemon.then(|| Daemon::start(bare.dir.path(), true));
-        Remote { bare, daemon }
+        let daemon =
+            (transport == Transport::GitDaemon).then(|| Daemon::start(bare.dir.path(), true));
+        let http = (transport == Transport::Http).then(|| SmartHttp::start(bare.dir.path()));
+        Remote { bare, daemon, http }
     }
 
     fn url(&self) -> String {
-        match &self.daemon {
-            Some(d) => d.url("remote.git"),
-            None => self.bare.url(),
+        match (&self.daemon, &self.http) {
+            (Some(d), _) => d.url("remote.git"),
+            (_, Some(h)) => h.url("remote.git"),
+            _ => self.bare.url(),
         }
     }
 
     fn label(&self) -> &'static str {
         if self.daemon.is_some() {
             "git daemon"
+        } else if self.http.is_some() {
+            "smart HTTP"
         } else {
             "file://"
         }
@@ -612,6 +796,125 @@ fn fetch_accepts_a_redaction_only_rewrite() {
     }
 }
 
+// ----- split views -----
+
+/// The checkpoint root of `repo`'s default ledger.
+fn root_of(repo: &Repo) -> String {
+    let cp = json_of(&forum(repo, &["checkpoint", "--no-record", "--json"]));
+    cp["root"].as_str().expect("root").to_string()
+}
+
+#[test]
+fn fetch_refuses_a_split_view_between_two_remotes_and_accepts_consistent_ones() {
+    for format in FORMATS {
+        let one = Remote::new(format, false);
+        let two = Remote::new(format, false);
+        let three = Remote::new(format, false);
+        // x publishes to one (and a prefix of the same history to three); y publishes another
+        // history of `main` to two.
+        let x = clone_of(format, &one.url());
+        append_n(&x, 0, 2, "x");
+        x.git_ok(&["remote", "add", "three", &three.url()]);
+        forum_ok(&x, &["push", "three"]);
+        let x_root_2 = root_of(&x);
+        append_n(&x, 2, 3, "x");
+        forum_ok(&x, &["push"]);
+        let x_root = root_of(&x);
+        let y = clone_of(format, &two.url());
+        append_n(&y, 0, 3, "y");
+        forum_ok(&y, &["push"]);
+        let y_root = root_of(&y);
+        assert_ne!(x_root, y_root);
+
+        let c = Repo::new(format);
+        for (name, r) in [("one", &one), ("two", &two), ("three", &three)] {
+            c.git_ok(&["remote", "add", name, &r.url()]);
+        }
+        let out = forum_ok(&c, &["fetch", "one"]);
+        assert!(
+            out.contains("main: new from one: 3 entries"),
+            "{format}: {out}"
+        );
+
+        // two serves another history of main: refused, with both checkpoints.
+        let before = c.snapshot();
+        let o = forum(&c, &["fetch", "two"]);
+        assert_eq!(o.status.code(), Some(1), "{format}: {}", stdout(&o));
+        let out = stdout(&o);
+        assert!(
+            out.contains("main: REFUSED (split-view)"),
+            "{format}: {out}"
+        );
+        assert!(
+            out.contains("one and two serve different histories")
+                || out.contains("two and one serve different histories"),
+            "{format}: {out}"
+        );
+        assert!(
+            out.contains(&format!("two now: size 3 root {y_root}")),
+            "{format}: {out}"
+        );
+        assert!(
+            out.contains(&format!("one last seen: size 3 root {x_root}")),
+            "{format}: {out}"
+        );
+        assert!(
+            out.contains(&format!("one's seen checkpoint: size 3 root {x_root}")),
+            "{format}: {out}"
+        );
+        assert!(
+            out.contains(&format!("remote checkpoint: size 3 root {y_root}")),
+            "{format}: {out}"
+        );
+        assert_eq!(
+            c.snapshot(),
+            before,
+            "{format}: a refused fetch changed refs"
+        );
+        assert_eq!(tip(&c, "refs/forum/remotes/two/main"), None);
+        assert_eq!(tip(&c, "refs/forum/seen/two/main"), None);
+        let (o, j) = {
+            let o = forum(&c, &["fetch", "two", "--json"]);
+            let j = json_of(&o);
+            (o, j)
+        };
+        assert_eq!(o.status.code(), Some(1));
+        let l = &j["ledgers"][0];
+        assert_eq!(l["status"], "split-view", "{format}: {j}");
+        assert_eq!(l["adopted"], false);
+        assert_eq!(l["remote"]["root"], y_root.as_str());
+        assert_eq!(l["conflict"]["remote"], "one");
+        assert_eq!(l["conflict"]["seen"]["size"], 3);
+        assert_eq!(l["conflict"]["seen"]["root"], x_root.as_str());
+        no_staging_left(&c);
+
+        // three serves a prefix of one's history: consistent, adopted.
+        let out = forum_ok(&c, &["fetch", "three"]);
+        assert!(
+            out.contains(&format!(
+                "main: new from three: 2 entries, checkpoint {x_root_2}"
+            )),
+            "{format}: {out}"
+        );
+        // one grows past what three was seen with: still consistent with three.
+        append_n(&x, 3, 5, "x");
+        forum_ok(&x, &["push"]);
+        let out = forum_ok(&c, &["fetch", "one"]);
+        assert!(
+            out.contains("main: updated from one: 3 -> 5 entries"),
+            "{format}: {out}"
+        );
+        // three catches up, and still agrees with one.
+        forum_ok(&x, &["push", "three"]);
+        let out = forum_ok(&c, &["fetch", "three"]);
+        assert!(
+            out.contains("main: updated from three: 2 -> 5 entries"),
+            "{format}: {out}"
+        );
+        c.fsck();
+    }
+}
+
 // ----- the server hook -----
 
 #[test]
@@ -715,6 +1018,117 @@ fn server_hook_refuses_rewrites_and_deletions_but_accepts_appends_and_redactions
             remote.bare.fsck();
             a.fsck();
         }
+    }
+}
+
+/// Rebuilds the tip commit of the default ledger around another (valid) body blob, keeping its
+/// message, so its entry is unchanged; returns the forged tip.
+fn forge_tip_body(repo: &Repo) -> String {
+    let blob = repo.git_in(&["hash-object", "-w", "--stdin"], br#"{"forged":true}"#);
+    let tree = repo.git_in(
+        &["mktree"],
+        format!("100644 blob {blob}\tpayload.json\n").as_bytes(),
+    );
+    let mut t = commit_texts(repo, REF);
+    let last = t.len() - 1;
+    let old = t[last].lines().next().unwrap().to_string();
+    t[last] = t[last].replacen(&old, &format!("tree {tree}"), 1);
+    rechain(repo, &t)
+}
+
+#[test]
+fn server_hook_refuses_a_forged_body_over_file_smart_http_and_git_daemon() {
+    for format in FORMATS {
+        for transport in TRANSPORTS {
+            let remote = Remote::over(format, transport);
+            remote.bare.install_server_hook();
+            let label = format!("{format} over {}", remote.label());
+            let a = clone_of(format, &remote.url());
+            append_n(&a, 0, 3, "a");
+            let o = forum(&a, &["push"]);
+            assert!(o.status.success(), "{label}: {}{}", stdout(&o), stderr(&o));
+            let published = remote.bare.tip().unwrap();
+
+            // A new entry whose commit was rebuilt around another body: a fast-forward whose
+            // entry chain is perfect.
+            append_n(&a, 3, 4, "a");
+            let honest = tip(&a, REF).unwrap();
+            let forged = forge_tip_body(&a);
+            let o = git_at(a.path(), &["push", "--no-verify", "origin", REF]);
+            assert!(!o.status.success(), "{label}: forged body accepted");
+            assert!(
+                stderr(&o).contains("the body of seq 3")
+                    && stderr(&o).contains("does not hash to its payload_hash"),
+                "{label}: {}",
+                stderr(&o)
+            );
+            assert_eq!(remote.bare.tip().as_deref(), Some(published.as_str()));
+
+            // The same forgery as a ledger the server has never seen.
+            let o = git_at(
+                a.path(),
+                &[
+                    "push",
+                    "--no-verify",
+                    "origin",
+                    &format!("{forged}:refs/forum/ledgers/fresh"),
+                ],
+            );
+            assert!(!o.status.success(), "{label}: forged new ledger accepted");
+            assert!(
+                stderr(&o).contains("does not hash to its payload_hash"),
+                "{label}: {}",
+                stderr(&o)
+            );
+            assert!(
+                !remote.bare.refs().contains("refs/forum/ledgers/fresh"),
+                "{label}: {}",
+                remote.bare.refs()
+            );
+
+            // The honest entry goes through, under both names.
+            crate::common::move_ref_quietly(&a, &honest);
+            let o = git_at(
+                a.path(),
+                &[
+                    "push",
+                    "--no-verify",
+                    "origin",
+                    REF,
+                    &format!("{REF}:refs/forum/ledgers/fresh"),
+                ],
+            );
+            assert!(o.status.success(), "{label}: {}", stderr(&o));
+            assert_eq!(remote.bare.tip().as_deref(), Some(honest.as_str()));
+            remote.bare.fsck();
+        }
+    }
+}
+
+#[test]
+fn update_hook_refuses_a_forged_body_too() {
+    use std::os::unix::fs::PermissionsExt;
+    for format in FORMATS {
+        let remote = Remote::new(format, false);
+        let hook = remote.bare.path().join("hooks/update");
+        std::fs::write(&hook, "#!/bin/sh\nexec git forum hook update \"$@\"\n").unwrap();
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let a = clone_of(format, &remote.url());
+        append_n(&a, 0, 2, "a");
+        forum_ok(&a, &["push"]);
+        let published = remote.bare.tip().unwrap();
+        append_n(&a, 2, 3, "a");
+        forge_tip_body(&a);
+        let o = git_at(a.path(), &["push", "--no-verify", "origin", REF]);
+        assert!(!o.status.success(), "{format}: forged body accepted");
+        assert!(
+            stderr(&o).contains("the body of seq 2")
+                && stderr(&o).contains("does not hash to its payload_hash"),
+            "{format}: {}",
+            stderr(&o)
+        );
+        assert_eq!(remote.bare.tip().as_deref(), Some(published.as_str()));
+        remote.bare.fsck();
     }
 }
 
@@ -891,7 +1305,7 @@ fn init_adds_refspecs_and_writes_forum_dir_once() {
     let out = forum_ok(&a, &["init"]);
     assert!(
         out.contains(
-            "remote origin: fetch refspec refs/forum/ledgers/*:refs/forum/remotes/origin/* added"
+            "remote origin: fetch refspec +refs/forum/ledgers/*:refs/forum/unverified/origin/* added"
         ),
         "{out}"
     );
@@ -938,17 +1352,92 @@ fn init_adds_refspecs_and_writes_forum_dir_once() {
         "{}",
         remote.bare.refs()
     );
+    // Plain git fetch only stages it; nothing reads the staged copy.
     a.git_ok(&["fetch", "-q"]);
-    assert_eq!(tip(&a, "refs/forum/remotes/origin/main"), tip(&b, REF));
-    // Then git forum fetch holds the copy to its checkpoint as usual.
+    assert_eq!(tip(&a, "refs/forum/unverified/origin/main"), tip(&b, REF));
+    assert_eq!(tip(&a, "refs/forum/remotes/origin/main"), None);
+    // Then git forum fetch verifies it and adopts it.
     let out = forum_ok(&a, &["fetch"]);
     assert!(out.contains("main: new from origin: 2 entries"), "{out}");
+    assert_eq!(tip(&a, "refs/forum/remotes/origin/main"), tip(&b, REF));
 
     let o = forum(&a, &["init", "--remote", "nope"]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stderr(&o).trim_end().lines().count(), 1);
     a.fsck();
     b.fsck();
+}
+
+#[test]
+fn plain_git_fetch_after_init_never_moves_the_adopted_copy() {
+    for format in FORMATS {
+        let remote = Remote::new(format, false);
+        let a = clone_of(format, &remote.url());
+        let b = clone_of(format, &remote.url());
+        // An older init's refspec, which plain git fetch used to move the adopted copy with,
+        // is replaced.
+        let old = "refs/forum/ledgers/*:refs/forum/remotes/origin/*";
+        b.git_ok(&["config", "--add", "remote.origin.fetch", old]);
+        let o = forum(&b, &["fetch"]);
+        assert!(
+            stderr(&o).contains(&format!(
+                "warning: remote.origin.fetch has {old}, which lets plain `git fetch` move"
+            )),
+            "{format}: {}",
+            stderr(&o)
+        );
+        let out = forum_ok(&b, &["init"]);
+        assert!(
+            out.contains(&format!("fetch refspec {old} removed")),
+            "{format}: {out}"
+        );
+        let fetch_specs = b.git_ok(&["config", "--get-all", "remote.origin.fetch"]);
+        assert!(!fetch_specs.contains(old), "{format}: {fetch_specs}");
+        assert!(
+            fetch_specs.contains("+refs/forum/ledgers/*:refs/forum/unverified/origin/*"),
+            "{format}: {fetch_specs}"
+        );
+
+        append_n(&a, 0, 3, "a");
+        forum_ok(&a, &["push"]);
+        let o = forum(&b, &["fetch"]);
+        assert!(o.status.success(), "{format}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("warning"), "{format}: {}", stderr(&o));
+        let adopted = tip(&b, "refs/forum/remotes/origin/main").expect("adopted");
+        let seen = tip(&b, "refs/forum/seen/origin/main").expect("seen");
+
+        // The remote is rewritten (no server hook here) and then grows.
+        let evil = clone_of(format, &remote.url());
+        append_n(&evil, 0, 5, "forged");
+        let o = force_push(&evil, REF);
+        assert!(o.status.success(), "{format}: {}", stderr(&o));
+        let o = git_at(b.path(), &["fetch", "-q"]);
+        assert!(o.status.success(), "{format}: {}", stderr(&o));
+        assert_eq!(
+            tip(&b, "refs/forum/unverified/origin/main"),
+            remote.bare.tip(),
+            "{format}: staged"
+        );
+        assert_eq!(
+            tip(&b, "refs/forum/remotes/origin/main").as_deref(),
+            Some(adopted.as_str()),
+            "{format}: plain git fetch moved the adopted copy"
+        );
+        assert_eq!(
+            tip(&b, "refs/forum/seen/origin/main").as_deref(),
+            Some(seen.as_str())
+        );
+        // git forum fetch judges the staged rewrite and refuses it.
+        let o = forum(&b, &["fetch"]);
+        assert_eq!(o.status.code(), Some(1), "{format}: {}", stdout(&o));
+        assert!(stdout(&o).contains("REFUSED (rewritten)"), "{}", stdout(&o));
+        assert_eq!(
+            tip(&b, "refs/forum/remotes/origin/main").as_deref(),
+            Some(adopted.as_str())
+        );
+        no_staging_left(&b);
+        b.fsck();
+    }
 }
 
 // ----- bad remotes -----
