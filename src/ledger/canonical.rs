@@ -7,6 +7,8 @@
 //! `Infinity` are accepted the way Python's `json.loads` accepts them. Hence this small,
 //! dependency-free module, the one place the project writes JSON bytes by hand.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt::Write as _;
 
 /// Deepest nesting accepted by [`parse`]. Python's parser stops near its recursion limit (about
@@ -89,11 +91,11 @@ pub struct ParseError {
 impl Value {
     /// Builds an object from pairs, applying Python's dict semantics to repeated keys.
     pub fn object<I: IntoIterator<Item = (String, Value)>>(pairs: I) -> Value {
-        let mut out: Vec<(String, Value)> = Vec::new();
+        let mut out = Members::default();
         for (k, v) in pairs {
-            insert_key(&mut out, k, v);
+            out.insert(k, v);
         }
-        Value::Object(out)
+        Value::Object(out.list)
     }
 
     pub fn str(s: impl Into<String>) -> Value {
@@ -233,11 +235,45 @@ impl Value {
     }
 }
 
-fn insert_key(out: &mut Vec<(String, Value)>, k: String, v: Value) {
-    if let Some(slot) = out.iter_mut().find(|(key, _)| *key == k) {
-        slot.1 = v;
-    } else {
-        out.push((k, v));
+/// Objects with at most this many members find a repeated key by scanning; larger ones keep
+/// an index, so building an object of n keys costs O(n), not O(n²).
+const SCAN_MEMBERS: usize = 16;
+
+/// Collects an object's members with Python's dict semantics for repeated keys (first
+/// position, last value) in time linear in the number of members.
+#[derive(Default)]
+struct Members {
+    list: Vec<(String, Value)>,
+    /// Key → position in `list`, built once the object outgrows [`SCAN_MEMBERS`].
+    index: Option<HashMap<String, usize>>,
+}
+
+impl Members {
+    fn insert(&mut self, k: String, v: Value) {
+        if let Some(index) = &mut self.index {
+            match index.entry(k) {
+                Entry::Occupied(slot) => self.list[*slot.get()].1 = v,
+                Entry::Vacant(slot) => {
+                    self.list.push((slot.key().clone(), v));
+                    slot.insert(self.list.len() - 1);
+                }
+            }
+            return;
+        }
+        if let Some(slot) = self.list.iter_mut().find(|(key, _)| *key == k) {
+            slot.1 = v;
+            return;
+        }
+        self.list.push((k, v));
+        if self.list.len() > SCAN_MEMBERS {
+            let index = self
+                .list
+                .iter()
+                .enumerate()
+                .map(|(n, (key, _))| (key.clone(), n))
+                .collect();
+            self.index = Some(index);
+        }
     }
 }
 
@@ -506,10 +542,10 @@ impl Parser<'_> {
 
     fn object(&mut self, depth: usize) -> Result<Value, ParseError> {
         self.i += 1;
-        let mut members: Vec<(String, Value)> = Vec::new();
+        let mut members = Members::default();
         self.ws();
         if self.eat("}") {
-            return Ok(Value::Object(members));
+            return Ok(Value::Object(members.list));
         }
         loop {
             self.ws();
@@ -523,13 +559,13 @@ impl Parser<'_> {
             }
             self.ws();
             let v = self.value(depth + 1)?;
-            insert_key(&mut members, k, v);
+            members.insert(k, v);
             self.ws();
             if self.eat(",") {
                 continue;
             }
             if self.eat("}") {
-                return Ok(Value::Object(members));
+                return Ok(Value::Object(members.list));
             }
             return Err(self.err("expected ',' or '}' in an object"));
         }
@@ -743,6 +779,69 @@ mod tests {
             "\"\\ud800\"",
         ] {
             assert!(parse(bad).is_err(), "{bad:?} should fail");
+        }
+    }
+
+    #[test]
+    fn a_200k_key_object_parses_in_order() {
+        let n = 200_000;
+        let mut text = String::from("{");
+        for i in 0..n {
+            if i > 0 {
+                text.push(',');
+            }
+            // Descending keys, so insertion order and sorted order differ.
+            let _ = write!(text, "\"k{:06}\":{i}", n - 1 - i);
+        }
+        text.push('}');
+        let Value::Object(members) = parse(&text).unwrap() else {
+            panic!("not an object");
+        };
+        assert_eq!(members.len(), n);
+        for (i, (k, v)) in members.iter().enumerate() {
+            assert_eq!(*k, format!("k{:06}", n - 1 - i));
+            assert_eq!(*v, Value::int(i as i64));
+        }
+        let v = Value::Object(members);
+        assert_eq!(v.get("k000000"), Some(&Value::int(n as i64 - 1)));
+        assert!(
+            v.canonical()
+                .starts_with("{\"k000000\":199999,\"k000001\":199998,")
+        );
+    }
+
+    #[test]
+    fn repeated_keys_keep_first_position_and_last_value() {
+        // Small objects (scanned) and large ones (indexed) agree, also across the switch.
+        assert_eq!(
+            parse(r#"{"b":1,"a":2,"b":3}"#).unwrap(),
+            Value::Object(vec![
+                ("b".into(), Value::int(3)),
+                ("a".into(), Value::int(2))
+            ])
+        );
+        for n in [SCAN_MEMBERS - 1, SCAN_MEMBERS, SCAN_MEMBERS + 1, 1000] {
+            let mut text = String::from("{");
+            for i in 0..n {
+                let _ = write!(text, "\"k{i}\":{i},");
+            }
+            // Every key again, then the first once more: positions stay, values are the last.
+            for i in 0..n {
+                let _ = write!(text, "\"k{i}\":\"again {i}\",");
+            }
+            text.push_str("\"k0\":null}");
+            let Value::Object(members) = parse(&text).unwrap() else {
+                panic!("not an object");
+            };
+            assert_eq!(members.len(), n, "n = {n}");
+            assert_eq!(members[0], ("k0".to_string(), Value::Null));
+            for (i, (k, v)) in members.iter().enumerate().skip(1) {
+                assert_eq!(*k, format!("k{i}"));
+                assert_eq!(*v, Value::str(format!("again {i}")));
+            }
+            // Value::object applies the same rule.
+            let built = Value::object(members.iter().cloned().chain(members.iter().cloned()));
+            assert_eq!(built, Value::Object(members));
         }
     }
 
