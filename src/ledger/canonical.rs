@@ -106,20 +106,14 @@ impl Value {
         Value::Int(Int::from(v))
     }
 
-    /// Converts a serde_json value (numbers that serde_json reports as f64 become floats).
+    /// Converts a serde_json value. serde_json is built with `arbitrary_precision`, so a
+    /// number arrives as the text it was written with and gets the identity Python would give
+    /// it: an int of any width, or a float (`1e400` is `Infinity`, as in Python).
     pub fn from_serde(v: &serde_json::Value) -> Value {
         match v {
             serde_json::Value::Null => Value::Null,
             serde_json::Value::Bool(b) => Value::Bool(*b),
-            serde_json::Value::Number(n) => {
-                if let Some(i) = n.as_i64() {
-                    Value::Int(Int::from(i))
-                } else if let Some(u) = n.as_u64() {
-                    Value::Int(Int::from(u))
-                } else {
-                    Value::Float(n.as_f64().unwrap_or(f64::NAN))
-                }
-            }
+            serde_json::Value::Number(n) => number_from_text(&n.to_string()),
             serde_json::Value::String(s) => Value::Str(s.clone()),
             serde_json::Value::Array(a) => Value::Array(a.iter().map(Value::from_serde).collect()),
             serde_json::Value::Object(m) => {
@@ -128,29 +122,48 @@ impl Value {
         }
     }
 
-    /// Converts to a serde_json value for display. Integers wider than 64 bits and
-    /// non-finite floats have no serde_json form and become strings.
+    /// Converts to a serde_json value. Integers of any width and finite floats stay exact
+    /// numbers (floats written as Python's `repr`). `NaN` and `±Infinity` have no form in
+    /// strict JSON, so serde_json cannot hold them: they become the strings `"NaN"`,
+    /// `"Infinity"` and `"-Infinity"`. Surfaces that must return such a value exactly write
+    /// its text instead ([`Value::has_non_finite`], [`Value::canonical`]).
     pub fn to_serde(&self) -> serde_json::Value {
         match self {
             Value::Null => serde_json::Value::Null,
             Value::Bool(b) => serde_json::Value::Bool(*b),
             Value::Int(i) => {
-                if let Some(v) = i.as_i64() {
-                    v.into()
-                } else if let Some(v) = i.as_u64() {
-                    v.into()
-                } else {
-                    serde_json::Value::String(i.0.clone())
-                }
+                exact_number(i.as_str()).unwrap_or_else(|| serde_json::Value::String(i.0.clone()))
             }
-            Value::Float(f) => serde_json::Number::from_f64(*f)
-                .map(serde_json::Value::Number)
+            Value::Float(f) if f.is_finite() => exact_number(&python_float_repr(*f))
                 .unwrap_or_else(|| serde_json::Value::String(python_float_repr(*f))),
+            Value::Float(f) => serde_json::Value::String(python_float_json(*f)),
             Value::Str(s) => serde_json::Value::String(s.clone()),
             Value::Array(a) => serde_json::Value::Array(a.iter().map(Value::to_serde).collect()),
             Value::Object(m) => serde_json::Value::Object(
                 m.iter().map(|(k, v)| (k.clone(), v.to_serde())).collect(),
             ),
+        }
+    }
+
+    /// Whether the value holds a `NaN` or an infinity anywhere: a number strict JSON (and so
+    /// [`Value::to_serde`]) cannot carry.
+    pub fn has_non_finite(&self) -> bool {
+        match self {
+            Value::Float(f) => !f.is_finite(),
+            Value::Array(items) => items.iter().any(Value::has_non_finite),
+            Value::Object(members) => members.iter().any(|(_, v)| v.has_non_finite()),
+            _ => false,
+        }
+    }
+
+    /// Sets the member `key` of an object to `v` (in place if present, else last); a value
+    /// that is not an object is left alone.
+    pub fn set(&mut self, key: &str, v: Value) {
+        if let Value::Object(members) = self {
+            match members.iter_mut().find(|(k, _)| k == key) {
+                Some(slot) => slot.1 = v,
+                None => members.push((key.to_string(), v)),
+            }
         }
     }
 
@@ -275,6 +288,24 @@ impl Members {
             self.index = Some(index);
         }
     }
+}
+
+/// The value of a JSON number literal as Python reads it: a float when it has `.`, `e` or `E`
+/// (overflowing to an infinity), an int of any width otherwise.
+fn number_from_text(lit: &str) -> Value {
+    if lit.contains(['.', 'e', 'E']) {
+        Value::Float(lit.parse().unwrap_or(f64::NAN))
+    } else {
+        Int::parse(lit).map_or(Value::Float(f64::NAN), Value::Int)
+    }
+}
+
+/// A serde_json number holding exactly the literal `lit` (serde_json keeps the text with its
+/// `arbitrary_precision` feature).
+fn exact_number(lit: &str) -> Option<serde_json::Value> {
+    lit.parse::<serde_json::Number>()
+        .ok()
+        .map(serde_json::Value::Number)
 }
 
 fn write_canonical(v: &Value, out: &mut String) {
@@ -757,6 +788,39 @@ mod tests {
         assert_eq!(parse("1e400").unwrap().canonical(), "Infinity");
         let big = "123456789012345678901234567890";
         assert_eq!(parse(big).unwrap().canonical(), big);
+    }
+
+    #[test]
+    fn serde_conversions_keep_every_number() {
+        for (text, canonical) in [
+            ("18446744073709551616", "18446744073709551616"),
+            ("-18446744073709551617", "-18446744073709551617"),
+            (
+                "123456789012345678901234567890",
+                "123456789012345678901234567890",
+            ),
+            ("0.1", "0.1"),
+            ("1e16", "1e+16"),
+            ("1E+2", "100.0"),
+            ("-0", "0"),
+            ("-0.0", "-0.0"),
+            ("1e400", "Infinity"),
+            ("-1e400", "-Infinity"),
+        ] {
+            let j: serde_json::Value = serde_json::from_str(text).unwrap();
+            let v = Value::from_serde(&j);
+            assert_eq!(v.canonical(), canonical, "{text}");
+            assert_eq!(v, parse(text).unwrap(), "{text}");
+            if !v.has_non_finite() {
+                // Out again: the same number, exactly.
+                assert_eq!(v.to_serde().to_string(), canonical, "{text}");
+                assert_eq!(Value::from_serde(&v.to_serde()), v, "{text}");
+            }
+        }
+        let nan = parse(r#"{"a":[1,NaN]}"#).unwrap();
+        assert!(nan.has_non_finite());
+        assert_eq!(nan.to_serde().to_string(), r#"{"a":[1,"NaN"]}"#);
+        assert!(!parse(r#"{"a":[1,2.5,"NaN"]}"#).unwrap().has_non_finite());
     }
 
     #[test]

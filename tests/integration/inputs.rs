@@ -1,12 +1,15 @@
-//! Inputs: reads of user input that stop at their limit whatever the source (a device, a FIFO,
-//! a pipe), and causal parents that must name an existing entry.
+//! Inputs: every JSON number kept exactly on every surface (CLI, daemon, MCP), one rule for
+//! `NaN` and the infinities, reads of user input that stop at their limit whatever the source
+//! (a device, a FIFO, a pipe), and causal parents that must name an existing entry.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::Duration;
 
+use git_forum::ledger::canonical::{self, Value};
 use serde_json::{Value as J, json};
+use sha2::{Digest, Sha256};
 
 use crate::common::Repo;
 
@@ -20,6 +23,13 @@ impl Drop for Guarded {
             let _ = self.0.wait();
         }
     }
+}
+
+fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The error of a failed command: exactly one line on stderr holding `needle`, a non-zero
@@ -161,6 +171,193 @@ impl McpClient {
         let status = self.child.0.wait().unwrap();
         assert!(status.success());
     }
+}
+
+// ----- exact numbers -----
+
+/// JSON number literals and their canonical form in Forum's hash (Python's `json.loads`, then
+/// `json.dumps(sort_keys=True)`): wide integers stay exact, `1e400` overflows to Infinity.
+const NUMBERS: [(&str, &str); 7] = [
+    ("18446744073709551616", "18446744073709551616"),
+    ("-18446744073709551617", "-18446744073709551617"),
+    (
+        "123456789012345678901234567890123",
+        "123456789012345678901234567890123",
+    ),
+    ("1e400", "Infinity"),
+    ("1.5e300", "1.5e+300"),
+    ("0.1", "0.1"),
+    ("-0.0", "-0.0"),
+];
+
+/// `NaN` and the infinities: accepted as Python's `json.loads` accepts them, hashed as
+/// Python's `json.dumps` writes them.
+const NON_FINITE: [(&str, &str); 4] = [
+    ("NaN", "NaN"),
+    ("Infinity", "Infinity"),
+    ("-Infinity", "-Infinity"),
+    ("-1e999", "-Infinity"),
+];
+
+/// Checks a payload read back from a surface: the `payload` member of `text` (JSON as Python
+/// reads it) is the number itself, not a string, and re-hashes to `want_hash`, as does the
+/// answer's own `payload_hash`.
+fn check_read_back(surface: &str, text: &str, literal: &str, want_hash: &str) {
+    let v = canonical::parse(text)
+        .unwrap_or_else(|e| panic!("{surface} {literal}: unreadable answer ({e}): {text}"));
+    let body = v
+        .get("payload")
+        .unwrap_or_else(|| panic!("{surface} {literal}: no payload in {text}"));
+    let n = body.get("v").unwrap();
+    assert!(
+        matches!(n, Value::Int(_) | Value::Float(_)),
+        "{surface} {literal}: the number came back as {n:?}: {text}"
+    );
+    assert_eq!(
+        sha256_hex(&body.canonical()),
+        want_hash,
+        "{surface} {literal}: the body read back hashes differently: {text}"
+    );
+    let stated = v
+        .get("payload_hash")
+        .or_else(|| v.get("entry").and_then(|e| e.get("payload_hash")))
+        .and_then(Value::as_str)
+        .unwrap();
+    assert_eq!(stated, want_hash, "{surface} {literal}: payload_hash");
+}
+
+/// Appends `{"v": literal}` through the CLI, the daemon and MCP, reads each back through the
+/// same surface, and checks every hash is Forum's.
+fn round_trip_everywhere(cases: &[(&str, &str)]) {
+    let repo = Repo::new("sha1");
+    let daemon = Daemon::start(&repo);
+    let mut mcp = McpClient::start(&repo);
+    for (literal, canonical_form) in cases {
+        let payload = format!(r#"{{"v":{literal}}}"#);
+        let want = sha256_hex(&format!(r#"{{"v":{canonical_form}}}"#));
+
+        let out = repo.forum_ok(&[
+            "append",
+            "--actor",
+            "cli",
+            "--kind",
+            "note",
+            "--payload",
+            &payload,
+            "--json",
+        ]);
+        let seq = serde_json::from_str::<J>(&out).unwrap()["seq"]
+            .as_u64()
+            .unwrap();
+        let shown = repo.forum_ok(&["show", &seq.to_string(), "--payload", "--json"]);
+        check_read_back("CLI", &shown, literal, &want);
+
+        let (code, body) = daemon.call(
+            "POST",
+            "/append",
+            &format!(r#"{{"actor":"http","kind":"note","payload":{payload}}}"#),
+        );
+        assert_eq!(code, 200, "HTTP append {literal}: {body}");
+        let seq = serde_json::from_str::<J>(&body).unwrap()["seq"]
+            .as_u64()
+            .unwrap();
+        let (code, body) = daemon.call("GET", &format!("/payload/{seq}"), "");
+        assert_eq!(code, 200, "{body}");
+        check_read_back("HTTP", &body, literal, &want);
+
+        let (is_error, text, _) = mcp.call(
+            "ledger_append",
+            &format!(r#"{{"actor":"mcp","kind":"note","payload":{payload}}}"#),
+        );
+        assert!(!is_error, "MCP append {literal}: {text}");
+        let seq = serde_json::from_str::<J>(&text).unwrap()["seq"]
+            .as_u64()
+            .unwrap();
+        let (is_error, text, reply) = mcp.call("ledger_payload", &format!(r#"{{"seq":{seq}}}"#));
+        assert!(!is_error, "{text}");
+        check_read_back("MCP", &text, literal, &want);
+        // The structured copy, when there is one, holds the same number exactly.
+        if let Some(s) = reply["result"].get("structuredContent") {
+            let n = &s["payload"]["v"];
+            assert!(n.is_number(), "MCP {literal}: structured {n}");
+            assert_eq!(
+                Value::from_serde(n).canonical(),
+                *canonical_form,
+                "MCP structured {literal}"
+            );
+        } else {
+            assert!(
+                canonical_form.contains("NaN") || canonical_form.contains("Infinity"),
+                "MCP {literal}: only a non-finite number leaves out structuredContent"
+            );
+        }
+    }
+    mcp.stop();
+    daemon.stop();
+    // Every entry of the three surfaces verifies, bodies included.
+    repo.forum_ok(&["verify", "--deep"]);
+}
+
+#[test]
+fn exact_numbers_round_trip_through_cli_http_and_mcp() {
+    round_trip_everywhere(&NUMBERS);
+}
+
+#[test]
+fn nan_and_infinity_are_accepted_and_returned_alike_on_every_surface() {
+    round_trip_everywhere(&NON_FINITE);
+}
+
+#[test]
+fn a_forum_ledger_holding_nan_and_infinity_imports_and_verifies() {
+    // A Forum ledger directory as Forum writes it: bare NaN/Infinity in payloads.jsonl, the
+    // hashes of their canonical text.
+    let dir = tempfile::tempdir().unwrap();
+    let bodies = [
+        r#"{"score": NaN}"#,
+        r#"{"high": Infinity, "low": -Infinity}"#,
+    ];
+    let mut entries = String::new();
+    let mut payloads = String::new();
+    let mut prev = git_forum::ledger::GENESIS.to_string();
+    let mut hashes = Vec::new();
+    for (seq, body) in bodies.iter().enumerate() {
+        let v = canonical::parse(body).unwrap();
+        let ph = sha256_hex(&v.canonical());
+        hashes.push(ph.clone());
+        let ts = 1.0 + seq as f64;
+        let eh = git_forum::ledger::entry_hash(seq as u64, ts, "forum", "note", None, &ph, &prev);
+        entries.push_str(&format!(
+            r#"{{"seq": {seq}, "ts": {ts:.1}, "actor": "forum", "kind": "note", "causal_parent": null, "payload_hash": "{ph}", "prev_hash": "{prev}", "entry_hash": "{eh}"}}"#
+        ));
+        entries.push('\n');
+        payloads.push_str(&format!(r#"{{"hash": "{ph}", "body": {body}}}"#));
+        payloads.push('\n');
+        prev = eh;
+    }
+    assert_eq!(hashes[0], sha256_hex(r#"{"score":NaN}"#));
+    std::fs::write(dir.path().join("entries.jsonl"), entries).unwrap();
+    std::fs::write(dir.path().join("payloads.jsonl"), payloads).unwrap();
+
+    let repo = Repo::new("sha256");
+    repo.forum_ok(&["import", dir.path().to_str().unwrap()]);
+    repo.forum_ok(&["verify", "--deep"]);
+    let shown = repo.forum_ok(&["show", "1", "--payload", "--json"]);
+    let v = canonical::parse(&shown).unwrap();
+    assert_eq!(
+        sha256_hex(&v.get("payload").unwrap().canonical()),
+        hashes[1],
+        "{shown}"
+    );
+    // And it goes out again as Forum wrote it.
+    let out = tempfile::tempdir().unwrap();
+    let out_dir = out.path().join("export");
+    repo.forum_ok(&["export", out_dir.to_str().unwrap()]);
+    let exported = std::fs::read_to_string(out_dir.join("payloads.jsonl")).unwrap();
+    assert!(
+        exported.contains("NaN") && exported.contains("-Infinity"),
+        "{exported}"
+    );
 }
 
 // ----- bounded reads -----
