@@ -1,6 +1,5 @@
 //! `git forum append`: witness one entry.
 
-use std::io::Read;
 use std::path::PathBuf;
 
 use super::{CliError, Ctx};
@@ -34,6 +33,10 @@ pub struct AppendArgs {
     pub payload_file: Option<PathBuf>,
 }
 
+/// The most payload text `--payload-file` reads: twice the canonical body limit, room for
+/// whitespace and for escapes that the canonical form writes shorter.
+pub const MAX_PAYLOAD_INPUT_BYTES: u64 = 2 * crate::ledger::MAX_PAYLOAD_BYTES as u64;
+
 /// Reads the payload named by `--payload` or `--payload-file`.
 pub fn read_payload(
     inline: Option<&str>,
@@ -41,32 +44,11 @@ pub fn read_payload(
 ) -> Result<canonical::Value, CliError> {
     let (text, from) = match (inline, file) {
         (Some(t), _) => (t.to_string(), "--payload".to_string()),
-        (None, Some(p)) if p.as_os_str() == "-" => {
-            let mut s = String::new();
-            std::io::stdin()
-                .take(crate::ledger::MAX_PAYLOAD_BYTES as u64 * 2)
-                .read_to_string(&mut s)
-                .map_err(|e| {
-                    CliError::usage(format!("reading the payload from standard input: {e}"))
-                })?;
-            (s, "standard input".to_string())
-        }
         (None, Some(p)) => {
-            let meta = std::fs::metadata(p).map_err(|e| {
-                CliError::usage(format!("cannot read payload file {}: {e}", p.display()))
-            })?;
-            if meta.len() > crate::ledger::MAX_PAYLOAD_BYTES as u64 * 2 {
-                return Err(CliError::usage(format!(
-                    "payload file {} is {} bytes, over the {} byte limit",
-                    p.display(),
-                    meta.len(),
-                    crate::ledger::MAX_PAYLOAD_BYTES
-                )));
-            }
-            let s = std::fs::read_to_string(p).map_err(|e| {
-                CliError::usage(format!("cannot read payload file {}: {e}", p.display()))
-            })?;
-            (s, p.display().to_string())
+            let text =
+                super::input::read_limited_text(p, MAX_PAYLOAD_INPUT_BYTES, "payload file", "")
+                    .map_err(CliError::usage)?;
+            (text, super::input::source_name(p))
         }
         (None, None) => {
             return Err(CliError::usage(

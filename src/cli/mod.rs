@@ -16,6 +16,7 @@ pub mod context;
 pub mod exec_flags;
 pub mod hooks;
 pub mod init;
+pub(crate) mod input;
 pub mod interop;
 pub mod man;
 pub mod plan;

@@ -31,6 +31,10 @@ pub struct ProveArgs {
     pub out: Option<PathBuf>,
 }
 
+/// The largest proof file `verify-proof` reads. A proof holds one entry's fields, at most 64
+/// hashes per path and its signatures: a few KiB.
+pub const MAX_PROOF_BYTES: u64 = 1024 * 1024;
+
 /// Check a proof file without a repository. Exit 0 when it holds, 1 when it does not.
 #[derive(Debug, clap::Args)]
 pub struct VerifyProofArgs {
@@ -136,17 +140,8 @@ pub fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
 }
 
 pub fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliError> {
-    let text = if args.file.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin())
-            .map_err(|e| CliError::usage(format!("reading standard input: {e}")))?
-    } else {
-        std::fs::read_to_string(&args.file).map_err(|e| {
-            CliError::usage(format!(
-                "cannot read proof file {}: {e}",
-                args.file.display()
-            ))
-        })?
-    };
+    let text = super::input::read_limited_text(&args.file, MAX_PROOF_BYTES, "proof file", "")
+        .map_err(CliError::usage)?;
     let result = verify_text(&text).and_then(|v| {
         let cp = match &v {
             Verified::Inclusion(p) => &p.checkpoint,

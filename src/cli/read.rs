@@ -102,14 +102,22 @@ pub fn show(ctx: &Ctx, args: ShowArgs) -> Result<(), CliError> {
     };
     if ctx.json {
         let mut v = serde_json::json!({ "entry": entry.to_json(), "commit": commit.to_string() });
+        let mut payload = None;
         if let Some(b) = &body {
             v["redacted"] = serde_json::Value::Bool(b.is_none());
-            v["payload"] = match b {
-                Some(bytes) => crate::ledger::canonical::parse(&String::from_utf8_lossy(bytes))
-                    .map(|p| p.to_serde())
-                    .unwrap_or(serde_json::Value::Null),
-                None => serde_json::Value::Null,
-            };
+            payload = b.as_ref().and_then(|bytes| {
+                crate::ledger::canonical::parse(&String::from_utf8_lossy(bytes)).ok()
+            });
+            v["payload"] = payload
+                .as_ref()
+                .map_or(serde_json::Value::Null, |p| p.to_serde());
+        }
+        // NaN and the infinities have no serde_json form: print the text Python would, so the
+        // body read back hashes to its payload_hash.
+        if let Some(p) = payload.filter(|p| p.has_non_finite()) {
+            let mut exact = crate::ledger::Value::from_serde(&v);
+            exact.set("payload", p);
+            return ctx.out(&exact.python_pretty());
         }
         return ctx.out_json(&v);
     }

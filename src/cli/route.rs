@@ -33,35 +33,7 @@ pub struct RouteArgs {
 
 /// Reads a text file for a command, with a size cap and a one-line error naming it.
 pub(crate) fn read_text(path: &Path, what: &str) -> Result<String, CliError> {
-    if path.as_os_str() == "-" {
-        use std::io::Read;
-        let mut s = String::new();
-        std::io::stdin()
-            .take(MAX_INPUT_BYTES + 1)
-            .read_to_string(&mut s)
-            .map_err(|e| {
-                CliError::fail(format!("cannot read the {what} from standard input: {e}"))
-            })?;
-        if s.len() as u64 > MAX_INPUT_BYTES {
-            return Err(CliError::fail(format!(
-                "the {what} on standard input is over the {MAX_INPUT_BYTES} byte limit"
-            )));
-        }
-        return Ok(s);
-    }
-    let meta = std::fs::metadata(path)
-        .map_err(|e| CliError::fail(format!("cannot read {what} {}: {e}", path.display())))?;
-    if meta.len() > MAX_INPUT_BYTES {
-        return Err(CliError::fail(format!(
-            "{what} {} is {} bytes, over the {MAX_INPUT_BYTES} byte limit",
-            path.display(),
-            meta.len()
-        )));
-    }
-    let bytes = std::fs::read(path)
-        .map_err(|e| CliError::fail(format!("cannot read {what} {}: {e}", path.display())))?;
-    String::from_utf8(bytes)
-        .map_err(|e| CliError::fail(format!("{what} {} is not UTF-8 text: {e}", path.display())))
+    super::input::read_limited_text(path, MAX_INPUT_BYTES, what, "").map_err(CliError::fail)
 }
 
 /// The repository's `.forum/NAME` file, when the command runs inside a work tree that has one.

@@ -7,6 +7,8 @@
 //! `Infinity` are accepted the way Python's `json.loads` accepts them. Hence this small,
 //! dependency-free module, the one place the project writes JSON bytes by hand.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt::Write as _;
 
 /// Deepest nesting accepted by [`parse`]. Python's parser stops near its recursion limit (about
@@ -89,11 +91,11 @@ pub struct ParseError {
 impl Value {
     /// Builds an object from pairs, applying Python's dict semantics to repeated keys.
     pub fn object<I: IntoIterator<Item = (String, Value)>>(pairs: I) -> Value {
-        let mut out: Vec<(String, Value)> = Vec::new();
+        let mut out = Members::default();
         for (k, v) in pairs {
-            insert_key(&mut out, k, v);
+            out.insert(k, v);
         }
-        Value::Object(out)
+        Value::Object(out.list)
     }
 
     pub fn str(s: impl Into<String>) -> Value {
@@ -104,20 +106,14 @@ impl Value {
         Value::Int(Int::from(v))
     }
 
-    /// Converts a serde_json value (numbers that serde_json reports as f64 become floats).
+    /// Converts a serde_json value. serde_json is built with `arbitrary_precision`, so a
+    /// number arrives as the text it was written with and gets the identity Python would give
+    /// it: an int of any width, or a float (`1e400` is `Infinity`, as in Python).
     pub fn from_serde(v: &serde_json::Value) -> Value {
         match v {
             serde_json::Value::Null => Value::Null,
             serde_json::Value::Bool(b) => Value::Bool(*b),
-            serde_json::Value::Number(n) => {
-                if let Some(i) = n.as_i64() {
-                    Value::Int(Int::from(i))
-                } else if let Some(u) = n.as_u64() {
-                    Value::Int(Int::from(u))
-                } else {
-                    Value::Float(n.as_f64().unwrap_or(f64::NAN))
-                }
-            }
+            serde_json::Value::Number(n) => number_from_text(&n.to_string()),
             serde_json::Value::String(s) => Value::Str(s.clone()),
             serde_json::Value::Array(a) => Value::Array(a.iter().map(Value::from_serde).collect()),
             serde_json::Value::Object(m) => {
@@ -126,29 +122,48 @@ impl Value {
         }
     }
 
-    /// Converts to a serde_json value for display. Integers wider than 64 bits and
-    /// non-finite floats have no serde_json form and become strings.
+    /// Converts to a serde_json value. Integers of any width and finite floats stay exact
+    /// numbers (floats written as Python's `repr`). `NaN` and `±Infinity` have no form in
+    /// strict JSON, so serde_json cannot hold them: they become the strings `"NaN"`,
+    /// `"Infinity"` and `"-Infinity"`. Surfaces that must return such a value exactly write
+    /// its text instead ([`Value::has_non_finite`], [`Value::canonical`]).
     pub fn to_serde(&self) -> serde_json::Value {
         match self {
             Value::Null => serde_json::Value::Null,
             Value::Bool(b) => serde_json::Value::Bool(*b),
             Value::Int(i) => {
-                if let Some(v) = i.as_i64() {
-                    v.into()
-                } else if let Some(v) = i.as_u64() {
-                    v.into()
-                } else {
-                    serde_json::Value::String(i.0.clone())
-                }
+                exact_number(i.as_str()).unwrap_or_else(|| serde_json::Value::String(i.0.clone()))
             }
-            Value::Float(f) => serde_json::Number::from_f64(*f)
-                .map(serde_json::Value::Number)
+            Value::Float(f) if f.is_finite() => exact_number(&python_float_repr(*f))
                 .unwrap_or_else(|| serde_json::Value::String(python_float_repr(*f))),
+            Value::Float(f) => serde_json::Value::String(python_float_json(*f)),
             Value::Str(s) => serde_json::Value::String(s.clone()),
             Value::Array(a) => serde_json::Value::Array(a.iter().map(Value::to_serde).collect()),
             Value::Object(m) => serde_json::Value::Object(
                 m.iter().map(|(k, v)| (k.clone(), v.to_serde())).collect(),
             ),
+        }
+    }
+
+    /// Whether the value holds a `NaN` or an infinity anywhere: a number strict JSON (and so
+    /// [`Value::to_serde`]) cannot carry.
+    pub fn has_non_finite(&self) -> bool {
+        match self {
+            Value::Float(f) => !f.is_finite(),
+            Value::Array(items) => items.iter().any(Value::has_non_finite),
+            Value::Object(members) => members.iter().any(|(_, v)| v.has_non_finite()),
+            _ => false,
+        }
+    }
+
+    /// Sets the member `key` of an object to `v` (in place if present, else last); a value
+    /// that is not an object is left alone.
+    pub fn set(&mut self, key: &str, v: Value) {
+        if let Value::Object(members) = self {
+            match members.iter_mut().find(|(k, _)| k == key) {
+                Some(slot) => slot.1 = v,
+                None => members.push((key.to_string(), v)),
+            }
         }
     }
 
@@ -233,12 +248,64 @@ impl Value {
     }
 }
 
-fn insert_key(out: &mut Vec<(String, Value)>, k: String, v: Value) {
-    if let Some(slot) = out.iter_mut().find(|(key, _)| *key == k) {
-        slot.1 = v;
-    } else {
-        out.push((k, v));
+/// Objects with at most this many members find a repeated key by scanning; larger ones keep
+/// an index, so building an object of n keys costs O(n), not O(n²).
+const SCAN_MEMBERS: usize = 16;
+
+/// Collects an object's members with Python's dict semantics for repeated keys (first
+/// position, last value) in time linear in the number of members.
+#[derive(Default)]
+struct Members {
+    list: Vec<(String, Value)>,
+    /// Key → position in `list`, built once the object outgrows [`SCAN_MEMBERS`].
+    index: Option<HashMap<String, usize>>,
+}
+
+impl Members {
+    fn insert(&mut self, k: String, v: Value) {
+        if let Some(index) = &mut self.index {
+            match index.entry(k) {
+                Entry::Occupied(slot) => self.list[*slot.get()].1 = v,
+                Entry::Vacant(slot) => {
+                    self.list.push((slot.key().clone(), v));
+                    slot.insert(self.list.len() - 1);
+                }
+            }
+            return;
+        }
+        if let Some(slot) = self.list.iter_mut().find(|(key, _)| *key == k) {
+            slot.1 = v;
+            return;
+        }
+        self.list.push((k, v));
+        if self.list.len() > SCAN_MEMBERS {
+            let index = self
+                .list
+                .iter()
+                .enumerate()
+                .map(|(n, (key, _))| (key.clone(), n))
+                .collect();
+            self.index = Some(index);
+        }
     }
+}
+
+/// The value of a JSON number literal as Python reads it: a float when it has `.`, `e` or `E`
+/// (overflowing to an infinity), an int of any width otherwise.
+fn number_from_text(lit: &str) -> Value {
+    if lit.contains(['.', 'e', 'E']) {
+        Value::Float(lit.parse().unwrap_or(f64::NAN))
+    } else {
+        Int::parse(lit).map_or(Value::Float(f64::NAN), Value::Int)
+    }
+}
+
+/// A serde_json number holding exactly the literal `lit` (serde_json keeps the text with its
+/// `arbitrary_precision` feature).
+fn exact_number(lit: &str) -> Option<serde_json::Value> {
+    lit.parse::<serde_json::Number>()
+        .ok()
+        .map(serde_json::Value::Number)
 }
 
 fn write_canonical(v: &Value, out: &mut String) {
@@ -506,10 +573,10 @@ impl Parser<'_> {
 
     fn object(&mut self, depth: usize) -> Result<Value, ParseError> {
         self.i += 1;
-        let mut members: Vec<(String, Value)> = Vec::new();
+        let mut members = Members::default();
         self.ws();
         if self.eat("}") {
-            return Ok(Value::Object(members));
+            return Ok(Value::Object(members.list));
         }
         loop {
             self.ws();
@@ -523,13 +590,13 @@ impl Parser<'_> {
             }
             self.ws();
             let v = self.value(depth + 1)?;
-            insert_key(&mut members, k, v);
+            members.insert(k, v);
             self.ws();
             if self.eat(",") {
                 continue;
             }
             if self.eat("}") {
-                return Ok(Value::Object(members));
+                return Ok(Value::Object(members.list));
             }
             return Err(self.err("expected ',' or '}' in an object"));
         }
@@ -724,6 +791,39 @@ mod tests {
     }
 
     #[test]
+    fn serde_conversions_keep_every_number() {
+        for (text, canonical) in [
+            ("18446744073709551616", "18446744073709551616"),
+            ("-18446744073709551617", "-18446744073709551617"),
+            (
+                "123456789012345678901234567890",
+                "123456789012345678901234567890",
+            ),
+            ("0.1", "0.1"),
+            ("1e16", "1e+16"),
+            ("1E+2", "100.0"),
+            ("-0", "0"),
+            ("-0.0", "-0.0"),
+            ("1e400", "Infinity"),
+            ("-1e400", "-Infinity"),
+        ] {
+            let j: serde_json::Value = serde_json::from_str(text).unwrap();
+            let v = Value::from_serde(&j);
+            assert_eq!(v.canonical(), canonical, "{text}");
+            assert_eq!(v, parse(text).unwrap(), "{text}");
+            if !v.has_non_finite() {
+                // Out again: the same number, exactly.
+                assert_eq!(v.to_serde().to_string(), canonical, "{text}");
+                assert_eq!(Value::from_serde(&v.to_serde()), v, "{text}");
+            }
+        }
+        let nan = parse(r#"{"a":[1,NaN]}"#).unwrap();
+        assert!(nan.has_non_finite());
+        assert_eq!(nan.to_serde().to_string(), r#"{"a":[1,"NaN"]}"#);
+        assert!(!parse(r#"{"a":[1,2.5,"NaN"]}"#).unwrap().has_non_finite());
+    }
+
+    #[test]
     fn python_dumps_keeps_order_and_escapes_line_separators() {
         let v = parse(r#"{"b": "x\u2028y", "a": [1, 2.5]}"#).unwrap();
         assert_eq!(v.python_dumps(), r#"{"b": "x\u2028y", "a": [1, 2.5]}"#);
@@ -743,6 +843,69 @@ mod tests {
             "\"\\ud800\"",
         ] {
             assert!(parse(bad).is_err(), "{bad:?} should fail");
+        }
+    }
+
+    #[test]
+    fn a_200k_key_object_parses_in_order() {
+        let n = 200_000;
+        let mut text = String::from("{");
+        for i in 0..n {
+            if i > 0 {
+                text.push(',');
+            }
+            // Descending keys, so insertion order and sorted order differ.
+            let _ = write!(text, "\"k{:06}\":{i}", n - 1 - i);
+        }
+        text.push('}');
+        let Value::Object(members) = parse(&text).unwrap() else {
+            panic!("not an object");
+        };
+        assert_eq!(members.len(), n);
+        for (i, (k, v)) in members.iter().enumerate() {
+            assert_eq!(*k, format!("k{:06}", n - 1 - i));
+            assert_eq!(*v, Value::int(i as i64));
+        }
+        let v = Value::Object(members);
+        assert_eq!(v.get("k000000"), Some(&Value::int(n as i64 - 1)));
+        assert!(
+            v.canonical()
+                .starts_with("{\"k000000\":199999,\"k000001\":199998,")
+        );
+    }
+
+    #[test]
+    fn repeated_keys_keep_first_position_and_last_value() {
+        // Small objects (scanned) and large ones (indexed) agree, also across the switch.
+        assert_eq!(
+            parse(r#"{"b":1,"a":2,"b":3}"#).unwrap(),
+            Value::Object(vec![
+                ("b".into(), Value::int(3)),
+                ("a".into(), Value::int(2))
+            ])
+        );
+        for n in [SCAN_MEMBERS - 1, SCAN_MEMBERS, SCAN_MEMBERS + 1, 1000] {
+            let mut text = String::from("{");
+            for i in 0..n {
+                let _ = write!(text, "\"k{i}\":{i},");
+            }
+            // Every key again, then the first once more: positions stay, values are the last.
+            for i in 0..n {
+                let _ = write!(text, "\"k{i}\":\"again {i}\",");
+            }
+            text.push_str("\"k0\":null}");
+            let Value::Object(members) = parse(&text).unwrap() else {
+                panic!("not an object");
+            };
+            assert_eq!(members.len(), n, "n = {n}");
+            assert_eq!(members[0], ("k0".to_string(), Value::Null));
+            for (i, (k, v)) in members.iter().enumerate().skip(1) {
+                assert_eq!(*k, format!("k{i}"));
+                assert_eq!(*v, Value::str(format!("again {i}")));
+            }
+            // Value::object applies the same rule.
+            let built = Value::object(members.iter().cloned().chain(members.iter().cloned()));
+            assert_eq!(built, Value::Object(members));
         }
     }
 

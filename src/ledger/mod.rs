@@ -85,6 +85,28 @@ impl NewEntry {
     }
 }
 
+impl NewEntry {
+    /// Checks that the causal parent, if any, names an entry already in a ledger whose next
+    /// seq is `next_seq`: a parent must come before its child.
+    pub fn check_parent(&self, next_seq: u64) -> Result<(), String> {
+        let Some(p) = self.causal_parent else {
+            return Ok(());
+        };
+        if u64::try_from(p).is_ok_and(|p| p < next_seq) {
+            return Ok(());
+        }
+        Err(match next_seq {
+            0 => format!(
+                "causal parent {p} names no entry: the ledger is empty, so the first entry has no parent"
+            ),
+            n => format!(
+                "causal parent {p} names no entry: give a seq from 0 to {} (an entry already in the ledger)",
+                n - 1
+            ),
+        })
+    }
+}
+
 impl Entry {
     /// The entry that `new` becomes when appended after `head` (or first, when `head` is None).
     pub fn next(head: Option<&Entry>, new: &NewEntry, payload_hash: String) -> Entry {

@@ -25,7 +25,7 @@ use serde_json::{Value as J, json};
 
 use crate::cli::runtime::Loaded;
 use crate::exec::{Fleet, Seats};
-use crate::ledger::Entry;
+use crate::ledger::{Entry, canonical};
 use crate::policy::Policy;
 use crate::roster::Roster;
 use crate::store::git::{GitStore, Options, StoreError};
@@ -155,12 +155,28 @@ pub struct Reply {
     pub status: u16,
     /// The JSON body.
     pub body: J,
+    /// The body's exact text, when `body` cannot carry it: a `NaN` or an infinity, which
+    /// serde_json has no number for (see [`crate::ledger::canonical::Value::to_serde`]).
+    pub text: Option<String>,
 }
 
 impl Reply {
     /// A 200 answer.
     pub fn ok(body: J) -> Reply {
-        Reply { status: 200, body }
+        Reply {
+            status: 200,
+            body,
+            text: None,
+        }
+    }
+
+    /// A 200 answer whose exact text is `text`; `body` is its nearest strict-JSON form.
+    pub fn exact(body: J, text: String) -> Reply {
+        Reply {
+            status: 200,
+            body,
+            text: Some(text),
+        }
     }
 
     /// An error answer: `{"error": message}`.
@@ -168,6 +184,7 @@ impl Reply {
         Reply {
             status,
             body: json!({ "error": message.into() }),
+            text: None,
         }
     }
 
@@ -183,7 +200,10 @@ impl Reply {
 
     /// The body as compact JSON text (the HTTP body, and the text of an MCP tool result).
     pub fn body_text(&self) -> String {
-        self.body.to_string()
+        match &self.text {
+            Some(t) => t.clone(),
+            None => self.body.to_string(),
+        }
     }
 }
 
@@ -204,7 +224,7 @@ impl From<StoreError> for Reply {
 pub struct Request<'a> {
     /// The body; `{}` when there was none.
     pub body: &'a J,
-    /// The body as received, when it came over HTTP.
+    /// The body as received over HTTP, or an MCP tool's arguments as written.
     pub raw: Option<&'a [u8]>,
 }
 
@@ -439,8 +459,13 @@ impl Dispatcher {
         let parsed = if method == "GET" || trimmed.is_empty() {
             J::Object(Default::default())
         } else {
-            match serde_json::from_slice::<J>(trimmed) {
-                Ok(v) => v,
+            // Read as Python's json.loads reads it (Forum's daemon does), so NaN and Infinity
+            // are accepted on every surface and every number keeps its exact value.
+            let parsed = std::str::from_utf8(trimmed)
+                .map_err(|_| "it is not UTF-8".to_string())
+                .and_then(|t| canonical::parse(t).map_err(|e| e.to_string()));
+            match parsed {
+                Ok(v) => v.to_serde(),
                 Err(e) => {
                     return Reply::error(400, format!("the request body is not valid JSON: {e}"));
                 }

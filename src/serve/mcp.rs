@@ -18,6 +18,7 @@ use std::io::{BufRead, Write};
 use serde_json::{Map, Value as J, json};
 
 use super::dispatch::{Dispatcher, Reply};
+use crate::ledger::canonical;
 
 /// The protocol revisions this server speaks, newest first; a client asking for another gets
 /// the newest.
@@ -489,8 +490,17 @@ impl Tool {
 
     /// Calls the tool's route with `args`.
     pub fn call(&self, d: &Dispatcher, args: J) -> Reply {
+        self.call_raw(d, args, None)
+    }
+
+    /// Calls the tool's route with `args`; `raw`, the arguments' JSON text when there is one,
+    /// is the body a POST route reads, exactly as an HTTP body.
+    pub fn call_raw(&self, d: &Dispatcher, args: J, raw: Option<&str>) -> Reply {
         match self.target {
-            Target::Post(path) => d.call("POST", path, args),
+            Target::Post(path) => match raw {
+                Some(text) => d.handle("POST", path, text.as_bytes()),
+                None => d.call("POST", path, args),
+            },
             Target::Get(path) => match &args {
                 J::Object(m) if !m.is_empty() => {
                     Reply::error(400, format!("{} takes no arguments", self.name))
@@ -547,12 +557,18 @@ impl<'d> Mcp<'d> {
         let Ok(text) = std::str::from_utf8(line) else {
             return Some(error(J::Null, -32700, "Parse error: the line is not UTF-8"));
         };
-        let msg: J = match serde_json::from_str(text) {
+        // Read as Python's json.loads reads it, as the HTTP body is: NaN and Infinity are
+        // accepted and every number keeps its exact value (see `Dispatcher::handle`).
+        let parsed = match canonical::parse(text) {
             Ok(v) => v,
-            Err(e) => {
-                return Some(error(J::Null, -32700, &format!("Parse error: {e}")));
+            Err(ours) => {
+                let why = serde_json::from_str::<J>(text)
+                    .err()
+                    .map_or_else(|| ours.to_string(), |e| e.to_string());
+                return Some(error(J::Null, -32700, &format!("Parse error: {why}")));
             }
         };
+        let msg = parsed.to_serde();
         let J::Object(m) = &msg else {
             return Some(error(
                 J::Null,
@@ -639,15 +655,23 @@ impl<'d> Mcp<'d> {
                         ));
                     }
                 };
-                let reply = tool.call(self.dispatcher, args);
-                result(
-                    id,
-                    json!({
-                        "content": [{"type": "text", "text": reply.body_text()}],
-                        "structuredContent": reply.body,
-                        "isError": reply.status >= 400,
-                    }),
-                )
+                // The arguments as they were written, so an appended payload keeps NaN,
+                // Infinity and every digit of its numbers, as over HTTP.
+                let raw = parsed
+                    .get("params")
+                    .and_then(|p| p.get("arguments"))
+                    .map(canonical::Value::canonical);
+                let reply = tool.call_raw(self.dispatcher, args, raw.as_deref());
+                let mut out = json!({
+                    "content": [{"type": "text", "text": reply.body_text()}],
+                    "isError": reply.status >= 400,
+                });
+                // structuredContent must be strict JSON: a body only its text carries exactly
+                // (a NaN or an infinity) is given as text alone.
+                if reply.text.is_none() {
+                    out["structuredContent"] = reply.body;
+                }
+                result(id, out)
             }
             other => error(id, -32601, &format!("Method not found: {other}")),
         })

@@ -402,14 +402,25 @@ impl Dispatcher {
         let entries = &view.entries;
         let e = Self::entry_at(entries, seq)?;
         let body = Self::body_in(&self.reader()?, &view, seq)?;
-        Ok(json!({
+        let reply = json!({
             "seq": seq,
             "kind": e.kind,
             "actor": e.actor,
             "payload_hash": e.payload_hash,
             "redacted": body.is_none(),
-            "payload": body.map(|b| b.to_serde()),
-        }))
+            "payload": body.as_ref().map(Value::to_serde),
+        });
+        match body {
+            // NaN and the infinities have no serde_json form: the answer is written as text
+            // (as Forum writes JSON), so the body read back still hashes to its payload_hash.
+            Some(b) if b.has_non_finite() => {
+                let mut exact = Value::from_serde(&reply);
+                exact.set("payload", b);
+                // A finished answer, not a failure: `Err` is how a handler hands one back whole.
+                Err(Reply::exact(reply, exact.canonical()))
+            }
+            _ => Ok(reply),
+        }
     }
 
     pub(crate) fn replay(&self, seq: &str) -> Res {

@@ -1721,10 +1721,19 @@ impl GitStore {
     /// Appends one entry (loose objects).
     pub fn append_entry(&mut self, new: &NewEntry) -> Result<Appended, StoreError> {
         let body = new.validate().map_err(StoreError::Invalid)?;
+        // A parent is checked before the lock is taken, so a refused append leaves nothing
+        // behind, and again under it against the tip the entry is built on.
+        let next_seq = |tip: Option<&Tip>| tip.map_or(0, |t| t.entry.seq + 1);
+        if new.causal_parent.is_some() {
+            new.check_parent(next_seq(self.tip()?.as_ref()))
+                .map_err(StoreError::Invalid)?;
+        }
         let payload_hash = sha256_hex(body.as_bytes());
         let hash = self.hash;
         let (commits, entries) = self.append_with(
             |tip| {
+                new.check_parent(next_seq(tip))
+                    .map_err(StoreError::Invalid)?;
                 let entry = Entry::next(tip.map(|t| &t.entry), new, payload_hash.clone());
                 let mut objects = Vec::with_capacity(3);
                 let blob = object(hash, Kind::Blob, body.as_bytes().to_vec())?;

@@ -5,6 +5,7 @@ mod common;
 mod conformance;
 mod daemon;
 mod http_exec;
+mod inputs;
 mod ledger;
 mod llm;
 mod plan;
