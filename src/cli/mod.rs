@@ -13,6 +13,7 @@ use crate::store::git::{GitStore, Options, StoreError};
 pub mod append;
 pub mod check;
 pub mod context;
+pub mod doctor;
 pub mod exec_flags;
 pub mod hooks;
 pub mod init;
@@ -126,6 +127,8 @@ pub enum Command {
     Fetch(sync::FetchArgs),
     /// Install or remove the git forum pre-push (or server pre-receive) hook.
     Hooks(hooks::HooksArgs),
+    /// Say what is wrong with the ledger (by seq) and the install; --repair restores exactly.
+    Doctor(doctor::DoctorArgs),
     /// Import a Forum ledger directory (entries.jsonl, payloads.jsonl).
     Import(interop::ImportArgs),
     /// Export the ledger as a Forum ledger directory.
@@ -311,6 +314,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Checkpoint(a) => verify::checkpoint(ctx, a),
         Command::Sync(a) => verify::sync(ctx, a),
         Command::Import(a) => interop::import(ctx, a),
+        Command::Doctor(a) => doctor::run(ctx, a),
         Command::Export(a) => interop::export(ctx, a),
         Command::Man(a) => man::run(ctx, a),
         Command::Prove(a) => proof::prove(ctx, a),

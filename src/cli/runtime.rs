@@ -308,6 +308,18 @@ fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
     }
 }
 
+/// What keeps the runtime from being ready, one line each (empty when it is ready), for
+/// `doctor`; the same checks as `runtime inspect`.
+pub fn readiness(ctx: &Ctx) -> Result<Vec<String>, String> {
+    let loaded =
+        load_runtime(ctx, &ExecutorArgs::default()).map_err(|e| e.message.unwrap_or_default())?;
+    let roster = load_roster(ctx, None).map_err(|e| e.message.unwrap_or_default())?;
+    Ok(config::issues(&loaded.runtime, &roster, &RealFacts)
+        .into_iter()
+        .map(|i| format!("{}: {}", i.place, i.problem))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1696,7 +1696,7 @@ impl GitStore {
             .map(|(e, _, _)| format!("seq {}", e.seq))
             .unwrap_or_else(|_| "a commit no longer in the object store".into());
         Err(StoreError::Corrupt(format!(
-            "ledger {} has no ref, but its reflog shows it at {seq} (commit {last}): the ref was deleted outside git forum; restore it with `git update-ref {} {last}`, or remove the reflog ({}) to start a new ledger",
+            "ledger {} has no ref, but its reflog shows it at {seq} (commit {last}): the ref was deleted outside git forum; restore it with `git forum doctor --repair` (or `git update-ref {} {last}`), or remove the reflog ({}) to start a new ledger",
             self.name,
             self.refname,
             self.reflog_path().display()

@@ -1020,6 +1020,6 @@ fn first_parent(data: &[u8], hash: HashKind) -> Option<Option<ObjectId>> {
 }
 
 /// The seq in a ledger commit message, if it has one.
-fn seq_of_message(message: &[u8]) -> Option<u64> {
+pub(crate) fn seq_of_message(message: &[u8]) -> Option<u64> {
     entry_from_message(message).ok().map(|e| e.seq)
 }

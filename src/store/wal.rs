@@ -828,6 +828,62 @@ impl GitStore {
         Ok(n)
     }
 
+    /// The records the write-ahead log holds (none when there is no log).
+    pub(crate) fn wal_records(&self) -> Result<Vec<Record>, StoreError> {
+        let path = self.wal_path();
+        Ok(Wal::open(&path, self.object_hash(), None)
+            .map_err(wal_io(&path))?
+            .map(|w| w.records())
+            .unwrap_or_default())
+    }
+
+    /// Puts the ledger's ref back on `id` (doctor, after a deletion or damage outside git
+    /// forum), with a reflog line. The caller holds the writer lock.
+    pub(crate) fn restore_ref(&self, id: ObjectId) -> Result<(), StoreError> {
+        if self.refs_via_git() {
+            let o = super::refs::git_at(self.common_dir())
+                .args([
+                    "update-ref",
+                    "--create-reflog",
+                    "-m",
+                    "forum: doctor --repair",
+                ])
+                .arg(self.refname())
+                .arg(id.to_string())
+                .output()
+                .map_err(|e| StoreError::Git(format!("running git update-ref: {e}")))?;
+            if !o.status.success() {
+                return Err(StoreError::Git(format!(
+                    "git update-ref {} failed: {}",
+                    self.refname(),
+                    String::from_utf8_lossy(&o.stderr).trim()
+                )));
+            }
+            return Ok(());
+        }
+        let old = self.tip_id().ok().flatten();
+        self.write_ref_file(id)?;
+        let line = format!(
+            "{} {id} {} {} +0000\tforum: doctor --repair\n",
+            old.unwrap_or_else(|| ObjectId::null(self.object_hash())),
+            super::git::COMMITTER,
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
+        );
+        let path = self.reflog_path();
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d).map_err(|e| io_err(d, e))?;
+        }
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(line.as_bytes()))
+            .map_err(|e| io_err(&path, e))
+    }
+
     /// True when the ref value `id` trails the log's last tip `last`: it is one of the `logged`
     /// tips before it, or the one or two just before the log began (the ref's recycled inodes
     /// may surface the value either held when the log was last emptied), or it names a commit

@@ -201,7 +201,10 @@ fn a_deleted_ref_is_not_an_empty_ledger() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(err.contains("seq 2") && err.contains(&tip), "{err}");
-        assert!(err.contains("git update-ref"), "{err}");
+        assert!(
+            err.contains("git update-ref") && err.contains("doctor --repair"),
+            "{err}"
+        );
         // Nothing was written: the ref is still absent.
         assert!(!repo.git_dir().join(REF).exists());
         // The way back the message names works, and the chain is whole.
@@ -376,5 +379,121 @@ fn a_deleted_object_the_log_holds_is_restored_and_reported() {
         let r = verify(&repo, false);
         assert_eq!(r["code"], "missing-object", "{kind}: {r}");
         assert_eq!(r["first_bad_seq"], 1, "{kind}: {r}");
+    }
+}
+
+fn loose(repo: &Repo, id: &str) -> std::path::PathBuf {
+    repo.git_dir().join("objects").join(&id[..2]).join(&id[2..])
+}
+
+fn doctor(repo: &Repo, args: &[&str]) -> (bool, serde_json::Value) {
+    let mut a = vec!["doctor", "--json"];
+    a.extend_from_slice(args);
+    let o = repo.forum().args(&a).output().unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("doctor {args:?}: {e}: {o:?}"));
+    assert_eq!(v["ok"], o.status.success(), "{v}");
+    (o.status.success(), v)
+}
+
+/// Damage done outside git forum (a pruned commit, a damaged object, a deleted ref) is named
+/// by seq, and `doctor --repair` puts back exactly what a copy holds: a clone, a Forum export,
+/// the write-ahead log. It never writes what no source holds.
+#[test]
+fn doctor_names_damage_by_seq_and_repairs_it_exactly() {
+    for kind in FORMATS {
+        // A pruned commit, after `sync` emptied the log: a clone holds it.
+        let repo = seeded(kind, 5);
+        let clone = tempfile::tempdir().unwrap();
+        let mirror = clone.path().join("m.git");
+        repo.git_ok(&["clone", "-q", "--mirror", ".", mirror.to_str().unwrap()]);
+        let export = clone.path().join("export");
+        repo.forum_ok(&["export", export.to_str().unwrap()]);
+        repo.forum_ok(&["sync"]);
+        let c2 = repo.git_ok(&["rev-parse", &format!("{REF}~2")]);
+        std::fs::remove_file(loose(&repo, &c2)).unwrap();
+        let (ok, v) = doctor(&repo, &[]);
+        assert!(!ok);
+        let f = &v["ledger"]["findings"][0];
+        assert_eq!(f["code"], "missing-commit", "{kind}: {v}");
+        assert_eq!(f["seq"], 2, "{kind}: {v}");
+        assert_eq!(f["repairable"], false, "{kind}: {v}");
+        assert_eq!(
+            v["install"]["ref_storage"],
+            if kind == "reftable" {
+                "reftable"
+            } else {
+                "files"
+            }
+        );
+        // --repair with nothing to copy from changes nothing.
+        let (ok, _) = doctor(&repo, &["--repair"]);
+        assert!(!ok);
+        assert!(!loose(&repo, &c2).exists());
+        let (ok, v) = doctor(
+            &repo,
+            &["--repair", "--from-repo", mirror.to_str().unwrap()],
+        );
+        assert!(ok, "{kind}: {v}");
+        assert_eq!(v["ledger"]["findings"][0]["repaired"], true, "{kind}: {v}");
+        assert_eq!(v["ledger"]["verify"]["ok"], true, "{kind}: {v}");
+        repo.fsck();
+
+        // A damaged body (the object file overwritten), restored from the export.
+        let tree = repo.git_ok(&["rev-parse", &format!("{REF}~1^{{tree}}")]);
+        let blob = repo.git_ok(&["rev-parse", &format!("{tree}:payload.json")]);
+        let path = loose(&repo, &blob);
+        let mut p = std::fs::metadata(&path).unwrap().permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        p.set_readonly(false);
+        std::fs::set_permissions(&path, p).unwrap();
+        std::fs::write(&path, b"not an object").unwrap();
+        let (ok, v) = doctor(&repo, &[]);
+        assert!(!ok);
+        let f = &v["ledger"]["findings"][0];
+        assert_eq!(
+            (f["code"].as_str(), f["seq"].as_u64()),
+            (Some("missing-body"), Some(3)),
+            "{kind}: {v}"
+        );
+        // An export of another ledger holds no exact copy: nothing is invented.
+        let other = seeded(kind, 2);
+        let other_export = clone.path().join("other");
+        other.forum_ok(&["export", other_export.to_str().unwrap()]);
+        let (ok, _) = doctor(
+            &repo,
+            &["--repair", "--from-export", other_export.to_str().unwrap()],
+        );
+        assert!(!ok);
+        let (ok, v) = doctor(
+            &repo,
+            &["--repair", "--from-export", export.to_str().unwrap()],
+        );
+        assert!(ok, "{kind}: {v}");
+        assert_eq!(verify(&repo, true)["ok"], true);
+        repo.fsck();
+
+        // A deleted ref (files: its reflog survives) is put back on its reflog's last tip.
+        if kind != "reftable" {
+            let tip = repo.git_ok(&["rev-parse", REF]);
+            std::fs::remove_file(repo.git_dir().join(REF)).unwrap();
+            let (ok, v) = doctor(&repo, &[]);
+            assert!(!ok);
+            assert_eq!(v["ledger"]["findings"][0]["code"], "ref-deleted", "{v}");
+            let (ok, v) = doctor(&repo, &["--repair"]);
+            assert!(ok, "{v}");
+            assert_eq!(repo.git_ok(&["rev-parse", REF]), tip);
+            let r = verify(&repo, true);
+            assert_eq!(r["ok"], true, "{r}");
+            assert_eq!(r["entries"], 5);
+            repo.append("a", "k", "1");
+        }
+        // Objects the write-ahead log holds come back without any source.
+        let fresh = seeded(kind, 3);
+        let c1 = fresh.git_ok(&["rev-parse", &format!("{REF}~1")]);
+        std::fs::remove_file(loose(&fresh, &c1)).unwrap();
+        let (ok, v) = doctor(&fresh, &["--repair"]);
+        assert!(ok, "{kind}: {v}");
+        assert_eq!(v["ledger"]["restored_objects"], 1, "{kind}: {v}");
     }
 }

@@ -1,0 +1,356 @@
+//! `git forum doctor`: what is wrong with a ledger's objects and ref, by seq, and the exact
+//! repairs that can be made.
+//!
+//! A ledger commit is a pure function of its entry, its body's presence and its parent, and
+//! every object is named by the hash of its content. So a missing commit, tree or body can be
+//! put back exactly from any copy of it: the write-ahead log, another repository's object
+//! store (a clone or a mirror on disk), or a Forum export of the ledger (from which the
+//! commits are recomputed). A repair writes an object only when its bytes hash to the id the
+//! chain names; it never invents one. A deleted or broken ref is put back on the last tip its
+//! reflog recorded, once that commit is whole.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use gix::ObjectId;
+use gix::objs::{Find as _, Kind};
+
+use super::forum_dir;
+use super::git::{GitStore, StoreError, commit_bytes, object, parse_commit, tree_bytes};
+use super::pack::Obj;
+
+/// Where exact copies of lost objects may be found.
+#[derive(Debug, Default, Clone)]
+pub struct Sources {
+    /// Other repositories whose object stores may hold the objects (`--from-repo`).
+    pub repos: Vec<PathBuf>,
+    /// Forum exports of this ledger (`--from-export`): commits are recomputed from them.
+    pub exports: Vec<PathBuf>,
+}
+
+/// One thing found wrong.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Finding {
+    /// The entry it concerns, when known.
+    pub seq: Option<u64>,
+    /// `missing-commit`, `missing-tree`, `missing-body` (missing, or unreadable: damaged),
+    /// `ref-deleted`, `ref-broken`.
+    pub code: &'static str,
+    /// The object or ref concerned.
+    pub object: String,
+    /// What can be done about it.
+    pub remedy: String,
+    /// True when `--repair` can make it right from the sources at hand.
+    pub repairable: bool,
+    /// True once this run put it right.
+    pub repaired: bool,
+}
+
+/// What doctor found for one ledger.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LedgerHealth {
+    pub ledger: String,
+    pub findings: Vec<Finding>,
+    /// Objects written back by the repair.
+    pub restored_objects: usize,
+}
+
+/// Where the exact bytes of objects can be had.
+struct Copies<'a> {
+    store: &'a GitStore,
+    /// Objects known by id: the write-ahead log's and those recomputed from exports.
+    known: HashMap<ObjectId, Obj>,
+    repos: Vec<gix::Repository>,
+}
+
+impl<'a> Copies<'a> {
+    fn gather(store: &'a GitStore, sources: &Sources) -> Result<Copies<'a>, StoreError> {
+        let mut known = HashMap::new();
+        for o in store.logged_objects()? {
+            known.insert(o.id, o);
+        }
+        let hash = store.object_hash();
+        for dir in &sources.exports {
+            let forum = forum_dir::read(dir).map_err(|e| {
+                StoreError::Invalid(format!("--from-export {}: {e}", dir.display()))
+            })?;
+            let empty = object(hash, Kind::Tree, Vec::new())?;
+            known.insert(empty.id, empty.clone());
+            let mut parent: Option<ObjectId> = None;
+            for e in &forum.entries {
+                let tree = match forum.payloads.get(&e.payload_hash) {
+                    Some(b) => match forum_dir::checked_body(e, b) {
+                        Ok(body) => {
+                            let blob = object(hash, Kind::Blob, body.into_bytes())?;
+                            let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
+                            known.insert(blob.id, blob);
+                            let id = tree.id;
+                            known.insert(id, tree);
+                            id
+                        }
+                        Err(_) => empty.id,
+                    },
+                    None => empty.id,
+                };
+                let c = object(hash, Kind::Commit, commit_bytes(e, &tree, parent.as_ref()))?;
+                parent = Some(c.id);
+                known.insert(c.id, c);
+            }
+        }
+        let mut repos = Vec::new();
+        for p in &sources.repos {
+            let r = gix::open(p).map_err(|e| {
+                StoreError::Invalid(format!(
+                    "--from-repo {}: not a git repository ({e})",
+                    p.display()
+                ))
+            })?;
+            if r.object_hash() != hash {
+                return Err(StoreError::Invalid(format!(
+                    "--from-repo {}: it uses {} objects, this repository {}",
+                    p.display(),
+                    r.object_hash(),
+                    hash
+                )));
+            }
+            repos.push(r);
+        }
+        Ok(Copies {
+            store,
+            known,
+            repos,
+        })
+    }
+
+    /// An exact copy of object `id`, checked against its id.
+    fn find(&self, id: &ObjectId) -> Option<Obj> {
+        if let Some(o) = self.known.get(id) {
+            return Some(o.clone());
+        }
+        let mut buf = Vec::new();
+        for r in &self.repos {
+            if let Ok(Some(d)) = r.objects.try_find(id, &mut buf) {
+                let kind = d.kind;
+                let data = d.data.to_vec();
+                if let Ok(o) = object(self.store.object_hash(), kind, data)
+                    && o.id == *id
+                {
+                    return Some(o);
+                }
+            }
+        }
+        None
+    }
+
+    fn what(&self) -> &'static str {
+        if self.known.is_empty() && self.repos.is_empty() {
+            "no copy of it is at hand: pass --from-repo PATH (a clone) or --from-export DIR (a `git forum export`)"
+        } else {
+            "none of the given sources holds it: try another clone (--from-repo) or an export (--from-export)"
+        }
+    }
+}
+
+impl GitStore {
+    /// Examines the ledger's ref and every object its chain names, and with `repair` puts back
+    /// what the sources hold exactly. Never moves a ref to anything but the last tip its
+    /// reflog recorded, and only once that commit is whole.
+    pub fn doctor(&self, sources: &Sources, repair: bool) -> Result<LedgerHealth, StoreError> {
+        let _held = if repair {
+            Some(self.writer_lock()?)
+        } else {
+            None
+        };
+        let copies = Copies::gather(self, sources)?;
+        let mut health = LedgerHealth {
+            ledger: self.name().to_string(),
+            findings: Vec::new(),
+            restored_objects: 0,
+        };
+        let reflog_tip = self
+            .reflog()
+            .iter()
+            .rev()
+            .find_map(|l| l.new.filter(|id| !id.is_null()));
+        let (tip, ref_finding) = match self.tip_id() {
+            Ok(Some(t)) => (Some(t), None),
+            Ok(None) => match reflog_tip {
+                Some(last) => (
+                    Some(last),
+                    Some(Finding {
+                        seq: None,
+                        code: "ref-deleted",
+                        object: self.refname().to_string(),
+                        remedy: format!(
+                            "the ref is gone but its reflog last recorded {last}: --repair puts it back there"
+                        ),
+                        repairable: true,
+                        repaired: false,
+                    }),
+                ),
+                None => return Err(StoreError::NoLedger(self.name().to_string())),
+            },
+            Err(StoreError::Corrupt(why)) => match reflog_tip {
+                Some(last) => (
+                    Some(last),
+                    Some(Finding {
+                        seq: None,
+                        code: "ref-broken",
+                        object: self.refname().to_string(),
+                        remedy: format!(
+                            "{why}; its reflog last recorded {last}: --repair puts it back there"
+                        ),
+                        repairable: true,
+                        repaired: false,
+                    }),
+                ),
+                None => return Err(StoreError::Corrupt(why)),
+            },
+            Err(e) => return Err(e),
+        };
+        // Walk the chain the ref (or its reflog) names, from the tip back.
+        let mut cur = tip;
+        let mut child_seq: Option<u64> = None;
+        let mut buf = Vec::new();
+        let mut whole = true;
+        while let Some(id) = cur {
+            let seq_hint = child_seq.and_then(|s| s.checked_sub(1));
+            let commit = match self.read_raw(&id, &mut buf).ok().flatten() {
+                Some(Kind::Commit) => buf.clone(),
+                _ => match copies.find(&id).filter(|o| o.kind == Kind::Commit) {
+                    Some(o) => {
+                        let data = o.data.clone();
+                        let mut f = self.finding(seq_hint, "missing-commit", &id, true);
+                        if repair {
+                            self.write_loose_objects(std::slice::from_ref(&o), false, true)?;
+                            health.restored_objects += 1;
+                            f.repaired = true;
+                        }
+                        health.findings.push(f);
+                        data
+                    }
+                    None => {
+                        let mut f = self.finding(seq_hint, "missing-commit", &id, false);
+                        f.remedy =
+                            format!("{}; the entries before it cannot be read", copies.what());
+                        health.findings.push(f);
+                        whole = false;
+                        break;
+                    }
+                },
+            };
+            let Some(raw) = parse_commit(&commit, self.object_hash()) else {
+                return Err(StoreError::Corrupt(format!(
+                    "ledger {}: commit {id} cannot be parsed; run `git forum verify`",
+                    self.name()
+                )));
+            };
+            let seq = super::verify::seq_of_message(raw.message).or(seq_hint);
+            let tree = raw.tree;
+            let parent = raw.parents.first().copied();
+            // The tree and its body.
+            let tree_data = match self.read_raw(&tree, &mut buf).ok().flatten() {
+                Some(Kind::Tree) => Some(buf.clone()),
+                _ => match copies.find(&tree).filter(|o| o.kind == Kind::Tree) {
+                    Some(o) => {
+                        let mut f = self.finding(seq, "missing-tree", &tree, true);
+                        if repair {
+                            self.write_loose_objects(std::slice::from_ref(&o), false, true)?;
+                            health.restored_objects += 1;
+                            f.repaired = true;
+                        }
+                        health.findings.push(f);
+                        Some(o.data.clone())
+                    }
+                    None => {
+                        let mut f = self.finding(seq, "missing-tree", &tree, false);
+                        f.remedy = copies.what().to_string();
+                        health.findings.push(f);
+                        whole = false;
+                        None
+                    }
+                },
+            };
+            if let Some(t) = tree_data
+                && let Some(blob) = blob_of_tree(&t, self.object_hash())
+                && !matches!(
+                    self.read_raw(&blob, &mut buf).ok().flatten(),
+                    Some(Kind::Blob)
+                )
+            {
+                match copies.find(&blob).filter(|o| o.kind == Kind::Blob) {
+                    Some(o) => {
+                        let mut f = self.finding(seq, "missing-body", &blob, true);
+                        if repair {
+                            self.write_loose_objects(std::slice::from_ref(&o), false, true)?;
+                            health.restored_objects += 1;
+                            f.repaired = true;
+                        }
+                        health.findings.push(f);
+                    }
+                    None => {
+                        let mut f = self.finding(seq, "missing-body", &blob, false);
+                        f.remedy = format!(
+                            "{}; if the body is meant to be gone, `git forum redact` records that",
+                            copies.what()
+                        );
+                        health.findings.push(f);
+                        whole = false;
+                    }
+                }
+            }
+            child_seq = seq;
+            cur = parent;
+        }
+        if let Some(mut f) = ref_finding {
+            if repair
+                && whole
+                && let Some(t) = tip
+            {
+                self.restore_ref(t)?;
+                f.repaired = true;
+            } else if !whole {
+                f.repairable = false;
+                f.remedy.push_str(" (once the objects above are restored)");
+            }
+            health.findings.insert(0, f);
+        }
+        if repair && health.restored_objects > 0 {
+            self.flush_repository()?;
+        }
+        Ok(health)
+    }
+
+    fn finding(&self, seq: Option<u64>, code: &'static str, id: &ObjectId, can: bool) -> Finding {
+        Finding {
+            seq,
+            code,
+            object: id.to_string(),
+            remedy: if can {
+                "an exact copy is at hand: --repair writes it back".into()
+            } else {
+                String::new()
+            },
+            repairable: can,
+            repaired: false,
+        }
+    }
+
+    /// Every object the write-ahead log holds.
+    fn logged_objects(&self) -> Result<Vec<Obj>, StoreError> {
+        let mut out = Vec::new();
+        for rec in self.wal_records()? {
+            for (kind, data) in rec.objects {
+                out.push(object(self.object_hash(), kind, data)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The blob an entry tree names; `None` for the empty (redacted) tree or any other shape.
+fn blob_of_tree(tree: &[u8], hash: gix::hash::Kind) -> Option<ObjectId> {
+    let prefix = format!("100644 {}\0", super::git::PAYLOAD_FILE);
+    let rest = tree.strip_prefix(prefix.as_bytes())?;
+    (rest.len() == hash.len_in_bytes()).then(|| ObjectId::from_bytes_or_panic(rest))
+}
