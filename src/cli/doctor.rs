@@ -111,8 +111,12 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
                 "object_format": repo.object_hash().to_string(),
                 "hooks": hooks,
                 "runtime": match &runtime {
-                    Ok(problems) => json!({"ready": problems.is_empty(), "problems": problems}),
+                    Ok((problems, _)) => json!({"ready": problems.is_empty(), "problems": problems}),
                     Err(e) => json!({"ready": false, "problems": [e]}),
+                },
+                "local_models": match &runtime {
+                    Ok((_, local)) => local.iter().map(|(url, up)| json!({"url": url, "answers": up})).collect::<Vec<_>>(),
+                    Err(_) => Vec::new(),
                 },
             },
         }))?;
@@ -179,9 +183,26 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
         }
     ));
     match &runtime {
-        Ok(p) if p.is_empty() => out.push("runtime: ready".into()),
-        Ok(p) => out.push(format!("runtime: not ready: {}", p.join("; "))),
+        Ok((p, _)) if p.is_empty() => out.push("runtime: ready".into()),
+        Ok((p, _)) => out.push(format!("runtime: not ready: {}", p.join("; "))),
         Err(e) => out.push(format!("runtime: not ready: {e}")),
+    }
+    if let Ok((_, local)) = &runtime {
+        for (url, up) in local {
+            out.push(format!(
+                "local model: {url} {}",
+                if *up {
+                    "accepts connections"
+                } else {
+                    "does not answer (start it: scripts/local-llm start)"
+                }
+            ));
+        }
+        if local.is_empty() {
+            out.push(
+                "local model: none configured (is_local = true in .forum/runtime.toml)".into(),
+            );
+        }
     }
     ctx.out(&out.join("\n"))?;
     if ok { Ok(()) } else { Err(CliError::silent(1)) }

@@ -308,16 +308,43 @@ fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
     }
 }
 
-/// What keeps the runtime from being ready, one line each (empty when it is ready), for
+/// What keeps the runtime from being ready, one line each (empty when it is ready), and each
+/// local model endpoint (`is_local = true`) with whether it accepts a connection, for
 /// `doctor`; the same checks as `runtime inspect`.
-pub fn readiness(ctx: &Ctx) -> Result<Vec<String>, String> {
+pub fn readiness(ctx: &Ctx) -> Result<(Vec<String>, Vec<(String, bool)>), String> {
     let loaded =
         load_runtime(ctx, &ExecutorArgs::default()).map_err(|e| e.message.unwrap_or_default())?;
     let roster = load_roster(ctx, None).map_err(|e| e.message.unwrap_or_default())?;
-    Ok(config::issues(&loaded.runtime, &roster, &RealFacts)
+    let rt = &loaded.runtime;
+    let problems = config::issues(rt, &roster, &RealFacts)
         .into_iter()
         .map(|i| format!("{}: {}", i.place, i.problem))
-        .collect())
+        .collect();
+    let mut specs: Vec<&ExecutorSpec> =
+        rt.effective_default().map(|(_, s)| s).into_iter().collect();
+    specs.extend(
+        Tier::ALL
+            .iter()
+            .filter_map(|t| rt.for_tier(*t).map(|(_, s)| s)),
+    );
+    let mut local = Vec::new();
+    for spec in specs {
+        if let (true, config::ExecutorKind::Chat { url, .. }) = (spec.is_local, &spec.kind) {
+            if local.iter().any(|(u, _)| u == url) {
+                continue;
+            }
+            let answers = url::Url::parse(url)
+                .ok()
+                .and_then(|u| u.socket_addrs(|| Some(80)).ok())
+                .and_then(|addrs| addrs.into_iter().find(|a| a.ip().is_loopback()))
+                .is_some_and(|a| {
+                    std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_millis(500))
+                        .is_ok()
+                });
+            local.push((url.clone(), answers));
+        }
+    }
+    Ok((problems, local))
 }
 
 #[cfg(test)]

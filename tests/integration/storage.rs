@@ -497,3 +497,37 @@ fn doctor_names_damage_by_seq_and_repairs_it_exactly() {
         assert_eq!(v["ledger"]["restored_objects"], 1, "{kind}: {v}");
     }
 }
+
+/// doctor reports the install: git, ref storage, object format, hooks, runtime readiness and
+/// whether the configured local model accepts connections.
+#[test]
+fn doctor_reports_the_install() {
+    let repo = seeded("sha256", 1);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::fs::create_dir_all(repo.path().join(".forum")).unwrap();
+    std::fs::write(
+        repo.path().join(".forum/runtime.toml"),
+        format!(
+            "[runtime.default]\nchat_url = \"http://127.0.0.1:{port}/v1/chat/completions\"\nmodel = \"m\"\nis_local = true\n"
+        ),
+    )
+    .unwrap();
+    repo.forum_ok(&["hooks", "install"]);
+    let (_, v) = doctor(&repo, &[]);
+    let install = &v["install"];
+    assert!(
+        install["git"].as_str().unwrap().starts_with("git version"),
+        "{v}"
+    );
+    assert_eq!(install["ref_storage"], "files");
+    assert_eq!(install["object_format"], "sha256");
+    assert!(install["hooks"].to_string().contains("pre-push"), "{v}");
+    assert_eq!(install["local_models"][0]["answers"], true, "{v}");
+    drop(listener);
+    let (_, v) = doctor(&repo, &[]);
+    assert_eq!(v["install"]["local_models"][0]["answers"], false, "{v}");
+    let text = repo.forum_ok(&["doctor"]);
+    assert!(text.contains("local model: http://127.0.0.1:"), "{text}");
+    assert!(text.contains("does not answer"), "{text}");
+}
