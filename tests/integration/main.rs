@@ -3,6 +3,7 @@
 mod common;
 mod conformance;
 mod daemon;
+mod edges;
 mod http_exec;
 mod ledger;
 mod llm;

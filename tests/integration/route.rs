@@ -9,16 +9,7 @@ use git_forum::route::{Router, derive_route_frame};
 use serde_json::Value as J;
 
 fn conformance_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/conformance"
-    ));
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipping: {} is not present", dir.display());
-        None
-    }
+    crate::common::conformance()
 }
 
 fn forum_roster(dir: &std::path::Path) -> Roster {
