@@ -964,7 +964,10 @@ impl Dispatcher {
         let text = a
             .str("text")?
             .ok_or_else(|| bad("field \"text\" is required"))?;
-        check_request(text).map_err(|e| bad(e.to_string()))?;
+        // Forum routes any non-empty string; one without words escalates to no lane.
+        if text.is_empty() {
+            return Err(bad("field \"text\" is empty: give the request to route"));
+        }
         let (decision, frame) = route_request(text, &self.roster);
         Ok(decision.to_value(&frame).to_serde())
     }
