@@ -271,7 +271,7 @@ impl Dispatcher {
     }
 
     /// Appends through the writer.
-    fn append_new(&self, new: &NewEntry) -> Result<crate::store::git::Appended, Reply> {
+    pub(crate) fn append_new(&self, new: &NewEntry) -> Result<crate::store::git::Appended, Reply> {
         new.validate().map_err(bad)?;
         Ok(lock(&self.writer).append_entry(new)?)
     }
@@ -393,12 +393,15 @@ impl Dispatcher {
         }))
     }
 
-    pub(crate) fn replay(&self, seq: &str) -> Res {
+    /// Entries with seq <= N, one page at a time (`limit`, at most [`super::page::MAX_PAGE`];
+    /// `after`, the `next` of the page before).
+    pub(crate) fn replay(&self, seq: &str, req: &Request<'_>) -> Res {
         let seq = parse_seq(seq)?;
+        let page = super::page::Page::from_args(&Args::new(req.body, &["limit", "after"])?)?;
         let view = self.snapshot()?;
         let entries = &view.entries;
         let upto = entries.len().min(seq.saturating_add(1) as usize);
-        Ok(json!({"entries": entries[..upto].iter().map(Entry::to_json).collect::<Vec<_>>()}))
+        Ok(page.of(&entries[..upto]))
     }
 
     pub(crate) fn why(&self, seq: &str) -> Res {
@@ -486,7 +489,17 @@ impl Dispatcher {
     }
 
     pub(crate) fn append(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["actor", "kind", "payload", "causal_parent"])?;
+        let a = Args::new(
+            req.body,
+            &[
+                "actor",
+                "kind",
+                "payload",
+                "causal_parent",
+                "idempotency_key",
+            ],
+        )?;
+        let key = super::idem::key_of(req.key, a.str("idempotency_key")?)?;
         let actor = a.text("actor")?;
         let kind = a.text("kind")?;
         let parent = a.int("causal_parent")?;
@@ -513,6 +526,9 @@ impl Dispatcher {
             payload,
             ts: self.now(),
         };
+        if let Some(key) = key {
+            return self.append_once(key, &new);
+        }
         let done = self.append_new(&new)?;
         Ok(json!({
             "seq": done.entry.seq,
