@@ -353,7 +353,10 @@ fn usage_line(e: &clap::Error, args: &[String]) -> String {
     let problem = match e.kind() {
         ErrorKind::UnknownArgument => {
             let arg = ctx(ContextKind::InvalidArg).unwrap_or_default();
-            let what = if arg.starts_with('-') {
+            let what = if arg.starts_with('-') && arg.parse::<f64>().is_ok() {
+                // `--max-seconds -1`: clap reads the number as a flag.
+                "no option here takes a negative number:"
+            } else if arg.starts_with('-') {
                 "unknown flag"
             } else {
                 "unexpected argument"

@@ -90,6 +90,10 @@ fn usage_errors_are_one_line_with_exit_2() {
         (&[], "git forum needs a command; see git forum --help"),
         (&["-C"], "-C <DIR> needs a value; see git forum --help"),
         (
+            &["submit", "--max-seconds", "-1", "x"],
+            "no option here takes a negative number: -1; see git forum submit --help",
+        ),
+        (
             &["--ledger", "x", "log", "--nope"],
             "unknown flag --nope; see git forum log --help",
         ),
