@@ -57,8 +57,8 @@ pub enum RequestError {
 }
 
 /// Refuses a request that is empty or holds no letter or digit in any script. (The router
-/// itself accepts such text and escalates it, as Forum does; this check is for callers that
-/// take requests from people.)
+/// itself accepts such text and escalates it, as Forum does, and so do `route` and
+/// `POST /route`; this check is for callers that write a request down or run it.)
 pub fn check_request(text: &str) -> Result<(), RequestError> {
     if text.trim().is_empty() {
         Err(RequestError::Empty)

@@ -263,10 +263,18 @@ impl Ctx {
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
+        // --help and --version: clap's own text on stdout.
+        Err(e) if !e.use_stderr() => {
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let args: Vec<String> = std::env::args_os()
+                .skip(1)
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            eprintln!("error: {}", usage_line(&e, &args));
+            return ExitCode::from(2);
         }
     };
     // As git's own -C: the whole command runs as if started in DIR, so the repository, the
@@ -301,6 +309,126 @@ pub fn main() -> ExitCode {
             ExitCode::from(e.code)
         }
     }
+}
+
+/// The subcommand `args` name (`git forum gate approve`), and its clap definition, found by
+/// walking the arguments the way clap does; flags and their values are skipped.
+fn command_path(args: &[String]) -> (String, clap::Command) {
+    let mut cmd = Cli::command();
+    let mut path = String::from("git forum");
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        if a.starts_with('-') {
+            // The global flags that take a value in the next argument.
+            if a == "-C" || a == "--ledger" {
+                it.next();
+            }
+            continue;
+        }
+        match cmd.find_subcommand(a).cloned() {
+            Some(sub) => {
+                path.push(' ');
+                path.push_str(sub.get_name());
+                cmd = sub;
+            }
+            None => break,
+        }
+    }
+    (path, cmd)
+}
+
+/// A clap error as one line: what is wrong, then where to read more (`see git forum X --help`).
+/// Clap's own rendering is a block with a usage line; a script or a person reading a log wants
+/// the problem and the fix on one line.
+fn usage_line(e: &clap::Error, args: &[String]) -> String {
+    use clap::error::{ContextKind, ErrorKind};
+    let ctx = |k: ContextKind| e.get(k).map(|v| v.to_string());
+    let list = |k: ContextKind| -> Vec<String> {
+        match e.get(k) {
+            Some(clap::error::ContextValue::Strings(v)) => v.clone(),
+            Some(clap::error::ContextValue::StyledStrs(v)) => {
+                v.iter().map(|s| s.to_string()).collect()
+            }
+            Some(other) => vec![other.to_string()],
+            None => Vec::new(),
+        }
+    };
+    let (path, cmd) = command_path(args);
+    let mean = |k: ContextKind| match list(k).as_slice() {
+        [] => String::new(),
+        [one] => format!(" (did you mean {one}?)"),
+        many => format!(" (did you mean one of {}?)", many.join(", ")),
+    };
+    let first_line = || {
+        let text = e.render().to_string();
+        let line = text.lines().next().unwrap_or("").trim();
+        line.strip_prefix("error: ").unwrap_or(line).to_string()
+    };
+    let problem = match e.kind() {
+        ErrorKind::UnknownArgument => {
+            let arg = ctx(ContextKind::InvalidArg).unwrap_or_default();
+            let what = if arg.starts_with('-') && arg.parse::<f64>().is_ok() {
+                // `--max-seconds -1`: clap reads the number as a flag.
+                "no option here takes a negative number:"
+            } else if arg.starts_with('-') {
+                "unknown flag"
+            } else {
+                "unexpected argument"
+            };
+            format!("{what} {arg}{}", mean(ContextKind::SuggestedArg))
+        }
+        ErrorKind::InvalidSubcommand => format!(
+            "unknown command {}{}",
+            ctx(ContextKind::InvalidSubcommand).unwrap_or_default(),
+            mean(ContextKind::SuggestedSubcommand)
+        ),
+        ErrorKind::MissingRequiredArgument => {
+            format!("missing {}", list(ContextKind::InvalidArg).join(" and "))
+        }
+        ErrorKind::ArgumentConflict => match ctx(ContextKind::PriorArg) {
+            Some(prior) => format!(
+                "{} cannot be used with {prior}",
+                ctx(ContextKind::InvalidArg).unwrap_or_default()
+            ),
+            None => first_line(),
+        },
+        ErrorKind::InvalidValue => {
+            let valid = list(ContextKind::ValidValue);
+            let value = ctx(ContextKind::InvalidValue).unwrap_or_default();
+            let arg = ctx(ContextKind::InvalidArg).unwrap_or_default();
+            if value.is_empty() {
+                format!("{arg} needs a value")
+            } else if valid.is_empty() {
+                first_line()
+            } else {
+                format!(
+                    "invalid value {value:?} for {arg}; use one of {}",
+                    valid.join(", ")
+                )
+            }
+        }
+        ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let subs: Vec<&str> = cmd
+                .get_subcommands()
+                .filter(|c| !c.is_hide_set())
+                .map(|c| c.get_name())
+                .collect();
+            if subs.is_empty() {
+                format!("{path} needs more arguments")
+            } else if subs.len() > 8 {
+                format!("{path} needs a command")
+            } else {
+                format!("{path} needs a command: {}", subs.join(", "))
+            }
+        }
+        _ => first_line(),
+    };
+    // One line whatever the message held.
+    let problem = problem.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("{problem}; see {path} --help")
 }
 
 fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {

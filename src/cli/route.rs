@@ -70,7 +70,11 @@ fn or_dash(v: Option<&str>) -> &str {
 
 pub fn run(ctx: &Ctx, args: RouteArgs) -> Result<(), CliError> {
     let text = args.text.join(" ");
-    check_request(&text).map_err(|e| CliError::usage(e.to_string()))?;
+    // Routing itself takes any text, as Forum's does: a request with no words escalates to no
+    // lane. Only writing it down as a request needs words in it.
+    if args.record && args.parent.is_none() {
+        check_request(&text).map_err(|e| CliError::usage(e.to_string()))?;
+    }
     let roster = load_roster(ctx, args.roster.as_deref())?;
     let (decision, frame) = route_request(&text, &roster);
 

@@ -1,11 +1,13 @@
 //! `git forum runtime inspect`: explains which executor would run each role, tier and seat,
-//! and what would stop a run, without running anything or touching the network.
+//! and what would stop a run, without running anything. The only network use is resolving
+//! endpoint names, to vet their addresses as a run does when it connects.
 //!
 //! This is the CLI layer: it reads the runtime config and the roster, asks the environment
 //! whether key variables are set (never their values) and `PATH` whether programs exist, and
 //! hands those facts to the pure checks in [`crate::exec::config`].
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Value as J, json};
 
@@ -16,6 +18,7 @@ use crate::exec::config::{
     self, ExecutorKind, ExecutorSpec, Facts, Runtime, SeatChoice, Slot, Via,
 };
 use crate::exec::endpoint::{self, Origin};
+use crate::exec::http::{SystemLookup, VetError, VettingResolver};
 use crate::roster::Tier;
 
 /// Inspect the executors a run would use.
@@ -29,7 +32,8 @@ pub struct RuntimeArgs {
 pub enum RuntimeCommand {
     /// Explain the merged executor policy: the default, each tier (configured, falling back,
     /// missing), the seats, which roster lanes demand which tier, and every issue that would
-    /// stop a run. Runs nothing and touches no network. Exits 1 when not ready.
+    /// stop a run. Runs nothing; resolves endpoint names to vet their addresses as a run does.
+    /// Exits 1 when not ready.
     Inspect(Box<InspectArgs>),
 }
 
@@ -48,6 +52,16 @@ pub struct RealFacts;
 impl Facts for RealFacts {
     fn var_is_set(&self, name: &str) -> bool {
         std::env::var_os(name).is_some_and(|v| !v.is_empty())
+    }
+
+    fn refuses_host(&self, host: &str, policy: &endpoint::Policy) -> Option<String> {
+        // The very check the HTTP client makes at connection time.
+        let resolver = VettingResolver::new(*policy, Arc::new(SystemLookup));
+        match resolver.vet(host) {
+            Err(e @ VetError::Refused { .. }) => Some(e.to_string()),
+            // Nothing to connect to yet is a connection failure at run time, not a refusal.
+            Err(VetError::Lookup { .. }) | Ok(_) => None,
+        }
     }
 
     fn program_found(&self, program: &str) -> bool {
@@ -137,7 +151,7 @@ fn executor_json(spec: &ExecutorSpec, facts: &dyn Facts) -> J {
         }
     }
     if let Some(u) = spec.url() {
-        let verdict = match endpoint::check_url(u, &spec.policy()) {
+        let verdict = match config::check_endpoint(u, &spec.policy(), facts) {
             Ok(_) => J::String("allowed".into()),
             Err(r) => J::String(format!("refused: {r}")),
         };
@@ -308,10 +322,13 @@ fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
     }
 }
 
+/// Problems (one line each) and local model endpoints (URL, accepts connections).
+pub type Readiness = (Vec<String>, Vec<(String, bool)>);
+
 /// What keeps the runtime from being ready, one line each (empty when it is ready), and each
 /// local model endpoint (`is_local = true`) with whether it accepts a connection, for
 /// `doctor`; the same checks as `runtime inspect`.
-pub fn readiness(ctx: &Ctx) -> Result<(Vec<String>, Vec<(String, bool)>), String> {
+pub fn readiness(ctx: &Ctx) -> Result<Readiness, String> {
     let loaded =
         load_runtime(ctx, &ExecutorArgs::default()).map_err(|e| e.message.unwrap_or_default())?;
     let roster = load_roster(ctx, None).map_err(|e| e.message.unwrap_or_default())?;

@@ -57,7 +57,8 @@ pub struct ServeArgs {
     /// Largest request body, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY)]
     pub max_body: usize,
-    /// Seconds a client may take to send its body.
+    /// Seconds a client may take to send its request headers (the connection is then
+    /// closed), and again its body (408).
     #[arg(long, value_name = "S", default_value_t = 10.0)]
     pub read_timeout: f64,
     /// Seconds an ordinary request may take.
@@ -66,6 +67,9 @@ pub struct ServeArgs {
     /// Requests worked on at once (others wait, then get 503).
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub concurrency: usize,
+    /// Connections open at once (others wait in the listen queue until one closes).
+    #[arg(long, value_name = "N", default_value_t = http::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
     /// Seconds a SIGTERM waits for in-flight requests.
     #[arg(long, value_name = "S", default_value_t = 30.0)]
     pub drain: f64,
@@ -123,6 +127,7 @@ pub fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
         submit_timeout: seconds(args.engine.submit_timeout, "submit-timeout")?
             + Duration::from_secs(30),
         concurrency: args.concurrency.max(1),
+        max_connections: args.max_connections.max(1),
         drain: seconds(args.drain, "drain")?,
     };
     let d = Arc::new(dispatcher(ctx, &args.engine)?);

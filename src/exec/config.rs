@@ -1295,6 +1295,24 @@ pub trait Facts {
     fn var_is_set(&self, name: &str) -> bool;
     /// Whether `program` can be run (on `PATH`, or a path to an executable file).
     fn program_found(&self, program: &str) -> bool;
+    /// Why every address the name `host` resolves to is refused under `policy` (the check a
+    /// run makes when it connects), or `None` when one is admitted or the name cannot be
+    /// resolved now. The default resolves nothing.
+    fn refuses_host(&self, _host: &str, _policy: &Policy) -> Option<String> {
+        None
+    }
+}
+
+/// The endpoint check a run makes, without connecting: the URL against its policy, then a
+/// name's addresses as the connection-time resolver would vet them (through `facts`).
+pub fn check_endpoint(url: &str, policy: &Policy, facts: &dyn Facts) -> Result<(), String> {
+    let checked = endpoint::check_url(url, policy).map_err(|r| r.to_string())?;
+    if let endpoint::CheckedHost::Name { name, .. } = &checked.host
+        && let Some(why) = facts.refuses_host(name, policy)
+    {
+        return Err(format!("{}: {why}", checked.display));
+    }
+    Ok(())
 }
 
 /// One reason a run would not start.
@@ -1316,7 +1334,7 @@ impl fmt::Display for Issue {
 pub fn check_executor(spec: &ExecutorSpec, facts: &dyn Facts) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(u) = spec.url()
-        && let Err(r) = endpoint::check_url(u, &spec.policy())
+        && let Err(r) = check_endpoint(u, &spec.policy(), facts)
     {
         out.push(format!("endpoint refused: {r}"));
     }

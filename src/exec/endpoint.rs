@@ -143,7 +143,7 @@ pub enum Refusal {
     },
     /// `is_local = true` with a host that is not loopback.
     #[error(
-        "{url}: is_local = true needs a loopback host (127.0.0.1, [::1] or localhost), not {host}"
+        "{url}: is_local = true needs a host that is loopback itself (127.0.0.1, [::1] or localhost), not {host}"
     )]
     NotLocal { url: String, host: String },
 }
@@ -189,11 +189,13 @@ impl Checked {
     pub fn is_loopback(&self) -> bool {
         matches!(
             self.host,
-            CheckedHost::Addr(_, AddrClass::Loopback)
-                | CheckedHost::Name {
-                    known: Some(AddrClass::Loopback),
-                    ..
-                }
+            CheckedHost::Addr(ip, AddrClass::Loopback) if is_direct_loopback(ip)
+        ) || matches!(
+            self.host,
+            CheckedHost::Name {
+                known: Some(AddrClass::Loopback),
+                ..
+            }
         )
     }
 }
@@ -235,6 +237,26 @@ pub fn decide(class: AddrClass, policy: &Policy) -> Result<(), String> {
     }
 }
 
+/// Whether a connection to `addr` stays on this host: 127/8, `::1`, or an IPv4-mapped 127/8
+/// (which [`canonical`] turns into the IPv4 address before anything dials it). The NAT64,
+/// 6to4, Teredo and IPv4-compatible forms of 127.0.0.1 are classified as loopback, but they are
+/// routed off the host, so they are not loopback for `is_local`.
+pub fn is_direct_loopback(addr: IpAddr) -> bool {
+    canonical(addr).is_loopback()
+}
+
+/// `addr` with an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) replaced by its IPv4 address,
+/// which is what a dual-stack socket would dial anyway; every other address unchanged.
+pub fn canonical(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V6(a) => match a.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => addr,
+        },
+        v4 => v4,
+    }
+}
+
 /// Checks one address (a literal, or one the resolver returned) against `policy`.
 pub fn check_addr(addr: IpAddr, policy: &Policy) -> Result<(), Refusal> {
     let class = classify_ip(addr);
@@ -243,7 +265,14 @@ pub fn check_addr(addr: IpAddr, policy: &Policy) -> Result<(), Refusal> {
         host: addr.to_string(),
         class,
         why,
-    })
+    })?;
+    if policy.is_local && !is_direct_loopback(addr) {
+        return Err(Refusal::NotLocal {
+            url: addr.to_string(),
+            host: addr.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// The URL for messages: scheme, host, port and path; never credentials, query or fragment.
@@ -277,13 +306,21 @@ fn display_unparsed(text: &str) -> String {
     format!("{shown:?}")
 }
 
-/// Parses and checks an endpoint URL against `policy`.
+/// Parses and checks an endpoint URL against `policy`. An IPv4-mapped literal
+/// (`[::ffff:127.0.0.1]`) comes back with its IPv4 address as the host, so the connection goes
+/// where the check looked.
 pub fn check_url(text: &str, policy: &Policy) -> Result<Checked, Refusal> {
-    let u = url::Url::parse(text).map_err(|e| Refusal::Invalid {
+    let mut u = url::Url::parse(text).map_err(|e| Refusal::Invalid {
         url: display_unparsed(text),
         reason: e.to_string(),
     })?;
     let display = display_url(&u);
+    if let Some(url::Host::Ipv6(a)) = u.host()
+        && let IpAddr::V4(v4) = canonical(IpAddr::V6(a))
+    {
+        // Cannot fail: the URL already has a host.
+        let _ = u.set_ip_host(IpAddr::V4(v4));
+    }
     if u.scheme() != "http" && u.scheme() != "https" {
         return Err(Refusal::Scheme {
             scheme: u.scheme().to_string(),
@@ -320,12 +357,24 @@ pub fn check_url(text: &str, policy: &Policy) -> Result<Checked, Refusal> {
         }
     };
     match class {
-        Some(c) => decide(c, policy).map_err(|why| Refusal::Denied {
-            url: display.clone(),
-            host: shown.clone(),
-            class: c,
-            why,
-        })?,
+        Some(c) => {
+            decide(c, policy).map_err(|why| Refusal::Denied {
+                url: display.clone(),
+                host: shown.clone(),
+                class: c,
+                why,
+            })?;
+            // is_local: the address itself must be loopback, not one that embeds 127.0.0.1.
+            if let CheckedHost::Addr(ip, _) = host
+                && policy.is_local
+                && !is_direct_loopback(ip)
+            {
+                return Err(Refusal::NotLocal {
+                    url: display,
+                    host: shown,
+                });
+            }
+        }
         // An unknown name: only the resolver can tell, but is_local needs loopback here.
         None if policy.is_local => {
             return Err(Refusal::NotLocal {
@@ -640,17 +689,28 @@ mod tests {
         "http://[::ffff:127.0.0.1]/",
         "http://[::ffff:7f00:1]/",
         "http://[0:0:0:0:0:ffff:7f00:1]/",
-        "http://[64:ff9b::127.0.0.1]/",
-        "http://[64:ff9b::7f00:1]/",
-        "http://[2002:7f00:1::]/",
         "http://localhost/",
         "http://localhost./",
         "http://LOCALHOST:11434/",
         "http://api.localhost/",
         "http://a.b.localhost./",
         "https://localhost:8443/v1",
-        "http://[::127.0.0.1]/",
         "http://127.0.0.1:80\\@good.example/",
+    ];
+
+    /// Addresses that embed 127.0.0.1 but are routed off the host (NAT64, local-use NAT64,
+    /// 6to4, Teredo server and client, IPv4-compatible): classified by the embedded address,
+    /// so refused where loopback is refused, and never loopback for is_local.
+    const EMBEDDED_LOOPBACK: &[&str] = &[
+        "http://[64:ff9b::127.0.0.1]/",
+        "http://[64:ff9b::7f00:1]/",
+        "http://[64:ff9b:1::7f00:1]/",
+        "http://[2002:7f00:1::]/",
+        "http://[2002:7f00:1::1]:8080/v1",
+        "http://[2001:0:7f00:1::f7f7:f7f7]/",
+        "http://[2001:0:4136:e378::80ff:fffe]/",
+        "http://[::127.0.0.1]/",
+        "http://[::7f00:1]/",
     ];
 
     /// Private spellings: refused without allow_private.
@@ -819,6 +879,57 @@ mod tests {
             }
             // is_local needs loopback.
             assert!(check_url(u, &repo_local()).is_err(), "{u}");
+        }
+    }
+
+    #[test]
+    fn embedded_loopback_is_not_local() {
+        for u in EMBEDDED_LOOPBACK {
+            // Classified by the embedded IPv4 address: refused where loopback is refused.
+            for p in [repo(), file(), repo_private()] {
+                let r = check_url(u, &p).expect_err(u);
+                assert_eq!(r.class(), Some(AddrClass::Loopback), "{u}: {r}");
+            }
+            // is_local needs the connected address itself to be loopback.
+            let r = check_url(u, &repo_local()).expect_err(u);
+            assert!(matches!(r, Refusal::NotLocal { .. }), "{u}: {r}");
+            assert!(r.to_string().contains("is_local = true"), "{u}: {r}");
+            // The same rule at connection time, for a name that resolves to one of them.
+            let Some(url::Host::Ipv6(a)) = url::Url::parse(u).unwrap().host() else {
+                panic!("{u}")
+            };
+            let a = IpAddr::V6(a);
+            assert!(!is_direct_loopback(a), "{u}");
+            assert!(check_addr(a, &repo_local()).is_err(), "{u}");
+            assert!(check_addr(a, &repo()).is_err(), "{u}");
+        }
+        // The mapped form does reach loopback: the URL is rewritten to the IPv4 address.
+        for u in [
+            "http://[::ffff:127.0.0.1]:8080/v1",
+            "http://[::ffff:7f00:1]/",
+        ] {
+            let c = check_url(u, &repo_local()).unwrap();
+            assert!(c.is_loopback() && !c.sends_key, "{u}");
+            assert_eq!(
+                c.url.host(),
+                Some(url::Host::Ipv4(Ipv4Addr::LOCALHOST)),
+                "{u}"
+            );
+        }
+        let mapped: IpAddr = "::ffff:127.0.0.2".parse().unwrap();
+        assert!(check_addr(mapped, &repo_local()).is_ok());
+        assert_eq!(canonical(mapped), "127.0.0.2".parse::<IpAddr>().unwrap());
+        // Mapped private or global stays refused under is_local.
+        for a in ["::ffff:10.0.0.1", "::ffff:8.8.8.8"] {
+            let a: IpAddr = a.parse().unwrap();
+            assert!(check_addr(a, &repo_local()).is_err(), "{a}");
+        }
+        for a in ["127.0.0.1", "127.9.9.9", "::1"] {
+            let a: IpAddr = a.parse().unwrap();
+            assert!(
+                is_direct_loopback(a) && check_addr(a, &repo_local()).is_ok(),
+                "{a}"
+            );
         }
     }
 

@@ -144,6 +144,8 @@ impl VettingResolver {
         let mut kept = Vec::new();
         let mut refused = Vec::new();
         for a in found {
+            // A mapped address is dialled as the IPv4 address it maps, which is what was checked.
+            let a = endpoint::canonical(a);
             match endpoint::check_addr(a, &self.policy) {
                 Ok(()) if !kept.contains(&a) => kept.push(a),
                 Ok(()) => {}
@@ -665,6 +667,40 @@ mod tests {
             Err(VetError::Refused { .. })
         ));
         assert_eq!(n.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn is_local_keeps_only_addresses_that_are_loopback_themselves() {
+        let local = Policy {
+            is_local: true,
+            ..Policy::strict(Origin::RepoConfig)
+        };
+        let r = VettingResolver::new(
+            local,
+            fixed(&[
+                "64:ff9b::7f00:1",
+                "64:ff9b:1::7f00:1",
+                "2002:7f00:1::",
+                "2001:0:7f00:1::f7f7:f7f7",
+                "::127.0.0.1",
+            ]),
+        );
+        let e = r.vet("sneaky.localhost").unwrap_err();
+        let VetError::Refused { refused, .. } = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(refused.len(), 5, "{e}");
+        let r = VettingResolver::new(
+            local,
+            fixed(&["64:ff9b::7f00:1", "::ffff:127.0.0.1", "::1"]),
+        );
+        assert_eq!(
+            r.vet("localhost").unwrap(),
+            vec![
+                "127.0.0.1".parse::<IpAddr>().unwrap(),
+                "::1".parse::<IpAddr>().unwrap()
+            ]
+        );
     }
 
     #[test]

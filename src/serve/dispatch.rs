@@ -50,7 +50,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/payload/<seq>",
         "one entry's body (null when redacted)",
     ),
-    ("GET", "/replay/<seq>", "every entry with seq <= N"),
+    (
+        "GET",
+        "/replay/<seq>",
+        "entries with seq <= N, a page at a time (?limit=&after=, then next)",
+    ),
     (
         "GET",
         "/why/<seq>",
@@ -226,6 +230,8 @@ pub struct Request<'a> {
     pub body: &'a J,
     /// The body as received over HTTP, or an MCP tool's arguments as written.
     pub raw: Option<&'a [u8]>,
+    /// The `Idempotency-Key` header, when one came over HTTP.
+    pub key: Option<&'a str>,
 }
 
 type Handler<'p> = Box<dyn FnOnce(&Dispatcher, &Request<'_>) -> Result<J, Reply> + 'p>;
@@ -250,7 +256,7 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         }
         ("GET", ["replay", seq]) => {
             let seq = *seq;
-            Box::new(move |d, _| d.replay(seq))
+            Box::new(move |d, r| d.replay(seq, r))
         }
         ("GET", ["why", seq]) => {
             let seq = *seq;
@@ -361,6 +367,8 @@ pub struct Dispatcher {
     pub(crate) policy: Policy,
     pub(crate) executors: Executors,
     pub(crate) draining: Arc<AtomicBool>,
+    /// The idempotency keys of appends, loaded on first use.
+    pub(crate) keys: Mutex<Option<super::idem::Keys>>,
 }
 
 /// Locks a mutex, recovering from a poisoned one (a panicking handler leaves no half-done state
@@ -391,6 +399,7 @@ impl Dispatcher {
                 seats: Err(NO_EXECUTOR.to_string()),
             },
             draining: Arc::new(AtomicBool::new(false)),
+            keys: Mutex::new(None),
         })
     }
 
@@ -452,6 +461,11 @@ impl Dispatcher {
 
     /// Answers an HTTP request: `body` is the raw request body (empty for none).
     pub fn handle(&self, method: &str, path: &str, body: &[u8]) -> Reply {
+        self.handle_keyed(method, path, body, None)
+    }
+
+    /// [`Dispatcher::handle`] with the request's `Idempotency-Key` header, if any.
+    pub fn handle_keyed(&self, method: &str, path: &str, body: &[u8], key: Option<&str>) -> Reply {
         let Some(handler) = self.route_or_reply(method, path) else {
             return self.no_route(method, path);
         };
@@ -472,7 +486,14 @@ impl Dispatcher {
             }
         };
         let raw = (method != "GET" && !trimmed.is_empty()).then_some(trimmed);
-        self.run(handler, &Request { body: &parsed, raw })
+        self.run(
+            handler,
+            &Request {
+                body: &parsed,
+                raw,
+                key,
+            },
+        )
     }
 
     /// Answers a request whose body is already JSON (an MCP tool call).
@@ -485,6 +506,7 @@ impl Dispatcher {
             &Request {
                 body: &body,
                 raw: None,
+                key: None,
             },
         )
     }

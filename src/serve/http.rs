@@ -1,5 +1,9 @@
 //! The HTTP transport: axum over the [`Dispatcher`], with the guards a local daemon needs.
 //!
+//! Connections: at most `max_connections` are open at once (more wait in the listen queue),
+//! and one that has not sent its whole request head within the read timeout is closed, so
+//! clients that drip their headers cannot hold the server.
+//!
 //! Every request passes, in order:
 //!
 //! 1. the **Host** check against DNS rebinding: only the bound `host:port` and the loopback
@@ -16,7 +20,9 @@
 //! 5. the **timeout**: 504 when the engine has not answered in time (the work still finishes
 //!    and is witnessed); submit, resume and plan get the longer submit limit.
 //!
-//! Paths are matched literally: a query string is a 404, as in Forum.
+//! Paths are matched literally: a query string is a 404, as in Forum, except on
+//! `GET /replay/SEQ`, which reads a page at a time (`?limit=&after=`).
+//! `POST /append` takes an `Idempotency-Key` header (see the dispatcher's append).
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -37,12 +43,16 @@ use super::dispatch::{Dispatcher, Reply, allowed_methods, is_long_running};
 /// Forum's body limit (1 MiB), the default here too.
 pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
 
+/// Connections open at once by default (well under the usual 1024 descriptors).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+
 /// Limits of the HTTP server.
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// Largest request body, in bytes.
     pub max_body: usize,
-    /// How long a client may take to send its body.
+    /// How long a client may take to send its request head (hyper closes the connection
+    /// then), and again its body (408).
     pub read_timeout: Duration,
     /// How long an ordinary request may take.
     pub timeout: Duration,
@@ -51,6 +61,8 @@ pub struct Limits {
     pub submit_timeout: Duration,
     /// Requests the engine works on at once.
     pub concurrency: usize,
+    /// Connections open at once; more wait in the listen queue.
+    pub max_connections: usize,
     /// How long a SIGTERM waits for in-flight requests before the server exits anyway.
     pub drain: Duration,
 }
@@ -63,6 +75,7 @@ impl Default for Limits {
             timeout: Duration::from_secs(30),
             submit_timeout: Duration::from_secs(630),
             concurrency: 32,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             drain: Duration::from_secs(30),
         }
     }
@@ -288,13 +301,27 @@ async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return r;
     }
-    if parts.uri.query().is_some() {
-        return error(
-            404,
-            "query strings are not accepted: paths are matched literally",
-        );
-    }
     let path = parts.uri.path().to_string();
+    // Only /replay pages take a query (?limit=&after=); elsewhere paths match literally.
+    let query = match parts.uri.query() {
+        None => None,
+        Some(q) if parts.method == axum::http::Method::GET && path.starts_with("/replay/") => {
+            match super::page::query_fields(q) {
+                Ok(fields) => Some(fields),
+                Err(m) => return error(400, m),
+            }
+        }
+        Some(_) => {
+            return error(
+                404,
+                "query strings are not accepted here: paths are matched literally (only GET /replay/SEQ takes ?limit=&after=)",
+            );
+        }
+    };
+    let key = match header_str(headers, header::HeaderName::from_static("idempotency-key")) {
+        Ok(k) => k.map(str::to_string),
+        Err(()) => return error(400, "the Idempotency-Key header is not text"),
+    };
     let method = parts.method.as_str().to_string();
     let allowed = allowed_methods(&path);
     if !allowed.contains(&method.as_str()) {
@@ -347,9 +374,14 @@ async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
     };
     let d = server.dispatcher.clone();
     let (m, p) = (method.clone(), path.clone());
+    // The engine is synchronous (git, the control loop, a deep verify): it runs on the
+    // blocking pool, never on the runtime's workers, so a long request holds only its slot.
     let job = tokio::task::spawn_blocking(move || {
         let _slot = slot;
-        d.handle(&m, &p, &bytes)
+        match query {
+            Some(fields) => d.call(&m, &p, fields),
+            None => d.handle_keyed(&m, &p, &bytes, key.as_deref()),
+        }
     });
     let reply = match tokio::time::timeout(limit, job).await {
         Ok(Ok(reply)) => reply,
@@ -377,6 +409,68 @@ pub fn router(server: Arc<Server>) -> Router {
     Router::new().fallback(handle).with_state(server)
 }
 
+/// Accepts connections until `stop` turns true, then waits for every open connection to end
+/// (each is asked to finish its request in flight and close). At most `max_connections` are
+/// open at once: past that, new ones wait in the listen queue until one closes. A connection
+/// that has not sent a whole request head within `header_timeout` is closed by hyper.
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    max_connections: usize,
+    header_timeout: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+    let open = Arc::new(Semaphore::new(max_connections.max(1)));
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            p = open.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors and the like: wait a little instead of spinning.
+                if !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+                ) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                continue;
+            }
+        };
+        while conns.try_join_next().is_some() {}
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let mut stop = stop.clone();
+        conns.spawn(async move {
+            let _permit = permit;
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = stop.wait_for(|s| *s) => conn.as_mut().graceful_shutdown(),
+            }
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    while conns.join_next().await.is_some() {}
+}
+
 /// Serves on `listener` until `shutdown` completes, then drains: the server stops accepting,
 /// running submits stop at their next budget check (witnessed, resumable), and in-flight
 /// requests get up to the drain time to finish. Returns whether everything finished in time.
@@ -389,17 +483,17 @@ pub async fn serve(
     let drain = server.limits.drain;
     let slots = server.slots.clone();
     let concurrency = server.limits.concurrency.max(1) as u32;
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let stopped = stop.clone();
+    let (max_connections, header_timeout) =
+        (server.limits.max_connections, server.limits.read_timeout);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
     let app = router(server);
     let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stopped.notified().await })
-            .await
+        accept_loop(listener, app, max_connections, header_timeout, stopped).await;
+        Ok::<(), std::io::Error>(())
     });
     shutdown.await;
     draining.store(true, Ordering::SeqCst);
-    stop.notify_one();
+    let _ = stop.send(true);
     let start = tokio::time::Instant::now();
     let served = match tokio::time::timeout(drain, task).await {
         Ok(Ok(r)) => {

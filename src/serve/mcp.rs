@@ -235,8 +235,20 @@ pub const TOOLS: &[Tool] = &[
         name: "ledger_replay",
         aliases: &["forum.ledger.replay", "replay"],
         target: Target::GetSeq("/replay/"),
-        description: "Every entry with seq up to and including seq.",
-        properties: SEQ,
+        description: "Entries with seq up to and including seq, a page at a time: pass the answer's next as after for the following page.",
+        properties: &[
+            SEQ[0],
+            (
+                "limit",
+                "integer",
+                "Entries per page (at most 1000, the default).",
+            ),
+            (
+                "after",
+                "integer",
+                "Start after this seq (the previous page's next).",
+            ),
+        ],
         required: &["seq"],
     },
     Tool {
@@ -277,6 +289,11 @@ pub const TOOLS: &[Tool] = &[
             ("kind", "string", "What it is (note, request, ...)."),
             ("payload", "object", "The body: any JSON value."),
             ("causal_parent", "integer", "The seq it follows from."),
+            (
+                "idempotency_key",
+                "string",
+                "A key of your choosing (a UUID): a retry with the same key and entry answers the first seq and writes nothing.",
+            ),
         ],
         required: &["actor", "kind", "payload"],
     },
@@ -512,15 +529,20 @@ impl Tool {
                     .get("seq")
                     .and_then(J::as_u64)
                     .filter(|_| args.get("seq").is_some_and(|v| !v.is_f64()));
+                let known: Vec<&str> = self.properties.iter().map(|(n, _, _)| *n).collect();
                 let extra = args
                     .as_object()
-                    .and_then(|m| m.keys().find(|k| *k != "seq").cloned());
+                    .and_then(|m| m.keys().find(|k| !known.contains(&k.as_str())).cloned());
                 match (seq, extra) {
-                    (_, Some(k)) => {
-                        Reply::error(400, format!("unknown field {k:?} (known fields: seq)"))
-                    }
+                    (_, Some(k)) => Reply::error(
+                        400,
+                        format!("unknown field {k:?} (known fields: {})", known.join(", ")),
+                    ),
                     (Some(seq), None) => {
-                        d.call("GET", &format!("{prefix}{seq}"), J::Object(Map::new()))
+                        // The fields besides seq go to the route (a replay page).
+                        let mut rest = args.as_object().cloned().unwrap_or_default();
+                        rest.remove("seq");
+                        d.call("GET", &format!("{prefix}{seq}"), J::Object(rest))
                     }
                     (None, None) => Reply::error(
                         400,

@@ -17,7 +17,9 @@ pub mod http;
 pub mod mcp;
 
 mod args;
+mod idem;
 mod ops;
+mod page;
 mod reports;
 
 pub use dispatch::{Config, Dispatcher, Reply};

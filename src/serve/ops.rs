@@ -271,7 +271,7 @@ impl Dispatcher {
     }
 
     /// Appends through the writer.
-    fn append_new(&self, new: &NewEntry) -> Result<crate::store::git::Appended, Reply> {
+    pub(crate) fn append_new(&self, new: &NewEntry) -> Result<crate::store::git::Appended, Reply> {
         new.validate().map_err(bad)?;
         Ok(lock(&self.writer).append_entry(new)?)
     }
@@ -423,12 +423,15 @@ impl Dispatcher {
         }
     }
 
-    pub(crate) fn replay(&self, seq: &str) -> Res {
+    /// Entries with seq <= N, one page at a time (`limit`, at most [`super::page::MAX_PAGE`];
+    /// `after`, the `next` of the page before).
+    pub(crate) fn replay(&self, seq: &str, req: &Request<'_>) -> Res {
         let seq = parse_seq(seq)?;
+        let page = super::page::Page::from_args(&Args::new(req.body, &["limit", "after"])?)?;
         let view = self.snapshot()?;
         let entries = &view.entries;
         let upto = entries.len().min(seq.saturating_add(1) as usize);
-        Ok(json!({"entries": entries[..upto].iter().map(Entry::to_json).collect::<Vec<_>>()}))
+        Ok(page.of(&entries[..upto]))
     }
 
     pub(crate) fn why(&self, seq: &str) -> Res {
@@ -516,7 +519,17 @@ impl Dispatcher {
     }
 
     pub(crate) fn append(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["actor", "kind", "payload", "causal_parent"])?;
+        let a = Args::new(
+            req.body,
+            &[
+                "actor",
+                "kind",
+                "payload",
+                "causal_parent",
+                "idempotency_key",
+            ],
+        )?;
+        let key = super::idem::key_of(req.key, a.str("idempotency_key")?)?;
         let actor = a.text("actor")?;
         let kind = a.text("kind")?;
         let parent = a.int("causal_parent")?;
@@ -543,6 +556,9 @@ impl Dispatcher {
             payload,
             ts: self.now(),
         };
+        if let Some(key) = key {
+            return self.append_once(key, &new);
+        }
         let done = self.append_new(&new)?;
         Ok(json!({
             "seq": done.entry.seq,
@@ -1028,7 +1044,10 @@ impl Dispatcher {
         let text = a
             .str("text")?
             .ok_or_else(|| bad("field \"text\" is required"))?;
-        check_request(text).map_err(|e| bad(e.to_string()))?;
+        // Forum routes any non-empty string; one without words escalates to no lane.
+        if text.is_empty() {
+            return Err(bad("field \"text\" is empty: give the request to route"));
+        }
         let (decision, frame) = route_request(text, &self.roster);
         Ok(decision.to_value(&frame).to_serde())
     }

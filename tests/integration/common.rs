@@ -3,14 +3,34 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The conformance folder beside the repository, or `None` (with a printed reason) when absent.
+/// The variable that turns a missing conformance folder from a skip into a failure (CI sets it).
+pub const REQUIRE_SHARED: &str = "GIT_FORUM_REQUIRE_SHARED";
+
+/// The conformance folder (`GIT_FORUM_CONFORMANCE_DIR`, else `../shared/conformance` beside
+/// the repository), or `None` (with a printed reason) when absent. Panics instead when
+/// `GIT_FORUM_REQUIRE_SHARED=1`, so CI never passes a skipped vector.
 pub fn conformance() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance");
+    let require = std::env::var(REQUIRE_SHARED).is_ok_and(|v| v == "1");
+    let dir = match std::env::var_os("GIT_FORUM_CONFORMANCE_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance"),
+    };
+    conformance_in(&dir, require)
+}
+
+/// [`conformance`] for the folder `p`: `Some(p)` when it is a directory; else a panic when
+/// `require`, `None` with a notice otherwise.
+pub fn conformance_in(p: &Path, require: bool) -> Option<PathBuf> {
     if p.is_dir() {
-        Some(p)
+        Some(p.to_path_buf())
+    } else if require {
+        panic!(
+            "{} is absent and {REQUIRE_SHARED}=1: put Forum's shared folder beside the repository",
+            p.display()
+        );
     } else {
         eprintln!(
-            "skipped: {} is absent (a user's clone); CI always has it",
+            "skipped: {} is absent (a user's clone; set {REQUIRE_SHARED}=1 to fail instead)",
             p.display()
         );
         None

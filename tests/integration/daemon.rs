@@ -241,6 +241,12 @@ fn ledger_routes_read_write_and_prove() {
 fn bad_input_gets_the_right_status_and_a_json_error() {
     let repo = Repo::new("sha1");
     let d = open(&repo);
+    // Not bad input: a request with no words routes to no lane, as Forum routes it.
+    for text in ["???", "   "] {
+        let r = ok(post(&d, "/route", json!({ "text": text })));
+        assert_eq!(r["needs_escalation"], true, "{text:?}");
+        assert_eq!(r["decided"], J::Null, "{text:?}");
+    }
     let cases: Vec<(Reply, u16, &str)> = vec![
         (
             d.handle("POST", "/route", b"{not json"),
@@ -273,7 +279,11 @@ fn bad_input_gets_the_right_status_and_a_json_error() {
             "must be a string",
         ),
         (post(&d, "/route", json!({})), 400, "required"),
-        (post(&d, "/route", json!({"text": "   "})), 400, ""),
+        (
+            post(&d, "/route", json!({"text": ""})),
+            400,
+            "\"text\" is empty",
+        ),
         (get(&d, "/nope"), 404, "no route"),
         (get(&d, "/ledger/1/2"), 404, "no route"),
         (d.handle("DELETE", "/status", b""), 405, "answers GET"),
@@ -1325,4 +1335,305 @@ fn mcp_transcript_over_stdio() {
         assert_eq!(t["inputSchema"]["type"], "object", "{t}");
     }
     repo.forum_ok(&["verify", "--deep"]);
+}
+
+// ----- the daemon's edges: slow clients, pages, a long verify, retried appends -----
+
+/// One request with extra headers on its own connection; (status, JSON body).
+fn call_with(d: &Daemon, method: &str, path: &str, headers: &[(&str, &str)], body: &J) -> (u16, J) {
+    let headers: Vec<(String, String)> = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let (code, _, text) = http(&d.addr, method, path, &headers, body.to_string().as_bytes());
+    (
+        code,
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {path}: {e}: {text:?}")),
+    )
+}
+
+#[test]
+fn a_client_that_drips_its_headers_is_closed() {
+    let repo = Repo::new("sha1");
+    let mut d = Daemon::start(&repo, &["--read-timeout", "1"]);
+    let mut s = TcpStream::connect(&d.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    s.write_all(format!("GET /health HTTP/1.1\r\nHost: {}\r\nX-Slow: ", d.addr).as_bytes())
+        .unwrap();
+    // One byte at a time, never ending the head, until the server closes the connection.
+    let started = Instant::now();
+    let mut buf = [0u8; 256];
+    let closed = loop {
+        if started.elapsed() > Duration::from_secs(60) {
+            break false;
+        }
+        if s.write_all(b"a").is_err() {
+            break true;
+        }
+        match s.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(_) => break true, // an error answer, then the close
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break true,
+        }
+    };
+    assert!(
+        closed,
+        "a connection dripping its headers was still open after 60 s"
+    );
+    // The server itself is fine.
+    assert_eq!(d.call("GET", "/health", None), (200, json!({"ok": true})));
+    assert!(d.terminate().success());
+}
+
+#[test]
+fn replay_is_read_a_page_at_a_time() {
+    let repo = Repo::new("sha1");
+    let mut d = Daemon::start(&repo, &[]);
+    for i in 0..25 {
+        let (code, r) = d.call(
+            "POST",
+            "/append",
+            Some(&json!({"actor": "a", "kind": "note", "payload": {"i": i}})),
+        );
+        assert_eq!((code, r["seq"].clone()), (200, json!(i)));
+    }
+    let seqs = |v: &J| -> Vec<u64> {
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect()
+    };
+    // Without a query: the whole range fits one page.
+    let (code, all) = d.call("GET", "/replay/24", None);
+    assert_eq!(code, 200);
+    assert_eq!(seqs(&all), (0..25).collect::<Vec<_>>());
+    assert_eq!(all["next"], J::Null);
+    // Pages of 10, each pointing at the next, up to seq 22.
+    let mut got = Vec::new();
+    let mut path = "/replay/22?limit=10".to_string();
+    let mut pages = 0;
+    loop {
+        let (code, page) = d.call("GET", &path, None);
+        assert_eq!(code, 200, "{page}");
+        assert!(seqs(&page).len() <= 10);
+        got.extend(seqs(&page));
+        pages += 1;
+        match page["next"].as_u64() {
+            Some(n) => path = format!("/replay/22?limit=10&after={n}"),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(got, (0..23).collect::<Vec<_>>());
+    // Bad pages are 400s with one line; other paths still take no query.
+    for (path, code, needle) in [
+        ("/replay/5?limit=0", 400, "at least 1"),
+        ("/replay/5?limit=x", 400, "non-negative integer"),
+        ("/replay/5?limit=1&limit=2", 400, "twice"),
+        ("/replay/5?from=1", 400, "unknown field \"from\""),
+        ("/status?limit=1", 404, "query strings are not accepted"),
+    ] {
+        let (c, r) = d.call("GET", path, None);
+        assert_eq!(c, code, "{path}: {r}");
+        let m = r["error"].as_str().unwrap();
+        assert!(m.contains(needle) && !m.contains('\n'), "{path}: {m}");
+    }
+    assert!(d.terminate().success());
+}
+
+/// Entries in the ledger of the long-verify test.
+const LONG_VERIFY_ENTRIES: u64 = 10_000;
+
+#[test]
+fn a_long_verify_does_not_hold_other_requests() {
+    let repo = Repo::new("sha1");
+    // Many entries make a deep verify take a while: built in memory, written as a Forum
+    // directory, imported in one go.
+    let mut mem = git_forum::ledger::MemoryStorage::default();
+    for i in 0..LONG_VERIFY_ENTRIES {
+        git_forum::ledger::Storage::append(
+            &mut mem,
+            git_forum::ledger::NewEntry {
+                actor: "a".into(),
+                kind: "note".into(),
+                causal_parent: None,
+                payload: git_forum::ledger::Value::object([(
+                    "i".to_string(),
+                    git_forum::ledger::Value::str(i.to_string()),
+                )]),
+                ts: 1000.0,
+            },
+        )
+        .unwrap();
+    }
+    let dir = repo.path().join("forum-dir");
+    git_forum::store::forum_dir::write(
+        &dir,
+        &mem.entries,
+        |e| Ok(mem.payloads.get(&e.payload_hash).cloned()),
+        false,
+    )
+    .unwrap();
+    repo.forum_ok(&["import", dir.to_str().unwrap()]);
+    let mut d = Daemon::start(&repo, &[]);
+    // Warm the server's entry cache (a first read walks every commit), so what follows
+    // waits on nothing but the verify.
+    assert_eq!(d.call("GET", "/status", None).0, 200);
+    let addr = d.addr.clone();
+    let (sent_tx, sent_rx) = std::sync::mpsc::channel();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done_w = done.clone();
+    let verifier = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+        s.write_all(
+            format!("GET /verify HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+        sent_tx.send(()).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        done_w.store(true, std::sync::atomic::Ordering::SeqCst);
+        parse_response(&String::from_utf8_lossy(&out))
+    });
+    sent_rx.recv().unwrap();
+    // Other requests are answered while it runs (appends included).
+    let (code, _) = d.call("GET", "/status", None);
+    assert_eq!(code, 200);
+    let (code, r) = d.call(
+        "POST",
+        "/append",
+        Some(&json!({"actor": "a", "kind": "note", "payload": 1})),
+    );
+    assert_eq!((code, r["seq"].clone()), (200, json!(LONG_VERIFY_ENTRIES)));
+    let answered_during = !done.load(std::sync::atomic::Ordering::SeqCst);
+    let (code, _, body) = verifier.join().unwrap();
+    assert_eq!(code, 200, "{body}");
+    let v: J = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    // A deep verify of this ledger takes seconds; a status and an append, milliseconds.
+    assert!(
+        answered_during,
+        "the status and the append were answered only after the verify"
+    );
+    assert!(d.terminate().success());
+}
+
+#[test]
+fn an_append_retried_with_its_idempotency_key_is_written_once() {
+    let repo = Repo::new("sha1");
+    let mut d = Daemon::start(&repo, &[]);
+    let body = json!({"actor": "client", "kind": "note", "payload": {"n": 1}});
+    let key = [("Idempotency-Key", "4b7e0c1e-retry-1")];
+    let (code, first) = call_with(&d, "POST", "/append", &key, &body);
+    assert_eq!(code, 200, "{first}");
+    assert_eq!(first["seq"], 0);
+    // The retry (after a timeout, say) answers the same entry and writes nothing.
+    for _ in 0..2 {
+        let (code, again) = call_with(&d, "POST", "/append", &key, &body);
+        assert_eq!(code, 200, "{again}");
+        assert_eq!(again["seq"], 0);
+        assert_eq!(again["entry_hash"], first["entry_hash"]);
+        assert_eq!(again["commit"], first["commit"]);
+        assert_eq!(again["replayed"], true);
+    }
+    assert_eq!(d.call("GET", "/status", None).1["entries"], 1);
+    // The same key for another entry is a conflict, in one line.
+    let other = json!({"actor": "client", "kind": "note", "payload": {"n": 2}});
+    let (code, r) = call_with(&d, "POST", "/append", &key, &other);
+    assert_eq!(code, 409, "{r}");
+    let m = r["error"].as_str().unwrap();
+    assert!(
+        m.contains("was used for another entry (seq 0)") && !m.contains('\n'),
+        "{m}"
+    );
+    // A bad key is a 400; another key is another entry; so is no key at all.
+    let (code, _) = call_with(&d, "POST", "/append", &[("Idempotency-Key", "a b")], &other);
+    assert_eq!(code, 400);
+    let (code, r) = call_with(&d, "POST", "/append", &[("Idempotency-Key", "k-2")], &other);
+    assert_eq!((code, r["seq"].clone()), (200, json!(1)));
+    let (code, r) = d.call("POST", "/append", Some(&body));
+    assert_eq!((code, r["seq"].clone()), (200, json!(2)));
+    assert_eq!(d.call("GET", "/status", None).1["entries"], 3);
+    // The key is kept on disk: a restarted server still knows it.
+    assert!(d.terminate().success());
+    let mut d = Daemon::start(&repo, &[]);
+    let (code, again) = call_with(&d, "POST", "/append", &key, &body);
+    assert_eq!((code, again["seq"].clone()), (200, json!(0)));
+    assert_eq!(d.call("GET", "/status", None).1["entries"], 3);
+    assert!(d.terminate().success());
+    repo.forum_ok(&["verify", "--deep"]);
+}
+
+#[test]
+fn an_mcp_append_retried_with_its_idempotency_key_is_written_once() {
+    let repo = Repo::new("sha1");
+    let call = |id: u32, payload: u32, key: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"ledger_append","arguments":{{"actor":"a","kind":"note","payload":{{"n":{payload}}},"idempotency_key":"{key}"}}}}}}"#
+        )
+    };
+    let input = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}"#.to_string(),
+        call(2, 1, "mcp-k1"),
+        call(3, 1, "mcp-k1"),
+        call(4, 2, "mcp-k1"),
+        call(5, 2, "mcp-k2"),
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"ledger_replay","arguments":{"seq":9,"limit":1,"after":0}}}"#.to_string(),
+    ];
+    let mut child = Guarded(
+        repo.forum()
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    {
+        let mut stdin = child.0.stdin.take().unwrap();
+        for line in &input {
+            writeln!(stdin, "{line}").unwrap();
+        }
+    }
+    let mut out = String::new();
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(child.0.wait().unwrap().success());
+    let replies: Vec<J> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(replies.len(), input.len(), "{out}");
+    let result = |i: usize| replies[i]["result"]["structuredContent"].clone();
+    assert_eq!(result(1)["seq"], 0);
+    assert_eq!(result(2)["seq"], 0);
+    assert_eq!(result(2)["replayed"], true);
+    assert_eq!(replies[3]["result"]["isError"], true);
+    assert!(
+        result(3)["error"]
+            .as_str()
+            .unwrap()
+            .contains("another entry")
+    );
+    assert_eq!(result(4)["seq"], 1);
+    // A replay page through MCP.
+    assert_eq!(result(5)["entries"].as_array().unwrap().len(), 1);
+    assert_eq!(result(5)["entries"][0]["seq"], 1);
+    assert_eq!(result(5)["next"], J::Null);
+    let status = repo.forum_json(&["verify"]);
+    assert_eq!(status["entries"], 2, "{status}");
 }

@@ -4,6 +4,7 @@ mod bodies;
 mod common;
 mod conformance;
 mod daemon;
+mod edges;
 mod http_exec;
 mod inputs;
 mod ledger;

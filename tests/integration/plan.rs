@@ -2,7 +2,6 @@
 //! the CLI.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use git_forum::ledger::{Value, canonical, payload_hash};
 use git_forum::plan::{
@@ -12,18 +11,11 @@ use git_forum::plan::{
 use serde_json::Value as J;
 
 fn conformance_file(name: &str) -> Option<String> {
-    let path = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/conformance"
-    ))
-    .join(name);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text),
-        Err(_) => {
-            eprintln!("skipping: {} is not present", path.display());
-            None
-        }
-    }
+    let path = crate::common::conformance()?.join(name);
+    Some(
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display())),
+    )
 }
 
 /// Builds the task the way Forum's generator did: instruction = id, deps and done_when parsed

@@ -242,3 +242,124 @@ fn runtime_inspect_bad_input_is_one_line_and_non_zero() {
         );
     }
 }
+
+/// A name this machine resolves to loopback (or, failing that, to another address a
+/// repository's config may not reach): its host name, else a common alias from /etc/hosts.
+fn name_resolving_off_limits() -> String {
+    use std::net::ToSocketAddrs;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let candidates = [
+        host.as_str(),
+        "localhost.localdomain",
+        "ip6-localhost",
+        "ip6-loopback",
+    ];
+    let resolved = |n: &str| -> Vec<std::net::IpAddr> {
+        if n.is_empty() || n.ends_with(".localhost") || n == "localhost" {
+            return Vec::new();
+        }
+        (n, 0u16)
+            .to_socket_addrs()
+            .map(|a| a.map(|s| s.ip()).collect())
+            .unwrap_or_default()
+    };
+    let loopback = |a: &std::net::IpAddr| a.is_loopback();
+    let not_global = |a: &std::net::IpAddr| match a {
+        std::net::IpAddr::V4(v) => v.is_loopback() || v.is_private() || v.is_link_local(),
+        std::net::IpAddr::V6(v) => v.is_loopback() || (v.segments()[0] & 0xfe00) == 0xfc00,
+    };
+    for pick in [&loopback as &dyn Fn(&std::net::IpAddr) -> bool, &not_global] {
+        for n in candidates {
+            let addrs = resolved(n);
+            if !addrs.is_empty() && addrs.iter().all(pick) {
+                return n.to_string();
+            }
+        }
+    }
+    panic!(
+        "no name on this machine resolves to loopback or a private address: tried {candidates:?}"
+    )
+}
+
+#[test]
+fn runtime_inspect_vets_a_resolved_name_as_submit_does() {
+    let name = name_resolving_off_limits();
+    let url = format!("http://{name}:9/v1/chat/completions");
+    let r = repo_with(&format!(
+        "[runtime.default]\nchat_url = \"{url}\"\nmodel = \"m\"\n"
+    ));
+    let (code, out, err) = inspect(&r, &["--json"], &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    let v = json(&out);
+    assert_eq!(v["ready"], false);
+    let verdict = v["default"]["executor"]["endpoint"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("refused: ") && verdict.contains("resolves only to addresses"),
+        "{verdict}"
+    );
+    assert!(err.contains(&format!("{name} resolves only to")), "{err}");
+    // submit applies the same rule before calling anything, and writes nothing.
+    let before = r.snapshot();
+    let o = r
+        .forum()
+        .args(["submit", "say hello"])
+        .output()
+        .expect("run git-forum");
+    assert_eq!(o.status.code(), Some(2));
+    let serr = String::from_utf8_lossy(&o.stderr);
+    assert!(serr.contains(&format!("{name} resolves only to")), "{serr}");
+    assert_eq!(r.snapshot(), before);
+    // With is_local, a name that resolves to loopback itself is allowed.
+    let r = repo_with(
+        "[runtime.default]\nchat_url = \"http://localhost:9/v1\"\nmodel = \"m\"\nis_local = true\n",
+    );
+    let (code, out, err) = inspect(&r, &["--json"], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(json(&out)["default"]["executor"]["endpoint"], "allowed");
+}
+
+#[test]
+fn is_local_refuses_addresses_that_only_embed_loopback() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    for host in [
+        "[64:ff9b::7f00:1]",
+        "[64:ff9b:1::7f00:1]",
+        "[2002:7f00:1::]",
+        "[2001:0:7f00:1::f7f7:f7f7]",
+        "[::127.0.0.1]",
+    ] {
+        let url = format!("http://{host}:{port}/v1");
+        let r = repo_with(&format!(
+            "[runtime.default]\nchat_url = \"{url}\"\nmodel = \"m\"\nis_local = true\n"
+        ));
+        let (code, out, err) = inspect(&r, &[], &[]);
+        assert_eq!(code, 1, "{host}: {out}{err}");
+        assert!(
+            err.contains("is_local = true needs a host that is loopback itself"),
+            "{host}: {err}"
+        );
+        let before = r.snapshot();
+        let o = r
+            .forum()
+            .args(["submit", "say hello"])
+            .output()
+            .expect("run git-forum");
+        let serr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{host}: {serr}");
+        assert!(
+            serr.contains("is_local = true needs a host"),
+            "{host}: {serr}"
+        );
+        assert_eq!(r.snapshot(), before, "{host}");
+    }
+    // The mapped spelling really is loopback: it is allowed.
+    let r = repo_with(&format!(
+        "[runtime.default]\nchat_url = \"http://[::ffff:127.0.0.1]:{port}/v1\"\nmodel = \"m\"\nis_local = true\n"
+    ));
+    let (code, out, err) = inspect(&r, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    drop(listener);
+}

@@ -1,0 +1,315 @@
+//! Idempotent appends: `POST /append` with an `Idempotency-Key` header, or the MCP
+//! `ledger_append` tool with an `idempotency_key` argument, writes its entry once however many
+//! times it is retried (a client that timed out cannot know whether its append landed).
+//!
+//! Each key is kept in `.git/forum/idempotency/NAME.jsonl`, one JSON line per step: first the
+//! key with what the entry will be (actor, kind, causal parent, payload hash) and the ledger's
+//! length before the append, then the same with the seq written. A retry with the same key
+//! and the same entry answers the original seq (with `"replayed": true`) and writes nothing; the
+//! same key for another entry is a 409. When the server died between the append and its second
+//! line, the retry finds the entry by its fields at or after the recorded length, so even then
+//! nothing is written twice. Keys are remembered for the life of the ledger.
+
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::dispatch::{Dispatcher, Reply, lock};
+use crate::ledger::{Entry, NewEntry, payload_hash};
+
+/// Longest accepted key, in bytes.
+pub const MAX_KEY_LEN: usize = 200;
+
+type Res = Result<serde_json::Value, Reply>;
+
+/// The key of a request, from the header or the body field (both: they must agree); checked
+/// to be 1 to [`MAX_KEY_LEN`] visible ASCII characters.
+pub(crate) fn key_of<'a>(
+    header: Option<&'a str>,
+    field: Option<&'a str>,
+) -> Result<Option<&'a str>, Reply> {
+    let key = match (header, field) {
+        (Some(h), Some(f)) if h != f => {
+            return Err(Reply::error(
+                400,
+                "the Idempotency-Key header and the idempotency_key field differ; give one of them",
+            ));
+        }
+        (Some(h), _) => Some(h),
+        (None, f) => f,
+    };
+    if let Some(k) = key
+        && (k.is_empty() || k.len() > MAX_KEY_LEN || !k.bytes().all(|b| b.is_ascii_graphic()))
+    {
+        return Err(Reply::error(
+            400,
+            format!(
+                "an idempotency key is 1 to {MAX_KEY_LEN} visible ASCII characters without spaces (a UUID, for one)"
+            ),
+        ));
+    }
+    Ok(key)
+}
+
+/// One line of the key file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Record {
+    key: String,
+    actor: String,
+    kind: String,
+    causal_parent: Option<i64>,
+    payload_hash: String,
+    /// The ledger's length when the append began: its entry is at this seq or later.
+    from: u64,
+    /// The seq written, once known.
+    seq: Option<u64>,
+}
+
+impl Record {
+    fn same_entry(&self, other: &Record) -> bool {
+        self.actor == other.actor
+            && self.kind == other.kind
+            && self.causal_parent == other.causal_parent
+            && self.payload_hash == other.payload_hash
+    }
+
+    fn matches(&self, e: &Entry) -> bool {
+        e.actor == self.actor
+            && e.kind == self.kind
+            && e.causal_parent == self.causal_parent
+            && e.payload_hash == self.payload_hash
+    }
+}
+
+/// The keys of one ledger: the file, and what has been read of it.
+pub(crate) struct Keys {
+    path: PathBuf,
+    read: u64,
+    map: HashMap<String, Record>,
+}
+
+impl Keys {
+    fn open(path: PathBuf) -> Keys {
+        Keys {
+            path,
+            read: 0,
+            map: HashMap::new(),
+        }
+    }
+
+    /// Reads the lines added since the last read (by this server or another process).
+    fn refresh(&mut self) -> std::io::Result<()> {
+        let mut f = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let len = f.metadata()?.len();
+        if len < self.read {
+            self.map.clear();
+            self.read = 0;
+        }
+        f.seek(SeekFrom::Start(self.read))?;
+        let mut buf = Vec::new();
+        f.take(len - self.read).read_to_end(&mut buf)?;
+        // Only whole lines: a line being written is read next time.
+        let whole = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        for line in buf[..whole].split(|&b| b == b'\n') {
+            if let Ok(r) = serde_json::from_slice::<Record>(line) {
+                self.map.insert(r.key.clone(), r);
+            }
+        }
+        self.read += whole as u64;
+        Ok(())
+    }
+
+    fn write(&mut self, r: &Record, fsync: bool) -> std::io::Result<()> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut line = serde_json::to_vec(r).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
+        f.write_all(&line)?;
+        if fsync {
+            f.sync_data()?;
+        }
+        self.refresh()
+    }
+}
+
+fn io_err(e: std::io::Error) -> Reply {
+    Reply::error(500, format!("cannot use the idempotency key file: {e}"))
+}
+
+impl Dispatcher {
+    fn keys_path(&self) -> PathBuf {
+        self.repo
+            .to_thread_local()
+            .common_dir()
+            .join("forum")
+            .join("idempotency")
+            .join(format!("{}.jsonl", self.cfg.ledger))
+    }
+
+    /// Appends `new` once for `key` (see the module's documentation).
+    pub(crate) fn append_once(&self, key: &str, new: &NewEntry) -> Res {
+        new.validate().map_err(|e| Reply::error(400, e))?;
+        let fsync = !self.cfg.no_fsync;
+        let mut guard = lock(&self.keys);
+        if guard.is_none() {
+            *guard = Some(Keys::open(self.keys_path()));
+        }
+        let keys = guard.as_mut().expect("just set");
+        keys.refresh().map_err(io_err)?;
+        let mut want = Record {
+            key: key.to_string(),
+            actor: new.actor.clone(),
+            kind: new.kind.clone(),
+            causal_parent: new.causal_parent,
+            payload_hash: payload_hash(&new.payload),
+            from: 0,
+            seq: None,
+        };
+        match keys.map.get(key).cloned() {
+            Some(had) => {
+                if !had.same_entry(&want) {
+                    let what = match had.seq {
+                        Some(s) => format!(" (seq {s})"),
+                        None => String::new(),
+                    };
+                    return Err(Reply::error(
+                        409,
+                        format!(
+                            "idempotency key {key:?} was used for another entry{what}; use a new key for a new entry"
+                        ),
+                    ));
+                }
+                let view = self.snapshot()?;
+                let found = had.seq.or_else(|| {
+                    view.entries
+                        .iter()
+                        .skip(had.from as usize)
+                        .find(|e| had.matches(e))
+                        .map(|e| e.seq)
+                });
+                if let Some(seq) = found {
+                    let (Some(e), Some(commit)) = (
+                        view.entries.get(seq as usize),
+                        view.commits.get(seq as usize),
+                    ) else {
+                        return Err(Reply::error(
+                            409,
+                            format!(
+                                "idempotency key {key:?} wrote seq {seq}, which the ledger no longer holds (see git forum doctor)"
+                            ),
+                        ));
+                    };
+                    if had.seq.is_none() {
+                        keys.write(
+                            &Record {
+                                seq: Some(seq),
+                                ..had
+                            },
+                            fsync,
+                        )
+                        .map_err(io_err)?;
+                    }
+                    return Ok(json!({
+                        "seq": seq,
+                        "entry_hash": e.entry_hash,
+                        "commit": commit.to_string(),
+                        "replayed": true,
+                    }));
+                }
+                // An attempt that was interrupted before its entry was written: write it now.
+                want.from = had.from;
+            }
+            None => {
+                want.from = self.snapshot()?.entries.len() as u64;
+                keys.write(&want, fsync).map_err(io_err)?;
+            }
+        }
+        let done = self.append_new(new)?;
+        let seq = done.entry.seq;
+        if let Err(e) = keys.write(
+            &Record {
+                seq: Some(seq),
+                ..want
+            },
+            fsync,
+        ) {
+            // The entry is written; a retry still finds it from the first line.
+            eprintln!(
+                "git forum serve: seq {seq} is written, but recording its idempotency key failed: {e}"
+            );
+        }
+        Ok(json!({
+            "seq": seq,
+            "entry_hash": done.entry.entry_hash,
+            "commit": done.commit.to_string(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_short_visible_ascii_and_one_source() {
+        assert_eq!(key_of(None, None).unwrap(), None);
+        assert_eq!(key_of(Some("k-1"), None).unwrap(), Some("k-1"));
+        assert_eq!(key_of(None, Some("k-1")).unwrap(), Some("k-1"));
+        assert_eq!(key_of(Some("k"), Some("k")).unwrap(), Some("k"));
+        assert_eq!(key_of(Some("a"), Some("b")).unwrap_err().status, 400);
+        let long = "k".repeat(MAX_KEY_LEN + 1);
+        for bad in ["", "a b", "é", "a\n", long.as_str()] {
+            assert_eq!(key_of(Some(bad), None).unwrap_err().status, 400, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_key_file_is_read_incrementally_and_whole_lines_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("i/main.jsonl");
+        let mut k = Keys::open(path.clone());
+        k.refresh().unwrap();
+        assert!(k.map.is_empty());
+        let r = Record {
+            key: "a".into(),
+            actor: "x".into(),
+            kind: "note".into(),
+            causal_parent: None,
+            payload_hash: "h".into(),
+            from: 3,
+            seq: None,
+        };
+        k.write(&r, false).unwrap();
+        k.write(
+            &Record {
+                seq: Some(3),
+                ..r.clone()
+            },
+            false,
+        )
+        .unwrap();
+        assert_eq!(k.map["a"].seq, Some(3));
+        // Another writer's half line is left for later.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(br#"{"key":"b","#).unwrap();
+        let mut other = Keys::open(path);
+        other.refresh().unwrap();
+        assert_eq!(other.map.len(), 1);
+        assert_eq!(other.map["a"].seq, Some(3));
+    }
+}
