@@ -14,6 +14,7 @@ mod proofs;
 mod quality;
 mod quality_loop;
 mod redact;
+mod reliability;
 mod report;
 mod route;
 mod runs;

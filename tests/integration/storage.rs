@@ -43,7 +43,7 @@ pub fn killed_append(repo: &Repo, point: &str) {
     );
 }
 
-fn verify(repo: &Repo, deep: bool) -> serde_json::Value {
+pub fn verify(repo: &Repo, deep: bool) -> serde_json::Value {
     let mut args = vec!["verify"];
     if deep {
         args.push("--deep");
@@ -51,7 +51,7 @@ fn verify(repo: &Repo, deep: bool) -> serde_json::Value {
     repo.forum_json(&args)
 }
 
-fn seeded(kind: &str, n: usize) -> Repo {
+pub fn seeded(kind: &str, n: usize) -> Repo {
     let repo = Repo::new(kind);
     for i in 0..n {
         repo.append("agent", "note", &format!("{{\"i\":{i}}}"));
@@ -233,126 +233,137 @@ fn reliability_n(default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// Two appenders beside each of git's maintenance commands, run in a loop: every append is
+/// git's maintenance commands the appenders run beside.
+pub const MAINTENANCE: [&[&str]; 5] = [
+    &["gc", "--prune=now", "-q"],
+    &["repack", "-a", "-d", "-q"],
+    &[
+        "-c",
+        "gc.auto=1",
+        "-c",
+        "gc.autoPackLimit=1",
+        "-c",
+        "gc.autoDetach=false",
+        "gc",
+        "--auto",
+        "-q",
+    ],
+    &[
+        "-c",
+        "maintenance.auto=false",
+        "maintenance",
+        "run",
+        "--quiet",
+    ],
+    &["prune", "--expire=now"],
+];
+
+/// Two appenders (`n` appends each) beside `git ARGS` run in a loop: every append is
 /// acknowledged, and every acknowledged entry is in the ledger, exactly once, with its body.
+/// Returns a line of figures.
+pub fn beside_maintenance(kind: &str, args: &[&str], n: usize) -> Result<String, String> {
+    let repo = seeded(kind, 2);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (failed, acked, rounds) = std::thread::scope(|s| {
+        let gc = s.spawn(|| {
+            let mut rounds = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = repo.git(args);
+                rounds += 1;
+            }
+            rounds
+        });
+        let appenders: Vec<_> = (0..2)
+            .map(|w| {
+                let repo = &repo;
+                s.spawn(move || {
+                    let mut failed = Vec::new();
+                    let mut acked = Vec::new();
+                    for i in 0..n {
+                        let o = repo
+                            .forum()
+                            .args([
+                                "append",
+                                "--actor",
+                                "w",
+                                "--kind",
+                                "note",
+                                "--payload",
+                                &format!("{{\"w\":{w},\"i\":{i}}}"),
+                                "--json",
+                            ])
+                            .output()
+                            .unwrap();
+                        if o.status.success() {
+                            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+                            acked.push(v["entry_hash"].as_str().unwrap().to_string());
+                        } else {
+                            failed.push(String::from_utf8_lossy(&o.stderr).to_string());
+                        }
+                    }
+                    (failed, acked)
+                })
+            })
+            .collect();
+        let mut failed = Vec::new();
+        let mut acked = Vec::new();
+        for a in appenders {
+            let (f, k) = a.join().unwrap();
+            failed.extend(f);
+            acked.extend(k);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (failed, acked, gc.join().unwrap())
+    });
+    let label = format!("{kind} git {}", args.join(" "));
+    if !failed.is_empty() {
+        return Err(format!("{label}: failed appends: {failed:?}"));
+    }
+    // One more maintenance run after the appenders stopped, then every acknowledged
+    // entry must be there with its body.
+    // A prune whose walk began before an append moved the ref can delete that
+    // append's objects after the fact: readers put them back from the write-ahead log.
+    let _ = repo.git(args);
+    let r = verify(&repo, true);
+    if r["ok"] != true {
+        return Err(format!("{label}: {r}"));
+    }
+    let log = repo.forum_json(&["log"]);
+    let have: std::collections::HashMap<String, usize> =
+        log.as_array()
+            .unwrap()
+            .iter()
+            .fold(Default::default(), |mut m, e| {
+                *m.entry(e["entry_hash"].as_str().unwrap().to_string())
+                    .or_default() += 1;
+                m
+            });
+    for h in &acked {
+        if have.get(h) != Some(&1) {
+            return Err(format!("{label}: acknowledged {h} lost or doubled"));
+        }
+    }
+    let fsck = repo.git(&["fsck", "--strict", "--no-progress"]);
+    if !fsck.status.success() {
+        return Err(format!(
+            "{label}: fsck: {}",
+            String::from_utf8_lossy(&fsck.stderr)
+        ));
+    }
+    Ok(format!(
+        "{label}: {} appends, 0 failed, 0 lost, {rounds} maintenance runs",
+        acked.len()
+    ))
+}
+
 #[test]
 fn appenders_beside_gc_repack_prune_and_maintenance_lose_nothing() {
     let n = reliability_n(12);
-    let loops: [&[&str]; 5] = [
-        &["gc", "--prune=now", "-q"],
-        &["repack", "-a", "-d", "-q"],
-        &[
-            "-c",
-            "gc.auto=1",
-            "-c",
-            "gc.autoPackLimit=1",
-            "-c",
-            "gc.autoDetach=false",
-            "gc",
-            "--auto",
-            "-q",
-        ],
-        &[
-            "-c",
-            "maintenance.auto=false",
-            "maintenance",
-            "run",
-            "--quiet",
-        ],
-        &["prune", "--expire=now"],
-    ];
-    let mut figures = Vec::new();
     for kind in FORMATS {
-        for args in loops {
-            let repo = seeded(kind, 2);
-            let stop = std::sync::atomic::AtomicBool::new(false);
-            let (failed, acked, rounds) = std::thread::scope(|s| {
-                let gc = s.spawn(|| {
-                    let mut rounds = 0;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        let _ = repo.git(args);
-                        rounds += 1;
-                    }
-                    rounds
-                });
-                let appenders: Vec<_> = (0..2)
-                    .map(|w| {
-                        let repo = &repo;
-                        s.spawn(move || {
-                            let mut failed = Vec::new();
-                            let mut acked = Vec::new();
-                            for i in 0..n {
-                                let o = repo
-                                    .forum()
-                                    .args([
-                                        "append",
-                                        "--actor",
-                                        "w",
-                                        "--kind",
-                                        "note",
-                                        "--payload",
-                                        &format!("{{\"w\":{w},\"i\":{i}}}"),
-                                        "--json",
-                                    ])
-                                    .output()
-                                    .unwrap();
-                                if o.status.success() {
-                                    let v: serde_json::Value =
-                                        serde_json::from_slice(&o.stdout).unwrap();
-                                    acked.push(v["entry_hash"].as_str().unwrap().to_string());
-                                } else {
-                                    failed.push(String::from_utf8_lossy(&o.stderr).to_string());
-                                }
-                            }
-                            (failed, acked)
-                        })
-                    })
-                    .collect();
-                let mut failed = Vec::new();
-                let mut acked = Vec::new();
-                for a in appenders {
-                    let (f, k) = a.join().unwrap();
-                    failed.extend(f);
-                    acked.extend(k);
-                }
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                (failed, acked, gc.join().unwrap())
-            });
-            let label = format!("{kind} git {}", args.join(" "));
-            assert!(failed.is_empty(), "{label}: failed appends: {failed:?}");
-            // One more maintenance run after the appenders stopped, then every acknowledged
-            // entry must be there with its body.
-            // A prune whose walk began before an append moved the ref can delete that
-            // append's objects after the fact: readers put them back from the write-ahead log.
-            let _ = repo.git(args);
-            let r = verify(&repo, true);
-            assert_eq!(r["ok"], true, "{label}: {r}");
-            let log = repo.forum_json(&["log"]);
-            let have: std::collections::HashMap<String, usize> = log
-                .as_array()
-                .unwrap()
-                .iter()
-                .fold(Default::default(), |mut m, e| {
-                    *m.entry(e["entry_hash"].as_str().unwrap().to_string())
-                        .or_default() += 1;
-                    m
-                });
-            for h in &acked {
-                assert_eq!(
-                    have.get(h),
-                    Some(&1),
-                    "{label}: acknowledged {h} lost or doubled"
-                );
-            }
-            repo.fsck();
-            figures.push(format!(
-                "{label}: {} appends, 0 failed, 0 lost, {rounds} maintenance runs",
-                acked.len()
-            ));
+        for args in MAINTENANCE {
+            let line = beside_maintenance(kind, args, n).unwrap_or_else(|e| panic!("{e}"));
+            eprintln!("{line}");
         }
-    }
-    for f in figures {
-        eprintln!("{f}");
     }
 }
 
