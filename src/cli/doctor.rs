@@ -19,6 +19,9 @@ pub struct DoctorArgs {
     /// Another repository (a clone, a mirror) whose objects may hold what was lost. Repeatable.
     #[arg(long = "from-repo", value_name = "PATH")]
     pub from_repo: Vec<PathBuf>,
+    /// A pack file that may hold what was lost (from a bundle or a backup). Repeatable.
+    #[arg(long = "from-pack", value_name = "FILE")]
+    pub from_pack: Vec<PathBuf>,
     /// A Forum export of this ledger (`git forum export DIR`): lost commits are recomputed
     /// from its entries and bodies. Repeatable.
     #[arg(long = "from-export", value_name = "DIR")]
@@ -67,6 +70,7 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
     let sources = Sources {
         repos: args.from_repo.clone(),
         exports: args.from_export.clone(),
+        packs: args.from_pack.clone(),
     };
     let health: Option<LedgerHealth> = match store.doctor(&sources, args.repair) {
         Ok(h) => Some(h),

@@ -4,7 +4,7 @@
 //! A ledger commit is a pure function of its entry, its body's presence and its parent, and
 //! every object is named by the hash of its content. So a missing commit, tree or body can be
 //! put back exactly from any copy of it: the write-ahead log, another repository's object
-//! store (a clone or a mirror on disk), or a Forum export of the ledger (from which the
+//! store (a clone or a mirror on disk), a pack file, or a Forum export of the ledger (from which the
 //! commits are recomputed). A repair writes an object only when its bytes hash to the id the
 //! chain names; it never invents one. A deleted or broken ref is put back on the last tip its
 //! reflog recorded, once that commit is whole.
@@ -26,6 +26,8 @@ pub struct Sources {
     pub repos: Vec<PathBuf>,
     /// Forum exports of this ledger (`--from-export`): commits are recomputed from them.
     pub exports: Vec<PathBuf>,
+    /// Pack files (`--from-pack`), such as a bundle's pack or one kept from a backup.
+    pub packs: Vec<PathBuf>,
 }
 
 /// One thing found wrong.
@@ -58,6 +60,8 @@ pub struct LedgerHealth {
 /// Where the exact bytes of objects can be had.
 struct Copies<'a> {
     store: &'a GitStore,
+    /// Scratch repositories the given packs are indexed in (removed on drop).
+    _scratch: Vec<tempfile::TempDir>,
     /// Objects known by id: the write-ahead log's and those recomputed from exports.
     known: HashMap<ObjectId, Obj>,
     repos: Vec<gix::Repository>,
@@ -98,6 +102,49 @@ impl<'a> Copies<'a> {
             }
         }
         let mut repos = Vec::new();
+        let mut scratch = Vec::new();
+        for pack in &sources.packs {
+            let dir = tempfile::tempdir().map_err(|e| StoreError::Io {
+                context: "creating a scratch repository for --from-pack".into(),
+                source: e,
+            })?;
+            let run = |args: &[&str]| -> Result<(), StoreError> {
+                let o = super::refs::git_at(dir.path())
+                    .args(args)
+                    .output()
+                    .map_err(|e| StoreError::Git(format!("running git: {e}")))?;
+                if o.status.success() {
+                    Ok(())
+                } else {
+                    Err(StoreError::Invalid(format!(
+                        "--from-pack {}: {}",
+                        pack.display(),
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    )))
+                }
+            };
+            let init = std::process::Command::new("git")
+                .args(["init", "-q", "--bare", &format!("--object-format={hash}")])
+                .arg(dir.path())
+                .env_remove("GIT_DIR")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .map_err(|e| StoreError::Git(format!("running git init: {e}")))?;
+            if !init.status.success() {
+                return Err(StoreError::Git(format!(
+                    "git init for --from-pack failed: {}",
+                    String::from_utf8_lossy(&init.stderr).trim()
+                )));
+            }
+            let dest = dir.path().join("objects/pack/pack-from.pack");
+            std::fs::copy(pack, &dest)
+                .map_err(|e| StoreError::Invalid(format!("--from-pack {}: {e}", pack.display())))?;
+            run(&["index-pack", dest.to_str().unwrap_or_default()])?;
+            let r = gix::open(dir.path())
+                .map_err(|e| StoreError::Invalid(format!("--from-pack {}: {e}", pack.display())))?;
+            repos.push(r);
+            scratch.push(dir);
+        }
         for p in &sources.repos {
             let r = gix::open(p).map_err(|e| {
                 StoreError::Invalid(format!(
@@ -117,6 +164,7 @@ impl<'a> Copies<'a> {
         }
         Ok(Copies {
             store,
+            _scratch: scratch,
             known,
             repos,
         })
@@ -144,7 +192,7 @@ impl<'a> Copies<'a> {
 
     fn what(&self) -> &'static str {
         if self.known.is_empty() && self.repos.is_empty() {
-            "no copy of it is at hand: pass --from-repo PATH (a clone) or --from-export DIR (a `git forum export`)"
+            "no copy of it is at hand: pass --from-repo PATH (a clone), --from-pack FILE or --from-export DIR (a `git forum export`)"
         } else {
             "none of the given sources holds it: try another clone (--from-repo) or an export (--from-export)"
         }

@@ -484,6 +484,34 @@ fn doctor_names_damage_by_seq_and_repairs_it_exactly() {
         assert_eq!(verify(&repo, true)["ok"], true);
         repo.fsck();
 
+        // A pruned tree, restored from a pack file (made before the damage).
+        let pack_dir = clone.path().join("pack");
+        std::fs::create_dir_all(&pack_dir).unwrap();
+        let objects = repo.git_ok(&["rev-list", "--objects", REF]);
+        let prefix = pack_dir.join("p");
+        repo.git_in(
+            &["pack-objects", "-q", prefix.to_str().unwrap()],
+            objects.as_bytes(),
+        );
+        let pack = std::fs::read_dir(&pack_dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|x| x == "pack"))
+            .unwrap();
+        repo.forum_ok(&["sync"]);
+        let t4 = repo.git_ok(&["rev-parse", &format!("{REF}^{{tree}}")]);
+        std::fs::remove_file(loose(&repo, &t4)).unwrap();
+        let (ok, v) = doctor(&repo, &[]);
+        assert!(!ok);
+        let f = &v["ledger"]["findings"][0];
+        assert_eq!(
+            (f["code"].as_str(), f["seq"].as_u64()),
+            (Some("missing-tree"), Some(4)),
+            "{kind}: {v}"
+        );
+        let (ok, v) = doctor(&repo, &["--repair", "--from-pack", pack.to_str().unwrap()]);
+        assert!(ok, "{kind}: {v}");
+
         // A deleted ref (files: its reflog survives) is put back on its reflog's last tip.
         if kind != "reftable" {
             let tip = repo.git_ok(&["rev-parse", REF]);
