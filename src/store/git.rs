@@ -37,9 +37,6 @@ pub(crate) const AUTHOR_EMAIL: &str = "ledger@git-forum.invalid";
 /// A ref `.lock` file older than this, found while we hold the ledger's writer lock, was left by
 /// a writer that died; git's own writers hold ref locks for milliseconds.
 pub const STALE_REF_LOCK: Duration = Duration::from_secs(2);
-/// How far ahead a new loose object is dated, so that a prune racing the append (which
-/// deletes only objects dated no later than its start) leaves it until the ref names it.
-pub const PRUNE_SHIELD: Duration = Duration::from_secs(3600);
 /// How long an append keeps retrying a contended ref before giving up.
 pub const APPEND_DEADLINE: Duration = Duration::from_secs(30);
 /// Consolidate packs (`git repack -d --geometric=2`) once a repository holds more than this
@@ -1175,10 +1172,6 @@ impl GitStore {
             };
             f.write_all(&z)
                 .map_err(io(format!("writing {}", path.display())))?;
-            // Dated ahead: until the ref names it, the object is unreachable, and `git gc
-            // --prune=now` (or `git prune --expire=now`) deletes only objects no newer than
-            // the moment it started.
-            let _ = f.set_modified(std::time::SystemTime::now() + PRUNE_SHIELD);
             if durable && method.batch() {
                 start_writeback(&f).map_err(io(format!("writing back {}", path.display())))?;
             } else if durable && !method.syncfs() {
@@ -1667,7 +1660,11 @@ impl GitStore {
         for o in objs {
             let hex = o.id.to_hex().to_string();
             let loose = self.objects_dir().join(&hex[..2]).join(&hex[2..]);
-            if loose.exists() || self.repo.has_object(o.id) {
+            // access(2), not stat(2): an append never reads the times of files it made (see
+            // README: reading them makes the kernel stamp later changes finely).
+            if rustix::fs::access(&loose, rustix::fs::Access::EXISTS).is_ok()
+                || self.repo.has_object(o.id)
+            {
                 continue;
             }
             missing.push(o.clone());
