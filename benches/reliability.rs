@@ -64,18 +64,7 @@ fn main() {
         });
         record(format!("{kind} cli+daemon+mcp under SIGKILL"), r);
 
-        let points: &[&str] = if kind == "reftable" {
-            &["objects-written", "cas-start", "cas-moved"]
-        } else {
-            &[
-                "objects-written",
-                "cas-start",
-                "cas-locked",
-                "cas-reflog",
-                "cas-moved",
-            ]
-        };
-        for point in points {
+        for point in storage::failpoints(kind) {
             let repo = storage::seeded(kind, 3);
             storage::killed_append(&repo, point);
             let v = storage::verify(&repo, true);

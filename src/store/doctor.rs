@@ -265,27 +265,26 @@ impl GitStore {
             let seq_hint = child_seq.and_then(|s| s.checked_sub(1));
             let commit = match self.read_raw(&id, &mut buf).ok().flatten() {
                 Some(Kind::Commit) => buf.clone(),
-                _ => match copies.find(&id).filter(|o| o.kind == Kind::Commit) {
-                    Some(o) => {
-                        let data = o.data.clone();
-                        let mut f = self.finding(seq_hint, "missing-commit", &id, true);
-                        if repair {
-                            self.write_loose_objects(std::slice::from_ref(&o), false, true)?;
-                            health.restored_objects += 1;
-                            f.repaired = true;
+                _ => {
+                    let missing =
+                        format!("{}; the entries before it cannot be read", copies.what());
+                    let found = self.recover(
+                        &copies,
+                        &mut health,
+                        repair,
+                        seq_hint,
+                        Kind::Commit,
+                        &id,
+                        missing,
+                    )?;
+                    match found {
+                        Some(data) => data,
+                        None => {
+                            whole = false;
+                            break;
                         }
-                        health.findings.push(f);
-                        data
                     }
-                    None => {
-                        let mut f = self.finding(seq_hint, "missing-commit", &id, false);
-                        f.remedy =
-                            format!("{}; the entries before it cannot be read", copies.what());
-                        health.findings.push(f);
-                        whole = false;
-                        break;
-                    }
-                },
+                }
             };
             let Some(raw) = parse_commit(&commit, self.object_hash()) else {
                 return Err(StoreError::Corrupt(format!(
@@ -299,25 +298,19 @@ impl GitStore {
             // The tree and its body.
             let tree_data = match self.read_raw(&tree, &mut buf).ok().flatten() {
                 Some(Kind::Tree) => Some(buf.clone()),
-                _ => match copies.find(&tree).filter(|o| o.kind == Kind::Tree) {
-                    Some(o) => {
-                        let mut f = self.finding(seq, "missing-tree", &tree, true);
-                        if repair {
-                            self.write_loose_objects(std::slice::from_ref(&o), false, true)?;
-                            health.restored_objects += 1;
-                            f.repaired = true;
-                        }
-                        health.findings.push(f);
-                        Some(o.data.clone())
-                    }
-                    None => {
-                        let mut f = self.finding(seq, "missing-tree", &tree, false);
-                        f.remedy = copies.what().to_string();
-                        health.findings.push(f);
-                        whole = false;
-                        None
-                    }
-                },
+                _ => {
+                    let found = self.recover(
+                        &copies,
+                        &mut health,
+                        repair,
+                        seq,
+                        Kind::Tree,
+                        &tree,
+                        copies.what().to_string(),
+                    )?;
+                    whole &= found.is_some();
+                    found
+                }
             };
             if let Some(t) = tree_data
                 && let Some(blob) = blob_of_tree(&t, self.object_hash())
@@ -326,26 +319,20 @@ impl GitStore {
                     Some(Kind::Blob)
                 )
             {
-                match copies.find(&blob).filter(|o| o.kind == Kind::Blob) {
-                    Some(o) => {
-                        let mut f = self.finding(seq, "missing-body", &blob, true);
-                        if repair {
-                            self.write_loose_objects(std::slice::from_ref(&o), false, true)?;
-                            health.restored_objects += 1;
-                            f.repaired = true;
-                        }
-                        health.findings.push(f);
-                    }
-                    None => {
-                        let mut f = self.finding(seq, "missing-body", &blob, false);
-                        f.remedy = format!(
-                            "{}; if the body is meant to be gone, `git forum redact` records that",
-                            copies.what()
-                        );
-                        health.findings.push(f);
-                        whole = false;
-                    }
-                }
+                let missing = format!(
+                    "{}; if the body is meant to be gone, `git forum redact` records that",
+                    copies.what()
+                );
+                let found = self.recover(
+                    &copies,
+                    &mut health,
+                    repair,
+                    seq,
+                    Kind::Blob,
+                    &blob,
+                    missing,
+                )?;
+                whole &= found.is_some();
             }
             child_seq = seq;
             cur = parent;
@@ -367,6 +354,45 @@ impl GitStore {
             self.flush_repository()?;
         }
         Ok(health)
+    }
+
+    /// A missing or damaged object `id` of entry `seq`: records the finding and returns the
+    /// object's bytes when an exact copy is at hand (written back with `repair`), else `None`
+    /// with `missing` as the remedy.
+    #[allow(clippy::too_many_arguments)]
+    fn recover(
+        &self,
+        copies: &Copies<'_>,
+        health: &mut LedgerHealth,
+        repair: bool,
+        seq: Option<u64>,
+        kind: Kind,
+        id: &ObjectId,
+        missing: String,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let code = match kind {
+            Kind::Commit => "missing-commit",
+            Kind::Tree => "missing-tree",
+            _ => "missing-body",
+        };
+        match copies.find(id).filter(|o| o.kind == kind) {
+            Some(o) => {
+                let mut f = self.finding(seq, code, id, true);
+                if repair {
+                    self.write_loose_objects(std::slice::from_ref(&o), false, true)?;
+                    health.restored_objects += 1;
+                    f.repaired = true;
+                }
+                health.findings.push(f);
+                Ok(Some(o.data))
+            }
+            None => {
+                let mut f = self.finding(seq, code, id, false);
+                f.remedy = missing;
+                health.findings.push(f);
+                Ok(None)
+            }
+        }
     }
 
     fn finding(&self, seq: Option<u64>, code: &'static str, id: &ObjectId, can: bool) -> Finding {

@@ -206,24 +206,16 @@ impl GitStore {
             // git's own ref storage (reftable) cannot have a reflog line edited; lines naming
             // the old commits would keep the body reachable, so they are expired. The rewrite
             // line itself went with them; the redaction entry is the record of it.
-            let o = super::refs::git_at(self.common_dir())
-                .args([
+            return super::refs::git_ok(
+                self.common_dir(),
+                &[
                     "reflog",
                     "expire",
                     "--expire=all",
                     "--expire-unreachable=all",
-                ])
-                .arg(self.refname())
-                .output()
-                .map_err(|e| StoreError::Git(format!("running git reflog expire: {e}")))?;
-            if !o.status.success() {
-                return Err(StoreError::Git(format!(
-                    "git reflog expire {} failed: {}",
                     self.refname(),
-                    String::from_utf8_lossy(&o.stderr).trim()
-                )));
-            }
-            return Ok(());
+                ],
+            );
         }
         let path = self.reflog_path();
         let Ok(text) = fs::read_to_string(&path) else {

@@ -61,6 +61,22 @@ pub(crate) fn git_at(git_dir: &Path) -> Command {
     c
 }
 
+/// Runs `git --git-dir DIR ARGS...` and fails with git's first line of complaint.
+pub(crate) fn git_ok(git_dir: &Path, args: &[&str]) -> Result<(), StoreError> {
+    let what = args.iter().take(2).copied().collect::<Vec<_>>().join(" ");
+    let o = git_at(git_dir)
+        .args(args)
+        .output()
+        .map_err(|e| StoreError::Git(format!("running git {what}: {e}")))?;
+    if o.status.success() {
+        return Ok(());
+    }
+    Err(StoreError::Git(format!(
+        "git {what} failed: {}",
+        first_line(&o.stderr)
+    )))
+}
+
 fn first_line(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes)
         .lines()

@@ -841,25 +841,18 @@ impl GitStore {
     /// forum), with a reflog line. The caller holds the writer lock.
     pub(crate) fn restore_ref(&self, id: ObjectId) -> Result<(), StoreError> {
         if self.refs_via_git() {
-            let o = super::refs::git_at(self.common_dir())
-                .args([
+            let id = id.to_string();
+            return super::refs::git_ok(
+                self.common_dir(),
+                &[
                     "update-ref",
                     "--create-reflog",
                     "-m",
                     "forum: doctor --repair",
-                ])
-                .arg(self.refname())
-                .arg(id.to_string())
-                .output()
-                .map_err(|e| StoreError::Git(format!("running git update-ref: {e}")))?;
-            if !o.status.success() {
-                return Err(StoreError::Git(format!(
-                    "git update-ref {} failed: {}",
                     self.refname(),
-                    String::from_utf8_lossy(&o.stderr).trim()
-                )));
-            }
-            return Ok(());
+                    &id,
+                ],
+            );
         }
         let old = self.tip_id().ok().flatten();
         self.write_ref_file(id)?;

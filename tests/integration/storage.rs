@@ -43,6 +43,22 @@ pub fn killed_append(repo: &Repo, point: &str) {
     );
 }
 
+/// The steps of an append a writer can be killed at (`GIT_FORUM_FAILPOINT`). git's own ref
+/// storage (reftable) takes its lock and writes its reflog in one step.
+pub fn failpoints(kind: &str) -> &'static [&'static str] {
+    if kind == "reftable" {
+        &["objects-written", "cas-start", "cas-moved"]
+    } else {
+        &[
+            "objects-written",
+            "cas-start",
+            "cas-locked",
+            "cas-reflog",
+            "cas-moved",
+        ]
+    }
+}
+
 pub fn verify(repo: &Repo, deep: bool) -> serde_json::Value {
     let mut args = vec!["verify"];
     if deep {
@@ -90,19 +106,7 @@ fn a_reftable_ledger_is_seen_by_git_and_survives_gc_prune_now() {
 #[test]
 fn a_writer_killed_at_any_step_leaves_no_false_alarm_and_no_stuck_lock() {
     for kind in FORMATS {
-        // git's own ref storage (reftable) takes its lock and writes its reflog in one step.
-        let points: &[&str] = if kind == "reftable" {
-            &["objects-written", "cas-start", "cas-moved"]
-        } else {
-            &[
-                "objects-written",
-                "cas-start",
-                "cas-locked",
-                "cas-reflog",
-                "cas-moved",
-            ]
-        };
-        for &point in points {
+        for &point in failpoints(kind) {
             let repo = seeded(kind, 3);
             killed_append(&repo, point);
             // The next reader settles the interrupted append: no rewound, no ref-moved.
