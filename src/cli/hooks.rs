@@ -13,6 +13,9 @@ use super::{CliError, Ctx};
 use crate::store::git::{StoreError, open_repo};
 use crate::store::sync::{self, CatFile, Git, RefUpdate};
 
+/// The largest hook file `hooks install` reads to add its block to.
+pub const MAX_HOOK_FILE_BYTES: u64 = 1024 * 1024;
+
 /// The first line of the block.
 pub const BEGIN: &str = "# BEGIN git-forum";
 /// The last line of the block.
@@ -185,10 +188,25 @@ pub fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
     };
     let hook = if server { "pre-receive" } else { "pre-push" };
     let path = dir.join(hook);
-    let existing = match std::fs::read_to_string(&path) {
-        Ok(t) => Some(t),
+    let existing = match path.metadata() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(io_fail("reading", &path, e)),
+        // A hook is a script; a FIFO or a device there is not one (and would block or not end).
+        Ok(m) if !m.is_file() => {
+            return Err(CliError::fail(format!(
+                "hook file {} is not a regular file; move it away and install again",
+                path.display()
+            )));
+        }
+        Ok(_) => Some(
+            super::input::read_limited_text(
+                &path,
+                MAX_HOOK_FILE_BYTES,
+                "hook file",
+                "move it away and install again",
+            )
+            .map_err(CliError::fail)?,
+        ),
     };
     let redirected = repo
         .config_snapshot()

@@ -128,6 +128,38 @@ fn hook_stdin_is_read_within_limits() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+#[test]
+fn hooks_install_reads_an_existing_hook_within_limits() {
+    let repo = Repo::new("sha1");
+    let hook = repo.git_dir().join("hooks/pre-push");
+    let o = Command::new("mkfifo").arg(&hook).output().unwrap();
+    assert!(o.status.success());
+    let o = with_stdin(bounded(&repo, &["hooks", "install"]), Stdio::null());
+    one_line_error(
+        &o,
+        "pre-push is not a regular file; move it away and install again",
+    );
+    std::fs::remove_file(&hook).unwrap();
+    // A hook file that is larger than any script (sparse, 2 MiB): left exactly as it was.
+    std::fs::File::create(&hook)
+        .unwrap()
+        .set_len(2 << 20)
+        .unwrap();
+    let o = with_stdin(bounded(&repo, &["hooks", "install"]), Stdio::null());
+    one_line_error(
+        &o,
+        "pre-push is longer than the 1048576 byte limit; move it away and install again",
+    );
+    assert_eq!(std::fs::metadata(&hook).unwrap().len(), 2 << 20);
+    std::fs::remove_file(&hook).unwrap();
+    repo.forum_ok(&["hooks", "install"]);
+    assert!(
+        std::fs::read_to_string(&hook)
+            .unwrap()
+            .contains("git forum hook pre-push")
+    );
+}
+
 /// A valid two-entry Forum directory in `dir` (written by `git forum export`).
 fn forum_dir(dir: &Path) {
     let src = Repo::new("sha1");
