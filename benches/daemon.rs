@@ -9,6 +9,13 @@
 //! per phase; then stops the daemon with SIGTERM (it must exit 0) and checks
 //! `git forum verify --deep`. Exits 1 on any non-2xx answer or failed check. Nothing here
 //! asserts a time: the machine is shared and noisy.
+//!
+//! `--replay-memory` measures the daemon's memory instead: it imports a ledger of `--entries`
+//! entries (default 45,001, seq 0 to 45,000) as one Forum directory, starts the daemon, and has
+//! `--clients` clients (default 8) page through `GET /replay/LAST` at once (`?after=` the `next`
+//! of each page, 1000 entries a page) `--rounds` times each (default 3). It prints the daemon's
+//! peak resident size (`VmHWM` in `/proc/PID/status`) after start and after the clients, with
+//! the pages, entries and bytes read. It reports a figure and asserts none.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -34,16 +41,21 @@ impl Conn {
     }
 
     fn send(&mut self, method: &str, path: &str, body: &str) -> u16 {
+        self.send_for_body(method, path, body).0
+    }
+
+    /// The status and the body of the answer (0 and nothing when the connection failed twice).
+    fn send_for_body(&mut self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
         match self.try_send(method, path, body) {
-            Some(code) => code,
+            Some(answer) => answer,
             None => {
                 *self = Conn::open(&self.addr);
-                self.try_send(method, path, body).unwrap_or(0)
+                self.try_send(method, path, body).unwrap_or((0, Vec::new()))
             }
         }
     }
 
-    fn try_send(&mut self, method: &str, path: &str, body: &str) -> Option<u16> {
+    fn try_send(&mut self, method: &str, path: &str, body: &str) -> Option<(u16, Vec<u8>)> {
         let req = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             self.addr,
@@ -69,7 +81,7 @@ impl Conn {
         }
         let mut buf = vec![0u8; len];
         self.r.read_exact(&mut buf).ok()?;
-        Some(code)
+        Some((code, buf))
     }
 }
 
@@ -203,8 +215,181 @@ impl Drop for Daemon {
     }
 }
 
+/// `VmHWM` (peak resident size) and `VmRSS` of a process, in KiB.
+fn memory_kib(pid: u32) -> (u64, u64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+/// Writes a Forum directory of `n` entries into `dir` (bodies like the load run's appends).
+fn forum_export(dir: &Path, n: u64) {
+    use git_forum::ledger::{Entry, NewEntry, Value, canonical, hash};
+    let mut entries: Vec<Entry> = Vec::with_capacity(n as usize);
+    let mut bodies = std::collections::HashMap::new();
+    for i in 0..n {
+        let payload = canonical::parse(&format!(
+            r#"{{"client":0,"i":{i},"text":"a small body for the replay memory run"}}"#
+        ))
+        .unwrap();
+        let new = NewEntry {
+            actor: "load-0".into(),
+            kind: "note".into(),
+            causal_parent: None,
+            payload: payload.clone(),
+            ts: 1000.0 + i as f64,
+        };
+        let ph = hash::sha256_hex(payload.canonical().as_bytes());
+        let e = Entry::next(entries.last(), &new, ph.clone());
+        bodies.insert(ph, payload);
+        entries.push(e);
+    }
+    git_forum::store::forum_dir::write(
+        dir,
+        &entries,
+        |e| Ok::<Option<Value>, _>(bodies.get(&e.payload_hash).cloned()),
+        false,
+    )
+    .unwrap();
+}
+
+/// `--replay-memory`: the daemon's peak memory while clients page through a long `/replay`.
+fn replay_memory(args: &[String]) {
+    let opt = |name: &str, default: u64| -> u64 {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let entries = opt("--entries", 45_001).max(1);
+    let clients = opt("--clients", 8).max(1) as usize;
+    let rounds = opt("--rounds", 3).max(1);
+    let forum = env!("CARGO_BIN_EXE_git-forum");
+    let dir = tempfile::tempdir().unwrap();
+    let mut git = Command::new("git");
+    hermetic(&mut git, dir.path());
+    assert!(git.args(["init", "-q", "."]).status().unwrap().success());
+    let export = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    forum_export(&export.path().join("ledger"), entries);
+    let mut imp = Command::new(forum);
+    hermetic(&mut imp, dir.path());
+    let o = imp
+        .args(["import", export.path().join("ledger").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "import failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    println!(
+        "imported {entries} entries as one Forum directory in {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+
+    let mut c = Command::new(forum);
+    hermetic(&mut c, dir.path());
+    c.args(["serve", "--port", "0", "--concurrency", "64"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut daemon = Daemon(c.spawn().expect("start git forum serve"));
+    let pid = daemon.0.id();
+    let mut out = BufReader::new(daemon.0.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("listening http://")
+        .expect("the listening line")
+        .to_string();
+    let (hwm_start, rss_start) = memory_kib(pid);
+    // One request first, so the ledger is loaded before the clients start.
+    let (code, _) = Conn::open(&addr).send_for_body("GET", "/status", "");
+    let (hwm_loaded, rss_loaded) = memory_kib(pid);
+    println!(
+        "git forum serve on {addr} (pid {pid}): VmHWM {hwm_start} KiB at start (VmRSS {rss_start}), \
+         {hwm_loaded} KiB after GET /status ({code}; VmRSS {rss_loaded})"
+    );
+    let last = entries - 1;
+    let t = Instant::now();
+    let handles: Vec<_> = (0..clients)
+        .map(|_| {
+            let addr = addr.to_string();
+            std::thread::spawn(move || {
+                let mut conn = Conn::open(&addr);
+                let (mut pages, mut seen, mut bytes, mut bad) = (0u64, 0u64, 0u64, 0u64);
+                for _ in 0..rounds {
+                    let mut path = format!("/replay/{last}");
+                    loop {
+                        let (code, body) = conn.send_for_body("GET", &path, "");
+                        pages += 1;
+                        bytes += body.len() as u64;
+                        if code != 200 {
+                            bad += 1;
+                            break;
+                        }
+                        let page: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                        seen += page["entries"].as_array().map_or(0, |a| a.len() as u64);
+                        match page["next"].as_u64() {
+                            Some(next) => path = format!("/replay/{last}?after={next}"),
+                            None => break,
+                        }
+                    }
+                }
+                (pages, seen, bytes, bad)
+            })
+        })
+        .collect();
+    // Sample while the clients read, for the figure of the resident size under load.
+    let mut rss_max = 0;
+    while !handles.iter().all(|h| h.is_finished()) {
+        rss_max = rss_max.max(memory_kib(pid).1);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (mut pages, mut seen, mut bytes, mut bad) = (0, 0, 0, 0);
+    for h in handles {
+        let (p, s, b, x) = h.join().unwrap();
+        pages += p;
+        seen += s;
+        bytes += b;
+        bad += x;
+    }
+    let elapsed = t.elapsed().as_secs_f64();
+    let (hwm_end, rss_end) = memory_kib(pid);
+    println!(
+        "{clients} clients x {rounds} rounds of /replay/{last}: {pages} pages, {seen} entries, \
+         {:.1} MiB of JSON in {elapsed:.2} s; {bad} failed pages",
+        bytes as f64 / (1 << 20) as f64
+    );
+    println!(
+        "daemon peak resident size (VmHWM): {hwm_end} KiB = {:.1} MiB (VmRSS sampled max {rss_max} KiB, {rss_end} KiB at the end)",
+        hwm_end as f64 / 1024.0
+    );
+    let expected = clients as u64 * rounds * entries;
+    let rustix_pid = rustix::process::Pid::from_child(&daemon.0);
+    rustix::process::kill_process(rustix_pid, rustix::process::Signal::TERM).unwrap();
+    let status = daemon.0.wait().unwrap();
+    println!("SIGTERM: the daemon exited with {status}");
+    if bad > 0 || seen != expected || !status.success() {
+        eprintln!("FAILED: {bad} failed pages, {seen} of {expected} entries read, exit {status}");
+        std::process::exit(1);
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--replay-memory") {
+        replay_memory(&args);
+        return;
+    }
     let opt = |name: &str, default: f64| -> f64 {
         args.iter()
             .position(|a| a == name)

@@ -6,13 +6,15 @@
 //! hook's stdin, hands it to `git forum hook NAME "$@"`, and restores it for the rest of the
 //! script. Uninstalling removes only that block, and the file when nothing else is left.
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{CliError, Ctx};
 use crate::store::git::{StoreError, open_repo};
 use crate::store::sync::{self, CatFile, Git, RefUpdate};
+
+/// The largest hook file `hooks install` reads to add its block to.
+pub const MAX_HOOK_FILE_BYTES: u64 = 1024 * 1024;
 
 /// The first line of the block.
 pub const BEGIN: &str = "# BEGIN git-forum";
@@ -186,10 +188,25 @@ pub fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
     };
     let hook = if server { "pre-receive" } else { "pre-push" };
     let path = dir.join(hook);
-    let existing = match std::fs::read_to_string(&path) {
-        Ok(t) => Some(t),
+    let existing = match path.metadata() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(io_fail("reading", &path, e)),
+        // A hook is a script; a FIFO or a device there is not one (and would block or not end).
+        Ok(m) if !m.is_file() => {
+            return Err(CliError::fail(format!(
+                "hook file {} is not a regular file; move it away and install again",
+                path.display()
+            )));
+        }
+        Ok(_) => Some(
+            super::input::read_limited_text(
+                &path,
+                MAX_HOOK_FILE_BYTES,
+                "hook file",
+                "move it away and install again",
+            )
+            .map_err(CliError::fail)?,
+        ),
     };
     let redirected = repo
         .config_snapshot()
@@ -255,17 +272,20 @@ pub fn hook(ctx: &Ctx, args: HookArgs) -> Result<(), CliError> {
         HookName::PrePush { .. } => pre_push(ctx),
         HookName::PreReceive => {
             let mut updates = Vec::new();
-            for line in std::io::stdin().lock().lines() {
-                let line = line.map_err(|e| CliError::fail(format!("reading stdin: {e}")))?;
-                let mut p = line.split_whitespace();
-                if let (Some(old), Some(new), Some(refname)) = (p.next(), p.next(), p.next()) {
-                    updates.push(RefUpdate {
-                        refname: refname.into(),
-                        old: old.into(),
-                        new: new.into(),
-                    });
-                }
-            }
+            ledger_lines(
+                &mut std::io::stdin().lock(),
+                "pre-receive",
+                2,
+                &mut |f: &[&str]| {
+                    if let [old, new, refname, ..] = f {
+                        updates.push(RefUpdate {
+                            refname: refname.to_string(),
+                            old: old.to_string(),
+                            new: new.to_string(),
+                        });
+                    }
+                },
+            )?;
             server_check(ctx, &updates)
         }
         HookName::Update { refname, old, new } => {
@@ -276,13 +296,16 @@ pub fn hook(ctx: &Ctx, args: HookArgs) -> Result<(), CliError> {
 
 fn pre_push(ctx: &Ctx) -> Result<(), CliError> {
     let mut updates = Vec::new();
-    for line in std::io::stdin().lock().lines() {
-        let line = line.map_err(|e| CliError::fail(format!("reading stdin: {e}")))?;
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if let [a, b, c, d] = f[..] {
-            updates.push((a.to_string(), b.to_string(), c.to_string(), d.to_string()));
-        }
-    }
+    ledger_lines(
+        &mut std::io::stdin().lock(),
+        "pre-push",
+        2,
+        &mut |f: &[&str]| {
+            if let [a, b, c, d] = f[..] {
+                updates.push((a.to_string(), b.to_string(), c.to_string(), d.to_string()));
+            }
+        },
+    )?;
     // Code refs are never looked at, and a push without ledger refs never opens anything.
     if !updates
         .iter()
@@ -299,6 +322,84 @@ fn pre_push(ctx: &Ctx) -> Result<(), CliError> {
         eprintln!("git forum pre-push: refusing the push: {r}");
     }
     Err(CliError::silent(1))
+}
+
+/// The longest line a hook reads from git: one ref update is two object ids and a ref name or
+/// two, far below this.
+pub const MAX_HOOK_LINE_BYTES: u64 = 64 * 1024;
+/// The most lines a hook reads from git: one per ref updated, far more than any push.
+pub const MAX_HOOK_LINES: u64 = 1_000_000;
+/// The most ledger refs one push may update (each is verified whole before it is let through).
+pub const MAX_HOOK_LEDGER_REFS: u64 = 100_000;
+
+/// Reads the ref-update lines git hands a hook on `input`, each split on whitespace, and hands
+/// `keep` those whose field `ref_field` names a ledger ref (the only ones checked; others are
+/// not kept, so memory follows the ledger refs pushed). Every line is capped at
+/// [`MAX_HOOK_LINE_BYTES`], the count at [`MAX_HOOK_LINES`] and the ledger refs at
+/// [`MAX_HOOK_LEDGER_REFS`], so an endless or garbled stdin
+/// ends with one line instead of filling memory.
+fn ledger_lines(
+    input: &mut impl std::io::BufRead,
+    hook: &str,
+    ref_field: usize,
+    keep: &mut dyn FnMut(&[&str]),
+) -> Result<(), CliError> {
+    use crate::store::capped::{Line, read_line};
+    let mut buf = Vec::new();
+    let mut n: u64 = 0;
+    let mut ledgers: u64 = 0;
+    loop {
+        let read = read_line(input, &mut buf, MAX_HOOK_LINE_BYTES).map_err(|e| {
+            CliError::fail(format!(
+                "git forum hook {hook}: reading standard input: {e}"
+            ))
+        })?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        n += 1;
+        if read == Line::TooLong {
+            return Err(CliError::fail(format!(
+                "git forum hook {hook}: line {n} of standard input is longer than {MAX_HOOK_LINE_BYTES} bytes; \
+                 git sends one short line per ref, so give the hook what git gives it"
+            )));
+        }
+        if n > MAX_HOOK_LINES {
+            return Err(CliError::fail(format!(
+                "git forum hook {hook}: standard input holds more than {MAX_HOOK_LINES} lines; \
+                 git sends one line per ref, so push fewer refs at a time"
+            )));
+        }
+        let text = String::from_utf8_lossy(&buf);
+        let is_ledger = text
+            .split_whitespace()
+            .nth(ref_field)
+            .is_some_and(|r| r.starts_with(crate::store::git::LEDGER_PREFIX));
+        if !is_ledger {
+            if read == Line::Last {
+                return Ok(());
+            }
+            continue;
+        }
+        let fields: Vec<&str> = text.split_whitespace().collect();
+        if std::str::from_utf8(&buf).is_err() {
+            return Err(CliError::fail(format!(
+                "git forum hook {hook}: line {n} of standard input names a ledger ref that is not UTF-8; \
+                 ledger names are UTF-8, so this is not a ledger ref git would send"
+            )));
+        }
+        ledgers += 1;
+        if ledgers > MAX_HOOK_LEDGER_REFS {
+            return Err(CliError::fail(format!(
+                "git forum hook {hook}: standard input names more than {MAX_HOOK_LEDGER_REFS} ledger refs; \
+                 push fewer ledgers at a time"
+            )));
+        }
+        keep(&fields);
+        if read == Line::Last {
+            return Ok(());
+        }
+    }
 }
 
 fn server_check(ctx: &Ctx, updates: &[RefUpdate]) -> Result<(), CliError> {

@@ -11,6 +11,10 @@ use crate::store::forum_dir::{self, ForumDirError};
 pub struct ImportArgs {
     /// The Forum ledger directory (holding entries.jsonl and payloads.jsonl).
     pub dir: PathBuf,
+    /// The most bytes to read from the directory (both files together); a line is at most
+    /// 64 MiB whatever this says.
+    #[arg(long, value_name = "BYTES", default_value_t = forum_dir::DEFAULT_MAX_BYTES)]
+    pub max_bytes: u64,
 }
 
 /// Export the ledger as a Forum ledger directory that Forum opens and verifies.
@@ -30,7 +34,14 @@ impl From<ForumDirError> for CliError {
 }
 
 pub fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
-    let forum = forum_dir::read(&args.dir)?;
+    let forum = forum_dir::read_with(
+        &args.dir,
+        &forum_dir::Limits {
+            total: args.max_bytes,
+            raise: "pass --max-bytes BYTES to import a larger one",
+            ..forum_dir::Limits::default()
+        },
+    )?;
     let report = verify_chain(&forum.entries);
     if let Some((i, p)) = report.first_bad {
         return Err(CliError::usage(format!(

@@ -72,64 +72,187 @@ pub fn splitlines(text: &str) -> Vec<&str> {
     out
 }
 
-/// Reads the rows of one JSONL file under Forum's torn-line rules. Returns the rows and whether
-/// a torn last line was dropped.
-fn read_rows(path: &Path) -> Result<(Vec<Value>, bool), ForumDirError> {
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), false)),
-        Err(e) => {
-            return Err(ForumDirError::Io {
-                context: format!("reading {}", path.display()),
-                source: e,
-            });
-        }
-    };
-    // A crash can cut a multi-byte character; only the last line may be torn.
-    let text = match String::from_utf8(bytes) {
-        Ok(t) => t,
-        Err(e) => {
-            let valid = e.utf8_error().valid_up_to();
-            let bytes = e.into_bytes();
-            let tail_has_newline = bytes[valid..].contains(&b'\n');
-            if tail_has_newline {
-                return Err(ForumDirError::Corrupt(format!(
-                    "{}: invalid UTF-8 at byte {valid}",
-                    path.display()
-                )));
-            }
-            String::from_utf8(bytes[..valid].to_vec()).expect("prefix is valid")
-        }
-    };
-    let lines = splitlines(&text);
-    let last = lines.len().saturating_sub(1);
-    let mut rows = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        if line.is_empty() {
-            if i == last {
-                continue;
-            }
-            return Err(ForumDirError::Corrupt(format!(
-                "{}: blank line at row {i}",
-                path.display()
-            )));
-        }
-        match canonical::parse(line) {
-            Ok(v) => rows.push(v),
-            Err(_) if i == last => return Ok((rows, true)),
-            Err(e) => {
-                return Err(ForumDirError::Corrupt(format!(
-                    "{}: corrupt line at row {i} ({e}); only a torn last line can be dropped",
-                    path.display()
-                )));
-            }
-        }
-    }
-    Ok((rows, false))
+/// The longest line read from `entries.jsonl` or `payloads.jsonl`: a payload row holds one body
+/// (at most [`crate::ledger::MAX_PAYLOAD_BYTES`] canonical) with room for Forum's spacing and
+/// escapes.
+pub const MAX_LINE_BYTES: u64 = 64 << 20;
+/// The most bytes read from one Forum directory (both files together) unless the caller allows
+/// more.
+pub const DEFAULT_MAX_BYTES: u64 = 4 << 30;
+
+/// How much of a Forum directory is read. Bytes are counted as they are read; file sizes are
+/// not trusted (a device, a growing file or `/proc` reports another size than it gives).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The longest line, in bytes (without its line break).
+    pub line: u64,
+    /// The most bytes of both files together.
+    pub total: u64,
+    /// How to allow more, for the message (empty when nothing does).
+    pub raise: &'static str,
 }
 
-/// Reads a Forum ledger directory. A missing directory is an error (Forum would create it).
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            line: MAX_LINE_BYTES,
+            total: DEFAULT_MAX_BYTES,
+            raise: "",
+        }
+    }
+}
+
+/// Opens one file of a Forum directory: `Ok(None)` when absent. Anything but a regular file (a
+/// FIFO, a device, a directory, also through a symlink) is refused; the open does not wait for
+/// a FIFO's writer.
+fn open_plain(path: &Path) -> Result<Option<fs::File>, ForumDirError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let ioe = |e| ForumDirError::Io {
+        context: format!("reading {}", path.display()),
+        source: e,
+    };
+    let f = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ioe(e)),
+    };
+    if !f.metadata().map_err(ioe)?.is_file() {
+        return Err(ForumDirError::Invalid(format!(
+            "{} is not a regular file (a device, a FIFO or a directory); a Forum ledger keeps its rows in plain files",
+            path.display()
+        )));
+    }
+    Ok(Some(f))
+}
+
+/// One logical line: parsed into `rows`, or (the last) dropped as torn. `Ok(true)` when dropped.
+fn take_row(
+    path: &Path,
+    rows: &mut Vec<Value>,
+    line: &str,
+    i: usize,
+    last: bool,
+) -> Result<bool, ForumDirError> {
+    if line.is_empty() {
+        if last {
+            return Ok(false);
+        }
+        return Err(ForumDirError::Corrupt(format!(
+            "{}: blank line at row {i}",
+            path.display()
+        )));
+    }
+    match canonical::parse(line) {
+        Ok(v) => {
+            rows.push(v);
+            Ok(false)
+        }
+        Err(_) if last => Ok(true),
+        Err(e) => Err(ForumDirError::Corrupt(format!(
+            "{}: corrupt line at row {i} ({e}); only a torn last line can be dropped",
+            path.display()
+        ))),
+    }
+}
+
+/// Reads the rows of one JSONL file under Forum's torn-line rules, line by line within
+/// `limits` (`used` counts the bytes read from the directory so far). Returns the rows and
+/// whether a torn last line was dropped.
+fn read_rows(
+    path: &Path,
+    file: fs::File,
+    limits: &Limits,
+    used: &mut u64,
+) -> Result<(Vec<Value>, bool), ForumDirError> {
+    use super::capped::{Line, read_line};
+    let too_big = |what: String| {
+        ForumDirError::Invalid(format!(
+            "{what}; {}",
+            if limits.raise.is_empty() {
+                "git forum does not read a larger one"
+            } else {
+                limits.raise
+            }
+        ))
+    };
+    let mut input = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut buf = Vec::new();
+    let mut offset: u64 = 0;
+    let mut rows = Vec::new();
+    // Only the last line may be blank or torn, so each line waits until the next one is seen.
+    let mut pending: Option<String> = None;
+    let mut index = 0usize;
+    loop {
+        let read = read_line(&mut input, &mut buf, limits.line).map_err(|e| ForumDirError::Io {
+            context: format!("reading {}", path.display()),
+            source: e,
+        })?;
+        if buf.is_empty() {
+            break;
+        }
+        *used += buf.len() as u64;
+        if read == Line::TooLong {
+            return Err(ForumDirError::Invalid(format!(
+                "{}: the line at row {index} is longer than the {} byte line limit; no Forum row is that long, so this is not a Forum ledger file",
+                path.display(),
+                limits.line
+            )));
+        }
+        if *used > limits.total {
+            return Err(too_big(format!(
+                "{}: the Forum directory holds more than the {} byte limit (both files together)",
+                path.display(),
+                limits.total
+            )));
+        }
+        let len = buf.len() as u64;
+        // A crash can cut a multi-byte character; only the last line may be torn.
+        let text = match String::from_utf8(std::mem::take(&mut buf)) {
+            Ok(t) => t,
+            Err(e) if read == Line::Ended => {
+                return Err(ForumDirError::Corrupt(format!(
+                    "{}: invalid UTF-8 at byte {}",
+                    path.display(),
+                    offset + e.utf8_error().valid_up_to() as u64
+                )));
+            }
+            Err(e) => {
+                let valid = e.utf8_error().valid_up_to();
+                let mut bytes = e.into_bytes();
+                bytes.truncate(valid);
+                String::from_utf8(bytes).expect("prefix is valid")
+            }
+        };
+        offset += len;
+        // Every segment but the last ends with `\n`, so splitting each one alone is splitting
+        // the whole file.
+        for line in splitlines(&text) {
+            if let Some(p) = pending.replace(line.to_string()) {
+                take_row(path, &mut rows, &p, index - 1, false)?;
+            }
+            index += 1;
+        }
+        buf = text.into_bytes();
+    }
+    let torn = match pending {
+        Some(p) => take_row(path, &mut rows, &p, index - 1, true)?,
+        None => false,
+    };
+    Ok((rows, torn))
+}
+
+/// Reads a Forum ledger directory within the default [`Limits`]. A missing directory is an
+/// error (Forum would create it).
 pub fn read(dir: &Path) -> Result<ForumLedger, ForumDirError> {
+    read_with(dir, &Limits::default())
+}
+
+/// Reads a Forum ledger directory within `limits`.
+pub fn read_with(dir: &Path, limits: &Limits) -> Result<ForumLedger, ForumDirError> {
     if !dir.is_dir() {
         return Err(ForumDirError::Invalid(format!(
             "{} is not a directory holding a Forum ledger",
@@ -137,15 +260,17 @@ pub fn read(dir: &Path) -> Result<ForumLedger, ForumDirError> {
         )));
     }
     let entries_path = dir.join("entries.jsonl");
-    if !entries_path.is_file() {
+    let Some(entries_file) = open_plain(&entries_path)? else {
         return Err(ForumDirError::Invalid(format!(
             "{} has no entries.jsonl: not a Forum ledger",
             dir.display()
         )));
-    }
+    };
     let payloads_path = dir.join("payloads.jsonl");
+    let payloads_file = open_plain(&payloads_path)?;
+    let mut used = 0u64;
     let mut out = ForumLedger::default();
-    let (rows, torn) = read_rows(&entries_path)?;
+    let (rows, torn) = read_rows(&entries_path, entries_file, limits, &mut used)?;
     if torn {
         out.torn.push(entries_path.clone());
     }
@@ -155,7 +280,10 @@ pub fn read(dir: &Path) -> Result<ForumLedger, ForumDirError> {
         })?;
         out.entries.push(e);
     }
-    let (rows, torn) = read_rows(&payloads_path)?;
+    let (rows, torn) = match payloads_file {
+        Some(f) => read_rows(&payloads_path, f, limits, &mut used)?,
+        None => (Vec::new(), false),
+    };
     if torn {
         out.torn.push(payloads_path.clone());
     }

@@ -1,5 +1,6 @@
 //! Adapters that keep ledgers on disk.
 
+pub(crate) mod capped;
 pub mod doctor;
 pub mod forum_dir;
 pub mod git;

@@ -1,6 +1,7 @@
 //! The one integration-test binary (one link step on two cores).
 
 mod bodies;
+mod bounds;
 mod common;
 mod conformance;
 mod daemon;
