@@ -59,6 +59,64 @@ pub const SEEN_PREFIX: &str = "refs/forum/seen/";
 
 // ----- running git -----
 
+/// The most of git's standard output or error read from one command (a hostile remote can make
+/// `git push` or `git fetch` print `remote:` lines without end).
+pub const GIT_OUTPUT_LIMIT: u64 = 256 << 20;
+
+/// Waits for `child`, reading its stdout and stderr up to [`GIT_OUTPUT_LIMIT`] each; past that
+/// the child is killed and the command fails with one line.
+fn bounded_output(mut child: Child, args: &[&str]) -> Result<Output, StoreError> {
+    // `GIT_FORUM_GIT_OUTPUT_LIMIT` (bytes) lowers it, for tests.
+    let limit = std::env::var("GIT_FORUM_GIT_OUTPUT_LIMIT")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(GIT_OUTPUT_LIMIT)
+        .min(GIT_OUTPUT_LIMIT);
+    let pid = rustix::process::Pid::from_child(&child);
+    let read = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(r) = r {
+                let _ = r.take(limit + 1).read_to_end(&mut buf);
+            }
+            if buf.len() as u64 > limit {
+                // Stop it now: otherwise it blocks on this full pipe and never closes the other.
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+            buf
+        })
+    };
+    let out = read(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err = read(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    if stdout.len() as u64 > limit || stderr.len() as u64 > limit {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(StoreError::Git(format!(
+            "git {} printed more than {} MiB; stopped it (a remote that talks without end?)",
+            args.iter().find(|a| !a.starts_with('-')).unwrap_or(&""),
+            (limit >> 20).max(1)
+        )));
+    }
+    let status = child.wait().map_err(spawn_error)?;
+    Ok(Output {
+        status,
+        stdout,
+        stderr,
+    })
+}
+
 /// Runs the `git` binary against one repository.
 pub struct Git {
     git_dir: PathBuf,
@@ -85,7 +143,15 @@ impl Git {
 
     /// Runs `git ARGS` and returns its output, whatever its exit status.
     pub fn run(&self, args: &[&str]) -> Result<Output, StoreError> {
-        self.command().args(args).output().map_err(spawn_error)
+        let child = self
+            .command()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(spawn_error)?;
+        bounded_output(child, args)
     }
 
     /// Runs `git ARGS` with `input` on stdin.
@@ -94,14 +160,25 @@ impl Git {
             .command()
             .args(args)
             .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
             .map_err(spawn_error)?;
-        if let Some(mut stdin) = child.stdin.take() {
+        let stdin = child.stdin.take();
+        let input = input.to_vec();
+        // Written on its own thread, so that git's output is read while it reads its input.
+        let writer = std::thread::spawn(move || {
             stdin
-                .write_all(input)
-                .map_err(|e| git_err("writing to git", e))?;
-        }
-        child.wait_with_output().map_err(spawn_error)
+                .map(|mut s| s.write_all(&input))
+                .transpose()
+                .map(|_| ())
+        });
+        let out = bounded_output(child, args);
+        writer
+            .join()
+            .unwrap_or(Ok(()))
+            .map_err(|e| git_err("writing to git", e))?;
+        out
     }
 
     /// Runs `git ARGS`; a non-zero exit becomes one line naming `what` and git's reason.

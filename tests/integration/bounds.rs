@@ -252,3 +252,54 @@ fn forum_directory_reads_are_bounded() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     repo.forum_ok(&["verify", "--deep"]);
 }
+
+/// A remote that talks without end (its hook prints to stderr for ever, which git relays as
+/// `remote:` lines) cannot make `git forum push` grow without bound: past the limit on git's
+/// output the push is stopped with one line.
+#[test]
+fn a_remote_that_talks_without_end_is_cut_off() {
+    let repo = crate::common::Repo::new("sha1");
+    repo.append("a", "k", "1");
+    let remote = tempfile::tempdir().unwrap();
+    let bare = remote.path().join("r.git");
+    repo.git_ok(&["init", "-q", "--bare", bare.to_str().unwrap()]);
+    let hook = bare.join("hooks/pre-receive");
+    // 30 MB of noise: far past the limit set below, and finite, so the remote side ends by
+    // itself once the push is stopped.
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nhead -c 30000000 /dev/zero | tr '\\0' x >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = repo
+        .forum()
+        .env("GIT_FORUM_GIT_OUTPUT_LIMIT", "200000")
+        .args(["push", bare.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("printed more than"), "{err}");
+    // Nothing arrived: the hook never let the push through.
+    let refs = repo.git_ok(&["ls-remote", bare.to_str().unwrap()]);
+    assert!(refs.is_empty(), "{refs}");
+    // The remote side (receive-pack and its hook, started by the push) is gone too.
+    let alive = || {
+        let o = Command::new("pgrep")
+            .args(["-f", bare.to_str().unwrap()])
+            .output()
+            .unwrap();
+        !o.stdout.is_empty()
+    };
+    let start = std::time::Instant::now();
+    while alive() && start.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !alive(),
+        "the remote side of the stopped push is still running"
+    );
+}
