@@ -657,3 +657,117 @@ fn the_mcp_resume_tool_refuses_a_pending_gate() {
         repo.forum_ok(&["verify", "--deep"]);
     });
 }
+
+// ----- reading a reftable repository's ledger ref -----
+
+/// A directory holding a `git` that appends its arguments to `log` and runs the real git; put
+/// it first on PATH to count what git forum asks git.
+fn counting_git(dir: &std::path::Path, log: &std::path::Path) -> String {
+    let real = std::process::Command::new("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .unwrap();
+    let real = String::from_utf8_lossy(&real.stdout).trim().to_string();
+    assert!(!real.is_empty(), "no git on PATH");
+    executable(
+        &dir.join("git"),
+        &format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec '{real}' \"$@\"\n",
+            log.display()
+        ),
+    );
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// In a reftable repository the ledger ref is read through git, once per change of git's ref
+/// storage: reading runs asks git the same number of times whatever the ledger's length (it
+/// asked once per entry read: 73 times after one run).
+#[test]
+fn reading_runs_in_a_reftable_repository_asks_git_once_not_once_per_entry() {
+    let repo = Repo::new("reftable");
+    let model = model(&repo, "");
+    let tools = tempfile::tempdir().unwrap();
+    let log = tools.path().join("calls");
+    let path = counting_git(tools.path(), &log);
+    let asked = |args: &[&str]| -> usize {
+        let _ = std::fs::remove_file(&log);
+        let o = repo.forum().env("PATH", &path).args(args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("rev-parse") && l.contains("refs/forum/ledgers/main"))
+            .count()
+    };
+    repo.forum_ok(&["submit", "--quiet", "--cmd", &model, REQUEST]);
+    let reads =
+        ["runs", "gate list", "log --run 0"].map(|a| asked(&a.split(' ').collect::<Vec<_>>()));
+    for n in reads {
+        assert!(n >= 1, "the ref was not read through git: {reads:?}");
+    }
+    repo.forum_ok(&["submit", "--quiet", "--cmd", &model, REQUEST]);
+    assert_eq!(repo.forum_json(&["runs"]).as_array().unwrap().len(), 2);
+    let again =
+        ["runs", "gate list", "log --run 0"].map(|a| asked(&a.split(' ').collect::<Vec<_>>()));
+    assert_eq!(reads, again, "reads grew with the ledger");
+    repo.forum_ok(&["verify", "--deep"]);
+}
+
+/// A long-lived handle (the daemon's writer) in a reftable repository sees every move another
+/// process makes: its remembered ref value never outlives a change of git's ref storage.
+#[test]
+fn the_daemon_sees_appends_made_beside_it_in_a_reftable_repository() {
+    let repo = Repo::new("reftable");
+    let mut child = Guarded(
+        repo.forum()
+            .args(["serve", "--port", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("listening http://")
+        .unwrap()
+        .to_string();
+    let append = |i: u64| {
+        let (code, r) = http(
+            &addr,
+            "POST",
+            "/append",
+            &json!({"actor": "daemon", "kind": "note", "payload": {"i": i}}),
+        );
+        assert_eq!(code, 200, "{r}");
+        r["seq"].as_u64().unwrap()
+    };
+    assert_eq!(append(0), 0);
+    for round in 0..3u64 {
+        // Another process appends, then the daemon does.
+        let beside = repo.append("cli", "note", &round.to_string());
+        assert_eq!(beside["seq"], 1 + 2 * round);
+        assert_eq!(append(round + 1), 2 + 2 * round);
+        let (_, st) = http(&addr, "GET", "/status", &json!({}));
+        assert_eq!(st["entries"], 3 + 2 * round, "{st}");
+    }
+    let pid = rustix::process::Pid::from_child(&child.0);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    assert!(child.0.wait().unwrap().success());
+    repo.forum_ok(&["verify", "--deep"]);
+    let actors: Vec<String> = repo
+        .forum_json(&["log"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["actor"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(actors.len(), 7);
+}
