@@ -51,13 +51,18 @@ fn kinds(repo: &Repo) -> Vec<String> {
     ledger(repo).into_iter().map(|(k, _)| k).collect()
 }
 
-/// The ids of the tasks dispatched so far.
+/// The ids of the tasks dispatched so far: T1 (wave 0), then T2 and T3 sorted, because they
+/// run in parallel in wave 1 and either may be witnessed first.
 fn dispatched(repo: &Repo) -> Vec<String> {
-    ledger(repo)
+    let mut ids: Vec<String> = ledger(repo)
         .into_iter()
         .filter(|(k, _)| k == "task")
         .map(|(_, p)| p["id"].as_str().unwrap().to_string())
-        .collect()
+        .collect();
+    if let Some(wave) = ids.get_mut(1..) {
+        wave.sort();
+    }
+    ids
 }
 
 fn run_state(repo: &Repo) -> String {
