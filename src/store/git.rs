@@ -504,6 +504,9 @@ pub struct GitStore {
     /// The repository keeps refs somewhere other than files (reftable): the ledger ref is read
     /// and moved through `git` (see `refs.rs`), never as a loose file.
     refs_via_git: bool,
+    /// Where refs are read through git: the last value read, with the reftable manifest it was
+    /// read under (see `refs.rs`).
+    pub(crate) tip_via_git: std::sync::Mutex<Option<super::refs::SeenTip>>,
 }
 
 impl GitStore {
@@ -524,6 +527,7 @@ impl GitStore {
             signatures_at: None,
             last_tip: std::sync::Mutex::new(None),
             refs_via_git,
+            tip_via_git: std::sync::Mutex::new(None),
         };
         // After a reboot, restore what the write-ahead log holds and the disk lost. A failure
         // leaves the repository as it is: reads then see (and verify reports) the real state,
@@ -574,6 +578,7 @@ impl GitStore {
             signatures_at: None,
             last_tip: std::sync::Mutex::new(None),
             refs_via_git,
+            tip_via_git: std::sync::Mutex::new(None),
         })
     }
 

@@ -16,6 +16,32 @@ pub fn checkpoints_ref(ledger: &str) -> String {
     format!("refs/forum/checkpoints/{ledger}")
 }
 
+/// The commit `refname` names in the repository at `git_dir`, or `None` when there is no such
+/// ref. Asked of git itself (`git rev-parse --verify`), never of gix: gix cannot read a reftable
+/// repository's refs, where a signatures ref would look absent and so never travel or verify.
+pub(crate) fn ref_target(git_dir: &Path, refname: &str) -> Result<Option<String>, StoreError> {
+    let o = super::refs::git_at(git_dir)
+        .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
+        .arg(refname)
+        .output()
+        .map_err(|e| StoreError::Git(format!("cannot run git rev-parse: {e}")))?;
+    if o.status.success() {
+        let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        return Ok((!id.is_empty()).then_some(id));
+    }
+    if o.stderr.is_empty() {
+        return Ok(None);
+    }
+    Err(StoreError::Git(format!(
+        "cannot read {refname}: {}",
+        String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("git rev-parse failed")
+            .trim()
+    )))
+}
+
 /// A signed checkpoint read back from the repository.
 #[derive(Debug, Clone)]
 pub struct StoredSignature {
@@ -336,10 +362,17 @@ impl GitStore {
     /// Every signed checkpoint of this ledger, oldest first.
     pub fn signed_checkpoints(&self) -> Result<Vec<StoredSignature>, StoreError> {
         let refname = self.signatures_ref();
-        if !matches!(
-            self.repo().try_find_reference(refname.as_str()),
-            Ok(Some(_))
-        ) {
+        // Most ledgers have no signatures: in a files repository gix answers that without
+        // spawning git; any other ref storage is asked through git.
+        let present = if self.refs_via_git() {
+            ref_target(&self.git_dir_path(), &refname)?.is_some()
+        } else {
+            matches!(
+                self.repo().try_find_reference(refname.as_str()),
+                Ok(Some(_))
+            )
+        };
+        if !present {
             return Ok(Vec::new());
         }
         let gd = self.git_dir_path().to_string_lossy().to_string();

@@ -823,7 +823,7 @@ pub fn push(
     // Signed checkpoints travel with their ledger (fast-forward only, like the ledger).
     for n in ledgers {
         let sigs = super::sign::checkpoints_ref(n);
-        if matches!(repo.try_find_reference(sigs.as_str()), Ok(Some(_))) {
+        if super::sign::ref_target(repo.git_dir(), &sigs)?.is_some() {
             refspecs.push(format!("{sigs}:{sigs}"));
         }
     }

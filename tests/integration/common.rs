@@ -225,6 +225,19 @@ pub fn init_flags(kind: &str) -> Vec<String> {
 /// files/SHA-256 and reftable (see [`Repo::new`]).
 pub const FORMATS: [&str; 3] = ["sha1", "sha256", "reftable"];
 
+/// Runs `body` once on a fresh repository of each of the [`FORMATS`]; a failure names the kind
+/// it failed on before it propagates.
+pub fn on_each_kind(body: impl Fn(&Repo)) {
+    for kind in FORMATS {
+        let repo = Repo::new(kind);
+        let run = std::panic::AssertUnwindSafe(|| body(&repo));
+        if let Err(panic) = std::panic::catch_unwind(run) {
+            eprintln!("(the failure above is on a {kind} repository)");
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
 // ----- tampering with a ledger through git's plumbing, as an attacker would -----
 
 /// The ref of the default ledger.

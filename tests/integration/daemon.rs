@@ -491,7 +491,13 @@ fn runtime_reports_the_servers_executors() {
 
 #[test]
 fn runs_gates_plan_and_submit_with_scripted_models() {
-    let repo = Repo::new("sha1");
+    for kind in crate::common::FORMATS {
+        eprintln!("on a {kind} repository");
+        runs_gates_plan_and_submit_on(Repo::new(kind));
+    }
+}
+
+fn runs_gates_plan_and_submit_on(repo: Repo) {
     let d = open(&repo).with_seats(seats());
 
     // Planning writes nothing.

@@ -17,7 +17,7 @@ use git_forum::run::{
 };
 use serde_json::{Value as J, json};
 
-use crate::common::Repo;
+use crate::common::{Repo, on_each_kind};
 
 const REQUEST: &str = "ship a login API with docs";
 
@@ -980,130 +980,132 @@ fn payload(repo: &Repo, seq: usize) -> J {
 
 #[test]
 fn the_whole_ladder_through_the_binary() {
-    let repo = Repo::new("sha1");
-    let model = model_script(&repo);
-    let ctx = executable(
-        &repo.path().join("ctx.sh"),
-        "#!/bin/sh\n[ \"$1\" = request ] && echo \"notes for: $2\"\n[ \"$1\" = task ] && echo \"hint for $2\"\nexit 0\n",
-    );
-    let verify = executable(
-        &repo.path().join("verify.sh"),
-        "#!/bin/sh\ncase \"$2\" in *ship*) echo \"mentions shipping\"; exit 0 ;; esac\necho 'no shipping' >&2; exit 1\n",
-    );
-    // SHORT here drops request terms ("We ship it."), so the revision is refused.
-    let j = repo.forum_json(&[
-        "submit",
-        "--cmd",
-        &model,
-        "--judge-intent",
-        "--revise",
-        "--verify-cmd",
-        &verify,
-        "--context-cmd",
-        &ctx,
-        REQUEST,
-    ]);
-    assert_eq!(j["answer"], LONG, "{j}");
-    assert_eq!(j["git_forum_receipt"]["model_calls"], 5, "{j}");
-    let rows = kinds(&repo);
-    let k: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
-    assert_eq!(
-        k,
-        [
-            "request",
-            "route_frame",
-            "context",
-            "plan",
-            "context",
-            "task",
-            "result",
-            "verdict",
-            "result",
-            "delivery_check",
-            "revision",
-            "delivery_profile_check",
-            "intent_check",
-            "verification",
-        ]
-    );
-    assert_eq!(
-        payload(&repo, 2),
-        json!({"context": format!("notes for: {REQUEST}")})
-    );
-    assert_eq!(
-        payload(&repo, 4),
-        json!({"task": "T1", "context": "hint for T1"})
-    );
-    assert_eq!(payload(&repo, 10)["accepted"], false);
-    assert_eq!(payload(&repo, 12)["flagged"], false);
-    assert_eq!(
-        payload(&repo, 13),
-        json!({"ok": true, "detail": "mentions shipping", "source": format!("command: {verify}")})
-    );
-    repo.forum_ok(&["verify", "--deep"]);
-    let glance = repo.forum_ok(&["log", "--run", "0"]);
-    for needle in [
-        "request: notes for: ship a login API",
-        "task T1: hint for T1",
-        "rejected: 39 -> 3 words",
-        "verified: mentions shipping",
-    ] {
-        assert!(glance.contains(needle), "{needle}: {glance}");
-    }
+    on_each_kind(|repo| {
+        let model = model_script(repo);
+        let ctx = executable(
+            &repo.path().join("ctx.sh"),
+            "#!/bin/sh\n[ \"$1\" = request ] && echo \"notes for: $2\"\n[ \"$1\" = task ] && echo \"hint for $2\"\nexit 0\n",
+        );
+        let verify = executable(
+            &repo.path().join("verify.sh"),
+            "#!/bin/sh\ncase \"$2\" in *ship*) echo \"mentions shipping\"; exit 0 ;; esac\necho 'no shipping' >&2; exit 1\n",
+        );
+        // SHORT here drops request terms ("We ship it."), so the revision is refused.
+        let j = repo.forum_json(&[
+            "submit",
+            "--cmd",
+            &model,
+            "--judge-intent",
+            "--revise",
+            "--verify-cmd",
+            &verify,
+            "--context-cmd",
+            &ctx,
+            REQUEST,
+        ]);
+        assert_eq!(j["answer"], LONG, "{j}");
+        assert_eq!(j["git_forum_receipt"]["model_calls"], 5, "{j}");
+        let rows = kinds(repo);
+        let k: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+        assert_eq!(
+            k,
+            [
+                "request",
+                "route_frame",
+                "context",
+                "plan",
+                "context",
+                "task",
+                "result",
+                "verdict",
+                "result",
+                "delivery_check",
+                "revision",
+                "delivery_profile_check",
+                "intent_check",
+                "verification",
+            ]
+        );
+        assert_eq!(
+            payload(repo, 2),
+            json!({"context": format!("notes for: {REQUEST}")})
+        );
+        assert_eq!(
+            payload(repo, 4),
+            json!({"task": "T1", "context": "hint for T1"})
+        );
+        assert_eq!(payload(repo, 10)["accepted"], false);
+        assert_eq!(payload(repo, 12)["flagged"], false);
+        assert_eq!(
+            payload(repo, 13),
+            json!({"ok": true, "detail": "mentions shipping", "source": format!("command: {verify}")})
+        );
+        repo.forum_ok(&["verify", "--deep"]);
+        let glance = repo.forum_ok(&["log", "--run", "0"]);
+        for needle in [
+            "request: notes for: ship a login API",
+            "task T1: hint for T1",
+            "rejected: 39 -> 3 words",
+            "verified: mentions shipping",
+        ] {
+            assert!(glance.contains(needle), "{needle}: {glance}");
+        }
+    });
 }
 
 #[test]
 fn capsule_context_through_the_binary() {
-    let repo = Repo::new("sha256");
-    let model = model_script(&repo);
-    repo.forum_ok(&["submit", "--cmd", &model, "--quiet", REQUEST]);
-    let before = kinds(&repo).len();
-    repo.forum_ok(&[
-        "submit",
-        "--cmd",
-        &model,
-        "--quiet",
-        "--use-capsule-context",
-        "--request-context-token-budget",
-        "4000",
-        "review the login API docs",
-    ]);
-    let rows = kinds(&repo);
-    let k: Vec<&str> = rows[before..].iter().map(|r| r.0.as_str()).collect();
-    assert_eq!(
-        k[..5],
-        [
-            "request",
-            "route_frame",
-            "context_budget",
-            "context",
-            "plan"
-        ]
-    );
-    let ctx = payload(&repo, before + 3)["context"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(ctx.starts_with("Forum context capsule\n"), "{ctx}");
-    // The capsule is read once the new request is witnessed, so it is the latest request.
-    assert!(
-        ctx.contains("latest request: review the login API docs"),
-        "{ctx}"
-    );
-    assert!(
-        ctx.contains(&format!("latest answer: {}", &LONG[..40])),
-        "{ctx}"
-    );
-    assert_eq!(rows[before + 4].2, json!(before + 3));
-    let p = payload(&repo, before + 2);
-    assert_eq!(
-        (p["source"].clone(), p["action"].clone()),
-        (json!("request"), json!("retained"))
-    );
-    repo.forum_ok(&["verify", "--deep"]);
-    // The same capsule the command prints.
-    let text = repo.forum_ok(&["capsule", "--text"]);
-    assert!(text.starts_with("Forum context capsule"), "{text}");
+    on_each_kind(|repo| {
+        let model = model_script(repo);
+        repo.forum_ok(&["submit", "--cmd", &model, "--quiet", REQUEST]);
+        let before = kinds(repo).len();
+        repo.forum_ok(&[
+            "submit",
+            "--cmd",
+            &model,
+            "--quiet",
+            "--use-capsule-context",
+            "--request-context-token-budget",
+            "4000",
+            "review the login API docs",
+        ]);
+        let rows = kinds(repo);
+        let k: Vec<&str> = rows[before..].iter().map(|r| r.0.as_str()).collect();
+        assert_eq!(
+            k[..5],
+            [
+                "request",
+                "route_frame",
+                "context_budget",
+                "context",
+                "plan"
+            ]
+        );
+        let ctx = payload(repo, before + 3)["context"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(ctx.starts_with("Forum context capsule\n"), "{ctx}");
+        // The capsule is read once the new request is witnessed, so it is the latest request.
+        assert!(
+            ctx.contains("latest request: review the login API docs"),
+            "{ctx}"
+        );
+        assert!(
+            ctx.contains(&format!("latest answer: {}", &LONG[..40])),
+            "{ctx}"
+        );
+        assert_eq!(rows[before + 4].2, json!(before + 3));
+        let p = payload(repo, before + 2);
+        assert_eq!(
+            (p["source"].clone(), p["action"].clone()),
+            (json!("request"), json!("retained"))
+        );
+        repo.forum_ok(&["verify", "--deep"]);
+        // The same capsule the command prints.
+        let text = repo.forum_ok(&["capsule", "--text"]);
+        assert!(text.starts_with("Forum context capsule"), "{text}");
+    });
 }
 
 #[test]

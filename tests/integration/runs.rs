@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value as J, json};
 
-use crate::common::Repo;
+use crate::common::{FORMATS, Repo, on_each_kind};
 
 const PLAN_3: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":["endpoint documented"]},{"id":"T2","agent":"docs","instruction":"write the API docs","depends_on":["T1"],"done_when":[]},{"id":"T3","agent":"review","instruction":"review the API","depends_on":[{"id":"T1","type":"order"}],"done_when":[]}]}"#;
 
@@ -51,13 +51,18 @@ fn kinds(repo: &Repo) -> Vec<String> {
     ledger(repo).into_iter().map(|(k, _)| k).collect()
 }
 
-/// The ids of the tasks dispatched so far.
+/// The ids of the tasks dispatched so far: T1 (wave 0), then T2 and T3 sorted, because they
+/// run in parallel in wave 1 and either may be witnessed first.
 fn dispatched(repo: &Repo) -> Vec<String> {
-    ledger(repo)
+    let mut ids: Vec<String> = ledger(repo)
         .into_iter()
         .filter(|(k, _)| k == "task")
         .map(|(_, p)| p["id"].as_str().unwrap().to_string())
-        .collect()
+        .collect();
+    if let Some(wave) = ids.get_mut(1..) {
+        wave.sort();
+    }
+    ids
 }
 
 fn run_state(repo: &Repo) -> String {
@@ -92,124 +97,131 @@ fn fails(o: &std::process::Output) -> String {
 
 #[test]
 fn a_plain_resume_refuses_a_pending_gate_and_writes_nothing() {
-    let repo = Repo::new("sha1");
-    let model = model(&repo, "");
-    submit_gated(&repo, &model, &[]);
-    // The request records the gates the run was submitted with.
-    let request = &ledger(&repo)[0].1;
-    assert_eq!(request["gates"]["waves"], json!([1]), "{request}");
-    let before = repo.snapshot();
-    for args in [
-        vec!["resume", "--cmd", &model],
-        vec!["resume", "0", "--cmd", &model],
-        vec!["submit", "--resume", "--cmd", &model],
-    ] {
-        let o = repo.forum().args(&args).output().unwrap();
-        assert_eq!(o.status.code(), Some(1), "{args:?}");
-        let err = fails(&o);
-        assert!(
-            err.contains("run 0 waits for a decision on the gate before wave 1"),
-            "{err}"
-        );
-        assert!(err.contains("git forum gate approve --run 0"), "{err}");
-        assert!(err.contains("git forum resume 0"), "{err}");
-        assert_eq!(repo.snapshot(), before, "{args:?} wrote something");
-    }
-    // A resume cannot bring gates of its own.
-    let o = repo
-        .forum()
-        .args(["resume", "--cmd", &model, "--gate-wave", "0"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(fails(&o).contains("--gate-wave"));
-    assert_eq!(repo.snapshot(), before);
-    assert_eq!(run_state(&repo), "paused");
-    repo.forum_ok(&["verify", "--deep"]);
+    on_each_kind(|repo| {
+        let model = model(repo, "");
+        submit_gated(repo, &model, &[]);
+        // The request records the gates the run was submitted with.
+        let request = &ledger(repo)[0].1;
+        assert_eq!(request["gates"]["waves"], json!([1]), "{request}");
+        let before = repo.snapshot();
+        for args in [
+            vec!["resume", "--cmd", &model],
+            vec!["resume", "0", "--cmd", &model],
+            vec!["submit", "--resume", "--cmd", &model],
+        ] {
+            let o = repo.forum().args(&args).output().unwrap();
+            assert_eq!(o.status.code(), Some(1), "{args:?}");
+            let err = fails(&o);
+            assert!(
+                err.contains("run 0 waits for a decision on the gate before wave 1"),
+                "{err}"
+            );
+            assert!(err.contains("git forum gate approve --run 0"), "{err}");
+            assert!(err.contains("git forum resume 0"), "{err}");
+            assert_eq!(repo.snapshot(), before, "{args:?} wrote something");
+        }
+        // A resume cannot bring gates of its own.
+        let o = repo
+            .forum()
+            .args(["resume", "--cmd", &model, "--gate-wave", "0"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        assert!(fails(&o).contains("--gate-wave"));
+        assert_eq!(repo.snapshot(), before);
+        assert_eq!(run_state(repo), "paused");
+        repo.forum_ok(&["verify", "--deep"]);
+    });
 }
 
 #[test]
 fn an_approved_gate_runs_its_wave_on_a_plain_resume() {
-    let repo = Repo::new("sha1");
-    let model = model(&repo, "");
-    submit_gated(&repo, &model, &[]);
-    repo.forum_ok(&["gate", "approve", "--approver", "ana"]);
-    let out = repo.forum_ok(&["resume", "--cmd", &model, "--quiet"]);
-    assert_eq!(out.trim(), ANSWER);
-    assert_eq!(dispatched(&repo), vec!["T1", "T2", "T3"]);
-    assert_eq!(run_state(&repo), "answered");
-    repo.forum_ok(&["verify", "--deep"]);
+    on_each_kind(|repo| {
+        let model = model(repo, "");
+        submit_gated(repo, &model, &[]);
+        repo.forum_ok(&["gate", "approve", "--approver", "ana"]);
+        let out = repo.forum_ok(&["resume", "--cmd", &model, "--quiet"]);
+        assert_eq!(out.trim(), ANSWER);
+        assert_eq!(dispatched(repo), vec!["T1", "T2", "T3"]);
+        assert_eq!(run_state(repo), "answered");
+        repo.forum_ok(&["verify", "--deep"]);
+    });
 }
 
 #[test]
 fn an_edited_gate_runs_its_wave_with_the_edit_on_a_plain_resume() {
-    let repo = Repo::new("sha1");
-    let model = model(&repo, "");
-    submit_gated(&repo, &model, &[]);
-    repo.forum_ok(&[
-        "gate",
-        "edit",
-        "--approver",
-        "ana",
-        "--edit",
-        "T2=write the API docs in French",
-    ]);
-    let out = repo.forum_ok(&["resume", "--cmd", &model, "--quiet"]);
-    assert_eq!(out.trim(), ANSWER);
-    let l = ledger(&repo);
-    let task = l
-        .iter()
-        .find(|(k, p)| k == "task" && p["id"] == "T2")
-        .map(|(_, p)| p)
-        .unwrap();
-    assert_eq!(task["instruction"], "write the API docs in French");
-    let result = l
-        .iter()
-        .find(|(k, p)| k == "result" && p["id"] == "T2")
-        .map(|(_, p)| p)
-        .unwrap();
-    let output = result["output"].as_str().unwrap();
-    assert!(output.contains("write the API docs in French"), "{output}");
-    // The untouched task of the wave keeps its instruction.
-    assert!(
-        l.iter()
-            .any(|(k, p)| k == "task" && p["instruction"] == "review the API")
-    );
-    assert_eq!(run_state(&repo), "answered");
-    repo.forum_ok(&["verify", "--deep"]);
+    on_each_kind(|repo| {
+        let model = model(repo, "");
+        submit_gated(repo, &model, &[]);
+        repo.forum_ok(&[
+            "gate",
+            "edit",
+            "--approver",
+            "ana",
+            "--edit",
+            "T2=write the API docs in French",
+        ]);
+        let out = repo.forum_ok(&["resume", "--cmd", &model, "--quiet"]);
+        assert_eq!(out.trim(), ANSWER);
+        let l = ledger(repo);
+        let task = l
+            .iter()
+            .find(|(k, p)| k == "task" && p["id"] == "T2")
+            .map(|(_, p)| p)
+            .unwrap();
+        assert_eq!(task["instruction"], "write the API docs in French");
+        let result = l
+            .iter()
+            .find(|(k, p)| k == "result" && p["id"] == "T2")
+            .map(|(_, p)| p)
+            .unwrap();
+        let output = result["output"].as_str().unwrap();
+        assert!(output.contains("write the API docs in French"), "{output}");
+        // The untouched task of the wave keeps its instruction.
+        assert!(
+            l.iter()
+                .any(|(k, p)| k == "task" && p["instruction"] == "review the API")
+        );
+        assert_eq!(run_state(repo), "answered");
+        repo.forum_ok(&["verify", "--deep"]);
+    });
 }
 
 #[test]
 fn a_rejected_gate_ends_the_run_as_rejected_on_a_plain_resume() {
-    let repo = Repo::new("sha1");
-    let model = model(&repo, "");
-    submit_gated(&repo, &model, &[]);
-    repo.forum_ok(&["gate", "reject", "--approver", "ana", "--reason", "not now"]);
-    let o = repo
-        .forum()
-        .args(["resume", "--cmd", &model])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("the gate before wave 1 was rejected"), "{err}");
-    assert_eq!(dispatched(&repo), vec!["T1"], "the rejected wave never ran");
-    assert_eq!(kinds(&repo).last().unwrap(), "gate_stopped");
-    assert_eq!(run_state(&repo), "rejected");
-    // A rejected run is over.
-    let o = repo
-        .forum()
-        .args(["resume", "0", "--cmd", &model])
-        .output()
-        .unwrap();
-    assert!(fails(&o).contains("cannot be resumed"));
-    repo.forum_ok(&["verify", "--deep"]);
+    on_each_kind(|repo| {
+        let model = model(repo, "");
+        submit_gated(repo, &model, &[]);
+        repo.forum_ok(&["gate", "reject", "--approver", "ana", "--reason", "not now"]);
+        let o = repo
+            .forum()
+            .args(["resume", "--cmd", &model])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("the gate before wave 1 was rejected"), "{err}");
+        assert_eq!(dispatched(repo), vec!["T1"], "the rejected wave never ran");
+        assert_eq!(kinds(repo).last().unwrap(), "gate_stopped");
+        assert_eq!(run_state(repo), "rejected");
+        // A rejected run is over.
+        let o = repo
+            .forum()
+            .args(["resume", "0", "--cmd", &model])
+            .output()
+            .unwrap();
+        assert!(fails(&o).contains("cannot be resumed"));
+        repo.forum_ok(&["verify", "--deep"]);
+    });
 }
 
 #[test]
 fn an_expired_gate_takes_its_expiry_decision_on_a_plain_resume() {
-    for (on_expiry, state) in [("approve", "answered"), ("reject", "rejected")] {
-        let repo = Repo::new("sha1");
+    // Each kind of repository, the two expiry decisions taken in turn across them.
+    let decisions = [("approve", "answered"), ("reject", "rejected")];
+    for (i, kind) in FORMATS.into_iter().enumerate() {
+        let (on_expiry, state) = decisions[i % decisions.len()];
+        let repo = Repo::new(kind);
         let model = model(&repo, "");
         // The clock is pinned at 1000: the gate expires at 1005.
         submit_gated(
@@ -224,7 +236,10 @@ fn an_expired_gate_takes_its_expiry_decision_on_a_plain_resume() {
             .args(["resume", "--cmd", &model])
             .output()
             .unwrap();
-        assert!(fails(&o).contains("waits for a decision"), "{on_expiry}");
+        assert!(
+            fails(&o).contains("waits for a decision"),
+            "{kind} {on_expiry}"
+        );
         let o = repo
             .forum()
             .env("GIT_FORUM_TIMESTAMP", "1005")
@@ -240,7 +255,7 @@ fn an_expired_gate_takes_its_expiry_decision_on_a_plain_resume() {
             "rejected"
         };
         assert_eq!(expired.1["decision"], decision);
-        assert_eq!(run_state(&repo), state, "{on_expiry}");
+        assert_eq!(run_state(&repo), state, "{kind} {on_expiry}");
         let want: Vec<&str> = if on_expiry == "approve" {
             vec!["T1", "T2", "T3"]
         } else {
@@ -374,11 +389,14 @@ fn poll(mut done: impl FnMut() -> bool, what: &str) {
 
 #[test]
 fn an_interrupted_submit_kills_its_workers_and_witnesses_the_signal() {
-    for (signal, name, code) in [
+    // Each kind of repository, the two signals sent in turn across them.
+    let signals = [
         (rustix::process::Signal::INT, "SIGINT", 130),
         (rustix::process::Signal::TERM, "SIGTERM", 143),
-    ] {
-        let repo = Repo::new("sha1");
+    ];
+    for (i, kind) in FORMATS.into_iter().enumerate() {
+        let (signal, name, code) = signals[i % signals.len()];
+        let repo = Repo::new(kind);
         let pidfile = repo.path().join("worker.pid");
         // The first task's worker says who it is, then sleeps a minute; later runs do not.
         let hang = format!(
@@ -411,7 +429,7 @@ fn an_interrupted_submit_kills_its_workers_and_witnesses_the_signal() {
             },
             "git forum did not exit",
         );
-        assert_eq!(status.unwrap().code(), Some(code), "{name}");
+        assert_eq!(status.unwrap().code(), Some(code), "{kind} {name}");
         let mut err = String::new();
         child
             .0
@@ -427,7 +445,7 @@ fn an_interrupted_submit_kills_its_workers_and_witnesses_the_signal() {
         // The ledger says so, and nothing after the task was made up.
         let l = ledger(&repo);
         let k: Vec<&str> = l.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(k.last(), Some(&"interrupted"), "{k:?}");
+        assert_eq!(k.last(), Some(&"interrupted"), "{kind}: {k:?}");
         assert_eq!(k[k.len() - 2], "task", "{k:?}");
         let (_, body) = l.last().unwrap();
         assert_eq!(body["signal"], name);
@@ -445,45 +463,46 @@ fn an_interrupted_submit_kills_its_workers_and_witnesses_the_signal() {
 
 #[test]
 fn submit_json_puts_forums_action_receipt_under_receipt() {
-    let repo = Repo::new("sha1");
-    let model = model(&repo, "");
-    let j = repo.forum_json(&["submit", "--cmd", &model, REQUEST]);
-    let forum = &j["receipt"];
-    assert_eq!(forum["schema"], "project-telos.action-receipt/v1", "{j}");
-    // Without limits it is exactly the receipt `git forum receipt` builds from the ledger.
-    let rebuilt: J = serde_json::from_str(&repo.forum_ok(&["receipt", "0"])).unwrap();
-    assert_eq!(*forum, rebuilt);
-    assert_eq!(forum["verification"]["verdict"], "MATCH");
-    let ours = &j["git_forum_receipt"];
-    assert_eq!(ours["schema"], "git-forum.receipt/v1");
-    assert_eq!(forum["answer"]["seq"], ours["answer_seq"]);
-    assert_eq!(forum["request"]["seq"], ours["request_seq"]);
-    // What the run was given is in Forum's receipt too.
-    let j = repo.forum_json(&[
-        "submit",
-        "--cmd",
-        &model,
-        "--max-model-calls",
-        "50",
-        "--upstream-token-budget",
-        "100",
-        "--delivery-profile",
-        "engineer",
-        REQUEST,
-    ]);
-    let forum = &j["receipt"];
-    assert_eq!(forum["budget"], json!({"max_model_calls": 50}), "{forum}");
-    assert_eq!(
-        forum["context_budget"]["limits"],
-        json!({"bytes_per_token": 4, "max_upstream_tokens": 100})
-    );
-    assert_eq!(forum["delivery_profile"]["requested"], "engineer");
-    assert_eq!(forum["delivery_profile"]["source"], "explicit");
-    assert_eq!(
-        forum["request"]["seq"],
-        j["git_forum_receipt"]["request_seq"]
-    );
-    assert_eq!(forum["request"]["seq"], 16);
+    on_each_kind(|repo| {
+        let model = model(repo, "");
+        let j = repo.forum_json(&["submit", "--cmd", &model, REQUEST]);
+        let forum = &j["receipt"];
+        assert_eq!(forum["schema"], "project-telos.action-receipt/v1", "{j}");
+        // Without limits it is exactly the receipt `git forum receipt` builds from the ledger.
+        let rebuilt: J = serde_json::from_str(&repo.forum_ok(&["receipt", "0"])).unwrap();
+        assert_eq!(*forum, rebuilt);
+        assert_eq!(forum["verification"]["verdict"], "MATCH");
+        let ours = &j["git_forum_receipt"];
+        assert_eq!(ours["schema"], "git-forum.receipt/v1");
+        assert_eq!(forum["answer"]["seq"], ours["answer_seq"]);
+        assert_eq!(forum["request"]["seq"], ours["request_seq"]);
+        // What the run was given is in Forum's receipt too.
+        let j = repo.forum_json(&[
+            "submit",
+            "--cmd",
+            &model,
+            "--max-model-calls",
+            "50",
+            "--upstream-token-budget",
+            "100",
+            "--delivery-profile",
+            "engineer",
+            REQUEST,
+        ]);
+        let forum = &j["receipt"];
+        assert_eq!(forum["budget"], json!({"max_model_calls": 50}), "{forum}");
+        assert_eq!(
+            forum["context_budget"]["limits"],
+            json!({"bytes_per_token": 4, "max_upstream_tokens": 100})
+        );
+        assert_eq!(forum["delivery_profile"]["requested"], "engineer");
+        assert_eq!(forum["delivery_profile"]["source"], "explicit");
+        assert_eq!(
+            forum["request"]["seq"],
+            j["git_forum_receipt"]["request_seq"]
+        );
+        assert_eq!(forum["request"]["seq"], 16);
+    });
 }
 
 // ----- the daemon and MCP -----
@@ -520,11 +539,197 @@ fn http(addr: &str, method: &str, path: &str, body: &J) -> (u16, J) {
 
 #[test]
 fn post_resume_refuses_a_pending_gate_and_runs_it_once_approved() {
-    let repo = Repo::new("sha1");
+    on_each_kind(|repo| {
+        let model = model(repo, "");
+        let mut child = Guarded(
+            repo.forum()
+                .args(["serve", "--port", "0", "--cmd", &model])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let mut out = BufReader::new(child.0.stdout.take().unwrap());
+        let mut first = String::new();
+        out.read_line(&mut first).unwrap();
+        let addr = first
+            .trim()
+            .strip_prefix("listening http://")
+            .unwrap()
+            .to_string();
+        let (code, r) = http(
+            &addr,
+            "POST",
+            "/submit",
+            &json!({"request": REQUEST, "gate_waves": [1]}),
+        );
+        assert_eq!(code, 200, "{r}");
+        assert_eq!(run_state(repo), "paused");
+        let before = repo.snapshot();
+        let (code, r) = http(&addr, "POST", "/resume", &json!({}));
+        assert_eq!(code, 409, "{r}");
+        let m = r["error"].as_str().unwrap();
+        assert!(
+            m.contains("waits for a decision on the gate before wave 1"),
+            "{m}"
+        );
+        assert!(m.contains("/gate/approve"), "{m}");
+        assert_eq!(repo.snapshot(), before, "a refused resume wrote something");
+        assert_eq!(dispatched(repo), vec!["T1"]);
+        // Approved, the same resume runs the wave.
+        let (_, gates) = http(&addr, "GET", "/gates", &json!({}));
+        let run_seq = gates["pending"][0]["run_seq"].clone();
+        let (code, _) = http(
+            &addr,
+            "POST",
+            "/gate/approve",
+            &json!({"run_seq": run_seq, "wave": 1, "approver": "ana"}),
+        );
+        assert_eq!(code, 200);
+        let (code, r) = http(&addr, "POST", "/resume", &json!({}));
+        assert_eq!(code, 200, "{r}");
+        assert_eq!(r["answer"], ANSWER);
+        // Forum's action receipt under `receipt`, ours beside it.
+        assert_eq!(r["receipt"]["schema"], "project-telos.action-receipt/v1");
+        assert_eq!(r["git_forum_receipt"]["schema"], "git-forum.receipt/v1");
+        assert_eq!(
+            r["receipt"]["answer"]["seq"],
+            r["git_forum_receipt"]["answer_seq"]
+        );
+        assert!(r["receipt"]["budget"]["max_seconds"].is_number(), "{r}");
+        assert_eq!(dispatched(repo), vec!["T1", "T2", "T3"]);
+        let pid = rustix::process::Pid::from_child(&child.0);
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        assert!(child.0.wait().unwrap().success());
+        repo.forum_ok(&["verify", "--deep"]);
+    });
+}
+
+#[test]
+fn the_mcp_resume_tool_refuses_a_pending_gate() {
+    on_each_kind(|repo| {
+        let model = model(repo, "");
+        let call = |id: u64, name: &str, args: J| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": name, "arguments": args}})
+            .to_string()
+        };
+        let input = [
+            json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string(),
+            call(2, "submit", json!({"request": REQUEST, "gate_waves": [1]})),
+            call(3, "resume", json!({})),
+        ];
+        let mut child = Guarded(
+            repo.forum()
+                .args(["mcp", "--cmd", &model])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        {
+            let mut stdin = child.0.stdin.take().unwrap();
+            for line in &input {
+                writeln!(stdin, "{line}").unwrap();
+            }
+        }
+        let mut out = String::new();
+        child
+            .0
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        assert!(child.0.wait().unwrap().success());
+        let replies: Vec<J> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(replies.len(), 3, "{out}");
+        assert_eq!(replies[1]["result"]["isError"], false, "{}", replies[1]);
+        let resumed = &replies[2]["result"];
+        assert_eq!(resumed["isError"], true, "{resumed}");
+        let text = resumed["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("waits for a decision on the gate before wave 1"),
+            "{text}"
+        );
+        assert_eq!(dispatched(repo), vec!["T1"]);
+        assert_eq!(run_state(repo), "paused");
+        repo.forum_ok(&["verify", "--deep"]);
+    });
+}
+
+// ----- reading a reftable repository's ledger ref -----
+
+/// A directory holding a `git` that appends its arguments to `log` and runs the real git; put
+/// it first on PATH to count what git forum asks git.
+fn counting_git(dir: &std::path::Path, log: &std::path::Path) -> String {
+    let real = std::process::Command::new("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .unwrap();
+    let real = String::from_utf8_lossy(&real.stdout).trim().to_string();
+    assert!(!real.is_empty(), "no git on PATH");
+    executable(
+        &dir.join("git"),
+        &format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec '{real}' \"$@\"\n",
+            log.display()
+        ),
+    );
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// In a reftable repository the ledger ref is read through git, once per change of git's ref
+/// storage: reading runs asks git the same number of times whatever the ledger's length (it
+/// asked once per entry read: 73 times after one run).
+#[test]
+fn reading_runs_in_a_reftable_repository_asks_git_once_not_once_per_entry() {
+    let repo = Repo::new("reftable");
     let model = model(&repo, "");
+    let tools = tempfile::tempdir().unwrap();
+    let log = tools.path().join("calls");
+    let path = counting_git(tools.path(), &log);
+    let asked = |args: &[&str]| -> usize {
+        let _ = std::fs::remove_file(&log);
+        let o = repo.forum().env("PATH", &path).args(args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("rev-parse") && l.contains("refs/forum/ledgers/main"))
+            .count()
+    };
+    repo.forum_ok(&["submit", "--quiet", "--cmd", &model, REQUEST]);
+    let reads =
+        ["runs", "gate list", "log --run 0"].map(|a| asked(&a.split(' ').collect::<Vec<_>>()));
+    for n in reads {
+        assert!(n >= 1, "the ref was not read through git: {reads:?}");
+    }
+    repo.forum_ok(&["submit", "--quiet", "--cmd", &model, REQUEST]);
+    assert_eq!(repo.forum_json(&["runs"]).as_array().unwrap().len(), 2);
+    let again =
+        ["runs", "gate list", "log --run 0"].map(|a| asked(&a.split(' ').collect::<Vec<_>>()));
+    assert_eq!(reads, again, "reads grew with the ledger");
+    repo.forum_ok(&["verify", "--deep"]);
+}
+
+/// A long-lived handle (the daemon's writer) in a reftable repository sees every move another
+/// process makes: its remembered ref value never outlives a change of git's ref storage.
+#[test]
+fn the_daemon_sees_appends_made_beside_it_in_a_reftable_repository() {
+    let repo = Repo::new("reftable");
     let mut child = Guarded(
         repo.forum()
-            .args(["serve", "--port", "0", "--cmd", &model])
+            .args(["serve", "--port", "0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -539,105 +744,35 @@ fn post_resume_refuses_a_pending_gate_and_runs_it_once_approved() {
         .strip_prefix("listening http://")
         .unwrap()
         .to_string();
-    let (code, r) = http(
-        &addr,
-        "POST",
-        "/submit",
-        &json!({"request": REQUEST, "gate_waves": [1]}),
-    );
-    assert_eq!(code, 200, "{r}");
-    assert_eq!(run_state(&repo), "paused");
-    let before = repo.snapshot();
-    let (code, r) = http(&addr, "POST", "/resume", &json!({}));
-    assert_eq!(code, 409, "{r}");
-    let m = r["error"].as_str().unwrap();
-    assert!(
-        m.contains("waits for a decision on the gate before wave 1"),
-        "{m}"
-    );
-    assert!(m.contains("/gate/approve"), "{m}");
-    assert_eq!(repo.snapshot(), before, "a refused resume wrote something");
-    assert_eq!(dispatched(&repo), vec!["T1"]);
-    // Approved, the same resume runs the wave.
-    let (_, gates) = http(&addr, "GET", "/gates", &json!({}));
-    let run_seq = gates["pending"][0]["run_seq"].clone();
-    let (code, _) = http(
-        &addr,
-        "POST",
-        "/gate/approve",
-        &json!({"run_seq": run_seq, "wave": 1, "approver": "ana"}),
-    );
-    assert_eq!(code, 200);
-    let (code, r) = http(&addr, "POST", "/resume", &json!({}));
-    assert_eq!(code, 200, "{r}");
-    assert_eq!(r["answer"], ANSWER);
-    // Forum's action receipt under `receipt`, ours beside it.
-    assert_eq!(r["receipt"]["schema"], "project-telos.action-receipt/v1");
-    assert_eq!(r["git_forum_receipt"]["schema"], "git-forum.receipt/v1");
-    assert_eq!(
-        r["receipt"]["answer"]["seq"],
-        r["git_forum_receipt"]["answer_seq"]
-    );
-    assert!(r["receipt"]["budget"]["max_seconds"].is_number(), "{r}");
-    assert_eq!(dispatched(&repo), vec!["T1", "T2", "T3"]);
+    let append = |i: u64| {
+        let (code, r) = http(
+            &addr,
+            "POST",
+            "/append",
+            &json!({"actor": "daemon", "kind": "note", "payload": {"i": i}}),
+        );
+        assert_eq!(code, 200, "{r}");
+        r["seq"].as_u64().unwrap()
+    };
+    assert_eq!(append(0), 0);
+    for round in 0..3u64 {
+        // Another process appends, then the daemon does.
+        let beside = repo.append("cli", "note", &round.to_string());
+        assert_eq!(beside["seq"], 1 + 2 * round);
+        assert_eq!(append(round + 1), 2 + 2 * round);
+        let (_, st) = http(&addr, "GET", "/status", &json!({}));
+        assert_eq!(st["entries"], 3 + 2 * round, "{st}");
+    }
     let pid = rustix::process::Pid::from_child(&child.0);
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     assert!(child.0.wait().unwrap().success());
     repo.forum_ok(&["verify", "--deep"]);
-}
-
-#[test]
-fn the_mcp_resume_tool_refuses_a_pending_gate() {
-    let repo = Repo::new("sha1");
-    let model = model(&repo, "");
-    let call = |id: u64, name: &str, args: J| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-               "params": {"name": name, "arguments": args}})
-        .to_string()
-    };
-    let input = [
-        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string(),
-        call(2, "submit", json!({"request": REQUEST, "gate_waves": [1]})),
-        call(3, "resume", json!({})),
-    ];
-    let mut child = Guarded(
-        repo.forum()
-            .args(["mcp", "--cmd", &model])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    {
-        let mut stdin = child.0.stdin.take().unwrap();
-        for line in &input {
-            writeln!(stdin, "{line}").unwrap();
-        }
-    }
-    let mut out = String::new();
-    child
-        .0
-        .stdout
-        .take()
+    let actors: Vec<String> = repo
+        .forum_json(&["log"])
+        .as_array()
         .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    assert!(child.0.wait().unwrap().success());
-    let replies: Vec<J> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .iter()
+        .map(|e| e["actor"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(replies.len(), 3, "{out}");
-    assert_eq!(replies[1]["result"]["isError"], false, "{}", replies[1]);
-    let resumed = &replies[2]["result"];
-    assert_eq!(resumed["isError"], true, "{resumed}");
-    let text = resumed["content"][0]["text"].as_str().unwrap();
-    assert!(
-        text.contains("waits for a decision on the gate before wave 1"),
-        "{text}"
-    );
-    assert_eq!(dispatched(&repo), vec!["T1"]);
-    assert_eq!(run_state(&repo), "paused");
-    repo.forum_ok(&["verify", "--deep"]);
+    assert_eq!(actors.len(), 7);
 }

@@ -1,7 +1,7 @@
 //! Signed checkpoints with a real ssh key: who signed which size, a truncation caught by a
 //! signature, forged and untrusted signatures refused.
 
-use crate::common::Repo;
+use crate::common::{FORMATS, Repo, init_flags, move_ref_quietly};
 
 fn keygen(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, String) {
     let key = dir.join(name);
@@ -15,7 +15,8 @@ fn keygen(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, String) {
     (key, public.trim().to_string())
 }
 
-fn signing_repo() -> (Repo, tempfile::TempDir, std::path::PathBuf) {
+/// A repository of `kind` with three entries, set up to sign with alice's key and to trust it.
+fn signing_repo_of(kind: &str) -> (Repo, tempfile::TempDir, std::path::PathBuf) {
     let keys = tempfile::tempdir().unwrap();
     let (key, public) = keygen(keys.path(), "alice");
     let allowed = keys.path().join("allowed_signers");
@@ -24,7 +25,7 @@ fn signing_repo() -> (Repo, tempfile::TempDir, std::path::PathBuf) {
         format!("alice@example.invalid namespaces=\"git-forum-checkpoint\" {public}\n"),
     )
     .unwrap();
-    let repo = Repo::new("sha1");
+    let repo = Repo::new(kind);
     repo.git_ok(&["config", "gpg.format", "ssh"]);
     repo.git_ok(&["config", "user.signingKey", key.to_str().unwrap()]);
     repo.git_ok(&[
@@ -38,39 +39,44 @@ fn signing_repo() -> (Repo, tempfile::TempDir, std::path::PathBuf) {
     (repo, keys, key)
 }
 
+fn signing_repo() -> (Repo, tempfile::TempDir, std::path::PathBuf) {
+    signing_repo_of("sha1")
+}
+
+/// On each kind of repository (the signatures ref is read through git, so reftable sees it).
 #[test]
 fn signed_checkpoint_names_its_signer_and_catches_a_truncation() {
-    let (repo, _keys, _) = signing_repo();
-    let out = repo.forum_json(&["checkpoint", "--sign"]);
-    assert_eq!(out["signed"], "ssh");
-    let r = repo.forum_json(&["verify"]);
-    assert_eq!(r["ok"], true, "{r}");
-    assert_eq!(r["signatures"][0]["size"], 3);
-    assert_eq!(r["signatures"][0]["signer"], "alice@example.invalid");
-    // Cut the tail with no reflog line and no local witness: the signature still catches it.
-    let first = repo
-        .git_ok(&["rev-list", "--reverse", "refs/forum/ledgers/main"])
-        .lines()
-        .next()
-        .unwrap()
-        .to_string();
-    std::fs::remove_file(repo.git_dir().join("logs/refs/forum/ledgers/main")).unwrap();
-    std::fs::remove_file(repo.git_dir().join("forum/checkpoints/main.jsonl")).unwrap();
-    std::fs::write(
-        repo.git_dir().join("refs/forum/ledgers/main"),
-        format!("{first}\n"),
-    )
-    .unwrap();
-    let r = repo.forum_json(&["verify"]);
-    assert_eq!(r["ok"], false, "{r}");
-    assert_eq!(r["code"], "truncated");
-    assert!(
-        r["problem"]
-            .as_str()
+    for kind in FORMATS {
+        let (repo, _keys, _) = signing_repo_of(kind);
+        let out = repo.forum_json(&["checkpoint", "--sign"]);
+        assert_eq!(out["signed"], "ssh", "{kind}");
+        let r = repo.forum_json(&["verify"]);
+        assert_eq!(r["ok"], true, "{kind}: {r}");
+        assert_eq!(r["signatures"][0]["size"], 3, "{kind}: {r}");
+        assert_eq!(
+            r["signatures"][0]["signer"], "alice@example.invalid",
+            "{kind}"
+        );
+        // Cut the tail with no reflog line and no local witness: the signature still catches it.
+        let first = repo
+            .git_ok(&["rev-list", "--reverse", "refs/forum/ledgers/main"])
+            .lines()
+            .next()
             .unwrap()
-            .contains("alice@example.invalid"),
-        "{r}"
-    );
+            .to_string();
+        std::fs::remove_file(repo.git_dir().join("forum/checkpoints/main.jsonl")).unwrap();
+        move_ref_quietly(&repo, &first);
+        let r = repo.forum_json(&["verify"]);
+        assert_eq!(r["ok"], false, "{kind}: {r}");
+        assert_eq!(r["code"], "truncated", "{kind}: {r}");
+        assert!(
+            r["problem"]
+                .as_str()
+                .unwrap()
+                .contains("alice@example.invalid"),
+            "{kind}: {r}"
+        );
+    }
 }
 
 #[test]
@@ -136,122 +142,139 @@ fn signing_without_a_key_is_one_clear_line_and_changes_nothing() {
     assert_eq!(repo.snapshot(), before);
 }
 
+/// On each kind of repository: the proof finds the signature wherever git keeps the ref.
 #[test]
 fn a_proof_carries_the_checkpoint_signature_and_checks_it_without_a_repository() {
-    let (repo, keys, _) = signing_repo();
-    repo.forum_ok(&["checkpoint", "--sign"]);
-    let proof = repo.forum_ok(&["prove", "1"]);
-    let outside = tempfile::tempdir().unwrap();
-    let f = outside.path().join("p.json");
-    std::fs::write(&f, &proof).unwrap();
-    let allowed = keys.path().join("allowed_signers");
-    let run = |extra: &[&str]| {
-        let mut args = vec!["verify-proof", f.to_str().unwrap(), "--json"];
-        args.extend_from_slice(extra);
-        repo.forum()
-            .current_dir(outside.path())
-            .env("GIT_CEILING_DIRECTORIES", outside.path().parent().unwrap())
-            .args(&args)
-            .output()
-            .unwrap()
-    };
-    let o = run(&[
-        "--allowed-signers",
-        allowed.to_str().unwrap(),
-        "--require-signature",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["signer"], "alice@example.invalid");
-    // Without a trust anchor a signature cannot be required.
-    let o = run(&["--require-signature"]);
-    assert_eq!(o.status.code(), Some(1));
-    // A signer outside the file is refused.
-    let other = keys.path().join("other_signers");
-    let (_, public) = keygen(keys.path(), "carol");
-    std::fs::write(&other, format!("carol@example.invalid {public}\n")).unwrap();
-    let o = run(&["--allowed-signers", other.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1));
+    for kind in FORMATS {
+        let (repo, keys, _) = signing_repo_of(kind);
+        repo.forum_ok(&["checkpoint", "--sign"]);
+        let proof = repo.forum_ok(&["prove", "1"]);
+        let outside = tempfile::tempdir().unwrap();
+        let f = outside.path().join("p.json");
+        std::fs::write(&f, &proof).unwrap();
+        let allowed = keys.path().join("allowed_signers");
+        let run = |extra: &[&str]| {
+            let mut args = vec!["verify-proof", f.to_str().unwrap(), "--json"];
+            args.extend_from_slice(extra);
+            repo.forum()
+                .current_dir(outside.path())
+                .env("GIT_CEILING_DIRECTORIES", outside.path().parent().unwrap())
+                .args(&args)
+                .output()
+                .unwrap()
+        };
+        let o = run(&[
+            "--allowed-signers",
+            allowed.to_str().unwrap(),
+            "--require-signature",
+        ]);
+        assert!(
+            o.status.success(),
+            "{kind}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["signer"], "alice@example.invalid", "{kind}: {v}");
+        // Without a trust anchor a signature cannot be required.
+        let o = run(&["--require-signature"]);
+        assert_eq!(o.status.code(), Some(1), "{kind}");
+        // A signer outside the file is refused.
+        let other = keys.path().join("other_signers");
+        let (_, public) = keygen(keys.path(), "carol");
+        std::fs::write(&other, format!("carol@example.invalid {public}\n")).unwrap();
+        let o = run(&["--allowed-signers", other.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{kind}");
+    }
 }
 
 /// Signed checkpoints travel with `git forum push` and are checked on `git forum fetch`: a
-/// remote copy cut below a signed size is refused even on a first fetch.
+/// remote copy cut below a signed size is refused even on a first fetch. On each kind of
+/// repository, the remote of the same kind: a reftable repository keeps the signatures ref where
+/// only git can see it.
 #[test]
 fn signatures_travel_with_push_and_are_checked_on_fetch() {
-    let (repo, keys, _) = signing_repo();
-    repo.forum_ok(&["checkpoint", "--sign"]);
-    let bare = tempfile::tempdir().unwrap();
-    let o = std::process::Command::new("git")
-        .args(["init", "-q", "--bare"])
-        .arg(bare.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let url = format!("file://{}", bare.path().display());
-    repo.git_ok(&["remote", "add", "origin", &url]);
-    repo.forum_ok(&["push", "origin"]);
-    let remote_refs = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(bare.path())
-        .args(["for-each-ref", "--format=%(refname)"])
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&remote_refs.stdout).contains("refs/forum/checkpoints/main"));
+    for kind in FORMATS {
+        let (repo, keys, _) = signing_repo_of(kind);
+        repo.forum_ok(&["checkpoint", "--sign"]);
+        let bare = tempfile::tempdir().unwrap();
+        let o = std::process::Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .args(init_flags(kind))
+            .arg(bare.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{kind}");
+        let url = format!("file://{}", bare.path().display());
+        repo.git_ok(&["remote", "add", "origin", &url]);
+        repo.forum_ok(&["push", "origin"]);
+        let remote_refs = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(bare.path())
+            .args(["for-each-ref", "--format=%(refname)"])
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&remote_refs.stdout).contains("refs/forum/checkpoints/main"),
+            "{kind}: the signatures did not travel with the push"
+        );
 
-    // A second clone trusts alice too, fetches, and sees the signature.
-    let other = Repo::new("sha1");
-    other.git_ok(&[
-        "config",
-        "gpg.ssh.allowedSignersFile",
-        keys.path().join("allowed_signers").to_str().unwrap(),
-    ]);
-    other.git_ok(&["remote", "add", "origin", &url]);
-    let out = other.forum_json(&["fetch", "origin"]);
-    assert_eq!(out["ok"], true, "{out}");
-    assert!(
-        other
-            .git_ok(&["for-each-ref", "--format=%(refname)"])
-            .contains("refs/forum/remote-checkpoints/origin/main")
-    );
+        // A second clone trusts alice too, fetches, and sees the signature.
+        let other = Repo::new(kind);
+        other.git_ok(&[
+            "config",
+            "gpg.ssh.allowedSignersFile",
+            keys.path().join("allowed_signers").to_str().unwrap(),
+        ]);
+        other.git_ok(&["remote", "add", "origin", &url]);
+        let out = other.forum_json(&["fetch", "origin"]);
+        assert_eq!(out["ok"], true, "{kind}: {out}");
+        assert!(
+            other
+                .git_ok(&["for-each-ref", "--format=%(refname)"])
+                .contains("refs/forum/remote-checkpoints/origin/main"),
+            "{kind}: the fetched signatures were not kept"
+        );
 
-    // The remote is cut below the signed size: a fresh clone refuses it on its first fetch.
-    let first = repo
-        .git_ok(&["rev-list", "--reverse", "refs/forum/ledgers/main"])
-        .lines()
-        .next()
-        .unwrap()
-        .to_string();
-    let o = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(bare.path())
-        .args(["update-ref", "refs/forum/ledgers/main", &first])
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let fresh = Repo::new("sha1");
-    fresh.git_ok(&[
-        "config",
-        "gpg.ssh.allowedSignersFile",
-        keys.path().join("allowed_signers").to_str().unwrap(),
-    ]);
-    fresh.git_ok(&["remote", "add", "origin", &url]);
-    let o = fresh
-        .forum()
-        .args(["fetch", "origin", "--json"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let text = v.to_string();
-    assert!(
-        text.contains("truncated") && text.contains("alice@example.invalid"),
-        "{text}"
-    );
-    assert!(
-        !fresh
-            .git_ok(&["for-each-ref", "--format=%(refname)"])
-            .contains("refs/forum/remotes/origin/main")
-    );
+        // The remote is cut below the signed size: a fresh clone refuses it on its first fetch.
+        let first = repo
+            .git_ok(&["rev-list", "--reverse", "refs/forum/ledgers/main"])
+            .lines()
+            .next()
+            .unwrap()
+            .to_string();
+        let o = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(bare.path())
+            .args(["update-ref", "refs/forum/ledgers/main", &first])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{kind}");
+        let fresh = Repo::new(kind);
+        fresh.git_ok(&[
+            "config",
+            "gpg.ssh.allowedSignersFile",
+            keys.path().join("allowed_signers").to_str().unwrap(),
+        ]);
+        fresh.git_ok(&["remote", "add", "origin", &url]);
+        let o = fresh
+            .forum()
+            .args(["fetch", "origin", "--json"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{kind}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let text = v.to_string();
+        assert!(
+            text.contains("truncated") && text.contains("alice@example.invalid"),
+            "{kind}: {text}"
+        );
+        assert!(
+            !fresh
+                .git_ok(&["for-each-ref", "--format=%(refname)"])
+                .contains("refs/forum/remotes/origin/main"),
+            "{kind}"
+        );
+    }
 }
 
 /// The openpgp path: a checkpoint signed with a gpg key from a throwaway keyring verifies and

@@ -11,7 +11,7 @@ use git_forum::roster::Roster;
 use git_forum::run::{self, Env, Options, Silent, Status, StepClock};
 use serde_json::{Value as J, json};
 
-use crate::common::{Repo, conformance};
+use crate::common::{FORMATS, Repo, conformance, on_each_kind};
 
 const PLAN_3: &str = r#"{"tasks":[
  {"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":["endpoint documented"]},
@@ -823,11 +823,11 @@ fn script(repo: &Repo, name: &str, extra: &str) -> String {
 
 #[test]
 fn submit_through_the_binary_prints_the_answer_and_a_receipt() {
-    for format in ["sha1", "sha256"] {
+    for format in FORMATS {
         let repo = Repo::new(format);
         let model = script(&repo, "model", "");
         let out = repo.forum_ok(&["submit", "--cmd", &model, "ship a login API with docs"]);
-        assert_eq!(out.trim(), ANSWER);
+        assert_eq!(out.trim(), ANSWER, "{format}");
         let j = repo.forum_json(&["submit", "--cmd", &model, "ship a login API with docs"]);
         assert_eq!(j["answer"], ANSWER);
         let r = &j["git_forum_receipt"];
@@ -869,281 +869,291 @@ fn submit_through_the_binary_prints_the_answer_and_a_receipt() {
 
 #[test]
 fn worker_and_orchestrator_seats_swap_without_changing_the_record_shape() {
-    let repo = Repo::new("sha1");
-    let a = script(&repo, "model-a", "");
-    let b = script(&repo, "model-b", "");
-    let config = |worker: &str, orch: &str| {
-        format!(
-            "[runtime.default]\ncmd = \"{a}\"\n\n[seats]\nworker = {{ cmd = \"{worker}\" }}\norchestrator = {{ cmd = \"{orch}\" }}\n"
-        )
-    };
-    let path = repo.path().join("rt.toml");
-    std::fs::write(&path, config(&a, &b)).unwrap();
-    let one = repo.forum_json(&[
-        "submit",
-        "--runtime-config",
-        path.to_str().unwrap(),
-        "ship a login API with docs",
-    ]);
-    std::fs::write(&path, config(&b, &a)).unwrap();
-    let two = repo.forum_json(&[
-        "submit",
-        "--runtime-config",
-        path.to_str().unwrap(),
-        "ship a login API with docs",
-    ]);
-    let keys = |j: &J| j.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
-    assert_eq!(keys(&one), keys(&two));
-    assert_eq!(
-        keys(&one["git_forum_receipt"]),
-        keys(&two["git_forum_receipt"])
-    );
-    assert_eq!(one["git_forum_receipt"]["calls_per_model"][&b], 5);
-    assert_eq!(one["git_forum_receipt"]["calls_per_model"][&a], 3);
-    assert_eq!(two["git_forum_receipt"]["calls_per_model"][&a], 5);
-    assert_eq!(two["git_forum_receipt"]["calls_per_model"][&b], 3);
-    // The results of each run name the worker seat's model.
-    let store_kinds = |from: u64, to: u64| -> Vec<(String, Option<String>)> {
-        (from..to)
-            .map(|s| {
-                let j = repo.forum_json(&["show", &s.to_string(), "--payload"]);
-                (
-                    j["entry"]["kind"].as_str().unwrap().to_string(),
-                    j["payload"]["model"].as_str().map(str::to_string),
-                )
-            })
-            .collect()
-    };
-    let first = store_kinds(0, 16);
-    let second = store_kinds(16, 32);
-    let kinds1: Vec<&String> = first.iter().map(|(k, _)| k).collect();
-    let kinds2: Vec<&String> = second.iter().map(|(k, _)| k).collect();
-    assert_eq!(kinds1, kinds2);
-    assert!(
-        first
-            .iter()
-            .any(|(k, m)| k == "result" && m.as_deref() == Some(a.as_str()))
-    );
-    assert!(
-        second
-            .iter()
-            .any(|(k, m)| k == "result" && m.as_deref() == Some(b.as_str()))
-    );
+    on_each_kind(|repo| {
+        let a = script(repo, "model-a", "");
+        let b = script(repo, "model-b", "");
+        let config = |worker: &str, orch: &str| {
+            format!(
+                "[runtime.default]\ncmd = \"{a}\"\n\n[seats]\nworker = {{ cmd = \"{worker}\" }}\norchestrator = {{ cmd = \"{orch}\" }}\n"
+            )
+        };
+        let path = repo.path().join("rt.toml");
+        std::fs::write(&path, config(&a, &b)).unwrap();
+        let one = repo.forum_json(&[
+            "submit",
+            "--runtime-config",
+            path.to_str().unwrap(),
+            "ship a login API with docs",
+        ]);
+        std::fs::write(&path, config(&b, &a)).unwrap();
+        let two = repo.forum_json(&[
+            "submit",
+            "--runtime-config",
+            path.to_str().unwrap(),
+            "ship a login API with docs",
+        ]);
+        let keys = |j: &J| j.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&one), keys(&two));
+        assert_eq!(
+            keys(&one["git_forum_receipt"]),
+            keys(&two["git_forum_receipt"])
+        );
+        assert_eq!(one["git_forum_receipt"]["calls_per_model"][&b], 5);
+        assert_eq!(one["git_forum_receipt"]["calls_per_model"][&a], 3);
+        assert_eq!(two["git_forum_receipt"]["calls_per_model"][&a], 5);
+        assert_eq!(two["git_forum_receipt"]["calls_per_model"][&b], 3);
+        // The results of each run name the worker seat's model.
+        let store_kinds = |from: u64, to: u64| -> Vec<(String, Option<String>)> {
+            (from..to)
+                .map(|s| {
+                    let j = repo.forum_json(&["show", &s.to_string(), "--payload"]);
+                    (
+                        j["entry"]["kind"].as_str().unwrap().to_string(),
+                        j["payload"]["model"].as_str().map(str::to_string),
+                    )
+                })
+                .collect()
+        };
+        let first = store_kinds(0, 16);
+        let second = store_kinds(16, 32);
+        // The same entries; T2 and T3 run in parallel, so their entries may interleave
+        // differently from one run to the next.
+        let sorted = |rows: &[(String, Option<String>)]| {
+            let mut k: Vec<String> = rows.iter().map(|(k, _)| k.clone()).collect();
+            k.sort();
+            k
+        };
+        assert_eq!(sorted(&first), sorted(&second));
+        assert!(
+            first
+                .iter()
+                .any(|(k, m)| k == "result" && m.as_deref() == Some(a.as_str()))
+        );
+        assert!(
+            second
+                .iter()
+                .any(|(k, m)| k == "result" && m.as_deref() == Some(b.as_str()))
+        );
+    });
 }
 
 #[test]
 fn a_run_killed_mid_wave_resumes_to_a_complete_answer() {
-    let repo = Repo::new("sha1");
-    // T2 hangs while a marker file exists; T1 and T3 finish.
-    let marker = repo.path().join("hang");
-    std::fs::write(&marker, "").unwrap();
-    let hang = format!(
-        "case \"$p\" in *\"write the API docs\"*) case \"$p\" in *\"Judge one task\"*|*\"Write the answer\"*) ;; *) while [ -e '{}' ]; do sleep 0.1; done ;; esac ;; esac",
-        marker.display()
-    );
-    let model = script(&repo, "model", &hang);
-    let mut child = repo
-        .forum()
-        .args([
-            "submit",
-            "--cmd",
-            &model,
-            "--quiet",
-            "ship a login API with docs",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait until T3 (or T1 and T2's task entry) is witnessed, then kill -9.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let n = repo
+    on_each_kind(|repo| {
+        // T2 hangs while a marker file exists; T1 and T3 finish.
+        let marker = repo.path().join("hang");
+        std::fs::write(&marker, "").unwrap();
+        let hang = format!(
+            "case \"$p\" in *\"write the API docs\"*) case \"$p\" in *\"Judge one task\"*|*\"Write the answer\"*) ;; *) while [ -e '{}' ]; do sleep 0.1; done ;; esac ;; esac",
+            marker.display()
+        );
+        let model = script(repo, "model", &hang);
+        let mut child = repo
             .forum()
-            .args(["log", "--json"])
-            .output()
-            .ok()
-            .and_then(|o| serde_json::from_slice::<J>(&o.stdout).ok())
-            .and_then(|j| j.as_array().map(|a| a.len()))
-            .unwrap_or(0);
-        if n >= 8 || std::time::Instant::now() > deadline {
-            break;
+            .args([
+                "submit",
+                "--cmd",
+                &model,
+                "--quiet",
+                "ship a login API with docs",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Wait until T3 (or T1 and T2's task entry) is witnessed, then kill -9.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let n = repo
+                .forum()
+                .args(["log", "--json"])
+                .output()
+                .ok()
+                .and_then(|o| serde_json::from_slice::<J>(&o.stdout).ok())
+                .and_then(|j| j.as_array().map(|a| a.len()))
+                .unwrap_or(0);
+            if n >= 8 || std::time::Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    // The orphaned executor waits on the marker; removing it lets it exit.
-    std::fs::remove_file(&marker).unwrap();
-    repo.forum_ok(&["verify", "--deep"]);
-    let runs = repo.forum_json(&["runs"]);
-    assert_eq!(runs[0]["state"], "interrupted", "{runs}");
-    let j = repo.forum_json(&["resume", "--cmd", &model]);
-    assert_eq!(j["answer"], ANSWER, "{j}");
-    let r = &j["git_forum_receipt"];
-    assert_eq!(r["status"], "answered");
-    // T1 and T3 were reused: T2 (1) + 3 verdicts + synthesis.
-    assert_eq!(r["model_calls"], 5, "{r}");
-    repo.forum_ok(&["verify", "--deep"]);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // The orphaned executor waits on the marker; removing it lets it exit.
+        std::fs::remove_file(&marker).unwrap();
+        repo.forum_ok(&["verify", "--deep"]);
+        let runs = repo.forum_json(&["runs"]);
+        assert_eq!(runs[0]["state"], "interrupted", "{runs}");
+        let j = repo.forum_json(&["resume", "--cmd", &model]);
+        assert_eq!(j["answer"], ANSWER, "{j}");
+        let r = &j["git_forum_receipt"];
+        assert_eq!(r["status"], "answered");
+        // T1 and T3 were reused: T2 (1) + 3 verdicts + synthesis.
+        assert_eq!(r["model_calls"], 5, "{r}");
+        repo.forum_ok(&["verify", "--deep"]);
+    });
 }
 
 #[test]
 fn gates_through_the_binary() {
-    let repo = Repo::new("sha1");
-    let model = script(&repo, "model", "");
-    let out = repo
-        .forum()
-        .args([
-            "submit",
-            "--cmd",
-            &model,
-            "--gate-wave",
-            "1",
-            "ship a login API with docs",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("paused before wave 1"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let list = repo.forum_json(&["gate", "list"]);
-    assert_eq!(list.as_array().unwrap().len(), 1);
-    assert_eq!(list[0]["run"], 0);
-    assert_eq!(list[0]["wave"], 1);
-    // Bad decisions: one line, non-zero, nothing written.
-    for (args, needle) in [
-        (
-            vec!["gate", "approve", "--run", "7"],
-            "run 7 has no pending gate",
-        ),
-        (
-            vec!["gate", "approve", "--wave", "3"],
-            "no run has a pending gate before wave 3",
-        ),
-        (vec!["gate", "edit"], "--edit"),
-        (vec!["gate", "edit", "--edit", "T9=x"], "no task T9"),
-        (
-            vec!["gate", "edit", "--edit", "nonsense"],
-            "TASK_ID=INSTRUCTION",
-        ),
-    ] {
-        let o = repo.forum().args(&args).output().unwrap();
-        assert!(!o.status.success(), "{args:?}");
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert_eq!(err.trim().lines().count(), 1, "{err}");
-    }
-    let approved = repo.forum_json(&["gate", "approve", "--approver", "alice"]);
-    assert_eq!(approved["resolved"], "approved");
-    let j = repo.forum_json(&["resume", "--cmd", &model]);
-    assert_eq!(j["answer"], ANSWER);
-    assert_eq!(repo.forum_ok(&["gate", "list"]).trim(), "no pending gates");
-    repo.forum_ok(&["verify", "--deep"]);
+    on_each_kind(|repo| {
+        let model = script(repo, "model", "");
+        let out = repo
+            .forum()
+            .args([
+                "submit",
+                "--cmd",
+                &model,
+                "--gate-wave",
+                "1",
+                "ship a login API with docs",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("paused before wave 1"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let list = repo.forum_json(&["gate", "list"]);
+        assert_eq!(list.as_array().unwrap().len(), 1);
+        assert_eq!(list[0]["run"], 0);
+        assert_eq!(list[0]["wave"], 1);
+        // Bad decisions: one line, non-zero, nothing written.
+        for (args, needle) in [
+            (
+                vec!["gate", "approve", "--run", "7"],
+                "run 7 has no pending gate",
+            ),
+            (
+                vec!["gate", "approve", "--wave", "3"],
+                "no run has a pending gate before wave 3",
+            ),
+            (vec!["gate", "edit"], "--edit"),
+            (vec!["gate", "edit", "--edit", "T9=x"], "no task T9"),
+            (
+                vec!["gate", "edit", "--edit", "nonsense"],
+                "TASK_ID=INSTRUCTION",
+            ),
+        ] {
+            let o = repo.forum().args(&args).output().unwrap();
+            assert!(!o.status.success(), "{args:?}");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(err.contains(needle), "{args:?}: {err}");
+            assert_eq!(err.trim().lines().count(), 1, "{err}");
+        }
+        let approved = repo.forum_json(&["gate", "approve", "--approver", "alice"]);
+        assert_eq!(approved["resolved"], "approved");
+        let j = repo.forum_json(&["resume", "--cmd", &model]);
+        assert_eq!(j["answer"], ANSWER);
+        assert_eq!(repo.forum_ok(&["gate", "list"]).trim(), "no pending gates");
+        repo.forum_ok(&["verify", "--deep"]);
+    });
 }
 
 #[test]
 fn bad_input_to_submit_is_one_line_and_writes_nothing() {
-    let repo = Repo::new("sha1");
-    let model = script(&repo, "model", "");
-    let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["submit", "   ", "--cmd", &model], "empty"),
-        (vec!["submit", "do it"], "no executor is configured"),
-        (
-            vec!["submit", "do it", "--cmd", "/nonexistent/model"],
-            "does not exist",
-        ),
-        (
-            vec!["submit", "do it", "--cmd", "no-such-program-xyz"],
-            "not on PATH",
-        ),
-        (
-            vec![
-                "submit",
-                "do it",
-                "--chat-url",
-                "https://api.example.com/v1/chat/completions",
-                "--api-key-env",
+    on_each_kind(|repo| {
+        let model = script(repo, "model", "");
+        let cases: Vec<(Vec<&str>, &str)> = vec![
+            (vec!["submit", "   ", "--cmd", &model], "empty"),
+            (vec!["submit", "do it"], "no executor is configured"),
+            (
+                vec!["submit", "do it", "--cmd", "/nonexistent/model"],
+                "does not exist",
+            ),
+            (
+                vec!["submit", "do it", "--cmd", "no-such-program-xyz"],
+                "not on PATH",
+            ),
+            (
+                vec![
+                    "submit",
+                    "do it",
+                    "--chat-url",
+                    "https://api.example.com/v1/chat/completions",
+                    "--api-key-env",
+                    "OPENAI_API_KEY",
+                ],
                 "OPENAI_API_KEY",
-            ],
-            "OPENAI_API_KEY",
-        ),
-        (
-            vec![
-                "submit",
-                "do it",
-                "--cmd",
-                &model,
-                "--delivery-profile",
-                "poet",
-            ],
-            "unknown delivery profile",
-        ),
-        (
-            vec!["submit", "do it", "--cmd", &model, "--max-seconds=-1"],
-            "--max-seconds",
-        ),
-        (vec!["resume", "--cmd", &model], "no unfinished run"),
-    ];
-    for (args, needle) in cases {
-        let o = repo
-            .forum()
-            .env_remove("OPENAI_API_KEY")
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(!o.status.success(), "{args:?}");
-        let err = String::from_utf8_lossy(&o.stderr);
+            ),
+            (
+                vec![
+                    "submit",
+                    "do it",
+                    "--cmd",
+                    &model,
+                    "--delivery-profile",
+                    "poet",
+                ],
+                "unknown delivery profile",
+            ),
+            (
+                vec!["submit", "do it", "--cmd", &model, "--max-seconds=-1"],
+                "--max-seconds",
+            ),
+            (vec!["resume", "--cmd", &model], "no unfinished run"),
+        ];
+        for (args, needle) in cases {
+            let o = repo
+                .forum()
+                .env_remove("OPENAI_API_KEY")
+                .args(&args)
+                .output()
+                .unwrap();
+            assert!(!o.status.success(), "{args:?}");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.to_lowercase().contains(&needle.to_lowercase()),
+                "{args:?}: {err}"
+            );
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        }
         assert!(
-            err.to_lowercase().contains(&needle.to_lowercase()),
-            "{args:?}: {err}"
+            repo.git(&["rev-parse", "--verify", "-q", "refs/forum/ledgers/main"])
+                .stdout
+                .is_empty()
         );
-        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
-    }
-    assert!(
-        repo.git(&["rev-parse", "--verify", "-q", "refs/forum/ledgers/main"])
-            .stdout
-            .is_empty()
-    );
+    });
 }
 
 #[test]
 fn an_unreachable_endpoint_fails_the_run_readably_and_what_was_witnessed_verifies() {
-    let repo = Repo::new("sha1");
-    // A port nothing listens on: the planner call fails twice, the run stops witnessed.
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    drop(l);
-    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
-    let o = repo
-        .forum()
-        .args(["submit", "do it", "--chat-url", &url])
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("planning failed") && err.contains("reach"),
-        "{err}"
-    );
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    repo.forum_ok(&["verify", "--deep"]);
-    let runs = repo.forum_json(&["runs"]);
-    assert_eq!(runs[0]["state"], "failed");
-    assert!(err.contains("git forum resume"), "{err}");
-    // The failed run resumes (planning again) once a working executor is there.
-    let model = script(&repo, "model", "");
-    let j = repo.forum_json(&["resume", "--cmd", &model]);
-    assert_eq!(j["answer"], ANSWER, "{j}");
-    assert_eq!(j["git_forum_receipt"]["request_seq"], 0);
-    assert_eq!(repo.forum_json(&["runs"])[0]["state"], "answered");
-    repo.forum_ok(&["verify", "--deep"]);
+    on_each_kind(|repo| {
+        // A port nothing listens on: the planner call fails twice, the run stops witnessed.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        drop(l);
+        let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+        let o = repo
+            .forum()
+            .args(["submit", "do it", "--chat-url", &url])
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("planning failed") && err.contains("reach"),
+            "{err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        repo.forum_ok(&["verify", "--deep"]);
+        let runs = repo.forum_json(&["runs"]);
+        assert_eq!(runs[0]["state"], "failed");
+        assert!(err.contains("git forum resume"), "{err}");
+        // The failed run resumes (planning again) once a working executor is there.
+        let model = script(repo, "model", "");
+        let j = repo.forum_json(&["resume", "--cmd", &model]);
+        assert_eq!(j["answer"], ANSWER, "{j}");
+        assert_eq!(j["git_forum_receipt"]["request_seq"], 0);
+        assert_eq!(repo.forum_json(&["runs"])[0]["state"], "answered");
+        repo.forum_ok(&["verify", "--deep"]);
+    });
 }
 
 /// The whole loop against the real local model (SmolLM2-135M behind llama.cpp): the answers
