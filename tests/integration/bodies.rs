@@ -175,30 +175,8 @@ fn check_mcp(repo: &Repo, label: &str) {
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ledger_payload","arguments":{"seq":4}}}"#,
         r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ledger_payload","arguments":{"seq":3}}}"#,
     ];
-    let mut child = Guarded(
-        repo.forum()
-            .arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start git forum mcp"),
-    );
-    {
-        let mut stdin = child.0.stdin.take().unwrap();
-        for line in input {
-            writeln!(stdin, "{line}").unwrap();
-        }
-    }
-    let mut out = String::new();
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    assert!(child.0.wait().unwrap().success(), "{label}: {out}");
+    let (ok, out) = repo.mcp_batch(&[], &input);
+    assert!(ok, "{label}: {out}");
     let replies: Vec<J> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

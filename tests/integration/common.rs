@@ -132,6 +132,32 @@ impl Repo {
         c
     }
 
+    /// Runs `git forum mcp ARGS...` with `lines` on its stdin, one message a line, and returns
+    /// whether it exited 0 once stdin closed, and what it printed (its replies, one a line).
+    pub fn mcp_batch<L: AsRef<str>>(&self, args: &[&str], lines: &[L]) -> (bool, String) {
+        use std::io::Write;
+        let mut child = self
+            .forum()
+            .arg("mcp")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start git forum mcp");
+        {
+            let mut stdin = child.stdin.take().unwrap();
+            for line in lines {
+                writeln!(stdin, "{}", line.as_ref()).unwrap();
+            }
+        }
+        let o = child.wait_with_output().expect("wait for git forum mcp");
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).to_string(),
+        )
+    }
+
     pub fn forum_ok(&self, args: &[&str]) -> String {
         let o = self.forum().args(args).output().expect("run git-forum");
         assert!(

@@ -1595,30 +1595,8 @@ fn an_mcp_append_retried_with_its_idempotency_key_is_written_once() {
         call(5, 2, "mcp-k2"),
         r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"ledger_replay","arguments":{"seq":9,"limit":1,"after":0}}}"#.to_string(),
     ];
-    let mut child = Guarded(
-        repo.forum()
-            .arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    {
-        let mut stdin = child.0.stdin.take().unwrap();
-        for line in &input {
-            writeln!(stdin, "{line}").unwrap();
-        }
-    }
-    let mut out = String::new();
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    assert!(child.0.wait().unwrap().success());
+    let (ok, out) = repo.mcp_batch(&[], &input);
+    assert!(ok, "{out}");
     let replies: Vec<J> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

@@ -620,30 +620,8 @@ fn the_mcp_resume_tool_refuses_a_pending_gate() {
             call(2, "submit", json!({"request": REQUEST, "gate_waves": [1]})),
             call(3, "resume", json!({})),
         ];
-        let mut child = Guarded(
-            repo.forum()
-                .args(["mcp", "--cmd", &model])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        {
-            let mut stdin = child.0.stdin.take().unwrap();
-            for line in &input {
-                writeln!(stdin, "{line}").unwrap();
-            }
-        }
-        let mut out = String::new();
-        child
-            .0
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        assert!(child.0.wait().unwrap().success());
+        let (ok, out) = repo.mcp_batch(&["--cmd", &model], &input);
+        assert!(ok, "{out}");
         let replies: Vec<J> = out
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
