@@ -4,14 +4,14 @@
 //! daemon's `/payload/N`, MCP `ledger_payload`, the reports, `bench`, `export`) refuses it with
 //! one line naming the seq, instead of serving it.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value as J;
 
-use crate::common::{FORMATS, LEDGER_REF, Repo, commit_texts, rechain};
+use crate::common::{FORMATS, Guarded, LEDGER_REF, Repo, commit_texts, rechain};
 
 /// The seq whose body is forged.
 const SEQ: usize = 4;
@@ -104,38 +104,10 @@ fn assert_names_the_damage(text: &str, label: &str) {
     );
 }
 
-/// Kills a child on drop if it still runs.
-struct Guarded(Child);
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-        }
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts `git forum serve` on a free port: the child and its address.
 fn serve(repo: &Repo) -> (Guarded, String) {
-    let mut child = Guarded(
-        repo.forum()
-            .args(["serve", "--port", "0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start git forum serve"),
-    );
-    let mut out = BufReader::new(child.0.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("listening http://")
-        .unwrap_or_else(|| panic!("first line {first:?}"))
-        .to_string();
-    (child, addr)
+    let served = repo.serve(&[], Stdio::null());
+    (served.child, served.addr)
 }
 
 /// `GET path` from a running `git forum serve`: (status, body).

@@ -37,6 +37,26 @@ pub fn conformance_in(p: &Path, require: bool) -> Option<PathBuf> {
     }
 }
 
+/// A child process, killed and reaped on drop if it still runs.
+pub struct Guarded(pub std::process::Child);
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// A running `git forum serve`: the process, its `HOST:PORT`, and its stdout (kept open, past
+/// the `listening` line it has read).
+pub struct Served {
+    pub child: Guarded,
+    pub addr: String,
+    pub stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
 /// A temporary git repository, removed on drop: `sha1` or `sha256` (files ref storage), or
 /// `reftable` (SHA-1 objects, refs in git's reftable storage).
 pub struct Repo {
@@ -130,6 +150,35 @@ impl Repo {
         c.current_dir(self.path())
             .env("GIT_FORUM_TIMESTAMP", "1000");
         c
+    }
+
+    /// Starts `git forum serve --port 0 ARGS...` (stderr to `stderr`) and reads the address
+    /// from its first line, `listening http://HOST:PORT`.
+    pub fn serve(&self, args: &[&str], stderr: std::process::Stdio) -> Served {
+        use std::io::BufRead;
+        let child = self
+            .forum()
+            .args(["serve", "--port", "0"])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("start git forum serve");
+        let mut child = Guarded(child);
+        let mut stdout = std::io::BufReader::new(child.0.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        let addr = first
+            .trim()
+            .strip_prefix("listening http://")
+            .unwrap_or_else(|| panic!("first line {first:?}"))
+            .to_string();
+        Served {
+            child,
+            addr,
+            stdout,
+        }
     }
 
     /// Runs `git forum mcp ARGS...` with `lines` on its stdin, one message a line, and returns

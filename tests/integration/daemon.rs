@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,7 @@ use git_forum::serve::dispatch::{Config, Dispatcher, ROUTES, Reply};
 use git_forum::serve::mcp::{Mcp, TOOLS, Target};
 use serde_json::{Value as J, json};
 
-use crate::common::Repo;
+use crate::common::{Guarded, Repo};
 
 // ----- fixtures -----
 
@@ -822,18 +822,6 @@ fn routes_listed_are_the_routes_answered() {
 
 // ----- the real daemon over HTTP -----
 
-/// A child process killed on drop if it is still running.
-struct Guarded(Child);
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
 struct Daemon {
     child: Guarded,
     addr: String,
@@ -844,24 +832,8 @@ struct Daemon {
 impl Daemon {
     fn start(repo: &Repo, args: &[&str]) -> Daemon {
         let log = std::fs::File::create(repo.path().join("serve.log")).unwrap();
-        let child = repo
-            .forum()
-            .args(["serve", "--port", "0"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("start git forum serve");
-        let mut child = Guarded(child);
-        let mut out = BufReader::new(child.0.stdout.take().unwrap());
-        let mut first = String::new();
-        out.read_line(&mut first).unwrap();
-        let addr = first
-            .trim()
-            .strip_prefix("listening http://")
-            .unwrap_or_else(|| panic!("first line {first:?}"))
-            .to_string();
+        let served = repo.serve(args, Stdio::from(log));
+        let (child, addr, mut out) = (served.child, served.addr, served.stdout);
         let token = if args.contains(&"--require-token") {
             let mut second = String::new();
             out.read_line(&mut second).unwrap();

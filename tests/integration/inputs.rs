@@ -4,26 +4,14 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::Duration;
 
 use git_forum::ledger::canonical::{self, Value};
 use serde_json::{Value as J, json};
 use sha2::{Digest, Sha256};
 
-use crate::common::Repo;
-
-/// A child process killed on drop if it is still running.
-struct Guarded(Child);
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
+use crate::common::{Guarded, Repo};
 
 fn sha256_hex(text: &str) -> String {
     Sha256::digest(text.as_bytes())
@@ -53,27 +41,11 @@ struct Daemon {
 
 impl Daemon {
     fn start(repo: &Repo) -> Daemon {
-        let mut child = Guarded(
-            repo.forum()
-                .args(["serve", "--port", "0"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start git forum serve"),
-        );
-        let mut out = BufReader::new(child.0.stdout.take().unwrap());
-        let mut first = String::new();
-        out.read_line(&mut first).unwrap();
-        let addr = first
-            .trim()
-            .strip_prefix("listening http://")
-            .unwrap_or_else(|| panic!("first line {first:?}"))
-            .to_string();
+        let served = repo.serve(&[], Stdio::null());
         Daemon {
-            child,
-            addr,
-            _stdout: out,
+            child: served.child,
+            addr: served.addr,
+            _stdout: served.stdout,
         }
     }
 

@@ -12,7 +12,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::Repo;
+use crate::common::{Repo, Served};
 
 /// A small xorshift generator: the suite is random, and prints its seed so a failure can be
 /// replayed (`GIT_FORUM_RELIABILITY_SEED`).
@@ -114,30 +114,8 @@ fn cli_client(repo: &Repo, name: &str, n: usize, kill_one_in: u64, seed: u64) ->
     out
 }
 
-struct Served {
-    child: Child,
-    addr: String,
-}
-
 fn start_daemon(repo: &Repo) -> Served {
-    let mut child = repo
-        .forum()
-        .args(["serve", "--port", "0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("listening http://")
-        .unwrap_or_else(|| panic!("first line {first:?}"))
-        .to_string();
-    Served { child, addr }
+    repo.serve(&[], Stdio::null())
 }
 
 /// POST /append on its own connection; `None` when the connection broke (the daemon died).
@@ -167,7 +145,7 @@ fn daemon_client(repo: &Repo, n: usize, kill_one_in: u64, seed: u64) -> Outcomes
         let doomed = rng.below(kill_one_in) == 0;
         let reply = if doomed {
             let addr = served.addr.clone();
-            let pid = rustix::process::Pid::from_child(&served.child);
+            let pid = rustix::process::Pid::from_child(&served.child.0);
             let delay = Duration::from_micros(rng.below(20_000));
             let killer = std::thread::spawn(move || {
                 std::thread::sleep(delay);
@@ -175,7 +153,7 @@ fn daemon_client(repo: &Repo, n: usize, kill_one_in: u64, seed: u64) -> Outcomes
             });
             let r = post_append(&addr, &request);
             killer.join().unwrap();
-            let _ = served.child.wait();
+            let _ = served.child.0.wait();
             out.kills += 1;
             served = start_daemon(repo);
             r
@@ -196,7 +174,7 @@ fn daemon_client(repo: &Repo, n: usize, kill_one_in: u64, seed: u64) -> Outcomes
             other => out.errors.push(format!("POST /append: {other:?}")),
         }
     }
-    kill(&mut served.child);
+    kill(&mut served.child.0);
     out
 }
 

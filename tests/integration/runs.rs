@@ -3,13 +3,13 @@
 //! DIR, an interrupted submit takes its workers with it and says so in the ledger, and
 //! `--json` receipts are Forum's.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Stdio};
+use std::io::{Read, Write};
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value as J, json};
 
-use crate::common::{FORMATS, Repo, on_each_kind};
+use crate::common::{FORMATS, Guarded, Repo, on_each_kind};
 
 const PLAN_3: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":["endpoint documented"]},{"id":"T2","agent":"docs","instruction":"write the API docs","depends_on":["T1"],"done_when":[]},{"id":"T3","agent":"review","instruction":"review the API","depends_on":[{"id":"T1","type":"order"}],"done_when":[]}]}"#;
 
@@ -507,18 +507,6 @@ fn submit_json_puts_forums_action_receipt_under_receipt() {
 
 // ----- the daemon and MCP -----
 
-/// A child process killed on drop if it is still running.
-struct Guarded(Child);
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
 /// One request on its own connection: (status, body).
 fn http(addr: &str, method: &str, path: &str, body: &J) -> (u16, J) {
     let body = body.to_string();
@@ -541,23 +529,8 @@ fn http(addr: &str, method: &str, path: &str, body: &J) -> (u16, J) {
 fn post_resume_refuses_a_pending_gate_and_runs_it_once_approved() {
     on_each_kind(|repo| {
         let model = model(repo, "");
-        let mut child = Guarded(
-            repo.forum()
-                .args(["serve", "--port", "0", "--cmd", &model])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let mut out = BufReader::new(child.0.stdout.take().unwrap());
-        let mut first = String::new();
-        out.read_line(&mut first).unwrap();
-        let addr = first
-            .trim()
-            .strip_prefix("listening http://")
-            .unwrap()
-            .to_string();
+        let served = repo.serve(&["--cmd", &model], Stdio::null());
+        let addr = served.addr.clone();
         let (code, r) = http(
             &addr,
             "POST",
@@ -599,6 +572,7 @@ fn post_resume_refuses_a_pending_gate_and_runs_it_once_approved() {
         );
         assert!(r["receipt"]["budget"]["max_seconds"].is_number(), "{r}");
         assert_eq!(dispatched(repo), vec!["T1", "T2", "T3"]);
+        let mut child = served.child;
         let pid = rustix::process::Pid::from_child(&child.0);
         rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
         assert!(child.0.wait().unwrap().success());
@@ -705,23 +679,8 @@ fn reading_runs_in_a_reftable_repository_asks_git_once_not_once_per_entry() {
 #[test]
 fn the_daemon_sees_appends_made_beside_it_in_a_reftable_repository() {
     let repo = Repo::new("reftable");
-    let mut child = Guarded(
-        repo.forum()
-            .args(["serve", "--port", "0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut out = BufReader::new(child.0.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("listening http://")
-        .unwrap()
-        .to_string();
+    let served = repo.serve(&[], Stdio::null());
+    let addr = served.addr.clone();
     let append = |i: u64| {
         let (code, r) = http(
             &addr,
@@ -741,6 +700,7 @@ fn the_daemon_sees_appends_made_beside_it_in_a_reftable_repository() {
         let (_, st) = http(&addr, "GET", "/status", &json!({}));
         assert_eq!(st["entries"], 3 + 2 * round, "{st}");
     }
+    let mut child = served.child;
     let pid = rustix::process::Pid::from_child(&child.0);
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     assert!(child.0.wait().unwrap().success());
