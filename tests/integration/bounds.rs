@@ -7,22 +7,11 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use crate::common::Repo;
+use crate::common::{Repo, one_line_error};
 
 /// Address space allowed to a bounded command (KiB): far above what a capped read needs, far
 /// below what reading an endless source would take.
 const MEMORY_KIB: u64 = 1 << 20;
-
-/// The error of a failed command: exactly one line on stderr holding `needle`, a non-zero
-/// exit, nothing on stdout.
-fn one_line_error(o: &Output, needle: &str) -> String {
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert!(!o.status.success(), "should fail: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err:?}");
-    assert!(err.contains(needle), "{needle:?} not in {err:?}");
-    assert!(o.stdout.is_empty(), "stdout: {:?}", o.stdout);
-    err
-}
 
 /// `git forum ARGS` in `repo` under a [`MEMORY_KIB`] address-space limit (`ulimit -v`), so a
 /// read that does not stop fails on allocation instead of growing without end.

@@ -37,6 +37,17 @@ pub fn conformance_in(p: &Path, require: bool) -> Option<PathBuf> {
     }
 }
 
+/// The error of a failed command: exactly one line on stderr holding `needle`, a non-zero
+/// exit, nothing on stdout.
+pub fn one_line_error(o: &Output, needle: &str) -> String {
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(!o.status.success(), "should fail: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err:?}");
+    assert!(err.contains(needle), "{needle:?} not in {err:?}");
+    assert!(o.stdout.is_empty(), "stdout: {:?}", o.stdout);
+    err
+}
+
 /// A child process, killed and reaped on drop if it still runs.
 pub struct Guarded(pub std::process::Child);
 

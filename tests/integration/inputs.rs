@@ -11,24 +11,13 @@ use git_forum::ledger::canonical::{self, Value};
 use serde_json::{Value as J, json};
 use sha2::{Digest, Sha256};
 
-use crate::common::{Guarded, Repo};
+use crate::common::{Guarded, Repo, one_line_error};
 
 fn sha256_hex(text: &str) -> String {
     Sha256::digest(text.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-/// The error of a failed command: exactly one line on stderr holding `needle`, a non-zero
-/// exit, nothing on stdout.
-fn one_line_error(o: &Output, needle: &str) -> String {
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert!(!o.status.success(), "should fail: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err:?}");
-    assert!(err.contains(needle), "{needle:?} not in {err:?}");
-    assert!(o.stdout.is_empty(), "stdout: {:?}", o.stdout);
-    err
 }
 
 // ----- the daemon and MCP, as a client sees them -----
