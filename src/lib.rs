@@ -17,6 +17,8 @@
 //!   runtime config with tiers and seats, merged with the executor flags.
 //! * [`report`]: read-side projections of a ledger: the run summary and A/B compare, the run
 //!   room with next actions and brief, the context capsule, the action receipt and the grade.
+//! * [`surface`]: every operation once, returning typed reports, with one error type; the CLI,
+//!   the daemon and the MCP server are transports over it.
 //! * [`cli`]: clap commands; prints, parses, exits.
 
 pub mod cli;
@@ -32,3 +34,4 @@ pub mod route;
 pub mod run;
 pub mod serve;
 pub mod store;
+pub mod surface;

@@ -3,6 +3,7 @@
 
 pub mod canonical;
 pub mod hash;
+pub mod kind;
 pub mod merkle;
 pub mod proof;
 

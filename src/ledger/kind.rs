@@ -1,0 +1,61 @@
+//! The entry kinds git forum writes and reads, as constants: one place to find every kind, and
+//! a typo becomes a compile error instead of an entry nobody reads.
+//!
+//! The strings are Forum's (they are part of every entry hash), so they never change.
+
+/// The user's request that starts a run.
+pub const REQUEST: &str = "request";
+/// The router's decision for a request.
+pub const ROUTE: &str = "route";
+/// The route frame: lanes, contract and the communication rules of a run.
+pub const ROUTE_FRAME: &str = "route_frame";
+/// The orchestrator's plan (tasks and edges, compiled into waves).
+pub const PLAN: &str = "plan";
+/// One task dispatched to a lane.
+pub const TASK: &str = "task";
+/// A task's output.
+pub const RESULT: &str = "result";
+/// The verifier's verdict on a task's result.
+pub const VERDICT: &str = "verdict";
+/// A command-backed verification of a task's result.
+pub const VERIFICATION: &str = "verification";
+/// The synthesized answer of a run.
+pub const ANSWER: &str = "answer";
+/// The context handed to a run.
+pub const CONTEXT: &str = "context";
+/// What the context budget kept, trimmed or omitted.
+pub const CONTEXT_BUDGET: &str = "context_budget";
+/// A budget stop.
+pub const BUDGET: &str = "budget";
+/// A gate waiting for a decision.
+pub const GATE_PENDING: &str = "gate_pending";
+/// A gate approved as planned.
+pub const GATE_APPROVED: &str = "gate_approved";
+/// A gate approved with edits to the plan.
+pub const GATE_EDITED: &str = "gate_edited";
+/// A gate rejected: the run stops there.
+pub const GATE_REJECTED: &str = "gate_rejected";
+/// A gate that waited past its deadline.
+pub const GATE_EXPIRED: &str = "gate_expired";
+/// A move up the executor ladder.
+pub const TIER_ESCALATION: &str = "tier_escalation";
+/// A reviser's revision of an answer.
+pub const REVISION: &str = "revision";
+/// The model-free intent coverage check.
+pub const INTENT_CHECK: &str = "intent_check";
+/// The judge's intent judgment.
+pub const INTENT_JUDGMENT: &str = "intent_judgment";
+/// The delivery floor's check.
+pub const DELIVERY_CHECK: &str = "delivery_check";
+/// The delivery profile's check.
+pub const DELIVERY_PROFILE_CHECK: &str = "delivery_profile_check";
+/// A resumed run.
+pub const RESUME: &str = "resume";
+/// A run stopped by a signal or a draining daemon.
+pub const INTERRUPTED: &str = "interrupted";
+/// A body removed for good.
+pub const REDACTION: &str = "redaction";
+/// A checkpoint recorded as a witness.
+pub const CHECKPOINT: &str = "checkpoint";
+/// A free-form note.
+pub const NOTE: &str = "note";

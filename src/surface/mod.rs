@@ -1,0 +1,175 @@
+//! The surface: every operation of git forum once, for every transport.
+//!
+//! Each operation is one function that takes typed options and returns a typed report
+//! (`Serialize`, with its schema name as [`Report::SCHEMA`]). The CLI renders the report as
+//! text or JSON; the daemon and the MCP server serialize the same value. `cli` and `serve` both
+//! depend on this module and neither imports the other.
+//!
+//! Errors are one type, [`Error`], whose [`Class`] decides the exit code and the HTTP status in
+//! one table ([`Class::exit_code`], [`Class::http_status`]), so a refusal looks the same from
+//! every side.
+
+use std::fmt;
+
+/// A report an operation returns: serializable, with a stable schema name.
+pub trait Report: serde::Serialize {
+    /// The schema name written as the report's `schema` field (for example
+    /// `"git-forum.verify/1"`).
+    const SCHEMA: &'static str;
+}
+
+/// What kind of failure an [`Error`] is; decides the exit code and the HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// The caller's input is wrong (a flag, a field, a name): fix the input and retry.
+    Usage,
+    /// What the caller named does not exist (a ledger, an entry, a run).
+    NotFound,
+    /// The ledger's state forbids the operation now (no pending gate, a run already answered).
+    Conflict,
+    /// The operation cannot run here now (no executor configured, the daemon is draining, the
+    /// ledger is held by another writer); retrying later or configuring may help.
+    Unavailable,
+    /// An executor answered, but not with anything usable (no plan, no answer).
+    Upstream,
+    /// The operation ran and its check failed (verify found a problem, a proof did not hold).
+    /// The report already says what; the error carries no more than a summary.
+    Failed,
+    /// The store or the machine failed (I/O, git, a corrupt object).
+    Internal,
+}
+
+/// The one table from a class to what each transport reports.
+const TABLE: &[(Class, u8, u16)] = &[
+    (Class::Usage, 2, 400),
+    (Class::NotFound, 1, 404),
+    (Class::Conflict, 1, 409),
+    (Class::Unavailable, 1, 503),
+    (Class::Upstream, 1, 502),
+    (Class::Failed, 1, 422),
+    (Class::Internal, 1, 500),
+];
+
+impl Class {
+    fn row(self) -> (u8, u16) {
+        TABLE
+            .iter()
+            .find(|(c, _, _)| *c == self)
+            .map(|&(_, code, status)| (code, status))
+            .unwrap_or((1, 500))
+    }
+
+    /// The process exit code the CLI uses for this class.
+    pub fn exit_code(self) -> u8 {
+        self.row().0
+    }
+
+    /// The HTTP status the daemon answers with (MCP marks 400 and above as `isError`).
+    pub fn http_status(self) -> u16 {
+        self.row().1
+    }
+}
+
+/// An error from a surface operation: a class, a one-line message naming the problem and what
+/// to do, and the error that caused it (kept for `source()`).
+#[derive(Debug)]
+pub struct Error {
+    pub class: Class,
+    pub message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl Error {
+    pub fn new(class: Class, message: impl Into<String>) -> Error {
+        Error {
+            class,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Keeps `source` as the cause; the message stays the one the caller sees.
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Error {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    pub fn usage(message: impl Into<String>) -> Error {
+        Error::new(Class::Usage, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Error {
+        Error::new(Class::NotFound, message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Error {
+        Error::new(Class::Conflict, message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Error {
+        Error::new(Class::Unavailable, message)
+    }
+
+    pub fn upstream(message: impl Into<String>) -> Error {
+        Error::new(Class::Upstream, message)
+    }
+
+    pub fn failed(message: impl Into<String>) -> Error {
+        Error::new(Class::Failed, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Error {
+        Error::new(Class::Internal, message)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// A surface operation's result.
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_class_has_one_row_in_the_table() {
+        let all = [
+            Class::Usage,
+            Class::NotFound,
+            Class::Conflict,
+            Class::Unavailable,
+            Class::Upstream,
+            Class::Failed,
+            Class::Internal,
+        ];
+        for c in all {
+            assert_eq!(TABLE.iter().filter(|(k, _, _)| *k == c).count(), 1, "{c:?}");
+        }
+        assert_eq!(Class::Usage.exit_code(), 2);
+        assert_eq!(Class::Usage.http_status(), 400);
+        assert_eq!(Class::Conflict.http_status(), 409);
+        assert_eq!(Class::Unavailable.http_status(), 503);
+    }
+
+    #[test]
+    fn the_source_is_kept_and_the_message_is_what_is_shown() {
+        let io = std::io::Error::other("disk on fire");
+        let e = Error::internal("writing the ledger failed").with_source(io);
+        assert_eq!(e.to_string(), "writing the ledger failed");
+        let src = std::error::Error::source(&e).expect("source kept");
+        assert_eq!(src.to_string(), "disk on fire");
+    }
+}
