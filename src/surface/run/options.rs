@@ -220,3 +220,107 @@ pub fn preload(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>> {
     }
     report::load_git(store).map_err(read)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::surface::Class;
+
+    fn refused(o: RunOptions, needle: &str) {
+        let e = o.build(Policy::default()).unwrap_err();
+        assert_eq!(e.class, Class::Usage, "{e}");
+        assert!(e.message.contains(needle), "{needle}: {e}");
+    }
+
+    #[test]
+    fn bad_options_are_usage_errors_before_anything_runs() {
+        refused(
+            RunOptions {
+                max_seconds: Some(f64::NAN),
+                ..RunOptions::default()
+            },
+            "--max-seconds",
+        );
+        refused(
+            RunOptions {
+                gate_deadline: Some(-1.0),
+                ..RunOptions::default()
+            },
+            "--gate-deadline",
+        );
+        refused(
+            RunOptions {
+                delivery_profile: Some("poet".into()),
+                ..RunOptions::default()
+            },
+            "valid profiles: operator, engineer, researcher, executive",
+        );
+        refused(
+            RunOptions {
+                verify: Some(CommandSpec {
+                    line: "check".into(),
+                    timeout: 0.0,
+                }),
+                ..RunOptions::default()
+            },
+            "--verify-timeout",
+        );
+        refused(
+            RunOptions {
+                context: ContextSource::Command(CommandSpec {
+                    line: String::new(),
+                    timeout: 5.0,
+                }),
+                ..RunOptions::default()
+            },
+            "--context-cmd",
+        );
+    }
+
+    #[test]
+    fn good_options_become_the_engines_options() {
+        let o = RunOptions {
+            max_model_calls: Some(3),
+            max_seconds: Some(9.0),
+            delivery_profile: Some("Engineer".into()),
+            gate_waves: vec![2, 1, 2],
+            gate_deadline: Some(60.0),
+            gate_on_expiry: Some("approve".into()),
+            verify: Some(CommandSpec {
+                line: "check --strict".into(),
+                timeout: 5.0,
+            }),
+            ..RunOptions::default()
+        };
+        let built = o.build(Policy::default()).unwrap();
+        assert_eq!(built.max_model_calls, Some(3));
+        assert_eq!(built.max_seconds, Some(9.0));
+        assert_eq!(
+            built.gates.waves.iter().copied().collect::<Vec<_>>(),
+            [1, 2]
+        );
+        assert_eq!(built.gates.deadline_seconds, Some(60.0));
+        assert_eq!(built.gates.on_expiry.as_deref(), Some("approve"));
+        assert!(built.verifier.is_some());
+        assert!(
+            built.context.is_none(),
+            "the context is made once the ledger is open"
+        );
+        let capsule = RunOptions {
+            context: ContextSource::Capsule,
+            ..RunOptions::default()
+        };
+        assert!(
+            capsule
+                .context_provider(|| Ok(Vec::new()))
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            RunOptions::default()
+                .context_provider(|| panic!("no capsule asked for"))
+                .unwrap()
+                .is_none()
+        );
+    }
+}
