@@ -127,7 +127,7 @@ fn reads_agree(repo: &Repo) {
     assert_eq!(c["schema"], "project-telos.action-receipt/v1");
 }
 
-/// One decision (`approve` or `reject`) made on three copies of the same gated ledger, once
+/// One decision (`approve`, `edit` or `reject`) made on three copies of the same gated ledger, once
 /// per surface: the answers are equal, and so are the ledgers after it.
 fn decisions_agree(kind: &str, verb: &str) {
     let shared = tempfile::tempdir().unwrap();
@@ -148,9 +148,16 @@ fn decisions_agree(kind: &str, verb: &str) {
         "ana",
     ];
     let mut body = json!({"run_seq": run_seq, "wave": 1, "approver": "ana"});
-    if verb == "reject" {
-        cli.extend(["--reason", "not now"]);
-        body["reason"] = json!("not now");
+    match verb {
+        "reject" => {
+            cli.extend(["--reason", "not now"]);
+            body["reason"] = json!("not now");
+        }
+        "edit" => {
+            cli.extend(["--edit", "T2=write shorter docs"]);
+            body["edits"] = json!({"T2": "write shorter docs"});
+        }
+        _ => {}
     }
     cli.push("--json");
     let by_cli: J = serde_json::from_str(&a.forum_ok(&cli)).unwrap();
@@ -162,10 +169,10 @@ fn decisions_agree(kind: &str, verb: &str) {
     assert!(!err, "{by_mcp}");
     assert_eq!(by_cli, by_http, "gate {verb}: CLI and HTTP");
     assert_eq!(by_http, by_mcp, "gate {verb}: HTTP and MCP");
-    let resolved = if verb == "approve" {
-        "approved"
-    } else {
-        "rejected"
+    let resolved = match verb {
+        "approve" => "approved",
+        "edit" => "edited",
+        _ => "rejected",
     };
     assert_eq!(by_cli["resolved"], resolved, "{by_cli}");
     assert_eq!(
@@ -243,4 +250,9 @@ fn an_approval_answers_the_same_on_every_surface() {
 #[test]
 fn a_rejection_answers_the_same_on_every_surface() {
     decisions_agree("reftable", "reject");
+}
+
+#[test]
+fn an_edit_answers_the_same_on_every_surface() {
+    decisions_agree("sha1", "edit");
 }
