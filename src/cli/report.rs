@@ -493,25 +493,11 @@ pub fn receipt(ctx: &Ctx, args: ReceiptArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let s = load_store(&store, true)?;
     note_absent(ctx, &s);
-    let roots = status::roots(&s.entries());
-    let run = match args.run {
-        Some(seq) => seq,
-        None => s
-            .entries()
-            .iter()
-            .rev()
-            .find(|e| roots.get(&e.seq) == Some(&e.seq))
-            .map(|e| e.seq)
-            .ok_or_else(|| {
-                CliError::fail("no run in this ledger yet (git forum submit starts one)")
-            })?,
-    };
-    let receipt = report::receipt::receipt_for_run(&s, run).ok_or_else(|| {
-        CliError::fail(format!(
-            "no run starts at seq {run} (git forum runs lists them)"
-        ))
+    let receipt = crate::surface::run::receipt_of(&s, args.run).map_err(|e| CliError {
+        code: e.class.exit_code(),
+        message: Some(e.message),
     })?;
-    ctx.out(&receipt.python_pretty())
+    ctx.out(&receipt.0.python_pretty())
 }
 
 pub fn grade(ctx: &Ctx, args: GradeArgs) -> Result<(), CliError> {

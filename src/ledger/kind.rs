@@ -59,3 +59,7 @@ pub const REDACTION: &str = "redaction";
 pub const CHECKPOINT: &str = "checkpoint";
 /// A free-form note.
 pub const NOTE: &str = "note";
+/// A run stopped at a stage (planning or synthesis failed).
+pub const RUN_STOPPED: &str = "run_stopped";
+/// A wave in which no task passed.
+pub const DEGRADED: &str = "degraded";

@@ -62,25 +62,9 @@ impl Dispatcher {
     /// Forum's action receipt of one run (`None`: the latest run).
     pub(crate) fn receipt(&self, run: Option<u64>) -> Res {
         let s = self.served(true)?;
-        let roots = status::roots(&s.entries());
-        let run = match run {
-            Some(seq) => seq,
-            None => s
-                .entries()
-                .iter()
-                .rev()
-                .find(|e| roots.get(&e.seq) == Some(&e.seq))
-                .map(|e| e.seq)
-                .ok_or_else(|| Reply::error(404, "no run in this ledger yet".to_string()))?,
-        };
-        report::receipt::receipt_for_run(&s, run)
-            .map(|v| v.to_serde())
-            .ok_or_else(|| {
-                Reply::error(
-                    404,
-                    format!("no run starts at seq {run} (GET /runs lists them)"),
-                )
-            })
+        crate::surface::run::receipt_of(&s, run)
+            .map(|r| r.0.to_serde())
+            .map_err(|e| Reply::error(e.class.http_status(), e.message))
     }
 
     /// Forum's action receipt of the run whose request is at `seq` (path text).
