@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value as J, json};
 
 use super::engine::Run;
-use super::{RunError, lock, status};
+use super::{RunError, lock};
+use crate::gate;
 
 /// Human approval before waves.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -66,7 +67,7 @@ pub(super) enum GateOutcome {
     Stop,
 }
 
-/// Holds a gated wave to what its gate says ([`status::admission`], the rule every resume
+/// Holds a gated wave to what its gate says ([`gate::admission`], the rule every resume
 /// shares): raises the gate and pauses when none was raised, pauses while it is undecided,
 /// applies the expiry decision once its deadline has passed (witnessed as `gate_expired`),
 /// stops the run when it was rejected (`gate_stopped`), and runs the wave, with the latest
@@ -79,12 +80,12 @@ pub(super) fn gate(
     tasks: &[String],
 ) -> Result<GateOutcome, RunError> {
     let entries = run.entries()?;
-    let mut mine = status::gate_entries(&entries, |e| run.payload_of(e).ok().flatten())
+    let mut mine = gate::gate_entries(&entries, |e| run.payload_of(e).ok().flatten())
         .remove(&run_seq)
         .and_then(|mut by_wave| by_wave.remove(&(wave as u64)))
         .unwrap_or_default();
-    let mut admission = status::admission(&mine, tasks, run.env.clock.now());
-    if let status::Admission::Expire {
+    let mut admission = gate::admission(&mine, tasks, run.env.clock.now());
+    if let gate::Admission::Expire {
         pending_seq,
         decision,
         deadline,
@@ -99,10 +100,10 @@ pub(super) fn gate(
         )?;
         let p = run.payload_of(&e)?.unwrap_or(J::Null);
         mine.push((e, p));
-        admission = status::admission(&mine, tasks, run.env.clock.now());
+        admission = gate::admission(&mine, tasks, run.env.clock.now());
     }
     match admission {
-        status::Admission::Raise => {
+        gate::Admission::Raise => {
             let mut payload = json!({
                 "run_seq": run_seq,
                 "wave": wave,
@@ -120,8 +121,8 @@ pub(super) fn gate(
             Ok(GateOutcome::Pause)
         }
         // An expiry that still resolves to pending cannot happen; pausing is the safe side.
-        status::Admission::Wait { .. } | status::Admission::Expire { .. } => Ok(GateOutcome::Pause),
-        status::Admission::Stop { parent } => {
+        gate::Admission::Wait { .. } | gate::Admission::Expire { .. } => Ok(GateOutcome::Pause),
+        gate::Admission::Stop { parent } => {
             run.put(
                 "dispatch",
                 "gate_stopped",
@@ -131,6 +132,6 @@ pub(super) fn gate(
             lock(&run.store).sync()?;
             Ok(GateOutcome::Stop)
         }
-        status::Admission::Run { edits } => Ok(GateOutcome::Run(edits)),
+        gate::Admission::Run { edits } => Ok(GateOutcome::Run(edits)),
     }
 }

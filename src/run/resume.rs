@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value as J, json};
 
+use crate::gate;
 use crate::ledger::Storage;
 use crate::route;
 
@@ -71,14 +72,14 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
     // neither skip nor add one. A wave whose gate is raised and undecided refuses here,
     // before anything is run or written.
     let gate_entries = match target.run_seq {
-        Some(run_seq) => status::gate_entries(&entries, |e| run.payload_of(e).ok().flatten())
+        Some(run_seq) => gate::gate_entries(&entries, |e| run.payload_of(e).ok().flatten())
             .remove(&run_seq)
             .unwrap_or_default(),
         None => BTreeMap::new(),
     };
     let gates = status::held_gates(target, &gate_entries);
     if let (Some(plan), Some(run_seq)) = (&target.plan, target.run_seq)
-        && let Some((wave, status::Admission::Wait { .. })) =
+        && let Some((wave, gate::Admission::Wait { .. })) =
             status::first_held(plan, &gates, &gate_entries, env.clock.now())
     {
         return Err(RunError::Gated {
