@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use crate::context::{self, Source};
-use crate::ledger::Storage;
+use crate::ledger::{Storage, kind};
 use crate::plan::Task;
 
 use super::engine::Run;
@@ -48,7 +48,7 @@ impl Run<'_, '_> {
         if p.original_tokens > 0 {
             self.put_value(
                 "context-budget",
-                "context_budget",
+                kind::CONTEXT_BUDGET,
                 Some(parent),
                 p.payload(),
             )?;
@@ -72,7 +72,7 @@ impl Run<'_, '_> {
         if let Some(t) = task {
             payload["task"] = json!(t);
         }
-        self.put("context", "context", Some(parent), payload)?;
+        self.put("context", kind::CONTEXT, Some(parent), payload)?;
         self.env.progress.event(&Event::ContextFailed {
             task: task.map(str::to_string),
             reason: f.message.clone(),
@@ -117,7 +117,7 @@ impl Run<'_, '_> {
         }
         let e = self.put(
             "context",
-            "context",
+            kind::CONTEXT,
             Some(request_seq),
             json!({"context": text}),
         )?;
@@ -165,7 +165,7 @@ impl Run<'_, '_> {
         }
         let e = self.put(
             "context",
-            "context",
+            kind::CONTEXT,
             Some(plan_seq),
             json!({"task": task.id, "context": text}),
         )?;

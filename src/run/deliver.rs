@@ -3,6 +3,7 @@
 
 use crate::exec::Call;
 use crate::ledger::canonical::Value;
+use crate::ledger::kind;
 use crate::route::RouteFrame;
 
 use super::engine::Run;
@@ -29,7 +30,7 @@ pub(super) fn deliver(
     let floor = quality::assess(&answer);
     let check = run.put_value(
         "delivery",
-        "delivery_check",
+        kind::DELIVERY_CHECK,
         Some(answer_seq),
         floor.payload(),
     )?;
@@ -44,12 +45,12 @@ pub(super) fn deliver(
     };
     run.put_value(
         "delivery-profile",
-        "delivery_profile_check",
+        kind::DELIVERY_PROFILE_CHECK,
         Some(seq),
         quality::profile::assess_profile(&answer, profile).payload(),
     )?;
     let intent = quality::intent_check(request, &answer, quality::intent::DEFAULT_THRESHOLD);
-    let intent_entry = run.put_value("intent", "intent_check", Some(seq), intent.payload())?;
+    let intent_entry = run.put_value("intent", kind::INTENT_CHECK, Some(seq), intent.payload())?;
     if intent.flagged && run.opts.judge_intent {
         judge(run, request, &answer, &intent.missing, intent_entry.seq)?;
     }
@@ -66,7 +67,7 @@ pub(super) fn deliver(
             ),
             source: verifier.source(),
         });
-        run.put_value("verifier", "verification", Some(seq), v.payload())?;
+        run.put_value("verifier", kind::VERIFICATION, Some(seq), v.payload())?;
     }
     Ok((seq, answer))
 }
@@ -104,7 +105,7 @@ fn revise(
         Ok(_) => {
             run.put_value(
                 "reviser",
-                "revision",
+                kind::REVISION,
                 Some(check_seq),
                 quality::delivery::revision_failed_payload(
                     "the orchestrator seat returned an empty answer",
@@ -115,7 +116,7 @@ fn revise(
         Err(e) => {
             run.put_value(
                 "reviser",
-                "revision",
+                kind::REVISION,
                 Some(check_seq),
                 quality::delivery::revision_failed_payload(&format!(
                     "the orchestrator seat failed ({}): {e}",
@@ -126,13 +127,18 @@ fn revise(
         }
     };
     let verdict = quality::revision_accepted(request, &answer, &revised);
-    let rev = run.put_value("reviser", "revision", Some(check_seq), verdict.payload())?;
+    let rev = run.put_value(
+        "reviser",
+        kind::REVISION,
+        Some(check_seq),
+        verdict.payload(),
+    )?;
     if !verdict.accepted {
         return Ok((answer_seq, answer));
     }
     let r = run.put_value(
         "synthesizer",
-        "result",
+        kind::RESULT,
         Some(rev.seq),
         Value::object([
             ("answer".to_string(), Value::str(&revised)),
@@ -182,7 +188,7 @@ fn judge(
     };
     run.put_value(
         "intent-judge",
-        "intent_judgment",
+        kind::INTENT_JUDGMENT,
         Some(check_seq),
         Value::object([
             ("ok".to_string(), ok),

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use serde_json::json;
 
-use crate::ledger::Storage;
+use crate::ledger::{Storage, kind};
 use crate::plan::{CompiledPlan, Task};
 use crate::route::{self, RouteFrame};
 
@@ -27,9 +27,9 @@ pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFr
     if let Some(g) = run.opts.gates.record() {
         payload["gates"] = g;
     }
-    let req = run.put("client", "request", None, payload)?;
+    let req = run.put("client", kind::REQUEST, None, payload)?;
     *lock(&run.request_seq) = Some(req.seq);
-    run.put_value("router", "route_frame", Some(req.seq), frame.payload())?;
+    run.put_value("router", kind::ROUTE_FRAME, Some(req.seq), frame.payload())?;
     Ok((req.seq, frame))
 }
 
@@ -53,7 +53,7 @@ fn submit_run(run: &Run<'_, '_>, request: &str) -> Result<Outcome, RunError> {
     let plan = run.plan(request, context.as_deref(), request_seq)?;
     let plan_entry = run.put(
         "dispatch",
-        "plan",
+        kind::PLAN,
         Some(plan_parent),
         plan_entry_payload(&plan),
     )?;
@@ -223,7 +223,7 @@ fn mark_degraded(
         if !judged.is_empty() && judged.iter().all(|v| !v.passed()) {
             run.put(
                 "validator",
-                "degraded",
+                kind::DEGRADED,
                 Some(plan_seq),
                 json!({"wave": i, "tasks": wave, "reason": "no task of this wave passed validation"}),
             )?;
@@ -237,7 +237,7 @@ fn after_wave(run: &Run<'_, '_>, wave: usize, plan_seq: u64) -> Result<(), RunEr
         let root = run.checkpoint_root()?;
         run.put(
             "dispatch",
-            "checkpoint",
+            kind::CHECKPOINT,
             Some(plan_seq),
             json!({"wave": wave, "root": root}),
         )?;

@@ -12,7 +12,7 @@ use crate::context::Meter;
 use crate::exec::{Call, ExecError, Executor, Reply, command};
 use crate::ledger::canonical::Value;
 use crate::ledger::merkle::Accumulator;
-use crate::ledger::{Entry, NewEntry, Storage};
+use crate::ledger::{Entry, NewEntry, Storage, kind};
 use crate::plan::UpstreamResult;
 
 use super::{BUDGET_STOP_ANSWER, Env, Event, Options, Outcome, RunError, Status, lock};
@@ -89,7 +89,7 @@ impl<'a, 's> Run<'a, 's> {
             let mut store = lock(&self.store);
             let e = store.append(NewEntry {
                 actor: "dispatch".into(),
-                kind: "interrupted".into(),
+                kind: kind::INTERRUPTED.into(),
                 causal_parent: Some(r as i64),
                 payload: Value::from_serde(&json!({
                     "signal": signal,
@@ -195,13 +195,13 @@ impl<'a, 's> Run<'a, 's> {
         let calls = self.calls.load(Ordering::SeqCst);
         self.put(
             "budget",
-            "budget",
+            kind::BUDGET,
             Some(request_seq),
             json!({"model_calls": calls, "reason": "run stopped on budget"}),
         )?;
         let a = self.put(
             "synthesizer",
-            "result",
+            kind::RESULT,
             Some(request_seq),
             json!({"answer": BUDGET_STOP_ANSWER}),
         )?;

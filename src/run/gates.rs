@@ -8,6 +8,7 @@ use serde_json::{Value as J, json};
 use super::engine::Run;
 use super::{RunError, lock};
 use crate::gate;
+use crate::ledger::kind;
 
 /// Human approval before waves.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -94,7 +95,7 @@ pub(super) fn gate(
     {
         let e = run.put(
             "dispatch",
-            "gate_expired",
+            kind::GATE_EXPIRED,
             Some(*pending_seq),
             json!({"run_seq": run_seq, "wave": wave, "decision": decision, "on_expiry": on_expiry, "deadline": deadline}),
         )?;
@@ -116,7 +117,7 @@ pub(super) fn gate(
                     json!(gates.on_expiry.clone().unwrap_or_else(|| "reject".into()));
                 payload["deadline"] = json!(run.env.clock.now() + secs);
             }
-            run.put("dispatch", "gate_pending", Some(run_seq), payload)?;
+            run.put("dispatch", kind::GATE_PENDING, Some(run_seq), payload)?;
             lock(&run.store).sync()?;
             Ok(GateOutcome::Pause)
         }
@@ -125,7 +126,7 @@ pub(super) fn gate(
         gate::Admission::Stop { parent } => {
             run.put(
                 "dispatch",
-                "gate_stopped",
+                kind::GATE_STOPPED,
                 Some(parent.unwrap_or(run_seq)),
                 json!({"run_seq": run_seq, "wave": wave, "reason": "gate rejected"}),
             )?;

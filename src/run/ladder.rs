@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
+use crate::ledger::kind;
 use crate::plan::{Task, augment_with_upstream};
 
 use super::engine::{Done, Run, upstream_view};
@@ -43,7 +44,7 @@ pub(super) fn escalate(
             });
             let esc = run.put(
                 "orchestrator",
-                "tier_escalation",
+                kind::TIER_ESCALATION,
                 Some(current.seq),
                 json!({"id": t.id, "to": rung.model(), "reason": "validation failed"}),
             )?;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value as J, json};
 
 use crate::gate;
-use crate::ledger::Storage;
+use crate::ledger::{Storage, kind};
 use crate::route;
 
 use super::drive::{Course, drive};
@@ -97,7 +97,7 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
             let mut context: Option<(u64, String)> = None;
             for seq in &target.entries {
                 if let Some(e) = entries.get(*seq as usize)
-                    && e.kind == "context"
+                    && e.kind == kind::CONTEXT
                     && let Some(p) = run.payload_of(e)?
                     && p.get("task").is_none()
                     && let Some(text) = p.get("context").and_then(J::as_str)
@@ -113,7 +113,7 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
             )?;
             let e = run.put(
                 "dispatch",
-                "plan",
+                kind::PLAN,
                 Some(context.as_ref().map_or(request_seq, |c| c.0)),
                 plan_entry_payload(&plan),
             )?;
@@ -146,7 +146,7 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
     ids.sort();
     run.put(
         "dispatch",
-        "resume",
+        kind::RESUME,
         Some(plan_seq),
         json!({"reused": ids, "run": request_seq}),
     )?;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::Value as J;
 
 use super::{GatePolicy, Verdict, plan_from_payload};
-use crate::ledger::Entry;
+use crate::ledger::{Entry, kind};
 use crate::plan::CompiledPlan;
 
 pub use crate::gate::{
@@ -108,7 +108,7 @@ pub fn roots(entries: &[Entry]) -> BTreeMap<u64, u64> {
     let mut root: BTreeMap<u64, u64> = BTreeMap::new();
     for e in entries {
         match e.causal_parent {
-            None if e.kind == "request" => {
+            None if e.kind == kind::REQUEST => {
                 root.insert(e.seq, e.seq);
             }
             Some(p) if p >= 0 => {
@@ -163,15 +163,15 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
         let b = body.unwrap_or(J::Null);
         let str_of = |k: &str| b.get(k).and_then(J::as_str).map(str::to_string);
         match e.kind.as_str() {
-            "plan" => {
+            kind::PLAN => {
                 if let Some(p) = plan_from_payload(&b) {
                     info.plan = Some(p);
                     info.plan_seq = Some(e.seq);
                 }
                 info.run_seq.get_or_insert(e.seq);
             }
-            "resume" => info.state = RunState::Interrupted,
-            "result" => {
+            kind::RESUME => info.state = RunState::Interrupted,
+            kind::RESULT => {
                 if let Some(answer) = str_of("answer") {
                     info.answer = Some((e.seq, answer));
                     info.state = if budget_pending.remove(&r).unwrap_or(false) {
@@ -191,7 +191,7 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
                     );
                 }
             }
-            "verdict" => {
+            kind::VERDICT => {
                 if let Some(id) = str_of("id") {
                     let ok = b.get("ok") == Some(&J::Bool(true));
                     let decision = str_of("decision")
@@ -207,20 +207,20 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
                     );
                 }
             }
-            "budget" => {
+            kind::BUDGET => {
                 budget_pending.insert(r, true);
             }
-            "gate_pending" => {
+            kind::GATE_PENDING => {
                 info.state = RunState::Paused {
                     wave: b.get("wave").and_then(J::as_u64).unwrap_or(0),
                 };
             }
-            "gate_stopped" => {
+            kind::GATE_STOPPED => {
                 info.state = RunState::Rejected {
                     wave: b.get("wave").and_then(J::as_u64).unwrap_or(0),
                 };
             }
-            "run_stopped" => {
+            kind::RUN_STOPPED => {
                 info.state = RunState::Failed {
                     stage: str_of("stage").unwrap_or_default(),
                     reason: str_of("reason").unwrap_or_default(),
@@ -238,7 +238,7 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
 pub fn held_gates(run: &RunInfo, gates: &BTreeMap<u64, Vec<(Entry, J)>>) -> GatePolicy {
     let mut policy = run.gates.clone();
     for (wave, list) in gates {
-        if list.iter().any(|(e, _)| e.kind == "gate_pending") {
+        if list.iter().any(|(e, _)| e.kind == kind::GATE_PENDING) {
             policy.waves.insert(*wave as usize);
         }
     }

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use crate::context::{self, Source};
 use crate::exec::Call;
+use crate::ledger::kind;
 use crate::plan::Task;
 
 use super::drive::Course;
@@ -59,7 +60,7 @@ pub(super) fn synthesize(
     };
     let a = run.put(
         "synthesizer",
-        "result",
+        kind::RESULT,
         Some(request_seq),
         json!({"answer": answer}),
     )?;
@@ -93,7 +94,12 @@ fn usable_parts(
                         &d.output,
                     )
                 };
-                run.put_value("context-budget", "context_budget", Some(d.seq), p.payload())?;
+                run.put_value(
+                    "context-budget",
+                    kind::CONTEXT_BUDGET,
+                    Some(d.seq),
+                    p.payload(),
+                )?;
                 admitted
             }
             None => d.output.clone(),
@@ -118,7 +124,7 @@ fn synthesis_failed(
 ) -> Result<RunError, RunError> {
     run.put(
         "orchestrator",
-        "run_stopped",
+        kind::RUN_STOPPED,
         Some(request_seq),
         json!({"stage": "synthesis", "reason": reason}),
     )?;

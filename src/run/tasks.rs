@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 
 use crate::exec::{Call, Executor};
+use crate::ledger::kind;
 use crate::plan::{
     CompiledPlan, ParseMode, Plan, Task, augment_with_upstream, augment_with_upstream_budgeted,
 };
@@ -71,7 +72,7 @@ impl Run<'_, '_> {
         }
         self.put(
             "orchestrator",
-            "run_stopped",
+            kind::RUN_STOPPED,
             Some(parent),
             json!({"stage": "plan", "attempts": 2, "reason": last_error}),
         )?;
@@ -99,7 +100,7 @@ impl Run<'_, '_> {
                 for p in &b.pressures {
                     self.put_value(
                         "context-budget",
-                        "context_budget",
+                        kind::CONTEXT_BUDGET,
                         Some(plan_seq),
                         p.payload(),
                     )?;
@@ -122,7 +123,7 @@ impl Run<'_, '_> {
         if !task.done_when.is_empty() {
             payload["done_when"] = json!(task.done_when);
         }
-        let task_entry = self.put("dispatch", "task", Some(task_parent), payload)?;
+        let task_entry = self.put("dispatch", kind::TASK, Some(task_parent), payload)?;
         let worker = self.env.seats.worker(self.env.roster, &task.agent);
         self.attempt(task, &worker, &instruction, task_entry.seq)
     }
@@ -175,7 +176,7 @@ impl Run<'_, '_> {
         if let Some(code) = error {
             payload["error"] = json!(code);
         }
-        let e = self.put(&task.agent, "result", Some(parent), payload)?;
+        let e = self.put(&task.agent, kind::RESULT, Some(parent), payload)?;
         self.env.progress.event(&Event::TaskFinished {
             id: task.id.clone(),
             ok,
@@ -291,7 +292,7 @@ impl Run<'_, '_> {
         };
         self.put(
             "validator",
-            "verdict",
+            kind::VERDICT,
             Some(done.seq),
             verdict.payload(&task.id),
         )?;
