@@ -59,7 +59,9 @@ pub const REDACTION: &str = "redaction";
 pub const CHECKPOINT: &str = "checkpoint";
 /// A free-form note.
 pub const NOTE: &str = "note";
-/// A run stopped at a stage (planning or synthesis failed).
+/// A run stopped before a wave because its gate was rejected (ours; not in Forum).
+pub const GATE_STOPPED: &str = "gate_stopped";
+/// A run stopped because planning or synthesis failed (ours; not in Forum).
 pub const RUN_STOPPED: &str = "run_stopped";
-/// A wave in which no task passed.
+/// A wave in which no task passed validation (ours; not in Forum).
 pub const DEGRADED: &str = "degraded";
