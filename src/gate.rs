@@ -413,18 +413,16 @@ impl NewGateEntry {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// An edit that rewrites nothing.
-    #[error("gate edit needs at least one --edit TASK_ID=INSTRUCTION")]
+    #[error("gate edit needs at least one edit TASK_ID=INSTRUCTION")]
     NoEdits,
     /// No pending gate matches.
-    #[error("{} (git forum gate list shows the pending ones)", no_pending(.0))]
+    #[error("{} (the gate list shows the pending ones)", no_pending(.0))]
     NoPending(Which),
     /// Several pending gates match.
-    #[error(
-        "several gates are pending: name one with --run SEQ and --wave N (git forum gate list)"
-    )]
+    #[error("several gates are pending: name one by its run and wave (the gate list shows them)")]
     Ambiguous,
     /// An edit names a task that is not in the gated wave.
-    #[error("--edit {task}: wave {wave} has no task {task} (its tasks: {})", .tasks.join(", "))]
+    #[error("edit {task}: wave {wave} has no task {task} (its tasks: {})", .tasks.join(", "))]
     NotInWave {
         /// The task named.
         task: String,
@@ -446,7 +444,7 @@ impl Refusal {
 fn no_pending(w: &Which) -> String {
     let run = match (w.run, w.run_seq) {
         (Some(r), _) => Some(format!("run {r}")),
-        (None, Some(k)) => Some(format!("the run whose first plan is seq {k}")),
+        (None, Some(k)) => Some(format!("the run whose gates are keyed run_seq {k}")),
         (None, None) => None,
     };
     match (run, w.wave) {
@@ -477,6 +475,9 @@ pub fn decide(
         .collect();
     let g = match candidates.as_slice() {
         [one] => *one,
+        // With nothing pending at all, the refusal does not depend on how the run was named,
+        // so every transport gives the same one.
+        [] if pending.is_empty() => return Err(Refusal::NoPending(Which::default())),
         [] => return Err(Refusal::NoPending(*which)),
         _ => return Err(Refusal::Ambiguous),
     };

@@ -122,7 +122,7 @@ fn deciding_without_a_pending_gate_is_refused() {
     assert!(!r.is_usage());
     assert_eq!(
         r.to_string(),
-        "no gate is pending (git forum gate list shows the pending ones)"
+        "no gate is pending (the gate list shows the pending ones)"
     );
     // A pending gate, but not the one named.
     let pending = pending_of(&entries, &bodies, &roots);
@@ -133,7 +133,7 @@ fn deciding_without_a_pending_gate_is_refused() {
     let r = decide(&pending, &other_run, &decision(GateDecision::Reject)).unwrap_err();
     assert_eq!(
         r.to_string(),
-        "run 7 has no pending gate (git forum gate list shows the pending ones)"
+        "run 7 has no pending gate (the gate list shows the pending ones)"
     );
     let other_wave = Which {
         wave: Some(3),
@@ -142,7 +142,7 @@ fn deciding_without_a_pending_gate_is_refused() {
     let r = decide(&pending, &other_wave, &decision(GateDecision::Approve)).unwrap_err();
     assert_eq!(
         r.to_string(),
-        "no run has a pending gate before wave 3 (git forum gate list shows the pending ones)"
+        "no run has a pending gate before wave 3 (the gate list shows the pending ones)"
     );
     // The same rule for a plan entry that is not a gate's key (what the daemon was given).
     let by_key = Which {
@@ -241,7 +241,7 @@ fn an_edit_must_rewrite_a_task_of_the_gated_wave() {
     assert!(r.is_usage());
     assert_eq!(
         r.to_string(),
-        "--edit T1: wave 1 has no task T1 (its tasks: T2, T3)"
+        "edit T1: wave 1 has no task T1 (its tasks: T2, T3)"
     );
 }
 

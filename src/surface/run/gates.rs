@@ -2,10 +2,11 @@
 //! one, whichever transport asks. A decision needs a pending gate and is parented on it.
 
 use serde::Serialize;
-use serde_json::{Map, Value as J, json};
+use std::collections::BTreeMap;
 
 use super::{Bodies, storage};
-use crate::ledger::{Entry, NewEntry, Storage, Value, kind};
+use crate::gate::{self, GateDecision};
+use crate::ledger::{Entry, Storage};
 use crate::run::status::{self, PendingGate};
 use crate::surface::{Error, Report, Result};
 
@@ -81,18 +82,23 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// The decision as the gate module names it.
+    pub fn gate_decision(&self) -> GateDecision {
+        match self {
+            Decision::Approve => GateDecision::Approve,
+            Decision::Edit(_) => GateDecision::Edit,
+            Decision::Reject(_) => GateDecision::Reject,
+        }
+    }
+
     /// The entry kind that witnesses the decision.
     pub fn kind(&self) -> &'static str {
-        match self {
-            Decision::Approve => kind::GATE_APPROVED,
-            Decision::Edit(_) => kind::GATE_EDITED,
-            Decision::Reject(_) => kind::GATE_REJECTED,
-        }
+        self.gate_decision().kind()
     }
 
     /// The answer's `resolved`: `approved`, `edited` or `rejected`.
     pub fn resolved(&self) -> &'static str {
-        &self.kind()["gate_".len()..]
+        self.gate_decision().word()
     }
 }
 
@@ -137,97 +143,57 @@ impl Report for GateDecided {
     const SCHEMA: &'static str = "git-forum.gate-decision/1";
 }
 
-/// The rule: the filters of `d` must name exactly one pending gate, and an edit may only
-/// rewrite tasks of that gate's wave.
+/// The gate `d` names among `pending`, by the one rule of [`gate::decide`]: the filters must
+/// name exactly one pending gate, and an edit may only rewrite tasks of that gate's wave.
 pub fn pick<'a>(pending: &'a [PendingGate], d: &Decide) -> Result<&'a PendingGate> {
-    if let Decision::Edit(edits) = &d.decision
-        && edits.is_empty()
-    {
-        return Err(Error::usage(
-            "gate edit needs at least one edit TASK_ID=INSTRUCTION",
-        ));
-    }
-    let candidates: Vec<&PendingGate> = pending
+    let chosen = rule(pending, d)?;
+    Ok(pending
         .iter()
-        .filter(|g| d.run.is_none_or(|r| g.request_seq == Some(r)))
-        .filter(|g| d.run_seq.is_none_or(|r| g.run_seq == r))
-        .filter(|g| d.wave.is_none_or(|w| g.wave == w))
-        .collect();
-    let g = match candidates.as_slice() {
-        [one] => *one,
-        [] => {
-            let what = match (d.run, d.run_seq, d.wave) {
-                _ if pending.is_empty() => "no gate is pending".to_string(),
-                (Some(r), _, Some(w)) => format!("run {r} has no pending gate before wave {w}"),
-                (Some(r), _, None) => format!("run {r} has no pending gate"),
-                (None, Some(s), Some(w)) => {
-                    format!("no pending gate before wave {w} has run_seq {s}")
-                }
-                (None, Some(s), None) => format!("no pending gate has run_seq {s}"),
-                (None, None, Some(w)) => format!("no run has a pending gate before wave {w}"),
-                (None, None, None) => "no gate is pending".to_string(),
-            };
-            return Err(Error::conflict(format!(
-                "{what} (the gate list shows the pending ones)"
-            )));
-        }
-        _ => {
-            return Err(Error::usage(
-                "several gates are pending: name one by its run and wave (the gate list shows them)",
-            ));
-        }
-    };
-    if let Decision::Edit(edits) = &d.decision {
-        for (id, _) in edits {
-            if !g.tasks.contains(id) {
-                return Err(Error::usage(format!(
-                    "edit {id}: wave {} has no task {id} (its tasks: {})",
-                    g.wave,
-                    g.tasks.join(", ")
-                )));
-            }
-        }
-    }
-    Ok(g)
+        .find(|g| g.seq == chosen.parent)
+        .expect("gate::decide picks one of the gates it is given"))
 }
 
-/// Decides one of the `pending` gates (see [`pending`]) by the rule of [`pick`] and witnesses
-/// the decision through `store` at time `ts`, parented on the pending gate, then syncs.
+/// [`gate::decide`] on the surface's request shape, its refusal as a surface error.
+fn rule(pending: &[PendingGate], d: &Decide) -> Result<gate::NewGateEntry> {
+    let which = gate::Which {
+        run: d.run,
+        run_seq: d.run_seq,
+        wave: d.wave,
+    };
+    let (reason, edits) = match &d.decision {
+        Decision::Approve => (None, BTreeMap::new()),
+        Decision::Edit(edits) => (None, edits.iter().cloned().collect()),
+        Decision::Reject(reason) => (reason.clone(), BTreeMap::new()),
+    };
+    let decision = gate::Decision {
+        decision: d.decision.gate_decision(),
+        approver: d.approver.clone(),
+        note: d.note.clone(),
+        reason,
+        edits,
+    };
+    gate::decide(pending, &which, &decision).map_err(|r| {
+        if r.is_usage() {
+            Error::usage(r.to_string())
+        } else {
+            Error::conflict(r.to_string())
+        }
+    })
+}
+
+/// Decides one of the `pending` gates (see [`pending`]) by the rule of [`gate::decide`] and
+/// witnesses the decision through `store` at time `ts`, parented on the pending gate, then
+/// syncs.
 pub fn decide(
     pending: &[PendingGate],
     store: &mut dyn Storage,
     d: &Decide,
     ts: f64,
 ) -> Result<GateDecided> {
-    let g = pick(pending, d)?;
-    let mut payload = json!({"run_seq": g.run_seq, "wave": g.wave, "approver": d.approver});
-    match &d.decision {
-        Decision::Reject(reason) => {
-            payload["reason"] = json!(
-                reason
-                    .clone()
-                    .unwrap_or_else(|| "rejected by the approver".into())
-            )
-        }
-        Decision::Edit(edits) => {
-            let mut m = Map::new();
-            for (id, text) in edits {
-                m.insert(id.clone(), J::String(text.clone()));
-            }
-            payload["edits"] = J::Object(m);
-            payload["note"] = json!(d.note);
-        }
-        Decision::Approve => payload["note"] = json!(d.note),
-    }
-    let new = NewEntry {
-        actor: "operator".into(),
-        kind: d.decision.kind().into(),
-        causal_parent: Some(g.seq as i64),
-        payload: Value::from_serde(&payload),
-        ts,
-    };
-    let done = store.append(new).map_err(storage)?;
+    let new = rule(pending, d)?;
+    let done = store.append(new.entry(ts)).map_err(storage)?;
     store.sync().map_err(storage)?;
+    let g = &new.gate;
     Ok(GateDecided {
         schema: GateDecided::SCHEMA,
         resolved: d.decision.resolved(),
