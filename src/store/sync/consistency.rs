@@ -9,9 +9,9 @@ use gix::hash::Kind as HashKind;
 use gix::objs::Kind;
 
 use super::chain::{Link, Objects};
-use crate::ledger::canonical;
 use crate::ledger::hash;
 use crate::ledger::merkle::merkle_root;
+use crate::ledger::{canonical, kind};
 use crate::store::git::StoreError;
 
 /// A ledger's size and Merkle root, and the commit at its tip.
@@ -107,7 +107,7 @@ fn redaction_targets(
     chain: &[Link],
 ) -> Result<HashSet<String>, StoreError> {
     let mut out = HashSet::new();
-    for l in chain.iter().filter(|l| l.entry.kind == "redaction") {
+    for l in chain.iter().filter(|l| l.entry.kind == kind::REDACTION) {
         if l.tree == ObjectId::empty_tree(hash) {
             continue;
         }
@@ -154,7 +154,7 @@ pub fn check_bodies(
     for l in chain {
         let seq = l.entry.seq;
         let want = l.entry.payload_hash.as_str();
-        let redaction = l.entry.kind == "redaction";
+        let redaction = l.entry.kind == kind::REDACTION;
         if l.tree == empty {
             absent.push(l);
             continue;
