@@ -39,10 +39,13 @@ pub const ROUTE_FRAME_SCHEMA: &str = "forum.route-frame/v1";
 /// Schema name of a communication contract.
 pub const CONTRACT_SCHEMA: &str = "forum.communication-contract/v1";
 
+/// An optional string as a payload value (`null` when absent); shared by the frame and the
+/// contract.
 fn opt_str(v: &Option<String>) -> Value {
     v.as_deref().map_or(Value::Null, Value::str)
 }
 
+/// A list of strings as a payload array.
 fn str_list(items: &[String]) -> Value {
     Value::Array(items.iter().map(Value::str).collect())
 }
