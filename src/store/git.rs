@@ -36,17 +36,16 @@ use crate::ledger::{Entry, NewEntry, Storage, StorageError};
 // The old paths, for callers across the crate.
 pub(crate) use super::append::failpoint;
 pub use super::append::{APPEND_DEADLINE, MAX_PACKS};
-pub(crate) use super::codec::{
-    AUTHOR_EMAIL, entry_from_message, entry_from_message_checked, hex_to_bytes, is_commit_of,
-    object, parse_commit,
-};
 pub use super::codec::{COMMITTER, PAYLOAD_FILE, commit_bytes, commit_message, tree_bytes};
+pub(crate) use super::codec::{
+    entry_from_message, entry_from_message_checked, hex_to_bytes, is_commit_of, object,
+    parse_commit,
+};
 pub use super::durable::FlushMethod;
 pub use super::error::StoreError;
 pub(crate) use super::error::git_err;
+pub(crate) use super::lock::CasOutcome;
 pub use super::lock::STALE_REF_LOCK;
-pub(crate) use super::lock::{CasOutcome, read_intent};
-pub(crate) use super::objects::with_fast_compressor;
 
 /// Where every ledger ref lives.
 pub const LEDGER_PREFIX: &str = "refs/forum/ledgers/";
