@@ -6,7 +6,7 @@ use gix::ObjectId;
 use gix::hash::Kind as HashKind;
 use gix::objs::Kind;
 
-use super::error::{StoreError, git_err};
+use super::error::{StoreError, gix_err};
 use super::pack::Obj;
 use crate::ledger::Entry;
 use crate::ledger::canonical;
@@ -215,7 +215,7 @@ pub(crate) fn hex_to_bytes(h: &str) -> [u8; 32] {
 
 pub(crate) fn object(hash: HashKind, kind: Kind, data: Vec<u8>) -> Result<Obj, StoreError> {
     let id =
-        gix::objs::compute_hash(hash, kind, &data).map_err(|e| git_err("hashing an object", e))?;
+        gix::objs::compute_hash(hash, kind, &data).map_err(|e| gix_err("hashing an object", e))?;
     Ok(Obj { id, kind, data })
 }
 

@@ -189,6 +189,9 @@ pub struct GitStore {
     /// The repository keeps refs somewhere other than files (reftable): the ledger ref is read
     /// and moved through `git` (see `refs.rs`), never as a loose file.
     pub(super) refs_via_git: bool,
+    /// How long an append keeps retrying a contended ref ([`APPEND_DEADLINE`]; tests shorten
+    /// it to provoke a lost compare-and-swap).
+    pub(super) append_deadline: std::time::Duration,
     /// Where refs are read through git: the last value read, with the reftable manifest it was
     /// read under (see `refs.rs`).
     pub(crate) tip_via_git: std::sync::Mutex<Option<super::refs::SeenTip>>,
@@ -212,6 +215,7 @@ impl GitStore {
             signatures_at: None,
             last_tip: std::sync::Mutex::new(None),
             refs_via_git,
+            append_deadline: APPEND_DEADLINE,
             tip_via_git: std::sync::Mutex::new(None),
         };
         // After a reboot, restore what the write-ahead log holds and the disk lost. A failure
@@ -263,6 +267,7 @@ impl GitStore {
             signatures_at: None,
             last_tip: std::sync::Mutex::new(None),
             refs_via_git,
+            append_deadline: APPEND_DEADLINE,
             tip_via_git: std::sync::Mutex::new(None),
         })
     }
@@ -395,7 +400,7 @@ impl GitStore {
         match self.repo.objects.try_find(id, buf) {
             Ok(Some(d)) => Ok(Some(d.kind)),
             Ok(None) => Ok(None),
-            Err(e) => Err(git_err(&format!("reading object {id}"), e)),
+            Err(e) => Err(super::error::gix_err(format!("reading object {id}"), e)),
         }
     }
 
