@@ -216,7 +216,7 @@ impl From<StoreError> for Reply {
         let status = match &e {
             StoreError::NoLedger(_) => 404,
             StoreError::Invalid(_) | StoreError::InvalidName { .. } => 400,
-            StoreError::Contended(_) => 503,
+            StoreError::Contended(_) | StoreError::Conflict(_) => 503,
             _ => 500,
         };
         Reply::error(status, e.to_string())

@@ -3,6 +3,7 @@
 mod bodies;
 mod bounds;
 mod common;
+mod conflict;
 mod conformance;
 mod daemon;
 mod edges;
