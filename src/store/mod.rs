@@ -4,6 +4,7 @@ pub(crate) mod capped;
 pub mod doctor;
 pub mod forum_dir;
 pub mod git;
+pub mod note;
 pub mod pack;
 pub(crate) mod packread;
 pub mod redact;

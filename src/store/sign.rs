@@ -261,7 +261,11 @@ pub fn check(
     }
 }
 
-fn git_ok(dir: &Path, args: &[&str], input: Option<&[u8]>) -> Result<String, StoreError> {
+pub(crate) fn git_ok(
+    dir: &Path,
+    args: &[&str],
+    input: Option<&[u8]>,
+) -> Result<String, StoreError> {
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(dir).args(args);
     let out = match input {
@@ -381,9 +385,10 @@ impl GitStore {
             &[
                 "--git-dir",
                 &gd,
-                "rev-list",
+                "log",
                 "--first-parent",
                 "--reverse",
+                "--format=%H %s",
                 &refname,
                 "--",
             ],
@@ -392,7 +397,11 @@ impl GitStore {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
-        for commit in list.lines().filter(|l| !l.is_empty()) {
+        // Checkpoint notes (src/store/note.rs) share this ref; they are read there.
+        for commit in list.lines().filter_map(|l| {
+            let (c, subject) = l.split_once(' ').unwrap_or((l, ""));
+            (!c.is_empty() && !subject.starts_with(super::note::NOTE_SUBJECT_PREFIX)).then_some(c)
+        }) {
             let text = git_ok(
                 Path::new("."),
                 &[

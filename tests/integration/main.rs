@@ -24,3 +24,4 @@ mod sign;
 mod storage;
 mod submit;
 mod sync;
+mod tlog;
