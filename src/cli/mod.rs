@@ -141,6 +141,8 @@ pub enum Command {
     VerifyProof(proof::VerifyProofArgs),
     /// Write a signed-note key pair (Go's sumdb note format) for `checkpoint --note`.
     Keygen(tlog::KeygenArgs),
+    /// The standard tree as C2SP tlog-tiles (`tiles export DIR`).
+    Tiles(tlog::TilesArgs),
     /// Remove a body from the ledger for good; hashes and checkpoints stay valid.
     Redact(redact::RedactArgs),
     /// Append one entry to the ledger.
@@ -451,6 +453,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Prove(a) => proof::prove(ctx, a),
         Command::VerifyProof(a) => proof::verify_proof(ctx, a),
         Command::Keygen(a) => tlog::keygen(ctx, a),
+        Command::Tiles(a) => tlog::tiles(ctx, a),
         Command::Redact(a) => redact::run(ctx, a),
         Command::Route(a) => route::run(ctx, a),
         Command::Plan(a) => plan::run(ctx, a),

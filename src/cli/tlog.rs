@@ -1,6 +1,7 @@
 //! The standard-tree commands: `keygen NAME` (a signed-note key pair), `checkpoint --note` (a
 //! signed C2SP checkpoint), `prove --tlog-proof` / `prove --consistency-from M --tlog` (C2SP
-//! proofs), and reading those proofs back in `verify-proof`.
+//! proofs), `tiles export DIR` (the tree as static C2SP tiles), and reading those proofs back in
+//! `verify-proof`.
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +34,23 @@ pub struct CheckpointCmd {
     /// The signed-note signer key file (default: `forum.noteKey`).
     #[arg(long, value_name = "FILE", requires = "note")]
     pub note_key: Option<PathBuf>,
+}
+
+/// The standard tree as C2SP tlog-tiles.
+#[derive(Debug, clap::Args)]
+pub struct TilesArgs {
+    #[command(subcommand)]
+    pub command: TilesCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TilesCommand {
+    /// Write the static layout (`checkpoint`, `tile/...`) of the latest signed note into DIR,
+    /// new or empty, for any static web host to serve to tlog clients.
+    Export {
+        /// The directory to write (must be absent or empty).
+        dir: PathBuf,
+    },
 }
 
 fn write_new(path: &Path, text: &str, private: bool) -> Result<(), CliError> {
@@ -97,6 +115,63 @@ struct Trees {
     hashes: Vec<String>,
 }
 
+fn raw_hashes(trees: &Trees) -> Result<Vec<[u8; 32]>, CliError> {
+    trees
+        .hashes
+        .iter()
+        .map(|h| tlog::entry_hash_bytes(h).map_err(|e| CliError::fail(e.to_string())))
+        .collect()
+}
+
+pub fn tiles(ctx: &Ctx, args: TilesArgs) -> Result<(), CliError> {
+    let TilesCommand::Export { dir } = args.command;
+    if dir.exists()
+        && std::fs::read_dir(&dir)
+            .map_err(|e| CliError::usage(format!("cannot read {}: {e}", dir.display())))?
+            .next()
+            .is_some()
+    {
+        return Err(CliError::usage(format!(
+            "{} is not empty; give a new or empty directory",
+            dir.display()
+        )));
+    }
+    let store = ctx.existing_store()?;
+    let trees = Trees::load(&store)?;
+    let (signed, cp) = note_for(&store, &trees, None, &ctx.ledger)?;
+    let files = store.update_tiles(&trees.tree, cp.size, &raw_hashes(&trees)?)?;
+    // Written beside DIR and renamed into place, so a failure leaves no half layout.
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = tempfile::tempdir_in(parent)
+        .map_err(|e| CliError::fail(format!("cannot write in {}: {e}", parent.display())))?;
+    let mut all = files;
+    all.push(("checkpoint".into(), signed.into_bytes()));
+    crate::store::tiles::write_layout(tmp.path(), &all)
+        .map_err(|e| CliError::fail(format!("writing tiles: {e}")))?;
+    if dir.exists() {
+        std::fs::remove_dir(&dir)
+            .map_err(|e| CliError::fail(format!("replacing {}: {e}", dir.display())))?;
+    }
+    let staged = tmp.keep();
+    std::fs::rename(&staged, &dir).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&staged);
+        CliError::fail(format!("moving the tiles to {}: {e}", dir.display()))
+    })?;
+    if ctx.json {
+        ctx.out_json(&serde_json::json!({"dir": dir, "size": cp.size, "files": all.len()}))
+    } else {
+        ctx.out(&format!(
+            "wrote {} files for size {} to {}",
+            all.len(),
+            cp.size,
+            dir.display()
+        ))
+    }
+}
+
 impl Trees {
     fn load(store: &GitStore) -> Result<Trees, CliError> {
         let hashes: Vec<String> = store.entries()?.into_iter().map(|e| e.entry_hash).collect();
@@ -142,6 +217,7 @@ fn sign_note(store: &GitStore, key_file: &Path, trees: &Trees) -> Result<String,
     let signed = note::sign_text(&text, &read_key(key_file)?)
         .map_err(|e| CliError::usage(format!("{}: {e}", key_file.display())))?;
     store.store_note(&signed, &cp)?;
+    store.update_tiles(&trees.tree, size, &raw_hashes(trees)?)?;
     Ok(signed)
 }
 

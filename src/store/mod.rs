@@ -11,5 +11,6 @@ pub mod redact;
 pub mod refs;
 pub mod sign;
 pub mod sync;
+pub mod tiles;
 pub mod verify;
 pub(crate) mod wal;
