@@ -143,6 +143,8 @@ pub enum Command {
     Keygen(tlog::KeygenArgs),
     /// The standard tree as C2SP tlog-tiles (`tiles export DIR`).
     Tiles(tlog::TilesArgs),
+    /// Cosign a signed note only when its tree extends the one last accepted for its origin.
+    Witness(tlog::WitnessArgs),
     /// Remove a body from the ledger for good; hashes and checkpoints stay valid.
     Redact(redact::RedactArgs),
     /// Append one entry to the ledger.
@@ -454,6 +456,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::VerifyProof(a) => proof::verify_proof(ctx, a),
         Command::Keygen(a) => tlog::keygen(ctx, a),
         Command::Tiles(a) => tlog::tiles(ctx, a),
+        Command::Witness(a) => tlog::witness(ctx, a),
         Command::Redact(a) => redact::run(ctx, a),
         Command::Route(a) => route::run(ctx, a),
         Command::Plan(a) => plan::run(ctx, a),

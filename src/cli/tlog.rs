@@ -1,7 +1,7 @@
 //! The standard-tree commands: `keygen NAME` (a signed-note key pair), `checkpoint --note` (a
 //! signed C2SP checkpoint), `prove --tlog-proof` / `prove --consistency-from M --tlog` (C2SP
-//! proofs), `tiles export DIR` (the tree as static C2SP tiles), and reading those proofs back in
-//! `verify-proof`.
+//! proofs), `tiles export DIR` (the tree as static C2SP tiles), `witness` (cosign only trees
+//! that extend the last one accepted), and reading those proofs back in `verify-proof`.
 
 use std::path::{Path, PathBuf};
 
@@ -51,6 +51,126 @@ pub enum TilesCommand {
         /// The directory to write (must be absent or empty).
         dir: PathBuf,
     },
+}
+
+/// Act as a witness: cosign an offered checkpoint only when it extends the one last accepted for
+/// its origin (kept in --state DIR); refuse otherwise, keeping both notes as evidence.
+#[derive(Debug, clap::Args)]
+pub struct WitnessArgs {
+    /// The offer: a consistency proof (`prove --consistency-from M --tlog`) from the accepted
+    /// size, or on first contact a bare signed note (`-` for standard input).
+    pub file: PathBuf,
+    /// The witness's own directory: the accepted note per origin, and evidence of refusals.
+    #[arg(long, value_name = "DIR")]
+    pub state: PathBuf,
+    /// The witness's signed-note signer key file (`keygen NAME`).
+    #[arg(long, value_name = "FILE")]
+    pub witness_key: PathBuf,
+    /// The log's verifier key (`name+hash+base64`); repeatable.
+    #[arg(long, value_name = "KEY", required = true)]
+    pub note_verifier: Vec<String>,
+}
+
+fn origin_file(origin: &str) -> String {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(origin.as_bytes());
+    let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let safe: String = origin
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    format!("{safe}-{hex}")
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+    let tmp = path.with_extension("tmp-git-forum");
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| CliError::fail(format!("writing {}: {e}", path.display())))
+}
+
+pub fn witness(ctx: &Ctx, args: WitnessArgs) -> Result<(), CliError> {
+    use crate::store::note::WitnessDecision;
+    let offer =
+        super::input::read_limited_text(&args.file, super::proof::MAX_PROOF_BYTES, "offer", "")
+            .map_err(CliError::usage)?;
+    let key = read_key(&args.witness_key)?;
+    let keys = note::verifiers(&args.note_verifier).map_err(CliError::usage)?;
+    // The offer's origin names the state file; read it from the new note's text.
+    let origin = {
+        let body = if offer.starts_with(note::CONSISTENCY_HEADER) {
+            note::parse_consistency(&offer).map(|p| p.new_note).ok()
+        } else {
+            Some(offer.as_str())
+        };
+        body.and_then(|b| b.lines().next())
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .ok_or_else(|| {
+                CliError::usage(format!(
+                    "{} is neither a signed note nor a consistency proof",
+                    args.file.display()
+                ))
+            })?
+    };
+    std::fs::create_dir_all(&args.state)
+        .map_err(|e| CliError::fail(format!("cannot create {}: {e}", args.state.display())))?;
+    let state = args.state.join(format!("{}.note", origin_file(&origin)));
+    let accepted = match std::fs::read_to_string(&state) {
+        Ok(t) => Some(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(CliError::fail(format!("reading {}: {e}", state.display()))),
+    };
+    match note::witness_decide(accepted.as_deref(), &offer, &keys) {
+        WitnessDecision::Cosign {
+            note: n,
+            checkpoint,
+        } => {
+            let cosigned = note::cosign(&n, &key).map_err(CliError::usage)?;
+            write_atomic(&state, n.as_bytes())?;
+            if ctx.json {
+                ctx.out_json(&serde_json::json!({"ok": true, "origin": checkpoint.origin,
+                    "size": checkpoint.size, "cosigned": cosigned}))
+            } else {
+                print!("{cosigned}");
+                Ok(())
+            }
+        }
+        WitnessDecision::Refuse { why, conflict } => {
+            let mut evidence = String::new();
+            if conflict {
+                let dir = args.state.join("evidence");
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| CliError::fail(format!("cannot create {}: {e}", dir.display())))?;
+                let n = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+                let file = dir.join(format!("{}-{n}.txt", origin_file(&origin)));
+                let text = format!(
+                    "witness refusal: {why}\n\naccepted note:\n{}\noffer:\n{offer}",
+                    accepted.as_deref().unwrap_or("(none)\n")
+                );
+                write_atomic(&file, text.as_bytes())?;
+                evidence = format!(" (both notes kept in {})", file.display());
+            }
+            if ctx.json {
+                ctx.out_json(
+                    &serde_json::json!({"ok": false, "problem": why, "conflict": conflict,
+                    "accepted": accepted, "offer": offer}),
+                )?;
+                Err(CliError::silent(1))
+            } else {
+                Err(CliError::fail(format!(
+                    "witness refuses to cosign: {why}{evidence}"
+                )))
+            }
+        }
+    }
 }
 
 fn write_new(path: &Path, text: &str, private: bool) -> Result<(), CliError> {

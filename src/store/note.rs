@@ -277,6 +277,135 @@ pub fn parse_consistency(text: &str) -> Result<ParsedConsistency<'_>, String> {
     })
 }
 
+/// Adds the signature of `signer_key` to a signed note (a witness's cosignature), keeping the
+/// signatures it has.
+pub fn cosign(note: &str, signer_key: &str) -> Result<String, String> {
+    let signer = StandardSigner::new(signer_key.trim())
+        .map_err(|e| format!("the witness key is not a signed-note signer key: {e}"))?;
+    let mut n = Note::from_bytes(note.as_bytes()).map_err(|e| format!("malformed note: {e}"))?;
+    n.add_sigs(&[&signer])
+        .map_err(|e| format!("cosigning the note failed: {e}"))?;
+    String::from_utf8(n.to_bytes()).map_err(|_| "the note is not UTF-8".into())
+}
+
+/// What a witness decides about an offered checkpoint.
+#[derive(Debug)]
+pub enum WitnessDecision {
+    /// Cosign this note (the offered new checkpoint); it becomes the origin's accepted one.
+    Cosign {
+        note: String,
+        checkpoint: NoteCheckpoint,
+    },
+    /// Refuse, with why; `conflict` when the offer contradicts the accepted checkpoint (a
+    /// rewritten ledger or a split view), so both notes are evidence.
+    Refuse { why: String, conflict: bool },
+}
+
+/// The witness rule, pure: given the note it last accepted for the origin (if any) and an offer
+/// (a consistency proof from that size, or a bare note on first contact), cosign only a tree
+/// that extends the accepted one. `keys` are the log's verifier keys.
+pub fn witness_decide(accepted: Option<&str>, offer: &str, keys: &VerifierList) -> WitnessDecision {
+    let refuse = |why: String, conflict: bool| WitnessDecision::Refuse { why, conflict };
+    let accepted = match accepted.map(|a| open(a, keys)) {
+        None => None,
+        Some(Ok(a)) => Some(a.checkpoint),
+        Some(Err(e)) => return refuse(format!("the accepted note no longer opens: {e}"), false),
+    };
+    let (new_note, new) = if offer.starts_with(CONSISTENCY_HEADER) {
+        let p = match parse_consistency(offer) {
+            Ok(p) => p,
+            Err(e) => return refuse(e, false),
+        };
+        let (old, new) = match (open(p.old_note, keys), open(p.new_note, keys)) {
+            (Ok(o), Ok(n)) => (o.checkpoint, n.checkpoint),
+            (Err(e), _) | (_, Err(e)) => return refuse(e, false),
+        };
+        if old.origin != new.origin || (old.size, new.size) != (p.old, p.new) {
+            return refuse(
+                "the proof's notes do not match its sizes and origin".into(),
+                false,
+            );
+        }
+        if let Some(a) = &accepted {
+            if a.origin != old.origin {
+                return refuse("the proof is for another origin".into(), false);
+            }
+            if a.size == old.size && a.root != old.root {
+                return refuse(
+                    format!(
+                        "the offered tree of size {} is not the one accepted at that size: the ledger was rewritten or shows another view",
+                        old.size
+                    ),
+                    true,
+                );
+            }
+            if a.size != old.size {
+                return refuse(
+                    format!(
+                        "the consistency proof starts at size {}, but the last accepted checkpoint has size {}: prove from {}",
+                        old.size, a.size, a.size
+                    ),
+                    false,
+                );
+            }
+        }
+        if !crate::ledger::tlog::check_consistency(&p.path, new.size, new.root, old.size, old.root)
+        {
+            return refuse(
+                format!(
+                    "the tree of size {} does not extend the accepted tree of size {}",
+                    new.size, old.size
+                ),
+                true,
+            );
+        }
+        (p.new_note.to_string(), new)
+    } else {
+        let n = match open(offer, keys) {
+            Ok(n) => n.checkpoint,
+            Err(e) => return refuse(e, false),
+        };
+        match &accepted {
+            None => {}
+            Some(a) if a.origin == n.origin && a.size == n.size && a.root == n.root => {}
+            Some(a) if a.size == n.size => {
+                return refuse(
+                    format!(
+                        "the offered tree of size {} is not the one accepted at that size: the ledger was rewritten or shows another view",
+                        n.size
+                    ),
+                    true,
+                );
+            }
+            Some(a) => {
+                return refuse(
+                    format!(
+                        "a checkpoint of size {} was accepted before: offer a consistency proof from it (`prove --consistency-from {} --tlog`)",
+                        a.size, a.size
+                    ),
+                    false,
+                );
+            }
+        }
+        (offer.to_string(), n)
+    };
+    if let Some(a) = &accepted
+        && new.size < a.size
+    {
+        return refuse(
+            format!(
+                "the offered size {} is below the accepted size {}",
+                new.size, a.size
+            ),
+            true,
+        );
+    }
+    WitnessDecision::Cosign {
+        note: new_note,
+        checkpoint: new,
+    }
+}
+
 fn git_config(dir: &Path, key: &str) -> Option<String> {
     let o = std::process::Command::new("git")
         .arg("--git-dir")

@@ -517,3 +517,108 @@ fn tiles_in_git_are_rebuilt_when_missing_or_tampered_on_every_format() {
         );
     }
 }
+
+/// A witness cosigns a first note and then only trees that extend it: an extended ledger is
+/// cosigned (the cosigned note opens with the witness's key), a rewritten one is refused with
+/// both notes kept as evidence, and a refusal leaves the accepted checkpoint as it was.
+#[test]
+fn witness_cosigns_an_extended_ledger_and_refuses_a_rewritten_one() {
+    use git_forum::store::note;
+    let keys = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let state = work.path().join("witness");
+    let honest = Repo::new("sha1");
+    let (skey, vkey) = keygen(&honest, keys.path(), "example.com/forum");
+    let (wkey, wvkey) = keygen(&honest, keys.path(), "witness.example");
+    let rewritten = Repo::new("sha1");
+    for r in [&honest, &rewritten] {
+        r.git_ok(&["config", "forum.origin", "example.com/forum/main"]);
+    }
+    let witness = |repo: &Repo, offer: &str| {
+        let f = work.path().join("offer.txt");
+        std::fs::write(&f, offer).unwrap();
+        repo.forum()
+            .arg("witness")
+            .arg(&f)
+            .arg("--state")
+            .arg(&state)
+            .arg("--witness-key")
+            .arg(&wkey)
+            .args(["--note-verifier", &vkey])
+            .output()
+            .unwrap()
+    };
+    for i in 0..3 {
+        honest.append("agent", "note", &format!(r#"{{"i":{i}}}"#));
+    }
+    let first = note(&honest, &skey);
+    let o = witness(&honest, &first);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let both = note::verifiers(&[vkey.clone(), wvkey.clone()]).unwrap();
+    let cosigned = String::from_utf8(o.stdout).unwrap();
+    let opened = note::open(&cosigned, &both).unwrap();
+    assert_eq!(opened.signers, ["example.com/forum", "witness.example"]);
+
+    for i in 3..5 {
+        honest.append("agent", "note", &format!(r#"{{"i":{i}}}"#));
+    }
+    note(&honest, &skey);
+    let extend = honest.forum_ok(&["prove", "--consistency-from", "3", "--tlog"]);
+    let o = witness(&honest, &extend);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cosigned = String::from_utf8(o.stdout).unwrap();
+    let opened = note::open(
+        &cosigned,
+        &note::verifiers(std::slice::from_ref(&wvkey)).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(opened.checkpoint.size, 5);
+    let accepted_file = |s: &Path| {
+        let mut notes: Vec<_> = std::fs::read_dir(s)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "note"))
+            .collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        std::fs::read_to_string(notes.pop().unwrap()).unwrap()
+    };
+    let accepted_before = accepted_file(&state);
+    assert!(accepted_before.contains("\n5\n"), "{accepted_before}");
+
+    // The same origin and key, other entries: a rewritten ledger of 7 entries.
+    for i in 0..7 {
+        rewritten.append("mallory", "note", &format!(r#"{{"x":{i}}}"#));
+        if i == 4 {
+            note(&rewritten, &skey);
+        }
+    }
+    note(&rewritten, &skey);
+    let forged = rewritten.forum_ok(&["prove", "--consistency-from", "5", "--tlog"]);
+    let o = witness(&rewritten, &forged);
+    let err = one_line_error(&o, "rewritten or shows another view");
+    assert!(err.contains("both notes kept in"), "{err}");
+    let evidence_dir = state.join("evidence");
+    let evidence = std::fs::read_dir(&evidence_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let text = std::fs::read_to_string(evidence).unwrap();
+    assert!(text.contains(&note(&honest, &skey)[..20]), "{text}");
+    assert!(text.contains(&forged), "{text}");
+    // The forged path under the honest old note does not verify either.
+    let honest_old = honest.forum_ok(&["prove", "--consistency-from", "5", "--tlog"]);
+    let old_note = note::parse_consistency(&honest_old)
+        .unwrap()
+        .new_note
+        .to_string();
+    let p = note::parse_consistency(&forged).unwrap();
+    let spliced = forged.replacen(p.old_note, &old_note, 1);
+    let o = witness(&rewritten, &spliced);
+    one_line_error(&o, "does not extend");
+    // A bare note of another size after the first contact is refused too.
+    let o = witness(&rewritten, &note(&rewritten, &skey));
+    one_line_error(&o, "offer a consistency proof");
+    assert_eq!(accepted_file(&state), accepted_before);
+}
