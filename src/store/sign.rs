@@ -447,8 +447,49 @@ impl GitStore {
         Ok(out)
     }
 
-    /// Checks a signature in this repository's trust setup.
+    /// [`Self::signed_checkpoints`] followed by the checkpoint notes (src/store/note.rs), each as
+    /// a signature of format `note` over Forum's root its `forum-root` line carries, so verify
+    /// holds notes to the same truncation and rewrite checks.
+    pub fn signed_checkpoints_and_notes(&self) -> Result<Vec<StoredSignature>, StoreError> {
+        let mut out = self.signed_checkpoints()?;
+        for n in self.stored_notes()? {
+            let text = n.split_once("\n\n").map(|(t, _)| format!("{t}\n"));
+            let Some(cp) = text.and_then(|t| super::note::parse_checkpoint(&t).ok()) else {
+                return Err(StoreError::Corrupt(format!(
+                    "{}: a stored note is not a checkpoint",
+                    self.signatures_ref()
+                )));
+            };
+            let Some(root) = cp.forum_root else { continue };
+            out.push(StoredSignature {
+                ledger: self.signature_ledger().to_string(),
+                checkpoint: Checkpoint {
+                    size: cp.size,
+                    root,
+                },
+                signature: CheckpointSignature {
+                    format: "note".into(),
+                    signature: n,
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    /// Checks a signature in this repository's trust setup (notes: `forum.noteVerifiers`).
     pub fn check_signature(&self, s: &StoredSignature) -> SignatureCheck {
+        if s.signature.format == "note" {
+            let keys = self.note_verifier_keys();
+            if keys.is_empty() {
+                return SignatureCheck::Unchecked("no forum.noteVerifiers configured".into());
+            }
+            return match super::note::verifiers(&keys)
+                .and_then(|v| super::note::open(&s.signature.signature, &v))
+            {
+                Ok(n) => SignatureCheck::Good(format!("note key {}", n.signers.join(", "))),
+                Err(why) => SignatureCheck::Bad(format!("checkpoint note: {why}")),
+            };
+        }
         let dir = self
             .repo()
             .workdir()

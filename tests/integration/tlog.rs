@@ -622,3 +622,52 @@ fn witness_cosigns_an_extended_ledger_and_refuses_a_rewritten_one() {
     one_line_error(&o, "offer a consistency proof");
     assert_eq!(accepted_file(&state), accepted_before);
 }
+
+/// `verify` checks stored notes with `forum.noteVerifiers` and holds them, through the Forum root
+/// their extension line carries, to the truncation and rewrite checks of signed checkpoints.
+#[test]
+fn verify_checks_notes_with_the_configured_verifiers_on_every_format() {
+    for kind in FORMATS {
+        let repo = Repo::new(kind);
+        let keys = tempfile::tempdir().unwrap();
+        let (skey, vkey) = keygen(&repo, keys.path(), "example.com/forum");
+        let (_, other) = keygen(&repo, keys.path(), "other.example");
+        for i in 0..3 {
+            repo.append("agent", "note", &format!(r#"{{"i":{i}}}"#));
+        }
+        // Not recorded, so only the note can catch the truncation below.
+        let k = skey.to_str().unwrap();
+        repo.forum_ok(&["checkpoint", "--note", "--note-key", k, "--no-record"]);
+        let unchecked = repo.forum_ok(&["verify"]);
+        assert!(
+            unchecked.contains("no forum.noteVerifiers configured"),
+            "{kind}: {unchecked}"
+        );
+        repo.git_ok(&["config", "forum.noteVerifiers", &vkey]);
+        let good = repo.forum_ok(&["verify"]);
+        assert!(good.contains("signed: size 3 (root "), "{kind}: {good}");
+        assert!(
+            good.contains("by note key example.com/forum"),
+            "{kind}: {good}"
+        );
+        repo.git_ok(&["config", "forum.noteVerifiers", &other]);
+        let o = repo.forum().arg("verify").output().unwrap();
+        assert!(!o.status.success(), "{kind}");
+        let said = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            said.contains("not signed by any trusted key"),
+            "{kind}: {said}"
+        );
+        // Truncation below a signed note is caught through its forum-root line.
+        repo.git_ok(&["config", "forum.noteVerifiers", &vkey]);
+        let tip = repo.git_ok(&["rev-parse", "refs/forum/ledgers/main~1"]);
+        repo.git_ok(&["update-ref", "refs/forum/ledgers/main", &tip]);
+        let o = repo.forum().arg("verify").output().unwrap();
+        assert!(!o.status.success(), "{kind}");
+        let said = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            said.contains("signed a checkpoint at 3 entries"),
+            "{kind}: {said}"
+        );
+    }
+}
