@@ -29,7 +29,7 @@ pub struct CheckpointCmd {
     pub base: super::verify::CheckpointArgs,
     /// Print (and store) the checkpoint as a C2SP signed note over the standard tree, Forum's
     /// root riding along as an extension line.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sign")]
     pub note: bool,
     /// The signed-note signer key file (default: `forum.noteKey`).
     #[arg(long, value_name = "FILE", requires = "note")]
