@@ -26,3 +26,4 @@ mod sign;
 mod storage;
 mod submit;
 mod sync;
+mod tlog;
