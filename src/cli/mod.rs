@@ -182,6 +182,16 @@ impl CliError {
     }
 }
 
+impl From<crate::surface::Error> for CliError {
+    /// The class decides the exit code ([`crate::surface::Class::exit_code`]).
+    fn from(e: crate::surface::Error) -> CliError {
+        CliError {
+            code: e.class.exit_code(),
+            message: Some(e.message),
+        }
+    }
+}
+
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> CliError {
         match e {
@@ -236,26 +246,7 @@ impl Ctx {
 
     /// The timestamp for a new entry: `--ts`, else `GIT_FORUM_TIMESTAMP`, else the clock.
     pub fn now(&self, flag: Option<f64>) -> Result<f64, CliError> {
-        if let Some(ts) = flag {
-            return Ok(ts);
-        }
-        if let Ok(v) = std::env::var("GIT_FORUM_TIMESTAMP") {
-            return v
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|t| t.is_finite() && *t >= 0.0)
-                .ok_or_else(|| {
-                    CliError::usage(format!(
-                        "GIT_FORUM_TIMESTAMP={v:?} is not a number of seconds since 1970"
-                    ))
-                });
-        }
-        let d = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_err(|_| CliError::fail("the system clock is before 1970"))?;
-        // Microseconds: what Forum's `.6f` entry-hash formatting keeps.
-        Ok((d.as_micros() as f64) / 1e6)
+        Ok(crate::surface::clock::entry_timestamp(flag)?)
     }
 }
 

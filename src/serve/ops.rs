@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use serde_json::{Value as J, json};
@@ -27,9 +26,10 @@ use crate::quality::profile::get_profile;
 use crate::quality::{HumanizeError, humanize};
 use crate::roster::Tier;
 use crate::route::{build_communication_contract, check_request, route_request};
-use crate::run::{self, Clock, Env, GatePolicy, RunError, Status, status};
+use crate::run::{self, Env, GatePolicy, RunError, Status, status};
 use crate::store::git::{GitStore, Options};
 use crate::store::sync::{Git, REMOTES_PREFIX, SEEN_PREFIX};
+use crate::surface::clock::{RunClock, system_now};
 
 type Res = Result<J, Reply>;
 
@@ -57,37 +57,6 @@ fn parse_seq(text: &str) -> Result<u64, Reply> {
 }
 
 const PROFILES: [&str; 4] = ["operator", "engineer", "researcher", "executive"];
-
-/// Timestamps for a run's entries, and its elapsed time for the seconds budget. Once the
-/// server drains, elapsed time jumps far ahead, so the run stops on its budget at the next
-/// check and is witnessed as stopped (and resumable), instead of being cut off mid-write.
-struct RunClock {
-    pinned: Option<f64>,
-    start: Instant,
-    draining: Arc<AtomicBool>,
-}
-
-impl Clock for RunClock {
-    fn now(&self) -> f64 {
-        self.pinned.unwrap_or_else(system_now)
-    }
-
-    fn elapsed(&self) -> f64 {
-        let jump = if self.draining.load(Ordering::SeqCst) {
-            1e12
-        } else {
-            0.0
-        };
-        self.start.elapsed().as_secs_f64() + jump
-    }
-}
-
-fn system_now() -> f64 {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    (d.as_micros() as f64) / 1e6
-}
 
 /// The ledger as a run sees it: reads through the shared entry cache (each read sees one
 /// consistent tip) and one handle of its own for bodies; writes through the server's writer,
@@ -1189,19 +1158,5 @@ mod tests {
         for bad in ["", "-1", "+1", "1.0", "x", " 1", "99999999999999999999999"] {
             assert_eq!(parse_seq(bad).unwrap_err().status, 400, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn the_run_clock_jumps_when_draining() {
-        let flag = Arc::new(AtomicBool::new(false));
-        let c = RunClock {
-            pinned: Some(5.0),
-            start: Instant::now(),
-            draining: flag.clone(),
-        };
-        assert_eq!(c.now(), 5.0);
-        assert!(c.elapsed() < 1e6);
-        flag.store(true, Ordering::SeqCst);
-        assert!(c.elapsed() >= 1e12);
     }
 }

@@ -11,6 +11,8 @@
 
 use std::fmt;
 
+pub mod clock;
+
 /// A report an operation returns: serializable, with a stable schema name.
 pub trait Report: serde::Serialize {
     /// The schema name written as the report's `schema` field (for example
