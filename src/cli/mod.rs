@@ -17,7 +17,7 @@ pub mod doctor;
 pub mod exec_flags;
 pub mod hooks;
 pub mod init;
-pub(crate) mod input;
+pub(crate) use crate::config::input;
 pub mod interop;
 pub mod man;
 pub mod plan;
@@ -189,6 +189,12 @@ impl From<crate::surface::Error> for CliError {
             code: e.class.exit_code(),
             message: Some(e.message),
         }
+    }
+}
+
+impl From<crate::config::Error> for CliError {
+    fn from(e: crate::config::Error) -> CliError {
+        crate::surface::Error::from(e).into()
     }
 }
 

@@ -6,19 +6,15 @@
 //! whether key variables are set (never their values) and `PATH` whether programs exist, and
 //! hands those facts to the pure checks in [`crate::exec::config`].
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
 use serde_json::{Value as J, json};
 
 use super::exec_flags::ExecutorArgs;
-use super::route::{forum_config_file, load_roster, read_text};
+use super::route::load_roster;
 use super::{CliError, Ctx};
-use crate::exec::config::{
-    self, ExecutorKind, ExecutorSpec, Facts, Runtime, SeatChoice, Slot, Via,
-};
+use crate::exec::config::{self, ExecutorKind, ExecutorSpec, Facts, SeatChoice, Slot, Via};
 use crate::exec::endpoint::{self, Origin};
-use crate::exec::http::{SystemLookup, VetError, VettingResolver};
 use crate::roster::Tier;
 
 /// Inspect the executors a run would use.
@@ -46,77 +42,17 @@ pub struct InspectArgs {
     pub roster: Option<PathBuf>,
 }
 
-/// The environment and `PATH` as they are.
-pub struct RealFacts;
-
-impl Facts for RealFacts {
-    fn var_is_set(&self, name: &str) -> bool {
-        std::env::var_os(name).is_some_and(|v| !v.is_empty())
-    }
-
-    fn refuses_host(&self, host: &str, policy: &endpoint::Policy) -> Option<String> {
-        // The very check the HTTP client makes at connection time.
-        let resolver = VettingResolver::new(*policy, Arc::new(SystemLookup));
-        match resolver.vet(host) {
-            Err(e @ VetError::Refused { .. }) => Some(e.to_string()),
-            // Nothing to connect to yet is a connection failure at run time, not a refusal.
-            Err(VetError::Lookup { .. }) | Ok(_) => None,
-        }
-    }
-
-    fn program_found(&self, program: &str) -> bool {
-        if program.contains('/') {
-            return is_executable(Path::new(program));
-        }
-        std::env::var_os("PATH").is_some_and(|path| {
-            std::env::split_paths(&path)
-                .filter(|d| !d.as_os_str().is_empty())
-                .any(|d| is_executable(&d.join(program)))
-        })
-    }
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// Where the runtime config came from.
-pub struct Loaded {
-    /// The merged runtime.
-    pub runtime: Runtime,
-    /// The file read, if any, and how it is trusted.
-    pub source: Option<(PathBuf, Origin)>,
-}
+pub use crate::config::{Loaded, RealFacts};
 
 /// Reads the runtime config (`--runtime-config FILE`, else `.forum/runtime.toml`) and merges
-/// the flags over it. Bad config or flags are usage errors (exit 2), one line each; warnings
-/// go to stderr. `submit` will call this too.
+/// the flags over it ([`crate::config::load_runtime`]). Bad config or flags are usage errors
+/// (exit 2), one line each; warnings go to stderr.
 pub fn load_runtime(ctx: &Ctx, args: &ExecutorArgs) -> Result<Loaded, CliError> {
-    let source = match &args.runtime_config {
-        Some(p) => Some((p.clone(), Origin::UserFile)),
-        None => forum_config_file(ctx, "runtime.toml").map(|p| (p, Origin::RepoConfig)),
-    };
-    let file = match &source {
-        Some((path, origin)) => {
-            let text = read_text(path, "runtime config")?;
-            let name = match origin {
-                Origin::RepoConfig => config::REPO_CONFIG_PATH.to_string(),
-                _ => path.display().to_string(),
-            };
-            Some(
-                config::parse_runtime_config(&text, &name, *origin)
-                    .map_err(|e| CliError::usage(e.to_string()))?,
-            )
-        }
-        None => None,
-    };
-    let runtime =
-        config::merge(file, &args.to_flags()).map_err(|e| CliError::usage(e.to_string()))?;
-    for w in &runtime.warnings {
-        eprintln!("warning: {w}");
-    }
-    Ok(Loaded { runtime, source })
+    Ok(crate::config::load_runtime(
+        &ctx.dir,
+        args.runtime_config.as_deref(),
+        &args.to_flags(),
+    )?)
 }
 
 pub fn run(ctx: &Ctx, args: RuntimeArgs) -> Result<(), CliError> {
@@ -368,18 +304,6 @@ pub fn readiness(ctx: &Ctx) -> Result<Readiness, String> {
 mod tests {
     use super::*;
     use crate::roster::Roster;
-
-    #[test]
-    fn real_facts_find_programs_and_never_read_values() {
-        assert!(RealFacts.program_found("sh"));
-        assert!(RealFacts.program_found("/bin/sh"));
-        assert!(!RealFacts.program_found("git-forum-no-such-program-xyz"));
-        assert!(!RealFacts.program_found("/nonexistent/prog"));
-        let plain = tempfile::NamedTempFile::new().unwrap();
-        assert!(!RealFacts.program_found(plain.path().to_str().unwrap()));
-        assert!(RealFacts.var_is_set("PATH"));
-        assert!(!RealFacts.var_is_set("GIT_FORUM_SURELY_UNSET_VAR"));
-    }
 
     #[test]
     fn roster_and_slot_types_line_up() {

@@ -717,7 +717,7 @@ impl Dispatcher {
             );
         };
         let rt = &loaded.runtime;
-        let issues = config::issues(rt, &self.roster, &crate::cli::runtime::RealFacts);
+        let issues = config::issues(rt, &self.roster, &crate::config::RealFacts);
         let default = match rt.effective_default() {
             Some((via, spec)) => json!({"configured": rt.default.is_some(), "via": via_json(&via),
                 "executor": spec_json(spec)}),

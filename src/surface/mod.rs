@@ -12,6 +12,7 @@
 use std::fmt;
 
 pub mod clock;
+pub mod context;
 
 /// A report an operation returns: serializable, with a stable schema name.
 pub trait Report: serde::Serialize {
