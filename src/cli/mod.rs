@@ -200,12 +200,7 @@ impl From<crate::config::Error> for CliError {
 
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> CliError {
-        match e {
-            StoreError::InvalidName { .. } | StoreError::Invalid(_) => {
-                CliError::usage(e.to_string())
-            }
-            other => CliError::fail(other.to_string()),
-        }
+        crate::surface::Error::from(e).into()
     }
 }
 

@@ -211,15 +211,16 @@ impl Reply {
     }
 }
 
+impl From<crate::surface::Error> for Reply {
+    /// The class decides the status ([`crate::surface::Class::http_status`]).
+    fn from(e: crate::surface::Error) -> Reply {
+        Reply::error(e.class.http_status(), e.message)
+    }
+}
+
 impl From<StoreError> for Reply {
     fn from(e: StoreError) -> Reply {
-        let status = match &e {
-            StoreError::NoLedger(_) => 404,
-            StoreError::Invalid(_) | StoreError::InvalidName { .. } => 400,
-            StoreError::Contended(_) => 503,
-            _ => 500,
-        };
-        Reply::error(status, e.to_string())
+        crate::surface::Error::from(e).into()
     }
 }
 

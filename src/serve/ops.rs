@@ -42,10 +42,7 @@ fn not_found(message: impl Into<String>) -> Reply {
 }
 
 fn storage_err(e: StorageError) -> Reply {
-    match e {
-        StorageError::Invalid(m) => bad(m),
-        other => Reply::error(500, other.to_string()),
-    }
+    crate::surface::Error::from(e).into()
 }
 
 /// A path segment that must be a seq.
@@ -327,35 +324,16 @@ impl Dispatcher {
         )
     }
 
+    /// Deep verify, the same report as `git forum verify --deep --json`; a ledger with no
+    /// entries yet verifies (the daemon serves it before its first append).
     pub(crate) fn verify(&self) -> Res {
         let store = self.reader()?;
-        if !store.exists()? {
-            let root = merkle_root::<&str>(&[]);
-            return Ok(
-                json!({"ledger": self.cfg.ledger, "ok": true, "chain": true, "deep": true,
-                "entries": 0, "checkpoint": root, "first_bad_seq": null, "problem": null, "code": null,
-                "redacted": [], "notes": []}),
-            );
-        }
-        let r = store.verify(true)?;
-        let redacted: Vec<J> = r
-            .redacted
-            .iter()
-            .map(|(s, h)| json!({"seq": s, "payload_hash": h}))
-            .collect();
-        Ok(json!({
-            "ledger": self.cfg.ledger,
-            "ok": r.passed(),
-            "chain": r.chain,
-            "deep": r.deep_ok == Some(true),
-            "entries": r.entries,
-            "checkpoint": r.checkpoint,
-            "first_bad_seq": r.first_bad_seq,
-            "problem": r.problem,
-            "code": r.code,
-            "redacted": redacted,
-            "notes": r.notes,
-        }))
+        let r = if store.exists()? {
+            crate::surface::verify::verify(&store, &self.cfg.ledger, true)?
+        } else {
+            crate::surface::verify::VerifyReport::empty(&self.cfg.ledger, true)
+        };
+        serde_json::to_value(r).map_err(|e| Reply::error(500, format!("encoding the report: {e}")))
     }
 
     pub(crate) fn entry(&self, seq: &str) -> Res {

@@ -798,7 +798,7 @@ pub fn push(
             PushStatus::Refused(format!(
                 "it does not verify{at}: {} [{}]; run `git forum --ledger {name} verify --deep`",
                 r.problem.as_deref().unwrap_or("unknown problem"),
-                r.code.unwrap_or("")
+                r.code.map_or("", |c| c.as_str())
             ))
         };
         results.push(PushResult {
@@ -1180,7 +1180,7 @@ fn judge_fetched(
             "{remote}'s copy does not verify{at}: {}",
             report.problem.as_deref().unwrap_or("unknown problem")
         ));
-        result.code = report.code.or(Some("does-not-verify"));
+        result.code = report.code.map(|c| c.as_str()).or(Some("does-not-verify"));
         return Ok(result);
     }
     let chain = chain.ok_or_else(|| {
@@ -1412,7 +1412,7 @@ pub fn check_pre_push(
             refusals.push(format!(
                 "ledger {name} does not verify{at}: {} [{}]",
                 report.problem.as_deref().unwrap_or("unknown problem"),
-                report.code.unwrap_or("")
+                report.code.map_or("", |c| c.as_str())
             ));
             continue;
         }
