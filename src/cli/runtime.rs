@@ -8,13 +8,11 @@
 
 use std::path::PathBuf;
 
-use serde_json::{Value as J, json};
-
 use super::exec_flags::ExecutorArgs;
 use super::route::load_roster;
 use super::{CliError, Ctx};
-use crate::exec::config::{self, ExecutorKind, ExecutorSpec, Facts, SeatChoice, Slot, Via};
-use crate::exec::endpoint::{self, Origin};
+use crate::exec::config::{self, ExecutorSpec, SeatChoice, Via};
+use crate::exec::endpoint::Origin;
 use crate::roster::Tier;
 
 /// Inspect the executors a run would use.
@@ -61,49 +59,6 @@ pub fn run(ctx: &Ctx, args: RuntimeArgs) -> Result<(), CliError> {
     }
 }
 
-fn executor_json(spec: &ExecutorSpec, facts: &dyn Facts) -> J {
-    let mut v = json!({
-        "kind": spec.kind.name(),
-        "model": spec.model(),
-        "origin": spec.origin.as_str(),
-        "timeout_seconds": spec.timeout_seconds,
-        "max_response_bytes": spec.max_response_bytes,
-        "describe": spec.describe(),
-    });
-    let m = v.as_object_mut().expect("object");
-    match &spec.kind {
-        ExecutorKind::Command { argv, .. } => {
-            m.insert("argv".into(), json!(argv));
-            m.insert("program_found".into(), json!(facts.program_found(&argv[0])));
-        }
-        ExecutorKind::Chat { url, .. } => {
-            let shown = url::Url::parse(url).map(|u| endpoint::display_url(&u)).ok();
-            m.insert("url".into(), json!(shown));
-            m.insert("is_local".into(), json!(spec.is_local));
-            m.insert("allow_private".into(), json!(spec.allow_private));
-        }
-        ExecutorKind::Anthropic { .. } => {
-            m.insert("url".into(), json!(config::ANTHROPIC_URL));
-        }
-    }
-    if let Some(u) = spec.url() {
-        let verdict = match config::check_endpoint(u, &spec.policy(), facts) {
-            Ok(_) => J::String("allowed".into()),
-            Err(r) => J::String(format!("refused: {r}")),
-        };
-        m.insert("endpoint".into(), verdict);
-    }
-    m.insert("api_key_env".into(), json!(spec.key_env()));
-    if let Some(k) = spec.key_env() {
-        m.insert("key_set".into(), json!(facts.var_is_set(k)));
-    }
-    v
-}
-
-fn via_json(via: &Via) -> J {
-    json!({"slot": via.slot().map(Slot::as_str), "why": via.explain()})
-}
-
 fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
     let loaded = load_runtime(ctx, &args.exec)?;
     let roster = load_roster(ctx, args.roster.as_deref())?;
@@ -123,69 +78,8 @@ fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
     let worker_pinned = !matches!(rt.seats.worker, SeatChoice::Unset);
 
     if ctx.json {
-        let default = match rt.effective_default() {
-            Some((via, spec)) => json!({
-                "configured": rt.default.is_some(),
-                "via": via_json(&via),
-                "executor": executor_json(spec, &facts),
-            }),
-            None => json!({"configured": false, "via": null, "executor": null}),
-        };
-        let mut tiers = serde_json::Map::new();
-        for t in Tier::ALL {
-            let (status, via) = match rt.for_tier(t) {
-                Some((Via::Slot(_), _)) => ("configured", None),
-                Some((via, _)) => ("fallback", Some(via_json(&via))),
-                None => ("missing", None),
-            };
-            tiers.insert(
-                t.as_str().into(),
-                json!({
-                    "status": status,
-                    "fallback": via,
-                    "executor": rt.tiers.get(&t).map(|s| executor_json(s, &facts)),
-                    "demanded_by": lanes(t),
-                    "used_for_tasks": !worker_pinned,
-                }),
-            );
-        }
-        let seat = |name: &str,
-                    choice: &SeatChoice,
-                    resolved: Option<Result<(Via, ExecutorSpec), String>>| {
-            let set = match choice {
-                SeatChoice::Unset => json!(null),
-                SeatChoice::Slot(s) => json!(s.as_str()),
-                SeatChoice::Inline(_) => json!("inline"),
-            };
-            let (via, exec, problem) = match resolved {
-                Some(Ok((via, s))) => (via_json(&via), executor_json(&s, &facts), J::Null),
-                Some(Err(p)) => (J::Null, J::Null, J::String(p)),
-                None => (J::Null, J::Null, J::Null),
-            };
-            json!({"seat": name, "set": set, "via": via, "executor": exec, "problem": problem})
-        };
-        let orchestrator = seat(
-            "orchestrator",
-            &rt.seats.orchestrator,
-            Some(rt.for_control().map_err(|u| u.to_string())),
-        );
-        let worker = seat(
-            "worker",
-            &rt.seats.worker,
-            worker_pinned.then(|| rt.for_task(&roster, "").map_err(|u| u.to_string())),
-        );
-        let v = json!({
-            "schema": "git-forum.runtime-inspect/1",
-            "ready": ready,
-            "config": loaded.source.as_ref().map(|(p, o)| json!({"path": p.display().to_string(), "origin": o.as_str()})),
-            "default": default,
-            "tiers": tiers,
-            "seats": {"worker": worker, "orchestrator": orchestrator},
-            "roster": {"lanes": roster.len()},
-            "issues": issues.iter().map(|i| json!({"place": i.place, "problem": i.problem})).collect::<Vec<_>>(),
-            "warnings": rt.warnings,
-        });
-        ctx.out_json(&v)?;
+        let report = crate::surface::runtime::inspect(&loaded, &roster, &facts);
+        ctx.out_json(&serde_json::to_value(&report).map_err(|e| CliError::fail(e.to_string()))?)?;
     } else {
         let mut lines = Vec::new();
         lines.push(match &loaded.source {
@@ -309,6 +203,9 @@ mod tests {
     fn roster_and_slot_types_line_up() {
         let r = Roster::default_roster();
         assert!(!r.is_empty());
-        assert_eq!(Slot::parse("capable"), Some(Slot::Tier(Tier::Capable)));
+        assert_eq!(
+            config::Slot::parse("capable"),
+            Some(config::Slot::Tier(Tier::Capable))
+        );
     }
 }

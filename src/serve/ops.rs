@@ -13,7 +13,7 @@ use super::dispatch::{Dispatcher, Reply, Request, Snapshot, lock};
 use crate::cli::submit::{ContextFlags, preload};
 use crate::context::ContextBudget;
 use crate::exec::Seats;
-use crate::exec::config::{self, ExecutorSpec, SeatChoice, Via};
+use crate::exec::config;
 use crate::ledger::merkle::{consistency_proof, inclusion_path, merkle_root};
 use crate::ledger::proof::{
     CONSISTENCY_SCHEMA, Checkpoint, ConsistencyProof, INCLUSION_SCHEMA, InclusionProof,
@@ -24,7 +24,6 @@ use crate::ledger::{
 use crate::plan::{ParseMode, Plan};
 use crate::quality::profile::get_profile;
 use crate::quality::{HumanizeError, humanize};
-use crate::roster::Tier;
 use crate::route::{build_communication_contract, check_request, route_request};
 use crate::run::{self, Env, GatePolicy, RunError, Status, status};
 use crate::store::git::{GitStore, Options};
@@ -112,19 +111,6 @@ impl Storage for Shared<'_> {
     fn sync(&mut self) -> Result<(), StorageError> {
         Ok(lock(&self.d.writer).sync()?)
     }
-}
-
-fn spec_json(spec: &ExecutorSpec) -> J {
-    json!({
-        "kind": spec.kind.name(),
-        "model": spec.model(),
-        "origin": spec.origin.as_str(),
-        "describe": spec.describe(),
-    })
-}
-
-fn via_json(via: &Via) -> J {
-    json!({"slot": via.slot().map(|s| s.as_str()), "why": via.explain()})
 }
 
 /// A compiled plan with its tasks, as `/plan` answers: the `plan` entry's payload with the
@@ -682,66 +668,36 @@ impl Dispatcher {
 
     // ----- executors -----
 
+    /// The server's runtime, the same report as `git forum runtime inspect --json`; ready
+    /// only when the server can also run models with it. A server given its seats directly
+    /// (tests, embedders) has no runtime config: the report is of the empty one, and ready when
+    /// the seats are there.
     pub(crate) fn runtime(&self) -> Res {
-        let schema = "git-forum.runtime-inspect/1";
-        let Some(loaded) = &self.executors.loaded else {
-            let (ready, issues) = match &self.executors.seats {
-                Ok(_) => (true, vec![]),
-                Err(why) => (false, vec![json!({"place": "default", "problem": why})]),
-            };
-            return Ok(
-                json!({"schema": schema, "source": "current", "ready": ready, "config": null,
-                "default": null, "tiers": {}, "seats": {}, "issues": issues, "warnings": []}),
-            );
+        let facts = crate::config::RealFacts;
+        let mut report = match &self.executors.loaded {
+            Some(loaded) => crate::surface::runtime::inspect(loaded, &self.roster, &facts),
+            None => {
+                let empty = crate::config::Loaded {
+                    runtime: config::merge(None, &config::Flags::default())
+                        .map_err(|e| Reply::error(500, e.to_string()))?,
+                    source: None,
+                };
+                let mut r = crate::surface::runtime::inspect(&empty, &self.roster, &facts);
+                r.issues.clear();
+                r
+            }
         };
-        let rt = &loaded.runtime;
-        let issues = config::issues(rt, &self.roster, &crate::config::RealFacts);
-        let default = match rt.effective_default() {
-            Some((via, spec)) => json!({"configured": rt.default.is_some(), "via": via_json(&via),
-                "executor": spec_json(spec)}),
-            None => json!({"configured": false, "via": null, "executor": null}),
-        };
-        let worker_pinned = !matches!(rt.seats.worker, SeatChoice::Unset);
-        let mut tiers = serde_json::Map::new();
-        for t in Tier::ALL {
-            let status = match rt.for_tier(t) {
-                Some((Via::Slot(_), _)) => "configured",
-                Some(_) => "fallback",
-                None => "missing",
-            };
-            let lanes: Vec<&str> = self
-                .roster
-                .agents()
-                .iter()
-                .filter(|a| a.model_tier == t)
-                .map(|a| a.name.as_str())
-                .collect();
-            tiers.insert(
-                t.as_str().into(),
-                json!({"status": status, "executor": rt.tiers.get(&t).map(spec_json),
-                    "demanded_by": lanes, "used_for_tasks": !worker_pinned}),
-            );
+        if let Err(why) = &self.executors.seats
+            && report.issues.is_empty()
+        {
+            report.issues.push(crate::surface::runtime::Issue {
+                place: "default".into(),
+                problem: why.clone(),
+            });
         }
-        let seat = |r: Result<(Via, ExecutorSpec), config::Unresolved>| match r {
-            Ok((via, spec)) => json!({"via": via_json(&via), "executor": spec_json(&spec)}),
-            Err(u) => json!({"problem": u.to_string()}),
-        };
-        let worker = if worker_pinned {
-            seat(rt.for_task(&self.roster, ""))
-        } else {
-            json!({"via": null, "executor": null, "note": "each lane's tier"})
-        };
-        Ok(json!({
-            "schema": schema,
-            "source": "current",
-            "ready": issues.is_empty() && self.executors.seats.is_ok(),
-            "config": loaded.source.as_ref().map(|(p, o)| json!({"path": p.display().to_string(), "origin": o.as_str()})),
-            "default": default,
-            "tiers": tiers,
-            "seats": {"orchestrator": seat(rt.for_control()), "worker": worker},
-            "issues": issues.iter().map(|i| json!({"place": i.place, "problem": i.problem})).collect::<Vec<_>>(),
-            "warnings": rt.warnings,
-        }))
+        report.ready = report.issues.is_empty();
+        serde_json::to_value(report)
+            .map_err(|e| Reply::error(500, format!("encoding the report: {e}")))
     }
 
     fn run_options(&self, a: &Args<'_>) -> Result<run::Options, Reply> {

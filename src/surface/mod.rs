@@ -16,6 +16,7 @@ use crate::store::git::StoreError;
 
 pub mod clock;
 pub mod context;
+pub mod runtime;
 pub mod verify;
 
 /// A report an operation returns: serializable, with a stable schema name.
