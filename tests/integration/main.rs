@@ -20,6 +20,7 @@ mod report;
 mod route;
 mod runs;
 mod runtime;
+mod same_json;
 mod sign;
 mod storage;
 mod submit;
