@@ -21,10 +21,9 @@ use super::git::{
 };
 use super::packread::{Packs, Reader};
 use super::sign::SignatureCheck;
-use crate::ledger::ChainProblem;
 use crate::ledger::canonical;
 use crate::ledger::hash::{self, sha256_hex};
-use crate::ledger::merkle::Accumulator;
+use crate::ledger::{ChainChecker, ChainProblem, Link};
 
 /// Commits handed from the walker to a worker at a time.
 const BATCH: usize = 512;
@@ -138,6 +137,24 @@ impl std::fmt::Display for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// The code and message of a problem the ledger's chain checker found. A broken link in a git
+/// ledger means a commit was given another parent, and the message says so.
+fn chain_code(p: &ChainProblem) -> (Code, String) {
+    let code = match p {
+        ChainProblem::Swapped { .. } => Code::EntriesSwapped,
+        ChainProblem::Missing { .. } => Code::EntriesDeleted,
+        ChainProblem::OutOfOrder { .. } => Code::EntriesOutOfOrder,
+        ChainProblem::EditedEntry => Code::EntryEdited,
+        ChainProblem::BrokenLink => {
+            return (
+                Code::ParentChanged,
+                "its prev_hash does not name the entry in its parent commit: the commit's parent was changed".to_string(),
+            );
+        }
+    };
+    (code, p.to_string())
 }
 
 /// A problem: the seq it is at, its stable code, and the message.
@@ -672,7 +689,6 @@ impl GitStore {
             .chain(signed.iter().map(|s| s.checkpoint.size))
             .collect();
         let mut prefix_roots: Vec<(u64, String)> = Vec::new();
-        let mut prev = hex_to_bytes(hash::GENESIS);
         let mut chain_problem: Option<Problem> = walk_failure.map(|f| {
             // The walk stopped early: the bad commit sits just below the oldest one read.
             let seq = recs
@@ -683,7 +699,8 @@ impl GitStore {
                 .unwrap_or(0);
             (seq, f.code, f.message)
         });
-        let mut acc = Accumulator::default();
+        let mut checker = ChainChecker::new();
+        let mut root_at_problem: Option<String> = None;
         let mut redacted: HashSet<[u8; 32]> = HashSet::new();
         if chain_problem.is_none() {
             for (i, r) in recs.iter().enumerate() {
@@ -696,61 +713,29 @@ impl GitStore {
                     chain_problem = Some((expected, code, msg));
                     break;
                 };
-                if seq != expected {
-                    let next_seq = recs.get(i + 1).and_then(Rec::seq);
-                    let (p, code) = if next_seq == Some(expected) {
-                        (
-                            ChainProblem::Swapped {
-                                expected,
-                                found: seq,
-                            },
-                            Code::EntriesSwapped,
-                        )
-                    } else if seq > expected {
-                        (
-                            ChainProblem::Missing {
-                                expected,
-                                found: seq,
-                            },
-                            Code::EntriesDeleted,
-                        )
-                    } else {
-                        (
-                            ChainProblem::OutOfOrder {
-                                expected,
-                                found: seq,
-                            },
-                            Code::EntriesOutOfOrder,
-                        )
-                    };
-                    chain_problem = Some((expected, code, p.to_string()));
-                    break;
-                }
-                if r.edited {
-                    chain_problem = Some((
-                        seq,
-                        Code::EntryEdited,
-                        ChainProblem::EditedEntry.to_string(),
-                    ));
-                    break;
-                }
-                if r.prev_hash != prev {
-                    chain_problem = Some((
-                        seq,
-                        Code::ParentChanged,
-                        "its prev_hash does not name the entry in its parent commit: the commit's parent was changed".to_string(),
-                    ));
+                let (prev_hash, entry_hash) = (hash::hex(&r.prev_hash), hash::hex(&r.entry_hash));
+                let link = Link {
+                    seq,
+                    prev_hash: &prev_hash,
+                    entry_hash: &entry_hash,
+                    edited: r.edited,
+                };
+                // A commit with a problem of its own is not counted in the checkpoint reported.
+                let root_before = r.local().map(|_| checker.root());
+                let next_seq = recs.get(i + 1).and_then(Rec::seq);
+                if let Err(p) = checker.push_link(&link, next_seq) {
+                    let (code, message) = chain_code(&p);
+                    chain_problem = Some((expected, code, message));
                     break;
                 }
                 if let Some(local) = r.local() {
                     chain_problem = Some((seq, local.0, local.1.clone()));
+                    root_at_problem = root_before;
                     break;
                 }
-                prev = r.entry_hash;
-                acc.push(&hash::hex(&r.entry_hash));
                 let n = expected + 1;
                 if wanted.contains(&n) {
-                    prefix_roots.push((n, acc.root()));
+                    prefix_roots.push((n, checker.root()));
                 }
                 if let Some(h) = r.extra.as_ref().and_then(|x| x.redacts) {
                     redacted.insert(h);
@@ -758,7 +743,7 @@ impl GitStore {
             }
         }
         report.entries = recs.len() as u64;
-        report.checkpoint = acc.root();
+        report.checkpoint = root_at_problem.unwrap_or_else(|| checker.root());
         report.chain = chain_problem.is_none();
         if let Some((seq, code, msg)) = chain_problem {
             report.fail(Some(seq), code, msg);
