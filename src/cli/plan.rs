@@ -60,7 +60,7 @@ pub fn run(ctx: &Ctx, args: PlanArgs) -> Result<(), CliError> {
         let mut store = ctx.store()?;
         let entry = NewEntry {
             actor: "dispatch".into(),
-            kind: "plan".into(),
+            kind: crate::ledger::kind::PLAN.into(),
             causal_parent: args.parent,
             payload: payload.clone(),
             ts: ctx.now(None)?,

@@ -58,7 +58,7 @@ pub fn run(ctx: &Ctx, args: RouteArgs) -> Result<(), CliError> {
         let mut store = ctx.store()?;
         let entry = NewEntry {
             actor: "router".into(),
-            kind: "route".into(),
+            kind: crate::ledger::kind::ROUTE.into(),
             causal_parent: args.parent,
             payload: Value::object([
                 ("task".to_string(), Value::str(&text)),

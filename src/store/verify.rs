@@ -333,7 +333,7 @@ fn check_commit(
     rec.prev_hash = hex_to_bytes(&entry.prev_hash);
     let payload_hash = hex_to_bytes(&entry.payload_hash);
     rec.edited = entry.computed_hash() != entry.entry_hash;
-    let redaction = entry.kind == "redaction";
+    let redaction = entry.kind == crate::ledger::kind::REDACTION;
     if deep && !redaction {
         let known = seen.lock().ok().and_then(|m| m.get(&raw.tree).copied());
         if let Some(known) = known {
@@ -356,7 +356,7 @@ fn check_commit(
         if matches!(body, Body::Absent) {
             rec.extra_mut().absent_payload = Some(payload_hash);
         }
-        if entry.kind == "redaction" && matches!(body, Body::Present) {
+        if entry.kind == crate::ledger::kind::REDACTION && matches!(body, Body::Present) {
             rec.extra_mut().redacts = redaction_target(buf);
         }
         if deep {
