@@ -149,7 +149,9 @@ pub enum Command {
     Hook(hooks::HookArgs),
 }
 
-/// An error that ends a command: one line on stderr and an exit code.
+/// An error that ends a command: one line on stderr and an exit code. Built only from a
+/// [`crate::surface::Error`], whose class decides the code, or as a silent exit after the
+/// command printed what it had to say.
 #[derive(Debug)]
 pub struct CliError {
     pub code: u8,
@@ -157,20 +159,14 @@ pub struct CliError {
 }
 
 impl CliError {
-    /// A failure of the command (exit 1).
+    /// A failure of the command (exit 1): [`crate::surface::Class::Failed`].
     pub fn fail(message: impl Into<String>) -> CliError {
-        CliError {
-            code: 1,
-            message: Some(message.into()),
-        }
+        crate::surface::Error::failed(message).into()
     }
 
-    /// Bad usage or bad input (exit 2).
+    /// Bad usage or bad input (exit 2): [`crate::surface::Class::Usage`].
     pub fn usage(message: impl Into<String>) -> CliError {
-        CliError {
-            code: 2,
-            message: Some(message.into()),
-        }
+        crate::surface::Error::usage(message).into()
     }
 
     /// Exit with `code`; the command already printed what it had to say.

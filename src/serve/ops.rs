@@ -33,11 +33,11 @@ use crate::surface::clock::{RunClock, system_now};
 type Res = Result<J, Reply>;
 
 fn bad(message: impl Into<String>) -> Reply {
-    Reply::error(400, message)
+    crate::surface::Error::usage(message).into()
 }
 
 fn not_found(message: impl Into<String>) -> Reply {
-    Reply::error(404, message)
+    crate::surface::Error::not_found(message).into()
 }
 
 fn storage_err(e: StorageError) -> Reply {
