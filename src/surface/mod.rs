@@ -17,6 +17,7 @@ use crate::store::git::StoreError;
 pub mod clock;
 pub mod context;
 pub mod runtime;
+pub mod sync;
 pub mod verify;
 
 /// A report an operation returns: serializable, with a stable schema name.
