@@ -12,11 +12,17 @@ use crate::common::{FORMATS, Repo, Served};
 
 /// `GET path` from a running daemon, as JSON; the status must be 200.
 fn http_get(d: &Served, path: &str) -> J {
+    http(d, "GET", path, "")
+}
+
+/// `METHOD path` with `body` to a running daemon, as JSON; the status must be 200.
+fn http(d: &Served, method: &str, path: &str, body: &str) -> J {
     let mut s = TcpStream::connect(&d.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let req = format!(
-        "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-        d.addr
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        d.addr,
+        body.len()
     );
     s.write_all(req.as_bytes()).unwrap();
     let mut out = Vec::new();
@@ -34,12 +40,19 @@ fn http_get(d: &Served, path: &str) -> J {
 
 /// Each tool's structured content, called in one `git forum mcp` session, in order.
 fn mcp_calls(repo: &Repo, tools: &[&str]) -> Vec<J> {
-    let lines: Vec<String> = tools
+    let calls: Vec<(&str, J)> = tools.iter().map(|t| (*t, json!({}))).collect();
+    mcp_calls_with(repo, &calls)
+}
+
+/// [`mcp_calls`] with each tool's arguments.
+fn mcp_calls_with(repo: &Repo, calls: &[(&str, J)]) -> Vec<J> {
+    let tools: Vec<&str> = calls.iter().map(|(t, _)| *t).collect();
+    let lines: Vec<String> = calls
         .iter()
         .enumerate()
-        .map(|(i, name)| {
+        .map(|(i, (name, args))| {
             json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
-                "params": {"name": name, "arguments": {}}})
+                "params": {"name": name, "arguments": args}})
             .to_string()
         })
         .collect();
@@ -50,7 +63,7 @@ fn mcp_calls(repo: &Repo, tools: &[&str]) -> Vec<J> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     replies.sort_by_key(|r| r["id"].as_u64());
-    assert_eq!(replies.len(), tools.len(), "{out}");
+    assert_eq!(replies.len(), calls.len(), "{out}");
     replies
         .into_iter()
         .zip(tools)
@@ -130,4 +143,28 @@ fn a_ledger_that_does_not_verify_is_the_same_report_everywhere() {
     drop(served);
     assert_eq!(http, cli);
     assert_eq!(mcp_calls(&repo, &["verify"])[0], cli);
+}
+
+#[test]
+fn inclusion_and_consistency_proofs_are_the_same_json_from_cli_http_and_mcp() {
+    let repo = ledger("sha256");
+    let cli_inclusion: J = serde_json::from_str(&repo.forum_ok(&["prove", "1"])).unwrap();
+    let cli_consistency: J =
+        serde_json::from_str(&repo.forum_ok(&["prove", "--consistency-from", "2"])).unwrap();
+    assert_eq!(cli_inclusion["entry"]["seq"], 1, "{cli_inclusion}");
+    let served = repo.serve(&[], std::process::Stdio::null());
+    let http_inclusion = http(&served, "POST", "/prove", r#"{"seq": 1}"#);
+    let http_consistency = http(&served, "POST", "/prove", r#"{"consistency_from": 2}"#);
+    drop(served);
+    assert_eq!(http_inclusion, cli_inclusion);
+    assert_eq!(http_consistency, cli_consistency);
+    let mcp = mcp_calls_with(
+        &repo,
+        &[
+            ("ledger_prove", json!({"seq": 1})),
+            ("ledger_prove", json!({"consistency_from": 2})),
+        ],
+    );
+    assert_eq!(mcp[0], cli_inclusion);
+    assert_eq!(mcp[1], cli_consistency);
 }
