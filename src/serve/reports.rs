@@ -10,12 +10,12 @@ use serde_json::{Value as J, json};
 
 use super::args::Args;
 use super::dispatch::{Dispatcher, Reply, Request};
-use crate::cli::context::{Got, preflight_payload};
 use crate::context::ContextBudget;
 use crate::report::{self, Snapshot};
 use crate::run::status;
 use crate::store::git::{GitStore, Options, validate_ledger_name};
 use crate::store::sync::REMOTES_PREFIX;
+use crate::surface::context::{Got, preflight_payload};
 
 type Res = Result<J, Reply>;
 
