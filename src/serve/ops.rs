@@ -860,6 +860,7 @@ impl Dispatcher {
     fn drive(
         &self,
         opts: &run::Options,
+        progress: Option<&dyn run::Progress>,
         go: impl FnOnce(&mut Shared<'_>, &Env<'_>) -> Result<run::Outcome, RunError>,
     ) -> Res {
         let seats = self.seats()?;
@@ -868,7 +869,7 @@ impl Dispatcher {
             roster: &self.roster,
             seats: seats.as_ref(),
             clock: &clock,
-            progress: &run::Silent,
+            progress: progress.unwrap_or(&run::Silent),
         };
         let mut store = Shared {
             d: self,
@@ -972,14 +973,20 @@ impl Dispatcher {
                 )
             })?;
         }
-        self.drive(&opts, |store, env| run::submit(store, env, &opts, request))
+        opts.interrupt = req.hooks.interrupt.clone();
+        self.drive(&opts, req.hooks.progress, |store, env| {
+            run::submit(store, env, &opts, request)
+        })
     }
 
     pub(crate) fn resume(&self, req: &Request<'_>) -> Res {
         let a = Args::new(req.body, &["run", "max_model_calls", "max_seconds"])?;
         let target = a.int("run")?;
-        let opts = self.run_options(&a)?;
-        self.drive(&opts, |store, env| run::resume(store, env, &opts, target))
+        let mut opts = self.run_options(&a)?;
+        opts.interrupt = req.hooks.interrupt.clone();
+        self.drive(&opts, req.hooks.progress, |store, env| {
+            run::resume(store, env, &opts, target)
+        })
     }
 
     /// Plans a request with the orchestrator seat and writes nothing: the run is played on a

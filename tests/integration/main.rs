@@ -10,6 +10,7 @@ mod http_exec;
 mod inputs;
 mod ledger;
 mod llm;
+mod mcp;
 mod plan;
 mod proofs;
 mod quality;
