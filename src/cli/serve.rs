@@ -200,7 +200,7 @@ pub fn mcp(ctx: &Ctx, args: McpArgs) -> Result<(), CliError> {
         TOOLS.len()
     );
     let stdin = std::io::stdin().lock();
-    let stdout = std::io::stdout().lock();
+    let stdout = std::io::stdout();
     Mcp::new(&d)
         .serve(stdin, stdout)
         .map_err(|e| CliError::fail(format!("reading standard input: {e}")))

@@ -233,6 +233,19 @@ pub struct Request<'a> {
     pub raw: Option<&'a [u8]>,
     /// The `Idempotency-Key` header, when one came over HTTP.
     pub key: Option<&'a str>,
+    /// What a submit or resume gets from its caller besides the body.
+    pub hooks: RunHooks<'a>,
+}
+
+/// What a caller hands a submit or resume besides its body: the flag that stops it (MCP's
+/// `notifications/cancelled`) and where its progress goes (MCP's `progressToken`). The
+/// default is neither: the run stops only on its budget or the drain, and says nothing.
+#[derive(Clone, Default)]
+pub struct RunHooks<'a> {
+    /// Raised to stop the run: it writes nothing more and witnesses `interrupted`.
+    pub interrupt: Option<Arc<crate::run::Interrupt>>,
+    /// Receives the run's progress events.
+    pub progress: Option<&'a dyn crate::run::Progress>,
 }
 
 type Handler<'p> = Box<dyn FnOnce(&Dispatcher, &Request<'_>) -> Result<J, Reply> + 'p>;
@@ -468,6 +481,18 @@ impl Dispatcher {
 
     /// [`Dispatcher::handle`] with the request's `Idempotency-Key` header, if any.
     pub fn handle_keyed(&self, method: &str, path: &str, body: &[u8], key: Option<&str>) -> Reply {
+        self.handle_hooked(method, path, body, key, RunHooks::default())
+    }
+
+    /// [`Dispatcher::handle_keyed`] with the run's [`RunHooks`] (an MCP tool call).
+    pub fn handle_hooked(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        key: Option<&str>,
+        hooks: RunHooks<'_>,
+    ) -> Reply {
         let Some(handler) = self.route_or_reply(method, path) else {
             return self.no_route(method, path);
         };
@@ -494,6 +519,7 @@ impl Dispatcher {
                 body: &parsed,
                 raw,
                 key,
+                hooks,
             },
         )
     }
@@ -509,6 +535,7 @@ impl Dispatcher {
                 body: &body,
                 raw: None,
                 key: None,
+                hooks: RunHooks::default(),
             },
         )
     }

@@ -642,15 +642,16 @@ impl Dispatcher {
     }
 
     /// Runs `go` (a submit or a resume, with `opts`) on the shared ledger and answers the
-    /// surface's run report; a run that the drain stopped is witnessed as interrupted.
-    fn drive(&self, opts: &run::Options, go: Go<'_>) -> Res {
+    /// surface's run report, telling `progress` (MCP's progress notifications) as it goes; a run
+    /// that the drain stopped is witnessed as interrupted.
+    fn drive(&self, opts: &run::Options, progress: Option<&dyn run::Progress>, go: Go<'_>) -> Res {
         let seats = self.seats()?;
         let clock = self.run_clock();
         let env = Env {
             roster: &self.roster,
             seats: seats.as_ref(),
             clock: &clock,
-            progress: &run::Silent,
+            progress: progress.unwrap_or(&run::Silent),
         };
         let mut store = Shared {
             d: self,
@@ -731,15 +732,17 @@ impl Dispatcher {
         )?;
         let request = a.text("request")?;
         check_request(request).map_err(|e| bad(e.to_string()))?;
-        let opts = self.run_options(&a)?;
-        self.drive(&opts, Go::Submit(request))
+        let mut opts = self.run_options(&a)?;
+        opts.interrupt = req.hooks.interrupt.clone();
+        self.drive(&opts, req.hooks.progress, Go::Submit(request))
     }
 
     pub(crate) fn resume(&self, req: &Request<'_>) -> Res {
         let a = Args::new(req.body, &["run", "max_model_calls", "max_seconds"])?;
         let target = a.int("run")?;
-        let opts = self.run_options(&a)?;
-        self.drive(&opts, Go::Resume(target))
+        let mut opts = self.run_options(&a)?;
+        opts.interrupt = req.hooks.interrupt.clone();
+        self.drive(&opts, req.hooks.progress, Go::Resume(target))
     }
 
     /// Plans a request with the orchestrator seat and writes nothing (a scratch ledger in

@@ -1297,13 +1297,13 @@ fn mcp_transcript_over_stdio() {
     let version = env!("CARGO_PKG_VERSION");
     let expected = [
         format!(r#"{{"id":1,"jsonrpc":"2.0","result":{{"capabilities":{{"tools":{{"listChanged":false}}}},"instructions":"git forum over ledger \"main\": every tool is a route of the git forum daemon; writes are witnessed in the ledger.","protocolVersion":"2025-06-18","serverInfo":{{"name":"git-forum","version":"{version}"}}}}}}"#),
-        r#"{"error":{"code":-32600,"message":"Invalid Request: a message must be a JSON object"},"id":null,"jsonrpc":"2.0"}"#.into(),
-        r#"{"error":{"code":-32600,"message":"Invalid Request: a message must be a JSON object"},"id":null,"jsonrpc":"2.0"}"#.into(),
-        r#"{"error":{"code":-32700,"message":"Parse error: expected value at line 1 column 1"},"id":null,"jsonrpc":"2.0"}"#.into(),
+        r#"{"error":{"code":-32600,"message":"Invalid Request: a message must be a JSON object"},"jsonrpc":"2.0"}"#.into(),
+        r#"{"error":{"code":-32600,"message":"Invalid Request: a message must be a JSON object"},"jsonrpc":"2.0"}"#.into(),
+        r#"{"error":{"code":-32700,"message":"Parse error: expected value at line 1 column 1"},"jsonrpc":"2.0"}"#.into(),
         r#"{"id":2,"jsonrpc":"2.0","result":{}}"#.into(),
         r#"{"error":{"code":-32601,"message":"Method not found: resources/list"},"id":3,"jsonrpc":"2.0"}"#.into(),
         r#"{"error":{"code":-32600,"message":"Invalid Request: jsonrpc must be \"2.0\""},"id":4,"jsonrpc":"2.0"}"#.into(),
-        r#"{"error":{"code":-32600,"message":"Invalid Request: id must be a string or a number"},"id":null,"jsonrpc":"2.0"}"#.into(),
+        r#"{"error":{"code":-32600,"message":"Invalid Request: id must be a string or a number"},"jsonrpc":"2.0"}"#.into(),
         r#"{"error":{"code":-32602,"message":"Unknown tool: no_such_tool"},"id":5,"jsonrpc":"2.0"}"#.into(),
         r#"{"id":6,"jsonrpc":"2.0","result":{"content":[{"text":"{\"commit\":\"<hex>\",\"entry_hash\":\"<hex>\",\"seq\":0}","type":"text"}],"isError":false,"structuredContent":{"commit":"<hex>","entry_hash":"<hex>","seq":0}}}"#.into(),
         r#"{"id":7,"jsonrpc":"2.0","result":{"content":[{"text":"{\"checkpoint\":\"<hex>\",\"entries\":1,\"ledger\":\"main\"}","type":"text"}],"isError":false,"structuredContent":{"checkpoint":"<hex>","entries":1,"ledger":"main"}}}"#.into(),

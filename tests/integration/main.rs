@@ -11,6 +11,7 @@ mod http_exec;
 mod inputs;
 mod ledger;
 mod llm;
+mod mcp;
 mod plan;
 mod proofs;
 mod quality;

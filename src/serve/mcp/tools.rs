@@ -1,31 +1,9 @@
-//! MCP on stdio: line-delimited JSON-RPC 2.0, written by hand over the [`Dispatcher`].
-//!
-//! Why not the official SDK (rmcp): a tools-only server needs five methods, the SDK pulls in
-//! about a hundred packages (schemars, macros) that take minutes to build on two cores, and it
-//! changes its public types often. Here every tool is a row of [`TOOLS`] naming a dispatcher
-//! route, and its result is that route's HTTP body, so MCP cannot drift from HTTP.
-//!
-//! Methods: `initialize`, `ping`, `tools/list`, `tools/call`; notifications (no `id`) get no
-//! reply. Errors: −32700 (not JSON, not UTF-8), −32600 (not a JSON object, no method, wrong
-//! `jsonrpc`, a line over [`MAX_LINE`]), −32601 (unknown method), −32602 (unknown tool, bad
-//! params). A bad line never ends the server (Forum's does, forum-spec §23.2); end of input
-//! does. Tool failures are results with `isError: true` and the dispatcher's
-//! `{"error": "..."}` as text. Messages are handled one at a time, in order. Only protocol goes
-//! to stdout; the caller sends logs to stderr.
-
-use std::io::{BufRead, Write};
+//! The MCP tools: one row of [`TOOLS`] per tool, naming the dispatcher route it calls, so a tool
+//! answers exactly what that route answers over HTTP.
 
 use serde_json::{Map, Value as J, json};
 
-use super::dispatch::{Dispatcher, Reply};
-use crate::ledger::canonical;
-
-/// The protocol revisions this server speaks, newest first; a client asking for another gets
-/// the newest.
-pub const PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-
-/// Longest accepted message line, in bytes (a 1 MiB body plus its JSON-RPC envelope, with room).
-pub const MAX_LINE: usize = 4 * 1024 * 1024;
+use crate::serve::dispatch::{Dispatcher, Reply, RunHooks};
 
 /// How a tool reaches the dispatcher.
 #[derive(Debug, Clone, Copy)]
@@ -513,9 +491,25 @@ impl Tool {
     /// Calls the tool's route with `args`; `raw`, the arguments' JSON text when there is one,
     /// is the body a POST route reads, exactly as an HTTP body.
     pub fn call_raw(&self, d: &Dispatcher, args: J, raw: Option<&str>) -> Reply {
+        self.call_hooked(d, args, raw, RunHooks::default())
+    }
+
+    /// [`Tool::call_raw`] with what a submit or resume gets besides its arguments: the flag
+    /// that cancels it and where its progress goes.
+    pub fn call_hooked(
+        &self,
+        d: &Dispatcher,
+        args: J,
+        raw: Option<&str>,
+        hooks: RunHooks<'_>,
+    ) -> Reply {
         match self.target {
             Target::Post(path) => match raw {
-                Some(text) => d.handle("POST", path, text.as_bytes()),
+                Some(text) => d.handle_hooked("POST", path, text.as_bytes(), None, hooks),
+                None if hooks.interrupt.is_some() || hooks.progress.is_some() => {
+                    // No arguments: the route reads `{}`, as it does for an empty HTTP body.
+                    d.handle_hooked("POST", path, b"", None, hooks)
+                }
                 None => d.call("POST", path, args),
             },
             Target::Get(path) => match &args {
@@ -554,226 +548,6 @@ impl Tool {
     }
 }
 
-fn error(id: J, code: i64, message: &str) -> J {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-}
-
-fn result(id: J, result: J) -> J {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
-}
-
-/// The MCP server: one dispatcher, one message at a time.
-pub struct Mcp<'d> {
-    dispatcher: &'d Dispatcher,
-}
-
-impl<'d> Mcp<'d> {
-    /// A server over `dispatcher`.
-    pub fn new(dispatcher: &'d Dispatcher) -> Mcp<'d> {
-        Mcp { dispatcher }
-    }
-
-    /// Answers one line; `None` for a notification (or a response from the client), which
-    /// gets no reply.
-    pub fn handle_line(&self, line: &[u8]) -> Option<J> {
-        let Ok(text) = std::str::from_utf8(line) else {
-            return Some(error(J::Null, -32700, "Parse error: the line is not UTF-8"));
-        };
-        // Read as Python's json.loads reads it, as the HTTP body is: NaN and Infinity are
-        // accepted and every number keeps its exact value (see `Dispatcher::handle`).
-        let parsed = match canonical::parse(text) {
-            Ok(v) => v,
-            Err(ours) => {
-                let why = serde_json::from_str::<J>(text)
-                    .err()
-                    .map_or_else(|| ours.to_string(), |e| e.to_string());
-                return Some(error(J::Null, -32700, &format!("Parse error: {why}")));
-            }
-        };
-        let msg = parsed.to_serde();
-        let J::Object(m) = &msg else {
-            return Some(error(
-                J::Null,
-                -32600,
-                "Invalid Request: a message must be a JSON object",
-            ));
-        };
-        let id = match m.get("id") {
-            None => None,
-            Some(v @ (J::String(_) | J::Number(_) | J::Null)) => Some(v.clone()),
-            Some(_) => {
-                return Some(error(
-                    J::Null,
-                    -32600,
-                    "Invalid Request: id must be a string or a number",
-                ));
-            }
-        };
-        let reply_id = id.clone().unwrap_or(J::Null);
-        if m.get("jsonrpc").and_then(J::as_str) != Some("2.0") {
-            return Some(error(
-                reply_id,
-                -32600,
-                "Invalid Request: jsonrpc must be \"2.0\"",
-            ));
-        }
-        let Some(method) = m.get("method").and_then(J::as_str) else {
-            if m.contains_key("result") || m.contains_key("error") {
-                return None;
-            }
-            return Some(error(
-                reply_id,
-                -32600,
-                "Invalid Request: method is missing or not a string",
-            ));
-        };
-        let params = match m.get("params") {
-            None | Some(J::Null) => J::Object(Map::new()),
-            Some(p @ J::Object(_)) => p.clone(),
-            Some(_) => {
-                return id.map(|id| error(id, -32602, "Invalid params: params must be an object"));
-            }
-        };
-        let id = id?;
-        Some(match method {
-            "initialize" => {
-                let asked = params.get("protocolVersion").and_then(J::as_str);
-                let version = asked
-                    .filter(|v| PROTOCOL_VERSIONS.contains(v))
-                    .unwrap_or(PROTOCOL_VERSIONS[0]);
-                result(
-                    id,
-                    json!({
-                        "protocolVersion": version,
-                        "capabilities": {"tools": {"listChanged": false}},
-                        "serverInfo": {"name": "git-forum", "version": env!("CARGO_PKG_VERSION")},
-                        "instructions": format!(
-                            "git forum over ledger {:?}: every tool is a route of the git forum daemon; writes are witnessed in the ledger.",
-                            self.dispatcher.ledger()
-                        ),
-                    }),
-                )
-            }
-            "ping" => result(id, json!({})),
-            "tools/list" => result(
-                id,
-                json!({"tools": TOOLS.iter().map(Tool::spec).collect::<Vec<_>>()}),
-            ),
-            "tools/call" => {
-                let Some(name) = params.get("name").and_then(J::as_str) else {
-                    return Some(error(id, -32602, "Invalid params: name is required"));
-                };
-                let Some(tool) = find_tool(name) else {
-                    return Some(error(id, -32602, &format!("Unknown tool: {name}")));
-                };
-                let args = match params.get("arguments") {
-                    None | Some(J::Null) => J::Object(Map::new()),
-                    Some(a @ J::Object(_)) => a.clone(),
-                    Some(_) => {
-                        return Some(error(
-                            id,
-                            -32602,
-                            "Invalid params: arguments must be an object",
-                        ));
-                    }
-                };
-                // The arguments as they were written, so an appended payload keeps NaN,
-                // Infinity and every digit of its numbers, as over HTTP.
-                let raw = parsed
-                    .get("params")
-                    .and_then(|p| p.get("arguments"))
-                    .map(canonical::Value::canonical);
-                let reply = tool.call_raw(self.dispatcher, args, raw.as_deref());
-                let mut out = json!({
-                    "content": [{"type": "text", "text": reply.body_text()}],
-                    "isError": reply.status >= 400,
-                });
-                // structuredContent must be strict JSON: a body only its text carries exactly
-                // (a NaN or an infinity) is given as text alone.
-                if reply.text.is_none() {
-                    out["structuredContent"] = reply.body;
-                }
-                result(id, out)
-            }
-            other => error(id, -32601, &format!("Method not found: {other}")),
-        })
-    }
-
-    /// Serves until `input` ends: one reply line per request line. A write error (the client
-    /// went away) ends it quietly.
-    pub fn serve(&self, mut input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let (more, too_long) = read_line(&mut input, &mut line, MAX_LINE)?;
-            if !more && line.is_empty() {
-                return Ok(());
-            }
-            let reply = if too_long {
-                Some(error(
-                    J::Null,
-                    -32600,
-                    &format!("Invalid Request: the message is longer than {MAX_LINE} bytes"),
-                ))
-            } else if line.trim_ascii().is_empty() {
-                None
-            } else {
-                self.handle_line(line.trim_ascii())
-            };
-            if let Some(r) = reply {
-                let mut text = r.to_string();
-                text.push('\n');
-                if output
-                    .write_all(text.as_bytes())
-                    .and_then(|_| output.flush())
-                    .is_err()
-                {
-                    return Ok(());
-                }
-            }
-            if !more {
-                return Ok(());
-            }
-        }
-    }
-}
-
-/// Reads one line (without its `\n`) into `buf`, keeping at most `cap` bytes and discarding
-/// the rest of a longer one. Returns (whether input may go on, whether the line was cut).
-fn read_line(
-    input: &mut impl BufRead,
-    buf: &mut Vec<u8>,
-    cap: usize,
-) -> std::io::Result<(bool, bool)> {
-    let mut cut = false;
-    loop {
-        let chunk = match input.fill_buf() {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if chunk.is_empty() {
-            return Ok((false, cut));
-        }
-        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
-            Some(i) => (i, true),
-            None => (chunk.len(), false),
-        };
-        if !cut {
-            if buf.len() + take > cap {
-                cut = true;
-                buf.clear();
-            } else {
-                buf.extend_from_slice(&chunk[..take]);
-            }
-        }
-        input.consume(if done { take + 1 } else { take });
-        if done {
-            return Ok((true, cut));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -790,7 +564,7 @@ mod tests {
                 Target::Post(p) => ("POST", p.to_string()),
             };
             assert!(
-                super::super::dispatch::allowed_methods(&path).contains(&method),
+                crate::serve::dispatch::allowed_methods(&path).contains(&method),
                 "{} -> {method} {path}",
                 t.name
             );
@@ -806,19 +580,5 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), n, "duplicate tool names");
-    }
-
-    #[test]
-    fn long_lines_are_cut_and_the_next_line_still_reads() {
-        let data = b"aaaaaaaaaa\nbb\ncc";
-        let mut input = &data[..];
-        let mut buf = Vec::new();
-        assert_eq!(read_line(&mut input, &mut buf, 4).unwrap(), (true, true));
-        buf.clear();
-        assert_eq!(read_line(&mut input, &mut buf, 4).unwrap(), (true, false));
-        assert_eq!(buf, b"bb");
-        buf.clear();
-        assert_eq!(read_line(&mut input, &mut buf, 4).unwrap(), (false, false));
-        assert_eq!(buf, b"cc");
     }
 }

@@ -1,0 +1,296 @@
+//! MCP on stdio: line-delimited JSON-RPC 2.0, written by hand over the [`Dispatcher`].
+//!
+//! Methods: `initialize`, `ping`, `tools/list`, `tools/call`; notifications (no `id`) get no
+//! reply, and `notifications/cancelled` stops the request it names. Errors: −32700 (not JSON,
+//! not UTF-8), −32600 (not a JSON object, no method, wrong `jsonrpc`, an id that is not a
+//! string or an integer, a line over [`MAX_LINE`]), −32601 (unknown method), −32602 (unknown
+//! tool, bad params); an error whose request id could not be read carries no id. A bad line never
+//! ends the server (Forum's does, forum-spec §23.2); end of input does, once every call in
+//! flight is answered. Tool failures are results with `isError: true` and the dispatcher's
+//! `{"error": "..."}` as text. Only protocol goes to stdout; the caller sends logs to stderr.
+//!
+//! How messages are served ([`session`]): one thread reads, one worker runs the tool calls in
+//! the order they came (so a client that sends `ledger_append` then `ledger_get` without
+//! waiting reads what it wrote, and a `resume` sent after a `submit` sees its run), and every
+//! line goes out whole through one locked writer. `ping` is answered at once, even while a
+//! tool runs, and a `notifications/cancelled` reaches a running `submit` or `resume`: the run
+//! writes nothing more, witnesses `interrupted` (`git forum resume` continues it), and the
+//! call gets no reply, as the MCP spec asks. A call that carries `_meta.progressToken` gets
+//! `notifications/progress` as its run goes ([`progress`]). Other replies keep the order of
+//! their requests.
+//!
+//! Why not the official SDK (rmcp 3.11, measured on this tree): it would keep neither the
+//! replies nor the inputs the tests pin. Its stdio transport parses each line with serde_json
+//! into its own types, so it silently drops a line that is not JSON (we answer −32700), drops
+//! an over-long line without a reply (we answer −32600), and cannot read the NaN and Infinity
+//! that every other surface accepts in an appended payload (Python's json.loads does, and so
+//! do we: `canonical::parse` keeps each number's exact text); it also refuses requests before
+//! the `initialize` handshake. With `server` and `transport-io` it adds 24 packages to the
+//! build (schemars and its derive, darling, rmcp-macros, chrono, futures, tokio-util, uuid,
+//! among them), three of them proc-macro crates (a scratch crate of rmcp alone, 82 packages,
+//! took 16 minutes to build from nothing at one job on this shared two-core machine), for a
+//! table of tools that already is one row each. Every tool here is a row of [`TOOLS`] naming a dispatcher route, and its result
+//! is that route's HTTP body, so MCP cannot drift from HTTP.
+
+use serde_json::{Map, Value as J, json};
+
+use super::dispatch::{Dispatcher, RunHooks};
+use crate::ledger::canonical;
+
+mod progress;
+mod session;
+mod tools;
+
+pub use tools::{TOOLS, Target, Tool, find_tool};
+
+/// The protocol revisions this server speaks, newest first; a client asking for another gets
+/// the newest.
+pub const PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// Longest accepted message line, in bytes (a 1 MiB body plus its JSON-RPC envelope, with room).
+pub const MAX_LINE: usize = 4 * 1024 * 1024;
+
+/// An error reply. `id` is `Null` when the request's id could not be read: the reply then has
+/// none, as the MCP schema asks (an id is a string or an integer, never null).
+fn error(id: J, code: i64, message: &str) -> J {
+    let mut e = json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}});
+    if !id.is_null() {
+        e["id"] = id;
+    }
+    e
+}
+
+fn result(id: J, result: J) -> J {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+/// What one line holds, once read.
+enum Incoming {
+    /// A line answered without the dispatcher (it is not a request one can serve).
+    Reply(J),
+    /// Nothing to do: a response from the client, or a notification one cannot read.
+    Quiet,
+    /// A notification: its method and params.
+    Notice { method: String, params: J },
+    /// A request.
+    Request(Call),
+}
+
+/// A request to answer.
+struct Call {
+    id: J,
+    method: String,
+    params: J,
+    /// `params.arguments` as it was written (canonical text), when there is one.
+    raw: Option<String>,
+}
+
+impl Call {
+    /// The `_meta.progressToken` the caller asked progress under, if any (a string or a
+    /// number, as the spec allows).
+    fn progress_token(&self) -> Option<J> {
+        self.params
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .filter(|t| t.is_string() || t.is_number())
+            .cloned()
+    }
+}
+
+/// The MCP server over one dispatcher.
+pub struct Mcp<'d> {
+    dispatcher: &'d Dispatcher,
+}
+
+impl<'d> Mcp<'d> {
+    /// A server over `dispatcher`.
+    pub fn new(dispatcher: &'d Dispatcher) -> Mcp<'d> {
+        Mcp { dispatcher }
+    }
+
+    /// Answers one line, there and then; `None` for a notification (or a response from the
+    /// client), which gets no reply.
+    pub fn handle_line(&self, line: &[u8]) -> Option<J> {
+        match read(line) {
+            Incoming::Reply(r) => Some(r),
+            Incoming::Quiet | Incoming::Notice { .. } => None,
+            Incoming::Request(call) => Some(self.answer(&call, RunHooks::default())),
+        }
+    }
+
+    /// Serves until `input` ends and every call in flight is answered (see [`session`]). A
+    /// write error (the client went away) ends it quietly.
+    pub fn serve(
+        &self,
+        input: impl std::io::BufRead,
+        output: impl std::io::Write + Send,
+    ) -> std::io::Result<()> {
+        session::serve(self, input, output)
+    }
+
+    /// The reply to `call`; a submit or resume runs with `hooks`.
+    fn answer(&self, call: &Call, hooks: RunHooks<'_>) -> J {
+        let (id, params) = (call.id.clone(), &call.params);
+        match call.method.as_str() {
+            "initialize" => {
+                let asked = params.get("protocolVersion").and_then(J::as_str);
+                let version = asked
+                    .filter(|v| PROTOCOL_VERSIONS.contains(v))
+                    .unwrap_or(PROTOCOL_VERSIONS[0]);
+                result(
+                    id,
+                    json!({
+                        "protocolVersion": version,
+                        "capabilities": {"tools": {"listChanged": false}},
+                        "serverInfo": {"name": "git-forum", "version": env!("CARGO_PKG_VERSION")},
+                        "instructions": format!(
+                            "git forum over ledger {:?}: every tool is a route of the git forum daemon; writes are witnessed in the ledger.",
+                            self.dispatcher.ledger()
+                        ),
+                    }),
+                )
+            }
+            "ping" => result(id, json!({})),
+            "tools/list" => result(
+                id,
+                json!({"tools": TOOLS.iter().map(Tool::spec).collect::<Vec<_>>()}),
+            ),
+            "tools/call" => {
+                let Some(name) = params.get("name").and_then(J::as_str) else {
+                    return error(id, -32602, "Invalid params: name is required");
+                };
+                let Some(tool) = find_tool(name) else {
+                    return error(id, -32602, &format!("Unknown tool: {name}"));
+                };
+                let args = match params.get("arguments") {
+                    None | Some(J::Null) => J::Object(Map::new()),
+                    Some(a @ J::Object(_)) => a.clone(),
+                    Some(_) => {
+                        return error(id, -32602, "Invalid params: arguments must be an object");
+                    }
+                };
+                let reply = tool.call_hooked(self.dispatcher, args, call.raw.as_deref(), hooks);
+                let mut out = json!({
+                    "content": [{"type": "text", "text": reply.body_text()}],
+                    "isError": reply.status >= 400,
+                });
+                // structuredContent must be strict JSON: a body only its text carries exactly
+                // (a NaN or an infinity) is given as text alone.
+                if reply.text.is_none() {
+                    out["structuredContent"] = reply.body;
+                }
+                result(id, out)
+            }
+            other => error(id, -32601, &format!("Method not found: {other}")),
+        }
+    }
+}
+
+/// Reads one line's message: what it asks, or the error it gets.
+fn read(line: &[u8]) -> Incoming {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Incoming::Reply(error(J::Null, -32700, "Parse error: the line is not UTF-8"));
+    };
+    // Read as Python's json.loads reads it, as the HTTP body is: NaN and Infinity are
+    // accepted and every number keeps its exact value (see `Dispatcher::handle`).
+    let parsed = match canonical::parse(text) {
+        Ok(v) => v,
+        Err(ours) => {
+            let why = serde_json::from_str::<J>(text)
+                .err()
+                .map_or_else(|| ours.to_string(), |e| e.to_string());
+            return Incoming::Reply(error(J::Null, -32700, &format!("Parse error: {why}")));
+        }
+    };
+    let msg = parsed.to_serde();
+    let J::Object(m) = &msg else {
+        return Incoming::Reply(error(
+            J::Null,
+            -32600,
+            "Invalid Request: a message must be a JSON object",
+        ));
+    };
+    let id = match m.get("id") {
+        None => None,
+        // MCP's ids are strings or integers (never null, never a fraction).
+        Some(v @ J::String(_)) => Some(v.clone()),
+        Some(v @ J::Number(n)) if n.is_i64() || n.is_u64() => Some(v.clone()),
+        Some(_) => {
+            return Incoming::Reply(error(
+                J::Null,
+                -32600,
+                "Invalid Request: id must be a string or a number",
+            ));
+        }
+    };
+    let reply_id = id.clone().unwrap_or(J::Null);
+    if m.get("jsonrpc").and_then(J::as_str) != Some("2.0") {
+        return Incoming::Reply(error(
+            reply_id,
+            -32600,
+            "Invalid Request: jsonrpc must be \"2.0\"",
+        ));
+    }
+    let Some(method) = m.get("method").and_then(J::as_str) else {
+        if m.contains_key("result") || m.contains_key("error") {
+            return Incoming::Quiet;
+        }
+        return Incoming::Reply(error(
+            reply_id,
+            -32600,
+            "Invalid Request: method is missing or not a string",
+        ));
+    };
+    let params = match m.get("params") {
+        None | Some(J::Null) => J::Object(Map::new()),
+        Some(p @ J::Object(_)) => p.clone(),
+        Some(_) => {
+            return match id {
+                Some(id) => Incoming::Reply(error(
+                    id,
+                    -32602,
+                    "Invalid params: params must be an object",
+                )),
+                None => Incoming::Quiet,
+            };
+        }
+    };
+    let method = method.to_string();
+    let Some(id) = id else {
+        return Incoming::Notice { method, params };
+    };
+    // The arguments as they were written, so an appended payload keeps NaN, Infinity and
+    // every digit of its numbers, as over HTTP.
+    let raw = parsed
+        .get("params")
+        .and_then(|p| p.get("arguments"))
+        .map(canonical::Value::canonical);
+    Incoming::Request(Call {
+        id,
+        method,
+        params,
+        raw,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_progress_token_is_read_from_meta() {
+        let Incoming::Request(call) = read(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"status","_meta":{"progressToken":"t1"}}}"#,
+        ) else {
+            panic!("a request");
+        };
+        assert_eq!(call.progress_token(), Some(json!("t1")));
+        let Incoming::Notice { method, params } = read(
+            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#,
+        ) else {
+            panic!("a notification");
+        };
+        assert_eq!(method, "notifications/cancelled");
+        assert_eq!(params["requestId"], 3);
+    }
+}
