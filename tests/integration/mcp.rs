@@ -247,7 +247,7 @@ fn kinds(repo: &Repo) -> Vec<String> {
 }
 
 fn run_state(repo: &Repo) -> String {
-    repo.forum_json(&["runs"])[0]["state"]
+    repo.forum_json(&["runs"])["runs"][0]["state"]
         .as_str()
         .unwrap()
         .to_string()
