@@ -231,7 +231,7 @@ pub fn preload(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>, CliError
     if !store.exists()? {
         return Ok(Vec::new());
     }
-    Ok(report::load_git(store)?)
+    Ok(crate::surface::reports::load_git(store)?)
 }
 
 impl ContextFlags {
@@ -512,7 +512,7 @@ pub fn receipt(outcome: &Outcome, ledger: &str, checkpoint: &str, size: u64) -> 
 /// delivered.
 pub fn forum_receipt(store: &GitStore, outcome: &Outcome, opts: &Options) -> Result<J, String> {
     use crate::report::receipt;
-    let items = report::load_git(store).map_err(|e| e.to_string())?;
+    let items = crate::surface::reports::load_git(store).map_err(|e| e.to_string())?;
     let mut s = report::Snapshot::from_items(items);
     s.deep_verified &= store.verify(true).map_err(|e| e.to_string())?.passed();
     let Some(mut inputs) = receipt::inputs_for_run(&s, outcome.request_seq) else {

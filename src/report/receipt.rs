@@ -48,7 +48,7 @@ pub fn inputs_for_run(s: &Snapshot, request_seq: u64) -> Option<ReceiptInputs> {
         Some(Value::Str(t)) => t.clone(),
         _ => String::new(),
     };
-    let roots = crate::run::status::roots(&s.entries());
+    let roots = super::run_roots(&s.entries());
     let run: Vec<&(Entry, Option<Value>)> = s
         .items
         .iter()
@@ -298,7 +298,7 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
 /// starts at `request_seq`.
 pub fn receipt_for_run(s: &Snapshot, request_seq: u64) -> Option<Value> {
     let inputs = inputs_for_run(s, request_seq)?;
-    let roots = crate::run::status::roots(&s.entries());
+    let roots = super::run_roots(&s.entries());
     let run = s.slice(|e| roots.get(&e.seq) == Some(&request_seq));
     Some(receipt(&run, &inputs))
 }

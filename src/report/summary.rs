@@ -363,7 +363,14 @@ mod tests {
             })
             .unwrap();
         }
-        Snapshot::from_items(super::super::load(&s).unwrap())
+        let items = (0..s.len().unwrap())
+            .map(|seq| {
+                let e = s.get(seq).unwrap().unwrap();
+                let body = s.payload(&e.payload_hash).unwrap();
+                (e, body)
+            })
+            .collect();
+        Snapshot::from_items(items)
     }
 
     #[test]

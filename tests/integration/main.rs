@@ -12,6 +12,7 @@ mod ledger;
 mod llm;
 mod plan;
 mod proofs;
+mod purity;
 mod quality;
 mod quality_loop;
 mod redact;
