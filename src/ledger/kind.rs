@@ -59,3 +59,5 @@ pub const REDACTION: &str = "redaction";
 pub const CHECKPOINT: &str = "checkpoint";
 /// A free-form note.
 pub const NOTE: &str = "note";
+/// A classification of the request, by a model (counts as a witnessed model call).
+pub const CLASSIFICATION: &str = "classification";
