@@ -22,6 +22,7 @@ mod route;
 mod runs;
 mod runtime;
 mod sign;
+mod snapshots;
 mod storage;
 mod submit;
 mod sync;
