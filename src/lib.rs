@@ -24,6 +24,7 @@
 pub mod cli;
 pub mod context;
 pub mod exec;
+pub mod gate;
 pub mod ledger;
 pub mod plan;
 pub mod policy;

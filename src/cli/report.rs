@@ -397,8 +397,8 @@ pub fn room(ctx: &Ctx, args: RoomArgs) -> Result<(), CliError> {
 pub fn receipt(ctx: &Ctx, args: ReceiptArgs) -> Result<(), CliError> {
     let s = current(ctx, true)?;
     note_absent(ctx, &s);
-    let receipt = reports::receipt(&s, args.run, "git forum runs").map_err(cli_error)?;
-    ctx.out(&receipt.value.python_pretty())
+    let receipt = crate::surface::run::receipt_of(&s, args.run).map_err(cli_error)?;
+    ctx.out(&receipt.0.python_pretty())
 }
 
 /// `git forum grade`.

@@ -59,5 +59,11 @@ pub const REDACTION: &str = "redaction";
 pub const CHECKPOINT: &str = "checkpoint";
 /// A free-form note.
 pub const NOTE: &str = "note";
+/// A run stopped before a wave because its gate was rejected (ours; not in Forum).
+pub const GATE_STOPPED: &str = "gate_stopped";
+/// A run stopped because planning or synthesis failed (ours; not in Forum).
+pub const RUN_STOPPED: &str = "run_stopped";
+/// A wave in which no task passed validation (ours; not in Forum).
+pub const DEGRADED: &str = "degraded";
 /// A classification of the request, by a model (counts as a witnessed model call).
 pub const CLASSIFICATION: &str = "classification";

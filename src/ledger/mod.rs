@@ -497,6 +497,14 @@ pub enum StorageError {
     Corrupt(String),
     #[error("{0}")]
     Io(String),
+    /// The append lost to other writers: the ledger stayed at `tip_seq` (its tip `tip`, as
+    /// text), and the append may be tried again.
+    #[error("{message}")]
+    Conflict {
+        tip_seq: Option<u64>,
+        tip: Option<String>,
+        message: String,
+    },
 }
 
 /// Where a ledger's entries and bodies live. The git store is the real one; [`MemoryStorage`]

@@ -13,9 +13,9 @@ use super::{
     Snapshot, clip, clip_str, entry_range, field, has, is_false, is_true, kind_counts, members,
     obj, py_int, py_str, truthy, uint,
 };
-use crate::ledger::Entry;
+use crate::gate::{self, GateState, Mark};
 use crate::ledger::canonical::Value;
-use crate::ledger::kind;
+use crate::ledger::{Entry, kind};
 
 /// The room's schema name.
 pub const RUN_ROOM_SCHEMA: &str = "forum.run-room/v1";
@@ -359,58 +359,36 @@ fn matches_key(b: Option<&Value>, run_seq: &Value, wave: &Value) -> bool {
         && py_eq(field(b, "wave").unwrap_or(&Value::Null), wave)
 }
 
-/// Forum's `gate_resolution` over the whole ledger: the highest-seq decision wins (an expiry
-/// counts as its `decision`); with none, `pending` if a matching `gate_pending` exists.
-fn gate_resolution(items: &[Item], run_seq: &Value, wave: &Value) -> Option<String> {
-    let mut best: Option<(u64, String)> = None;
-    for (kind, name) in [
-        ("gate_approved", "approved"),
-        ("gate_edited", "edited"),
-        ("gate_rejected", "rejected"),
-    ] {
-        for (e, b) in items {
-            if e.kind == kind
-                && matches_key(b.as_ref(), run_seq, wave)
-                && best.as_ref().is_none_or(|(s, _)| e.seq > *s)
-            {
-                best = Some((e.seq, name.to_string()));
-            }
-        }
-    }
-    for (e, b) in items {
-        if e.kind == "gate_expired"
-            && matches_key(b.as_ref(), run_seq, wave)
-            && best.as_ref().is_none_or(|(s, _)| e.seq > *s)
-        {
-            let decision = field(b.as_ref(), "decision");
-            let name = if truthy(decision) {
-                decision.map(py_str).unwrap_or_default()
-            } else {
-                "rejected".to_string()
-            };
-            best = Some((e.seq, name));
-        }
-    }
-    if let Some((_, r)) = best {
-        return Some(r);
-    }
-    items
-        .iter()
-        .any(|(e, b)| e.kind == "gate_pending" && matches_key(b.as_ref(), run_seq, wave))
-        .then(|| "pending".to_string())
+/// Where the gate `(run_seq, wave)` stands over the whole ledger ([`gate::gate_state`]: the
+/// highest-seq decision wins, an expiry counts as its `decision`; with none, pending if a
+/// `gate_pending` was raised), its entries matched as Forum's `_matches` does.
+fn gate_state(items: &[Item], run_seq: &Value, wave: &Value) -> GateState {
+    gate::gate_state(
+        items
+            .iter()
+            .filter(|(_, b)| matches_key(b.as_ref(), run_seq, wave))
+            .map(|(e, b)| Mark {
+                seq: e.seq,
+                kind: &e.kind,
+                expiry_decision: match field(b.as_ref(), "decision") {
+                    Some(Value::Str(d)) => Some(d.as_str()),
+                    _ => None,
+                },
+            }),
+    )
 }
 
 /// Every `gate_pending` entry whose gate still resolves to pending, in seq order.
 fn pending_gates(items: &[Item]) -> Vec<Value> {
     let mut out = Vec::new();
     for (e, b) in items {
-        if e.kind != "gate_pending" {
+        if e.kind != kind::GATE_PENDING {
             continue;
         }
         let b = b.as_ref();
         let run_seq = field(b, "run_seq").cloned().unwrap_or(Value::Null);
         let wave = field(b, "wave").cloned().unwrap_or(Value::Null);
-        if gate_resolution(items, &run_seq, &wave).as_deref() == Some("pending") {
+        if gate_state(items, &run_seq, &wave) == GateState::Pending {
             out.push(obj([
                 ("seq", uint(e.seq)),
                 ("run_seq", run_seq),

@@ -216,7 +216,7 @@ impl From<StoreError> for Reply {
         let status = match &e {
             StoreError::NoLedger(_) => 404,
             StoreError::Invalid(_) | StoreError::InvalidName { .. } => 400,
-            StoreError::Contended(_) => 503,
+            StoreError::Contended(_) | StoreError::Conflict(_) => 503,
             _ => 500,
         };
         Reply::error(status, e.to_string())
@@ -266,9 +266,13 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("POST", ["append"]) => Box::new(|d, r| d.append(r)),
         ("GET", ["runs"]) => Box::new(|d, _| d.runs()),
         ("GET", ["gates"]) => Box::new(|d, _| d.gates()),
-        ("POST", ["gate", "approve"]) => Box::new(|d, r| d.gate("gate_approved", r)),
-        ("POST", ["gate", "edit"]) => Box::new(|d, r| d.gate("gate_edited", r)),
-        ("POST", ["gate", "reject"]) => Box::new(|d, r| d.gate("gate_rejected", r)),
+        ("POST", ["gate", "approve"]) => {
+            Box::new(|d, r| d.gate(crate::ledger::kind::GATE_APPROVED, r))
+        }
+        ("POST", ["gate", "edit"]) => Box::new(|d, r| d.gate(crate::ledger::kind::GATE_EDITED, r)),
+        ("POST", ["gate", "reject"]) => {
+            Box::new(|d, r| d.gate(crate::ledger::kind::GATE_REJECTED, r))
+        }
         ("GET", ["runtime"]) => Box::new(|d, _| d.runtime()),
         ("GET", ["sync"]) => Box::new(|d, _| d.sync_status()),
         ("POST", ["route"]) => Box::new(|d, r| d.route(r)),

@@ -4,14 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use serde_json::{Value as J, json};
 
 use super::args::Args;
 use super::dispatch::{Dispatcher, Reply, Request, Snapshot, lock};
-use crate::cli::submit::{ContextFlags, preload};
 use crate::context::ContextBudget;
 use crate::exec::Seats;
 use crate::exec::config::{self, ExecutorSpec, SeatChoice, Via};
@@ -19,17 +16,18 @@ use crate::ledger::merkle::{consistency_proof, inclusion_path, merkle_root};
 use crate::ledger::proof::{
     CONSISTENCY_SCHEMA, Checkpoint, ConsistencyProof, INCLUSION_SCHEMA, InclusionProof,
 };
-use crate::ledger::{
-    Entry, MemoryStorage, NewEntry, Storage, StorageError, Value, canonical, causal_chain,
-};
-use crate::plan::{ParseMode, Plan};
+use crate::ledger::{Entry, NewEntry, Storage, StorageError, Value, canonical, causal_chain, kind};
 use crate::quality::profile::get_profile;
 use crate::quality::{HumanizeError, humanize};
 use crate::roster::Tier;
 use crate::route::{build_communication_contract, check_request, route_request};
-use crate::run::{self, Clock, Env, GatePolicy, RunError, Status, status};
+use crate::run::{self, Env, RunError, Status};
 use crate::store::git::{GitStore, Options};
 use crate::store::sync::{Git, REMOTES_PREFIX, SEEN_PREFIX};
+use crate::surface;
+use crate::surface::run::clock::{self, RunClock};
+use crate::surface::run::plan::PlanAsk;
+use crate::surface::run::{Bodies, ContextSource, Decide, Decision, Go, RunOptions};
 
 type Res = Result<J, Reply>;
 
@@ -37,15 +35,19 @@ fn bad(message: impl Into<String>) -> Reply {
     Reply::error(400, message)
 }
 
-fn not_found(message: impl Into<String>) -> Reply {
-    Reply::error(404, message)
+/// A surface error as the daemon answers it: its class's status and its one line.
+fn reply_of(e: surface::Error) -> Reply {
+    Reply::error(e.class.http_status(), e.message)
 }
 
-fn storage_err(e: StorageError) -> Reply {
-    match e {
-        StorageError::Invalid(m) => bad(m),
-        other => Reply::error(500, other.to_string()),
-    }
+/// A surface report as the daemon answers it.
+fn answer(r: surface::Result<impl serde::Serialize>) -> Res {
+    let r = r.map_err(reply_of)?;
+    serde_json::to_value(&r).map_err(|e| Reply::error(500, format!("encoding the report: {e}")))
+}
+
+fn not_found(message: impl Into<String>) -> Reply {
+    Reply::error(404, message)
 }
 
 /// A path segment that must be a seq.
@@ -54,39 +56,6 @@ fn parse_seq(text: &str) -> Result<u64, Reply> {
     ok.then(|| text.parse::<u64>().ok())
         .flatten()
         .ok_or_else(|| bad(format!("seq {text:?} is not a non-negative integer")))
-}
-
-const PROFILES: [&str; 4] = ["operator", "engineer", "researcher", "executive"];
-
-/// Timestamps for a run's entries, and its elapsed time for the seconds budget. Once the
-/// server drains, elapsed time jumps far ahead, so the run stops on its budget at the next
-/// check and is witnessed as stopped (and resumable), instead of being cut off mid-write.
-struct RunClock {
-    pinned: Option<f64>,
-    start: Instant,
-    draining: Arc<AtomicBool>,
-}
-
-impl Clock for RunClock {
-    fn now(&self) -> f64 {
-        self.pinned.unwrap_or_else(system_now)
-    }
-
-    fn elapsed(&self) -> f64 {
-        let jump = if self.draining.load(Ordering::SeqCst) {
-            1e12
-        } else {
-            0.0
-        };
-        self.start.elapsed().as_secs_f64() + jump
-    }
-}
-
-fn system_now() -> f64 {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    (d.as_micros() as f64) / 1e6
 }
 
 /// The ledger as a run sees it: reads through the shared entry cache (each read sees one
@@ -161,18 +130,12 @@ fn via_json(via: &Via) -> J {
     json!({"slot": via.slot().map(|s| s.as_str()), "why": via.explain()})
 }
 
-/// A compiled plan with its tasks, as `/plan` answers: the `plan` entry's payload with the
-/// tasks, so order edges and done_when survive (unlike Forum's `/plan`).
-fn plan_json(plan: &crate::plan::CompiledPlan) -> J {
-    crate::run::plan_entry_payload(plan)
-}
-
 impl Dispatcher {
     // ----- plumbing -----
 
     /// The timestamp of a new entry: pinned, else the clock (microseconds, as Forum keeps).
     fn now(&self) -> f64 {
-        self.cfg.timestamp.unwrap_or_else(system_now)
+        self.cfg.timestamp.unwrap_or_else(clock::system_now)
     }
 
     /// A read handle on the same repository and ledger.
@@ -274,32 +237,6 @@ impl Dispatcher {
     pub(crate) fn append_new(&self, new: &NewEntry) -> Result<crate::store::git::Appended, Reply> {
         new.validate().map_err(bad)?;
         Ok(lock(&self.writer).append_entry(new)?)
-    }
-
-    /// A body for the run projections, which take a body or nothing. The first body that cannot
-    /// be read (one that does not hash to its entry included) is kept in `failed`, so that the
-    /// route answers with it instead of reading the body as absent.
-    fn body_of(
-        store: &GitStore,
-        view: &Snapshot,
-        e: &Entry,
-        failed: &std::cell::RefCell<Option<Reply>>,
-    ) -> Option<J> {
-        match Self::body_in(store, view, e.seq) {
-            Ok(b) => b.map(|v| v.to_serde()),
-            Err(r) => {
-                failed.borrow_mut().get_or_insert(r);
-                None
-            }
-        }
-    }
-
-    /// `Err` with the first body [`Self::body_of`] could not read.
-    fn bodies_read(failed: &std::cell::RefCell<Option<Reply>>) -> Result<(), Reply> {
-        match failed.borrow_mut().take() {
-            Some(r) => Err(r),
-            None => Ok(()),
-        }
     }
 
     fn seats(&self) -> Result<Arc<dyn Seats>, Reply> {
@@ -569,168 +506,87 @@ impl Dispatcher {
 
     // ----- runs and gates -----
 
+    /// Reads bodies of `view` for the surface's [`Bodies`].
+    fn read_bodies<'a>(
+        store: &'a GitStore,
+        view: &'a Snapshot,
+    ) -> impl Fn(&Entry) -> Result<Option<J>, String> + 'a {
+        move |e| {
+            Self::body_in(store, view, e.seq)
+                .map(|b| b.map(|v| v.to_serde()))
+                .map_err(|r| r.message().to_string())
+        }
+    }
+
     pub(crate) fn runs(&self) -> Res {
         let view = self.snapshot()?;
-        let entries = &view.entries;
         let store = self.reader()?;
-        let failed = Default::default();
-        let runs = status::runs(entries, |e| Self::body_of(&store, &view, e, &failed));
-        Self::bodies_read(&failed)?;
-        let rows: Vec<J> = runs
-            .iter()
-            .map(|r| {
-                let detail = match &r.state {
-                    status::RunState::Failed { stage, reason } => {
-                        json!({"stage": stage, "reason": reason})
-                    }
-                    status::RunState::Paused { wave } | status::RunState::Rejected { wave } => {
-                        json!({"wave": wave})
-                    }
-                    _ => J::Null,
-                };
-                json!({
-                    "request_seq": r.request_seq,
-                    "request": r.request,
-                    "state": r.state.as_str(),
-                    "detail": detail,
-                    "run_seq": r.run_seq,
-                    "tasks": r.plan.as_ref().map(|p| p.tasks.len()),
-                    "answer_seq": r.answer.as_ref().map(|a| a.0),
-                    "entries": r.entries.len(),
-                })
-            })
-            .collect();
-        Ok(json!({"runs": rows}))
+        let read = Self::read_bodies(&store, &view);
+        answer(surface::run::runs(&view.entries, &Bodies::new(&read)))
     }
 
     pub(crate) fn gates(&self) -> Res {
         let view = self.snapshot()?;
-        let entries = &view.entries;
         let store = self.reader()?;
-        let failed = Default::default();
-        let pending = status::pending_gates(entries, |e| Self::body_of(&store, &view, e, &failed));
-        Self::bodies_read(&failed)?;
-        let rows: Vec<J> = pending
-            .iter()
-            .map(|g| {
-                let mut row = json!({"seq": g.seq, "run_seq": g.run_seq, "wave": g.wave,
-                    "tasks": g.tasks, "question": g.question, "run": g.request_seq});
-                if let Some(d) = g.deadline {
-                    row["deadline"] = json!(d);
-                    row["on_expiry"] = json!(g.on_expiry);
-                }
-                row
-            })
-            .collect();
-        Ok(json!({"pending": rows}))
+        let read = Self::read_bodies(&store, &view);
+        answer(surface::run::gates(&view.entries, &Bodies::new(&read)))
     }
 
-    /// Approve, edit or reject the gate `(run_seq, wave)`. As in Forum, a decision may come
-    /// before the gate is raised (a pre-approval); it then follows from the run's plan entry.
-    pub(crate) fn gate(&self, kind: &str, req: &Request<'_>) -> Res {
-        let fields: &[&str] = match kind {
-            "gate_edited" => &["run_seq", "wave", "approver", "edits", "note"],
-            "gate_rejected" => &["run_seq", "wave", "approver", "reason"],
+    /// Approve, edit or reject the pending gate `(run_seq, wave)`, by the one rule of
+    /// [`surface::run::gates::pick`]: the gate must be pending, and the decision is parented
+    /// on it.
+    pub(crate) fn gate(&self, which: &str, req: &Request<'_>) -> Res {
+        let fields: &[&str] = match which {
+            kind::GATE_EDITED => &["run_seq", "wave", "approver", "edits", "note"],
+            kind::GATE_REJECTED => &["run_seq", "wave", "approver", "reason"],
             _ => &["run_seq", "wave", "approver", "note"],
         };
         let a = Args::new(req.body, fields)?;
         let run_seq = a.int_req("run_seq")?;
         let wave = a.int_req("wave")?;
         let approver = a.text("approver")?;
-        let note = a.str("note")?;
-        let mut edits = serde_json::Map::new();
-        if kind == "gate_edited" {
-            match a.get("edits") {
-                Some(J::Object(m)) if !m.is_empty() => {
-                    for (id, text) in m {
-                        match text {
-                            J::String(s) if !s.trim().is_empty() => {
-                                edits.insert(id.clone(), J::String(s.clone()));
-                            }
-                            _ => {
-                                return Err(bad(format!(
-                                    "edits[{id:?}] must be a non-empty instruction string"
-                                )));
-                            }
-                        }
-                    }
-                }
-                _ => {
-                    return Err(bad(
-                        "field \"edits\" must be a non-empty object {task_id: instruction}",
-                    ));
-                }
-            }
-        }
+        let decision = match which {
+            kind::GATE_EDITED => Decision::Edit(Self::edits_of(&a)?),
+            kind::GATE_REJECTED => Decision::Reject(a.str("reason")?.map(str::to_string)),
+            _ => Decision::Approve,
+        };
+        let ask = Decide {
+            run: None,
+            run_seq: Some(run_seq),
+            wave: Some(wave),
+            approver: approver.to_string(),
+            note: a.str("note")?.map(str::to_string),
+            decision,
+        };
         let view = self.snapshot()?;
-        let entries = &view.entries;
-        let plan = Self::entry_at(entries, run_seq)
-            .map_err(|_| not_found(format!("no run has its plan at seq {run_seq}")))?;
-        if plan.kind != "plan" {
-            return Err(bad(format!(
-                "run_seq {run_seq} is a {} entry; a gate is keyed by its run's first plan entry (GET /gates lists them)",
-                plan.kind
-            )));
+        let pending = {
+            let store = self.reader()?;
+            let read = Self::read_bodies(&store, &view);
+            surface::run::pending(&view.entries, &Bodies::new(&read)).map_err(reply_of)?
+        };
+        let mut store = Shared {
+            d: self,
+            reader: self.reader()?,
+        };
+        answer(surface::run::decide(&pending, &mut store, &ask, self.now()))
+    }
+
+    /// The `edits` field: a non-empty object {task_id: instruction}.
+    fn edits_of(a: &Args<'_>) -> Result<Vec<(String, String)>, Reply> {
+        match a.get("edits") {
+            Some(J::Object(m)) if !m.is_empty() => m
+                .iter()
+                .map(|(id, text)| match text {
+                    J::String(s) if !s.trim().is_empty() => Ok((id.clone(), s.clone())),
+                    _ => Err(bad(format!(
+                        "edits[{id:?}] must be a non-empty instruction string"
+                    ))),
+                })
+                .collect(),
+            _ => Err(bad(
+                "field \"edits\" must be a non-empty object {task_id: instruction}",
+            )),
         }
-        let store = self.reader()?;
-        let failed = Default::default();
-        let pending = entries
-            .iter()
-            .filter(|e| e.kind == "gate_pending")
-            .filter_map(|e| Self::body_of(&store, &view, e, &failed).map(|p| (e.seq, p)))
-            .filter(|(_, p)| status::gate_key(p) == Some((run_seq, wave)))
-            .last();
-        Self::bodies_read(&failed)?;
-        if kind == "gate_edited" {
-            let tasks: Vec<String> = match &pending {
-                Some((_, p)) => p
-                    .get("tasks")
-                    .and_then(J::as_array)
-                    .map(|t| {
-                        t.iter()
-                            .filter_map(|x| x.as_str().map(str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                None => Self::body_of(&store, &view, plan, &failed)
-                    .and_then(|p| run::plan_from_payload(&p))
-                    .map(|p| p.tasks.into_iter().map(|t| t.id).collect())
-                    .unwrap_or_default(),
-            };
-            Self::bodies_read(&failed)?;
-            if !tasks.is_empty()
-                && let Some(id) = edits.keys().find(|id| !tasks.contains(id))
-            {
-                return Err(bad(format!(
-                    "edits names task {id:?}, which is not among {}",
-                    tasks.join(", ")
-                )));
-            }
-        }
-        let mut payload = json!({"run_seq": run_seq, "wave": wave, "approver": approver});
-        match kind {
-            "gate_rejected" => {
-                payload["reason"] = json!(a.str("reason")?.unwrap_or("rejected by the approver"))
-            }
-            "gate_edited" => {
-                payload["edits"] = J::Object(edits);
-                payload["note"] = json!(note);
-            }
-            _ => payload["note"] = json!(note),
-        }
-        let parent = pending.map_or(run_seq, |(seq, _)| seq);
-        let done = self.append_new(&NewEntry {
-            actor: "operator".into(),
-            kind: kind.into(),
-            causal_parent: Some(parent as i64),
-            payload: Value::from_serde(&payload),
-            ts: self.now(),
-        })?;
-        lock(&self.writer).sync()?;
-        Ok(
-            json!({"resolved": kind, "seq": done.entry.seq, "run_seq": run_seq, "wave": wave,
-            "causal_parent": parent}),
-        )
     }
 
     // ----- executors -----
@@ -797,6 +653,8 @@ impl Dispatcher {
         }))
     }
 
+    /// The run options of a daemon request, as the surface takes them: a submit never runs
+    /// longer than the server's limit.
     fn run_options(&self, a: &Args<'_>) -> Result<run::Options, Reply> {
         let budgets = [
             "context_token_budget",
@@ -808,18 +666,9 @@ impl Dispatcher {
         let [total, request, task, upstream] = budgets;
         let (total, request, task, upstream) = (total?, request?, task?, upstream?);
         let any = total.is_some() || request.is_some() || task.is_some() || upstream.is_some();
-        let profile = a.str("delivery_profile")?;
-        if let Some(p) = profile
-            && !PROFILES.contains(&p.trim().to_lowercase().as_str())
-        {
-            return Err(bad(format!(
-                "unknown delivery profile {p:?}; valid profiles: {}",
-                PROFILES.join(", ")
-            )));
-        }
         let limit = self.cfg.submit_seconds;
         let max_seconds = a.seconds("max_seconds")?.map_or(limit, |s| s.min(limit));
-        Ok(run::Options {
+        let spec = RunOptions {
             max_model_calls: a.int("max_model_calls")?,
             max_seconds: Some(max_seconds),
             context_budget: any.then_some(ContextBudget {
@@ -829,39 +678,37 @@ impl Dispatcher {
                 max_upstream_tokens: upstream,
                 bytes_per_token: 4,
             }),
-            policy: self.policy.clone(),
-            checkpoint_each_wave: a.bool("checkpoint_each_wave")?.unwrap_or(false),
-            delivery_profile: profile.map(str::to_string),
-            gates: GatePolicy {
-                waves: a
-                    .ints("gate_waves")?
-                    .into_iter()
-                    .map(|w| w as usize)
-                    .collect(),
-                ..GatePolicy::default()
+            context: if a.bool("use_capsule_context")?.unwrap_or(false) {
+                ContextSource::Capsule
+            } else {
+                ContextSource::None
             },
+            checkpoint_each_wave: a.bool("checkpoint_each_wave")?.unwrap_or(false),
+            delivery_profile: a.str("delivery_profile")?.map(str::to_string),
+            gate_waves: a
+                .ints("gate_waves")?
+                .into_iter()
+                .map(|w| w as usize)
+                .collect(),
             judge_intent: a.bool("judge_intent")?.unwrap_or(false),
             revise: a.bool("revise")?.unwrap_or(false),
-            ..run::Options::default()
-        })
+            ..RunOptions::default()
+        };
+        let mut opts = spec.build(self.policy.clone()).map_err(reply_of)?;
+        let reader = self.reader()?;
+        opts.context = spec
+            .context_provider(|| surface::run::options::preload(&reader))
+            .map_err(reply_of)?;
+        Ok(opts)
     }
 
     fn run_clock(&self) -> RunClock {
-        RunClock {
-            pinned: self.cfg.timestamp,
-            start: Instant::now(),
-            draining: self.draining.clone(),
-        }
+        RunClock::new(self.cfg.timestamp).draining_with(self.draining.clone())
     }
 
-    /// Runs `go` (a submit or a resume, with `opts`) on the shared ledger and answers
-    /// `{answer, checkpoint, receipt, git_forum_receipt}` (Forum's action receipt, then ours);
-    /// a run that the drain stopped is witnessed as interrupted.
-    fn drive(
-        &self,
-        opts: &run::Options,
-        go: impl FnOnce(&mut Shared<'_>, &Env<'_>) -> Result<run::Outcome, RunError>,
-    ) -> Res {
+    /// Runs `go` (a submit or a resume, with `opts`) on the shared ledger and answers the
+    /// surface's run report; a run that the drain stopped is witnessed as interrupted.
+    fn drive(&self, opts: &run::Options, go: Go<'_>) -> Res {
         let seats = self.seats()?;
         let clock = self.run_clock();
         let env = Env {
@@ -874,40 +721,15 @@ impl Dispatcher {
             d: self,
             reader: self.reader()?,
         };
-        let outcome = match go(&mut store, &env) {
+        let outcome = match surface::run::submit::go(&mut store, &env, opts, go) {
             Ok(o) => o,
-            Err(RunError::Request(m)) => return Err(bad(m)),
-            Err(RunError::Resume(m)) => return Err(Reply::error(409, m)),
-            Err(
-                e @ RunError::Gated {
-                    request_seq,
-                    run_seq,
-                    wave,
-                },
-            ) => {
-                return Err(Reply::error(
-                    409,
-                    format!(
-                        "{e}: POST /gate/approve (or /gate/edit, /gate/reject) with run_seq {run_seq} and wave {wave}, then POST /resume with run {request_seq}"
-                    ),
-                ));
-            }
-            Err(RunError::Ledger(e)) => return Err(storage_err(e)),
-            Err(e @ RunError::Interrupted { .. }) => {
-                return Err(Reply::error(503, format!("{e} (GET /runs shows the run)")));
-            }
-            Err(e @ (RunError::Plan(_) | RunError::Synthesis(_))) => {
-                return Err(Reply::error(
-                    502,
-                    format!("{e} (what was witnessed stays in the ledger: GET /runs)"),
-                ));
-            }
+            Err(e) => return Err(Self::run_failed(e)),
         };
         let mut interrupted = None;
         if self.is_draining() && outcome.status == Status::StoppedOnBudget {
             let e = self.append_new(&NewEntry {
                 actor: "daemon".into(),
-                kind: "interrupted".into(),
+                kind: kind::INTERRUPTED.into(),
                 causal_parent: Some(outcome.request_seq as i64),
                 payload: Value::from_serde(&json!({
                     "reason": "the server was stopped while the run was in flight; it stopped at its next budget check",
@@ -918,22 +740,39 @@ impl Dispatcher {
             interrupted = Some(e.entry.seq);
         }
         let view = self.snapshot()?;
-        let (entries, root) = (&view.entries, &view.root);
-        let mut receipt =
-            crate::cli::submit::receipt(&outcome, &self.cfg.ledger, root, entries.len() as u64);
-        if let Some(seq) = interrupted {
-            receipt["interrupted_seq"] = json!(seq);
-        }
-        let forum =
-            crate::cli::submit::forum_receipt(&self.reader()?, &outcome, opts).map_err(|e| {
-                Reply::error(
-                    500,
-                    format!("the run is witnessed, but its receipt could not be built: {e}"),
-                )
-            })?;
-        Ok(
-            json!({"answer": outcome.answer, "checkpoint": root, "receipt": forum, "git_forum_receipt": receipt}),
+        let mut r = surface::run::run_report(
+            &self.reader()?,
+            &self.cfg.ledger,
+            outcome,
+            opts,
+            view.root.clone(),
+            view.entries.len() as u64,
         )
+        .map_err(reply_of)?;
+        r.git_forum_receipt.interrupted_seq = interrupted;
+        answer(Ok(r))
+    }
+
+    /// A run that could not go on, as the daemon answers it: the class's status and what to
+    /// do next over HTTP.
+    fn run_failed(e: RunError) -> Reply {
+        let status = surface::run::class_of(&e).http_status();
+        let message = match &e {
+            RunError::Gated {
+                request_seq,
+                run_seq,
+                wave,
+            } => format!(
+                "{e}: POST /gate/approve (or /gate/edit, /gate/reject) with run_seq {run_seq} and wave {wave}, then POST /resume with run {request_seq}"
+            ),
+            RunError::Ledger(l) => l.to_string(),
+            RunError::Interrupted { .. } => format!("{e} (GET /runs shows the run)"),
+            RunError::Plan(_) | RunError::Synthesis(_) => {
+                format!("{e} (what was witnessed stays in the ledger: GET /runs)")
+            }
+            RunError::Request(m) | RunError::Resume(m) => m.clone(),
+        };
+        Reply::error(status, message)
     }
 
     pub(crate) fn submit(&self, req: &Request<'_>) -> Res {
@@ -957,84 +796,47 @@ impl Dispatcher {
         )?;
         let request = a.text("request")?;
         check_request(request).map_err(|e| bad(e.to_string()))?;
-        let mut opts = self.run_options(&a)?;
-        if a.bool("use_capsule_context")?.unwrap_or(false) {
-            let flags = ContextFlags {
-                context_cmd: None,
-                context_timeout: 60.0,
-                use_capsule_context: true,
-            };
-            let reader = self.reader()?;
-            opts.context = flags.provider(|| preload(&reader)).map_err(|e| {
-                Reply::error(
-                    500,
-                    e.message.unwrap_or_else(|| "cannot read the ledger".into()),
-                )
-            })?;
-        }
-        self.drive(&opts, |store, env| run::submit(store, env, &opts, request))
+        let opts = self.run_options(&a)?;
+        self.drive(&opts, Go::Submit(request))
     }
 
     pub(crate) fn resume(&self, req: &Request<'_>) -> Res {
         let a = Args::new(req.body, &["run", "max_model_calls", "max_seconds"])?;
         let target = a.int("run")?;
         let opts = self.run_options(&a)?;
-        self.drive(&opts, |store, env| run::resume(store, env, &opts, target))
+        self.drive(&opts, Go::Resume(target))
     }
 
-    /// Plans a request with the orchestrator seat and writes nothing: the run is played on a
-    /// scratch ledger in memory with a model-call budget of zero, so it stops right after its
-    /// plan is witnessed there. Or, given `plan`, compiles that plan document (no model).
+    /// Plans a request with the orchestrator seat and writes nothing (a scratch ledger in
+    /// memory, a model-call budget of zero), or, given `plan`, compiles that plan document.
     pub(crate) fn plan(&self, req: &Request<'_>) -> Res {
         let a = Args::new(req.body, &["request", "plan"])?;
-        if let Some(doc) = a.get("plan") {
-            if a.get("request").is_some() {
+        let ask = match (a.get("plan"), a.get("request")) {
+            (Some(_), Some(_)) => {
                 return Err(bad(
                     "give request (to plan with the model) or plan, not both",
                 ));
             }
-            let plan = Plan::from_json(doc, Some(&self.roster), ParseMode::Strict)
-                .map_err(|e| bad(e.to_string()))?;
-            let compiled = plan.compile().map_err(|e| bad(e.to_string()))?;
-            self.policy
-                .check_plan(&plan, &self.roster)
-                .map_err(|e| bad(e.to_string()))?;
-            return Ok(plan_json(&compiled));
-        }
-        let request = a.text("request")?;
-        check_request(request).map_err(|e| bad(e.to_string()))?;
-        let seats = self.seats()?;
+            (Some(doc), None) => PlanAsk::Document(doc),
+            (None, _) => PlanAsk::Request(a.text("request")?),
+        };
+        let seats = match ask {
+            PlanAsk::Request(_) => Some(self.seats()?),
+            PlanAsk::Document(_) => None,
+        };
         let clock = self.run_clock();
-        let env = Env {
-            roster: &self.roster,
-            seats: seats.as_ref(),
-            clock: &clock,
-            progress: &run::Silent,
-        };
-        let opts = run::Options {
-            max_model_calls: Some(0),
-            policy: self.policy.clone(),
-            ..run::Options::default()
-        };
-        let mut scratch = MemoryStorage::default();
-        match run::submit(&mut scratch, &env, &opts, request) {
-            Ok(_) => {}
-            Err(RunError::Request(m)) => return Err(bad(m)),
-            Err(RunError::Plan(m)) => {
-                return Err(Reply::error(
-                    502,
-                    format!("the planner gave no usable plan: {m}"),
-                ));
-            }
-            Err(e) => return Err(Reply::error(502, e.to_string())),
-        }
-        scratch
-            .entries
-            .iter()
-            .find(|e| e.kind == "plan")
-            .and_then(|e| scratch.payloads.get(&e.payload_hash))
-            .map(Value::to_serde)
-            .ok_or_else(|| Reply::error(502, "the planner gave no plan"))
+        surface::run::plan::plan(&self.roster, &self.policy, ask, || {
+            let seats = seats
+                .as_ref()
+                .ok_or_else(|| surface::Error::internal("no seats to plan with"))?;
+            Ok(Env {
+                roster: &self.roster,
+                seats: seats.as_ref(),
+                clock: &clock,
+                progress: &run::Silent,
+            })
+        })
+        .map_err(reply_of)
     }
 
     // ----- model-free helpers -----
@@ -1189,19 +991,5 @@ mod tests {
         for bad in ["", "-1", "+1", "1.0", "x", " 1", "99999999999999999999999"] {
             assert_eq!(parse_seq(bad).unwrap_err().status, 400, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn the_run_clock_jumps_when_draining() {
-        let flag = Arc::new(AtomicBool::new(false));
-        let c = RunClock {
-            pinned: Some(5.0),
-            start: Instant::now(),
-            draining: flag.clone(),
-        };
-        assert_eq!(c.now(), 5.0);
-        assert!(c.elapsed() < 1e6);
-        flag.store(true, Ordering::SeqCst);
-        assert!(c.elapsed() >= 1e12);
     }
 }

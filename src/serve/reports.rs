@@ -60,7 +60,9 @@ impl Dispatcher {
     /// Forum's action receipt of one run (`None`: the latest run).
     pub(crate) fn receipt(&self, run: Option<u64>) -> Res {
         let s = self.served(true)?;
-        body(&reports::receipt(&s, run, "GET /runs").map_err(reply)?)
+        crate::surface::run::receipt_of(&s, run)
+            .map(|r| r.0.to_serde())
+            .map_err(reply)
     }
 
     /// Forum's action receipt of the run whose request is at `seq` (path text).

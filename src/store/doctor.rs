@@ -112,7 +112,7 @@ impl<'a> Copies<'a> {
                 let o = super::refs::git_at(dir.path())
                     .args(args)
                     .output()
-                    .map_err(|e| StoreError::Git(format!("running git: {e}")))?;
+                    .map_err(super::error::io("running git"))?;
                 if o.status.success() {
                     Ok(())
                 } else {
@@ -129,7 +129,7 @@ impl<'a> Copies<'a> {
                 .env_remove("GIT_DIR")
                 .stdin(std::process::Stdio::null())
                 .output()
-                .map_err(|e| StoreError::Git(format!("running git init: {e}")))?;
+                .map_err(super::error::io("running git init"))?;
             if !init.status.success() {
                 return Err(StoreError::Git(format!(
                     "git init for --from-pack failed: {}",

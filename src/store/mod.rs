@@ -1,9 +1,16 @@
 //! Adapters that keep ledgers on disk.
 
+pub(crate) mod append;
 pub(crate) mod capped;
+pub(crate) mod codec;
 pub mod doctor;
+pub(crate) mod durable;
+pub(crate) mod error;
 pub mod forum_dir;
 pub mod git;
+pub(crate) mod index;
+pub(crate) mod lock;
+pub(crate) mod objects;
 pub mod pack;
 pub(crate) mod packread;
 pub mod redact;

@@ -88,7 +88,7 @@ impl GitStore {
         let parent = holders.iter().map(|(_, s)| *s).max().map(|s| s as i64);
         let appended = self.append_entry(&NewEntry {
             actor: actor.to_string(),
-            kind: "redaction".into(),
+            kind: crate::ledger::kind::REDACTION.into(),
             causal_parent: parent,
             payload,
             ts,

@@ -67,7 +67,7 @@ pub(crate) fn git_ok(git_dir: &Path, args: &[&str]) -> Result<(), StoreError> {
     let o = git_at(git_dir)
         .args(args)
         .output()
-        .map_err(|e| StoreError::Git(format!("running git {what}: {e}")))?;
+        .map_err(super::error::io(format!("running git {what}")))?;
     if o.status.success() {
         return Ok(());
     }
@@ -126,7 +126,7 @@ impl GitStore {
             .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
             .arg(self.refname())
             .output()
-            .map_err(|e| StoreError::Git(format!("running git rev-parse: {e}")))?;
+            .map_err(super::error::io("running git rev-parse"))?;
         if !o.status.success() {
             if o.stderr.is_empty() {
                 return Ok(None);
@@ -180,7 +180,7 @@ impl GitStore {
             .arg(new.to_string())
             .arg(old.to_string())
             .output()
-            .map_err(|e| StoreError::Git(format!("running git update-ref: {e}")))?;
+            .map_err(super::error::io("running git update-ref"))?;
         if o.status.success() {
             failpoint("cas-moved");
             return Ok(CasOutcome::Moved);

@@ -24,7 +24,7 @@ pub(crate) fn ref_target(git_dir: &Path, refname: &str) -> Result<Option<String>
         .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
         .arg(refname)
         .output()
-        .map_err(|e| StoreError::Git(format!("cannot run git rev-parse: {e}")))?;
+        .map_err(super::error::io("cannot run git rev-parse"))?;
     if o.status.success() {
         let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
         return Ok((!id.is_empty()).then_some(id));
@@ -266,9 +266,7 @@ fn git_ok(dir: &Path, args: &[&str], input: Option<&[u8]>) -> Result<String, Sto
     cmd.arg("-C").arg(dir).args(args);
     let out = match input {
         Some(i) => run(&mut cmd, i).map_err(StoreError::Git)?,
-        None => cmd
-            .output()
-            .map_err(|e| StoreError::Git(format!("cannot run git: {e}")))?,
+        None => cmd.output().map_err(super::error::io("cannot run git"))?,
     };
     if !out.status.success() {
         return Err(StoreError::Git(format!(

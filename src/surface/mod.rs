@@ -13,6 +13,8 @@ pub mod reports;
 
 use std::fmt;
 
+pub mod run;
+
 /// A report an operation returns: serializable, with a stable schema name.
 pub trait Report: serde::Serialize {
     /// The schema name written as the report's `schema` field (for example

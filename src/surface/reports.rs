@@ -2,7 +2,7 @@
 //! Forum directory, one run of a ledger) into a [`Snapshot`], then handing it to the pure
 //! projections in [`crate::report`], which never read anything themselves.
 //!
-//! `git forum summary|bench|room|capsule|receipt|grade` and the daemon's and MCP's report
+//! `git forum summary|bench|room|capsule|grade` and the daemon's and MCP's report
 //! operations call these functions; each returns a typed report (`Serialize`, with its schema
 //! name as [`Report::SCHEMA`]). The daemon serializes the report; the CLI prints its value in
 //! Forum's key order or renders it as text.
@@ -239,16 +239,6 @@ pub fn run_slice(whole: &Snapshot, seq: u64) -> Option<Snapshot> {
     (roots.get(&seq) == Some(&seq)).then(|| whole.slice(|e| roots.get(&e.seq) == Some(&seq)))
 }
 
-/// The seq of the latest run's request, if the ledger has a run.
-pub fn latest_run(s: &Snapshot) -> Option<u64> {
-    let roots = report::run_roots(&s.entries());
-    s.entries()
-        .iter()
-        .rev()
-        .find(|e| roots.get(&e.seq) == Some(&e.seq))
-        .map(|e| e.seq)
-}
-
 /// How many entries of a snapshot have no body (redacted).
 pub fn absent_bodies(s: &Snapshot) -> u64 {
     s.items.iter().filter(|(_, b)| b.is_none()).count() as u64
@@ -270,8 +260,6 @@ impl<const K: u8> Serialize for Projected<K> {
 pub type RoomReport = Projected<0>;
 /// The context capsule (forum-spec §20).
 pub type CapsuleReport = Projected<1>;
-/// The action receipt of one run.
-pub type ReceiptReport = Projected<2>;
 /// The outcome grade.
 pub type GradeReport = Projected<3>;
 
@@ -280,9 +268,6 @@ impl Report for RoomReport {
 }
 impl Report for CapsuleReport {
     const SCHEMA: &'static str = report::capsule::CONTEXT_CAPSULE_SCHEMA;
-}
-impl Report for ReceiptReport {
-    const SCHEMA: &'static str = report::receipt::RECEIPT_SCHEMA;
 }
 impl Report for GradeReport {
     const SCHEMA: &'static str = "git-forum.grade/1";
@@ -404,20 +389,4 @@ pub fn grade(s: &Snapshot, min_checks: u64) -> GradeReport {
     Projected {
         value: report::grade::grade(s, min_checks),
     }
-}
-
-/// The action receipt of the run at `run` (default: the latest run).
-pub fn receipt(s: &Snapshot, run: Option<u64>, runs_hint: &str) -> Result<ReceiptReport> {
-    let run = match run {
-        Some(seq) => seq,
-        None => latest_run(s).ok_or_else(|| {
-            Error::not_found("no run in this ledger yet (git forum submit starts one)")
-        })?,
-    };
-    let value = report::receipt::receipt_for_run(s, run).ok_or_else(|| {
-        Error::not_found(format!(
-            "no run starts at seq {run} ({runs_hint} lists them)"
-        ))
-    })?;
-    Ok(Projected { value })
 }

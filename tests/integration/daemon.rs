@@ -368,8 +368,8 @@ fn bad_input_gets_the_right_status_and_a_json_error() {
                 "/gate/approve",
                 json!({"run_seq": 0, "wave": 0, "approver": "me"}),
             ),
-            404,
-            "no run",
+            409,
+            "no gate is pending",
         ),
         (post(&d, "/checkpoint", json!({})), 409, "no entries"),
     ];
@@ -533,7 +533,8 @@ fn runs_gates_plan_and_submit_on(repo: Repo) {
     edit["edits"] = json!({});
     status(&post(&d, "/gate/edit", edit), 400, "non-empty");
     let done = ok(post(&d, "/gate/approve", key.clone()));
-    assert_eq!(done["resolved"], "gate_approved");
+    assert_eq!(done["resolved"], "approved");
+    assert_eq!(done["kind"], "gate_approved");
     assert_eq!(done["causal_parent"], g["seq"]);
     assert_eq!(ok(get(&d, "/gates"))["pending"], json!([]));
     let runs = ok(get(&d, "/runs"));
@@ -552,7 +553,8 @@ fn runs_gates_plan_and_submit_on(repo: Repo) {
     assert_eq!(r["git_forum_receipt"]["schema"], "git-forum.receipt/v1");
     assert_eq!(r["checkpoint"], ok(get(&d, "/status"))["checkpoint"]);
 
-    // A pre-approval and a rejection (no gate raised yet): they follow from the run's plan.
+    // No decision without a pending gate (the CLI's rule, on every surface): a decision
+    // before the gate is raised, or on a run that has none, is refused and writes nothing.
     let run_seq = r["git_forum_receipt"]["entries"]
         .as_array()
         .unwrap()
@@ -560,26 +562,38 @@ fn runs_gates_plan_and_submit_on(repo: Repo) {
         .find(|s| ok(get(&d, &format!("/ledger/{s}")))["kind"] == "plan")
         .cloned()
         .unwrap();
-    let pre = ok(post(
-        &d,
-        "/gate/reject",
-        json!({"run_seq": run_seq, "wave": 0, "approver": "bo", "reason": "no"}),
-    ));
-    assert_eq!(pre["causal_parent"], run_seq);
-    let edit = ok(post(
-        &d,
-        "/gate/edit",
-        json!({"run_seq": run_seq, "wave": 1, "approver": "bo", "edits": {"T2": "shorter docs"}}),
-    ));
-    assert_eq!(edit["resolved"], "gate_edited");
+    let before = ok(get(&d, "/status"));
+    status(
+        &post(
+            &d,
+            "/gate/reject",
+            json!({"run_seq": run_seq, "wave": 0, "approver": "bo", "reason": "no"}),
+        ),
+        409,
+        "no gate is pending",
+    );
+    status(
+        &post(
+            &d,
+            "/gate/edit",
+            json!({"run_seq": run_seq, "wave": 1, "approver": "bo", "edits": {"T2": "shorter docs"}}),
+        ),
+        409,
+        "no gate is pending",
+    );
     status(
         &post(
             &d,
             "/gate/approve",
             json!({"run_seq": 0, "wave": 0, "approver": "bo"}),
         ),
-        400,
-        "request entry",
+        409,
+        "no gate is pending",
+    );
+    assert_eq!(
+        ok(get(&d, "/status")),
+        before,
+        "a refused decision wrote something"
     );
 
     let runs = ok(get(&d, "/runs"));
@@ -774,8 +788,12 @@ fn every_mcp_tool_reaches_its_route() {
             Target::GetSeq(p) => ("GET", format!("{p}0")),
             Target::Post(p) => ("POST", p.to_string()),
         };
-        // Only resume fails here: every run in the ledger has finished.
-        let expected_error = tool.name == "resume";
+        // Only resume and the gate decisions fail here: every run in the ledger has finished,
+        // and no gate is pending (a decision needs one, as at the command line).
+        let expected_error = matches!(
+            tool.name,
+            "resume" | "gate_approve" | "gate_edit" | "gate_reject"
+        );
         assert_eq!(result["isError"], expected_error, "{}: {result}", tool.name);
         let text = result["content"][0]["text"].as_str().unwrap();
         let body: J = serde_json::from_str(text).unwrap();
@@ -1100,7 +1118,7 @@ fn sigterm_stops_an_inflight_run_and_witnesses_it() {
     let shown = repo.forum_json(&["show", &seq.to_string()]);
     assert_eq!(shown["entry"]["kind"], "interrupted");
     let runs = repo.forum_json(&["runs"]);
-    assert_eq!(runs[0]["state"], "stopped_on_budget");
+    assert_eq!(runs["runs"][0]["state"], "stopped_on_budget");
     repo.forum_ok(&["verify", "--deep"]);
 }
 

@@ -3,6 +3,7 @@
 mod bodies;
 mod bounds;
 mod common;
+mod conflict;
 mod conformance;
 mod daemon;
 mod edges;
@@ -21,6 +22,7 @@ mod report;
 mod route;
 mod runs;
 mod runtime;
+mod same_json_runs;
 mod sign;
 mod snapshots;
 mod storage;

@@ -465,7 +465,7 @@ fn cli_route_record_witnesses_one_route_entry_that_is_not_a_run() {
     );
 
     // Not a run: runs lists none, receipt finds none, the room has no request or answer.
-    assert_eq!(repo.forum_json(&["runs"]), serde_json::json!([]));
+    assert_eq!(repo.forum_json(&["runs"])["runs"], serde_json::json!([]));
     let o = repo.forum().args(["receipt"]).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     let e = String::from_utf8_lossy(&o.stderr);
@@ -491,7 +491,7 @@ fn cli_route_record_witnesses_one_route_entry_that_is_not_a_run() {
     assert_eq!(entries.len(), 2);
     assert_eq!(entries[1].kind, "route");
     assert_eq!(entries[1].causal_parent, Some(0));
-    assert_eq!(repo.forum_json(&["runs"]), serde_json::json!([]));
+    assert_eq!(repo.forum_json(&["runs"])["runs"], serde_json::json!([]));
     repo.fsck();
     // --parent without --record is a usage error.
     let (code, _, _) = run(&repo, &["route", "--parent", "0", "x"]);

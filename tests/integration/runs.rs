@@ -66,7 +66,7 @@ fn dispatched(repo: &Repo) -> Vec<String> {
 }
 
 fn run_state(repo: &Repo) -> String {
-    repo.forum_json(&["runs"])[0]["state"]
+    repo.forum_json(&["runs"])["runs"][0]["state"]
         .as_str()
         .unwrap()
         .to_string()
@@ -667,7 +667,10 @@ fn reading_runs_in_a_reftable_repository_asks_git_once_not_once_per_entry() {
         assert!(n >= 1, "the ref was not read through git: {reads:?}");
     }
     repo.forum_ok(&["submit", "--quiet", "--cmd", &model, REQUEST]);
-    assert_eq!(repo.forum_json(&["runs"]).as_array().unwrap().len(), 2);
+    assert_eq!(
+        repo.forum_json(&["runs"])["runs"].as_array().unwrap().len(),
+        2
+    );
     let again =
         ["runs", "gate list", "log --run 0"].map(|a| asked(&a.split(' ').collect::<Vec<_>>()));
     assert_eq!(reads, again, "reads grew with the ledger");

@@ -843,7 +843,7 @@ fn submit_through_the_binary_prints_the_answer_and_a_receipt() {
         repo.fsck();
         let log = repo.git_ok(&["log", "--format=%s", "refs/forum/ledgers/main"]);
         assert!(log.contains("request"), "{log}");
-        let runs = repo.forum_json(&["runs"]);
+        let runs = &repo.forum_json(&["runs"])["runs"];
         assert_eq!(runs.as_array().unwrap().len(), 2);
         assert_eq!(runs[0]["state"], "answered");
         // One run at a glance.
@@ -982,7 +982,7 @@ fn a_run_killed_mid_wave_resumes_to_a_complete_answer() {
         // The orphaned executor waits on the marker; removing it lets it exit.
         std::fs::remove_file(&marker).unwrap();
         repo.forum_ok(&["verify", "--deep"]);
-        let runs = repo.forum_json(&["runs"]);
+        let runs = &repo.forum_json(&["runs"])["runs"];
         assert_eq!(runs[0]["state"], "interrupted", "{runs}");
         let j = repo.forum_json(&["resume", "--cmd", &model]);
         assert_eq!(j["answer"], ANSWER, "{j}");
@@ -1020,7 +1020,7 @@ fn gates_through_the_binary() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let list = repo.forum_json(&["gate", "list"]);
+        let list = &repo.forum_json(&["gate", "list"])["pending"];
         assert_eq!(list.as_array().unwrap().len(), 1);
         assert_eq!(list[0]["run"], 0);
         assert_eq!(list[0]["wave"], 1);
@@ -1143,7 +1143,7 @@ fn an_unreachable_endpoint_fails_the_run_readably_and_what_was_witnessed_verifie
         );
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         repo.forum_ok(&["verify", "--deep"]);
-        let runs = repo.forum_json(&["runs"]);
+        let runs = &repo.forum_json(&["runs"])["runs"];
         assert_eq!(runs[0]["state"], "failed");
         assert!(err.contains("git forum resume"), "{err}");
         // The failed run resumes (planning again) once a working executor is there.
@@ -1151,7 +1151,7 @@ fn an_unreachable_endpoint_fails_the_run_readably_and_what_was_witnessed_verifie
         let j = repo.forum_json(&["resume", "--cmd", &model]);
         assert_eq!(j["answer"], ANSWER, "{j}");
         assert_eq!(j["git_forum_receipt"]["request_seq"], 0);
-        assert_eq!(repo.forum_json(&["runs"])[0]["state"], "answered");
+        assert_eq!(repo.forum_json(&["runs"])["runs"][0]["state"], "answered");
         repo.forum_ok(&["verify", "--deep"]);
     });
 }

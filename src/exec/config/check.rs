@@ -1,0 +1,125 @@
+//! The checks that need facts from outside (environment variables, programs on `PATH`, what a
+//! host name resolves to): every issue that would stop a run, without starting one.
+
+use std::fmt;
+
+use super::{ExecutorSpec, Runtime, Unresolved};
+use crate::exec::endpoint::{self, Policy};
+use crate::roster::{Roster, Tier};
+
+// ---- checks that need facts from outside ----
+
+/// What the caller knows about the machine. The CLI answers from the real environment and
+/// `PATH`; tests answer from tables. Keeps this module free of I/O.
+pub trait Facts {
+    /// Whether the environment variable `name` is set (and not empty).
+    fn var_is_set(&self, name: &str) -> bool;
+    /// Whether `program` can be run (on `PATH`, or a path to an executable file).
+    fn program_found(&self, program: &str) -> bool;
+    /// Why every address the name `host` resolves to is refused under `policy` (the check a
+    /// run makes when it connects), or `None` when one is admitted or the name cannot be
+    /// resolved now. The default resolves nothing.
+    fn refuses_host(&self, _host: &str, _policy: &Policy) -> Option<String> {
+        None
+    }
+}
+
+/// The endpoint check a run makes, without connecting: the URL against its policy, then a
+/// name's addresses as the connection-time resolver would vet them (through `facts`).
+pub fn check_endpoint(url: &str, policy: &Policy, facts: &dyn Facts) -> Result<(), String> {
+    let checked = endpoint::check_url(url, policy).map_err(|r| r.to_string())?;
+    if let endpoint::CheckedHost::Name { name, .. } = &checked.host
+        && let Some(why) = facts.refuses_host(name, policy)
+    {
+        return Err(format!("{}: {why}", checked.display));
+    }
+    Ok(())
+}
+
+/// One reason a run would not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issue {
+    /// Where: `default`, `cheap`, `worker seat`, `control roles`...
+    pub place: String,
+    /// What is wrong and how to fix it (one line; never a key value).
+    pub problem: String,
+}
+
+impl fmt::Display for Issue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.place, self.problem)
+    }
+}
+
+/// Checks one executor: its endpoint against its policy, its key variable, its program.
+pub fn check_executor(spec: &ExecutorSpec, facts: &dyn Facts) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(u) = spec.url()
+        && let Err(r) = check_endpoint(u, &spec.policy(), facts)
+    {
+        out.push(format!("endpoint refused: {r}"));
+    }
+    if let Some(k) = spec.key_env()
+        && !facts.var_is_set(k)
+    {
+        out.push(format!(
+                "the key variable {k} is not set: export {k}=<your key> in the shell that runs git forum (only its name is stored)"
+            ));
+    }
+    if let Some(p) = spec.program()
+        && !facts.program_found(p)
+    {
+        out.push(if p.contains('/') {
+            format!("program {p} does not exist or is not executable")
+        } else {
+            format!("program {p} is not on PATH")
+        });
+    }
+    out
+}
+
+/// Every issue that would stop a run with this runtime and roster; empty means ready. Every
+/// configured executor is checked (a run refuses a broken config before calling any model),
+/// and each role is resolved the way the run resolves it, capable → frontier → cheap
+/// fallback included.
+pub fn issues(rt: &Runtime, roster: &Roster, facts: &dyn Facts) -> Vec<Issue> {
+    let mut out = Vec::new();
+    if rt.is_empty() {
+        out.push(Issue {
+            place: "control roles".into(),
+            problem: "no default executor for the control roles (planner, validator, synthesizer); "
+                .to_string() + &Unresolved::NothingConfigured.to_string(),
+        });
+        let mut demanded: Vec<Tier> = roster.agents().iter().map(|a| a.model_tier).collect();
+        demanded.sort();
+        demanded.dedup();
+        for t in demanded {
+            out.push(Issue {
+                place: t.as_str().into(),
+                problem: format!("no executor for roster tier {t}, and no default to fall back to"),
+            });
+        }
+        return out;
+    }
+    if let Err(u) = rt.for_control() {
+        out.push(Issue {
+            place: "control roles".into(),
+            problem: u.to_string(),
+        });
+    }
+    if let Some(Err(u)) = rt.seat("worker", &rt.seats.worker) {
+        out.push(Issue {
+            place: "worker seat".into(),
+            problem: u.to_string(),
+        });
+    }
+    for (place, spec) in rt.in_use() {
+        for problem in check_executor(&spec, facts) {
+            out.push(Issue {
+                place: place.clone(),
+                problem,
+            });
+        }
+    }
+    out
+}

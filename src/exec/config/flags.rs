@@ -1,0 +1,261 @@
+//! The executor flags of one run (`--cmd`, `--chat-url`, `--api`, `--claude`, the per-tier
+//! flags, `--allow-private`) merged over the runtime config file with Forum's precedence.
+
+use std::collections::BTreeMap;
+
+use super::parse::{claude_argv, split_cmd};
+use super::{
+    ANTHROPIC_KEY_ENV, ConfigError, DEFAULT_ANTHROPIC_MODEL, DEFAULT_CHAT_MODEL,
+    DEFAULT_CLAUDE_TIMEOUT, DEFAULT_CMD_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES,
+    ExecutorKind, ExecutorSpec, Runtime, RuntimeConfig, SeatChoice,
+};
+use crate::exec::endpoint::{self, KeyEnv, Origin};
+use crate::roster::Tier;
+
+// ---- the flags ----
+
+/// Per-tier executor flags.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TierFlags {
+    /// `--T-cmd`.
+    pub cmd: Option<String>,
+    /// `--T-chat-url`.
+    pub chat_url: Option<String>,
+    /// `--T-model`.
+    pub model: Option<String>,
+    /// `--T-api-key-env`.
+    pub api_key_env: Option<String>,
+}
+
+/// The executor flags of one run, as typed (the CLI fills this from `ExecutorArgs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Flags {
+    /// `--cmd`.
+    pub cmd: Option<String>,
+    /// `--chat-url`.
+    pub chat_url: Option<String>,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--api-key-env`.
+    pub api_key_env: Option<String>,
+    /// `--api[=KIND]`.
+    pub api: Option<String>,
+    /// `--claude`.
+    pub claude: bool,
+    /// `--cheap-*`, `--capable-*`, `--frontier-*`.
+    pub tiers: BTreeMap<Tier, TierFlags>,
+    /// `--allow-private`.
+    pub allow_private: bool,
+}
+
+fn flag_err(message: String) -> ConfigError {
+    ConfigError {
+        source_name: "command line".into(),
+        table: None,
+        key: None,
+        at: None,
+        message,
+    }
+}
+
+fn cli_spec(kind: ExecutorKind, timeout: u64, allow_private: bool) -> ExecutorSpec {
+    ExecutorSpec {
+        kind,
+        is_local: false,
+        allow_private,
+        timeout_seconds: timeout,
+        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+        origin: Origin::CommandLine,
+    }
+}
+
+fn flag_key_env(flag: &str, name: &str, warnings: &mut Vec<String>) -> Result<String, ConfigError> {
+    match endpoint::check_key_env(name) {
+        Ok(KeyEnv::Known) => Ok(name.to_string()),
+        Ok(KeyEnv::Unusual(w)) => {
+            warnings.push(format!("{flag}: {w}"));
+            Ok(name.to_string())
+        }
+        Err(m) => Err(flag_err(format!("{flag}: {m}"))),
+    }
+}
+
+fn flag_cmd(flag: &str, line: &str) -> Result<Vec<String>, ConfigError> {
+    split_cmd(line).map_err(|m| flag_err(format!("{flag}: {m}")))
+}
+
+/// Merges the flags over the file with Forum's precedence: the default slot is `--chat-url`,
+/// else `--api`, else `--cmd` / `--claude`, else the file's default; each tier is its chat URL
+/// flag, else its cmd flag, else the file's tier. Endpoints typed as flags are marked
+/// [`Origin::CommandLine`]; `--allow-private` applies to every chat endpoint of the run.
+pub fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runtime, ConfigError> {
+    let config = config.unwrap_or_default();
+    let mut warnings = config.warnings;
+    let ap = flags.allow_private;
+
+    // The default slot.
+    if flags.model.is_some() && flags.chat_url.is_none() && flags.api.is_none() && !flags.claude {
+        return Err(flag_err(
+            "--model needs --chat-url, --api or --claude".into(),
+        ));
+    }
+    if flags.api_key_env.is_some() && flags.chat_url.is_none() && flags.api.is_none() {
+        return Err(flag_err("--api-key-env needs --chat-url or --api".into()));
+    }
+    let cli_default = if let Some(u) = &flags.chat_url {
+        for (set, name) in [
+            (flags.api.is_some(), "--api"),
+            (flags.cmd.is_some(), "--cmd"),
+            (flags.claude, "--claude"),
+        ] {
+            if set {
+                warnings.push(format!("{name} is ignored: --chat-url takes precedence"));
+            }
+        }
+        if u.trim().is_empty() {
+            return Err(flag_err("--chat-url is empty".into()));
+        }
+        let api_key_env = match &flags.api_key_env {
+            Some(k) => Some(flag_key_env("--api-key-env", k, &mut warnings)?),
+            None => None,
+        };
+        Some(cli_spec(
+            ExecutorKind::Chat {
+                url: u.clone(),
+                model: flags
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_CHAT_MODEL.into()),
+                api_key_env,
+            },
+            DEFAULT_HTTP_TIMEOUT,
+            ap,
+        ))
+    } else if let Some(kind) = &flags.api {
+        for (set, name) in [(flags.cmd.is_some(), "--cmd"), (flags.claude, "--claude")] {
+            if set {
+                warnings.push(format!("{name} is ignored: --api takes precedence"));
+            }
+        }
+        if kind != "anthropic" {
+            return Err(flag_err(format!(
+                "--api={kind}: unknown api kind; the only one is anthropic (use --chat-url for OpenAI-compatible endpoints)"
+            )));
+        }
+        let api_key_env = match &flags.api_key_env {
+            Some(k) => flag_key_env("--api-key-env", k, &mut warnings)?,
+            None => ANTHROPIC_KEY_ENV.into(),
+        };
+        Some(cli_spec(
+            ExecutorKind::Anthropic {
+                model: flags
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into()),
+                api_key_env,
+            },
+            DEFAULT_HTTP_TIMEOUT,
+            ap,
+        ))
+    } else if let Some(c) = &flags.cmd {
+        if flags.claude {
+            return Err(flag_err(
+                "--cmd and --claude both name the default executor; keep one".into(),
+            ));
+        }
+        Some(cli_spec(
+            ExecutorKind::Command {
+                argv: flag_cmd("--cmd", c)?,
+                claude: false,
+            },
+            DEFAULT_CMD_TIMEOUT,
+            ap,
+        ))
+    } else if flags.claude {
+        Some(cli_spec(
+            ExecutorKind::Command {
+                argv: claude_argv(flags.model.as_deref()),
+                claude: true,
+            },
+            DEFAULT_CLAUDE_TIMEOUT,
+            ap,
+        ))
+    } else {
+        None
+    };
+    let mut default = cli_default.or(config.default);
+
+    // The tiers.
+    let mut tiers = config.tiers;
+    for (tier, tf) in &flags.tiers {
+        if (tf.model.is_some() || tf.api_key_env.is_some()) && tf.chat_url.is_none() {
+            return Err(flag_err(format!(
+                "--{tier}-model and --{tier}-api-key-env need --{tier}-chat-url"
+            )));
+        }
+        if let Some(u) = &tf.chat_url {
+            if tf.cmd.is_some() {
+                warnings.push(format!(
+                    "--{tier}-cmd is ignored: --{tier}-chat-url takes precedence"
+                ));
+            }
+            if u.trim().is_empty() {
+                return Err(flag_err(format!("--{tier}-chat-url is empty")));
+            }
+            let api_key_env = match &tf.api_key_env {
+                Some(k) => Some(flag_key_env(
+                    &format!("--{tier}-api-key-env"),
+                    k,
+                    &mut warnings,
+                )?),
+                None => None,
+            };
+            tiers.insert(
+                *tier,
+                cli_spec(
+                    ExecutorKind::Chat {
+                        url: u.clone(),
+                        model: tf.model.clone().unwrap_or_else(|| tier.as_str().into()),
+                        api_key_env,
+                    },
+                    DEFAULT_HTTP_TIMEOUT,
+                    ap,
+                ),
+            );
+        } else if let Some(c) = &tf.cmd {
+            tiers.insert(
+                *tier,
+                cli_spec(
+                    ExecutorKind::Command {
+                        argv: flag_cmd(&format!("--{tier}-cmd"), c)?,
+                        claude: false,
+                    },
+                    DEFAULT_CMD_TIMEOUT,
+                    ap,
+                ),
+            );
+        }
+    }
+
+    let mut seats = config.seats;
+    if ap {
+        let open = |s: &mut ExecutorSpec| {
+            if matches!(s.kind, ExecutorKind::Chat { .. }) {
+                s.allow_private = true;
+            }
+        };
+        default.iter_mut().for_each(open);
+        tiers.values_mut().for_each(open);
+        for seat in [&mut seats.worker, &mut seats.orchestrator] {
+            if let SeatChoice::Inline(s) = seat {
+                open(s);
+            }
+        }
+    }
+    Ok(Runtime {
+        default,
+        tiers,
+        seats,
+        warnings,
+    })
+}

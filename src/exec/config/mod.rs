@@ -1,0 +1,385 @@
+//! The runtime config: which executor runs the control roles, each model tier and each seat,
+//! read from `.forum/runtime.toml` (or `--runtime-config FILE`) and merged with the executor
+//! flags. Pure: it parses text it is given and answers questions about the result; reading
+//! files, the environment and `PATH` is the caller's job (see [`Facts`]).
+//!
+//! # The file
+//!
+//! ```toml
+//! # Control roles (planner, validator, synthesizer, judge) and lanes without a tier executor.
+//! [runtime.default]
+//! chat_url = "http://127.0.0.1:8080/v1/chat/completions"  # the full endpoint URL, as in Forum
+//! model = "qwen2.5-0.5b-instruct"    # default: "default"
+//! is_local = true                    # loopback only, and no key is sent
+//!
+//! # One table per tier a roster lane can demand (model_tier); any other tier is an error.
+//! [runtime.tiers.cheap]
+//! cmd = "ollama run llama3"          # split with POSIX shell rules; the prompt is appended
+//!
+//! [runtime.tiers.capable]
+//! chat_url = "https://api.openai.com/v1/chat/completions"
+//! model = "gpt-4o-mini"              # default: the tier's name
+//! api_key_env = "OPENAI_API_KEY"     # the *name* of the variable holding the key
+//!
+//! [runtime.tiers.frontier]
+//! api = "anthropic"                  # Anthropic Messages API
+//! model = "claude-sonnet-4-6"        # default: claude-sonnet-4-6; key from ANTHROPIC_API_KEY
+//!
+//! # Optional: the two Aesop seats. Each is the name of a slot ("default", "cheap", "capable",
+//! # "frontier") or an executor table of its own.
+//! [seats]
+//! worker = "capable"                 # every task runs here, whatever its lane's tier
+//! orchestrator = { claude = true }   # plans, validates, synthesizes, judges: `claude -p`
+//! ```
+//!
+//! An executor table holds exactly one of `chat_url` (OpenAI-compatible chat), `cmd` (a
+//! program), `api = "anthropic"` or `claude = true` (the Claude Code CLI, `claude -p`), plus:
+//! `model` (chat, api, claude), `api_key_env` (chat, api), `is_local` and `allow_private`
+//! (chat), `timeout_seconds` and `max_response_bytes` (all).
+//!
+//! Without `[seats]`, tasks run on their lane's tier executor and the control roles on the
+//! default, which is Forum's behaviour. `worker` pins every task to one executor;
+//! `orchestrator` replaces the default for the control roles.
+//!
+//! Forum's files load unchanged unless they carry keys Forum ignores: **this loader is stricter
+//! than Forum on purpose.** Unknown keys and tables are errors (a misspelt `chat_ur` would
+//! otherwise silently leave a slot empty), every value has a type, a table naming two executors
+//! is refused (Forum lets `chat_url` win), and so is a table naming none. Every error is one
+//! line naming the file, the table, the key, the line and the column.
+//!
+//! # Files
+//!
+//! This module holds the public types; the work is in one file per job: `raw.rs` (the file's
+//! shape as serde reads it), `parse.rs` (the file into a [`RuntimeConfig`], with located
+//! errors), `flags.rs` (the executor flags merged over the file into a [`Runtime`]),
+//! `resolve.rs` (which executor each role and tier ends up on) and `check.rs` (what would stop a
+//! run, given [`Facts`] about the machine).
+
+mod check;
+mod flags;
+mod parse;
+mod raw;
+mod resolve;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::endpoint::{self, Origin, Policy};
+use crate::roster::Tier;
+
+pub use check::{Facts, Issue, check_endpoint, check_executor, issues};
+pub use flags::{Flags, TierFlags, merge};
+pub use parse::{claude_argv, line_col, parse_runtime_config, split_cmd};
+pub use resolve::{Unresolved, Via};
+
+/// Model name for a chat default slot without `model` (Forum's default).
+pub const DEFAULT_CHAT_MODEL: &str = "default";
+/// Model for `api = "anthropic"` without `model` (Forum's default).
+pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-6";
+/// Key variable of the Anthropic API.
+pub const ANTHROPIC_KEY_ENV: &str = "ANTHROPIC_API_KEY";
+/// Endpoint of the Anthropic Messages API.
+pub const ANTHROPIC_URL: &str = "https://api.anthropic.com/v1/messages";
+/// The Claude Code CLI preset: the prompt is appended after these.
+pub const CLAUDE_ARGV: [&str; 2] = ["claude", "-p"];
+/// Default deadline of a command (Forum's subprocess timeout).
+pub const DEFAULT_CMD_TIMEOUT: u64 = 60;
+/// Default deadline of `claude -p`, which works in several turns.
+pub const DEFAULT_CLAUDE_TIMEOUT: u64 = 300;
+/// Default total deadline of an HTTP call.
+pub const DEFAULT_HTTP_TIMEOUT: u64 = 120;
+/// Longest deadline accepted.
+pub const MAX_TIMEOUT: u64 = 24 * 3600;
+/// Default cap on a response body or a command's captured output.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
+/// Bounds on `max_response_bytes`.
+pub const RESPONSE_BYTES_RANGE: (u64, u64) = (1024, 1024 * 1024 * 1024);
+/// The key for a `--runtime-config`-less repository config.
+pub const REPO_CONFIG_PATH: &str = ".forum/runtime.toml";
+
+/// A place an executor can be configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Slot {
+    /// `[runtime.default]`, `--cmd`, `--chat-url`, `--api`, `--claude`.
+    Default,
+    /// `[runtime.tiers.T]`, `--T-cmd`, `--T-chat-url`.
+    Tier(Tier),
+}
+
+impl Slot {
+    /// Parses a slot name (`default`, `cheap`, `capable`, `frontier`).
+    pub fn parse(s: &str) -> Option<Slot> {
+        if s == "default" {
+            Some(Slot::Default)
+        } else {
+            Tier::parse(s).map(Slot::Tier)
+        }
+    }
+
+    /// The slot's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Slot::Default => "default",
+            Slot::Tier(t) => t.as_str(),
+        }
+    }
+
+    /// The table that configures it.
+    pub fn table(self) -> String {
+        match self {
+            Slot::Default => "runtime.default".into(),
+            Slot::Tier(t) => format!("runtime.tiers.{t}"),
+        }
+    }
+}
+
+impl fmt::Display for Slot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The order in which a tier stands in for a missing default (Forum's).
+pub const DEFAULT_FALLBACK: [Tier; 3] = [Tier::Capable, Tier::Frontier, Tier::Cheap];
+
+/// What an executor is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecutorKind {
+    /// Run a program with the prompt as its last argument, no shell.
+    Command {
+        /// Program and leading arguments.
+        argv: Vec<String>,
+        /// Set when this is the Claude Code preset (`claude = true`, `--claude`).
+        claude: bool,
+    },
+    /// An OpenAI-compatible `/v1/chat/completions` endpoint.
+    Chat {
+        /// The endpoint URL as written.
+        url: String,
+        /// The model name sent in each request.
+        model: String,
+        /// The variable holding a bearer key, if any.
+        api_key_env: Option<String>,
+    },
+    /// The Anthropic Messages API.
+    Anthropic {
+        /// The model name.
+        model: String,
+        /// The variable holding the key.
+        api_key_env: String,
+    },
+}
+
+impl ExecutorKind {
+    /// A short name for the kind.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ExecutorKind::Command { claude: true, .. } => "claude",
+            ExecutorKind::Command { .. } => "command",
+            ExecutorKind::Chat { .. } => "chat",
+            ExecutorKind::Anthropic { .. } => "anthropic",
+        }
+    }
+}
+
+/// One configured executor with its limits and the policy of its endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutorSpec {
+    /// What runs.
+    pub kind: ExecutorKind,
+    /// `is_local = true` (chat only): loopback only, no key.
+    pub is_local: bool,
+    /// Private and link-local addresses allowed (chat only).
+    pub allow_private: bool,
+    /// Total deadline of one call.
+    pub timeout_seconds: u64,
+    /// Cap on a response body or captured output.
+    pub max_response_bytes: u64,
+    /// Where it was configured.
+    pub origin: Origin,
+}
+
+impl ExecutorSpec {
+    /// The endpoint policy for this executor.
+    pub fn policy(&self) -> Policy {
+        Policy {
+            is_local: self.is_local,
+            allow_private: self.allow_private,
+            origin: self.origin,
+        }
+    }
+
+    /// The endpoint URL, for HTTP executors.
+    pub fn url(&self) -> Option<&str> {
+        match &self.kind {
+            ExecutorKind::Chat { url, .. } => Some(url),
+            ExecutorKind::Anthropic { .. } => Some(ANTHROPIC_URL),
+            ExecutorKind::Command { .. } => None,
+        }
+    }
+
+    /// The variable whose value is sent as the key, if one is sent.
+    pub fn key_env(&self) -> Option<&str> {
+        match &self.kind {
+            ExecutorKind::Chat {
+                api_key_env: Some(k),
+                ..
+            } if !self.is_local => Some(k),
+            ExecutorKind::Anthropic { api_key_env, .. } => Some(api_key_env),
+            _ => None,
+        }
+    }
+
+    /// The model this executor asks for (for commands: the program).
+    pub fn model(&self) -> &str {
+        match &self.kind {
+            ExecutorKind::Chat { model, .. } | ExecutorKind::Anthropic { model, .. } => model,
+            ExecutorKind::Command { argv, claude } => {
+                if *claude
+                    && let Some(i) = argv.iter().position(|a| a == "--model")
+                    && let Some(m) = argv.get(i + 1)
+                {
+                    return m;
+                }
+                argv.first().map_or("", |s| s.as_str())
+            }
+        }
+    }
+
+    /// The program a command executor runs.
+    pub fn program(&self) -> Option<&str> {
+        match &self.kind {
+            ExecutorKind::Command { argv, .. } => argv.first().map(|s| s.as_str()),
+            _ => None,
+        }
+    }
+
+    /// A one-line description for people (never a key value).
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            ExecutorKind::Command { argv, claude } => {
+                let line = shlex::try_join(argv.iter().map(|s| s.as_str()))
+                    .unwrap_or_else(|_| argv.join(" "));
+                if *claude {
+                    format!("claude code: {line}")
+                } else {
+                    format!("command: {line}")
+                }
+            }
+            ExecutorKind::Chat {
+                url,
+                model,
+                api_key_env,
+            } => {
+                let shown = url::Url::parse(url)
+                    .map(|u| endpoint::display_url(&u))
+                    .unwrap_or_else(|_| "(invalid URL)".into());
+                let key = match (api_key_env, self.is_local) {
+                    (_, true) => ", local: no key".to_string(),
+                    (Some(k), false) => format!(", key from ${k}"),
+                    (None, false) => ", no key".to_string(),
+                };
+                format!("chat: {shown} model {model}{key}")
+            }
+            ExecutorKind::Anthropic { model, api_key_env } => {
+                format!("anthropic: model {model}, key from ${api_key_env}")
+            }
+        }
+    }
+}
+
+/// Who runs a seat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SeatChoice {
+    /// Not set: workers follow the lane's tier, the orchestrator uses the default.
+    Unset,
+    /// The executor of a slot.
+    Slot(Slot),
+    /// An executor of its own.
+    Inline(ExecutorSpec),
+}
+
+/// The `[seats]` block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seats {
+    /// Runs the tasks.
+    pub worker: SeatChoice,
+    /// Plans, validates, synthesizes and judges.
+    pub orchestrator: SeatChoice,
+}
+
+impl Default for Seats {
+    fn default() -> Seats {
+        Seats {
+            worker: SeatChoice::Unset,
+            orchestrator: SeatChoice::Unset,
+        }
+    }
+}
+
+/// A parsed runtime config file (before the flags).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RuntimeConfig {
+    /// `[runtime.default]`.
+    pub default: Option<ExecutorSpec>,
+    /// `[runtime.tiers.*]`.
+    pub tiers: BTreeMap<Tier, ExecutorSpec>,
+    /// `[seats]`.
+    pub seats: Seats,
+    /// Things worth saying that are not errors (unusual key variable names).
+    pub warnings: Vec<String>,
+}
+
+/// Why a runtime config was refused: one line naming the file, the table, the key, the line
+/// and the column (where the text has them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Display name of the file (its path, or `command line` for flags).
+    pub source_name: String,
+    /// Dotted table name (`runtime.tiers.cheap`); empty for the top level.
+    pub table: Option<String>,
+    /// The key in that table.
+    pub key: Option<String>,
+    /// 1-based line and column.
+    pub at: Option<(usize, usize)>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.source_name)?;
+        if let Some((l, c)) = self.at {
+            write!(f, ":{l}:{c}")?;
+        }
+        f.write_str(": ")?;
+        match (&self.table, &self.key) {
+            (Some(t), Some(k)) if t.is_empty() => write!(f, "top-level key {k}: ")?,
+            (Some(t), Some(k)) => write!(f, "[{t}] {k}: ")?,
+            (Some(t), None) if !t.is_empty() => write!(f, "[{t}]: ")?,
+            _ => {}
+        }
+        f.write_str(&self.message)?;
+        if let Some((l, c)) = self.at {
+            write!(f, " (line {l}, column {c})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The merged executors of one run.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Runtime {
+    /// The default slot, if configured (by a flag or the file).
+    pub default: Option<ExecutorSpec>,
+    /// Configured tiers.
+    pub tiers: BTreeMap<Tier, ExecutorSpec>,
+    /// The seats.
+    pub seats: Seats,
+    /// Things to say on stderr: unusual key names, flags that lost to a stronger one.
+    pub warnings: Vec<String>,
+}

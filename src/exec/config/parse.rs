@@ -1,0 +1,439 @@
+//! Reading a runtime config file into a [`RuntimeConfig`]: each executor table validated (one
+//! kind per table, keys that apply to it, bounds on limits), and every error located at the
+//! file, the table, the key, the line and the column.
+
+use std::ops::Range;
+
+use toml::Spanned;
+
+use super::raw::{RawExecutor, RawFile, RawSeat};
+use super::{
+    ANTHROPIC_KEY_ENV, CLAUDE_ARGV, ConfigError, DEFAULT_ANTHROPIC_MODEL, DEFAULT_CHAT_MODEL,
+    DEFAULT_CLAUDE_TIMEOUT, DEFAULT_CMD_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES,
+    ExecutorKind, ExecutorSpec, MAX_TIMEOUT, RESPONSE_BYTES_RANGE, RuntimeConfig, SeatChoice, Slot,
+};
+use crate::exec::endpoint::{self, KeyEnv, Origin};
+use crate::roster::Tier;
+
+// ---- locating errors ----
+
+/// 1-based line and column (in characters) of byte offset `at` in `text`.
+pub fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+/// The key path (`["runtime", "tiers", "cheap", "cmd"]`) whose key or value holds byte `pos`.
+fn path_at(text: &str, pos: usize) -> Vec<String> {
+    fn walk(t: &toml::de::DeTable<'_>, pos: usize) -> Option<Vec<String>> {
+        for (k, v) in t.iter() {
+            if k.span().contains(&pos) {
+                return Some(vec![k.get_ref().to_string()]);
+            }
+            if let toml::de::DeValue::Table(inner) = v.get_ref()
+                && let Some(mut p) = walk(inner, pos)
+            {
+                p.insert(0, k.get_ref().to_string());
+                return Some(p);
+            }
+            if v.span().contains(&pos) {
+                return Some(vec![k.get_ref().to_string()]);
+            }
+        }
+        None
+    }
+    toml::de::DeTable::parse(text)
+        .ok()
+        .and_then(|t| walk(t.get_ref(), pos))
+        .unwrap_or_default()
+}
+
+/// The span of the value at `path`, if the text has one.
+fn span_of(text: &str, path: &[&str]) -> Option<Range<usize>> {
+    let doc = toml::de::DeTable::parse(text).ok()?;
+    let mut table = doc.get_ref();
+    let mut span = None;
+    for (i, part) in path.iter().enumerate() {
+        let (k, v) = table.iter().find(|(k, _)| k.get_ref() == part)?;
+        span = Some(k.span());
+        if i + 1 < path.len() {
+            match v.get_ref() {
+                toml::de::DeValue::Table(t) => table = t,
+                _ => return None,
+            }
+        }
+    }
+    span
+}
+
+/// Context for building errors about one file.
+struct Src<'a> {
+    name: &'a str,
+    text: &'a str,
+}
+
+impl Src<'_> {
+    fn err(
+        &self,
+        table: &str,
+        key: Option<&str>,
+        span: Option<Range<usize>>,
+        msg: String,
+    ) -> ConfigError {
+        ConfigError {
+            source_name: self.name.to_string(),
+            table: Some(table.to_string()),
+            key: key.map(str::to_string),
+            at: span.map(|s| line_col(self.text, s.start)),
+            message: msg,
+        }
+    }
+
+    fn at<T>(&self, table: &str, key: &str, v: &Spanned<T>, msg: String) -> ConfigError {
+        self.err(table, Some(key), Some(v.span()), msg)
+    }
+}
+
+/// Parses a runtime config file. `source_name` names it in errors; `origin` says whether it is
+/// the repository's own `.forum/runtime.toml` (which gets nothing beyond what it states).
+pub fn parse_runtime_config(
+    text: &str,
+    source_name: &str,
+    origin: Origin,
+) -> Result<RuntimeConfig, ConfigError> {
+    let src = Src {
+        name: source_name,
+        text,
+    };
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let msg = e.message().trim().replace('\n', "; ");
+        match e.span() {
+            Some(span) => {
+                let mut path = path_at(text, span.start);
+                let key = path.pop();
+                let table = path.join(".");
+                ConfigError {
+                    source_name: source_name.to_string(),
+                    table: key.as_ref().map(|_| table),
+                    key,
+                    at: Some(line_col(text, span.start)),
+                    message: msg,
+                }
+            }
+            None => ConfigError {
+                source_name: source_name.to_string(),
+                table: None,
+                key: None,
+                at: None,
+                message: msg,
+            },
+        }
+    })?;
+    let mut cfg = RuntimeConfig::default();
+    if let Some(rt) = raw.runtime {
+        if let Some(d) = rt.default {
+            cfg.default = Some(executor(
+                &src,
+                "runtime.default",
+                Slot::Default,
+                d,
+                origin,
+                &mut cfg.warnings,
+            )?);
+        }
+        if let Some(tiers) = rt.tiers {
+            for (tier, raw) in [
+                (Tier::Cheap, tiers.cheap),
+                (Tier::Capable, tiers.capable),
+                (Tier::Frontier, tiers.frontier),
+            ] {
+                if let Some(r) = raw {
+                    let slot = Slot::Tier(tier);
+                    let spec = executor(&src, &slot.table(), slot, r, origin, &mut cfg.warnings)?;
+                    cfg.tiers.insert(tier, spec);
+                }
+            }
+        }
+    }
+    if let Some(seats) = raw.seats {
+        for (name, raw) in [
+            ("worker", seats.worker),
+            ("orchestrator", seats.orchestrator),
+        ] {
+            let Some(raw) = raw else { continue };
+            let span = raw.span();
+            let choice = match raw.into_inner() {
+                RawSeat::Slot(s) => match Slot::parse(&s) {
+                    Some(slot) => SeatChoice::Slot(slot),
+                    None => {
+                        return Err(src.err(
+                            "seats",
+                            Some(name),
+                            Some(span),
+                            format!(
+                                "unknown executor {s:?}: name a slot (default, cheap, capable, frontier) or give an executor table"
+                            ),
+                        ));
+                    }
+                },
+                RawSeat::Table(t) => SeatChoice::Inline(executor(
+                    &src,
+                    &format!("seats.{name}"),
+                    Slot::Default,
+                    *t,
+                    origin,
+                    &mut cfg.warnings,
+                )?),
+            };
+            match name {
+                "worker" => cfg.seats.worker = choice,
+                _ => cfg.seats.orchestrator = choice,
+            }
+        }
+    }
+    Ok(cfg)
+}
+
+fn table_span(src: &Src<'_>, table: &str) -> Option<Range<usize>> {
+    let parts: Vec<&str> = table.split('.').collect();
+    span_of(src.text, &parts)
+}
+
+/// Validates one executor table.
+fn executor(
+    src: &Src<'_>,
+    table: &str,
+    slot: Slot,
+    r: RawExecutor,
+    origin: Origin,
+    warnings: &mut Vec<String>,
+) -> Result<ExecutorSpec, ConfigError> {
+    let mut kinds: Vec<(&str, Range<usize>)> = Vec::new();
+    if let Some(v) = &r.chat_url {
+        kinds.push(("chat_url", v.span()));
+    }
+    if let Some(v) = &r.cmd {
+        kinds.push(("cmd", v.span()));
+    }
+    if let Some(v) = &r.api {
+        kinds.push(("api", v.span()));
+    }
+    if let Some(v) = r.claude.as_ref().filter(|v| *v.get_ref()) {
+        kinds.push(("claude", v.span()));
+    }
+    if kinds.len() > 1 {
+        let (second, span) = kinds[1].clone();
+        return Err(src.err(
+            table,
+            Some(second),
+            Some(span),
+            format!(
+                "one executor per table: {} and {second} are both set (Forum would let chat_url win; git forum refuses the ambiguity)",
+                kinds[0].0
+            ),
+        ));
+    }
+    let Some((kind_key, _)) = kinds.first().cloned() else {
+        return Err(src.err(
+            table,
+            None,
+            table_span(src, table),
+            "names no executor: set one of chat_url, cmd, api = \"anthropic\" or claude = true"
+                .into(),
+        ));
+    };
+    // Keys that only some kinds take.
+    let only = |key: &str, present: bool, allowed: &[&str]| -> Result<(), ConfigError> {
+        if present && !allowed.contains(&kind_key) {
+            Err(src.err(
+                table,
+                Some(key),
+                None,
+                format!(
+                    "{key} does not apply to a {kind_key} executor (it applies to {})",
+                    allowed.join(", ")
+                ),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    let with_span = |key: &str, span: Option<Range<usize>>, e: Result<(), ConfigError>| {
+        e.map_err(|mut e| {
+            e.at = span.map(|s| line_col(src.text, s.start));
+            e.key = Some(key.to_string());
+            e
+        })
+    };
+    with_span(
+        "model",
+        r.model.as_ref().map(|v| v.span()),
+        only("model", r.model.is_some(), &["chat_url", "api", "claude"]),
+    )?;
+    with_span(
+        "api_key_env",
+        r.api_key_env.as_ref().map(|v| v.span()),
+        only("api_key_env", r.api_key_env.is_some(), &["chat_url", "api"]),
+    )?;
+    with_span(
+        "is_local",
+        r.is_local.as_ref().map(|v| v.span()),
+        only("is_local", r.is_local.is_some(), &["chat_url"]),
+    )?;
+    with_span(
+        "allow_private",
+        r.allow_private.as_ref().map(|v| v.span()),
+        only("allow_private", r.allow_private.is_some(), &["chat_url"]),
+    )?;
+
+    let is_local = r.is_local.as_ref().is_some_and(|v| *v.get_ref());
+    let allow_private = r.allow_private.as_ref().is_some_and(|v| *v.get_ref());
+    if is_local && let Some(k) = &r.api_key_env {
+        return Err(src.at(
+            table,
+            "api_key_env",
+            k,
+            "is_local = true sends no key; remove api_key_env or is_local".into(),
+        ));
+    }
+    let model = |default: &str| -> Result<String, ConfigError> {
+        match &r.model {
+            Some(m) if m.get_ref().trim().is_empty() => {
+                Err(src.at(table, "model", m, "must not be empty".into()))
+            }
+            Some(m) => Ok(m.get_ref().clone()),
+            None => Ok(default.to_string()),
+        }
+    };
+    let key_env = |warnings: &mut Vec<String>| -> Result<Option<String>, ConfigError> {
+        match &r.api_key_env {
+            None => Ok(None),
+            Some(k) => match endpoint::check_key_env(k.get_ref()) {
+                Ok(KeyEnv::Known) => Ok(Some(k.get_ref().clone())),
+                Ok(KeyEnv::Unusual(w)) => {
+                    warnings.push(format!("{}: [{table}] {w}", src.name));
+                    Ok(Some(k.get_ref().clone()))
+                }
+                Err(m) => Err(src.at(table, "api_key_env", k, m)),
+            },
+        }
+    };
+    let (kind, default_timeout) = match kind_key {
+        "chat_url" => {
+            let u = r.chat_url.as_ref().expect("present");
+            if u.get_ref().trim().is_empty() {
+                return Err(src.at(table, "chat_url", u, "must not be empty".into()));
+            }
+            let default_model = match slot {
+                Slot::Default => DEFAULT_CHAT_MODEL,
+                Slot::Tier(t) => t.as_str(),
+            };
+            (
+                ExecutorKind::Chat {
+                    url: u.get_ref().clone(),
+                    model: model(default_model)?,
+                    api_key_env: key_env(warnings)?,
+                },
+                DEFAULT_HTTP_TIMEOUT,
+            )
+        }
+        "cmd" => {
+            let c = r.cmd.as_ref().expect("present");
+            let argv = split_cmd(c.get_ref()).map_err(|m| src.at(table, "cmd", c, m))?;
+            (
+                ExecutorKind::Command {
+                    argv,
+                    claude: false,
+                },
+                DEFAULT_CMD_TIMEOUT,
+            )
+        }
+        "api" => {
+            let a = r.api.as_ref().expect("present");
+            if a.get_ref() != "anthropic" {
+                return Err(src.at(
+                    table,
+                    "api",
+                    a,
+                    format!("unknown api kind {:?}: the only one is \"anthropic\" (use chat_url for OpenAI-compatible endpoints)", a.get_ref()),
+                ));
+            }
+            (
+                ExecutorKind::Anthropic {
+                    model: model(DEFAULT_ANTHROPIC_MODEL)?,
+                    api_key_env: key_env(warnings)?.unwrap_or_else(|| ANTHROPIC_KEY_ENV.into()),
+                },
+                DEFAULT_HTTP_TIMEOUT,
+            )
+        }
+        _ => (
+            ExecutorKind::Command {
+                argv: claude_argv(r.model.as_ref().map(|m| m.get_ref().as_str())),
+                claude: true,
+            },
+            DEFAULT_CLAUDE_TIMEOUT,
+        ),
+    };
+    let timeout_seconds = match &r.timeout_seconds {
+        Some(t) if *t.get_ref() == 0 || *t.get_ref() > MAX_TIMEOUT => {
+            return Err(src.at(
+                table,
+                "timeout_seconds",
+                t,
+                format!("must be between 1 and {MAX_TIMEOUT}, not {}", t.get_ref()),
+            ));
+        }
+        Some(t) => *t.get_ref(),
+        None => default_timeout,
+    };
+    let (lo, hi) = RESPONSE_BYTES_RANGE;
+    let max_response_bytes = match &r.max_response_bytes {
+        Some(b) if *b.get_ref() < lo || *b.get_ref() > hi => {
+            return Err(src.at(
+                table,
+                "max_response_bytes",
+                b,
+                format!("must be between {lo} and {hi}, not {}", b.get_ref()),
+            ));
+        }
+        Some(b) => *b.get_ref(),
+        None => DEFAULT_MAX_RESPONSE_BYTES,
+    };
+    Ok(ExecutorSpec {
+        kind,
+        is_local,
+        allow_private,
+        timeout_seconds,
+        max_response_bytes,
+        origin,
+    })
+}
+
+/// The Claude Code CLI preset's argument list (the prompt is appended at call time).
+pub fn claude_argv(model: Option<&str>) -> Vec<String> {
+    let mut v: Vec<String> = CLAUDE_ARGV.iter().map(|s| s.to_string()).collect();
+    if let Some(m) = model {
+        v.push("--model".into());
+        v.push(m.to_string());
+    }
+    v
+}
+
+/// Splits a command line with POSIX shell rules (quotes and backslashes; no expansion, no
+/// pipes: nothing runs through a shell).
+pub fn split_cmd(line: &str) -> Result<Vec<String>, String> {
+    match shlex::split(line) {
+        None => Err(format!(
+            "cannot split {line:?} with shell rules (an unclosed quote or a trailing backslash)"
+        )),
+        Some(v) if v.is_empty() => Err("the command is empty".into()),
+        Some(v) if v[0].is_empty() => Err("the program name is empty".into()),
+        Some(v) => Ok(v),
+    }
+}

@@ -1,0 +1,80 @@
+//! The runtime config file's shape as serde reads it: every table and key, each value with its
+//! span so that errors can name the line and the column. Nothing here checks meaning; that is
+//! `parse.rs`'s job.
+
+use std::fmt;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Unknown keys are refused (`deny_unknown_fields`) everywhere: stricter than Forum, which
+/// ignores them, on purpose (see the module doc).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFile {
+    pub(super) runtime: Option<RawRuntime>,
+    pub(super) seats: Option<RawSeats>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRuntime {
+    pub(super) default: Option<RawExecutor>,
+    pub(super) tiers: Option<RawTiers>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTiers {
+    pub(super) cheap: Option<RawExecutor>,
+    pub(super) capable: Option<RawExecutor>,
+    pub(super) frontier: Option<RawExecutor>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSeats {
+    pub(super) worker: Option<Spanned<RawSeat>>,
+    pub(super) orchestrator: Option<Spanned<RawSeat>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExecutor {
+    pub(super) chat_url: Option<Spanned<String>>,
+    pub(super) cmd: Option<Spanned<String>>,
+    pub(super) api: Option<Spanned<String>>,
+    pub(super) claude: Option<Spanned<bool>>,
+    pub(super) model: Option<Spanned<String>>,
+    pub(super) api_key_env: Option<Spanned<String>>,
+    pub(super) is_local: Option<Spanned<bool>>,
+    pub(super) allow_private: Option<Spanned<bool>>,
+    pub(super) timeout_seconds: Option<Spanned<u64>>,
+    pub(super) max_response_bytes: Option<Spanned<u64>>,
+}
+
+#[derive(Debug)]
+pub(super) enum RawSeat {
+    Slot(String),
+    Table(Box<RawExecutor>),
+}
+
+impl<'de> Deserialize<'de> for RawSeat {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RawSeat, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawSeat;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a slot name (default, cheap, capable, frontier) or an executor table")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawSeat, E> {
+                Ok(RawSeat::Slot(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawSeat, A::Error> {
+                RawExecutor::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(|e| RawSeat::Table(Box::new(e)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}

@@ -1,0 +1,126 @@
+//! An endpoint URL checked before anything connects: scheme, no credentials, a host, and the
+//! host's class against the policy; and the URL as messages show it (never a secret).
+
+use std::net::IpAddr;
+
+use super::{
+    Checked, CheckedHost, Policy, Refusal, canonical, classify_ip, classify_name, decide,
+    is_direct_loopback,
+};
+
+/// The URL for messages: scheme, host, port and path; never credentials, query or fragment.
+pub fn display_url(u: &url::Url) -> String {
+    let mut s = format!("{}://", u.scheme());
+    match u.host() {
+        Some(url::Host::Ipv6(a)) => s.push_str(&format!("[{a}]")),
+        Some(h) => s.push_str(&h.to_string()),
+        None => {}
+    }
+    if let Some(p) = u.port() {
+        s.push_str(&format!(":{p}"));
+    }
+    s.push_str(u.path());
+    s
+}
+
+/// What to show of a string that did not parse as a URL: everything before any `@`, `?` or
+/// `#` is dropped or cut so a typed password never reaches a message.
+fn display_unparsed(text: &str) -> String {
+    let t = text.trim();
+    let t = match t.rfind('@') {
+        Some(at) => match t.find("://") {
+            Some(p) if p < at => format!("{}://…@{}", &t[..p], &t[at + 1..]),
+            _ => format!("…@{}", &t[at + 1..]),
+        },
+        None => t.to_string(),
+    };
+    let cut = t.find(['?', '#']).unwrap_or(t.len());
+    let shown: String = t[..cut].chars().take(200).collect();
+    format!("{shown:?}")
+}
+
+/// Parses and checks an endpoint URL against `policy`. An IPv4-mapped literal
+/// (`[::ffff:127.0.0.1]`) comes back with its IPv4 address as the host, so the connection goes
+/// where the check looked.
+pub fn check_url(text: &str, policy: &Policy) -> Result<Checked, Refusal> {
+    let mut u = url::Url::parse(text).map_err(|e| Refusal::Invalid {
+        url: display_unparsed(text),
+        reason: e.to_string(),
+    })?;
+    let display = display_url(&u);
+    if let Some(url::Host::Ipv6(a)) = u.host()
+        && let IpAddr::V4(v4) = canonical(IpAddr::V6(a))
+    {
+        // Cannot fail: the URL already has a host.
+        let _ = u.set_ip_host(IpAddr::V4(v4));
+    }
+    if u.scheme() != "http" && u.scheme() != "https" {
+        return Err(Refusal::Scheme {
+            scheme: u.scheme().to_string(),
+        });
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err(Refusal::Credentials { url: display });
+    }
+    let (host, class, shown) = match u.host() {
+        None => return Err(Refusal::NoHost { url: display }),
+        Some(url::Host::Ipv4(a)) => {
+            let ip = IpAddr::V4(a);
+            let c = classify_ip(ip);
+            (CheckedHost::Addr(ip, c), Some(c), a.to_string())
+        }
+        Some(url::Host::Ipv6(a)) => {
+            let ip = IpAddr::V6(a);
+            let c = classify_ip(ip);
+            (CheckedHost::Addr(ip, c), Some(c), format!("[{a}]"))
+        }
+        Some(url::Host::Domain(d)) => {
+            if d.is_empty() {
+                return Err(Refusal::NoHost { url: display });
+            }
+            let known = classify_name(d);
+            (
+                CheckedHost::Name {
+                    name: d.to_string(),
+                    known,
+                },
+                known,
+                d.to_string(),
+            )
+        }
+    };
+    match class {
+        Some(c) => {
+            decide(c, policy).map_err(|why| Refusal::Denied {
+                url: display.clone(),
+                host: shown.clone(),
+                class: c,
+                why,
+            })?;
+            // is_local: the address itself must be loopback, not one that embeds 127.0.0.1.
+            if let CheckedHost::Addr(ip, _) = host
+                && policy.is_local
+                && !is_direct_loopback(ip)
+            {
+                return Err(Refusal::NotLocal {
+                    url: display,
+                    host: shown,
+                });
+            }
+        }
+        // An unknown name: only the resolver can tell, but is_local needs loopback here.
+        None if policy.is_local => {
+            return Err(Refusal::NotLocal {
+                url: display,
+                host: shown,
+            });
+        }
+        None => {}
+    }
+    Ok(Checked {
+        url: u,
+        host,
+        display,
+        sends_key: policy.sends_key(),
+    })
+}

@@ -1,0 +1,174 @@
+//! How a run takes in context: the request's before planning and each task's before it runs,
+//! through the context provider and the context budget, witnessed as `context` and
+//! `context_budget`.
+
+use serde_json::json;
+
+use crate::context::{self, Source};
+use crate::ledger::{Storage, kind};
+use crate::plan::Task;
+
+use super::engine::Run;
+use super::{ContextFailure, Event, RunError, lock, panic_message};
+
+/// Per-task context longer than this many code points is cut (without a context budget), as
+/// in Forum.
+pub const MAX_TASK_CONTEXT_CHARS: usize = 8192;
+
+/// The marker after per-task context cut to [`MAX_TASK_CONTEXT_CHARS`] (the full context is
+/// not witnessed, so it does not say so).
+pub const TASK_CONTEXT_CUT_MARKER: &str = "\n... [truncated for prompt efficiency]";
+
+/// Per-task context without a budget: at most [`MAX_TASK_CONTEXT_CHARS`] code points, then
+/// [`TASK_CONTEXT_CUT_MARKER`] (forum-spec §9).
+pub fn cap_task_context(text: &str) -> String {
+    match text.char_indices().nth(MAX_TASK_CONTEXT_CHARS) {
+        Some((i, _)) => format!("{}{TASK_CONTEXT_CUT_MARKER}", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+impl Run<'_, '_> {
+    /// Puts context text through the context budget (witnessing the pressure under `parent`
+    /// when the text was not empty), or returns it as it is without a budget.
+    pub(super) fn budgeted(
+        &self,
+        source: Source,
+        label: &str,
+        text: String,
+        parent: u64,
+    ) -> Result<String, RunError> {
+        let Some(budget) = &self.opts.context_budget else {
+            return Ok(text);
+        };
+        let (admitted, p) = {
+            let mut meter = lock(&self.meter);
+            context::apply(budget, &mut meter, source, label, &text)
+        };
+        if p.original_tokens > 0 {
+            self.put_value(
+                "context-budget",
+                kind::CONTEXT_BUDGET,
+                Some(parent),
+                p.payload(),
+            )?;
+        }
+        Ok(admitted)
+    }
+
+    /// Witnesses a provider's failure under `parent`: a `context` entry with no context, the
+    /// failure's code and why. The run goes on without that context.
+    pub(super) fn context_failed(
+        &self,
+        task: Option<&str>,
+        parent: u64,
+        f: &ContextFailure,
+    ) -> Result<(), RunError> {
+        let reason = format!(
+            "the context provider failed: {}; the run goes on without this context",
+            f.message
+        );
+        let mut payload = json!({"context": "", "error": f.code, "reason": reason});
+        if let Some(t) = task {
+            payload["task"] = json!(t);
+        }
+        self.put("context", kind::CONTEXT, Some(parent), payload)?;
+        self.env.progress.event(&Event::ContextFailed {
+            task: task.map(str::to_string),
+            reason: f.message.clone(),
+        });
+        Ok(())
+    }
+
+    /// The request context (witnessed as `context` under the request, after its budget
+    /// pressure), and what the plan chains to: that entry, else the request.
+    pub(super) fn request_context(
+        &self,
+        request: &str,
+        request_seq: u64,
+    ) -> Result<(Option<String>, u64), RunError> {
+        let Some(provider) = self.opts.context.clone() else {
+            return Ok((None, request_seq));
+        };
+        self.env.progress.event(&Event::Context { task: None });
+        let got = {
+            let store = lock(&self.store);
+            let ledger: &dyn Storage = &**store;
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                provider.request_context(request, ledger)
+            }))
+            .unwrap_or_else(|p| {
+                Err(ContextFailure {
+                    code: "panic".into(),
+                    message: format!("it panicked: {}", panic_message(p.as_ref())),
+                })
+            })
+        };
+        let text = match got {
+            Ok(t) => t,
+            Err(f) => {
+                self.context_failed(None, request_seq, &f)?;
+                return Ok((None, request_seq));
+            }
+        };
+        let text = self.budgeted(Source::Request, "request", text, request_seq)?;
+        if text.is_empty() {
+            return Ok((None, request_seq));
+        }
+        let e = self.put(
+            "context",
+            kind::CONTEXT,
+            Some(request_seq),
+            json!({"context": text}),
+        )?;
+        Ok((Some(text), e.seq))
+    }
+
+    /// Fresh context for one task (witnessed as `context {task, context}` under the plan,
+    /// after its budget pressure), and what the task entry chains to: that entry, else the
+    /// plan.
+    pub(super) fn task_context(
+        &self,
+        task: &Task,
+        plan_seq: u64,
+    ) -> Result<(Option<String>, u64), RunError> {
+        let Some(provider) = self.opts.context.clone() else {
+            return Ok((None, plan_seq));
+        };
+        let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            provider.task_context(&task.id, &task.instruction)
+        }))
+        .unwrap_or_else(|p| {
+            Some(Err(ContextFailure {
+                code: "panic".into(),
+                message: format!("it panicked: {}", panic_message(p.as_ref())),
+            }))
+        });
+        let text = match got {
+            None => return Ok((None, plan_seq)),
+            Some(Ok(t)) => t,
+            Some(Err(f)) => {
+                self.context_failed(Some(&task.id), plan_seq, &f)?;
+                return Ok((None, plan_seq));
+            }
+        };
+        self.env.progress.event(&Event::Context {
+            task: Some(task.id.clone()),
+        });
+        let text = if self.opts.context_budget.is_some() {
+            self.budgeted(Source::Task, &task.id, text, plan_seq)?
+        } else {
+            cap_task_context(&text)
+        };
+        if text.is_empty() {
+            return Ok((None, plan_seq));
+        }
+        let e = self.put(
+            "context",
+            kind::CONTEXT,
+            Some(plan_seq),
+            json!({"task": task.id, "context": text}),
+        )?;
+        Ok((Some(text), e.seq))
+    }
+}

@@ -1,0 +1,200 @@
+//! Delivery of the synthesized answer: the delivery floor and the reviser, the delivery
+//! profile, the intent check and the intent judge, then the verifier.
+
+use crate::exec::Call;
+use crate::ledger::canonical::Value;
+use crate::ledger::kind;
+use crate::route::RouteFrame;
+
+use super::engine::Run;
+use super::prompts::{judge_prompt, reviser_prompt};
+use super::{
+    Checked, Event, RunError, Verification, judgment_schema, panic_message, parse_judgment,
+};
+
+/// Delivers the synthesized answer (forum-spec §13–15, forum-features §4 "Order inside one
+/// submit"): the delivery floor on the answer; when it flags and a reviser is on, a revision
+/// (accepted only if strictly shorter with coverage not lower, then witnessed as the revised
+/// `result`); then, on the delivered answer, the delivery profile (the caller's, else the
+/// route frame's), the lexical intent check and, when it flags and the judge is on, the
+/// intent judgment; last the verifier's verdict. None of them blocks the run. Returns the
+/// delivered answer's seq and text.
+pub(super) fn deliver(
+    run: &Run<'_, '_>,
+    request: &str,
+    frame: &RouteFrame,
+    answer_seq: u64,
+    answer: String,
+) -> Result<(u64, String), RunError> {
+    use crate::quality;
+    let floor = quality::assess(&answer);
+    let check = run.put_value(
+        "delivery",
+        kind::DELIVERY_CHECK,
+        Some(answer_seq),
+        floor.payload(),
+    )?;
+    let (seq, answer) = if floor.flagged && run.opts.revise {
+        revise(run, request, check.seq, answer_seq, answer)?
+    } else {
+        (answer_seq, answer)
+    };
+    let profile = match &run.opts.delivery_profile {
+        Some(p) => quality::profile::get_profile(Some(p)).unwrap_or(frame.delivery_profile),
+        None => frame.delivery_profile,
+    };
+    run.put_value(
+        "delivery-profile",
+        kind::DELIVERY_PROFILE_CHECK,
+        Some(seq),
+        quality::profile::assess_profile(&answer, profile).payload(),
+    )?;
+    let intent = quality::intent_check(request, &answer, quality::intent::DEFAULT_THRESHOLD);
+    let intent_entry = run.put_value("intent", kind::INTENT_CHECK, Some(seq), intent.payload())?;
+    if intent.flagged && run.opts.judge_intent {
+        judge(run, request, &answer, &intent.missing, intent_entry.seq)?;
+    }
+    if let Some(verifier) = &run.opts.verifier {
+        run.env.progress.event(&Event::Verifying);
+        let v = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            verifier.verify(request, &answer)
+        }))
+        .unwrap_or_else(|p| Verification {
+            outcome: Checked::Undecided,
+            detail: format!(
+                "could not decide: the verifier panicked: {}",
+                panic_message(p.as_ref())
+            ),
+            source: verifier.source(),
+        });
+        run.put_value("verifier", kind::VERIFICATION, Some(seq), v.payload())?;
+    }
+    Ok((seq, answer))
+}
+
+/// The reviser rung: asks the orchestrator seat to tighten a flagged answer and keeps the
+/// revision only if [`crate::quality::revision_accepted`] says so. Witnesses `revision` under
+/// the delivery check and, when accepted, `result {answer, revised_from}` under the revision.
+/// Skipped (nothing witnessed) once the budget is spent.
+fn revise(
+    run: &Run<'_, '_>,
+    request: &str,
+    check_seq: u64,
+    answer_seq: u64,
+    answer: String,
+) -> Result<(u64, String), RunError> {
+    use crate::quality;
+    if run.over_budget() {
+        run.env.progress.event(&Event::Skipped {
+            step: "reviser".into(),
+            reason: "the run budget is spent".into(),
+        });
+        return Ok((answer_seq, answer));
+    }
+    run.env.progress.event(&Event::Revising);
+    let prompt = reviser_prompt(request, &answer);
+    let call = Call {
+        system: Some("You tighten answers without changing what they say."),
+        prompt: &prompt,
+        schema: None,
+        max_tokens: Some(768),
+    };
+    let orchestrator = run.env.seats.orchestrator();
+    let revised = match run.ask(orchestrator.as_ref(), &call) {
+        Ok(r) if !r.text.trim().is_empty() => r.text.trim().to_string(),
+        Ok(_) => {
+            run.put_value(
+                "reviser",
+                kind::REVISION,
+                Some(check_seq),
+                quality::delivery::revision_failed_payload(
+                    "the orchestrator seat returned an empty answer",
+                ),
+            )?;
+            return Ok((answer_seq, answer));
+        }
+        Err(e) => {
+            run.put_value(
+                "reviser",
+                kind::REVISION,
+                Some(check_seq),
+                quality::delivery::revision_failed_payload(&format!(
+                    "the orchestrator seat failed ({}): {e}",
+                    e.code()
+                )),
+            )?;
+            return Ok((answer_seq, answer));
+        }
+    };
+    let verdict = quality::revision_accepted(request, &answer, &revised);
+    let rev = run.put_value(
+        "reviser",
+        kind::REVISION,
+        Some(check_seq),
+        verdict.payload(),
+    )?;
+    if !verdict.accepted {
+        return Ok((answer_seq, answer));
+    }
+    let r = run.put_value(
+        "synthesizer",
+        kind::RESULT,
+        Some(rev.seq),
+        Value::object([
+            ("answer".to_string(), Value::str(&revised)),
+            ("revised_from".to_string(), Value::int(answer_seq as i64)),
+        ]),
+    )?;
+    Ok((r.seq, revised))
+}
+
+/// The intent judge rung: the orchestrator seat reads the request, the answer and the terms
+/// the floor found missing, and rules drifted (`ok: false`) or paraphrased (`ok: true`),
+/// witnessed as `intent_judgment` under the intent check. A seat error or an unreadable
+/// ruling is `{ok: null, score: 0.0, reason: "judge failed: ..."}`. Skipped (nothing
+/// witnessed) once the budget is spent.
+fn judge(
+    run: &Run<'_, '_>,
+    request: &str,
+    answer: &str,
+    missing: &[String],
+    check_seq: u64,
+) -> Result<(), RunError> {
+    if run.over_budget() {
+        run.env.progress.event(&Event::Skipped {
+            step: "intent judge".into(),
+            reason: "the run budget is spent".into(),
+        });
+        return Ok(());
+    }
+    run.env.progress.event(&Event::Judging);
+    let prompt = judge_prompt(request, answer, missing);
+    let schema = judgment_schema();
+    let call = Call {
+        system: Some("You judge whether an answer addresses its request. Answer with JSON only."),
+        prompt: &prompt,
+        schema: Some(&schema),
+        max_tokens: Some(256),
+    };
+    let orchestrator = run.env.seats.orchestrator();
+    let ruling = match run.ask(orchestrator.as_ref(), &call) {
+        Ok(reply) => parse_judgment(&reply.text)
+            .map_err(|e| format!("the judge's answer is not a usable ruling: {e}")),
+        Err(e) => Err(format!("the orchestrator seat failed ({}): {e}", e.code())),
+    };
+    let (ok, score, reason) = match ruling {
+        Ok((ok, score, reason)) => (Value::Bool(ok), score, reason),
+        Err(why) => (Value::Null, 0.0, format!("judge failed: {why}")),
+    };
+    run.put_value(
+        "intent-judge",
+        kind::INTENT_JUDGMENT,
+        Some(check_seq),
+        Value::object([
+            ("ok".to_string(), ok),
+            ("score".to_string(), Value::Float(score)),
+            ("reason".to_string(), Value::str(reason)),
+        ]),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,247 @@
+//! The wave driver: `submit` opens a run and plans it, then `drive` (shared with `resume`)
+//! holds each gated wave to its gate, runs the waves, validates, climbs the escalation
+//! ladder, marks degraded waves, and synthesizes and delivers the answer.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use serde_json::json;
+
+use crate::ledger::{Storage, kind};
+use crate::plan::{CompiledPlan, Task};
+use crate::route::{self, RouteFrame};
+
+use super::deliver::deliver;
+use super::engine::{Done, Run};
+use super::gates::{GateOutcome, gate};
+use super::ladder::escalate;
+use super::synthesis::synthesize;
+use super::{
+    Env, Event, GatePolicy, Options, Outcome, RunError, Status, Verdict, lock, plan_entry_payload,
+};
+
+/// The request entry and route frame of a run about to start.
+pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFrame), RunError> {
+    let (_, frame) = route::route_request(request, run.env.roster);
+    let mut payload = json!({ "text": request });
+    if let Some(g) = run.opts.gates.record() {
+        payload["gates"] = g;
+    }
+    let req = run.put("client", kind::REQUEST, None, payload)?;
+    *lock(&run.request_seq) = Some(req.seq);
+    run.put_value("router", kind::ROUTE_FRAME, Some(req.seq), frame.payload())?;
+    Ok((req.seq, frame))
+}
+
+/// Runs a new request end to end.
+pub fn submit(
+    store: &mut (dyn Storage + Send),
+    env: &Env<'_>,
+    opts: &Options,
+    request: &str,
+) -> Result<Outcome, RunError> {
+    route::check_request(request).map_err(|e| RunError::Request(e.to_string()))?;
+    let run = Run::new(store, env, opts);
+    let result = submit_run(&run, request);
+    run.finish(result)
+}
+
+fn submit_run(run: &Run<'_, '_>, request: &str) -> Result<Outcome, RunError> {
+    let (env, opts) = (run.env, run.opts);
+    let (request_seq, frame) = open_run(run, request)?;
+    let (context, plan_parent) = run.request_context(request, request_seq)?;
+    let plan = run.plan(request, context.as_deref(), request_seq)?;
+    let plan_entry = run.put(
+        "dispatch",
+        kind::PLAN,
+        Some(plan_parent),
+        plan_entry_payload(&plan),
+    )?;
+    env.progress.event(&Event::Planned {
+        tasks: plan.tasks.len(),
+        waves: plan.waves.len(),
+    });
+    let course = Course {
+        request,
+        request_seq,
+        frame: &frame,
+        plan: &plan,
+        plan_seq: plan_entry.seq,
+        run_seq: plan_entry.seq,
+        gates: &opts.gates,
+    };
+    drive(run, &course, BTreeMap::new(), BTreeMap::new())
+}
+
+/// What the driver holds a run to: its request, route frame, plan and gates.
+pub(super) struct Course<'c> {
+    /// The request text.
+    pub(super) request: &'c str,
+    /// The run's `request` entry (the run's id).
+    pub(super) request_seq: u64,
+    /// The route frame.
+    pub(super) frame: &'c RouteFrame,
+    /// The plan being run.
+    pub(super) plan: &'c CompiledPlan,
+    /// The latest `plan` entry: what tasks, degraded waves and checkpoints chain to.
+    pub(super) plan_seq: u64,
+    /// The run's first `plan` entry: the key of its gates.
+    pub(super) run_seq: u64,
+    /// The gated waves.
+    pub(super) gates: &'c GatePolicy,
+}
+
+/// Drives a planned run to its end (this time): the waves, each behind its gate; validation;
+/// the escalation ladder; degraded waves; then the budget stop, or synthesis and delivery.
+/// `reused` and `verdicts` are what a resumed run already has.
+pub(super) fn drive(
+    run: &Run<'_, '_>,
+    course: &Course<'_>,
+    reused: BTreeMap<String, Done>,
+    mut verdicts: BTreeMap<String, Verdict>,
+) -> Result<Outcome, RunError> {
+    let plan = course.plan;
+    let end = |status: Status, answer: Option<(u64, String)>, verdicts: &BTreeMap<_, _>| {
+        run.outcome(
+            status,
+            course.request_seq,
+            answer,
+            count(verdicts),
+            course.frame.payload(),
+        )
+    };
+    // The plan's tasks as they run: a gate edit rewrites an instruction here, and the
+    // rewritten task is what is dispatched, validated and escalated.
+    let mut current: BTreeMap<String, Task> = plan
+        .tasks
+        .iter()
+        .map(|t| (t.id.clone(), t.clone()))
+        .collect();
+    let results: Mutex<BTreeMap<String, Done>> = Mutex::new(reused);
+    if let Some(held) = run_waves(run, course, &mut current, &results)? {
+        return Ok(end(held, None, &verdicts));
+    }
+    let tasks: Vec<&Task> = plan
+        .tasks
+        .iter()
+        .filter_map(|t| current.get(&t.id))
+        .collect();
+    let mut finals: BTreeMap<String, Done> = lock(&results).clone();
+    validate_all(run, &tasks, &finals, &mut verdicts)?;
+    escalate(run, &tasks, &mut finals, &mut verdicts)?;
+    mark_degraded(run, plan, course.plan_seq, &verdicts)?;
+    if run.over_budget() {
+        let a = run.stop_on_budget(course.request_seq)?;
+        return Ok(end(Status::StoppedOnBudget, Some(a), &verdicts));
+    }
+    let (answer_seq, answer) = synthesize(run, course, &tasks, &finals, &verdicts)?;
+    let delivered = deliver(run, course.request, course.frame, answer_seq, answer)?;
+    Ok(end(Status::Answered, Some(delivered), &verdicts))
+}
+
+/// Final verdict decisions, counted.
+fn count(verdicts: &BTreeMap<String, Verdict>) -> BTreeMap<String, u64> {
+    let mut c = BTreeMap::new();
+    for x in verdicts.values() {
+        *c.entry(x.decision.clone()).or_insert(0u64) += 1;
+    }
+    c
+}
+
+/// Runs the waves in order, each gated one only once its gate lets it (applying a gate's
+/// edits to `current`), skipping tasks already in `results`. Returns how the run is held when
+/// a gate pauses or stops it.
+fn run_waves(
+    run: &Run<'_, '_>,
+    course: &Course<'_>,
+    current: &mut BTreeMap<String, Task>,
+    results: &Mutex<BTreeMap<String, Done>>,
+) -> Result<Option<Status>, RunError> {
+    let plan = course.plan;
+    for (i, wave) in plan.waves.iter().enumerate() {
+        if course.gates.waves.contains(&i) {
+            match gate(run, course.gates, course.run_seq, i, wave)? {
+                GateOutcome::Run(edits) => {
+                    for (id, text) in edits {
+                        if let Some(t) = current.get_mut(&id) {
+                            t.instruction = text;
+                        }
+                    }
+                }
+                GateOutcome::Pause => {
+                    run.env.progress.event(&Event::Paused { wave: i });
+                    return Ok(Some(Status::Paused { wave: i }));
+                }
+                GateOutcome::Stop => return Ok(Some(Status::Rejected { wave: i })),
+            }
+        }
+        let todo: Vec<&Task> = wave
+            .iter()
+            .filter(|id| !lock(results).contains_key(id.as_str()))
+            .filter_map(|id| current.get(id.as_str()))
+            .collect();
+        run.env.progress.event(&Event::Wave {
+            index: i,
+            of: plan.waves.len(),
+            tasks: wave.clone(),
+        });
+        run.run_wave(&todo, course.plan_seq, results)?;
+        after_wave(run, i, course.plan_seq)?;
+    }
+    Ok(None)
+}
+
+/// Validates, in plan order after the last wave, every result not judged yet.
+fn validate_all(
+    run: &Run<'_, '_>,
+    tasks: &[&Task],
+    finals: &BTreeMap<String, Done>,
+    verdicts: &mut BTreeMap<String, Verdict>,
+) -> Result<(), RunError> {
+    for t in tasks {
+        if verdicts.contains_key(&t.id) {
+            continue;
+        }
+        let Some(done) = finals.get(&t.id) else {
+            continue;
+        };
+        let v = run.validate(t, done)?;
+        verdicts.insert(t.id.clone(), v);
+    }
+    Ok(())
+}
+
+/// A wave in which nothing passed is degraded, not approved: witnessed as `degraded`.
+fn mark_degraded(
+    run: &Run<'_, '_>,
+    plan: &CompiledPlan,
+    plan_seq: u64,
+    verdicts: &BTreeMap<String, Verdict>,
+) -> Result<(), RunError> {
+    for (i, wave) in plan.waves.iter().enumerate() {
+        let judged: Vec<&Verdict> = wave.iter().filter_map(|id| verdicts.get(id)).collect();
+        if !judged.is_empty() && judged.iter().all(|v| !v.passed()) {
+            run.put(
+                "validator",
+                kind::DEGRADED,
+                Some(plan_seq),
+                json!({"wave": i, "tasks": wave, "reason": "no task of this wave passed validation"}),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn after_wave(run: &Run<'_, '_>, wave: usize, plan_seq: u64) -> Result<(), RunError> {
+    if run.opts.checkpoint_each_wave {
+        let root = run.checkpoint_root()?;
+        run.put(
+            "dispatch",
+            kind::CHECKPOINT,
+            Some(plan_seq),
+            json!({"wave": wave, "root": root}),
+        )?;
+        lock(&run.store).sync()?;
+    }
+    Ok(())
+}

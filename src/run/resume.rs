@@ -1,0 +1,163 @@
+//! `resume`: finds the run to continue, refuses while its gate is undecided, reuses every
+//! result already judged, and hands the rest to the wave driver.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value as J, json};
+
+use crate::gate;
+use crate::ledger::{Storage, kind};
+use crate::route;
+
+use super::drive::{Course, drive};
+use super::engine::{Done, Run};
+use super::{Env, Options, Outcome, RunError, Verdict, lock, plan_entry_payload, status};
+
+/// Continues an unfinished run (the latest one, or `request_seq`): reuses every task already
+/// witnessed with a passing or blocking verdict, and every ok result not yet judged; runs the
+/// rest.
+pub fn resume(
+    store: &mut (dyn Storage + Send),
+    env: &Env<'_>,
+    opts: &Options,
+    request_seq: Option<u64>,
+) -> Result<Outcome, RunError> {
+    let run = Run::new(store, env, opts);
+    let result = resume_run(&run, request_seq);
+    run.finish(result)
+}
+
+fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, RunError> {
+    let env = run.env;
+    let entries = run.entries()?;
+    // A body that cannot be read (or does not hash to its entry) stops the resume; it is never
+    // read as absent.
+    let mut unreadable = None;
+    let runs = status::runs(&entries, |e| {
+        run.payload_of(e).unwrap_or_else(|err| {
+            unreadable.get_or_insert(err);
+            None
+        })
+    });
+    if let Some(err) = unreadable {
+        return Err(err);
+    }
+    let target = match request_seq {
+        Some(seq) => runs.iter().find(|r| r.request_seq == seq).ok_or_else(|| {
+            RunError::Resume(format!(
+                "no run starts at seq {seq}: `git forum runs` lists them"
+            ))
+        })?,
+        None => runs
+            .iter()
+            .rev()
+            .find(|r| r.state.resumable())
+            .ok_or_else(|| {
+                RunError::Resume(
+                    "no unfinished run to resume: every run in this ledger has finished".into(),
+                )
+            })?,
+    };
+    if !target.state.resumable() {
+        return Err(RunError::Resume(format!(
+            "run {} cannot be resumed: it is {}",
+            target.request_seq,
+            target.state.as_str()
+        )));
+    }
+    let request = target.request.clone();
+    let request_seq = target.request_seq;
+    *lock(&run.request_seq) = Some(request_seq);
+    // The gates the run was submitted with (its record), not the caller's: a resume can
+    // neither skip nor add one. A wave whose gate is raised and undecided refuses here,
+    // before anything is run or written.
+    let gate_entries = match target.run_seq {
+        Some(run_seq) => gate::gate_entries(&entries, |e| run.payload_of(e).ok().flatten())
+            .remove(&run_seq)
+            .unwrap_or_default(),
+        None => BTreeMap::new(),
+    };
+    let gates = status::held_gates(target, &gate_entries);
+    if let (Some(plan), Some(run_seq)) = (&target.plan, target.run_seq)
+        && let Some((wave, gate::Admission::Wait { .. })) =
+            status::first_held(plan, &gates, &gate_entries, env.clock.now())
+    {
+        return Err(RunError::Gated {
+            request_seq,
+            run_seq,
+            wave,
+        });
+    }
+    let (_, frame) = route::route_request(&request, env.roster);
+    let (plan, plan_seq, run_seq) = match (&target.plan, target.plan_seq, target.run_seq) {
+        (Some(p), Some(seq), Some(run_seq)) => (p.clone(), seq, run_seq),
+        _ => {
+            // Planning never finished: plan again, with the request context the run already
+            // witnessed (if any), so the plan chains to it as the first attempt would have.
+            let mut context: Option<(u64, String)> = None;
+            for seq in &target.entries {
+                if let Some(e) = entries.get(*seq as usize)
+                    && e.kind == kind::CONTEXT
+                    && let Some(p) = run.payload_of(e)?
+                    && p.get("task").is_none()
+                    && let Some(text) = p.get("context").and_then(J::as_str)
+                    && !text.is_empty()
+                {
+                    context = Some((e.seq, text.to_string()));
+                }
+            }
+            let plan = run.plan(
+                &request,
+                context.as_ref().map(|c| c.1.as_str()),
+                request_seq,
+            )?;
+            let e = run.put(
+                "dispatch",
+                kind::PLAN,
+                Some(context.as_ref().map_or(request_seq, |c| c.0)),
+                plan_entry_payload(&plan),
+            )?;
+            (plan, e.seq, e.seq)
+        }
+    };
+    let mut reused: BTreeMap<String, Done> = BTreeMap::new();
+    let mut verdicts: BTreeMap<String, Verdict> = BTreeMap::new();
+    for (id, r) in &target.results {
+        if !r.ok {
+            continue;
+        }
+        match target.verdicts.get(id) {
+            Some(v) if v.decision == "pass" || v.decision == "block" => {
+                verdicts.insert(id.clone(), v.clone());
+            }
+            Some(_) => continue,
+            None => {}
+        }
+        reused.insert(
+            id.clone(),
+            Done {
+                output: r.output.clone(),
+                ok: true,
+                seq: r.seq,
+            },
+        );
+    }
+    let mut ids: Vec<&String> = reused.keys().collect();
+    ids.sort();
+    run.put(
+        "dispatch",
+        kind::RESUME,
+        Some(plan_seq),
+        json!({"reused": ids, "run": request_seq}),
+    )?;
+    let course = Course {
+        request: &request,
+        request_seq,
+        frame: &frame,
+        plan: &plan,
+        plan_seq,
+        run_seq,
+        gates: &gates,
+    };
+    drive(run, &course, reused, verdicts)
+}

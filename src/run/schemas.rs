@@ -1,0 +1,219 @@
+//! What the structured model calls must answer (the output schemas of the planner, the
+//! validator and the intent judge) and how their answers are read back.
+
+use serde_json::{Value as J, json};
+
+use crate::exec::OutputSchema;
+use crate::plan;
+use crate::roster::Roster;
+
+/// The schema a planner's answer must follow. Task `i` has the fixed id `T{i+1}` and may only
+/// depend on earlier ids, so a model held to this schema (constrained decoding) cannot write
+/// an unknown dependency, a duplicate id or a cycle; agents must be roster lanes.
+pub fn plan_schema(roster: &Roster, max_tasks: usize) -> OutputSchema {
+    let agents: Vec<&str> = roster.agents().iter().map(|a| a.name.as_str()).collect();
+    let task = |i: usize| {
+        let earlier: Vec<String> = (1..=i).map(|j| format!("T{j}")).collect();
+        let depends_on = if earlier.is_empty() {
+            json!({"type": "array", "maxItems": 0})
+        } else {
+            json!({"type": "array", "items": {"type": "string", "enum": earlier}, "maxItems": i})
+        };
+        json!({
+            "type": "object",
+            "properties": {
+                "id": {"const": format!("T{}", i + 1)},
+                "agent": {"enum": agents},
+                "instruction": {"type": "string", "minLength": 1, "maxLength": 400},
+                "depends_on": depends_on,
+                "done_when": {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1, "maxLength": 200},
+                    "maxItems": 3
+                }
+            },
+            "required": ["id", "agent", "instruction", "depends_on", "done_when"],
+            "additionalProperties": false
+        })
+    };
+    OutputSchema {
+        name: "plan".into(),
+        schema: json!({
+            "type": "object",
+            "properties": {
+                "tasks": {
+                    "type": "array",
+                    "prefixItems": (0..max_tasks).map(task).collect::<Vec<_>>(),
+                    "minItems": 1,
+                    "maxItems": max_tasks
+                }
+            },
+            "required": ["tasks"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// The schema a validator's answer must follow.
+pub fn verdict_schema() -> OutputSchema {
+    OutputSchema {
+        name: "verdict".into(),
+        schema: json!({
+            "type": "object",
+            "properties": {
+                "decision": {"type": "string", "enum": ["pass", "block", "escalate"]},
+                "score": {"type": "number"},
+                "reason": {"type": "string"}
+            },
+            "required": ["decision", "score", "reason"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// A validator's ruling on one result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// `pass`, `block`, `escalate`, `fail` (the task itself failed) or `undetermined` (the
+    /// validator erred or answered nonsense).
+    pub decision: String,
+    /// The validator's score (0 when none was given).
+    pub score: f64,
+    /// Why, in the validator's words (or ours when it could not rule).
+    pub reason: String,
+    /// The validator's model, when one was asked.
+    pub model: Option<String>,
+}
+
+impl Verdict {
+    /// Whether the result was accepted.
+    pub fn passed(&self) -> bool {
+        self.decision == "pass"
+    }
+
+    /// Whether the escalation ladder should try a stronger executor.
+    pub fn climbs(&self) -> bool {
+        matches!(self.decision.as_str(), "escalate" | "fail")
+    }
+
+    pub(super) fn payload(&self, id: &str) -> J {
+        let mut p = json!({
+            "id": id,
+            "ok": self.passed(),
+            "score": self.score,
+            "reason": self.reason,
+            "decision": self.decision,
+        });
+        if let Some(m) = &self.model {
+            p["model"] = json!(m);
+        }
+        p
+    }
+}
+
+/// Reads a validator's answer: `decision` (pass, block, escalate) or Forum's `ok`; `score`
+/// (a number, default 0.0); `reason`. Anything else is `None` (undetermined).
+pub fn parse_verdict(text: &str) -> Option<(String, f64, String)> {
+    let span = plan::extract_json_object(text).ok()?;
+    let doc: J = serde_json::from_str(span).ok()?;
+    let obj = doc.as_object()?;
+    let decision = match obj.get("decision").and_then(J::as_str) {
+        Some(d) => {
+            let d = d.trim().to_lowercase();
+            match d.as_str() {
+                "pass" | "block" | "escalate" => d,
+                _ => return None,
+            }
+        }
+        None => match obj.get("ok")? {
+            J::Bool(true) => "pass".into(),
+            J::Bool(false) => "escalate".into(),
+            J::String(s) => {
+                let s = s.trim().to_lowercase();
+                if matches!(s.as_str(), "false" | "0" | "no" | "") {
+                    "escalate".into()
+                } else {
+                    "pass".into()
+                }
+            }
+            J::Number(n) => {
+                if n.as_f64() == Some(0.0) {
+                    "escalate".into()
+                } else {
+                    "pass".into()
+                }
+            }
+            _ => return None,
+        },
+    };
+    let score = match obj.get("score") {
+        None | Some(J::Null) => 0.0,
+        Some(J::Number(n)) => n.as_f64().filter(|f| f.is_finite())?,
+        Some(_) => return None,
+    };
+    let reason = match obj.get("reason") {
+        Some(J::String(s)) => s.clone(),
+        None | Some(J::Null) => String::new(),
+        Some(other) => other.to_string(),
+    };
+    Some((decision, score, reason))
+}
+
+/// The schema an intent judge's answer must follow.
+pub fn judgment_schema() -> OutputSchema {
+    OutputSchema {
+        name: "intent_judgment".into(),
+        schema: json!({
+            "type": "object",
+            "properties": {
+                "ok": {"type": "boolean"},
+                "score": {"type": "number"},
+                "reason": {"type": "string"}
+            },
+            "required": ["ok", "score", "reason"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// Reads an intent judge's answer: `ok` (a bool, or a string or number where `false`, `0`,
+/// `no` and the empty string mean false, as Forum reads it; a missing or null `ok` is no
+/// ruling), `score` (a number or numeric text, default 0.0) and `reason`. The error says what
+/// was wrong.
+pub fn parse_judgment(text: &str) -> Result<(bool, f64, String), String> {
+    let span = plan::extract_json_object(text).map_err(|e| e.to_string())?;
+    let doc: J = serde_json::from_str(span).map_err(|e| format!("invalid JSON: {e}"))?;
+    let obj = doc
+        .as_object()
+        .ok_or_else(|| "the answer is not a JSON object".to_string())?;
+    let ok = match obj.get("ok") {
+        None => return Err("the answer has no \"ok\"".into()),
+        Some(J::Bool(b)) => *b,
+        Some(J::Null) => return Err("\"ok\" is null".into()),
+        Some(J::String(s)) => {
+            !matches!(s.trim().to_lowercase().as_str(), "false" | "0" | "no" | "")
+        }
+        Some(J::Number(n)) => n.as_f64() != Some(0.0),
+        Some(other) => !other.to_string().is_empty(),
+    };
+    let score = match obj.get("score") {
+        None | Some(J::Null) => 0.0,
+        Some(J::Number(n)) => n
+            .as_f64()
+            .filter(|f| f.is_finite())
+            .ok_or_else(|| format!("score {n} is not a finite number"))?,
+        Some(J::String(s)) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .ok_or_else(|| format!("score {s:?} is not a number"))?,
+        Some(other) => return Err(format!("score {other} is not a number")),
+    };
+    let reason = match obj.get("reason") {
+        Some(J::String(s)) => s.clone(),
+        None | Some(J::Null) => String::new(),
+        Some(other) => other.to_string(),
+    };
+    Ok((ok, score, reason))
+}

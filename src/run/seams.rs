@@ -1,0 +1,286 @@
+//! The seams a run talks to the world through: the clock, the progress sink and its events,
+//! the context provider and the verifier (traits and the values they hand back). The
+//! process-spawning implementations live in `adapters`.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crate::ledger::Storage;
+use crate::ledger::canonical::Value;
+
+use super::lock;
+
+/// Timestamps and elapsed seconds.
+pub trait Clock: Send + Sync {
+    /// Seconds since 1970, for entry timestamps.
+    fn now(&self) -> f64;
+    /// Seconds since the run started, for `--max-seconds` (monotonic).
+    fn elapsed(&self) -> f64;
+}
+
+/// The system clock.
+pub struct SystemClock {
+    start: Instant,
+}
+
+impl SystemClock {
+    /// A clock started now.
+    pub fn new() -> SystemClock {
+        SystemClock {
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> SystemClock {
+        SystemClock::new()
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> f64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0)
+    }
+
+    fn elapsed(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+}
+
+/// A clock for reproducible runs: every timestamp read advances by `step` from `start`;
+/// elapsed time is whatever the test sets.
+pub struct StepClock {
+    next: Mutex<f64>,
+    step: f64,
+    elapsed: Mutex<f64>,
+}
+
+impl StepClock {
+    /// A clock whose first timestamp is `start` and each next one `step` later.
+    pub fn new(start: f64, step: f64) -> StepClock {
+        StepClock {
+            next: Mutex::new(start),
+            step,
+            elapsed: Mutex::new(0.0),
+        }
+    }
+
+    /// Sets what [`Clock::elapsed`] answers.
+    pub fn set_elapsed(&self, seconds: f64) {
+        *lock(&self.elapsed) = seconds;
+    }
+}
+
+impl Clock for StepClock {
+    fn now(&self) -> f64 {
+        let mut n = lock(&self.next);
+        let t = *n;
+        *n += self.step;
+        t
+    }
+
+    fn elapsed(&self) -> f64 {
+        *lock(&self.elapsed)
+    }
+}
+
+/// What a person watching is told. Sent from several threads.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The planner is being asked.
+    Planning,
+    /// A plan was compiled.
+    Planned {
+        /// How many tasks.
+        tasks: usize,
+        /// How many waves.
+        waves: usize,
+    },
+    /// A wave starts.
+    Wave {
+        /// 0-based.
+        index: usize,
+        /// How many waves there are.
+        of: usize,
+        /// Its task ids.
+        tasks: Vec<String>,
+    },
+    /// A task was handed to an executor.
+    TaskStarted {
+        /// The task id.
+        id: String,
+        /// Its roster lane.
+        agent: String,
+        /// The executor's model.
+        model: String,
+    },
+    /// A task's result is in.
+    TaskFinished {
+        /// The task id.
+        id: String,
+        /// Whether the executor answered.
+        ok: bool,
+        /// The model that answered (or was asked).
+        model: String,
+    },
+    /// A result is being validated.
+    Validating {
+        /// The task id.
+        id: String,
+    },
+    /// A validator ruled.
+    Verdict {
+        /// The task id.
+        id: String,
+        /// `pass`, `block`, `escalate`, `fail` or `undetermined`.
+        decision: String,
+    },
+    /// A failed task climbs to a stronger executor.
+    Escalating {
+        /// The task id.
+        id: String,
+        /// The stronger executor's model.
+        to: String,
+    },
+    /// The answer is being synthesized.
+    Synthesizing,
+    /// A model call started.
+    Calls {
+        /// Calls started so far.
+        spent: u64,
+        /// The budget, if any.
+        max: Option<u64>,
+    },
+    /// The run waits for a gate decision.
+    Paused {
+        /// The gated wave (0-based).
+        wave: usize,
+    },
+    /// The run stopped (budget, or a failed stage).
+    Stopped {
+        /// Why.
+        reason: String,
+    },
+    /// Context is being read: the request's (`task: None`) or one task's.
+    Context {
+        /// The task, or `None` for the request.
+        task: Option<String>,
+    },
+    /// A context provider failed; the run goes on without that context.
+    ContextFailed {
+        /// The task, or `None` for the request.
+        task: Option<String>,
+        /// What failed.
+        reason: String,
+    },
+    /// The reviser is tightening a flagged answer.
+    Revising,
+    /// The intent judge is ruling on a flagged answer.
+    Judging,
+    /// The verifier is checking the delivered answer.
+    Verifying,
+    /// An opted-in step did not run (`step`: `reviser`, `intent judge`).
+    Skipped {
+        /// Which step.
+        step: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Where [`Event`]s go.
+pub trait Progress: Send + Sync {
+    /// Receives one event (from any thread).
+    fn event(&self, event: &Event);
+}
+
+/// Says nothing.
+pub struct Silent;
+
+impl Progress for Silent {
+    fn event(&self, _: &Event) {}
+}
+
+/// Why a context provider gave no context. The run witnesses it and goes on without.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextFailure {
+    /// A stable code: `spawn`, `timeout`, `exit`, `not_utf8`, `panic`, or a provider's own.
+    pub code: String,
+    /// What happened, for people.
+    pub message: String,
+}
+
+/// Where context comes from: once for the request, before planning, and (optionally) fresh
+/// for each task before it runs. A panic in a provider is caught and witnessed as a failure.
+pub trait ContextProvider: Send + Sync {
+    /// Context for the whole request. `ledger` is the run's ledger as it stands: the request
+    /// and its route frame are already witnessed. An empty text means no context.
+    fn request_context(
+        &self,
+        request: &str,
+        ledger: &dyn Storage,
+    ) -> Result<String, ContextFailure>;
+    /// Context for one task (by id and its plan instruction), or `None` when this provider
+    /// has nothing per task.
+    fn task_context(
+        &self,
+        task_id: &str,
+        instruction: &str,
+    ) -> Option<Result<String, ContextFailure>>;
+    /// One line for people.
+    fn describe(&self) -> String;
+}
+
+/// What a verifier concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checked {
+    /// The answer holds (`ok: true`).
+    Verified,
+    /// The answer is wrong (`ok: false`).
+    Refuted,
+    /// The verifier could not decide (`ok: null`): it erred, hung, crashed or answered
+    /// something unreadable.
+    Undecided,
+}
+
+/// A verifier's verdict on the delivered answer, witnessed as `verification {ok, detail,
+/// source}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verification {
+    /// Verified, refuted or undecided.
+    pub outcome: Checked,
+    /// Why, for people.
+    pub detail: String,
+    /// Which verifier.
+    pub source: String,
+}
+
+impl Verification {
+    /// The `verification` payload: `{"ok": true|false|null, "detail", "source"}`.
+    pub fn payload(&self) -> Value {
+        let ok = match self.outcome {
+            Checked::Verified => Value::Bool(true),
+            Checked::Refuted => Value::Bool(false),
+            Checked::Undecided => Value::Null,
+        };
+        Value::object([
+            ("ok".to_string(), ok),
+            ("detail".to_string(), Value::str(&self.detail)),
+            ("source".to_string(), Value::str(&self.source)),
+        ])
+    }
+}
+
+/// Checks a delivered answer after the deterministic floors. A verifier never sinks a run:
+/// whatever it returns is witnessed, and a panic is caught and witnessed as
+/// [`Checked::Undecided`].
+pub trait Verifier: Send + Sync {
+    /// Checks `answer` to `request`.
+    fn verify(&self, request: &str, answer: &str) -> Verification;
+    /// Names the verifier (the `source` of a verdict it could not give).
+    fn source(&self) -> String;
+}

@@ -1,0 +1,135 @@
+//! Synthesis: the orchestrator seat writes the answer from the usable results (through the
+//! context budget when there is one), witnessed as the run's answer `result`; a failed
+//! synthesis is witnessed as `run_stopped`.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use crate::context::{self, Source};
+use crate::exec::Call;
+use crate::ledger::kind;
+use crate::plan::Task;
+
+use super::drive::Course;
+use super::engine::{Done, Run};
+use super::prompts::synthesis_prompt;
+use super::{Event, RunError, Verdict, lock};
+
+/// Asks for the answer and witnesses it under the request; returns its seq and text.
+pub(super) fn synthesize(
+    run: &Run<'_, '_>,
+    course: &Course<'_>,
+    tasks: &[&Task],
+    finals: &BTreeMap<String, Done>,
+    verdicts: &BTreeMap<String, Verdict>,
+) -> Result<(u64, String), RunError> {
+    let request_seq = course.request_seq;
+    run.env.progress.event(&Event::Synthesizing);
+    let parts = usable_parts(run, tasks, finals, verdicts)?;
+    let prompt = synthesis_prompt(
+        course.request,
+        &parts,
+        &course.frame.communication_contract.prompt_text(),
+    );
+    let call = Call {
+        system: Some(
+            "You write the final answer for the person who asked, from the team's results.",
+        ),
+        prompt: &prompt,
+        schema: None,
+        max_tokens: Some(768),
+    };
+    let orchestrator = run.env.seats.orchestrator();
+    let answer = match run.ask(orchestrator.as_ref(), &call) {
+        Ok(r) if !r.text.trim().is_empty() => r.text.trim().to_string(),
+        Ok(_) => {
+            return Err(synthesis_failed(
+                run,
+                request_seq,
+                "the orchestrator seat returned an empty answer".into(),
+            )?);
+        }
+        Err(e) => {
+            return Err(synthesis_failed(
+                run,
+                request_seq,
+                format!("the orchestrator seat failed ({}): {e}", e.code()),
+            )?);
+        }
+    };
+    let a = run.put(
+        "synthesizer",
+        kind::RESULT,
+        Some(request_seq),
+        json!({"answer": answer}),
+    )?;
+    Ok((a.seq, answer))
+}
+
+/// One line per usable result (not blocked, not failed, not emptied by the budget), in plan
+/// order, noting how validation ruled; the budget's pressure on each is witnessed under it.
+fn usable_parts(
+    run: &Run<'_, '_>,
+    tasks: &[&Task],
+    finals: &BTreeMap<String, Done>,
+    verdicts: &BTreeMap<String, Verdict>,
+) -> Result<Vec<String>, RunError> {
+    let mut parts = Vec::new();
+    for t in tasks {
+        let Some(d) = finals.get(&t.id) else { continue };
+        let v = verdicts.get(&t.id);
+        if v.is_some_and(|v| v.decision == "block") || !d.ok {
+            continue;
+        }
+        let text = match &run.opts.context_budget {
+            Some(budget) => {
+                let (admitted, p) = {
+                    let mut meter = lock(&run.meter);
+                    context::apply(
+                        budget,
+                        &mut meter,
+                        Source::Upstream,
+                        &format!("{}->synthesizer", t.id),
+                        &d.output,
+                    )
+                };
+                run.put_value(
+                    "context-budget",
+                    kind::CONTEXT_BUDGET,
+                    Some(d.seq),
+                    p.payload(),
+                )?;
+                admitted
+            }
+            None => d.output.clone(),
+        };
+        if text.is_empty() {
+            continue;
+        }
+        let note = match v.map(|v| v.decision.as_str()) {
+            Some("pass") => "accepted",
+            Some("undetermined") => "not validated",
+            _ => "did not pass validation",
+        };
+        parts.push(format!("- {} ({}, {note}): {text}", t.id, t.agent));
+    }
+    Ok(parts)
+}
+
+fn synthesis_failed(
+    run: &Run<'_, '_>,
+    request_seq: u64,
+    reason: String,
+) -> Result<RunError, RunError> {
+    run.put(
+        "orchestrator",
+        kind::RUN_STOPPED,
+        Some(request_seq),
+        json!({"stage": "synthesis", "reason": reason}),
+    )?;
+    run.env.progress.event(&Event::Stopped {
+        reason: format!("synthesis failed: {reason}"),
+    });
+    Ok(RunError::Synthesis(reason))
+}

@@ -1,0 +1,305 @@
+//! The work of a run: asking the planner for a plan, dispatching a wave's tasks (in parallel
+//! up to the policy's width), and validating each result.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+
+use crate::exec::{Call, Executor};
+use crate::ledger::kind;
+use crate::plan::{
+    CompiledPlan, ParseMode, Plan, Task, augment_with_upstream, augment_with_upstream_budgeted,
+};
+
+use super::engine::{Done, Run, upstream_view};
+use super::prompts::{planner_prompt, planner_retry_prompt, validator_prompt, worker_system};
+use super::{
+    DEFAULT_PLAN_TASKS, Event, MAX_UPSTREAM_CHARS, RunError, Verdict, lock, parse_verdict,
+    plan_schema, verdict_schema,
+};
+
+impl Run<'_, '_> {
+    // ---- planning ----
+
+    pub(super) fn plan(
+        &self,
+        request: &str,
+        context: Option<&str>,
+        parent: u64,
+    ) -> Result<CompiledPlan, RunError> {
+        self.env.progress.event(&Event::Planning);
+        let roster = self.env.roster;
+        let max_tasks = self
+            .opts
+            .policy
+            .max_tasks
+            .unwrap_or(DEFAULT_PLAN_TASKS)
+            .clamp(1, 32);
+        let schema = plan_schema(roster, max_tasks);
+        let first = planner_prompt(request, context, roster, max_tasks);
+        let orchestrator = self.env.seats.orchestrator();
+        let mut prompt = first.clone();
+        let mut last_error = String::new();
+        for attempt in 1..=2 {
+            let call = Call {
+                system: Some("You plan work for a team of lanes. Answer with JSON only."),
+                prompt: &prompt,
+                schema: Some(&schema),
+                max_tokens: Some(1536),
+            };
+            let error = match self.ask(orchestrator.as_ref(), &call) {
+                Err(e) => format!("the orchestrator seat failed ({}): {e}", e.code()),
+                Ok(reply) => {
+                    match Plan::from_model_output(&reply.text, Some(roster), ParseMode::Strict)
+                        .and_then(|p| {
+                            let c = p.compile()?;
+                            Ok((p, c))
+                        }) {
+                        Ok((p, compiled)) => match self.opts.policy.check_plan(&p, roster) {
+                            Ok(()) => return Ok(compiled),
+                            Err(e) => e.to_string(),
+                        },
+                        Err(e) => e.to_string(),
+                    }
+                }
+            };
+            last_error = error;
+            if attempt == 1 {
+                prompt = planner_retry_prompt(&first, &last_error);
+            }
+        }
+        self.put(
+            "orchestrator",
+            kind::RUN_STOPPED,
+            Some(parent),
+            json!({"stage": "plan", "attempts": 2, "reason": last_error}),
+        )?;
+        self.env.progress.event(&Event::Stopped {
+            reason: format!("planning failed: {last_error}"),
+        });
+        Err(RunError::Plan(last_error))
+    }
+
+    // ---- one task ----
+
+    pub(super) fn run_task(
+        &self,
+        task: &Task,
+        plan_seq: u64,
+        results: &Mutex<BTreeMap<String, Done>>,
+    ) -> Result<Done, RunError> {
+        let upstream = upstream_view(&lock(results));
+        let injected = match &self.opts.context_budget {
+            Some(budget) => {
+                let b = {
+                    let mut meter = lock(&self.meter);
+                    augment_with_upstream_budgeted(task, &upstream, budget, &mut meter)
+                };
+                for p in &b.pressures {
+                    self.put_value(
+                        "context-budget",
+                        kind::CONTEXT_BUDGET,
+                        Some(plan_seq),
+                        p.payload(),
+                    )?;
+                }
+                b.injected
+            }
+            None => augment_with_upstream(task, &upstream, MAX_UPSTREAM_CHARS),
+        };
+        let (context, task_parent) = self.task_context(task, plan_seq)?;
+        let instruction = match context {
+            Some(c) => format!("{}\n\nContext for this task:\n{c}", injected.instruction),
+            None => injected.instruction.clone(),
+        };
+        let mut payload = json!({
+            "id": task.id,
+            "agent": task.agent,
+            "instruction": task.instruction,
+            "data_from": injected.data_from,
+        });
+        if !task.done_when.is_empty() {
+            payload["done_when"] = json!(task.done_when);
+        }
+        let task_entry = self.put("dispatch", kind::TASK, Some(task_parent), payload)?;
+        let worker = self.env.seats.worker(self.env.roster, &task.agent);
+        self.attempt(task, &worker, &instruction, task_entry.seq)
+    }
+
+    /// Calls `exec` on an instruction and witnesses the result under `parent`.
+    pub(super) fn attempt(
+        &self,
+        task: &Task,
+        exec: &Arc<dyn Executor>,
+        instruction: &str,
+        parent: u64,
+    ) -> Result<Done, RunError> {
+        self.env.progress.event(&Event::TaskStarted {
+            id: task.id.clone(),
+            agent: task.agent.clone(),
+            model: exec.model(),
+        });
+        let (output, ok, model, error) = if self.over_budget() {
+            (
+                "error: budget exceeded".to_string(),
+                false,
+                exec.model(),
+                Some("budget"),
+            )
+        } else {
+            let category = self
+                .env
+                .roster
+                .get(&task.agent)
+                .map(|a| a.category.as_str());
+            let system = worker_system(&task.agent, category);
+            let call = Call {
+                system: Some(&system),
+                prompt: instruction,
+                schema: None,
+                max_tokens: Some(512),
+            };
+            match self.ask(exec.as_ref(), &call) {
+                Ok(r) if r.text.trim().is_empty() => (
+                    "error: the model returned an empty answer".to_string(),
+                    false,
+                    r.model,
+                    Some("empty"),
+                ),
+                Ok(r) => (r.text, true, r.model, None),
+                Err(e) => (format!("error: {e}"), false, exec.model(), Some(e.code())),
+            }
+        };
+        let mut payload = json!({"id": task.id, "output": output, "ok": ok, "model": model});
+        if let Some(code) = error {
+            payload["error"] = json!(code);
+        }
+        let e = self.put(&task.agent, kind::RESULT, Some(parent), payload)?;
+        self.env.progress.event(&Event::TaskFinished {
+            id: task.id.clone(),
+            ok,
+            model,
+        });
+        Ok(Done {
+            output,
+            ok,
+            seq: e.seq,
+        })
+    }
+
+    pub(super) fn run_wave(
+        &self,
+        tasks: &[&Task],
+        plan_seq: u64,
+        results: &Mutex<BTreeMap<String, Done>>,
+    ) -> Result<(), RunError> {
+        let width = self.opts.policy.max_parallel.max(1);
+        if width == 1 || tasks.len() <= 1 {
+            for t in tasks {
+                let d = self.run_task(t, plan_seq, results)?;
+                lock(results).insert(t.id.clone(), d);
+            }
+            return Ok(());
+        }
+        // Results of this wave are not upstream of each other: take the snapshot first.
+        let next = AtomicU64::new(0);
+        let first_error: Mutex<Option<RunError>> = Mutex::new(None);
+        let finished: Mutex<Vec<(String, Done)>> = Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for _ in 0..width.min(tasks.len()) {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst) as usize;
+                        let Some(t) = tasks.get(i) else { break };
+                        if lock(&first_error).is_some() {
+                            break;
+                        }
+                        match self.run_task(t, plan_seq, results) {
+                            Ok(d) => lock(&finished).push((t.id.clone(), d)),
+                            Err(e) => {
+                                lock(&first_error).get_or_insert(e);
+                                break;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        if let Some(e) = lock(&first_error).take() {
+            return Err(e);
+        }
+        let mut r = lock(results);
+        for (id, d) in lock(&finished).drain(..) {
+            r.insert(id, d);
+        }
+        Ok(())
+    }
+
+    // ---- validation ----
+
+    pub(super) fn validate(&self, task: &Task, done: &Done) -> Result<Verdict, RunError> {
+        let verdict = if !done.ok {
+            Verdict {
+                decision: "fail".into(),
+                score: 0.0,
+                reason: "task failed".into(),
+                model: None,
+            }
+        } else if self.over_budget() {
+            Verdict {
+                decision: "undetermined".into(),
+                score: 0.0,
+                reason: "budget exceeded".into(),
+                model: None,
+            }
+        } else {
+            self.env.progress.event(&Event::Validating {
+                id: task.id.clone(),
+            });
+            let orchestrator = self.env.seats.orchestrator();
+            let prompt = validator_prompt(task, &done.output);
+            let schema = verdict_schema();
+            let call = Call {
+                system: Some("You check work against its criteria. Answer with JSON only."),
+                prompt: &prompt,
+                schema: Some(&schema),
+                max_tokens: Some(256),
+            };
+            match self.ask(orchestrator.as_ref(), &call) {
+                Ok(reply) => match parse_verdict(&reply.text) {
+                    Some((decision, score, reason)) => Verdict {
+                        decision,
+                        score,
+                        reason,
+                        model: Some(reply.model),
+                    },
+                    None => Verdict {
+                        decision: "undetermined".into(),
+                        score: 0.0,
+                        reason: "validator answered without a usable verdict".into(),
+                        model: Some(reply.model),
+                    },
+                },
+                Err(e) => Verdict {
+                    decision: "undetermined".into(),
+                    score: 0.0,
+                    reason: format!("validator failed ({}): {e}", e.code()),
+                    model: Some(orchestrator.model()),
+                },
+            }
+        };
+        self.put(
+            "validator",
+            kind::VERDICT,
+            Some(done.seq),
+            verdict.payload(&task.id),
+        )?;
+        self.env.progress.event(&Event::Verdict {
+            id: task.id.clone(),
+            decision: verdict.decision.clone(),
+        });
+        Ok(verdict)
+    }
+}

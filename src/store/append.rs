@@ -1,0 +1,577 @@
+//! The append path: build an entry's objects on the current tip, write them, and move the ref
+//! by compare-and-swap, retrying on contention until [`APPEND_DEADLINE`]; also batches (one
+//! pack, one flush) and imports.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use gix::ObjectId;
+use gix::hash::Kind as HashKind;
+use gix::objs::Kind;
+
+use super::codec::{commit_bytes, object, one_line, tree_bytes};
+use super::error::{RefConflict, StoreError, io};
+use super::git::{Appended, GitStore, Tip};
+use super::lock::CasOutcome;
+use super::objects::unique;
+use super::pack::{self, Obj};
+use crate::ledger::hash::sha256_hex;
+use crate::ledger::{Entry, NewEntry};
+
+/// How long an append keeps retrying a contended ref before giving up.
+pub const APPEND_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Consolidate packs (`git repack -d --geometric=2`) once a repository holds more than this
+/// many; gix handles also size their index slots from the count at open.
+pub const MAX_PACKS: usize = 24;
+
+struct Built {
+    objects: Vec<Obj>,
+    commits: Vec<ObjectId>,
+    entries: Vec<Entry>,
+    as_pack: bool,
+}
+
+/// Builds the objects of a batch on `tip`: commits first, then trees, then blobs, deduplicated.
+fn build_batch<'a, I>(hash: HashKind, tip: Option<&Tip>, items: I) -> Result<Built, StoreError>
+where
+    I: Iterator<Item = (&'a NewEntry, &'a [u8], &'a str, bool)>,
+{
+    let mut commits_objs = Vec::new();
+    let mut trees = Vec::new();
+    let mut blobs = Vec::new();
+    let mut seen = HashSet::new();
+    let mut commits = Vec::new();
+    let mut entries = Vec::new();
+    let mut head = tip.map(|t| t.entry.clone());
+    let mut parent = tip.map(|t| t.commit);
+    for (new, body, ph, _) in items {
+        let entry = Entry::next(head.as_ref(), new, ph.to_string());
+        let blob = object(hash, Kind::Blob, body.to_vec())?;
+        let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
+        let commit = object(
+            hash,
+            Kind::Commit,
+            commit_bytes(&entry, &tree.id, parent.as_ref()),
+        )?;
+        parent = Some(commit.id);
+        commits.push(commit.id);
+        commits_objs.push(commit);
+        if seen.insert(tree.id) {
+            trees.push(tree);
+        }
+        if seen.insert(blob.id) {
+            blobs.push(blob);
+        }
+        head = Some(entry.clone());
+        entries.push(entry);
+    }
+    let mut objects = commits_objs;
+    objects.extend(trees);
+    objects.extend(blobs);
+    Ok(Built {
+        objects,
+        commits,
+        entries,
+        as_pack: true,
+    })
+}
+
+/// A crash-testing hook: with `GIT_FORUM_FAILPOINT=NAME` in the environment, the process kills
+/// itself (SIGKILL, so nothing is cleaned up) when it reaches the step `NAME` of an append:
+/// `objects-written`, `cas-start`, `cas-locked`, `cas-reflog`, `cas-moved`, `appended`. The
+/// reliability tests use it to kill a writer at every step.
+pub(crate) fn failpoint(name: &str) {
+    static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let point = POINT.get_or_init(|| std::env::var("GIT_FORUM_FAILPOINT").ok());
+    if point.as_deref() == Some(name) {
+        #[cfg(unix)]
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+        std::process::abort();
+    }
+}
+
+impl GitStore {
+    /// Appends entries built by `build` on the current tip, retrying on conflict. `build`
+    /// receives the tip and returns the objects to write (commits first) and the new commit ids.
+    fn append_with<F>(
+        &self,
+        mut build: F,
+        reflog: &str,
+    ) -> Result<(Vec<ObjectId>, Vec<Entry>), StoreError>
+    where
+        F: FnMut(Option<&Tip>) -> Result<Built, StoreError>,
+    {
+        let lock = self.writer_lock()?;
+        let start = Instant::now();
+        let mut backoff = Duration::from_millis(2);
+        // Single appends go through the write-ahead log when it is the flush method; anything
+        // else first empties the log, so the ref never moves past what the log describes.
+        let mut wal = None;
+        let mut checkpointed = false;
+        let mut restored = false;
+        loop {
+            let tip = match self.tip() {
+                // The tip (or what it names) was deleted by a prune that raced an earlier
+                // append: the write-ahead log still holds those objects.
+                Err(StoreError::Corrupt(_)) if !restored => {
+                    restored = true;
+                    if self.restore_from_wal()? > 0 {
+                        continue;
+                    }
+                    self.tip()?
+                }
+                other => other?,
+            };
+            if tip.is_none() {
+                self.refuse_if_deleted()?;
+            }
+            let mut built = build(tip.as_ref())?;
+            // Single appends are logged. Where git keeps the refs (reftable) the log is not what
+            // makes an append durable (its objects are flushed before git moves the ref, which
+            // git makes durable itself); it is kept, unflushed, as the copy a racing prune
+            // cannot delete.
+            let logged = self.opts.method.wal() && !built.as_pack;
+            let log_durably = self.opts.fsync && !self.refs_via_git;
+            if logged && wal.is_none() {
+                wal = Some(self.wal_for_append(&lock)?);
+            } else if !logged && !checkpointed {
+                self.checkpoint_wal()?;
+                checkpointed = true;
+            }
+            let new_tip = *built
+                .commits
+                .last()
+                .expect("a batch holds at least one entry");
+            let mut guard = None;
+            if built.as_pack {
+                let mut seen = HashSet::new();
+                let objs: Vec<Obj> = std::mem::take(&mut built.objects)
+                    .into_iter()
+                    // Objects the repository already holds may be written again: a duplicate across
+                    // packs is harmless, while asking the object store about every miss makes it
+                    // rescan the pack directory each time.
+                    .filter(|o| seen.insert(o.id))
+                    .collect();
+                if !objs.is_empty() {
+                    guard = Some(
+                        pack::write_pack(
+                            &self.objects_dir(),
+                            self.hash,
+                            &objs,
+                            gix::zlib::Compression::new(6).expect("level 6 is valid"),
+                            self.opts.fsync,
+                        )
+                        .map_err(io("writing a pack"))?,
+                    );
+                }
+            } else {
+                self.write_loose_objects(&built.objects, self.opts.fsync && !log_durably, false)?;
+            }
+            failpoint("objects-written");
+            let outcome = self.cas(&lock, tip.as_ref().map(|t| t.commit), new_tip, reflog);
+            let outcome = match outcome {
+                Ok(o) => o,
+                Err(e) => {
+                    if let Some(g) = guard {
+                        g.release();
+                    }
+                    return Err(e);
+                }
+            };
+            match outcome {
+                CasOutcome::Moved => {
+                    // A prune that began before the ref moved may still have deleted what it
+                    // took for garbage (a body or tree the repository already had, say):
+                    // whatever is missing now is written again before the append is
+                    // acknowledged. The objects are a pure function of the entries.
+                    let flushed = match wal.as_mut() {
+                        Some(w) if logged => self
+                            .wal_log(
+                                w,
+                                tip.as_ref().map(|t| t.commit),
+                                new_tip,
+                                &built.objects,
+                                log_durably,
+                            )
+                            .map(|()| {
+                                // For the next append: where the records now end (no flush;
+                                // without it the next one scans the log).
+                                #[cfg(unix)]
+                                let _ =
+                                    std::os::unix::fs::FileExt::write_all_at(&lock, &w.hint(), 0);
+                            }),
+                        // git made its own ref storage durable (core.fsync=reference).
+                        _ if self.refs_via_git => Ok(()),
+                        _ => self.flush(&[self.reflog_path(), self.ref_path()], false),
+                    };
+                    if let Some(g) = guard {
+                        g.release();
+                    }
+                    flushed?;
+                    // Logged first, so that even if this fails the log can restore them.
+                    if !built.as_pack {
+                        self.rewrite_missing(&built.objects)?;
+                    }
+                    self.index_after_append(
+                        tip.as_ref().map(|t| (t.commit, t.entry.seq)),
+                        &built.commits,
+                    );
+                    if let Some(entry) = built.entries.last() {
+                        *self.last_tip.lock().unwrap_or_else(|e| e.into_inner()) = Some(Tip {
+                            commit: new_tip,
+                            entry: entry.clone(),
+                        });
+                    }
+                    if built.as_pack {
+                        self.consolidate_packs();
+                    }
+                    return Ok((built.commits, built.entries));
+                }
+                CasOutcome::Conflict | CasOutcome::Busy => {}
+                CasOutcome::ObjectsMissing => {
+                    if built.as_pack {
+                        return Err(StoreError::Corrupt(format!(
+                            "the pack written for {} lost objects before the ref moved; run the command again",
+                            self.refname
+                        )));
+                    }
+                    self.rewrite_missing(&built.objects)?;
+                }
+                CasOutcome::Locked(ref_lock, noted) => {
+                    self.recover_stale_lock(&ref_lock, &lock, noted);
+                }
+            }
+            if let Some(g) = guard {
+                g.release();
+            }
+            if start.elapsed() > self.append_deadline {
+                // The typed conflict: where the ref stands now, and what this append expected.
+                let now = self.tip().ok().flatten();
+                return Err(StoreError::Conflict(Box::new(RefConflict {
+                    refname: self.refname.clone(),
+                    ref_path: self.ref_path(),
+                    waited: self.append_deadline,
+                    expected: tip.as_ref().map(|t| t.commit),
+                    tip: now.as_ref().map(|t| t.commit),
+                    tip_seq: now.map(|t| t.entry.seq),
+                })));
+            }
+            std::thread::sleep(backoff + Duration::from_micros((unique() % 1000) as u64));
+            backoff = (backoff * 2).min(Duration::from_millis(200));
+        }
+    }
+
+    /// A ledger whose ref is gone but whose reflog still records a tip was deleted behind
+    /// git forum's back (git deletes a ref's reflog with the ref): starting a new ledger at
+    /// seq 0 there would bury the old chain, so the append is refused with the way back.
+    fn refuse_if_deleted(&self) -> Result<(), StoreError> {
+        let Some(last) = self
+            .reflog()
+            .iter()
+            .rev()
+            .find_map(|l| l.new.filter(|id| !id.is_null()))
+        else {
+            return Ok(());
+        };
+        let seq = self
+            .read_entry_commit(&last, &mut Vec::new())
+            .map(|(e, _, _)| format!("seq {}", e.seq))
+            .unwrap_or_else(|_| "a commit no longer in the object store".into());
+        Err(StoreError::Corrupt(format!(
+            "ledger {} has no ref, but its reflog shows it at {seq} (commit {last}): the ref was deleted outside git forum; restore it with `git forum doctor --repair` (or `git update-ref {} {last}`), or remove the reflog ({}) to start a new ledger",
+            self.name,
+            self.refname,
+            self.reflog_path().display()
+        )))
+    }
+
+    /// Merges small packs once there are many (git's geometric repack keeps old big packs).
+    fn consolidate_packs(&self) {
+        if pack::pack_count(&self.objects_dir()) <= MAX_PACKS {
+            return;
+        }
+        let _ = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&self.common_dir)
+            .args(["repack", "-d", "-q", "--geometric=2"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+
+    /// Appends one entry (loose objects).
+    pub fn append_entry(&mut self, new: &NewEntry) -> Result<Appended, StoreError> {
+        let body = new.validate().map_err(StoreError::Invalid)?;
+        // A parent is checked before the lock is taken, so a refused append leaves nothing
+        // behind, and again under it against the tip the entry is built on.
+        let next_seq = |tip: Option<&Tip>| tip.map_or(0, |t| t.entry.seq + 1);
+        if new.causal_parent.is_some() {
+            new.check_parent(next_seq(self.tip()?.as_ref()))
+                .map_err(StoreError::Invalid)?;
+        }
+        let payload_hash = sha256_hex(body.as_bytes());
+        let hash = self.hash;
+        let (commits, entries) = self.append_with(
+            |tip| {
+                new.check_parent(next_seq(tip))
+                    .map_err(StoreError::Invalid)?;
+                let entry = Entry::next(tip.map(|t| &t.entry), new, payload_hash.clone());
+                let mut objects = Vec::with_capacity(3);
+                let blob = object(hash, Kind::Blob, body.as_bytes().to_vec())?;
+                let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
+                let commit = object(
+                    hash,
+                    Kind::Commit,
+                    commit_bytes(&entry, &tree.id, tip.map(|t| &t.commit)),
+                )?;
+                let commits = vec![commit.id];
+                objects.extend([blob, tree, commit]);
+                Ok(Built {
+                    objects,
+                    commits,
+                    entries: vec![entry],
+                    as_pack: false,
+                })
+            },
+            &format!("forum: append {}", one_line(&new.kind, "")),
+        )?;
+        Ok(Appended {
+            entry: entries.into_iter().next().expect("one entry"),
+            commit: commits[0],
+        })
+    }
+
+    /// Appends many entries as one pack with one flush and one ref update.
+    pub fn append_entries(&mut self, batch: &[NewEntry]) -> Result<Vec<Appended>, StoreError> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut bodies = Vec::with_capacity(batch.len());
+        for (i, n) in batch.iter().enumerate() {
+            let body = n
+                .validate()
+                .map_err(|e| StoreError::Invalid(format!("entry {i} of the batch: {e}")))?;
+            let ph = sha256_hex(body.as_bytes());
+            bodies.push((body, ph));
+        }
+        let hash = self.hash;
+        let (commits, entries) = self.append_with(
+            |tip| {
+                build_batch(
+                    hash,
+                    tip,
+                    batch
+                        .iter()
+                        .zip(bodies.iter())
+                        .map(|(n, (b, ph))| (n, b.as_bytes(), ph.as_str(), true)),
+                )
+            },
+            &format!("forum: append {} entries", batch.len()),
+        )?;
+        Ok(entries
+            .into_iter()
+            .zip(commits)
+            .map(|(entry, commit)| Appended { entry, commit })
+            .collect())
+    }
+
+    /// Writes already-hashed entries (an import) as one pack on an empty ledger. Each item is the
+    /// entry and its canonical body, if present.
+    pub fn import_entries(
+        &mut self,
+        items: &[(Entry, Option<String>)],
+    ) -> Result<ObjectId, StoreError> {
+        if self.tip_id()?.is_some() {
+            return Err(StoreError::Invalid(format!(
+                "ledger {:?} already exists; import into a new ledger with --ledger NAME",
+                self.name
+            )));
+        }
+        if items.is_empty() {
+            return Err(StoreError::Invalid(
+                "nothing to import: the Forum ledger has no entries".into(),
+            ));
+        }
+        let hash = self.hash;
+        let name = self.name.clone();
+        let (commits, _) = self.append_with(
+            |tip| {
+                if tip.is_some() {
+                    return Err(StoreError::Invalid(format!(
+                        "ledger {name:?} was created while importing"
+                    )));
+                }
+                let mut objects = Vec::with_capacity(items.len() * 3);
+                let mut blobs = Vec::new();
+                let mut trees = Vec::new();
+                let mut commits = Vec::with_capacity(items.len());
+                let mut entries = Vec::with_capacity(items.len());
+                let empty_tree = object(hash, Kind::Tree, Vec::new())?;
+                let mut parent: Option<ObjectId> = None;
+                for (entry, body) in items {
+                    let tree_id = match body {
+                        Some(b) => {
+                            let blob = object(hash, Kind::Blob, b.as_bytes().to_vec())?;
+                            let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
+                            let id = tree.id;
+                            blobs.push(blob);
+                            trees.push(tree);
+                            id
+                        }
+                        None => empty_tree.id,
+                    };
+                    let c = object(
+                        hash,
+                        Kind::Commit,
+                        commit_bytes(entry, &tree_id, parent.as_ref()),
+                    )?;
+                    parent = Some(c.id);
+                    commits.push(c.id);
+                    objects.push(c);
+                    entries.push(entry.clone());
+                }
+                trees.push(empty_tree);
+                objects.extend(trees);
+                objects.extend(blobs);
+                Ok(Built {
+                    objects,
+                    commits,
+                    entries,
+                    as_pack: true,
+                })
+            },
+            &format!("forum: import {} entries", items.len()),
+        )?;
+        Ok(*commits.last().expect("non-empty import"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::ledger::canonical;
+    use crate::ledger::{Storage as _, StorageError, kind};
+    use crate::store::git::Options;
+
+    /// Runs git in `dir` and insists that it succeeds.
+    fn git(dir: &std::path::Path, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn note(text: &str) -> NewEntry {
+        NewEntry {
+            actor: "tester".into(),
+            kind: kind::NOTE.into(),
+            causal_parent: None,
+            payload: canonical::parse(&format!("{{\"text\":{text:?}}}")).unwrap(),
+            ts: 1_700_000_000.0,
+        }
+    }
+
+    #[test]
+    fn a_lost_compare_and_swap_is_a_conflict_that_carries_the_tip() {
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), &["init", "-q"]);
+        let mut store = GitStore::open(dir.path(), "main", Options::default()).unwrap();
+        let first = store.append_entry(&note("one")).unwrap();
+        let second = store.append_entry(&note("two")).unwrap();
+        // Back to seq 0, so that another writer can move the ref to seq 1 under our feet.
+        let refname = store.refname().to_string();
+        git(
+            dir.path(),
+            &["update-ref", &refname, &first.commit.to_string()],
+        );
+        store.append_deadline = Duration::ZERO;
+        let hash = store.object_hash();
+        let body = canonical::parse(r#"{"text":"three"}"#).unwrap();
+        let new = NewEntry {
+            payload: body,
+            ..note("three")
+        };
+        let text = new.validate().unwrap();
+        let ph = sha256_hex(text.as_bytes());
+        let (before, after) = (first.commit.to_string(), second.commit.to_string());
+        let err = store
+            .append_with(
+                |tip| {
+                    // Another writer lands seq 1 after this append read the tip at seq 0.
+                    git(dir.path(), &["update-ref", &refname, &after, &before]);
+                    let items = [(&new, text.as_bytes(), ph.as_str(), true)];
+                    let mut built = build_batch(hash, tip, items.into_iter())?;
+                    built.as_pack = false;
+                    Ok(built)
+                },
+                "forum: append note",
+            )
+            .unwrap_err();
+        let StoreError::Conflict(conflict) = &err else {
+            panic!("not a conflict: {err:?}");
+        };
+        assert_eq!(conflict.expected, Some(first.commit));
+        assert_eq!(conflict.tip, Some(second.commit));
+        assert_eq!(conflict.tip_seq, Some(1));
+        let message = err.to_string();
+        assert!(!message.contains('\n'), "{message}");
+        assert!(
+            message.contains(&format!("it stays at seq 1, commit {}", second.commit)),
+            "{message}"
+        );
+        // The ledger's own error type keeps the tip as plain data.
+        match StorageError::from(err) {
+            StorageError::Conflict { tip_seq, tip, .. } => {
+                assert_eq!(tip_seq, Some(1));
+                assert_eq!(tip, Some(second.commit.to_string()));
+            }
+            other => panic!("not a conflict: {other:?}"),
+        }
+        // Nothing was half written: the ledger is the other writer's, and with time to retry
+        // the next append lands on it.
+        assert_eq!(store.len().unwrap(), 2);
+        store.append_deadline = APPEND_DEADLINE;
+        let third = store.append_entry(&note("three")).unwrap();
+        assert_eq!(third.entry.seq, 2);
+        git(dir.path(), &["fsck", "--strict", "--no-dangling"]);
+    }
+
+    #[test]
+    fn a_ref_lock_held_by_another_process_gives_a_conflict_at_the_unmoved_tip() {
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), &["init", "-q"]);
+        let mut store = GitStore::open(dir.path(), "main", Options::default()).unwrap();
+        let first = store.append_entry(&note("one")).unwrap();
+        // A lock some other program holds: fresh, and not one a git-forum writer noted.
+        let lock = PathBuf::from(format!("{}.lock", store.ref_path().display()));
+        std::fs::write(&lock, format!("{}\n", first.commit)).unwrap();
+        store.append_deadline = Duration::ZERO;
+        let err = store.append_entry(&note("two")).unwrap_err();
+        match &err {
+            StoreError::Conflict(c) => {
+                assert_eq!(c.expected, Some(first.commit));
+                assert_eq!(c.tip, Some(first.commit));
+                assert_eq!(c.tip_seq, Some(0));
+            }
+            other => panic!("not a conflict: {other:?}"),
+        }
+        assert!(err.to_string().contains(".lock; try again"), "{err}");
+        // The lock is never broken: it is not ours to break.
+        assert!(lock.exists());
+        std::fs::remove_file(&lock).unwrap();
+        store.append_deadline = APPEND_DEADLINE;
+        assert_eq!(store.append_entry(&note("two")).unwrap().entry.seq, 1);
+    }
+}

@@ -1,0 +1,292 @@
+//! The ledger commit codec: the exact bytes of an entry's blob, tree and commit, and the parser
+//! that reads an entry back out of a commit. Pure: no I/O, no clock, so every machine builds
+//! the same commit ids from the same entries.
+
+use gix::ObjectId;
+use gix::hash::Kind as HashKind;
+use gix::objs::Kind;
+
+use super::error::{StoreError, gix_err};
+use super::pack::Obj;
+use crate::ledger::Entry;
+use crate::ledger::canonical;
+
+/// The file name of the one blob in an entry's tree.
+pub const PAYLOAD_FILE: &str = "payload.json";
+
+/// The fixed committer of every ledger commit.
+pub const COMMITTER: &str = "git-forum <ledger@git-forum.invalid>";
+
+pub(crate) const AUTHOR_EMAIL: &str = "ledger@git-forum.invalid";
+
+/// A commit parsed just enough for the ledger.
+pub(crate) struct RawCommit<'a> {
+    pub(crate) tree: ObjectId,
+    pub(crate) parents: Vec<ObjectId>,
+    pub(crate) message: &'a [u8],
+}
+
+pub(crate) fn parse_commit(data: &[u8], hash: HashKind) -> Option<RawCommit<'_>> {
+    let split = (1..data.len()).find(|&i| data[i] == b'\n' && data[i - 1] == b'\n')? - 1;
+    let (headers, message) = (&data[..split], &data[split + 2..]);
+    let mut tree = None;
+    let mut parents = Vec::new();
+    for line in headers.split(|b| *b == b'\n') {
+        if let Some(hex) = line.strip_prefix(b"tree ") {
+            tree = Some(ObjectId::from_hex(hex).ok()?);
+        } else if let Some(hex) = line.strip_prefix(b"parent ") {
+            parents.push(ObjectId::from_hex(hex).ok()?);
+        }
+    }
+    let tree = tree?;
+    if tree.kind() != hash {
+        return None;
+    }
+    Some(RawCommit {
+        tree,
+        parents,
+        message,
+    })
+}
+
+/// The entry stored in a ledger commit message (its last line).
+pub(crate) fn entry_from_message(message: &[u8]) -> Result<Entry, String> {
+    entry_from_message_checked(message).map(|(e, _)| e)
+}
+
+/// Like [`entry_from_message`], also saying whether the entry line is exactly
+/// `entry.canonical_json()`: the fast reader accepts nothing else, so when it read the line the
+/// caller need not write the entry out again to compare.
+pub(crate) fn entry_from_message_checked(message: &[u8]) -> Result<(Entry, bool), String> {
+    let text =
+        std::str::from_utf8(message).map_err(|_| "commit message is not UTF-8".to_string())?;
+    let line = text
+        .trim_end_matches('\n')
+        .rsplit('\n')
+        .next()
+        .unwrap_or("");
+    if let Some(e) = Entry::from_canonical_json(line) {
+        return Ok((e, true));
+    }
+    let v = canonical::parse(line)
+        .map_err(|e| format!("commit message does not end in an entry: {e}"))?;
+    Entry::from_value(&v).map(|e| (e, false))
+}
+
+/// Appends a one-line rendition of `s` safe for a commit subject or author name: control
+/// characters and the `forbidden` ones become `_`, surrounding whitespace is trimmed, and an
+/// empty result becomes `-`.
+fn push_one_line(out: &mut String, s: &str, forbidden: &str) {
+    let start = out.len();
+    if s.chars().any(|c| c.is_control() || forbidden.contains(c)) {
+        out.extend(s.chars().map(|c| {
+            if c.is_control() || forbidden.contains(c) {
+                '_'
+            } else {
+                c
+            }
+        }));
+    } else {
+        out.push_str(s);
+    }
+    let trimmed = out[start..].trim();
+    if trimmed.len() != out.len() - start {
+        let t = trimmed.to_string();
+        out.truncate(start);
+        out.push_str(&t);
+    }
+    if out.len() == start {
+        out.push('-');
+    }
+}
+
+/// A one-line rendition of `s` safe for a commit subject or author name.
+pub(super) fn one_line(s: &str, forbidden: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    push_one_line(&mut out, s, forbidden);
+    out
+}
+
+/// Seconds for the commit dates: the entry's `ts` floored, kept within git's date range.
+fn commit_seconds(ts: f64) -> i64 {
+    if ts.is_finite() {
+        ts.floor().clamp(0.0, 253_402_300_799.0) as i64
+    } else {
+        0
+    }
+}
+
+fn push_subject(out: &mut String, entry: &Entry) {
+    use std::fmt::Write as _;
+    let start = out.len();
+    out.push_str(&entry.kind);
+    let _ = write!(out, " #{} by ", entry.seq);
+    out.push_str(&entry.actor);
+    let subject = out.split_off(start);
+    push_one_line(out, &subject, "");
+}
+
+/// The commit message: subject, blank line, the entry as canonical JSON.
+pub fn commit_message(entry: &Entry) -> String {
+    let mut out = String::with_capacity(400);
+    push_subject(&mut out, entry);
+    out.push_str("\n\n");
+    out.push_str(&entry.canonical_json());
+    out.push('\n');
+    out
+}
+
+/// The exact bytes of the commit for `entry` with `tree` and `parent`.
+pub fn commit_bytes(entry: &Entry, tree: &ObjectId, parent: Option<&ObjectId>) -> Vec<u8> {
+    let mut out = commit_head(entry, tree, parent);
+    out.push_str(&entry.canonical_json());
+    out.push('\n');
+    out.into_bytes()
+}
+
+/// The commit for `entry` up to its last line (the canonical entry JSON and a newline).
+pub(crate) fn commit_head(entry: &Entry, tree: &ObjectId, parent: Option<&ObjectId>) -> String {
+    use std::fmt::Write as _;
+    let secs = commit_seconds(entry.ts);
+    let mut out = String::with_capacity(700);
+    out.push_str("tree ");
+    crate::ledger::hash::push_hex(&mut out, tree.as_slice());
+    if let Some(p) = parent {
+        out.push_str("\nparent ");
+        crate::ledger::hash::push_hex(&mut out, p.as_slice());
+    }
+    out.push_str("\nauthor ");
+    push_one_line(&mut out, &entry.actor, "<>");
+    let _ = write!(
+        out,
+        " <{AUTHOR_EMAIL}> {secs} +0000\ncommitter {COMMITTER} {secs} +0000\n\n"
+    );
+    push_subject(&mut out, entry);
+    out.push_str("\n\n");
+    out
+}
+
+/// Whether `data` is exactly the commit of `entry` with `tree` and `parent`. `line_canonical`
+/// says the message's last line is already known to be `entry.canonical_json()`.
+pub(crate) fn is_commit_of(
+    data: &[u8],
+    entry: &Entry,
+    tree: &ObjectId,
+    parent: Option<&ObjectId>,
+    line_canonical: bool,
+) -> bool {
+    let head = commit_head(entry, tree, parent);
+    let Some(rest) = data.strip_prefix(head.as_bytes()) else {
+        return false;
+    };
+    let Some(line) = rest.strip_suffix(b"\n") else {
+        return false;
+    };
+    if line_canonical {
+        !line.contains(&b'\n')
+    } else {
+        line == entry.canonical_json().as_bytes()
+    }
+}
+
+/// The tree holding one body blob.
+pub fn tree_bytes(blob: &ObjectId) -> Vec<u8> {
+    let mut out = format!("100644 {PAYLOAD_FILE}\0").into_bytes();
+    out.extend_from_slice(blob.as_slice());
+    out
+}
+
+/// The 32 bytes of a 64-digit hex hash (entry hashes were checked to be lowercase hex).
+pub(crate) fn hex_to_bytes(h: &str) -> [u8; 32] {
+    fn nibble(b: u8) -> u8 {
+        match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            _ => 0,
+        }
+    }
+    let mut out = [0u8; 32];
+    for (o, pair) in out.iter_mut().zip(h.as_bytes().chunks_exact(2)) {
+        *o = (nibble(pair[0]) << 4) | nibble(pair[1]);
+    }
+    out
+}
+
+pub(crate) fn object(hash: HashKind, kind: Kind, data: Vec<u8>) -> Result<Obj, StoreError> {
+    let id =
+        gix::objs::compute_hash(hash, kind, &data).map_err(|e| gix_err("hashing an object", e))?;
+    Ok(Obj { id, kind, data })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::NewEntry;
+    use crate::ledger::hash::sha256_hex;
+    use crate::ledger::kind;
+
+    fn entry(actor: &str, ts: f64) -> Entry {
+        let new = NewEntry {
+            actor: actor.into(),
+            kind: kind::REQUEST.into(),
+            causal_parent: None,
+            payload: canonical::parse(r#"{"text":"hi"}"#).unwrap(),
+            ts,
+        };
+        let body = new.validate().unwrap();
+        Entry::next(None, &new, sha256_hex(body.as_bytes()))
+    }
+
+    #[test]
+    fn a_commit_parses_back_to_its_tree_parent_and_entry() {
+        let e = entry("alice", 1_700_000_000.75);
+        let blob = object(HashKind::Sha1, Kind::Blob, b"{}".to_vec()).unwrap();
+        let tree = object(HashKind::Sha1, Kind::Tree, tree_bytes(&blob.id)).unwrap();
+        let parent = object(HashKind::Sha1, Kind::Blob, b"p".to_vec())
+            .unwrap()
+            .id;
+        let bytes = commit_bytes(&e, &tree.id, Some(&parent));
+        let raw = parse_commit(&bytes, HashKind::Sha1).expect("parses");
+        assert_eq!(raw.tree, tree.id);
+        assert_eq!(raw.parents, vec![parent]);
+        let (back, canonical_line) = entry_from_message_checked(raw.message).unwrap();
+        assert!(canonical_line);
+        assert_eq!(back.canonical_json(), e.canonical_json());
+        assert!(is_commit_of(&bytes, &e, &tree.id, Some(&parent), true));
+        assert!(!is_commit_of(&bytes, &e, &tree.id, None, true));
+        // The dates are the entry's ts in whole seconds, and the message is the subject line,
+        // a blank line and the entry.
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(text.contains(&format!("<{AUTHOR_EMAIL}> 1700000000 +0000\n")));
+        assert!(text.ends_with(&commit_message(&e)));
+        // A commit of another hash kind is not a ledger commit of this repository.
+        assert!(parse_commit(text.as_bytes(), HashKind::Sha256).is_none());
+    }
+
+    #[test]
+    fn names_and_subjects_stay_on_one_line() {
+        assert_eq!(one_line("  a\nb<c>  ", "<>"), "a_b_c_");
+        assert_eq!(one_line("   ", ""), "-");
+        let e = entry("bob <b@x>", 5.0);
+        let text = String::from_utf8(commit_bytes(
+            &e,
+            &object(HashKind::Sha1, Kind::Tree, Vec::new()).unwrap().id,
+            None,
+        ))
+        .unwrap();
+        // An actor cannot close the author's name and forge the email.
+        assert!(text.contains("\nauthor bob _b@x_ <ledger@git-forum.invalid> 5 +0000\n"));
+        assert_eq!(commit_seconds(f64::NAN), 0);
+        assert_eq!(commit_seconds(-3.0), 0);
+    }
+
+    #[test]
+    fn hex_to_bytes_reads_a_sha256() {
+        let h = sha256_hex(b"x");
+        let bytes = hex_to_bytes(&h);
+        let mut back = String::new();
+        crate::ledger::hash::push_hex(&mut back, &bytes);
+        assert_eq!(back, h);
+    }
+}

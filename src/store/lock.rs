@@ -1,0 +1,445 @@
+//! Locks and the compare-and-swap on the ledger ref: the ledger's writer lock, git's ref
+//! lock-file protocol with a recycled spare inode, the intent a writer notes before taking a ref
+//! lock, and the recovery of a ref lock whose writer died.
+
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gix::ObjectId;
+use gix::hash::Kind as HashKind;
+
+use super::append::failpoint;
+use super::codec::{COMMITTER, one_line};
+use super::error::{StoreError, io};
+use super::git::GitStore;
+use super::objects::create_in_dir;
+
+/// A ref `.lock` file older than this, found while we hold the ledger's writer lock, was left by
+/// a writer that died; git's own writers hold ref locks for milliseconds.
+pub const STALE_REF_LOCK: Duration = Duration::from_secs(2);
+
+pub(crate) enum CasOutcome {
+    Moved,
+    Conflict,
+    /// The ref lock exists; with the value a git-forum writer had noted before this attempt.
+    Locked(PathBuf, Option<ObjectId>),
+    /// git's own ref storage was busy (another transaction held its lock): retry.
+    Busy,
+    /// git refused to point the ref at a commit it no longer has (a racing prune deleted it):
+    /// write the objects again and retry.
+    ObjectsMissing,
+}
+
+/// Takes the ref lock `lock` by writing `value` into the spare inode and moving it in. Returns
+/// false when there is no usable spare (the caller then creates the lock); an `AlreadyExists`
+/// error means the lock is held. A spare with another link is the live ref (a writer died
+/// between keeping it and the rename), so it is dropped, never written.
+fn take_lock_from_spare(spare: &Path, lock: &Path, value: &[u8]) -> std::io::Result<bool> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt as _;
+        let f = match OpenOptions::new().write(true).open(spare) {
+            Ok(f) => f,
+            Err(_) => return Ok(false),
+        };
+        // Same length as the value it held (one object id and a newline): overwriting in place
+        // frees and allocates nothing. Writing also refreshes the mtime that tells a stale lock.
+        let written = file_links_and_len(&f).and_then(|(is_file, nlink, len)| {
+            if !is_file || nlink != 1 {
+                return Err(std::io::ErrorKind::InvalidData.into());
+            }
+            f.write_all_at(value, 0)?;
+            if len != value.len() as u64 {
+                f.set_len(value.len() as u64)?;
+            }
+            Ok(())
+        });
+        drop(f);
+        if written.is_err() {
+            let _ = fs::remove_file(spare);
+            return Ok(false);
+        }
+        // Moved in as the lock, unless a lock is there: one directory change per directory.
+        #[cfg(target_os = "linux")]
+        {
+            use rustix::fs::{CWD, RenameFlags, renameat_with};
+            match renameat_with(CWD, spare, CWD, lock, RenameFlags::NOREPLACE) {
+                Ok(()) => return Ok(true),
+                Err(rustix::io::Errno::EXIST) => {
+                    return Err(std::io::ErrorKind::AlreadyExists.into());
+                }
+                // Not supported by this filesystem: link, then unlink.
+                Err(_) => {}
+            }
+        }
+        match fs::hard_link(spare, lock) {
+            Ok(()) => {
+                let _ = fs::remove_file(spare);
+                Ok(true)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
+            // No hard links here (or another filesystem): create the lock instead.
+            Err(_) => Ok(false),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (spare, lock, value);
+        Ok(false)
+    }
+}
+
+/// Whether `f` is a regular file, its link count and its length, asking for nothing more: a
+/// stat that asks for the file's times marks them as read, and the kernel (Linux 6.13 on,
+/// multigrain timestamps) then stamps the file's next change with a fresh fine-grained time.
+/// That moves the clock every other file's next change reads, so the write-ahead log's own
+/// mtime would change, and its inode need writing, on every append.
+#[cfg(unix)]
+fn file_links_and_len(f: &File) -> std::io::Result<(bool, u64, u64)> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{AtFlags, FileType, StatxFlags, statx};
+        let st = statx(
+            f,
+            "",
+            AtFlags::EMPTY_PATH,
+            StatxFlags::TYPE | StatxFlags::NLINK | StatxFlags::SIZE,
+        )?;
+        Ok((
+            FileType::from_raw_mode(st.stx_mode.into()) == FileType::RegularFile,
+            st.stx_nlink.into(),
+            st.stx_size,
+        ))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = f.metadata()?;
+        Ok((meta.is_file(), meta.nlink(), meta.len()))
+    }
+}
+
+/// Reads a small file whole without asking for its metadata (`fs::read` sizes its buffer with
+/// a full stat; see [`file_links_and_len`] for why the files an append changes avoid one).
+pub(super) fn read_without_stat(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut f = File::open(path)?;
+    let mut out = Vec::with_capacity(128);
+    let mut buf = [0u8; 256];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Where a writer notes the ref lock it is taking, in its writer-lock file: after the write-ahead
+/// log's hint (the first 128 bytes).
+const INTENT_AT: u64 = 128;
+
+/// Notes (or, with `None`, clears) the value of the ref lock this writer is about to take.
+fn note_intent(held: &File, value: Option<&ObjectId>) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt;
+        let mut line = [b' '; 65];
+        if let Some(v) = value {
+            let hex = v.to_hex().to_string();
+            line[..hex.len()].copy_from_slice(hex.as_bytes());
+        }
+        line[64] = b'\n';
+        let _ = held.write_all_at(&line, INTENT_AT);
+    }
+    #[cfg(not(unix))]
+    let _ = (held, value);
+}
+
+/// The value a git-forum writer noted before taking a ref lock, if any.
+pub(crate) fn read_intent(held: &File, hash: HashKind) -> Option<ObjectId> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt;
+        let mut line = [0u8; 65];
+        let n = held.read_at(&mut line, INTENT_AT).ok()?;
+        let text = String::from_utf8_lossy(&line[..n]);
+        ObjectId::from_hex(text.trim().as_bytes())
+            .ok()
+            .filter(|id| id.kind() == hash)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (held, hash);
+        None
+    }
+}
+
+/// When this machine booted (Linux: `btime` in `/proc/stat`); a lock file older than that was
+/// left by a process that is gone.
+fn boot_time() -> Option<std::time::SystemTime> {
+    let text = fs::read_to_string("/proc/stat").ok()?;
+    let secs: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(std::time::UNIX_EPOCH + Duration::from_secs(secs))
+}
+
+impl GitStore {
+    /// The ledger's writer-lock file.
+    pub(crate) fn writer_lock_path(&self) -> PathBuf {
+        self.forum_dir()
+            .join("locks")
+            .join(format!("{}.lock", self.name.replace('/', "%2F")))
+    }
+
+    /// Takes the ledger's writer lock (advisory, released by the kernel if we die).
+    pub(crate) fn writer_lock(&self) -> Result<File, StoreError> {
+        let path = self.writer_lock_path();
+        let f = create_in_dir(&path, || {
+            OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true)
+                .open(&path)
+        })
+        .map_err(io(format!("opening {}", path.display())))?;
+        f.lock()
+            .map_err(io(format!("locking {}", path.display())))?;
+        Ok(f)
+    }
+
+    /// Where the ledger keeps a spare inode for its next ref lock (outside `refs/`, so git never
+    /// reads it as a ref).
+    pub(crate) fn spare_path(&self) -> PathBuf {
+        self.forum_dir()
+            .join("spare")
+            .join(self.name.replace('/', "%2F"))
+    }
+
+    /// Compare-and-swap the ref from `expected` to `new`, with a reflog line, under git's
+    /// lock-file protocol: `NAME.lock` is taken exclusively, the current value is checked, the
+    /// reflog line appended and the lock renamed over the ref.
+    ///
+    /// The ref's files are recycled: the inode the rename replaces is kept (hard-linked) as the
+    /// spare, and the next update writes its value into the spare and moves it in as the lock
+    /// (a rename with `RENAME_NOREPLACE`, or where that is unsupported a link, which fails
+    /// when the name exists, as an exclusive create does). An append therefore
+    /// neither allocates nor frees an inode for its ref. That matters on ext4: freeing an inode
+    /// with data in a rename makes the kernel write the replacement out at once, and without a
+    /// journal every later file creation scans past the inodes freed in the last minute.
+    pub(crate) fn cas(
+        &self,
+        held: &File,
+        expected: Option<ObjectId>,
+        new: ObjectId,
+        message: &str,
+    ) -> Result<CasOutcome, StoreError> {
+        if self.refs_via_git {
+            return self.cas_via_git(expected, new, message);
+        }
+        let path = self.ref_path();
+        let lock = PathBuf::from(format!("{}.lock", path.display()));
+        let value = format!("{new}\n");
+        let spare = self.spare_path();
+        // Say which ref lock we are about to take, in the writer-lock file we hold: if we die
+        // holding it, the next writer (who then holds the writer lock) knows the lock is ours
+        // and its holder gone. A ref lock without such a note belongs to someone else.
+        // What an earlier writer noted: a lock found below with that value is its, left behind.
+        let noted = read_intent(held, self.hash);
+        note_intent(held, Some(&new));
+        failpoint("cas-start");
+        match take_lock_from_spare(&spare, &lock, value.as_bytes()) {
+            Ok(true) => {}
+            Ok(false) => {
+                match create_in_dir(&lock, || {
+                    OpenOptions::new().write(true).create_new(true).open(&lock)
+                }) {
+                    Ok(mut f) => f
+                        .write_all(value.as_bytes())
+                        .map_err(io(format!("writing {}", lock.display())))
+                        .inspect_err(|_| {
+                            let _ = fs::remove_file(&lock);
+                        })?,
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        return Ok(CasOutcome::Locked(lock, noted));
+                    }
+                    Err(e) => return Err(io(format!("creating {}", lock.display()))(e)),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Ok(CasOutcome::Locked(lock, noted));
+            }
+            Err(e) => return Err(io(format!("creating {}", lock.display()))(e)),
+        }
+        // We hold the lock: nobody else moves the ref until it is renamed or removed.
+        let release = |outcome: Result<CasOutcome, StoreError>| {
+            // The lock's inode becomes the spare again; failing that, it is removed.
+            if fs::rename(&lock, &spare).is_err() {
+                let _ = fs::remove_file(&lock);
+            }
+            outcome
+        };
+        let current = match self.tip_id() {
+            Ok(c) => c,
+            Err(e) => return release(Err(e)),
+        };
+        if current != expected {
+            return release(Ok(CasOutcome::Conflict));
+        }
+        failpoint("cas-locked");
+        if let Err(e) = self.append_reflog_line(expected, new, message) {
+            return release(Err(e));
+        }
+        failpoint("cas-reflog");
+        if expected.is_some() {
+            // Keep the inode the rename replaces (a packed-only ref has none). A spare left in
+            // place (taking the lock did not use it) is replaced.
+            let keep = || match fs::hard_link(&path, &spare) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    fs::remove_file(&spare)?;
+                    fs::hard_link(&path, &spare)
+                }
+                other => other,
+            };
+            let _ = create_in_dir(&spare, keep);
+        }
+        if let Err(e) = fs::rename(&lock, &path) {
+            return release(Err(io(format!("renaming {} into place", lock.display()))(
+                e,
+            )));
+        }
+        note_intent(held, None);
+        failpoint("cas-moved");
+        Ok(CasOutcome::Moved)
+    }
+
+    /// Appends one line to the ref's reflog in git's format, creating the log if needed.
+    fn append_reflog_line(
+        &self,
+        old: Option<ObjectId>,
+        new: ObjectId,
+        message: &str,
+    ) -> Result<(), StoreError> {
+        let path = self.reflog_path();
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let old = old.unwrap_or_else(|| ObjectId::null(self.hash));
+        let message = one_line(message, "");
+        let line = format!("{old} {new} {COMMITTER} {secs} +0000\t{message}\n");
+        create_in_dir(&path, || {
+            OpenOptions::new().create(true).append(true).open(&path)
+        })
+        .and_then(|mut f| f.write_all(line.as_bytes()))
+        .map_err(io(format!("appending to {}", path.display())))
+    }
+
+    /// Removes a ref lock whose holder is provably gone, and returns true; returns false (and
+    /// leaves the lock alone) otherwise. The caller holds the ledger's writer lock, so no live
+    /// git-forum writer holds a ref lock of this ledger. Gone means either: the lock holds the
+    /// value a git-forum writer noted in the writer-lock file before taking it (that writer
+    /// died holding it: the kernel gave its writer lock to us), or the lock is older than this
+    /// boot of the machine. A lock any other process took (`git update-ref`, a transaction
+    /// held open by `git update-ref --stdin`) is never broken, however old.
+    pub(crate) fn recover_stale_lock(
+        &self,
+        lock: &Path,
+        held: &File,
+        noted: Option<ObjectId>,
+    ) -> bool {
+        let Ok(mut f) = File::open(lock) else {
+            // Gone already.
+            return true;
+        };
+        let mut content = Vec::new();
+        let _ = (&mut f).take(256).read_to_end(&mut content);
+        let content = String::from_utf8_lossy(&content).trim().to_string();
+        let value = ObjectId::from_hex(content.as_bytes()).ok();
+        let ours = value.is_some() && value == noted;
+        let before_boot = f
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .zip(boot_time())
+            .is_some_and(|(m, boot)| m < boot);
+        if !(ours || before_boot) {
+            return false;
+        }
+        // Keep a record: the dead writer may have written its reflog line before it died,
+        // and verify uses this record to tell that line from a tampered ref.
+        let path = self.recovered_path();
+        if let Some(dir) = path.parent() {
+            let _ = fs::create_dir_all(dir);
+        }
+        if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(&path) {
+            let _ = writeln!(f, "{} {}", content, lock.display());
+        }
+        let _ = fs::remove_file(lock);
+        note_intent(held, None);
+        true
+    }
+
+    /// Settles an append that a killed writer left half done: when the ledger's ref lock is
+    /// there and its holder is provably gone (see [`recover_stale_lock`](Self::recover_stale_lock)),
+    /// the update is rolled back (the lock removed and recorded, so its reflog line is known
+    /// for what it is). Readers call it before they judge the reflog, so a crash never reads as
+    /// tampering. Waits for a live git-forum writer to finish; a lock someone else holds is
+    /// left alone.
+    pub fn settle_interrupted_append(&self) -> Result<(), StoreError> {
+        if self.refs_via_git {
+            return Ok(());
+        }
+        let lock = PathBuf::from(format!("{}.lock", self.ref_path().display()));
+        if !lock.exists() {
+            return Ok(());
+        }
+        // A reader that cannot take the writer lock (a read-only repository, a server hook's
+        // quarantine) leaves the lock alone; verify still knows its reflog line for what it is.
+        let Ok(held) = self.writer_lock() else {
+            return Ok(());
+        };
+        let noted = read_intent(&held, self.hash);
+        self.recover_stale_lock(&lock, &held, noted);
+        Ok(())
+    }
+
+    /// The value a ref lock holds when it exists (an update under way, or left by a process
+    /// that died), for readers that must not mistake its reflog line for tampering.
+    pub(crate) fn pending_ref_lock(&self) -> Option<ObjectId> {
+        if self.refs_via_git {
+            return None;
+        }
+        let lock = PathBuf::from(format!("{}.lock", self.ref_path().display()));
+        let f = File::open(lock).ok()?;
+        let mut content = Vec::new();
+        f.take(256).read_to_end(&mut content).ok()?;
+        ObjectId::from_hex(String::from_utf8_lossy(&content).trim().as_bytes()).ok()
+    }
+
+    fn recovered_path(&self) -> PathBuf {
+        self.forum_dir()
+            .join("recovered")
+            .join(format!("{}.log", self.name))
+    }
+
+    /// The ref values of stale ref locks this ledger's writers removed (each the new value of an
+    /// update whose writer died before moving the ref).
+    pub fn recovered_locks(&self) -> HashSet<ObjectId> {
+        let Ok(text) = fs::read_to_string(self.recovered_path()) else {
+            return HashSet::new();
+        };
+        text.lines()
+            .filter_map(|l| l.split(' ').next())
+            .filter_map(|h| ObjectId::from_hex(h.as_bytes()).ok())
+            .collect()
+    }
+}

@@ -1,0 +1,370 @@
+//! Writing loose objects: each compressed object file appears whole under its name (an
+//! anonymous file linked in, or a temporary file renamed), durable as the flush method asks.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use gix::objs::Kind;
+
+use super::durable::start_writeback;
+use super::error::{StoreError, io};
+use super::git::GitStore;
+use super::pack::Obj;
+
+/// This process's id, asked of the kernel once.
+fn pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
+}
+
+/// Runs `f` with this thread's level-1 libdeflate compressor (whole-buffer compression, about
+/// twice as fast as a stream; made once per thread, as setting one up costs more than
+/// compressing a small object).
+pub(crate) fn with_fast_compressor<R>(f: impl FnOnce(&mut libdeflater::Compressor) -> R) -> R {
+    thread_local! {
+        static FAST: std::cell::RefCell<libdeflater::Compressor> = std::cell::RefCell::new(
+            libdeflater::Compressor::new(
+                libdeflater::CompressionLvl::new(1).expect("level 1 is valid"),
+            ),
+        );
+    }
+    FAST.with(|c| f(&mut c.borrow_mut()))
+}
+
+/// How a new loose object waits for its name: a temporary file to rename, or an anonymous
+/// file to link in (through this path to its descriptor).
+enum Staged {
+    Named(PathBuf),
+    Anon(PathBuf),
+}
+
+/// An anonymous file (`O_TMPFILE`) in an object directory, linked in under its name once
+/// written. A reader never sees it half written, a writer killed before the link leaves
+/// nothing behind, and it changes the directory once (a temporary file and a rename change it
+/// twice). Linux only; `create` returns `None` where the filesystem or `/proc` lacks support
+/// or the file cannot be made, and the caller falls back to a temporary file (whose error, if
+/// it fails too, names the file).
+struct AnonObject {
+    file: File,
+    /// `/proc/self/fd/N`: linking it with `AT_SYMLINK_FOLLOW` names the anonymous file (the
+    /// `AT_EMPTY_PATH` form needs a capability ordinary users lack).
+    link_source: PathBuf,
+}
+
+impl AnonObject {
+    #[cfg(target_os = "linux")]
+    fn create(dir: &Path) -> Option<AnonObject> {
+        use rustix::fs::{CWD, Mode, OFlags, openat};
+        use rustix::io::Errno;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // Cleared the first time the filesystem or /proc says no; later objects go straight to
+        // the temporary-file path.
+        static SUPPORTED: AtomicBool = AtomicBool::new(true);
+        static PROC: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if !SUPPORTED.load(Ordering::Relaxed)
+            || !*PROC.get_or_init(|| Path::new("/proc/self/fd").is_dir())
+        {
+            return None;
+        }
+        let open = || {
+            openat(
+                CWD,
+                dir,
+                OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o444),
+            )
+        };
+        let fd = match open() {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => {
+                match fs::create_dir(dir) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(_) => return None,
+                }
+                match open() {
+                    Ok(fd) => fd,
+                    Err(_) => return None,
+                }
+            }
+            Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS) => {
+                SUPPORTED.store(false, Ordering::Relaxed);
+                return None;
+            }
+            // Anything else (a permission, a full disk): the temporary-file path tries too, and
+            // its error names the file it could not create.
+            Err(_) => return None,
+        };
+        let file = File::from(fd);
+        let link_source = PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&file)
+        ));
+        Some(AnonObject { file, link_source })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn create(_dir: &Path) -> Option<AnonObject> {
+        None
+    }
+}
+
+/// `linkat(source, dest, AT_SYMLINK_FOLLOW)`: names the file `source` refers to.
+#[cfg(target_os = "linux")]
+fn fs_link_follow(source: &Path, dest: &Path) -> std::io::Result<()> {
+    use rustix::fs::{AtFlags, CWD, linkat};
+    linkat(CWD, source, CWD, dest, AtFlags::SYMLINK_FOLLOW).map_err(Into::into)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn fs_link_follow(_source: &Path, _dest: &Path) -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
+}
+
+/// Runs `op`, which creates something at `path`; when the parent directory is missing, creates
+/// it and runs `op` once more. The common case (the directory exists) costs no extra call.
+pub(super) fn create_in_dir<T>(
+    path: &Path,
+    mut op: impl FnMut() -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    match op() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            op()
+        }
+        other => other,
+    }
+}
+
+pub(super) fn unique() -> u128 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    nanos ^ ((N.fetch_add(1, Ordering::Relaxed) as u128) << 64) ^ pid() as u128
+}
+
+impl GitStore {
+    /// Writes new loose objects (skipping blobs and trees the repository has; commits are
+    /// appended entries, new by construction, and written without asking. With `replace`, a
+    /// loose file of the same name, perhaps damaged, is replaced) and, with `durable`, makes
+    /// them durable according to the flush method. Returns the paths of the files written.
+    pub(crate) fn write_loose_objects(
+        &self,
+        objs: &[Obj],
+        durable: bool,
+        replace: bool,
+    ) -> Result<Vec<PathBuf>, StoreError> {
+        let method = self.opts.method;
+        let mut staged: Vec<(Staged, PathBuf, File)> = Vec::new();
+        let mut z = Vec::new();
+        for o in objs {
+            let hex = o.id.to_hex().to_string();
+            let dir = self.objects_dir().join(&hex[..2]);
+            let path = dir.join(&hex[2..]);
+            // A new entry's commit names its parent, so only the blob and the tree can be
+            // present already (a commit that is, after a lost race, gets linked over; see below).
+            if !replace && o.kind != Kind::Commit && self.repo.objects.exists_without_refresh(&o.id)
+            {
+                continue;
+            }
+            let mut raw = format!("{} {}\0", o.kind, o.data.len()).into_bytes();
+            raw.extend_from_slice(&o.data);
+            with_fast_compressor(|c| {
+                z.resize(c.zlib_compress_bound(raw.len()), 0);
+                let n = c.zlib_compress(&raw, &mut z)?;
+                z.truncate(n);
+                Ok(())
+            })
+            .map_err(|e: libdeflater::CompressionError| {
+                io("compressing an object")(std::io::Error::other(e.to_string()))
+            })?;
+            // Replacing needs a rename over the old file; otherwise an anonymous file linked
+            // in once written (one directory change instead of two, see `AnonObject`).
+            let anon = if replace {
+                None
+            } else {
+                AnonObject::create(&dir)
+            };
+            let (staged_as, mut f) = match anon {
+                Some(a) => (Staged::Anon(a.link_source), a.file),
+                None => {
+                    // Beside the fan-out directories, not in one: `git prune` deletes every
+                    // `tmp_obj_*` there (with `--expire=now`, however new) and removes empty
+                    // fan-out directories, either of which would make the rename fail.
+                    let tmp = self
+                        .objects_dir()
+                        .join(format!("forum_tmp_{}_{}", pid(), unique()));
+                    let f = create_in_dir(&tmp, || {
+                        OpenOptions::new().write(true).create_new(true).open(&tmp)
+                    })
+                    .map_err(io(format!("creating {}", tmp.display())))?;
+                    (Staged::Named(tmp), f)
+                }
+            };
+            f.write_all(&z)
+                .map_err(io(format!("writing {}", path.display())))?;
+            if durable && method.batch() {
+                start_writeback(&f).map_err(io(format!("writing back {}", path.display())))?;
+            } else if durable && !method.syncfs() {
+                f.sync_data()
+                    .map_err(io(format!("fsync {}", path.display())))?;
+            }
+            staged.push((staged_as, path, f));
+        }
+        if durable
+            && method.batch()
+            && let Some((_, path, f)) = staged.last()
+        {
+            // One full flush: waits for every writeback started above.
+            f.sync_all()
+                .map_err(io(format!("fsync {}", path.display())))?;
+        }
+        let mut written = Vec::with_capacity(staged.len());
+        for (staged_as, path, f) in staged {
+            match staged_as {
+                Staged::Named(tmp) => {
+                    drop(f);
+                    let mut tries = 0;
+                    while let Err(e) = fs::rename(&tmp, &path) {
+                        // The fan-out directory was removed by a prune: make it again.
+                        if e.kind() == std::io::ErrorKind::NotFound && tries < 8 && tmp.exists() {
+                            tries += 1;
+                            if let Some(d) = path.parent() {
+                                let _ = fs::create_dir_all(d);
+                            }
+                            continue;
+                        }
+                        let _ = fs::remove_file(&tmp);
+                        return Err(io(format!("renaming {}", tmp.display()))(e));
+                    }
+                }
+                Staged::Anon(source) => {
+                    let mut tries = 0;
+                    loop {
+                        match fs_link_follow(&source, &path) {
+                            Ok(()) => break,
+                            // Written meanwhile by someone else: the name is the content's hash.
+                            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => break,
+                            // `git gc` / `git prune` removed the empty fan-out directory after
+                            // the file was opened in it: make it again and link there.
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 8 => {
+                                tries += 1;
+                                if let Some(dir) = path.parent() {
+                                    let _ = fs::create_dir_all(dir);
+                                }
+                            }
+                            Err(e) => return Err(io(format!("linking {}", path.display()))(e)),
+                        }
+                    }
+                    drop(f);
+                }
+            }
+            written.push(path);
+        }
+        if durable && !method.batch() {
+            self.flush(&written, true)?;
+        }
+        Ok(written)
+    }
+
+    /// Writes again any of `objs` the object store no longer has.
+    pub(super) fn rewrite_missing(&self, objs: &[Obj]) -> Result<(), StoreError> {
+        let mut missing = Vec::new();
+        for o in objs {
+            let hex = o.id.to_hex().to_string();
+            let loose = self.objects_dir().join(&hex[..2]).join(&hex[2..]);
+            // access(2), not stat(2): an append never reads the times of files it made (see
+            // README: reading them makes the kernel stamp later changes finely).
+            if rustix::fs::access(&loose, rustix::fs::Access::EXISTS).is_ok()
+                || self.repo.has_object(o.id)
+            {
+                continue;
+            }
+            missing.push(o.clone());
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        self.write_loose_objects(&missing, self.opts.fsync, true)
+            .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::codec::{object, tree_bytes};
+    use crate::store::git::Options;
+
+    #[test]
+    fn loose_objects_appear_whole_and_writing_them_again_is_harmless() {
+        let dir = tempfile::tempdir().unwrap();
+        // Runs git in the repository and insists that it succeeds.
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir.path())
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        git(&["init", "-q"]);
+        let store = GitStore::open(dir.path(), "main", Options::default()).unwrap();
+        let hash = store.object_hash();
+        let blob = object(hash, Kind::Blob, b"{\"a\":1}".to_vec()).unwrap();
+        let tree = object(hash, Kind::Tree, tree_bytes(&blob.id)).unwrap();
+        let commit = object(
+            hash,
+            Kind::Commit,
+            format!(
+                "tree {}\nauthor a <a@b> 1 +0000\ncommitter a <a@b> 1 +0000\n\nx\n",
+                tree.id
+            )
+            .into_bytes(),
+        )
+        .unwrap();
+        let objs = [blob, tree, commit];
+        let first = store.write_loose_objects(&objs, false, false).unwrap();
+        assert_eq!(first.len(), 3);
+        // Again: the blob and tree are skipped as present, the commit is written without
+        // asking and finds its name taken, which is success.
+        let again = store.write_loose_objects(&objs, false, false).unwrap();
+        assert_eq!(again.len(), 1);
+        // Replacing (what recovery does with a damaged file) renames over the old one.
+        std::fs::write(&first[2], b"damaged").unwrap_or_else(|_| {
+            let mut p = std::fs::metadata(&first[2]).unwrap().permissions();
+            #[allow(clippy::permissions_set_readonly_false)]
+            p.set_readonly(false);
+            std::fs::set_permissions(&first[2], p).unwrap();
+            std::fs::write(&first[2], b"damaged").unwrap();
+        });
+        store.write_loose_objects(&objs[2..], false, true).unwrap();
+        git(&["fsck", "--strict", "--no-dangling"]);
+        for o in &objs {
+            git(&["cat-file", "-e", &o.id.to_string()]);
+        }
+        // Nothing temporary is left beside the objects.
+        for d in std::fs::read_dir(store.objects_dir()).unwrap() {
+            let d = d.unwrap().path();
+            let name = d.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(!name.starts_with("forum_tmp_"), "{}", d.display());
+            if d.is_dir() {
+                for f in std::fs::read_dir(&d).unwrap() {
+                    let name = f.unwrap().file_name().to_string_lossy().into_owned();
+                    assert!(!name.starts_with("tmp_obj_"), "{}/{name}", d.display());
+                }
+            }
+        }
+    }
+}

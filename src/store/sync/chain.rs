@@ -1,0 +1,181 @@
+//! Reading entry chains without a ref: objects from the repository or through
+//! `git cat-file --batch` (which sees a server's quarantined objects), and a ledger's entry
+//! chain walked from a commit.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+
+use gix::ObjectId;
+use gix::hash::Kind as HashKind;
+use gix::objs::{Find as _, Kind};
+
+use super::git_cli::{Git, spawn_error};
+use crate::ledger::Entry;
+use crate::ledger::hash::GENESIS;
+use crate::store::git::{StoreError, commit_bytes, entry_from_message, git_err, parse_commit};
+
+/// Reads objects: from the repository itself, or through `git cat-file --batch` (which sees a
+/// server's quarantined incoming objects).
+pub trait Objects {
+    /// The object `id`, or `None` when it is absent.
+    fn read(&mut self, id: &ObjectId) -> Result<Option<(Kind, Vec<u8>)>, StoreError>;
+}
+
+/// Objects read with gix.
+pub struct RepoObjects<'a>(pub &'a gix::Repository);
+
+impl Objects for RepoObjects<'_> {
+    fn read(&mut self, id: &ObjectId) -> Result<Option<(Kind, Vec<u8>)>, StoreError> {
+        let mut buf = Vec::new();
+        match self.0.objects.try_find(id, &mut buf) {
+            Ok(Some(d)) => Ok(Some((d.kind, d.data.to_vec()))),
+            Ok(None) => Ok(None),
+            Err(e) => Err(git_err(&format!("reading object {id}"), e)),
+        }
+    }
+}
+
+/// Objects read through one long-running `git cat-file --batch`.
+pub struct CatFile {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl CatFile {
+    pub fn start(git: &Git) -> Result<CatFile, StoreError> {
+        let mut child = git
+            .command()
+            .args(["cat-file", "--batch"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(spawn_error)?;
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        Ok(CatFile {
+            child,
+            stdin,
+            stdout,
+        })
+    }
+}
+
+impl Objects for CatFile {
+    fn read(&mut self, id: &ObjectId) -> Result<Option<(Kind, Vec<u8>)>, StoreError> {
+        let broken = |e: &dyn std::fmt::Display| git_err("reading objects with git cat-file", e);
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| broken(&"it was closed"))?;
+        writeln!(stdin, "{id}")
+            .and_then(|_| stdin.flush())
+            .map_err(|e| broken(&e))?;
+        let mut header = String::new();
+        self.stdout.read_line(&mut header).map_err(|e| broken(&e))?;
+        let mut parts = header.split_whitespace();
+        let _name = parts.next();
+        let kind = match parts.next() {
+            Some("missing") | None => return Ok(None),
+            Some(k) => Kind::from_bytes(k.as_bytes()).map_err(|e| broken(&e))?,
+        };
+        let size: usize = parts
+            .next()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| broken(&format!("unexpected reply {header:?}")))?;
+        let mut data = vec![0u8; size + 1];
+        self.stdout.read_exact(&mut data).map_err(|e| broken(&e))?;
+        data.pop();
+        Ok(Some((kind, data)))
+    }
+}
+
+impl Drop for CatFile {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// One entry of a chain and the commit holding it.
+#[derive(Debug, Clone)]
+pub struct Link {
+    pub commit: ObjectId,
+    pub tree: ObjectId,
+    pub entry: Entry,
+}
+
+/// Reads the chain ending at `tip`, root first. With `check`, also checks what makes it a
+/// ledger: seq from 0 without gaps, each `prev_hash` naming the previous entry, each entry
+/// hashing to its `entry_hash`, each commit being exactly the one its entry defines. `Ok(Err)`
+/// is a chain problem in one line; `Err` is a failure to read.
+pub fn read_chain(
+    objects: &mut dyn Objects,
+    hash: HashKind,
+    tip: ObjectId,
+    check: bool,
+) -> Result<Result<Vec<Link>, String>, StoreError> {
+    let mut links = Vec::new();
+    let mut cur = Some(tip);
+    while let Some(id) = cur {
+        let Some((kind, data)) = objects.read(&id)? else {
+            return Ok(Err(format!("commit {id} is missing from the object store")));
+        };
+        if kind != Kind::Commit {
+            return Ok(Err(format!("object {id} is a {kind}, not a ledger commit")));
+        }
+        let Some(raw) = parse_commit(&data, hash) else {
+            return Ok(Err(format!("commit {id} cannot be parsed")));
+        };
+        let entry = match entry_from_message(raw.message) {
+            Ok(e) => e,
+            Err(why) => return Ok(Err(format!("commit {id}: {why}"))),
+        };
+        let parent = raw.parents.first().copied();
+        if check {
+            if raw.parents.len() > 1 {
+                return Ok(Err(format!(
+                    "commit {id} has {} parents; ledger commits have one",
+                    raw.parents.len()
+                )));
+            }
+            if commit_bytes(&entry, &raw.tree, parent.as_ref()) != data {
+                return Ok(Err(format!(
+                    "commit {id} (seq {}) is not the commit its entry defines",
+                    entry.seq
+                )));
+            }
+            if entry.computed_hash() != entry.entry_hash {
+                return Ok(Err(format!(
+                    "entry seq {} does not hash to its entry_hash: it was edited",
+                    entry.seq
+                )));
+            }
+        }
+        links.push(Link {
+            commit: id,
+            tree: raw.tree,
+            entry,
+        });
+        cur = parent;
+    }
+    links.reverse();
+    if check {
+        let mut prev = GENESIS.to_string();
+        for (i, l) in links.iter().enumerate() {
+            if l.entry.seq != i as u64 {
+                return Ok(Err(format!(
+                    "seq {} found where seq {i} belongs: entries were removed or reordered",
+                    l.entry.seq
+                )));
+            }
+            if l.entry.prev_hash != prev {
+                return Ok(Err(format!(
+                    "entry seq {i} does not link to the entry before it (prev_hash)"
+                )));
+            }
+            prev = l.entry.entry_hash.clone();
+        }
+    }
+    Ok(Ok(links))
+}

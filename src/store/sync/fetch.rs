@@ -1,0 +1,407 @@
+//! `fetch`: remote ledgers staged under `refs/forum/incoming/`, judged against the checkpoint
+//! last seen from that remote, adopted only when they verify and are consistent; the staging is
+//! cleared after every fetch.
+
+use std::path::Path;
+
+use gix::ObjectId;
+use gix::hash::Kind as HashKind;
+
+use super::chain::{RepoObjects, read_chain};
+use super::consistency::{Checkpoint, Relation, relate};
+use super::git_cli::{Git, check_remote_name, failure_line, zero_oid};
+use super::{
+    CHECKPOINTS_PREFIX, INCOMING_PREFIX, INCOMING_SIGNATURES_PREFIX, REMOTE_SIGNATURES_PREFIX,
+    REMOTES_PREFIX, SEEN_PREFIX,
+};
+use crate::ledger::hash::GENESIS;
+use crate::store::git::{GitStore, LEDGER_PREFIX, Options, StoreError, validate_ledger_name};
+
+/// What `fetch` decided about one remote ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchStatus {
+    New,
+    UpToDate,
+    Updated,
+    RedactionRewrite,
+    DoesNotVerify,
+    Truncated,
+    Rewritten,
+    /// Another remote was last seen with a different history of the same ledger.
+    SplitView,
+    Deleted,
+}
+
+impl FetchStatus {
+    pub fn label(self) -> &'static str {
+        match self {
+            FetchStatus::New => "new",
+            FetchStatus::UpToDate => "up-to-date",
+            FetchStatus::Updated => "updated",
+            FetchStatus::RedactionRewrite => "redaction-rewrite",
+            FetchStatus::DoesNotVerify => "does-not-verify",
+            FetchStatus::Truncated => "truncated",
+            FetchStatus::Rewritten => "rewritten",
+            FetchStatus::SplitView => "split-view",
+            FetchStatus::Deleted => "deleted",
+        }
+    }
+
+    pub fn adopted(self) -> bool {
+        matches!(
+            self,
+            FetchStatus::New
+                | FetchStatus::UpToDate
+                | FetchStatus::Updated
+                | FetchStatus::RedactionRewrite
+        )
+    }
+}
+
+/// One remote ledger's outcome, with the evidence.
+#[derive(Debug, Clone)]
+pub struct FetchResult {
+    pub ledger: String,
+    pub status: FetchStatus,
+    /// The remote copy's checkpoint (size 0 when the remote no longer has the ledger).
+    pub remote: Option<Checkpoint>,
+    /// The checkpoint last seen from this remote, before this fetch.
+    pub seen: Option<Checkpoint>,
+    /// For a rewrite: the root the remote's first `seen.size` entries give now.
+    pub remote_prefix_root: Option<String>,
+    /// For a split view: the other remote and the checkpoint last seen from it, which this
+    /// copy contradicts.
+    pub conflict: Option<(String, Checkpoint)>,
+    pub problem: Option<String>,
+    pub code: Option<&'static str>,
+}
+
+/// Removes the staging refs of `remote`, whatever happens to the fetch.
+struct Staging<'a> {
+    git: &'a Git,
+    prefix: String,
+}
+
+impl Staging<'_> {
+    fn clear(&self) -> Result<(), StoreError> {
+        let refs = self.git.refs_under(&self.prefix)?;
+        if refs.is_empty() {
+            return Ok(());
+        }
+        let lines: String = refs.iter().map(|(r, _)| format!("delete {r}\n")).collect();
+        self.git.update_refs("forum fetch: clear staging", &lines)
+    }
+}
+
+impl Drop for Staging<'_> {
+    fn drop(&mut self) {
+        let _ = self.clear();
+    }
+}
+
+/// Fetches every ledger of `remote` into a staging namespace, verifies each copy (deep), checks
+/// it against the checkpoint last seen from that remote, and adopts the consistent ones
+/// (`refs/forum/remotes/REMOTE/NAME` and `refs/forum/seen/REMOTE/NAME` move together). Refused
+/// copies change nothing.
+pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
+    let repo = crate::store::git::open_repo(dir)?;
+    let hash = repo.object_hash();
+    let git = Git::for_repo(&repo);
+    check_remote_name(&git, remote)?;
+    let incoming = format!("{INCOMING_PREFIX}{remote}/");
+    let staging = Staging {
+        git: &git,
+        prefix: incoming.clone(),
+    };
+    staging.clear()?;
+    let refspec = format!("+{LEDGER_PREFIX}*:{incoming}*");
+    let incoming_sigs = format!("{INCOMING_SIGNATURES_PREFIX}{remote}/");
+    let sig_staging = Staging {
+        git: &git,
+        prefix: incoming_sigs.clone(),
+    };
+    sig_staging.clear()?;
+    let sig_refspec = format!("+{CHECKPOINTS_PREFIX}*:{incoming_sigs}*");
+    // `--refmap=` keeps git from also moving refs by the remote's configured fetch refspecs
+    // (which `init` may have pointed at refs/forum/remotes/) before the copies are checked.
+    let o = git.run(&[
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--refmap=",
+        "--",
+        remote,
+        &refspec,
+        &sig_refspec,
+    ])?;
+    if !o.status.success() {
+        return Err(StoreError::Git(format!(
+            "git fetch from {remote} failed: {}; nothing was changed",
+            failure_line(&o)
+        )));
+    }
+    // A fresh handle sees the refs and objects the fetch wrote.
+    let repo = crate::store::git::open_repo(dir)?;
+    let fetched = git.refs_under(&incoming)?;
+    let seen_prefix = format!("{SEEN_PREFIX}{remote}/");
+    let seen_refs = git.refs_under(&seen_prefix)?;
+    // What every other configured remote was last seen serving: a copy must agree with each.
+    let every_seen = git.refs_under(SEEN_PREFIX)?;
+    let others: Vec<String> = git
+        .remotes()?
+        .into_iter()
+        .filter(|r| r != remote && check_remote_name(&git, r).is_ok())
+        .collect();
+    let mut results = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for (refname, _) in &fetched {
+        let Some(name) = refname.strip_prefix(&incoming) else {
+            continue;
+        };
+        names.push(name.to_string());
+        let seen_ref = format!("{seen_prefix}{name}");
+        let seen_tip = seen_refs
+            .iter()
+            .find(|(r, _)| *r == seen_ref)
+            .map(|(_, o)| o.clone());
+        let others_seen: Vec<(String, String)> = others
+            .iter()
+            .filter_map(|o| {
+                let r = format!("{SEEN_PREFIX}{o}/{name}");
+                every_seen
+                    .iter()
+                    .find(|(x, _)| *x == r)
+                    .map(|(_, oid)| (o.clone(), oid.clone()))
+            })
+            .collect();
+        results.push(judge_fetched(
+            &repo,
+            &git,
+            hash,
+            remote,
+            name,
+            refname,
+            seen_tip,
+            &others_seen,
+        )?);
+    }
+    for (seen_ref, oid) in &seen_refs {
+        let Some(name) = seen_ref.strip_prefix(&seen_prefix) else {
+            continue;
+        };
+        if names.iter().any(|n| n == name) {
+            continue;
+        }
+        let seen = seen_checkpoint(&repo, hash, oid)?;
+        results.push(FetchResult {
+            ledger: name.to_string(),
+            status: FetchStatus::Deleted,
+            remote: Some(Checkpoint {
+                size: 0,
+                root: GENESIS.to_string(),
+                commit: None,
+            }),
+            problem: Some(format!(
+                "{remote} no longer has ledger {name}; it had {} entries when last fetched",
+                seen.as_ref().map(|s| s.size).unwrap_or(0)
+            )),
+            seen,
+            remote_prefix_root: None,
+            conflict: None,
+            code: Some("deleted"),
+        });
+    }
+    drop(staging);
+    drop(sig_staging);
+    results.sort_by(|a, b| a.ledger.cmp(&b.ledger));
+    Ok(results)
+}
+
+fn seen_checkpoint(
+    repo: &gix::Repository,
+    hash: HashKind,
+    oid: &str,
+) -> Result<Option<Checkpoint>, StoreError> {
+    let Ok(id) = ObjectId::from_hex(oid.as_bytes()) else {
+        return Ok(None);
+    };
+    match read_chain(&mut RepoObjects(repo), hash, id, false)? {
+        Ok(chain) => Ok(Some(Checkpoint::of(&chain, chain.len()))),
+        Err(_) => Ok(None),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn judge_fetched(
+    repo: &gix::Repository,
+    git: &Git,
+    hash: HashKind,
+    remote: &str,
+    name: &str,
+    staged_ref: &str,
+    seen_tip: Option<String>,
+    others_seen: &[(String, String)],
+) -> Result<FetchResult, StoreError> {
+    let mut result = FetchResult {
+        ledger: name.to_string(),
+        status: FetchStatus::DoesNotVerify,
+        remote: None,
+        seen: None,
+        remote_prefix_root: None,
+        conflict: None,
+        problem: None,
+        code: None,
+    };
+    if let Err(e) = validate_ledger_name(name) {
+        result.problem = Some(format!("the remote offers a ledger with a bad name: {e}"));
+        result.code = Some("invalid-name");
+        return Ok(result);
+    }
+    // The remote's signed checkpoints, fetched beside the copy, are checked with it.
+    let staged_sigs = format!("{INCOMING_SIGNATURES_PREFIX}{remote}/{name}");
+    let store = GitStore::at_ref(repo.clone(), staged_ref, Options::default())?
+        .with_signatures(name, &staged_sigs);
+    let report = store.verify(true)?;
+    let tip = store.tip_id()?;
+    let mut objects = RepoObjects(repo);
+    let chain = match tip {
+        Some(t) => read_chain(&mut objects, hash, t, false)?.ok(),
+        None => None,
+    };
+    result.remote = chain.as_ref().map(|c| Checkpoint::of(c, c.len()));
+    let seen_chain = match &seen_tip {
+        Some(oid) => {
+            let id = ObjectId::from_hex(oid.as_bytes())
+                .map_err(|e| StoreError::Corrupt(format!("{SEEN_PREFIX}{remote}/{name}: {e}")))?;
+            match read_chain(&mut objects, hash, id, false)? {
+                Ok(c) => Some(c),
+                Err(why) => {
+                    return Err(StoreError::Corrupt(format!(
+                        "{SEEN_PREFIX}{remote}/{name} is unreadable ({why}); delete it with `git update-ref -d {SEEN_PREFIX}{remote}/{name}` to trust the remote afresh"
+                    )));
+                }
+            }
+        }
+        None => None,
+    };
+    result.seen = seen_chain.as_ref().map(|c| Checkpoint::of(c, c.len()));
+    if !report.passed() {
+        let at = report
+            .first_bad_seq
+            .map(|s| format!(" at seq {s}"))
+            .unwrap_or_default();
+        result.problem = Some(format!(
+            "{remote}'s copy does not verify{at}: {}",
+            report.problem.as_deref().unwrap_or("unknown problem")
+        ));
+        result.code = report.code.or(Some("does-not-verify"));
+        return Ok(result);
+    }
+    let chain = chain.ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "{staged_ref} verified but its chain cannot be read"
+        ))
+    })?;
+    // What is adopted must be what was verified: the staged ref is read twice (by verify, then
+    // here), and another fetch of the same remote may have moved it in between.
+    let judged = Checkpoint::of(&chain, chain.len());
+    if judged.size != report.entries || judged.root != report.checkpoint {
+        return Err(StoreError::Contended(format!(
+            "{staged_ref} moved while it was being checked (another fetch from {remote}?); nothing was adopted: run `git forum fetch {remote}` again"
+        )));
+    }
+    let old = seen_chain.unwrap_or_default();
+    let relation = relate(&old, &chain);
+    let seen = result.seen.clone();
+    let now = result.remote.clone().expect("set above");
+    match relation {
+        Relation::Truncated => {
+            result.status = FetchStatus::Truncated;
+            result.code = Some("truncated");
+            result.problem = Some(format!(
+                "{remote}'s copy has {} entries but {} were seen before (seen: {}; now: {}): entries were removed from the tail",
+                now.size,
+                old.len(),
+                seen.as_ref().expect("seen"),
+                now
+            ));
+            return Ok(result);
+        }
+        Relation::Rewritten => {
+            let prefix = Checkpoint::of(&chain, old.len());
+            let first = old
+                .iter()
+                .zip(&chain)
+                .position(|(a, b)| a.entry.entry_hash != b.entry.entry_hash)
+                .unwrap_or(0);
+            result.status = FetchStatus::Rewritten;
+            result.code = Some("rewritten");
+            result.remote_prefix_root = Some(prefix.root.clone());
+            result.problem = Some(format!(
+                "{remote}'s first {} entries hash to {}, not to the seen root {} (first difference at seq {first}; seen: {}; now: {}): history was rewritten or forked",
+                old.len(),
+                prefix.root,
+                seen.as_ref().expect("seen").root,
+                seen.as_ref().expect("seen"),
+                now
+            ));
+            return Ok(result);
+        }
+        Relation::New => result.status = FetchStatus::New,
+        Relation::UpToDate => result.status = FetchStatus::UpToDate,
+        Relation::Extends => result.status = FetchStatus::Updated,
+        Relation::RedactionRewrite => result.status = FetchStatus::RedactionRewrite,
+    }
+    // Split views: the copy must agree, entry for entry over their common length, with what
+    // every other remote was last seen serving of this ledger.
+    for (other, oid) in others_seen {
+        let seen_ref = format!("{SEEN_PREFIX}{other}/{name}");
+        let id = ObjectId::from_hex(oid.as_bytes())
+            .map_err(|e| StoreError::Corrupt(format!("{seen_ref}: {e}")))?;
+        let their = match read_chain(&mut objects, hash, id, false)? {
+            Ok(c) => c,
+            Err(why) => {
+                return Err(StoreError::Corrupt(format!(
+                    "{seen_ref} is unreadable ({why}); delete it with `git update-ref -d {seen_ref}` to trust {other} afresh"
+                )));
+            }
+        };
+        let Some(first) = their
+            .iter()
+            .zip(&chain)
+            .position(|(a, b)| a.entry.entry_hash != b.entry.entry_hash)
+        else {
+            continue;
+        };
+        let theirs = Checkpoint::of(&their, their.len());
+        result.status = FetchStatus::SplitView;
+        result.code = Some("split-view");
+        result.problem = Some(format!(
+            "{remote} and {other} serve different histories of ledger {name} (first difference at seq {first}; {remote} now: {now}; {other} last seen: {theirs}): one of them forked it; if it was {other}, drop its view with `git update-ref -d {seen_ref}` and fetch again"
+        ));
+        result.conflict = Some((other.clone(), theirs));
+        return Ok(result);
+    }
+    // Adopt: both refs move in one transaction, the seen ref only from the value it was judged
+    // against.
+    let tip = chain.last().expect("a verified ledger has entries").commit;
+    let old_seen = seen_tip.unwrap_or_else(|| zero_oid(hash));
+    let mut lines = format!(
+        "update {REMOTES_PREFIX}{remote}/{name} {tip}\nupdate {SEEN_PREFIX}{remote}/{name} {tip} {old_seen}\n"
+    );
+    if let Some((_, sigs)) = git
+        .refs_under(&staged_sigs)?
+        .into_iter()
+        .find(|(r, _)| *r == staged_sigs)
+    {
+        lines.push_str(&format!(
+            "update {REMOTE_SIGNATURES_PREFIX}{remote}/{name} {sigs}\n"
+        ));
+    }
+    git.update_refs(
+        &format!("forum fetch {remote}: {}", result.status.label()),
+        &lines,
+    )?;
+    Ok(result)
+}

@@ -1,0 +1,179 @@
+//! The checks behind the hooks: the server-side update check (pre-receive) and the pre-push
+//! check, both held to the same consistency rules as `fetch`.
+
+use gix::ObjectId;
+use gix::hash::Kind as HashKind;
+
+use super::PRE_PUSH_PREFIX;
+use super::chain::{Objects, RepoObjects, read_chain};
+use super::consistency::{Checkpoint, Relation, check_bodies, check_redaction_rewrite, relate};
+use super::git_cli::{Git, is_zero};
+use crate::store::git::{
+    GitStore, LEDGER_PREFIX, Options, StoreError, git_err, validate_ledger_name,
+};
+
+/// One ref update a hook was told about.
+#[derive(Debug, Clone)]
+pub struct RefUpdate {
+    pub refname: String,
+    pub old: String,
+    pub new: String,
+}
+
+/// Checks one update of a ledger ref on the receiving side: no deletion; the new chain must be
+/// a well-formed ledger; and it must extend the old chain entry for entry, allowing a
+/// redaction-only rewrite. `Ok(Err)` is the refusal in one line.
+pub fn check_server_update(
+    objects: &mut dyn Objects,
+    hash: HashKind,
+    update: &RefUpdate,
+) -> Result<Result<(), String>, StoreError> {
+    if !update.refname.starts_with(LEDGER_PREFIX) {
+        return Ok(Ok(()));
+    }
+    if is_zero(&update.new) {
+        return Ok(Err(
+            "ledgers are append-only; deleting one is not allowed".into()
+        ));
+    }
+    let parse =
+        |s: &str| ObjectId::from_hex(s.as_bytes()).map_err(|e| git_err("reading an object id", e));
+    let new_id = parse(&update.new)?;
+    let new = match read_chain(objects, hash, new_id, true)? {
+        Ok(c) => c,
+        Err(why) => return Ok(Err(format!("the pushed ledger is not valid: {why}"))),
+    };
+    // Bodies too, as `verify --deep` checks them: a commit rebuilt around another blob keeps
+    // its message, so the entry chain alone does not show it.
+    if let Err(why) = check_bodies(objects, hash, &new)? {
+        return Ok(Err(format!("the pushed ledger is not valid: {why}")));
+    }
+    if is_zero(&update.old) {
+        return Ok(Ok(()));
+    }
+    let old = match read_chain(objects, hash, parse(&update.old)?, false)? {
+        Ok(c) => c,
+        // The current value is not a readable ledger (it predates the hook, or is damaged):
+        // nothing to hold the update to.
+        Err(_) => return Ok(Ok(())),
+    };
+    Ok(match relate(&old, &new) {
+        Relation::New | Relation::UpToDate | Relation::Extends => Ok(()),
+        Relation::RedactionRewrite => check_redaction_rewrite(objects, hash, &old, &new)?,
+        Relation::Truncated => Err(format!(
+            "the update would shorten the ledger from {} to {} entries; ledgers are append-only",
+            old.len(),
+            new.len()
+        )),
+        Relation::Rewritten => {
+            let first = old
+                .iter()
+                .zip(&new)
+                .position(|(a, b)| a.entry.entry_hash != b.entry.entry_hash)
+                .unwrap_or(0);
+            Err(format!(
+                "the update rewrites published entries (first difference at seq {first}); ledgers are append-only"
+            ))
+        }
+    })
+}
+
+/// Checks what a pre-push hook was told: each ledger ref about to be published must verify
+/// (deep) at the pushed commit and must not rewind or rewrite what the remote has (a
+/// redaction-only rewrite excepted). Code refs are never looked at. Returns the refusals, one
+/// line each.
+pub fn check_pre_push(
+    repo: &gix::Repository,
+    updates: &[(String, String, String, String)],
+) -> Result<Vec<String>, StoreError> {
+    let hash = repo.object_hash();
+    let git = Git::for_repo(repo);
+    let mut refusals = Vec::new();
+    for (local_ref, local_oid, remote_ref, remote_oid) in updates {
+        let Some(name) = remote_ref.strip_prefix(LEDGER_PREFIX) else {
+            continue;
+        };
+        if is_zero(local_oid) {
+            refusals.push(format!(
+                "ledger {name}: deleting a published ledger is not allowed; ledgers are append-only"
+            ));
+            continue;
+        }
+        let local_id = ObjectId::from_hex(local_oid.as_bytes())
+            .map_err(|e| git_err("reading the pushed object id", e))?;
+        // Verify the local ledger itself when its ref is what is pushed (so its reflog and
+        // recorded checkpoints count); otherwise the pushed commit through a temporary ref.
+        let named = local_ref
+            .strip_prefix(LEDGER_PREFIX)
+            .filter(|n| validate_ledger_name(n).is_ok())
+            .map(|n| GitStore::new(repo.clone(), n, Options::default()))
+            .transpose()?
+            .filter(|s| s.tip_id().ok().flatten() == Some(local_id));
+        let report = match named {
+            Some(store) => store.verify(true)?,
+            None => {
+                let temp = format!("{PRE_PUSH_PREFIX}{}-{local_oid}", std::process::id());
+                git.update_refs(
+                    "forum pre-push: verify",
+                    &format!("update {temp} {local_oid}\n"),
+                )?;
+                let r = GitStore::at_ref(repo.clone(), &temp, Options::default())
+                    .and_then(|s| s.verify(true));
+                let _ = git.update_refs("forum pre-push: done", &format!("delete {temp}\n"));
+                r?
+            }
+        };
+        if !report.passed() {
+            let at = report
+                .first_bad_seq
+                .map(|s| format!(" at seq {s}"))
+                .unwrap_or_default();
+            refusals.push(format!(
+                "ledger {name} does not verify{at}: {} [{}]",
+                report.problem.as_deref().unwrap_or("unknown problem"),
+                report.code.unwrap_or("")
+            ));
+            continue;
+        }
+        if is_zero(remote_oid) {
+            continue;
+        }
+        let remote_id = ObjectId::from_hex(remote_oid.as_bytes())
+            .map_err(|e| git_err("reading the remote object id", e))?;
+        let mut objects = RepoObjects(repo);
+        let old = match read_chain(&mut objects, hash, remote_id, false)? {
+            Ok(c) => c,
+            Err(_) => {
+                refusals.push(format!(
+                    "ledger {name}: the remote is at {remote_oid}, which this repository does not have; run `git forum fetch` first"
+                ));
+                continue;
+            }
+        };
+        let new = match read_chain(&mut objects, hash, local_id, false)? {
+            Ok(c) => c,
+            Err(why) => {
+                refusals.push(format!("ledger {name}: {why}"));
+                continue;
+            }
+        };
+        match relate(&old, &new) {
+            Relation::New | Relation::UpToDate | Relation::Extends => {}
+            Relation::RedactionRewrite => {
+                if let Err(why) = check_redaction_rewrite(&mut objects, hash, &old, &new)? {
+                    refusals.push(format!("ledger {name}: {why}"));
+                }
+            }
+            Relation::Truncated => refusals.push(format!(
+                "ledger {name}: the push would rewind the remote's ledger from {} to {} entries",
+                old.len(),
+                new.len()
+            )),
+            Relation::Rewritten => refusals.push(format!(
+                "ledger {name}: the push would rewrite entries the remote already has (its checkpoint {} is not a prefix of what is pushed)",
+                Checkpoint::of(&old, old.len())
+            )),
+        }
+    }
+    Ok(refusals)
+}

@@ -1,0 +1,58 @@
+//! Sharing ledgers through ordinary git remotes: `push`, `fetch` with consistency checks against
+//! the last checkpoint seen from each remote, and the checks behind the pre-push and server-side
+//! hooks.
+//!
+//! Network work is done by spawning `git` (gix cannot push, and spawning git keeps credential
+//! helpers, ssh config and `insteadOf` exactly as the user has them). Refs involved:
+//!
+//! * `refs/forum/ledgers/NAME`: the local ledger, pushed without `+` (fast-forward only);
+//! * `refs/forum/incoming/REMOTE/NAME`: a staging copy fetched with `+`, so a rewritten remote
+//!   ledger can be looked at instead of being refused by git unseen; deleted after every fetch;
+//! * `refs/forum/remotes/REMOTE/NAME`: the remote's ledger as last adopted (by `fetch` only);
+//! * `refs/forum/unverified/REMOTE/NAME`: where plain `git fetch` puts it (the refspec `init`
+//!   adds), unverified and read by nothing;
+//! * `refs/forum/seen/REMOTE/NAME`: the tip commit of the last copy that verified and was
+//!   consistent; its size and Merkle root are the checkpoint the next fetch is held to.
+//!
+//! "Consistent" means the entry chain extends the seen one entry for entry. A copy whose commit
+//! ids differ but whose entry hashes are identical is a redaction-only rewrite (a redaction
+//! changes trees, never entries) and is accepted; a shorter copy (truncated) or one whose first
+//! entries hash differently (rewritten or forked) is reported with both checkpoints and never
+//! adopted.
+//!
+//! The work is split by job: `git_cli.rs` runs git with bounded output, `chain.rs` reads entry
+//! chains, `consistency.rs` is the split-view check, `push.rs` and `fetch.rs` are the two
+//! directions (fetch with its unverified staging), `hooks.rs` the checks behind the hooks.
+
+mod chain;
+mod consistency;
+mod fetch;
+mod git_cli;
+mod hooks;
+mod push;
+
+pub use chain::{CatFile, Link, Objects, RepoObjects, read_chain};
+pub use consistency::{Checkpoint, Relation, check_bodies, relate};
+pub use fetch::{FetchResult, FetchStatus, fetch};
+pub use git_cli::{GIT_OUTPUT_LIMIT, Git, check_remote_name, failure_line};
+pub use hooks::{RefUpdate, check_pre_push, check_server_update};
+pub use push::{PushResult, PushStatus, local_ledgers, push};
+
+/// Where fetched copies wait while they are checked.
+pub const INCOMING_PREFIX: &str = "refs/forum/incoming/";
+/// Where a remote's signed checkpoints are staged while its ledgers are checked.
+pub const INCOMING_SIGNATURES_PREFIX: &str = "refs/forum/incoming-checkpoints/";
+/// Where the signed checkpoints of adopted remote ledgers are kept.
+pub const REMOTE_SIGNATURES_PREFIX: &str = "refs/forum/remote-checkpoints/";
+/// Where a repository keeps its own signed checkpoints.
+pub const CHECKPOINTS_PREFIX: &str = "refs/forum/checkpoints/";
+/// Where adopted remote copies live.
+pub const REMOTES_PREFIX: &str = "refs/forum/remotes/";
+/// Where plain `git fetch` leaves a remote's ledgers (the refspec `init` adds): copies nobody
+/// verified, which nothing reads; only `git forum fetch` adopts into [`REMOTES_PREFIX`].
+pub const UNVERIFIED_PREFIX: &str = "refs/forum/unverified/";
+/// Where the pre-push hook briefly points a ref at a pushed commit that is not a ledger's tip,
+/// to verify it.
+pub const PRE_PUSH_PREFIX: &str = "refs/forum/pre-push/";
+/// Where the last verified checkpoint of each remote ledger is kept (as its tip commit).
+pub const SEEN_PREFIX: &str = "refs/forum/seen/";

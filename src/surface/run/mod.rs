@@ -1,0 +1,75 @@
+//! The run operations of the surface: list runs, submit and resume, list and decide gates,
+//! the receipts of a run, and planning without a run. Each returns a typed report; the CLI
+//! renders it, the daemon and MCP serialize it.
+//!
+//! Reads take the ledger's entries and a [`Bodies`] reader, so each caller keeps its own fast
+//! path (the CLI reads its git store, the daemon its entry cache); writes go through a
+//! [`crate::ledger::Storage`].
+
+pub mod clock;
+pub mod gates;
+pub mod options;
+pub mod plan;
+pub mod receipt;
+pub mod runs;
+pub mod submit;
+
+pub use clock::RunClock;
+pub use gates::{Decide, Decision, GateDecided, GateList, GateRow, decide, gates, pending};
+pub use options::{CommandSpec, ContextSource, RunOptions};
+pub use receipt::{Receipt, RunReceipt, forum_receipt, receipt_of, run_receipt};
+pub use runs::{RunRow, Runs, runs};
+pub use submit::{Go, RunReport, class_of, run_report};
+
+use std::cell::RefCell;
+
+use serde_json::Value as J;
+
+use super::Error;
+use crate::ledger::{Entry, StorageError};
+
+/// Bodies for the run projections, which take a body or nothing: the first body that cannot be
+/// read (one that does not hash to its entry included) is kept, so the operation fails with it
+/// instead of reading the body as absent.
+pub struct Bodies<'a> {
+    read: &'a dyn Fn(&Entry) -> Result<Option<J>, String>,
+    failed: RefCell<Option<String>>,
+}
+
+impl<'a> Bodies<'a> {
+    /// Reads each body with `read` (`Ok(None)`: redacted).
+    pub fn new(read: &'a dyn Fn(&Entry) -> Result<Option<J>, String>) -> Bodies<'a> {
+        Bodies {
+            read,
+            failed: RefCell::new(None),
+        }
+    }
+
+    /// The body of `e`, `None` when redacted or unreadable (kept for [`Bodies::done`]).
+    pub fn get(&self, e: &Entry) -> Option<J> {
+        match (self.read)(e) {
+            Ok(b) => b,
+            Err(m) => {
+                self.failed.borrow_mut().get_or_insert(m);
+                None
+            }
+        }
+    }
+
+    /// The first failure, if any body could not be read.
+    pub fn done(&self) -> super::Result<()> {
+        match self.failed.borrow_mut().take() {
+            Some(m) => Err(Error::internal(m)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A ledger error as the surface reports it: a refused entry is the caller's input, anything
+/// else the store's failure.
+pub fn storage(e: StorageError) -> Error {
+    match e {
+        StorageError::Invalid(m) => Error::usage(m),
+        other => Error::internal(other.to_string()).with_source(other),
+    }
+}

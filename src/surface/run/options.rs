@@ -1,0 +1,326 @@
+//! The options of a run, once: one typed struct that the CLI's flags and the daemon's JSON
+//! arguments both convert into, checked and turned into the engine's [`run::Options`] here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::context::ContextBudget;
+use crate::exec::config;
+use crate::ledger::{Entry, Storage, Value};
+use crate::policy::Policy;
+use crate::report;
+use crate::run::{
+    self, CommandContext, CommandVerifier, ContextProvider, GatePolicy, LedgerContext, Verifier,
+};
+use crate::store::git::GitStore;
+use crate::surface::{Error, Result};
+
+/// The delivery profiles a run may be checked against.
+pub const PROFILES: [&str; 4] = ["operator", "engineer", "researcher", "executive"];
+
+/// Capsules fed to a run are Forum's defaults: the last 8 task results, texts clipped to 240
+/// code points.
+pub const CAPSULE_MAX_ITEMS: usize = 8;
+/// See [`CAPSULE_MAX_ITEMS`].
+pub const CAPSULE_MAX_TEXT_CHARS: usize = 240;
+
+/// A command line (split like a shell, run without one) and the seconds it may take.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandSpec {
+    pub line: String,
+    pub timeout: f64,
+}
+
+/// Where request and per-task context come from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum ContextSource {
+    /// No context.
+    #[default]
+    None,
+    /// `CMD request REQUEST` before planning, `CMD task TASK_ID INSTRUCTION` before each task.
+    Command(CommandSpec),
+    /// The ledger's context capsule as the request context.
+    Capsule,
+}
+
+/// What a submit or a resume is asked to do, whichever transport asked.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunOptions {
+    /// Stop once this many model calls have started.
+    pub max_model_calls: Option<u64>,
+    /// Stop once this many seconds have passed.
+    pub max_seconds: Option<f64>,
+    /// Token limits on what reaches prompts.
+    pub context_budget: Option<ContextBudget>,
+    /// Where context comes from.
+    pub context: ContextSource,
+    /// Ask the orchestrator seat whether a flagged answer drifted.
+    pub judge_intent: bool,
+    /// Ask the orchestrator seat for a tighter answer when the delivery floor flags it.
+    pub revise: bool,
+    /// Check the delivered answer with a command.
+    pub verify: Option<CommandSpec>,
+    /// Cap on the tokens each free-text call may generate.
+    pub max_output_tokens: Option<u32>,
+    /// Witness a checkpoint and sync after each wave.
+    pub checkpoint_each_wave: bool,
+    /// The delivery profile to check the answer against.
+    pub delivery_profile: Option<String>,
+    /// Waves (0-based) that wait for a decision.
+    pub gate_waves: Vec<usize>,
+    /// Seconds a pending gate waits before it expires.
+    pub gate_deadline: Option<f64>,
+    /// What an expired gate becomes (`approve` or `reject`).
+    pub gate_on_expiry: Option<String>,
+}
+
+/// A positive, finite number of seconds for `flag`.
+fn seconds(flag: &str, s: f64) -> Result<Duration> {
+    if !(s.is_finite() && s > 0.0) {
+        return Err(Error::usage(format!(
+            "--{flag} {s} must be a number of seconds above 0"
+        )));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+/// Splits a `--*-cmd` value; an unsplittable or empty line is a usage error.
+fn argv_of(flag: &str, line: &str) -> Result<Vec<String>> {
+    config::split_cmd(line).map_err(|e| Error::usage(format!("--{flag}: {e}")))
+}
+
+/// A delivery profile name, refused unless it is one of [`PROFILES`].
+pub fn check_profile(p: &str) -> Result<()> {
+    if !PROFILES.contains(&p.trim().to_lowercase().as_str()) {
+        return Err(Error::usage(format!(
+            "unknown delivery profile {p:?}; valid profiles: {}",
+            PROFILES.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+impl RunOptions {
+    /// Checks every option and builds the engine's options under `policy`, without the
+    /// context provider ([`RunOptions::context_provider`] makes it once the ledger is open):
+    /// a bad option is refused before the ledger is read.
+    pub fn build(&self, policy: Policy) -> Result<run::Options> {
+        for (flag, v) in [
+            ("max-seconds", self.max_seconds),
+            ("gate-deadline", self.gate_deadline),
+        ] {
+            if let Some(s) = v
+                && !(s.is_finite() && s >= 0.0)
+            {
+                return Err(Error::usage(format!(
+                    "--{flag} {s} must be a number of seconds, 0 or more"
+                )));
+            }
+        }
+        let verifier: Option<Arc<dyn Verifier>> = match &self.verify {
+            Some(c) => Some(Arc::new(CommandVerifier::new(
+                argv_of("verify-cmd", &c.line)?,
+                seconds("verify-timeout", c.timeout)?,
+            ))),
+            None => None,
+        };
+        if let ContextSource::Command(_) = &self.context {
+            self.context_provider(|| Ok(Vec::new()))?;
+        }
+        if let Some(p) = &self.delivery_profile {
+            check_profile(p)?;
+        }
+        Ok(run::Options {
+            max_model_calls: self.max_model_calls,
+            max_seconds: self.max_seconds,
+            context_budget: self.context_budget,
+            policy,
+            checkpoint_each_wave: self.checkpoint_each_wave,
+            delivery_profile: self.delivery_profile.clone(),
+            gates: GatePolicy {
+                waves: self.gate_waves.iter().copied().collect(),
+                question: None,
+                deadline_seconds: self.gate_deadline,
+                on_expiry: self.gate_on_expiry.clone(),
+            },
+            max_output_tokens: self.max_output_tokens,
+            judge_intent: self.judge_intent,
+            revise: self.revise,
+            verifier,
+            context: None,
+            interrupt: None,
+        })
+    }
+
+    /// The context provider of [`RunOptions::context`], if any. `pre` is the ledger as read
+    /// before the run (for the capsule); it is called only when the capsule is asked for.
+    pub fn context_provider(
+        &self,
+        pre: impl FnOnce() -> Result<Vec<(Entry, Option<Value>)>>,
+    ) -> Result<Option<Arc<dyn ContextProvider>>> {
+        context_provider(&self.context, pre)
+    }
+}
+
+/// The context provider `source` names, if any (see [`RunOptions::context_provider`]).
+pub fn context_provider(
+    source: &ContextSource,
+    pre: impl FnOnce() -> Result<Vec<(Entry, Option<Value>)>>,
+) -> Result<Option<Arc<dyn ContextProvider>>> {
+    match source {
+        ContextSource::None => Ok(None),
+        ContextSource::Command(c) => {
+            let argv = argv_of("context-cmd", &c.line)?;
+            let timeout = seconds("context-timeout", c.timeout)?;
+            Ok(Some(Arc::new(CommandContext::new(argv, timeout))))
+        }
+        ContextSource::Capsule => {
+            let pre = pre()?;
+            Ok(Some(Arc::new(LedgerContext::new(
+                "the ledger capsule",
+                move |ledger| {
+                    capsule_text_of(&pre, ledger, CAPSULE_MAX_ITEMS, CAPSULE_MAX_TEXT_CHARS)
+                },
+            ))))
+        }
+    }
+}
+
+/// The capsule text of a ledger whose entries up to some seq were read already (`pre`, read
+/// in one walk) and whose newer entries are read through `ledger`.
+pub fn capsule_text_of(
+    pre: &[(Entry, Option<Value>)],
+    ledger: &dyn Storage,
+    max_items: usize,
+    max_text_chars: usize,
+) -> std::result::Result<String, String> {
+    let mut items = pre.to_vec();
+    let n = ledger.len().map_err(|e| e.to_string())?;
+    for seq in items.len() as u64..n {
+        let e = ledger
+            .get(seq)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("the ledger has no entry at seq {seq}"))?;
+        let body = ledger.payload_at(seq).map_err(|e| e.to_string())?;
+        items.push((e, body));
+    }
+    let snap = report::Snapshot::from_items(items);
+    Ok(report::capsule_text(&report::build_context_capsule(
+        &snap,
+        max_items,
+        max_text_chars,
+    )))
+}
+
+/// Every entry of a git ledger with its body, in one walk (none when it does not exist yet).
+pub fn preload(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>> {
+    let read = |e: crate::store::git::StoreError| Error::internal(e.to_string()).with_source(e);
+    if !store.exists().map_err(read)? {
+        return Ok(Vec::new());
+    }
+    crate::surface::reports::load_git(store).map_err(read)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::surface::Class;
+
+    fn refused(o: RunOptions, needle: &str) {
+        let e = o.build(Policy::default()).unwrap_err();
+        assert_eq!(e.class, Class::Usage, "{e}");
+        assert!(e.message.contains(needle), "{needle}: {e}");
+    }
+
+    #[test]
+    fn bad_options_are_usage_errors_before_anything_runs() {
+        refused(
+            RunOptions {
+                max_seconds: Some(f64::NAN),
+                ..RunOptions::default()
+            },
+            "--max-seconds",
+        );
+        refused(
+            RunOptions {
+                gate_deadline: Some(-1.0),
+                ..RunOptions::default()
+            },
+            "--gate-deadline",
+        );
+        refused(
+            RunOptions {
+                delivery_profile: Some("poet".into()),
+                ..RunOptions::default()
+            },
+            "valid profiles: operator, engineer, researcher, executive",
+        );
+        refused(
+            RunOptions {
+                verify: Some(CommandSpec {
+                    line: "check".into(),
+                    timeout: 0.0,
+                }),
+                ..RunOptions::default()
+            },
+            "--verify-timeout",
+        );
+        refused(
+            RunOptions {
+                context: ContextSource::Command(CommandSpec {
+                    line: String::new(),
+                    timeout: 5.0,
+                }),
+                ..RunOptions::default()
+            },
+            "--context-cmd",
+        );
+    }
+
+    #[test]
+    fn good_options_become_the_engines_options() {
+        let o = RunOptions {
+            max_model_calls: Some(3),
+            max_seconds: Some(9.0),
+            delivery_profile: Some("Engineer".into()),
+            gate_waves: vec![2, 1, 2],
+            gate_deadline: Some(60.0),
+            gate_on_expiry: Some("approve".into()),
+            verify: Some(CommandSpec {
+                line: "check --strict".into(),
+                timeout: 5.0,
+            }),
+            ..RunOptions::default()
+        };
+        let built = o.build(Policy::default()).unwrap();
+        assert_eq!(built.max_model_calls, Some(3));
+        assert_eq!(built.max_seconds, Some(9.0));
+        assert_eq!(
+            built.gates.waves.iter().copied().collect::<Vec<_>>(),
+            [1, 2]
+        );
+        assert_eq!(built.gates.deadline_seconds, Some(60.0));
+        assert_eq!(built.gates.on_expiry.as_deref(), Some("approve"));
+        assert!(built.verifier.is_some());
+        assert!(
+            built.context.is_none(),
+            "the context is made once the ledger is open"
+        );
+        let capsule = RunOptions {
+            context: ContextSource::Capsule,
+            ..RunOptions::default()
+        };
+        assert!(
+            capsule
+                .context_provider(|| Ok(Vec::new()))
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            RunOptions::default()
+                .context_provider(|| panic!("no capsule asked for"))
+                .unwrap()
+                .is_none()
+        );
+    }
+}
