@@ -30,6 +30,7 @@ pub mod runtime;
 pub mod serve;
 pub mod submit;
 pub mod sync;
+pub mod tlog;
 pub mod verify;
 
 /// Run fleets of AI agents in a repository and keep every decision in a tamper-evident ledger
@@ -87,7 +88,7 @@ pub enum Command {
     /// Check the chain, every commit and (with --deep) every body.
     Verify(verify::VerifyArgs),
     /// Print the Merkle checkpoint and record it as a witness for later verifies.
-    Checkpoint(verify::CheckpointArgs),
+    Checkpoint(tlog::CheckpointCmd),
     /// Flush the repository (appends written with --no-fsync become durable) and empty the
     /// ledger's write-ahead log.
     Sync(verify::SyncArgs),
@@ -138,6 +139,12 @@ pub enum Command {
     Prove(proof::ProveArgs),
     /// Check a proof file, without a repository.
     VerifyProof(proof::VerifyProofArgs),
+    /// Write a signed-note key pair (Go's sumdb note format) for `checkpoint --note`.
+    Keygen(tlog::KeygenArgs),
+    /// The standard tree as C2SP tlog-tiles (`tiles export DIR`).
+    Tiles(tlog::TilesArgs),
+    /// Cosign a signed note only when its tree extends the one last accepted for its origin.
+    Witness(tlog::WitnessArgs),
     /// Remove a body from the ledger for good; hashes and checkpoints stay valid.
     Redact(redact::RedactArgs),
     /// Append one entry to the ledger.
@@ -439,7 +446,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Replay(a) => read::replay(ctx, a),
         Command::Why(a) => read::why(ctx, a),
         Command::Verify(a) => verify::verify(ctx, a),
-        Command::Checkpoint(a) => verify::checkpoint(ctx, a),
+        Command::Checkpoint(a) => tlog::checkpoint(ctx, a),
         Command::Sync(a) => verify::sync(ctx, a),
         Command::Import(a) => interop::import(ctx, a),
         Command::Doctor(a) => doctor::run(ctx, a),
@@ -447,6 +454,9 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Man(a) => man::run(ctx, a),
         Command::Prove(a) => proof::prove(ctx, a),
         Command::VerifyProof(a) => proof::verify_proof(ctx, a),
+        Command::Keygen(a) => tlog::keygen(ctx, a),
+        Command::Tiles(a) => tlog::tiles(ctx, a),
+        Command::Witness(a) => tlog::witness(ctx, a),
         Command::Redact(a) => redact::run(ctx, a),
         Command::Route(a) => route::run(ctx, a),
         Command::Plan(a) => plan::run(ctx, a),

@@ -29,6 +29,13 @@ pub struct ProveArgs {
     /// Write the proof to FILE instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Print a standard C2SP tlog-proof (index, audit path, the signed checkpoint note of
+    /// `checkpoint --note`) instead of git forum's own proof.
+    #[arg(long, conflicts_with_all = ["consistency_from", "tlog"])]
+    pub tlog_proof: bool,
+    /// With --consistency-from: print the standard consistency path between two signed notes.
+    #[arg(long, requires = "consistency_from")]
+    pub tlog: bool,
 }
 
 /// The largest proof file `verify-proof` reads. A proof holds one entry's fields, at most 64
@@ -53,6 +60,13 @@ pub struct VerifyProofArgs {
     /// Refuse a proof whose checkpoint is not signed by a trusted key.
     #[arg(long)]
     pub require_signature: bool,
+    /// A trusted signed-note verifier key (`name+hash+base64`) for standard proofs; repeatable
+    /// (default: `forum.noteVerifiers`).
+    #[arg(long, value_name = "KEY")]
+    pub note_verifier: Vec<String>,
+    /// The entry hash a tlog-proof is about (a tlog-proof names only its index).
+    #[arg(long, value_name = "HEX")]
+    pub entry_hash: Option<String>,
 }
 
 fn write_out(ctx: &Ctx, out: Option<&PathBuf>, text: &str) -> Result<(), CliError> {
@@ -70,6 +84,10 @@ fn write_out(ctx: &Ctx, out: Option<&PathBuf>, text: &str) -> Result<(), CliErro
 }
 
 pub fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
+    if args.tlog_proof || args.tlog {
+        let text = super::tlog::prove(ctx, &args)?;
+        return write_out(ctx, args.out.as_ref(), text.trim_end_matches('\n'));
+    }
     let store = ctx.existing_store()?;
     let entries = store.entries()?;
     let len = entries.len() as u64;
@@ -142,6 +160,11 @@ pub fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
 pub fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliError> {
     let text = super::input::read_limited_text(&args.file, MAX_PROOF_BYTES, "proof file", "")
         .map_err(CliError::usage)?;
+    if text.starts_with(crate::store::note::TLOG_PROOF_HEADER)
+        || text.starts_with(crate::store::note::CONSISTENCY_HEADER)
+    {
+        return super::tlog::verify_proof(ctx, &args, &text);
+    }
     let result = verify_text(&text).and_then(|v| {
         let cp = match &v {
             Verified::Inclusion(p) => &p.checkpoint,

@@ -6,6 +6,7 @@ pub mod hash;
 pub mod kind;
 pub mod merkle;
 pub mod proof;
+pub mod tlog;
 
 use std::collections::HashMap;
 

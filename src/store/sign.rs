@@ -261,7 +261,11 @@ pub fn check(
     }
 }
 
-fn git_ok(dir: &Path, args: &[&str], input: Option<&[u8]>) -> Result<String, StoreError> {
+pub(crate) fn git_ok(
+    dir: &Path,
+    args: &[&str],
+    input: Option<&[u8]>,
+) -> Result<String, StoreError> {
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(dir).args(args);
     let out = match input {
@@ -379,9 +383,10 @@ impl GitStore {
             &[
                 "--git-dir",
                 &gd,
-                "rev-list",
+                "log",
                 "--first-parent",
                 "--reverse",
+                "--format=%H %s",
                 &refname,
                 "--",
             ],
@@ -390,7 +395,11 @@ impl GitStore {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
-        for commit in list.lines().filter(|l| !l.is_empty()) {
+        // Checkpoint notes (src/store/note.rs) share this ref; they are read there.
+        for commit in list.lines().filter_map(|l| {
+            let (c, subject) = l.split_once(' ').unwrap_or((l, ""));
+            (!c.is_empty() && !subject.starts_with(super::note::NOTE_SUBJECT_PREFIX)).then_some(c)
+        }) {
             let text = git_ok(
                 Path::new("."),
                 &[
@@ -436,8 +445,49 @@ impl GitStore {
         Ok(out)
     }
 
-    /// Checks a signature in this repository's trust setup.
+    /// [`Self::signed_checkpoints`] followed by the checkpoint notes (src/store/note.rs), each as
+    /// a signature of format `note` over Forum's root its `forum-root` line carries, so verify
+    /// holds notes to the same truncation and rewrite checks.
+    pub fn signed_checkpoints_and_notes(&self) -> Result<Vec<StoredSignature>, StoreError> {
+        let mut out = self.signed_checkpoints()?;
+        for n in self.stored_notes()? {
+            let text = n.split_once("\n\n").map(|(t, _)| format!("{t}\n"));
+            let Some(cp) = text.and_then(|t| super::note::parse_checkpoint(&t).ok()) else {
+                return Err(StoreError::Corrupt(format!(
+                    "{}: a stored note is not a checkpoint",
+                    self.signatures_ref()
+                )));
+            };
+            let Some(root) = cp.forum_root else { continue };
+            out.push(StoredSignature {
+                ledger: self.signature_ledger().to_string(),
+                checkpoint: Checkpoint {
+                    size: cp.size,
+                    root,
+                },
+                signature: CheckpointSignature {
+                    format: "note".into(),
+                    signature: n,
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    /// Checks a signature in this repository's trust setup (notes: `forum.noteVerifiers`).
     pub fn check_signature(&self, s: &StoredSignature) -> SignatureCheck {
+        if s.signature.format == "note" {
+            let keys = self.note_verifier_keys();
+            if keys.is_empty() {
+                return SignatureCheck::Unchecked("no forum.noteVerifiers configured".into());
+            }
+            return match super::note::verifiers(&keys)
+                .and_then(|v| super::note::open(&s.signature.signature, &v))
+            {
+                Ok(n) => SignatureCheck::Good(format!("note key {}", n.signers.join(", "))),
+                Err(why) => SignatureCheck::Bad(format!("checkpoint note: {why}")),
+            };
+        }
         let dir = self
             .repo()
             .workdir()

@@ -562,7 +562,7 @@ impl GitStore {
         mut report: VerifyReport,
     ) -> Result<VerifyReport, StoreError> {
         let recorded = self.recorded_checkpoints();
-        let signed = self.signed_checkpoints()?;
+        let signed = self.signed_checkpoints_and_notes()?;
         let wanted: HashSet<u64> = recorded
             .iter()
             .map(|(s, _)| *s)

@@ -28,3 +28,4 @@ mod snapshots;
 mod storage;
 mod submit;
 mod sync;
+mod tlog;

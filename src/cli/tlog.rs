@@ -1,0 +1,607 @@
+//! The standard-tree commands: `keygen NAME` (a signed-note key pair), `checkpoint --note` (a
+//! signed C2SP checkpoint), `prove --tlog-proof` / `prove --consistency-from M --tlog` (C2SP
+//! proofs), `tiles export DIR` (the tree as static C2SP tiles), `witness` (cosign only trees
+//! that extend the last one accepted), and reading those proofs back in `verify-proof`.
+
+use std::path::{Path, PathBuf};
+
+use super::proof::{ProveArgs, VerifyProofArgs};
+use super::{CliError, Ctx};
+use crate::ledger::merkle::merkle_root;
+use crate::ledger::tlog::{self, Tree};
+use crate::store::git::GitStore;
+use crate::store::note::{self, NoteCheckpoint};
+
+/// Write a signed-note key pair: NAME.key (private, mode 0600) and NAME.pub (the verifier key).
+#[derive(Debug, clap::Args)]
+pub struct KeygenArgs {
+    /// The key's name, as it appears in signatures (no spaces or '+'), e.g. example.com/forum.
+    pub name: String,
+    /// Where to write the two files (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+/// `checkpoint` with the standard-note flags beside its own.
+#[derive(Debug, clap::Args)]
+pub struct CheckpointCmd {
+    #[command(flatten)]
+    pub base: super::verify::CheckpointArgs,
+    /// Print (and store) the checkpoint as a C2SP signed note over the standard tree, Forum's
+    /// root riding along as an extension line.
+    #[arg(long, conflicts_with = "sign")]
+    pub note: bool,
+    /// The signed-note signer key file (default: `forum.noteKey`).
+    #[arg(long, value_name = "FILE", requires = "note")]
+    pub note_key: Option<PathBuf>,
+}
+
+/// The standard tree as C2SP tlog-tiles.
+#[derive(Debug, clap::Args)]
+pub struct TilesArgs {
+    #[command(subcommand)]
+    pub command: TilesCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TilesCommand {
+    /// Write the static layout (`checkpoint`, `tile/...`) of the latest signed note into DIR,
+    /// new or empty, for any static web host to serve to tlog clients.
+    Export {
+        /// The directory to write (must be absent or empty).
+        dir: PathBuf,
+    },
+}
+
+/// Act as a witness: cosign an offered checkpoint only when it extends the one last accepted for
+/// its origin (kept in --state DIR); refuse otherwise, keeping both notes as evidence.
+#[derive(Debug, clap::Args)]
+pub struct WitnessArgs {
+    /// The offer: a consistency proof (`prove --consistency-from M --tlog`) from the accepted
+    /// size, or on first contact a bare signed note (`-` for standard input).
+    pub file: PathBuf,
+    /// The witness's own directory: the accepted note per origin, and evidence of refusals.
+    #[arg(long, value_name = "DIR")]
+    pub state: PathBuf,
+    /// The witness's signed-note signer key file (`keygen NAME`).
+    #[arg(long, value_name = "FILE")]
+    pub witness_key: PathBuf,
+    /// The log's verifier key (`name+hash+base64`); repeatable.
+    #[arg(long, value_name = "KEY", required = true)]
+    pub note_verifier: Vec<String>,
+}
+
+fn origin_file(origin: &str) -> String {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(origin.as_bytes());
+    let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let safe: String = origin
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    format!("{safe}-{hex}")
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+    let tmp = path.with_extension("tmp-git-forum");
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| CliError::fail(format!("writing {}: {e}", path.display())))
+}
+
+pub fn witness(ctx: &Ctx, args: WitnessArgs) -> Result<(), CliError> {
+    use crate::store::note::WitnessDecision;
+    let offer =
+        super::input::read_limited_text(&args.file, super::proof::MAX_PROOF_BYTES, "offer", "")
+            .map_err(CliError::usage)?;
+    let key = read_key(&args.witness_key)?;
+    let keys = note::verifiers(&args.note_verifier).map_err(CliError::usage)?;
+    // The offer's origin names the state file; read it from the new note's text.
+    let origin = {
+        let body = if offer.starts_with(note::CONSISTENCY_HEADER) {
+            note::parse_consistency(&offer).map(|p| p.new_note).ok()
+        } else {
+            Some(offer.as_str())
+        };
+        body.and_then(|b| b.lines().next())
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .ok_or_else(|| {
+                CliError::usage(format!(
+                    "{} is neither a signed note nor a consistency proof",
+                    args.file.display()
+                ))
+            })?
+    };
+    std::fs::create_dir_all(&args.state)
+        .map_err(|e| CliError::fail(format!("cannot create {}: {e}", args.state.display())))?;
+    let state = args.state.join(format!("{}.note", origin_file(&origin)));
+    let accepted = match std::fs::read_to_string(&state) {
+        Ok(t) => Some(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(CliError::fail(format!("reading {}: {e}", state.display()))),
+    };
+    match note::witness_decide(accepted.as_deref(), &offer, &keys) {
+        WitnessDecision::Cosign {
+            note: n,
+            checkpoint,
+        } => {
+            let cosigned = note::cosign(&n, &key).map_err(CliError::usage)?;
+            write_atomic(&state, n.as_bytes())?;
+            if ctx.json {
+                ctx.out_json(&serde_json::json!({"ok": true, "origin": checkpoint.origin,
+                    "size": checkpoint.size, "cosigned": cosigned}))
+            } else {
+                print!("{cosigned}");
+                Ok(())
+            }
+        }
+        WitnessDecision::Refuse { why, conflict } => {
+            let mut evidence = String::new();
+            if conflict {
+                let dir = args.state.join("evidence");
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| CliError::fail(format!("cannot create {}: {e}", dir.display())))?;
+                let n = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+                let file = dir.join(format!("{}-{n}.txt", origin_file(&origin)));
+                let text = format!(
+                    "witness refusal: {why}\n\naccepted note:\n{}\noffer:\n{offer}",
+                    accepted.as_deref().unwrap_or("(none)\n")
+                );
+                write_atomic(&file, text.as_bytes())?;
+                evidence = format!(" (both notes kept in {})", file.display());
+            }
+            if ctx.json {
+                ctx.out_json(
+                    &serde_json::json!({"ok": false, "problem": why, "conflict": conflict,
+                    "accepted": accepted, "offer": offer}),
+                )?;
+                Err(CliError::silent(1))
+            } else {
+                Err(CliError::fail(format!(
+                    "witness refuses to cosign: {why}{evidence}"
+                )))
+            }
+        }
+    }
+}
+
+fn write_new(path: &Path, text: &str, private: bool) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    if private {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    let _ = private;
+    let mut f = o.open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            CliError::usage(format!(
+                "{} already exists; remove it or pass --dir to write the key pair elsewhere",
+                path.display()
+            ))
+        } else {
+            CliError::fail(format!("writing {}: {e}", path.display()))
+        }
+    })?;
+    f.write_all(format!("{text}\n").as_bytes())
+        .map_err(|e| CliError::fail(format!("writing {}: {e}", path.display())))
+}
+
+pub fn keygen(ctx: &Ctx, args: KeygenArgs) -> Result<(), CliError> {
+    let (skey, vkey) = note::keygen(&args.name).map_err(CliError::usage)?;
+    let dir = args.dir.unwrap_or_else(|| PathBuf::from("."));
+    let file = args.name.replace(['/', '\\', ':'], "_");
+    let (kpath, ppath) = (
+        dir.join(format!("{file}.key")),
+        dir.join(format!("{file}.pub")),
+    );
+    if ppath.exists() {
+        return Err(CliError::usage(format!(
+            "{} already exists; remove it or pass --dir to write the key pair elsewhere",
+            ppath.display()
+        )));
+    }
+    write_new(&kpath, &skey, true)?;
+    if let Err(e) = write_new(&ppath, &vkey, false) {
+        let _ = std::fs::remove_file(&kpath);
+        return Err(e);
+    }
+    if ctx.json {
+        ctx.out_json(&serde_json::json!({"name": args.name, "verifier": vkey,
+            "key_file": kpath, "verifier_file": ppath}))
+    } else {
+        eprintln!(
+            "wrote {} (keep it secret) and {}",
+            kpath.display(),
+            ppath.display()
+        );
+        ctx.out(&vkey)
+    }
+}
+
+/// The standard tree and Forum's root over the first `size` entries (all when `None`).
+struct Trees {
+    tree: Tree,
+    hashes: Vec<String>,
+}
+
+fn raw_hashes(trees: &Trees) -> Result<Vec<[u8; 32]>, CliError> {
+    trees
+        .hashes
+        .iter()
+        .map(|h| tlog::entry_hash_bytes(h).map_err(|e| CliError::fail(e.to_string())))
+        .collect()
+}
+
+pub fn tiles(ctx: &Ctx, args: TilesArgs) -> Result<(), CliError> {
+    let TilesCommand::Export { dir } = args.command;
+    if dir.exists()
+        && std::fs::read_dir(&dir)
+            .map_err(|e| CliError::usage(format!("cannot read {}: {e}", dir.display())))?
+            .next()
+            .is_some()
+    {
+        return Err(CliError::usage(format!(
+            "{} is not empty; give a new or empty directory",
+            dir.display()
+        )));
+    }
+    let store = ctx.existing_store()?;
+    let trees = Trees::load(&store)?;
+    let (signed, cp) = note_for(&store, &trees, None, &ctx.ledger)?;
+    let files = store.update_tiles(&trees.tree, cp.size, &raw_hashes(&trees)?)?;
+    // Written beside DIR and renamed into place, so a failure leaves no half layout.
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = tempfile::tempdir_in(parent)
+        .map_err(|e| CliError::fail(format!("cannot write in {}: {e}", parent.display())))?;
+    let mut all = files;
+    all.push(("checkpoint".into(), signed.into_bytes()));
+    crate::store::tiles::write_layout(tmp.path(), &all)
+        .map_err(|e| CliError::fail(format!("writing tiles: {e}")))?;
+    if dir.exists() {
+        std::fs::remove_dir(&dir)
+            .map_err(|e| CliError::fail(format!("replacing {}: {e}", dir.display())))?;
+    }
+    let staged = tmp.keep();
+    std::fs::rename(&staged, &dir).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&staged);
+        CliError::fail(format!("moving the tiles to {}: {e}", dir.display()))
+    })?;
+    if ctx.json {
+        ctx.out_json(&serde_json::json!({"dir": dir, "size": cp.size, "files": all.len()}))
+    } else {
+        ctx.out(&format!(
+            "wrote {} files for size {} to {}",
+            all.len(),
+            cp.size,
+            dir.display()
+        ))
+    }
+}
+
+impl Trees {
+    fn load(store: &GitStore) -> Result<Trees, CliError> {
+        let hashes: Vec<String> = store.entries()?.into_iter().map(|e| e.entry_hash).collect();
+        let tree = Tree::from_entry_hashes(hashes.iter().map(String::as_str))
+            .map_err(|e| CliError::fail(e.to_string()))?;
+        Ok(Trees { tree, hashes })
+    }
+
+    fn forum_root(&self, size: u64) -> String {
+        let h: Vec<&str> = self.hashes[..size as usize]
+            .iter()
+            .map(String::as_str)
+            .collect();
+        merkle_root(&h)
+    }
+}
+
+fn read_key(path: &Path) -> Result<String, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("cannot read note key {}: {e}", path.display())))?;
+    Ok(text.trim().to_string())
+}
+
+/// Signs and stores the standard checkpoint of the whole ledger; returns the note.
+fn sign_note(store: &GitStore, key_file: &Path, trees: &Trees) -> Result<String, CliError> {
+    let size = trees.tree.len();
+    let root = trees
+        .tree
+        .root(size)
+        .map_err(|e| CliError::fail(e.to_string()))?;
+    let cp = NoteCheckpoint {
+        origin: store.note_origin(),
+        size,
+        root,
+        forum_root: Some(trees.forum_root(size)),
+    };
+    let text = note::checkpoint_text(
+        &cp.origin,
+        size,
+        &root,
+        cp.forum_root.as_deref().unwrap_or(""),
+    );
+    let signed = note::sign_text(&text, &read_key(key_file)?)
+        .map_err(|e| CliError::usage(format!("{}: {e}", key_file.display())))?;
+    store.store_note(&signed, &cp)?;
+    store.update_tiles(&trees.tree, size, &raw_hashes(trees)?)?;
+    Ok(signed)
+}
+
+pub fn checkpoint(ctx: &Ctx, args: CheckpointCmd) -> Result<(), CliError> {
+    if !args.note {
+        return super::verify::checkpoint(ctx, args.base);
+    }
+    let store = ctx.existing_store()?;
+    let key = args.note_key.or_else(|| store.note_key_file()).ok_or_else(|| {
+        CliError::usage(
+            "no note key: pass --note-key FILE or set forum.noteKey (make one with `git forum keygen NAME`)",
+        )
+    })?;
+    // Read the key before anything is written, so a bad key leaves nothing behind.
+    read_key(&key)?;
+    let r = store.verify(false)?;
+    if !r.passed() {
+        return Err(CliError::fail(format!(
+            "ledger {} does not verify ({}); refusing to sign a checkpoint of it",
+            ctx.ledger,
+            r.problem.unwrap_or_default()
+        )));
+    }
+    let trees = Trees::load(&store)?;
+    let signed = sign_note(&store, &key, &trees)?;
+    if !args.base.no_record {
+        store.record_checkpoint(r.entries, &r.checkpoint)?;
+    }
+    if ctx.json {
+        ctx.out_json(&serde_json::json!({"ledger": ctx.ledger, "size": r.entries,
+            "root": r.checkpoint, "note": signed}))
+    } else {
+        print!("{signed}");
+        Ok(())
+    }
+}
+
+/// The stored note of size `size` whose root is the one re-derived here (the latest note when
+/// `size` is `None`). A stored note is never trusted: its size and root must match the ledger.
+fn note_for(
+    store: &GitStore,
+    trees: &Trees,
+    size: Option<u64>,
+    ledger: &str,
+) -> Result<(String, NoteCheckpoint), CliError> {
+    let notes = store.stored_notes()?;
+    let mut parsed = Vec::new();
+    for n in notes {
+        let text = n.split_once("\n\n").map(|(t, _)| format!("{t}\n"));
+        if let Some(cp) = text.and_then(|t| note::parse_checkpoint(&t).ok()) {
+            parsed.push((n, cp));
+        }
+    }
+    let pick = match size {
+        Some(s) => parsed.into_iter().rev().find(|(_, cp)| cp.size == s),
+        None => parsed.pop(),
+    };
+    let Some((n, cp)) = pick else {
+        return Err(CliError::fail(match size {
+            Some(s) => format!(
+                "ledger {ledger:?} has no signed note of size {s}: run `git forum checkpoint --note` when it has {s} entries, or prove against a size that has one"
+            ),
+            None => format!(
+                "ledger {ledger:?} has no signed note: run `git forum checkpoint --note` first"
+            ),
+        }));
+    };
+    let root = trees.tree.root(cp.size).map_err(|_| {
+        CliError::fail(format!(
+            "the stored note of size {} is larger than ledger {ledger:?}; the ledger was truncated",
+            cp.size
+        ))
+    })?;
+    if root != cp.root {
+        return Err(CliError::fail(format!(
+            "the stored note of size {} names a root the ledger does not have; the ledger was rewritten",
+            cp.size
+        )));
+    }
+    Ok((n, cp))
+}
+
+pub fn prove(ctx: &Ctx, args: &ProveArgs) -> Result<String, CliError> {
+    let store = ctx.existing_store()?;
+    let trees = Trees::load(&store)?;
+    let (new_note, cp) = note_for(&store, &trees, args.size, &ctx.ledger)?;
+    let err = |e: tlog::TlogError| CliError::fail(e.to_string());
+    if let Some(m) = args.consistency_from {
+        if m == 0 || m > cp.size {
+            return Err(CliError::usage(format!(
+                "--consistency-from {m} is out of range: it must be between 1 and the size {} proved",
+                cp.size
+            )));
+        }
+        let (old_note, _) = note_for(&store, &trees, Some(m), &ctx.ledger)?;
+        let path = trees.tree.consistency_proof(m, cp.size).map_err(err)?;
+        Ok(note::consistency_text(
+            m, cp.size, &path, &old_note, &new_note,
+        ))
+    } else {
+        let seq = args
+            .seq
+            .expect("clap requires SEQ without --consistency-from");
+        if seq >= cp.size {
+            return Err(CliError::fail(format!(
+                "ledger {:?} has no entry at seq {seq} within its signed note of size {}",
+                ctx.ledger, cp.size
+            )));
+        }
+        let path = trees.tree.inclusion_proof(seq, cp.size).map_err(err)?;
+        if !ctx.json {
+            eprintln!(
+                "entry {seq}: entry_hash {} (pass it to verify-proof --entry-hash)",
+                trees.hashes[seq as usize]
+            );
+        }
+        Ok(note::tlog_proof_text(seq, &path, &new_note))
+    }
+}
+
+/// Trusted verifier keys: the flags, else `forum.noteVerifiers` of the repository here.
+fn trusted_keys(args: &VerifyProofArgs) -> Vec<String> {
+    if !args.note_verifier.is_empty() {
+        return args.note_verifier.clone();
+    }
+    let o = std::process::Command::new("git")
+        .args(["config", "--get-all", "forum.noteVerifiers"])
+        .output();
+    match o {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .split(|c: char| c.is_whitespace() || c == ',')
+            .filter(|k| !k.is_empty())
+            .map(String::from)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// What a standard proof showed.
+pub enum Checked {
+    Inclusion {
+        seq: u64,
+        cp: NoteCheckpoint,
+        signers: Vec<String>,
+    },
+    Consistency {
+        old: NoteCheckpoint,
+        new: NoteCheckpoint,
+        signers: Vec<String>,
+    },
+}
+
+/// Checks a tlog-proof or a consistency proof with the trusted keys.
+pub fn check_text(
+    text: &str,
+    keys: &[String],
+    entry_hash: Option<&str>,
+) -> Result<Checked, String> {
+    if keys.is_empty() {
+        return Err(
+            "no trusted note verifier: pass --note-verifier KEY or set forum.noteVerifiers".into(),
+        );
+    }
+    let v = note::verifiers(keys)?;
+    if text.starts_with(note::TLOG_PROOF_HEADER) {
+        let (seq, path, n) = note::parse_tlog_proof(text)?;
+        let opened = note::open(n, &v)?;
+        let eh = entry_hash.ok_or("a tlog-proof names no entry: pass --entry-hash HEX")?;
+        let leaf = tlog::leaf_hash(eh).map_err(|e| e.to_string())?;
+        let cp = opened.checkpoint;
+        if seq >= cp.size {
+            return Err(format!(
+                "index {seq} is not below the checkpoint size {}",
+                cp.size
+            ));
+        }
+        if !tlog::check_inclusion(&path, cp.size, cp.root, seq, leaf) {
+            return Err(format!(
+                "the audit path does not lead from entry {seq} to the signed root"
+            ));
+        }
+        Ok(Checked::Inclusion {
+            seq,
+            cp,
+            signers: opened.signers,
+        })
+    } else {
+        let p = note::parse_consistency(text)?;
+        let old = note::open(p.old_note, &v)?;
+        let new = note::open(p.new_note, &v)?;
+        if old.checkpoint.origin != new.checkpoint.origin {
+            return Err("the two notes are of different logs (origins differ)".into());
+        }
+        if (old.checkpoint.size, new.checkpoint.size) != (p.old, p.new) {
+            return Err("the notes' sizes are not the proof's sizes".into());
+        }
+        if !tlog::check_consistency(
+            &p.path,
+            p.new,
+            new.checkpoint.root,
+            p.old,
+            old.checkpoint.root,
+        ) {
+            return Err(format!(
+                "the tree of size {} does not extend the tree of size {}",
+                p.new, p.old
+            ));
+        }
+        Ok(Checked::Consistency {
+            old: old.checkpoint,
+            new: new.checkpoint,
+            signers: new.signers,
+        })
+    }
+}
+
+fn b64(h: &tlog::Hash) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(h.0)
+}
+
+pub fn verify_proof(ctx: &Ctx, args: &VerifyProofArgs, text: &str) -> Result<(), CliError> {
+    let keys = trusted_keys(args);
+    match check_text(text, &keys, args.entry_hash.as_deref()) {
+        Ok(Checked::Inclusion { seq, cp, signers }) => {
+            if ctx.json {
+                ctx.out_json(&serde_json::json!({"ok": true, "kind": "tlog-inclusion",
+                    "origin": cp.origin, "seq": seq, "size": cp.size, "root": b64(&cp.root),
+                    "forum_root": cp.forum_root, "signers": signers}))
+            } else {
+                ctx.out(&format!(
+                    "ok: seq {seq} is in {} at size {}, root {}, signed by {}",
+                    cp.origin,
+                    cp.size,
+                    b64(&cp.root),
+                    signers.join(", ")
+                ))
+            }
+        }
+        Ok(Checked::Consistency { old, new, signers }) => {
+            if ctx.json {
+                ctx.out_json(&serde_json::json!({"ok": true, "kind": "tlog-consistency",
+                    "origin": new.origin, "old": {"size": old.size, "root": b64(&old.root)},
+                    "new": {"size": new.size, "root": b64(&new.root)}, "signers": signers}))
+            } else {
+                ctx.out(&format!(
+                    "ok: {} at size {} extends size {}, signed by {}",
+                    new.origin,
+                    new.size,
+                    old.size,
+                    signers.join(", ")
+                ))
+            }
+        }
+        Err(why) => {
+            if ctx.json {
+                ctx.out_json(&serde_json::json!({"ok": false, "problem": why}))?;
+                Err(CliError::silent(1))
+            } else {
+                Err(CliError::fail(format!(
+                    "proof {} does not hold: {why}",
+                    args.file.display()
+                )))
+            }
+        }
+    }
+}
