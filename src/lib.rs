@@ -17,11 +17,14 @@
 //!   runtime config with tiers and seats, merged with the executor flags.
 //! * [`report`]: read-side projections of a ledger: the run summary and A/B compare, the run
 //!   room with next actions and brief, the context capsule, the action receipt and the grade.
+//! * [`config`]: finds and loads the repository's `.forum/` (roster, policy, runtime) for every
+//!   caller, and reads user-named files with a size cap.
 //! * [`surface`]: every operation once, returning typed reports, with one error type; the CLI,
 //!   the daemon and the MCP server are transports over it.
 //! * [`cli`]: clap commands; prints, parses, exits.
 
 pub mod cli;
+pub mod config;
 pub mod context;
 pub mod exec;
 pub mod gate;

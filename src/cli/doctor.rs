@@ -163,7 +163,7 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
                     h.ledger,
                     v.first_bad_seq.map_or("-".into(), |s| s.to_string()),
                     v.problem.as_deref().unwrap_or(""),
-                    v.code.unwrap_or("")
+                    v.code.map_or("", |c| c.as_str())
                 )),
                 None => out.push(format!(
                     "ledger {}: cannot be verified until the problems above are repaired",

@@ -17,7 +17,7 @@ pub mod doctor;
 pub mod exec_flags;
 pub mod hooks;
 pub mod init;
-pub(crate) mod input;
+pub(crate) use crate::config::input;
 pub mod interop;
 pub mod man;
 pub mod plan;
@@ -156,7 +156,9 @@ pub enum Command {
     Hook(hooks::HookArgs),
 }
 
-/// An error that ends a command: one line on stderr and an exit code.
+/// An error that ends a command: one line on stderr and an exit code. Built only from a
+/// [`crate::surface::Error`], whose class decides the code, or as a silent exit after the
+/// command printed what it had to say.
 #[derive(Debug)]
 pub struct CliError {
     pub code: u8,
@@ -164,20 +166,14 @@ pub struct CliError {
 }
 
 impl CliError {
-    /// A failure of the command (exit 1).
+    /// A failure of the command (exit 1): [`crate::surface::Class::Failed`].
     pub fn fail(message: impl Into<String>) -> CliError {
-        CliError {
-            code: 1,
-            message: Some(message.into()),
-        }
+        crate::surface::Error::failed(message).into()
     }
 
-    /// Bad usage or bad input (exit 2).
+    /// Bad usage or bad input (exit 2): [`crate::surface::Class::Usage`].
     pub fn usage(message: impl Into<String>) -> CliError {
-        CliError {
-            code: 2,
-            message: Some(message.into()),
-        }
+        crate::surface::Error::usage(message).into()
     }
 
     /// Exit with `code`; the command already printed what it had to say.
@@ -189,14 +185,25 @@ impl CliError {
     }
 }
 
+impl From<crate::surface::Error> for CliError {
+    /// The class decides the exit code ([`crate::surface::Class::exit_code`]).
+    fn from(e: crate::surface::Error) -> CliError {
+        CliError {
+            code: e.class.exit_code(),
+            message: Some(e.message),
+        }
+    }
+}
+
+impl From<crate::config::Error> for CliError {
+    fn from(e: crate::config::Error) -> CliError {
+        crate::surface::Error::from(e).into()
+    }
+}
+
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> CliError {
-        match e {
-            StoreError::InvalidName { .. } | StoreError::Invalid(_) => {
-                CliError::usage(e.to_string())
-            }
-            other => CliError::fail(other.to_string()),
-        }
+        crate::surface::Error::from(e).into()
     }
 }
 
@@ -243,26 +250,7 @@ impl Ctx {
 
     /// The timestamp for a new entry: `--ts`, else `GIT_FORUM_TIMESTAMP`, else the clock.
     pub fn now(&self, flag: Option<f64>) -> Result<f64, CliError> {
-        if let Some(ts) = flag {
-            return Ok(ts);
-        }
-        if let Ok(v) = std::env::var("GIT_FORUM_TIMESTAMP") {
-            return v
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|t| t.is_finite() && *t >= 0.0)
-                .ok_or_else(|| {
-                    CliError::usage(format!(
-                        "GIT_FORUM_TIMESTAMP={v:?} is not a number of seconds since 1970"
-                    ))
-                });
-        }
-        let d = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_err(|_| CliError::fail("the system clock is before 1970"))?;
-        // Microseconds: what Forum's `.6f` entry-hash formatting keeps.
-        Ok((d.as_micros() as f64) / 1e6)
+        Ok(crate::surface::clock::entry_timestamp(flag)?)
     }
 }
 

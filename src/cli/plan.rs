@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::route::{forum_config_file, load_roster, read_text};
+use super::route::{load_roster, read_text};
 use super::{CliError, Ctx};
 use crate::ledger::NewEntry;
 use crate::plan::Plan;
@@ -32,19 +32,9 @@ pub struct PlanArgs {
     pub parent: Option<i64>,
 }
 
+/// [`crate::config::load_policy`] of the command's directory.
 pub(crate) fn load_policy(ctx: &Ctx, flag: Option<&std::path::Path>) -> Result<Policy, CliError> {
-    let path = match flag {
-        Some(p) => Some(p.to_path_buf()),
-        None => forum_config_file(ctx, "policy.toml"),
-    };
-    match path {
-        None => Ok(Policy::default()),
-        Some(p) => {
-            let text = read_text(&p, "policy")?;
-            Policy::from_toml_str(&text, &p.display().to_string())
-                .map_err(|e| CliError::fail(e.to_string()))
-        }
-    }
+    Ok(crate::config::load_policy(&ctx.dir, flag)?)
 }
 
 pub fn run(ctx: &Ctx, args: PlanArgs) -> Result<(), CliError> {
@@ -70,7 +60,7 @@ pub fn run(ctx: &Ctx, args: PlanArgs) -> Result<(), CliError> {
         let mut store = ctx.store()?;
         let entry = NewEntry {
             actor: "dispatch".into(),
-            kind: "plan".into(),
+            kind: crate::ledger::kind::PLAN.into(),
             causal_parent: args.parent,
             payload: payload.clone(),
             ts: ctx.now(None)?,

@@ -6,11 +6,8 @@ use std::path::{Path, PathBuf};
 use super::{CliError, Ctx};
 use crate::ledger::canonical::python_float_json;
 use crate::ledger::{NewEntry, Value};
-use crate::roster::{DEFAULT_ROSTER_NAME, DEFAULT_ROSTER_TOML, Roster};
+use crate::roster::Roster;
 use crate::route::{check_request, route_request};
-
-/// Files larger than this are refused rather than read (rosters, plans, policies).
-pub(crate) const MAX_INPUT_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Route a request to a roster lane. Prints the decision, its confidence, whether it needs
 /// escalation, every lane's score and the route frame; `--json` prints Forum's JSON shape.
@@ -31,37 +28,14 @@ pub struct RouteArgs {
     pub parent: Option<i64>,
 }
 
-/// Reads a text file for a command, with a size cap and a one-line error naming it.
+/// [`crate::config::read_text`] for a command.
 pub(crate) fn read_text(path: &Path, what: &str) -> Result<String, CliError> {
-    super::input::read_limited_text(path, MAX_INPUT_BYTES, what, "").map_err(CliError::fail)
+    Ok(crate::config::read_text(path, what)?)
 }
 
-/// The repository's `.forum/NAME` file, when the command runs inside a work tree that has one.
-pub(crate) fn forum_config_file(ctx: &Ctx, name: &str) -> Option<PathBuf> {
-    let repo = crate::store::git::open_repo(&ctx.dir).ok()?;
-    let path = repo.workdir()?.join(".forum").join(name);
-    path.is_file().then_some(path)
-}
-
-/// Loads the roster: `--roster FILE`, else `.forum/roster.toml`, else the built-in one.
-/// Loading warnings go to stderr.
+/// [`crate::config::load_roster`] of the command's directory.
 pub(crate) fn load_roster(ctx: &Ctx, flag: Option<&Path>) -> Result<Roster, CliError> {
-    let path = match flag {
-        Some(p) => Some(p.to_path_buf()),
-        None => forum_config_file(ctx, "roster.toml"),
-    };
-    let roster = match path {
-        Some(p) => {
-            let text = read_text(&p, "roster")?;
-            Roster::from_toml_str(&text, &p.display().to_string())
-        }
-        None => Roster::from_toml_str(DEFAULT_ROSTER_TOML, DEFAULT_ROSTER_NAME),
-    }
-    .map_err(|e| CliError::fail(e.to_string()))?;
-    for w in roster.warnings() {
-        eprintln!("warning: {w}");
-    }
-    Ok(roster)
+    Ok(crate::config::load_roster(&ctx.dir, flag)?)
 }
 
 fn or_dash(v: Option<&str>) -> &str {
@@ -84,7 +58,7 @@ pub fn run(ctx: &Ctx, args: RouteArgs) -> Result<(), CliError> {
         let mut store = ctx.store()?;
         let entry = NewEntry {
             actor: "router".into(),
-            kind: "route".into(),
+            kind: crate::ledger::kind::ROUTE.into(),
             causal_parent: args.parent,
             payload: Value::object([
                 ("task".to_string(), Value::str(&text)),

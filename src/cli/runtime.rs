@@ -6,19 +6,13 @@
 //! whether key variables are set (never their values) and `PATH` whether programs exist, and
 //! hands those facts to the pure checks in [`crate::exec::config`].
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use serde_json::{Value as J, json};
+use std::path::PathBuf;
 
 use super::exec_flags::ExecutorArgs;
-use super::route::{forum_config_file, load_roster, read_text};
+use super::route::load_roster;
 use super::{CliError, Ctx};
-use crate::exec::config::{
-    self, ExecutorKind, ExecutorSpec, Facts, Runtime, SeatChoice, Slot, Via,
-};
-use crate::exec::endpoint::{self, Origin};
-use crate::exec::http::{SystemLookup, VetError, VettingResolver};
+use crate::exec::config::{self, ExecutorSpec, SeatChoice, Via};
+use crate::exec::endpoint::Origin;
 use crate::roster::Tier;
 
 /// Inspect the executors a run would use.
@@ -46,126 +40,23 @@ pub struct InspectArgs {
     pub roster: Option<PathBuf>,
 }
 
-/// The environment and `PATH` as they are.
-pub struct RealFacts;
-
-impl Facts for RealFacts {
-    fn var_is_set(&self, name: &str) -> bool {
-        std::env::var_os(name).is_some_and(|v| !v.is_empty())
-    }
-
-    fn refuses_host(&self, host: &str, policy: &endpoint::Policy) -> Option<String> {
-        // The very check the HTTP client makes at connection time.
-        let resolver = VettingResolver::new(*policy, Arc::new(SystemLookup));
-        match resolver.vet(host) {
-            Err(e @ VetError::Refused { .. }) => Some(e.to_string()),
-            // Nothing to connect to yet is a connection failure at run time, not a refusal.
-            Err(VetError::Lookup { .. }) | Ok(_) => None,
-        }
-    }
-
-    fn program_found(&self, program: &str) -> bool {
-        if program.contains('/') {
-            return is_executable(Path::new(program));
-        }
-        std::env::var_os("PATH").is_some_and(|path| {
-            std::env::split_paths(&path)
-                .filter(|d| !d.as_os_str().is_empty())
-                .any(|d| is_executable(&d.join(program)))
-        })
-    }
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// Where the runtime config came from.
-pub struct Loaded {
-    /// The merged runtime.
-    pub runtime: Runtime,
-    /// The file read, if any, and how it is trusted.
-    pub source: Option<(PathBuf, Origin)>,
-}
+pub use crate::config::{Loaded, RealFacts};
 
 /// Reads the runtime config (`--runtime-config FILE`, else `.forum/runtime.toml`) and merges
-/// the flags over it. Bad config or flags are usage errors (exit 2), one line each; warnings
-/// go to stderr. `submit` will call this too.
+/// the flags over it ([`crate::config::load_runtime`]). Bad config or flags are usage errors
+/// (exit 2), one line each; warnings go to stderr.
 pub fn load_runtime(ctx: &Ctx, args: &ExecutorArgs) -> Result<Loaded, CliError> {
-    let source = match &args.runtime_config {
-        Some(p) => Some((p.clone(), Origin::UserFile)),
-        None => forum_config_file(ctx, "runtime.toml").map(|p| (p, Origin::RepoConfig)),
-    };
-    let file = match &source {
-        Some((path, origin)) => {
-            let text = read_text(path, "runtime config")?;
-            let name = match origin {
-                Origin::RepoConfig => config::REPO_CONFIG_PATH.to_string(),
-                _ => path.display().to_string(),
-            };
-            Some(
-                config::parse_runtime_config(&text, &name, *origin)
-                    .map_err(|e| CliError::usage(e.to_string()))?,
-            )
-        }
-        None => None,
-    };
-    let runtime =
-        config::merge(file, &args.to_flags()).map_err(|e| CliError::usage(e.to_string()))?;
-    for w in &runtime.warnings {
-        eprintln!("warning: {w}");
-    }
-    Ok(Loaded { runtime, source })
+    Ok(crate::config::load_runtime(
+        &ctx.dir,
+        args.runtime_config.as_deref(),
+        &args.to_flags(),
+    )?)
 }
 
 pub fn run(ctx: &Ctx, args: RuntimeArgs) -> Result<(), CliError> {
     match args.command {
         RuntimeCommand::Inspect(a) => inspect(ctx, *a),
     }
-}
-
-fn executor_json(spec: &ExecutorSpec, facts: &dyn Facts) -> J {
-    let mut v = json!({
-        "kind": spec.kind.name(),
-        "model": spec.model(),
-        "origin": spec.origin.as_str(),
-        "timeout_seconds": spec.timeout_seconds,
-        "max_response_bytes": spec.max_response_bytes,
-        "describe": spec.describe(),
-    });
-    let m = v.as_object_mut().expect("object");
-    match &spec.kind {
-        ExecutorKind::Command { argv, .. } => {
-            m.insert("argv".into(), json!(argv));
-            m.insert("program_found".into(), json!(facts.program_found(&argv[0])));
-        }
-        ExecutorKind::Chat { url, .. } => {
-            let shown = url::Url::parse(url).map(|u| endpoint::display_url(&u)).ok();
-            m.insert("url".into(), json!(shown));
-            m.insert("is_local".into(), json!(spec.is_local));
-            m.insert("allow_private".into(), json!(spec.allow_private));
-        }
-        ExecutorKind::Anthropic { .. } => {
-            m.insert("url".into(), json!(config::ANTHROPIC_URL));
-        }
-    }
-    if let Some(u) = spec.url() {
-        let verdict = match config::check_endpoint(u, &spec.policy(), facts) {
-            Ok(_) => J::String("allowed".into()),
-            Err(r) => J::String(format!("refused: {r}")),
-        };
-        m.insert("endpoint".into(), verdict);
-    }
-    m.insert("api_key_env".into(), json!(spec.key_env()));
-    if let Some(k) = spec.key_env() {
-        m.insert("key_set".into(), json!(facts.var_is_set(k)));
-    }
-    v
-}
-
-fn via_json(via: &Via) -> J {
-    json!({"slot": via.slot().map(Slot::as_str), "why": via.explain()})
 }
 
 fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
@@ -187,69 +78,8 @@ fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
     let worker_pinned = !matches!(rt.seats.worker, SeatChoice::Unset);
 
     if ctx.json {
-        let default = match rt.effective_default() {
-            Some((via, spec)) => json!({
-                "configured": rt.default.is_some(),
-                "via": via_json(&via),
-                "executor": executor_json(spec, &facts),
-            }),
-            None => json!({"configured": false, "via": null, "executor": null}),
-        };
-        let mut tiers = serde_json::Map::new();
-        for t in Tier::ALL {
-            let (status, via) = match rt.for_tier(t) {
-                Some((Via::Slot(_), _)) => ("configured", None),
-                Some((via, _)) => ("fallback", Some(via_json(&via))),
-                None => ("missing", None),
-            };
-            tiers.insert(
-                t.as_str().into(),
-                json!({
-                    "status": status,
-                    "fallback": via,
-                    "executor": rt.tiers.get(&t).map(|s| executor_json(s, &facts)),
-                    "demanded_by": lanes(t),
-                    "used_for_tasks": !worker_pinned,
-                }),
-            );
-        }
-        let seat = |name: &str,
-                    choice: &SeatChoice,
-                    resolved: Option<Result<(Via, ExecutorSpec), String>>| {
-            let set = match choice {
-                SeatChoice::Unset => json!(null),
-                SeatChoice::Slot(s) => json!(s.as_str()),
-                SeatChoice::Inline(_) => json!("inline"),
-            };
-            let (via, exec, problem) = match resolved {
-                Some(Ok((via, s))) => (via_json(&via), executor_json(&s, &facts), J::Null),
-                Some(Err(p)) => (J::Null, J::Null, J::String(p)),
-                None => (J::Null, J::Null, J::Null),
-            };
-            json!({"seat": name, "set": set, "via": via, "executor": exec, "problem": problem})
-        };
-        let orchestrator = seat(
-            "orchestrator",
-            &rt.seats.orchestrator,
-            Some(rt.for_control().map_err(|u| u.to_string())),
-        );
-        let worker = seat(
-            "worker",
-            &rt.seats.worker,
-            worker_pinned.then(|| rt.for_task(&roster, "").map_err(|u| u.to_string())),
-        );
-        let v = json!({
-            "schema": "git-forum.runtime-inspect/1",
-            "ready": ready,
-            "config": loaded.source.as_ref().map(|(p, o)| json!({"path": p.display().to_string(), "origin": o.as_str()})),
-            "default": default,
-            "tiers": tiers,
-            "seats": {"worker": worker, "orchestrator": orchestrator},
-            "roster": {"lanes": roster.len()},
-            "issues": issues.iter().map(|i| json!({"place": i.place, "problem": i.problem})).collect::<Vec<_>>(),
-            "warnings": rt.warnings,
-        });
-        ctx.out_json(&v)?;
+        let report = crate::surface::runtime::inspect(&loaded, &roster, &facts);
+        ctx.out_json(&serde_json::to_value(&report).map_err(|e| CliError::fail(e.to_string()))?)?;
     } else {
         let mut lines = Vec::new();
         lines.push(match &loaded.source {
@@ -370,21 +200,12 @@ mod tests {
     use crate::roster::Roster;
 
     #[test]
-    fn real_facts_find_programs_and_never_read_values() {
-        assert!(RealFacts.program_found("sh"));
-        assert!(RealFacts.program_found("/bin/sh"));
-        assert!(!RealFacts.program_found("git-forum-no-such-program-xyz"));
-        assert!(!RealFacts.program_found("/nonexistent/prog"));
-        let plain = tempfile::NamedTempFile::new().unwrap();
-        assert!(!RealFacts.program_found(plain.path().to_str().unwrap()));
-        assert!(RealFacts.var_is_set("PATH"));
-        assert!(!RealFacts.var_is_set("GIT_FORUM_SURELY_UNSET_VAR"));
-    }
-
-    #[test]
     fn roster_and_slot_types_line_up() {
         let r = Roster::default_roster();
         assert!(!r.is_empty());
-        assert_eq!(Slot::parse("capable"), Some(Slot::Tier(Tier::Capable)));
+        assert_eq!(
+            config::Slot::parse("capable"),
+            Some(config::Slot::Tier(Tier::Capable))
+        );
     }
 }

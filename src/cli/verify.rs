@@ -28,30 +28,10 @@ pub struct SyncArgs {}
 
 pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
-    let r = store.verify(args.deep)?;
-    let ok = r.passed();
+    let r = crate::surface::verify::verify(&store, &ctx.ledger, args.deep)?;
+    let ok = r.ok;
     if ctx.json {
-        let redacted: Vec<_> = r
-            .redacted
-            .iter()
-            .map(|(s, h)| serde_json::json!({"seq": s, "payload_hash": h}))
-            .collect();
-        ctx.out_json(&serde_json::json!({
-            "schema": "git-forum.verify/v1",
-            "ledger": ctx.ledger,
-            "ok": ok,
-            "chain": r.chain,
-            "deep": if args.deep { serde_json::Value::Bool(r.deep_ok == Some(true)) } else { serde_json::Value::Null },
-            "entries": r.entries,
-            "checkpoint": r.checkpoint,
-            "first_bad_seq": r.first_bad_seq,
-            "problem": r.problem,
-            "code": r.code,
-            "redacted": redacted,
-            "witnesses": {"reflog_lines": r.reflog_lines, "recorded_checkpoints": r.checkpoints_checked},
-            "signatures": r.signatures.iter().map(|(size, root, signer)| serde_json::json!({"size": size, "root": root, "signer": signer})).collect::<Vec<_>>(),
-            "notes": r.notes,
-        }))?;
+        ctx.out_json(&serde_json::to_value(&r).map_err(|e| CliError::fail(e.to_string()))?)?;
     } else if ok {
         let what = if args.deep {
             "chain, commits and bodies"
@@ -62,15 +42,21 @@ pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
             "ok: ledger {} verifies ({what}): {} entries, checkpoint {}",
             ctx.ledger, r.entries, r.checkpoint
         ))?;
-        for (seq, h) in &r.redacted {
-            ctx.out(&format!("  seq {seq}: body redacted ({h})"))?;
+        for red in &r.redacted {
+            ctx.out(&format!(
+                "  seq {}: body redacted ({})",
+                red.seq, red.payload_hash
+            ))?;
         }
         ctx.out(&format!(
             "  tail witnesses: {} reflog line(s), {} recorded checkpoint(s)",
-            r.reflog_lines, r.checkpoints_checked
+            r.witnesses.reflog_lines, r.witnesses.recorded_checkpoints
         ))?;
-        for (size, root, signer) in &r.signatures {
-            ctx.out(&format!("  signed: size {size} (root {root}) by {signer}"))?;
+        for s in &r.signatures {
+            ctx.out(&format!(
+                "  signed: size {} (root {}) by {}",
+                s.size, s.root, s.signer
+            ))?;
         }
         for n in &r.notes {
             ctx.out(&format!("  note: {n}"))?;
@@ -84,7 +70,7 @@ pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
             "FAILED: ledger {} does not verify{at}: {} [{}]",
             ctx.ledger,
             r.problem.as_deref().unwrap_or("unknown problem"),
-            r.code.unwrap_or("")
+            r.code.map_or("", |c| c.as_str())
         ))?;
     }
     if ok { Ok(()) } else { Err(CliError::silent(1)) }

@@ -382,6 +382,16 @@ impl std::fmt::Display for ChainProblem {
     }
 }
 
+/// One entry as the chain check needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Link<'a> {
+    pub seq: u64,
+    pub prev_hash: &'a str,
+    pub entry_hash: &'a str,
+    /// Whether the entry's stored fields no longer hash to `entry_hash`.
+    pub edited: bool,
+}
+
 /// Checks a chain one entry at a time (forum-spec §4) while accumulating the Merkle root, so a
 /// storage can stream its entries through it in constant memory.
 #[derive(Debug, Default)]
@@ -399,9 +409,27 @@ impl ChainChecker {
     /// Checks `entry` as the next one. `lookahead` is the entry after it, when known, used only
     /// to tell a swap from a deletion.
     pub fn push(&mut self, entry: &Entry, lookahead: Option<&Entry>) -> Result<(), ChainProblem> {
-        if entry.seq != self.next_seq {
-            let (expected, found) = (self.next_seq, entry.seq);
-            return Err(if lookahead.is_some_and(|n| n.seq == expected) {
+        let link = Link {
+            seq: entry.seq,
+            prev_hash: &entry.prev_hash,
+            entry_hash: &entry.entry_hash,
+            edited: entry.computed_hash() != entry.entry_hash,
+        };
+        self.push_link(&link, lookahead.map(|n| n.seq))
+    }
+
+    /// Checks `link` as the next entry, in one order for every storage: the seq first (with
+    /// `next_seq`, the seq of the entry after it when known, to tell a swap from a deletion),
+    /// then the entry's own hash, then its link to the previous entry. A storage that hashes
+    /// entries elsewhere (the git store's verify workers) hands in what it found.
+    pub fn push_link(
+        &mut self,
+        link: &Link<'_>,
+        next_seq: Option<u64>,
+    ) -> Result<(), ChainProblem> {
+        if link.seq != self.next_seq {
+            let (expected, found) = (self.next_seq, link.seq);
+            return Err(if next_seq == Some(expected) {
                 ChainProblem::Swapped { expected, found }
             } else if found > expected {
                 ChainProblem::Missing { expected, found }
@@ -409,15 +437,15 @@ impl ChainChecker {
                 ChainProblem::OutOfOrder { expected, found }
             });
         }
-        let prev = self.prev.as_deref().unwrap_or(GENESIS);
-        if entry.prev_hash != prev {
-            return Err(ChainProblem::BrokenLink);
-        }
-        if entry.computed_hash() != entry.entry_hash {
+        if link.edited {
             return Err(ChainProblem::EditedEntry);
         }
-        self.merkle.push(&entry.entry_hash);
-        self.prev = Some(entry.entry_hash.clone());
+        let prev = self.prev.as_deref().unwrap_or(GENESIS);
+        if link.prev_hash != prev {
+            return Err(ChainProblem::BrokenLink);
+        }
+        self.merkle.push(link.entry_hash);
+        self.prev = Some(link.entry_hash.to_string());
         self.next_seq += 1;
         Ok(())
     }

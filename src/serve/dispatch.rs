@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value as J, json};
 
-use crate::cli::runtime::Loaded;
+use crate::config::Loaded;
 use crate::exec::{Fleet, Seats};
 use crate::ledger::{Entry, canonical};
 use crate::policy::Policy;
@@ -211,15 +211,16 @@ impl Reply {
     }
 }
 
+impl From<crate::surface::Error> for Reply {
+    /// The class decides the status ([`crate::surface::Class::http_status`]).
+    fn from(e: crate::surface::Error) -> Reply {
+        Reply::error(e.class.http_status(), e.message)
+    }
+}
+
 impl From<StoreError> for Reply {
     fn from(e: StoreError) -> Reply {
-        let status = match &e {
-            StoreError::NoLedger(_) => 404,
-            StoreError::Invalid(_) | StoreError::InvalidName { .. } => 400,
-            StoreError::Contended(_) | StoreError::Conflict(_) => 503,
-            _ => 500,
-        };
-        Reply::error(status, e.to_string())
+        crate::surface::Error::from(e).into()
     }
 }
 
@@ -423,11 +424,8 @@ impl Dispatcher {
     /// cannot run (an issue `runtime inspect` reports, or a fleet that cannot be built) leaves
     /// the server without an executor: `/submit` then answers 503 with the reason.
     pub fn with_runtime(mut self, loaded: Loaded) -> Dispatcher {
-        let issues = crate::exec::config::issues(
-            &loaded.runtime,
-            &self.roster,
-            &crate::cli::runtime::RealFacts,
-        );
+        let issues =
+            crate::exec::config::issues(&loaded.runtime, &self.roster, &crate::config::RealFacts);
         self.executors.seats = match issues.first() {
             Some(first) => Err(format!(
                 "this server cannot run models: {first} (GET /runtime lists every issue)"

@@ -285,7 +285,7 @@ mod tests {
         let r = Record {
             key: "a".into(),
             actor: "x".into(),
-            kind: "note".into(),
+            kind: crate::ledger::kind::NOTE.into(),
             causal_parent: None,
             payload_hash: "h".into(),
             from: 3,

@@ -2,7 +2,6 @@
 //! JSON or an error [`Reply`]. Reads go through short-lived store handles and the shared entry
 //! cache; writes go through the one long-lived writer.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Value as J, json};
@@ -11,7 +10,7 @@ use super::args::Args;
 use super::dispatch::{Dispatcher, Reply, Request, Snapshot, lock};
 use crate::context::ContextBudget;
 use crate::exec::Seats;
-use crate::exec::config::{self, ExecutorSpec, SeatChoice, Via};
+use crate::exec::config;
 use crate::ledger::merkle::{consistency_proof, inclusion_path, merkle_root};
 use crate::ledger::proof::{
     CONSISTENCY_SCHEMA, Checkpoint, ConsistencyProof, INCLUSION_SCHEMA, InclusionProof,
@@ -19,25 +18,23 @@ use crate::ledger::proof::{
 use crate::ledger::{Entry, NewEntry, Storage, StorageError, Value, canonical, causal_chain, kind};
 use crate::quality::profile::get_profile;
 use crate::quality::{HumanizeError, humanize};
-use crate::roster::Tier;
 use crate::route::{build_communication_contract, check_request, route_request};
 use crate::run::{self, Env, RunError, Status};
 use crate::store::git::{GitStore, Options};
-use crate::store::sync::{Git, REMOTES_PREFIX, SEEN_PREFIX};
 use crate::surface;
-use crate::surface::run::clock::{self, RunClock};
+use crate::surface::clock::{self, RunClock};
 use crate::surface::run::plan::PlanAsk;
 use crate::surface::run::{Bodies, ContextSource, Decide, Decision, Go, RunOptions};
 
 type Res = Result<J, Reply>;
 
 fn bad(message: impl Into<String>) -> Reply {
-    Reply::error(400, message)
+    crate::surface::Error::usage(message).into()
 }
 
 /// A surface error as the daemon answers it: its class's status and its one line.
 fn reply_of(e: surface::Error) -> Reply {
-    Reply::error(e.class.http_status(), e.message)
+    e.into()
 }
 
 /// A surface report as the daemon answers it.
@@ -47,7 +44,7 @@ fn answer(r: surface::Result<impl serde::Serialize>) -> Res {
 }
 
 fn not_found(message: impl Into<String>) -> Reply {
-    Reply::error(404, message)
+    crate::surface::Error::not_found(message).into()
 }
 
 /// A path segment that must be a seq.
@@ -115,19 +112,6 @@ impl Storage for Shared<'_> {
     fn sync(&mut self) -> Result<(), StorageError> {
         Ok(lock(&self.d.writer).sync()?)
     }
-}
-
-fn spec_json(spec: &ExecutorSpec) -> J {
-    json!({
-        "kind": spec.kind.name(),
-        "model": spec.model(),
-        "origin": spec.origin.as_str(),
-        "describe": spec.describe(),
-    })
-}
-
-fn via_json(via: &Via) -> J {
-    json!({"slot": via.slot().map(|s| s.as_str()), "why": via.explain()})
 }
 
 impl Dispatcher {
@@ -295,35 +279,16 @@ impl Dispatcher {
         )
     }
 
+    /// Deep verify, the same report as `git forum verify --deep --json`; a ledger with no
+    /// entries yet verifies (the daemon serves it before its first append).
     pub(crate) fn verify(&self) -> Res {
         let store = self.reader()?;
-        if !store.exists()? {
-            let root = merkle_root::<&str>(&[]);
-            return Ok(
-                json!({"ledger": self.cfg.ledger, "ok": true, "chain": true, "deep": true,
-                "entries": 0, "checkpoint": root, "first_bad_seq": null, "problem": null, "code": null,
-                "redacted": [], "notes": []}),
-            );
-        }
-        let r = store.verify(true)?;
-        let redacted: Vec<J> = r
-            .redacted
-            .iter()
-            .map(|(s, h)| json!({"seq": s, "payload_hash": h}))
-            .collect();
-        Ok(json!({
-            "ledger": self.cfg.ledger,
-            "ok": r.passed(),
-            "chain": r.chain,
-            "deep": r.deep_ok == Some(true),
-            "entries": r.entries,
-            "checkpoint": r.checkpoint,
-            "first_bad_seq": r.first_bad_seq,
-            "problem": r.problem,
-            "code": r.code,
-            "redacted": redacted,
-            "notes": r.notes,
-        }))
+        let r = if store.exists()? {
+            crate::surface::verify::verify(&store, &self.cfg.ledger, true)?
+        } else {
+            crate::surface::verify::VerifyReport::empty(&self.cfg.ledger, true)
+        };
+        serde_json::to_value(r).map_err(|e| Reply::error(500, format!("encoding the report: {e}")))
     }
 
     pub(crate) fn entry(&self, seq: &str) -> Res {
@@ -591,66 +556,36 @@ impl Dispatcher {
 
     // ----- executors -----
 
+    /// The server's runtime, the same report as `git forum runtime inspect --json`; ready
+    /// only when the server can also run models with it. A server given its seats directly
+    /// (tests, embedders) has no runtime config: the report is of the empty one, and ready when
+    /// the seats are there.
     pub(crate) fn runtime(&self) -> Res {
-        let schema = "git-forum.runtime-inspect/1";
-        let Some(loaded) = &self.executors.loaded else {
-            let (ready, issues) = match &self.executors.seats {
-                Ok(_) => (true, vec![]),
-                Err(why) => (false, vec![json!({"place": "default", "problem": why})]),
-            };
-            return Ok(
-                json!({"schema": schema, "source": "current", "ready": ready, "config": null,
-                "default": null, "tiers": {}, "seats": {}, "issues": issues, "warnings": []}),
-            );
+        let facts = crate::config::RealFacts;
+        let mut report = match &self.executors.loaded {
+            Some(loaded) => crate::surface::runtime::inspect(loaded, &self.roster, &facts),
+            None => {
+                let empty = crate::config::Loaded {
+                    runtime: config::merge(None, &config::Flags::default())
+                        .map_err(|e| Reply::error(500, e.to_string()))?,
+                    source: None,
+                };
+                let mut r = crate::surface::runtime::inspect(&empty, &self.roster, &facts);
+                r.issues.clear();
+                r
+            }
         };
-        let rt = &loaded.runtime;
-        let issues = config::issues(rt, &self.roster, &crate::cli::runtime::RealFacts);
-        let default = match rt.effective_default() {
-            Some((via, spec)) => json!({"configured": rt.default.is_some(), "via": via_json(&via),
-                "executor": spec_json(spec)}),
-            None => json!({"configured": false, "via": null, "executor": null}),
-        };
-        let worker_pinned = !matches!(rt.seats.worker, SeatChoice::Unset);
-        let mut tiers = serde_json::Map::new();
-        for t in Tier::ALL {
-            let status = match rt.for_tier(t) {
-                Some((Via::Slot(_), _)) => "configured",
-                Some(_) => "fallback",
-                None => "missing",
-            };
-            let lanes: Vec<&str> = self
-                .roster
-                .agents()
-                .iter()
-                .filter(|a| a.model_tier == t)
-                .map(|a| a.name.as_str())
-                .collect();
-            tiers.insert(
-                t.as_str().into(),
-                json!({"status": status, "executor": rt.tiers.get(&t).map(spec_json),
-                    "demanded_by": lanes, "used_for_tasks": !worker_pinned}),
-            );
+        if let Err(why) = &self.executors.seats
+            && report.issues.is_empty()
+        {
+            report.issues.push(crate::surface::runtime::Issue {
+                place: "default".into(),
+                problem: why.clone(),
+            });
         }
-        let seat = |r: Result<(Via, ExecutorSpec), config::Unresolved>| match r {
-            Ok((via, spec)) => json!({"via": via_json(&via), "executor": spec_json(&spec)}),
-            Err(u) => json!({"problem": u.to_string()}),
-        };
-        let worker = if worker_pinned {
-            seat(rt.for_task(&self.roster, ""))
-        } else {
-            json!({"via": null, "executor": null, "note": "each lane's tier"})
-        };
-        Ok(json!({
-            "schema": schema,
-            "source": "current",
-            "ready": issues.is_empty() && self.executors.seats.is_ok(),
-            "config": loaded.source.as_ref().map(|(p, o)| json!({"path": p.display().to_string(), "origin": o.as_str()})),
-            "default": default,
-            "tiers": tiers,
-            "seats": {"orchestrator": seat(rt.for_control()), "worker": worker},
-            "issues": issues.iter().map(|i| json!({"place": i.place, "problem": i.problem})).collect::<Vec<_>>(),
-            "warnings": rt.warnings,
-        }))
+        report.ready = report.issues.is_empty();
+        serde_json::to_value(report)
+            .map_err(|e| Reply::error(500, format!("encoding the report: {e}")))
     }
 
     /// The run options of a daemon request, as the surface takes them: a submit never runs
@@ -890,93 +825,15 @@ impl Dispatcher {
 
     // ----- push and fetch -----
 
-    /// The remote copies `fetch` adopted (`refs/forum/remotes/REMOTE/NAME`) and the last
-    /// verified checkpoint of each (`refs/forum/seen/REMOTE/NAME`), each compared with the local
-    /// ledger of the same name: `ahead` entries here not on the remote copy (to push), `behind`
-    /// entries there not here.
+    /// `GET /sync`: [`crate::surface::sync::sync_status`] of the served ledger.
     pub(crate) fn sync_status(&self) -> Res {
-        let repo = self.repo.to_thread_local();
-        let git = Git::for_repo(&repo);
-        let adopted = git.refs_under(REMOTES_PREFIX)?;
-        let seen = git.refs_under(SEEN_PREFIX)?;
-        let chain = |refname: &str| -> Result<Vec<Entry>, Reply> {
-            Ok(
-                GitStore::at_ref(self.repo.to_thread_local(), refname, Options::default())?
-                    .entries()?,
-            )
-        };
-        let cp = |entries: &[Entry], commit: &str| {
-            let hashes: Vec<&str> = entries.iter().map(|e| e.entry_hash.as_str()).collect();
-            json!({"size": entries.len(), "root": merkle_root(&hashes), "commit": commit})
-        };
-        let mut locals: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
-        let mut rows = Vec::new();
-        let mut keys: Vec<(String, String)> = adopted
-            .iter()
-            .chain(seen.iter())
-            .filter_map(|(r, _)| {
-                let rest = r
-                    .strip_prefix(REMOTES_PREFIX)
-                    .or_else(|| r.strip_prefix(SEEN_PREFIX))?;
-                let (remote, name) = rest.split_once('/')?;
-                Some((remote.to_string(), name.to_string()))
-            })
-            .collect();
-        keys.sort();
-        keys.dedup();
-        for (remote, name) in keys {
-            let adopted_ref = format!("{REMOTES_PREFIX}{remote}/{name}");
-            let seen_ref = format!("{SEEN_PREFIX}{remote}/{name}");
-            let there = match adopted.iter().find(|(r, _)| *r == adopted_ref) {
-                Some((r, oid)) => Some((chain(r)?, oid.clone())),
-                None => None,
-            };
-            let seen_cp = match seen.iter().find(|(r, _)| *r == seen_ref) {
-                Some((r, oid)) => Some(cp(&chain(r)?, oid)),
-                None => None,
-            };
-            if !locals.contains_key(&name) {
-                let local = GitStore::new(self.repo.to_thread_local(), &name, Options::default())
-                    .and_then(|s| s.entries())
-                    .unwrap_or_default();
-                locals.insert(name.clone(), local);
-            }
-            let here = &locals[&name];
-            let (relation, ahead, behind) = match &there {
-                None => ("not_fetched", J::Null, J::Null),
-                Some((t, _)) => {
-                    let common = here.len().min(t.len());
-                    let agree =
-                        common == 0 || here[common - 1].entry_hash == t[common - 1].entry_hash;
-                    if !agree {
-                        ("diverged", J::Null, J::Null)
-                    } else if here.len() == t.len() {
-                        ("in_sync", json!(0), json!(0))
-                    } else if here.len() > t.len() {
-                        ("ahead", json!(here.len() - t.len()), json!(0))
-                    } else {
-                        ("behind", json!(0), json!(t.len() - here.len()))
-                    }
-                }
-            };
-            rows.push(json!({
-                "remote": remote,
-                "ledger": name,
-                "adopted": there.as_ref().map(|(t, oid)| cp(t, oid)),
-                "seen": seen_cp,
-                "local_size": here.len(),
-                "relation": relation,
-                "ahead": ahead,
-                "behind": behind,
-            }));
-        }
         let view = self.snapshot()?;
-        let (entries, root) = (&view.entries, &view.root);
-        Ok(json!({
-            "ledger": self.cfg.ledger,
-            "local": {"size": entries.len(), "root": root},
-            "remotes": rows,
-        }))
+        Ok(crate::surface::sync::sync_status(
+            &self.repo,
+            &self.cfg.ledger,
+            view.entries.len(),
+            &view.root,
+        )?)
     }
 }
 

@@ -13,10 +13,10 @@ use serde_json::Value as J;
 
 use super::args::Args;
 use super::dispatch::{Dispatcher, Reply, Request};
-use crate::cli::context::{Got, preflight_payload};
 use crate::context::ContextBudget;
 use crate::report::{self, Snapshot};
 use crate::store::git::{GitStore, Options};
+use crate::surface::context::{Got, preflight_payload};
 use crate::surface::{self, reports, reports::Sources};
 
 type Res = Result<J, Reply>;

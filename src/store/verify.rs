@@ -21,10 +21,9 @@ use super::git::{
 };
 use super::packread::{Packs, Reader};
 use super::sign::SignatureCheck;
-use crate::ledger::ChainProblem;
 use crate::ledger::canonical;
 use crate::ledger::hash::{self, sha256_hex};
-use crate::ledger::merkle::Accumulator;
+use crate::ledger::{ChainChecker, ChainProblem, Link};
 
 /// Commits handed from the walker to a worker at a time.
 const BATCH: usize = 512;
@@ -40,15 +39,133 @@ const SEEN_TREES_MAX: usize = 32 * 1024;
 /// matches.
 type SeenTrees = Mutex<std::collections::HashMap<ObjectId, [u8; 32]>>;
 
+/// A verify problem's stable code; written as its kebab-case name (`entry-edited`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Code {
+    /// A signed checkpoint's signature does not verify, or it signs another root.
+    BadSignature,
+    /// A body no longer hashes to its entry's payload hash.
+    BodyEdited,
+    /// A body is absent without a redaction entry naming it.
+    BodyMissing,
+    /// The ledger's ref cannot be read.
+    BrokenRef,
+    /// A commit is not the one git forum writes for its entry.
+    CommitAltered,
+    /// A git object cannot be read or does not hash to its name.
+    CorruptObject,
+    /// Entries are missing before this one.
+    EntriesDeleted,
+    /// An entry's seq is not the position it sits at.
+    EntriesOutOfOrder,
+    /// This entry and the next carry each other's seq.
+    EntriesSwapped,
+    /// An entry's fields no longer hash to its entry hash.
+    EntryEdited,
+    /// A ledger commit has more than one parent.
+    MergeCommit,
+    /// A git object the ledger names is not in the repository.
+    MissingObject,
+    /// A commit holds no readable entry.
+    NotALedgerCommit,
+    /// An entry's tree is not the shape git forum writes.
+    NotALedgerTree,
+    /// An entry's prev_hash does not name the entry in its parent commit.
+    ParentChanged,
+    /// The ref's reflog shows it was moved to a commit that does not extend the ledger.
+    RefMoved,
+    /// Entries were removed from the tail (a witness saw more).
+    Truncated,
+    /// History was rewritten under a witnessed checkpoint.
+    Rewritten,
+    /// The reflog saw the ledger longer than it is: the ref was moved back.
+    Rewound,
+}
+
+impl Code {
+    /// Every code, for listings and tests.
+    pub const ALL: [Code; 19] = [
+        Code::BadSignature,
+        Code::BodyEdited,
+        Code::BodyMissing,
+        Code::BrokenRef,
+        Code::CommitAltered,
+        Code::CorruptObject,
+        Code::EntriesDeleted,
+        Code::EntriesOutOfOrder,
+        Code::EntriesSwapped,
+        Code::EntryEdited,
+        Code::MergeCommit,
+        Code::MissingObject,
+        Code::NotALedgerCommit,
+        Code::NotALedgerTree,
+        Code::ParentChanged,
+        Code::RefMoved,
+        Code::Truncated,
+        Code::Rewritten,
+        Code::Rewound,
+    ];
+
+    /// The code as written in reports and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::BadSignature => "bad-signature",
+            Code::BodyEdited => "body-edited",
+            Code::BodyMissing => "body-missing",
+            Code::BrokenRef => "broken-ref",
+            Code::CommitAltered => "commit-altered",
+            Code::CorruptObject => "corrupt-object",
+            Code::EntriesDeleted => "entries-deleted",
+            Code::EntriesOutOfOrder => "entries-out-of-order",
+            Code::EntriesSwapped => "entries-swapped",
+            Code::EntryEdited => "entry-edited",
+            Code::MergeCommit => "merge-commit",
+            Code::MissingObject => "missing-object",
+            Code::NotALedgerCommit => "not-a-ledger-commit",
+            Code::NotALedgerTree => "not-a-ledger-tree",
+            Code::ParentChanged => "parent-changed",
+            Code::RefMoved => "ref-moved",
+            Code::Truncated => "truncated",
+            Code::Rewritten => "rewritten",
+            Code::Rewound => "rewound",
+        }
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The code and message of a problem the ledger's chain checker found. A broken link in a git
+/// ledger means a commit was given another parent, and the message says so.
+fn chain_code(p: &ChainProblem) -> (Code, String) {
+    let code = match p {
+        ChainProblem::Swapped { .. } => Code::EntriesSwapped,
+        ChainProblem::Missing { .. } => Code::EntriesDeleted,
+        ChainProblem::OutOfOrder { .. } => Code::EntriesOutOfOrder,
+        ChainProblem::EditedEntry => Code::EntryEdited,
+        ChainProblem::BrokenLink => {
+            return (
+                Code::ParentChanged,
+                "its prev_hash does not name the entry in its parent commit: the commit's parent was changed".to_string(),
+            );
+        }
+    };
+    (code, p.to_string())
+}
+
 /// A problem: the seq it is at, its stable code, and the message.
-type Problem = (u64, &'static str, String);
+type Problem = (u64, Code, String);
 
 /// What a deep check found about one entry's body.
 enum Body {
     Present,
     /// The tree is empty: the body is absent.
     Absent,
-    Bad(Box<(&'static str, String)>),
+    Bad(Box<(Code, String)>),
 }
 
 /// One entry as the workers leave it for the chain pass (kept compact: a 100,000-entry ledger
@@ -74,11 +191,11 @@ struct Extra {
     /// The payload hash, kept only when the body is absent (to match it against redactions).
     absent_payload: Option<[u8; 32]>,
     /// A problem found in the commit on its own.
-    local: Option<(&'static str, String)>,
+    local: Option<(Code, String)>,
     /// The payload hash a redaction entry names.
     redacts: Option<[u8; 32]>,
     /// What is wrong with the body, when `body` is [`BodyState::Bad`].
-    bad_body: Option<(&'static str, String)>,
+    bad_body: Option<(Code, String)>,
 }
 
 /// [`Body`] without its problem (kept in [`Extra::bad_body`]).
@@ -100,11 +217,11 @@ impl Rec {
         self.extra.get_or_insert_with(Box::default)
     }
 
-    fn local(&self) -> Option<&(&'static str, String)> {
+    fn local(&self) -> Option<&(Code, String)> {
         self.extra.as_ref()?.local.as_ref()
     }
 
-    fn set_local(&mut self, code: &'static str, message: String) {
+    fn set_local(&mut self, code: Code, message: String) {
         self.extra_mut().local = Some((code, message));
     }
 
@@ -133,7 +250,7 @@ pub struct VerifyReport {
     pub first_bad_seq: Option<u64>,
     pub problem: Option<String>,
     /// A stable identifier of the problem class (`entry-edited`, `body-edited`, ...).
-    pub code: Option<&'static str>,
+    pub code: Option<Code>,
     /// Entries whose bodies are absent under a redaction entry: (seq, payload hash).
     pub redacted: Vec<(u64, String)>,
     pub reflog_lines: usize,
@@ -144,7 +261,7 @@ pub struct VerifyReport {
 }
 
 impl VerifyReport {
-    fn fail(&mut self, seq: Option<u64>, code: &'static str, problem: String) {
+    fn fail(&mut self, seq: Option<u64>, code: Code, problem: String) {
         self.ok = false;
         self.first_bad_seq = seq;
         self.code = Some(code);
@@ -157,7 +274,7 @@ impl VerifyReport {
     }
 }
 
-fn bad(code: &'static str, message: String) -> Body {
+fn bad(code: Code, message: String) -> Body {
     Body::Bad(Box::new((code, message)))
 }
 
@@ -184,7 +301,7 @@ fn check_commit(
     };
     let Some(raw) = parse_commit(data, hash) else {
         rec.set_local(
-            "not-a-ledger-commit",
+            Code::NotALedgerCommit,
             format!("object {id} is not a ledger commit"),
         );
         return Ok(rec);
@@ -192,21 +309,21 @@ fn check_commit(
     let (entry, line_canonical) = match entry_from_message_checked(raw.message) {
         Ok(e) => e,
         Err(why) => {
-            rec.set_local("not-a-ledger-commit", format!("commit {id}: {why}"));
+            rec.set_local(Code::NotALedgerCommit, format!("commit {id}: {why}"));
             return Ok(rec);
         }
     };
     let parent = raw.parents.first().copied();
     if raw.parents.len() > 1 {
         rec.set_local(
-            "merge-commit",
+            Code::MergeCommit,
             format!(
                 "commit {id} has {} parents; ledger commits have one",
                 raw.parents.len()
             ),
         );
     } else if !is_commit_of(data, &entry, &raw.tree, parent.as_ref(), line_canonical) {
-        rec.set_local("commit-altered", format!(
+        rec.set_local(Code::CommitAltered, format!(
                 "commit {id} is not the commit its entry defines (author, date, message or headers were changed)"
             ));
     }
@@ -216,7 +333,7 @@ fn check_commit(
     rec.prev_hash = hex_to_bytes(&entry.prev_hash);
     let payload_hash = hex_to_bytes(&entry.payload_hash);
     rec.edited = entry.computed_hash() != entry.entry_hash;
-    let redaction = entry.kind == "redaction";
+    let redaction = entry.kind == crate::ledger::kind::REDACTION;
     if deep && !redaction {
         let known = seen.lock().ok().and_then(|m| m.get(&raw.tree).copied());
         if let Some(known) = known {
@@ -239,7 +356,7 @@ fn check_commit(
         if matches!(body, Body::Absent) {
             rec.extra_mut().absent_payload = Some(payload_hash);
         }
-        if entry.kind == "redaction" && matches!(body, Body::Present) {
+        if entry.kind == crate::ledger::kind::REDACTION && matches!(body, Body::Present) {
             rec.extra_mut().redacts = redaction_target(buf);
         }
         if deep {
@@ -251,7 +368,7 @@ fn check_commit(
 
 fn body_edited() -> Body {
     bad(
-        "body-edited",
+        Code::BodyEdited,
         "its body does not hash to its payload_hash: the body was edited".into(),
     )
 }
@@ -279,17 +396,20 @@ fn read_body(
     let tree = match read_object(repo, reader, tree_id, buf) {
         Ok(Some(Kind::Tree)) => buf.clone(),
         Ok(Some(_)) => {
-            return Ok(bad("not-a-ledger-tree", format!("{tree_id} is not a tree")));
+            return Ok(bad(
+                Code::NotALedgerTree,
+                format!("{tree_id} is not a tree"),
+            ));
         }
         Ok(None) => {
             return Ok(bad(
-                "missing-object",
+                Code::MissingObject,
                 format!("tree {tree_id} is missing from the object store"),
             ));
         }
         Err(e) => {
             return Ok(bad(
-                "corrupt-object",
+                Code::CorruptObject,
                 format!("tree {tree_id} cannot be read: {e}"),
             ));
         }
@@ -301,30 +421,30 @@ fn read_body(
         .map(ObjectId::from_bytes_or_panic)
     else {
         return Ok(bad(
-            "not-a-ledger-tree",
+            Code::NotALedgerTree,
             format!("tree {tree_id} is not a ledger entry tree"),
         ));
     };
     if gix::objs::compute_hash(hash, Kind::Tree, &tree).ok() != Some(*tree_id) {
         return Ok(bad(
-            "corrupt-object",
+            Code::CorruptObject,
             format!("tree {tree_id} does not hash to its name"),
         ));
     }
     match read_object(repo, reader, &blob, buf) {
         Ok(Some(Kind::Blob)) => {}
         Ok(Some(_)) => {
-            return Ok(bad("not-a-ledger-tree", format!("{blob} is not a blob")));
+            return Ok(bad(Code::NotALedgerTree, format!("{blob} is not a blob")));
         }
         Ok(None) => {
             return Ok(bad(
-                "missing-object",
+                Code::MissingObject,
                 format!("body blob {blob} is missing from the object store"),
             ));
         }
         Err(e) => {
             return Ok(bad(
-                "corrupt-object",
+                Code::CorruptObject,
                 format!("body blob {blob} cannot be read: {e}"),
             ));
         }
@@ -334,7 +454,7 @@ fn read_body(
     }
     if gix::objs::compute_hash(hash, Kind::Blob, buf).ok() != Some(blob) {
         return Ok(bad(
-            "corrupt-object",
+            Code::CorruptObject,
             format!("blob {blob} does not hash to its name"),
         ));
     }
@@ -353,7 +473,7 @@ struct ReflogWitness<'a> {
 struct WalkFailure {
     /// The seq of the last commit read (the failure is below it).
     child_seq_hint: Option<u64>,
-    code: &'static str,
+    code: Code,
     message: String,
 }
 
@@ -362,7 +482,7 @@ impl GitStore {
     /// body. Never consults the index.
     pub fn verify(&self, deep: bool) -> Result<VerifyReport, StoreError> {
         let report = self.verify_once(deep)?;
-        if matches!(report.code, Some("missing-object" | "body-missing")) {
+        if matches!(report.code, Some(Code::MissingObject | Code::BodyMissing)) {
             // A `git prune` that began before an append moved the ref deletes that append's
             // objects afterwards; the write-ahead log still holds them. Put them back and look
             // again (a missing object the log does not hold stays reported).
@@ -394,7 +514,7 @@ impl GitStore {
             Ok(Some(t)) => t,
             Ok(None) => return Err(StoreError::NoLedger(self.name().to_string())),
             Err(StoreError::Corrupt(m)) => {
-                report.fail(None, "broken-ref", m);
+                report.fail(None, Code::BrokenRef, m);
                 return Ok(report);
             }
             Err(e) => return Err(e),
@@ -569,7 +689,6 @@ impl GitStore {
             .chain(signed.iter().map(|s| s.checkpoint.size))
             .collect();
         let mut prefix_roots: Vec<(u64, String)> = Vec::new();
-        let mut prev = hex_to_bytes(hash::GENESIS);
         let mut chain_problem: Option<Problem> = walk_failure.map(|f| {
             // The walk stopped early: the bad commit sits just below the oldest one read.
             let seq = recs
@@ -580,7 +699,8 @@ impl GitStore {
                 .unwrap_or(0);
             (seq, f.code, f.message)
         });
-        let mut acc = Accumulator::default();
+        let mut checker = ChainChecker::new();
+        let mut root_at_problem: Option<String> = None;
         let mut redacted: HashSet<[u8; 32]> = HashSet::new();
         if chain_problem.is_none() {
             for (i, r) in recs.iter().enumerate() {
@@ -593,58 +713,29 @@ impl GitStore {
                     chain_problem = Some((expected, code, msg));
                     break;
                 };
-                if seq != expected {
-                    let next_seq = recs.get(i + 1).and_then(Rec::seq);
-                    let (p, code) = if next_seq == Some(expected) {
-                        (
-                            ChainProblem::Swapped {
-                                expected,
-                                found: seq,
-                            },
-                            "entries-swapped",
-                        )
-                    } else if seq > expected {
-                        (
-                            ChainProblem::Missing {
-                                expected,
-                                found: seq,
-                            },
-                            "entries-deleted",
-                        )
-                    } else {
-                        (
-                            ChainProblem::OutOfOrder {
-                                expected,
-                                found: seq,
-                            },
-                            "entries-out-of-order",
-                        )
-                    };
-                    chain_problem = Some((expected, code, p.to_string()));
-                    break;
-                }
-                if r.edited {
-                    chain_problem =
-                        Some((seq, "entry-edited", ChainProblem::EditedEntry.to_string()));
-                    break;
-                }
-                if r.prev_hash != prev {
-                    chain_problem = Some((
-                        seq,
-                        "parent-changed",
-                        "its prev_hash does not name the entry in its parent commit: the commit's parent was changed".to_string(),
-                    ));
+                let (prev_hash, entry_hash) = (hash::hex(&r.prev_hash), hash::hex(&r.entry_hash));
+                let link = Link {
+                    seq,
+                    prev_hash: &prev_hash,
+                    entry_hash: &entry_hash,
+                    edited: r.edited,
+                };
+                // A commit with a problem of its own is not counted in the checkpoint reported.
+                let root_before = r.local().map(|_| checker.root());
+                let next_seq = recs.get(i + 1).and_then(Rec::seq);
+                if let Err(p) = checker.push_link(&link, next_seq) {
+                    let (code, message) = chain_code(&p);
+                    chain_problem = Some((expected, code, message));
                     break;
                 }
                 if let Some(local) = r.local() {
                     chain_problem = Some((seq, local.0, local.1.clone()));
+                    root_at_problem = root_before;
                     break;
                 }
-                prev = r.entry_hash;
-                acc.push(&hash::hex(&r.entry_hash));
                 let n = expected + 1;
                 if wanted.contains(&n) {
-                    prefix_roots.push((n, acc.root()));
+                    prefix_roots.push((n, checker.root()));
                 }
                 if let Some(h) = r.extra.as_ref().and_then(|x| x.redacts) {
                     redacted.insert(h);
@@ -652,7 +743,7 @@ impl GitStore {
             }
         }
         report.entries = recs.len() as u64;
-        report.checkpoint = acc.root();
+        report.checkpoint = root_at_problem.unwrap_or_else(|| checker.root());
         report.chain = chain_problem.is_none();
         if let Some((seq, code, msg)) = chain_problem {
             report.fail(Some(seq), code, msg);
@@ -663,7 +754,7 @@ impl GitStore {
             if *size > len {
                 report.fail(
                     Some(len),
-                    "truncated",
+                    Code::Truncated,
                     format!(
                         "the ledger has {len} entries but a checkpoint was recorded at {size} entries (root {root}): entries were removed from the tail"
                     ),
@@ -675,7 +766,7 @@ impl GitStore {
             {
                 report.fail(
                     Some(size.saturating_sub(1)),
-                    "rewritten",
+                    Code::Rewritten,
                     format!(
                         "the first {size} entries hash to {have}, not to the recorded checkpoint {root}: history was rewritten"
                     ),
@@ -691,7 +782,7 @@ impl GitStore {
                 SignatureCheck::Bad(why) => {
                     report.fail(
                         Some(size.saturating_sub(1).min(len)),
-                        "bad-signature",
+                        Code::BadSignature,
                         format!("the signed checkpoint at size {size} (root {root}) is not trustworthy: {why}"),
                     );
                     return Ok(report);
@@ -706,7 +797,7 @@ impl GitStore {
             if s.ledger != self.signature_ledger() {
                 report.fail(
                     Some(len),
-                    "bad-signature",
+                    Code::BadSignature,
                     format!(
                         "a signed checkpoint stored for ledger {} names ledger {}",
                         self.signature_ledger(),
@@ -718,7 +809,7 @@ impl GitStore {
             if size > len {
                 report.fail(
                     Some(len),
-                    "truncated",
+                    Code::Truncated,
                     format!(
                         "the ledger has {len} entries but {signer} signed a checkpoint at {size} entries (root {root}): entries were removed from the tail"
                     ),
@@ -730,7 +821,7 @@ impl GitStore {
             {
                 report.fail(
                     Some(size.saturating_sub(1)),
-                    "rewritten",
+                    Code::Rewritten,
                     format!(
                         "the first {size} entries hash to {have}, not to the checkpoint {root} that {signer} signed: history was rewritten"
                     ),
@@ -769,7 +860,7 @@ impl GitStore {
                     BodyState::Absent => {
                         first = Some((
                             seq,
-                            "body-missing",
+                            Code::BodyMissing,
                             "its body is absent and no redaction entry names it".into(),
                         ));
                         break;
@@ -829,20 +920,20 @@ impl GitStore {
             });
             let (code, msg) = match seen {
                 Some(s) if s >= len => (
-                    "rewound",
+                    Code::Rewound,
                     format!(
                         "the reflog shows the ledger at seq {s} (commit {id}), but it now ends at seq {}: the ref was rewound",
                         len.saturating_sub(1)
                     ),
                 ),
                 Some(s) => (
-                    "rewritten",
+                    Code::Rewritten,
                     format!(
                         "the reflog records commit {id} at seq {s}, which the current chain does not contain: the ref was rewritten"
                     ),
                 ),
                 None => (
-                    "rewritten",
+                    Code::Rewritten,
                     format!(
                         "the reflog records commit {id}, which is not in the current chain: the ref was rewritten"
                     ),
@@ -861,7 +952,7 @@ impl GitStore {
                 .unwrap_or_else(|| "an unreadable line".into());
             report.fail(
                 Some(len),
-                "ref-moved",
+                Code::RefMoved,
                 format!(
                     "{} was moved without a reflog line (reflog ends at {last}, ref at {tip})",
                     self.refname()
@@ -938,7 +1029,7 @@ fn walk(
             Ok(read) => read,
             Err(e) => {
                 failure = Some(fail(
-                    "corrupt-object",
+                    Code::CorruptObject,
                     format!("commit {id} cannot be read: {e}"),
                 ));
                 break;
@@ -946,7 +1037,7 @@ fn walk(
         };
         let Some(kind) = read else {
             failure = Some(fail(
-                "missing-object",
+                Code::MissingObject,
                 format!("commit {id} is missing from the object store"),
             ));
             break;
@@ -955,7 +1046,7 @@ fn walk(
             gix::objs::compute_hash(hash, kind, &buf).map_err(|e| git_err("hashing", e))?;
         if actual != id {
             failure = Some(fail(
-                "corrupt-object",
+                Code::CorruptObject,
                 format!("object {id} does not hash to its name (its content was replaced)"),
             ));
             break;
@@ -967,7 +1058,7 @@ fn walk(
         };
         let Some(parent) = parent else {
             failure = Some(fail(
-                "not-a-ledger-commit",
+                Code::NotALedgerCommit,
                 format!("object {id} is not a ledger commit"),
             ));
             break;
@@ -1023,4 +1114,17 @@ fn first_parent(data: &[u8], hash: HashKind) -> Option<Option<ObjectId>> {
 /// The seq in a ledger commit message, if it has one.
 pub(crate) fn seq_of_message(message: &[u8]) -> Option<u64> {
     entry_from_message(message).ok().map(|e| e.seq)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_written_as_its_name() {
+        for c in Code::ALL {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str(), "{c:?}");
+            assert_eq!(c.to_string(), c.as_str());
+        }
+    }
 }

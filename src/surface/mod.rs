@@ -13,7 +13,15 @@ pub mod reports;
 
 use std::fmt;
 
+use crate::ledger::StorageError;
+use crate::store::git::StoreError;
+
+pub mod clock;
+pub mod context;
 pub mod run;
+pub mod runtime;
+pub mod sync;
+pub mod verify;
 
 /// A report an operation returns: serializable, with a stable schema name.
 pub trait Report: serde::Serialize {
@@ -141,6 +149,39 @@ impl std::error::Error for Error {
     }
 }
 
+/// The class of a store failure: the one place that decides it for every transport.
+fn store_class(e: &StoreError) -> Class {
+    match e {
+        StoreError::NoLedger(_) => Class::NotFound,
+        StoreError::Invalid(_) | StoreError::InvalidName { .. } => Class::Usage,
+        // Another writer holds or moved the ledger: retrying later helps.
+        StoreError::Contended(_) | StoreError::Conflict(_) | StoreError::NotARepo(_) => {
+            Class::Unavailable
+        }
+        StoreError::Corrupt(_)
+        | StoreError::Io { .. }
+        | StoreError::Gix { .. }
+        | StoreError::Git(_) => Class::Internal,
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Error {
+        Error::new(store_class(&e), e.to_string()).with_source(e)
+    }
+}
+
+impl From<StorageError> for Error {
+    fn from(e: StorageError) -> Error {
+        let class = match &e {
+            StorageError::Invalid(_) => Class::Usage,
+            StorageError::Corrupt(_) | StorageError::Io(_) => Class::Internal,
+            StorageError::Conflict { .. } => Class::Unavailable,
+        };
+        Error::new(class, e.to_string()).with_source(e)
+    }
+}
+
 /// A surface operation's result.
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -166,6 +207,19 @@ mod tests {
         assert_eq!(Class::Usage.http_status(), 400);
         assert_eq!(Class::Conflict.http_status(), 409);
         assert_eq!(Class::Unavailable.http_status(), 503);
+    }
+
+    #[test]
+    fn store_failures_have_one_class_for_every_transport() {
+        let e: Error = StoreError::NoLedger("main".into()).into();
+        assert_eq!((e.class.exit_code(), e.class.http_status()), (1, 404));
+        let e: Error = StoreError::Invalid("bad".into()).into();
+        assert_eq!((e.class.exit_code(), e.class.http_status()), (2, 400));
+        let e: Error = StoreError::Contended("busy".into()).into();
+        assert_eq!(e.class.http_status(), 503);
+        let e: Error = StorageError::Io("disk".into()).into();
+        assert_eq!((e.class.exit_code(), e.class.http_status()), (1, 500));
+        assert!(std::error::Error::source(&e).is_some());
     }
 
     #[test]

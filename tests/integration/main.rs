@@ -22,6 +22,7 @@ mod report;
 mod route;
 mod runs;
 mod runtime;
+mod same_json;
 mod same_json_runs;
 mod sign;
 mod snapshots;

@@ -295,7 +295,7 @@ fn judge_fetched(
             "{remote}'s copy does not verify{at}: {}",
             report.problem.as_deref().unwrap_or("unknown problem")
         ));
-        result.code = report.code.or(Some("does-not-verify"));
+        result.code = report.code.map(|c| c.as_str()).or(Some("does-not-verify"));
         return Ok(result);
     }
     let chain = chain.ok_or_else(|| {

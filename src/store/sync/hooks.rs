@@ -131,7 +131,7 @@ pub fn check_pre_push(
             refusals.push(format!(
                 "ledger {name} does not verify{at}: {} [{}]",
                 report.problem.as_deref().unwrap_or("unknown problem"),
-                report.code.unwrap_or("")
+                report.code.map_or("", |c| c.as_str())
             ));
             continue;
         }

@@ -83,7 +83,7 @@ pub fn push(
             PushStatus::Refused(format!(
                 "it does not verify{at}: {} [{}]; run `git forum --ledger {name} verify --deep`",
                 r.problem.as_deref().unwrap_or("unknown problem"),
-                r.code.unwrap_or("")
+                r.code.map_or("", |c| c.as_str())
             ))
         };
         results.push(PushResult {

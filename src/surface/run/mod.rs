@@ -6,7 +6,6 @@
 //! path (the CLI reads its git store, the daemon its entry cache); writes go through a
 //! [`crate::ledger::Storage`].
 
-pub mod clock;
 pub mod gates;
 pub mod options;
 pub mod plan;
@@ -14,7 +13,7 @@ pub mod receipt;
 pub mod runs;
 pub mod submit;
 
-pub use clock::RunClock;
+pub use crate::surface::clock::RunClock;
 pub use gates::{Decide, Decision, GateDecided, GateList, GateRow, decide, gates, pending};
 pub use options::{CommandSpec, ContextSource, RunOptions};
 pub use receipt::{Receipt, RunReceipt, forum_receipt, receipt_of, run_receipt};

@@ -1,4 +1,4 @@
-//! Reading what a user hands a command — a file, a device, a FIFO, standard input — with a
+//! Reading what a user hands a command (a roster, a plan, a payload, a proof) — a file, a device, a FIFO, standard input — with a
 //! byte limit.
 //!
 //! File metadata is not trusted for the size: `/dev/zero`, a FIFO or `/dev/stdin` report a

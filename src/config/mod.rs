@@ -1,0 +1,182 @@
+//! The repository's configuration, found and loaded once for every caller (the CLI, the
+//! daemon, the MCP server): `.forum/roster.toml`, `.forum/policy.toml` and
+//! `.forum/runtime.toml` in the work tree, each replaceable by a file named on the command
+//! line, with the built-in roster, no policy limits and no runtime config as the defaults.
+//!
+//! Files are read with a size cap ([`input`]); a file that cannot be read or parsed is one
+//! [`Error`] line naming it. Loading warnings go to stderr.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::exec::config::{self, Flags, Runtime};
+use crate::exec::endpoint::Origin;
+use crate::policy::Policy;
+use crate::roster::{DEFAULT_ROSTER_NAME, DEFAULT_ROSTER_TOML, Roster};
+
+mod facts;
+pub mod input;
+
+pub use facts::RealFacts;
+
+/// Files larger than this are refused rather than read (rosters, plans, policies).
+pub const MAX_INPUT_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Why configuration could not be loaded; each message is one line naming the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A file could not be read: missing, too large, not UTF-8.
+    Unreadable(String),
+    /// A roster or policy file that does not parse or does not hold together.
+    Invalid(String),
+    /// A runtime config or executor flags that do not hold together (bad usage).
+    Runtime(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Unreadable(m) | Error::Invalid(m) | Error::Runtime(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for crate::surface::Error {
+    fn from(e: Error) -> crate::surface::Error {
+        let message = e.to_string();
+        let class = match e {
+            Error::Runtime(_) => crate::surface::Class::Usage,
+            // Fix the file (or name another one) and run again.
+            Error::Unreadable(_) | Error::Invalid(_) => crate::surface::Class::Unavailable,
+        };
+        crate::surface::Error::new(class, message).with_source(e)
+    }
+}
+
+/// Reads a text file for a command, with the [`MAX_INPUT_BYTES`] cap and a one-line error
+/// naming it (`what`: "roster", "plan file").
+pub fn read_text(path: &Path, what: &str) -> Result<String, Error> {
+    input::read_limited_text(path, MAX_INPUT_BYTES, what, "").map_err(Error::Unreadable)
+}
+
+/// The repository's `.forum/NAME` file, when `dir` is inside a work tree that has one.
+pub fn forum_config_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    let repo = crate::store::git::open_repo(dir).ok()?;
+    let path = repo.workdir()?.join(".forum").join(name);
+    path.is_file().then_some(path)
+}
+
+/// Loads the roster: `flag` (`--roster FILE`), else `.forum/roster.toml`, else the built-in
+/// one. Loading warnings go to stderr.
+pub fn load_roster(dir: &Path, flag: Option<&Path>) -> Result<Roster, Error> {
+    let path = match flag {
+        Some(p) => Some(p.to_path_buf()),
+        None => forum_config_file(dir, "roster.toml"),
+    };
+    let roster = match path {
+        Some(p) => {
+            let text = read_text(&p, "roster")?;
+            Roster::from_toml_str(&text, &p.display().to_string())
+        }
+        None => Roster::from_toml_str(DEFAULT_ROSTER_TOML, DEFAULT_ROSTER_NAME),
+    }
+    .map_err(|e| Error::Invalid(e.to_string()))?;
+    for w in roster.warnings() {
+        eprintln!("warning: {w}");
+    }
+    Ok(roster)
+}
+
+/// Loads the policy: `flag` (`--policy FILE`), else `.forum/policy.toml`, else no limits.
+pub fn load_policy(dir: &Path, flag: Option<&Path>) -> Result<Policy, Error> {
+    let path = match flag {
+        Some(p) => Some(p.to_path_buf()),
+        None => forum_config_file(dir, "policy.toml"),
+    };
+    match path {
+        None => Ok(Policy::default()),
+        Some(p) => {
+            let text = read_text(&p, "policy")?;
+            Policy::from_toml_str(&text, &p.display().to_string())
+                .map_err(|e| Error::Invalid(e.to_string()))
+        }
+    }
+}
+
+/// A runtime config as loaded: the merged runtime and where its file came from.
+pub struct Loaded {
+    /// The merged runtime.
+    pub runtime: Runtime,
+    /// The file read, if any, and how it is trusted.
+    pub source: Option<(PathBuf, Origin)>,
+}
+
+/// Reads the runtime config (`file`, from `--runtime-config FILE`, else `.forum/runtime.toml`)
+/// and merges `flags` over it. A bad config or bad flags are [`Error::Runtime`]; warnings go
+/// to stderr.
+pub fn load_runtime(dir: &Path, file: Option<&Path>, flags: &Flags) -> Result<Loaded, Error> {
+    let source = match file {
+        Some(p) => Some((p.to_path_buf(), Origin::UserFile)),
+        None => forum_config_file(dir, "runtime.toml").map(|p| (p, Origin::RepoConfig)),
+    };
+    let parsed = match &source {
+        Some((path, origin)) => {
+            let text = read_text(path, "runtime config")?;
+            let name = match origin {
+                Origin::RepoConfig => config::REPO_CONFIG_PATH.to_string(),
+                _ => path.display().to_string(),
+            };
+            Some(
+                config::parse_runtime_config(&text, &name, *origin)
+                    .map_err(|e| Error::Runtime(e.to_string()))?,
+            )
+        }
+        None => None,
+    };
+    let runtime = config::merge(parsed, flags).map_err(|e| Error::Runtime(e.to_string()))?;
+    for w in &runtime.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(Loaded { runtime, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outside_a_repository_the_defaults_apply() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(forum_config_file(dir.path(), "roster.toml"), None);
+        let roster = load_roster(dir.path(), None).unwrap();
+        assert!(!roster.is_empty());
+        assert!(
+            load_runtime(dir.path(), None, &Flags::default())
+                .unwrap()
+                .source
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn an_unreadable_file_is_one_line_naming_it_and_its_class_decides_the_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope.toml");
+        let e = load_roster(dir.path(), Some(&missing)).unwrap_err();
+        assert!(matches!(e, Error::Unreadable(_)), "{e:?}");
+        assert!(e.to_string().contains("nope.toml"), "{e}");
+        assert!(!e.to_string().contains('\n'));
+        let s: crate::surface::Error = e.into();
+        assert_eq!(s.class.exit_code(), 1);
+        let bad = dir.path().join("runtime.toml");
+        std::fs::write(&bad, "this is = = not toml").unwrap();
+        let Err(e) = load_runtime(dir.path(), Some(&bad), &Flags::default()) else {
+            panic!("a bad runtime config loaded");
+        };
+        assert!(matches!(e, Error::Runtime(_)), "{e:?}");
+        let s: crate::surface::Error = e.into();
+        assert_eq!(s.class.exit_code(), 2);
+    }
+}

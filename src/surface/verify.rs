@@ -1,0 +1,130 @@
+//! `verify`: the ledger checked by the store (chain, commits, witnesses and, deep, bodies) as
+//! one [`VerifyReport`], the same value for `git forum verify --json`, `GET /verify` and the
+//! MCP `verify` tool.
+
+use serde::Serialize;
+
+use super::{Report, Result};
+use crate::ledger::merkle::merkle_root;
+use crate::store::git::GitStore;
+use crate::store::verify::Code;
+
+/// What `verify` found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VerifyReport {
+    /// [`VerifyReport::SCHEMA`].
+    pub schema: &'static str,
+    /// The ledger's name.
+    pub ledger: String,
+    /// Whether every requested check passed.
+    pub ok: bool,
+    /// Whether the chain (seqs, links, entry hashes, commits) holds.
+    pub chain: bool,
+    /// Whether every body hashes to its entry (`None` when bodies were not checked).
+    pub deep: Option<bool>,
+    /// Entries read.
+    pub entries: u64,
+    /// The Merkle root over the entries read.
+    pub checkpoint: String,
+    /// The seq of the first entry that fails, when one does.
+    pub first_bad_seq: Option<u64>,
+    /// What is wrong, one line.
+    pub problem: Option<String>,
+    /// The problem's stable code.
+    pub code: Option<Code>,
+    /// Entries whose bodies are absent under a redaction entry.
+    pub redacted: Vec<Redacted>,
+    /// What the tail was checked against.
+    pub witnesses: Witnesses,
+    /// Signed checkpoints that verified.
+    pub signatures: Vec<Signature>,
+    /// Notes that are not failures.
+    pub notes: Vec<String>,
+}
+
+impl Report for VerifyReport {
+    const SCHEMA: &'static str = "git-forum.verify/v1";
+}
+
+/// A body removed by a redaction entry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Redacted {
+    pub seq: u64,
+    pub payload_hash: String,
+}
+
+/// The tail witnesses a verify checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Witnesses {
+    /// Lines of the ledger ref's reflog.
+    pub reflog_lines: usize,
+    /// Checkpoints recorded by `checkpoint`.
+    pub recorded_checkpoints: usize,
+}
+
+/// A signed checkpoint that verified.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Signature {
+    pub size: u64,
+    pub root: String,
+    pub signer: String,
+}
+
+impl VerifyReport {
+    /// The report of a ledger that does not exist yet: nothing to fail.
+    pub fn empty(ledger: &str, deep: bool) -> VerifyReport {
+        VerifyReport {
+            schema: Self::SCHEMA,
+            ledger: ledger.to_string(),
+            ok: true,
+            chain: true,
+            deep: deep.then_some(true),
+            entries: 0,
+            checkpoint: merkle_root::<&str>(&[]),
+            first_bad_seq: None,
+            problem: None,
+            code: None,
+            redacted: Vec::new(),
+            witnesses: Witnesses {
+                reflog_lines: 0,
+                recorded_checkpoints: 0,
+            },
+            signatures: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// Verifies the ledger of `store` (named `ledger`), with every body when `deep`. A ledger that
+/// does not exist is [`super::Class::NotFound`]; a ledger that does not verify is a report
+/// with `ok: false`, not an error.
+pub fn verify(store: &GitStore, ledger: &str, deep: bool) -> Result<VerifyReport> {
+    let r = store.verify(deep)?;
+    Ok(VerifyReport {
+        schema: VerifyReport::SCHEMA,
+        ledger: ledger.to_string(),
+        ok: r.passed(),
+        chain: r.chain,
+        deep: deep.then_some(r.deep_ok == Some(true)),
+        entries: r.entries,
+        checkpoint: r.checkpoint,
+        first_bad_seq: r.first_bad_seq,
+        problem: r.problem,
+        code: r.code,
+        redacted: r
+            .redacted
+            .into_iter()
+            .map(|(seq, payload_hash)| Redacted { seq, payload_hash })
+            .collect(),
+        witnesses: Witnesses {
+            reflog_lines: r.reflog_lines,
+            recorded_checkpoints: r.checkpoints_checked,
+        },
+        signatures: r
+            .signatures
+            .into_iter()
+            .map(|(size, root, signer)| Signature { size, root, signer })
+            .collect(),
+        notes: r.notes,
+    })
+}

@@ -1,0 +1,170 @@
+//! The same operation on the same ledger gives the same JSON from the CLI (`--json`), the
+//! daemon (`git forum serve`, over HTTP) and the MCP server (the tool's structured content):
+//! they serialize one report from the surface.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use serde_json::{Value as J, json};
+
+use crate::common::{FORMATS, Repo, Served};
+
+/// `GET path` from a running daemon, as JSON; the status must be 200.
+fn http_get(d: &Served, path: &str) -> J {
+    http(d, "GET", path, "")
+}
+
+/// `METHOD path` with `body` to a running daemon, as JSON; the status must be 200.
+fn http(d: &Served, method: &str, path: &str, body: &str) -> J {
+    let mut s = TcpStream::connect(&d.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        d.addr,
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no response to GET {path}: {text:?}"));
+    assert!(
+        head.starts_with("HTTP/1.1 200"),
+        "GET {path}: {head}\n{body}"
+    );
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("GET {path}: not JSON ({e}): {body}"))
+}
+
+/// Each tool's structured content, called in one `git forum mcp` session, in order.
+fn mcp_calls(repo: &Repo, tools: &[&str]) -> Vec<J> {
+    let calls: Vec<(&str, J)> = tools.iter().map(|t| (*t, json!({}))).collect();
+    mcp_calls_with(repo, &calls)
+}
+
+/// [`mcp_calls`] with each tool's arguments.
+fn mcp_calls_with(repo: &Repo, calls: &[(&str, J)]) -> Vec<J> {
+    let tools: Vec<&str> = calls.iter().map(|(t, _)| *t).collect();
+    let lines: Vec<String> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| {
+            json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                "params": {"name": name, "arguments": args}})
+            .to_string()
+        })
+        .collect();
+    let (ok, out) = repo.mcp_batch(&[], &lines);
+    assert!(ok, "git forum mcp failed: {out}");
+    let mut replies: Vec<J> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    replies.sort_by_key(|r| r["id"].as_u64());
+    assert_eq!(replies.len(), calls.len(), "{out}");
+    replies
+        .into_iter()
+        .zip(tools)
+        .map(|(r, name)| {
+            assert_eq!(r["result"]["isError"], false, "{name}: {r}");
+            r["result"]["structuredContent"].clone()
+        })
+        .collect()
+}
+
+/// A ledger with a few entries, a recorded checkpoint and a runtime config whose default
+/// executor is a program on `PATH`.
+fn ledger(kind: &str) -> Repo {
+    let repo = Repo::new(kind);
+    repo.append("alice", "note", r#"{"n": 1}"#);
+    repo.append("bob", "note", r#"{"n": 2, "text": "two"}"#);
+    repo.forum_ok(&["checkpoint"]);
+    repo.append("alice", "note", r#"{"n": 3}"#);
+    std::fs::create_dir_all(repo.path().join(".forum")).unwrap();
+    std::fs::write(
+        repo.path().join(".forum/runtime.toml"),
+        "[runtime.default]\ncmd = \"true\"\n",
+    )
+    .unwrap();
+    repo
+}
+
+#[test]
+fn verify_and_runtime_inspect_are_the_same_json_from_cli_http_and_mcp() {
+    for kind in FORMATS {
+        let repo = ledger(kind);
+        let cli_verify = repo.forum_json(&["verify", "--deep"]);
+        let cli_runtime = repo.forum_json(&["runtime", "inspect"]);
+        assert_eq!(cli_verify["schema"], "git-forum.verify/v1", "{kind}");
+        assert_eq!(cli_verify["ok"], true, "{kind}: {cli_verify}");
+        assert_eq!(cli_verify["entries"], 3, "{kind}");
+        assert_eq!(cli_verify["witnesses"]["recorded_checkpoints"], 1, "{kind}");
+        assert_eq!(
+            cli_runtime["schema"], "git-forum.runtime-inspect/1",
+            "{kind}"
+        );
+        assert_eq!(cli_runtime["ready"], true, "{kind}: {cli_runtime}");
+
+        let served = repo.serve(&[], std::process::Stdio::null());
+        let http_verify = http_get(&served, "/verify");
+        let http_runtime = http_get(&served, "/runtime");
+        drop(served);
+        assert_eq!(http_verify, cli_verify, "verify over HTTP on {kind}");
+        assert_eq!(http_runtime, cli_runtime, "runtime over HTTP on {kind}");
+
+        let mcp = mcp_calls(&repo, &["verify", "forum.runtime.inspect"]);
+        assert_eq!(mcp[0], cli_verify, "verify over MCP on {kind}");
+        assert_eq!(mcp[1], cli_runtime, "runtime over MCP on {kind}");
+    }
+}
+
+#[test]
+fn a_ledger_that_does_not_verify_is_the_same_report_everywhere() {
+    let repo = ledger("sha1");
+    // Edit an entry's actor in its commit and chain the commits again, as an attacker would.
+    let mut texts = crate::common::commit_texts(&repo, crate::common::LEDGER_REF);
+    let edited = texts[1].replace("bob", "eve");
+    assert_ne!(edited, texts[1], "the commit text names the actor");
+    texts[1] = edited;
+    crate::common::rechain(&repo, &texts);
+    let o = repo
+        .forum()
+        .args(["verify", "--deep", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let cli: J = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(cli["ok"], false, "{cli}");
+    assert!(cli["code"].is_string(), "{cli}");
+    let served = repo.serve(&[], std::process::Stdio::null());
+    let http = http_get(&served, "/verify");
+    drop(served);
+    assert_eq!(http, cli);
+    assert_eq!(mcp_calls(&repo, &["verify"])[0], cli);
+}
+
+#[test]
+fn inclusion_and_consistency_proofs_are_the_same_json_from_cli_http_and_mcp() {
+    let repo = ledger("sha256");
+    let cli_inclusion: J = serde_json::from_str(&repo.forum_ok(&["prove", "1"])).unwrap();
+    let cli_consistency: J =
+        serde_json::from_str(&repo.forum_ok(&["prove", "--consistency-from", "2"])).unwrap();
+    assert_eq!(cli_inclusion["entry"]["seq"], 1, "{cli_inclusion}");
+    let served = repo.serve(&[], std::process::Stdio::null());
+    let http_inclusion = http(&served, "POST", "/prove", r#"{"seq": 1}"#);
+    let http_consistency = http(&served, "POST", "/prove", r#"{"consistency_from": 2}"#);
+    drop(served);
+    assert_eq!(http_inclusion, cli_inclusion);
+    assert_eq!(http_consistency, cli_consistency);
+    let mcp = mcp_calls_with(
+        &repo,
+        &[
+            ("ledger_prove", json!({"seq": 1})),
+            ("ledger_prove", json!({"consistency_from": 2})),
+        ],
+    );
+    assert_eq!(mcp[0], cli_inclusion);
+    assert_eq!(mcp[1], cli_consistency);
+}
