@@ -1,14 +1,11 @@
-//! `summary`, `bench`, `room` and `capsule`: read-side projections of a ledger (see
-//! [`crate::report`]). None of them writes anything.
-
-use std::path::Path;
+//! `summary`, `bench`, `room`, `capsule`, `receipt` and `grade`: flags, and the text each
+//! report renders as. Loading is [`crate::surface::reports`], the projections are
+//! [`crate::report`]. None of them writes anything.
 
 use super::{CliError, Ctx};
-use crate::ledger::canonical::Value;
 use crate::report::{self, Snapshot, Summary, summary::NUMERIC};
-use crate::run::status;
-use crate::store::git::{GitStore, Options, open_repo, validate_ledger_name};
-use crate::store::sync::REMOTES_PREFIX;
+use crate::store::git::open_repo;
+use crate::surface::{self, reports, reports::Sources};
 
 /// Summarize a ledger: entries, tasks, verdicts, quality checks, context budget, witnessed
 /// model calls and payload weight.
@@ -95,101 +92,34 @@ fn count_flag(flag: &str, value: Option<&str>, default: u64) -> Result<u64, CliE
     }
 }
 
-/// One side of a comparison, loaded.
-struct Loaded {
-    snapshot: Snapshot,
-    label: String,
+/// A surface error as the CLI reports it: its class decides the exit code.
+fn cli_error(e: surface::Error) -> CliError {
+    CliError {
+        code: e.class.exit_code(),
+        message: Some(e.message),
+    }
 }
 
-/// Loads a git ledger with what its own verify says (every commit, not just the entries;
-/// `deep` also checks every body, which only the room reports).
-fn load_store(store: &GitStore, deep: bool) -> Result<Snapshot, CliError> {
-    let items = report::load_git(store)?;
-    let mut s = Snapshot::from_items(items);
-    let passed = store.verify(deep)?.passed();
-    if deep {
-        s.deep_verified &= passed;
-    } else {
-        s.verified &= passed;
-        s.deep_verified &= s.verified;
-    }
-    Ok(s)
+/// Where the CLI looks SOURCE operands up: this repository, the current ledger, and Forum
+/// ledger directories by path.
+fn with_sources<T>(
+    ctx: &Ctx,
+    f: impl FnOnce(&Sources<'_>) -> surface::Result<T>,
+) -> Result<T, CliError> {
+    let repo = open_repo(&ctx.dir)?;
+    f(&Sources {
+        repo: &repo,
+        ledger: &ctx.ledger,
+        dirs: true,
+        runs_hint: "git forum runs",
+    })
+    .map_err(cli_error)
 }
 
-/// Resolves a SOURCE operand (see [`BenchArgs`]).
-fn load_source(ctx: &Ctx, spec: &str, deep: bool) -> Result<Loaded, CliError> {
-    if let Some(seq) = spec.strip_prefix("run:") {
-        let seq: u64 = seq.parse().map_err(|_| {
-            CliError::usage(format!(
-                "{spec:?}: run:SEQ takes the seq of a run's request (git forum runs lists them)"
-            ))
-        })?;
-        let store = ctx.existing_store()?;
-        let whole = load_store(&store, deep)?;
-        let roots = status::roots(&whole.entries());
-        if roots.get(&seq) != Some(&seq) {
-            return Err(CliError::fail(format!(
-                "no run starts at seq {seq} in ledger {:?} (git forum runs lists them)",
-                ctx.ledger
-            )));
-        }
-        let snapshot = whole.slice(|e| roots.get(&e.seq) == Some(&seq));
-        return Ok(Loaded {
-            snapshot,
-            label: format!("run {seq} of ledger {}", ctx.ledger),
-        });
-    }
-    if validate_ledger_name(spec).is_ok() {
-        let local = Ctx {
-            dir: ctx.dir.clone(),
-            ledger: spec.to_string(),
-            json: ctx.json,
-            no_fsync: true,
-        };
-        let store = local.store()?;
-        if store.exists()? {
-            return Ok(Loaded {
-                snapshot: load_store(&store, deep)?,
-                label: format!("ledger {spec}"),
-            });
-        }
-        if spec.contains('/') {
-            let refname = format!("{REMOTES_PREFIX}{spec}");
-            let remote = GitStore::at_ref(open_repo(&ctx.dir)?, &refname, Options::default())?;
-            if remote.exists()? {
-                return Ok(Loaded {
-                    snapshot: load_store(&remote, deep)?,
-                    label: format!("remote ledger {spec}"),
-                });
-            }
-        }
-    }
-    let path = Path::new(spec);
-    if path.is_dir() {
-        let snapshot = Snapshot::from_forum_dir(path)?;
-        return Ok(Loaded {
-            snapshot,
-            label: format!("Forum ledger {}", path.display()),
-        });
-    }
-    Err(CliError::fail(format!(
-        "{spec:?} is not a ledger here (refs/forum/ledgers/{spec}), a fetched copy \
-         (refs/forum/remotes/REMOTE/NAME), a Forum ledger directory, or run:SEQ"
-    )))
-}
-
-/// The current ledger, or SOURCE when given.
-fn load_default(ctx: &Ctx, source: Option<&str>, deep: bool) -> Result<Loaded, CliError> {
-    match source {
-        Some(s) => load_source(ctx, s, deep),
-        None => {
-            let store = ctx.existing_store()?;
-            Ok(Loaded {
-                snapshot: load_store(&store, deep)?,
-                label: format!("ledger {}", ctx.ledger),
-            })
-        }
-    }
+/// The current ledger, which must exist, with what its own verify says.
+fn current(ctx: &Ctx, deep: bool) -> Result<Snapshot, CliError> {
+    let store = ctx.existing_store()?;
+    reports::snapshot(&store, deep).map_err(cli_error)
 }
 
 fn absent_note(label: &str, n: u64) -> Option<String> {
@@ -204,7 +134,7 @@ fn absent_note(label: &str, n: u64) -> Option<String> {
 /// Says on stderr when bodies are absent, so a report read from a redacted ledger is not
 /// mistaken for a complete one.
 fn note_absent(ctx: &Ctx, s: &Snapshot) {
-    let n = s.items.iter().filter(|(_, b)| b.is_none()).count() as u64;
+    let n = reports::absent_bodies(s);
     if let Some(note) = absent_note(&format!("ledger {}", ctx.ledger), n) {
         eprintln!("{note}");
     }
@@ -319,16 +249,17 @@ fn summary_text(label: &str, s: &Summary) -> Vec<String> {
 
 /// `git forum summary`.
 pub fn summary(ctx: &Ctx, args: SummaryArgs) -> Result<(), CliError> {
-    let loaded = load_default(ctx, args.source.as_deref(), false)?;
-    let s = report::summarize(&loaded.snapshot);
-    let note = absent_note(&loaded.label, s.absent_bodies);
+    let side = with_sources(ctx, |src| src.current_or(args.source.as_deref(), false))?;
+    let report = reports::summary(&side);
+    let s = &report.summary;
+    let note = absent_note(&report.label, s.absent_bodies);
     if ctx.json {
         if let Some(n) = &note {
             eprintln!("{n}");
         }
         return ctx.out(&s.to_value().python_pretty());
     }
-    for line in summary_text(&loaded.label, &s) {
+    for line in summary_text(&report.label, s) {
         ctx.out(&line)?;
     }
     if let Some(n) = note {
@@ -339,21 +270,13 @@ pub fn summary(ctx: &Ctx, args: SummaryArgs) -> Result<(), CliError> {
 
 /// `git forum bench A B`.
 pub fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
-    let a = load_source(ctx, &args.a, false)?;
-    let b = load_source(ctx, &args.b, false)?;
-    let sa = report::summarize(&a.snapshot);
-    let sb = report::summarize(&b.snapshot);
-    let delta = report::compare(&sa, &sb);
-    let (ans_a, ans_b) = (
-        report::final_answer(&a.snapshot),
-        report::final_answer(&b.snapshot),
-    );
-    let diff = report::answer_diff(
-        ans_a.as_deref().unwrap_or(""),
-        ans_b.as_deref().unwrap_or(""),
-        &format!("A: {}", a.label),
-        &format!("B: {}", b.label),
-    );
+    let (a, b) = with_sources(ctx, |src| {
+        Ok((src.side(&args.a, false)?, src.side(&args.b, false)?))
+    })?;
+    let report = reports::bench(&a, &b);
+    let (sa, sb) = (&report.a.summary, &report.b.summary);
+    let delta = report::compare(sa, sb);
+    let (ans_a, ans_b, diff) = (&report.answer_a, &report.answer_b, &report.diff);
     let notes: Vec<String> = [
         absent_note(&a.label, sa.absent_bodies),
         absent_note(&b.label, sb.absent_bodies),
@@ -365,24 +288,7 @@ pub fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
         for n in &notes {
             eprintln!("{n}");
         }
-        let opt = |v: &Option<String>| v.as_ref().map(Value::str).unwrap_or(Value::Null);
-        let pairs = |v: Vec<(&str, Value)>| {
-            Value::Object(v.into_iter().map(|(k, x)| (k.to_string(), x)).collect())
-        };
-        let out = pairs(vec![
-            ("a", sa.to_value()),
-            ("b", sb.to_value()),
-            ("delta", report::summary::compare_value(&sa, &sb)),
-            (
-                "answers",
-                pairs(vec![
-                    ("a", opt(&ans_a)),
-                    ("b", opt(&ans_b)),
-                    ("diff", opt(&diff)),
-                ]),
-            ),
-        ]);
-        return ctx.out(&out.python_pretty());
+        return ctx.out(&report.to_value().python_pretty());
     }
     ctx.out(&format!(
         "A: {} ({} entries)",
@@ -435,8 +341,8 @@ pub fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
     };
     let per_model: Vec<String> = models
         .iter()
-        .filter(|m| calls(&sa, m) != calls(&sb, m))
-        .map(|m| format!("  {:<28}{:>10}{:>10}", m, calls(&sa, m), calls(&sb, m)))
+        .filter(|m| calls(sa, m) != calls(sb, m))
+        .map(|m| format!("  {:<28}{:>10}{:>10}", m, calls(sa, m), calls(sb, m)))
         .collect();
     if !per_model.is_empty() {
         ctx.out("")?;
@@ -446,11 +352,11 @@ pub fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
         }
     }
     ctx.out("")?;
-    match (&ans_a, &ans_b, &diff) {
+    match (ans_a, ans_b, diff) {
         (None, None, _) => ctx.out("Final answers: neither side has one.")?,
         (_, _, None) => ctx.out("Final answers: identical.")?,
         (_, _, Some(d)) => {
-            let missing = match (&ans_a, &ans_b) {
+            let missing = match (ans_a, ans_b) {
                 (None, _) => " (A has none)",
                 (_, None) => " (B has none)",
                 _ => "",
@@ -475,10 +381,9 @@ pub fn room(ctx: &Ctx, args: RoomArgs) -> Result<(), CliError> {
         None => None,
         Some(v) => Some(count_flag("--since", Some(v), 0)?),
     };
-    let store = ctx.existing_store()?;
-    let s = load_store(&store, true)?;
+    let s = current(ctx, true)?;
     note_absent(ctx, &s);
-    let room = report::build_run_room(&s, since, usize::try_from(max).unwrap_or(usize::MAX));
+    let room = reports::room(&s, since, usize::try_from(max).unwrap_or(usize::MAX)).value;
     if args.brief {
         ctx.out(&report::room_brief_text(&room))
     } else if args.text {
@@ -488,23 +393,19 @@ pub fn room(ctx: &Ctx, args: RoomArgs) -> Result<(), CliError> {
     }
 }
 
-/// `git forum capsule`.
+/// `git forum receipt`.
 pub fn receipt(ctx: &Ctx, args: ReceiptArgs) -> Result<(), CliError> {
-    let store = ctx.existing_store()?;
-    let s = load_store(&store, true)?;
+    let s = current(ctx, true)?;
     note_absent(ctx, &s);
-    let receipt = crate::surface::run::receipt_of(&s, args.run).map_err(|e| CliError {
-        code: e.class.exit_code(),
-        message: Some(e.message),
-    })?;
+    let receipt = crate::surface::run::receipt_of(&s, args.run).map_err(cli_error)?;
     ctx.out(&receipt.0.python_pretty())
 }
 
+/// `git forum grade`.
 pub fn grade(ctx: &Ctx, args: GradeArgs) -> Result<(), CliError> {
-    let store = ctx.existing_store()?;
-    let s = load_store(&store, false)?;
+    let s = current(ctx, false)?;
     note_absent(ctx, &s);
-    let g = report::grade::grade(&s, args.min_checks);
+    let g = reports::grade(&s, args.min_checks).value;
     if ctx.json {
         return ctx.out(&g.python_pretty());
     }
@@ -519,20 +420,21 @@ pub fn grade(ctx: &Ctx, args: GradeArgs) -> Result<(), CliError> {
     ))
 }
 
+/// `git forum capsule`.
 pub fn capsule(ctx: &Ctx, args: CapsuleArgs) -> Result<(), CliError> {
     if ctx.json && args.text {
         return Err(CliError::usage("choose one of --json and --text"));
     }
     let items = count_flag("--max-items", args.max_items.as_deref(), 8)?;
     let chars = count_flag("--max-text-chars", args.max_text_chars.as_deref(), 240)?;
-    let store = ctx.existing_store()?;
-    let s = load_store(&store, false)?;
+    let s = current(ctx, false)?;
     note_absent(ctx, &s);
-    let capsule = report::build_context_capsule(
+    let capsule = reports::capsule(
         &s,
         usize::try_from(items).unwrap_or(usize::MAX),
         usize::try_from(chars).unwrap_or(usize::MAX),
-    );
+    )
+    .value;
     if args.text {
         ctx.out(&report::capsule_text(&capsule))
     } else {
@@ -555,13 +457,5 @@ mod tests {
         assert_eq!(grouped(3660), "3,660");
         assert_eq!(grouped(-1234567), "-1,234,567");
         assert_eq!(grouped(12), "12");
-    }
-
-    #[test]
-    fn answer_diff_is_unified() {
-        assert_eq!(report::answer_diff("same", "same", "A", "B"), None);
-        let d = report::answer_diff("one\ntwo", "one\nthree", "A", "B").unwrap();
-        assert!(d.starts_with("--- A\n+++ B\n@@"), "{d}");
-        assert!(d.contains("-two\n") && d.contains("+three\n"), "{d}");
     }
 }

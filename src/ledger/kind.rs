@@ -65,3 +65,5 @@ pub const GATE_STOPPED: &str = "gate_stopped";
 pub const RUN_STOPPED: &str = "run_stopped";
 /// A wave in which no task passed validation (ours; not in Forum).
 pub const DEGRADED: &str = "degraded";
+/// A classification of the request, by a model (counts as a witnessed model call).
+pub const CLASSIFICATION: &str = "classification";

@@ -12,6 +12,7 @@ use super::{
     truthy, uint,
 };
 use crate::ledger::canonical::Value;
+use crate::ledger::kind;
 
 /// The capsule's schema name.
 pub const CONTEXT_CAPSULE_SCHEMA: &str = "forum.context-capsule/v1";
@@ -25,7 +26,7 @@ pub fn build_context_capsule(s: &Snapshot, max_items: usize, max_text_chars: usi
         .iter()
         .rev()
         .find_map(|(e, b)| match field(b.as_ref(), "text") {
-            Some(Value::Str(t)) if e.kind == "request" => Some(clip_str(t, max_text_chars)),
+            Some(Value::Str(t)) if e.kind == kind::REQUEST => Some(clip_str(t, max_text_chars)),
             _ => None,
         })
         .unwrap_or_default();
@@ -34,14 +35,14 @@ pub fn build_context_capsule(s: &Snapshot, max_items: usize, max_text_chars: usi
         .iter()
         .rev()
         .find_map(|(e, b)| match field(b.as_ref(), "answer") {
-            Some(Value::Str(a)) if e.kind == "result" => Some(clip_str(a, max_text_chars)),
+            Some(Value::Str(a)) if e.kind == kind::RESULT => Some(clip_str(a, max_text_chars)),
             _ => None,
         })
         .unwrap_or_default();
     let mut tasks: Vec<Value> = Vec::new();
     for (e, b) in &s.items {
         let b = b.as_ref();
-        if e.kind != "result" || !has(b, "id") {
+        if e.kind != kind::RESULT || !has(b, "id") {
             continue;
         }
         let text = |k: &str| field(b, k).map(py_str).unwrap_or_default();
@@ -105,14 +106,14 @@ fn signals(s: &Snapshot) -> Value {
     };
     let (mut original, mut admitted, mut checks) = (0i64, 0i64, 0u64);
     for (e, b) in &s.items {
-        if e.kind == "context_budget" {
+        if e.kind == kind::CONTEXT_BUDGET {
             checks += 1;
             original += py_int(field(b.as_ref(), "original_tokens"));
             admitted += py_int(field(b.as_ref(), "admitted_tokens"));
         }
     }
     obj([
-        ("budget_stops", count(&|k, _| k == "budget")),
+        ("budget_stops", count(&|k, _| k == kind::BUDGET)),
         ("context_budget_checks", uint(checks)),
         (
             "context_tokens_saved",
@@ -120,27 +121,27 @@ fn signals(s: &Snapshot) -> Value {
         ),
         (
             "failed_results",
-            count(&|k, b| k == "result" && has(b, "id") && is_false(field(b, "ok"))),
+            count(&|k, b| k == kind::RESULT && has(b, "id") && is_false(field(b, "ok"))),
         ),
         (
             "failed_verdicts",
-            count(&|k, b| k == "verdict" && is_false(field(b, "ok"))),
+            count(&|k, b| k == kind::VERDICT && is_false(field(b, "ok"))),
         ),
         (
             "flagged_delivery",
-            count(&|k, b| k == "delivery_check" && truthy(field(b, "flagged"))),
+            count(&|k, b| k == kind::DELIVERY_CHECK && truthy(field(b, "flagged"))),
         ),
         (
             "flagged_delivery_profiles",
-            count(&|k, b| k == "delivery_profile_check" && truthy(field(b, "flagged"))),
+            count(&|k, b| k == kind::DELIVERY_PROFILE_CHECK && truthy(field(b, "flagged"))),
         ),
         (
             "flagged_intent",
-            count(&|k, b| k == "intent_check" && truthy(field(b, "flagged"))),
+            count(&|k, b| k == kind::INTENT_CHECK && truthy(field(b, "flagged"))),
         ),
         (
             "refuted_verifications",
-            count(&|k, b| k == "verification" && is_false(field(b, "ok"))),
+            count(&|k, b| k == kind::VERIFICATION && is_false(field(b, "ok"))),
         ),
     ])
 }

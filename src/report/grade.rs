@@ -11,9 +11,10 @@
 use super::{Snapshot, field, has, obj, truthy, uint};
 use crate::ledger::canonical::Value;
 use crate::ledger::hash;
+use crate::ledger::kind;
 
 /// The kinds that count as checks, in the order they are read.
-pub const CHECK_KINDS: [&str; 3] = ["verdict", "verification", "intent_judgment"];
+pub const CHECK_KINDS: [&str; 3] = [kind::VERDICT, kind::VERIFICATION, kind::INTENT_JUDGMENT];
 
 /// The rule, stated as a formula (Forum's exact text, kept because a gradable row's seal
 /// covers it).
@@ -29,7 +30,7 @@ pub fn grade(s: &Snapshot, min_checks: u64) -> Value {
     let mut producers: Vec<String> = s
         .items
         .iter()
-        .filter(|(e, _)| e.kind == "result")
+        .filter(|(e, _)| e.kind == kind::RESULT)
         .map(|(e, _)| e.actor.clone())
         .collect();
     producers.sort();
@@ -141,7 +142,7 @@ pub fn gradable_record(s: &Snapshot, request: Option<&str>, min_checks: u64) -> 
             .items
             .iter()
             .find_map(|(e, b)| match field(b.as_ref(), "text") {
-                Some(Value::Str(t)) if e.kind == "request" => Some(t.clone()),
+                Some(Value::Str(t)) if e.kind == kind::REQUEST => Some(t.clone()),
                 _ => None,
             })
             .unwrap_or_default(),
@@ -152,7 +153,7 @@ pub fn gradable_record(s: &Snapshot, request: Option<&str>, min_checks: u64) -> 
         .items
         .iter()
         .rev()
-        .find(|(e, _)| e.kind == "plan")
+        .find(|(e, _)| e.kind == kind::PLAN)
         .map(|(e, _)| Value::str(&e.payload_hash))
         .unwrap_or(Value::Null);
     let answer = s
@@ -160,7 +161,7 @@ pub fn gradable_record(s: &Snapshot, request: Option<&str>, min_checks: u64) -> 
         .iter()
         .rev()
         .find_map(|(e, b)| match field(b.as_ref(), "answer") {
-            Some(Value::Str(a)) if e.kind == "result" && !has(b.as_ref(), "revised_from") => {
+            Some(Value::Str(a)) if e.kind == kind::RESULT && !has(b.as_ref(), "revised_from") => {
                 Some(Value::str(a))
             }
             _ => None,

@@ -4,8 +4,9 @@
 //!
 //! Everything here is pure: a projection reads a [`Snapshot`] (the entries with their bodies,
 //! plus what verification said) and returns JSON [`Value`]s whose keys keep Forum's order, so
-//! `--json` output lines up with Forum's field for field. Loading a snapshot is the only I/O
-//! ([`load`], [`load_git`], [`Snapshot::from_forum_dir`]).
+//! `--json` output lines up with Forum's field for field. Nothing here reads a store: loading
+//! a snapshot is the surface's job (`crate::surface::reports`), and the core's purity is a
+//! test (tests/integration/purity.rs).
 //!
 //! Numbers, ids, kinds, targets and states follow Forum's rules exactly. Sentences written for
 //! people (action labels and reasons, the brief) are this project's own. Two deliberate
@@ -22,14 +23,12 @@ pub mod receipt;
 pub mod room;
 pub mod summary;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::ledger::canonical::{self, Value};
 use crate::ledger::merkle::Accumulator;
-use crate::ledger::{Entry, Storage, StorageError, hash, verify_chain};
-use crate::store::forum_dir::{self, ForumDirError};
-use crate::store::git::{GitStore, StoreError};
+use crate::ledger::{Entry, hash, kind, verify_chain};
 
 pub use capsule::{build_context_capsule, capsule_text};
 pub use grade::{gradable_record, grade};
@@ -76,20 +75,6 @@ impl Snapshot {
         }
     }
 
-    /// Reads a Forum ledger directory (`entries.jsonl`, `payloads.jsonl`).
-    pub fn from_forum_dir(dir: &std::path::Path) -> Result<Snapshot, ForumDirError> {
-        let forum = forum_dir::read(dir)?;
-        let items = forum
-            .entries
-            .into_iter()
-            .map(|e| {
-                let body = forum.payloads.get(&e.payload_hash).cloned();
-                (e, body)
-            })
-            .collect();
-        Ok(Snapshot::from_items(items))
-    }
-
     /// The same ledger facts over a subset of the entries (one run, or a room's slice).
     pub fn slice(&self, keep: impl Fn(&Entry) -> bool) -> Snapshot {
         Snapshot {
@@ -111,57 +96,24 @@ impl Snapshot {
     }
 }
 
-/// Every entry of a ledger with its body, through the [`Storage`] trait (bodies are read once
-/// per distinct payload hash).
-pub fn load(store: &dyn Storage) -> Result<Vec<(Entry, Option<Value>)>, StorageError> {
-    let n = store.len()?;
-    let mut bodies: HashMap<String, Option<Value>> = HashMap::new();
-    let mut out = Vec::with_capacity(n as usize);
-    for seq in 0..n {
-        let e = store.get(seq)?.ok_or_else(|| {
-            StorageError::Corrupt(format!("the ledger has no entry at seq {seq}"))
-        })?;
-        let body = match bodies.get(&e.payload_hash) {
-            Some(b) => b.clone(),
-            None => {
-                let b = store.payload(&e.payload_hash)?;
-                bodies.insert(e.payload_hash.clone(), b.clone());
-                b
+/// The run (request seq) each entry belongs to, by following causal parents: a `request`
+/// with no parent starts a run, and an entry belongs to the run of its parent.
+pub fn run_roots(entries: &[Entry]) -> BTreeMap<u64, u64> {
+    let mut root: BTreeMap<u64, u64> = BTreeMap::new();
+    for e in entries {
+        match e.causal_parent {
+            None if e.kind == kind::REQUEST => {
+                root.insert(e.seq, e.seq);
             }
-        };
-        out.push((e, body));
-    }
-    Ok(out)
-}
-
-/// Every entry of a git ledger with its body in one walk from the tip (the generic
-/// [`load`] looks each body up by hash, which on a git store walks the chain once per body).
-pub fn load_git(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>, StoreError> {
-    let mut out = Vec::new();
-    for (id, e) in store.walk_back(None)? {
-        let body = match store.body_of_commit(&id)? {
-            None => None,
-            Some(bytes) => {
-                let text = String::from_utf8(bytes).map_err(|_| {
-                    StoreError::Corrupt(format!(
-                        "ledger {}: the body of seq {} is not UTF-8",
-                        store.name(),
-                        e.seq
-                    ))
-                })?;
-                Some(canonical::parse(&text).map_err(|err| {
-                    StoreError::Corrupt(format!(
-                        "ledger {}: the body of seq {} is not JSON: {err}",
-                        store.name(),
-                        e.seq
-                    ))
-                })?)
+            Some(p) if p >= 0 => {
+                if let Some(r) = root.get(&(p as u64)).copied() {
+                    root.insert(e.seq, r);
+                }
             }
-        };
-        out.push((e, body));
+            _ => {}
+        }
     }
-    out.reverse();
-    Ok(out)
+    root
 }
 
 // ----- Python's reading of payloads, reproduced -----
@@ -382,7 +334,7 @@ pub fn final_answer(s: &Snapshot) -> Option<String> {
         .iter()
         .rev()
         .find_map(|(e, b)| match b.as_ref().and_then(|b| b.get("answer")) {
-            Some(Value::Str(a)) if e.kind == "result" => Some(a.clone()),
+            Some(Value::Str(a)) if e.kind == kind::RESULT => Some(a.clone()),
             _ => None,
         })
 }
@@ -390,13 +342,17 @@ pub fn final_answer(s: &Snapshot) -> Option<String> {
 /// A unified diff of two answers (`None` when they are equal). Answers are compared line by
 /// line; a final newline is added to both so a one-line answer does not read as "no newline
 /// at end of file".
+///
+/// No clock bounds the work: `similar`'s default Myers search caps its own effort by the
+/// size of the input (a bounded middle-snake search, like git's), so the same two answers
+/// always give the same diff, however fast or loaded the machine is.
 pub fn answer_diff(a: &str, b: &str, label_a: &str, label_b: &str) -> Option<String> {
     if a == b {
         return None;
     }
     let (a, b) = (format!("{a}\n"), format!("{b}\n"));
     let diff = similar::TextDiff::configure()
-        .timeout(std::time::Duration::from_secs(2))
+        .algorithm(similar::Algorithm::Myers)
         .diff_lines(&a, &b);
     Some(
         diff.unified_diff()
@@ -453,6 +409,55 @@ mod tests {
             dumps_sorted(&v, true),
             "{\"a\": [\"\\u00e9\\u2028\", {\"y\": 1e-07, \"z\": null}], \"b\": 1.0}"
         );
+    }
+
+    #[test]
+    fn answer_diff_is_unified() {
+        assert_eq!(answer_diff("same", "same", "A", "B"), None);
+        let d = answer_diff("one\ntwo", "one\nthree", "A", "B").unwrap();
+        assert!(d.starts_with("--- A\n+++ B\n@@"), "{d}");
+        assert!(d.contains("-two\n") && d.contains("+three\n"), "{d}");
+    }
+
+    #[test]
+    fn answer_diff_of_large_unlike_answers_is_the_same_every_time() {
+        // Two answers with no line in common but a repeated one: the costly case for Myers.
+        let a: String = (0..3000).map(|i| format!("a{} x\n", i % 7)).collect();
+        let b: String = (0..3000).map(|i| format!("b{} x\n", i % 11)).collect();
+        let first = answer_diff(&a, &b, "A", "B").expect("they differ");
+        assert_eq!(
+            answer_diff(&a, &b, "A", "B").as_deref(),
+            Some(first.as_str())
+        );
+        let removed = first
+            .lines()
+            .filter(|l| l.starts_with('-') && !l.starts_with("---"));
+        assert_eq!(removed.count(), 3000, "every line of A is removed");
+    }
+
+    #[test]
+    fn run_roots_follow_causal_parents() {
+        let e = |seq: u64, kind: &str, parent: Option<i64>| Entry {
+            seq,
+            ts: 0.0,
+            actor: "a".into(),
+            kind: kind.to_string(),
+            causal_parent: parent,
+            payload_hash: String::new(),
+            prev_hash: String::new(),
+            entry_hash: String::new(),
+        };
+        let entries = [
+            e(0, kind::REQUEST, None),
+            e(1, kind::PLAN, Some(0)),
+            e(2, kind::NOTE, None),
+            e(3, kind::REQUEST, None),
+            e(4, kind::RESULT, Some(1)),
+            e(5, kind::RESULT, Some(3)),
+        ];
+        let roots = run_roots(&entries);
+        let pairs: Vec<(u64, u64)> = roots.into_iter().collect();
+        assert_eq!(pairs, [(0, 0), (1, 0), (3, 3), (4, 0), (5, 3)]);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 use super::{Snapshot, entry_range, field, is_false, obj, py_int, truthy, uint};
 use crate::ledger::canonical::Value;
+use crate::ledger::kind;
 use crate::ledger::{Entry, hash};
 
 /// The receipt's schema name.
@@ -43,12 +44,12 @@ pub fn inputs_for_run(s: &Snapshot, request_seq: u64) -> Option<ReceiptInputs> {
     let (_, body) = s
         .items
         .iter()
-        .find(|(e, _)| e.seq == request_seq && e.kind == "request")?;
+        .find(|(e, _)| e.seq == request_seq && e.kind == kind::REQUEST)?;
     let request = match field(body.as_ref(), "text") {
         Some(Value::Str(t)) => t.clone(),
         _ => String::new(),
     };
-    let roots = crate::run::status::roots(&s.entries());
+    let roots = super::run_roots(&s.entries());
     let run: Vec<&(Entry, Option<Value>)> = s
         .items
         .iter()
@@ -58,13 +59,13 @@ pub fn inputs_for_run(s: &Snapshot, request_seq: u64) -> Option<ReceiptInputs> {
         .iter()
         .rev()
         .find_map(|(e, b)| match field(b.as_ref(), "answer") {
-            Some(Value::Str(a)) if e.kind == "result" => Some(a.clone()),
+            Some(Value::Str(a)) if e.kind == kind::RESULT => Some(a.clone()),
             _ => None,
         })
         .unwrap_or_default();
     let mut models: Vec<(String, u64)> = Vec::new();
     for (e, b) in &run {
-        if e.kind == "result"
+        if e.kind == kind::RESULT
             && super::has(b.as_ref(), "id")
             && let Some(Value::Str(m)) = field(b.as_ref(), "model")
         {
@@ -114,14 +115,14 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
         .collect();
     let request_entry = entries
         .iter()
-        .find(|(e, _)| e.kind == "request")
+        .find(|(e, _)| e.kind == kind::REQUEST)
         .or(entries.first())
         .map(|(e, _)| e);
     let answer_entry = entries
         .iter()
         .rev()
         .find(|(e, b)| {
-            e.kind == "result"
+            e.kind == kind::RESULT
                 && matches!(field(b.as_ref(), "answer"), Some(Value::Str(a)) if *a == inputs.answer)
         })
         .or(entries.last())
@@ -133,8 +134,8 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
             .find(|(e, b)| e.kind == kind && matches!(b, Some(Value::Object(_))))
             .and_then(|(_, b)| b.clone())
     };
-    let route_frame = latest_object("route_frame");
-    let check = latest_object("delivery_profile_check").filter(|c| truthy(Some(c)));
+    let route_frame = latest_object(kind::ROUTE_FRAME);
+    let check = latest_object(kind::DELIVERY_PROFILE_CHECK).filter(|c| truthy(Some(c)));
     let selected = check
         .as_ref()
         .and_then(|c| c.get("profile").cloned())
@@ -158,7 +159,7 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
             .filter_map(|(_, b)| b.as_ref())
             .collect()
     };
-    let budgets = present("context_budget");
+    let budgets = present(kind::CONTEXT_BUDGET);
     let action = |a: &str| {
         budgets
             .iter()
@@ -173,9 +174,9 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
         .iter()
         .map(|p| py_int(field(Some(p), "admitted_tokens")))
         .sum();
-    let profiles = present("delivery_profile_check");
+    let profiles = present(kind::DELIVERY_PROFILE_CHECK);
     let mut answer_verified = Value::Null;
-    for p in present("verification") {
+    for p in present(kind::VERIFICATION) {
         match field(Some(p), "ok") {
             None | Some(Value::Null) => {}
             ok => answer_verified = Value::Bool(truthy(ok)),
@@ -298,7 +299,7 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
 /// starts at `request_seq`.
 pub fn receipt_for_run(s: &Snapshot, request_seq: u64) -> Option<Value> {
     let inputs = inputs_for_run(s, request_seq)?;
-    let roots = crate::run::status::roots(&s.entries());
+    let roots = super::run_roots(&s.entries());
     let run = s.slice(|e| roots.get(&e.seq) == Some(&request_seq));
     Some(receipt(&run, &inputs))
 }

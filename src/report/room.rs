@@ -45,7 +45,7 @@ pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usiz
             .items
             .iter()
             .rev()
-            .find(|(e, _)| e.kind == "request")
+            .find(|(e, _)| e.kind == kind::REQUEST)
             .or(s.items.first())
             .map(|(e, _)| e.seq),
     };
@@ -60,7 +60,7 @@ pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usiz
     let route_frame = slice
         .iter()
         .rev()
-        .find(|(e, _)| e.kind == "route_frame")
+        .find(|(e, _)| e.kind == kind::ROUTE_FRAME)
         .map(|(_, b)| Value::Object(members(b.as_ref()).to_vec()))
         .unwrap_or(Value::Null);
     let plan = plan(&slice);
@@ -70,7 +70,7 @@ pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usiz
         .iter()
         .rev()
         .find_map(|(e, b)| match field(b.as_ref(), "answer") {
-            Some(Value::Str(a)) if e.kind == "result" => Some(super::obj([
+            Some(Value::Str(a)) if e.kind == kind::RESULT => Some(super::obj([
                 ("seq", uint(e.seq)),
                 ("text", Value::Str(clip_str(a, max_text_chars))),
             ])),
@@ -111,7 +111,7 @@ pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usiz
 }
 
 fn request(slice: &[&Item], max: usize) -> Value {
-    let Some((e, b)) = slice.iter().rev().find(|(e, _)| e.kind == "request") else {
+    let Some((e, b)) = slice.iter().rev().find(|(e, _)| e.kind == kind::REQUEST) else {
         return Value::Null;
     };
     let b = b.as_ref();
@@ -126,7 +126,7 @@ fn request(slice: &[&Item], max: usize) -> Value {
 }
 
 fn plan(slice: &[&Item]) -> Value {
-    let Some((e, b)) = slice.iter().rev().find(|(e, _)| e.kind == "plan") else {
+    let Some((e, b)) = slice.iter().rev().find(|(e, _)| e.kind == kind::PLAN) else {
         return Value::Null;
     };
     let b = b.as_ref();
@@ -178,11 +178,11 @@ fn latest_by_id<'a>(slice: &[&'a Item], kind: &str) -> HashMap<String, &'a Item>
 }
 
 fn tasks(slice: &[&Item], max: usize) -> Vec<Value> {
-    let results = latest_by_id(slice, "result");
-    let verdicts = latest_by_id(slice, "verdict");
+    let results = latest_by_id(slice, kind::RESULT);
+    let verdicts = latest_by_id(slice, kind::VERDICT);
     let mut out = Vec::new();
     for (e, b) in slice.iter().map(|i| (&i.0, i.1.as_ref())) {
-        if e.kind != "task" {
+        if e.kind != kind::TASK {
             continue;
         }
         let id = str_field(b, "id");
@@ -243,7 +243,7 @@ fn tasks(slice: &[&Item], max: usize) -> Vec<Value> {
 fn checkpoints(slice: &[&Item]) -> Vec<Value> {
     slice
         .iter()
-        .filter(|(e, _)| e.kind == "checkpoint")
+        .filter(|(e, _)| e.kind == kind::CHECKPOINT)
         .map(|(e, b)| {
             let b = b.as_ref();
             obj([
@@ -261,7 +261,7 @@ fn signals(slice: &[&Item]) -> Vec<(String, Value)> {
     };
     let (mut original, mut admitted, mut checks) = (0i64, 0i64, 0u64);
     for (e, b) in slice {
-        if e.kind == "context_budget" {
+        if e.kind == kind::CONTEXT_BUDGET {
             checks += 1;
             original += py_int(field(b.as_ref(), "original_tokens"));
             admitted += py_int(field(b.as_ref(), "admitted_tokens"));
@@ -276,7 +276,7 @@ fn signals(slice: &[&Item]) -> Vec<(String, Value)> {
     vec![
         (
             "budget_stops".into(),
-            count(&|e: &Entry, _: Option<&Value>| e.kind == "budget"),
+            count(&|e: &Entry, _: Option<&Value>| e.kind == kind::BUDGET),
         ),
         ("context_budget_checks".into(), uint(checks)),
         (
@@ -286,34 +286,40 @@ fn signals(slice: &[&Item]) -> Vec<(String, Value)> {
         (
             "failed_results".into(),
             count(&|e: &Entry, b: Option<&Value>| {
-                e.kind == "result" && has(b, "id") && is_false(field(b, "ok"))
+                e.kind == kind::RESULT && has(b, "id") && is_false(field(b, "ok"))
             }),
         ),
-        ("failed_verdicts".into(), kind_false("verdict")),
+        ("failed_verdicts".into(), kind_false(kind::VERDICT)),
         (
             "flagged_delivery".into(),
-            kind_flag("delivery_check", "flagged"),
+            kind_flag(kind::DELIVERY_CHECK, "flagged"),
         ),
         (
             "delivery_profile_checks".into(),
-            count(&|e: &Entry, _: Option<&Value>| e.kind == "delivery_profile_check"),
+            count(&|e: &Entry, _: Option<&Value>| e.kind == kind::DELIVERY_PROFILE_CHECK),
         ),
         (
             "flagged_delivery_profiles".into(),
-            kind_flag("delivery_profile_check", "flagged"),
+            kind_flag(kind::DELIVERY_PROFILE_CHECK, "flagged"),
         ),
         (
             "flagged_intent".into(),
-            kind_flag("intent_check", "flagged"),
+            kind_flag(kind::INTENT_CHECK, "flagged"),
         ),
-        ("refuted_verifications".into(), kind_false("verification")),
+        (
+            "refuted_verifications".into(),
+            kind_false(kind::VERIFICATION),
+        ),
         (
             "verifications_ran".into(),
             count(&|e: &Entry, b: Option<&Value>| {
-                e.kind == "verification" && !matches!(field(b, "ok"), None | Some(Value::Null))
+                e.kind == kind::VERIFICATION && !matches!(field(b, "ok"), None | Some(Value::Null))
             }),
         ),
-        ("intent_drift_judged".into(), kind_false("intent_judgment")),
+        (
+            "intent_drift_judged".into(),
+            kind_false(kind::INTENT_JUDGMENT),
+        ),
     ]
 }
 

@@ -27,6 +27,7 @@
 use super::{Snapshot, dumps_sorted, field, has, is_false, py_int, py_str, truthy};
 use crate::ledger::Entry;
 use crate::ledger::canonical::Value;
+use crate::ledger::kind;
 
 /// The 38 numeric fields that [`compare`] subtracts, in Forum's order.
 pub const NUMERIC: [&str; 38] = [
@@ -129,15 +130,18 @@ pub fn witnessed_call(e: &Entry, body: Option<&Value>) -> Option<String> {
         _ => return None,
     };
     match e.kind.as_str() {
-        "result" if has(body, "id") => {
+        kind::RESULT if has(body, "id") => {
             let skipped = matches!(field(body, "error"), Some(Value::Str(c)) if c == "budget")
                 || (is_false(field(body, "ok"))
                     && matches!(field(body, "output"), Some(Value::Str(o)) if o == BUDGET_SKIPPED_OUTPUT));
             (!skipped).then_some(model)
         }
-        "result" | "verdict" | "plan" | "intent_judgment" | "classification" | "revision" => {
-            Some(model)
-        }
+        kind::RESULT
+        | kind::VERDICT
+        | kind::PLAN
+        | kind::INTENT_JUDGMENT
+        | kind::CLASSIFICATION
+        | kind::REVISION => Some(model),
         _ => None,
     }
 }
@@ -164,10 +168,10 @@ pub fn summarize(s: &Snapshot) -> Summary {
         }
         let ok = field(b, "ok");
         match e.kind.as_str() {
-            "request" => n.requests += 1,
-            "plan" => n.plans += 1,
-            "task" => n.tasks += 1,
-            "result" => {
+            kind::REQUEST => n.requests += 1,
+            kind::PLAN => n.plans += 1,
+            kind::TASK => n.tasks += 1,
+            kind::RESULT => {
                 if has(b, "id") {
                     n.task_results += 1;
                     if is_false(ok) {
@@ -177,34 +181,34 @@ pub fn summarize(s: &Snapshot) -> Summary {
                     n.answers += 1;
                 }
             }
-            "verdict" if b.is_some() => {
+            kind::VERDICT if b.is_some() => {
                 if truthy(ok) {
                     n.verdicts_pass += 1;
                 } else {
                     n.verdicts_fail += 1;
                 }
             }
-            "intent_check" => {
+            kind::INTENT_CHECK => {
                 n.intent_checks += 1;
                 n.intent_flagged += i64::from(truthy(field(b, "flagged")));
             }
-            "intent_judgment" => {
+            kind::INTENT_JUDGMENT => {
                 n.intent_judgments += 1;
                 n.intent_drift_judged += i64::from(is_false(ok));
             }
-            "verification" => {
+            kind::VERIFICATION => {
                 n.verifications += 1;
                 n.verifications_refuted += i64::from(is_false(ok));
             }
-            "delivery_check" => {
+            kind::DELIVERY_CHECK => {
                 n.delivery_checks += 1;
                 n.delivery_flagged += i64::from(truthy(field(b, "flagged")));
             }
-            "revision" => {
+            kind::REVISION => {
                 n.revisions += 1;
                 n.revisions_accepted += i64::from(truthy(field(b, "accepted")));
             }
-            "delivery_profile_check" => {
+            kind::DELIVERY_PROFILE_CHECK => {
                 n.delivery_profile_checks += 1;
                 if b.is_some() {
                     n.delivery_profile_flagged += i64::from(truthy(field(b, "flagged")));
@@ -218,12 +222,12 @@ pub fn summarize(s: &Snapshot) -> Summary {
                     }
                 }
             }
-            "checkpoint" => n.checkpoints += 1,
-            "resume" => n.resumes += 1,
-            "tier_escalation" => n.escalations += 1,
-            "budget" => n.budget_stops += 1,
-            "context" => n.contexts += 1,
-            "context_budget" => {
+            kind::CHECKPOINT => n.checkpoints += 1,
+            kind::RESUME => n.resumes += 1,
+            kind::TIER_ESCALATION => n.escalations += 1,
+            kind::BUDGET => n.budget_stops += 1,
+            kind::CONTEXT => n.contexts += 1,
+            kind::CONTEXT_BUDGET => {
                 n.context_budget_checks += 1;
                 match field(b, "action") {
                     Some(Value::Str(a)) if a == "trimmed" => n.trimmed += 1,
@@ -363,7 +367,14 @@ mod tests {
             })
             .unwrap();
         }
-        Snapshot::from_items(super::super::load(&s).unwrap())
+        let items = (0..s.len().unwrap())
+            .map(|seq| {
+                let e = s.get(seq).unwrap().unwrap();
+                let body = s.payload(&e.payload_hash).unwrap();
+                (e, body)
+            })
+            .collect();
+        Snapshot::from_items(items)
     }
 
     #[test]

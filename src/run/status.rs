@@ -103,24 +103,8 @@ pub struct RunInfo {
     pub entries: Vec<u64>,
 }
 
-/// The run (request seq) each entry belongs to, by following causal parents.
-pub fn roots(entries: &[Entry]) -> BTreeMap<u64, u64> {
-    let mut root: BTreeMap<u64, u64> = BTreeMap::new();
-    for e in entries {
-        match e.causal_parent {
-            None if e.kind == kind::REQUEST => {
-                root.insert(e.seq, e.seq);
-            }
-            Some(p) if p >= 0 => {
-                if let Some(r) = root.get(&(p as u64)).copied() {
-                    root.insert(e.seq, r);
-                }
-            }
-            _ => {}
-        }
-    }
-    root
-}
+/// The run (request seq) each entry belongs to (a pure projection; it lives in the report).
+pub use crate::report::run_roots as roots;
 
 /// Every run in the ledger, oldest first.
 pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> Vec<RunInfo> {

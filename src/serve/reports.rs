@@ -1,21 +1,23 @@
-//! Read-side projections over the daemon: summary, bench, room, capsule and context preflight,
-//! the same builders `git forum summary|bench|room|capsule|context preflight` print.
+//! Read-side reports over the daemon: summary, bench, room, capsule, receipt, grade and context
+//! preflight. Loading and the reports themselves are [`crate::surface::reports`], the same
+//! functions `git forum summary|bench|room|capsule|receipt|grade` call; this file parses the
+//! request and maps a surface error's class to its HTTP status.
 //!
 //! Over the network a bench side is a ledger here (`NAME`), a fetched copy (`REMOTE/NAME`) or
 //! one run of the served ledger (`run:SEQ`), never a directory path: a client does not get to
 //! make the server read files it names. Likewise the preflight reads the capsule, never a
 //! context command.
 
-use serde_json::{Value as J, json};
+use serde::Serialize;
+use serde_json::Value as J;
 
 use super::args::Args;
 use super::dispatch::{Dispatcher, Reply, Request};
 use crate::context::ContextBudget;
 use crate::report::{self, Snapshot};
-use crate::run::status;
-use crate::store::git::{GitStore, Options, validate_ledger_name};
-use crate::store::sync::REMOTES_PREFIX;
+use crate::store::git::{GitStore, Options};
 use crate::surface::context::{Got, preflight_payload};
+use crate::surface::{self, reports, reports::Sources};
 
 type Res = Result<J, Reply>;
 
@@ -23,20 +25,14 @@ fn bad(message: impl Into<String>) -> Reply {
     Reply::error(400, message)
 }
 
-/// A git ledger as the projections read it, with what its own verify says (as the CLI does).
-fn snapshot_of(store: &GitStore, deep: bool) -> Result<Snapshot, Reply> {
-    if !store.exists()? {
-        return Ok(Snapshot::from_items(Vec::new()));
-    }
-    let mut s = Snapshot::from_items(report::load_git(store)?);
-    let passed = store.verify(deep)?.passed();
-    if deep {
-        s.deep_verified &= passed;
-    } else {
-        s.verified &= passed;
-        s.deep_verified &= s.verified;
-    }
-    Ok(s)
+/// A surface error as the daemon answers it: its class decides the HTTP status.
+fn reply(e: surface::Error) -> Reply {
+    Reply::error(e.class.http_status(), e.message)
+}
+
+/// A report as the body of a reply.
+fn body(r: &impl Serialize) -> Res {
+    serde_json::to_value(r).map_err(|e| Reply::error(500, e.to_string()))
 }
 
 impl Dispatcher {
@@ -46,17 +42,19 @@ impl Dispatcher {
             &self.cfg.ledger,
             Options::default(),
         )?;
-        snapshot_of(&store, deep)
+        reports::snapshot(&store, deep).map_err(reply)
     }
 
     pub(crate) fn summary(&self) -> Res {
-        Ok(report::summarize(&self.served(false)?)
-            .to_value()
-            .to_serde())
+        let side = reports::Side {
+            snapshot: self.served(false)?,
+            label: format!("ledger {}", self.cfg.ledger),
+        };
+        body(&reports::summary(&side))
     }
 
     pub(crate) fn room(&self) -> Res {
-        Ok(report::build_run_room(&self.served(true)?, None, 240).to_serde())
+        body(&reports::room(&self.served(true)?, None, 240))
     }
 
     /// Forum's action receipt of one run (`None`: the latest run).
@@ -64,7 +62,7 @@ impl Dispatcher {
         let s = self.served(true)?;
         crate::surface::run::receipt_of(&s, run)
             .map(|r| r.0.to_serde())
-            .map_err(|e| Reply::error(e.class.http_status(), e.message))
+            .map_err(reply)
     }
 
     /// Forum's action receipt of the run whose request is at `seq` (path text).
@@ -81,78 +79,25 @@ impl Dispatcher {
 
     /// The ledger's grade (checks by actors other than the producers).
     pub(crate) fn grade(&self) -> Res {
-        Ok(report::grade::grade(&self.served(false)?, 2).to_serde())
+        body(&reports::grade(&self.served(false)?, 2))
     }
 
     pub(crate) fn capsule(&self) -> Res {
-        Ok(report::build_context_capsule(&self.served(false)?, 8, 240).to_serde())
-    }
-
-    /// One side of a bench.
-    fn side(&self, spec: &str) -> Result<(Snapshot, String), Reply> {
-        if let Some(seq) = spec.strip_prefix("run:") {
-            let seq: u64 = seq.parse().map_err(|_| {
-                bad(format!(
-                    "{spec:?}: run:SEQ takes the seq of a run's request (GET /runs lists them)"
-                ))
-            })?;
-            let whole = self.served(false)?;
-            let roots = status::roots(&whole.entries());
-            if roots.get(&seq) != Some(&seq) {
-                return Err(Reply::error(
-                    404,
-                    format!("no run starts at seq {seq} (GET /runs lists them)"),
-                ));
-            }
-            let s = whole.slice(|e| roots.get(&e.seq) == Some(&seq));
-            return Ok((s, format!("run {seq} of ledger {}", self.cfg.ledger)));
-        }
-        if validate_ledger_name(spec).is_ok() {
-            let local = GitStore::new(self.repo.to_thread_local(), spec, Options::default())?;
-            if local.exists()? {
-                return Ok((snapshot_of(&local, false)?, format!("ledger {spec}")));
-            }
-            if spec.contains('/') {
-                let remote = GitStore::at_ref(
-                    self.repo.to_thread_local(),
-                    &format!("{REMOTES_PREFIX}{spec}"),
-                    Options::default(),
-                )?;
-                if remote.exists()? {
-                    return Ok((
-                        snapshot_of(&remote, false)?,
-                        format!("remote ledger {spec}"),
-                    ));
-                }
-            }
-        }
-        Err(Reply::error(
-            404,
-            format!(
-                "{spec:?} is not a ledger here (NAME), a fetched copy (REMOTE/NAME) or run:SEQ; Forum directories are not read over the network"
-            ),
-        ))
+        body(&reports::capsule(&self.served(false)?, 8, 240))
     }
 
     pub(crate) fn bench(&self, req: &Request<'_>) -> Res {
         let args = Args::new(req.body, &["a", "b"])?;
-        let (a, la) = self.side(args.text("a")?)?;
-        let (b, lb) = self.side(args.text("b")?)?;
-        let (sa, sb) = (report::summarize(&a), report::summarize(&b));
-        let (ans_a, ans_b) = (report::final_answer(&a), report::final_answer(&b));
-        let diff = report::answer_diff(
-            ans_a.as_deref().unwrap_or(""),
-            ans_b.as_deref().unwrap_or(""),
-            &format!("A: {la}"),
-            &format!("B: {lb}"),
-        );
-        Ok(json!({
-            "labels": {"a": la, "b": lb},
-            "a": sa.to_value().to_serde(),
-            "b": sb.to_value().to_serde(),
-            "delta": report::summary::compare_value(&sa, &sb).to_serde(),
-            "answers": {"a": ans_a, "b": ans_b, "diff": diff},
-        }))
+        let repo = self.repo.to_thread_local();
+        let sources = Sources {
+            repo: &repo,
+            ledger: &self.cfg.ledger,
+            dirs: false,
+            runs_hint: "GET /runs",
+        };
+        let a = sources.side(args.text("a")?, false).map_err(reply)?;
+        let b = sources.side(args.text("b")?, false).map_err(reply)?;
+        body(&reports::bench(&a, &b))
     }
 
     pub(crate) fn preflight(&self, req: &Request<'_>) -> Res {
@@ -192,11 +137,12 @@ impl Dispatcher {
         let chars = a.int("max_text_chars")?.unwrap_or(240);
         let (got, source) = if a.bool("use_capsule_context")?.unwrap_or(false) {
             let s = self.served(false)?;
-            let capsule = report::build_context_capsule(
+            let capsule = reports::capsule(
                 &s,
                 usize::try_from(items).unwrap_or(usize::MAX),
                 usize::try_from(chars).unwrap_or(usize::MAX),
-            );
+            )
+            .value;
             (Got::Text(report::capsule_text(&capsule)), "capsule")
         } else {
             (Got::Text(String::new()), "none")

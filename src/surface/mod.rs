@@ -9,6 +9,8 @@
 //! one table ([`Class::exit_code`], [`Class::http_status`]), so a refusal looks the same from
 //! every side.
 
+pub mod reports;
+
 use std::fmt;
 
 use crate::ledger::StorageError;

@@ -12,6 +12,7 @@ use git_forum::ledger::{Entry, MemoryStorage, NewEntry, Storage};
 use git_forum::report::{self, ReceiptInputs, Snapshot, receipt};
 use git_forum::roster::Roster;
 use git_forum::run::{self, Env, Options, Silent, StepClock};
+use git_forum::surface::reports;
 use serde_json::json;
 
 use crate::common::{Repo, conformance};
@@ -28,7 +29,7 @@ fn run1_dir(dir: &Path) -> PathBuf {
 
 fn run1() -> Option<(Snapshot, Value)> {
     let dir = conformance()?;
-    let s = Snapshot::from_forum_dir(&run1_dir(&dir)).expect("run1 loads");
+    let s = reports::snapshot_from_forum_dir(&run1_dir(&dir)).expect("run1 loads");
     Some((s, vectors("run1_projections.json")?))
 }
 
@@ -91,7 +92,7 @@ fn rebuild(rows: &[Value], fallback_actor: &str) -> Snapshot {
             assert_eq!(Some(e.entry_hash.as_str()), h.as_str(), "row {i} rebuilt");
         }
     }
-    Snapshot::from_items(report::load(&store).unwrap())
+    Snapshot::from_items(reports::load(&store).unwrap())
 }
 
 // ----- summary and compare -----
@@ -205,7 +206,7 @@ fn our_loop_counts_validator_calls_and_says_what_it_leaves_out() {
     let mut opts = Options::default();
     opts.policy.max_parallel = 1;
     let out = run::submit(&mut store, &env, &opts, "ship a login API with docs").unwrap();
-    let s = Snapshot::from_items(report::load(&store).unwrap());
+    let s = Snapshot::from_items(reports::load(&store).unwrap());
     let sum = report::summarize(&s);
     assert_eq!(
         sum.model_calls,

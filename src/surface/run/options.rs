@@ -218,7 +218,7 @@ pub fn preload(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>> {
     if !store.exists().map_err(read)? {
         return Ok(Vec::new());
     }
-    report::load_git(store).map_err(read)
+    crate::surface::reports::load_git(store).map_err(read)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::{Value as J, json};
 
 use crate::ledger::Value;
-use crate::report::{self, Snapshot, receipt};
+use crate::report::{Snapshot, receipt};
 use crate::run::{self, Outcome, status};
 use crate::store::git::GitStore;
 use crate::surface::{Error, Report, Result};
@@ -65,7 +65,7 @@ pub fn forum_receipt(
     outcome: &Outcome,
     opts: &run::Options,
 ) -> std::result::Result<J, String> {
-    let items = report::load_git(store).map_err(|e| e.to_string())?;
+    let items = crate::surface::reports::load_git(store).map_err(|e| e.to_string())?;
     let mut s = Snapshot::from_items(items);
     s.deep_verified &= store.verify(true).map_err(|e| e.to_string())?.passed();
     let Some(mut inputs) = receipt::inputs_for_run(&s, outcome.request_seq) else {
