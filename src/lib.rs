@@ -24,13 +24,13 @@
 //! * [`cli`]: clap commands; prints, parses, exits.
 
 pub mod cli;
-pub mod config;
+pub(crate) mod config;
 pub mod context;
 pub mod exec;
-pub mod gate;
+pub(crate) mod gate;
 pub mod ledger;
 pub mod plan;
-pub mod policy;
+pub(crate) mod policy;
 pub mod quality;
 pub mod report;
 pub mod roster;

@@ -16,7 +16,7 @@ use super::{CliError, Ctx};
 use crate::exec::config;
 use crate::run::{CommandContext, ContextProvider};
 
-pub use crate::surface::context::{ENVELOPE_SCHEMA, Got, PREFLIGHT_SCHEMA, preflight_payload};
+pub use crate::surface::context::{Got, preflight_payload};
 
 /// Inspect context pressure.
 #[derive(Debug, clap::Args)]

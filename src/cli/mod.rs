@@ -10,28 +10,28 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::store::git::{GitStore, Options, StoreError};
 
-pub mod append;
-pub mod check;
-pub mod context;
-pub mod doctor;
-pub mod exec_flags;
-pub mod hooks;
-pub mod init;
+pub(crate) mod append;
+pub(crate) mod check;
+pub(crate) mod context;
+pub(crate) mod doctor;
+pub(crate) mod exec_flags;
+pub(crate) mod hooks;
+pub(crate) mod init;
 pub(crate) use crate::config::input;
-pub mod interop;
-pub mod man;
-pub mod plan;
-pub mod proof;
-pub mod read;
-pub mod redact;
-pub mod report;
-pub mod route;
-pub mod runtime;
-pub mod serve;
-pub mod submit;
-pub mod sync;
-pub mod tlog;
-pub mod verify;
+pub(crate) mod interop;
+pub(crate) mod man;
+pub(crate) mod plan;
+pub(crate) mod proof;
+pub(crate) mod read;
+pub(crate) mod redact;
+pub(crate) mod report;
+pub(crate) mod route;
+pub(crate) mod runtime;
+pub(crate) mod serve;
+pub(crate) mod submit;
+pub(crate) mod sync;
+pub(crate) mod tlog;
+pub(crate) mod verify;
 
 /// Run fleets of AI agents in a repository and keep every decision in a tamper-evident ledger
 /// stored as git objects on refs/forum/ledgers/*.

@@ -7,9 +7,7 @@ mod progress;
 mod run_log;
 mod signals;
 
-pub use crate::surface::run::options::{
-    CAPSULE_MAX_ITEMS, CAPSULE_MAX_TEXT_CHARS, capsule_text_of,
-};
+pub use crate::surface::run::options::capsule_text_of;
 pub use run_log::log_run;
 
 use std::io::IsTerminal;

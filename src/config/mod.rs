@@ -15,7 +15,7 @@ use crate::policy::Policy;
 use crate::roster::{DEFAULT_ROSTER_NAME, DEFAULT_ROSTER_TOML, Roster};
 
 mod facts;
-pub mod input;
+pub(crate) mod input;
 
 pub use facts::RealFacts;
 

@@ -19,8 +19,6 @@ pub const RESULT: &str = "result";
 pub const VERDICT: &str = "verdict";
 /// A command-backed verification of a task's result.
 pub const VERIFICATION: &str = "verification";
-/// The synthesized answer of a run.
-pub const ANSWER: &str = "answer";
 /// The context handed to a run.
 pub const CONTEXT: &str = "context";
 /// What the context budget kept, trimmed or omitted.
@@ -57,7 +55,9 @@ pub const INTERRUPTED: &str = "interrupted";
 pub const REDACTION: &str = "redaction";
 /// A checkpoint recorded as a witness.
 pub const CHECKPOINT: &str = "checkpoint";
-/// A free-form note.
+/// A free-form note (what people and tests write with `git forum append`; git forum itself
+/// writes none, so only tests name it).
+#[cfg_attr(not(test), allow(dead_code))]
 pub const NOTE: &str = "note";
 /// A run stopped before a wave because its gate was rejected (ours; not in Forum).
 pub const GATE_STOPPED: &str = "gate_stopped";

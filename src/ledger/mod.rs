@@ -3,9 +3,9 @@
 
 pub mod canonical;
 pub mod hash;
-pub mod kind;
+pub(crate) mod kind;
 pub mod merkle;
-pub mod proof;
+pub(crate) mod proof;
 pub mod tlog;
 
 use std::collections::HashMap;

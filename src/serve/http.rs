@@ -160,11 +160,6 @@ impl Guard {
         };
         scheme.eq_ignore_ascii_case("bearer") && constant_time_eq(given.trim(), token)
     }
-
-    /// Whether requests need the token.
-    pub fn has_token(&self) -> bool {
-        self.token.is_some()
-    }
 }
 
 /// Compares two strings in time that depends only on their lengths.

@@ -13,7 +13,7 @@
 //! * [`mcp`]: a hand-written line-delimited JSON-RPC 2.0 server with the tool table.
 
 pub mod dispatch;
-pub mod http;
+pub(crate) mod http;
 pub mod mcp;
 
 mod args;

@@ -29,7 +29,6 @@ pub struct Obj {
 /// A written pack whose `.keep` still protects it.
 #[derive(Debug)]
 pub struct PackGuard {
-    pub pack: PathBuf,
     keep: PathBuf,
 }
 
@@ -250,7 +249,7 @@ pub fn write_pack(
     if durable {
         File::open(&pack_dir)?.sync_all()?;
     }
-    Ok(PackGuard { pack, keep })
+    Ok(PackGuard { keep })
 }
 
 /// Number of pack indices in `objects_dir/pack`.

@@ -16,12 +16,12 @@ use std::fmt;
 use crate::ledger::StorageError;
 use crate::store::git::StoreError;
 
-pub mod clock;
-pub mod context;
-pub mod run;
-pub mod runtime;
-pub mod sync;
-pub mod verify;
+pub(crate) mod clock;
+pub(crate) mod context;
+pub(crate) mod run;
+pub(crate) mod runtime;
+pub(crate) mod sync;
+pub(crate) mod verify;
 
 /// A report an operation returns: serializable, with a stable schema name.
 pub trait Report: serde::Serialize {

@@ -69,13 +69,6 @@ pub enum Relation {
     Rewritten,
 }
 
-impl Relation {
-    /// Whether a copy in this relation may replace the older one.
-    pub fn acceptable(self) -> bool {
-        !matches!(self, Relation::Truncated | Relation::Rewritten)
-    }
-}
-
 /// How `new` relates to `old` (both root first).
 pub fn relate(old: &[Link], new: &[Link]) -> Relation {
     let Some(last) = old.last() else {

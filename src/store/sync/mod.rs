@@ -31,12 +31,11 @@ mod git_cli;
 mod hooks;
 mod push;
 
-pub use chain::{CatFile, Link, Objects, RepoObjects, read_chain};
-pub use consistency::{Checkpoint, Relation, check_bodies, relate};
+pub use chain::CatFile;
 pub use fetch::{FetchResult, FetchStatus, fetch};
-pub use git_cli::{GIT_OUTPUT_LIMIT, Git, check_remote_name, failure_line};
+pub use git_cli::{Git, check_remote_name, failure_line};
 pub use hooks::{RefUpdate, check_pre_push, check_server_update};
-pub use push::{PushResult, PushStatus, local_ledgers, push};
+pub use push::{PushStatus, local_ledgers, push};
 
 /// Where fetched copies wait while they are checked.
 pub const INCOMING_PREFIX: &str = "refs/forum/incoming/";

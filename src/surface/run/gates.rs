@@ -143,6 +143,7 @@ impl Report for GateDecided {
     const SCHEMA: &'static str = "git-forum.gate-decision/1";
 }
 
+#[cfg(test)]
 /// The gate `d` names among `pending`, by the one rule of [`gate::decide`]: the filters must
 /// name exactly one pending gate, and an edit may only rewrite tasks of that gate's wave.
 pub fn pick<'a>(pending: &'a [PendingGate], d: &Decide) -> Result<&'a PendingGate> {

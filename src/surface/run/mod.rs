@@ -14,11 +14,11 @@ pub mod runs;
 pub mod submit;
 
 pub use crate::surface::clock::RunClock;
-pub use gates::{Decide, Decision, GateDecided, GateList, GateRow, decide, gates, pending};
+pub use gates::{Decide, Decision, decide, gates, pending};
 pub use options::{CommandSpec, ContextSource, RunOptions};
-pub use receipt::{Receipt, RunReceipt, forum_receipt, receipt_of, run_receipt};
-pub use runs::{RunRow, Runs, runs};
-pub use submit::{Go, RunReport, class_of, run_report};
+pub use receipt::receipt_of;
+pub use runs::runs;
+pub use submit::{Go, class_of, run_report};
 
 use std::cell::RefCell;
 
