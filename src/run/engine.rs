@@ -281,3 +281,27 @@ pub(super) fn interrupted_reason(signal: &str) -> String {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::interrupted_reason;
+
+    #[test]
+    fn the_interrupted_reason_names_its_cause_and_what_was_killed() {
+        let cancel = interrupted_reason("notifications/cancelled");
+        assert!(
+            cancel.starts_with("the MCP client cancelled the call"),
+            "{cancel}"
+        );
+        assert!(
+            cancel.contains("the commands this run had running were killed"),
+            "{cancel}"
+        );
+        let signal = interrupted_reason("SIGTERM");
+        assert!(signal.contains("interrupted by SIGTERM"), "{signal}");
+        assert!(
+            signal.contains("every command it had running was killed"),
+            "{signal}"
+        );
+    }
+}
