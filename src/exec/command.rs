@@ -4,26 +4,87 @@
 //! dropped, so a flood neither blocks the child nor grows memory.
 //!
 //! A non-zero exit, a timeout, a spawn failure and output that is not UTF-8 are distinct errors.
+//!
+//! Kill scopes: a command started while its thread is [`in_scope`] belongs to that scope, and
+//! [`stop_scope`] kills the process groups of that scope's commands (and refuses new ones in
+//! it) without touching any other scope; [`stop_all`] stops every command of the process. A
+//! run's [`crate::run::Interrupt`] owns one scope, so cancelling one run kills its commands
+//! at once while the other runs of a daemon go on.
 
-use std::collections::BTreeSet;
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// The process groups of the commands running now, and whether new ones are refused (after
-/// [`stop_all`]). Process groups are the process's, so this is too.
+/// The process groups of the commands running now (each with the scope it was started in),
+/// whether new ones are refused (after [`stop_all`]), and the scopes stopped. Process groups
+/// are the process's, so this is too.
 struct Live {
-    groups: BTreeSet<u32>,
+    groups: BTreeMap<u32, Option<u64>>,
     stopped: bool,
+    stopped_scopes: BTreeSet<u64>,
 }
 
 static LIVE: Mutex<Live> = Mutex::new(Live {
-    groups: BTreeSet::new(),
+    groups: BTreeMap::new(),
     stopped: false,
+    stopped_scopes: BTreeSet::new(),
 });
+
+impl Live {
+    /// Whether a command in `scope` is refused (or, once running, was stopped).
+    fn refuses(&self, scope: Option<u64>) -> bool {
+        self.stopped || scope.is_some_and(|s| self.stopped_scopes.contains(&s))
+    }
+}
+
+static NEXT_SCOPE: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The scope this thread's commands start in.
+    static SCOPE: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// A fresh kill scope, distinct from every other of this process.
+pub fn new_scope() -> u64 {
+    NEXT_SCOPE.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Runs `f` with the commands this thread starts in it registered under `scope`; the thread's
+/// previous scope comes back afterwards.
+pub fn in_scope<T>(scope: u64, f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<u64>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SCOPE.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(SCOPE.with(|c| c.replace(Some(scope))));
+    f()
+}
+
+/// Kills the process groups of the commands running in `scope` and refuses to start any more
+/// in it; other scopes and later scopes are untouched. Returns how many groups were killed.
+pub fn stop_scope(scope: u64) -> usize {
+    let mut l = live();
+    l.stopped_scopes.insert(scope);
+    let mut killed = 0;
+    for (pgid, _) in l.groups.iter().filter(|(_, s)| **s == Some(scope)) {
+        kill_group(*pgid);
+        killed += 1;
+    }
+    killed
+}
+
+/// Forgets a scope that will start no more commands (its owner is gone).
+pub fn forget_scope(scope: u64) {
+    live().stopped_scopes.remove(&scope);
+}
 
 fn live() -> MutexGuard<'static, Live> {
     LIVE.lock().unwrap_or_else(|p| p.into_inner())
@@ -35,7 +96,7 @@ fn live() -> MutexGuard<'static, Live> {
 pub fn stop_all() -> usize {
     let mut l = live();
     l.stopped = true;
-    for pgid in &l.groups {
+    for pgid in l.groups.keys() {
         kill_group(*pgid);
     }
     l.groups.len()
@@ -92,7 +153,7 @@ pub enum RunError {
     NotUtf8 { program: String, offset: usize },
     #[error("{0}")]
     Empty(String),
-    #[error("{program:?} was not started: git forum is being interrupted")]
+    #[error("{program:?} was stopped or not started: its run is being interrupted")]
     Interrupted { program: String },
 }
 
@@ -142,7 +203,8 @@ pub fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, RunErro
     let interrupted = || RunError::Interrupted {
         program: program.clone(),
     };
-    if live().stopped {
+    let scope = SCOPE.with(Cell::get);
+    if live().refuses(scope) {
         return Err(interrupted());
     }
     let start = Instant::now();
@@ -162,10 +224,10 @@ pub fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, RunErro
     {
         // Registered, or killed at once when an interruption came while it started.
         let mut l = live();
-        if l.stopped {
+        if l.refuses(scope) {
             kill_group(pgid);
         } else {
-            l.groups.insert(pgid);
+            l.groups.insert(pgid, scope);
         }
     }
     let out = child.stdout.take().expect("piped");
@@ -193,7 +255,7 @@ pub fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, RunErro
     live().groups.remove(&pgid);
     let (stdout, truncated) = out_reader.join().unwrap_or_default();
     let (stderr, _) = err_reader.join().unwrap_or_default();
-    if live().stopped && !status.is_some_and(|s| s.success()) {
+    if live().refuses(scope) && !status.is_some_and(|s| s.success()) {
         return Err(interrupted());
     }
     let stderr = String::from_utf8_lossy(&stderr).into_owned();
@@ -295,5 +357,47 @@ mod tests {
             run(&[], "", Limits::default()),
             Err(RunError::Empty(_))
         ));
+    }
+
+    #[test]
+    fn stopping_a_scope_kills_its_commands_and_no_other() {
+        let (a, b) = (new_scope(), new_scope());
+        let dir = std::env::temp_dir().join(format!("gf-scope-{}-{a}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let go = dir.join("go");
+        // Each command waits for `go` (five minutes at most, so nothing outlives a failure).
+        let wait = format!(
+            "i=0; while [ ! -e '{}' ] && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done; echo ok",
+            go.display()
+        );
+        std::thread::scope(|s| {
+            let in_a = s.spawn(|| in_scope(a, || run(&sh(&wait), "", Limits::default())));
+            let in_b = s.spawn(|| in_scope(b, || run(&sh(&wait), "", Limits::default())));
+            // Waits until both are registered (not a measurement).
+            while live()
+                .groups
+                .values()
+                .filter(|g| **g == Some(a) || **g == Some(b))
+                .count()
+                < 2
+            {
+                thread::sleep(Duration::from_millis(10));
+            }
+            assert_eq!(stop_scope(a), 1);
+            let e = in_a.join().unwrap().unwrap_err();
+            assert!(matches!(e, RunError::Interrupted { .. }), "{e}");
+            // The other scope's command still runs, and finishes once released.
+            assert!(live().groups.values().any(|g| *g == Some(b)));
+            std::fs::write(&go, "").unwrap();
+            assert_eq!(in_b.join().unwrap().unwrap().stdout, "ok\n");
+        });
+        // A stopped scope refuses new commands; another scope and no scope still run.
+        let e = in_scope(a, || run(&sh("echo x"), "", Limits::default())).unwrap_err();
+        assert!(matches!(e, RunError::Interrupted { .. }), "{e}");
+        assert!(in_scope(b, || run(&sh("echo x"), "", Limits::default())).is_ok());
+        assert!(run(&sh("echo x"), "", Limits::default()).is_ok());
+        forget_scope(a);
+        assert!(in_scope(a, || run(&sh("echo x"), "", Limits::default())).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

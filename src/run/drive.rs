@@ -42,7 +42,7 @@ pub fn submit(
 ) -> Result<Outcome, RunError> {
     route::check_request(request).map_err(|e| RunError::Request(e.to_string()))?;
     let run = Run::new(store, env, opts);
-    let result = submit_run(&run, request);
+    let result = run.scoped(|| submit_run(&run, request));
     run.finish(result)
 }
 

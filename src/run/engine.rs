@@ -73,6 +73,15 @@ impl<'a, 's> Run<'a, 's> {
         }
     }
 
+    /// Runs `f` with the commands this thread starts killed when the run is interrupted (under
+    /// its interrupt's kill scope); without an interrupt, just runs `f`.
+    pub(super) fn scoped<T>(&self, f: impl FnOnce() -> T) -> T {
+        match &self.opts.interrupt {
+            Some(i) => i.scoped(f),
+            None => f(),
+        }
+    }
+
     pub(super) fn interrupted(&self) -> Option<String> {
         self.opts.interrupt.as_ref().and_then(|i| i.signal())
     }
@@ -93,7 +102,7 @@ impl<'a, 's> Run<'a, 's> {
                 causal_parent: Some(r as i64),
                 payload: Value::from_serde(&json!({
                     "signal": signal,
-                    "reason": format!("git forum was interrupted by {signal} while the run was in flight; the run's commands were killed with their process groups"),
+                    "reason": interrupted_reason(&signal),
                     "resume": format!("git forum resume {r}"),
                 })),
                 ts: self.env.clock.now(),
@@ -256,5 +265,43 @@ impl<'a, 's> Run<'a, 's> {
             }
         }
         Ok(acc.root())
+    }
+}
+
+/// The `reason` of an `interrupted` entry, true to its cause: an MCP client's cancel kills the
+/// cancelled run's commands (its interrupt's kill scope), a signal kills every command of the
+/// process; either way the run writes nothing more. (A daemon's drain stops a run at its next
+/// budget check instead, and the daemon words that entry itself.)
+pub(super) fn interrupted_reason(signal: &str) -> String {
+    if signal == "notifications/cancelled" {
+        "the MCP client cancelled the call (notifications/cancelled) while the run was in flight; the commands this run had running were killed with their process groups, and it wrote nothing more".to_string()
+    } else {
+        format!(
+            "git forum was interrupted by {signal} while the run was in flight; every command it had running was killed with its process group, and the run wrote nothing more"
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::interrupted_reason;
+
+    #[test]
+    fn the_interrupted_reason_names_its_cause_and_what_was_killed() {
+        let cancel = interrupted_reason("notifications/cancelled");
+        assert!(
+            cancel.starts_with("the MCP client cancelled the call"),
+            "{cancel}"
+        );
+        assert!(
+            cancel.contains("the commands this run had running were killed"),
+            "{cancel}"
+        );
+        let signal = interrupted_reason("SIGTERM");
+        assert!(signal.contains("interrupted by SIGTERM"), "{signal}");
+        assert!(
+            signal.contains("every command it had running was killed"),
+            "{signal}"
+        );
     }
 }

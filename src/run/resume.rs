@@ -23,7 +23,7 @@ pub fn resume(
     request_seq: Option<u64>,
 ) -> Result<Outcome, RunError> {
     let run = Run::new(store, env, opts);
-    let result = resume_run(&run, request_seq);
+    let result = run.scoped(|| resume_run(&run, request_seq));
     run.finish(result)
 }
 

@@ -209,21 +209,24 @@ impl Run<'_, '_> {
         let finished: Mutex<Vec<(String, Done)>> = Mutex::new(Vec::new());
         std::thread::scope(|s| {
             for _ in 0..width.min(tasks.len()) {
+                // Each thread carries the run's kill scope.
                 s.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::SeqCst) as usize;
-                        let Some(t) = tasks.get(i) else { break };
-                        if lock(&first_error).is_some() {
-                            break;
-                        }
-                        match self.run_task(t, plan_seq, results) {
-                            Ok(d) => lock(&finished).push((t.id.clone(), d)),
-                            Err(e) => {
-                                lock(&first_error).get_or_insert(e);
+                    self.scoped(|| {
+                        loop {
+                            let i = next.fetch_add(1, Ordering::SeqCst) as usize;
+                            let Some(t) = tasks.get(i) else { break };
+                            if lock(&first_error).is_some() {
                                 break;
                             }
+                            match self.run_task(t, plan_seq, results) {
+                                Ok(d) => lock(&finished).push((t.id.clone(), d)),
+                                Err(e) => {
+                                    lock(&first_error).get_or_insert(e);
+                                    break;
+                                }
+                            }
                         }
-                    }
+                    })
                 });
             }
         });

@@ -194,28 +194,83 @@ impl Repo {
 
     /// Runs `git forum mcp ARGS...` with `lines` on its stdin, one message a line, and returns
     /// whether it exited 0 once stdin closed, and what it printed (its replies, one a line).
+    /// Tool calls run concurrently and JSON-RPC orders nothing between requests in flight, so
+    /// this client does what an honest one does: it waits for the reply to each request (a
+    /// line with a method and a string or integer id) before it sends the next line. The
+    /// replies therefore come in the order of the requests.
     pub fn mcp_batch<L: AsRef<str>>(&self, args: &[&str], lines: &[L]) -> (bool, String) {
-        use std::io::Write;
+        let (ok, out, _) = self.mcp_exchange(args, lines);
+        (ok, out)
+    }
+
+    /// [`Repo::mcp_batch`], with what the server wrote to stderr too.
+    pub fn mcp_exchange<L: AsRef<str>>(
+        &self,
+        args: &[&str],
+        lines: &[L],
+    ) -> (bool, String, String) {
+        use std::io::{BufRead, Read, Write};
         let mut child = self
             .forum()
             .arg("mcp")
             .args(args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("start git forum mcp");
+        let stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let errors = std::thread::spawn(move || {
+            let mut err = String::new();
+            let _ = stderr.read_to_string(&mut err);
+            err
+        });
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut out = String::new();
+        let take = |line: String, out: &mut String| {
+            out.push_str(&line);
+            out.push('\n');
+            serde_json::from_str::<serde_json::Value>(&line)
+                .ok()
+                .and_then(|v| v.get("id").cloned())
+        };
         {
             let mut stdin = child.stdin.take().unwrap();
             for line in lines {
-                writeln!(stdin, "{}", line.as_ref()).unwrap();
+                let line = line.as_ref();
+                if writeln!(stdin, "{line}")
+                    .and_then(|_| stdin.flush())
+                    .is_err()
+                {
+                    break;
+                }
+                let Some(id) = awaited_id(line) else { continue };
+                loop {
+                    // A guard against a hung server, not a measurement.
+                    let got = rx
+                        .recv_timeout(std::time::Duration::from_secs(300))
+                        .unwrap_or_else(|_| panic!("no reply to {id}; so far: {out}"));
+                    if take(got, &mut out).as_ref() == Some(&id) {
+                        break;
+                    }
+                }
             }
         }
-        let o = child.wait_with_output().expect("wait for git forum mcp");
-        (
-            o.status.success(),
-            String::from_utf8_lossy(&o.stdout).to_string(),
-        )
+        let status = child.wait().expect("wait for git forum mcp");
+        reader.join().unwrap();
+        while let Ok(line) = rx.try_recv() {
+            take(line, &mut out);
+        }
+        (status.success(), out, errors.join().unwrap())
     }
 
     pub fn forum_ok(&self, args: &[&str]) -> String {
@@ -393,4 +448,18 @@ pub fn rechain(repo: &Repo, texts: &[String]) -> String {
     let tip = parent.expect("at least one commit");
     move_ref_quietly(repo, &tip);
     tip
+}
+
+/// The id whose reply a client waits for after sending `line`: a request's (a JSON object
+/// with a method and a string or integer id, within the server's line limit); none for a
+/// notification or a line the server refuses without an id.
+fn awaited_id(line: &str) -> Option<serde_json::Value> {
+    if line.len() > git_forum::serve::mcp::MAX_LINE {
+        return None;
+    }
+    // Read as the server reads it (NaN and Infinity are accepted).
+    let v = git_forum::ledger::canonical::parse(line).ok()?.to_serde();
+    v.get("method")?;
+    let id = v.get("id")?;
+    (id.is_string() || id.is_i64() || id.is_u64()).then(|| id.clone())
 }

@@ -1260,38 +1260,10 @@ fn mcp_transcript_over_stdio() {
         r#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"humanize","arguments":{"text":"as an ai, it works"}}}"#,
         r#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#,
     ];
-    let mut child = Guarded(
-        repo.forum()
-            .arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    {
-        let mut stdin = child.0.stdin.take().unwrap();
-        for line in input {
-            writeln!(stdin, "{line}").unwrap();
-        }
-    }
-    let mut out = String::new();
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let mut err = String::new();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(child.0.wait().unwrap().success(), "{err}");
+    // The client waits for each request's reply before the next line, as one must when a
+    // call reads what an earlier one wrote (tool calls run concurrently).
+    let (ok, out, err) = repo.mcp_exchange(&[], &input);
+    assert!(ok, "{err}");
     assert!(err.contains("git forum mcp: ledger main"), "{err}");
     let lines: Vec<&str> = out.lines().collect();
     let version = env!("CARGO_PKG_VERSION");

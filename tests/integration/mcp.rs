@@ -79,14 +79,16 @@ impl Schema {
 }
 
 /// A model as a shell script: plans T1 then T2, passes every verdict, answers ANSWER. A task
-/// waits until the file `release` exists beside it (for five minutes at most, so nothing
-/// outlives a failed test), which holds a submit in flight for as long as a test needs.
+/// writes `pid.PID` beside it, then waits until the file `release` exists (for five minutes at
+/// most, so nothing outlives a failed test), which holds a submit in flight for as long as a
+/// test needs, and writes `finished.PID` when it ends on its own (not killed).
 fn model(repo: &Repo) -> (String, PathBuf) {
     let release = repo.path().join("release");
     let path = repo.path().join("model.sh");
     let body = format!(
-        "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{PLAN}' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo '{ANSWER}' ;;\n  *) i=0; while [ ! -e '{}' ] && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done; echo done ;;\nesac\n",
-        release.display()
+        "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{PLAN}' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo '{ANSWER}' ;;\n  *) echo $$ > '{dir}/pid.'$$; i=0; while [ ! -e '{release}' ] && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done; echo $$ > '{dir}/finished.'$$; echo done ;;\nesac\n",
+        dir = repo.path().display(),
+        release = release.display()
     );
     std::fs::write(&path, body).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -120,6 +122,8 @@ struct Session {
     /// Request id (as JSON text) → method, to check each reply as what it answers.
     asked: std::collections::HashMap<String, String>,
     seen: Vec<J>,
+    /// Replies read while waiting for another (tool calls finish in any order).
+    held: Vec<J>,
 }
 
 impl Session {
@@ -152,6 +156,7 @@ impl Session {
             schema: Schema::load(),
             asked: Default::default(),
             seen: Vec::new(),
+            held: Vec::new(),
         };
         s.request(
             1,
@@ -189,26 +194,39 @@ impl Session {
         Some(msg)
     }
 
-    /// Reads until the reply to `id`; the notifications on the way are kept in `seen`.
+    /// Reads until the reply to `id`; the notifications on the way are kept in `seen`, and
+    /// the replies to other requests are held for their own `reply`.
     fn reply(&mut self, id: u64) -> J {
+        if let Some(i) = self.held.iter().position(|m| m["id"] == id) {
+            return self.held.remove(i);
+        }
         loop {
             let msg = self.next().expect("the server ended before it replied");
             if msg.get("method").is_some() {
                 continue;
             }
-            assert_eq!(msg["id"], id, "a reply out of turn: {msg}");
-            return msg;
+            if msg["id"] == id {
+                return msg;
+            }
+            self.held.push(msg);
         }
+    }
+
+    /// Whether the reply to `id` has come (among what was read so far).
+    fn replied(&self, id: u64) -> bool {
+        self.seen
+            .iter()
+            .any(|m| m.get("method").is_none() && m["id"] == id)
     }
 
     /// Reads until a progress notification whose message contains `text`.
     fn progress_until(&mut self, text: &str) -> J {
         loop {
             let msg = self.next().expect("the server ended first");
-            assert!(
-                msg.get("method").is_some(),
-                "a reply before the progress: {msg}"
-            );
+            if msg.get("method").is_none() {
+                self.held.push(msg);
+                continue;
+            }
             if msg["params"]["message"]
                 .as_str()
                 .is_some_and(|m| m.contains(text))
@@ -247,9 +265,10 @@ fn kinds(repo: &Repo) -> Vec<String> {
 }
 
 fn run_state(repo: &Repo) -> String {
-    repo.forum_json(&["runs"])["runs"][0]["state"]
+    let runs = repo.forum_json(&["runs"]);
+    runs["runs"][0]["state"]
         .as_str()
-        .unwrap()
+        .unwrap_or_else(|| panic!("{runs}"))
         .to_string()
 }
 
@@ -277,10 +296,10 @@ fn a_ping_is_answered_during_a_submit_and_a_cancel_stops_it_for_resume() {
         s.request(4, "ping", json!({}));
         assert_eq!(s.reply(4)["result"], json!({}));
         release.now();
-        // Tool calls run in order, so this one answers once the cancelled submit has stopped.
         s.request(5, "tools/call", json!({"name": "runs"}));
         let runs = s.reply(5);
         assert_eq!(runs["result"]["isError"], false, "{runs}");
+        // End of input waits for the cancelled submit to stop.
         let seen = s.finish();
         assert!(
             !seen.iter().any(|m| m["id"] == 2),
@@ -367,19 +386,51 @@ fn a_progress_token_gets_progress_and_a_call_without_one_gets_none() {
     );
 }
 
+/// The pids of the model's tasks started so far (`pid.PID` files).
+fn task_pids(repo: &Repo) -> Vec<u32> {
+    let mut pids: Vec<u32> = std::fs::read_dir(repo.path())
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_prefix("pid.")?.parse().ok()
+        })
+        .collect();
+    pids.sort();
+    pids
+}
+
+/// Waits until `n` model tasks have started (each writes its pid file first thing).
+fn wait_for_tasks(repo: &Repo, n: usize) -> Vec<u32> {
+    loop {
+        let pids = task_pids(repo);
+        if pids.len() >= n {
+            return pids;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
 #[test]
 fn a_cancelled_call_that_has_not_started_is_dropped_without_a_reply() {
     let repo = Repo::new("sha1");
     let (model, release) = model(&repo);
     let release = Release(release);
     let mut s = Session::start(&repo, &["--cmd", &model]);
-    s.request(
-        2,
-        "tools/call",
-        json!({"name": "submit", "arguments": {"request": REQUEST}, "_meta": {"progressToken": "p"}}),
-    );
-    s.progress_until("T1 started");
-    // Queued behind the submit, then cancelled before it runs.
+    // Every call thread is taken by a submit held at its first task.
+    let slots = 8;
+    for i in 0..slots {
+        s.request(
+            10 + i,
+            "tools/call",
+            json!({"name": "submit", "arguments": {"request": REQUEST}}),
+        );
+    }
+    wait_for_tasks(&repo, slots as usize);
+    // Queued behind them, then cancelled before it runs.
     s.request(
         3,
         "tools/call",
@@ -391,16 +442,126 @@ fn a_cancelled_call_that_has_not_started_is_dropped_without_a_reply() {
     s.request(4, "ping", json!({}));
     s.reply(4);
     release.now();
-    let done = s.reply(2);
-    assert_eq!(done["result"]["isError"], false, "{done}");
+    for i in 0..slots {
+        let done = s.reply(10 + i);
+        assert_eq!(done["result"]["isError"], false, "{done}");
+    }
     let seen = s.finish();
     assert!(
         !seen.iter().any(|m| m["id"] == 3),
         "a dropped call got a reply"
     );
-    let k = kinds(&repo);
-    assert!(!k.contains(&"note".to_string()), "{k:?}");
+    let log = repo.forum_json(&["log"]);
+    let entries = log.as_array().expect("the log is an array");
+    assert!(!entries.iter().any(|e| e["kind"] == "note"));
     assert_eq!(run_state(&repo), "answered");
+}
+
+#[test]
+fn a_status_call_is_answered_while_a_submit_is_in_flight() {
+    let repo = Repo::new("sha256");
+    let (model, release) = model(&repo);
+    let release = Release(release);
+    let mut s = Session::start(&repo, &["--cmd", &model]);
+    s.request(
+        2,
+        "tools/call",
+        json!({"name": "submit", "arguments": {"request": REQUEST}}),
+    );
+    // The submit's first task is held by the model until the release file exists.
+    wait_for_tasks(&repo, 1);
+    s.request(3, "tools/call", json!({"name": "status"}));
+    let status = s.reply(3);
+    assert_eq!(status["result"]["isError"], false, "{status}");
+    assert!(
+        status["result"]["structuredContent"]["entries"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+    s.request(4, "tools/call", json!({"name": "verify"}));
+    let verify = s.reply(4);
+    assert_eq!(verify["result"]["isError"], false, "{verify}");
+    // Both were answered while the submit was still held.
+    assert!(!release.0.exists());
+    assert!(!s.replied(2), "the submit finished before it was released");
+    release.now();
+    let done = s.reply(2);
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    s.finish();
+    assert_eq!(run_state(&repo), "answered");
+}
+
+#[test]
+fn a_cancel_kills_the_cancelled_runs_command_and_spares_the_other_run() {
+    let repo = Repo::new("sha1");
+    let (model, release) = model(&repo);
+    let release = Release(release);
+    let mut s = Session::start(&repo, &["--cmd", &model]);
+    let submit = json!({"name": "submit", "arguments": {"request": REQUEST}});
+    s.request(2, "tools/call", submit.clone());
+    let first = wait_for_tasks(&repo, 1)[0];
+    s.request(3, "tools/call", submit);
+    let second = *wait_for_tasks(&repo, 2)
+        .iter()
+        .find(|p| **p != first)
+        .unwrap();
+    s.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}),
+    );
+    // The cancelled run's model command goes at once: killed, not finished on its own (the
+    // release file does not exist yet, so it could not have).
+    while alive(first) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!repo.path().join(format!("finished.{first}")).exists());
+    assert!(!release.0.exists());
+    // The other run's command is untouched.
+    assert!(alive(second), "the other run's command was killed too");
+    release.now();
+    let done = s.reply(3);
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    let seen = s.finish();
+    assert!(repo.path().join(format!("finished.{second}")).exists());
+    assert!(
+        !seen.iter().any(|m| m["id"] == 2),
+        "a cancelled call got a reply"
+    );
+    let log = repo.forum_json(&["log"]);
+    let entries = log.as_array().expect("the log is an array");
+    let interrupted: Vec<&J> = entries
+        .iter()
+        .filter(|e| e["kind"] == "interrupted")
+        .collect();
+    assert_eq!(interrupted.len(), 1);
+    let run = interrupted[0]["causal_parent"].to_string();
+    let log = repo.forum_json(&["log", "--run", &run]);
+    let payload = &log["entries"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{log}"))
+        .iter()
+        .find(|e| e["kind"] == "interrupted")
+        .unwrap()["payload"];
+    assert_eq!(payload["signal"], "notifications/cancelled", "{payload}");
+    assert!(
+        payload["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the MCP client cancelled the call"),
+        "{payload}"
+    );
+    let runs = repo.forum_json(&["runs"]);
+    let states: Vec<String> = runs
+        .get("runs")
+        .unwrap_or(&runs)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap().to_string())
+        .collect();
+    let mut sorted = states.clone();
+    sorted.sort();
+    assert_eq!(sorted, vec!["answered", "interrupted"], "{states:?}");
 }
 
 /// Every kind of line a client may send, good and bad; every reply must pass the schema.

@@ -9,15 +9,17 @@
 //! flight is answered. Tool failures are results with `isError: true` and the dispatcher's
 //! `{"error": "..."}` as text. Only protocol goes to stdout; the caller sends logs to stderr.
 //!
-//! How messages are served ([`session`]): one thread reads, one worker runs the tool calls in
-//! the order they came (so a client that sends `ledger_append` then `ledger_get` without
-//! waiting reads what it wrote, and a `resume` sent after a `submit` sees its run), and every
-//! line goes out whole through one locked writer. `ping` is answered at once, even while a
-//! tool runs, and a `notifications/cancelled` reaches a running `submit` or `resume`: the run
-//! writes nothing more, witnesses `interrupted` (`git forum resume` continues it), and the
-//! call gets no reply, as the MCP spec asks. A call that carries `_meta.progressToken` gets
-//! `notifications/progress` as its run goes ([`progress`]). Other replies keep the order of
-//! their requests.
+//! How messages are served ([`session`]): one thread reads, tool calls run concurrently (at
+//! most [`session::MAX_CALLS`] at once; more wait in a queue), and every line goes out whole
+//! through one locked writer as soon as it is ready, so replies come in the order the calls
+//! finish. JSON-RPC orders nothing between requests in flight: a client that needs a call's
+//! effect (an append it then reads, a submit it then resumes) waits for its reply first. Writes
+//! to the ledger are serialized by the dispatcher's writer. `ping` and the other methods are
+//! answered at once, even while tools run, and a `notifications/cancelled` reaches a running
+//! `submit` or `resume`: its commands are killed, the run writes nothing more, witnesses
+//! `interrupted` (`git forum resume` continues it), and the call gets no reply, as the MCP spec
+//! asks; a queued call is dropped. A call that carries `_meta.progressToken` gets
+//! `notifications/progress` as its run goes ([`progress`]).
 //!
 //! Why not the official SDK (rmcp 3.11, measured on this tree): it would keep neither the
 //! replies nor the inputs the tests pin. Its stdio transport parses each line with serde_json

@@ -1,8 +1,10 @@
-//! The stdio loop of the MCP server: one thread reads lines, one worker runs the tool calls
-//! in the order they came, and every message goes out as one whole line through one locked
-//! writer. `ping` is answered by the reader at once; `notifications/cancelled` raises the
-//! named call's [`Interrupt`] (or drops it, when it has not started); any other reply waits
-//! behind the tool calls before it, so replies keep the order of their requests.
+//! The stdio loop of the MCP server: one thread reads lines, tool calls run concurrently on
+//! up to [`MAX_CALLS`] threads (more calls wait in a queue, in the order they came), and every
+//! message goes out as one whole line through one locked writer, in the order it is ready.
+//! Every other request is answered by the reader at once. `notifications/cancelled` raises the
+//! named call's [`Interrupt`] (which also kills its commands) or drops it, when it is still
+//! queued. JSON-RPC orders nothing between requests in flight: a client that needs one call's
+//! effect before the next waits for its reply.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufRead, Write};
@@ -18,6 +20,9 @@ use crate::serve::dispatch::{RunHooks, lock};
 
 /// What the `interrupted` entry of a cancelled run names as its cause.
 pub const CANCELLED: &str = "notifications/cancelled";
+
+/// Most tool calls running at once; further calls wait in the queue.
+pub const MAX_CALLS: usize = 8;
 
 /// The one writer: each message is one line, written and flushed whole under its lock. After
 /// a write error (the client went away) it writes nothing more.
@@ -55,23 +60,16 @@ impl<'w> Out<'w> {
     }
 }
 
-/// What the worker does next, in order.
-enum Job {
-    /// Run a tool call and answer it.
-    Call(Call),
-    /// Send a reply already made (it waited for the calls before it).
-    Ready(J),
-}
-
-/// The worker's queue and what cancellation needs to know of the calls.
+/// The queue of tool calls and what cancellation needs to know of them.
 #[derive(Default)]
 struct State {
-    jobs: VecDeque<Job>,
-    /// Jobs queued or running: while there are any, replies the reader makes wait behind them.
-    pending: usize,
-    /// No more jobs will come (end of input).
+    queue: VecDeque<Call>,
+    /// Call threads started, and how many of them wait for a call.
+    threads: usize,
+    idle: usize,
+    /// No more calls will come (end of input).
     closed: bool,
-    /// The running call's id (as JSON text) and its interrupt.
+    /// The running calls' ids (as JSON text) and their interrupts.
     running: HashMap<String, Arc<Interrupt>>,
     /// Ids cancelled before their reply went out: they get none.
     cancelled: HashSet<String>,
@@ -84,23 +82,18 @@ struct Shared<'w> {
 }
 
 impl Shared<'_> {
-    /// Sends `reply` now when nothing is queued before it, or else after what is.
-    fn in_order(&self, reply: J) {
+    /// Queues `call`; returns whether a new call thread is wanted to run it (none is idle and
+    /// fewer than [`MAX_CALLS`] run). The caller then starts one, which counts itself.
+    fn queue(&self, call: Call) -> bool {
         let mut st = lock(&self.state);
-        if st.pending == 0 {
-            self.out.send(&reply);
+        st.queue.push_back(call);
+        let spawn = st.idle == 0 && st.threads < MAX_CALLS;
+        if spawn {
+            st.threads += 1;
         } else {
-            st.pending += 1;
-            st.jobs.push_back(Job::Ready(reply));
-            self.wake.notify_all();
+            self.wake.notify_one();
         }
-    }
-
-    fn queue(&self, call: Call) {
-        let mut st = lock(&self.state);
-        st.pending += 1;
-        st.jobs.push_back(Job::Call(call));
-        self.wake.notify_all();
+        spawn
     }
 
     /// `notifications/cancelled {requestId}`: a running call's run is interrupted, a queued
@@ -117,11 +110,7 @@ impl Shared<'_> {
         if let Some(interrupt) = st.running.get(&key) {
             interrupt.raise(CANCELLED);
             st.cancelled.insert(key);
-        } else if st
-            .jobs
-            .iter()
-            .any(|j| matches!(j, Job::Call(c) if c.id == *id))
-        {
+        } else if st.queue.iter().any(|c| c.id == *id) {
             st.cancelled.insert(key);
         }
     }
@@ -131,26 +120,24 @@ impl Shared<'_> {
         self.wake.notify_all();
     }
 
-    /// Runs the jobs in order until input has ended and none is left.
+    /// One call thread: runs queued calls until input has ended and none is left.
     fn work(&self, mcp: &Mcp<'_>) {
         loop {
-            let job = {
+            let call = {
                 let mut st = lock(&self.state);
                 loop {
-                    if let Some(job) = st.jobs.pop_front() {
-                        break job;
+                    if let Some(call) = st.queue.pop_front() {
+                        break call;
                     }
                     if st.closed {
                         return;
                     }
+                    st.idle += 1;
                     st = self.wake.wait(st).unwrap_or_else(|p| p.into_inner());
+                    st.idle -= 1;
                 }
             };
-            match job {
-                Job::Ready(reply) => self.out.send(&reply),
-                Job::Call(call) => self.run(mcp, call),
-            }
-            lock(&self.state).pending -= 1;
+            self.run(mcp, call);
         }
     }
 
@@ -195,15 +182,23 @@ pub(super) fn serve(
         out: Out::new(output),
     };
     std::thread::scope(|s| {
-        s.spawn(|| shared.work(mcp));
-        let read = pump(mcp, &mut input, &shared);
+        let shared = &shared;
+        let read = pump(mcp, &mut input, shared, &|| {
+            s.spawn(|| shared.work(mcp));
+        });
         shared.close();
         read
     })
 }
 
-/// Reads lines until input ends (or the client stops reading), handing each on.
-fn pump(mcp: &Mcp<'_>, input: &mut impl BufRead, shared: &Shared<'_>) -> std::io::Result<()> {
+/// Reads lines until input ends (or the client stops reading), handing each on; `spawn`
+/// starts one more call thread.
+fn pump(
+    mcp: &Mcp<'_>,
+    input: &mut impl BufRead,
+    shared: &Shared<'_>,
+    spawn: &dyn Fn(),
+) -> std::io::Result<()> {
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -212,14 +207,14 @@ fn pump(mcp: &Mcp<'_>, input: &mut impl BufRead, shared: &Shared<'_>) -> std::io
             return Ok(());
         }
         if too_long {
-            shared.in_order(error(
+            shared.out.send(&error(
                 J::Null,
                 -32600,
                 &format!("Invalid Request: the message is longer than {MAX_LINE} bytes"),
             ));
         } else if !line.trim_ascii().is_empty() {
             match read(line.trim_ascii()) {
-                Incoming::Reply(r) => shared.in_order(r),
+                Incoming::Reply(r) => shared.out.send(&r),
                 Incoming::Quiet => {}
                 Incoming::Notice { method, params } => {
                     if method == CANCELLED {
@@ -227,10 +222,13 @@ fn pump(mcp: &Mcp<'_>, input: &mut impl BufRead, shared: &Shared<'_>) -> std::io
                     }
                 }
                 Incoming::Request(call) => match call.method.as_str() {
-                    // Liveness is answered at once, whatever runs.
-                    "ping" => shared.out.send(&mcp.answer(&call, RunHooks::default())),
-                    "tools/call" => shared.queue(call),
-                    _ => shared.in_order(mcp.answer(&call, RunHooks::default())),
+                    "tools/call" => {
+                        if shared.queue(call) {
+                            spawn();
+                        }
+                    }
+                    // The rest reads no ledger: answered at once, whatever runs.
+                    _ => shared.out.send(&mcp.answer(&call, RunHooks::default())),
                 },
             }
         }
