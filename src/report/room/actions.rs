@@ -1,0 +1,178 @@
+//! The run room's next actions: which ones appear, in Forum's order and priorities, with our
+//! labels and reasons.
+
+use super::*;
+
+pub(super) fn action(
+    id: String,
+    kind: &str,
+    priority: &str,
+    label: String,
+    reason: &str,
+    target: Value,
+) -> Value {
+    obj([
+        ("id", Value::Str(id)),
+        ("kind", Value::str(kind)),
+        ("priority", Value::str(priority)),
+        ("label", Value::Str(label)),
+        ("reason", Value::str(reason)),
+        ("target", target),
+    ])
+}
+
+pub(super) fn signal(signals: &Value, key: &str) -> i64 {
+    py_int(signals.get(key))
+}
+
+pub(super) fn next_actions(
+    request: &Value,
+    tasks: &[Value],
+    checkpoints: &[Value],
+    answer: &Value,
+    signals: &Value,
+    pending: &[Value],
+) -> Vec<Value> {
+    if matches!(request, Value::Null) {
+        return vec![action(
+            "submit-request".into(),
+            "submit_request",
+            "normal",
+            "Start a run with `git forum submit`".into(),
+            "no request is recorded in this room",
+            Value::Object(Vec::new()),
+        )];
+    }
+    let mut high = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    for task in tasks {
+        let id = task.get("id").map(py_str).unwrap_or_default();
+        if id.is_empty() || seen.contains(&id) {
+            continue;
+        }
+        let result = task.get("result");
+        let verdict = task.get("verdict");
+        if is_false(result.and_then(|r| r.get("ok"))) {
+            high.push(action(
+                format!("retry-task:{id}"),
+                "retry_task",
+                "high",
+                format!("Re-run task {id}"),
+                "its most recent result is a failure",
+                obj([
+                    ("task_id", Value::str(&id)),
+                    (
+                        "result_seq",
+                        result
+                            .and_then(|r| r.get("seq"))
+                            .cloned()
+                            .unwrap_or(Value::Null),
+                    ),
+                ]),
+            ));
+            seen.insert(id);
+        } else if is_false(verdict.and_then(|v| v.get("ok"))) {
+            high.push(action(
+                format!("retry-task:{id}"),
+                "retry_task",
+                "high",
+                format!("Re-run task {id}"),
+                "the validator did not accept its most recent result",
+                obj([
+                    ("task_id", Value::str(&id)),
+                    ("task_seq", task.get("seq").cloned().unwrap_or(Value::Null)),
+                ]),
+            ));
+            seen.insert(id);
+        }
+    }
+    if signal(signals, "budget_stops") > 0 {
+        high.push(action(
+            "raise-budget".into(),
+            "raise_budget",
+            "high",
+            "Give the run more budget, then resume it".into(),
+            "the run stopped when its budget ran out",
+            Value::Object(Vec::new()),
+        ));
+    }
+    if let Some(last) = checkpoints.last()
+        && matches!(answer, Value::Null)
+    {
+        high.push(action(
+            "resume-from-checkpoint".into(),
+            "resume_from_checkpoint",
+            "high",
+            "Resume the run from its last wave checkpoint".into(),
+            "a wave checkpoint is recorded and no answer came after it",
+            obj([
+                (
+                    "checkpoint_seq",
+                    last.get("seq").cloned().unwrap_or(Value::Null),
+                ),
+                ("wave", last.get("wave").cloned().unwrap_or(Value::Null)),
+            ]),
+        ));
+    }
+    for gate in pending {
+        let run_seq = gate.get("run_seq").cloned().unwrap_or(Value::Null);
+        let wave = gate.get("wave").cloned().unwrap_or(Value::Null);
+        high.push(action(
+            format!("review-gate:{}:{}", py_str(&run_seq), py_str(&wave)),
+            "review_gate",
+            "high",
+            format!(
+                "Approve, edit or reject the gate before wave {} (`git forum gate`)",
+                py_str(&wave)
+            ),
+            "a gated wave waits for a person's decision",
+            obj([("run_seq", run_seq), ("wave", wave)]),
+        ));
+    }
+    let mut normal = Vec::new();
+    if signal(signals, "flagged_delivery") > 0 || signal(signals, "flagged_delivery_profiles") > 0 {
+        normal.push(action(
+            "revise-delivery".into(),
+            "revise_delivery",
+            "normal",
+            "Rework the answer's wording".into(),
+            "a delivery check flagged how the answer reads",
+            Value::Object(Vec::new()),
+        ));
+    }
+    if signal(signals, "flagged_intent") > 0 {
+        normal.push(action(
+            "judge-intent".into(),
+            "judge_intent",
+            "normal",
+            "Check that the answer addresses the request".into(),
+            "the lexical intent check found request terms the answer leaves out",
+            Value::Object(Vec::new()),
+        ));
+    }
+    if signal(signals, "refuted_verifications") > 0 {
+        normal.push(action(
+            "review-verification".into(),
+            "review_verification",
+            "normal",
+            "Look into why the verifier rejected the answer".into(),
+            "an outside verifier refuted the answer",
+            Value::Object(Vec::new()),
+        ));
+    }
+    if !matches!(answer, Value::Null) && high.is_empty() {
+        normal.push(action(
+            "export-receipt".into(),
+            "export_receipt",
+            "normal",
+            "Export the run's receipt".into(),
+            "the run has its answer and nothing blocks it",
+            obj([(
+                "answer_seq",
+                answer.get("seq").cloned().unwrap_or(Value::Null),
+            )]),
+        ));
+    }
+    high.extend(normal);
+    high
+}
