@@ -15,7 +15,7 @@ use crate::ledger::merkle::{consistency_proof, inclusion_path, merkle_root};
 use crate::ledger::proof::{
     CONSISTENCY_SCHEMA, Checkpoint, ConsistencyProof, INCLUSION_SCHEMA, InclusionProof,
 };
-use crate::ledger::{Entry, NewEntry, Storage, StorageError, Value, canonical, causal_chain, kind};
+use crate::ledger::{Entry, NewEntry, Storage, StorageError, Value, canonical, kind};
 use crate::quality::profile::get_profile;
 use crate::quality::{HumanizeError, humanize};
 use crate::route::{build_communication_contract, check_request, route_request};
@@ -240,43 +240,43 @@ impl Dispatcher {
 
     pub(crate) fn status(&self) -> Res {
         let view = self.snapshot()?;
-        let (entries, root) = (&view.entries, &view.root);
-        Ok(json!({"ledger": self.cfg.ledger, "entries": entries.len(), "checkpoint": root}))
+        let size = view.entries.len() as u64;
+        answer(Ok(surface::ledger::status(
+            &self.cfg.ledger,
+            size,
+            &view.root,
+        )))
     }
 
     pub(crate) fn checkpoint(&self) -> Res {
         let view = self.snapshot()?;
-        let (entries, root) = (&view.entries, &view.root);
-        Ok(json!({"ledger": self.cfg.ledger, "size": entries.len(), "checkpoint": root}))
+        let size = view.entries.len() as u64;
+        answer(Ok(surface::ledger::checkpoint(
+            &self.cfg.ledger,
+            size,
+            &view.root,
+        )))
     }
 
     pub(crate) fn record_checkpoint(&self, req: &Request<'_>) -> Res {
         Args::new(req.body, &[])?;
         let store = self.reader()?;
         if !store.exists()? {
-            return Err(Reply::error(
-                409,
-                format!(
-                    "ledger {:?} has no entries yet: nothing to checkpoint",
-                    self.cfg.ledger
-                ),
-            ));
+            return Err(surface::Error::conflict(format!(
+                "ledger {:?} has no entries yet: nothing to checkpoint",
+                self.cfg.ledger
+            ))
+            .into());
         }
-        let r = store.verify(false)?;
-        if !r.passed() {
-            return Err(Reply::error(
-                409,
-                format!(
-                    "ledger {} does not verify ({}); refusing to record a checkpoint of it",
-                    self.cfg.ledger,
-                    r.problem.unwrap_or_default()
-                ),
-            ));
-        }
-        store.record_checkpoint(r.entries, &r.checkpoint)?;
-        Ok(
-            json!({"ledger": self.cfg.ledger, "size": r.entries, "checkpoint": r.checkpoint, "recorded": true}),
-        )
+        let what = surface::ledger::Record {
+            record: true,
+            sign: false,
+        };
+        answer(surface::ledger::record_checkpoint(
+            &store,
+            &self.cfg.ledger,
+            what,
+        ))
     }
 
     /// Deep verify, the same report as `git forum verify --deep --json`; a ledger with no
@@ -294,8 +294,7 @@ impl Dispatcher {
     pub(crate) fn entry(&self, seq: &str) -> Res {
         let seq = parse_seq(seq)?;
         let view = self.snapshot()?;
-        let entries = &view.entries;
-        Ok(Self::entry_at(entries, seq)?.to_json())
+        answer(surface::ledger::entry(&view.entries, seq))
     }
 
     pub(crate) fn payload(&self, seq: &str) -> Res {
@@ -339,11 +338,7 @@ impl Dispatcher {
     pub(crate) fn why(&self, seq: &str) -> Res {
         let seq = parse_seq(seq)?;
         let view = self.snapshot()?;
-        let entries = &view.entries;
-        Self::entry_at(entries, seq)?;
-        let chain = causal_chain(seq, |s| Ok(entries.get(s as usize).cloned()))
-            .map_err(|e| Reply::error(409, e))?;
-        Ok(json!({"seq": seq, "chain": chain.iter().map(Entry::to_json).collect::<Vec<_>>()}))
+        answer(surface::ledger::why(&view.entries, seq))
     }
 
     pub(crate) fn prove(&self, req: &Request<'_>) -> Res {

@@ -16,6 +16,7 @@ use crate::store::git::StoreError;
 
 pub mod clock;
 pub mod context;
+pub mod ledger;
 pub mod run;
 pub mod runtime;
 pub mod sync;
