@@ -40,7 +40,11 @@ fn reply_of(e: surface::Error) -> Reply {
 /// A surface report as the daemon answers it.
 fn answer(r: surface::Result<impl serde::Serialize>) -> Res {
     let r = r.map_err(reply_of)?;
-    serde_json::to_value(&r).map_err(|e| Reply::error(500, format!("encoding the report: {e}")))
+    serde_json::to_value(&r).map_err(|e| {
+        Reply::from(crate::surface::Error::internal(format!(
+            "encoding the report: {e}"
+        )))
+    })
 }
 
 fn not_found(message: impl Into<String>) -> Reply {
@@ -198,10 +202,14 @@ impl Dispatcher {
             None => Ok(None),
             Some(bytes) => {
                 let text = String::from_utf8(bytes).map_err(|_| {
-                    Reply::error(500, format!("the body of seq {seq} is not UTF-8"))
+                    Reply::from(crate::surface::Error::internal(format!(
+                        "the body of seq {seq} is not UTF-8"
+                    )))
                 })?;
                 canonical::parse(&text).map(Some).map_err(|e| {
-                    Reply::error(500, format!("the body of seq {seq} is not JSON: {e}"))
+                    Reply::from(crate::surface::Error::internal(format!(
+                        "the body of seq {seq} is not JSON: {e}"
+                    )))
                 })
             }
         }
@@ -225,15 +233,14 @@ impl Dispatcher {
 
     fn seats(&self) -> Result<Arc<dyn Seats>, Reply> {
         if self.is_draining() {
-            return Err(Reply::error(
-                503,
+            return Err(Reply::from(crate::surface::Error::unavailable(
                 "the server is shutting down and takes no new runs",
-            ));
+            )));
         }
         self.executors
             .seats
             .clone()
-            .map_err(|why| Reply::error(503, why))
+            .map_err(|why| Reply::from(crate::surface::Error::unavailable(why)))
     }
 
     // ----- the ledger -----
@@ -288,7 +295,11 @@ impl Dispatcher {
         } else {
             crate::surface::verify::VerifyReport::empty(&self.cfg.ledger, true)
         };
-        serde_json::to_value(r).map_err(|e| Reply::error(500, format!("encoding the report: {e}")))
+        serde_json::to_value(r).map_err(|e| {
+            Reply::from(crate::surface::Error::internal(format!(
+                "encoding the report: {e}"
+            )))
+        })
     }
 
     pub(crate) fn entry(&self, seq: &str) -> Res {
@@ -412,7 +423,11 @@ impl Dispatcher {
                 ));
             }
         };
-        encoded.map_err(|e| Reply::error(500, format!("encoding the proof: {e}")))
+        encoded.map_err(|e| {
+            Reply::from(crate::surface::Error::internal(format!(
+                "encoding the proof: {e}"
+            )))
+        })
     }
 
     pub(crate) fn append(&self, req: &Request<'_>) -> Res {
@@ -562,7 +577,7 @@ impl Dispatcher {
             None => {
                 let empty = crate::config::Loaded {
                     runtime: config::merge(None, &config::Flags::default())
-                        .map_err(|e| Reply::error(500, e.to_string()))?,
+                        .map_err(|e| Reply::from(crate::surface::Error::internal(e.to_string())))?,
                     source: None,
                 };
                 let mut r = crate::surface::runtime::inspect(&empty, &self.roster, &facts);
@@ -579,8 +594,11 @@ impl Dispatcher {
             });
         }
         report.ready = report.issues.is_empty();
-        serde_json::to_value(report)
-            .map_err(|e| Reply::error(500, format!("encoding the report: {e}")))
+        serde_json::to_value(report).map_err(|e| {
+            Reply::from(crate::surface::Error::internal(format!(
+                "encoding the report: {e}"
+            )))
+        })
     }
 
     /// The run options of a daemon request, as the surface takes them: a submit never runs
