@@ -79,6 +79,8 @@ pub enum Command {
     Gate(submit::GateArgs),
     /// List entries, newest first.
     Log(read::LogArgs),
+    /// How many entries the ledger holds and its checkpoint (Merkle root).
+    Status(read::StatusArgs),
     /// Show one entry (and its body with --payload).
     Show(read::ShowArgs),
     /// Print every entry up to and including SEQ, oldest first.
@@ -240,6 +242,12 @@ impl Ctx {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(CliError::silent(0)),
             Err(e) => Err(CliError::fail(format!("writing to stdout: {e}"))),
         }
+    }
+
+    /// Prints a surface report on stdout as JSON, the same value the daemon and MCP answer.
+    pub fn out_report(&self, r: &impl crate::surface::Report) -> Result<(), CliError> {
+        let v = serde_json::to_value(r).map_err(|e| CliError::fail(e.to_string()))?;
+        self.out_json(&v)
     }
 
     /// Prints a JSON value on stdout, pretty, ASCII-escaped like Forum's output.
@@ -430,6 +438,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
     match command {
         Command::Append(a) => append::run(ctx, a),
         Command::Log(a) => read::log(ctx, a),
+        Command::Status(a) => read::status(ctx, a),
         Command::Show(a) => read::show(ctx, a),
         Command::Replay(a) => read::replay(ctx, a),
         Command::Why(a) => read::why(ctx, a),

@@ -1,7 +1,12 @@
-//! Read verbs: `log`, `show`, `replay`, `why`. None of them writes to the ledger.
+//! Read verbs: `status`, `log`, `show`, `replay`, `why`. None of them writes to the ledger.
 
 use super::{CliError, Ctx};
-use crate::ledger::{Entry, causal_chain};
+use crate::ledger::Entry;
+use crate::surface::ledger as surface;
+
+/// How many entries the ledger holds and its checkpoint.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {}
 
 /// List entries, newest first.
 #[derive(Debug, clap::Args)]
@@ -75,6 +80,23 @@ fn out_of_range(ctx: &Ctx, seq: u64, len: u64) -> CliError {
     ))
 }
 
+pub fn status(ctx: &Ctx, _args: StatusArgs) -> Result<(), CliError> {
+    let store = ctx.store()?;
+    let entries = surface::read_all(&store)?;
+    let r = surface::status(
+        &ctx.ledger,
+        entries.len() as u64,
+        &surface::root_of(&entries),
+    );
+    if ctx.json {
+        return ctx.out_report(&r);
+    }
+    ctx.out(&format!(
+        "ledger {}: {} entries, checkpoint {}",
+        r.ledger, r.entries, r.checkpoint
+    ))
+}
+
 pub fn log(ctx: &Ctx, args: LogArgs) -> Result<(), CliError> {
     if let Some(run) = args.run {
         return super::submit::log_run(ctx, run);
@@ -100,6 +122,10 @@ pub fn show(ctx: &Ctx, args: ShowArgs) -> Result<(), CliError> {
     } else {
         None
     };
+    if ctx.json && body.is_none() {
+        // Forum's `GET /ledger/<seq>` shape: the entry's own fields.
+        return ctx.out_report(&surface::EntryReport { entry });
+    }
     if ctx.json {
         let mut v = serde_json::json!({ "entry": entry.to_json(), "commit": commit.to_string() });
         let mut payload = None;
@@ -167,12 +193,12 @@ pub fn why(ctx: &Ctx, args: WhyArgs) -> Result<(), CliError> {
     if args.seq > tip.entry.seq {
         return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
     }
-    let chain = causal_chain(args.seq, |s| {
-        store
-            .get_with_commit(s)
-            .map(|o| o.map(|(e, _)| e))
-            .map_err(|e| e.to_string())
-    })
-    .map_err(CliError::fail)?;
-    out_entries(ctx, &chain)
+    let r = surface::why(&surface::read_all(&store)?, args.seq)?;
+    if ctx.json {
+        return ctx.out_report(&r);
+    }
+    for e in &r.chain {
+        ctx.out(&line(e))?;
+    }
+    Ok(())
 }

@@ -78,42 +78,22 @@ pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
 
 pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
-    let r = store.verify(false)?;
-    if !r.passed() {
-        return Err(CliError::fail(format!(
-            "ledger {} does not verify ({}); refusing to record a checkpoint of it",
-            ctx.ledger,
-            r.problem.unwrap_or_default()
-        )));
-    }
-    let signature = if args.sign {
-        let cp = crate::ledger::proof::Checkpoint {
-            size: r.entries,
-            root: r.checkpoint.clone(),
-        };
-        Some(store.sign_checkpoint(&cp)?.format)
-    } else {
-        None
+    let what = crate::surface::ledger::Record {
+        record: !args.no_record,
+        sign: args.sign,
     };
-    // Recorded after signing, so a signing failure leaves nothing behind.
-    if !args.no_record {
-        store.record_checkpoint(r.entries, &r.checkpoint)?;
-    }
+    let r = crate::surface::ledger::record_checkpoint(&store, &ctx.ledger, what)?;
     if ctx.json {
-        ctx.out_json(
-            &serde_json::json!({"ledger": ctx.ledger, "size": r.entries, "root": r.checkpoint,
-            "recorded": !args.no_record, "signed": signature}),
-        )
-    } else {
-        ctx.out(&format!("{} {}", r.entries, r.checkpoint))?;
-        if let Some(f) = signature {
-            eprintln!(
-                "signed ({f}) and stored on refs/forum/checkpoints/{}",
-                ctx.ledger
-            );
-        }
-        Ok(())
+        return ctx.out_report(&r);
     }
+    ctx.out(&format!("{} {}", r.size, r.checkpoint))?;
+    if let Some(f) = &r.signed {
+        eprintln!(
+            "signed ({f}) and stored on refs/forum/checkpoints/{}",
+            ctx.ledger
+        );
+    }
+    Ok(())
 }
 
 pub fn sync(ctx: &Ctx, _args: SyncArgs) -> Result<(), CliError> {

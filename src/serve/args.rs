@@ -12,7 +12,7 @@ pub(crate) struct Args<'a> {
 }
 
 fn bad(message: String) -> Reply {
-    Reply::error(400, message)
+    Reply::from(crate::surface::Error::usage(message))
 }
 
 fn type_name(v: &J) -> &'static str {

@@ -508,7 +508,9 @@ impl Dispatcher {
             match parsed {
                 Ok(v) => v.to_serde(),
                 Err(e) => {
-                    return Reply::error(400, format!("the request body is not valid JSON: {e}"));
+                    return Reply::from(crate::surface::Error::usage(format!(
+                        "the request body is not valid JSON: {e}"
+                    )));
                 }
             }
         };
@@ -547,12 +549,9 @@ impl Dispatcher {
     fn no_route(&self, method: &str, path: &str) -> Reply {
         let allowed = allowed_methods(path);
         if allowed.is_empty() {
-            Reply::error(
-                404,
-                format!(
-                    "no route {path:?} (GET /health, GET /status, ...; see `git forum serve --help`)"
-                ),
-            )
+            Reply::from(crate::surface::Error::not_found(format!(
+                "no route {path:?} (GET /health, GET /status, ...; see `git forum serve --help`)"
+            )))
         } else {
             Reply::error(
                 405,
@@ -575,7 +574,9 @@ impl Dispatcher {
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown".into());
                 eprintln!("git forum: internal error in a request handler: {what}");
-                Reply::error(500, format!("internal error: {what}"))
+                Reply::from(crate::surface::Error::internal(format!(
+                    "internal error: {what}"
+                )))
             }
         }
     }

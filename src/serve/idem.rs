@@ -33,10 +33,9 @@ pub(crate) fn key_of<'a>(
 ) -> Result<Option<&'a str>, Reply> {
     let key = match (header, field) {
         (Some(h), Some(f)) if h != f => {
-            return Err(Reply::error(
-                400,
+            return Err(Reply::from(crate::surface::Error::usage(
                 "the Idempotency-Key header and the idempotency_key field differ; give one of them",
-            ));
+            )));
         }
         (Some(h), _) => Some(h),
         (None, f) => f,
@@ -44,12 +43,9 @@ pub(crate) fn key_of<'a>(
     if let Some(k) = key
         && (k.is_empty() || k.len() > MAX_KEY_LEN || !k.bytes().all(|b| b.is_ascii_graphic()))
     {
-        return Err(Reply::error(
-            400,
-            format!(
-                "an idempotency key is 1 to {MAX_KEY_LEN} visible ASCII characters without spaces (a UUID, for one)"
-            ),
-        ));
+        return Err(Reply::from(crate::surface::Error::usage(format!(
+            "an idempotency key is 1 to {MAX_KEY_LEN} visible ASCII characters without spaces (a UUID, for one)"
+        ))));
     }
     Ok(key)
 }
@@ -145,7 +141,9 @@ impl Keys {
 }
 
 fn io_err(e: std::io::Error) -> Reply {
-    Reply::error(500, format!("cannot use the idempotency key file: {e}"))
+    Reply::from(crate::surface::Error::internal(format!(
+        "cannot use the idempotency key file: {e}"
+    )))
 }
 
 impl Dispatcher {
@@ -160,7 +158,8 @@ impl Dispatcher {
 
     /// Appends `new` once for `key` (see the module's documentation).
     pub(crate) fn append_once(&self, key: &str, new: &NewEntry) -> Res {
-        new.validate().map_err(|e| Reply::error(400, e))?;
+        new.validate()
+            .map_err(|e| Reply::from(crate::surface::Error::usage(e)))?;
         let fsync = !self.cfg.no_fsync;
         let mut guard = lock(&self.keys);
         if guard.is_none() {
@@ -184,12 +183,9 @@ impl Dispatcher {
                         Some(s) => format!(" (seq {s})"),
                         None => String::new(),
                     };
-                    return Err(Reply::error(
-                        409,
-                        format!(
-                            "idempotency key {key:?} was used for another entry{what}; use a new key for a new entry"
-                        ),
-                    ));
+                    return Err(Reply::from(crate::surface::Error::conflict(format!(
+                        "idempotency key {key:?} was used for another entry{what}; use a new key for a new entry"
+                    ))));
                 }
                 let view = self.snapshot()?;
                 let found = had.seq.or_else(|| {
@@ -204,12 +200,9 @@ impl Dispatcher {
                         view.entries.get(seq as usize),
                         view.commits.get(seq as usize),
                     ) else {
-                        return Err(Reply::error(
-                            409,
-                            format!(
-                                "idempotency key {key:?} wrote seq {seq}, which the ledger no longer holds (see git forum doctor)"
-                            ),
-                        ));
+                        return Err(Reply::from(crate::surface::Error::conflict(format!(
+                            "idempotency key {key:?} wrote seq {seq}, which the ledger no longer holds (see git forum doctor)"
+                        ))));
                     };
                     if had.seq.is_none() {
                         keys.write(

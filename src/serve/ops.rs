@@ -15,7 +15,7 @@ use crate::ledger::merkle::{consistency_proof, inclusion_path, merkle_root};
 use crate::ledger::proof::{
     CONSISTENCY_SCHEMA, Checkpoint, ConsistencyProof, INCLUSION_SCHEMA, InclusionProof,
 };
-use crate::ledger::{Entry, NewEntry, Storage, StorageError, Value, canonical, causal_chain, kind};
+use crate::ledger::{Entry, NewEntry, Storage, StorageError, Value, canonical, kind};
 use crate::quality::profile::get_profile;
 use crate::quality::{HumanizeError, humanize};
 use crate::route::{build_communication_contract, check_request, route_request};
@@ -40,7 +40,11 @@ fn reply_of(e: surface::Error) -> Reply {
 /// A surface report as the daemon answers it.
 fn answer(r: surface::Result<impl serde::Serialize>) -> Res {
     let r = r.map_err(reply_of)?;
-    serde_json::to_value(&r).map_err(|e| Reply::error(500, format!("encoding the report: {e}")))
+    serde_json::to_value(&r).map_err(|e| {
+        Reply::from(crate::surface::Error::internal(format!(
+            "encoding the report: {e}"
+        )))
+    })
 }
 
 fn not_found(message: impl Into<String>) -> Reply {
@@ -198,10 +202,14 @@ impl Dispatcher {
             None => Ok(None),
             Some(bytes) => {
                 let text = String::from_utf8(bytes).map_err(|_| {
-                    Reply::error(500, format!("the body of seq {seq} is not UTF-8"))
+                    Reply::from(crate::surface::Error::internal(format!(
+                        "the body of seq {seq} is not UTF-8"
+                    )))
                 })?;
                 canonical::parse(&text).map(Some).map_err(|e| {
-                    Reply::error(500, format!("the body of seq {seq} is not JSON: {e}"))
+                    Reply::from(crate::surface::Error::internal(format!(
+                        "the body of seq {seq} is not JSON: {e}"
+                    )))
                 })
             }
         }
@@ -225,58 +233,57 @@ impl Dispatcher {
 
     fn seats(&self) -> Result<Arc<dyn Seats>, Reply> {
         if self.is_draining() {
-            return Err(Reply::error(
-                503,
+            return Err(Reply::from(crate::surface::Error::unavailable(
                 "the server is shutting down and takes no new runs",
-            ));
+            )));
         }
         self.executors
             .seats
             .clone()
-            .map_err(|why| Reply::error(503, why))
+            .map_err(|why| Reply::from(crate::surface::Error::unavailable(why)))
     }
 
     // ----- the ledger -----
 
     pub(crate) fn status(&self) -> Res {
         let view = self.snapshot()?;
-        let (entries, root) = (&view.entries, &view.root);
-        Ok(json!({"ledger": self.cfg.ledger, "entries": entries.len(), "checkpoint": root}))
+        let size = view.entries.len() as u64;
+        answer(Ok(surface::ledger::status(
+            &self.cfg.ledger,
+            size,
+            &view.root,
+        )))
     }
 
     pub(crate) fn checkpoint(&self) -> Res {
         let view = self.snapshot()?;
-        let (entries, root) = (&view.entries, &view.root);
-        Ok(json!({"ledger": self.cfg.ledger, "size": entries.len(), "checkpoint": root}))
+        let size = view.entries.len() as u64;
+        answer(Ok(surface::ledger::checkpoint(
+            &self.cfg.ledger,
+            size,
+            &view.root,
+        )))
     }
 
     pub(crate) fn record_checkpoint(&self, req: &Request<'_>) -> Res {
         Args::new(req.body, &[])?;
         let store = self.reader()?;
         if !store.exists()? {
-            return Err(Reply::error(
-                409,
-                format!(
-                    "ledger {:?} has no entries yet: nothing to checkpoint",
-                    self.cfg.ledger
-                ),
-            ));
+            return Err(surface::Error::conflict(format!(
+                "ledger {:?} has no entries yet: nothing to checkpoint",
+                self.cfg.ledger
+            ))
+            .into());
         }
-        let r = store.verify(false)?;
-        if !r.passed() {
-            return Err(Reply::error(
-                409,
-                format!(
-                    "ledger {} does not verify ({}); refusing to record a checkpoint of it",
-                    self.cfg.ledger,
-                    r.problem.unwrap_or_default()
-                ),
-            ));
-        }
-        store.record_checkpoint(r.entries, &r.checkpoint)?;
-        Ok(
-            json!({"ledger": self.cfg.ledger, "size": r.entries, "checkpoint": r.checkpoint, "recorded": true}),
-        )
+        let what = surface::ledger::Record {
+            record: true,
+            sign: false,
+        };
+        answer(surface::ledger::record_checkpoint(
+            &store,
+            &self.cfg.ledger,
+            what,
+        ))
     }
 
     /// Deep verify, the same report as `git forum verify --deep --json`; a ledger with no
@@ -288,14 +295,17 @@ impl Dispatcher {
         } else {
             crate::surface::verify::VerifyReport::empty(&self.cfg.ledger, true)
         };
-        serde_json::to_value(r).map_err(|e| Reply::error(500, format!("encoding the report: {e}")))
+        serde_json::to_value(r).map_err(|e| {
+            Reply::from(crate::surface::Error::internal(format!(
+                "encoding the report: {e}"
+            )))
+        })
     }
 
     pub(crate) fn entry(&self, seq: &str) -> Res {
         let seq = parse_seq(seq)?;
         let view = self.snapshot()?;
-        let entries = &view.entries;
-        Ok(Self::entry_at(entries, seq)?.to_json())
+        answer(surface::ledger::entry(&view.entries, seq))
     }
 
     pub(crate) fn payload(&self, seq: &str) -> Res {
@@ -339,11 +349,7 @@ impl Dispatcher {
     pub(crate) fn why(&self, seq: &str) -> Res {
         let seq = parse_seq(seq)?;
         let view = self.snapshot()?;
-        let entries = &view.entries;
-        Self::entry_at(entries, seq)?;
-        let chain = causal_chain(seq, |s| Ok(entries.get(s as usize).cloned()))
-            .map_err(|e| Reply::error(409, e))?;
-        Ok(json!({"seq": seq, "chain": chain.iter().map(Entry::to_json).collect::<Vec<_>>()}))
+        answer(surface::ledger::why(&view.entries, seq))
     }
 
     pub(crate) fn prove(&self, req: &Request<'_>) -> Res {
@@ -417,7 +423,11 @@ impl Dispatcher {
                 ));
             }
         };
-        encoded.map_err(|e| Reply::error(500, format!("encoding the proof: {e}")))
+        encoded.map_err(|e| {
+            Reply::from(crate::surface::Error::internal(format!(
+                "encoding the proof: {e}"
+            )))
+        })
     }
 
     pub(crate) fn append(&self, req: &Request<'_>) -> Res {
@@ -567,7 +577,7 @@ impl Dispatcher {
             None => {
                 let empty = crate::config::Loaded {
                     runtime: config::merge(None, &config::Flags::default())
-                        .map_err(|e| Reply::error(500, e.to_string()))?,
+                        .map_err(|e| Reply::from(crate::surface::Error::internal(e.to_string())))?,
                     source: None,
                 };
                 let mut r = crate::surface::runtime::inspect(&empty, &self.roster, &facts);
@@ -584,8 +594,11 @@ impl Dispatcher {
             });
         }
         report.ready = report.issues.is_empty();
-        serde_json::to_value(report)
-            .map_err(|e| Reply::error(500, format!("encoding the report: {e}")))
+        serde_json::to_value(report).map_err(|e| {
+            Reply::from(crate::surface::Error::internal(format!(
+                "encoding the report: {e}"
+            )))
+        })
     }
 
     /// The run options of a daemon request, as the surface takes them: a submit never runs

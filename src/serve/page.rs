@@ -24,10 +24,9 @@ impl Page {
         let limit = match a.int("limit")? {
             None => MAX_PAGE,
             Some(0) => {
-                return Err(Reply::error(
-                    400,
-                    format!("field \"limit\" must be at least 1 (at most {MAX_PAGE} per page)"),
-                ));
+                return Err(Reply::from(crate::surface::Error::usage(format!(
+                    "field \"limit\" must be at least 1 (at most {MAX_PAGE} per page)"
+                ))));
             }
             Some(n) => usize::try_from(n).unwrap_or(MAX_PAGE).min(MAX_PAGE),
         };

@@ -441,7 +441,8 @@ fn reads_and_why() {
     assert_eq!(log.as_array().unwrap().len(), 2);
     assert_eq!(log[0]["seq"], 4);
     let why = repo.forum_json(&["why", "3"]);
-    let seqs: Vec<u64> = why
+    assert_eq!(why["seq"], 3);
+    let seqs: Vec<u64> = why["chain"]
         .as_array()
         .unwrap()
         .iter()
@@ -459,8 +460,8 @@ fn reads_and_why() {
     let a = repo.append("a", "k", "1");
     let b = repo.append("a", "k", "1.0");
     assert_ne!(
-        repo.forum_json(&["show", &a["seq"].to_string()])["entry"]["payload_hash"],
-        repo.forum_json(&["show", &b["seq"].to_string()])["entry"]["payload_hash"]
+        repo.forum_json(&["show", &a["seq"].to_string()])["payload_hash"],
+        repo.forum_json(&["show", &b["seq"].to_string()])["payload_hash"]
     );
     let big = repo.append("a", "k", "123456789012345678901234567890");
     let shown = repo.forum_ok(&["show", &big["seq"].to_string(), "--payload"]);

@@ -27,7 +27,7 @@ fn check(repo: &Repo, outside: &std::path::Path, text: &[u8]) -> std::process::O
 fn inclusion_proofs_hold_for_every_seq_and_any_changed_byte_breaks_them() {
     let repo = ledger(13);
     let outside = tempfile::tempdir().unwrap();
-    let root = repo.forum_json(&["checkpoint", "--no-record"])["root"]
+    let root = repo.forum_json(&["checkpoint", "--no-record"])["checkpoint"]
         .as_str()
         .unwrap()
         .to_string();

@@ -784,7 +784,7 @@ fn cli_summary_of_a_redacted_ledger_says_so() {
     // Redact the answer's body (seq 19).
     let ph = {
         let j = repo.forum_json(&["show", "19"]);
-        j["entry"]["payload_hash"].as_str().unwrap().to_string()
+        j["payload_hash"].as_str().unwrap().to_string()
     };
     repo.forum_ok(&["redact", &ph, "--reason", "test"]);
     let out = repo.forum_ok(&["summary"]);

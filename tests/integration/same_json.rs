@@ -168,3 +168,68 @@ fn inclusion_and_consistency_proofs_are_the_same_json_from_cli_http_and_mcp() {
     assert_eq!(mcp[0], cli_inclusion);
     assert_eq!(mcp[1], cli_consistency);
 }
+
+#[test]
+fn status_checkpoint_entry_and_why_are_the_same_json_from_cli_http_and_mcp() {
+    for kind in FORMATS {
+        let repo = ledger(kind);
+        let cli_status = repo.forum_json(&["status"]);
+        let cli_checkpoint = repo.forum_json(&["checkpoint", "--no-record"]);
+        let cli_entry = repo.forum_json(&["show", "1"]);
+        let cli_why = repo.forum_json(&["why", "2"]);
+        // Forum's field names where the daemon mirrors Forum's API.
+        assert_eq!(cli_status["entries"], 3, "{kind}: {cli_status}");
+        assert_eq!(
+            cli_status["checkpoint"], cli_checkpoint["checkpoint"],
+            "{kind}"
+        );
+        assert_eq!(cli_checkpoint["size"], 3, "{kind}: {cli_checkpoint}");
+        assert_eq!(cli_checkpoint["recorded"], false, "{kind}");
+        assert_eq!(cli_entry["seq"], 1, "{kind}: {cli_entry}");
+        assert_eq!(cli_entry["actor"], "bob", "{kind}");
+        assert_eq!(cli_why["seq"], 2, "{kind}: {cli_why}");
+        assert!(cli_why["chain"].is_array(), "{kind}: {cli_why}");
+
+        let served = repo.serve(&[], std::process::Stdio::null());
+        let http_status = http_get(&served, "/status");
+        let http_checkpoint = http_get(&served, "/checkpoint");
+        let http_entry = http_get(&served, "/ledger/1");
+        let http_why = http_get(&served, "/why/2");
+        drop(served);
+        assert_eq!(http_status, cli_status, "status over HTTP on {kind}");
+        assert_eq!(
+            http_checkpoint, cli_checkpoint,
+            "checkpoint over HTTP on {kind}"
+        );
+        assert_eq!(http_entry, cli_entry, "entry over HTTP on {kind}");
+        assert_eq!(http_why, cli_why, "why over HTTP on {kind}");
+
+        let mcp = mcp_calls_with(
+            &repo,
+            &[
+                ("status", json!({})),
+                ("checkpoint", json!({})),
+                ("ledger_get", json!({"seq": 1})),
+                ("ledger_why", json!({"seq": 2})),
+            ],
+        );
+        assert_eq!(mcp[0], cli_status, "status over MCP on {kind}");
+        assert_eq!(mcp[1], cli_checkpoint, "checkpoint over MCP on {kind}");
+        assert_eq!(mcp[2], cli_entry, "entry over MCP on {kind}");
+        assert_eq!(mcp[3], cli_why, "why over MCP on {kind}");
+    }
+}
+
+#[test]
+fn recording_a_checkpoint_is_the_same_json_from_cli_http_and_mcp() {
+    let repo = ledger("sha1");
+    let cli = repo.forum_json(&["checkpoint"]);
+    assert_eq!(cli["recorded"], true, "{cli}");
+    assert_eq!(cli["signed"], J::Null, "{cli}");
+    let served = repo.serve(&[], std::process::Stdio::null());
+    let http_recorded = http(&served, "POST", "/checkpoint", "{}");
+    drop(served);
+    assert_eq!(http_recorded, cli);
+    let mcp = mcp_calls(&repo, &["checkpoint_record"]);
+    assert_eq!(mcp[0], cli);
+}

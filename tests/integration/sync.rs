@@ -511,7 +511,7 @@ fn strip_body(repo: &Repo, seq: usize) -> String {
 /// new tip.
 fn redact(repo: &Repo, seq: usize) -> String {
     let shown = json_of(&forum(repo, &["show", &seq.to_string(), "--json"]));
-    let ph = shown["entry"]["payload_hash"].as_str().unwrap().to_string();
+    let ph = shown["payload_hash"].as_str().unwrap().to_string();
     forum_ok(
         repo,
         &[
@@ -627,7 +627,7 @@ fn push_and_fetch_between_two_clones_over_file_and_git_daemon() {
             );
             let checkpoint = json_of(&forum(&a, &["checkpoint", "--no-record", "--json"]));
             assert_eq!(
-                j["ledgers"][0]["remote"]["root"], checkpoint["root"],
+                j["ledgers"][0]["remote"]["root"], checkpoint["checkpoint"],
                 "{label}"
             );
             no_staging_left(&b);
@@ -650,7 +650,7 @@ fn fetch_catches_a_force_pushed_rewrite_a_truncation_and_a_broken_copy() {
         forum_ok(&a, &["push"]);
         forum_ok(&b, &["fetch"]);
         let seen = tip(&b, "refs/forum/seen/origin/main").unwrap();
-        let seen_root = json_of(&forum(&a, &["checkpoint", "--no-record", "--json"]))["root"]
+        let seen_root = json_of(&forum(&a, &["checkpoint", "--no-record", "--json"]))["checkpoint"]
             .as_str()
             .unwrap()
             .to_string();
@@ -775,7 +775,7 @@ fn fetch_accepts_a_redaction_only_rewrite() {
         // The first three entries still give the checkpoint seen before the redaction.
         let after = json_of(&forum(&a, &["checkpoint", "--no-record", "--json"]));
         assert_eq!(after["size"], 4);
-        assert_ne!(before["root"], after["root"]);
+        assert_ne!(before["checkpoint"], after["checkpoint"]);
 
         // The same entries with a body removed that no redaction names is refused by verify.
         append_n(&a, 4, 5, "a");
@@ -801,7 +801,7 @@ fn fetch_accepts_a_redaction_only_rewrite() {
 /// The checkpoint root of `repo`'s default ledger.
 fn root_of(repo: &Repo) -> String {
     let cp = json_of(&forum(repo, &["checkpoint", "--no-record", "--json"]));
-    cp["root"].as_str().expect("root").to_string()
+    cp["checkpoint"].as_str().expect("checkpoint").to_string()
 }
 
 #[test]
@@ -1497,7 +1497,7 @@ fn a_real_redaction_travels_through_both_hooks_and_fetch() {
         forum_ok(&a, &["push"]);
         forum_ok(&b, &["fetch"]);
         let shown = json_of(&forum(&a, &["show", "1", "--json"]));
-        let ph = shown["entry"]["payload_hash"].as_str().unwrap().to_string();
+        let ph = shown["payload_hash"].as_str().unwrap().to_string();
         forum_ok(&a, &["redact", &ph, "--reason", "personal data"]);
         // `git forum push` never forces, and says how to publish a redaction.
         let o = forum(&a, &["push"]);
