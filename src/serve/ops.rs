@@ -51,6 +51,22 @@ fn not_found(message: impl Into<String>) -> Reply {
     crate::surface::Error::not_found(message).into()
 }
 
+/// A test hook: with `GIT_FORUM_HOLD_VERIFY=FILE` in the server's environment, a verify writes
+/// `FILE.held` and waits (at most a minute) until FILE exists, so a test can show that other
+/// requests are answered while one is in flight, without depending on how long a verify takes.
+fn hold_for_test() {
+    let Some(file) = std::env::var_os("GIT_FORUM_HOLD_VERIFY") else {
+        return;
+    };
+    let mut held = file.clone();
+    held.push(".held");
+    let _ = std::fs::write(&held, b"");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::path::Path::new(&file).exists() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// A path segment that must be a seq.
 fn parse_seq(text: &str) -> Result<u64, Reply> {
     let ok = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
@@ -289,6 +305,7 @@ impl Dispatcher {
     /// Deep verify, the same report as `git forum verify --deep --json`; a ledger with no
     /// entries yet verifies (the daemon serves it before its first append).
     pub(crate) fn verify(&self) -> Res {
+        hold_for_test();
         let store = self.reader()?;
         let r = if store.exists()? {
             crate::surface::verify::verify(&store, &self.cfg.ledger, true)?

@@ -166,9 +166,20 @@ impl Repo {
     /// Starts `git forum serve --port 0 ARGS...` (stderr to `stderr`) and reads the address
     /// from its first line, `listening http://HOST:PORT`.
     pub fn serve(&self, args: &[&str], stderr: std::process::Stdio) -> Served {
+        self.serve_with_env(args, stderr, &[])
+    }
+
+    /// [`Repo::serve`] with extra environment variables for the server.
+    pub fn serve_with_env(
+        &self,
+        args: &[&str],
+        stderr: std::process::Stdio,
+        env: &[(&str, &str)],
+    ) -> Served {
         use std::io::BufRead;
         let child = self
             .forum()
+            .envs(env.iter().copied())
             .args(["serve", "--port", "0"])
             .args(args)
             .stdin(std::process::Stdio::null())
