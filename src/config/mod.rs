@@ -43,18 +43,6 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-impl From<Error> for crate::surface::Error {
-    fn from(e: Error) -> crate::surface::Error {
-        let message = e.to_string();
-        let class = match e {
-            Error::Runtime(_) => crate::surface::Class::Usage,
-            // Fix the file (or name another one) and run again.
-            Error::Unreadable(_) | Error::Invalid(_) => crate::surface::Class::Unavailable,
-        };
-        crate::surface::Error::new(class, message).with_source(e)
-    }
-}
-
 /// Reads a text file for a command, with the [`MAX_INPUT_BYTES`] cap and a one-line error
 /// naming it (`what`: "roster", "plan file").
 pub fn read_text(path: &Path, what: &str) -> Result<String, Error> {

@@ -183,6 +183,20 @@ impl From<StorageError> for Error {
     }
 }
 
+impl From<crate::config::Error> for Error {
+    fn from(e: crate::config::Error) -> Error {
+        let message = e.to_string();
+        let class = match e {
+            crate::config::Error::Runtime(_) => Class::Usage,
+            // Fix the file (or name another one) and run again.
+            crate::config::Error::Unreadable(_) | crate::config::Error::Invalid(_) => {
+                Class::Unavailable
+            }
+        };
+        Error::new(class, message).with_source(e)
+    }
+}
+
 /// A surface operation's result.
 pub type Result<T> = std::result::Result<T, Error>;
 

@@ -320,7 +320,7 @@ fn resolve(
 
 /// The rule a resolved path breaks, if any. A glob breaks a rule when it would bring the
 /// forbidden name in (`use std::time::*` brings `Instant`).
-fn broken_rule(path: &[String], in_use: bool) -> Option<&'static str> {
+fn broken_rule(path: &[String], in_use: bool, rules: &[&'static str]) -> Option<&'static str> {
     if path.len() < 2 && !in_use {
         return None;
     }
@@ -328,7 +328,7 @@ fn broken_rule(path: &[String], in_use: bool) -> Option<&'static str> {
         Some((last, body)) if last == "*" => (true, body),
         _ => (false, path),
     };
-    FORBIDDEN.iter().copied().find(|rule| {
+    rules.iter().copied().find(|rule| {
         let rule_segs: Vec<&str> = rule.split("::").collect();
         let starts = body.len() >= rule_segs.len()
             && rule_segs.iter().zip(body).all(|(r, p)| *r == p.as_str());
@@ -346,6 +346,16 @@ pub fn check_source(
     module: &[String],
     source: &str,
 ) -> Result<(Vec<Finding>, Vec<Vec<String>>), String> {
+    check_source_against(file, module, source, FORBIDDEN)
+}
+
+/// [`check_source`] against another list of forbidden path prefixes.
+fn check_source_against(
+    file: &str,
+    module: &[String],
+    source: &str,
+    rules: &[&'static str],
+) -> Result<(Vec<Finding>, Vec<Vec<String>>), String> {
     let parsed = syn::parse_file(source).map_err(|e| {
         let at = e.span().start();
         format!("{file}:{}:{}: does not parse: {e}", at.line, at.column)
@@ -361,7 +371,7 @@ pub fn check_source(
     let mut findings = Vec::new();
     for (module, n) in &c.named {
         let full = resolve(module, &n.segments, &c.aliases, n.in_use);
-        if let Some(rule) = broken_rule(&full, n.in_use) {
+        if let Some(rule) = broken_rule(&full, n.in_use, rules) {
             let path = full.join("::");
             if seen.insert((n.line, path.clone())) {
                 findings.push(Finding {
@@ -549,4 +559,58 @@ mod tests {
     assert_eq!(module_of(Path::new("report/mod.rs")), ["report"]);
     assert_eq!(module_of(Path::new("report/room.rs")), ["report", "room"]);
     assert_eq!(module_of(Path::new("roster.rs")), ["roster"]);
+}
+
+/// The layers above the core, and what each must not name: the dependency rule of the design
+/// (`cli` → `surface` ← `serve`; `surface` → `run`), so the CLI and the daemon cannot drift
+/// into two copies of an operation again.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("serve", &["crate::cli"]),
+    ("surface", &["crate::cli", "crate::serve"]),
+    ("config", &["crate::cli", "crate::serve", "crate::surface"]),
+    ("run", &["crate::cli", "crate::serve", "crate::surface"]),
+    (
+        "exec",
+        &["crate::cli", "crate::serve", "crate::surface", "crate::run"],
+    ),
+    (
+        "store",
+        &["crate::cli", "crate::serve", "crate::surface", "crate::run"],
+    ),
+];
+
+#[test]
+fn the_layers_depend_one_way() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut lines = Vec::new();
+    for &(layer, rules) in LAYERS {
+        let mut files = Vec::new();
+        rust_files(&src.join(layer), &mut files);
+        assert!(!files.is_empty(), "no files under src/{layer}");
+        for path in files {
+            let rel = path.strip_prefix(&src).expect("under src").to_path_buf();
+            let text = std::fs::read_to_string(&path).expect("read a source file");
+            let shown = format!("src/{}", rel.display());
+            let (found, _) = check_source_against(&shown, &module_of(&rel), &text, rules)
+                .unwrap_or_else(|e| panic!("{e}"));
+            lines.extend(found.iter().map(Finding::to_string));
+        }
+    }
+    assert!(
+        lines.is_empty(),
+        "a layer names one it must not (cli -> surface <- serve; surface -> run -> core and exec):\n{}",
+        lines.join("\n")
+    );
+}
+
+#[test]
+fn the_layer_check_bites() {
+    let (found, _) = check_source_against(
+        "src/serve/x.rs",
+        &["serve".to_string(), "x".to_string()],
+        "use crate::cli::submit::preload;\nfn f() { crate::cli::main(); }\n",
+        &["crate::cli"],
+    )
+    .unwrap();
+    assert_eq!(found.len(), 2, "{found:?}");
 }
