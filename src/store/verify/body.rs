@@ -1,0 +1,305 @@
+//! One entry's commit rebuilt and checked, and its body read and hashed (`--deep`), into a
+//! compact record for the chain pass.
+
+use super::*;
+
+/// What a deep check found about one entry's body.
+pub(super) enum Body {
+    Present,
+    /// The tree is empty: the body is absent.
+    Absent,
+    Bad(Box<(Code, String)>),
+}
+
+/// One entry as the workers leave it for the chain pass (kept compact: a 100,000-entry ledger
+/// keeps 100,000 of these, 88 bytes each; what few entries need beyond that is boxed).
+pub(super) struct Rec {
+    /// Meaningful only when `readable`.
+    pub(super) seq: u64,
+    pub(super) entry_hash: [u8; 32],
+    pub(super) prev_hash: [u8; 32],
+    pub(super) extra: Option<Box<Extra>>,
+    /// False when the commit message holds no readable entry (`extra.local` says why).
+    pub(super) readable: bool,
+    pub(super) edited: bool,
+    pub(super) body: BodyState,
+}
+
+// The chain pass holds one per entry: keep it small.
+const _: () = assert!(std::mem::size_of::<Rec>() <= 88);
+
+/// The rarer parts of a [`Rec`].
+#[derive(Default)]
+pub(super) struct Extra {
+    /// The payload hash, kept only when the body is absent (to match it against redactions).
+    pub(super) absent_payload: Option<[u8; 32]>,
+    /// A problem found in the commit on its own.
+    pub(super) local: Option<(Code, String)>,
+    /// The payload hash a redaction entry names.
+    pub(super) redacts: Option<[u8; 32]>,
+    /// What is wrong with the body, when `body` is [`BodyState::Bad`].
+    pub(super) bad_body: Option<(Code, String)>,
+}
+
+/// [`Body`] without its problem (kept in [`Extra::bad_body`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum BodyState {
+    /// Not checked (shallow verify).
+    Unchecked,
+    Present,
+    Absent,
+    Bad,
+}
+
+impl Rec {
+    pub(super) fn seq(&self) -> Option<u64> {
+        self.readable.then_some(self.seq)
+    }
+
+    pub(super) fn extra_mut(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Box::default)
+    }
+
+    pub(super) fn local(&self) -> Option<&(Code, String)> {
+        self.extra.as_ref()?.local.as_ref()
+    }
+
+    pub(super) fn set_local(&mut self, code: Code, message: String) {
+        self.extra_mut().local = Some((code, message));
+    }
+
+    pub(super) fn set_body(&mut self, body: Body) {
+        self.body = match body {
+            Body::Present => BodyState::Present,
+            Body::Absent => BodyState::Absent,
+            Body::Bad(problem) => {
+                self.extra_mut().bad_body = Some(*problem);
+                BodyState::Bad
+            }
+        };
+    }
+}
+
+/// The outcome of [`GitStore::verify`].
+#[derive(Debug, Default, Clone)]
+pub struct VerifyReport {
+    pub ok: bool,
+    pub chain: bool,
+    pub deep: bool,
+    /// `Some(true)` when deep checks ran and passed.
+    pub deep_ok: Option<bool>,
+    pub entries: u64,
+    pub checkpoint: String,
+    pub first_bad_seq: Option<u64>,
+    pub problem: Option<String>,
+    /// A stable identifier of the problem class (`entry-edited`, `body-edited`, ...).
+    pub code: Option<Code>,
+    /// Entries whose bodies are absent under a redaction entry: (seq, payload hash).
+    pub redacted: Vec<(u64, String)>,
+    pub reflog_lines: usize,
+    pub checkpoints_checked: usize,
+    /// Signed checkpoints that verified: (size, root, signer).
+    pub signatures: Vec<(u64, String, String)>,
+    pub notes: Vec<String>,
+}
+
+impl VerifyReport {
+    pub(super) fn fail(&mut self, seq: Option<u64>, code: Code, problem: String) {
+        self.ok = false;
+        self.first_bad_seq = seq;
+        self.code = Some(code);
+        self.problem = Some(problem);
+    }
+
+    /// Whether every requested check passed.
+    pub fn passed(&self) -> bool {
+        self.problem.is_none()
+    }
+}
+
+pub(super) fn bad(code: Code, message: String) -> Body {
+    Body::Bad(Box::new((code, message)))
+}
+
+/// Checks one commit (already known to hash to its name) on its own.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn check_commit(
+    repo: &gix::Repository,
+    reader: &mut Reader,
+    hash: HashKind,
+    id: ObjectId,
+    data: &[u8],
+    deep: bool,
+    seen: &SeenTrees,
+    buf: &mut Vec<u8>,
+) -> Result<Rec, StoreError> {
+    let mut rec = Rec {
+        seq: 0,
+        entry_hash: [0; 32],
+        prev_hash: [0; 32],
+        extra: None,
+        readable: false,
+        edited: false,
+        body: BodyState::Unchecked,
+    };
+    let Some(raw) = parse_commit(data, hash) else {
+        rec.set_local(
+            Code::NotALedgerCommit,
+            format!("object {id} is not a ledger commit"),
+        );
+        return Ok(rec);
+    };
+    let (entry, line_canonical) = match entry_from_message_checked(raw.message) {
+        Ok(e) => e,
+        Err(why) => {
+            rec.set_local(Code::NotALedgerCommit, format!("commit {id}: {why}"));
+            return Ok(rec);
+        }
+    };
+    let parent = raw.parents.first().copied();
+    if raw.parents.len() > 1 {
+        rec.set_local(
+            Code::MergeCommit,
+            format!(
+                "commit {id} has {} parents; ledger commits have one",
+                raw.parents.len()
+            ),
+        );
+    } else if !is_commit_of(data, &entry, &raw.tree, parent.as_ref(), line_canonical) {
+        rec.set_local(Code::CommitAltered, format!(
+                "commit {id} is not the commit its entry defines (author, date, message or headers were changed)"
+            ));
+    }
+    rec.seq = entry.seq;
+    rec.readable = true;
+    rec.entry_hash = hex_to_bytes(&entry.entry_hash);
+    rec.prev_hash = hex_to_bytes(&entry.prev_hash);
+    let payload_hash = hex_to_bytes(&entry.payload_hash);
+    rec.edited = entry.computed_hash() != entry.entry_hash;
+    let redaction = entry.kind == crate::ledger::kind::REDACTION;
+    if deep && !redaction {
+        let known = seen.lock().ok().and_then(|m| m.get(&raw.tree).copied());
+        if let Some(known) = known {
+            rec.set_body(if known == payload_hash {
+                Body::Present
+            } else {
+                body_edited()
+            });
+            return Ok(rec);
+        }
+    }
+    if deep || redaction {
+        let body = read_body(repo, reader, hash, &raw.tree, &payload_hash, buf)?;
+        if matches!(body, Body::Present)
+            && let Ok(mut m) = seen.lock()
+            && m.len() < SEEN_TREES_MAX
+        {
+            m.insert(raw.tree, payload_hash);
+        }
+        if matches!(body, Body::Absent) {
+            rec.extra_mut().absent_payload = Some(payload_hash);
+        }
+        if entry.kind == crate::ledger::kind::REDACTION && matches!(body, Body::Present) {
+            rec.extra_mut().redacts = redaction_target(buf);
+        }
+        if deep {
+            rec.set_body(body);
+        }
+    }
+    Ok(rec)
+}
+
+pub(super) fn body_edited() -> Body {
+    bad(
+        Code::BodyEdited,
+        "its body does not hash to its payload_hash: the body was edited".into(),
+    )
+}
+
+/// The payload hash a redaction entry's body names, if readable.
+pub(super) fn redaction_target(body: &[u8]) -> Option<[u8; 32]> {
+    let v = canonical::parse(std::str::from_utf8(body).ok()?).ok()?;
+    let h = v.get("payload_hash")?.as_str()?;
+    hash::is_hash(h).then(|| hex_to_bytes(h))
+}
+
+/// Reads and checks an entry's tree and body. When the verdict is [`Body::Present`], `buf`
+/// holds the body.
+pub(super) fn read_body(
+    repo: &gix::Repository,
+    reader: &mut Reader,
+    hash: HashKind,
+    tree_id: &ObjectId,
+    payload_hash: &[u8; 32],
+    buf: &mut Vec<u8>,
+) -> Result<Body, StoreError> {
+    if *tree_id == ObjectId::empty_tree(hash) {
+        return Ok(Body::Absent);
+    }
+    let tree = match read_object(repo, reader, tree_id, buf) {
+        Ok(Some(Kind::Tree)) => buf.clone(),
+        Ok(Some(_)) => {
+            return Ok(bad(
+                Code::NotALedgerTree,
+                format!("{tree_id} is not a tree"),
+            ));
+        }
+        Ok(None) => {
+            return Ok(bad(
+                Code::MissingObject,
+                format!("tree {tree_id} is missing from the object store"),
+            ));
+        }
+        Err(e) => {
+            return Ok(bad(
+                Code::CorruptObject,
+                format!("tree {tree_id} cannot be read: {e}"),
+            ));
+        }
+    };
+    let prefix = format!("100644 {PAYLOAD_FILE}\0");
+    let Some(blob) = tree
+        .strip_prefix(prefix.as_bytes())
+        .filter(|b| b.len() == hash.len_in_bytes())
+        .map(ObjectId::from_bytes_or_panic)
+    else {
+        return Ok(bad(
+            Code::NotALedgerTree,
+            format!("tree {tree_id} is not a ledger entry tree"),
+        ));
+    };
+    if gix::objs::compute_hash(hash, Kind::Tree, &tree).ok() != Some(*tree_id) {
+        return Ok(bad(
+            Code::CorruptObject,
+            format!("tree {tree_id} does not hash to its name"),
+        ));
+    }
+    match read_object(repo, reader, &blob, buf) {
+        Ok(Some(Kind::Blob)) => {}
+        Ok(Some(_)) => {
+            return Ok(bad(Code::NotALedgerTree, format!("{blob} is not a blob")));
+        }
+        Ok(None) => {
+            return Ok(bad(
+                Code::MissingObject,
+                format!("body blob {blob} is missing from the object store"),
+            ));
+        }
+        Err(e) => {
+            return Ok(bad(
+                Code::CorruptObject,
+                format!("body blob {blob} cannot be read: {e}"),
+            ));
+        }
+    }
+    if hex_to_bytes(&sha256_hex(buf)) != *payload_hash {
+        return Ok(body_edited());
+    }
+    if gix::objs::compute_hash(hash, Kind::Blob, buf).ok() != Some(blob) {
+        return Ok(bad(
+            Code::CorruptObject,
+            format!("blob {blob} does not hash to its name"),
+        ));
+    }
+    Ok(Body::Present)
+}

@@ -1,0 +1,149 @@
+//! The walk from the tip: reading and inflating each commit and following first parents.
+
+use super::*;
+
+/// Reads object `id` into `buf`: whole from a pack when it can, else through gix.
+pub(super) fn read_object(
+    repo: &gix::Repository,
+    reader: &mut Reader,
+    id: &ObjectId,
+    buf: &mut Vec<u8>,
+) -> Result<Option<Kind>, StoreError> {
+    if let Some(kind) = reader.read(id, buf) {
+        return Ok(Some(kind));
+    }
+    read_gix(repo, id, buf)
+}
+
+/// Reads object `id` into `buf` through gix.
+pub(super) fn read_gix(
+    repo: &gix::Repository,
+    id: &ObjectId,
+    buf: &mut Vec<u8>,
+) -> Result<Option<Kind>, StoreError> {
+    match repo.objects.try_find(id, buf) {
+        Ok(Some(d)) => Ok(Some(d.kind)),
+        Ok(None) => Ok(None),
+        Err(e) => Err(git_err(&format!("reading object {id}"), e)),
+    }
+}
+
+/// Walks first parents from `tip`, checking that each object hashes to its name and is a
+/// commit, and sends the commits in batches (numbered from the tip). Returns where it stopped
+/// early, if it did.
+pub(super) fn walk(
+    repo: &gix::Repository,
+    hash: HashKind,
+    tip: ObjectId,
+    tx: mpsc::SyncSender<Batch>,
+    watch: HashSet<ObjectId>,
+    packs: Packs,
+) -> Result<(Option<WalkFailure>, HashSet<ObjectId>), StoreError> {
+    let mut reader = Reader::new(packs);
+    let mut found = HashSet::new();
+    let mut cur = Some(tip);
+    let mut buf = Vec::new();
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut i = 0usize;
+    let mut prev_id: Option<ObjectId> = None;
+    let mut failure = None;
+    while let Some(id) = cur {
+        let fail = |code, message| WalkFailure {
+            child_seq_hint: prev_id.and_then(|p| {
+                let mut b = Vec::new();
+                read_gix(repo, &p, &mut b).ok()??;
+                seq_of_message(parse_commit(&b, hash)?.message)
+            }),
+            code,
+            message,
+        };
+        let read = match read_object(repo, &mut reader, &id, &mut buf) {
+            Ok(read) => read,
+            Err(e) => {
+                failure = Some(fail(
+                    Code::CorruptObject,
+                    format!("commit {id} cannot be read: {e}"),
+                ));
+                break;
+            }
+        };
+        let Some(kind) = read else {
+            failure = Some(fail(
+                Code::MissingObject,
+                format!("commit {id} is missing from the object store"),
+            ));
+            break;
+        };
+        let actual =
+            gix::objs::compute_hash(hash, kind, &buf).map_err(|e| git_err("hashing", e))?;
+        if actual != id {
+            failure = Some(fail(
+                Code::CorruptObject,
+                format!("object {id} does not hash to its name (its content was replaced)"),
+            ));
+            break;
+        }
+        let parent = if kind == Kind::Commit {
+            first_parent(&buf, hash)
+        } else {
+            None
+        };
+        let Some(parent) = parent else {
+            failure = Some(fail(
+                Code::NotALedgerCommit,
+                format!("object {id} is not a ledger commit"),
+            ));
+            break;
+        };
+        cur = parent;
+        prev_id = Some(id);
+        if watch.contains(&id) {
+            found.insert(id);
+        }
+        batch.push((i, id, std::mem::take(&mut buf)));
+        i += 1;
+        if batch.len() == BATCH {
+            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+            if tx.send(full).is_err() {
+                return Ok((failure, found));
+            }
+        }
+    }
+    if !batch.is_empty() {
+        let _ = tx.send(batch);
+    }
+    Ok((failure, found))
+}
+
+/// A commit's first parent (`Some(None)` for a root commit), or `None` when `data` is not a
+/// commit. Reads the leading `tree` and `parent` lines directly, as git writes them, and falls
+/// back to a full parse otherwise; the workers check every header of the commit anyway.
+pub(super) fn first_parent(data: &[u8], hash: HashKind) -> Option<Option<ObjectId>> {
+    let hex = hash.len_in_hex();
+    let id_line = |at: usize, tag: &[u8]| -> Option<ObjectId> {
+        let rest = data.get(at..)?.strip_prefix(tag)?;
+        if rest.get(hex) != Some(&b'\n') {
+            return None;
+        }
+        ObjectId::from_hex(&rest[..hex]).ok()
+    };
+    let after_tree = 5 + hex + 1;
+    if id_line(0, b"tree ").is_some() {
+        if let Some(parent) = id_line(after_tree, b"parent ") {
+            return Some(Some(parent));
+        }
+        if data
+            .get(after_tree..)
+            .is_some_and(|r| r.starts_with(b"author "))
+        {
+            return Some(None);
+        }
+    }
+    let raw = parse_commit(data, hash)?;
+    Some(raw.parents.first().copied())
+}
+
+/// The seq in a ledger commit message, if it has one.
+pub(crate) fn seq_of_message(message: &[u8]) -> Option<u64> {
+    entry_from_message(message).ok().map(|e| e.seq)
+}
