@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 
 use super::proof::{ProveArgs, VerifyProofArgs};
 use super::{CliError, Ctx};
-use crate::ledger::merkle::merkle_root;
 use crate::ledger::tlog::{self, Tree};
 use crate::store::git::GitStore;
 use crate::store::note::{self, NoteCheckpoint};
+use crate::store::tiles::Tiled;
 
 /// Write a signed-note key pair: NAME.key (private, mode 0600) and NAME.pub (the verifier key).
 #[derive(Debug, clap::Args)]
@@ -257,9 +257,18 @@ pub fn tiles(ctx: &Ctx, args: TilesArgs) -> Result<(), CliError> {
         )));
     }
     let store = ctx.existing_store()?;
+    let (signed, cp, _) = note_for(&store, None, &ctx.ledger)?;
+    // The export is every tile, so it is derived from every entry (and checked against the
+    // note) rather than read back tile by tile.
     let trees = Trees::load(&store)?;
-    let (signed, cp) = note_for(&store, &trees, None, &ctx.ledger)?;
-    let files = store.update_tiles(&trees.tree, cp.size, &raw_hashes(&trees)?)?;
+    if trees.tree.root(cp.size).ok() != Some(cp.root) {
+        return Err(CliError::fail(format!(
+            "the stored note of size {} names a root the ledger does not have; the ledger was rewritten",
+            cp.size
+        )));
+    }
+    let files = crate::store::tiles::tile_files(&trees.tree, cp.size, &raw_hashes(&trees)?)
+        .map_err(CliError::fail)?;
     // Written beside DIR and renamed into place, so a failure leaves no half layout.
     let parent = dir
         .parent()
@@ -299,14 +308,6 @@ impl Trees {
             .map_err(|e| CliError::fail(e.to_string()))?;
         Ok(Trees { tree, hashes })
     }
-
-    fn forum_root(&self, size: u64) -> String {
-        let h: Vec<&str> = self.hashes[..size as usize]
-            .iter()
-            .map(String::as_str)
-            .collect();
-        merkle_root(&h)
-    }
 }
 
 fn read_key(path: &Path) -> Result<String, CliError> {
@@ -315,18 +316,14 @@ fn read_key(path: &Path) -> Result<String, CliError> {
     Ok(text.trim().to_string())
 }
 
-/// Signs and stores the standard checkpoint of the whole ledger; returns the note.
-fn sign_note(store: &GitStore, key_file: &Path, trees: &Trees) -> Result<String, CliError> {
-    let size = trees.tree.len();
-    let root = trees
-        .tree
-        .root(size)
-        .map_err(|e| CliError::fail(e.to_string()))?;
+/// Signs and stores the standard checkpoint of the whole (tiled) ledger; returns the note.
+fn sign_note(store: &GitStore, key_file: &Path, tiled: &Tiled) -> Result<String, CliError> {
+    let (size, root) = (tiled.size, tiled.root);
     let cp = NoteCheckpoint {
         origin: store.note_origin(),
         size,
         root,
-        forum_root: Some(trees.forum_root(size)),
+        forum_root: Some(tiled.forum_root.clone()),
     };
     let text = note::checkpoint_text(
         &cp.origin,
@@ -337,7 +334,6 @@ fn sign_note(store: &GitStore, key_file: &Path, trees: &Trees) -> Result<String,
     let signed = note::sign_text(&text, &read_key(key_file)?)
         .map_err(|e| CliError::usage(format!("{}: {e}", key_file.display())))?;
     store.store_note(&signed, &cp)?;
-    store.update_tiles(&trees.tree, size, &raw_hashes(trees)?)?;
     Ok(signed)
 }
 
@@ -352,23 +348,33 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointCmd) -> Result<(), CliError> {
         )
     })?;
     // Read the key before anything is written, so a bad key leaves nothing behind.
-    read_key(&key)?;
-    let r = store.verify(false)?;
-    if !r.passed() {
-        return Err(CliError::fail(format!(
-            "ledger {} does not verify ({}); refusing to sign a checkpoint of it",
-            ctx.ledger,
-            r.problem.unwrap_or_default()
-        )));
-    }
-    let trees = Trees::load(&store)?;
-    let signed = sign_note(&store, &key, &trees)?;
+    note::sign_text("check\n", &read_key(&key)?)
+        .map_err(|e| CliError::usage(format!("{}: {e}", key.display())))?;
+    // Tiles current or extended on the same chain (the new entries checked one by one) need no
+    // walk; when they had to be rebuilt, the whole ledger is verified before anything is signed.
+    let tiled = match store.fresh_tiles() {
+        Ok(t) if !t.rebuilt => t,
+        other => {
+            let r = store.verify(false)?;
+            if !r.passed() {
+                return Err(CliError::fail(format!(
+                    "ledger {} does not verify ({}); refusing to sign a checkpoint of it",
+                    ctx.ledger,
+                    r.problem.unwrap_or_default()
+                )));
+            }
+            other?
+        }
+    };
+    let signed = sign_note(&store, &key, &tiled)?;
     if !args.base.no_record {
-        store.record_checkpoint(r.entries, &r.checkpoint)?;
+        store.record_checkpoint(tiled.size, &tiled.forum_root)?;
     }
     if ctx.json {
-        ctx.out_json(&serde_json::json!({"ledger": ctx.ledger, "size": r.entries,
-            "root": r.checkpoint, "note": signed}))
+        ctx.out_json(
+            &serde_json::json!({"ledger": ctx.ledger, "size": tiled.size,
+            "root": tiled.forum_root, "note": signed}),
+        )
     } else {
         print!("{signed}");
         Ok(())
@@ -379,10 +385,9 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointCmd) -> Result<(), CliError> {
 /// `size` is `None`). A stored note is never trusted: its size and root must match the ledger.
 fn note_for(
     store: &GitStore,
-    trees: &Trees,
     size: Option<u64>,
     ledger: &str,
-) -> Result<(String, NoteCheckpoint), CliError> {
+) -> Result<(String, NoteCheckpoint, Tiled), CliError> {
     let notes = store.stored_notes()?;
     let mut parsed = Vec::new();
     for n in notes {
@@ -405,26 +410,52 @@ fn note_for(
             ),
         }));
     };
-    let root = trees.tree.root(cp.size).map_err(|_| {
-        CliError::fail(format!(
+    // Only with a note to prove against are the tiles brought up to date (a refusal writes
+    // nothing).
+    let tiled = store.fresh_tiles()?;
+    if cp.size > tiled.size {
+        return Err(CliError::fail(format!(
             "the stored note of size {} is larger than ledger {ledger:?}; the ledger was truncated",
             cp.size
-        ))
-    })?;
-    if root != cp.root {
+        )));
+    }
+    let mut tiled = tiled;
+    let mut root = tiled.root_at(store, cp.size);
+    if root.as_ref().ok() != Some(&cp.root) && !tiled.rebuilt {
+        // Tiles are a cache: before saying the ledger disagrees, derive them again.
+        store.drop_tiles()?;
+        tiled = store.fresh_tiles()?;
+        root = tiled.root_at(store, cp.size);
+    }
+    if root? != cp.root {
         return Err(CliError::fail(format!(
             "the stored note of size {} names a root the ledger does not have; the ledger was rewritten",
             cp.size
         )));
     }
-    Ok((n, cp))
+    Ok((n, cp, tiled))
+}
+
+/// Reads from the tiles; a tile that does not match its parents or root (changed in git) sends
+/// them to be rebuilt from every entry, and the read is made once more from the rebuilt ones.
+fn from_tiles<T>(
+    store: &GitStore,
+    tiled: Tiled,
+    read: impl Fn(&Tiled) -> Result<T, crate::store::git::StoreError>,
+) -> Result<T, CliError> {
+    match read(&tiled) {
+        Ok(v) => Ok(v),
+        Err(_) if !tiled.rebuilt => {
+            store.drop_tiles()?;
+            Ok(read(&store.fresh_tiles()?)?)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub fn prove(ctx: &Ctx, args: &ProveArgs) -> Result<String, CliError> {
     let store = ctx.existing_store()?;
-    let trees = Trees::load(&store)?;
-    let (new_note, cp) = note_for(&store, &trees, args.size, &ctx.ledger)?;
-    let err = |e: tlog::TlogError| CliError::fail(e.to_string());
+    let (new_note, cp, tiled) = note_for(&store, args.size, &ctx.ledger)?;
     if let Some(m) = args.consistency_from {
         if m == 0 || m > cp.size {
             return Err(CliError::usage(format!(
@@ -432,8 +463,8 @@ pub fn prove(ctx: &Ctx, args: &ProveArgs) -> Result<String, CliError> {
                 cp.size
             )));
         }
-        let (old_note, _) = note_for(&store, &trees, Some(m), &ctx.ledger)?;
-        let path = trees.tree.consistency_proof(m, cp.size).map_err(err)?;
+        let (old_note, _, _) = note_for(&store, Some(m), &ctx.ledger)?;
+        let path = from_tiles(&store, tiled, |t| t.consistency_proof(&store, m, cp.size))?;
         Ok(note::consistency_text(
             m, cp.size, &path, &old_note, &new_note,
         ))
@@ -447,11 +478,14 @@ pub fn prove(ctx: &Ctx, args: &ProveArgs) -> Result<String, CliError> {
                 ctx.ledger, cp.size
             )));
         }
-        let path = trees.tree.inclusion_proof(seq, cp.size).map_err(err)?;
+        let path = from_tiles(&store, tiled, |t| t.inclusion_proof(&store, seq, cp.size))?;
         if !ctx.json {
+            let (entry, _) = store.get_with_commit(seq)?.ok_or_else(|| {
+                CliError::fail(format!("ledger {:?} has no entry {seq}", ctx.ledger))
+            })?;
             eprintln!(
                 "entry {seq}: entry_hash {} (pass it to verify-proof --entry-hash)",
-                trees.hashes[seq as usize]
+                entry.entry_hash
             );
         }
         Ok(note::tlog_proof_text(seq, &path, &new_note))

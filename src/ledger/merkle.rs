@@ -56,6 +56,17 @@ pub struct Accumulator {
 }
 
 impl Accumulator {
+    /// An accumulator resumed from the perfect subtrees [`Self::stack`] returned, so a cache can
+    /// carry Forum's root forward without reading every entry again.
+    pub fn from_stack(stack: Vec<(u64, String)>) -> Self {
+        Self { stack }
+    }
+
+    /// The perfect subtrees held, largest first, as (leaf count, root).
+    pub fn stack(&self) -> &[(u64, String)] {
+        &self.stack
+    }
+
     pub fn push(&mut self, entry_hash: &str) {
         let mut node = (1u64, leaf_hash(entry_hash));
         while let Some((size, _)) = self.stack.last() {

@@ -160,6 +160,41 @@ impl Tree {
     }
 }
 
+/// The standard root computed while entry hashes stream past, keeping one subtree root per set
+/// bit of the count (O(log n) memory), as `verify` needs it for every signed note's size.
+#[derive(Debug, Clone, Default)]
+pub struct Frontier {
+    /// Perfect subtrees, largest first, as (leaf count, root).
+    stack: Vec<(u64, Hash)>,
+}
+
+impl Frontier {
+    /// Adds the next entry, given as its 32 raw hash bytes.
+    pub fn push(&mut self, entry_hash: &[u8; 32]) {
+        let mut node = (1u64, tlog_tiles::record_hash(entry_hash));
+        while let Some(&(size, left)) = self.stack.last() {
+            if size != node.0 {
+                break;
+            }
+            self.stack.pop();
+            node = (size * 2, tlog_tiles::node_hash(left, node.1));
+        }
+        self.stack.push(node);
+    }
+
+    /// The root of the entries pushed so far (SHA-256 of nothing when none).
+    pub fn root(&self) -> Hash {
+        let mut it = self.stack.iter().rev();
+        let Some(&(_, mut acc)) = it.next() else {
+            return tlog_tiles::tree_hash(0, &Slice(&[])).unwrap_or(Hash([0; 32]));
+        };
+        for &(_, left) in it {
+            acc = tlog_tiles::node_hash(left, acc);
+        }
+        acc
+    }
+}
+
 /// Whether `path` proves that `leaf` sits at `seq` in the tree of `size` entries with `root`.
 pub fn check_inclusion(path: &[Hash], size: u64, root: Hash, seq: u64, leaf: Hash) -> bool {
     tlog_tiles::check_record(&path.to_vec(), size, root, seq, leaf).is_ok()
@@ -340,6 +375,18 @@ mod tests {
                 let p = t.consistency_proof(old, size).unwrap();
                 assert!(check_consistency(&p, size, root, old, t.root(old).unwrap()));
             }
+        }
+    }
+
+    #[test]
+    fn the_streaming_frontier_gives_the_tree_root_of_every_size() {
+        let hashes: Vec<String> = (0..70u8).map(|i| format!("{:02x}", i).repeat(32)).collect();
+        let t = Tree::from_entry_hashes(hashes.iter().map(String::as_str)).unwrap();
+        let mut f = Frontier::default();
+        assert_eq!(f.root(), t.root(0).unwrap());
+        for (i, h) in hashes.iter().enumerate() {
+            f.push(&entry_hash_bytes(h).unwrap());
+            assert_eq!(f.root(), t.root(i as u64 + 1).unwrap(), "size {}", i + 1);
         }
     }
 

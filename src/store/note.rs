@@ -55,6 +55,11 @@ pub fn strict_b64(s: &str) -> Option<Vec<u8>> {
     (B64.encode(&bytes) == s).then_some(bytes)
 }
 
+/// A hash in standard base64, as notes and proofs spell it.
+pub fn b64(h: &Hash) -> String {
+    B64.encode(h.0)
+}
+
 fn hash_b64(s: &str) -> Option<Hash> {
     let b = strict_b64(s)?;
     Some(Hash(b.try_into().ok()?))

@@ -3,15 +3,25 @@
 //! `tile/entries/N[.p/W]` data tiles holding each entry hash), and `tiles export DIR` writing the
 //! same layout plus `checkpoint` (the signed note) for any static web host.
 //!
-//! Tiles are a published copy, never a source of truth: each time they are written they are
-//! re-derived from the ledger's entries, and a ref whose tree differs from the re-derived one
-//! (missing, stale or tampered) is replaced. `verify` never reads them.
+//! The tiles are what makes `prove` and `checkpoint --note` cost O(log n): they read the few
+//! tiles a root or a proof needs (Go's `TileHashReader`, which authenticates every tile it reads
+//! against the tiled root) instead of every entry. The commit's message records the tiled size,
+//! the standard root, the ledger commit of the last tiled entry and Forum's perfect-subtree roots,
+//! so a stale ref is extended from its last size by reading only the new entries (each checked
+//! against its predecessor's hash); a ref that is missing, tampered or no longer on the ledger's
+//! chain is rebuilt from every entry. Tiles are a cache, never a source of truth: `verify` never
+//! reads them, and a note they disagree with sends them to be rebuilt before anything is said.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::Path;
 
-use tlog_tiles::Tile;
+use gix::ObjectId;
+use tlog_tiles::{Tile, TileHashReader, TileReader};
 
 use super::git::{GitStore, StoreError};
+use crate::ledger::Entry;
+use crate::ledger::merkle::Accumulator;
 use crate::ledger::tlog::{Hash, HashReader, Tree};
 
 /// The tile height C2SP tlog-tiles fixes.
@@ -72,12 +82,7 @@ pub fn tile_files(
                 bytes.extend_from_slice(&32u16.to_be_bytes());
                 bytes.extend_from_slice(h);
             }
-            let mut d = t;
-            d.set_is_data();
-            out.push((
-                c2sp_path(&d).replacen("tile/data/", "tile/entries/", 1),
-                bytes,
-            ));
+            out.push((data_path(&t), bytes));
         }
     }
     Ok(out)
@@ -95,139 +100,492 @@ pub fn write_layout(dir: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<
     Ok(())
 }
 
-fn git(gd: &str, args: &[&str], env: &[(&str, &Path)]) -> Result<String, StoreError> {
-    let mut c = std::process::Command::new("git");
-    c.args(["--git-dir", gd]).args(args);
-    for (k, v) in env {
-        c.env(k, v);
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex32(s: &str) -> Option<[u8; 32]> {
+    crate::ledger::tlog::entry_hash_bytes(s).ok()
+}
+
+fn corrupt(why: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("tiles: {why}"))
+}
+
+/// The standard tree as the tiles ref holds it, brought up to the ledger's tip.
+#[derive(Debug, Clone)]
+pub struct Tiled {
+    /// The number of entries tiled (the ledger's length).
+    pub size: u64,
+    /// The standard root of all of them.
+    pub root: Hash,
+    /// Forum's root of the same entries.
+    pub forum_root: String,
+    /// Whether the tiles were rebuilt from every entry (missing, tampered or off the chain).
+    pub rebuilt: bool,
+    tree: ObjectId,
+}
+
+/// What a tiles commit records about itself (its message).
+struct State {
+    size: u64,
+    root: Hash,
+    tip: ObjectId,
+    forum: Accumulator,
+    tree: ObjectId,
+}
+
+fn state_message(size: u64, root: &Hash, tip: &ObjectId, forum: &Accumulator) -> String {
+    let mut m = format!("tiles {size} {}\n\ntip {tip}\n", hex(&root.0));
+    for (n, r) in forum.stack() {
+        m.push_str(&format!("forum {n} {r}\n"));
     }
-    let o = c
-        .output()
-        .map_err(|e| StoreError::Git(format!("cannot run git: {e}")))?;
-    if !o.status.success() {
-        return Err(StoreError::Git(format!(
-            "git {} failed: {}",
-            args.first().unwrap_or(&""),
-            String::from_utf8_lossy(&o.stderr)
-                .lines()
-                .next()
-                .unwrap_or("")
-        )));
+    m
+}
+
+fn parse_state(message: &str, tree: ObjectId) -> Option<State> {
+    let mut lines = message.lines();
+    let mut head = lines.next()?.strip_prefix("tiles ")?.split(' ');
+    let size: u64 = head.next()?.parse().ok()?;
+    let root = Hash(unhex32(head.next()?)?);
+    let mut tip = None;
+    let mut stack = Vec::new();
+    for l in lines {
+        if let Some(t) = l.strip_prefix("tip ") {
+            tip = ObjectId::from_hex(t.as_bytes()).ok();
+        } else if let Some(f) = l.strip_prefix("forum ") {
+            let (n, r) = f.split_once(' ')?;
+            stack.push((n.parse().ok()?, r.to_string()));
+        }
     }
-    Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    // The subtree sizes are the set bits of the size, largest first.
+    let sum: u64 = stack.iter().map(|(n, _)| *n).sum();
+    (sum == size).then_some(State {
+        size,
+        root,
+        tip: tip?,
+        forum: Accumulator::from_stack(stack),
+        tree,
+    })
+}
+
+/// Tiles of the tree of `size` entries read from one git tree, each blob read once.
+///
+/// Every full tile handed out is first checked against the hash its parent tile holds for it,
+/// up to a partial tile (which the root check covers). Go's `TileHashReader`, which the
+/// `tlog_tiles` crate ports line for line, leaves some full tiles unchecked: it starts checking
+/// parents at the count of subtree roots instead of the count of tiles they were read from, so a
+/// full tile read beside the root's tiles passes whatever it holds.
+struct GitTiles<'a> {
+    repo: &'a gix::Repository,
+    tree: ObjectId,
+    size: u64,
+    cache: RefCell<HashMap<String, Vec<u8>>>,
+}
+
+impl<'a> GitTiles<'a> {
+    fn new(repo: &'a gix::Repository, tree: ObjectId, size: u64) -> Self {
+        Self {
+            repo,
+            tree,
+            size,
+            cache: RefCell::default(),
+        }
+    }
+
+    /// A tile's data, a full one only once it matches its parents.
+    fn read(&self, t: &Tile) -> Result<Vec<u8>, tlog_tiles::Error> {
+        let data = self
+            .blob(&c2sp_path(t))
+            .ok_or(tlog_tiles::Error::InvalidTile)?;
+        let (mut child, mut child_data) = (*t, data.clone());
+        while child.width() == 1 << HEIGHT {
+            let Some(p) = child.parent(1, self.size) else {
+                break;
+            };
+            let pd = self
+                .blob(&c2sp_path(&p))
+                .ok_or(tlog_tiles::Error::InvalidTile)?;
+            let at = tlog_tiles::stored_hash_index(p.level() * p.height(), child.level_index());
+            if p.hash_at_index(&pd, at)? != Tile::subtree_hash(&child_data) {
+                return Err(tlog_tiles::Error::InconsistentTile);
+            }
+            (child, child_data) = (p, pd);
+        }
+        Ok(data)
+    }
+
+    fn blob(&self, path: &str) -> Option<Vec<u8>> {
+        if let Some(b) = self.cache.borrow().get(path) {
+            return Some(b.clone());
+        }
+        let tree = self.repo.find_tree(self.tree).ok()?;
+        let entry = tree.lookup_entry_by_path(path).ok()??;
+        let data = entry.object().ok()?.detach().data;
+        self.cache
+            .borrow_mut()
+            .insert(path.to_string(), data.clone());
+        Some(data)
+    }
+}
+
+impl TileReader for GitTiles<'_> {
+    fn height(&self) -> u8 {
+        HEIGHT
+    }
+
+    fn read_tiles(&self, tiles: &[Tile]) -> Result<Vec<Vec<u8>>, tlog_tiles::Error> {
+        tiles.iter().map(|t| self.read(t)).collect()
+    }
+
+    fn save_tiles(&self, _: &[Tile], _: &[Vec<u8>]) {}
+}
+
+/// Stored hashes of a tree being extended: the old ones from its authenticated tiles, the new
+/// ones from memory.
+struct Grow<'a> {
+    old_count: u64,
+    old: Option<&'a dyn HashReader>,
+    new: &'a [Hash],
+}
+
+impl HashReader for Grow<'_> {
+    fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
+        let old: Vec<u64> = indexes
+            .iter()
+            .copied()
+            .filter(|&i| i < self.old_count)
+            .collect();
+        let mut old_hashes = match (&self.old, old.is_empty()) {
+            (_, true) => Vec::new(),
+            (Some(r), false) => r.read_hashes(&old)?,
+            (None, false) => return Err(tlog_tiles::Error::IndexesNotInTree),
+        }
+        .into_iter();
+        indexes
+            .iter()
+            .map(|&i| {
+                if i < self.old_count {
+                    old_hashes.next().ok_or(tlog_tiles::Error::IndexesNotInTree)
+                } else {
+                    self.new
+                        .get((i - self.old_count) as usize)
+                        .copied()
+                        .ok_or(tlog_tiles::Error::IndexesNotInTree)
+                }
+            })
+            .collect()
+    }
+}
+
+fn edit_err(e: impl std::fmt::Display) -> StoreError {
+    corrupt(format!("tiles tree: {e}"))
+}
+
+fn tlog_err(e: tlog_tiles::Error) -> StoreError {
+    corrupt(format!("{e}"))
+}
+
+impl Tiled {
+    fn with_reader<T>(
+        &self,
+        store: &GitStore,
+        f: impl FnOnce(&TileHashReader<'_>) -> Result<T, tlog_tiles::Error>,
+    ) -> Result<T, StoreError> {
+        let tiles = GitTiles::new(store.repo(), self.tree, self.size);
+        let reader = TileHashReader::new(self.size, self.root, &tiles);
+        f(&reader).map_err(tlog_err)
+    }
+
+    /// The standard root of the first `size` entries.
+    pub fn root_at(&self, store: &GitStore, size: u64) -> Result<Hash, StoreError> {
+        if size > self.size {
+            return Err(corrupt(format!(
+                "size {size} is beyond the {} tiled",
+                self.size
+            )));
+        }
+        if size == self.size {
+            return Ok(self.root);
+        }
+        self.with_reader(store, |r| tlog_tiles::tree_hash(size, r))
+    }
+
+    /// The audit path of entry `seq` in the tree of the first `size` entries.
+    pub fn inclusion_proof(
+        &self,
+        store: &GitStore,
+        seq: u64,
+        size: u64,
+    ) -> Result<Vec<Hash>, StoreError> {
+        self.with_reader(store, |r| tlog_tiles::prove_record(size, seq, r))
+    }
+
+    /// The consistency path from the tree of `old` entries to that of `size` entries.
+    pub fn consistency_proof(
+        &self,
+        store: &GitStore,
+        old: u64,
+        size: u64,
+    ) -> Result<Vec<Hash>, StoreError> {
+        self.with_reader(store, |r| tlog_tiles::prove_tree(size, old, r))
+    }
+}
+
+/// Checks that `entries` continue the chain after an entry whose hash is `prev` at `first - 1`:
+/// each in seq order, naming its predecessor, with the hash its fields give.
+fn check_chain(first: u64, prev: &str, entries: &[Entry]) -> Result<(), StoreError> {
+    let mut prev = prev.to_string();
+    for (i, e) in entries.iter().enumerate() {
+        let seq = first + i as u64;
+        if e.seq != seq || e.prev_hash != prev || e.computed_hash() != e.entry_hash {
+            return Err(StoreError::Corrupt(format!(
+                "entry {seq} does not continue the chain; run `git forum verify`"
+            )));
+        }
+        prev = e.entry_hash.clone();
+    }
+    Ok(())
 }
 
 impl GitStore {
-    /// Writes the tiles of the first `size` entries to `refs/forum/tiles/NAME`, re-derived from
-    /// `tree`; leaves the ref alone when it already holds exactly them. Returns the tiles.
-    pub fn update_tiles(
-        &self,
-        tree: &Tree,
-        size: u64,
-        entry_hashes: &[[u8; 32]],
-    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        let files = tile_files(tree, size, entry_hashes).map_err(StoreError::Corrupt)?;
+    /// The tiles ref's commit and what its message records, when it reads.
+    fn tiles_state(&self) -> Option<(ObjectId, State)> {
+        let refname = tiles_ref(self.signature_ledger());
+        let id = if self.refs_via_git() {
+            let hex = super::sign::ref_target(self.repo().git_dir(), &refname).ok()??;
+            ObjectId::from_hex(hex.as_bytes()).ok()?
+        } else {
+            self.repo()
+                .try_find_reference(refname.as_str())
+                .ok()??
+                .peel_to_id()
+                .ok()?
+                .detach()
+        };
+        let commit = self.repo().find_commit(id).ok()?;
+        let tree = commit.tree_id().ok()?.detach();
+        let message = String::from_utf8_lossy(commit.message_raw_sloppy()).to_string();
+        Some((commit.id, parse_state(&message, tree)?))
+    }
+
+    /// Deletes the tiles ref, so the next [`Self::fresh_tiles`] rebuilds it from every entry.
+    pub fn drop_tiles(&self) -> Result<(), StoreError> {
         let gd = self.repo().git_dir().to_string_lossy().to_string();
-        let tmp = tempfile::tempdir()
-            .map_err(|e| StoreError::Git(format!("no temporary directory: {e}")))?;
-        let work = tmp.path().join("work");
-        write_layout(&work, &files)
-            .map_err(|e| StoreError::Git(format!("writing tiles to a temporary directory: {e}")))?;
-        let index = tmp.path().join("index");
-        let env = [("GIT_INDEX_FILE", index.as_path())];
-        // Blobs written byte for byte (no filters, no ignore rules), then one index of them.
-        let paths: String = files
+        let refname = tiles_ref(self.signature_ledger());
+        super::sign::git_ok(
+            Path::new("."),
+            &["--git-dir", &gd, "update-ref", "-d", &refname],
+            None,
+        )?;
+        Ok(())
+    }
+
+    /// The tiles brought up to the ledger's tip: left alone when current, extended from their
+    /// last size when the ledger grew on the same chain, rebuilt from every entry otherwise.
+    pub fn fresh_tiles(&self) -> Result<Tiled, StoreError> {
+        let tip = self.require_tip()?;
+        let len = tip.entry.seq + 1;
+        let old = self.tiles_state();
+        let base = old.as_ref().map(|(_, s)| s).filter(|s| {
+            s.size > 0 && s.size <= len && self.commit_at(s.size - 1).ok().flatten() == Some(s.tip)
+        });
+        if let Some(s) = base {
+            if s.size == len && s.tip == tip.commit {
+                // Authenticate the tiles against their root before trusting the ref.
+                let tiled = Tiled {
+                    size: s.size,
+                    root: s.root,
+                    forum_root: s.forum.root(),
+                    rebuilt: false,
+                    tree: s.tree,
+                };
+                if tiled.root_at(self, s.size.saturating_sub(1)).is_ok() {
+                    return Ok(tiled);
+                }
+            } else {
+                let prev = self
+                    .get_with_commit(s.size - 1)?
+                    .ok_or_else(|| corrupt("the tiled tip is gone"))?
+                    .0;
+                let mut new = Vec::with_capacity((len - s.size) as usize);
+                for seq in s.size..len {
+                    let (e, _) = self
+                        .get_with_commit(seq)?
+                        .ok_or_else(|| corrupt(format!("entry {seq} is missing")))?;
+                    new.push(e);
+                }
+                check_chain(s.size, &prev.entry_hash, &new)?;
+                if let Ok(t) = self.grow_tiles(Some(s), &new, tip.commit, old.as_ref().map(|o| o.0))
+                {
+                    return Ok(t);
+                }
+            }
+        }
+        let all = self.entries()?;
+        check_chain(0, crate::ledger::hash::GENESIS, &all)?;
+        let mut t = self.grow_tiles(None, &all, tip.commit, old.as_ref().map(|o| o.0))?;
+        t.rebuilt = true;
+        Ok(t)
+    }
+
+    /// Writes the tiles of `base` extended by `new` (entries in seq order) and points the ref
+    /// at them (compare-and-swap against `old_commit`).
+    fn grow_tiles(
+        &self,
+        base: Option<&State>,
+        new: &[Entry],
+        tip: ObjectId,
+        old_commit: Option<ObjectId>,
+    ) -> Result<Tiled, StoreError> {
+        let repo = self.repo();
+        let t0 = base.map_or(0, |b| b.size);
+        let n = t0 + new.len() as u64;
+        let raw: Vec<[u8; 32]> = new
             .iter()
-            .map(|(p, _)| format!("{}\n", work.join(p).display()))
-            .collect();
-        let ids = super::sign::git_ok(
+            .map(|e| unhex32(&e.entry_hash).ok_or_else(|| corrupt("a bad entry hash")))
+            .collect::<Result<_, _>>()?;
+        let old_tiles = base.map(|b| GitTiles::new(repo, b.tree, b.size));
+        let old_reader = base
+            .zip(old_tiles.as_ref())
+            .map(|(b, t)| TileHashReader::new(b.size, b.root, t));
+        let old_count = tlog_tiles::stored_hash_count(t0);
+        let mut stored: Vec<Hash> = Vec::with_capacity(new.len() * 2 + 1);
+        let mut forum = base.map_or_else(Accumulator::default, |b| b.forum.clone());
+        for (k, (h, e)) in raw.iter().zip(new).enumerate() {
+            let grow = Grow {
+                old_count,
+                old: old_reader.as_ref().map(|r| r as &dyn HashReader),
+                new: &stored,
+            };
+            let add = tlog_tiles::stored_hashes_for_record_hash(
+                t0 + k as u64,
+                tlog_tiles::record_hash(h),
+                &grow,
+            )
+            .map_err(tlog_err)?;
+            stored.extend(add);
+            forum.push(&e.entry_hash);
+        }
+        let grow = Grow {
+            old_count,
+            old: old_reader.as_ref().map(|r| r as &dyn HashReader),
+            new: &stored,
+        };
+        let root = tlog_tiles::tree_hash(n, &grow).map_err(tlog_err)?;
+        let mut ed = match base {
+            Some(b) => repo.edit_tree(b.tree),
+            None => repo.empty_tree().edit(),
+        }
+        .map_err(|e| corrupt(format!("cannot edit the tiles tree: {e}")))?;
+        let write = |bytes: &[u8]| {
+            repo.write_blob(bytes)
+                .map(|id| id.detach())
+                .map_err(|e| StoreError::Git(format!("writing a tile: {e}")))
+        };
+        for t in Tile::new_tiles(HEIGHT, t0, n) {
+            let (l, idx) = (t.level(), t.level_index());
+            // The old partial tile this one replaces, if any.
+            let old_n = t0 >> (u32::from(HEIGHT) * u32::from(l));
+            let old_w = old_n.saturating_sub(idx << HEIGHT);
+            let replaced = (old_n >> HEIGHT == idx && old_w > 0 && old_w < 1 << HEIGHT)
+                .then(|| Tile::new(HEIGHT, l, idx, old_w as u32, false));
+            let data = t.read_data(&grow).map_err(tlog_err)?;
+            if let Some(o) = &replaced {
+                ed.remove(c2sp_path(o).as_str()).map_err(edit_err)?;
+            }
+            ed.upsert(
+                c2sp_path(&t).as_str(),
+                gix::object::tree::EntryKind::Blob,
+                write(&data)?,
+            )
+            .map_err(edit_err)?;
+            if l == 0 {
+                let start = idx << HEIGHT;
+                let mut bytes = Vec::with_capacity(t.width() as usize * 34);
+                if let (Some(o), Some(tiles)) = (&replaced, &old_tiles) {
+                    let path = data_path(o);
+                    let old = tiles
+                        .blob(&path)
+                        .filter(|b| b.len() == old_w as usize * 34)
+                        .ok_or_else(|| corrupt(format!("{path} is missing or the wrong size")))?;
+                    bytes.extend_from_slice(&old);
+                    ed.remove(path.as_str()).map_err(edit_err)?;
+                }
+                for i in start.max(t0)..start + u64::from(t.width()) {
+                    bytes.extend_from_slice(&32u16.to_be_bytes());
+                    bytes.extend_from_slice(&raw[(i - t0) as usize]);
+                }
+                ed.upsert(
+                    data_path(&t).as_str(),
+                    gix::object::tree::EntryKind::Blob,
+                    write(&bytes)?,
+                )
+                .map_err(edit_err)?;
+            }
+        }
+        let tree = ed.write().map_err(edit_err)?.detach();
+        let tiled = Tiled {
+            size: n,
+            root,
+            forum_root: forum.root(),
+            rebuilt: false,
+            tree,
+        };
+        let message = state_message(n, &root, &tip, &forum);
+        if let Some(old) = old_commit
+            && let Ok(c) = repo.find_commit(old)
+            && c.tree_id().ok().map(|t| t.detach()) == Some(tree)
+            && String::from_utf8_lossy(c.message_raw_sloppy()) == message
+        {
+            return Ok(tiled);
+        }
+        let who = gix::actor::Signature {
+            name: "git-forum".into(),
+            email: "ledger@git-forum.invalid".into(),
+            time: gix::date::Time::new(0, 0),
+        };
+        // Each tiles commit stands alone: tiles are derived, so no history is kept.
+        let commit = repo
+            .write_object(&gix::objs::Commit {
+                tree,
+                parents: Default::default(),
+                author: who.clone(),
+                committer: who,
+                encoding: None,
+                message: message.into(),
+                extra_headers: Vec::new(),
+            })
+            .map_err(|e| StoreError::Git(format!("writing the tiles commit: {e}")))?
+            .detach();
+        let gd = repo.git_dir().to_string_lossy().to_string();
+        let refname = tiles_ref(self.signature_ledger());
+        let zero = ObjectId::null(repo.object_hash()).to_string();
+        let expect = old_commit.map_or(zero, |c| c.to_string());
+        let new_id = commit.to_string();
+        super::sign::git_ok(
             Path::new("."),
             &[
                 "--git-dir",
                 &gd,
-                "hash-object",
-                "-w",
-                "--no-filters",
-                "--stdin-paths",
-            ],
-            Some(paths.as_bytes()),
-        )?;
-        let info: String = ids
-            .lines()
-            .zip(&files)
-            .map(|(id, (p, _))| format!("100644 blob {id}\t{p}\n"))
-            .collect();
-        let mut c = std::process::Command::new("git");
-        c.args(["--git-dir", &gd, "update-index", "--add", "--index-info"])
-            .env("GIT_INDEX_FILE", &index);
-        let o = {
-            use std::io::Write;
-            let mut child = c
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .map_err(|e| StoreError::Git(format!("cannot run git update-index: {e}")))?;
-            child
-                .stdin
-                .take()
-                .expect("piped")
-                .write_all(info.as_bytes())
-                .map_err(|e| StoreError::Git(format!("git update-index: {e}")))?;
-            child
-                .wait_with_output()
-                .map_err(|e| StoreError::Git(format!("git update-index: {e}")))?
-        };
-        if !o.status.success() {
-            return Err(StoreError::Git(format!(
-                "git update-index failed: {}",
-                String::from_utf8_lossy(&o.stderr)
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-            )));
-        }
-        let tree_id = git(&gd, &["write-tree"], &env)?;
-        let refname = tiles_ref(self.signature_ledger());
-        let old = super::sign::ref_target(self.repo().git_dir(), &refname)?;
-        if let Some(old) = &old
-            && git(&gd, &["rev-parse", &format!("{old}^{{tree}}")], &[]).ok()
-                == Some(tree_id.clone())
-        {
-            return Ok(files);
-        }
-        let root = tree
-            .root(size)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let msg = format!(
-            "tiles {size} {}",
-            root.0
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
-        );
-        // Each tiles commit stands alone: tiles are re-derived, so no history is kept.
-        let commit = git(
-            &gd,
-            &[
-                "-c",
-                "user.name=git-forum",
-                "-c",
-                "user.email=ledger@git-forum.invalid",
-                "commit-tree",
-                &tree_id,
+                "update-ref",
                 "-m",
-                &msg,
+                "forum: tiles",
+                &refname,
+                &new_id,
+                &expect,
             ],
-            &[],
+            None,
         )?;
-        git(
-            &gd,
-            &["update-ref", "-m", "forum: tiles", &refname, &commit],
-            &[],
-        )?;
-        Ok(files)
+        Ok(tiled)
     }
+}
+
+/// The data tile's path beside a level-0 hash tile.
+fn data_path(t: &Tile) -> String {
+    let mut d = *t;
+    d.set_is_data();
+    c2sp_path(&d).replacen("tile/data/", "tile/entries/", 1)
 }
 
 #[cfg(test)]

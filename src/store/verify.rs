@@ -291,6 +291,9 @@ impl GitStore {
         });
         let mut checker = ChainChecker::new();
         let mut root_at_problem: Option<String> = None;
+        // The standard tree (RFC 6962 over raw entry hashes), for the roots notes sign.
+        let mut std_acc = crate::ledger::tlog::Frontier::default();
+        let mut std_roots: Vec<(u64, crate::ledger::tlog::Hash)> = Vec::new();
         let mut redacted: HashSet<[u8; 32]> = HashSet::new();
         if chain_problem.is_none() {
             for (i, r) in recs.iter().enumerate() {
@@ -323,9 +326,11 @@ impl GitStore {
                     root_at_problem = root_before;
                     break;
                 }
+                std_acc.push(&r.entry_hash);
                 let n = expected + 1;
                 if wanted.contains(&n) {
                     prefix_roots.push((n, checker.root()));
+                    std_roots.push((n, std_acc.root()));
                 }
                 if let Some(h) = r.extra.as_ref().and_then(|x| x.redacts) {
                     redacted.insert(h);
@@ -414,6 +419,26 @@ impl GitStore {
                     Code::Rewritten,
                     format!(
                         "the first {size} entries hash to {have}, not to the checkpoint {root} that {signer} signed: history was rewritten"
+                    ),
+                );
+                return Ok(report);
+            }
+            if s.signature.format == "note"
+                && let Some(Some(cp)) = s
+                    .signature
+                    .signature
+                    .split_once("\n\n")
+                    .map(|(t, _)| super::note::parse_checkpoint(&format!("{t}\n")).ok())
+                && let Some((_, have)) = std_roots.iter().find(|(n, _)| *n == size)
+                && *have != cp.root
+            {
+                report.fail(
+                    Some(size.saturating_sub(1)),
+                    Code::Rewritten,
+                    format!(
+                        "the first {size} entries have standard root {}, not the root {} of the note {signer} signed: history was rewritten or the note lies",
+                        super::note::b64(have),
+                        super::note::b64(&cp.root)
                     ),
                 );
                 return Ok(report);

@@ -31,3 +31,4 @@ mod storage;
 mod submit;
 mod sync;
 mod tlog;
+mod tlog_tiles;

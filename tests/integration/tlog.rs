@@ -57,7 +57,7 @@ fn go_checker() -> Option<PathBuf> {
 }
 
 /// `keygen NAME` in `dir`: (signer key file, verifier key).
-fn keygen(repo: &Repo, dir: &Path, name: &str) -> (PathBuf, String) {
+pub(crate) fn keygen(repo: &Repo, dir: &Path, name: &str) -> (PathBuf, String) {
     let vkey = repo
         .forum_ok(&["keygen", name, "--dir", dir.to_str().unwrap()])
         .trim()
@@ -94,12 +94,17 @@ fn entry_hashes(repo: &Repo) -> Vec<String> {
     entries.into_iter().map(|(_, h)| h).collect()
 }
 
-fn note(repo: &Repo, key: &Path) -> String {
+pub(crate) fn note(repo: &Repo, key: &Path) -> String {
     repo.forum_ok(&["checkpoint", "--note", "--note-key", key.to_str().unwrap()])
 }
 
 /// Runs `verify-proof` outside any repository.
-fn verify_proof(repo: &Repo, outside: &Path, text: &str, args: &[&str]) -> std::process::Output {
+pub(crate) fn verify_proof(
+    repo: &Repo,
+    outside: &Path,
+    text: &str,
+    args: &[&str],
+) -> std::process::Output {
     let f = outside.join("proof.txt");
     std::fs::write(&f, text).unwrap();
     repo.forum()
@@ -380,7 +385,7 @@ fn go_verifier_accepts_every_proof_up_to_70_and_refuses_any_changed_byte() {
 
 /// A ledger of `n` entries built in memory, written as a Forum directory and imported in one go;
 /// returns its entry hashes in seq order.
-fn imported(repo: &Repo, n: u64) -> Vec<String> {
+pub(crate) fn imported(repo: &Repo, n: u64) -> Vec<String> {
     use git_forum::ledger::{MemoryStorage, NewEntry, Storage, Value};
     let mut mem = MemoryStorage::default();
     for i in 0..n {
