@@ -499,55 +499,18 @@ impl GitStore {
     /// Appends a signed checkpoint note to the ledger's signatures ref.
     pub fn store_note(&self, note: &str, cp: &NoteCheckpoint) -> Result<(), StoreError> {
         let gd = self.note_git_dir().to_string_lossy().to_string();
-        let git =
-            |args: &[&str], input: Option<&[u8]>| super::sign::git_ok(Path::new("."), args, input);
-        let blob = git(
-            &["--git-dir", &gd, "hash-object", "-w", "--stdin"],
-            Some(note.as_bytes()),
-        )?;
-        let tree = git(
-            &["--git-dir", &gd, "mktree"],
-            Some(format!("100644 blob {blob}\tnote\n").as_bytes()),
-        )?;
-        let refname = self.signatures_ref();
-        let parent = git(
-            &["--git-dir", &gd, "rev-parse", "--verify", "-q", &refname],
-            None,
-        )
-        .ok();
         let message = format!(
             "{NOTE_SUBJECT_PREFIX}{} {} ({})\n",
             cp.size,
             B64.encode(cp.root.0),
             cp.origin
         );
-        let mut args = vec![
-            "--git-dir",
+        super::sign::commit_on_ref(
             &gd,
-            "-c",
-            "user.name=git-forum",
-            "-c",
-            "user.email=ledger@git-forum.invalid",
-            "commit-tree",
-            &tree,
-        ];
-        if let Some(p) = &parent {
-            args.extend(["-p", p.as_str()]);
-        }
-        let commit = git(&args, Some(message.as_bytes()))?;
-        let zero = "0".repeat(commit.len());
-        git(
-            &[
-                "--git-dir",
-                &gd,
-                "update-ref",
-                "-m",
-                "forum: signed checkpoint note",
-                &refname,
-                &commit,
-                parent.as_deref().unwrap_or(&zero),
-            ],
-            None,
+            &self.signatures_ref(),
+            &[("note", note.as_bytes())],
+            &message,
+            "forum: signed checkpoint note",
         )?;
         Ok(())
     }

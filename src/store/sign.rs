@@ -305,59 +305,20 @@ impl GitStore {
         let sig = sign(&dir, &text)?;
         let git_dir = self.git_dir_path();
         let gd = git_dir.to_string_lossy().to_string();
-        let a = git_ok(
-            Path::new("."),
-            &["--git-dir", &gd, "hash-object", "-w", "--stdin"],
-            Some(text.as_bytes()),
-        )?;
-        let b = git_ok(
-            Path::new("."),
-            &["--git-dir", &gd, "hash-object", "-w", "--stdin"],
-            Some(sig.signature.as_bytes()),
-        )?;
-        let tree_text = format!("100644 blob {a}\tcheckpoint\n100644 blob {b}\tsignature\n");
-        let tree = git_ok(
-            Path::new("."),
-            &["--git-dir", &gd, "mktree"],
-            Some(tree_text.as_bytes()),
-        )?;
-        let refname = self.signatures_ref();
-        let parent = git_ok(
-            Path::new("."),
-            &["--git-dir", &gd, "rev-parse", "--verify", "-q", &refname],
-            None,
-        )
-        .ok();
         let message = format!(
             "checkpoint {} {} ({})\n",
             checkpoint.size, checkpoint.root, sig.format
         );
-        let mut args = vec![
-            "--git-dir",
+        commit_on_ref(
             &gd,
-            "-c",
-            "user.name=git-forum",
-            "-c",
-            "user.email=ledger@git-forum.invalid",
-            "commit-tree",
-            &tree,
-        ];
-        if let Some(p) = &parent {
-            args.extend(["-p", p.as_str()]);
-        }
-        let commit = git_ok(Path::new("."), &args, Some(message.as_bytes()))?;
-        let mut update = vec![
-            "--git-dir",
-            &gd,
-            "update-ref",
-            "-m",
+            &self.signatures_ref(),
+            &[
+                ("checkpoint", text.as_bytes()),
+                ("signature", sig.signature.as_bytes()),
+            ],
+            &message,
             "forum: signed checkpoint",
-            &refname,
-            &commit,
-        ];
-        let zero = "0".repeat(commit.len());
-        update.push(parent.as_deref().unwrap_or(&zero));
-        git_ok(Path::new("."), &update, None)?;
+        )?;
         Ok(sig)
     }
 
@@ -513,4 +474,60 @@ pub fn parse_signed_text(text: &str) -> Option<(String, Checkpoint)> {
     let root = lines.next()?.strip_prefix("root ")?.to_string();
     let cp = Checkpoint { size, root };
     (signed_text(&ledger, &cp) == text).then_some((ledger, cp))
+}
+
+/// Writes `files` (name, content) as one commit on `refname` in the git directory `gd`, on top
+/// of its current tip (compare-and-swap: a ref moved meanwhile refuses the update), with
+/// `message` and the reflog line `why`. Signed checkpoints and checkpoint notes are stored so.
+pub(crate) fn commit_on_ref(
+    gd: &str,
+    refname: &str,
+    files: &[(&str, &[u8])],
+    message: &str,
+    why: &str,
+) -> Result<(), StoreError> {
+    let git = |args: &[&str], input: Option<&[u8]>| git_ok(Path::new("."), args, input);
+    let mut tree_text = String::new();
+    for (name, content) in files {
+        let blob = git(
+            &["--git-dir", gd, "hash-object", "-w", "--stdin"],
+            Some(content),
+        )?;
+        tree_text.push_str(&format!("100644 blob {blob}\t{name}\n"));
+    }
+    let tree = git(&["--git-dir", gd, "mktree"], Some(tree_text.as_bytes()))?;
+    let parent = git(
+        &["--git-dir", gd, "rev-parse", "--verify", "-q", refname],
+        None,
+    )
+    .ok();
+    let mut args = vec![
+        "--git-dir",
+        gd,
+        "-c",
+        "user.name=git-forum",
+        "-c",
+        "user.email=ledger@git-forum.invalid",
+        "commit-tree",
+        &tree,
+    ];
+    if let Some(p) = &parent {
+        args.extend(["-p", p.as_str()]);
+    }
+    let commit = git(&args, Some(message.as_bytes()))?;
+    let zero = "0".repeat(commit.len());
+    git(
+        &[
+            "--git-dir",
+            gd,
+            "update-ref",
+            "-m",
+            why,
+            refname,
+            &commit,
+            parent.as_deref().unwrap_or(&zero),
+        ],
+        None,
+    )?;
+    Ok(())
 }
