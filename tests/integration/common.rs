@@ -474,3 +474,32 @@ fn awaited_id(line: &str) -> Option<serde_json::Value> {
     let id = v.get("id")?;
     (id.is_string() || id.is_i64() || id.is_u64()).then(|| id.clone())
 }
+
+/// One HTTP/1.1 request with a JSON body on its own connection to `addr`: (status, body as
+/// JSON, or null when it is not JSON).
+pub fn http_json(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &serde_json::Value,
+) -> (u16, serde_json::Value) {
+    use std::io::{Read, Write};
+    let body = body.to_string();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    let (head, rest) = text.split_once("\r\n\r\n").expect("a response");
+    let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (
+        code,
+        serde_json::from_str(rest).unwrap_or(serde_json::Value::Null),
+    )
+}

@@ -3,7 +3,7 @@
 //! DIR, an interrupted submit takes its workers with it and says so in the ledger, and
 //! `--json` receipts are Forum's.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -509,20 +509,7 @@ fn submit_json_puts_forums_action_receipt_under_receipt() {
 
 /// One request on its own connection: (status, body).
 fn http(addr: &str, method: &str, path: &str, body: &J) -> (u16, J) {
-    let body = body.to_string();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out);
-    let (head, rest) = text.split_once("\r\n\r\n").expect("a response");
-    let code = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (code, serde_json::from_str(rest).unwrap_or(J::Null))
+    crate::common::http_json(addr, method, path, body)
 }
 
 #[test]

@@ -5,9 +5,7 @@
 //! repositories given the same commands hold the same ledger, and one decision can be made
 //! once per surface on its own copy.
 
-use std::io::{Read, Write};
 use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::{Value as J, json};
 
@@ -31,21 +29,9 @@ fn model(dir: &std::path::Path) -> String {
     path.to_str().unwrap().to_string()
 }
 
+/// One request on its own connection: (status, body).
 fn http(addr: &str, method: &str, path: &str, body: &J) -> (u16, J) {
-    let body = body.to_string();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out);
-    let (head, rest) = text.split_once("\r\n\r\n").expect("a response");
-    let code = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (code, serde_json::from_str(rest).unwrap_or(J::Null))
+    crate::common::http_json(addr, method, path, body)
 }
 
 /// One MCP tool call in its own `git forum mcp`: whether it is an error, and its body (the
