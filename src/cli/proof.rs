@@ -69,6 +69,20 @@ pub struct VerifyProofArgs {
     pub entry_hash: Option<String>,
 }
 
+/// A proof that was read but does not hold: `{ok: false, problem}` with `--json` (exit 1),
+/// else one line naming the file and why.
+pub(crate) fn does_not_hold(ctx: &Ctx, file: &std::path::Path, why: &str) -> Result<(), CliError> {
+    if ctx.json {
+        ctx.out_json(&serde_json::json!({"ok": false, "problem": why}))?;
+        Err(CliError::silent(1))
+    } else {
+        Err(CliError::fail(format!(
+            "proof {} does not hold: {why}",
+            file.display()
+        )))
+    }
+}
+
 fn write_out(ctx: &Ctx, out: Option<&PathBuf>, text: &str) -> Result<(), CliError> {
     match out {
         None => ctx.out(text),
@@ -251,16 +265,6 @@ pub fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliError> {
                 }
             }
         }
-        Err(why) => {
-            if ctx.json {
-                ctx.out_json(&serde_json::json!({"ok": false, "problem": why}))?;
-                Err(CliError::silent(1))
-            } else {
-                Err(CliError::fail(format!(
-                    "proof {} does not hold: {why}",
-                    args.file.display()
-                )))
-            }
-        }
+        Err(why) => does_not_hold(ctx, &args.file, &why),
     }
 }

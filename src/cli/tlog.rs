@@ -626,16 +626,6 @@ pub fn verify_proof(ctx: &Ctx, args: &VerifyProofArgs, text: &str) -> Result<(),
                 ))
             }
         }
-        Err(why) => {
-            if ctx.json {
-                ctx.out_json(&serde_json::json!({"ok": false, "problem": why}))?;
-                Err(CliError::silent(1))
-            } else {
-                Err(CliError::fail(format!(
-                    "proof {} does not hold: {why}",
-                    args.file.display()
-                )))
-            }
-        }
+        Err(why) => super::proof::does_not_hold(ctx, &args.file, &why),
     }
 }

@@ -522,20 +522,7 @@ impl GitStore {
             return Ok(Vec::new());
         }
         let gd = self.note_git_dir().to_string_lossy().to_string();
-        let list = super::sign::git_ok(
-            Path::new("."),
-            &[
-                "--git-dir",
-                &gd,
-                "log",
-                "--first-parent",
-                "--reverse",
-                "--format=%H %s",
-                &refname,
-                "--",
-            ],
-            None,
-        )?;
+        let list = super::sign::ref_history(&gd, &refname)?;
         let wanted: Vec<&str> = list
             .lines()
             .filter_map(|l| l.split_once(' '))

@@ -339,20 +339,7 @@ impl GitStore {
             return Ok(Vec::new());
         }
         let gd = self.git_dir_path().to_string_lossy().to_string();
-        let Ok(list) = git_ok(
-            Path::new("."),
-            &[
-                "--git-dir",
-                &gd,
-                "log",
-                "--first-parent",
-                "--reverse",
-                "--format=%H %s",
-                &refname,
-                "--",
-            ],
-            None,
-        ) else {
+        let Ok(list) = ref_history(&gd, &refname) else {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
@@ -474,6 +461,25 @@ pub fn parse_signed_text(text: &str) -> Option<(String, Checkpoint)> {
     let root = lines.next()?.strip_prefix("root ")?.to_string();
     let cp = Checkpoint { size, root };
     (signed_text(&ledger, &cp) == text).then_some((ledger, cp))
+}
+
+/// The first-parent history of `refname` in the git directory `gd`, oldest first, one
+/// `COMMIT SUBJECT` line per commit: how signed checkpoints and notes are listed.
+pub(crate) fn ref_history(gd: &str, refname: &str) -> Result<String, StoreError> {
+    git_ok(
+        Path::new("."),
+        &[
+            "--git-dir",
+            gd,
+            "log",
+            "--first-parent",
+            "--reverse",
+            "--format=%H %s",
+            refname,
+            "--",
+        ],
+        None,
+    )
 }
 
 /// Writes `files` (name, content) as one commit on `refname` in the git directory `gd`, on top
