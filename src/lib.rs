@@ -27,6 +27,7 @@ pub mod cli;
 pub(crate) mod config;
 pub mod context;
 pub mod exec;
+pub mod flight;
 pub(crate) mod gate;
 pub mod ledger;
 pub mod plan;
