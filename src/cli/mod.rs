@@ -15,6 +15,7 @@ pub(crate) mod check;
 pub(crate) mod context;
 pub(crate) mod doctor;
 pub(crate) mod exec_flags;
+pub(crate) mod flight;
 pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) use crate::config::input;
@@ -156,6 +157,11 @@ pub enum Command {
     /// Entry points of the installed hooks (called by git).
     #[command(hide = true)]
     Hook(hooks::HookArgs),
+    /// Fold an agent trace (LangSmith, OTel, AgentOps, generic, OTLP/JSON, Claude Code) into
+    /// Forum's flight-recorder record; with --ledger NAME, also write it as a new ledger.
+    ImportTrace(flight::ImportTraceArgs),
+    /// Fold an agent trace and export it as one graded, sealed gradable-trajectory row.
+    Mine(flight::MineArgs),
 }
 
 /// An error that ends a command: one line on stderr and an exit code. Built only from a
@@ -478,6 +484,8 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Capsule(a) => report::capsule(ctx, a),
         Command::Receipt(a) => report::receipt(ctx, a),
         Command::Grade(a) => report::grade(ctx, a),
+        Command::ImportTrace(a) => flight::import_trace(ctx, a),
+        Command::Mine(a) => flight::mine(ctx, a),
     }
 }
 

@@ -150,6 +150,16 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/context/preflight",
         "how much request context a run would admit {request, use_capsule_context?, ...}",
     ),
+    (
+        "POST",
+        "/import-trace",
+        "fold an agent trace into Forum's flight-recorder record {trace, format?}",
+    ),
+    (
+        "POST",
+        "/mine",
+        "fold an agent trace into one gradable-trajectory row {trace, format?, min_checks?}",
+    ),
 ];
 
 /// A dispatcher's answer: an HTTP status and a JSON body.
@@ -306,6 +316,8 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("GET", ["grade"]) => Box::new(|d, _| d.grade()),
         ("POST", ["bench"]) => Box::new(|d, r| d.bench(r)),
         ("POST", ["context", "preflight"]) => Box::new(|d, r| d.preflight(r)),
+        ("POST", ["import-trace"]) => Box::new(|d, r| d.import_trace(r)),
+        ("POST", ["mine"]) => Box::new(|d, r| d.mine(r)),
         _ => return None,
     };
     Some(h)

@@ -18,6 +18,7 @@ use crate::store::git::StoreError;
 
 pub(crate) mod clock;
 pub(crate) mod context;
+pub(crate) mod flight;
 pub(crate) mod ledger;
 pub(crate) mod run;
 pub(crate) mod runtime;

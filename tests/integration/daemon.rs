@@ -777,6 +777,7 @@ fn every_mcp_tool_reaches_its_route() {
             "forum.context.preflight" => {
                 json!({"request": "ship it", "use_capsule_context": true})
             }
+            "forum.import_trace" | "forum.mine" => json!({"trace": [{"actor": "a", "kind": "k"}]}),
             _ => json!({}),
         }
     };

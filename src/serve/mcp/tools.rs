@@ -455,6 +455,50 @@ pub const TOOLS: &[Tool] = &[
         properties: &[],
         required: &[],
     },
+    Tool {
+        name: "forum.import_trace",
+        aliases: &["import_trace"],
+        target: Target::Post("/import-trace"),
+        description: "Fold an agent trace into Forum's forum.flight-recorder/1 record (entries, verified, merkle_root, dangling parents); writes nothing.",
+        properties: TRACE_PROPS,
+        required: &[],
+    },
+    Tool {
+        name: "forum.mine",
+        aliases: &["mine"],
+        target: Target::Post("/mine"),
+        description: "Fold an agent trace and export it as one graded, sealed forum.gradable-trajectory/1 row; writes nothing.",
+        properties: &[
+            TRACE_PROPS[0],
+            TRACE_PROPS[1],
+            TRACE_PROPS[2],
+            (
+                "min_checks",
+                "integer",
+                "Independent checks a PASS needs (default 2).",
+            ),
+        ],
+        required: &[],
+    },
+];
+
+/// The arguments of the flight-recorder tools: the trace (as JSON or as text) and its format.
+const TRACE_PROPS: &[(&str, &str, &str)] = &[
+    (
+        "trace",
+        "array",
+        "The trace's events as a JSON list (Forum's formats).",
+    ),
+    (
+        "text",
+        "string",
+        "The trace's text instead, in any format (JSONL and OTLP/JSON included).",
+    ),
+    (
+        "format",
+        "string",
+        "langsmith, otel, agentops, generic (default), otlp or claude-code.",
+    ),
 ];
 
 /// The tool named `name` (or one of its aliases).
