@@ -89,16 +89,31 @@ fn where_(line: Option<usize>) -> String {
 /// The request objects of the text: the whole text as one JSON value, else one per non-blank
 /// line (`Some(line)` numbers it).
 fn requests(text: &str) -> Result<Vec<(Option<usize>, Value)>, TraceError> {
-    if let Ok(v) = canonical::parse(text) {
-        return match v {
-            Value::Object(_) => Ok(vec![(None, v)]),
-            _ => Err(err(
+    let whole = match canonical::parse(text) {
+        Ok(v @ Value::Object(_)) => return Ok(vec![(None, v)]),
+        Ok(_) => {
+            return Err(err(
                 "the OTLP trace is not an object; give {\"resourceSpans\": [...]} (one per line, or one in the file)",
-            )),
-        };
-    }
+            ));
+        }
+        Err(e) => e,
+    };
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
+        // A first line that is no JSON of its own: the file is one object written over many
+        // lines, and the error is where the whole text breaks.
+        if out.is_empty()
+            && !line.trim().is_empty()
+            && canonical::parse(line.trim()).is_err()
+            && text.trim().lines().count() > 1
+            && !text.trim_start().starts_with("{\"resourceSpans\"")
+        {
+            let (l, col) = line_col(text, whole.offset);
+            return Err(err(format!(
+                "the OTLP file is not JSON ({} at line {l}, column {col}); give OTLP/JSON as the collector writes it",
+                whole.message
+            )));
+        }
         let line = line.trim();
         if line.is_empty() {
             continue;

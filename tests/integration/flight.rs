@@ -326,6 +326,14 @@ fn a_malformed_otlp_line_is_one_line_naming_it() {
         Some(b"[]"),
     );
     one_line_error(&o, "not an object");
+    // One object over many lines, broken on line 3: the error says where.
+    let o = run(
+        &repo,
+        &["import-trace", "--format", "otlp", "-"],
+        Some(b"{\n  \"resourceSpans\": [\n    {\"scopeSpans\": ]\n  ]\n}\n"),
+    );
+    let e = one_line_error(&o, "the OTLP file is not JSON (");
+    assert!(e.contains("at line 3, column 20"), "{e}");
 }
 
 #[test]
