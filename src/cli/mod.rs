@@ -159,6 +159,11 @@ pub enum Command {
     Hook(hooks::HookArgs),
     /// Fold an agent trace (LangSmith, OTel, AgentOps, generic, OTLP/JSON, Claude Code) into
     /// Forum's flight-recorder record; with --ledger NAME, also write it as a new ledger.
+    #[command(
+        after_help = "Only --ledger NAME given on the command line writes a ledger (a new one, \
+holding exactly the record's entries); GIT_FORUM_LEDGER and the default do not, and without it \
+no repository is needed."
+    )]
     ImportTrace(flight::ImportTraceArgs),
     /// Fold an agent trace and export it as one graded, sealed gradable-trajectory row.
     Mine(flight::MineArgs),

@@ -516,3 +516,28 @@ fn the_daemon_route_and_the_mcp_tool_answer_what_the_cli_prints() {
     assert_eq!(texts[0]["entries"], 8);
     assert_eq!(texts[0]["totals"]["tools"], json!(["Edit", "Read"]));
 }
+
+#[test]
+fn only_ledger_on_the_command_line_writes() {
+    let repo = Repo::new("sha1");
+    let trace = br#"[{"actor":"a","kind":"k"}]"#;
+    let mut c = repo.forum();
+    c.env("GIT_FORUM_LEDGER", "fromenv")
+        .args(["import-trace", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(trace).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let rec: J = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(rec.get("written").is_none(), "{rec}");
+    assert_eq!(repo.git_ok(&["for-each-ref", "refs/forum"]), "");
+    // Given before the command, as a global flag, it writes.
+    let o = run(&repo, &["--ledger", "t", "import-trace", "-"], Some(trace));
+    let rec: J = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(rec["written"]["ledger"], "t");
+    assert_eq!(
+        repo.git_ok(&["for-each-ref", "--format=%(refname)", "refs/forum"]),
+        "refs/forum/ledgers/t"
+    );
+}
