@@ -35,12 +35,18 @@ pub fn events(text: &str) -> Result<(Vec<Event>, Totals), TraceError> {
                 .and_then(|x| x.get("attributes"))
                 .map(|a| attributes(a, &format!("resourceSpans[{r}].resource")))
                 .transpose()?;
-            let Some(Value::Array(scopes)) = res.get("scopeSpans") else {
+            // `instrumentationLibrarySpans` / `instrumentationLibrary`: the same, as OTLP
+            // before 0.15 (and older collectors) named them.
+            let Some(Value::Array(scopes)) = res
+                .get("scopeSpans")
+                .or_else(|| res.get("instrumentationLibrarySpans"))
+            else {
                 continue;
             };
             for (s, scope) in scopes.iter().enumerate() {
                 let scope_name = scope
                     .get("scope")
+                    .or_else(|| scope.get("instrumentationLibrary"))
                     .and_then(|x| x.get("name"))
                     .and_then(Value::as_str);
                 let Some(Value::Array(list)) = scope.get("spans") else {

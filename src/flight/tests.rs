@@ -149,3 +149,46 @@ fn every_format_has_one_name() {
     }
     assert_eq!(Format::from_name("jaeger"), None);
 }
+
+#[test]
+fn mine_grades_independent_checks_and_counts_results_with_a_model() {
+    let f = generic(
+        r#"[{"actor":"client","kind":"request","payload":{"text":"Ship  IT"}},
+            {"actor":"backend","kind":"result","parent":0,"payload":{"id":"T1","ok":true,"model":"m"}},
+            {"actor":"validator","kind":"verdict","payload":{"ok":true}},
+            {"actor":"verifier","kind":"verification","payload":{"ok":true}},
+            {"actor":"backend","kind":"verdict","payload":{"ok":false}}]"#,
+    );
+    let row = mine(&f, 2);
+    let grade = row.get("grade").unwrap();
+    // The producer's own verdict does not count.
+    assert_eq!(grade.get("label").and_then(Value::as_str), Some("PASS"));
+    assert_eq!(grade.get("checks"), Some(&Value::int(2)));
+    assert_eq!(
+        row.get("budget").and_then(|b| b.get("model_calls")),
+        Some(&Value::int(1))
+    );
+    assert_eq!(row.get("prompt").and_then(Value::as_str), Some("Ship  IT"));
+    // The seal covers the row as finally written.
+    let seal = row.get("row_hash").and_then(Value::as_str).unwrap();
+    assert_eq!(seal, crate::report::grade::row_hash(&row));
+    assert_eq!(
+        mine(&f, 3)
+            .get("grade")
+            .and_then(|g| g.get("label"))
+            .and_then(Value::as_str),
+        Some("FAIL")
+    );
+}
+
+#[test]
+fn old_otlp_names_read_the_same() {
+    let new = r#"{"resourceSpans":[{"scopeSpans":[{"scope":{"name":"s"},"spans":[{"traceId":"t","spanId":"a","name":"x"}]}]}]}"#;
+    let old = new
+        .replace("scopeSpans", "instrumentationLibrarySpans")
+        .replace("\"scope\"", "\"instrumentationLibrary\"");
+    let a = import(new, Format::Otlp).unwrap();
+    let b = import(&old, Format::Otlp).unwrap();
+    assert_eq!(a.merkle_root(), b.merkle_root());
+    assert_eq!(a.items[0].1.get("scope").and_then(Value::as_str), Some("s"));
+}
