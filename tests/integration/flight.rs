@@ -541,3 +541,51 @@ fn only_ledger_on_the_command_line_writes() {
         "refs/forum/ledgers/t"
     );
 }
+
+#[test]
+fn the_real_daemon_folds_a_trace_sent_over_http() {
+    let repo = Repo::new("sha1");
+    let f = data("otlp-collector.jsonl");
+    let cli: J = serde_json::from_str(&repo.forum_ok(&[
+        "import-trace",
+        "--format",
+        "otlp",
+        f.to_str().unwrap(),
+    ]))
+    .unwrap();
+    let served = repo.serve(&[], Stdio::null());
+    let text = std::fs::read_to_string(&f).unwrap();
+    let (code, body) = common::http_json(
+        &served.addr,
+        "POST",
+        "/import-trace",
+        &json!({"format": "otlp", "text": text}),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body, cli);
+    let (code, body) = common::http_json(
+        &served.addr,
+        "POST",
+        "/mine",
+        &json!({"format": "otlp", "text": text, "min_checks": 1}),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["oracle"]["merkle_root"], cli["merkle_root"]);
+    let (code, body) = common::http_json(
+        &served.addr,
+        "POST",
+        "/import-trace",
+        &json!({"format": "otlp", "text": "{\"resourceSpans\": 1}"}),
+    );
+    assert_eq!(code, 400);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("no resourceSpans list"),
+        "{body}"
+    );
+    // The daemon wrote nothing.
+    assert_eq!(repo.git_ok(&["for-each-ref", "refs/forum"]), "");
+    drop(served);
+}
