@@ -79,11 +79,6 @@ impl Format {
     pub fn from_name(name: &str) -> Option<Format> {
         Format::ALL.into_iter().find(|f| f.name() == name)
     }
-
-    /// Whether Forum reads this format (its record must then be Forum's byte for byte).
-    pub fn is_forums(self) -> bool {
-        !matches!(self, Format::Otlp | Format::ClaudeCode)
-    }
 }
 
 /// One step of a trace, ready to be folded.
