@@ -11,6 +11,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::store::git::{GitStore, Options, StoreError};
 
 pub(crate) mod append;
+pub(crate) mod campaign;
 pub(crate) mod check;
 pub(crate) mod context;
 pub(crate) mod doctor;
@@ -156,6 +157,8 @@ pub enum Command {
     /// Entry points of the installed hooks (called by git).
     #[command(hide = true)]
     Hook(hooks::HookArgs),
+    /// Declare, inspect, run and report on campaigns: projects of features across owners.
+    Campaign(campaign::CampaignArgs),
 }
 
 /// An error that ends a command: one line on stderr and an exit code. Built only from a
@@ -478,6 +481,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Capsule(a) => report::capsule(ctx, a),
         Command::Receipt(a) => report::receipt(ctx, a),
         Command::Grade(a) => report::grade(ctx, a),
+        Command::Campaign(a) => campaign::run(ctx, a),
     }
 }
 

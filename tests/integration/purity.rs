@@ -56,6 +56,7 @@ const CORE: &[(&str, bool)] = &[
     ("quality", true),
     ("report", true),
     ("gate", false),
+    ("campaign", true),
 ];
 
 /// One path a source file names.
