@@ -157,7 +157,9 @@ pub fn run(ctx: &Ctx, args: CampaignArgs) -> Result<(), CliError> {
 }
 
 fn declare(ctx: &Ctx, a: DeclareArgs) -> Result<(), CliError> {
-    let text = crate::config::read_text(&a.file, "campaign file")?;
+    // Forum exits 2 on a file it cannot read, as on one that is not a campaign.
+    let text = crate::config::read_text(&a.file, "campaign file")
+        .map_err(|e| CliError::usage(e.to_string()))?;
     let ts = ctx.now(None)?;
     let mut store = ctx.store()?;
     let r = surface::campaign::declare(&mut store, &text, ts)?;
