@@ -26,6 +26,7 @@ use crate::surface::clock::{self, RunClock};
 use crate::surface::run::plan::PlanAsk;
 use crate::surface::run::{Bodies, ContextSource, Decide, Decision, Go, RunOptions};
 
+mod campaign;
 mod runs;
 
 type Res = Result<J, Reply>;

@@ -466,3 +466,118 @@ fn a_failed_feature_blocks_its_dependents_and_the_run_still_reaches_a_fixed_poin
         repo.fsck();
     }
 }
+
+#[test]
+fn the_daemon_and_the_mcp_tools_answer_what_the_cli_answers() {
+    let Some(vec) = Vectors::load() else { return };
+    for kind in FORMATS {
+        let repo = Repo::new(kind);
+        let (_, _, fake) = vec.files(repo.path());
+        let served = repo.serve(
+            &["--ledger", "camp", "--cmd", &fake],
+            std::process::Stdio::null(),
+        );
+        let post = |path: &str, body: J| common::http_json(&served.addr, "POST", path, &body);
+        let cli = |args: &[&str]| -> J {
+            let all = [&["--ledger", "camp", "campaign"][..], args].concat();
+            serde_json::from_str(&repo.forum_ok(&all)).unwrap()
+        };
+        let (code, body) = post("/campaign/declare", json!({"campaign": vec.v["campaign"]}));
+        assert_eq!(
+            (code, body),
+            (200, json!({"declared": "c-shared", "seq": 0})),
+            "{kind}"
+        );
+        let (code, room) = post("/campaign/status", json!({"campaign_id": "c-shared"}));
+        assert_eq!(code, 200, "{kind}");
+        assert_eq!(room, cli(&["status"]), "{kind}");
+        assert_eq!(
+            without_checkpoint(room),
+            without_checkpoint(vec.json("status_0")),
+            "{kind}"
+        );
+        let (code, next) = post("/campaign/next", json!({}));
+        assert_eq!((code, next), (200, vec.json("next_0")), "{kind}");
+        let (code, body) = post(
+            "/campaign/ingest-status",
+            json!({"project": "web", "feature": "web-form", "status": "in_progress", "source": "external:telos", "reason": "started"}),
+        );
+        assert_eq!(
+            (code, body),
+            (200, vec.json("ingest_web_in_progress")),
+            "{kind}"
+        );
+        let (code, room) = post("/campaign/run", json!({"campaign_id": "c-shared"}));
+        assert_eq!(code, 200, "{kind}: {room}");
+        assert_eq!(
+            without_checkpoint(room.clone()),
+            without_checkpoint(vec.json("run")),
+            "{kind}"
+        );
+        assert_eq!(room, cli(&["status"]), "{kind}");
+        // Refusals: an unknown campaign, a cycle, a field that is not the campaign object.
+        let (code, body) = post("/campaign/status", json!({"campaign_id": "nope"}));
+        assert_eq!(code, 404, "{kind}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("no campaign 'nope'")
+        );
+        let (code, body) = post(
+            "/campaign/declare",
+            json!({"campaign": vec.v["cycle_campaign"]}),
+        );
+        assert_eq!(code, 422, "{kind}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("dependency cycle among features: ['a', 'b']")
+        );
+        let (code, _) = post("/campaign/declare", json!({"campaign": "camp.json"}));
+        assert_eq!(code, 400, "{kind}");
+        drop(served);
+
+        let call = |id: u64, name: &str, args: J| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": args}}).to_string()
+        };
+        let lines = [
+            json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string(),
+            call(2, "campaign_status", json!({"campaign_id": "c-shared"})),
+            call(3, "forum.campaign.next", json!({})),
+            call(
+                4,
+                "campaign_ingest_status",
+                json!({"project": "web", "feature": "web-form", "status": "done", "source": "external:telos"}),
+            ),
+        ];
+        let (ok, out) = repo.mcp_batch(&["--ledger", "camp"], &lines);
+        assert!(ok, "{kind}: {out}");
+        let replies: Vec<J> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let result = |id: u64| {
+            replies
+                .iter()
+                .find(|r| r["id"] == id)
+                .unwrap_or_else(|| panic!("no reply {id}: {out}"))["result"]["structuredContent"]
+                .clone()
+        };
+        let status_1 = vec.json("status_1");
+        assert_eq!(
+            without_checkpoint(result(2)),
+            without_checkpoint(status_1),
+            "{kind}"
+        );
+        assert_eq!(result(3), vec.json("next_1"), "{kind}");
+        assert_eq!(result(4), vec.json("ingest_web_done"), "{kind}");
+        assert_eq!(
+            without_checkpoint(cli(&["status"])),
+            without_checkpoint(vec.json("status_2")),
+            "{kind}"
+        );
+        repo.fsck();
+    }
+}
