@@ -581,3 +581,97 @@ fn the_daemon_and_the_mcp_tools_answer_what_the_cli_answers() {
         repo.fsck();
     }
 }
+
+#[test]
+fn a_round_runs_its_features_side_by_side_and_the_model_call_budget_bounds_it() {
+    let campaign = json!({"campaign_id": "wide", "title": "t", "projects": [
+        {"project_id": "p", "owner": "forum", "priority": 1, "features": [
+            {"feature_id": "f1", "agent": "backend", "instruction": "one", "priority": 3},
+            {"feature_id": "f2", "agent": "backend", "instruction": "two", "priority": 2},
+            {"feature_id": "f3", "agent": "backend", "instruction": "three", "priority": 1}
+        ]}
+    ]});
+    for kind in FORMATS {
+        let repo = Repo::new(kind);
+        let camp = repo.path().join("c.json");
+        std::fs::write(&camp, campaign.to_string()).unwrap();
+        let fake = repo.path().join("fake.sh");
+        write_script(&fake, "#!/bin/sh\necho done\n");
+        let fake = fake.to_str().unwrap();
+        for ledger in ["wide", "capped"] {
+            repo.forum_ok(&[
+                "--ledger",
+                ledger,
+                "campaign",
+                "declare",
+                "--file",
+                camp.to_str().unwrap(),
+            ]);
+        }
+        let wide: J = serde_json::from_str(&repo.forum_ok(&[
+            "--ledger",
+            "wide",
+            "--json",
+            "campaign",
+            "run",
+            "--max-parallel",
+            "3",
+            "--cmd",
+            fake,
+        ]))
+        .unwrap();
+        assert_eq!(wide["complete"], true, "{kind}");
+        let entries = exported(&repo, "wide");
+        let count = |k: &str| entries.iter().filter(|e| e["kind"] == k).count();
+        assert_eq!(count("campaign_dispatch"), 1, "{kind}: one round");
+        assert_eq!((count("task"), count("result")), (3, 3), "{kind}");
+        let plan = entries.iter().find(|e| e["kind"] == "plan").unwrap()["seq"].clone();
+        for e in &entries {
+            match e["kind"].as_str().unwrap() {
+                "task" => assert_eq!(e["causal_parent"], plan, "{kind}"),
+                "result" => {
+                    let parent = &entries[e["causal_parent"].as_u64().unwrap() as usize];
+                    assert_eq!(parent["kind"], "task", "{kind}");
+                }
+                _ => {}
+            }
+        }
+        // One model call allowed: the highest-priority feature runs, the others fail on the
+        // budget, and nothing is runnable after.
+        let capped: J = serde_json::from_str(&repo.forum_ok(&[
+            "--ledger",
+            "capped",
+            "--json",
+            "campaign",
+            "run",
+            "--max-parallel",
+            "1",
+            "--max-model-calls",
+            "1",
+            "--cmd",
+            fake,
+        ]))
+        .unwrap();
+        let states: Vec<(&str, &str)> = capped["features"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["feature_id"].as_str().unwrap(),
+                    f["status"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            states,
+            [("f1", "done"), ("f2", "failed"), ("f3", "failed")],
+            "{kind}"
+        );
+        assert_eq!(
+            capped["features"][1]["reason"], "error: budget exceeded",
+            "{kind}"
+        );
+        repo.fsck();
+    }
+}
