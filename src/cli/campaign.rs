@@ -4,11 +4,13 @@
 //! indented JSON, `declare` and `ingest-status` as one compact line) or as text.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::exec_flags::ExecutorArgs;
 use super::plan::load_policy;
 use super::route::load_roster;
 use super::runtime::{RealFacts, load_runtime};
+use super::submit::signals;
 use super::{CliError, Ctx};
 use crate::exec::{Fleet, Seats, config};
 use crate::ledger::canonical;
@@ -239,7 +241,20 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
         clock: &clock,
         progress: &run::Silent,
     };
-    let done = surface::campaign::run(&mut store, &mut items, &env, &opts, a.id.get())?;
+    // The first SIGINT or SIGTERM stops the round and kills every worker it started.
+    let interrupt = Arc::new(run::Interrupt::new());
+    signals::watch_signals(interrupt.clone())?;
+    opts.interrupt = Some(interrupt.clone());
+    let done =
+        surface::campaign::run(&mut store, &mut items, &env, &opts, a.id.get()).map_err(|e| {
+            match interrupt.signal() {
+                Some(sig) => CliError {
+                    code: 128 + signals::signal_number(&sig),
+                    message: Some(e.message),
+                },
+                None => e.into(),
+            }
+        })?;
     let room = surface::campaign::status(&items, a.id.get(), verified(&store)?)?;
     if ctx.json {
         return ctx.out(&forum_text(&room, true)?);

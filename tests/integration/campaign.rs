@@ -675,3 +675,98 @@ fn a_round_runs_its_features_side_by_side_and_the_model_call_budget_bounds_it() 
         repo.fsck();
     }
 }
+
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        }
+    }
+}
+
+/// Polls `done` a bounded number of times, 50 ms apart; panics with `what` if it never holds.
+fn poll(mut done: impl FnMut() -> bool, what: &str) {
+    for _ in 0..1200 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{what}");
+}
+
+#[test]
+fn an_interrupted_campaign_run_kills_its_workers_and_a_second_run_finishes_it() {
+    use std::io::Read;
+    let campaign = json!({"campaign_id": "c", "title": "t", "projects": [
+        {"project_id": "p", "owner": "forum", "features": [
+            {"feature_id": "a", "agent": "backend", "instruction": "first"},
+            {"feature_id": "b", "agent": "backend", "instruction": "second", "depends_on": ["a"]}
+        ]}
+    ]});
+    for kind in FORMATS {
+        let repo = Repo::new(kind);
+        let camp = repo.path().join("c.json");
+        std::fs::write(&camp, campaign.to_string()).unwrap();
+        let pidfile = repo.path().join("worker.pid");
+        // The first worker says who it is and sleeps a minute; later ones answer.
+        let fake = repo.path().join("fake.sh");
+        write_script(
+            &fake,
+            &format!(
+                "#!/bin/sh\nif [ ! -e '{p}' ]; then echo $$ > '{p}.tmp'; mv '{p}.tmp' '{p}'; exec sleep 60; fi\necho done\n",
+                p = pidfile.display()
+            ),
+        );
+        let fake = fake.to_str().unwrap();
+        repo.forum_ok(&["campaign", "declare", "--file", camp.to_str().unwrap()]);
+        let mut child = common::Guarded(
+            repo.forum()
+                .args(["campaign", "run", "--cmd", fake])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        poll(|| pidfile.exists(), "the worker never started");
+        let worker: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(alive(worker));
+        let pid = rustix::process::Pid::from_child(&child.0);
+        rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+        let mut status = None;
+        poll(
+            || {
+                status = child.0.try_wait().unwrap();
+                status.is_some()
+            },
+            "git forum did not exit",
+        );
+        assert_eq!(status.unwrap().code(), Some(130), "{kind}");
+        let mut err = String::new();
+        child
+            .0
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("interrupted by SIGINT"), "{err}");
+        poll(|| !alive(worker), "the worker outlived git forum");
+        // Nothing was made up after the task: the feature is still pending.
+        let room: J = serde_json::from_str(&repo.forum_ok(&["campaign", "status"])).unwrap();
+        assert_eq!(room["features"][0]["status"], "pending", "{kind}");
+        repo.forum_ok(&["verify", "--deep"]);
+        let room: J =
+            serde_json::from_str(&repo.forum_ok(&["--json", "campaign", "run", "--cmd", fake]))
+                .unwrap();
+        assert_eq!(room["complete"], true, "{kind}: {room}");
+        repo.fsck();
+    }
+}
