@@ -277,7 +277,10 @@ fn a_cycle_and_an_unknown_campaign_are_one_line_with_forums_exit_code_and_write_
 
 #[test]
 fn bad_declarations_and_bad_ingests_are_one_line_usage_errors_that_write_nothing() {
-    let repo = Repo::new("sha1");
+    common::on_each_kind(bad_inputs);
+}
+
+fn bad_inputs(repo: &Repo) {
     let write = |name: &str, text: &str| {
         let p = repo.path().join(name);
         std::fs::write(&p, text).unwrap();
