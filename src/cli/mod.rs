@@ -11,6 +11,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::store::git::{GitStore, Options, StoreError};
 
 pub(crate) mod append;
+pub(crate) mod campaign;
 pub(crate) mod check;
 pub(crate) mod context;
 pub(crate) mod doctor;
@@ -167,6 +168,8 @@ no repository is needed."
     ImportTrace(flight::ImportTraceArgs),
     /// Fold an agent trace and export it as one graded, sealed gradable-trajectory row.
     Mine(flight::MineArgs),
+    /// Declare, inspect, run and report on campaigns: projects of features across owners.
+    Campaign(campaign::CampaignArgs),
 }
 
 /// An error that ends a command: one line on stderr and an exit code. Built only from a
@@ -491,6 +494,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Grade(a) => report::grade(ctx, a),
         Command::ImportTrace(a) => flight::import_trace(ctx, a),
         Command::Mine(a) => flight::mine(ctx, a),
+        Command::Campaign(a) => campaign::run(ctx, a),
     }
 }
 

@@ -160,6 +160,31 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/mine",
         "fold an agent trace into one gradable-trajectory row {trace, format?, min_checks?}",
     ),
+    (
+        "POST",
+        "/campaign/declare",
+        "validate and declare a campaign {campaign}",
+    ),
+    (
+        "POST",
+        "/campaign/status",
+        "a campaign's room {campaign_id?}",
+    ),
+    (
+        "POST",
+        "/campaign/next",
+        "a campaign's next actions {campaign_id?}",
+    ),
+    (
+        "POST",
+        "/campaign/ingest-status",
+        "record an outside system's status {project, feature?, status, source, reason?}",
+    ),
+    (
+        "POST",
+        "/campaign/run",
+        "run a campaign's runnable features to a fixed point {campaign_id?, max_parallel?}",
+    ),
 ];
 
 /// A dispatcher's answer: an HTTP status and a JSON body.
@@ -318,6 +343,11 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("POST", ["context", "preflight"]) => Box::new(|d, r| d.preflight(r)),
         ("POST", ["import-trace"]) => Box::new(|d, r| d.import_trace(r)),
         ("POST", ["mine"]) => Box::new(|d, r| d.mine(r)),
+        ("POST", ["campaign", "declare"]) => Box::new(|d, r| d.campaign_declare(r)),
+        ("POST", ["campaign", "status"]) => Box::new(|d, r| d.campaign_status(r)),
+        ("POST", ["campaign", "next"]) => Box::new(|d, r| d.campaign_next(r)),
+        ("POST", ["campaign", "ingest-status"]) => Box::new(|d, r| d.campaign_ingest(r)),
+        ("POST", ["campaign", "run"]) => Box::new(|d, r| d.campaign_run(r)),
         _ => return None,
     };
     Some(h)
@@ -334,7 +364,7 @@ pub fn allowed_methods(path: &str) -> Vec<&'static str> {
 /// Whether the route runs the control loop (it gets the submit time limit, not the ordinary
 /// per-request timeout).
 pub fn is_long_running(method: &str, path: &str) -> bool {
-    method == "POST" && matches!(path, "/submit" | "/resume" | "/plan")
+    method == "POST" && matches!(path, "/submit" | "/resume" | "/plan" | "/campaign/run")
 }
 
 /// How the dispatcher is opened.

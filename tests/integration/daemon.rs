@@ -778,6 +778,15 @@ fn every_mcp_tool_reaches_its_route() {
                 json!({"request": "ship it", "use_capsule_context": true})
             }
             "forum.import_trace" | "forum.mine" => json!({"trace": [{"actor": "a", "kind": "k"}]}),
+            "campaign_declare" => {
+                json!({"campaign": {"campaign_id": "c", "title": "t", "projects": [
+                    {"project_id": "p", "owner": "forum", "features": [{"feature_id": "f", "agent": "backend", "instruction": "do it"}]},
+                    {"project_id": "x", "owner": "external:y", "features": [{"feature_id": "g"}]}
+                ]}})
+            }
+            "campaign_ingest_status" => {
+                json!({"project": "x", "feature": "g", "status": "done", "source": "external:y"})
+            }
             _ => json!({}),
         }
     };
@@ -832,7 +841,8 @@ fn routes_listed_are_the_routes_answered() {
         assert!(
             ![404, 405].contains(&r.status)
                 || r.message().contains("no entry")
-                || r.message().contains("no run"),
+                || r.message().contains("no run")
+                || r.message().contains("no campaign"),
             "{method} {path}: {}",
             r.body_text()
         );

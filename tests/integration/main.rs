@@ -2,6 +2,7 @@
 
 mod bodies;
 mod bounds;
+mod campaign;
 mod common;
 mod conflict;
 mod conformance;

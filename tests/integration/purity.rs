@@ -57,6 +57,7 @@ const CORE: &[(&str, bool)] = &[
     ("report", true),
     ("gate", false),
     ("flight", true),
+    ("campaign", true),
 ];
 
 /// One path a source file names.

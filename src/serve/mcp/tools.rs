@@ -116,6 +116,12 @@ const GATE_KEY: [(&str, &str, &str); 3] = [
 
 const SEQ: &[(&str, &str, &str)] = &[("seq", "integer", "The entry's seq.")];
 
+const CAMPAIGN_ID: &[(&str, &str, &str)] = &[(
+    "campaign_id",
+    "string",
+    "The campaign (default: the only one declared).",
+)];
+
 /// Every tool. Listed under `name`; `aliases` (Forum's other spellings) are accepted too.
 pub const TOOLS: &[Tool] = &[
     Tool {
@@ -476,6 +482,82 @@ pub const TOOLS: &[Tool] = &[
                 "min_checks",
                 "integer",
                 "Independent checks a PASS needs (default 2).",
+            ),
+        ],
+        required: &[],
+    },
+    Tool {
+        name: "campaign_declare",
+        aliases: &["forum.campaign.declare"],
+        target: Target::Post("/campaign/declare"),
+        description: "Validate a campaign (unique feature ids, known dependencies, no cycle) and declare it in the ledger. Returns {declared, seq}.",
+        properties: &[(
+            "campaign",
+            "object",
+            "The campaign: {campaign_id, title, projects: [{project_id, owner, priority, features: [{feature_id, title, agent, instruction, priority, depends_on, done_when}]}]}.",
+        )],
+        required: &["campaign"],
+    },
+    Tool {
+        name: "campaign_status",
+        aliases: &["forum.campaign.status"],
+        target: Target::Post("/campaign/status"),
+        description: "A campaign's room (forum.campaign-room/v1): each feature's status reduced from the ledger, progress, projects, next actions, checkpoint.",
+        properties: CAMPAIGN_ID,
+        required: &[],
+    },
+    Tool {
+        name: "campaign_next",
+        aliases: &["forum.campaign.next"],
+        target: Target::Post("/campaign/next"),
+        description: "A campaign's next actions: investigate, dispatch_feature, unblock, close_campaign.",
+        properties: CAMPAIGN_ID,
+        required: &[],
+    },
+    Tool {
+        name: "campaign_ingest_status",
+        aliases: &["forum.campaign.ingest-status", "forum.campaign.ingest"],
+        target: Target::Post("/campaign/ingest-status"),
+        description: "Record the status an outside system reports for one of its features (or its whole project without feature). Nothing runs. Returns {ingested, seq}.",
+        properties: &[
+            CAMPAIGN_ID[0],
+            ("project", "string", "The project."),
+            (
+                "feature",
+                "string",
+                "The feature (omit for the whole project).",
+            ),
+            (
+                "status",
+                "string",
+                "pending, in_progress, blocked, failed or done.",
+            ),
+            ("source", "string", "Who reports it (external:NAME)."),
+            ("reason", "string", "Why."),
+        ],
+        required: &["project", "status", "source"],
+    },
+    Tool {
+        name: "campaign_run",
+        aliases: &["forum.campaign.run"],
+        target: Target::Post("/campaign/run"),
+        description: "Run a campaign's runnable forum-owned features with the server's executors, round after round until nothing is runnable; every dispatch and status is witnessed. Returns the campaign room.",
+        properties: &[
+            CAMPAIGN_ID[0],
+            (
+                "max_parallel",
+                "integer",
+                "Features of a round that run at the same time.",
+            ),
+            (
+                "max_model_calls",
+                "integer",
+                "Stop dispatching once this many model calls have started.",
+            ),
+            (
+                "max_seconds",
+                "number",
+                "Stop dispatching after this many seconds (capped by the server).",
             ),
         ],
         required: &[],
