@@ -15,6 +15,7 @@ pub(crate) mod check;
 pub(crate) mod context;
 pub(crate) mod doctor;
 pub(crate) mod exec_flags;
+pub(crate) mod gradable;
 pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) use crate::config::input;
@@ -104,8 +105,9 @@ pub enum Command {
     Capsule(report::CapsuleArgs),
     /// Forum's action receipt of a run (the latest by default).
     Receipt(report::ReceiptArgs),
-    /// The ledger's grade: independent checks passed, PASS / FAIL / UNVERIFIABLE.
-    Grade(report::GradeArgs),
+    /// A run's grade (the latest by default): independent checks passed, PASS / FAIL /
+    /// UNVERIFIABLE.
+    Grade(gradable::GradeArgs),
     /// Check an answer without a model: intent coverage, delivery floor, delivery profile.
     Check(check::CheckArgs),
     /// Clean up model prose (no facts added) and check it against a delivery profile.
@@ -153,6 +155,8 @@ pub enum Command {
     Append(append::AppendArgs),
     /// Write the git-forum(1) man page (so `git forum --help` works).
     Man(man::ManArgs),
+    /// Export a run as Forum's gradable-trajectory row (printed, or appended to --out FILE).
+    ExportGradable(gradable::ExportGradableArgs),
     /// Entry points of the installed hooks (called by git).
     #[command(hide = true)]
     Hook(hooks::HookArgs),
@@ -477,7 +481,8 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Room(a) => report::room(ctx, a),
         Command::Capsule(a) => report::capsule(ctx, a),
         Command::Receipt(a) => report::receipt(ctx, a),
-        Command::Grade(a) => report::grade(ctx, a),
+        Command::Grade(a) => gradable::grade(ctx, a),
+        Command::ExportGradable(a) => gradable::export(ctx, a),
     }
 }
 

@@ -138,7 +138,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     (
         "GET",
         "/grade",
-        "the ledger's grade: independent checks passed",
+        "the latest run's grade: independent checks passed",
     ),
     (
         "POST",
@@ -149,6 +149,16 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "POST",
         "/context/preflight",
         "how much request context a run would admit {request, use_capsule_context?, ...}",
+    ),
+    (
+        "POST",
+        "/grade",
+        "the grade of one run {run?, all?, min_checks?} (default: the latest run)",
+    ),
+    (
+        "POST",
+        "/gradable",
+        "Forum's gradable-trajectory row of one run {run?, all?, min_checks?}",
     ),
 ];
 
@@ -306,6 +316,8 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("GET", ["grade"]) => Box::new(|d, _| d.grade()),
         ("POST", ["bench"]) => Box::new(|d, r| d.bench(r)),
         ("POST", ["context", "preflight"]) => Box::new(|d, r| d.preflight(r)),
+        ("POST", ["grade"]) => Box::new(|d, r| d.grade_of(r)),
+        ("POST", ["gradable"]) => Box::new(|d, r| d.gradable(r)),
         _ => return None,
     };
     Some(h)

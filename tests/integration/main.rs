@@ -7,6 +7,7 @@ mod conflict;
 mod conformance;
 mod daemon;
 mod edges;
+mod gradable;
 mod http_exec;
 mod inputs;
 mod ledger;

@@ -114,6 +114,24 @@ const GATE_KEY: [(&str, &str, &str); 3] = [
     ("approver", "string", "Who decides."),
 ];
 
+const GRADED: &[(&str, &str, &str)] = &[
+    (
+        "run",
+        "integer",
+        "The run's request seq (default: the latest run).",
+    ),
+    (
+        "all",
+        "boolean",
+        "Cover every entry of the ledger, runs together.",
+    ),
+    (
+        "min_checks",
+        "integer",
+        "Checks needed for a PASS (default 2).",
+    ),
+];
+
 const SEQ: &[(&str, &str, &str)] = &[("seq", "integer", "The entry's seq.")];
 
 /// Every tool. Listed under `name`; `aliases` (Forum's other spellings) are accepted too.
@@ -398,7 +416,7 @@ pub const TOOLS: &[Tool] = &[
         name: "forum.ledger.grade",
         aliases: &["grade"],
         target: Target::Get("/grade"),
-        description: "The ledger's grade: the share of independent checks (verdicts, verifications, intent judgments by actors that produced no result) that passed, and PASS, FAIL or UNVERIFIABLE.",
+        description: "The latest run's grade: the share of independent checks (verdicts, verifications, intent judgments by actors that produced no result) that passed, and PASS, FAIL or UNVERIFIABLE.",
         properties: &[],
         required: &[],
     },
@@ -453,6 +471,22 @@ pub const TOOLS: &[Tool] = &[
         target: Target::Get("/sync"),
         description: "Push/fetch status: each remote copy fetch adopted, its last verified checkpoint, and how the local ledger stands against it.",
         properties: &[],
+        required: &[],
+    },
+    Tool {
+        name: "forum.run.grade",
+        aliases: &["grade_run"],
+        target: Target::Post("/grade"),
+        description: "The grade of one run (default: the latest) or, with all, of the whole ledger: independent checks passed, and PASS, FAIL or UNVERIFIABLE.",
+        properties: GRADED,
+        required: &[],
+    },
+    Tool {
+        name: "forum.export_gradable",
+        aliases: &["export_gradable", "forum.run.gradable"],
+        target: Target::Post("/gradable"),
+        description: "Forum's gradable-trajectory row (forum.gradable-trajectory/1) of one run: prompt, trajectory, grade, what re-derives the grade, and its row_hash seal.",
+        properties: GRADED,
         required: &[],
     },
 ];
