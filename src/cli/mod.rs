@@ -11,6 +11,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::store::git::{GitStore, Options, StoreError};
 
 pub(crate) mod append;
+pub(crate) mod bench_verify;
 pub(crate) mod check;
 pub(crate) mod context;
 pub(crate) mod doctor;
@@ -157,6 +158,8 @@ pub enum Command {
     Man(man::ManArgs),
     /// Export a run as Forum's gradable-trajectory row (printed, or appended to --out FILE).
     ExportGradable(gradable::ExportGradableArgs),
+    /// Time verify, the body check and verify --deep on synthetic ledgers of each kind.
+    BenchDeepVerify(bench_verify::BenchDeepVerifyArgs),
     /// Entry points of the installed hooks (called by git).
     #[command(hide = true)]
     Hook(hooks::HookArgs),
@@ -483,6 +486,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Receipt(a) => report::receipt(ctx, a),
         Command::Grade(a) => gradable::grade(ctx, a),
         Command::ExportGradable(a) => gradable::export(ctx, a),
+        Command::BenchDeepVerify(a) => bench_verify::run(ctx, a),
     }
 }
 

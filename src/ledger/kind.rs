@@ -67,3 +67,5 @@ pub const RUN_STOPPED: &str = "run_stopped";
 pub const DEGRADED: &str = "degraded";
 /// A classification of the request, by a model (counts as a witnessed model call).
 pub const CLASSIFICATION: &str = "classification";
+/// One synthetic body of `git forum bench-deep-verify` (Forum's kind for its benchmark ledgers).
+pub const PAYLOAD: &str = "payload";

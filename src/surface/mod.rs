@@ -16,6 +16,7 @@ use std::fmt;
 use crate::ledger::StorageError;
 use crate::store::git::StoreError;
 
+pub(crate) mod bench_verify;
 pub(crate) mod clock;
 pub(crate) mod context;
 pub(crate) mod ledger;
