@@ -81,7 +81,7 @@ pub enum Command {
     Gate(submit::GateArgs),
     /// List entries, newest first.
     Log(read::LogArgs),
-    /// How many entries the ledger holds and its checkpoint (Merkle root).
+    /// The ledger's entries and checkpoint, every ledger, the last run, hooks and runtime.
     Status(read::StatusArgs),
     /// Show one entry (and its body with --payload).
     Show(read::ShowArgs),

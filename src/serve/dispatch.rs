@@ -160,6 +160,16 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/gradable",
         "Forum's gradable-trajectory row of one run {run?, all?, min_checks?}",
     ),
+    (
+        "GET",
+        "/status/full",
+        "what the repository's git forum holds: ledgers, last run, hooks, runtime",
+    ),
+    (
+        "GET",
+        "/doctor",
+        "doctor's diagnosis of the ledger and the install (no repairs)",
+    ),
 ];
 
 /// A dispatcher's answer: an HTTP status and a JSON body.
@@ -318,6 +328,8 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("POST", ["context", "preflight"]) => Box::new(|d, r| d.preflight(r)),
         ("POST", ["grade"]) => Box::new(|d, r| d.grade_of(r)),
         ("POST", ["gradable"]) => Box::new(|d, r| d.gradable(r)),
+        ("GET", ["status", "full"]) => Box::new(|d, _| d.full_status()),
+        ("GET", ["doctor"]) => Box::new(|d, _| d.doctor()),
         _ => return None,
     };
     Some(h)

@@ -1,5 +1,5 @@
 //! Read-side reports over the daemon: summary, bench, room, capsule, receipt, grade, the
-//! gradable row and context preflight. Loading and the reports themselves are [`crate::surface::reports`], the same
+//! gradable row, context preflight, the repository's status and doctor's diagnosis. Loading and the reports themselves are [`crate::surface::reports`], the same
 //! functions `git forum summary|bench|room|capsule|receipt|grade` call; this file parses the
 //! request and maps a surface error's class to its HTTP status.
 //!
@@ -176,5 +176,34 @@ impl Dispatcher {
             (Got::Text(String::new()), "none")
         };
         Ok(preflight_payload(request, &got, source, budget.as_ref()).to_serde())
+    }
+
+    /// The runtime's readiness on this server: the runtime it was started with.
+    fn readiness(&self) -> surface::status::Readiness {
+        let loaded = self.executors.loaded.as_ref().ok_or_else(|| {
+            "no runtime is configured for this server (start it with executor flags or add .forum/runtime.toml)".to_string()
+        });
+        surface::status::readiness(loaded, &self.roster, &crate::config::RealFacts)
+    }
+
+    fn served_store(&self) -> Result<GitStore, Reply> {
+        Ok(GitStore::new(
+            self.repo.to_thread_local(),
+            &self.cfg.ledger,
+            Options::default(),
+        )?)
+    }
+
+    /// What the repository's git forum holds (`git forum status`).
+    pub(crate) fn full_status(&self) -> Res {
+        let store = self.served_store()?;
+        body(&surface::status::status(&store, self.readiness()).map_err(reply)?)
+    }
+
+    /// The diagnosis `git forum doctor` makes, without repairs (a client reads, never writes).
+    pub(crate) fn doctor(&self) -> Res {
+        let store = self.served_store()?;
+        let sources = crate::store::doctor::Sources::default();
+        body(&surface::doctor::doctor(&store, &sources, false, self.readiness()).map_err(reply)?)
     }
 }

@@ -29,6 +29,7 @@ mod same_json;
 mod same_json_runs;
 mod sign;
 mod snapshots;
+mod status;
 mod storage;
 mod submit;
 mod sync;

@@ -474,6 +474,22 @@ pub const TOOLS: &[Tool] = &[
         required: &[],
     },
     Tool {
+        name: "forum.status",
+        aliases: &["flagship_status"],
+        target: Target::Get("/status/full"),
+        description: "What this repository's git forum holds: the ledger's entries and checkpoint, every ledger with its size and tip, the last run and how it stands, the hooks, and whether the runtime can run models (executors, local models probed).",
+        properties: &[],
+        required: &[],
+    },
+    Tool {
+        name: "forum.doctor",
+        aliases: &["flagship_doctor"],
+        target: Target::Get("/doctor"),
+        description: "Doctor's diagnosis, without repairs: what is wrong with the ledger (by seq), whether it verifies deep, and the install (git, ref storage, hooks, runtime, local models).",
+        properties: &[],
+        required: &[],
+    },
+    Tool {
         name: "forum.run.grade",
         aliases: &["grade_run"],
         target: Target::Post("/grade"),
