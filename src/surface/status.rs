@@ -120,14 +120,12 @@ pub fn ledgers(repo: &gix::Repository) -> Result<Vec<LedgerRow>> {
     Ok(rows)
 }
 
-/// The last run of `store`'s ledger: its request is the last parentless `request`; only that
-/// run's bodies are read.
-pub fn last_run(store: &GitStore) -> Result<Option<LastRun>> {
-    if !store.exists().map_err(store_err)? {
-        return Ok(None);
-    }
-    let mut walked = store.walk_back(None).map_err(store_err)?;
-    walked.reverse();
+/// The last run of `store`'s ledger, whose commits and entries (oldest first) are `walked`:
+/// its request is the last parentless `request`; only that run's bodies are read.
+pub fn last_run(
+    store: &GitStore,
+    walked: Vec<(gix::ObjectId, crate::ledger::Entry)>,
+) -> Result<Option<LastRun>> {
     let Some(start) = walked
         .iter()
         .rev()
@@ -267,14 +265,18 @@ pub fn readiness(
 /// The status of the repository around `store` (the current ledger), with `runtime` as
 /// [`readiness`] gave it.
 pub fn status(store: &GitStore, runtime: Readiness) -> Result<StatusReport> {
-    let entries = super::ledger::read_all(store)?;
-    let root = super::ledger::root_of(&entries);
+    // One walk of the chain serves the count, the checkpoint and the last run.
+    let mut walked = store.walk_back(None).map_err(store_err)?;
+    walked.reverse();
+    let chain: Vec<crate::ledger::Entry> = walked.iter().map(|(_, e)| e.clone()).collect();
+    let checkpoint = super::ledger::root_of(&chain);
+    let entries = walked.len() as u64;
     Ok(StatusReport {
         ledger: store.name().to_string(),
-        entries: entries.len() as u64,
-        checkpoint: root,
+        entries,
+        checkpoint,
         ledgers: ledgers(store.repo())?,
-        last_run: last_run(store)?,
+        last_run: last_run(store, walked)?,
         hooks: hooks_installed(store.repo()),
         runtime,
     })
