@@ -77,3 +77,5 @@ pub const FEATURE_STATUS: &str = "feature_status";
 pub const PROJECT_STATUS: &str = "project_status";
 /// The snapshot of a campaign at the end of a round (never trusted by the reduction).
 pub const CAMPAIGN_RESULT: &str = "campaign_result";
+/// One synthetic body of `git forum bench-deep-verify` (Forum's kind for its benchmark ledgers).
+pub const PAYLOAD: &str = "payload";

@@ -138,7 +138,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     (
         "GET",
         "/grade",
-        "the ledger's grade: independent checks passed",
+        "the latest run's grade: independent checks passed",
     ),
     (
         "POST",
@@ -184,6 +184,26 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "POST",
         "/campaign/run",
         "run a campaign's runnable features to a fixed point {campaign_id?, max_parallel?}",
+    ),
+    (
+        "POST",
+        "/grade",
+        "the grade of one run {run?, all?, min_checks?} (default: the latest run)",
+    ),
+    (
+        "POST",
+        "/gradable",
+        "Forum's gradable-trajectory row of one run {run?, all?, min_checks?}",
+    ),
+    (
+        "GET",
+        "/status/full",
+        "what the repository's git forum holds: ledgers, last run, hooks, runtime",
+    ),
+    (
+        "GET",
+        "/doctor",
+        "doctor's diagnosis of the ledger and the install (no repairs)",
     ),
 ];
 
@@ -348,6 +368,10 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("POST", ["campaign", "next"]) => Box::new(|d, r| d.campaign_next(r)),
         ("POST", ["campaign", "ingest-status"]) => Box::new(|d, r| d.campaign_ingest(r)),
         ("POST", ["campaign", "run"]) => Box::new(|d, r| d.campaign_run(r)),
+        ("POST", ["grade"]) => Box::new(|d, r| d.grade_of(r)),
+        ("POST", ["gradable"]) => Box::new(|d, r| d.gradable(r)),
+        ("GET", ["status", "full"]) => Box::new(|d, _| d.full_status()),
+        ("GET", ["doctor"]) => Box::new(|d, _| d.doctor()),
         _ => return None,
     };
     Some(h)

@@ -16,13 +16,16 @@ use std::fmt;
 use crate::ledger::StorageError;
 use crate::store::git::StoreError;
 
+pub(crate) mod bench_verify;
 pub(crate) mod campaign;
 pub(crate) mod clock;
 pub(crate) mod context;
+pub(crate) mod doctor;
 pub(crate) mod flight;
 pub(crate) mod ledger;
 pub(crate) mod run;
 pub(crate) mod runtime;
+pub(crate) mod status;
 pub(crate) mod sync;
 pub(crate) mod verify;
 

@@ -1,5 +1,6 @@
 //! The one integration-test binary (one link step on two cores).
 
+mod bench_verify;
 mod bodies;
 mod bounds;
 mod campaign;
@@ -9,6 +10,7 @@ mod conformance;
 mod daemon;
 mod edges;
 mod flight;
+mod gradable;
 mod http_exec;
 mod inputs;
 mod ledger;
@@ -29,6 +31,7 @@ mod same_json;
 mod same_json_runs;
 mod sign;
 mod snapshots;
+mod status;
 mod storage;
 mod submit;
 mod sync;

@@ -114,6 +114,24 @@ const GATE_KEY: [(&str, &str, &str); 3] = [
     ("approver", "string", "Who decides."),
 ];
 
+const GRADED: &[(&str, &str, &str)] = &[
+    (
+        "run",
+        "integer",
+        "The run's request seq (default: the latest run).",
+    ),
+    (
+        "all",
+        "boolean",
+        "Cover every entry of the ledger, runs together.",
+    ),
+    (
+        "min_checks",
+        "integer",
+        "Checks needed for a PASS (default 2).",
+    ),
+];
+
 const SEQ: &[(&str, &str, &str)] = &[("seq", "integer", "The entry's seq.")];
 
 const CAMPAIGN_ID: &[(&str, &str, &str)] = &[(
@@ -404,7 +422,7 @@ pub const TOOLS: &[Tool] = &[
         name: "forum.ledger.grade",
         aliases: &["grade"],
         target: Target::Get("/grade"),
-        description: "The ledger's grade: the share of independent checks (verdicts, verifications, intent judgments by actors that produced no result) that passed, and PASS, FAIL or UNVERIFIABLE.",
+        description: "The latest run's grade: the share of independent checks (verdicts, verifications, intent judgments by actors that produced no result) that passed, and PASS, FAIL or UNVERIFIABLE.",
         properties: &[],
         required: &[],
     },
@@ -560,6 +578,38 @@ pub const TOOLS: &[Tool] = &[
                 "Stop dispatching after this many seconds (capped by the server).",
             ),
         ],
+        required: &[],
+    },
+    Tool {
+        name: "forum.status",
+        aliases: &["flagship_status"],
+        target: Target::Get("/status/full"),
+        description: "What this repository's git forum holds: the ledger's entries and checkpoint, every ledger with its size and tip, the last run and how it stands, the hooks, and whether the runtime can run models (executors, local models probed).",
+        properties: &[],
+        required: &[],
+    },
+    Tool {
+        name: "forum.doctor",
+        aliases: &["flagship_doctor"],
+        target: Target::Get("/doctor"),
+        description: "Doctor's diagnosis, without repairs: what is wrong with the ledger (by seq), whether it verifies deep, and the install (git, ref storage, hooks, runtime, local models).",
+        properties: &[],
+        required: &[],
+    },
+    Tool {
+        name: "forum.run.grade",
+        aliases: &["grade_run"],
+        target: Target::Post("/grade"),
+        description: "The grade of one run (default: the latest) or, with all, of the whole ledger: independent checks passed, and PASS, FAIL or UNVERIFIABLE.",
+        properties: GRADED,
+        required: &[],
+    },
+    Tool {
+        name: "forum.export_gradable",
+        aliases: &["export_gradable", "forum.run.gradable"],
+        target: Target::Post("/gradable"),
+        description: "Forum's gradable-trajectory row (forum.gradable-trajectory/1) of one run: prompt, trajectory, grade, what re-derives the grade, and its row_hash seal.",
+        properties: GRADED,
         required: &[],
     },
 ];
