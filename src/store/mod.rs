@@ -3,6 +3,7 @@
 pub(crate) mod append;
 pub(crate) mod capped;
 pub(crate) mod codec;
+pub mod cosign;
 pub(crate) mod doctor;
 pub(crate) mod durable;
 pub(crate) mod error;

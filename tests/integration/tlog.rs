@@ -559,10 +559,20 @@ fn witness_cosigns_an_extended_ledger_and_refuses_a_rewritten_one() {
     let first = note(&honest, &skey);
     let o = witness(&honest, &first);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let both = note::verifiers(&[vkey.clone(), wvkey.clone()]).unwrap();
     let cosigned = String::from_utf8(o.stdout).unwrap();
-    let opened = note::open(&cosigned, &both).unwrap();
-    assert_eq!(opened.signers, ["example.com/forum", "witness.example"]);
+    let opened = note::open(
+        &cosigned,
+        &note::verifiers(std::slice::from_ref(&vkey)).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(opened.signers, ["example.com/forum"]);
+    // The witness's line is a C2SP tlog-cosignature/v1 (type 0x04) of the same key.
+    use git_forum::store::cosign;
+    let wv = cosign::verifiers(&[cosign::vkey_of_note_vkey(&wvkey).unwrap()]).unwrap();
+    assert_eq!(
+        cosign::verify(&cosigned, &wv).unwrap()[0].witness,
+        "witness.example"
+    );
 
     for i in 3..5 {
         honest.append("agent", "note", &format!(r#"{{"i":{i}}}"#));
@@ -572,9 +582,10 @@ fn witness_cosigns_an_extended_ledger_and_refuses_a_rewritten_one() {
     let o = witness(&honest, &extend);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let cosigned = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(cosign::verify(&cosigned, &wv).unwrap().len(), 1);
     let opened = note::open(
         &cosigned,
-        &note::verifiers(std::slice::from_ref(&wvkey)).unwrap(),
+        &note::verifiers(std::slice::from_ref(&vkey)).unwrap(),
     )
     .unwrap();
     assert_eq!(opened.checkpoint.size, 5);
