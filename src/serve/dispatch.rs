@@ -150,6 +150,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/context/preflight",
         "how much request context a run would admit {request, use_capsule_context?, ...}",
     ),
+    (
+        "POST",
+        "/witness",
+        "cosign a checkpoint that extends the last accepted one {proof} or {note}",
+    ),
 ];
 
 /// A dispatcher's answer: an HTTP status and a JSON body.
@@ -306,6 +311,7 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("GET", ["grade"]) => Box::new(|d, _| d.grade()),
         ("POST", ["bench"]) => Box::new(|d, r| d.bench(r)),
         ("POST", ["context", "preflight"]) => Box::new(|d, r| d.preflight(r)),
+        ("POST", ["witness"]) => Box::new(|d, r| d.witness(r)),
         _ => return None,
     };
     Some(h)
@@ -340,6 +346,10 @@ pub struct Config {
     /// The longest one submit or resume may run, in seconds: the run stops on its budget at
     /// the next check after that (and is resumable).
     pub submit_seconds: f64,
+    /// `POST /witness`: the witness's state directory (else `forum.witnessState`).
+    pub witness_state: Option<PathBuf>,
+    /// `POST /witness`: the witness's signer key file (else `forum.witnessKey`).
+    pub witness_key: Option<PathBuf>,
 }
 
 impl Config {
@@ -352,6 +362,8 @@ impl Config {
             no_fsync: false,
             timestamp: None,
             submit_seconds: DEFAULT_SUBMIT_SECONDS,
+            witness_state: None,
+            witness_key: None,
         }
     }
 }
