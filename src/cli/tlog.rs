@@ -609,3 +609,40 @@ pub fn verify_proof(ctx: &Ctx, args: &VerifyProofArgs, text: &str) -> Result<(),
         Err(why) => super::proof::does_not_hold(ctx, &args.file, &why),
     }
 }
+
+/// Whether the witnesses' answers let a fetch succeed: never with a split view, and with
+/// `--require-witness` only when every witness cosigned every adopted ledger.
+pub fn witness_outcome(results: &[crate::store::sync::FetchResult], require: bool) -> bool {
+    results
+        .iter()
+        .flat_map(|r| &r.witnesses)
+        .all(|a| a.status != "split-view" && (!require || a.status == "cosigned"))
+        && (!require
+            || results
+                .iter()
+                .filter(|r| r.status.adopted())
+                .all(|r| !r.witnesses.is_empty()))
+}
+
+/// One line per witness answer under a fetched ledger; a split view adds both notes.
+pub fn print_witnesses(ctx: &Ctx, r: &crate::store::sync::FetchResult) -> Result<(), CliError> {
+    for a in &r.witnesses {
+        if a.status == "cosigned" {
+            ctx.out(&format!("  {}", a.message))?;
+        } else {
+            eprintln!("{}: {}", r.ledger, a.message);
+        }
+        if let (Some(h), Some(o)) = (&a.held, &a.offered) {
+            ctx.out(&format!("  the note the witness holds:\n{}", indent(h)))?;
+            ctx.out(&format!("  the note the remote serves:\n{}", indent(o)))?;
+        }
+    }
+    Ok(())
+}
+
+fn indent(note: &str) -> String {
+    note.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -22,3 +22,4 @@ pub(crate) mod sync;
 pub(crate) mod tiles;
 pub(crate) mod verify;
 pub(crate) mod wal;
+pub mod witness;

@@ -208,3 +208,42 @@ pub fn now_seconds() -> u64 {
         .map(|d| d.as_secs())
         .unwrap_or(0)
 }
+
+/// Adds what the witness records of the ledger (`refs/forum/cosignatures/NAME`) show to a
+/// verify report: a recorded split view, two cosigned trees of one size, or a cosignature that
+/// does not verify under `witness_keys` fails it (code `split-view` or `bad-signature`).
+pub fn check_records(
+    store: &crate::store::git::GitStore,
+    witness_keys: &[String],
+    mut report: super::verify::VerifyReport,
+) -> Result<super::verify::VerifyReport> {
+    use crate::store::verify::Code;
+    let f = store
+        .witness_findings(witness_keys)
+        .map_err(|e| Error::usage(e.to_string()))?;
+    if f.cosigned > 0 {
+        report.notes.push(if witness_keys.is_empty() {
+            format!(
+                "witnesses: {} cosigned note(s) recorded, unchecked (no forum.witnessVerifiers)",
+                f.cosigned
+            )
+        } else {
+            format!(
+                "witnesses: {} cosigned note(s) recorded, {} verified",
+                f.cosigned, f.verified
+            )
+        });
+    }
+    if let Some(first) = f.problems.first()
+        && report.ok
+    {
+        report.ok = false;
+        report.code = Some(if first.contains("split view") {
+            Code::SplitView
+        } else {
+            Code::BadSignature
+        });
+        report.problem = Some(first.clone());
+    }
+    Ok(report)
+}
