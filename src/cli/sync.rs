@@ -143,6 +143,17 @@ pub fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
         );
     }
     let witnessed = super::tlog::witness_outcome(&results, args.require_witness);
+    if args.require_witness {
+        for r in results
+            .iter()
+            .filter(|r| r.status.adopted() && r.witnesses.is_empty())
+        {
+            eprintln!(
+                "{}: --require-witness, but no witness was asked: add one with `git config --add forum.witness cmd:COMMAND` or an http:// URL",
+                r.ledger
+            );
+        }
+    }
     let ok = results.iter().all(|r| r.status.adopted()) && witnessed;
     if ctx.json {
         let items: Vec<Value> = results.iter().map(fetch_json).collect();

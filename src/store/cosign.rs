@@ -17,8 +17,9 @@
 //! The spec's example line (`witness.example.com/w1 jWbPPwAAAABkGFDL...`) decodes to a key ID,
 //! then `00 00 00 00 64 18 50 cb` = 1679315147, the time of its example message; the unit tests
 //! check that layout. Go's `golang.org/x/mod/sumdb/note` as installed (Debian's
-//! golang-golang-x-mod-dev) knows only signature type 0x01, so no Go verifier of cosignatures
-//! is available here.
+//! golang-golang-x-mod-dev) knows only signature type 0x01 and has no cosignature verifier, so
+//! the independent check (tests/integration/data/cosigcheck) is a type-0x04 `note.Verifier`
+//! written from the spec on Go's standard library, plugged into x/mod's `note.Open`.
 //!
 //! The witness keeps its private key in Go's note format (`PRIVATE+KEY+name+hash+base64`,
 //! type 0x01, as `git forum keygen` writes); the same Ed25519 key signs cosignatures under the

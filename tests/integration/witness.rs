@@ -525,3 +525,59 @@ fn indent(note: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// An independent check: a Go program written from the C2SP text on Go's standard library and
+/// golang.org/x/mod/sumdb/note (tests/integration/data/cosigcheck; x/mod has no cosignature
+/// verifier of its own) opens the note `witness` cosigned with the log's key and the
+/// witness's type-0x04 key, and refuses every single-byte change of the cosignature line.
+#[test]
+fn go_verifier_accepts_the_cosignature_and_refuses_any_changed_byte() {
+    let Some(go) = crate::tlog::go_tool("cosigcheck") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let l = log("sha1", "alice", 3);
+    let k = keys(&l);
+    let n = note(&l, &k.log_key);
+    let f = tmp.path().join("note.txt");
+    std::fs::write(&f, &n).unwrap();
+    let o = l
+        .forum()
+        .arg("witness")
+        .arg(&f)
+        .arg("--state")
+        .arg(tmp.path().join("w"))
+        .arg("--witness-key")
+        .arg(&k.witness_key)
+        .args(["--note-verifier", &k.log_vkey])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run = |text: &[u8], mutate: bool| {
+        use std::io::Write;
+        let mut c = std::process::Command::new(&go)
+            .args([&k.log_vkey, &k.witness_vkey])
+            .args(mutate.then_some("-mutate"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(text).unwrap();
+        let o = c.wait_with_output().unwrap();
+        (o.status.success(), stdout(&o))
+    };
+    let (ok, out) = run(&o.stdout, true);
+    assert!(ok, "{out}");
+    assert!(out.starts_with("ok: cosigned at "), "{out}");
+    // Under another witness key it does not open.
+    let other = cosign::vkey_of_note_vkey(&keygen(&l, tmp.path(), "witness.example/w9").1).unwrap();
+    let mut c = std::process::Command::new(&go)
+        .args([&k.log_vkey, &other])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    c.stdin.take().unwrap().write_all(&o.stdout).unwrap();
+    assert!(!c.wait_with_output().unwrap().status.success());
+}
