@@ -307,6 +307,35 @@ fn the_witness_route_and_command_share_one_state_on_every_format() {
         assert_eq!(code, 400, "{kind}: {body}");
         drop(served);
 
+        // The MCP tool is the same route, the state and key from the repository's config.
+        w.git_ok(&["config", "forum.witnessState", state.to_str().unwrap()]);
+        w.git_ok(&[
+            "config",
+            "forum.witnessKey",
+            k.witness_key.to_str().unwrap(),
+        ]);
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "witness", "arguments": {"note": m4}}});
+        let (ok, out) = w.mcp_batch(
+            &[],
+            &[
+                r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_string(),
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_string(),
+                call.to_string(),
+            ],
+        );
+        assert!(ok, "{kind}: {out}");
+        let reply: serde_json::Value = out
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|r| r["id"] == 2)
+            .unwrap();
+        assert_eq!(reply["result"]["isError"], true, "{kind}: {reply}");
+        assert_eq!(
+            reply["result"]["structuredContent"]["conflict"], true,
+            "{reply}"
+        );
+        w.git_ok(&["config", "--unset", "forum.witnessState"]);
         let plain = w.serve(&[], Stdio::null());
         let (code, body) = http_json(&plain.addr, "POST", "/witness", &json!({"note": first}));
         assert_eq!(code, 503, "{kind}: {body}");
