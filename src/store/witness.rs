@@ -290,10 +290,14 @@ fn ask_one(
                 asked.message = format!("witness {w}: {why}");
                 return Ok(asked);
             }
-            record.add(
-                &format!("cosigned {} by {w}", new_cp.size),
-                &[("note", cosigned.as_bytes())],
-            )?;
+            // A note cosigned again (a fetch with nothing new) adds no record.
+            let body = |n: &str| n.split("\n\n").next().map(String::from);
+            if from.as_deref().and_then(body) != body(&cosigned) {
+                record.add(
+                    &format!("cosigned {} by {w}", new_cp.size),
+                    &[("note", cosigned.as_bytes())],
+                )?;
+            }
             asked.status = "cosigned";
             asked.message = format!(
                 "witness {w} cosigned {} at size {}",

@@ -428,6 +428,13 @@ fn fetch_asks_the_witnesses_and_records_their_cosignatures_on_every_format() {
         ]);
         c.git_ok(&["config", "--add", "forum.witness", "http://127.0.0.1:1"]);
         c.git_ok(&["config", "--add", "forum.witness", "cmd:sleep 20"]);
+        c.git_ok(&[
+            "config",
+            "--add",
+            "forum.witness",
+            "cmd:head -c 2000000 /dev/zero",
+        ]);
+        c.git_ok(&["config", "--add", "forum.witness", "ftp://witness.example"]);
         c.git_ok(&["config", "forum.witnessTimeout", "1"]);
         let o = fetch(&c, "a", &[]);
         assert!(o.status.success(), "{kind}: {}", stderr(&o));
@@ -436,7 +443,7 @@ fn fetch_asks_the_witnesses_and_records_their_cosignatures_on_every_format() {
             .lines()
             .filter(|l| l.starts_with("main: witness"))
             .collect();
-        assert_eq!(lines.len(), 3, "{kind}: {err}");
+        assert_eq!(lines.len(), 5, "{kind}: {err}");
         assert!(
             lines[0].contains("exited with") && lines[0].ends_with(": no"),
             "{err}"
@@ -446,8 +453,15 @@ fn fetch_asks_the_witnesses_and_records_their_cosignatures_on_every_format() {
             "{err}"
         );
         assert!(lines[2].contains("did not answer within 1 s"), "{err}");
+        assert!(lines[3].contains("larger than 1048576 bytes"), "{err}");
+        assert!(
+            lines[4].contains("neither cmd:COMMAND nor an http:// URL"),
+            "{err}"
+        );
         let o = fetch(&c, "a", &["--require-witness"]);
         assert!(!o.status.success(), "{kind}");
+        // Nothing new was cosigned: no new records.
+        assert_eq!(records(&c).len(), 4, "{kind}");
         drop(served);
     }
 }
