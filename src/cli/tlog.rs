@@ -633,7 +633,12 @@ pub fn print_witnesses(ctx: &Ctx, r: &crate::store::sync::FetchResult) -> Result
             eprintln!("{}: {}", r.ledger, a.message);
         }
         if let (Some(h), Some(o)) = (&a.held, &a.offered) {
-            ctx.out(&format!("  the note the witness holds:\n{}", indent(h)))?;
+            let holder = if a.witness == "local ledger" {
+                "the local ledger carries"
+            } else {
+                "the witness holds"
+            };
+            ctx.out(&format!("  the note {holder}:\n{}", indent(h)))?;
             ctx.out(&format!("  the note the remote serves:\n{}", indent(o)))?;
         }
     }

@@ -17,6 +17,10 @@
 //!   log signed two different trees (a split view): both notes are recorded as evidence and
 //!   the fetch reports it.
 //!
+//! Before the witnesses are asked, the remote's note is held against the local ledger of the
+//! same name: when the local ledger carries a note of the same origin and one tree does not
+//! have the other's root at its size, that is a split view too, recorded `by local ledger`.
+//!
 //! Records are commits on `refs/forum/cosignatures/NAME`, one per answer, oldest first:
 //! subject `cosigned SIZE by ENTRY` with a `note` blob (the note with the witness's line), or
 //! `split-view SIZE by ENTRY` with blobs `held` (the witness's note) and `offered`. `verify`
@@ -113,7 +117,7 @@ pub fn ask_witnesses(
     let repo = super::git::open_repo(dir)?;
     let gd = repo.git_dir().to_path_buf();
     let entries = git_config_all(&gd, "forum.witness");
-    if entries.is_empty() || names.is_empty() {
+    if names.is_empty() {
         return Ok(Vec::new());
     }
     let timeout = git_config_all(&gd, "forum.witnessTimeout")
@@ -162,6 +166,9 @@ pub fn ask_witnesses(
             refname: format!("{COSIGNATURES_PREFIX}{name}"),
         };
         let mut asked = Vec::new();
+        if let Some(a) = local_split(&repo, &record, name, &tree, &new_note, &new_cp)? {
+            asked.push(a);
+        }
         for w in &entries {
             let a =
                 ask_one(w, &record, &tree, &new_note, &new_cp, timeout).unwrap_or_else(|e| Asked {
@@ -177,6 +184,77 @@ pub fn ask_witnesses(
         out.push((name.clone(), asked));
     }
     Ok(out)
+}
+
+/// The local ledger of the same name against the remote's copy: when both carry notes of one
+/// origin (each opening with `forum.noteVerifiers`, when set) and one tree does not have the
+/// other's root at its size, the log showed two trees, here and there: a split view.
+fn local_split(
+    repo: &gix::Repository,
+    record: &Records<'_>,
+    name: &str,
+    remote_tree: &Tree,
+    remote_note: &str,
+    remote_cp: &NoteCheckpoint,
+) -> Result<Option<Asked>, StoreError> {
+    let local = GitStore::new(repo.clone(), name, Options::default())?;
+    if !local.exists()? {
+        return Ok(None);
+    }
+    let Some((local_note, local_cp)) = local.stored_notes()?.into_iter().rev().find_map(|n| {
+        checkpoint_of(&n)
+            .filter(|c| c.origin == remote_cp.origin)
+            .map(|c| (n, c))
+    }) else {
+        return Ok(None);
+    };
+    let keys = local.note_verifier_keys();
+    if !keys.is_empty() {
+        let Ok(v) = note::verifiers(&keys) else {
+            return Ok(None);
+        };
+        if note::open(&local_note, &v).is_err() || note::open(remote_note, &v).is_err() {
+            return Ok(None);
+        }
+    }
+    let (small, have, big_is_local) = if local_cp.size <= remote_cp.size {
+        (&local_cp, remote_tree.root(local_cp.size).ok(), false)
+    } else {
+        let hashes: Vec<String> = local.entries()?.into_iter().map(|e| e.entry_hash).collect();
+        let t = Tree::from_entry_hashes(hashes.iter().map(String::as_str))
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        (remote_cp, t.root(remote_cp.size).ok(), true)
+    };
+    if have == Some(small.root) {
+        return Ok(None);
+    }
+    let size = small.size;
+    let why = format!(
+        "the local ledger's note and the remote's note are of one log ({}), but at size {size} the {} tree has root {} where the other note says {}",
+        remote_cp.origin,
+        if big_is_local { "local" } else { "remote" },
+        have.map(|h| note::b64(&h))
+            .unwrap_or_else(|| "(none)".into()),
+        note::b64(&small.root)
+    );
+    record.add(
+        &format!("split-view {size} by local ledger"),
+        &[
+            ("held", local_note.as_bytes()),
+            ("offered", remote_note.as_bytes()),
+        ],
+    )?;
+    Ok(Some(Asked {
+        witness: "local ledger".into(),
+        status: "split-view",
+        size: Some(size),
+        message: format!(
+            "SPLIT VIEW between the local ledger and the remote: {why}; both notes are kept on {}",
+            record.refname
+        ),
+        held: Some(local_note),
+        offered: Some(remote_note.to_string()),
+    }))
 }
 
 /// The records of one ledger.

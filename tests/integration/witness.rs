@@ -624,3 +624,53 @@ fn go_verifier_accepts_the_cosignature_and_refuses_any_changed_byte() {
     c.stdin.take().unwrap().write_all(&o.stdout).unwrap();
     assert!(!c.wait_with_output().unwrap().status.success());
 }
+
+/// A remote and the local ledger: the consumer's own ledger carries a note of the same log
+/// (origin and key) whose tree the remote's copy does not have. `fetch` reports the split view
+/// with both notes (exit 1) and records it; `verify` then fails on it.
+#[test]
+fn fetch_reports_a_split_view_between_a_remote_and_the_local_ledger_on_every_format() {
+    for kind in FORMATS {
+        let tmp = tempfile::tempdir().unwrap();
+        let l = log(kind, "alice", 4);
+        let k = keys(&l);
+        let remote4 = note(&l, &k.log_key);
+        let a = bare(tmp.path(), "a", kind);
+        l.git_ok(&["remote", "add", "a", &a]);
+        l.forum_ok(&["push", "a"]);
+        // The consumer's own copy: the same log, another tree of 2 entries, signed.
+        let c = consumer(kind, &[("a", &a)], &[], &k);
+        c.git_ok(&["config", "forum.origin", ORIGIN]);
+        c.append("mallory", "note", r#"{"m":0}"#);
+        c.append("mallory", "note", r#"{"m":1}"#);
+        let local2 = note(&c, &k.log_key);
+        let o = fetch(&c, "a", &[]);
+        assert_eq!(o.status.code(), Some(1), "{kind}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("main: SPLIT VIEW between the local ledger and the remote"),
+            "{kind}: {err}"
+        );
+        assert!(err.contains("at size 2 the remote tree has root"), "{err}");
+        let out = stdout(&o);
+        assert!(out.contains("the note the local ledger carries:"), "{out}");
+        assert!(
+            out.contains(&indent(&local2)) && out.contains(&indent(&remote4)),
+            "{kind}: {out}"
+        );
+        assert_eq!(records(&c), ["split-view 2 by local ledger"], "{kind}");
+        let o = c.forum().arg("verify").output().unwrap();
+        assert!(!o.status.success(), "{kind}");
+        assert!(
+            stdout(&o).contains("[split-view]"),
+            "{kind}: {}",
+            stdout(&o)
+        );
+        // An honest consumer whose local ledger is a prefix of the remote's: no split view.
+        let h = consumer(kind, &[("a", &a)], &[], &k);
+        h.git_ok(&["config", "forum.origin", ORIGIN]);
+        let o = fetch(&h, "a", &[]);
+        assert!(o.status.success(), "{kind}: {}", stderr(&o));
+        assert!(records(&h).is_empty(), "{kind}");
+    }
+}
