@@ -283,6 +283,21 @@ fn the_witness_route_and_command_share_one_state_on_every_format() {
             .output()
             .unwrap();
         one_line_error(&o, "the last accepted checkpoint has size 4");
+        // Without a state or a key (flags or config): one line saying what to pass.
+        let o = l.forum().arg("witness").arg(&f).output().unwrap();
+        one_line_error(
+            &o,
+            "no witness state: pass --state DIR or set forum.witnessState",
+        );
+        let o = l
+            .forum()
+            .arg("witness")
+            .arg(&f)
+            .arg("--state")
+            .arg(&state)
+            .output()
+            .unwrap();
+        one_line_error(&o, "no witness key: pass --witness-key FILE");
         // The route, given a bare note of size 4 from the other tree: a conflict, with both
         // notes kept.
         let m4 = note(&log(kind, "mallory", 4), &k.log_key);
