@@ -205,6 +205,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/doctor",
         "doctor's diagnosis of the ledger and the install (no repairs)",
     ),
+    (
+        "POST",
+        "/witness",
+        "cosign a checkpoint that extends the last accepted one {proof} or {note}",
+    ),
 ];
 
 /// A dispatcher's answer: an HTTP status and a JSON body.
@@ -372,6 +377,7 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("POST", ["gradable"]) => Box::new(|d, r| d.gradable(r)),
         ("GET", ["status", "full"]) => Box::new(|d, _| d.full_status()),
         ("GET", ["doctor"]) => Box::new(|d, _| d.doctor()),
+        ("POST", ["witness"]) => Box::new(|d, r| d.witness(r)),
         _ => return None,
     };
     Some(h)
@@ -406,6 +412,10 @@ pub struct Config {
     /// The longest one submit or resume may run, in seconds: the run stops on its budget at
     /// the next check after that (and is resumable).
     pub submit_seconds: f64,
+    /// `POST /witness`: the witness's state directory (else `forum.witnessState`).
+    pub witness_state: Option<PathBuf>,
+    /// `POST /witness`: the witness's signer key file (else `forum.witnessKey`).
+    pub witness_key: Option<PathBuf>,
 }
 
 impl Config {
@@ -418,6 +428,8 @@ impl Config {
             no_fsync: false,
             timestamp: None,
             submit_seconds: DEFAULT_SUBMIT_SECONDS,
+            witness_state: None,
+            witness_key: None,
         }
     }
 }

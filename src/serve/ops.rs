@@ -29,6 +29,7 @@ use crate::surface::run::{Bodies, ContextSource, Decide, Decision, Go, RunOption
 mod flight;
 mod campaign;
 mod runs;
+mod witness;
 
 type Res = Result<J, Reply>;
 

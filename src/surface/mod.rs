@@ -28,6 +28,7 @@ pub(crate) mod runtime;
 pub(crate) mod status;
 pub(crate) mod sync;
 pub(crate) mod verify;
+pub(crate) mod witness;
 
 /// A report an operation returns: serializable, with a stable schema name.
 pub trait Report: serde::Serialize {

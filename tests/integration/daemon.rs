@@ -798,11 +798,12 @@ fn every_mcp_tool_reaches_its_route() {
             Target::GetSeq(p) => ("GET", format!("{p}0")),
             Target::Post(p) => ("POST", p.to_string()),
         };
-        // Only resume and the gate decisions fail here: every run in the ledger has finished,
-        // and no gate is pending (a decision needs one, as at the command line).
+        // Only resume, the gate decisions and the witness fail here: every run in the ledger
+        // has finished, no gate is pending (a decision needs one, as at the command line), and
+        // this server is no witness (tests/integration/witness.rs calls it as one).
         let expected_error = matches!(
             tool.name,
-            "resume" | "gate_approve" | "gate_edit" | "gate_reject"
+            "resume" | "gate_approve" | "gate_edit" | "gate_reject" | "witness"
         );
         assert_eq!(result["isError"], expected_error, "{}: {result}", tool.name);
         let text = result["content"][0]["text"].as_str().unwrap();

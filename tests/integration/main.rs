@@ -37,3 +37,4 @@ mod submit;
 mod sync;
 mod tlog;
 mod tlog_tiles;
+mod witness;

@@ -612,6 +612,21 @@ pub const TOOLS: &[Tool] = &[
         properties: GRADED,
         required: &[],
     },
+    Tool {
+        name: "witness",
+        aliases: &["forum.witness"],
+        target: Target::Post("/witness"),
+        description: "Act as a witness (needs forum.witnessState and forum.witnessKey): cosign, with a C2SP tlog-cosignature/v1 line, a checkpoint whose consistency proof extends the last one accepted for its origin, or refuse with the reason and the note held.",
+        properties: &[
+            (
+                "proof",
+                "string",
+                "A consistency proof from the accepted size, as `prove --consistency-from M --tlog` prints.",
+            ),
+            ("note", "string", "On first contact: the bare signed note."),
+        ],
+        required: &[],
+    },
 ];
 
 /// The arguments of the flight-recorder tools: the trace (as JSON or as text) and its format.
