@@ -32,4 +32,5 @@ mod submit;
 mod sync;
 mod tlog;
 mod tlog_tiles;
+mod work_apply;
 mod work_git;
