@@ -34,3 +34,4 @@ mod tlog;
 mod tlog_tiles;
 mod work_apply;
 mod work_git;
+mod work_sync;
