@@ -88,7 +88,7 @@ pub(super) fn check_changes(store: &GitStore, recs: &[Rec]) -> Result<Option<Pro
         let Some(raw) = parse_commit(&buf, hash_kind) else {
             return missing("cannot be read as a commit");
         };
-        if raw.tree.to_string() != claim.tree {
+        if ObjectId::from_hex(claim.tree.as_bytes()).ok() != Some(raw.tree) {
             return Ok(Some((
                 seq,
                 Code::ChangeTreeMismatch,
