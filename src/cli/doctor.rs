@@ -54,7 +54,10 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
         exports: args.from_export.clone(),
         packs: args.from_pack.clone(),
     };
-    let r = doctor::doctor(&store, &sources, args.repair, readiness(ctx))?;
+    let mut r = doctor::doctor(&store, &sources, args.repair, readiness(ctx))?;
+    // Worktrees left by --work runs that died are removed here (live runs' are untouched);
+    // the daemon's doctor never writes, so only the command line cleans up.
+    r.work = Some(doctor::WorkCleanup::from(crate::surface::work::cleanup(&ctx.dir)));
     if ctx.json {
         ctx.out_report(&r)?;
         return if r.ok {
@@ -144,6 +147,16 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
     }
     if i.local_models.is_empty() {
         out.push("local model: none configured (is_local = true in .forum/runtime.toml)".into());
+    }
+    if let Some(w) = &r.work {
+        match &w.problem {
+            Some(e) => out.push(format!("work: could not clean up stale worktrees: {e}")),
+            None if w.removed_stale.is_empty() => {}
+            None => out.push(format!(
+                "work: removed {} work area(s) left by --work runs that died",
+                w.removed_stale.len()
+            )),
+        }
     }
     ctx.out(&out.join("\n"))?;
     if r.ok {

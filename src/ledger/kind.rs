@@ -56,8 +56,7 @@ pub const REDACTION: &str = "redaction";
 /// A checkpoint recorded as a witness.
 pub const CHECKPOINT: &str = "checkpoint";
 /// A free-form note (what people and tests write with `git forum append`; git forum itself
-/// writes none, so only tests name it).
-#[cfg_attr(not(test), allow(dead_code))]
+/// writes one when `git forum discard` removes a run's branch).
 pub const NOTE: &str = "note";
 /// A run stopped before a wave because its gate was rejected (ours; not in Forum).
 pub const GATE_STOPPED: &str = "gate_stopped";
@@ -79,3 +78,13 @@ pub const PROJECT_STATUS: &str = "project_status";
 pub const CAMPAIGN_RESULT: &str = "campaign_result";
 /// One synthetic body of `git forum bench-deep-verify` (Forum's kind for its benchmark ledgers).
 pub const PAYLOAD: &str = "payload";
+/// What a task changed in the repository: its commit, tree, files and diff (ours; not in Forum).
+pub const CHANGE: &str = "change";
+/// One check command run on a task's change or on the run branch (ours; not in Forum).
+pub const CHECK: &str = "check";
+/// The pre-ship gate's decision on a change: merge, block, escalate, undetermined (ours).
+pub const SHIP: &str = "ship";
+/// A change that did not integrate onto the run branch, with the conflicting paths (ours).
+pub const CONFLICT: &str = "conflict";
+/// A run branch brought into a branch by `git forum apply` (ours; not in Forum).
+pub const APPLIED: &str = "applied";

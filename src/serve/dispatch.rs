@@ -210,6 +210,16 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/witness",
         "cosign a checkpoint that extends the last accepted one {proof} or {note}",
     ),
+    (
+        "POST",
+        "/apply",
+        "bring a --work run's branch into the current branch {run?}",
+    ),
+    (
+        "POST",
+        "/discard",
+        "remove a --work run's worktrees and branch {run?}",
+    ),
 ];
 
 /// A dispatcher's answer: an HTTP status and a JSON body.
@@ -378,6 +388,8 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("GET", ["status", "full"]) => Box::new(|d, _| d.full_status()),
         ("GET", ["doctor"]) => Box::new(|d, _| d.doctor()),
         ("POST", ["witness"]) => Box::new(|d, r| d.witness(r)),
+        ("POST", ["apply"]) => Box::new(|d, r| d.apply(r)),
+        ("POST", ["discard"]) => Box::new(|d, r| d.discard(r)),
         _ => return None,
     };
     Some(h)

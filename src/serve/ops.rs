@@ -30,6 +30,7 @@ mod flight;
 mod campaign;
 mod runs;
 mod witness;
+mod work;
 
 type Res = Result<J, Reply>;
 

@@ -61,6 +61,37 @@ pub struct DoctorReport {
     /// Null when the ledger does not exist yet.
     pub ledger: Option<LedgerDoctor>,
     pub install: Install,
+    /// What the command line's doctor cleaned up of `--work` runs that died (absent over the
+    /// network, where doctor never writes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work: Option<WorkCleanup>,
+}
+
+/// Work areas (worktrees under `.git/forum/work/`) left by runs that died, and removed.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkCleanup {
+    pub removed_stale: Vec<String>,
+    /// Why the cleanup could not finish, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+impl<P: AsRef<std::path::Path>> From<Result<Vec<P>>> for WorkCleanup {
+    fn from(r: Result<Vec<P>>) -> WorkCleanup {
+        match r {
+            Ok(removed) => WorkCleanup {
+                removed_stale: removed
+                    .iter()
+                    .map(|p| p.as_ref().display().to_string())
+                    .collect(),
+                problem: None,
+            },
+            Err(e) => WorkCleanup {
+                removed_stale: Vec::new(),
+                problem: Some(e.message),
+            },
+        }
+    }
 }
 
 impl Report for DoctorReport {
@@ -138,5 +169,6 @@ pub fn doctor(
             },
             local_models: runtime.local_models,
         },
+        work: None,
     })
 }

@@ -29,6 +29,7 @@ pub(crate) mod status;
 pub(crate) mod sync;
 pub(crate) mod verify;
 pub(crate) mod witness;
+pub(crate) mod work;
 
 /// A report an operation returns: serializable, with a stable schema name.
 pub trait Report: serde::Serialize {

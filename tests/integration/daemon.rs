@@ -798,12 +798,13 @@ fn every_mcp_tool_reaches_its_route() {
             Target::GetSeq(p) => ("GET", format!("{p}0")),
             Target::Post(p) => ("POST", p.to_string()),
         };
-        // Only resume, the gate decisions and the witness fail here: every run in the ledger
-        // has finished, no gate is pending (a decision needs one, as at the command line), and
-        // this server is no witness (tests/integration/witness.rs calls it as one).
+        // Only resume, the gate decisions, the witness, apply and discard fail here: every run
+        // in the ledger has finished, no gate is pending (a decision needs one, as at the command
+        // line), this server is no witness (tests/integration/witness.rs calls it as one), and no
+        // run here changed the repository.
         let expected_error = matches!(
             tool.name,
-            "resume" | "gate_approve" | "gate_edit" | "gate_reject" | "witness"
+            "resume" | "gate_approve" | "gate_edit" | "gate_reject" | "witness" | "apply" | "discard"
         );
         assert_eq!(result["isError"], expected_error, "{}: {result}", tool.name);
         let text = result["content"][0]["text"].as_str().unwrap();

@@ -38,3 +38,6 @@ mod sync;
 mod tlog;
 mod tlog_tiles;
 mod witness;
+mod work_apply;
+mod work_git;
+mod work_sync;

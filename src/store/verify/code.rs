@@ -46,11 +46,17 @@ pub enum Code {
     Rewound,
     /// A witness was shown two different trees of one log (recorded by `fetch`).
     SplitView,
+    /// A `change` entry names a commit that is not in the repository.
+    ChangeCommitMissing,
+    /// A `change` entry's commit has another tree than the entry says.
+    ChangeTreeMismatch,
+    /// A `change` entry's commit does not name an earlier entry in its trailers.
+    ChangeUntied,
 }
 
 impl Code {
     /// Every code, for listings and tests.
-    pub const ALL: [Code; 20] = [
+    pub const ALL: [Code; 23] = [
         Code::BadSignature,
         Code::BodyEdited,
         Code::BodyMissing,
@@ -71,6 +77,9 @@ impl Code {
         Code::Rewritten,
         Code::Rewound,
         Code::SplitView,
+        Code::ChangeCommitMissing,
+        Code::ChangeTreeMismatch,
+        Code::ChangeUntied,
     ];
 
     /// The code as written in reports and messages.
@@ -96,6 +105,9 @@ impl Code {
             Code::Rewritten => "rewritten",
             Code::Rewound => "rewound",
             Code::SplitView => "split-view",
+            Code::ChangeCommitMissing => "change-commit-missing",
+            Code::ChangeTreeMismatch => "change-tree-mismatch",
+            Code::ChangeUntied => "change-untied",
         }
     }
 }
