@@ -150,6 +150,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/context/preflight",
         "how much request context a run would admit {request, use_capsule_context?, ...}",
     ),
+    (
+        "GET",
+        "/log",
+        "the newest entries first, as `git forum log --json` (?limit=, at most 1000)",
+    ),
 ];
 
 /// A dispatcher's answer: an HTTP status and a JSON body.
@@ -306,6 +311,7 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("GET", ["grade"]) => Box::new(|d, _| d.grade()),
         ("POST", ["bench"]) => Box::new(|d, r| d.bench(r)),
         ("POST", ["context", "preflight"]) => Box::new(|d, r| d.preflight(r)),
+        ("GET", ["log"]) => Box::new(|d, r| d.log(r)),
         _ => return None,
     };
     Some(h)

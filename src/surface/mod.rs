@@ -16,9 +16,12 @@ use std::fmt;
 use crate::ledger::StorageError;
 use crate::store::git::StoreError;
 
+pub(crate) mod append;
 pub(crate) mod clock;
 pub(crate) mod context;
 pub(crate) mod ledger;
+pub(crate) mod proof;
+pub(crate) mod read;
 pub(crate) mod run;
 pub(crate) mod runtime;
 pub(crate) mod sync;
