@@ -497,12 +497,12 @@ impl Dispatcher {
     /// `GET /sync`: [`crate::surface::sync::sync_status`] of the served ledger.
     pub(crate) fn sync_status(&self) -> Res {
         let view = self.snapshot()?;
-        Ok(crate::surface::sync::sync_status(
+        answer(crate::surface::sync::sync_status(
             &self.repo,
             &self.cfg.ledger,
             view.entries.len(),
             &view.root,
-        )?)
+        ))
     }
 }
 
