@@ -85,7 +85,7 @@ fn write_out(ctx: &Ctx, out: Option<&PathBuf>, text: &str) -> Result<(), CliErro
             let tmp = p.with_extension("tmp-git-forum");
             std::fs::write(&tmp, format!("{text}\n"))
                 .and_then(|_| std::fs::rename(&tmp, p))
-                .map_err(|e| CliError::fail(format!("writing {}: {e}", p.display())))?;
+                .map_err(|e| CliError::internal(format!("writing {}: {e}", p.display())))?;
             eprintln!("wrote {}", p.display());
             Ok(())
         }

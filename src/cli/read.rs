@@ -61,12 +61,11 @@ fn line(e: &Entry) -> String {
 }
 
 fn out_of_range(ctx: &Ctx, seq: u64, len: u64) -> CliError {
-    crate::surface::Error::not_found(format!(
+    CliError::not_found(format!(
         "ledger {:?} has no entry at seq {seq} (it holds seq 0..={})",
         ctx.ledger,
         len.saturating_sub(1)
     ))
-    .into()
 }
 
 pub fn status(ctx: &Ctx, _args: StatusArgs) -> Result<(), CliError> {

@@ -79,7 +79,9 @@ fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
 
     if ctx.json {
         let report = crate::surface::runtime::inspect(&loaded, &roster, &facts);
-        ctx.out_json(&serde_json::to_value(&report).map_err(|e| CliError::fail(e.to_string()))?)?;
+        ctx.out_json(
+            &serde_json::to_value(&report).map_err(|e| CliError::internal(e.to_string()))?,
+        )?;
     } else {
         let mut lines = Vec::new();
         lines.push(match &loaded.source {
@@ -159,9 +161,8 @@ pub type Readiness = (Vec<String>, Vec<(String, bool)>);
 /// local model endpoint (`is_local = true`) with whether it accepts a connection, for
 /// `doctor`; the same checks as `runtime inspect`.
 pub fn readiness(ctx: &Ctx) -> Result<Readiness, String> {
-    let loaded =
-        load_runtime(ctx, &ExecutorArgs::default()).map_err(|e| e.message.unwrap_or_default())?;
-    let roster = load_roster(ctx, None).map_err(|e| e.message.unwrap_or_default())?;
+    let loaded = load_runtime(ctx, &ExecutorArgs::default()).map_err(|e| e.message)?;
+    let roster = load_roster(ctx, None).map_err(|e| e.message)?;
     let rt = &loaded.runtime;
     let problems = config::issues(rt, &roster, &RealFacts)
         .into_iter()

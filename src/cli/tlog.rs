@@ -93,7 +93,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
     let tmp = path.with_extension("tmp-git-forum");
     std::fs::write(&tmp, bytes)
         .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| CliError::fail(format!("writing {}: {e}", path.display())))
+        .map_err(|e| CliError::internal(format!("writing {}: {e}", path.display())))
 }
 
 pub fn witness(ctx: &Ctx, args: WitnessArgs) -> Result<(), CliError> {
@@ -121,12 +121,17 @@ pub fn witness(ctx: &Ctx, args: WitnessArgs) -> Result<(), CliError> {
             })?
     };
     std::fs::create_dir_all(&args.state)
-        .map_err(|e| CliError::fail(format!("cannot create {}: {e}", args.state.display())))?;
+        .map_err(|e| CliError::internal(format!("cannot create {}: {e}", args.state.display())))?;
     let state = args.state.join(format!("{}.note", origin_file(&origin)));
     let accepted = match std::fs::read_to_string(&state) {
         Ok(t) => Some(t),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(CliError::fail(format!("reading {}: {e}", state.display()))),
+        Err(e) => {
+            return Err(CliError::internal(format!(
+                "reading {}: {e}",
+                state.display()
+            )));
+        }
     };
     match note::witness_decide(accepted.as_deref(), &offer, &keys) {
         WitnessDecision::Cosign {
@@ -147,8 +152,9 @@ pub fn witness(ctx: &Ctx, args: WitnessArgs) -> Result<(), CliError> {
             let mut evidence = String::new();
             if conflict {
                 let dir = args.state.join("evidence");
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| CliError::fail(format!("cannot create {}: {e}", dir.display())))?;
+                std::fs::create_dir_all(&dir).map_err(|e| {
+                    CliError::internal(format!("cannot create {}: {e}", dir.display()))
+                })?;
                 let n = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
                 let file = dir.join(format!("{}-{n}.txt", origin_file(&origin)));
                 let text = format!(
@@ -190,11 +196,11 @@ fn write_new(path: &Path, text: &str, private: bool) -> Result<(), CliError> {
                 path.display()
             ))
         } else {
-            CliError::fail(format!("writing {}: {e}", path.display()))
+            CliError::internal(format!("writing {}: {e}", path.display()))
         }
     })?;
     f.write_all(format!("{text}\n").as_bytes())
-        .map_err(|e| CliError::fail(format!("writing {}: {e}", path.display())))
+        .map_err(|e| CliError::internal(format!("writing {}: {e}", path.display())))
 }
 
 pub fn keygen(ctx: &Ctx, args: KeygenArgs) -> Result<(), CliError> {
@@ -239,7 +245,7 @@ fn raw_hashes(trees: &Trees) -> Result<Vec<[u8; 32]>, CliError> {
     trees
         .hashes
         .iter()
-        .map(|h| tlog::entry_hash_bytes(h).map_err(|e| CliError::fail(e.to_string())))
+        .map(|h| tlog::entry_hash_bytes(h).map_err(|e| CliError::internal(e.to_string())))
         .collect()
 }
 
@@ -262,32 +268,32 @@ pub fn tiles(ctx: &Ctx, args: TilesArgs) -> Result<(), CliError> {
     // note) rather than read back tile by tile.
     let trees = Trees::load(&store)?;
     if trees.tree.root(cp.size).ok() != Some(cp.root) {
-        return Err(CliError::fail(format!(
+        return Err(CliError::conflict(format!(
             "the stored note of size {} names a root the ledger does not have; the ledger was rewritten",
             cp.size
         )));
     }
     let files = crate::store::tiles::tile_files(&trees.tree, cp.size, &raw_hashes(&trees)?)
-        .map_err(CliError::fail)?;
+        .map_err(CliError::internal)?;
     // Written beside DIR and renamed into place, so a failure leaves no half layout.
     let parent = dir
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let tmp = tempfile::tempdir_in(parent)
-        .map_err(|e| CliError::fail(format!("cannot write in {}: {e}", parent.display())))?;
+        .map_err(|e| CliError::internal(format!("cannot write in {}: {e}", parent.display())))?;
     let mut all = files;
     all.push(("checkpoint".into(), signed.into_bytes()));
     crate::store::tiles::write_layout(tmp.path(), &all)
-        .map_err(|e| CliError::fail(format!("writing tiles: {e}")))?;
+        .map_err(|e| CliError::internal(format!("writing tiles: {e}")))?;
     if dir.exists() {
         std::fs::remove_dir(&dir)
-            .map_err(|e| CliError::fail(format!("replacing {}: {e}", dir.display())))?;
+            .map_err(|e| CliError::internal(format!("replacing {}: {e}", dir.display())))?;
     }
     let staged = tmp.keep();
     std::fs::rename(&staged, &dir).map_err(|e| {
         let _ = std::fs::remove_dir_all(&staged);
-        CliError::fail(format!("moving the tiles to {}: {e}", dir.display()))
+        CliError::internal(format!("moving the tiles to {}: {e}", dir.display()))
     })?;
     if ctx.json {
         ctx.out_json(&serde_json::json!({"dir": dir, "size": cp.size, "files": all.len()}))
@@ -305,7 +311,7 @@ impl Trees {
     fn load(store: &GitStore) -> Result<Trees, CliError> {
         let hashes: Vec<String> = store.entries()?.into_iter().map(|e| e.entry_hash).collect();
         let tree = Tree::from_entry_hashes(hashes.iter().map(String::as_str))
-            .map_err(|e| CliError::fail(e.to_string()))?;
+            .map_err(|e| CliError::internal(e.to_string()))?;
         Ok(Trees { tree, hashes })
     }
 }
@@ -357,7 +363,7 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointCmd) -> Result<(), CliError> {
         other => {
             let r = store.verify(false)?;
             if !r.passed() {
-                return Err(CliError::fail(format!(
+                return Err(CliError::conflict(format!(
                     "ledger {} does not verify ({}); refusing to sign a checkpoint of it",
                     ctx.ledger,
                     r.problem.unwrap_or_default()
@@ -401,7 +407,7 @@ fn note_for(
         None => parsed.pop(),
     };
     let Some((n, cp)) = pick else {
-        return Err(CliError::fail(match size {
+        return Err(CliError::not_found(match size {
             Some(s) => format!(
                 "ledger {ledger:?} has no signed note of size {s}: run `git forum checkpoint --note` when it has {s} entries, or prove against a size that has one"
             ),
@@ -414,7 +420,7 @@ fn note_for(
     // nothing).
     let tiled = store.fresh_tiles()?;
     if cp.size > tiled.size {
-        return Err(CliError::fail(format!(
+        return Err(CliError::conflict(format!(
             "the stored note of size {} is larger than ledger {ledger:?}; the ledger was truncated",
             cp.size
         )));
@@ -428,7 +434,7 @@ fn note_for(
         root = tiled.root_at(store, cp.size);
     }
     if root? != cp.root {
-        return Err(CliError::fail(format!(
+        return Err(CliError::conflict(format!(
             "the stored note of size {} names a root the ledger does not have; the ledger was rewritten",
             cp.size
         )));
@@ -473,7 +479,7 @@ pub fn prove(ctx: &Ctx, args: &ProveArgs) -> Result<String, CliError> {
             .seq
             .expect("clap requires SEQ without --consistency-from");
         if seq >= cp.size {
-            return Err(CliError::fail(format!(
+            return Err(CliError::not_found(format!(
                 "ledger {:?} has no entry at seq {seq} within its signed note of size {}",
                 ctx.ledger, cp.size
             )));
@@ -481,7 +487,7 @@ pub fn prove(ctx: &Ctx, args: &ProveArgs) -> Result<String, CliError> {
         let path = from_tiles(&store, tiled, |t| t.inclusion_proof(&store, seq, cp.size))?;
         if !ctx.json {
             let (entry, _) = store.get_with_commit(seq)?.ok_or_else(|| {
-                CliError::fail(format!("ledger {:?} has no entry {seq}", ctx.ledger))
+                CliError::not_found(format!("ledger {:?} has no entry {seq}", ctx.ledger))
             })?;
             eprintln!(
                 "entry {seq}: entry_hash {} (pass it to verify-proof --entry-hash)",
