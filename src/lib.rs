@@ -17,16 +17,20 @@
 //!   runtime config with tiers and seats, merged with the executor flags.
 //! * [`report`]: read-side projections of a ledger: the run summary and A/B compare, the run
 //!   room with next actions and brief, the context capsule, the action receipt and the grade.
+//! * [`campaign`]: campaign declarations (validated, cycles refused) and the status reduction,
+//!   next features and campaign room over the entries handed in.
 //! * [`config`]: finds and loads the repository's `.forum/` (roster, policy, runtime) for every
 //!   caller, and reads user-named files with a size cap.
 //! * [`surface`]: every operation once, returning typed reports, with one error type; the CLI,
 //!   the daemon and the MCP server are transports over it.
 //! * [`cli`]: clap commands; prints, parses, exits.
 
+pub mod campaign;
 pub mod cli;
 pub(crate) mod config;
 pub mod context;
 pub mod exec;
+pub mod flight;
 pub(crate) mod gate;
 pub mod ledger;
 pub mod plan;

@@ -1,12 +1,16 @@
-//! `git forum doctor`: the install and the ledger's health, and exact repairs.
+//! `git forum doctor`: flags and the text the diagnosis renders as. The diagnosis (the
+//! ledger's health, exact repairs, the install) is [`crate::surface::doctor`].
 
 use std::path::PathBuf;
 
-use serde_json::json;
-
+use super::exec_flags::ExecutorArgs;
+use super::route::load_roster;
+use super::runtime::load_runtime;
 use super::{CliError, Ctx};
-use crate::store::doctor::{LedgerHealth, Sources};
-use crate::store::refs::RefStorage;
+use crate::config::RealFacts;
+use crate::store::doctor::Sources;
+use crate::surface::doctor;
+use crate::surface::status::{self, Readiness};
 
 /// Say what is wrong with the ledger (by seq) and with the install; `--repair` puts back every
 /// missing commit, tree or body that an exact copy exists of, and a deleted or broken ref.
@@ -28,41 +32,19 @@ pub struct DoctorArgs {
     pub from_export: Vec<PathBuf>,
 }
 
-fn git_line(ctx: &Ctx, args: &[&str]) -> Option<String> {
-    let o = std::process::Command::new("git")
-        .current_dir(&ctx.dir)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    o.status
-        .success()
-        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
-}
-
-/// Which hooks of this repository run git forum.
-fn hooks_installed(ctx: &Ctx) -> Vec<String> {
-    let Some(dir) = git_line(
-        ctx,
-        &["rev-parse", "--path-format=absolute", "--git-path", "hooks"],
-    ) else {
-        return Vec::new();
-    };
-    ["pre-push", "pre-receive", "update"]
-        .iter()
-        .filter(|h| {
-            std::fs::File::open(PathBuf::from(&dir).join(h))
-                .ok()
-                .and_then(|f| {
-                    let mut s = String::new();
-                    std::io::Read::read_to_string(&mut std::io::Read::take(f, 64 * 1024), &mut s)
-                        .ok()
-                        .map(|_| s)
-                })
-                .is_some_and(|s| s.contains("forum"))
-        })
-        .map(|h| h.to_string())
-        .collect()
+/// The runtime's readiness as this command line sees it: `.forum/runtime.toml` and the roster
+/// of the repository at `ctx.dir`.
+pub(crate) fn readiness(ctx: &Ctx) -> Readiness {
+    let roster = load_roster(ctx, None);
+    let loaded = load_runtime(ctx, &ExecutorArgs::default());
+    match (loaded, roster) {
+        (Ok(l), Ok(r)) => status::readiness(Ok(&l), &r, &RealFacts),
+        (Err(e), _) | (_, Err(e)) => status::readiness(
+            Err(e.message),
+            &crate::roster::Roster::default_roster(),
+            &RealFacts,
+        ),
+    }
 }
 
 pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
@@ -72,67 +54,22 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
         exports: args.from_export.clone(),
         packs: args.from_pack.clone(),
     };
-    let health: Option<LedgerHealth> = match store.doctor(&sources, args.repair) {
-        Ok(h) => Some(h),
-        Err(crate::store::git::StoreError::NoLedger(_)) => None,
-        Err(crate::store::git::StoreError::Invalid(m)) => return Err(CliError::usage(m)),
-        Err(e) => return Err(e.into()),
-    };
-    // The ledger as verify --deep now sees it.
-    let verified = match &health {
-        Some(_) => ctx.store()?.verify(true).ok(),
-        None => None,
-    };
-    let repo = store.repo();
-    let ref_storage = RefStorage::of(repo);
-    let git_version = git_line(ctx, &["--version"]).unwrap_or_else(|| "not found".into());
-    let hooks = hooks_installed(ctx);
-    let runtime = super::runtime::readiness(ctx);
-    // Healthy: nothing left unrepaired, and the ledger (if there is one) verifies.
-    let unrepaired = health
-        .as_ref()
-        .is_some_and(|h| h.findings.iter().any(|f| !f.repaired));
-    let ok = !unrepaired && verified.as_ref().is_none_or(|v| v.passed());
+    let r = doctor::doctor(&store, &sources, args.repair, readiness(ctx))?;
     if ctx.json {
-        let ledger = health.as_ref().map(|h| {
-            json!({
-                "name": h.ledger,
-                "findings": h.findings,
-                "restored_objects": h.restored_objects,
-                "verify": verified.as_ref().map(|v| json!({
-                    "ok": v.passed(), "entries": v.entries, "code": v.code,
-                    "first_bad_seq": v.first_bad_seq, "problem": v.problem,
-                })),
-            })
-        });
-        ctx.out_json(&json!({
-            "schema": "git-forum.doctor/v1",
-            "ok": ok,
-            "ledger": ledger,
-            "install": {
-                "git": git_version,
-                "ref_storage": ref_storage.name(),
-                "object_format": repo.object_hash().to_string(),
-                "hooks": hooks,
-                "runtime": match &runtime {
-                    Ok((problems, _)) => json!({"ready": problems.is_empty(), "problems": problems}),
-                    Err(e) => json!({"ready": false, "problems": [e]}),
-                },
-                "local_models": match &runtime {
-                    Ok((_, local)) => local.iter().map(|(url, up)| json!({"url": url, "answers": up})).collect::<Vec<_>>(),
-                    Err(_) => Vec::new(),
-                },
-            },
-        }))?;
-        return if ok { Ok(()) } else { Err(CliError::silent(1)) };
+        ctx.out_report(&r)?;
+        return if r.ok {
+            Ok(())
+        } else {
+            Err(CliError::silent(1))
+        };
     }
     let mut out = Vec::new();
-    match (&health, &verified) {
-        (None, _) => out.push(format!(
+    match &r.ledger {
+        None => out.push(format!(
             "ledger {}: does not exist yet (the first append creates it)",
             ctx.ledger
         )),
-        (Some(h), v) => {
+        Some(h) => {
             for f in &h.findings {
                 let at = f.seq.map(|s| format!("seq {s}: ")).unwrap_or_default();
                 let state = if f.repaired {
@@ -144,70 +81,128 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
                 };
                 out.push(format!(
                     "ledger {}: {at}{} {} ({state}): {}",
-                    h.ledger, f.code, f.object, f.remedy
+                    h.name, f.code, f.object, f.remedy
                 ));
             }
             if h.restored_objects > 0 {
                 out.push(format!(
                     "ledger {}: restored {} object(s)",
-                    h.ledger, h.restored_objects
+                    h.name, h.restored_objects
                 ));
             }
-            match v {
-                Some(v) if v.passed() => out.push(format!(
+            match &h.verify {
+                Some(v) if v.ok => out.push(format!(
                     "ledger {}: verifies (chain, commits and bodies), {} entries",
-                    h.ledger, v.entries
+                    h.name, v.entries
                 )),
                 Some(v) => out.push(format!(
                     "ledger {}: does not verify at seq {}: {} [{}]",
-                    h.ledger,
+                    h.name,
                     v.first_bad_seq.map_or("-".into(), |s| s.to_string()),
                     v.problem.as_deref().unwrap_or(""),
                     v.code.map_or("", |c| c.as_str())
                 )),
                 None => out.push(format!(
                     "ledger {}: cannot be verified until the problems above are repaired",
-                    h.ledger
+                    h.name
                 )),
             }
         }
     }
-    out.push(format!("git: {git_version}"));
+    let i = &r.install;
+    out.push(format!("git: {}", i.git));
     out.push(format!(
         "repository: {} refs, {} objects",
-        ref_storage.name(),
-        repo.object_hash()
+        i.ref_storage, i.object_format
     ));
     out.push(format!(
         "hooks: {}",
-        if hooks.is_empty() {
+        if i.hooks.is_empty() {
             "none run git forum (install with `git forum hooks install`)".to_string()
         } else {
-            hooks.join(", ")
+            i.hooks.join(", ")
         }
     ));
-    match &runtime {
-        Ok((p, _)) if p.is_empty() => out.push("runtime: ready".into()),
-        Ok((p, _)) => out.push(format!("runtime: not ready: {}", p.join("; "))),
-        Err(e) => out.push(format!("runtime: not ready: {e}")),
+    if i.runtime.ready {
+        out.push("runtime: ready".into());
+    } else {
+        out.push(format!(
+            "runtime: not ready: {}",
+            i.runtime.problems.join("; ")
+        ));
     }
-    if let Ok((_, local)) = &runtime {
-        for (url, up) in local {
-            out.push(format!(
-                "local model: {url} {}",
-                if *up {
-                    "accepts connections"
-                } else {
-                    "does not answer (start it: scripts/local-llm start)"
-                }
-            ));
-        }
-        if local.is_empty() {
-            out.push(
-                "local model: none configured (is_local = true in .forum/runtime.toml)".into(),
-            );
-        }
+    for m in &i.local_models {
+        out.push(format!(
+            "local model: {} {}",
+            m.url,
+            if m.answers {
+                "accepts connections"
+            } else {
+                "does not answer (start it: scripts/local-llm start)"
+            }
+        ));
+    }
+    if i.local_models.is_empty() {
+        out.push("local model: none configured (is_local = true in .forum/runtime.toml)".into());
     }
     ctx.out(&out.join("\n"))?;
-    if ok { Ok(()) } else { Err(CliError::silent(1)) }
+    if r.ok {
+        Ok(())
+    } else {
+        Err(CliError::silent(1))
+    }
+}
+
+/// `git forum status` as text: the line it always printed, then the rest of the report.
+pub(crate) fn status_text(r: &status::StatusReport) -> String {
+    let mut out = vec![format!(
+        "ledger {}: {} entries, checkpoint {}",
+        r.ledger, r.entries, r.checkpoint
+    )];
+    match &r.last_run {
+        Some(run) => out.push(format!(
+            "last run: seq {} ({}), {} entries: {}",
+            run.request_seq, run.state, run.entries, run.request
+        )),
+        None => out.push("last run: none yet (git forum submit starts one)".into()),
+    }
+    if r.ledgers.is_empty() {
+        out.push("ledgers: none yet (the first append creates one)".into());
+    }
+    for l in &r.ledgers {
+        let tip = &l.tip[..l.tip.len().min(12)];
+        out.push(format!(
+            "ledger {}: {} entries, tip {tip}",
+            l.name, l.entries
+        ));
+    }
+    out.push(format!(
+        "hooks: {}",
+        if r.hooks.is_empty() {
+            "none run git forum (install with `git forum hooks install`)".to_string()
+        } else {
+            r.hooks.join(", ")
+        }
+    ));
+    let rt = &r.runtime;
+    for e in &rt.executors {
+        out.push(format!("executor {}: {}", e.slot, e.describe));
+    }
+    if rt.ready {
+        out.push("runtime: ready".into());
+    } else {
+        out.push(format!("runtime: not ready: {}", rt.problems.join("; ")));
+    }
+    for m in &rt.local_models {
+        out.push(format!(
+            "local model: {} {}",
+            m.url,
+            if m.answers {
+                "accepts connections"
+            } else {
+                "does not answer"
+            }
+        ));
+    }
+    out.join("\n")
 }

@@ -11,10 +11,14 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::store::git::{GitStore, Options, StoreError};
 
 pub(crate) mod append;
+pub(crate) mod bench_verify;
+pub(crate) mod campaign;
 pub(crate) mod check;
 pub(crate) mod context;
 pub(crate) mod doctor;
 pub(crate) mod exec_flags;
+pub(crate) mod flight;
+pub(crate) mod gradable;
 pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) use crate::config::input;
@@ -79,7 +83,7 @@ pub enum Command {
     Gate(submit::GateArgs),
     /// List entries, newest first.
     Log(read::LogArgs),
-    /// How many entries the ledger holds and its checkpoint (Merkle root).
+    /// The ledger's entries and checkpoint, every ledger, the last run, hooks and runtime.
     Status(read::StatusArgs),
     /// Show one entry (and its body with --payload).
     Show(read::ShowArgs),
@@ -104,8 +108,9 @@ pub enum Command {
     Capsule(report::CapsuleArgs),
     /// Forum's action receipt of a run (the latest by default).
     Receipt(report::ReceiptArgs),
-    /// The ledger's grade: independent checks passed, PASS / FAIL / UNVERIFIABLE.
-    Grade(report::GradeArgs),
+    /// A run's grade (the latest by default): independent checks passed, PASS / FAIL /
+    /// UNVERIFIABLE.
+    Grade(gradable::GradeArgs),
     /// Check an answer without a model: intent coverage, delivery floor, delivery profile.
     Check(check::CheckArgs),
     /// Clean up model prose (no facts added) and check it against a delivery profile.
@@ -153,9 +158,25 @@ pub enum Command {
     Append(append::AppendArgs),
     /// Write the git-forum(1) man page (so `git forum --help` works).
     Man(man::ManArgs),
+    /// Export a run as Forum's gradable-trajectory row (printed, or appended to --out FILE).
+    ExportGradable(gradable::ExportGradableArgs),
+    /// Time verify, the body check and verify --deep on synthetic ledgers of each kind.
+    BenchDeepVerify(bench_verify::BenchDeepVerifyArgs),
     /// Entry points of the installed hooks (called by git).
     #[command(hide = true)]
     Hook(hooks::HookArgs),
+    /// Fold an agent trace (LangSmith, OTel, AgentOps, generic, OTLP/JSON, Claude Code) into
+    /// Forum's flight-recorder record; with --ledger NAME, also write it as a new ledger.
+    #[command(
+        after_help = "Only --ledger NAME given on the command line writes a ledger (a new one, \
+holding exactly the record's entries); GIT_FORUM_LEDGER and the default do not, and without it \
+no repository is needed."
+    )]
+    ImportTrace(flight::ImportTraceArgs),
+    /// Fold an agent trace and export it as one graded, sealed gradable-trajectory row.
+    Mine(flight::MineArgs),
+    /// Declare, inspect, run and report on campaigns: projects of features across owners.
+    Campaign(campaign::CampaignArgs),
 }
 
 /// An error that ends a command: one line on stderr and an exit code. It is the surface's
@@ -433,7 +454,12 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Room(a) => report::room(ctx, a),
         Command::Capsule(a) => report::capsule(ctx, a),
         Command::Receipt(a) => report::receipt(ctx, a),
-        Command::Grade(a) => report::grade(ctx, a),
+        Command::Grade(a) => gradable::grade(ctx, a),
+        Command::ExportGradable(a) => gradable::export(ctx, a),
+        Command::BenchDeepVerify(a) => bench_verify::run(ctx, a),
+        Command::ImportTrace(a) => flight::import_trace(ctx, a),
+        Command::Mine(a) => flight::mine(ctx, a),
+        Command::Campaign(a) => campaign::run(ctx, a),
     }
 }
 

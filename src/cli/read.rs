@@ -5,7 +5,9 @@ use crate::ledger::Entry;
 use crate::surface::ledger as surface;
 use crate::surface::read;
 
-/// How many entries the ledger holds and its checkpoint.
+/// What this repository's git forum holds: the ledger's entry count and checkpoint, every
+/// ledger with its size and tip, the last run and how it stands, the hooks, and whether the
+/// runtime can run models (each local model probed for at most half a second).
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {}
 
@@ -70,19 +72,11 @@ fn out_of_range(ctx: &Ctx, seq: u64, len: u64) -> CliError {
 
 pub fn status(ctx: &Ctx, _args: StatusArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
-    let entries = surface::read_all(&store)?;
-    let r = surface::status(
-        &ctx.ledger,
-        entries.len() as u64,
-        &surface::root_of(&entries),
-    );
+    let r = crate::surface::status::status(&store, super::doctor::readiness(ctx))?;
     if ctx.json {
         return ctx.out_report(&r);
     }
-    ctx.out(&format!(
-        "ledger {}: {} entries, checkpoint {}",
-        r.ledger, r.entries, r.checkpoint
-    ))
+    ctx.out(&super::doctor::status_text(&r))
 }
 
 pub fn log(ctx: &Ctx, args: LogArgs) -> Result<(), CliError> {

@@ -1,4 +1,4 @@
-//! `summary`, `bench`, `room`, `capsule`, `receipt` and `grade`: flags, and the text each
+//! `summary`, `bench`, `room`, `capsule` and `receipt`: flags, and the text each
 //! report renders as. Loading is [`crate::surface::reports`], the projections are
 //! [`crate::report`]. None of them writes anything.
 
@@ -69,15 +69,6 @@ pub struct ReceiptArgs {
     /// The run (the seq of its request; `git forum runs` lists them); default: the latest.
     #[arg(value_name = "RUN")]
     pub run: Option<u64>,
-}
-
-/// The ledger's grade: the share of independent checks (verdicts, verifications, intent
-/// judgments by actors that produced no result) that passed.
-#[derive(Debug, clap::Args)]
-pub struct GradeArgs {
-    /// Checks needed for a PASS (default 2).
-    #[arg(long, value_name = "N", default_value_t = 2)]
-    pub min_checks: u64,
 }
 
 /// Parses a count flag given as text, so a negative or malformed value gets one clear line.
@@ -396,25 +387,6 @@ pub fn receipt(ctx: &Ctx, args: ReceiptArgs) -> Result<(), CliError> {
     note_absent(ctx, &s);
     let receipt = crate::surface::run::receipt_of(&s, args.run).map_err(cli_error)?;
     ctx.out(&receipt.0.python_pretty())
-}
-
-/// `git forum grade`.
-pub fn grade(ctx: &Ctx, args: GradeArgs) -> Result<(), CliError> {
-    let s = current(ctx, false)?;
-    note_absent(ctx, &s);
-    let g = reports::grade(&s, args.min_checks).value;
-    if ctx.json {
-        return ctx.out(&g.python_pretty());
-    }
-    let j = g.to_serde();
-    ctx.out(&format!(
-        "{}: reward {} over {} independent checks, {} refuted (PASS needs every check passed and at least {})",
-        j["label"].as_str().unwrap_or("?"),
-        j["reward"],
-        j["checks"],
-        j["refuted"],
-        args.min_checks
-    ))
 }
 
 /// `git forum capsule`.

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use super::exec_flags::ExecutorArgs;
 use super::route::load_roster;
 use super::{CliError, Ctx};
-use crate::exec::config::{self, ExecutorSpec, SeatChoice, Via};
+use crate::exec::config::{self, SeatChoice, Via};
 use crate::exec::endpoint::Origin;
 use crate::roster::Tier;
 
@@ -79,9 +79,7 @@ fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
 
     if ctx.json {
         let report = crate::surface::runtime::inspect(&loaded, &roster, &facts);
-        ctx.out_json(
-            &serde_json::to_value(&report).map_err(|e| CliError::internal(e.to_string()))?,
-        )?;
+        ctx.out_json(&serde_json::to_value(&report).map_err(|e| CliError::fail(e.to_string()))?)?;
     } else {
         let mut lines = Vec::new();
         lines.push(match &loaded.source {
@@ -152,47 +150,6 @@ fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
         }
         Err(CliError::silent(1))
     }
-}
-
-/// Problems (one line each) and local model endpoints (URL, accepts connections).
-pub type Readiness = (Vec<String>, Vec<(String, bool)>);
-
-/// What keeps the runtime from being ready, one line each (empty when it is ready), and each
-/// local model endpoint (`is_local = true`) with whether it accepts a connection, for
-/// `doctor`; the same checks as `runtime inspect`.
-pub fn readiness(ctx: &Ctx) -> Result<Readiness, String> {
-    let loaded = load_runtime(ctx, &ExecutorArgs::default()).map_err(|e| e.message)?;
-    let roster = load_roster(ctx, None).map_err(|e| e.message)?;
-    let rt = &loaded.runtime;
-    let problems = config::issues(rt, &roster, &RealFacts)
-        .into_iter()
-        .map(|i| format!("{}: {}", i.place, i.problem))
-        .collect();
-    let mut specs: Vec<&ExecutorSpec> =
-        rt.effective_default().map(|(_, s)| s).into_iter().collect();
-    specs.extend(
-        Tier::ALL
-            .iter()
-            .filter_map(|t| rt.for_tier(*t).map(|(_, s)| s)),
-    );
-    let mut local = Vec::new();
-    for spec in specs {
-        if let (true, config::ExecutorKind::Chat { url, .. }) = (spec.is_local, &spec.kind) {
-            if local.iter().any(|(u, _)| u == url) {
-                continue;
-            }
-            let answers = url::Url::parse(url)
-                .ok()
-                .and_then(|u| u.socket_addrs(|| Some(80)).ok())
-                .and_then(|addrs| addrs.into_iter().find(|a| a.ip().is_loopback()))
-                .is_some_and(|a| {
-                    std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_millis(500))
-                        .is_ok()
-                });
-            local.push((url.clone(), answers));
-        }
-    }
-    Ok((problems, local))
 }
 
 #[cfg(test)]

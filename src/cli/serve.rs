@@ -73,6 +73,13 @@ pub struct ServeArgs {
     /// Seconds a SIGTERM waits for in-flight requests.
     #[arg(long, value_name = "S", default_value_t = 30.0)]
     pub drain: f64,
+    /// Answer `POST /witness` as a witness keeping its state here (default:
+    /// `forum.witnessState`).
+    #[arg(long, value_name = "DIR")]
+    pub witness_state: Option<PathBuf>,
+    /// The witness's signer key file for `POST /witness` (default: `forum.witnessKey`).
+    #[arg(long, value_name = "FILE")]
+    pub witness_key: Option<PathBuf>,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -111,6 +118,8 @@ fn dispatcher(ctx: &Ctx, e: &EngineArgs) -> Result<Dispatcher, CliError> {
         no_fsync: ctx.no_fsync,
         timestamp,
         submit_seconds: e.submit_timeout,
+        witness_state: None,
+        witness_key: None,
     };
     Ok(Dispatcher::open(cfg)?
         .with_roster(roster)
@@ -130,7 +139,10 @@ pub fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
         max_connections: args.max_connections.max(1),
         drain: seconds(args.drain, "drain")?,
     };
-    let d = Arc::new(dispatcher(ctx, &args.engine)?);
+    let mut d = dispatcher(ctx, &args.engine)?;
+    d.cfg.witness_state = args.witness_state.clone();
+    d.cfg.witness_key = args.witness_key.clone();
+    let d = Arc::new(d);
     let token_path = crate::store::git::open_repo(&ctx.dir)?
         .common_dir()
         .join("forum")

@@ -5,7 +5,7 @@
 
 mod progress;
 mod run_log;
-mod signals;
+pub(crate) mod signals;
 
 pub use crate::surface::run::options::capsule_text_of;
 pub use run_log::log_run;

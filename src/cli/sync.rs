@@ -23,6 +23,9 @@ pub struct FetchArgs {
     /// The configured remote to fetch from.
     #[arg(default_value = "origin")]
     pub remote: String,
+    /// Fail the fetch when a configured witness (`forum.witness`) does not cosign.
+    #[arg(long)]
+    pub require_witness: bool,
 }
 
 pub fn push(ctx: &Ctx, args: PushArgs) -> Result<(), CliError> {
@@ -118,6 +121,7 @@ fn fetch_json(r: &FetchResult) -> Value {
         })),
         "problem": r.problem,
         "code": r.code,
+        "witnesses": r.witnesses,
     })
 }
 
@@ -138,7 +142,19 @@ pub fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
             args.remote
         );
     }
-    let ok = results.iter().all(|r| r.status.adopted());
+    let witnessed = super::tlog::witness_outcome(&results, args.require_witness);
+    if args.require_witness {
+        for r in results
+            .iter()
+            .filter(|r| r.status.adopted() && r.witnesses.is_empty())
+        {
+            eprintln!(
+                "{}: --require-witness, but no witness was asked: add one with `git config --add forum.witness cmd:COMMAND` or an http:// URL",
+                r.ledger
+            );
+        }
+    }
+    let ok = results.iter().all(|r| r.status.adopted()) && witnessed;
     if ctx.json {
         let items: Vec<Value> = results.iter().map(fetch_json).collect();
         ctx.out_json(&json!({
@@ -214,6 +230,7 @@ pub fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
                     ))?;
                 }
             }
+            super::tlog::print_witnesses(ctx, r)?;
         }
     }
     if ok { Ok(()) } else { Err(CliError::silent(1)) }

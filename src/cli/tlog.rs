@@ -20,6 +20,10 @@ pub struct KeygenArgs {
     /// Where to write the two files (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// A witness key: NAME.pub holds the cosignature verifier key (C2SP tlog-cosignature/v1,
+    /// type 0x04) that `forum.witnessVerifiers` and `verify --witness-verifier` take.
+    #[arg(long)]
+    pub witness: bool,
 }
 
 /// `checkpoint` with the standard-note flags beside its own.
@@ -53,130 +57,95 @@ pub enum TilesCommand {
     },
 }
 
-/// Act as a witness: cosign an offered checkpoint only when it extends the one last accepted for
-/// its origin (kept in --state DIR); refuse otherwise, keeping both notes as evidence.
+/// Act as a witness: cosign an offered checkpoint (C2SP tlog-cosignature/v1) only when it
+/// extends the one last accepted for its origin (kept in --state DIR); refuse otherwise, keeping
+/// both notes as evidence.
 #[derive(Debug, clap::Args)]
 pub struct WitnessArgs {
     /// The offer: a consistency proof (`prove --consistency-from M --tlog`) from the accepted
     /// size, or on first contact a bare signed note (`-` for standard input).
     pub file: PathBuf,
-    /// The witness's own directory: the accepted note per origin, and evidence of refusals.
+    /// The witness's own directory: the accepted note per origin, and evidence of refusals
+    /// (default: `forum.witnessState`).
     #[arg(long, value_name = "DIR")]
-    pub state: PathBuf,
-    /// The witness's signed-note signer key file (`keygen NAME`).
+    pub state: Option<PathBuf>,
+    /// The witness's signed-note signer key file (`keygen NAME --witness`; default:
+    /// `forum.witnessKey`).
     #[arg(long, value_name = "FILE")]
-    pub witness_key: PathBuf,
-    /// The log's verifier key (`name+hash+base64`); repeatable.
-    #[arg(long, value_name = "KEY", required = true)]
+    pub witness_key: Option<PathBuf>,
+    /// The log's verifier key (`name+hash+base64`); repeatable (default: `forum.noteVerifiers`).
+    #[arg(long, value_name = "KEY")]
     pub note_verifier: Vec<String>,
 }
 
-fn origin_file(origin: &str) -> String {
-    use sha2::Digest;
-    let h = sha2::Sha256::digest(origin.as_bytes());
-    let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
-    let safe: String = origin
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    format!("{safe}-{hex}")
+/// One git config value of the repository here (none outside a repository).
+fn config_value(key: &str) -> Option<String> {
+    config_values(key).pop()
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
-    let tmp = path.with_extension("tmp-git-forum");
-    std::fs::write(&tmp, bytes)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| CliError::internal(format!("writing {}: {e}", path.display())))
+fn config_values(key: &str) -> Vec<String> {
+    std::process::Command::new("git")
+        .args(["config", "--get-all", key])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split(|c: char| c.is_whitespace() || c == ',')
+                .filter(|k| !k.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 pub fn witness(ctx: &Ctx, args: WitnessArgs) -> Result<(), CliError> {
-    use crate::store::note::WitnessDecision;
+    use crate::surface::witness as w;
     let offer =
         super::input::read_limited_text(&args.file, super::proof::MAX_PROOF_BYTES, "offer", "")
             .map_err(CliError::usage)?;
-    let key = read_key(&args.witness_key)?;
-    let keys = note::verifiers(&args.note_verifier).map_err(CliError::usage)?;
-    // The offer's origin names the state file; read it from the new note's text.
-    let origin = {
-        let body = if offer.starts_with(note::CONSISTENCY_HEADER) {
-            note::parse_consistency(&offer).map(|p| p.new_note).ok()
+    let state = args
+        .state
+        .or_else(|| config_value("forum.witnessState").map(PathBuf::from))
+        .ok_or_else(|| {
+            CliError::usage("no witness state: pass --state DIR or set forum.witnessState")
+        })?;
+    let key_file = args
+        .witness_key
+        .or_else(|| config_value("forum.witnessKey").map(PathBuf::from))
+        .ok_or_else(|| {
+            CliError::usage(
+                "no witness key: pass --witness-key FILE or set forum.witnessKey (make one with `git forum keygen NAME --witness`)",
+            )
+        })?;
+    let key = read_key(&key_file)?;
+    let log_keys = if args.note_verifier.is_empty() {
+        config_values("forum.noteVerifiers")
+    } else {
+        args.note_verifier
+    };
+    let opts = w::WitnessOptions {
+        state: &state,
+        key: &key,
+        log_keys: &log_keys,
+        now: w::now_seconds(),
+    };
+    let r = w::witness(&opts, &offer)?;
+    if ctx.json {
+        ctx.out_json(&serde_json::to_value(&r).map_err(|e| CliError::fail(e.to_string()))?)?;
+        return if r.ok {
+            Ok(())
         } else {
-            Some(offer.as_str())
+            Err(CliError::silent(1))
         };
-        body.and_then(|b| b.lines().next())
-            .filter(|l| !l.is_empty())
-            .map(String::from)
-            .ok_or_else(|| {
-                CliError::usage(format!(
-                    "{} is neither a signed note nor a consistency proof",
-                    args.file.display()
-                ))
-            })?
-    };
-    std::fs::create_dir_all(&args.state)
-        .map_err(|e| CliError::internal(format!("cannot create {}: {e}", args.state.display())))?;
-    let state = args.state.join(format!("{}.note", origin_file(&origin)));
-    let accepted = match std::fs::read_to_string(&state) {
-        Ok(t) => Some(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Err(CliError::internal(format!(
-                "reading {}: {e}",
-                state.display()
-            )));
-        }
-    };
-    match note::witness_decide(accepted.as_deref(), &offer, &keys) {
-        WitnessDecision::Cosign {
-            note: n,
-            checkpoint,
-        } => {
-            let cosigned = note::cosign(&n, &key).map_err(CliError::usage)?;
-            write_atomic(&state, n.as_bytes())?;
-            if ctx.json {
-                ctx.out_json(&serde_json::json!({"ok": true, "origin": checkpoint.origin,
-                    "size": checkpoint.size, "cosigned": cosigned}))
-            } else {
-                print!("{cosigned}");
-                Ok(())
-            }
-        }
-        WitnessDecision::Refuse { why, conflict } => {
-            let mut evidence = String::new();
-            if conflict {
-                let dir = args.state.join("evidence");
-                std::fs::create_dir_all(&dir).map_err(|e| {
-                    CliError::internal(format!("cannot create {}: {e}", dir.display()))
-                })?;
-                let n = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
-                let file = dir.join(format!("{}-{n}.txt", origin_file(&origin)));
-                let text = format!(
-                    "witness refusal: {why}\n\naccepted note:\n{}\noffer:\n{offer}",
-                    accepted.as_deref().unwrap_or("(none)\n")
-                );
-                write_atomic(&file, text.as_bytes())?;
-                evidence = format!(" (both notes kept in {})", file.display());
-            }
-            if ctx.json {
-                ctx.out_json(
-                    &serde_json::json!({"ok": false, "problem": why, "conflict": conflict,
-                    "accepted": accepted, "offer": offer}),
-                )?;
-                Err(CliError::silent(1))
-            } else {
-                Err(CliError::fail(format!(
-                    "witness refuses to cosign: {why}{evidence}"
-                )))
-            }
-        }
     }
+    if r.ok {
+        print!("{}", r.cosigned.as_deref().unwrap_or(""));
+        return Ok(());
+    }
+    // The note the witness holds is in the `--json` report, which is what `fetch` reads from a
+    // `cmd:` witness to prove from its size or to show a split view.
+    Err(CliError::fail(w::refusal_line(&r)))
 }
 
 fn write_new(path: &Path, text: &str, private: bool) -> Result<(), CliError> {
@@ -196,15 +165,20 @@ fn write_new(path: &Path, text: &str, private: bool) -> Result<(), CliError> {
                 path.display()
             ))
         } else {
-            CliError::internal(format!("writing {}: {e}", path.display()))
+            CliError::fail(format!("writing {}: {e}", path.display()))
         }
     })?;
     f.write_all(format!("{text}\n").as_bytes())
-        .map_err(|e| CliError::internal(format!("writing {}: {e}", path.display())))
+        .map_err(|e| CliError::fail(format!("writing {}: {e}", path.display())))
 }
 
 pub fn keygen(ctx: &Ctx, args: KeygenArgs) -> Result<(), CliError> {
     let (skey, vkey) = note::keygen(&args.name).map_err(CliError::usage)?;
+    let vkey = if args.witness {
+        crate::store::cosign::vkey_of_note_vkey(&vkey).map_err(CliError::fail)?
+    } else {
+        vkey
+    };
     let dir = args.dir.unwrap_or_else(|| PathBuf::from("."));
     let file = args.name.replace(['/', '\\', ':'], "_");
     let (kpath, ppath) = (
@@ -245,7 +219,7 @@ fn raw_hashes(trees: &Trees) -> Result<Vec<[u8; 32]>, CliError> {
     trees
         .hashes
         .iter()
-        .map(|h| tlog::entry_hash_bytes(h).map_err(|e| CliError::internal(e.to_string())))
+        .map(|h| tlog::entry_hash_bytes(h).map_err(|e| CliError::fail(e.to_string())))
         .collect()
 }
 
@@ -268,32 +242,32 @@ pub fn tiles(ctx: &Ctx, args: TilesArgs) -> Result<(), CliError> {
     // note) rather than read back tile by tile.
     let trees = Trees::load(&store)?;
     if trees.tree.root(cp.size).ok() != Some(cp.root) {
-        return Err(CliError::conflict(format!(
+        return Err(CliError::fail(format!(
             "the stored note of size {} names a root the ledger does not have; the ledger was rewritten",
             cp.size
         )));
     }
     let files = crate::store::tiles::tile_files(&trees.tree, cp.size, &raw_hashes(&trees)?)
-        .map_err(CliError::internal)?;
+        .map_err(CliError::fail)?;
     // Written beside DIR and renamed into place, so a failure leaves no half layout.
     let parent = dir
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let tmp = tempfile::tempdir_in(parent)
-        .map_err(|e| CliError::internal(format!("cannot write in {}: {e}", parent.display())))?;
+        .map_err(|e| CliError::fail(format!("cannot write in {}: {e}", parent.display())))?;
     let mut all = files;
     all.push(("checkpoint".into(), signed.into_bytes()));
     crate::store::tiles::write_layout(tmp.path(), &all)
-        .map_err(|e| CliError::internal(format!("writing tiles: {e}")))?;
+        .map_err(|e| CliError::fail(format!("writing tiles: {e}")))?;
     if dir.exists() {
         std::fs::remove_dir(&dir)
-            .map_err(|e| CliError::internal(format!("replacing {}: {e}", dir.display())))?;
+            .map_err(|e| CliError::fail(format!("replacing {}: {e}", dir.display())))?;
     }
     let staged = tmp.keep();
     std::fs::rename(&staged, &dir).map_err(|e| {
         let _ = std::fs::remove_dir_all(&staged);
-        CliError::internal(format!("moving the tiles to {}: {e}", dir.display()))
+        CliError::fail(format!("moving the tiles to {}: {e}", dir.display()))
     })?;
     if ctx.json {
         ctx.out_json(&serde_json::json!({"dir": dir, "size": cp.size, "files": all.len()}))
@@ -311,7 +285,7 @@ impl Trees {
     fn load(store: &GitStore) -> Result<Trees, CliError> {
         let hashes: Vec<String> = store.entries()?.into_iter().map(|e| e.entry_hash).collect();
         let tree = Tree::from_entry_hashes(hashes.iter().map(String::as_str))
-            .map_err(|e| CliError::internal(e.to_string()))?;
+            .map_err(|e| CliError::fail(e.to_string()))?;
         Ok(Trees { tree, hashes })
     }
 }
@@ -363,7 +337,7 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointCmd) -> Result<(), CliError> {
         other => {
             let r = store.verify(false)?;
             if !r.passed() {
-                return Err(CliError::conflict(format!(
+                return Err(CliError::fail(format!(
                     "ledger {} does not verify ({}); refusing to sign a checkpoint of it",
                     ctx.ledger,
                     r.problem.unwrap_or_default()
@@ -407,7 +381,7 @@ fn note_for(
         None => parsed.pop(),
     };
     let Some((n, cp)) = pick else {
-        return Err(CliError::not_found(match size {
+        return Err(CliError::fail(match size {
             Some(s) => format!(
                 "ledger {ledger:?} has no signed note of size {s}: run `git forum checkpoint --note` when it has {s} entries, or prove against a size that has one"
             ),
@@ -420,7 +394,7 @@ fn note_for(
     // nothing).
     let tiled = store.fresh_tiles()?;
     if cp.size > tiled.size {
-        return Err(CliError::conflict(format!(
+        return Err(CliError::fail(format!(
             "the stored note of size {} is larger than ledger {ledger:?}; the ledger was truncated",
             cp.size
         )));
@@ -434,7 +408,7 @@ fn note_for(
         root = tiled.root_at(store, cp.size);
     }
     if root? != cp.root {
-        return Err(CliError::conflict(format!(
+        return Err(CliError::fail(format!(
             "the stored note of size {} names a root the ledger does not have; the ledger was rewritten",
             cp.size
         )));
@@ -479,7 +453,7 @@ pub fn prove(ctx: &Ctx, args: &ProveArgs) -> Result<String, CliError> {
             .seq
             .expect("clap requires SEQ without --consistency-from");
         if seq >= cp.size {
-            return Err(CliError::not_found(format!(
+            return Err(CliError::fail(format!(
                 "ledger {:?} has no entry at seq {seq} within its signed note of size {}",
                 ctx.ledger, cp.size
             )));
@@ -487,7 +461,7 @@ pub fn prove(ctx: &Ctx, args: &ProveArgs) -> Result<String, CliError> {
         let path = from_tiles(&store, tiled, |t| t.inclusion_proof(&store, seq, cp.size))?;
         if !ctx.json {
             let (entry, _) = store.get_with_commit(seq)?.ok_or_else(|| {
-                CliError::not_found(format!("ledger {:?} has no entry {seq}", ctx.ledger))
+                CliError::fail(format!("ledger {:?} has no entry {seq}", ctx.ledger))
             })?;
             eprintln!(
                 "entry {seq}: entry_hash {} (pass it to verify-proof --entry-hash)",
@@ -634,4 +608,46 @@ pub fn verify_proof(ctx: &Ctx, args: &VerifyProofArgs, text: &str) -> Result<(),
         }
         Err(why) => super::proof::does_not_hold(ctx, &args.file, &why),
     }
+}
+
+/// Whether the witnesses' answers let a fetch succeed: never with a split view, and with
+/// `--require-witness` only when every witness cosigned every adopted ledger.
+pub fn witness_outcome(results: &[crate::store::sync::FetchResult], require: bool) -> bool {
+    results
+        .iter()
+        .flat_map(|r| &r.witnesses)
+        .all(|a| a.status != "split-view" && (!require || a.status == "cosigned"))
+        && (!require
+            || results
+                .iter()
+                .filter(|r| r.status.adopted())
+                .all(|r| !r.witnesses.is_empty()))
+}
+
+/// One line per witness answer under a fetched ledger; a split view adds both notes.
+pub fn print_witnesses(ctx: &Ctx, r: &crate::store::sync::FetchResult) -> Result<(), CliError> {
+    for a in &r.witnesses {
+        if a.status == "cosigned" {
+            ctx.out(&format!("  {}", a.message))?;
+        } else {
+            eprintln!("{}: {}", r.ledger, a.message);
+        }
+        if let (Some(h), Some(o)) = (&a.held, &a.offered) {
+            let holder = if a.witness == "local ledger" {
+                "the local ledger carries"
+            } else {
+                "the witness holds"
+            };
+            ctx.out(&format!("  the note {holder}:\n{}", indent(h)))?;
+            ctx.out(&format!("  the note the remote serves:\n{}", indent(o)))?;
+        }
+    }
+    Ok(())
+}
+
+fn indent(note: &str) -> String {
+    note.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -8,6 +8,10 @@ pub struct VerifyArgs {
     /// Also check every tree and body against its payload hash.
     #[arg(long)]
     pub deep: bool,
+    /// A witness's cosignature verifier key (type 0x04, `keygen NAME --witness`) to check the
+    /// recorded cosignatures with; repeatable (default: `forum.witnessVerifiers`).
+    #[arg(long, value_name = "KEY")]
+    pub witness_verifier: Vec<String>,
 }
 
 /// Print the checkpoint (Merkle root over every entry hash).
@@ -28,7 +32,12 @@ pub struct SyncArgs {}
 
 pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
-    let r = crate::surface::verify::verify(&store, &ctx.ledger, args.deep)?;
+    let keys = if args.witness_verifier.is_empty() {
+        store.witness_verifier_keys()
+    } else {
+        args.witness_verifier.clone()
+    };
+    let r = crate::surface::verify::verify_with(&store, &ctx.ledger, args.deep, &keys)?;
     let ok = r.ok;
     if ctx.json {
         ctx.out_json(&serde_json::to_value(&r).map_err(|e| CliError::internal(e.to_string()))?)?;

@@ -67,3 +67,15 @@ pub const RUN_STOPPED: &str = "run_stopped";
 pub const DEGRADED: &str = "degraded";
 /// A classification of the request, by a model (counts as a witnessed model call).
 pub const CLASSIFICATION: &str = "classification";
+/// A campaign declared (`git forum campaign declare`).
+pub const CAMPAIGN_DECLARED: &str = "campaign_declared";
+/// The features one campaign round dispatches.
+pub const CAMPAIGN_DISPATCH: &str = "campaign_dispatch";
+/// A feature's status: a round's outcome, a blocked marking, or an outside system's report.
+pub const FEATURE_STATUS: &str = "feature_status";
+/// A project's status as an outside system reported it.
+pub const PROJECT_STATUS: &str = "project_status";
+/// The snapshot of a campaign at the end of a round (never trusted by the reduction).
+pub const CAMPAIGN_RESULT: &str = "campaign_result";
+/// One synthetic body of `git forum bench-deep-verify` (Forum's kind for its benchmark ledgers).
+pub const PAYLOAD: &str = "payload";

@@ -85,6 +85,11 @@ impl Tree {
         Ok(t)
     }
 
+    /// The number of entries in the tree.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
     /// Every stored hash, in Go's stored-hash order (what tiles are cut from).
     pub(crate) fn stored_hashes(&self) -> &[Hash] {
         &self.stored

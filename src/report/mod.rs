@@ -18,6 +18,7 @@
 //!   counted in [`Summary::absent_bodies`] and left out of every count that needs the body.
 
 pub mod capsule;
+pub mod gradable;
 pub mod grade;
 pub mod receipt;
 pub mod room;
@@ -31,7 +32,8 @@ use crate::ledger::merkle::Accumulator;
 use crate::ledger::{Entry, hash, kind, verify_chain};
 
 pub use capsule::{build_context_capsule, capsule_text};
-pub use grade::{gradable_record, grade};
+pub use gradable::gradable_record;
+pub use grade::grade;
 pub use receipt::{ReceiptInputs, receipt};
 pub use room::{build_run_room, room_brief_text, room_text};
 pub use summary::{Summary, compare, summarize};

@@ -42,10 +42,13 @@
 //! * `prompts`, `schemas`, `payload`: what a run says to its seats, what they must answer, and
 //!   the plan entry's payload.
 //! * `status`: runs and gates read back from the ledger.
+//! * `dispatch`: a plan made elsewhere (a campaign round) run without planner, validator or
+//!   synthesis.
 
 mod adapters;
 mod context;
 mod deliver;
+mod dispatch;
 mod drive;
 mod engine;
 mod gates;
@@ -75,6 +78,7 @@ pub use adapters::{
     MAX_CONTEXT_COMMAND_BYTES, MAX_VERIFICATION_DETAIL_CHARS, MAX_VERIFIER_COMMAND_BYTES,
 };
 pub use context::{MAX_TASK_CONTEXT_CHARS, TASK_CONTEXT_CUT_MARKER, cap_task_context};
+pub use dispatch::{Dispatched, TaskResult, dispatch};
 pub use drive::submit;
 pub use gates::GatePolicy;
 pub use interrupt::Interrupt;

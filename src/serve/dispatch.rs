@@ -138,7 +138,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     (
         "GET",
         "/grade",
-        "the ledger's grade: independent checks passed",
+        "the latest run's grade: independent checks passed",
     ),
     (
         "POST",
@@ -149,6 +149,66 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "POST",
         "/context/preflight",
         "how much request context a run would admit {request, use_capsule_context?, ...}",
+    ),
+    (
+        "POST",
+        "/import-trace",
+        "fold an agent trace into Forum's flight-recorder record {trace, format?}",
+    ),
+    (
+        "POST",
+        "/mine",
+        "fold an agent trace into one gradable-trajectory row {trace, format?, min_checks?}",
+    ),
+    (
+        "POST",
+        "/campaign/declare",
+        "validate and declare a campaign {campaign}",
+    ),
+    (
+        "POST",
+        "/campaign/status",
+        "a campaign's room {campaign_id?}",
+    ),
+    (
+        "POST",
+        "/campaign/next",
+        "a campaign's next actions {campaign_id?}",
+    ),
+    (
+        "POST",
+        "/campaign/ingest-status",
+        "record an outside system's status {project, feature?, status, source, reason?}",
+    ),
+    (
+        "POST",
+        "/campaign/run",
+        "run a campaign's runnable features to a fixed point {campaign_id?, max_parallel?}",
+    ),
+    (
+        "POST",
+        "/grade",
+        "the grade of one run {run?, all?, min_checks?} (default: the latest run)",
+    ),
+    (
+        "POST",
+        "/gradable",
+        "Forum's gradable-trajectory row of one run {run?, all?, min_checks?}",
+    ),
+    (
+        "GET",
+        "/status/full",
+        "what the repository's git forum holds: ledgers, last run, hooks, runtime",
+    ),
+    (
+        "GET",
+        "/doctor",
+        "doctor's diagnosis of the ledger and the install (no repairs)",
+    ),
+    (
+        "POST",
+        "/witness",
+        "cosign a checkpoint that extends the last accepted one {proof} or {note}",
     ),
     (
         "GET",
@@ -306,6 +366,18 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("GET", ["grade"]) => Box::new(|d, _| d.grade()),
         ("POST", ["bench"]) => Box::new(|d, r| d.bench(r)),
         ("POST", ["context", "preflight"]) => Box::new(|d, r| d.preflight(r)),
+        ("POST", ["import-trace"]) => Box::new(|d, r| d.import_trace(r)),
+        ("POST", ["mine"]) => Box::new(|d, r| d.mine(r)),
+        ("POST", ["campaign", "declare"]) => Box::new(|d, r| d.campaign_declare(r)),
+        ("POST", ["campaign", "status"]) => Box::new(|d, r| d.campaign_status(r)),
+        ("POST", ["campaign", "next"]) => Box::new(|d, r| d.campaign_next(r)),
+        ("POST", ["campaign", "ingest-status"]) => Box::new(|d, r| d.campaign_ingest(r)),
+        ("POST", ["campaign", "run"]) => Box::new(|d, r| d.campaign_run(r)),
+        ("POST", ["grade"]) => Box::new(|d, r| d.grade_of(r)),
+        ("POST", ["gradable"]) => Box::new(|d, r| d.gradable(r)),
+        ("GET", ["status", "full"]) => Box::new(|d, _| d.full_status()),
+        ("GET", ["doctor"]) => Box::new(|d, _| d.doctor()),
+        ("POST", ["witness"]) => Box::new(|d, r| d.witness(r)),
         ("GET", ["log"]) => Box::new(|d, r| d.log(r)),
         _ => return None,
     };
@@ -323,7 +395,7 @@ pub(crate) fn allowed_methods(path: &str) -> Vec<&'static str> {
 /// Whether the route runs the control loop (it gets the submit time limit, not the ordinary
 /// per-request timeout).
 pub(crate) fn is_long_running(method: &str, path: &str) -> bool {
-    method == "POST" && matches!(path, "/submit" | "/resume" | "/plan")
+    method == "POST" && matches!(path, "/submit" | "/resume" | "/plan" | "/campaign/run")
 }
 
 /// How the dispatcher is opened.
@@ -341,6 +413,10 @@ pub struct Config {
     /// The longest one submit or resume may run, in seconds: the run stops on its budget at
     /// the next check after that (and is resumable).
     pub submit_seconds: f64,
+    /// `POST /witness`: the witness's state directory (else `forum.witnessState`).
+    pub witness_state: Option<PathBuf>,
+    /// `POST /witness`: the witness's signer key file (else `forum.witnessKey`).
+    pub witness_key: Option<PathBuf>,
 }
 
 impl Config {
@@ -353,6 +429,8 @@ impl Config {
             no_fsync: false,
             timestamp: None,
             submit_seconds: DEFAULT_SUBMIT_SECONDS,
+            witness_state: None,
+            witness_key: None,
         }
     }
 }

@@ -23,7 +23,10 @@ use crate::surface::clock::{self, RunClock};
 use crate::surface::run::plan::PlanAsk;
 use crate::surface::run::{Bodies, ContextSource, Decide, Decision, Go, RunOptions};
 
+mod campaign;
+mod flight;
 mod runs;
+mod witness;
 
 type Res = Result<J, Reply>;
 

@@ -1,5 +1,5 @@
-//! Read-side reports over the daemon: summary, bench, room, capsule, receipt, grade and context
-//! preflight. Loading and the reports themselves are [`crate::surface::reports`], the same
+//! Read-side reports over the daemon: summary, bench, room, capsule, receipt, grade, the
+//! gradable row, context preflight, the repository's status and doctor's diagnosis. Loading and the reports themselves are [`crate::surface::reports`], the same
 //! functions `git forum summary|bench|room|capsule|receipt|grade` call; this file parses the
 //! request and maps a surface error's class to its HTTP status.
 //!
@@ -77,9 +77,37 @@ impl Dispatcher {
         self.receipt(Some(seq))
     }
 
-    /// The ledger's grade (checks by actors other than the producers).
+    /// The latest run's grade (checks by actors other than the producers).
     pub(crate) fn grade(&self) -> Res {
-        body(&reports::grade(&self.served(false)?, 2))
+        let s = self.served(false)?;
+        body(&reports::grade_scoped(&s, reports::Scope::Latest, 2).map_err(reply)?)
+    }
+
+    /// `{run?, all?, min_checks?}`: which entries a grade or a gradable row covers, and the
+    /// checks a PASS needs.
+    fn graded(
+        &self,
+        req: &Request<'_>,
+        deep: bool,
+    ) -> Result<(Snapshot, reports::Scope, u64), Reply> {
+        let a = Args::new(req.body, &["run", "all", "min_checks"])?;
+        let scope =
+            reports::Scope::of(a.int("run")?, a.bool("all")?.unwrap_or(false)).map_err(reply)?;
+        let min_checks = a.int("min_checks")?.unwrap_or(2);
+        Ok((self.served(deep)?, scope, min_checks))
+    }
+
+    /// The grade of one run (`run`, default the latest) or of the whole ledger (`all`).
+    pub(crate) fn grade_of(&self, req: &Request<'_>) -> Res {
+        let (s, scope, min_checks) = self.graded(req, false)?;
+        body(&reports::grade_scoped(&s, scope, min_checks).map_err(reply)?)
+    }
+
+    /// Forum's gradable-trajectory row of one run (`run`, default the latest) or of the whole
+    /// ledger (`all`).
+    pub(crate) fn gradable(&self, req: &Request<'_>) -> Res {
+        let (s, scope, min_checks) = self.graded(req, true)?;
+        body(&reports::gradable(&s, scope, min_checks).map_err(reply)?)
     }
 
     pub(crate) fn capsule(&self) -> Res {
@@ -152,5 +180,34 @@ impl Dispatcher {
                 "encoding the report: {e}"
             )))
         })
+    }
+
+    /// The runtime's readiness on this server: the runtime it was started with.
+    fn readiness(&self) -> surface::status::Readiness {
+        let loaded = self.executors.loaded.as_ref().ok_or_else(|| {
+            "no runtime is configured for this server (start it with executor flags or add .forum/runtime.toml)".to_string()
+        });
+        surface::status::readiness(loaded, &self.roster, &crate::config::RealFacts)
+    }
+
+    fn served_store(&self) -> Result<GitStore, Reply> {
+        Ok(GitStore::new(
+            self.repo.to_thread_local(),
+            &self.cfg.ledger,
+            Options::default(),
+        )?)
+    }
+
+    /// What the repository's git forum holds (`git forum status`).
+    pub(crate) fn full_status(&self) -> Res {
+        let store = self.served_store()?;
+        body(&surface::status::status(&store, self.readiness()).map_err(reply)?)
+    }
+
+    /// The diagnosis `git forum doctor` makes, without repairs (a client reads, never writes).
+    pub(crate) fn doctor(&self) -> Res {
+        let store = self.served_store()?;
+        let sources = crate::store::doctor::Sources::default();
+        body(&surface::doctor::doctor(&store, &sources, false, self.readiness()).map_err(reply)?)
     }
 }

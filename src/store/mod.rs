@@ -3,6 +3,7 @@
 pub(crate) mod append;
 pub(crate) mod capped;
 pub(crate) mod codec;
+pub mod cosign;
 pub(crate) mod doctor;
 pub(crate) mod durable;
 pub(crate) mod error;
@@ -21,3 +22,4 @@ pub(crate) mod sync;
 pub(crate) mod tiles;
 pub(crate) mod verify;
 pub(crate) mod wal;
+pub mod witness;

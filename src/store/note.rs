@@ -282,17 +282,6 @@ pub fn parse_consistency(text: &str) -> Result<ParsedConsistency<'_>, String> {
     })
 }
 
-/// Adds the signature of `signer_key` to a signed note (a witness's cosignature), keeping the
-/// signatures it has.
-pub fn cosign(note: &str, signer_key: &str) -> Result<String, String> {
-    let signer = StandardSigner::new(signer_key.trim())
-        .map_err(|e| format!("the witness key is not a signed-note signer key: {e}"))?;
-    let mut n = Note::from_bytes(note.as_bytes()).map_err(|e| format!("malformed note: {e}"))?;
-    n.add_sigs(&[&signer])
-        .map_err(|e| format!("cosigning the note failed: {e}"))?;
-    String::from_utf8(n.to_bytes()).map_err(|_| "the note is not UTF-8".into())
-}
-
 /// What a witness decides about an offered checkpoint.
 #[derive(Debug)]
 pub enum WitnessDecision {

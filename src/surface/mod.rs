@@ -17,15 +17,21 @@ use crate::ledger::StorageError;
 use crate::store::git::StoreError;
 
 pub(crate) mod append;
+pub(crate) mod bench_verify;
+pub(crate) mod campaign;
 pub(crate) mod clock;
 pub(crate) mod context;
+pub(crate) mod doctor;
+pub(crate) mod flight;
 pub(crate) mod ledger;
 pub(crate) mod proof;
 pub(crate) mod read;
 pub(crate) mod run;
 pub(crate) mod runtime;
+pub(crate) mod status;
 pub(crate) mod sync;
 pub(crate) mod verify;
+pub(crate) mod witness;
 
 /// A report an operation returns: serializable, with a stable schema name.
 pub trait Report: serde::Serialize {

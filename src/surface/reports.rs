@@ -2,7 +2,7 @@
 //! Forum directory, one run of a ledger) into a [`Snapshot`], then handing it to the pure
 //! projections in [`crate::report`], which never read anything themselves.
 //!
-//! `git forum summary|bench|room|capsule|grade` and the daemon's and MCP's report
+//! `git forum summary|bench|room|capsule|grade|export-gradable` and the daemon's and MCP's report
 //! operations call these functions; each returns a typed report (`Serialize`, with its schema
 //! name as [`Report::SCHEMA`]). The daemon serializes the report; the CLI prints its value in
 //! Forum's key order or renders it as text.
@@ -389,4 +389,63 @@ pub fn grade(s: &Snapshot, min_checks: u64) -> GradeReport {
     Projected {
         value: report::grade::grade(s, min_checks),
     }
+}
+
+/// The gradable-trajectory row (forum-spec §21).
+pub type GradableReport = Projected<20>;
+
+impl Report for GradableReport {
+    const SCHEMA: &'static str = report::gradable::GRADABLE_SCHEMA;
+}
+
+/// Which entries of a ledger a grade or a gradable row covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The latest run; the whole ledger when it holds no run (a folded trace, appended notes).
+    Latest,
+    /// The run whose request is at this seq.
+    Run(u64),
+    /// Every entry of the ledger, runs together (what Forum's `grade LEDGER_DIR` reads).
+    All,
+}
+
+impl Scope {
+    /// `--all`, else RUN, else the latest run.
+    pub fn of(run: Option<u64>, all: bool) -> Result<Scope> {
+        match (run, all) {
+            (Some(_), true) => Err(Error::usage(
+                "give a RUN or --all, not both (--all covers every run of the ledger)",
+            )),
+            (Some(seq), false) => Ok(Scope::Run(seq)),
+            (None, true) => Ok(Scope::All),
+            (None, false) => Ok(Scope::Latest),
+        }
+    }
+}
+
+/// The entries of `whole` that `scope` covers.
+pub fn scoped(whole: &Snapshot, scope: Scope) -> Result<Snapshot> {
+    let roots = report::run_roots(&whole.entries());
+    let latest = roots.iter().rev().find(|(s, r)| s == r).map(|(s, _)| *s);
+    let run = match (scope, latest) {
+        (Scope::All, _) | (Scope::Latest, None) => return Ok(whole.clone()),
+        (Scope::Latest, Some(seq)) | (Scope::Run(seq), _) => seq,
+    };
+    run_slice(whole, run).ok_or_else(|| {
+        Error::not_found(format!(
+            "no run starts at seq {run} (the runs list shows them; --all grades every entry)"
+        ))
+    })
+}
+
+/// The grade of the entries `scope` covers.
+pub fn grade_scoped(whole: &Snapshot, scope: Scope, min_checks: u64) -> Result<GradeReport> {
+    Ok(grade(&scoped(whole, scope)?, min_checks))
+}
+
+/// The gradable row of the entries `scope` covers.
+pub fn gradable(whole: &Snapshot, scope: Scope, min_checks: u64) -> Result<GradableReport> {
+    Ok(Projected {
+        value: report::gradable_record(&scoped(whole, scope)?, None, min_checks),
+    })
 }

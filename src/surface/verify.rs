@@ -99,8 +99,20 @@ impl VerifyReport {
 /// does not exist is [`super::Class::NotFound`]; a ledger that does not verify is a report
 /// with `ok: false`, not an error.
 pub fn verify(store: &GitStore, ledger: &str, deep: bool) -> Result<VerifyReport> {
+    let keys = store.witness_verifier_keys();
+    verify_with(store, ledger, deep, &keys)
+}
+
+/// [`verify`] with these cosignature verifier keys (type 0x04) for the witness records
+/// (src/surface/witness.rs).
+pub fn verify_with(
+    store: &GitStore,
+    ledger: &str,
+    deep: bool,
+    witness_keys: &[String],
+) -> Result<VerifyReport> {
     let r = store.verify(deep)?;
-    Ok(VerifyReport {
+    let report = VerifyReport {
         schema: VerifyReport::SCHEMA,
         ledger: ledger.to_string(),
         ok: r.passed(),
@@ -126,5 +138,6 @@ pub fn verify(store: &GitStore, ledger: &str, deep: bool) -> Result<VerifyReport
             .map(|(size, root, signer)| Signature { size, root, signer })
             .collect(),
         notes: r.notes,
-    })
+    };
+    super::witness::check_records(store, witness_keys, report)
 }

@@ -1,12 +1,16 @@
 //! The one integration-test binary (one link step on two cores).
 
+mod bench_verify;
 mod bodies;
 mod bounds;
+mod campaign;
 mod common;
 mod conflict;
 mod conformance;
 mod daemon;
 mod edges;
+mod flight;
+mod gradable;
 mod http_exec;
 mod inputs;
 mod ledger;
@@ -27,8 +31,10 @@ mod same_json;
 mod same_json_runs;
 mod sign;
 mod snapshots;
+mod status;
 mod storage;
 mod submit;
 mod sync;
 mod tlog;
 mod tlog_tiles;
+mod witness;

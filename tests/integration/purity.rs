@@ -56,6 +56,8 @@ const CORE: &[(&str, bool)] = &[
     ("quality", true),
     ("report", true),
     ("gate", false),
+    ("flight", true),
+    ("campaign", true),
 ];
 
 /// One path a source file names.

@@ -211,11 +211,20 @@ fn status_checkpoint_entry_and_why_are_the_same_json_from_cli_http_and_mcp() {
 
         let served = repo.serve(&[], std::process::Stdio::null());
         let http_status = http_get(&served, "/status");
+        let http_full = http_get(&served, "/status/full");
         let http_checkpoint = http_get(&served, "/checkpoint");
         let http_entry = http_get(&served, "/ledger/1");
         let http_why = http_get(&served, "/why/2");
         drop(served);
-        assert_eq!(http_status, cli_status, "status over HTTP on {kind}");
+        // GET /status is Forum's (entries and checkpoint); `status --json` adds to it what
+        // GET /status/full answers.
+        let ledger_status = json!({
+            "ledger": cli_status["ledger"],
+            "entries": cli_status["entries"],
+            "checkpoint": cli_status["checkpoint"],
+        });
+        assert_eq!(http_status, ledger_status, "status over HTTP on {kind}");
+        assert_eq!(http_full, cli_status, "full status over HTTP on {kind}");
         assert_eq!(
             http_checkpoint, cli_checkpoint,
             "checkpoint over HTTP on {kind}"
@@ -230,9 +239,11 @@ fn status_checkpoint_entry_and_why_are_the_same_json_from_cli_http_and_mcp() {
                 ("checkpoint", json!({})),
                 ("ledger_get", json!({"seq": 1})),
                 ("ledger_why", json!({"seq": 2})),
+                ("forum.status", json!({})),
             ],
         );
-        assert_eq!(mcp[0], cli_status, "status over MCP on {kind}");
+        assert_eq!(mcp[0], ledger_status, "status over MCP on {kind}");
+        assert_eq!(mcp[4], cli_status, "forum.status over MCP on {kind}");
         assert_eq!(mcp[1], cli_checkpoint, "checkpoint over MCP on {kind}");
         assert_eq!(mcp[2], cli_entry, "entry over MCP on {kind}");
         assert_eq!(mcp[3], cli_why, "why over MCP on {kind}");

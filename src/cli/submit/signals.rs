@@ -11,7 +11,7 @@ use crate::run::Interrupt;
 /// before the process exits anyway.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 
-pub(super) fn signal_number(name: &str) -> u8 {
+pub(crate) fn signal_number(name: &str) -> u8 {
     match name {
         "SIGINT" => 2,
         _ => 15,
@@ -22,7 +22,7 @@ pub(super) fn signal_number(name: &str) -> u8 {
 /// (the run writes nothing more and ends by witnessing it) and kills the process group of
 /// every command running (workers, context commands, verifiers); a second one, or a run that
 /// has not wound down after [`INTERRUPT_GRACE`], ends the process at once.
-pub(super) fn watch_signals(interrupt: Arc<Interrupt>) -> Result<(), CliError> {
+pub(crate) fn watch_signals(interrupt: Arc<Interrupt>) -> Result<(), CliError> {
     use std::future::poll_fn;
     use std::task::Poll;
     use tokio::signal::unix::{SignalKind, signal};

@@ -114,7 +114,31 @@ const GATE_KEY: [(&str, &str, &str); 3] = [
     ("approver", "string", "Who decides."),
 ];
 
+const GRADED: &[(&str, &str, &str)] = &[
+    (
+        "run",
+        "integer",
+        "The run's request seq (default: the latest run).",
+    ),
+    (
+        "all",
+        "boolean",
+        "Cover every entry of the ledger, runs together.",
+    ),
+    (
+        "min_checks",
+        "integer",
+        "Checks needed for a PASS (default 2).",
+    ),
+];
+
 const SEQ: &[(&str, &str, &str)] = &[("seq", "integer", "The entry's seq.")];
+
+const CAMPAIGN_ID: &[(&str, &str, &str)] = &[(
+    "campaign_id",
+    "string",
+    "The campaign (default: the only one declared).",
+)];
 
 /// Every tool. Listed under `name`; `aliases` (Forum's other spellings) are accepted too.
 pub const TOOLS: &[Tool] = &[
@@ -398,7 +422,7 @@ pub const TOOLS: &[Tool] = &[
         name: "forum.ledger.grade",
         aliases: &["grade"],
         target: Target::Get("/grade"),
-        description: "The ledger's grade: the share of independent checks (verdicts, verifications, intent judgments by actors that produced no result) that passed, and PASS, FAIL or UNVERIFIABLE.",
+        description: "The latest run's grade: the share of independent checks (verdicts, verifications, intent judgments by actors that produced no result) that passed, and PASS, FAIL or UNVERIFIABLE.",
         properties: &[],
         required: &[],
     },
@@ -463,6 +487,173 @@ pub const TOOLS: &[Tool] = &[
         properties: &[("limit", "integer", "The most entries to list (1 to 1000).")],
         required: &[],
     },
+    Tool {
+        name: "forum.import_trace",
+        aliases: &["import_trace"],
+        target: Target::Post("/import-trace"),
+        description: "Fold an agent trace into Forum's forum.flight-recorder/1 record (entries, verified, merkle_root, dangling parents); writes nothing.",
+        properties: TRACE_PROPS,
+        required: &[],
+    },
+    Tool {
+        name: "forum.mine",
+        aliases: &["mine"],
+        target: Target::Post("/mine"),
+        description: "Fold an agent trace and export it as one graded, sealed forum.gradable-trajectory/1 row; writes nothing.",
+        properties: &[
+            TRACE_PROPS[0],
+            TRACE_PROPS[1],
+            TRACE_PROPS[2],
+            (
+                "min_checks",
+                "integer",
+                "Independent checks a PASS needs (default 2).",
+            ),
+        ],
+        required: &[],
+    },
+    Tool {
+        name: "campaign_declare",
+        aliases: &["forum.campaign.declare"],
+        target: Target::Post("/campaign/declare"),
+        description: "Validate a campaign (unique feature ids, known dependencies, no cycle) and declare it in the ledger. Returns {declared, seq}.",
+        properties: &[(
+            "campaign",
+            "object",
+            "The campaign: {campaign_id, title, projects: [{project_id, owner, priority, features: [{feature_id, title, agent, instruction, priority, depends_on, done_when}]}]}.",
+        )],
+        required: &["campaign"],
+    },
+    Tool {
+        name: "campaign_status",
+        aliases: &["forum.campaign.status"],
+        target: Target::Post("/campaign/status"),
+        description: "A campaign's room (forum.campaign-room/v1): each feature's status reduced from the ledger, progress, projects, next actions, checkpoint.",
+        properties: CAMPAIGN_ID,
+        required: &[],
+    },
+    Tool {
+        name: "campaign_next",
+        aliases: &["forum.campaign.next"],
+        target: Target::Post("/campaign/next"),
+        description: "A campaign's next actions: investigate, dispatch_feature, unblock, close_campaign.",
+        properties: CAMPAIGN_ID,
+        required: &[],
+    },
+    Tool {
+        name: "campaign_ingest_status",
+        aliases: &["forum.campaign.ingest-status", "forum.campaign.ingest"],
+        target: Target::Post("/campaign/ingest-status"),
+        description: "Record the status an outside system reports for one of its features (or its whole project without feature). Nothing runs. Returns {ingested, seq}.",
+        properties: &[
+            CAMPAIGN_ID[0],
+            ("project", "string", "The project."),
+            (
+                "feature",
+                "string",
+                "The feature (omit for the whole project).",
+            ),
+            (
+                "status",
+                "string",
+                "pending, in_progress, blocked, failed or done.",
+            ),
+            ("source", "string", "Who reports it (external:NAME)."),
+            ("reason", "string", "Why."),
+        ],
+        required: &["project", "status", "source"],
+    },
+    Tool {
+        name: "campaign_run",
+        aliases: &["forum.campaign.run"],
+        target: Target::Post("/campaign/run"),
+        description: "Run a campaign's runnable forum-owned features with the server's executors, round after round until nothing is runnable; every dispatch and status is witnessed. Returns the campaign room.",
+        properties: &[
+            CAMPAIGN_ID[0],
+            (
+                "max_parallel",
+                "integer",
+                "Features of a round that run at the same time.",
+            ),
+            (
+                "max_model_calls",
+                "integer",
+                "Stop dispatching once this many model calls have started.",
+            ),
+            (
+                "max_seconds",
+                "number",
+                "Stop dispatching after this many seconds (capped by the server).",
+            ),
+        ],
+        required: &[],
+    },
+    Tool {
+        name: "forum.status",
+        aliases: &["flagship_status"],
+        target: Target::Get("/status/full"),
+        description: "What this repository's git forum holds: the ledger's entries and checkpoint, every ledger with its size and tip, the last run and how it stands, the hooks, and whether the runtime can run models (executors, local models probed).",
+        properties: &[],
+        required: &[],
+    },
+    Tool {
+        name: "forum.doctor",
+        aliases: &["flagship_doctor"],
+        target: Target::Get("/doctor"),
+        description: "Doctor's diagnosis, without repairs: what is wrong with the ledger (by seq), whether it verifies deep, and the install (git, ref storage, hooks, runtime, local models).",
+        properties: &[],
+        required: &[],
+    },
+    Tool {
+        name: "forum.run.grade",
+        aliases: &["grade_run"],
+        target: Target::Post("/grade"),
+        description: "The grade of one run (default: the latest) or, with all, of the whole ledger: independent checks passed, and PASS, FAIL or UNVERIFIABLE.",
+        properties: GRADED,
+        required: &[],
+    },
+    Tool {
+        name: "forum.export_gradable",
+        aliases: &["export_gradable", "forum.run.gradable"],
+        target: Target::Post("/gradable"),
+        description: "Forum's gradable-trajectory row (forum.gradable-trajectory/1) of one run: prompt, trajectory, grade, what re-derives the grade, and its row_hash seal.",
+        properties: GRADED,
+        required: &[],
+    },
+    Tool {
+        name: "witness",
+        aliases: &["forum.witness"],
+        target: Target::Post("/witness"),
+        description: "Act as a witness (needs forum.witnessState and forum.witnessKey): cosign, with a C2SP tlog-cosignature/v1 line, a checkpoint whose consistency proof extends the last one accepted for its origin, or refuse with the reason and the note held.",
+        properties: &[
+            (
+                "proof",
+                "string",
+                "A consistency proof from the accepted size, as `prove --consistency-from M --tlog` prints.",
+            ),
+            ("note", "string", "On first contact: the bare signed note."),
+        ],
+        required: &[],
+    },
+];
+
+/// The arguments of the flight-recorder tools: the trace (as JSON or as text) and its format.
+const TRACE_PROPS: &[(&str, &str, &str)] = &[
+    (
+        "trace",
+        "array",
+        "The trace's events as a JSON list (Forum's formats).",
+    ),
+    (
+        "text",
+        "string",
+        "The trace's text instead, in any format (JSONL and OTLP/JSON included).",
+    ),
+    (
+        "format",
+        "string",
+        "langsmith, otel, agentops, generic (default), otlp or claude-code.",
+    ),
 ];
 
 /// The tool named `name` (or one of its aliases).

@@ -74,6 +74,9 @@ pub struct FetchResult {
     pub conflict: Option<(String, Checkpoint)>,
     pub problem: Option<String>,
     pub code: Option<&'static str>,
+    /// What each configured witness said about the remote's latest note (adopted copies only;
+    /// src/store/witness.rs).
+    pub witnesses: Vec<crate::store::witness::Asked>,
 }
 
 /// Removes the staging refs of `remote`, whatever happens to the fetch.
@@ -210,12 +213,29 @@ pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
             remote_prefix_root: None,
             conflict: None,
             code: Some("deleted"),
+            witnesses: Vec::new(),
         });
     }
     drop(staging);
     drop(sig_staging);
     results.sort_by(|a, b| a.ledger.cmp(&b.ledger));
+    witness_step(dir, remote, &mut results)?;
     Ok(results)
+}
+
+/// Shows the configured witnesses the adopted copies' latest notes (src/store/witness.rs).
+fn witness_step(dir: &Path, remote: &str, results: &mut [FetchResult]) -> Result<(), StoreError> {
+    let adopted: Vec<String> = results
+        .iter()
+        .filter(|r| r.status.adopted())
+        .map(|r| r.ledger.clone())
+        .collect();
+    for (name, asked) in crate::store::witness::ask_witnesses(dir, remote, &adopted)? {
+        if let Some(r) = results.iter_mut().find(|r| r.ledger == name) {
+            r.witnesses = asked;
+        }
+    }
+    Ok(())
 }
 
 fn seen_checkpoint(
@@ -252,6 +272,7 @@ fn judge_fetched(
         conflict: None,
         problem: None,
         code: None,
+        witnesses: Vec::new(),
     };
     if let Err(e) = validate_ledger_name(name) {
         result.problem = Some(format!("the remote offers a ledger with a bad name: {e}"));

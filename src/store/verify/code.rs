@@ -44,11 +44,13 @@ pub enum Code {
     Rewritten,
     /// The reflog saw the ledger longer than it is: the ref was moved back.
     Rewound,
+    /// A witness was shown two different trees of one log (recorded by `fetch`).
+    SplitView,
 }
 
 impl Code {
     /// Every code, for listings and tests.
-    pub const ALL: [Code; 19] = [
+    pub const ALL: [Code; 20] = [
         Code::BadSignature,
         Code::BodyEdited,
         Code::BodyMissing,
@@ -68,6 +70,7 @@ impl Code {
         Code::Truncated,
         Code::Rewritten,
         Code::Rewound,
+        Code::SplitView,
     ];
 
     /// The code as written in reports and messages.
@@ -92,6 +95,7 @@ impl Code {
             Code::Truncated => "truncated",
             Code::Rewritten => "rewritten",
             Code::Rewound => "rewound",
+            Code::SplitView => "split-view",
         }
     }
 }

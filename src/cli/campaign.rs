@@ -1,0 +1,270 @@
+//! `git forum campaign declare|status|next|run|ingest-status`: campaigns at the command line.
+//! The operations are [`crate::surface::campaign`]; this module holds their flags, reads the
+//! ledger for them, and prints each report as Forum does (`status` and `run --json` as
+//! indented JSON, `declare` and `ingest-status` as one compact line) or as text.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::exec_flags::ExecutorArgs;
+use super::plan::load_policy;
+use super::route::load_roster;
+use super::runtime::{RealFacts, load_runtime};
+use super::submit::signals;
+use super::{CliError, Ctx};
+use crate::exec::{Fleet, Seats, config};
+use crate::ledger::canonical;
+use crate::run;
+use crate::store::git::GitStore;
+use crate::surface;
+use crate::surface::campaign::{IngestAsk, Items};
+use crate::surface::run::{RunClock, RunOptions, options};
+
+/// Declare, inspect and run campaigns: projects of features across owners.
+#[derive(Debug, clap::Args)]
+pub struct CampaignArgs {
+    #[command(subcommand)]
+    pub command: CampaignCommand,
+}
+
+/// A campaign command.
+#[derive(Debug, clap::Subcommand)]
+pub enum CampaignCommand {
+    /// Validate a campaign file (duplicate ids, unknown dependencies, cycles) and declare it.
+    Declare(DeclareArgs),
+    /// The campaign room: each feature's status reduced from the ledger, progress, next
+    /// actions (JSON; --text for text).
+    Status(StatusArgs),
+    /// The campaign's next actions.
+    Next(IdArgs),
+    /// Run the campaign's runnable features, round after round, until nothing is runnable.
+    Run(Box<RunArgs>),
+    /// Record the status an outside system reports for one of its features (or its whole
+    /// project); nothing is run.
+    IngestStatus(IngestArgs),
+}
+
+/// Which campaign (default: the only one declared in the ledger).
+#[derive(Debug, Clone, clap::Args)]
+pub struct IdArgs {
+    /// The campaign id.
+    #[arg(value_name = "ID", conflicts_with = "campaign_id")]
+    pub id: Option<String>,
+    /// The campaign id (Forum's spelling).
+    #[arg(long, value_name = "ID")]
+    pub campaign_id: Option<String>,
+}
+
+impl IdArgs {
+    fn get(&self) -> Option<&str> {
+        self.id.as_deref().or(self.campaign_id.as_deref())
+    }
+}
+
+/// Declare a campaign.
+#[derive(Debug, clap::Args)]
+pub struct DeclareArgs {
+    /// The campaign JSON file.
+    #[arg(long, value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+/// Show a campaign room.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub id: IdArgs,
+    /// Print the room as text instead of JSON.
+    #[arg(long)]
+    pub text: bool,
+}
+
+/// Run a campaign.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub id: IdArgs,
+    /// How many features of a round run at the same time (default: the policy's, else 6).
+    #[arg(long, value_name = "N")]
+    pub max_parallel: Option<usize>,
+    /// Stop dispatching once this many model calls have started (the features left fail
+    /// with "budget exceeded").
+    #[arg(long, value_name = "N")]
+    pub max_model_calls: Option<u64>,
+    /// Stop dispatching once this many seconds have passed.
+    #[arg(long, value_name = "S")]
+    pub max_seconds: Option<f64>,
+    /// Roster file (default: .forum/roster.toml, else the built-in roster).
+    #[arg(long, value_name = "FILE")]
+    pub roster: Option<PathBuf>,
+    /// Policy file (default: .forum/policy.toml).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Which executors run the features.
+    #[command(flatten)]
+    pub exec: ExecutorArgs,
+}
+
+/// Record an outside system's status.
+#[derive(Debug, clap::Args)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    pub id: IdArgs,
+    /// The project.
+    #[arg(long, value_name = "ID")]
+    pub project: String,
+    /// The feature (omit to report on the whole project).
+    #[arg(long, value_name = "ID")]
+    pub feature: Option<String>,
+    /// pending, in_progress, blocked, failed or done.
+    #[arg(long)]
+    pub status: String,
+    /// Who reports it (for an outside system's feature, by convention its owner,
+    /// `external:NAME`).
+    #[arg(long)]
+    pub source: String,
+    /// Why.
+    #[arg(long, default_value = "")]
+    pub reason: String,
+}
+
+/// A report in Forum's key order: indented (`json.dumps(.., indent=2)`) or on one line.
+fn forum_text(r: &impl serde::Serialize, pretty: bool) -> Result<String, CliError> {
+    let text = serde_json::to_string(r).map_err(|e| CliError::fail(e.to_string()))?;
+    let v = canonical::parse(&text).map_err(|e| CliError::fail(e.to_string()))?;
+    Ok(if pretty {
+        v.python_pretty()
+    } else {
+        v.python_dumps()
+    })
+}
+
+fn items(store: &GitStore) -> Result<Items, CliError> {
+    Ok(surface::campaign::items_of(options::preload(store)?))
+}
+
+fn verified(store: &GitStore) -> Result<bool, CliError> {
+    Ok(store.exists()? && store.verify(true)?.passed())
+}
+
+/// `git forum campaign`.
+pub fn run(ctx: &Ctx, args: CampaignArgs) -> Result<(), CliError> {
+    match args.command {
+        CampaignCommand::Declare(a) => declare(ctx, a),
+        CampaignCommand::Status(a) => status(ctx, a),
+        CampaignCommand::Next(a) => next(ctx, a),
+        CampaignCommand::Run(a) => run_campaign(ctx, *a),
+        CampaignCommand::IngestStatus(a) => ingest(ctx, a),
+    }
+}
+
+fn declare(ctx: &Ctx, a: DeclareArgs) -> Result<(), CliError> {
+    // Forum exits 2 on a file it cannot read, as on one that is not a campaign.
+    let text = crate::config::read_text(&a.file, "campaign file")
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    let ts = ctx.now(None)?;
+    let mut store = ctx.store()?;
+    let r = surface::campaign::declare(&mut store, &text, ts)?;
+    ctx.out(&forum_text(&r, false)?)
+}
+
+fn status(ctx: &Ctx, a: StatusArgs) -> Result<(), CliError> {
+    let store = ctx.store()?;
+    let items = items(&store)?;
+    let room = surface::campaign::status(&items, a.id.get(), verified(&store)?)?;
+    if a.text {
+        return ctx.out(&crate::campaign::room_text(&room));
+    }
+    ctx.out(&forum_text(&room, true)?)
+}
+
+fn next(ctx: &Ctx, a: IdArgs) -> Result<(), CliError> {
+    let store = ctx.store()?;
+    let r = surface::campaign::next(&items(&store)?, a.get())?;
+    ctx.out(&forum_text(&r, true)?)
+}
+
+fn ingest(ctx: &Ctx, a: IngestArgs) -> Result<(), CliError> {
+    let ts = ctx.now(None)?;
+    let mut store = ctx.store()?;
+    let mut items = items(&store)?;
+    let ask = IngestAsk {
+        campaign_id: a.id.get().map(str::to_string),
+        project_id: a.project,
+        feature_id: a.feature,
+        status: a.status,
+        reason: a.reason,
+        source: a.source,
+    };
+    let r = surface::campaign::ingest(&mut store, &mut items, &ask, ts)?;
+    ctx.out(&forum_text(&r, false)?)
+}
+
+fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
+    if a.max_parallel == Some(0) {
+        return Err(CliError::usage(
+            "--max-parallel 0: at least one feature must be able to run",
+        ));
+    }
+    let roster = load_roster(ctx, a.roster.as_deref())?;
+    let spec = RunOptions {
+        max_model_calls: a.max_model_calls,
+        max_seconds: a.max_seconds,
+        ..RunOptions::default()
+    };
+    let mut opts = spec.build(load_policy(ctx, a.policy.as_deref())?)?;
+    if let Some(n) = a.max_parallel {
+        opts.policy.max_parallel = n;
+    }
+    let mut store = ctx.store()?;
+    let mut items = items(&store)?;
+    // An unknown campaign is refused before any executor is looked at.
+    surface::campaign::resolve(&items, a.id.get())?;
+    let loaded = load_runtime(ctx, &a.exec)?;
+    let issues = config::issues(&loaded.runtime, &roster, &RealFacts);
+    if let Some(first) = issues.first() {
+        return Err(CliError::usage(format!(
+            "cannot run the campaign: {first} (git forum runtime inspect lists every issue)"
+        )));
+    }
+    let fleet = Fleet::new(loaded.runtime)
+        .map_err(|e| CliError::usage(format!("cannot run the campaign: {e}")))?;
+    let pinned = match std::env::var(surface::clock::TIMESTAMP_ENV) {
+        Ok(_) => Some(ctx.now(None)?),
+        Err(_) => None,
+    };
+    let clock = RunClock::new(pinned);
+    let seats: &dyn Seats = &fleet;
+    let env = run::Env {
+        roster: &roster,
+        seats,
+        clock: &clock,
+        progress: &run::Silent,
+    };
+    // The first SIGINT or SIGTERM stops the round and kills every worker it started.
+    let interrupt = Arc::new(run::Interrupt::new());
+    signals::watch_signals(interrupt.clone())?;
+    opts.interrupt = Some(interrupt.clone());
+    let done =
+        surface::campaign::run(&mut store, &mut items, &env, &opts, a.id.get()).map_err(|e| {
+            match interrupt.signal() {
+                Some(sig) => e.with_exit(128 + signals::signal_number(&sig)),
+                None => e,
+            }
+        })?;
+    let room = surface::campaign::status(&items, a.id.get(), verified(&store)?)?;
+    if ctx.json {
+        return ctx.out(&forum_text(&room, true)?);
+    }
+    ctx.out(&crate::campaign::room_text(&room))?;
+    eprintln!(
+        "{} round{} ran {} feature{}; checkpoint {} ({} entries)",
+        done.rounds,
+        if done.rounds == 1 { "" } else { "s" },
+        done.acted.len(),
+        if done.acted.len() == 1 { "" } else { "s" },
+        room.checkpoint,
+        items.len()
+    );
+    Ok(())
+}

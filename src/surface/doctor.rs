@@ -1,0 +1,142 @@
+//! `git forum doctor` as one operation for every transport: what is wrong with the ledger (by
+//! seq) and with the install, and (on the command line only) the exact repairs. `GET /doctor`
+//! and the MCP tool `forum.doctor` run it without repairs and without sources: a network
+//! client gets to read the diagnosis, never to make the server write.
+
+use serde::Serialize;
+
+use super::status::{LocalModel, Readiness};
+use super::{Error, Report, Result};
+use crate::store::doctor::{Finding, Sources};
+use crate::store::git::{GitStore, Options, StoreError};
+use crate::store::refs::RefStorage;
+use crate::store::verify::Code;
+
+/// What verify --deep says of the ledger after the diagnosis (and any repair).
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifySummary {
+    pub ok: bool,
+    pub entries: u64,
+    pub code: Option<Code>,
+    pub first_bad_seq: Option<u64>,
+    pub problem: Option<String>,
+}
+
+/// The ledger's part of the diagnosis.
+#[derive(Debug, Clone, Serialize)]
+pub struct LedgerDoctor {
+    pub name: String,
+    pub findings: Vec<Finding>,
+    /// Objects written back by the repair.
+    pub restored_objects: usize,
+    /// Null when the ledger cannot be verified until its problems are repaired.
+    pub verify: Option<VerifySummary>,
+}
+
+/// Whether runs can start (doctor's short form of [`Readiness`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct RuntimeHealth {
+    pub ready: bool,
+    pub problems: Vec<String>,
+}
+
+/// The install's part of the diagnosis.
+#[derive(Debug, Clone, Serialize)]
+pub struct Install {
+    /// `git --version`, or `not found`.
+    pub git: String,
+    pub ref_storage: String,
+    pub object_format: String,
+    pub hooks: Vec<String>,
+    pub runtime: RuntimeHealth,
+    pub local_models: Vec<LocalModel>,
+}
+
+/// The diagnosis.
+#[derive(Debug, Clone, Serialize)]
+pub struct DoctorReport {
+    pub schema: &'static str,
+    /// Nothing left unrepaired, and the ledger (if there is one) verifies.
+    pub ok: bool,
+    /// Null when the ledger does not exist yet.
+    pub ledger: Option<LedgerDoctor>,
+    pub install: Install,
+}
+
+impl Report for DoctorReport {
+    const SCHEMA: &'static str = "git-forum.doctor/v1";
+}
+
+fn git_version(repo: &gix::Repository) -> String {
+    std::process::Command::new("git")
+        .arg("--version")
+        .current_dir(repo.git_dir())
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "not found".into())
+}
+
+/// Diagnoses `store`'s ledger and the install; `repair` writes back what `sources` (and the
+/// write-ahead log) hold exact copies of. `runtime` is [`super::status::readiness`]'s answer.
+pub fn doctor(
+    store: &GitStore,
+    sources: &Sources,
+    repair: bool,
+    runtime: Readiness,
+) -> Result<DoctorReport> {
+    let health = match store.doctor(sources, repair) {
+        Ok(h) => Some(h),
+        Err(StoreError::NoLedger(_)) => None,
+        Err(StoreError::Invalid(m)) => return Err(Error::usage(m)),
+        Err(e) => return Err(super::reports::store_error(e)),
+    };
+    let repo = store.repo();
+    // The ledger as verify --deep now sees it, through a fresh handle (a repair may have added
+    // packs the old one does not know of).
+    let verified = match &health {
+        Some(_) => {
+            let fresh = gix::open(repo.git_dir())
+                .map_err(|e| Error::internal(format!("reopening the repository: {e}")))?;
+            GitStore::new(fresh, store.name(), Options::default())
+                .and_then(|s| s.verify(true))
+                .ok()
+        }
+        None => None,
+    };
+    let unrepaired = health
+        .as_ref()
+        .is_some_and(|h| h.findings.iter().any(|f| !f.repaired));
+    let ok = !unrepaired && verified.as_ref().is_none_or(|v| v.passed());
+    let ledger = health.map(|h| LedgerDoctor {
+        name: h.ledger,
+        findings: h.findings,
+        restored_objects: h.restored_objects,
+        verify: verified.as_ref().map(|v| VerifySummary {
+            ok: v.passed(),
+            entries: v.entries,
+            code: v.code,
+            first_bad_seq: v.first_bad_seq,
+            problem: v.problem.clone(),
+        }),
+    });
+    Ok(DoctorReport {
+        schema: <DoctorReport as Report>::SCHEMA,
+        ok,
+        ledger,
+        install: Install {
+            git: git_version(repo),
+            ref_storage: RefStorage::of(repo).name().to_string(),
+            object_format: repo.object_hash().to_string(),
+            hooks: super::status::hooks_installed(repo),
+            runtime: RuntimeHealth {
+                ready: runtime.ready,
+                problems: runtime.problems,
+            },
+            local_models: runtime.local_models,
+        },
+    })
+}

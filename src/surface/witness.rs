@@ -1,0 +1,249 @@
+//! Being a witness: `git forum witness FILE` and `POST /witness` both come here.
+//!
+//! The witness keeps, per log origin, the last note it accepted (`DIR/<origin>.note`). Given an
+//! offer (a consistency proof from that size, as `prove --consistency-from M --tlog` prints,
+//! or on first contact a bare signed note) it applies the pure rule
+//! [`crate::store::note::witness_decide`]: a tree that extends the accepted one is cosigned
+//! with a C2SP tlog-cosignature/v1 line ([`crate::store::cosign`]) and becomes the accepted
+//! one; anything else is refused, and a refusal that contradicts the accepted tree keeps both
+//! notes under `DIR/evidence/`. A refusal is a report too (`ok: false`, with the accepted note),
+//! so the asker can tell "prove from size N" from "you showed me another tree".
+//!
+//! One witness state may be shared by a CLI and a daemon: every decision holds an exclusive
+//! `flock` on `DIR/lock` from reading the accepted note to writing the new one.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::{Error, Report, Result};
+use crate::store::cosign::Cosigner;
+use crate::store::note::{self, WitnessDecision};
+
+/// What a witness is given besides the offer.
+pub struct WitnessOptions<'a> {
+    /// The witness's own directory.
+    pub state: &'a Path,
+    /// The witness's signer key (Go's note format), as text.
+    pub key: &'a str,
+    /// The log's note verifier keys.
+    pub log_keys: &'a [String],
+    /// The time of the cosignature, POSIX seconds (the caller reads the clock).
+    pub now: u64,
+}
+
+/// The witness's answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct WitnessReport {
+    /// [`Report::SCHEMA`].
+    pub schema: &'static str,
+    /// Whether the offer was cosigned.
+    pub ok: bool,
+    pub origin: Option<String>,
+    pub size: Option<u64>,
+    /// The offered note with the witness's cosignature line added.
+    pub cosigned: Option<String>,
+    /// The cosignature line alone.
+    pub cosignature: Option<String>,
+    /// The cosigner's verifier key (type 0x04), so an asker can pin it.
+    pub witness_key: String,
+    /// Why the offer was refused.
+    pub problem: Option<String>,
+    /// Whether the refusal contradicts the accepted tree (a rewritten ledger or a split view).
+    pub conflict: bool,
+    /// The note the witness last accepted for this origin, if any.
+    pub accepted: Option<String>,
+    /// Where both notes were kept, for a conflict.
+    pub evidence: Option<String>,
+}
+
+impl Report for WitnessReport {
+    const SCHEMA: &'static str = "git-forum.witness/1";
+}
+
+/// A file name for an origin: readable, and unique through a hash of the whole origin.
+pub fn origin_file(origin: &str) -> String {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(origin.as_bytes());
+    let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let safe: String = origin
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    format!("{safe}-{hex}")
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp-git-forum");
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| Error::internal(format!("writing {}: {e}", path.display())))
+}
+
+/// The origin an offer names (the first line of its new note).
+fn offer_origin(offer: &str) -> Option<String> {
+    let body = if offer.starts_with(note::CONSISTENCY_HEADER) {
+        note::parse_consistency(offer).map(|p| p.new_note).ok()?
+    } else {
+        offer
+    };
+    body.lines()
+        .next()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+}
+
+/// Decides on `offer` under an exclusive lock of the state directory; cosigns or refuses.
+pub fn witness(opts: &WitnessOptions<'_>, offer: &str) -> Result<WitnessReport> {
+    let cosigner = Cosigner::from_note_key(opts.key).map_err(Error::usage)?;
+    if opts.log_keys.is_empty() {
+        return Err(Error::usage(
+            "the witness has no log verifier key: pass --note-verifier KEY or set forum.noteVerifiers",
+        ));
+    }
+    let keys = note::verifiers(opts.log_keys).map_err(Error::usage)?;
+    let mut report = WitnessReport {
+        schema: <WitnessReport as Report>::SCHEMA,
+        ok: false,
+        origin: None,
+        size: None,
+        cosigned: None,
+        cosignature: None,
+        witness_key: cosigner.vkey(),
+        problem: None,
+        conflict: false,
+        accepted: None,
+        evidence: None,
+    };
+    let Some(origin) = offer_origin(offer) else {
+        report.problem = Some("the offer is neither a signed note nor a consistency proof".into());
+        return Ok(report);
+    };
+    report.origin = Some(origin.clone());
+    std::fs::create_dir_all(opts.state)
+        .map_err(|e| Error::internal(format!("cannot create {}: {e}", opts.state.display())))?;
+    let _lock = lock(opts.state)?;
+    let state = opts.state.join(format!("{}.note", origin_file(&origin)));
+    let accepted = match std::fs::read_to_string(&state) {
+        Ok(t) => Some(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::internal(format!("reading {}: {e}", state.display()))),
+    };
+    report.accepted = accepted.clone();
+    match note::witness_decide(accepted.as_deref(), offer, &keys) {
+        WitnessDecision::Cosign {
+            note: n,
+            checkpoint,
+        } => {
+            let cosigned = cosigner.cosign(&n, opts.now).map_err(Error::usage)?;
+            write_atomic(&state, n.as_bytes())?;
+            report.ok = true;
+            report.size = Some(checkpoint.size);
+            report.cosignature = cosigned.lines().last().map(|l| format!("{l}\n"));
+            report.cosigned = Some(cosigned);
+            report.accepted = Some(n);
+        }
+        WitnessDecision::Refuse { why, conflict } => {
+            report.conflict = conflict;
+            if conflict {
+                let dir = opts.state.join("evidence");
+                std::fs::create_dir_all(&dir).map_err(|e| {
+                    Error::internal(format!("cannot create {}: {e}", dir.display()))
+                })?;
+                let n = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+                let file = dir.join(format!("{}-{n}.txt", origin_file(&origin)));
+                let text = format!(
+                    "witness refusal: {why}\n\naccepted note:\n{}\noffer:\n{offer}",
+                    accepted.as_deref().unwrap_or("(none)\n")
+                );
+                write_atomic(&file, text.as_bytes())?;
+                report.evidence = Some(file.display().to_string());
+            }
+            report.problem = Some(why);
+        }
+    }
+    Ok(report)
+}
+
+/// The one line a refusal is told in.
+pub fn refusal_line(r: &WitnessReport) -> String {
+    let evidence = r
+        .evidence
+        .as_ref()
+        .map(|f| format!(" (both notes kept in {f})"))
+        .unwrap_or_default();
+    format!(
+        "witness refuses to cosign: {}{evidence}",
+        r.problem.as_deref().unwrap_or("unknown reason")
+    )
+}
+
+/// Holds an exclusive lock on `DIR/lock` while it lives.
+struct StateLock(#[allow(dead_code)] std::fs::File);
+
+fn lock(dir: &Path) -> Result<StateLock> {
+    let path: PathBuf = dir.join("lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::internal(format!("cannot open {}: {e}", path.display())))?;
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| Error::internal(format!("cannot lock {}: {e}", path.display())))?;
+    Ok(StateLock(f))
+}
+
+/// The current time in POSIX seconds, for a cosignature.
+pub fn now_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Adds what the witness records of the ledger (`refs/forum/cosignatures/NAME`) show to a
+/// verify report: a recorded split view, two cosigned trees of one size, or a cosignature that
+/// does not verify under `witness_keys` fails it (code `split-view` or `bad-signature`).
+pub fn check_records(
+    store: &crate::store::git::GitStore,
+    witness_keys: &[String],
+    mut report: super::verify::VerifyReport,
+) -> Result<super::verify::VerifyReport> {
+    use crate::store::verify::Code;
+    let f = store
+        .witness_findings(witness_keys)
+        .map_err(|e| Error::usage(e.to_string()))?;
+    if f.cosigned > 0 {
+        report.notes.push(if witness_keys.is_empty() {
+            format!(
+                "witnesses: {} cosigned note(s) recorded, unchecked (no forum.witnessVerifiers)",
+                f.cosigned
+            )
+        } else {
+            format!(
+                "witnesses: {} cosigned note(s) recorded, {} verified",
+                f.cosigned, f.verified
+            )
+        });
+    }
+    if let Some(first) = f.problems.first()
+        && report.ok
+    {
+        report.ok = false;
+        report.code = Some(if first.contains("split view") {
+            Code::SplitView
+        } else {
+            Code::BadSignature
+        });
+        report.problem = Some(first.clone());
+    }
+    Ok(report)
+}
