@@ -69,19 +69,13 @@ pub fn run(ctx: &Ctx, args: AppendArgs) -> Result<(), CliError> {
         payload,
         ts: ctx.now(args.ts)?,
     };
-    new.validate().map_err(CliError::usage)?;
-    let mut store = ctx.store()?;
-    let done = store.append_entry(&new)?;
+    let r = crate::surface::append::append(&mut ctx.store()?, &new)?;
     if ctx.json {
-        ctx.out_json(&serde_json::json!({
-            "seq": done.entry.seq,
-            "entry_hash": done.entry.entry_hash,
-            "commit": done.commit.to_string(),
-        }))
+        ctx.out_report(&r)
     } else {
         ctx.out(&format!(
             "appended seq {} ({}) as {}",
-            done.entry.seq, &done.entry.entry_hash, done.commit
+            r.seq, r.entry_hash, r.commit
         ))
     }
 }

@@ -248,11 +248,8 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
     let done =
         surface::campaign::run(&mut store, &mut items, &env, &opts, a.id.get()).map_err(|e| {
             match interrupt.signal() {
-                Some(sig) => CliError {
-                    code: 128 + signals::signal_number(&sig),
-                    message: Some(e.message),
-                },
-                None => e.into(),
+                Some(sig) => e.with_exit(128 + signals::signal_number(&sig)),
+                None => e,
             }
         })?;
     let room = surface::campaign::status(&items, a.id.get(), verified(&store)?)?;

@@ -152,7 +152,7 @@ fn preflight(ctx: &Ctx, a: PreflightArgs) -> Result<(), CliError> {
         let store = ctx.store()?;
         let pre = preload(&store)?;
         let text = capsule_text_of(&pre, &store, max_items, max_text_chars)
-            .map_err(|e| CliError::fail(format!("cannot read the ledger: {e}")))?;
+            .map_err(|e| CliError::internal(format!("cannot read the ledger: {e}")))?;
         (Got::Text(text), "capsule")
     } else {
         (Got::Text(String::new()), "none")

@@ -40,7 +40,7 @@ pub(crate) fn readiness(ctx: &Ctx) -> Readiness {
     match (loaded, roster) {
         (Ok(l), Ok(r)) => status::readiness(Ok(&l), &r, &RealFacts),
         (Err(e), _) | (_, Err(e)) => status::readiness(
-            Err(e.message.unwrap_or_default()),
+            Err(e.message),
             &crate::roster::Roster::default_roster(),
             &RealFacts,
         ),

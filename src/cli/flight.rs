@@ -79,7 +79,7 @@ fn ledger_given() -> bool {
 }
 
 fn format(name: &str) -> Result<Format, CliError> {
-    Ok(surface::format(name)?)
+    surface::format(name)
 }
 
 /// `git forum import-trace`.

@@ -62,7 +62,7 @@ fn scope(run: Option<&str>, all: bool) -> Result<Scope, CliError> {
             ))
         })?),
     };
-    Ok(Scope::of(run, all)?)
+    Scope::of(run, all)
 }
 
 /// The current ledger, which must exist, with what its own verify says (deep: the row's

@@ -149,9 +149,9 @@ fn hooks_dir(repo: &gix::Repository) -> Result<PathBuf, CliError> {
         .current_dir(base)
         .args(["rev-parse", "--path-format=absolute", "--git-path", "hooks"])
         .output()
-        .map_err(|e| CliError::fail(format!("cannot run git ({e}); install git")))?;
+        .map_err(|e| CliError::unavailable(format!("cannot run git ({e}); install git")))?;
     if !o.status.success() {
-        return Err(CliError::fail(format!(
+        return Err(CliError::unavailable(format!(
             "cannot find the hooks directory: {}",
             sync::failure_line(&o)
         )));
@@ -162,7 +162,7 @@ fn hooks_dir(repo: &gix::Repository) -> Result<PathBuf, CliError> {
 }
 
 fn io_fail(what: &str, path: &Path, e: std::io::Error) -> CliError {
-    CliError::fail(format!("{what} {}: {e}", path.display()))
+    CliError::internal(format!("{what} {}: {e}", path.display()))
 }
 
 #[cfg(unix)]
@@ -193,7 +193,7 @@ pub fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
         Err(e) => return Err(io_fail("reading", &path, e)),
         // A hook is a script; a FIFO or a device there is not one (and would block or not end).
         Ok(m) if !m.is_file() => {
-            return Err(CliError::fail(format!(
+            return Err(CliError::conflict(format!(
                 "hook file {} is not a regular file; move it away and install again",
                 path.display()
             )));
@@ -350,7 +350,7 @@ fn ledger_lines(
     let mut ledgers: u64 = 0;
     loop {
         let read = read_line(input, &mut buf, MAX_HOOK_LINE_BYTES).map_err(|e| {
-            CliError::fail(format!(
+            CliError::internal(format!(
                 "git forum hook {hook}: reading standard input: {e}"
             ))
         })?;

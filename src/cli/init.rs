@@ -66,7 +66,7 @@ pub(crate) fn config_values(git: &Git, key: &str) -> Result<Vec<String>, CliErro
     let o = git.run(&["config", "--get-all", key])?;
     // Exit 1 means "no such key".
     if !o.status.success() && o.status.code() != Some(1) {
-        return Err(CliError::fail(format!(
+        return Err(CliError::unavailable(format!(
             "reading git config {key} failed: {}",
             sync::failure_line(&o)
         )));
@@ -95,11 +95,14 @@ fn write_new(path: &Path, text: &str) -> Result<bool, CliError> {
         Ok(mut f) => {
             f.write_all(text.as_bytes())
                 .and_then(|_| f.sync_all())
-                .map_err(|e| CliError::fail(format!("writing {}: {e}", path.display())))?;
+                .map_err(|e| CliError::internal(format!("writing {}: {e}", path.display())))?;
             Ok(true)
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(CliError::fail(format!("creating {}: {e}", path.display()))),
+        Err(e) => Err(CliError::internal(format!(
+            "creating {}: {e}",
+            path.display()
+        ))),
     }
 }
 
@@ -164,7 +167,7 @@ pub fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
     let forum_dir = repo.workdir().map(|w| w.join(".forum"));
     if let Some(dir) = &forum_dir {
         std::fs::create_dir_all(dir)
-            .map_err(|e| CliError::fail(format!("creating {}: {e}", dir.display())))?;
+            .map_err(|e| CliError::internal(format!("creating {}: {e}", dir.display())))?;
         for (file, text) in [
             ("roster.toml", crate::roster::DEFAULT_ROSTER_TOML),
             ("README", FORUM_README),

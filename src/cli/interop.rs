@@ -27,7 +27,7 @@ pub struct ExportArgs {
 impl From<ForumDirError> for CliError {
     fn from(e: ForumDirError) -> CliError {
         match e {
-            ForumDirError::Io { .. } => CliError::fail(e.to_string()),
+            ForumDirError::Io { .. } => CliError::internal(e.to_string()),
             _ => CliError::usage(e.to_string()),
         }
     }
@@ -106,7 +106,7 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> Result<(), CliError> {
     }
     let report = verify_chain(&entries);
     if let Some((i, p)) = report.first_bad {
-        return Err(CliError::fail(format!(
+        return Err(CliError::conflict(format!(
             "ledger {} does not verify at seq {i} ({p}); run `git forum verify`",
             ctx.ledger
         )));

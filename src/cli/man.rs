@@ -22,15 +22,15 @@ pub fn render() -> Result<Vec<u8>, std::io::Error> {
 }
 
 pub fn run(ctx: &Ctx, args: ManArgs) -> Result<(), CliError> {
-    let page = render().map_err(|e| CliError::fail(format!("rendering the man page: {e}")))?;
+    let page = render().map_err(|e| CliError::internal(format!("rendering the man page: {e}")))?;
     match args.out {
         None => ctx.out(String::from_utf8_lossy(&page).trim_end()),
         Some(dir) => {
             std::fs::create_dir_all(&dir)
-                .map_err(|e| CliError::fail(format!("creating {}: {e}", dir.display())))?;
+                .map_err(|e| CliError::internal(format!("creating {}: {e}", dir.display())))?;
             let path = dir.join("git-forum.1");
             std::fs::write(&path, page)
-                .map_err(|e| CliError::fail(format!("writing {}: {e}", path.display())))?;
+                .map_err(|e| CliError::internal(format!("writing {}: {e}", path.display())))?;
             ctx.out(&format!("wrote {}", path.display()))
         }
     }

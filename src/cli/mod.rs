@@ -11,8 +11,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::store::git::{GitStore, Options, StoreError};
 
 pub(crate) mod append;
-pub(crate) mod campaign;
 pub(crate) mod bench_verify;
+pub(crate) mod campaign;
 pub(crate) mod check;
 pub(crate) mod context;
 pub(crate) mod doctor;
@@ -184,56 +184,11 @@ no repository is needed."
     Campaign(campaign::CampaignArgs),
 }
 
-/// An error that ends a command: one line on stderr and an exit code. Built only from a
-/// [`crate::surface::Error`], whose class decides the code, or as a silent exit after the
-/// command printed what it had to say.
-#[derive(Debug)]
-pub struct CliError {
-    pub code: u8,
-    pub message: Option<String>,
-}
-
-impl CliError {
-    /// A failure of the command (exit 1): [`crate::surface::Class::Failed`].
-    pub fn fail(message: impl Into<String>) -> CliError {
-        crate::surface::Error::failed(message).into()
-    }
-
-    /// Bad usage or bad input (exit 2): [`crate::surface::Class::Usage`].
-    pub fn usage(message: impl Into<String>) -> CliError {
-        crate::surface::Error::usage(message).into()
-    }
-
-    /// Exit with `code`; the command already printed what it had to say.
-    pub fn silent(code: u8) -> CliError {
-        CliError {
-            code,
-            message: None,
-        }
-    }
-}
-
-impl From<crate::surface::Error> for CliError {
-    /// The class decides the exit code ([`crate::surface::Class::exit_code`]).
-    fn from(e: crate::surface::Error) -> CliError {
-        CliError {
-            code: e.class.exit_code(),
-            message: Some(e.message),
-        }
-    }
-}
-
-impl From<crate::config::Error> for CliError {
-    fn from(e: crate::config::Error) -> CliError {
-        crate::surface::Error::from(e).into()
-    }
-}
-
-impl From<StoreError> for CliError {
-    fn from(e: StoreError) -> CliError {
-        crate::surface::Error::from(e).into()
-    }
-}
+/// An error that ends a command: one line on stderr and an exit code. It is the surface's
+/// error ([`crate::surface::Error`]), whose class decides the code (`CliError::not_found`,
+/// `conflict`, `unavailable`, `failed`/`fail`, `usage`, `internal`), or a silent exit
+/// ([`crate::surface::Error::silent`]) after the command printed what it had to say.
+pub type CliError = crate::surface::Error;
 
 /// Everything a command needs from the global flags, and its output channel.
 pub struct Ctx {
@@ -266,25 +221,26 @@ impl Ctx {
         match writeln!(o, "{text}").and_then(|_| o.flush()) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(CliError::silent(0)),
-            Err(e) => Err(CliError::fail(format!("writing to stdout: {e}"))),
+            Err(e) => Err(CliError::internal(format!("writing to stdout: {e}"))),
         }
     }
 
     /// Prints a surface report on stdout as JSON, the same value the daemon and MCP answer.
     pub fn out_report(&self, r: &impl crate::surface::Report) -> Result<(), CliError> {
-        let v = serde_json::to_value(r).map_err(|e| CliError::fail(e.to_string()))?;
+        let v = serde_json::to_value(r).map_err(|e| CliError::internal(e.to_string()))?;
         self.out_json(&v)
     }
 
     /// Prints a JSON value on stdout, pretty, ASCII-escaped like Forum's output.
     pub fn out_json(&self, v: &serde_json::Value) -> Result<(), CliError> {
-        let text = serde_json::to_string_pretty(v).map_err(|e| CliError::fail(e.to_string()))?;
+        let text =
+            serde_json::to_string_pretty(v).map_err(|e| CliError::internal(e.to_string()))?;
         self.out(&text)
     }
 
     /// The timestamp for a new entry: `--ts`, else `GIT_FORUM_TIMESTAMP`, else the clock.
     pub fn now(&self, flag: Option<f64>) -> Result<f64, CliError> {
-        Ok(crate::surface::clock::entry_timestamp(flag)?)
+        crate::surface::clock::entry_timestamp(flag)
     }
 }
 
@@ -332,10 +288,10 @@ pub fn main() -> ExitCode {
     match run(&ctx, cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            if let Some(m) = e.message {
+            if let Some(m) = e.shown() {
                 eprintln!("error: {m}");
             }
-            ExitCode::from(e.code)
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -3,6 +3,7 @@
 use super::{CliError, Ctx};
 use crate::ledger::Entry;
 use crate::surface::ledger as surface;
+use crate::surface::read;
 
 /// What this repository's git forum holds: the ledger's entry count and checkpoint, every
 /// ledger with its size and tip, the last run and how it stands, the hooks, and whether the
@@ -61,21 +62,8 @@ fn line(e: &Entry) -> String {
     )
 }
 
-fn out_entries(ctx: &Ctx, entries: &[Entry]) -> Result<(), CliError> {
-    if ctx.json {
-        ctx.out_json(&serde_json::Value::Array(
-            entries.iter().map(Entry::to_json).collect(),
-        ))
-    } else {
-        for e in entries {
-            ctx.out(&line(e))?;
-        }
-        Ok(())
-    }
-}
-
 fn out_of_range(ctx: &Ctx, seq: u64, len: u64) -> CliError {
-    CliError::fail(format!(
+    CliError::not_found(format!(
         "ledger {:?} has no entry at seq {seq} (it holds seq 0..={})",
         ctx.ledger,
         len.saturating_sub(1)
@@ -96,51 +84,51 @@ pub fn log(ctx: &Ctx, args: LogArgs) -> Result<(), CliError> {
         return super::submit::log_run(ctx, run);
     }
     let store = ctx.existing_store()?;
-    let limit = (args.limit > 0).then_some(args.limit);
-    let entries: Vec<Entry> = store
-        .walk_back(limit)?
-        .into_iter()
-        .map(|(_, e)| e)
-        .collect();
-    out_entries(ctx, &entries)
+    let r = read::log(&store, (args.limit > 0).then_some(args.limit))?;
+    if ctx.json {
+        return ctx.out_report(&r);
+    }
+    for e in &r.entries {
+        ctx.out(&line(e))?;
+    }
+    Ok(())
 }
 
 pub fn show(ctx: &Ctx, args: ShowArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let tip = store.require_tip()?;
+    if args.seq > tip.entry.seq {
+        return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
+    }
     let Some((entry, commit)) = store.get_with_commit(args.seq)? else {
         return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
     };
-    let body = if args.payload {
-        Some(store.body_of_commit(&commit)?)
-    } else {
-        None
-    };
-    if ctx.json && body.is_none() {
-        // Forum's `GET /ledger/<seq>` shape: the entry's own fields.
-        return ctx.out_report(&surface::EntryReport { entry });
-    }
-    if ctx.json {
-        let mut v = serde_json::json!({ "entry": entry.to_json(), "commit": commit.to_string() });
-        let mut payload = None;
-        if let Some(b) = &body {
-            v["redacted"] = serde_json::Value::Bool(b.is_none());
-            payload = b.as_ref().and_then(|bytes| {
-                crate::ledger::canonical::parse(&String::from_utf8_lossy(bytes)).ok()
-            });
-            v["payload"] = payload
-                .as_ref()
-                .map_or(serde_json::Value::Null, |p| p.to_serde());
+    if !args.payload {
+        if ctx.json {
+            // Forum's `GET /ledger/<seq>` shape: the entry's own fields.
+            return ctx.out_report(&surface::EntryReport { entry });
         }
+        return show_text(ctx, &entry, &commit.to_string(), None);
+    }
+    let r = read::payload_of(&store, entry, &commit)?;
+    if ctx.json {
         // NaN and the infinities have no serde_json form: print the text Python would, so the
         // body read back hashes to its payload_hash.
-        if let Some(p) = payload.filter(|p| p.has_non_finite()) {
-            let mut exact = crate::ledger::Value::from_serde(&v);
-            exact.set("payload", p);
+        if let Some(exact) = r.exact() {
             return ctx.out(&exact.python_pretty());
         }
-        return ctx.out_json(&v);
+        return ctx.out_report(&r);
     }
+    show_text(ctx, &r.entry, &r.commit, Some(r.payload.as_ref()))
+}
+
+/// `show`'s text: the entry's fields, then (with `--payload`) its body or that it was redacted.
+fn show_text(
+    ctx: &Ctx,
+    entry: &Entry,
+    commit: &str,
+    body: Option<Option<&crate::ledger::Value>>,
+) -> Result<(), CliError> {
     let parent = entry
         .causal_parent
         .map(|p| p.to_string())
@@ -158,7 +146,7 @@ pub fn show(ctx: &Ctx, args: ShowArgs) -> Result<(), CliError> {
     ctx.out(&format!("entry hash    {}", entry.entry_hash))?;
     ctx.out(&format!("commit        {commit}"))?;
     match body {
-        Some(Some(bytes)) => ctx.out(&format!("\n{}", String::from_utf8_lossy(&bytes))),
+        Some(Some(body)) => ctx.out(&format!("\n{}", body.canonical())),
         Some(None) => ctx.out("\n(body redacted)"),
         None => Ok(()),
     }
@@ -170,15 +158,15 @@ pub fn replay(ctx: &Ctx, args: ReplayArgs) -> Result<(), CliError> {
     if args.seq > tip.entry.seq {
         return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
     }
-    let skip = tip.entry.seq - args.seq;
-    let mut entries: Vec<Entry> = store
-        .walk_back(None)?
-        .into_iter()
-        .skip(skip as usize)
-        .map(|(_, e)| e)
-        .collect();
-    entries.reverse();
-    out_entries(ctx, &entries)
+    let entries = surface::read_all(&store)?;
+    let r = read::replay(&entries, args.seq, usize::MAX, None);
+    if ctx.json {
+        return ctx.out_report(&r);
+    }
+    for e in &r.entries {
+        ctx.out(&line(e))?;
+    }
+    Ok(())
 }
 
 pub fn why(ctx: &Ctx, args: WhyArgs) -> Result<(), CliError> {

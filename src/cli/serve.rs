@@ -152,21 +152,21 @@ pub fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
         .max_blocking_threads(limits.concurrency + 8)
         .enable_all()
         .build()
-        .map_err(|e| CliError::fail(format!("cannot start the server runtime: {e}")))?;
+        .map_err(|e| CliError::unavailable(format!("cannot start the server runtime: {e}")))?;
     let result = rt.block_on(async {
         let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
             .await
             .map_err(|e| {
-                CliError::fail(format!("cannot listen on {}:{}: {e}", args.host, args.port))
+                CliError::unavailable(format!("cannot listen on {}:{}: {e}", args.host, args.port))
             })?;
         let bound = listener
             .local_addr()
-            .map_err(|e| CliError::fail(format!("reading the bound address: {e}")))?;
+            .map_err(|e| CliError::internal(format!("reading the bound address: {e}")))?;
         let token = if args.require_token || !bound.ip().is_loopback() {
             let t = http::new_token()
-                .map_err(|e| CliError::fail(format!("cannot make a token: {e}")))?;
+                .map_err(|e| CliError::internal(format!("cannot make a token: {e}")))?;
             http::write_token(&token_path, &t).map_err(|e| {
-                CliError::fail(format!("cannot write {}: {e}", token_path.display()))
+                CliError::internal(format!("cannot write {}: {e}", token_path.display()))
             })?;
             Some(t)
         } else {
@@ -189,7 +189,7 @@ pub fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
         let server = Arc::new(Server::new(d, guard, limits));
         let clean = http::serve(listener, server, http::shutdown_signal())
             .await
-            .map_err(|e| CliError::fail(format!("the server failed: {e}")))?;
+            .map_err(|e| CliError::internal(format!("the server failed: {e}")))?;
         if clean {
             eprintln!("git forum serve: stopped; every request finished");
         } else {
@@ -215,5 +215,5 @@ pub fn mcp(ctx: &Ctx, args: McpArgs) -> Result<(), CliError> {
     let stdout = std::io::stdout();
     Mcp::new(&d)
         .serve(stdin, stdout)
-        .map_err(|e| CliError::fail(format!("reading standard input: {e}")))
+        .map_err(|e| CliError::internal(format!("reading standard input: {e}")))
 }

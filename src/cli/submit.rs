@@ -224,15 +224,12 @@ impl RunFlags {
 
 /// A surface error as the CLI reports it: its class's exit code and its one line.
 pub(crate) fn cli_err(e: surface::Error) -> CliError {
-    CliError {
-        code: e.class.exit_code(),
-        message: Some(e.message),
-    }
+    e
 }
 
 /// A report as JSON.
 fn to_json(r: &impl serde::Serialize) -> Result<J, CliError> {
-    serde_json::to_value(r).map_err(|e| CliError::fail(format!("encoding the report: {e}")))
+    serde_json::to_value(r).map_err(|e| CliError::internal(format!("encoding the report: {e}")))
 }
 
 /// Every entry of a git ledger with its body, in one walk (none when it does not exist yet).
@@ -341,8 +338,11 @@ fn prepare(
 
 fn root_of(store: &dyn Storage) -> Result<String, CliError> {
     let mut acc = Accumulator::default();
-    for seq in 0..store.len().map_err(|e| CliError::fail(e.to_string()))? {
-        if let Some(e) = store.get(seq).map_err(|e| CliError::fail(e.to_string()))? {
+    for seq in 0..store.len().map_err(|e| CliError::internal(e.to_string()))? {
+        if let Some(e) = store
+            .get(seq)
+            .map_err(|e| CliError::internal(e.to_string()))?
+        {
             acc.push(&e.entry_hash);
         }
     }
@@ -357,7 +357,7 @@ fn report(
     quiet: bool,
 ) -> Result<(), CliError> {
     let checkpoint = root_of(store)?;
-    let size = store.len().map_err(|e| CliError::fail(e.to_string()))?;
+    let size = store.len().map_err(|e| CliError::internal(e.to_string()))?;
     if ctx.json {
         let r = surface::run::run_report(store, &ctx.ledger, outcome, opts, checkpoint, size)
             .map_err(cli_err)?;
@@ -403,7 +403,7 @@ fn report(
 /// A run that could not go on, as the CLI reports it: the class's exit code (128 + the signal
 /// for an interrupted run) and what to do next.
 fn run_failed(e: RunError) -> CliError {
-    let code = surface::run::class_of(&e).exit_code();
+    let class = surface::run::class_of(&e);
     let message = match &e {
         RunError::Interrupted {
             signal,
@@ -416,10 +416,8 @@ fn run_failed(e: RunError) -> CliError {
                 ),
                 _ => "its commands were killed before the run was witnessed".to_string(),
             };
-            return CliError {
-                code: 128 + signals::signal_number(signal),
-                message: Some(format!("{e}: {what}")),
-            };
+            return CliError::new(class, format!("{e}: {what}"))
+                .with_exit(128 + signals::signal_number(signal));
         }
         RunError::Request(m) | RunError::Resume(m) => m.clone(),
         RunError::Gated { request_seq, .. } => format!(
@@ -432,10 +430,7 @@ fn run_failed(e: RunError) -> CliError {
             "{e} (what was witnessed stays in the ledger: `git forum runs`, `git forum verify`)"
         ),
     };
-    CliError {
-        code,
-        message: Some(message),
-    }
+    CliError::new(class, message)
 }
 
 fn go(ctx: &Ctx, flags: &RunFlags, what: Go<'_>) -> Result<(), CliError> {
@@ -497,10 +492,13 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<(), CliError> {
 }
 
 fn all_entries(store: &dyn Storage) -> Result<Vec<Entry>, CliError> {
-    let n = store.len().map_err(|e| CliError::fail(e.to_string()))?;
+    let n = store.len().map_err(|e| CliError::internal(e.to_string()))?;
     let mut out = Vec::with_capacity(n as usize);
     for seq in 0..n {
-        if let Some(e) = store.get(seq).map_err(|e| CliError::fail(e.to_string()))? {
+        if let Some(e) = store
+            .get(seq)
+            .map_err(|e| CliError::internal(e.to_string()))?
+        {
             out.push(e);
         }
     }

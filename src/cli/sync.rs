@@ -37,7 +37,7 @@ pub fn push(ctx: &Ctx, args: PushArgs) -> Result<(), CliError> {
         vec![ctx.ledger.clone()]
     };
     if ledgers.is_empty() {
-        return Err(CliError::fail(
+        return Err(CliError::not_found(
             "there are no ledgers to push (refs/forum/ledgers/ is empty); append an entry first",
         ));
     }

@@ -40,7 +40,7 @@ pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
     let r = crate::surface::verify::verify_with(&store, &ctx.ledger, args.deep, &keys)?;
     let ok = r.ok;
     if ctx.json {
-        ctx.out_json(&serde_json::to_value(&r).map_err(|e| CliError::fail(e.to_string()))?)?;
+        ctx.out_json(&serde_json::to_value(&r).map_err(|e| CliError::internal(e.to_string()))?)?;
     } else if ok {
         let what = if args.deep {
             "chain, commits and bodies"

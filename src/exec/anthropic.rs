@@ -105,7 +105,7 @@ impl AnthropicExecutor {
     }
 
     /// The JSON body sent for `call`.
-    pub fn request_body(&self, call: &Call<'_>) -> Value {
+    pub(crate) fn request_body(&self, call: &Call<'_>) -> Value {
         let content = Call {
             system: None,
             ..*call

@@ -68,7 +68,7 @@ impl ChatExecutor {
     }
 
     /// The JSON body sent for `call`.
-    pub fn request_body(&self, call: &Call<'_>) -> Value {
+    pub(crate) fn request_body(&self, call: &Call<'_>) -> Value {
         let mut messages = Vec::new();
         if let Some(system) = call.system {
             messages.push(json!({"role": "system", "content": system}));

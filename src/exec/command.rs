@@ -51,13 +51,13 @@ thread_local! {
 }
 
 /// A fresh kill scope, distinct from every other of this process.
-pub fn new_scope() -> u64 {
+pub(crate) fn new_scope() -> u64 {
     NEXT_SCOPE.fetch_add(1, Ordering::Relaxed)
 }
 
 /// Runs `f` with the commands this thread starts in it registered under `scope`; the thread's
 /// previous scope comes back afterwards.
-pub fn in_scope<T>(scope: u64, f: impl FnOnce() -> T) -> T {
+pub(crate) fn in_scope<T>(scope: u64, f: impl FnOnce() -> T) -> T {
     struct Restore(Option<u64>);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -70,7 +70,7 @@ pub fn in_scope<T>(scope: u64, f: impl FnOnce() -> T) -> T {
 
 /// Kills the process groups of the commands running in `scope` and refuses to start any more
 /// in it; other scopes and later scopes are untouched. Returns how many groups were killed.
-pub fn stop_scope(scope: u64) -> usize {
+pub(crate) fn stop_scope(scope: u64) -> usize {
     let mut l = live();
     l.stopped_scopes.insert(scope);
     let mut killed = 0;
@@ -82,7 +82,7 @@ pub fn stop_scope(scope: u64) -> usize {
 }
 
 /// Forgets a scope that will start no more commands (its owner is gone).
-pub fn forget_scope(scope: u64) {
+pub(crate) fn forget_scope(scope: u64) {
     live().stopped_scopes.remove(&scope);
 }
 
@@ -93,7 +93,7 @@ fn live() -> MutexGuard<'static, Live> {
 /// Kills the process group of every command running now (workers, context commands,
 /// verifiers, grandchildren included) and refuses to start any more in this process; for an
 /// interrupted `git forum`. Returns how many groups were killed.
-pub fn stop_all() -> usize {
+pub(crate) fn stop_all() -> usize {
     let mut l = live();
     l.stopped = true;
     for pgid in l.groups.keys() {
@@ -124,7 +124,7 @@ impl Default for Limits {
 
 /// What a successful run printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ran {
+pub(crate) struct Ran {
     pub stdout: String,
     /// True when stdout was longer than the cap and was cut.
     pub truncated: bool,
@@ -196,7 +196,7 @@ fn kill_group(pgid: u32) {
 }
 
 /// Runs `argv` (program first) with `prompt` appended as the last argument.
-pub fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, RunError> {
+pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, RunError> {
     let Some((program, args)) = argv.split_first() else {
         return Err(RunError::Empty("the command is empty".into()));
     };

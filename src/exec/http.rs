@@ -41,10 +41,10 @@ use super::config::ExecutorSpec;
 use super::endpoint::{self, Checked, Policy};
 
 /// The longest a connection may take to open (capped by the call's deadline).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// How many characters of an error body [`ExecError::Status`] shows.
-pub const EXCERPT_CHARS: usize = 200;
+pub(crate) const EXCERPT_CHARS: usize = 200;
 
 /// How much of a non-2xx body is read for its excerpt.
 const ERROR_BODY_CAP: u64 = 16 * 1024;
@@ -73,7 +73,7 @@ where
 
 /// The system resolver (`getaddrinfo`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SystemLookup;
+pub(crate) struct SystemLookup;
 
 impl Lookup for SystemLookup {
     fn lookup(&self, host: &str) -> io::Result<Vec<IpAddr>> {
@@ -188,7 +188,7 @@ impl reqwest::dns::Resolve for VettingResolver {
 
 /// An API key read from the environment. `Debug` never shows it.
 #[derive(Clone)]
-pub struct Key {
+pub(crate) struct Key {
     var: String,
     value: String,
 }
@@ -202,7 +202,7 @@ impl fmt::Debug for Key {
 impl Key {
     /// Reads the variable `var` now: unset or empty (after trimming) is
     /// [`ExecError::MissingKey`].
-    pub fn from_env(var: &str) -> Result<Key, ExecError> {
+    pub(crate) fn from_env(var: &str) -> Result<Key, ExecError> {
         match std::env::var(var) {
             Ok(v) if !v.trim().is_empty() => Ok(Key {
                 var: var.to_string(),
@@ -215,11 +215,6 @@ impl Key {
                 "the key variable {var} is not valid UTF-8"
             ))),
         }
-    }
-
-    /// The variable the key came from.
-    pub fn var(&self) -> &str {
-        &self.var
     }
 
     fn header(&self, scheme: Option<&str>) -> Result<HeaderValue, ExecError> {
@@ -248,7 +243,7 @@ impl Key {
 
 /// How a key is sent: the header name and an optional scheme (`Bearer`).
 #[derive(Debug, Clone, Copy)]
-pub struct Auth<'a> {
+pub(crate) struct Auth<'a> {
     /// The header, e.g. `authorization` or `x-api-key`.
     pub header: &'static str,
     /// A scheme put before the key, e.g. `Bearer`.
@@ -278,7 +273,7 @@ impl Limits {
 
 /// A successful (2xx) answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// The HTTP status.
     pub status: u16,
     /// The whole body (at most `max_response_bytes`).
@@ -289,7 +284,7 @@ pub struct Answer {
 
 /// One checked endpoint with its SSRF-safe client. Thread-safe; the client (and its runtime
 /// thread) is built on the first call, so making one performs no I/O.
-pub struct HttpClient {
+pub(crate) struct HttpClient {
     checked: Checked,
     limits: Limits,
     resolver: Arc<VettingResolver>,
@@ -325,18 +320,13 @@ impl HttpClient {
     }
 
     /// The URL for messages (no query, fragment or credentials).
-    pub fn display(&self) -> &str {
+    pub(crate) fn display(&self) -> &str {
         &self.checked.display
     }
 
     /// Whether the policy lets a key go to this endpoint (false for `is_local`).
-    pub fn sends_key(&self) -> bool {
+    pub(crate) fn sends_key(&self) -> bool {
         self.checked.sends_key
-    }
-
-    /// The limits of each call.
-    pub fn limits(&self) -> Limits {
-        self.limits
     }
 
     fn client(&self) -> Result<reqwest::blocking::Client, ExecError> {
@@ -367,7 +357,7 @@ impl HttpClient {
     /// POSTs `body` as JSON with `headers` (and the key, when `auth` is given and the policy
     /// sends keys), then reads the answer under the deadline and the size cap. Non-2xx answers
     /// are errors: [`ExecError::Redirect`] for redirects, [`ExecError::Status`] otherwise.
-    pub fn post_json(
+    pub(crate) fn post_json(
         &self,
         headers: &[(&'static str, &str)],
         auth: Option<Auth<'_>>,
@@ -586,7 +576,7 @@ fn one_line(s: &str) -> String {
 }
 
 /// The first [`EXCERPT_CHARS`] characters of a body, on one line.
-pub fn excerpt(body: &[u8]) -> String {
+pub(crate) fn excerpt(body: &[u8]) -> String {
     let text = one_line(&String::from_utf8_lossy(body));
     let mut chars = text.chars();
     let mut out: String = chars.by_ref().take(EXCERPT_CHARS).collect();

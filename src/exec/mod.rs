@@ -63,7 +63,7 @@ impl<'a> Call<'a> {
 
     /// The whole request as one text, for executors that take a single prompt: the system
     /// text, the prompt, and the schema the answer must follow.
-    pub fn flattened(&self) -> String {
+    pub(crate) fn flattened(&self) -> String {
         let mut out = String::new();
         if let Some(s) = self.system {
             out.push_str(s);
@@ -264,7 +264,7 @@ pub fn build(spec: &ExecutorSpec) -> Result<Arc<dyn Executor>, ExecError> {
 
 /// Where a task's executor came from, for the record and for `runtime inspect`.
 #[derive(Clone)]
-pub struct Assigned {
+pub(crate) struct Assigned {
     pub executor: Arc<dyn Executor>,
     pub via: Via,
 }
@@ -332,11 +332,6 @@ impl Fleet {
         let e = build(spec).map_err(FleetError::Build)?;
         built.insert(key, e.clone());
         Ok(e)
-    }
-
-    /// The runtime this fleet was built from.
-    pub fn runtime(&self) -> &Runtime {
-        &self.runtime
     }
 }
 

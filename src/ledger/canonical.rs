@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 
 /// Deepest nesting accepted by [`parse`]. Python's parser stops near its recursion limit (about
 /// 1,000); staying below it keeps the parser's recursion well inside a thread's stack.
-pub const MAX_DEPTH: usize = 512;
+pub(crate) const MAX_DEPTH: usize = 512;
 
 /// A JSON value as Forum sees it after `json.loads`.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,7 +147,7 @@ impl Value {
 
     /// Whether the value holds a `NaN` or an infinity anywhere: a number strict JSON (and so
     /// [`Value::to_serde`]) cannot carry.
-    pub fn has_non_finite(&self) -> bool {
+    pub(crate) fn has_non_finite(&self) -> bool {
         match self {
             Value::Float(f) => !f.is_finite(),
             Value::Array(items) => items.iter().any(Value::has_non_finite),
@@ -158,7 +158,7 @@ impl Value {
 
     /// Sets the member `key` of an object to `v` (in place if present, else last); a value
     /// that is not an object is left alone.
-    pub fn set(&mut self, key: &str, v: Value) {
+    pub(crate) fn set(&mut self, key: &str, v: Value) {
         if let Value::Object(members) = self {
             match members.iter_mut().find(|(k, _)| k == key) {
                 Some(slot) => slot.1 = v,
@@ -392,7 +392,7 @@ fn push_common_escape(c: char, out: &mut String) -> bool {
 }
 
 /// A JSON string with Python's `ensure_ascii=True` escaping (forum-spec §1.2).
-pub fn write_ascii_string(s: &str, out: &mut String) {
+pub(crate) fn write_ascii_string(s: &str, out: &mut String) {
     out.push('"');
     // Printable ASCII other than `"` and `\` passes through unchanged: copy such runs whole.
     let plain = |b: u8| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\';
@@ -435,7 +435,7 @@ fn write_raw_string(s: &str, out: &mut String) {
 }
 
 /// A float as Python's `json.dumps` writes it: `repr`, or `NaN` / `Infinity` / `-Infinity`.
-pub fn python_float_json(x: f64) -> String {
+pub(crate) fn python_float_json(x: f64) -> String {
     if x.is_nan() {
         "NaN".to_string()
     } else if x.is_infinite() {

@@ -8,7 +8,7 @@ use super::canonical::{Value, python_fixed6};
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The separator between entry-hash preimage parts (U+001F, unit separator).
-pub const SEP: char = '\u{1f}';
+pub(crate) const SEP: char = '\u{1f}';
 
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -16,14 +16,14 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Lowercase hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len() * 2);
     push_hex(&mut out, bytes);
     out
 }
 
 /// Appends the lowercase hex of `bytes` to `out`.
-pub fn push_hex(out: &mut String, bytes: &[u8]) {
+pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for b in bytes {
         out.push(DIGITS[(b >> 4) as usize] as char);
@@ -32,7 +32,7 @@ pub fn push_hex(out: &mut String, bytes: &[u8]) {
 }
 
 /// True when `s` is 64 lowercase hex digits, the shape of every hash in the ledger.
-pub fn is_hash(s: &str) -> bool {
+pub(crate) fn is_hash(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))

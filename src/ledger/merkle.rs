@@ -50,7 +50,7 @@ pub fn merkle_root<S: AsRef<str>>(hashes: &[S]) -> String {
 /// subtree root per set bit of the count (O(log n) memory). Valid because the promote rule
 /// builds the RFC 6962 tree: the root is the right fold of the perfect subtrees.
 #[derive(Debug, Default, Clone)]
-pub struct Accumulator {
+pub(crate) struct Accumulator {
     /// Perfect subtrees, largest first, as (leaf count, root).
     stack: Vec<(u64, String)>,
 }
@@ -58,16 +58,16 @@ pub struct Accumulator {
 impl Accumulator {
     /// An accumulator resumed from the perfect subtrees [`Self::stack`] returned, so a cache can
     /// carry Forum's root forward without reading every entry again.
-    pub fn from_stack(stack: Vec<(u64, String)>) -> Self {
+    pub(crate) fn from_stack(stack: Vec<(u64, String)>) -> Self {
         Self { stack }
     }
 
     /// The perfect subtrees held, largest first, as (leaf count, root).
-    pub fn stack(&self) -> &[(u64, String)] {
+    pub(crate) fn stack(&self) -> &[(u64, String)] {
         &self.stack
     }
 
-    pub fn push(&mut self, entry_hash: &str) {
+    pub(crate) fn push(&mut self, entry_hash: &str) {
         let mut node = (1u64, leaf_hash(entry_hash));
         while let Some((size, _)) = self.stack.last() {
             if *size != node.0 {
@@ -79,7 +79,7 @@ impl Accumulator {
         self.stack.push(node);
     }
 
-    pub fn root(&self) -> String {
+    pub(crate) fn root(&self) -> String {
         let mut it = self.stack.iter().rev();
         let Some((_, last)) = it.next() else {
             return GENESIS.to_string();
@@ -108,7 +108,7 @@ fn split(n: usize) -> usize {
 
 /// The audit path proving entry `index` is in the tree of `hashes` (RFC 9162 §2.1.3.1, with
 /// Forum's leaf and node hashes). Empty for a one-entry tree.
-pub fn inclusion_path<S: AsRef<str>>(hashes: &[S], index: usize) -> Vec<String> {
+pub(crate) fn inclusion_path<S: AsRef<str>>(hashes: &[S], index: usize) -> Vec<String> {
     assert!(index < hashes.len(), "index within the tree");
     let mut path = Vec::new();
     let (mut lo, mut hi, mut m) = (0usize, hashes.len(), index);
@@ -133,7 +133,7 @@ pub fn inclusion_path<S: AsRef<str>>(hashes: &[S], index: usize) -> Vec<String> 
 
 /// Checks an audit path (RFC 9162 §2.1.3.2): `entry_hash` at `index` in a tree of `size`
 /// entries has root `root`.
-pub fn verify_inclusion(
+pub(crate) fn verify_inclusion(
     entry_hash: &str,
     index: u64,
     size: u64,
@@ -197,7 +197,7 @@ pub fn consistency_proof<S: AsRef<str>>(hashes: &[S], old: usize) -> Vec<String>
 
 /// Checks a consistency proof (RFC 9162 §2.1.4.2): the tree of `new_size` entries with root
 /// `new_root` extends the tree of `old_size` entries with root `old_root`.
-pub fn verify_consistency(
+pub(crate) fn verify_consistency(
     old_size: u64,
     new_size: u64,
     old_root: &str,

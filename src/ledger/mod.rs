@@ -17,10 +17,10 @@ pub use merkle::merkle_root;
 /// Largest payload body accepted by an append, in canonical bytes (16 MiB). A body this large
 /// is almost always a mistake (a model's runaway output, a binary pasted as text); callers keep
 /// a head and a hash of anything bigger.
-pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_PAYLOAD_BYTES: usize = 16 * 1024 * 1024;
 
 /// Longest actor or kind accepted by an append, in bytes.
-pub const MAX_LABEL_BYTES: usize = 256;
+pub(crate) const MAX_LABEL_BYTES: usize = 256;
 
 /// One ledger entry, Forum's eight fields (forum-spec §2). Its serde form (used by proof files)
 /// has the fields in Forum's order and refuses unknown ones.
@@ -54,7 +54,7 @@ impl NewEntry {
     /// [`MAX_LABEL_BYTES`], without control characters; the body at most
     /// [`MAX_PAYLOAD_BYTES`] canonical bytes; a finite, non-negative timestamp.
     /// Returns the canonical body on success, so callers need not encode it twice.
-    pub fn validate(&self) -> Result<String, String> {
+    pub(crate) fn validate(&self) -> Result<String, String> {
         for (what, s) in [("actor", &self.actor), ("kind", &self.kind)] {
             if s.is_empty() {
                 return Err(format!("{what} is empty"));
@@ -90,7 +90,7 @@ impl NewEntry {
 impl NewEntry {
     /// Checks that the causal parent, if any, names an entry already in a ledger whose next
     /// seq is `next_seq`: a parent must come before its child.
-    pub fn check_parent(&self, next_seq: u64) -> Result<(), String> {
+    pub(crate) fn check_parent(&self, next_seq: u64) -> Result<(), String> {
         let Some(p) = self.causal_parent else {
             return Ok(());
         };
@@ -138,7 +138,7 @@ impl Entry {
     }
 
     /// The entry hash recomputed from the stored fields.
-    pub fn computed_hash(&self) -> String {
+    pub(crate) fn computed_hash(&self) -> String {
         hash::entry_hash(
             self.seq,
             self.ts,
@@ -169,7 +169,7 @@ impl Entry {
 
     /// The canonical JSON of the eight fields (what `to_value().canonical()` gives), written
     /// directly: verify rebuilds one per entry, so this sits on its hot path.
-    pub fn canonical_json(&self) -> String {
+    pub(crate) fn canonical_json(&self) -> String {
         use std::fmt::Write as _;
         let mut out = String::with_capacity(320 + self.actor.len() + self.kind.len());
         out.push_str("{\"actor\":");
@@ -201,7 +201,7 @@ impl Entry {
     /// Reads an entry from exactly the text [`Entry::canonical_json`] writes, when its strings
     /// need no escapes (the common case); `None` for anything else, which the caller then reads
     /// with the general parser. A fast path for walking commits.
-    pub fn from_canonical_json(line: &str) -> Option<Entry> {
+    pub(crate) fn from_canonical_json(line: &str) -> Option<Entry> {
         fn take(rest: &mut &str, lit: &str) -> Option<()> {
             *rest = rest.strip_prefix(lit)?;
             Some(())
@@ -278,12 +278,12 @@ impl Entry {
     }
 
     /// The entry as serde JSON, for `--json` output.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         self.to_value().to_serde()
     }
 
     /// Reads the eight fields from a JSON object, checking their types.
-    pub fn from_value(v: &Value) -> Result<Entry, String> {
+    pub(crate) fn from_value(v: &Value) -> Result<Entry, String> {
         let field = |name: &str| v.get(name).ok_or_else(|| format!("missing field {name:?}"));
         let text = |name: &str| -> Result<String, String> {
             field(name)?
@@ -384,7 +384,7 @@ impl std::fmt::Display for ChainProblem {
 
 /// One entry as the chain check needs it.
 #[derive(Debug, Clone, Copy)]
-pub struct Link<'a> {
+pub(crate) struct Link<'a> {
     pub seq: u64,
     pub prev_hash: &'a str,
     pub entry_hash: &'a str,
@@ -395,7 +395,7 @@ pub struct Link<'a> {
 /// Checks a chain one entry at a time (forum-spec §4) while accumulating the Merkle root, so a
 /// storage can stream its entries through it in constant memory.
 #[derive(Debug, Default)]
-pub struct ChainChecker {
+pub(crate) struct ChainChecker {
     next_seq: u64,
     prev: Option<String>,
     merkle: merkle::Accumulator,
@@ -408,7 +408,11 @@ impl ChainChecker {
 
     /// Checks `entry` as the next one. `lookahead` is the entry after it, when known, used only
     /// to tell a swap from a deletion.
-    pub fn push(&mut self, entry: &Entry, lookahead: Option<&Entry>) -> Result<(), ChainProblem> {
+    pub(crate) fn push(
+        &mut self,
+        entry: &Entry,
+        lookahead: Option<&Entry>,
+    ) -> Result<(), ChainProblem> {
         let link = Link {
             seq: entry.seq,
             prev_hash: &entry.prev_hash,
@@ -422,7 +426,7 @@ impl ChainChecker {
     /// `next_seq`, the seq of the entry after it when known, to tell a swap from a deletion),
     /// then the entry's own hash, then its link to the previous entry. A storage that hashes
     /// entries elsewhere (the git store's verify workers) hands in what it found.
-    pub fn push_link(
+    pub(crate) fn push_link(
         &mut self,
         link: &Link<'_>,
         next_seq: Option<u64>,
@@ -450,17 +454,8 @@ impl ChainChecker {
         Ok(())
     }
 
-    /// Entries accepted so far.
-    pub fn len(&self) -> u64 {
-        self.next_seq
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.next_seq == 0
-    }
-
     /// The Merkle root of the entries accepted so far.
-    pub fn root(&self) -> String {
+    pub(crate) fn root(&self) -> String {
         self.merkle.root()
     }
 }
@@ -494,7 +489,7 @@ pub fn verify_chain(entries: &[Entry]) -> ChainReport {
 
 /// Follows `causal_parent` links from `seq` and returns the chain root-first (forum-spec §4).
 /// `get` looks an entry up by seq.
-pub fn causal_chain<F>(seq: u64, mut get: F) -> Result<Vec<Entry>, String>
+pub(crate) fn causal_chain<F>(seq: u64, mut get: F) -> Result<Vec<Entry>, String>
 where
     F: FnMut(u64) -> Result<Option<Entry>, String>,
 {

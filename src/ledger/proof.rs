@@ -10,12 +10,12 @@ use super::hash::is_hash;
 use super::merkle::{verify_consistency, verify_inclusion};
 
 /// Schema of an inclusion proof file.
-pub const INCLUSION_SCHEMA: &str = "git-forum.inclusion-proof/v1";
+pub(crate) const INCLUSION_SCHEMA: &str = "git-forum.inclusion-proof/v1";
 /// Schema of a consistency proof file.
-pub const CONSISTENCY_SCHEMA: &str = "git-forum.consistency-proof/v1";
+pub(crate) const CONSISTENCY_SCHEMA: &str = "git-forum.consistency-proof/v1";
 /// The namespace a checkpoint signature is made in, so it cannot pass for a commit or tag
 /// signature (ssh-keygen `-n`).
-pub const SIGNATURE_NAMESPACE: &str = "git-forum-checkpoint";
+pub(crate) const SIGNATURE_NAMESPACE: &str = "git-forum-checkpoint";
 
 /// A ledger's checkpoint: its size and Merkle root.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,7 +26,7 @@ pub struct Checkpoint {
 }
 
 /// The exact text a checkpoint signature signs.
-pub fn signed_text(ledger: &str, checkpoint: &Checkpoint) -> String {
+pub(crate) fn signed_text(ledger: &str, checkpoint: &Checkpoint) -> String {
     format!(
         "git-forum checkpoint v1\nledger {ledger}\nsize {}\nroot {}\n",
         checkpoint.size, checkpoint.root
@@ -46,7 +46,7 @@ pub struct CheckpointSignature {
 /// Entry `entry.seq` is in the ledger whose checkpoint is `checkpoint`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct InclusionProof {
+pub(crate) struct InclusionProof {
     pub schema: String,
     pub ledger: String,
     pub entry: Entry,
@@ -59,7 +59,7 @@ pub struct InclusionProof {
 /// The ledger's checkpoint `new` extends its checkpoint `old`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ConsistencyProof {
+pub(crate) struct ConsistencyProof {
     pub schema: String,
     pub ledger: String,
     pub old: Checkpoint,
@@ -72,7 +72,7 @@ pub struct ConsistencyProof {
 
 /// A proof file that checked out.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Verified {
+pub(crate) enum Verified {
     Inclusion(InclusionProof),
     Consistency(ConsistencyProof),
 }
@@ -93,7 +93,7 @@ fn check_hashes<'a>(
 
 impl InclusionProof {
     /// Checks the entry hash and the audit path against the checkpoint.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         if self.schema != INCLUSION_SCHEMA {
             return Err(format!(
                 "schema is {:?}, not {INCLUSION_SCHEMA:?}",
@@ -128,7 +128,7 @@ impl InclusionProof {
 
 impl ConsistencyProof {
     /// Checks that the new checkpoint extends the old one.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         if self.schema != CONSISTENCY_SCHEMA {
             return Err(format!(
                 "schema is {:?}, not {CONSISTENCY_SCHEMA:?}",
@@ -154,7 +154,7 @@ impl ConsistencyProof {
 }
 
 /// Reads and checks a proof file of either kind. Signatures are not checked here.
-pub fn verify_text(text: &str) -> Result<Verified, String> {
+pub(crate) fn verify_text(text: &str) -> Result<Verified, String> {
     let v: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("not a proof file: {e}"))?;
     match v.get("schema").and_then(|s| s.as_str()) {

@@ -27,7 +27,7 @@ fn tree_err(e: tlog_tiles::Error) -> TlogError {
 }
 
 /// The 32 raw bytes of an entry hash written as 64 hex digits.
-pub fn entry_hash_bytes(hex: &str) -> Result<[u8; 32], TlogError> {
+pub(crate) fn entry_hash_bytes(hex: &str) -> Result<[u8; 32], TlogError> {
     let bad = || TlogError::BadEntryHash(hex.to_string());
     if hex.len() != 64 {
         return Err(bad());
@@ -86,26 +86,22 @@ impl Tree {
     }
 
     /// The number of entries in the tree.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Every stored hash, in Go's stored-hash order (what tiles are cut from).
-    pub fn stored_hashes(&self) -> &[Hash] {
+    pub(crate) fn stored_hashes(&self) -> &[Hash] {
         &self.stored
     }
 
     /// Appends the next entry (its hash as hex); returns the stored hashes it added.
-    pub fn append(&mut self, entry_hash_hex: &str) -> Result<&[Hash], TlogError> {
+    pub(crate) fn append(&mut self, entry_hash_hex: &str) -> Result<&[Hash], TlogError> {
         self.append_leaf(leaf_hash(entry_hash_hex)?)
     }
 
     /// Appends the next leaf hash; returns the stored hashes it added.
-    pub fn append_leaf(&mut self, leaf: Hash) -> Result<&[Hash], TlogError> {
+    pub(crate) fn append_leaf(&mut self, leaf: Hash) -> Result<&[Hash], TlogError> {
         let new = tlog_tiles::stored_hashes_for_record_hash(self.len, leaf, &Slice(&self.stored))
             .map_err(tree_err)?;
         let at = self.stored.len();
@@ -125,7 +121,7 @@ impl Tree {
     }
 
     /// The root of the tree of the first `size` entries.
-    pub fn root(&self, size: u64) -> Result<Hash, TlogError> {
+    pub(crate) fn root(&self, size: u64) -> Result<Hash, TlogError> {
         if size > self.len {
             return Err(TlogError::OutOfRange {
                 size,
@@ -163,14 +159,14 @@ impl Tree {
 /// The standard root computed while entry hashes stream past, keeping one subtree root per set
 /// bit of the count (O(log n) memory), as `verify` needs it for every signed note's size.
 #[derive(Debug, Clone, Default)]
-pub struct Frontier {
+pub(crate) struct Frontier {
     /// Perfect subtrees, largest first, as (leaf count, root).
     stack: Vec<(u64, Hash)>,
 }
 
 impl Frontier {
     /// Adds the next entry, given as its 32 raw hash bytes.
-    pub fn push(&mut self, entry_hash: &[u8; 32]) {
+    pub(crate) fn push(&mut self, entry_hash: &[u8; 32]) {
         let mut node = (1u64, tlog_tiles::record_hash(entry_hash));
         while let Some(&(size, left)) = self.stack.last() {
             if size != node.0 {
@@ -183,7 +179,7 @@ impl Frontier {
     }
 
     /// The root of the entries pushed so far (SHA-256 of nothing when none).
-    pub fn root(&self) -> Hash {
+    pub(crate) fn root(&self) -> Hash {
         let mut it = self.stack.iter().rev();
         let Some(&(_, mut acc)) = it.next() else {
             return tlog_tiles::tree_hash(0, &Slice(&[])).unwrap_or(Hash([0; 32]));
@@ -196,12 +192,18 @@ impl Frontier {
 }
 
 /// Whether `path` proves that `leaf` sits at `seq` in the tree of `size` entries with `root`.
-pub fn check_inclusion(path: &[Hash], size: u64, root: Hash, seq: u64, leaf: Hash) -> bool {
+pub(crate) fn check_inclusion(path: &[Hash], size: u64, root: Hash, seq: u64, leaf: Hash) -> bool {
     tlog_tiles::check_record(&path.to_vec(), size, root, seq, leaf).is_ok()
 }
 
 /// Whether `path` proves that the tree (`size`, `root`) extends (`old`, `old_root`).
-pub fn check_consistency(path: &[Hash], size: u64, root: Hash, old: u64, old_root: Hash) -> bool {
+pub(crate) fn check_consistency(
+    path: &[Hash],
+    size: u64,
+    root: Hash,
+    old: u64,
+    old_root: Hash,
+) -> bool {
     tlog_tiles::check_tree(&path.to_vec(), size, root, old, old_root).is_ok()
 }
 

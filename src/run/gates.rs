@@ -27,7 +27,7 @@ impl GatePolicy {
     /// What the run's `request` entry records of this policy (its `gates` field), so every
     /// later resume holds the same gates: `{waves, question?, deadline_seconds?, on_expiry?}`.
     /// `None` when no wave is gated (the request is then exactly Forum's `{text}`).
-    pub fn record(&self) -> Option<J> {
+    pub(crate) fn record(&self) -> Option<J> {
         if self.waves.is_empty() {
             return None;
         }
@@ -44,7 +44,7 @@ impl GatePolicy {
 
     /// Reads back what [`GatePolicy::record`] wrote (an absent or unreadable record gates no
     /// wave).
-    pub fn from_record(g: Option<&J>) -> GatePolicy {
+    pub(crate) fn from_record(g: Option<&J>) -> GatePolicy {
         let Some(g) = g else {
             return GatePolicy::default();
         };

@@ -34,18 +34,18 @@ impl Interrupt {
 
     /// Raises the flag with the cause's name (`SIGINT`, `SIGTERM`, `notifications/cancelled`);
     /// the first one is kept. The commands started under this flag are killed.
-    pub fn raise(&self, signal: &str) {
+    pub(crate) fn raise(&self, signal: &str) {
         lock(&self.signal).get_or_insert_with(|| signal.to_string());
         command::stop_scope(self.scope);
     }
 
     /// The signal, once raised.
-    pub fn signal(&self) -> Option<String> {
+    pub(crate) fn signal(&self) -> Option<String> {
         lock(&self.signal).clone()
     }
 
     /// Runs `f` with the commands this thread starts registered under this flag.
-    pub fn scoped<T>(&self, f: impl FnOnce() -> T) -> T {
+    pub(crate) fn scoped<T>(&self, f: impl FnOnce() -> T) -> T {
         command::in_scope(self.scope, f)
     }
 }

@@ -98,13 +98,13 @@ pub use work::{
 
 /// Upstream output longer than this many code points is cut before it reaches a prompt
 /// (without a context budget), as in Forum.
-pub const MAX_UPSTREAM_CHARS: usize = 8192;
+pub(crate) const MAX_UPSTREAM_CHARS: usize = 8192;
 
 /// The most tasks a planner is asked for unless the policy's `max_tasks` says otherwise.
-pub const DEFAULT_PLAN_TASKS: usize = 4;
+pub(crate) const DEFAULT_PLAN_TASKS: usize = 4;
 
 /// The answer witnessed when the budget stops a run.
-pub const BUDGET_STOP_ANSWER: &str =
+pub(crate) const BUDGET_STOP_ANSWER: &str =
     "The run stopped because its budget ran out before it finished.";
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -188,7 +188,7 @@ pub enum Status {
 
 impl Status {
     /// A stable name: `answered`, `stopped_on_budget`, `paused`, `rejected`.
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             Status::Answered => "answered",
             Status::StoppedOnBudget => "stopped_on_budget",

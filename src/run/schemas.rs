@@ -87,12 +87,12 @@ pub struct Verdict {
 
 impl Verdict {
     /// Whether the result was accepted.
-    pub fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.decision == "pass"
     }
 
     /// Whether the escalation ladder should try a stronger executor.
-    pub fn climbs(&self) -> bool {
+    pub(crate) fn climbs(&self) -> bool {
         matches!(self.decision.as_str(), "escalate" | "fail")
     }
 

@@ -68,11 +68,6 @@ impl StepClock {
             elapsed: Mutex::new(0.0),
         }
     }
-
-    /// Sets what [`Clock::elapsed`] answers.
-    pub fn set_elapsed(&self, seconds: f64) {
-        *lock(&self.elapsed) = seconds;
-    }
 }
 
 impl Clock for StepClock {
@@ -261,7 +256,7 @@ pub struct Verification {
 
 impl Verification {
     /// The `verification` payload: `{"ok": true|false|null, "detail", "source"}`.
-    pub fn payload(&self) -> Value {
+    pub(crate) fn payload(&self) -> Value {
         let ok = match self.outcome {
             Checked::Verified => Value::Bool(true),
             Checked::Refuted => Value::Bool(false),

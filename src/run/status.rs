@@ -46,7 +46,7 @@ pub enum RunState {
 
 impl RunState {
     /// A stable name: `answered`, `stopped_on_budget`, `paused`, `rejected`, `failed`, `interrupted`.
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             RunState::Answered => "answered",
             RunState::StoppedOnBudget => "stopped_on_budget",
@@ -58,7 +58,7 @@ impl RunState {
     }
 
     /// Whether `git forum resume` can continue it.
-    pub fn resumable(&self) -> bool {
+    pub(crate) fn resumable(&self) -> bool {
         !matches!(self, RunState::Answered | RunState::Rejected { .. })
     }
 }
@@ -219,7 +219,7 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
 /// The gates that hold a run: the ones it was submitted with, and any wave whose gate was
 /// raised for it (a ledger written before gates were recorded). `gates` are the run's gate
 /// entries by wave (see [`gate_entries`]).
-pub fn held_gates(run: &RunInfo, gates: &BTreeMap<u64, Vec<(Entry, J)>>) -> GatePolicy {
+pub(crate) fn held_gates(run: &RunInfo, gates: &BTreeMap<u64, Vec<(Entry, J)>>) -> GatePolicy {
     let mut policy = run.gates.clone();
     for (wave, list) in gates {
         if list.iter().any(|(e, _)| e.kind == kind::GATE_PENDING) {
@@ -231,7 +231,7 @@ pub fn held_gates(run: &RunInfo, gates: &BTreeMap<u64, Vec<(Entry, J)>>) -> Gate
 
 /// The first gated wave of `plan` that may not simply run now, with what its gate says
 /// (never [`Admission::Run`]); `None` when every gated wave is decided to run.
-pub fn first_held(
+pub(crate) fn first_held(
     plan: &CompiledPlan,
     policy: &GatePolicy,
     gates: &BTreeMap<u64, Vec<(Entry, J)>>,

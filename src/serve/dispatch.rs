@@ -31,7 +31,7 @@ use crate::roster::Roster;
 use crate::store::git::{GitStore, Options, StoreError};
 
 /// The default limit on one submit (or resume) over the daemon or MCP, in seconds.
-pub const DEFAULT_SUBMIT_SECONDS: f64 = 600.0;
+pub(crate) const DEFAULT_SUBMIT_SECONDS: f64 = 600.0;
 
 /// Every route, for listings and docs: method, path (`<seq>` is a path segment), what it does.
 pub const ROUTES: &[(&str, &str, &str)] = &[
@@ -220,6 +220,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/discard",
         "remove a --work run's worktrees and branch {run?}",
     ),
+    (
+        "GET",
+        "/log",
+        "the newest entries first, as `git forum log --json` (?limit=, at most 1000)",
+    ),
 ];
 
 /// A dispatcher's answer: an HTTP status and a JSON body.
@@ -236,7 +241,7 @@ pub struct Reply {
 
 impl Reply {
     /// A 200 answer.
-    pub fn ok(body: J) -> Reply {
+    pub(crate) fn ok(body: J) -> Reply {
         Reply {
             status: 200,
             body,
@@ -245,7 +250,7 @@ impl Reply {
     }
 
     /// A 200 answer whose exact text is `text`; `body` is its nearest strict-JSON form.
-    pub fn exact(body: J, text: String) -> Reply {
+    pub(crate) fn exact(body: J, text: String) -> Reply {
         Reply {
             status: 200,
             body,
@@ -254,17 +259,12 @@ impl Reply {
     }
 
     /// An error answer: `{"error": message}`.
-    pub fn error(status: u16, message: impl Into<String>) -> Reply {
+    pub(crate) fn error(status: u16, message: impl Into<String>) -> Reply {
         Reply {
             status,
             body: json!({ "error": message.into() }),
             text: None,
         }
-    }
-
-    /// Whether the status is 2xx.
-    pub fn is_success(&self) -> bool {
-        (200..300).contains(&self.status)
     }
 
     /// The error message, or an empty string for a success.
@@ -296,7 +296,7 @@ impl From<StoreError> for Reply {
 
 /// What a handler gets: the parsed body and, over HTTP, its raw bytes (so `/append` can keep
 /// number identity exactly as `git forum append` does).
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// The body; `{}` when there was none.
     pub body: &'a J,
     /// The body as received over HTTP, or an MCP tool's arguments as written.
@@ -390,13 +390,14 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("POST", ["witness"]) => Box::new(|d, r| d.witness(r)),
         ("POST", ["apply"]) => Box::new(|d, r| d.apply(r)),
         ("POST", ["discard"]) => Box::new(|d, r| d.discard(r)),
+        ("GET", ["log"]) => Box::new(|d, r| d.log(r)),
         _ => return None,
     };
     Some(h)
 }
 
 /// The methods `path` answers to (empty for an unknown path).
-pub fn allowed_methods(path: &str) -> Vec<&'static str> {
+pub(crate) fn allowed_methods(path: &str) -> Vec<&'static str> {
     ["GET", "POST"]
         .into_iter()
         .filter(|m| resolve(m, path).is_some())
@@ -405,7 +406,7 @@ pub fn allowed_methods(path: &str) -> Vec<&'static str> {
 
 /// Whether the route runs the control loop (it gets the submit time limit, not the ordinary
 /// per-request timeout).
-pub fn is_long_running(method: &str, path: &str) -> bool {
+pub(crate) fn is_long_running(method: &str, path: &str) -> bool {
     method == "POST" && matches!(path, "/submit" | "/resume" | "/plan" | "/campaign/run")
 }
 
@@ -512,13 +513,13 @@ impl Dispatcher {
     }
 
     /// Uses `roster` for routing and planning.
-    pub fn with_roster(mut self, roster: Roster) -> Dispatcher {
+    pub(crate) fn with_roster(mut self, roster: Roster) -> Dispatcher {
         self.roster = roster;
         self
     }
 
     /// Uses `policy` for plans and runs.
-    pub fn with_policy(mut self, policy: Policy) -> Dispatcher {
+    pub(crate) fn with_policy(mut self, policy: Policy) -> Dispatcher {
         self.policy = policy;
         self
     }
@@ -526,7 +527,7 @@ impl Dispatcher {
     /// Runs models with the executors of `loaded` (a merged runtime config). A runtime that
     /// cannot run (an issue `runtime inspect` reports, or a fleet that cannot be built) leaves
     /// the server without an executor: `/submit` then answers 503 with the reason.
-    pub fn with_runtime(mut self, loaded: Loaded) -> Dispatcher {
+    pub(crate) fn with_runtime(mut self, loaded: Loaded) -> Dispatcher {
         let issues =
             crate::exec::config::issues(&loaded.runtime, &self.roster, &crate::config::RealFacts);
         self.executors.seats = match issues.first() {
@@ -549,18 +550,18 @@ impl Dispatcher {
     }
 
     /// The ledger name.
-    pub fn ledger(&self) -> &str {
+    pub(crate) fn ledger(&self) -> &str {
         &self.cfg.ledger
     }
 
     /// The flag that, once set, makes running submits stop at their next budget check (they
     /// are witnessed as stopped, and resumable) and new ones answer 503.
-    pub fn draining(&self) -> Arc<AtomicBool> {
+    pub(crate) fn draining(&self) -> Arc<AtomicBool> {
         self.draining.clone()
     }
 
     /// Whether the server is draining.
-    pub fn is_draining(&self) -> bool {
+    pub(crate) fn is_draining(&self) -> bool {
         self.draining.load(Ordering::SeqCst)
     }
 
@@ -570,12 +571,18 @@ impl Dispatcher {
     }
 
     /// [`Dispatcher::handle`] with the request's `Idempotency-Key` header, if any.
-    pub fn handle_keyed(&self, method: &str, path: &str, body: &[u8], key: Option<&str>) -> Reply {
+    pub(crate) fn handle_keyed(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        key: Option<&str>,
+    ) -> Reply {
         self.handle_hooked(method, path, body, key, RunHooks::default())
     }
 
     /// [`Dispatcher::handle_keyed`] with the run's [`RunHooks`] (an MCP tool call).
-    pub fn handle_hooked(
+    pub(crate) fn handle_hooked(
         &self,
         method: &str,
         path: &str,
@@ -617,7 +624,7 @@ impl Dispatcher {
     }
 
     /// Answers a request whose body is already JSON (an MCP tool call).
-    pub fn call(&self, method: &str, path: &str, body: J) -> Reply {
+    pub(crate) fn call(&self, method: &str, path: &str, body: J) -> Reply {
         let Some(handler) = self.route_or_reply(method, path) else {
             return self.no_route(method, path);
         };
@@ -711,8 +718,8 @@ mod tests {
         let r = Reply::error(404, "gone");
         assert_eq!(r.body_text(), r#"{"error":"gone"}"#);
         assert_eq!(r.message(), "gone");
-        assert!(!r.is_success());
-        assert!(Reply::ok(json!({})).is_success());
+        assert_eq!(r.status, 404);
+        assert_eq!(Reply::ok(json!({})).status, 200);
         let e: Reply = StoreError::Contended("busy".into()).into();
         assert_eq!(e.status, 503);
     }

@@ -297,10 +297,14 @@ async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
         return r;
     }
     let path = parts.uri.path().to_string();
-    // Only /replay pages take a query (?limit=&after=); elsewhere paths match literally.
+    // Only /replay pages (?limit=&after=) and /log (?limit=) take a query; elsewhere paths
+    // match literally.
     let query = match parts.uri.query() {
         None => None,
-        Some(q) if parts.method == axum::http::Method::GET && path.starts_with("/replay/") => {
+        Some(q)
+            if parts.method == axum::http::Method::GET
+                && (path.starts_with("/replay/") || path == "/log") =>
+        {
             match super::page::query_fields(q) {
                 Ok(fields) => Some(fields),
                 Err(m) => return error(400, m),
@@ -309,7 +313,7 @@ async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
         Some(_) => {
             return error(
                 404,
-                "query strings are not accepted here: paths are matched literally (only GET /replay/SEQ takes ?limit=&after=)",
+                "query strings are not accepted here: paths are matched literally (only GET /replay/SEQ takes ?limit=&after=, and GET /log ?limit=)",
             );
         }
     };

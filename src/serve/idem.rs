@@ -15,10 +15,10 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::dispatch::{Dispatcher, Reply, lock};
 use crate::ledger::{Entry, NewEntry, payload_hash};
+use crate::surface::append::AppendReport;
 
 /// Longest accepted key, in bytes.
 pub const MAX_KEY_LEN: usize = 200;
@@ -140,6 +140,15 @@ impl Keys {
     }
 }
 
+/// The append report as the daemon answers it, the same value `git forum append --json` prints.
+fn report(r: AppendReport) -> Res {
+    serde_json::to_value(&r).map_err(|e| {
+        Reply::from(crate::surface::Error::internal(format!(
+            "encoding the report: {e}"
+        )))
+    })
+}
+
 fn io_err(e: std::io::Error) -> Reply {
     Reply::from(crate::surface::Error::internal(format!(
         "cannot use the idempotency key file: {e}"
@@ -214,12 +223,12 @@ impl Dispatcher {
                         )
                         .map_err(io_err)?;
                     }
-                    return Ok(json!({
-                        "seq": seq,
-                        "entry_hash": e.entry_hash,
-                        "commit": commit.to_string(),
-                        "replayed": true,
-                    }));
+                    return report(AppendReport {
+                        seq,
+                        entry_hash: e.entry_hash.clone(),
+                        commit: commit.to_string(),
+                        replayed: true,
+                    });
                 }
                 // An attempt that was interrupted before its entry was written: write it now.
                 want.from = had.from;
@@ -243,11 +252,7 @@ impl Dispatcher {
                 "git forum serve: seq {seq} is written, but recording its idempotency key failed: {e}"
             );
         }
-        Ok(json!({
-            "seq": seq,
-            "entry_hash": done.entry.entry_hash,
-            "commit": done.commit.to_string(),
-        }))
+        report(AppendReport::of(&done))
     }
 }
 

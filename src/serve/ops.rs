@@ -11,10 +11,7 @@ use super::dispatch::{Dispatcher, Reply, Request, Snapshot, lock};
 use crate::context::ContextBudget;
 use crate::exec::Seats;
 use crate::exec::config;
-use crate::ledger::merkle::{consistency_proof, inclusion_path, merkle_root};
-use crate::ledger::proof::{
-    CONSISTENCY_SCHEMA, Checkpoint, ConsistencyProof, INCLUSION_SCHEMA, InclusionProof,
-};
+use crate::ledger::merkle::merkle_root;
 use crate::ledger::{Entry, NewEntry, Storage, StorageError, Value, canonical, kind};
 use crate::quality::profile::get_profile;
 use crate::quality::{HumanizeError, humanize};
@@ -26,8 +23,8 @@ use crate::surface::clock::{self, RunClock};
 use crate::surface::run::plan::PlanAsk;
 use crate::surface::run::{Bodies, ContextSource, Decide, Decision, Go, RunOptions};
 
-mod flight;
 mod campaign;
+mod flight;
 mod runs;
 mod witness;
 mod work;
@@ -334,28 +331,34 @@ impl Dispatcher {
     pub(crate) fn payload(&self, seq: &str) -> Res {
         let seq = parse_seq(seq)?;
         let view = self.snapshot()?;
-        let entries = &view.entries;
-        let e = Self::entry_at(entries, seq)?;
-        let body = Self::body_in(&self.reader()?, &view, seq)?;
-        let reply = json!({
-            "seq": seq,
-            "kind": e.kind,
-            "actor": e.actor,
-            "payload_hash": e.payload_hash,
-            "redacted": body.is_none(),
-            "payload": body.as_ref().map(Value::to_serde),
-        });
-        match body {
+        let e = Self::entry_at(&view.entries, seq)?;
+        let r = surface::read::payload_of(&self.reader()?, e.clone(), &view.commits[seq as usize])
+            .map_err(reply_of)?;
+        match r.exact() {
             // NaN and the infinities have no serde_json form: the answer is written as text
             // (as Forum writes JSON), so the body read back still hashes to its payload_hash.
-            Some(b) if b.has_non_finite() => {
-                let mut exact = Value::from_serde(&reply);
-                exact.set("payload", b);
-                // A finished answer, not a failure: `Err` is how a handler hands one back whole.
-                Err(Reply::exact(reply, exact.canonical()))
-            }
-            _ => Ok(reply),
+            // A finished answer, not a failure: `Err` is how a handler hands one back whole.
+            Some(exact) => Err(Reply::exact(answer(Ok(&r))?, exact.canonical())),
+            None => answer(Ok(r)),
         }
+    }
+
+    /// The newest entries first, at most `limit` (default and cap
+    /// [`surface::read::MAX_PAGE`]): the JSON list `git forum log --json` prints.
+    pub(crate) fn log(&self, req: &Request<'_>) -> Res {
+        let a = Args::new(req.body, &["limit"])?;
+        let limit = match a.int("limit")? {
+            None => surface::read::MAX_PAGE as u64,
+            Some(0) => {
+                return Err(bad(format!(
+                    "field \"limit\" must be at least 1 (at most {} entries)",
+                    surface::read::MAX_PAGE
+                )));
+            }
+            Some(n) => n.min(surface::read::MAX_PAGE as u64),
+        };
+        let view = self.snapshot()?;
+        answer(Ok(surface::read::log_of(&view.entries, Some(limit))))
     }
 
     /// Entries with seq <= N, one page at a time (`limit`, at most [`super::page::MAX_PAGE`];
@@ -364,9 +367,12 @@ impl Dispatcher {
         let seq = parse_seq(seq)?;
         let page = super::page::Page::from_args(&Args::new(req.body, &["limit", "after"])?)?;
         let view = self.snapshot()?;
-        let entries = &view.entries;
-        let upto = entries.len().min(seq.saturating_add(1) as usize);
-        Ok(page.of(&entries[..upto]))
+        answer(Ok(surface::read::replay(
+            &view.entries,
+            seq,
+            page.limit,
+            page.after,
+        )))
     }
 
     pub(crate) fn why(&self, seq: &str) -> Res {
@@ -378,79 +384,23 @@ impl Dispatcher {
     pub(crate) fn prove(&self, req: &Request<'_>) -> Res {
         let a = Args::new(req.body, &["seq", "consistency_from", "size"])?;
         let (seq, from) = (a.int("seq")?, a.int("consistency_from")?);
-        let view = self.snapshot()?;
-        let entries = &view.entries;
-        let len = entries.len() as u64;
-        let size = a.int("size")?.unwrap_or(len);
-        if size == 0 || size > len {
-            return Err(bad(format!(
-                "size {size} is out of range: ledger {:?} has {len} entries",
-                self.cfg.ledger
-            )));
-        }
-        let hashes: Vec<&str> = entries[..size as usize]
-            .iter()
-            .map(|e| e.entry_hash.as_str())
-            .collect();
-        let checkpoint = Checkpoint {
-            size,
-            root: merkle_root(&hashes),
-        };
-        let signed = self.reader()?.signed_checkpoints()?;
-        let signature_of = |cp: &Checkpoint| {
-            signed
-                .iter()
-                .find(|s| s.ledger == self.cfg.ledger && s.checkpoint == *cp)
-                .map(|s| s.signature.clone())
-        };
-        let encoded = match (seq, from) {
-            (Some(seq), None) => {
-                if seq >= size {
-                    return Err(not_found(format!(
-                        "ledger {:?} has no entry at seq {seq} within its first {size} entries",
-                        self.cfg.ledger
-                    )));
-                }
-                serde_json::to_value(InclusionProof {
-                    schema: INCLUSION_SCHEMA.into(),
-                    ledger: self.cfg.ledger.clone(),
-                    entry: entries[seq as usize].clone(),
-                    audit_path: inclusion_path(&hashes, seq as usize),
-                    signature: signature_of(&checkpoint),
-                    checkpoint,
-                })
-            }
-            (None, Some(m)) => {
-                if m > size {
-                    return Err(bad(format!(
-                        "consistency_from {m} is larger than the size {size} proved"
-                    )));
-                }
-                let old = Checkpoint {
-                    size: m,
-                    root: merkle_root(&hashes[..m as usize]),
-                };
-                serde_json::to_value(ConsistencyProof {
-                    schema: CONSISTENCY_SCHEMA.into(),
-                    ledger: self.cfg.ledger.clone(),
-                    old_signature: signature_of(&old),
-                    new_signature: signature_of(&checkpoint),
-                    old,
-                    new: checkpoint,
-                    proof: consistency_proof(&hashes, m as usize),
-                })
-            }
+        let ask = match (seq, from) {
+            (Some(seq), None) => surface::proof::Ask::Inclusion(seq),
+            (None, Some(m)) => surface::proof::Ask::Consistency(m),
             _ => {
                 return Err(bad(
                     "give exactly one of seq (an inclusion proof) and consistency_from (a consistency proof)",
                 ));
             }
         };
-        encoded.map_err(|e| {
-            Reply::from(crate::surface::Error::internal(format!(
-                "encoding the proof: {e}"
-            )))
-        })
+        let view = self.snapshot()?;
+        answer(surface::proof::prove(
+            &view.entries,
+            &self.cfg.ledger,
+            &self.reader()?.signed_checkpoints()?,
+            ask,
+            a.int("size")?,
+        ))
     }
 
     pub(crate) fn append(&self, req: &Request<'_>) -> Res {
@@ -494,12 +444,7 @@ impl Dispatcher {
         if let Some(key) = key {
             return self.append_once(key, &new);
         }
-        let done = self.append_new(&new)?;
-        Ok(json!({
-            "seq": done.entry.seq,
-            "entry_hash": done.entry.entry_hash,
-            "commit": done.commit.to_string(),
-        }))
+        answer(surface::append::append(&mut lock(&self.writer), &new))
     }
 
     // ----- model-free helpers -----
@@ -556,12 +501,12 @@ impl Dispatcher {
     /// `GET /sync`: [`crate::surface::sync::sync_status`] of the served ledger.
     pub(crate) fn sync_status(&self) -> Res {
         let view = self.snapshot()?;
-        Ok(crate::surface::sync::sync_status(
+        answer(crate::surface::sync::sync_status(
             &self.repo,
             &self.cfg.ledger,
             view.entries.len(),
             &view.root,
-        )?)
+        ))
     }
 }
 

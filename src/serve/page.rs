@@ -2,14 +2,13 @@
 //! ledger of any length is read a bounded page at a time, so one request never builds more
 //! than [`MAX_PAGE`] entries of JSON.
 
-use serde_json::{Value as J, json};
+use serde_json::Value as J;
 
 use super::args::Args;
 use super::dispatch::Reply;
-use crate::ledger::Entry;
 
 /// The most entries one page holds; a larger `limit` is cut to this.
-pub const MAX_PAGE: usize = 1000;
+pub use crate::surface::read::MAX_PAGE;
 
 /// Which page: at most `limit` entries with a seq above `after`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,25 +32,6 @@ impl Page {
         Ok(Page {
             limit,
             after: a.int("after")?,
-        })
-    }
-
-    /// `{"entries": [...], "next": SEQ | null}` for `entries` (the whole range asked for, in
-    /// seq order): `next` is the `after` that reads the following page, null on the last.
-    pub(crate) fn of(&self, entries: &[Entry]) -> J {
-        let start = match self.after {
-            None => 0,
-            Some(a) => entries.partition_point(|e| e.seq <= a),
-        };
-        let end = entries.len().min(start.saturating_add(self.limit));
-        let page = &entries[start..end];
-        let next = match page.last() {
-            Some(last) if end < entries.len() => J::from(last.seq),
-            _ => J::Null,
-        };
-        json!({
-            "entries": page.iter().map(Entry::to_json).collect::<Vec<_>>(),
-            "next": next,
         })
     }
 }
@@ -79,71 +59,7 @@ pub fn query_fields(query: &str) -> Result<J, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entries(n: u64) -> Vec<Entry> {
-        (0..n)
-            .map(|seq| Entry {
-                seq,
-                ts: 1.0,
-                actor: "a".into(),
-                kind: "k".into(),
-                causal_parent: None,
-                payload_hash: "0".repeat(64),
-                prev_hash: "0".repeat(64),
-                entry_hash: format!("{seq:064}"),
-            })
-            .collect()
-    }
-
-    fn seqs(v: &J) -> Vec<u64> {
-        v["entries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["seq"].as_u64().unwrap())
-            .collect()
-    }
-
-    #[test]
-    fn pages_walk_the_range_and_end_with_null() {
-        let all = entries(7);
-        let p = Page {
-            limit: 3,
-            after: None,
-        };
-        let first = p.of(&all);
-        assert_eq!(
-            (seqs(&first), first["next"].clone()),
-            (vec![0, 1, 2], J::from(2))
-        );
-        let second = Page {
-            after: Some(2),
-            ..p
-        }
-        .of(&all);
-        assert_eq!(
-            (seqs(&second), second["next"].clone()),
-            (vec![3, 4, 5], J::from(5))
-        );
-        let last = Page {
-            after: Some(5),
-            ..p
-        }
-        .of(&all);
-        assert_eq!((seqs(&last), last["next"].clone()), (vec![6], J::Null));
-        let past = Page {
-            after: Some(99),
-            ..p
-        }
-        .of(&all);
-        assert_eq!((seqs(&past), past["next"].clone()), (vec![], J::Null));
-        let exact = Page {
-            limit: 7,
-            after: None,
-        }
-        .of(&all);
-        assert_eq!(exact["next"], J::Null);
-    }
+    use serde_json::json;
 
     #[test]
     fn the_limit_is_capped_and_zero_is_refused() {

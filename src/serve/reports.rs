@@ -16,7 +16,7 @@ use super::dispatch::{Dispatcher, Reply, Request};
 use crate::context::ContextBudget;
 use crate::report::{self, Snapshot};
 use crate::store::git::{GitStore, Options};
-use crate::surface::context::{Got, preflight_payload};
+use crate::surface::context::{Got, preflight};
 use crate::surface::{self, reports, reports::Sources};
 
 type Res = Result<J, Reply>;
@@ -175,7 +175,11 @@ impl Dispatcher {
         } else {
             (Got::Text(String::new()), "none")
         };
-        Ok(preflight_payload(request, &got, source, budget.as_ref()).to_serde())
+        serde_json::to_value(preflight(request, &got, source, budget.as_ref())).map_err(|e| {
+            Reply::from(surface::Error::internal(format!(
+                "encoding the report: {e}"
+            )))
+        })
     }
 
     /// The runtime's readiness on this server: the runtime it was started with.

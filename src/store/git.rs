@@ -48,11 +48,11 @@ pub(crate) use super::lock::CasOutcome;
 pub use super::lock::STALE_REF_LOCK;
 
 /// Where every ledger ref lives.
-pub const LEDGER_PREFIX: &str = "refs/forum/ledgers/";
+pub(crate) const LEDGER_PREFIX: &str = "refs/forum/ledgers/";
 
 /// Checks a ledger name against git's ref-name rules (`git check-ref-format`) plus our own:
 /// no leading `-` (it would read as an option) and nothing but printable ASCII.
-pub fn validate_ledger_name(name: &str) -> Result<(), StoreError> {
+pub(crate) fn validate_ledger_name(name: &str) -> Result<(), StoreError> {
     let bad = |why: &str| {
         Err(StoreError::InvalidName {
             name: name.to_string(),
@@ -165,7 +165,7 @@ impl Default for Options {
 }
 
 /// Opens the repository that contains `dir` (honouring `GIT_DIR`).
-pub fn open_repo(dir: &Path) -> Result<gix::Repository, StoreError> {
+pub(crate) fn open_repo(dir: &Path) -> Result<gix::Repository, StoreError> {
     let repo = gix::ThreadSafeRepository::discover_with_environment_overrides(dir)
         .map_err(|e| StoreError::NotARepo(format!("{e}")))?;
     Ok(repo.to_thread_local())
@@ -236,7 +236,7 @@ impl GitStore {
     /// `refs/forum/ledgers/`, `refs/forum/` or `refs/`, so a copy elsewhere never picks up the
     /// local ledger's recorded checkpoints or index; `at_ref(repo, "refs/forum/ledgers/x", o)`
     /// is the same as `new(repo, "x", o)`.
-    pub fn at_ref(
+    pub(crate) fn at_ref(
         repo: gix::Repository,
         refname: &str,
         opts: Options,
@@ -274,13 +274,13 @@ impl GitStore {
 
     /// Reads checkpoint signatures for `ledger` from `refname` (a fetched copy's signatures sit
     /// beside it, not on the local ledger's ref).
-    pub fn with_signatures(mut self, ledger: &str, refname: &str) -> GitStore {
+    pub(crate) fn with_signatures(mut self, ledger: &str, refname: &str) -> GitStore {
         self.signatures_at = Some((ledger.to_string(), refname.to_string()));
         self
     }
 
     /// The ledger name checkpoint signatures sign.
-    pub fn signature_ledger(&self) -> &str {
+    pub(crate) fn signature_ledger(&self) -> &str {
         self.signatures_at
             .as_ref()
             .map(|(l, _)| l.as_str())
@@ -288,26 +288,26 @@ impl GitStore {
     }
 
     /// The ref holding this ledger's signed checkpoints.
-    pub fn signatures_ref(&self) -> String {
+    pub(crate) fn signatures_ref(&self) -> String {
         match &self.signatures_at {
             Some((_, r)) => r.clone(),
             None => super::sign::checkpoints_ref(&self.name),
         }
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
-    pub fn refname(&self) -> &str {
+    pub(crate) fn refname(&self) -> &str {
         &self.refname
     }
 
-    pub fn repo(&self) -> &gix::Repository {
+    pub(crate) fn repo(&self) -> &gix::Repository {
         &self.repo
     }
 
-    pub fn object_hash(&self) -> HashKind {
+    pub(crate) fn object_hash(&self) -> HashKind {
         self.hash
     }
 
@@ -322,12 +322,8 @@ impl GitStore {
 
     /// True when refs are kept by git's own non-files storage (reftable) and so are read and
     /// moved through `git`.
-    pub fn refs_via_git(&self) -> bool {
+    pub(crate) fn refs_via_git(&self) -> bool {
         self.refs_via_git
-    }
-
-    pub fn set_fsync(&mut self, fsync: bool) {
-        self.opts.fsync = fsync;
     }
 
     pub(crate) fn forum_dir(&self) -> PathBuf {
@@ -348,7 +344,7 @@ impl GitStore {
 
     /// The ref's current target, `None` when the ledger does not exist. A ref file that exists
     /// but cannot be read as an object id is corruption, never an empty ledger.
-    pub fn tip_id(&self) -> Result<Option<ObjectId>, StoreError> {
+    pub(crate) fn tip_id(&self) -> Result<Option<ObjectId>, StoreError> {
         if self.refs_via_git {
             return self.tip_id_via_git();
         }
@@ -388,7 +384,7 @@ impl GitStore {
     }
 
     /// True when the ledger exists.
-    pub fn exists(&self) -> Result<bool, StoreError> {
+    pub(crate) fn exists(&self) -> Result<bool, StoreError> {
         Ok(self.tip_id()?.is_some())
     }
 
@@ -449,13 +445,16 @@ impl GitStore {
     }
 
     /// The tip, or [`StoreError::NoLedger`].
-    pub fn require_tip(&self) -> Result<Tip, StoreError> {
+    pub(crate) fn require_tip(&self) -> Result<Tip, StoreError> {
         self.tip()?
             .ok_or_else(|| StoreError::NoLedger(self.name.clone()))
     }
 
     /// Commit ids from the tip back to `stop_seq` (inclusive), newest first, with their entries.
-    pub fn walk_back(&self, limit: Option<u64>) -> Result<Vec<(ObjectId, Entry)>, StoreError> {
+    pub(crate) fn walk_back(
+        &self,
+        limit: Option<u64>,
+    ) -> Result<Vec<(ObjectId, Entry)>, StoreError> {
         let mut out = Vec::new();
         let mut cur = self.tip_id()?;
         let mut buf = Vec::new();
@@ -468,11 +467,6 @@ impl GitStore {
             cur = parent;
         }
         Ok(out)
-    }
-
-    /// Every commit id from seq 0 to the tip, reading commits only.
-    pub fn chain_ids(&self) -> Result<Vec<ObjectId>, StoreError> {
-        self.chain_ids_from(self.tip_id()?)
     }
 
     /// The commit ids from `start` back to the root, oldest first. Callers that already read
@@ -519,7 +513,7 @@ impl GitStore {
 
     /// The commit holding entry `seq`, through the index under `.git/forum/index/` when it agrees
     /// with the ref, otherwise by walking back from the tip (and repairing the index).
-    pub fn commit_at(&self, seq: u64) -> Result<Option<ObjectId>, StoreError> {
+    pub(crate) fn commit_at(&self, seq: u64) -> Result<Option<ObjectId>, StoreError> {
         let tip = self.require_tip()?;
         if seq > tip.entry.seq {
             return Ok(None);
@@ -532,7 +526,10 @@ impl GitStore {
     }
 
     /// The entry at `seq` and its commit.
-    pub fn get_with_commit(&self, seq: u64) -> Result<Option<(Entry, ObjectId)>, StoreError> {
+    pub(crate) fn get_with_commit(
+        &self,
+        seq: u64,
+    ) -> Result<Option<(Entry, ObjectId)>, StoreError> {
         let Some(id) = self.commit_at(seq)? else {
             return Ok(None);
         };
@@ -551,7 +548,7 @@ impl GitStore {
     /// A body is handed out only after it was checked: its SHA-256 must be the entry's
     /// `payload_hash`. A blob replaced by another valid object (a rebuilt tree, an overwritten
     /// object file) is an error naming the seq, never a body served as if it were the record.
-    pub fn body_of_commit(&self, id: &ObjectId) -> Result<Option<Vec<u8>>, StoreError> {
+    pub(crate) fn body_of_commit(&self, id: &ObjectId) -> Result<Option<Vec<u8>>, StoreError> {
         let mut buf = Vec::new();
         let (entry, tree, _) = self.read_entry_commit(id, &mut buf)?;
         let damaged = |what: String| {
@@ -665,7 +662,7 @@ impl GitStore {
     }
 
     /// Records `(size, root)` as a witness that later verifies compare against.
-    pub fn record_checkpoint(&self, size: u64, root: &str) -> Result<(), StoreError> {
+    pub(crate) fn record_checkpoint(&self, size: u64, root: &str) -> Result<(), StoreError> {
         let path = self.checkpoints_path();
         if let Some(d) = path.parent() {
             fs::create_dir_all(d).map_err(io(format!("creating {}", d.display())))?;
@@ -686,7 +683,7 @@ impl GitStore {
     }
 
     /// Checkpoints recorded for this ledger, oldest first.
-    pub fn recorded_checkpoints(&self) -> Vec<(u64, String)> {
+    pub(crate) fn recorded_checkpoints(&self) -> Vec<(u64, String)> {
         let Ok(text) = fs::read_to_string(self.checkpoints_path()) else {
             return Vec::new();
         };
@@ -703,7 +700,7 @@ impl GitStore {
 
     /// The ref's reflog, oldest first, read line by line: each line's new value (`None` when it
     /// is not an object id) and whether the line records a sanctioned rewrite (a redaction).
-    pub fn reflog(&self) -> Vec<ReflogLine> {
+    pub(crate) fn reflog(&self) -> Vec<ReflogLine> {
         use std::io::BufRead;
         if self.refs_via_git {
             return self.reflog_via_git();
@@ -733,7 +730,7 @@ impl GitStore {
 
 /// One line of a ledger ref's reflog, as verify needs it.
 #[derive(Debug, Clone, Copy)]
-pub struct ReflogLine {
+pub(crate) struct ReflogLine {
     pub old: Option<ObjectId>,
     pub new: Option<ObjectId>,
     /// The line records a sanctioned rewrite (a redaction), after which older lines describe a

@@ -26,39 +26,154 @@ pub enum Got {
     },
 }
 
-/// Builds the `forum.context-preflight/v1` payload: `{schema, ready, request {bytes, tokens},
-/// context, limits, issues}` with Forum's fields and rules. `source` names where the context
-/// came from (`command`, `capsule`); a failed provider gives an empty context with reason
+/// How big the request is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestSize {
+    pub bytes: u64,
+    /// Approximate tokens (ceil(bytes / bytes_per_token)).
+    pub tokens: u64,
+}
+
+/// What the context would become before planning.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextFigures {
+    /// Where it came from (`command`, `capsule`, `none`).
+    pub source: String,
+    /// `retained`, `trimmed`, `omitted` or `none`.
+    pub action: String,
+    /// Why (`no_budget`, `within_budget`, `no_context`, `provider_failed`, ...).
+    pub reason: String,
+    pub original_tokens: u64,
+    pub admitted_tokens: u64,
+    /// The provider's failure code, when it failed.
+    pub error: Option<String>,
+    /// The summary of a structured context envelope, when the context was one.
+    pub structured: Option<EnvelopeSummary>,
+}
+
+/// The summary of a `project-telos.context-envelope/v1` context. The figures it copies from the
+/// envelope are kept as the envelope wrote them (any JSON value, or null when absent).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvelopeSummary {
+    pub verification_verdict: Value,
+    pub retained: u64,
+    pub omitted: u64,
+    pub approx_tokens: Value,
+    pub token_budget: Value,
+}
+
+/// Forum's `forum.context-preflight/v1` payload: `{schema, ready, request {bytes, tokens},
+/// context, limits, issues}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreflightReport {
+    /// False when the context would be omitted.
+    pub ready: bool,
+    pub request: RequestSize,
+    pub context: ContextFigures,
+    /// The budget's configured limits (`bytes_per_token` and the caps that are set), in
+    /// Forum's order; empty without a budget.
+    pub limits: Value,
+    /// What a run would lose, one sentence each.
+    pub issues: Vec<String>,
+}
+
+impl super::Report for PreflightReport {
+    const SCHEMA: &'static str = PREFLIGHT_SCHEMA;
+}
+
+impl serde::Serialize for PreflightReport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_value().to_serde().serialize(s)
+    }
+}
+
+impl PreflightReport {
+    /// The payload as the ledger's value, its members in Forum's order (how the CLI prints it,
+    /// byte for byte as Forum does).
+    pub fn to_value(&self) -> Value {
+        let int = |v: u64| Value::Int(v.into());
+        let c = &self.context;
+        let mut fields = vec![
+            ("source".to_string(), Value::str(&c.source)),
+            ("action".to_string(), Value::str(&c.action)),
+            ("reason".to_string(), Value::str(&c.reason)),
+            ("original_tokens".to_string(), int(c.original_tokens)),
+            ("admitted_tokens".to_string(), int(c.admitted_tokens)),
+            (
+                "tokens_saved".to_string(),
+                int(c.original_tokens.saturating_sub(c.admitted_tokens)),
+            ),
+        ];
+        if let Some(code) = &c.error {
+            fields.push(("error".to_string(), Value::str(code)));
+        }
+        if let Some(e) = &c.structured {
+            fields.push((
+                "structured".to_string(),
+                Value::Object(vec![
+                    ("schema".to_string(), Value::str(ENVELOPE_SCHEMA)),
+                    (
+                        "verification_verdict".to_string(),
+                        e.verification_verdict.clone(),
+                    ),
+                    ("retained".to_string(), int(e.retained)),
+                    ("omitted".to_string(), int(e.omitted)),
+                    ("approx_tokens".to_string(), e.approx_tokens.clone()),
+                    ("token_budget".to_string(), e.token_budget.clone()),
+                ]),
+            ));
+        }
+        Value::Object(vec![
+            ("schema".to_string(), Value::str(PREFLIGHT_SCHEMA)),
+            ("ready".to_string(), Value::Bool(self.ready)),
+            (
+                "request".to_string(),
+                Value::Object(vec![
+                    ("bytes".to_string(), int(self.request.bytes)),
+                    ("tokens".to_string(), int(self.request.tokens)),
+                ]),
+            ),
+            ("context".to_string(), Value::Object(fields)),
+            ("limits".to_string(), self.limits.clone()),
+            (
+                "issues".to_string(),
+                Value::Array(self.issues.iter().map(Value::str).collect()),
+            ),
+        ])
+    }
+}
+
+/// The preflight of `request` with the context `got` from `source` (`command`, `capsule`)
+/// under `budget`, with Forum's rules: a failed provider gives an empty context with reason
 /// `provider_failed`, its `error` code, and an issue.
-pub fn preflight_payload(
+pub fn preflight(
     request: &str,
     got: &Got,
     source: &str,
     budget: Option<&ContextBudget>,
-) -> Value {
-    let int = |v: u64| Value::Int(v.into());
+) -> PreflightReport {
     let bpt = budget.map_or(4, |b| b.bytes_per_token);
-    let mut issues: Vec<Value> = Vec::new();
-    let none = |reason: &str, source: &str| {
-        vec![
-            ("source".to_string(), Value::str(source)),
-            ("action".to_string(), Value::str("none")),
-            ("reason".to_string(), Value::str(reason)),
-            ("original_tokens".to_string(), int(0)),
-            ("admitted_tokens".to_string(), int(0)),
-            ("tokens_saved".to_string(), int(0)),
-        ]
+    let mut issues: Vec<String> = Vec::new();
+    let none = |reason: &str, source: &str| ContextFigures {
+        source: source.to_string(),
+        action: "none".to_string(),
+        reason: reason.to_string(),
+        original_tokens: 0,
+        admitted_tokens: 0,
+        error: None,
+        structured: None,
     };
-    let (fields, action) = match got {
+    let context = match got {
         Got::Failed { code, message } => {
-            issues.push(Value::str(format!(
+            issues.push(format!(
                 "{source} context failed ({code}): {message}; a run would go on without it"
-            )));
-            let mut f = none("provider_failed", source);
-            f.push(("error".to_string(), Value::str(code)));
-            (f, "none")
+            ));
+            ContextFigures {
+                error: Some(code.clone()),
+                ..none("provider_failed", source)
+            }
         }
-        Got::Text(t) if t.is_empty() => (none("no_context", "none"), "none"),
+        Got::Text(t) if t.is_empty() => none("no_context", "none"),
         Got::Text(t) => {
             let (action, reason, original, admitted) = match budget {
                 None => {
@@ -77,52 +192,45 @@ pub fn preflight_payload(
                 }
             };
             if matches!(action, "trimmed" | "omitted") {
-                issues.push(Value::str(format!(
+                issues.push(format!(
                     "{source} context would be {action} before planning"
-                )));
+                ));
             }
-            let mut f = vec![
-                ("source".to_string(), Value::str(source)),
-                ("action".to_string(), Value::str(action)),
-                ("reason".to_string(), Value::str(reason)),
-                ("original_tokens".to_string(), int(original)),
-                ("admitted_tokens".to_string(), int(admitted)),
-                (
-                    "tokens_saved".to_string(),
-                    int(original.saturating_sub(admitted)),
-                ),
-            ];
-            if let Some(s) = envelope_summary(t) {
-                f.push(("structured".to_string(), s));
+            ContextFigures {
+                source: source.to_string(),
+                action: action.to_string(),
+                reason: reason.to_string(),
+                original_tokens: original,
+                admitted_tokens: admitted,
+                error: None,
+                structured: envelope_summary(t),
             }
-            (f, action)
         }
     };
-    Value::Object(vec![
-        ("schema".to_string(), Value::str(PREFLIGHT_SCHEMA)),
-        ("ready".to_string(), Value::Bool(action != "omitted")),
-        (
-            "request".to_string(),
-            Value::Object(vec![
-                ("bytes".to_string(), int(request.len() as u64)),
-                (
-                    "tokens".to_string(),
-                    int(context::approx_tokens(request, bpt)),
-                ),
-            ]),
-        ),
-        ("context".to_string(), Value::Object(fields)),
-        (
-            "limits".to_string(),
-            budget.map_or(Value::Object(Vec::new()), |b| b.configured_limits()),
-        ),
-        ("issues".to_string(), Value::Array(issues)),
-    ])
+    PreflightReport {
+        ready: context.action != "omitted",
+        request: RequestSize {
+            bytes: request.len() as u64,
+            tokens: context::approx_tokens(request, bpt),
+        },
+        context,
+        limits: budget.map_or(Value::Object(Vec::new()), |b| b.configured_limits()),
+        issues,
+    }
 }
 
-/// The summary of a `project-telos.context-envelope/v1` JSON context: `{schema,
-/// verification_verdict, retained, omitted, approx_tokens, token_budget}`.
-fn envelope_summary(text: &str) -> Option<Value> {
+/// [`preflight`] as the ledger's value (Forum's payload).
+pub fn preflight_payload(
+    request: &str,
+    got: &Got,
+    source: &str,
+    budget: Option<&ContextBudget>,
+) -> Value {
+    preflight(request, got, source, budget).to_value()
+}
+
+/// The summary of a `project-telos.context-envelope/v1` JSON context.
+fn envelope_summary(text: &str) -> Option<EnvelopeSummary> {
     let doc: J = serde_json::from_str(text).ok()?;
     let obj = doc.as_object()?;
     if obj.get("schema").and_then(J::as_str) != Some(ENVELOPE_SCHEMA) {
@@ -135,16 +243,67 @@ fn envelope_summary(text: &str) -> Option<Value> {
             .and_then(|b| b.get(k))
             .map_or(Value::Null, Value::from_serde)
     };
-    Some(Value::Object(vec![
-        ("schema".to_string(), Value::str(ENVELOPE_SCHEMA)),
-        (
-            "verification_verdict".to_string(),
-            obj.get("verification_verdict")
-                .map_or(Value::Null, Value::from_serde),
-        ),
-        ("retained".to_string(), Value::Int(len("retained").into())),
-        ("omitted".to_string(), Value::Int(len("omitted").into())),
-        ("approx_tokens".to_string(), from_budget("approx_tokens")),
-        ("token_budget".to_string(), from_budget("token_budget")),
-    ]))
+    Some(EnvelopeSummary {
+        verification_verdict: obj
+            .get("verification_verdict")
+            .map_or(Value::Null, Value::from_serde),
+        retained: len("retained"),
+        omitted: len("omitted"),
+        approx_tokens: from_budget("approx_tokens"),
+        token_budget: from_budget("token_budget"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_provider_keeps_forums_members_in_order() {
+        let got = Got::Failed {
+            code: "exit".into(),
+            message: "it exited 3".into(),
+        };
+        let r = preflight("ship it", &got, "command", None);
+        assert!(r.ready);
+        assert_eq!(r.context.error.as_deref(), Some("exit"));
+        assert_eq!(
+            r.to_value().canonical(),
+            r#"{"context":{"action":"none","admitted_tokens":0,"error":"exit","original_tokens":0,"reason":"provider_failed","source":"command","tokens_saved":0},"issues":["command context failed (exit): it exited 3; a run would go on without it"],"limits":{},"ready":true,"request":{"bytes":7,"tokens":2},"schema":"forum.context-preflight/v1"}"#
+        );
+        let keys: Vec<String> = match r.to_value() {
+            Value::Object(m) => m.into_iter().map(|(k, _)| k).collect(),
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            keys,
+            ["schema", "ready", "request", "context", "limits", "issues"]
+        );
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            preflight_payload("ship it", &got, "command", None).to_serde()
+        );
+    }
+
+    #[test]
+    fn an_envelope_is_summarized_and_an_omitted_context_is_not_ready() {
+        let env = r#"{"schema":"project-telos.context-envelope/v1","verification_verdict":"pass","retained":[1,2],"omitted":[],"budget":{"approx_tokens":12,"token_budget":100}}"#;
+        let r = preflight("x", &Got::Text(env.into()), "command", None);
+        let s = r.context.structured.as_ref().expect("an envelope");
+        assert_eq!((s.retained, s.omitted), (2, 0));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["context"]["structured"]["schema"], ENVELOPE_SCHEMA);
+        assert_eq!(v["context"]["structured"]["approx_tokens"], 12);
+        let budget = ContextBudget {
+            max_request_tokens: Some(0),
+            ..ContextBudget::default()
+        };
+        let tight = preflight("x", &Got::Text("y".repeat(400)), "command", Some(&budget));
+        assert!(
+            matches!(tight.context.action.as_str(), "trimmed" | "omitted"),
+            "{tight:?}"
+        );
+        assert_eq!(tight.ready, tight.context.action != "omitted");
+        assert_eq!(tight.issues.len(), 1, "{tight:?}");
+    }
 }

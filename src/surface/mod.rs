@@ -16,6 +16,7 @@ use std::fmt;
 use crate::ledger::StorageError;
 use crate::store::git::StoreError;
 
+pub(crate) mod append;
 pub(crate) mod bench_verify;
 pub(crate) mod campaign;
 pub(crate) mod clock;
@@ -23,6 +24,8 @@ pub(crate) mod context;
 pub(crate) mod doctor;
 pub(crate) mod flight;
 pub(crate) mod ledger;
+pub(crate) mod proof;
+pub(crate) mod read;
 pub(crate) mod run;
 pub(crate) mod runtime;
 pub(crate) mod status;
@@ -92,11 +95,19 @@ impl Class {
 
 /// An error from a surface operation: a class, a one-line message naming the problem and what
 /// to do, and the error that caused it (kept for `source()`).
+///
+/// The command line uses this type as its own error (`cli::CliError`): a command that already
+/// printed its answer ends with [`Error::silent`], and a run killed by a signal exits with the
+/// shell's `128 + N` ([`Error::with_exit`]).
 #[derive(Debug)]
 pub struct Error {
     pub class: Class,
     pub message: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    /// The exit code when it is not the class's.
+    exit: Option<u8>,
+    /// The command already said what it had to: nothing more is printed.
+    silent: bool,
 }
 
 impl Error {
@@ -105,7 +116,46 @@ impl Error {
             class,
             message: message.into(),
             source: None,
+            exit: None,
+            silent: false,
         }
+    }
+
+    /// Ends a command with exit `code` and no message: it already printed what it had to say
+    /// (a report that says the check failed, or nothing on a closed pipe).
+    pub fn silent(code: u8) -> Error {
+        let class = if code == Class::Usage.exit_code() {
+            Class::Usage
+        } else {
+            Class::Failed
+        };
+        Error {
+            exit: Some(code),
+            silent: true,
+            ..Error::new(class, "")
+        }
+    }
+
+    /// The same error, exiting with `code` instead of its class's code.
+    pub fn with_exit(mut self, code: u8) -> Error {
+        self.exit = Some(code);
+        self
+    }
+
+    /// The process exit code: the class's, unless [`Error::silent`] or [`Error::with_exit`]
+    /// named another.
+    pub fn exit_code(&self) -> u8 {
+        self.exit.unwrap_or_else(|| self.class.exit_code())
+    }
+
+    /// The one line to print on stderr, or `None` after [`Error::silent`].
+    pub fn shown(&self) -> Option<&str> {
+        (!self.silent).then_some(self.message.as_str())
+    }
+
+    /// A failure of the command (exit 1), by the name the CLI has always called it.
+    pub fn fail(message: impl Into<String>) -> Error {
+        Error::failed(message)
     }
 
     /// Keeps `source` as the cause; the message stays the one the caller sees.
@@ -242,6 +292,19 @@ mod tests {
         let e: Error = StorageError::Io("disk".into()).into();
         assert_eq!((e.class.exit_code(), e.class.http_status()), (1, 500));
         assert!(std::error::Error::source(&e).is_some());
+    }
+
+    #[test]
+    fn a_silent_exit_prints_nothing_and_keeps_its_code() {
+        let quiet = Error::silent(0);
+        assert_eq!((quiet.exit_code(), quiet.shown()), (0, None));
+        let printed = Error::silent(1);
+        assert_eq!((printed.exit_code(), printed.class), (1, Class::Failed));
+        let killed = Error::failed("killed").with_exit(130);
+        assert_eq!((killed.exit_code(), killed.shown()), (130, Some("killed")));
+        let e = Error::not_found("no such entry");
+        assert_eq!((e.exit_code(), e.shown()), (1, Some("no such entry")));
+        assert_eq!(Error::usage("bad flag").exit_code(), 2);
     }
 
     #[test]

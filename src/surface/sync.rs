@@ -4,13 +4,73 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value as J, json};
+use serde::Serialize;
 
 use super::Result;
 use crate::ledger::Entry;
 use crate::ledger::merkle::merkle_root;
 use crate::store::git::{GitStore, Options};
 use crate::store::sync::{Git, REMOTES_PREFIX, SEEN_PREFIX};
+
+/// A checkpoint of a copy: its size, Merkle root and the commit of its tip.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CopyCheckpoint {
+    pub size: usize,
+    pub root: String,
+    pub commit: String,
+}
+
+/// How the local ledger stands against a remote copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Relation {
+    /// `fetch` recorded a checkpoint but adopted no copy.
+    NotFetched,
+    /// The two chains disagree at the last entry they share.
+    Diverged,
+    InSync,
+    /// Entries here that the copy lacks (to push).
+    Ahead,
+    /// Entries there that are not here.
+    Behind,
+}
+
+/// One remote copy of one ledger.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RemoteRow {
+    pub remote: String,
+    pub ledger: String,
+    /// The copy `fetch` adopted (`refs/forum/remotes/REMOTE/NAME`).
+    pub adopted: Option<CopyCheckpoint>,
+    /// The last verified checkpoint (`refs/forum/seen/REMOTE/NAME`).
+    pub seen: Option<CopyCheckpoint>,
+    /// Entries in the local ledger of the same name.
+    pub local_size: usize,
+    pub relation: Relation,
+    /// Entries here not on the copy; null when that has no meaning (not fetched, diverged).
+    pub ahead: Option<usize>,
+    /// Entries there not here; null as `ahead`.
+    pub behind: Option<usize>,
+}
+
+/// The served ledger's size and root.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Local {
+    pub size: usize,
+    pub root: String,
+}
+
+/// Push and fetch status (`GET /sync`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SyncReport {
+    pub ledger: String,
+    pub local: Local,
+    pub remotes: Vec<RemoteRow>,
+}
+
+impl super::Report for SyncReport {
+    const SCHEMA: &'static str = "git-forum.sync-status/1";
+}
 
 /// The remote copies `fetch` adopted (`refs/forum/remotes/REMOTE/NAME`) and the last
 /// verified checkpoint of each (`refs/forum/seen/REMOTE/NAME`), each compared with the local
@@ -23,7 +83,7 @@ pub fn sync_status(
     ledger: &str,
     local_size: usize,
     local_root: &str,
-) -> Result<J> {
+) -> Result<SyncReport> {
     let repo = shared.to_thread_local();
     let git = Git::for_repo(&repo);
     let adopted = git.refs_under(REMOTES_PREFIX)?;
@@ -33,7 +93,11 @@ pub fn sync_status(
     };
     let cp = |entries: &[Entry], commit: &str| {
         let hashes: Vec<&str> = entries.iter().map(|e| e.entry_hash.as_str()).collect();
-        json!({"size": entries.len(), "root": merkle_root(&hashes), "commit": commit})
+        CopyCheckpoint {
+            size: entries.len(),
+            root: merkle_root(&hashes),
+            commit: commit.to_string(),
+        }
     };
     let mut locals: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
     let mut rows = Vec::new();
@@ -69,35 +133,76 @@ pub fn sync_status(
         }
         let here = &locals[&name];
         let (relation, ahead, behind) = match &there {
-            None => ("not_fetched", J::Null, J::Null),
+            None => (Relation::NotFetched, None, None),
             Some((t, _)) => {
                 let common = here.len().min(t.len());
                 let agree = common == 0 || here[common - 1].entry_hash == t[common - 1].entry_hash;
                 if !agree {
-                    ("diverged", J::Null, J::Null)
+                    (Relation::Diverged, None, None)
                 } else if here.len() == t.len() {
-                    ("in_sync", json!(0), json!(0))
+                    (Relation::InSync, Some(0), Some(0))
                 } else if here.len() > t.len() {
-                    ("ahead", json!(here.len() - t.len()), json!(0))
+                    (Relation::Ahead, Some(here.len() - t.len()), Some(0))
                 } else {
-                    ("behind", json!(0), json!(t.len() - here.len()))
+                    (Relation::Behind, Some(0), Some(t.len() - here.len()))
                 }
             }
         };
-        rows.push(json!({
-            "remote": remote,
-            "ledger": name,
-            "adopted": there.as_ref().map(|(t, oid)| cp(t, oid)),
-            "seen": seen_cp,
-            "local_size": here.len(),
-            "relation": relation,
-            "ahead": ahead,
-            "behind": behind,
-        }));
+        rows.push(RemoteRow {
+            remote,
+            ledger: name,
+            adopted: there.as_ref().map(|(t, oid)| cp(t, oid)),
+            seen: seen_cp,
+            local_size: here.len(),
+            relation,
+            ahead,
+            behind,
+        });
     }
-    Ok(json!({
-        "ledger": ledger,
-        "local": {"size": local_size, "root": local_root},
-        "remotes": rows,
-    }))
+    Ok(SyncReport {
+        ledger: ledger.to_string(),
+        local: Local {
+            size: local_size,
+            root: local_root.to_string(),
+        },
+        remotes: rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_sync_report_is_the_json_it_was() {
+        let r = SyncReport {
+            ledger: "main".into(),
+            local: Local {
+                size: 2,
+                root: "ab".into(),
+            },
+            remotes: vec![RemoteRow {
+                remote: "origin".into(),
+                ledger: "main".into(),
+                adopted: None,
+                seen: Some(CopyCheckpoint {
+                    size: 1,
+                    root: "cd".into(),
+                    commit: "ef".into(),
+                }),
+                local_size: 2,
+                relation: Relation::NotFetched,
+                ahead: None,
+                behind: None,
+            }],
+        };
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            json!({"ledger": "main", "local": {"size": 2, "root": "ab"}, "remotes": [{
+                "remote": "origin", "ledger": "main", "adopted": null,
+                "seen": {"size": 1, "root": "cd", "commit": "ef"}, "local_size": 2,
+                "relation": "not_fetched", "ahead": null, "behind": null}]})
+        );
+    }
 }

@@ -809,7 +809,11 @@ fn every_mcp_tool_reaches_its_route() {
         assert_eq!(result["isError"], expected_error, "{}: {result}", tool.name);
         let text = result["content"][0]["text"].as_str().unwrap();
         let body: J = serde_json::from_str(text).unwrap();
-        assert_eq!(body, result["structuredContent"]);
+        match result.get("structuredContent") {
+            Some(s) => assert_eq!(&body, s),
+            // A list (ledger_log) is given as text alone: structured content is an object.
+            None => assert!(body.is_array(), "{}: {result}", tool.name),
+        }
         if method == "GET" {
             assert_eq!(body, d.handle(method, &path, b"").body, "{}", tool.name);
         }

@@ -430,7 +430,7 @@ fn survives_gc_and_aggressive_gc() {
         let shown = repo.forum_json(&["show", "2", "--payload"]);
         assert_eq!(shown["payload"]["i"], 2);
         let replayed = repo.forum_json(&["replay", "3"]);
-        assert_eq!(replayed.as_array().unwrap().len(), 4);
+        assert_eq!(replayed["entries"].as_array().unwrap().len(), 4);
     }
 }
 

@@ -38,7 +38,8 @@ fn http(d: &Served, method: &str, path: &str, body: &str) -> J {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("GET {path}: not JSON ({e}): {body}"))
 }
 
-/// Each tool's structured content, called in one `git forum mcp` session, in order.
+/// Each tool's structured content (its text, read as JSON, when it is a list), called in one
+/// `git forum mcp` session, in order.
 fn mcp_calls(repo: &Repo, tools: &[&str]) -> Vec<J> {
     let calls: Vec<(&str, J)> = tools.iter().map(|t| (*t, json!({}))).collect();
     mcp_calls_with(repo, &calls)
@@ -69,7 +70,25 @@ fn mcp_calls_with(repo: &Repo, calls: &[(&str, J)]) -> Vec<J> {
         .zip(tools)
         .map(|(r, name)| {
             assert_eq!(r["result"]["isError"], false, "{name}: {r}");
-            r["result"]["structuredContent"].clone()
+            let text: J = serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap())
+                .unwrap_or_else(|e| panic!("{name}: the text is not JSON ({e}): {r}"));
+            // A list (ledger_log) comes as text alone: structured content is an object.
+            match r["result"].get("structuredContent") {
+                Some(s) => {
+                    assert_eq!(
+                        s, &text,
+                        "{name}: the text and the structured content differ"
+                    );
+                    s.clone()
+                }
+                None => {
+                    assert!(
+                        !text.is_object(),
+                        "{name}: an object without structured content"
+                    );
+                    text
+                }
+            }
         })
         .collect()
 }
@@ -243,4 +262,103 @@ fn recording_a_checkpoint_is_the_same_json_from_cli_http_and_mcp() {
     assert_eq!(http_recorded, cli);
     let mcp = mcp_calls(&repo, &["checkpoint_record"]);
     assert_eq!(mcp[0], cli);
+}
+
+#[test]
+fn log_payload_replay_and_prove_read_the_same_json_from_cli_http_and_mcp() {
+    for kind in FORMATS {
+        let repo = ledger(kind);
+        let cli_log = repo.forum_json(&["log"]);
+        let cli_log2 = repo.forum_json(&["log", "-n", "2"]);
+        let cli_payload = repo.forum_json(&["show", "1", "--payload"]);
+        let cli_replay = repo.forum_json(&["replay", "1"]);
+        let cli_prove: J =
+            serde_json::from_str(&repo.forum_ok(&["prove", "0", "--size", "2"])).unwrap();
+        assert_eq!(
+            cli_log.as_array().map(Vec::len),
+            Some(3),
+            "{kind}: {cli_log}"
+        );
+        assert_eq!(cli_log[0]["seq"], 2, "{kind}: newest first");
+        assert_eq!(cli_log2.as_array().map(Vec::len), Some(2), "{kind}");
+        assert_eq!(cli_payload["entry"]["seq"], 1, "{kind}: {cli_payload}");
+        assert_eq!(
+            cli_payload["payload"],
+            json!({"n": 2, "text": "two"}),
+            "{kind}"
+        );
+        assert_eq!(cli_payload["redacted"], false, "{kind}");
+        assert!(cli_payload["commit"].is_string(), "{kind}: {cli_payload}");
+        assert_eq!(
+            cli_replay["entries"].as_array().map(Vec::len),
+            Some(2),
+            "{kind}"
+        );
+        assert_eq!(cli_replay["next"], J::Null, "{kind}: {cli_replay}");
+        assert_eq!(cli_prove["checkpoint"]["size"], 2, "{kind}: {cli_prove}");
+
+        let served = repo.serve(&[], std::process::Stdio::null());
+        let http_log = http_get(&served, "/log");
+        let http_log2 = http_get(&served, "/log?limit=2");
+        let http_payload = http_get(&served, "/payload/1");
+        let http_replay = http_get(&served, "/replay/1");
+        let http_prove = http(&served, "POST", "/prove", r#"{"seq": 0, "size": 2}"#);
+        drop(served);
+        assert_eq!(http_log, cli_log, "log over HTTP on {kind}");
+        assert_eq!(http_log2, cli_log2, "log -n 2 over HTTP on {kind}");
+        assert_eq!(http_payload, cli_payload, "payload over HTTP on {kind}");
+        assert_eq!(http_replay, cli_replay, "replay over HTTP on {kind}");
+        assert_eq!(http_prove, cli_prove, "prove over HTTP on {kind}");
+
+        let mcp = mcp_calls_with(
+            &repo,
+            &[
+                ("ledger_log", json!({})),
+                ("ledger_log", json!({"limit": 2})),
+                ("ledger_payload", json!({"seq": 1})),
+                ("ledger_replay", json!({"seq": 1})),
+                ("ledger_prove", json!({"seq": 0, "size": 2})),
+            ],
+        );
+        assert_eq!(mcp[0], cli_log, "log over MCP on {kind}");
+        assert_eq!(mcp[1], cli_log2, "log -n 2 over MCP on {kind}");
+        assert_eq!(mcp[2], cli_payload, "payload over MCP on {kind}");
+        assert_eq!(mcp[3], cli_replay, "replay over MCP on {kind}");
+        assert_eq!(mcp[4], cli_prove, "prove over MCP on {kind}");
+    }
+}
+
+#[test]
+fn an_append_answers_the_same_json_from_cli_http_and_mcp() {
+    for kind in FORMATS {
+        // Three copies of one ledger: the same entry appended once on each, by each surface.
+        let (a, b, c) = (ledger(kind), ledger(kind), ledger(kind));
+        let payload = r#"{"n": 4, "exact": 1.0, "wide": 123456789012345678901234567890}"#;
+        let by_cli = a.forum_json(&[
+            "append",
+            "--actor",
+            "carol",
+            "--kind",
+            "note",
+            "--parent",
+            "2",
+            "--payload",
+            payload,
+        ]);
+        let body = format!(
+            r#"{{"actor": "carol", "kind": "note", "causal_parent": 2, "payload": {payload}}}"#
+        );
+        let served = b.serve(&[], std::process::Stdio::null());
+        let by_http = http(&served, "POST", "/append", &body);
+        drop(served);
+        let args: J = serde_json::from_str(&body).unwrap();
+        let by_mcp = mcp_calls_with(&c, &[("ledger_append", args)]).remove(0);
+        assert_eq!(by_cli["seq"], 3, "{kind}: {by_cli}");
+        assert!(by_cli.get("replayed").is_none(), "{kind}: {by_cli}");
+        assert_eq!(by_http, by_cli, "append over HTTP on {kind}");
+        assert_eq!(by_mcp, by_cli, "append over MCP on {kind}");
+        let log = a.forum_json(&["log"]);
+        assert_eq!(b.forum_json(&["log"]), log, "{kind}: the ledgers differ");
+        assert_eq!(c.forum_json(&["log"]), log, "{kind}: the ledgers differ");
+    }
 }

@@ -171,7 +171,7 @@ pub fn log_run(ctx: &Ctx, request_seq: u64) -> Result<(), CliError> {
     let runs = status::runs(&entries, |e| bodies.get(e));
     bodies.done().map_err(cli_err)?;
     let Some(run) = runs.iter().find(|r| r.request_seq == request_seq) else {
-        return Err(CliError::fail(format!(
+        return Err(CliError::not_found(format!(
             "no run starts at seq {request_seq} (git forum runs lists them)"
         )));
     };

@@ -29,7 +29,7 @@ pub(crate) fn watch_signals(interrupt: Arc<Interrupt>) -> Result<(), CliError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::fail(format!("cannot watch for signals: {e}")))?;
+        .map_err(|e| CliError::unavailable(format!("cannot watch for signals: {e}")))?;
     let (int, term) = {
         let _guard = rt.enter();
         let int = signal(SignalKind::interrupt());
@@ -37,7 +37,9 @@ pub(crate) fn watch_signals(interrupt: Arc<Interrupt>) -> Result<(), CliError> {
         match (int, term) {
             (Ok(i), Ok(t)) => (i, t),
             (Err(e), _) | (_, Err(e)) => {
-                return Err(CliError::fail(format!("cannot watch for signals: {e}")));
+                return Err(CliError::unavailable(format!(
+                    "cannot watch for signals: {e}"
+                )));
             }
         }
     };

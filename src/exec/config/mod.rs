@@ -75,29 +75,29 @@ pub use parse::{claude_argv, line_col, parse_runtime_config, split_cmd};
 pub use resolve::{Unresolved, Via};
 
 /// Model name for a chat default slot without `model` (Forum's default).
-pub const DEFAULT_CHAT_MODEL: &str = "default";
+pub(crate) const DEFAULT_CHAT_MODEL: &str = "default";
 /// Model for `api = "anthropic"` without `model` (Forum's default).
-pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-6";
+pub(crate) const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-6";
 /// Key variable of the Anthropic API.
-pub const ANTHROPIC_KEY_ENV: &str = "ANTHROPIC_API_KEY";
+pub(crate) const ANTHROPIC_KEY_ENV: &str = "ANTHROPIC_API_KEY";
 /// Endpoint of the Anthropic Messages API.
-pub const ANTHROPIC_URL: &str = "https://api.anthropic.com/v1/messages";
+pub(crate) const ANTHROPIC_URL: &str = "https://api.anthropic.com/v1/messages";
 /// The Claude Code CLI preset: the prompt is appended after these.
-pub const CLAUDE_ARGV: [&str; 2] = ["claude", "-p"];
+pub(crate) const CLAUDE_ARGV: [&str; 2] = ["claude", "-p"];
 /// Default deadline of a command (Forum's subprocess timeout).
-pub const DEFAULT_CMD_TIMEOUT: u64 = 60;
+pub(crate) const DEFAULT_CMD_TIMEOUT: u64 = 60;
 /// Default deadline of `claude -p`, which works in several turns.
-pub const DEFAULT_CLAUDE_TIMEOUT: u64 = 300;
+pub(crate) const DEFAULT_CLAUDE_TIMEOUT: u64 = 300;
 /// Default total deadline of an HTTP call.
-pub const DEFAULT_HTTP_TIMEOUT: u64 = 120;
+pub(crate) const DEFAULT_HTTP_TIMEOUT: u64 = 120;
 /// Longest deadline accepted.
-pub const MAX_TIMEOUT: u64 = 24 * 3600;
+pub(crate) const MAX_TIMEOUT: u64 = 24 * 3600;
 /// Default cap on a response body or a command's captured output.
-pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 /// Bounds on `max_response_bytes`.
-pub const RESPONSE_BYTES_RANGE: (u64, u64) = (1024, 1024 * 1024 * 1024);
+pub(crate) const RESPONSE_BYTES_RANGE: (u64, u64) = (1024, 1024 * 1024 * 1024);
 /// The key for a `--runtime-config`-less repository config.
-pub const REPO_CONFIG_PATH: &str = ".forum/runtime.toml";
+pub(crate) const REPO_CONFIG_PATH: &str = ".forum/runtime.toml";
 
 /// A place an executor can be configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -110,7 +110,7 @@ pub enum Slot {
 
 impl Slot {
     /// Parses a slot name (`default`, `cheap`, `capable`, `frontier`).
-    pub fn parse(s: &str) -> Option<Slot> {
+    pub(crate) fn parse(s: &str) -> Option<Slot> {
         if s == "default" {
             Some(Slot::Default)
         } else {
@@ -119,7 +119,7 @@ impl Slot {
     }
 
     /// The slot's name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Slot::Default => "default",
             Slot::Tier(t) => t.as_str(),
@@ -127,7 +127,7 @@ impl Slot {
     }
 
     /// The table that configures it.
-    pub fn table(self) -> String {
+    pub(crate) fn table(self) -> String {
         match self {
             Slot::Default => "runtime.default".into(),
             Slot::Tier(t) => format!("runtime.tiers.{t}"),
@@ -142,7 +142,7 @@ impl fmt::Display for Slot {
 }
 
 /// The order in which a tier stands in for a missing default (Forum's).
-pub const DEFAULT_FALLBACK: [Tier; 3] = [Tier::Capable, Tier::Frontier, Tier::Cheap];
+pub(crate) const DEFAULT_FALLBACK: [Tier; 3] = [Tier::Capable, Tier::Frontier, Tier::Cheap];
 
 /// What an executor is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,7 +174,7 @@ pub enum ExecutorKind {
 
 impl ExecutorKind {
     /// A short name for the kind.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             ExecutorKind::Command { claude: true, .. } => "claude",
             ExecutorKind::Command { .. } => "command",
@@ -203,7 +203,7 @@ pub struct ExecutorSpec {
 
 impl ExecutorSpec {
     /// The endpoint policy for this executor.
-    pub fn policy(&self) -> Policy {
+    pub(crate) fn policy(&self) -> Policy {
         Policy {
             is_local: self.is_local,
             allow_private: self.allow_private,
@@ -212,7 +212,7 @@ impl ExecutorSpec {
     }
 
     /// The endpoint URL, for HTTP executors.
-    pub fn url(&self) -> Option<&str> {
+    pub(crate) fn url(&self) -> Option<&str> {
         match &self.kind {
             ExecutorKind::Chat { url, .. } => Some(url),
             ExecutorKind::Anthropic { .. } => Some(ANTHROPIC_URL),
@@ -221,7 +221,7 @@ impl ExecutorSpec {
     }
 
     /// The variable whose value is sent as the key, if one is sent.
-    pub fn key_env(&self) -> Option<&str> {
+    pub(crate) fn key_env(&self) -> Option<&str> {
         match &self.kind {
             ExecutorKind::Chat {
                 api_key_env: Some(k),
@@ -233,7 +233,7 @@ impl ExecutorSpec {
     }
 
     /// The model this executor asks for (for commands: the program).
-    pub fn model(&self) -> &str {
+    pub(crate) fn model(&self) -> &str {
         match &self.kind {
             ExecutorKind::Chat { model, .. } | ExecutorKind::Anthropic { model, .. } => model,
             ExecutorKind::Command { argv, claude } => {
@@ -249,7 +249,7 @@ impl ExecutorSpec {
     }
 
     /// The program a command executor runs.
-    pub fn program(&self) -> Option<&str> {
+    pub(crate) fn program(&self) -> Option<&str> {
         match &self.kind {
             ExecutorKind::Command { argv, .. } => argv.first().map(|s| s.as_str()),
             _ => None,
@@ -257,7 +257,7 @@ impl ExecutorSpec {
     }
 
     /// A one-line description for people (never a key value).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match &self.kind {
             ExecutorKind::Command { argv, claude } => {
                 let line = shlex::try_join(argv.iter().map(|s| s.as_str()))

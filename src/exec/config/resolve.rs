@@ -26,7 +26,7 @@ pub enum Via {
 
 impl Via {
     /// The slot whose executor is used (`None` for an inline seat).
-    pub fn slot(&self) -> Option<Slot> {
+    pub(crate) fn slot(&self) -> Option<Slot> {
         match self {
             Via::Slot(s) => Some(*s),
             Via::TierFallsBackToDefault(_) => Some(Slot::Default),
@@ -36,7 +36,7 @@ impl Via {
     }
 
     /// A short explanation.
-    pub fn explain(&self) -> String {
+    pub(crate) fn explain(&self) -> String {
         match self {
             Via::Slot(s) => format!("{s}"),
             Via::TierFallsBackToDefault(t) => format!("{t} has no executor: falls back to default"),
@@ -77,7 +77,7 @@ impl fmt::Display for Unresolved {
 
 impl Runtime {
     /// Whether any executor is configured.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.default.is_none()
             && self.tiers.is_empty()
             && !matches!(self.seats.worker, SeatChoice::Inline(_))
@@ -86,7 +86,7 @@ impl Runtime {
 
     /// The executor standing in for the default slot: the default, else the first configured
     /// tier among capable, frontier, cheap (what Forum's submit does).
-    pub fn effective_default(&self) -> Option<(Via, &ExecutorSpec)> {
+    pub(crate) fn effective_default(&self) -> Option<(Via, &ExecutorSpec)> {
         if let Some(d) = &self.default {
             return Some((Via::Slot(Slot::Default), d));
         }
@@ -96,7 +96,7 @@ impl Runtime {
     }
 
     /// The executor for a roster tier: the tier's, else the effective default.
-    pub fn for_tier(&self, tier: Tier) -> Option<(Via, &ExecutorSpec)> {
+    pub(crate) fn for_tier(&self, tier: Tier) -> Option<(Via, &ExecutorSpec)> {
         if let Some(s) = self.tiers.get(&tier) {
             return Some((Via::Slot(Slot::Tier(tier)), s));
         }
@@ -131,7 +131,7 @@ impl Runtime {
     }
 
     /// The executor of the control roles: the orchestrator seat, else the effective default.
-    pub fn for_control(&self) -> Result<(Via, ExecutorSpec), Unresolved> {
+    pub(crate) fn for_control(&self) -> Result<(Via, ExecutorSpec), Unresolved> {
         if let Some(r) = self.seat("orchestrator", &self.seats.orchestrator) {
             return r;
         }
@@ -142,7 +142,7 @@ impl Runtime {
 
     /// The executor of a task routed to `agent`: the worker seat if it is set; else the tier
     /// executor of the agent's `model_tier`; else (an unknown agent) the effective default.
-    pub fn for_task(
+    pub(crate) fn for_task(
         &self,
         roster: &Roster,
         agent: &str,
@@ -160,7 +160,7 @@ impl Runtime {
     }
 
     /// Every distinct executor a run may call, with the places it serves, in a stable order.
-    pub fn in_use(&self) -> Vec<(String, ExecutorSpec)> {
+    pub(crate) fn in_use(&self) -> Vec<(String, ExecutorSpec)> {
         let mut out: Vec<(String, ExecutorSpec)> = Vec::new();
         if let Some(d) = &self.default {
             out.push(("default".into(), d.clone()));

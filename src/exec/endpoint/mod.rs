@@ -56,7 +56,7 @@ pub enum AddrClass {
 
 impl AddrClass {
     /// A lower-case name for messages and JSON.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             AddrClass::Global => "global",
             AddrClass::Loopback => "loopback",
@@ -89,7 +89,7 @@ pub enum Origin {
 
 impl Origin {
     /// A lower-case name for messages and JSON.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Origin::CommandLine => "command-line",
             Origin::UserFile => "runtime-config",
@@ -120,13 +120,8 @@ impl Policy {
         }
     }
 
-    /// Whether the endpoint came from the repository's own `.forum/runtime.toml`.
-    pub fn from_repo_config(&self) -> bool {
-        self.origin == Origin::RepoConfig
-    }
-
     /// Whether a key may be sent to this endpoint.
-    pub fn sends_key(&self) -> bool {
+    pub(crate) fn sends_key(&self) -> bool {
         !self.is_local
     }
 }
@@ -165,7 +160,8 @@ pub enum Refusal {
 
 impl Refusal {
     /// The class that caused a [`Refusal::Denied`], if that is what this is.
-    pub fn class(&self) -> Option<AddrClass> {
+    #[cfg(test)]
+    pub(crate) fn class(&self) -> Option<AddrClass> {
         match self {
             Refusal::Denied { class, .. } => Some(*class),
             _ => None,
@@ -201,7 +197,8 @@ pub struct Checked {
 
 impl Checked {
     /// Whether the host is loopback (a loopback literal or a loopback name).
-    pub fn is_loopback(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_loopback(&self) -> bool {
         matches!(
             self.host,
             CheckedHost::Addr(ip, AddrClass::Loopback) if is_direct_loopback(ip)
@@ -216,7 +213,7 @@ impl Checked {
 }
 
 /// Says whether `policy` admits an address of `class`; the reason otherwise.
-pub fn decide(class: AddrClass, policy: &Policy) -> Result<(), String> {
+pub(crate) fn decide(class: AddrClass, policy: &Policy) -> Result<(), String> {
     match class {
         AddrClass::Metadata => Err("cloud metadata endpoints are refused always".into()),
         AddrClass::Reserved => {
@@ -256,13 +253,13 @@ pub fn decide(class: AddrClass, policy: &Policy) -> Result<(), String> {
 /// (which [`canonical`] turns into the IPv4 address before anything dials it). The NAT64,
 /// 6to4, Teredo and IPv4-compatible forms of 127.0.0.1 are classified as loopback, but they are
 /// routed off the host, so they are not loopback for `is_local`.
-pub fn is_direct_loopback(addr: IpAddr) -> bool {
+pub(crate) fn is_direct_loopback(addr: IpAddr) -> bool {
     canonical(addr).is_loopback()
 }
 
 /// `addr` with an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) replaced by its IPv4 address,
 /// which is what a dual-stack socket would dial anyway; every other address unchanged.
-pub fn canonical(addr: IpAddr) -> IpAddr {
+pub(crate) fn canonical(addr: IpAddr) -> IpAddr {
     match addr {
         IpAddr::V6(a) => match a.to_ipv4_mapped() {
             Some(v4) => IpAddr::V4(v4),
@@ -273,7 +270,7 @@ pub fn canonical(addr: IpAddr) -> IpAddr {
 }
 
 /// Checks one address (a literal, or one the resolver returned) against `policy`.
-pub fn check_addr(addr: IpAddr, policy: &Policy) -> Result<(), Refusal> {
+pub(crate) fn check_addr(addr: IpAddr, policy: &Policy) -> Result<(), Refusal> {
     let class = classify_ip(addr);
     decide(class, policy).map_err(|why| Refusal::Denied {
         url: addr.to_string(),

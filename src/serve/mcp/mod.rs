@@ -176,9 +176,10 @@ impl<'d> Mcp<'d> {
                     "content": [{"type": "text", "text": reply.body_text()}],
                     "isError": reply.status >= 400,
                 });
-                // structuredContent must be strict JSON: a body only its text carries exactly
-                // (a NaN or an infinity) is given as text alone.
-                if reply.text.is_none() {
+                // structuredContent must be strict JSON and an object: a body only its text
+                // carries exactly (a NaN or an infinity), or a list (`ledger_log`), is given as
+                // text alone.
+                if reply.text.is_none() && reply.body.is_object() {
                     out["structuredContent"] = reply.body;
                 }
                 result(id, out)

@@ -8,7 +8,7 @@ use crate::serve::dispatch::{Dispatcher, Reply, RunHooks};
 /// How a tool reaches the dispatcher.
 #[derive(Debug, Clone, Copy)]
 pub enum Target {
-    /// `GET path`; the tool takes no arguments.
+    /// `GET path`; the tool takes the arguments it lists (most list none), given to the route.
     Get(&'static str),
     /// `GET prefix<seq>`; the tool takes `{seq}`.
     GetSeq(&'static str),
@@ -480,6 +480,14 @@ pub const TOOLS: &[Tool] = &[
         required: &[],
     },
     Tool {
+        name: "ledger_log",
+        aliases: &["forum.ledger.log", "log"],
+        target: Target::Get("/log"),
+        description: "The newest entries first (no bodies), as a JSON list in the text content; limit caps how many (at most 1000, the default).",
+        properties: &[("limit", "integer", "The most entries to list (1 to 1000).")],
+        required: &[],
+    },
+    Tool {
         name: "forum.import_trace",
         aliases: &["import_trace"],
         target: Target::Post("/import-trace"),
@@ -728,9 +736,12 @@ impl Tool {
                 None => d.call("POST", path, args),
             },
             Target::Get(path) => match &args {
-                J::Object(m) if !m.is_empty() => {
+                J::Object(m) if !m.is_empty() && self.properties.is_empty() => {
                     Reply::error(400, format!("{} takes no arguments", self.name))
                 }
+                // A GET tool with properties (`ledger_log`) hands them to its route, which
+                // refuses the fields it does not know.
+                J::Object(_) if !self.properties.is_empty() => d.call("GET", path, args),
                 _ => d.call("GET", path, J::Object(Map::new())),
             },
             Target::GetSeq(prefix) => {
