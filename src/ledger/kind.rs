@@ -67,3 +67,13 @@ pub const RUN_STOPPED: &str = "run_stopped";
 pub const DEGRADED: &str = "degraded";
 /// A classification of the request, by a model (counts as a witnessed model call).
 pub const CLASSIFICATION: &str = "classification";
+/// What a task changed in the repository: its commit, tree, files and diff (ours; not in Forum).
+pub const CHANGE: &str = "change";
+/// One check command run on a task's change or on the run branch (ours; not in Forum).
+pub const CHECK: &str = "check";
+/// The pre-ship gate's decision on a change: merge, block, escalate, undetermined (ours).
+pub const SHIP: &str = "ship";
+/// A change that did not integrate onto the run branch, with the conflicting paths (ours).
+pub const CONFLICT: &str = "conflict";
+/// A run branch brought into a branch by `git forum apply` (ours; not in Forum).
+pub const APPLIED: &str = "applied";

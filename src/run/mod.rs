@@ -59,6 +59,7 @@ mod seams;
 pub mod status;
 mod synthesis;
 mod tasks;
+pub mod work;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -86,6 +87,9 @@ pub use schemas::{
 pub use seams::{
     Checked, Clock, ContextFailure, ContextProvider, Event, Progress, Silent, StepClock,
     SystemClock, Verification, Verifier,
+};
+pub use work::{
+    Author, Base, Change, CheckRun, FileChange, Keep, TaskTree, Tie, WorkError, Workbench,
 };
 
 /// Upstream output longer than this many code points is cut before it reaches a prompt

@@ -1,0 +1,342 @@
+//! The seam between a run and the repository it changes (issue 17): the types a `--work` run
+//! passes around (its base, a task's worktree, the commit a task's change became, a check's
+//! outcome) and the [`Workbench`] trait the engine drives. This file is pure: no I/O. The git
+//! implementation, `GitWork`, lives in `crate::work` (an adapter, like `store`).
+//!
+//! # Entries
+//!
+//! A run that changes the repository witnesses five kinds of its own (constants in
+//! `crate::ledger::kind`): `change` (what a task changed: [`Change::payload`]), `check` (one
+//! check command: [`CheckRun::payload`]), `ship` (the pre-ship gate's decision), `conflict` (a
+//! change that did not integrate) and `applied` (`git forum apply` brought the run branch into
+//! a branch).
+//!
+//! # Where things live
+//!
+//! * worktrees: `GIT_COMMON_DIR/forum/work/LEDGER/RUN/TASK` (never inside the user's tree);
+//! * kept change commits: `refs/forum/work/LEDGER/RUN/TASK` ([`Keep::Work`]) and
+//!   `refs/forum/quarantine/LEDGER/RUN/TASK` ([`Keep::Quarantine`]);
+//! * the integrated run: `refs/heads/forum/run-RUN`.
+//!
+//! A change commit carries the trailers [`Tie::trailers`] writes, so the code names the record
+//! (`Forum-Ledger`, `Forum-Run`, `Forum-Task`, `Forum-Entry`) as the record names the code.
+//!
+//! Beyond the interface agreed for the seam, this file adds helpers only: the trailer keys,
+//! [`Tie::trailers`], [`CheckRun::payload`], [`Keep::namespace`], [`kept_ref`] and [`WORK_KINDS`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::ledger::kind;
+
+/// The entry kinds a run that changes the repository writes, in the order a task meets them
+/// (`applied` comes later, from `git forum apply`).
+pub const WORK_KINDS: [&str; 5] = [
+    kind::CHANGE,
+    kind::CHECK,
+    kind::SHIP,
+    kind::CONFLICT,
+    kind::APPLIED,
+];
+
+/// The trailer that names the ledger.
+pub const TRAILER_LEDGER: &str = "Forum-Ledger";
+/// The trailer that names the run (its request seq).
+pub const TRAILER_RUN: &str = "Forum-Run";
+/// The trailer that names the task entry's seq.
+pub const TRAILER_TASK: &str = "Forum-Task";
+/// The trailer that names the task entry's hash.
+pub const TRAILER_ENTRY: &str = "Forum-Entry";
+
+/// What a run started from: HEAD when it was opened, and what of the user's tree was not part
+/// of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Base {
+    /// The commit every task starts from (HEAD at submit).
+    pub commit: String,
+    /// The branch HEAD named then (`main`), or `None` when HEAD was detached.
+    pub branch: Option<String>,
+    /// Paths with uncommitted changes in the user's tree (`git status --porcelain`); they are
+    /// reported, and are not part of the base.
+    pub dirty: Vec<String>,
+}
+
+/// One task's worktree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskTree {
+    /// The task's id in the plan.
+    pub task: String,
+    /// The worktree's directory.
+    pub path: PathBuf,
+    /// The commit the worktree started at (the base, or the merge of its upstreams).
+    pub start: String,
+}
+
+/// Who made a change: the lane and the model behind it. Written as the commit's author
+/// `LANE (MODEL) <LANE@git-forum.invalid>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Author {
+    /// The roster lane that ran the task.
+    pub lane: String,
+    /// The model that answered.
+    pub model: String,
+}
+
+/// What ties a change commit to the record: written as trailers
+/// `Forum-Ledger: NAME`, `Forum-Run: SEQ`, `Forum-Task: SEQ`, `Forum-Entry: HASH`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tie {
+    /// The ledger's name.
+    pub ledger: String,
+    /// The run's request seq.
+    pub run_seq: u64,
+    /// The seq of the task's entry.
+    pub task_seq: u64,
+    /// The hash of the task's entry.
+    pub task_hash: String,
+}
+
+impl Tie {
+    /// The trailer block (one `Key: value` line each, in a fixed order, newline-terminated).
+    pub fn trailers(&self) -> String {
+        format!(
+            "{TRAILER_LEDGER}: {}\n{TRAILER_RUN}: {}\n{TRAILER_TASK}: {}\n{TRAILER_ENTRY}: {}\n",
+            self.ledger, self.run_seq, self.task_seq, self.task_hash
+        )
+    }
+}
+
+/// One file a change touched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    /// The path (for a rename, the new path).
+    pub path: String,
+    /// `A` added, `M` modified, `D` deleted, `R` renamed.
+    pub status: String,
+    /// Lines added (0 for a binary file).
+    pub added: u64,
+    /// Lines removed (0 for a binary file).
+    pub removed: u64,
+}
+
+/// What a task changed, as committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The task's id in the plan.
+    pub task: String,
+    /// The commit the task's worktree started at.
+    pub base: String,
+    /// The change commit, or `None` when the task changed nothing.
+    pub commit: Option<String>,
+    /// The tree of the change commit (the start's tree when nothing changed).
+    pub tree: String,
+    /// The files touched, sorted by path.
+    pub files: Vec<FileChange>,
+    /// The unified diff from `base`, cut at the cap.
+    pub diff: String,
+    /// Whether `diff` was cut (the commit stays the full record).
+    pub truncated: bool,
+}
+
+impl Change {
+    /// The `change` entry's body: `{task, base, commit, tree, files: [{path, status, added,
+    /// removed}], diff, truncated}`, `commit` null when nothing changed.
+    pub fn payload(&self) -> Value {
+        let files: Vec<Value> = self
+            .files
+            .iter()
+            .map(|f| {
+                json!({
+                    "path": f.path,
+                    "status": f.status,
+                    "added": f.added,
+                    "removed": f.removed,
+                })
+            })
+            .collect();
+        json!({
+            "task": self.task,
+            "base": self.base,
+            "commit": self.commit,
+            "tree": self.tree,
+            "files": files,
+            "diff": self.diff,
+            "truncated": self.truncated,
+        })
+    }
+}
+
+/// One check command's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckRun {
+    /// The shell command as given.
+    pub command: String,
+    /// Its exit code; `None` when it was killed (deadline or signal) or could not start.
+    pub exit: Option<i32>,
+    /// Whether it passed (exit 0).
+    pub ok: bool,
+    /// How long it ran.
+    pub seconds: f64,
+    /// The last bytes of its stdout and stderr (cut on a character boundary).
+    pub tail: String,
+}
+
+impl CheckRun {
+    /// The `check` entry's body for `task`: `{task, command, exit, ok, seconds, output}`,
+    /// `exit` null when the command was killed or did not start.
+    pub fn payload(&self, task: &str) -> Value {
+        json!({
+            "task": task,
+            "command": self.command,
+            "exit": self.exit,
+            "ok": self.ok,
+            "seconds": self.seconds,
+            "output": self.tail,
+        })
+    }
+}
+
+/// Where a change commit is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// `refs/forum/work/...`: a change that may be integrated.
+    Work,
+    /// `refs/forum/quarantine/...`: a change the pre-ship gate blocked, kept for review.
+    Quarantine,
+}
+
+impl Keep {
+    /// The ref namespace: `refs/forum/work` or `refs/forum/quarantine`.
+    pub fn namespace(self) -> &'static str {
+        match self {
+            Keep::Work => "refs/forum/work",
+            Keep::Quarantine => "refs/forum/quarantine",
+        }
+    }
+}
+
+/// The ref a kept change lives on: `NAMESPACE/LEDGER/RUN/TASK`.
+pub fn kept_ref(place: Keep, ledger: &str, run_seq: u64, task: &str) -> String {
+    format!("{}/{ledger}/{run_seq}/{task}", place.namespace())
+}
+
+/// What went wrong in the repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkError {
+    /// Changes did not merge; these paths conflict.
+    Conflict {
+        /// The conflicting paths, sorted.
+        paths: Vec<String>,
+    },
+    /// A git command failed (its message, one line).
+    Git(String),
+    /// A file or process operation failed (its message, one line).
+    Io(String),
+}
+
+impl std::fmt::Display for WorkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkError::Conflict { paths } => {
+                write!(f, "the changes conflict in {}", paths.join(", "))
+            }
+            WorkError::Git(m) => write!(f, "git failed: {m}"),
+            WorkError::Io(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for WorkError {}
+
+/// One run's work area. `GitWork` (`crate::work`) implements it over the repository.
+pub trait Workbench: Send + Sync {
+    /// What the run started from.
+    fn base(&self) -> &Base;
+    /// A fresh worktree for `task`, outside the user's work tree (under .git/forum/work/...),
+    /// at the base commit with these upstream change commits merged in, in the order given.
+    /// Upstream changes that conflict give `WorkError::Conflict`.
+    fn open_task(&self, task: &str, upstream: &[String]) -> Result<TaskTree, WorkError>;
+    /// A worktree at the run branch's tip (for run-level checks, and for re-running a task
+    /// on top of the integrated result after a conflict).
+    fn open_branch(&self, task: &str) -> Result<TaskTree, WorkError>;
+    /// Commits everything changed in the tree (respecting .gitignore) as one commit with the
+    /// author and the trailers of `tie`; `commit: None` when nothing changed. The diff is capped
+    /// at `diff_cap` bytes (`truncated` says so).
+    fn commit(
+        &self,
+        tree: &TaskTree,
+        author: &Author,
+        tie: &Tie,
+        subject: &str,
+        diff_cap: usize,
+    ) -> Result<Change, WorkError>;
+    /// Runs one shell command in the tree, in its own process group, killed at the deadline;
+    /// keeps the last `cap` bytes of stdout+stderr.
+    fn check(
+        &self,
+        tree: &TaskTree,
+        command: &str,
+        deadline: Duration,
+        cap: usize,
+    ) -> Result<CheckRun, WorkError>;
+    /// Keeps a change commit reachable: refs/forum/work/LEDGER/RUN/TASK or
+    /// refs/forum/quarantine/LEDGER/RUN/TASK.
+    fn keep(&self, task: &str, commit: &str, place: Keep) -> Result<(), WorkError>;
+    /// Integrates a kept change onto refs/heads/forum/run-RUN (created at the base on first use),
+    /// as one commit (same author, message and trailers); returns the branch's new tip, or
+    /// `WorkError::Conflict { paths }` leaving the branch unchanged.
+    fn integrate(&self, task: &str, commit: &str) -> Result<String, WorkError>;
+    /// Removes one worktree (its directory and git's record of it).
+    fn close(&self, tree: &TaskTree) -> Result<(), WorkError>;
+    /// Removes every worktree of this run (called when the run ends, however it ends).
+    fn finish(&self) -> Result<(), WorkError>;
+    /// Whether a kept change commit still exists (for resume).
+    fn has_commit(&self, commit: &str) -> bool;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_change_payload_names_every_field() {
+        let c = Change {
+            task: "t1".into(),
+            base: "b".into(),
+            commit: None,
+            tree: "t".into(),
+            files: vec![FileChange {
+                path: "a.txt".into(),
+                status: "M".into(),
+                added: 2,
+                removed: 1,
+            }],
+            diff: String::new(),
+            truncated: false,
+        };
+        let p = c.payload();
+        assert_eq!(p["commit"], Value::Null);
+        assert_eq!(p["files"][0]["added"], json!(2));
+        assert_eq!(p["truncated"], json!(false));
+    }
+
+    #[test]
+    fn trailers_and_refs_have_a_fixed_shape() {
+        let tie = Tie {
+            ledger: "main".into(),
+            run_seq: 3,
+            task_seq: 7,
+            task_hash: "ab".into(),
+        };
+        assert_eq!(
+            tie.trailers(),
+            "Forum-Ledger: main\nForum-Run: 3\nForum-Task: 7\nForum-Entry: ab\n"
+        );
+        assert_eq!(
+            kept_ref(Keep::Quarantine, "main", 3, "t1"),
+            "refs/forum/quarantine/main/3/t1"
+        );
+    }
+}
