@@ -22,6 +22,8 @@
 //! * [`surface`]: every operation once, returning typed reports, with one error type; the CLI,
 //!   the daemon and the MCP server are transports over it.
 //! * [`cli`]: clap commands; prints, parses, exits.
+//! * [`work`]: the git side of a `--work` run (worktrees per task, change commits tied to the
+//!   ledger, checks, the run branch), an adapter behind [`run::Workbench`].
 
 pub mod cli;
 pub(crate) mod config;
@@ -39,3 +41,4 @@ pub mod run;
 pub mod serve;
 pub mod store;
 pub mod surface;
+pub mod work;

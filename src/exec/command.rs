@@ -321,6 +321,73 @@ pub fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, RunErro
     })
 }
 
+/// How a command run by [`run_grouped`] ended.
+#[derive(Debug, Clone, Copy)]
+pub struct Grouped {
+    /// Its exit status; `None` when it was killed at the deadline or lost.
+    pub status: Option<ExitStatus>,
+    /// Whether the deadline killed it.
+    pub timed_out: bool,
+    /// Whether its kill scope was stopped (or refused it) before it finished.
+    pub interrupted: bool,
+    /// How long it ran.
+    pub elapsed: Duration,
+}
+
+/// Runs a command the caller prepared (directory, environment and output already set) in its
+/// own process group, registered under this thread's kill scope like [`run`]'s commands, and
+/// kills the whole group at the deadline and again once the command exits (so nothing it left
+/// behind keeps its pipes open). `cmd` is dropped once spawned, closing this process's copies
+/// of the pipe ends the caller gave it. For the checks of a `--work` run (`crate::work`).
+pub fn run_grouped(mut cmd: Command, timeout: Duration) -> std::io::Result<Grouped> {
+    let scope = SCOPE.with(Cell::get);
+    let start = Instant::now();
+    let refused = |elapsed| Grouped {
+        status: None,
+        timed_out: false,
+        interrupted: true,
+        elapsed,
+    };
+    if live().refuses(scope) {
+        return Ok(refused(start.elapsed()));
+    }
+    let mut child = cmd.process_group(0).spawn()?;
+    drop(cmd);
+    let pgid = child.id();
+    {
+        let mut l = live();
+        if l.refuses(scope) {
+            kill_group(pgid);
+        } else {
+            l.groups.insert(pgid, scope);
+        }
+    }
+    let deadline = start + timeout;
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() >= deadline => {
+                timed_out = true;
+                kill_group(pgid);
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => thread::sleep(Duration::from_millis(5)),
+            Err(_) => break None,
+        }
+    };
+    kill_group(pgid);
+    live().groups.remove(&pgid);
+    let interrupted = live().refuses(scope) && !status.is_some_and(|s| s.success());
+    Ok(Grouped {
+        status,
+        timed_out,
+        interrupted,
+        elapsed: start.elapsed(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

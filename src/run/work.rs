@@ -22,7 +22,7 @@
 //! (`Forum-Ledger`, `Forum-Run`, `Forum-Task`, `Forum-Entry`) as the record names the code.
 //!
 //! Beyond the interface agreed for the seam, this file adds helpers only: the trailer keys,
-//! [`Tie::trailers`], [`CheckRun::payload`], [`Keep::namespace`], [`kept_ref`] and [`WORK_KINDS`].
+//! [`Tie::trailers`], [`CheckRun::payload`], [`Keep::namespace`], [`kept_ref`], [`task_component`] and [`WORK_KINDS`].
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -217,9 +217,32 @@ impl Keep {
     }
 }
 
-/// The ref a kept change lives on: `NAMESPACE/LEDGER/RUN/TASK`.
+/// The ref a kept change lives on: `NAMESPACE/LEDGER/RUN/TASK`, the task id made safe as one
+/// ref component and one directory name by [`task_component`].
 pub fn kept_ref(place: Keep, ledger: &str, run_seq: u64, task: &str) -> String {
-    format!("{}/{ledger}/{run_seq}/{task}", place.namespace())
+    format!(
+        "{}/{ledger}/{run_seq}/{}",
+        place.namespace(),
+        task_component(task)
+    )
+}
+
+/// A task id as one ref component and one directory name: every character but ASCII letters,
+/// digits, `-` and `_` becomes `-` (so no `.`, `/`, `..` or `.lock`), at most 64 of them;
+/// an empty id becomes `task`.
+pub fn task_component(task: &str) -> String {
+    let s: String = task
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if s.is_empty() { "task".into() } else { s }
 }
 
 /// What went wrong in the repository.
@@ -338,5 +361,7 @@ mod tests {
             kept_ref(Keep::Quarantine, "main", 3, "t1"),
             "refs/forum/quarantine/main/3/t1"
         );
+        assert_eq!(task_component("a/b..c.lock"), "a-b--c-lock");
+        assert_eq!(task_component(""), "task");
     }
 }

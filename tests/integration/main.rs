@@ -32,3 +32,4 @@ mod submit;
 mod sync;
 mod tlog;
 mod tlog_tiles;
+mod work_git;

@@ -1,0 +1,187 @@
+//! Running the `git` program for a `--work` run: a clean environment (no inherited `GIT_DIR`,
+//! `GIT_WORK_TREE` or `GIT_INDEX_FILE`, no hooks, no fsmonitor, no signing prompts, no optional
+//! index locks, so the user's index is never refreshed behind their back), every output read
+//! up to a bound, and failures as one line.
+//!
+//! The `git` CLI rather than gix: worktrees, `merge-tree --write-tree` and `add -A` with the
+//! user's `.gitignore` rules are what git itself does best, and the CLI keeps the exact
+//! semantics a user sees.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use crate::run::WorkError;
+
+/// The most of one git command's standard output read (numstat, name-status, worktree lists).
+pub const OUTPUT_LIMIT: usize = 64 << 20;
+/// The most of one git command's standard error kept.
+const ERROR_LIMIT: usize = 64 << 10;
+
+/// What one git command did.
+pub struct Out {
+    /// Whether it exited 0.
+    pub ok: bool,
+    /// Its exit code, when it exited.
+    pub code: Option<i32>,
+    /// Its standard output (up to the limit it was read with).
+    pub stdout: Vec<u8>,
+    /// Whether standard output went past the limit (the command was then stopped).
+    pub cut: bool,
+    /// Its standard error's last line, trimmed.
+    pub message: String,
+}
+
+impl Out {
+    /// Standard output as text, trailing newlines trimmed.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout)
+            .trim_end_matches('\n')
+            .to_string()
+    }
+}
+
+/// A `git -C DIR` command with the clean environment and stdin closed.
+pub fn git(dir: &Path) -> Command {
+    let mut c = Command::new("git");
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_PREFIX",
+        "GIT_NAMESPACE",
+    ] {
+        c.env_remove(var);
+    }
+    c.env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("LC_ALL", "C")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "commit.gpgSign=false",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn spawn_error(e: std::io::Error) -> WorkError {
+    WorkError::Io(format!("cannot run git: {e}"))
+}
+
+/// Runs `cmd`, reading at most `limit` bytes of its standard output; past that the command is
+/// stopped and `cut` says so.
+pub fn run_limited(mut cmd: Command, limit: usize) -> Result<Out, WorkError> {
+    let mut child: Child = cmd.spawn().map_err(spawn_error)?;
+    let err = child.stderr.take();
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut e) = err {
+            let mut chunk = [0u8; 8192];
+            // Keep the tail: a failure explains itself last.
+            while let Ok(n) = e.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                if buf.len() > 2 * ERROR_LIMIT {
+                    buf.drain(..buf.len() - ERROR_LIMIT);
+                }
+            }
+        }
+        buf
+    });
+    let mut stdout = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = out.take(limit as u64 + 1).read_to_end(&mut stdout);
+    }
+    let cut = stdout.len() > limit;
+    if cut {
+        stdout.truncate(limit);
+        let _ = child.kill();
+    }
+    let status = child.wait().map_err(spawn_error)?;
+    let err = err_reader.join().unwrap_or_default();
+    let message = String::from_utf8_lossy(&err)
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+        .to_string();
+    Ok(Out {
+        ok: status.success() && !cut,
+        code: status.code(),
+        stdout,
+        cut,
+        message,
+    })
+}
+
+/// Runs `git -C DIR ARGS` (output up to [`OUTPUT_LIMIT`]), whatever its exit status.
+pub fn run(dir: &Path, args: &[&str]) -> Result<Out, WorkError> {
+    let mut c = git(dir);
+    c.args(args);
+    run_limited(c, OUTPUT_LIMIT)
+}
+
+/// Runs `git -C DIR ARGS` and returns its output as text, or its failure as one line.
+pub fn ok(dir: &Path, args: &[&str]) -> Result<String, WorkError> {
+    let out = run(dir, args)?;
+    ensure(&out, args)?;
+    Ok(out.text())
+}
+
+/// The failure of `out` (from `git ARGS`) as a [`WorkError::Git`], or nothing when it passed.
+pub fn ensure(out: &Out, args: &[&str]) -> Result<(), WorkError> {
+    if out.ok {
+        return Ok(());
+    }
+    let verb = args
+        .iter()
+        .find(|a| !a.starts_with('-') && !a.contains('='))
+        .unwrap_or(&"");
+    Err(WorkError::Git(if out.cut {
+        format!("git {verb} printed more than {} MiB", OUTPUT_LIMIT >> 20)
+    } else if out.message.is_empty() {
+        format!("git {verb} exited with {:?}", out.code)
+    } else {
+        format!("git {verb}: {}", out.message)
+    }))
+}
+
+/// Text cut to at most `cap` bytes on a character boundary; whether it was cut.
+pub fn cut_text(bytes: &[u8], cap: usize) -> (String, bool) {
+    let cut = bytes.len() > cap;
+    let kept = &bytes[..bytes.len().min(cap)];
+    let text = match std::str::from_utf8(kept) {
+        Ok(s) => s.to_string(),
+        // The cut split a character: drop its first bytes.
+        Err(e) if cut && e.error_len().is_none() => {
+            String::from_utf8_lossy(&kept[..e.valid_up_to()]).into_owned()
+        }
+        Err(_) => String::from_utf8_lossy(kept).into_owned(),
+    };
+    (text, cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_never_splits_a_character() {
+        assert_eq!(cut_text("aé".as_bytes(), 2), ("a".to_string(), true));
+        assert_eq!(cut_text(b"abc", 3), ("abc".to_string(), false));
+    }
+}

@@ -1,0 +1,471 @@
+//! `GitWork`: the [`Workbench`] of a `--work` run over a real git repository (an adapter, like
+//! `store`), through the `git` CLI.
+//!
+//! * Base: HEAD when the run opens (or the base a resumed run recorded), the branch it named,
+//!   and the paths `git status --porcelain` lists (reported, not part of the base). The user's
+//!   work tree, index and branch are only read, never written.
+//! * Worktrees: `GIT_COMMON_DIR/forum/work/LEDGER/RUN/TASK`, detached, made with
+//!   `git worktree add` (so under `git -C` they land in that repository). A task with data-edge
+//!   upstreams starts at their merge (`git merge-tree --write-tree`, then one merge commit per
+//!   upstream that is not already contained); a conflict there is [`WorkError::Conflict`].
+//! * A change: `git add -A` in the worktree (the user's `.gitignore` rules hold), `write-tree`,
+//!   and `commit-tree` with the author `LANE (MODEL) <LANE@git-forum.invalid>` and the trailers
+//!   of [`Tie::trailers`]; statistics from `diff --name-status`/`--numstat`, the unified diff
+//!   read up to its cap.
+//! * Kept changes: `refs/forum/work/LEDGER/RUN/TASK`; quarantining moves a change from there
+//!   to `refs/forum/quarantine/...`.
+//! * The run branch `refs/heads/forum/run-RUN`: each change is applied as one commit (a change
+//!   whose parent is the tip is taken as it is; otherwise `merge-tree --merge-base=PARENT` and a
+//!   `commit-tree` copy with the same author, date and message), moved with a compare-and-swap
+//!   `update-ref`, so a conflict or a concurrent writer leaves it unchanged.
+//! * Ownership: the run's directory is locked while the run lives ([`stale`]); worktrees of
+//!   runs that died are removed by [`cleanup_stale`], which [`GitWork::open`] calls first.
+
+mod check;
+mod diff;
+mod git;
+mod stale;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+pub use stale::{WORK_DIR, cleanup_stale};
+
+use crate::run::work::{kept_ref, task_component};
+use crate::run::{Author, Base, Change, CheckRun, Keep, TaskTree, Tie, WorkError, Workbench};
+
+/// Who writes the merge commits that start a task on its upstreams.
+const FORUM_NAME: &str = "git forum";
+const FORUM_EMAIL: &str = "git-forum@git-forum.invalid";
+
+/// The run branch of run `run_seq`: `refs/heads/forum/run-RUN`.
+pub fn run_branch(run_seq: u64) -> String {
+    format!("refs/heads/forum/run-{run_seq}")
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A name and email as git accepts them: no `<`, `>` or line breaks.
+fn clean_ident(s: &str) -> String {
+    s.chars()
+        .filter(|c| !matches!(c, '<' | '>' | '\n' | '\r' | '\0'))
+        .collect::<String>()
+        .trim()
+        .to_string()
+}
+
+/// A commit subject: its first line, or `fallback` when that is empty.
+fn subject_line(subject: &str, fallback: &str) -> String {
+    let line = subject.lines().next().unwrap_or("").trim();
+    if line.is_empty() {
+        fallback.to_string()
+    } else {
+        line.to_string()
+    }
+}
+
+/// One run's work area over the repository at `repo`. See the module doc.
+pub struct GitWork {
+    /// The directory the run was started for (the user's work tree, or `-C`'s).
+    repo: PathBuf,
+    /// The git common dir (absolute).
+    common: PathBuf,
+    /// This run's directory: `common/forum/work/LEDGER/RUN`.
+    area: PathBuf,
+    ledger: String,
+    run_seq: u64,
+    base: Base,
+    /// The all-zero object id of the repository's hash (`update-ref`'s "must not exist").
+    zero: String,
+    /// The lock on `area/.owner`, held while the run lives.
+    owner: Mutex<Option<File>>,
+    /// One integration at a time within this process (the ref move is compare-and-swap too).
+    integrating: Mutex<()>,
+}
+
+impl GitWork {
+    /// Opens run `run_seq`'s work area in the repository at `repo`, with HEAD as the base:
+    /// first removes the areas of runs that died ([`cleanup_stale`]), then claims this one.
+    /// Fails with one line when HEAD has no commit yet or another live process holds the area.
+    pub fn open(repo: &Path, ledger: &str, run_seq: u64) -> Result<GitWork, WorkError> {
+        let head = git::run(repo, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])?;
+        if !head.ok {
+            return Err(WorkError::Git(
+                "HEAD has no commit yet, so a --work run has no base; commit once first".into(),
+            ));
+        }
+        GitWork::open_at(repo, ledger, run_seq, &head.text())
+    }
+
+    /// Like [`GitWork::open`], but at a base recorded earlier (a resumed run keeps its base,
+    /// wherever HEAD has moved since).
+    pub fn open_at(
+        repo: &Path,
+        ledger: &str,
+        run_seq: u64,
+        base_commit: &str,
+    ) -> Result<GitWork, WorkError> {
+        let common = stale::common_dir(repo)?;
+        stale::cleanup_stale(repo)?;
+        let commit = resolve_commit(&common, base_commit).ok_or_else(|| {
+            WorkError::Git(format!("the base {base_commit} is not a commit here"))
+        })?;
+        let branch = git::run(repo, &["symbolic-ref", "--quiet", "--short", "HEAD"])?;
+        let branch = branch.ok.then(|| branch.text());
+        let status = git::run(repo, &["status", "--porcelain=v1", "-z"])?;
+        git::ensure(&status, &["status"])?;
+        let base = Base {
+            commit,
+            branch,
+            dirty: diff::dirty_paths(&status.stdout),
+        };
+        let area = common.join(WORK_DIR).join(ledger).join(run_seq.to_string());
+        let owner = stale::claim(&area, run_seq)?;
+        Ok(GitWork {
+            repo: repo.to_path_buf(),
+            zero: "0".repeat(base.commit.len()),
+            common,
+            area,
+            ledger: ledger.to_string(),
+            run_seq,
+            base,
+            owner: Mutex::new(Some(owner)),
+            integrating: Mutex::new(()),
+        })
+    }
+
+    /// This run's directory (`GIT_COMMON_DIR/forum/work/LEDGER/RUN`).
+    pub fn area(&self) -> &Path {
+        &self.area
+    }
+
+    /// The repository directory this run was opened for.
+    pub fn repo(&self) -> &Path {
+        &self.repo
+    }
+
+    /// The run branch's ref (`refs/heads/forum/run-RUN`).
+    pub fn branch_ref(&self) -> String {
+        run_branch(self.run_seq)
+    }
+
+    /// The run branch's tip, or `None` before its first integration.
+    pub fn branch_tip(&self) -> Option<String> {
+        resolve_commit(&self.common, &self.branch_ref())
+    }
+
+    fn ok(&self, args: &[&str]) -> Result<String, WorkError> {
+        git::ok(&self.common, args)
+    }
+
+    /// A worktree for `task` at `commit`, replacing one left at the same place.
+    fn add_tree(&self, task: &str, commit: &str) -> Result<TaskTree, WorkError> {
+        let path = self.area.join(task_component(task));
+        if path.exists() {
+            stale::remove_tree(&self.common, &path)?;
+        }
+        let shown = path.to_string_lossy().into_owned();
+        self.ok(&["worktree", "add", "--detach", "--quiet", &shown, commit])?;
+        Ok(TaskTree {
+            task: task.to_string(),
+            path,
+            start: commit.to_string(),
+        })
+    }
+
+    /// `merge-tree --write-tree` of `ours` and `theirs` (with `base` as the merge base when
+    /// given): the merged tree, or the conflicting paths.
+    fn merge_tree(
+        &self,
+        base: Option<&str>,
+        ours: &str,
+        theirs: &str,
+    ) -> Result<String, WorkError> {
+        let merge_base = base.map(|b| format!("--merge-base={b}"));
+        let mut args = vec!["merge-tree", "--write-tree", "-z", "--name-only"];
+        if let Some(b) = &merge_base {
+            args.push(b);
+        }
+        args.extend([ours, theirs]);
+        let out = git::run(&self.common, &args)?;
+        let mut fields = out.stdout.split(|b| *b == 0);
+        let tree = fields
+            .next()
+            .map(|t| String::from_utf8_lossy(t).trim().to_string());
+        match out.code {
+            Some(0) if !out.cut => {
+                tree.ok_or_else(|| WorkError::Git("git merge-tree printed no tree".into()))
+            }
+            Some(1) if !out.cut => {
+                let mut paths: Vec<String> = fields
+                    .take_while(|f| !f.is_empty())
+                    .map(|f| String::from_utf8_lossy(f).into_owned())
+                    .collect();
+                paths.sort();
+                paths.dedup();
+                Err(WorkError::Conflict { paths })
+            }
+            _ => {
+                git::ensure(&out, &args)?;
+                Err(WorkError::Git("git merge-tree failed".into()))
+            }
+        }
+    }
+
+    /// `commit-tree TREE -p PARENT... -m MESSAGE` as `name <email>` (author and committer),
+    /// the author dated `date` (git's raw form) when given.
+    fn commit_tree(
+        &self,
+        tree: &str,
+        parents: &[&str],
+        message: &str,
+        ident: (&str, &str),
+        date: Option<&str>,
+    ) -> Result<String, WorkError> {
+        let mut cmd = git::git(&self.common);
+        cmd.args(["commit-tree", "--no-gpg-sign", tree]);
+        for p in parents {
+            cmd.args(["-p", p]);
+        }
+        cmd.args(["-m", message.trim_end()])
+            .env("GIT_AUTHOR_NAME", ident.0)
+            .env("GIT_AUTHOR_EMAIL", ident.1)
+            .env("GIT_COMMITTER_NAME", ident.0)
+            .env("GIT_COMMITTER_EMAIL", ident.1)
+            .env_remove("GIT_COMMITTER_DATE");
+        match date {
+            Some(d) => cmd.env("GIT_AUTHOR_DATE", d),
+            None => cmd.env_remove("GIT_AUTHOR_DATE"),
+        };
+        let out = git::run_limited(cmd, 1 << 10)?;
+        git::ensure(&out, &["commit-tree"])?;
+        Ok(out.text())
+    }
+
+    /// The commit a task starts at: the base, with each upstream change merged in order.
+    fn start_for(&self, task: &str, upstream: &[String]) -> Result<String, WorkError> {
+        let mut cur = self.base.commit.clone();
+        for u in upstream {
+            let u = resolve_commit(&self.common, u).ok_or_else(|| {
+                WorkError::Git(format!("the upstream change {u} is not a commit here"))
+            })?;
+            if is_ancestor(&self.common, &u, &cur)? {
+                continue;
+            }
+            if is_ancestor(&self.common, &cur, &u)? {
+                cur = u;
+                continue;
+            }
+            let tree = self.merge_tree(None, &cur, &u)?;
+            let message = format!("git forum: task {task} starts on {u}");
+            cur = self.commit_tree(
+                &tree,
+                &[&cur, &u],
+                &message,
+                (FORUM_NAME, FORUM_EMAIL),
+                None,
+            )?;
+        }
+        Ok(cur)
+    }
+
+    fn tree_of(&self, commit: &str) -> Result<String, WorkError> {
+        self.ok(&["rev-parse", "--verify", &format!("{commit}^{{tree}}")])
+    }
+}
+
+/// The full id of the commit `rev` names, or `None`.
+fn resolve_commit(common: &Path, rev: &str) -> Option<String> {
+    let spec = format!("{rev}^{{commit}}");
+    let out = git::run(
+        common,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &spec,
+        ],
+    )
+    .ok()?;
+    (out.ok && !out.stdout.is_empty()).then(|| out.text())
+}
+
+/// Whether `a` is an ancestor of (or equal to) `b`.
+fn is_ancestor(common: &Path, a: &str, b: &str) -> Result<bool, WorkError> {
+    let out = git::run(common, &["merge-base", "--is-ancestor", a, b])?;
+    match out.code {
+        Some(0) => Ok(true),
+        Some(1) => Ok(false),
+        _ => git::ensure(&out, &["merge-base"]).map(|_| false),
+    }
+}
+
+impl Workbench for GitWork {
+    fn base(&self) -> &Base {
+        &self.base
+    }
+
+    fn open_task(&self, task: &str, upstream: &[String]) -> Result<TaskTree, WorkError> {
+        let start = self.start_for(task, upstream)?;
+        self.add_tree(task, &start)
+    }
+
+    fn open_branch(&self, task: &str) -> Result<TaskTree, WorkError> {
+        let tip = self
+            .branch_tip()
+            .unwrap_or_else(|| self.base.commit.clone());
+        self.add_tree(task, &tip)
+    }
+
+    fn commit(
+        &self,
+        tree: &TaskTree,
+        author: &Author,
+        tie: &Tie,
+        subject: &str,
+        diff_cap: usize,
+    ) -> Result<Change, WorkError> {
+        git::ok(&tree.path, &["add", "-A"])?;
+        let written = git::ok(&tree.path, &["write-tree"])?;
+        let start_tree = self.tree_of(&tree.start)?;
+        let unchanged = Change {
+            task: tree.task.clone(),
+            base: tree.start.clone(),
+            commit: None,
+            tree: start_tree.clone(),
+            files: Vec::new(),
+            diff: String::new(),
+            truncated: false,
+        };
+        if written == start_tree {
+            return Ok(unchanged);
+        }
+        let name = clean_ident(&format!("{} ({})", author.lane, author.model));
+        let local = task_component(&author.lane);
+        let email = format!("{local}@git-forum.invalid");
+        let message = format!(
+            "{}\n\n{}",
+            subject_line(subject, &format!("git forum: task {}", tree.task)),
+            tie.trailers()
+        );
+        let commit = self.commit_tree(&written, &[&tree.start], &message, (&name, &email), None)?;
+        // The worktree now sits on its change, so `git status` there is clean.
+        git::ok(&tree.path, &["update-ref", "--no-deref", "HEAD", &commit])?;
+        let range = [tree.start.as_str(), commit.as_str()];
+        let name_status = git::run(
+            &self.common,
+            &[
+                &["diff", "--no-ext-diff", "-M", "--name-status", "-z"][..],
+                &range,
+            ]
+            .concat(),
+        )?;
+        git::ensure(&name_status, &["diff"])?;
+        let numstat = git::run(
+            &self.common,
+            &[
+                &["diff", "--no-ext-diff", "-M", "--numstat", "-z"][..],
+                &range,
+            ]
+            .concat(),
+        )?;
+        git::ensure(&numstat, &["diff"])?;
+        let mut cmd = git::git(&self.common);
+        cmd.args(["diff", "--no-ext-diff", "--no-textconv", "--no-color", "-M"])
+            .args(range);
+        let patch = git::run_limited(cmd, diff_cap)?;
+        if !patch.cut {
+            git::ensure(&patch, &["diff"])?;
+        }
+        let (diff, truncated) = git::cut_text(&patch.stdout, diff_cap);
+        Ok(Change {
+            commit: Some(commit),
+            tree: written,
+            files: diff::files(&name_status.stdout, &numstat.stdout),
+            diff,
+            truncated: truncated || patch.cut,
+            ..unchanged
+        })
+    }
+
+    fn check(
+        &self,
+        tree: &TaskTree,
+        command: &str,
+        deadline: Duration,
+        cap: usize,
+    ) -> Result<CheckRun, WorkError> {
+        check::run_check(&tree.path, command, deadline, cap)
+    }
+
+    fn keep(&self, task: &str, commit: &str, place: Keep) -> Result<(), WorkError> {
+        let commit = resolve_commit(&self.common, commit)
+            .ok_or_else(|| WorkError::Git(format!("the change {commit} is not a commit here")))?;
+        let refname = kept_ref(place, &self.ledger, self.run_seq, task);
+        let why = format!("git forum: keep task {task} of run {}", self.run_seq);
+        self.ok(&["update-ref", "-m", &why, &refname, &commit])?;
+        if place == Keep::Quarantine {
+            let work = kept_ref(Keep::Work, &self.ledger, self.run_seq, task);
+            if resolve_commit(&self.common, &work).as_deref() == Some(commit.as_str()) {
+                self.ok(&["update-ref", "-d", &work, &commit])?;
+            }
+        }
+        Ok(())
+    }
+
+    fn integrate(&self, task: &str, commit: &str) -> Result<String, WorkError> {
+        let _one = lock(&self.integrating);
+        let commit = resolve_commit(&self.common, commit)
+            .ok_or_else(|| WorkError::Git(format!("the change {commit} is not a commit here")))?;
+        let branch = self.branch_ref();
+        let old = self.branch_tip();
+        let tip = old.clone().unwrap_or_else(|| self.base.commit.clone());
+        let parent = resolve_commit(&self.common, &format!("{commit}^1")).ok_or_else(|| {
+            WorkError::Git(format!("the change {commit} of task {task} has no parent"))
+        })?;
+        let new = if parent == tip {
+            commit.clone()
+        } else {
+            let tree = self.merge_tree(Some(&parent), &tip, &commit)?;
+            let meta = self.ok(&[
+                "log",
+                "-1",
+                "--date=raw",
+                "--format=%an%x00%ae%x00%ad%x00%B",
+                &commit,
+            ])?;
+            let mut parts = meta.splitn(4, '\0');
+            let (name, email, date, message) = (
+                parts.next().unwrap_or(FORUM_NAME),
+                parts.next().unwrap_or(FORUM_EMAIL),
+                parts.next().unwrap_or(""),
+                parts.next().unwrap_or(""),
+            );
+            let date = (!date.is_empty()).then_some(date);
+            self.commit_tree(&tree, &[&tip], message, (name, email), date)?
+        };
+        let expected = old.unwrap_or_else(|| self.zero.clone());
+        let why = format!("git forum: integrate task {task} of run {}", self.run_seq);
+        self.ok(&["update-ref", "-m", &why, &branch, &new, &expected])?;
+        Ok(new)
+    }
+
+    fn close(&self, tree: &TaskTree) -> Result<(), WorkError> {
+        stale::remove_tree(&self.common, &tree.path)
+    }
+
+    fn finish(&self) -> Result<(), WorkError> {
+        let done = stale::remove_area(&self.common, &self.area);
+        lock(&self.owner).take();
+        done
+    }
+
+    fn has_commit(&self, commit: &str) -> bool {
+        resolve_commit(&self.common, commit).is_some()
+    }
+}
