@@ -228,8 +228,17 @@ pub fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, RunErro
         return Err(interrupted());
     }
     let start = Instant::now();
-    let mut cmd = Command::new(program);
-    if let Some(dir) = WORKDIR.with(|c| c.borrow().clone()) {
+    let workdir = WORKDIR.with(|c| c.borrow().clone());
+    // A relative program path (`./model.sh`) names a file where git forum was started, not
+    // in the task's worktree.
+    let resolved = match &workdir {
+        Some(_) if program.contains('/') && Path::new(program).is_relative() => {
+            std::env::current_dir().map_or_else(|_| PathBuf::from(program), |d| d.join(program))
+        }
+        _ => PathBuf::from(program),
+    };
+    let mut cmd = Command::new(resolved);
+    if let Some(dir) = workdir {
         cmd.current_dir(dir);
     }
     let mut child = cmd
@@ -415,6 +424,23 @@ mod tests {
         assert_eq!(Path::new(r.stdout.trim()).canonicalize().unwrap(), want);
         let after = run(&sh("pwd"), "", Limits::default()).unwrap();
         assert_ne!(Path::new(after.stdout.trim()).canonicalize().unwrap(), want);
+        // A relative program still names a file beside this process, not in the directory.
+        let here = std::env::current_dir().unwrap();
+        let rel = tempfile::Builder::new()
+            .prefix("gf-rel-")
+            .suffix(".sh")
+            .tempfile_in(&here)
+            .unwrap()
+            .into_temp_path();
+        std::fs::write(&rel, "#!/bin/sh\npwd\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&rel, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let name = format!("./{}", rel.file_name().unwrap().to_str().unwrap());
+        let r = in_workdir(dir.path(), || {
+            run(std::slice::from_ref(&name), "", Limits::default())
+        });
+        let r = r.unwrap();
+        assert_eq!(Path::new(r.stdout.trim()).canonicalize().unwrap(), want);
     }
 
     #[test]

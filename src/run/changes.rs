@@ -23,8 +23,10 @@ use super::prompts::{failed_checks_note, work_note};
 use super::work::{Author, Change, CheckRun, Keep, TaskTree, Tie, WorkError, Workbench};
 use super::{Event, RunError, lock};
 
-/// Opens the workbench of the run whose request is at the given seq.
-pub type OpenWork = Arc<dyn Fn(u64) -> Result<Arc<dyn Workbench>, WorkError> + Send + Sync>;
+/// Opens the workbench of the run whose request is at the given seq: at HEAD for a new run,
+/// at its recorded base commit (the second argument) for a resumed one.
+pub type OpenWork =
+    Arc<dyn Fn(u64, Option<&str>) -> Result<Arc<dyn Workbench>, WorkError> + Send + Sync>;
 
 /// The most bytes of a change's diff a `change` entry holds (the commit stays the full record).
 pub const DEFAULT_DIFF_CAP: usize = 64 * 1024;
@@ -147,6 +149,30 @@ impl WorkRun {
             .collect()
     }
 
+    /// Every change made so far, in plan order: `[{task, commit, files, diff, shipped}]`, for a
+    /// gate's approver.
+    pub(super) fn changes_so_far(&self) -> J {
+        let plan = lock(&self.plan).clone();
+        let tasks = lock(&self.tasks);
+        let items: Vec<J> = plan
+            .iter()
+            .filter_map(|t| tasks.get(&t.id).map(|w| (t, w)))
+            .filter_map(|(t, w)| {
+                let c = w.change.as_ref()?;
+                let p = c.payload();
+                Some(json!({
+                    "task": t.id,
+                    "commit": c.commit,
+                    "files": p["files"],
+                    "diff": c.diff,
+                    "ship": w.ship,
+                    "integrated": w.integrated.is_some(),
+                }))
+            })
+            .collect();
+        J::Array(items)
+    }
+
     pub(super) fn get(&self, task: &str) -> TaskWork {
         lock(&self.tasks).get(task).cloned().unwrap_or_default()
     }
@@ -188,14 +214,20 @@ impl Run<'_, '_> {
         self.work.get()
     }
 
-    /// Opens the workbench of run `run_seq` with `checks` (from the options or the record).
-    pub(super) fn open_work(&self, run_seq: u64, checks: Vec<String>) -> Result<(), RunError> {
+    /// Opens the workbench of run `run_seq` with `checks` (from the options or the record), at
+    /// `base` when the run recorded one.
+    pub(super) fn open_work(
+        &self,
+        run_seq: u64,
+        base: Option<&str>,
+        checks: Vec<String>,
+    ) -> Result<(), RunError> {
         let Some(o) = &self.opts.work else {
             return Err(RunError::Work(
                 "this run works in the repository, but no workbench was given".into(),
             ));
         };
-        let bench = (o.open)(run_seq).map_err(|e| RunError::Work(work_error_line(&e)))?;
+        let bench = (o.open)(run_seq, base).map_err(|e| RunError::Work(work_error_line(&e)))?;
         let _ = self.work.set(WorkRun {
             bench,
             ledger: o.ledger.clone(),

@@ -33,7 +33,7 @@ pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFr
     let mut expected = None;
     if let Some(o) = run.opts.work.as_ref().filter(|o| o.enabled) {
         let next = lock(&run.store).len()?;
-        run.open_work(next, o.checks.clone())?;
+        run.open_work(next, None, o.checks.clone())?;
         if let Some(w) = run.work() {
             payload["work"] = work_record(w);
         }

@@ -218,7 +218,7 @@ fn reopen_work(
         .and_then(J::as_array)
         .map(|a| a.iter().filter_map(J::as_str).map(str::to_string).collect())
         .unwrap_or_default();
-    run.open_work(request_seq, checks)?;
+    run.open_work(request_seq, record.get("base").and_then(J::as_str), checks)?;
     let Some(w) = run.work() else {
         return Ok(None);
     };

@@ -278,6 +278,9 @@ pub(super) fn work_summary(w: &WorkRun, plan: &CompiledPlan) -> String {
             tw.checks.len()
         ));
     }
+    if lines.len() == 1 {
+        lines.push("- no task changed the repository".into());
+    }
     let run = w.get("run");
     if !run.checks.is_empty() {
         let passed = run.checks.iter().filter(|(_, ok)| *ok).count();

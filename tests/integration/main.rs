@@ -33,3 +33,4 @@ mod sync;
 mod tlog;
 mod tlog_tiles;
 mod work_git;
+mod work_run;
