@@ -591,3 +591,40 @@ fn check_without_work_and_a_resumed_check_are_refused_in_one_line() {
     // Nothing was written.
     assert_eq!(repo.git_ok(&["for-each-ref", "refs/forum"]), "");
 }
+
+#[test]
+fn a_work_run_on_the_real_local_model_completes_and_verifies() {
+    let Some(llm) = crate::llm::LocalLlm::start() else {
+        return;
+    };
+    let repo = Repo::new("sha256");
+    setup(&repo);
+    let before = user_view(&repo);
+    let policy = repo.path().join("policy.toml");
+    std::fs::write(&policy, "max_tasks = 1\n").unwrap();
+    let url = llm.chat_url();
+    // A chat model edits no files: whatever it writes, the checks and the gate decide what
+    // ships, and the record must verify.
+    let j = repo.forum_json(&[
+        "submit",
+        "--work",
+        "--check",
+        CHECK,
+        "--chat-url",
+        url.as_str(),
+        "--model",
+        llm.model(),
+        "--policy",
+        policy.to_str().unwrap(),
+        "--max-output-tokens",
+        "200",
+        "make the failing test in calc pass",
+    ]);
+    assert_eq!(j["git_forum_receipt"]["status"], "answered", "{j}");
+    let answer = j["answer"].as_str().unwrap();
+    assert!(answer.contains("Changes (branch forum/run-0):"), "{answer}");
+    let k = kinds(&repo);
+    assert!(k.contains(&"change".to_string()), "{k:?}");
+    assert_eq!(user_view(&repo), before);
+    clean(&repo);
+}
