@@ -576,6 +576,9 @@ pub fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
             r.state.as_str(),
             r.entries.len()
         ))?;
+        if let Some(w) = &row.work {
+            ctx.out(&format!("           {}", w.line()))?;
+        }
     }
     Ok(())
 }

@@ -245,6 +245,21 @@ fn a_task_that_fixes_the_bug_is_committed_checked_shipped_and_on_the_run_branch(
         assert_eq!(kept, "refs/forum/work/main/0/T1");
         // The user's branch, index and files are untouched.
         assert_eq!(user_view(repo), before);
+        // Reading it: runs (text and JSON) and the change's diff.
+        let runs = repo.forum_ok(&["runs"]);
+        assert!(
+            runs.contains("forum/run-0: 1 merged (1 files, +1 -1), checks 2/2 passed"),
+            "{runs}"
+        );
+        let w = &repo.forum_json(&["runs"])["runs"][0]["work"];
+        assert_eq!(w["merged"], 1);
+        assert_eq!(w["checks_failed"], 0);
+        let change_seq = payloads(repo, "change")[0].0.to_string();
+        let diff = repo.forum_ok(&["show", &change_seq, "--diff"]);
+        assert!(diff.starts_with("diff --git a/calc.py b/calc.py"), "{diff}");
+        assert!(diff.contains("+    return a + b"), "{diff}");
+        let o = repo.forum().args(["show", "0", "--diff"]).output().unwrap();
+        crate::common::one_line_error(&o, "seq 0 is a request entry; --diff reads change entries");
         clean(repo);
     });
 }
@@ -626,5 +641,40 @@ fn a_work_run_on_the_real_local_model_completes_and_verifies() {
     let k = kinds(&repo);
     assert!(k.contains(&"change".to_string()), "{k:?}");
     assert_eq!(user_view(&repo), before);
+    clean(&repo);
+}
+
+#[test]
+fn the_daemon_submits_a_work_run_and_lists_what_it_shipped() {
+    let repo = Repo::new("sha1");
+    setup(&repo);
+    let m = model(
+        &repo,
+        "model",
+        &plan(&[("T1", "make add in calc.py add")], false),
+        "merge",
+        FIX_ADD,
+    );
+    let served = repo.serve(&["--cmd", &m], std::process::Stdio::null());
+    let (status, j) = crate::common::http_json(
+        &served.addr,
+        "POST",
+        "/submit",
+        &serde_json::json!({"request": "fix calc", "work": true, "checks": [CHECK]}),
+    );
+    assert_eq!(status, 200, "{j}");
+    let answer = j["answer"].as_str().unwrap();
+    assert!(answer.contains("- T1: merged"), "{answer}");
+    let (status, bad) = crate::common::http_json(
+        &served.addr,
+        "POST",
+        "/submit",
+        &serde_json::json!({"request": "fix calc", "checks": "python3"}),
+    );
+    assert_eq!(status, 400, "{bad}");
+    let (_, runs) = crate::common::http_json(&served.addr, "GET", "/runs", &serde_json::json!({}));
+    assert_eq!(runs["runs"][0]["work"]["merged"], 1, "{runs}");
+    drop(served);
+    assert_eq!(branch_commits(&repo, 0).len(), 1);
     clean(&repo);
 }
