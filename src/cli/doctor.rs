@@ -88,6 +88,8 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
     let git_version = git_line(ctx, &["--version"]).unwrap_or_else(|| "not found".into());
     let hooks = hooks_installed(ctx);
     let runtime = super::runtime::readiness(ctx);
+    // Worktrees left by --work runs that died are removed here (live runs' are untouched).
+    let stale = crate::surface::work::cleanup(&ctx.dir).map_err(|e| e.message);
     // Healthy: nothing left unrepaired, and the ledger (if there is one) verifies.
     let unrepaired = health
         .as_ref()
@@ -122,6 +124,10 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
                     Ok((_, local)) => local.iter().map(|(url, up)| json!({"url": url, "answers": up})).collect::<Vec<_>>(),
                     Err(_) => Vec::new(),
                 },
+            },
+            "work": match &stale {
+                Ok(removed) => json!({"removed_stale": removed.iter().map(|p| p.display().to_string()).collect::<Vec<_>>()}),
+                Err(e) => json!({"removed_stale": [], "problem": e}),
             },
         }))?;
         return if ok { Ok(()) } else { Err(CliError::silent(1)) };
@@ -207,6 +213,14 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
                 "local model: none configured (is_local = true in .forum/runtime.toml)".into(),
             );
         }
+    }
+    match &stale {
+        Ok(removed) if removed.is_empty() => {}
+        Ok(removed) => out.push(format!(
+            "work: removed {} work area(s) left by --work runs that died",
+            removed.len()
+        )),
+        Err(e) => out.push(format!("work: could not clean up stale worktrees: {e}")),
     }
     ctx.out(&out.join("\n"))?;
     if ok { Ok(()) } else { Err(CliError::silent(1)) }

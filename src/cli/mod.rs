@@ -32,6 +32,7 @@ pub(crate) mod submit;
 pub(crate) mod sync;
 pub(crate) mod tlog;
 pub(crate) mod verify;
+pub(crate) mod work;
 
 /// Run fleets of AI agents in a repository and keep every decision in a tamper-evident ledger
 /// stored as git objects on refs/forum/ledgers/*.
@@ -77,6 +78,10 @@ pub enum Command {
     Runs(submit::RunsArgs),
     /// Approve, edit or reject a gated wave, or list the pending gates.
     Gate(submit::GateArgs),
+    /// Bring a --work run's branch (forum/run-SEQ) into the current branch.
+    Apply(work::ApplyArgs),
+    /// Remove a --work run's worktrees and branch (the record and its commits stay).
+    Discard(work::DiscardArgs),
     /// List entries, newest first.
     Log(read::LogArgs),
     /// How many entries the ledger holds and its checkpoint (Merkle root).
@@ -469,6 +474,8 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Resume(a) => submit::resume(ctx, a),
         Command::Runs(a) => submit::runs(ctx, a),
         Command::Gate(a) => submit::gate(ctx, a),
+        Command::Apply(a) => work::apply(ctx, a),
+        Command::Discard(a) => work::discard(ctx, a),
         Command::Context(a) => context::run(ctx, a),
         Command::Serve(a) => serve::serve(ctx, a),
         Command::Mcp(a) => serve::mcp(ctx, a),

@@ -56,8 +56,7 @@ pub const REDACTION: &str = "redaction";
 /// A checkpoint recorded as a witness.
 pub const CHECKPOINT: &str = "checkpoint";
 /// A free-form note (what people and tests write with `git forum append`; git forum itself
-/// writes none, so only tests name it).
-#[cfg_attr(not(test), allow(dead_code))]
+/// writes one when `git forum discard` removes a run's branch).
 pub const NOTE: &str = "note";
 /// A run stopped before a wave because its gate was rejected (ours; not in Forum).
 pub const GATE_STOPPED: &str = "gate_stopped";

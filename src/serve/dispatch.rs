@@ -150,6 +150,16 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/context/preflight",
         "how much request context a run would admit {request, use_capsule_context?, ...}",
     ),
+    (
+        "POST",
+        "/apply",
+        "bring a --work run's branch into the current branch {run?}",
+    ),
+    (
+        "POST",
+        "/discard",
+        "remove a --work run's worktrees and branch {run?}",
+    ),
 ];
 
 /// A dispatcher's answer: an HTTP status and a JSON body.
@@ -306,6 +316,8 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("GET", ["grade"]) => Box::new(|d, _| d.grade()),
         ("POST", ["bench"]) => Box::new(|d, r| d.bench(r)),
         ("POST", ["context", "preflight"]) => Box::new(|d, r| d.preflight(r)),
+        ("POST", ["apply"]) => Box::new(|d, r| d.apply(r)),
+        ("POST", ["discard"]) => Box::new(|d, r| d.discard(r)),
         _ => return None,
     };
     Some(h)

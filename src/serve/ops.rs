@@ -27,6 +27,7 @@ use crate::surface::run::plan::PlanAsk;
 use crate::surface::run::{Bodies, ContextSource, Decide, Decision, Go, RunOptions};
 
 mod runs;
+mod work;
 
 type Res = Result<J, Reply>;
 

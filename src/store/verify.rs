@@ -40,6 +40,7 @@ const SEEN_TREES_MAX: usize = 32 * 1024;
 type SeenTrees = Mutex<std::collections::HashMap<ObjectId, [u8; 32]>>;
 
 mod body;
+mod change;
 mod code;
 #[cfg(test)]
 mod tests;
@@ -482,6 +483,9 @@ impl GitStore {
                     }
                     BodyState::Present | BodyState::Unchecked => {}
                 }
+            }
+            if first.is_none() {
+                first = change::check_changes(self, &recs)?;
             }
             match first {
                 Some((seq, code, msg)) => report.fail(Some(seq), code, msg),

@@ -23,6 +23,7 @@ pub(crate) mod run;
 pub(crate) mod runtime;
 pub(crate) mod sync;
 pub(crate) mod verify;
+pub(crate) mod work;
 
 /// A report an operation returns: serializable, with a stable schema name.
 pub trait Report: serde::Serialize {

@@ -43,6 +43,21 @@ impl Out {
 
 /// A `git -C DIR` command with the clean environment and stdin closed.
 pub fn git(dir: &Path) -> Command {
+    let mut c = user_git(dir);
+    c.args([
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "commit.gpgSign=false",
+    ]);
+    c
+}
+
+/// A `git -C DIR` command with the clean environment but the user's own configuration and
+/// hooks, for what git forum does in the user's branch on their behalf (`apply`).
+pub fn user_git(dir: &Path) -> Command {
     let mut c = Command::new("git");
     for var in [
         "GIT_DIR",
@@ -61,14 +76,6 @@ pub fn git(dir: &Path) -> Command {
         .env("LC_ALL", "C")
         .arg("-C")
         .arg(dir)
-        .args([
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "core.fsmonitor=false",
-            "-c",
-            "commit.gpgSign=false",
-        ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

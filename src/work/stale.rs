@@ -29,7 +29,7 @@ fn io(what: &str, path: &Path, e: std::io::Error) -> WorkError {
 
 /// Opens (creating) the `.owner` of `dir` and tries to lock it; `Ok(None)` when a live run
 /// holds it.
-fn try_lock(dir: &Path) -> Result<Option<File>, WorkError> {
+pub(crate) fn try_lock(dir: &Path) -> Result<Option<File>, WorkError> {
     let path = dir.join(OWNER);
     let file = OpenOptions::new()
         .create(true)

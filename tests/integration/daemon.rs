@@ -789,10 +789,11 @@ fn every_mcp_tool_reaches_its_route() {
             Target::Post(p) => ("POST", p.to_string()),
         };
         // Only resume and the gate decisions fail here: every run in the ledger has finished,
-        // and no gate is pending (a decision needs one, as at the command line).
+        // and no gate is pending (a decision needs one, as at the command line); apply and
+        // discard too: no run here changed the repository.
         let expected_error = matches!(
             tool.name,
-            "resume" | "gate_approve" | "gate_edit" | "gate_reject"
+            "resume" | "gate_approve" | "gate_edit" | "gate_reject" | "apply" | "discard"
         );
         assert_eq!(result["isError"], expected_error, "{}: {result}", tool.name);
         let text = result["content"][0]["text"].as_str().unwrap();

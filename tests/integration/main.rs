@@ -32,5 +32,7 @@ mod submit;
 mod sync;
 mod tlog;
 mod tlog_tiles;
+mod work_apply;
 mod work_git;
 mod work_run;
+mod work_sync;

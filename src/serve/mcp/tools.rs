@@ -465,6 +465,30 @@ pub const TOOLS: &[Tool] = &[
         properties: &[],
         required: &[],
     },
+    Tool {
+        name: "apply",
+        aliases: &["forum.apply"],
+        target: Target::Post("/apply"),
+        description: "Bring a --work run's branch (forum/run-SEQ) into the branch checked out where the server runs: fast-forward when possible, else a merge commit; refused when the work tree is dirty or the run has nothing merged. Witnessed as applied.",
+        properties: &[(
+            "run",
+            "integer",
+            "The run's request seq (default: the latest run with a branch).",
+        )],
+        required: &[],
+    },
+    Tool {
+        name: "discard",
+        aliases: &["forum.discard"],
+        target: Target::Post("/discard"),
+        description: "Remove a --work run's worktrees and branch; the record and the change commits under refs/forum/work stay. Witnessed as a note.",
+        properties: &[(
+            "run",
+            "integer",
+            "The run's request seq (default: the latest run with a branch).",
+        )],
+        required: &[],
+    },
 ];
 
 /// The tool named `name` (or one of its aliases).

@@ -14,6 +14,7 @@ use super::{
     CHECKPOINTS_PREFIX, INCOMING_PREFIX, INCOMING_SIGNATURES_PREFIX, REMOTE_SIGNATURES_PREFIX,
     REMOTES_PREFIX, SEEN_PREFIX,
 };
+use super::{QUARANTINE_PREFIX, REMOTE_QUARANTINE_PREFIX, REMOTE_WORK_PREFIX, WORK_PREFIX};
 use crate::ledger::hash::GENESIS;
 use crate::store::git::{GitStore, LEDGER_PREFIX, Options, StoreError, validate_ledger_name};
 
@@ -122,6 +123,10 @@ pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
     };
     sig_staging.clear()?;
     let sig_refspec = format!("+{CHECKPOINTS_PREFIX}*:{incoming_sigs}*");
+    // The change commits of --work runs, beside the ledgers (kept commits, not verified
+    // records: a copy's `change` entries are checked against them by its deep verify).
+    let work_refspec = format!("+{WORK_PREFIX}*:{REMOTE_WORK_PREFIX}{remote}/*");
+    let quarantine_refspec = format!("+{QUARANTINE_PREFIX}*:{REMOTE_QUARANTINE_PREFIX}{remote}/*");
     // `--refmap=` keeps git from also moving refs by the remote's configured fetch refspecs
     // (which `init` may have pointed at refs/forum/remotes/) before the copies are checked.
     let o = git.run(&[
@@ -134,6 +139,8 @@ pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
         remote,
         &refspec,
         &sig_refspec,
+        &work_refspec,
+        &quarantine_refspec,
     ])?;
     if !o.status.success() {
         return Err(StoreError::Git(format!(

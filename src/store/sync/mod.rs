@@ -12,7 +12,10 @@
 //! * `refs/forum/unverified/REMOTE/NAME`: where plain `git fetch` puts it (the refspec `init`
 //!   adds), unverified and read by nothing;
 //! * `refs/forum/seen/REMOTE/NAME`: the tip commit of the last copy that verified and was
-//!   consistent; its size and Merkle root are the checkpoint the next fetch is held to.
+//!   consistent; its size and Merkle root are the checkpoint the next fetch is held to;
+//! * `refs/forum/work/NAME/...` and `refs/forum/quarantine/NAME/...`: the change commits of
+//!   `--work` runs, pushed with their ledger (never forced); fetched (with `+`) into
+//!   `refs/forum/remote-work/REMOTE/NAME/...` and `refs/forum/remote-quarantine/REMOTE/...`.
 //!
 //! "Consistent" means the entry chain extends the seen one entry for entry. A copy whose commit
 //! ids differ but whose entry hashes are identical is a redaction-only rewrite (a redaction
@@ -55,3 +58,14 @@ pub const UNVERIFIED_PREFIX: &str = "refs/forum/unverified/";
 pub const PRE_PUSH_PREFIX: &str = "refs/forum/pre-push/";
 /// Where the last verified checkpoint of each remote ledger is kept (as its tip commit).
 pub const SEEN_PREFIX: &str = "refs/forum/seen/";
+/// Where `--work` runs keep their change commits (`refs/forum/work/LEDGER/RUN/TASK`); they
+/// travel with their ledger on push.
+pub const WORK_PREFIX: &str = "refs/forum/work/";
+/// Where `--work` runs keep the changes their pre-ship gate blocked; they travel too.
+pub const QUARANTINE_PREFIX: &str = "refs/forum/quarantine/";
+/// Where `fetch` puts a remote's change commits (`refs/forum/remote-work/REMOTE/LEDGER/...`),
+/// beside its adopted ledgers, so `verify --deep` of a fetched copy finds the commits its
+/// `change` entries name.
+pub const REMOTE_WORK_PREFIX: &str = "refs/forum/remote-work/";
+/// Where `fetch` puts a remote's quarantined changes.
+pub const REMOTE_QUARANTINE_PREFIX: &str = "refs/forum/remote-quarantine/";

@@ -112,6 +112,15 @@ pub fn push(
             refspecs.push(format!("{sigs}:{sigs}"));
         }
     }
+    // The change commits of --work runs travel with their ledger (never forced).
+    for n in ledgers {
+        for prefix in [super::WORK_PREFIX, super::QUARANTINE_PREFIX] {
+            let under = format!("{prefix}{n}/");
+            if !git.refs_under(&under)?.is_empty() {
+                refspecs.push(format!("{under}*:{under}*"));
+            }
+        }
+    }
     let mut args = vec!["push", "--porcelain", "--", remote];
     args.extend(refspecs.iter().map(String::as_str));
     let o = git.run(&args)?;

@@ -39,6 +39,8 @@ pub(super) struct Extra {
     pub(super) redacts: Option<[u8; 32]>,
     /// What is wrong with the body, when `body` is [`BodyState::Bad`].
     pub(super) bad_body: Option<(Code, String)>,
+    /// The commit and tree a `change` entry names (deep only), checked after the walk.
+    pub(super) change: Option<super::change::ChangeClaim>,
 }
 
 /// [`Body`] without its problem (kept in [`Extra::bad_body`]).
@@ -177,7 +179,8 @@ pub(super) fn check_commit(
     let payload_hash = hex_to_bytes(&entry.payload_hash);
     rec.edited = entry.computed_hash() != entry.entry_hash;
     let redaction = entry.kind == crate::ledger::kind::REDACTION;
-    if deep && !redaction {
+    let change = entry.kind == crate::ledger::kind::CHANGE;
+    if deep && !redaction && !change {
         let known = seen.lock().ok().and_then(|m| m.get(&raw.tree).copied());
         if let Some(known) = known {
             rec.set_body(if known == payload_hash {
@@ -201,6 +204,9 @@ pub(super) fn check_commit(
         }
         if entry.kind == crate::ledger::kind::REDACTION && matches!(body, Body::Present) {
             rec.extra_mut().redacts = redaction_target(buf);
+        }
+        if deep && change && matches!(body, Body::Present) {
+            rec.extra_mut().change = super::change::change_claim(buf);
         }
         if deep {
             rec.set_body(body);

@@ -44,11 +44,17 @@ pub enum Code {
     Rewritten,
     /// The reflog saw the ledger longer than it is: the ref was moved back.
     Rewound,
+    /// A `change` entry names a commit that is not in the repository.
+    ChangeCommitMissing,
+    /// A `change` entry's commit has another tree than the entry says.
+    ChangeTreeMismatch,
+    /// A `change` entry's commit does not name an earlier entry in its trailers.
+    ChangeUntied,
 }
 
 impl Code {
     /// Every code, for listings and tests.
-    pub const ALL: [Code; 19] = [
+    pub const ALL: [Code; 22] = [
         Code::BadSignature,
         Code::BodyEdited,
         Code::BodyMissing,
@@ -68,6 +74,9 @@ impl Code {
         Code::Truncated,
         Code::Rewritten,
         Code::Rewound,
+        Code::ChangeCommitMissing,
+        Code::ChangeTreeMismatch,
+        Code::ChangeUntied,
     ];
 
     /// The code as written in reports and messages.
@@ -92,6 +101,9 @@ impl Code {
             Code::Truncated => "truncated",
             Code::Rewritten => "rewritten",
             Code::Rewound => "rewound",
+            Code::ChangeCommitMissing => "change-commit-missing",
+            Code::ChangeTreeMismatch => "change-tree-mismatch",
+            Code::ChangeUntied => "change-untied",
         }
     }
 }

@@ -1,0 +1,40 @@
+//! The daemon's routes for what `--work` runs leave in the repository: `POST /apply` and
+//! `POST /discard`, each a thin call into `surface::work`.
+
+use super::*;
+
+impl Dispatcher {
+    /// Brings a run's branch into the branch checked out where the server runs {run?}.
+    pub(crate) fn apply(&self, req: &Request<'_>) -> Res {
+        let a = Args::new(req.body, &["run"])?;
+        let run = a.int("run")?;
+        let mut store = Shared {
+            d: self,
+            reader: self.reader()?,
+        };
+        answer(surface::work::apply(
+            &self.cfg.dir,
+            &self.cfg.ledger,
+            &mut store,
+            run,
+            self.now(),
+        ))
+    }
+
+    /// Removes a run's worktrees and branch {run?}; the record and its commits stay.
+    pub(crate) fn discard(&self, req: &Request<'_>) -> Res {
+        let a = Args::new(req.body, &["run"])?;
+        let run = a.int("run")?;
+        let mut store = Shared {
+            d: self,
+            reader: self.reader()?,
+        };
+        answer(surface::work::discard(
+            &self.cfg.dir,
+            &self.cfg.ledger,
+            &mut store,
+            run,
+            self.now(),
+        ))
+    }
+}

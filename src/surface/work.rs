@@ -1,0 +1,204 @@
+//! The operations on what `--work` runs leave in the repository, once for every transport:
+//! [`apply`] brings a run branch into the current branch and witnesses `applied`; [`discard`]
+//! removes a run's worktrees and branch and witnesses a `note` (the record and the kept change
+//! commits under `refs/forum/work` stay); [`cleanup`] removes the work areas of runs that died
+//! (for `doctor`).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::{Error, Report, Result};
+use crate::ledger::{NewEntry, Storage, Value, kind};
+use crate::work::apply::{self, Refusal};
+
+/// Who writes `applied` and the discard note: a person acting on the repository, as for gates.
+const ACTOR: &str = "operator";
+
+/// A run branch brought into the current branch.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ApplyReport {
+    pub schema: &'static str,
+    /// The run (its request seq).
+    pub run: u64,
+    /// The branch brought into (`main`).
+    pub branch: String,
+    /// The run branch (`forum/run-12`).
+    pub run_branch: String,
+    /// The branch's tip before and after.
+    pub from: String,
+    pub to: String,
+    /// `fast-forward` or `merge`.
+    pub mode: &'static str,
+    /// The `applied` entry.
+    pub seq: u64,
+}
+
+impl Report for ApplyReport {
+    const SCHEMA: &'static str = "git-forum.apply/1";
+}
+
+/// A run's branch and worktrees removed.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DiscardReport {
+    pub schema: &'static str,
+    /// The run (its request seq).
+    pub run: u64,
+    /// The run branch (`forum/run-12`).
+    pub run_branch: String,
+    /// Its tip when deleted, `null` when the run had no branch.
+    pub branch_tip: Option<String>,
+    /// How many worktrees were removed.
+    pub worktrees: usize,
+    /// The kept change refs that stay.
+    pub kept: Vec<String>,
+    /// The `note` entry that witnesses it.
+    pub seq: u64,
+}
+
+impl Report for DiscardReport {
+    const SCHEMA: &'static str = "git-forum.discard/1";
+}
+
+fn refusal(e: Refusal) -> Error {
+    match e {
+        Refusal::Refused(m) => Error::conflict(m),
+        Refusal::Failed(e) => Error::internal(e.to_string()).with_source(e),
+    }
+}
+
+fn storage(e: crate::ledger::StorageError) -> Error {
+    e.into()
+}
+
+/// The runs of the ledger in `store`: the seqs of its `request` entries.
+fn request_seqs(store: &dyn Storage) -> Result<Vec<u64>> {
+    let n = store.len().map_err(storage)?;
+    let mut out = Vec::new();
+    for seq in 0..n {
+        if let Some(e) = store.get(seq).map_err(storage)?
+            && e.kind == kind::REQUEST
+        {
+            out.push(seq);
+        }
+    }
+    Ok(out)
+}
+
+/// The run `run` names (it must be a run of this ledger), or by default the latest run of the
+/// ledger that has a run branch.
+fn pick_run(dir: &Path, ledger: &str, store: &dyn Storage, run: Option<u64>) -> Result<u64> {
+    let runs = request_seqs(store)?;
+    match run {
+        Some(r) if runs.contains(&r) => Ok(r),
+        Some(r) => Err(Error::not_found(format!(
+            "ledger {ledger} has no run {r}; list its runs with `git forum runs`"
+        ))),
+        None => {
+            let with =
+                apply::runs_with_branches(dir).map_err(|e| Error::internal(e.to_string()))?;
+            with.into_iter().find(|r| runs.contains(r)).ok_or_else(|| {
+                Error::conflict(format!(
+                    "no run of ledger {ledger} has a branch with merged changes; name one (see `git forum runs`)"
+                ))
+            })
+        }
+    }
+}
+
+fn witness(
+    store: &mut dyn Storage,
+    kind: &str,
+    run: u64,
+    body: serde_json::Value,
+    ts: f64,
+) -> Result<u64> {
+    let new = NewEntry {
+        actor: ACTOR.into(),
+        kind: kind.into(),
+        causal_parent: Some(run as i64),
+        payload: Value::from_serde(&body),
+        ts,
+    };
+    new.validate().map_err(Error::usage)?;
+    let done = store.append(new).map_err(storage)?;
+    store.sync().map_err(storage)?;
+    Ok(done.seq)
+}
+
+/// `git forum apply [RUN]`: brings run `run`'s branch (default: the latest run with one) into
+/// the branch checked out in `dir` (fast-forward when possible, else a merge commit) and
+/// witnesses `applied` {run, branch, run_branch, from, to, mode}, parented on the run's request.
+/// Refused (nothing changed) when the run is unknown, has no branch or nothing new, the work
+/// tree is dirty, HEAD is detached, or the merge would conflict.
+pub fn apply(
+    dir: &Path,
+    ledger: &str,
+    store: &mut dyn Storage,
+    run: Option<u64>,
+    ts: f64,
+) -> Result<ApplyReport> {
+    let run = pick_run(dir, ledger, store, run)?;
+    let done = apply::apply(dir, run).map_err(refusal)?;
+    let body = json!({
+        "run": run,
+        "branch": done.branch,
+        "run_branch": done.run_branch,
+        "from": done.from,
+        "to": done.to,
+        "mode": done.mode,
+    });
+    let seq = witness(store, kind::APPLIED, run, body, ts)?;
+    Ok(ApplyReport {
+        schema: ApplyReport::SCHEMA,
+        run,
+        branch: done.branch,
+        run_branch: done.run_branch,
+        from: done.from,
+        to: done.to,
+        mode: done.mode,
+        seq,
+    })
+}
+
+/// `git forum discard [RUN]`: removes run `run`'s worktrees and its branch (default: the
+/// latest run with a branch) and witnesses a `note` {text, run, run_branch, branch_tip,
+/// worktrees, kept}; the record and the commits under `refs/forum/work` and
+/// `refs/forum/quarantine` stay. Refused when the run is unknown, still running, its branch is
+/// checked out, or it has nothing to discard.
+pub fn discard(
+    dir: &Path,
+    ledger: &str,
+    store: &mut dyn Storage,
+    run: Option<u64>,
+    ts: f64,
+) -> Result<DiscardReport> {
+    let run = pick_run(dir, ledger, store, run)?;
+    let done = apply::discard(dir, ledger, run).map_err(refusal)?;
+    let run_branch = format!("forum/run-{run}");
+    let body = json!({
+        "text": format!("discarded run {run}: its branch {run_branch} and worktrees were removed; its change commits stay"),
+        "run": run,
+        "run_branch": run_branch,
+        "branch_tip": done.branch_tip,
+        "worktrees": done.worktrees,
+        "kept": done.kept,
+    });
+    let seq = witness(store, kind::NOTE, run, body, ts)?;
+    Ok(DiscardReport {
+        schema: DiscardReport::SCHEMA,
+        run,
+        run_branch,
+        branch_tip: done.branch_tip,
+        worktrees: done.worktrees,
+        kept: done.kept,
+        seq,
+    })
+}
+
+/// Removes the work areas of `--work` runs that died in the repository containing `dir`;
+/// returns the directories removed.
+pub fn cleanup(dir: &Path) -> Result<Vec<PathBuf>> {
+    crate::work::cleanup_stale(dir).map_err(|e| Error::internal(e.to_string()).with_source(e))
+}

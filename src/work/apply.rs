@@ -1,0 +1,269 @@
+//! `git forum apply` and `git forum discard` on the repository: bringing a run branch into the
+//! user's current branch (fast-forward when possible, else a merge commit), and removing a
+//! run's worktrees and branch while its kept change commits stay.
+//!
+//! Every refusal is decided before anything is written: a dirty work tree, a detached HEAD, no
+//! run branch, a branch already contained, a merge that would conflict (found with
+//! `git merge-tree`, which writes no ref and touches no tree). Only then does `git merge` run
+//! in the user's tree, with the user's own configuration and hooks (it is their branch).
+
+use std::path::Path;
+
+use super::git;
+use super::stale;
+use super::{WORK_DIR, run_branch};
+use crate::run::{Keep, WorkError};
+
+/// Why apply or discard did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The state of the repository forbids it now (one line saying why and what to do).
+    Refused(String),
+    /// git or the file system failed.
+    Failed(WorkError),
+}
+
+impl From<WorkError> for Refusal {
+    fn from(e: WorkError) -> Refusal {
+        Refusal::Failed(e)
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Refused(m) => f.write_str(m),
+            Refusal::Failed(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// A run branch brought into the current branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The branch brought into (short name, `main`).
+    pub branch: String,
+    /// The run branch (short name, `forum/run-12`).
+    pub run_branch: String,
+    /// The branch's tip before, and after.
+    pub from: String,
+    pub to: String,
+    /// `fast-forward` or `merge`.
+    pub mode: &'static str,
+}
+
+/// What discard removed and kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discarded {
+    /// The run branch's tip when it was deleted, `None` when there was no branch.
+    pub branch_tip: Option<String>,
+    /// How many worktrees were removed.
+    pub worktrees: usize,
+    /// The kept change refs that stay (`refs/forum/work/...`, `refs/forum/quarantine/...`).
+    pub kept: Vec<String>,
+}
+
+fn refused(m: impl Into<String>) -> Refusal {
+    Refusal::Refused(m.into())
+}
+
+fn short(refname: &str) -> String {
+    refname
+        .strip_prefix("refs/heads/")
+        .unwrap_or(refname)
+        .to_string()
+}
+
+/// The tip of `refname`, or `None` when it does not exist.
+fn tip(repo: &Path, refname: &str) -> Result<Option<String>, WorkError> {
+    let out = git::run(repo, &["rev-parse", "--verify", "--quiet", refname])?;
+    Ok((out.ok && !out.stdout.is_empty()).then(|| out.text()))
+}
+
+/// The runs (request seqs) that have a run branch, highest first.
+pub fn runs_with_branches(repo: &Path) -> Result<Vec<u64>, WorkError> {
+    let out = git::ok(
+        repo,
+        &["for-each-ref", "--format=%(refname)", "refs/heads/forum/"],
+    )?;
+    let mut runs: Vec<u64> = out
+        .lines()
+        .filter_map(|r| r.strip_prefix("refs/heads/forum/run-")?.parse().ok())
+        .collect();
+    runs.sort_unstable_by(|a, b| b.cmp(a));
+    Ok(runs)
+}
+
+/// Brings run `run`'s branch into the branch HEAD names, in the repository at `repo`.
+pub fn apply(repo: &Path, run: u64) -> Result<Applied, Refusal> {
+    let branch_ref = run_branch(run);
+    let run_short = short(&branch_ref);
+    let Some(theirs) = tip(repo, &branch_ref)? else {
+        return Err(refused(format!(
+            "run {run} has no branch {run_short} (nothing was merged, or it was discarded); see `git forum runs`"
+        )));
+    };
+    let head_ref = git::run(repo, &["symbolic-ref", "--quiet", "HEAD"])?;
+    if !head_ref.ok {
+        return Err(refused(format!(
+            "HEAD is detached; check out the branch to bring {run_short} into, then run apply again"
+        )));
+    }
+    let head_ref = head_ref.text();
+    let current = short(&head_ref);
+    if head_ref == branch_ref {
+        return Err(refused(format!(
+            "{run_short} is the branch checked out; check out the branch to bring it into"
+        )));
+    }
+    let status = git::run(
+        repo,
+        &["status", "--porcelain=v1", "-z", "--untracked-files=no"],
+    )?;
+    git::ensure(&status, &["status"])?;
+    let dirty = super::diff::dirty_paths(&status.stdout);
+    if !dirty.is_empty() {
+        return Err(refused(format!(
+            "the work tree has uncommitted changes ({}); commit or stash them, then run apply again",
+            list(&dirty)
+        )));
+    }
+    let Some(ours) = tip(repo, "HEAD")? else {
+        // An unborn branch: the run branch becomes it.
+        return Err(refused(format!(
+            "{current} has no commit yet; run `git switch -C {current} {run_short}` instead"
+        )));
+    };
+    let ancestor = |a: &str, b: &str| -> Result<bool, WorkError> {
+        let out = git::run(repo, &["merge-base", "--is-ancestor", a, b])?;
+        match out.code {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => git::ensure(&out, &["merge-base"]).map(|_| false),
+        }
+    };
+    if ancestor(&theirs, &ours)? {
+        return Err(refused(format!(
+            "{run_short} is already in {current}; nothing to apply"
+        )));
+    }
+    let mode = if ancestor(&ours, &theirs)? {
+        "fast-forward"
+    } else {
+        let probe = git::run(
+            repo,
+            &[
+                "merge-tree",
+                "--write-tree",
+                "-z",
+                "--name-only",
+                &ours,
+                &theirs,
+            ],
+        )?;
+        if probe.code == Some(1) {
+            let paths: Vec<String> = probe
+                .stdout
+                .split(|b| *b == 0)
+                .skip(1)
+                .take_while(|f| !f.is_empty())
+                .map(|f| String::from_utf8_lossy(f).into_owned())
+                .collect();
+            return Err(refused(format!(
+                "{run_short} conflicts with {current} in {}; merge it yourself with `git merge {run_short}`",
+                list(&paths)
+            )));
+        }
+        git::ensure(&probe, &["merge-tree"])?;
+        "merge"
+    };
+    let message = format!("Merge {run_short}: the changes of git forum run {run}");
+    let mut cmd = git::user_git(repo);
+    match mode {
+        "fast-forward" => cmd.args(["merge", "--ff-only", "--quiet", &theirs]),
+        _ => cmd.args([
+            "merge",
+            "--no-ff",
+            "--no-edit",
+            "--quiet",
+            "-m",
+            &message,
+            &theirs,
+        ]),
+    };
+    let out = git::run_limited(cmd, git::OUTPUT_LIMIT)?;
+    git::ensure(&out, &["merge"])?;
+    let to = tip(repo, "HEAD")?.unwrap_or_default();
+    Ok(Applied {
+        branch: current,
+        run_branch: run_short,
+        from: ours,
+        to,
+        mode,
+    })
+}
+
+/// A few paths for a message.
+fn list(paths: &[String]) -> String {
+    let mut shown: Vec<&str> = paths.iter().take(5).map(String::as_str).collect();
+    let more = paths.len().saturating_sub(shown.len());
+    let tail = format!("and {more} more");
+    if more > 0 {
+        shown.push(&tail);
+    }
+    shown.join(", ")
+}
+
+/// Removes run `run`'s worktrees (of ledger `ledger`) and its branch in the repository at
+/// `repo`; the kept change refs stay.
+pub fn discard(repo: &Path, ledger: &str, run: u64) -> Result<Discarded, Refusal> {
+    let common = stale::common_dir(repo)?;
+    let area = common.join(WORK_DIR).join(ledger).join(run.to_string());
+    let branch_ref = run_branch(run);
+    let run_short = short(&branch_ref);
+    let head_ref = git::run(repo, &["symbolic-ref", "--quiet", "HEAD"])?;
+    if head_ref.ok && head_ref.text() == branch_ref {
+        return Err(refused(format!(
+            "{run_short} is the branch checked out; check out another branch first"
+        )));
+    }
+    let mut worktrees = 0;
+    let had_area = area.exists();
+    if had_area {
+        let Some(_lock) = stale::try_lock(&area)? else {
+            return Err(refused(format!(
+                "run {run} is still running (its work area is in use); stop it first"
+            )));
+        };
+        worktrees = stale::worktrees(&common)?
+            .iter()
+            .filter(|t| t.starts_with(&area))
+            .count();
+        stale::remove_area(&common, &area)?;
+    }
+    let branch_tip = tip(&common, &branch_ref)?;
+    if branch_tip.is_none() && !had_area {
+        return Err(refused(format!(
+            "run {run} has no branch {run_short} and no worktrees; nothing to discard"
+        )));
+    }
+    if let Some(t) = &branch_tip {
+        git::ok(&common, &["update-ref", "-d", &branch_ref, t])?;
+    }
+    Ok(Discarded {
+        branch_tip,
+        worktrees,
+        kept: kept_refs(&common, ledger, run)?,
+    })
+}
+
+/// The kept change refs of run `run` of `ledger`.
+fn kept_refs(common: &Path, ledger: &str, run: u64) -> Result<Vec<String>, WorkError> {
+    let mut out = Vec::new();
+    for place in [Keep::Work, Keep::Quarantine] {
+        let prefix = format!("{}/{ledger}/{run}/", place.namespace());
+        let listed = git::ok(common, &["for-each-ref", "--format=%(refname)", &prefix])?;
+        out.extend(listed.lines().map(str::to_string));
+    }
+    Ok(out)
+}
