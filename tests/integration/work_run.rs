@@ -260,6 +260,17 @@ fn a_task_that_fixes_the_bug_is_committed_checked_shipped_and_on_the_run_branch(
         assert!(diff.contains("+    return a + b"), "{diff}");
         let o = repo.forum().args(["show", "0", "--diff"]).output().unwrap();
         crate::common::one_line_error(&o, "seq 0 is a request entry; --diff reads change entries");
+        // Applying the run fast-forwards main to the run branch (once the tree is clean).
+        std::fs::remove_file(repo.path().join("scratch.txt")).unwrap();
+        repo.forum_ok(&["apply", "0"]);
+        assert_eq!(
+            repo.git_ok(&["rev-parse", "main"]),
+            repo.git_ok(&["rev-parse", "forum/run-0"])
+        );
+        assert_eq!(
+            repo.git_ok(&["rev-list", "--count", "--merges", "main"]),
+            "0"
+        );
         clean(repo);
     });
 }
