@@ -689,3 +689,24 @@ fn the_daemon_submits_a_work_run_and_lists_what_it_shipped() {
     assert_eq!(branch_commits(&repo, 0).len(), 1);
     clean(&repo);
 }
+
+#[test]
+fn a_done_when_criterion_written_run_cmd_is_a_check_of_its_task() {
+    on_each_kind(|repo| {
+        setup(repo);
+        let p = format!(
+            r#"{{"tasks":[{{"id":"T1","agent":"backend","instruction":"make add in calc.py add","depends_on":[],"done_when":["run: {CHECK}","the code reads well"]}}]}}"#
+        );
+        let m = model(repo, "model", &p, "merge", FIX_ADD);
+        let j = repo.forum_json(&["submit", "--work", "--cmd", &m, "fix calc"]);
+        let answer = j["answer"].as_str().unwrap();
+        assert!(answer.contains("- T1: merged"), "{answer}");
+        let checks = payloads(repo, "check");
+        // The criterion ran on the task's change; with no --check, nothing runs on the branch.
+        assert_eq!(checks.len(), 1, "{checks:?}");
+        assert_eq!(checks[0].1["command"], CHECK);
+        assert_eq!(checks[0].1["task"], "T1");
+        assert_eq!(checks[0].1["ok"], true);
+        clean(repo);
+    });
+}
