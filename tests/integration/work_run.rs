@@ -710,3 +710,48 @@ fn a_done_when_criterion_written_run_cmd_is_a_check_of_its_task() {
         clean(repo);
     });
 }
+
+#[test]
+fn a_gate_before_a_wave_shows_the_changes_so_far_and_the_run_resumes_after_approval() {
+    on_each_kind(|repo| {
+        setup(repo);
+        let m = model(
+            repo,
+            "model",
+            &plan(&[("T1", "fix add"), ("T2", "fix mul")], true),
+            "merge",
+            "    case \"$p\" in\n      *\"fix mul\"*) sed -i '$ s/return a + b/return a * b/' calc.py; echo mul ;;\n      *) sed -i 's/return a - b/return a + b/' calc.py; echo add ;;\n    esac",
+        );
+        let j = repo.forum_json(&[
+            "submit",
+            "--work",
+            "--check",
+            CHECK,
+            "--gate-wave",
+            "1",
+            "--cmd",
+            &m,
+            "fix calc",
+        ]);
+        assert_eq!(j["git_forum_receipt"]["status"], "paused", "{j}");
+        let pending = &payloads(repo, "gate_pending")[0].1;
+        let changes = pending["changes"].as_array().unwrap();
+        assert_eq!(changes.len(), 1, "{pending}");
+        assert_eq!(changes[0]["task"], "T1");
+        assert_eq!(changes[0]["ship"], "merge");
+        assert!(
+            changes[0]["diff"]
+                .as_str()
+                .unwrap()
+                .contains("+    return a + b")
+        );
+        no_worktrees(repo);
+        repo.forum_ok(&["gate", "approve", "--run", "0", "--approver", "tester"]);
+        let j = repo.forum_json(&["resume", "--cmd", &m]);
+        assert_eq!(j["git_forum_receipt"]["status"], "answered", "{j}");
+        let commits = branch_commits(repo, 0);
+        assert_eq!(commits.len(), 2, "{commits:?}");
+        trailers_name_tasks(repo, 0, &commits);
+        clean(repo);
+    });
+}
