@@ -755,3 +755,39 @@ fn a_gate_before_a_wave_shows_the_changes_so_far_and_the_run_resumes_after_appro
         clean(repo);
     });
 }
+
+#[test]
+fn mcp_forum_submit_takes_work_and_checks() {
+    let repo = Repo::new("sha256");
+    setup(&repo);
+    let m = model(
+        &repo,
+        "model",
+        &plan(&[("T1", "make add in calc.py add")], false),
+        "merge",
+        FIX_ADD,
+    );
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "forum.submit",
+        "arguments": {"request": "fix calc", "work": true, "checks": [CHECK]}
+    }});
+    let input = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_string(),
+        call.to_string(),
+    ];
+    let (ok, out) = repo.mcp_batch(&["--cmd", &m], &input);
+    assert!(ok, "{out}");
+    let reply: J = out
+        .lines()
+        .map(|l| serde_json::from_str::<J>(l).unwrap())
+        .find(|r| r["id"] == 2)
+        .expect("reply 2");
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    let answer = reply["result"]["structuredContent"]["answer"]
+        .as_str()
+        .unwrap();
+    assert!(answer.contains("- T1: merged"), "{answer}");
+    assert_eq!(branch_commits(&repo, 0).len(), 1);
+    clean(&repo);
+}
