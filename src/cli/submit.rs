@@ -450,7 +450,8 @@ fn run_failed(e: RunError) -> CliError {
         RunError::Plan(_) | RunError::Synthesis(_) => format!(
             "{e} (the run is witnessed up to here: `git forum runs` shows it, `git forum resume` tries that stage again)"
         ),
-        RunError::Ledger(_) | RunError::Work(_) => format!(
+        RunError::Work(_) => e.to_string(),
+        RunError::Ledger(_) => format!(
             "{e} (what was witnessed stays in the ledger: `git forum runs`, `git forum verify`)"
         ),
     };

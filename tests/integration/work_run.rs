@@ -791,3 +791,22 @@ fn mcp_forum_submit_takes_work_and_checks() {
     assert_eq!(branch_commits(&repo, 0).len(), 1);
     clean(&repo);
 }
+
+#[test]
+fn a_work_run_in_a_repository_without_a_commit_is_refused_in_one_line() {
+    let repo = Repo::new("sha1");
+    let m = model(
+        &repo,
+        "model",
+        &plan(&[("T1", "x")], false),
+        "merge",
+        FIX_ADD,
+    );
+    let o = repo
+        .forum()
+        .args(["submit", "--work", "--cmd", &m, "fix calc"])
+        .output()
+        .unwrap();
+    crate::common::one_line_error(&o, "HEAD has no commit yet, so a --work run has no base");
+    assert_eq!(repo.git_ok(&["for-each-ref", "refs/forum"]), "");
+}
