@@ -260,6 +260,16 @@ fn a_task_that_fixes_the_bug_is_committed_checked_shipped_and_on_the_run_branch(
         assert!(diff.contains("+    return a + b"), "{diff}");
         let o = repo.forum().args(["show", "0", "--diff"]).output().unwrap();
         crate::common::one_line_error(&o, "seq 0 is a request entry; --diff reads change entries");
+        let glance = repo.forum_ok(&["log", "--run", "0"]);
+        for needle in [
+            "change",
+            "T1 passed python3 -m unittest -q",
+            "run passed python3 -m unittest -q",
+            "T1 merge: scripted",
+            "(1 files, +1 -1)",
+        ] {
+            assert!(glance.contains(needle), "{needle}: {glance}");
+        }
         // Applying the run fast-forwards main to the run branch (once the tree is clean).
         std::fs::remove_file(repo.path().join("scratch.txt")).unwrap();
         repo.forum_ok(&["apply", "0"]);
