@@ -77,6 +77,11 @@ pub(super) struct WorkRun {
     pub(super) tasks: Mutex<BTreeMap<String, TaskWork>>,
     /// The plan's tasks in order (for data-edge upstreams), set when the run is driven.
     pub(super) plan: Mutex<Vec<Task>>,
+    /// Held around the workbench's worktree and commit steps: git itself races when two
+    /// `git worktree add` run at once in one repository ("failed to read
+    /// worktrees/T1/commondir"), so tasks of a wave take turns for these quick steps while
+    /// their workers and checks still run in parallel.
+    pub(super) git_turn: Mutex<()>,
 }
 
 /// What one task has in the repository so far.
@@ -173,6 +178,12 @@ impl WorkRun {
         J::Array(items)
     }
 
+    /// Runs one quick workbench step in this run's turn (see [`WorkRun::git_turn`]).
+    pub(super) fn in_turn<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _turn = lock(&self.git_turn);
+        f()
+    }
+
     pub(super) fn get(&self, task: &str) -> TaskWork {
         lock(&self.tasks).get(task).cloned().unwrap_or_default()
     }
@@ -185,6 +196,7 @@ impl WorkRun {
     pub(super) fn close_tree(&self, task: &str) {
         let tree = lock(&self.tasks).get_mut(task).and_then(|w| w.tree.take());
         if let Some(t) = tree {
+            let _turn = lock(&self.git_turn);
             let _ = self.bench.close(&t);
         }
     }
@@ -238,6 +250,7 @@ impl Run<'_, '_> {
             diff_cap: o.diff_cap,
             tasks: Mutex::new(BTreeMap::new()),
             plan: Mutex::new(Vec::new()),
+            git_turn: Mutex::new(()),
         });
         Ok(())
     }
@@ -265,7 +278,7 @@ impl Run<'_, '_> {
         tw.task_entry = Some(task_entry.clone());
         w.set(&task.id, tw);
         let upstream = w.upstream_commits(task, plan);
-        let opened = w.bench.open_task(&task.id, &upstream);
+        let opened = w.in_turn(|| w.bench.open_task(&task.id, &upstream));
         let mut done = self.work_attempt(w, task, &worker, instruction, task_entry, opened)?;
         if done.ok {
             return Ok(done);
@@ -296,7 +309,7 @@ impl Run<'_, '_> {
             tw.last_seq = esc.seq;
             w.set(&task.id, tw);
             let retry = format!("{instruction}{}", failed_checks_note(&failed));
-            let opened = w.bench.open_task(&task.id, &upstream);
+            let opened = w.in_turn(|| w.bench.open_task(&task.id, &upstream));
             done = self.work_attempt(w, task, &rung, &retry, task_entry, opened)?;
             if done.ok {
                 break;
@@ -378,7 +391,7 @@ impl Run<'_, '_> {
             task_hash: task_entry.entry_hash.clone(),
         };
         let subject = format!("{}: {}", task.id, first_line(&task.instruction));
-        let change = match w.bench.commit(tree, &author, &tie, &subject, w.diff_cap) {
+        let change = match w.in_turn(|| w.bench.commit(tree, &author, &tie, &subject, w.diff_cap)) {
             Ok(c) => c,
             Err(e) => {
                 let c = self.put(

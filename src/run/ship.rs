@@ -196,7 +196,7 @@ impl Run<'_, '_> {
         w.set(&t.id, tw);
         w.close_tree(&t.id);
         let worker = self.env.seats.worker(self.env.roster, &t.agent);
-        let opened = w.bench.open_branch(&t.id);
+        let opened = w.in_turn(|| w.bench.open_branch(&t.id));
         let instruction = format!("{}{}", t.instruction, conflict_note(paths));
         let done = self.work_attempt(w, t, &worker, &instruction, &task_entry, opened)?;
         if !done.ok {
@@ -218,7 +218,7 @@ impl Run<'_, '_> {
         if !any || w.checks.is_empty() {
             return Ok(());
         }
-        let tree = match w.bench.open_branch("run") {
+        let tree = match w.in_turn(|| w.bench.open_branch("run")) {
             Ok(t) => t,
             Err(e) => {
                 self.put(
@@ -235,7 +235,7 @@ impl Run<'_, '_> {
             let (ok, _, _) = self.run_check(w, &tree, "run", cmd, plan_seq)?;
             results.push((cmd.clone(), ok));
         }
-        let _ = w.bench.close(&tree);
+        let _ = w.in_turn(|| w.bench.close(&tree));
         let mut tw = w.get("run");
         tw.checks = results;
         w.set("run", tw);

@@ -503,7 +503,22 @@ fn two_conflicting_tasks_are_witnessed_and_the_later_one_runs_again_on_top() {
             "submit", "--work", "--check", CHECK, "--cmd", &m, "fix calc",
         ]);
         let conflicts = payloads(repo, "conflict");
-        assert_eq!(conflicts.len(), 1);
+        let record = || {
+            entries(repo)
+                .iter()
+                .map(|e| {
+                    let seq = e["seq"].as_u64().unwrap().to_string();
+                    let p = repo.forum_json(&["show", &seq, "--payload"])["payload"].to_string();
+                    format!(
+                        "{seq} {}: {}",
+                        e["kind"],
+                        p.chars().take(240).collect::<String>()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(conflicts.len(), 1, "{}", record());
         assert_eq!(conflicts[0].1["task"], "T2");
         assert_eq!(conflicts[0].1["paths"][0], "calc.py");
         let k = kinds(repo);
