@@ -31,6 +31,9 @@ pub struct ShowArgs {
     /// Also print the entry's body.
     #[arg(long)]
     pub payload: bool,
+    /// Print the diff a `change` entry holds (a --work run's change), and nothing else.
+    #[arg(long, conflicts_with = "payload")]
+    pub diff: bool,
 }
 
 /// Print entries 0..=SEQ.
@@ -94,6 +97,52 @@ pub fn log(ctx: &Ctx, args: LogArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `show SEQ --diff`: the diff of a `change` entry (a cut diff says where the whole one is).
+fn show_diff(
+    ctx: &Ctx,
+    entry: &crate::ledger::Entry,
+    body: Option<Vec<u8>>,
+) -> Result<(), CliError> {
+    if entry.kind != crate::ledger::kind::CHANGE {
+        return Err(CliError::usage(format!(
+            "seq {} is a {} entry; --diff reads change entries (`git forum log` lists them)",
+            entry.seq, entry.kind
+        )));
+    }
+    let Some(bytes) = body else {
+        return Err(CliError::fail(format!(
+            "the body of seq {} is redacted: its diff is gone (the commit it names may still hold it)",
+            entry.seq
+        )));
+    };
+    let p = crate::ledger::canonical::parse(&String::from_utf8_lossy(&bytes))
+        .map_err(|e| CliError::fail(format!("the body of seq {} does not parse: {e}", entry.seq)))?
+        .to_serde();
+    let diff = p
+        .get("diff")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("");
+    if ctx.json {
+        return ctx.out_json(&serde_json::json!({
+            "seq": entry.seq,
+            "task": p.get("task"),
+            "commit": p.get("commit"),
+            "diff": diff,
+            "truncated": p.get("truncated"),
+        }));
+    }
+    if diff.is_empty() {
+        return ctx.out(&format!("seq {}: the task changed nothing", entry.seq));
+    }
+    ctx.out(diff.trim_end_matches('\n'))?;
+    if p.get("truncated") == Some(&serde_json::Value::Bool(true))
+        && let Some(c) = p.get("commit").and_then(serde_json::Value::as_str)
+    {
+        eprintln!("the diff was cut; `git show {c}` has the whole change");
+    }
+    Ok(())
+}
+
 pub fn show(ctx: &Ctx, args: ShowArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let tip = store.require_tip()?;
@@ -103,6 +152,9 @@ pub fn show(ctx: &Ctx, args: ShowArgs) -> Result<(), CliError> {
     let Some((entry, commit)) = store.get_with_commit(args.seq)? else {
         return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
     };
+    if args.diff {
+        return show_diff(ctx, &entry, store.body_of_commit(&commit)?);
+    }
     if !args.payload {
         if ctx.json {
             // Forum's `GET /ledger/<seq>` shape: the entry's own fields.

@@ -93,6 +93,20 @@ pub struct RunFlags {
     /// What an expired gate becomes.
     #[arg(long, value_name = "DECISION", value_parser = ["approve", "reject"], requires = "gate_deadline")]
     pub gate_on_expiry: Option<String>,
+    /// Work in the repository: each task runs in its own git worktree (under .git/forum/),
+    /// its changes become a commit tied to the ledger, the checks run on it, the orchestrator
+    /// seat decides whether it ships, and shipped changes are integrated onto the branch
+    /// forum/run-SEQ. Your work tree, index and branch are never touched ([work] enabled in
+    /// .forum/runtime.toml sets it by default).
+    #[arg(long)]
+    pub work: bool,
+    /// A shell command every change must pass, run in the task's worktree (repeatable; after
+    /// [work] checks; also run once on the run branch at the end). Needs --work.
+    #[arg(long = "check", value_name = "CMD")]
+    pub checks: Vec<String>,
+    /// Seconds each check may run before it is killed with its process group (default 300).
+    #[arg(long, value_name = "S")]
+    pub check_timeout: Option<f64>,
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
     pub roster: Option<PathBuf>,
@@ -218,6 +232,9 @@ impl RunFlags {
             gate_waves: self.gate_waves.clone(),
             gate_deadline: self.gate_deadline,
             gate_on_expiry: self.gate_on_expiry.clone(),
+            work: self.work,
+            checks: self.checks.clone(),
+            check_timeout: self.check_timeout,
         })
     }
 }
@@ -315,10 +332,15 @@ fn prepare(
 ) -> Result<(RunOptions, crate::roster::Roster, Fleet, Options), CliError> {
     let roster = load_roster(ctx, f.roster.as_deref())?;
     let spec = f.options()?;
-    let opts = spec
+    let mut opts = spec
         .build(load_policy(ctx, f.policy.as_deref())?)
         .map_err(cli_err)?;
     let loaded = load_runtime(ctx, &f.exec)?;
+    let open = surface::run::work::git_opener(ctx.dir.clone(), ctx.ledger.clone());
+    opts.work = Some(
+        spec.work_options(&loaded.runtime.work, &ctx.ledger, open)
+            .map_err(cli_err)?,
+    );
     let issues = config::issues(&loaded.runtime, &roster, &RealFacts);
     if let Some(first) = issues.first() {
         let more = if issues.len() > 1 {
@@ -426,6 +448,7 @@ fn run_failed(e: RunError) -> CliError {
         RunError::Plan(_) | RunError::Synthesis(_) => format!(
             "{e} (the run is witnessed up to here: `git forum runs` shows it, `git forum resume` tries that stage again)"
         ),
+        RunError::Work(_) => e.to_string(),
         RunError::Ledger(_) => format!(
             "{e} (what was witnessed stays in the ledger: `git forum runs`, `git forum verify`)"
         ),
@@ -441,6 +464,11 @@ fn go(ctx: &Ctx, flags: &RunFlags, what: Go<'_>) -> Result<(), CliError> {
         Go::Resume(_) if !flags.gate_waves.is_empty() => {
             return Err(CliError::usage(
                 "--gate-wave is set when a run is submitted; a resumed run keeps the gates it was submitted with",
+            ));
+        }
+        Go::Resume(_) if flags.work || !flags.checks.is_empty() => {
+            return Err(CliError::usage(
+                "--work and --check are set when a run is submitted; a resumed run keeps the work and checks it was submitted with",
             ));
         }
         Go::Resume(_) => {}
@@ -547,6 +575,9 @@ pub fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
             r.state.as_str(),
             r.entries.len()
         ))?;
+        if let Some(w) = &row.work {
+            ctx.out(&format!("           {}", w.line()))?;
+        }
     }
     Ok(())
 }

@@ -10,11 +10,16 @@
 //! it) without touching any other scope; [`stop_all`] stops every command of the process. A
 //! run's [`crate::run::Interrupt`] owns one scope, so cancelling one run kills its commands
 //! at once while the other runs of a daemon go on.
+//!
+//! Working directory: a command started while its thread is [`in_workdir`] runs in that
+//! directory (a `--work` run's task worktree); otherwise in the process's. A thread-local, like
+//! the kill scope, so neither the [`crate::exec::Call`] nor the chat executors change.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -48,6 +53,21 @@ static NEXT_SCOPE: AtomicU64 = AtomicU64::new(1);
 thread_local! {
     /// The scope this thread's commands start in.
     static SCOPE: Cell<Option<u64>> = const { Cell::new(None) };
+    /// The directory this thread's commands start in (`None`: the process's).
+    static WORKDIR: RefCell<Option<PathBuf>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the commands this thread starts in it running in `dir`; the thread's previous
+/// working directory comes back afterwards.
+pub fn in_workdir<T>(dir: &Path, f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<PathBuf>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            WORKDIR.with(|c| *c.borrow_mut() = self.0.take());
+        }
+    }
+    let _restore = Restore(WORKDIR.with(|c| c.replace(Some(dir.to_path_buf()))));
+    f()
 }
 
 /// A fresh kill scope, distinct from every other of this process.
@@ -208,7 +228,20 @@ pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, 
         return Err(interrupted());
     }
     let start = Instant::now();
-    let mut child = Command::new(program)
+    let workdir = WORKDIR.with(|c| c.borrow().clone());
+    // A relative program path (`./model.sh`) names a file where git forum was started, not
+    // in the task's worktree.
+    let resolved = match &workdir {
+        Some(_) if program.contains('/') && Path::new(program).is_relative() => {
+            std::env::current_dir().map_or_else(|_| PathBuf::from(program), |d| d.join(program))
+        }
+        _ => PathBuf::from(program),
+    };
+    let mut cmd = Command::new(resolved);
+    if let Some(dir) = workdir {
+        cmd.current_dir(dir);
+    }
+    let mut child = cmd
         .args(args)
         .arg(prompt)
         .stdin(Stdio::null())
@@ -381,6 +414,33 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.stdout, "a b; $(echo x) `id`");
+    }
+
+    #[test]
+    fn a_command_runs_in_the_threads_working_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = in_workdir(dir.path(), || run(&sh("pwd"), "", Limits::default())).unwrap();
+        let want = dir.path().canonicalize().unwrap();
+        assert_eq!(Path::new(r.stdout.trim()).canonicalize().unwrap(), want);
+        let after = run(&sh("pwd"), "", Limits::default()).unwrap();
+        assert_ne!(Path::new(after.stdout.trim()).canonicalize().unwrap(), want);
+        // A relative program still names a file beside this process, not in the directory.
+        let here = std::env::current_dir().unwrap();
+        let rel = tempfile::Builder::new()
+            .prefix("gf-rel-")
+            .suffix(".sh")
+            .tempfile_in(&here)
+            .unwrap()
+            .into_temp_path();
+        std::fs::write(&rel, "#!/bin/sh\npwd\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&rel, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let name = format!("./{}", rel.file_name().unwrap().to_str().unwrap());
+        let r = in_workdir(dir.path(), || {
+            run(std::slice::from_ref(&name), "", Limits::default())
+        });
+        let r = r.unwrap();
+        assert_eq!(Path::new(r.stdout.trim()).canonicalize().unwrap(), want);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::ledger::{Storage, kind};
 use crate::plan::{CompiledPlan, Task};
 use crate::route::{self, RouteFrame};
 
+use super::changes::work_record;
 use super::deliver::deliver;
 use super::engine::{Done, Run};
 use super::gates::{GateOutcome, gate};
@@ -27,7 +28,24 @@ pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFr
     if let Some(g) = run.opts.gates.record() {
         payload["gates"] = g;
     }
+    // A run that works in the repository is named by its request seq: the workbench opens
+    // at the seq the request is about to take, and the request records its base.
+    let mut expected = None;
+    if let Some(o) = run.opts.work.as_ref().filter(|o| o.enabled) {
+        let next = lock(&run.store).len()?;
+        run.open_work(next, None, o.checks.clone())?;
+        if let Some(w) = run.work() {
+            payload["work"] = work_record(w);
+        }
+        expected = Some(next);
+    }
     let req = run.put("client", kind::REQUEST, None, payload)?;
+    if expected.is_some_and(|n| n != req.seq) {
+        return Err(RunError::Work(format!(
+            "another writer appended to the ledger while run {} opened its work area; submit again",
+            req.seq
+        )));
+    }
     *lock(&run.request_seq) = Some(req.seq);
     run.put_value("router", kind::ROUTE_FRAME, Some(req.seq), frame.payload())?;
     Ok((req.seq, frame))
@@ -43,6 +61,7 @@ pub fn submit(
     route::check_request(request).map_err(|e| RunError::Request(e.to_string()))?;
     let run = Run::new(store, env, opts);
     let result = run.scoped(|| submit_run(&run, request));
+    run.finish_work();
     run.finish(result)
 }
 
@@ -117,6 +136,9 @@ pub(super) fn drive(
         .iter()
         .map(|t| (t.id.clone(), t.clone()))
         .collect();
+    if let Some(w) = run.work() {
+        *lock(&w.plan) = plan.tasks.clone();
+    }
     let results: Mutex<BTreeMap<String, Done>> = Mutex::new(reused);
     if let Some(held) = run_waves(run, course, &mut current, &results)? {
         return Ok(end(held, None, &verdicts));
@@ -127,8 +149,14 @@ pub(super) fn drive(
         .filter_map(|t| current.get(&t.id))
         .collect();
     let mut finals: BTreeMap<String, Done> = lock(&results).clone();
+    if let Some(w) = run.work() {
+        run.check_run_branch(w, course.plan_seq)?;
+    }
     validate_all(run, &tasks, &finals, &mut verdicts)?;
-    escalate(run, &tasks, &mut finals, &mut verdicts)?;
+    // A --work task climbed the ladder on its checks already, in its worktree.
+    if run.work().is_none() {
+        escalate(run, &tasks, &mut finals, &mut verdicts)?;
+    }
     mark_degraded(run, plan, course.plan_seq, &verdicts)?;
     if run.over_budget() {
         let a = run.stop_on_budget(course.request_seq)?;
@@ -186,6 +214,9 @@ fn run_waves(
             tasks: wave.clone(),
         });
         run.run_wave(&todo, course.plan_seq, results)?;
+        if let Some(w) = run.work() {
+            run.ship_wave(w, plan, i, wave, course.plan_seq)?;
+        }
         after_wave(run, i, course.plan_seq)?;
     }
     Ok(None)

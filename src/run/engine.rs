@@ -3,8 +3,8 @@
 //! reading the ledger back, and witnessing an interruption.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use serde_json::{Value as J, json};
 
@@ -15,6 +15,7 @@ use crate::ledger::merkle::Accumulator;
 use crate::ledger::{Entry, NewEntry, Storage, kind};
 use crate::plan::UpstreamResult;
 
+use super::changes::WorkRun;
 use super::{BUDGET_STOP_ANSWER, Env, Event, Options, Outcome, RunError, Status, lock};
 
 pub(super) struct Run<'a, 's> {
@@ -28,6 +29,8 @@ pub(super) struct Run<'a, 's> {
     pub(super) meter: Mutex<Meter>,
     /// The run's request seq, once known (what an interruption is witnessed under).
     pub(super) request_seq: Mutex<Option<u64>>,
+    /// The run's workbench, once opened (a `--work` run).
+    pub(super) work: OnceLock<WorkRun>,
 }
 
 /// What upstream injection needs of the results so far.
@@ -70,6 +73,7 @@ impl<'a, 's> Run<'a, 's> {
             started: env.clock.elapsed(),
             meter: Mutex::new(Meter::default()),
             request_seq: Mutex::new(None),
+            work: OnceLock::new(),
         }
     }
 

@@ -117,6 +117,10 @@ pub(super) fn gate(
                     json!(gates.on_expiry.clone().unwrap_or_else(|| "reject".into()));
                 payload["deadline"] = json!(run.env.clock.now() + secs);
             }
+            if let Some(w) = run.work() {
+                // A --work run's approver sees what the earlier waves changed.
+                payload["changes"] = w.changes_so_far();
+            }
             run.put("dispatch", kind::GATE_PENDING, Some(run_seq), payload)?;
             lock(&run.store).sync()?;
             Ok(GateOutcome::Pause)

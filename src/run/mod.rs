@@ -46,6 +46,7 @@
 //!   synthesis.
 
 mod adapters;
+mod changes;
 mod context;
 mod deliver;
 mod dispatch;
@@ -59,6 +60,7 @@ mod prompts;
 mod resume;
 mod schemas;
 mod seams;
+mod ship;
 pub mod status;
 mod synthesis;
 mod tasks;
@@ -77,6 +79,9 @@ use crate::roster::Roster;
 pub use adapters::{
     CommandContext, CommandVerifier, DEFAULT_COMMAND_TIMEOUT, LedgerContext,
     MAX_CONTEXT_COMMAND_BYTES, MAX_VERIFICATION_DETAIL_CHARS, MAX_VERIFIER_COMMAND_BYTES,
+};
+pub use changes::{
+    DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, OpenWork, WorkOptions,
 };
 pub use context::{MAX_TASK_CONTEXT_CHARS, TASK_CONTEXT_CUT_MARKER, cap_task_context};
 pub use dispatch::{Dispatched, TaskResult, dispatch};
@@ -145,6 +150,9 @@ pub struct Options {
     pub context: Option<Arc<dyn ContextProvider>>,
     /// Raised when the process is interrupted: the run stops and witnesses `interrupted`.
     pub interrupt: Option<Arc<Interrupt>>,
+    /// Work in the repository (`--work`): a worktree per task, changes as commits, checks,
+    /// the pre-ship gate and the run branch. A resumed run works when its record says so.
+    pub work: Option<WorkOptions>,
 }
 
 impl std::fmt::Debug for Options {
@@ -163,6 +171,7 @@ impl std::fmt::Debug for Options {
             .field("verifier", &self.verifier.as_ref().map(|v| v.source()))
             .field("context", &self.context.as_ref().map(|c| c.describe()))
             .field("interrupt", &self.interrupt)
+            .field("work", &self.work)
             .finish()
     }
 }
@@ -255,6 +264,9 @@ pub enum RunError {
         /// The run (its request seq), when it had started.
         request_seq: Option<u64>,
     },
+    /// The repository could not be worked in (a `--work` run): git or the file system failed.
+    #[error("work: {0}")]
+    Work(String),
     /// The run waits for a decision on a gate it was submitted with: nothing was run or
     /// written.
     #[error("run {request_seq} waits for a decision on the gate before wave {wave}")]

@@ -94,3 +94,66 @@ pub(super) fn synthesis_prompt(request: &str, parts: &[String], contract: &str) 
         },
     )
 }
+
+/// What a `--work` task's worker is told about its worktree.
+pub(super) fn work_note(path: &std::path::Path) -> String {
+    format!(
+        "\n\nYou work in the git worktree {} (your working directory). Make the change by \
+         editing files there; when you answer, everything you changed is committed for you and \
+         checked. Your answer is a short report of what you changed.",
+        path.display()
+    )
+}
+
+/// The retry note after a task's checks failed: the failing commands and their output.
+pub(super) fn failed_checks_note(failed: &[(String, String)]) -> String {
+    let mut out = String::from(
+        "\n\nA previous attempt at this task was committed, but these checks failed on it. \
+         Start again from a fresh worktree and make them pass:",
+    );
+    for (command, tail) in failed {
+        out.push_str(&format!("\n$ {command}\n{tail}"));
+    }
+    out
+}
+
+/// The note for a task run again on top of the integrated run branch after its change
+/// conflicted with an earlier one.
+pub(super) fn conflict_note(paths: &[String]) -> String {
+    format!(
+        "\n\nYour earlier change conflicted with changes already integrated into the run \
+         branch (in {}). This worktree holds the integrated result: make your change again on \
+         top of it.",
+        paths.join(", ")
+    )
+}
+
+/// The pre-ship gate's prompt: the task contract, the checks and the diff.
+pub(super) fn ship_prompt(task: &Task, checks: &[(String, bool)], diff: &str) -> String {
+    let criteria = if task.done_when.is_empty() {
+        "(none given)".to_string()
+    } else {
+        task.done_when
+            .iter()
+            .map(|c| format!("- {c}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let checks = if checks.is_empty() {
+        "(no checks were configured)".to_string()
+    } else {
+        checks
+            .iter()
+            .map(|(c, ok)| format!("- {c}: {}", if *ok { "passed" } else { "failed" }))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    format!(
+        "Decide whether to ship one change into the run branch.\n\nTask {}: {}\nDone \
+         criteria:\n{criteria}\n\nChecks:\n{checks}\n\nDiff:\n{diff}\n\n\
+         decision is merge when the change does what the task asks and nothing harmful, block \
+         when it must never be integrated, escalate when a person should look at it, \
+         undetermined when you cannot tell. reason says why in one sentence.",
+        task.id, task.instruction
+    )
+}

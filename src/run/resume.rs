@@ -9,6 +9,7 @@ use crate::gate;
 use crate::ledger::{Storage, kind};
 use crate::route;
 
+use super::changes;
 use super::drive::{Course, drive};
 use super::engine::{Done, Run};
 use super::{Env, Options, Outcome, RunError, Verdict, lock, plan_entry_payload, status};
@@ -24,6 +25,7 @@ pub fn resume(
 ) -> Result<Outcome, RunError> {
     let run = Run::new(store, env, opts);
     let result = run.scoped(|| resume_run(&run, request_seq));
+    run.finish_work();
     run.finish(result)
 }
 
@@ -122,7 +124,28 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
     };
     let mut reused: BTreeMap<String, Done> = BTreeMap::new();
     let mut verdicts: BTreeMap<String, Verdict> = BTreeMap::new();
+    // A run that works in the repository keeps what its record says it shipped (or blocked);
+    // everything else runs again.
+    let worked = reopen_work(run, &entries, target.request_seq, &target.entries)?;
     for (id, r) in &target.results {
+        if let Some(kept) = &worked {
+            match kept.get(id) {
+                Some(true) => {}
+                Some(false) => {
+                    // Blocked at the pre-ship gate: terminal, never run again.
+                    reused.insert(
+                        id.clone(),
+                        Done {
+                            output: r.output.clone(),
+                            ok: false,
+                            seq: r.seq,
+                        },
+                    );
+                    continue;
+                }
+                None => continue,
+            }
+        }
         if !r.ok {
             continue;
         }
@@ -144,6 +167,16 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
     }
     let mut ids: Vec<&String> = reused.keys().collect();
     ids.sort();
+    if worked.is_some() {
+        // What the run branch holds already: the reused changes, in plan order.
+        if let Some(w) = run.work() {
+            for t in &plan.tasks {
+                if !reused.contains_key(&t.id) {
+                    lock(&w.tasks).remove(&t.id);
+                }
+            }
+        }
+    }
     run.put(
         "dispatch",
         kind::RESUME,
@@ -160,4 +193,53 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
         gates: &gates,
     };
     drive(run, &course, reused, verdicts)
+}
+
+/// Reopens the workbench of a run whose request records `work`, and restores what each task
+/// has in the repository. Returns, for each task the run keeps, whether it is kept as shipped
+/// (`true`) or as blocked (`false`); `None` when the run does not work in the repository.
+fn reopen_work(
+    run: &Run<'_, '_>,
+    entries: &[crate::ledger::Entry],
+    request_seq: u64,
+    seqs: &[u64],
+) -> Result<Option<BTreeMap<String, bool>>, RunError> {
+    let Some(request) = entries.get(request_seq as usize) else {
+        return Ok(None);
+    };
+    let Some(record) = run
+        .payload_of(request)?
+        .and_then(|b| b.get("work").cloned())
+    else {
+        return Ok(None);
+    };
+    let checks: Vec<String> = record
+        .get("checks")
+        .and_then(J::as_array)
+        .map(|a| a.iter().filter_map(J::as_str).map(str::to_string).collect())
+        .unwrap_or_default();
+    run.open_work(request_seq, record.get("base").and_then(J::as_str), checks)?;
+    let Some(w) = run.work() else {
+        return Ok(None);
+    };
+    let mut items = Vec::new();
+    for seq in seqs {
+        if let Some(e) = entries.get(*seq as usize)
+            && matches!(
+                e.kind.as_str(),
+                kind::CHANGE | kind::CHECK | kind::SHIP | kind::CONFLICT
+            )
+            && let Some(p) = run.payload_of(e)?
+        {
+            items.push((e.clone(), p));
+        }
+    }
+    let mut kept = BTreeMap::new();
+    for (task, tw) in changes::restore(&items) {
+        if let Some(k) = changes::keeps(&tw, w.bench.as_ref()) {
+            kept.insert(task.clone(), k);
+            w.set(&task, tw);
+        }
+    }
+    Ok(Some(kept))
 }

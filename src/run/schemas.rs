@@ -217,3 +217,63 @@ pub fn parse_judgment(text: &str) -> Result<(bool, f64, String), String> {
     };
     Ok((ok, score, reason))
 }
+
+/// The decisions the pre-ship gate may answer.
+pub const SHIP_DECISIONS: [&str; 4] = ["merge", "block", "escalate", "undetermined"];
+
+/// The schema the pre-ship gate's answer must follow: `{decision, reason}`.
+pub fn ship_schema() -> OutputSchema {
+    OutputSchema {
+        name: "ship".into(),
+        schema: json!({
+            "type": "object",
+            "properties": {
+                "decision": {"type": "string", "enum": SHIP_DECISIONS},
+                "reason": {"type": "string", "minLength": 1, "maxLength": 400}
+            },
+            "required": ["decision", "reason"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// Reads the pre-ship gate's answer: a `decision` among [`SHIP_DECISIONS`] and a `reason`.
+/// The error says what was wrong (the gate then records `undetermined` with it).
+pub fn parse_ship(text: &str) -> Result<(String, String), String> {
+    let span = plan::extract_json_object(text).map_err(|e| e.to_string())?;
+    let doc: J = serde_json::from_str(span).map_err(|e| format!("invalid JSON: {e}"))?;
+    let decision = doc
+        .get("decision")
+        .and_then(J::as_str)
+        .map(|d| d.trim().to_lowercase())
+        .ok_or_else(|| "the answer has no string \"decision\"".to_string())?;
+    if !SHIP_DECISIONS.contains(&decision.as_str()) {
+        return Err(format!(
+            "decision {decision:?} is not one of {}",
+            SHIP_DECISIONS.join(", ")
+        ));
+    }
+    let reason = doc
+        .get("reason")
+        .and_then(J::as_str)
+        .unwrap_or("")
+        .to_string();
+    Ok((decision, reason))
+}
+
+#[cfg(test)]
+mod ship_tests {
+    use super::parse_ship;
+
+    #[test]
+    fn the_ship_answer_is_read_or_refused_with_a_reason() {
+        assert_eq!(
+            parse_ship(r#"{"decision":"Merge","reason":"fixes it"}"#).unwrap(),
+            ("merge".to_string(), "fixes it".to_string())
+        );
+        assert!(parse_ship("sure, ship it").is_err());
+        let e = parse_ship(r#"{"decision":"yes","reason":"x"}"#).unwrap_err();
+        assert!(e.contains("not one of merge, block"), "{e}");
+        assert!(parse_ship(r#"{"reason":"x"}"#).is_err());
+    }
+}

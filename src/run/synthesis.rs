@@ -14,6 +14,7 @@ use crate::plan::Task;
 use super::drive::Course;
 use super::engine::{Done, Run};
 use super::prompts::synthesis_prompt;
+use super::ship::work_summary;
 use super::{Event, RunError, Verdict, lock};
 
 /// Asks for the answer and witnesses it under the request; returns its seq and text.
@@ -26,7 +27,11 @@ pub(super) fn synthesize(
 ) -> Result<(u64, String), RunError> {
     let request_seq = course.request_seq;
     run.env.progress.event(&Event::Synthesizing);
-    let parts = usable_parts(run, tasks, finals, verdicts)?;
+    let mut parts = usable_parts(run, tasks, finals, verdicts)?;
+    let summary = run.work().map(|w| work_summary(w, course.plan));
+    if let Some(s) = &summary {
+        parts.push(format!("- what changed in the repository:\n{s}"));
+    }
     let prompt = synthesis_prompt(
         course.request,
         &parts,
@@ -57,6 +62,11 @@ pub(super) fn synthesize(
                 format!("the orchestrator seat failed ({}): {e}", e.code()),
             )?);
         }
+    };
+    // A --work run's answer always says what changed and how it was checked.
+    let answer = match summary {
+        Some(s) => format!("{answer}\n\n{s}"),
+        None => answer,
     };
     let a = run.put(
         "synthesizer",

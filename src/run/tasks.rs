@@ -124,6 +124,10 @@ impl Run<'_, '_> {
             payload["done_when"] = json!(task.done_when);
         }
         let task_entry = self.put("dispatch", kind::TASK, Some(task_parent), payload)?;
+        if let Some(w) = self.work() {
+            let plan = lock(&w.plan).clone();
+            return self.work_task(w, task, &plan, &instruction, &task_entry);
+        }
         let worker = self.env.seats.worker(self.env.roster, &task.agent);
         self.attempt(task, &worker, &instruction, task_entry.seq)
     }

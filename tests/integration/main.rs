@@ -40,4 +40,5 @@ mod tlog_tiles;
 mod witness;
 mod work_apply;
 mod work_git;
+mod work_run;
 mod work_sync;

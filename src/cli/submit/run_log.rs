@@ -158,6 +158,45 @@ fn glance(kind: &str, p: &J) -> String {
             "reused {}",
             p.get("reused").map_or(String::new(), |v| v.to_string())
         ),
+        kind::CHANGE => {
+            let files = p.get("files").and_then(J::as_array);
+            let (added, removed) = files.into_iter().flatten().fold((0, 0), |(a, r), f| {
+                (
+                    a + f.get("added").and_then(J::as_u64).unwrap_or(0),
+                    r + f.get("removed").and_then(J::as_u64).unwrap_or(0),
+                )
+            });
+            match p.get("commit").and_then(J::as_str) {
+                Some(c) => format!(
+                    "{} {} ({} files, +{added} -{removed})",
+                    s("task"),
+                    c.get(..12).unwrap_or(c),
+                    files.map_or(0, Vec::len)
+                ),
+                None => format!("{} changed nothing", s("task")),
+            }
+        }
+        kind::CHECK => format!(
+            "{} {} {}",
+            s("task"),
+            if p.get("ok") == Some(&J::Bool(true)) {
+                "passed"
+            } else {
+                "FAILED"
+            },
+            short(s("command"), 50)
+        ),
+        kind::SHIP => format!(
+            "{} {}: {}",
+            s("task"),
+            s("decision"),
+            short(s("reason"), 50)
+        ),
+        kind::CONFLICT => format!(
+            "{} conflicts in {}",
+            s("task"),
+            p.get("paths").map_or(String::new(), |v| v.to_string())
+        ),
         _ => String::new(),
     }
 }

@@ -256,6 +256,7 @@ pub fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runtime, Co
         default,
         tiers,
         seats,
+        work: config.work,
         warnings,
     })
 }

@@ -71,7 +71,7 @@ use crate::roster::Tier;
 
 pub use check::{Facts, Issue, check_endpoint, check_executor, issues};
 pub use flags::{Flags, TierFlags, merge};
-pub use parse::{claude_argv, line_col, parse_runtime_config, split_cmd};
+pub use parse::{MAX_CHECK_BYTES, claude_argv, line_col, parse_runtime_config, split_cmd};
 pub use resolve::{Unresolved, Via};
 
 /// Model name for a chat default slot without `model` (Forum's default).
@@ -328,8 +328,20 @@ pub struct RuntimeConfig {
     pub tiers: BTreeMap<Tier, ExecutorSpec>,
     /// `[seats]`.
     pub seats: Seats,
+    /// `[work]`.
+    pub work: WorkConfig,
     /// Things worth saying that are not errors (unusual key variable names).
     pub warnings: Vec<String>,
+}
+
+/// The `[work]` table: whether runs change the repository by default (`enabled`), and the
+/// check commands every such run's changes must pass (`checks`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WorkConfig {
+    /// `enabled = true`: `submit` behaves as if given `--work`.
+    pub enabled: bool,
+    /// `checks = ["CMD", ...]`: run before the `--check` commands of the command line.
+    pub checks: Vec<String>,
 }
 
 /// Why a runtime config was refused: one line naming the file, the table, the key, the line
@@ -380,6 +392,8 @@ pub struct Runtime {
     pub tiers: BTreeMap<Tier, ExecutorSpec>,
     /// The seats.
     pub seats: Seats,
+    /// The `[work]` table of the file.
+    pub work: WorkConfig,
     /// Things to say on stderr: unusual key names, flags that lost to a stronger one.
     pub warnings: Vec<String>,
 }

@@ -100,6 +100,9 @@ impl Src<'_> {
     }
 }
 
+/// The longest check command `[work] checks` (or `--check`) may hold.
+pub const MAX_CHECK_BYTES: usize = 4096;
+
 /// Parses a runtime config file. `source_name` names it in errors; `origin` says whether it is
 /// the repository's own `.forum/runtime.toml` (which gets nothing beyond what it states).
 pub fn parse_runtime_config(
@@ -195,6 +198,25 @@ pub fn parse_runtime_config(
                 "worker" => cfg.seats.worker = choice,
                 _ => cfg.seats.orchestrator = choice,
             }
+        }
+    }
+    if let Some(work) = raw.work {
+        cfg.work.enabled = work.enabled.unwrap_or(false);
+        if let Some(checks) = work.checks {
+            let span = checks.span();
+            for c in checks.get_ref() {
+                if c.trim().is_empty() || c.contains('\0') || c.len() > MAX_CHECK_BYTES {
+                    return Err(src.err(
+                        "work",
+                        Some("checks"),
+                        Some(span),
+                        format!(
+                            "each check must be a non-empty shell command of at most {MAX_CHECK_BYTES} bytes"
+                        ),
+                    ));
+                }
+            }
+            cfg.work.checks = checks.into_inner();
         }
     }
     Ok(cfg)

@@ -14,6 +14,15 @@ use toml::Spanned;
 pub(super) struct RawFile {
     pub(super) runtime: Option<RawRuntime>,
     pub(super) seats: Option<RawSeats>,
+    pub(super) work: Option<RawWork>,
+}
+
+/// `[work]`: runs that change the repository.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWork {
+    pub(super) enabled: Option<bool>,
+    pub(super) checks: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Deserialize)]

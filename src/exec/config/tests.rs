@@ -485,3 +485,26 @@ allow_private = true
     let rt = merge(None, &f).unwrap();
     assert!(issues(&rt, &roster, &env()).is_empty());
 }
+
+#[test]
+fn the_work_table_sets_the_default_and_the_checks() {
+    let cfg = parse_runtime_config(
+        "[work]\nenabled = true\nchecks = [\"python3 -m unittest -q\", \"make lint\"]\n",
+        "rt.toml",
+        Origin::RepoConfig,
+    )
+    .unwrap();
+    assert!(cfg.work.enabled);
+    assert_eq!(cfg.work.checks, ["python3 -m unittest -q", "make lint"]);
+    let e = parse_runtime_config("[work]\nchecks = [\"  \"]\n", "rt.toml", Origin::RepoConfig)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("[work] checks: each check must be a non-empty"),
+        "{e}"
+    );
+    let e = parse_runtime_config("[work]\nenable = true\n", "rt.toml", Origin::RepoConfig)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("enable"), "{e}");
+}

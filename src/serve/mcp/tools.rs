@@ -102,6 +102,16 @@ const SUBMIT_PROPS: &[(&str, &str, &str)] = &[
         "boolean",
         "Ask for a tighter answer when the delivery floor flags it.",
     ),
+    (
+        "work",
+        "boolean",
+        "Work in the repository: a worktree per task, changes as commits, checks, a pre-ship gate, the run branch forum/run-SEQ.",
+    ),
+    (
+        "checks",
+        "array",
+        "Shell commands every change must pass (a --work run).",
+    ),
 ];
 
 const GATE_KEY: [(&str, &str, &str); 3] = [

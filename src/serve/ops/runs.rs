@@ -165,9 +165,22 @@ impl Dispatcher {
                 .collect(),
             judge_intent: a.bool("judge_intent")?.unwrap_or(false),
             revise: a.bool("revise")?.unwrap_or(false),
+            work: a.bool("work")?.unwrap_or(false),
+            checks: checks_of(a)?,
             ..RunOptions::default()
         };
         let mut opts = spec.build(self.policy.clone()).map_err(reply_of)?;
+        let defaults = self
+            .executors
+            .loaded
+            .as_ref()
+            .map(|l| l.runtime.work.clone())
+            .unwrap_or_default();
+        let open = surface::run::work::git_opener(self.cfg.dir.clone(), self.cfg.ledger.clone());
+        opts.work = Some(
+            spec.work_options(&defaults, &self.cfg.ledger, open)
+                .map_err(reply_of)?,
+        );
         let reader = self.reader()?;
         opts.context = spec
             .context_provider(|| surface::run::options::preload(&reader))
@@ -241,7 +254,7 @@ impl Dispatcher {
             ),
             RunError::Ledger(l) => l.to_string(),
             RunError::Interrupted { .. } => format!("{e} (GET /runs shows the run)"),
-            RunError::Plan(_) | RunError::Synthesis(_) => {
+            RunError::Plan(_) | RunError::Synthesis(_) | RunError::Work(_) => {
                 format!("{e} (what was witnessed stays in the ledger: GET /runs)")
             }
             RunError::Request(m) | RunError::Resume(m) => m.clone(),
@@ -266,6 +279,8 @@ impl Dispatcher {
                 "judge_intent",
                 "revise",
                 "use_capsule_context",
+                "work",
+                "checks",
             ],
         )?;
         let request = a.text("request")?;
@@ -313,5 +328,23 @@ impl Dispatcher {
             })
         })
         .map_err(reply_of)
+    }
+}
+
+/// The `checks` field of a submit: a list of shell commands (absent: none).
+fn checks_of(a: &Args<'_>) -> Result<Vec<String>, Reply> {
+    match a.get("checks") {
+        None | Some(serde_json::Value::Null) => Ok(Vec::new()),
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str().map(str::to_string).ok_or_else(|| {
+                    bad("field \"checks\" must be a list of shell commands (strings)")
+                })
+            })
+            .collect(),
+        Some(_) => Err(bad(
+            "field \"checks\" must be a list of shell commands (strings)",
+        )),
     }
 }

@@ -12,6 +12,7 @@ pub mod plan;
 pub mod receipt;
 pub mod runs;
 pub mod submit;
+pub mod work;
 
 pub use crate::surface::clock::RunClock;
 pub use gates::{Decide, Decision, decide, gates, pending};

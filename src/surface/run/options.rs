@@ -72,6 +72,12 @@ pub struct RunOptions {
     pub gate_deadline: Option<f64>,
     /// What an expired gate becomes (`approve` or `reject`).
     pub gate_on_expiry: Option<String>,
+    /// Work in the repository (`--work`; `[work] enabled` sets it by default).
+    pub work: bool,
+    /// Check commands every change must pass (`--check`, after `[work] checks`).
+    pub checks: Vec<String>,
+    /// Seconds each check may run before it is killed.
+    pub check_timeout: Option<f64>,
 }
 
 /// A positive, finite number of seconds for `flag`.
@@ -149,6 +155,48 @@ impl RunOptions {
             verifier,
             context: None,
             interrupt: None,
+            work: None,
+        })
+    }
+
+    /// The work options of a run under the runtime's `[work]` table, opening its workbench
+    /// with `open`: `--work` (or `[work] enabled`) makes a new run work in the repository;
+    /// `[work] checks` run before `--check`. A check given without work, an empty check or a
+    /// bad timeout is a usage error.
+    pub fn work_options(
+        &self,
+        defaults: &config::WorkConfig,
+        ledger: &str,
+        open: run::OpenWork,
+    ) -> Result<run::WorkOptions> {
+        let enabled = self.work || defaults.enabled;
+        if !enabled && !self.checks.is_empty() {
+            return Err(Error::usage(
+                "--check runs on the changes of a --work run: add --work (or set [work] enabled = true in .forum/runtime.toml)",
+            ));
+        }
+        for c in &self.checks {
+            if c.trim().is_empty() || c.contains('\0') || c.len() > config::MAX_CHECK_BYTES {
+                return Err(Error::usage(format!(
+                    "--check {c:?}: give a non-empty shell command of at most {} bytes",
+                    config::MAX_CHECK_BYTES
+                )));
+            }
+        }
+        let deadline = match self.check_timeout {
+            Some(s) => seconds("check-timeout", s)?,
+            None => run::DEFAULT_CHECK_DEADLINE,
+        };
+        let mut checks = defaults.checks.clone();
+        checks.extend(self.checks.iter().cloned());
+        Ok(run::WorkOptions {
+            enabled,
+            open,
+            ledger: ledger.to_string(),
+            checks,
+            check_deadline: deadline,
+            output_cap: run::DEFAULT_CHECK_OUTPUT_CAP,
+            diff_cap: run::DEFAULT_DIFF_CAP,
         })
     }
 

@@ -32,9 +32,117 @@ pub struct RunRow {
     pub entries: usize,
     /// Task results per model id.
     pub results_per_model: BTreeMap<String, u64>,
+    /// What a `--work` run changed, checked and shipped (absent for other runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work: Option<WorkRow>,
     /// The run's projection, for text rendering.
     #[serde(skip)]
     pub info: status::RunInfo,
+}
+
+/// What a `--work` run did in the repository, counted from its `change`, `check` and `ship`
+/// entries (each task's latest decision counts).
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct WorkRow {
+    /// The run branch (`forum/run-SEQ`).
+    pub branch: String,
+    /// `change` entries with a commit.
+    pub changes: u64,
+    /// Files those changes touched, lines added and removed.
+    pub files: u64,
+    pub added: u64,
+    pub removed: u64,
+    /// Tasks whose latest change the gate merged (and that did not conflict), blocked, or left
+    /// waiting for a person (escalate, undetermined).
+    pub merged: u64,
+    pub blocked: u64,
+    pub waiting: u64,
+    /// Conflicts witnessed.
+    pub conflicts: u64,
+    /// Checks that passed and failed (the run branch's included).
+    pub checks_passed: u64,
+    pub checks_failed: u64,
+}
+
+impl WorkRow {
+    /// One line: `2 changes merged, 1 blocked, checks 3/3 passed`.
+    pub fn line(&self) -> String {
+        let mut parts = vec![format!(
+            "{} merged ({} files, +{} -{})",
+            self.merged, self.files, self.added, self.removed
+        )];
+        if self.blocked > 0 {
+            parts.push(format!("{} blocked", self.blocked));
+        }
+        if self.waiting > 0 {
+            parts.push(format!("{} waiting for a person", self.waiting));
+        }
+        if self.conflicts > 0 {
+            parts.push(format!("{} conflicts", self.conflicts));
+        }
+        parts.push(format!(
+            "checks {}/{} passed",
+            self.checks_passed,
+            self.checks_passed + self.checks_failed
+        ));
+        format!("{}: {}", self.branch, parts.join(", "))
+    }
+}
+
+/// The work row of a run whose request body is `request` and whose entries are `seqs`.
+fn work_row(
+    request: Option<&J>,
+    request_seq: u64,
+    seqs: &[u64],
+    entries: &[Entry],
+    bodies: &Bodies<'_>,
+) -> Option<WorkRow> {
+    request?.get("work")?;
+    let mut w = WorkRow {
+        branch: format!("forum/run-{request_seq}"),
+        ..WorkRow::default()
+    };
+    let mut decisions: BTreeMap<String, String> = BTreeMap::new();
+    for e in seqs.iter().filter_map(|s| entries.get(*s as usize)) {
+        if !matches!(
+            e.kind.as_str(),
+            kind::CHANGE | kind::CHECK | kind::SHIP | kind::CONFLICT
+        ) {
+            continue;
+        }
+        let Some(b) = bodies.get(e) else { continue };
+        let task = b.get("task").and_then(J::as_str).unwrap_or("").to_string();
+        match e.kind.as_str() {
+            kind::CHANGE if b.get("commit").is_some_and(J::is_string) => {
+                w.changes += 1;
+                for f in b.get("files").and_then(J::as_array).into_iter().flatten() {
+                    w.files += 1;
+                    w.added += f.get("added").and_then(J::as_u64).unwrap_or(0);
+                    w.removed += f.get("removed").and_then(J::as_u64).unwrap_or(0);
+                }
+            }
+            kind::CHECK if b.get("ok") == Some(&J::Bool(true)) => w.checks_passed += 1,
+            kind::CHECK => w.checks_failed += 1,
+            kind::SHIP => {
+                let d = b.get("decision").and_then(J::as_str).unwrap_or("");
+                decisions.insert(task, d.to_string());
+            }
+            kind::CONFLICT => {
+                w.conflicts += 1;
+                decisions.insert(task, "conflict".into());
+            }
+            _ => {}
+        }
+    }
+    for d in decisions.values() {
+        match d.as_str() {
+            "merge" => w.merged += 1,
+            "block" => w.blocked += 1,
+            "conflict" => {}
+            _ => w.waiting += 1,
+        }
+    }
+    Some(w)
 }
 
 /// The runs of a ledger, oldest first.
@@ -69,6 +177,10 @@ pub fn runs(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Runs> {
             RunState::Paused { wave } | RunState::Rejected { wave } => json!({"wave": wave}),
             _ => J::Null,
         };
+        let request = entries
+            .get(r.request_seq as usize)
+            .and_then(|e| bodies.get(e));
+        let work = work_row(request.as_ref(), r.request_seq, &r.entries, entries, bodies);
         rows.push(RunRow {
             request_seq: r.request_seq,
             request: r.request.clone(),
@@ -79,6 +191,7 @@ pub fn runs(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Runs> {
             answer_seq: r.answer.as_ref().map(|a| a.0),
             entries: r.entries.len(),
             results_per_model: calls,
+            work,
             info: r,
         });
     }

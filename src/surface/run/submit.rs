@@ -42,6 +42,7 @@ pub fn class_of(e: &RunError) -> Class {
         RunError::Plan(_) | RunError::Synthesis(_) => Class::Upstream,
         RunError::Resume(_) | RunError::Gated { .. } => Class::Conflict,
         RunError::Interrupted { .. } => Class::Unavailable,
+        RunError::Work(_) => Class::Internal,
     }
 }
 

@@ -1,0 +1,590 @@
+//! A run that changes the repository (`--work`), the task side: each task's worker runs in a
+//! worktree of its own (the base plus its data-edge upstreams' changes); what it changed is
+//! committed and witnessed as `change`, each check command runs on it and is witnessed as
+//! `check`, and a task whose checks fail climbs the escalation ladder with the failing output
+//! in its prompt. The pre-ship gate and the run branch are `ship.rs`.
+//!
+//! The repository is reached only through the [`Workbench`] seam; the engine opens it once the
+//! run's request seq (which names the run's refs and branch) is known.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value as J, json};
+
+use crate::exec::{Executor, command};
+use crate::ledger::{Entry, kind};
+use crate::plan::Task;
+
+use super::engine::{Done, Run};
+use super::prompts::{failed_checks_note, work_note};
+use super::work::{Author, Change, CheckRun, Keep, TaskTree, Tie, WorkError, Workbench};
+use super::{Event, RunError, lock};
+
+/// Opens the workbench of the run whose request is at the given seq: at HEAD for a new run,
+/// at its recorded base commit (the second argument) for a resumed one.
+pub type OpenWork =
+    Arc<dyn Fn(u64, Option<&str>) -> Result<Arc<dyn Workbench>, WorkError> + Send + Sync>;
+
+/// The most bytes of a change's diff a `change` entry holds (the commit stays the full record).
+pub const DEFAULT_DIFF_CAP: usize = 64 * 1024;
+/// The most bytes of a check's output a `check` entry holds (its tail).
+pub const DEFAULT_CHECK_OUTPUT_CAP: usize = 8 * 1024;
+/// How long one check command may run before it is killed.
+pub const DEFAULT_CHECK_DEADLINE: Duration = Duration::from_secs(300);
+
+/// How a run changes the repository.
+#[derive(Clone)]
+pub struct WorkOptions {
+    /// Whether a new run works in the repository (`--work`); a resumed run follows its record.
+    pub enabled: bool,
+    /// Opens the run's workbench (in the surface: the git one over the repository).
+    pub open: OpenWork,
+    /// The ledger's name (the `Forum-Ledger` trailer).
+    pub ledger: String,
+    /// Check commands every change must pass (`[work] checks`, then `--check`).
+    pub checks: Vec<String>,
+    /// How long each check may run.
+    pub check_deadline: Duration,
+    /// The bytes of check output kept.
+    pub output_cap: usize,
+    /// The bytes of diff a `change` entry holds.
+    pub diff_cap: usize,
+}
+
+impl std::fmt::Debug for WorkOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkOptions")
+            .field("enabled", &self.enabled)
+            .field("ledger", &self.ledger)
+            .field("checks", &self.checks)
+            .field("check_deadline", &self.check_deadline)
+            .finish()
+    }
+}
+
+/// The open workbench of a run and what each task has done in it.
+pub(super) struct WorkRun {
+    pub(super) bench: Arc<dyn Workbench>,
+    pub(super) ledger: String,
+    pub(super) run_seq: u64,
+    pub(super) checks: Vec<String>,
+    pub(super) deadline: Duration,
+    pub(super) output_cap: usize,
+    pub(super) diff_cap: usize,
+    pub(super) tasks: Mutex<BTreeMap<String, TaskWork>>,
+    /// The plan's tasks in order (for data-edge upstreams), set when the run is driven.
+    pub(super) plan: Mutex<Vec<Task>>,
+    /// Held around the workbench's worktree and commit steps: git itself races when two
+    /// `git worktree add` run at once in one repository ("failed to read
+    /// worktrees/T1/commondir"), so tasks of a wave take turns for these quick steps while
+    /// their workers and checks still run in parallel.
+    pub(super) git_turn: Mutex<()>,
+}
+
+/// What one task has in the repository so far.
+#[derive(Debug, Clone, Default)]
+pub(super) struct TaskWork {
+    /// Its open worktree, until it is shipped (or blocked).
+    pub(super) tree: Option<TaskTree>,
+    /// Its latest change.
+    pub(super) change: Option<Change>,
+    /// The seq of that change's `change` entry.
+    pub(super) change_seq: Option<u64>,
+    /// Its checks, in order: (command, passed).
+    pub(super) checks: Vec<(String, bool)>,
+    /// The failing ones: (command, output tail), for the next rung's prompt.
+    pub(super) failed: Vec<(String, String)>,
+    /// The last entry of the task's chain (what the next step hangs under).
+    pub(super) last_seq: u64,
+    /// The pre-ship gate's decision on the latest change.
+    pub(super) ship: Option<String>,
+    /// The run branch's tip once the change is integrated.
+    pub(super) integrated: Option<String>,
+    /// Whether it already ran once more after a conflict.
+    pub(super) reran: bool,
+    /// The task's `task` entry (what its commits are tied to).
+    pub(super) task_entry: Option<Entry>,
+}
+
+impl TaskWork {
+    /// A change with a commit whose every check passed.
+    pub(super) fn shippable(&self) -> bool {
+        self.change.as_ref().is_some_and(|c| c.commit.is_some()) && self.checks_ok()
+    }
+
+    pub(super) fn checks_ok(&self) -> bool {
+        self.checks.iter().all(|(_, ok)| *ok)
+    }
+
+    pub(super) fn commit(&self) -> Option<&str> {
+        self.change.as_ref().and_then(|c| c.commit.as_deref())
+    }
+}
+
+/// The task's `done_when` criteria written `run: CMD`, as commands.
+pub(super) fn criteria_commands(task: &Task) -> Vec<String> {
+    task.done_when
+        .iter()
+        .filter_map(|c| c.trim().strip_prefix("run:"))
+        .map(|c| c.trim().to_string())
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+/// The data-edge upstreams of `task`, each once, in plan order.
+pub(super) fn data_upstreams<'p>(task: &Task, plan: &'p [Task]) -> Vec<&'p str> {
+    plan.iter()
+        .filter(|t| task.depends_on.contains(&t.id) && !task.order_deps.contains(&t.id))
+        .map(|t| t.id.as_str())
+        .collect()
+}
+
+impl WorkRun {
+    /// The change commits a task builds on: its data-edge upstreams' integrated changes.
+    fn upstream_commits(&self, task: &Task, plan: &[Task]) -> Vec<String> {
+        let tasks = lock(&self.tasks);
+        data_upstreams(task, plan)
+            .into_iter()
+            .filter_map(|id| tasks.get(id))
+            .filter(|w| w.integrated.is_some())
+            .filter_map(|w| w.commit().map(str::to_string))
+            .collect()
+    }
+
+    /// Every change made so far, in plan order: `[{task, commit, files, diff, shipped}]`, for a
+    /// gate's approver.
+    pub(super) fn changes_so_far(&self) -> J {
+        let plan = lock(&self.plan).clone();
+        let tasks = lock(&self.tasks);
+        let items: Vec<J> = plan
+            .iter()
+            .filter_map(|t| tasks.get(&t.id).map(|w| (t, w)))
+            .filter_map(|(t, w)| {
+                let c = w.change.as_ref()?;
+                let p = c.payload();
+                Some(json!({
+                    "task": t.id,
+                    "commit": c.commit,
+                    "files": p["files"],
+                    "diff": c.diff,
+                    "ship": w.ship,
+                    "integrated": w.integrated.is_some(),
+                }))
+            })
+            .collect();
+        J::Array(items)
+    }
+
+    /// Runs one quick workbench step in this run's turn (see [`WorkRun::git_turn`]).
+    pub(super) fn in_turn<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _turn = lock(&self.git_turn);
+        f()
+    }
+
+    pub(super) fn get(&self, task: &str) -> TaskWork {
+        lock(&self.tasks).get(task).cloned().unwrap_or_default()
+    }
+
+    pub(super) fn set(&self, task: &str, w: TaskWork) {
+        lock(&self.tasks).insert(task.to_string(), w);
+    }
+
+    /// Closes a task's worktree, if it has one open.
+    pub(super) fn close_tree(&self, task: &str) {
+        let tree = lock(&self.tasks).get_mut(task).and_then(|w| w.tree.take());
+        if let Some(t) = tree {
+            let _turn = lock(&self.git_turn);
+            let _ = self.bench.close(&t);
+        }
+    }
+}
+
+/// The request entry's `work` record: base commit and branch, the dirty paths (reported, not
+/// part of the base) and the checks.
+pub(super) fn work_record(w: &WorkRun) -> J {
+    let base = w.bench.base();
+    json!({
+        "base": base.commit,
+        "branch": base.branch,
+        "dirty": base.dirty,
+        "checks": w.checks,
+        "run_branch": format!("forum/run-{}", w.run_seq),
+    })
+}
+
+/// One line for a work error (a conflict names its paths).
+fn work_error_line(e: &WorkError) -> String {
+    e.to_string().replace('\n', " ")
+}
+
+impl Run<'_, '_> {
+    /// The run's workbench, when it works in the repository.
+    pub(super) fn work(&self) -> Option<&WorkRun> {
+        self.work.get()
+    }
+
+    /// Opens the workbench of run `run_seq` with `checks` (from the options or the record), at
+    /// `base` when the run recorded one.
+    pub(super) fn open_work(
+        &self,
+        run_seq: u64,
+        base: Option<&str>,
+        checks: Vec<String>,
+    ) -> Result<(), RunError> {
+        let Some(o) = &self.opts.work else {
+            return Err(RunError::Work(
+                "this run works in the repository, but no workbench was given".into(),
+            ));
+        };
+        let bench = (o.open)(run_seq, base).map_err(|e| RunError::Work(work_error_line(&e)))?;
+        let _ = self.work.set(WorkRun {
+            bench,
+            ledger: o.ledger.clone(),
+            run_seq,
+            checks,
+            deadline: o.check_deadline,
+            output_cap: o.output_cap,
+            diff_cap: o.diff_cap,
+            tasks: Mutex::new(BTreeMap::new()),
+            plan: Mutex::new(Vec::new()),
+            git_turn: Mutex::new(()),
+        });
+        Ok(())
+    }
+
+    /// Removes every worktree of the run (however it ended).
+    pub(super) fn finish_work(&self) {
+        if let Some(w) = self.work() {
+            let _ = w.bench.finish();
+        }
+    }
+
+    /// Runs one task of a `--work` run: its worktree, the worker in it, the commit, `change`,
+    /// the checks; a task whose worker failed or whose checks failed climbs the ladder, each
+    /// rung in a fresh worktree with the failing output in its prompt.
+    pub(super) fn work_task(
+        &self,
+        w: &WorkRun,
+        task: &Task,
+        plan: &[Task],
+        instruction: &str,
+        task_entry: &Entry,
+    ) -> Result<Done, RunError> {
+        let worker = self.env.seats.worker(self.env.roster, &task.agent);
+        let mut tw = w.get(&task.id);
+        tw.task_entry = Some(task_entry.clone());
+        w.set(&task.id, tw);
+        let upstream = w.upstream_commits(task, plan);
+        let opened = w.in_turn(|| w.bench.open_task(&task.id, &upstream));
+        let mut done = self.work_attempt(w, task, &worker, instruction, task_entry, opened)?;
+        if done.ok {
+            return Ok(done);
+        }
+        for rung in self.env.seats.ladder(self.env.roster, &task.agent) {
+            if self.over_budget() {
+                break;
+            }
+            let failed = w.get(&task.id).failed;
+            let from = w.get(&task.id).last_seq.max(done.seq);
+            self.env.progress.event(&Event::Escalating {
+                id: task.id.clone(),
+                to: rung.model(),
+            });
+            let reason = if failed.is_empty() {
+                "the task failed".to_string()
+            } else {
+                "checks failed".to_string()
+            };
+            let esc = self.put(
+                "orchestrator",
+                kind::TIER_ESCALATION,
+                Some(from),
+                json!({"id": task.id, "to": rung.model(), "reason": reason}),
+            )?;
+            w.close_tree(&task.id);
+            let mut tw = w.get(&task.id);
+            tw.last_seq = esc.seq;
+            w.set(&task.id, tw);
+            let retry = format!("{instruction}{}", failed_checks_note(&failed));
+            let opened = w.in_turn(|| w.bench.open_task(&task.id, &upstream));
+            done = self.work_attempt(w, task, &rung, &retry, task_entry, opened)?;
+            if done.ok {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// One attempt in an opened worktree: the worker, then [`Run::witness_change`]. The
+    /// returned result is ok only when the worker answered and every check passed.
+    pub(super) fn work_attempt(
+        &self,
+        w: &WorkRun,
+        task: &Task,
+        exec: &Arc<dyn Executor>,
+        instruction: &str,
+        task_entry: &Entry,
+        opened: Result<TaskTree, WorkError>,
+    ) -> Result<Done, RunError> {
+        let parent = w.get(&task.id).last_seq.max(task_entry.seq);
+        let tree = match opened {
+            Ok(t) => t,
+            Err(e) => {
+                // No worktree: witnessed as a failed result, so the ladder (or a person)
+                // sees why.
+                let output = format!("error: no worktree for this task: {}", work_error_line(&e));
+                let r = self.put(
+                    &task.agent,
+                    kind::RESULT,
+                    Some(parent),
+                    json!({"id": task.id, "output": output, "ok": false, "model": exec.model(), "error": "work"}),
+                )?;
+                let mut tw = w.get(&task.id);
+                tw.last_seq = r.seq;
+                w.set(&task.id, tw);
+                return Ok(Done {
+                    output,
+                    ok: false,
+                    seq: r.seq,
+                });
+            }
+        };
+        let mut tw = w.get(&task.id);
+        tw.tree = Some(tree.clone());
+        w.set(&task.id, tw);
+        let prompt = format!("{instruction}{}", work_note(&tree.path));
+        let dir: PathBuf = tree.path.clone();
+        let done = command::in_workdir(&dir, || self.attempt(task, exec, &prompt, parent))?;
+        if !done.ok {
+            let mut tw = w.get(&task.id);
+            tw.last_seq = done.seq;
+            w.set(&task.id, tw);
+            return Ok(done);
+        }
+        let passed = self.witness_change(w, task, exec, &tree, task_entry, done.seq)?;
+        Ok(Done { ok: passed, ..done })
+    }
+
+    /// Commits what the worker changed in `tree`, witnesses `change` (under `result_seq`), keeps
+    /// the commit under refs/forum/work, then runs and witnesses each check. Returns whether the
+    /// change is there and every check passed.
+    pub(super) fn witness_change(
+        &self,
+        w: &WorkRun,
+        task: &Task,
+        exec: &Arc<dyn Executor>,
+        tree: &TaskTree,
+        task_entry: &Entry,
+        result_seq: u64,
+    ) -> Result<bool, RunError> {
+        let author = Author {
+            lane: task.agent.clone(),
+            model: exec.model(),
+        };
+        let tie = Tie {
+            ledger: w.ledger.clone(),
+            run_seq: w.run_seq,
+            task_seq: task_entry.seq,
+            task_hash: task_entry.entry_hash.clone(),
+        };
+        let subject = format!("{}: {}", task.id, first_line(&task.instruction));
+        let change = match w.in_turn(|| w.bench.commit(tree, &author, &tie, &subject, w.diff_cap)) {
+            Ok(c) => c,
+            Err(e) => {
+                let c = self.put(
+                    "dispatch",
+                    kind::CHANGE,
+                    Some(result_seq),
+                    json!({"task": task.id, "base": tree.start, "commit": null, "error": work_error_line(&e)}),
+                )?;
+                let mut tw = w.get(&task.id);
+                tw.change = None;
+                tw.change_seq = Some(c.seq);
+                tw.last_seq = c.seq;
+                tw.checks.clear();
+                w.set(&task.id, tw);
+                return Ok(false);
+            }
+        };
+        let c = self.put("dispatch", kind::CHANGE, Some(result_seq), change.payload())?;
+        if let Some(commit) = &change.commit {
+            w.bench
+                .keep(&task.id, commit, Keep::Work)
+                .map_err(|e| RunError::Work(work_error_line(&e)))?;
+        }
+        let mut tw = w.get(&task.id);
+        tw.change = Some(change);
+        tw.change_seq = Some(c.seq);
+        tw.last_seq = c.seq;
+        tw.checks.clear();
+        tw.failed.clear();
+        tw.ship = None;
+        tw.integrated = None;
+        w.set(&task.id, tw);
+        let mut commands = w.checks.clone();
+        commands.extend(criteria_commands(task));
+        let mut all_ok = true;
+        for cmd in commands {
+            let (ok, seq, tail) = self.run_check(w, tree, &task.id, &cmd, c.seq)?;
+            all_ok &= ok;
+            let mut tw = w.get(&task.id);
+            if !ok {
+                tw.failed.push((cmd.clone(), tail));
+            }
+            tw.checks.push((cmd, ok));
+            tw.last_seq = seq;
+            w.set(&task.id, tw);
+        }
+        Ok(all_ok)
+    }
+
+    /// Runs one check command in `tree` and witnesses it as `check` for `task` under
+    /// `parent`. Returns whether it passed, the entry's seq and the output's tail.
+    pub(super) fn run_check(
+        &self,
+        w: &WorkRun,
+        tree: &TaskTree,
+        task: &str,
+        cmd: &str,
+        parent: u64,
+    ) -> Result<(bool, u64, String), RunError> {
+        let ran = match w.bench.check(tree, cmd, w.deadline, w.output_cap) {
+            Ok(r) => r,
+            Err(e) => CheckRun {
+                command: cmd.to_string(),
+                exit: None,
+                ok: false,
+                seconds: 0.0,
+                tail: work_error_line(&e),
+            },
+        };
+        let e = self.put("checker", kind::CHECK, Some(parent), ran.payload(task))?;
+        Ok((ran.ok, e.seq, ran.tail))
+    }
+}
+
+fn first_line(s: &str) -> String {
+    let line = s.lines().next().unwrap_or("").trim();
+    let mut out: String = line.chars().take(72).collect();
+    if out.is_empty() {
+        out = "change".into();
+    }
+    out
+}
+
+/// What each task of a run has in the repository, read back from the run's entries (`seqs`,
+/// in order): its latest change, that change's checks, the gate's decision and whether it was
+/// integrated (a `merge` with no conflict after it).
+pub(super) fn restore(entries: &[(Entry, J)]) -> BTreeMap<String, TaskWork> {
+    let mut out: BTreeMap<String, TaskWork> = BTreeMap::new();
+    for (e, p) in entries {
+        let Some(task) = p.get("task").and_then(J::as_str) else {
+            continue;
+        };
+        let tw = out.entry(task.to_string()).or_default();
+        match e.kind.as_str() {
+            kind::CHANGE => {
+                tw.change = Some(change_of(task, p));
+                tw.change_seq = Some(e.seq);
+                tw.checks.clear();
+                tw.failed.clear();
+                tw.ship = None;
+                tw.integrated = None;
+            }
+            kind::CHECK => {
+                let ok = p["ok"] == true;
+                let command = p["command"].as_str().unwrap_or("").to_string();
+                if !ok {
+                    tw.failed
+                        .push((command.clone(), p["output"].as_str().unwrap_or("").into()));
+                }
+                tw.checks.push((command, ok));
+            }
+            kind::SHIP => {
+                let d = p["decision"].as_str().unwrap_or("undetermined").to_string();
+                if d == "merge" {
+                    tw.integrated = Some(String::new());
+                }
+                tw.ship = Some(d);
+            }
+            kind::CONFLICT => {
+                tw.integrated = None;
+                tw.reran = true;
+            }
+            _ => continue,
+        }
+        tw.last_seq = e.seq;
+    }
+    out
+}
+
+/// A `change` entry's body read back.
+fn change_of(task: &str, p: &J) -> Change {
+    let s = |k: &str| p.get(k).and_then(J::as_str).unwrap_or("").to_string();
+    let files = p
+        .get("files")
+        .and_then(J::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|f| super::work::FileChange {
+                    path: f["path"].as_str().unwrap_or("").into(),
+                    status: f["status"].as_str().unwrap_or("").into(),
+                    added: f["added"].as_u64().unwrap_or(0),
+                    removed: f["removed"].as_u64().unwrap_or(0),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Change {
+        task: task.to_string(),
+        base: s("base"),
+        commit: p.get("commit").and_then(J::as_str).map(str::to_string),
+        tree: s("tree"),
+        files,
+        diff: s("diff"),
+        truncated: p["truncated"] == true,
+    }
+}
+
+/// Whether a resumed run keeps a task as it is: a change that passed its checks and its gate
+/// and was integrated (its commit still there), a change the gate blocked (terminal: never run
+/// again), or a worker that changed nothing and passed its checks.
+pub(super) fn keeps(tw: &TaskWork, bench: &dyn Workbench) -> Option<bool> {
+    let change = tw.change.as_ref()?;
+    match (&change.commit, tw.ship.as_deref()) {
+        (Some(_), Some("block")) => Some(false),
+        (Some(c), Some("merge")) if tw.integrated.is_some() && tw.checks_ok() => {
+            bench.has_commit(c).then_some(true)
+        }
+        (None, _) if tw.checks_ok() => Some(true),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_criteria_become_commands_and_data_edges_order_upstreams() {
+        let mut t = Task::new("T3", "backend", "x");
+        t.done_when = vec![
+            "run: python3 -m unittest -q".into(),
+            "the docs say so".into(),
+            "run:   ".into(),
+        ];
+        assert_eq!(criteria_commands(&t), ["python3 -m unittest -q"]);
+        t.depends_on = vec!["T2".into(), "T1".into()];
+        t.order_deps.insert("T2".into());
+        let plan = vec![
+            Task::new("T1", "backend", "a"),
+            Task::new("T2", "backend", "b"),
+            t.clone(),
+        ];
+        assert_eq!(data_upstreams(&t, &plan), ["T1"]);
+        assert_eq!(first_line("fix calc\nmore"), "fix calc");
+    }
+}

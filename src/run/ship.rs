@@ -1,0 +1,293 @@
+//! A run that changes the repository (`--work`), the shipping side: after each wave, the
+//! pre-ship gate (the orchestrator seat, held to a JSON schema) decides on each change whose
+//! checks passed, witnessed as `ship`; merged changes are integrated onto the run branch in
+//! plan order, a conflict is witnessed and the later task runs once more on top of the
+//! integrated result; blocked changes are quarantined. After the last wave the run's checks run
+//! once on the run branch. A gate that fails never fabricates a verdict: it records
+//! `undetermined` with the error, and the change waits for a person.
+
+use serde_json::json;
+
+use crate::exec::Call;
+use crate::ledger::kind;
+use crate::plan::{CompiledPlan, Task};
+
+use super::changes::WorkRun;
+use super::engine::Run;
+use super::prompts::{conflict_note, ship_prompt};
+use super::schemas::{parse_ship, ship_schema};
+use super::work::{Keep, WorkError};
+use super::{Event, RunError};
+
+/// The pre-ship gate's answer on one change.
+struct Decision {
+    decision: String,
+    reason: String,
+    model: Option<String>,
+    /// Why no decision could be made (the seat failed or answered garbage).
+    error: Option<String>,
+}
+
+impl Run<'_, '_> {
+    /// Ships the changes of one wave, in plan order: the gate, then integration or quarantine.
+    /// A wave where every decision failed is witnessed as `degraded`.
+    pub(super) fn ship_wave(
+        &self,
+        w: &WorkRun,
+        plan: &CompiledPlan,
+        wave_index: usize,
+        wave: &[String],
+        plan_seq: u64,
+    ) -> Result<(), RunError> {
+        let mut asked = 0usize;
+        let mut failed = 0usize;
+        for t in plan.tasks.iter().filter(|t| wave.contains(&t.id)) {
+            let tw = w.get(&t.id);
+            if tw.ship.is_some() || !tw.shippable() {
+                w.close_tree(&t.id);
+                continue;
+            }
+            asked += 1;
+            let d = self.ship_one(w, t)?;
+            if d.error.is_some() {
+                failed += 1;
+            }
+            if d.decision == "merge"
+                && let Err(paths) = self.integrate(w, t)?
+            {
+                self.rerun_after_conflict(w, t, &paths)?;
+            }
+            w.close_tree(&t.id);
+        }
+        if asked > 0 && failed == asked {
+            self.put(
+                "orchestrator",
+                kind::DEGRADED,
+                Some(plan_seq),
+                json!({"wave": wave_index, "tasks": wave, "reason": "no ship decision of this wave could be made"}),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Asks the gate about a task's latest change and witnesses `ship`; a block quarantines it.
+    fn ship_one(&self, w: &WorkRun, t: &Task) -> Result<Decision, RunError> {
+        let tw = w.get(&t.id);
+        let diff = tw.change.as_ref().map(|c| c.diff.as_str()).unwrap_or("");
+        let d = if self.over_budget() {
+            Decision {
+                decision: "undetermined".into(),
+                reason: "budget exceeded before the change could be reviewed".into(),
+                model: None,
+                error: Some("budget".into()),
+            }
+        } else {
+            self.env
+                .progress
+                .event(&Event::Validating { id: t.id.clone() });
+            let orchestrator = self.env.seats.orchestrator();
+            let prompt = ship_prompt(t, &tw.checks, diff);
+            let schema = ship_schema();
+            let call = Call {
+                system: Some("You decide whether a change ships. Answer with JSON only."),
+                prompt: &prompt,
+                schema: Some(&schema),
+                max_tokens: Some(256),
+            };
+            match self.ask(orchestrator.as_ref(), &call) {
+                Ok(r) => match parse_ship(&r.text) {
+                    Ok((decision, reason)) => Decision {
+                        decision,
+                        reason,
+                        model: Some(r.model),
+                        error: None,
+                    },
+                    Err(e) => Decision {
+                        decision: "undetermined".into(),
+                        reason: format!("the gate answered without a usable decision: {e}"),
+                        model: Some(r.model),
+                        error: Some(e),
+                    },
+                },
+                Err(e) => Decision {
+                    decision: "undetermined".into(),
+                    reason: format!("the gate failed ({}): {e}", e.code()),
+                    model: Some(orchestrator.model()),
+                    error: Some(e.code().to_string()),
+                },
+            }
+        };
+        let mut payload = json!({
+            "task": t.id,
+            "change": tw.change_seq,
+            "decision": d.decision,
+            "reason": d.reason,
+            "model": d.model,
+        });
+        if let Some(e) = &d.error {
+            payload["error"] = json!(e);
+        }
+        let e = self.put("orchestrator", kind::SHIP, Some(tw.last_seq), payload)?;
+        let mut tw = w.get(&t.id);
+        tw.ship = Some(d.decision.clone());
+        tw.last_seq = e.seq;
+        w.set(&t.id, tw.clone());
+        self.env.progress.event(&Event::Verdict {
+            id: t.id.clone(),
+            decision: format!("ship: {}", d.decision),
+        });
+        if d.decision == "block"
+            && let Some(commit) = tw.commit()
+        {
+            w.bench
+                .keep(&t.id, commit, Keep::Quarantine)
+                .map_err(|e| RunError::Work(e.to_string()))?;
+        }
+        Ok(d)
+    }
+
+    /// Integrates a merged change onto the run branch. A conflict is witnessed and returned.
+    fn integrate(&self, w: &WorkRun, t: &Task) -> Result<Result<(), Vec<String>>, RunError> {
+        let tw = w.get(&t.id);
+        let Some(commit) = tw.commit() else {
+            return Ok(Ok(()));
+        };
+        match w.bench.integrate(&t.id, commit) {
+            Ok(tip) => {
+                let mut tw = w.get(&t.id);
+                tw.integrated = Some(tip);
+                w.set(&t.id, tw);
+                Ok(Ok(()))
+            }
+            Err(WorkError::Conflict { paths }) => {
+                let e = self.put(
+                    "dispatch",
+                    kind::CONFLICT,
+                    Some(tw.last_seq),
+                    json!({"task": t.id, "change": tw.change_seq, "paths": paths}),
+                )?;
+                let mut tw = w.get(&t.id);
+                tw.last_seq = e.seq;
+                w.set(&t.id, tw);
+                Ok(Err(paths))
+            }
+            Err(e) => Err(RunError::Work(e.to_string())),
+        }
+    }
+
+    /// After a conflict, the task runs once more in a worktree at the run branch's tip; its new
+    /// change is checked, gated and integrated like the first. A second conflict leaves it
+    /// failed (not integrated).
+    fn rerun_after_conflict(
+        &self,
+        w: &WorkRun,
+        t: &Task,
+        paths: &[String],
+    ) -> Result<(), RunError> {
+        let tw = w.get(&t.id);
+        if tw.reran || self.over_budget() {
+            return Ok(());
+        }
+        let Some(task_entry) = tw.task_entry.clone() else {
+            return Ok(());
+        };
+        let mut tw = tw;
+        tw.reran = true;
+        w.set(&t.id, tw);
+        w.close_tree(&t.id);
+        let worker = self.env.seats.worker(self.env.roster, &t.agent);
+        let opened = w.in_turn(|| w.bench.open_branch(&t.id));
+        let instruction = format!("{}{}", t.instruction, conflict_note(paths));
+        let done = self.work_attempt(w, t, &worker, &instruction, &task_entry, opened)?;
+        if !done.ok {
+            return Ok(());
+        }
+        let d = self.ship_one(w, t)?;
+        if d.decision == "merge" {
+            // A second conflict is witnessed and ends it.
+            let _ = self.integrate(w, t)?;
+        }
+        Ok(())
+    }
+
+    /// The run's checks, once, on the run branch (task `run`), when anything was integrated.
+    pub(super) fn check_run_branch(&self, w: &WorkRun, plan_seq: u64) -> Result<(), RunError> {
+        let any = crate::run::lock(&w.tasks)
+            .values()
+            .any(|t| t.integrated.is_some());
+        if !any || w.checks.is_empty() {
+            return Ok(());
+        }
+        let tree = match w.in_turn(|| w.bench.open_branch("run")) {
+            Ok(t) => t,
+            Err(e) => {
+                self.put(
+                    "checker",
+                    kind::CHECK,
+                    Some(plan_seq),
+                    json!({"task": "run", "command": w.checks.join(" && "), "exit": null, "ok": false, "seconds": 0.0, "output": e.to_string()}),
+                )?;
+                return Ok(());
+            }
+        };
+        let mut results = Vec::new();
+        for cmd in &w.checks {
+            let (ok, _, _) = self.run_check(w, &tree, "run", cmd, plan_seq)?;
+            results.push((cmd.clone(), ok));
+        }
+        let _ = w.in_turn(|| w.bench.close(&tree));
+        let mut tw = w.get("run");
+        tw.checks = results;
+        w.set("run", tw);
+        Ok(())
+    }
+}
+
+/// What changed and how it was checked, for the answer: one line per task that made a change
+/// (files, lines, checks, the gate's decision) and the run branch's checks.
+pub(super) fn work_summary(w: &WorkRun, plan: &CompiledPlan) -> String {
+    let mut lines = vec![format!("Changes (branch forum/run-{}):", w.run_seq)];
+    for t in &plan.tasks {
+        let tw = w.get(&t.id);
+        let Some(c) = &tw.change else { continue };
+        if c.commit.is_none() {
+            lines.push(format!("- {}: no change", t.id));
+            continue;
+        }
+        let (added, removed) = c
+            .files
+            .iter()
+            .fold((0, 0), |(a, r), f| (a + f.added, r + f.removed));
+        let files: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+        let passed = tw.checks.iter().filter(|(_, ok)| *ok).count();
+        let state = match (tw.ship.as_deref(), &tw.integrated) {
+            (Some("merge"), Some(_)) => "merged".to_string(),
+            (Some("merge"), None) => "not integrated (conflict)".to_string(),
+            (Some("block"), _) => "blocked (quarantined)".to_string(),
+            (Some(_), _) => "waiting for a person".to_string(),
+            (None, _) if !tw.checks_ok() => "not shipped (checks failed)".to_string(),
+            (None, _) => "not shipped".to_string(),
+        };
+        lines.push(format!(
+            "- {}: {} ({} file{}, +{added} -{removed}: {}); checks {passed}/{} passed",
+            t.id,
+            state,
+            files.len(),
+            if files.len() == 1 { "" } else { "s" },
+            files.join(", "),
+            tw.checks.len()
+        ));
+    }
+    if lines.len() == 1 {
+        lines.push("- no task changed the repository".into());
+    }
+    let run = w.get("run");
+    if !run.checks.is_empty() {
+        let passed = run.checks.iter().filter(|(_, ok)| *ok).count();
+        lines.push(format!(
+            "- run branch: checks {passed}/{} passed",
+            run.checks.len()
+        ));
+    }
+    lines.join("\n")
+}
