@@ -57,7 +57,9 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
     let mut r = doctor::doctor(&store, &sources, args.repair, readiness(ctx))?;
     // Worktrees left by --work runs that died are removed here (live runs' are untouched);
     // the daemon's doctor never writes, so only the command line cleans up.
-    r.work = Some(doctor::WorkCleanup::from(crate::surface::work::cleanup(&ctx.dir)));
+    r.work = Some(doctor::WorkCleanup::from(crate::surface::work::cleanup(
+        &ctx.dir,
+    )));
     if ctx.json {
         ctx.out_report(&r)?;
         return if r.ok {

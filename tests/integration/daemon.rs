@@ -804,7 +804,13 @@ fn every_mcp_tool_reaches_its_route() {
         // run here changed the repository.
         let expected_error = matches!(
             tool.name,
-            "resume" | "gate_approve" | "gate_edit" | "gate_reject" | "witness" | "apply" | "discard"
+            "resume"
+                | "gate_approve"
+                | "gate_edit"
+                | "gate_reject"
+                | "witness"
+                | "apply"
+                | "discard"
         );
         assert_eq!(result["isError"], expected_error, "{}: {result}", tool.name);
         let text = result["content"][0]["text"].as_str().unwrap();
