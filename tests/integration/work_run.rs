@@ -650,9 +650,10 @@ fn a_work_run_on_the_real_local_model_completes_and_verifies() {
     };
     let repo = Repo::new("sha256");
     setup(&repo);
-    let before = user_view(&repo);
+    // The policy file sits in the work tree, so the user's view is taken after writing it.
     let policy = repo.path().join("policy.toml");
     std::fs::write(&policy, "max_tasks = 1\n").unwrap();
+    let before = user_view(&repo);
     let url = llm.chat_url();
     // A chat model edits no files: whatever it writes, the checks and the gate decide what
     // ships, and the record must verify.
