@@ -8,6 +8,7 @@ mod conformance;
 mod daemon;
 mod edges;
 mod http_exec;
+mod import_stream;
 mod inputs;
 mod ledger;
 mod llm;
