@@ -189,3 +189,92 @@ fn a_bad_row_deep_in_a_long_directory_imports_nothing() {
         repo.fsck();
     }
 }
+
+/// The standard root of `hashes` (hex entry hashes) as a note writes it, from the library's
+/// incremental tree (not from tiles).
+fn standard_root_b64(hashes: &[String]) -> String {
+    let mut f = git_forum::ledger::tlog::Frontier::default();
+    for h in hashes {
+        let mut raw = [0u8; 32];
+        for (o, pair) in raw.iter_mut().zip(h.as_bytes().chunks(2)) {
+            *o = u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap();
+        }
+        f.push(&raw);
+    }
+    git_forum::store::note::b64(&f.root())
+}
+
+/// A tile rebuild of a long ledger (read in ranges, one a thread) gives the root the entries
+/// give; a seq index that lies is not believed; an edited entry stops the rebuild.
+#[test]
+fn a_long_ledger_rebuilds_its_tiles_in_ranges_and_an_edit_stops_it() {
+    for kind in common::FORMATS {
+        let repo = Repo::new(kind);
+        let work = tempfile::tempdir().unwrap();
+        let dir = work.path().join("forum");
+        forum_dir_of(&dir, 5000);
+        repo.forum_ok(&["import", dir.to_str().unwrap()]);
+        let hashes: Vec<String> = std::fs::read_to_string(dir.join("entries.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["entry_hash"].as_str().unwrap().to_string()
+            })
+            .collect();
+        let want = standard_root_b64(&hashes);
+        let keys = tempfile::tempdir().unwrap();
+        repo.forum_ok(&["keygen", "k", "--dir", keys.path().to_str().unwrap()]);
+        let key = keys.path().join("k.key");
+        let note = || repo.forum_ok(&["checkpoint", "--note", "--note-key", key.to_str().unwrap()]);
+        let signed = note();
+        assert!(
+            signed.contains(&format!("\n5000\n{want}\n")),
+            "{kind}: {signed}"
+        );
+        let tiles = "refs/forum/tiles/main";
+        let tree = repo.git_ok(&["rev-parse", &format!("{tiles}^{{tree}}")]);
+        // The seq index with two ids swapped in the middle: the rebuild walks instead.
+        let index = repo.git_dir().join("forum/index/main.idx");
+        let mut ids = std::fs::read(&index).unwrap();
+        let w = ids.len() / 5000;
+        let (a, b) = (2000 * w, 2001 * w);
+        let first: Vec<u8> = ids[a..a + w].to_vec();
+        ids.copy_within(b..b + w, a);
+        ids[b..b + w].copy_from_slice(&first);
+        std::fs::write(&index, &ids).unwrap();
+        repo.git_ok(&["update-ref", "-d", tiles]);
+        let again = note();
+        assert!(
+            again.contains(&format!("\n5000\n{want}\n")),
+            "{kind}: {again}"
+        );
+        assert_eq!(
+            repo.git_ok(&["rev-parse", &format!("{tiles}^{{tree}}")]),
+            tree
+        );
+        // An entry near the tip edited, its commits re-chained: the rebuild refuses.
+        let base = repo.git_ok(&["rev-parse", &format!("{LEDGER_REF}~10")]);
+        let mut parent = base;
+        let tail = repo.git_ok(&[
+            "rev-list",
+            "--reverse",
+            &format!("{LEDGER_REF}~10..{LEDGER_REF}"),
+        ]);
+        for (i, id) in tail.lines().enumerate() {
+            let mut text = repo.git_ok(&["cat-file", "commit", id]) + "\n";
+            if i == 3 {
+                text = text.replace("\"actor\":\"bench\"", "\"actor\":\"mallory\"");
+            }
+            parent = common::write_commit(&repo, &common::set_parent(&text, Some(&parent)));
+        }
+        common::move_ref_quietly(&repo, &parent);
+        repo.git_ok(&["update-ref", "-d", tiles]);
+        let o = repo
+            .forum()
+            .args(["prove", "10", "--tlog-proof"])
+            .output()
+            .unwrap();
+        one_line_error(&o, "entry 4993 does not continue the chain");
+    }
+}
