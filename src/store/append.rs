@@ -520,8 +520,8 @@ impl GitStore {
     }
 }
 
-/// zlib level of an import's pack: level 1 costs about half the CPU of level 6 on objects this
-/// small, and the pack is about as large (the hashes in each commit do not compress).
+/// zlib level of an import's bodies (its trees and commits are stored): level 1 costs about
+/// half the CPU of level 6 on bodies this small, for a pack about as large.
 const IMPORT_LEVEL: i32 = 1;
 
 /// What [`GitStore::import_forum_dir`] did.
