@@ -1,17 +1,26 @@
-//! Standard-tree benchmark: `cargo bench --bench tlog` (add `-- --entries N`, default
-//! 1,000,000). Builds a ledger of N entries through the library's batched append, then times
-//! whole-process `git forum checkpoint --note` (first: tiles built from every entry; then with
-//! tiles current, and after one append, extended) and `git forum prove SEQ --tlog-proof`, each
-//! a median of three runs with the peak RSS of the child (`/usr/bin/time -v`). A baseline in the
-//! same run: `git forum verify` (the full walk the first checkpoint does).
-//! Nothing here asserts a time: the machine is shared and noisy, so read medians and ratios.
+//! Scale benchmark for issue 21: `cargo bench --bench tlog` (add `-- --entries N`, default
+//! 1,000,000). Everything is timed as whole processes of the built binary, medians of three
+//! where it says so, with the child's peak RSS and CPU time from `/usr/bin/time -v`.
+//!
+//! 1. `import` of an N-entry Forum directory that the bench writes itself (Forum's exact row
+//!    format), into a new repository: wall, CPU per entry, peak RSS.
+//! 2. `verify --deep` at 10,000, 100,000 and N entries (each an imported ledger).
+//! 3. On the N-entry ledger: `git forum verify` (baseline), `checkpoint --note` with the tiles
+//!    built from every entry, with tiles current, after one append (tiles extended), and
+//!    `prove SEQ --tlog-proof`.
+//!
+//! Forum's own figures come from the same run when `FORUM_PYTHON` names a Python that can
+//! `import forum` (Forum's package): its non-fsync append (CPU per entry, at up to 100,000
+//! entries) and its open plus deep verify at 10,000 and 100,000 entries, as whole processes.
+//! Without it those lines say they were skipped. Nothing here asserts a time: the machine is
+//! shared and noisy, so read medians and ratios, and quote `uptime` with them.
 
+use std::io::Write as _;
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use git_forum::ledger::{NewEntry, Value};
-use git_forum::store::git::{GitStore, Options};
+use git_forum::ledger::{Entry, NewEntry, Value};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
@@ -23,36 +32,138 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
-/// Runs `git forum ARGS` in `dir`: (seconds, peak RSS in KiB).
-fn forum(dir: &Path, args: &[&str]) -> (f64, u64) {
-    let bin = env!("CARGO_BIN_EXE_git-forum");
+/// One whole-process run: wall seconds, CPU seconds (user + system), peak RSS in KiB.
+#[derive(Clone, Copy)]
+struct Run {
+    wall: f64,
+    cpu: f64,
+    rss: u64,
+}
+
+impl Run {
+    fn mib(&self) -> u64 {
+        self.rss / 1024
+    }
+}
+
+/// Runs `program ARGS` in `dir` under `/usr/bin/time -v`.
+fn timed(dir: &Path, program: &str, args: &[&str]) -> (Run, String) {
     let t = Instant::now();
     let o = Command::new("/usr/bin/time")
         .arg("-v")
-        .arg(bin)
+        .arg(program)
         .args(args)
         .current_dir(dir)
         .output()
-        .expect("run git-forum under /usr/bin/time");
-    let secs = t.elapsed().as_secs_f64();
+        .expect("run under /usr/bin/time");
+    let wall = t.elapsed().as_secs_f64();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "git forum {args:?}: {err}");
-    let rss = err
-        .lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix("Maximum resident set size (kbytes): ")
-        })
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    (secs, rss)
+    assert!(o.status.success(), "{program} {args:?}: {err}");
+    let field = |name: &str| -> Option<f64> {
+        err.lines()
+            .find_map(|l| l.trim().strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let cpu = field("User time (seconds):").unwrap_or(0.0)
+        + field("System time (seconds):").unwrap_or(0.0);
+    let rss = field("Maximum resident set size (kbytes):").unwrap_or(0.0) as u64;
+    (
+        Run { wall, cpu, rss },
+        String::from_utf8_lossy(&o.stdout).to_string(),
+    )
 }
 
-fn median3(dir: &Path, args: &[&str]) -> (f64, u64) {
-    let mut runs: Vec<(f64, u64)> = (0..3).map(|_| forum(dir, args)).collect();
-    runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+fn forum(dir: &Path, args: &[&str]) -> Run {
+    timed(dir, env!("CARGO_BIN_EXE_git-forum"), args).0
+}
+
+fn median3(mut f: impl FnMut() -> Run) -> Run {
+    let mut runs: Vec<Run> = (0..3).map(|_| f()).collect();
+    runs.sort_by(|a, b| a.wall.total_cmp(&b.wall));
     runs[1]
 }
+
+/// The bench's entry `k`: a small distinct body, every third entry naming the one before.
+fn new_entry(k: usize) -> NewEntry {
+    NewEntry {
+        actor: "bench".into(),
+        kind: "note".into(),
+        causal_parent: (k.is_multiple_of(3) && k > 0).then(|| k as i64 - 1),
+        payload: Value::object([
+            ("i".to_string(), Value::str(k.to_string())),
+            (
+                "text".to_string(),
+                Value::str(format!("entry {k} of the bench ledger")),
+            ),
+        ]),
+        ts: 1001.0 + k as f64,
+    }
+}
+
+/// Writes an `n`-entry Forum directory, row by row, in Forum's format (payload row first).
+fn write_forum_dir(dir: &Path, n: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let file = |name: &str| {
+        std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(dir.join(name)).unwrap())
+    };
+    let (mut entries, mut payloads) = (file("entries.jsonl"), file("payloads.jsonl"));
+    let mut head: Option<Entry> = None;
+    for k in 0..n {
+        let new = new_entry(k);
+        let body = new.validate().unwrap();
+        let ph = git_forum::ledger::hash::sha256_hex(body.as_bytes());
+        let e = Entry::next(head.as_ref(), &new, ph.clone());
+        let row = Value::object([
+            ("hash".to_string(), Value::str(ph)),
+            ("body".to_string(), new.payload.clone()),
+        ]);
+        writeln!(payloads, "{}", row.python_dumps()).unwrap();
+        writeln!(entries, "{}", e.to_value().python_dumps()).unwrap();
+        head = Some(e);
+    }
+    payloads.flush().unwrap();
+    entries.flush().unwrap();
+}
+
+/// A new repository holding the `n`-entry ledger, imported from `forum_dir`.
+fn imported(root: &Path, name: &str, forum_dir: &Path) -> (std::path::PathBuf, Run) {
+    let repo = root.join(name);
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "."]);
+    let run = forum(
+        &repo,
+        &[
+            "--no-fsync",
+            "import",
+            forum_dir.to_str().unwrap(),
+            "--max-bytes",
+            "1000000000000",
+        ],
+    );
+    (repo, run)
+}
+
+const FORUM_SCRIPT: &str = r#"
+import sys, time
+from forum.ledger import Ledger
+from forum.storage import FileStorage
+mode, d = sys.argv[1], sys.argv[2]
+if mode == "append":
+    n = int(sys.argv[3])
+    c = [1000.0]
+    def clock():
+        c[0] += 1.0
+        return c[0]
+    led = Ledger(FileStorage(d, fsync_each=False), clock=clock)
+    for i in range(n):
+        led.append(actor="bench", kind="note",
+                   payload={"i": str(i), "text": "entry %d of the bench ledger" % i},
+                   causal_parent=(i - 1 if i % 3 == 0 and i > 0 else None))
+    led.sync()
+else:
+    led = Ledger(FileStorage(d, fsync_each=False))
+    assert led.verify(deep=True)
+"#;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -62,65 +173,137 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
+    let uptime = || {
+        Command::new("uptime")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
+    println!("machine: {}", uptime());
     let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q", "."]);
+    let root = tmp.path();
+    let python = std::env::var("FORUM_PYTHON").ok().filter(|p| {
+        Command::new(p)
+            .args(["-c", "import forum.ledger, forum.storage"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    let script = root.join("forum_bench.py");
+    std::fs::write(&script, FORUM_SCRIPT).unwrap();
+    let script = script.to_str().unwrap().to_string();
+
+    // 1. import of N entries.
     let t = Instant::now();
-    {
-        let opts = Options {
-            fsync: false,
-            ..Options::default()
-        };
-        let mut store = GitStore::open(&repo, "main", opts).unwrap();
-        let mut i = 0;
-        while i < n {
-            let batch: Vec<NewEntry> = (i..(i + 10_000).min(n))
-                .map(|k| NewEntry {
-                    actor: "bench".into(),
-                    kind: "note".into(),
-                    causal_parent: None,
-                    payload: Value::object([("i".to_string(), Value::str(k.to_string()))]),
-                    ts: 1000.0,
-                })
-                .collect();
-            store.append_entries(&batch).unwrap();
-            i += batch.len();
-        }
+    let big_dir = root.join(format!("forum-{n}"));
+    write_forum_dir(&big_dir, n);
+    println!(
+        "wrote an {n}-entry Forum directory in {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+    let (big, imp) = imported(root, "big", &big_dir);
+    let import_us = imp.cpu / n as f64 * 1e6;
+    println!(
+        "`import` of {n} entries: {:.2}s wall, {:.2}s CPU ({import_us:.2} µs CPU per entry), peak RSS {} MiB (target ≤ 128 MiB)",
+        imp.wall,
+        imp.cpu,
+        imp.mib()
+    );
+    std::fs::remove_dir_all(&big_dir).unwrap();
+    if let Some(py) = &python {
+        let m = n.min(100_000);
+        let d = root.join("forum-append");
+        let (r, _) = timed(
+            root,
+            py,
+            &[&script, "append", d.to_str().unwrap(), &m.to_string()],
+        );
+        let forum_us = r.cpu / m as f64 * 1e6;
+        println!(
+            "Forum non-fsync append of {m} entries: {:.2}s wall, {forum_us:.2} µs CPU per entry; Forum / import CPU per entry = {:.1}× (target ≥ 5×)",
+            r.wall,
+            forum_us / import_us
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    } else {
+        println!(
+            "Forum non-fsync append: skipped (set FORUM_PYTHON to a Python that imports forum)"
+        );
     }
-    println!("built {n} entries in {:.1}s", t.elapsed().as_secs_f64());
-    let keys = tmp.path().join("keys");
+
+    // 2. verify --deep at 10k, 100k and N, against Forum's open plus deep verify.
+    let mut sizes = vec![10_000, 100_000, n];
+    sizes.retain(|&s| s <= n);
+    sizes.dedup();
+    for s in sizes {
+        let repo = if s == n {
+            big.clone()
+        } else {
+            let d = root.join(format!("forum-{s}"));
+            write_forum_dir(&d, s);
+            let (repo, _) = imported(root, &format!("r{s}"), &d);
+            if let Some(py) = &python {
+                let f = median3(|| timed(root, py, &[&script, "verify", d.to_str().unwrap()]).0);
+                let ours = median3(|| forum(&repo, &["verify", "--deep"]));
+                println!(
+                    "{s} entries: `verify --deep` median {:.3}s, peak RSS {} MiB; Forum open + deep verify median {:.3}s, peak RSS {} MiB; Forum / ours = {:.1}× (target ≥ 5×, RSS ≤ 64 MiB)",
+                    ours.wall,
+                    ours.mib(),
+                    f.wall,
+                    f.mib(),
+                    f.wall / ours.wall
+                );
+                std::fs::remove_dir_all(&d).unwrap();
+                continue;
+            }
+            std::fs::remove_dir_all(&d).unwrap();
+            repo
+        };
+        let ours = median3(|| forum(&repo, &["verify", "--deep"]));
+        println!(
+            "{s} entries: `verify --deep` median {:.3}s ({:.2} µs per entry), peak RSS {} MiB (target ≤ 64 MiB)",
+            ours.wall,
+            ours.wall / s as f64 * 1e6,
+            ours.mib()
+        );
+    }
+
+    // 3. checkpoints and proofs on the N-entry ledger.
+    let repo = &big;
+    let keys = root.join("keys");
     std::fs::create_dir_all(&keys).unwrap();
-    forum(&repo, &["keygen", "bench", "--dir", keys.to_str().unwrap()]);
+    forum(repo, &["keygen", "bench", "--dir", keys.to_str().unwrap()]);
     let key = keys.join("bench.key");
     let key = key.to_str().unwrap();
     let note = ["checkpoint", "--note", "--note-key", key, "--no-record"];
-    let (v, vr) = forum(&repo, &["verify"]);
+    let v = forum(repo, &["verify"]);
     println!(
-        "baseline `git forum verify`: {v:.3}s, peak RSS {} MiB",
-        vr / 1024
+        "baseline `git forum verify`: {:.3}s, peak RSS {} MiB",
+        v.wall,
+        v.mib()
     );
-    let (c0, r0) = forum(&repo, &note);
+    let c0 = forum(repo, &note);
     println!(
-        "`checkpoint --note`, tiles built from every entry: {c0:.3}s, peak RSS {} MiB",
-        r0 / 1024
+        "`checkpoint --note`, tiles built from every entry: {:.3}s, peak RSS {} MiB; ratio to verify {:.2}",
+        c0.wall,
+        c0.mib(),
+        c0.wall / v.wall
     );
-    let (c1, r1) = median3(&repo, &note);
+    let c1 = median3(|| forum(repo, &note));
     println!(
         "`checkpoint --note`, tiles current: median {:.1} ms, peak RSS {} MiB (target < 50 ms); ratio to verify {:.4}",
-        c1 * 1e3,
-        r1 / 1024,
-        c1 / v
+        c1.wall * 1e3,
+        c1.mib(),
+        c1.wall / v.wall
     );
     let seq = (n / 2).to_string();
-    let (p, pr) = median3(&repo, &["prove", &seq, "--tlog-proof"]);
+    let p = median3(|| forum(repo, &["prove", &seq, "--tlog-proof"]));
     println!(
         "`prove {seq} --tlog-proof`: median {:.1} ms, peak RSS {} MiB (target < 50 ms)",
-        p * 1e3,
-        pr / 1024
+        p.wall * 1e3,
+        p.mib()
     );
     forum(
-        &repo,
+        repo,
         &[
             "append",
             "--actor",
@@ -131,10 +314,11 @@ fn main() {
             "{}",
         ],
     );
-    let (c2, r2) = forum(&repo, &note);
+    let c2 = forum(repo, &note);
     println!(
         "`checkpoint --note` after one append (tiles extended): {:.1} ms, peak RSS {} MiB",
-        c2 * 1e3,
-        r2 / 1024
+        c2.wall * 1e3,
+        c2.mib()
     );
+    println!("machine at the end: {}", uptime());
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use super::{CliError, Ctx};
 use crate::ledger::{canonical, verify_chain};
+use crate::store::append::ImportError;
 use crate::store::forum_dir::{self, ForumDirError};
 
 /// Import a Forum ledger directory into a new git ledger (same hashes, same checkpoint).
@@ -33,47 +34,31 @@ impl From<ForumDirError> for CliError {
     }
 }
 
+impl From<ImportError> for CliError {
+    fn from(e: ImportError) -> CliError {
+        match e {
+            ImportError::Dir(e) => e.into(),
+            ImportError::Refused(why) => CliError::usage(why),
+            ImportError::Store(e) => e.into(),
+        }
+    }
+}
+
 pub fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
-    let forum = forum_dir::read_with(
-        &args.dir,
-        &forum_dir::Limits {
-            total: args.max_bytes,
-            raise: "pass --max-bytes BYTES to import a larger one",
-            ..forum_dir::Limits::default()
-        },
-    )?;
-    let report = verify_chain(&forum.entries);
-    if let Some((i, p)) = report.first_bad {
-        return Err(CliError::usage(format!(
-            "{} does not verify at row {i}: {p}; nothing was imported",
-            args.dir.display()
-        )));
-    }
-    let mut items = Vec::with_capacity(forum.entries.len());
-    let mut absent = 0usize;
-    for e in &forum.entries {
-        let body = match forum.payloads.get(&e.payload_hash) {
-            Some(b) => Some(forum_dir::checked_body(e, b).map_err(|why| {
-                CliError::usage(format!(
-                    "{}: {why}; nothing was imported",
-                    args.dir.display()
-                ))
-            })?),
-            None => {
-                absent += 1;
-                None
-            }
-        };
-        items.push((e.clone(), body));
-    }
+    let limits = forum_dir::Limits {
+        total: args.max_bytes,
+        raise: "pass --max-bytes BYTES to import a larger one",
+        ..forum_dir::Limits::default()
+    };
     let mut store = ctx.store()?;
-    let tip = store.import_entries(&items)?;
-    for t in &forum.torn {
+    let done = store.import_forum_dir(&args.dir, &limits)?;
+    for t in &done.torn {
         eprintln!(
             "warning: dropped a torn last line of {} (an interrupted append), as Forum does",
             t.display()
         );
     }
+    let absent = done.absent_bodies;
     if absent > 0 {
         eprintln!(
             "warning: {absent} entr{} had no body in {} (Forum reads that as redacted); `verify --deep` flags them unless a redaction entry names them",
@@ -83,14 +68,14 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
     }
     if ctx.json {
         ctx.out_json(&serde_json::json!({
-            "ledger": ctx.ledger, "entries": report.entries, "checkpoint": report.checkpoint,
-            "commit": tip.to_string(), "absent_bodies": absent,
-            "torn_lines_dropped": forum.torn.len(),
+            "ledger": ctx.ledger, "entries": done.entries, "checkpoint": done.checkpoint,
+            "commit": done.commit.to_string(), "absent_bodies": absent,
+            "torn_lines_dropped": done.torn.len(),
         }))
     } else {
         ctx.out(&format!(
             "imported {} entries into ledger {}, checkpoint {}",
-            report.entries, ctx.ledger, report.checkpoint
+            done.entries, ctx.ledger, done.checkpoint
         ))
     }
 }

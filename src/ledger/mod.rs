@@ -54,7 +54,7 @@ impl NewEntry {
     /// [`MAX_LABEL_BYTES`], without control characters; the body at most
     /// [`MAX_PAYLOAD_BYTES`] canonical bytes; a finite, non-negative timestamp.
     /// Returns the canonical body on success, so callers need not encode it twice.
-    pub(crate) fn validate(&self) -> Result<String, String> {
+    pub fn validate(&self) -> Result<String, String> {
         for (what, s) in [("actor", &self.actor), ("kind", &self.kind)] {
             if s.is_empty() {
                 return Err(format!("{what} is empty"));

@@ -159,14 +159,14 @@ impl Tree {
 /// The standard root computed while entry hashes stream past, keeping one subtree root per set
 /// bit of the count (O(log n) memory), as `verify` needs it for every signed note's size.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Frontier {
+pub struct Frontier {
     /// Perfect subtrees, largest first, as (leaf count, root).
     stack: Vec<(u64, Hash)>,
 }
 
 impl Frontier {
     /// Adds the next entry, given as its 32 raw hash bytes.
-    pub(crate) fn push(&mut self, entry_hash: &[u8; 32]) {
+    pub fn push(&mut self, entry_hash: &[u8; 32]) {
         let mut node = (1u64, tlog_tiles::record_hash(entry_hash));
         while let Some(&(size, left)) = self.stack.last() {
             if size != node.0 {
@@ -179,7 +179,7 @@ impl Frontier {
     }
 
     /// The root of the entries pushed so far (SHA-256 of nothing when none).
-    pub(crate) fn root(&self) -> Hash {
+    pub fn root(&self) -> Hash {
         let mut it = self.stack.iter().rev();
         let Some(&(_, mut acc)) = it.next() else {
             return tlog_tiles::tree_hash(0, &Slice(&[])).unwrap_or(Hash([0; 32]));

@@ -129,36 +129,6 @@ fn open_plain(path: &Path) -> Result<Option<fs::File>, ForumDirError> {
     Ok(Some(f))
 }
 
-/// One logical line: parsed into `rows`, or (the last) dropped as torn. `Ok(true)` when dropped.
-fn take_row(
-    path: &Path,
-    rows: &mut Vec<Value>,
-    line: &str,
-    i: usize,
-    last: bool,
-) -> Result<bool, ForumDirError> {
-    if line.is_empty() {
-        if last {
-            return Ok(false);
-        }
-        return Err(ForumDirError::Corrupt(format!(
-            "{}: blank line at row {i}",
-            path.display()
-        )));
-    }
-    match canonical::parse(line) {
-        Ok(v) => {
-            rows.push(v);
-            Ok(false)
-        }
-        Err(_) if last => Ok(true),
-        Err(e) => Err(ForumDirError::Corrupt(format!(
-            "{}: corrupt line at row {i} ({e}); only a torn last line can be dropped",
-            path.display()
-        ))),
-    }
-}
-
 /// Reads the rows of one JSONL file under Forum's torn-line rules, line by line within
 /// `limits` (`used` counts the bytes read from the directory so far). Returns the rows and
 /// whether a torn last line was dropped.
@@ -168,6 +138,54 @@ fn read_rows(
     limits: &Limits,
     used: &mut u64,
 ) -> Result<(Vec<Value>, bool), ForumDirError> {
+    let mut rows = Vec::new();
+    let torn = scan_rows(path, file, limits, used, |_, _, _, v| {
+        rows.push(v);
+        Ok::<(), ForumDirError>(())
+    })?;
+    Ok((rows, torn))
+}
+
+/// One logical line: handed to `f` parsed, or (the last) dropped as torn. `Ok(true)` when
+/// dropped.
+fn take_line<E: From<ForumDirError>>(
+    path: &Path,
+    line: &str,
+    at: u64,
+    i: usize,
+    last: bool,
+    f: &mut impl FnMut(usize, u64, usize, Value) -> Result<(), E>,
+) -> Result<bool, E> {
+    if line.is_empty() {
+        if last {
+            return Ok(false);
+        }
+        return Err(
+            ForumDirError::Corrupt(format!("{}: blank line at row {i}", path.display())).into(),
+        );
+    }
+    match canonical::parse(line) {
+        Ok(v) => f(i, at, line.len(), v).map(|()| false),
+        Err(_) if last => Ok(true),
+        Err(e) => Err(ForumDirError::Corrupt(format!(
+            "{}: corrupt line at row {i} ({e}); only a torn last line can be dropped",
+            path.display()
+        ))
+        .into()),
+    }
+}
+
+/// Streams the rows of one JSONL file under Forum's torn-line rules, line by line within
+/// `limits` (`used` counts the bytes read from the directory so far): `f(row, byte offset,
+/// byte length, value)` for each row, in order, holding one line at a time. Returns whether a
+/// torn last line was dropped.
+pub(crate) fn scan_rows<E: From<ForumDirError>>(
+    path: &Path,
+    file: fs::File,
+    limits: &Limits,
+    used: &mut u64,
+    mut f: impl FnMut(usize, u64, usize, Value) -> Result<(), E>,
+) -> Result<bool, E> {
     use super::capped::{Line, read_line};
     let too_big = |what: String| {
         ForumDirError::Invalid(format!(
@@ -182,9 +200,9 @@ fn read_rows(
     let mut input = std::io::BufReader::with_capacity(1 << 16, file);
     let mut buf = Vec::new();
     let mut offset: u64 = 0;
-    let mut rows = Vec::new();
-    // Only the last line may be blank or torn, so each line waits until the next one is seen.
-    let mut pending: Option<String> = None;
+    // Only the last line may be blank or torn, so each line waits until the next one is seen
+    // (with the byte offset where it starts).
+    let mut pending: Option<(String, u64)> = None;
     let mut index = 0usize;
     loop {
         let read = read_line(&mut input, &mut buf, limits.line).map_err(|e| ForumDirError::Io {
@@ -200,14 +218,16 @@ fn read_rows(
                 "{}: the line at row {index} is longer than the {} byte line limit; no Forum row is that long, so this is not a Forum ledger file",
                 path.display(),
                 limits.line
-            )));
+            ))
+            .into());
         }
         if *used > limits.total {
             return Err(too_big(format!(
                 "{}: the Forum directory holds more than the {} byte limit (both files together)",
                 path.display(),
                 limits.total
-            )));
+            ))
+            .into());
         }
         let len = buf.len() as u64;
         // A crash can cut a multi-byte character; only the last line may be torn.
@@ -218,7 +238,8 @@ fn read_rows(
                     "{}: invalid UTF-8 at byte {}",
                     path.display(),
                     offset + e.utf8_error().valid_up_to() as u64
-                )));
+                ))
+                .into());
             }
             Err(e) => {
                 let valid = e.utf8_error().valid_up_to();
@@ -227,22 +248,34 @@ fn read_rows(
                 String::from_utf8(bytes).expect("prefix is valid")
             }
         };
-        offset += len;
         // Every segment but the last ends with `\n`, so splitting each one alone is splitting
         // the whole file.
         for line in splitlines(&text) {
-            if let Some(p) = pending.replace(line.to_string()) {
-                take_row(path, &mut rows, &p, index - 1, false)?;
+            let at = offset + (line.as_ptr() as usize - text.as_ptr() as usize) as u64;
+            let next = match pending.as_mut() {
+                Some((p, p_at)) => {
+                    let was = (std::mem::take(p), *p_at);
+                    p.push_str(line);
+                    *p_at = at;
+                    Some(was)
+                }
+                None => {
+                    pending = Some((line.to_string(), at));
+                    None
+                }
+            };
+            if let Some((p, p_at)) = next {
+                take_line(path, &p, p_at, index - 1, false, &mut f)?;
             }
             index += 1;
         }
+        offset += len;
         buf = text.into_bytes();
     }
-    let torn = match pending {
-        Some(p) => take_row(path, &mut rows, &p, index - 1, true)?,
-        None => false,
-    };
-    Ok((rows, torn))
+    match pending {
+        Some((p, at)) => take_line(path, &p, at, index - 1, true, &mut f),
+        None => Ok(false),
+    }
 }
 
 /// Reads a Forum ledger directory within the default [`Limits`]. A missing directory is an
@@ -305,6 +338,266 @@ pub fn read_with(dir: &Path, limits: &Limits) -> Result<ForumLedger, ForumDirErr
             .or_insert_with(|| body.clone());
     }
     Ok(out)
+}
+
+/// A Forum directory opened for a streaming import: the payload rows are indexed (a key of the
+/// hash and where the row sits, 24 bytes a row) rather than held, and the entries are read one
+/// row at a time, so memory does not follow the size of the bodies.
+pub struct ForumStream {
+    pub entries: EntryRows,
+    pub payloads: Payloads,
+}
+
+/// entries.jsonl, to be read one row at a time.
+pub struct EntryRows {
+    path: PathBuf,
+    file: Option<fs::File>,
+    limits: Limits,
+    /// Bytes read from the directory so far (the payload rows first).
+    used: u64,
+    /// Whether a torn last line was dropped.
+    pub torn: Option<PathBuf>,
+}
+
+/// Where each payload row sits in payloads.jsonl, sorted by a key of its hash.
+pub struct Payloads {
+    path: PathBuf,
+    /// Whether a torn last line was dropped.
+    pub torn: Option<PathBuf>,
+    file: Option<fs::File>,
+    slots: Vec<Slot>,
+    /// A stretch of the file as last read: rows are mostly read in file order.
+    window: Vec<u8>,
+    window_at: u64,
+}
+
+/// One payload row: the key of its hash, its offset and its length (the top bit of `len` set
+/// once the row's body has been handed out).
+#[derive(Clone, Copy)]
+struct Slot {
+    key: u64,
+    at: u64,
+    len: u32,
+}
+
+const HANDED_OUT: u32 = 1 << 31;
+const WINDOW: usize = 1 << 20;
+
+/// FNV-1a of a payload hash's text: only a key to sort and search by (every match is confirmed
+/// against the row itself).
+fn key_of(hash: &str) -> u64 {
+    hash.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Checks that a payload row has a string `hash` and a `body`; returns the hash.
+fn payload_row<'a>(
+    path: &Path,
+    i: usize,
+    row: &'a Value,
+) -> Result<(&'a str, &'a Value), ForumDirError> {
+    let (Some(h), Some(body)) = (row.get("hash"), row.get("body")) else {
+        return Err(ForumDirError::Corrupt(format!(
+            "{}: row {i} lacks \"hash\" or \"body\"",
+            path.display()
+        )));
+    };
+    let Some(h) = h.as_str() else {
+        return Err(ForumDirError::Corrupt(format!(
+            "{}: row {i}: \"hash\" is not a string",
+            path.display()
+        )));
+    };
+    Ok((h, body))
+}
+
+fn entry_of(path: &Path, i: usize, row: &Value) -> Result<Entry, ForumDirError> {
+    Entry::from_value(row)
+        .map_err(|why| ForumDirError::Corrupt(format!("{}: row {i}: {why}", path.display())))
+}
+
+/// Opens a Forum directory for a streaming import within `limits`: checks both files and reads
+/// payloads.jsonl once to index it. A problem is reported as [`read_with`] reports it (a
+/// problem in entries.jsonl before one in payloads.jsonl).
+pub fn open_stream(dir: &Path, limits: &Limits) -> Result<ForumStream, ForumDirError> {
+    if !dir.is_dir() {
+        return Err(ForumDirError::Invalid(format!(
+            "{} is not a directory holding a Forum ledger",
+            dir.display()
+        )));
+    }
+    let entries_path = dir.join("entries.jsonl");
+    let Some(entries_file) = open_plain(&entries_path)? else {
+        return Err(ForumDirError::Invalid(format!(
+            "{} has no entries.jsonl: not a Forum ledger",
+            dir.display()
+        )));
+    };
+    let payloads_path = dir.join("payloads.jsonl");
+    let payloads_file = open_plain(&payloads_path)?;
+    let mut used = 0u64;
+    let mut slots = Vec::new();
+    let mut torn = false;
+    let mut file = None;
+    if let Some(f) = payloads_file {
+        let reread = f.try_clone().map_err(|e| ForumDirError::Io {
+            context: format!("reading {}", payloads_path.display()),
+            source: e,
+        })?;
+        let scanned = scan_rows(&payloads_path, f, limits, &mut used, |i, at, len, row| {
+            let (h, _) = payload_row(&payloads_path, i, &row)?;
+            slots.push(Slot {
+                key: key_of(h),
+                at,
+                len: len as u32,
+            });
+            Ok::<(), ForumDirError>(())
+        });
+        match scanned {
+            Ok(t) => torn = t,
+            Err(e) => {
+                // entries.jsonl is read first by Forum and by `read_with`: its problem, if it has
+                // one, is the one to report.
+                let mut used = 0;
+                scan_rows(
+                    &entries_path,
+                    entries_file,
+                    limits,
+                    &mut used,
+                    |i, _, _, row| entry_of(&entries_path, i, &row).map(|_| ()),
+                )?;
+                return Err(e);
+            }
+        }
+        file = Some(reread);
+    }
+    // Stable: among rows of one hash the first stays first, and the first row wins.
+    slots.sort_by_key(|s| s.key);
+    slots.shrink_to_fit();
+    Ok(ForumStream {
+        entries: EntryRows {
+            path: entries_path,
+            file: Some(entries_file),
+            limits: *limits,
+            used,
+            torn: None,
+        },
+        payloads: Payloads {
+            torn: torn.then(|| payloads_path.clone()),
+            path: payloads_path,
+            file,
+            slots,
+            window: Vec::new(),
+            window_at: 0,
+        },
+    })
+}
+
+/// A body handed out by [`ForumStream::body`].
+pub struct StreamBody {
+    /// The canonical bytes, checked to hash to the entry's payload hash.
+    pub canonical: String,
+    /// Whether an earlier entry already got this body.
+    pub repeated: bool,
+}
+
+impl EntryRows {
+    /// Streams the entries in file order, `f(row, entry)`; stops at the first error.
+    pub fn read<E: From<ForumDirError>>(
+        &mut self,
+        mut f: impl FnMut(usize, Entry) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let file = self
+            .file
+            .take()
+            .ok_or_else(|| ForumDirError::Invalid("the entries were already read".into()))?;
+        let path = self.path.clone();
+        let torn = scan_rows(&path, file, &self.limits, &mut self.used, |i, _, _, row| {
+            f(i, entry_of(&path, i, &row)?)
+        })?;
+        if torn {
+            self.torn = Some(path);
+        }
+        Ok(())
+    }
+}
+
+impl Payloads {
+    /// The body the directory holds for `e` (the first row of its payload hash), checked
+    /// against the hash: `Ok(None)` when there is none. A body that does not hash to the entry
+    /// is `Err(Corrupt)`.
+    pub fn body(&mut self, e: &Entry) -> Result<Option<StreamBody>, ForumDirError> {
+        let ix = self;
+        let key = key_of(&e.payload_hash);
+        let mut k = ix.slots.partition_point(|s| s.key < key);
+        while k < ix.slots.len() && ix.slots[k].key == key {
+            let slot = ix.slots[k];
+            let text = ix.row(slot)?;
+            let row = canonical::parse(text).map_err(|err| ix.changed(&format!("{err}")))?;
+            let (h, body) =
+                payload_row(&ix.path, k, &row).map_err(|_| ix.changed("a row lost its hash"))?;
+            if h == e.payload_hash {
+                let canonical = checked_body(e, body).map_err(ForumDirError::Corrupt)?;
+                ix.slots[k].len |= HANDED_OUT;
+                return Ok(Some(StreamBody {
+                    canonical,
+                    repeated: slot.len & HANDED_OUT != 0,
+                }));
+            }
+            k += 1;
+        }
+        Ok(None)
+    }
+}
+
+impl Payloads {
+    fn changed(&self, why: &str) -> ForumDirError {
+        ForumDirError::Corrupt(format!(
+            "{} changed while it was being imported ({why}); import it again",
+            self.path.display()
+        ))
+    }
+
+    /// The text of the row in `slot`, read through the window.
+    fn row(&mut self, slot: Slot) -> Result<&str, ForumDirError> {
+        let (at, len) = (slot.at, (slot.len & !HANDED_OUT) as usize);
+        let inside =
+            at >= self.window_at && at + len as u64 <= self.window_at + self.window.len() as u64;
+        if !inside {
+            let Some(file) = self.file.as_ref() else {
+                return Err(self.changed("it is gone"));
+            };
+            self.window.resize(WINDOW.max(len), 0);
+            let mut got = 0;
+            while got < self.window.len() {
+                use std::os::unix::fs::FileExt as _;
+                match file.read_at(&mut self.window[got..], at + got as u64) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        return Err(ForumDirError::Io {
+                            context: format!("reading {}", self.path.display()),
+                            source: e,
+                        });
+                    }
+                }
+            }
+            self.window.truncate(got);
+            self.window_at = at;
+            if got < len {
+                return Err(self.changed("it is shorter"));
+            }
+        }
+        let from = (at - self.window_at) as usize;
+        std::str::from_utf8(&self.window[from..from + len]).map_err(|_| {
+            ForumDirError::Corrupt(format!(
+                "{} changed while it was being imported (not UTF-8); import it again",
+                self.path.display()
+            ))
+        })
+    }
 }
 
 /// Writes `entries` and their bodies in Forum's format into `dir`, which must be empty or absent.

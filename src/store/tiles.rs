@@ -348,6 +348,40 @@ fn check_chain(first: u64, prev: &str, entries: &[Entry]) -> Result<(), StoreErr
     Ok(())
 }
 
+/// Reads and checks the commit `id` of seq `seq` for a tile rebuild: a commit that hashes to
+/// its name, whose only parent is `parent`, holding the entry of that seq with the hash its
+/// fields give. Returns the entry hash and prev_hash, or `None` when anything is off.
+fn check_one(
+    repo: &gix::Repository,
+    reader: &mut super::packread::Reader,
+    buf: &mut Vec<u8>,
+    hash: gix::hash::Kind,
+    id: &ObjectId,
+    seq: u64,
+    parent: Option<&ObjectId>,
+) -> Option<([u8; 32], [u8; 32])> {
+    use super::git::{entry_from_message, hex_to_bytes, parse_commit};
+    use crate::ledger::hash::is_hash;
+    use gix::objs::{Find as _, Kind};
+    let kind = match reader.read(id, buf) {
+        Some(k) => k,
+        None => repo.objects.try_find(id, buf).ok()??.kind,
+    };
+    if kind != Kind::Commit || gix::objs::compute_hash(hash, Kind::Commit, buf).ok()? != *id {
+        return None;
+    }
+    let raw = parse_commit(buf, hash)?;
+    if raw.parents.len() > 1 || raw.parents.first() != parent {
+        return None;
+    }
+    let e = entry_from_message(raw.message).ok()?;
+    let ok = e.seq == seq
+        && is_hash(&e.entry_hash)
+        && is_hash(&e.prev_hash)
+        && e.computed_hash() == e.entry_hash;
+    ok.then(|| (hex_to_bytes(&e.entry_hash), hex_to_bytes(&e.prev_hash)))
+}
+
 impl GitStore {
     /// The tiles ref's commit and what its message records, when it reads.
     fn tiles_state(&self) -> Option<(ObjectId, State)> {
@@ -416,43 +450,165 @@ impl GitStore {
                     new.push(e);
                 }
                 check_chain(s.size, &prev.entry_hash, &new)?;
-                if let Ok(t) = self.grow_tiles(Some(s), &new, tip.commit, old.as_ref().map(|o| o.0))
+                let raw: Vec<[u8; 32]> = new
+                    .iter()
+                    .map(|e| unhex32(&e.entry_hash).ok_or_else(|| corrupt("a bad entry hash")))
+                    .collect::<Result<_, _>>()?;
+                if let Ok(t) = self.grow_tiles(Some(s), &raw, tip.commit, old.as_ref().map(|o| o.0))
                 {
                     return Ok(t);
                 }
             }
         }
-        let all = self.entries()?;
-        check_chain(0, crate::ledger::hash::GENESIS, &all)?;
+        let all = self.chain_hashes(&tip)?;
         let mut t = self.grow_tiles(None, &all, tip.commit, old.as_ref().map(|o| o.0))?;
         t.rebuilt = true;
         Ok(t)
     }
 
-    /// Writes the tiles of `base` extended by `new` (entries in seq order) and points the ref
-    /// at them (compare-and-swap against `old_commit`).
+    /// Every entry hash from seq 0 to the tip, each entry checked on the way to continue the
+    /// chain (its seq, its link to the one before, the hash its fields give). A rebuild needs
+    /// nothing else, so this keeps 32 bytes an entry (not every entry) and reads commits only.
+    ///
+    /// The commit ids come from the seq index (brought up to date first), so the commits are
+    /// read and checked in parallel, a range per thread; the index is not trusted for that:
+    /// each commit is checked to hash to its id and to have the previous seq's id as its only
+    /// parent, and the last id is the tip, so the ids are the ledger's chain.
+    fn chain_hashes(&self, tip: &super::git::Tip) -> Result<Vec<[u8; 32]>, StoreError> {
+        let hash = self.object_hash();
+        let width = hash.len_in_bytes();
+        let n = (tip.entry.seq + 1) as usize;
+        let from_index = self.index_for(tip).ok().and_then(|_| {
+            let bytes = std::fs::read(self.index_path()).ok()?;
+            (bytes.len() == n * width).then_some(bytes)
+        });
+        if let Some(ids) = from_index
+            && let Ok(out) = self.hashes_of_chain(tip, &ids, n)
+        {
+            return Ok(out);
+        }
+        // No index, or one that does not describe the chain (it is only a cache): the ids
+        // from a walk of the commits.
+        let ids: Vec<u8> = self
+            .chain_ids_from(Some(tip.commit))?
+            .iter()
+            .flat_map(|id| id.as_slice().to_vec())
+            .collect();
+        self.hashes_of_chain(tip, &ids, n).map_err(|seq| {
+            StoreError::Corrupt(format!(
+                "entry {seq} does not continue the chain; run `git forum verify`"
+            ))
+        })
+    }
+
+    /// [`Self::chain_hashes`] with the commit ids given (raw, one after another): the hashes,
+    /// or the first seq whose commit or entry does not continue the chain.
+    fn hashes_of_chain(
+        &self,
+        tip: &super::git::Tip,
+        ids: &[u8],
+        n: usize,
+    ) -> Result<Vec<[u8; 32]>, u64> {
+        use super::packread::{Packs, Reader};
+        let hash = self.object_hash();
+        let width = hash.len_in_bytes();
+        let id_at = |k: usize| ObjectId::from_bytes_or_panic(&ids[k * width..(k + 1) * width]);
+        if ids.len() != n * width || id_at(n - 1) != tip.commit {
+            return Err(tip.entry.seq);
+        }
+        let mut out = vec![[0u8; 32]; n];
+        let threads = std::thread::available_parallelism()
+            .map(|t| t.get())
+            .unwrap_or(1)
+            .clamp(1, 4)
+            .min(n.div_ceil(4096));
+        let per = n.div_ceil(threads);
+        let packs = Packs::open(&self.objects_dir(), hash);
+        let shared = self.repo().clone().into_sync();
+        // Each range gives the prev_hash of its first entry, or the first seq it found broken.
+        let ranges: Vec<Result<[u8; 32], u64>> = std::thread::scope(|sc| {
+            let handles: Vec<_> = out
+                .chunks_mut(per)
+                .enumerate()
+                .map(|(c, chunk)| {
+                    let (packs, shared, id_at) = (packs.clone(), shared.clone(), &id_at);
+                    sc.spawn(move || {
+                        let repo = shared.to_thread_local();
+                        let mut reader = Reader::new(packs);
+                        let mut buf = Vec::new();
+                        let start = c * per;
+                        let mut first_prev = None;
+                        let mut last: Option<[u8; 32]> = None;
+                        for (j, slot) in chunk.iter_mut().enumerate() {
+                            let k = start + j;
+                            let parent = (k > 0).then(|| id_at(k - 1));
+                            let checked = check_one(
+                                &repo,
+                                &mut reader,
+                                &mut buf,
+                                hash,
+                                &id_at(k),
+                                k as u64,
+                                parent.as_ref(),
+                            );
+                            match checked {
+                                Some((h, prev)) if last.is_none_or(|l| l == prev) => {
+                                    first_prev.get_or_insert(prev);
+                                    *slot = h;
+                                    last = Some(h);
+                                }
+                                _ => return Err(k as u64),
+                            }
+                        }
+                        first_prev.ok_or(start as u64)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(Err(0)))
+                .collect()
+        });
+        let mut first_bad = None;
+        for (c, r) in ranges.iter().enumerate() {
+            let bad = match r {
+                Err(seq) => Some(*seq),
+                // The range's first link: GENESIS at seq 0, else the range before's last hash.
+                Ok(prev) if c == 0 && *prev != [0u8; 32] => Some(0),
+                Ok(prev) if c > 0 && *prev != out[c * per - 1] => Some((c * per) as u64),
+                Ok(_) => None,
+            };
+            if let Some(seq) = bad {
+                first_bad = Some(first_bad.map_or(seq, |b: u64| b.min(seq)));
+            }
+        }
+        match first_bad {
+            Some(seq) => Err(seq),
+            None => Ok(out),
+        }
+    }
+
+    /// Writes the tiles of `base` extended by `raw` (the new entry hashes in seq order) and
+    /// points the ref at them (compare-and-swap against `old_commit`).
     fn grow_tiles(
         &self,
         base: Option<&State>,
-        new: &[Entry],
+        raw: &[[u8; 32]],
         tip: ObjectId,
         old_commit: Option<ObjectId>,
     ) -> Result<Tiled, StoreError> {
         let repo = self.repo();
         let t0 = base.map_or(0, |b| b.size);
-        let n = t0 + new.len() as u64;
-        let raw: Vec<[u8; 32]> = new
-            .iter()
-            .map(|e| unhex32(&e.entry_hash).ok_or_else(|| corrupt("a bad entry hash")))
-            .collect::<Result<_, _>>()?;
+        let n = t0 + raw.len() as u64;
         let old_tiles = base.map(|b| GitTiles::new(repo, b.tree, b.size));
         let old_reader = base
             .zip(old_tiles.as_ref())
             .map(|(b, t)| TileHashReader::new(b.size, b.root, t));
         let old_count = tlog_tiles::stored_hash_count(t0);
-        let mut stored: Vec<Hash> = Vec::with_capacity(new.len() * 2 + 1);
+        let mut stored: Vec<Hash> = Vec::with_capacity(raw.len() * 2 + 1);
         let mut forum = base.map_or_else(Accumulator::default, |b| b.forum.clone());
-        for (k, (h, e)) in raw.iter().zip(new).enumerate() {
+        let mut hex = String::with_capacity(64);
+        for (k, h) in raw.iter().enumerate() {
             let grow = Grow {
                 old_count,
                 old: old_reader.as_ref().map(|r| r as &dyn HashReader),
@@ -465,7 +621,9 @@ impl GitStore {
             )
             .map_err(tlog_err)?;
             stored.extend(add);
-            forum.push(&e.entry_hash);
+            hex.clear();
+            crate::ledger::hash::push_hex(&mut hex, h);
+            forum.push(&hex);
         }
         let grow = Grow {
             old_count,

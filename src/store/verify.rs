@@ -16,13 +16,13 @@ use gix::hash::Kind as HashKind;
 use gix::objs::{Find as _, Kind};
 
 use super::git::{
-    GitStore, PAYLOAD_FILE, ReflogLine, StoreError, entry_from_message, entry_from_message_checked,
-    git_err, hex_to_bytes, is_commit_of, parse_commit,
+    GitStore, ReflogLine, StoreError, entry_from_message, entry_from_message_checked, git_err,
+    hex_to_bytes, is_commit_of, parse_commit,
 };
 use super::packread::{Packs, Reader};
 use super::sign::SignatureCheck;
 use crate::ledger::canonical;
-use crate::ledger::hash::{self, sha256_hex};
+use crate::ledger::hash;
 use crate::ledger::{ChainChecker, ChainProblem, Link};
 
 /// Commits handed from the walker to a worker at a time.

@@ -12,6 +12,7 @@ mod edges;
 mod flight;
 mod gradable;
 mod http_exec;
+mod import_stream;
 mod inputs;
 mod ledger;
 mod llm;

@@ -229,6 +229,9 @@ pub(super) fn redaction_target(body: &[u8]) -> Option<[u8; 32]> {
     hash::is_hash(h).then(|| hex_to_bytes(h))
 }
 
+/// How an entry's tree starts: the one entry's mode and name (its blob id follows).
+pub(super) const TREE_PREFIX: &[u8] = b"100644 payload.json\0";
+
 /// Reads and checks an entry's tree and body. When the verdict is [`Body::Present`], `buf`
 /// holds the body.
 pub(super) fn read_body(
@@ -242,8 +245,10 @@ pub(super) fn read_body(
     if *tree_id == ObjectId::empty_tree(hash) {
         return Ok(Body::Absent);
     }
-    let tree = match read_object(repo, reader, tree_id, buf) {
-        Ok(Some(Kind::Tree)) => buf.clone(),
+    // The tree is read into `buf`, checked and its one blob id taken, before the blob is
+    // read into the same buffer (no copy of either).
+    match read_object(repo, reader, tree_id, buf) {
+        Ok(Some(Kind::Tree)) => {}
         Ok(Some(_)) => {
             return Ok(bad(
                 Code::NotALedgerTree,
@@ -262,10 +267,9 @@ pub(super) fn read_body(
                 format!("tree {tree_id} cannot be read: {e}"),
             ));
         }
-    };
-    let prefix = format!("100644 {PAYLOAD_FILE}\0");
-    let Some(blob) = tree
-        .strip_prefix(prefix.as_bytes())
+    }
+    let Some(blob) = buf
+        .strip_prefix(TREE_PREFIX)
         .filter(|b| b.len() == hash.len_in_bytes())
         .map(ObjectId::from_bytes_or_panic)
     else {
@@ -274,7 +278,7 @@ pub(super) fn read_body(
             format!("tree {tree_id} is not a ledger entry tree"),
         ));
     };
-    if gix::objs::compute_hash(hash, Kind::Tree, &tree).ok() != Some(*tree_id) {
+    if gix::objs::compute_hash(hash, Kind::Tree, buf).ok() != Some(*tree_id) {
         return Ok(bad(
             Code::CorruptObject,
             format!("tree {tree_id} does not hash to its name"),
@@ -298,7 +302,9 @@ pub(super) fn read_body(
             ));
         }
     }
-    if hex_to_bytes(&sha256_hex(buf)) != *payload_hash {
+    // The digest compared as bytes, straight from the buffer.
+    if <sha2::Sha256 as sha2::Digest>::digest(buf.as_slice()).as_slice() != payload_hash.as_slice()
+    {
         return Ok(body_edited());
     }
     if gix::objs::compute_hash(hash, Kind::Blob, buf).ok() != Some(blob) {
