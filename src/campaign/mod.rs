@@ -19,6 +19,7 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::plan::py_repr;
 use serde_json::{Value as J, json};
 
 pub use status::{
@@ -164,7 +165,7 @@ impl Campaign {
             if !ids.insert(f.feature_id.as_str()) {
                 return Err(DeclareError::Rejected(format!(
                     "duplicate feature id: {}",
-                    py_str(&f.feature_id)
+                    py_repr(&f.feature_id)
                 )));
             }
         }
@@ -173,8 +174,8 @@ impl Campaign {
                 if !ids.contains(d.as_str()) {
                     return Err(DeclareError::Rejected(format!(
                         "feature {} depends on unknown feature {}",
-                        py_str(&f.feature_id),
-                        py_str(d)
+                        py_repr(&f.feature_id),
+                        py_repr(d)
                     )));
                 }
             }
@@ -198,7 +199,7 @@ impl Campaign {
                 .map(|(id, _)| *id)
                 .collect();
             if ready.is_empty() {
-                let names: Vec<String> = left.keys().map(|k| py_str(k)).collect();
+                let names: Vec<String> = left.keys().map(|k| py_repr(k)).collect();
                 return Err(DeclareError::Rejected(format!(
                     "dependency cycle among features: [{}]",
                     names.join(", ")
@@ -299,33 +300,4 @@ fn str_list(
             ))),
         })
         .collect()
-}
-
-/// A string as Python's `repr` writes it, as Forum's messages quote ids (`'a'`).
-pub fn py_str(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
 }

@@ -97,9 +97,9 @@ fn the_declared_body_fills_in_forums_defaults() {
 
 #[test]
 fn python_repr_quotes_as_python_does() {
-    assert_eq!(py_str("a"), "'a'");
-    assert_eq!(py_str("it's"), "\"it's\"");
-    assert_eq!(py_str("a\\b\n"), "'a\\\\b\\n'");
+    assert_eq!(py_repr("a"), "'a'");
+    assert_eq!(py_repr("it's"), "\"it's\"");
+    assert_eq!(py_repr("a\\b\n"), "'a\\\\b\\n'");
 }
 
 #[test]

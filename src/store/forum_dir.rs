@@ -284,8 +284,10 @@ pub fn read(dir: &Path) -> Result<ForumLedger, ForumDirError> {
     read_with(dir, &Limits::default())
 }
 
-/// Reads a Forum ledger directory within `limits`.
-pub fn read_with(dir: &Path, limits: &Limits) -> Result<ForumLedger, ForumDirError> {
+/// The two files of a Forum directory, opened as plain files: `entries.jsonl` must be there,
+/// `payloads.jsonl` may be absent (every body then counts as redacted).
+#[allow(clippy::type_complexity)]
+fn open_files(dir: &Path) -> Result<(PathBuf, fs::File, PathBuf, Option<fs::File>), ForumDirError> {
     if !dir.is_dir() {
         return Err(ForumDirError::Invalid(format!(
             "{} is not a directory holding a Forum ledger",
@@ -301,6 +303,12 @@ pub fn read_with(dir: &Path, limits: &Limits) -> Result<ForumLedger, ForumDirErr
     };
     let payloads_path = dir.join("payloads.jsonl");
     let payloads_file = open_plain(&payloads_path)?;
+    Ok((entries_path, entries_file, payloads_path, payloads_file))
+}
+
+/// Reads a Forum ledger directory within `limits`.
+pub fn read_with(dir: &Path, limits: &Limits) -> Result<ForumLedger, ForumDirError> {
+    let (entries_path, entries_file, payloads_path, payloads_file) = open_files(dir)?;
     let mut used = 0u64;
     let mut out = ForumLedger::default();
     let (rows, torn) = read_rows(&entries_path, entries_file, limits, &mut used)?;
@@ -421,21 +429,7 @@ fn entry_of(path: &Path, i: usize, row: &Value) -> Result<Entry, ForumDirError> 
 /// payloads.jsonl once to index it. A problem is reported as [`read_with`] reports it (a
 /// problem in entries.jsonl before one in payloads.jsonl).
 pub fn open_stream(dir: &Path, limits: &Limits) -> Result<ForumStream, ForumDirError> {
-    if !dir.is_dir() {
-        return Err(ForumDirError::Invalid(format!(
-            "{} is not a directory holding a Forum ledger",
-            dir.display()
-        )));
-    }
-    let entries_path = dir.join("entries.jsonl");
-    let Some(entries_file) = open_plain(&entries_path)? else {
-        return Err(ForumDirError::Invalid(format!(
-            "{} has no entries.jsonl: not a Forum ledger",
-            dir.display()
-        )));
-    };
-    let payloads_path = dir.join("payloads.jsonl");
-    let payloads_file = open_plain(&payloads_path)?;
+    let (entries_path, entries_file, payloads_path, payloads_file) = open_files(dir)?;
     let mut used = 0u64;
     let mut slots = Vec::new();
     let mut torn = false;

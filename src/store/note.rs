@@ -413,7 +413,8 @@ fn git_config(dir: &Path, key: &str) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-fn git_config_all(dir: &Path, key: &str) -> Vec<String> {
+/// Every value of a multi-valued git config key, trimmed, empty ones dropped (none when unset).
+pub(crate) fn git_config_all(dir: &Path, key: &str) -> Vec<String> {
     std::process::Command::new("git")
         .arg("--git-dir")
         .arg(dir)

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::git::{GitStore, Options, StoreError};
-use super::note::{self, NoteCheckpoint};
+use super::note::{self, NoteCheckpoint, git_config_all};
 use crate::ledger::tlog::Tree;
 
 /// Where the witnesses' answers about ledger NAME are recorded.
@@ -71,25 +71,6 @@ struct Answer {
     #[serde(default)]
     conflict: bool,
     accepted: Option<String>,
-}
-
-fn git_config_all(gd: &Path, key: &str) -> Vec<String> {
-    Command::new("git")
-        .arg("--git-dir")
-        .arg(gd)
-        .args(["config", "--get-all", key])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn split_keys(values: &[String]) -> Vec<String> {

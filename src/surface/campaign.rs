@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value as J;
 
 use super::{Error, Report, Result};
-use crate::campaign::{self, Campaign, DeclareError, Ingest, Room, Status, py_str};
+use crate::campaign::{self, Campaign, DeclareError, Ingest, Room, Status};
 use crate::ledger::canonical::Value;
 use crate::ledger::merkle::Accumulator;
 use crate::ledger::{Entry, NewEntry, Storage, kind};
@@ -156,7 +156,7 @@ pub fn resolve(items: &[(Entry, Option<J>)], id: Option<&str>) -> Result<Status>
         };
         Error::not_found(format!(
             "no campaign {} in this ledger ({known})",
-            py_str(&id)
+            crate::plan::py_repr(&id)
         ))
     })
 }
