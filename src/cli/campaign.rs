@@ -100,6 +100,14 @@ pub struct RunArgs {
     /// Policy file (default: .forum/policy.toml).
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
+    /// Each feature works in the repository: its own worktree, its change committed, checked,
+    /// gated and integrated onto the round's run branch `forum/run-SEQ` (as `submit --work`).
+    #[arg(long)]
+    pub work: bool,
+    /// A check every feature's change must pass (after `[work] checks`; repeatable; needs
+    /// `--work`).
+    #[arg(long = "check", value_name = "CMD")]
+    pub checks: Vec<String>,
     /// Which executors run the features.
     #[command(flatten)]
     pub exec: ExecutorArgs,
@@ -210,8 +218,11 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
     let spec = RunOptions {
         max_model_calls: a.max_model_calls,
         max_seconds: a.max_seconds,
+        work: a.work,
+        checks: a.checks.clone(),
         ..RunOptions::default()
     };
+    surface::campaign::check_work_flags(a.work, &a.checks)?;
     let mut opts = spec.build(load_policy(ctx, a.policy.as_deref())?)?;
     if let Some(n) = a.max_parallel {
         opts.policy.max_parallel = n;
@@ -227,6 +238,8 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
             "cannot run the campaign: {first} (git forum runtime inspect lists every issue)"
         )));
     }
+    opts.work =
+        surface::campaign::work_options(&spec, &loaded.runtime.work, ctx.dir.clone(), &ctx.ledger)?;
     let fleet = Fleet::new(loaded.runtime)
         .map_err(|e| CliError::usage(format!("cannot run the campaign: {e}")))?;
     let pinned = match std::env::var(surface::clock::TIMESTAMP_ENV) {
@@ -253,6 +266,10 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
             }
         })?;
     let room = surface::campaign::status(&items, a.id.get(), verified(&store)?)?;
+    // Where the changes landed goes to stderr, so stdout stays Forum's room.
+    if a.work {
+        eprintln!("{}", surface::campaign::branches_line(&done));
+    }
     if ctx.json {
         return ctx.out(&forum_text(&room, true)?);
     }

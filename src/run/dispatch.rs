@@ -3,6 +3,12 @@
 //! (upstream injection, context budget, per-task context, parallel width, budget and
 //! interruption), each witnessed as `task` and `result`. No request, no planner, no
 //! validation and no synthesis: the caller judges the results.
+//!
+//! With work options enabled (a campaign's `--work`), the dispatch is a `--work` run named
+//! by its `plan` entry's seq: the engine's own work path gives each task a worktree, commits
+//! and checks its change, asks the pre-ship gate after each wave, integrates merged changes
+//! onto `forum/run-PLANSEQ` (which starts at the given base) and checks that branch once at
+//! the end. Each task's result then says what became of its change ([`WorkState`]).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -11,6 +17,7 @@ use crate::ledger::canonical::Value;
 use crate::ledger::{Storage, kind};
 use crate::plan::{CompiledPlan, Task};
 
+use super::changes::{TaskWork, WorkRun};
 use super::engine::{Done, Run};
 use super::{Env, Options, RunError, lock};
 
@@ -23,6 +30,28 @@ pub struct TaskResult {
     pub ok: bool,
     /// The output (or the error) witnessed.
     pub output: String,
+    /// What became of its change, in a dispatch that works in the repository.
+    pub work: Option<WorkState>,
+}
+
+/// One task's change in a dispatch that works in the repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkState {
+    /// Whether its change is on the run branch (or it changed nothing and its checks passed).
+    pub landed: bool,
+    /// Why it did not land (empty when it did).
+    pub reason: String,
+}
+
+/// The run branch of a dispatch that works in the repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkBranch {
+    /// The run's seq (its `plan` entry): the branch is `forum/run-SEQ`.
+    pub run_seq: u64,
+    /// The commit the branch started at.
+    pub base: String,
+    /// The branch's tip once anything was integrated.
+    pub tip: Option<String>,
 }
 
 /// What a dispatch wrote and what each task gave.
@@ -36,28 +65,66 @@ pub struct Dispatched {
     pub written: Vec<u64>,
     /// Model calls started, per model id.
     pub calls: BTreeMap<String, u64>,
+    /// The run branch, when the dispatch worked in the repository.
+    pub branch: Option<WorkBranch>,
 }
 
 /// Dispatches `plan` on `store`: a `plan` entry with no parent (Forum's `{waves, edges}`),
-/// then every wave in order, tasks parented on the plan and results on their tasks.
+/// then every wave in order, tasks parented on the plan and results on their tasks. When
+/// `opts.work` is enabled the tasks work in the repository from `base` (HEAD when `None`);
+/// every worktree is removed however the dispatch ends.
 pub fn dispatch(
     store: &mut (dyn Storage + Send),
     env: &Env<'_>,
     opts: &Options,
     plan: &CompiledPlan,
+    base: Option<&str>,
 ) -> Result<Dispatched, RunError> {
     let run = Run::new(store, env, opts);
-    run.scoped(|| {
+    let out = run.scoped(|| dispatch_run(&run, plan, base));
+    run.finish_work();
+    out
+}
+
+fn dispatch_run(
+    run: &Run<'_, '_>,
+    plan: &CompiledPlan,
+    base: Option<&str>,
+) -> Result<Dispatched, RunError> {
+    {
+        // A dispatch that works in the repository is named by its plan entry's seq.
+        let mut expected = None;
+        if let Some(o) = run.opts.work.as_ref().filter(|o| o.enabled) {
+            let next = lock(&run.store).len()?;
+            run.open_work(next, base, o.checks.clone())?;
+            if let Some(w) = run.work() {
+                *lock(&w.plan) = plan.tasks.clone();
+            }
+            expected = Some(next);
+        }
         let entry = run.put_value("dispatch", kind::PLAN, None, plan_body(plan))?;
+        if expected.is_some_and(|n| n != entry.seq) {
+            return Err(RunError::Work(format!(
+                "another writer appended to the ledger while dispatch {} opened its work area; run again",
+                entry.seq
+            )));
+        }
         let by_id: BTreeMap<&str, &Task> = plan.tasks.iter().map(|t| (t.id.as_str(), t)).collect();
         let results: Mutex<BTreeMap<String, Done>> = Mutex::new(BTreeMap::new());
-        for wave in &plan.waves {
+        for (i, wave) in plan.waves.iter().enumerate() {
             let tasks: Vec<&Task> = wave
                 .iter()
                 .filter_map(|id| by_id.get(id.as_str()).copied())
                 .collect();
             run.run_wave(&tasks, entry.seq, &results)?;
+            if let Some(w) = run.work() {
+                run.ship_wave(w, plan, i, wave, entry.seq)?;
+            }
         }
+        if let Some(w) = run.work() {
+            run.check_run_branch(w, entry.seq)?;
+        }
+        let work = run.work();
         let results = lock(&results)
             .iter()
             .map(|(id, d)| {
@@ -67,17 +134,83 @@ pub fn dispatch(
                         seq: d.seq,
                         ok: d.ok,
                         output: d.output.clone(),
+                        work: work.map(|w| work_state(&w.get(id), d)),
                     },
                 )
             })
             .collect();
+        let branch = work.map(|w| WorkBranch {
+            run_seq: w.run_seq,
+            base: w.bench.base().commit.clone(),
+            tip: last_tip(w, plan),
+        });
         Ok(Dispatched {
             plan_seq: entry.seq,
             results,
             written: lock(&run.written).clone(),
             calls: lock(&run.per_model).clone(),
+            branch,
         })
-    })
+    }
+}
+
+/// The run branch's tip: changes are integrated wave after wave, each wave in plan order, so
+/// the branch's tip is the integration of the last task in that order that integrated.
+fn last_tip(w: &WorkRun, plan: &CompiledPlan) -> Option<String> {
+    let order: Vec<&str> = plan
+        .waves
+        .iter()
+        .flat_map(|wave| {
+            plan.tasks
+                .iter()
+                .filter(|t| wave.contains(&t.id))
+                .map(|t| t.id.as_str())
+        })
+        .collect();
+    order
+        .into_iter()
+        .rev()
+        .filter_map(|id| w.get(id).integrated)
+        .find(|t| !t.is_empty())
+}
+
+/// What became of a task's change: landed when it is integrated, or when the worker changed
+/// nothing and every check passed; otherwise the reason, in one line.
+fn work_state(tw: &TaskWork, done: &Done) -> WorkState {
+    let failed_checks = || {
+        tw.failed
+            .iter()
+            .map(|(c, _)| c.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let reason = match (&tw.change, tw.ship.as_deref()) {
+        _ if !done.ok && tw.change.is_none() => first_line(&done.output, "the task failed"),
+        (None, _) => "its change could not be committed".to_string(),
+        (Some(c), _) if c.commit.is_none() && tw.checks_ok() => String::new(),
+        (Some(_), _) if !tw.checks_ok() => format!("its checks failed: {}", failed_checks()),
+        (Some(c), _) if c.commit.is_none() => "its change could not be committed".to_string(),
+        (Some(_), Some("merge")) if tw.integrated.is_some() => String::new(),
+        (Some(_), Some("merge")) => {
+            "its change conflicted with the run branch and was not integrated".to_string()
+        }
+        (Some(_), Some("block")) => "the pre-ship gate blocked its change (quarantined)".into(),
+        (Some(_), Some(_)) => "the pre-ship gate made no decision on its change".to_string(),
+        (Some(_), None) => "its change was not shipped".to_string(),
+    };
+    WorkState {
+        landed: reason.is_empty(),
+        reason,
+    }
+}
+
+fn first_line(s: &str, fallback: &str) -> String {
+    let line = s.lines().next().unwrap_or("").trim();
+    if line.is_empty() {
+        fallback.to_string()
+    } else {
+        line.to_string()
+    }
 }
 
 fn plan_body(plan: &CompiledPlan) -> Value {

@@ -84,7 +84,7 @@ pub use changes::{
     DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, OpenWork, WorkOptions,
 };
 pub use context::{MAX_TASK_CONTEXT_CHARS, TASK_CONTEXT_CUT_MARKER, cap_task_context};
-pub use dispatch::{Dispatched, TaskResult, dispatch};
+pub use dispatch::{Dispatched, TaskResult, WorkBranch, WorkState, dispatch};
 pub use drive::submit;
 pub use gates::GatePolicy;
 pub use interrupt::Interrupt;

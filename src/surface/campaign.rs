@@ -8,6 +8,17 @@
 //! `campaign_dispatch`, `feature_status` and `campaign_result` by `campaign`; an ingest's
 //! `feature_status` or `project_status` by `operator`; a round's `plan`, `task` and `result`
 //! as Forum's `dispatch_plan` writes them.
+//!
+//! With `--work` (the run options' work enabled) each round is a `--work` dispatch: every
+//! feature's task works in its own worktree and its change is committed (`change`), checked
+//! (`check`), gated (`ship`) and integrated by the engine's own work path. Where changes
+//! land: one run branch per round, `forum/run-PLANSEQ` (named by the round's `plan` entry),
+//! and each round starts from the tip of the last round that integrated anything (the
+//! first from HEAD), so a dependent feature works on its dependencies' merged changes and
+//! the last such branch holds the whole campaign's. A feature is `done` only when its change
+//! is on its round's branch (or it changed nothing and its checks passed); otherwise it is
+//! `failed` with the reason (its checks failed, the gate blocked it or made no decision, it
+//! conflicted), witnessed by its task's `result`, and its dependents are blocked.
 
 use std::collections::BTreeMap;
 
@@ -216,6 +227,61 @@ pub fn ingest(
     })
 }
 
+/// Refuses `--check` without `--work` (one line; nothing runs).
+pub fn check_work_flags(work: bool, checks: &[String]) -> Result<()> {
+    if !work && !checks.is_empty() {
+        return Err(Error::usage(
+            "--check runs on the changes of a --work campaign run: add --work",
+        ));
+    }
+    Ok(())
+}
+
+/// The work options of a campaign run: only an explicit `--work` makes its features change
+/// the repository (`[work] enabled` is for submitted runs; a campaign dispatches many
+/// features at once, so it is asked for each time), with `[work] checks` then `--check`.
+/// `None` without `--work`, so the rounds write exactly Forum's entries.
+pub fn work_options(
+    spec: &super::run::RunOptions,
+    defaults: &crate::exec::config::WorkConfig,
+    repo: std::path::PathBuf,
+    ledger: &str,
+) -> Result<Option<run::WorkOptions>> {
+    check_work_flags(spec.work, &spec.checks)?;
+    if !spec.work {
+        return Ok(None);
+    }
+    let open = super::run::work::git_opener(repo, ledger.to_string());
+    spec.work_options(defaults, ledger, open).map(Some)
+}
+
+/// One line naming each round's run branch and the one holding the campaign's changes.
+pub fn branches_line(done: &RunDone) -> String {
+    if done.branches.is_empty() {
+        return "no round worked in the repository".into();
+    }
+    let rounds: Vec<String> = done
+        .branches
+        .iter()
+        .map(|b| match &b.tip {
+            Some(t) => format!("forum/run-{} at {}", b.run_seq, short(t)),
+            None => format!("forum/run-{} (nothing integrated)", b.run_seq),
+        })
+        .collect();
+    let holds = match done.campaign_branch() {
+        Some(b) => format!(
+            "; forum/run-{} holds every merged change (git merge forum/run-{} takes it)",
+            b.run_seq, b.run_seq
+        ),
+        None => "; no change was integrated".into(),
+    };
+    format!("run branches: {}{holds}", rounds.join(", "))
+}
+
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}
+
 /// What a campaign run did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunDone {
@@ -223,6 +289,16 @@ pub struct RunDone {
     pub rounds: u64,
     /// What each feature it ran became (`done` or `failed`), by feature id.
     pub acted: BTreeMap<String, String>,
+    /// With `--work`: each round's run branch, in order.
+    pub branches: Vec<run::WorkBranch>,
+}
+
+impl RunDone {
+    /// With `--work`: the run branch holding every change the campaign integrated so far
+    /// (the last round's that integrated anything).
+    pub fn campaign_branch(&self) -> Option<&run::WorkBranch> {
+        self.branches.iter().rev().find(|b| b.tip.is_some())
+    }
 }
 
 /// Runs campaign `id` (or the only one) on `store`, whose entries are `items` (kept up to
@@ -246,7 +322,9 @@ pub fn run(
         if runnable.is_empty() {
             break;
         }
-        let acted = round(store, items, env, opts, &s, &runnable)?;
+        let base = done.campaign_branch().and_then(|b| b.tip.clone());
+        let (acted, branch) = round(store, items, env, opts, &s, &runnable, base.as_deref())?;
+        done.branches.extend(branch);
         done.rounds += 1;
         if acted.is_empty() {
             break;
@@ -263,7 +341,8 @@ fn round(
     opts: &run::Options,
     s: &Status,
     runnable: &[campaign::FeatureView],
-) -> Result<BTreeMap<String, String>> {
+    base: Option<&str>,
+) -> Result<(BTreeMap<String, String>, Option<run::WorkBranch>)> {
     let cid = s.campaign.campaign_id.as_str();
     let wave: Vec<String> = runnable.iter().map(|f| f.feature_id.clone()).collect();
     let now = || env.clock.now();
@@ -295,7 +374,7 @@ fn round(
         ))
     })?;
     let from = store.len().map_err(super::run::storage)?;
-    let out = run::dispatch(store, env, opts, &plan).map_err(run_error);
+    let out = run::dispatch(store, env, opts, &plan, base).map_err(run_error);
     reload(store, items, from)?;
     let out = out?;
     let mut acted = BTreeMap::new();
@@ -303,12 +382,22 @@ fn round(
         let Some(r) = out.results.get(&f.feature_id) else {
             continue;
         };
-        let body =
-            campaign::round_status(cid, &f.project_id, &f.feature_id, r.ok, &r.output, r.seq);
+        // Under --work the change decides: done only once it landed on the run branch (the
+        // status is still witnessed by the task's `result`, as the reduction asks).
+        let (ok, reason) = match &r.work {
+            None => (r.ok, r.output.as_str()),
+            Some(w) => (r.ok && w.landed, w.reason.as_str()),
+        };
+        let reason = if reason.is_empty() {
+            r.output.as_str()
+        } else {
+            reason
+        };
+        let body = campaign::round_status(cid, &f.project_id, &f.feature_id, ok, reason, r.seq);
         append(store, items, "campaign", kind::FEATURE_STATUS, body, now())?;
         acted.insert(
             f.feature_id.clone(),
-            if r.ok { "done" } else { "failed" }.to_string(),
+            if ok { "done" } else { "failed" }.to_string(),
         );
     }
     witness_blocked(store, items, cid, now())?;
@@ -322,7 +411,7 @@ fn round(
         now(),
     )?;
     store.sync().map_err(super::run::storage)?;
-    Ok(acted)
+    Ok((acted, out.branch))
 }
 
 /// Marks every pending feature whose dependency failed, is blocked or is unwitnessed as

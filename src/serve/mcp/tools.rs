@@ -595,6 +595,16 @@ pub const TOOLS: &[Tool] = &[
                 "number",
                 "Stop dispatching after this many seconds (capped by the server).",
             ),
+            (
+                "work",
+                "boolean",
+                "Each feature works in the repository: its change committed, checked, gated and integrated onto the round's run branch forum/run-SEQ.",
+            ),
+            (
+                "checks",
+                "array",
+                "Shell commands every feature's change must pass (with work).",
+            ),
         ],
         required: &[],
     },

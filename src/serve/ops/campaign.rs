@@ -103,6 +103,8 @@ impl Dispatcher {
                 "max_parallel",
                 "max_model_calls",
                 "max_seconds",
+                "work",
+                "checks",
             ],
         )?;
         let id = a.str("campaign_id")?;
@@ -112,9 +114,24 @@ impl Dispatcher {
         let spec = RunOptions {
             max_model_calls: a.int("max_model_calls")?,
             max_seconds: Some(a.seconds("max_seconds")?.map_or(limit, |s| s.min(limit))),
+            work: a.bool("work")?.unwrap_or(false),
+            checks: super::runs::checks_of(&a)?,
             ..RunOptions::default()
         };
         let mut opts = spec.build(self.policy.clone()).map_err(reply_of)?;
+        let defaults = self
+            .executors
+            .loaded
+            .as_ref()
+            .map(|l| l.runtime.work.clone())
+            .unwrap_or_default();
+        opts.work = surface::campaign::work_options(
+            &spec,
+            &defaults,
+            self.cfg.dir.clone(),
+            &self.cfg.ledger,
+        )
+        .map_err(reply_of)?;
         if let Some(n) = a.int("max_parallel")? {
             if n == 0 {
                 return Err(bad("max_parallel must be at least 1"));

@@ -332,7 +332,7 @@ impl Dispatcher {
 }
 
 /// The `checks` field of a submit: a list of shell commands (absent: none).
-fn checks_of(a: &Args<'_>) -> Result<Vec<String>, Reply> {
+pub(super) fn checks_of(a: &Args<'_>) -> Result<Vec<String>, Reply> {
     match a.get("checks") {
         None | Some(serde_json::Value::Null) => Ok(Vec::new()),
         Some(serde_json::Value::Array(items)) => items
