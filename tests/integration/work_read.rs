@@ -1,12 +1,13 @@
 //! Reading a `--work` run (issue 17, points 7 and 8) through the binary on every repository
 //! format: `room` (JSON, text, brief), `summary`, `receipt` and `bench` of a scripted work run
 //! against a plain one show its changes, checks and ship decisions, and a plain run's reports
-//! carry none of it; the daemon and MCP serve the same reports.
+//! carry none of it; the daemon and MCP serve the same reports. And a resumed run never runs a
+//! quarantined task again.
 
 use serde_json::Value as J;
 
-use crate::common::{Repo, http_json, on_each_kind};
-use crate::work_run::{clean, entries, payloads, setup};
+use crate::common::{Guarded, Repo, http_json, on_each_kind};
+use crate::work_run::{branch_commits, clean, entries, payloads, setup};
 
 const COMPILES: &str = "python3 -m compileall -q .";
 
@@ -257,4 +258,95 @@ fn the_daemon_and_mcp_serve_the_same_work_sections() {
     assert_eq!(reply(3)["work"], cli_sum["work"]);
     assert_eq!(reply(4)["work"], cli_receipt["work"]);
     clean(&repo);
+}
+
+#[test]
+fn resume_never_runs_a_quarantined_task_again() {
+    on_each_kind(|repo| {
+        setup(repo);
+        let git = repo.path().join(".git");
+        let (marker, counter, pidfile) =
+            (git.join("hang"), git.join("t1-calls"), git.join("t2.pid"));
+        std::fs::write(&marker, "").unwrap();
+        // T1 (wave 0) fixes add and the gate blocks it; T2 (wave 1, after T1 by an order
+        // edge) hangs while the marker exists. Every run of T1's worker appends a line.
+        let work = format!(
+            "    case \"$p\" in\n      *\"fix mul\"*) echo $$ > '{pid}'; while [ -e '{marker}' ]; do sleep 0.1; done; sed -i '$ s/return a + b/return a * b/' calc.py; echo mul ;;\n      *) echo T1 >> '{counter}'; sed -i 's/return a - b/return a + b/' calc.py; echo add ;;\n    esac",
+            pid = pidfile.display(),
+            marker = marker.display(),
+            counter = counter.display()
+        );
+        let plan = format!(
+            r#"{{"tasks":[{},{}]}}"#,
+            task("T1", "fix add", "[]"),
+            task("T2", "fix mul", r#"[{"id":"T1","type":"order"}]"#)
+        );
+        let m = model(repo, "model", &plan, "fix add", &work);
+        let mut child = Guarded(
+            repo.forum()
+                .args([
+                    "submit", "--work", "--check", COMPILES, "--cmd", &m, "--quiet", "fix calc",
+                ])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        // Waits (a guard, not a measurement) until T2's worker is running.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !pidfile.exists() || std::fs::read_to_string(&pidfile).unwrap().trim().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "T2 never started");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        // kill -9 the run mid-wave, then its orphaned worker (its own process group).
+        child.0.kill().unwrap();
+        child.0.wait().unwrap();
+        let pid = std::fs::read_to_string(&pidfile).unwrap();
+        std::process::Command::new("kill")
+            .args(["-9", pid.trim()])
+            .status()
+            .unwrap();
+        std::fs::remove_file(&marker).unwrap();
+        std::fs::remove_file(&pidfile).unwrap();
+        let ship = payloads(repo, "ship");
+        assert_eq!(ship.len(), 1, "{ship:?}");
+        assert_eq!(ship[0].1["task"], "T1");
+        assert_eq!(ship[0].1["decision"], "block");
+
+        let before = std::fs::read_to_string(&counter).unwrap();
+        assert_eq!(before.lines().count(), 1, "{before}");
+        let j = repo.forum_json(&["resume", "--cmd", &m]);
+        assert_eq!(j["git_forum_receipt"]["status"], "answered", "{j}");
+        let resume = &payloads(repo, "resume")[0].1;
+        assert_eq!(resume["reused"], serde_json::json!(["T1"]), "{resume}");
+        // T1's worker ran once in all, its change and decision are witnessed once.
+        let calls = std::fs::read_to_string(&counter).unwrap();
+        assert_eq!(calls.lines().count(), 1, "{calls}");
+        let changes = payloads(repo, "change");
+        let t1: Vec<&(u64, J)> = changes.iter().filter(|(_, c)| c["task"] == "T1").collect();
+        assert_eq!(t1.len(), 1, "{changes:?}");
+        let ships = payloads(repo, "ship");
+        assert_eq!(ships.iter().filter(|(_, s)| s["task"] == "T1").count(), 1);
+        // Its commit stays in quarantine and never reaches the run branch; T2's does.
+        let commit = t1[0].1["commit"].as_str().unwrap();
+        assert_eq!(
+            repo.git_ok(&["rev-parse", "refs/forum/quarantine/main/0/T1"]),
+            commit
+        );
+        let on_branch = branch_commits(repo, 0);
+        assert_eq!(on_branch.len(), 1, "{on_branch:?}");
+        assert!(!on_branch.iter().any(|c| c == commit));
+        assert!(
+            !repo
+                .git(&["merge-base", "--is-ancestor", commit, "forum/run-0"])
+                .status
+                .success()
+        );
+        let calc = repo.git_ok(&["show", "forum/run-0:calc.py"]);
+        assert!(
+            calc.contains("return a * b") && calc.contains("return a - b"),
+            "{calc}"
+        );
+        clean(repo);
+    });
 }
