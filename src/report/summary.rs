@@ -23,6 +23,10 @@
 //! where its kind alone decides (`entries`, `requests`, `intent_checks`, ...) and is left out
 //! where the body does (`task_results`, `verdicts_pass`/`verdicts_fail`, flags, tokens,
 //! `payload_bytes`); [`Summary::absent_bodies`] says how many there were.
+//!
+//! A ledger with `change` entries (a `--work` run) also gets [`Summary::work`], shown as a
+//! `work` object after `verified`, and [`compare_value`] a `work` delta; the 38 Forum fields
+//! are unchanged by it.
 
 use super::work::{self, Work};
 use super::{Snapshot, dumps_sorted, field, has, is_false, py_int, py_str, truthy};

@@ -273,3 +273,65 @@ impl Work {
         line
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::canonical::parse;
+
+    fn item(seq: u64, kind: &str, body: &str) -> (Entry, Option<Value>) {
+        let e = Entry {
+            seq,
+            ts: 0.0,
+            actor: "a".into(),
+            kind: kind.into(),
+            causal_parent: None,
+            payload_hash: String::new(),
+            prev_hash: String::new(),
+            entry_hash: String::new(),
+        };
+        (e, Some(parse(body).unwrap()))
+    }
+
+    #[test]
+    fn a_conflict_after_a_merge_counts_until_the_next_merge_and_forum_runs_have_no_work() {
+        let change = |seq, task: &str| {
+            item(
+                seq,
+                kind::CHANGE,
+                &format!(
+                    r#"{{"task":"{task}","commit":"c{seq}","files":[{{"path":"a.py","status":"M","added":2,"removed":1}}]}}"#
+                ),
+            )
+        };
+        let ship = |seq, task: &str, d: &str| {
+            item(
+                seq,
+                kind::SHIP,
+                &format!(r#"{{"task":"{task}","decision":"{d}","reason":"r"}}"#),
+            )
+        };
+        let mut items = vec![
+            item(0, kind::REQUEST, r#"{"text":"x"}"#),
+            change(1, "T1"),
+            item(2, kind::CHECK, r#"{"task":"T1","ok":true}"#),
+            ship(3, "T1", "merge"),
+            change(4, "T2"),
+            item(5, kind::CHECK, r#"{"task":"T2","ok":false}"#),
+            change(6, "T3"),
+            ship(7, "T3", "merge"),
+            item(8, kind::CONFLICT, r#"{"task":"T3","paths":["a.py"]}"#),
+            ship(9, "T4", "undetermined"),
+        ];
+        let w = work(&items).unwrap();
+        assert_eq!((w.changes, w.files, w.added, w.removed), (3, 3, 6, 3));
+        assert_eq!((w.checks_passed, w.checks_failed), (1, 1));
+        assert_eq!((w.merged, w.blocked, w.waiting, w.conflicts), (1, 0, 1, 1));
+        let states: Vec<&str> = w.tasks.iter().map(TaskWork::state).collect();
+        assert_eq!(states, ["merged", "not shipped", "conflict", "waiting"]);
+        items.push(ship(10, "T3", "merge"));
+        assert_eq!(work(&items).unwrap().merged, 2);
+        assert_eq!(work(&items[..1]), None);
+        assert_eq!(work(&[ship(0, "T1", "merge")]), None);
+    }
+}
