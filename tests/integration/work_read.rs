@@ -125,11 +125,21 @@ fn room_summary_receipt_and_bench_show_a_work_runs_changes_checks_and_decisions(
         assert_eq!(t1w["ship"]["reason"], "the fix is right");
         // The room's text and brief say the same.
         let text = repo.forum_ok(&["room", "--text"]);
-        let lines: Vec<&str> = text
-            .lines()
-            .filter(|l| l.starts_with("work ") || l.starts_with("         "))
+        // Each task's line with its work line under it, by task id (the tasks of one wave
+        // run in parallel, so their entries come in any order), then the run's work line.
+        let all: Vec<&str> = text.lines().collect();
+        let mut pairs: Vec<String> = all
+            .windows(2)
+            .filter(|w| w[1].starts_with("         "))
+            .map(|w| format!("{}\n{}", w[0], w[1]))
             .collect();
-        insta::assert_snapshot!("work_read_room_text", lines.join("\n"));
+        pairs.sort();
+        pairs.extend(
+            all.iter()
+                .filter(|l| l.starts_with("work "))
+                .map(|l| l.to_string()),
+        );
+        insta::assert_snapshot!("work_read_room_text", pairs.join("\n"));
         let brief = repo.forum_ok(&["room", "--brief"]);
         assert!(
             brief.contains(&format!("on forum/run-{run}"))
