@@ -228,6 +228,13 @@ fn summary_text(label: &str, s: &Summary) -> Vec<String> {
             }
         }
     }
+    if let Some(w) = &s.work {
+        lines.push(String::new());
+        lines.push("Work in the repository".into());
+        for (k, v) in w.metrics() {
+            lines.push(format!("  {:<30}{:>10}", metric_name(k), grouped(v)));
+        }
+    }
     lines.push(String::new());
     lines.push("Model calls are the calls the ledger names a model for: task attempts, and".into());
     lines.push("verdicts where the validator's model is recorded (planner and synthesizer".into());
@@ -311,6 +318,24 @@ pub fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
             ctx.out(&format!(
                 "({same} other metric{} equal)",
                 if same == 1 { " is" } else { "s are" }
+            ))?;
+        }
+    }
+    if let Some(d) = report::summary::compare_work(sa, sb) {
+        let zero = report::work::Work::default();
+        let (wa, wb) = (
+            sa.work.as_ref().unwrap_or(&zero).metrics(),
+            sb.work.as_ref().unwrap_or(&zero).metrics(),
+        );
+        ctx.out("")?;
+        ctx.out("Work in the repository")?;
+        for ((k, x), ((_, y), (_, dd))) in wa.iter().zip(wb.iter().zip(d)) {
+            ctx.out(&format!(
+                "{:<30}{:>10}{:>10}{:>10}",
+                metric_name(k),
+                grouped(*x),
+                grouped(*y),
+                format!("{}{}", if dd > 0 { "+" } else { "" }, grouped(dd))
             ))?;
         }
     }

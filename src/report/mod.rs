@@ -23,6 +23,7 @@ pub mod grade;
 pub mod receipt;
 pub mod room;
 pub mod summary;
+pub mod work;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

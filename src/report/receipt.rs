@@ -8,6 +8,10 @@
 //! carries them; [`inputs_for_run`] fills them from the ledger alone when rebuilding a receipt
 //! later: the model becomes the one most task results name, the limits `{}`, the requested
 //! profile `null`.
+//!
+//! A `--work` run's receipt (one whose entries hold a `change`) ends with one more key,
+//! `work`: the run branch and base, what changed, the checks and the ship decisions; every
+//! other receipt is exactly Forum's.
 
 use super::{Snapshot, entry_range, field, is_false, obj, py_int, truthy, uint};
 use crate::ledger::canonical::Value;
@@ -199,7 +203,14 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
     ]);
     let owned: Vec<(Entry, Option<Value>)> =
         entries.iter().map(|(e, _)| (e.clone(), None)).collect();
-    obj([
+    let work = super::work::work(entries.iter().copied()).map(|w| {
+        let request_body = entries
+            .iter()
+            .find(|(e, _)| e.kind == kind::REQUEST)
+            .and_then(|(_, b)| b.as_ref());
+        work_value(&w, request_entry.map(|e| e.seq), request_body)
+    });
+    let mut receipt = obj([
         ("schema", Value::str(RECEIPT_SCHEMA)),
         ("tool", Value::str("forum")),
         ("action", Value::str("submit")),
@@ -291,7 +302,52 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
                 ("answer_verified", answer_verified),
             ]),
         ),
-    ])
+    ]);
+    if let (Some(w), Value::Object(m)) = (work, &mut receipt) {
+        m.push(("work".into(), w));
+    }
+    receipt
+}
+
+/// The receipt's `work` (a `--work` run only): the run branch and its base, the counts
+/// ([`super::work::Work::counts_value`]), and each task's commit and where it stands.
+fn work_value(w: &super::work::Work, request_seq: Option<u64>, request: Option<&Value>) -> Value {
+    let base = field(field(request, "work"), "base")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut out = vec![
+        (
+            "branch".to_string(),
+            request_seq
+                .map(|s| Value::Str(format!("forum/run-{s}")))
+                .unwrap_or(Value::Null),
+        ),
+        ("base".into(), base),
+    ];
+    if let Value::Object(counts) = w.counts_value() {
+        out.extend(counts);
+    }
+    let tasks = w
+        .tasks
+        .iter()
+        .filter(|t| t.change.is_some())
+        .map(|t| {
+            obj([
+                ("task", Value::str(&t.id)),
+                (
+                    "commit",
+                    t.change
+                        .as_ref()
+                        .and_then(|c| c.1.as_ref())
+                        .map(Value::str)
+                        .unwrap_or(Value::Null),
+                ),
+                ("state", Value::str(t.state())),
+            ])
+        })
+        .collect();
+    out.push(("tasks".into(), Value::Array(tasks)));
+    Value::Object(out)
 }
 
 /// The receipt of one run of a ledger that may hold several: the run's own entries (see

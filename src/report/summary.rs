@@ -23,11 +23,26 @@
 //! where its kind alone decides (`entries`, `requests`, `intent_checks`, ...) and is left out
 //! where the body does (`task_results`, `verdicts_pass`/`verdicts_fail`, flags, tokens,
 //! `payload_bytes`); [`Summary::absent_bodies`] says how many there were.
+//!
+//! A ledger with `change` entries (a `--work` run) also gets [`Summary::work`], shown as a
+//! `work` object after `verified`, and [`compare_value`] a `work` delta; the 38 Forum fields
+//! are unchanged by it.
 
+use super::work::{self, Work};
 use super::{Snapshot, dumps_sorted, field, has, is_false, py_int, py_str, truthy};
 use crate::ledger::Entry;
 use crate::ledger::canonical::Value;
 use crate::ledger::kind;
+
+/// A run's work counts as one flat object (see [`Work::metrics`]).
+fn work_metrics(w: &Work) -> Value {
+    Value::Object(
+        w.metrics()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Value::int(v)))
+            .collect(),
+    )
+}
 
 /// The 38 numeric fields that [`compare`] subtracts, in Forum's order.
 pub const NUMERIC: [&str; 38] = [
@@ -87,6 +102,9 @@ pub struct Summary {
     pub verified: bool,
     /// Entries whose body is absent (redacted): left out of every body-based count.
     pub absent_bodies: u64,
+    /// What `--work` runs changed, checked and shipped ([`super::work`]); `None` when the
+    /// ledger has no `change` entry, so a Forum ledger summarizes exactly as Forum's.
+    pub work: Option<Work>,
 }
 
 impl Summary {
@@ -119,6 +137,9 @@ impl Summary {
         }
         out.push(("checkpoint".into(), Value::str(&self.checkpoint)));
         out.push(("verified".into(), Value::Bool(self.verified)));
+        if let Some(w) = &self.work {
+            out.push(("work".into(), work_metrics(w)));
+        }
         Value::Object(out)
     }
 }
@@ -287,6 +308,7 @@ pub fn summarize(s: &Snapshot) -> Summary {
         checkpoint: s.checkpoint.clone(),
         verified: s.verified,
         absent_bodies: n.absent,
+        work: work::work(&s.items),
     }
 }
 
@@ -335,14 +357,42 @@ pub fn compare(a: &Summary, b: &Summary) -> Vec<(&'static str, i64)> {
         .collect()
 }
 
-/// [`compare`] as Forum's dict.
-pub fn compare_value(a: &Summary, b: &Summary) -> Value {
-    Value::Object(
-        compare(a, b)
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), Value::int(v)))
+/// `b − a` for each work count, when either side has work (a side without counts as zero).
+pub fn compare_work(a: &Summary, b: &Summary) -> Option<Vec<(&'static str, i64)>> {
+    if a.work.is_none() && b.work.is_none() {
+        return None;
+    }
+    let zero = Work::default();
+    let (wa, wb) = (
+        a.work.as_ref().unwrap_or(&zero).metrics(),
+        b.work.as_ref().unwrap_or(&zero).metrics(),
+    );
+    Some(
+        wa.iter()
+            .zip(wb)
+            .map(|((k, x), (_, y))| (*k, y.saturating_sub(*x)))
             .collect(),
     )
+}
+
+/// [`compare`] as Forum's dict, with a `work` object of [`compare_work`] at the end when
+/// either side has work.
+pub fn compare_value(a: &Summary, b: &Summary) -> Value {
+    let mut out: Vec<(String, Value)> = compare(a, b)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), Value::int(v)))
+        .collect();
+    if let Some(d) = compare_work(a, b) {
+        out.push((
+            "work".into(),
+            Value::Object(
+                d.into_iter()
+                    .map(|(k, v)| (k.to_string(), Value::int(v)))
+                    .collect(),
+            ),
+        ));
+    }
+    Value::Object(out)
 }
 
 /// The summary of an empty ledger (what `compare` reads for a missing side).

@@ -42,5 +42,6 @@ mod tlog_tiles;
 mod witness;
 mod work_apply;
 mod work_git;
+mod work_read;
 mod work_run;
 mod work_sync;

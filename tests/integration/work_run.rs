@@ -12,7 +12,7 @@ const CHECK: &str = "python3 -m unittest -q";
 
 /// The repository: `calc.py` whose `add` subtracts, its failing test, a `.gitignore`, one
 /// commit on `main`, and an untracked file (the user's dirty tree).
-fn setup(repo: &Repo) {
+pub(crate) fn setup(repo: &Repo) {
     repo.git_ok(&["checkout", "-q", "-b", "main"]);
     let w = |p: &str, s: &str| std::fs::write(repo.path().join(p), s).unwrap();
     w(
@@ -67,7 +67,7 @@ fn model(repo: &Repo, name: &str, plan: &str, ship: &str, work: &str) -> String 
 const FIX_ADD: &str = "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'";
 
 /// The ledger's entries, oldest first (`log` lists the newest first).
-fn entries(repo: &Repo) -> Vec<J> {
+pub(crate) fn entries(repo: &Repo) -> Vec<J> {
     let mut all = repo.forum_json(&["log"]).as_array().unwrap().clone();
     all.sort_by_key(|e| e["seq"].as_u64().unwrap());
     all
@@ -80,7 +80,7 @@ fn kinds(repo: &Repo) -> Vec<String> {
         .collect()
 }
 
-fn payloads(repo: &Repo, kind: &str) -> Vec<(u64, J)> {
+pub(crate) fn payloads(repo: &Repo, kind: &str) -> Vec<(u64, J)> {
     entries(repo)
         .iter()
         .filter(|e| e["kind"] == kind)
@@ -105,7 +105,7 @@ fn user_view(repo: &Repo) -> String {
 }
 
 /// No worktree of a run is left: git knows only the user's.
-fn no_worktrees(repo: &Repo) {
+pub(crate) fn no_worktrees(repo: &Repo) {
     let list = repo.git_ok(&["worktree", "list", "--porcelain"]);
     assert_eq!(
         list.lines().filter(|l| l.starts_with("worktree ")).count(),
@@ -115,7 +115,7 @@ fn no_worktrees(repo: &Repo) {
 }
 
 /// The commits of the run branch, oldest first.
-fn branch_commits(repo: &Repo, run: u64) -> Vec<String> {
+pub(crate) fn branch_commits(repo: &Repo, run: u64) -> Vec<String> {
     let out = repo.git_ok(&["rev-list", "--reverse", &format!("main..forum/run-{run}")]);
     out.lines().map(str::to_string).collect()
 }
@@ -148,7 +148,7 @@ fn trailers_name_tasks(repo: &Repo, run: u64, commits: &[String]) {
     }
 }
 
-fn clean(repo: &Repo) {
+pub(crate) fn clean(repo: &Repo) {
     repo.forum_ok(&["verify", "--deep"]);
     repo.fsck();
     no_worktrees(repo);

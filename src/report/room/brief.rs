@@ -214,7 +214,7 @@ pub(super) fn bullets(room: &Value, frame: Option<&Value>, signals: &Value) -> V
     } else {
         format!("Outside verification: {ran} ran, none rejected the answer")
     };
-    vec![
+    let mut out = vec![
         Value::Str(route),
         Value::Str(format!(
             "Tasks: {} dispatched, {with_results} with a result, {accepted} accepted by the validator",
@@ -226,5 +226,23 @@ pub(super) fn bullets(room: &Value, frame: Option<&Value>, signals: &Value) -> V
             "Answer: none yet"
         }),
         Value::Str(outside),
-    ]
+    ];
+    // A --work run: what it changed and where its changes stand (Forum has no such bullet).
+    if let Some(w) = room.get("work") {
+        let n = |v: Option<&Value>| u64::try_from(py_int(v)).unwrap_or(0);
+        let ship = |k: &str| n(w.get("ship").and_then(|s| s.get(k)));
+        let passed = n(w.get("checks").and_then(|c| c.get("passed")));
+        let failed = n(w.get("checks").and_then(|c| c.get("failed")));
+        out.push(Value::Str(format!(
+            "Changes: {} on {}, +{} -{} lines; checks {passed} passed, {failed} failed; {} merged, {} blocked, {} waiting for a person",
+            count_of(n(w.get("changes")) as i64, "commit", "commits"),
+            w.get("branch").map(py_str).unwrap_or_default(),
+            n(w.get("added")),
+            n(w.get("removed")),
+            ship("merged"),
+            ship("blocked"),
+            ship("waiting")
+        )));
+    }
+    out
 }

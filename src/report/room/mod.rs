@@ -6,6 +6,10 @@
 //! `run_room.py`, `run_actions.py` and `run_brief.py` exactly. The words are this project's:
 //! action labels and reasons, the brief's title, summary, risk, next step and bullets, and
 //! both text renderings ([`room_text`], [`room_brief_text`]).
+//!
+//! A room over a `--work` run (one with `change` entries) has one more key, `work` (the run
+//! branch, changes, checks and ship decisions, [`crate::report::work`]), after `answer`, and
+//! each of its tasks a `work` object; a room without such entries is exactly Forum's.
 
 use std::collections::{HashMap, HashSet};
 
@@ -16,6 +20,7 @@ use super::{
 use crate::gate::{self, GateState, Mark};
 use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, kind};
+use crate::report::work::Work;
 
 /// The room's schema name.
 pub const RUN_ROOM_SCHEMA: &str = "forum.run-room/v1";
@@ -72,7 +77,11 @@ pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usiz
         .map(|(_, b)| Value::Object(members(b.as_ref()).to_vec()))
         .unwrap_or(Value::Null);
     let plan = plan(&slice);
-    let tasks = tasks(&slice, max_text_chars);
+    let work = super::work::work(slice.iter().copied());
+    let mut tasks = tasks(&slice, max_text_chars);
+    if let Some(w) = &work {
+        add_task_work(&mut tasks, w);
+    }
     let checkpoints = checkpoints(&slice);
     let answer = slice
         .iter()
@@ -110,12 +119,54 @@ pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usiz
         ("tasks".into(), Value::Array(tasks)),
         ("checkpoints".into(), Value::Array(checkpoints)),
         ("answer".into(), answer),
+    ];
+    if let Some(w) = &work {
+        room.push(("work".into(), work_value(w, &room)));
+    }
+    room.extend([
         ("signals".into(), signals),
         ("next_actions".into(), Value::Array(next_actions)),
-    ];
+    ]);
     let brief = build_brief(&Value::Object(room.clone()));
     room.push(("brief".into(), brief));
     Value::Object(room)
+}
+
+/// The room's `work` (only for a slice with `change` entries): the run branch, the counts
+/// ([`Work::counts_value`]) and the checks on the run branch.
+fn work_value(w: &Work, room: &[(String, Value)]) -> Value {
+    let seq = room
+        .iter()
+        .find(|(k, _)| k == "request")
+        .and_then(|(_, r)| r.get("seq"))
+        .map(py_str);
+    let mut out = vec![(
+        "branch".to_string(),
+        seq.map(|s| Value::Str(format!("forum/run-{s}")))
+            .unwrap_or(Value::Null),
+    )];
+    if let Value::Object(counts) = w.counts_value() {
+        out.extend(counts);
+    }
+    let run = w.tasks.iter().find(|t| t.id == "run");
+    out.push((
+        "run_checks".into(),
+        obj([
+            ("passed", uint(run.map_or(0, |t| t.checks_passed))),
+            ("failed", uint(run.map_or(0, |t| t.checks_failed))),
+        ]),
+    ));
+    Value::Object(out)
+}
+
+/// Adds each task's `work` ([`crate::report::work::TaskWork::to_value`]) to the tasks that have some.
+fn add_task_work(tasks: &mut [Value], w: &Work) {
+    for t in tasks {
+        let id = t.get("id").map(py_str).unwrap_or_default();
+        if let (Value::Object(m), Some(tw)) = (t, w.tasks.iter().find(|x| x.id == id)) {
+            m.push(("work".into(), tw.to_value()));
+        }
+    }
 }
 
 pub(super) fn request(slice: &[&Item], max: usize) -> Value {

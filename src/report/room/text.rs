@@ -111,7 +111,13 @@ pub fn room_text(room: &Value) -> String {
                 "  {id:<6} {agent:<20} {result:<9} {verdict:<12} {}",
                 output.replace('\n', " ")
             ));
+            if let Some(w) = t.get("work") {
+                lines.push(format!("         {}", task_work_text(w)));
+            }
         }
+    }
+    if let Some(w) = room.get("work") {
+        lines.push(format!("work     {}", work_text(w)));
     }
     if let Some(t) = room
         .get("answer")
@@ -135,4 +141,86 @@ pub fn room_text(room: &Value) -> String {
         }
     }
     lines.join("\n")
+}
+
+fn n(v: Option<&Value>) -> u64 {
+    u64::try_from(py_int(v)).unwrap_or(0)
+}
+
+/// `forum/run-3: 2 changes (3 files, +10 -2); checks 3/4 passed (run branch 1/1); 1 merged,
+/// 1 blocked, 0 waiting`.
+fn work_text(w: &Value) -> String {
+    let checks = |v: Option<&Value>| {
+        let (p, f) = (
+            n(v.and_then(|c| c.get("passed"))),
+            n(v.and_then(|c| c.get("failed"))),
+        );
+        (p, p + f)
+    };
+    let (passed, all) = checks(w.get("checks"));
+    let (run_passed, run_all) = checks(w.get("run_checks"));
+    let ship = |k: &str| n(w.get("ship").and_then(|s| s.get(k)));
+    let plural = |k: &str, one: &str| {
+        let c = n(w.get(k));
+        format!("{c} {one}{}", if c == 1 { "" } else { "s" })
+    };
+    let mut line = format!(
+        "{}: {} ({}, +{} -{}); checks {passed}/{all} passed",
+        w.get("branch").map(py_str).unwrap_or_default(),
+        plural("changes", "change"),
+        plural("files", "file"),
+        n(w.get("added")),
+        n(w.get("removed")),
+    );
+    if run_all > 0 {
+        line.push_str(&format!(" (run branch {run_passed}/{run_all})"));
+    }
+    line.push_str(&format!(
+        "; {} merged, {} blocked, {} waiting",
+        ship("merged"),
+        ship("blocked"),
+        ship("waiting")
+    ));
+    if n(w.get("conflicts")) > 0 {
+        line.push_str(&format!(", {}", plural("conflicts", "conflict")));
+    }
+    line
+}
+
+/// `change calc.py (+1 -1); checks 1/1 passed; merged: the fix is right`.
+fn task_work_text(w: &Value) -> String {
+    let change = match w.get("change") {
+        Some(c @ Value::Object(_)) if !matches!(c.get("commit"), None | Some(Value::Null)) => {
+            let files: Vec<String> = match c.get("files") {
+                Some(Value::Array(f)) => f
+                    .iter()
+                    .map(|f| f.get("path").map(py_str).unwrap_or_default())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            format!(
+                "change {} (+{} -{})",
+                files.join(", "),
+                n(c.get("added")),
+                n(c.get("removed"))
+            )
+        }
+        Some(Value::Object(_)) => "no change".to_string(),
+        _ => "checks only".to_string(),
+    };
+    let passed = n(w.get("checks").and_then(|c| c.get("passed")));
+    let failed = n(w.get("checks").and_then(|c| c.get("failed")));
+    let state = w.get("state").map(py_str).unwrap_or_default();
+    let reason = w
+        .get("ship")
+        .and_then(|s| s.get("reason"))
+        .map(py_str)
+        .filter(|r| !r.is_empty());
+    format!(
+        "{change}; checks {passed}/{} passed; {state}{}",
+        passed + failed,
+        reason
+            .map(|r| format!(": {}", r.replace('\n', " ")))
+            .unwrap_or_default()
+    )
 }

@@ -1,0 +1,337 @@
+//! What a `--work` run did in the repository, read from its `change`, `check`, `ship` and
+//! `conflict` entries: the changes (files, lines added and removed), the checks that passed
+//! and failed, and where each task's change stands at the pre-ship gate (merged, blocked, or
+//! waiting for a person). The room, the summary, the receipt and `bench` show it.
+//!
+//! Forum has no such entries, so a slice without a `change` entry has no work ([`work`]
+//! returns `None`) and every projection of a Forum run stays exactly Forum's. The counting
+//! rules are those of `git forum runs`: every `change` with a commit counts its files and
+//! lines (a retried task's earlier attempt included: the record holds both), every `check`
+//! counts once (the run branch's included), and a task's latest `ship` or `conflict` decides
+//! where it stands (a conflict after a merge means not integrated, until a later merge).
+
+use super::{field, obj, py_int, truthy, uint};
+use crate::ledger::canonical::Value;
+use crate::ledger::{Entry, kind};
+
+/// One task's part of a run's work.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskWork {
+    /// The task id (`run` for the checks on the run branch).
+    pub id: String,
+    /// The latest `change` entry's seq, commit (`None`: the worker changed nothing), files
+    /// (`{path, status, added, removed}` as witnessed) and whether its diff was cut.
+    pub change: Option<(u64, Option<String>, Vec<Value>, bool)>,
+    /// Checks of this task that passed and failed.
+    pub checks_passed: u64,
+    pub checks_failed: u64,
+    /// The latest gate decision (`merge`, `block`, `escalate`, `undetermined`) and its reason,
+    /// or `conflict` when integration conflicted after it.
+    pub decision: Option<(String, String)>,
+}
+
+/// A run's work in the repository.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Work {
+    /// `change` entries with a commit.
+    pub changes: u64,
+    /// Files those changes touched, and lines added and removed.
+    pub files: u64,
+    pub added: u64,
+    pub removed: u64,
+    /// Checks that passed and failed.
+    pub checks_passed: u64,
+    pub checks_failed: u64,
+    /// Tasks whose latest decision is merge, block, or neither (escalate, undetermined).
+    pub merged: u64,
+    pub blocked: u64,
+    pub waiting: u64,
+    /// Conflicts witnessed.
+    pub conflicts: u64,
+    /// Per task, in the order each first appears.
+    pub tasks: Vec<TaskWork>,
+}
+
+fn text(b: Option<&Value>, key: &str) -> String {
+    match field(b, key) {
+        Some(Value::Str(s)) => s.clone(),
+        _ => String::new(),
+    }
+}
+
+fn count(v: Option<&Value>) -> u64 {
+    u64::try_from(py_int(v)).unwrap_or(0)
+}
+
+/// The work of the entries `items` (one run, or a whole ledger), or `None` when none of them
+/// is a `change` entry.
+pub fn work<'a>(items: impl IntoIterator<Item = &'a (Entry, Option<Value>)>) -> Option<Work> {
+    let mut w = Work::default();
+    let mut any = false;
+    for (e, body) in items {
+        let b = body.as_ref();
+        if !matches!(
+            e.kind.as_str(),
+            kind::CHANGE | kind::CHECK | kind::SHIP | kind::CONFLICT
+        ) {
+            continue;
+        }
+        any |= e.kind == kind::CHANGE;
+        if b.is_none() {
+            continue;
+        }
+        let id = text(b, "task");
+        let at = match w.tasks.iter().position(|t| t.id == id) {
+            Some(i) => i,
+            None => {
+                w.tasks.push(TaskWork {
+                    id: id.clone(),
+                    ..TaskWork::default()
+                });
+                w.tasks.len() - 1
+            }
+        };
+        let t = &mut w.tasks[at];
+        match e.kind.as_str() {
+            kind::CHANGE => {
+                let commit = match field(b, "commit") {
+                    Some(Value::Str(c)) => Some(c.clone()),
+                    _ => None,
+                };
+                let files = match field(b, "files") {
+                    Some(Value::Array(f)) => f.clone(),
+                    _ => Vec::new(),
+                };
+                if commit.is_some() {
+                    w.changes += 1;
+                    for f in &files {
+                        w.files += 1;
+                        w.added += count(f.get("added"));
+                        w.removed += count(f.get("removed"));
+                    }
+                }
+                t.change = Some((e.seq, commit, files, truthy(field(b, "truncated"))));
+            }
+            kind::CHECK if field(b, "ok") == Some(&Value::Bool(true)) => {
+                w.checks_passed += 1;
+                t.checks_passed += 1;
+            }
+            kind::CHECK => {
+                w.checks_failed += 1;
+                t.checks_failed += 1;
+            }
+            kind::SHIP => t.decision = Some((text(b, "decision"), text(b, "reason"))),
+            _ => {
+                w.conflicts += 1;
+                t.decision = Some((
+                    "conflict".into(),
+                    "the change conflicted on integration".into(),
+                ));
+            }
+        }
+    }
+    if !any {
+        return None;
+    }
+    for t in &w.tasks {
+        match t.decision.as_ref().map(|d| d.0.as_str()) {
+            Some("merge") => w.merged += 1,
+            Some("block") => w.blocked += 1,
+            Some("conflict") | None => {}
+            Some(_) => w.waiting += 1,
+        }
+    }
+    Some(w)
+}
+
+impl TaskWork {
+    /// Lines added and removed by the latest change.
+    pub fn lines(&self) -> (u64, u64) {
+        let files = self.change.as_ref().map(|c| c.2.as_slice()).unwrap_or(&[]);
+        files.iter().fold((0, 0), |(a, r), f| {
+            (a + count(f.get("added")), r + count(f.get("removed")))
+        })
+    }
+
+    /// Where the task stands: `merged`, `blocked`, `waiting`, `conflict`, `not shipped` (checks
+    /// failed or no gate yet) or `no change`.
+    pub fn state(&self) -> &'static str {
+        match self.decision.as_ref().map(|d| d.0.as_str()) {
+            Some("merge") => "merged",
+            Some("block") => "blocked",
+            Some("conflict") => "conflict",
+            Some(_) => "waiting",
+            None if self.change.as_ref().is_some_and(|c| c.1.is_none()) => "no change",
+            None => "not shipped",
+        }
+    }
+
+    /// `{change: {seq, commit, files, added, removed, truncated} | null, checks: {passed,
+    /// failed}, ship: {decision, reason} | null, state}`.
+    pub fn to_value(&self) -> Value {
+        let (added, removed) = self.lines();
+        let change = match &self.change {
+            Some((seq, commit, files, truncated)) => obj([
+                ("seq", uint(*seq)),
+                (
+                    "commit",
+                    commit.as_ref().map(Value::str).unwrap_or(Value::Null),
+                ),
+                ("files", Value::Array(files.clone())),
+                ("added", uint(added)),
+                ("removed", uint(removed)),
+                ("truncated", Value::Bool(*truncated)),
+            ]),
+            None => Value::Null,
+        };
+        obj([
+            ("change", change),
+            (
+                "checks",
+                obj([
+                    ("passed", uint(self.checks_passed)),
+                    ("failed", uint(self.checks_failed)),
+                ]),
+            ),
+            (
+                "ship",
+                match &self.decision {
+                    Some((d, r)) => obj([("decision", Value::str(d)), ("reason", Value::str(r))]),
+                    None => Value::Null,
+                },
+            ),
+            ("state", Value::str(self.state())),
+        ])
+    }
+}
+
+impl Work {
+    /// The counts as JSON: `{changes, files, added, removed, checks: {passed, failed}, ship:
+    /// {merged, blocked, waiting}, conflicts}`.
+    pub fn counts_value(&self) -> Value {
+        obj([
+            ("changes", uint(self.changes)),
+            ("files", uint(self.files)),
+            ("added", uint(self.added)),
+            ("removed", uint(self.removed)),
+            (
+                "checks",
+                obj([
+                    ("passed", uint(self.checks_passed)),
+                    ("failed", uint(self.checks_failed)),
+                ]),
+            ),
+            (
+                "ship",
+                obj([
+                    ("merged", uint(self.merged)),
+                    ("blocked", uint(self.blocked)),
+                    ("waiting", uint(self.waiting)),
+                ]),
+            ),
+            ("conflicts", uint(self.conflicts)),
+        ])
+    }
+
+    /// The counts, flat and named, in a fixed order (what the summary and `bench` compare).
+    pub fn metrics(&self) -> [(&'static str, i64); 10] {
+        let i = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        [
+            ("changes", i(self.changes)),
+            ("files_changed", i(self.files)),
+            ("lines_added", i(self.added)),
+            ("lines_removed", i(self.removed)),
+            ("checks_passed", i(self.checks_passed)),
+            ("checks_failed", i(self.checks_failed)),
+            ("changes_merged", i(self.merged)),
+            ("changes_blocked", i(self.blocked)),
+            ("changes_waiting", i(self.waiting)),
+            ("conflicts", i(self.conflicts)),
+        ]
+    }
+
+    /// One line for a person: `2 changes (3 files, +10 -2); checks 3/4 passed; 1 merged, 1
+    /// blocked, 0 waiting`.
+    pub fn line(&self) -> String {
+        let mut line = format!(
+            "{} change{} ({} file{}, +{} -{}); checks {}/{} passed; {} merged, {} blocked, {} waiting",
+            self.changes,
+            if self.changes == 1 { "" } else { "s" },
+            self.files,
+            if self.files == 1 { "" } else { "s" },
+            self.added,
+            self.removed,
+            self.checks_passed,
+            self.checks_passed + self.checks_failed,
+            self.merged,
+            self.blocked,
+            self.waiting
+        );
+        if self.conflicts > 0 {
+            line.push_str(&format!(", {} conflicts", self.conflicts));
+        }
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::canonical::parse;
+
+    fn item(seq: u64, kind: &str, body: &str) -> (Entry, Option<Value>) {
+        let e = Entry {
+            seq,
+            ts: 0.0,
+            actor: "a".into(),
+            kind: kind.into(),
+            causal_parent: None,
+            payload_hash: String::new(),
+            prev_hash: String::new(),
+            entry_hash: String::new(),
+        };
+        (e, Some(parse(body).unwrap()))
+    }
+
+    #[test]
+    fn a_conflict_after_a_merge_counts_until_the_next_merge_and_forum_runs_have_no_work() {
+        let change = |seq, task: &str| {
+            item(
+                seq,
+                kind::CHANGE,
+                &format!(
+                    r#"{{"task":"{task}","commit":"c{seq}","files":[{{"path":"a.py","status":"M","added":2,"removed":1}}]}}"#
+                ),
+            )
+        };
+        let ship = |seq, task: &str, d: &str| {
+            item(
+                seq,
+                kind::SHIP,
+                &format!(r#"{{"task":"{task}","decision":"{d}","reason":"r"}}"#),
+            )
+        };
+        let mut items = vec![
+            item(0, kind::REQUEST, r#"{"text":"x"}"#),
+            change(1, "T1"),
+            item(2, kind::CHECK, r#"{"task":"T1","ok":true}"#),
+            ship(3, "T1", "merge"),
+            change(4, "T2"),
+            item(5, kind::CHECK, r#"{"task":"T2","ok":false}"#),
+            change(6, "T3"),
+            ship(7, "T3", "merge"),
+            item(8, kind::CONFLICT, r#"{"task":"T3","paths":["a.py"]}"#),
+            ship(9, "T4", "undetermined"),
+        ];
+        let w = work(&items).unwrap();
+        assert_eq!((w.changes, w.files, w.added, w.removed), (3, 3, 6, 3));
+        assert_eq!((w.checks_passed, w.checks_failed), (1, 1));
+        assert_eq!((w.merged, w.blocked, w.waiting, w.conflicts), (1, 0, 1, 1));
+        let states: Vec<&str> = w.tasks.iter().map(TaskWork::state).collect();
+        assert_eq!(states, ["merged", "not shipped", "conflict", "waiting"]);
+        items.push(ship(10, "T3", "merge"));
+        assert_eq!(work(&items).unwrap().merged, 2);
+        assert_eq!(work(&items[..1]), None);
+        assert_eq!(work(&[ship(0, "T1", "merge")]), None);
+    }
+}
