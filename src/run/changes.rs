@@ -557,7 +557,7 @@ pub(super) fn keeps(tw: &TaskWork, bench: &dyn Workbench) -> Option<bool> {
     match (&change.commit, tw.ship.as_deref()) {
         (Some(_), Some("block")) => Some(false),
         (Some(c), Some("merge")) if tw.integrated.is_some() && tw.checks_ok() => {
-            bench.has_commit(c).then_some(true)
+            (bench.has_commit(c) && bench.on_branch(c)).then_some(true)
         }
         (None, _) if tw.checks_ok() => Some(true),
         _ => None,

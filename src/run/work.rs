@@ -317,6 +317,10 @@ pub trait Workbench: Send + Sync {
     fn finish(&self) -> Result<(), WorkError>;
     /// Whether a kept change commit still exists (for resume).
     fn has_commit(&self, commit: &str) -> bool;
+    /// Whether the run branch holds the change `commit` (itself, or the copy `integrate` made
+    /// of it, known by the same `Forum-Entry` trailer). Resume asks, so a run killed between
+    /// its `ship` entry and the integration does not take a merged change for an integrated one.
+    fn on_branch(&self, commit: &str) -> bool;
 }
 
 #[cfg(test)]

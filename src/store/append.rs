@@ -84,7 +84,8 @@ where
 
 /// A crash-testing hook: with `GIT_FORUM_FAILPOINT=NAME` in the environment, the process kills
 /// itself (SIGKILL, so nothing is cleaned up) when it reaches the step `NAME` of an append:
-/// `objects-written`, `cas-start`, `cas-locked`, `cas-reflog`, `cas-moved`, `appended`. The
+/// `objects-written`, `cas-start`, `cas-locked`, `cas-reflog`, `cas-moved`, `appended`, and
+/// `integrate-start` (a `--work` run about to move its run branch). The
 /// reliability tests use it to kill a writer at every step.
 pub(crate) fn failpoint(name: &str) {
     static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();

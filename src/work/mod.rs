@@ -421,6 +421,7 @@ impl Workbench for GitWork {
 
     fn integrate(&self, task: &str, commit: &str) -> Result<String, WorkError> {
         let _one = lock(&self.integrating);
+        crate::store::append::failpoint("integrate-start");
         let commit = resolve_commit(&self.common, commit)
             .ok_or_else(|| WorkError::Git(format!("the change {commit} is not a commit here")))?;
         let branch = self.branch_ref();
@@ -464,6 +465,33 @@ impl Workbench for GitWork {
         let done = stale::remove_area(&self.common, &self.area);
         lock(&self.owner).take();
         done
+    }
+
+    fn on_branch(&self, commit: &str) -> bool {
+        let Some(tip) = self.branch_tip() else {
+            return false;
+        };
+        let entry = |rev: &str| {
+            self.ok(&[
+                "log",
+                "-1",
+                "--format=%(trailers:key=Forum-Entry,valueonly)",
+                rev,
+            ])
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+        };
+        let Some(want) = entry(commit) else {
+            return false;
+        };
+        let range = format!("{}..{tip}", self.base.commit);
+        self.ok(&[
+            "log",
+            "--format=%(trailers:key=Forum-Entry,valueonly)",
+            &range,
+        ])
+        .is_ok_and(|out| out.lines().any(|l| l.trim() == want))
     }
 
     fn has_commit(&self, commit: &str) -> bool {

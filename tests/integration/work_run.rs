@@ -836,3 +836,38 @@ fn a_work_run_in_a_repository_without_a_commit_is_refused_in_one_line() {
     crate::common::one_line_error(&o, "HEAD has no commit yet, so a --work run has no base");
     assert_eq!(repo.git_ok(&["for-each-ref", "refs/forum"]), "");
 }
+
+#[test]
+fn a_run_killed_after_its_ship_entry_integrates_the_change_on_resume() {
+    // Killed with SIGKILL just before the run branch moves: the ledger says `merge`, the branch
+    // does not hold the change. Resume must not take the change for an integrated one.
+    on_each_kind(|repo| {
+        setup(repo);
+        let m = model(
+            repo,
+            "model",
+            &plan(&[("T1", "make add in calc.py add")], false),
+            "merge",
+            FIX_ADD,
+        );
+        let o = repo
+            .forum()
+            .env("GIT_FORUM_FAILPOINT", "integrate-start")
+            .args([
+                "submit", "--work", "--check", CHECK, "--cmd", &m, "fix calc",
+            ])
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "the failpoint did not fire");
+        assert_eq!(payloads(repo, "ship").len(), 1);
+        assert!(branch_commits_or_none(repo, 0).is_empty());
+        let j = repo.forum_json(&["resume", "--cmd", &m]);
+        assert_eq!(j["git_forum_receipt"]["status"], "answered", "{j}");
+        let commits = branch_commits(repo, 0);
+        assert_eq!(commits.len(), 1, "{commits:?}");
+        let calc = repo.git_ok(&["show", &format!("{}:calc.py", commits[0])]);
+        assert!(calc.contains("return a + b"), "{calc}");
+        trailers_name_tasks(repo, 0, &commits);
+        clean(repo);
+    });
+}
