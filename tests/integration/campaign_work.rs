@@ -9,6 +9,7 @@
 use serde_json::{Value as J, json};
 
 use crate::common::{self, Repo, on_each_kind};
+use crate::work_run::{clean, entries, kinds, payloads, trailer};
 
 /// Every feature's change must pass this: no feature may leave `broken.txt` behind.
 const CHECK: &str = "test ! -e broken.txt";
@@ -60,31 +61,6 @@ fn two_features() -> J {
     ]})
 }
 
-fn entries(repo: &Repo) -> Vec<J> {
-    let mut all = repo.forum_json(&["log"]).as_array().unwrap().clone();
-    all.sort_by_key(|e| e["seq"].as_u64().unwrap());
-    all
-}
-
-fn kinds(repo: &Repo) -> Vec<String> {
-    entries(repo)
-        .iter()
-        .map(|e| e["kind"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn payloads(repo: &Repo, kind: &str) -> Vec<(u64, J)> {
-    entries(repo)
-        .iter()
-        .filter(|e| e["kind"] == kind)
-        .map(|e| {
-            let seq = e["seq"].as_u64().unwrap();
-            let j = repo.forum_json(&["show", &seq.to_string(), "--payload"]);
-            (seq, j["payload"].clone())
-        })
-        .collect()
-}
-
 fn user_view(repo: &Repo) -> String {
     format!(
         "{}\n{}\n{}",
@@ -92,28 +68,6 @@ fn user_view(repo: &Repo) -> String {
         repo.git_ok(&["status", "--porcelain", "--untracked-files=all"]),
         repo.git_ok(&["symbolic-ref", "HEAD"]),
     )
-}
-
-fn clean(repo: &Repo) {
-    repo.forum_ok(&["verify", "--deep"]);
-    repo.fsck();
-    let list = repo.git_ok(&["worktree", "list", "--porcelain"]);
-    assert_eq!(
-        list.lines().filter(|l| l.starts_with("worktree ")).count(),
-        1,
-        "{list}"
-    );
-}
-
-fn trailer(repo: &Repo, commit: &str, key: &str) -> String {
-    repo.git_ok(&[
-        "log",
-        "-1",
-        &format!("--format=%(trailers:key={key},valueonly)"),
-        commit,
-    ])
-    .trim()
-    .to_string()
 }
 
 fn room_feature(room: &J, id: &str) -> J {

@@ -73,7 +73,7 @@ pub(crate) fn entries(repo: &Repo) -> Vec<J> {
     all
 }
 
-fn kinds(repo: &Repo) -> Vec<String> {
+pub(crate) fn kinds(repo: &Repo) -> Vec<String> {
     entries(repo)
         .iter()
         .map(|e| e["kind"].as_str().unwrap().to_string())
@@ -120,7 +120,7 @@ pub(crate) fn branch_commits(repo: &Repo, run: u64) -> Vec<String> {
     out.lines().map(str::to_string).collect()
 }
 
-fn trailer(repo: &Repo, commit: &str, key: &str) -> String {
+pub(crate) fn trailer(repo: &Repo, commit: &str, key: &str) -> String {
     repo.git_ok(&[
         "log",
         "-1",
