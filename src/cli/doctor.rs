@@ -120,14 +120,7 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
         "repository: {} refs, {} objects",
         i.ref_storage, i.object_format
     ));
-    out.push(format!(
-        "hooks: {}",
-        if i.hooks.is_empty() {
-            "none run git forum (install with `git forum hooks install`)".to_string()
-        } else {
-            i.hooks.join(", ")
-        }
-    ));
+    out.push(hooks_line(&i.hooks));
     if i.runtime.ready {
         out.push("runtime: ready".into());
     } else {
@@ -191,14 +184,7 @@ pub(crate) fn status_text(r: &status::StatusReport) -> String {
             l.name, l.entries
         ));
     }
-    out.push(format!(
-        "hooks: {}",
-        if r.hooks.is_empty() {
-            "none run git forum (install with `git forum hooks install`)".to_string()
-        } else {
-            r.hooks.join(", ")
-        }
-    ));
+    out.push(hooks_line(&r.hooks));
     let rt = &r.runtime;
     for e in &rt.executors {
         out.push(format!("executor {}: {}", e.slot, e.describe));
@@ -220,4 +206,13 @@ pub(crate) fn status_text(r: &status::StatusReport) -> String {
         ));
     }
     out.join("\n")
+}
+
+/// The `hooks:` line of doctor's and status's text: which installed hooks run git forum.
+fn hooks_line(hooks: &[String]) -> String {
+    if hooks.is_empty() {
+        "hooks: none run git forum (install with `git forum hooks install`)".to_string()
+    } else {
+        format!("hooks: {}", hooks.join(", "))
+    }
 }
