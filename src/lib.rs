@@ -42,6 +42,7 @@ pub mod report;
 pub mod roster;
 pub mod route;
 pub mod run;
+pub mod secrets;
 pub mod serve;
 pub mod store;
 pub mod surface;

@@ -1,0 +1,563 @@
+//! Secret scanning: finds credentials in text before it is hashed into a ledger or pushed, and
+//! replaces each with a marker naming its rule (`[REDACTED:aws-access-key]`).
+//!
+//! The [`Scanner`] runs every rule of [`rules::RULES`] as one combined regular expression (the
+//! `regex` crate builds a literal prefilter from the rules' prefixes, so clean text is skipped
+//! at memchr speed), confirms the candidates that need it by entropy, and looks for the literal
+//! values handed in at runtime with one Aho-Corasick automaton. The [`Guard`] applies a policy
+//! ([`SecretsPolicy`]: mode and per-rule `allow`) to a whole JSON body: every string in it is
+//! scanned, and the answer is the body as it may be written ([`Checked::Redacted`]) or a
+//! refusal ([`Checked::Blocked`]), each with the [`Hit`]s that say where, never what.
+//!
+//! Pure: no I/O. The runtime values are read by the caller (the adapter that loads the runtime
+//! config) and passed to [`Scanner::with_literals`].
+
+pub mod rules;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, OnceLock};
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use regex::Regex;
+
+use crate::ledger::canonical::Value;
+pub use rules::{API_KEY_ENV, Confirm, RULES, Rule};
+
+/// Literal values shorter than this are not looked for: a two-letter "key" would redact every
+/// word that holds it.
+pub const MIN_LITERAL_BYTES: usize = 8;
+
+/// The marker that replaces a secret found by `rule`.
+pub fn marker(rule: &str) -> String {
+    format!("[REDACTED:{rule}]")
+}
+
+/// One secret in a text: the rule that found it and its byte span.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub rule: &'static str,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// The built-in rules compiled once, shared by every scanner.
+struct Compiled {
+    regex: Regex,
+    /// For each rule, the index of its whole-match group and of its `v` group, if any.
+    groups: Vec<(usize, Option<usize>)>,
+}
+
+fn compiled() -> &'static Compiled {
+    static C: OnceLock<Compiled> = OnceLock::new();
+    C.get_or_init(|| {
+        let mut combined = String::new();
+        for (i, r) in RULES.iter().enumerate() {
+            if i > 0 {
+                combined.push('|');
+            }
+            let own = r.pattern.replace("(?P<v>", &format!("(?P<v{i}>"));
+            combined.push_str(&format!("(?P<r{i}>{own})"));
+        }
+        let regex = Regex::new(&combined).expect("the built-in rules compile");
+        let groups = (0..RULES.len())
+            .map(|i| {
+                let idx = |name: &str| {
+                    regex
+                        .capture_names()
+                        .position(|n| n == Some(name))
+                        .expect("every rule has its group")
+                };
+                let v = format!("v{i}");
+                let has_v = regex.capture_names().any(|n| n == Some(v.as_str()));
+                (idx(&format!("r{i}")), has_v.then(|| idx(&v)))
+            })
+            .collect();
+        Compiled { regex, groups }
+    })
+}
+
+/// Shannon entropy of `s` in bits per byte.
+pub fn entropy(s: &str) -> f64 {
+    if s.is_empty() {
+        return 0.0;
+    }
+    let mut counts = [0u32; 256];
+    for b in s.bytes() {
+        counts[b as usize] += 1;
+    }
+    let n = s.len() as f64;
+    counts
+        .iter()
+        .filter(|c| **c > 0)
+        .map(|&c| {
+            let p = f64::from(c) / n;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+/// Kinds of character in `s`: lower, upper, digit, anything else.
+fn classes(s: &str) -> usize {
+    let (mut l, mut u, mut d, mut o) = (false, false, false, false);
+    for b in s.bytes() {
+        match b {
+            b'a'..=b'z' => l = true,
+            b'A'..=b'Z' => u = true,
+            b'0'..=b'9' => d = true,
+            _ => o = true,
+        }
+    }
+    [l, u, d, o].iter().filter(|x| **x).count()
+}
+
+/// A value that only stands for a secret: a variable reference, a template, a run of one
+/// character.
+fn placeholder(v: &str) -> bool {
+    v.starts_with('$')
+        || v.starts_with('%')
+        || v.contains("${")
+        || v.contains("{{")
+        || v.bytes().all(|b| b == b'x' || b == b'X' || b == b'*')
+}
+
+fn confirmed(confirm: Confirm, value: &str) -> bool {
+    match confirm {
+        Confirm::Shape => true,
+        Confirm::Entropy { bits, classes: k } => {
+            // Words joined by dashes (`from-the-vault`) are two kinds of character too; a
+            // generated secret has a digit or a third kind.
+            let kinds = classes(value);
+            !placeholder(value)
+                && kinds >= k
+                && (kinds >= 3 || value.bytes().any(|b| b.is_ascii_digit()))
+                && entropy(value) >= bits
+        }
+    }
+}
+
+/// The rules and the runtime's literal values, ready to scan.
+#[derive(Clone, Default)]
+pub struct Scanner {
+    literals: Option<Arc<AhoCorasick>>,
+    /// How many literal values are looked for (never the values).
+    literal_count: usize,
+}
+
+impl std::fmt::Debug for Scanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scanner")
+            .field("rules", &RULES.len())
+            .field("literals", &self.literal_count)
+            .finish()
+    }
+}
+
+impl Scanner {
+    /// The built-in rules only.
+    pub fn new() -> Scanner {
+        Scanner::default()
+    }
+
+    /// The built-in rules and `values` (each found wherever it occurs, as [`API_KEY_ENV`]);
+    /// values shorter than [`MIN_LITERAL_BYTES`] are skipped.
+    pub fn with_literals<I, S>(values: I) -> Scanner
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut kept: Vec<String> = values
+            .into_iter()
+            .map(|v| v.as_ref().trim().to_string())
+            .filter(|v| v.len() >= MIN_LITERAL_BYTES)
+            .collect();
+        kept.sort();
+        kept.dedup();
+        if kept.is_empty() {
+            return Scanner::default();
+        }
+        let ac = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&kept)
+            .expect("literal values build an automaton");
+        Scanner {
+            literal_count: kept.len(),
+            literals: Some(Arc::new(ac)),
+        }
+    }
+
+    /// How many runtime values this scanner looks for.
+    pub fn literal_count(&self) -> usize {
+        self.literal_count
+    }
+
+    /// Every secret in `text`, in order, overlapping finds merged (a merged find that holds a
+    /// runtime value is reported as [`API_KEY_ENV`]).
+    pub fn scan(&self, text: &str) -> Vec<Finding> {
+        let c = compiled();
+        let mut found = Vec::new();
+        let mut locs = c.regex.capture_locations();
+        let mut at = 0;
+        while at <= text.len() {
+            let Some(m) = c.regex.captures_read_at(&mut locs, text, at) else {
+                break;
+            };
+            let next = if m.end() > m.start() {
+                m.end()
+            } else {
+                next_boundary(text, m.end())
+            };
+            if let Some((i, (_, v))) = c
+                .groups
+                .iter()
+                .enumerate()
+                .find(|(_, (g, _))| locs.get(*g).is_some())
+            {
+                let (s, e) = v.and_then(|v| locs.get(v)).unwrap_or((m.start(), m.end()));
+                // An assignment whose value is itself a known kind of secret
+                // (`AWS_ACCESS_KEY_ID=AKIA...`): that rule names it, found from the value on.
+                if s > m.start() && c.regex.is_match(&text[s..e]) {
+                    at = s;
+                    continue;
+                }
+                if confirmed(RULES[i].confirm, &text[s..e]) {
+                    found.push(Finding {
+                        rule: RULES[i].id,
+                        start: s,
+                        end: e,
+                    });
+                }
+            }
+            at = next;
+        }
+        if let Some(ac) = &self.literals {
+            for m in ac.find_iter(text) {
+                found.push(Finding {
+                    rule: API_KEY_ENV,
+                    start: m.start(),
+                    end: m.end(),
+                });
+            }
+        }
+        merge(found)
+    }
+}
+
+fn next_boundary(text: &str, mut i: usize) -> usize {
+    i += 1;
+    while i < text.len() && !text.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+/// Sorts finds and merges the ones that overlap.
+fn merge(mut found: Vec<Finding>) -> Vec<Finding> {
+    found.sort_by_key(|f| (f.start, std::cmp::Reverse(f.end)));
+    let mut out: Vec<Finding> = Vec::with_capacity(found.len());
+    for f in found {
+        match out.last_mut() {
+            Some(last) if f.start < last.end => {
+                last.end = last.end.max(f.end);
+                if f.rule == API_KEY_ENV {
+                    last.rule = API_KEY_ENV;
+                }
+            }
+            _ => out.push(f),
+        }
+    }
+    out
+}
+
+/// `text` with each of `found` (sorted, disjoint) replaced by its marker; also the span of
+/// each marker in the result.
+pub fn redact_text(text: &str, found: &[Finding]) -> (String, Vec<(usize, usize)>) {
+    let mut out = String::with_capacity(text.len());
+    let mut spans = Vec::with_capacity(found.len());
+    let mut at = 0;
+    for f in found {
+        out.push_str(&text[at..f.start]);
+        let start = out.len();
+        out.push_str(&marker(f.rule));
+        spans.push((start, out.len()));
+        at = f.end;
+    }
+    out.push_str(&text[at..]);
+    (out, spans)
+}
+
+/// What a policy does with a secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Replace it with a marker before hashing, and witness where (`secret_redacted`).
+    #[default]
+    Redact,
+    /// Refuse the entry; a run stops with a witnessed reason.
+    Block,
+    /// Write it as it is (runtime key values are still redacted).
+    Allow,
+}
+
+impl Mode {
+    /// Reads `redact`, `block` or `allow`.
+    pub fn parse(s: &str) -> Result<Mode, String> {
+        match s {
+            "redact" => Ok(Mode::Redact),
+            "block" => Ok(Mode::Block),
+            "allow" => Ok(Mode::Allow),
+            other => Err(format!(
+                "unknown secrets mode {other:?}; use redact, block or allow"
+            )),
+        }
+    }
+
+    /// The mode's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Redact => "redact",
+            Mode::Block => "block",
+            Mode::Allow => "allow",
+        }
+    }
+}
+
+/// The `[secrets]` table of `.forum/policy.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SecretsPolicy {
+    /// What a secret found in a body does.
+    pub mode: Mode,
+    /// Rules whose finds are written as they are ([`API_KEY_ENV`] cannot be allowed).
+    pub allow: BTreeSet<String>,
+}
+
+impl SecretsPolicy {
+    /// Reads the `[secrets]` table: `mode` and `allow` (rule ids), every key optional.
+    pub fn from_toml(table: &toml::Table) -> Result<SecretsPolicy, String> {
+        let mut p = SecretsPolicy::default();
+        for (key, value) in table {
+            match (key.as_str(), value) {
+                ("mode", toml::Value::String(s)) => p.mode = Mode::parse(s)?,
+                ("allow", toml::Value::Array(items)) => {
+                    for item in items {
+                        let Some(id) = item.as_str() else {
+                            return Err(format!(
+                                "[secrets] allow must list rule ids as strings, found {}",
+                                item.type_str()
+                            ));
+                        };
+                        check_rule_id(id)?;
+                        p.allow.insert(id.to_string());
+                    }
+                }
+                ("mode" | "allow", other) => {
+                    return Err(format!(
+                        "[secrets] {key} has the wrong type ({}): mode is \"redact\", \"block\" or \"allow\", allow a list of rule ids",
+                        other.type_str()
+                    ));
+                }
+                (other, _) => {
+                    return Err(format!(
+                        "[secrets] has no key {other:?} (expected mode, allow)"
+                    ));
+                }
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// Refuses an id that is no rule, and [`API_KEY_ENV`], which is never allowed.
+pub fn check_rule_id(id: &str) -> Result<(), String> {
+    if id == API_KEY_ENV {
+        return Err(format!(
+            "[secrets] allow cannot hold {API_KEY_ENV:?}: the values of api_key_env variables are always redacted"
+        ));
+    }
+    if !RULES.iter().any(|r| r.id == id) {
+        let ids: Vec<&str> = RULES.iter().map(|r| r.id).collect();
+        return Err(format!(
+            "[secrets] allow names no rule {id:?} (rules: {})",
+            ids.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// Where one secret was in a body: the rule, the JSON pointer of the string that held it, and
+/// the byte span (of the marker, once redacted; of the secret, in a refusal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    pub rule: &'static str,
+    pub path: String,
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Hit {
+    /// The hit as JSON (what `secret_redacted` and `secret_blocked` record).
+    pub fn to_value(&self) -> Value {
+        Value::Object(vec![
+            ("rule".into(), Value::str(self.rule)),
+            ("path".into(), Value::str(&self.path)),
+            ("start".into(), Value::int(self.start as i64)),
+            ("end".into(), Value::int(self.end as i64)),
+        ])
+    }
+}
+
+/// The distinct rules of `hits`, in order.
+pub fn rules_of(hits: &[Hit]) -> Vec<&'static str> {
+    let mut rules: Vec<&'static str> = Vec::new();
+    for h in hits {
+        if !rules.contains(&h.rule) {
+            rules.push(h.rule);
+        }
+    }
+    rules
+}
+
+/// The body of a `secret_redacted` entry: the redacted entry (seq, hash, kind), its rules and
+/// where each marker is.
+pub fn redaction_record(seq: u64, entry_hash: &str, entry_kind: &str, hits: &[Hit]) -> Value {
+    Value::Object(vec![
+        ("seq".into(), Value::Int(seq.into())),
+        ("entry_hash".into(), Value::str(entry_hash)),
+        ("entry_kind".into(), Value::str(entry_kind)),
+        (
+            "rules".into(),
+            Value::Array(rules_of(hits).into_iter().map(Value::str).collect()),
+        ),
+        (
+            "findings".into(),
+            Value::Array(hits.iter().map(Hit::to_value).collect()),
+        ),
+    ])
+}
+
+/// What a body may become.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Checked {
+    /// Nothing to change.
+    Clean,
+    /// Write this body instead (secrets replaced by markers); the hits give the markers' spans.
+    Redacted(Value, Vec<Hit>),
+    /// Refuse the body; the hits give the secrets' spans.
+    Blocked(Vec<Hit>),
+}
+
+/// A scanner under a policy: what a writer asks before a body is hashed.
+#[derive(Debug, Clone, Default)]
+pub struct Guard {
+    pub scanner: Scanner,
+    pub policy: SecretsPolicy,
+}
+
+impl Guard {
+    /// The guard of `policy` with `scanner`.
+    pub fn new(scanner: Scanner, policy: SecretsPolicy) -> Guard {
+        Guard { scanner, policy }
+    }
+
+    /// Whether a find of `rule` counts under the policy.
+    fn counts(&self, rule: &str) -> bool {
+        rule == API_KEY_ENV
+            || (self.policy.mode != Mode::Allow && !self.policy.allow.contains(rule))
+    }
+
+    /// Scans every string of `body` and says what may be written.
+    pub fn check(&self, body: &Value) -> Checked {
+        let mut hits = Vec::new();
+        let mut finds = Vec::new();
+        let mut path = String::new();
+        self.walk(body, &mut path, &mut finds);
+        if finds.is_empty() {
+            return Checked::Clean;
+        }
+        let block = self.policy.mode == Mode::Block;
+        if block {
+            for (p, fs) in &finds {
+                for f in fs {
+                    hits.push(Hit {
+                        rule: f.rule,
+                        path: p.clone(),
+                        start: f.start,
+                        end: f.end,
+                    });
+                }
+            }
+            return Checked::Blocked(hits);
+        }
+        let mut out = body.clone();
+        for (p, fs) in &finds {
+            if let Some(Value::Str(s)) = pointer_mut(&mut out, p) {
+                let (redacted, spans) = redact_text(s, fs);
+                *s = redacted;
+                for (f, (start, end)) in fs.iter().zip(spans) {
+                    hits.push(Hit {
+                        rule: f.rule,
+                        path: p.clone(),
+                        start,
+                        end,
+                    });
+                }
+            }
+        }
+        Checked::Redacted(out, hits)
+    }
+
+    /// The counted finds of every string under `v`, by JSON pointer.
+    fn walk(&self, v: &Value, path: &mut String, out: &mut Vec<(String, Vec<Finding>)>) {
+        match v {
+            Value::Str(s) => {
+                let fs: Vec<Finding> = self
+                    .scanner
+                    .scan(s)
+                    .into_iter()
+                    .filter(|f| self.counts(f.rule))
+                    .collect();
+                if !fs.is_empty() {
+                    out.push((path.clone(), fs));
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let len = path.len();
+                    path.push('/');
+                    path.push_str(&i.to_string());
+                    self.walk(item, path, out);
+                    path.truncate(len);
+                }
+            }
+            Value::Object(pairs) => {
+                for (k, item) in pairs {
+                    let len = path.len();
+                    path.push('/');
+                    path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                    self.walk(item, path, out);
+                    path.truncate(len);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The value at JSON pointer `p` (as [`Guard`] writes them) in `v`.
+fn pointer_mut<'a>(v: &'a mut Value, p: &str) -> Option<&'a mut Value> {
+    if p.is_empty() {
+        return Some(v);
+    }
+    let mut cur = v;
+    for token in p.strip_prefix('/')?.split('/') {
+        let key = token.replace("~1", "/").replace("~0", "~");
+        cur = match cur {
+            Value::Array(items) => items.get_mut(key.parse::<usize>().ok()?)?,
+            // The last pair of a repeated key is the one that counts, as the walk saw it first.
+            Value::Object(pairs) => &mut pairs.iter_mut().find(|(k, _)| *k == key)?.1,
+            _ => return None,
+        };
+    }
+    Some(cur)
+}
+
+#[cfg(test)]
+mod tests;
