@@ -10,6 +10,10 @@
 //! allowed_categories = ["engineering", "quality"]  # absent: every category may run
 //! max_parallel = 4                                 # tasks of one wave running at once (6)
 //! max_tasks = 40                                   # largest plan accepted (no limit)
+//!
+//! [secrets]                 # what a secret found in a body does (src/secrets)
+//! mode = "redact"           # "redact" (the default), "block" or "allow"
+//! allow = ["jwt"]           # rules whose finds are written as they are
 //! ```
 //!
 //! Pure: [`Policy::from_toml_str`] takes text and a display name.
@@ -23,7 +27,7 @@ use crate::roster::{AgentSpec, Roster};
 pub const DEFAULT_MAX_PARALLEL: usize = 6;
 
 /// The keys a policy file may carry.
-pub const POLICY_KEYS: [&str; 3] = ["allowed_categories", "max_parallel", "max_tasks"];
+pub const POLICY_KEYS: [&str; 4] = ["allowed_categories", "max_parallel", "max_tasks", "secrets"];
 
 /// What may run, and how much at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +38,8 @@ pub struct Policy {
     pub max_parallel: usize,
     /// The most tasks a plan may have; `None` for no limit.
     pub max_tasks: Option<usize>,
+    /// What a secret found in a body does (`[secrets]`).
+    pub secrets: crate::secrets::SecretsPolicy,
 }
 
 impl Default for Policy {
@@ -42,6 +48,7 @@ impl Default for Policy {
             allowed_categories: None,
             max_parallel: DEFAULT_MAX_PARALLEL,
             max_tasks: None,
+            secrets: crate::secrets::SecretsPolicy::default(),
         }
     }
 }
@@ -156,6 +163,15 @@ impl Policy {
                     } else {
                         policy.max_tasks = Some(n);
                     }
+                }
+                "secrets" => {
+                    let toml::Value::Table(t) = value else {
+                        return Err(err(format!(
+                            "\"secrets\" must be a table ([secrets]), found {}",
+                            value.type_str()
+                        )));
+                    };
+                    policy.secrets = crate::secrets::SecretsPolicy::from_toml(t).map_err(err)?;
                 }
                 other => {
                     return Err(err(format!(

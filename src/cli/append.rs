@@ -31,6 +31,11 @@ pub struct AppendArgs {
     /// Read the payload JSON from PATH (`-` for standard input).
     #[arg(long, value_name = "PATH")]
     pub payload_file: Option<PathBuf>,
+    /// What a secret in the payload does: redact it (a marker naming the rule, and a
+    /// secret_redacted entry after this one), block it (nothing is written) or allow it.
+    /// Default: [secrets] mode in .forum/policy.toml, else redact.
+    #[arg(long, value_name = "MODE", value_parser = ["redact", "block", "allow"])]
+    pub secrets: Option<String>,
 }
 
 /// The most payload text `--payload-file` reads: twice the canonical body limit, room for
@@ -69,13 +74,27 @@ pub fn run(ctx: &Ctx, args: AppendArgs) -> Result<(), CliError> {
         payload,
         ts: ctx.now(args.ts)?,
     };
-    let r = crate::surface::append::append(&mut ctx.store()?, &new)?;
+    let policy = match &args.secrets {
+        Some(m) => crate::secrets::SecretsPolicy {
+            mode: crate::secrets::Mode::parse(m).map_err(CliError::usage)?,
+            ..Default::default()
+        },
+        None => super::plan::load_policy(ctx, None)?.secrets,
+    };
+    let guard = crate::secrets::Guard::new(crate::secrets::Scanner::new(), policy);
+    let r = crate::surface::append::append_guarded(&mut ctx.store()?, &new, &guard)?;
     if ctx.json {
         ctx.out_report(&r)
     } else {
         ctx.out(&format!(
             "appended seq {} ({}) as {}",
             r.seq, r.entry_hash, r.commit
-        ))
+        ))?;
+        if let Some(w) = r.secret_redacted {
+            ctx.out(&format!(
+                "secrets in the payload were replaced by markers before hashing; seq {w} (secret_redacted) says where"
+            ))?;
+        }
+        Ok(())
     }
 }

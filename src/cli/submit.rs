@@ -113,6 +113,12 @@ pub struct RunFlags {
     /// Policy file (default: .forum/policy.toml, else no limits beyond 6 tasks at a time).
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
+    /// What a secret found in a body does before it is hashed: redact it (a marker naming the
+    /// rule, and a secret_redacted entry), block it (the run stops, witnessed as
+    /// secret_blocked) or allow it. Default: [secrets] mode in the policy, else redact. The
+    /// values of api_key_env variables are redacted whatever this says.
+    #[arg(long, value_name = "MODE", value_parser = ["redact", "block", "allow"])]
+    pub secrets: Option<String>,
     /// Nothing on stderr but errors (no progress, no closing summary).
     #[arg(long, short, conflicts_with = "progress")]
     pub quiet: bool,
@@ -235,6 +241,12 @@ impl RunFlags {
             work: self.work,
             checks: self.checks.clone(),
             check_timeout: self.check_timeout,
+            secrets: self
+                .secrets
+                .as_deref()
+                .map(crate::secrets::Mode::parse)
+                .transpose()
+                .map_err(CliError::usage)?,
         })
     }
 }
@@ -336,6 +348,8 @@ fn prepare(
         .build(load_policy(ctx, f.policy.as_deref())?)
         .map_err(cli_err)?;
     let loaded = load_runtime(ctx, &f.exec)?;
+    opts.secrets.scanner =
+        crate::secrets::Scanner::with_literals(options::key_values(&loaded.runtime));
     let open = surface::run::work::git_opener(ctx.dir.clone(), ctx.ledger.clone());
     opts.work = Some(
         spec.work_options(&loaded.runtime.work, &ctx.ledger, open)
@@ -449,6 +463,9 @@ fn run_failed(e: RunError) -> CliError {
             "{e} (the run is witnessed up to here: `git forum runs` shows it, `git forum resume` tries that stage again)"
         ),
         RunError::Work(_) => e.to_string(),
+        RunError::SecretBlocked { witnessed, .. } => format!(
+            "{e}: `git forum show {witnessed} --payload` says where; remove the secret from what the workers see (or set [secrets] in .forum/policy.toml), then submit again"
+        ),
         RunError::Ledger(_) => format!(
             "{e} (what was witnessed stays in the ledger: `git forum runs`, `git forum verify`)"
         ),

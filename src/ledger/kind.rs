@@ -88,3 +88,7 @@ pub const SHIP: &str = "ship";
 pub const CONFLICT: &str = "conflict";
 /// A run branch brought into a branch by `git forum apply` (ours; not in Forum).
 pub const APPLIED: &str = "applied";
+/// Where secrets were replaced by markers in an entry's body before it was hashed (ours).
+pub const SECRET_REDACTED: &str = "secret_redacted";
+/// A body refused because it carried a secret; the run stopped there (ours).
+pub const SECRET_BLOCKED: &str = "secret_blocked";

@@ -31,6 +31,9 @@ pub(super) struct Run<'a, 's> {
     pub(super) request_seq: Mutex<Option<u64>>,
     /// The run's workbench, once opened (a `--work` run).
     pub(super) work: OnceLock<WorkRun>,
+    /// Set once the secrets policy blocked an entry: the `secret_blocked` seq, the request
+    /// and the rules (src/run/secrets.rs).
+    pub(super) secret_block: Mutex<Option<super::secrets::Blocked>>,
 }
 
 /// What upstream injection needs of the results so far.
@@ -74,6 +77,7 @@ impl<'a, 's> Run<'a, 's> {
             meter: Mutex::new(Meter::default()),
             request_seq: Mutex::new(None),
             work: OnceLock::new(),
+            secret_block: Mutex::new(None),
         }
     }
 
@@ -150,15 +154,20 @@ impl<'a, 's> Run<'a, 's> {
                 request_seq: None,
             });
         }
-        let new = NewEntry {
+        let mut new = NewEntry {
             actor: actor.to_string(),
             kind: kind.to_string(),
             causal_parent: parent.map(|p| p as i64),
             payload,
             ts: self.env.clock.now(),
         };
+        // Every body a run writes is scanned here, before it is hashed.
+        let redacted = self.screen(&mut **store, &mut new)?;
         let e = store.append(new)?;
         lock(&self.written).push(e.seq);
+        if let Some(hits) = redacted {
+            self.witness_redaction(&mut **store, &e, &hits)?;
+        }
         Ok(e)
     }
 

@@ -60,6 +60,7 @@ mod prompts;
 mod resume;
 mod schemas;
 mod seams;
+mod secrets;
 mod ship;
 pub mod status;
 mod synthesis;
@@ -153,6 +154,8 @@ pub struct Options {
     /// Work in the repository (`--work`): a worktree per task, changes as commits, checks,
     /// the pre-ship gate and the run branch. A resumed run works when its record says so.
     pub work: Option<WorkOptions>,
+    /// Scans every body before it is hashed: redact (default) or block what it finds.
+    pub secrets: crate::secrets::Guard,
 }
 
 impl std::fmt::Debug for Options {
@@ -172,6 +175,7 @@ impl std::fmt::Debug for Options {
             .field("context", &self.context.as_ref().map(|c| c.describe()))
             .field("interrupt", &self.interrupt)
             .field("work", &self.work)
+            .field("secrets", &self.secrets)
             .finish()
     }
 }
@@ -267,6 +271,20 @@ pub enum RunError {
     /// The repository could not be worked in (a `--work` run): git or the file system failed.
     #[error("work: {0}")]
     Work(String),
+    /// The secrets policy blocked a body (`block`): `secret_blocked` at `witnessed` says which
+    /// rules; nothing of the body was written.
+    #[error(
+        "the run stopped: the secrets policy blocked a body carrying {} (secret_blocked at seq {witnessed})",
+        rules.join(", ")
+    )]
+    SecretBlocked {
+        /// The `secret_blocked` entry.
+        witnessed: u64,
+        /// The run (its request seq), when it had one.
+        request_seq: Option<u64>,
+        /// The rules that found something.
+        rules: Vec<String>,
+    },
     /// The run waits for a decision on a gate it was submitted with: nothing was run or
     /// written.
     #[error("run {request_seq} waits for a decision on the gate before wave {wave}")]

@@ -228,6 +228,7 @@ impl Dispatcher {
                         entry_hash: e.entry_hash.clone(),
                         commit: commit.to_string(),
                         replayed: true,
+                        secret_redacted: None,
                     });
                 }
                 // An attempt that was interrupted before its entry was written: write it now.

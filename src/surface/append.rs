@@ -1,10 +1,13 @@
 //! Appending one entry as a surface operation: `git forum append`, `POST /append` and MCP
-//! `ledger_append` validate the entry the same way and answer the same report.
+//! `ledger_append` validate the entry the same way and answer the same report. The body is
+//! scanned for secrets first ([`crate::secrets::Guard`]): redacted (with a `secret_redacted`
+//! entry after it), refused, or written as it is, as the policy or `--secrets` says.
 
 use serde::Serialize;
 
 use super::{Error, Report, Result};
-use crate::ledger::NewEntry;
+use crate::ledger::{NewEntry, kind};
+use crate::secrets::{Checked, Guard};
 use crate::store::git::{Appended, GitStore};
 
 /// The entry written: its seq, entry hash and commit. `replayed` (written only when true) says
@@ -16,6 +19,9 @@ pub struct AppendReport {
     pub commit: String,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub replayed: bool,
+    /// The `secret_redacted` entry written after it, when secrets were redacted from its body.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_redacted: Option<u64>,
 }
 
 impl Report for AppendReport {
@@ -30,14 +36,67 @@ impl AppendReport {
             entry_hash: done.entry.entry_hash.clone(),
             commit: done.commit.to_string(),
             replayed: false,
+            secret_redacted: None,
         }
     }
 }
 
-/// Checks `new` (a bad actor, kind, parent or payload is the caller's to fix), then appends it.
+/// Checks `new` (a bad actor, kind, parent or payload is the caller's to fix), then appends it,
+/// its body scanned under the default secrets policy (redact).
 pub fn append(store: &mut GitStore, new: &NewEntry) -> Result<AppendReport> {
+    append_guarded(store, new, &Guard::default())
+}
+
+/// [`append`] under `guard`: a body with secrets is written with markers and followed by a
+/// `secret_redacted` entry, or refused (nothing written) when the guard blocks.
+pub fn append_guarded(store: &mut GitStore, new: &NewEntry, guard: &Guard) -> Result<AppendReport> {
     new.validate().map_err(Error::usage)?;
-    Ok(AppendReport::of(&store.append_entry(new)?))
+    if new.kind == kind::SECRET_REDACTED || new.kind == kind::SECRET_BLOCKED {
+        return Ok(AppendReport::of(&store.append_entry(new)?));
+    }
+    match guard.check(&new.payload) {
+        Checked::Clean => Ok(AppendReport::of(&store.append_entry(new)?)),
+        Checked::Blocked(hits) => {
+            let h = &hits[0];
+            Err(Error::usage(format!(
+                "the payload carries a secret ({} at {} bytes {}..{}{}); remove it, or append with --secrets redact to write it as a marker",
+                h.rule,
+                if h.path.is_empty() { "/" } else { &h.path },
+                h.start,
+                h.end,
+                if hits.len() > 1 {
+                    format!(", and {} more", hits.len() - 1)
+                } else {
+                    String::new()
+                }
+            )))
+        }
+        Checked::Redacted(body, hits) => {
+            let clean = NewEntry {
+                payload: body,
+                ..new.clone()
+            };
+            clean.validate().map_err(Error::usage)?;
+            let done = store.append_entry(&clean)?;
+            let note = NewEntry {
+                actor: "secrets".into(),
+                kind: kind::SECRET_REDACTED.into(),
+                causal_parent: Some(done.entry.seq as i64),
+                payload: crate::secrets::redaction_record(
+                    done.entry.seq,
+                    &done.entry.entry_hash,
+                    &done.entry.kind,
+                    &hits,
+                ),
+                ts: new.ts,
+            };
+            let witness = store.append_entry(&note)?;
+            Ok(AppendReport {
+                secret_redacted: Some(witness.entry.seq),
+                ..AppendReport::of(&done)
+            })
+        }
+    }
 }
 
 #[cfg(test)]
@@ -51,6 +110,7 @@ mod tests {
             entry_hash: "ab".into(),
             commit: "cd".into(),
             replayed: false,
+            secret_redacted: None,
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(

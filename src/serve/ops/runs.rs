@@ -170,6 +170,11 @@ impl Dispatcher {
             ..RunOptions::default()
         };
         let mut opts = spec.build(self.policy.clone()).map_err(reply_of)?;
+        if let Some(l) = &self.executors.loaded {
+            opts.secrets.scanner = crate::secrets::Scanner::with_literals(
+                surface::run::options::key_values(&l.runtime),
+            );
+        }
         let defaults = self
             .executors
             .loaded
@@ -258,6 +263,7 @@ impl Dispatcher {
                 format!("{e} (what was witnessed stays in the ledger: GET /runs)")
             }
             RunError::Request(m) | RunError::Resume(m) => m.clone(),
+            RunError::SecretBlocked { .. } => format!("{e} (GET /runs shows the run)"),
         };
         Reply::error(status, message)
     }

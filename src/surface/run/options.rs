@@ -78,6 +78,8 @@ pub struct RunOptions {
     pub checks: Vec<String>,
     /// Seconds each check may run before it is killed.
     pub check_timeout: Option<f64>,
+    /// What a secret found in a body does (`--secrets`; default: the policy's `[secrets]`).
+    pub secrets: Option<crate::secrets::Mode>,
 }
 
 /// A positive, finite number of seconds for `flag`.
@@ -136,6 +138,10 @@ impl RunOptions {
         if let Some(p) = &self.delivery_profile {
             check_profile(p)?;
         }
+        let mut secrets = policy.secrets.clone();
+        if let Some(mode) = self.secrets {
+            secrets.mode = mode;
+        }
         Ok(run::Options {
             max_model_calls: self.max_model_calls,
             max_seconds: self.max_seconds,
@@ -156,6 +162,7 @@ impl RunOptions {
             context: None,
             interrupt: None,
             work: None,
+            secrets: crate::secrets::Guard::new(crate::secrets::Scanner::new(), secrets),
         })
     }
 
@@ -258,6 +265,30 @@ pub fn capsule_text_of(
         max_items,
         max_text_chars,
     )))
+}
+
+/// The values of every variable a runtime config names as `api_key_env` (set and long enough
+/// to look for), read from the environment here, at the edge: the scanner redacts them
+/// wherever a body holds them, whatever the policy allows.
+pub fn key_values(runtime: &config::Runtime) -> Vec<String> {
+    let mut specs: Vec<&config::ExecutorSpec> = runtime.default.iter().collect();
+    specs.extend(runtime.tiers.values());
+    for seat in [&runtime.seats.worker, &runtime.seats.orchestrator] {
+        if let config::SeatChoice::Inline(s) = seat {
+            specs.push(s);
+        }
+    }
+    specs
+        .into_iter()
+        .filter_map(|s| match &s.kind {
+            config::ExecutorKind::Chat {
+                api_key_env: Some(k),
+                ..
+            }
+            | config::ExecutorKind::Anthropic { api_key_env: k, .. } => std::env::var(k).ok(),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Every entry of a git ledger with its body, in one walk (none when it does not exist yet).
