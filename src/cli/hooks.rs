@@ -33,7 +33,14 @@ pub enum HooksAction {
     /// Add the git forum block to the pre-push hook (with --server: the pre-receive hook).
     Install(InstallArgs),
     /// Remove the git forum block (and the hook file if nothing else is in it).
-    Uninstall(InstallArgs),
+    Uninstall(UninstallArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UninstallArgs {
+    /// The server-side hook (pre-receive: ledgers are append-only) instead of pre-push.
+    #[arg(long)]
+    pub server: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -41,6 +48,11 @@ pub struct InstallArgs {
     /// The server-side hook (pre-receive: ledgers are append-only) instead of pre-push.
     #[arg(long)]
     pub server: bool,
+    /// The pre-push hook also scans the code being pushed: the lines that the pushed commits
+    /// add are scanned for secrets, and a push that adds one is refused (ledger bodies are
+    /// always scanned).
+    #[arg(long, conflicts_with = "server")]
+    pub scan_code: bool,
 }
 
 /// Entry points called by installed hooks.
@@ -52,8 +64,12 @@ pub struct HookArgs {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum HookName {
-    /// Verify every ledger ref being pushed (stdin as git gives it to pre-push).
+    /// Verify every ledger ref being pushed and scan its bodies for secrets (stdin as git
+    /// gives it to pre-push).
     PrePush {
+        /// Also scan the lines the pushed code commits add.
+        #[arg(long)]
+        scan_code: bool,
         /// The remote's name.
         remote: Option<String>,
         /// The remote's URL.
@@ -71,6 +87,12 @@ pub enum HookName {
 
 /// The block that calls `git forum hook NAME`.
 pub fn block(hook: &str) -> String {
+    block_calling(hook)
+}
+
+/// The block that calls `git forum hook CALL` (the hook's name, and its flags).
+fn block_calling(call: &str) -> String {
+    let hook = call;
     format!(
         "{BEGIN}
 # Added by `git forum hooks install`; `git forum hooks uninstall` removes this block.
@@ -94,9 +116,14 @@ pub fn new_hook_file(hook: &str) -> String {
 
 /// `text` with the block added (or replaced by the current one), right after the `#!` line.
 pub fn with_block(text: &str, hook: &str) -> String {
+    with_block_calling(text, hook)
+}
+
+/// [`with_block`] whose block calls `git forum hook CALL`.
+fn with_block_calling(text: &str, call: &str) -> String {
     let base = without_block(text);
     if base.trim().is_empty() {
-        return new_hook_file(hook);
+        return format!("#!/bin/sh\n{}", block_calling(call));
     }
     let (head, rest) = match base.strip_prefix("#!") {
         Some(_) => match base.find('\n') {
@@ -109,7 +136,7 @@ pub fn with_block(text: &str, hook: &str) -> String {
     if !out.ends_with('\n') {
         out.push('\n');
     }
-    out.push_str(&block(hook));
+    out.push_str(&block_calling(call));
     out.push_str(rest);
     out
 }
@@ -182,11 +209,16 @@ fn make_executable(_path: &Path) -> Result<(), CliError> {
 pub fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
     let repo = open_repo(&ctx.dir)?;
     let dir = hooks_dir(&repo)?;
-    let (install, server) = match &args.action {
-        HooksAction::Install(a) => (true, a.server),
-        HooksAction::Uninstall(a) => (false, a.server),
+    let (install, server, scan_code) = match &args.action {
+        HooksAction::Install(a) => (true, a.server, a.scan_code),
+        HooksAction::Uninstall(a) => (false, a.server, false),
     };
     let hook = if server { "pre-receive" } else { "pre-push" };
+    let call = if scan_code {
+        "pre-push --scan-code"
+    } else {
+        hook
+    };
     let path = dir.join(hook);
     let existing = match path.metadata() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -215,7 +247,9 @@ pub fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
     let action;
     if install {
         let text = match &existing {
+            Some(t) if scan_code => with_block_calling(t, call),
             Some(t) => with_block(t, hook),
+            None if scan_code => with_block_calling("", call),
             None => new_hook_file(hook),
         };
         action = match &existing {
@@ -269,13 +303,16 @@ pub fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
 
 pub fn hook(ctx: &Ctx, args: HookArgs) -> Result<(), CliError> {
     match args.hook {
-        HookName::PrePush { .. } => pre_push(ctx),
+        HookName::PrePush {
+            scan_code, remote, ..
+        } => pre_push(ctx, scan_code.then(|| remote.unwrap_or_default())),
         HookName::PreReceive => {
             let mut updates = Vec::new();
             ledger_lines(
                 &mut std::io::stdin().lock(),
                 "pre-receive",
                 2,
+                false,
                 &mut |f: &[&str]| {
                     if let [old, new, refname, ..] = f {
                         updates.push(RefUpdate {
@@ -294,27 +331,40 @@ pub fn hook(ctx: &Ctx, args: HookArgs) -> Result<(), CliError> {
     }
 }
 
-fn pre_push(ctx: &Ctx) -> Result<(), CliError> {
+/// The pre-push check: ledger refs verified and their bodies scanned; with `scan_code` (the
+/// remote's name), the code refs' new commits scanned too.
+fn pre_push(ctx: &Ctx, scan_code: Option<String>) -> Result<(), CliError> {
     let mut updates = Vec::new();
     ledger_lines(
         &mut std::io::stdin().lock(),
         "pre-push",
         2,
+        scan_code.is_some(),
         &mut |f: &[&str]| {
             if let [a, b, c, d] = f[..] {
                 updates.push((a.to_string(), b.to_string(), c.to_string(), d.to_string()));
             }
         },
     )?;
-    // Code refs are never looked at, and a push without ledger refs never opens anything.
-    if !updates
-        .iter()
-        .any(|u| u.2.starts_with(crate::store::git::LEDGER_PREFIX))
+    // Without --scan-code, code refs are never looked at, and a push without ledger refs
+    // never opens anything.
+    if scan_code.is_none()
+        && !updates
+            .iter()
+            .any(|u| u.2.starts_with(crate::store::git::LEDGER_PREFIX))
     {
         return Ok(());
     }
+    if updates.is_empty() {
+        return Ok(());
+    }
     let repo = open_repo(&ctx.dir)?;
-    let refusals = sync::check_pre_push(&repo, &updates)?;
+    let gate = sync::gate_guard(&super::plan::load_policy(ctx, None)?.secrets);
+    let refusals = match sync::check_pre_push(&repo, &updates, &gate, scan_code.as_deref()) {
+        Ok(r) => r,
+        // Fail closed: a check that could not read what it should refuses the push.
+        Err(e) => vec![e.to_string()],
+    };
     if refusals.is_empty() {
         return Ok(());
     }
@@ -334,7 +384,8 @@ pub const MAX_HOOK_LEDGER_REFS: u64 = 100_000;
 
 /// Reads the ref-update lines git hands a hook on `input`, each split on whitespace, and hands
 /// `keep` those whose field `ref_field` names a ledger ref (the only ones checked; others are
-/// not kept, so memory follows the ledger refs pushed). Every line is capped at
+/// not kept, so memory follows the ledger refs pushed; with `all`, every line is kept). Every
+/// line is capped at
 /// [`MAX_HOOK_LINE_BYTES`], the count at [`MAX_HOOK_LINES`] and the ledger refs at
 /// [`MAX_HOOK_LEDGER_REFS`], so an endless or garbled stdin
 /// ends with one line instead of filling memory.
@@ -342,6 +393,7 @@ fn ledger_lines(
     input: &mut impl std::io::BufRead,
     hook: &str,
     ref_field: usize,
+    all: bool,
     keep: &mut dyn FnMut(&[&str]),
 ) -> Result<(), CliError> {
     use crate::store::capped::{Line, read_line};
@@ -375,7 +427,7 @@ fn ledger_lines(
             .split_whitespace()
             .nth(ref_field)
             .is_some_and(|r| r.starts_with(crate::store::git::LEDGER_PREFIX));
-        if !is_ledger {
+        if !is_ledger && !all {
             if read == Line::Last {
                 return Ok(());
             }

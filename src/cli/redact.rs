@@ -8,7 +8,8 @@ use super::{CliError, Ctx};
 /// change, so a ledger already pushed needs a push the server's hook accepts as redaction-only.
 #[derive(Debug, clap::Args)]
 pub struct RedactArgs {
-    /// The payload hash of the body to remove (see `git forum show SEQ`).
+    /// The payload hash of the body to remove (see `git forum show SEQ`), or the SEQ of an
+    /// entry whose body it is (what `git forum push` names when a body carries a secret).
     pub payload_hash: String,
     /// Why the body is removed (recorded in the ledger).
     #[arg(long)]
@@ -21,6 +22,24 @@ pub struct RedactArgs {
 pub fn run(ctx: &Ctx, args: RedactArgs) -> Result<(), CliError> {
     let mut store = ctx.existing_store()?;
     let ts = ctx.now(None)?;
+    let payload_hash = match args.payload_hash.parse::<u64>() {
+        Ok(seq) if args.payload_hash.len() < 64 => {
+            let entry = crate::ledger::Storage::get(&store, seq)
+                .map_err(|e| CliError::internal(e.to_string()))?
+                .ok_or_else(|| {
+                    CliError::not_found(format!(
+                        "ledger {} has no entry at seq {seq}; see `git forum log`",
+                        ctx.ledger
+                    ))
+                })?;
+            entry.payload_hash
+        }
+        _ => args.payload_hash.clone(),
+    };
+    let args = RedactArgs {
+        payload_hash,
+        ..args
+    };
     let done = store.redact(&args.payload_hash, &args.reason, &args.actor, ts)?;
     if ctx.json {
         ctx.out_json(&serde_json::json!({

@@ -41,7 +41,8 @@ pub fn push(ctx: &Ctx, args: PushArgs) -> Result<(), CliError> {
             "there are no ledgers to push (refs/forum/ledgers/ is empty); append an entry first",
         ));
     }
-    let results = sync::push(&repo, &args.remote, &ledgers)?;
+    let gate = sync::gate_guard(&super::plan::load_policy(ctx, None)?.secrets);
+    let results = sync::push(&repo, &args.remote, &ledgers, &gate)?;
     let ok = results.iter().all(|r| r.status.ok());
     if ctx.json {
         let items: Vec<Value> = results

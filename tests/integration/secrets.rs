@@ -1,12 +1,14 @@
-//! Secrets never enter the record (issue 19, point 1), through the binary on every repository
-//! format: a scripted worker that prints an AWS-style key and a private key block leaves
-//! markers in git and `secret_redacted` entries that say where; `--secrets block` stops the run
-//! with a witnessed reason and no secret in any object; an `api_key_env` value echoed by the
-//! model is redacted.
+//! Secrets never enter or leave the record (issue 19, points 1 and 2), through the binary on
+//! every repository format: a scripted worker that prints an AWS-style key and a private key
+//! block leaves markers in git and `secret_redacted` entries that say where; `--secrets block`
+//! stops the run with a witnessed reason and no secret in any object; an `api_key_env` value
+//! echoed by the model is redacted; `git forum push` and the installed pre-push hook refuse a
+//! ledger or (with `--scan-code`) a commit that carries a key, and accept after `redact`; a
+//! scan that cannot read a body fails closed.
 
 use serde_json::Value as J;
 
-use crate::common::{Repo, on_each_kind};
+use crate::common::{FORMATS, Repo, on_each_kind};
 
 const AWS_ID: &str = "AKIAQX7RTY2ZW4NB9K3M";
 const KEY_LINE: &str = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw";
@@ -251,4 +253,236 @@ fn append_redacts_by_default_blocks_on_request_and_allows_on_request() {
     ]);
     assert!(raw_body(&repo, 2).contains(AWS_ID));
     repo.forum_ok(&["verify", "--deep"]);
+}
+
+// ---- the pre-push gate ----
+
+/// A bare remote beside `repo`, added as `origin`.
+fn bare_remote(repo: &Repo, format: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut init = vec!["init", "-q", "--bare"];
+    let flags = crate::common::init_flags(format);
+    init.extend(flags.iter().map(String::as_str));
+    let path = dir.path().to_str().unwrap().to_string();
+    init.push(&path);
+    repo.git_ok(&init);
+    repo.git_ok(&["remote", "add", "origin", &format!("file://{path}")]);
+    dir
+}
+
+/// PATH with the directory of the built `git-forum` first, so the hooks find `git forum`.
+fn path_env() -> std::ffi::OsString {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_git-forum"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    let mut paths = vec![bin];
+    if let Some(p) = std::env::var_os("PATH") {
+        paths.extend(std::env::split_paths(&p));
+    }
+    std::env::join_paths(paths).expect("PATH")
+}
+
+/// `git ARGS` in `repo`, hermetic, with the hooks able to run `git forum`.
+fn git_hooked(repo: &Repo, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
+        .current_dir(repo.path())
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_FORUM_LEDGER")
+        .env("HOME", repo.path())
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_SYSTEM", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .env("PATH", path_env())
+        .args(args)
+        .output()
+        .expect("run git")
+}
+
+fn git_hooked_ok(repo: &Repo, args: &[&str]) {
+    let o = git_hooked(repo, args);
+    assert!(
+        o.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn push(repo: &Repo) -> std::process::Output {
+    repo.forum()
+        .env("PATH", path_env())
+        .args(["push", "origin"])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn push_and_the_hook_refuse_a_ledger_with_a_key_and_accept_after_redact() {
+    for format in FORMATS {
+        let repo = Repo::new(format);
+        let _remote = bare_remote(&repo, format);
+        repo.append("me", "note", "{\"n\":1}");
+        repo.forum_ok(&[
+            "append",
+            "--actor",
+            "me",
+            "--kind",
+            "note",
+            "--secrets",
+            "allow",
+            "--payload",
+            &format!("{{\"env\":\"AWS_ACCESS_KEY_ID={AWS_ID}\"}}"),
+        ]);
+        let o = push(&repo);
+        assert_eq!(o.status.code(), Some(1), "{format}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.contains("refs/forum/ledgers/main seq 1 (note) /env: aws-access-key found"),
+            "{format}: {out}"
+        );
+        assert!(
+            out.contains("fix: git forum --ledger main redact 1 --reason"),
+            "{format}: {out}"
+        );
+        assert!(!out.contains(AWS_ID));
+        // The installed hook refuses `git push` itself.
+        repo.forum_ok(&["hooks", "install"]);
+        let o = git_hooked(
+            &repo,
+            &[
+                "push",
+                "origin",
+                "refs/forum/ledgers/main:refs/forum/ledgers/main",
+            ],
+        );
+        assert!(!o.status.success(), "{format}: the hook let it through");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("seq 1 (note) /env: aws-access-key found"),
+            "{format}: {err}"
+        );
+        let remote_refs = repo.git_ok(&["ls-remote", "origin"]);
+        assert!(!remote_refs.contains("refs/forum/ledgers/main"), "{format}");
+        // After the redaction both let it through.
+        repo.forum_ok(&["redact", "1", "--reason", "secret (aws-access-key)"]);
+        let o = push(&repo);
+        assert!(
+            o.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        repo.append("me", "note", "{\"n\":3}");
+        git_hooked_ok(
+            &repo,
+            &[
+                "push",
+                "origin",
+                "refs/forum/ledgers/main:refs/forum/ledgers/main",
+            ],
+        );
+        repo.forum_ok(&["verify", "--deep"]);
+    }
+}
+
+/// A code commit on the current branch adding `text` to `file`.
+fn commit_file(repo: &Repo, file: &str, text: &str) {
+    std::fs::write(repo.path().join(file), text).unwrap();
+    repo.git_ok(&["add", file]);
+    repo.git_ok(&["commit", "-q", "-m", &format!("add {file}")]);
+}
+
+#[test]
+fn scan_code_refuses_a_commit_adding_a_key_and_accepts_without() {
+    on_each_kind(|repo| {
+        let format = if repo.is_reftable() {
+            "reftable"
+        } else {
+            "sha1"
+        };
+        let hash = repo.git_ok(&["rev-parse", "--show-object-format"]);
+        let _remote = bare_remote(repo, if hash == "sha256" { "sha256" } else { format });
+        commit_file(repo, "README", "hello\n");
+        repo.forum_ok(&["hooks", "install", "--scan-code"]);
+        git_hooked_ok(repo, &["push", "-q", "origin", "HEAD:refs/heads/first"]);
+        commit_file(repo, "deploy.env", &format!("AWS_ACCESS_KEY_ID={AWS_ID}\n"));
+        let o = git_hooked(repo, &["push", "origin", "HEAD:refs/heads/main"]);
+        assert!(!o.status.success(), "the key went out");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("refs/heads/main commit ")
+                && err.contains("deploy.env: aws-access-key found"),
+            "{err}"
+        );
+        assert!(err.contains("git commit --amend"), "{err}");
+        assert!(!err.contains(AWS_ID));
+        // Rewritten without the key, it goes.
+        std::fs::write(
+            repo.path().join("deploy.env"),
+            "AWS_ACCESS_KEY_ID=from-the-vault\n",
+        )
+        .unwrap();
+        repo.git_ok(&["commit", "-q", "-a", "--amend", "-m", "add deploy.env"]);
+        git_hooked_ok(repo, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
+        // Without --scan-code, code is not looked at.
+        repo.forum_ok(&["hooks", "install"]);
+        commit_file(repo, "other.env", &format!("AWS_ACCESS_KEY_ID={AWS_ID}\n"));
+        git_hooked_ok(repo, &["push", "-q", "origin", "HEAD:refs/heads/plain"]);
+    });
+}
+
+#[test]
+fn a_missing_body_fails_the_gate_closed() {
+    let repo = Repo::new("sha1");
+    let _remote = bare_remote(&repo, "sha1");
+    repo.append("me", "note", "{\"n\":1}");
+    repo.append("me", "note", "{\"text\":\"a body that will go missing\"}");
+    let commit = repo.git_ok(&["rev-parse", "refs/forum/ledgers/main"]);
+    let blob = repo.git_ok(&["rev-parse", &format!("{commit}:payload.json")]);
+    let loose = repo
+        .git_dir()
+        .join("objects")
+        .join(&blob[..2])
+        .join(&blob[2..]);
+    // Single appends write loose objects and keep a copy in the write-ahead log, from which
+    // the store heals a lost one; both go, so the body is really gone.
+    std::fs::remove_file(&loose).expect("the body is a loose object");
+    std::fs::remove_dir_all(repo.git_dir().join("forum/wal")).unwrap();
+    let o = repo
+        .forum()
+        .env("PATH", path_env())
+        .args(["hook", "pre-push", "origin", "file:///nowhere"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            let zero = "0".repeat(40);
+            writeln!(
+                c.stdin.take().unwrap(),
+                "refs/forum/ledgers/main {commit} refs/forum/ledgers/main {zero}"
+            )?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("refusing the push") && err.contains("missing"),
+        "{err}"
+    );
+    let o = push(&repo);
+    assert_eq!(o.status.code(), Some(1));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(said.contains("missing"), "{said}");
+    let remote_refs = repo.git_ok(&["ls-remote", "origin"]);
+    assert!(remote_refs.is_empty(), "{remote_refs}");
 }

@@ -79,18 +79,27 @@ pub fn check_server_update(
 }
 
 /// Checks what a pre-push hook was told: each ledger ref about to be published must verify
-/// (deep) at the pushed commit and must not rewind or rewrite what the remote has (a
-/// redaction-only rewrite excepted). Code refs are never looked at. Returns the refusals, one
-/// line each.
+/// (deep) at the pushed commit, carry no secret in its bodies (under `gate`), and must not
+/// rewind or rewrite what the remote has (a redaction-only rewrite excepted). Code refs are
+/// looked at only with `scan_code` (the remote's name): the lines their new commits add are
+/// scanned. Returns the refusals, one line each.
 pub fn check_pre_push(
     repo: &gix::Repository,
     updates: &[(String, String, String, String)],
+    gate: &crate::secrets::Guard,
+    scan_code: Option<&str>,
 ) -> Result<Vec<String>, StoreError> {
     let hash = repo.object_hash();
     let git = Git::for_repo(repo);
     let mut refusals = Vec::new();
     for (local_ref, local_oid, remote_ref, remote_oid) in updates {
         let Some(name) = remote_ref.strip_prefix(LEDGER_PREFIX) else {
+            // Every other ref, the change commits of --work runs (refs/forum/work/...) included.
+            if let Some(remote) = scan_code {
+                refusals.extend(super::secrets::scan_code(
+                    &git, remote, remote_ref, local_oid, remote_oid, gate,
+                )?);
+            }
             continue;
         };
         if is_zero(local_oid) {
@@ -135,6 +144,14 @@ pub fn check_pre_push(
             ));
             continue;
         }
+        refusals.extend(super::secrets::scan_ledger(
+            &mut RepoObjects(repo),
+            hash,
+            name,
+            remote_ref,
+            local_id,
+            gate,
+        )?);
         if is_zero(remote_oid) {
             continue;
         }

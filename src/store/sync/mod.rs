@@ -25,7 +25,8 @@
 //!
 //! The work is split by job: `git_cli.rs` runs git with bounded output, `chain.rs` reads entry
 //! chains, `consistency.rs` is the split-view check, `push.rs` and `fetch.rs` are the two
-//! directions (fetch with its unverified staging), `hooks.rs` the checks behind the hooks.
+//! directions (fetch with its unverified staging), `hooks.rs` the checks behind the hooks,
+//! `secrets.rs` the secret gate of push and the pre-push hook.
 
 mod chain;
 mod consistency;
@@ -33,12 +34,14 @@ mod fetch;
 mod git_cli;
 mod hooks;
 mod push;
+mod secrets;
 
 pub use chain::CatFile;
 pub use fetch::{FetchResult, FetchStatus, fetch};
 pub use git_cli::{Git, check_remote_name, failure_line};
 pub use hooks::{RefUpdate, check_pre_push, check_server_update};
 pub use push::{PushStatus, local_ledgers, push};
+pub use secrets::gate_guard;
 
 /// Where fetched copies wait while they are checked.
 pub const INCOMING_PREFIX: &str = "refs/forum/incoming/";

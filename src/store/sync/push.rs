@@ -57,12 +57,14 @@ pub fn local_ledgers(git: &Git) -> Result<Vec<String>, StoreError> {
         .collect())
 }
 
-/// Verifies `ledgers` (deep) and, when every one verifies, pushes them to `remote` without
-/// force. When one does not verify nothing is pushed.
+/// Verifies `ledgers` (deep), scans their bodies for secrets under `gate`, and, when every one
+/// verifies and carries none, pushes them to `remote` without force. When one does not
+/// verify, or carries a secret, nothing is pushed.
 pub fn push(
     repo: &gix::Repository,
     remote: &str,
     ledgers: &[String],
+    gate: &crate::secrets::Guard,
 ) -> Result<Vec<PushResult>, StoreError> {
     let git = Git::for_repo(repo);
     check_push_remote(&git, remote)?;
@@ -73,7 +75,29 @@ pub fn push(
             return Err(StoreError::NoLedger(name.clone()));
         }
         let r = store.verify(true)?;
-        let status = if r.passed() {
+        let found = if r.passed() {
+            match store.tip_id()? {
+                Some(tip) => super::secrets::scan_ledger(
+                    &mut super::chain::RepoObjects(repo),
+                    repo.object_hash(),
+                    name,
+                    &format!("{LEDGER_PREFIX}{name}"),
+                    tip,
+                    gate,
+                )?,
+                None => Vec::new(),
+            }
+        } else {
+            Vec::new()
+        };
+        let status = if !found.is_empty() {
+            PushStatus::Refused(format!(
+                "it carries {} secret{} (each line says where and how to fix it):\n  {}",
+                found.len(),
+                if found.len() == 1 { "" } else { "s" },
+                found.join("\n  ")
+            ))
+        } else if r.passed() {
             PushStatus::Pushed
         } else {
             let at = r
