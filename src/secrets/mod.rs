@@ -2,8 +2,8 @@
 //! replaces each with a marker naming its rule (`[REDACTED:aws-access-key]`).
 //!
 //! The [`Scanner`] runs every rule of [`rules::RULES`] as one combined regular expression (the
-//! `regex` crate builds a literal prefilter from the rules' prefixes, so clean text is skipped
-//! at memchr speed), confirms the candidates that need it by entropy, and looks for the literal
+//! `regex` crate's fast search), names the rule of each match with a `RegexSet` of the rules
+//! anchored to it, confirms the candidates that need it by entropy, and looks for the literal
 //! values handed in at runtime with one Aho-Corasick automaton. The [`Guard`] applies a policy
 //! ([`SecretsPolicy`]: mode and per-rule `allow`) to a whole JSON body: every string in it is
 //! scanned, and the answer is the body as it may be written ([`Checked::Redacted`]) or a
@@ -40,39 +40,32 @@ pub struct Finding {
     pub end: usize,
 }
 
-/// The built-in rules compiled once, shared by every scanner.
+/// The built-in rules compiled once, shared by every scanner: all of them as one regex (the
+/// fast search), and each alone, anchored, to say which rule a match is and where its `v`
+/// group lies (reading groups from the combined regex costs several times the search).
 struct Compiled {
     regex: Regex,
-    /// For each rule, the index of its whole-match group and of its `v` group, if any.
-    groups: Vec<(usize, Option<usize>)>,
+    set: regex::RegexSet,
+    each: Vec<Regex>,
 }
 
 fn compiled() -> &'static Compiled {
     static C: OnceLock<Compiled> = OnceLock::new();
     C.get_or_init(|| {
-        let mut combined = String::new();
-        for (i, r) in RULES.iter().enumerate() {
-            if i > 0 {
-                combined.push('|');
-            }
-            let own = r.pattern.replace("(?P<v>", &format!("(?P<v{i}>"));
-            combined.push_str(&format!("(?P<r{i}>{own})"));
-        }
+        let alone: Vec<String> = RULES.iter().map(|r| format!("(?:{})", r.pattern)).collect();
+        let combined = alone
+            .iter()
+            .map(|p| p.replace("(?P<v>", "(?:"))
+            .collect::<Vec<_>>()
+            .join("|");
         let regex = Regex::new(&combined).expect("the built-in rules compile");
-        let groups = (0..RULES.len())
-            .map(|i| {
-                let idx = |name: &str| {
-                    regex
-                        .capture_names()
-                        .position(|n| n == Some(name))
-                        .expect("every rule has its group")
-                };
-                let v = format!("v{i}");
-                let has_v = regex.capture_names().any(|n| n == Some(v.as_str()));
-                (idx(&format!("r{i}")), has_v.then(|| idx(&v)))
-            })
+        let anchored: Vec<String> = alone.iter().map(|p| format!("^{p}$")).collect();
+        let set = regex::RegexSet::new(&anchored).expect("the rules compile as a set");
+        let each = anchored
+            .iter()
+            .map(|p| Regex::new(p).expect("each rule compiles"))
             .collect();
-        Compiled { regex, groups }
+        Compiled { regex, set, each }
     })
 }
 
@@ -195,10 +188,9 @@ impl Scanner {
     pub fn scan(&self, text: &str) -> Vec<Finding> {
         let c = compiled();
         let mut found = Vec::new();
-        let mut locs = c.regex.capture_locations();
         let mut at = 0;
         while at <= text.len() {
-            let Some(m) = c.regex.captures_read_at(&mut locs, text, at) else {
+            let Some(m) = c.regex.find_at(text, at) else {
                 break;
             };
             let next = if m.end() > m.start() {
@@ -206,20 +198,27 @@ impl Scanner {
             } else {
                 next_boundary(text, m.end())
             };
-            if let Some((i, (_, v))) = c
-                .groups
-                .iter()
-                .enumerate()
-                .find(|(_, (g, _))| locs.get(*g).is_some())
-            {
-                let (s, e) = v.and_then(|v| locs.get(v)).unwrap_or((m.start(), m.end()));
+            // At one position the first rule wins, as in the combined search.
+            let span = m.as_str();
+            if let Some(i) = c.set.matches(span).iter().next() {
+                let rule = &RULES[i];
+                let (s, e) = match rule.confirm {
+                    Confirm::Shape => (m.start(), m.end()),
+                    Confirm::Entropy { .. } => {
+                        match c.each[i].captures(span).and_then(|g| g.name("v")) {
+                            Some(v) => (m.start() + v.start(), m.start() + v.end()),
+                            None => (m.start(), m.end()),
+                        }
+                    }
+                };
+                let ok = confirmed(rule.confirm, &text[s..e]);
                 // An assignment whose value is itself a known kind of secret
                 // (`AWS_ACCESS_KEY_ID=AKIA...`): that rule names it, found from the value on.
-                if s > m.start() && c.regex.is_match(&text[s..e]) {
+                if ok && s > m.start() && c.regex.is_match(&text[s..e]) {
                     at = s;
                     continue;
                 }
-                if confirmed(RULES[i].confirm, &text[s..e]) {
+                if ok {
                     found.push(Finding {
                         rule: RULES[i].id,
                         start: s,
