@@ -88,3 +88,7 @@ pub const SHIP: &str = "ship";
 pub const CONFLICT: &str = "conflict";
 /// A run branch brought into a branch by `git forum apply` (ours; not in Forum).
 pub const APPLIED: &str = "applied";
+/// One tool call of the built-in editing worker: the tool and its arguments, capped (ours).
+pub const TOOL_CALL: &str = "tool_call";
+/// What one tool call of the editing worker gave: ok, refused, the output, capped (ours).
+pub const TOOL_RESULT: &str = "tool_result";
