@@ -626,3 +626,71 @@ fn the_local_model_runs_the_tool_loop_and_the_record_verifies() {
     );
     verify_deep(&repo);
 }
+
+#[test]
+fn the_daemon_and_mcp_take_the_tool_flags() {
+    let repo = Repo::new("sha1");
+    setup(&repo);
+    let stub = Stub::start(fleet(|turn, _| {
+        (
+            200,
+            chat_answer(
+                J::Null,
+                Some(json!([call(
+                    &format!("r{turn}"),
+                    "run_command",
+                    json!({"command": "echo hi"})
+                )])),
+            ),
+        )
+    }));
+    let url = stub.url("/v1/chat/completions");
+    let served = repo.serve(
+        &["--chat-url", url.as_str(), "--model", "stub-coder"],
+        std::process::Stdio::null(),
+    );
+    let (status, j) = crate::common::http_json(
+        &served.addr,
+        "POST",
+        "/submit",
+        &json!({"request": "fix calc", "work": true, "allow_cmds": ["echo hi"], "max_tool_calls": 2}),
+    );
+    assert_eq!(status, 200, "{j}");
+    let results = payloads(&repo, "tool_result");
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        results
+            .iter()
+            .all(|(_, p)| p["ok"] == true && p["output"].as_str().unwrap().contains("hi"))
+    );
+    assert_eq!(payloads(&repo, "result")[0].1["error"], "max_tool_calls");
+    for body in [
+        json!({"request": "x", "work": true, "allow_cmds": "echo"}),
+        json!({"request": "x", "work": true, "max_tool_calls": 0}),
+        json!({"request": "x", "max_tool_calls": 3}),
+    ] {
+        let (status, bad) = crate::common::http_json(&served.addr, "POST", "/submit", &body);
+        assert_eq!(status, 400, "{body}: {bad}");
+    }
+    drop(served);
+    let (ok, out) = repo.mcp_batch(
+        &[],
+        &[
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        ],
+    );
+    assert!(ok, "{out}");
+    let list: J = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
+    let submit = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "submit")
+        .unwrap()
+        .clone();
+    let props = &submit["inputSchema"]["properties"];
+    assert_eq!(props["allow_cmds"]["type"], "array", "{submit}");
+    assert_eq!(props["max_tool_calls"]["type"], "integer", "{submit}");
+    verify_deep(&repo);
+}
