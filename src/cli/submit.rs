@@ -107,6 +107,14 @@ pub struct RunFlags {
     /// Seconds each check may run before it is killed with its process group (default 300).
     #[arg(long, value_name = "S")]
     pub check_timeout: Option<f64>,
+    /// A command the built-in editing worker (a chat endpoint under --work) may run in its
+    /// worktree, besides the checks (repeatable; matched exactly). Needs --work.
+    #[arg(long = "allow-cmd", value_name = "CMD")]
+    pub allow_cmds: Vec<String>,
+    /// Tool calls each task of the built-in editing worker may make before it is stopped
+    /// (default 24, at most 500; each turn also counts against --max-model-calls). Needs --work.
+    #[arg(long, value_name = "N")]
+    pub max_tool_calls: Option<u32>,
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
     pub roster: Option<PathBuf>,
@@ -247,6 +255,8 @@ impl RunFlags {
                 .map(crate::secrets::Mode::parse)
                 .transpose()
                 .map_err(CliError::usage)?,
+            allow_cmds: self.allow_cmds.clone(),
+            max_tool_calls: self.max_tool_calls,
         })
     }
 }

@@ -210,6 +210,45 @@ impl Executor for AnthropicExecutor {
     fn describe(&self) -> String {
         self.describe.clone()
     }
+
+    fn tool_chat(&self) -> Option<&dyn super::tools::ToolChat> {
+        Some(self)
+    }
+}
+
+impl super::tools::ToolChat for AnthropicExecutor {
+    fn turn(
+        &self,
+        system: &str,
+        messages: &[super::tools::Msg],
+        tools: &[super::tools::ToolSpec],
+        max_tokens: u32,
+    ) -> Result<super::tools::Turn, ExecError> {
+        let key = if self.http.sends_key() {
+            Some(Key::from_env(&self.key_env)?)
+        } else {
+            None
+        };
+        let auth = key.as_ref().map(|key| Auth {
+            header: "x-api-key",
+            scheme: None,
+            key,
+        });
+        let body = super::tools::anthropic_body(&self.model, system, messages, tools, max_tokens);
+        let answer =
+            self.http
+                .post_json(&[("anthropic-version", ANTHROPIC_VERSION)], auth, &body)?;
+        let url = self.http.display().to_string();
+        let v: Value =
+            serde_json::from_slice(&answer.body).map_err(|e| ExecError::InvalidJson {
+                url: url.clone(),
+                reason: e.to_string(),
+            })?;
+        super::tools::anthropic_parse(&v, &self.model).ok_or(ExecError::NoAnswer {
+            url,
+            what: "content[]",
+        })
+    }
 }
 
 #[cfg(test)]

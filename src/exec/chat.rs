@@ -176,6 +176,42 @@ impl Executor for ChatExecutor {
     fn describe(&self) -> String {
         self.describe.clone()
     }
+
+    fn tool_chat(&self) -> Option<&dyn super::tools::ToolChat> {
+        Some(self)
+    }
+}
+
+impl super::tools::ToolChat for ChatExecutor {
+    fn turn(
+        &self,
+        system: &str,
+        messages: &[super::tools::Msg],
+        tools: &[super::tools::ToolSpec],
+        max_tokens: u32,
+    ) -> Result<super::tools::Turn, ExecError> {
+        let key = match &self.key_env {
+            Some(var) => Some(Key::from_env(var)?),
+            None => None,
+        };
+        let auth = key.as_ref().map(|key| Auth {
+            header: "authorization",
+            scheme: Some("Bearer"),
+            key,
+        });
+        let body = super::tools::openai_body(&self.model, system, messages, tools, max_tokens);
+        let answer = self.http.post_json(&[], auth, &body)?;
+        let url = self.http.display().to_string();
+        let v: Value =
+            serde_json::from_slice(&answer.body).map_err(|e| ExecError::InvalidJson {
+                url: url.clone(),
+                reason: e.to_string(),
+            })?;
+        super::tools::openai_parse(&v, &self.model).ok_or(ExecError::NoAnswer {
+            url,
+            what: "choices[0].message",
+        })
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod config;
 pub mod endpoint;
 pub mod http;
 mod scripted;
+pub mod tools;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -190,6 +191,10 @@ pub trait Executor: Send + Sync {
     fn model(&self) -> String;
     /// One line for people (never a key value).
     fn describe(&self) -> String;
+    /// The tool conversation this executor can hold (chat endpoints), if any.
+    fn tool_chat(&self) -> Option<&dyn tools::ToolChat> {
+        None
+    }
 }
 
 /// The command executor: a program with the prompt as its last argument.

@@ -92,3 +92,7 @@ pub const APPLIED: &str = "applied";
 pub const SECRET_REDACTED: &str = "secret_redacted";
 /// A body refused because it carried a secret; the run stopped there (ours).
 pub const SECRET_BLOCKED: &str = "secret_blocked";
+/// One tool call of the built-in editing worker: the tool and its arguments, capped (ours).
+pub const TOOL_CALL: &str = "tool_call";
+/// What one tool call of the editing worker gave: ok, refused, the output, capped (ours).
+pub const TOOL_RESULT: &str = "tool_result";

@@ -52,6 +52,10 @@ pub struct WorkOptions {
     pub output_cap: usize,
     /// The bytes of diff a `change` entry holds.
     pub diff_cap: usize,
+    /// Commands the built-in editing worker may run besides the checks (`--allow-cmd`).
+    pub allow_cmds: Vec<String>,
+    /// Tool calls each task of the built-in editing worker may make (`--max-tool-calls`).
+    pub max_tool_calls: u32,
 }
 
 impl std::fmt::Debug for WorkOptions {
@@ -74,6 +78,8 @@ pub(super) struct WorkRun {
     pub(super) deadline: Duration,
     pub(super) output_cap: usize,
     pub(super) diff_cap: usize,
+    pub(super) allow_cmds: Vec<String>,
+    pub(super) max_tool_calls: u32,
     pub(super) tasks: Mutex<BTreeMap<String, TaskWork>>,
     /// The plan's tasks in order (for data-edge upstreams), set when the run is driven.
     pub(super) plan: Mutex<Vec<Task>>,
@@ -248,6 +254,8 @@ impl Run<'_, '_> {
             deadline: o.check_deadline,
             output_cap: o.output_cap,
             diff_cap: o.diff_cap,
+            allow_cmds: o.allow_cmds.clone(),
+            max_tool_calls: o.max_tool_calls,
             tasks: Mutex::new(BTreeMap::new()),
             plan: Mutex::new(Vec::new()),
             git_turn: Mutex::new(()),
@@ -357,7 +365,12 @@ impl Run<'_, '_> {
         w.set(&task.id, tw);
         let prompt = format!("{instruction}{}", work_note(&tree.path));
         let dir: PathBuf = tree.path.clone();
-        let done = command::in_workdir(&dir, || self.attempt(task, exec, &prompt, parent))?;
+        let done = match self.edit_hands(w, task, exec, &tree) {
+            Some(hands) => command::in_workdir(&dir, || {
+                self.edit_attempt(w, task, exec, &prompt, parent, hands.as_ref())
+            })?,
+            None => command::in_workdir(&dir, || self.attempt(task, exec, &prompt, parent))?,
+        };
         if !done.ok {
             let mut tw = w.get(&task.id);
             tw.last_seq = done.seq;

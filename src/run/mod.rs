@@ -51,6 +51,7 @@ mod context;
 mod deliver;
 mod dispatch;
 mod drive;
+mod edit;
 mod engine;
 mod gates;
 mod interrupt;
@@ -65,6 +66,7 @@ mod ship;
 pub mod status;
 mod synthesis;
 mod tasks;
+pub mod tools;
 pub mod work;
 
 use std::collections::BTreeMap;

@@ -321,6 +321,19 @@ pub trait Workbench: Send + Sync {
     /// of it, known by the same `Forum-Entry` trailer). Resume asks, so a run killed between
     /// its `ship` entry and the integration does not take a merged change for an integrated one.
     fn on_branch(&self, commit: &str) -> bool;
+    /// The hands of the built-in editing worker in `tree` (issue 18): its tools carried out
+    /// inside the worktree, running only `commands`, each with the deadline and output cap.
+    /// `None` (the default) keeps chat workers answering in text.
+    fn hands(
+        &self,
+        tree: &TaskTree,
+        commands: &[String],
+        deadline: Duration,
+        cap: usize,
+    ) -> Option<std::sync::Arc<dyn super::tools::Hands>> {
+        let _ = (tree, commands, deadline, cap);
+        None
+    }
 }
 
 #[cfg(test)]

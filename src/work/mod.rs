@@ -26,6 +26,7 @@ mod check;
 mod diff;
 mod git;
 mod stale;
+mod tools;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -496,5 +497,20 @@ impl Workbench for GitWork {
 
     fn has_commit(&self, commit: &str) -> bool {
         resolve_commit(&self.common, commit).is_some()
+    }
+
+    fn hands(
+        &self,
+        tree: &TaskTree,
+        commands: &[String],
+        deadline: Duration,
+        cap: usize,
+    ) -> Option<std::sync::Arc<dyn crate::run::tools::Hands>> {
+        Some(std::sync::Arc::new(tools::TreeHands::new(
+            &tree.path,
+            commands.to_vec(),
+            deadline,
+            cap,
+        )))
     }
 }

@@ -10,6 +10,7 @@ mod conflict;
 mod conformance;
 mod daemon;
 mod edges;
+mod edit_worker;
 mod flight;
 mod gradable;
 mod http_exec;

@@ -112,6 +112,16 @@ const SUBMIT_PROPS: &[(&str, &str, &str)] = &[
         "array",
         "Shell commands every change must pass (a --work run).",
     ),
+    (
+        "allow_cmds",
+        "array",
+        "Commands the built-in editing worker may run besides the checks (a --work run).",
+    ),
+    (
+        "max_tool_calls",
+        "integer",
+        "Tool calls each task of the built-in editing worker may make (default 24).",
+    ),
 ];
 
 const GATE_KEY: [(&str, &str, &str); 3] = [

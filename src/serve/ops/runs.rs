@@ -167,6 +167,10 @@ impl Dispatcher {
             revise: a.bool("revise")?.unwrap_or(false),
             work: a.bool("work")?.unwrap_or(false),
             checks: checks_of(a)?,
+            allow_cmds: strings_of(a, "allow_cmds")?,
+            max_tool_calls: a
+                .int("max_tool_calls")?
+                .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
             ..RunOptions::default()
         };
         let mut opts = spec.build(self.policy.clone()).map_err(reply_of)?;
@@ -287,6 +291,8 @@ impl Dispatcher {
                 "use_capsule_context",
                 "work",
                 "checks",
+                "allow_cmds",
+                "max_tool_calls",
             ],
         )?;
         let request = a.text("request")?;
@@ -352,5 +358,22 @@ pub(super) fn checks_of(a: &Args<'_>) -> Result<Vec<String>, Reply> {
         Some(_) => Err(bad(
             "field \"checks\" must be a list of shell commands (strings)",
         )),
+    }
+}
+
+/// A field holding a list of shell commands (absent: none), e.g. `allow_cmds`.
+pub(super) fn strings_of(a: &Args<'_>, key: &str) -> Result<Vec<String>, Reply> {
+    let wrong = || {
+        bad(format!(
+            "field {key:?} must be a list of shell commands (strings)"
+        ))
+    };
+    match a.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(Vec::new()),
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_string).ok_or_else(wrong))
+            .collect(),
+        Some(_) => Err(wrong()),
     }
 }

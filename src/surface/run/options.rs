@@ -80,6 +80,10 @@ pub struct RunOptions {
     pub check_timeout: Option<f64>,
     /// What a secret found in a body does (`--secrets`; default: the policy's `[secrets]`).
     pub secrets: Option<crate::secrets::Mode>,
+    /// Commands the editing worker may run besides the checks (`--allow-cmd`).
+    pub allow_cmds: Vec<String>,
+    /// Tool calls each task of the editing worker may make (`--max-tool-calls`).
+    pub max_tool_calls: Option<u32>,
 }
 
 /// A positive, finite number of seconds for `flag`.
@@ -194,6 +198,29 @@ impl RunOptions {
             Some(s) => seconds("check-timeout", s)?,
             None => run::DEFAULT_CHECK_DEADLINE,
         };
+        if !enabled && (!self.allow_cmds.is_empty() || self.max_tool_calls.is_some()) {
+            return Err(Error::usage(
+                "--allow-cmd and --max-tool-calls bound the editing worker of a --work run: add --work",
+            ));
+        }
+        for c in &self.allow_cmds {
+            if c.trim().is_empty() || c.contains('\0') || c.len() > config::MAX_CHECK_BYTES {
+                return Err(Error::usage(format!(
+                    "--allow-cmd {c:?}: give a non-empty shell command of at most {} bytes",
+                    config::MAX_CHECK_BYTES
+                )));
+            }
+        }
+        let max_tool_calls = match self.max_tool_calls {
+            None => run::tools::DEFAULT_MAX_TOOL_CALLS,
+            Some(n) if (1..=run::tools::MAX_TOOL_CALLS_LIMIT).contains(&n) => n,
+            Some(n) => {
+                return Err(Error::usage(format!(
+                    "--max-tool-calls {n}: give a number from 1 to {}",
+                    run::tools::MAX_TOOL_CALLS_LIMIT
+                )));
+            }
+        };
         let mut checks = defaults.checks.clone();
         checks.extend(self.checks.iter().cloned());
         Ok(run::WorkOptions {
@@ -204,6 +231,12 @@ impl RunOptions {
             check_deadline: deadline,
             output_cap: run::DEFAULT_CHECK_OUTPUT_CAP,
             diff_cap: run::DEFAULT_DIFF_CAP,
+            allow_cmds: self
+                .allow_cmds
+                .iter()
+                .map(|c| c.trim().to_string())
+                .collect(),
+            max_tool_calls,
         })
     }
 

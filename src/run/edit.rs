@@ -1,0 +1,389 @@
+//! The built-in editing worker (issue 18, point 1): when a `--work` task's worker is a chat
+//! executor (OpenAI-compatible or Anthropic), the task runs as a tool conversation in its
+//! worktree instead of one prompt. Each turn is a model call counted against the run's budget;
+//! each tool call is witnessed as `tool_call` under the task's entry (or the rung's
+//! escalation) and its outcome as `tool_result` under the call, bodies capped. The loop stops
+//! at `--max-tool-calls`; a model that answers without tools, or with only malformed calls,
+//! gets one corrective turn, then the task fails with the reason in its `result`. An endpoint
+//! that rejects `tools` is asked once more for a structured reply (file writes or a diff) that
+//! is carried out the same way. The task's `result` closes the loop, and the commit, `change`
+//! and checks follow as for any worker (`changes.rs`).
+//!
+//! The pure parts (tool specs, arguments, path rules, the loop's bookkeeping) are
+//! `tools.rs`; the file system is behind [`Hands`].
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde_json::{Value as J, json};
+
+use crate::exec::tools::{Msg, ToolChat, ToolOutput, Turn, rejects_tools};
+use crate::exec::{Call, ExecError, Executor, command};
+use crate::ledger::kind;
+use crate::plan::Task;
+
+use super::changes::{WorkRun, criteria_commands};
+use super::engine::{Done, Run};
+use super::prompts::worker_system;
+use super::tools::{
+    ENTRY_BODY_CAP, Hands, Loop, MODEL_OUTPUT_CAP, Next, Op, Outcome, cap_text, fallback_schema,
+    parse_fallback, parse_op, specs,
+};
+use super::work::TaskTree;
+use super::{Event, RunError, lock};
+
+/// Tokens each turn may generate (a `write_file` carries a whole file).
+const TURN_TOKENS: u32 = 4096;
+
+/// How the editing worker is told to work.
+const EDIT_SYSTEM: &str = "You change files in a git worktree with the tools you are given. \
+Read before you write, keep the change small, run the allowed commands to check your work when \
+there are any, and when the change is made answer with a short plain report (no tool call). \
+Paths are relative to the worktree; paths that leave it are refused.";
+
+/// What a model without tools is asked for instead.
+const FALLBACK_NOTE: &str = "\n\nThis endpoint takes no tools. Answer with one JSON object \
+instead: \"writes\" (a list of {\"path\", \"content\"}: each file's whole new content, paths \
+relative to the worktree), \"diff\" (a unified diff, or \"\") and \"report\" (what you changed). \
+The files of the worktree:\n";
+
+/// How a loop ended when it did not finish.
+struct Failed {
+    code: &'static str,
+    reason: String,
+}
+
+impl Run<'_, '_> {
+    /// The hands for `task` when its worker `exec` can hold a tool conversation.
+    pub(super) fn edit_hands(
+        &self,
+        w: &WorkRun,
+        task: &Task,
+        exec: &Arc<dyn Executor>,
+        tree: &TaskTree,
+    ) -> Option<Arc<dyn Hands>> {
+        exec.tool_chat()?;
+        w.bench
+            .hands(tree, &allowed(w, task), w.deadline, w.output_cap)
+    }
+
+    /// One model turn of a tool conversation, counted like [`Run::ask`].
+    fn ask_turn(
+        &self,
+        exec: &dyn Executor,
+        chat: &dyn ToolChat,
+        system: &str,
+        messages: &[Msg],
+        tools: &[crate::exec::tools::ToolSpec],
+    ) -> Result<Turn, ExecError> {
+        if self.interrupted().is_some() {
+            return Err(ExecError::Command(command::RunError::Interrupted {
+                program: exec.model(),
+            }));
+        }
+        let spent = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        self.env.progress.event(&Event::Calls {
+            spent,
+            max: self.opts.max_model_calls,
+        });
+        let tokens = self
+            .opts
+            .max_output_tokens
+            .map_or(TURN_TOKENS, |c| c.min(TURN_TOKENS));
+        let r = chat.turn(system, messages, tools, tokens);
+        let model = match &r {
+            Ok(t) => t.model.clone(),
+            Err(_) => exec.model(),
+        };
+        *lock(&self.per_model).entry(model).or_default() += 1;
+        r
+    }
+
+    /// Witnesses one tool call and what it gave; returns what the model is told.
+    #[allow(clippy::too_many_arguments)]
+    fn witness_tool(
+        &self,
+        task: &Task,
+        parent: u64,
+        n: u32,
+        tool: &str,
+        args: &str,
+        via: &str,
+        outcome: &Outcome,
+    ) -> Result<String, RunError> {
+        let (arguments, cut) = cap_text(args, ENTRY_BODY_CAP);
+        let call = self.put(
+            &task.agent,
+            kind::TOOL_CALL,
+            Some(parent),
+            json!({"task": task.id, "n": n, "tool": tool, "arguments": arguments,
+                   "truncated": cut, "via": via}),
+        )?;
+        let (output, cut) = cap_text(&outcome.text, ENTRY_BODY_CAP);
+        self.put(
+            "tools",
+            kind::TOOL_RESULT,
+            Some(call.seq),
+            json!({"task": task.id, "n": n, "tool": tool, "ok": outcome.ok,
+                   "refused": outcome.refused, "output": output, "truncated": cut}),
+        )?;
+        Ok(cap_text(&outcome.text, MODEL_OUTPUT_CAP).0)
+    }
+
+    /// Runs `task` as a tool conversation in its worktree and witnesses its `result` under
+    /// `parent` (the tool entries hang there too).
+    pub(super) fn edit_attempt(
+        &self,
+        w: &WorkRun,
+        task: &Task,
+        exec: &Arc<dyn Executor>,
+        prompt: &str,
+        parent: u64,
+        hands: &dyn Hands,
+    ) -> Result<Done, RunError> {
+        self.env.progress.event(&Event::TaskStarted {
+            id: task.id.clone(),
+            agent: task.agent.clone(),
+            model: exec.model(),
+        });
+        let mut model = exec.model();
+        let ended = match exec.tool_chat() {
+            Some(chat) => self.tool_loop(w, task, exec, chat, prompt, parent, hands, &mut model)?,
+            None => Err(Failed {
+                code: "other",
+                reason: "this worker holds no tool conversation".into(),
+            }),
+        };
+        let (output, ok, error) = match ended {
+            Ok(report) if report.trim().is_empty() => (
+                "the editing worker finished without a report".to_string(),
+                true,
+                None,
+            ),
+            Ok(report) => (report, true, None),
+            Err(f) => (format!("error: {}", f.reason), false, Some(f.code)),
+        };
+        let mut payload = json!({"id": task.id, "output": output, "ok": ok, "model": model});
+        if let Some(code) = error {
+            payload["error"] = json!(code);
+        }
+        let e = self.put(&task.agent, kind::RESULT, Some(parent), payload)?;
+        self.env.progress.event(&Event::TaskFinished {
+            id: task.id.clone(),
+            ok,
+            model,
+        });
+        Ok(Done {
+            output,
+            ok,
+            seq: e.seq,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn tool_loop(
+        &self,
+        w: &WorkRun,
+        task: &Task,
+        exec: &Arc<dyn Executor>,
+        chat: &dyn ToolChat,
+        prompt: &str,
+        parent: u64,
+        hands: &dyn Hands,
+        model: &mut String,
+    ) -> Result<Result<String, Failed>, RunError> {
+        let commands = allowed(w, task);
+        let category = self
+            .env
+            .roster
+            .get(&task.agent)
+            .map(|a| a.category.as_str());
+        let system = format!("{}\n\n{EDIT_SYSTEM}", worker_system(&task.agent, category));
+        let tools = specs(&commands);
+        let mut messages = vec![Msg::User(prompt.to_string())];
+        let mut lp = Loop::new(w.max_tool_calls);
+        loop {
+            if self.over_budget() {
+                return Ok(Err(Failed {
+                    code: "budget",
+                    reason: "the run's budget ran out during the tool loop".into(),
+                }));
+            }
+            let turn = match self.ask_turn(exec.as_ref(), chat, &system, &messages, &tools) {
+                Ok(t) => t,
+                Err(e) if rejects_tools(&e) && lp.calls == 0 => {
+                    return self
+                        .fallback(task, exec, &system, prompt, parent, hands, &mut lp, model);
+                }
+                Err(e) => {
+                    return Ok(Err(Failed {
+                        code: e.code(),
+                        reason: e.to_string(),
+                    }));
+                }
+            };
+            *model = turn.model.clone();
+            let parsed: Vec<Result<Result<Op, super::tools::Refusal>, String>> = turn
+                .calls
+                .iter()
+                .map(|c| c.arguments().and_then(|a| parse_op(&c.name, &a, &commands)))
+                .collect();
+            let malformed = parsed.iter().filter(|p| p.is_err()).count();
+            let next = lp.after_turn(turn.calls.len(), malformed);
+            match next {
+                Next::Finish => return Ok(Ok(turn.text)),
+                Next::Fail(code, reason) => return Ok(Err(Failed { code, reason })),
+                Next::Correct(_) | Next::Carry => {}
+            }
+            let mut outputs = Vec::new();
+            for (call, p) in turn.calls.iter().zip(parsed) {
+                if !lp.room() {
+                    return Ok(Err(Failed {
+                        code: "max_tool_calls",
+                        reason: format!(
+                            "the model made {} tool calls without finishing (--max-tool-calls {})",
+                            lp.calls, lp.max_calls
+                        ),
+                    }));
+                }
+                lp.count();
+                let outcome = match p {
+                    Err(m) => Outcome::failed(format!("malformed call: {m}")),
+                    Ok(Err(r)) => Outcome::refused(r.0),
+                    Ok(Ok(op)) => hands.carry(&op),
+                };
+                let told = self.witness_tool(
+                    task, parent, lp.calls, &call.name, &call.raw, "tools", &outcome,
+                )?;
+                outputs.push(ToolOutput {
+                    id: call.id.clone(),
+                    content: told,
+                    is_error: !outcome.ok,
+                });
+            }
+            messages.push(Msg::Assistant {
+                text: turn.text.clone(),
+                calls: turn.calls.clone(),
+            });
+            if !outputs.is_empty() {
+                messages.push(Msg::Results(outputs));
+            }
+            if let Next::Correct(note) = next {
+                messages.push(Msg::User(note));
+            }
+        }
+    }
+
+    /// The structured reply of an endpoint that rejects tools: one call with the edits schema,
+    /// each write or diff carried out and witnessed like a tool call (`via: "structured"`).
+    #[allow(clippy::too_many_arguments)]
+    fn fallback(
+        &self,
+        task: &Task,
+        exec: &Arc<dyn Executor>,
+        system: &str,
+        prompt: &str,
+        parent: u64,
+        hands: &dyn Hands,
+        lp: &mut Loop,
+        model: &mut String,
+    ) -> Result<Result<String, Failed>, RunError> {
+        let listing = hands.carry(&Op::List { path: ".".into() });
+        let ask = format!(
+            "{prompt}{FALLBACK_NOTE}{}",
+            cap_text(&listing.text, 8 * 1024).0
+        );
+        let schema = fallback_schema();
+        let call = Call {
+            system: Some(system),
+            prompt: &ask,
+            schema: Some(&schema),
+            max_tokens: Some(TURN_TOKENS),
+        };
+        if self.over_budget() {
+            return Ok(Err(Failed {
+                code: "budget",
+                reason: "the run's budget ran out before the structured reply".into(),
+            }));
+        }
+        let reply = match self.ask(exec.as_ref(), &call) {
+            Ok(r) => r,
+            Err(e) => {
+                return Ok(Err(Failed {
+                    code: e.code(),
+                    reason: format!(
+                        "the endpoint rejects tools, and the structured reply failed: {e}"
+                    ),
+                }));
+            }
+        };
+        *model = reply.model.clone();
+        let (ops, report) = match parse_fallback(&reply.text) {
+            Ok(x) => x,
+            Err(m) => {
+                return Ok(Err(Failed {
+                    code: "malformed_fallback",
+                    reason: m,
+                }));
+            }
+        };
+        for (tool, op) in ops {
+            if !lp.room() {
+                return Ok(Err(Failed {
+                    code: "max_tool_calls",
+                    reason: format!(
+                        "the structured reply holds more than {} edits (--max-tool-calls)",
+                        lp.max_calls
+                    ),
+                }));
+            }
+            lp.count();
+            let (args, outcome) = match &op {
+                Ok(o) => (op_args(o), hands.carry(o)),
+                Err(r) => (J::Null, Outcome::refused(r.0.clone())),
+            };
+            self.witness_tool(
+                task,
+                parent,
+                lp.calls,
+                &tool,
+                &args.to_string(),
+                "structured",
+                &outcome,
+            )?;
+        }
+        Ok(Ok(report))
+    }
+}
+
+/// The commands the editing worker of `task` may run: the run's checks, the task's `run:`
+/// criteria and `--allow-cmd`, each once.
+fn allowed(w: &WorkRun, task: &Task) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in w
+        .checks
+        .iter()
+        .cloned()
+        .chain(criteria_commands(task))
+        .chain(w.allow_cmds.iter().cloned())
+    {
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// An op's arguments as the `tool_call` entry records them.
+fn op_args(op: &Op) -> J {
+    match op {
+        Op::Write { path, content } => json!({"path": path, "content": content}),
+        Op::Diff { diff, .. } => json!({"diff": diff}),
+        Op::List { path } => json!({"path": path}),
+        Op::Read { path, start, end } => {
+            json!({"path": path, "start_line": start, "end_line": end})
+        }
+        Op::Search { pattern, path } => json!({"pattern": pattern, "path": path}),
+        Op::Run { command } => json!({"command": command}),
+    }
+}
