@@ -88,3 +88,5 @@ pub const SHIP: &str = "ship";
 pub const CONFLICT: &str = "conflict";
 /// A run branch brought into a branch by `git forum apply` (ours; not in Forum).
 pub const APPLIED: &str = "applied";
+/// A run halted by an operator (`git forum halt`) or a signal: `{by, reason}` (ours).
+pub const HALTED: &str = "halted";
