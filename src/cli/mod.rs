@@ -19,6 +19,7 @@ pub(crate) mod doctor;
 pub(crate) mod exec_flags;
 pub(crate) mod flight;
 pub(crate) mod gradable;
+pub(crate) mod halt;
 pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) use crate::config::input;
@@ -75,13 +76,17 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a request: route, plan, parallel waves, validation, escalation, synthesis.
+    #[command(after_help = crate::surface::run::exit::help())]
     Submit(submit::SubmitArgs),
-    /// Continue an unfinished run (paused, stopped on budget, failed or killed).
+    /// Continue an unfinished run (paused, stopped on budget, failed, halted or killed).
+    #[command(after_help = crate::surface::run::exit::help())]
     Resume(submit::ResumeArgs),
     /// List the runs in the ledger and how each stands.
     Runs(submit::RunsArgs),
     /// Approve, edit or reject a gated wave, or list the pending gates.
     Gate(submit::GateArgs),
+    /// Halt a running run from another terminal: its workers are killed, it witnesses halted.
+    Halt(halt::HaltArgs),
     /// Bring a --work run's branch (forum/run-SEQ) into the current branch.
     Apply(work::ApplyArgs),
     /// Remove a --work run's worktrees and branch (the record and its commits stay).
@@ -451,6 +456,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Resume(a) => submit::resume(ctx, a),
         Command::Runs(a) => submit::runs(ctx, a),
         Command::Gate(a) => submit::gate(ctx, a),
+        Command::Halt(a) => halt::run(ctx, a),
         Command::Apply(a) => work::apply(ctx, a),
         Command::Discard(a) => work::discard(ctx, a),
         Command::Context(a) => context::run(ctx, a),

@@ -395,6 +395,8 @@ fn root_of(store: &dyn Storage) -> Result<String, CliError> {
     Ok(acc.root())
 }
 
+/// Renders a finished (or paused, stopped, halted) run, then ends with the exit code of
+/// [`surface::run::exit::TABLE`] for how it ended (0: answered, nothing refuted it).
 fn report(
     ctx: &Ctx,
     store: &GitStore,
@@ -404,11 +406,18 @@ fn report(
 ) -> Result<(), CliError> {
     let checkpoint = root_of(store)?;
     let size = store.len().map_err(|e| CliError::internal(e.to_string()))?;
+    let ends = |exit: surface::run::exit::RunExit| match exit.code() {
+        0 => Ok(()),
+        code => Err(CliError::silent(code)),
+    };
     if ctx.json {
         let r = surface::run::run_report(store, &ctx.ledger, outcome, opts, checkpoint, size)
             .map_err(cli_err)?;
-        return ctx.out_json(&to_json(&r)?);
+        let exit = r.exit.name;
+        ctx.out_json(&to_json(&r)?)?;
+        return ends(exit);
     }
+    let exit = surface::run::exit::exit_for(store, &outcome).map_err(cli_err)?;
     match &outcome.status {
         Status::Answered | Status::StoppedOnBudget => {
             if let Some(a) = &outcome.answer {
@@ -418,12 +427,23 @@ fn report(
         _ => {}
     }
     let next = match &outcome.status {
-        Status::Answered => format!(
-            "run {} answered in {} model calls; see `git forum log`, `git forum show {} --payload`, `git forum verify`",
-            outcome.request_seq,
-            outcome.total_calls(),
-            outcome.answer_seq.unwrap_or(0)
-        ),
+        Status::Answered => {
+            let what = match exit {
+                surface::run::exit::RunExit::Refuted => {
+                    " (a check refuted it: `git forum log` shows the verification or check)"
+                }
+                surface::run::exit::RunExit::Blocked => {
+                    " (the pre-ship gate blocked a change: `git forum runs` shows it)"
+                }
+                _ => "",
+            };
+            format!(
+                "run {} answered in {} model calls{what}; see `git forum log`, `git forum show {} --payload`, `git forum verify`",
+                outcome.request_seq,
+                outcome.total_calls(),
+                outcome.answer_seq.unwrap_or(0)
+            )
+        }
         Status::StoppedOnBudget => format!(
             "run {} stopped on its budget after {} model calls; `git forum resume {}` continues it",
             outcome.request_seq,
@@ -438,12 +458,19 @@ fn report(
             "run {} stopped: the gate before wave {wave} was rejected",
             outcome.request_seq
         ),
+        Status::Halted { by, reason, seq } => format!(
+            "run {r} halted by {by} ({reason}): its workers were killed and seq {seq} witnesses it; `git forum resume {r}` continues it",
+            r = outcome.request_seq
+        ),
     };
-    if !quiet {
+    // A halt is said even with --quiet: the run did not finish.
+    if !quiet || matches!(outcome.status, Status::Halted { .. }) {
         eprintln!("{next}");
+    }
+    if !quiet {
         eprintln!("checkpoint {checkpoint} ({size} entries)");
     }
-    Ok(())
+    ends(exit)
 }
 
 /// A run that could not go on, as the CLI reports it: the class's exit code (128 + the signal
@@ -466,9 +493,17 @@ fn run_failed(e: RunError) -> CliError {
                 .with_exit(128 + signals::signal_number(signal));
         }
         RunError::Request(m) | RunError::Resume(m) => m.clone(),
-        RunError::Gated { request_seq, .. } => format!(
-            "{e}: `git forum gate approve --run {request_seq}` (or `gate edit`, `gate reject`), then `git forum resume {request_seq}`"
-        ),
+        RunError::Gated { request_seq, .. } => {
+            let code =
+                surface::run::exit::exit_of_error(&e).map_or(class.exit_code(), |x| x.code());
+            return CliError::new(
+                class,
+                format!(
+                    "{e}: `git forum gate approve --run {request_seq}` (or `gate edit`, `gate reject`), then `git forum resume {request_seq}`"
+                ),
+            )
+            .with_exit(code);
+        }
         RunError::Plan(_) | RunError::Synthesis(_) => format!(
             "{e} (the run is witnessed up to here: `git forum runs` shows it, `git forum resume` tries that stage again)"
         ),
@@ -525,8 +560,12 @@ fn go(ctx: &Ctx, flags: &RunFlags, what: Go<'_>) -> Result<(), CliError> {
     };
     let interrupt = Arc::new(Interrupt::new());
     signals::watch_signals(interrupt.clone())?;
-    opts.interrupt = Some(interrupt);
-    match surface::run::submit::go(&mut store, &env, &opts, what) {
+    opts.interrupt = Some(interrupt.clone());
+    // `git forum halt` from another terminal reaches the run through this watcher.
+    let watch = surface::run::halt::watch(store.halts(), interrupt);
+    let done = surface::run::submit::go(&mut store, &env, &opts, what);
+    drop(watch);
+    match done {
         Ok(outcome) => report(ctx, &store, outcome, &opts, flags.quiet),
         Err(e) => Err(run_failed(e)),
     }

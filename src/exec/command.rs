@@ -88,17 +88,45 @@ pub(crate) fn in_scope<T>(scope: u64, f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// How long a stopped command's process group has between SIGTERM and SIGKILL.
+pub(crate) const STOP_GRACE: Duration = Duration::from_millis(500);
+
 /// Kills the process groups of the commands running in `scope` and refuses to start any more
-/// in it; other scopes and later scopes are untouched. Returns how many groups were killed.
+/// in it; other scopes and later scopes are untouched. Returns how many groups were stopped.
 pub(crate) fn stop_scope(scope: u64) -> usize {
     let mut l = live();
     l.stopped_scopes.insert(scope);
-    let mut killed = 0;
-    for (pgid, _) in l.groups.iter().filter(|(_, s)| **s == Some(scope)) {
-        kill_group(*pgid);
-        killed += 1;
+    let groups: Vec<(u32, Option<u64>)> = l
+        .groups
+        .iter()
+        .filter(|(_, s)| **s == Some(scope))
+        .map(|(p, s)| (*p, *s))
+        .collect();
+    drop(l);
+    stop_groups(groups)
+}
+
+/// Sends SIGTERM to each group, then SIGKILL after [`STOP_GRACE`] to each that is still
+/// registered under the same scope (its leader not reaped yet, so its id cannot have been
+/// reused). A command whose leader exits on SIGTERM has the rest of its group killed at once by
+/// its own runner ([`run`], [`run_grouped`]).
+fn stop_groups(groups: Vec<(u32, Option<u64>)>) -> usize {
+    for (pgid, _) in &groups {
+        signal_group(*pgid, rustix::process::Signal::TERM);
     }
-    killed
+    let n = groups.len();
+    if n > 0 {
+        thread::spawn(move || {
+            thread::sleep(STOP_GRACE);
+            let l = live();
+            for (pgid, scope) in groups {
+                if l.groups.get(&pgid) == Some(&scope) {
+                    kill_group(pgid);
+                }
+            }
+        });
+    }
+    n
 }
 
 /// Forgets a scope that will start no more commands (its owner is gone).
@@ -111,15 +139,15 @@ fn live() -> MutexGuard<'static, Live> {
 }
 
 /// Kills the process group of every command running now (workers, context commands,
-/// verifiers, grandchildren included) and refuses to start any more in this process; for an
-/// interrupted `git forum`. Returns how many groups were killed.
+/// verifiers, grandchildren included; SIGTERM, then SIGKILL after [`STOP_GRACE`]) and refuses
+/// to start any more in this process; for an interrupted `git forum`. Returns how many groups
+/// were stopped.
 pub(crate) fn stop_all() -> usize {
     let mut l = live();
     l.stopped = true;
-    for pgid in l.groups.keys() {
-        kill_group(*pgid);
-    }
-    l.groups.len()
+    let groups: Vec<(u32, Option<u64>)> = l.groups.iter().map(|(p, s)| (*p, *s)).collect();
+    drop(l);
+    stop_groups(groups)
 }
 
 /// Limits for one run.
@@ -210,8 +238,13 @@ fn drain<R: Read>(mut r: R, cap: usize) -> (Vec<u8>, bool) {
 
 /// Kills every process of the group `pgid`; a group already gone is not an error.
 fn kill_group(pgid: u32) {
+    signal_group(pgid, rustix::process::Signal::KILL);
+}
+
+/// Sends `signal` to every process of the group `pgid`; a group already gone is not an error.
+fn signal_group(pgid: u32, signal: rustix::process::Signal) {
     if let Some(pid) = rustix::process::Pid::from_raw(pgid as i32) {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        let _ = rustix::process::kill_process_group(pid, signal);
     }
 }
 

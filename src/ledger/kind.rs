@@ -96,3 +96,5 @@ pub const SECRET_BLOCKED: &str = "secret_blocked";
 pub const TOOL_CALL: &str = "tool_call";
 /// What one tool call of the editing worker gave: ok, refused, the output, capped (ours).
 pub const TOOL_RESULT: &str = "tool_result";
+/// A run halted by an operator (`git forum halt`) or a signal: `{by, reason}` (ours).
+pub const HALTED: &str = "halted";

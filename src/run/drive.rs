@@ -46,7 +46,7 @@ pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFr
             req.seq
         )));
     }
-    *lock(&run.request_seq) = Some(req.seq);
+    run.set_request(req.seq);
     run.put_value("router", kind::ROUTE_FRAME, Some(req.seq), frame.payload())?;
     Ok((req.seq, frame))
 }

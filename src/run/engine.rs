@@ -16,6 +16,7 @@ use crate::ledger::{Entry, NewEntry, Storage, kind};
 use crate::plan::UpstreamResult;
 
 use super::changes::WorkRun;
+use super::interrupt::Halt;
 use super::{BUDGET_STOP_ANSWER, Env, Event, Options, Outcome, RunError, Status, lock};
 
 pub(super) struct Run<'a, 's> {
@@ -94,13 +95,28 @@ impl<'a, 's> Run<'a, 's> {
         self.opts.interrupt.as_ref().and_then(|i| i.signal())
     }
 
-    /// Ends a run that `result` ended: an interruption is witnessed as `interrupted` under the
-    /// run's request (when it had one) and synced.
+    /// Notes the run's request seq (the run's id), for the interruption and its watchers.
+    pub(super) fn set_request(&self, seq: u64) {
+        *lock(&self.request_seq) = Some(seq);
+        if let Some(i) = &self.opts.interrupt {
+            i.set_run(seq);
+        }
+    }
+
+    /// Ends a run that `result` ended: a halt or a signal is witnessed as `halted` and the run
+    /// ends [`Status::Halted`]; another interruption (a cancel) is witnessed as `interrupted`.
+    /// Either is written under the run's request (when it had one) and synced.
     pub(super) fn finish(&self, result: Result<Outcome, RunError>) -> Result<Outcome, RunError> {
         let Err(RunError::Interrupted { signal, .. }) = result else {
             return result;
         };
         let request_seq = *lock(&self.request_seq);
+        if let (Some(r), Some(h)) = (
+            request_seq,
+            self.opts.interrupt.as_ref().and_then(|i| i.halt()),
+        ) {
+            return self.witness_halt(r, &signal, h);
+        }
         let mut witnessed = None;
         if let Some(r) = request_seq {
             let mut store = lock(&self.store);
@@ -127,6 +143,48 @@ impl<'a, 's> Run<'a, 's> {
             witnessed,
             request_seq,
         })
+    }
+
+    /// Witnesses `halted {by, reason}` under the run's request (with the signal, when one
+    /// halted it), syncs, and ends the run as [`Status::Halted`].
+    fn witness_halt(&self, r: u64, signal: &str, h: Halt) -> Result<Outcome, RunError> {
+        let mut payload = json!({
+            "by": h.by,
+            "reason": h.reason,
+            "resume": format!("git forum resume {r}"),
+        });
+        if signal.starts_with("SIG") {
+            payload["signal"] = json!(signal);
+        }
+        let (seq, frame) = {
+            let mut store = lock(&self.store);
+            let e = store.append(NewEntry {
+                actor: "dispatch".into(),
+                kind: kind::HALTED.into(),
+                causal_parent: Some(r as i64),
+                payload: Value::from_serde(&payload),
+                ts: self.env.clock.now(),
+            })?;
+            store.sync()?;
+            // The route frame is a pure function of the request: asked again, not stored.
+            let text = store
+                .payload_at(r)?
+                .map(|b| b.to_serde())
+                .and_then(|b| b.get("text").and_then(J::as_str).map(str::to_string))
+                .unwrap_or_default();
+            let (_, frame) = crate::route::route_request(&text, self.env.roster);
+            (e.seq, frame.payload())
+        };
+        lock(&self.written).push(seq);
+        self.env.progress.event(&Event::Stopped {
+            reason: format!("halted by {}: {}", h.by, h.reason),
+        });
+        let status = Status::Halted {
+            by: h.by,
+            reason: h.reason,
+            seq,
+        };
+        Ok(self.outcome(status, r, None, BTreeMap::new(), frame))
     }
 
     pub(super) fn put(

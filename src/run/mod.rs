@@ -90,7 +90,7 @@ pub use context::{MAX_TASK_CONTEXT_CHARS, TASK_CONTEXT_CUT_MARKER, cap_task_cont
 pub use dispatch::{Dispatched, TaskResult, WorkBranch, WorkState, dispatch};
 pub use drive::submit;
 pub use gates::GatePolicy;
-pub use interrupt::Interrupt;
+pub use interrupt::{Halt, Interrupt};
 pub use payload::{plan_entry_payload, plan_from_payload};
 pub use resume::resume;
 pub use schemas::{
@@ -199,16 +199,27 @@ pub enum Status {
         /// The gated wave (0-based).
         wave: usize,
     },
+    /// An operator's halt (`git forum halt`) or a signal stopped the run, witnessed as
+    /// `halted`; `git forum resume` continues it.
+    Halted {
+        /// Who halted it (`signal` for SIGINT or SIGTERM).
+        by: String,
+        /// Why.
+        reason: String,
+        /// The `halted` entry.
+        seq: u64,
+    },
 }
 
 impl Status {
-    /// A stable name: `answered`, `stopped_on_budget`, `paused`, `rejected`.
+    /// A stable name: `answered`, `stopped_on_budget`, `paused`, `rejected`, `halted`.
     pub(crate) fn as_str(&self) -> &'static str {
         match self {
             Status::Answered => "answered",
             Status::StoppedOnBudget => "stopped_on_budget",
             Status::Paused { .. } => "paused",
             Status::Rejected { .. } => "rejected",
+            Status::Halted { .. } => "halted",
         }
     }
 }

@@ -69,7 +69,7 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
     }
     let request = target.request.clone();
     let request_seq = target.request_seq;
-    *lock(&run.request_seq) = Some(request_seq);
+    run.set_request(request_seq);
     // The gates the run was submitted with (its record), not the caller's: a resume can
     // neither skip nor add one. A wave whose gate is raised and undecided refuses here,
     // before anything is run or written.

@@ -42,10 +42,18 @@ pub enum RunState {
     },
     /// No ending was witnessed: killed or still running.
     Interrupted,
+    /// An operator's halt or a signal stopped it (`halted`); resumable.
+    Halted {
+        /// Who halted it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl RunState {
-    /// A stable name: `answered`, `stopped_on_budget`, `paused`, `rejected`, `failed`, `interrupted`.
+    /// A stable name: `answered`, `stopped_on_budget`, `paused`, `rejected`, `failed`,
+    /// `interrupted`, `halted`.
     pub(crate) fn as_str(&self) -> &'static str {
         match self {
             RunState::Answered => "answered",
@@ -54,6 +62,7 @@ impl RunState {
             RunState::Rejected { .. } => "rejected",
             RunState::Failed { .. } => "failed",
             RunState::Interrupted => "interrupted",
+            RunState::Halted { .. } => "halted",
         }
     }
 
@@ -202,6 +211,12 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
             kind::GATE_STOPPED => {
                 info.state = RunState::Rejected {
                     wave: b.get("wave").and_then(J::as_u64).unwrap_or(0),
+                };
+            }
+            kind::HALTED => {
+                info.state = RunState::Halted {
+                    by: str_of("by").unwrap_or_default(),
+                    reason: str_of("reason").unwrap_or_default(),
                 };
             }
             kind::RUN_STOPPED => {

@@ -363,6 +363,7 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("POST", ["plan"]) => Box::new(|d, r| d.plan(r)),
         ("POST", ["submit"]) => Box::new(|d, r| d.submit(r)),
         ("POST", ["resume"]) => Box::new(|d, r| d.resume(r)),
+        ("POST", ["halt"]) => Box::new(|d, r| d.halt(r)),
         ("POST", ["humanize"]) => Box::new(|d, r| d.humanize(r)),
         ("POST", ["prose", "contract"]) => Box::new(|d, r| d.prose_contract(r)),
         ("GET", ["summary"]) => Box::new(|d, _| d.summary()),
@@ -407,7 +408,11 @@ pub(crate) fn allowed_methods(path: &str) -> Vec<&'static str> {
 /// Whether the route runs the control loop (it gets the submit time limit, not the ordinary
 /// per-request timeout).
 pub(crate) fn is_long_running(method: &str, path: &str) -> bool {
-    method == "POST" && matches!(path, "/submit" | "/resume" | "/plan" | "/campaign/run")
+    method == "POST"
+        && matches!(
+            path,
+            "/submit" | "/resume" | "/plan" | "/campaign/run" | "/halt"
+        )
 }
 
 /// How the dispatcher is opened.

@@ -9,6 +9,7 @@ pub(crate) mod durable;
 pub(crate) mod error;
 pub mod forum_dir;
 pub mod git;
+pub mod halt;
 pub(crate) mod index;
 pub(crate) mod lock;
 pub mod note;

@@ -798,13 +798,14 @@ fn every_mcp_tool_reaches_its_route() {
             Target::GetSeq(p) => ("GET", format!("{p}0")),
             Target::Post(p) => ("POST", p.to_string()),
         };
-        // Only resume, the gate decisions, the witness, apply and discard fail here: every run
-        // in the ledger has finished, no gate is pending (a decision needs one, as at the command
-        // line), this server is no witness (tests/integration/witness.rs calls it as one), and no
-        // run here changed the repository.
+        // Only resume, the gate decisions, the witness, apply, discard and halt fail here: every
+        // run in the ledger has finished, no gate is pending (a decision needs one, as at the
+        // command line), this server is no witness (tests/integration/witness.rs calls it as
+        // one), no run here changed the repository, and none is running.
         let expected_error = matches!(
             tool.name,
-            "resume"
+            "halt"
+                | "resume"
                 | "gate_approve"
                 | "gate_edit"
                 | "gate_reject"

@@ -77,7 +77,14 @@ fn submit_gated(repo: &Repo, model: &str, extra: &[&str]) {
     let mut args = vec!["submit", "--cmd", model, "--gate-wave", "1", "--quiet"];
     args.extend_from_slice(extra);
     args.push(REQUEST);
-    repo.forum_ok(&args);
+    // A run paused at a gate exits 8 (the gate is not approved yet).
+    let o = repo.forum().args(&args).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(8),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert_eq!(run_state(repo), "paused");
     assert_eq!(dispatched(repo), vec!["T1"]);
 }
@@ -110,7 +117,7 @@ fn a_plain_resume_refuses_a_pending_gate_and_writes_nothing() {
             vec!["submit", "--resume", "--cmd", &model],
         ] {
             let o = repo.forum().args(&args).output().unwrap();
-            assert_eq!(o.status.code(), Some(1), "{args:?}");
+            assert_eq!(o.status.code(), Some(8), "{args:?}");
             let err = fails(&o);
             assert!(
                 err.contains("run 0 waits for a decision on the gate before wave 1"),
@@ -198,7 +205,13 @@ fn a_rejected_gate_ends_the_run_as_rejected_on_a_plain_resume() {
             .args(["resume", "--cmd", &model])
             .output()
             .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // A rejected gate exits 9.
+        assert_eq!(
+            o.status.code(),
+            Some(9),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("the gate before wave 1 was rejected"), "{err}");
         assert_eq!(dispatched(repo), vec!["T1"], "the rejected wave never ran");
@@ -246,7 +259,14 @@ fn an_expired_gate_takes_its_expiry_decision_on_a_plain_resume() {
             .args(["resume", "--cmd", &model, "--quiet"])
             .output()
             .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // An expired gate that becomes a rejection exits 9, as a rejected gate does.
+        let code = if on_expiry == "approve" { 0 } else { 9 };
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let l = ledger(&repo);
         let expired = l.iter().find(|(k, _)| k == "gate_expired").unwrap();
         let decision = if on_expiry == "approve" {
@@ -389,10 +409,11 @@ fn poll(mut done: impl FnMut() -> bool, what: &str) {
 
 #[test]
 fn an_interrupted_submit_kills_its_workers_and_witnesses_the_signal() {
-    // Each kind of repository, the two signals sent in turn across them.
+    // Each kind of repository, the two signals sent in turn across them; either halts the run
+    // (exit 5, witnessed as halted by signal).
     let signals = [
-        (rustix::process::Signal::INT, "SIGINT", 130),
-        (rustix::process::Signal::TERM, "SIGTERM", 143),
+        (rustix::process::Signal::INT, "SIGINT", 5),
+        (rustix::process::Signal::TERM, "SIGTERM", 5),
     ];
     for (i, kind) in FORMATS.into_iter().enumerate() {
         let (signal, name, code) = signals[i % signals.len()];
@@ -439,18 +460,20 @@ fn an_interrupted_submit_kills_its_workers_and_witnesses_the_signal() {
             .read_to_string(&mut err)
             .unwrap();
         assert_eq!(err.trim().lines().count(), 1, "{err}");
-        assert!(err.contains(&format!("interrupted by {name}")), "{err}");
+        assert!(err.contains("halted by signal"), "{err}");
+        assert!(err.contains(name), "{err}");
         assert!(err.contains("git forum resume 0"), "{err}");
         poll(|| !alive(worker), "the worker outlived git forum");
         // The ledger says so, and nothing after the task was made up.
         let l = ledger(&repo);
         let k: Vec<&str> = l.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(k.last(), Some(&"interrupted"), "{kind}: {k:?}");
+        assert_eq!(k.last(), Some(&"halted"), "{kind}: {k:?}");
         assert_eq!(k[k.len() - 2], "task", "{k:?}");
         let (_, body) = l.last().unwrap();
         assert_eq!(body["signal"], name);
+        assert_eq!(body["by"], "signal");
         assert_eq!(body["resume"], "git forum resume 0");
-        assert_eq!(run_state(&repo), "interrupted");
+        assert_eq!(run_state(&repo), "halted");
         repo.forum_ok(&["verify", "--deep"]);
         // The run continues where it stopped.
         let out = repo.forum_ok(&["resume", "--quiet", "--cmd", &model]);

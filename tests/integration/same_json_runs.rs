@@ -76,15 +76,26 @@ fn cli_refusal(repo: &Repo, args: &[&str]) -> (i32, String) {
 fn gated(kind: &str, m: &str) -> Repo {
     let repo = Repo::new(kind);
     repo.forum_ok(&["submit", "--quiet", "--cmd", m, "ship a login API"]);
-    repo.forum_ok(&[
-        "submit",
-        "--quiet",
-        "--cmd",
-        m,
-        "--gate-wave",
-        "1",
-        "ship a login API with docs",
-    ]);
+    // Paused at the gate: exit 8.
+    let o = repo
+        .forum()
+        .args([
+            "submit",
+            "--quiet",
+            "--cmd",
+            m,
+            "--gate-wave",
+            "1",
+            "ship a login API with docs",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(8),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     repo
 }
 

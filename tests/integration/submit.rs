@@ -1010,8 +1010,10 @@ fn gates_through_the_binary() {
             ])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
+        // Paused at the gate: exit 8.
+        assert_eq!(
+            out.status.code(),
+            Some(8),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );

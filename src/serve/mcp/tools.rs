@@ -187,6 +187,23 @@ pub const TOOLS: &[Tool] = &[
         required: &[],
     },
     Tool {
+        name: "halt",
+        aliases: &["forum.halt"],
+        target: Target::Post("/halt"),
+        description: "Halt a running run (run: its request seq; default the latest running one), whichever process drives it: no new task, validation or rung starts, its workers are killed, and it witnesses halted {by, reason}; resume continues it. Waits up to wait_seconds (default 30) for it to stop.",
+        properties: &[
+            ("run", "integer", "The run's request seq."),
+            ("reason", "string", "Why, recorded in the halted entry."),
+            ("by", "string", "Who halts (default: http client)."),
+            (
+                "wait_seconds",
+                "number",
+                "Seconds to wait for the run to stop (0: do not wait).",
+            ),
+        ],
+        required: &[],
+    },
+    Tool {
         name: "route",
         aliases: &["forum.route"],
         target: Target::Post("/route"),

@@ -217,7 +217,17 @@ impl Dispatcher {
             d: self,
             reader: self.reader()?,
         };
-        let outcome = match surface::run::submit::go(&mut store, &env, opts, go) {
+        // A halt (POST /halt, `git forum halt`) reaches the run through its interrupt.
+        let mut opts = opts.clone();
+        let interrupt = opts
+            .interrupt
+            .get_or_insert_with(|| Arc::new(run::Interrupt::new()))
+            .clone();
+        let watch = surface::run::halt::watch(self.reader()?.halts(), interrupt);
+        let done = surface::run::submit::go(&mut store, &env, &opts, go);
+        drop(watch);
+        let opts = &opts;
+        let outcome = match done {
             Ok(o) => o,
             Err(e) => return Err(Self::run_failed(e)),
         };
@@ -308,6 +318,27 @@ impl Dispatcher {
         let mut opts = self.run_options(&a)?;
         opts.interrupt = req.hooks.interrupt.clone();
         self.drive(&opts, req.hooks.progress, Go::Resume(target))
+    }
+
+    /// Halts a running run of the ledger (`run`: its request seq, default the latest running
+    /// one), driven by this server or by any other process: the same operation as `git forum
+    /// halt`. Waits up to `wait_seconds` (default 30) for it to stop.
+    pub(crate) fn halt(&self, req: &Request<'_>) -> Res {
+        let a = Args::new(req.body, &["run", "reason", "by", "wait_seconds"])?;
+        let wait = a.seconds("wait_seconds")?.unwrap_or(30.0);
+        let ask = surface::run::halt::HaltAsk {
+            run: a.int("run")?,
+            by: a.str("by")?.unwrap_or("http client").to_string(),
+            reason: a.str("reason")?.map(str::to_string),
+            wait: std::time::Duration::from_secs_f64(
+                wait.clamp(0.0, surface::run::halt::MAX_WAIT.as_secs_f64()),
+            ),
+        };
+        answer(surface::run::halt::halt(
+            &self.reader()?,
+            &self.cfg.ledger,
+            &ask,
+        ))
     }
 
     /// Plans a request with the orchestrator seat and writes nothing (a scratch ledger in

@@ -6,7 +6,9 @@
 //! path (the CLI reads its git store, the daemon its entry cache); writes go through a
 //! [`crate::ledger::Storage`].
 
+pub mod exit;
 pub mod gates;
+pub mod halt;
 pub mod options;
 pub mod plan;
 pub mod receipt;

@@ -175,6 +175,7 @@ pub fn runs(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Runs> {
         let detail = match &r.state {
             RunState::Failed { stage, reason } => json!({"stage": stage, "reason": reason}),
             RunState::Paused { wave } | RunState::Rejected { wave } => json!({"wave": wave}),
+            RunState::Halted { by, reason } => json!({"by": by, "reason": reason}),
             _ => J::Null,
         };
         let request = entries

@@ -59,6 +59,8 @@ pub struct RunReport {
     pub receipt: J,
     /// Ours.
     pub git_forum_receipt: RunReceipt,
+    /// How the run ended, as the command line's exit code ([`super::exit::TABLE`]).
+    pub exit: super::exit::ExitReport,
 }
 
 impl Report for RunReport {
@@ -82,10 +84,12 @@ pub fn run_report(
         ))
     })?;
     let ours = run_receipt(&outcome, ledger, &checkpoint, size);
+    let exit = super::exit::exit_for(store, &outcome)?.into();
     Ok(RunReport {
         answer: outcome.answer,
         checkpoint,
         receipt: forum,
         git_forum_receipt: ours,
+        exit,
     })
 }
