@@ -107,6 +107,18 @@ pub struct RunFlags {
     /// Seconds each check may run before it is killed with its process group (default 300).
     #[arg(long, value_name = "S")]
     pub check_timeout: Option<f64>,
+    /// Confine each --work worker and check with bubblewrap: the task's worktree writable,
+    /// the rest of the filesystem and the repository's .git read-only, $HOME hidden, /tmp
+    /// private, no network. On by default with --work when bubblewrap works here; --sandbox
+    /// refuses to run without it ([work] sandbox in .forum/runtime.toml).
+    #[arg(long, overrides_with = "no_sandbox")]
+    pub sandbox: bool,
+    /// Run --work workers and checks unconfined (witnessed in the run's record).
+    #[arg(long, overrides_with = "sandbox")]
+    pub no_sandbox: bool,
+    /// Let sandboxed workers and checks use the network (a worker that calls its model).
+    #[arg(long, conflicts_with = "no_sandbox")]
+    pub sandbox_net: bool,
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
     pub roster: Option<PathBuf>,
@@ -235,6 +247,12 @@ impl RunFlags {
             work: self.work,
             checks: self.checks.clone(),
             check_timeout: self.check_timeout,
+            sandbox: match (self.sandbox, self.no_sandbox) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
+            sandbox_net: self.sandbox_net,
         })
     }
 }
@@ -341,6 +359,11 @@ fn prepare(
         spec.work_options(&loaded.runtime.work, &ctx.ledger, open)
             .map_err(cli_err)?,
     );
+    if let Some(note) = opts.work.as_ref().and_then(|w| w.sandbox.note())
+        && !f.quiet
+    {
+        eprintln!("note: {note}");
+    }
     let issues = config::issues(&loaded.runtime, &roster, &RealFacts);
     if let Some(first) = issues.first() {
         let more = if issues.len() > 1 {

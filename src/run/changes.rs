@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use serde_json::{Value as J, json};
 
+use crate::exec::sandbox::Record;
+use crate::exec::sandbox::probe::{Jail, Sandboxing};
 use crate::exec::{Executor, command};
 use crate::ledger::{Entry, kind};
 use crate::plan::Task;
@@ -52,6 +54,8 @@ pub struct WorkOptions {
     pub output_cap: usize,
     /// The bytes of diff a `change` entry holds.
     pub diff_cap: usize,
+    /// Whether workers and checks run confined (`--sandbox`, `--no-sandbox`, `[work] sandbox`).
+    pub sandbox: Arc<Sandboxing>,
 }
 
 impl std::fmt::Debug for WorkOptions {
@@ -61,6 +65,7 @@ impl std::fmt::Debug for WorkOptions {
             .field("ledger", &self.ledger)
             .field("checks", &self.checks)
             .field("check_deadline", &self.check_deadline)
+            .field("sandbox", &self.sandbox.mode())
             .finish()
     }
 }
@@ -82,6 +87,10 @@ pub(super) struct WorkRun {
     /// worktrees/T1/commondir"), so tasks of a wave take turns for these quick steps while
     /// their workers and checks still run in parallel.
     pub(super) git_turn: Mutex<()>,
+    /// The jail workers and checks run in (`None`: unconfined).
+    pub(super) jail: Option<Arc<Jail>>,
+    /// What the record says about it.
+    pub(super) sandbox: Record,
 }
 
 /// What one task has in the repository so far.
@@ -212,6 +221,7 @@ pub(super) fn work_record(w: &WorkRun) -> J {
         "dirty": base.dirty,
         "checks": w.checks,
         "run_branch": format!("forum/run-{}", w.run_seq),
+        "sandbox": w.sandbox.payload(),
     })
 }
 
@@ -239,6 +249,7 @@ impl Run<'_, '_> {
                 "this run works in the repository, but no workbench was given".into(),
             ));
         };
+        let (sandbox, jail) = o.sandbox.resolve().map_err(RunError::Work)?;
         let bench = (o.open)(run_seq, base).map_err(|e| RunError::Work(work_error_line(&e)))?;
         let _ = self.work.set(WorkRun {
             bench,
@@ -251,6 +262,8 @@ impl Run<'_, '_> {
             tasks: Mutex::new(BTreeMap::new()),
             plan: Mutex::new(Vec::new()),
             git_turn: Mutex::new(()),
+            jail,
+            sandbox,
         });
         Ok(())
     }
@@ -357,7 +370,9 @@ impl Run<'_, '_> {
         w.set(&task.id, tw);
         let prompt = format!("{instruction}{}", work_note(&tree.path));
         let dir: PathBuf = tree.path.clone();
-        let done = command::in_workdir(&dir, || self.attempt(task, exec, &prompt, parent))?;
+        let done = command::in_jail(w.jail.clone(), || {
+            command::in_workdir(&dir, || self.attempt(task, exec, &prompt, parent))
+        })?;
         if !done.ok {
             let mut tw = w.get(&task.id);
             tw.last_seq = done.seq;
@@ -451,7 +466,10 @@ impl Run<'_, '_> {
         cmd: &str,
         parent: u64,
     ) -> Result<(bool, u64, String), RunError> {
-        let ran = match w.bench.check(tree, cmd, w.deadline, w.output_cap) {
+        let checked = command::in_jail(w.jail.clone(), || {
+            w.bench.check(tree, cmd, w.deadline, w.output_cap)
+        });
+        let ran = match checked {
             Ok(r) => r,
             Err(e) => CheckRun {
                 command: cmd.to_string(),

@@ -31,6 +31,7 @@ mod runs;
 mod runtime;
 mod same_json;
 mod same_json_runs;
+mod sandbox;
 mod sign;
 mod snapshots;
 mod status;

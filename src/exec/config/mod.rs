@@ -342,6 +342,11 @@ pub struct WorkConfig {
     pub enabled: bool,
     /// `checks = ["CMD", ...]`: run before the `--check` commands of the command line.
     pub checks: Vec<String>,
+    /// `sandbox = true | false`: `--sandbox` or `--no-sandbox` by default (unset: confined
+    /// when bubblewrap is usable).
+    pub sandbox: Option<bool>,
+    /// `sandbox_net = true`: confined workers and checks keep the network (`--sandbox-net`).
+    pub sandbox_net: bool,
 }
 
 /// Why a runtime config was refused: one line naming the file, the table, the key, the line

@@ -202,6 +202,8 @@ pub fn parse_runtime_config(
     }
     if let Some(work) = raw.work {
         cfg.work.enabled = work.enabled.unwrap_or(false);
+        cfg.work.sandbox = work.sandbox;
+        cfg.work.sandbox_net = work.sandbox_net.unwrap_or(false);
         if let Some(checks) = work.checks {
             let span = checks.span();
             for c in checks.get_ref() {

@@ -23,6 +23,8 @@ pub(super) struct RawFile {
 pub(super) struct RawWork {
     pub(super) enabled: Option<bool>,
     pub(super) checks: Option<Spanned<Vec<String>>>,
+    pub(super) sandbox: Option<bool>,
+    pub(super) sandbox_net: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::context::ContextBudget;
 use crate::exec::config;
+use crate::exec::sandbox::{self, probe::Sandboxing};
 use crate::ledger::{Entry, Storage, Value};
 use crate::policy::Policy;
 use crate::report;
@@ -78,6 +79,11 @@ pub struct RunOptions {
     pub checks: Vec<String>,
     /// Seconds each check may run before it is killed.
     pub check_timeout: Option<f64>,
+    /// `--sandbox` (`Some(true)`) or `--no-sandbox` (`Some(false)`); `None`: `[work] sandbox`,
+    /// else confined when bubblewrap is usable.
+    pub sandbox: Option<bool>,
+    /// `--sandbox-net`: confined workers and checks keep the network.
+    pub sandbox_net: bool,
 }
 
 /// A positive, finite number of seconds for `flag`.
@@ -189,6 +195,17 @@ impl RunOptions {
         };
         let mut checks = defaults.checks.clone();
         checks.extend(self.checks.iter().cloned());
+        let sandbox = Sandboxing::new(
+            sandbox::choose(self.sandbox, defaults.sandbox),
+            sandbox::Policy {
+                net: self.sandbox_net || defaults.sandbox_net,
+            },
+        );
+        if enabled {
+            // Probed before anything is written, so `--sandbox` without bubblewrap is refused
+            // with nothing done.
+            sandbox.resolve().map_err(Error::usage)?;
+        }
         Ok(run::WorkOptions {
             enabled,
             open,
@@ -197,6 +214,7 @@ impl RunOptions {
             check_deadline: deadline,
             output_cap: run::DEFAULT_CHECK_OUTPUT_CAP,
             diff_cap: run::DEFAULT_DIFF_CAP,
+            sandbox: Arc::new(sandbox),
         })
     }
 
