@@ -376,6 +376,11 @@ fn prepare(
         };
         return Err(CliError::usage(format!("cannot run: {first}{more}")));
     }
+    surface::run::options::apply_verification(
+        config::verify::for_run(&loaded.runtime, &roster),
+        &mut opts,
+    )
+    .map_err(cli_err)?;
     let fleet =
         Fleet::new(loaded.runtime).map_err(|e| CliError::usage(format!("cannot run: {e}")))?;
     Ok((spec, roster, fleet, opts))

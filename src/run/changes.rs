@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value as J, json};
 
+use crate::exec::config::Verification;
 use crate::exec::sandbox::Record;
 use crate::exec::sandbox::probe::{Jail, Sandboxing};
 use crate::exec::{Executor, command};
@@ -56,6 +57,8 @@ pub struct WorkOptions {
     pub diff_cap: usize,
     /// Whether workers and checks run confined (`--sandbox`, `--no-sandbox`, `[work] sandbox`).
     pub sandbox: Arc<Sandboxing>,
+    /// The run's verification tier (its heaviest seat's; `None`: standard, every change gated).
+    pub verification: Option<Verification>,
 }
 
 impl std::fmt::Debug for WorkOptions {
@@ -91,6 +94,8 @@ pub(super) struct WorkRun {
     pub(super) jail: Option<Arc<Jail>>,
     /// What the record says about it.
     pub(super) sandbox: Record,
+    /// The run's verification tier, when one was resolved.
+    pub(super) verification: Option<Verification>,
 }
 
 /// What one task has in the repository so far.
@@ -215,14 +220,18 @@ impl WorkRun {
 /// part of the base) and the checks.
 pub(super) fn work_record(w: &WorkRun) -> J {
     let base = w.bench.base();
-    json!({
+    let mut rec = json!({
         "base": base.commit,
         "branch": base.branch,
         "dirty": base.dirty,
         "checks": w.checks,
         "run_branch": format!("forum/run-{}", w.run_seq),
         "sandbox": w.sandbox.payload(),
-    })
+    });
+    if let Some(v) = &w.verification {
+        rec["verification"] = json!(v);
+    }
+    rec
 }
 
 /// One line for a work error (a conflict names its paths).
@@ -264,6 +273,7 @@ impl Run<'_, '_> {
             git_turn: Mutex::new(()),
             jail,
             sandbox,
+            verification: o.verification,
         });
         Ok(())
     }

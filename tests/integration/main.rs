@@ -40,6 +40,7 @@ mod submit;
 mod sync;
 mod tlog;
 mod tlog_tiles;
+mod verify_tier;
 mod witness;
 mod work_apply;
 mod work_git;

@@ -215,6 +215,7 @@ impl RunOptions {
             output_cap: run::DEFAULT_CHECK_OUTPUT_CAP,
             diff_cap: run::DEFAULT_DIFF_CAP,
             sandbox: Arc::new(sandbox),
+            verification: None,
         })
     }
 
@@ -226,6 +227,28 @@ impl RunOptions {
     ) -> Result<Option<Arc<dyn ContextProvider>>> {
         context_provider(&self.context, pre)
     }
+}
+
+/// Applies the run's verification tier `v` (the heaviest of its seats',
+/// `crate::exec::config::verify`) to `opts`: a tier-3 (small or local) run turns the intent
+/// judge on, and a new `--work` run on it without a check command is refused in one line (the
+/// choice made for "checks required": `done_when` criteria are only known after planning, so
+/// at least one `--check` or `[work] checks` command must be given). The tier is recorded on
+/// the run's work record and tells the pre-ship gate whether to see every change.
+pub fn apply_verification(v: config::Verification, opts: &mut run::Options) -> Result<()> {
+    if v.judge_intent {
+        opts.judge_intent = true;
+    }
+    if let Some(w) = opts.work.as_mut() {
+        if w.enabled && v.checks_required && w.checks.is_empty() {
+            return Err(Error::usage(format!(
+                "this run's seats are tier {} (small or local), whose changes need a check: add --check CMD (or [work] checks in .forum/runtime.toml)",
+                v.tier
+            )));
+        }
+        w.verification = Some(v);
+    }
+    Ok(())
 }
 
 /// The context provider `source` names, if any (see [`RunOptions::context_provider`]).
