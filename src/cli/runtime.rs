@@ -128,6 +128,7 @@ fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
             Err(u) => format!("unresolved: {u}"),
         };
         lines.push(format!("  orchestrator  {orch}"));
+        lines.extend(verification_lines(rt, &roster, worker_pinned));
         if ready {
             lines.push("ready: yes".into());
         } else {
@@ -150,6 +151,39 @@ fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
         }
         Err(CliError::silent(1))
     }
+}
+
+/// The `verification:` section: each executor tasks may use (the pinned worker seat, else
+/// each tier), the orchestrator seat, and the run's (the heaviest of the first).
+fn verification_lines(
+    rt: &config::Runtime,
+    roster: &crate::roster::Roster,
+    worker_pinned: bool,
+) -> Vec<String> {
+    let mut lines = vec!["verification:".to_string()];
+    if worker_pinned {
+        if let Ok((_, s)) = rt.for_task(roster, "") {
+            let v = config::verify::of_spec(&s);
+            lines.push(format!("  worker        {}", v.describe()));
+        }
+    } else {
+        for t in Tier::ALL {
+            if let Some((_, s)) = rt.for_tier(t) {
+                let v = config::verify::of_spec(s);
+                lines.push(format!("  {:<13} {}", t.as_str(), v.describe()));
+            }
+        }
+    }
+    if let Ok((_, s)) = rt.for_control() {
+        let v = config::verify::of_spec(&s);
+        lines.push(format!("  orchestrator  {}", v.describe()));
+    }
+    let run = config::verify::for_run(rt, roster);
+    lines.push(format!(
+        "  a --work run  {} (the heaviest of the executors its tasks may land on)",
+        run.describe()
+    ));
+    lines
 }
 
 #[cfg(test)]

@@ -115,6 +115,18 @@ pub struct RunFlags {
     /// (default 24, at most 500; each turn also counts against --max-model-calls). Needs --work.
     #[arg(long, value_name = "N")]
     pub max_tool_calls: Option<u32>,
+    /// Confine each --work worker and check with bubblewrap: the task's worktree writable,
+    /// the rest of the filesystem and the repository's .git read-only, $HOME hidden, /tmp
+    /// private, no network. On by default with --work when bubblewrap works here; --sandbox
+    /// refuses to run without it ([work] sandbox in .forum/runtime.toml).
+    #[arg(long, overrides_with = "no_sandbox")]
+    pub sandbox: bool,
+    /// Run --work workers and checks unconfined (witnessed in the run's record).
+    #[arg(long, overrides_with = "sandbox")]
+    pub no_sandbox: bool,
+    /// Let sandboxed workers and checks use the network (a worker that calls its model).
+    #[arg(long, conflicts_with = "no_sandbox")]
+    pub sandbox_net: bool,
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
     pub roster: Option<PathBuf>,
@@ -257,6 +269,12 @@ impl RunFlags {
                 .map_err(CliError::usage)?,
             allow_cmds: self.allow_cmds.clone(),
             max_tool_calls: self.max_tool_calls,
+            sandbox: match (self.sandbox, self.no_sandbox) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
+            sandbox_net: self.sandbox_net,
         })
     }
 }
@@ -365,6 +383,11 @@ fn prepare(
         spec.work_options(&loaded.runtime.work, &ctx.ledger, open)
             .map_err(cli_err)?,
     );
+    if let Some(note) = opts.work.as_ref().and_then(|w| w.sandbox.note())
+        && !f.quiet
+    {
+        eprintln!("note: {note}");
+    }
     let issues = config::issues(&loaded.runtime, &roster, &RealFacts);
     if let Some(first) = issues.first() {
         let more = if issues.len() > 1 {
@@ -377,6 +400,11 @@ fn prepare(
         };
         return Err(CliError::usage(format!("cannot run: {first}{more}")));
     }
+    surface::run::options::apply_verification(
+        config::verify::for_run(&loaded.runtime, &roster),
+        &mut opts,
+    )
+    .map_err(cli_err)?;
     let fleet =
         Fleet::new(loaded.runtime).map_err(|e| CliError::usage(format!("cannot run: {e}")))?;
     Ok((spec, roster, fleet, opts))

@@ -281,6 +281,7 @@ mod tests {
             timeout_seconds: 120,
             max_response_bytes: 1 << 20,
             origin: Origin::RepoConfig,
+            verify: Default::default(),
         };
         let e = AnthropicExecutor::from_spec(&spec).unwrap();
         assert_eq!(e.http.display(), ANTHROPIC_URL);

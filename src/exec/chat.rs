@@ -231,6 +231,7 @@ mod tests {
             timeout_seconds: 5,
             max_response_bytes: 4096,
             origin: Origin::RepoConfig,
+            verify: Default::default(),
         }
     }
 

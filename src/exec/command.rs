@@ -14,6 +14,10 @@
 //! Working directory: a command started while its thread is [`in_workdir`] runs in that
 //! directory (a `--work` run's task worktree); otherwise in the process's. A thread-local, like
 //! the kill scope, so neither the [`crate::exec::Call`] nor the chat executors change.
+//!
+//! Sandbox: a command started while its thread is [`in_jail`] and [`in_workdir`] runs under
+//! that jail (`crate::exec::sandbox`), confined to the working directory; [`prepared`] builds
+//! the process, for [`run`] and for the checks of `crate::work`.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,9 +26,11 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use super::sandbox::probe::Jail;
 
 /// The process groups of the commands running now (each with the scope it was started in),
 /// whether new ones are refused (after [`stop_all`]), and the scopes stopped. Process groups
@@ -55,6 +61,37 @@ thread_local! {
     static SCOPE: Cell<Option<u64>> = const { Cell::new(None) };
     /// The directory this thread's commands start in (`None`: the process's).
     static WORKDIR: RefCell<Option<PathBuf>> = const { RefCell::new(None) };
+    /// The sandbox this thread's commands in a working directory start in.
+    static JAIL: RefCell<Option<Arc<Jail>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the commands this thread starts in a working directory confined by `jail`
+/// (`None`: unconfined); the thread's previous jail comes back afterwards.
+pub fn in_jail<T>(jail: Option<Arc<Jail>>, f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<Arc<Jail>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            JAIL.with(|c| *c.borrow_mut() = self.0.take());
+        }
+    }
+    let _restore = Restore(JAIL.with(|c| c.replace(jail)));
+    f()
+}
+
+/// The process that runs `program` in `dir` (`None`: the process's directory), confined when
+/// this thread is [`in_jail`] and `dir` is given; the caller adds the arguments.
+pub fn prepared(program: &Path, dir: Option<&Path>) -> std::io::Result<Command> {
+    let jail = JAIL.with(|c| c.borrow().clone());
+    match (jail, dir) {
+        (Some(j), Some(d)) => j.command(d, program),
+        (_, dir) => {
+            let mut cmd = Command::new(program);
+            if let Some(d) = dir {
+                cmd.current_dir(d);
+            }
+            Ok(cmd)
+        }
+    }
 }
 
 /// Runs `f` with the commands this thread starts in it running in `dir`; the thread's previous
@@ -270,10 +307,10 @@ pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, 
         }
         _ => PathBuf::from(program),
     };
-    let mut cmd = Command::new(resolved);
-    if let Some(dir) = workdir {
-        cmd.current_dir(dir);
-    }
+    let mut cmd = prepared(&resolved, workdir.as_deref()).map_err(|source| RunError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
     let mut child = cmd
         .args(args)
         .arg(prompt)

@@ -16,6 +16,7 @@ pub mod command;
 pub mod config;
 pub mod endpoint;
 pub mod http;
+pub mod sandbox;
 mod scripted;
 pub mod tools;
 

@@ -14,6 +14,9 @@ use std::time::Duration;
 
 use serde_json::{Value as J, json};
 
+use crate::exec::config::Verification;
+use crate::exec::sandbox::Record;
+use crate::exec::sandbox::probe::{Jail, Sandboxing};
 use crate::exec::{Executor, command};
 use crate::ledger::{Entry, kind};
 use crate::plan::Task;
@@ -56,6 +59,10 @@ pub struct WorkOptions {
     pub allow_cmds: Vec<String>,
     /// Tool calls each task of the built-in editing worker may make (`--max-tool-calls`).
     pub max_tool_calls: u32,
+    /// Whether workers and checks run confined (`--sandbox`, `--no-sandbox`, `[work] sandbox`).
+    pub sandbox: Arc<Sandboxing>,
+    /// The run's verification tier (its heaviest seat's; `None`: standard, every change gated).
+    pub verification: Option<Verification>,
 }
 
 impl std::fmt::Debug for WorkOptions {
@@ -65,6 +72,7 @@ impl std::fmt::Debug for WorkOptions {
             .field("ledger", &self.ledger)
             .field("checks", &self.checks)
             .field("check_deadline", &self.check_deadline)
+            .field("sandbox", &self.sandbox.mode())
             .finish()
     }
 }
@@ -88,6 +96,12 @@ pub(super) struct WorkRun {
     /// worktrees/T1/commondir"), so tasks of a wave take turns for these quick steps while
     /// their workers and checks still run in parallel.
     pub(super) git_turn: Mutex<()>,
+    /// The jail workers and checks run in (`None`: unconfined).
+    pub(super) jail: Option<Arc<Jail>>,
+    /// What the record says about it.
+    pub(super) sandbox: Record,
+    /// The run's verification tier, when one was resolved.
+    pub(super) verification: Option<Verification>,
 }
 
 /// What one task has in the repository so far.
@@ -212,13 +226,18 @@ impl WorkRun {
 /// part of the base) and the checks.
 pub(super) fn work_record(w: &WorkRun) -> J {
     let base = w.bench.base();
-    json!({
+    let mut rec = json!({
         "base": base.commit,
         "branch": base.branch,
         "dirty": base.dirty,
         "checks": w.checks,
         "run_branch": format!("forum/run-{}", w.run_seq),
-    })
+        "sandbox": w.sandbox.payload(),
+    });
+    if let Some(v) = &w.verification {
+        rec["verification"] = json!(v);
+    }
+    rec
 }
 
 /// One line for a work error (a conflict names its paths).
@@ -245,6 +264,7 @@ impl Run<'_, '_> {
                 "this run works in the repository, but no workbench was given".into(),
             ));
         };
+        let (sandbox, jail) = o.sandbox.resolve().map_err(RunError::Work)?;
         let bench = (o.open)(run_seq, base).map_err(|e| RunError::Work(work_error_line(&e)))?;
         let _ = self.work.set(WorkRun {
             bench,
@@ -259,6 +279,9 @@ impl Run<'_, '_> {
             tasks: Mutex::new(BTreeMap::new()),
             plan: Mutex::new(Vec::new()),
             git_turn: Mutex::new(()),
+            jail,
+            sandbox,
+            verification: o.verification,
         });
         Ok(())
     }
@@ -365,12 +388,12 @@ impl Run<'_, '_> {
         w.set(&task.id, tw);
         let prompt = format!("{instruction}{}", work_note(&tree.path));
         let dir: PathBuf = tree.path.clone();
-        let done = match self.edit_hands(w, task, exec, &tree) {
+        let done = command::in_jail(w.jail.clone(), || match self.edit_hands(w, task, exec, &tree) {
             Some(hands) => command::in_workdir(&dir, || {
                 self.edit_attempt(w, task, exec, &prompt, parent, hands.as_ref())
-            })?,
-            None => command::in_workdir(&dir, || self.attempt(task, exec, &prompt, parent))?,
-        };
+            }),
+            None => command::in_workdir(&dir, || self.attempt(task, exec, &prompt, parent)),
+        })?;
         if !done.ok {
             let mut tw = w.get(&task.id);
             tw.last_seq = done.seq;
@@ -464,7 +487,10 @@ impl Run<'_, '_> {
         cmd: &str,
         parent: u64,
     ) -> Result<(bool, u64, String), RunError> {
-        let ran = match w.bench.check(tree, cmd, w.deadline, w.output_cap) {
+        let checked = command::in_jail(w.jail.clone(), || {
+            w.bench.check(tree, cmd, w.deadline, w.output_cap)
+        });
+        let ran = match checked {
             Ok(r) => r,
             Err(e) => CheckRun {
                 command: cmd.to_string(),

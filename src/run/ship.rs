@@ -74,7 +74,21 @@ impl Run<'_, '_> {
     fn ship_one(&self, w: &WorkRun, t: &Task) -> Result<Decision, RunError> {
         let tw = w.get(&t.id);
         let diff = tw.change.as_ref().map(|c| c.diff.as_str()).unwrap_or("");
-        let d = if self.over_budget() {
+        let light = w
+            .verification
+            .is_some_and(|v| !v.gate_every_change && !tw.checks.is_empty() && tw.checks_ok());
+        let d = if light {
+            // A light seat (tier 1, `verify = "light"`): a change whose every check passed
+            // merges without asking the gate; witnessed as such.
+            Decision {
+                decision: "merge".into(),
+                reason:
+                    "light verification: every check passed, so the pre-ship gate was not asked"
+                        .into(),
+                model: None,
+                error: None,
+            }
+        } else if self.over_budget() {
             Decision {
                 decision: "undetermined".into(),
                 reason: "budget exceeded before the change could be reviewed".into(),
@@ -126,6 +140,9 @@ impl Run<'_, '_> {
         });
         if let Some(e) = &d.error {
             payload["error"] = json!(e);
+        }
+        if light {
+            payload["gate"] = json!("skipped");
         }
         let e = self.put("orchestrator", kind::SHIP, Some(tw.last_seq), payload)?;
         let mut tw = w.get(&t.id);

@@ -33,6 +33,9 @@ pub struct RuntimeReport {
     pub seats: Seats,
     /// The roster the tiers are demanded by.
     pub roster: RosterSize,
+    /// The verification tier a `--work` run would be checked at: the heaviest of the
+    /// executors its tasks may land on (`crate::exec::config::verify`), with what it implies.
+    pub verification: J,
     /// Every issue that would stop a run.
     pub issues: Vec<Issue>,
     /// Loading warnings.
@@ -162,11 +165,23 @@ pub fn executor_json(spec: &ExecutorSpec, facts: &dyn Facts) -> J {
         };
         m.insert("endpoint".into(), verdict);
     }
+    m.insert(
+        "verification".into(),
+        verification_json(&config::verify::of_spec(spec)),
+    );
     m.insert("api_key_env".into(), json!(spec.key_env()));
     if let Some(k) = spec.key_env() {
         m.insert("key_set".into(), json!(facts.var_is_set(k)));
     }
     v
+}
+
+/// A verification tier as JSON: `{tier, verify, gate_every_change, checks_required,
+/// judge_intent, implies}` (`implies`: the one line `runtime inspect` prints).
+pub fn verification_json(v: &config::Verification) -> J {
+    let mut j = json!(v);
+    j["implies"] = json!(v.describe());
+    j
 }
 
 /// Explains `loaded` against `roster`, asking `facts` about the environment.
@@ -266,6 +281,7 @@ pub fn inspect(loaded: &Loaded, roster: &Roster, facts: &dyn Facts) -> RuntimeRe
         roster: RosterSize {
             lanes: roster.len(),
         },
+        verification: verification_json(&config::verify::for_run(rt, roster)),
         issues,
         warnings: rt.warnings.clone(),
     }

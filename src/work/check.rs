@@ -2,15 +2,16 @@
 //! in its own process group under the caller's kill scope (`crate::exec::command::run_grouped`,
 //! the same registry workers use, so interrupting a run kills its checks too), killed with its
 //! children at the deadline, its stdout and stderr read through one pipe of which only the last
-//! `cap` bytes are kept.
+//! `cap` bytes are kept. Under a sandbox (`crate::exec::command::in_jail`) it runs confined
+//! to the worktree, like the workers.
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use crate::exec::command::run_grouped;
+use crate::exec::command::{prepared, run_grouped};
 use crate::run::{CheckRun, WorkError};
 
 /// How long the output is waited for once the command's group is gone.
@@ -61,10 +62,9 @@ pub fn run_check(
     let writer2 = writer
         .try_clone()
         .map_err(|e| io("open a pipe for a check", e))?;
-    let mut cmd = Command::new("sh");
+    let mut cmd = prepared(Path::new("sh"), Some(dir)).map_err(|e| io("sandbox a check", e))?;
     cmd.arg("-c")
         .arg(command)
-        .current_dir(dir)
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE")

@@ -250,6 +250,7 @@ fn local_spec(url: &str, timeout_seconds: u64, max_response_bytes: u64) -> Execu
         timeout_seconds,
         max_response_bytes,
         origin: Origin::RepoConfig,
+        verify: Default::default(),
     }
 }
 
@@ -266,6 +267,7 @@ fn keyed_spec(url: &str, key_env: &str) -> ExecutorSpec {
         timeout_seconds: 30,
         max_response_bytes: 1 << 20,
         origin: Origin::CommandLine,
+        verify: Default::default(),
     }
 }
 
@@ -759,6 +761,7 @@ fn a_name_that_rebinds_between_calls_is_refused_at_connection_time() {
         timeout_seconds: 30,
         max_response_bytes: 1 << 20,
         origin: Origin::CommandLine,
+        verify: Default::default(),
     };
     let e = ChatExecutor::with_lookup(&spec, Arc::new(lookup)).unwrap();
     assert_eq!(e.call(&Call::prompt("one")).unwrap().text, "ok");
@@ -900,6 +903,7 @@ fn llm_spec(llm: &LocalLlm) -> ExecutorSpec {
         timeout_seconds: 300,
         max_response_bytes: 1 << 20,
         origin: Origin::RepoConfig,
+        verify: Default::default(),
     }
 }
 

@@ -295,7 +295,16 @@ fn resume_never_runs_a_quarantined_task_again() {
         let mut child = Guarded(
             repo.forum()
                 .args([
-                    "submit", "--work", "--check", COMPILES, "--cmd", &m, "--quiet", "fix calc",
+                    // Unconfined: the worker keeps its state (pid, counter) in .git.
+                    "submit",
+                    "--work",
+                    "--no-sandbox",
+                    "--check",
+                    COMPILES,
+                    "--cmd",
+                    &m,
+                    "--quiet",
+                    "fix calc",
                 ])
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
@@ -325,7 +334,7 @@ fn resume_never_runs_a_quarantined_task_again() {
 
         let before = std::fs::read_to_string(&counter).unwrap();
         assert_eq!(before.lines().count(), 1, "{before}");
-        let j = repo.forum_json(&["resume", "--cmd", &m]);
+        let j = repo.forum_json(&["resume", "--no-sandbox", "--cmd", &m]);
         assert_eq!(j["git_forum_receipt"]["status"], "answered", "{j}");
         let resume = &payloads(repo, "resume")[0].1;
         assert_eq!(resume["reused"], serde_json::json!(["T1"]), "{resume}");

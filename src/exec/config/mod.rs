@@ -62,6 +62,7 @@ mod raw;
 mod resolve;
 #[cfg(test)]
 mod tests;
+pub mod verify;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -73,6 +74,7 @@ pub use check::{Facts, Issue, check_endpoint, check_executor, issues};
 pub use flags::{Flags, TierFlags, merge};
 pub use parse::{MAX_CHECK_BYTES, claude_argv, line_col, parse_runtime_config, split_cmd};
 pub use resolve::{Unresolved, Via};
+pub use verify::{SeatVerify, Verification, Verify};
 
 /// Model name for a chat default slot without `model` (Forum's default).
 pub(crate) const DEFAULT_CHAT_MODEL: &str = "default";
@@ -199,6 +201,8 @@ pub struct ExecutorSpec {
     pub max_response_bytes: u64,
     /// Where it was configured.
     pub origin: Origin,
+    /// `tier = N` and `verify = "..."`: how its changes are checked ([`verify`]).
+    pub verify: SeatVerify,
 }
 
 impl ExecutorSpec {
@@ -342,6 +346,11 @@ pub struct WorkConfig {
     pub enabled: bool,
     /// `checks = ["CMD", ...]`: run before the `--check` commands of the command line.
     pub checks: Vec<String>,
+    /// `sandbox = true | false`: `--sandbox` or `--no-sandbox` by default (unset: confined
+    /// when bubblewrap is usable).
+    pub sandbox: Option<bool>,
+    /// `sandbox_net = true`: confined workers and checks keep the network (`--sandbox-net`).
+    pub sandbox_net: bool,
 }
 
 /// Why a runtime config was refused: one line naming the file, the table, the key, the line

@@ -7,6 +7,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::raw::{RawExecutor, RawFile, RawSeat};
+use super::verify::{self, SeatVerify, Verify};
 use super::{
     ANTHROPIC_KEY_ENV, CLAUDE_ARGV, ConfigError, DEFAULT_ANTHROPIC_MODEL, DEFAULT_CHAT_MODEL,
     DEFAULT_CLAUDE_TIMEOUT, DEFAULT_CMD_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES,
@@ -202,6 +203,8 @@ pub fn parse_runtime_config(
     }
     if let Some(work) = raw.work {
         cfg.work.enabled = work.enabled.unwrap_or(false);
+        cfg.work.sandbox = work.sandbox;
+        cfg.work.sandbox_net = work.sandbox_net.unwrap_or(false);
         if let Some(checks) = work.checks {
             let span = checks.span();
             for c in checks.get_ref() {
@@ -427,6 +430,33 @@ fn executor(
         Some(b) => *b.get_ref(),
         None => DEFAULT_MAX_RESPONSE_BYTES,
     };
+    let verify = match &r.verify {
+        Some(v) => Some(Verify::parse(v.get_ref()).ok_or_else(|| {
+            src.at(
+                table,
+                "verify",
+                v,
+                format!(
+                    "unknown level {:?}: give full, standard or light",
+                    v.get_ref()
+                ),
+            )
+        })?),
+        None => None,
+    };
+    let seat_verify = SeatVerify {
+        tier: r.tier.as_ref().map(|t| *t.get_ref()),
+        verify,
+    };
+    if let Err(m) = verify::check(is_local, seat_verify) {
+        let (key, span) = match (&r.tier, &r.verify) {
+            (Some(t), _) if !(1..=3).contains(t.get_ref()) => ("tier", t.span()),
+            (_, Some(v)) => ("verify", v.span()),
+            (Some(t), None) => ("tier", t.span()),
+            (None, None) => ("verify", 0..0),
+        };
+        return Err(src.err(table, Some(key), Some(span), m));
+    }
     Ok(ExecutorSpec {
         kind,
         is_local,
@@ -434,6 +464,7 @@ fn executor(
         timeout_seconds,
         max_response_bytes,
         origin,
+        verify: seat_verify,
     })
 }
 

@@ -23,6 +23,8 @@ pub(super) struct RawFile {
 pub(super) struct RawWork {
     pub(super) enabled: Option<bool>,
     pub(super) checks: Option<Spanned<Vec<String>>>,
+    pub(super) sandbox: Option<bool>,
+    pub(super) sandbox_net: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -60,6 +62,8 @@ pub(super) struct RawExecutor {
     pub(super) allow_private: Option<Spanned<bool>>,
     pub(super) timeout_seconds: Option<Spanned<u64>>,
     pub(super) max_response_bytes: Option<Spanned<u64>>,
+    pub(super) tier: Option<Spanned<u8>>,
+    pub(super) verify: Option<Spanned<String>>,
 }
 
 #[derive(Debug)]

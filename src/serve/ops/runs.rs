@@ -190,6 +190,10 @@ impl Dispatcher {
             spec.work_options(&defaults, &self.cfg.ledger, open)
                 .map_err(reply_of)?,
         );
+        if let Some(l) = self.executors.loaded.as_ref() {
+            let v = crate::exec::config::verify::for_run(&l.runtime, &self.roster);
+            surface::run::options::apply_verification(v, &mut opts).map_err(reply_of)?;
+        }
         let reader = self.reader()?;
         opts.context = spec
             .context_provider(|| surface::run::options::preload(&reader))

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::context::ContextBudget;
 use crate::exec::config;
+use crate::exec::sandbox::{self, probe::Sandboxing};
 use crate::ledger::{Entry, Storage, Value};
 use crate::policy::Policy;
 use crate::report;
@@ -84,6 +85,11 @@ pub struct RunOptions {
     pub allow_cmds: Vec<String>,
     /// Tool calls each task of the editing worker may make (`--max-tool-calls`).
     pub max_tool_calls: Option<u32>,
+    /// `--sandbox` (`Some(true)`) or `--no-sandbox` (`Some(false)`); `None`: `[work] sandbox`,
+    /// else confined when bubblewrap is usable.
+    pub sandbox: Option<bool>,
+    /// `--sandbox-net`: confined workers and checks keep the network.
+    pub sandbox_net: bool,
 }
 
 /// A positive, finite number of seconds for `flag`.
@@ -223,6 +229,17 @@ impl RunOptions {
         };
         let mut checks = defaults.checks.clone();
         checks.extend(self.checks.iter().cloned());
+        let sandbox = Sandboxing::new(
+            sandbox::choose(self.sandbox, defaults.sandbox),
+            sandbox::Policy {
+                net: self.sandbox_net || defaults.sandbox_net,
+            },
+        );
+        if enabled {
+            // Probed before anything is written, so `--sandbox` without bubblewrap is refused
+            // with nothing done.
+            sandbox.resolve().map_err(Error::usage)?;
+        }
         Ok(run::WorkOptions {
             enabled,
             open,
@@ -237,6 +254,8 @@ impl RunOptions {
                 .map(|c| c.trim().to_string())
                 .collect(),
             max_tool_calls,
+            sandbox: Arc::new(sandbox),
+            verification: None,
         })
     }
 
@@ -248,6 +267,28 @@ impl RunOptions {
     ) -> Result<Option<Arc<dyn ContextProvider>>> {
         context_provider(&self.context, pre)
     }
+}
+
+/// Applies the run's verification tier `v` (the heaviest of its seats',
+/// `crate::exec::config::verify`) to `opts`: a tier-3 (small or local) run turns the intent
+/// judge on, and a new `--work` run on it without a check command is refused in one line (the
+/// choice made for "checks required": `done_when` criteria are only known after planning, so
+/// at least one `--check` or `[work] checks` command must be given). The tier is recorded on
+/// the run's work record and tells the pre-ship gate whether to see every change.
+pub fn apply_verification(v: config::Verification, opts: &mut run::Options) -> Result<()> {
+    if v.judge_intent {
+        opts.judge_intent = true;
+    }
+    if let Some(w) = opts.work.as_mut() {
+        if w.enabled && v.checks_required && w.checks.is_empty() {
+            return Err(Error::usage(format!(
+                "this run's seats are tier {} (small or local), whose changes need a check: add --check CMD (or [work] checks in .forum/runtime.toml)",
+                v.tier
+            )));
+        }
+        w.verification = Some(v);
+    }
+    Ok(())
 }
 
 /// The context provider `source` names, if any (see [`RunOptions::context_provider`]).
