@@ -30,13 +30,14 @@ pub struct BenchArgs {
 }
 
 /// The latest run at a glance: request, route, plan, tasks with results and verdicts, the
-/// answer, quality signals, next actions and a brief (JSON unless --brief or --text).
+/// answer, quality signals and next actions, each with the command that does it (text; the
+/// whole room as JSON with --json, a short brief with --brief).
 #[derive(Debug, clap::Args)]
 pub struct RoomArgs {
     /// Print the brief for a person.
     #[arg(long, conflicts_with = "text")]
     pub brief: bool,
-    /// Print the room as text.
+    /// Print the room as text (the default; kept for scripts that ask for it).
     #[arg(long)]
     pub text: bool,
     /// Start the room at this seq instead of the last request.
@@ -62,8 +63,9 @@ pub struct CapsuleArgs {
     pub max_text_chars: Option<String>,
 }
 
-/// Forum's action receipt of one run (JSON): what was asked, what was answered, the
-/// checkpoint and whether the ledger verifies deep.
+/// Forum's action receipt of one run: what was asked, what was answered, the checkpoint and
+/// whether the ledger verifies deep (text, with the commands that check it again; Forum's
+/// JSON with --json).
 #[derive(Debug, clap::Args)]
 pub struct ReceiptArgs {
     /// The run (the seq of its request; `git forum runs` lists them); default: the latest.
@@ -399,10 +401,10 @@ pub fn room(ctx: &Ctx, args: RoomArgs) -> Result<(), CliError> {
     let room = reports::room(&s, since, usize::try_from(max).unwrap_or(usize::MAX)).value;
     if args.brief {
         ctx.out(&report::room_brief_text(&room))
-    } else if args.text {
-        ctx.out(&report::room_text(&room))
-    } else {
+    } else if ctx.json {
         ctx.out(&room.python_pretty())
+    } else {
+        ctx.out(&report::room_text(&room))
     }
 }
 
@@ -411,7 +413,11 @@ pub fn receipt(ctx: &Ctx, args: ReceiptArgs) -> Result<(), CliError> {
     let s = current(ctx, true)?;
     note_absent(ctx, &s);
     let receipt = crate::surface::run::receipt_of(&s, args.run).map_err(cli_error)?;
-    ctx.out(&receipt.0.python_pretty())
+    if ctx.json {
+        ctx.out(&receipt.0.python_pretty())
+    } else {
+        ctx.out(&report::receipt_text(&receipt.0))
+    }
 }
 
 /// `git forum capsule`.
