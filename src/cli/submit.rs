@@ -195,6 +195,11 @@ pub struct ContextFlags {
     /// Use the ledger's context capsule (`git forum capsule --text`) as the request context.
     #[arg(long)]
     pub use_capsule_context: bool,
+    /// Leave the repository out of the context (by default, in a git work tree, the planner
+    /// gets a map of its tracked files and README, and each task the files most relevant to
+    /// its instruction).
+    #[arg(long)]
+    pub no_repo_context: bool,
 }
 impl ContextFlags {
     /// Where these flags say context comes from.
@@ -235,6 +240,8 @@ impl RunFlags {
             work: self.work,
             checks: self.checks.clone(),
             check_timeout: self.check_timeout,
+            // Set where the work tree is known (`go`), unless --no-repo-context.
+            repo_context: None,
         })
     }
 }
@@ -473,7 +480,10 @@ fn go(ctx: &Ctx, flags: &RunFlags, what: Go<'_>) -> Result<(), CliError> {
         }
         Go::Resume(_) => {}
     }
-    let (spec, roster, fleet, mut opts) = prepare(ctx, flags)?;
+    let (mut spec, roster, fleet, mut opts) = prepare(ctx, flags)?;
+    if !flags.context.no_repo_context {
+        spec.repo_context = Some(ctx.dir.clone());
+    }
     let mut store = ctx.store()?;
     opts.context = spec
         .context_provider(|| options::preload(&store))

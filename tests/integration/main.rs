@@ -25,6 +25,7 @@ mod quality;
 mod quality_loop;
 mod redact;
 mod reliability;
+mod repo_context;
 mod report;
 mod route;
 mod runs;

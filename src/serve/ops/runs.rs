@@ -167,6 +167,8 @@ impl Dispatcher {
             revise: a.bool("revise")?.unwrap_or(false),
             work: a.bool("work")?.unwrap_or(false),
             checks: checks_of(a)?,
+            repo_context: (!a.bool("no_repo_context")?.unwrap_or(false))
+                .then(|| self.cfg.dir.clone()),
             ..RunOptions::default()
         };
         let mut opts = spec.build(self.policy.clone()).map_err(reply_of)?;
@@ -279,6 +281,7 @@ impl Dispatcher {
                 "judge_intent",
                 "revise",
                 "use_capsule_context",
+                "no_repo_context",
                 "work",
                 "checks",
             ],

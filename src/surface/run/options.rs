@@ -13,6 +13,7 @@ use crate::run::{
     self, CommandContext, CommandVerifier, ContextProvider, GatePolicy, LedgerContext, Verifier,
 };
 use crate::store::git::GitStore;
+use crate::surface::run::repo_context::{Chained, RepoContext};
 use crate::surface::{Error, Result};
 
 /// The delivery profiles a run may be checked against.
@@ -78,6 +79,9 @@ pub struct RunOptions {
     pub checks: Vec<String>,
     /// Seconds each check may run before it is killed.
     pub check_timeout: Option<f64>,
+    /// The work tree whose map and relevant files are context (on by default in a repository;
+    /// `--no-repo-context` leaves it `None`), after the context of [`RunOptions::context`].
+    pub repo_context: Option<std::path::PathBuf>,
 }
 
 /// A positive, finite number of seconds for `flag`.
@@ -206,7 +210,16 @@ impl RunOptions {
         &self,
         pre: impl FnOnce() -> Result<Vec<(Entry, Option<Value>)>>,
     ) -> Result<Option<Arc<dyn ContextProvider>>> {
-        context_provider(&self.context, pre)
+        let own = context_provider(&self.context, pre)?;
+        let repo = self
+            .repo_context
+            .as_deref()
+            .and_then(|d| RepoContext::open(d, crate::context::repo::DEFAULT_LIMITS))
+            .map(|r| Arc::new(r) as Arc<dyn ContextProvider>);
+        Ok(match (own, repo) {
+            (Some(a), Some(b)) => Some(Arc::new(Chained(a, b))),
+            (a, b) => a.or(b),
+        })
     }
 }
 
