@@ -420,6 +420,78 @@ pub fn receipt(ctx: &Ctx, args: ReceiptArgs) -> Result<(), CliError> {
     }
 }
 
+/// Write one run as OTLP/JSON: one trace, a span per ledger entry (ids from entry hashes,
+/// parents from causal parents, the seq and checkpoint on each), model calls as GenAI `chat`
+/// spans and tool calls as `execute_tool` spans.
+#[derive(Debug, clap::Args)]
+pub struct ExportOtelArgs {
+    /// The run (the seq of its request; `git forum runs` lists them); default: the latest.
+    #[arg(value_name = "RUN")]
+    pub run: Option<u64>,
+    /// Write to FILE instead of standard output (refused if FILE exists).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
+}
+
+/// `git forum export-otel`.
+pub fn export_otel(ctx: &Ctx, args: ExportOtelArgs) -> Result<(), CliError> {
+    let s = current(ctx, false)?;
+    note_absent(ctx, &s);
+    let roots = report::run_roots(&s.entries());
+    let run = match args.run {
+        Some(r) => r,
+        None => s
+            .entries()
+            .iter()
+            .rev()
+            .find(|e| roots.get(&e.seq) == Some(&e.seq))
+            .map(|e| e.seq)
+            .ok_or_else(|| {
+                CliError::new(
+                    surface::Class::NotFound,
+                    "no run in this ledger yet (submit starts one)",
+                )
+            })?,
+    };
+    let items: Vec<_> = s
+        .items
+        .iter()
+        .filter(|(e, _)| roots.get(&e.seq) == Some(&run))
+        .cloned()
+        .collect();
+    if items.first().is_none_or(|(e, _)| e.seq != run) {
+        return Err(CliError::new(
+            surface::Class::NotFound,
+            format!("no run starts at seq {run}; `git forum runs` lists them"),
+        ));
+    }
+    let text = serde_json::to_string(&report::otel::export(&items, &s.checkpoint))
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    match args.out {
+        None => ctx.out(&text),
+        Some(path) => {
+            use std::io::Write as _;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(|e| {
+                    CliError::usage(format!(
+                        "cannot create {}: {e}; give --out a new file",
+                        path.display()
+                    ))
+                })?;
+            f.write_all(text.as_bytes())
+                .and_then(|_| f.write_all(b"\n"))
+                .map_err(|e| {
+                    // Nothing half-written is left behind.
+                    let _ = std::fs::remove_file(&path);
+                    CliError::internal(format!("cannot write {}: {e}", path.display()))
+                })
+        }
+    }
+}
+
 /// `git forum capsule`.
 pub fn capsule(ctx: &Ctx, args: CapsuleArgs) -> Result<(), CliError> {
     if ctx.json && args.text {

@@ -20,6 +20,7 @@
 pub mod capsule;
 pub mod gradable;
 pub mod grade;
+pub mod otel;
 pub mod receipt;
 pub mod room;
 pub mod summary;
