@@ -4,6 +4,8 @@
 
 use crate::ledger::Value;
 
+pub mod repo;
+
 /// The schema name of a pressure record.
 pub const PRESSURE_SCHEMA: &str = "forum.context-pressure/v1";
 

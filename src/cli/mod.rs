@@ -118,6 +118,9 @@ pub enum Command {
     Capsule(report::CapsuleArgs),
     /// Forum's action receipt of a run (the latest by default).
     Receipt(report::ReceiptArgs),
+    /// Write a run as OTLP/JSON trace spans (OpenTelemetry GenAI conventions), for any OTLP
+    /// backend.
+    ExportOtel(report::ExportOtelArgs),
     /// A run's grade (the latest by default): independent checks passed, PASS / FAIL /
     /// UNVERIFIABLE.
     Grade(gradable::GradeArgs),
@@ -467,6 +470,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Room(a) => report::room(ctx, a),
         Command::Capsule(a) => report::capsule(ctx, a),
         Command::Receipt(a) => report::receipt(ctx, a),
+        Command::ExportOtel(a) => report::export_otel(ctx, a),
         Command::Grade(a) => gradable::grade(ctx, a),
         Command::ExportGradable(a) => gradable::export(ctx, a),
         Command::BenchDeepVerify(a) => bench_verify::run(ctx, a),

@@ -30,13 +30,14 @@ pub struct BenchArgs {
 }
 
 /// The latest run at a glance: request, route, plan, tasks with results and verdicts, the
-/// answer, quality signals, next actions and a brief (JSON unless --brief or --text).
+/// answer, quality signals and next actions, each with the command that does it (text; the
+/// whole room as JSON with --json, a short brief with --brief).
 #[derive(Debug, clap::Args)]
 pub struct RoomArgs {
     /// Print the brief for a person.
     #[arg(long, conflicts_with = "text")]
     pub brief: bool,
-    /// Print the room as text.
+    /// Print the room as text (the default; kept for scripts that ask for it).
     #[arg(long)]
     pub text: bool,
     /// Start the room at this seq instead of the last request.
@@ -62,8 +63,9 @@ pub struct CapsuleArgs {
     pub max_text_chars: Option<String>,
 }
 
-/// Forum's action receipt of one run (JSON): what was asked, what was answered, the
-/// checkpoint and whether the ledger verifies deep.
+/// Forum's action receipt of one run: what was asked, what was answered, the checkpoint and
+/// whether the ledger verifies deep (text, with the commands that check it again; Forum's
+/// JSON with --json).
 #[derive(Debug, clap::Args)]
 pub struct ReceiptArgs {
     /// The run (the seq of its request; `git forum runs` lists them); default: the latest.
@@ -399,10 +401,10 @@ pub fn room(ctx: &Ctx, args: RoomArgs) -> Result<(), CliError> {
     let room = reports::room(&s, since, usize::try_from(max).unwrap_or(usize::MAX)).value;
     if args.brief {
         ctx.out(&report::room_brief_text(&room))
-    } else if args.text {
-        ctx.out(&report::room_text(&room))
-    } else {
+    } else if ctx.json {
         ctx.out(&room.python_pretty())
+    } else {
+        ctx.out(&report::room_text(&room))
     }
 }
 
@@ -411,7 +413,83 @@ pub fn receipt(ctx: &Ctx, args: ReceiptArgs) -> Result<(), CliError> {
     let s = current(ctx, true)?;
     note_absent(ctx, &s);
     let receipt = crate::surface::run::receipt_of(&s, args.run).map_err(cli_error)?;
-    ctx.out(&receipt.0.python_pretty())
+    if ctx.json {
+        ctx.out(&receipt.0.python_pretty())
+    } else {
+        ctx.out(&report::receipt_text(&receipt.0))
+    }
+}
+
+/// Write one run as OTLP/JSON: one trace, a span per ledger entry (ids from entry hashes,
+/// parents from causal parents, the seq and checkpoint on each), model calls as GenAI `chat`
+/// spans and tool calls as `execute_tool` spans.
+#[derive(Debug, clap::Args)]
+pub struct ExportOtelArgs {
+    /// The run (the seq of its request; `git forum runs` lists them); default: the latest.
+    #[arg(value_name = "RUN")]
+    pub run: Option<u64>,
+    /// Write to FILE instead of standard output (refused if FILE exists).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
+}
+
+/// `git forum export-otel`.
+pub fn export_otel(ctx: &Ctx, args: ExportOtelArgs) -> Result<(), CliError> {
+    let s = current(ctx, false)?;
+    note_absent(ctx, &s);
+    let roots = report::run_roots(&s.entries());
+    let run = match args.run {
+        Some(r) => r,
+        None => s
+            .entries()
+            .iter()
+            .rev()
+            .find(|e| roots.get(&e.seq) == Some(&e.seq))
+            .map(|e| e.seq)
+            .ok_or_else(|| {
+                CliError::new(
+                    surface::Class::NotFound,
+                    "no run in this ledger yet (submit starts one)",
+                )
+            })?,
+    };
+    let items: Vec<_> = s
+        .items
+        .iter()
+        .filter(|(e, _)| roots.get(&e.seq) == Some(&run))
+        .cloned()
+        .collect();
+    if items.first().is_none_or(|(e, _)| e.seq != run) {
+        return Err(CliError::new(
+            surface::Class::NotFound,
+            format!("no run starts at seq {run}; `git forum runs` lists them"),
+        ));
+    }
+    let text = serde_json::to_string(&report::otel::export(&items, &s.checkpoint))
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    match args.out {
+        None => ctx.out(&text),
+        Some(path) => {
+            use std::io::Write as _;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(|e| {
+                    CliError::usage(format!(
+                        "cannot create {}: {e}; give --out a new file",
+                        path.display()
+                    ))
+                })?;
+            f.write_all(text.as_bytes())
+                .and_then(|_| f.write_all(b"\n"))
+                .map_err(|e| {
+                    // Nothing half-written is left behind.
+                    let _ = std::fs::remove_file(&path);
+                    CliError::internal(format!("cannot write {}: {e}", path.display()))
+                })
+        }
+    }
 }
 
 /// `git forum capsule`.

@@ -221,6 +221,11 @@ pub struct ContextFlags {
     /// Use the ledger's context capsule (`git forum capsule --text`) as the request context.
     #[arg(long)]
     pub use_capsule_context: bool,
+    /// Leave the repository out of the context (by default, in a git work tree, the planner
+    /// gets a map of its tracked files and README, and each task the files most relevant to
+    /// its instruction).
+    #[arg(long)]
+    pub no_repo_context: bool,
 }
 impl ContextFlags {
     /// Where these flags say context comes from.
@@ -275,6 +280,8 @@ impl RunFlags {
                 _ => None,
             },
             sandbox_net: self.sandbox_net,
+            // Set where the work tree is known (`go`), unless --no-repo-context.
+            repo_context: None,
         })
     }
 }
@@ -563,7 +570,10 @@ fn go(ctx: &Ctx, flags: &RunFlags, what: Go<'_>) -> Result<(), CliError> {
         }
         Go::Resume(_) => {}
     }
-    let (spec, roster, fleet, mut opts) = prepare(ctx, flags)?;
+    let (mut spec, roster, fleet, mut opts) = prepare(ctx, flags)?;
+    if !flags.context.no_repo_context {
+        spec.repo_context = Some(ctx.dir.clone());
+    }
     let mut store = ctx.store()?;
     opts.context = spec
         .context_provider(|| options::preload(&store))

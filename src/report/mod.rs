@@ -20,6 +20,7 @@
 pub mod capsule;
 pub mod gradable;
 pub mod grade;
+pub mod otel;
 pub mod receipt;
 pub mod room;
 pub mod summary;
@@ -35,7 +36,7 @@ use crate::ledger::{Entry, hash, kind, verify_chain};
 pub use capsule::{build_context_capsule, capsule_text};
 pub use gradable::gradable_record;
 pub use grade::grade;
-pub use receipt::{ReceiptInputs, receipt};
+pub use receipt::{ReceiptInputs, receipt, receipt_text};
 pub use room::{build_run_room, room_brief_text, room_text};
 pub use summary::{Summary, compare, summarize};
 

@@ -359,3 +359,95 @@ pub fn receipt_for_run(s: &Snapshot, request_seq: u64) -> Option<Value> {
     let run = s.slice(|e| roots.get(&e.seq) == Some(&request_seq));
     Some(receipt(&run, &inputs))
 }
+
+/// The receipt as text for a person (`git forum receipt` without `--json`): what was asked and
+/// answered, by which entries, the ledger's checkpoint and checks, and the exact commands that
+/// check it again.
+pub fn receipt_text(r: &Value) -> String {
+    let s = |v: Option<&Value>| v.map(super::py_str).unwrap_or_default();
+    let at = |k: &str, f: &str| field(field(Some(r), k), f);
+    let short = |h: String| h.chars().take(16).collect::<String>();
+    let request_seq = s(at("request", "seq"));
+    let answer = field(Some(r), "answer").filter(|a| truthy(Some(a)));
+    let verified = truthy(at("ledger", "verified"));
+    let range = match at("ledger", "entry_range") {
+        Some(Value::Array(x)) if x.len() == 2 && !matches!(x[0], Value::Null) => {
+            format!("{}..={}", super::py_str(&x[0]), super::py_str(&x[1]))
+        }
+        _ => "none".into(),
+    };
+    let mut lines = vec![
+        format!(
+            "Receipt of run {request_seq} ({})",
+            s(field(Some(r), "schema"))
+        ),
+        format!(
+            "request  seq {request_seq}, entry {}",
+            short(s(at("request", "entry_hash")))
+        ),
+        match answer {
+            Some(a) => format!(
+                "answer   seq {} by {}, entry {}",
+                s(a.get("seq")),
+                s(a.get("actor")),
+                short(s(a.get("entry_hash")))
+            ),
+            None => "answer   none yet".into(),
+        },
+        format!(
+            "ledger   entries {range} ({} in all), checkpoint {}, chain {}",
+            s(at("ledger", "entries")),
+            short(s(at("ledger", "checkpoint"))),
+            if verified { "verified" } else { "NOT VERIFIED" }
+        ),
+        format!(
+            "verdict  {} (deep verify {}, answer checked {})",
+            s(at("verification", "verdict")),
+            if truthy(at("verification", "ledger_deep_verified")) {
+                "passed"
+            } else {
+                "failed"
+            },
+            match at("verification", "answer_verified") {
+                Some(Value::Bool(true)) => "and accepted",
+                Some(Value::Bool(false)) => "and refuted",
+                _ => "by nobody",
+            }
+        ),
+    ];
+    if let Some(m) = at("model", "id").filter(|m| truthy(Some(m))) {
+        lines.push(format!("model    {}", super::py_str(m)));
+    }
+    if let Some(o @ Value::Object(m)) = at("context_budget", "observed")
+        && !m.is_empty()
+    {
+        let n = |k: &str| py_int(o.get(k));
+        lines.push(format!(
+            "context  {} checks, {} trimmed, {} omitted, {} of {} tokens admitted",
+            n("checks"),
+            n("trimmed"),
+            n("omitted"),
+            n("tokens_admitted"),
+            n("tokens_original"),
+        ));
+    }
+    if let Some(b) = at("work", "branch").filter(|b| truthy(Some(b))) {
+        lines.push(format!("work     branch {}", super::py_str(b)));
+    }
+    lines.push("next".into());
+    lines.push("  check the chain and every body again: `git forum verify --deep`".into());
+    if let Some(a) = answer {
+        lines.push(format!(
+            "  prove the answer is in the ledger: `git forum prove {}`",
+            s(a.get("seq"))
+        ));
+    } else {
+        lines.push(format!(
+            "  finish the run: `git forum resume {request_seq}`"
+        ));
+    }
+    lines.push(format!(
+        "  the receipt as JSON: `git forum receipt {request_seq} --json`"
+    ));
+    lines.join("\n")
+}

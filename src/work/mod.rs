@@ -24,7 +24,7 @@
 pub mod apply;
 mod check;
 mod diff;
-mod git;
+pub(crate) mod git;
 mod stale;
 mod tools;
 

@@ -343,7 +343,7 @@ fn run1_room_matches_forum_in_structure_and_speaks_our_words() {
     assert_eq!(get(brief, "state"), &Value::str("action_required"));
     assert_eq!(
         get(brief, "next_step"),
-        &Value::str("Re-run task T3."),
+        &Value::str("Re-run task T3: `git forum resume 0`."),
         "the first action's label as a sentence"
     );
     // Both renderings are ours, and carry the room's data.
@@ -360,7 +360,10 @@ fn run1_room_matches_forum_in_structure_and_speaks_our_words() {
     ] {
         assert!(text.contains(needle), "{needle} in\n{text}");
     }
-    assert!(brief_text.contains("Re-run task T3."), "{brief_text}");
+    assert!(
+        brief_text.contains("Re-run task T3: `git forum resume 0`."),
+        "{brief_text}"
+    );
     assert!(brief_text.contains("action required"), "{brief_text}");
 }
 
@@ -698,7 +701,7 @@ fn cli_room_json_brief_text_and_since() {
         return;
     };
     let repo = repo_with_run1(&dir);
-    let mut room = json_out(&repo, &["room"]);
+    let mut room = json_out(&repo, &["room", "--json"]);
     let forum = get(&v, "room");
     // A git ledger keeps bodies in canonical form (keys sorted), so the route frame copied
     // from its body has the same members in another order.
@@ -707,8 +710,9 @@ fn cli_room_json_brief_text_and_since() {
     set(&mut room, "route_frame", frame.clone());
     assert_room_matches(&room, forum, &[]);
     assert_eq!(
-        json_out(&repo, &["room", "--json"]).to_serde(),
-        room.to_serde()
+        repo.forum_ok(&["room"]),
+        repo.forum_ok(&["room", "--text"]),
+        "the room prints text unless --json"
     );
     let brief = repo.forum_ok(&["room", "--brief"]);
     assert!(
@@ -720,7 +724,10 @@ fn cli_room_json_brief_text_and_since() {
         text.starts_with("Run room (entries 0..=22; ledger verified;"),
         "{text}"
     );
-    let since = json_out(&repo, &["room", "--since", "20", "--max-text-chars", "5"]);
+    let since = json_out(
+        &repo,
+        &["room", "--json", "--since", "20", "--max-text-chars", "5"],
+    );
     assert_eq!(
         get(&since, "entry_range"),
         &Value::Array(vec![Value::int(20), Value::int(22)])
@@ -825,7 +832,8 @@ fn receipt_and_grade_through_the_binary_and_the_dispatcher() {
             .unwrap();
     let repo = crate::common::Repo::new("sha1");
     repo.forum_ok(&["import", dir.join("run1").to_str().unwrap()]);
-    let r: serde_json::Value = serde_json::from_str(&repo.forum_ok(&["receipt"])).unwrap();
+    let r: serde_json::Value =
+        serde_json::from_str(&repo.forum_ok(&["receipt", "--json"])).unwrap();
     let forum = &proj["receipt"];
     for k in [
         "schema",

@@ -470,7 +470,8 @@ fn cli_route_record_witnesses_one_route_entry_that_is_not_a_run() {
     assert_eq!(o.status.code(), Some(1));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("no run in this ledger"), "{e}");
-    let room: serde_json::Value = serde_json::from_str(&repo.forum_ok(&["room"])).unwrap();
+    let room: serde_json::Value =
+        serde_json::from_str(&repo.forum_ok(&["room", "--json"])).unwrap();
     assert_eq!(room["request"], serde_json::Value::Null, "{room}");
     assert_eq!(room["answer"], serde_json::Value::Null, "{room}");
 

@@ -492,7 +492,7 @@ fn submit_json_puts_forums_action_receipt_under_receipt() {
         let forum = &j["receipt"];
         assert_eq!(forum["schema"], "project-telos.action-receipt/v1", "{j}");
         // Without limits it is exactly the receipt `git forum receipt` builds from the ledger.
-        let rebuilt: J = serde_json::from_str(&repo.forum_ok(&["receipt", "0"])).unwrap();
+        let rebuilt: J = serde_json::from_str(&repo.forum_ok(&["receipt", "0", "--json"])).unwrap();
         assert_eq!(*forum, rebuilt);
         assert_eq!(forum["verification"]["verdict"], "MATCH");
         let ours = &j["git_forum_receipt"];

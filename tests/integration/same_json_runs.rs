@@ -114,7 +114,7 @@ fn reads_agree(repo: &Repo) {
         assert_eq!(c, h, "{cli:?} and GET {path}");
         assert_eq!(h, m, "GET {path} and MCP {tool}");
     }
-    let c: J = serde_json::from_str(&repo.forum_ok(&["receipt"])).unwrap();
+    let c: J = serde_json::from_str(&repo.forum_ok(&["receipt", "--json"])).unwrap();
     let (code, h) = http(&served.addr, "GET", "/receipt", &json!({}));
     assert_eq!(code, 200, "{h}");
     let (err, m) = mcp(repo, "receipt", json!({}));

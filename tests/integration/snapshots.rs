@@ -169,10 +169,11 @@ fn snapshot_report_text_on_a_fixed_ledger() {
         ("bench_same", &["bench", "main", "run:0"]),
         ("room_text", &["room", "--text"]),
         ("room_brief", &["room", "--brief"]),
-        ("room_json", &["room"]),
+        ("room_json", &["room", "--json"]),
         ("capsule_text", &["capsule", "--text"]),
         ("capsule_json", &["capsule"]),
-        ("receipt", &["receipt"]),
+        ("receipt", &["receipt", "--json"]),
+        ("receipt_text", &["receipt"]),
         ("grade", &["grade"]),
     ];
     for (name, args) in cases {

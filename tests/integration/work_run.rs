@@ -189,10 +189,14 @@ fn a_task_that_fixes_the_bug_is_committed_checked_shipped_and_on_the_run_branch(
         let upto = k.iter().position(|k| k == "verdict").unwrap() + 2;
         assert_eq!(
             k[..upto],
+            // The repository is context by default: its map before the plan, the task's
+            // files before the task.
             [
                 "request",
                 "route_frame",
+                "context",
                 "plan",
+                "context",
                 "task",
                 "result",
                 "change",
@@ -314,8 +318,9 @@ fn a_change_whose_check_fails_is_fixed_on_the_next_rung() {
         assert!(answer.contains("- T1: merged"), "{answer}");
         let k = kinds(repo);
         let upto = k.iter().position(|k| k == "ship").unwrap() + 1;
+        // After request, route_frame, the repository's map, plan and the task's files.
         assert_eq!(
-            k[3..upto],
+            k[5..upto],
             [
                 "task",
                 "result",

@@ -1,7 +1,15 @@
 //! The run room's next actions: which ones appear, in Forum's order and priorities, with our
-//! labels and reasons.
+//! labels and reasons. Each label ends with the exact command that carries the action out
+//! (`git forum resume 12`), so a person can paste it; the actions' keys stay Forum's.
 
 use super::*;
+
+/// A request text quoted for a POSIX shell, so the command in a label can be pasted as it is.
+fn quoted(text: &str) -> String {
+    shlex::try_quote(text)
+        .map(|q| q.into_owned())
+        .unwrap_or_else(|_| "REQUEST".to_string())
+}
 
 pub(super) fn action(
     id: String,
@@ -38,11 +46,13 @@ pub(super) fn next_actions(
             "submit-request".into(),
             "submit_request",
             "normal",
-            "Start a run with `git forum submit`".into(),
+            "Start a run: `git forum submit \"REQUEST\"`".into(),
             "no request is recorded in this room",
             Value::Object(Vec::new()),
         )];
     }
+    let run = request.get("seq").map(py_str).unwrap_or_default();
+    let text = quoted(&request.get("text").map(py_str).unwrap_or_default());
     let mut high = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
     for task in tasks {
@@ -57,7 +67,7 @@ pub(super) fn next_actions(
                 format!("retry-task:{id}"),
                 "retry_task",
                 "high",
-                format!("Re-run task {id}"),
+                format!("Re-run task {id}: `git forum resume {run}`"),
                 "its most recent result is a failure",
                 obj([
                     ("task_id", Value::str(&id)),
@@ -76,7 +86,7 @@ pub(super) fn next_actions(
                 format!("retry-task:{id}"),
                 "retry_task",
                 "high",
-                format!("Re-run task {id}"),
+                format!("Re-run task {id}: `git forum resume {run}`"),
                 "the validator did not accept its most recent result",
                 obj([
                     ("task_id", Value::str(&id)),
@@ -91,7 +101,7 @@ pub(super) fn next_actions(
             "raise-budget".into(),
             "raise_budget",
             "high",
-            "Give the run more budget, then resume it".into(),
+            format!("Give the run more budget and resume it: `git forum resume {run} --max-model-calls N`"),
             "the run stopped when its budget ran out",
             Value::Object(Vec::new()),
         ));
@@ -103,7 +113,7 @@ pub(super) fn next_actions(
             "resume-from-checkpoint".into(),
             "resume_from_checkpoint",
             "high",
-            "Resume the run from its last wave checkpoint".into(),
+            format!("Resume the run from its last wave checkpoint: `git forum resume {run}`"),
             "a wave checkpoint is recorded and no answer came after it",
             obj([
                 (
@@ -122,8 +132,9 @@ pub(super) fn next_actions(
             "review_gate",
             "high",
             format!(
-                "Approve, edit or reject the gate before wave {} (`git forum gate`)",
-                py_str(&wave)
+                "Approve, edit or reject the gate before wave {w}: `git forum gate approve --run {r} --wave {w}` (or `gate edit`, `gate reject`), then `git forum resume {r}`",
+                w = py_str(&wave),
+                r = py_str(&run_seq),
             ),
             "a gated wave waits for a person's decision",
             obj([("run_seq", run_seq), ("wave", wave)]),
@@ -135,7 +146,7 @@ pub(super) fn next_actions(
             "revise-delivery".into(),
             "revise_delivery",
             "normal",
-            "Rework the answer's wording".into(),
+            format!("Rework the answer's wording: `git forum submit --revise {text}`"),
             "a delivery check flagged how the answer reads",
             Value::Object(Vec::new()),
         ));
@@ -145,7 +156,7 @@ pub(super) fn next_actions(
             "judge-intent".into(),
             "judge_intent",
             "normal",
-            "Check that the answer addresses the request".into(),
+            format!("Check that the answer addresses the request: `git forum submit --judge-intent {text}`"),
             "the lexical intent check found request terms the answer leaves out",
             Value::Object(Vec::new()),
         ));
@@ -155,7 +166,7 @@ pub(super) fn next_actions(
             "review-verification".into(),
             "review_verification",
             "normal",
-            "Look into why the verifier rejected the answer".into(),
+            format!("Look into why the verifier rejected the answer: `git forum receipt {run}`"),
             "an outside verifier refuted the answer",
             Value::Object(Vec::new()),
         ));
@@ -165,7 +176,7 @@ pub(super) fn next_actions(
             "export-receipt".into(),
             "export_receipt",
             "normal",
-            "Export the run's receipt".into(),
+            format!("Export the run's receipt: `git forum receipt {run} --json`"),
             "the run has its answer and nothing blocks it",
             obj([(
                 "answer_seq",

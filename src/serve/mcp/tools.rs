@@ -93,6 +93,11 @@ const SUBMIT_PROPS: &[(&str, &str, &str)] = &[
         "Give the planner the ledger's capsule as request context.",
     ),
     (
+        "no_repo_context",
+        "boolean",
+        "Leave the repository (its map and each task's relevant files) out of the context.",
+    ),
+    (
         "judge_intent",
         "boolean",
         "Ask the orchestrator whether a flagged answer drifted from the request.",

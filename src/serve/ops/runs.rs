@@ -171,6 +171,8 @@ impl Dispatcher {
             max_tool_calls: a
                 .int("max_tool_calls")?
                 .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            repo_context: (!a.bool("no_repo_context")?.unwrap_or(false))
+                .then(|| self.cfg.dir.clone()),
             ..RunOptions::default()
         };
         let mut opts = spec.build(self.policy.clone()).map_err(reply_of)?;
@@ -303,6 +305,7 @@ impl Dispatcher {
                 "judge_intent",
                 "revise",
                 "use_capsule_context",
+                "no_repo_context",
                 "work",
                 "checks",
                 "allow_cmds",

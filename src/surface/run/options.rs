@@ -14,6 +14,7 @@ use crate::run::{
     self, CommandContext, CommandVerifier, ContextProvider, GatePolicy, LedgerContext, Verifier,
 };
 use crate::store::git::GitStore;
+use crate::surface::run::repo_context::{Chained, RepoContext};
 use crate::surface::{Error, Result};
 
 /// The delivery profiles a run may be checked against.
@@ -90,6 +91,9 @@ pub struct RunOptions {
     pub sandbox: Option<bool>,
     /// `--sandbox-net`: confined workers and checks keep the network.
     pub sandbox_net: bool,
+    /// The work tree whose map and relevant files are context (on by default in a repository;
+    /// `--no-repo-context` leaves it `None`), after the context of [`RunOptions::context`].
+    pub repo_context: Option<std::path::PathBuf>,
 }
 
 /// A positive, finite number of seconds for `flag`.
@@ -265,7 +269,16 @@ impl RunOptions {
         &self,
         pre: impl FnOnce() -> Result<Vec<(Entry, Option<Value>)>>,
     ) -> Result<Option<Arc<dyn ContextProvider>>> {
-        context_provider(&self.context, pre)
+        let own = context_provider(&self.context, pre)?;
+        let repo = self
+            .repo_context
+            .as_deref()
+            .and_then(|d| RepoContext::open(d, crate::context::repo::DEFAULT_LIMITS))
+            .map(|r| Arc::new(r) as Arc<dyn ContextProvider>);
+        Ok(match (own, repo) {
+            (Some(a), Some(b)) => Some(Arc::new(Chained(a, b))),
+            (a, b) => a.or(b),
+        })
     }
 }
 

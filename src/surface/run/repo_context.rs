@@ -1,0 +1,214 @@
+//! The repository as context (issue 22, point 3), the git half: a context provider that gives
+//! the planner a map of the repository (`git ls-files`, the README's head) and each task the
+//! tracked files most relevant to its instruction (`git grep -l` on its terms, then the files,
+//! trimmed). What to look for, how to rank and how to render is [`crate::context::repo`];
+//! every git output and every file is read up to a bound. A run's context budget then meters
+//! the text like any provider's, and the run witnesses it as `context`.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use crate::context::repo::{self, Limits};
+use crate::ledger::Storage;
+use crate::run::{ContextFailure, ContextProvider};
+use crate::work::git;
+
+/// The most bytes of `git ls-files` read (about 40,000 paths of 100 bytes).
+const LS_FILES_LIMIT: usize = 4 << 20;
+/// The most bytes of one `git grep -l` read.
+const GREP_LIMIT: usize = 1 << 20;
+
+/// The repository provider of a work tree.
+pub struct RepoContext {
+    top: PathBuf,
+    limits: Limits,
+    paths: OnceLock<Result<Vec<String>, ContextFailure>>,
+}
+
+fn failure(message: String) -> ContextFailure {
+    ContextFailure {
+        code: "repo".into(),
+        message,
+    }
+}
+
+/// NUL-separated paths, as `-z` prints them.
+fn nul_list(out: &[u8]) -> Vec<String> {
+    out.split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect()
+}
+
+/// The start of a file: at most `max` bytes, as text up to the last whole character; `None`
+/// when it cannot be read or is not text (holds a NUL byte).
+fn read_head(path: &Path, max: usize) -> Option<String> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut buf = Vec::new();
+    f.take(max as u64).read_to_end(&mut buf).ok()?;
+    if buf.contains(&0) {
+        return None;
+    }
+    match std::str::from_utf8(&buf) {
+        Ok(s) => Some(s.to_string()),
+        // Cut inside a character (or not UTF-8 past some point): keep what is whole.
+        Err(e) if e.valid_up_to() > 0 => {
+            Some(String::from_utf8_lossy(&buf[..e.valid_up_to()]).into_owned())
+        }
+        Err(_) => None,
+    }
+}
+
+impl RepoContext {
+    /// The provider of the work tree `dir` is in, or `None` when `dir` is in no work tree (a
+    /// bare repository, or no repository).
+    pub fn open(dir: &Path, limits: Limits) -> Option<RepoContext> {
+        let out = git::run_limited(
+            {
+                let mut c = git::git(dir);
+                c.args(["rev-parse", "--show-toplevel"]);
+                c
+            },
+            64 << 10,
+        )
+        .ok()?;
+        if !out.ok {
+            return None;
+        }
+        let top = out.text();
+        (!top.is_empty()).then(|| RepoContext {
+            top: PathBuf::from(top),
+            limits,
+            paths: OnceLock::new(),
+        })
+    }
+
+    fn git(&self, args: &[&str], limit: usize) -> Result<git::Out, ContextFailure> {
+        let mut c = git::git(&self.top);
+        c.args(args);
+        git::run_limited(c, limit).map_err(|e| failure(e.to_string()))
+    }
+
+    /// The tracked paths, read once per run.
+    fn paths(&self) -> Result<&[String], ContextFailure> {
+        let got = self.paths.get_or_init(|| {
+            let out = self.git(&["ls-files", "-z"], LS_FILES_LIMIT)?;
+            if !out.ok && !out.cut {
+                return Err(failure(format!("git ls-files failed: {}", out.message)));
+            }
+            // Cut: the paths read so far, less the one the cut fell inside.
+            let mut paths = nul_list(&out.stdout);
+            if out.cut {
+                paths.pop();
+            }
+            Ok(paths)
+        });
+        match got {
+            Ok(p) => Ok(p),
+            Err(f) => Err(f.clone()),
+        }
+    }
+
+    /// The files whose text holds `term` (case-insensitively, text files only).
+    fn grep(&self, term: &str) -> Result<Vec<String>, ContextFailure> {
+        let out = self.git(
+            &["grep", "-l", "-z", "-I", "-i", "-F", "-e", term, "--"],
+            GREP_LIMIT,
+        )?;
+        // Exit 1 is "no match".
+        if !out.ok && out.code != Some(1) && !out.cut {
+            return Err(failure(format!("git grep failed: {}", out.message)));
+        }
+        Ok(nul_list(&out.stdout))
+    }
+}
+
+impl ContextProvider for RepoContext {
+    fn request_context(&self, _: &str, _: &dyn Storage) -> Result<String, ContextFailure> {
+        let paths = self.paths()?;
+        let readme = repo::readme(paths).and_then(|name| {
+            read_head(&self.top.join(name), self.limits.readme_bytes + 4).map(|t| (name, t))
+        });
+        Ok(repo::map(
+            paths,
+            readme.as_ref().map(|(n, t)| (*n, t.as_str())),
+            &self.limits,
+        ))
+    }
+
+    fn task_context(&self, _: &str, instruction: &str) -> Option<Result<String, ContextFailure>> {
+        let run = || -> Result<String, ContextFailure> {
+            let paths = self.paths()?;
+            if paths.is_empty() {
+                return Ok(String::new());
+            }
+            let mut hits = Vec::new();
+            for t in repo::terms(instruction, self.limits.terms) {
+                let files = self.grep(&t)?;
+                hits.push((t, files));
+            }
+            let files: Vec<(String, String)> = repo::rank(&hits, paths, self.limits.task_files)
+                .into_iter()
+                .filter_map(|p| {
+                    read_head(&self.top.join(&p), self.limits.file_bytes + 4).map(|t| (p, t))
+                })
+                .collect();
+            Ok(repo::task_files(&files, &self.limits))
+        };
+        match run() {
+            Ok(t) if t.is_empty() => None,
+            other => Some(other),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("the repository at {}", self.top.display())
+    }
+}
+
+/// Two providers as one: the first's context, then the second's, each part only when it is
+/// not empty. A failure of either is the failure of both (and witnessed as such).
+pub struct Chained(pub Arc<dyn ContextProvider>, pub Arc<dyn ContextProvider>);
+
+fn join(a: String, b: String) -> String {
+    match (a.is_empty(), b.is_empty()) {
+        (true, _) => b,
+        (_, true) => a,
+        _ => format!("{a}\n\n{b}"),
+    }
+}
+
+impl ContextProvider for Chained {
+    fn request_context(
+        &self,
+        request: &str,
+        ledger: &dyn Storage,
+    ) -> Result<String, ContextFailure> {
+        let a = self.0.request_context(request, ledger)?;
+        let b = self.1.request_context(request, ledger)?;
+        Ok(join(a, b))
+    }
+
+    fn task_context(
+        &self,
+        task_id: &str,
+        instruction: &str,
+    ) -> Option<Result<String, ContextFailure>> {
+        match (
+            self.0.task_context(task_id, instruction),
+            self.1.task_context(task_id, instruction),
+        ) {
+            (None, None) => None,
+            (Some(Err(e)), _) | (_, Some(Err(e))) => Some(Err(e)),
+            (a, b) => Some(Ok(join(
+                a.and_then(Result::ok).unwrap_or_default(),
+                b.and_then(Result::ok).unwrap_or_default(),
+            ))),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("{}, then {}", self.0.describe(), self.1.describe())
+    }
+}
