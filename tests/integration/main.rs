@@ -12,6 +12,7 @@ mod daemon;
 mod edges;
 mod flight;
 mod gradable;
+mod help;
 mod http_exec;
 mod import_stream;
 mod inputs;
