@@ -20,6 +20,7 @@ mod ledger;
 mod llm;
 mod mcp;
 mod plan;
+mod presets;
 mod proofs;
 mod purity;
 mod quality;
