@@ -23,7 +23,7 @@ pub struct ExecutorArgs {
     /// Default executor: an OpenAI-compatible chat completions endpoint (the full URL).
     #[arg(long, value_name = "URL")]
     pub chat_url: Option<String>,
-    /// Model for --chat-url (default "default"), --api or --claude.
+    /// Model for --chat-url (default "default"), --api, --claude, --codex or --aider.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
     /// Name of the environment variable holding the key for --chat-url or --api.
@@ -39,9 +39,18 @@ pub struct ExecutorArgs {
         default_missing_value = "anthropic"
     )]
     pub api: Option<String>,
-    /// Default executor: the Claude Code CLI (`claude -p`).
+    /// Default executor: Claude Code (`claude -p`); under --work it edits the task's
+    /// worktree (file tools only, --permission-mode acceptEdits).
     #[arg(long)]
     pub claude: bool,
+    /// Default executor: the Codex CLI (`codex exec`); under --work it runs in its
+    /// workspace-write sandbox in the task's worktree.
+    #[arg(long)]
+    pub codex: bool,
+    /// Default executor: aider (`aider --message PROMPT --yes-always`); under --work it edits
+    /// the task's worktree and leaves the commit to git forum.
+    #[arg(long)]
+    pub aider: bool,
     /// Command executor for lanes of the cheap tier.
     #[arg(long, value_name = "CMD")]
     pub cheap_cmd: Option<String>,
@@ -127,6 +136,8 @@ impl ExecutorArgs {
             api_key_env: self.api_key_env.clone(),
             api: self.api.clone(),
             claude: self.claude,
+            codex: self.codex,
+            aider: self.aider,
             tiers,
             allow_private: self.allow_private,
         }

@@ -169,8 +169,10 @@ pub enum Command {
     Redact(redact::RedactArgs),
     /// Append one entry to the ledger.
     Append(append::AppendArgs),
-    /// Write the git-forum(1) man page (so `git forum --help` works).
+    /// Write the man pages, git-forum(1) and one per subcommand (so `git forum --help` works).
     Man(man::ManArgs),
+    /// Print a completion script for bash, zsh or fish.
+    Completion(man::CompletionArgs),
     /// Export a run as Forum's gradable-trajectory row (printed, or appended to --out FILE).
     ExportGradable(gradable::ExportGradableArgs),
     /// Time verify, the body check and verify --deep on synthetic ledgers of each kind.
@@ -439,6 +441,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Doctor(a) => doctor::run(ctx, a),
         Command::Export(a) => interop::export(ctx, a),
         Command::Man(a) => man::run(ctx, a),
+        Command::Completion(a) => man::completion(ctx, a),
         Command::Prove(a) => proof::prove(ctx, a),
         Command::VerifyProof(a) => proof::verify_proof(ctx, a),
         Command::Keygen(a) => tlog::keygen(ctx, a),

@@ -107,6 +107,11 @@ pub fn in_workdir<T>(dir: &Path, f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// The directory this thread's commands start in, when it is [`in_workdir`].
+pub(crate) fn workdir() -> Option<PathBuf> {
+    WORKDIR.with(|c| c.borrow().clone())
+}
+
 /// A fresh kill scope, distinct from every other of this process.
 pub(crate) fn new_scope() -> u64 {
     NEXT_SCOPE.fetch_add(1, Ordering::Relaxed)

@@ -17,6 +17,7 @@ pub mod config;
 pub mod endpoint;
 pub mod http;
 pub mod sandbox;
+pub mod preset;
 mod scripted;
 pub mod tools;
 
@@ -262,6 +263,22 @@ impl Executor for CommandExecutor {
 /// Builds the executor a spec describes. Nothing is called and no key is read here.
 pub fn build(spec: &ExecutorSpec) -> Result<Arc<dyn Executor>, ExecError> {
     Ok(match &spec.kind {
+        ExecutorKind::Command {
+            argv,
+            preset: Some(p),
+        } => {
+            let model = argv
+                .iter()
+                .position(|a| a == "--model")
+                .and_then(|i| argv.get(i + 1))
+                .cloned();
+            Arc::new(preset::PresetExecutor::new(
+                *p,
+                model,
+                Duration::from_secs(spec.timeout_seconds),
+                usize::try_from(spec.max_response_bytes).unwrap_or(usize::MAX),
+            ))
+        }
         ExecutorKind::Command { argv, .. } => Arc::new(CommandExecutor::from_spec(spec, argv)),
         ExecutorKind::Chat { .. } => Arc::new(chat::ChatExecutor::from_spec(spec)?),
         ExecutorKind::Anthropic { .. } => Arc::new(anthropic::AnthropicExecutor::from_spec(spec)?),

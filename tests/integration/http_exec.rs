@@ -1000,8 +1000,8 @@ fn command_executor_survives_a_gigabyte_a_hang_and_a_failure() {
     assert_eq!(e.code(), "spawn");
 }
 
-/// `--claude` is the command executor preset `claude -p [--model M] PROMPT`: a stand-in
-/// `claude` on PATH sees exactly those arguments, and the run records it as the model.
+/// `--claude` is the preset `claude -p [--model M] --output-format json PROMPT` (outside a
+/// worktree): a stand-in `claude` on PATH sees those arguments, and the run records the model.
 #[test]
 fn the_claude_code_preset_runs_claude_p_with_the_prompt_last() {
     use std::os::unix::fs::PermissionsExt;
@@ -1013,11 +1013,11 @@ fn the_claude_code_preset_runs_claude_p_with_the_prompt_last() {
         r#"#!/bin/sh
 for a; do p="$a"; done
 printf '%s\n' "$1 $2 $3" >> '{log}'
-case "$p" in
+{{ case "$p" in
   *"Break this request"*) echo '{{"tasks":[{{"id":"T1","agent":"docs","instruction":"write it","depends_on":[],"done_when":[]}}]}}' ;;
   *"Judge one task"*) echo '{{"decision":"pass","score":1,"reason":"fine"}}' ;;
   *) echo "written, verified by the test output" ;;
-esac
+esac; }} | python3 -c 'import json,sys; print(json.dumps({{"type":"result","is_error":False,"result":sys.stdin.read().strip(),"modelUsage":{{"opus-test":{{}}}}}}))'
 "#,
         log = args_log.display()
     );

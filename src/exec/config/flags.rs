@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use super::parse::{claude_argv, split_cmd};
+use super::parse::split_cmd;
 use super::{
     ANTHROPIC_KEY_ENV, ConfigError, DEFAULT_ANTHROPIC_MODEL, DEFAULT_CHAT_MODEL,
     DEFAULT_CLAUDE_TIMEOUT, DEFAULT_CMD_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES,
-    ExecutorKind, ExecutorSpec, Runtime, RuntimeConfig, SeatChoice,
+    ExecutorKind, ExecutorSpec, Preset, Runtime, RuntimeConfig, SeatChoice,
 };
 use crate::exec::endpoint::{self, KeyEnv, Origin};
 use crate::roster::Tier;
@@ -42,6 +42,10 @@ pub struct Flags {
     pub api: Option<String>,
     /// `--claude`.
     pub claude: bool,
+    /// `--codex`.
+    pub codex: bool,
+    /// `--aider`.
+    pub aider: bool,
     /// `--cheap-*`, `--capable-*`, `--frontier-*`.
     pub tiers: BTreeMap<Tier, TierFlags>,
     /// `--allow-private`.
@@ -95,11 +99,31 @@ pub fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runtime, Co
     let ap = flags.allow_private;
 
     // The default slot.
-    if flags.model.is_some() && flags.chat_url.is_none() && flags.api.is_none() && !flags.claude {
+    let presets: Vec<Preset> = [
+        (flags.claude, Preset::Claude),
+        (flags.codex, Preset::Codex),
+        (flags.aider, Preset::Aider),
+    ]
+    .into_iter()
+    .filter_map(|(set, p)| set.then_some(p))
+    .collect();
+    if flags.model.is_some()
+        && flags.chat_url.is_none()
+        && flags.api.is_none()
+        && presets.is_empty()
+    {
         return Err(flag_err(
-            "--model needs --chat-url, --api or --claude".into(),
+            "--model needs --chat-url, --api, --claude, --codex or --aider".into(),
         ));
     }
+    if presets.len() > 1 {
+        return Err(flag_err(format!(
+            "--{} and --{} both name the default executor; keep one",
+            presets[0].name(),
+            presets[1].name()
+        )));
+    }
+    let preset = presets.first().copied();
     if flags.api_key_env.is_some() && flags.chat_url.is_none() && flags.api.is_none() {
         return Err(flag_err("--api-key-env needs --chat-url or --api".into()));
     }
@@ -108,6 +132,8 @@ pub fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runtime, Co
             (flags.api.is_some(), "--api"),
             (flags.cmd.is_some(), "--cmd"),
             (flags.claude, "--claude"),
+            (flags.codex, "--codex"),
+            (flags.aider, "--aider"),
         ] {
             if set {
                 warnings.push(format!("{name} is ignored: --chat-url takes precedence"));
@@ -133,7 +159,12 @@ pub fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runtime, Co
             ap,
         ))
     } else if let Some(kind) = &flags.api {
-        for (set, name) in [(flags.cmd.is_some(), "--cmd"), (flags.claude, "--claude")] {
+        for (set, name) in [
+            (flags.cmd.is_some(), "--cmd"),
+            (flags.claude, "--claude"),
+            (flags.codex, "--codex"),
+            (flags.aider, "--aider"),
+        ] {
             if set {
                 warnings.push(format!("{name} is ignored: --api takes precedence"));
             }
@@ -159,30 +190,31 @@ pub fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runtime, Co
             ap,
         ))
     } else if let Some(c) = &flags.cmd {
-        if flags.claude {
-            return Err(flag_err(
-                "--cmd and --claude both name the default executor; keep one".into(),
-            ));
+        if let Some(p) = preset {
+            return Err(flag_err(format!(
+                "--cmd and --{} both name the default executor; keep one",
+                p.name()
+            )));
         }
         Some(cli_spec(
             ExecutorKind::Command {
                 argv: flag_cmd("--cmd", c)?,
-                claude: false,
+                preset: None,
             },
             DEFAULT_CMD_TIMEOUT,
             ap,
         ))
-    } else if flags.claude {
-        Some(cli_spec(
-            ExecutorKind::Command {
-                argv: claude_argv(flags.model.as_deref()),
-                claude: true,
-            },
-            DEFAULT_CLAUDE_TIMEOUT,
-            ap,
-        ))
     } else {
-        None
+        preset.map(|p| {
+            cli_spec(
+                ExecutorKind::Command {
+                    argv: p.base_argv(flags.model.as_deref()),
+                    preset: Some(p),
+                },
+                DEFAULT_CLAUDE_TIMEOUT,
+                ap,
+            )
+        })
     };
     let mut default = cli_default.or(config.default);
 
@@ -229,7 +261,7 @@ pub fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runtime, Co
                 cli_spec(
                     ExecutorKind::Command {
                         argv: flag_cmd(&format!("--{tier}-cmd"), c)?,
-                        claude: false,
+                        preset: None,
                     },
                     DEFAULT_CMD_TIMEOUT,
                     ap,

@@ -68,6 +68,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::endpoint::{self, Origin, Policy};
+pub use super::preset::Preset;
 use crate::roster::Tier;
 
 pub use check::{Facts, Issue, check_endpoint, check_executor, issues};
@@ -84,8 +85,6 @@ pub(crate) const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-6";
 pub(crate) const ANTHROPIC_KEY_ENV: &str = "ANTHROPIC_API_KEY";
 /// Endpoint of the Anthropic Messages API.
 pub(crate) const ANTHROPIC_URL: &str = "https://api.anthropic.com/v1/messages";
-/// The Claude Code CLI preset: the prompt is appended after these.
-pub(crate) const CLAUDE_ARGV: [&str; 2] = ["claude", "-p"];
 /// Default deadline of a command (Forum's subprocess timeout).
 pub(crate) const DEFAULT_CMD_TIMEOUT: u64 = 60;
 /// Default deadline of `claude -p`, which works in several turns.
@@ -153,8 +152,10 @@ pub enum ExecutorKind {
     Command {
         /// Program and leading arguments.
         argv: Vec<String>,
-        /// Set when this is the Claude Code preset (`claude = true`, `--claude`).
-        claude: bool,
+        /// Set for a coding-agent preset (`claude`/`codex`/`aider = true`, `--claude`,
+        /// `--codex`, `--aider`): `argv` is then what runs outside a worktree, and the
+        /// executor adds the editing flags inside one ([`crate::exec::preset`]).
+        preset: Option<Preset>,
     },
     /// An OpenAI-compatible `/v1/chat/completions` endpoint.
     Chat {
@@ -178,7 +179,9 @@ impl ExecutorKind {
     /// A short name for the kind.
     pub(crate) fn name(&self) -> &'static str {
         match self {
-            ExecutorKind::Command { claude: true, .. } => "claude",
+            ExecutorKind::Command {
+                preset: Some(p), ..
+            } => p.name(),
             ExecutorKind::Command { .. } => "command",
             ExecutorKind::Chat { .. } => "chat",
             ExecutorKind::Anthropic { .. } => "anthropic",
@@ -240,8 +243,8 @@ impl ExecutorSpec {
     pub(crate) fn model(&self) -> &str {
         match &self.kind {
             ExecutorKind::Chat { model, .. } | ExecutorKind::Anthropic { model, .. } => model,
-            ExecutorKind::Command { argv, claude } => {
-                if *claude
+            ExecutorKind::Command { argv, preset } => {
+                if preset.is_some()
                     && let Some(i) = argv.iter().position(|a| a == "--model")
                     && let Some(m) = argv.get(i + 1)
                 {
@@ -263,13 +266,13 @@ impl ExecutorSpec {
     /// A one-line description for people (never a key value).
     pub(crate) fn describe(&self) -> String {
         match &self.kind {
-            ExecutorKind::Command { argv, claude } => {
+            ExecutorKind::Command { argv, preset } => {
                 let line = shlex::try_join(argv.iter().map(|s| s.as_str()))
                     .unwrap_or_else(|_| argv.join(" "));
-                if *claude {
-                    format!("claude code: {line}")
-                } else {
-                    format!("command: {line}")
+                match preset {
+                    Some(Preset::Claude) => format!("claude code: {line}"),
+                    Some(p) => format!("{}: {line}", p.name()),
+                    None => format!("command: {line}"),
                 }
             }
             ExecutorKind::Chat {

@@ -6,10 +6,11 @@ use std::ops::Range;
 
 use toml::Spanned;
 
+use super::Preset;
 use super::raw::{RawExecutor, RawFile, RawSeat};
 use super::verify::{self, SeatVerify, Verify};
 use super::{
-    ANTHROPIC_KEY_ENV, CLAUDE_ARGV, ConfigError, DEFAULT_ANTHROPIC_MODEL, DEFAULT_CHAT_MODEL,
+    ANTHROPIC_KEY_ENV, ConfigError, DEFAULT_ANTHROPIC_MODEL, DEFAULT_CHAT_MODEL,
     DEFAULT_CLAUDE_TIMEOUT, DEFAULT_CMD_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES,
     ExecutorKind, ExecutorSpec, MAX_TIMEOUT, RESPONSE_BYTES_RANGE, RuntimeConfig, SeatChoice, Slot,
 };
@@ -249,8 +250,14 @@ fn executor(
     if let Some(v) = &r.api {
         kinds.push(("api", v.span()));
     }
-    if let Some(v) = r.claude.as_ref().filter(|v| *v.get_ref()) {
-        kinds.push(("claude", v.span()));
+    for (key, v) in [
+        ("claude", &r.claude),
+        ("codex", &r.codex),
+        ("aider", &r.aider),
+    ] {
+        if let Some(v) = v.as_ref().filter(|v| *v.get_ref()) {
+            kinds.push((key, v.span()));
+        }
     }
     if kinds.len() > 1 {
         let (second, span) = kinds[1].clone();
@@ -269,7 +276,7 @@ fn executor(
             table,
             None,
             table_span(src, table),
-            "names no executor: set one of chat_url, cmd, api = \"anthropic\" or claude = true"
+            "names no executor: set one of chat_url, cmd, api = \"anthropic\", claude = true, codex = true or aider = true"
                 .into(),
         ));
     };
@@ -299,7 +306,11 @@ fn executor(
     with_span(
         "model",
         r.model.as_ref().map(|v| v.span()),
-        only("model", r.model.is_some(), &["chat_url", "api", "claude"]),
+        only(
+            "model",
+            r.model.is_some(),
+            &["chat_url", "api", "claude", "codex", "aider"],
+        ),
     )?;
     with_span(
         "api_key_env",
@@ -372,10 +383,7 @@ fn executor(
             let c = r.cmd.as_ref().expect("present");
             let argv = split_cmd(c.get_ref()).map_err(|m| src.at(table, "cmd", c, m))?;
             (
-                ExecutorKind::Command {
-                    argv,
-                    claude: false,
-                },
+                ExecutorKind::Command { argv, preset: None },
                 DEFAULT_CMD_TIMEOUT,
             )
         }
@@ -397,13 +405,20 @@ fn executor(
                 DEFAULT_HTTP_TIMEOUT,
             )
         }
-        _ => (
-            ExecutorKind::Command {
-                argv: claude_argv(r.model.as_ref().map(|m| m.get_ref().as_str())),
-                claude: true,
-            },
-            DEFAULT_CLAUDE_TIMEOUT,
-        ),
+        other => {
+            let p = match other {
+                "codex" => Preset::Codex,
+                "aider" => Preset::Aider,
+                _ => Preset::Claude,
+            };
+            (
+                ExecutorKind::Command {
+                    argv: p.base_argv(r.model.as_ref().map(|m| m.get_ref().as_str())),
+                    preset: Some(p),
+                },
+                DEFAULT_CLAUDE_TIMEOUT,
+            )
+        }
     };
     let timeout_seconds = match &r.timeout_seconds {
         Some(t) if *t.get_ref() == 0 || *t.get_ref() > MAX_TIMEOUT => {
@@ -468,14 +483,10 @@ fn executor(
     })
 }
 
-/// The Claude Code CLI preset's argument list (the prompt is appended at call time).
+/// The Claude Code CLI preset's argument list outside a worktree (the prompt is appended at
+/// call time; [`Preset::argv`] adds the editing flags inside one).
 pub fn claude_argv(model: Option<&str>) -> Vec<String> {
-    let mut v: Vec<String> = CLAUDE_ARGV.iter().map(|s| s.to_string()).collect();
-    if let Some(m) = model {
-        v.push("--model".into());
-        v.push(m.to_string());
-    }
-    v
+    Preset::Claude.base_argv(model)
 }
 
 /// Splits a command line with POSIX shell rules (quotes and backslashes; no expansion, no

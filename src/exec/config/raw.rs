@@ -56,6 +56,8 @@ pub(super) struct RawExecutor {
     pub(super) cmd: Option<Spanned<String>>,
     pub(super) api: Option<Spanned<String>>,
     pub(super) claude: Option<Spanned<bool>>,
+    pub(super) codex: Option<Spanned<bool>>,
+    pub(super) aider: Option<Spanned<bool>>,
     pub(super) model: Option<Spanned<String>>,
     pub(super) api_key_env: Option<Spanned<String>>,
     pub(super) is_local: Option<Spanned<bool>>,

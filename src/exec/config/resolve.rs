@@ -64,7 +64,7 @@ impl fmt::Display for Unresolved {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Unresolved::NothingConfigured => f.write_str(
-                "no executor is configured: pass --cmd, --chat-url, --api or --claude, or write .forum/runtime.toml",
+                "no executor is configured: pass --cmd, --chat-url, --api, --claude, --codex or --aider, or write .forum/runtime.toml",
             ),
             Unresolved::SeatNamesEmptySlot(seat, slot) => write!(
                 f,

@@ -63,7 +63,7 @@ fn parses_every_kind_and_the_seats() {
         cheap.kind,
         ExecutorKind::Command {
             argv: vec!["ollama".into(), "run".into(), "llama3 8b".into()],
-            claude: false
+            preset: None
         }
     );
     assert_eq!(cheap.timeout_seconds, 30);
