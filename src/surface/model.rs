@@ -142,7 +142,7 @@ pub fn install(home: &Home, name: Option<&str>) -> Result<ModelAction> {
     })
 }
 
-/// Starts the server (on `port`, default [`model::DEFAULT_PORT`]) and waits until it answers.
+/// Starts the server (on `port`, default [`model::default_port`]) and waits until it answers.
 pub fn start(home: &Home, port: Option<u16>) -> Result<ModelAction> {
     if let Some(u) = model::external_url().map_err(Error::usage)? {
         return Err(Error::usage(format!(
@@ -156,8 +156,11 @@ pub fn start(home: &Home, port: Option<u16>) -> Result<ModelAction> {
             home.dir.display()
         )));
     }
-    let (_, already) =
-        model::start(home, port.unwrap_or(model::DEFAULT_PORT)).map_err(unavailable)?;
+    let port = match port {
+        Some(p) => p,
+        None => model::default_port().map_err(Error::usage)?,
+    };
+    let (_, already) = model::start(home, port).map_err(unavailable)?;
     Ok(ModelAction {
         schema: ModelAction::SCHEMA,
         action: "start",
@@ -183,4 +186,74 @@ pub fn url(home: &Home, port: Option<u16>) -> Result<ModelUrl> {
         schema: ModelUrl::SCHEMA,
         url: model::current_url(home, port).map_err(Error::usage)?,
     })
+}
+
+/// The chat URLs of `rt` that point at the local model (the managed server's port, or
+/// `GIT_FORUM_MODEL_URL`'s), with that base URL.
+fn local_endpoints(rt: &crate::exec::config::Runtime, base: &str) -> Vec<String> {
+    use crate::exec::config::{ExecutorKind, SeatChoice};
+    let Some((_, port)) = model::host_port(base) else {
+        return Vec::new();
+    };
+    let mut specs: Vec<&crate::exec::config::ExecutorSpec> =
+        rt.default.iter().chain(rt.tiers.values()).collect();
+    for seat in [&rt.seats.worker, &rt.seats.orchestrator] {
+        if let SeatChoice::Inline(s) = seat {
+            specs.push(s);
+        }
+    }
+    let mut out = Vec::new();
+    for s in specs {
+        if let ExecutorKind::Chat { url, .. } = &s.kind
+            && let Ok(u) = url::Url::parse(url)
+            && u.port_or_known_default() == Some(port)
+            && matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"))
+            && !out.contains(url)
+        {
+            out.push(url.clone());
+        }
+    }
+    out
+}
+
+/// Before a run on `rt`: when an executor points at the local model and nothing answers
+/// there, starts it (when it is installed and git forum manages it) or says the one command
+/// that does. Returns what it did, for stderr.
+pub fn ensure_running(rt: &crate::exec::config::Runtime) -> Result<Option<String>> {
+    let Ok(home) = Home::from_env() else {
+        return Ok(None);
+    };
+    let external = model::external_url().map_err(Error::usage)?;
+    let base = model::current_url(&home, None).map_err(Error::usage)?;
+    let urls = local_endpoints(rt, &base);
+    let Some(first) = urls.first() else {
+        return Ok(None);
+    };
+    let Some((host, port)) = model::host_port(&base) else {
+        return Ok(None);
+    };
+    if model::health(&host, port) {
+        return Ok(None);
+    }
+    if let Some(u) = external {
+        return Err(Error::unavailable(format!(
+            "the runtime uses the local model at {first}, and the server {} names ({u}) does not answer: start it, or unset {}",
+            model::URL_ENV,
+            model::URL_ENV
+        )));
+    }
+    if !model::installed(&home, model::DEFAULT_MODEL) {
+        return Err(Error::unavailable(format!(
+            "the runtime uses the local model at {first}, which is not running and not installed: run `{GET_IT_RUNNING}`"
+        )));
+    }
+    model::start(&home, port).map_err(|e| {
+        Error::unavailable(format!(
+            "the runtime uses the local model at {first}, which was not running, and starting it failed: {e}"
+        ))
+    })?;
+    Ok(Some(format!(
+        "started the local model at {} (git forum model stop stops it)",
+        model::base_url(port)
+    )))
 }

@@ -18,6 +18,7 @@ mod inputs;
 mod ledger;
 mod llm;
 mod mcp;
+mod model;
 mod plan;
 mod proofs;
 mod purity;

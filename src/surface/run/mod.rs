@@ -10,6 +10,7 @@ pub mod gates;
 pub mod options;
 pub mod plan;
 pub mod receipt;
+pub mod recorded;
 pub mod runs;
 pub mod submit;
 pub mod work;

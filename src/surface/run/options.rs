@@ -156,6 +156,7 @@ impl RunOptions {
             context: None,
             interrupt: None,
             work: None,
+            runtime_record: None,
         })
     }
 
