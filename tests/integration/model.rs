@@ -545,3 +545,30 @@ fn install_into_a_fresh_directory_then_init_and_submit_with_no_flags() {
     assert_eq!(j["git_forum_receipt"]["status"], "answered", "{j}");
     ok(run(&["model", "stop"]), "stop");
 }
+
+#[test]
+fn model_status_is_the_same_json_from_the_cli_the_daemon_and_mcp() {
+    let repo = Repo::new("sha1");
+    let o = repo
+        .forum()
+        .args(["model", "status", "--json"])
+        .output()
+        .unwrap();
+    let cli: J = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(cli["schema"], "git-forum.model-status/1");
+    let served = repo.serve(&[], Stdio::null());
+    let (code, http) = crate::common::http_json(&served.addr, "GET", "/model", &J::Null);
+    drop(served);
+    assert_eq!(code, 200, "{http}");
+    assert_eq!(http, cli);
+    let line = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "forum.model.status", "arguments": {}}})
+    .to_string();
+    let (_, out) = repo.mcp_batch(&[], &[line]);
+    let reply: J = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<J>(l).ok())
+        .find(|m| m["id"] == 1)
+        .unwrap_or_else(|| panic!("no reply: {out}"));
+    assert_eq!(reply["result"]["structuredContent"], cli, "{reply}");
+}

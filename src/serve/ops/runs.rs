@@ -126,6 +126,12 @@ impl Dispatcher {
         })
     }
 
+    /// How the local model stands, the same report as `git forum model status --json` (the
+    /// daemon only reports it; starting and stopping it are the command line's).
+    pub(crate) fn model_status(&self) -> Res {
+        answer(surface::model::home().and_then(|h| surface::model::status(&h)))
+    }
+
     /// The run options of a daemon request, as the surface takes them: a submit never runs
     /// longer than the server's limit.
     fn run_options(&self, a: &Args<'_>) -> Result<run::Options, Reply> {
