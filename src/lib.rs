@@ -26,6 +26,8 @@
 //! * [`cli`]: clap commands; prints, parses, exits.
 //! * [`work`]: the git side of a `--work` run (worktrees per task, change commits tied to the
 //!   ledger, checks, the run branch), an adapter behind [`run::Workbench`].
+//! * [`model`]: the local model (a llama.cpp server and a small GGUF from PyPI in the user's
+//!   cache directory), an adapter behind `git forum model` and `submit`'s auto-start.
 
 pub mod campaign;
 pub mod cli;
@@ -35,6 +37,7 @@ pub mod exec;
 pub mod flight;
 pub(crate) mod gate;
 pub mod ledger;
+pub mod model;
 pub mod plan;
 pub(crate) mod policy;
 pub mod quality;

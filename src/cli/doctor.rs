@@ -136,7 +136,7 @@ pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
             if m.answers {
                 "accepts connections"
             } else {
-                "does not answer (start it: scripts/local-llm start)"
+                "does not answer (start it: git forum model start)"
             }
         ));
     }

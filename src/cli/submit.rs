@@ -373,16 +373,28 @@ pub struct DecideArgs {
     pub edits: Vec<String>,
 }
 /// Loads everything a run needs and refuses a broken configuration before any model call.
+/// `recorded`: the executors a resumed run recorded (they replace the configured ones).
 fn prepare(
     ctx: &Ctx,
     f: &RunFlags,
+    recorded: Option<(u64, config::Runtime)>,
 ) -> Result<(RunOptions, crate::roster::Roster, Fleet, Options), CliError> {
     let roster = load_roster(ctx, f.roster.as_deref())?;
     let spec = f.options()?;
     let mut opts = spec
         .build(load_policy(ctx, f.policy.as_deref())?)
         .map_err(cli_err)?;
-    let loaded = load_runtime(ctx, &f.exec)?;
+    let mut loaded = load_runtime(ctx, &f.exec)?;
+    if let Some((seq, rt)) = recorded {
+        if !f.quiet {
+            eprintln!(
+                "resuming run {seq} on the executors it recorded: {} (executor flags given to resume replace them)",
+                config::record::describe(&rt)
+            );
+        }
+        loaded.runtime = surface::run::recorded::with_recorded(loaded.runtime, rt);
+    }
+    opts.runtime_record = config::record::record(&loaded.runtime);
     opts.secrets.scanner =
         crate::secrets::Scanner::with_literals(options::key_values(&loaded.runtime));
     let open = surface::run::work::git_opener(ctx.dir.clone(), ctx.ledger.clone());
@@ -412,6 +424,11 @@ fn prepare(
         &mut opts,
     )
     .map_err(cli_err)?;
+    if let Some(m) = surface::model::ensure_running(&loaded.runtime)?
+        && !f.quiet
+    {
+        eprintln!("{m}");
+    }
     let fleet =
         Fleet::new(loaded.runtime).map_err(|e| CliError::usage(format!("cannot run: {e}")))?;
     Ok((spec, roster, fleet, opts))
@@ -570,7 +587,11 @@ fn go(ctx: &Ctx, flags: &RunFlags, what: Go<'_>) -> Result<(), CliError> {
         }
         Go::Resume(_) => {}
     }
-    let (mut spec, roster, fleet, mut opts) = prepare(ctx, flags)?;
+    let recorded = match what {
+        Go::Resume(target) if !executor_flags_given(&flags.exec) => recorded_of(ctx, target)?,
+        _ => None,
+    };
+    let (mut spec, roster, fleet, mut opts) = prepare(ctx, flags, recorded)?;
     if !flags.context.no_repo_context {
         spec.repo_context = Some(ctx.dir.clone());
     }
@@ -607,6 +628,22 @@ fn go(ctx: &Ctx, flags: &RunFlags, what: Go<'_>) -> Result<(), CliError> {
         Ok(outcome) => report(ctx, &store, outcome, &opts, flags.quiet),
         Err(e) => Err(run_failed(e)),
     }
+}
+
+/// Whether any executor flag (or `--runtime-config`) was given.
+fn executor_flags_given(e: &ExecutorArgs) -> bool {
+    e.runtime_config.is_some() || e.to_flags() != config::Flags::default()
+}
+
+/// The executors the run a resume of `target` continues recorded, if any.
+fn recorded_of(ctx: &Ctx, target: Option<u64>) -> Result<Option<(u64, config::Runtime)>, CliError> {
+    let store = ctx.store()?;
+    if !store.exists()? {
+        return Ok(None);
+    }
+    let entries = all_entries(&store)?;
+    let read = read_bodies(&store);
+    surface::run::recorded::recorded_runtime(&entries, &Bodies::new(&read), target).map_err(cli_err)
 }
 
 /// `git forum submit`.

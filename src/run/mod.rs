@@ -158,6 +158,9 @@ pub struct Options {
     pub work: Option<WorkOptions>,
     /// Scans every body before it is hashed: redact (default) or block what it finds.
     pub secrets: crate::secrets::Guard,
+    /// The run's executors as its request records them (`runtime`: see
+    /// [`crate::exec::config::record`]), so a resume can continue on them; `None` records none.
+    pub runtime_record: Option<serde_json::Value>,
 }
 
 impl std::fmt::Debug for Options {
@@ -178,6 +181,7 @@ impl std::fmt::Debug for Options {
             .field("interrupt", &self.interrupt)
             .field("work", &self.work)
             .field("secrets", &self.secrets)
+            .field("runtime_record", &self.runtime_record)
             .finish()
     }
 }

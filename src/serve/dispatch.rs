@@ -94,6 +94,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ),
     (
         "GET",
+        "/model",
+        "the local model: installed, running, its URL (model status)",
+    ),
+    (
+        "GET",
         "/sync",
         "push/fetch status: remote copies and last-seen checkpoints",
     ),
@@ -358,6 +363,7 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
             Box::new(|d, r| d.gate(crate::ledger::kind::GATE_REJECTED, r))
         }
         ("GET", ["runtime"]) => Box::new(|d, _| d.runtime()),
+        ("GET", ["model"]) => Box::new(|d, _| d.model_status()),
         ("GET", ["sync"]) => Box::new(|d, _| d.sync_status()),
         ("POST", ["route"]) => Box::new(|d, r| d.route(r)),
         ("POST", ["plan"]) => Box::new(|d, r| d.plan(r)),

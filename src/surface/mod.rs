@@ -24,6 +24,7 @@ pub(crate) mod context;
 pub(crate) mod doctor;
 pub(crate) mod flight;
 pub(crate) mod ledger;
+pub mod model;
 pub(crate) mod proof;
 pub(crate) mod read;
 pub(crate) mod run;

@@ -52,13 +52,15 @@
 //! This module holds the public types; the work is in one file per job: `raw.rs` (the file's
 //! shape as serde reads it), `parse.rs` (the file into a [`RuntimeConfig`], with located
 //! errors), `flags.rs` (the executor flags merged over the file into a [`Runtime`]),
-//! `resolve.rs` (which executor each role and tier ends up on) and `check.rs` (what would stop a
-//! run, given [`Facts`] about the machine).
+//! `resolve.rs` (which executor each role and tier ends up on), `check.rs` (what would stop a
+//! run, given [`Facts`] about the machine) and `record.rs` (the executors as a run's ledger
+//! records them, and back).
 
 mod check;
 mod flags;
 mod parse;
 mod raw;
+pub mod record;
 mod resolve;
 #[cfg(test)]
 mod tests;

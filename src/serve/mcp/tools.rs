@@ -398,6 +398,14 @@ pub const TOOLS: &[Tool] = &[
         required: &["run_seq", "wave", "approver"],
     },
     Tool {
+        name: "forum.model.status",
+        aliases: &["model_status"],
+        target: Target::Get("/model"),
+        description: "Whether the local model is installed and running, and its URL.",
+        properties: &[],
+        required: &[],
+    },
+    Tool {
         name: "forum.runtime.inspect",
         aliases: &["runtime_inspect"],
         target: Target::Get("/runtime"),

@@ -126,6 +126,12 @@ impl Dispatcher {
         })
     }
 
+    /// How the local model stands, the same report as `git forum model status --json` (the
+    /// daemon only reports it; starting and stopping it are the command line's).
+    pub(crate) fn model_status(&self) -> Res {
+        answer(surface::model::home().and_then(|h| surface::model::status(&h)))
+    }
+
     /// The run options of a daemon request, as the surface takes them: a submit never runs
     /// longer than the server's limit.
     fn run_options(&self, a: &Args<'_>) -> Result<run::Options, Reply> {
@@ -200,6 +206,11 @@ impl Dispatcher {
         opts.context = spec
             .context_provider(|| surface::run::options::preload(&reader))
             .map_err(reply_of)?;
+        opts.runtime_record = self
+            .executors
+            .loaded
+            .as_ref()
+            .and_then(|l| config::record::record(&l.runtime));
         Ok(opts)
     }
 
@@ -212,6 +223,17 @@ impl Dispatcher {
     /// that the drain stopped is witnessed as interrupted.
     fn drive(&self, opts: &run::Options, progress: Option<&dyn run::Progress>, go: Go<'_>) -> Res {
         let seats = self.seats()?;
+        self.drive_on(seats, opts, progress, go)
+    }
+
+    /// [`Dispatcher::drive`] on `seats`.
+    fn drive_on(
+        &self,
+        seats: Arc<dyn Seats>,
+        opts: &run::Options,
+        progress: Option<&dyn run::Progress>,
+        go: Go<'_>,
+    ) -> Res {
         let clock = self.run_clock();
         let env = Env {
             roster: &self.roster,
@@ -324,7 +346,48 @@ impl Dispatcher {
         let target = a.int("run")?;
         let mut opts = self.run_options(&a)?;
         opts.interrupt = req.hooks.interrupt.clone();
-        self.drive(&opts, req.hooks.progress, Go::Resume(target))
+        match self.recorded_seats(target)? {
+            Some(seats) => self.drive_on(seats, &opts, req.hooks.progress, Go::Resume(target)),
+            None => self.drive(&opts, req.hooks.progress, Go::Resume(target)),
+        }
+    }
+
+    /// The seats of the executors the run a resume of `target` continues recorded (over the
+    /// server's `[work]` table), or `None` when it recorded none: the server's own then run it.
+    fn recorded_seats(&self, target: Option<u64>) -> Result<Option<Arc<dyn Seats>>, Reply> {
+        if self.is_draining() {
+            return Err(Reply::from(crate::surface::Error::unavailable(
+                "the server is shutting down and takes no new runs",
+            )));
+        }
+        let view = self.snapshot()?;
+        let store = self.reader()?;
+        let read = Self::read_bodies(&store, &view);
+        let Some((seq, rt)) =
+            surface::run::recorded::recorded_runtime(&view.entries, &Bodies::new(&read), target)
+                .map_err(reply_of)?
+        else {
+            return Ok(None);
+        };
+        let current = self
+            .executors
+            .loaded
+            .as_ref()
+            .map(|l| l.runtime.clone())
+            .unwrap_or_default();
+        let rt = surface::run::recorded::with_recorded(current, rt);
+        let issues = config::issues(&rt, &self.roster, &crate::config::RealFacts);
+        if let Some(first) = issues.first() {
+            return Err(Reply::from(crate::surface::Error::unavailable(format!(
+                "run {seq} recorded executors that cannot run here: {first}"
+            ))));
+        }
+        let fleet = crate::exec::Fleet::new(rt).map_err(|e| {
+            Reply::from(crate::surface::Error::unavailable(format!(
+                "run {seq} recorded executors that cannot run here: {e}"
+            )))
+        })?;
+        Ok(Some(Arc::new(fleet) as Arc<dyn Seats>))
     }
 
     /// Halts a running run of the ledger (`run`: its request seq, default the latest running

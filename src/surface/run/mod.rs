@@ -12,6 +12,7 @@ pub mod halt;
 pub mod options;
 pub mod plan;
 pub mod receipt;
+pub mod recorded;
 pub mod repo_context;
 pub mod runs;
 pub mod submit;

