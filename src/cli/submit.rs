@@ -76,6 +76,15 @@ pub struct RunFlags {
     /// judgments keep their own limits, so their JSON can close).
     #[arg(long, value_name = "N")]
     pub max_output_tokens: Option<u32>,
+    /// Ceiling on the tokens (prompt plus completion) of every model call of this run: a call
+    /// whose worst case does not fit in what is left never starts, and the run stops on the
+    /// ceiling (exit 6); `git forum resume` continues with a fresh allowance.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Ceiling in dollars on what this run's model calls cost, at the prices in
+    /// .forum/runtime.toml (price_in_per_mtok, price_out_per_mtok); reserved like --max-tokens.
+    #[arg(long, value_name = "USD")]
+    pub max_cost_usd: Option<f64>,
     /// Witness a checkpoint and sync the ledger after each wave.
     #[arg(long)]
     pub checkpoint_each_wave: bool,
@@ -235,6 +244,8 @@ impl RunFlags {
             work: self.work,
             checks: self.checks.clone(),
             check_timeout: self.check_timeout,
+            max_tokens: self.max_tokens,
+            max_cost_usd: self.max_cost_usd,
         })
     }
 }
@@ -380,10 +391,16 @@ fn report(
 ) -> Result<(), CliError> {
     let checkpoint = root_of(store)?;
     let size = store.len().map_err(|e| CliError::internal(e.to_string()))?;
+    // A stop on a spend ceiling prints what it prints, then exits EXIT_CEILING.
+    let ceiling = outcome.ceiling;
+    let end = |r: Result<(), CliError>| match (r, ceiling) {
+        (Ok(()), Some(_)) => Err(CliError::silent(surface::EXIT_CEILING)),
+        (r, _) => r,
+    };
     if ctx.json {
         let r = surface::run::run_report(store, &ctx.ledger, outcome, opts, checkpoint, size)
             .map_err(cli_err)?;
-        return ctx.out_json(&to_json(&r)?);
+        return end(ctx.out_json(&to_json(&r)?));
     }
     match &outcome.status {
         Status::Answered | Status::StoppedOnBudget => {
@@ -399,6 +416,15 @@ fn report(
             outcome.request_seq,
             outcome.total_calls(),
             outcome.answer_seq.unwrap_or(0)
+        ),
+        Status::StoppedOnBudget if outcome.ceiling.is_some() => format!(
+            "run {} stopped on its {} ceiling after {} model calls ({} tokens, ${:.6}); `git forum resume {}` continues it with a fresh allowance",
+            outcome.request_seq,
+            outcome.ceiling.unwrap_or_default(),
+            outcome.total_calls(),
+            outcome.spent.tokens,
+            crate::spend::pico_to_usd(outcome.spent.pico),
+            outcome.request_seq
         ),
         Status::StoppedOnBudget => format!(
             "run {} stopped on its budget after {} model calls; `git forum resume {}` continues it",
@@ -419,7 +445,7 @@ fn report(
         eprintln!("{next}");
         eprintln!("checkpoint {checkpoint} ({size} entries)");
     }
-    Ok(())
+    end(Ok(()))
 }
 
 /// A run that could not go on, as the CLI reports it: the class's exit code (128 + the signal

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::config::{ExecutorKind, ExecutorSpec};
+use super::config::{ExecutorKind, ExecutorSpec, Metering};
 use super::http::{Auth, HttpClient, Key, Limits, Lookup, SystemLookup};
 use super::{Call, ExecError, Executor, OutputSchema, Reply, Usage};
 
@@ -25,6 +25,7 @@ pub struct ChatExecutor {
     model: String,
     key_env: Option<String>,
     describe: String,
+    metering: Metering,
 }
 
 impl fmt::Debug for ChatExecutor {
@@ -64,6 +65,7 @@ impl ChatExecutor {
             model: model.clone(),
             key_env,
             describe: spec.describe(),
+            metering: spec.metering,
         })
     }
 
@@ -119,6 +121,7 @@ impl ChatExecutor {
                 .get("completion_tokens")
                 .and_then(Value::as_u64)
                 .unwrap_or(0),
+            estimated: false,
         });
         Ok((text.trim().to_string(), model, usage))
     }
@@ -176,6 +179,10 @@ impl Executor for ChatExecutor {
     fn describe(&self) -> String {
         self.describe.clone()
     }
+
+    fn metering(&self) -> Metering {
+        self.metering
+    }
 }
 
 #[cfg(test)]
@@ -195,6 +202,7 @@ mod tests {
             timeout_seconds: 5,
             max_response_bytes: 4096,
             origin: Origin::RepoConfig,
+            metering: Default::default(),
         }
     }
 
@@ -248,7 +256,8 @@ mod tests {
             u,
             Some(Usage {
                 input_tokens: 3,
-                output_tokens: 4
+                output_tokens: 4,
+                estimated: false,
             })
         );
         let (_, m, u) = e

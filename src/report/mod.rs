@@ -22,6 +22,7 @@ pub mod gradable;
 pub mod grade;
 pub mod receipt;
 pub mod room;
+pub mod spend;
 pub mod summary;
 pub mod work;
 

@@ -58,6 +58,7 @@ const CORE: &[(&str, bool)] = &[
     ("gate", false),
     ("flight", true),
     ("campaign", true),
+    ("spend", true),
 ];
 
 /// One path a source file names.

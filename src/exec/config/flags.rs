@@ -66,6 +66,7 @@ fn cli_spec(kind: ExecutorKind, timeout: u64, allow_private: bool) -> ExecutorSp
         timeout_seconds: timeout,
         max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         origin: Origin::CommandLine,
+        metering: Default::default(),
     }
 }
 

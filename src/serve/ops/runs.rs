@@ -167,6 +167,8 @@ impl Dispatcher {
             revise: a.bool("revise")?.unwrap_or(false),
             work: a.bool("work")?.unwrap_or(false),
             checks: checks_of(a)?,
+            max_tokens: a.int("max_tokens")?,
+            max_cost_usd: a.number("max_cost_usd")?,
             ..RunOptions::default()
         };
         let mut opts = spec.build(self.policy.clone()).map_err(reply_of)?;
@@ -281,6 +283,8 @@ impl Dispatcher {
                 "use_capsule_context",
                 "work",
                 "checks",
+                "max_tokens",
+                "max_cost_usd",
             ],
         )?;
         let request = a.text("request")?;
@@ -291,7 +295,16 @@ impl Dispatcher {
     }
 
     pub(crate) fn resume(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["run", "max_model_calls", "max_seconds"])?;
+        let a = Args::new(
+            req.body,
+            &[
+                "run",
+                "max_model_calls",
+                "max_seconds",
+                "max_tokens",
+                "max_cost_usd",
+            ],
+        )?;
         let target = a.int("run")?;
         let mut opts = self.run_options(&a)?;
         opts.interrupt = req.hooks.interrupt.clone();

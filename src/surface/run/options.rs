@@ -78,6 +78,10 @@ pub struct RunOptions {
     pub checks: Vec<String>,
     /// Seconds each check may run before it is killed.
     pub check_timeout: Option<f64>,
+    /// `--max-tokens`: the run's ceiling on prompt plus completion tokens.
+    pub max_tokens: Option<u64>,
+    /// `--max-cost-usd`: the run's ceiling on what its model calls cost, in dollars.
+    pub max_cost_usd: Option<f64>,
 }
 
 /// A positive, finite number of seconds for `flag`.
@@ -136,7 +140,9 @@ impl RunOptions {
         if let Some(p) = &self.delivery_profile {
             check_profile(p)?;
         }
+        let ceilings = self.ceilings()?;
         Ok(run::Options {
+            ceilings,
             max_model_calls: self.max_model_calls,
             max_seconds: self.max_seconds,
             context_budget: self.context_budget,
@@ -156,6 +162,31 @@ impl RunOptions {
             context: None,
             interrupt: None,
             work: None,
+        })
+    }
+
+    /// The spend ceilings, refused when not a positive number (a ceiling of 0 would stop
+    /// every run before its first call: leave the flag out for no ceiling).
+    pub fn ceilings(&self) -> Result<crate::spend::Ceilings> {
+        if self.max_tokens == Some(0) {
+            return Err(Error::usage(
+                "--max-tokens 0 leaves nothing to spend: give a number of tokens above 0 (or leave the flag out for no ceiling)",
+            ));
+        }
+        let max_cost_pico = match self.max_cost_usd {
+            None => None,
+            Some(x) if x.is_finite() && x > 0.0 && crate::spend::usd_to_pico(x) > 0 => {
+                Some(crate::spend::usd_to_pico(x))
+            }
+            Some(x) => {
+                return Err(Error::usage(format!(
+                    "--max-cost-usd {x} must be a number of dollars above 0 (or leave the flag out for no ceiling)"
+                )));
+            }
+        };
+        Ok(crate::spend::Ceilings {
+            max_tokens: self.max_tokens,
+            max_cost_pico,
         })
     }
 
