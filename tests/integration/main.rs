@@ -33,6 +33,7 @@ mod same_json;
 mod same_json_runs;
 mod sign;
 mod snapshots;
+mod spend;
 mod status;
 mod storage;
 mod submit;
