@@ -15,6 +15,8 @@
 //! * [`context`]: context budgets (approximate tokens; retained, trimmed or omitted slices).
 //! * [`exec`]: executor policy: the endpoint (SSRF) policy and key-variable names, and the
 //!   runtime config with tiers and seats, merged with the executor flags.
+//! * [`spend`]: the spend ledger of a run's token and cost ceilings (reserve worst cases,
+//!   settle actual usage).
 //! * [`report`]: read-side projections of a ledger: the run summary and A/B compare, the run
 //!   room with next actions and brief, the context capsule, the action receipt and the grade.
 //! * [`campaign`]: campaign declarations (validated, cycles refused) and the status reduction,
@@ -47,6 +49,7 @@ pub mod route;
 pub mod run;
 pub mod secrets;
 pub mod serve;
+pub mod spend;
 pub mod store;
 pub mod surface;
 pub mod work;

@@ -237,6 +237,11 @@ fn summary_text(label: &str, s: &Summary) -> Vec<String> {
             lines.push(format!("  {:<30}{:>10}", metric_name(k), grouped(v)));
         }
     }
+    let spend = crate::report::spend::text_lines(&s.spend);
+    if !spend.is_empty() {
+        lines.push(String::new());
+        lines.extend(spend);
+    }
     lines.push(String::new());
     lines.push("Model calls are the calls the ledger names a model for: task attempts, and".into());
     lines.push("verdicts where the validator's model is recorded (planner and synthesizer".into());
@@ -364,6 +369,16 @@ pub fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
         ctx.out("Model calls per model (witnessed)")?;
         for line in per_model {
             ctx.out(&line)?;
+        }
+    }
+    for (side, s) in [("A", sa), ("B", sb)] {
+        let spend = crate::report::spend::text_lines(&s.spend);
+        if !spend.is_empty() {
+            ctx.out("")?;
+            ctx.out(&format!("{side}: {}", spend[0]))?;
+            for line in &spend[1..] {
+                ctx.out(line)?;
+            }
         }
     }
     ctx.out("")?;

@@ -76,6 +76,15 @@ pub struct RunFlags {
     /// judgments keep their own limits, so their JSON can close).
     #[arg(long, value_name = "N")]
     pub max_output_tokens: Option<u32>,
+    /// Ceiling on the tokens (prompt plus completion) of every model call of this run: a call
+    /// whose worst case does not fit in what is left never starts, and the run stops on the
+    /// ceiling (exit 4); `git forum resume` continues with a fresh allowance.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Ceiling in dollars on what this run's model calls cost, at the prices in
+    /// .forum/runtime.toml (price_in_per_mtok, price_out_per_mtok); reserved like --max-tokens.
+    #[arg(long, value_name = "USD")]
+    pub max_cost_usd: Option<f64>,
     /// Witness a checkpoint and sync the ledger after each wave.
     #[arg(long)]
     pub checkpoint_each_wave: bool,
@@ -282,6 +291,8 @@ impl RunFlags {
             sandbox_net: self.sandbox_net,
             // Set where the work tree is known (`go`), unless --no-repo-context.
             repo_context: None,
+            max_tokens: self.max_tokens,
+            max_cost_usd: self.max_cost_usd,
         })
     }
 }
@@ -496,6 +507,15 @@ fn report(
                 outcome.answer_seq.unwrap_or(0)
             )
         }
+        Status::StoppedOnBudget if outcome.ceiling.is_some() => format!(
+            "run {} stopped on its {} ceiling after {} model calls ({} tokens, ${:.6}); `git forum resume {}` continues it with a fresh allowance",
+            outcome.request_seq,
+            outcome.ceiling.unwrap_or_default(),
+            outcome.total_calls(),
+            outcome.spent.tokens,
+            crate::spend::pico_to_usd(outcome.spent.pico),
+            outcome.request_seq
+        ),
         Status::StoppedOnBudget => format!(
             "run {} stopped on its budget after {} model calls; `git forum resume {}` continues it",
             outcome.request_seq,

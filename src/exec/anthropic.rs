@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::config::{ANTHROPIC_URL, ExecutorKind, ExecutorSpec};
+use super::config::{ANTHROPIC_URL, ExecutorKind, ExecutorSpec, Metering};
 use super::endpoint::Policy;
 use super::http::{Auth, HttpClient, Key, Limits, SystemLookup};
 use super::{Call, ExecError, Executor, Reply, Usage};
@@ -31,6 +31,7 @@ pub struct AnthropicExecutor {
     model: String,
     key_env: String,
     describe: String,
+    metering: Metering,
 }
 
 impl fmt::Debug for AnthropicExecutor {
@@ -59,6 +60,7 @@ impl AnthropicExecutor {
             Limits::from_spec(spec),
         )?;
         e.describe = spec.describe();
+        e.metering = spec.metering;
         Ok(e)
     }
 
@@ -101,6 +103,7 @@ impl AnthropicExecutor {
             model: model.to_string(),
             key_env: key_env.to_string(),
             describe,
+            metering: Metering::default(),
         })
     }
 
@@ -155,6 +158,7 @@ impl AnthropicExecutor {
         let usage = v["usage"].as_object().map(|u| Usage {
             input_tokens: u.get("input_tokens").and_then(Value::as_u64).unwrap_or(0),
             output_tokens: u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
+            estimated: false,
         });
         Ok(Reply {
             text,
@@ -213,6 +217,9 @@ impl Executor for AnthropicExecutor {
 
     fn tool_chat(&self) -> Option<&dyn super::tools::ToolChat> {
         Some(self)
+    }
+    fn metering(&self) -> Metering {
+        self.metering
     }
 }
 
@@ -282,6 +289,7 @@ mod tests {
             max_response_bytes: 1 << 20,
             origin: Origin::RepoConfig,
             verify: Default::default(),
+            metering: Default::default(),
         };
         let e = AnthropicExecutor::from_spec(&spec).unwrap();
         assert_eq!(e.http.display(), ANTHROPIC_URL);
@@ -334,7 +342,8 @@ mod tests {
             r.usage,
             Some(Usage {
                 input_tokens: 7,
-                output_tokens: 2
+                output_tokens: 2,
+                estimated: false,
             })
         );
         let r = e

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::config::{ExecutorKind, ExecutorSpec};
+use super::config::{ExecutorKind, ExecutorSpec, Metering};
 use super::http::{Auth, HttpClient, Key, Limits, Lookup, SystemLookup};
 use super::{Call, ExecError, Executor, OutputSchema, Reply, Usage};
 
@@ -25,6 +25,7 @@ pub struct ChatExecutor {
     model: String,
     key_env: Option<String>,
     describe: String,
+    metering: Metering,
 }
 
 impl fmt::Debug for ChatExecutor {
@@ -64,6 +65,7 @@ impl ChatExecutor {
             model: model.clone(),
             key_env,
             describe: spec.describe(),
+            metering: spec.metering,
         })
     }
 
@@ -119,6 +121,7 @@ impl ChatExecutor {
                 .get("completion_tokens")
                 .and_then(Value::as_u64)
                 .unwrap_or(0),
+            estimated: false,
         });
         Ok((text.trim().to_string(), model, usage))
     }
@@ -180,6 +183,9 @@ impl Executor for ChatExecutor {
     fn tool_chat(&self) -> Option<&dyn super::tools::ToolChat> {
         Some(self)
     }
+    fn metering(&self) -> Metering {
+        self.metering
+    }
 }
 
 impl super::tools::ToolChat for ChatExecutor {
@@ -232,6 +238,7 @@ mod tests {
             max_response_bytes: 4096,
             origin: Origin::RepoConfig,
             verify: Default::default(),
+            metering: Default::default(),
         }
     }
 
@@ -285,7 +292,8 @@ mod tests {
             u,
             Some(Usage {
                 input_tokens: 3,
-                output_tokens: 4
+                output_tokens: 4,
+                estimated: false,
             })
         );
         let (_, m, u) = e

@@ -81,11 +81,14 @@ impl<'a> Call<'a> {
     }
 }
 
-/// Tokens counted by the endpoint.
+/// Tokens counted by the endpoint (or, `estimated`, guessed from the bytes of a command's
+/// prompt and output: four bytes a token).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Set when no provider counted these tokens (command workers).
+    pub estimated: bool,
 }
 
 /// A model's answer.
@@ -149,6 +152,9 @@ pub enum ExecError {
     /// Anything else (a scripted failure, a bug in a transport).
     #[error("{0}")]
     Other(String),
+    /// The call's worst case did not fit in what is left of a spend ceiling; it never started.
+    #[error("{0}")]
+    Ceiling(String),
 }
 
 fn excerpt_suffix(s: &str) -> String {
@@ -179,6 +185,7 @@ impl ExecError {
             ExecError::InvalidJson { .. } => "invalid_json",
             ExecError::NoAnswer { .. } => "no_answer",
             ExecError::Other(_) => "other",
+            ExecError::Ceiling(_) => "ceiling",
         }
     }
 }
@@ -197,6 +204,10 @@ pub trait Executor: Send + Sync {
     fn tool_chat(&self) -> Option<&dyn tools::ToolChat> {
         None
     }
+    /// Its price and output cap, for the spend ceilings (none by default).
+    fn metering(&self) -> config::Metering {
+        config::Metering::default()
+    }
 }
 
 /// The command executor: a program with the prompt as its last argument.
@@ -206,6 +217,7 @@ pub struct CommandExecutor {
     model: String,
     describe: String,
     limits: command::Limits,
+    metering: config::Metering,
 }
 
 impl CommandExecutor {
@@ -221,6 +233,7 @@ impl CommandExecutor {
             model,
             describe,
             limits,
+            metering: config::Metering::default(),
         }
     }
 
@@ -236,19 +249,32 @@ impl CommandExecutor {
         );
         e.model = spec.model().to_string();
         e.describe = spec.describe();
+        e.metering = spec.metering;
         e
     }
 }
 
 impl Executor for CommandExecutor {
     fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
-        let ran = command::run(&self.argv, &call.flattened(), self.limits)?;
+        let prompt = call.flattened();
+        let ran = command::run(&self.argv, &prompt, self.limits)?;
+        let text = ran.stdout.trim().to_string();
+        // A program reports no usage: estimate it from the bytes, marked as an estimate.
+        let usage = Some(Usage {
+            input_tokens: crate::spend::estimate_tokens(prompt.len()),
+            output_tokens: crate::spend::estimate_tokens(text.len()),
+            estimated: true,
+        });
         Ok(Reply {
-            text: ran.stdout.trim().to_string(),
+            text,
             model: self.model.clone(),
-            usage: None,
+            usage,
             elapsed: ran.elapsed,
         })
+    }
+
+    fn metering(&self) -> config::Metering {
+        self.metering
     }
 
     fn model(&self) -> String {

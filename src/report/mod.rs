@@ -23,6 +23,7 @@ pub mod grade;
 pub mod otel;
 pub mod receipt;
 pub mod room;
+pub mod spend;
 pub mod summary;
 pub mod work;
 

@@ -306,6 +306,11 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
     if let (Some(w), Value::Object(m)) = (work, &mut receipt) {
         m.push(("work".into(), w));
     }
+    // Tokens and cost per model, when the run witnessed usage (never on a Forum ledger).
+    let spend = super::spend::to_value(&super::spend::per_model(entries.iter().copied()));
+    if let (Some(sp), Value::Object(m)) = (spend, &mut receipt) {
+        m.push(("spend".into(), sp));
+    }
     receipt
 }
 

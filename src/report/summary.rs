@@ -28,6 +28,7 @@
 //! `work` object after `verified`, and [`compare_value`] a `work` delta; the 38 Forum fields
 //! are unchanged by it.
 
+use super::spend::ModelSpend;
 use super::work::{self, Work};
 use super::{Snapshot, dumps_sorted, field, has, is_false, py_int, py_str, truthy};
 use crate::ledger::Entry;
@@ -105,6 +106,9 @@ pub struct Summary {
     /// What `--work` runs changed, checked and shipped ([`super::work`]); `None` when the
     /// ledger has no `change` entry, so a Forum ledger summarizes exactly as Forum's.
     pub work: Option<Work>,
+    /// Tokens and cost per model ([`super::spend`]), shown as a `spend` object last; empty
+    /// (and not shown) when no entry witnessed usage.
+    pub spend: Vec<ModelSpend>,
 }
 
 impl Summary {
@@ -139,6 +143,9 @@ impl Summary {
         out.push(("verified".into(), Value::Bool(self.verified)));
         if let Some(w) = &self.work {
             out.push(("work".into(), work_metrics(w)));
+        }
+        if let Some(sp) = super::spend::to_value(&self.spend) {
+            out.push(("spend".into(), sp));
         }
         Value::Object(out)
     }
@@ -309,6 +316,7 @@ pub fn summarize(s: &Snapshot) -> Summary {
         verified: s.verified,
         absent_bodies: n.absent,
         work: work::work(&s.items),
+        spend: super::spend::per_model(&s.items),
     }
 }
 

@@ -17,9 +17,7 @@ use super::engine::{Done, Run};
 use super::gates::{GateOutcome, gate};
 use super::ladder::escalate;
 use super::synthesis::synthesize;
-use super::{
-    Env, Event, GatePolicy, Options, Outcome, RunError, Status, Verdict, lock, plan_entry_payload,
-};
+use super::{Env, Event, GatePolicy, Options, Outcome, RunError, Status, Verdict, lock};
 
 /// The request entry and route frame of a run about to start.
 pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFrame), RunError> {
@@ -77,7 +75,7 @@ fn submit_run(run: &Run<'_, '_>, request: &str) -> Result<Outcome, RunError> {
         "dispatch",
         kind::PLAN,
         Some(plan_parent),
-        plan_entry_payload(&plan),
+        run.plan_payload(&plan),
     )?;
     env.progress.event(&Event::Planned {
         tasks: plan.tasks.len(),

@@ -21,6 +21,7 @@ use crate::exec::tools::{Msg, ToolChat, ToolOutput, Turn, rejects_tools};
 use crate::exec::{Call, ExecError, Executor, command};
 use crate::ledger::kind;
 use crate::plan::Task;
+use crate::spend::{Amount, prompt_tokens_upper_bound};
 
 use super::changes::{WorkRun, criteria_commands};
 use super::engine::{Done, Run};
@@ -81,16 +82,40 @@ impl Run<'_, '_> {
                 program: exec.model(),
             }));
         }
+        let metering = exec.metering();
+        let tokens = self
+            .opts
+            .max_output_tokens
+            .map_or(TURN_TOKENS, |c| c.min(TURN_TOKENS));
+        let tokens = metering.max_tokens.map_or(tokens, |c| c.min(tokens));
+        // A turn reserves its worst case against the spend ceilings like any model call
+        // (`Run::ask`): the conversation so far, as its debug text (longer than what is sent,
+        // so the bound holds), plus the output cap. One that does not fit never starts.
+        let price = metering.price.unwrap_or_default();
+        let prompt_bytes =
+            system.len() + format!("{messages:?}").len() + format!("{tools:?}").len();
+        let worst = Amount::of(
+            prompt_tokens_upper_bound(prompt_bytes),
+            u64::from(tokens),
+            price,
+        );
+        let reservation = lock(&self.spend)
+            .reserve(worst)
+            .map_err(|hit| ExecError::Ceiling(super::engine::ceiling_message(hit)))?;
         let spent = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         self.env.progress.event(&Event::Calls {
             spent,
             max: self.opts.max_model_calls,
         });
-        let tokens = self
-            .opts
-            .max_output_tokens
-            .map_or(TURN_TOKENS, |c| c.min(TURN_TOKENS));
         let r = chat.turn(system, messages, tools, tokens);
+        let actual = match &r {
+            Ok(t) => t
+                .usage
+                .map(|u| Amount::of(u.input_tokens, u.output_tokens, price)),
+            Err(e) if super::engine::NOTHING_SENT.contains(&e.code()) => Some(Amount::default()),
+            Err(_) => None,
+        };
+        lock(&self.spend).settle(reservation, actual);
         let model = match &r {
             Ok(t) => t.model.clone(),
             Err(_) => exec.model(),

@@ -14,6 +14,7 @@ use crate::ledger::canonical::Value;
 use crate::ledger::merkle::Accumulator;
 use crate::ledger::{Entry, NewEntry, Storage, kind};
 use crate::plan::UpstreamResult;
+use crate::spend::{Amount, Ceiling, CeilingHit, Spend, pico_to_usd, prompt_tokens_upper_bound};
 
 use super::changes::WorkRun;
 use super::interrupt::Halt;
@@ -35,6 +36,77 @@ pub(super) struct Run<'a, 's> {
     /// Set once the secrets policy blocked an entry: the `secret_blocked` seq, the request
     /// and the rules (src/run/secrets.rs).
     pub(super) secret_block: Mutex<Option<super::secrets::Blocked>>,
+    /// What this invocation's model calls spent and hold, against its ceilings.
+    pub(super) spend: Mutex<Spend>,
+    /// The planner's usage, witnessed in the `plan` entry.
+    pub(super) plan_usage: Mutex<Option<J>>,
+}
+
+/// The output cap given to a call that has none while a spend ceiling is set, so its worst
+/// case is bounded.
+pub(super) const UNCAPPED_OUTPUT_TOKENS: u32 = 4096;
+
+/// Codes of failures where no request reached a model, so nothing was spent.
+pub(super) const NOTHING_SENT: [&str; 4] = ["refused", "missing_key", "connect", "spawn"];
+
+/// The `usage` object witnessed with a call's result: the model, prompt and completion
+/// tokens, `estimated` when no provider counted them, and `cost_usd` when the executor has a
+/// price. `None` when the reply carries no usage (so a record without usage keeps Forum's
+/// payloads).
+pub(super) fn usage_of(exec: &dyn Executor, reply: &Reply) -> Option<J> {
+    let u = reply.usage?;
+    let mut o = json!({
+        "model": reply.model,
+        "prompt_tokens": u.input_tokens,
+        "completion_tokens": u.output_tokens,
+    });
+    if u.estimated {
+        o["estimated"] = json!(true);
+    }
+    if let Some(p) = exec.metering().price {
+        o["cost_usd"] = json!(pico_to_usd(p.cost_pico(u.input_tokens, u.output_tokens)));
+    }
+    Some(o)
+}
+
+/// Adds `usage` to a payload object when there is one.
+pub(super) fn with_usage(mut payload: J, usage: Option<J>) -> J {
+    if let Some(u) = usage {
+        payload["usage"] = u;
+    }
+    payload
+}
+
+/// Two usage objects of one role as one (the planner's retry): tokens and cost summed.
+fn sum_usage(a: Option<J>, b: Option<J>) -> Option<J> {
+    match (a, b) {
+        (None, x) | (x, None) => x,
+        (Some(mut a), Some(b)) => {
+            for k in ["prompt_tokens", "completion_tokens"] {
+                a[k] = json!(a[k].as_u64().unwrap_or(0) + b[k].as_u64().unwrap_or(0));
+            }
+            if let (Some(x), Some(y)) = (a["cost_usd"].as_f64(), b["cost_usd"].as_f64()) {
+                a["cost_usd"] = json!(x + y);
+            }
+            a["model"] = b["model"].clone();
+            Some(a)
+        }
+    }
+}
+
+/// The one-line reason a call did not start.
+pub(super) fn ceiling_message(hit: CeilingHit) -> String {
+    match hit.ceiling {
+        Ceiling::MaxTokens => format!(
+            "the call needs up to {} tokens and {} are left of --max-tokens",
+            hit.needed, hit.left
+        ),
+        Ceiling::MaxCostUsd => format!(
+            "the call may cost up to ${:.6} and ${:.6} is left of --max-cost-usd",
+            pico_to_usd(hit.needed),
+            pico_to_usd(hit.left)
+        ),
+    }
 }
 
 /// What upstream injection needs of the results so far.
@@ -79,6 +151,8 @@ impl<'a, 's> Run<'a, 's> {
             request_seq: Mutex::new(None),
             work: OnceLock::new(),
             secret_block: Mutex::new(None),
+            spend: Mutex::new(Spend::new(opts.ceilings)),
+            plan_usage: Mutex::new(None),
         }
     }
 
@@ -240,7 +314,26 @@ impl<'a, 's> Run<'a, 's> {
         {
             return true;
         }
-        false
+        lock(&self.spend).hit().is_some()
+    }
+
+    /// The ceiling that stopped the run, if one did.
+    pub(super) fn ceiling_hit(&self) -> Option<Ceiling> {
+        lock(&self.spend).hit().map(|h| h.ceiling)
+    }
+
+    /// Keeps the planner's usage for the `plan` entry (summed over its attempts).
+    pub(super) fn note_plan_usage(&self, usage: Option<J>) {
+        let mut u = lock(&self.plan_usage);
+        *u = sum_usage(u.take(), usage);
+    }
+
+    /// The `plan` entry's payload, with the planner's usage when it had one.
+    pub(super) fn plan_payload(&self, plan: &crate::plan::CompiledPlan) -> J {
+        with_usage(
+            super::plan_entry_payload(plan),
+            lock(&self.plan_usage).take(),
+        )
     }
 
     /// One counted model call.
@@ -251,18 +344,46 @@ impl<'a, 's> Run<'a, 's> {
         {
             call.max_tokens = Some(call.max_tokens.map_or(cap, |m| m.min(cap)));
         }
+        let metering = exec.metering();
+        if let Some(cap) = metering.max_tokens {
+            call.max_tokens = Some(call.max_tokens.map_or(cap, |m| m.min(cap)));
+        }
+        if self.opts.ceilings.any() && call.max_tokens.is_none() {
+            call.max_tokens = Some(UNCAPPED_OUTPUT_TOKENS);
+        }
         let call = &call;
         if self.interrupted().is_some() {
             return Err(ExecError::Command(command::RunError::Interrupted {
                 program: exec.model(),
             }));
         }
+        // The worst case is reserved before the call starts; one that does not fit never starts.
+        let price = metering.price.unwrap_or_default();
+        let prompt_bytes = call.system.map_or(0, str::len)
+            + call.prompt.len()
+            + call.schema.map_or(0, |s| s.schema.to_string().len());
+        let worst = Amount::of(
+            prompt_tokens_upper_bound(prompt_bytes),
+            u64::from(call.max_tokens.unwrap_or(0)),
+            price,
+        );
+        let reservation = lock(&self.spend)
+            .reserve(worst)
+            .map_err(|hit| ExecError::Ceiling(ceiling_message(hit)))?;
         let spent = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         self.env.progress.event(&Event::Calls {
             spent,
             max: self.opts.max_model_calls,
         });
         let r = exec.call(call);
+        let actual = match &r {
+            Ok(reply) => reply
+                .usage
+                .map(|u| Amount::of(u.input_tokens, u.output_tokens, price)),
+            Err(e) if NOTHING_SENT.contains(&e.code()) => Some(Amount::default()),
+            Err(_) => None,
+        };
+        lock(&self.spend).settle(reservation, actual);
         let model = match &r {
             Ok(reply) => reply.model.clone(),
             Err(_) => exec.model(),
@@ -273,12 +394,27 @@ impl<'a, 's> Run<'a, 's> {
 
     pub(super) fn stop_on_budget(&self, request_seq: u64) -> Result<(u64, String), RunError> {
         let calls = self.calls.load(Ordering::SeqCst);
-        self.put(
-            "budget",
-            kind::BUDGET,
-            Some(request_seq),
-            json!({"model_calls": calls, "reason": "run stopped on budget"}),
-        )?;
+        let mut payload = json!({"model_calls": calls, "reason": "run stopped on budget"});
+        let (hit, spent) = {
+            let s = lock(&self.spend);
+            (s.hit(), s.spent())
+        };
+        if let Some(hit) = hit {
+            // A spend ceiling: named, with what was spent against it (Forum's two keys stay).
+            let name = hit.ceiling.as_str();
+            payload["reason"] = json!(format!("run stopped on its {name} ceiling"));
+            payload["ceiling"] = json!(name);
+            payload["tokens"] = json!(spent.tokens);
+            payload["cost_usd"] = json!(pico_to_usd(spent.pico));
+            let c = self.opts.ceilings;
+            if let Some(t) = c.max_tokens {
+                payload["max_tokens"] = json!(t);
+            }
+            if let Some(p) = c.max_cost_pico {
+                payload["max_cost_usd"] = json!(pico_to_usd(p));
+            }
+        }
+        self.put("budget", kind::BUDGET, Some(request_seq), payload)?;
         let a = self.put(
             "synthesizer",
             kind::RESULT,
@@ -308,6 +444,8 @@ impl<'a, 's> Run<'a, 's> {
             calls: lock(&self.per_model).clone(),
             verdicts,
             route_frame: frame,
+            ceiling: self.ceiling_hit().map(Ceiling::as_str),
+            spent: lock(&self.spend).spent(),
         }
     }
 

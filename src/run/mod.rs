@@ -125,6 +125,9 @@ pub struct Options {
     pub max_model_calls: Option<u64>,
     /// Stop once this many seconds have passed.
     pub max_seconds: Option<f64>,
+    /// The spend ceilings (`--max-tokens`, `--max-cost-usd`): a call whose worst case does not
+    /// fit in what is left never starts, and the run stops as on its budget.
+    pub ceilings: crate::spend::Ceilings,
     /// Token limits on what reaches prompts.
     pub context_budget: Option<ContextBudget>,
     /// What may run, and how many tasks at once.
@@ -168,6 +171,7 @@ impl std::fmt::Debug for Options {
         f.debug_struct("Options")
             .field("max_model_calls", &self.max_model_calls)
             .field("max_seconds", &self.max_seconds)
+            .field("ceilings", &self.ceilings)
             .field("context_budget", &self.context_budget)
             .field("policy", &self.policy)
             .field("checkpoint_each_wave", &self.checkpoint_each_wave)
@@ -247,6 +251,10 @@ pub struct Outcome {
     pub verdicts: BTreeMap<String, u64>,
     /// The route frame payload.
     pub route_frame: Value,
+    /// The ceiling that stopped the run (`max_tokens`, `max_cost_usd`), if one did.
+    pub ceiling: Option<&'static str>,
+    /// What this invocation's model calls spent, as the spend ledger counted it.
+    pub spent: crate::spend::Amount,
 }
 
 impl Outcome {

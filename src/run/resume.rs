@@ -12,7 +12,7 @@ use crate::route;
 use super::changes;
 use super::drive::{Course, drive};
 use super::engine::{Done, Run};
-use super::{Env, Options, Outcome, RunError, Verdict, lock, plan_entry_payload, status};
+use super::{Env, Options, Outcome, RunError, Verdict, lock, status};
 
 /// Continues an unfinished run (the latest one, or `request_seq`): reuses every task already
 /// witnessed with a passing or blocking verdict, and every ok result not yet judged; runs the
@@ -117,7 +117,7 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
                 "dispatch",
                 kind::PLAN,
                 Some(context.as_ref().map_or(request_seq, |c| c.0)),
-                plan_entry_payload(&plan),
+                run.plan_payload(&plan),
             )?;
             (plan, e.seq, e.seq)
         }

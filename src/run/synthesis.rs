@@ -12,7 +12,7 @@ use crate::ledger::kind;
 use crate::plan::Task;
 
 use super::drive::Course;
-use super::engine::{Done, Run};
+use super::engine::{Done, Run, usage_of, with_usage};
 use super::prompts::synthesis_prompt;
 use super::ship::work_summary;
 use super::{Event, RunError, Verdict, lock};
@@ -46,7 +46,12 @@ pub(super) fn synthesize(
         max_tokens: Some(768),
     };
     let orchestrator = run.env.seats.orchestrator();
-    let answer = match run.ask(orchestrator.as_ref(), &call) {
+    let asked = run.ask(orchestrator.as_ref(), &call);
+    let usage = asked
+        .as_ref()
+        .ok()
+        .and_then(|r| usage_of(orchestrator.as_ref(), r));
+    let answer = match asked {
         Ok(r) if !r.text.trim().is_empty() => r.text.trim().to_string(),
         Ok(_) => {
             return Err(synthesis_failed(
@@ -72,7 +77,7 @@ pub(super) fn synthesize(
         "synthesizer",
         kind::RESULT,
         Some(request_seq),
-        json!({"answer": answer}),
+        with_usage(json!({"answer": answer}), usage),
     )?;
     Ok((a.seq, answer))
 }

@@ -13,7 +13,7 @@ use crate::plan::{
     CompiledPlan, ParseMode, Plan, Task, augment_with_upstream, augment_with_upstream_budgeted,
 };
 
-use super::engine::{Done, Run, upstream_view};
+use super::engine::{Done, Run, upstream_view, usage_of, with_usage};
 use super::prompts::{planner_prompt, planner_retry_prompt, validator_prompt, worker_system};
 use super::{
     DEFAULT_PLAN_TASKS, Event, MAX_UPSTREAM_CHARS, RunError, Verdict, lock, parse_verdict,
@@ -52,6 +52,7 @@ impl Run<'_, '_> {
             let error = match self.ask(orchestrator.as_ref(), &call) {
                 Err(e) => format!("the orchestrator seat failed ({}): {e}", e.code()),
                 Ok(reply) => {
+                    self.note_plan_usage(usage_of(orchestrator.as_ref(), &reply));
                     match Plan::from_model_output(&reply.text, Some(roster), ParseMode::Strict)
                         .and_then(|p| {
                             let c = p.compile()?;
@@ -145,6 +146,7 @@ impl Run<'_, '_> {
             agent: task.agent.clone(),
             model: exec.model(),
         });
+        let mut usage = None;
         let (output, ok, model, error) = if self.over_budget() {
             (
                 "error: budget exceeded".to_string(),
@@ -165,7 +167,11 @@ impl Run<'_, '_> {
                 schema: None,
                 max_tokens: Some(512),
             };
-            match self.ask(exec.as_ref(), &call) {
+            let r = self.ask(exec.as_ref(), &call);
+            if let Ok(reply) = &r {
+                usage = usage_of(exec.as_ref(), reply);
+            }
+            match r {
                 Ok(r) if r.text.trim().is_empty() => (
                     "error: the model returned an empty answer".to_string(),
                     false,
@@ -173,6 +179,13 @@ impl Run<'_, '_> {
                     Some("empty"),
                 ),
                 Ok(r) => (r.text, true, r.model, None),
+                // A spend ceiling refused the call before it started: skipped as on the budget.
+                Err(e) if e.code() == "ceiling" => (
+                    "error: budget exceeded".to_string(),
+                    false,
+                    exec.model(),
+                    Some("budget"),
+                ),
                 Err(e) => (format!("error: {e}"), false, exec.model(), Some(e.code())),
             }
         };
@@ -180,6 +193,7 @@ impl Run<'_, '_> {
         if let Some(code) = error {
             payload["error"] = json!(code);
         }
+        let payload = with_usage(payload, usage);
         let e = self.put(&task.agent, kind::RESULT, Some(parent), payload)?;
         self.env.progress.event(&Event::TaskFinished {
             id: task.id.clone(),
@@ -247,6 +261,7 @@ impl Run<'_, '_> {
     // ---- validation ----
 
     pub(super) fn validate(&self, task: &Task, done: &Done) -> Result<Verdict, RunError> {
+        let mut usage = None;
         let verdict = if !done.ok {
             Verdict {
                 decision: "fail".into(),
@@ -274,7 +289,17 @@ impl Run<'_, '_> {
                 schema: Some(&schema),
                 max_tokens: Some(256),
             };
-            match self.ask(orchestrator.as_ref(), &call) {
+            let r = self.ask(orchestrator.as_ref(), &call);
+            if let Ok(reply) = &r {
+                usage = usage_of(orchestrator.as_ref(), reply);
+            }
+            match r {
+                Err(e) if e.code() == "ceiling" => Verdict {
+                    decision: "undetermined".into(),
+                    score: 0.0,
+                    reason: "budget exceeded".into(),
+                    model: None,
+                },
                 Ok(reply) => match parse_verdict(&reply.text) {
                     Some((decision, score, reason)) => Verdict {
                         decision,
@@ -301,7 +326,7 @@ impl Run<'_, '_> {
             "validator",
             kind::VERDICT,
             Some(done.seq),
-            verdict.payload(&task.id),
+            with_usage(verdict.payload(&task.id), usage),
         )?;
         self.env.progress.event(&Event::Verdict {
             id: task.id.clone(),

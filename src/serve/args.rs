@@ -120,6 +120,18 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// An optional number (its range is the caller's to check).
+    pub(crate) fn number(&self, key: &str) -> Result<Option<f64>, Reply> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(J::Number(n)) => Ok(n.as_f64()),
+            Some(v) => Err(bad(format!(
+                "field {key:?} must be a number, not {}",
+                type_name(v)
+            ))),
+        }
+    }
+
     /// An optional list of non-negative integers.
     pub(crate) fn ints(&self, key: &str) -> Result<Vec<u64>, Reply> {
         match self.get(key) {

@@ -251,6 +251,7 @@ fn local_spec(url: &str, timeout_seconds: u64, max_response_bytes: u64) -> Execu
         max_response_bytes,
         origin: Origin::RepoConfig,
         verify: Default::default(),
+        metering: Default::default(),
     }
 }
 
@@ -268,6 +269,7 @@ fn keyed_spec(url: &str, key_env: &str) -> ExecutorSpec {
         max_response_bytes: 1 << 20,
         origin: Origin::CommandLine,
         verify: Default::default(),
+        metering: Default::default(),
     }
 }
 
@@ -328,7 +330,8 @@ fn chat_answer_model_and_usage_are_parsed_and_the_request_is_openai_shaped() {
         reply.usage,
         Some(Usage {
             input_tokens: 12,
-            output_tokens: 5
+            output_tokens: 5,
+            estimated: false,
         })
     );
     assert_eq!(e.model(), "test-model");
@@ -762,6 +765,7 @@ fn a_name_that_rebinds_between_calls_is_refused_at_connection_time() {
         max_response_bytes: 1 << 20,
         origin: Origin::CommandLine,
         verify: Default::default(),
+        metering: Default::default(),
     };
     let e = ChatExecutor::with_lookup(&spec, Arc::new(lookup)).unwrap();
     assert_eq!(e.call(&Call::prompt("one")).unwrap().text, "ok");
@@ -816,7 +820,8 @@ fn anthropic_sends_its_headers_and_parses_content_blocks() {
         reply.usage,
         Some(Usage {
             input_tokens: 21,
-            output_tokens: 4
+            output_tokens: 4,
+            estimated: false,
         })
     );
     let r = &fake.requests()[0];
@@ -904,6 +909,7 @@ fn llm_spec(llm: &LocalLlm) -> ExecutorSpec {
         max_response_bytes: 1 << 20,
         origin: Origin::RepoConfig,
         verify: Default::default(),
+        metering: Default::default(),
     }
 }
 

@@ -43,6 +43,7 @@ mod sandbox;
 mod secrets;
 mod sign;
 mod snapshots;
+mod spend;
 mod status;
 mod storage;
 mod submit;

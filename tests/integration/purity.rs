@@ -59,6 +59,7 @@ const CORE: &[(&str, bool)] = &[
     ("flight", true),
     ("campaign", true),
     ("secrets", true),
+    ("spend", true),
 ];
 
 /// One path a source file names.

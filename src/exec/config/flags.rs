@@ -71,6 +71,7 @@ fn cli_spec(kind: ExecutorKind, timeout: u64, allow_private: bool) -> ExecutorSp
         max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         origin: Origin::CommandLine,
         verify: Default::default(),
+        metering: Default::default(),
     }
 }
 

@@ -35,7 +35,9 @@
 //! An executor table holds exactly one of `chat_url` (OpenAI-compatible chat), `cmd` (a
 //! program), `api = "anthropic"` or `claude = true` (the Claude Code CLI, `claude -p`), plus:
 //! `model` (chat, api, claude), `api_key_env` (chat, api), `is_local` and `allow_private`
-//! (chat), `timeout_seconds` and `max_response_bytes` (all).
+//! (chat), `timeout_seconds` and `max_response_bytes` (all), and for the spend ceilings
+//! `price_in_per_mtok` / `price_out_per_mtok` (dollars per million tokens, both or neither) and
+//! `max_tokens` (the output cap of a call that sets none).
 //!
 //! Without `[seats]`, tasks run on their lane's tier executor and the control roles on the
 //! default, which is Forum's behaviour. `worker` pins every task to one executor;
@@ -208,6 +210,19 @@ pub struct ExecutorSpec {
     pub origin: Origin,
     /// `tier = N` and `verify = "..."`: how its changes are checked ([`verify`]).
     pub verify: SeatVerify,
+    /// Its price and output cap, for the spend ceilings (`price_in_per_mtok`,
+    /// `price_out_per_mtok`, `max_tokens`).
+    pub metering: Metering,
+}
+
+/// What a spend ceiling needs to know of an executor: its price (none: it costs nothing, so
+/// only `--max-tokens` limits it) and its cap on generated tokens (used when a call sets none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Metering {
+    /// Dollars per million tokens in and out, as micro-dollars.
+    pub price: Option<crate::spend::Price>,
+    /// `max_tokens`: the output cap of a call that sets none.
+    pub max_tokens: Option<u32>,
 }
 
 impl ExecutorSpec {

@@ -12,7 +12,8 @@ use super::verify::{self, SeatVerify, Verify};
 use super::{
     ANTHROPIC_KEY_ENV, ConfigError, DEFAULT_ANTHROPIC_MODEL, DEFAULT_CHAT_MODEL,
     DEFAULT_CLAUDE_TIMEOUT, DEFAULT_CMD_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES,
-    ExecutorKind, ExecutorSpec, MAX_TIMEOUT, RESPONSE_BYTES_RANGE, RuntimeConfig, SeatChoice, Slot,
+    ExecutorKind, ExecutorSpec, MAX_TIMEOUT, Metering, RESPONSE_BYTES_RANGE, RuntimeConfig,
+    SeatChoice, Slot,
 };
 use crate::exec::endpoint::{self, KeyEnv, Origin};
 use crate::roster::Tier;
@@ -472,6 +473,7 @@ fn executor(
         };
         return Err(src.err(table, Some(key), Some(span), m));
     }
+    let metering = metering(src, table, &r)?;
     Ok(ExecutorSpec {
         kind,
         is_local,
@@ -480,7 +482,61 @@ fn executor(
         max_response_bytes,
         origin,
         verify: seat_verify,
+        metering,
     })
+}
+
+/// `price_in_per_mtok`, `price_out_per_mtok` (both or neither) and `max_tokens`.
+fn metering(src: &Src<'_>, table: &str, r: &RawExecutor) -> Result<Metering, ConfigError> {
+    let max = crate::spend::MAX_PRICE_PER_MTOK;
+    for (key, v) in [
+        ("price_in_per_mtok", &r.price_in_per_mtok),
+        ("price_out_per_mtok", &r.price_out_per_mtok),
+    ] {
+        if let Some(p) = v
+            && !(p.get_ref().is_finite() && (0.0..=max).contains(p.get_ref()))
+        {
+            return Err(src.at(
+                table,
+                key,
+                p,
+                format!(
+                    "must be a price in dollars per million tokens between 0 and {max}, not {}",
+                    p.get_ref()
+                ),
+            ));
+        }
+    }
+    let price = match (&r.price_in_per_mtok, &r.price_out_per_mtok) {
+        (None, None) => None,
+        (Some(i), Some(o)) => crate::spend::Price::from_usd_per_mtok(*i.get_ref(), *o.get_ref()),
+        (Some(p), None) | (None, Some(p)) => {
+            let (set, missing) = if r.price_in_per_mtok.is_some() {
+                ("price_in_per_mtok", "price_out_per_mtok")
+            } else {
+                ("price_out_per_mtok", "price_in_per_mtok")
+            };
+            return Err(src.at(
+                table,
+                set,
+                p,
+                format!("is set without {missing}: give both prices (0 for free)"),
+            ));
+        }
+    };
+    let max_tokens = match &r.max_tokens {
+        Some(n) if *n.get_ref() == 0 => {
+            return Err(src.at(
+                table,
+                "max_tokens",
+                n,
+                "must be at least 1 (leave it out for no cap)".to_string(),
+            ));
+        }
+        Some(n) => Some(*n.get_ref()),
+        None => None,
+    };
+    Ok(Metering { price, max_tokens })
 }
 
 /// The Claude Code CLI preset's argument list outside a worktree (the prompt is appended at

@@ -66,6 +66,9 @@ pub(super) struct RawExecutor {
     pub(super) max_response_bytes: Option<Spanned<u64>>,
     pub(super) tier: Option<Spanned<u8>>,
     pub(super) verify: Option<Spanned<String>>,
+    pub(super) price_in_per_mtok: Option<Spanned<f64>>,
+    pub(super) price_out_per_mtok: Option<Spanned<f64>>,
+    pub(super) max_tokens: Option<Spanned<u32>>,
 }
 
 #[derive(Debug)]

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value as J, json};
 
 use super::verify::{SeatVerify, Verify};
-use super::{ExecutorKind, ExecutorSpec, Runtime, SeatChoice, Seats, Slot};
+use super::{ExecutorKind, ExecutorSpec, Metering, Runtime, SeatChoice, Seats, Slot};
 use crate::exec::config::Preset;
 use crate::exec::endpoint::Origin;
 use crate::roster::Tier;
@@ -79,6 +79,17 @@ pub fn executor_record(spec: &ExecutorSpec) -> J {
     }
     if let Some(v) = spec.verify.verify {
         m.insert("verify".into(), json!(v.as_str()));
+    }
+    // Prices as micro-dollars per million tokens: whole numbers, so they come back exactly.
+    if let Some(p) = spec.metering.price {
+        m.insert("price_in_micro_per_mtok".into(), json!(p.in_micro_per_mtok));
+        m.insert(
+            "price_out_micro_per_mtok".into(),
+            json!(p.out_micro_per_mtok),
+        );
+    }
+    if let Some(n) = spec.metering.max_tokens {
+        m.insert("max_tokens".into(), json!(n));
     }
     J::Object(m)
 }
@@ -208,6 +219,27 @@ pub fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, String> {
                 ),
             },
         },
+        metering: Metering {
+            price: match (
+                m.get("price_in_micro_per_mtok").and_then(J::as_u64),
+                m.get("price_out_micro_per_mtok").and_then(J::as_u64),
+            ) {
+                (Some(i), Some(o)) => Some(crate::spend::Price {
+                    in_micro_per_mtok: i,
+                    out_micro_per_mtok: o,
+                }),
+                (None, None) => None,
+                _ => return Err(format!("{at}: only one of its two prices is recorded")),
+            },
+            max_tokens: match m.get("max_tokens") {
+                None | Some(J::Null) => None,
+                Some(n) => Some(
+                    n.as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| format!("{at}: max_tokens is not a token count"))?,
+                ),
+            },
+        },
     })
 }
 
@@ -302,6 +334,10 @@ mod tests {
             verify: SeatVerify {
                 tier: Some(3),
                 verify: Some(Verify::Full),
+            },
+            metering: Metering {
+                price: crate::spend::Price::from_usd_per_mtok(3.0, 15.0),
+                max_tokens: Some(2048),
             },
         }
     }

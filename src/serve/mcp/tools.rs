@@ -127,7 +127,21 @@ const SUBMIT_PROPS: &[(&str, &str, &str)] = &[
         "integer",
         "Tool calls each task of the built-in editing worker may make (default 24).",
     ),
+    MAX_TOKENS,
+    MAX_COST_USD,
 ];
+
+/// The spend ceilings of submit and resume.
+const MAX_TOKENS: (&str, &str, &str) = (
+    "max_tokens",
+    "integer",
+    "Ceiling on the run's prompt plus completion tokens: a call whose worst case does not fit never starts.",
+);
+const MAX_COST_USD: (&str, &str, &str) = (
+    "max_cost_usd",
+    "number",
+    "Ceiling in dollars on what the run's model calls cost, at the runtime's prices.",
+);
 
 const GATE_KEY: [(&str, &str, &str); 3] = [
     (
@@ -188,6 +202,8 @@ pub const TOOLS: &[Tool] = &[
                 "Stop once this many model calls have started.",
             ),
             ("max_seconds", "number", "Stop after this many seconds."),
+            MAX_TOKENS,
+            MAX_COST_USD,
         ],
         required: &[],
     },

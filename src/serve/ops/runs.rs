@@ -179,6 +179,8 @@ impl Dispatcher {
                 .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
             repo_context: (!a.bool("no_repo_context")?.unwrap_or(false))
                 .then(|| self.cfg.dir.clone()),
+            max_tokens: a.int("max_tokens")?,
+            max_cost_usd: a.number("max_cost_usd")?,
             ..RunOptions::default()
         };
         let mut opts = spec.build(self.policy.clone()).map_err(reply_of)?;
@@ -332,6 +334,8 @@ impl Dispatcher {
                 "checks",
                 "allow_cmds",
                 "max_tool_calls",
+                "max_tokens",
+                "max_cost_usd",
             ],
         )?;
         let request = a.text("request")?;
@@ -342,7 +346,16 @@ impl Dispatcher {
     }
 
     pub(crate) fn resume(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["run", "max_model_calls", "max_seconds"])?;
+        let a = Args::new(
+            req.body,
+            &[
+                "run",
+                "max_model_calls",
+                "max_seconds",
+                "max_tokens",
+                "max_cost_usd",
+            ],
+        )?;
         let target = a.int("run")?;
         let mut opts = self.run_options(&a)?;
         opts.interrupt = req.hooks.interrupt.clone();

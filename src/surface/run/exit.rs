@@ -179,6 +179,10 @@ pub fn exit_for(store: &GitStore, outcome: &Outcome) -> Result<RunExit> {
         }
         _ => Checks::default(),
     };
+    // A ceiling stop is witnessed like a budget stop; the outcome says which ceiling.
+    if matches!(outcome.status, Status::StoppedOnBudget) && outcome.ceiling.is_some() {
+        return Ok(RunExit::StoppedOnCeiling);
+    }
     Ok(exit_of(&outcome.status, checks))
 }
 

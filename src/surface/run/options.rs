@@ -94,6 +94,10 @@ pub struct RunOptions {
     /// The work tree whose map and relevant files are context (on by default in a repository;
     /// `--no-repo-context` leaves it `None`), after the context of [`RunOptions::context`].
     pub repo_context: Option<std::path::PathBuf>,
+    /// `--max-tokens`: the run's ceiling on prompt plus completion tokens.
+    pub max_tokens: Option<u64>,
+    /// `--max-cost-usd`: the run's ceiling on what its model calls cost, in dollars.
+    pub max_cost_usd: Option<f64>,
 }
 
 /// A positive, finite number of seconds for `flag`.
@@ -156,7 +160,9 @@ impl RunOptions {
         if let Some(mode) = self.secrets {
             secrets.mode = mode;
         }
+        let ceilings = self.ceilings()?;
         Ok(run::Options {
+            ceilings,
             max_model_calls: self.max_model_calls,
             max_seconds: self.max_seconds,
             context_budget: self.context_budget,
@@ -178,6 +184,31 @@ impl RunOptions {
             work: None,
             secrets: crate::secrets::Guard::new(crate::secrets::Scanner::new(), secrets),
             runtime_record: None,
+        })
+    }
+
+    /// The spend ceilings, refused when not a positive number (a ceiling of 0 would stop
+    /// every run before its first call: leave the flag out for no ceiling).
+    pub fn ceilings(&self) -> Result<crate::spend::Ceilings> {
+        if self.max_tokens == Some(0) {
+            return Err(Error::usage(
+                "--max-tokens 0 leaves nothing to spend: give a number of tokens above 0 (or leave the flag out for no ceiling)",
+            ));
+        }
+        let max_cost_pico = match self.max_cost_usd {
+            None => None,
+            Some(x) if x.is_finite() && x > 0.0 && crate::spend::usd_to_pico(x) > 0 => {
+                Some(crate::spend::usd_to_pico(x))
+            }
+            Some(x) => {
+                return Err(Error::usage(format!(
+                    "--max-cost-usd {x} must be a number of dollars above 0 (or leave the flag out for no ceiling)"
+                )));
+            }
+        };
+        Ok(crate::spend::Ceilings {
+            max_tokens: self.max_tokens,
+            max_cost_pico,
         })
     }
 

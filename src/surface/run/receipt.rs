@@ -84,6 +84,12 @@ pub fn forum_receipt(
     if let Some(secs) = opts.max_seconds {
         budget.insert("max_seconds".into(), json!(secs));
     }
+    if let Some(n) = opts.ceilings.max_tokens {
+        budget.insert("max_tokens".into(), json!(n));
+    }
+    if let Some(p) = opts.ceilings.max_cost_pico {
+        budget.insert("max_cost_usd".into(), json!(crate::spend::pico_to_usd(p)));
+    }
     inputs.budget = Value::from_serde(&J::Object(budget));
     if let Some(b) = &opts.context_budget {
         let mut limits = serde_json::Map::new();

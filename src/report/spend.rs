@@ -1,0 +1,206 @@
+//! Tokens and cost per model: the `usage` objects a run witnessed with its model calls
+//! (`{model, prompt_tokens, completion_tokens, estimated?, cost_usd?}` in task results,
+//! verdicts, the plan and the answer), summed per model in first-seen order. Pure.
+//!
+//! A ledger whose entries carry no `usage` (every Forum ledger, every scripted run) has no spend
+//! and its summary and receipt keep Forum's keys exactly: the `spend` key is only added when
+//! there is something to show.
+
+use super::field;
+use crate::ledger::Entry;
+use crate::ledger::canonical::Value;
+
+/// What one model's witnessed calls spent.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ModelSpend {
+    pub model: String,
+    /// Calls that witnessed their usage.
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Some of the counts are estimates (a command worker's bytes / 4).
+    pub estimated: bool,
+    /// The summed cost, when the calls were priced.
+    pub cost_usd: Option<f64>,
+}
+
+impl ModelSpend {
+    /// Prompt plus completion tokens.
+    pub fn tokens(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+/// Every model's spend in `items`, in the order the models first appear.
+pub fn per_model<'a>(
+    items: impl IntoIterator<Item = &'a (Entry, Option<Value>)>,
+) -> Vec<ModelSpend> {
+    let mut out: Vec<ModelSpend> = Vec::new();
+    for (_, body) in items {
+        let Some(u @ Value::Object(_)) = field(body.as_ref(), "usage") else {
+            continue;
+        };
+        let Some(model) = u.get("model").and_then(Value::as_str) else {
+            continue;
+        };
+        let n = |k: &str| match u.get(k) {
+            Some(Value::Int(i)) => i.as_u64().unwrap_or(0),
+            _ => 0,
+        };
+        let slot = match out.iter().position(|m| m.model == model) {
+            Some(i) => &mut out[i],
+            None => {
+                out.push(ModelSpend {
+                    model: model.to_string(),
+                    ..ModelSpend::default()
+                });
+                out.last_mut().expect("just pushed")
+            }
+        };
+        slot.calls += 1;
+        slot.prompt_tokens += n("prompt_tokens");
+        slot.completion_tokens += n("completion_tokens");
+        slot.estimated |= matches!(u.get("estimated"), Some(Value::Bool(true)));
+        let cost = match u.get("cost_usd") {
+            Some(Value::Float(f)) => Some(*f),
+            Some(Value::Int(i)) => i.as_i64().map(|v| v as f64),
+            _ => None,
+        };
+        if let Some(c) = cost {
+            slot.cost_usd = Some(slot.cost_usd.unwrap_or(0.0) + c);
+        }
+    }
+    out
+}
+
+/// The spend as one object: `{MODEL: {calls, prompt_tokens, completion_tokens, tokens,
+/// cost_usd?, estimated?}, ...}`, then `total: {tokens, cost_usd?}`. `None` when empty.
+pub fn to_value(models: &[ModelSpend]) -> Option<Value> {
+    if models.is_empty() {
+        return None;
+    }
+    let mut out: Vec<(String, Value)> = Vec::new();
+    let (mut tokens, mut cost, mut priced) = (0u64, 0.0f64, false);
+    for m in models {
+        let mut o = vec![
+            ("calls".to_string(), uint(m.calls)),
+            ("prompt_tokens".to_string(), uint(m.prompt_tokens)),
+            ("completion_tokens".to_string(), uint(m.completion_tokens)),
+            ("tokens".to_string(), uint(m.tokens())),
+        ];
+        if let Some(c) = m.cost_usd {
+            o.push(("cost_usd".to_string(), Value::Float(c)));
+            cost += c;
+            priced = true;
+        }
+        if m.estimated {
+            o.push(("estimated".to_string(), Value::Bool(true)));
+        }
+        tokens += m.tokens();
+        out.push((m.model.clone(), Value::Object(o)));
+    }
+    let mut total = vec![("tokens".to_string(), uint(tokens))];
+    if priced {
+        total.push(("cost_usd".to_string(), Value::Float(cost)));
+    }
+    out.push(("total".to_string(), Value::Object(total)));
+    Some(Value::Object(out))
+}
+
+/// The spend as text lines, one per model (empty when there is none).
+pub fn text_lines(models: &[ModelSpend]) -> Vec<String> {
+    if models.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = vec![format!(
+        "Spend per model{}",
+        if models.iter().any(|m| m.estimated) {
+            " (~ marks estimates: a command's bytes / 4)"
+        } else {
+            ""
+        }
+    )];
+    for m in models {
+        lines.push(format!(
+            "  {:<28}{:>6} calls {}{:>10} tokens ({} in, {} out){}",
+            m.model,
+            m.calls,
+            if m.estimated { "~" } else { " " },
+            m.tokens(),
+            m.prompt_tokens,
+            m.completion_tokens,
+            m.cost_usd.map_or(String::new(), |c| format!("  ${c:.6}")),
+        ));
+    }
+    lines
+}
+
+fn uint(n: u64) -> Value {
+    Value::int(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::{MemoryStorage, NewEntry, Storage};
+    use crate::report::Snapshot;
+
+    fn snapshot(bodies: &[&str]) -> Snapshot {
+        let mut s = MemoryStorage::default();
+        for (i, b) in bodies.iter().enumerate() {
+            s.append(NewEntry {
+                actor: "a".into(),
+                kind: "result".into(),
+                causal_parent: None,
+                payload: crate::ledger::canonical::parse(b).unwrap(),
+                ts: i as f64,
+            })
+            .unwrap();
+        }
+        let items = (0..s.len().unwrap())
+            .map(|q| {
+                let e = s.get(q).unwrap().unwrap();
+                let b = s.payload_at(q).unwrap();
+                (e, b)
+            })
+            .collect();
+        Snapshot::from_items(items)
+    }
+
+    #[test]
+    fn usage_is_summed_per_model_in_first_seen_order() {
+        let s = snapshot(&[
+            r#"{"id":"T1","usage":{"model":"b","prompt_tokens":10,"completion_tokens":5,"cost_usd":0.5}}"#,
+            r#"{"id":"T2","usage":{"model":"a","prompt_tokens":3,"completion_tokens":1,"estimated":true}}"#,
+            r#"{"id":"T3","usage":{"model":"b","prompt_tokens":1,"completion_tokens":2,"cost_usd":0.25}}"#,
+            r#"{"id":"T4","output":"no usage"}"#,
+        ]);
+        let m = per_model(&s.items);
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            (
+                m[0].model.as_str(),
+                m[0].calls,
+                m[0].tokens(),
+                m[0].cost_usd
+            ),
+            ("b", 2, 18, Some(0.75))
+        );
+        assert!(m[1].estimated && m[1].cost_usd.is_none());
+        let v = to_value(&m).unwrap().to_serde();
+        assert_eq!(v["b"]["prompt_tokens"], 11);
+        assert_eq!(v["total"]["tokens"], 22);
+        assert_eq!(v["total"]["cost_usd"], 0.75);
+        let text = text_lines(&m).join("\n");
+        assert!(text.contains("$0.750000"), "{text}");
+        assert!(text.contains("~"), "{text}");
+    }
+
+    #[test]
+    fn a_ledger_without_usage_has_no_spend() {
+        let s = snapshot(&[r#"{"id":"T1","output":"x","ok":true,"model":"m"}"#]);
+        assert!(per_model(&s.items).is_empty());
+        assert_eq!(to_value(&[]), None);
+        assert!(text_lines(&[]).is_empty());
+    }
+}
