@@ -435,6 +435,7 @@ fn prepare(
         &mut opts,
     )
     .map_err(cli_err)?;
+    surface::run::options::apply_preset_net(&loaded.runtime, &roster, &mut opts);
     if let Some(m) = surface::model::ensure_running(&loaded.runtime)?
         && !f.quiet
     {

@@ -177,24 +177,33 @@ fn judge(
         max_tokens: Some(256),
     };
     let orchestrator = run.env.seats.orchestrator();
+    let mut usage = None;
     let ruling = match run.ask(orchestrator.as_ref(), &call) {
-        Ok(reply) => parse_judgment(&reply.text)
-            .map_err(|e| format!("the judge's answer is not a usable ruling: {e}")),
+        Ok(reply) => {
+            usage = super::engine::usage_of(orchestrator.as_ref(), &reply);
+            parse_judgment(&reply.text)
+                .map_err(|e| format!("the judge's answer is not a usable ruling: {e}"))
+        }
         Err(e) => Err(format!("the orchestrator seat failed ({}): {e}", e.code())),
     };
     let (ok, score, reason) = match ruling {
         Ok((ok, score, reason)) => (Value::Bool(ok), score, reason),
         Err(why) => (Value::Null, 0.0, format!("judge failed: {why}")),
     };
+    let mut fields = vec![
+        ("ok".to_string(), ok),
+        ("score".to_string(), Value::Float(score)),
+        ("reason".to_string(), Value::str(reason)),
+    ];
+    // The call's usage, when the seat counted it (never for Forum's own ledgers).
+    if let Some(u) = usage {
+        fields.push(("usage".to_string(), Value::from_serde(&u)));
+    }
     run.put_value(
         "intent-judge",
         kind::INTENT_JUDGMENT,
         Some(check_seq),
-        Value::object([
-            ("ok".to_string(), ok),
-            ("score".to_string(), Value::Float(score)),
-            ("reason".to_string(), Value::str(reason)),
-        ]),
+        Value::object(fields),
     )?;
     Ok(())
 }

@@ -121,7 +121,12 @@ fn log(repo: &Repo) -> Vec<J> {
 /// `git forum submit --work --check CHECK FLAGS... REQUEST --json` with the stand-ins.
 fn submit(repo: &Repo, path: &str, flags: &[&str], env: &[(&str, &str)]) -> (bool, J) {
     let log = repo.path().join("presets.log");
+    // The stand-ins log into the user's tree, which a sandbox keeps read-only; confinement
+    // itself is tests/integration/sandbox.rs's, and `a_sandboxed_preset_keeps_the_network`'s.
     let mut args = vec!["submit", "--json", "--work", "--check", CHECK];
+    if !flags.contains(&"--sandbox") {
+        args.push("--no-sandbox");
+    }
     args.extend_from_slice(flags);
     args.push("make the failing test in calc pass");
     let o = repo
@@ -370,6 +375,19 @@ fn a_cli_that_fails_fails_its_task_with_the_reason_witnessed() {
     );
     assert!(!entries(&repo).is_empty());
     assert_eq!(repo.forum_json(&["verify", "--deep"])["ok"], true);
+}
+
+#[test]
+fn a_sandboxed_preset_keeps_the_network() {
+    // An agent CLI calls its model over the network, so a confined run on one keeps it (the
+    // stand-in cannot write its log under the sandbox, which is not what this test is about).
+    let repo = Repo::new("sha1");
+    setup(&repo);
+    let path = stand_ins(&repo);
+    let _ = submit(&repo, &path, &["--claude", "--sandbox"], &[]);
+    let sandbox = payloads(&repo, "request")[0].1["work"]["sandbox"].clone();
+    assert_eq!(sandbox["confined"], true, "{sandbox}");
+    assert_eq!(sandbox["net"], true, "{sandbox}");
 }
 
 #[test]

@@ -166,6 +166,11 @@ impl Sandboxing {
         self.mode
     }
 
+    /// The policy it confines under.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
     /// What to tell the user when a run that would have been confined is not (the default
     /// mode where bubblewrap is not usable), once resolved; `None` otherwise.
     pub fn note(&self) -> Option<String> {

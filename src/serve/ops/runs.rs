@@ -203,6 +203,7 @@ impl Dispatcher {
         if let Some(l) = self.executors.loaded.as_ref() {
             let v = crate::exec::config::verify::for_run(&l.runtime, &self.roster);
             surface::run::options::apply_verification(v, &mut opts).map_err(reply_of)?;
+            surface::run::options::apply_preset_net(&l.runtime, &self.roster, &mut opts);
         }
         let reader = self.reader()?;
         opts.context = spec
