@@ -185,8 +185,9 @@ fn unfence(text: &str) -> &str {
     }
 }
 
-impl Executor for AnthropicExecutor {
-    fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
+impl AnthropicExecutor {
+    /// POSTs `body` with the API version header and the key (when the endpoint is sent one).
+    fn post(&self, body: &Value) -> Result<super::http::Answer, ExecError> {
         let key = if self.http.sends_key() {
             Some(Key::from_env(&self.key_env)?)
         } else {
@@ -197,11 +198,14 @@ impl Executor for AnthropicExecutor {
             scheme: None,
             key,
         });
-        let answer = self.http.post_json(
-            &[("anthropic-version", ANTHROPIC_VERSION)],
-            auth,
-            &self.request_body(call),
-        )?;
+        self.http
+            .post_json(&[("anthropic-version", ANTHROPIC_VERSION)], auth, body)
+    }
+}
+
+impl Executor for AnthropicExecutor {
+    fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
+        let answer = self.post(&self.request_body(call))?;
         let mut reply = self.parse(&answer.body, call.schema.is_some())?;
         reply.elapsed = answer.elapsed;
         Ok(reply)
@@ -231,20 +235,8 @@ impl super::tools::ToolChat for AnthropicExecutor {
         tools: &[super::tools::ToolSpec],
         max_tokens: u32,
     ) -> Result<super::tools::Turn, ExecError> {
-        let key = if self.http.sends_key() {
-            Some(Key::from_env(&self.key_env)?)
-        } else {
-            None
-        };
-        let auth = key.as_ref().map(|key| Auth {
-            header: "x-api-key",
-            scheme: None,
-            key,
-        });
         let body = super::tools::anthropic_body(&self.model, system, messages, tools, max_tokens);
-        let answer =
-            self.http
-                .post_json(&[("anthropic-version", ANTHROPIC_VERSION)], auth, &body)?;
+        let answer = self.post(&body)?;
         let url = self.http.display().to_string();
         let v: Value =
             serde_json::from_slice(&answer.body).map_err(|e| ExecError::InvalidJson {

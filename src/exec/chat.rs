@@ -151,8 +151,9 @@ fn response_format(schema: &OutputSchema) -> Value {
     })
 }
 
-impl Executor for ChatExecutor {
-    fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
+impl ChatExecutor {
+    /// POSTs `body` with the bearer key of `key_env`, when one is configured.
+    fn post(&self, body: &Value) -> Result<super::http::Answer, ExecError> {
         let key = match &self.key_env {
             Some(var) => Some(Key::from_env(var)?),
             None => None,
@@ -162,7 +163,13 @@ impl Executor for ChatExecutor {
             scheme: Some("Bearer"),
             key,
         });
-        let answer = self.http.post_json(&[], auth, &self.request_body(call))?;
+        self.http.post_json(&[], auth, body)
+    }
+}
+
+impl Executor for ChatExecutor {
+    fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
+        let answer = self.post(&self.request_body(call))?;
         let (text, model, usage) = self.parse(&answer.body)?;
         Ok(Reply {
             text,
@@ -196,17 +203,8 @@ impl super::tools::ToolChat for ChatExecutor {
         tools: &[super::tools::ToolSpec],
         max_tokens: u32,
     ) -> Result<super::tools::Turn, ExecError> {
-        let key = match &self.key_env {
-            Some(var) => Some(Key::from_env(var)?),
-            None => None,
-        };
-        let auth = key.as_ref().map(|key| Auth {
-            header: "authorization",
-            scheme: Some("Bearer"),
-            key,
-        });
         let body = super::tools::openai_body(&self.model, system, messages, tools, max_tokens);
-        let answer = self.http.post_json(&[], auth, &body)?;
+        let answer = self.post(&body)?;
         let url = self.http.display().to_string();
         let v: Value =
             serde_json::from_slice(&answer.body).map_err(|e| ExecError::InvalidJson {

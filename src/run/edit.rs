@@ -18,13 +18,13 @@ use std::sync::atomic::Ordering;
 use serde_json::{Value as J, json};
 
 use crate::exec::tools::{Msg, ToolChat, ToolOutput, Turn, rejects_tools};
-use crate::exec::{Call, ExecError, Executor, command};
+use crate::exec::{Call, ExecError, Executor, Reply, command};
 use crate::ledger::kind;
 use crate::plan::Task;
 use crate::spend::{Amount, prompt_tokens_upper_bound};
 
 use super::changes::{WorkRun, criteria_commands};
-use super::engine::{Done, Run};
+use super::engine::{Done, Run, sum_usage, usage_of, with_usage};
 use super::prompts::worker_system;
 use super::tools::{
     ENTRY_BODY_CAP, Hands, Loop, MODEL_OUTPUT_CAP, Next, Op, Outcome, cap_text, fallback_schema,
@@ -41,6 +41,12 @@ const EDIT_SYSTEM: &str = "You change files in a git worktree with the tools you
 Read before you write, keep the change small, run the allowed commands to check your work when \
 there are any, and when the change is made answer with a short plain report (no tool call). \
 Paths are relative to the worktree; paths that leave it are refused.";
+
+/// The model a task's conversation last named, and the usage its turns counted (summed).
+struct Seen {
+    model: String,
+    usage: Option<J>,
+}
 
 /// What a model without tools is asked for instead.
 const FALLBACK_NOTE: &str = "\n\nThis endpoint takes no tools. Answer with one JSON object \
@@ -171,9 +177,12 @@ impl Run<'_, '_> {
             agent: task.agent.clone(),
             model: exec.model(),
         });
-        let mut model = exec.model();
+        let mut seen = Seen {
+            model: exec.model(),
+            usage: None,
+        };
         let ended = match exec.tool_chat() {
-            Some(chat) => self.tool_loop(w, task, exec, chat, prompt, parent, hands, &mut model)?,
+            Some(chat) => self.tool_loop(w, task, exec, chat, prompt, parent, hands, &mut seen)?,
             None => Err(Failed {
                 code: "other",
                 reason: "this worker holds no tool conversation".into(),
@@ -188,21 +197,12 @@ impl Run<'_, '_> {
             Ok(report) => (report, true, None),
             Err(f) => (format!("error: {}", f.reason), false, Some(f.code)),
         };
+        let Seen { model, usage } = seen;
         let mut payload = json!({"id": task.id, "output": output, "ok": ok, "model": model});
         if let Some(code) = error {
             payload["error"] = json!(code);
         }
-        let e = self.put(&task.agent, kind::RESULT, Some(parent), payload)?;
-        self.env.progress.event(&Event::TaskFinished {
-            id: task.id.clone(),
-            ok,
-            model,
-        });
-        Ok(Done {
-            output,
-            ok,
-            seq: e.seq,
-        })
+        self.finish_task(task, parent, with_usage(payload, usage), output, ok, model)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -215,7 +215,7 @@ impl Run<'_, '_> {
         prompt: &str,
         parent: u64,
         hands: &dyn Hands,
-        model: &mut String,
+        seen: &mut Seen,
     ) -> Result<Result<String, Failed>, RunError> {
         let commands = allowed(w, task);
         let category = self
@@ -238,7 +238,7 @@ impl Run<'_, '_> {
                 Ok(t) => t,
                 Err(e) if rejects_tools(&e) && lp.calls == 0 => {
                     return self
-                        .fallback(task, exec, &system, prompt, parent, hands, &mut lp, model);
+                        .fallback(task, exec, &system, prompt, parent, hands, &mut lp, seen);
                 }
                 Err(e) => {
                     return Ok(Err(Failed {
@@ -247,7 +247,16 @@ impl Run<'_, '_> {
                     }));
                 }
             };
-            *model = turn.model.clone();
+            seen.model = turn.model.clone();
+            if let Some(u) = turn.usage {
+                let reply = Reply {
+                    text: String::new(),
+                    model: turn.model.clone(),
+                    usage: Some(u),
+                    elapsed: std::time::Duration::ZERO,
+                };
+                seen.usage = sum_usage(seen.usage.take(), usage_of(exec.as_ref(), &reply));
+            }
             let parsed: Vec<Result<Result<Op, super::tools::Refusal>, String>> = turn
                 .calls
                 .iter()
@@ -311,7 +320,7 @@ impl Run<'_, '_> {
         parent: u64,
         hands: &dyn Hands,
         lp: &mut Loop,
-        model: &mut String,
+        seen: &mut Seen,
     ) -> Result<Result<String, Failed>, RunError> {
         let listing = hands.carry(&Op::List { path: ".".into() });
         let ask = format!(
@@ -342,7 +351,8 @@ impl Run<'_, '_> {
                 }));
             }
         };
-        *model = reply.model.clone();
+        seen.model = reply.model.clone();
+        seen.usage = sum_usage(seen.usage.take(), usage_of(exec.as_ref(), &reply));
         let (ops, report) = match parse_fallback(&reply.text) {
             Ok(x) => x,
             Err(m) => {

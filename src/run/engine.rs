@@ -78,7 +78,7 @@ pub(super) fn with_usage(mut payload: J, usage: Option<J>) -> J {
 }
 
 /// Two usage objects of one role as one (the planner's retry): tokens and cost summed.
-fn sum_usage(a: Option<J>, b: Option<J>) -> Option<J> {
+pub(super) fn sum_usage(a: Option<J>, b: Option<J>) -> Option<J> {
     match (a, b) {
         (None, x) | (x, None) => x,
         (Some(mut a), Some(b)) => {

@@ -193,7 +193,19 @@ impl Run<'_, '_> {
         if let Some(code) = error {
             payload["error"] = json!(code);
         }
-        let payload = with_usage(payload, usage);
+        self.finish_task(task, parent, with_usage(payload, usage), output, ok, model)
+    }
+
+    /// Witnesses a task's `result` under `parent` and says the task finished.
+    pub(super) fn finish_task(
+        &self,
+        task: &Task,
+        parent: u64,
+        payload: serde_json::Value,
+        output: String,
+        ok: bool,
+        model: String,
+    ) -> Result<Done, RunError> {
         let e = self.put(&task.agent, kind::RESULT, Some(parent), payload)?;
         self.env.progress.event(&Event::TaskFinished {
             id: task.id.clone(),

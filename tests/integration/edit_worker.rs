@@ -297,6 +297,14 @@ fn a_scripted_coder_reads_writes_and_checks_through_the_tools_on_every_format() 
             assert_eq!(parent(*c), task);
             assert_eq!(parent(*r), *c);
         }
+        // The task's result witnesses what its four turns used, summed (10 in, 5 out each).
+        let result = payloads(repo, "result")
+            .into_iter()
+            .map(|(_, p)| p)
+            .find(|p| p["id"] == "T1")
+            .expect("the task's result");
+        assert_eq!(result["usage"]["prompt_tokens"], 40, "{result}");
+        assert_eq!(result["usage"]["completion_tokens"], 20, "{result}");
         // The change commit holds the fix and the checks passed; it shipped onto the run branch.
         let change = &payloads(repo, "change")[0].1;
         assert!(change["commit"].is_string(), "{change}");
@@ -412,6 +420,58 @@ fn a_model_that_never_stops_calling_tools_stops_at_max_tool_calls() {
     // Four turns: three calls carried out, the fourth asked for one more.
     assert_eq!(stub.tool_requests().len(), 4);
     assert!(payloads(&repo, "change").is_empty());
+    verify_deep(&repo);
+}
+
+#[test]
+fn a_tool_conversation_stops_on_a_token_ceiling_without_passing_it() {
+    // Each turn reserves its worst case (the conversation so far, plus its output cap) before
+    // it starts, as every model call does, so a conversation that never ends stops on the
+    // ceiling, and what its turns used never passes it.
+    let repo = Repo::new("sha1");
+    setup(&repo);
+    let stub = Stub::start(fleet(|turn, _| {
+        (
+            200,
+            chat_answer(
+                J::Null,
+                Some(json!([call(&format!("l{turn}"), "list_files", json!({}))])),
+            ),
+        )
+    }));
+    let ceiling = 40_000u64;
+    let out = submit(
+        &repo,
+        &stub,
+        &[
+            "--max-tool-calls",
+            "500",
+            "--max-tokens",
+            &ceiling.to_string(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let budget = payloads(&repo, "budget");
+    assert_eq!(budget.len(), 1, "{budget:?}");
+    assert_eq!(budget[0].1["ceiling"], "max_tokens", "{budget:?}");
+    let used: u64 = payloads(&repo, "result")
+        .iter()
+        .filter_map(|(_, p)| p.get("usage"))
+        .chain(
+            payloads(&repo, "plan")
+                .iter()
+                .filter_map(|(_, p)| p.get("usage")),
+        )
+        .map(|u| u["prompt_tokens"].as_u64().unwrap() + u["completion_tokens"].as_u64().unwrap())
+        .sum();
+    assert!(used > 0 && used <= ceiling, "used {used} of {ceiling}");
+    // The conversation stopped on the ceiling, well before --max-tool-calls.
+    assert!(payloads(&repo, "tool_call").len() < 500);
     verify_deep(&repo);
 }
 

@@ -129,6 +129,45 @@ fn redaction_targets(
     Ok(out)
 }
 
+/// The body blob of `l`, whose tree is not the empty tree: `Ok(Err)` names in one line what
+/// is missing or malformed (the tree, the blob). `prefix` is the entry tree's one line before
+/// its blob id (`100644 payload.json\0`).
+pub fn entry_body(
+    objects: &mut dyn Objects,
+    hash: HashKind,
+    prefix: &str,
+    l: &Link,
+) -> Result<Result<(ObjectId, Vec<u8>), String>, StoreError> {
+    let seq = l.entry.seq;
+    let tree = match objects.read(&l.tree)? {
+        Some((Kind::Tree, t)) => t,
+        Some((k, _)) => return Ok(Err(format!("seq {seq}: {} is a {k}, not a tree", l.tree))),
+        None => {
+            return Ok(Err(format!(
+                "seq {seq}: tree {} is missing from the object store",
+                l.tree
+            )));
+        }
+    };
+    let Some(blob) = tree
+        .strip_prefix(prefix.as_bytes())
+        .filter(|b| b.len() == hash.len_in_bytes())
+        .map(ObjectId::from_bytes_or_panic)
+    else {
+        return Ok(Err(format!(
+            "seq {seq}: tree {} is not a ledger entry tree",
+            l.tree
+        )));
+    };
+    match objects.read(&blob)? {
+        Some((Kind::Blob, b)) => Ok(Ok((blob, b))),
+        Some((k, _)) => Ok(Err(format!("seq {seq}: {blob} is a {k}, not a blob"))),
+        None => Ok(Err(format!(
+            "the body of seq {seq} (blob {blob}) is missing from the object store"
+        ))),
+    }
+}
+
 /// Checks every body of `chain` as `verify --deep` does: each entry's tree is the empty tree
 /// (the body is absent) or a ledger entry tree whose one blob hashes (SHA-256) to the entry's
 /// `payload_hash`; an absent body must be named by a redaction entry of the chain (whose own
@@ -160,38 +199,9 @@ pub fn check_bodies(
             }
             continue;
         }
-        let tree = match objects.read(&l.tree)? {
-            Some((Kind::Tree, t)) => t,
-            Some((k, _)) => {
-                return Ok(Err(format!("seq {seq}: {} is a {k}, not a tree", l.tree)));
-            }
-            None => {
-                return Ok(Err(format!(
-                    "seq {seq}: tree {} is missing from the object store",
-                    l.tree
-                )));
-            }
-        };
-        let Some(blob) = tree
-            .strip_prefix(prefix.as_bytes())
-            .filter(|b| b.len() == hash.len_in_bytes())
-            .map(ObjectId::from_bytes_or_panic)
-        else {
-            return Ok(Err(format!(
-                "seq {seq}: tree {} is not a ledger entry tree",
-                l.tree
-            )));
-        };
-        let body = match objects.read(&blob)? {
-            Some((Kind::Blob, b)) => b,
-            Some((k, _)) => {
-                return Ok(Err(format!("seq {seq}: {blob} is a {k}, not a blob")));
-            }
-            None => {
-                return Ok(Err(format!(
-                    "the body of seq {seq} (blob {blob}) is missing from the object store"
-                )));
-            }
+        let (blob, body) = match entry_body(objects, hash, &prefix, l)? {
+            Ok(b) => b,
+            Err(why) => return Ok(Err(why)),
         };
         if hash::sha256_hex(&body) != want {
             return Ok(Err(format!(

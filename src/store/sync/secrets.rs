@@ -10,9 +10,9 @@
 
 use gix::ObjectId;
 use gix::hash::Kind as HashKind;
-use gix::objs::Kind;
 
 use super::chain::{Objects, read_chain};
+use super::consistency::entry_body;
 use super::git_cli::{Git, is_zero};
 use crate::ledger::MAX_PAYLOAD_BYTES;
 use crate::ledger::canonical;
@@ -58,41 +58,9 @@ pub fn scan_ledger(
         if l.tree == empty {
             continue;
         }
-        let tree = match objects.read(&l.tree)? {
-            Some((Kind::Tree, t)) => t,
-            Some((k, _)) => {
-                return Err(closed(format!(
-                    "ledger {name} seq {seq}: {} is a {k}",
-                    l.tree
-                )));
-            }
-            None => {
-                return Err(closed(format!(
-                    "ledger {name} seq {seq}: tree {} is missing",
-                    l.tree
-                )));
-            }
-        };
-        let Some(blob) = tree
-            .strip_prefix(prefix.as_bytes())
-            .filter(|b| b.len() == hash.len_in_bytes())
-            .map(ObjectId::from_bytes_or_panic)
-        else {
-            return Err(closed(format!(
-                "ledger {name} seq {seq}: tree {} is not a ledger entry tree",
-                l.tree
-            )));
-        };
-        let body = match objects.read(&blob)? {
-            Some((Kind::Blob, b)) => b,
-            Some((k, _)) => {
-                return Err(closed(format!("ledger {name} seq {seq}: {blob} is a {k}")));
-            }
-            None => {
-                return Err(closed(format!(
-                    "ledger {name} seq {seq}: body {blob} is missing"
-                )));
-            }
+        let (blob, body) = match entry_body(objects, hash, &prefix, l)? {
+            Ok(b) => b,
+            Err(why) => return Err(closed(format!("ledger {name}: {why}"))),
         };
         if body.len() > MAX_PAYLOAD_BYTES {
             return Err(closed(format!(
