@@ -27,6 +27,10 @@ impl Facts for RealFacts {
         }
     }
 
+    fn anthropic_url(&self) -> String {
+        crate::exec::anthropic::messages_url()
+    }
+
     fn program_found(&self, program: &str) -> bool {
         if program.contains('/') {
             return is_executable(Path::new(program));

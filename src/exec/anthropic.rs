@@ -42,8 +42,23 @@ impl fmt::Debug for AnthropicExecutor {
     }
 }
 
+/// The variable that moves the Messages API elsewhere (a gateway, a proxy, a test's stub),
+/// named as Anthropic's own SDKs name it: its value is a base URL, `/v1/messages` is added.
+pub const BASE_URL_ENV: &str = "ANTHROPIC_BASE_URL";
+
+/// Where `api = "anthropic"` executors send their calls: [`ANTHROPIC_URL`], or the Messages
+/// endpoint under `$ANTHROPIC_BASE_URL` when it is set (the endpoint policy still vets it).
+pub fn messages_url() -> String {
+    match std::env::var(BASE_URL_ENV) {
+        Ok(base) if !base.trim().is_empty() => {
+            format!("{}/v1/messages", base.trim().trim_end_matches('/'))
+        }
+        _ => ANTHROPIC_URL.to_string(),
+    }
+}
+
 impl AnthropicExecutor {
-    /// The executor an `api = "anthropic"` spec describes, calling [`ANTHROPIC_URL`]. Nothing
+    /// The executor an `api = "anthropic"` spec describes, calling [`messages_url`]. Nothing
     /// is called and no key is read here.
     pub fn from_spec(spec: &ExecutorSpec) -> Result<AnthropicExecutor, ExecError> {
         let ExecutorKind::Anthropic { model, api_key_env } = &spec.kind else {
@@ -53,7 +68,7 @@ impl AnthropicExecutor {
             )));
         };
         let mut e = AnthropicExecutor::build(
-            ANTHROPIC_URL,
+            &messages_url(),
             model,
             api_key_env,
             spec.policy(),

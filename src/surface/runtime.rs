@@ -155,11 +155,11 @@ pub fn executor_json(spec: &ExecutorSpec, facts: &dyn Facts) -> J {
             m.insert("allow_private".into(), json!(spec.allow_private));
         }
         ExecutorKind::Anthropic { .. } => {
-            m.insert("url".into(), json!(config::ANTHROPIC_URL));
+            m.insert("url".into(), json!(facts.anthropic_url()));
         }
     }
-    if let Some(u) = spec.url() {
-        let verdict = match config::check_endpoint(u, &spec.policy(), facts) {
+    if let Some(u) = config::endpoint_of(spec, facts) {
+        let verdict = match config::check_endpoint(&u, &spec.policy(), facts) {
             Ok(_) => J::String("allowed".into()),
             Err(r) => J::String(format!("refused: {r}")),
         };

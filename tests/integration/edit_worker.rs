@@ -574,6 +574,104 @@ fn bad_tool_flags_are_one_line_usage_errors() {
     assert!(!ledger.status.success());
 }
 
+/// The coder of [`coder`], speaking the Messages API (`tool_use` blocks).
+fn anthropic_coder(turn: usize) -> J {
+    let tool = |id: &str, name: &str, input: J| {
+        json!({"model": "claude-stub", "stop_reason": "tool_use", "content": [
+            {"type": "tool_use", "id": id, "name": name, "input": input}],
+            "usage": {"input_tokens": 10, "output_tokens": 5}})
+    };
+    match turn {
+        0 => tool("tu1", "read_file", json!({"path": "test_calc.py"})),
+        1 => tool(
+            "tu2",
+            "write_file",
+            json!({"path": "calc.py", "content": FIXED}),
+        ),
+        2 => tool("tu3", "run_command", json!({"command": CHECK})),
+        _ => json!({"model": "claude-stub", "stop_reason": "end_turn", "content": [
+            {"type": "text", "text": "Fixed add in calc.py; the tests pass."}],
+            "usage": {"input_tokens": 10, "output_tokens": 5}}),
+    }
+}
+
+#[test]
+fn an_anthropic_worker_seat_fixes_the_test_through_tool_use() {
+    // The worker seat is the Messages API (moved to the stub with ANTHROPIC_BASE_URL, as
+    // Anthropic's SDKs do); the control seats are the stub's chat endpoint.
+    on_each_kind(|repo| {
+        setup(repo);
+        let stub = Stub::start(|req: &J| {
+            let anthropic = req["tools"][0].get("input_schema").is_some();
+            if anthropic {
+                let turn = req["messages"]
+                    .as_array()
+                    .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+                return (200, anthropic_coder(turn));
+            }
+            fleet(coder)(req)
+        });
+        // A runtime file of the user's own (`--runtime-config`), which may name loopback.
+        let rt = repo.path().join(".git/anthropic-runtime.toml");
+        std::fs::write(
+            &rt,
+            format!(
+                "[runtime.default]\nchat_url = \"{}\"\nmodel = \"stub-coder\"\nis_local = true\n\n[seats]\nworker = {{ api = \"anthropic\", model = \"claude-stub\", is_local = true }}\n",
+                stub.url("/v1/chat/completions")
+            ),
+        )
+        .unwrap();
+        let out = repo
+            .forum()
+            .env("ANTHROPIC_BASE_URL", stub.url(""))
+            .args([
+                "submit",
+                "--json",
+                "--work",
+                "--check",
+                CHECK,
+                "--runtime-config",
+            ])
+            .arg(&rt)
+            .arg("make the failing test in calc pass")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tools: Vec<String> = payloads(repo, "tool_call")
+            .iter()
+            .map(|(_, p)| p["tool"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(tools, ["read_file", "write_file", "run_command"]);
+        let results = payloads(repo, "tool_result");
+        assert!(results.iter().all(|(_, p)| p["ok"] == true), "{results:?}");
+        let seen = stub.seen.lock().unwrap().clone();
+        let turns: Vec<&J> = seen
+            .iter()
+            .filter(|r| r["tools"][0].get("input_schema").is_some())
+            .collect();
+        assert_eq!(turns.len(), 4);
+        // The second turn carried the first call back as tool_use and its answer as tool_result.
+        assert_eq!(turns[1]["messages"][1]["content"][0]["type"], "tool_use");
+        assert_eq!(turns[1]["messages"][2]["content"][0]["type"], "tool_result");
+        assert_eq!(turns[1]["messages"][2]["content"][0]["tool_use_id"], "tu1");
+        let result = payloads(repo, "result")
+            .into_iter()
+            .map(|(_, p)| p)
+            .find(|p| p["id"] == "T1")
+            .expect("the task's result");
+        assert_eq!(result["model"], "claude-stub", "{result}");
+        let change = &payloads(repo, "change")[0].1;
+        assert_eq!(change["files"][0]["path"], "calc.py", "{change}");
+        let fixed = repo.git_ok(&["show", "forum/run-0:calc.py"]);
+        assert!(fixed.contains("return a + b"), "{fixed}");
+        verify_deep(repo);
+    });
+}
+
 #[test]
 fn the_anthropic_wire_carries_tool_use_and_tool_result() {
     use git_forum::exec::Executor;

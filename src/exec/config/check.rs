@@ -22,6 +22,20 @@ pub trait Facts {
     fn refuses_host(&self, _host: &str, _policy: &Policy) -> Option<String> {
         None
     }
+    /// Where `api = "anthropic"` executors are sent (the default: the public API; the
+    /// environment may move it, see `exec::anthropic::messages_url`).
+    fn anthropic_url(&self) -> String {
+        super::ANTHROPIC_URL.to_string()
+    }
+}
+
+/// The endpoint `spec` calls, as `facts` place it (chat: its URL; Anthropic: where the
+/// environment sends it), or `None` for a command.
+pub fn endpoint_of(spec: &ExecutorSpec, facts: &dyn Facts) -> Option<String> {
+    match &spec.kind {
+        super::ExecutorKind::Anthropic { .. } => Some(facts.anthropic_url()),
+        _ => spec.url().map(str::to_string),
+    }
 }
 
 /// The endpoint check a run makes, without connecting: the URL against its policy, then a
@@ -54,8 +68,8 @@ impl fmt::Display for Issue {
 /// Checks one executor: its endpoint against its policy, its key variable, its program.
 pub fn check_executor(spec: &ExecutorSpec, facts: &dyn Facts) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(u) = spec.url()
-        && let Err(r) = check_endpoint(u, &spec.policy(), facts)
+    if let Some(u) = endpoint_of(spec, facts)
+        && let Err(r) = check_endpoint(&u, &spec.policy(), facts)
     {
         out.push(format!("endpoint refused: {r}"));
     }

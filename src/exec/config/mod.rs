@@ -75,7 +75,7 @@ use super::endpoint::{self, Origin, Policy};
 pub use super::preset::Preset;
 use crate::roster::Tier;
 
-pub use check::{Facts, Issue, check_endpoint, check_executor, issues};
+pub use check::{Facts, Issue, check_endpoint, check_executor, endpoint_of, issues};
 pub use flags::{Flags, TierFlags, merge};
 pub use parse::{MAX_CHECK_BYTES, claude_argv, line_col, parse_runtime_config, split_cmd};
 pub use resolve::{Unresolved, Via};
@@ -251,7 +251,7 @@ impl ExecutorSpec {
                 api_key_env: Some(k),
                 ..
             } if !self.is_local => Some(k),
-            ExecutorKind::Anthropic { api_key_env, .. } => Some(api_key_env),
+            ExecutorKind::Anthropic { api_key_env, .. } if !self.is_local => Some(api_key_env),
             _ => None,
         }
     }

@@ -321,7 +321,7 @@ fn executor(
     with_span(
         "is_local",
         r.is_local.as_ref().map(|v| v.span()),
-        only("is_local", r.is_local.is_some(), &["chat_url"]),
+        only("is_local", r.is_local.is_some(), &["chat_url", "api"]),
     )?;
     with_span(
         "allow_private",

@@ -164,6 +164,10 @@ fn semantic_errors_are_located_too() {
             "allow_private does not apply",
         ),
         (
+            "[runtime.default]\napi = \"anthropic\"\nis_local = true\napi_key_env = \"ANTHROPIC_API_KEY\"\n",
+            "is_local = true sends no key",
+        ),
+        (
             "[runtime.default]\nchat_url = \"http://127.0.0.1/\"\nis_local = true\napi_key_env = \"OPENAI_API_KEY\"\n",
             ":4:15: [runtime.default] api_key_env: is_local = true sends no key",
         ),
