@@ -252,15 +252,8 @@ impl super::tools::ToolChat for AnthropicExecutor {
     ) -> Result<super::tools::Turn, ExecError> {
         let body = super::tools::anthropic_body(&self.model, system, messages, tools, max_tokens);
         let answer = self.post(&body)?;
-        let url = self.http.display().to_string();
-        let v: Value =
-            serde_json::from_slice(&answer.body).map_err(|e| ExecError::InvalidJson {
-                url: url.clone(),
-                reason: e.to_string(),
-            })?;
-        super::tools::anthropic_parse(&v, &self.model).ok_or(ExecError::NoAnswer {
-            url,
-            what: "content[]",
+        super::tools::read_turn(&answer.body, self.http.display(), "content[]", |v| {
+            super::tools::anthropic_parse(v, &self.model)
         })
     }
 }

@@ -205,16 +205,12 @@ impl super::tools::ToolChat for ChatExecutor {
     ) -> Result<super::tools::Turn, ExecError> {
         let body = super::tools::openai_body(&self.model, system, messages, tools, max_tokens);
         let answer = self.post(&body)?;
-        let url = self.http.display().to_string();
-        let v: Value =
-            serde_json::from_slice(&answer.body).map_err(|e| ExecError::InvalidJson {
-                url: url.clone(),
-                reason: e.to_string(),
-            })?;
-        super::tools::openai_parse(&v, &self.model).ok_or(ExecError::NoAnswer {
-            url,
-            what: "choices[0].message",
-        })
+        super::tools::read_turn(
+            &answer.body,
+            self.http.display(),
+            "choices[0].message",
+            |v| super::tools::openai_parse(v, &self.model),
+        )
     }
 }
 

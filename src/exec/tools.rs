@@ -75,6 +75,22 @@ pub struct Turn {
     pub usage: Option<Usage>,
 }
 
+/// The turn in the body an endpoint at `url` answered, read with `parse`; `what` names the
+/// part of the answer that was missing when `parse` finds no turn.
+pub(crate) fn read_turn(
+    body: &[u8],
+    url: impl std::fmt::Display,
+    what: &'static str,
+    parse: impl FnOnce(&Value) -> Option<Turn>,
+) -> Result<Turn, ExecError> {
+    let url = url.to_string();
+    let v: Value = serde_json::from_slice(body).map_err(|e| ExecError::InvalidJson {
+        url: url.clone(),
+        reason: e.to_string(),
+    })?;
+    parse(&v).ok_or(ExecError::NoAnswer { url, what })
+}
+
 /// An executor that can hold a tool conversation.
 pub trait ToolChat: Send + Sync {
     /// One turn: the system text, the conversation so far and the tools offered.
