@@ -391,19 +391,22 @@ fn paths_out_of_the_worktree_are_refused_and_witnessed() {
     verify_deep(&repo);
 }
 
+/// A worker that never finishes: each turn lists the files again.
+fn lister(turn: usize, _: &J) -> (u16, J) {
+    (
+        200,
+        chat_answer(
+            J::Null,
+            Some(json!([call(&format!("l{turn}"), "list_files", json!({}))])),
+        ),
+    )
+}
+
 #[test]
 fn a_model_that_never_stops_calling_tools_stops_at_max_tool_calls() {
     let repo = Repo::new("sha1");
     setup(&repo);
-    let stub = Stub::start(fleet(|turn, _| {
-        (
-            200,
-            chat_answer(
-                J::Null,
-                Some(json!([call(&format!("l{turn}"), "list_files", json!({}))])),
-            ),
-        )
-    }));
+    let stub = Stub::start(fleet(lister));
     let out = submit(&repo, &stub, &["--max-tool-calls", "3"]);
     let _ = out;
     assert_eq!(payloads(&repo, "tool_call").len(), 3);
@@ -430,15 +433,7 @@ fn a_tool_conversation_stops_on_a_token_ceiling_without_passing_it() {
     // ceiling, and what its turns used never passes it.
     let repo = Repo::new("sha1");
     setup(&repo);
-    let stub = Stub::start(fleet(|turn, _| {
-        (
-            200,
-            chat_answer(
-                J::Null,
-                Some(json!([call(&format!("l{turn}"), "list_files", json!({}))])),
-            ),
-        )
-    }));
+    let stub = Stub::start(fleet(lister));
     let ceiling = 40_000u64;
     let out = submit(
         &repo,
