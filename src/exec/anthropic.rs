@@ -174,6 +174,7 @@ impl AnthropicExecutor {
             input_tokens: u.get("input_tokens").and_then(Value::as_u64).unwrap_or(0),
             output_tokens: u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
             estimated: false,
+            truncated: false,
         });
         Ok(Reply {
             text,
@@ -344,6 +345,7 @@ mod tests {
                 input_tokens: 7,
                 output_tokens: 2,
                 estimated: false,
+                truncated: false,
             })
         );
         let r = e

@@ -122,6 +122,7 @@ impl ChatExecutor {
                 .and_then(Value::as_u64)
                 .unwrap_or(0),
             estimated: false,
+            truncated: false,
         });
         Ok((text.trim().to_string(), model, usage))
     }
@@ -288,6 +289,7 @@ mod tests {
                 input_tokens: 3,
                 output_tokens: 4,
                 estimated: false,
+                truncated: false,
             })
         );
         let (_, m, u) = e

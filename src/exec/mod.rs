@@ -89,6 +89,9 @@ pub struct Usage {
     pub output_tokens: u64,
     /// Set when no provider counted these tokens (command workers).
     pub estimated: bool,
+    /// Set when the output was cut at the call's output cap (a command worker under a spend
+    /// ceiling), so these counts are of what was kept.
+    pub truncated: bool,
 }
 
 /// A model's answer.
@@ -264,6 +267,7 @@ impl Executor for CommandExecutor {
             input_tokens: crate::spend::estimate_tokens(prompt.len()),
             output_tokens: crate::spend::estimate_tokens(text.len()),
             estimated: true,
+            truncated: false,
         });
         Ok(Reply {
             text,

@@ -204,6 +204,7 @@ pub fn openai_parse(v: &Value, configured: &str) -> Option<Turn> {
         model: model_of(v, configured),
         usage: v["usage"].as_object().map(|u| Usage {
             estimated: false,
+            truncated: false,
             input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
             output_tokens: u
                 .get("completion_tokens")
@@ -295,6 +296,7 @@ pub fn anthropic_parse(v: &Value, configured: &str) -> Option<Turn> {
         model: model_of(v, configured),
         usage: v["usage"].as_object().map(|u| Usage {
             estimated: false,
+            truncated: false,
             input_tokens: u.get("input_tokens").and_then(Value::as_u64).unwrap_or(0),
             output_tokens: u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
         }),

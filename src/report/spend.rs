@@ -1,6 +1,9 @@
 //! Tokens and cost per model: the `usage` objects a run witnessed with its model calls
-//! (`{model, prompt_tokens, completion_tokens, estimated?, cost_usd?}` in task results,
-//! verdicts, the plan and the answer), summed per model in first-seen order. Pure.
+//! (`{model, prompt_tokens, completion_tokens, estimated?, truncated?, cost_usd?}` on the entry
+//! each call's result is witnessed in: task results, verdicts, the plan, the answer, the
+//! `revision`, the pre-ship gate's `ship`, the `intent_judgment`, and the `run_stopped` or
+//! `budget` entry of planning or synthesis that ended there), summed per model in first-seen
+//! order, whatever the entry's kind. Pure.
 //!
 //! A ledger whose entries carry no `usage` (every Forum ledger, every scripted run) has no spend
 //! and its summary and receipt keep Forum's keys exactly: the `spend` key is only added when

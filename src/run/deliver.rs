@@ -6,11 +6,18 @@ use crate::ledger::canonical::Value;
 use crate::ledger::kind;
 use crate::route::RouteFrame;
 
-use super::engine::Run;
+use super::engine::{Run, usage_of, with_usage_value};
 use super::prompts::{judge_prompt, reviser_prompt};
 use super::{
     Checked, Event, RunError, Verification, judgment_schema, panic_message, parse_judgment,
 };
+
+/// How delivery ended: the delivered answer, or a spend ceiling that refused (or had
+/// already closed on) the opted-in step named, so the run stops on it.
+pub(super) enum Delivered {
+    Answer(u64, String),
+    Ceiling(&'static str),
+}
 
 /// Delivers the synthesized answer (forum-spec §13–15, forum-features §4 "Order inside one
 /// submit"): the delivery floor on the answer; when it flags and a reviser is on, a revision
@@ -18,14 +25,15 @@ use super::{
 /// `result`); then, on the delivered answer, the delivery profile (the caller's, else the
 /// route frame's), the lexical intent check and, when it flags and the judge is on, the
 /// intent judgment; last the verifier's verdict. None of them blocks the run. Returns the
-/// delivered answer's seq and text.
+/// delivered answer's seq and text; when a spend ceiling keeps the reviser or the judge from
+/// running, delivery stops there ([`Delivered::Ceiling`]).
 pub(super) fn deliver(
     run: &Run<'_, '_>,
     request: &str,
     frame: &RouteFrame,
     answer_seq: u64,
     answer: String,
-) -> Result<(u64, String), RunError> {
+) -> Result<Delivered, RunError> {
     use crate::quality;
     let floor = quality::assess(&answer);
     let check = run.put_value(
@@ -35,7 +43,10 @@ pub(super) fn deliver(
         floor.payload(),
     )?;
     let (seq, answer) = if floor.flagged && run.opts.revise {
-        revise(run, request, check.seq, answer_seq, answer)?
+        match revise(run, request, check.seq, answer_seq, answer)? {
+            Some(r) => r,
+            None => return Ok(Delivered::Ceiling("reviser")),
+        }
     } else {
         (answer_seq, answer)
     };
@@ -51,8 +62,11 @@ pub(super) fn deliver(
     )?;
     let intent = quality::intent_check(request, &answer, quality::intent::DEFAULT_THRESHOLD);
     let intent_entry = run.put_value("intent", kind::INTENT_CHECK, Some(seq), intent.payload())?;
-    if intent.flagged && run.opts.judge_intent {
-        judge(run, request, &answer, &intent.missing, intent_entry.seq)?;
+    if intent.flagged
+        && run.opts.judge_intent
+        && !judge(run, request, &answer, &intent.missing, intent_entry.seq)?
+    {
+        return Ok(Delivered::Ceiling("intent judge"));
     }
     if let Some(verifier) = &run.opts.verifier {
         run.env.progress.event(&Event::Verifying);
@@ -69,27 +83,31 @@ pub(super) fn deliver(
         });
         run.put_value("verifier", kind::VERIFICATION, Some(seq), v.payload())?;
     }
-    Ok((seq, answer))
+    Ok(Delivered::Answer(seq, answer))
 }
 
 /// The reviser rung: asks the orchestrator seat to tighten a flagged answer and keeps the
 /// revision only if [`crate::quality::revision_accepted`] says so. Witnesses `revision` under
-/// the delivery check and, when accepted, `result {answer, revised_from}` under the revision.
-/// Skipped (nothing witnessed) once the budget is spent.
+/// the delivery check (with the call's usage) and, when accepted, `result {answer,
+/// revised_from}` under the revision. Skipped (nothing witnessed) once the call budget is
+/// spent; `None` (nothing witnessed) when a spend ceiling refuses the call or has closed.
 fn revise(
     run: &Run<'_, '_>,
     request: &str,
     check_seq: u64,
     answer_seq: u64,
     answer: String,
-) -> Result<(u64, String), RunError> {
+) -> Result<Option<(u64, String)>, RunError> {
     use crate::quality;
     if run.over_budget() {
+        if run.ceiling_hit().is_some() {
+            return Ok(None);
+        }
         run.env.progress.event(&Event::Skipped {
             step: "reviser".into(),
             reason: "the run budget is spent".into(),
         });
-        return Ok((answer_seq, answer));
+        return Ok(Some((answer_seq, answer)));
     }
     run.env.progress.event(&Event::Revising);
     let prompt = reviser_prompt(request, &answer);
@@ -100,19 +118,28 @@ fn revise(
         max_tokens: Some(768),
     };
     let orchestrator = run.env.seats.orchestrator();
-    let revised = match run.ask(orchestrator.as_ref(), &call) {
+    let asked = run.ask(orchestrator.as_ref(), &call);
+    let usage = asked
+        .as_ref()
+        .ok()
+        .and_then(|r| usage_of(orchestrator.as_ref(), r));
+    let revised = match asked {
         Ok(r) if !r.text.trim().is_empty() => r.text.trim().to_string(),
         Ok(_) => {
             run.put_value(
                 "reviser",
                 kind::REVISION,
                 Some(check_seq),
-                quality::delivery::revision_failed_payload(
-                    "the orchestrator seat returned an empty answer",
+                with_usage_value(
+                    quality::delivery::revision_failed_payload(
+                        "the orchestrator seat returned an empty answer",
+                    ),
+                    usage,
                 ),
             )?;
-            return Ok((answer_seq, answer));
+            return Ok(Some((answer_seq, answer)));
         }
+        Err(e) if e.code() == "ceiling" => return Ok(None),
         Err(e) => {
             run.put_value(
                 "reviser",
@@ -123,7 +150,7 @@ fn revise(
                     e.code()
                 )),
             )?;
-            return Ok((answer_seq, answer));
+            return Ok(Some((answer_seq, answer)));
         }
     };
     let verdict = quality::revision_accepted(request, &answer, &revised);
@@ -131,10 +158,10 @@ fn revise(
         "reviser",
         kind::REVISION,
         Some(check_seq),
-        verdict.payload(),
+        with_usage_value(verdict.payload(), usage),
     )?;
     if !verdict.accepted {
-        return Ok((answer_seq, answer));
+        return Ok(Some((answer_seq, answer)));
     }
     let r = run.put_value(
         "synthesizer",
@@ -145,27 +172,31 @@ fn revise(
             ("revised_from".to_string(), Value::int(answer_seq as i64)),
         ]),
     )?;
-    Ok((r.seq, revised))
+    Ok(Some((r.seq, revised)))
 }
 
 /// The intent judge rung: the orchestrator seat reads the request, the answer and the terms
 /// the floor found missing, and rules drifted (`ok: false`) or paraphrased (`ok: true`),
 /// witnessed as `intent_judgment` under the intent check. A seat error or an unreadable
 /// ruling is `{ok: null, score: 0.0, reason: "judge failed: ..."}`. Skipped (nothing
-/// witnessed) once the budget is spent.
+/// witnessed) once the call budget is spent. `false` (nothing witnessed) when a spend ceiling
+/// refuses the call or has closed.
 fn judge(
     run: &Run<'_, '_>,
     request: &str,
     answer: &str,
     missing: &[String],
     check_seq: u64,
-) -> Result<(), RunError> {
+) -> Result<bool, RunError> {
     if run.over_budget() {
+        if run.ceiling_hit().is_some() {
+            return Ok(false);
+        }
         run.env.progress.event(&Event::Skipped {
             step: "intent judge".into(),
             reason: "the run budget is spent".into(),
         });
-        return Ok(());
+        return Ok(true);
     }
     run.env.progress.event(&Event::Judging);
     let prompt = judge_prompt(request, answer, missing);
@@ -179,8 +210,9 @@ fn judge(
     let orchestrator = run.env.seats.orchestrator();
     let mut usage = None;
     let ruling = match run.ask(orchestrator.as_ref(), &call) {
+        Err(e) if e.code() == "ceiling" => return Ok(false),
         Ok(reply) => {
-            usage = super::engine::usage_of(orchestrator.as_ref(), &reply);
+            usage = usage_of(orchestrator.as_ref(), &reply);
             parse_judgment(&reply.text)
                 .map_err(|e| format!("the judge's answer is not a usable ruling: {e}"))
         }
@@ -205,5 +237,5 @@ fn judge(
         Some(check_seq),
         Value::object(fields),
     )?;
-    Ok(())
+    Ok(true)
 }

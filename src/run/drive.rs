@@ -12,7 +12,7 @@ use crate::plan::{CompiledPlan, Task};
 use crate::route::{self, RouteFrame};
 
 use super::changes::work_record;
-use super::deliver::deliver;
+use super::deliver::{Delivered, deliver};
 use super::engine::{Done, Run};
 use super::gates::{GateOutcome, gate};
 use super::ladder::escalate;
@@ -70,7 +70,9 @@ fn submit_run(run: &Run<'_, '_>, request: &str) -> Result<Outcome, RunError> {
     let (env, opts) = (run.env, run.opts);
     let (request_seq, frame) = open_run(run, request)?;
     let (context, plan_parent) = run.request_context(request, request_seq)?;
-    let plan = run.plan(request, context.as_deref(), request_seq)?;
+    let Some(plan) = run.plan(request, context.as_deref(), request_seq)? else {
+        return stopped_on_ceiling(run, request_seq, "plan", &frame, &BTreeMap::new());
+    };
     let plan_entry = run.put(
         "dispatch",
         kind::PLAN,
@@ -163,9 +165,40 @@ pub(super) fn drive(
         let a = run.stop_on_budget(course.request_seq)?;
         return Ok(end(Status::StoppedOnBudget, Some(a), &verdicts));
     }
-    let (answer_seq, answer) = synthesize(run, course, &tasks, &finals, &verdicts)?;
-    let delivered = deliver(run, course.request, course.frame, answer_seq, answer)?;
-    Ok(end(Status::Answered, Some(delivered), &verdicts))
+    let Some((answer_seq, answer)) = synthesize(run, course, &tasks, &finals, &verdicts)? else {
+        return stopped_on_ceiling(
+            run,
+            course.request_seq,
+            "synthesis",
+            course.frame,
+            &verdicts,
+        );
+    };
+    match deliver(run, course.request, course.frame, answer_seq, answer)? {
+        Delivered::Answer(seq, text) => Ok(end(Status::Answered, Some((seq, text)), &verdicts)),
+        Delivered::Ceiling(stage) => {
+            stopped_on_ceiling(run, course.request_seq, stage, course.frame, &verdicts)
+        }
+    }
+}
+
+/// Ends a run whose `stage` call a spend ceiling refused: witnessed as a budget stop naming
+/// the ceiling and the stage (exit 4); `resume` with a fresh allowance goes on from there.
+pub(super) fn stopped_on_ceiling(
+    run: &Run<'_, '_>,
+    request_seq: u64,
+    stage: &str,
+    frame: &RouteFrame,
+    verdicts: &BTreeMap<String, Verdict>,
+) -> Result<Outcome, RunError> {
+    let a = run.stop_on_ceiling(request_seq, stage)?;
+    Ok(run.outcome(
+        Status::StoppedOnBudget,
+        request_seq,
+        Some(a),
+        count(verdicts),
+        frame.payload(),
+    ))
 }
 
 /// Final verdict decisions, counted.

@@ -14,7 +14,9 @@ use crate::ledger::canonical::Value;
 use crate::ledger::merkle::Accumulator;
 use crate::ledger::{Entry, NewEntry, Storage, kind};
 use crate::plan::UpstreamResult;
-use crate::spend::{Amount, Ceiling, CeilingHit, Spend, pico_to_usd, prompt_tokens_upper_bound};
+use crate::spend::{
+    Amount, Ceiling, CeilingHit, Spend, estimate_tokens, pico_to_usd, prompt_tokens_upper_bound,
+};
 
 use super::changes::WorkRun;
 use super::interrupt::Halt;
@@ -63,6 +65,9 @@ pub(super) fn usage_of(exec: &dyn Executor, reply: &Reply) -> Option<J> {
     if u.estimated {
         o["estimated"] = json!(true);
     }
+    if u.truncated {
+        o["truncated"] = json!(true);
+    }
     if let Some(p) = exec.metering().price {
         o["cost_usd"] = json!(pico_to_usd(p.cost_pico(u.input_tokens, u.output_tokens)));
     }
@@ -75,6 +80,41 @@ pub(super) fn with_usage(mut payload: J, usage: Option<J>) -> J {
         payload["usage"] = u;
     }
     payload
+}
+
+/// [`with_usage`] for a payload built as a canonical value (the delivery projections).
+pub(super) fn with_usage_value(payload: Value, usage: Option<J>) -> Value {
+    match (payload, usage) {
+        (Value::Object(mut fields), Some(u)) => {
+            fields.push(("usage".to_string(), Value::from_serde(&u)));
+            Value::Object(fields)
+        }
+        (payload, _) => payload,
+    }
+}
+
+/// Holds a command worker's estimated usage to the output cap its call reserved: the estimate
+/// is its printed bytes / 4, which no provider bounds, so past the cap the output is cut at the
+/// cap's bytes (4 a token, on a character boundary) and the usage re-estimated from what is
+/// kept and marked `truncated`. A provider's own counts are never touched. The prompt side
+/// needs no cut: its estimate (bytes / 4 of the flattened prompt) is always under the
+/// reservation's (bytes + [`crate::spend::PROMPT_FRAMING_TOKENS`]).
+pub(super) fn cap_estimate(reply: &mut Reply, cap: u32) {
+    let Some(u) = reply.usage.as_mut() else {
+        return;
+    };
+    if !u.estimated || u.output_tokens <= u64::from(cap) {
+        return;
+    }
+    let mut end = (cap as usize).saturating_mul(4).min(reply.text.len());
+    while !reply.text.is_char_boundary(end) {
+        end -= 1;
+    }
+    reply.text.truncate(end);
+    let kept = reply.text.trim_end().len();
+    reply.text.truncate(kept);
+    u.output_tokens = estimate_tokens(reply.text.len());
+    u.truncated = true;
 }
 
 /// Two usage objects of one role as one (the planner's retry): tokens and cost summed.
@@ -375,7 +415,13 @@ impl<'a, 's> Run<'a, 's> {
             spent,
             max: self.opts.max_model_calls,
         });
-        let r = exec.call(call);
+        let mut r = exec.call(call);
+        // Under a ceiling, a command worker's estimate is held to what the call reserved.
+        if self.opts.ceilings.any()
+            && let (Ok(reply), Some(cap)) = (&mut r, call.max_tokens)
+        {
+            cap_estimate(reply, cap);
+        }
         let actual = match &r {
             Ok(reply) => reply
                 .usage
@@ -392,7 +438,23 @@ impl<'a, 's> Run<'a, 's> {
         r
     }
 
+    /// Stops the run on its budget or a ceiling: the `budget` entry, then the stop answer.
     pub(super) fn stop_on_budget(&self, request_seq: u64) -> Result<(u64, String), RunError> {
+        self.stop_at(request_seq, None)
+    }
+
+    /// Stops the run on the ceiling that refused the call of `stage` (`plan`, `synthesis`,
+    /// `reviser`, `intent judge`): witnessed as a budget stop that names the stage and why
+    /// the call could not start.
+    pub(super) fn stop_on_ceiling(
+        &self,
+        request_seq: u64,
+        stage: &str,
+    ) -> Result<(u64, String), RunError> {
+        self.stop_at(request_seq, Some(stage))
+    }
+
+    fn stop_at(&self, request_seq: u64, stage: Option<&str>) -> Result<(u64, String), RunError> {
         let calls = self.calls.load(Ordering::SeqCst);
         let mut payload = json!({"model_calls": calls, "reason": "run stopped on budget"});
         let (hit, spent) = {
@@ -413,6 +475,16 @@ impl<'a, 's> Run<'a, 's> {
             if let Some(p) = c.max_cost_pico {
                 payload["max_cost_usd"] = json!(pico_to_usd(p));
             }
+            if let Some(stage) = stage {
+                payload["stage"] = json!(stage);
+                if hit.needed > 0 {
+                    payload["detail"] = json!(ceiling_message(hit));
+                }
+            }
+        }
+        // A planner call that answered before the stop, with no plan entry to carry it.
+        if let Some(u) = lock(&self.plan_usage).take() {
+            payload["usage"] = u;
         }
         self.put("budget", kind::BUDGET, Some(request_seq), payload)?;
         let a = self.put(
@@ -425,6 +497,11 @@ impl<'a, 's> Run<'a, 's> {
             reason: "budget".into(),
         });
         Ok((a.seq, BUDGET_STOP_ANSWER.to_string()))
+    }
+
+    /// The planner's usage not yet witnessed (its attempts, when planning failed).
+    pub(super) fn take_plan_usage(&self) -> Option<J> {
+        lock(&self.plan_usage).take()
     }
 
     pub(super) fn outcome(
@@ -493,7 +570,40 @@ pub(super) fn interrupted_reason(signal: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::interrupted_reason;
+    use super::{cap_estimate, interrupted_reason};
+    use crate::exec::{Reply, Usage};
+
+    fn reply(text: &str, estimated: bool) -> Reply {
+        Reply {
+            text: text.to_string(),
+            model: "m".into(),
+            usage: Some(Usage {
+                input_tokens: 3,
+                output_tokens: text.len().div_ceil(4) as u64,
+                estimated,
+                truncated: false,
+            }),
+            elapsed: std::time::Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn an_estimate_past_the_cap_is_cut_to_the_cap_and_marked() {
+        let mut r = reply(&"é".repeat(100), true);
+        cap_estimate(&mut r, 10);
+        let u = r.usage.unwrap();
+        assert!(r.text.len() <= 40 && r.text.chars().all(|c| c == 'é'));
+        assert_eq!(u.output_tokens, 10);
+        assert!(u.truncated && u.estimated);
+        assert_eq!(u.input_tokens, 3);
+        // Within the cap, or counted by a provider: untouched.
+        let mut r = reply("short", true);
+        cap_estimate(&mut r, 10);
+        assert!(!r.usage.unwrap().truncated);
+        let mut r = reply(&"x".repeat(400), false);
+        cap_estimate(&mut r, 10);
+        assert_eq!(r.text.len(), 400);
+    }
 
     #[test]
     fn the_interrupted_reason_names_its_cause_and_what_was_killed() {

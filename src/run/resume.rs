@@ -10,7 +10,7 @@ use crate::ledger::{Storage, kind};
 use crate::route;
 
 use super::changes;
-use super::drive::{Course, drive};
+use super::drive::{Course, drive, stopped_on_ceiling};
 use super::engine::{Done, Run};
 use super::{Env, Options, Outcome, RunError, Verdict, lock, status};
 
@@ -108,11 +108,14 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
                     context = Some((e.seq, text.to_string()));
                 }
             }
-            let plan = run.plan(
+            let Some(plan) = run.plan(
                 &request,
                 context.as_ref().map(|c| c.1.as_str()),
                 request_seq,
-            )?;
+            )?
+            else {
+                return stopped_on_ceiling(run, request_seq, "plan", &frame, &BTreeMap::new());
+            };
             let e = run.put(
                 "dispatch",
                 kind::PLAN,

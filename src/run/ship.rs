@@ -13,7 +13,7 @@ use crate::ledger::kind;
 use crate::plan::{CompiledPlan, Task};
 
 use super::changes::WorkRun;
-use super::engine::Run;
+use super::engine::{Run, usage_of, with_usage};
 use super::prompts::{conflict_note, ship_prompt};
 use super::schemas::{parse_ship, ship_schema};
 use super::work::{Keep, WorkError};
@@ -26,6 +26,8 @@ struct Decision {
     model: Option<String>,
     /// Why no decision could be made (the seat failed or answered garbage).
     error: Option<String>,
+    /// The gate call's usage, when the seat counted it.
+    usage: Option<serde_json::Value>,
 }
 
 impl Run<'_, '_> {
@@ -87,6 +89,7 @@ impl Run<'_, '_> {
                         .into(),
                 model: None,
                 error: None,
+                usage: None,
             }
         } else if self.over_budget() {
             Decision {
@@ -94,6 +97,7 @@ impl Run<'_, '_> {
                 reason: "budget exceeded before the change could be reviewed".into(),
                 model: None,
                 error: Some("budget".into()),
+                usage: None,
             }
         } else {
             self.env
@@ -109,25 +113,31 @@ impl Run<'_, '_> {
                 max_tokens: Some(256),
             };
             match self.ask(orchestrator.as_ref(), &call) {
-                Ok(r) => match parse_ship(&r.text) {
-                    Ok((decision, reason)) => Decision {
-                        decision,
-                        reason,
-                        model: Some(r.model),
-                        error: None,
-                    },
-                    Err(e) => Decision {
-                        decision: "undetermined".into(),
-                        reason: format!("the gate answered without a usable decision: {e}"),
-                        model: Some(r.model),
-                        error: Some(e),
-                    },
-                },
+                Ok(r) => {
+                    let usage = usage_of(orchestrator.as_ref(), &r);
+                    match parse_ship(&r.text) {
+                        Ok((decision, reason)) => Decision {
+                            decision,
+                            reason,
+                            model: Some(r.model),
+                            error: None,
+                            usage,
+                        },
+                        Err(e) => Decision {
+                            decision: "undetermined".into(),
+                            reason: format!("the gate answered without a usable decision: {e}"),
+                            model: Some(r.model),
+                            error: Some(e),
+                            usage,
+                        },
+                    }
+                }
                 Err(e) => Decision {
                     decision: "undetermined".into(),
                     reason: format!("the gate failed ({}): {e}", e.code()),
                     model: Some(orchestrator.model()),
                     error: Some(e.code().to_string()),
+                    usage: None,
                 },
             }
         };
@@ -144,6 +154,7 @@ impl Run<'_, '_> {
         if light {
             payload["gate"] = json!("skipped");
         }
+        let payload = with_usage(payload, d.usage.clone());
         let e = self.put("orchestrator", kind::SHIP, Some(tw.last_seq), payload)?;
         let mut tw = w.get(&t.id);
         tw.ship = Some(d.decision.clone());

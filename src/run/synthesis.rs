@@ -17,14 +17,15 @@ use super::prompts::synthesis_prompt;
 use super::ship::work_summary;
 use super::{Event, RunError, Verdict, lock};
 
-/// Asks for the answer and witnesses it under the request; returns its seq and text.
+/// Asks for the answer and witnesses it under the request; returns its seq and text, or
+/// `None` when a spend ceiling refused the call (the caller stops the run on it).
 pub(super) fn synthesize(
     run: &Run<'_, '_>,
     course: &Course<'_>,
     tasks: &[&Task],
     finals: &BTreeMap<String, Done>,
     verdicts: &BTreeMap<String, Verdict>,
-) -> Result<(u64, String), RunError> {
+) -> Result<Option<(u64, String)>, RunError> {
     let request_seq = course.request_seq;
     run.env.progress.event(&Event::Synthesizing);
     let mut parts = usable_parts(run, tasks, finals, verdicts)?;
@@ -58,13 +59,16 @@ pub(super) fn synthesize(
                 run,
                 request_seq,
                 "the orchestrator seat returned an empty answer".into(),
+                usage,
             )?);
         }
+        Err(e) if e.code() == "ceiling" => return Ok(None),
         Err(e) => {
             return Err(synthesis_failed(
                 run,
                 request_seq,
                 format!("the orchestrator seat failed ({}): {e}", e.code()),
+                None,
             )?);
         }
     };
@@ -79,7 +83,7 @@ pub(super) fn synthesize(
         Some(request_seq),
         with_usage(json!({"answer": answer}), usage),
     )?;
-    Ok((a.seq, answer))
+    Ok(Some((a.seq, answer)))
 }
 
 /// One line per usable result (not blocked, not failed, not emptied by the budget), in plan
@@ -132,16 +136,19 @@ fn usable_parts(
     Ok(parts)
 }
 
+/// Witnesses `run_stopped` for a synthesis that gave no answer, with the call's usage when it
+/// answered empty.
 fn synthesis_failed(
     run: &Run<'_, '_>,
     request_seq: u64,
     reason: String,
+    usage: Option<serde_json::Value>,
 ) -> Result<RunError, RunError> {
     run.put(
         "orchestrator",
         kind::RUN_STOPPED,
         Some(request_seq),
-        json!({"stage": "synthesis", "reason": reason}),
+        with_usage(json!({"stage": "synthesis", "reason": reason}), usage),
     )?;
     run.env.progress.event(&Event::Stopped {
         reason: format!("synthesis failed: {reason}"),

@@ -23,12 +23,16 @@ use super::{
 impl Run<'_, '_> {
     // ---- planning ----
 
+    /// Asks the orchestrator seat for a plan (a second time with the first answer's error).
+    /// `None` when a spend ceiling refused the planner's call: the caller stops the run on
+    /// that ceiling ([`Run::stop_on_ceiling`]), and `resume` plans again with a fresh
+    /// allowance. Planning that fails twice is witnessed as `run_stopped`.
     pub(super) fn plan(
         &self,
         request: &str,
         context: Option<&str>,
         parent: u64,
-    ) -> Result<CompiledPlan, RunError> {
+    ) -> Result<Option<CompiledPlan>, RunError> {
         self.env.progress.event(&Event::Planning);
         let roster = self.env.roster;
         let max_tasks = self
@@ -50,6 +54,7 @@ impl Run<'_, '_> {
                 max_tokens: Some(1536),
             };
             let error = match self.ask(orchestrator.as_ref(), &call) {
+                Err(e) if e.code() == "ceiling" => return Ok(None),
                 Err(e) => format!("the orchestrator seat failed ({}): {e}", e.code()),
                 Ok(reply) => {
                     self.note_plan_usage(usage_of(orchestrator.as_ref(), &reply));
@@ -59,7 +64,7 @@ impl Run<'_, '_> {
                             Ok((p, c))
                         }) {
                         Ok((p, compiled)) => match self.opts.policy.check_plan(&p, roster) {
-                            Ok(()) => return Ok(compiled),
+                            Ok(()) => return Ok(Some(compiled)),
                             Err(e) => e.to_string(),
                         },
                         Err(e) => e.to_string(),
@@ -71,11 +76,15 @@ impl Run<'_, '_> {
                 prompt = planner_retry_prompt(&first, &last_error);
             }
         }
+        // The attempts' usage, when the seat counted it, is witnessed with the stop.
         self.put(
             "orchestrator",
             kind::RUN_STOPPED,
             Some(parent),
-            json!({"stage": "plan", "attempts": 2, "reason": last_error}),
+            with_usage(
+                json!({"stage": "plan", "attempts": 2, "reason": last_error}),
+                self.take_plan_usage(),
+            ),
         )?;
         self.env.progress.event(&Event::Stopped {
             reason: format!("planning failed: {last_error}"),

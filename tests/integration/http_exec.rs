@@ -332,6 +332,7 @@ fn chat_answer_model_and_usage_are_parsed_and_the_request_is_openai_shaped() {
             input_tokens: 12,
             output_tokens: 5,
             estimated: false,
+            truncated: false,
         })
     );
     assert_eq!(e.model(), "test-model");
@@ -822,6 +823,7 @@ fn anthropic_sends_its_headers_and_parses_content_blocks() {
             input_tokens: 21,
             output_tokens: 4,
             estimated: false,
+            truncated: false,
         })
     );
     let r = &fake.requests()[0];

@@ -44,6 +44,7 @@ mod secrets;
 mod sign;
 mod snapshots;
 mod spend;
+mod spend_more;
 mod status;
 mod storage;
 mod submit;
