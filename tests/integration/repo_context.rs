@@ -11,7 +11,7 @@ const PLAN: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"Make
 
 /// A repository with three tracked files, and a scripted model (outside it) that writes each
 /// planner and worker prompt it gets into `logs`.
-fn setup(kind: &str) -> (Repo, tempfile::TempDir, String) {
+pub(crate) fn setup(kind: &str) -> (Repo, tempfile::TempDir, String) {
     let repo = Repo::new(kind);
     std::fs::create_dir_all(repo.path().join("src")).unwrap();
     std::fs::create_dir_all(repo.path().join("docs")).unwrap();
@@ -49,7 +49,7 @@ fn read(logs: &tempfile::TempDir, name: &str) -> String {
 }
 
 /// Each entry's kind, and the payload of each `context` and `context_budget` entry.
-fn entries(repo: &Repo) -> (Vec<String>, Vec<J>) {
+pub(crate) fn entries(repo: &Repo) -> (Vec<String>, Vec<J>) {
     let log = repo.forum_json(&["log"]);
     let mut rows: Vec<&J> = log.as_array().unwrap().iter().collect();
     rows.reverse();

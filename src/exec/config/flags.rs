@@ -291,6 +291,7 @@ pub fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runtime, Co
         tiers,
         seats,
         work: config.work,
+        context: config.context,
         warnings,
     })
 }

@@ -354,6 +354,8 @@ pub struct RuntimeConfig {
     pub seats: Seats,
     /// `[work]`.
     pub work: WorkConfig,
+    /// `[context]`.
+    pub context: ContextConfig,
     /// Things worth saying that are not errors (unusual key variable names).
     pub warnings: Vec<String>,
 }
@@ -371,6 +373,14 @@ pub struct WorkConfig {
     pub sandbox: Option<bool>,
     /// `sandbox_net = true`: confined workers and checks keep the network (`--sandbox-net`).
     pub sandbox_net: bool,
+}
+
+/// The `[context]` table: whether a run in a work tree takes the repository (its map, each
+/// task's relevant files) as context when the command does not say (`repo`; unset: yes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ContextConfig {
+    /// `repo = true | false`: `--repo-context` or `--no-repo-context` by default.
+    pub repo: Option<bool>,
 }
 
 /// Why a runtime config was refused: one line naming the file, the table, the key, the line
@@ -423,6 +433,8 @@ pub struct Runtime {
     pub seats: Seats,
     /// The `[work]` table of the file.
     pub work: WorkConfig,
+    /// The `[context]` table of the file.
+    pub context: ContextConfig,
     /// Things to say on stderr: unusual key names, flags that lost to a stronger one.
     pub warnings: Vec<String>,
 }

@@ -224,6 +224,9 @@ pub fn parse_runtime_config(
             cfg.work.checks = checks.into_inner();
         }
     }
+    if let Some(c) = raw.context {
+        cfg.context.repo = c.repo;
+    }
     Ok(cfg)
 }
 

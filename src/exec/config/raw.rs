@@ -15,6 +15,14 @@ pub(super) struct RawFile {
     pub(super) runtime: Option<RawRuntime>,
     pub(super) seats: Option<RawSeats>,
     pub(super) work: Option<RawWork>,
+    pub(super) context: Option<RawContext>,
+}
+
+/// `[context]`: what a run takes in as context by default.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawContext {
+    pub(super) repo: Option<bool>,
 }
 
 /// `[work]`: runs that change the repository.

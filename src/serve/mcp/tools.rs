@@ -98,6 +98,11 @@ const SUBMIT_PROPS: &[(&str, &str, &str)] = &[
         "Leave the repository (its map and each task's relevant files) out of the context.",
     ),
     (
+        "repo_context",
+        "boolean",
+        "Take the repository (its map and each task's relevant files) in as context (true) or leave it out (false); unset: the runtime config's [context] repo, else true.",
+    ),
+    (
         "judge_intent",
         "boolean",
         "Ask the orchestrator whether a flagged answer drifted from the request.",
@@ -521,6 +526,11 @@ pub const TOOLS: &[Tool] = &[
                 "max_text_chars",
                 "integer",
                 "Capsule: the longest text (default 240).",
+            ),
+            (
+                "repo_context",
+                "boolean",
+                "Count the repository's map in, as a run would (true) or leave it out (false); unset: the runtime config's [context] repo, else true.",
             ),
             BUDGETS[0],
             BUDGETS[1],

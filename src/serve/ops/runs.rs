@@ -177,8 +177,16 @@ impl Dispatcher {
             max_tool_calls: a
                 .int("max_tool_calls")?
                 .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
-            repo_context: (!a.bool("no_repo_context")?.unwrap_or(false))
-                .then(|| self.cfg.dir.clone()),
+            repo_context: surface::run::options::repo_context_on(
+                a.repo_choice()?,
+                &self
+                    .executors
+                    .loaded
+                    .as_ref()
+                    .map(|l| l.runtime.context)
+                    .unwrap_or_default(),
+            )
+            .then(|| self.cfg.dir.clone()),
             max_tokens: a.int("max_tokens")?,
             max_cost_usd: a.number("max_cost_usd")?,
             ..RunOptions::default()
@@ -331,6 +339,7 @@ impl Dispatcher {
                 "revise",
                 "use_capsule_context",
                 "no_repo_context",
+                "repo_context",
                 "work",
                 "checks",
                 "allow_cmds",

@@ -314,6 +314,13 @@ impl RunOptions {
     }
 }
 
+/// Whether a run takes the repository as context: the caller's choice when it made one
+/// (`--repo-context` / `--no-repo-context`, the daemon's and MCP's `repo_context`), else the
+/// runtime config's `[context] repo`, else yes. Every transport and the preflight decide here.
+pub fn repo_context_on(choice: Option<bool>, defaults: &config::ContextConfig) -> bool {
+    choice.or(defaults.repo).unwrap_or(true)
+}
+
 /// Applies the run's verification tier `v` (the heaviest of its seats',
 /// `crate::exec::config::verify`) to `opts`: a tier-3 (small or local) run turns the intent
 /// judge on, and a new `--work` run on it without a check command is refused in one line (the

@@ -171,7 +171,8 @@ impl ContextProvider for RepoContext {
 /// not empty. A failure of either is the failure of both (and witnessed as such).
 pub struct Chained(pub Arc<dyn ContextProvider>, pub Arc<dyn ContextProvider>);
 
-fn join(a: String, b: String) -> String {
+/// Two parts of a context as one, as a run joins them.
+pub fn join(a: String, b: String) -> String {
     match (a.is_empty(), b.is_empty()) {
         (true, _) => b,
         (_, true) => a,
