@@ -26,6 +26,7 @@ mod model;
 mod otel_export;
 mod plan;
 mod presets;
+mod procs;
 mod proofs;
 mod purity;
 mod quality;
