@@ -35,6 +35,7 @@ mod redact;
 mod reliability;
 mod repo_context;
 mod report;
+mod resume_options;
 mod route;
 mod runs;
 mod runtime;
