@@ -134,7 +134,8 @@ pub struct RunFlags {
     #[arg(long, overrides_with = "sandbox")]
     pub no_sandbox: bool,
     /// Let sandboxed workers and checks use the network (a worker that calls its model).
-    #[arg(long, conflicts_with = "no_sandbox")]
+    // With --no-sandbox it is refused by the surface, in the words HTTP and MCP use too.
+    #[arg(long)]
     pub sandbox_net: bool,
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]

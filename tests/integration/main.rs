@@ -42,6 +42,7 @@ mod runtime;
 mod same_json;
 mod same_json_runs;
 mod sandbox;
+mod sandbox_transports;
 mod secrets;
 mod sign;
 mod snapshots;

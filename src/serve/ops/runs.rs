@@ -182,6 +182,8 @@ impl Dispatcher {
                 .then(|| self.cfg.dir.clone()),
             max_tokens: a.int("max_tokens")?,
             max_cost_usd: a.number("max_cost_usd")?,
+            sandbox: a.bool("sandbox")?,
+            sandbox_net: a.bool("sandbox_net")?.unwrap_or(false),
             ..RunOptions::default()
         };
         if let Some((seq, body)) = resumed {
@@ -341,6 +343,8 @@ impl Dispatcher {
                 "max_tool_calls",
                 "max_tokens",
                 "max_cost_usd",
+                "sandbox",
+                "sandbox_net",
             ],
         )?;
         let request = a.text("request")?;

@@ -270,6 +270,11 @@ impl RunOptions {
                 )));
             }
         };
+        if self.sandbox == Some(false) && self.sandbox_net {
+            return Err(Error::usage(
+                "--sandbox-net keeps the network inside the sandbox, which --no-sandbox turns off: give one or the other",
+            ));
+        }
         let mut checks = defaults.checks.clone();
         checks.extend(self.checks.iter().cloned());
         let sandbox = Sandboxing::new(
