@@ -4,7 +4,8 @@
 //! hangs, then resumed with no flags. In the resumed part the allowed command runs (and,
 //! unconfined as recorded, sees the script outside the worktree), a command outside the list is
 //! refused, and the worker stops at the recorded cap, not the default 24. A flag given to the
-//! resume wins over the record.
+//! resume wins over the record; a record it cannot read, and worker bounds on the resume of a run
+//! that does not work in the repository, are refused in one line.
 
 use std::process::Stdio;
 
@@ -171,5 +172,20 @@ fn a_recorded_option_of_the_wrong_type_is_refused_in_one_line() {
         .unwrap();
     crate::common::one_line_error(&o, "max_tool_calls is not a count");
     assert_eq!(o.status.code(), Some(2));
+    assert_eq!(repo.snapshot(), before, "a refused resume wrote something");
+}
+
+#[test]
+fn worker_bounds_on_the_resume_of_a_run_that_does_not_work_are_refused_in_one_line() {
+    let repo = Repo::new("sha1");
+    repo.append("client", "request", r#"{"text": "ship it"}"#);
+    let before = repo.snapshot();
+    for flags in [["--allow-cmd", "make"], ["--max-tool-calls", "3"]] {
+        let mut argv = vec!["resume", "--quiet", "--cmd", "true"];
+        argv.extend_from_slice(&flags);
+        let o = repo.forum().args(&argv).output().unwrap();
+        crate::common::one_line_error(&o, "run 0 does not work in the repository");
+        assert_eq!(o.status.code(), Some(2));
+    }
     assert_eq!(repo.snapshot(), before, "a refused resume wrote something");
 }

@@ -112,6 +112,11 @@ impl RunOptions {
     /// [`RunOptions::resumes_work`]. A recorded value of the wrong type is refused in one line.
     pub fn restore(&mut self, request_seq: u64, body: &J) -> Result<()> {
         self.resumes_work = body.get("work").is_some_and(|w| w.is_object());
+        if !self.resumes_work && (!self.allow_cmds.is_empty() || self.max_tool_calls.is_some()) {
+            return Err(Error::usage(format!(
+                "run {request_seq} does not work in the repository, so it has no editing worker for --allow-cmd or --max-tool-calls to bound: resume it without them"
+            )));
+        }
         let Some(o) = body.get("options").filter(|o| !o.is_null()) else {
             return Ok(());
         };
@@ -232,6 +237,18 @@ mod tests {
         assert_eq!(
             (off.sandbox, off.sandbox_net, off.resumes_work),
             (Some(false), false, false)
+        );
+        // Worker bounds on the resume of a run that does not work in the repository.
+        let plain = json!({"text": "x"});
+        let e = RunOptions {
+            max_tool_calls: Some(2),
+            ..RunOptions::default()
+        }
+        .restore(4, &plain)
+        .unwrap_err();
+        assert!(
+            e.message.contains("run 4 does not work in the repository"),
+            "{e}"
         );
         // A record of the wrong type is refused in one line naming the field.
         let bad = json!({"text": "x", "options": {"max_tool_calls": "many"}});
