@@ -134,7 +134,8 @@ pub struct RunFlags {
     #[arg(long, overrides_with = "sandbox")]
     pub no_sandbox: bool,
     /// Let sandboxed workers and checks use the network (a worker that calls its model).
-    #[arg(long, conflicts_with = "no_sandbox")]
+    // With --no-sandbox it is refused by the surface, in the words HTTP and MCP use too.
+    #[arg(long)]
     pub sandbox_net: bool,
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
@@ -307,6 +308,8 @@ impl RunFlags {
             repo_context: None,
             max_tokens: self.max_tokens,
             max_cost_usd: self.max_cost_usd,
+            // Set from the run's record by a resume (`prepare`).
+            resumes_work: false,
         })
     }
 }
@@ -398,14 +401,23 @@ pub struct DecideArgs {
     pub edits: Vec<String>,
 }
 /// Loads everything a run needs and refuses a broken configuration before any model call.
-/// `recorded`: the executors a resumed run recorded (they replace the configured ones).
+/// `resumed`: the request seq and body of the run a resume continues; the executors it
+/// recorded replace the configured ones unless executor flags are given, and the options it
+/// recorded fill those no flag gives.
 fn prepare(
     ctx: &Ctx,
     f: &RunFlags,
-    recorded: Option<(u64, config::Runtime)>,
+    resumed: Option<(u64, J)>,
 ) -> Result<(RunOptions, crate::roster::Roster, Fleet, Options), CliError> {
     let roster = load_roster(ctx, f.roster.as_deref())?;
     let mut spec = f.options()?;
+    let mut recorded = None;
+    if let Some((seq, body)) = &resumed {
+        spec.restore(*seq, body).map_err(cli_err)?;
+        if !executor_flags_given(&f.exec) {
+            recorded = surface::run::recorded::runtime_of(*seq, body).map_err(cli_err)?;
+        }
+    }
     let mut opts = spec
         .build(load_policy(ctx, f.policy.as_deref())?)
         .map_err(cli_err)?;
@@ -624,11 +636,11 @@ fn go(ctx: &Ctx, flags: &RunFlags, what: Go<'_>) -> Result<(), CliError> {
         }
         Go::Resume(_) => {}
     }
-    let recorded = match what {
-        Go::Resume(target) if !executor_flags_given(&flags.exec) => recorded_of(ctx, target)?,
-        _ => None,
+    let resumed = match what {
+        Go::Resume(target) => recorded_of(ctx, target)?,
+        Go::Submit(_) => None,
     };
-    let (spec, roster, fleet, mut opts) = prepare(ctx, flags, recorded)?;
+    let (spec, roster, fleet, mut opts) = prepare(ctx, flags, resumed)?;
     let mut store = ctx.store()?;
     opts.context = spec
         .context_provider(|| options::preload(&store))
@@ -669,15 +681,15 @@ fn executor_flags_given(e: &ExecutorArgs) -> bool {
     e.runtime_config.is_some() || e.to_flags() != config::Flags::default()
 }
 
-/// The executors the run a resume of `target` continues recorded, if any.
-fn recorded_of(ctx: &Ctx, target: Option<u64>) -> Result<Option<(u64, config::Runtime)>, CliError> {
+/// The request seq and body of the run a resume of `target` continues, if any.
+fn recorded_of(ctx: &Ctx, target: Option<u64>) -> Result<Option<(u64, J)>, CliError> {
     let store = ctx.store()?;
     if !store.exists()? {
         return Ok(None);
     }
     let entries = all_entries(&store)?;
     let read = read_bodies(&store);
-    surface::run::recorded::recorded_runtime(&entries, &Bodies::new(&read), target).map_err(cli_err)
+    surface::run::recorded::recorded_request(&entries, &Bodies::new(&read), target).map_err(cli_err)
 }
 
 /// `git forum submit`.

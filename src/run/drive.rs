@@ -29,6 +29,9 @@ pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFr
     if let Some(r) = &run.opts.runtime_record {
         payload["runtime"] = r.clone();
     }
+    if let Some(o) = &run.opts.options_record {
+        payload["options"] = o.clone();
+    }
     // A run that works in the repository is named by its request seq: the workbench opens
     // at the seq the request is about to take, and the request records its base.
     let mut expected = None;

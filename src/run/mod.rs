@@ -164,6 +164,9 @@ pub struct Options {
     /// The run's executors as its request records them (`runtime`: see
     /// [`crate::exec::config::record`]), so a resume can continue on them; `None` records none.
     pub runtime_record: Option<serde_json::Value>,
+    /// The options a resume keeps, as the request records them (`options`: see
+    /// `surface::run::recorded`); `None` records none.
+    pub options_record: Option<serde_json::Value>,
 }
 
 impl std::fmt::Debug for Options {
@@ -186,6 +189,7 @@ impl std::fmt::Debug for Options {
             .field("work", &self.work)
             .field("secrets", &self.secrets)
             .field("runtime_record", &self.runtime_record)
+            .field("options_record", &self.options_record)
             .finish()
     }
 }

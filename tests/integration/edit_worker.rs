@@ -24,7 +24,7 @@ const CHECK: &str = "python3 -m unittest -q";
 type Script = dyn Fn(&J) -> (u16, J) + Send + Sync;
 
 /// A loopback HTTP server answering each request with `script`; dropping it stops it.
-struct Stub {
+pub(crate) struct Stub {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     seen: Arc<Mutex<Vec<J>>>,
@@ -32,7 +32,7 @@ struct Stub {
 }
 
 impl Stub {
-    fn start(script: impl Fn(&J) -> (u16, J) + Send + Sync + 'static) -> Stub {
+    pub(crate) fn start(script: impl Fn(&J) -> (u16, J) + Send + Sync + 'static) -> Stub {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -58,7 +58,7 @@ impl Stub {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
@@ -132,7 +132,7 @@ fn last_user(req: &J) -> String {
         .to_string()
 }
 
-fn chat_answer(content: J, calls: Option<J>) -> J {
+pub(crate) fn chat_answer(content: J, calls: Option<J>) -> J {
     let mut message = json!({"role": "assistant", "content": content});
     if let Some(c) = calls {
         message["tool_calls"] = c;
@@ -142,14 +142,14 @@ fn chat_answer(content: J, calls: Option<J>) -> J {
 }
 
 /// One OpenAI tool call.
-fn call(id: &str, name: &str, args: J) -> J {
+pub(crate) fn call(id: &str, name: &str, args: J) -> J {
     json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})
 }
 
 const PLAN: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"make the failing test in calc pass","depends_on":[],"done_when":["the tests pass"]}]}"#;
 
 /// The control seats' fixed answers; `worker` scripts the tool turns (given the turn number).
-fn fleet(
+pub(crate) fn fleet(
     worker: impl Fn(usize, &J) -> (u16, J) + Send + Sync + 'static,
 ) -> impl Fn(&J) -> (u16, J) + Send + Sync + 'static {
     move |req: &J| {

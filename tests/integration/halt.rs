@@ -5,11 +5,11 @@
 
 use std::io::Read;
 use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::{Value as J, json};
 
 use crate::common::{FORMATS, Guarded, Repo, http_json, one_line_error};
+use crate::procs::{self, alive, poll};
 
 const PLAN: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":[]},{"id":"T2","agent":"docs","instruction":"write the API docs","depends_on":["T1"],"done_when":[]}]}"#;
 
@@ -21,10 +21,9 @@ const REQUEST: &str = "ship a login API with docs";
 const HALTED: i32 = 5;
 
 /// A scripted model. While `slow` exists (the file name it is given), the first task's worker
-/// ignores SIGTERM, writes its pid and its child's to `pids`, and sleeps a minute with that
-/// child, so only SIGKILL to its process group stops it; otherwise every call answers at once.
+/// is the slow worker of [`procs::slow_worker_sh`] that ignores SIGTERM (its pids in `pids`),
+/// so only SIGKILL to its process group stops it; otherwise every call answers at once.
 fn model(repo: &Repo, slow: &std::path::Path, pids: &std::path::Path) -> String {
-    let path = repo.path().join("model.sh");
     let body = format!(
         r#"#!/bin/sh
 p="$1"
@@ -33,44 +32,13 @@ case "$p" in
   *"Judge one task"*) echo '{{"decision":"pass","score":0.9,"reason":"ok"}}' ;;
   *"Write the answer"*) echo '{ANSWER}' ;;
   *)
-    if [ -e '{slow}' ]; then
-      trap '' TERM
-      sleep 60 &
-      echo "$$ $!" > '{pids}.tmp'; mv '{pids}.tmp' '{pids}'
-      wait
-    fi
+    {hang}
     echo "done: $(printf '%s' "$p" | tr '\n' ' ')" ;;
 esac
 "#,
-        slow = slow.display(),
-        pids = pids.display()
+        hang = procs::slow_worker_sh(slow, pids, true),
     );
-    std::fs::write(&path, body).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path.to_str().unwrap().to_string()
-}
-
-/// Whether `pid` is a live process (not a zombie).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-            !state.starts_with('Z') && !state.starts_with('X')
-        }
-    }
-}
-
-/// Polls `done` for up to 30 s, 50 ms apart; panics with `what` if it never holds.
-fn poll(mut done: impl FnMut() -> bool, what: &str) {
-    for _ in 0..600 {
-        if done() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{what}");
+    procs::executable(&repo.path().join("model.sh"), &body)
 }
 
 /// A run in flight: the submit process (its stdout and stderr piped) and the pids of its slow
@@ -92,14 +60,7 @@ fn start(repo: &Repo, model: &str, pids: &std::path::Path) -> InFlight {
             .spawn()
             .unwrap(),
     );
-    poll(|| pids.exists(), "the slow worker never started");
-    let workers: Vec<i32> = std::fs::read_to_string(pids)
-        .unwrap()
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
-    assert_eq!(workers.len(), 2);
-    assert!(workers.iter().all(|p| alive(*p)));
+    let workers = procs::wait_for_pids(pids);
     InFlight { child, workers }
 }
 
@@ -225,8 +186,7 @@ fn sigterm_to_the_submit_halts_the_run_by_signal() {
     std::fs::write(&slow, "").unwrap();
     let model = model(&repo, &slow, &pids);
     let run = start(&repo, &model, &pids);
-    let pid = rustix::process::Pid::from_child(&run.child.0);
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    procs::terminate(&run.child.0);
     check_halted(&repo, &model, &slow, finish(run), "signal", "");
     let l = ledger(&repo);
     let halted = l.iter().find(|(k, _)| k == "halted").unwrap();
@@ -301,12 +261,7 @@ fn post_halt_and_the_mcp_tool_halt_a_running_submit() {
             .spawn()
             .unwrap(),
     );
-    poll(|| pids_again.exists(), "the slow worker never started");
-    let workers: Vec<i32> = std::fs::read_to_string(&pids_again)
-        .unwrap()
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
+    let workers = procs::wait_for_pids(&pids_again);
     let lines = [
         json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string(),
         json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"halt","arguments":{"reason":"from mcp","by":"agent"}}}).to_string(),

@@ -5,11 +5,11 @@
 
 use std::io::Read;
 use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::{Value as J, json};
 
 use crate::common::{FORMATS, Guarded, Repo, on_each_kind};
+use crate::procs::{self, alive, executable, poll};
 
 const PLAN_3: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":["endpoint documented"]},{"id":"T2","agent":"docs","instruction":"write the API docs","depends_on":["T1"],"done_when":[]},{"id":"T3","agent":"review","instruction":"review the API","depends_on":[{"id":"T1","type":"order"}],"done_when":[]}]}"#;
 
@@ -288,13 +288,6 @@ fn an_expired_gate_takes_its_expiry_decision_on_a_plain_resume() {
 
 // ----- -C DIR -----
 
-fn executable(path: &std::path::Path, body: &str) -> String {
-    std::fs::write(path, body).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path.to_str().unwrap().to_string()
-}
-
 #[test]
 fn dash_c_runs_workers_context_commands_and_verifiers_in_that_work_tree() {
     let repo = Repo::new("sha1");
@@ -385,28 +378,6 @@ fn dash_c_runs_workers_context_commands_and_verifiers_in_that_work_tree() {
 
 // ----- interrupting submit -----
 
-/// Whether `pid` is a live process (a zombie waiting to be reaped is not).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-            !state.starts_with('Z') && !state.starts_with('X')
-        }
-    }
-}
-
-/// Polls `done` a bounded number of times, 50 ms apart; panics with `what` if it never holds.
-fn poll(mut done: impl FnMut() -> bool, what: &str) {
-    for _ in 0..1200 {
-        if done() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{what}");
-}
-
 #[test]
 fn an_interrupted_submit_kills_its_workers_and_witnesses_the_signal() {
     // Each kind of repository, the two signals sent in turn across them; either halts the run
@@ -418,11 +389,12 @@ fn an_interrupted_submit_kills_its_workers_and_witnesses_the_signal() {
     for (i, kind) in FORMATS.into_iter().enumerate() {
         let (signal, name, code) = signals[i % signals.len()];
         let repo = Repo::new(kind);
-        let pidfile = repo.path().join("worker.pid");
-        // The first task's worker says who it is, then sleeps a minute; later runs do not.
+        let (slow, pids) = (repo.path().join("slow"), repo.path().join("worker.pid"));
+        std::fs::write(&slow, "").unwrap();
+        // The first task's worker says who it is, then sleeps a minute while `slow` exists.
         let hang = format!(
-            "case \"$p\" in *\"Break this\"*|*\"Judge one\"*|*\"Write the answer\"*) ;; *) if [ ! -e '{pid}' ]; then echo $$ > '{pid}.tmp'; mv '{pid}.tmp' '{pid}'; exec sleep 60; fi ;; esac",
-            pid = pidfile.display()
+            "case \"$p\" in *\"Break this\"*|*\"Judge one\"*|*\"Write the answer\"*) ;; *) {} ;; esac",
+            procs::slow_worker_sh(&slow, &pids, false)
         );
         let model = model(&repo, &hang);
         let mut child = Guarded(
@@ -433,13 +405,7 @@ fn an_interrupted_submit_kills_its_workers_and_witnesses_the_signal() {
                 .spawn()
                 .unwrap(),
         );
-        poll(|| pidfile.exists(), "the worker never started");
-        let worker: i32 = std::fs::read_to_string(&pidfile)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        assert!(alive(worker));
+        let workers = procs::wait_for_pids(&pids);
         let pid = rustix::process::Pid::from_child(&child.0);
         rustix::process::kill_process(pid, signal).unwrap();
         let mut status = None;
@@ -463,7 +429,9 @@ fn an_interrupted_submit_kills_its_workers_and_witnesses_the_signal() {
         assert!(err.contains("halted by signal"), "{err}");
         assert!(err.contains(name), "{err}");
         assert!(err.contains("git forum resume 0"), "{err}");
-        poll(|| !alive(worker), "the worker outlived git forum");
+        for worker in workers {
+            poll(|| !alive(worker), "the worker outlived git forum");
+        }
         // The ledger says so, and nothing after the task was made up.
         let l = ledger(&repo);
         let k: Vec<&str> = l.iter().map(|(k, _)| k.as_str()).collect();
@@ -476,6 +444,7 @@ fn an_interrupted_submit_kills_its_workers_and_witnesses_the_signal() {
         assert_eq!(run_state(&repo), "halted");
         repo.forum_ok(&["verify", "--deep"]);
         // The run continues where it stopped.
+        std::fs::remove_file(&slow).unwrap();
         let out = repo.forum_ok(&["resume", "--quiet", "--cmd", &model]);
         assert_eq!(out.trim(), ANSWER);
         assert_eq!(run_state(&repo), "answered");
@@ -583,8 +552,7 @@ fn post_resume_refuses_a_pending_gate_and_runs_it_once_approved() {
         assert!(r["receipt"]["budget"]["max_seconds"].is_number(), "{r}");
         assert_eq!(dispatched(repo), vec!["T1", "T2", "T3"]);
         let mut child = served.child;
-        let pid = rustix::process::Pid::from_child(&child.0);
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        procs::terminate(&child.0);
         assert!(child.0.wait().unwrap().success());
         repo.forum_ok(&["verify", "--deep"]);
     });
@@ -714,8 +682,7 @@ fn the_daemon_sees_appends_made_beside_it_in_a_reftable_repository() {
         assert_eq!(st["entries"], 3 + 2 * round, "{st}");
     }
     let mut child = served.child;
-    let pid = rustix::process::Pid::from_child(&child.0);
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    procs::terminate(&child.0);
     assert!(child.0.wait().unwrap().success());
     repo.forum_ok(&["verify", "--deep"]);
     let actors: Vec<String> = repo

@@ -132,6 +132,16 @@ const SUBMIT_PROPS: &[(&str, &str, &str)] = &[
         "integer",
         "Tool calls each task of the built-in editing worker may make (default 24).",
     ),
+    (
+        "sandbox",
+        "boolean",
+        "Confine the workers and checks of a work run with bubblewrap (true: refused without it; false: unconfined, witnessed; absent: the server's [work] sandbox, else confined when bubblewrap works).",
+    ),
+    (
+        "sandbox_net",
+        "boolean",
+        "Let confined workers and checks use the network (not with sandbox false).",
+    ),
     MAX_TOKENS,
     MAX_COST_USD,
 ];

@@ -133,8 +133,9 @@ impl Dispatcher {
     }
 
     /// The run options of a daemon request, as the surface takes them: a submit never runs
-    /// longer than the server's limit.
-    fn run_options(&self, a: &Args<'_>) -> Result<run::Options, Reply> {
+    /// longer than the server's limit. `resumed`: the request seq and body of the run a resume
+    /// continues, whose recorded options fill those the request does not give.
+    fn run_options(&self, a: &Args<'_>, resumed: Option<&(u64, J)>) -> Result<run::Options, Reply> {
         let budgets = [
             "context_token_budget",
             "request_context_token_budget",
@@ -147,7 +148,7 @@ impl Dispatcher {
         let any = total.is_some() || request.is_some() || task.is_some() || upstream.is_some();
         let limit = self.cfg.submit_seconds;
         let max_seconds = a.seconds("max_seconds")?.map_or(limit, |s| s.min(limit));
-        let spec = RunOptions {
+        let mut spec = RunOptions {
             max_model_calls: a.int("max_model_calls")?,
             max_seconds: Some(max_seconds),
             context_budget: any.then_some(ContextBudget {
@@ -189,8 +190,13 @@ impl Dispatcher {
             .then(|| self.cfg.dir.clone()),
             max_tokens: a.int("max_tokens")?,
             max_cost_usd: a.number("max_cost_usd")?,
+            sandbox: a.bool("sandbox")?,
+            sandbox_net: a.bool("sandbox_net")?.unwrap_or(false),
             ..RunOptions::default()
         };
+        if let Some((seq, body)) = resumed {
+            spec.restore(*seq, body).map_err(reply_of)?;
+        }
         let mut opts = spec.build(self.policy.clone()).map_err(reply_of)?;
         if let Some(l) = &self.executors.loaded {
             opts.secrets.scanner = crate::secrets::Scanner::with_literals(
@@ -346,11 +352,13 @@ impl Dispatcher {
                 "max_tool_calls",
                 "max_tokens",
                 "max_cost_usd",
+                "sandbox",
+                "sandbox_net",
             ],
         )?;
         let request = a.text("request")?;
         check_request(request).map_err(|e| bad(e.to_string()))?;
-        let mut opts = self.run_options(&a)?;
+        let mut opts = self.run_options(&a, None)?;
         opts.interrupt = req.hooks.interrupt.clone();
         self.drive(&opts, req.hooks.progress, Go::Submit(request))
     }
@@ -367,17 +375,17 @@ impl Dispatcher {
             ],
         )?;
         let target = a.int("run")?;
-        let mut opts = self.run_options(&a)?;
+        let resumed = self.recorded_request(target)?;
+        let mut opts = self.run_options(&a, resumed.as_ref())?;
         opts.interrupt = req.hooks.interrupt.clone();
-        match self.recorded_seats(target)? {
+        match self.recorded_seats(resumed.as_ref())? {
             Some(seats) => self.drive_on(seats, &opts, req.hooks.progress, Go::Resume(target)),
             None => self.drive(&opts, req.hooks.progress, Go::Resume(target)),
         }
     }
 
-    /// The seats of the executors the run a resume of `target` continues recorded (over the
-    /// server's `[work]` table), or `None` when it recorded none: the server's own then run it.
-    fn recorded_seats(&self, target: Option<u64>) -> Result<Option<Arc<dyn Seats>>, Reply> {
+    /// The request seq and body of the run a resume of `target` continues, if any.
+    fn recorded_request(&self, target: Option<u64>) -> Result<Option<(u64, J)>, Reply> {
         if self.is_draining() {
             return Err(Reply::from(crate::surface::Error::unavailable(
                 "the server is shutting down and takes no new runs",
@@ -386,10 +394,20 @@ impl Dispatcher {
         let view = self.snapshot()?;
         let store = self.reader()?;
         let read = Self::read_bodies(&store, &view);
-        let Some((seq, rt)) =
-            surface::run::recorded::recorded_runtime(&view.entries, &Bodies::new(&read), target)
-                .map_err(reply_of)?
-        else {
+        surface::run::recorded::recorded_request(&view.entries, &Bodies::new(&read), target)
+            .map_err(reply_of)
+    }
+
+    /// The seats of the executors the run a resume continues (`resumed`: its request seq and
+    /// body) recorded (over the server's `[work]` table), or `None` when it recorded none: the
+    /// server's own then run it.
+    fn recorded_seats(&self, resumed: Option<&(u64, J)>) -> Result<Option<Arc<dyn Seats>>, Reply> {
+        let Some((seq, rt)) = (match resumed {
+            Some((seq, body)) => {
+                surface::run::recorded::runtime_of(*seq, body).map_err(reply_of)?
+            }
+            None => None,
+        }) else {
             return Ok(None);
         };
         let current = self

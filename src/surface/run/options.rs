@@ -98,6 +98,10 @@ pub struct RunOptions {
     pub max_tokens: Option<u64>,
     /// `--max-cost-usd`: the run's ceiling on what its model calls cost, in dollars.
     pub max_cost_usd: Option<f64>,
+    /// Set by [`RunOptions::restore`] on the resume of a run that works in the repository:
+    /// its work options (`--allow-cmd`, `--max-tool-calls`, the sandbox) apply without
+    /// `--work`, which only a new run takes.
+    pub resumes_work: bool,
 }
 
 /// A positive, finite number of seconds for `flag`.
@@ -184,6 +188,7 @@ impl RunOptions {
             work: None,
             secrets: crate::secrets::Guard::new(crate::secrets::Scanner::new(), secrets),
             runtime_record: None,
+            options_record: self.record(),
         })
     }
 
@@ -223,6 +228,8 @@ impl RunOptions {
         open: run::OpenWork,
     ) -> Result<run::WorkOptions> {
         let enabled = self.work || defaults.enabled;
+        // What bounds the workers: a new --work run's, or a resumed one's.
+        let working = enabled || self.resumes_work;
         if !enabled && !self.checks.is_empty() {
             return Err(Error::usage(
                 "--check runs on the changes of a --work run: add --work (or set [work] enabled = true in .forum/runtime.toml)",
@@ -240,7 +247,7 @@ impl RunOptions {
             Some(s) => seconds("check-timeout", s)?,
             None => run::DEFAULT_CHECK_DEADLINE,
         };
-        if !enabled && (!self.allow_cmds.is_empty() || self.max_tool_calls.is_some()) {
+        if !working && (!self.allow_cmds.is_empty() || self.max_tool_calls.is_some()) {
             return Err(Error::usage(
                 "--allow-cmd and --max-tool-calls bound the editing worker of a --work run: add --work",
             ));
@@ -263,6 +270,11 @@ impl RunOptions {
                 )));
             }
         };
+        if self.sandbox == Some(false) && self.sandbox_net {
+            return Err(Error::usage(
+                "--sandbox-net keeps the network inside the sandbox, which --no-sandbox turns off: give one or the other",
+            ));
+        }
         let mut checks = defaults.checks.clone();
         checks.extend(self.checks.iter().cloned());
         let sandbox = Sandboxing::new(
@@ -271,7 +283,7 @@ impl RunOptions {
                 net: self.sandbox_net || defaults.sandbox_net,
             },
         );
-        if enabled {
+        if working {
             // Probed before anything is written, so `--sandbox` without bubblewrap is refused
             // with nothing done.
             sandbox.resolve().map_err(Error::usage)?;
