@@ -232,6 +232,10 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
     // An unknown campaign is refused before any executor is looked at.
     surface::campaign::resolve(&items, a.id.get())?;
     let loaded = load_runtime(ctx, &a.exec)?;
+    // The values of the runtime's api_key_env variables are redacted wherever a round's
+    // bodies hold them, as in a submitted run.
+    opts.secrets.scanner =
+        crate::secrets::Scanner::with_literals(surface::run::options::key_values(&loaded.runtime));
     let issues = config::issues(&loaded.runtime, &roster, &RealFacts);
     if let Some(first) = issues.first() {
         return Err(CliError::usage(format!(

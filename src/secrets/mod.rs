@@ -1,10 +1,10 @@
 //! Secret scanning: finds credentials in text before it is hashed into a ledger or pushed, and
 //! replaces each with a marker naming its rule (`[REDACTED:aws-access-key]`).
 //!
-//! The [`Scanner`] runs every rule of [`rules::RULES`] as one combined regular expression (the
-//! `regex` crate's fast search), names the rule of each match with a `RegexSet` of the rules
-//! anchored to it, confirms the candidates that need it by entropy, and looks for the literal
-//! values handed in at runtime with one Aho-Corasick automaton. The [`Guard`] applies a policy
+//! The [`Scanner`] finds every rule of [`rules::RULES`] with hand-written byte checks
+//! (`scan.rs`: one SIMD search for the rules' fixed prefixes, one for the `:` and `=` of
+//! assignments, each candidate confirmed by its own rule, entropy last), and looks for the literal
+//! values handed in at runtime with one more such search (Teddy, or Aho-Corasick for many). The [`Guard`] applies a policy
 //! ([`SecretsPolicy`]: mode and per-rule `allow`) to a whole JSON body: every string in it is
 //! scanned, and the answer is the body as it may be written ([`Checked::Redacted`]) or a
 //! refusal ([`Checked::Blocked`]), each with the [`Hit`]s that say where, never what.
@@ -13,12 +13,10 @@
 //! config) and passed to [`Scanner::with_literals`].
 
 pub mod rules;
+mod scan;
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, OnceLock};
-
-use aho_corasick::{AhoCorasick, MatchKind};
-use regex::Regex;
+use std::sync::Arc;
 
 use crate::ledger::canonical::Value;
 pub use rules::{API_KEY_ENV, Confirm, RULES, Rule};
@@ -38,35 +36,6 @@ pub struct Finding {
     pub rule: &'static str,
     pub start: usize,
     pub end: usize,
-}
-
-/// The built-in rules compiled once, shared by every scanner: all of them as one regex (the
-/// fast search), and each alone, anchored, to say which rule a match is and where its `v`
-/// group lies (reading groups from the combined regex costs several times the search).
-struct Compiled {
-    regex: Regex,
-    set: regex::RegexSet,
-    each: Vec<Regex>,
-}
-
-fn compiled() -> &'static Compiled {
-    static C: OnceLock<Compiled> = OnceLock::new();
-    C.get_or_init(|| {
-        let alone: Vec<String> = RULES.iter().map(|r| format!("(?:{})", r.pattern)).collect();
-        let combined = alone
-            .iter()
-            .map(|p| p.replace("(?P<v>", "(?:"))
-            .collect::<Vec<_>>()
-            .join("|");
-        let regex = Regex::new(&combined).expect("the built-in rules compile");
-        let anchored: Vec<String> = alone.iter().map(|p| format!("^{p}$")).collect();
-        let set = regex::RegexSet::new(&anchored).expect("the rules compile as a set");
-        let each = anchored
-            .iter()
-            .map(|p| Regex::new(p).expect("each rule compiles"))
-            .collect();
-        Compiled { regex, set, each }
-    })
 }
 
 /// Shannon entropy of `s` in bits per byte.
@@ -108,8 +77,7 @@ fn classes(s: &str) -> usize {
 fn placeholder(v: &str) -> bool {
     v.starts_with('$')
         || v.starts_with('%')
-        || v.contains("${")
-        || v.contains("{{")
+        || (v.bytes().any(|b| b == b'{') && (v.contains("${") || v.contains("{{")))
         || v.bytes().all(|b| b == b'x' || b == b'X' || b == b'*')
 }
 
@@ -131,7 +99,7 @@ fn confirmed(confirm: Confirm, value: &str) -> bool {
 /// The rules and the runtime's literal values, ready to scan.
 #[derive(Clone, Default)]
 pub struct Scanner {
-    literals: Option<Arc<AhoCorasick>>,
+    literals: Option<Arc<scan::Literals>>,
     /// How many literal values are looked for (never the values).
     literal_count: usize,
 }
@@ -168,10 +136,7 @@ impl Scanner {
         if kept.is_empty() {
             return Scanner::default();
         }
-        let ac = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(&kept)
-            .expect("literal values build an automaton");
+        let ac = scan::Literals::new(&kept, scan::Kind::LeftmostLongest);
         Scanner {
             literal_count: kept.len(),
             literals: Some(Arc::new(ac)),
@@ -184,74 +149,31 @@ impl Scanner {
     }
 
     /// Every secret in `text`, in order, overlapping finds merged (a merged find that holds a
-    /// runtime value is reported as [`API_KEY_ENV`]).
+    /// runtime value is reported as [`API_KEY_ENV`]; otherwise it is named by the find that
+    /// starts first, the earlier rule of [`RULES`] when two start together, so
+    /// `AWS_ACCESS_KEY_ID=AKIA...` is an `aws-access-key`).
     pub fn scan(&self, text: &str) -> Vec<Finding> {
-        let c = compiled();
-        let mut found = Vec::new();
-        let mut at = 0;
-        while at <= text.len() {
-            let Some(m) = c.regex.find_at(text, at) else {
-                break;
-            };
-            let next = if m.end() > m.start() {
-                m.end()
-            } else {
-                next_boundary(text, m.end())
-            };
-            // At one position the first rule wins, as in the combined search.
-            let span = m.as_str();
-            if let Some(i) = c.set.matches(span).iter().next() {
-                let rule = &RULES[i];
-                let (s, e) = match rule.confirm {
-                    Confirm::Shape => (m.start(), m.end()),
-                    Confirm::Entropy { .. } => {
-                        match c.each[i].captures(span).and_then(|g| g.name("v")) {
-                            Some(v) => (m.start() + v.start(), m.start() + v.end()),
-                            None => (m.start(), m.end()),
-                        }
-                    }
-                };
-                let ok = confirmed(rule.confirm, &text[s..e]);
-                // An assignment whose value is itself a known kind of secret
-                // (`AWS_ACCESS_KEY_ID=AKIA...`): that rule names it, found from the value on.
-                if ok && s > m.start() && c.regex.is_match(&text[s..e]) {
-                    at = s;
-                    continue;
-                }
-                if ok {
-                    found.push(Finding {
-                        rule: RULES[i].id,
-                        start: s,
-                        end: e,
-                    });
-                }
-            }
-            at = next;
-        }
+        let mut found = scan::rules(text);
         if let Some(ac) = &self.literals {
-            for m in ac.find_iter(text) {
+            let mut at = 0;
+            while let Some((_, start, end)) = ac.find_at(text.as_bytes(), at) {
                 found.push(Finding {
                     rule: API_KEY_ENV,
-                    start: m.start(),
-                    end: m.end(),
+                    start,
+                    end,
                 });
+                at = end;
             }
         }
         merge(found)
     }
 }
 
-fn next_boundary(text: &str, mut i: usize) -> usize {
-    i += 1;
-    while i < text.len() && !text.is_char_boundary(i) {
-        i += 1;
-    }
-    i
-}
-
 /// Sorts finds and merges the ones that overlap.
 fn merge(mut found: Vec<Finding>) -> Vec<Finding> {
-    found.sort_by_key(|f| (f.start, std::cmp::Reverse(f.end)));
+    if found.len() > 1 {
+        found.sort_by_key(|f| (f.start, rank(f.rule), std::cmp::Reverse(f.end)));
+    }
     let mut out: Vec<Finding> = Vec::with_capacity(found.len());
     for f in found {
         match out.last_mut() {
@@ -265,6 +187,14 @@ fn merge(mut found: Vec<Finding>) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// Where `rule` stands in [`RULES`] (runtime values after every rule).
+fn rank(rule: &str) -> usize {
+    RULES
+        .iter()
+        .position(|r| r.id == rule)
+        .unwrap_or(RULES.len())
 }
 
 /// `text` with each of `found` (sorted, disjoint) replaced by its marker; also the span of
@@ -558,5 +488,9 @@ fn pointer_mut<'a>(v: &'a mut Value, p: &str) -> Option<&'a mut Value> {
     Some(cur)
 }
 
+#[cfg(test)]
+mod oracle;
+#[cfg(test)]
+mod scan_tests;
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,10 @@
 //! shape alone is not enough (an assignment's value, a 40-character string after `aws_secret`)
 //! are confirmed by the value's Shannon entropy, so `password=changeme` or a placeholder of
 //! `x`s passes.
+//!
+//! The patterns are the specification; the scanner does not run them. `scan.rs` checks each
+//! rule by hand (faster on text dense with near-misses), and its unit tests compare it with
+//! these patterns compiled by `regex`, so a change here needs the same change there.
 
 /// How a match is confirmed before it counts.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -111,6 +111,45 @@ fn append(
     Ok(seq)
 }
 
+/// Appends a body a round derives from what its features did (a `feature_status` whose reason
+/// is a worker's output, the `campaign_result` snapshot) after the run's secrets policy saw it,
+/// as the engine does for its own entries: a redacted body is followed by its
+/// `secret_redacted`, and a blocked one is refused with nothing of it written.
+fn append_screened(
+    store: &mut dyn Storage,
+    items: &mut Items,
+    guard: &crate::secrets::Guard,
+    kind: &str,
+    body: J,
+    ts: f64,
+) -> Result<u64> {
+    use crate::secrets::Checked;
+    match guard.check(&Value::from_serde(&body)) {
+        Checked::Clean => append(store, items, "campaign", kind, body, ts),
+        Checked::Redacted(clean, hits) => {
+            let seq = append(store, items, "campaign", kind, clean.to_serde(), ts)?;
+            let (e, _) = &items[items.len() - 1];
+            let record = crate::secrets::redaction_record(seq, &e.entry_hash, &e.kind, &hits);
+            let body = record.to_serde();
+            let w = store
+                .append(NewEntry {
+                    actor: "secrets".into(),
+                    kind: kind::SECRET_REDACTED.into(),
+                    causal_parent: Some(seq as i64),
+                    payload: record,
+                    ts,
+                })
+                .map_err(super::run::storage)?;
+            items.push((w, Some(body)));
+            Ok(seq)
+        }
+        Checked::Blocked(hits) => Err(Error::failed(format!(
+            "the secrets policy blocks the {kind} entry of the round ({}); nothing of it was written (set [secrets] mode = \"redact\" to write it with markers)",
+            crate::secrets::rules_of(&hits).join(", ")
+        ))),
+    }
+}
+
 /// Parses, validates and declares the campaign in `text`: one `campaign_declared`. A text
 /// that is not a declaration is a usage error; a campaign that does not hold together
 /// (duplicate ids, an unknown dependency, a cycle) is refused; either way nothing is written.
@@ -394,7 +433,14 @@ fn round(
             reason
         };
         let body = campaign::round_status(cid, &f.project_id, &f.feature_id, ok, reason, r.seq);
-        append(store, items, "campaign", kind::FEATURE_STATUS, body, now())?;
+        append_screened(
+            store,
+            items,
+            &opts.secrets,
+            kind::FEATURE_STATUS,
+            body,
+            now(),
+        )?;
         acted.insert(
             f.feature_id.clone(),
             if ok { "done" } else { "failed" }.to_string(),
@@ -402,10 +448,10 @@ fn round(
     }
     witness_blocked(store, items, cid, now())?;
     let after = resolve(items, Some(cid))?;
-    append(
+    append_screened(
         store,
         items,
-        "campaign",
+        &opts.secrets,
         kind::CAMPAIGN_RESULT,
         campaign::result_snapshot(&after),
         now(),

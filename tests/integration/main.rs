@@ -4,6 +4,7 @@ mod bench_verify;
 mod bodies;
 mod bounds;
 mod campaign;
+mod campaign_secrets;
 mod campaign_work;
 mod common;
 mod conflict;

@@ -119,6 +119,11 @@ impl Dispatcher {
             ..RunOptions::default()
         };
         let mut opts = spec.build(self.policy.clone()).map_err(reply_of)?;
+        if let Some(l) = &self.executors.loaded {
+            opts.secrets.scanner = crate::secrets::Scanner::with_literals(
+                surface::run::options::key_values(&l.runtime),
+            );
+        }
         let defaults = self
             .executors
             .loaded
