@@ -8,10 +8,11 @@
 //!   `git worktree add` (so under `git -C` they land in that repository). A task with data-edge
 //!   upstreams starts at their merge (`git merge-tree --write-tree`, then one merge commit per
 //!   upstream that is not already contained); a conflict there is [`WorkError::Conflict`].
-//! * A change: `git add -A` in the worktree (the user's `.gitignore` rules hold), `write-tree`,
-//!   and `commit-tree` with the author `LANE (MODEL) <LANE@git-forum.invalid>` and the trailers
-//!   of [`Tie::trailers`]; statistics from `diff --name-status`/`--numstat`, the unified diff
-//!   read up to its cap.
+//! * A change: `git add -A` in the worktree (the user's `.gitignore` rules hold; [`racy`]
+//!   spares it re-hashing the files the checkout just wrote), `write-tree`, and `commit-tree`
+//!   with the author `LANE (MODEL) <LANE@git-forum.invalid>` and the trailers of
+//!   [`Tie::trailers`]; statistics and the unified diff from one `diff --raw --numstat
+//!   --patch`, the patch read up to its cap.
 //! * Kept changes: `refs/forum/work/LEDGER/RUN/TASK`; quarantining moves a change from there
 //!   to `refs/forum/quarantine/...`.
 //! * The run branch `refs/heads/forum/run-RUN`: each change is applied as one commit (a change
@@ -25,9 +26,11 @@ pub mod apply;
 mod check;
 mod diff;
 pub(crate) mod git;
+mod racy;
 mod stale;
 mod tools;
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -87,6 +90,11 @@ pub struct GitWork {
     owner: Mutex<Option<File>>,
     /// One integration at a time within this process (the ref move is compare-and-swap too).
     integrating: Mutex<()>,
+    /// The tree of each commit a task started at, once looked up (every task of a plain run
+    /// starts at the base: one `rev-parse` per run instead of one per task).
+    trees: Mutex<HashMap<String, String>>,
+    /// Each open worktree's index as its checkout wrote it ([`racy`]).
+    stamps: Mutex<HashMap<PathBuf, racy::Stamp>>,
 }
 
 impl GitWork {
@@ -137,6 +145,8 @@ impl GitWork {
             base,
             owner: Mutex::new(Some(owner)),
             integrating: Mutex::new(()),
+            trees: Mutex::new(HashMap::new()),
+            stamps: Mutex::new(HashMap::new()),
         })
     }
 
@@ -172,6 +182,10 @@ impl GitWork {
         }
         let shown = path.to_string_lossy().into_owned();
         self.ok(&["worktree", "add", "--detach", "--quiet", &shown, commit])?;
+        match racy::stamp(&path) {
+            Some(s) => lock(&self.stamps).insert(path.clone(), s),
+            None => lock(&self.stamps).remove(&path),
+        };
         Ok(TaskTree {
             task: task.to_string(),
             path,
@@ -271,12 +285,18 @@ impl GitWork {
                 (FORUM_NAME, FORUM_EMAIL),
                 None,
             )?;
+            lock(&self.trees).insert(cur.clone(), tree);
         }
         Ok(cur)
     }
 
     fn tree_of(&self, commit: &str) -> Result<String, WorkError> {
-        self.ok(&["rev-parse", "--verify", &format!("{commit}^{{tree}}")])
+        if let Some(t) = lock(&self.trees).get(commit) {
+            return Ok(t.clone());
+        }
+        let tree = self.ok(&["rev-parse", "--verify", &format!("{commit}^{{tree}}")])?;
+        lock(&self.trees).insert(commit.to_string(), tree.clone());
+        Ok(tree)
     }
 }
 
@@ -332,7 +352,17 @@ impl Workbench for GitWork {
         subject: &str,
         diff_cap: usize,
     ) -> Result<Change, WorkError> {
-        git::ok(&tree.path, &["add", "-A"])?;
+        let stamp = lock(&self.stamps).remove(&tree.path);
+        if stamp.is_some_and(|s| racy::settle(&tree.path, s)) {
+            // The index's stat data is trusted now; an untracked cache (if the user keeps one)
+            // is dropped so the walk for new files does not lean on it.
+            git::ok(
+                &tree.path,
+                &["-c", "core.untrackedCache=false", "add", "-A"],
+            )?;
+        } else {
+            git::ok(&tree.path, &["add", "-A"])?;
+        }
         let written = git::ok(&tree.path, &["write-tree"])?;
         let start_tree = self.tree_of(&tree.start)?;
         let unchanged = Change {
@@ -356,31 +386,26 @@ impl Workbench for GitWork {
             tie.trailers()
         );
         let commit = self.commit_tree(&written, &[&tree.start], &message, (&name, &email), None)?;
+        lock(&self.trees).insert(commit.clone(), written.clone());
         // The worktree now sits on its change, so `git status` there is clean.
         git::ok(&tree.path, &["update-ref", "--no-deref", "HEAD", &commit])?;
-        let range = [tree.start.as_str(), commit.as_str()];
-        let name_status = git::run(
-            &self.common,
-            &[
-                &["diff", "--no-ext-diff", "-M", "--name-status", "-z"][..],
-                &range,
-            ]
-            .concat(),
-        )?;
-        git::ensure(&name_status, &["diff"])?;
-        let numstat = git::run(
-            &self.common,
-            &[
-                &["diff", "--no-ext-diff", "-M", "--numstat", "-z"][..],
-                &range,
-            ]
-            .concat(),
-        )?;
-        git::ensure(&numstat, &["diff"])?;
+        // One diff for the statistics (`--raw` for the status letters, `--numstat` for the
+        // lines) and the patch after them, read up to its cap.
         let mut cmd = git::git(&self.common);
-        cmd.args(["diff", "--no-ext-diff", "--no-textconv", "--no-color", "-M"])
-            .args(range);
-        let patch = git::run_limited(cmd, diff_cap)?;
+        cmd.args([
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            "-M",
+            "-z",
+            "--raw",
+            "--numstat",
+            "--patch",
+            tree.start.as_str(),
+            commit.as_str(),
+        ]);
+        let (stats, patch) = git::run_split(cmd, diff_cap)?;
         if !patch.cut {
             git::ensure(&patch, &["diff"])?;
         }
@@ -388,7 +413,7 @@ impl Workbench for GitWork {
         Ok(Change {
             commit: Some(commit),
             tree: written,
-            files: diff::files(&name_status.stdout, &numstat.stdout),
+            files: diff::files(&stats),
             diff,
             truncated: truncated || patch.cut,
             ..unchanged
@@ -459,6 +484,7 @@ impl Workbench for GitWork {
     }
 
     fn close(&self, tree: &TaskTree) -> Result<(), WorkError> {
+        lock(&self.stamps).remove(&tree.path);
         stale::remove_tree(&self.common, &tree.path)
     }
 
