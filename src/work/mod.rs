@@ -95,6 +95,9 @@ pub struct GitWork {
     trees: Mutex<HashMap<String, String>>,
     /// Each open worktree's index as its checkout wrote it ([`racy`]).
     stamps: Mutex<HashMap<PathBuf, racy::Stamp>>,
+    /// The change commits this run made, with their parents (so keeping and integrating
+    /// one asks git for neither again).
+    made: Mutex<HashMap<String, String>>,
 }
 
 impl GitWork {
@@ -108,7 +111,8 @@ impl GitWork {
                 "HEAD has no commit yet, so a --work run has no base; commit once first".into(),
             ));
         }
-        GitWork::open_at(repo, ledger, run_seq, &head.text())
+        let common = stale::common_dir(repo)?;
+        GitWork::open_in(repo, common, ledger, run_seq, head.text())
     }
 
     /// Like [`GitWork::open`], but at a base recorded earlier (a resumed run keeps its base,
@@ -120,10 +124,23 @@ impl GitWork {
         base_commit: &str,
     ) -> Result<GitWork, WorkError> {
         let common = stale::common_dir(repo)?;
-        stale::cleanup_stale(repo)?;
         let commit = resolve_commit(&common, base_commit).ok_or_else(|| {
             WorkError::Git(format!("the base {base_commit} is not a commit here"))
         })?;
+        GitWork::open_in(repo, common, ledger, run_seq, commit)
+    }
+
+    /// Opens the run's area in the repository whose common dir is `common`, at the full commit
+    /// id `commit`: cleans up after dead runs, reads the branch and the dirty paths, claims the
+    /// area.
+    fn open_in(
+        repo: &Path,
+        common: PathBuf,
+        ledger: &str,
+        run_seq: u64,
+        commit: String,
+    ) -> Result<GitWork, WorkError> {
+        stale::cleanup_stale_in(&common)?;
         let branch = git::run(repo, &["symbolic-ref", "--quiet", "--short", "HEAD"])?;
         let branch = branch.ok.then(|| branch.text());
         let status = git::run(repo, &["status", "--porcelain=v1", "-z"])?;
@@ -147,6 +164,7 @@ impl GitWork {
             integrating: Mutex::new(()),
             trees: Mutex::new(HashMap::new()),
             stamps: Mutex::new(HashMap::new()),
+            made: Mutex::new(HashMap::new()),
         })
     }
 
@@ -290,6 +308,16 @@ impl GitWork {
         Ok(cur)
     }
 
+    /// The full id of the change `commit`: as it is when this run made it, else as git
+    /// resolves it.
+    fn resolve_change(&self, commit: &str) -> Result<String, WorkError> {
+        if lock(&self.made).contains_key(commit) {
+            return Ok(commit.to_string());
+        }
+        resolve_commit(&self.common, commit)
+            .ok_or_else(|| WorkError::Git(format!("the change {commit} is not a commit here")))
+    }
+
     fn tree_of(&self, commit: &str) -> Result<String, WorkError> {
         if let Some(t) = lock(&self.trees).get(commit) {
             return Ok(t.clone());
@@ -353,7 +381,7 @@ impl Workbench for GitWork {
         diff_cap: usize,
     ) -> Result<Change, WorkError> {
         let stamp = lock(&self.stamps).remove(&tree.path);
-        if stamp.is_some_and(|s| racy::settle(&tree.path, s)) {
+        if stamp.is_some_and(|s| racy::settle(&tree.path, s, racy::SMALL_INDEX)) {
             // The index's stat data is trusted now; an untracked cache (if the user keeps one)
             // is dropped so the walk for new files does not lean on it.
             git::ok(
@@ -387,6 +415,7 @@ impl Workbench for GitWork {
         );
         let commit = self.commit_tree(&written, &[&tree.start], &message, (&name, &email), None)?;
         lock(&self.trees).insert(commit.clone(), written.clone());
+        lock(&self.made).insert(commit.clone(), tree.start.clone());
         // The worktree now sits on its change, so `git status` there is clean.
         git::ok(&tree.path, &["update-ref", "--no-deref", "HEAD", &commit])?;
         // One diff for the statistics (`--raw` for the status letters, `--numstat` for the
@@ -431,8 +460,7 @@ impl Workbench for GitWork {
     }
 
     fn keep(&self, task: &str, commit: &str, place: Keep) -> Result<(), WorkError> {
-        let commit = resolve_commit(&self.common, commit)
-            .ok_or_else(|| WorkError::Git(format!("the change {commit} is not a commit here")))?;
+        let commit = self.resolve_change(commit)?;
         let refname = kept_ref(place, &self.ledger, self.run_seq, task);
         let why = format!("git forum: keep task {task} of run {}", self.run_seq);
         self.ok(&["update-ref", "-m", &why, &refname, &commit])?;
@@ -448,14 +476,17 @@ impl Workbench for GitWork {
     fn integrate(&self, task: &str, commit: &str) -> Result<String, WorkError> {
         let _one = lock(&self.integrating);
         crate::store::append::failpoint("integrate-start");
-        let commit = resolve_commit(&self.common, commit)
-            .ok_or_else(|| WorkError::Git(format!("the change {commit} is not a commit here")))?;
+        let commit = self.resolve_change(commit)?;
         let branch = self.branch_ref();
         let old = self.branch_tip();
         let tip = old.clone().unwrap_or_else(|| self.base.commit.clone());
-        let parent = resolve_commit(&self.common, &format!("{commit}^1")).ok_or_else(|| {
-            WorkError::Git(format!("the change {commit} of task {task} has no parent"))
-        })?;
+        let made = lock(&self.made).get(&commit).cloned();
+        let parent = match made {
+            Some(p) => p,
+            None => resolve_commit(&self.common, &format!("{commit}^1")).ok_or_else(|| {
+                WorkError::Git(format!("the change {commit} of task {task} has no parent"))
+            })?,
+        };
         let new = if parent == tip {
             commit.clone()
         } else {

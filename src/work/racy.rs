@@ -36,6 +36,10 @@ use std::time::{Duration, SystemTime};
 
 use super::git;
 
+/// Below this size (about a thousand entries) a task's index is left alone: git re-hashing
+/// its racy files costs less than the `ls-files` that would spare it.
+pub const SMALL_INDEX: u64 = 100 << 10;
+
 /// The identity of an index file: its mtime and ctime in nanoseconds, size and inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stamp {
@@ -198,16 +202,17 @@ pub fn trusted(e: &Recorded, now: Option<&Metadata>, index: (u32, u32)) -> bool 
 }
 
 /// See the module doc: when the index of the worktree at `tree` is still the one stamped
-/// `before` and every racy entry is trusted, moves the index's mtime to the next second.
-/// Returns whether it did. Any failure is a `false`: git then checks as it always does.
-pub fn settle(tree: &Path, before: Stamp) -> bool {
+/// `before`, at least `smallest` bytes, and every racy entry is trusted, moves the index's
+/// mtime to the next second. Returns whether it did. Any failure is a `false`: git then checks
+/// as it always does.
+pub fn settle(tree: &Path, before: Stamp, smallest: u64) -> bool {
     let Some(index) = index_of(tree) else {
         return false;
     };
     let Ok(meta) = std::fs::metadata(&index) else {
         return false;
     };
-    if Stamp::of(&meta) != before || split_index(&index) {
+    if Stamp::of(&meta) != before || before.size < smallest || split_index(&index) {
         return false;
     }
     let Ok(out) = git::run(tree, &["ls-files", "-z", "--stage", "--debug"]) else {
@@ -350,7 +355,7 @@ mod tests {
         let sec = std::fs::metadata(&index).unwrap().mtime();
         // An edit git sees by its size: trusted, and the index moves to the next second.
         std::fs::write(tree.join("f1"), "longer\n").unwrap();
-        assert!(settle(&tree, before));
+        assert!(settle(&tree, before, 0));
         assert_eq!(std::fs::metadata(&index).unwrap().mtime(), sec + 1);
 
         let tmp = tempfile::tempdir().unwrap();
@@ -359,7 +364,8 @@ mod tests {
         let m = std::fs::metadata(&index).unwrap();
         // Same size, same inode: only the nanoseconds show it, so git must look for itself.
         std::fs::write(&last, "XX\n").unwrap();
-        assert!(!settle(&tree, before));
+        assert!(!settle(&tree, before, 0));
+        assert!(!settle(&tree, before, u64::MAX));
         assert_eq!(
             Stamp::of(&std::fs::metadata(&index).unwrap()),
             Stamp::of(&m)
@@ -370,7 +376,7 @@ mod tests {
             size: before.size + 1,
             ..before
         };
-        assert!(!settle(&tree, other));
+        assert!(!settle(&tree, other, 0));
     }
 
     #[test]
