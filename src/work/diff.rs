@@ -1,5 +1,5 @@
-//! Reading `git diff --numstat -z` and `git diff --name-status -z` into the files of a
-//! change, and `git status --porcelain -z` into the dirty paths of a base. Parsing only.
+//! Reading `git diff -z --raw --numstat` into the files of a change, and
+//! `git status --porcelain -z` into the dirty paths of a base. Parsing only.
 
 use std::collections::BTreeMap;
 
@@ -9,16 +9,17 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// The files of a change from the two listings (both made with `-M`): status from
-/// `--name-status`, lines from `--numstat` (binary files count 0), sorted by path; a rename is
-/// listed under its new path.
-pub fn files(name_status: &[u8], numstat: &[u8]) -> Vec<FileChange> {
+/// The files of a change from `git diff -z -M --raw --numstat` (the raw records first, then
+/// the numstat ones): status from the raw records, lines from numstat (binary files count 0),
+/// sorted by path; a rename is listed under its new path.
+pub fn files(stats: &[u8]) -> Vec<FileChange> {
     let mut by_path: BTreeMap<String, FileChange> = BTreeMap::new();
-    let mut fields = name_status.split(|b| *b == 0).filter(|f| !f.is_empty());
-    while let Some(status) = fields.next() {
-        let letter = text(&status[..1]);
-        let renamed = matches!(status.first(), Some(b'R' | b'C'));
-        if renamed {
+    let mut fields = stats.split(|b| *b == 0).peekable();
+    // Raw: `:MODE MODE OID OID STATUS`, then the path (two for a rename or copy).
+    while let Some(head) = fields.next_if(|f| f.first() == Some(&b':')) {
+        let status = head.rsplit(|b| *b == b' ').next().unwrap_or_default();
+        let Some(letter) = status.first() else { break };
+        if matches!(letter, b'R' | b'C') {
             fields.next();
         }
         let Some(path) = fields.next() else { break };
@@ -27,13 +28,12 @@ pub fn files(name_status: &[u8], numstat: &[u8]) -> Vec<FileChange> {
             path.clone(),
             FileChange {
                 path,
-                status: letter,
+                status: text(&[*letter]),
                 added: 0,
                 removed: 0,
             },
         );
     }
-    let mut fields = numstat.split(|b| *b == 0);
     while let Some(head) = fields.next() {
         if head.is_empty() {
             continue;
@@ -80,9 +80,8 @@ mod tests {
 
     #[test]
     fn renames_adds_and_binaries_are_read() {
-        let ns = b"M\0a.txt\0R090\0old.txt\0new.txt\0A\0bin.dat\0";
-        let num = b"2\t1\ta.txt\x003\t0\t\0old.txt\0new.txt\0-\t-\tbin.dat\0";
-        let f = files(ns, num);
+        let stats = b":100644 100644 ab cd M\0a.txt\0:100644 100644 ef ef R090\0old.txt\0new.txt\0:000000 100644 00 12 A\0bin.dat\x002\t1\ta.txt\x003\t0\t\0old.txt\0new.txt\0-\t-\tbin.dat\0";
+        let f = files(stats);
         let got: Vec<(&str, &str, u64, u64)> = f
             .iter()
             .map(|f| (f.path.as_str(), f.status.as_str(), f.added, f.removed))

@@ -88,7 +88,72 @@ fn spawn_error(e: std::io::Error) -> WorkError {
 
 /// Runs `cmd`, reading at most `limit` bytes of its standard output; past that the command is
 /// stopped and `cut` says so.
-pub fn run_limited(mut cmd: Command, limit: usize) -> Result<Out, WorkError> {
+pub fn run_limited(cmd: Command, limit: usize) -> Result<Out, WorkError> {
+    run_reading(cmd, |out| {
+        let mut stdout = Vec::new();
+        let _ = out.take(limit as u64 + 1).read_to_end(&mut stdout);
+        let cut = stdout.len() > limit;
+        stdout.truncate(limit);
+        Ok(((stdout, cut), ()))
+    })
+    .map(|(out, ())| out)
+}
+
+/// Runs `cmd`, a `diff -z --raw --numstat --patch`, whose output is its statistics (records
+/// ended by NUL), one more NUL, then the patch. Returns the statistics (all of them, up to
+/// [`OUTPUT_LIMIT`], else an error) and the patch read up to `cap` bytes (past that the command
+/// is stopped and `cut` says so).
+pub fn run_split(cmd: Command, cap: usize) -> Result<(Vec<u8>, Out), WorkError> {
+    let (patch, stats) = run_reading(cmd, |mut out| {
+        let mut buf = Vec::new();
+        let mut chunk = vec![0u8; 64 << 10];
+        // Where the patch starts, once the NUL after the statistics is seen.
+        let mut start: Option<usize> = None;
+        let mut cut = false;
+        loop {
+            let n = match out.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            let from = buf.len().saturating_sub(1);
+            buf.extend_from_slice(&chunk[..n]);
+            if start.is_none() {
+                start = buf[from..]
+                    .windows(2)
+                    .position(|w| w == [0, 0])
+                    .map(|i| from + i + 2);
+                if start.is_none() && buf.len() > OUTPUT_LIMIT {
+                    return Err(WorkError::Git(format!(
+                        "git diff printed more than {} MiB of statistics",
+                        OUTPUT_LIMIT >> 20
+                    )));
+                }
+            }
+            if start.is_some_and(|s| buf.len() - s > cap) {
+                cut = true;
+                break;
+            }
+        }
+        let at = start.unwrap_or(buf.len());
+        let mut patch = buf.split_off(at);
+        // The statistics keep the NUL that ends their last record, not the separator.
+        if start.is_some() {
+            buf.pop();
+        }
+        patch.truncate(cap);
+        Ok(((patch, cut), buf))
+    })?;
+    Ok((stats, patch))
+}
+
+/// Runs `cmd` with `read` taking its standard output (returning what it kept, whether it cut
+/// the output short, and anything more); a cut stops the command.
+fn run_reading<T>(
+    mut cmd: Command,
+    read: impl FnOnce(std::process::ChildStdout) -> Result<((Vec<u8>, bool), T), WorkError>,
+) -> Result<(Out, T), WorkError> {
     let mut child: Child = cmd.spawn().map_err(spawn_error)?;
     let err = child.stderr.take();
     let err_reader = std::thread::spawn(move || {
@@ -108,13 +173,20 @@ pub fn run_limited(mut cmd: Command, limit: usize) -> Result<Out, WorkError> {
         }
         buf
     });
-    let mut stdout = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        let _ = out.take(limit as u64 + 1).read_to_end(&mut stdout);
-    }
-    let cut = stdout.len() > limit;
+    let read = match child.stdout.take() {
+        Some(out) => read(out),
+        None => Err(WorkError::Io("git's output was not piped".into())),
+    };
+    let ((stdout, cut), more) = match read {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = err_reader.join();
+            return Err(e);
+        }
+    };
     if cut {
-        stdout.truncate(limit);
         let _ = child.kill();
     }
     let status = child.wait().map_err(spawn_error)?;
@@ -126,13 +198,16 @@ pub fn run_limited(mut cmd: Command, limit: usize) -> Result<Out, WorkError> {
         .find(|l| !l.is_empty())
         .unwrap_or("")
         .to_string();
-    Ok(Out {
-        ok: status.success() && !cut,
-        code: status.code(),
-        stdout,
-        cut,
-        message,
-    })
+    Ok((
+        Out {
+            ok: status.success() && !cut,
+            code: status.code(),
+            stdout,
+            cut,
+            message,
+        },
+        more,
+    ))
 }
 
 /// Runs `git -C DIR ARGS` (output up to [`OUTPUT_LIMIT`]), whatever its exit status.

@@ -8,10 +8,11 @@
 //!   `git worktree add` (so under `git -C` they land in that repository). A task with data-edge
 //!   upstreams starts at their merge (`git merge-tree --write-tree`, then one merge commit per
 //!   upstream that is not already contained); a conflict there is [`WorkError::Conflict`].
-//! * A change: `git add -A` in the worktree (the user's `.gitignore` rules hold), `write-tree`,
-//!   and `commit-tree` with the author `LANE (MODEL) <LANE@git-forum.invalid>` and the trailers
-//!   of [`Tie::trailers`]; statistics from `diff --name-status`/`--numstat`, the unified diff
-//!   read up to its cap.
+//! * A change: `git add -A` in the worktree (the user's `.gitignore` rules hold; [`racy`]
+//!   spares it re-hashing the files the checkout just wrote), `write-tree`, and `commit-tree`
+//!   with the author `LANE (MODEL) <LANE@git-forum.invalid>` and the trailers of
+//!   [`Tie::trailers`]; statistics and the unified diff from one `diff --raw --numstat
+//!   --patch`, the patch read up to its cap.
 //! * Kept changes: `refs/forum/work/LEDGER/RUN/TASK`; quarantining moves a change from there
 //!   to `refs/forum/quarantine/...`.
 //! * The run branch `refs/heads/forum/run-RUN`: each change is applied as one commit (a change
@@ -25,9 +26,11 @@ pub mod apply;
 mod check;
 mod diff;
 pub(crate) mod git;
+mod racy;
 mod stale;
 mod tools;
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -87,6 +90,14 @@ pub struct GitWork {
     owner: Mutex<Option<File>>,
     /// One integration at a time within this process (the ref move is compare-and-swap too).
     integrating: Mutex<()>,
+    /// The tree of each commit a task started at, once looked up (every task of a plain run
+    /// starts at the base: one `rev-parse` per run instead of one per task).
+    trees: Mutex<HashMap<String, String>>,
+    /// Each open worktree's index as its checkout wrote it ([`racy`]).
+    stamps: Mutex<HashMap<PathBuf, racy::Stamp>>,
+    /// The change commits this run made, with their parents (so keeping and integrating
+    /// one asks git for neither again).
+    made: Mutex<HashMap<String, String>>,
 }
 
 impl GitWork {
@@ -100,7 +111,8 @@ impl GitWork {
                 "HEAD has no commit yet, so a --work run has no base; commit once first".into(),
             ));
         }
-        GitWork::open_at(repo, ledger, run_seq, &head.text())
+        let common = stale::common_dir(repo)?;
+        GitWork::open_in(repo, common, ledger, run_seq, head.text())
     }
 
     /// Like [`GitWork::open`], but at a base recorded earlier (a resumed run keeps its base,
@@ -112,10 +124,23 @@ impl GitWork {
         base_commit: &str,
     ) -> Result<GitWork, WorkError> {
         let common = stale::common_dir(repo)?;
-        stale::cleanup_stale(repo)?;
         let commit = resolve_commit(&common, base_commit).ok_or_else(|| {
             WorkError::Git(format!("the base {base_commit} is not a commit here"))
         })?;
+        GitWork::open_in(repo, common, ledger, run_seq, commit)
+    }
+
+    /// Opens the run's area in the repository whose common dir is `common`, at the full commit
+    /// id `commit`: cleans up after dead runs, reads the branch and the dirty paths, claims the
+    /// area.
+    fn open_in(
+        repo: &Path,
+        common: PathBuf,
+        ledger: &str,
+        run_seq: u64,
+        commit: String,
+    ) -> Result<GitWork, WorkError> {
+        stale::cleanup_stale_in(&common)?;
         let branch = git::run(repo, &["symbolic-ref", "--quiet", "--short", "HEAD"])?;
         let branch = branch.ok.then(|| branch.text());
         let status = git::run(repo, &["status", "--porcelain=v1", "-z"])?;
@@ -137,6 +162,9 @@ impl GitWork {
             base,
             owner: Mutex::new(Some(owner)),
             integrating: Mutex::new(()),
+            trees: Mutex::new(HashMap::new()),
+            stamps: Mutex::new(HashMap::new()),
+            made: Mutex::new(HashMap::new()),
         })
     }
 
@@ -172,6 +200,10 @@ impl GitWork {
         }
         let shown = path.to_string_lossy().into_owned();
         self.ok(&["worktree", "add", "--detach", "--quiet", &shown, commit])?;
+        match racy::stamp(&path) {
+            Some(s) => lock(&self.stamps).insert(path.clone(), s),
+            None => lock(&self.stamps).remove(&path),
+        };
         Ok(TaskTree {
             task: task.to_string(),
             path,
@@ -271,12 +303,28 @@ impl GitWork {
                 (FORUM_NAME, FORUM_EMAIL),
                 None,
             )?;
+            lock(&self.trees).insert(cur.clone(), tree);
         }
         Ok(cur)
     }
 
+    /// The full id of the change `commit`: as it is when this run made it, else as git
+    /// resolves it.
+    fn resolve_change(&self, commit: &str) -> Result<String, WorkError> {
+        if lock(&self.made).contains_key(commit) {
+            return Ok(commit.to_string());
+        }
+        resolve_commit(&self.common, commit)
+            .ok_or_else(|| WorkError::Git(format!("the change {commit} is not a commit here")))
+    }
+
     fn tree_of(&self, commit: &str) -> Result<String, WorkError> {
-        self.ok(&["rev-parse", "--verify", &format!("{commit}^{{tree}}")])
+        if let Some(t) = lock(&self.trees).get(commit) {
+            return Ok(t.clone());
+        }
+        let tree = self.ok(&["rev-parse", "--verify", &format!("{commit}^{{tree}}")])?;
+        lock(&self.trees).insert(commit.to_string(), tree.clone());
+        Ok(tree)
     }
 }
 
@@ -332,7 +380,17 @@ impl Workbench for GitWork {
         subject: &str,
         diff_cap: usize,
     ) -> Result<Change, WorkError> {
-        git::ok(&tree.path, &["add", "-A"])?;
+        let stamp = lock(&self.stamps).remove(&tree.path);
+        if stamp.is_some_and(|s| racy::settle(&tree.path, s, racy::SMALL_INDEX)) {
+            // The index's stat data is trusted now; an untracked cache (if the user keeps one)
+            // is dropped so the walk for new files does not lean on it.
+            git::ok(
+                &tree.path,
+                &["-c", "core.untrackedCache=false", "add", "-A"],
+            )?;
+        } else {
+            git::ok(&tree.path, &["add", "-A"])?;
+        }
         let written = git::ok(&tree.path, &["write-tree"])?;
         let start_tree = self.tree_of(&tree.start)?;
         let unchanged = Change {
@@ -356,31 +414,27 @@ impl Workbench for GitWork {
             tie.trailers()
         );
         let commit = self.commit_tree(&written, &[&tree.start], &message, (&name, &email), None)?;
+        lock(&self.trees).insert(commit.clone(), written.clone());
+        lock(&self.made).insert(commit.clone(), tree.start.clone());
         // The worktree now sits on its change, so `git status` there is clean.
         git::ok(&tree.path, &["update-ref", "--no-deref", "HEAD", &commit])?;
-        let range = [tree.start.as_str(), commit.as_str()];
-        let name_status = git::run(
-            &self.common,
-            &[
-                &["diff", "--no-ext-diff", "-M", "--name-status", "-z"][..],
-                &range,
-            ]
-            .concat(),
-        )?;
-        git::ensure(&name_status, &["diff"])?;
-        let numstat = git::run(
-            &self.common,
-            &[
-                &["diff", "--no-ext-diff", "-M", "--numstat", "-z"][..],
-                &range,
-            ]
-            .concat(),
-        )?;
-        git::ensure(&numstat, &["diff"])?;
+        // One diff for the statistics (`--raw` for the status letters, `--numstat` for the
+        // lines) and the patch after them, read up to its cap.
         let mut cmd = git::git(&self.common);
-        cmd.args(["diff", "--no-ext-diff", "--no-textconv", "--no-color", "-M"])
-            .args(range);
-        let patch = git::run_limited(cmd, diff_cap)?;
+        cmd.args([
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            "-M",
+            "-z",
+            "--raw",
+            "--numstat",
+            "--patch",
+            tree.start.as_str(),
+            commit.as_str(),
+        ]);
+        let (stats, patch) = git::run_split(cmd, diff_cap)?;
         if !patch.cut {
             git::ensure(&patch, &["diff"])?;
         }
@@ -388,7 +442,7 @@ impl Workbench for GitWork {
         Ok(Change {
             commit: Some(commit),
             tree: written,
-            files: diff::files(&name_status.stdout, &numstat.stdout),
+            files: diff::files(&stats),
             diff,
             truncated: truncated || patch.cut,
             ..unchanged
@@ -406,8 +460,7 @@ impl Workbench for GitWork {
     }
 
     fn keep(&self, task: &str, commit: &str, place: Keep) -> Result<(), WorkError> {
-        let commit = resolve_commit(&self.common, commit)
-            .ok_or_else(|| WorkError::Git(format!("the change {commit} is not a commit here")))?;
+        let commit = self.resolve_change(commit)?;
         let refname = kept_ref(place, &self.ledger, self.run_seq, task);
         let why = format!("git forum: keep task {task} of run {}", self.run_seq);
         self.ok(&["update-ref", "-m", &why, &refname, &commit])?;
@@ -423,14 +476,17 @@ impl Workbench for GitWork {
     fn integrate(&self, task: &str, commit: &str) -> Result<String, WorkError> {
         let _one = lock(&self.integrating);
         crate::store::append::failpoint("integrate-start");
-        let commit = resolve_commit(&self.common, commit)
-            .ok_or_else(|| WorkError::Git(format!("the change {commit} is not a commit here")))?;
+        let commit = self.resolve_change(commit)?;
         let branch = self.branch_ref();
         let old = self.branch_tip();
         let tip = old.clone().unwrap_or_else(|| self.base.commit.clone());
-        let parent = resolve_commit(&self.common, &format!("{commit}^1")).ok_or_else(|| {
-            WorkError::Git(format!("the change {commit} of task {task} has no parent"))
-        })?;
+        let made = lock(&self.made).get(&commit).cloned();
+        let parent = match made {
+            Some(p) => p,
+            None => resolve_commit(&self.common, &format!("{commit}^1")).ok_or_else(|| {
+                WorkError::Git(format!("the change {commit} of task {task} has no parent"))
+            })?,
+        };
         let new = if parent == tip {
             commit.clone()
         } else {
@@ -459,6 +515,7 @@ impl Workbench for GitWork {
     }
 
     fn close(&self, tree: &TaskTree) -> Result<(), WorkError> {
+        lock(&self.stamps).remove(&tree.path);
         stale::remove_tree(&self.common, &tree.path)
     }
 

@@ -100,15 +100,20 @@ pub fn remove_tree(common: &Path, path: &Path) -> Result<(), WorkError> {
 
 /// Removes every worktree under `dir`, then `dir` itself, then git's stale records.
 pub fn remove_area(common: &Path, dir: &Path) -> Result<(), WorkError> {
+    let mut found = false;
     for tree in worktrees(common)? {
         if tree.starts_with(dir) {
             remove_tree(common, &tree)?;
+            found = true;
         }
     }
     if dir.exists() {
         std::fs::remove_dir_all(dir).map_err(|e| io("remove", dir, e))?;
     }
-    git::ok(common, &["worktree", "prune"])?;
+    // Each removal above already dropped its record (pruning when git did not know it).
+    if found {
+        git::ok(common, &["worktree", "prune"])?;
+    }
     Ok(())
 }
 
@@ -137,7 +142,12 @@ fn run_dirs(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
 /// Removes the work areas of runs that are no longer alive (see the module doc) in the
 /// repository at `repo`; returns the directories removed. Live runs' areas are untouched.
 pub fn cleanup_stale(repo: &Path) -> Result<Vec<PathBuf>, WorkError> {
-    let common = common_dir(repo)?;
+    cleanup_stale_in(&common_dir(repo)?)
+}
+
+/// [`cleanup_stale`] in the repository whose git common dir is `common`.
+pub(crate) fn cleanup_stale_in(common: &Path) -> Result<Vec<PathBuf>, WorkError> {
+    let common = common.to_path_buf();
     let root = common.join(WORK_DIR);
     let mut found = Vec::new();
     run_dirs(&root, 0, &mut found);

@@ -60,6 +60,7 @@ mod verify_tier;
 mod witness;
 mod work_apply;
 mod work_git;
+mod work_racy;
 mod work_read;
 mod work_run;
 mod work_sync;

@@ -6,7 +6,9 @@ use serde::Serialize;
 use serde_json::{Value as J, json};
 
 use super::Bodies;
+use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, kind};
+use crate::report::work;
 use crate::run::status::{self, RunState};
 use crate::surface::{Report, Result};
 
@@ -89,7 +91,9 @@ impl WorkRow {
     }
 }
 
-/// The work row of a run whose request body is `request` and whose entries are `seqs`.
+/// The work row of a run whose request body is `request` and whose entries are `seqs`: the
+/// counts of [`crate::report::work::work`] (one counting rule for `runs`, the room, the
+/// summary and the receipt), all zero for a `--work` run that has no `change` yet.
 fn work_row(
     request: Option<&J>,
     request_seq: u64,
@@ -98,51 +102,31 @@ fn work_row(
     bodies: &Bodies<'_>,
 ) -> Option<WorkRow> {
     request?.get("work")?;
-    let mut w = WorkRow {
+    let items: Vec<(Entry, Option<Value>)> = seqs
+        .iter()
+        .filter_map(|s| entries.get(*s as usize))
+        .filter(|e| {
+            matches!(
+                e.kind.as_str(),
+                kind::CHANGE | kind::CHECK | kind::SHIP | kind::CONFLICT
+            )
+        })
+        .map(|e| (e.clone(), bodies.get(e).as_ref().map(Value::from_serde)))
+        .collect();
+    let w = work::work(&items).unwrap_or_default();
+    Some(WorkRow {
         branch: format!("forum/run-{request_seq}"),
-        ..WorkRow::default()
-    };
-    let mut decisions: BTreeMap<String, String> = BTreeMap::new();
-    for e in seqs.iter().filter_map(|s| entries.get(*s as usize)) {
-        if !matches!(
-            e.kind.as_str(),
-            kind::CHANGE | kind::CHECK | kind::SHIP | kind::CONFLICT
-        ) {
-            continue;
-        }
-        let Some(b) = bodies.get(e) else { continue };
-        let task = b.get("task").and_then(J::as_str).unwrap_or("").to_string();
-        match e.kind.as_str() {
-            kind::CHANGE if b.get("commit").is_some_and(J::is_string) => {
-                w.changes += 1;
-                for f in b.get("files").and_then(J::as_array).into_iter().flatten() {
-                    w.files += 1;
-                    w.added += f.get("added").and_then(J::as_u64).unwrap_or(0);
-                    w.removed += f.get("removed").and_then(J::as_u64).unwrap_or(0);
-                }
-            }
-            kind::CHECK if b.get("ok") == Some(&J::Bool(true)) => w.checks_passed += 1,
-            kind::CHECK => w.checks_failed += 1,
-            kind::SHIP => {
-                let d = b.get("decision").and_then(J::as_str).unwrap_or("");
-                decisions.insert(task, d.to_string());
-            }
-            kind::CONFLICT => {
-                w.conflicts += 1;
-                decisions.insert(task, "conflict".into());
-            }
-            _ => {}
-        }
-    }
-    for d in decisions.values() {
-        match d.as_str() {
-            "merge" => w.merged += 1,
-            "block" => w.blocked += 1,
-            "conflict" => {}
-            _ => w.waiting += 1,
-        }
-    }
-    Some(w)
+        changes: w.changes,
+        files: w.files,
+        added: w.added,
+        removed: w.removed,
+        merged: w.merged,
+        blocked: w.blocked,
+        waiting: w.waiting,
+        conflicts: w.conflicts,
+        checks_passed: w.checks_passed,
+        checks_failed: w.checks_failed,
+    })
 }
 
 /// The runs of a ledger, oldest first.
