@@ -9,6 +9,10 @@
 //!    built from every entry, with tiles current, after one append (tiles extended), and
 //!    `prove SEQ --tlog-proof`.
 //!
+//! `-- --import-only` runs step 1 alone, three times each side (`--runs K` for another count),
+//! and prints the medians by CPU time: the figure issue 21 asks of `import` is a ratio of CPU
+//! per entry against Forum's non-fsync append in the same run.
+//!
 //! Forum's own figures come from the same run when `FORUM_PYTHON` names a Python that can
 //! `import forum` (Forum's package): its non-fsync append (CPU per entry, at up to 100,000
 //! entries) and its open plus deep verify at 10,000 and 100,000 entries, as whole processes.
@@ -81,6 +85,12 @@ fn median3(mut f: impl FnMut() -> Run) -> Run {
     let mut runs: Vec<Run> = (0..3).map(|_| f()).collect();
     runs.sort_by(|a, b| a.wall.total_cmp(&b.wall));
     runs[1]
+}
+
+/// The run of median CPU time.
+fn median_by_cpu(mut runs: Vec<Run>) -> Run {
+    runs.sort_by(|a, b| a.cpu.total_cmp(&b.cpu));
+    runs[runs.len() / 2]
 }
 
 /// The bench's entry `k`: a small distinct body, every third entry naming the one before.
@@ -193,6 +203,14 @@ fn main() {
     let script = script.to_str().unwrap().to_string();
 
     // 1. import of N entries.
+    let import_only = args.iter().any(|a| a == "--import-only");
+    let runs: usize = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if import_only { 3 } else { 1 })
+        .max(1);
     let t = Instant::now();
     let big_dir = root.join(format!("forum-{n}"));
     write_forum_dir(&big_dir, n);
@@ -200,10 +218,28 @@ fn main() {
         "wrote an {n}-entry Forum directory in {:.1}s",
         t.elapsed().as_secs_f64()
     );
-    let (big, imp) = imported(root, "big", &big_dir);
+    let mut imports = Vec::with_capacity(runs);
+    let mut big = None;
+    for k in 0..runs {
+        let (repo, imp) = imported(root, &format!("big{k}"), &big_dir);
+        println!(
+            "  `import` run {}: {:.2}s wall, {:.2}s CPU, peak RSS {} MiB",
+            k + 1,
+            imp.wall,
+            imp.cpu,
+            imp.mib()
+        );
+        imports.push(imp);
+        match big {
+            None => big = Some(repo),
+            Some(_) => std::fs::remove_dir_all(&repo).unwrap(),
+        }
+    }
+    let big = big.expect("at least one run");
+    let imp = median_by_cpu(imports);
     let import_us = imp.cpu / n as f64 * 1e6;
     println!(
-        "`import` of {n} entries: {:.2}s wall, {:.2}s CPU ({import_us:.2} µs CPU per entry), peak RSS {} MiB (target ≤ 128 MiB)",
+        "`import` of {n} entries (median of {runs} by CPU): {:.2}s wall, {:.2}s CPU ({import_us:.2} µs CPU per entry), peak RSS {} MiB (target ≤ 128 MiB)",
         imp.wall,
         imp.cpu,
         imp.mib()
@@ -212,22 +248,37 @@ fn main() {
     if let Some(py) = &python {
         let m = n.min(100_000);
         let d = root.join("forum-append");
-        let (r, _) = timed(
-            root,
-            py,
-            &[&script, "append", d.to_str().unwrap(), &m.to_string()],
-        );
+        let mut appends = Vec::with_capacity(runs);
+        for k in 0..runs {
+            let (r, _) = timed(
+                root,
+                py,
+                &[&script, "append", d.to_str().unwrap(), &m.to_string()],
+            );
+            println!(
+                "  Forum append run {}: {:.2}s wall, {:.2}s CPU",
+                k + 1,
+                r.wall,
+                r.cpu
+            );
+            appends.push(r);
+            std::fs::remove_dir_all(&d).unwrap();
+        }
+        let r = median_by_cpu(appends);
         let forum_us = r.cpu / m as f64 * 1e6;
         println!(
-            "Forum non-fsync append of {m} entries: {:.2}s wall, {forum_us:.2} µs CPU per entry; Forum / import CPU per entry = {:.1}× (target ≥ 5×)",
+            "Forum non-fsync append of {m} entries (median of {runs} by CPU): {:.2}s wall, {forum_us:.2} µs CPU per entry; Forum / import CPU per entry = {:.1}× (target ≥ 5×)",
             r.wall,
             forum_us / import_us
         );
-        std::fs::remove_dir_all(&d).unwrap();
     } else {
         println!(
             "Forum non-fsync append: skipped (set FORUM_PYTHON to a Python that imports forum)"
         );
+    }
+    if import_only {
+        println!("machine at the end: {}", uptime());
+        return;
     }
 
     // 2. verify --deep at 10k, 100k and N, against Forum's open plus deep verify.

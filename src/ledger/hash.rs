@@ -53,19 +53,21 @@ pub fn entry_preimage(
     payload_hash: &str,
     prev_hash: &str,
 ) -> String {
-    let parent = causal_parent.map(|p| p.to_string()).unwrap_or_default();
-    let ts = python_fixed6(ts);
-    let seq = seq.to_string();
-    [
-        seq.as_str(),
-        &ts,
-        actor,
-        kind,
-        &parent,
-        payload_hash,
-        prev_hash,
-    ]
-    .join(&SEP.to_string())
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(200 + actor.len() + kind.len());
+    let _ = write!(out, "{seq}{SEP}{}{SEP}", python_fixed6(ts));
+    out.push_str(actor);
+    out.push(SEP);
+    out.push_str(kind);
+    out.push(SEP);
+    if let Some(p) = causal_parent {
+        let _ = write!(out, "{p}");
+    }
+    out.push(SEP);
+    out.push_str(payload_hash);
+    out.push(SEP);
+    out.push_str(prev_hash);
+    out
 }
 
 /// `entry_hash = sha256hex(utf8(preimage))`.

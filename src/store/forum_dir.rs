@@ -38,6 +38,19 @@ pub enum ForumDirError {
 
 /// Python's `str.splitlines()` (forum-spec §5.2).
 pub fn splitlines(text: &str) -> Vec<&str> {
+    // Most text breaks only at `\n`: a byte that could start any other break is rare, and
+    // without one the split is the plain one.
+    let other_break = |b: &u8| matches!(b, b'\r' | 0x0b | 0x0c | 0x1c..=0x1e | 0xc2 | 0xe2);
+    if !text.as_bytes().iter().any(other_break) {
+        if text.is_empty() {
+            return Vec::new();
+        }
+        return text
+            .strip_suffix('\n')
+            .unwrap_or(text)
+            .split('\n')
+            .collect();
+    }
     let mut out = Vec::new();
     let mut start = 0;
     let mut chars = text.char_indices().peekable();
@@ -148,13 +161,14 @@ fn read_rows(
 
 /// One logical line: handed to `f` parsed, or (the last) dropped as torn. `Ok(true)` when
 /// dropped.
-fn take_line<E: From<ForumDirError>>(
+fn take_line<T, E: From<ForumDirError>>(
     path: &Path,
     line: &str,
     at: u64,
     i: usize,
     last: bool,
-    f: &mut impl FnMut(usize, u64, usize, Value) -> Result<(), E>,
+    parse: &mut impl FnMut(&str) -> Result<T, canonical::ParseError>,
+    f: &mut impl FnMut(usize, u64, usize, T) -> Result<(), E>,
 ) -> Result<bool, E> {
     if line.is_empty() {
         if last {
@@ -164,7 +178,7 @@ fn take_line<E: From<ForumDirError>>(
             ForumDirError::Corrupt(format!("{}: blank line at row {i}", path.display())).into(),
         );
     }
-    match canonical::parse(line) {
+    match parse(line) {
         Ok(v) => f(i, at, line.len(), v).map(|()| false),
         Err(_) if last => Ok(true),
         Err(e) => Err(ForumDirError::Corrupt(format!(
@@ -184,7 +198,20 @@ pub(crate) fn scan_rows<E: From<ForumDirError>>(
     file: fs::File,
     limits: &Limits,
     used: &mut u64,
-    mut f: impl FnMut(usize, u64, usize, Value) -> Result<(), E>,
+    f: impl FnMut(usize, u64, usize, Value) -> Result<(), E>,
+) -> Result<bool, E> {
+    scan_parsed(path, file, limits, used, canonical::parse, f)
+}
+
+/// [`scan_rows`] with the row parser given: `parse` must accept and refuse exactly the lines
+/// [`canonical::parse`] does (it may read them into something else).
+fn scan_parsed<T, E: From<ForumDirError>>(
+    path: &Path,
+    file: fs::File,
+    limits: &Limits,
+    used: &mut u64,
+    mut parse: impl FnMut(&str) -> Result<T, canonical::ParseError>,
+    mut f: impl FnMut(usize, u64, usize, T) -> Result<(), E>,
 ) -> Result<bool, E> {
     use super::capped::{Line, read_line};
     let too_big = |what: String| {
@@ -265,7 +292,7 @@ pub(crate) fn scan_rows<E: From<ForumDirError>>(
                 }
             };
             if let Some((p, p_at)) = next {
-                take_line(path, &p, p_at, index - 1, false, &mut f)?;
+                take_line(path, &p, p_at, index - 1, false, &mut parse, &mut f)?;
             }
             index += 1;
         }
@@ -273,7 +300,7 @@ pub(crate) fn scan_rows<E: From<ForumDirError>>(
         buf = text.into_bytes();
     }
     match pending {
-        Some((p, at)) => take_line(path, &p, at, index - 1, true, &mut f),
+        Some((p, at)) => take_line(path, &p, at, index - 1, true, &mut parse, &mut f),
         None => Ok(false),
     }
 }
@@ -507,9 +534,23 @@ impl EntryRows {
             .take()
             .ok_or_else(|| ForumDirError::Invalid("the entries were already read".into()))?;
         let path = self.path.clone();
-        let torn = scan_rows(&path, file, &self.limits, &mut self.used, |i, _, _, row| {
-            f(i, entry_of(&path, i, &row)?)
-        })?;
+        // A row as Forum writes it is read straight into an entry; any other goes through the
+        // general parser.
+        let parse = |line: &str| match super::forum_row::entry_from_row(line) {
+            Some(e) => Ok(Ok(e)),
+            None => canonical::parse(line).map(Err),
+        };
+        let torn = scan_parsed(
+            &path,
+            file,
+            &self.limits,
+            &mut self.used,
+            parse,
+            |i, _, _, row: Result<Entry, Value>| match row {
+                Ok(e) => f(i, e),
+                Err(v) => f(i, entry_of(&path, i, &v)?),
+            },
+        )?;
         if torn {
             self.torn = Some(path);
         }
@@ -695,5 +736,11 @@ mod tests {
         );
         assert_eq!(splitlines("a\n\nb"), vec!["a", "", "b"]);
         assert_eq!(splitlines(""), Vec::<&str>::new());
+        // Text that breaks only at `\n` takes the short way, with the same answers.
+        assert_eq!(splitlines("\n"), vec![""]);
+        assert_eq!(splitlines("a\n\n"), vec!["a", ""]);
+        assert_eq!(splitlines("a\nb\n"), vec!["a", "b"]);
+        assert_eq!(splitlines("caf\u{e9}\x1f"), vec!["caf\u{e9}\x1f"]);
+        assert_eq!(splitlines("x\u{2028}y\n"), vec!["x", "y"]);
     }
 }

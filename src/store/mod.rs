@@ -8,6 +8,7 @@ pub(crate) mod doctor;
 pub(crate) mod durable;
 pub(crate) mod error;
 pub mod forum_dir;
+mod forum_row;
 pub mod git;
 pub mod halt;
 pub(crate) mod index;

@@ -345,9 +345,32 @@ pub struct PackStream {
     run_lens: Vec<usize>,
     /// Rows per sorted run ([`RUN_ROWS`]; tests use fewer).
     run_rows: usize,
-    comp: Compress,
-    stored: Compress,
+    /// Whole-buffer compressors: libdeflate at the pack's level for bodies of at least
+    /// [`STORE_BELOW`] bytes, and at level 0 (stored blocks, no match finder to set up) for
+    /// everything else. A zlib stream reset per object clears its hash table (128 KiB at level
+    /// 1), which cost more than compressing an entry's small objects.
+    comp: libdeflater::Compressor,
+    stored: libdeflater::Compressor,
     zbuf: Vec<u8>,
+}
+
+/// Bodies shorter than this are stored in an import's pack rather than deflated: deflate saves
+/// a few bytes on a JSON body this short, for the price of setting up its match finder.
+const STORE_BELOW: usize = 256;
+
+/// Compresses `input` whole into `out` (cleared first) as one zlib stream.
+fn zlib_whole(
+    c: &mut libdeflater::Compressor,
+    input: &[u8],
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    out.clear();
+    out.resize(c.zlib_compress_bound(input.len()), 0);
+    let n = c
+        .zlib_compress(input, out)
+        .map_err(|e| std::io::Error::other(format!("deflate: {e:?}")))?;
+    out.truncate(n);
+    Ok(())
 }
 
 impl PackStream {
@@ -379,8 +402,13 @@ impl PackStream {
             runs: None,
             run_lens: Vec::new(),
             run_rows: RUN_ROWS,
-            comp: Compress::new(level),
-            stored: Compress::new(Compression::new(0).expect("level 0 is valid")),
+            comp: libdeflater::Compressor::new(
+                libdeflater::CompressionLvl::new(level.level())
+                    .map_err(|e| std::io::Error::other(format!("deflate level: {e:?}")))?,
+            ),
+            stored: libdeflater::Compressor::new(
+                libdeflater::CompressionLvl::new(0).expect("level 0 is valid"),
+            ),
             zbuf: Vec::with_capacity(64 * 1024),
         })
     }
@@ -398,13 +426,13 @@ impl PackStream {
         // A ledger tree is one name and a binary id, which deflate cannot shrink (see
         // `write_pack_stream`). A ledger commit is mostly hex ids and hashes, which deflate
         // shrinks by about a sixth at the price of most of an import's CPU (and of the walk's
-        // inflating when verify reads it back): commits are stored too.
-        let c = if matches!(kind, Kind::Tree | Kind::Commit) {
+        // inflating when verify reads it back): commits are stored too, and short bodies.
+        let c = if matches!(kind, Kind::Tree | Kind::Commit) || data.len() < STORE_BELOW {
             &mut self.stored
         } else {
             &mut self.comp
         };
-        deflate(c, data, &mut self.zbuf)?;
+        zlib_whole(c, data, &mut self.zbuf)?;
         let mut crc = crc32fast::Hasher::new();
         crc.update(&hbuf[..hlen]);
         crc.update(&self.zbuf);

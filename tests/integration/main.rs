@@ -18,6 +18,7 @@ mod gradable;
 mod halt;
 mod help;
 mod http_exec;
+mod import_pinned;
 mod import_stream;
 mod inputs;
 mod ledger;
