@@ -1,10 +1,15 @@
 //! Scale benchmark for issue 21: `cargo bench --bench tlog` (add `-- --entries N`, default
-//! 1,000,000). Everything is timed as whole processes of the built binary, medians of three
-//! where it says so, with the child's peak RSS and CPU time from `/usr/bin/time -v`.
+//! 1,000,000; `-- --only verify` runs step 2 alone, at 10,000 and 100,000 entries up to N;
+//! `--runs K` times each side of step 2 K times, at least 3). Everything is timed as whole
+//! processes of the built binary, medians of three where it says so, with the child's peak RSS
+//! and CPU time from `/usr/bin/time -v`.
 //!
 //! 1. `import` of an N-entry Forum directory that the bench writes itself (Forum's exact row
 //!    format), into a new repository: wall, CPU per entry, peak RSS.
-//! 2. `verify --deep` at 10,000, 100,000 and N entries (each an imported ledger).
+//! 2. `verify --deep` at 10,000, 100,000 and N entries (each an imported ledger). Where Forum
+//!    runs too, its open plus deep verify of the same rows and ours alternate, and the two are
+//!    printed side by side: median wall and median CPU (user + system) of each, peak RSS, the
+//!    ratios, and `uptime` at that moment.
 //! 3. On the N-entry ledger: `git forum verify` (baseline), `checkpoint --note` with the tiles
 //!    built from every entry, with tiles current, after one append (tiles extended), and
 //!    `prove SEQ --tlog-proof`.
@@ -79,6 +84,29 @@ fn timed(dir: &Path, program: &str, args: &[&str]) -> (Run, String) {
 
 fn forum(dir: &Path, args: &[&str]) -> Run {
     timed(dir, env!("CARGO_BIN_EXE_git-forum"), args).0
+}
+
+/// The median of `xs` (not empty).
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// Medians of several runs, wall and CPU each on its own, with the largest peak RSS.
+struct Medians {
+    wall: f64,
+    cpu: f64,
+    rss_mib: u64,
+}
+
+impl Medians {
+    fn of(runs: &[Run]) -> Medians {
+        Medians {
+            wall: median(runs.iter().map(|r| r.wall).collect()),
+            cpu: median(runs.iter().map(|r| r.cpu).collect()),
+            rss_mib: runs.iter().map(Run::mib).max().unwrap_or(0),
+        }
+    }
 }
 
 fn median3(mut f: impl FnMut() -> Run) -> Run {
@@ -183,6 +211,23 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let only = flag("--only");
+    if let Some(o) = &only
+        && o != "verify"
+    {
+        panic!("--only takes `verify` (step 2 alone), not {o:?}");
+    }
+    let only_verify = only.is_some();
+    let runs: usize = flag("--runs")
+        .map(|v| v.parse().expect("--runs takes a whole number"))
+        .unwrap_or(3)
+        .max(3);
     let uptime = || {
         Command::new("uptime")
             .output()
@@ -201,6 +246,12 @@ fn main() {
     let script = root.join("forum_bench.py");
     std::fs::write(&script, FORUM_SCRIPT).unwrap();
     let script = script.to_str().unwrap().to_string();
+
+    if only_verify {
+        verify_step(root, n, None, python.as_deref(), &script, runs, &uptime);
+        println!("machine at the end: {}", uptime());
+        return;
+    }
 
     // 1. import of N entries.
     let import_only = args.iter().any(|a| a == "--import-only");
@@ -282,41 +333,15 @@ fn main() {
     }
 
     // 2. verify --deep at 10k, 100k and N, against Forum's open plus deep verify.
-    let mut sizes = vec![10_000, 100_000, n];
-    sizes.retain(|&s| s <= n);
-    sizes.dedup();
-    for s in sizes {
-        let repo = if s == n {
-            big.clone()
-        } else {
-            let d = root.join(format!("forum-{s}"));
-            write_forum_dir(&d, s);
-            let (repo, _) = imported(root, &format!("r{s}"), &d);
-            if let Some(py) = &python {
-                let f = median3(|| timed(root, py, &[&script, "verify", d.to_str().unwrap()]).0);
-                let ours = median3(|| forum(&repo, &["verify", "--deep"]));
-                println!(
-                    "{s} entries: `verify --deep` median {:.3}s, peak RSS {} MiB; Forum open + deep verify median {:.3}s, peak RSS {} MiB; Forum / ours = {:.1}× (target ≥ 5×, RSS ≤ 64 MiB)",
-                    ours.wall,
-                    ours.mib(),
-                    f.wall,
-                    f.mib(),
-                    f.wall / ours.wall
-                );
-                std::fs::remove_dir_all(&d).unwrap();
-                continue;
-            }
-            std::fs::remove_dir_all(&d).unwrap();
-            repo
-        };
-        let ours = median3(|| forum(&repo, &["verify", "--deep"]));
-        println!(
-            "{s} entries: `verify --deep` median {:.3}s ({:.2} µs per entry), peak RSS {} MiB (target ≤ 64 MiB)",
-            ours.wall,
-            ours.wall / s as f64 * 1e6,
-            ours.mib()
-        );
-    }
+    verify_step(
+        root,
+        n,
+        Some(&big),
+        python.as_deref(),
+        &script,
+        runs,
+        &uptime,
+    );
 
     // 3. checkpoints and proofs on the N-entry ledger.
     let repo = &big;
@@ -372,4 +397,71 @@ fn main() {
         c2.mib()
     );
     println!("machine at the end: {}", uptime());
+}
+
+/// Step 2: `verify --deep` at 10,000, 100,000 and (given `big`, the N-entry ledger) N entries;
+/// beside Forum's open plus deep verify of the same rows where `python` runs Forum.
+fn verify_step(
+    root: &Path,
+    n: usize,
+    big: Option<&Path>,
+    python: Option<&str>,
+    script: &str,
+    runs: usize,
+    uptime: &dyn Fn() -> String,
+) {
+    let mut sizes = vec![10_000, 100_000];
+    if big.is_some() {
+        sizes.push(n);
+    }
+    sizes.retain(|&s| s <= n);
+    sizes.dedup();
+    for s in sizes {
+        // N beyond the two compared sizes reads the imported N-entry ledger, without Forum.
+        if let Some(big) = big.filter(|_| s == n && s != 10_000 && s != 100_000) {
+            let ours = median3(|| forum(big, &["verify", "--deep"]));
+            println!(
+                "{s} entries: `verify --deep` median {:.3}s ({:.2} µs per entry), {:.3}s CPU, peak RSS {} MiB (target ≤ 64 MiB)",
+                ours.wall,
+                ours.wall / s as f64 * 1e6,
+                ours.cpu,
+                ours.mib()
+            );
+            continue;
+        }
+        let d = root.join(format!("forum-{s}"));
+        write_forum_dir(&d, s);
+        let (repo, _) = imported(root, &format!("r{s}"), &d);
+        // The two sides alternate, so both meet the machine's load in the same states.
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            if let Some(py) = python {
+                theirs.push(timed(root, py, &[script, "verify", d.to_str().unwrap()]).0);
+            }
+            ours.push(forum(&repo, &["verify", "--deep"]));
+        }
+        let load = uptime();
+        let ours = Medians::of(&ours);
+        println!(
+            "{s} entries, `verify --deep`, medians of {runs} (machine: {load}):\n  git forum: {:.3}s wall, {:.3}s CPU (user+sys), peak RSS {} MiB (target ≤ 64 MiB)",
+            ours.wall, ours.cpu, ours.rss_mib
+        );
+        if theirs.is_empty() {
+            println!(
+                "  Forum open + deep verify: skipped (set FORUM_PYTHON to a Python that imports forum)"
+            );
+        } else {
+            let f = Medians::of(&theirs);
+            println!(
+                "  Forum open + deep verify: {:.3}s wall, {:.3}s CPU (user+sys), peak RSS {} MiB\n  Forum / ours: {:.1}× wall (target ≥ 5×), {:.1}× CPU",
+                f.wall,
+                f.cpu,
+                f.rss_mib,
+                f.wall / ours.wall,
+                f.cpu / ours.cpu
+            );
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+        std::fs::remove_dir_all(&repo).unwrap();
+    }
 }

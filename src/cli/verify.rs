@@ -33,7 +33,7 @@ pub struct SyncArgs {}
 pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     let keys = if args.witness_verifier.is_empty() {
-        store.witness_verifier_keys()
+        store.witness_verifier_keys_as_opened()
     } else {
         args.witness_verifier.clone()
     };

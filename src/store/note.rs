@@ -508,7 +508,7 @@ impl GitStore {
     /// Every checkpoint note stored for this ledger, oldest first.
     pub fn stored_notes(&self) -> Result<Vec<String>, StoreError> {
         let refname = self.signatures_ref();
-        if super::sign::ref_target(&self.note_git_dir(), &refname)?.is_none() {
+        if !self.has_ref(&refname)? {
             return Ok(Vec::new());
         }
         let gd = self.note_git_dir().to_string_lossy().to_string();

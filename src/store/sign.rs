@@ -322,20 +322,25 @@ impl GitStore {
         Ok(sig)
     }
 
+    /// Whether `refname` exists. Most ledgers have no signatures, notes or witness records: in
+    /// a files repository gix answers that without spawning git (a `verify` used to spawn three
+    /// gits just to learn so); any other ref storage, or a ref gix cannot read, is asked
+    /// through git.
+    pub(crate) fn has_ref(&self, refname: &str) -> Result<bool, StoreError> {
+        if !self.refs_via_git() {
+            match self.repo().try_find_reference(refname) {
+                Ok(Some(_)) => return Ok(true),
+                Ok(None) => return Ok(false),
+                Err(_) => {}
+            }
+        }
+        Ok(ref_target(&self.git_dir_path(), refname)?.is_some())
+    }
+
     /// Every signed checkpoint of this ledger, oldest first.
     pub fn signed_checkpoints(&self) -> Result<Vec<StoredSignature>, StoreError> {
         let refname = self.signatures_ref();
-        // Most ledgers have no signatures: in a files repository gix answers that without
-        // spawning git; any other ref storage is asked through git.
-        let present = if self.refs_via_git() {
-            ref_target(&self.git_dir_path(), &refname)?.is_some()
-        } else {
-            matches!(
-                self.repo().try_find_reference(refname.as_str()),
-                Ok(Some(_))
-            )
-        };
-        if !present {
+        if !self.has_ref(&refname)? {
             return Ok(Vec::new());
         }
         let gd = self.git_dir_path().to_string_lossy().to_string();

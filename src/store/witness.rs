@@ -646,6 +646,21 @@ impl GitStore {
         ))
     }
 
+    /// [`Self::witness_verifier_keys`] as the repository's config read when it was opened, with
+    /// no git spawned: for a process that opened the store just now (the `verify` command); a
+    /// long-lived daemon asks git, so that it sees a later `git config`.
+    pub fn witness_verifier_keys_as_opened(&self) -> Vec<String> {
+        let values: Vec<String> = self
+            .repo()
+            .config_snapshot()
+            .strings("forum.witnessVerifiers")
+            .unwrap_or_default()
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        split_keys(&values)
+    }
+
     /// Reads the witness records of this ledger (`refs/forum/cosignatures/NAME`), checking
     /// cosignatures with `witness_keys` (type-0x04 verifier keys; none: they are counted
     /// unchecked).
@@ -658,6 +673,9 @@ impl GitStore {
         let trusted = super::cosign::verifiers(witness_keys)
             .map_err(|e| StoreError::Invalid(format!("forum.witnessVerifiers: {e}")))?;
         let mut f = Findings::default();
+        if !self.has_ref(&record.refname)? {
+            return Ok(f);
+        }
         let mut seen: Vec<NoteCheckpoint> = Vec::new();
         for (c, subject) in record.list()? {
             if subject.starts_with("split-view ") {
