@@ -4,7 +4,7 @@
 
 use crate::ledger::Value;
 
-pub mod repo;
+pub(crate) mod repo;
 
 /// The schema name of a pressure record.
 pub const PRESSURE_SCHEMA: &str = "forum.context-pressure/v1";

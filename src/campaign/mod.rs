@@ -12,7 +12,7 @@
 //! duplicate feature ids, a dependency on a feature nobody declared and dependency cycles, the
 //! last found by Kahn layering as Forum finds it, so the refusal names the same features.
 
-pub mod status;
+pub(crate) mod status;
 
 #[cfg(test)]
 mod tests;
@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::plan::py_repr;
 use serde_json::{Value as J, json};
 
-pub use status::{
+pub(crate) use status::{
     Action, Counts, FeatureState, FeatureView, Ingest, Next, Progress, ProjectView, ROOM_SCHEMA,
     Room, Status, blocked_status, declared_ids, dispatch_body, next_actions, next_features, reduce,
     result_snapshot, room, room_text, round_status,

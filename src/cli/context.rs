@@ -16,7 +16,7 @@ use super::{CliError, Ctx};
 use crate::exec::config;
 use crate::run::{CommandContext, ContextProvider};
 
-pub use crate::surface::context::{Got, preflight_payload};
+pub(crate) use crate::surface::context::{Got, preflight_payload};
 
 /// Inspect context pressure.
 #[derive(Debug, clap::Args)]

@@ -40,7 +40,7 @@ pub struct InspectArgs {
     pub roster: Option<PathBuf>,
 }
 
-pub use crate::config::{Loaded, RealFacts};
+pub(crate) use crate::config::{Loaded, RealFacts};
 
 /// Reads the runtime config (`--runtime-config FILE`, else `.forum/runtime.toml`) and merges
 /// the flags over it ([`crate::config::load_runtime`]). Bad config or flags are usage errors

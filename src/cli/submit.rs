@@ -7,8 +7,8 @@ mod progress;
 mod run_log;
 pub(crate) mod signals;
 
-pub use crate::surface::run::options::capsule_text_of;
-pub use run_log::log_run;
+pub(crate) use crate::surface::run::options::capsule_text_of;
+pub(crate) use run_log::log_run;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

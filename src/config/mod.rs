@@ -17,7 +17,7 @@ use crate::roster::{DEFAULT_ROSTER_NAME, DEFAULT_ROSTER_TOML, Roster};
 mod facts;
 pub(crate) mod input;
 
-pub use facts::RealFacts;
+pub(crate) use facts::RealFacts;
 
 /// Files larger than this are refused rather than read (rosters, plans, policies).
 pub const MAX_INPUT_BYTES: u64 = 8 * 1024 * 1024;

@@ -16,8 +16,8 @@ pub mod command;
 pub mod config;
 pub mod endpoint;
 pub mod http;
-pub mod preset;
-pub mod sandbox;
+pub(crate) mod preset;
+pub(crate) mod sandbox;
 mod scripted;
 pub mod tools;
 

@@ -26,7 +26,7 @@
 //! git forum (`--die-with-parent`). `bwrap` itself stays in the caller's process group, so
 //! the kill scopes and deadlines of `crate::exec::command` still reach everything inside.
 
-pub mod probe;
+pub(crate) mod probe;
 
 use std::path::{Path, PathBuf};
 

@@ -16,9 +16,9 @@
 //!
 //! Pure: text in, values out. Reading the trace (with [`MAX_TRACE_BYTES`]) is the caller's.
 
-pub mod claude;
-pub mod forum;
-pub mod otlp;
+pub(crate) mod claude;
+pub(crate) mod forum;
+pub(crate) mod otlp;
 
 #[cfg(test)]
 mod tests;

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 pub use canonical::Value;
 pub use hash::{GENESIS, entry_hash, payload_hash};
-pub use merkle::merkle_root;
+pub(crate) use merkle::merkle_root;
 
 /// Largest payload body accepted by an append, in canonical bytes (16 MiB). A body this large
 /// is almost always a mistake (a model's runaway output, a binary pasted as text); callers keep

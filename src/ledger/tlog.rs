@@ -9,7 +9,7 @@
 //! `tlog.CheckRecord` and `tlog.CheckTree` accept); this module only feeds it entry hashes. Pure:
 //! no I/O.
 
-pub use tlog_tiles::{Hash, HashReader};
+pub(crate) use tlog_tiles::{Hash, HashReader};
 
 /// Why a tree operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -23,8 +23,8 @@ mod server;
 
 use std::path::{Path, PathBuf};
 
-pub use install::{install, installed};
-pub use server::{Running, health, running, start, stop};
+pub(crate) use install::{install, installed};
+pub(crate) use server::{Running, health, running, start, stop};
 
 /// The port `start` uses without `--port` (the one `scripts/local-llm` used).
 pub const DEFAULT_PORT: u16 = 18080;

@@ -42,7 +42,7 @@ use std::fmt;
 use crate::ledger::Value;
 
 pub use parse::{Deps, extract_json_object, parse_deps, parse_done_when, parse_task};
-pub use python::{py_list, py_repr};
+pub(crate) use python::{py_list, py_repr};
 pub use upstream::{
     BudgetedInjection, Injected, UpstreamResult, augment_with_upstream,
     augment_with_upstream_budgeted,

@@ -27,10 +27,10 @@ pub mod humanize;
 pub mod intent;
 pub mod profile;
 
-pub use delivery::{Delivery, Revision, assess, revision_accepted};
-pub use humanize::{HumanizeError, Humanized, humanize, humanize_text};
-pub use intent::{IntentCheck, coverage, intent_check, intent_check_payload, salient_terms};
-pub use profile::{
+pub(crate) use delivery::{Delivery, Revision, assess, revision_accepted};
+pub(crate) use humanize::{HumanizeError, Humanized, humanize, humanize_text};
+pub(crate) use intent::{IntentCheck, coverage, intent_check, intent_check_payload, salient_terms};
+pub(crate) use profile::{
     Finding, FindingCode, ProfileAssessment, UnknownProfile, assess_profile, get_profile,
 };
 

@@ -17,15 +17,15 @@
 //! * a redacted (absent) body never crashes a projection (Forum raises `KeyError`): it is
 //!   counted in [`Summary::absent_bodies`] and left out of every count that needs the body.
 
-pub mod capsule;
+pub(crate) mod capsule;
 pub mod gradable;
-pub mod grade;
-pub mod otel;
+pub(crate) mod grade;
+pub(crate) mod otel;
 pub mod receipt;
-pub mod room;
-pub mod spend;
+pub(crate) mod room;
+pub(crate) mod spend;
 pub mod summary;
-pub mod work;
+pub(crate) mod work;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

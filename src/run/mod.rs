@@ -67,7 +67,7 @@ pub mod status;
 mod synthesis;
 mod tasks;
 pub mod tools;
-pub mod work;
+pub(crate) mod work;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -83,15 +83,15 @@ pub use adapters::{
     CommandContext, CommandVerifier, DEFAULT_COMMAND_TIMEOUT, LedgerContext,
     MAX_CONTEXT_COMMAND_BYTES, MAX_VERIFICATION_DETAIL_CHARS, MAX_VERIFIER_COMMAND_BYTES,
 };
-pub use changes::{
+pub(crate) use changes::{
     DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, OpenWork, WorkOptions,
 };
 pub use context::{MAX_TASK_CONTEXT_CHARS, TASK_CONTEXT_CUT_MARKER, cap_task_context};
-pub use dispatch::{Dispatched, TaskResult, WorkBranch, WorkState, dispatch};
+pub(crate) use dispatch::{Dispatched, TaskResult, WorkBranch, WorkState, dispatch};
 pub use drive::submit;
-pub use gates::GatePolicy;
-pub use interrupt::{Halt, Interrupt};
-pub use payload::{plan_entry_payload, plan_from_payload};
+pub(crate) use gates::GatePolicy;
+pub(crate) use interrupt::{Halt, Interrupt};
+pub(crate) use payload::{plan_entry_payload, plan_from_payload};
 pub use resume::resume;
 pub use schemas::{
     Verdict, judgment_schema, parse_judgment, parse_verdict, plan_schema, verdict_schema,

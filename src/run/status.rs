@@ -11,7 +11,7 @@ use super::{GatePolicy, Verdict, plan_from_payload};
 use crate::ledger::{Entry, kind};
 use crate::plan::CompiledPlan;
 
-pub use crate::gate::{
+pub(crate) use crate::gate::{
     Admission, GATE_KINDS, GateState, PendingGate, admission, gate_entries, gate_key,
     gate_resolution,
 };
@@ -113,7 +113,7 @@ pub struct RunInfo {
 }
 
 /// The run (request seq) each entry belongs to (a pure projection; it lives in the report).
-pub use crate::report::run_roots as roots;
+pub(crate) use crate::report::run_roots as roots;
 
 /// Every run in the ledger, oldest first.
 pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> Vec<RunInfo> {

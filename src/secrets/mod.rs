@@ -12,7 +12,7 @@
 //! Pure: no I/O. The runtime values are read by the caller (the adapter that loads the runtime
 //! config) and passed to [`Scanner::with_literals`].
 
-pub mod rules;
+pub(crate) mod rules;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
@@ -21,7 +21,7 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use regex::Regex;
 
 use crate::ledger::canonical::Value;
-pub use rules::{API_KEY_ENV, Confirm, RULES, Rule};
+pub(crate) use rules::{API_KEY_ENV, Confirm, RULES, Rule};
 
 /// Literal values shorter than this are not looked for: a two-letter "key" would redact every
 /// word that holds it.

@@ -22,4 +22,4 @@ mod ops;
 mod page;
 mod reports;
 
-pub use dispatch::{Config, Dispatcher, Reply};
+pub(crate) use dispatch::{Config, Dispatcher, Reply};

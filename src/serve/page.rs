@@ -8,7 +8,7 @@ use super::args::Args;
 use super::dispatch::Reply;
 
 /// The most entries one page holds; a larger `limit` is cut to this.
-pub use crate::surface::read::MAX_PAGE;
+pub(crate) use crate::surface::read::MAX_PAGE;
 
 /// Which page: at most `limit` entries with a seq above `after`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

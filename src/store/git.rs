@@ -42,10 +42,10 @@ pub(crate) use super::codec::{
     parse_commit,
 };
 pub use super::durable::FlushMethod;
-pub use super::error::StoreError;
+pub(crate) use super::error::StoreError;
 pub(crate) use super::error::git_err;
 pub(crate) use super::lock::CasOutcome;
-pub use super::lock::STALE_REF_LOCK;
+pub(crate) use super::lock::STALE_REF_LOCK;
 
 /// Where every ledger ref lives.
 pub(crate) const LEDGER_PREFIX: &str = "refs/forum/ledgers/";

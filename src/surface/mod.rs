@@ -24,7 +24,7 @@ pub(crate) mod context;
 pub(crate) mod doctor;
 pub(crate) mod flight;
 pub(crate) mod ledger;
-pub mod model;
+pub(crate) mod model;
 pub(crate) mod proof;
 pub(crate) mod read;
 pub(crate) mod run;
@@ -65,7 +65,7 @@ pub enum Class {
 
 /// The exit code of a `submit` or `resume` stopped by a spend ceiling (`--max-tokens`,
 /// `--max-cost-usd`): the run is witnessed and `git forum resume` continues it.
-pub use run::exit::EXIT_CEILING;
+pub(crate) use run::exit::EXIT_CEILING;
 
 /// The one table from a class to what each transport reports.
 const TABLE: &[(Class, u8, u16)] = &[

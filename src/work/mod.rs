@@ -21,7 +21,7 @@
 //! * Ownership: the run's directory is locked while the run lives ([`stale`]); worktrees of
 //!   runs that died are removed by [`cleanup_stale`], which [`GitWork::open`] calls first.
 
-pub mod apply;
+pub(crate) mod apply;
 mod check;
 mod diff;
 pub(crate) mod git;

@@ -62,24 +62,24 @@ mod check;
 mod flags;
 mod parse;
 mod raw;
-pub mod record;
+pub(crate) mod record;
 mod resolve;
 #[cfg(test)]
 mod tests;
-pub mod verify;
+pub(crate) mod verify;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use super::endpoint::{self, Origin, Policy};
-pub use super::preset::Preset;
+pub(crate) use super::preset::Preset;
 use crate::roster::Tier;
 
-pub use check::{Facts, Issue, check_endpoint, check_executor, endpoint_of, issues};
-pub use flags::{Flags, TierFlags, merge};
-pub use parse::{MAX_CHECK_BYTES, claude_argv, line_col, parse_runtime_config, split_cmd};
-pub use resolve::{Unresolved, Via};
-pub use verify::{SeatVerify, Verification, Verify};
+pub(crate) use check::{Facts, Issue, check_endpoint, check_executor, endpoint_of, issues};
+pub(crate) use flags::{Flags, TierFlags, merge};
+pub(crate) use parse::{MAX_CHECK_BYTES, claude_argv, line_col, parse_runtime_config, split_cmd};
+pub(crate) use resolve::{Unresolved, Via};
+pub(crate) use verify::{SeatVerify, Verification, Verify};
 
 /// Model name for a chat default slot without `model` (Forum's default).
 pub(crate) const DEFAULT_CHAT_MODEL: &str = "default";

@@ -36,12 +36,12 @@ mod hooks;
 mod push;
 mod secrets;
 
-pub use chain::CatFile;
-pub use fetch::{FetchResult, FetchStatus, fetch};
-pub use git_cli::{Git, check_remote_name, failure_line};
-pub use hooks::{RefUpdate, check_pre_push, check_server_update};
-pub use push::{PushStatus, local_ledgers, push};
-pub use secrets::gate_guard;
+pub(crate) use chain::CatFile;
+pub(crate) use fetch::{FetchResult, FetchStatus, fetch};
+pub(crate) use git_cli::{Git, check_remote_name, failure_line};
+pub(crate) use hooks::{RefUpdate, check_pre_push, check_server_update};
+pub(crate) use push::{PushStatus, local_ledgers, push};
+pub(crate) use secrets::gate_guard;
 
 /// Where fetched copies wait while they are checked.
 pub const INCOMING_PREFIX: &str = "refs/forum/incoming/";

@@ -6,24 +6,24 @@
 //! path (the CLI reads its git store, the daemon its entry cache); writes go through a
 //! [`crate::ledger::Storage`].
 
-pub mod exit;
-pub mod gates;
-pub mod halt;
-pub mod options;
-pub mod plan;
-pub mod receipt;
-pub mod recorded;
-pub mod repo_context;
-pub mod runs;
-pub mod submit;
-pub mod work;
+pub(crate) mod exit;
+pub(crate) mod gates;
+pub(crate) mod halt;
+pub(crate) mod options;
+pub(crate) mod plan;
+pub(crate) mod receipt;
+pub(crate) mod recorded;
+pub(crate) mod repo_context;
+pub(crate) mod runs;
+pub(crate) mod submit;
+pub(crate) mod work;
 
-pub use crate::surface::clock::RunClock;
-pub use gates::{Decide, Decision, decide, gates, pending};
-pub use options::{CommandSpec, ContextSource, RunOptions};
-pub use receipt::receipt_of;
-pub use runs::runs;
-pub use submit::{Go, class_of, run_report};
+pub(crate) use crate::surface::clock::RunClock;
+pub(crate) use gates::{Decide, Decision, decide, gates, pending};
+pub(crate) use options::{CommandSpec, ContextSource, RunOptions};
+pub(crate) use receipt::receipt_of;
+pub(crate) use runs::runs;
+pub(crate) use submit::{Go, class_of, run_report};
 
 use std::cell::RefCell;
 
