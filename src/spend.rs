@@ -20,9 +20,9 @@ const PICO_PER_USD: f64 = 1e12;
 /// Micro-dollars in one dollar.
 const MICRO_PER_USD: f64 = 1e6;
 /// The highest price per million tokens accepted (USD).
-pub const MAX_PRICE_PER_MTOK: f64 = 1e6;
+pub(crate) const MAX_PRICE_PER_MTOK: f64 = 1e6;
 /// Tokens added to every prompt estimate for the chat template's framing (roles, separators).
-pub const PROMPT_FRAMING_TOKENS: u64 = 32;
+pub(crate) const PROMPT_FRAMING_TOKENS: u64 = 32;
 
 /// What one executor charges, in micro-dollars per million tokens (so `1_500_000` is $1.50).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -59,7 +59,7 @@ fn micro(usd_per_mtok: f64) -> Option<u64> {
 
 /// A ceiling in dollars as whole pico-dollars, rounded down (so staying under it in
 /// pico-dollars stays under it in dollars).
-pub fn usd_to_pico(usd: f64) -> u64 {
+pub(crate) fn usd_to_pico(usd: f64) -> u64 {
     if !usd.is_finite() || usd <= 0.0 {
         return 0;
     }
@@ -72,19 +72,19 @@ pub fn usd_to_pico(usd: f64) -> u64 {
 }
 
 /// Pico-dollars as dollars, for reports.
-pub fn pico_to_usd(pico: u64) -> f64 {
+pub(crate) fn pico_to_usd(pico: u64) -> f64 {
     pico as f64 / PICO_PER_USD
 }
 
 /// A conservative count of the tokens a prompt of `bytes` bytes can be: byte-level tokenizers
 /// never make more tokens than bytes, and the chat framing adds a few.
-pub fn prompt_tokens_upper_bound(bytes: usize) -> u64 {
+pub(crate) fn prompt_tokens_upper_bound(bytes: usize) -> u64 {
     bytes as u64 + PROMPT_FRAMING_TOKENS
 }
 
 /// The usage estimate of a command worker, whose program reports none: four bytes a token,
 /// rounded up. Marked `estimated` wherever it is witnessed.
-pub fn estimate_tokens(bytes: usize) -> u64 {
+pub(crate) fn estimate_tokens(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(4)
 }
 
@@ -107,14 +107,14 @@ impl Ceilings {
 /// Which ceiling stopped a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Ceiling {
+pub(crate) enum Ceiling {
     MaxTokens,
     MaxCostUsd,
 }
 
 impl Ceiling {
     /// The ceiling's name as the flag and the record spell it (`max_tokens`, `max_cost_usd`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Ceiling::MaxTokens => "max_tokens",
             Ceiling::MaxCostUsd => "max_cost_usd",
@@ -142,20 +142,20 @@ impl Amount {
 /// A call's reservation: held while the call runs, given back to [`Spend::settle`]. Not
 /// `Clone`, so it is settled once.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     held: Amount,
 }
 
 impl Reservation {
     /// What it holds.
-    pub fn held(&self) -> Amount {
+    pub(crate) fn held(&self) -> Amount {
         self.held
     }
 }
 
 /// A reservation that did not fit: the call must not start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CeilingHit {
+pub(crate) struct CeilingHit {
     /// The ceiling it would have passed (tokens first when both would).
     pub ceiling: Ceiling,
     /// What the call asked for in that ceiling's unit (tokens or pico-dollars).
@@ -166,7 +166,7 @@ pub struct CeilingHit {
 
 /// The spend of one run (this time: a resumed run starts a fresh one).
 #[derive(Debug, Clone, Default)]
-pub struct Spend {
+pub(crate) struct Spend {
     ceilings: Ceilings,
     spent: Amount,
     reserved: Amount,
@@ -175,7 +175,7 @@ pub struct Spend {
 
 impl Spend {
     /// A ledger with nothing spent under `ceilings`.
-    pub fn new(ceilings: Ceilings) -> Spend {
+    pub(crate) fn new(ceilings: Ceilings) -> Spend {
         Spend {
             ceilings,
             ..Spend::default()
@@ -183,14 +183,14 @@ impl Spend {
     }
 
     /// The ceilings.
-    pub fn ceilings(&self) -> Ceilings {
+    pub(crate) fn ceilings(&self) -> Ceilings {
         self.ceilings
     }
 
     /// Reserves `worst` (the call's worst case) if it fits in what is left of every ceiling,
     /// net of the reservations still running. Once one reservation is refused every later one
     /// is too: the run stops there instead of letting smaller calls through.
-    pub fn reserve(&mut self, worst: Amount) -> Result<Reservation, CeilingHit> {
+    pub(crate) fn reserve(&mut self, worst: Amount) -> Result<Reservation, CeilingHit> {
         if let Some(hit) = self.hit {
             return Err(hit);
         }
@@ -234,7 +234,7 @@ impl Spend {
     /// whole reservation is charged). A call that used more than it reserved (a provider that
     /// ignored the output cap, a command's estimate) is charged in full and closes the ledger
     /// to new reservations if that reached a ceiling.
-    pub fn settle(&mut self, r: Reservation, actual: Option<Amount>) -> Amount {
+    pub(crate) fn settle(&mut self, r: Reservation, actual: Option<Amount>) -> Amount {
         let charged = actual.unwrap_or(r.held);
         self.reserved.tokens = self.reserved.tokens.saturating_sub(r.held.tokens);
         self.reserved.pico = self.reserved.pico.saturating_sub(r.held.pico);
@@ -270,17 +270,17 @@ impl Spend {
     }
 
     /// What settled calls spent.
-    pub fn spent(&self) -> Amount {
+    pub(crate) fn spent(&self) -> Amount {
         self.spent
     }
 
     /// What running calls hold.
-    pub fn reserved(&self) -> Amount {
+    pub(crate) fn reserved(&self) -> Amount {
         self.reserved
     }
 
     /// The refusal that closed the ledger, if one did.
-    pub fn hit(&self) -> Option<CeilingHit> {
+    pub(crate) fn hit(&self) -> Option<CeilingHit> {
         self.hit
     }
 }

@@ -29,11 +29,11 @@ pub(crate) use status::{
 };
 
 /// The owner of the features git forum itself runs.
-pub const FORUM_OWNER: &str = "forum";
+pub(crate) const FORUM_OWNER: &str = "forum";
 
 /// One feature: a unit of work for one roster lane.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Feature {
+pub(crate) struct Feature {
     pub feature_id: String,
     pub title: String,
     pub agent: String,
@@ -47,7 +47,7 @@ pub struct Feature {
 
 /// A group of features under one owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Project {
+pub(crate) struct Project {
     pub project_id: String,
     pub owner: String,
     pub priority: i64,
@@ -56,14 +56,14 @@ pub struct Project {
 
 impl Project {
     /// Whether an outside system owns this project (git forum never runs its features).
-    pub fn external(&self) -> bool {
+    pub(crate) fn external(&self) -> bool {
         self.owner != FORUM_OWNER
     }
 }
 
 /// A declared campaign.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Campaign {
+pub(crate) struct Campaign {
     pub campaign_id: String,
     pub title: String,
     pub projects: Vec<Project>,
@@ -71,7 +71,7 @@ pub struct Campaign {
 
 /// Why a declaration was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DeclareError {
+pub(crate) enum DeclareError {
     /// The text is not a campaign declaration (not JSON, a field missing or of the wrong type).
     #[error("{0}")]
     Invalid(String),
@@ -82,7 +82,7 @@ pub enum DeclareError {
 
 impl Campaign {
     /// Parses a declaration from JSON text and validates it.
-    pub fn parse(text: &str) -> Result<Campaign, DeclareError> {
+    pub(crate) fn parse(text: &str) -> Result<Campaign, DeclareError> {
         let v: J = serde_json::from_str(text)
             .map_err(|e| DeclareError::Invalid(format!("the campaign is not JSON: {e}")))?;
         let c = Campaign::from_json(&v)?;
@@ -93,7 +93,7 @@ impl Campaign {
     /// Reads a declaration from a JSON value (without validating it). Optional fields take
     /// Forum's defaults: an empty title, owner `forum`, priority 0, no dependencies, no
     /// criteria.
-    pub fn from_json(v: &J) -> Result<Campaign, DeclareError> {
+    pub(crate) fn from_json(v: &J) -> Result<Campaign, DeclareError> {
         let o = obj(v, "the campaign")?;
         let campaign_id = req_str(o, "campaign_id", "the campaign")?;
         let title = opt_str(o, "title", "the campaign")?;
@@ -137,29 +137,29 @@ impl Campaign {
 
     /// Reads back the campaign a `campaign_declared` body holds; `None` when the body is not
     /// one.
-    pub fn from_payload(body: &J) -> Option<Campaign> {
+    pub(crate) fn from_payload(body: &J) -> Option<Campaign> {
         Campaign::from_json(body).ok()
     }
 
     /// Every feature, in declaration order.
-    pub fn features(&self) -> impl Iterator<Item = (&Project, &Feature)> {
+    pub(crate) fn features(&self) -> impl Iterator<Item = (&Project, &Feature)> {
         self.projects
             .iter()
             .flat_map(|p| p.features.iter().map(move |f| (p, f)))
     }
 
     /// The feature `id` and its project.
-    pub fn feature(&self, id: &str) -> Option<(&Project, &Feature)> {
+    pub(crate) fn feature(&self, id: &str) -> Option<(&Project, &Feature)> {
         self.features().find(|(_, f)| f.feature_id == id)
     }
 
     /// The project `id`.
-    pub fn project(&self, id: &str) -> Option<&Project> {
+    pub(crate) fn project(&self, id: &str) -> Option<&Project> {
         self.projects.iter().find(|p| p.project_id == id)
     }
 
     /// Forum's `Campaign.validate`: unique feature ids, every dependency declared, no cycle.
-    pub fn validate(&self) -> Result<(), DeclareError> {
+    pub(crate) fn validate(&self) -> Result<(), DeclareError> {
         let mut ids = BTreeSet::new();
         for (_, f) in self.features() {
             if !ids.insert(f.feature_id.as_str()) {
@@ -214,7 +214,7 @@ impl Campaign {
     }
 
     /// The `campaign_declared` body, with every field Forum writes (defaults filled in).
-    pub fn payload(&self) -> J {
+    pub(crate) fn payload(&self) -> J {
         json!({
             "campaign_id": self.campaign_id,
             "title": self.title,

@@ -40,10 +40,10 @@ pub struct AppendArgs {
 
 /// The most payload text `--payload-file` reads: twice the canonical body limit, room for
 /// whitespace and for escapes that the canonical form writes shorter.
-pub const MAX_PAYLOAD_INPUT_BYTES: u64 = 2 * crate::ledger::MAX_PAYLOAD_BYTES as u64;
+pub(crate) const MAX_PAYLOAD_INPUT_BYTES: u64 = 2 * crate::ledger::MAX_PAYLOAD_BYTES as u64;
 
 /// Reads the payload named by `--payload` or `--payload-file`.
-pub fn read_payload(
+pub(crate) fn read_payload(
     inline: Option<&str>,
     file: Option<&PathBuf>,
 ) -> Result<canonical::Value, CliError> {
@@ -65,7 +65,7 @@ pub fn read_payload(
         .map_err(|e| CliError::usage(format!("the payload from {from} is not valid JSON: {e}")))
 }
 
-pub fn run(ctx: &Ctx, args: AppendArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: AppendArgs) -> Result<(), CliError> {
     let payload = read_payload(args.payload.as_deref(), args.payload_file.as_ref())?;
     let new = NewEntry {
         actor: args.actor,

@@ -69,7 +69,7 @@ fn count(flag: &str, text: &str) -> Result<u64, CliError> {
 }
 
 /// The receipt as a table, one row per case (Forum's columns).
-pub fn text(r: &DeepVerifyReport) -> String {
+pub(crate) fn text(r: &DeepVerifyReport) -> String {
     let mut lines = vec![
         "git forum deep-verify benchmark".to_string(),
         format!("schema: {}", r.schema),
@@ -122,7 +122,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
 }
 
 /// `git forum bench-deep-verify`.
-pub fn run(ctx: &Ctx, args: BenchDeepVerifyArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: BenchDeepVerifyArgs) -> Result<(), CliError> {
     let params = Parameters {
         entry_counts: bench_verify::parse_counts("--entries", &args.entries)?,
         payload_body_bytes: bench_verify::parse_counts("--payload-bytes", &args.payload_bytes)?,

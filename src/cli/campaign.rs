@@ -156,7 +156,7 @@ fn verified(store: &GitStore) -> Result<bool, CliError> {
 }
 
 /// `git forum campaign`.
-pub fn run(ctx: &Ctx, args: CampaignArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: CampaignArgs) -> Result<(), CliError> {
     match args.command {
         CampaignCommand::Declare(a) => declare(ctx, a),
         CampaignCommand::Status(a) => status(ctx, a),

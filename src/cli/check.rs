@@ -149,7 +149,7 @@ fn summary(
 }
 
 /// `git forum check`.
-pub fn check(ctx: &Ctx, args: CheckArgs) -> Result<(), CliError> {
+pub(crate) fn check(ctx: &Ctx, args: CheckArgs) -> Result<(), CliError> {
     if is_stdin(args.request_file.as_ref()) && is_stdin(args.answer_file.as_ref()) {
         return Err(CliError::usage(
             "only one of --request-file and --answer-file can read standard input",
@@ -202,7 +202,7 @@ pub fn check(ctx: &Ctx, args: CheckArgs) -> Result<(), CliError> {
 }
 
 /// `git forum humanize`.
-pub fn humanize_cmd(ctx: &Ctx, args: HumanizeArgs) -> Result<(), CliError> {
+pub(crate) fn humanize_cmd(ctx: &Ctx, args: HumanizeArgs) -> Result<(), CliError> {
     let text = match (args.text.is_empty(), &args.file) {
         (false, Some(_)) => {
             return Err(CliError::usage(

@@ -114,7 +114,7 @@ fn text(p: &J) -> String {
 }
 
 /// `git forum context ...`.
-pub fn run(ctx: &Ctx, args: ContextArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: ContextArgs) -> Result<(), CliError> {
     match args.command {
         ContextCommand::Preflight(a) => preflight(ctx, a),
     }

@@ -47,7 +47,7 @@ pub(crate) fn readiness(ctx: &Ctx) -> Readiness {
     }
 }
 
-pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     let sources = Sources {
         repos: args.from_repo.clone(),

@@ -83,7 +83,7 @@ fn format(name: &str) -> Result<Format, CliError> {
 }
 
 /// `git forum import-trace`.
-pub fn import_trace(ctx: &Ctx, a: ImportTraceArgs) -> Result<(), CliError> {
+pub(crate) fn import_trace(ctx: &Ctx, a: ImportTraceArgs) -> Result<(), CliError> {
     let fmt = format(&a.format)?;
     let text = read(&a.trace, a.max_bytes, "import-trace")?;
     let r = if ledger_given() {
@@ -96,7 +96,7 @@ pub fn import_trace(ctx: &Ctx, a: ImportTraceArgs) -> Result<(), CliError> {
 }
 
 /// `git forum mine`.
-pub fn mine(ctx: &Ctx, a: MineArgs) -> Result<(), CliError> {
+pub(crate) fn mine(ctx: &Ctx, a: MineArgs) -> Result<(), CliError> {
     let fmt = format(&a.format)?;
     let text = read(&a.trace, a.max_bytes, "mine")?;
     let row = surface::mine(&text, fmt, a.min_checks)?;

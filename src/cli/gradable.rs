@@ -10,7 +10,7 @@ use crate::report::gradable::jsonl_line;
 use crate::surface::reports::{self, Scope};
 
 /// The largest `--out` file appended to (it is rewritten whole on each append).
-pub const MAX_OUT_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_OUT_BYTES: u64 = 256 << 20;
 
 /// Export a run as one Forum `forum.gradable-trajectory/1` row: prompt, trajectory, grade,
 /// what a consumer needs to re-derive the grade, and a seal (`row_hash`).
@@ -82,7 +82,7 @@ fn current(ctx: &Ctx, deep: bool) -> Result<crate::report::Snapshot, CliError> {
 }
 
 /// `git forum export-gradable`.
-pub fn export(ctx: &Ctx, args: ExportGradableArgs) -> Result<(), CliError> {
+pub(crate) fn export(ctx: &Ctx, args: ExportGradableArgs) -> Result<(), CliError> {
     let scope = scope(args.run.as_deref(), args.all)?;
     let s = current(ctx, true)?;
     let row = reports::gradable(&s, scope, args.min_checks)?.value;
@@ -97,7 +97,7 @@ pub fn export(ctx: &Ctx, args: ExportGradableArgs) -> Result<(), CliError> {
 }
 
 /// `git forum grade`.
-pub fn grade(ctx: &Ctx, args: GradeArgs) -> Result<(), CliError> {
+pub(crate) fn grade(ctx: &Ctx, args: GradeArgs) -> Result<(), CliError> {
     let scope = scope(args.run.as_deref(), args.all)?;
     let s = current(ctx, false)?;
     let g = reports::grade_scoped(&s, scope, args.min_checks)?.value;
@@ -119,7 +119,7 @@ pub fn grade(ctx: &Ctx, args: GradeArgs) -> Result<(), CliError> {
 /// renamed over the old one, so a reader (or a crash) sees the file before or after the
 /// append, never a torn row. The old content must end with a newline (a file that does not
 /// would glue two rows together).
-pub fn append_line(path: &Path, line: &str) -> Result<(), CliError> {
+pub(crate) fn append_line(path: &Path, line: &str) -> Result<(), CliError> {
     let shown = path.display();
     let mut old = Vec::new();
     match std::fs::File::open(path) {

@@ -57,7 +57,7 @@ fn line(r: &HaltReport) -> String {
 }
 
 /// `git forum halt`.
-pub fn run(ctx: &Ctx, args: HaltArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: HaltArgs) -> Result<(), CliError> {
     if !args.wait.is_finite() || args.wait < 0.0 {
         return Err(CliError::usage(format!(
             "--wait {}: give the seconds to wait as 0 or more",

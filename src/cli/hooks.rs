@@ -14,12 +14,12 @@ use crate::store::git::{StoreError, open_repo};
 use crate::store::sync::{self, CatFile, Git, RefUpdate};
 
 /// The largest hook file `hooks install` reads to add its block to.
-pub const MAX_HOOK_FILE_BYTES: u64 = 1024 * 1024;
+pub(crate) const MAX_HOOK_FILE_BYTES: u64 = 1024 * 1024;
 
 /// The first line of the block.
-pub const BEGIN: &str = "# BEGIN git-forum";
+pub(crate) const BEGIN: &str = "# BEGIN git-forum";
 /// The last line of the block.
-pub const END: &str = "# END git-forum";
+pub(crate) const END: &str = "# END git-forum";
 
 /// Install or remove the git forum hooks.
 #[derive(Debug, clap::Args)]
@@ -86,7 +86,7 @@ pub enum HookName {
 }
 
 /// The block that calls `git forum hook NAME`.
-pub fn block(hook: &str) -> String {
+pub(crate) fn block(hook: &str) -> String {
     block_calling(hook)
 }
 
@@ -110,12 +110,12 @@ rm -f \"$forum_in\"
 }
 
 /// A new hook file holding only the block.
-pub fn new_hook_file(hook: &str) -> String {
+pub(crate) fn new_hook_file(hook: &str) -> String {
     format!("#!/bin/sh\n{}", block(hook))
 }
 
 /// `text` with the block added (or replaced by the current one), right after the `#!` line.
-pub fn with_block(text: &str, hook: &str) -> String {
+pub(crate) fn with_block(text: &str, hook: &str) -> String {
     with_block_calling(text, hook)
 }
 
@@ -142,7 +142,7 @@ fn with_block_calling(text: &str, call: &str) -> String {
 }
 
 /// `text` without the block (every copy of it).
-pub fn without_block(text: &str) -> String {
+pub(crate) fn without_block(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut inside = false;
     for line in text.split_inclusive('\n') {
@@ -206,7 +206,7 @@ fn make_executable(_path: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
+pub(crate) fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
     let repo = open_repo(&ctx.dir)?;
     let dir = hooks_dir(&repo)?;
     let (install, server, scan_code) = match &args.action {
@@ -301,7 +301,7 @@ pub fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
     }
 }
 
-pub fn hook(ctx: &Ctx, args: HookArgs) -> Result<(), CliError> {
+pub(crate) fn hook(ctx: &Ctx, args: HookArgs) -> Result<(), CliError> {
     match args.hook {
         HookName::PrePush {
             scan_code, remote, ..
@@ -376,11 +376,11 @@ fn pre_push(ctx: &Ctx, scan_code: Option<String>) -> Result<(), CliError> {
 
 /// The longest line a hook reads from git: one ref update is two object ids and a ref name or
 /// two, far below this.
-pub const MAX_HOOK_LINE_BYTES: u64 = 64 * 1024;
+pub(crate) const MAX_HOOK_LINE_BYTES: u64 = 64 * 1024;
 /// The most lines a hook reads from git: one per ref updated, far more than any push.
-pub const MAX_HOOK_LINES: u64 = 1_000_000;
+pub(crate) const MAX_HOOK_LINES: u64 = 1_000_000;
 /// The most ledger refs one push may update (each is verified whole before it is let through).
-pub const MAX_HOOK_LEDGER_REFS: u64 = 100_000;
+pub(crate) const MAX_HOOK_LEDGER_REFS: u64 = 100_000;
 
 /// Reads the ref-update lines git hands a hook on `input`, each split on whitespace, and hands
 /// `keep` those whose field `ref_field` names a ledger ref (the only ones checked; others are

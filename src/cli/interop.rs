@@ -44,7 +44,7 @@ impl From<ImportError> for CliError {
     }
 }
 
-pub fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
+pub(crate) fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
     let limits = forum_dir::Limits {
         total: args.max_bytes,
         raise: "pass --max-bytes BYTES to import a larger one",
@@ -80,7 +80,7 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
     }
 }
 
-pub fn export(ctx: &Ctx, args: ExportArgs) -> Result<(), CliError> {
+pub(crate) fn export(ctx: &Ctx, args: ExportArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let walked = store.walk_back(None)?;
     let mut entries = Vec::with_capacity(walked.len());

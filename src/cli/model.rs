@@ -83,7 +83,7 @@ fn action(ctx: &Ctx, a: ModelAction) -> Result<(), CliError> {
     ctx.out(&format!("{done}: {}", status_line(&a.status)))
 }
 
-pub fn run(ctx: &Ctx, args: ModelArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: ModelArgs) -> Result<(), CliError> {
     let home = op::home()?;
     match args.command {
         ModelCommand::Install(a) => action(ctx, op::install(&home, a.model.as_deref())?),

@@ -37,7 +37,7 @@ pub(crate) fn load_policy(ctx: &Ctx, flag: Option<&std::path::Path>) -> Result<P
     Ok(crate::config::load_policy(&ctx.dir, flag)?)
 }
 
-pub fn run(ctx: &Ctx, args: PlanArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: PlanArgs) -> Result<(), CliError> {
     let roster = load_roster(ctx, args.roster.as_deref())?;
     let policy = load_policy(ctx, args.policy.as_deref())?;
     let text = read_text(&args.file, "plan file")?;

@@ -35,7 +35,7 @@ pub struct ProveArgs {
 
 /// The largest proof file `verify-proof` reads. A proof holds one entry's fields, at most 64
 /// hashes per path and its signatures: a few KiB.
-pub const MAX_PROOF_BYTES: u64 = 1024 * 1024;
+pub(crate) const MAX_PROOF_BYTES: u64 = 1024 * 1024;
 
 /// Check a proof file without a repository. Exit 0 when it holds, 1 when it does not.
 #[derive(Debug, clap::Args)]
@@ -92,7 +92,7 @@ fn write_out(ctx: &Ctx, out: Option<&PathBuf>, text: &str) -> Result<(), CliErro
     }
 }
 
-pub fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
+pub(crate) fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
     if args.tlog_proof || args.tlog {
         let text = super::tlog::prove(ctx, &args)?;
         return write_out(ctx, args.out.as_ref(), text.trim_end_matches('\n'));
@@ -116,7 +116,7 @@ pub fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
     write_out(ctx, args.out.as_ref(), &text)
 }
 
-pub fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliError> {
+pub(crate) fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliError> {
     let text = super::input::read_limited_text(&args.file, MAX_PROOF_BYTES, "proof file", "")
         .map_err(CliError::usage)?;
     if text.starts_with(crate::store::note::TLOG_PROOF_HEADER)

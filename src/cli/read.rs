@@ -73,7 +73,7 @@ fn out_of_range(ctx: &Ctx, seq: u64, len: u64) -> CliError {
     ))
 }
 
-pub fn status(ctx: &Ctx, _args: StatusArgs) -> Result<(), CliError> {
+pub(crate) fn status(ctx: &Ctx, _args: StatusArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     let r = crate::surface::status::status(&store, super::doctor::readiness(ctx))?;
     if ctx.json {
@@ -82,7 +82,7 @@ pub fn status(ctx: &Ctx, _args: StatusArgs) -> Result<(), CliError> {
     ctx.out(&super::doctor::status_text(&r))
 }
 
-pub fn log(ctx: &Ctx, args: LogArgs) -> Result<(), CliError> {
+pub(crate) fn log(ctx: &Ctx, args: LogArgs) -> Result<(), CliError> {
     if let Some(run) = args.run {
         return super::submit::log_run(ctx, run);
     }
@@ -143,7 +143,7 @@ fn show_diff(
     Ok(())
 }
 
-pub fn show(ctx: &Ctx, args: ShowArgs) -> Result<(), CliError> {
+pub(crate) fn show(ctx: &Ctx, args: ShowArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let tip = store.require_tip()?;
     if args.seq > tip.entry.seq {
@@ -204,7 +204,7 @@ fn show_text(
     }
 }
 
-pub fn replay(ctx: &Ctx, args: ReplayArgs) -> Result<(), CliError> {
+pub(crate) fn replay(ctx: &Ctx, args: ReplayArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let tip = store.require_tip()?;
     if args.seq > tip.entry.seq {
@@ -221,7 +221,7 @@ pub fn replay(ctx: &Ctx, args: ReplayArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn why(ctx: &Ctx, args: WhyArgs) -> Result<(), CliError> {
+pub(crate) fn why(ctx: &Ctx, args: WhyArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let tip = store.require_tip()?;
     if args.seq > tip.entry.seq {

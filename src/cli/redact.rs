@@ -19,7 +19,7 @@ pub struct RedactArgs {
     pub actor: String,
 }
 
-pub fn run(ctx: &Ctx, args: RedactArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: RedactArgs) -> Result<(), CliError> {
     let mut store = ctx.existing_store()?;
     let ts = ctx.now(None)?;
     let payload_hash = match args.payload_hash.parse::<u64>() {

@@ -250,7 +250,7 @@ fn summary_text(label: &str, s: &Summary) -> Vec<String> {
 }
 
 /// `git forum summary`.
-pub fn summary(ctx: &Ctx, args: SummaryArgs) -> Result<(), CliError> {
+pub(crate) fn summary(ctx: &Ctx, args: SummaryArgs) -> Result<(), CliError> {
     let side = with_sources(ctx, |src| src.current_or(args.source.as_deref(), false))?;
     let report = reports::summary(&side);
     let s = &report.summary;
@@ -271,7 +271,7 @@ pub fn summary(ctx: &Ctx, args: SummaryArgs) -> Result<(), CliError> {
 }
 
 /// `git forum bench A B`.
-pub fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
+pub(crate) fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
     let (a, b) = with_sources(ctx, |src| {
         Ok((src.side(&args.a, false)?, src.side(&args.b, false)?))
     })?;
@@ -402,7 +402,7 @@ pub fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
 }
 
 /// `git forum room`.
-pub fn room(ctx: &Ctx, args: RoomArgs) -> Result<(), CliError> {
+pub(crate) fn room(ctx: &Ctx, args: RoomArgs) -> Result<(), CliError> {
     if ctx.json && (args.brief || args.text) {
         return Err(CliError::usage("choose one of --json, --brief and --text"));
     }
@@ -424,7 +424,7 @@ pub fn room(ctx: &Ctx, args: RoomArgs) -> Result<(), CliError> {
 }
 
 /// `git forum receipt`.
-pub fn receipt(ctx: &Ctx, args: ReceiptArgs) -> Result<(), CliError> {
+pub(crate) fn receipt(ctx: &Ctx, args: ReceiptArgs) -> Result<(), CliError> {
     let s = current(ctx, true)?;
     note_absent(ctx, &s);
     let receipt = crate::surface::run::receipt_of(&s, args.run).map_err(cli_error)?;
@@ -449,7 +449,7 @@ pub struct ExportOtelArgs {
 }
 
 /// `git forum export-otel`.
-pub fn export_otel(ctx: &Ctx, args: ExportOtelArgs) -> Result<(), CliError> {
+pub(crate) fn export_otel(ctx: &Ctx, args: ExportOtelArgs) -> Result<(), CliError> {
     let s = current(ctx, false)?;
     note_absent(ctx, &s);
     let roots = report::run_roots(&s.entries());
@@ -508,7 +508,7 @@ pub fn export_otel(ctx: &Ctx, args: ExportOtelArgs) -> Result<(), CliError> {
 }
 
 /// `git forum capsule`.
-pub fn capsule(ctx: &Ctx, args: CapsuleArgs) -> Result<(), CliError> {
+pub(crate) fn capsule(ctx: &Ctx, args: CapsuleArgs) -> Result<(), CliError> {
     if ctx.json && args.text {
         return Err(CliError::usage("choose one of --json and --text"));
     }

@@ -42,7 +42,7 @@ fn or_dash(v: Option<&str>) -> &str {
     v.unwrap_or("-")
 }
 
-pub fn run(ctx: &Ctx, args: RouteArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: RouteArgs) -> Result<(), CliError> {
     let text = args.text.join(" ");
     // Routing itself takes any text, as Forum's does: a request with no words escalates to no
     // lane. Only writing it down as a request needs words in it.

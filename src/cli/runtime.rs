@@ -45,7 +45,7 @@ pub(crate) use crate::config::{Loaded, RealFacts};
 /// Reads the runtime config (`--runtime-config FILE`, else `.forum/runtime.toml`) and merges
 /// the flags over it ([`crate::config::load_runtime`]). Bad config or flags are usage errors
 /// (exit 2), one line each; warnings go to stderr.
-pub fn load_runtime(ctx: &Ctx, args: &ExecutorArgs) -> Result<Loaded, CliError> {
+pub(crate) fn load_runtime(ctx: &Ctx, args: &ExecutorArgs) -> Result<Loaded, CliError> {
     Ok(crate::config::load_runtime(
         &ctx.dir,
         args.runtime_config.as_deref(),
@@ -53,7 +53,7 @@ pub fn load_runtime(ctx: &Ctx, args: &ExecutorArgs) -> Result<Loaded, CliError> 
     )?)
 }
 
-pub fn run(ctx: &Ctx, args: RuntimeArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: RuntimeArgs) -> Result<(), CliError> {
     match args.command {
         RuntimeCommand::Inspect(a) => inspect(ctx, *a),
     }

@@ -128,7 +128,7 @@ fn dispatcher(ctx: &Ctx, e: &EngineArgs) -> Result<Dispatcher, CliError> {
 }
 
 /// `git forum serve`.
-pub fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
+pub(crate) fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
     let limits = Limits {
         max_body: args.max_body,
         read_timeout: seconds(args.read_timeout, "read-timeout")?,
@@ -204,7 +204,7 @@ pub fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
 }
 
 /// `git forum mcp`.
-pub fn mcp(ctx: &Ctx, args: McpArgs) -> Result<(), CliError> {
+pub(crate) fn mcp(ctx: &Ctx, args: McpArgs) -> Result<(), CliError> {
     let d = dispatcher(ctx, &args.engine)?;
     eprintln!(
         "git forum mcp: ledger {}, {} tools, on standard input and output",

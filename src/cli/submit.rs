@@ -308,7 +308,7 @@ fn to_json(r: &impl serde::Serialize) -> Result<J, CliError> {
 }
 
 /// Every entry of a git ledger with its body, in one walk (none when it does not exist yet).
-pub fn preload(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>, CliError> {
+pub(crate) fn preload(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>, CliError> {
     options::preload(store).map_err(cli_err)
 }
 
@@ -668,7 +668,7 @@ fn recorded_of(ctx: &Ctx, target: Option<u64>) -> Result<Option<(u64, config::Ru
 }
 
 /// `git forum submit`.
-pub fn submit(ctx: &Ctx, args: SubmitArgs) -> Result<(), CliError> {
+pub(crate) fn submit(ctx: &Ctx, args: SubmitArgs) -> Result<(), CliError> {
     if args.resume {
         return go(ctx, &args.flags, Go::Resume(None));
     }
@@ -677,7 +677,7 @@ pub fn submit(ctx: &Ctx, args: SubmitArgs) -> Result<(), CliError> {
 }
 
 /// `git forum resume`.
-pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<(), CliError> {
+pub(crate) fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<(), CliError> {
     go(ctx, &args.flags, Go::Resume(args.run))
 }
 
@@ -706,7 +706,7 @@ fn read_bodies(store: &dyn Storage) -> impl Fn(&Entry) -> Result<Option<J>, Stri
 }
 
 /// `git forum runs`.
-pub fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
+pub(crate) fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     let entries = all_entries(&store)?;
     let read = read_bodies(&store);
@@ -778,7 +778,7 @@ fn edits_of(flags: &[String]) -> Result<Vec<(String, String)>, CliError> {
 }
 
 /// `git forum gate`.
-pub fn gate(ctx: &Ctx, args: GateArgs) -> Result<(), CliError> {
+pub(crate) fn gate(ctx: &Ctx, args: GateArgs) -> Result<(), CliError> {
     let mut store = ctx.store()?;
     let entries = all_entries(&store)?;
     let (decision, d) = match args.command {

@@ -28,7 +28,7 @@ pub struct FetchArgs {
     pub require_witness: bool,
 }
 
-pub fn push(ctx: &Ctx, args: PushArgs) -> Result<(), CliError> {
+pub(crate) fn push(ctx: &Ctx, args: PushArgs) -> Result<(), CliError> {
     let repo = open_repo(&ctx.dir)?;
     let ledgers = if args.all {
         sync::local_ledgers(&Git::for_repo(&repo))?
@@ -126,7 +126,7 @@ fn fetch_json(r: &FetchResult) -> Value {
     })
 }
 
-pub fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
+pub(crate) fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
     let results = sync::fetch(&ctx.dir, &args.remote)?;
     // The refspec older versions of `init` added lets plain `git fetch` replace the adopted
     // copies with unchecked ones; say so until `init` replaces it.

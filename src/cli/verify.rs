@@ -30,7 +30,7 @@ pub struct CheckpointArgs {
 #[derive(Debug, clap::Args)]
 pub struct SyncArgs {}
 
-pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
+pub(crate) fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     let keys = if args.witness_verifier.is_empty() {
         store.witness_verifier_keys()
@@ -85,7 +85,7 @@ pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
     if ok { Ok(()) } else { Err(CliError::silent(1)) }
 }
 
-pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<(), CliError> {
+pub(crate) fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let what = crate::surface::ledger::Record {
         record: !args.no_record,
@@ -105,7 +105,7 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn sync(ctx: &Ctx, _args: SyncArgs) -> Result<(), CliError> {
+pub(crate) fn sync(ctx: &Ctx, _args: SyncArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     store.sync()?;
     if ctx.json {

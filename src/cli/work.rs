@@ -26,7 +26,7 @@ fn json_of(r: &impl Report) -> Result<serde_json::Value, CliError> {
 }
 
 /// `git forum apply [RUN]`.
-pub fn apply(ctx: &Ctx, args: ApplyArgs) -> Result<(), CliError> {
+pub(crate) fn apply(ctx: &Ctx, args: ApplyArgs) -> Result<(), CliError> {
     let mut store = ctx.store()?;
     let ts = ctx.now(None)?;
     let done =
@@ -47,7 +47,7 @@ pub fn apply(ctx: &Ctx, args: ApplyArgs) -> Result<(), CliError> {
 }
 
 /// `git forum discard [RUN]`.
-pub fn discard(ctx: &Ctx, args: DiscardArgs) -> Result<(), CliError> {
+pub(crate) fn discard(ctx: &Ctx, args: DiscardArgs) -> Result<(), CliError> {
     let mut store = ctx.store()?;
     let ts = ctx.now(None)?;
     let done =

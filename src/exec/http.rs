@@ -303,7 +303,7 @@ impl fmt::Debug for HttpClient {
 impl HttpClient {
     /// Checks `url` against `policy` ([`ExecError::Refused`] otherwise) and prepares a client
     /// that resolves names through `lookup`.
-    pub fn new(
+    pub(crate) fn new(
         url: &str,
         policy: Policy,
         limits: Limits,

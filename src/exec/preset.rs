@@ -240,7 +240,7 @@ fn aider_model(text: &str) -> Option<String> {
 
 /// A preset as an executor.
 #[derive(Debug, Clone)]
-pub struct PresetExecutor {
+pub(crate) struct PresetExecutor {
     preset: Preset,
     model: Option<String>,
     limits: command::Limits,
@@ -249,7 +249,7 @@ pub struct PresetExecutor {
 
 impl PresetExecutor {
     /// The preset with `--model` (if given) and the limits of each call.
-    pub fn new(
+    pub(crate) fn new(
         preset: Preset,
         model: Option<String>,
         timeout: Duration,

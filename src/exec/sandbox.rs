@@ -33,11 +33,11 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 /// What to tell a user whose machine has no usable bubblewrap.
-pub const INSTALL_HINT: &str =
+pub(crate) const INSTALL_HINT: &str =
     "install bubblewrap (apt install bubblewrap, dnf install bubblewrap) or pass --no-sandbox";
 
 /// The `HOME` a confined command gets: a scratch directory inside its private `/tmp`.
-pub const SCRATCH_HOME: &str = "/tmp/home";
+pub(crate) const SCRATCH_HOME: &str = "/tmp/home";
 
 /// How a run asked to be confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub enum Mode {
 
 /// The mode from the command line's flag (`Some(true)` `--sandbox`, `Some(false)`
 /// `--no-sandbox`) and the runtime file's `[work] sandbox`; the flag wins.
-pub fn choose(flag: Option<bool>, config: Option<bool>) -> Mode {
+pub(crate) fn choose(flag: Option<bool>, config: Option<bool>) -> Mode {
     match flag.or(config) {
         Some(true) => Mode::Required,
         Some(false) => Mode::Off,
@@ -69,7 +69,7 @@ pub struct Policy {
 
 /// The paths one confined command is set up with.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mounts<'a> {
+pub(crate) struct Mounts<'a> {
     /// The task's worktree: writable, and the working directory.
     pub worktree: &'a Path,
     /// The repository's git common dir: read-only.
@@ -90,7 +90,7 @@ fn s(p: &Path) -> String {
 /// each mount does. A home of `/` or `/tmp` gets no tmpfs of its own (`/` would hide
 /// everything; `/tmp` is private already); the worktree and the common dir are bound after
 /// it, so they stay visible when they live under it.
-pub fn bwrap_argv(policy: Policy, mounts: &Mounts<'_>) -> Vec<String> {
+pub(crate) fn bwrap_argv(policy: Policy, mounts: &Mounts<'_>) -> Vec<String> {
     let mut a: Vec<String> = ["--unshare-all"].map(String::from).to_vec();
     if policy.net {
         a.push("--share-net".into());
@@ -169,7 +169,11 @@ impl Record {
 
 /// What a run's mode and the probe's answer (`Ok(())`: bubblewrap works; `Err(why)`) come
 /// to: the record, or the one-line refusal of a `Required` run that cannot be confined.
-pub fn decide(mode: Mode, policy: Policy, probed: Result<(), &str>) -> Result<Record, String> {
+pub(crate) fn decide(
+    mode: Mode,
+    policy: Policy,
+    probed: Result<(), &str>,
+) -> Result<Record, String> {
     match (mode, probed) {
         (Mode::Off, _) => Ok(Record::Unconfined {
             reason: "--no-sandbox".into(),

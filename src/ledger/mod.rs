@@ -402,7 +402,7 @@ pub(crate) struct ChainChecker {
 }
 
 impl ChainChecker {
-    pub fn new() -> ChainChecker {
+    pub(crate) fn new() -> ChainChecker {
         ChainChecker::default()
     }
 

@@ -32,7 +32,7 @@ impl ModelSpend {
 }
 
 /// Every model's spend in `items`, in the order the models first appear.
-pub fn per_model<'a>(
+pub(crate) fn per_model<'a>(
     items: impl IntoIterator<Item = &'a (Entry, Option<Value>)>,
 ) -> Vec<ModelSpend> {
     let mut out: Vec<ModelSpend> = Vec::new();
@@ -75,7 +75,7 @@ pub fn per_model<'a>(
 
 /// The spend as one object: `{MODEL: {calls, prompt_tokens, completion_tokens, tokens,
 /// cost_usd?, estimated?}, ...}`, then `total: {tokens, cost_usd?}`. `None` when empty.
-pub fn to_value(models: &[ModelSpend]) -> Option<Value> {
+pub(crate) fn to_value(models: &[ModelSpend]) -> Option<Value> {
     if models.is_empty() {
         return None;
     }
@@ -108,7 +108,7 @@ pub fn to_value(models: &[ModelSpend]) -> Option<Value> {
 }
 
 /// The spend as text lines, one per model (empty when there is none).
-pub fn text_lines(models: &[ModelSpend]) -> Vec<String> {
+pub(crate) fn text_lines(models: &[ModelSpend]) -> Vec<String> {
     if models.is_empty() {
         return Vec::new();
     }

@@ -65,7 +65,9 @@ fn count(v: Option<&Value>) -> u64 {
 
 /// The work of the entries `items` (one run, or a whole ledger), or `None` when none of them
 /// is a `change` entry.
-pub fn work<'a>(items: impl IntoIterator<Item = &'a (Entry, Option<Value>)>) -> Option<Work> {
+pub(crate) fn work<'a>(
+    items: impl IntoIterator<Item = &'a (Entry, Option<Value>)>,
+) -> Option<Work> {
     let mut w = Work::default();
     let mut any = false;
     for (e, body) in items {

@@ -38,13 +38,13 @@ pub struct CommunicationContract {
 #[error(
     "unknown delivery profile {0:?}; expected one of: operator, engineer, researcher, executive"
 )]
-pub struct UnknownProfile(pub String);
+pub(crate) struct UnknownProfile(pub String);
 
 /// Builds the communication contract from a frame's labels (forum-spec §7.5). `profile` is a
 /// profile name (normalised; unknown names are an error); an unknown posture takes the
 /// operator's lead and moves.
 #[allow(clippy::too_many_arguments)]
-pub fn build_communication_contract(
+pub(crate) fn build_communication_contract(
     domain: &str,
     intent: &str,
     posture: &str,

@@ -28,15 +28,15 @@ use super::{Event, RunError, lock};
 
 /// Opens the workbench of the run whose request is at the given seq: at HEAD for a new run,
 /// at its recorded base commit (the second argument) for a resumed one.
-pub type OpenWork =
+pub(crate) type OpenWork =
     Arc<dyn Fn(u64, Option<&str>) -> Result<Arc<dyn Workbench>, WorkError> + Send + Sync>;
 
 /// The most bytes of a change's diff a `change` entry holds (the commit stays the full record).
-pub const DEFAULT_DIFF_CAP: usize = 64 * 1024;
+pub(crate) const DEFAULT_DIFF_CAP: usize = 64 * 1024;
 /// The most bytes of a check's output a `check` entry holds (its tail).
-pub const DEFAULT_CHECK_OUTPUT_CAP: usize = 8 * 1024;
+pub(crate) const DEFAULT_CHECK_OUTPUT_CAP: usize = 8 * 1024;
 /// How long one check command may run before it is killed.
-pub const DEFAULT_CHECK_DEADLINE: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_CHECK_DEADLINE: Duration = Duration::from_secs(300);
 
 /// How a run changes the repository.
 #[derive(Clone)]

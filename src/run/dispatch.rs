@@ -23,7 +23,7 @@ use super::{Env, Options, RunError, lock};
 
 /// One dispatched task's result.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskResult {
+pub(crate) struct TaskResult {
     /// The seq of its `result` entry.
     pub seq: u64,
     /// Whether the executor answered.
@@ -36,7 +36,7 @@ pub struct TaskResult {
 
 /// One task's change in a dispatch that works in the repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkState {
+pub(crate) struct WorkState {
     /// Whether its change is on the run branch (or it changed nothing and its checks passed).
     pub landed: bool,
     /// Why it did not land (empty when it did).
@@ -45,7 +45,7 @@ pub struct WorkState {
 
 /// The run branch of a dispatch that works in the repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkBranch {
+pub(crate) struct WorkBranch {
     /// The run's seq (its `plan` entry): the branch is `forum/run-SEQ`.
     pub run_seq: u64,
     /// The commit the branch started at.
@@ -56,7 +56,7 @@ pub struct WorkBranch {
 
 /// What a dispatch wrote and what each task gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dispatched {
+pub(crate) struct Dispatched {
     /// The seq of the `plan` entry.
     pub plan_seq: u64,
     /// Each task's result, by task id.
@@ -73,7 +73,7 @@ pub struct Dispatched {
 /// then every wave in order, tasks parented on the plan and results on their tasks. When
 /// `opts.work` is enabled the tasks work in the repository from `base` (HEAD when `None`);
 /// every worktree is removed however the dispatch ends.
-pub fn dispatch(
+pub(crate) fn dispatch(
     store: &mut (dyn Storage + Send),
     env: &Env<'_>,
     opts: &Options,

@@ -16,7 +16,7 @@ pub(crate) const HALT: &str = "halt";
 
 /// Who halted a run, and why (what its `halted` entry records).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Halt {
+pub(crate) struct Halt {
     /// Who asked: a person's name, a client, or `signal`.
     pub by: String,
     /// Why, in their words.

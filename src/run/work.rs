@@ -33,7 +33,7 @@ use crate::ledger::kind;
 
 /// The entry kinds a run that changes the repository writes, in the order a task meets them
 /// (`applied` comes later, from `git forum apply`).
-pub const WORK_KINDS: [&str; 5] = [
+pub(crate) const WORK_KINDS: [&str; 5] = [
     kind::CHANGE,
     kind::CHECK,
     kind::SHIP,
@@ -42,13 +42,13 @@ pub const WORK_KINDS: [&str; 5] = [
 ];
 
 /// The trailer that names the ledger.
-pub const TRAILER_LEDGER: &str = "Forum-Ledger";
+pub(crate) const TRAILER_LEDGER: &str = "Forum-Ledger";
 /// The trailer that names the run (its request seq).
-pub const TRAILER_RUN: &str = "Forum-Run";
+pub(crate) const TRAILER_RUN: &str = "Forum-Run";
 /// The trailer that names the task entry's seq.
-pub const TRAILER_TASK: &str = "Forum-Task";
+pub(crate) const TRAILER_TASK: &str = "Forum-Task";
 /// The trailer that names the task entry's hash.
-pub const TRAILER_ENTRY: &str = "Forum-Entry";
+pub(crate) const TRAILER_ENTRY: &str = "Forum-Entry";
 
 /// What a run started from: HEAD when it was opened, and what of the user's tree was not part
 /// of it.
@@ -219,7 +219,7 @@ impl Keep {
 
 /// The ref a kept change lives on: `NAMESPACE/LEDGER/RUN/TASK`, the task id made safe as one
 /// ref component and one directory name by [`task_component`].
-pub fn kept_ref(place: Keep, ledger: &str, run_seq: u64, task: &str) -> String {
+pub(crate) fn kept_ref(place: Keep, ledger: &str, run_seq: u64, task: &str) -> String {
     format!(
         "{}/{ledger}/{run_seq}/{}",
         place.namespace(),
@@ -230,7 +230,7 @@ pub fn kept_ref(place: Keep, ledger: &str, run_seq: u64, task: &str) -> String {
 /// A task id as one ref component and one directory name: every character but ASCII letters,
 /// digits, `-` and `_` becomes `-` (so no `.`, `/`, `..` or `.lock`), at most 64 of them;
 /// an empty id becomes `task`.
-pub fn task_component(task: &str) -> String {
+pub(crate) fn task_component(task: &str) -> String {
     let s: String = task
         .chars()
         .take(64)

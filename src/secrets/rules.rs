@@ -9,7 +9,7 @@
 
 /// How a match is confirmed before it counts.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Confirm {
+pub(crate) enum Confirm {
     /// The shape is enough.
     Shape,
     /// The value needs at least `bits` of Shannon entropy per byte, `classes` kinds of
@@ -20,7 +20,7 @@ pub enum Confirm {
 
 /// One rule of the ruleset.
 #[derive(Debug, Clone, Copy)]
-pub struct Rule {
+pub(crate) struct Rule {
     /// The rule's id: what the redaction marker, the `secret_redacted` entry and policy's
     /// `allow` name.
     pub id: &'static str,
@@ -34,10 +34,10 @@ pub struct Rule {
 
 /// The rule id of literal values handed in at runtime (the values of the variables a runtime
 /// config names as `api_key_env`). A policy cannot allow it.
-pub const API_KEY_ENV: &str = "api-key-env";
+pub(crate) const API_KEY_ENV: &str = "api-key-env";
 
 /// Every built-in rule, the most specific first (at one position the first rule wins).
-pub const RULES: &[Rule] = &[
+pub(crate) const RULES: &[Rule] = &[
     Rule {
         id: "private-key",
         what: "a private key block (-----BEGIN ... PRIVATE KEY-----)",

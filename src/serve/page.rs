@@ -39,7 +39,7 @@ impl Page {
 /// The fields of a query string (`limit=10&after=3`) as a JSON object for [`Args`]: digits
 /// become integers, anything else stays a string (and is refused by the route's types). A
 /// field given twice is refused.
-pub fn query_fields(query: &str) -> Result<J, String> {
+pub(super) fn query_fields(query: &str) -> Result<J, String> {
     let mut map = serde_json::Map::new();
     for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
         if k.is_empty() {

@@ -19,7 +19,7 @@ use super::objects::create_in_dir;
 
 /// A ref `.lock` file older than this, found while we hold the ledger's writer lock, was left by
 /// a writer that died; git's own writers hold ref locks for milliseconds.
-pub const STALE_REF_LOCK: Duration = Duration::from_secs(2);
+pub(crate) const STALE_REF_LOCK: Duration = Duration::from_secs(2);
 
 pub(crate) enum CasOutcome {
     Moved,

@@ -18,7 +18,7 @@ use crate::ledger::hash::is_hash;
 use crate::ledger::{NewEntry, Value};
 
 /// Schema of a redaction entry's payload.
-pub const REDACTION_SCHEMA: &str = "git-forum.redaction/v1";
+pub(crate) const REDACTION_SCHEMA: &str = "git-forum.redaction/v1";
 
 /// What a redaction did.
 #[derive(Debug, Clone)]

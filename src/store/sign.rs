@@ -12,7 +12,7 @@ use super::git::{GitStore, StoreError};
 use crate::ledger::proof::{Checkpoint, CheckpointSignature, SIGNATURE_NAMESPACE, signed_text};
 
 /// Where a ledger's signed checkpoints live.
-pub fn checkpoints_ref(ledger: &str) -> String {
+pub(crate) fn checkpoints_ref(ledger: &str) -> String {
     format!("refs/forum/checkpoints/{ledger}")
 }
 
@@ -99,7 +99,7 @@ fn expand_home(p: &str) -> PathBuf {
 }
 
 /// Signs `text` with the repository's git signing setup.
-pub fn sign(worktree: &Path, text: &str) -> Result<CheckpointSignature, StoreError> {
+pub(crate) fn sign(worktree: &Path, text: &str) -> Result<CheckpointSignature, StoreError> {
     let format = git_config(worktree, "gpg.format").unwrap_or_else(|| "openpgp".into());
     let key = git_config(worktree, "user.signingKey").ok_or_else(|| {
         StoreError::Invalid(
@@ -149,7 +149,7 @@ pub fn sign(worktree: &Path, text: &str) -> Result<CheckpointSignature, StoreErr
 
 /// Checks a checkpoint signature with the repository's trust setup (`gpg.ssh.allowedSignersFile`
 /// for ssh, gpg's keyring for openpgp).
-pub fn check(
+pub(crate) fn check(
     worktree: &Path,
     text: &str,
     sig: &CheckpointSignature,
@@ -451,7 +451,7 @@ impl GitStore {
 }
 
 /// Reads back the text [`signed_text`] writes.
-pub fn parse_signed_text(text: &str) -> Option<(String, Checkpoint)> {
+pub(crate) fn parse_signed_text(text: &str) -> Option<(String, Checkpoint)> {
     let mut lines = text.lines();
     if lines.next()? != "git-forum checkpoint v1" {
         return None;

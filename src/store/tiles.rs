@@ -25,10 +25,10 @@ use crate::ledger::merkle::Accumulator;
 use crate::ledger::tlog::{Hash, HashReader, Tree};
 
 /// The tile height C2SP tlog-tiles fixes.
-pub const HEIGHT: u8 = 8;
+pub(crate) const HEIGHT: u8 = 8;
 
 /// Where a ledger's tiles live.
-pub fn tiles_ref(ledger: &str) -> String {
+pub(crate) fn tiles_ref(ledger: &str) -> String {
     format!("refs/forum/tiles/{ledger}")
 }
 
@@ -58,7 +58,7 @@ fn c2sp_path(t: &Tile) -> String {
 
 /// Every tile file of the tree of the first `size` entries of `tree`, with `entry_hashes` (raw)
 /// for the data tiles: `(path, bytes)`, paths in the C2SP layout. Pure.
-pub fn tile_files(
+pub(crate) fn tile_files(
     tree: &Tree,
     size: u64,
     entry_hashes: &[[u8; 32]],
@@ -89,7 +89,7 @@ pub fn tile_files(
 }
 
 /// Writes `files` (and `extra`) under `dir`, creating directories.
-pub fn write_layout(dir: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
+pub(crate) fn write_layout(dir: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
     for (p, bytes) in files {
         let path = dir.join(p);
         if let Some(parent) = path.parent() {

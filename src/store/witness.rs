@@ -38,15 +38,15 @@ use super::note::{self, NoteCheckpoint, git_config_all};
 use crate::ledger::tlog::Tree;
 
 /// Where the witnesses' answers about ledger NAME are recorded.
-pub const COSIGNATURES_PREFIX: &str = "refs/forum/cosignatures/";
+pub(crate) const COSIGNATURES_PREFIX: &str = "refs/forum/cosignatures/";
 /// The largest answer read from a witness.
-pub const MAX_ANSWER: u64 = 1 << 20;
+pub(crate) const MAX_ANSWER: u64 = 1 << 20;
 /// The default deadline of one witness, in seconds.
-pub const DEFAULT_TIMEOUT: f64 = 10.0;
+pub(crate) const DEFAULT_TIMEOUT: f64 = 10.0;
 
 /// What one witness said about one ledger.
 #[derive(Debug, Clone, Serialize)]
-pub struct Asked {
+pub(crate) struct Asked {
     /// The `forum.witness` entry.
     pub witness: String,
     /// `cosigned`, `failed`, `split-view` or `no-note`.
@@ -90,7 +90,7 @@ fn checkpoint_of(n: &str) -> Option<NoteCheckpoint> {
 /// Asks every configured witness about each adopted ledger of `names` fetched from `remote`.
 /// Returns, per ledger name, what each witness said. Nothing here fails the fetch; a store
 /// error while recording is reported as that witness's failure.
-pub fn ask_witnesses(
+pub(crate) fn ask_witnesses(
     dir: &Path,
     remote: &str,
     names: &[String],

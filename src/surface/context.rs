@@ -8,13 +8,13 @@ use crate::context::{self, ContextBudget, Meter, Source};
 use crate::ledger::Value;
 
 /// The preflight payload's schema name.
-pub const PREFLIGHT_SCHEMA: &str = "forum.context-preflight/v1";
+pub(crate) const PREFLIGHT_SCHEMA: &str = "forum.context-preflight/v1";
 
 /// The schema of a structured context envelope whose summary the preflight adds.
-pub const ENVELOPE_SCHEMA: &str = "project-telos.context-envelope/v1";
+pub(crate) const ENVELOPE_SCHEMA: &str = "project-telos.context-envelope/v1";
 
 /// What the context source gave: text, or why it failed.
-pub enum Got {
+pub(crate) enum Got {
     /// The context text (empty: none).
     Text(String),
     /// The provider failed.
@@ -28,7 +28,7 @@ pub enum Got {
 
 /// How big the request is.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RequestSize {
+pub(crate) struct RequestSize {
     pub bytes: u64,
     /// Approximate tokens (ceil(bytes / bytes_per_token)).
     pub tokens: u64,
@@ -36,7 +36,7 @@ pub struct RequestSize {
 
 /// What the context would become before planning.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ContextFigures {
+pub(crate) struct ContextFigures {
     /// Where it came from (`command`, `capsule`, `none`).
     pub source: String,
     /// `retained`, `trimmed`, `omitted` or `none`.
@@ -54,7 +54,7 @@ pub struct ContextFigures {
 /// The summary of a `project-telos.context-envelope/v1` context. The figures it copies from the
 /// envelope are kept as the envelope wrote them (any JSON value, or null when absent).
 #[derive(Debug, Clone, PartialEq)]
-pub struct EnvelopeSummary {
+pub(crate) struct EnvelopeSummary {
     pub verification_verdict: Value,
     pub retained: u64,
     pub omitted: u64,
@@ -65,7 +65,7 @@ pub struct EnvelopeSummary {
 /// Forum's `forum.context-preflight/v1` payload: `{schema, ready, request {bytes, tokens},
 /// context, limits, issues}`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PreflightReport {
+pub(crate) struct PreflightReport {
     /// False when the context would be omitted.
     pub ready: bool,
     pub request: RequestSize,
@@ -90,7 +90,7 @@ impl serde::Serialize for PreflightReport {
 impl PreflightReport {
     /// The payload as the ledger's value, its members in Forum's order (how the CLI prints it,
     /// byte for byte as Forum does).
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let int = |v: u64| Value::Int(v.into());
         let c = &self.context;
         let mut fields = vec![
@@ -146,7 +146,7 @@ impl PreflightReport {
 /// The preflight of `request` with the context `got` from `source` (`command`, `capsule`)
 /// under `budget`, with Forum's rules: a failed provider gives an empty context with reason
 /// `provider_failed`, its `error` code, and an issue.
-pub fn preflight(
+pub(crate) fn preflight(
     request: &str,
     got: &Got,
     source: &str,
@@ -220,7 +220,7 @@ pub fn preflight(
 }
 
 /// [`preflight`] as the ledger's value (Forum's payload).
-pub fn preflight_payload(
+pub(crate) fn preflight_payload(
     request: &str,
     got: &Got,
     source: &str,

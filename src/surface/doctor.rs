@@ -14,7 +14,7 @@ use crate::store::verify::Code;
 
 /// What verify --deep says of the ledger after the diagnosis (and any repair).
 #[derive(Debug, Clone, Serialize)]
-pub struct VerifySummary {
+pub(crate) struct VerifySummary {
     pub ok: bool,
     pub entries: u64,
     pub code: Option<Code>,
@@ -24,7 +24,7 @@ pub struct VerifySummary {
 
 /// The ledger's part of the diagnosis.
 #[derive(Debug, Clone, Serialize)]
-pub struct LedgerDoctor {
+pub(crate) struct LedgerDoctor {
     pub name: String,
     pub findings: Vec<Finding>,
     /// Objects written back by the repair.
@@ -35,14 +35,14 @@ pub struct LedgerDoctor {
 
 /// Whether runs can start (doctor's short form of [`Readiness`]).
 #[derive(Debug, Clone, Serialize)]
-pub struct RuntimeHealth {
+pub(crate) struct RuntimeHealth {
     pub ready: bool,
     pub problems: Vec<String>,
 }
 
 /// The install's part of the diagnosis.
 #[derive(Debug, Clone, Serialize)]
-pub struct Install {
+pub(crate) struct Install {
     /// `git --version`, or `not found`.
     pub git: String,
     pub ref_storage: String,
@@ -54,7 +54,7 @@ pub struct Install {
 
 /// The diagnosis.
 #[derive(Debug, Clone, Serialize)]
-pub struct DoctorReport {
+pub(crate) struct DoctorReport {
     pub schema: &'static str,
     /// Nothing left unrepaired, and the ledger (if there is one) verifies.
     pub ok: bool,
@@ -69,7 +69,7 @@ pub struct DoctorReport {
 
 /// Work areas (worktrees under `.git/forum/work/`) left by runs that died, and removed.
 #[derive(Debug, Clone, Serialize)]
-pub struct WorkCleanup {
+pub(crate) struct WorkCleanup {
     pub removed_stale: Vec<String>,
     /// Why the cleanup could not finish, if it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -113,7 +113,7 @@ fn git_version(repo: &gix::Repository) -> String {
 
 /// Diagnoses `store`'s ledger and the install; `repair` writes back what `sources` (and the
 /// write-ahead log) hold exact copies of. `runtime` is [`super::status::readiness`]'s answer.
-pub fn doctor(
+pub(crate) fn doctor(
     store: &GitStore,
     sources: &Sources,
     repair: bool,

@@ -16,7 +16,7 @@ use crate::roster::{Roster, Tier};
 
 /// The runtime a run would use, explained.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RuntimeReport {
+pub(crate) struct RuntimeReport {
     /// [`RuntimeReport::SCHEMA`].
     pub schema: &'static str,
     /// `current`: the runtime in effect for this repository (and flags, or server).
@@ -48,7 +48,7 @@ impl Report for RuntimeReport {
 
 /// Where the runtime config came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ConfigFile {
+pub(crate) struct ConfigFile {
     pub path: String,
     /// `repository` or `user`: how the file is trusted.
     pub origin: &'static str,
@@ -56,14 +56,14 @@ pub struct ConfigFile {
 
 /// How a slot was reached: its name and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ViaRow {
+pub(crate) struct ViaRow {
     pub slot: Option<&'static str>,
     pub why: String,
 }
 
 /// The default executor.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DefaultSlot {
+pub(crate) struct DefaultSlot {
     /// Whether a default is configured (rather than reached through a fallback).
     pub configured: bool,
     pub via: Option<ViaRow>,
@@ -73,7 +73,7 @@ pub struct DefaultSlot {
 
 /// One tier.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TierRow {
+pub(crate) struct TierRow {
     /// `configured`, `fallback` or `missing`.
     pub status: &'static str,
     /// How a falling-back tier is served.
@@ -88,14 +88,14 @@ pub struct TierRow {
 
 /// The two seats.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Seats {
+pub(crate) struct Seats {
     pub worker: SeatRow,
     pub orchestrator: SeatRow,
 }
 
 /// One seat: what it is set to and what it resolves to.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SeatRow {
+pub(crate) struct SeatRow {
     pub seat: &'static str,
     /// `null` (unset), a slot name, or `inline`.
     pub set: Option<&'static str>,
@@ -107,13 +107,13 @@ pub struct SeatRow {
 
 /// The roster's size.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RosterSize {
+pub(crate) struct RosterSize {
     pub lanes: usize,
 }
 
 /// An issue that would stop a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Issue {
+pub(crate) struct Issue {
     pub place: String,
     pub problem: String,
 }
@@ -133,7 +133,7 @@ fn via_row(via: &Via) -> ViaRow {
 
 /// An executor's description: kind, model, origin, limits, and the kind's own facts (the
 /// program found, the URL and whether it is local, the endpoint verdict, whether the key is set).
-pub fn executor_json(spec: &ExecutorSpec, facts: &dyn Facts) -> J {
+pub(crate) fn executor_json(spec: &ExecutorSpec, facts: &dyn Facts) -> J {
     let mut v = json!({
         "kind": spec.kind.name(),
         "model": spec.model(),
@@ -178,14 +178,14 @@ pub fn executor_json(spec: &ExecutorSpec, facts: &dyn Facts) -> J {
 
 /// A verification tier as JSON: `{tier, verify, gate_every_change, checks_required,
 /// judge_intent, implies}` (`implies`: the one line `runtime inspect` prints).
-pub fn verification_json(v: &config::Verification) -> J {
+pub(crate) fn verification_json(v: &config::Verification) -> J {
     let mut j = json!(v);
     j["implies"] = json!(v.describe());
     j
 }
 
 /// Explains `loaded` against `roster`, asking `facts` about the environment.
-pub fn inspect(loaded: &Loaded, roster: &Roster, facts: &dyn Facts) -> RuntimeReport {
+pub(crate) fn inspect(loaded: &Loaded, roster: &Roster, facts: &dyn Facts) -> RuntimeReport {
     let rt = &loaded.runtime;
     let issues: Vec<Issue> = config::issues(rt, roster, facts)
         .into_iter()

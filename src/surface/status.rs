@@ -21,11 +21,11 @@ use crate::roster::{Roster, Tier};
 use crate::store::git::{GitStore, Options, StoreError};
 
 /// The longest a local model's URL is waited on.
-pub const PROBE_MS: u64 = 500;
+pub(crate) const PROBE_MS: u64 = 500;
 
 /// One ledger of the repository.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LedgerRow {
+pub(crate) struct LedgerRow {
     pub name: String,
     /// Its entry count (the tip's seq + 1).
     pub entries: u64,
@@ -37,7 +37,7 @@ pub struct LedgerRow {
 
 /// The current ledger's last run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LastRun {
+pub(crate) struct LastRun {
     /// The seq of its request (the run's id).
     pub request_seq: u64,
     pub request: String,
@@ -51,7 +51,7 @@ pub struct LastRun {
 
 /// One configured executor.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ExecutorRow {
+pub(crate) struct ExecutorRow {
     /// `default` or a tier (`cheap`, `capable`, `frontier`).
     pub slot: String,
     pub kind: &'static str,
@@ -61,14 +61,14 @@ pub struct ExecutorRow {
 
 /// A local model endpoint and whether it accepts a connection.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LocalModel {
+pub(crate) struct LocalModel {
     pub url: String,
     pub answers: bool,
 }
 
 /// Whether runs can start here.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Readiness {
+pub(crate) struct Readiness {
     pub ready: bool,
     /// What keeps the runtime from being ready, one line each.
     pub problems: Vec<String>,
@@ -78,7 +78,7 @@ pub struct Readiness {
 
 /// The repository's git forum.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StatusReport {
+pub(crate) struct StatusReport {
     /// The current ledger, its entry count and its checkpoint (the fields `status` always had).
     pub ledger: String,
     pub entries: u64,
@@ -101,7 +101,7 @@ fn store_err(e: StoreError) -> super::Error {
 }
 
 /// Every ledger of the repository with its size and tip.
-pub fn ledgers(repo: &gix::Repository) -> Result<Vec<LedgerRow>> {
+pub(crate) fn ledgers(repo: &gix::Repository) -> Result<Vec<LedgerRow>> {
     let git = crate::store::sync::Git::for_repo(repo);
     let mut names = crate::store::sync::local_ledgers(&git).map_err(store_err)?;
     names.sort();
@@ -122,7 +122,7 @@ pub fn ledgers(repo: &gix::Repository) -> Result<Vec<LedgerRow>> {
 
 /// The last run of `store`'s ledger, whose commits and entries (oldest first) are `walked`:
 /// its request is the last parentless `request`; only that run's bodies are read.
-pub fn last_run(
+pub(crate) fn last_run(
     store: &GitStore,
     walked: Vec<(gix::ObjectId, crate::ledger::Entry)>,
 ) -> Result<Option<LastRun>> {
@@ -161,7 +161,7 @@ pub fn last_run(
 }
 
 /// The hooks of `repo` that run git forum (read at most 64 KiB of each).
-pub fn hooks_installed(repo: &gix::Repository) -> Vec<String> {
+pub(crate) fn hooks_installed(repo: &gix::Repository) -> Vec<String> {
     let out = std::process::Command::new("git")
         .arg("--git-dir")
         .arg(repo.git_dir())
@@ -205,7 +205,7 @@ fn answers(url: &str) -> bool {
 }
 
 /// The runtime's readiness: `loaded` (or why it could not be loaded) against `roster`.
-pub fn readiness(
+pub(crate) fn readiness(
     loaded: std::result::Result<&Loaded, String>,
     roster: &Roster,
     facts: &dyn Facts,
@@ -264,7 +264,7 @@ pub fn readiness(
 
 /// The status of the repository around `store` (the current ledger), with `runtime` as
 /// [`readiness`] gave it.
-pub fn status(store: &GitStore, runtime: Readiness) -> Result<StatusReport> {
+pub(crate) fn status(store: &GitStore, runtime: Readiness) -> Result<StatusReport> {
     // One walk of the chain serves the count, the checkpoint and the last run.
     let mut walked = store.walk_back(None).map_err(store_err)?;
     walked.reverse();

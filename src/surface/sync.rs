@@ -14,7 +14,7 @@ use crate::store::sync::{Git, REMOTES_PREFIX, SEEN_PREFIX};
 
 /// A checkpoint of a copy: its size, Merkle root and the commit of its tip.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CopyCheckpoint {
+pub(crate) struct CopyCheckpoint {
     pub size: usize,
     pub root: String,
     pub commit: String,
@@ -23,7 +23,7 @@ pub struct CopyCheckpoint {
 /// How the local ledger stands against a remote copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Relation {
+pub(crate) enum Relation {
     /// `fetch` recorded a checkpoint but adopted no copy.
     NotFetched,
     /// The two chains disagree at the last entry they share.
@@ -37,7 +37,7 @@ pub enum Relation {
 
 /// One remote copy of one ledger.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RemoteRow {
+pub(crate) struct RemoteRow {
     pub remote: String,
     pub ledger: String,
     /// The copy `fetch` adopted (`refs/forum/remotes/REMOTE/NAME`).
@@ -55,14 +55,14 @@ pub struct RemoteRow {
 
 /// The served ledger's size and root.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Local {
+pub(crate) struct Local {
     pub size: usize,
     pub root: String,
 }
 
 /// Push and fetch status (`GET /sync`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SyncReport {
+pub(crate) struct SyncReport {
     pub ledger: String,
     pub local: Local,
     pub remotes: Vec<RemoteRow>,
@@ -78,7 +78,7 @@ impl super::Report for SyncReport {
 /// entries there not here.
 ///
 /// `ledger` is the ledger served, of `local_size` entries with root `local_root`.
-pub fn sync_status(
+pub(crate) fn sync_status(
     shared: &gix::ThreadSafeRepository,
     ledger: &str,
     local_size: usize,

@@ -11,7 +11,7 @@ use crate::store::verify::Code;
 
 /// What `verify` found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VerifyReport {
+pub(crate) struct VerifyReport {
     /// [`VerifyReport::SCHEMA`].
     pub schema: &'static str,
     /// The ledger's name.
@@ -48,14 +48,14 @@ impl Report for VerifyReport {
 
 /// A body removed by a redaction entry.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Redacted {
+pub(crate) struct Redacted {
     pub seq: u64,
     pub payload_hash: String,
 }
 
 /// The tail witnesses a verify checked.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Witnesses {
+pub(crate) struct Witnesses {
     /// Lines of the ledger ref's reflog.
     pub reflog_lines: usize,
     /// Checkpoints recorded by `checkpoint`.
@@ -64,7 +64,7 @@ pub struct Witnesses {
 
 /// A signed checkpoint that verified.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Signature {
+pub(crate) struct Signature {
     pub size: u64,
     pub root: String,
     pub signer: String,
@@ -72,7 +72,7 @@ pub struct Signature {
 
 impl VerifyReport {
     /// The report of a ledger that does not exist yet: nothing to fail.
-    pub fn empty(ledger: &str, deep: bool) -> VerifyReport {
+    pub(crate) fn empty(ledger: &str, deep: bool) -> VerifyReport {
         VerifyReport {
             schema: Self::SCHEMA,
             ledger: ledger.to_string(),
@@ -98,14 +98,14 @@ impl VerifyReport {
 /// Verifies the ledger of `store` (named `ledger`), with every body when `deep`. A ledger that
 /// does not exist is [`super::Class::NotFound`]; a ledger that does not verify is a report
 /// with `ok: false`, not an error.
-pub fn verify(store: &GitStore, ledger: &str, deep: bool) -> Result<VerifyReport> {
+pub(crate) fn verify(store: &GitStore, ledger: &str, deep: bool) -> Result<VerifyReport> {
     let keys = store.witness_verifier_keys();
     verify_with(store, ledger, deep, &keys)
 }
 
 /// [`verify`] with these cosignature verifier keys (type 0x04) for the witness records
 /// (src/surface/witness.rs).
-pub fn verify_with(
+pub(crate) fn verify_with(
     store: &GitStore,
     ledger: &str,
     deep: bool,

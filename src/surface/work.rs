@@ -18,7 +18,7 @@ const ACTOR: &str = "operator";
 
 /// A run branch brought into the current branch.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ApplyReport {
+pub(crate) struct ApplyReport {
     pub schema: &'static str,
     /// The run (its request seq).
     pub run: u64,
@@ -41,7 +41,7 @@ impl Report for ApplyReport {
 
 /// A run's branch and worktrees removed.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct DiscardReport {
+pub(crate) struct DiscardReport {
     pub schema: &'static str,
     /// The run (its request seq).
     pub run: u64,
@@ -132,7 +132,7 @@ fn witness(
 /// witnesses `applied` {run, branch, run_branch, from, to, mode}, parented on the run's request.
 /// Refused (nothing changed) when the run is unknown, has no branch or nothing new, the work
 /// tree is dirty, HEAD is detached, or the merge would conflict.
-pub fn apply(
+pub(crate) fn apply(
     dir: &Path,
     ledger: &str,
     store: &mut dyn Storage,
@@ -167,7 +167,7 @@ pub fn apply(
 /// worktrees, kept}; the record and the commits under `refs/forum/work` and
 /// `refs/forum/quarantine` stay. Refused when the run is unknown, still running, its branch is
 /// checked out, or it has nothing to discard.
-pub fn discard(
+pub(crate) fn discard(
     dir: &Path,
     ledger: &str,
     store: &mut dyn Storage,
@@ -199,6 +199,6 @@ pub fn discard(
 
 /// Removes the work areas of `--work` runs that died in the repository containing `dir`;
 /// returns the directories removed.
-pub fn cleanup(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn cleanup(dir: &Path) -> Result<Vec<PathBuf>> {
     crate::work::cleanup_stale(dir).map_err(|e| Error::internal(e.to_string()).with_source(e))
 }

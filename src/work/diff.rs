@@ -12,7 +12,7 @@ fn text(b: &[u8]) -> String {
 /// The files of a change from the two listings (both made with `-M`): status from
 /// `--name-status`, lines from `--numstat` (binary files count 0), sorted by path; a rename is
 /// listed under its new path.
-pub fn files(name_status: &[u8], numstat: &[u8]) -> Vec<FileChange> {
+pub(super) fn files(name_status: &[u8], numstat: &[u8]) -> Vec<FileChange> {
     let mut by_path: BTreeMap<String, FileChange> = BTreeMap::new();
     let mut fields = name_status.split(|b| *b == 0).filter(|f| !f.is_empty());
     while let Some(status) = fields.next() {
@@ -58,7 +58,7 @@ pub fn files(name_status: &[u8], numstat: &[u8]) -> Vec<FileChange> {
 }
 
 /// The paths `git status --porcelain -z` lists (for a rename, the new path), sorted.
-pub fn dirty_paths(status: &[u8]) -> Vec<String> {
+pub(super) fn dirty_paths(status: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
     let mut fields = status.split(|b| *b == 0).filter(|f| !f.is_empty());
     while let Some(f) = fields.next() {

@@ -14,12 +14,12 @@ use std::process::{Child, Command, Stdio};
 use crate::run::WorkError;
 
 /// The most of one git command's standard output read (numstat, name-status, worktree lists).
-pub const OUTPUT_LIMIT: usize = 64 << 20;
+pub(crate) const OUTPUT_LIMIT: usize = 64 << 20;
 /// The most of one git command's standard error kept.
 const ERROR_LIMIT: usize = 64 << 10;
 
 /// What one git command did.
-pub struct Out {
+pub(crate) struct Out {
     /// Whether it exited 0.
     pub ok: bool,
     /// Its exit code, when it exited.
@@ -34,7 +34,7 @@ pub struct Out {
 
 impl Out {
     /// Standard output as text, trailing newlines trimmed.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.stdout)
             .trim_end_matches('\n')
             .to_string()
@@ -42,7 +42,7 @@ impl Out {
 }
 
 /// A `git -C DIR` command with the clean environment and stdin closed.
-pub fn git(dir: &Path) -> Command {
+pub(crate) fn git(dir: &Path) -> Command {
     let mut c = user_git(dir);
     c.args([
         "-c",
@@ -57,7 +57,7 @@ pub fn git(dir: &Path) -> Command {
 
 /// A `git -C DIR` command with the clean environment but the user's own configuration and
 /// hooks, for what git forum does in the user's branch on their behalf (`apply`).
-pub fn user_git(dir: &Path) -> Command {
+pub(crate) fn user_git(dir: &Path) -> Command {
     let mut c = Command::new("git");
     for var in [
         "GIT_DIR",
@@ -88,7 +88,7 @@ fn spawn_error(e: std::io::Error) -> WorkError {
 
 /// Runs `cmd`, reading at most `limit` bytes of its standard output; past that the command is
 /// stopped and `cut` says so.
-pub fn run_limited(mut cmd: Command, limit: usize) -> Result<Out, WorkError> {
+pub(crate) fn run_limited(mut cmd: Command, limit: usize) -> Result<Out, WorkError> {
     let mut child: Child = cmd.spawn().map_err(spawn_error)?;
     let err = child.stderr.take();
     let err_reader = std::thread::spawn(move || {
@@ -136,21 +136,21 @@ pub fn run_limited(mut cmd: Command, limit: usize) -> Result<Out, WorkError> {
 }
 
 /// Runs `git -C DIR ARGS` (output up to [`OUTPUT_LIMIT`]), whatever its exit status.
-pub fn run(dir: &Path, args: &[&str]) -> Result<Out, WorkError> {
+pub(crate) fn run(dir: &Path, args: &[&str]) -> Result<Out, WorkError> {
     let mut c = git(dir);
     c.args(args);
     run_limited(c, OUTPUT_LIMIT)
 }
 
 /// Runs `git -C DIR ARGS` and returns its output as text, or its failure as one line.
-pub fn ok(dir: &Path, args: &[&str]) -> Result<String, WorkError> {
+pub(crate) fn ok(dir: &Path, args: &[&str]) -> Result<String, WorkError> {
     let out = run(dir, args)?;
     ensure(&out, args)?;
     Ok(out.text())
 }
 
 /// The failure of `out` (from `git ARGS`) as a [`WorkError::Git`], or nothing when it passed.
-pub fn ensure(out: &Out, args: &[&str]) -> Result<(), WorkError> {
+pub(crate) fn ensure(out: &Out, args: &[&str]) -> Result<(), WorkError> {
     if out.ok {
         return Ok(());
     }
@@ -168,7 +168,7 @@ pub fn ensure(out: &Out, args: &[&str]) -> Result<(), WorkError> {
 }
 
 /// Text cut to at most `cap` bytes on a character boundary; whether it was cut.
-pub fn cut_text(bytes: &[u8], cap: usize) -> (String, bool) {
+pub(crate) fn cut_text(bytes: &[u8], cap: usize) -> (String, bool) {
     let cut = bytes.len() > cap;
     let kept = &bytes[..bytes.len().min(cap)];
     let text = match std::str::from_utf8(kept) {

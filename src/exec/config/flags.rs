@@ -94,7 +94,7 @@ fn flag_cmd(flag: &str, line: &str) -> Result<Vec<String>, ConfigError> {
 /// else `--api`, else `--cmd` / `--claude`, else the file's default; each tier is its chat URL
 /// flag, else its cmd flag, else the file's tier. Endpoints typed as flags are marked
 /// [`Origin::CommandLine`]; `--allow-private` applies to every chat endpoint of the run.
-pub fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runtime, ConfigError> {
+pub(crate) fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runtime, ConfigError> {
     let config = config.unwrap_or_default();
     let mut warnings = config.warnings;
     let ap = flags.allow_private;

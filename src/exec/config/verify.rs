@@ -120,7 +120,7 @@ impl Verification {
 }
 
 /// Why a table's `tier`/`verify` pair is refused, if it is.
-pub fn check(is_local: bool, v: SeatVerify) -> Result<(), String> {
+pub(crate) fn check(is_local: bool, v: SeatVerify) -> Result<(), String> {
     if let Some(t) = v.tier
         && !(1..=3).contains(&t)
     {
@@ -144,7 +144,7 @@ pub fn check(is_local: bool, v: SeatVerify) -> Result<(), String> {
 
 /// The tier of a seat and its implications: `tier` when written, else 3 for `is_local`,
 /// else 2; a tier-3 seat is checked in full, others at their `verify` (default standard).
-pub fn resolve(is_local: bool, v: SeatVerify) -> Verification {
+pub(crate) fn resolve(is_local: bool, v: SeatVerify) -> Verification {
     let tier = v.tier.unwrap_or(if is_local { 3 } else { 2 });
     let verify = if tier == 3 {
         Verify::Full
@@ -155,7 +155,7 @@ pub fn resolve(is_local: bool, v: SeatVerify) -> Verification {
 }
 
 /// The verification of one executor.
-pub fn of_spec(spec: &ExecutorSpec) -> Verification {
+pub(crate) fn of_spec(spec: &ExecutorSpec) -> Verification {
     resolve(spec.is_local, spec.verify)
 }
 
@@ -163,7 +163,7 @@ pub fn of_spec(spec: &ExecutorSpec) -> Verification {
 /// may land on (each lane's, through the worker seat when it is pinned). An executor that does
 /// not resolve counts as nothing here (the run is refused for it elsewhere); with none at
 /// all, the default's level (tier 2, standard).
-pub fn for_run(rt: &Runtime, roster: &Roster) -> Verification {
+pub(crate) fn for_run(rt: &Runtime, roster: &Roster) -> Verification {
     roster
         .agents()
         .iter()

@@ -15,10 +15,10 @@ use std::sync::{Arc, OnceLock};
 use super::{Mode, Policy, Record, bwrap_argv, decide};
 
 /// The variable that names the `bwrap` to use (a path); tests point it at a missing file.
-pub const BWRAP_ENV: &str = "GIT_FORUM_BWRAP";
+pub(crate) const BWRAP_ENV: &str = "GIT_FORUM_BWRAP";
 
 /// The `bwrap` this process would use, or why there is none.
-pub fn find_bwrap() -> Result<PathBuf, String> {
+pub(crate) fn find_bwrap() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os(BWRAP_ENV).filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
         return if p.is_file() {
@@ -36,7 +36,7 @@ pub fn find_bwrap() -> Result<PathBuf, String> {
 
 /// Whether `bwrap` can confine a command here: it runs `true` with the namespaces the sandbox
 /// unshares; its last stderr line says why not.
-pub fn probe(bwrap: &Path) -> Result<(), String> {
+pub(crate) fn probe(bwrap: &Path) -> Result<(), String> {
     let out = Command::new(bwrap)
         .args(["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/"])
         .args(["--dev", "/dev", "--proc", "/proc", "--", "true"])
@@ -141,7 +141,7 @@ impl Jail {
 }
 
 /// A resolved sandbox: what the record says and the jail (`None`: unconfined), or the refusal.
-pub type Resolved = Result<(Record, Option<Arc<Jail>>), String>;
+pub(crate) type Resolved = Result<(Record, Option<Arc<Jail>>), String>;
 
 /// A run's sandbox: its mode and policy, and (once resolved) its record and jail.
 #[derive(Debug)]

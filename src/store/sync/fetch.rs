@@ -20,7 +20,7 @@ use crate::store::git::{GitStore, LEDGER_PREFIX, Options, StoreError, validate_l
 
 /// What `fetch` decided about one remote ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FetchStatus {
+pub(crate) enum FetchStatus {
     New,
     UpToDate,
     Updated,
@@ -34,7 +34,7 @@ pub enum FetchStatus {
 }
 
 impl FetchStatus {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             FetchStatus::New => "new",
             FetchStatus::UpToDate => "up-to-date",
@@ -48,7 +48,7 @@ impl FetchStatus {
         }
     }
 
-    pub fn adopted(self) -> bool {
+    pub(crate) fn adopted(self) -> bool {
         matches!(
             self,
             FetchStatus::New
@@ -61,7 +61,7 @@ impl FetchStatus {
 
 /// One remote ledger's outcome, with the evidence.
 #[derive(Debug, Clone)]
-pub struct FetchResult {
+pub(crate) struct FetchResult {
     pub ledger: String,
     pub status: FetchStatus,
     /// The remote copy's checkpoint (size 0 when the remote no longer has the ledger).
@@ -107,7 +107,7 @@ impl Drop for Staging<'_> {
 /// it against the checkpoint last seen from that remote, and adopts the consistent ones
 /// (`refs/forum/remotes/REMOTE/NAME` and `refs/forum/seen/REMOTE/NAME` move together). Refused
 /// copies change nothing.
-pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
+pub(crate) fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
     let repo = crate::store::git::open_repo(dir)?;
     let hash = repo.object_hash();
     let git = Git::for_repo(&repo);

@@ -12,7 +12,7 @@ use crate::surface::{Error, Report, Result};
 
 /// A gate waiting for a decision.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct GateRow {
+pub(crate) struct GateRow {
     /// The `gate_pending` entry.
     pub seq: u64,
     /// The run (its request seq), when the gate belongs to one.
@@ -33,7 +33,7 @@ pub struct GateRow {
 
 /// The pending gates of a ledger.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct GateList {
+pub(crate) struct GateList {
     pub schema: &'static str,
     pub pending: Vec<GateRow>,
 }
@@ -43,14 +43,14 @@ impl Report for GateList {
 }
 
 /// The gates of the ledger `entries` that resolve to pending (bodies through `bodies`).
-pub fn pending(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Vec<PendingGate>> {
+pub(crate) fn pending(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Vec<PendingGate>> {
     let p = status::pending_gates(entries, |e| bodies.get(e));
     bodies.done()?;
     Ok(p)
 }
 
 /// The gates of the ledger `entries` waiting for a decision.
-pub fn gates(entries: &[Entry], bodies: &Bodies<'_>) -> Result<GateList> {
+pub(crate) fn gates(entries: &[Entry], bodies: &Bodies<'_>) -> Result<GateList> {
     let rows = pending(entries, bodies)?
         .into_iter()
         .map(|g| GateRow {
@@ -72,7 +72,7 @@ pub fn gates(entries: &[Entry], bodies: &Bodies<'_>) -> Result<GateList> {
 
 /// What is decided.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Let the wave run as planned.
     Approve,
     /// Let the wave run with these instructions (task id, instruction), at least one.
@@ -83,7 +83,7 @@ pub enum Decision {
 
 impl Decision {
     /// The decision as the gate module names it.
-    pub fn gate_decision(&self) -> GateDecision {
+    pub(crate) fn gate_decision(&self) -> GateDecision {
         match self {
             Decision::Approve => GateDecision::Approve,
             Decision::Edit(_) => GateDecision::Edit,
@@ -92,12 +92,12 @@ impl Decision {
     }
 
     /// The entry kind that witnesses the decision.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         self.gate_decision().kind()
     }
 
     /// The answer's `resolved`: `approved`, `edited` or `rejected`.
-    pub fn resolved(&self) -> &'static str {
+    pub(crate) fn resolved(&self) -> &'static str {
         self.gate_decision().word()
     }
 }
@@ -105,7 +105,7 @@ impl Decision {
 /// A decision on a gate: which one (each filter optional; together they must name exactly one
 /// pending gate), by whom, and what.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decide {
+pub(crate) struct Decide {
     /// The run, by its request seq.
     pub run: Option<u64>,
     /// The run, by its first plan entry (the gate's key).
@@ -122,7 +122,7 @@ pub struct Decide {
 
 /// A decision witnessed.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct GateDecided {
+pub(crate) struct GateDecided {
     pub schema: &'static str,
     /// `approved`, `edited` or `rejected`.
     pub resolved: &'static str,
@@ -146,7 +146,7 @@ impl Report for GateDecided {
 #[cfg(test)]
 /// The gate `d` names among `pending`, by the one rule of [`gate::decide`]: the filters must
 /// name exactly one pending gate, and an edit may only rewrite tasks of that gate's wave.
-pub fn pick<'a>(pending: &'a [PendingGate], d: &Decide) -> Result<&'a PendingGate> {
+pub(crate) fn pick<'a>(pending: &'a [PendingGate], d: &Decide) -> Result<&'a PendingGate> {
     let chosen = rule(pending, d)?;
     Ok(pending
         .iter()
@@ -185,7 +185,7 @@ fn rule(pending: &[PendingGate], d: &Decide) -> Result<gate::NewGateEntry> {
 /// Decides one of the `pending` gates (see [`pending`]) by the rule of [`gate::decide`] and
 /// witnesses the decision through `store` at time `ts`, parented on the pending gate, then
 /// syncs.
-pub fn decide(
+pub(crate) fn decide(
     pending: &[PendingGate],
     store: &mut dyn Storage,
     d: &Decide,

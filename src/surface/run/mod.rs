@@ -35,14 +35,14 @@ use crate::ledger::{Entry, StorageError};
 /// Bodies for the run projections, which take a body or nothing: the first body that cannot be
 /// read (one that does not hash to its entry included) is kept, so the operation fails with it
 /// instead of reading the body as absent.
-pub struct Bodies<'a> {
+pub(crate) struct Bodies<'a> {
     read: &'a dyn Fn(&Entry) -> Result<Option<J>, String>,
     failed: RefCell<Option<String>>,
 }
 
 impl<'a> Bodies<'a> {
     /// Reads each body with `read` (`Ok(None)`: redacted).
-    pub fn new(read: &'a dyn Fn(&Entry) -> Result<Option<J>, String>) -> Bodies<'a> {
+    pub(crate) fn new(read: &'a dyn Fn(&Entry) -> Result<Option<J>, String>) -> Bodies<'a> {
         Bodies {
             read,
             failed: RefCell::new(None),
@@ -50,7 +50,7 @@ impl<'a> Bodies<'a> {
     }
 
     /// The body of `e`, `None` when redacted or unreadable (kept for [`Bodies::done`]).
-    pub fn get(&self, e: &Entry) -> Option<J> {
+    pub(crate) fn get(&self, e: &Entry) -> Option<J> {
         match (self.read)(e) {
             Ok(b) => b,
             Err(m) => {
@@ -61,7 +61,7 @@ impl<'a> Bodies<'a> {
     }
 
     /// The first failure, if any body could not be read.
-    pub fn done(&self) -> super::Result<()> {
+    pub(crate) fn done(&self) -> super::Result<()> {
         match self.failed.borrow_mut().take() {
             Some(m) => Err(Error::internal(m)),
             None => Ok(()),
@@ -71,7 +71,7 @@ impl<'a> Bodies<'a> {
 
 /// A ledger error as the surface reports it: a refused entry is the caller's input, anything
 /// else the store's failure.
-pub fn storage(e: StorageError) -> Error {
+pub(crate) fn storage(e: StorageError) -> Error {
     match e {
         StorageError::Invalid(m) => Error::usage(m),
         other => Error::internal(other.to_string()).with_source(other),

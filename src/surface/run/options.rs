@@ -18,13 +18,13 @@ use crate::surface::run::repo_context::{Chained, RepoContext};
 use crate::surface::{Error, Result};
 
 /// The delivery profiles a run may be checked against.
-pub const PROFILES: [&str; 4] = ["operator", "engineer", "researcher", "executive"];
+pub(crate) const PROFILES: [&str; 4] = ["operator", "engineer", "researcher", "executive"];
 
 /// Capsules fed to a run are Forum's defaults: the last 8 task results, texts clipped to 240
 /// code points.
-pub const CAPSULE_MAX_ITEMS: usize = 8;
+pub(crate) const CAPSULE_MAX_ITEMS: usize = 8;
 /// See [`CAPSULE_MAX_ITEMS`].
-pub const CAPSULE_MAX_TEXT_CHARS: usize = 240;
+pub(crate) const CAPSULE_MAX_TEXT_CHARS: usize = 240;
 
 /// A command line (split like a shell, run without one) and the seconds it may take.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,7 +116,7 @@ fn argv_of(flag: &str, line: &str) -> Result<Vec<String>> {
 }
 
 /// A delivery profile name, refused unless it is one of [`PROFILES`].
-pub fn check_profile(p: &str) -> Result<()> {
+pub(crate) fn check_profile(p: &str) -> Result<()> {
     if !PROFILES.contains(&p.trim().to_lowercase().as_str()) {
         return Err(Error::usage(format!(
             "unknown delivery profile {p:?}; valid profiles: {}",
@@ -320,7 +320,7 @@ impl RunOptions {
 /// choice made for "checks required": `done_when` criteria are only known after planning, so
 /// at least one `--check` or `[work] checks` command must be given). The tier is recorded on
 /// the run's work record and tells the pre-ship gate whether to see every change.
-pub fn apply_verification(v: config::Verification, opts: &mut run::Options) -> Result<()> {
+pub(crate) fn apply_verification(v: config::Verification, opts: &mut run::Options) -> Result<()> {
     if v.judge_intent {
         opts.judge_intent = true;
     }
@@ -339,7 +339,7 @@ pub fn apply_verification(v: config::Verification, opts: &mut run::Options) -> R
 /// Agent CLIs (`--claude`, `--codex`, `--aider`) reach their model over the network, so a
 /// confined run whose roster lands a task on one keeps the network, as `--sandbox-net` would.
 /// The run's record says so (`sandbox.net`).
-pub fn apply_preset_net(
+pub(crate) fn apply_preset_net(
     rt: &config::Runtime,
     roster: &crate::roster::Roster,
     opts: &mut run::Options,
@@ -369,7 +369,7 @@ pub fn apply_preset_net(
 }
 
 /// The context provider `source` names, if any (see [`RunOptions::context_provider`]).
-pub fn context_provider(
+pub(crate) fn context_provider(
     source: &ContextSource,
     pre: impl FnOnce() -> Result<Vec<(Entry, Option<Value>)>>,
 ) -> Result<Option<Arc<dyn ContextProvider>>> {
@@ -394,7 +394,7 @@ pub fn context_provider(
 
 /// The capsule text of a ledger whose entries up to some seq were read already (`pre`, read
 /// in one walk) and whose newer entries are read through `ledger`.
-pub fn capsule_text_of(
+pub(crate) fn capsule_text_of(
     pre: &[(Entry, Option<Value>)],
     ledger: &dyn Storage,
     max_items: usize,
@@ -421,7 +421,7 @@ pub fn capsule_text_of(
 /// The values of every variable a runtime config names as `api_key_env` (set and long enough
 /// to look for), read from the environment here, at the edge: the scanner redacts them
 /// wherever a body holds them, whatever the policy allows.
-pub fn key_values(runtime: &config::Runtime) -> Vec<String> {
+pub(crate) fn key_values(runtime: &config::Runtime) -> Vec<String> {
     let mut specs: Vec<&config::ExecutorSpec> = runtime.default.iter().collect();
     specs.extend(runtime.tiers.values());
     for seat in [&runtime.seats.worker, &runtime.seats.orchestrator] {
@@ -443,7 +443,7 @@ pub fn key_values(runtime: &config::Runtime) -> Vec<String> {
 }
 
 /// Every entry of a git ledger with its body, in one walk (none when it does not exist yet).
-pub fn preload(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>> {
+pub(crate) fn preload(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>> {
     let read = |e: crate::store::git::StoreError| Error::internal(e.to_string()).with_source(e);
     if !store.exists().map_err(read)? {
         return Ok(Vec::new());

@@ -13,7 +13,7 @@ use crate::surface::{Error, Report, Result};
 
 /// Our receipt of one submit or resume: its entries, calls per model, verdicts, route frame.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct RunReceipt {
+pub(crate) struct RunReceipt {
     pub schema: &'static str,
     pub ledger: String,
     pub status: &'static str,
@@ -38,7 +38,12 @@ impl Report for RunReceipt {
 
 /// Our receipt of the run `outcome` reports, on ledger `ledger` of `size` entries whose
 /// checkpoint is `checkpoint`.
-pub fn run_receipt(outcome: &Outcome, ledger: &str, checkpoint: &str, size: u64) -> RunReceipt {
+pub(crate) fn run_receipt(
+    outcome: &Outcome,
+    ledger: &str,
+    checkpoint: &str,
+    size: u64,
+) -> RunReceipt {
     RunReceipt {
         schema: RunReceipt::SCHEMA,
         ledger: ledger.to_string(),
@@ -60,7 +65,7 @@ pub fn run_receipt(outcome: &Outcome, ledger: &str, checkpoint: &str, size: u64)
 /// the ledger's checkpoint and deep verification, from what the run was given (its call and
 /// seconds budget, its context budget, the delivery profile asked for) and the answer it
 /// delivered.
-pub fn forum_receipt(
+pub(crate) fn forum_receipt(
     store: &GitStore,
     outcome: &Outcome,
     opts: &run::Options,
@@ -114,7 +119,7 @@ pub fn forum_receipt(
 
 /// Forum's action receipt of one run, as the `receipt` operation answers.
 #[derive(Debug, Clone)]
-pub struct Receipt(pub Value);
+pub(crate) struct Receipt(pub Value);
 
 impl Serialize for Receipt {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -128,7 +133,7 @@ impl Report for Receipt {
 
 /// Forum's action receipt of the run whose request is at `run` (`None`: the latest run) of
 /// the snapshot `s` (loaded with deep verification).
-pub fn receipt_of(s: &Snapshot, run: Option<u64>) -> Result<Receipt> {
+pub(crate) fn receipt_of(s: &Snapshot, run: Option<u64>) -> Result<Receipt> {
     let roots = status::roots(&s.entries());
     let run = match run {
         Some(seq) => seq,

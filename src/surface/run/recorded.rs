@@ -14,7 +14,7 @@ use crate::surface::{Error, Result};
 /// The run a resume of `target` continues (the latest resumable one when `None`), and the
 /// executors its request recorded, if any. A run that cannot be found or resumed gives
 /// `None` here: the resume itself then says why, in its own words.
-pub fn recorded_runtime(
+pub(crate) fn recorded_runtime(
     entries: &[Entry],
     bodies: &Bodies<'_>,
     target: Option<u64>,
@@ -41,7 +41,7 @@ pub fn recorded_runtime(
 }
 
 /// A record as a runtime; one that does not hold together is refused with what to do.
-pub fn from_record(record: &J, request_seq: u64) -> Result<Runtime> {
+pub(crate) fn from_record(record: &J, request_seq: u64) -> Result<Runtime> {
     config::record::from_record(record).map_err(|e| {
         Error::usage(format!(
             "run {request_seq} recorded executors this resume cannot use ({e}); give the executor flags (--cmd, --chat-url, --runtime-config ...) to resume it on them"
@@ -51,7 +51,7 @@ pub fn from_record(record: &J, request_seq: u64) -> Result<Runtime> {
 
 /// `current` with its executors replaced by the recorded ones (its `[work]` table and
 /// warnings stay).
-pub fn with_recorded(current: Runtime, recorded: Runtime) -> Runtime {
+pub(crate) fn with_recorded(current: Runtime, recorded: Runtime) -> Runtime {
     Runtime {
         default: recorded.default,
         tiers: recorded.tiers,

@@ -12,7 +12,7 @@ use crate::surface::{Report, Result};
 
 /// One run.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunRow {
+pub(crate) struct RunRow {
     /// The seq of its request (the run's id).
     pub request_seq: u64,
     /// The request text.
@@ -43,7 +43,7 @@ pub struct RunRow {
 /// What a `--work` run did in the repository, counted from its `change`, `check` and `ship`
 /// entries (each task's latest decision counts).
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct WorkRow {
+pub(crate) struct WorkRow {
     /// The run branch (`forum/run-SEQ`).
     pub branch: String,
     /// `change` entries with a commit.
@@ -66,7 +66,7 @@ pub struct WorkRow {
 
 impl WorkRow {
     /// One line: `2 changes merged, 1 blocked, checks 3/3 passed`.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let mut parts = vec![format!(
             "{} merged ({} files, +{} -{})",
             self.merged, self.files, self.added, self.removed
@@ -147,7 +147,7 @@ fn work_row(
 
 /// The runs of a ledger, oldest first.
 #[derive(Debug, Clone, Serialize)]
-pub struct Runs {
+pub(crate) struct Runs {
     pub schema: &'static str,
     pub runs: Vec<RunRow>,
 }
@@ -157,7 +157,7 @@ impl Report for Runs {
 }
 
 /// The runs of the ledger `entries` (bodies read through `bodies`).
-pub fn runs(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Runs> {
+pub(crate) fn runs(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Runs> {
     let infos = status::runs(entries, |e| bodies.get(e));
     bodies.done()?;
     let mut rows = Vec::with_capacity(infos.len());
