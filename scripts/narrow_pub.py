@@ -118,6 +118,69 @@ def restore_item_named(name):
     return False
 
 
+def module_dir(path):
+    """The directory holding the children of the module that `path` (under src/) defines."""
+    path = os.path.join(ROOT, path) if not os.path.isabs(path) else path
+    base = os.path.basename(path)
+    if base in ("mod.rs", "lib.rs"):
+        return os.path.dirname(path)
+    return path[: -len(".rs")]
+
+
+def module_file(d):
+    for cand in (d + ".rs", os.path.join(d, "mod.rs")):
+        if os.path.exists(cand):
+            return cand
+    return None
+
+
+def restore_reexported(path, line_no, name):
+    """For `pub use a::b::{.., name, ..};` at `path:line_no`, restore `name` (its definition
+    or its own re-export) in the module the `use` path names."""
+    full = os.path.join(ROOT, path) if not os.path.isabs(path) else path
+    with open(full) as f:
+        lines = f.read().split("\n")
+    start = line_no - 1
+    while start > 0 and not re.match(r"^\s*pub(\(crate\))? use ", lines[start]):
+        start -= 1
+    text = " ".join(lines[start:line_no + 40])
+    m = re.match(r"^\s*pub(?:\(crate\))? use ([^;]*);", text)
+    if not m:
+        return False
+    tree = m.group(1).replace(" ", "")
+    # The module path in front of `name`: `a::b::name`, or `a::b::{..,name,..}`.
+    mm = re.match(r"^((?:\w+::)+)(?:" + re.escape(name) + r"$|\{)", tree)
+    if not mm:
+        return False
+    segs = [x for x in mm.group(1).split("::") if x]
+    d = module_dir(full)
+    if segs and segs[0] == "crate":
+        d, segs = SRC, segs[1:]
+    for seg in segs:
+        if seg == "self":
+            continue
+        if seg == "super":
+            d = os.path.dirname(d)
+            continue
+        d = os.path.join(d, seg)
+    target = module_file(d)
+    if not target:
+        return False
+    pat = re.compile(r"^\s*pub\(crate\) " + ITEM + r"\s+" + re.escape(name) + r"\b")
+    use = re.compile(r"^\s*pub\(crate\) use .*\b" + re.escape(name) + r"\b")
+    with open(target) as f:
+        tl = f.read().split("\n")
+    for i, line in enumerate(tl):
+        if pat.match(line) or use.match(line):
+            return restore_at(target, i + 1, 1)
+    # `name` inside a multi-line `pub(crate) use x::{..}` group in that module.
+    for i, line in enumerate(tl):
+        if re.search(r"\b" + re.escape(name) + r"\b", line) and not line.lstrip().startswith("//"):
+            if restore_at(target, i + 1, 1):
+                return True
+    return False
+
+
 def restore_field(struct, field):
     """Restore `pub(crate) field:` inside the definition of `struct` (searched by name)."""
     head = re.compile(r"^\s*(pub(\(crate\))? )?struct\s+" + re.escape(struct) + r"\b")
@@ -156,13 +219,19 @@ def handle(diag):
         for s in spans_of(diag):
             changed |= restore_at(s["file_name"], s["line_start"], s["column_start"])
     elif code in ("E0616", "E0451"):
-        m = re.search(r"field `([^`]+)` of (?:struct|union) `([^`<]+)", msg)
+        m = re.search(r"fields? (.*) of (?:struct|union) `([^`<]+)", msg)
         if m:
-            changed |= restore_field(m.group(2).split("::")[-1], m.group(1))
+            for field in re.findall(r"`([^`]+)`", m.group(1)):
+                changed |= restore_field(m.group(2).split("::")[-1], field)
     elif code in ("E0364", "E0365"):
         m = re.search(r"`([^`]+)`", msg)
         if m:
-            changed |= restore_item_named(m.group(1).split("::")[-1])
+            name = m.group(1).split("::")[-1]
+            prim = [x for x in diag.get("spans", []) if x.get("is_primary")]
+            if prim:
+                changed |= restore_reexported(prim[0]["file_name"], prim[0]["line_start"], name)
+            if not changed:
+                changed |= restore_item_named(name)
     return changed
 
 

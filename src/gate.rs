@@ -110,11 +110,11 @@ impl GateState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mark<'a> {
     /// The entry's seq.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// The entry's kind.
-    pub kind: &'a str,
+    pub(crate) kind: &'a str,
     /// An expiry's `decision` (`approved` approves; anything else rejects).
-    pub expiry_decision: Option<&'a str>,
+    pub(crate) expiry_decision: Option<&'a str>,
 }
 
 /// Where one gate stands from its entries (all of one key, in any order): the highest-seq
@@ -280,15 +280,15 @@ pub struct PendingGate {
     /// The gated wave (0-based).
     pub wave: u64,
     /// The run's request seq, when the gate belongs to a run.
-    pub request_seq: Option<u64>,
+    pub(crate) request_seq: Option<u64>,
     /// The wave's task ids.
-    pub tasks: Vec<String>,
+    pub(crate) tasks: Vec<String>,
     /// What the approver is asked.
-    pub question: String,
+    pub(crate) question: String,
     /// When the gate expires (seconds since 1970), if it does.
-    pub deadline: Option<f64>,
+    pub(crate) deadline: Option<f64>,
     /// What it becomes then: `approve` or `reject`.
-    pub on_expiry: Option<String>,
+    pub(crate) on_expiry: Option<String>,
 }
 
 /// Every gate that currently resolves to pending (the latest `gate_pending` of each key).
@@ -351,26 +351,26 @@ pub(crate) fn pending_gates(
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Which {
     /// The run, by its request seq (what `git forum runs` lists).
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
     /// The run, by its gates' key: its first plan entry.
-    pub run_seq: Option<u64>,
+    pub(crate) run_seq: Option<u64>,
     /// The gated wave (0-based).
-    pub wave: Option<u64>,
+    pub(crate) wave: Option<u64>,
 }
 
 /// What a person decides, as the caller read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Decision {
     /// Approve, edit or reject.
-    pub decision: GateDecision,
+    pub(crate) decision: GateDecision,
     /// Who decides.
-    pub approver: String,
+    pub(crate) approver: String,
     /// A note kept with an approval or an edit.
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
     /// Why, for a rejection (default: "rejected by the approver").
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// For an edit: the rewritten instructions, by task id (at least one).
-    pub edits: BTreeMap<String, String>,
+    pub(crate) edits: BTreeMap<String, String>,
 }
 
 /// The entry that witnesses a decision, ready to append: `kind` by `actor` under `parent`
@@ -378,14 +378,14 @@ pub(crate) struct Decision {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct NewGateEntry {
     /// The gate decided.
-    pub gate: PendingGate,
+    pub(crate) gate: PendingGate,
     /// What was decided.
-    pub decision: GateDecision,
+    pub(crate) decision: GateDecision,
     /// The causal parent: the gate's `gate_pending` entry.
-    pub parent: u64,
+    pub(crate) parent: u64,
     /// `{run_seq, wave, approver}` and `note` (approve), `edits` and `note` (edit) or `reason`
     /// (reject).
-    pub payload: J,
+    pub(crate) payload: J,
 }
 
 impl NewGateEntry {

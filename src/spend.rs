@@ -26,15 +26,15 @@ pub(crate) const PROMPT_FRAMING_TOKENS: u64 = 32;
 
 /// What one executor charges, in micro-dollars per million tokens (so `1_500_000` is $1.50).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Price {
-    pub in_micro_per_mtok: u64,
-    pub out_micro_per_mtok: u64,
+pub(crate) struct Price {
+    pub(crate) in_micro_per_mtok: u64,
+    pub(crate) out_micro_per_mtok: u64,
 }
 
 impl Price {
     /// A price from dollars per million tokens (`price_in_per_mtok`, `price_out_per_mtok`),
     /// rounded up to a whole micro-dollar. `None` for a negative, non-finite or absurd price.
-    pub fn from_usd_per_mtok(input: f64, output: f64) -> Option<Price> {
+    pub(crate) fn from_usd_per_mtok(input: f64, output: f64) -> Option<Price> {
         Some(Price {
             in_micro_per_mtok: micro(input)?,
             out_micro_per_mtok: micro(output)?,
@@ -43,7 +43,7 @@ impl Price {
 
     /// What `prompt` input tokens and `completion` output tokens cost, in pico-dollars
     /// (one micro-dollar per million tokens is one pico-dollar per token).
-    pub fn cost_pico(&self, prompt: u64, completion: u64) -> u64 {
+    pub(crate) fn cost_pico(&self, prompt: u64, completion: u64) -> u64 {
         let c = u128::from(prompt) * u128::from(self.in_micro_per_mtok)
             + u128::from(completion) * u128::from(self.out_micro_per_mtok);
         u64::try_from(c).unwrap_or(u64::MAX)
@@ -90,16 +90,16 @@ pub(crate) fn estimate_tokens(bytes: usize) -> u64 {
 
 /// The two ceilings of a run; `None` is no ceiling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Ceilings {
+pub(crate) struct Ceilings {
     /// `--max-tokens`: prompt plus completion tokens over every model call.
-    pub max_tokens: Option<u64>,
+    pub(crate) max_tokens: Option<u64>,
     /// `--max-cost-usd`, in pico-dollars.
-    pub max_cost_pico: Option<u64>,
+    pub(crate) max_cost_pico: Option<u64>,
 }
 
 impl Ceilings {
     /// True when there is at least one ceiling.
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.max_tokens.is_some() || self.max_cost_pico.is_some()
     }
 }
@@ -124,14 +124,14 @@ impl Ceiling {
 
 /// What a call may spend or did spend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Amount {
-    pub tokens: u64,
-    pub pico: u64,
+pub(crate) struct Amount {
+    pub(crate) tokens: u64,
+    pub(crate) pico: u64,
 }
 
 impl Amount {
     /// `prompt` plus `completion` tokens at `price`.
-    pub fn of(prompt: u64, completion: u64, price: Price) -> Amount {
+    pub(crate) fn of(prompt: u64, completion: u64, price: Price) -> Amount {
         Amount {
             tokens: prompt.saturating_add(completion),
             pico: price.cost_pico(prompt, completion),
@@ -157,11 +157,11 @@ impl Reservation {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CeilingHit {
     /// The ceiling it would have passed (tokens first when both would).
-    pub ceiling: Ceiling,
+    pub(crate) ceiling: Ceiling,
     /// What the call asked for in that ceiling's unit (tokens or pico-dollars).
-    pub needed: u64,
+    pub(crate) needed: u64,
     /// What was left of that ceiling, net of running reservations.
-    pub left: u64,
+    pub(crate) left: u64,
 }
 
 /// The spend of one run (this time: a resumed run starts a fresh one).

@@ -34,24 +34,24 @@ pub(crate) const FORUM_OWNER: &str = "forum";
 /// One feature: a unit of work for one roster lane.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Feature {
-    pub feature_id: String,
-    pub title: String,
-    pub agent: String,
-    pub instruction: String,
-    pub priority: i64,
+    pub(crate) feature_id: String,
+    pub(crate) title: String,
+    pub(crate) agent: String,
+    pub(crate) instruction: String,
+    pub(crate) priority: i64,
     /// Feature ids anywhere in the campaign that must be witnessed done first.
-    pub depends_on: Vec<String>,
+    pub(crate) depends_on: Vec<String>,
     /// Acceptance criteria handed on to the dispatched task.
-    pub done_when: Vec<String>,
+    pub(crate) done_when: Vec<String>,
 }
 
 /// A group of features under one owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Project {
-    pub project_id: String,
-    pub owner: String,
-    pub priority: i64,
-    pub features: Vec<Feature>,
+    pub(crate) project_id: String,
+    pub(crate) owner: String,
+    pub(crate) priority: i64,
+    pub(crate) features: Vec<Feature>,
 }
 
 impl Project {
@@ -64,9 +64,9 @@ impl Project {
 /// A declared campaign.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Campaign {
-    pub campaign_id: String,
-    pub title: String,
-    pub projects: Vec<Project>,
+    pub(crate) campaign_id: String,
+    pub(crate) title: String,
+    pub(crate) projects: Vec<Project>,
 }
 
 /// Why a declaration was not accepted.

@@ -68,68 +68,68 @@ impl FeatureState {
 /// One feature as the room shows it (Forum's keys, in Forum's order).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct FeatureView {
-    pub feature_id: String,
-    pub project_id: String,
-    pub owner: String,
-    pub priority: i64,
-    pub depends_on: Vec<String>,
-    pub status: FeatureState,
-    pub reason: String,
+    pub(crate) feature_id: String,
+    pub(crate) project_id: String,
+    pub(crate) owner: String,
+    pub(crate) priority: i64,
+    pub(crate) depends_on: Vec<String>,
+    pub(crate) status: FeatureState,
+    pub(crate) reason: String,
     /// The recorded `witnessed_seq`, as recorded (null when none).
-    pub witnessed_seq: J,
-    pub external: bool,
+    pub(crate) witnessed_seq: J,
+    pub(crate) external: bool,
     /// The recorded `source`, as recorded (null when none).
-    pub external_source: J,
+    pub(crate) external_source: J,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub violation: Option<String>,
-    pub deps_met: bool,
-    pub blocking_deps: Vec<String>,
+    pub(crate) violation: Option<String>,
+    pub(crate) deps_met: bool,
+    pub(crate) blocking_deps: Vec<String>,
 }
 
 /// One project as the room shows it, with the latest status an outside system reported.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ProjectView {
-    pub project_id: String,
-    pub owner: String,
-    pub priority: i64,
-    pub feature_ids: Vec<String>,
-    pub reported_status: J,
-    pub reported_source: J,
-    pub reported_reason: J,
+    pub(crate) project_id: String,
+    pub(crate) owner: String,
+    pub(crate) priority: i64,
+    pub(crate) feature_ids: Vec<String>,
+    pub(crate) reported_status: J,
+    pub(crate) reported_source: J,
+    pub(crate) reported_reason: J,
 }
 
 /// Features per state (Forum's key order).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub(crate) struct Counts {
-    pub done: u64,
-    pub in_progress: u64,
-    pub blocked: u64,
-    pub failed: u64,
-    pub pending: u64,
-    pub unwitnessed: u64,
+    pub(crate) done: u64,
+    pub(crate) in_progress: u64,
+    pub(crate) blocked: u64,
+    pub(crate) failed: u64,
+    pub(crate) pending: u64,
+    pub(crate) unwitnessed: u64,
 }
 
 /// The room's progress signal (Forum's key order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub(crate) struct Progress {
-    pub done: u64,
-    pub total: u64,
-    pub failed: u64,
-    pub blocked: u64,
-    pub unwitnessed: u64,
-    pub pending: u64,
-    pub in_progress: u64,
+    pub(crate) done: u64,
+    pub(crate) total: u64,
+    pub(crate) failed: u64,
+    pub(crate) blocked: u64,
+    pub(crate) unwitnessed: u64,
+    pub(crate) pending: u64,
+    pub(crate) in_progress: u64,
 }
 
 /// A campaign reduced from the ledger.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Status {
     /// The campaign as last declared.
-    pub campaign: Campaign,
-    pub complete: bool,
-    pub counts: Counts,
-    pub features: Vec<FeatureView>,
-    pub projects: Vec<ProjectView>,
+    pub(crate) campaign: Campaign,
+    pub(crate) complete: bool,
+    pub(crate) counts: Counts,
+    pub(crate) features: Vec<FeatureView>,
+    pub(crate) projects: Vec<ProjectView>,
 }
 
 impl Status {
@@ -331,9 +331,9 @@ fn truthy(v: &J) -> bool {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Next {
     /// Pending, ours, every dependency done: by priority (highest first), then id.
-    pub runnable: Vec<FeatureView>,
+    pub(crate) runnable: Vec<FeatureView>,
     /// Pending, ours, a dependency failed, blocked or unwitnessed: by id, with the reason.
-    pub blocked: Vec<FeatureView>,
+    pub(crate) blocked: Vec<FeatureView>,
 }
 
 /// Forum's `derive_next_features`: which pending features can run and which are stuck.
@@ -380,12 +380,12 @@ pub(crate) fn next_features(status: &Status) -> Next {
 /// One next action for an operator (the run room's action shape).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Action {
-    pub id: String,
-    pub kind: String,
-    pub priority: String,
-    pub label: String,
-    pub reason: String,
-    pub target: J,
+    pub(crate) id: String,
+    pub(crate) kind: String,
+    pub(crate) priority: String,
+    pub(crate) label: String,
+    pub(crate) reason: String,
+    pub(crate) target: J,
 }
 
 fn action(
@@ -460,19 +460,19 @@ pub(crate) fn next_actions(status: &Status) -> Vec<Action> {
 /// The campaign room, `forum.campaign-room/v1` (Forum's keys, in Forum's order).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Room {
-    pub schema: &'static str,
-    pub campaign_id: String,
-    pub title: String,
+    pub(crate) schema: &'static str,
+    pub(crate) campaign_id: String,
+    pub(crate) title: String,
     /// The Merkle root over every entry hash of the ledger.
-    pub checkpoint: String,
+    pub(crate) checkpoint: String,
     /// Whether the ledger verified deeply (every body) when the room was built.
-    pub verified: bool,
-    pub complete: bool,
-    pub counts: Counts,
-    pub progress: Progress,
-    pub features: Vec<FeatureView>,
-    pub projects: Vec<ProjectView>,
-    pub next_actions: Vec<Action>,
+    pub(crate) verified: bool,
+    pub(crate) complete: bool,
+    pub(crate) counts: Counts,
+    pub(crate) progress: Progress,
+    pub(crate) features: Vec<FeatureView>,
+    pub(crate) projects: Vec<ProjectView>,
+    pub(crate) next_actions: Vec<Action>,
 }
 
 /// The room of `status`, on a ledger whose checkpoint is `checkpoint` and whose deep
@@ -577,13 +577,13 @@ pub(crate) fn dispatch_body(campaign_id: &str, wave: &[String]) -> J {
 /// What an outside system reports, as `ingest-status` records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Ingest {
-    pub campaign_id: String,
-    pub project_id: String,
+    pub(crate) campaign_id: String,
+    pub(crate) project_id: String,
     /// `None`: the report is about the whole project (`project_status`).
-    pub feature_id: Option<String>,
-    pub status: String,
-    pub reason: String,
-    pub source: String,
+    pub(crate) feature_id: Option<String>,
+    pub(crate) status: String,
+    pub(crate) reason: String,
+    pub(crate) source: String,
 }
 
 impl Ingest {

@@ -23,13 +23,13 @@ pub(crate) const END: &str = "# END git-forum";
 
 /// Install or remove the git forum hooks.
 #[derive(Debug, clap::Args)]
-pub struct HooksArgs {
+pub(crate) struct HooksArgs {
     #[command(subcommand)]
-    pub action: HooksAction,
+    pub(crate) action: HooksAction,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum HooksAction {
+pub(crate) enum HooksAction {
     /// Add the git forum block to the pre-push hook (with --server: the pre-receive hook).
     Install(InstallArgs),
     /// Remove the git forum block (and the hook file if nothing else is in it).
@@ -37,33 +37,33 @@ pub enum HooksAction {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct UninstallArgs {
+pub(crate) struct UninstallArgs {
     /// The server-side hook (pre-receive: ledgers are append-only) instead of pre-push.
     #[arg(long)]
-    pub server: bool,
+    pub(crate) server: bool,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct InstallArgs {
+pub(crate) struct InstallArgs {
     /// The server-side hook (pre-receive: ledgers are append-only) instead of pre-push.
     #[arg(long)]
-    pub server: bool,
+    pub(crate) server: bool,
     /// The pre-push hook also scans the code being pushed: the lines that the pushed commits
     /// add are scanned for secrets, and a push that adds one is refused (ledger bodies are
     /// always scanned).
     #[arg(long, conflicts_with = "server")]
-    pub scan_code: bool,
+    pub(crate) scan_code: bool,
 }
 
 /// Entry points called by installed hooks.
 #[derive(Debug, clap::Args)]
-pub struct HookArgs {
+pub(crate) struct HookArgs {
     #[command(subcommand)]
-    pub hook: HookName,
+    pub(crate) hook: HookName,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum HookName {
+pub(crate) enum HookName {
     /// Verify every ledger ref being pushed and scan its bodies for secrets (stdin as git
     /// gives it to pre-push).
     PrePush {

@@ -19,15 +19,15 @@ use crate::store::sync::{self, Git};
 /// older versions added, and writes `.forum/roster.toml`, `.forum/README` and
 /// `.forum/runtime.toml` (every run on the local model) when they are absent.
 #[derive(Debug, clap::Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// Only this remote (repeatable); default: every configured remote.
     #[arg(long = "remote", value_name = "NAME")]
-    pub remotes: Vec<String>,
+    pub(crate) remotes: Vec<String>,
     /// Also make plain `git push` push ledgers. A remote with a push refspec pushes only what
     /// its refspecs name, so `HEAD` is added too when the remote had none (plain `git push` then
     /// pushes the current branch to the branch of the same name, and every ledger).
     #[arg(long)]
-    pub push: bool,
+    pub(crate) push: bool,
 }
 
 /// The `.forum/README` that `init` writes.

@@ -10,11 +10,11 @@ use super::{CliError, Ctx};
 
 /// Write the man pages: git-forum(1) and one page per subcommand, e.g. git-forum-submit(1).
 #[derive(Debug, clap::Args)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// Directory to write every page into, e.g. ~/.local/share/man/man1 (without it, print
     /// git-forum(1) alone).
     #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
 }
 
 /// Print a shell completion script for git forum.
@@ -25,15 +25,15 @@ pub struct ManArgs {
   fish:  git forum completion fish | source
 or save it where your shell looks for completions, e.g.
   git forum completion bash > ~/.local/share/bash-completion/completions/git-forum")]
-pub struct CompletionArgs {
+pub(crate) struct CompletionArgs {
     /// The shell: bash, zsh or fish.
     #[arg(value_enum, value_name = "SHELL")]
-    pub shell: Shell,
+    pub(crate) shell: Shell,
 }
 
 /// The shells a completion script is written for.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum Shell {
+pub(crate) enum Shell {
     Bash,
     Zsh,
     Fish,

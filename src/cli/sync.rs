@@ -8,24 +8,24 @@ use crate::store::sync::{self, FetchResult, Git, PushStatus};
 
 /// Verify ledgers, then push them to a remote without force.
 #[derive(Debug, clap::Args)]
-pub struct PushArgs {
+pub(crate) struct PushArgs {
     /// The remote to push to: a configured remote name or a URL.
     #[arg(default_value = "origin")]
-    pub remote: String,
+    pub(crate) remote: String,
     /// Push every ledger (refs/forum/ledgers/*) instead of only --ledger.
     #[arg(long)]
-    pub all: bool,
+    pub(crate) all: bool,
 }
 
 /// Fetch a remote's ledgers, verify them and check them against the last checkpoint seen.
 #[derive(Debug, clap::Args)]
-pub struct FetchArgs {
+pub(crate) struct FetchArgs {
     /// The configured remote to fetch from.
     #[arg(default_value = "origin")]
-    pub remote: String,
+    pub(crate) remote: String,
     /// Fail the fetch when a configured witness (`forum.witness`) does not cosign.
     #[arg(long)]
-    pub require_witness: bool,
+    pub(crate) require_witness: bool,
 }
 
 pub(crate) fn push(ctx: &Ctx, args: PushArgs) -> Result<(), CliError> {

@@ -14,41 +14,41 @@ use crate::store::tiles::Tiled;
 
 /// Write a signed-note key pair: NAME.key (private, mode 0600) and NAME.pub (the verifier key).
 #[derive(Debug, clap::Args)]
-pub struct KeygenArgs {
+pub(crate) struct KeygenArgs {
     /// The key's name, as it appears in signatures (no spaces or '+'), e.g. example.com/forum.
-    pub name: String,
+    pub(crate) name: String,
     /// Where to write the two files (default: the current directory).
     #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// A witness key: NAME.pub holds the cosignature verifier key (C2SP tlog-cosignature/v1,
     /// type 0x04) that `forum.witnessVerifiers` and `verify --witness-verifier` take.
     #[arg(long)]
-    pub witness: bool,
+    pub(crate) witness: bool,
 }
 
 /// `checkpoint` with the standard-note flags beside its own.
 #[derive(Debug, clap::Args)]
-pub struct CheckpointCmd {
+pub(crate) struct CheckpointCmd {
     #[command(flatten)]
-    pub base: super::verify::CheckpointArgs,
+    pub(crate) base: super::verify::CheckpointArgs,
     /// Print (and store) the checkpoint as a C2SP signed note over the standard tree, Forum's
     /// root riding along as an extension line.
     #[arg(long, conflicts_with = "sign")]
-    pub note: bool,
+    pub(crate) note: bool,
     /// The signed-note signer key file (default: `forum.noteKey`).
     #[arg(long, value_name = "FILE", requires = "note")]
-    pub note_key: Option<PathBuf>,
+    pub(crate) note_key: Option<PathBuf>,
 }
 
 /// The standard tree as C2SP tlog-tiles.
 #[derive(Debug, clap::Args)]
-pub struct TilesArgs {
+pub(crate) struct TilesArgs {
     #[command(subcommand)]
-    pub command: TilesCommand,
+    pub(crate) command: TilesCommand,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum TilesCommand {
+pub(crate) enum TilesCommand {
     /// Write the static layout (`checkpoint`, `tile/...`) of the latest signed note into DIR,
     /// new or empty, for any static web host to serve to tlog clients.
     Export {
@@ -61,21 +61,21 @@ pub enum TilesCommand {
 /// extends the one last accepted for its origin (kept in --state DIR); refuse otherwise, keeping
 /// both notes as evidence.
 #[derive(Debug, clap::Args)]
-pub struct WitnessArgs {
+pub(crate) struct WitnessArgs {
     /// The offer: a consistency proof (`prove --consistency-from M --tlog`) from the accepted
     /// size, or on first contact a bare signed note (`-` for standard input).
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// The witness's own directory: the accepted note per origin, and evidence of refusals
     /// (default: `forum.witnessState`).
     #[arg(long, value_name = "DIR")]
-    pub state: Option<PathBuf>,
+    pub(crate) state: Option<PathBuf>,
     /// The witness's signed-note signer key file (`keygen NAME --witness`; default:
     /// `forum.witnessKey`).
     #[arg(long, value_name = "FILE")]
-    pub witness_key: Option<PathBuf>,
+    pub(crate) witness_key: Option<PathBuf>,
     /// The log's verifier key (`name+hash+base64`); repeatable (default: `forum.noteVerifiers`).
     #[arg(long, value_name = "KEY")]
-    pub note_verifier: Vec<String>,
+    pub(crate) note_verifier: Vec<String>,
 }
 
 /// One git config value of the repository here (none outside a repository).

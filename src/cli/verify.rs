@@ -4,31 +4,31 @@ use super::{CliError, Ctx};
 
 /// Check the ledger. Exit 0 when it verifies, 1 when it does not.
 #[derive(Debug, clap::Args)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     /// Also check every tree and body against its payload hash.
     #[arg(long)]
-    pub deep: bool,
+    pub(crate) deep: bool,
     /// A witness's cosignature verifier key (type 0x04, `keygen NAME --witness`) to check the
     /// recorded cosignatures with; repeatable (default: `forum.witnessVerifiers`).
     #[arg(long, value_name = "KEY")]
-    pub witness_verifier: Vec<String>,
+    pub(crate) witness_verifier: Vec<String>,
 }
 
 /// Print the checkpoint (Merkle root over every entry hash).
 #[derive(Debug, clap::Args)]
-pub struct CheckpointArgs {
+pub(crate) struct CheckpointArgs {
     /// Print only; do not record the checkpoint as a witness.
     #[arg(long, conflicts_with = "sign")]
-    pub no_record: bool,
+    pub(crate) no_record: bool,
     /// Also sign the checkpoint with your git signing key (`user.signingKey`, `gpg.format`)
     /// and store the signature on refs/forum/checkpoints/NAME, where it travels with the ledger.
     #[arg(long)]
-    pub sign: bool,
+    pub(crate) sign: bool,
 }
 
 /// Flush the repository to disk and empty the ledger's write-ahead log.
 #[derive(Debug, clap::Args)]
-pub struct SyncArgs {}
+pub(crate) struct SyncArgs {}
 
 pub(crate) fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
     let store = ctx.store()?;

@@ -24,7 +24,7 @@ pub(crate) const MAX_INPUT_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Why configuration could not be loaded; each message is one line naming the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Error {
+pub(crate) enum Error {
     /// A file could not be read: missing, too large, not UTF-8.
     Unreadable(String),
     /// A roster or policy file that does not parse or does not hold together.
@@ -96,9 +96,9 @@ pub(crate) fn load_policy(dir: &Path, flag: Option<&Path>) -> Result<Policy, Err
 /// A runtime config as loaded: the merged runtime and where its file came from.
 pub(crate) struct Loaded {
     /// The merged runtime.
-    pub runtime: Runtime,
+    pub(crate) runtime: Runtime,
     /// The file read, if any, and how it is trusted.
-    pub source: Option<(PathBuf, Origin)>,
+    pub(crate) source: Option<(PathBuf, Origin)>,
 }
 
 /// Reads the runtime config (`file`, from `--runtime-config FILE`, else `.forum/runtime.toml`)

@@ -10,19 +10,19 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Limits {
     /// Paths listed in the map at most.
-    pub map_files: usize,
+    pub(crate) map_files: usize,
     /// Bytes of the map's path list at most.
-    pub map_bytes: usize,
+    pub(crate) map_bytes: usize,
     /// Lines of the README copied into the map at most.
-    pub readme_lines: usize,
+    pub(crate) readme_lines: usize,
     /// Bytes of the README copied into the map at most.
-    pub readme_bytes: usize,
+    pub(crate) readme_bytes: usize,
     /// Terms of an instruction looked for at most.
-    pub terms: usize,
+    pub(crate) terms: usize,
     /// Files given to one task at most.
-    pub task_files: usize,
+    pub(crate) task_files: usize,
     /// Bytes of each file given to a task at most.
-    pub file_bytes: usize,
+    pub(crate) file_bytes: usize,
 }
 
 /// The limits a run uses: a map of about 1,500 tokens and three files of about 500 tokens each

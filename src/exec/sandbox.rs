@@ -41,7 +41,7 @@ pub(crate) const SCRATCH_HOME: &str = "/tmp/home";
 
 /// How a run asked to be confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// `--sandbox` (or `[work] sandbox = true`): confined, or the run is refused.
     Required,
     /// Neither said: confined when bubblewrap works here, else unconfined and said so.
@@ -62,23 +62,23 @@ pub(crate) fn choose(flag: Option<bool>, config: Option<bool>) -> Mode {
 
 /// What a confined command may do beyond its worktree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Policy {
+pub(crate) struct Policy {
     /// Whether it keeps the network (`--sandbox-net`).
-    pub net: bool,
+    pub(crate) net: bool,
 }
 
 /// The paths one confined command is set up with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Mounts<'a> {
     /// The task's worktree: writable, and the working directory.
-    pub worktree: &'a Path,
+    pub(crate) worktree: &'a Path,
     /// The repository's git common dir: read-only.
-    pub git_common_dir: &'a Path,
+    pub(crate) git_common_dir: &'a Path,
     /// The user's home directory, hidden under an empty tmpfs (`None`: not set, or `/`).
-    pub home: Option<&'a Path>,
+    pub(crate) home: Option<&'a Path>,
     /// More paths bound read-only (the worker's program file when it lives under `$HOME` or
     /// `/tmp`), in order.
-    pub read_only: &'a [PathBuf],
+    pub(crate) read_only: &'a [PathBuf],
 }
 
 fn s(p: &Path) -> String {
@@ -143,7 +143,7 @@ pub(crate) fn bwrap_argv(policy: Policy, mounts: &Mounts<'_>) -> Vec<String> {
 /// What a run's record says about its sandbox: the `sandbox` field of the request entry's
 /// `work` record.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Record {
+pub(crate) enum Record {
     /// Workers and checks ran under bubblewrap.
     Confined {
         /// Whether they kept the network.
@@ -159,7 +159,7 @@ pub enum Record {
 impl Record {
     /// The record as JSON: `{"confined": true, "tool": "bwrap", "net": false}` or
     /// `{"confined": false, "reason": "..."}`.
-    pub fn payload(&self) -> Value {
+    pub(crate) fn payload(&self) -> Value {
         match self {
             Record::Confined { net } => json!({"confined": true, "tool": "bwrap", "net": net}),
             Record::Unconfined { reason } => json!({"confined": false, "reason": reason}),

@@ -84,20 +84,20 @@ impl Format {
 /// One step of a trace, ready to be folded.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Event {
-    pub actor: String,
-    pub kind: String,
+    pub(crate) actor: String,
+    pub(crate) kind: String,
     /// The id later events name as their parent (`None`: no id).
-    pub id: Option<Value>,
+    pub(crate) id: Option<Value>,
     /// The id of the parent event (`None`: a root).
-    pub parent_id: Option<Value>,
+    pub(crate) parent_id: Option<Value>,
     /// The entry's body.
-    pub payload: Value,
+    pub(crate) payload: Value,
 }
 
 /// Why a trace cannot be folded: one line naming the problem (without the command's name).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub(crate) struct TraceError(pub String);
+pub(crate) struct TraceError(pub(crate) String);
 
 fn err(message: impl Into<String>) -> TraceError {
     TraceError(message.into())
@@ -106,24 +106,24 @@ fn err(message: impl Into<String>) -> TraceError {
 /// A fold: the entries with their bodies, the number of dangling parents, and the format.
 #[derive(Debug, Clone)]
 pub(crate) struct Folded {
-    pub format: Format,
-    pub items: Vec<(Entry, Value)>,
-    pub dangling: u64,
+    pub(crate) format: Format,
+    pub(crate) items: Vec<(Entry, Value)>,
+    pub(crate) dangling: u64,
     /// Totals of the formats that carry them (models, tokens, tools); `None` for Forum's.
-    pub totals: Option<Totals>,
+    pub(crate) totals: Option<Totals>,
 }
 
 /// What a trace says about model use, for the formats that say it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Totals {
     /// Models named, sorted, each once.
-    pub models: Vec<String>,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
+    pub(crate) models: Vec<String>,
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
     /// Tool calls made.
-    pub tool_calls: u64,
+    pub(crate) tool_calls: u64,
     /// Tools called, sorted, each once.
-    pub tools: Vec<String>,
+    pub(crate) tools: Vec<String>,
 }
 
 impl Totals {

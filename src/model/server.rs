@@ -15,9 +15,9 @@ use super::{Home, START_TIMEOUT_SECS, base_url};
 /// A server this tool started, alive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Running {
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// From `server.port`; `None` when that file is missing or unreadable.
-    pub port: Option<u16>,
+    pub(crate) port: Option<u16>,
 }
 
 /// Reads a small file holding one number.

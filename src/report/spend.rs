@@ -12,21 +12,21 @@ use crate::ledger::canonical::Value;
 
 /// What one model's witnessed calls spent.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ModelSpend {
-    pub model: String,
+pub(crate) struct ModelSpend {
+    pub(crate) model: String,
     /// Calls that witnessed their usage.
-    pub calls: u64,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
+    pub(crate) calls: u64,
+    pub(crate) prompt_tokens: u64,
+    pub(crate) completion_tokens: u64,
     /// Some of the counts are estimates (a command worker's bytes / 4).
-    pub estimated: bool,
+    pub(crate) estimated: bool,
     /// The summed cost, when the calls were priced.
-    pub cost_usd: Option<f64>,
+    pub(crate) cost_usd: Option<f64>,
 }
 
 impl ModelSpend {
     /// Prompt plus completion tokens.
-    pub fn tokens(&self) -> u64 {
+    pub(crate) fn tokens(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens
     }
 }

@@ -35,9 +35,9 @@ pub use router::{
 pub use rules::{AVOID, DeliveryProfile, FALLBACK_FRAME, FRAME_RULES, FrameRule, Posture};
 
 /// Schema name of a route frame payload.
-pub const ROUTE_FRAME_SCHEMA: &str = "forum.route-frame/v1";
+pub(crate) const ROUTE_FRAME_SCHEMA: &str = "forum.route-frame/v1";
 /// Schema name of a communication contract.
-pub const CONTRACT_SCHEMA: &str = "forum.communication-contract/v1";
+pub(crate) const CONTRACT_SCHEMA: &str = "forum.communication-contract/v1";
 
 /// An optional string as a payload value (`null` when absent); shared by the frame and the
 /// contract.

@@ -40,29 +40,29 @@ pub(crate) const DEFAULT_CHECK_DEADLINE: Duration = Duration::from_secs(300);
 
 /// How a run changes the repository.
 #[derive(Clone)]
-pub struct WorkOptions {
+pub(crate) struct WorkOptions {
     /// Whether a new run works in the repository (`--work`); a resumed run follows its record.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// Opens the run's workbench (in the surface: the git one over the repository).
-    pub open: OpenWork,
+    pub(crate) open: OpenWork,
     /// The ledger's name (the `Forum-Ledger` trailer).
-    pub ledger: String,
+    pub(crate) ledger: String,
     /// Check commands every change must pass (`[work] checks`, then `--check`).
-    pub checks: Vec<String>,
+    pub(crate) checks: Vec<String>,
     /// How long each check may run.
-    pub check_deadline: Duration,
+    pub(crate) check_deadline: Duration,
     /// The bytes of check output kept.
-    pub output_cap: usize,
+    pub(crate) output_cap: usize,
     /// The bytes of diff a `change` entry holds.
-    pub diff_cap: usize,
+    pub(crate) diff_cap: usize,
     /// Commands the built-in editing worker may run besides the checks (`--allow-cmd`).
-    pub allow_cmds: Vec<String>,
+    pub(crate) allow_cmds: Vec<String>,
     /// Tool calls each task of the built-in editing worker may make (`--max-tool-calls`).
-    pub max_tool_calls: u32,
+    pub(crate) max_tool_calls: u32,
     /// Whether workers and checks run confined (`--sandbox`, `--no-sandbox`, `[work] sandbox`).
-    pub sandbox: Arc<Sandboxing>,
+    pub(crate) sandbox: Arc<Sandboxing>,
     /// The run's verification tier (its heaviest seat's; `None`: standard, every change gated).
-    pub verification: Option<Verification>,
+    pub(crate) verification: Option<Verification>,
 }
 
 impl std::fmt::Debug for WorkOptions {

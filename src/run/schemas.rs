@@ -76,13 +76,13 @@ pub fn verdict_schema() -> OutputSchema {
 pub struct Verdict {
     /// `pass`, `block`, `escalate`, `fail` (the task itself failed) or `undetermined` (the
     /// validator erred or answered nonsense).
-    pub decision: String,
+    pub(crate) decision: String,
     /// The validator's score (0 when none was given).
-    pub score: f64,
+    pub(crate) score: f64,
     /// Why, in the validator's words (or ours when it could not rule).
-    pub reason: String,
+    pub(crate) reason: String,
     /// The validator's model, when one was asked.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
 }
 
 impl Verdict {

@@ -67,7 +67,7 @@ pub struct Base {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskTree {
     /// The task's id in the plan.
-    pub task: String,
+    pub(crate) task: String,
     /// The worktree's directory.
     pub path: PathBuf,
     /// The commit the worktree started at (the base, or the merge of its upstreams).
@@ -100,7 +100,7 @@ pub struct Tie {
 
 impl Tie {
     /// The trailer block (one `Key: value` line each, in a fixed order, newline-terminated).
-    pub fn trailers(&self) -> String {
+    pub(crate) fn trailers(&self) -> String {
         format!(
             "{TRAILER_LEDGER}: {}\n{TRAILER_RUN}: {}\n{TRAILER_TASK}: {}\n{TRAILER_ENTRY}: {}\n",
             self.ledger, self.run_seq, self.task_seq, self.task_hash
@@ -125,7 +125,7 @@ pub struct FileChange {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     /// The task's id in the plan.
-    pub task: String,
+    pub(crate) task: String,
     /// The commit the task's worktree started at.
     pub base: String,
     /// The change commit, or `None` when the task changed nothing.
@@ -172,13 +172,13 @@ impl Change {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckRun {
     /// The shell command as given.
-    pub command: String,
+    pub(crate) command: String,
     /// Its exit code; `None` when it was killed (deadline or signal) or could not start.
     pub exit: Option<i32>,
     /// Whether it passed (exit 0).
     pub ok: bool,
     /// How long it ran.
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// The last bytes of its stdout and stderr (cut on a character boundary).
     pub tail: String,
 }
@@ -186,7 +186,7 @@ pub struct CheckRun {
 impl CheckRun {
     /// The `check` entry's body for `task`: `{task, command, exit, ok, seconds, output}`,
     /// `exit` null when the command was killed or did not start.
-    pub fn payload(&self, task: &str) -> Value {
+    pub(crate) fn payload(&self, task: &str) -> Value {
         json!({
             "task": task,
             "command": self.command,
@@ -209,7 +209,7 @@ pub enum Keep {
 
 impl Keep {
     /// The ref namespace: `refs/forum/work` or `refs/forum/quarantine`.
-    pub fn namespace(self) -> &'static str {
+    pub(crate) fn namespace(self) -> &'static str {
         match self {
             Keep::Work => "refs/forum/work",
             Keep::Quarantine => "refs/forum/quarantine",

@@ -23,13 +23,13 @@ pub(crate) enum Confirm {
 pub(crate) struct Rule {
     /// The rule's id: what the redaction marker, the `secret_redacted` entry and policy's
     /// `allow` name.
-    pub id: &'static str,
+    pub(crate) id: &'static str,
     /// What it finds, for people.
-    pub what: &'static str,
+    pub(crate) what: &'static str,
     /// The pattern (see the module doc for the group `v`).
-    pub pattern: &'static str,
+    pub(crate) pattern: &'static str,
     /// How a match is confirmed.
-    pub confirm: Confirm,
+    pub(crate) confirm: Confirm,
 }
 
 /// The rule id of literal values handed in at runtime (the values of the variables a runtime

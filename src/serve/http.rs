@@ -50,21 +50,21 @@ pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 256;
 #[derive(Debug, Clone)]
 pub(crate) struct Limits {
     /// Largest request body, in bytes.
-    pub max_body: usize,
+    pub(crate) max_body: usize,
     /// How long a client may take to send its request head (hyper closes the connection
     /// then), and again its body (408).
-    pub read_timeout: Duration,
+    pub(crate) read_timeout: Duration,
     /// How long an ordinary request may take.
     pub timeout: Duration,
     /// How long submit, resume and plan may take (their runs stop on their own seconds budget
     /// before this).
-    pub submit_timeout: Duration,
+    pub(crate) submit_timeout: Duration,
     /// Requests the engine works on at once.
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// Connections open at once; more wait in the listen queue.
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// How long a SIGTERM waits for in-flight requests before the server exits anyway.
-    pub drain: Duration,
+    pub(crate) drain: Duration,
 }
 
 impl Default for Limits {

@@ -394,7 +394,7 @@ impl GitStore {
     /// for what it is). Readers call it before they judge the reflog, so a crash never reads as
     /// tampering. Waits for a live git-forum writer to finish; a lock someone else holds is
     /// left alone.
-    pub fn settle_interrupted_append(&self) -> Result<(), StoreError> {
+    pub(crate) fn settle_interrupted_append(&self) -> Result<(), StoreError> {
         if self.refs_via_git {
             return Ok(());
         }
@@ -433,7 +433,7 @@ impl GitStore {
 
     /// The ref values of stale ref locks this ledger's writers removed (each the new value of an
     /// update whose writer died before moving the ref).
-    pub fn recovered_locks(&self) -> HashSet<ObjectId> {
+    pub(crate) fn recovered_locks(&self) -> HashSet<ObjectId> {
         let Ok(text) = fs::read_to_string(self.recovered_path()) else {
             return HashSet::new();
         };

@@ -21,9 +21,9 @@ use gix::zlib::{Compression, Status};
 /// One object to put in a pack.
 #[derive(Clone)]
 pub(crate) struct Obj {
-    pub id: ObjectId,
-    pub kind: Kind,
-    pub data: Vec<u8>,
+    pub(crate) id: ObjectId,
+    pub(crate) kind: Kind,
+    pub(crate) data: Vec<u8>,
 }
 
 /// A written pack whose `.keep` still protects it.

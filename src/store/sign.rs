@@ -44,15 +44,15 @@ pub(crate) fn ref_target(git_dir: &Path, refname: &str) -> Result<Option<String>
 
 /// A signed checkpoint read back from the repository.
 #[derive(Debug, Clone)]
-pub struct StoredSignature {
-    pub ledger: String,
-    pub checkpoint: Checkpoint,
-    pub signature: CheckpointSignature,
+pub(crate) struct StoredSignature {
+    pub(crate) ledger: String,
+    pub(crate) checkpoint: Checkpoint,
+    pub(crate) signature: CheckpointSignature,
 }
 
 /// What checking a signature found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SignatureCheck {
+pub(crate) enum SignatureCheck {
     /// Good, by this signer (an ssh principal, or gpg's "Good signature from" name).
     Good(String),
     /// The signature does not verify, or its key is not an allowed signer.
@@ -292,7 +292,7 @@ impl GitStore {
 
     /// Signs the checkpoint `(self, checkpoint)` and appends it to the ledger's signed
     /// checkpoints.
-    pub fn sign_checkpoint(
+    pub(crate) fn sign_checkpoint(
         &self,
         checkpoint: &Checkpoint,
     ) -> Result<CheckpointSignature, StoreError> {
@@ -323,7 +323,7 @@ impl GitStore {
     }
 
     /// Every signed checkpoint of this ledger, oldest first.
-    pub fn signed_checkpoints(&self) -> Result<Vec<StoredSignature>, StoreError> {
+    pub(crate) fn signed_checkpoints(&self) -> Result<Vec<StoredSignature>, StoreError> {
         let refname = self.signatures_ref();
         // Most ledgers have no signatures: in a files repository gix answers that without
         // spawning git; any other ref storage is asked through git.
@@ -396,7 +396,7 @@ impl GitStore {
     /// [`Self::signed_checkpoints`] followed by the checkpoint notes (src/store/note.rs), each as
     /// a signature of format `note` over Forum's root its `forum-root` line carries, so verify
     /// holds notes to the same truncation and rewrite checks.
-    pub fn signed_checkpoints_and_notes(&self) -> Result<Vec<StoredSignature>, StoreError> {
+    pub(crate) fn signed_checkpoints_and_notes(&self) -> Result<Vec<StoredSignature>, StoreError> {
         let mut out = self.signed_checkpoints()?;
         for n in self.stored_notes()? {
             let text = n.split_once("\n\n").map(|(t, _)| format!("{t}\n"));
@@ -423,7 +423,7 @@ impl GitStore {
     }
 
     /// Checks a signature in this repository's trust setup (notes: `forum.noteVerifiers`).
-    pub fn check_signature(&self, s: &StoredSignature) -> SignatureCheck {
+    pub(crate) fn check_signature(&self, s: &StoredSignature) -> SignatureCheck {
         if s.signature.format == "note" {
             let keys = self.note_verifier_keys();
             if keys.is_empty() {

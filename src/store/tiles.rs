@@ -114,15 +114,15 @@ fn corrupt(why: impl std::fmt::Display) -> StoreError {
 
 /// The standard tree as the tiles ref holds it, brought up to the ledger's tip.
 #[derive(Debug, Clone)]
-pub struct Tiled {
+pub(crate) struct Tiled {
     /// The number of entries tiled (the ledger's length).
-    pub size: u64,
+    pub(crate) size: u64,
     /// The standard root of all of them.
-    pub root: Hash,
+    pub(crate) root: Hash,
     /// Forum's root of the same entries.
-    pub forum_root: String,
+    pub(crate) forum_root: String,
     /// Whether the tiles were rebuilt from every entry (missing, tampered or off the chain).
-    pub rebuilt: bool,
+    pub(crate) rebuilt: bool,
     tree: ObjectId,
 }
 
@@ -298,7 +298,7 @@ impl Tiled {
     }
 
     /// The standard root of the first `size` entries.
-    pub fn root_at(&self, store: &GitStore, size: u64) -> Result<Hash, StoreError> {
+    pub(crate) fn root_at(&self, store: &GitStore, size: u64) -> Result<Hash, StoreError> {
         if size > self.size {
             return Err(corrupt(format!(
                 "size {size} is beyond the {} tiled",
@@ -312,7 +312,7 @@ impl Tiled {
     }
 
     /// The audit path of entry `seq` in the tree of the first `size` entries.
-    pub fn inclusion_proof(
+    pub(crate) fn inclusion_proof(
         &self,
         store: &GitStore,
         seq: u64,
@@ -322,7 +322,7 @@ impl Tiled {
     }
 
     /// The consistency path from the tree of `old` entries to that of `size` entries.
-    pub fn consistency_proof(
+    pub(crate) fn consistency_proof(
         &self,
         store: &GitStore,
         old: u64,
@@ -404,7 +404,7 @@ impl GitStore {
     }
 
     /// Deletes the tiles ref, so the next [`Self::fresh_tiles`] rebuilds it from every entry.
-    pub fn drop_tiles(&self) -> Result<(), StoreError> {
+    pub(crate) fn drop_tiles(&self) -> Result<(), StoreError> {
         let gd = self.repo().git_dir().to_string_lossy().to_string();
         let refname = tiles_ref(self.signature_ledger());
         super::sign::git_ok(
@@ -417,7 +417,7 @@ impl GitStore {
 
     /// The tiles brought up to the ledger's tip: left alone when current, extended from their
     /// last size when the ledger grew on the same chain, rebuilt from every entry otherwise.
-    pub fn fresh_tiles(&self) -> Result<Tiled, StoreError> {
+    pub(crate) fn fresh_tiles(&self) -> Result<Tiled, StoreError> {
         let tip = self.require_tip()?;
         let len = tip.entry.seq + 1;
         let old = self.tiles_state();

@@ -14,14 +14,14 @@ use crate::store::git::{Appended, GitStore};
 /// an idempotent retry found the entry its key wrote before and wrote nothing.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct AppendReport {
-    pub seq: u64,
-    pub entry_hash: String,
-    pub commit: String,
+    pub(crate) seq: u64,
+    pub(crate) entry_hash: String,
+    pub(crate) commit: String,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub replayed: bool,
+    pub(crate) replayed: bool,
     /// The `secret_redacted` entry written after it, when secrets were redacted from its body.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub secret_redacted: Option<u64>,
+    pub(crate) secret_redacted: Option<u64>,
 }
 
 impl Report for AppendReport {

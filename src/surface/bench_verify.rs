@@ -50,74 +50,74 @@ pub(crate) const MAX_ENTRIES: u64 = 1_000_000;
 /// What to measure: Forum's flags.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Parameters {
-    pub entry_counts: Vec<u64>,
-    pub payload_body_bytes: Vec<u64>,
-    pub storage_modes: Vec<String>,
-    pub redaction_ratios: Vec<f64>,
-    pub repeats: u64,
-    pub warmups: u64,
+    pub(crate) entry_counts: Vec<u64>,
+    pub(crate) payload_body_bytes: Vec<u64>,
+    pub(crate) storage_modes: Vec<String>,
+    pub(crate) redaction_ratios: Vec<f64>,
+    pub(crate) repeats: u64,
+    pub(crate) warmups: u64,
 }
 
 /// One timed operation: whether it passed, every sample and their mean, least and most.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Timing {
-    pub ok: bool,
-    pub samples_ms: Vec<f64>,
-    pub mean_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
+    pub(crate) ok: bool,
+    pub(crate) samples_ms: Vec<f64>,
+    pub(crate) mean_ms: f64,
+    pub(crate) min_ms: f64,
+    pub(crate) max_ms: f64,
 }
 
 /// How long building the case's ledger took.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Build {
-    pub ms: f64,
+    pub(crate) ms: f64,
 }
 
 /// One case of the matrix (Forum's fields, in Forum's order).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Case {
-    pub entry_count: u64,
-    pub payload_body_bytes: u64,
-    pub storage_mode: String,
+    pub(crate) entry_count: u64,
+    pub(crate) payload_body_bytes: u64,
+    pub(crate) storage_mode: String,
     /// Whether each append is flushed on its own (`wal`), or not (`packed`, `loose`: one
     /// flush for the batch); null in memory.
-    pub fsync_each: Option<bool>,
-    pub redaction_ratio: f64,
-    pub unique_payloads: u64,
-    pub payloads_present: u64,
-    pub payloads_redacted: u64,
-    pub build: Build,
-    pub verify_chain: Timing,
-    pub verify_payloads: Timing,
-    pub verify_deep: Timing,
+    pub(crate) fsync_each: Option<bool>,
+    pub(crate) redaction_ratio: f64,
+    pub(crate) unique_payloads: u64,
+    pub(crate) payloads_present: u64,
+    pub(crate) payloads_redacted: u64,
+    pub(crate) build: Build,
+    pub(crate) verify_chain: Timing,
+    pub(crate) verify_payloads: Timing,
+    pub(crate) verify_deep: Timing,
 }
 
 /// A case that was not timed, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Skipped {
-    pub entry_count: u64,
-    pub payload_body_bytes: u64,
-    pub storage_mode: String,
-    pub redaction_ratio: f64,
-    pub reason: String,
+    pub(crate) entry_count: u64,
+    pub(crate) payload_body_bytes: u64,
+    pub(crate) storage_mode: String,
+    pub(crate) redaction_ratio: f64,
+    pub(crate) reason: String,
 }
 
 /// The `forum.deep-verify-benchmark/v1` receipt.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct DeepVerifyReport {
-    pub schema: &'static str,
+    pub(crate) schema: &'static str,
     /// When the run started, UTC, `YYYY-MM-DDTHH:MM:SSZ`.
-    pub generated_at: String,
+    pub(crate) generated_at: String,
     /// This program's version (Forum's receipt names its Python's instead).
-    pub git_forum: &'static str,
+    pub(crate) git_forum: &'static str,
     /// Operating system and architecture.
-    pub platform: String,
-    pub parameters: Parameters,
-    pub cases: Vec<Case>,
+    pub(crate) platform: String,
+    pub(crate) parameters: Parameters,
+    pub(crate) cases: Vec<Case>,
     /// Cases of the matrix that were not timed (only present when there are some).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub skipped: Vec<Skipped>,
+    pub(crate) skipped: Vec<Skipped>,
 }
 
 impl Report for DeepVerifyReport {

@@ -56,8 +56,8 @@ pub(crate) fn checkpoint_of(items: &[(Entry, Option<J>)]) -> String {
 /// `{"declared": ID, "seq": N}`, as Forum prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Declared {
-    pub declared: String,
-    pub seq: u64,
+    pub(crate) declared: String,
+    pub(crate) seq: u64,
 }
 
 impl Report for Declared {
@@ -67,8 +67,8 @@ impl Report for Declared {
 /// `{"ingested": KIND, "seq": N}`, as Forum prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Ingested {
-    pub ingested: String,
-    pub seq: u64,
+    pub(crate) ingested: String,
+    pub(crate) seq: u64,
 }
 
 impl Report for Ingested {
@@ -78,7 +78,7 @@ impl Report for Ingested {
 /// `{"next_actions": [...]}`, as Forum prints it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct NextReport {
-    pub next_actions: Vec<campaign::Action>,
+    pub(crate) next_actions: Vec<campaign::Action>,
 }
 
 impl Report for NextReport {
@@ -194,12 +194,12 @@ pub(crate) fn next(items: &[(Entry, Option<J>)], id: Option<&str>) -> Result<Nex
 /// What an outside system reports (`campaign_id` `None`: the only campaign).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct IngestAsk {
-    pub campaign_id: Option<String>,
-    pub project_id: String,
-    pub feature_id: Option<String>,
-    pub status: String,
-    pub reason: String,
-    pub source: String,
+    pub(crate) campaign_id: Option<String>,
+    pub(crate) project_id: String,
+    pub(crate) feature_id: Option<String>,
+    pub(crate) status: String,
+    pub(crate) reason: String,
+    pub(crate) source: String,
 }
 
 /// Records an outside system's status of a feature (`feature_status`) or of a whole
@@ -290,11 +290,11 @@ fn short(commit: &str) -> &str {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct RunDone {
     /// Rounds dispatched.
-    pub rounds: u64,
+    pub(crate) rounds: u64,
     /// What each feature it ran became (`done` or `failed`), by feature id.
-    pub acted: BTreeMap<String, String>,
+    pub(crate) acted: BTreeMap<String, String>,
     /// With `--work`: each round's run branch, in order.
-    pub branches: Vec<run::WorkBranch>,
+    pub(crate) branches: Vec<run::WorkBranch>,
 }
 
 impl RunDone {

@@ -29,37 +29,37 @@ pub(crate) enum Got {
 /// How big the request is.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RequestSize {
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Approximate tokens (ceil(bytes / bytes_per_token)).
-    pub tokens: u64,
+    pub(crate) tokens: u64,
 }
 
 /// What the context would become before planning.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ContextFigures {
     /// Where it came from (`command`, `capsule`, `none`).
-    pub source: String,
+    pub(crate) source: String,
     /// `retained`, `trimmed`, `omitted` or `none`.
-    pub action: String,
+    pub(crate) action: String,
     /// Why (`no_budget`, `within_budget`, `no_context`, `provider_failed`, ...).
-    pub reason: String,
-    pub original_tokens: u64,
-    pub admitted_tokens: u64,
+    pub(crate) reason: String,
+    pub(crate) original_tokens: u64,
+    pub(crate) admitted_tokens: u64,
     /// The provider's failure code, when it failed.
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// The summary of a structured context envelope, when the context was one.
-    pub structured: Option<EnvelopeSummary>,
+    pub(crate) structured: Option<EnvelopeSummary>,
 }
 
 /// The summary of a `project-telos.context-envelope/v1` context. The figures it copies from the
 /// envelope are kept as the envelope wrote them (any JSON value, or null when absent).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct EnvelopeSummary {
-    pub verification_verdict: Value,
-    pub retained: u64,
-    pub omitted: u64,
-    pub approx_tokens: Value,
-    pub token_budget: Value,
+    pub(crate) verification_verdict: Value,
+    pub(crate) retained: u64,
+    pub(crate) omitted: u64,
+    pub(crate) approx_tokens: Value,
+    pub(crate) token_budget: Value,
 }
 
 /// Forum's `forum.context-preflight/v1` payload: `{schema, ready, request {bytes, tokens},
@@ -67,14 +67,14 @@ pub(crate) struct EnvelopeSummary {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PreflightReport {
     /// False when the context would be omitted.
-    pub ready: bool,
-    pub request: RequestSize,
-    pub context: ContextFigures,
+    pub(crate) ready: bool,
+    pub(crate) request: RequestSize,
+    pub(crate) context: ContextFigures,
     /// The budget's configured limits (`bytes_per_token` and the caps that are set), in
     /// Forum's order; empty without a budget.
-    pub limits: Value,
+    pub(crate) limits: Value,
     /// What a run would lose, one sentence each.
-    pub issues: Vec<String>,
+    pub(crate) issues: Vec<String>,
 }
 
 impl super::Report for PreflightReport {

@@ -19,22 +19,22 @@ use crate::store::git::GitStore;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Written {
     /// The new ledger's name.
-    pub ledger: String,
+    pub(crate) ledger: String,
     /// Entries written (the trace's events).
-    pub entries: u64,
+    pub(crate) entries: u64,
     /// The ledger's checkpoint after the write: the record's `merkle_root`.
-    pub checkpoint: String,
+    pub(crate) checkpoint: String,
     /// The ledger's tip commit.
-    pub commit: String,
+    pub(crate) commit: String,
 }
 
 /// Forum's `forum.flight-recorder/1` record, plus, beyond Forum, where it was written.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct FlightRecord {
     /// The record, keys in Forum's order.
-    pub record: Value,
+    pub(crate) record: Value,
     /// The ledger written, when one was asked for.
-    pub written: Option<Written>,
+    pub(crate) written: Option<Written>,
 }
 
 impl FlightRecord {
@@ -77,7 +77,7 @@ impl Report for FlightRecord {
 /// Forum's `forum.gradable-trajectory/1` row of a folded trace.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct MinedRow {
-    pub row: Value,
+    pub(crate) row: Value,
 }
 
 impl MinedRow {

@@ -17,10 +17,10 @@ use crate::store::git::GitStore;
 /// ledger's name).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct StatusReport {
-    pub ledger: String,
-    pub entries: u64,
+    pub(crate) ledger: String,
+    pub(crate) entries: u64,
     /// The Merkle root over every entry hash.
-    pub checkpoint: String,
+    pub(crate) checkpoint: String,
 }
 
 impl Report for StatusReport {
@@ -42,13 +42,13 @@ pub(crate) fn status(ledger: &str, size: u64, root: &str) -> StatusReport {
 /// was signed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct CheckpointReport {
-    pub ledger: String,
-    pub size: u64,
+    pub(crate) ledger: String,
+    pub(crate) size: u64,
     /// The Merkle root over the first `size` entry hashes.
-    pub checkpoint: String,
-    pub recorded: bool,
+    pub(crate) checkpoint: String,
+    pub(crate) recorded: bool,
     /// The signature's format (`openpgp`, `ssh`, `x509`) when the checkpoint was signed.
-    pub signed: Option<String>,
+    pub(crate) signed: Option<String>,
 }
 
 impl Report for CheckpointReport {
@@ -70,9 +70,9 @@ pub(crate) fn checkpoint(ledger: &str, size: u64, root: &str) -> CheckpointRepor
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Record {
     /// Write the checkpoint as a witness later verifies compare against.
-    pub record: bool,
+    pub(crate) record: bool,
     /// Sign it with the git signing key and store the signature with the ledger.
-    pub sign: bool,
+    pub(crate) sign: bool,
 }
 
 /// Verifies the ledger, then signs and/or records its checkpoint. A ledger that does not
@@ -114,7 +114,7 @@ pub(crate) fn record_checkpoint(
 /// One entry, as Forum's `GET /ledger/<seq>` answers it: the entry's own fields, no body.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct EntryReport {
-    pub entry: Entry,
+    pub(crate) entry: Entry,
 }
 
 impl Serialize for EntryReport {
@@ -137,9 +137,9 @@ pub(crate) fn entry(entries: &[Entry], seq: u64) -> Result<EntryReport> {
 /// The causal chain of an entry, root first.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct WhyReport {
-    pub seq: u64,
+    pub(crate) seq: u64,
     #[serde(serialize_with = "entries_as_json")]
-    pub chain: Vec<Entry>,
+    pub(crate) chain: Vec<Entry>,
 }
 
 impl Report for WhyReport {

@@ -9,27 +9,27 @@ use crate::model::{self, Home, Model};
 /// Where the local model lives and how it stands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ModelStatus {
-    pub schema: &'static str,
+    pub(crate) schema: &'static str,
     /// The model directory (the venv).
-    pub dir: String,
+    pub(crate) dir: String,
     /// The model served.
-    pub model: &'static str,
+    pub(crate) model: &'static str,
     /// Whether the pinned wheels are installed in `dir`.
-    pub installed: bool,
+    pub(crate) installed: bool,
     /// Whether a server answers `/v1/models` at `url`.
-    pub running: bool,
+    pub(crate) running: bool,
     /// The server's PID, when git forum started it.
-    pub pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
     /// Its port.
-    pub port: Option<u16>,
+    pub(crate) port: Option<u16>,
     /// The base URL runs use (`GIT_FORUM_MODEL_URL` when set).
-    pub url: String,
+    pub(crate) url: String,
     /// `managed` (git forum starts and stops it) or `external` (`GIT_FORUM_MODEL_URL`).
-    pub managed_by: &'static str,
+    pub(crate) managed_by: &'static str,
     /// The server's log.
-    pub log: String,
+    pub(crate) log: String,
     /// The one command that gets it running, when it is not.
-    pub next: Option<String>,
+    pub(crate) next: Option<String>,
 }
 
 impl Report for ModelStatus {
@@ -39,13 +39,13 @@ impl Report for ModelStatus {
 /// What `install`, `start` and `stop` did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ModelAction {
-    pub schema: &'static str,
+    pub(crate) schema: &'static str,
     /// `install`, `start` or `stop`.
-    pub action: &'static str,
+    pub(crate) action: &'static str,
     /// False when there was nothing to do (installed already, running already, not running).
-    pub changed: bool,
+    pub(crate) changed: bool,
     /// The state afterwards.
-    pub status: ModelStatus,
+    pub(crate) status: ModelStatus,
 }
 
 impl Report for ModelAction {
@@ -55,8 +55,8 @@ impl Report for ModelAction {
 /// The base URL alone.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ModelUrl {
-    pub schema: &'static str,
-    pub url: String,
+    pub(crate) schema: &'static str,
+    pub(crate) url: String,
 }
 
 impl Report for ModelUrl {

@@ -116,13 +116,13 @@ pub(crate) fn prove(
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Require<'a> {
     /// This checkpoint root.
-    pub root: Option<&'a str>,
+    pub(crate) root: Option<&'a str>,
     /// This checkpoint size.
-    pub size: Option<u64>,
+    pub(crate) size: Option<u64>,
     /// The allowed-signers file ssh signatures are checked against.
-    pub allowed_signers: Option<&'a Path>,
+    pub(crate) allowed_signers: Option<&'a Path>,
     /// A signature by a trusted key.
-    pub signature: bool,
+    pub(crate) signature: bool,
 }
 
 /// A proof that holds: what it shows, and who signed its checkpoint when that was checked.
@@ -157,8 +157,8 @@ impl Report for ProofCheck {
 /// A proof that was read but does not hold, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ProofFailure {
-    pub ok: bool,
-    pub problem: String,
+    pub(crate) ok: bool,
+    pub(crate) problem: String,
 }
 
 impl Report for ProofFailure {

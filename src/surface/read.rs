@@ -16,7 +16,7 @@ pub(crate) const MAX_PAGE: usize = 1000;
 /// Entries newest first: `git forum log`'s JSON list (one entry dict each, no bodies).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct LogReport {
-    pub entries: Vec<Entry>,
+    pub(crate) entries: Vec<Entry>,
 }
 
 impl Serialize for LogReport {
@@ -55,8 +55,8 @@ pub(crate) fn log_of(entries: &[Entry], limit: Option<u64>) -> LogReport {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ReplayReport {
     #[serde(serialize_with = "entries_as_json")]
-    pub entries: Vec<Entry>,
-    pub next: Option<u64>,
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) next: Option<u64>,
 }
 
 impl Report for ReplayReport {
@@ -93,9 +93,9 @@ pub(crate) fn replay(
 /// One entry, its commit and its body (`None` when the body was redacted).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PayloadReport {
-    pub entry: Entry,
-    pub commit: String,
-    pub payload: Option<Value>,
+    pub(crate) entry: Entry,
+    pub(crate) commit: String,
+    pub(crate) payload: Option<Value>,
 }
 
 impl Serialize for PayloadReport {

@@ -18,28 +18,28 @@ use crate::roster::{Roster, Tier};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct RuntimeReport {
     /// [`RuntimeReport::SCHEMA`].
-    pub schema: &'static str,
+    pub(crate) schema: &'static str,
     /// `current`: the runtime in effect for this repository (and flags, or server).
-    pub source: &'static str,
+    pub(crate) source: &'static str,
     /// Whether nothing would stop a run.
-    pub ready: bool,
+    pub(crate) ready: bool,
     /// The runtime config file read, if any.
-    pub config: Option<ConfigFile>,
+    pub(crate) config: Option<ConfigFile>,
     /// The default executor.
-    pub default: DefaultSlot,
+    pub(crate) default: DefaultSlot,
     /// Each tier by name (`cheap`, `capable`, `frontier`).
-    pub tiers: BTreeMap<&'static str, TierRow>,
+    pub(crate) tiers: BTreeMap<&'static str, TierRow>,
     /// The worker and orchestrator seats.
-    pub seats: Seats,
+    pub(crate) seats: Seats,
     /// The roster the tiers are demanded by.
-    pub roster: RosterSize,
+    pub(crate) roster: RosterSize,
     /// The verification tier a `--work` run would be checked at: the heaviest of the
     /// executors its tasks may land on (`crate::exec::config::verify`), with what it implies.
-    pub verification: J,
+    pub(crate) verification: J,
     /// Every issue that would stop a run.
-    pub issues: Vec<Issue>,
+    pub(crate) issues: Vec<Issue>,
     /// Loading warnings.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Report for RuntimeReport {
@@ -49,73 +49,73 @@ impl Report for RuntimeReport {
 /// Where the runtime config came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ConfigFile {
-    pub path: String,
+    pub(crate) path: String,
     /// `repository` or `user`: how the file is trusted.
-    pub origin: &'static str,
+    pub(crate) origin: &'static str,
 }
 
 /// How a slot was reached: its name and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ViaRow {
-    pub slot: Option<&'static str>,
-    pub why: String,
+    pub(crate) slot: Option<&'static str>,
+    pub(crate) why: String,
 }
 
 /// The default executor.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct DefaultSlot {
     /// Whether a default is configured (rather than reached through a fallback).
-    pub configured: bool,
-    pub via: Option<ViaRow>,
+    pub(crate) configured: bool,
+    pub(crate) via: Option<ViaRow>,
     /// The executor's description (kind-specific fields).
-    pub executor: Option<J>,
+    pub(crate) executor: Option<J>,
 }
 
 /// One tier.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct TierRow {
     /// `configured`, `fallback` or `missing`.
-    pub status: &'static str,
+    pub(crate) status: &'static str,
     /// How a falling-back tier is served.
-    pub fallback: Option<ViaRow>,
+    pub(crate) fallback: Option<ViaRow>,
     /// The tier's own executor, when configured.
-    pub executor: Option<J>,
+    pub(crate) executor: Option<J>,
     /// Roster lanes of this tier.
-    pub demanded_by: Vec<String>,
+    pub(crate) demanded_by: Vec<String>,
     /// False when the worker seat is pinned, so tasks do not use tiers.
-    pub used_for_tasks: bool,
+    pub(crate) used_for_tasks: bool,
 }
 
 /// The two seats.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Seats {
-    pub worker: SeatRow,
-    pub orchestrator: SeatRow,
+    pub(crate) worker: SeatRow,
+    pub(crate) orchestrator: SeatRow,
 }
 
 /// One seat: what it is set to and what it resolves to.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct SeatRow {
-    pub seat: &'static str,
+    pub(crate) seat: &'static str,
     /// `null` (unset), a slot name, or `inline`.
-    pub set: Option<&'static str>,
-    pub via: Option<ViaRow>,
-    pub executor: Option<J>,
+    pub(crate) set: Option<&'static str>,
+    pub(crate) via: Option<ViaRow>,
+    pub(crate) executor: Option<J>,
     /// Why the seat does not resolve.
-    pub problem: Option<String>,
+    pub(crate) problem: Option<String>,
 }
 
 /// The roster's size.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct RosterSize {
-    pub lanes: usize,
+    pub(crate) lanes: usize,
 }
 
 /// An issue that would stop a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Issue {
-    pub place: String,
-    pub problem: String,
+    pub(crate) place: String,
+    pub(crate) problem: String,
 }
 
 impl std::fmt::Display for Issue {

@@ -26,70 +26,70 @@ pub(crate) const PROBE_MS: u64 = 500;
 /// One ledger of the repository.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct LedgerRow {
-    pub name: String,
+    pub(crate) name: String,
     /// Its entry count (the tip's seq + 1).
-    pub entries: u64,
+    pub(crate) entries: u64,
     /// The tip commit.
-    pub tip: String,
+    pub(crate) tip: String,
     /// The tip entry's hash.
-    pub tip_entry_hash: String,
+    pub(crate) tip_entry_hash: String,
 }
 
 /// The current ledger's last run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct LastRun {
     /// The seq of its request (the run's id).
-    pub request_seq: u64,
-    pub request: String,
+    pub(crate) request_seq: u64,
+    pub(crate) request: String,
     /// How it stands (`answered`, `paused`, `failed`, …; as `git forum runs` says).
-    pub state: &'static str,
+    pub(crate) state: &'static str,
     /// How many entries belong to it.
-    pub entries: usize,
+    pub(crate) entries: usize,
     /// The seq of its answer, if it has one.
-    pub answer_seq: Option<u64>,
+    pub(crate) answer_seq: Option<u64>,
 }
 
 /// One configured executor.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ExecutorRow {
     /// `default` or a tier (`cheap`, `capable`, `frontier`).
-    pub slot: String,
-    pub kind: &'static str,
-    pub model: String,
-    pub describe: String,
+    pub(crate) slot: String,
+    pub(crate) kind: &'static str,
+    pub(crate) model: String,
+    pub(crate) describe: String,
 }
 
 /// A local model endpoint and whether it accepts a connection.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct LocalModel {
-    pub url: String,
-    pub answers: bool,
+    pub(crate) url: String,
+    pub(crate) answers: bool,
 }
 
 /// Whether runs can start here.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Readiness {
-    pub ready: bool,
+    pub(crate) ready: bool,
     /// What keeps the runtime from being ready, one line each.
-    pub problems: Vec<String>,
-    pub executors: Vec<ExecutorRow>,
-    pub local_models: Vec<LocalModel>,
+    pub(crate) problems: Vec<String>,
+    pub(crate) executors: Vec<ExecutorRow>,
+    pub(crate) local_models: Vec<LocalModel>,
 }
 
 /// The repository's git forum.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct StatusReport {
     /// The current ledger, its entry count and its checkpoint (the fields `status` always had).
-    pub ledger: String,
-    pub entries: u64,
-    pub checkpoint: String,
+    pub(crate) ledger: String,
+    pub(crate) entries: u64,
+    pub(crate) checkpoint: String,
     /// Every ledger, by name.
-    pub ledgers: Vec<LedgerRow>,
+    pub(crate) ledgers: Vec<LedgerRow>,
     /// The current ledger's last run, if it has one.
-    pub last_run: Option<LastRun>,
+    pub(crate) last_run: Option<LastRun>,
     /// The hooks of this repository that run git forum (`pre-push`, `pre-receive`, `update`).
-    pub hooks: Vec<String>,
-    pub runtime: Readiness,
+    pub(crate) hooks: Vec<String>,
+    pub(crate) runtime: Readiness,
 }
 
 impl Report for StatusReport {

@@ -23,38 +23,38 @@ use crate::store::note::{self, WitnessDecision};
 /// What a witness is given besides the offer.
 pub(crate) struct WitnessOptions<'a> {
     /// The witness's own directory.
-    pub state: &'a Path,
+    pub(crate) state: &'a Path,
     /// The witness's signer key (Go's note format), as text.
-    pub key: &'a str,
+    pub(crate) key: &'a str,
     /// The log's note verifier keys.
-    pub log_keys: &'a [String],
+    pub(crate) log_keys: &'a [String],
     /// The time of the cosignature, POSIX seconds (the caller reads the clock).
-    pub now: u64,
+    pub(crate) now: u64,
 }
 
 /// The witness's answer.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct WitnessReport {
     /// [`Report::SCHEMA`].
-    pub schema: &'static str,
+    pub(crate) schema: &'static str,
     /// Whether the offer was cosigned.
-    pub ok: bool,
-    pub origin: Option<String>,
-    pub size: Option<u64>,
+    pub(crate) ok: bool,
+    pub(crate) origin: Option<String>,
+    pub(crate) size: Option<u64>,
     /// The offered note with the witness's cosignature line added.
-    pub cosigned: Option<String>,
+    pub(crate) cosigned: Option<String>,
     /// The cosignature line alone.
-    pub cosignature: Option<String>,
+    pub(crate) cosignature: Option<String>,
     /// The cosigner's verifier key (type 0x04), so an asker can pin it.
-    pub witness_key: String,
+    pub(crate) witness_key: String,
     /// Why the offer was refused.
-    pub problem: Option<String>,
+    pub(crate) problem: Option<String>,
     /// Whether the refusal contradicts the accepted tree (a rewritten ledger or a split view).
-    pub conflict: bool,
+    pub(crate) conflict: bool,
     /// The note the witness last accepted for this origin, if any.
-    pub accepted: Option<String>,
+    pub(crate) accepted: Option<String>,
     /// Where both notes were kept, for a conflict.
-    pub evidence: Option<String>,
+    pub(crate) evidence: Option<String>,
 }
 
 impl Report for WitnessReport {

@@ -19,20 +19,20 @@ const ACTOR: &str = "operator";
 /// A run branch brought into the current branch.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub(crate) struct ApplyReport {
-    pub schema: &'static str,
+    pub(crate) schema: &'static str,
     /// The run (its request seq).
-    pub run: u64,
+    pub(crate) run: u64,
     /// The branch brought into (`main`).
-    pub branch: String,
+    pub(crate) branch: String,
     /// The run branch (`forum/run-12`).
-    pub run_branch: String,
+    pub(crate) run_branch: String,
     /// The branch's tip before and after.
-    pub from: String,
-    pub to: String,
+    pub(crate) from: String,
+    pub(crate) to: String,
     /// `fast-forward` or `merge`.
-    pub mode: &'static str,
+    pub(crate) mode: &'static str,
     /// The `applied` entry.
-    pub seq: u64,
+    pub(crate) seq: u64,
 }
 
 impl Report for ApplyReport {
@@ -42,19 +42,19 @@ impl Report for ApplyReport {
 /// A run's branch and worktrees removed.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub(crate) struct DiscardReport {
-    pub schema: &'static str,
+    pub(crate) schema: &'static str,
     /// The run (its request seq).
-    pub run: u64,
+    pub(crate) run: u64,
     /// The run branch (`forum/run-12`).
-    pub run_branch: String,
+    pub(crate) run_branch: String,
     /// Its tip when deleted, `null` when the run had no branch.
-    pub branch_tip: Option<String>,
+    pub(crate) branch_tip: Option<String>,
     /// How many worktrees were removed.
-    pub worktrees: usize,
+    pub(crate) worktrees: usize,
     /// The kept change refs that stay.
-    pub kept: Vec<String>,
+    pub(crate) kept: Vec<String>,
     /// The `note` entry that witnesses it.
-    pub seq: u64,
+    pub(crate) seq: u64,
 }
 
 impl Report for DiscardReport {

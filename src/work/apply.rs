@@ -42,25 +42,25 @@ impl std::fmt::Display for Refusal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Applied {
     /// The branch brought into (short name, `main`).
-    pub branch: String,
+    pub(crate) branch: String,
     /// The run branch (short name, `forum/run-12`).
-    pub run_branch: String,
+    pub(crate) run_branch: String,
     /// The branch's tip before, and after.
-    pub from: String,
-    pub to: String,
+    pub(crate) from: String,
+    pub(crate) to: String,
     /// `fast-forward` or `merge`.
-    pub mode: &'static str,
+    pub(crate) mode: &'static str,
 }
 
 /// What discard removed and kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Discarded {
     /// The run branch's tip when it was deleted, `None` when there was no branch.
-    pub branch_tip: Option<String>,
+    pub(crate) branch_tip: Option<String>,
     /// How many worktrees were removed.
-    pub worktrees: usize,
+    pub(crate) worktrees: usize,
     /// The kept change refs that stay (`refs/forum/work/...`, `refs/forum/quarantine/...`).
-    pub kept: Vec<String>,
+    pub(crate) kept: Vec<String>,
 }
 
 fn refused(m: impl Into<String>) -> Refusal {

@@ -21,15 +21,15 @@ const ERROR_LIMIT: usize = 64 << 10;
 /// What one git command did.
 pub(crate) struct Out {
     /// Whether it exited 0.
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// Its exit code, when it exited.
-    pub code: Option<i32>,
+    pub(crate) code: Option<i32>,
     /// Its standard output (up to the limit it was read with).
-    pub stdout: Vec<u8>,
+    pub(crate) stdout: Vec<u8>,
     /// Whether standard output went past the limit (the command was then stopped).
-    pub cut: bool,
+    pub(crate) cut: bool,
     /// Its standard error's last line, trimmed.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl Out {

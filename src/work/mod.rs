@@ -105,7 +105,7 @@ impl GitWork {
 
     /// Like [`GitWork::open`], but at a base recorded earlier (a resumed run keeps its base,
     /// wherever HEAD has moved since).
-    pub fn open_at(
+    pub(crate) fn open_at(
         repo: &Path,
         ledger: &str,
         run_seq: u64,
@@ -146,17 +146,17 @@ impl GitWork {
     }
 
     /// The repository directory this run was opened for.
-    pub fn repo(&self) -> &Path {
+    pub(crate) fn repo(&self) -> &Path {
         &self.repo
     }
 
     /// The run branch's ref (`refs/heads/forum/run-RUN`).
-    pub fn branch_ref(&self) -> String {
+    pub(crate) fn branch_ref(&self) -> String {
         run_branch(self.run_seq)
     }
 
     /// The run branch's tip, or `None` before its first integration.
-    pub fn branch_tip(&self) -> Option<String> {
+    pub(crate) fn branch_tip(&self) -> Option<String> {
         resolve_commit(&self.common, &self.branch_ref())
     }
 

@@ -54,9 +54,9 @@ pub(crate) fn check_endpoint(url: &str, policy: &Policy, facts: &dyn Facts) -> R
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Issue {
     /// Where: `default`, `cheap`, `worker seat`, `control roles`...
-    pub place: String,
+    pub(crate) place: String,
     /// What is wrong and how to fix it (one line; never a key value).
-    pub problem: String,
+    pub(crate) problem: String,
 }
 
 impl fmt::Display for Issue {

@@ -53,7 +53,7 @@ impl Via {
 
 /// Why a role has no executor.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unresolved {
+pub(crate) enum Unresolved {
     /// Nothing is configured at all.
     NothingConfigured,
     /// A seat names a slot that has no executor.

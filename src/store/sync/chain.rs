@@ -100,9 +100,9 @@ impl Drop for CatFile {
 /// One entry of a chain and the commit holding it.
 #[derive(Debug, Clone)]
 pub(crate) struct Link {
-    pub commit: ObjectId,
-    pub tree: ObjectId,
-    pub entry: Entry,
+    pub(crate) commit: ObjectId,
+    pub(crate) tree: ObjectId,
+    pub(crate) entry: Entry,
 }
 
 /// Reads the chain ending at `tip`, root first. With `check`, also checks what makes it a

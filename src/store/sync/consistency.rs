@@ -17,9 +17,9 @@ use crate::store::git::StoreError;
 /// A ledger's size and Merkle root, and the commit at its tip.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Checkpoint {
-    pub size: u64,
-    pub root: String,
-    pub commit: Option<ObjectId>,
+    pub(crate) size: u64,
+    pub(crate) root: String,
+    pub(crate) commit: Option<ObjectId>,
 }
 
 impl Checkpoint {

@@ -62,22 +62,22 @@ impl FetchStatus {
 /// One remote ledger's outcome, with the evidence.
 #[derive(Debug, Clone)]
 pub(crate) struct FetchResult {
-    pub ledger: String,
-    pub status: FetchStatus,
+    pub(crate) ledger: String,
+    pub(crate) status: FetchStatus,
     /// The remote copy's checkpoint (size 0 when the remote no longer has the ledger).
-    pub remote: Option<Checkpoint>,
+    pub(crate) remote: Option<Checkpoint>,
     /// The checkpoint last seen from this remote, before this fetch.
-    pub seen: Option<Checkpoint>,
+    pub(crate) seen: Option<Checkpoint>,
     /// For a rewrite: the root the remote's first `seen.size` entries give now.
-    pub remote_prefix_root: Option<String>,
+    pub(crate) remote_prefix_root: Option<String>,
     /// For a split view: the other remote and the checkpoint last seen from it, which this
     /// copy contradicts.
-    pub conflict: Option<(String, Checkpoint)>,
-    pub problem: Option<String>,
-    pub code: Option<&'static str>,
+    pub(crate) conflict: Option<(String, Checkpoint)>,
+    pub(crate) problem: Option<String>,
+    pub(crate) code: Option<&'static str>,
     /// What each configured witness said about the remote's latest note (adopted copies only;
     /// src/store/witness.rs).
-    pub witnesses: Vec<crate::store::witness::Asked>,
+    pub(crate) witnesses: Vec<crate::store::witness::Asked>,
 }
 
 /// Removes the staging refs of `remote`, whatever happens to the fetch.

@@ -15,9 +15,9 @@ use crate::store::git::{
 /// One ref update a hook was told about.
 #[derive(Debug, Clone)]
 pub(crate) struct RefUpdate {
-    pub refname: String,
-    pub old: String,
-    pub new: String,
+    pub(crate) refname: String,
+    pub(crate) old: String,
+    pub(crate) new: String,
 }
 
 /// Checks one update of a ledger ref on the receiving side: no deletion; the new chain must be

@@ -42,10 +42,10 @@ impl PushStatus {
 /// One ledger's outcome.
 #[derive(Debug, Clone)]
 pub(crate) struct PushResult {
-    pub ledger: String,
-    pub status: PushStatus,
-    pub entries: u64,
-    pub checkpoint: String,
+    pub(crate) ledger: String,
+    pub(crate) status: PushStatus,
+    pub(crate) entries: u64,
+    pub(crate) checkpoint: String,
 }
 
 /// Names of every local ledger.

@@ -115,8 +115,8 @@ pub(crate) fn help() -> String {
 /// latest decision counts).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Checks {
-    pub refuted: bool,
-    pub blocked: bool,
+    pub(crate) refuted: bool,
+    pub(crate) blocked: bool,
 }
 
 /// The checks of run `run` among `entries` (with their bodies).
@@ -189,8 +189,8 @@ pub(crate) fn exit_for(store: &GitStore, outcome: &Outcome) -> Result<RunExit> {
 /// The `exit` field of a run report: the code the command line exits with and its name.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 pub(crate) struct ExitReport {
-    pub code: u8,
-    pub name: RunExit,
+    pub(crate) code: u8,
+    pub(crate) name: RunExit,
 }
 
 impl From<RunExit> for ExitReport {

@@ -14,28 +14,28 @@ use crate::surface::{Error, Report, Result};
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub(crate) struct GateRow {
     /// The `gate_pending` entry.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// The run (its request seq), when the gate belongs to one.
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
     /// The run's first plan entry (the gate's key).
-    pub run_seq: u64,
+    pub(crate) run_seq: u64,
     /// The gated wave (0-based).
-    pub wave: u64,
+    pub(crate) wave: u64,
     /// The wave's task ids.
-    pub tasks: Vec<String>,
+    pub(crate) tasks: Vec<String>,
     /// What the approver is asked.
-    pub question: String,
+    pub(crate) question: String,
     /// When it expires (seconds since 1970), if it does.
-    pub deadline: Option<f64>,
+    pub(crate) deadline: Option<f64>,
     /// What it becomes then.
-    pub on_expiry: Option<String>,
+    pub(crate) on_expiry: Option<String>,
 }
 
 /// The pending gates of a ledger.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub(crate) struct GateList {
-    pub schema: &'static str,
-    pub pending: Vec<GateRow>,
+    pub(crate) schema: &'static str,
+    pub(crate) pending: Vec<GateRow>,
 }
 
 impl Report for GateList {
@@ -107,36 +107,36 @@ impl Decision {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Decide {
     /// The run, by its request seq.
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
     /// The run, by its first plan entry (the gate's key).
-    pub run_seq: Option<u64>,
+    pub(crate) run_seq: Option<u64>,
     /// The wave.
-    pub wave: Option<u64>,
+    pub(crate) wave: Option<u64>,
     /// Who decides.
-    pub approver: String,
+    pub(crate) approver: String,
     /// A note kept with an approval or an edit.
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
     /// The decision.
-    pub decision: Decision,
+    pub(crate) decision: Decision,
 }
 
 /// A decision witnessed.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub(crate) struct GateDecided {
-    pub schema: &'static str,
+    pub(crate) schema: &'static str,
     /// `approved`, `edited` or `rejected`.
-    pub resolved: &'static str,
+    pub(crate) resolved: &'static str,
     /// The entry kind written.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
     /// The decision's entry.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// The run (its request seq).
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
     /// The gate's key: the run's first plan entry, and the wave.
-    pub run_seq: u64,
-    pub wave: u64,
+    pub(crate) run_seq: u64,
+    pub(crate) wave: u64,
     /// The `gate_pending` entry the decision answers.
-    pub causal_parent: u64,
+    pub(crate) causal_parent: u64,
 }
 
 impl Report for GateDecided {

@@ -37,32 +37,32 @@ const SCAN_BACK: u64 = 4096;
 #[derive(Debug, Clone)]
 pub(crate) struct HaltAsk {
     /// The run (its request seq); `None`: the latest running run of the ledger.
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
     /// Who asks.
-    pub by: String,
+    pub(crate) by: String,
     /// Why (`None`: [`DEFAULT_REASON`]).
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// How long to wait for the run to stop (zero: do not wait).
-    pub wait: Duration,
+    pub(crate) wait: Duration,
 }
 
 /// What a halt did.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub(crate) struct HaltReport {
-    pub schema: &'static str,
-    pub ledger: String,
+    pub(crate) schema: &'static str,
+    pub(crate) ledger: String,
     /// The run halted (its request seq).
-    pub run: u64,
+    pub(crate) run: u64,
     /// The process that was driving it.
-    pub pid: u32,
-    pub by: String,
-    pub reason: String,
+    pub(crate) pid: u32,
+    pub(crate) by: String,
+    pub(crate) reason: String,
     /// Whether the run stopped within the wait.
-    pub stopped: bool,
+    pub(crate) stopped: bool,
     /// Its `halted` entry, once witnessed.
-    pub halted_seq: Option<u64>,
+    pub(crate) halted_seq: Option<u64>,
     /// What continues the run.
-    pub resume: String,
+    pub(crate) resume: String,
 }
 
 impl Report for HaltReport {

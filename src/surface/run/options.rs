@@ -28,14 +28,14 @@ pub(crate) const CAPSULE_MAX_TEXT_CHARS: usize = 240;
 
 /// A command line (split like a shell, run without one) and the seconds it may take.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CommandSpec {
-    pub line: String,
-    pub timeout: f64,
+pub(crate) struct CommandSpec {
+    pub(crate) line: String,
+    pub(crate) timeout: f64,
 }
 
 /// Where request and per-task context come from.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub enum ContextSource {
+pub(crate) enum ContextSource {
     /// No context.
     #[default]
     None,
@@ -47,57 +47,57 @@ pub enum ContextSource {
 
 /// What a submit or a resume is asked to do, whichever transport asked.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct RunOptions {
+pub(crate) struct RunOptions {
     /// Stop once this many model calls have started.
-    pub max_model_calls: Option<u64>,
+    pub(crate) max_model_calls: Option<u64>,
     /// Stop once this many seconds have passed.
-    pub max_seconds: Option<f64>,
+    pub(crate) max_seconds: Option<f64>,
     /// Token limits on what reaches prompts.
-    pub context_budget: Option<ContextBudget>,
+    pub(crate) context_budget: Option<ContextBudget>,
     /// Where context comes from.
-    pub context: ContextSource,
+    pub(crate) context: ContextSource,
     /// Ask the orchestrator seat whether a flagged answer drifted.
-    pub judge_intent: bool,
+    pub(crate) judge_intent: bool,
     /// Ask the orchestrator seat for a tighter answer when the delivery floor flags it.
-    pub revise: bool,
+    pub(crate) revise: bool,
     /// Check the delivered answer with a command.
-    pub verify: Option<CommandSpec>,
+    pub(crate) verify: Option<CommandSpec>,
     /// Cap on the tokens each free-text call may generate.
-    pub max_output_tokens: Option<u32>,
+    pub(crate) max_output_tokens: Option<u32>,
     /// Witness a checkpoint and sync after each wave.
-    pub checkpoint_each_wave: bool,
+    pub(crate) checkpoint_each_wave: bool,
     /// The delivery profile to check the answer against.
-    pub delivery_profile: Option<String>,
+    pub(crate) delivery_profile: Option<String>,
     /// Waves (0-based) that wait for a decision.
-    pub gate_waves: Vec<usize>,
+    pub(crate) gate_waves: Vec<usize>,
     /// Seconds a pending gate waits before it expires.
-    pub gate_deadline: Option<f64>,
+    pub(crate) gate_deadline: Option<f64>,
     /// What an expired gate becomes (`approve` or `reject`).
-    pub gate_on_expiry: Option<String>,
+    pub(crate) gate_on_expiry: Option<String>,
     /// Work in the repository (`--work`; `[work] enabled` sets it by default).
-    pub work: bool,
+    pub(crate) work: bool,
     /// Check commands every change must pass (`--check`, after `[work] checks`).
-    pub checks: Vec<String>,
+    pub(crate) checks: Vec<String>,
     /// Seconds each check may run before it is killed.
-    pub check_timeout: Option<f64>,
+    pub(crate) check_timeout: Option<f64>,
     /// What a secret found in a body does (`--secrets`; default: the policy's `[secrets]`).
-    pub secrets: Option<crate::secrets::Mode>,
+    pub(crate) secrets: Option<crate::secrets::Mode>,
     /// Commands the editing worker may run besides the checks (`--allow-cmd`).
-    pub allow_cmds: Vec<String>,
+    pub(crate) allow_cmds: Vec<String>,
     /// Tool calls each task of the editing worker may make (`--max-tool-calls`).
-    pub max_tool_calls: Option<u32>,
+    pub(crate) max_tool_calls: Option<u32>,
     /// `--sandbox` (`Some(true)`) or `--no-sandbox` (`Some(false)`); `None`: `[work] sandbox`,
     /// else confined when bubblewrap is usable.
-    pub sandbox: Option<bool>,
+    pub(crate) sandbox: Option<bool>,
     /// `--sandbox-net`: confined workers and checks keep the network.
-    pub sandbox_net: bool,
+    pub(crate) sandbox_net: bool,
     /// The work tree whose map and relevant files are context (on by default in a repository;
     /// `--no-repo-context` leaves it `None`), after the context of [`RunOptions::context`].
-    pub repo_context: Option<std::path::PathBuf>,
+    pub(crate) repo_context: Option<std::path::PathBuf>,
     /// `--max-tokens`: the run's ceiling on prompt plus completion tokens.
-    pub max_tokens: Option<u64>,
+    pub(crate) max_tokens: Option<u64>,
     /// `--max-cost-usd`: the run's ceiling on what its model calls cost, in dollars.
-    pub max_cost_usd: Option<f64>,
+    pub(crate) max_cost_usd: Option<f64>,
 }
 
 /// A positive, finite number of seconds for `flag`.
@@ -130,7 +130,7 @@ impl RunOptions {
     /// Checks every option and builds the engine's options under `policy`, without the
     /// context provider ([`RunOptions::context_provider`] makes it once the ledger is open):
     /// a bad option is refused before the ledger is read.
-    pub fn build(&self, policy: Policy) -> Result<run::Options> {
+    pub(crate) fn build(&self, policy: Policy) -> Result<run::Options> {
         for (flag, v) in [
             ("max-seconds", self.max_seconds),
             ("gate-deadline", self.gate_deadline),
@@ -189,7 +189,7 @@ impl RunOptions {
 
     /// The spend ceilings, refused when not a positive number (a ceiling of 0 would stop
     /// every run before its first call: leave the flag out for no ceiling).
-    pub fn ceilings(&self) -> Result<crate::spend::Ceilings> {
+    pub(crate) fn ceilings(&self) -> Result<crate::spend::Ceilings> {
         if self.max_tokens == Some(0) {
             return Err(Error::usage(
                 "--max-tokens 0 leaves nothing to spend: give a number of tokens above 0 (or leave the flag out for no ceiling)",
@@ -216,7 +216,7 @@ impl RunOptions {
     /// with `open`: `--work` (or `[work] enabled`) makes a new run work in the repository;
     /// `[work] checks` run before `--check`. A check given without work, an empty check or a
     /// bad timeout is a usage error.
-    pub fn work_options(
+    pub(crate) fn work_options(
         &self,
         defaults: &config::WorkConfig,
         ledger: &str,
@@ -297,7 +297,7 @@ impl RunOptions {
 
     /// The context provider of [`RunOptions::context`], if any. `pre` is the ledger as read
     /// before the run (for the capsule); it is called only when the capsule is asked for.
-    pub fn context_provider(
+    pub(crate) fn context_provider(
         &self,
         pre: impl FnOnce() -> Result<Vec<(Entry, Option<Value>)>>,
     ) -> Result<Option<Arc<dyn ContextProvider>>> {

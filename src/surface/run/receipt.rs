@@ -14,22 +14,22 @@ use crate::surface::{Error, Report, Result};
 /// Our receipt of one submit or resume: its entries, calls per model, verdicts, route frame.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub(crate) struct RunReceipt {
-    pub schema: &'static str,
-    pub ledger: String,
-    pub status: &'static str,
-    pub request_seq: u64,
-    pub answer_seq: Option<u64>,
+    pub(crate) schema: &'static str,
+    pub(crate) ledger: String,
+    pub(crate) status: &'static str,
+    pub(crate) request_seq: u64,
+    pub(crate) answer_seq: Option<u64>,
     /// The entries this invocation wrote.
-    pub entries: Vec<u64>,
-    pub ledger_size: u64,
-    pub checkpoint: String,
-    pub model_calls: u64,
-    pub calls_per_model: std::collections::BTreeMap<String, u64>,
-    pub verdicts: std::collections::BTreeMap<String, u64>,
-    pub route_frame: J,
+    pub(crate) entries: Vec<u64>,
+    pub(crate) ledger_size: u64,
+    pub(crate) checkpoint: String,
+    pub(crate) model_calls: u64,
+    pub(crate) calls_per_model: std::collections::BTreeMap<String, u64>,
+    pub(crate) verdicts: std::collections::BTreeMap<String, u64>,
+    pub(crate) route_frame: J,
     /// The `interrupted` entry, when a draining daemon stopped the run.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub interrupted_seq: Option<u64>,
+    pub(crate) interrupted_seq: Option<u64>,
 }
 
 impl Report for RunReceipt {
@@ -119,7 +119,7 @@ pub(crate) fn forum_receipt(
 
 /// Forum's action receipt of one run, as the `receipt` operation answers.
 #[derive(Debug, Clone)]
-pub(crate) struct Receipt(pub Value);
+pub(crate) struct Receipt(pub(crate) Value);
 
 impl Serialize for Receipt {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

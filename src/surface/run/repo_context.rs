@@ -169,7 +169,10 @@ impl ContextProvider for RepoContext {
 
 /// Two providers as one: the first's context, then the second's, each part only when it is
 /// not empty. A failure of either is the failure of both (and witnessed as such).
-pub(crate) struct Chained(pub Arc<dyn ContextProvider>, pub Arc<dyn ContextProvider>);
+pub(crate) struct Chained(
+    pub(crate) Arc<dyn ContextProvider>,
+    pub(crate) Arc<dyn ContextProvider>,
+);
 
 fn join(a: String, b: String) -> String {
     match (a.is_empty(), b.is_empty()) {

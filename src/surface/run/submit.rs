@@ -52,15 +52,15 @@ pub(crate) fn class_of(e: &RunError) -> Class {
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct RunReport {
     /// The delivered answer, when there is one.
-    pub answer: Option<String>,
+    pub(crate) answer: Option<String>,
     /// The ledger's checkpoint after the run.
-    pub checkpoint: String,
+    pub(crate) checkpoint: String,
     /// Forum's action receipt of the run.
-    pub receipt: J,
+    pub(crate) receipt: J,
     /// Ours.
-    pub git_forum_receipt: RunReceipt,
+    pub(crate) git_forum_receipt: RunReceipt,
     /// How the run ended, as the command line's exit code ([`super::exit::TABLE`]).
-    pub exit: super::exit::ExitReport,
+    pub(crate) exit: super::exit::ExitReport,
 }
 
 impl Report for RunReport {
