@@ -62,14 +62,6 @@ impl Default for ContextBudget {
 }
 
 impl ContextBudget {
-    /// Checks the budget: `bytes_per_token` must be positive.
-    pub(crate) fn validate(&self) -> Result<(), String> {
-        if self.bytes_per_token == 0 {
-            return Err("bytes per token must be at least 1".into());
-        }
-        Ok(())
-    }
-
     /// `{"bytes_per_token", then each limit that is set}` in Forum's order.
     pub fn configured_limits(&self) -> Value {
         let mut out = vec![(

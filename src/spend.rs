@@ -148,6 +148,8 @@ pub(crate) struct Reservation {
 
 impl Reservation {
     /// What it holds.
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
     pub(crate) fn held(&self) -> Amount {
         self.held
     }
@@ -183,6 +185,8 @@ impl Spend {
     }
 
     /// The ceilings.
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
     pub(crate) fn ceilings(&self) -> Ceilings {
         self.ceilings
     }
@@ -275,6 +279,8 @@ impl Spend {
     }
 
     /// What running calls hold.
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
     pub(crate) fn reserved(&self) -> Amount {
         self.reserved
     }

@@ -22,10 +22,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::plan::py_repr;
 use serde_json::{Value as J, json};
 
+#[cfg(test)]
+pub(crate) use status::FeatureState;
 pub(crate) use status::{
-    Action, Counts, FeatureState, FeatureView, Ingest, Next, Progress, ProjectView, ROOM_SCHEMA,
-    Room, Status, blocked_status, declared_ids, dispatch_body, next_actions, next_features, reduce,
-    result_snapshot, room, room_text, round_status,
+    Action, FeatureView, Ingest, ROOM_SCHEMA, Room, Status, blocked_status, declared_ids,
+    dispatch_body, next_actions, next_features, reduce, result_snapshot, room, room_text,
+    round_status,
 };
 
 /// The owner of the features git forum itself runs.

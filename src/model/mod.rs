@@ -21,10 +21,10 @@
 mod install;
 mod server;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub(crate) use install::{install, installed};
-pub(crate) use server::{Running, health, running, start, stop};
+pub(crate) use server::{health, running, start, stop};
 
 /// The port `start` uses without `--port` (the one `scripts/local-llm` used).
 pub(crate) const DEFAULT_PORT: u16 = 18080;
@@ -122,13 +122,6 @@ impl Home {
                 .join(dir)
         };
         Ok(Home { dir })
-    }
-
-    /// A directory given directly.
-    pub(crate) fn at(dir: &Path) -> Home {
-        Home {
-            dir: dir.to_path_buf(),
-        }
     }
 
     /// The venv's interpreter.

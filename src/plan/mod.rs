@@ -48,10 +48,6 @@ pub use upstream::{
     augment_with_upstream_budgeted,
 };
 
-/// Upstream output longer than this many code points is cut before injection (Forum's
-/// `DEFAULT_MAX_UPSTREAM_CHARS`).
-pub(crate) const DEFAULT_MAX_UPSTREAM_CHARS: usize = 8192;
-
 /// The keys a task object may carry in [`ParseMode::Strict`].
 pub(crate) const TASK_KEYS: [&str; 5] = ["id", "agent", "instruction", "depends_on", "done_when"];
 

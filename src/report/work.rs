@@ -254,6 +254,8 @@ impl Work {
 
     /// One line for a person: `2 changes (3 files, +10 -2); checks 3/4 passed; 1 merged, 1
     /// blocked, 0 waiting`.
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
     pub(crate) fn line(&self) -> String {
         let mut line = format!(
             "{} change{} ({} file{}, +{} -{}); checks {}/{} passed; {} merged, {} blocked, {} waiting",

@@ -26,7 +26,7 @@ mod tests;
 
 use crate::ledger::Value;
 
-pub(crate) use contract::{CommunicationContract, UnknownProfile, build_communication_contract};
+pub(crate) use contract::{CommunicationContract, build_communication_contract};
 pub use frame::{RouteFrame, derive_route_frame, route_request};
 pub use router::{
     Candidate, Classification, Classifier, RequestError, RouteDecision, RouteRule, Router,

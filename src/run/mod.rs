@@ -87,10 +87,10 @@ pub(crate) use changes::{
     DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, OpenWork, WorkOptions,
 };
 pub use context::{MAX_TASK_CONTEXT_CHARS, TASK_CONTEXT_CUT_MARKER, cap_task_context};
-pub(crate) use dispatch::{Dispatched, TaskResult, WorkBranch, WorkState, dispatch};
+pub(crate) use dispatch::{WorkBranch, dispatch};
 pub use drive::submit;
 pub(crate) use gates::GatePolicy;
-pub(crate) use interrupt::{Halt, Interrupt};
+pub(crate) use interrupt::Interrupt;
 pub(crate) use payload::{plan_entry_payload, plan_from_payload};
 pub use resume::resume;
 pub use schemas::{

@@ -11,10 +11,7 @@ use super::{GatePolicy, Verdict, plan_from_payload};
 use crate::ledger::{Entry, kind};
 use crate::plan::CompiledPlan;
 
-pub(crate) use crate::gate::{
-    Admission, GATE_KINDS, GateState, PendingGate, admission, gate_entries, gate_key,
-    gate_resolution,
-};
+pub(crate) use crate::gate::{Admission, PendingGate, admission};
 
 /// How a run stands.
 #[derive(Debug, Clone, PartialEq, Eq)]

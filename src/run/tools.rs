@@ -46,20 +46,6 @@ pub enum Op {
     Run { command: String },
 }
 
-impl Op {
-    /// The tool's name.
-    pub(crate) fn tool(&self) -> &'static str {
-        match self {
-            Op::List { .. } => "list_files",
-            Op::Read { .. } => "read_file",
-            Op::Search { .. } => "search",
-            Op::Write { .. } => "write_file",
-            Op::Diff { .. } => "apply_diff",
-            Op::Run { .. } => "run_command",
-        }
-    }
-}
-
 /// What carrying out an [`Op`] gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {

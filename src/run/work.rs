@@ -33,6 +33,8 @@ use crate::ledger::kind;
 
 /// The entry kinds a run that changes the repository writes, in the order a task meets them
 /// (`applied` comes later, from `git forum apply`).
+// Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+#[allow(dead_code)]
 pub(crate) const WORK_KINDS: [&str; 5] = [
     kind::CHANGE,
     kind::CHECK,

@@ -93,10 +93,6 @@ impl Cosigner {
         })
     }
 
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
     pub(crate) fn public(&self) -> [u8; 32] {
         self.key.verifying_key().to_bytes()
     }
@@ -195,10 +191,6 @@ impl CosignVerifier {
             id,
             key,
         })
-    }
-
-    pub(crate) fn name(&self) -> &str {
-        &self.name
     }
 
     /// Checks `timestamped_signature` bytes over `body`; returns the timestamp.

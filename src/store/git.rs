@@ -45,7 +45,6 @@ pub use super::durable::FlushMethod;
 pub(crate) use super::error::StoreError;
 pub(crate) use super::error::git_err;
 pub(crate) use super::lock::CasOutcome;
-pub(crate) use super::lock::STALE_REF_LOCK;
 
 /// Where every ledger ref lives.
 pub(crate) const LEDGER_PREFIX: &str = "refs/forum/ledgers/";

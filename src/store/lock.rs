@@ -19,6 +19,8 @@ use super::objects::create_in_dir;
 
 /// A ref `.lock` file older than this, found while we hold the ledger's writer lock, was left by
 /// a writer that died; git's own writers hold ref locks for milliseconds.
+// Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+#[allow(dead_code)]
 pub(crate) const STALE_REF_LOCK: Duration = Duration::from_secs(2);
 
 pub(crate) enum CasOutcome {

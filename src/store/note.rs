@@ -134,6 +134,8 @@ pub struct OpenedNote {
     /// The names of the trusted keys whose signatures verified.
     pub signers: Vec<String>,
     /// The note's text (what the signatures cover).
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
     pub(crate) text: String,
 }
 

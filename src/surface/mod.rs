@@ -63,10 +63,6 @@ pub(crate) enum Class {
     Internal,
 }
 
-/// The exit code of a `submit` or `resume` stopped by a spend ceiling (`--max-tokens`,
-/// `--max-cost-usd`): the run is witnessed and `git forum resume` continues it.
-pub(crate) use run::exit::EXIT_CEILING;
-
 /// The one table from a class to what each transport reports.
 const TABLE: &[(Class, u8, u16)] = &[
     (Class::Usage, 2, 400),

@@ -73,6 +73,8 @@ fn subject_line(subject: &str, fallback: &str) -> String {
 /// One run's work area over the repository at `repo`. See the module doc.
 pub struct GitWork {
     /// The directory the run was started for (the user's work tree, or `-C`'s).
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
     repo: PathBuf,
     /// The git common dir (absolute).
     common: PathBuf,
@@ -146,6 +148,8 @@ impl GitWork {
     }
 
     /// The repository directory this run was opened for.
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
     pub(crate) fn repo(&self) -> &Path {
         &self.repo
     }

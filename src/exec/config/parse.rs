@@ -539,12 +539,6 @@ fn metering(src: &Src<'_>, table: &str, r: &RawExecutor) -> Result<Metering, Con
     Ok(Metering { price, max_tokens })
 }
 
-/// The Claude Code CLI preset's argument list outside a worktree (the prompt is appended at
-/// call time; [`Preset::argv`] adds the editing flags inside one).
-pub(crate) fn claude_argv(model: Option<&str>) -> Vec<String> {
-    Preset::Claude.base_argv(model)
-}
-
 /// Splits a command line with POSIX shell rules (quotes and backslashes; no expansion, no
 /// pipes: nothing runs through a shell).
 pub(crate) fn split_cmd(line: &str) -> Result<Vec<String>, String> {

@@ -32,10 +32,12 @@ mod url_check;
 use std::fmt;
 use std::net::IpAddr;
 
-pub(crate) use classify::{classify_ip, classify_name, classify_v4, classify_v6};
-pub(crate) use key_env::{
-    FORBIDDEN_KEY_WORDS, KNOWN_KEY_ENVS, KeyEnv, MAX_KEY_ENV_LEN, check_key_env,
-};
+#[cfg(test)]
+pub(crate) use classify::classify_v6;
+pub(crate) use classify::{classify_ip, classify_name};
+#[cfg(test)]
+pub(crate) use key_env::KNOWN_KEY_ENVS;
+pub(crate) use key_env::{KeyEnv, check_key_env};
 pub(crate) use url_check::{check_url, display_url};
 
 /// What an address (or a well-known name) is, for the purpose of sending requests to it.
