@@ -4,10 +4,10 @@
 
 use crate::ledger::Value;
 
-pub mod repo;
+pub(crate) mod repo;
 
 /// The schema name of a pressure record.
-pub const PRESSURE_SCHEMA: &str = "forum.context-pressure/v1";
+pub(crate) const PRESSURE_SCHEMA: &str = "forum.context-pressure/v1";
 
 /// Where a slice of context comes from; each has its own optional cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub enum Source {
 }
 
 impl Source {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Source::Request => "request",
             Source::Task => "task",
@@ -62,14 +62,6 @@ impl Default for ContextBudget {
 }
 
 impl ContextBudget {
-    /// Checks the budget: `bytes_per_token` must be positive.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.bytes_per_token == 0 {
-            return Err("bytes per token must be at least 1".into());
-        }
-        Ok(())
-    }
-
     /// `{"bytes_per_token", then each limit that is set}` in Forum's order.
     pub fn configured_limits(&self) -> Value {
         let mut out = vec![(
@@ -106,12 +98,12 @@ pub fn approx_tokens(text: &str, bytes_per_token: u64) -> u64 {
 /// The run-wide count of admitted tokens, shared by every slice.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Meter {
-    pub admitted_tokens_total: u64,
+    pub(crate) admitted_tokens_total: u64,
 }
 
 impl Meter {
     /// Tokens the total limit still allows, `None` without a total limit.
-    pub fn remaining_total(&self, budget: &ContextBudget) -> Option<u64> {
+    pub(crate) fn remaining_total(&self, budget: &ContextBudget) -> Option<u64> {
         budget
             .max_total_tokens
             .map(|m| m.saturating_sub(self.admitted_tokens_total))
@@ -120,14 +112,14 @@ impl Meter {
 
 /// What happened to a slice of context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     Retained,
     Trimmed,
     Omitted,
 }
 
 impl Action {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Action::Retained => "retained",
             Action::Trimmed => "trimmed",
@@ -139,17 +131,17 @@ impl Action {
 /// The record of one slice meeting the budget (`forum.context-pressure/v1`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pressure {
-    pub source: Source,
-    pub label: String,
-    pub action: Action,
+    pub(crate) source: Source,
+    pub(crate) label: String,
+    pub(crate) action: Action,
     /// `empty`, `under_budget`, or the name of the limit that applied.
-    pub reason: &'static str,
-    pub original_bytes: u64,
-    pub admitted_bytes: u64,
-    pub original_tokens: u64,
-    pub admitted_tokens: u64,
+    pub(crate) reason: &'static str,
+    pub(crate) original_bytes: u64,
+    pub(crate) admitted_bytes: u64,
+    pub(crate) original_tokens: u64,
+    pub(crate) admitted_tokens: u64,
     /// What the total limit still allows after this slice, `None` without a total limit.
-    pub remaining_total_tokens: Option<u64>,
+    pub(crate) remaining_total_tokens: Option<u64>,
 }
 
 impl Pressure {

@@ -16,7 +16,7 @@ use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, NewEntry, kind};
 
 /// Entry kinds that take part in a gate's resolution.
-pub const GATE_KINDS: [&str; 6] = [
+pub(crate) const GATE_KINDS: [&str; 6] = [
     kind::GATE_PENDING,
     kind::GATE_APPROVED,
     kind::GATE_EDITED,
@@ -27,7 +27,7 @@ pub const GATE_KINDS: [&str; 6] = [
 
 /// What a person decides on a pending gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GateDecision {
+pub(crate) enum GateDecision {
     /// Let the wave run as planned.
     Approve,
     /// Let the wave run with rewritten instructions.
@@ -38,7 +38,7 @@ pub enum GateDecision {
 
 impl GateDecision {
     /// The entry kind that witnesses this decision.
-    pub fn kind(self) -> &'static str {
+    pub(crate) fn kind(self) -> &'static str {
         match self {
             GateDecision::Approve => kind::GATE_APPROVED,
             GateDecision::Edit => kind::GATE_EDITED,
@@ -47,12 +47,12 @@ impl GateDecision {
     }
 
     /// The word a decided gate answers with: `approved`, `edited`, `rejected`.
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         self.state().as_str()
     }
 
     /// The decision an entry kind witnesses, if it is one.
-    pub fn from_kind(kind: &str) -> Option<GateDecision> {
+    pub(crate) fn from_kind(kind: &str) -> Option<GateDecision> {
         [
             GateDecision::Approve,
             GateDecision::Edit,
@@ -63,7 +63,7 @@ impl GateDecision {
     }
 
     /// Where a gate stands once this decision is the latest.
-    pub fn state(self) -> GateState {
+    pub(crate) fn state(self) -> GateState {
         match self {
             GateDecision::Approve => GateState::Approved,
             GateDecision::Edit => GateState::Edited,
@@ -73,13 +73,13 @@ impl GateDecision {
 }
 
 /// A gate's `(run_seq, wave)` key, when its payload has one.
-pub fn gate_key(p: &J) -> Option<(u64, u64)> {
+pub(crate) fn gate_key(p: &J) -> Option<(u64, u64)> {
     Some((p.get("run_seq")?.as_u64()?, p.get("wave")?.as_u64()?))
 }
 
 /// Where a gate stands. An expiry counts as the decision it applied (approved or rejected).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GateState {
+pub(crate) enum GateState {
     /// Never asked.
     None,
     /// Asked, not decided.
@@ -94,7 +94,7 @@ pub enum GateState {
 
 impl GateState {
     /// A stable name: `none`, `pending`, `approved`, `edited`, `rejected`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             GateState::None => "none",
             GateState::Pending => "pending",
@@ -108,19 +108,19 @@ impl GateState {
 /// One entry of a gate as its resolution reads it: its seq, its kind, and for a
 /// `gate_expired`, the `decision` it applied when that is a string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Mark<'a> {
+pub(crate) struct Mark<'a> {
     /// The entry's seq.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// The entry's kind.
-    pub kind: &'a str,
+    pub(crate) kind: &'a str,
     /// An expiry's `decision` (`approved` approves; anything else rejects).
-    pub expiry_decision: Option<&'a str>,
+    pub(crate) expiry_decision: Option<&'a str>,
 }
 
 /// Where one gate stands from its entries (all of one key, in any order): the highest-seq
 /// decision wins (an expiry counts as its `decision`: `approved` approves, anything else
 /// rejects); with none, pending if it was asked, else none. Other kinds are ignored.
-pub fn gate_state<'a>(marks: impl IntoIterator<Item = Mark<'a>>) -> GateState {
+pub(crate) fn gate_state<'a>(marks: impl IntoIterator<Item = Mark<'a>>) -> GateState {
     let mut best: Option<(u64, GateState)> = None;
     let mut asked = false;
     for m in marks {
@@ -149,7 +149,7 @@ pub fn gate_state<'a>(marks: impl IntoIterator<Item = Mark<'a>>) -> GateState {
 }
 
 /// [`gate_state`] over a gate's entries with their bodies (all of one key).
-pub fn gate_resolution(gates: &[(Entry, J)]) -> GateState {
+pub(crate) fn gate_resolution(gates: &[(Entry, J)]) -> GateState {
     gate_state(gates.iter().map(|(e, p)| Mark {
         seq: e.seq,
         kind: &e.kind,
@@ -158,7 +158,7 @@ pub fn gate_resolution(gates: &[(Entry, J)]) -> GateState {
 }
 
 /// Every gate entry of the ledger with its body, by key: run_seq, then wave.
-pub fn gate_entries(
+pub(crate) fn gate_entries(
     entries: &[Entry],
     mut payload: impl FnMut(&Entry) -> Option<J>,
 ) -> BTreeMap<u64, BTreeMap<u64, Vec<(Entry, J)>>> {
@@ -180,7 +180,7 @@ pub fn gate_entries(
 
 /// What a gated wave may do now.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Admission {
+pub(crate) enum Admission {
     /// No gate was raised yet: raise it, and wait.
     Raise,
     /// Raised and undecided: the wave waits for a decision.
@@ -217,7 +217,7 @@ pub enum Admission {
 /// a deadline that passed after it); an undecided gate past its pending entry's `deadline`
 /// takes its `on_expiry` (reject unless it says approve). `tasks` are the wave's ids: edits
 /// naming other tasks are ignored.
-pub fn admission(gates: &[(Entry, J)], tasks: &[String], now: f64) -> Admission {
+pub(crate) fn admission(gates: &[(Entry, J)], tasks: &[String], now: f64) -> Admission {
     let pending = gates
         .iter()
         .rev()
@@ -280,20 +280,20 @@ pub struct PendingGate {
     /// The gated wave (0-based).
     pub wave: u64,
     /// The run's request seq, when the gate belongs to a run.
-    pub request_seq: Option<u64>,
+    pub(crate) request_seq: Option<u64>,
     /// The wave's task ids.
-    pub tasks: Vec<String>,
+    pub(crate) tasks: Vec<String>,
     /// What the approver is asked.
-    pub question: String,
+    pub(crate) question: String,
     /// When the gate expires (seconds since 1970), if it does.
-    pub deadline: Option<f64>,
+    pub(crate) deadline: Option<f64>,
     /// What it becomes then: `approve` or `reject`.
-    pub on_expiry: Option<String>,
+    pub(crate) on_expiry: Option<String>,
 }
 
 /// Every gate that currently resolves to pending (the latest `gate_pending` of each key).
 /// `root` maps an entry's seq to its run's request seq (`run::status::roots`).
-pub fn pending_gates(
+pub(crate) fn pending_gates(
     entries: &[Entry],
     mut payload: impl FnMut(&Entry) -> Option<J>,
     root: &BTreeMap<u64, u64>,
@@ -349,56 +349,56 @@ pub fn pending_gates(
 
 /// Which pending gate a decision is for; each field given narrows the choice.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Which {
+pub(crate) struct Which {
     /// The run, by its request seq (what `git forum runs` lists).
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
     /// The run, by its gates' key: its first plan entry.
-    pub run_seq: Option<u64>,
+    pub(crate) run_seq: Option<u64>,
     /// The gated wave (0-based).
-    pub wave: Option<u64>,
+    pub(crate) wave: Option<u64>,
 }
 
 /// What a person decides, as the caller read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
+pub(crate) struct Decision {
     /// Approve, edit or reject.
-    pub decision: GateDecision,
+    pub(crate) decision: GateDecision,
     /// Who decides.
-    pub approver: String,
+    pub(crate) approver: String,
     /// A note kept with an approval or an edit.
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
     /// Why, for a rejection (default: "rejected by the approver").
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// For an edit: the rewritten instructions, by task id (at least one).
-    pub edits: BTreeMap<String, String>,
+    pub(crate) edits: BTreeMap<String, String>,
 }
 
 /// The entry that witnesses a decision, ready to append: `kind` by `actor` under `parent`
 /// (the pending gate it decides) with `payload`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NewGateEntry {
+pub(crate) struct NewGateEntry {
     /// The gate decided.
-    pub gate: PendingGate,
+    pub(crate) gate: PendingGate,
     /// What was decided.
-    pub decision: GateDecision,
+    pub(crate) decision: GateDecision,
     /// The causal parent: the gate's `gate_pending` entry.
-    pub parent: u64,
+    pub(crate) parent: u64,
     /// `{run_seq, wave, approver}` and `note` (approve), `edits` and `note` (edit) or `reason`
     /// (reject).
-    pub payload: J,
+    pub(crate) payload: J,
 }
 
 impl NewGateEntry {
     /// Who writes a decision.
-    pub const ACTOR: &'static str = "operator";
+    pub(crate) const ACTOR: &'static str = "operator";
 
     /// The entry kind.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         self.decision.kind()
     }
 
     /// The entry to append, stamped `ts`.
-    pub fn entry(&self, ts: f64) -> NewEntry {
+    pub(crate) fn entry(&self, ts: f64) -> NewEntry {
         NewEntry {
             actor: Self::ACTOR.into(),
             kind: self.kind().into(),
@@ -411,7 +411,7 @@ impl NewGateEntry {
 
 /// Why a decision is refused. Nothing is written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// An edit that rewrites nothing.
     #[error("gate edit needs at least one edit TASK_ID=INSTRUCTION")]
     NoEdits,
@@ -436,7 +436,7 @@ pub enum Refusal {
 impl Refusal {
     /// Whether the caller asked wrongly (a usage error), rather than asked for a gate that is
     /// not waiting.
-    pub fn is_usage(&self) -> bool {
+    pub(crate) fn is_usage(&self) -> bool {
         !matches!(self, Refusal::NoPending(_))
     }
 }
@@ -459,7 +459,7 @@ fn no_pending(w: &Which) -> String {
 /// pending gate among `pending` (see [`pending_gates`]) that `which` names, and is parented on
 /// that gate's `gate_pending` entry; an edit must rewrite at least one task, and only tasks of
 /// the gated wave. Anything else is refused and nothing is written.
-pub fn decide(
+pub(crate) fn decide(
     pending: &[PendingGate],
     which: &Which,
     decision: &Decision,

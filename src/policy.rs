@@ -24,22 +24,23 @@ use crate::plan::Plan;
 use crate::roster::{AgentSpec, Roster};
 
 /// Tasks of one wave run at most this many at a time unless the policy says otherwise.
-pub const DEFAULT_MAX_PARALLEL: usize = 6;
+pub(crate) const DEFAULT_MAX_PARALLEL: usize = 6;
 
 /// The keys a policy file may carry.
-pub const POLICY_KEYS: [&str; 4] = ["allowed_categories", "max_parallel", "max_tasks", "secrets"];
+pub(crate) const POLICY_KEYS: [&str; 4] =
+    ["allowed_categories", "max_parallel", "max_tasks", "secrets"];
 
 /// What may run, and how much at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     /// Categories allowed to run; `None` allows every category.
-    pub allowed_categories: Option<BTreeSet<String>>,
+    pub(crate) allowed_categories: Option<BTreeSet<String>>,
     /// How many tasks of one wave may run at the same time (at least 1).
     pub max_parallel: usize,
     /// The most tasks a plan may have; `None` for no limit.
-    pub max_tasks: Option<usize>,
+    pub(crate) max_tasks: Option<usize>,
     /// What a secret found in a body does (`[secrets]`).
-    pub secrets: crate::secrets::SecretsPolicy,
+    pub(crate) secrets: crate::secrets::SecretsPolicy,
 }
 
 impl Default for Policy {
@@ -55,7 +56,7 @@ impl Default for Policy {
 
 /// Why a policy could not be read, or why a plan breaks it. One line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PolicyError {
+pub(crate) enum PolicyError {
     /// The policy file is malformed.
     #[error("{source_name}: {message}")]
     Invalid {
@@ -98,7 +99,7 @@ pub enum PolicyError {
 
 impl Policy {
     /// Reads a policy from TOML text; `source_name` prefixes every error.
-    pub fn from_toml_str(text: &str, source_name: &str) -> Result<Policy, PolicyError> {
+    pub(crate) fn from_toml_str(text: &str, source_name: &str) -> Result<Policy, PolicyError> {
         let err = |message: String| PolicyError::Invalid {
             source_name: source_name.to_string(),
             message,
@@ -185,14 +186,14 @@ impl Policy {
     }
 
     /// True when the lane's category may run.
-    pub fn permits(&self, spec: &AgentSpec) -> bool {
+    pub(crate) fn permits(&self, spec: &AgentSpec) -> bool {
         self.allowed_categories
             .as_ref()
             .is_none_or(|allowed| allowed.contains(&spec.category))
     }
 
     /// Splits a wave into batches of at most `max_parallel` tasks, keeping order.
-    pub fn cap_wave<T: Clone>(&self, wave: &[T]) -> Vec<Vec<T>> {
+    pub(crate) fn cap_wave<T: Clone>(&self, wave: &[T]) -> Vec<Vec<T>> {
         wave.chunks(self.max_parallel.max(1))
             .map(<[T]>::to_vec)
             .collect()
@@ -200,7 +201,7 @@ impl Policy {
 
     /// Refuses a plan that breaks the policy: too many tasks, or a task whose lane is
     /// unknown or in a category that is not allowed (the first such task in plan order).
-    pub fn check_plan(&self, plan: &Plan, roster: &Roster) -> Result<(), PolicyError> {
+    pub(crate) fn check_plan(&self, plan: &Plan, roster: &Roster) -> Result<(), PolicyError> {
         if let Some(max) = self.max_tasks
             && plan.tasks.len() > max
         {

@@ -26,16 +26,16 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 /// The default roster shipped in the binary: lanes for work in a software repository.
-pub const DEFAULT_ROSTER_TOML: &str = include_str!("../roster.toml");
+pub(crate) const DEFAULT_ROSTER_TOML: &str = include_str!("../roster.toml");
 
 /// Display name of the embedded default roster in error messages.
-pub const DEFAULT_ROSTER_NAME: &str = "<built-in roster.toml>";
+pub(crate) const DEFAULT_ROSTER_NAME: &str = "<built-in roster.toml>";
 
 /// `max_turns` when a row does not set it (Forum's default).
-pub const DEFAULT_MAX_TURNS: u32 = 10;
+pub(crate) const DEFAULT_MAX_TURNS: u32 = 10;
 
 /// The keys an `[[agent]]` table may carry.
-pub const AGENT_KEYS: [&str; 7] = [
+pub(crate) const AGENT_KEYS: [&str; 7] = [
     "name",
     "category",
     "domain",
@@ -58,10 +58,10 @@ pub enum Tier {
 
 impl Tier {
     /// Every tier, cheapest first.
-    pub const ALL: [Tier; 3] = [Tier::Cheap, Tier::Capable, Tier::Frontier];
+    pub(crate) const ALL: [Tier; 3] = [Tier::Cheap, Tier::Capable, Tier::Frontier];
 
     /// The tier's name as written in a roster (`cheap`, `capable`, `frontier`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Tier::Cheap => "cheap",
             Tier::Capable => "capable",
@@ -70,7 +70,7 @@ impl Tier {
     }
 
     /// Parses a tier name exactly as written in a roster (case-sensitive, like Forum).
-    pub fn parse(s: &str) -> Option<Tier> {
+    pub(crate) fn parse(s: &str) -> Option<Tier> {
         Tier::ALL.into_iter().find(|t| t.as_str() == s)
     }
 }
@@ -85,11 +85,11 @@ impl fmt::Display for Tier {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentSpec {
     /// Lane id, unique within the roster.
-    pub name: String,
+    pub(crate) name: String,
     /// Category of work (free text); the [policy](crate::policy) may allow or refuse it.
-    pub category: String,
+    pub(crate) category: String,
     /// Human description of the lane.
-    pub domain: String,
+    pub(crate) domain: String,
     /// Routing keywords, in file order (a keyword listed twice counts twice when scoring).
     pub keywords: Vec<String>,
     /// Which tier of model runs this lane.
@@ -113,9 +113,9 @@ pub struct Roster {
 #[error("{source_name}: {message}")]
 pub struct RosterError {
     /// The display name of the roster (usually its path).
-    pub source_name: String,
+    pub(crate) source_name: String,
     /// What is wrong, naming the agent and field.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl Roster {
@@ -252,7 +252,7 @@ impl Roster {
 
 /// True when `kw`, lowercased, is exactly one `[a-z0-9]+` token: the only keywords the
 /// router can ever match.
-pub fn is_single_token(kw: &str) -> bool {
+pub(crate) fn is_single_token(kw: &str) -> bool {
     let lower = kw.to_lowercase();
     !lower.is_empty()
         && lower

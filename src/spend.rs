@@ -20,21 +20,21 @@ const PICO_PER_USD: f64 = 1e12;
 /// Micro-dollars in one dollar.
 const MICRO_PER_USD: f64 = 1e6;
 /// The highest price per million tokens accepted (USD).
-pub const MAX_PRICE_PER_MTOK: f64 = 1e6;
+pub(crate) const MAX_PRICE_PER_MTOK: f64 = 1e6;
 /// Tokens added to every prompt estimate for the chat template's framing (roles, separators).
-pub const PROMPT_FRAMING_TOKENS: u64 = 32;
+pub(crate) const PROMPT_FRAMING_TOKENS: u64 = 32;
 
 /// What one executor charges, in micro-dollars per million tokens (so `1_500_000` is $1.50).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Price {
-    pub in_micro_per_mtok: u64,
-    pub out_micro_per_mtok: u64,
+pub(crate) struct Price {
+    pub(crate) in_micro_per_mtok: u64,
+    pub(crate) out_micro_per_mtok: u64,
 }
 
 impl Price {
     /// A price from dollars per million tokens (`price_in_per_mtok`, `price_out_per_mtok`),
     /// rounded up to a whole micro-dollar. `None` for a negative, non-finite or absurd price.
-    pub fn from_usd_per_mtok(input: f64, output: f64) -> Option<Price> {
+    pub(crate) fn from_usd_per_mtok(input: f64, output: f64) -> Option<Price> {
         Some(Price {
             in_micro_per_mtok: micro(input)?,
             out_micro_per_mtok: micro(output)?,
@@ -43,7 +43,7 @@ impl Price {
 
     /// What `prompt` input tokens and `completion` output tokens cost, in pico-dollars
     /// (one micro-dollar per million tokens is one pico-dollar per token).
-    pub fn cost_pico(&self, prompt: u64, completion: u64) -> u64 {
+    pub(crate) fn cost_pico(&self, prompt: u64, completion: u64) -> u64 {
         let c = u128::from(prompt) * u128::from(self.in_micro_per_mtok)
             + u128::from(completion) * u128::from(self.out_micro_per_mtok);
         u64::try_from(c).unwrap_or(u64::MAX)
@@ -59,7 +59,7 @@ fn micro(usd_per_mtok: f64) -> Option<u64> {
 
 /// A ceiling in dollars as whole pico-dollars, rounded down (so staying under it in
 /// pico-dollars stays under it in dollars).
-pub fn usd_to_pico(usd: f64) -> u64 {
+pub(crate) fn usd_to_pico(usd: f64) -> u64 {
     if !usd.is_finite() || usd <= 0.0 {
         return 0;
     }
@@ -72,34 +72,34 @@ pub fn usd_to_pico(usd: f64) -> u64 {
 }
 
 /// Pico-dollars as dollars, for reports.
-pub fn pico_to_usd(pico: u64) -> f64 {
+pub(crate) fn pico_to_usd(pico: u64) -> f64 {
     pico as f64 / PICO_PER_USD
 }
 
 /// A conservative count of the tokens a prompt of `bytes` bytes can be: byte-level tokenizers
 /// never make more tokens than bytes, and the chat framing adds a few.
-pub fn prompt_tokens_upper_bound(bytes: usize) -> u64 {
+pub(crate) fn prompt_tokens_upper_bound(bytes: usize) -> u64 {
     bytes as u64 + PROMPT_FRAMING_TOKENS
 }
 
 /// The usage estimate of a command worker, whose program reports none: four bytes a token,
 /// rounded up. Marked `estimated` wherever it is witnessed.
-pub fn estimate_tokens(bytes: usize) -> u64 {
+pub(crate) fn estimate_tokens(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(4)
 }
 
 /// The two ceilings of a run; `None` is no ceiling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Ceilings {
+pub(crate) struct Ceilings {
     /// `--max-tokens`: prompt plus completion tokens over every model call.
-    pub max_tokens: Option<u64>,
+    pub(crate) max_tokens: Option<u64>,
     /// `--max-cost-usd`, in pico-dollars.
-    pub max_cost_pico: Option<u64>,
+    pub(crate) max_cost_pico: Option<u64>,
 }
 
 impl Ceilings {
     /// True when there is at least one ceiling.
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.max_tokens.is_some() || self.max_cost_pico.is_some()
     }
 }
@@ -107,14 +107,14 @@ impl Ceilings {
 /// Which ceiling stopped a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Ceiling {
+pub(crate) enum Ceiling {
     MaxTokens,
     MaxCostUsd,
 }
 
 impl Ceiling {
     /// The ceiling's name as the flag and the record spell it (`max_tokens`, `max_cost_usd`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Ceiling::MaxTokens => "max_tokens",
             Ceiling::MaxCostUsd => "max_cost_usd",
@@ -124,14 +124,14 @@ impl Ceiling {
 
 /// What a call may spend or did spend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Amount {
-    pub tokens: u64,
-    pub pico: u64,
+pub(crate) struct Amount {
+    pub(crate) tokens: u64,
+    pub(crate) pico: u64,
 }
 
 impl Amount {
     /// `prompt` plus `completion` tokens at `price`.
-    pub fn of(prompt: u64, completion: u64, price: Price) -> Amount {
+    pub(crate) fn of(prompt: u64, completion: u64, price: Price) -> Amount {
         Amount {
             tokens: prompt.saturating_add(completion),
             pico: price.cost_pico(prompt, completion),
@@ -142,31 +142,33 @@ impl Amount {
 /// A call's reservation: held while the call runs, given back to [`Spend::settle`]. Not
 /// `Clone`, so it is settled once.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     held: Amount,
 }
 
 impl Reservation {
     /// What it holds.
-    pub fn held(&self) -> Amount {
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
+    pub(crate) fn held(&self) -> Amount {
         self.held
     }
 }
 
 /// A reservation that did not fit: the call must not start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CeilingHit {
+pub(crate) struct CeilingHit {
     /// The ceiling it would have passed (tokens first when both would).
-    pub ceiling: Ceiling,
+    pub(crate) ceiling: Ceiling,
     /// What the call asked for in that ceiling's unit (tokens or pico-dollars).
-    pub needed: u64,
+    pub(crate) needed: u64,
     /// What was left of that ceiling, net of running reservations.
-    pub left: u64,
+    pub(crate) left: u64,
 }
 
 /// The spend of one run (this time: a resumed run starts a fresh one).
 #[derive(Debug, Clone, Default)]
-pub struct Spend {
+pub(crate) struct Spend {
     ceilings: Ceilings,
     spent: Amount,
     reserved: Amount,
@@ -175,7 +177,7 @@ pub struct Spend {
 
 impl Spend {
     /// A ledger with nothing spent under `ceilings`.
-    pub fn new(ceilings: Ceilings) -> Spend {
+    pub(crate) fn new(ceilings: Ceilings) -> Spend {
         Spend {
             ceilings,
             ..Spend::default()
@@ -183,14 +185,16 @@ impl Spend {
     }
 
     /// The ceilings.
-    pub fn ceilings(&self) -> Ceilings {
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
+    pub(crate) fn ceilings(&self) -> Ceilings {
         self.ceilings
     }
 
     /// Reserves `worst` (the call's worst case) if it fits in what is left of every ceiling,
     /// net of the reservations still running. Once one reservation is refused every later one
     /// is too: the run stops there instead of letting smaller calls through.
-    pub fn reserve(&mut self, worst: Amount) -> Result<Reservation, CeilingHit> {
+    pub(crate) fn reserve(&mut self, worst: Amount) -> Result<Reservation, CeilingHit> {
         if let Some(hit) = self.hit {
             return Err(hit);
         }
@@ -234,7 +238,7 @@ impl Spend {
     /// whole reservation is charged). A call that used more than it reserved (a provider that
     /// ignored the output cap, a command's estimate) is charged in full and closes the ledger
     /// to new reservations if that reached a ceiling.
-    pub fn settle(&mut self, r: Reservation, actual: Option<Amount>) -> Amount {
+    pub(crate) fn settle(&mut self, r: Reservation, actual: Option<Amount>) -> Amount {
         let charged = actual.unwrap_or(r.held);
         self.reserved.tokens = self.reserved.tokens.saturating_sub(r.held.tokens);
         self.reserved.pico = self.reserved.pico.saturating_sub(r.held.pico);
@@ -270,17 +274,19 @@ impl Spend {
     }
 
     /// What settled calls spent.
-    pub fn spent(&self) -> Amount {
+    pub(crate) fn spent(&self) -> Amount {
         self.spent
     }
 
     /// What running calls hold.
-    pub fn reserved(&self) -> Amount {
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
+    pub(crate) fn reserved(&self) -> Amount {
         self.reserved
     }
 
     /// The refusal that closed the ledger, if one did.
-    pub fn hit(&self) -> Option<CeilingHit> {
+    pub(crate) fn hit(&self) -> Option<CeilingHit> {
         self.hit
     }
 }

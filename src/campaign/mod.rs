@@ -12,7 +12,7 @@
 //! duplicate feature ids, a dependency on a feature nobody declared and dependency cycles, the
 //! last found by Kahn layering as Forum finds it, so the refusal names the same features.
 
-pub mod status;
+pub(crate) mod status;
 
 #[cfg(test)]
 mod tests;
@@ -22,56 +22,58 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::plan::py_repr;
 use serde_json::{Value as J, json};
 
-pub use status::{
-    Action, Counts, FeatureState, FeatureView, Ingest, Next, Progress, ProjectView, ROOM_SCHEMA,
-    Room, Status, blocked_status, declared_ids, dispatch_body, next_actions, next_features, reduce,
-    result_snapshot, room, room_text, round_status,
+#[cfg(test)]
+pub(crate) use status::FeatureState;
+pub(crate) use status::{
+    Action, FeatureView, Ingest, ROOM_SCHEMA, Room, Status, blocked_status, declared_ids,
+    dispatch_body, next_actions, next_features, reduce, result_snapshot, room, room_text,
+    round_status,
 };
 
 /// The owner of the features git forum itself runs.
-pub const FORUM_OWNER: &str = "forum";
+pub(crate) const FORUM_OWNER: &str = "forum";
 
 /// One feature: a unit of work for one roster lane.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Feature {
-    pub feature_id: String,
-    pub title: String,
-    pub agent: String,
-    pub instruction: String,
-    pub priority: i64,
+pub(crate) struct Feature {
+    pub(crate) feature_id: String,
+    pub(crate) title: String,
+    pub(crate) agent: String,
+    pub(crate) instruction: String,
+    pub(crate) priority: i64,
     /// Feature ids anywhere in the campaign that must be witnessed done first.
-    pub depends_on: Vec<String>,
+    pub(crate) depends_on: Vec<String>,
     /// Acceptance criteria handed on to the dispatched task.
-    pub done_when: Vec<String>,
+    pub(crate) done_when: Vec<String>,
 }
 
 /// A group of features under one owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Project {
-    pub project_id: String,
-    pub owner: String,
-    pub priority: i64,
-    pub features: Vec<Feature>,
+pub(crate) struct Project {
+    pub(crate) project_id: String,
+    pub(crate) owner: String,
+    pub(crate) priority: i64,
+    pub(crate) features: Vec<Feature>,
 }
 
 impl Project {
     /// Whether an outside system owns this project (git forum never runs its features).
-    pub fn external(&self) -> bool {
+    pub(crate) fn external(&self) -> bool {
         self.owner != FORUM_OWNER
     }
 }
 
 /// A declared campaign.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Campaign {
-    pub campaign_id: String,
-    pub title: String,
-    pub projects: Vec<Project>,
+pub(crate) struct Campaign {
+    pub(crate) campaign_id: String,
+    pub(crate) title: String,
+    pub(crate) projects: Vec<Project>,
 }
 
 /// Why a declaration was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DeclareError {
+pub(crate) enum DeclareError {
     /// The text is not a campaign declaration (not JSON, a field missing or of the wrong type).
     #[error("{0}")]
     Invalid(String),
@@ -82,7 +84,7 @@ pub enum DeclareError {
 
 impl Campaign {
     /// Parses a declaration from JSON text and validates it.
-    pub fn parse(text: &str) -> Result<Campaign, DeclareError> {
+    pub(crate) fn parse(text: &str) -> Result<Campaign, DeclareError> {
         let v: J = serde_json::from_str(text)
             .map_err(|e| DeclareError::Invalid(format!("the campaign is not JSON: {e}")))?;
         let c = Campaign::from_json(&v)?;
@@ -93,7 +95,7 @@ impl Campaign {
     /// Reads a declaration from a JSON value (without validating it). Optional fields take
     /// Forum's defaults: an empty title, owner `forum`, priority 0, no dependencies, no
     /// criteria.
-    pub fn from_json(v: &J) -> Result<Campaign, DeclareError> {
+    pub(crate) fn from_json(v: &J) -> Result<Campaign, DeclareError> {
         let o = obj(v, "the campaign")?;
         let campaign_id = req_str(o, "campaign_id", "the campaign")?;
         let title = opt_str(o, "title", "the campaign")?;
@@ -137,29 +139,29 @@ impl Campaign {
 
     /// Reads back the campaign a `campaign_declared` body holds; `None` when the body is not
     /// one.
-    pub fn from_payload(body: &J) -> Option<Campaign> {
+    pub(crate) fn from_payload(body: &J) -> Option<Campaign> {
         Campaign::from_json(body).ok()
     }
 
     /// Every feature, in declaration order.
-    pub fn features(&self) -> impl Iterator<Item = (&Project, &Feature)> {
+    pub(crate) fn features(&self) -> impl Iterator<Item = (&Project, &Feature)> {
         self.projects
             .iter()
             .flat_map(|p| p.features.iter().map(move |f| (p, f)))
     }
 
     /// The feature `id` and its project.
-    pub fn feature(&self, id: &str) -> Option<(&Project, &Feature)> {
+    pub(crate) fn feature(&self, id: &str) -> Option<(&Project, &Feature)> {
         self.features().find(|(_, f)| f.feature_id == id)
     }
 
     /// The project `id`.
-    pub fn project(&self, id: &str) -> Option<&Project> {
+    pub(crate) fn project(&self, id: &str) -> Option<&Project> {
         self.projects.iter().find(|p| p.project_id == id)
     }
 
     /// Forum's `Campaign.validate`: unique feature ids, every dependency declared, no cycle.
-    pub fn validate(&self) -> Result<(), DeclareError> {
+    pub(crate) fn validate(&self) -> Result<(), DeclareError> {
         let mut ids = BTreeSet::new();
         for (_, f) in self.features() {
             if !ids.insert(f.feature_id.as_str()) {
@@ -214,7 +216,7 @@ impl Campaign {
     }
 
     /// The `campaign_declared` body, with every field Forum writes (defaults filled in).
-    pub fn payload(&self) -> J {
+    pub(crate) fn payload(&self) -> J {
         json!({
             "campaign_id": self.campaign_id,
             "title": self.title,

@@ -13,7 +13,7 @@ use super::Campaign;
 use crate::ledger::{Entry, kind};
 
 /// The schema name of the campaign room.
-pub const ROOM_SCHEMA: &str = "forum.campaign-room/v1";
+pub(crate) const ROOM_SCHEMA: &str = "forum.campaign-room/v1";
 
 /// What the honesty gate calls a `done` it could not witness.
 const DONE_VIOLATION: &str = "claimed done without witnessing result";
@@ -21,7 +21,7 @@ const DONE_VIOLATION: &str = "claimed done without witnessing result";
 /// A feature's reduced state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum FeatureState {
+pub(crate) enum FeatureState {
     Pending,
     InProgress,
     Blocked,
@@ -33,7 +33,7 @@ pub enum FeatureState {
 
 impl FeatureState {
     /// Forum's name of the state.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FeatureState::Pending => "pending",
             FeatureState::InProgress => "in_progress",
@@ -45,7 +45,7 @@ impl FeatureState {
     }
 
     /// The state a `feature_status` may carry, by name (`unwitnessed` is never recorded).
-    pub fn recorded(name: &str) -> Option<FeatureState> {
+    pub(crate) fn recorded(name: &str) -> Option<FeatureState> {
         match name {
             "pending" => Some(FeatureState::Pending),
             "in_progress" => Some(FeatureState::InProgress),
@@ -67,74 +67,74 @@ impl FeatureState {
 
 /// One feature as the room shows it (Forum's keys, in Forum's order).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FeatureView {
-    pub feature_id: String,
-    pub project_id: String,
-    pub owner: String,
-    pub priority: i64,
-    pub depends_on: Vec<String>,
-    pub status: FeatureState,
-    pub reason: String,
+pub(crate) struct FeatureView {
+    pub(crate) feature_id: String,
+    pub(crate) project_id: String,
+    pub(crate) owner: String,
+    pub(crate) priority: i64,
+    pub(crate) depends_on: Vec<String>,
+    pub(crate) status: FeatureState,
+    pub(crate) reason: String,
     /// The recorded `witnessed_seq`, as recorded (null when none).
-    pub witnessed_seq: J,
-    pub external: bool,
+    pub(crate) witnessed_seq: J,
+    pub(crate) external: bool,
     /// The recorded `source`, as recorded (null when none).
-    pub external_source: J,
+    pub(crate) external_source: J,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub violation: Option<String>,
-    pub deps_met: bool,
-    pub blocking_deps: Vec<String>,
+    pub(crate) violation: Option<String>,
+    pub(crate) deps_met: bool,
+    pub(crate) blocking_deps: Vec<String>,
 }
 
 /// One project as the room shows it, with the latest status an outside system reported.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProjectView {
-    pub project_id: String,
-    pub owner: String,
-    pub priority: i64,
-    pub feature_ids: Vec<String>,
-    pub reported_status: J,
-    pub reported_source: J,
-    pub reported_reason: J,
+pub(crate) struct ProjectView {
+    pub(crate) project_id: String,
+    pub(crate) owner: String,
+    pub(crate) priority: i64,
+    pub(crate) feature_ids: Vec<String>,
+    pub(crate) reported_status: J,
+    pub(crate) reported_source: J,
+    pub(crate) reported_reason: J,
 }
 
 /// Features per state (Forum's key order).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Counts {
-    pub done: u64,
-    pub in_progress: u64,
-    pub blocked: u64,
-    pub failed: u64,
-    pub pending: u64,
-    pub unwitnessed: u64,
+pub(crate) struct Counts {
+    pub(crate) done: u64,
+    pub(crate) in_progress: u64,
+    pub(crate) blocked: u64,
+    pub(crate) failed: u64,
+    pub(crate) pending: u64,
+    pub(crate) unwitnessed: u64,
 }
 
 /// The room's progress signal (Forum's key order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Progress {
-    pub done: u64,
-    pub total: u64,
-    pub failed: u64,
-    pub blocked: u64,
-    pub unwitnessed: u64,
-    pub pending: u64,
-    pub in_progress: u64,
+pub(crate) struct Progress {
+    pub(crate) done: u64,
+    pub(crate) total: u64,
+    pub(crate) failed: u64,
+    pub(crate) blocked: u64,
+    pub(crate) unwitnessed: u64,
+    pub(crate) pending: u64,
+    pub(crate) in_progress: u64,
 }
 
 /// A campaign reduced from the ledger.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Status {
+pub(crate) struct Status {
     /// The campaign as last declared.
-    pub campaign: Campaign,
-    pub complete: bool,
-    pub counts: Counts,
-    pub features: Vec<FeatureView>,
-    pub projects: Vec<ProjectView>,
+    pub(crate) campaign: Campaign,
+    pub(crate) complete: bool,
+    pub(crate) counts: Counts,
+    pub(crate) features: Vec<FeatureView>,
+    pub(crate) projects: Vec<ProjectView>,
 }
 
 impl Status {
     /// The progress signal over the counts.
-    pub fn progress(&self) -> Progress {
+    pub(crate) fn progress(&self) -> Progress {
         let c = self.counts;
         Progress {
             done: c.done,
@@ -160,7 +160,7 @@ fn is_campaign(body: &J, campaign_id: &str) -> bool {
 }
 
 /// Every campaign id declared in `items`, in order of first declaration.
-pub fn declared_ids(items: &[(Entry, Option<J>)]) -> Vec<String> {
+pub(crate) fn declared_ids(items: &[(Entry, Option<J>)]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for b in body_of(items, kind::CAMPAIGN_DECLARED) {
         if let Some(id) = b.get("campaign_id").and_then(J::as_str)
@@ -203,7 +203,7 @@ fn reason_text(v: Option<&J>) -> String {
 
 /// Reduces campaign `campaign_id` from `items` (every entry with its body, in seq order);
 /// `None` when the campaign was never declared there.
-pub fn reduce(items: &[(Entry, Option<J>)], campaign_id: &str) -> Option<Status> {
+pub(crate) fn reduce(items: &[(Entry, Option<J>)], campaign_id: &str) -> Option<Status> {
     let campaign = body_of(items, kind::CAMPAIGN_DECLARED)
         .filter(|b| is_campaign(b, campaign_id))
         .filter_map(Campaign::from_payload)
@@ -329,16 +329,16 @@ fn truthy(v: &J) -> bool {
 
 /// The pending features split as the next round sees them.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Next {
+pub(crate) struct Next {
     /// Pending, ours, every dependency done: by priority (highest first), then id.
-    pub runnable: Vec<FeatureView>,
+    pub(crate) runnable: Vec<FeatureView>,
     /// Pending, ours, a dependency failed, blocked or unwitnessed: by id, with the reason.
-    pub blocked: Vec<FeatureView>,
+    pub(crate) blocked: Vec<FeatureView>,
 }
 
 /// Forum's `derive_next_features`: which pending features can run and which are stuck.
 /// A feature waiting on a dependency still pending or in progress is in neither list.
-pub fn next_features(status: &Status) -> Next {
+pub(crate) fn next_features(status: &Status) -> Next {
     let by_id: BTreeMap<&str, &FeatureView> = status
         .features
         .iter()
@@ -379,13 +379,13 @@ pub fn next_features(status: &Status) -> Next {
 
 /// One next action for an operator (the run room's action shape).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Action {
-    pub id: String,
-    pub kind: String,
-    pub priority: String,
-    pub label: String,
-    pub reason: String,
-    pub target: J,
+pub(crate) struct Action {
+    pub(crate) id: String,
+    pub(crate) kind: String,
+    pub(crate) priority: String,
+    pub(crate) label: String,
+    pub(crate) reason: String,
+    pub(crate) target: J,
 }
 
 fn action(
@@ -408,7 +408,7 @@ fn action(
 
 /// The next actions: investigate each violation, dispatch the top runnable feature, unblock
 /// each blocked one, close a complete campaign.
-pub fn next_actions(status: &Status) -> Vec<Action> {
+pub(crate) fn next_actions(status: &Status) -> Vec<Action> {
     let mut out = Vec::new();
     for f in &status.features {
         if let Some(v) = &f.violation {
@@ -459,25 +459,25 @@ pub fn next_actions(status: &Status) -> Vec<Action> {
 
 /// The campaign room, `forum.campaign-room/v1` (Forum's keys, in Forum's order).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Room {
-    pub schema: &'static str,
-    pub campaign_id: String,
-    pub title: String,
+pub(crate) struct Room {
+    pub(crate) schema: &'static str,
+    pub(crate) campaign_id: String,
+    pub(crate) title: String,
     /// The Merkle root over every entry hash of the ledger.
-    pub checkpoint: String,
+    pub(crate) checkpoint: String,
     /// Whether the ledger verified deeply (every body) when the room was built.
-    pub verified: bool,
-    pub complete: bool,
-    pub counts: Counts,
-    pub progress: Progress,
-    pub features: Vec<FeatureView>,
-    pub projects: Vec<ProjectView>,
-    pub next_actions: Vec<Action>,
+    pub(crate) verified: bool,
+    pub(crate) complete: bool,
+    pub(crate) counts: Counts,
+    pub(crate) progress: Progress,
+    pub(crate) features: Vec<FeatureView>,
+    pub(crate) projects: Vec<ProjectView>,
+    pub(crate) next_actions: Vec<Action>,
 }
 
 /// The room of `status`, on a ledger whose checkpoint is `checkpoint` and whose deep
 /// verification said `verified`.
-pub fn room(status: &Status, checkpoint: &str, verified: bool) -> Room {
+pub(crate) fn room(status: &Status, checkpoint: &str, verified: bool) -> Room {
     Room {
         schema: ROOM_SCHEMA,
         campaign_id: status.campaign.campaign_id.clone(),
@@ -498,7 +498,7 @@ fn py_bool(b: bool) -> &'static str {
 }
 
 /// The room as text, line for line as Forum prints it.
-pub fn room_text(r: &Room) -> String {
+pub(crate) fn room_text(r: &Room) -> String {
     let p = r.progress;
     let mut lines = vec![
         format!("Forum campaign room: {}", r.campaign_id),
@@ -527,7 +527,7 @@ pub fn room_text(r: &Room) -> String {
 
 /// The `feature_status` a round writes for a feature it ran: `done` (the result witnesses it)
 /// or `failed` (the result's output is the reason).
-pub fn round_status(
+pub(crate) fn round_status(
     campaign_id: &str,
     project_id: &str,
     feature_id: &str,
@@ -546,7 +546,7 @@ pub fn round_status(
 }
 
 /// The `feature_status` that marks a stuck feature blocked, with its reason.
-pub fn blocked_status(campaign_id: &str, f: &FeatureView) -> J {
+pub(crate) fn blocked_status(campaign_id: &str, f: &FeatureView) -> J {
     json!({
         "campaign_id": campaign_id,
         "project_id": f.project_id,
@@ -557,7 +557,7 @@ pub fn blocked_status(campaign_id: &str, f: &FeatureView) -> J {
 }
 
 /// The `campaign_result` snapshot of a round's end (never trusted by the reduction).
-pub fn result_snapshot(status: &Status) -> J {
+pub(crate) fn result_snapshot(status: &Status) -> J {
     let c = status.counts;
     json!({
         "campaign_id": status.campaign.campaign_id,
@@ -570,25 +570,25 @@ pub fn result_snapshot(status: &Status) -> J {
 }
 
 /// The `campaign_dispatch` body of a round: the features it runs.
-pub fn dispatch_body(campaign_id: &str, wave: &[String]) -> J {
+pub(crate) fn dispatch_body(campaign_id: &str, wave: &[String]) -> J {
     json!({"campaign_id": campaign_id, "wave": wave, "budget": null})
 }
 
 /// What an outside system reports, as `ingest-status` records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ingest {
-    pub campaign_id: String,
-    pub project_id: String,
+pub(crate) struct Ingest {
+    pub(crate) campaign_id: String,
+    pub(crate) project_id: String,
     /// `None`: the report is about the whole project (`project_status`).
-    pub feature_id: Option<String>,
-    pub status: String,
-    pub reason: String,
-    pub source: String,
+    pub(crate) feature_id: Option<String>,
+    pub(crate) status: String,
+    pub(crate) reason: String,
+    pub(crate) source: String,
 }
 
 impl Ingest {
     /// The entry kind and body the report is recorded as.
-    pub fn entry(&self) -> (&'static str, J) {
+    pub(crate) fn entry(&self) -> (&'static str, J) {
         match &self.feature_id {
             Some(fid) => (
                 kind::FEATURE_STATUS,
@@ -616,7 +616,7 @@ impl Ingest {
 
     /// Checks the report against the campaign: the project exists, the feature is one of
     /// its features, and the status is one a feature or project may be in.
-    pub fn check(&self, campaign: &Campaign) -> Result<(), String> {
+    pub(crate) fn check(&self, campaign: &Campaign) -> Result<(), String> {
         let Some(p) = campaign.project(&self.project_id) else {
             let known: Vec<&str> = campaign
                 .projects

@@ -8,42 +8,42 @@ use crate::ledger::{NewEntry, canonical};
 /// Append one entry. The payload is any JSON value; numbers keep their identity (`1` is not
 /// `1.0`) and integers of any width are kept exactly, so hashes match Forum's.
 #[derive(Debug, clap::Args)]
-pub struct AppendArgs {
+pub(crate) struct AppendArgs {
     /// Who wrote the entry (an agent, a role, a person).
     #[arg(long)]
-    pub actor: String,
+    pub(crate) actor: String,
     /// What the entry is (request, plan, result, verdict, note, ...).
     #[arg(long)]
-    pub kind: String,
+    pub(crate) kind: String,
     /// The seq this entry follows from (its causal parent).
     #[arg(long, value_name = "SEQ")]
-    pub parent: Option<i64>,
+    pub(crate) parent: Option<i64>,
     /// Timestamp in seconds since 1970 (default: GIT_FORUM_TIMESTAMP, else the clock).
     #[arg(long)]
-    pub ts: Option<f64>,
+    pub(crate) ts: Option<f64>,
     /// The payload as JSON text.
     #[arg(
         long,
         conflicts_with = "payload_file",
         required_unless_present = "payload_file"
     )]
-    pub payload: Option<String>,
+    pub(crate) payload: Option<String>,
     /// Read the payload JSON from PATH (`-` for standard input).
     #[arg(long, value_name = "PATH")]
-    pub payload_file: Option<PathBuf>,
+    pub(crate) payload_file: Option<PathBuf>,
     /// What a secret in the payload does: redact it (a marker naming the rule, and a
     /// secret_redacted entry after this one), block it (nothing is written) or allow it.
     /// Default: [secrets] mode in .forum/policy.toml, else redact.
     #[arg(long, value_name = "MODE", value_parser = ["redact", "block", "allow"])]
-    pub secrets: Option<String>,
+    pub(crate) secrets: Option<String>,
 }
 
 /// The most payload text `--payload-file` reads: twice the canonical body limit, room for
 /// whitespace and for escapes that the canonical form writes shorter.
-pub const MAX_PAYLOAD_INPUT_BYTES: u64 = 2 * crate::ledger::MAX_PAYLOAD_BYTES as u64;
+pub(crate) const MAX_PAYLOAD_INPUT_BYTES: u64 = 2 * crate::ledger::MAX_PAYLOAD_BYTES as u64;
 
 /// Reads the payload named by `--payload` or `--payload-file`.
-pub fn read_payload(
+pub(crate) fn read_payload(
     inline: Option<&str>,
     file: Option<&PathBuf>,
 ) -> Result<canonical::Value, CliError> {
@@ -65,7 +65,7 @@ pub fn read_payload(
         .map_err(|e| CliError::usage(format!("the payload from {from} is not valid JSON: {e}")))
 }
 
-pub fn run(ctx: &Ctx, args: AppendArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: AppendArgs) -> Result<(), CliError> {
     let payload = read_payload(args.payload.as_deref(), args.payload_file.as_ref())?;
     let new = NewEntry {
         actor: args.actor,

@@ -10,7 +10,7 @@ use crate::surface::bench_verify::{self, DeepVerifyReport, Parameters};
 /// body size, storage and redaction ratio given, and print Forum's
 /// forum.deep-verify-benchmark/v1 receipt (a table unless --json).
 #[derive(Debug, clap::Args)]
-pub struct BenchDeepVerifyArgs {
+pub(crate) struct BenchDeepVerifyArgs {
     /// Entry counts, comma-separated.
     #[arg(
         long,
@@ -18,7 +18,7 @@ pub struct BenchDeepVerifyArgs {
         default_value = "100,1000",
         allow_hyphen_values = true
     )]
-    pub entries: String,
+    pub(crate) entries: String,
     /// Body sizes in bytes, comma-separated.
     #[arg(
         long,
@@ -26,11 +26,11 @@ pub struct BenchDeepVerifyArgs {
         default_value = "256,4096",
         allow_hyphen_values = true
     )]
-    pub payload_bytes: String,
+    pub(crate) payload_bytes: String,
     /// A storage to time: memory, packed (one pack), loose (loose objects) or wal (durable
     /// appends through the write-ahead log). Repeatable; default memory.
     #[arg(long = "storage", value_name = "KIND")]
-    pub storage: Vec<String>,
+    pub(crate) storage: Vec<String>,
     /// Shares of the distinct bodies to redact, from 0 to 1, comma-separated.
     #[arg(
         long,
@@ -38,7 +38,7 @@ pub struct BenchDeepVerifyArgs {
         default_value = "0,0.5,1",
         allow_hyphen_values = true
     )]
-    pub redaction_ratio: String,
+    pub(crate) redaction_ratio: String,
     /// Untimed rounds before the timed ones.
     #[arg(
         long,
@@ -46,7 +46,7 @@ pub struct BenchDeepVerifyArgs {
         default_value = "1",
         allow_hyphen_values = true
     )]
-    pub warmups: String,
+    pub(crate) warmups: String,
     /// Timed rounds of each check.
     #[arg(
         long,
@@ -54,10 +54,10 @@ pub struct BenchDeepVerifyArgs {
         default_value = "5",
         allow_hyphen_values = true
     )]
-    pub repeats: String,
+    pub(crate) repeats: String,
     /// Also write the receipt (JSON) to PATH.
     #[arg(long, value_name = "PATH")]
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
 }
 
 fn count(flag: &str, text: &str) -> Result<u64, CliError> {
@@ -69,7 +69,7 @@ fn count(flag: &str, text: &str) -> Result<u64, CliError> {
 }
 
 /// The receipt as a table, one row per case (Forum's columns).
-pub fn text(r: &DeepVerifyReport) -> String {
+pub(crate) fn text(r: &DeepVerifyReport) -> String {
     let mut lines = vec![
         "git forum deep-verify benchmark".to_string(),
         format!("schema: {}", r.schema),
@@ -122,7 +122,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
 }
 
 /// `git forum bench-deep-verify`.
-pub fn run(ctx: &Ctx, args: BenchDeepVerifyArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: BenchDeepVerifyArgs) -> Result<(), CliError> {
     let params = Parameters {
         entry_counts: bench_verify::parse_counts("--entries", &args.entries)?,
         payload_body_bytes: bench_verify::parse_counts("--payload-bytes", &args.payload_bytes)?,

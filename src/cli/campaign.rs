@@ -22,14 +22,14 @@ use crate::surface::run::{RunClock, RunOptions, options};
 
 /// Declare, inspect and run campaigns: projects of features across owners.
 #[derive(Debug, clap::Args)]
-pub struct CampaignArgs {
+pub(crate) struct CampaignArgs {
     #[command(subcommand)]
-    pub command: CampaignCommand,
+    pub(crate) command: CampaignCommand,
 }
 
 /// A campaign command.
 #[derive(Debug, clap::Subcommand)]
-pub enum CampaignCommand {
+pub(crate) enum CampaignCommand {
     /// Validate a campaign file (duplicate ids, unknown dependencies, cycles) and declare it.
     Declare(DeclareArgs),
     /// The campaign room: each feature's status reduced from the ledger, progress, next
@@ -46,13 +46,13 @@ pub enum CampaignCommand {
 
 /// Which campaign (default: the only one declared in the ledger).
 #[derive(Debug, Clone, clap::Args)]
-pub struct IdArgs {
+pub(crate) struct IdArgs {
     /// The campaign id.
     #[arg(value_name = "ID", conflicts_with = "campaign_id")]
-    pub id: Option<String>,
+    pub(crate) id: Option<String>,
     /// The campaign id (Forum's spelling).
     #[arg(long, value_name = "ID")]
-    pub campaign_id: Option<String>,
+    pub(crate) campaign_id: Option<String>,
 }
 
 impl IdArgs {
@@ -63,77 +63,77 @@ impl IdArgs {
 
 /// Declare a campaign.
 #[derive(Debug, clap::Args)]
-pub struct DeclareArgs {
+pub(crate) struct DeclareArgs {
     /// The campaign JSON file.
     #[arg(long, value_name = "FILE")]
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
 }
 
 /// Show a campaign room.
 #[derive(Debug, clap::Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     #[command(flatten)]
-    pub id: IdArgs,
+    pub(crate) id: IdArgs,
     /// Print the room as text instead of JSON.
     #[arg(long)]
-    pub text: bool,
+    pub(crate) text: bool,
 }
 
 /// Run a campaign.
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     #[command(flatten)]
-    pub id: IdArgs,
+    pub(crate) id: IdArgs,
     /// How many features of a round run at the same time (default: the policy's, else 6).
     #[arg(long, value_name = "N")]
-    pub max_parallel: Option<usize>,
+    pub(crate) max_parallel: Option<usize>,
     /// Stop dispatching once this many model calls have started (the features left fail
     /// with "budget exceeded").
     #[arg(long, value_name = "N")]
-    pub max_model_calls: Option<u64>,
+    pub(crate) max_model_calls: Option<u64>,
     /// Stop dispatching once this many seconds have passed.
     #[arg(long, value_name = "S")]
-    pub max_seconds: Option<f64>,
+    pub(crate) max_seconds: Option<f64>,
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
-    pub roster: Option<PathBuf>,
+    pub(crate) roster: Option<PathBuf>,
     /// Policy file (default: .forum/policy.toml).
     #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
+    pub(crate) policy: Option<PathBuf>,
     /// Each feature works in the repository: its own worktree, its change committed, checked,
     /// gated and integrated onto the round's run branch `forum/run-SEQ` (as `submit --work`).
     #[arg(long)]
-    pub work: bool,
+    pub(crate) work: bool,
     /// A check every feature's change must pass (after `[work] checks`; repeatable; needs
     /// `--work`).
     #[arg(long = "check", value_name = "CMD")]
-    pub checks: Vec<String>,
+    pub(crate) checks: Vec<String>,
     /// Which executors run the features.
     #[command(flatten)]
-    pub exec: ExecutorArgs,
+    pub(crate) exec: ExecutorArgs,
 }
 
 /// Record an outside system's status.
 #[derive(Debug, clap::Args)]
-pub struct IngestArgs {
+pub(crate) struct IngestArgs {
     #[command(flatten)]
-    pub id: IdArgs,
+    pub(crate) id: IdArgs,
     /// The project.
     #[arg(long, value_name = "ID")]
-    pub project: String,
+    pub(crate) project: String,
     /// The feature (omit to report on the whole project).
     #[arg(long, value_name = "ID")]
-    pub feature: Option<String>,
+    pub(crate) feature: Option<String>,
     /// pending, in_progress, blocked, failed or done.
     #[arg(long)]
-    pub status: String,
+    pub(crate) status: String,
     /// Who reports it (for an outside system's feature, by convention its owner,
     /// `external:NAME`).
     #[arg(long)]
-    pub source: String,
+    pub(crate) source: String,
     /// Why.
     #[arg(long, default_value = "")]
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// A report in Forum's key order: indented (`json.dumps(.., indent=2)`) or on one line.
@@ -156,7 +156,7 @@ fn verified(store: &GitStore) -> Result<bool, CliError> {
 }
 
 /// `git forum campaign`.
-pub fn run(ctx: &Ctx, args: CampaignArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: CampaignArgs) -> Result<(), CliError> {
     match args.command {
         CampaignCommand::Declare(a) => declare(ctx, a),
         CampaignCommand::Status(a) => status(ctx, a),

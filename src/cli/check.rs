@@ -22,53 +22,53 @@ use crate::route::route_request;
 /// "delivery_profile_check"}` as Forum witnesses them. Exits 0 whatever is flagged, unless
 /// --fail-on-flag.
 #[derive(Debug, clap::Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// The request the answer is for.
     #[arg(long, value_name = "TEXT")]
-    pub request: Option<String>,
+    pub(crate) request: Option<String>,
     /// Read the request from FILE (`-` for standard input).
     #[arg(long, value_name = "FILE")]
-    pub request_file: Option<PathBuf>,
+    pub(crate) request_file: Option<PathBuf>,
     /// The answer to check.
     #[arg(long, value_name = "TEXT")]
-    pub answer: Option<String>,
+    pub(crate) answer: Option<String>,
     /// Read the answer from FILE (`-` for standard input).
     #[arg(long, value_name = "FILE")]
-    pub answer_file: Option<PathBuf>,
+    pub(crate) answer_file: Option<PathBuf>,
     /// Delivery profile: operator, engineer, researcher or executive (default: the profile of
     /// the request's route frame, as a run would choose).
     #[arg(long, value_name = "PROFILE")]
-    pub profile: Option<String>,
+    pub(crate) profile: Option<String>,
     /// Roster that routes the request when --profile is not given (default:
     /// .forum/roster.toml in the repository, else the built-in roster).
     #[arg(long, value_name = "FILE")]
-    pub roster: Option<PathBuf>,
+    pub(crate) roster: Option<PathBuf>,
     /// Flag the intent check when coverage is below this share (0 to 1).
     #[arg(long, value_name = "SHARE", default_value_t = DEFAULT_THRESHOLD)]
-    pub intent_threshold: f64,
+    pub(crate) intent_threshold: f64,
     /// Exit 1 when any check is flagged (to gate answers in CI).
     #[arg(long)]
-    pub fail_on_flag: bool,
+    pub(crate) fail_on_flag: bool,
 }
 
 /// Clean up model prose without adding facts: drop a model preamble, replace stock phrases,
 /// collapse whitespace, capitalise, end with a period. Prints the text, or with --json the
 /// `forum.prose-humanization/v1` object with its delivery profile check.
 #[derive(Debug, clap::Args)]
-pub struct HumanizeArgs {
+pub(crate) struct HumanizeArgs {
     /// The text (several words are joined with spaces).
     #[arg(value_name = "TEXT")]
-    pub text: Vec<String>,
+    pub(crate) text: Vec<String>,
     /// Read the text from FILE (`-` for standard input) instead.
     #[arg(long, value_name = "FILE")]
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// Delivery profile to check the output against: operator (default), engineer,
     /// researcher or executive.
     #[arg(long, value_name = "PROFILE")]
-    pub profile: Option<String>,
+    pub(crate) profile: Option<String>,
     /// Audience recorded in the output.
     #[arg(long, value_name = "NAME", default_value = "operator")]
-    pub audience: String,
+    pub(crate) audience: String,
 }
 
 /// One text from `--NAME TEXT` or `--NAME-file FILE`: exactly one of them.
@@ -149,7 +149,7 @@ fn summary(
 }
 
 /// `git forum check`.
-pub fn check(ctx: &Ctx, args: CheckArgs) -> Result<(), CliError> {
+pub(crate) fn check(ctx: &Ctx, args: CheckArgs) -> Result<(), CliError> {
     if is_stdin(args.request_file.as_ref()) && is_stdin(args.answer_file.as_ref()) {
         return Err(CliError::usage(
             "only one of --request-file and --answer-file can read standard input",
@@ -202,7 +202,7 @@ pub fn check(ctx: &Ctx, args: CheckArgs) -> Result<(), CliError> {
 }
 
 /// `git forum humanize`.
-pub fn humanize_cmd(ctx: &Ctx, args: HumanizeArgs) -> Result<(), CliError> {
+pub(crate) fn humanize_cmd(ctx: &Ctx, args: HumanizeArgs) -> Result<(), CliError> {
     let text = match (args.text.is_empty(), &args.file) {
         (false, Some(_)) => {
             return Err(CliError::usage(

@@ -17,19 +17,19 @@ use super::{CliError, Ctx};
 use crate::exec::config;
 use crate::run::{CommandContext, ContextProvider};
 
-pub use crate::surface::context::{Got, with_repo};
+pub(crate) use crate::surface::context::{Got, with_repo};
 
 /// Inspect context pressure.
 #[derive(Debug, clap::Args)]
-pub struct ContextArgs {
+pub(crate) struct ContextArgs {
     /// The context command.
     #[command(subcommand)]
-    pub command: ContextCommand,
+    pub(crate) command: ContextCommand,
 }
 
 /// What `git forum context` does.
 #[derive(Debug, clap::Subcommand)]
-pub enum ContextCommand {
+pub(crate) enum ContextCommand {
     /// Estimate how much of the request context a run would admit under the context budget
     /// (retained, trimmed or omitted), without a model and without writing to the ledger.
     /// Prints a summary, or with --json the forum.context-preflight/v1 object.
@@ -38,13 +38,13 @@ pub enum ContextCommand {
 
 /// `git forum context preflight`'s arguments.
 #[derive(Debug, clap::Args)]
-pub struct PreflightArgs {
+pub(crate) struct PreflightArgs {
     /// The request (several words are joined with spaces).
     #[arg(required = true)]
-    pub request: Vec<String>,
+    pub(crate) request: Vec<String>,
     /// Where the context comes from.
     #[command(flatten)]
-    pub context: ContextFlags,
+    pub(crate) context: ContextFlags,
     /// Capsule: the most task results included (0: none).
     #[arg(
         long,
@@ -52,7 +52,7 @@ pub struct PreflightArgs {
         default_value_t = 8,
         allow_negative_numbers = true
     )]
-    pub max_items: i64,
+    pub(crate) max_items: i64,
     /// Capsule: the most code points copied from any text field.
     #[arg(
         long,
@@ -60,10 +60,10 @@ pub struct PreflightArgs {
         default_value_t = 240,
         allow_negative_numbers = true
     )]
-    pub max_text_chars: i64,
+    pub(crate) max_text_chars: i64,
     /// The context budget to measure against.
     #[command(flatten)]
-    pub budget: BudgetFlags,
+    pub(crate) budget: BudgetFlags,
 }
 
 /// The preflight in a few lines, for people.
@@ -120,7 +120,7 @@ fn text(p: &J) -> String {
 }
 
 /// `git forum context ...`.
-pub fn run(ctx: &Ctx, args: ContextArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: ContextArgs) -> Result<(), CliError> {
     match args.command {
         ContextCommand::Preflight(a) => preflight(ctx, a),
     }

@@ -15,21 +15,21 @@ use crate::surface::status::{self, Readiness};
 /// Say what is wrong with the ledger (by seq) and with the install; `--repair` puts back every
 /// missing commit, tree or body that an exact copy exists of, and a deleted or broken ref.
 #[derive(Debug, clap::Args)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// Write back what can be restored exactly (never an object whose bytes do not hash to
     /// the id the chain names), and put a deleted ref back on its reflog's last tip.
     #[arg(long)]
-    pub repair: bool,
+    pub(crate) repair: bool,
     /// Another repository (a clone, a mirror) whose objects may hold what was lost. Repeatable.
     #[arg(long = "from-repo", value_name = "PATH")]
-    pub from_repo: Vec<PathBuf>,
+    pub(crate) from_repo: Vec<PathBuf>,
     /// A pack file that may hold what was lost (from a bundle or a backup). Repeatable.
     #[arg(long = "from-pack", value_name = "FILE")]
-    pub from_pack: Vec<PathBuf>,
+    pub(crate) from_pack: Vec<PathBuf>,
     /// A Forum export of this ledger (`git forum export DIR`): lost commits are recomputed
     /// from its entries and bodies. Repeatable.
     #[arg(long = "from-export", value_name = "DIR")]
-    pub from_export: Vec<PathBuf>,
+    pub(crate) from_export: Vec<PathBuf>,
 }
 
 /// The runtime's readiness as this command line sees it: `.forum/runtime.toml` and the roster
@@ -47,7 +47,7 @@ pub(crate) fn readiness(ctx: &Ctx) -> Readiness {
     }
 }
 
-pub fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     let sources = Sources {
         repos: args.from_repo.clone(),

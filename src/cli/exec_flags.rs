@@ -12,23 +12,23 @@ use crate::roster::Tier;
 /// tier cmd).
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = "Executors")]
-pub struct ExecutorArgs {
+pub(crate) struct ExecutorArgs {
     /// Runtime config file (default: .forum/runtime.toml in the repository).
     #[arg(long, value_name = "FILE")]
-    pub runtime_config: Option<PathBuf>,
+    pub(crate) runtime_config: Option<PathBuf>,
     /// Default executor: run CMD with the prompt as its last argument (no shell; split with
     /// POSIX shell rules).
     #[arg(long, value_name = "CMD")]
-    pub cmd: Option<String>,
+    pub(crate) cmd: Option<String>,
     /// Default executor: an OpenAI-compatible chat completions endpoint (the full URL).
     #[arg(long, value_name = "URL")]
-    pub chat_url: Option<String>,
+    pub(crate) chat_url: Option<String>,
     /// Model for --chat-url (default "default"), --api, --claude, --codex or --aider.
     #[arg(long, value_name = "MODEL")]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Name of the environment variable holding the key for --chat-url or --api.
     #[arg(long, value_name = "VAR")]
-    pub api_key_env: Option<String>,
+    pub(crate) api_key_env: Option<String>,
     /// Default executor: the Anthropic Messages API (key from ANTHROPIC_API_KEY). The only
     /// kind is anthropic.
     #[arg(
@@ -38,63 +38,63 @@ pub struct ExecutorArgs {
         require_equals = true,
         default_missing_value = "anthropic"
     )]
-    pub api: Option<String>,
+    pub(crate) api: Option<String>,
     /// Default executor: Claude Code (`claude -p`); under --work it edits the task's
     /// worktree (file tools only, --permission-mode acceptEdits).
     #[arg(long)]
-    pub claude: bool,
+    pub(crate) claude: bool,
     /// Default executor: the Codex CLI (`codex exec`); under --work it runs in its
     /// workspace-write sandbox in the task's worktree.
     #[arg(long)]
-    pub codex: bool,
+    pub(crate) codex: bool,
     /// Default executor: aider (`aider --message PROMPT --yes-always`); under --work it edits
     /// the task's worktree and leaves the commit to git forum.
     #[arg(long)]
-    pub aider: bool,
+    pub(crate) aider: bool,
     /// Command executor for lanes of the cheap tier.
     #[arg(long, value_name = "CMD")]
-    pub cheap_cmd: Option<String>,
+    pub(crate) cheap_cmd: Option<String>,
     /// Command executor for lanes of the capable tier.
     #[arg(long, value_name = "CMD")]
-    pub capable_cmd: Option<String>,
+    pub(crate) capable_cmd: Option<String>,
     /// Command executor for lanes of the frontier tier.
     #[arg(long, value_name = "CMD")]
-    pub frontier_cmd: Option<String>,
+    pub(crate) frontier_cmd: Option<String>,
     /// Chat endpoint for the cheap tier.
     #[arg(long, value_name = "URL")]
-    pub cheap_chat_url: Option<String>,
+    pub(crate) cheap_chat_url: Option<String>,
     /// Chat endpoint for the capable tier.
     #[arg(long, value_name = "URL")]
-    pub capable_chat_url: Option<String>,
+    pub(crate) capable_chat_url: Option<String>,
     /// Chat endpoint for the frontier tier.
     #[arg(long, value_name = "URL")]
-    pub frontier_chat_url: Option<String>,
+    pub(crate) frontier_chat_url: Option<String>,
     /// Model for --cheap-chat-url (default "cheap").
     #[arg(long, value_name = "MODEL")]
-    pub cheap_model: Option<String>,
+    pub(crate) cheap_model: Option<String>,
     /// Model for --capable-chat-url (default "capable").
     #[arg(long, value_name = "MODEL")]
-    pub capable_model: Option<String>,
+    pub(crate) capable_model: Option<String>,
     /// Model for --frontier-chat-url (default "frontier").
     #[arg(long, value_name = "MODEL")]
-    pub frontier_model: Option<String>,
+    pub(crate) frontier_model: Option<String>,
     /// Key variable for --cheap-chat-url.
     #[arg(long, value_name = "VAR")]
-    pub cheap_api_key_env: Option<String>,
+    pub(crate) cheap_api_key_env: Option<String>,
     /// Key variable for --capable-chat-url.
     #[arg(long, value_name = "VAR")]
-    pub capable_api_key_env: Option<String>,
+    pub(crate) capable_api_key_env: Option<String>,
     /// Key variable for --frontier-chat-url.
     #[arg(long, value_name = "VAR")]
-    pub frontier_api_key_env: Option<String>,
+    pub(crate) frontier_api_key_env: Option<String>,
     /// Allow chat endpoints on private and link-local addresses (a model server on the LAN).
     #[arg(long)]
-    pub allow_private: bool,
+    pub(crate) allow_private: bool,
 }
 
 impl ExecutorArgs {
     /// The flags as the pure merge takes them.
-    pub fn to_flags(&self) -> Flags {
+    pub(crate) fn to_flags(&self) -> Flags {
         let mut tiers = BTreeMap::new();
         for (tier, cmd, chat_url, model, key) in [
             (

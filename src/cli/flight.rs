@@ -22,38 +22,38 @@ const FORMATS: [&str; 6] = [
 ];
 
 #[derive(Debug, clap::Args)]
-pub struct ImportTraceArgs {
+pub(crate) struct ImportTraceArgs {
     /// The trace: a file, or - for standard input.
     #[arg(value_name = "TRACE")]
-    pub trace: PathBuf,
+    pub(crate) trace: PathBuf,
     /// How the trace is written: Forum's langsmith, otel, agentops or generic (a JSON list of
     /// events), otlp (OTLP/JSON as the collector's file exporter writes it) or claude-code (a
     /// Claude Code session transcript, JSONL).
     #[arg(long, default_value = "generic", value_parser = PossibleValuesParser::new(FORMATS))]
-    pub format: String,
+    pub(crate) format: String,
     /// The largest trace read, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = MAX_TRACE_BYTES)]
-    pub max_bytes: u64,
+    pub(crate) max_bytes: u64,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct MineArgs {
+pub(crate) struct MineArgs {
     /// The trace: a file, or - for standard input.
     #[arg(value_name = "TRACE")]
-    pub trace: PathBuf,
+    pub(crate) trace: PathBuf,
     /// How the trace is written (as for import-trace).
     #[arg(long, default_value = "generic", value_parser = PossibleValuesParser::new(FORMATS))]
-    pub format: String,
+    pub(crate) format: String,
     /// Append the row to this JSONL file (one line, sorted keys, as Forum writes it) instead
     /// of printing it.
     #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
     /// Independent checks a PASS needs.
     #[arg(long, value_name = "N", default_value_t = 2)]
-    pub min_checks: u64,
+    pub(crate) min_checks: u64,
     /// The largest trace read, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = MAX_TRACE_BYTES)]
-    pub max_bytes: u64,
+    pub(crate) max_bytes: u64,
 }
 
 /// The trace's text, at most `max` bytes; `command` prefixes the one-line error (exit 2).
@@ -83,7 +83,7 @@ fn format(name: &str) -> Result<Format, CliError> {
 }
 
 /// `git forum import-trace`.
-pub fn import_trace(ctx: &Ctx, a: ImportTraceArgs) -> Result<(), CliError> {
+pub(crate) fn import_trace(ctx: &Ctx, a: ImportTraceArgs) -> Result<(), CliError> {
     let fmt = format(&a.format)?;
     let text = read(&a.trace, a.max_bytes, "import-trace")?;
     let r = if ledger_given() {
@@ -96,7 +96,7 @@ pub fn import_trace(ctx: &Ctx, a: ImportTraceArgs) -> Result<(), CliError> {
 }
 
 /// `git forum mine`.
-pub fn mine(ctx: &Ctx, a: MineArgs) -> Result<(), CliError> {
+pub(crate) fn mine(ctx: &Ctx, a: MineArgs) -> Result<(), CliError> {
     let fmt = format(&a.format)?;
     let text = read(&a.trace, a.max_bytes, "mine")?;
     let row = surface::mine(&text, fmt, a.min_checks)?;

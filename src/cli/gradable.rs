@@ -10,41 +10,41 @@ use crate::report::gradable::jsonl_line;
 use crate::surface::reports::{self, Scope};
 
 /// The largest `--out` file appended to (it is rewritten whole on each append).
-pub const MAX_OUT_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_OUT_BYTES: u64 = 256 << 20;
 
 /// Export a run as one Forum `forum.gradable-trajectory/1` row: prompt, trajectory, grade,
 /// what a consumer needs to re-derive the grade, and a seal (`row_hash`).
 #[derive(Debug, clap::Args)]
-pub struct ExportGradableArgs {
+pub(crate) struct ExportGradableArgs {
     /// The run (the seq of its request; `git forum runs` lists them); default: the latest
     /// (the whole ledger when it holds no run).
     #[arg(value_name = "RUN")]
-    pub run: Option<String>,
+    pub(crate) run: Option<String>,
     /// Cover every entry of the ledger, runs together (Forum's reading of a ledger directory).
     #[arg(long)]
-    pub all: bool,
+    pub(crate) all: bool,
     /// Append the row as one JSON line to FILE (created if missing) instead of printing it.
     #[arg(long, value_name = "FILE")]
-    pub out: Option<std::path::PathBuf>,
+    pub(crate) out: Option<std::path::PathBuf>,
     /// Checks needed for a PASS (default 2).
     #[arg(long, value_name = "N", default_value_t = 2)]
-    pub min_checks: u64,
+    pub(crate) min_checks: u64,
 }
 
 /// A run's grade: the share of independent checks (verdicts, verifications, intent judgments
 /// by actors that produced no result) that passed.
 #[derive(Debug, clap::Args)]
-pub struct GradeArgs {
+pub(crate) struct GradeArgs {
     /// The run (the seq of its request; `git forum runs` lists them); default: the latest
     /// (the whole ledger when it holds no run).
     #[arg(value_name = "RUN")]
-    pub run: Option<String>,
+    pub(crate) run: Option<String>,
     /// Grade every entry of the ledger, runs together (Forum's `grade LEDGER_DIR`).
     #[arg(long)]
-    pub all: bool,
+    pub(crate) all: bool,
     /// Checks needed for a PASS (default 2).
     #[arg(long, value_name = "N", default_value_t = 2)]
-    pub min_checks: u64,
+    pub(crate) min_checks: u64,
 }
 
 /// RUN and `--all` as a scope; RUN must be a request seq.
@@ -82,7 +82,7 @@ fn current(ctx: &Ctx, deep: bool) -> Result<crate::report::Snapshot, CliError> {
 }
 
 /// `git forum export-gradable`.
-pub fn export(ctx: &Ctx, args: ExportGradableArgs) -> Result<(), CliError> {
+pub(crate) fn export(ctx: &Ctx, args: ExportGradableArgs) -> Result<(), CliError> {
     let scope = scope(args.run.as_deref(), args.all)?;
     let s = current(ctx, true)?;
     let row = reports::gradable(&s, scope, args.min_checks)?.value;
@@ -97,7 +97,7 @@ pub fn export(ctx: &Ctx, args: ExportGradableArgs) -> Result<(), CliError> {
 }
 
 /// `git forum grade`.
-pub fn grade(ctx: &Ctx, args: GradeArgs) -> Result<(), CliError> {
+pub(crate) fn grade(ctx: &Ctx, args: GradeArgs) -> Result<(), CliError> {
     let scope = scope(args.run.as_deref(), args.all)?;
     let s = current(ctx, false)?;
     let g = reports::grade_scoped(&s, scope, args.min_checks)?.value;
@@ -119,7 +119,7 @@ pub fn grade(ctx: &Ctx, args: GradeArgs) -> Result<(), CliError> {
 /// renamed over the old one, so a reader (or a crash) sees the file before or after the
 /// append, never a torn row. The old content must end with a newline (a file that does not
 /// would glue two rows together).
-pub fn append_line(path: &Path, line: &str) -> Result<(), CliError> {
+pub(crate) fn append_line(path: &Path, line: &str) -> Result<(), CliError> {
     let shown = path.display();
     let mut old = Vec::new();
     match std::fs::File::open(path) {

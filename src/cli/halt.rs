@@ -11,18 +11,18 @@ use crate::surface::run::halt::{self, HaltAsk, HaltReport};
 /// killed (SIGTERM, then SIGKILL), and the run witnesses `halted {by, reason}`; `git forum
 /// resume RUN` continues it later.
 #[derive(Debug, clap::Args)]
-pub struct HaltArgs {
+pub(crate) struct HaltArgs {
     /// The run (its request seq, see `git forum runs`); default: the latest running run.
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
     /// Why, recorded in the halted entry.
     #[arg(long, value_name = "TEXT")]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// Who halts (default: git config user.name, else $USER).
     #[arg(long, value_name = "NAME")]
-    pub by: Option<String>,
+    pub(crate) by: Option<String>,
     /// Seconds to wait for the run to stop (0: ask and return at once).
     #[arg(long, value_name = "S", default_value_t = 30.0)]
-    pub wait: f64,
+    pub(crate) wait: f64,
 }
 
 /// Who halts: the flag, else git's user.name, else $USER.
@@ -57,7 +57,7 @@ fn line(r: &HaltReport) -> String {
 }
 
 /// `git forum halt`.
-pub fn run(ctx: &Ctx, args: HaltArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: HaltArgs) -> Result<(), CliError> {
     if !args.wait.is_finite() || args.wait < 0.0 {
         return Err(CliError::usage(format!(
             "--wait {}: give the seconds to wait as 0 or more",

@@ -14,22 +14,22 @@ use crate::store::git::{StoreError, open_repo};
 use crate::store::sync::{self, CatFile, Git, RefUpdate};
 
 /// The largest hook file `hooks install` reads to add its block to.
-pub const MAX_HOOK_FILE_BYTES: u64 = 1024 * 1024;
+pub(crate) const MAX_HOOK_FILE_BYTES: u64 = 1024 * 1024;
 
 /// The first line of the block.
-pub const BEGIN: &str = "# BEGIN git-forum";
+pub(crate) const BEGIN: &str = "# BEGIN git-forum";
 /// The last line of the block.
-pub const END: &str = "# END git-forum";
+pub(crate) const END: &str = "# END git-forum";
 
 /// Install or remove the git forum hooks.
 #[derive(Debug, clap::Args)]
-pub struct HooksArgs {
+pub(crate) struct HooksArgs {
     #[command(subcommand)]
-    pub action: HooksAction,
+    pub(crate) action: HooksAction,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum HooksAction {
+pub(crate) enum HooksAction {
     /// Add the git forum block to the pre-push hook (with --server: the pre-receive hook).
     Install(InstallArgs),
     /// Remove the git forum block (and the hook file if nothing else is in it).
@@ -37,33 +37,33 @@ pub enum HooksAction {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct UninstallArgs {
+pub(crate) struct UninstallArgs {
     /// The server-side hook (pre-receive: ledgers are append-only) instead of pre-push.
     #[arg(long)]
-    pub server: bool,
+    pub(crate) server: bool,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct InstallArgs {
+pub(crate) struct InstallArgs {
     /// The server-side hook (pre-receive: ledgers are append-only) instead of pre-push.
     #[arg(long)]
-    pub server: bool,
+    pub(crate) server: bool,
     /// The pre-push hook also scans the code being pushed: the lines that the pushed commits
     /// add are scanned for secrets, and a push that adds one is refused (ledger bodies are
     /// always scanned).
     #[arg(long, conflicts_with = "server")]
-    pub scan_code: bool,
+    pub(crate) scan_code: bool,
 }
 
 /// Entry points called by installed hooks.
 #[derive(Debug, clap::Args)]
-pub struct HookArgs {
+pub(crate) struct HookArgs {
     #[command(subcommand)]
-    pub hook: HookName,
+    pub(crate) hook: HookName,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum HookName {
+pub(crate) enum HookName {
     /// Verify every ledger ref being pushed and scan its bodies for secrets (stdin as git
     /// gives it to pre-push).
     PrePush {
@@ -86,7 +86,7 @@ pub enum HookName {
 }
 
 /// The block that calls `git forum hook NAME`.
-pub fn block(hook: &str) -> String {
+pub(crate) fn block(hook: &str) -> String {
     block_calling(hook)
 }
 
@@ -110,12 +110,12 @@ rm -f \"$forum_in\"
 }
 
 /// A new hook file holding only the block.
-pub fn new_hook_file(hook: &str) -> String {
+pub(crate) fn new_hook_file(hook: &str) -> String {
     format!("#!/bin/sh\n{}", block(hook))
 }
 
 /// `text` with the block added (or replaced by the current one), right after the `#!` line.
-pub fn with_block(text: &str, hook: &str) -> String {
+pub(crate) fn with_block(text: &str, hook: &str) -> String {
     with_block_calling(text, hook)
 }
 
@@ -142,7 +142,7 @@ fn with_block_calling(text: &str, call: &str) -> String {
 }
 
 /// `text` without the block (every copy of it).
-pub fn without_block(text: &str) -> String {
+pub(crate) fn without_block(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut inside = false;
     for line in text.split_inclusive('\n') {
@@ -206,7 +206,7 @@ fn make_executable(_path: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
+pub(crate) fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
     let repo = open_repo(&ctx.dir)?;
     let dir = hooks_dir(&repo)?;
     let (install, server, scan_code) = match &args.action {
@@ -301,7 +301,7 @@ pub fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
     }
 }
 
-pub fn hook(ctx: &Ctx, args: HookArgs) -> Result<(), CliError> {
+pub(crate) fn hook(ctx: &Ctx, args: HookArgs) -> Result<(), CliError> {
     match args.hook {
         HookName::PrePush {
             scan_code, remote, ..
@@ -376,11 +376,11 @@ fn pre_push(ctx: &Ctx, scan_code: Option<String>) -> Result<(), CliError> {
 
 /// The longest line a hook reads from git: one ref update is two object ids and a ref name or
 /// two, far below this.
-pub const MAX_HOOK_LINE_BYTES: u64 = 64 * 1024;
+pub(crate) const MAX_HOOK_LINE_BYTES: u64 = 64 * 1024;
 /// The most lines a hook reads from git: one per ref updated, far more than any push.
-pub const MAX_HOOK_LINES: u64 = 1_000_000;
+pub(crate) const MAX_HOOK_LINES: u64 = 1_000_000;
 /// The most ledger refs one push may update (each is verified whole before it is let through).
-pub const MAX_HOOK_LEDGER_REFS: u64 = 100_000;
+pub(crate) const MAX_HOOK_LEDGER_REFS: u64 = 100_000;
 
 /// Reads the ref-update lines git hands a hook on `input`, each split on whitespace, and hands
 /// `keep` those whose field `ref_field` names a ledger ref (the only ones checked; others are

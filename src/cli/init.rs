@@ -19,19 +19,19 @@ use crate::store::sync::{self, Git};
 /// older versions added, and writes `.forum/roster.toml`, `.forum/README` and
 /// `.forum/runtime.toml` (every run on the local model) when they are absent.
 #[derive(Debug, clap::Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// Only this remote (repeatable); default: every configured remote.
     #[arg(long = "remote", value_name = "NAME")]
-    pub remotes: Vec<String>,
+    pub(crate) remotes: Vec<String>,
     /// Also make plain `git push` push ledgers. A remote with a push refspec pushes only what
     /// its refspecs name, so `HEAD` is added too when the remote had none (plain `git push` then
     /// pushes the current branch to the branch of the same name, and every ledger).
     #[arg(long)]
-    pub push: bool,
+    pub(crate) push: bool,
 }
 
 /// The `.forum/README` that `init` writes.
-pub const FORUM_README: &str = "\
+pub(crate) const FORUM_README: &str = "\
 This directory configures git forum for this repository.
 
 roster.toml   the agent lanes requests are routed to. It starts as a copy of the
@@ -45,7 +45,7 @@ adds a pre-push hook that refuses to publish a ledger that does not verify.
 
 /// The fetch refspec for ledgers of `remote`: forced, because it only stages (a rewritten remote
 /// ledger must not make every plain `git fetch` fail; `git forum fetch` judges it).
-pub fn fetch_refspec(remote: &str) -> String {
+pub(crate) fn fetch_refspec(remote: &str) -> String {
     format!(
         "+refs/forum/ledgers/*:{}{remote}/*",
         sync::UNVERIFIED_PREFIX
@@ -60,7 +60,7 @@ pub(crate) fn old_fetch_refspecs(remote: &str) -> [String; 2] {
 }
 
 /// The push refspec for ledgers (never forced).
-pub const PUSH_REFSPEC: &str = "refs/forum/ledgers/*:refs/forum/ledgers/*";
+pub(crate) const PUSH_REFSPEC: &str = "refs/forum/ledgers/*:refs/forum/ledgers/*";
 
 pub(crate) fn config_values(git: &Git, key: &str) -> Result<Vec<String>, CliError> {
     let o = git.run(&["config", "--get-all", key])?;
@@ -106,7 +106,7 @@ fn write_new(path: &Path, text: &str) -> Result<bool, CliError> {
     }
 }
 
-pub fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
     let repo = open_repo(&ctx.dir)?;
     let git = Git::for_repo(&repo);
     let configured = git.remotes()?;

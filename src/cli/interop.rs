@@ -9,20 +9,20 @@ use crate::store::forum_dir::{self, ForumDirError};
 
 /// Import a Forum ledger directory into a new git ledger (same hashes, same checkpoint).
 #[derive(Debug, clap::Args)]
-pub struct ImportArgs {
+pub(crate) struct ImportArgs {
     /// The Forum ledger directory (holding entries.jsonl and payloads.jsonl).
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// The most bytes to read from the directory (both files together); a line is at most
     /// 64 MiB whatever this says.
     #[arg(long, value_name = "BYTES", default_value_t = forum_dir::DEFAULT_MAX_BYTES)]
-    pub max_bytes: u64,
+    pub(crate) max_bytes: u64,
 }
 
 /// Export the ledger as a Forum ledger directory that Forum opens and verifies.
 #[derive(Debug, clap::Args)]
-pub struct ExportArgs {
+pub(crate) struct ExportArgs {
     /// A new or empty directory to write entries.jsonl and payloads.jsonl into.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl From<ForumDirError> for CliError {
@@ -44,7 +44,7 @@ impl From<ImportError> for CliError {
     }
 }
 
-pub fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
+pub(crate) fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
     let limits = forum_dir::Limits {
         total: args.max_bytes,
         raise: "pass --max-bytes BYTES to import a larger one",
@@ -80,7 +80,7 @@ pub fn import(ctx: &Ctx, args: ImportArgs) -> Result<(), CliError> {
     }
 }
 
-pub fn export(ctx: &Ctx, args: ExportArgs) -> Result<(), CliError> {
+pub(crate) fn export(ctx: &Ctx, args: ExportArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let walked = store.walk_back(None)?;
     let mut entries = Vec::with_capacity(walked.len());

@@ -10,11 +10,11 @@ use super::{CliError, Ctx};
 
 /// Write the man pages: git-forum(1) and one page per subcommand, e.g. git-forum-submit(1).
 #[derive(Debug, clap::Args)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// Directory to write every page into, e.g. ~/.local/share/man/man1 (without it, print
     /// git-forum(1) alone).
     #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
 }
 
 /// Print a shell completion script for git forum.
@@ -25,15 +25,15 @@ pub struct ManArgs {
   fish:  git forum completion fish | source
 or save it where your shell looks for completions, e.g.
   git forum completion bash > ~/.local/share/bash-completion/completions/git-forum")]
-pub struct CompletionArgs {
+pub(crate) struct CompletionArgs {
     /// The shell: bash, zsh or fish.
     #[arg(value_enum, value_name = "SHELL")]
-    pub shell: Shell,
+    pub(crate) shell: Shell,
 }
 
 /// The shells a completion script is written for.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum Shell {
+pub(crate) enum Shell {
     Bash,
     Zsh,
     Fish,
@@ -57,7 +57,7 @@ fn top() -> clap::Command {
 
 /// Every page: `(file name, roff text)`, git-forum.1 first, then each visible subcommand's
 /// page, depth first. Hidden commands (the hook entry points) have no page and are not named.
-pub fn render_all() -> Result<Vec<(String, Vec<u8>)>, std::io::Error> {
+pub(crate) fn render_all() -> Result<Vec<(String, Vec<u8>)>, std::io::Error> {
     fn walk(cmd: &clap::Command, out: &mut Vec<(String, Vec<u8>)>) -> Result<(), std::io::Error> {
         let man = clap_mangen::Man::new(cmd.clone());
         let mut buf = Vec::new();
@@ -74,13 +74,13 @@ pub fn render_all() -> Result<Vec<(String, Vec<u8>)>, std::io::Error> {
 }
 
 /// The roff text of git-forum(1).
-pub fn render() -> Result<Vec<u8>, std::io::Error> {
+pub(crate) fn render() -> Result<Vec<u8>, std::io::Error> {
     let mut buf = Vec::new();
     clap_mangen::Man::new(top()).render(&mut buf)?;
     Ok(buf)
 }
 
-pub fn run(ctx: &Ctx, args: ManArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: ManArgs) -> Result<(), CliError> {
     let failed = |e: std::io::Error| CliError::internal(format!("rendering the man pages: {e}"));
     let Some(dir) = args.out else {
         let page = render().map_err(failed)?;
@@ -111,7 +111,7 @@ pub fn run(ctx: &Ctx, args: ManArgs) -> Result<(), CliError> {
 
 /// The completion script for `shell`, completing the `git-forum` program (and, in bash,
 /// `git forum` through git's own completion when it is loaded).
-pub fn completion_script(shell: Shell) -> Vec<u8> {
+pub(crate) fn completion_script(shell: Shell) -> Vec<u8> {
     use clap_complete::Shell as S;
     let mut cmd = unbuilt().bin_name("git-forum");
     let mut buf = Vec::new();
@@ -137,7 +137,7 @@ _git_forum() {
     buf
 }
 
-pub fn completion(ctx: &Ctx, args: CompletionArgs) -> Result<(), CliError> {
+pub(crate) fn completion(ctx: &Ctx, args: CompletionArgs) -> Result<(), CliError> {
     let script = completion_script(args.shell);
     ctx.out(String::from_utf8_lossy(&script).trim_end())
 }

@@ -52,7 +52,7 @@ pub(crate) mod work;
 pub struct Cli {
     /// Run as if started in DIR.
     #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
-    pub chdir: Option<PathBuf>,
+    pub(crate) chdir: Option<PathBuf>,
     /// Ledger to use (refs/forum/ledgers/NAME).
     #[arg(
         long,
@@ -61,21 +61,21 @@ pub struct Cli {
         env = "GIT_FORUM_LEDGER",
         value_name = "NAME"
     )]
-    pub ledger: String,
+    pub(crate) ledger: String,
     /// Print machine-readable JSON.
     #[arg(long, global = true)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Do not flush each append to disk (run `git forum sync` to make them durable); also set
     /// by `git config forum.fsync false`. How durable appends flush: `forum.fsyncMethod`
     /// (`wal`, the default on Linux, `fsync`, `batch` or `syncfs`; see README).
     #[arg(long, global = true)]
-    pub no_fsync: bool,
+    pub(crate) no_fsync: bool,
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run a request: route, plan, parallel waves, validation, escalation, synthesis.
     #[command(after_help = crate::surface::run::exit::help())]
     Submit(submit::SubmitArgs),
@@ -201,26 +201,26 @@ no repository is needed."
 /// error ([`crate::surface::Error`]), whose class decides the code (`CliError::not_found`,
 /// `conflict`, `unavailable`, `failed`/`fail`, `usage`, `internal`), or a silent exit
 /// ([`crate::surface::Error::silent`]) after the command printed what it had to say.
-pub type CliError = crate::surface::Error;
+pub(crate) type CliError = crate::surface::Error;
 
 /// Everything a command needs from the global flags, and its output channel.
-pub struct Ctx {
-    pub dir: PathBuf,
-    pub ledger: String,
-    pub json: bool,
-    pub no_fsync: bool,
+pub(crate) struct Ctx {
+    pub(crate) dir: PathBuf,
+    pub(crate) ledger: String,
+    pub(crate) json: bool,
+    pub(crate) no_fsync: bool,
 }
 
 impl Ctx {
     /// Opens the ledger for reading or writing; nothing is created until the first append.
-    pub fn store(&self) -> Result<GitStore, CliError> {
+    pub(crate) fn store(&self) -> Result<GitStore, CliError> {
         let repo = crate::store::git::open_repo(&self.dir)?;
         let opts = Options::from_config(&repo, self.no_fsync)?;
         Ok(GitStore::new(repo, &self.ledger, opts)?)
     }
 
     /// Opens a ledger that must exist.
-    pub fn existing_store(&self) -> Result<GitStore, CliError> {
+    pub(crate) fn existing_store(&self) -> Result<GitStore, CliError> {
         let s = self.store()?;
         if !s.exists()? {
             return Err(StoreError::NoLedger(self.ledger.clone()).into());
@@ -229,7 +229,7 @@ impl Ctx {
     }
 
     /// Prints a line on stdout.
-    pub fn out(&self, text: &str) -> Result<(), CliError> {
+    pub(crate) fn out(&self, text: &str) -> Result<(), CliError> {
         let mut o = std::io::stdout().lock();
         match writeln!(o, "{text}").and_then(|_| o.flush()) {
             Ok(()) => Ok(()),
@@ -239,20 +239,20 @@ impl Ctx {
     }
 
     /// Prints a surface report on stdout as JSON, the same value the daemon and MCP answer.
-    pub fn out_report(&self, r: &impl crate::surface::Report) -> Result<(), CliError> {
+    pub(crate) fn out_report(&self, r: &impl crate::surface::Report) -> Result<(), CliError> {
         let v = serde_json::to_value(r).map_err(|e| CliError::internal(e.to_string()))?;
         self.out_json(&v)
     }
 
     /// Prints a JSON value on stdout, pretty, ASCII-escaped like Forum's output.
-    pub fn out_json(&self, v: &serde_json::Value) -> Result<(), CliError> {
+    pub(crate) fn out_json(&self, v: &serde_json::Value) -> Result<(), CliError> {
         let text =
             serde_json::to_string_pretty(v).map_err(|e| CliError::internal(e.to_string()))?;
         self.out(&text)
     }
 
     /// The timestamp for a new entry: `--ts`, else `GIT_FORUM_TIMESTAMP`, else the clock.
-    pub fn now(&self, flag: Option<f64>) -> Result<f64, CliError> {
+    pub(crate) fn now(&self, flag: Option<f64>) -> Result<f64, CliError> {
         crate::surface::clock::entry_timestamp(flag)
     }
 }
@@ -488,7 +488,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
 }
 
 /// The clap command, for the man page and tests.
-pub fn command() -> clap::Command {
+pub(crate) fn command() -> clap::Command {
     Cli::command()
 }
 

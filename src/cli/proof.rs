@@ -8,60 +8,60 @@ use crate::surface::proof::{self as surface, Ask};
 /// Write a proof: that entry SEQ is in the ledger's checkpoint, or (with --consistency-from M)
 /// that the ledger's checkpoint extends its checkpoint of size M.
 #[derive(Debug, clap::Args)]
-pub struct ProveArgs {
+pub(crate) struct ProveArgs {
     /// The entry to prove included.
     #[arg(
         required_unless_present = "consistency_from",
         conflicts_with = "consistency_from"
     )]
-    pub seq: Option<u64>,
+    pub(crate) seq: Option<u64>,
     /// Prove instead that the ledger extends its first M entries.
     #[arg(long, value_name = "M")]
-    pub consistency_from: Option<u64>,
+    pub(crate) consistency_from: Option<u64>,
     /// Prove against the checkpoint of the first N entries (default: the whole ledger).
     #[arg(long, value_name = "N")]
-    pub size: Option<u64>,
+    pub(crate) size: Option<u64>,
     /// Write the proof to FILE instead of standard output.
     #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
     /// Print a standard C2SP tlog-proof (index, audit path, the signed checkpoint note of
     /// `checkpoint --note`) instead of git forum's own proof.
     #[arg(long, conflicts_with_all = ["consistency_from", "tlog"])]
-    pub tlog_proof: bool,
+    pub(crate) tlog_proof: bool,
     /// With --consistency-from: print the standard consistency path between two signed notes.
     #[arg(long, requires = "consistency_from")]
-    pub tlog: bool,
+    pub(crate) tlog: bool,
 }
 
 /// The largest proof file `verify-proof` reads. A proof holds one entry's fields, at most 64
 /// hashes per path and its signatures: a few KiB.
-pub const MAX_PROOF_BYTES: u64 = 1024 * 1024;
+pub(crate) const MAX_PROOF_BYTES: u64 = 1024 * 1024;
 
 /// Check a proof file without a repository. Exit 0 when it holds, 1 when it does not.
 #[derive(Debug, clap::Args)]
-pub struct VerifyProofArgs {
+pub(crate) struct VerifyProofArgs {
     /// The proof file (`-` for standard input).
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Also require this checkpoint root (a root you trust, e.g. one you recorded or signed).
     #[arg(long, value_name = "HEX")]
-    pub root: Option<String>,
+    pub(crate) root: Option<String>,
     /// Also require this checkpoint size.
     #[arg(long, value_name = "N")]
-    pub size: Option<u64>,
+    pub(crate) size: Option<u64>,
     /// Check the checkpoint's ssh signature against this allowed-signers file (git's
     /// `gpg.ssh.allowedSignersFile` format); openpgp signatures are checked with gpg's keyring.
     #[arg(long, value_name = "FILE")]
-    pub allowed_signers: Option<PathBuf>,
+    pub(crate) allowed_signers: Option<PathBuf>,
     /// Refuse a proof whose checkpoint is not signed by a trusted key.
     #[arg(long)]
-    pub require_signature: bool,
+    pub(crate) require_signature: bool,
     /// A trusted signed-note verifier key (`name+hash+base64`) for standard proofs; repeatable
     /// (default: `forum.noteVerifiers`).
     #[arg(long, value_name = "KEY")]
-    pub note_verifier: Vec<String>,
+    pub(crate) note_verifier: Vec<String>,
     /// The entry hash a tlog-proof is about (a tlog-proof names only its index).
     #[arg(long, value_name = "HEX")]
-    pub entry_hash: Option<String>,
+    pub(crate) entry_hash: Option<String>,
 }
 
 /// A proof that was read but does not hold: `{ok: false, problem}` with `--json` (exit 1),
@@ -92,7 +92,7 @@ fn write_out(ctx: &Ctx, out: Option<&PathBuf>, text: &str) -> Result<(), CliErro
     }
 }
 
-pub fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
+pub(crate) fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
     if args.tlog_proof || args.tlog {
         let text = super::tlog::prove(ctx, &args)?;
         return write_out(ctx, args.out.as_ref(), text.trim_end_matches('\n'));
@@ -116,7 +116,7 @@ pub fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
     write_out(ctx, args.out.as_ref(), &text)
 }
 
-pub fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliError> {
+pub(crate) fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliError> {
     let text = super::input::read_limited_text(&args.file, MAX_PROOF_BYTES, "proof file", "")
         .map_err(CliError::usage)?;
     if text.starts_with(crate::store::note::TLOG_PROOF_HEADER)

@@ -9,45 +9,45 @@ use crate::surface::read;
 /// ledger with its size and tip, the last run and how it stands, the hooks, and whether the
 /// runtime can run models (each local model probed for at most half a second).
 #[derive(Debug, clap::Args)]
-pub struct StatusArgs {}
+pub(crate) struct StatusArgs {}
 
 /// List entries, newest first.
 #[derive(Debug, clap::Args)]
-pub struct LogArgs {
+pub(crate) struct LogArgs {
     /// Show at most N entries (0 = all).
     #[arg(long, short = 'n', default_value_t = 0)]
-    pub limit: u64,
+    pub(crate) limit: u64,
     /// Only the entries of one run (the seq of its request), oldest first, each with what it
     /// says at a glance. `git forum runs` lists the runs.
     #[arg(long, value_name = "SEQ", conflicts_with = "limit")]
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
 }
 
 /// Show one entry.
 #[derive(Debug, clap::Args)]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     /// The entry's seq.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// Also print the entry's body.
     #[arg(long)]
-    pub payload: bool,
+    pub(crate) payload: bool,
     /// Print the diff a `change` entry holds (a --work run's change), and nothing else.
     #[arg(long, conflicts_with = "payload")]
-    pub diff: bool,
+    pub(crate) diff: bool,
 }
 
 /// Print entries 0..=SEQ.
 #[derive(Debug, clap::Args)]
-pub struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     /// The last seq to include.
-    pub seq: u64,
+    pub(crate) seq: u64,
 }
 
 /// The causal chain of an entry, root first.
 #[derive(Debug, clap::Args)]
-pub struct WhyArgs {
+pub(crate) struct WhyArgs {
     /// The entry whose causes to follow.
-    pub seq: u64,
+    pub(crate) seq: u64,
 }
 
 fn line(e: &Entry) -> String {
@@ -73,7 +73,7 @@ fn out_of_range(ctx: &Ctx, seq: u64, len: u64) -> CliError {
     ))
 }
 
-pub fn status(ctx: &Ctx, _args: StatusArgs) -> Result<(), CliError> {
+pub(crate) fn status(ctx: &Ctx, _args: StatusArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     let r = crate::surface::status::status(&store, super::doctor::readiness(ctx))?;
     if ctx.json {
@@ -82,7 +82,7 @@ pub fn status(ctx: &Ctx, _args: StatusArgs) -> Result<(), CliError> {
     ctx.out(&super::doctor::status_text(&r))
 }
 
-pub fn log(ctx: &Ctx, args: LogArgs) -> Result<(), CliError> {
+pub(crate) fn log(ctx: &Ctx, args: LogArgs) -> Result<(), CliError> {
     if let Some(run) = args.run {
         return super::submit::log_run(ctx, run);
     }
@@ -143,7 +143,7 @@ fn show_diff(
     Ok(())
 }
 
-pub fn show(ctx: &Ctx, args: ShowArgs) -> Result<(), CliError> {
+pub(crate) fn show(ctx: &Ctx, args: ShowArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let tip = store.require_tip()?;
     if args.seq > tip.entry.seq {
@@ -204,7 +204,7 @@ fn show_text(
     }
 }
 
-pub fn replay(ctx: &Ctx, args: ReplayArgs) -> Result<(), CliError> {
+pub(crate) fn replay(ctx: &Ctx, args: ReplayArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let tip = store.require_tip()?;
     if args.seq > tip.entry.seq {
@@ -221,7 +221,7 @@ pub fn replay(ctx: &Ctx, args: ReplayArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn why(ctx: &Ctx, args: WhyArgs) -> Result<(), CliError> {
+pub(crate) fn why(ctx: &Ctx, args: WhyArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let tip = store.require_tip()?;
     if args.seq > tip.entry.seq {

@@ -7,19 +7,19 @@ use super::{CliError, Ctx};
 /// (`verify --deep` reports the body as redacted). Commit ids from the first such entry on
 /// change, so a ledger already pushed needs a push the server's hook accepts as redaction-only.
 #[derive(Debug, clap::Args)]
-pub struct RedactArgs {
+pub(crate) struct RedactArgs {
     /// The payload hash of the body to remove (see `git forum show SEQ`), or the SEQ of an
     /// entry whose body it is (what `git forum push` names when a body carries a secret).
-    pub payload_hash: String,
+    pub(crate) payload_hash: String,
     /// Why the body is removed (recorded in the ledger).
     #[arg(long)]
-    pub reason: String,
+    pub(crate) reason: String,
     /// Who redacts.
     #[arg(long, default_value = "git-forum")]
-    pub actor: String,
+    pub(crate) actor: String,
 }
 
-pub fn run(ctx: &Ctx, args: RedactArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: RedactArgs) -> Result<(), CliError> {
     let mut store = ctx.existing_store()?;
     let ts = ctx.now(None)?;
     let payload_hash = match args.payload_hash.parse::<u64>() {

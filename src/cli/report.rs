@@ -10,67 +10,67 @@ use crate::surface::{self, reports, reports::Sources};
 /// Summarize a ledger: entries, tasks, verdicts, quality checks, context budget, witnessed
 /// model calls and payload weight.
 #[derive(Debug, clap::Args)]
-pub struct SummaryArgs {
+pub(crate) struct SummaryArgs {
     /// What to summarize (default: the current ledger): a ledger name, REMOTE/NAME for a
     /// fetched copy, a Forum ledger directory, or run:SEQ for one run of the current ledger.
     #[arg(value_name = "SOURCE")]
-    pub source: Option<String>,
+    pub(crate) source: Option<String>,
 }
 
 /// Compare two runs or ledgers: every metric's delta (B − A) and a diff of the final answers.
 #[derive(Debug, clap::Args)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// Side A: a ledger name, REMOTE/NAME (a fetched copy), a Forum ledger directory, or
     /// run:SEQ (one run of the current ledger).
     #[arg(value_name = "A")]
-    pub a: String,
+    pub(crate) a: String,
     /// Side B, in the same forms.
     #[arg(value_name = "B")]
-    pub b: String,
+    pub(crate) b: String,
 }
 
 /// The latest run at a glance: request, route, plan, tasks with results and verdicts, the
 /// answer, quality signals and next actions, each with the command that does it (text; the
 /// whole room as JSON with --json, a short brief with --brief).
 #[derive(Debug, clap::Args)]
-pub struct RoomArgs {
+pub(crate) struct RoomArgs {
     /// Print the brief for a person.
     #[arg(long, conflicts_with = "text")]
-    pub brief: bool,
+    pub(crate) brief: bool,
     /// Print the room as text (the default; kept for scripts that ask for it).
     #[arg(long)]
-    pub text: bool,
+    pub(crate) text: bool,
     /// Start the room at this seq instead of the last request.
     #[arg(long, value_name = "SEQ", allow_hyphen_values = true)]
-    pub since: Option<String>,
+    pub(crate) since: Option<String>,
     /// Clip texts to this many characters (default 240).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    pub max_text_chars: Option<String>,
+    pub(crate) max_text_chars: Option<String>,
 }
 
 /// A short brief of the whole ledger, bounded in size, to hand a model as context (JSON
 /// unless --text).
 #[derive(Debug, clap::Args)]
-pub struct CapsuleArgs {
+pub(crate) struct CapsuleArgs {
     /// Print the capsule's prompt text.
     #[arg(long)]
-    pub text: bool,
+    pub(crate) text: bool,
     /// Keep only the last N task results (0: none; default 8).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    pub max_items: Option<String>,
+    pub(crate) max_items: Option<String>,
     /// Clip texts to this many characters (default 240).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    pub max_text_chars: Option<String>,
+    pub(crate) max_text_chars: Option<String>,
 }
 
 /// Forum's action receipt of one run: what was asked, what was answered, the checkpoint and
 /// whether the ledger verifies deep (text, with the commands that check it again; Forum's
 /// JSON with --json).
 #[derive(Debug, clap::Args)]
-pub struct ReceiptArgs {
+pub(crate) struct ReceiptArgs {
     /// The run (the seq of its request; `git forum runs` lists them); default: the latest.
     #[arg(value_name = "RUN")]
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
 }
 
 /// Parses a count flag given as text, so a negative or malformed value gets one clear line.
@@ -250,7 +250,7 @@ fn summary_text(label: &str, s: &Summary) -> Vec<String> {
 }
 
 /// `git forum summary`.
-pub fn summary(ctx: &Ctx, args: SummaryArgs) -> Result<(), CliError> {
+pub(crate) fn summary(ctx: &Ctx, args: SummaryArgs) -> Result<(), CliError> {
     let side = with_sources(ctx, |src| src.current_or(args.source.as_deref(), false))?;
     let report = reports::summary(&side);
     let s = &report.summary;
@@ -271,7 +271,7 @@ pub fn summary(ctx: &Ctx, args: SummaryArgs) -> Result<(), CliError> {
 }
 
 /// `git forum bench A B`.
-pub fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
+pub(crate) fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
     let (a, b) = with_sources(ctx, |src| {
         Ok((src.side(&args.a, false)?, src.side(&args.b, false)?))
     })?;
@@ -402,7 +402,7 @@ pub fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
 }
 
 /// `git forum room`.
-pub fn room(ctx: &Ctx, args: RoomArgs) -> Result<(), CliError> {
+pub(crate) fn room(ctx: &Ctx, args: RoomArgs) -> Result<(), CliError> {
     if ctx.json && (args.brief || args.text) {
         return Err(CliError::usage("choose one of --json, --brief and --text"));
     }
@@ -424,7 +424,7 @@ pub fn room(ctx: &Ctx, args: RoomArgs) -> Result<(), CliError> {
 }
 
 /// `git forum receipt`.
-pub fn receipt(ctx: &Ctx, args: ReceiptArgs) -> Result<(), CliError> {
+pub(crate) fn receipt(ctx: &Ctx, args: ReceiptArgs) -> Result<(), CliError> {
     let s = current(ctx, true)?;
     note_absent(ctx, &s);
     let receipt = crate::surface::run::receipt_of(&s, args.run).map_err(cli_error)?;
@@ -439,17 +439,17 @@ pub fn receipt(ctx: &Ctx, args: ReceiptArgs) -> Result<(), CliError> {
 /// parents from causal parents, the seq and checkpoint on each), model calls as GenAI `chat`
 /// spans and tool calls as `execute_tool` spans.
 #[derive(Debug, clap::Args)]
-pub struct ExportOtelArgs {
+pub(crate) struct ExportOtelArgs {
     /// The run (the seq of its request; `git forum runs` lists them); default: the latest.
     #[arg(value_name = "RUN")]
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
     /// Write to FILE instead of standard output (refused if FILE exists).
     #[arg(long, value_name = "FILE")]
-    pub out: Option<std::path::PathBuf>,
+    pub(crate) out: Option<std::path::PathBuf>,
 }
 
 /// `git forum export-otel`.
-pub fn export_otel(ctx: &Ctx, args: ExportOtelArgs) -> Result<(), CliError> {
+pub(crate) fn export_otel(ctx: &Ctx, args: ExportOtelArgs) -> Result<(), CliError> {
     let s = current(ctx, false)?;
     note_absent(ctx, &s);
     let roots = report::run_roots(&s.entries());
@@ -508,7 +508,7 @@ pub fn export_otel(ctx: &Ctx, args: ExportOtelArgs) -> Result<(), CliError> {
 }
 
 /// `git forum capsule`.
-pub fn capsule(ctx: &Ctx, args: CapsuleArgs) -> Result<(), CliError> {
+pub(crate) fn capsule(ctx: &Ctx, args: CapsuleArgs) -> Result<(), CliError> {
     if ctx.json && args.text {
         return Err(CliError::usage("choose one of --json and --text"));
     }

@@ -12,20 +12,20 @@ use crate::route::{check_request, route_request};
 /// Route a request to a roster lane. Prints the decision, its confidence, whether it needs
 /// escalation, every lane's score and the route frame; `--json` prints Forum's JSON shape.
 #[derive(Debug, clap::Args)]
-pub struct RouteArgs {
+pub(crate) struct RouteArgs {
     /// The request (several words are joined with spaces).
     #[arg(required = true, value_name = "TEXT")]
-    pub text: Vec<String>,
+    pub(crate) text: Vec<String>,
     /// Roster file (default: .forum/roster.toml in the repository, else the built-in roster).
     #[arg(long, value_name = "FILE")]
-    pub roster: Option<PathBuf>,
+    pub(crate) roster: Option<PathBuf>,
     /// Witness the decision in the ledger as one `route` entry (Forum's: task, decided,
     /// confidence, frame). It is not a run: `runs`, `receipt` and `room` do not list it.
     #[arg(long)]
-    pub record: bool,
+    pub(crate) record: bool,
     /// With --record: the `route` entry's causal parent (an existing entry).
     #[arg(long, value_name = "SEQ", requires = "record")]
-    pub parent: Option<i64>,
+    pub(crate) parent: Option<i64>,
 }
 
 /// [`crate::config::read_text`] for a command.
@@ -42,7 +42,7 @@ fn or_dash(v: Option<&str>) -> &str {
     v.unwrap_or("-")
 }
 
-pub fn run(ctx: &Ctx, args: RouteArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: RouteArgs) -> Result<(), CliError> {
     let text = args.text.join(" ");
     // Routing itself takes any text, as Forum's does: a request with no words escalates to no
     // lane. Only writing it down as a request needs words in it.

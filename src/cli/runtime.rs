@@ -17,13 +17,13 @@ use crate::roster::Tier;
 
 /// Inspect the executors a run would use.
 #[derive(Debug, clap::Args)]
-pub struct RuntimeArgs {
+pub(crate) struct RuntimeArgs {
     #[command(subcommand)]
-    pub command: RuntimeCommand,
+    pub(crate) command: RuntimeCommand,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum RuntimeCommand {
+pub(crate) enum RuntimeCommand {
     /// Explain the merged executor policy: the default, each tier (configured, falling back,
     /// missing), the seats, which roster lanes demand which tier, and every issue that would
     /// stop a run. Runs nothing; resolves endpoint names to vet their addresses as a run does.
@@ -32,20 +32,20 @@ pub enum RuntimeCommand {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct InspectArgs {
+pub(crate) struct InspectArgs {
     #[command(flatten)]
-    pub exec: ExecutorArgs,
+    pub(crate) exec: ExecutorArgs,
     /// Roster file (default: .forum/roster.toml in the repository, else the built-in roster).
     #[arg(long, value_name = "FILE")]
-    pub roster: Option<PathBuf>,
+    pub(crate) roster: Option<PathBuf>,
 }
 
-pub use crate::config::{Loaded, RealFacts};
+pub(crate) use crate::config::{Loaded, RealFacts};
 
 /// Reads the runtime config (`--runtime-config FILE`, else `.forum/runtime.toml`) and merges
 /// the flags over it ([`crate::config::load_runtime`]). Bad config or flags are usage errors
 /// (exit 2), one line each; warnings go to stderr.
-pub fn load_runtime(ctx: &Ctx, args: &ExecutorArgs) -> Result<Loaded, CliError> {
+pub(crate) fn load_runtime(ctx: &Ctx, args: &ExecutorArgs) -> Result<Loaded, CliError> {
     Ok(crate::config::load_runtime(
         &ctx.dir,
         args.runtime_config.as_deref(),
@@ -53,7 +53,7 @@ pub fn load_runtime(ctx: &Ctx, args: &ExecutorArgs) -> Result<Loaded, CliError> 
     )?)
 }
 
-pub fn run(ctx: &Ctx, args: RuntimeArgs) -> Result<(), CliError> {
+pub(crate) fn run(ctx: &Ctx, args: RuntimeArgs) -> Result<(), CliError> {
     match args.command {
         RuntimeCommand::Inspect(a) => inspect(ctx, *a),
     }

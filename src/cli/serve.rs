@@ -17,21 +17,21 @@ use crate::serve::mcp::{Mcp, TOOLS};
 
 /// What the engine behind both servers is made of.
 #[derive(Debug, Clone, clap::Args)]
-pub struct EngineArgs {
+pub(crate) struct EngineArgs {
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
-    pub roster: Option<PathBuf>,
+    pub(crate) roster: Option<PathBuf>,
     /// Policy file (default: .forum/policy.toml, else no limits beyond 6 tasks at a time).
     #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
+    pub(crate) policy: Option<PathBuf>,
     /// The longest one submit or resume may run, in seconds; the run then stops on its budget
     /// (witnessed, resumable).
     #[arg(long, value_name = "S", default_value_t = DEFAULT_SUBMIT_SECONDS)]
-    pub submit_timeout: f64,
+    pub(crate) submit_timeout: f64,
     /// Executors for submit and plan. Clients cannot choose executors: only this command line
     /// and the runtime config can.
     #[command(flatten)]
-    pub exec: ExecutorArgs,
+    pub(crate) exec: ExecutorArgs,
 }
 
 /// Serve the ledger over HTTP: status, verify, entries, bodies, proofs, runs, gates, route,
@@ -40,56 +40,56 @@ pub struct EngineArgs {
 /// other address requires a bearer token, generated into .git/forum/serve-token (0600) and
 /// printed once. Stops on SIGTERM or Ctrl-C after draining in-flight requests (exit 0).
 #[derive(Debug, clap::Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
-    pub host: String,
+    pub(crate) host: String,
     /// Port to listen on (0: any free port).
     #[arg(long, default_value_t = 8080)]
-    pub port: u16,
+    pub(crate) port: u16,
     /// Require the bearer token even on a loopback address.
     #[arg(long)]
-    pub require_token: bool,
+    pub(crate) require_token: bool,
     /// Also accept this name in the Host header (repeatable); the bound address and the
     /// loopback names are always accepted.
     #[arg(long = "allow-host", value_name = "NAME")]
-    pub allow_hosts: Vec<String>,
+    pub(crate) allow_hosts: Vec<String>,
     /// Largest request body, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY)]
-    pub max_body: usize,
+    pub(crate) max_body: usize,
     /// Seconds a client may take to send its request headers (the connection is then
     /// closed), and again its body (408).
     #[arg(long, value_name = "S", default_value_t = 10.0)]
-    pub read_timeout: f64,
+    pub(crate) read_timeout: f64,
     /// Seconds an ordinary request may take.
     #[arg(long, value_name = "S", default_value_t = 30.0)]
-    pub timeout: f64,
+    pub(crate) timeout: f64,
     /// Requests worked on at once (others wait, then get 503).
     #[arg(long, value_name = "N", default_value_t = 32)]
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// Connections open at once (others wait in the listen queue until one closes).
     #[arg(long, value_name = "N", default_value_t = http::DEFAULT_MAX_CONNECTIONS)]
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// Seconds a SIGTERM waits for in-flight requests.
     #[arg(long, value_name = "S", default_value_t = 30.0)]
-    pub drain: f64,
+    pub(crate) drain: f64,
     /// Answer `POST /witness` as a witness keeping its state here (default:
     /// `forum.witnessState`).
     #[arg(long, value_name = "DIR")]
-    pub witness_state: Option<PathBuf>,
+    pub(crate) witness_state: Option<PathBuf>,
     /// The witness's signer key file for `POST /witness` (default: `forum.witnessKey`).
     #[arg(long, value_name = "FILE")]
-    pub witness_key: Option<PathBuf>,
+    pub(crate) witness_key: Option<PathBuf>,
     #[command(flatten)]
-    pub engine: EngineArgs,
+    pub(crate) engine: EngineArgs,
 }
 
 /// Serve the same operations as MCP tools on standard input and output (JSON-RPC 2.0, one
 /// message per line). Only protocol goes to stdout; messages about the server go to stderr.
 #[derive(Debug, clap::Args)]
-pub struct McpArgs {
+pub(crate) struct McpArgs {
     #[command(flatten)]
-    pub engine: EngineArgs,
+    pub(crate) engine: EngineArgs,
 }
 
 fn seconds(value: f64, flag: &str) -> Result<Duration, CliError> {
@@ -128,7 +128,7 @@ fn dispatcher(ctx: &Ctx, e: &EngineArgs) -> Result<Dispatcher, CliError> {
 }
 
 /// `git forum serve`.
-pub fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
+pub(crate) fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
     let limits = Limits {
         max_body: args.max_body,
         read_timeout: seconds(args.read_timeout, "read-timeout")?,
@@ -204,7 +204,7 @@ pub fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
 }
 
 /// `git forum mcp`.
-pub fn mcp(ctx: &Ctx, args: McpArgs) -> Result<(), CliError> {
+pub(crate) fn mcp(ctx: &Ctx, args: McpArgs) -> Result<(), CliError> {
     let d = dispatcher(ctx, &args.engine)?;
     eprintln!(
         "git forum mcp: ledger {}, {} tools, on standard input and output",

@@ -7,8 +7,8 @@ mod progress;
 mod run_log;
 pub(crate) mod signals;
 
-pub use crate::surface::run::options::capsule_text_of;
-pub use run_log::log_run;
+pub(crate) use crate::surface::run::options::capsule_text_of;
+pub(crate) use run_log::log_run;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -34,36 +34,36 @@ use crate::surface::run::{
 
 /// Flags shared by `submit` and `resume`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct RunFlags {
+pub(crate) struct RunFlags {
     /// Stop once this many model calls have started (a wave may overshoot by its width,
     /// because the check runs as each task starts).
     #[arg(long, value_name = "N")]
-    pub max_model_calls: Option<u64>,
+    pub(crate) max_model_calls: Option<u64>,
     /// Stop once this many seconds have passed (checked before each call).
     #[arg(long, value_name = "S")]
-    pub max_seconds: Option<f64>,
+    pub(crate) max_seconds: Option<f64>,
     /// The context budget.
     #[command(flatten)]
-    pub budget: BudgetFlags,
+    pub(crate) budget: BudgetFlags,
     /// Where request and per-task context come from.
     #[command(flatten)]
-    pub context: ContextFlags,
+    pub(crate) context: ContextFlags,
     /// When the intent check flags the answer, ask the orchestrator seat whether it drifted
     /// or only paraphrased the request (one model call, skipped once the budget is spent),
     /// witnessed as intent_judgment.
     #[arg(long)]
-    pub judge_intent: bool,
+    pub(crate) judge_intent: bool,
     /// When the delivery floor flags the answer, ask the orchestrator seat for a tighter one
     /// (one model call, skipped once the budget is spent); it is delivered only if strictly
     /// shorter and covering the request as well (revision, then the revised result).
     #[arg(long)]
-    pub revise: bool,
+    pub(crate) revise: bool,
     /// Check the delivered answer with CMD (split like a shell, run without one) as `CMD
     /// REQUEST ANSWER`: exit 0 verified (stdout says why), exit 1 refuted (stderr says why),
     /// anything else, a timeout or non-UTF-8 output could not decide. Witnessed as
     /// verification; never stops the run.
     #[arg(long, value_name = "CMD")]
-    pub verify_cmd: Option<String>,
+    pub(crate) verify_cmd: Option<String>,
     /// Seconds the verifier command may take before it is killed (could not decide).
     #[arg(
         long,
@@ -71,117 +71,117 @@ pub struct RunFlags {
         default_value_t = 60.0,
         requires = "verify_cmd"
     )]
-    pub verify_timeout: f64,
+    pub(crate) verify_timeout: f64,
     /// Cap the tokens each task, synthesis and revision call may generate (plans, verdicts and
     /// judgments keep their own limits, so their JSON can close).
     #[arg(long, value_name = "N")]
-    pub max_output_tokens: Option<u32>,
+    pub(crate) max_output_tokens: Option<u32>,
     /// Ceiling on the tokens (prompt plus completion) of every model call of this run: a call
     /// whose worst case does not fit in what is left never starts, and the run stops on the
     /// ceiling (exit 4); `git forum resume` continues with a fresh allowance.
     #[arg(long, value_name = "N")]
-    pub max_tokens: Option<u64>,
+    pub(crate) max_tokens: Option<u64>,
     /// Ceiling in dollars on what this run's model calls cost, at the prices in
     /// .forum/runtime.toml (price_in_per_mtok, price_out_per_mtok); reserved like --max-tokens.
     #[arg(long, value_name = "USD")]
-    pub max_cost_usd: Option<f64>,
+    pub(crate) max_cost_usd: Option<f64>,
     /// Witness a checkpoint and sync the ledger after each wave.
     #[arg(long)]
-    pub checkpoint_each_wave: bool,
+    pub(crate) checkpoint_each_wave: bool,
     /// Check the answer against this delivery profile (operator, engineer, researcher,
     /// executive); default: the route frame's.
     #[arg(long, value_name = "P")]
-    pub delivery_profile: Option<String>,
+    pub(crate) delivery_profile: Option<String>,
     /// Wait for a human decision before wave N (0-based; repeatable): the run pauses with a
     /// gate_pending entry; `git forum gate approve` then `git forum resume` continue it.
     #[arg(long = "gate-wave", value_name = "N")]
-    pub gate_waves: Vec<usize>,
+    pub(crate) gate_waves: Vec<usize>,
     /// A pending gate expires after S seconds (applied when the run is resumed).
     #[arg(long, value_name = "S", requires = "gate_waves")]
-    pub gate_deadline: Option<f64>,
+    pub(crate) gate_deadline: Option<f64>,
     /// What an expired gate becomes.
     #[arg(long, value_name = "DECISION", value_parser = ["approve", "reject"], requires = "gate_deadline")]
-    pub gate_on_expiry: Option<String>,
+    pub(crate) gate_on_expiry: Option<String>,
     /// Work in the repository: each task runs in its own git worktree (under .git/forum/),
     /// its changes become a commit tied to the ledger, the checks run on it, the orchestrator
     /// seat decides whether it ships, and shipped changes are integrated onto the branch
     /// forum/run-SEQ. Your work tree, index and branch are never touched ([work] enabled in
     /// .forum/runtime.toml sets it by default).
     #[arg(long)]
-    pub work: bool,
+    pub(crate) work: bool,
     /// A shell command every change must pass, run in the task's worktree (repeatable; after
     /// [work] checks; also run once on the run branch at the end). Needs --work.
     #[arg(long = "check", value_name = "CMD")]
-    pub checks: Vec<String>,
+    pub(crate) checks: Vec<String>,
     /// Seconds each check may run before it is killed with its process group (default 300).
     #[arg(long, value_name = "S")]
-    pub check_timeout: Option<f64>,
+    pub(crate) check_timeout: Option<f64>,
     /// A command the built-in editing worker (a chat endpoint under --work) may run in its
     /// worktree, besides the checks (repeatable; matched exactly). Needs --work.
     #[arg(long = "allow-cmd", value_name = "CMD")]
-    pub allow_cmds: Vec<String>,
+    pub(crate) allow_cmds: Vec<String>,
     /// Tool calls each task of the built-in editing worker may make before it is stopped
     /// (default 24, at most 500; each turn also counts against --max-model-calls). Needs --work.
     #[arg(long, value_name = "N")]
-    pub max_tool_calls: Option<u32>,
+    pub(crate) max_tool_calls: Option<u32>,
     /// Confine each --work worker and check with bubblewrap: the task's worktree writable,
     /// the rest of the filesystem and the repository's .git read-only, $HOME hidden, /tmp
     /// private, no network. On by default with --work when bubblewrap works here; --sandbox
     /// refuses to run without it ([work] sandbox in .forum/runtime.toml).
     #[arg(long, overrides_with = "no_sandbox")]
-    pub sandbox: bool,
+    pub(crate) sandbox: bool,
     /// Run --work workers and checks unconfined (witnessed in the run's record).
     #[arg(long, overrides_with = "sandbox")]
-    pub no_sandbox: bool,
+    pub(crate) no_sandbox: bool,
     /// Let sandboxed workers and checks use the network (a worker that calls its model).
     // With --no-sandbox it is refused by the surface, in the words HTTP and MCP use too.
     #[arg(long)]
     pub sandbox_net: bool,
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
-    pub roster: Option<PathBuf>,
+    pub(crate) roster: Option<PathBuf>,
     /// Policy file (default: .forum/policy.toml, else no limits beyond 6 tasks at a time).
     #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
+    pub(crate) policy: Option<PathBuf>,
     /// What a secret found in a body does before it is hashed: redact it (a marker naming the
     /// rule, and a secret_redacted entry), block it (the run stops, witnessed as
     /// secret_blocked) or allow it. Default: [secrets] mode in the policy, else redact. The
     /// values of api_key_env variables are redacted whatever this says.
     #[arg(long, value_name = "MODE", value_parser = ["redact", "block", "allow"])]
-    pub secrets: Option<String>,
+    pub(crate) secrets: Option<String>,
     /// Nothing on stderr but errors (no progress, no closing summary).
     #[arg(long, short, conflicts_with = "progress")]
-    pub quiet: bool,
+    pub(crate) quiet: bool,
     /// Progress on stderr even when it is not a terminal (a log file, CI).
     #[arg(long)]
-    pub progress: bool,
+    pub(crate) progress: bool,
     /// Which executors run the seats.
     #[command(flatten)]
-    pub exec: ExecutorArgs,
+    pub(crate) exec: ExecutorArgs,
 }
 
 /// The four context-budget flags (forum-features §1.3), shared by `submit`, `resume` and
 /// `context preflight`. Tokens are approximate: UTF-8 bytes / 4.
 #[derive(Debug, Clone, clap::Args)]
-pub struct BudgetFlags {
+pub(crate) struct BudgetFlags {
     /// Run-wide cap on admitted context tokens (all slices share one meter).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub context_token_budget: Option<i64>,
+    pub(crate) context_token_budget: Option<i64>,
     /// Cap on request-level context (--context-cmd, --use-capsule-context).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub request_context_token_budget: Option<i64>,
+    pub(crate) request_context_token_budget: Option<i64>,
     /// Cap on each per-task context slice.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub task_context_token_budget: Option<i64>,
+    pub(crate) task_context_token_budget: Option<i64>,
     /// Cap on each upstream output injected into a prompt, and each synthesis input.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub upstream_token_budget: Option<i64>,
+    pub(crate) upstream_token_budget: Option<i64>,
 }
 
 impl BudgetFlags {
     /// The context budget these flags set, `None` when none is given. A negative value is a
     /// usage error (exit 2).
-    pub fn budget(&self) -> Result<Option<ContextBudget>, CliError> {
+    pub(crate) fn budget(&self) -> Result<Option<ContextBudget>, CliError> {
         let check = |flag: &str, v: Option<i64>| -> Result<Option<u64>, CliError> {
             match v {
                 Some(n) if n < 0 => Err(CliError::usage(format!(
@@ -213,13 +213,13 @@ impl BudgetFlags {
 /// Where request and per-task context come from (shared by `submit`, `resume` and
 /// `context preflight`).
 #[derive(Debug, Clone, clap::Args)]
-pub struct ContextFlags {
+pub(crate) struct ContextFlags {
     /// Read context from CMD (split like a shell, run without one): `CMD request REQUEST`
     /// before planning, and `CMD task TASK_ID INSTRUCTION` before each task. Its stdout is the
     /// context (empty: none); a failure, a timeout or non-UTF-8 output is witnessed and the
     /// run goes on without that context.
     #[arg(long, value_name = "CMD", conflicts_with = "use_capsule_context")]
-    pub context_cmd: Option<String>,
+    pub(crate) context_cmd: Option<String>,
     /// Seconds each context command may take before it is killed.
     #[arg(
         long,
@@ -227,10 +227,10 @@ pub struct ContextFlags {
         default_value_t = 60.0,
         requires = "context_cmd"
     )]
-    pub context_timeout: f64,
+    pub(crate) context_timeout: f64,
     /// Use the ledger's context capsule (`git forum capsule --text`) as the request context.
     #[arg(long)]
-    pub use_capsule_context: bool,
+    pub(crate) use_capsule_context: bool,
     /// Leave the repository out of the context (by default, in a git work tree, the planner
     /// gets a map of its tracked files and README, and each task the files most relevant to
     /// its instruction; `[context] repo = false` in .forum/runtime.toml turns it off).
@@ -244,7 +244,7 @@ pub struct ContextFlags {
 impl ContextFlags {
     /// What the flags say about the repository as context: `Some(true)` for
     /// `--repo-context`, `Some(false)` for `--no-repo-context`, `None` for neither.
-    pub fn repo_choice(&self) -> Option<bool> {
+    pub(crate) fn repo_choice(&self) -> Option<bool> {
         match (self.repo_context, self.no_repo_context) {
             (true, _) => Some(true),
             (_, true) => Some(false),
@@ -253,7 +253,7 @@ impl ContextFlags {
     }
 
     /// Where these flags say context comes from.
-    pub fn source(&self) -> ContextSource {
+    pub(crate) fn source(&self) -> ContextSource {
         if let Some(line) = &self.context_cmd {
             return ContextSource::Command(CommandSpec {
                 line: line.clone(),
@@ -269,7 +269,7 @@ impl ContextFlags {
 
 impl RunFlags {
     /// The run's options as the surface takes them.
-    pub fn options(&self) -> Result<RunOptions, CliError> {
+    pub(crate) fn options(&self) -> Result<RunOptions, CliError> {
         Ok(RunOptions {
             max_model_calls: self.max_model_calls,
             max_seconds: self.max_seconds,
@@ -325,49 +325,49 @@ fn to_json(r: &impl serde::Serialize) -> Result<J, CliError> {
 }
 
 /// Every entry of a git ledger with its body, in one walk (none when it does not exist yet).
-pub fn preload(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>, CliError> {
+pub(crate) fn preload(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>, CliError> {
     options::preload(store).map_err(cli_err)
 }
 
 /// Run a request through route, plan, waves, validation, escalation and synthesis.
 #[derive(Debug, clap::Args)]
-pub struct SubmitArgs {
+pub(crate) struct SubmitArgs {
     /// The request.
     #[arg(required_unless_present = "resume")]
-    pub request: Vec<String>,
+    pub(crate) request: Vec<String>,
     /// Continue the latest unfinished run instead (same as `git forum resume`).
     #[arg(long, conflicts_with = "request")]
-    pub resume: bool,
+    pub(crate) resume: bool,
     /// Limits and quality options of the run.
     #[command(flatten)]
-    pub flags: RunFlags,
+    pub(crate) flags: RunFlags,
 }
 
 /// Continue an unfinished run (the latest, or RUN: the seq of its request).
 #[derive(Debug, clap::Args)]
-pub struct ResumeArgs {
+pub(crate) struct ResumeArgs {
     /// The run's request seq (see `git forum runs`).
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
     /// Limits and quality options of the resumed run.
     #[command(flatten)]
-    pub flags: RunFlags,
+    pub(crate) flags: RunFlags,
 }
 
 /// List the runs in the ledger and how each stands.
 #[derive(Debug, clap::Args)]
-pub struct RunsArgs {}
+pub(crate) struct RunsArgs {}
 
 /// Human approval of gated waves.
 #[derive(Debug, clap::Args)]
-pub struct GateArgs {
+pub(crate) struct GateArgs {
     /// What to do.
     #[command(subcommand)]
-    pub command: GateCommand,
+    pub(crate) command: GateCommand,
 }
 
 /// A gate command.
 #[derive(Debug, clap::Subcommand)]
-pub enum GateCommand {
+pub(crate) enum GateCommand {
     /// List the gates waiting for a decision.
     List,
     /// Let the wave run.
@@ -380,25 +380,25 @@ pub enum GateCommand {
 
 /// Which gate to decide, by whom, and how.
 #[derive(Debug, clap::Args)]
-pub struct DecideArgs {
+pub(crate) struct DecideArgs {
     /// The run (its request seq); default: the run of the only pending gate.
     #[arg(long, value_name = "SEQ")]
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
     /// The wave; default: the run's pending wave.
     #[arg(long, value_name = "N")]
-    pub wave: Option<u64>,
+    pub(crate) wave: Option<u64>,
     /// Who decides (default: git config user.name, else $USER).
     #[arg(long)]
-    pub approver: Option<String>,
+    pub(crate) approver: Option<String>,
     /// A note kept with the decision.
     #[arg(long)]
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
     /// Why (reject).
     #[arg(long)]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// TASK_ID=INSTRUCTION (edit; repeatable).
     #[arg(long = "edit", value_name = "ID=TEXT")]
-    pub edits: Vec<String>,
+    pub(crate) edits: Vec<String>,
 }
 /// Loads everything a run needs and refuses a broken configuration before any model call.
 /// `resumed`: the request seq and body of the run a resume continues; the executors it
@@ -693,7 +693,7 @@ fn recorded_of(ctx: &Ctx, target: Option<u64>) -> Result<Option<(u64, J)>, CliEr
 }
 
 /// `git forum submit`.
-pub fn submit(ctx: &Ctx, args: SubmitArgs) -> Result<(), CliError> {
+pub(crate) fn submit(ctx: &Ctx, args: SubmitArgs) -> Result<(), CliError> {
     if args.resume {
         return go(ctx, &args.flags, Go::Resume(None));
     }
@@ -702,7 +702,7 @@ pub fn submit(ctx: &Ctx, args: SubmitArgs) -> Result<(), CliError> {
 }
 
 /// `git forum resume`.
-pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<(), CliError> {
+pub(crate) fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<(), CliError> {
     go(ctx, &args.flags, Go::Resume(args.run))
 }
 
@@ -731,7 +731,7 @@ fn read_bodies(store: &dyn Storage) -> impl Fn(&Entry) -> Result<Option<J>, Stri
 }
 
 /// `git forum runs`.
-pub fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
+pub(crate) fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     let entries = all_entries(&store)?;
     let read = read_bodies(&store);
@@ -803,7 +803,7 @@ fn edits_of(flags: &[String]) -> Result<Vec<(String, String)>, CliError> {
 }
 
 /// `git forum gate`.
-pub fn gate(ctx: &Ctx, args: GateArgs) -> Result<(), CliError> {
+pub(crate) fn gate(ctx: &Ctx, args: GateArgs) -> Result<(), CliError> {
     let mut store = ctx.store()?;
     let entries = all_entries(&store)?;
     let (decision, d) = match args.command {

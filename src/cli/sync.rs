@@ -8,27 +8,27 @@ use crate::store::sync::{self, FetchResult, Git, PushStatus};
 
 /// Verify ledgers, then push them to a remote without force.
 #[derive(Debug, clap::Args)]
-pub struct PushArgs {
+pub(crate) struct PushArgs {
     /// The remote to push to: a configured remote name or a URL.
     #[arg(default_value = "origin")]
-    pub remote: String,
+    pub(crate) remote: String,
     /// Push every ledger (refs/forum/ledgers/*) instead of only --ledger.
     #[arg(long)]
-    pub all: bool,
+    pub(crate) all: bool,
 }
 
 /// Fetch a remote's ledgers, verify them and check them against the last checkpoint seen.
 #[derive(Debug, clap::Args)]
-pub struct FetchArgs {
+pub(crate) struct FetchArgs {
     /// The configured remote to fetch from.
     #[arg(default_value = "origin")]
-    pub remote: String,
+    pub(crate) remote: String,
     /// Fail the fetch when a configured witness (`forum.witness`) does not cosign.
     #[arg(long)]
-    pub require_witness: bool,
+    pub(crate) require_witness: bool,
 }
 
-pub fn push(ctx: &Ctx, args: PushArgs) -> Result<(), CliError> {
+pub(crate) fn push(ctx: &Ctx, args: PushArgs) -> Result<(), CliError> {
     let repo = open_repo(&ctx.dir)?;
     let ledgers = if args.all {
         sync::local_ledgers(&Git::for_repo(&repo))?
@@ -126,7 +126,7 @@ fn fetch_json(r: &FetchResult) -> Value {
     })
 }
 
-pub fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
+pub(crate) fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
     let results = sync::fetch(&ctx.dir, &args.remote)?;
     // The refspec older versions of `init` added lets plain `git fetch` replace the adopted
     // copies with unchecked ones; say so until `init` replaces it.

@@ -14,41 +14,41 @@ use crate::store::tiles::Tiled;
 
 /// Write a signed-note key pair: NAME.key (private, mode 0600) and NAME.pub (the verifier key).
 #[derive(Debug, clap::Args)]
-pub struct KeygenArgs {
+pub(crate) struct KeygenArgs {
     /// The key's name, as it appears in signatures (no spaces or '+'), e.g. example.com/forum.
-    pub name: String,
+    pub(crate) name: String,
     /// Where to write the two files (default: the current directory).
     #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// A witness key: NAME.pub holds the cosignature verifier key (C2SP tlog-cosignature/v1,
     /// type 0x04) that `forum.witnessVerifiers` and `verify --witness-verifier` take.
     #[arg(long)]
-    pub witness: bool,
+    pub(crate) witness: bool,
 }
 
 /// `checkpoint` with the standard-note flags beside its own.
 #[derive(Debug, clap::Args)]
-pub struct CheckpointCmd {
+pub(crate) struct CheckpointCmd {
     #[command(flatten)]
-    pub base: super::verify::CheckpointArgs,
+    pub(crate) base: super::verify::CheckpointArgs,
     /// Print (and store) the checkpoint as a C2SP signed note over the standard tree, Forum's
     /// root riding along as an extension line.
     #[arg(long, conflicts_with = "sign")]
-    pub note: bool,
+    pub(crate) note: bool,
     /// The signed-note signer key file (default: `forum.noteKey`).
     #[arg(long, value_name = "FILE", requires = "note")]
-    pub note_key: Option<PathBuf>,
+    pub(crate) note_key: Option<PathBuf>,
 }
 
 /// The standard tree as C2SP tlog-tiles.
 #[derive(Debug, clap::Args)]
-pub struct TilesArgs {
+pub(crate) struct TilesArgs {
     #[command(subcommand)]
-    pub command: TilesCommand,
+    pub(crate) command: TilesCommand,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum TilesCommand {
+pub(crate) enum TilesCommand {
     /// Write the static layout (`checkpoint`, `tile/...`) of the latest signed note into DIR,
     /// new or empty, for any static web host to serve to tlog clients.
     Export {
@@ -61,21 +61,21 @@ pub enum TilesCommand {
 /// extends the one last accepted for its origin (kept in --state DIR); refuse otherwise, keeping
 /// both notes as evidence.
 #[derive(Debug, clap::Args)]
-pub struct WitnessArgs {
+pub(crate) struct WitnessArgs {
     /// The offer: a consistency proof (`prove --consistency-from M --tlog`) from the accepted
     /// size, or on first contact a bare signed note (`-` for standard input).
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// The witness's own directory: the accepted note per origin, and evidence of refusals
     /// (default: `forum.witnessState`).
     #[arg(long, value_name = "DIR")]
-    pub state: Option<PathBuf>,
+    pub(crate) state: Option<PathBuf>,
     /// The witness's signed-note signer key file (`keygen NAME --witness`; default:
     /// `forum.witnessKey`).
     #[arg(long, value_name = "FILE")]
-    pub witness_key: Option<PathBuf>,
+    pub(crate) witness_key: Option<PathBuf>,
     /// The log's verifier key (`name+hash+base64`); repeatable (default: `forum.noteVerifiers`).
     #[arg(long, value_name = "KEY")]
-    pub note_verifier: Vec<String>,
+    pub(crate) note_verifier: Vec<String>,
 }
 
 /// One git config value of the repository here (none outside a repository).
@@ -99,7 +99,7 @@ fn config_values(key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-pub fn witness(ctx: &Ctx, args: WitnessArgs) -> Result<(), CliError> {
+pub(crate) fn witness(ctx: &Ctx, args: WitnessArgs) -> Result<(), CliError> {
     use crate::surface::witness as w;
     let offer =
         super::input::read_limited_text(&args.file, super::proof::MAX_PROOF_BYTES, "offer", "")
@@ -172,7 +172,7 @@ fn write_new(path: &Path, text: &str, private: bool) -> Result<(), CliError> {
         .map_err(|e| CliError::fail(format!("writing {}: {e}", path.display())))
 }
 
-pub fn keygen(ctx: &Ctx, args: KeygenArgs) -> Result<(), CliError> {
+pub(crate) fn keygen(ctx: &Ctx, args: KeygenArgs) -> Result<(), CliError> {
     let (skey, vkey) = note::keygen(&args.name).map_err(CliError::usage)?;
     let vkey = if args.witness {
         crate::store::cosign::vkey_of_note_vkey(&vkey).map_err(CliError::fail)?
@@ -223,7 +223,7 @@ fn raw_hashes(trees: &Trees) -> Result<Vec<[u8; 32]>, CliError> {
         .collect()
 }
 
-pub fn tiles(ctx: &Ctx, args: TilesArgs) -> Result<(), CliError> {
+pub(crate) fn tiles(ctx: &Ctx, args: TilesArgs) -> Result<(), CliError> {
     let TilesCommand::Export { dir } = args.command;
     if dir.exists()
         && std::fs::read_dir(&dir)
@@ -317,7 +317,7 @@ fn sign_note(store: &GitStore, key_file: &Path, tiled: &Tiled) -> Result<String,
     Ok(signed)
 }
 
-pub fn checkpoint(ctx: &Ctx, args: CheckpointCmd) -> Result<(), CliError> {
+pub(crate) fn checkpoint(ctx: &Ctx, args: CheckpointCmd) -> Result<(), CliError> {
     if !args.note {
         return super::verify::checkpoint(ctx, args.base);
     }
@@ -433,7 +433,7 @@ fn from_tiles<T>(
     }
 }
 
-pub fn prove(ctx: &Ctx, args: &ProveArgs) -> Result<String, CliError> {
+pub(crate) fn prove(ctx: &Ctx, args: &ProveArgs) -> Result<String, CliError> {
     let store = ctx.existing_store()?;
     let (new_note, cp, tiled) = note_for(&store, args.size, &ctx.ledger)?;
     if let Some(m) = args.consistency_from {
@@ -491,7 +491,7 @@ fn trusted_keys(args: &VerifyProofArgs) -> Vec<String> {
 }
 
 /// What a standard proof showed.
-pub enum Checked {
+pub(crate) enum Checked {
     Inclusion {
         seq: u64,
         cp: NoteCheckpoint,
@@ -505,7 +505,7 @@ pub enum Checked {
 }
 
 /// Checks a tlog-proof or a consistency proof with the trusted keys.
-pub fn check_text(
+pub(crate) fn check_text(
     text: &str,
     keys: &[String],
     entry_hash: Option<&str>,
@@ -573,7 +573,7 @@ fn b64(h: &tlog::Hash) -> String {
     base64::engine::general_purpose::STANDARD.encode(h.0)
 }
 
-pub fn verify_proof(ctx: &Ctx, args: &VerifyProofArgs, text: &str) -> Result<(), CliError> {
+pub(crate) fn verify_proof(ctx: &Ctx, args: &VerifyProofArgs, text: &str) -> Result<(), CliError> {
     let keys = trusted_keys(args);
     match check_text(text, &keys, args.entry_hash.as_deref()) {
         Ok(Checked::Inclusion { seq, cp, signers }) => {
@@ -612,7 +612,7 @@ pub fn verify_proof(ctx: &Ctx, args: &VerifyProofArgs, text: &str) -> Result<(),
 
 /// Whether the witnesses' answers let a fetch succeed: never with a split view, and with
 /// `--require-witness` only when every witness cosigned every adopted ledger.
-pub fn witness_outcome(results: &[crate::store::sync::FetchResult], require: bool) -> bool {
+pub(crate) fn witness_outcome(results: &[crate::store::sync::FetchResult], require: bool) -> bool {
     results
         .iter()
         .flat_map(|r| &r.witnesses)
@@ -625,7 +625,10 @@ pub fn witness_outcome(results: &[crate::store::sync::FetchResult], require: boo
 }
 
 /// One line per witness answer under a fetched ledger; a split view adds both notes.
-pub fn print_witnesses(ctx: &Ctx, r: &crate::store::sync::FetchResult) -> Result<(), CliError> {
+pub(crate) fn print_witnesses(
+    ctx: &Ctx,
+    r: &crate::store::sync::FetchResult,
+) -> Result<(), CliError> {
     for a in &r.witnesses {
         if a.status == "cosigned" {
             ctx.out(&format!("  {}", a.message))?;

@@ -4,33 +4,33 @@ use super::{CliError, Ctx};
 
 /// Check the ledger. Exit 0 when it verifies, 1 when it does not.
 #[derive(Debug, clap::Args)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     /// Also check every tree and body against its payload hash.
     #[arg(long)]
-    pub deep: bool,
+    pub(crate) deep: bool,
     /// A witness's cosignature verifier key (type 0x04, `keygen NAME --witness`) to check the
     /// recorded cosignatures with; repeatable (default: `forum.witnessVerifiers`).
     #[arg(long, value_name = "KEY")]
-    pub witness_verifier: Vec<String>,
+    pub(crate) witness_verifier: Vec<String>,
 }
 
 /// Print the checkpoint (Merkle root over every entry hash).
 #[derive(Debug, clap::Args)]
-pub struct CheckpointArgs {
+pub(crate) struct CheckpointArgs {
     /// Print only; do not record the checkpoint as a witness.
     #[arg(long, conflicts_with = "sign")]
-    pub no_record: bool,
+    pub(crate) no_record: bool,
     /// Also sign the checkpoint with your git signing key (`user.signingKey`, `gpg.format`)
     /// and store the signature on refs/forum/checkpoints/NAME, where it travels with the ledger.
     #[arg(long)]
-    pub sign: bool,
+    pub(crate) sign: bool,
 }
 
 /// Flush the repository to disk and empty the ledger's write-ahead log.
 #[derive(Debug, clap::Args)]
-pub struct SyncArgs {}
+pub(crate) struct SyncArgs {}
 
-pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
+pub(crate) fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     let keys = if args.witness_verifier.is_empty() {
         store.witness_verifier_keys_as_opened()
@@ -85,7 +85,7 @@ pub fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
     if ok { Ok(()) } else { Err(CliError::silent(1)) }
 }
 
-pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<(), CliError> {
+pub(crate) fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let what = crate::surface::ledger::Record {
         record: !args.no_record,
@@ -105,7 +105,7 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn sync(ctx: &Ctx, _args: SyncArgs) -> Result<(), CliError> {
+pub(crate) fn sync(ctx: &Ctx, _args: SyncArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     store.sync()?;
     if ctx.json {

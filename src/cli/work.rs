@@ -9,16 +9,16 @@ use crate::surface::{self, Report};
 
 /// Bring a run's branch (forum/run-SEQ) into the current branch.
 #[derive(Debug, clap::Args)]
-pub struct ApplyArgs {
+pub(crate) struct ApplyArgs {
     /// The run (its request seq); default: the latest run with a branch.
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
 }
 
 /// Remove a run's worktrees and branch; the record and its change commits stay.
 #[derive(Debug, clap::Args)]
-pub struct DiscardArgs {
+pub(crate) struct DiscardArgs {
     /// The run (its request seq); default: the latest run with a branch.
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
 }
 
 fn json_of(r: &impl Report) -> Result<serde_json::Value, CliError> {
@@ -26,7 +26,7 @@ fn json_of(r: &impl Report) -> Result<serde_json::Value, CliError> {
 }
 
 /// `git forum apply [RUN]`.
-pub fn apply(ctx: &Ctx, args: ApplyArgs) -> Result<(), CliError> {
+pub(crate) fn apply(ctx: &Ctx, args: ApplyArgs) -> Result<(), CliError> {
     let mut store = ctx.store()?;
     let ts = ctx.now(None)?;
     let done =
@@ -47,7 +47,7 @@ pub fn apply(ctx: &Ctx, args: ApplyArgs) -> Result<(), CliError> {
 }
 
 /// `git forum discard [RUN]`.
-pub fn discard(ctx: &Ctx, args: DiscardArgs) -> Result<(), CliError> {
+pub(crate) fn discard(ctx: &Ctx, args: DiscardArgs) -> Result<(), CliError> {
     let mut store = ctx.store()?;
     let ts = ctx.now(None)?;
     let done =

@@ -10,7 +10,7 @@ use crate::exec::endpoint;
 use crate::exec::http::{SystemLookup, VetError, VettingResolver};
 
 /// The environment and `PATH` as they are.
-pub struct RealFacts;
+pub(crate) struct RealFacts;
 
 impl Facts for RealFacts {
     fn var_is_set(&self, name: &str) -> bool {

@@ -17,14 +17,14 @@ use crate::roster::{DEFAULT_ROSTER_NAME, DEFAULT_ROSTER_TOML, Roster};
 mod facts;
 pub(crate) mod input;
 
-pub use facts::RealFacts;
+pub(crate) use facts::RealFacts;
 
 /// Files larger than this are refused rather than read (rosters, plans, policies).
-pub const MAX_INPUT_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const MAX_INPUT_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Why configuration could not be loaded; each message is one line naming the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Error {
+pub(crate) enum Error {
     /// A file could not be read: missing, too large, not UTF-8.
     Unreadable(String),
     /// A roster or policy file that does not parse or does not hold together.
@@ -45,12 +45,12 @@ impl std::error::Error for Error {}
 
 /// Reads a text file for a command, with the [`MAX_INPUT_BYTES`] cap and a one-line error
 /// naming it (`what`: "roster", "plan file").
-pub fn read_text(path: &Path, what: &str) -> Result<String, Error> {
+pub(crate) fn read_text(path: &Path, what: &str) -> Result<String, Error> {
     input::read_limited_text(path, MAX_INPUT_BYTES, what, "").map_err(Error::Unreadable)
 }
 
 /// The repository's `.forum/NAME` file, when `dir` is inside a work tree that has one.
-pub fn forum_config_file(dir: &Path, name: &str) -> Option<PathBuf> {
+pub(crate) fn forum_config_file(dir: &Path, name: &str) -> Option<PathBuf> {
     let repo = crate::store::git::open_repo(dir).ok()?;
     let path = repo.workdir()?.join(".forum").join(name);
     path.is_file().then_some(path)
@@ -58,7 +58,7 @@ pub fn forum_config_file(dir: &Path, name: &str) -> Option<PathBuf> {
 
 /// Loads the roster: `flag` (`--roster FILE`), else `.forum/roster.toml`, else the built-in
 /// one. Loading warnings go to stderr.
-pub fn load_roster(dir: &Path, flag: Option<&Path>) -> Result<Roster, Error> {
+pub(crate) fn load_roster(dir: &Path, flag: Option<&Path>) -> Result<Roster, Error> {
     let path = match flag {
         Some(p) => Some(p.to_path_buf()),
         None => forum_config_file(dir, "roster.toml"),
@@ -78,7 +78,7 @@ pub fn load_roster(dir: &Path, flag: Option<&Path>) -> Result<Roster, Error> {
 }
 
 /// Loads the policy: `flag` (`--policy FILE`), else `.forum/policy.toml`, else no limits.
-pub fn load_policy(dir: &Path, flag: Option<&Path>) -> Result<Policy, Error> {
+pub(crate) fn load_policy(dir: &Path, flag: Option<&Path>) -> Result<Policy, Error> {
     let path = match flag {
         Some(p) => Some(p.to_path_buf()),
         None => forum_config_file(dir, "policy.toml"),
@@ -94,17 +94,21 @@ pub fn load_policy(dir: &Path, flag: Option<&Path>) -> Result<Policy, Error> {
 }
 
 /// A runtime config as loaded: the merged runtime and where its file came from.
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// The merged runtime.
-    pub runtime: Runtime,
+    pub(crate) runtime: Runtime,
     /// The file read, if any, and how it is trusted.
-    pub source: Option<(PathBuf, Origin)>,
+    pub(crate) source: Option<(PathBuf, Origin)>,
 }
 
 /// Reads the runtime config (`file`, from `--runtime-config FILE`, else `.forum/runtime.toml`)
 /// and merges `flags` over it. A bad config or bad flags are [`Error::Runtime`]; warnings go
 /// to stderr.
-pub fn load_runtime(dir: &Path, file: Option<&Path>, flags: &Flags) -> Result<Loaded, Error> {
+pub(crate) fn load_runtime(
+    dir: &Path,
+    file: Option<&Path>,
+    flags: &Flags,
+) -> Result<Loaded, Error> {
     let source = match file {
         Some(p) => Some((p.to_path_buf(), Origin::UserFile)),
         None => forum_config_file(dir, "runtime.toml").map(|p| (p, Origin::RepoConfig)),

@@ -8,26 +8,26 @@
 
 /// How much of the repository reaches a prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Paths listed in the map at most.
-    pub map_files: usize,
+    pub(crate) map_files: usize,
     /// Bytes of the map's path list at most.
-    pub map_bytes: usize,
+    pub(crate) map_bytes: usize,
     /// Lines of the README copied into the map at most.
-    pub readme_lines: usize,
+    pub(crate) readme_lines: usize,
     /// Bytes of the README copied into the map at most.
-    pub readme_bytes: usize,
+    pub(crate) readme_bytes: usize,
     /// Terms of an instruction looked for at most.
-    pub terms: usize,
+    pub(crate) terms: usize,
     /// Files given to one task at most.
-    pub task_files: usize,
+    pub(crate) task_files: usize,
     /// Bytes of each file given to a task at most.
-    pub file_bytes: usize,
+    pub(crate) file_bytes: usize,
 }
 
 /// The limits a run uses: a map of about 1,500 tokens and three files of about 500 tokens each
 /// per task (at Forum's 4 bytes per token).
-pub const DEFAULT_LIMITS: Limits = Limits {
+pub(crate) const DEFAULT_LIMITS: Limits = Limits {
     map_files: 300,
     map_bytes: 4000,
     readme_lines: 30,
@@ -68,7 +68,7 @@ fn weight(term: &str) -> u8 {
 /// digits, `_`, `-`, `.`, `/`; a trailing `.` or `-` dropped), without common words, each
 /// once (case-insensitively), the most telling first and, among equals, in the order they
 /// appear; at most `max`.
-pub fn terms(instruction: &str, max: usize) -> Vec<String> {
+pub(crate) fn terms(instruction: &str, max: usize) -> Vec<String> {
     let mut seen: Vec<String> = Vec::new();
     let mut out: Vec<String> = Vec::new();
     let word = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/');
@@ -94,7 +94,7 @@ pub fn terms(instruction: &str, max: usize) -> Vec<String> {
 /// `git grep -l` found); `paths` are all tracked files. A file scores 2 for each term in its
 /// path (case-insensitively) and 1 for each term in its text; the best `max` with a score above
 /// 0 come back, higher scores first, then shorter paths, then by path.
-pub fn rank(hits: &[(String, Vec<String>)], paths: &[String], max: usize) -> Vec<String> {
+pub(crate) fn rank(hits: &[(String, Vec<String>)], paths: &[String], max: usize) -> Vec<String> {
     let mut scores: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
     for (term, files) in hits {
         let lower = term.to_lowercase();
@@ -121,12 +121,12 @@ pub fn rank(hits: &[(String, Vec<String>)], paths: &[String], max: usize) -> Vec
 }
 
 /// The marker after a file cut to its share of bytes.
-pub const CUT_MARKER: &str = "... [cut]";
+pub(crate) const CUT_MARKER: &str = "... [cut]";
 
 /// `text` cut to at most `max` bytes, at the end of a line when one ends inside the cut (else
 /// at a character boundary), then [`CUT_MARKER`] on a line of its own; the text as it is when
 /// it fits.
-pub fn trim(text: &str, max: usize) -> String {
+pub(crate) fn trim(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }
@@ -142,7 +142,7 @@ pub fn trim(text: &str, max: usize) -> String {
 }
 
 /// The first `lines` lines of `text`, then [`trim`] to `bytes`.
-pub fn head(text: &str, lines: usize, bytes: usize) -> String {
+pub(crate) fn head(text: &str, lines: usize, bytes: usize) -> String {
     let taken: Vec<&str> = text.lines().take(lines).collect();
     let more = text.lines().nth(lines).is_some();
     let mut out = taken.join("\n");
@@ -155,7 +155,7 @@ pub fn head(text: &str, lines: usize, bytes: usize) -> String {
 
 /// The top-level README among `paths` (`README.md` before `README` before any other
 /// `README.*`, case-insensitively), if any.
-pub fn readme(paths: &[String]) -> Option<&str> {
+pub(crate) fn readme(paths: &[String]) -> Option<&str> {
     let top = |p: &&String| !p.contains('/') && p.to_lowercase().starts_with("readme");
     let rank = |p: &str| match p.to_lowercase().as_str() {
         "readme.md" => 0,
@@ -172,7 +172,7 @@ pub fn readme(paths: &[String]) -> Option<&str> {
 /// The planner's map: how many files are tracked, the shallowest paths that fit the limits
 /// (listed in path order), how many were left out, and the README's head. Empty when nothing
 /// is tracked.
-pub fn map(paths: &[String], readme: Option<(&str, &str)>, limits: &Limits) -> String {
+pub(crate) fn map(paths: &[String], readme: Option<(&str, &str)>, limits: &Limits) -> String {
     if paths.is_empty() {
         return String::new();
     }
@@ -217,7 +217,7 @@ pub fn map(paths: &[String], readme: Option<(&str, &str)>, limits: &Limits) -> S
 
 /// A task's files: each under a `--- PATH ---` line, cut to `limits.file_bytes`. Empty when
 /// there are none.
-pub fn task_files(files: &[(String, String)], limits: &Limits) -> String {
+pub(crate) fn task_files(files: &[(String, String)], limits: &Limits) -> String {
     if files.is_empty() {
         return String::new();
     }

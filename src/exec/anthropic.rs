@@ -44,11 +44,11 @@ impl fmt::Debug for AnthropicExecutor {
 
 /// The variable that moves the Messages API elsewhere (a gateway, a proxy, a test's stub),
 /// named as Anthropic's own SDKs name it: its value is a base URL, `/v1/messages` is added.
-pub const BASE_URL_ENV: &str = "ANTHROPIC_BASE_URL";
+pub(crate) const BASE_URL_ENV: &str = "ANTHROPIC_BASE_URL";
 
 /// Where `api = "anthropic"` executors send their calls: [`ANTHROPIC_URL`], or the Messages
 /// endpoint under `$ANTHROPIC_BASE_URL` when it is set (the endpoint policy still vets it).
-pub fn messages_url() -> String {
+pub(crate) fn messages_url() -> String {
     match std::env::var(BASE_URL_ENV) {
         Ok(base) if !base.trim().is_empty() => {
             format!("{}/v1/messages", base.trim().trim_end_matches('/'))
@@ -60,7 +60,7 @@ pub fn messages_url() -> String {
 impl AnthropicExecutor {
     /// The executor an `api = "anthropic"` spec describes, calling [`messages_url`]. Nothing
     /// is called and no key is read here.
-    pub fn from_spec(spec: &ExecutorSpec) -> Result<AnthropicExecutor, ExecError> {
+    pub(crate) fn from_spec(spec: &ExecutorSpec) -> Result<AnthropicExecutor, ExecError> {
         let ExecutorKind::Anthropic { model, api_key_env } = &spec.kind else {
             return Err(ExecError::Other(format!(
                 "a {} executor is not an anthropic executor",

@@ -67,7 +67,7 @@ thread_local! {
 
 /// Runs `f` with the commands this thread starts in a working directory confined by `jail`
 /// (`None`: unconfined); the thread's previous jail comes back afterwards.
-pub fn in_jail<T>(jail: Option<Arc<Jail>>, f: impl FnOnce() -> T) -> T {
+pub(crate) fn in_jail<T>(jail: Option<Arc<Jail>>, f: impl FnOnce() -> T) -> T {
     struct Restore(Option<Arc<Jail>>);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -80,7 +80,7 @@ pub fn in_jail<T>(jail: Option<Arc<Jail>>, f: impl FnOnce() -> T) -> T {
 
 /// The process that runs `program` in `dir` (`None`: the process's directory), confined when
 /// this thread is [`in_jail`] and `dir` is given; the caller adds the arguments.
-pub fn prepared(program: &Path, dir: Option<&Path>) -> std::io::Result<Command> {
+pub(crate) fn prepared(program: &Path, dir: Option<&Path>) -> std::io::Result<Command> {
     let jail = JAIL.with(|c| c.borrow().clone());
     match (jail, dir) {
         (Some(j), Some(d)) => j.command(d, program),
@@ -96,7 +96,7 @@ pub fn prepared(program: &Path, dir: Option<&Path>) -> std::io::Result<Command> 
 
 /// Runs `f` with the commands this thread starts in it running in `dir`; the thread's previous
 /// working directory comes back afterwards.
-pub fn in_workdir<T>(dir: &Path, f: impl FnOnce() -> T) -> T {
+pub(crate) fn in_workdir<T>(dir: &Path, f: impl FnOnce() -> T) -> T {
     struct Restore(Option<PathBuf>);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -215,11 +215,11 @@ impl Default for Limits {
 /// What a successful run printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Ran {
-    pub stdout: String,
+    pub(crate) stdout: String,
     /// True when stdout was longer than the cap and was cut.
-    pub truncated: bool,
-    pub stderr: String,
-    pub elapsed: Duration,
+    pub(crate) truncated: bool,
+    pub(crate) stderr: String,
+    pub(crate) elapsed: Duration,
 }
 
 /// Why a run failed.
@@ -407,15 +407,15 @@ pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, 
 
 /// How a command run by [`run_grouped`] ended.
 #[derive(Debug, Clone, Copy)]
-pub struct Grouped {
+pub(crate) struct Grouped {
     /// Its exit status; `None` when it was killed at the deadline or lost.
-    pub status: Option<ExitStatus>,
+    pub(crate) status: Option<ExitStatus>,
     /// Whether the deadline killed it.
-    pub timed_out: bool,
+    pub(crate) timed_out: bool,
     /// Whether its kill scope was stopped (or refused it) before it finished.
-    pub interrupted: bool,
+    pub(crate) interrupted: bool,
     /// How long it ran.
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
 }
 
 /// Runs a command the caller prepared (directory, environment and output already set) in its
@@ -423,7 +423,7 @@ pub struct Grouped {
 /// kills the whole group at the deadline and again once the command exits (so nothing it left
 /// behind keeps its pipes open). `cmd` is dropped once spawned, closing this process's copies
 /// of the pipe ends the caller gave it. For the checks of a `--work` run (`crate::work`).
-pub fn run_grouped(mut cmd: Command, timeout: Duration) -> std::io::Result<Grouped> {
+pub(crate) fn run_grouped(mut cmd: Command, timeout: Duration) -> std::io::Result<Grouped> {
     let scope = SCOPE.with(Cell::get);
     let start = Instant::now();
     let refused = |elapsed| Grouped {

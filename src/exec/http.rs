@@ -245,25 +245,25 @@ impl Key {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Auth<'a> {
     /// The header, e.g. `authorization` or `x-api-key`.
-    pub header: &'static str,
+    pub(crate) header: &'static str,
     /// A scheme put before the key, e.g. `Bearer`.
-    pub scheme: Option<&'static str>,
+    pub(crate) scheme: Option<&'static str>,
     /// The key.
-    pub key: &'a Key,
+    pub(crate) key: &'a Key,
 }
 
 /// The limits of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// The total deadline of a call, from sending to the last body byte.
     pub timeout: Duration,
     /// The largest body accepted.
-    pub max_response_bytes: u64,
+    pub(crate) max_response_bytes: u64,
 }
 
 impl Limits {
     /// The limits a spec configures (`timeout_seconds`, `max_response_bytes`).
-    pub fn from_spec(spec: &ExecutorSpec) -> Limits {
+    pub(crate) fn from_spec(spec: &ExecutorSpec) -> Limits {
         Limits {
             timeout: Duration::from_secs(spec.timeout_seconds.max(1)),
             max_response_bytes: spec.max_response_bytes,
@@ -275,11 +275,11 @@ impl Limits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Answer {
     /// The HTTP status.
-    pub status: u16,
+    pub(crate) status: u16,
     /// The whole body (at most `max_response_bytes`).
-    pub body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
     /// Wall time of the call.
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
 }
 
 /// One checked endpoint with its SSRF-safe client. Thread-safe; the client (and its runtime
@@ -303,7 +303,7 @@ impl fmt::Debug for HttpClient {
 impl HttpClient {
     /// Checks `url` against `policy` ([`ExecError::Refused`] otherwise) and prepares a client
     /// that resolves names through `lookup`.
-    pub fn new(
+    pub(crate) fn new(
         url: &str,
         policy: Policy,
         limits: Limits,

@@ -16,8 +16,8 @@ pub mod command;
 pub mod config;
 pub mod endpoint;
 pub mod http;
-pub mod preset;
-pub mod sandbox;
+pub(crate) mod preset;
+pub(crate) mod sandbox;
 mod scripted;
 pub mod tools;
 
@@ -104,7 +104,7 @@ pub struct Reply {
     /// Token counts, where the endpoint reports them.
     pub usage: Option<Usage>,
     /// Wall time of the call.
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
 }
 
 /// Why a call produced no answer. Messages never include a key's value.
@@ -318,8 +318,8 @@ pub fn build(spec: &ExecutorSpec) -> Result<Arc<dyn Executor>, ExecError> {
 /// Where a task's executor came from, for the record and for `runtime inspect`.
 #[derive(Clone)]
 pub(crate) struct Assigned {
-    pub executor: Arc<dyn Executor>,
-    pub via: Via,
+    pub(crate) executor: Arc<dyn Executor>,
+    pub(crate) via: Via,
 }
 
 impl std::fmt::Debug for Assigned {
@@ -343,7 +343,7 @@ pub struct Fleet {
 impl Fleet {
     /// Builds every executor the runtime may call. Fails when nothing is configured or a seat
     /// names an empty slot, before any model is called.
-    pub fn new(runtime: Runtime) -> Result<Fleet, FleetError> {
+    pub(crate) fn new(runtime: Runtime) -> Result<Fleet, FleetError> {
         let mut built = BTreeMap::new();
         for (_, spec) in runtime.in_use() {
             Self::lookup(&mut built, &spec)?;
@@ -461,7 +461,7 @@ impl Seats for Fleet {
 
 /// Why a fleet could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum FleetError {
+pub(crate) enum FleetError {
     #[error("{0}")]
     Unresolved(Unresolved),
     #[error("{0}")]

@@ -41,21 +41,21 @@ pub enum Preset {
 
 /// What a preset's output said.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Parsed {
+pub(crate) struct Parsed {
     /// The answer.
-    pub text: String,
+    pub(crate) text: String,
     /// The model the CLI reported, if it did.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Token counts, if it reported them.
-    pub usage: Option<Usage>,
+    pub(crate) usage: Option<Usage>,
 }
 
 impl Preset {
     /// Every preset, in flag order.
-    pub const ALL: [Preset; 3] = [Preset::Claude, Preset::Codex, Preset::Aider];
+    pub(crate) const ALL: [Preset; 3] = [Preset::Claude, Preset::Codex, Preset::Aider];
 
     /// The name of its flag and config key (`claude`, `codex`, `aider`); also the program.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Preset::Claude => "claude",
             Preset::Codex => "codex",
@@ -64,18 +64,18 @@ impl Preset {
     }
 
     /// The program it runs.
-    pub fn program(self) -> &'static str {
+    pub(crate) fn program(self) -> &'static str {
         self.name()
     }
 
     /// The argument list shown for it (what runs outside a worktree, before the prompt).
-    pub fn base_argv(self, model: Option<&str>) -> Vec<String> {
+    pub(crate) fn base_argv(self, model: Option<&str>) -> Vec<String> {
         self.argv(model, None)
     }
 
     /// The argument list for one call (the prompt is appended after it): editing inside
     /// `worktree` when there is one, answering only otherwise.
-    pub fn argv(self, model: Option<&str>, worktree: Option<&Path>) -> Vec<String> {
+    pub(crate) fn argv(self, model: Option<&str>, worktree: Option<&Path>) -> Vec<String> {
         let mut v: Vec<String> = vec![self.program().into()];
         let push = |v: &mut Vec<String>, items: &[&str]| {
             v.extend(items.iter().map(|s| s.to_string()));
@@ -144,7 +144,7 @@ impl Preset {
     }
 
     /// Reads one call's output: the answer, the model and the tokens the CLI reported.
-    pub fn read(self, stdout: &str, stderr: &str) -> Result<Parsed, String> {
+    pub(crate) fn read(self, stdout: &str, stderr: &str) -> Result<Parsed, String> {
         match self {
             Preset::Claude => read_claude(stdout),
             Preset::Codex => Ok(Parsed {
@@ -241,7 +241,7 @@ fn aider_model(text: &str) -> Option<String> {
 
 /// A preset as an executor.
 #[derive(Debug, Clone)]
-pub struct PresetExecutor {
+pub(crate) struct PresetExecutor {
     preset: Preset,
     model: Option<String>,
     limits: command::Limits,
@@ -250,7 +250,7 @@ pub struct PresetExecutor {
 
 impl PresetExecutor {
     /// The preset with `--model` (if given) and the limits of each call.
-    pub fn new(
+    pub(crate) fn new(
         preset: Preset,
         model: Option<String>,
         timeout: Duration,

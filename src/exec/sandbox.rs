@@ -26,22 +26,22 @@
 //! git forum (`--die-with-parent`). `bwrap` itself stays in the caller's process group, so
 //! the kill scopes and deadlines of `crate::exec::command` still reach everything inside.
 
-pub mod probe;
+pub(crate) mod probe;
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
 /// What to tell a user whose machine has no usable bubblewrap.
-pub const INSTALL_HINT: &str =
+pub(crate) const INSTALL_HINT: &str =
     "install bubblewrap (apt install bubblewrap, dnf install bubblewrap) or pass --no-sandbox";
 
 /// The `HOME` a confined command gets: a scratch directory inside its private `/tmp`.
-pub const SCRATCH_HOME: &str = "/tmp/home";
+pub(crate) const SCRATCH_HOME: &str = "/tmp/home";
 
 /// How a run asked to be confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// `--sandbox` (or `[work] sandbox = true`): confined, or the run is refused.
     Required,
     /// Neither said: confined when bubblewrap works here, else unconfined and said so.
@@ -52,7 +52,7 @@ pub enum Mode {
 
 /// The mode from the command line's flag (`Some(true)` `--sandbox`, `Some(false)`
 /// `--no-sandbox`) and the runtime file's `[work] sandbox`; the flag wins.
-pub fn choose(flag: Option<bool>, config: Option<bool>) -> Mode {
+pub(crate) fn choose(flag: Option<bool>, config: Option<bool>) -> Mode {
     match flag.or(config) {
         Some(true) => Mode::Required,
         Some(false) => Mode::Off,
@@ -62,23 +62,23 @@ pub fn choose(flag: Option<bool>, config: Option<bool>) -> Mode {
 
 /// What a confined command may do beyond its worktree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Policy {
+pub(crate) struct Policy {
     /// Whether it keeps the network (`--sandbox-net`).
-    pub net: bool,
+    pub(crate) net: bool,
 }
 
 /// The paths one confined command is set up with.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mounts<'a> {
+pub(crate) struct Mounts<'a> {
     /// The task's worktree: writable, and the working directory.
-    pub worktree: &'a Path,
+    pub(crate) worktree: &'a Path,
     /// The repository's git common dir: read-only.
-    pub git_common_dir: &'a Path,
+    pub(crate) git_common_dir: &'a Path,
     /// The user's home directory, hidden under an empty tmpfs (`None`: not set, or `/`).
-    pub home: Option<&'a Path>,
+    pub(crate) home: Option<&'a Path>,
     /// More paths bound read-only (the worker's program file when it lives under `$HOME` or
     /// `/tmp`), in order.
-    pub read_only: &'a [PathBuf],
+    pub(crate) read_only: &'a [PathBuf],
 }
 
 fn s(p: &Path) -> String {
@@ -90,7 +90,7 @@ fn s(p: &Path) -> String {
 /// each mount does. A home of `/` or `/tmp` gets no tmpfs of its own (`/` would hide
 /// everything; `/tmp` is private already); the worktree and the common dir are bound after
 /// it, so they stay visible when they live under it.
-pub fn bwrap_argv(policy: Policy, mounts: &Mounts<'_>) -> Vec<String> {
+pub(crate) fn bwrap_argv(policy: Policy, mounts: &Mounts<'_>) -> Vec<String> {
     let mut a: Vec<String> = ["--unshare-all"].map(String::from).to_vec();
     if policy.net {
         a.push("--share-net".into());
@@ -143,7 +143,7 @@ pub fn bwrap_argv(policy: Policy, mounts: &Mounts<'_>) -> Vec<String> {
 /// What a run's record says about its sandbox: the `sandbox` field of the request entry's
 /// `work` record.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Record {
+pub(crate) enum Record {
     /// Workers and checks ran under bubblewrap.
     Confined {
         /// Whether they kept the network.
@@ -159,7 +159,7 @@ pub enum Record {
 impl Record {
     /// The record as JSON: `{"confined": true, "tool": "bwrap", "net": false}` or
     /// `{"confined": false, "reason": "..."}`.
-    pub fn payload(&self) -> Value {
+    pub(crate) fn payload(&self) -> Value {
         match self {
             Record::Confined { net } => json!({"confined": true, "tool": "bwrap", "net": net}),
             Record::Unconfined { reason } => json!({"confined": false, "reason": reason}),
@@ -169,7 +169,11 @@ impl Record {
 
 /// What a run's mode and the probe's answer (`Ok(())`: bubblewrap works; `Err(why)`) come
 /// to: the record, or the one-line refusal of a `Required` run that cannot be confined.
-pub fn decide(mode: Mode, policy: Policy, probed: Result<(), &str>) -> Result<Record, String> {
+pub(crate) fn decide(
+    mode: Mode,
+    policy: Policy,
+    probed: Result<(), &str>,
+) -> Result<Record, String> {
     match (mode, probed) {
         (Mode::Off, _) => Ok(Record::Unconfined {
             reason: "--no-sandbox".into(),

@@ -13,20 +13,20 @@ use super::{ExecError, Usage};
 /// One tool the model may call: a name, what it does, and a JSON schema of its arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) parameters: Value,
 }
 
 /// One call the model asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolUse {
     /// The id the API gave it (answers name it).
-    pub id: String,
+    pub(crate) id: String,
     /// The tool's name as the model wrote it.
     pub name: String,
     /// The arguments as sent (OpenAI: a JSON text; Anthropic: the `input` object as JSON).
-    pub raw: String,
+    pub(crate) raw: String,
 }
 
 impl ToolUse {
@@ -71,8 +71,8 @@ pub enum Msg {
 pub struct Turn {
     pub text: String,
     pub calls: Vec<ToolUse>,
-    pub model: String,
-    pub usage: Option<Usage>,
+    pub(crate) model: String,
+    pub(crate) usage: Option<Usage>,
 }
 
 /// The turn in the body an endpoint at `url` answered, read with `parse`; `what` names the
@@ -105,7 +105,7 @@ pub trait ToolChat: Send + Sync {
 
 /// Whether an error says the endpoint does not take tools (a 4xx/5xx naming them), so the
 /// caller falls back to a structured reply.
-pub fn rejects_tools(e: &ExecError) -> bool {
+pub(crate) fn rejects_tools(e: &ExecError) -> bool {
     match e {
         ExecError::Status {
             status, excerpt, ..
@@ -121,7 +121,7 @@ pub fn rejects_tools(e: &ExecError) -> bool {
 // ---- OpenAI ----
 
 /// The `messages` and `tools` of an OpenAI-compatible chat request.
-pub fn openai_body(
+pub(crate) fn openai_body(
     model: &str,
     system: &str,
     messages: &[Msg],
@@ -169,7 +169,7 @@ pub fn openai_body(
 }
 
 /// Reads an OpenAI-compatible answer: `choices[0].message.{content, tool_calls}`.
-pub fn openai_parse(v: &Value, configured: &str) -> Option<Turn> {
+pub(crate) fn openai_parse(v: &Value, configured: &str) -> Option<Turn> {
     let msg = v.get("choices")?.get(0)?.get("message")?;
     let text = match &msg["content"] {
         Value::String(s) => s.clone(),
@@ -217,7 +217,7 @@ pub fn openai_parse(v: &Value, configured: &str) -> Option<Turn> {
 // ---- Anthropic ----
 
 /// The body of an Anthropic Messages request with tools.
-pub fn anthropic_body(
+pub(crate) fn anthropic_body(
     model: &str,
     system: &str,
     messages: &[Msg],
@@ -275,7 +275,7 @@ pub fn anthropic_body(
 }
 
 /// Reads an Anthropic answer: its `text` and `tool_use` blocks.
-pub fn anthropic_parse(v: &Value, configured: &str) -> Option<Turn> {
+pub(crate) fn anthropic_parse(v: &Value, configured: &str) -> Option<Turn> {
     let blocks = v.get("content")?.as_array()?;
     let mut text = String::new();
     let mut calls = Vec::new();

@@ -25,7 +25,7 @@ use super::{Event, Totals, TraceError, err, line_col};
 use crate::ledger::canonical::{self, Value};
 
 /// The events of a transcript, and the model use it records.
-pub fn events(text: &str) -> Result<(Vec<Event>, Totals), TraceError> {
+pub(crate) fn events(text: &str) -> Result<(Vec<Event>, Totals), TraceError> {
     let mut out = Vec::new();
     let mut totals = Totals::default();
     let mut messages: HashSet<String> = HashSet::new();

@@ -37,7 +37,7 @@ fn shape(v: &Value) -> &'static str {
 }
 
 /// The events of a trace already parsed as JSON, in Forum's format `fmt`.
-pub fn events(trace: &Value, fmt: Format) -> Result<Vec<Event>, TraceError> {
+pub(crate) fn events(trace: &Value, fmt: Format) -> Result<Vec<Event>, TraceError> {
     let list = match trace {
         Value::Array(a) if !a.is_empty() => a,
         _ => {

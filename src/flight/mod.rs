@@ -16,9 +16,9 @@
 //!
 //! Pure: text in, values out. Reading the trace (with [`MAX_TRACE_BYTES`]) is the caller's.
 
-pub mod claude;
-pub mod forum;
-pub mod otlp;
+pub(crate) mod claude;
+pub(crate) mod forum;
+pub(crate) mod otlp;
 
 #[cfg(test)]
 mod tests;
@@ -27,17 +27,17 @@ use crate::ledger::canonical::{self, Value};
 use crate::ledger::{Entry, GENESIS, hash, merkle_root};
 
 /// The largest trace read from a file or standard input, in bytes (64 MiB).
-pub const MAX_TRACE_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_TRACE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The record's schema name (Forum's).
-pub const SCHEMA: &str = "forum.flight-recorder/1";
+pub(crate) const SCHEMA: &str = "forum.flight-recorder/1";
 
 /// Forum's note on how to check a record (kept exactly: it is part of Forum's output).
-pub const RECHECK: &str = "re-run import_trace over the same trace and compare the merkle_root; tamper any entry and verify() fails";
+pub(crate) const RECHECK: &str = "re-run import_trace over the same trace and compare the merkle_root; tamper any entry and verify() fails";
 
 /// The trace formats read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// LangChain / LangSmith runs (Forum's).
     Langsmith,
     /// OpenTelemetry spans as flat objects (Forum's).
@@ -54,7 +54,7 @@ pub enum Format {
 
 impl Format {
     /// Every format, Forum's first.
-    pub const ALL: [Format; 6] = [
+    pub(crate) const ALL: [Format; 6] = [
         Format::Langsmith,
         Format::Otel,
         Format::Agentops,
@@ -64,7 +64,7 @@ impl Format {
     ];
 
     /// The name used on the command line and in the record.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Format::Langsmith => "langsmith",
             Format::Otel => "otel",
@@ -76,28 +76,28 @@ impl Format {
     }
 
     /// The format called `name`.
-    pub fn from_name(name: &str) -> Option<Format> {
+    pub(crate) fn from_name(name: &str) -> Option<Format> {
         Format::ALL.into_iter().find(|f| f.name() == name)
     }
 }
 
 /// One step of a trace, ready to be folded.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Event {
-    pub actor: String,
-    pub kind: String,
+pub(crate) struct Event {
+    pub(crate) actor: String,
+    pub(crate) kind: String,
     /// The id later events name as their parent (`None`: no id).
-    pub id: Option<Value>,
+    pub(crate) id: Option<Value>,
     /// The id of the parent event (`None`: a root).
-    pub parent_id: Option<Value>,
+    pub(crate) parent_id: Option<Value>,
     /// The entry's body.
-    pub payload: Value,
+    pub(crate) payload: Value,
 }
 
 /// Why a trace cannot be folded: one line naming the problem (without the command's name).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct TraceError(pub String);
+pub(crate) struct TraceError(pub(crate) String);
 
 fn err(message: impl Into<String>) -> TraceError {
     TraceError(message.into())
@@ -105,25 +105,25 @@ fn err(message: impl Into<String>) -> TraceError {
 
 /// A fold: the entries with their bodies, the number of dangling parents, and the format.
 #[derive(Debug, Clone)]
-pub struct Folded {
-    pub format: Format,
-    pub items: Vec<(Entry, Value)>,
-    pub dangling: u64,
+pub(crate) struct Folded {
+    pub(crate) format: Format,
+    pub(crate) items: Vec<(Entry, Value)>,
+    pub(crate) dangling: u64,
     /// Totals of the formats that carry them (models, tokens, tools); `None` for Forum's.
-    pub totals: Option<Totals>,
+    pub(crate) totals: Option<Totals>,
 }
 
 /// What a trace says about model use, for the formats that say it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Totals {
+pub(crate) struct Totals {
     /// Models named, sorted, each once.
-    pub models: Vec<String>,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
+    pub(crate) models: Vec<String>,
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
     /// Tool calls made.
-    pub tool_calls: u64,
+    pub(crate) tool_calls: u64,
     /// Tools called, sorted, each once.
-    pub tools: Vec<String>,
+    pub(crate) tools: Vec<String>,
 }
 
 impl Totals {
@@ -152,7 +152,7 @@ fn uint(n: u64) -> Value {
 }
 
 /// Reads `text` as a trace of format `fmt`.
-pub fn read(text: &str, fmt: Format) -> Result<(Vec<Event>, Option<Totals>), TraceError> {
+pub(crate) fn read(text: &str, fmt: Format) -> Result<(Vec<Event>, Option<Totals>), TraceError> {
     match fmt {
         Format::Otlp => otlp::events(text).map(|(e, t)| (e, Some(t.finish()))),
         Format::ClaudeCode => claude::events(text).map(|(e, t)| (e, Some(t.finish()))),
@@ -161,7 +161,7 @@ pub fn read(text: &str, fmt: Format) -> Result<(Vec<Event>, Option<Totals>), Tra
 }
 
 /// Reads and folds `text` as a trace of format `fmt`: [`read`], then [`fold`].
-pub fn import(text: &str, fmt: Format) -> Result<Folded, TraceError> {
+pub(crate) fn import(text: &str, fmt: Format) -> Result<Folded, TraceError> {
     let (events, totals) = read(text, fmt)?;
     let mut f = fold(fmt, &events)?;
     f.totals = totals;
@@ -169,7 +169,7 @@ pub fn import(text: &str, fmt: Format) -> Result<Folded, TraceError> {
 }
 
 /// Parses a whole trace as one JSON text, the way Python's `json.loads` reads it.
-pub fn parse_json(text: &str) -> Result<Value, TraceError> {
+pub(crate) fn parse_json(text: &str) -> Result<Value, TraceError> {
     canonical::parse(text).map_err(|e| {
         let (line, col) = line_col(text, e.offset);
         err(format!(
@@ -231,7 +231,7 @@ fn id_key(v: &Value, event: usize, what: &str) -> Result<IdKey, TraceError> {
 }
 
 /// Folds `events` into a fresh ledger with the counter clock (Forum's `import_trace`).
-pub fn fold(format: Format, events: &[Event]) -> Result<Folded, TraceError> {
+pub(crate) fn fold(format: Format, events: &[Event]) -> Result<Folded, TraceError> {
     let mut seen: std::collections::HashMap<IdKey, u64> = std::collections::HashMap::new();
     let mut items: Vec<(Entry, Value)> = Vec::with_capacity(events.len());
     let mut dangling = 0u64;
@@ -278,7 +278,7 @@ pub fn fold(format: Format, events: &[Event]) -> Result<Folded, TraceError> {
 
 impl Folded {
     /// The Merkle root over the entry hashes.
-    pub fn merkle_root(&self) -> String {
+    pub(crate) fn merkle_root(&self) -> String {
         let hashes: Vec<&str> = self
             .items
             .iter()
@@ -289,7 +289,7 @@ impl Folded {
 
     /// Forum's deep verification of the fold: the chain holds and every body hashes to its
     /// entry (always true for a fold; computed, not assumed).
-    pub fn verified(&self) -> bool {
+    pub(crate) fn verified(&self) -> bool {
         let entries: Vec<Entry> = self.items.iter().map(|(e, _)| e.clone()).collect();
         crate::ledger::verify_chain(&entries).first_bad.is_none()
             && self
@@ -301,7 +301,7 @@ impl Folded {
 
 /// The `forum.flight-recorder/1` record of a fold, keys in Forum's order. The formats that
 /// carry model use add `totals` before `recheck`.
-pub fn record(f: &Folded) -> Value {
+pub(crate) fn record(f: &Folded) -> Value {
     let ledger: Vec<Value> = f
         .items
         .iter()
@@ -336,7 +336,7 @@ pub fn record(f: &Folded) -> Value {
 
 /// Forum's recipe in a gradable row. The row's seal covers it, so a row equal to Forum's must
 /// carry these exact words.
-pub const GRADABLE_RECHECK: &str = "recompute each entry_hash from its fields (sha256 of seq|ts(.6f)|actor|kind|causal_parent|payload_hash|prev_hash joined by \\x1f), fold the RFC6962 merkle (0x00 leaf / 0x01 node, promote-odd) and compare to merkle_root; for each check_payload confirm canonical_hash(body)==payload_hash of a witnessed entry, read ok from that bound body, and recompute reward from the bound checks. Tamper any entry OR any check body -> a hash mismatch; the grade cannot be forged apart from the merkle-witnessed record.";
+pub(crate) const GRADABLE_RECHECK: &str = "recompute each entry_hash from its fields (sha256 of seq|ts(.6f)|actor|kind|causal_parent|payload_hash|prev_hash joined by \\x1f), fold the RFC6962 merkle (0x00 leaf / 0x01 node, promote-odd) and compare to merkle_root; for each check_payload confirm canonical_hash(body)==payload_hash of a witnessed entry, read ok from that bound body, and recompute reward from the bound checks. Tamper any entry OR any check body -> a hash mismatch; the grade cannot be forged apart from the merkle-witnessed record.";
 
 /// `mine`: the fold as one `forum.gradable-trajectory/1` row, graded with `min_checks` (Forum's
 /// `gradable_record` over the folded ledger).
@@ -345,7 +345,7 @@ pub const GRADABLE_RECHECK: &str = "recompute each entry_hash from its fields (s
 /// way Forum's `mine` sets them, and the row is sealed again: `oracle.recheck` carries
 /// [`GRADABLE_RECHECK`], and `budget.model_calls` counts `result` entries whose body has a
 /// `model` (Forum's `_model_calls`).
-pub fn mine(f: &Folded, min_checks: u64) -> Value {
+pub(crate) fn mine(f: &Folded, min_checks: u64) -> Value {
     let snapshot = crate::report::Snapshot::from_items(
         f.items
             .iter()

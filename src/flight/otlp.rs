@@ -19,7 +19,7 @@ use super::{Event, Totals, TraceError, err, line_col};
 use crate::ledger::canonical::{self, Int, Value};
 
 /// The events of an OTLP/JSON text, and the model use it records.
-pub fn events(text: &str) -> Result<(Vec<Event>, Totals), TraceError> {
+pub(crate) fn events(text: &str) -> Result<(Vec<Event>, Totals), TraceError> {
     let requests = requests(text)?;
     let mut spans = Vec::new();
     for (line, req) in &requests {

@@ -38,7 +38,7 @@ pub struct Int(String);
 
 impl Int {
     /// Parses decimal digits with an optional leading `-`; `None` for anything else.
-    pub fn parse(text: &str) -> Option<Int> {
+    pub(crate) fn parse(text: &str) -> Option<Int> {
         let (neg, digits) = match text.strip_prefix('-') {
             Some(rest) => (true, rest),
             None => (false, text),
@@ -85,7 +85,7 @@ impl From<u64> for Int {
 #[error("{message} at byte {offset}")]
 pub struct ParseError {
     pub message: String,
-    pub offset: usize,
+    pub(crate) offset: usize,
 }
 
 impl Value {

@@ -4,97 +4,97 @@
 //! The strings are Forum's (they are part of every entry hash), so they never change.
 
 /// The user's request that starts a run.
-pub const REQUEST: &str = "request";
+pub(crate) const REQUEST: &str = "request";
 /// The router's decision for a request.
-pub const ROUTE: &str = "route";
+pub(crate) const ROUTE: &str = "route";
 /// The route frame: lanes, contract and the communication rules of a run.
-pub const ROUTE_FRAME: &str = "route_frame";
+pub(crate) const ROUTE_FRAME: &str = "route_frame";
 /// The orchestrator's plan (tasks and edges, compiled into waves).
-pub const PLAN: &str = "plan";
+pub(crate) const PLAN: &str = "plan";
 /// One task dispatched to a lane.
-pub const TASK: &str = "task";
+pub(crate) const TASK: &str = "task";
 /// A task's output.
-pub const RESULT: &str = "result";
+pub(crate) const RESULT: &str = "result";
 /// The verifier's verdict on a task's result.
-pub const VERDICT: &str = "verdict";
+pub(crate) const VERDICT: &str = "verdict";
 /// A command-backed verification of a task's result.
-pub const VERIFICATION: &str = "verification";
+pub(crate) const VERIFICATION: &str = "verification";
 /// The context handed to a run.
-pub const CONTEXT: &str = "context";
+pub(crate) const CONTEXT: &str = "context";
 /// What the context budget kept, trimmed or omitted.
-pub const CONTEXT_BUDGET: &str = "context_budget";
+pub(crate) const CONTEXT_BUDGET: &str = "context_budget";
 /// A budget stop.
-pub const BUDGET: &str = "budget";
+pub(crate) const BUDGET: &str = "budget";
 /// A gate waiting for a decision.
-pub const GATE_PENDING: &str = "gate_pending";
+pub(crate) const GATE_PENDING: &str = "gate_pending";
 /// A gate approved as planned.
-pub const GATE_APPROVED: &str = "gate_approved";
+pub(crate) const GATE_APPROVED: &str = "gate_approved";
 /// A gate approved with edits to the plan.
-pub const GATE_EDITED: &str = "gate_edited";
+pub(crate) const GATE_EDITED: &str = "gate_edited";
 /// A gate rejected: the run stops there.
-pub const GATE_REJECTED: &str = "gate_rejected";
+pub(crate) const GATE_REJECTED: &str = "gate_rejected";
 /// A gate that waited past its deadline.
-pub const GATE_EXPIRED: &str = "gate_expired";
+pub(crate) const GATE_EXPIRED: &str = "gate_expired";
 /// A move up the executor ladder.
-pub const TIER_ESCALATION: &str = "tier_escalation";
+pub(crate) const TIER_ESCALATION: &str = "tier_escalation";
 /// A reviser's revision of an answer.
-pub const REVISION: &str = "revision";
+pub(crate) const REVISION: &str = "revision";
 /// The model-free intent coverage check.
-pub const INTENT_CHECK: &str = "intent_check";
+pub(crate) const INTENT_CHECK: &str = "intent_check";
 /// The judge's intent judgment.
-pub const INTENT_JUDGMENT: &str = "intent_judgment";
+pub(crate) const INTENT_JUDGMENT: &str = "intent_judgment";
 /// The delivery floor's check.
-pub const DELIVERY_CHECK: &str = "delivery_check";
+pub(crate) const DELIVERY_CHECK: &str = "delivery_check";
 /// The delivery profile's check.
-pub const DELIVERY_PROFILE_CHECK: &str = "delivery_profile_check";
+pub(crate) const DELIVERY_PROFILE_CHECK: &str = "delivery_profile_check";
 /// A resumed run.
-pub const RESUME: &str = "resume";
+pub(crate) const RESUME: &str = "resume";
 /// A run stopped by a signal or a draining daemon.
-pub const INTERRUPTED: &str = "interrupted";
+pub(crate) const INTERRUPTED: &str = "interrupted";
 /// A body removed for good.
-pub const REDACTION: &str = "redaction";
+pub(crate) const REDACTION: &str = "redaction";
 /// A checkpoint recorded as a witness.
-pub const CHECKPOINT: &str = "checkpoint";
+pub(crate) const CHECKPOINT: &str = "checkpoint";
 /// A free-form note (what people and tests write with `git forum append`; git forum itself
 /// writes one when `git forum discard` removes a run's branch).
-pub const NOTE: &str = "note";
+pub(crate) const NOTE: &str = "note";
 /// A run stopped before a wave because its gate was rejected (ours; not in Forum).
-pub const GATE_STOPPED: &str = "gate_stopped";
+pub(crate) const GATE_STOPPED: &str = "gate_stopped";
 /// A run stopped because planning or synthesis failed (ours; not in Forum).
-pub const RUN_STOPPED: &str = "run_stopped";
+pub(crate) const RUN_STOPPED: &str = "run_stopped";
 /// A wave in which no task passed validation (ours; not in Forum).
-pub const DEGRADED: &str = "degraded";
+pub(crate) const DEGRADED: &str = "degraded";
 /// A classification of the request, by a model (counts as a witnessed model call).
-pub const CLASSIFICATION: &str = "classification";
+pub(crate) const CLASSIFICATION: &str = "classification";
 /// A campaign declared (`git forum campaign declare`).
-pub const CAMPAIGN_DECLARED: &str = "campaign_declared";
+pub(crate) const CAMPAIGN_DECLARED: &str = "campaign_declared";
 /// The features one campaign round dispatches.
-pub const CAMPAIGN_DISPATCH: &str = "campaign_dispatch";
+pub(crate) const CAMPAIGN_DISPATCH: &str = "campaign_dispatch";
 /// A feature's status: a round's outcome, a blocked marking, or an outside system's report.
-pub const FEATURE_STATUS: &str = "feature_status";
+pub(crate) const FEATURE_STATUS: &str = "feature_status";
 /// A project's status as an outside system reported it.
-pub const PROJECT_STATUS: &str = "project_status";
+pub(crate) const PROJECT_STATUS: &str = "project_status";
 /// The snapshot of a campaign at the end of a round (never trusted by the reduction).
-pub const CAMPAIGN_RESULT: &str = "campaign_result";
+pub(crate) const CAMPAIGN_RESULT: &str = "campaign_result";
 /// One synthetic body of `git forum bench-deep-verify` (Forum's kind for its benchmark ledgers).
-pub const PAYLOAD: &str = "payload";
+pub(crate) const PAYLOAD: &str = "payload";
 /// What a task changed in the repository: its commit, tree, files and diff (ours; not in Forum).
-pub const CHANGE: &str = "change";
+pub(crate) const CHANGE: &str = "change";
 /// One check command run on a task's change or on the run branch (ours; not in Forum).
-pub const CHECK: &str = "check";
+pub(crate) const CHECK: &str = "check";
 /// The pre-ship gate's decision on a change: merge, block, escalate, undetermined (ours).
-pub const SHIP: &str = "ship";
+pub(crate) const SHIP: &str = "ship";
 /// A change that did not integrate onto the run branch, with the conflicting paths (ours).
-pub const CONFLICT: &str = "conflict";
+pub(crate) const CONFLICT: &str = "conflict";
 /// A run branch brought into a branch by `git forum apply` (ours; not in Forum).
-pub const APPLIED: &str = "applied";
+pub(crate) const APPLIED: &str = "applied";
 /// Where secrets were replaced by markers in an entry's body before it was hashed (ours).
-pub const SECRET_REDACTED: &str = "secret_redacted";
+pub(crate) const SECRET_REDACTED: &str = "secret_redacted";
 /// A body refused because it carried a secret; the run stopped there (ours).
-pub const SECRET_BLOCKED: &str = "secret_blocked";
+pub(crate) const SECRET_BLOCKED: &str = "secret_blocked";
 /// One tool call of the built-in editing worker: the tool and its arguments, capped (ours).
-pub const TOOL_CALL: &str = "tool_call";
+pub(crate) const TOOL_CALL: &str = "tool_call";
 /// What one tool call of the editing worker gave: ok, refused, the output, capped (ours).
-pub const TOOL_RESULT: &str = "tool_result";
+pub(crate) const TOOL_RESULT: &str = "tool_result";
 /// A run halted by an operator (`git forum halt`) or a signal: `{by, reason}` (ours).
-pub const HALTED: &str = "halted";
+pub(crate) const HALTED: &str = "halted";

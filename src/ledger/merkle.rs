@@ -168,7 +168,7 @@ pub(crate) fn verify_inclusion(
 
 /// The proof that the tree of `hashes` extends its first `old` entries (RFC 9162 §2.1.4.1).
 /// Empty when `old` is 0 or the whole tree.
-pub fn consistency_proof<S: AsRef<str>>(hashes: &[S], old: usize) -> Vec<String> {
+pub(crate) fn consistency_proof<S: AsRef<str>>(hashes: &[S], old: usize) -> Vec<String> {
     assert!(old <= hashes.len(), "old size within the tree");
     if old == 0 || old == hashes.len() {
         return Vec::new();

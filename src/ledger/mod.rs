@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 pub use canonical::Value;
 pub use hash::{GENESIS, entry_hash, payload_hash};
-pub use merkle::merkle_root;
+pub(crate) use merkle::merkle_root;
 
 /// Largest payload body accepted by an append, in canonical bytes (16 MiB). A body this large
 /// is almost always a mistake (a model's runaway output, a binary pasted as text); callers keep
@@ -385,11 +385,11 @@ impl std::fmt::Display for ChainProblem {
 /// One entry as the chain check needs it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Link<'a> {
-    pub seq: u64,
-    pub prev_hash: &'a str,
-    pub entry_hash: &'a str,
+    pub(crate) seq: u64,
+    pub(crate) prev_hash: &'a str,
+    pub(crate) entry_hash: &'a str,
     /// Whether the entry's stored fields no longer hash to `entry_hash`.
-    pub edited: bool,
+    pub(crate) edited: bool,
 }
 
 /// Checks a chain one entry at a time (forum-spec §4) while accumulating the Merkle root, so a
@@ -402,7 +402,7 @@ pub(crate) struct ChainChecker {
 }
 
 impl ChainChecker {
-    pub fn new() -> ChainChecker {
+    pub(crate) fn new() -> ChainChecker {
         ChainChecker::default()
     }
 
@@ -463,7 +463,7 @@ impl ChainChecker {
 /// The outcome of checking a whole chain held in memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainReport {
-    pub entries: u64,
+    pub(crate) entries: u64,
     pub checkpoint: String,
     pub first_bad: Option<(u64, ChainProblem)>,
 }

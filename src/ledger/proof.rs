@@ -20,9 +20,9 @@ pub(crate) const SIGNATURE_NAMESPACE: &str = "git-forum-checkpoint";
 /// A ledger's checkpoint: its size and Merkle root.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Checkpoint {
-    pub size: u64,
-    pub root: String,
+pub(crate) struct Checkpoint {
+    pub(crate) size: u64,
+    pub(crate) root: String,
 }
 
 /// The exact text a checkpoint signature signs.
@@ -36,38 +36,38 @@ pub(crate) fn signed_text(ledger: &str, checkpoint: &Checkpoint) -> String {
 /// A signature over [`signed_text`], made with the signer's own git signing setup.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CheckpointSignature {
+pub(crate) struct CheckpointSignature {
     /// `ssh` or `openpgp` (git's `gpg.format`).
-    pub format: String,
+    pub(crate) format: String,
     /// The armored signature.
-    pub signature: String,
+    pub(crate) signature: String,
 }
 
 /// Entry `entry.seq` is in the ledger whose checkpoint is `checkpoint`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct InclusionProof {
-    pub schema: String,
-    pub ledger: String,
-    pub entry: Entry,
-    pub checkpoint: Checkpoint,
+    pub(crate) schema: String,
+    pub(crate) ledger: String,
+    pub(crate) entry: Entry,
+    pub(crate) checkpoint: Checkpoint,
     /// Sibling hashes from the leaf up (RFC 9162 audit path, Forum's leaf and node hashes).
-    pub audit_path: Vec<String>,
-    pub signature: Option<CheckpointSignature>,
+    pub(crate) audit_path: Vec<String>,
+    pub(crate) signature: Option<CheckpointSignature>,
 }
 
 /// The ledger's checkpoint `new` extends its checkpoint `old`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ConsistencyProof {
-    pub schema: String,
-    pub ledger: String,
-    pub old: Checkpoint,
-    pub new: Checkpoint,
-    pub proof: Vec<String>,
+    pub(crate) schema: String,
+    pub(crate) ledger: String,
+    pub(crate) old: Checkpoint,
+    pub(crate) new: Checkpoint,
+    pub(crate) proof: Vec<String>,
     /// Signatures of the two checkpoints, when they were signed.
-    pub old_signature: Option<CheckpointSignature>,
-    pub new_signature: Option<CheckpointSignature>,
+    pub(crate) old_signature: Option<CheckpointSignature>,
+    pub(crate) new_signature: Option<CheckpointSignature>,
 }
 
 /// A proof file that checked out.

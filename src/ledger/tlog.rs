@@ -9,7 +9,7 @@
 //! `tlog.CheckRecord` and `tlog.CheckTree` accept); this module only feeds it entry hashes. Pure:
 //! no I/O.
 
-pub use tlog_tiles::{Hash, HashReader};
+pub(crate) use tlog_tiles::{Hash, HashReader};
 
 /// Why a tree operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,7 +41,7 @@ pub(crate) fn entry_hash_bytes(hex: &str) -> Result<[u8; 32], TlogError> {
 }
 
 /// The RFC 6962 leaf hash of an entry: `SHA-256(0x00 || raw entry hash)`.
-pub fn leaf_hash(entry_hash_hex: &str) -> Result<Hash, TlogError> {
+pub(crate) fn leaf_hash(entry_hash_hex: &str) -> Result<Hash, TlogError> {
     Ok(tlog_tiles::record_hash(&entry_hash_bytes(entry_hash_hex)?))
 }
 
@@ -70,7 +70,7 @@ pub struct Tree {
 }
 
 impl Tree {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 

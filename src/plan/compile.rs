@@ -21,7 +21,7 @@ impl Plan {
     }
 
     /// Ids used by more than one task, sorted.
-    pub fn duplicate_ids(&self) -> Vec<String> {
+    pub(crate) fn duplicate_ids(&self) -> Vec<String> {
         let mut seen = BTreeSet::new();
         let mut dups = BTreeSet::new();
         for t in &self.tasks {

@@ -42,18 +42,14 @@ use std::fmt;
 use crate::ledger::Value;
 
 pub use parse::{Deps, extract_json_object, parse_deps, parse_done_when, parse_task};
-pub use python::{py_list, py_repr};
+pub(crate) use python::{py_list, py_repr};
 pub use upstream::{
     BudgetedInjection, Injected, UpstreamResult, augment_with_upstream,
     augment_with_upstream_budgeted,
 };
 
-/// Upstream output longer than this many code points is cut before injection (Forum's
-/// `DEFAULT_MAX_UPSTREAM_CHARS`).
-pub const DEFAULT_MAX_UPSTREAM_CHARS: usize = 8192;
-
 /// The keys a task object may carry in [`ParseMode::Strict`].
-pub const TASK_KEYS: [&str; 5] = ["id", "agent", "instruction", "depends_on", "done_when"];
+pub(crate) const TASK_KEYS: [&str; 5] = ["id", "agent", "instruction", "depends_on", "done_when"];
 
 /// The kind of a dependency edge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -125,7 +121,7 @@ impl Task {
     }
 
     /// The type of the edge from `dep` to this task.
-    pub fn edge_type(&self, dep: &str) -> EdgeType {
+    pub(crate) fn edge_type(&self, dep: &str) -> EdgeType {
         if self.order_deps.contains(dep) {
             EdgeType::Order
         } else {
@@ -257,16 +253,16 @@ pub struct Plan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompiledPlan {
     /// The tasks as listed.
-    pub tasks: Vec<Task>,
+    pub(crate) tasks: Vec<Task>,
     /// Waves of task ids, each sorted; every task's dependencies lie in earlier waves.
     pub waves: Vec<Vec<String>>,
     /// Typed edges in plan order.
-    pub edges: Vec<Edge>,
+    pub(crate) edges: Vec<Edge>,
 }
 
 impl CompiledPlan {
     /// The `plan` ledger entry payload: `{"waves": [[id…]…], "edges": [{"from","to","type"}…]}`.
-    pub fn payload(&self) -> Value {
+    pub(crate) fn payload(&self) -> Value {
         plan_payload(&self.waves, &self.edges)
     }
 }

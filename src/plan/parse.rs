@@ -200,7 +200,11 @@ pub fn parse_task(index: usize, value: &J, mode: ParseMode) -> Result<Task, Plan
 impl Plan {
     /// Reads a plan document (`{"tasks": [...]}`) that is already JSON. With a roster, every
     /// task's agent must be one of its lanes.
-    pub fn from_json(doc: &J, roster: Option<&Roster>, mode: ParseMode) -> Result<Plan, PlanError> {
+    pub(crate) fn from_json(
+        doc: &J,
+        roster: Option<&Roster>,
+        mode: ParseMode,
+    ) -> Result<Plan, PlanError> {
         let J::Object(m) = doc else {
             return Err(PlanError::Shape(format!(
                 "a plan must be a JSON object with a \"tasks\" list, found {}",
@@ -255,7 +259,7 @@ impl Plan {
 
     /// Reads a planner model's output the way Forum's `ask_json` does: the text from the first
     /// `{` to the last `}` is parsed as JSON.
-    pub fn from_model_output(
+    pub(crate) fn from_model_output(
         output: &str,
         roster: Option<&Roster>,
         mode: ParseMode,

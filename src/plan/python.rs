@@ -8,7 +8,7 @@ use crate::ledger::canonical::python_float_repr;
 /// Python's `repr(str)`: single quotes unless the text holds a single quote and no double
 /// quote; backslash, quote and control characters escaped. (Non-printable characters beyond
 /// the C0/C1 controls and the line/paragraph separators are printed as they are.)
-pub fn py_repr(s: &str) -> String {
+pub(crate) fn py_repr(s: &str) -> String {
     let quote = if s.contains('\'') && !s.contains('"') {
         '"'
     } else {
@@ -38,7 +38,7 @@ pub fn py_repr(s: &str) -> String {
 }
 
 /// Python's `repr(list_of_str)`: `['a', 'b']`.
-pub fn py_list<S: AsRef<str>>(items: &[S]) -> String {
+pub(crate) fn py_list<S: AsRef<str>>(items: &[S]) -> String {
     let parts: Vec<String> = items.iter().map(|s| py_repr(s.as_ref())).collect();
     format!("[{}]", parts.join(", "))
 }

@@ -13,12 +13,12 @@ use super::{py_round, ratio, sentence_count, words};
 use crate::ledger::Value;
 
 /// Mean words per sentence above which an answer reads as dense.
-pub const DEFAULT_MAX_SENTENCE_WORDS: f64 = 30.0;
+pub(crate) const DEFAULT_MAX_SENTENCE_WORDS: f64 = 30.0;
 /// Share of filler words above which an answer reads as padded.
-pub const DEFAULT_MAX_FILLER_RATIO: f64 = 0.06;
+pub(crate) const DEFAULT_MAX_FILLER_RATIO: f64 = 0.06;
 
 /// Hedges and intensifiers that add length without weight (Forum's frozen list of 24).
-pub const FILLER_WORDS: [&str; 24] = [
+pub(crate) const FILLER_WORDS: [&str; 24] = [
     "just",
     "really",
     "very",
@@ -46,7 +46,7 @@ pub const FILLER_WORDS: [&str; 24] = [
 ];
 
 /// Whether `word` (already lowercase) is a filler word.
-pub fn is_filler(word: &str) -> bool {
+pub(crate) fn is_filler(word: &str) -> bool {
     FILLER_WORDS.contains(&word)
 }
 
@@ -54,15 +54,15 @@ pub fn is_filler(word: &str) -> bool {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Delivery {
     /// `[^\W_]+` runs of the lowercased text.
-    pub words: usize,
+    pub(crate) words: usize,
     /// Pieces between runs of `.`, `!`, `?` that are not blank.
-    pub sentences: usize,
+    pub(crate) sentences: usize,
     /// `words / sentences` (or `words` when there is no sentence), rounded to 2 places.
-    pub mean_sentence_words: f64,
+    pub(crate) mean_sentence_words: f64,
     /// `fillers / words` (0.0 without words), rounded to 4 places.
-    pub filler_ratio: f64,
+    pub(crate) filler_ratio: f64,
     /// Dense or padded, judged on the unrounded values; never for text without words.
-    pub flagged: bool,
+    pub(crate) flagged: bool,
 }
 
 impl Delivery {
@@ -89,7 +89,7 @@ pub fn assess(text: &str) -> Delivery {
 
 /// Measures `text`: flagged when it has words and its mean sentence length is over
 /// `max_sentence_words` or its filler ratio over `max_filler_ratio` (unrounded values).
-pub fn assess_with(text: &str, max_sentence_words: f64, max_filler_ratio: f64) -> Delivery {
+pub(crate) fn assess_with(text: &str, max_sentence_words: f64, max_filler_ratio: f64) -> Delivery {
     let lower = text.to_lowercase();
     let (n_words, fillers) =
         words(&lower).fold((0, 0), |(n, f), w| (n + 1, f + usize::from(is_filler(w))));
@@ -115,23 +115,23 @@ pub fn assess_with(text: &str, max_sentence_words: f64, max_filler_ratio: f64) -
 
 /// The verdict on a reviser's revision of a flagged answer.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Revision {
+pub(crate) struct Revision {
     /// `words_after < words_before` and `coverage_after >= coverage_before` (unrounded).
-    pub accepted: bool,
+    pub(crate) accepted: bool,
     /// Words of the original answer.
-    pub words_before: usize,
+    pub(crate) words_before: usize,
     /// Words of the revision.
-    pub words_after: usize,
+    pub(crate) words_after: usize,
     /// Unrounded coverage of the request by the original answer.
-    pub coverage_before: f64,
+    pub(crate) coverage_before: f64,
     /// Unrounded coverage of the request by the revision.
-    pub coverage_after: f64,
+    pub(crate) coverage_after: f64,
 }
 
 impl Revision {
     /// The witnessed `revision` payload: `{"accepted", "words_before", "words_after",
     /// "coverage_before", "coverage_after"}`, coverages rounded to 4 places.
-    pub fn payload(&self) -> Value {
+    pub(crate) fn payload(&self) -> Value {
         Value::object([
             ("accepted".to_string(), Value::Bool(self.accepted)),
             (
@@ -156,7 +156,7 @@ impl Revision {
 
 /// Decides whether `revised` replaces `original` as the answer to `request`: only if it has
 /// strictly fewer words and covers the request at least as well.
-pub fn revision_accepted(request: &str, original: &str, revised: &str) -> Revision {
+pub(crate) fn revision_accepted(request: &str, original: &str, revised: &str) -> Revision {
     let words_before = assess(original).words;
     let words_after = assess(revised).words;
     let (coverage_before, _) = coverage(request, original);
@@ -172,7 +172,7 @@ pub fn revision_accepted(request: &str, original: &str, revised: &str) -> Revisi
 
 /// The `revision` payload witnessed when the reviser itself failed: `{"accepted": false,
 /// "reason": "reviser failed: <detail>"}`.
-pub fn revision_failed_payload(detail: &str) -> Value {
+pub(crate) fn revision_failed_payload(detail: &str) -> Value {
     Value::object([
         ("accepted".to_string(), Value::Bool(false)),
         (

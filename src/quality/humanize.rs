@@ -24,7 +24,7 @@ use super::{is_py_space, is_py_word, py_strip};
 use crate::ledger::Value;
 
 /// Schema name of a humanization payload.
-pub const HUMANIZE_SCHEMA: &str = "forum.prose-humanization/v1";
+pub(crate) const HUMANIZE_SCHEMA: &str = "forum.prose-humanization/v1";
 
 /// Edit label: a model preamble was dropped.
 pub const EDIT_PREAMBLE: &str = "dropped the model preamble";
@@ -36,10 +36,10 @@ pub const EDIT_KEPT: &str = "no wording changes";
 pub const NOT_VERIFIED: &str = "the facts in the text were not checked";
 
 /// The audience recorded when none is given.
-pub const DEFAULT_AUDIENCE: &str = "operator";
+pub(crate) const DEFAULT_AUDIENCE: &str = "operator";
 
 /// Preambles dropped from the start (lowercase, with their comma; the first match wins).
-pub const PREAMBLES: [&str; 3] = [
+pub(crate) const PREAMBLES: [&str; 3] = [
     "as an ai language model,",
     "as a language model,",
     "as an ai,",
@@ -184,15 +184,15 @@ impl From<UnknownProfile> for HumanizeError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Humanized {
     /// Who the text is for (recorded as given; `operator` by default).
-    pub audience: String,
+    pub(crate) audience: String,
     /// The output checked against the profile.
-    pub profile_check: ProfileAssessment,
+    pub(crate) profile_check: ProfileAssessment,
     /// Code points of the input as given (before stripping).
-    pub input_chars: usize,
+    pub(crate) input_chars: usize,
     /// The humanized text.
-    pub output: String,
+    pub(crate) output: String,
     /// What was done, as labels; [`EDIT_KEPT`] alone when nothing was.
-    pub edits: Vec<&'static str>,
+    pub(crate) edits: Vec<&'static str>,
 }
 
 impl Humanized {
@@ -230,7 +230,7 @@ impl Humanized {
 
 /// Humanizes `text` for `audience` (an empty audience counts as `operator`) and checks the
 /// output against `profile`. Refuses empty or blank text.
-pub fn humanize(
+pub(crate) fn humanize(
     text: &str,
     audience: &str,
     profile: DeliveryProfile,

@@ -13,10 +13,10 @@ use crate::ledger::Value;
 pub const DEFAULT_THRESHOLD: f64 = 0.5;
 
 /// The value of the `method` field of an `intent_check` payload.
-pub const METHOD: &str = "lexical_coverage";
+pub(crate) const METHOD: &str = "lexical_coverage";
 
 /// Function words that never count as salient (Forum's frozen list of 87).
-pub const STOPWORDS: [&str; 87] = [
+pub(crate) const STOPWORDS: [&str; 87] = [
     "a", "an", "the", "and", "or", "nor", "but", "so", "yet", "for", "if", "then", "than", "as",
     "of", "to", "in", "on", "at", "by", "with", "from", "into", "onto", "off", "out", "up", "down",
     "over", "per", "via", "is", "are", "was", "were", "be", "been", "being", "am", "it", "its",
@@ -52,19 +52,19 @@ pub fn coverage(request: &str, answer: &str) -> (f64, BTreeSet<String>) {
 
 /// The result of the intent check on one answer.
 #[derive(Debug, Clone, PartialEq)]
-pub struct IntentCheck {
+pub(crate) struct IntentCheck {
     /// Unrounded coverage in `[0, 1]`.
-    pub coverage: f64,
+    pub(crate) coverage: f64,
     /// `coverage < threshold`, on the unrounded value.
-    pub flagged: bool,
+    pub(crate) flagged: bool,
     /// Request terms absent from the answer, sorted.
-    pub missing: Vec<String>,
+    pub(crate) missing: Vec<String>,
 }
 
 impl IntentCheck {
     /// The witnessed `intent_check` payload:
     /// `{"method": "lexical_coverage", "coverage": round(c, 4), "flagged", "missing"}`.
-    pub fn payload(&self) -> Value {
+    pub(crate) fn payload(&self) -> Value {
         Value::object([
             ("method".to_string(), Value::str(METHOD)),
             (
@@ -81,7 +81,7 @@ impl IntentCheck {
 }
 
 /// Runs the intent check with `threshold` (Forum's default is [`DEFAULT_THRESHOLD`]).
-pub fn intent_check(request: &str, answer: &str, threshold: f64) -> IntentCheck {
+pub(crate) fn intent_check(request: &str, answer: &str, threshold: f64) -> IntentCheck {
     let (score, missing) = coverage(request, answer);
     IntentCheck {
         coverage: score,

@@ -27,12 +27,9 @@ pub mod humanize;
 pub mod intent;
 pub mod profile;
 
-pub use delivery::{Delivery, Revision, assess, revision_accepted};
-pub use humanize::{HumanizeError, Humanized, humanize, humanize_text};
-pub use intent::{IntentCheck, coverage, intent_check, intent_check_payload, salient_terms};
-pub use profile::{
-    Finding, FindingCode, ProfileAssessment, UnknownProfile, assess_profile, get_profile,
-};
+pub(crate) use delivery::{assess, revision_accepted};
+pub(crate) use humanize::{HumanizeError, humanize};
+pub(crate) use intent::intent_check;
 
 use std::sync::LazyLock;
 

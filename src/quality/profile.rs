@@ -20,14 +20,14 @@ use crate::plan::py_repr;
 pub use crate::route::DeliveryProfile;
 
 /// Schema name of a profile assessment payload.
-pub const DELIVERY_PROFILE_SCHEMA: &str = "forum.delivery-profile/v1";
+pub(crate) const DELIVERY_PROFILE_SCHEMA: &str = "forum.delivery-profile/v1";
 
 /// Openings that mark model boilerplate (lowercase, checked with `starts_with`).
-pub const MODEL_PREAMBLES: [&str; 3] =
+pub(crate) const MODEL_PREAMBLES: [&str; 3] =
     ["as an ai language model", "as a language model", "as an ai"];
 
 /// First-person model disclaimers (lowercase, checked as substrings; ASCII apostrophes).
-pub const MODEL_DISCLAIMERS: [&str; 4] = [
+pub(crate) const MODEL_DISCLAIMERS: [&str; 4] = [
     "i cannot",
     "i can't",
     "i do not have access",
@@ -35,7 +35,7 @@ pub const MODEL_DISCLAIMERS: [&str; 4] = [
 ];
 
 /// Openings no profile accepts; the first that matches is reported.
-pub const BANNED_STARTS: [&str; 6] = [
+pub(crate) const BANNED_STARTS: [&str; 6] = [
     "it seems",
     "maybe",
     "perhaps",
@@ -46,19 +46,19 @@ pub const BANNED_STARTS: [&str; 6] = [
 
 /// Concrete action verbs (operator, engineer and executive answers of more than one sentence
 /// need one).
-pub const ACTION_VERBS: [&str; 16] = [
+pub(crate) const ACTION_VERBS: [&str; 16] = [
     "ship", "run", "fix", "build", "verify", "commit", "report", "review", "deploy", "write",
     "read", "test", "measure", "compare", "record", "keep",
 ];
 
 /// Concrete technical terms (an engineer answer needs one), sorted.
-pub const TECHNICAL_TERMS: [&str; 16] = [
+pub(crate) const TECHNICAL_TERMS: [&str; 16] = [
     "api", "class", "cli", "command", "commit", "error", "file", "function", "http", "ledger",
     "mcp", "method", "module", "route", "schema", "test",
 ];
 
 /// Evidence language: single words must occur as words, phrases with a space as substrings.
-pub const EVIDENCE_TERMS: [&str; 11] = [
+pub(crate) const EVIDENCE_TERMS: [&str; 11] = [
     "source",
     "citation",
     "observed",
@@ -73,16 +73,17 @@ pub const EVIDENCE_TERMS: [&str; 11] = [
 ];
 
 /// Words that claim certainty; without evidence language they are a finding.
-pub const OVERCONFIDENT_WORDS: [&str; 4] = ["proves", "certainly", "obviously", "definitely"];
+pub(crate) const OVERCONFIDENT_WORDS: [&str; 4] =
+    ["proves", "certainly", "obviously", "definitely"];
 
 /// The word whose use asks for a measurable target (some digit in the text).
-pub const OPTIMIZE_WORD: &str = "optimize";
+pub(crate) const OPTIMIZE_WORD: &str = "optimize";
 
 /// A name that is not one of the four profiles.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownProfile {
     /// The name as given.
-    pub name: String,
+    pub(crate) name: String,
 }
 
 impl fmt::Display for UnknownProfile {
@@ -103,7 +104,7 @@ impl std::error::Error for UnknownProfile {}
 /// Forum's `get_profile`: `None` is the operator profile; otherwise the name, stripped of
 /// Python whitespace and lowercased, must be one of operator, engineer, researcher,
 /// executive.
-pub fn get_profile(name: Option<&str>) -> Result<DeliveryProfile, UnknownProfile> {
+pub(crate) fn get_profile(name: Option<&str>) -> Result<DeliveryProfile, UnknownProfile> {
     let Some(name) = name else {
         return Ok(DeliveryProfile::Operator);
     };
@@ -118,24 +119,24 @@ pub fn get_profile(name: Option<&str>) -> Result<DeliveryProfile, UnknownProfile
 
 /// The limits and requirements of one profile.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ProfileRules {
+pub(crate) struct ProfileRules {
     /// Rounded mean sentence length above this is `long_sentence` (24.0 for every profile).
-    pub max_mean_sentence_words: f64,
+    pub(crate) max_mean_sentence_words: f64,
     /// Rounded filler ratio above this is `filler_ratio` (0.04 for every profile).
-    pub max_filler_ratio: f64,
+    pub(crate) max_filler_ratio: f64,
     /// More words than this is `too_many_words` (executive: 120).
-    pub max_words: Option<usize>,
+    pub(crate) max_words: Option<usize>,
     /// Needs one of [`ACTION_VERBS`] when the text has more than one sentence.
-    pub requires_action_verb: bool,
+    pub(crate) requires_action_verb: bool,
     /// Needs one of [`TECHNICAL_TERMS`].
-    pub requires_technical_term: bool,
+    pub(crate) requires_technical_term: bool,
     /// Needs [`EVIDENCE_TERMS`] language.
-    pub requires_evidence_language: bool,
+    pub(crate) requires_evidence_language: bool,
 }
 
 impl ProfileRules {
     /// The rules of `profile`, as Forum defines them.
-    pub fn of(profile: DeliveryProfile) -> ProfileRules {
+    pub(crate) fn of(profile: DeliveryProfile) -> ProfileRules {
         let base = ProfileRules {
             max_mean_sentence_words: 24.0,
             max_filler_ratio: 0.04,
@@ -170,7 +171,7 @@ impl ProfileRules {
 
 /// What a profile check can find, in the order findings are listed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum FindingCode {
+pub(crate) enum FindingCode {
     /// Nothing but whitespace.
     EmptyText,
     /// Opens with "as an AI (language model)" or "as a language model".
@@ -199,7 +200,7 @@ pub enum FindingCode {
 
 impl FindingCode {
     /// The code as witnessed (`empty_text`, `model_preamble`, …).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FindingCode::EmptyText => "empty_text",
             FindingCode::ModelPreamble => "model_preamble",
@@ -219,11 +220,11 @@ impl FindingCode {
 
 /// One finding of a profile check.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// What was found.
-    pub code: FindingCode,
+    pub(crate) code: FindingCode,
     /// A plain sentence saying what was found (our wording, with the numbers that matter).
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 impl Finding {
@@ -239,19 +240,19 @@ impl Finding {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProfileAssessment {
     /// The profile checked against.
-    pub profile: DeliveryProfile,
+    pub(crate) profile: DeliveryProfile,
     /// `[^\W_]+` runs of the stripped, lowercased text.
-    pub words: usize,
+    pub(crate) words: usize,
     /// Non-blank pieces between `.`, `!`, `?` runs of the raw text.
-    pub sentences: usize,
+    pub(crate) sentences: usize,
     /// `round(words / sentences, 2)`, or `words` without sentences.
-    pub mean_sentence_words: f64,
+    pub(crate) mean_sentence_words: f64,
     /// `round(fillers / words, 4)`, or 0.0 without words.
-    pub filler_ratio: f64,
+    pub(crate) filler_ratio: f64,
     /// Whether there is any finding.
-    pub flagged: bool,
+    pub(crate) flagged: bool,
     /// Findings in Forum's order.
-    pub findings: Vec<Finding>,
+    pub(crate) findings: Vec<Finding>,
 }
 
 impl ProfileAssessment {

@@ -15,7 +15,7 @@ use crate::ledger::canonical::Value;
 use crate::ledger::kind;
 
 /// The capsule's schema name.
-pub const CONTEXT_CAPSULE_SCHEMA: &str = "forum.context-capsule/v1";
+pub(crate) const CONTEXT_CAPSULE_SCHEMA: &str = "forum.context-capsule/v1";
 
 /// Builds the capsule over every entry of `s`: the last `max_items` task results (0: none)
 /// and texts clipped to `max_text_chars` code points.

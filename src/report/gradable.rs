@@ -37,7 +37,7 @@ fn normalized_request(text: &str) -> String {
 
 /// The task id of a request: the first 16 hex digits of SHA-256 over its normalized text, so
 /// the same request asked twice (case and spacing aside) is the same task.
-pub fn task_id(request: &str) -> String {
+pub(crate) fn task_id(request: &str) -> String {
     let mut id = hash::sha256_hex(normalized_request(request).as_bytes());
     id.truncate(16);
     id
@@ -59,7 +59,7 @@ pub fn row_hash(row: &Value) -> String {
 
 /// The row as one JSONL line, as Forum appends it (`json.dumps(row, sort_keys=True)`), without
 /// the newline.
-pub fn jsonl_line(row: &Value) -> String {
+pub(crate) fn jsonl_line(row: &Value) -> String {
     super::dumps_sorted(row, true)
 }
 

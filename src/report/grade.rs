@@ -13,14 +13,15 @@ use crate::ledger::canonical::Value;
 use crate::ledger::kind;
 
 // Where the row lived before it had its own module (kept so callers of those paths still build).
-pub use super::gradable::{GRADABLE_SCHEMA, RECHECK, gradable_record, row_hash};
+pub(crate) use super::gradable::{GRADABLE_SCHEMA, row_hash};
 
 /// The kinds that count as checks, in the order they are read.
-pub const CHECK_KINDS: [&str; 3] = [kind::VERDICT, kind::VERIFICATION, kind::INTENT_JUDGMENT];
+pub(crate) const CHECK_KINDS: [&str; 3] =
+    [kind::VERDICT, kind::VERIFICATION, kind::INTENT_JUDGMENT];
 
 /// The rule, stated as a formula (Forum's exact text, kept because a gradable row's seal
 /// covers it).
-pub const DERIVATION: &str = "PASS iff reward==1.0 and checks>=min_checks and refuted==0; UNVERIFIABLE iff checks==0; else FAIL";
+pub(crate) const DERIVATION: &str = "PASS iff reward==1.0 and checks>=min_checks and refuted==0; UNVERIFIABLE iff checks==0; else FAIL";
 
 /// Python's `round(x, 6)`.
 pub(crate) fn round6(x: f64) -> f64 {

@@ -17,15 +17,15 @@
 //! * a redacted (absent) body never crashes a projection (Forum raises `KeyError`): it is
 //!   counted in [`Summary::absent_bodies`] and left out of every count that needs the body.
 
-pub mod capsule;
+pub(crate) mod capsule;
 pub mod gradable;
-pub mod grade;
-pub mod otel;
+pub(crate) mod grade;
+pub(crate) mod otel;
 pub mod receipt;
-pub mod room;
-pub mod spend;
+pub(crate) mod room;
+pub(crate) mod spend;
 pub mod summary;
-pub mod work;
+pub(crate) mod work;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -81,7 +81,7 @@ impl Snapshot {
     }
 
     /// The same ledger facts over a subset of the entries (one run, or a room's slice).
-    pub fn slice(&self, keep: impl Fn(&Entry) -> bool) -> Snapshot {
+    pub(crate) fn slice(&self, keep: impl Fn(&Entry) -> bool) -> Snapshot {
         Snapshot {
             items: self
                 .items
@@ -96,14 +96,14 @@ impl Snapshot {
     }
 
     /// The entries alone.
-    pub fn entries(&self) -> Vec<Entry> {
+    pub(crate) fn entries(&self) -> Vec<Entry> {
         self.items.iter().map(|(e, _)| e.clone()).collect()
     }
 }
 
 /// The run (request seq) each entry belongs to, by following causal parents: a `request`
 /// with no parent starts a run, and an entry belongs to the run of its parent.
-pub fn run_roots(entries: &[Entry]) -> BTreeMap<u64, u64> {
+pub(crate) fn run_roots(entries: &[Entry]) -> BTreeMap<u64, u64> {
     let mut root: BTreeMap<u64, u64> = BTreeMap::new();
     for e in entries {
         match e.causal_parent {
@@ -334,7 +334,7 @@ pub(crate) fn entry_range(items: &[(Entry, Option<Value>)]) -> Value {
 
 /// The final answer of a ledger or run: the last `result` whose body has a string `answer`
 /// (a revision included).
-pub fn final_answer(s: &Snapshot) -> Option<String> {
+pub(crate) fn final_answer(s: &Snapshot) -> Option<String> {
     s.items
         .iter()
         .rev()
@@ -351,7 +351,7 @@ pub fn final_answer(s: &Snapshot) -> Option<String> {
 /// No clock bounds the work: `similar`'s default Myers search caps its own effort by the
 /// size of the input (a bounded middle-snake search, like git's), so the same two answers
 /// always give the same diff, however fast or loaded the machine is.
-pub fn answer_diff(a: &str, b: &str, label_a: &str, label_b: &str) -> Option<String> {
+pub(crate) fn answer_diff(a: &str, b: &str, label_a: &str, label_b: &str) -> Option<String> {
     if a == b {
         return None;
     }

@@ -21,7 +21,7 @@ use crate::ledger::Entry;
 use crate::ledger::canonical::Value;
 
 /// The instrumentation scope the spans are under.
-pub const SCOPE: &str = "git-forum";
+pub(crate) const SCOPE: &str = "git-forum";
 
 /// `SPAN_KIND_INTERNAL` and `SPAN_KIND_CLIENT` (a model or tool call leaves the process).
 const KIND_INTERNAL: i64 = 1;
@@ -69,7 +69,7 @@ fn int_of(v: Option<&Value>, keys: &[&str]) -> Option<i64> {
 
 /// The OTLP/JSON export of one run: `items` are the run's entries with their bodies (in seq
 /// order, the request first), `checkpoint` the ledger's Merkle root.
-pub fn export(items: &[(Entry, Option<Value>)], checkpoint: &str) -> J {
+pub(crate) fn export(items: &[(Entry, Option<Value>)], checkpoint: &str) -> J {
     let Some((root, _)) = items.first() else {
         return json!({"resourceSpans": []});
     };

@@ -15,27 +15,27 @@ use crate::ledger::canonical::Value;
 
 /// What one model's witnessed calls spent.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ModelSpend {
-    pub model: String,
+pub(crate) struct ModelSpend {
+    pub(crate) model: String,
     /// Calls that witnessed their usage.
-    pub calls: u64,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
+    pub(crate) calls: u64,
+    pub(crate) prompt_tokens: u64,
+    pub(crate) completion_tokens: u64,
     /// Some of the counts are estimates (a command worker's bytes / 4).
-    pub estimated: bool,
+    pub(crate) estimated: bool,
     /// The summed cost, when the calls were priced.
-    pub cost_usd: Option<f64>,
+    pub(crate) cost_usd: Option<f64>,
 }
 
 impl ModelSpend {
     /// Prompt plus completion tokens.
-    pub fn tokens(&self) -> u64 {
+    pub(crate) fn tokens(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens
     }
 }
 
 /// Every model's spend in `items`, in the order the models first appear.
-pub fn per_model<'a>(
+pub(crate) fn per_model<'a>(
     items: impl IntoIterator<Item = &'a (Entry, Option<Value>)>,
 ) -> Vec<ModelSpend> {
     let mut out: Vec<ModelSpend> = Vec::new();
@@ -78,7 +78,7 @@ pub fn per_model<'a>(
 
 /// The spend as one object: `{MODEL: {calls, prompt_tokens, completion_tokens, tokens,
 /// cost_usd?, estimated?}, ...}`, then `total: {tokens, cost_usd?}`. `None` when empty.
-pub fn to_value(models: &[ModelSpend]) -> Option<Value> {
+pub(crate) fn to_value(models: &[ModelSpend]) -> Option<Value> {
     if models.is_empty() {
         return None;
     }
@@ -111,7 +111,7 @@ pub fn to_value(models: &[ModelSpend]) -> Option<Value> {
 }
 
 /// The spend as text lines, one per model (empty when there is none).
-pub fn text_lines(models: &[ModelSpend]) -> Vec<String> {
+pub(crate) fn text_lines(models: &[ModelSpend]) -> Vec<String> {
     if models.is_empty() {
         return Vec::new();
     }

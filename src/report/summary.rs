@@ -46,7 +46,7 @@ fn work_metrics(w: &Work) -> Value {
 }
 
 /// The 38 numeric fields that [`compare`] subtracts, in Forum's order.
-pub const NUMERIC: [&str; 38] = [
+pub(crate) const NUMERIC: [&str; 38] = [
     "entries",
     "requests",
     "plans",
@@ -94,21 +94,21 @@ const BUDGET_SKIPPED_OUTPUT: &str = "error: budget exceeded";
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
     /// The [`NUMERIC`] fields, in that order.
-    pub metrics: Vec<(&'static str, i64)>,
+    pub(crate) metrics: Vec<(&'static str, i64)>,
     /// Witnessed model calls per model, models in first-seen order.
     pub model_calls: Vec<(String, i64)>,
     /// The Merkle root of the ledger.
-    pub checkpoint: String,
+    pub(crate) checkpoint: String,
     /// Chain verification of the ledger.
     pub verified: bool,
     /// Entries whose body is absent (redacted): left out of every body-based count.
     pub absent_bodies: u64,
     /// What `--work` runs changed, checked and shipped ([`super::work`]); `None` when the
     /// ledger has no `change` entry, so a Forum ledger summarizes exactly as Forum's.
-    pub work: Option<Work>,
+    pub(crate) work: Option<Work>,
     /// Tokens and cost per model ([`super::spend`]), shown as a `spend` object last; empty
     /// (and not shown) when no entry witnessed usage.
-    pub spend: Vec<ModelSpend>,
+    pub(crate) spend: Vec<ModelSpend>,
 }
 
 impl Summary {
@@ -152,7 +152,7 @@ impl Summary {
 }
 
 /// The model a witnessed call went to, when `e` is one (see the module docs).
-pub fn witnessed_call(e: &Entry, body: Option<&Value>) -> Option<String> {
+pub(crate) fn witnessed_call(e: &Entry, body: Option<&Value>) -> Option<String> {
     let model = match field(body, "model") {
         Some(Value::Str(m)) if !m.is_empty() => m.clone(),
         _ => return None,
@@ -366,7 +366,7 @@ pub fn compare(a: &Summary, b: &Summary) -> Vec<(&'static str, i64)> {
 }
 
 /// `b − a` for each work count, when either side has work (a side without counts as zero).
-pub fn compare_work(a: &Summary, b: &Summary) -> Option<Vec<(&'static str, i64)>> {
+pub(crate) fn compare_work(a: &Summary, b: &Summary) -> Option<Vec<(&'static str, i64)>> {
     if a.work.is_none() && b.work.is_none() {
         return None;
     }

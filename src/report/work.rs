@@ -16,40 +16,40 @@ use crate::ledger::{Entry, kind};
 
 /// One task's part of a run's work.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct TaskWork {
+pub(crate) struct TaskWork {
     /// The task id (`run` for the checks on the run branch).
-    pub id: String,
+    pub(crate) id: String,
     /// The latest `change` entry's seq, commit (`None`: the worker changed nothing), files
     /// (`{path, status, added, removed}` as witnessed) and whether its diff was cut.
-    pub change: Option<(u64, Option<String>, Vec<Value>, bool)>,
+    pub(crate) change: Option<(u64, Option<String>, Vec<Value>, bool)>,
     /// Checks of this task that passed and failed.
-    pub checks_passed: u64,
-    pub checks_failed: u64,
+    pub(crate) checks_passed: u64,
+    pub(crate) checks_failed: u64,
     /// The latest gate decision (`merge`, `block`, `escalate`, `undetermined`) and its reason,
     /// or `conflict` when integration conflicted after it.
-    pub decision: Option<(String, String)>,
+    pub(crate) decision: Option<(String, String)>,
 }
 
 /// A run's work in the repository.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Work {
+pub(crate) struct Work {
     /// `change` entries with a commit.
-    pub changes: u64,
+    pub(crate) changes: u64,
     /// Files those changes touched, and lines added and removed.
-    pub files: u64,
-    pub added: u64,
-    pub removed: u64,
+    pub(crate) files: u64,
+    pub(crate) added: u64,
+    pub(crate) removed: u64,
     /// Checks that passed and failed.
-    pub checks_passed: u64,
-    pub checks_failed: u64,
+    pub(crate) checks_passed: u64,
+    pub(crate) checks_failed: u64,
     /// Tasks whose latest decision is merge, block, or neither (escalate, undetermined).
-    pub merged: u64,
-    pub blocked: u64,
-    pub waiting: u64,
+    pub(crate) merged: u64,
+    pub(crate) blocked: u64,
+    pub(crate) waiting: u64,
     /// Conflicts witnessed.
-    pub conflicts: u64,
+    pub(crate) conflicts: u64,
     /// Per task, in the order each first appears.
-    pub tasks: Vec<TaskWork>,
+    pub(crate) tasks: Vec<TaskWork>,
 }
 
 fn text(b: Option<&Value>, key: &str) -> String {
@@ -65,7 +65,9 @@ fn count(v: Option<&Value>) -> u64 {
 
 /// The work of the entries `items` (one run, or a whole ledger), or `None` when none of them
 /// is a `change` entry.
-pub fn work<'a>(items: impl IntoIterator<Item = &'a (Entry, Option<Value>)>) -> Option<Work> {
+pub(crate) fn work<'a>(
+    items: impl IntoIterator<Item = &'a (Entry, Option<Value>)>,
+) -> Option<Work> {
     let mut w = Work::default();
     let mut any = false;
     for (e, body) in items {
@@ -146,7 +148,7 @@ pub fn work<'a>(items: impl IntoIterator<Item = &'a (Entry, Option<Value>)>) -> 
 
 impl TaskWork {
     /// Lines added and removed by the latest change.
-    pub fn lines(&self) -> (u64, u64) {
+    pub(crate) fn lines(&self) -> (u64, u64) {
         let files = self.change.as_ref().map(|c| c.2.as_slice()).unwrap_or(&[]);
         files.iter().fold((0, 0), |(a, r), f| {
             (a + count(f.get("added")), r + count(f.get("removed")))
@@ -155,7 +157,7 @@ impl TaskWork {
 
     /// Where the task stands: `merged`, `blocked`, `waiting`, `conflict`, `not shipped` (checks
     /// failed or no gate yet) or `no change`.
-    pub fn state(&self) -> &'static str {
+    pub(crate) fn state(&self) -> &'static str {
         match self.decision.as_ref().map(|d| d.0.as_str()) {
             Some("merge") => "merged",
             Some("block") => "blocked",
@@ -168,7 +170,7 @@ impl TaskWork {
 
     /// `{change: {seq, commit, files, added, removed, truncated} | null, checks: {passed,
     /// failed}, ship: {decision, reason} | null, state}`.
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let (added, removed) = self.lines();
         let change = match &self.change {
             Some((seq, commit, files, truncated)) => obj([
@@ -208,7 +210,7 @@ impl TaskWork {
 impl Work {
     /// The counts as JSON: `{changes, files, added, removed, checks: {passed, failed}, ship:
     /// {merged, blocked, waiting}, conflicts}`.
-    pub fn counts_value(&self) -> Value {
+    pub(crate) fn counts_value(&self) -> Value {
         obj([
             ("changes", uint(self.changes)),
             ("files", uint(self.files)),
@@ -234,7 +236,7 @@ impl Work {
     }
 
     /// The counts, flat and named, in a fixed order (what the summary and `bench` compare).
-    pub fn metrics(&self) -> [(&'static str, i64); 10] {
+    pub(crate) fn metrics(&self) -> [(&'static str, i64); 10] {
         let i = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         [
             ("changes", i(self.changes)),
@@ -252,7 +254,9 @@ impl Work {
 
     /// One line for a person: `2 changes (3 files, +10 -2); checks 3/4 passed; 1 merged, 1
     /// blocked, 0 waiting`.
-    pub fn line(&self) -> String {
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
+    pub(crate) fn line(&self) -> String {
         let mut line = format!(
             "{} change{} ({} file{}, +{} -{}); checks {}/{} passed; {} merged, {} blocked, {} waiting",
             self.changes,

@@ -6,31 +6,31 @@ use crate::ledger::Value;
 
 /// `forum.communication-contract/v1`: how the final answer is to be written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommunicationContract {
+pub(crate) struct CommunicationContract {
     /// Domain label (`general` when empty).
-    pub domain: String,
+    pub(crate) domain: String,
     /// Intent label (`coordinate` when empty).
-    pub intent: String,
+    pub(crate) intent: String,
     /// Posture label (`operator` when empty).
-    pub posture: String,
+    pub(crate) posture: String,
     /// Delivery profile.
-    pub profile: DeliveryProfile,
+    pub(crate) profile: DeliveryProfile,
     /// Proof lane label, if any.
-    pub proof_lane: Option<String>,
+    pub(crate) proof_lane: Option<String>,
     /// Domain lane label, if any.
-    pub domain_lane: Option<String>,
+    pub(crate) domain_lane: Option<String>,
     /// Opening instruction, by posture.
-    pub lead: String,
+    pub(crate) lead: String,
     /// Section labels, by profile.
-    pub structure: Vec<String>,
+    pub(crate) structure: Vec<String>,
     /// Evidence instructions, by profile.
-    pub evidence: Vec<String>,
+    pub(crate) evidence: Vec<String>,
     /// What to avoid.
-    pub avoid: Vec<String>,
+    pub(crate) avoid: Vec<String>,
     /// Moves the answer must make, by posture.
-    pub required_moves: Vec<String>,
+    pub(crate) required_moves: Vec<String>,
     /// The frame's one-sentence contract.
-    pub human_contract: String,
+    pub(crate) human_contract: String,
 }
 
 /// Why a contract cannot be built.
@@ -38,13 +38,13 @@ pub struct CommunicationContract {
 #[error(
     "unknown delivery profile {0:?}; expected one of: operator, engineer, researcher, executive"
 )]
-pub struct UnknownProfile(pub String);
+pub(crate) struct UnknownProfile(pub(crate) String);
 
 /// Builds the communication contract from a frame's labels (forum-spec §7.5). `profile` is a
 /// profile name (normalised; unknown names are an error); an unknown posture takes the
 /// operator's lead and moves.
 #[allow(clippy::too_many_arguments)]
-pub fn build_communication_contract(
+pub(crate) fn build_communication_contract(
     domain: &str,
     intent: &str,
     posture: &str,
@@ -83,7 +83,7 @@ pub fn build_communication_contract(
 
 impl CommunicationContract {
     /// The contract as a payload, keys in Forum's order.
-    pub fn payload(&self) -> Value {
+    pub(crate) fn payload(&self) -> Value {
         Value::object([
             ("schema".to_string(), Value::str(CONTRACT_SCHEMA)),
             ("domain".to_string(), Value::str(&self.domain)),
@@ -105,7 +105,7 @@ impl CommunicationContract {
     }
 
     /// The contract as prompt text: nine lines (forum-spec §7.6).
-    pub fn prompt_text(&self) -> String {
+    pub(crate) fn prompt_text(&self) -> String {
         [
             "Communication contract:".to_string(),
             format!("Posture: {} / {}", self.posture, self.profile),

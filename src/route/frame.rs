@@ -13,29 +13,29 @@ use crate::roster::Roster;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteFrame {
     /// The decided lane, or `None` when the route escalated.
-    pub agent: Option<String>,
+    pub(crate) agent: Option<String>,
     /// Domain label.
-    pub domain: String,
+    pub(crate) domain: String,
     /// Intent label.
-    pub intent: String,
+    pub(crate) intent: String,
     /// Posture.
-    pub posture: Posture,
+    pub(crate) posture: Posture,
     /// Delivery profile.
-    pub delivery_profile: DeliveryProfile,
+    pub(crate) delivery_profile: DeliveryProfile,
     /// The decided lane's model tier (from the roster), if any.
-    pub model_tier: Option<String>,
+    pub(crate) model_tier: Option<String>,
     /// The decided lane's executor (from the roster), if any.
-    pub executor: Option<String>,
+    pub(crate) executor: Option<String>,
     /// Proof lane label, if any.
-    pub proof_lane: Option<String>,
+    pub(crate) proof_lane: Option<String>,
     /// Domain lane label, if any.
-    pub domain_lane: Option<String>,
+    pub(crate) domain_lane: Option<String>,
     /// Our one-sentence contract for the frame's domain.
-    pub human_contract: String,
+    pub(crate) human_contract: String,
     /// The derived communication contract.
-    pub communication_contract: CommunicationContract,
+    pub(crate) communication_contract: CommunicationContract,
     /// The request tokens that matched the chosen rule's keywords, sorted.
-    pub signals: Vec<String>,
+    pub(crate) signals: Vec<String>,
 }
 
 /// Derives the route frame for `text` from a decision and the roster (forum-spec §7).

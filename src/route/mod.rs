@@ -26,7 +26,7 @@ mod tests;
 
 use crate::ledger::Value;
 
-pub use contract::{CommunicationContract, UnknownProfile, build_communication_contract};
+pub(crate) use contract::{CommunicationContract, build_communication_contract};
 pub use frame::{RouteFrame, derive_route_frame, route_request};
 pub use router::{
     Candidate, Classification, Classifier, RequestError, RouteDecision, RouteRule, Router,
@@ -35,9 +35,9 @@ pub use router::{
 pub use rules::{AVOID, DeliveryProfile, FALLBACK_FRAME, FRAME_RULES, FrameRule, Posture};
 
 /// Schema name of a route frame payload.
-pub const ROUTE_FRAME_SCHEMA: &str = "forum.route-frame/v1";
+pub(crate) const ROUTE_FRAME_SCHEMA: &str = "forum.route-frame/v1";
 /// Schema name of a communication contract.
-pub const CONTRACT_SCHEMA: &str = "forum.communication-contract/v1";
+pub(crate) const CONTRACT_SCHEMA: &str = "forum.communication-contract/v1";
 
 /// An optional string as a payload value (`null` when absent); shared by the frame and the
 /// contract.

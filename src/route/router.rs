@@ -56,11 +56,11 @@ pub fn check_request(text: &str) -> Result<(), RequestError> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     /// Lane name.
-    pub agent: String,
+    pub(crate) agent: String,
     /// `hits / len(keywords)`.
-    pub score: f64,
+    pub(crate) score: f64,
     /// Number of the lane's keywords found among the request tokens.
-    pub hits: usize,
+    pub(crate) hits: usize,
 }
 
 /// Which rule produced a decision.
@@ -83,14 +83,14 @@ pub enum RouteRule {
 pub struct RouteDecision {
     /// Every lane with its score, best first (score descending, then name ascending; after
     /// a raw-hit decision the leader comes first).
-    pub candidates: Vec<Candidate>,
+    pub(crate) candidates: Vec<Candidate>,
     /// The chosen lane, or `None` when the route escalates.
-    pub decided: Option<String>,
+    pub(crate) decided: Option<String>,
     /// The winning score (at least 0.5 for hit rules), or the top-minus-second margin when
     /// escalated.
     pub confidence: f64,
     /// True when keywords could not separate the lanes.
-    pub needs_escalation: bool,
+    pub(crate) needs_escalation: bool,
     /// The rule that decided.
     pub rule: RouteRule,
 }
@@ -99,13 +99,13 @@ pub struct RouteDecision {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Router {
     /// Minimum normalised score for a confident decision (0.5).
-    pub threshold: f64,
+    pub(crate) threshold: f64,
     /// Minimum lead of the top score over the second (0.15).
-    pub margin: f64,
+    pub(crate) margin: f64,
     /// Minimum raw hits for a hit-based decision (3).
-    pub decisive_hits: usize,
+    pub(crate) decisive_hits: usize,
     /// Minimum lead in raw hits for a hit-based decision (2).
-    pub hit_margin: usize,
+    pub(crate) hit_margin: usize,
 }
 
 impl Default for Router {
@@ -218,16 +218,18 @@ impl Router {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Classification {
     /// The lane the model chose.
-    pub agent: String,
+    pub(crate) agent: String,
     /// The model's confidence in `[0, 1]`.
-    pub confidence: f64,
+    pub(crate) confidence: f64,
     /// Why, in the model's words.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 impl Classification {
     /// The payload of a `classification` ledger entry: `{task, agent, confidence, reason}`.
-    pub fn payload(&self, task: &str) -> Value {
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
+    pub(crate) fn payload(&self, task: &str) -> Value {
         Value::object([
             ("task".to_string(), Value::str(task)),
             ("agent".to_string(), Value::str(&self.agent)),
@@ -266,7 +268,9 @@ pub enum SettleError {
 impl RouteDecision {
     /// Settles an escalated route with a classifier's answer: the decision names the chosen
     /// lane with the classifier's confidence; candidates keep their keyword scores.
-    pub fn settle(
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
+    pub(crate) fn settle(
         &self,
         classification: &Classification,
         roster: &Roster,

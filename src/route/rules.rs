@@ -20,7 +20,7 @@ pub enum Posture {
 
 impl Posture {
     /// The posture's label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Posture::Architect => "architect",
             Posture::Investigator => "investigator",
@@ -44,7 +44,7 @@ impl Posture {
     }
 
     /// Our one-sentence opening instruction for this posture.
-    pub fn lead(self) -> &'static str {
+    pub(crate) fn lead(self) -> &'static str {
         match self {
             Posture::Architect => "Open with the change or the decision itself.",
             Posture::Investigator => "Open with what was found and how sure you are of it.",
@@ -55,7 +55,7 @@ impl Posture {
     }
 
     /// The moves an answer in this posture must make (labels, as Forum lists them).
-    pub fn required_moves(self) -> [&'static str; 2] {
+    pub(crate) fn required_moves(self) -> [&'static str; 2] {
         match self {
             Posture::Architect => [
                 "name the mechanism",
@@ -90,7 +90,7 @@ pub enum DeliveryProfile {
 
 impl DeliveryProfile {
     /// Every profile.
-    pub const ALL: [DeliveryProfile; 4] = [
+    pub(crate) const ALL: [DeliveryProfile; 4] = [
         DeliveryProfile::Operator,
         DeliveryProfile::Engineer,
         DeliveryProfile::Researcher,
@@ -98,7 +98,7 @@ impl DeliveryProfile {
     ];
 
     /// The profile's label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             DeliveryProfile::Operator => "operator",
             DeliveryProfile::Engineer => "engineer",
@@ -114,7 +114,7 @@ impl DeliveryProfile {
     }
 
     /// The sections an answer in this profile is organised into (labels, as Forum lists them).
-    pub fn structure(self) -> &'static [&'static str] {
+    pub(crate) fn structure(self) -> &'static [&'static str] {
         match self {
             DeliveryProfile::Engineer => {
                 &["change", "interface", "verification", "risk", "next step"]
@@ -132,7 +132,7 @@ impl DeliveryProfile {
     }
 
     /// Our instructions on what evidence an answer in this profile must carry.
-    pub fn evidence(self) -> &'static [&'static str] {
+    pub(crate) fn evidence(self) -> &'static [&'static str] {
         match self {
             DeliveryProfile::Engineer => {
                 &["back each claim with the file, command, test or ledger entry that shows it"]
@@ -169,23 +169,23 @@ pub const AVOID: [&str; 4] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameRule {
     /// Domain label.
-    pub domain: &'static str,
+    pub(crate) domain: &'static str,
     /// Intent label.
-    pub intent: &'static str,
+    pub(crate) intent: &'static str,
     /// Posture.
-    pub posture: Posture,
+    pub(crate) posture: Posture,
     /// Delivery profile.
-    pub delivery_profile: DeliveryProfile,
+    pub(crate) delivery_profile: DeliveryProfile,
     /// Proof lane label, if any.
-    pub proof_lane: Option<&'static str>,
+    pub(crate) proof_lane: Option<&'static str>,
     /// Domain lane label, if any.
-    pub domain_lane: Option<&'static str>,
+    pub(crate) domain_lane: Option<&'static str>,
     /// Request words that select this frame.
-    pub keywords: &'static [&'static str],
+    pub(crate) keywords: &'static [&'static str],
     /// Lanes whose decisions select this frame.
-    pub agents: &'static [&'static str],
+    pub(crate) agents: &'static [&'static str],
     /// Our one-sentence contract for answers in this domain.
-    pub human_contract: &'static str,
+    pub(crate) human_contract: &'static str,
 }
 
 /// The six frame rules in the order they are tried (forum-spec §7.3).

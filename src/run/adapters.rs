@@ -93,7 +93,7 @@ pub struct LedgerContext {
 impl LedgerContext {
     /// A provider named `name` whose request context is `render(ledger)`; an `Err` is
     /// witnessed as a failure with code `render`.
-    pub fn new(
+    pub(crate) fn new(
         name: &str,
         render: impl Fn(&dyn Storage) -> Result<String, String> + Send + Sync + 'static,
     ) -> LedgerContext {

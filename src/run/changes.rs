@@ -28,41 +28,41 @@ use super::{Event, RunError, lock};
 
 /// Opens the workbench of the run whose request is at the given seq: at HEAD for a new run,
 /// at its recorded base commit (the second argument) for a resumed one.
-pub type OpenWork =
+pub(crate) type OpenWork =
     Arc<dyn Fn(u64, Option<&str>) -> Result<Arc<dyn Workbench>, WorkError> + Send + Sync>;
 
 /// The most bytes of a change's diff a `change` entry holds (the commit stays the full record).
-pub const DEFAULT_DIFF_CAP: usize = 64 * 1024;
+pub(crate) const DEFAULT_DIFF_CAP: usize = 64 * 1024;
 /// The most bytes of a check's output a `check` entry holds (its tail).
-pub const DEFAULT_CHECK_OUTPUT_CAP: usize = 8 * 1024;
+pub(crate) const DEFAULT_CHECK_OUTPUT_CAP: usize = 8 * 1024;
 /// How long one check command may run before it is killed.
-pub const DEFAULT_CHECK_DEADLINE: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_CHECK_DEADLINE: Duration = Duration::from_secs(300);
 
 /// How a run changes the repository.
 #[derive(Clone)]
-pub struct WorkOptions {
+pub(crate) struct WorkOptions {
     /// Whether a new run works in the repository (`--work`); a resumed run follows its record.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// Opens the run's workbench (in the surface: the git one over the repository).
-    pub open: OpenWork,
+    pub(crate) open: OpenWork,
     /// The ledger's name (the `Forum-Ledger` trailer).
-    pub ledger: String,
+    pub(crate) ledger: String,
     /// Check commands every change must pass (`[work] checks`, then `--check`).
-    pub checks: Vec<String>,
+    pub(crate) checks: Vec<String>,
     /// How long each check may run.
-    pub check_deadline: Duration,
+    pub(crate) check_deadline: Duration,
     /// The bytes of check output kept.
-    pub output_cap: usize,
+    pub(crate) output_cap: usize,
     /// The bytes of diff a `change` entry holds.
-    pub diff_cap: usize,
+    pub(crate) diff_cap: usize,
     /// Commands the built-in editing worker may run besides the checks (`--allow-cmd`).
-    pub allow_cmds: Vec<String>,
+    pub(crate) allow_cmds: Vec<String>,
     /// Tool calls each task of the built-in editing worker may make (`--max-tool-calls`).
-    pub max_tool_calls: u32,
+    pub(crate) max_tool_calls: u32,
     /// Whether workers and checks run confined (`--sandbox`, `--no-sandbox`, `[work] sandbox`).
-    pub sandbox: Arc<Sandboxing>,
+    pub(crate) sandbox: Arc<Sandboxing>,
     /// The run's verification tier (its heaviest seat's; `None`: standard, every change gated).
-    pub verification: Option<Verification>,
+    pub(crate) verification: Option<Verification>,
 }
 
 impl std::fmt::Debug for WorkOptions {

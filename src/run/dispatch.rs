@@ -23,57 +23,57 @@ use super::{Env, Options, RunError, lock};
 
 /// One dispatched task's result.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskResult {
+pub(crate) struct TaskResult {
     /// The seq of its `result` entry.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// Whether the executor answered.
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// The output (or the error) witnessed.
-    pub output: String,
+    pub(crate) output: String,
     /// What became of its change, in a dispatch that works in the repository.
-    pub work: Option<WorkState>,
+    pub(crate) work: Option<WorkState>,
 }
 
 /// One task's change in a dispatch that works in the repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkState {
+pub(crate) struct WorkState {
     /// Whether its change is on the run branch (or it changed nothing and its checks passed).
-    pub landed: bool,
+    pub(crate) landed: bool,
     /// Why it did not land (empty when it did).
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// The run branch of a dispatch that works in the repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkBranch {
+pub(crate) struct WorkBranch {
     /// The run's seq (its `plan` entry): the branch is `forum/run-SEQ`.
-    pub run_seq: u64,
+    pub(crate) run_seq: u64,
     /// The commit the branch started at.
-    pub base: String,
+    pub(crate) base: String,
     /// The branch's tip once anything was integrated.
-    pub tip: Option<String>,
+    pub(crate) tip: Option<String>,
 }
 
 /// What a dispatch wrote and what each task gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dispatched {
+pub(crate) struct Dispatched {
     /// The seq of the `plan` entry.
-    pub plan_seq: u64,
+    pub(crate) plan_seq: u64,
     /// Each task's result, by task id.
-    pub results: BTreeMap<String, TaskResult>,
+    pub(crate) results: BTreeMap<String, TaskResult>,
     /// Every entry this dispatch wrote, in seq order.
-    pub written: Vec<u64>,
+    pub(crate) written: Vec<u64>,
     /// Model calls started, per model id.
-    pub calls: BTreeMap<String, u64>,
+    pub(crate) calls: BTreeMap<String, u64>,
     /// The run branch, when the dispatch worked in the repository.
-    pub branch: Option<WorkBranch>,
+    pub(crate) branch: Option<WorkBranch>,
 }
 
 /// Dispatches `plan` on `store`: a `plan` entry with no parent (Forum's `{waves, edges}`),
 /// then every wave in order, tasks parented on the plan and results on their tasks. When
 /// `opts.work` is enabled the tasks work in the repository from `base` (HEAD when `None`);
 /// every worktree is removed however the dispatch ends.
-pub fn dispatch(
+pub(crate) fn dispatch(
     store: &mut (dyn Storage + Send),
     env: &Env<'_>,
     opts: &Options,

@@ -16,7 +16,7 @@ pub struct GatePolicy {
     /// Waves (0-based) that wait for a decision before they run.
     pub waves: BTreeSet<usize>,
     /// The question shown to the approver.
-    pub question: Option<String>,
+    pub(crate) question: Option<String>,
     /// Seconds a pending gate waits before `on_expiry` applies (checked on resume).
     pub deadline_seconds: Option<f64>,
     /// What an expired gate becomes: `approve` or `reject` (default).

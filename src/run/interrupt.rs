@@ -16,18 +16,18 @@ pub(crate) const HALT: &str = "halt";
 
 /// Who halted a run, and why (what its `halted` entry records).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Halt {
+pub(crate) struct Halt {
     /// Who asked: a person's name, a client, or `signal`.
-    pub by: String,
+    pub(crate) by: String,
     /// Why, in their words.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// Tells a run that it is being interrupted (a signal, a halt, a cancel): from then on it
 /// starts no command or model call and writes no entry of its own, the commands it has running
 /// are killed with their process groups, and it ends by witnessing `halted` (a halt or a
 /// signal) or `interrupted` (a cancel).
-pub struct Interrupt {
+pub(crate) struct Interrupt {
     signal: Mutex<Option<String>>,
     halt: Mutex<Option<Halt>>,
     run: Mutex<Option<u64>>,
@@ -64,7 +64,7 @@ impl Default for Interrupt {
 
 impl Interrupt {
     /// A flag not raised yet.
-    pub fn new() -> Interrupt {
+    pub(crate) fn new() -> Interrupt {
         Interrupt::default()
     }
 
@@ -77,7 +77,7 @@ impl Interrupt {
 
     /// Raises the flag for an operator's halt (`git forum halt`, `POST /halt`): the run ends by
     /// witnessing `halted {by, reason}`. A flag already raised keeps its first cause.
-    pub fn raise_halt(&self, by: &str, reason: &str) {
+    pub(crate) fn raise_halt(&self, by: &str, reason: &str) {
         {
             let mut signal = lock(&self.signal);
             if signal.is_none() {
@@ -112,7 +112,7 @@ impl Interrupt {
     }
 
     /// The run this flag guards (its request seq), once the run has one.
-    pub fn run(&self) -> Option<u64> {
+    pub(crate) fn run(&self) -> Option<u64> {
         *lock(&self.run)
     }
 
@@ -127,7 +127,7 @@ impl Interrupt {
 
     /// Calls `hook` with the run's request seq when the run learns it (at once when it knows
     /// it already).
-    pub fn on_run(&self, hook: impl Fn(u64) + Send + 'static) {
+    pub(crate) fn on_run(&self, hook: impl Fn(u64) + Send + 'static) {
         let mut slot = lock(&self.on_run);
         if let Some(seq) = self.run() {
             hook(seq);
@@ -136,7 +136,7 @@ impl Interrupt {
     }
 
     /// Drops the hook of [`Interrupt::on_run`].
-    pub fn clear_on_run(&self) {
+    pub(crate) fn clear_on_run(&self) {
         *lock(&self.on_run) = None;
     }
 

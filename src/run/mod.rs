@@ -67,7 +67,7 @@ pub mod status;
 mod synthesis;
 mod tasks;
 pub mod tools;
-pub mod work;
+pub(crate) mod work;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -83,15 +83,15 @@ pub use adapters::{
     CommandContext, CommandVerifier, DEFAULT_COMMAND_TIMEOUT, LedgerContext,
     MAX_CONTEXT_COMMAND_BYTES, MAX_VERIFICATION_DETAIL_CHARS, MAX_VERIFIER_COMMAND_BYTES,
 };
-pub use changes::{
+pub(crate) use changes::{
     DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, OpenWork, WorkOptions,
 };
 pub use context::{MAX_TASK_CONTEXT_CHARS, TASK_CONTEXT_CUT_MARKER, cap_task_context};
-pub use dispatch::{Dispatched, TaskResult, WorkBranch, WorkState, dispatch};
+pub(crate) use dispatch::{WorkBranch, dispatch};
 pub use drive::submit;
-pub use gates::GatePolicy;
-pub use interrupt::{Halt, Interrupt};
-pub use payload::{plan_entry_payload, plan_from_payload};
+pub(crate) use gates::GatePolicy;
+pub(crate) use interrupt::Interrupt;
+pub(crate) use payload::{plan_entry_payload, plan_from_payload};
 pub use resume::resume;
 pub use schemas::{
     Verdict, judgment_schema, parse_judgment, parse_verdict, plan_schema, verdict_schema,
@@ -127,7 +127,7 @@ pub struct Options {
     pub max_seconds: Option<f64>,
     /// The spend ceilings (`--max-tokens`, `--max-cost-usd`): a call whose worst case does not
     /// fit in what is left never starts, and the run stops as on its budget.
-    pub ceilings: crate::spend::Ceilings,
+    pub(crate) ceilings: crate::spend::Ceilings,
     /// Token limits on what reaches prompts.
     pub context_budget: Option<ContextBudget>,
     /// What may run, and how many tasks at once.
@@ -135,13 +135,13 @@ pub struct Options {
     /// Witness a checkpoint (and sync) after each wave.
     pub checkpoint_each_wave: bool,
     /// The delivery profile to check the answer against (default: the route frame's).
-    pub delivery_profile: Option<String>,
+    pub(crate) delivery_profile: Option<String>,
     /// Human approval before waves.
     pub gates: GatePolicy,
     /// A cap on the tokens each free-text model call (tasks, synthesis, revision) may generate,
     /// where the executor has one; `None` keeps each role's default. Structured calls (plan,
     /// verdicts, the intent judge) keep their own limits: cutting them short breaks their JSON.
-    pub max_output_tokens: Option<u32>,
+    pub(crate) max_output_tokens: Option<u32>,
     /// When the intent check flags the answer (and the budget allows), ask the orchestrator
     /// seat whether it drifted or paraphrased, witnessed as `intent_judgment`.
     pub judge_intent: bool,
@@ -155,12 +155,12 @@ pub struct Options {
     /// `context`.
     pub context: Option<Arc<dyn ContextProvider>>,
     /// Raised when the process is interrupted: the run stops and witnesses `interrupted`.
-    pub interrupt: Option<Arc<Interrupt>>,
+    pub(crate) interrupt: Option<Arc<Interrupt>>,
     /// Work in the repository (`--work`): a worktree per task, changes as commits, checks,
     /// the pre-ship gate and the run branch. A resumed run works when its record says so.
-    pub work: Option<WorkOptions>,
+    pub(crate) work: Option<WorkOptions>,
     /// Scans every body before it is hashed: redact (default) or block what it finds.
-    pub secrets: crate::secrets::Guard,
+    pub(crate) secrets: crate::secrets::Guard,
     /// The run's executors as its request records them (`runtime`: see
     /// [`crate::exec::config::record`]), so a resume can continue on them; `None` records none.
     pub runtime_record: Option<serde_json::Value>,
@@ -242,7 +242,7 @@ pub struct Outcome {
     /// How the run ended this time.
     pub status: Status,
     /// The seq of the run's `request` entry (the run's id).
-    pub request_seq: u64,
+    pub(crate) request_seq: u64,
     /// The answer, when there is one.
     pub answer: Option<String>,
     /// The seq of the delivered answer (a revised answer's own seq when a revision was accepted).
@@ -254,11 +254,11 @@ pub struct Outcome {
     /// Final verdict decisions, counted.
     pub verdicts: BTreeMap<String, u64>,
     /// The route frame payload.
-    pub route_frame: Value,
+    pub(crate) route_frame: Value,
     /// The ceiling that stopped the run (`max_tokens`, `max_cost_usd`), if one did.
-    pub ceiling: Option<&'static str>,
+    pub(crate) ceiling: Option<&'static str>,
     /// What this invocation's model calls spent, as the spend ledger counted it.
-    pub spent: crate::spend::Amount,
+    pub(crate) spent: crate::spend::Amount,
 }
 
 impl Outcome {

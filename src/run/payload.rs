@@ -7,7 +7,7 @@ use crate::plan::{CompiledPlan, Plan, Task};
 
 /// The plan entry payload: Forum's `waves` and `edges`, plus the tasks themselves (so order
 /// edges and done criteria survive, and a resumed run continues the same plan).
-pub fn plan_entry_payload(plan: &CompiledPlan) -> J {
+pub(crate) fn plan_entry_payload(plan: &CompiledPlan) -> J {
     let mut p = plan.payload().to_serde();
     p["tasks"] = J::Array(
         plan.tasks
@@ -28,7 +28,7 @@ pub fn plan_entry_payload(plan: &CompiledPlan) -> J {
 }
 
 /// Reads back the plan a `plan` entry carries.
-pub fn plan_from_payload(p: &J) -> Option<CompiledPlan> {
+pub(crate) fn plan_from_payload(p: &J) -> Option<CompiledPlan> {
     let tasks = p.get("tasks")?.as_array()?;
     let strs = |v: &J| -> Option<Vec<String>> {
         v.as_array()?

@@ -76,13 +76,13 @@ pub fn verdict_schema() -> OutputSchema {
 pub struct Verdict {
     /// `pass`, `block`, `escalate`, `fail` (the task itself failed) or `undetermined` (the
     /// validator erred or answered nonsense).
-    pub decision: String,
+    pub(crate) decision: String,
     /// The validator's score (0 when none was given).
-    pub score: f64,
+    pub(crate) score: f64,
     /// Why, in the validator's words (or ours when it could not rule).
-    pub reason: String,
+    pub(crate) reason: String,
     /// The validator's model, when one was asked.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
 }
 
 impl Verdict {
@@ -219,10 +219,10 @@ pub fn parse_judgment(text: &str) -> Result<(bool, f64, String), String> {
 }
 
 /// The decisions the pre-ship gate may answer.
-pub const SHIP_DECISIONS: [&str; 4] = ["merge", "block", "escalate", "undetermined"];
+pub(super) const SHIP_DECISIONS: [&str; 4] = ["merge", "block", "escalate", "undetermined"];
 
 /// The schema the pre-ship gate's answer must follow: `{decision, reason}`.
-pub fn ship_schema() -> OutputSchema {
+pub(super) fn ship_schema() -> OutputSchema {
     OutputSchema {
         name: "ship".into(),
         schema: json!({
@@ -239,7 +239,7 @@ pub fn ship_schema() -> OutputSchema {
 
 /// Reads the pre-ship gate's answer: a `decision` among [`SHIP_DECISIONS`] and a `reason`.
 /// The error says what was wrong (the gate then records `undetermined` with it).
-pub fn parse_ship(text: &str) -> Result<(String, String), String> {
+pub(super) fn parse_ship(text: &str) -> Result<(String, String), String> {
     let span = plan::extract_json_object(text).map_err(|e| e.to_string())?;
     let doc: J = serde_json::from_str(span).map_err(|e| format!("invalid JSON: {e}"))?;
     let decision = doc

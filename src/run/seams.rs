@@ -25,7 +25,7 @@ pub struct SystemClock {
 
 impl SystemClock {
     /// A clock started now.
-    pub fn new() -> SystemClock {
+    pub(crate) fn new() -> SystemClock {
         SystemClock {
             start: Instant::now(),
         }
@@ -204,9 +204,9 @@ impl Progress for Silent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContextFailure {
     /// A stable code: `spawn`, `timeout`, `exit`, `not_utf8`, `panic`, or a provider's own.
-    pub code: String,
+    pub(crate) code: String,
     /// What happened, for people.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 /// Where context comes from: once for the request, before planning, and (optionally) fresh

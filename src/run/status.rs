@@ -11,10 +11,7 @@ use super::{GatePolicy, Verdict, plan_from_payload};
 use crate::ledger::{Entry, kind};
 use crate::plan::CompiledPlan;
 
-pub use crate::gate::{
-    Admission, GATE_KINDS, GateState, PendingGate, admission, gate_entries, gate_key,
-    gate_resolution,
-};
+pub(crate) use crate::gate::{Admission, PendingGate, admission};
 
 /// How a run stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,46 +71,46 @@ impl RunState {
 
 /// A task's latest witnessed result.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ResultInfo {
+pub(crate) struct ResultInfo {
     /// What the task printed.
-    pub output: String,
+    pub(crate) output: String,
     /// Whether the executor answered.
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// The model that answered.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The result entry.
-    pub seq: u64,
+    pub(crate) seq: u64,
 }
 
 /// One run as the ledger tells it.
 #[derive(Debug, Clone)]
 pub struct RunInfo {
     /// The seq of the run's `request` entry (the run's id).
-    pub request_seq: u64,
+    pub(crate) request_seq: u64,
     /// The request text.
-    pub request: String,
+    pub(crate) request: String,
     /// How the run stands.
     pub state: RunState,
     /// The latest plan with its tasks, and that entry's seq.
-    pub plan: Option<CompiledPlan>,
+    pub(crate) plan: Option<CompiledPlan>,
     /// The seq of the latest `plan` entry.
-    pub plan_seq: Option<u64>,
+    pub(crate) plan_seq: Option<u64>,
     /// The run's first plan entry: the key of its gates.
-    pub run_seq: Option<u64>,
+    pub(crate) run_seq: Option<u64>,
     /// The gates the run was submitted with (its request's `gates` record).
-    pub gates: GatePolicy,
+    pub(crate) gates: GatePolicy,
     /// Each task's latest result.
-    pub results: BTreeMap<String, ResultInfo>,
+    pub(crate) results: BTreeMap<String, ResultInfo>,
     /// Each task's latest verdict.
-    pub verdicts: BTreeMap<String, Verdict>,
+    pub(crate) verdicts: BTreeMap<String, Verdict>,
     /// The latest answer (seq, text): a revised answer when one was accepted.
     pub answer: Option<(u64, String)>,
     /// Every entry of the run, in seq order.
-    pub entries: Vec<u64>,
+    pub(crate) entries: Vec<u64>,
 }
 
 /// The run (request seq) each entry belongs to (a pure projection; it lives in the report).
-pub use crate::report::run_roots as roots;
+pub(crate) use crate::report::run_roots as roots;
 
 /// Every run in the ledger, oldest first.
 pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> Vec<RunInfo> {

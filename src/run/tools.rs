@@ -13,17 +13,17 @@ use serde_json::{Map, Value, json};
 use crate::exec::tools::ToolSpec;
 
 /// Tool calls a task may make unless `--max-tool-calls` says otherwise.
-pub const DEFAULT_MAX_TOOL_CALLS: u32 = 24;
+pub(crate) const DEFAULT_MAX_TOOL_CALLS: u32 = 24;
 /// The most `--max-tool-calls` accepts.
-pub const MAX_TOOL_CALLS_LIMIT: u32 = 500;
+pub(crate) const MAX_TOOL_CALLS_LIMIT: u32 = 500;
 /// The bytes of a tool call's arguments or result a `tool_call` / `tool_result` entry holds.
-pub const ENTRY_BODY_CAP: usize = 4096;
+pub(crate) const ENTRY_BODY_CAP: usize = 4096;
 /// The bytes of a tool's result the model sees.
-pub const MODEL_OUTPUT_CAP: usize = 16 * 1024;
+pub(crate) const MODEL_OUTPUT_CAP: usize = 16 * 1024;
 /// The bytes `write_file` accepts.
-pub const MAX_WRITE_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_WRITE_BYTES: usize = 1024 * 1024;
 /// The lines `read_file` returns at most.
-pub const MAX_READ_LINES: usize = 400;
+pub(crate) const MAX_READ_LINES: usize = 400;
 
 /// One operation a tool call asks for, its arguments checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,33 +46,19 @@ pub enum Op {
     Run { command: String },
 }
 
-impl Op {
-    /// The tool's name.
-    pub fn tool(&self) -> &'static str {
-        match self {
-            Op::List { .. } => "list_files",
-            Op::Read { .. } => "read_file",
-            Op::Search { .. } => "search",
-            Op::Write { .. } => "write_file",
-            Op::Diff { .. } => "apply_diff",
-            Op::Run { .. } => "run_command",
-        }
-    }
-}
-
 /// What carrying out an [`Op`] gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     /// Whether it did what was asked.
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// Whether it was refused (a path leaving the worktree, a command not allowed).
-    pub refused: bool,
+    pub(crate) refused: bool,
     /// What the model is told.
-    pub text: String,
+    pub(crate) text: String,
 }
 
 impl Outcome {
-    pub fn ok(text: impl Into<String>) -> Outcome {
+    pub(crate) fn ok(text: impl Into<String>) -> Outcome {
         Outcome {
             ok: true,
             refused: false,
@@ -80,7 +66,7 @@ impl Outcome {
         }
     }
 
-    pub fn failed(text: impl Into<String>) -> Outcome {
+    pub(crate) fn failed(text: impl Into<String>) -> Outcome {
         Outcome {
             ok: false,
             refused: false,
@@ -88,7 +74,7 @@ impl Outcome {
         }
     }
 
-    pub fn refused(text: impl Into<String>) -> Outcome {
+    pub(crate) fn refused(text: impl Into<String>) -> Outcome {
         Outcome {
             ok: false,
             refused: true,
@@ -170,12 +156,12 @@ fn spec(name: &str, description: &str, mut parameters: Value, required: &[&str])
 
 /// Why a path was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal(pub String);
+pub(crate) struct Refusal(pub(crate) String);
 
 /// A path string made relative to the worktree: `.` parts dropped, separators unified.
 /// Refused: an empty path (unless `allow_root`), NUL, an absolute path (`/x`, `\x`, `C:`),
 /// any `..` part, and `.git` as any part (the repository is not the worker's).
-pub fn confine(path: &str, allow_root: bool) -> Result<String, Refusal> {
+pub(crate) fn confine(path: &str, allow_root: bool) -> Result<String, Refusal> {
     let refuse = |why: &str| {
         Err(Refusal(format!(
             "refused: the path {path:?} {why}; give a path relative to the worktree, inside it"
@@ -213,7 +199,7 @@ pub fn confine(path: &str, allow_root: bool) -> Result<String, Refusal> {
 
 /// The paths a unified diff names (`--- a/X`, `+++ b/X`, `diff --git a/X b/Y`), each once,
 /// `/dev/null` left out, the `a/`/`b/` prefix removed.
-pub fn diff_paths(diff: &str) -> Vec<String> {
+pub(crate) fn diff_paths(diff: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |p: &str| {
         let p = p.split('\t').next().unwrap_or("").trim();
@@ -252,7 +238,7 @@ pub fn diff_paths(diff: &str) -> Vec<String> {
 
 /// A tool call's arguments checked into an [`Op`]; `Err` is what the model is told (a
 /// malformed call), `Ok(Err)` a refusal (a path leaving the worktree, a command not allowed).
-pub fn parse_op(
+pub(crate) fn parse_op(
     name: &str,
     args: &Map<String, Value>,
     commands: &[String],
@@ -355,7 +341,7 @@ pub fn parse_op(
 }
 
 /// `s` cut to at most `cap` bytes on a character boundary, and whether it was cut.
-pub fn cap_text(s: &str, cap: usize) -> (String, bool) {
+pub(crate) fn cap_text(s: &str, cap: usize) -> (String, bool) {
     if s.len() <= cap {
         return (s.to_string(), false);
     }
@@ -368,7 +354,7 @@ pub fn cap_text(s: &str, cap: usize) -> (String, bool) {
 
 /// What the loop does after a turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
     /// Carry out the turn's calls.
     Carry,
     /// Ask once more, with this note (the one corrective turn).
@@ -382,14 +368,14 @@ pub enum Next {
 /// The loop's bookkeeping for one task: tool calls made against the cap, and whether the one
 /// corrective turn was spent.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Loop {
-    pub max_calls: u32,
-    pub calls: u32,
-    pub corrected: bool,
+pub(crate) struct Loop {
+    pub(crate) max_calls: u32,
+    pub(crate) calls: u32,
+    pub(crate) corrected: bool,
 }
 
 impl Loop {
-    pub fn new(max_calls: u32) -> Loop {
+    pub(crate) fn new(max_calls: u32) -> Loop {
         Loop {
             max_calls,
             calls: 0,
@@ -398,17 +384,17 @@ impl Loop {
     }
 
     /// Whether another call is allowed.
-    pub fn room(&self) -> bool {
+    pub(crate) fn room(&self) -> bool {
         self.calls < self.max_calls
     }
 
     /// Counts one call made.
-    pub fn count(&mut self) {
+    pub(crate) fn count(&mut self) {
         self.calls += 1;
     }
 
     /// What follows a turn with `calls` tool calls of which `malformed` were malformed.
-    pub fn after_turn(&mut self, calls: usize, malformed: usize) -> Next {
+    pub(crate) fn after_turn(&mut self, calls: usize, malformed: usize) -> Next {
         if calls == 0 {
             if self.calls > 0 {
                 return Next::Finish;
@@ -449,7 +435,7 @@ impl Loop {
 
 /// The schema of the structured reply a model without tools answers: file writes, or a
 /// unified diff, and a short report.
-pub fn fallback_schema() -> crate::exec::OutputSchema {
+pub(crate) fn fallback_schema() -> crate::exec::OutputSchema {
     crate::exec::OutputSchema {
         name: "edits".into(),
         schema: json!({
@@ -468,12 +454,12 @@ pub fn fallback_schema() -> crate::exec::OutputSchema {
 }
 
 /// The edits of a structured reply: each tool's name and its op (or refusal).
-pub type Edits = Vec<(String, Result<Op, Refusal>)>;
+pub(crate) type Edits = Vec<(String, Result<Op, Refusal>)>;
 
 /// The operations of a structured reply (writes first, then the diff when not empty) and its
 /// report; `Err` names what is wrong with it. Each op is still a refusal when a path leaves
 /// the worktree.
-pub fn parse_fallback(text: &str) -> Result<(Edits, String), String> {
+pub(crate) fn parse_fallback(text: &str) -> Result<(Edits, String), String> {
     let v: Value = serde_json::from_str(text.trim())
         .map_err(|e| format!("the structured reply is not JSON: {e}"))?;
     let mut ops = Vec::new();

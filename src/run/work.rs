@@ -33,7 +33,9 @@ use crate::ledger::kind;
 
 /// The entry kinds a run that changes the repository writes, in the order a task meets them
 /// (`applied` comes later, from `git forum apply`).
-pub const WORK_KINDS: [&str; 5] = [
+// Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+#[allow(dead_code)]
+pub(crate) const WORK_KINDS: [&str; 5] = [
     kind::CHANGE,
     kind::CHECK,
     kind::SHIP,
@@ -42,13 +44,13 @@ pub const WORK_KINDS: [&str; 5] = [
 ];
 
 /// The trailer that names the ledger.
-pub const TRAILER_LEDGER: &str = "Forum-Ledger";
+pub(crate) const TRAILER_LEDGER: &str = "Forum-Ledger";
 /// The trailer that names the run (its request seq).
-pub const TRAILER_RUN: &str = "Forum-Run";
+pub(crate) const TRAILER_RUN: &str = "Forum-Run";
 /// The trailer that names the task entry's seq.
-pub const TRAILER_TASK: &str = "Forum-Task";
+pub(crate) const TRAILER_TASK: &str = "Forum-Task";
 /// The trailer that names the task entry's hash.
-pub const TRAILER_ENTRY: &str = "Forum-Entry";
+pub(crate) const TRAILER_ENTRY: &str = "Forum-Entry";
 
 /// What a run started from: HEAD when it was opened, and what of the user's tree was not part
 /// of it.
@@ -67,7 +69,7 @@ pub struct Base {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskTree {
     /// The task's id in the plan.
-    pub task: String,
+    pub(crate) task: String,
     /// The worktree's directory.
     pub path: PathBuf,
     /// The commit the worktree started at (the base, or the merge of its upstreams).
@@ -100,7 +102,7 @@ pub struct Tie {
 
 impl Tie {
     /// The trailer block (one `Key: value` line each, in a fixed order, newline-terminated).
-    pub fn trailers(&self) -> String {
+    pub(crate) fn trailers(&self) -> String {
         format!(
             "{TRAILER_LEDGER}: {}\n{TRAILER_RUN}: {}\n{TRAILER_TASK}: {}\n{TRAILER_ENTRY}: {}\n",
             self.ledger, self.run_seq, self.task_seq, self.task_hash
@@ -125,7 +127,7 @@ pub struct FileChange {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     /// The task's id in the plan.
-    pub task: String,
+    pub(crate) task: String,
     /// The commit the task's worktree started at.
     pub base: String,
     /// The change commit, or `None` when the task changed nothing.
@@ -172,13 +174,13 @@ impl Change {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckRun {
     /// The shell command as given.
-    pub command: String,
+    pub(crate) command: String,
     /// Its exit code; `None` when it was killed (deadline or signal) or could not start.
     pub exit: Option<i32>,
     /// Whether it passed (exit 0).
     pub ok: bool,
     /// How long it ran.
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// The last bytes of its stdout and stderr (cut on a character boundary).
     pub tail: String,
 }
@@ -186,7 +188,7 @@ pub struct CheckRun {
 impl CheckRun {
     /// The `check` entry's body for `task`: `{task, command, exit, ok, seconds, output}`,
     /// `exit` null when the command was killed or did not start.
-    pub fn payload(&self, task: &str) -> Value {
+    pub(crate) fn payload(&self, task: &str) -> Value {
         json!({
             "task": task,
             "command": self.command,
@@ -209,7 +211,7 @@ pub enum Keep {
 
 impl Keep {
     /// The ref namespace: `refs/forum/work` or `refs/forum/quarantine`.
-    pub fn namespace(self) -> &'static str {
+    pub(crate) fn namespace(self) -> &'static str {
         match self {
             Keep::Work => "refs/forum/work",
             Keep::Quarantine => "refs/forum/quarantine",
@@ -219,7 +221,7 @@ impl Keep {
 
 /// The ref a kept change lives on: `NAMESPACE/LEDGER/RUN/TASK`, the task id made safe as one
 /// ref component and one directory name by [`task_component`].
-pub fn kept_ref(place: Keep, ledger: &str, run_seq: u64, task: &str) -> String {
+pub(crate) fn kept_ref(place: Keep, ledger: &str, run_seq: u64, task: &str) -> String {
     format!(
         "{}/{ledger}/{run_seq}/{}",
         place.namespace(),
@@ -230,7 +232,7 @@ pub fn kept_ref(place: Keep, ledger: &str, run_seq: u64, task: &str) -> String {
 /// A task id as one ref component and one directory name: every character but ASCII letters,
 /// digits, `-` and `_` becomes `-` (so no `.`, `/`, `..` or `.lock`), at most 64 of them;
 /// an empty id becomes `task`.
-pub fn task_component(task: &str) -> String {
+pub(crate) fn task_component(task: &str) -> String {
     let s: String = task
         .chars()
         .take(64)

@@ -19,27 +19,27 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::ledger::canonical::Value;
-pub use rules::{API_KEY_ENV, Confirm, RULES, Rule};
+pub(crate) use rules::{API_KEY_ENV, Confirm, RULES};
 
 /// Literal values shorter than this are not looked for: a two-letter "key" would redact every
 /// word that holds it.
-pub const MIN_LITERAL_BYTES: usize = 8;
+pub(crate) const MIN_LITERAL_BYTES: usize = 8;
 
 /// The marker that replaces a secret found by `rule`.
-pub fn marker(rule: &str) -> String {
+pub(crate) fn marker(rule: &str) -> String {
     format!("[REDACTED:{rule}]")
 }
 
 /// One secret in a text: the rule that found it and its byte span.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
-    pub rule: &'static str,
-    pub start: usize,
-    pub end: usize,
+    pub(crate) rule: &'static str,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
 }
 
 /// Shannon entropy of `s` in bits per byte.
-pub fn entropy(s: &str) -> f64 {
+pub(crate) fn entropy(s: &str) -> f64 {
     if s.is_empty() {
         return 0.0;
     }
@@ -115,7 +115,7 @@ impl std::fmt::Debug for Scanner {
 
 impl Scanner {
     /// The built-in rules only.
-    pub fn new() -> Scanner {
+    pub(crate) fn new() -> Scanner {
         Scanner::default()
     }
 
@@ -144,7 +144,9 @@ impl Scanner {
     }
 
     /// How many runtime values this scanner looks for.
-    pub fn literal_count(&self) -> usize {
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
+    pub(crate) fn literal_count(&self) -> usize {
         self.literal_count
     }
 
@@ -199,7 +201,7 @@ fn rank(rule: &str) -> usize {
 
 /// `text` with each of `found` (sorted, disjoint) replaced by its marker; also the span of
 /// each marker in the result.
-pub fn redact_text(text: &str, found: &[Finding]) -> (String, Vec<(usize, usize)>) {
+pub(crate) fn redact_text(text: &str, found: &[Finding]) -> (String, Vec<(usize, usize)>) {
     let mut out = String::with_capacity(text.len());
     let mut spans = Vec::with_capacity(found.len());
     let mut at = 0;
@@ -216,7 +218,7 @@ pub fn redact_text(text: &str, found: &[Finding]) -> (String, Vec<(usize, usize)
 
 /// What a policy does with a secret.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Replace it with a marker before hashing, and witness where (`secret_redacted`).
     #[default]
     Redact,
@@ -228,7 +230,7 @@ pub enum Mode {
 
 impl Mode {
     /// Reads `redact`, `block` or `allow`.
-    pub fn parse(s: &str) -> Result<Mode, String> {
+    pub(crate) fn parse(s: &str) -> Result<Mode, String> {
         match s {
             "redact" => Ok(Mode::Redact),
             "block" => Ok(Mode::Block),
@@ -240,7 +242,9 @@ impl Mode {
     }
 
     /// The mode's name.
-    pub fn as_str(self) -> &'static str {
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Mode::Redact => "redact",
             Mode::Block => "block",
@@ -251,16 +255,16 @@ impl Mode {
 
 /// The `[secrets]` table of `.forum/policy.toml`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SecretsPolicy {
+pub(crate) struct SecretsPolicy {
     /// What a secret found in a body does.
-    pub mode: Mode,
+    pub(crate) mode: Mode,
     /// Rules whose finds are written as they are ([`API_KEY_ENV`] cannot be allowed).
-    pub allow: BTreeSet<String>,
+    pub(crate) allow: BTreeSet<String>,
 }
 
 impl SecretsPolicy {
     /// Reads the `[secrets]` table: `mode` and `allow` (rule ids), every key optional.
-    pub fn from_toml(table: &toml::Table) -> Result<SecretsPolicy, String> {
+    pub(crate) fn from_toml(table: &toml::Table) -> Result<SecretsPolicy, String> {
         let mut p = SecretsPolicy::default();
         for (key, value) in table {
             match (key.as_str(), value) {
@@ -295,7 +299,7 @@ impl SecretsPolicy {
 }
 
 /// Refuses an id that is no rule, and [`API_KEY_ENV`], which is never allowed.
-pub fn check_rule_id(id: &str) -> Result<(), String> {
+pub(crate) fn check_rule_id(id: &str) -> Result<(), String> {
     if id == API_KEY_ENV {
         return Err(format!(
             "[secrets] allow cannot hold {API_KEY_ENV:?}: the values of api_key_env variables are always redacted"
@@ -314,16 +318,16 @@ pub fn check_rule_id(id: &str) -> Result<(), String> {
 /// Where one secret was in a body: the rule, the JSON pointer of the string that held it, and
 /// the byte span (of the marker, once redacted; of the secret, in a refusal).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hit {
-    pub rule: &'static str,
-    pub path: String,
-    pub start: usize,
-    pub end: usize,
+pub(crate) struct Hit {
+    pub(crate) rule: &'static str,
+    pub(crate) path: String,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
 }
 
 impl Hit {
     /// The hit as JSON (what `secret_redacted` and `secret_blocked` record).
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         Value::Object(vec![
             ("rule".into(), Value::str(self.rule)),
             ("path".into(), Value::str(&self.path)),
@@ -334,7 +338,7 @@ impl Hit {
 }
 
 /// The distinct rules of `hits`, in order.
-pub fn rules_of(hits: &[Hit]) -> Vec<&'static str> {
+pub(crate) fn rules_of(hits: &[Hit]) -> Vec<&'static str> {
     let mut rules: Vec<&'static str> = Vec::new();
     for h in hits {
         if !rules.contains(&h.rule) {
@@ -346,7 +350,12 @@ pub fn rules_of(hits: &[Hit]) -> Vec<&'static str> {
 
 /// The body of a `secret_redacted` entry: the redacted entry (seq, hash, kind), its rules and
 /// where each marker is.
-pub fn redaction_record(seq: u64, entry_hash: &str, entry_kind: &str, hits: &[Hit]) -> Value {
+pub(crate) fn redaction_record(
+    seq: u64,
+    entry_hash: &str,
+    entry_kind: &str,
+    hits: &[Hit],
+) -> Value {
     Value::Object(vec![
         ("seq".into(), Value::Int(seq.into())),
         ("entry_hash".into(), Value::str(entry_hash)),
@@ -364,7 +373,7 @@ pub fn redaction_record(seq: u64, entry_hash: &str, entry_kind: &str, hits: &[Hi
 
 /// What a body may become.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Checked {
+pub(crate) enum Checked {
     /// Nothing to change.
     Clean,
     /// Write this body instead (secrets replaced by markers); the hits give the markers' spans.
@@ -375,14 +384,14 @@ pub enum Checked {
 
 /// A scanner under a policy: what a writer asks before a body is hashed.
 #[derive(Debug, Clone, Default)]
-pub struct Guard {
-    pub scanner: Scanner,
-    pub policy: SecretsPolicy,
+pub(crate) struct Guard {
+    pub(crate) scanner: Scanner,
+    pub(crate) policy: SecretsPolicy,
 }
 
 impl Guard {
     /// The guard of `policy` with `scanner`.
-    pub fn new(scanner: Scanner, policy: SecretsPolicy) -> Guard {
+    pub(crate) fn new(scanner: Scanner, policy: SecretsPolicy) -> Guard {
         Guard { scanner, policy }
     }
 
@@ -393,7 +402,7 @@ impl Guard {
     }
 
     /// Scans every string of `body` and says what may be written.
-    pub fn check(&self, body: &Value) -> Checked {
+    pub(crate) fn check(&self, body: &Value) -> Checked {
         let mut hits = Vec::new();
         let mut finds = Vec::new();
         let mut path = String::new();

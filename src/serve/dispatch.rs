@@ -301,26 +301,26 @@ impl From<StoreError> for Reply {
 
 /// What a handler gets: the parsed body and, over HTTP, its raw bytes (so `/append` can keep
 /// number identity exactly as `git forum append` does).
-pub(crate) struct Request<'a> {
+pub struct Request<'a> {
     /// The body; `{}` when there was none.
-    pub body: &'a J,
+    pub(crate) body: &'a J,
     /// The body as received over HTTP, or an MCP tool's arguments as written.
-    pub raw: Option<&'a [u8]>,
+    pub(crate) raw: Option<&'a [u8]>,
     /// The `Idempotency-Key` header, when one came over HTTP.
-    pub key: Option<&'a str>,
+    pub(crate) key: Option<&'a str>,
     /// What a submit or resume gets from its caller besides the body.
-    pub hooks: RunHooks<'a>,
+    pub(crate) hooks: RunHooks<'a>,
 }
 
 /// What a caller hands a submit or resume besides its body: the flag that stops it (MCP's
 /// `notifications/cancelled`) and where its progress goes (MCP's `progressToken`). The
 /// default is neither: the run stops only on its budget or the drain, and says nothing.
 #[derive(Clone, Default)]
-pub struct RunHooks<'a> {
+pub(crate) struct RunHooks<'a> {
     /// Raised to stop the run: it writes nothing more and witnesses `interrupted`.
-    pub interrupt: Option<Arc<crate::run::Interrupt>>,
+    pub(crate) interrupt: Option<Arc<crate::run::Interrupt>>,
     /// Receives the run's progress events.
-    pub progress: Option<&'a dyn crate::run::Progress>,
+    pub(crate) progress: Option<&'a dyn crate::run::Progress>,
 }
 
 type Handler<'p> = Box<dyn FnOnce(&Dispatcher, &Request<'_>) -> Result<J, Reply> + 'p>;
@@ -425,21 +425,21 @@ pub(crate) fn is_long_running(method: &str, path: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct Config {
     /// A directory inside the repository.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// The ledger every request reads and writes.
-    pub ledger: String,
+    pub(crate) ledger: String,
     /// Skip the fsync of each append (as `--no-fsync`).
-    pub no_fsync: bool,
+    pub(crate) no_fsync: bool,
     /// Entry timestamps pinned to this value (`GIT_FORUM_TIMESTAMP`), for reproducible records;
     /// `None` reads the clock.
     pub timestamp: Option<f64>,
     /// The longest one submit or resume may run, in seconds: the run stops on its budget at
     /// the next check after that (and is resumable).
-    pub submit_seconds: f64,
+    pub(crate) submit_seconds: f64,
     /// `POST /witness`: the witness's state directory (else `forum.witnessState`).
-    pub witness_state: Option<PathBuf>,
+    pub(crate) witness_state: Option<PathBuf>,
     /// `POST /witness`: the witness's signer key file (else `forum.witnessKey`).
-    pub witness_key: Option<PathBuf>,
+    pub(crate) witness_key: Option<PathBuf>,
 }
 
 impl Config {

@@ -41,30 +41,30 @@ use tokio::sync::Semaphore;
 use super::dispatch::{Dispatcher, Reply, allowed_methods, is_long_running};
 
 /// Forum's body limit (1 MiB), the default here too.
-pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
+pub(crate) const DEFAULT_MAX_BODY: usize = 1024 * 1024;
 
 /// Connections open at once by default (well under the usual 1024 descriptors).
-pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
 /// Limits of the HTTP server.
 #[derive(Debug, Clone)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Largest request body, in bytes.
-    pub max_body: usize,
+    pub(crate) max_body: usize,
     /// How long a client may take to send its request head (hyper closes the connection
     /// then), and again its body (408).
-    pub read_timeout: Duration,
+    pub(crate) read_timeout: Duration,
     /// How long an ordinary request may take.
     pub timeout: Duration,
     /// How long submit, resume and plan may take (their runs stop on their own seconds budget
     /// before this).
-    pub submit_timeout: Duration,
+    pub(crate) submit_timeout: Duration,
     /// Requests the engine works on at once.
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// Connections open at once; more wait in the listen queue.
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// How long a SIGTERM waits for in-flight requests before the server exits anyway.
-    pub drain: Duration,
+    pub(crate) drain: Duration,
 }
 
 impl Default for Limits {
@@ -83,7 +83,7 @@ impl Default for Limits {
 
 /// Which requests are let in: the Host and Origin values allowed, and the token.
 #[derive(Debug, Clone)]
-pub struct Guard {
+pub(crate) struct Guard {
     hosts: Vec<String>,
     /// On an unspecified bind: any IP literal with this port.
     any_ip_port: Option<u16>,
@@ -100,7 +100,12 @@ fn host_port(host: &str, port: u16) -> String {
 impl Guard {
     /// The guard of a server bound at `bound` (asked for as `host`), with extra allowed host
     /// names and an optional bearer token.
-    pub fn new(host: &str, bound: SocketAddr, extra: &[String], token: Option<String>) -> Guard {
+    pub(crate) fn new(
+        host: &str,
+        bound: SocketAddr,
+        extra: &[String],
+        token: Option<String>,
+    ) -> Guard {
         let port = bound.port();
         let mut hosts = vec![
             format!("127.0.0.1:{port}"),
@@ -127,7 +132,7 @@ impl Guard {
     }
 
     /// Whether a `Host` header value is one this server answers to.
-    pub fn host_allowed(&self, value: &str) -> bool {
+    pub(crate) fn host_allowed(&self, value: &str) -> bool {
         let v = value.trim().to_ascii_lowercase();
         if self.hosts.contains(&v) {
             return true;
@@ -143,14 +148,14 @@ impl Guard {
     }
 
     /// Whether an `Origin` header value names this server.
-    pub fn origin_allowed(&self, value: &str) -> bool {
+    pub(crate) fn origin_allowed(&self, value: &str) -> bool {
         value
             .strip_prefix("http://")
             .is_some_and(|h| !h.contains('/') && self.host_allowed(h))
     }
 
     /// Whether an `Authorization` header value carries the token (always true without one).
-    pub fn authorized(&self, value: Option<&str>) -> bool {
+    pub(crate) fn authorized(&self, value: Option<&str>) -> bool {
         let Some(token) = &self.token else {
             return true;
         };
@@ -172,7 +177,7 @@ fn constant_time_eq(a: &str, b: &str) -> bool {
 }
 
 /// A fresh 256-bit token, hex.
-pub fn new_token() -> std::io::Result<String> {
+pub(crate) fn new_token() -> std::io::Result<String> {
     use std::io::Read;
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
@@ -180,7 +185,7 @@ pub fn new_token() -> std::io::Result<String> {
 }
 
 /// Writes `token` to `path`, readable and writable by its owner only.
-pub fn write_token(path: &std::path::Path, token: &str) -> std::io::Result<()> {
+pub(crate) fn write_token(path: &std::path::Path, token: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     if let Some(dir) = path.parent() {
@@ -198,7 +203,7 @@ pub fn write_token(path: &std::path::Path, token: &str) -> std::io::Result<()> {
 }
 
 /// The HTTP server's state: the dispatcher, the guard, the limits and the slots.
-pub struct Server {
+pub(crate) struct Server {
     dispatcher: Arc<Dispatcher>,
     guard: Guard,
     limits: Limits,
@@ -207,7 +212,7 @@ pub struct Server {
 
 impl Server {
     /// A server for `dispatcher`.
-    pub fn new(dispatcher: Arc<Dispatcher>, guard: Guard, limits: Limits) -> Server {
+    pub(crate) fn new(dispatcher: Arc<Dispatcher>, guard: Guard, limits: Limits) -> Server {
         let slots = Arc::new(Semaphore::new(limits.concurrency.max(1)));
         Server {
             dispatcher,
@@ -404,7 +409,7 @@ async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
 }
 
 /// The router: every path goes to one handler that applies the guards and the dispatcher.
-pub fn router(server: Arc<Server>) -> Router {
+pub(crate) fn router(server: Arc<Server>) -> Router {
     Router::new().fallback(handle).with_state(server)
 }
 
@@ -473,7 +478,7 @@ async fn accept_loop(
 /// Serves on `listener` until `shutdown` completes, then drains: the server stops accepting,
 /// running submits stop at their next budget check (witnessed, resumable), and in-flight
 /// requests get up to the drain time to finish. Returns whether everything finished in time.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     server: Arc<Server>,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -510,7 +515,7 @@ pub async fn serve(
 }
 
 /// Completes on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let term = signal(SignalKind::terminate());
     let int = signal(SignalKind::interrupt());

@@ -21,7 +21,7 @@ use crate::ledger::{Entry, NewEntry, payload_hash};
 use crate::surface::append::AppendReport;
 
 /// Longest accepted key, in bytes.
-pub const MAX_KEY_LEN: usize = 200;
+pub(super) const MAX_KEY_LEN: usize = 200;
 
 type Res = Result<serde_json::Value, Reply>;
 

@@ -21,5 +21,3 @@ mod idem;
 mod ops;
 mod page;
 mod reports;
-
-pub use dispatch::{Config, Dispatcher, Reply};

@@ -8,7 +8,7 @@ use super::args::Args;
 use super::dispatch::Reply;
 
 /// The most entries one page holds; a larger `limit` is cut to this.
-pub use crate::surface::read::MAX_PAGE;
+pub(crate) use crate::surface::read::MAX_PAGE;
 
 /// Which page: at most `limit` entries with a seq above `after`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +39,7 @@ impl Page {
 /// The fields of a query string (`limit=10&after=3`) as a JSON object for [`Args`]: digits
 /// become integers, anything else stays a string (and is refused by the route's types). A
 /// field given twice is refused.
-pub fn query_fields(query: &str) -> Result<J, String> {
+pub(super) fn query_fields(query: &str) -> Result<J, String> {
     let mut map = serde_json::Map::new();
     for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
         if k.is_empty() {

@@ -388,7 +388,7 @@ impl GitStore {
     /// Writes already-hashed entries held in memory (a folded trace, a benchmark ledger) as one
     /// pack on an empty ledger. Each item is the entry and its canonical body, if present. A
     /// Forum directory is imported with [`GitStore::import_forum_dir`] instead, which streams.
-    pub fn import_entries(
+    pub(crate) fn import_entries(
         &mut self,
         items: &[(Entry, Option<String>)],
     ) -> Result<ObjectId, StoreError> {
@@ -462,7 +462,7 @@ impl GitStore {
     /// to the pack as it is built, so memory stays flat however long the ledger. Every entry
     /// is checked (chain, hashes, bodies) on the way, and any problem leaves the repository as
     /// it was: the half-written pack is removed and no ref moves.
-    pub fn import_forum_dir(
+    pub(crate) fn import_forum_dir(
         &mut self,
         dir: &Path,
         limits: &forum_dir::Limits,
@@ -599,21 +599,21 @@ const IMPORT_LEVEL: i32 = 1;
 
 /// What [`GitStore::import_forum_dir`] did.
 #[derive(Debug)]
-pub struct Imported {
-    pub entries: u64,
+pub(crate) struct Imported {
+    pub(crate) entries: u64,
     /// Forum's checkpoint of the imported entries.
-    pub checkpoint: String,
+    pub(crate) checkpoint: String,
     /// The new ledger's tip.
-    pub commit: ObjectId,
+    pub(crate) commit: ObjectId,
     /// Entries without a body in the directory (Forum reads that as redacted).
-    pub absent_bodies: usize,
+    pub(crate) absent_bodies: usize,
     /// The files whose torn last line was dropped.
-    pub torn: Vec<std::path::PathBuf>,
+    pub(crate) torn: Vec<std::path::PathBuf>,
 }
 
 /// Why an import did not happen.
 #[derive(Debug, thiserror::Error)]
-pub enum ImportError {
+pub(crate) enum ImportError {
     /// The directory cannot be read as a Forum ledger.
     #[error(transparent)]
     Dir(#[from] forum_dir::ForumDirError),

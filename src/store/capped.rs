@@ -5,7 +5,7 @@ use std::io::{BufRead, Read};
 
 /// What one capped read found.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Line {
+pub(crate) enum Line {
     /// A line ended by `\n` (left in the buffer).
     Ended,
     /// The last line, ended by the end of input without `\n` (the buffer may be empty: the end).
@@ -16,7 +16,11 @@ pub enum Line {
 
 /// Reads one line into `buf` (cleared first), taking at most `cap + 1` bytes. A line of `cap`
 /// bytes followed by its `\n` fits.
-pub fn read_line(input: &mut impl BufRead, buf: &mut Vec<u8>, cap: u64) -> std::io::Result<Line> {
+pub(crate) fn read_line(
+    input: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    cap: u64,
+) -> std::io::Result<Line> {
     buf.clear();
     input
         .by_ref()

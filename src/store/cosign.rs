@@ -31,42 +31,42 @@ use ed25519_dalek::{Signer as _, SigningKey, Verifier as _, VerifyingKey};
 use signed_note::{Note, Signature};
 
 /// The signature type byte of an Ed25519 cosignature/v1 key.
-pub const COSIGNATURE_TYPE: u8 = 0x04;
+pub(crate) const COSIGNATURE_TYPE: u8 = 0x04;
 /// The signature type byte of an ordinary Ed25519 note key.
 const NOTE_TYPE: u8 = 0x01;
 /// The header line of the signed message.
-pub const HEADER: &str = "cosignature/v1";
+pub(crate) const HEADER: &str = "cosignature/v1";
 /// The largest timestamp the spec allows (2^63 - 1).
-pub const MAX_TIME: u64 = (1 << 63) - 1;
+pub(crate) const MAX_TIME: u64 = (1 << 63) - 1;
 
 /// The message a cosignature signs: header line, time line, then the note body.
-pub fn message(body: &str, time: u64) -> String {
+pub(crate) fn message(body: &str, time: u64) -> String {
     format!("{HEADER}\ntime {time}\n{body}")
 }
 
 /// The key ID of a cosigner: `SHA-256(name || "\n" || 0x04 || public key)[:4]`.
-pub fn key_id(name: &str, public: &[u8; 32]) -> u32 {
+pub(crate) fn key_id(name: &str, public: &[u8; 32]) -> u32 {
     let mut k = vec![COSIGNATURE_TYPE];
     k.extend_from_slice(public);
     signed_note::key_id(name, &k)
 }
 
 /// A cosigner's verifier key: `name+hex key ID+base64(0x04 || public key)`.
-pub fn vkey(name: &str, public: &[u8; 32]) -> String {
+pub(crate) fn vkey(name: &str, public: &[u8; 32]) -> String {
     let mut k = vec![COSIGNATURE_TYPE];
     k.extend_from_slice(public);
     format!("{name}+{:08x}+{}", key_id(name, public), B64.encode(k))
 }
 
 /// A witness's signing key, read from a note signer key.
-pub struct Cosigner {
+pub(crate) struct Cosigner {
     name: String,
     key: SigningKey,
 }
 
 impl Cosigner {
     /// Reads a signer key in Go's note format (`PRIVATE+KEY+name+hash+base64(0x01 || seed)`).
-    pub fn from_note_key(text: &str) -> Result<Cosigner, String> {
+    pub(crate) fn from_note_key(text: &str) -> Result<Cosigner, String> {
         let text = text.trim();
         signed_note::StandardSigner::new(text)
             .map_err(|e| format!("the witness key is not a signed-note signer key: {e}"))?;
@@ -93,21 +93,17 @@ impl Cosigner {
         })
     }
 
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    pub fn public(&self) -> [u8; 32] {
+    pub(crate) fn public(&self) -> [u8; 32] {
         self.key.verifying_key().to_bytes()
     }
 
     /// This cosigner's verifier key (type 0x04).
-    pub fn vkey(&self) -> String {
+    pub(crate) fn vkey(&self) -> String {
         vkey(&self.name, &self.public())
     }
 
     /// The `timestamped_signature` bytes over `body` at `time`.
-    pub fn sign(&self, body: &str, time: u64) -> Result<[u8; 72], String> {
+    pub(crate) fn sign(&self, body: &str, time: u64) -> Result<[u8; 72], String> {
         if time > MAX_TIME {
             return Err(format!("cosignature time {time} exceeds 2^63 - 1"));
         }
@@ -119,7 +115,7 @@ impl Cosigner {
     }
 
     /// The whole signature line over `body` at `time`, with its newline.
-    pub fn line(&self, body: &str, time: u64) -> Result<String, String> {
+    pub(crate) fn line(&self, body: &str, time: u64) -> Result<String, String> {
         let mut payload = key_id(&self.name, &self.public()).to_be_bytes().to_vec();
         payload.extend_from_slice(&self.sign(body, time)?);
         Ok(format!("\u{2014} {} {}\n", self.name, B64.encode(payload)))
@@ -127,7 +123,7 @@ impl Cosigner {
 
     /// `note` with this cosigner's line added (an older line of the same key is replaced), the
     /// other signatures kept in order.
-    pub fn cosign(&self, note: &str, time: u64) -> Result<String, String> {
+    pub(crate) fn cosign(&self, note: &str, time: u64) -> Result<String, String> {
         let n = Note::from_bytes(note.as_bytes()).map_err(|e| format!("malformed note: {e}"))?;
         let body = std::str::from_utf8(n.text()).map_err(|_| "the note is not UTF-8")?;
         let line = self.line(body, time)?;
@@ -197,12 +193,8 @@ impl CosignVerifier {
         })
     }
 
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Checks `timestamped_signature` bytes over `body`; returns the timestamp.
-    pub fn check(&self, body: &str, sig: &[u8]) -> Option<u64> {
+    pub(crate) fn check(&self, body: &str, sig: &[u8]) -> Option<u64> {
         let (t, s) = (sig.get(..8)?, sig.get(8..)?);
         let time = u64::from_be_bytes(t.try_into().ok()?);
         let s: [u8; 64] = s.try_into().ok()?;
@@ -223,7 +215,7 @@ impl CosignVerifier {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Cosigned {
     pub witness: String,
-    pub time: u64,
+    pub(crate) time: u64,
 }
 
 /// Checks the cosignature lines of `note` against `trusted`. Lines of other keys are ignored

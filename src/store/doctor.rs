@@ -21,40 +21,40 @@ use super::pack::Obj;
 
 /// Where exact copies of lost objects may be found.
 #[derive(Debug, Default, Clone)]
-pub struct Sources {
+pub(crate) struct Sources {
     /// Other repositories whose object stores may hold the objects (`--from-repo`).
-    pub repos: Vec<PathBuf>,
+    pub(crate) repos: Vec<PathBuf>,
     /// Forum exports of this ledger (`--from-export`): commits are recomputed from them.
-    pub exports: Vec<PathBuf>,
+    pub(crate) exports: Vec<PathBuf>,
     /// Pack files (`--from-pack`), such as a bundle's pack or one kept from a backup.
-    pub packs: Vec<PathBuf>,
+    pub(crate) packs: Vec<PathBuf>,
 }
 
 /// One thing found wrong.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// The entry it concerns, when known.
-    pub seq: Option<u64>,
+    pub(crate) seq: Option<u64>,
     /// `missing-commit`, `missing-tree`, `missing-body` (missing, or unreadable: damaged),
     /// `ref-deleted`, `ref-broken`.
-    pub code: &'static str,
+    pub(crate) code: &'static str,
     /// The object or ref concerned.
-    pub object: String,
+    pub(crate) object: String,
     /// What can be done about it.
-    pub remedy: String,
+    pub(crate) remedy: String,
     /// True when `--repair` can make it right from the sources at hand.
-    pub repairable: bool,
+    pub(crate) repairable: bool,
     /// True once this run put it right.
-    pub repaired: bool,
+    pub(crate) repaired: bool,
 }
 
 /// What doctor found for one ledger.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct LedgerHealth {
-    pub ledger: String,
-    pub findings: Vec<Finding>,
+pub(crate) struct LedgerHealth {
+    pub(crate) ledger: String,
+    pub(crate) findings: Vec<Finding>,
     /// Objects written back by the repair.
-    pub restored_objects: usize,
+    pub(crate) restored_objects: usize,
 }
 
 /// Where the exact bytes of objects can be had.
@@ -203,7 +203,11 @@ impl GitStore {
     /// Examines the ledger's ref and every object its chain names, and with `repair` puts back
     /// what the sources hold exactly. Never moves a ref to anything but the last tip its
     /// reflog recorded, and only once that commit is whole.
-    pub fn doctor(&self, sources: &Sources, repair: bool) -> Result<LedgerHealth, StoreError> {
+    pub(crate) fn doctor(
+        &self,
+        sources: &Sources,
+        repair: bool,
+    ) -> Result<LedgerHealth, StoreError> {
         let _held = if repair {
             Some(self.writer_lock()?)
         } else {

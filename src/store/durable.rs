@@ -137,7 +137,7 @@ impl GitStore {
 
     /// Flushes everything to disk (for writers that ran with `--no-fsync`) and empties the
     /// ledger's write-ahead log.
-    pub fn sync(&self) -> Result<(), StoreError> {
+    pub(crate) fn sync(&self) -> Result<(), StoreError> {
         if self.wal_path().exists() {
             let _lock = self.writer_lock()?;
             self.checkpoint_wal_forced()

@@ -56,16 +56,16 @@ pub enum StoreError {
     .ref_path.display()
 )]
 pub struct RefConflict {
-    pub refname: String,
+    pub(crate) refname: String,
     /// The ref's file (its `.lock` beside it is what a stuck writer leaves).
-    pub ref_path: PathBuf,
-    pub waited: Duration,
+    pub(crate) ref_path: PathBuf,
+    pub(crate) waited: Duration,
     /// The tip the last attempt was built on (`None`: the ledger did not exist).
-    pub expected: Option<ObjectId>,
+    pub(crate) expected: Option<ObjectId>,
     /// Where the ref stood when the append gave up.
-    pub tip: Option<ObjectId>,
+    pub(crate) tip: Option<ObjectId>,
     /// The seq of the entry at `tip`, when it could be read.
-    pub tip_seq: Option<u64>,
+    pub(crate) tip_seq: Option<u64>,
 }
 
 /// The part of a conflict's message that says where the ledger stays.

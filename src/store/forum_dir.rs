@@ -14,11 +14,11 @@ use crate::ledger::{Entry, hash};
 /// A Forum ledger read from disk.
 #[derive(Debug, Default)]
 pub struct ForumLedger {
-    pub entries: Vec<Entry>,
+    pub(crate) entries: Vec<Entry>,
     /// Bodies by payload hash (first row wins, as in Forum).
     pub payloads: HashMap<String, Value>,
     /// Files whose unparseable last line was dropped (a torn final append).
-    pub torn: Vec<PathBuf>,
+    pub(crate) torn: Vec<PathBuf>,
 }
 
 /// Errors reading or writing a Forum directory.
@@ -88,21 +88,21 @@ pub fn splitlines(text: &str) -> Vec<&str> {
 /// The longest line read from `entries.jsonl` or `payloads.jsonl`: a payload row holds one body
 /// (at most [`crate::ledger::MAX_PAYLOAD_BYTES`] canonical) with room for Forum's spacing and
 /// escapes.
-pub const MAX_LINE_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_LINE_BYTES: u64 = 64 << 20;
 /// The most bytes read from one Forum directory (both files together) unless the caller allows
 /// more.
-pub const DEFAULT_MAX_BYTES: u64 = 4 << 30;
+pub(crate) const DEFAULT_MAX_BYTES: u64 = 4 << 30;
 
 /// How much of a Forum directory is read. Bytes are counted as they are read; file sizes are
 /// not trusted (a device, a growing file or `/proc` reports another size than it gives).
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// The longest line, in bytes (without its line break).
-    pub line: u64,
+    pub(crate) line: u64,
     /// The most bytes of both files together.
-    pub total: u64,
+    pub(crate) total: u64,
     /// How to allow more, for the message (empty when nothing does).
-    pub raise: &'static str,
+    pub(crate) raise: &'static str,
 }
 
 impl Default for Limits {
@@ -334,7 +334,7 @@ fn open_files(dir: &Path) -> Result<(PathBuf, fs::File, PathBuf, Option<fs::File
 }
 
 /// Reads a Forum ledger directory within `limits`.
-pub fn read_with(dir: &Path, limits: &Limits) -> Result<ForumLedger, ForumDirError> {
+pub(crate) fn read_with(dir: &Path, limits: &Limits) -> Result<ForumLedger, ForumDirError> {
     let (entries_path, entries_file, payloads_path, payloads_file) = open_files(dir)?;
     let mut used = 0u64;
     let mut out = ForumLedger::default();
@@ -378,27 +378,27 @@ pub fn read_with(dir: &Path, limits: &Limits) -> Result<ForumLedger, ForumDirErr
 /// A Forum directory opened for a streaming import: the payload rows are indexed (a key of the
 /// hash and where the row sits, 24 bytes a row) rather than held, and the entries are read one
 /// row at a time, so memory does not follow the size of the bodies.
-pub struct ForumStream {
-    pub entries: EntryRows,
-    pub payloads: Payloads,
+pub(crate) struct ForumStream {
+    pub(crate) entries: EntryRows,
+    pub(crate) payloads: Payloads,
 }
 
 /// entries.jsonl, to be read one row at a time.
-pub struct EntryRows {
+pub(crate) struct EntryRows {
     path: PathBuf,
     file: Option<fs::File>,
     limits: Limits,
     /// Bytes read from the directory so far (the payload rows first).
     used: u64,
     /// Whether a torn last line was dropped.
-    pub torn: Option<PathBuf>,
+    pub(crate) torn: Option<PathBuf>,
 }
 
 /// Where each payload row sits in payloads.jsonl, sorted by a key of its hash.
-pub struct Payloads {
+pub(crate) struct Payloads {
     path: PathBuf,
     /// Whether a torn last line was dropped.
-    pub torn: Option<PathBuf>,
+    pub(crate) torn: Option<PathBuf>,
     file: Option<fs::File>,
     slots: Vec<Slot>,
     /// A stretch of the file as last read: rows are mostly read in file order.
@@ -455,7 +455,7 @@ fn entry_of(path: &Path, i: usize, row: &Value) -> Result<Entry, ForumDirError> 
 /// Opens a Forum directory for a streaming import within `limits`: checks both files and reads
 /// payloads.jsonl once to index it. A problem is reported as [`read_with`] reports it (a
 /// problem in entries.jsonl before one in payloads.jsonl).
-pub fn open_stream(dir: &Path, limits: &Limits) -> Result<ForumStream, ForumDirError> {
+pub(crate) fn open_stream(dir: &Path, limits: &Limits) -> Result<ForumStream, ForumDirError> {
     let (entries_path, entries_file, payloads_path, payloads_file) = open_files(dir)?;
     let mut used = 0u64;
     let mut slots = Vec::new();
@@ -516,16 +516,16 @@ pub fn open_stream(dir: &Path, limits: &Limits) -> Result<ForumStream, ForumDirE
 }
 
 /// A body handed out by [`ForumStream::body`].
-pub struct StreamBody {
+pub(crate) struct StreamBody {
     /// The canonical bytes, checked to hash to the entry's payload hash.
-    pub canonical: String,
+    pub(crate) canonical: String,
     /// Whether an earlier entry already got this body.
-    pub repeated: bool,
+    pub(crate) repeated: bool,
 }
 
 impl EntryRows {
     /// Streams the entries in file order, `f(row, entry)`; stops at the first error.
-    pub fn read<E: From<ForumDirError>>(
+    pub(crate) fn read<E: From<ForumDirError>>(
         &mut self,
         mut f: impl FnMut(usize, Entry) -> Result<(), E>,
     ) -> Result<(), E> {
@@ -562,7 +562,7 @@ impl Payloads {
     /// The body the directory holds for `e` (the first row of its payload hash), checked
     /// against the hash: `Ok(None)` when there is none. A body that does not hash to the entry
     /// is `Err(Corrupt)`.
-    pub fn body(&mut self, e: &Entry) -> Result<Option<StreamBody>, ForumDirError> {
+    pub(crate) fn body(&mut self, e: &Entry) -> Result<Option<StreamBody>, ForumDirError> {
         let ix = self;
         let key = key_of(&e.payload_hash);
         let mut k = ix.slots.partition_point(|s| s.key < key);
@@ -713,7 +713,7 @@ fn write_file(path: &Path, bytes: &[u8], durable: bool) -> Result<(), ForumDirEr
 }
 
 /// Checks a body against its payload hash; returns the canonical bytes.
-pub fn checked_body(e: &Entry, body: &Value) -> Result<String, String> {
+pub(crate) fn checked_body(e: &Entry, body: &Value) -> Result<String, String> {
     let c = body.canonical();
     if hash::sha256_hex(c.as_bytes()) != e.payload_hash {
         return Err(format!(

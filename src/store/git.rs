@@ -42,10 +42,9 @@ pub(crate) use super::codec::{
     parse_commit,
 };
 pub use super::durable::FlushMethod;
-pub use super::error::StoreError;
+pub(crate) use super::error::StoreError;
 pub(crate) use super::error::git_err;
 pub(crate) use super::lock::CasOutcome;
-pub use super::lock::STALE_REF_LOCK;
 
 /// Where every ledger ref lives.
 pub(crate) const LEDGER_PREFIX: &str = "refs/forum/ledgers/";
@@ -100,8 +99,8 @@ pub(crate) fn validate_ledger_name(name: &str) -> Result<(), StoreError> {
 /// The commit a ledger ref points to and the entry it holds.
 #[derive(Debug, Clone)]
 pub struct Tip {
-    pub commit: ObjectId,
-    pub entry: Entry,
+    pub(crate) commit: ObjectId,
+    pub(crate) entry: Entry,
 }
 
 /// What an append returns.
@@ -731,11 +730,11 @@ impl GitStore {
 /// One line of a ledger ref's reflog, as verify needs it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ReflogLine {
-    pub old: Option<ObjectId>,
-    pub new: Option<ObjectId>,
+    pub(crate) old: Option<ObjectId>,
+    pub(crate) new: Option<ObjectId>,
     /// The line records a sanctioned rewrite (a redaction), after which older lines describe a
     /// chain that no longer exists.
-    pub rewrite: bool,
+    pub(crate) rewrite: bool,
 }
 
 impl Storage for GitStore {

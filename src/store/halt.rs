@@ -27,30 +27,30 @@ const MAX_MARKERS: usize = 4096;
 
 /// A halt request: who asked and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HaltRequest {
-    pub by: String,
-    pub reason: String,
+pub(crate) struct HaltRequest {
+    pub(crate) by: String,
+    pub(crate) reason: String,
 }
 
 /// A run some live process is driving.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Running {
+pub(crate) struct Running {
     /// The run's request seq.
-    pub run: u64,
+    pub(crate) run: u64,
     /// The process driving it.
-    pub pid: u32,
+    pub(crate) pid: u32,
 }
 
 /// The halt and running files of one ledger.
 #[derive(Debug, Clone)]
-pub struct Halts {
+pub(crate) struct Halts {
     halt: PathBuf,
     running: PathBuf,
 }
 
 impl GitStore {
     /// The halt requests and running markers of this ledger.
-    pub fn halts(&self) -> Halts {
+    pub(crate) fn halts(&self) -> Halts {
         let name = self.name.replace('/', "%2F");
         let forum = self.forum_dir();
         Halts {
@@ -132,13 +132,13 @@ impl Halts {
     }
 
     /// Asks the process driving `run` to halt it.
-    pub fn request(&self, run: u64, by: &str, reason: &str) -> Result<(), StoreError> {
+    pub(crate) fn request(&self, run: u64, by: &str, reason: &str) -> Result<(), StoreError> {
         write_whole(&self.halt_path(run), &json!({"by": by, "reason": reason}))
     }
 
     /// The halt request for `run`, if there is one. A request that cannot be read as JSON still
     /// halts the run (by `unknown`): a halt never fails open.
-    pub fn requested(&self, run: u64) -> Result<Option<HaltRequest>, StoreError> {
+    pub(crate) fn requested(&self, run: u64) -> Result<Option<HaltRequest>, StoreError> {
         let Some(bytes) = read_bounded(&self.halt_path(run))? else {
             return Ok(None);
         };
@@ -157,12 +157,12 @@ impl Halts {
     }
 
     /// Forgets the halt request for `run` (a resumed run starts without one).
-    pub fn clear(&self, run: u64) {
+    pub(crate) fn clear(&self, run: u64) {
         remove(&self.halt_path(run));
     }
 
     /// Notes that this process drives `run`.
-    pub fn register(&self, run: u64) -> Result<(), StoreError> {
+    pub(crate) fn register(&self, run: u64) -> Result<(), StoreError> {
         let pid = std::process::id();
         write_whole(
             &self.running_path(run),
@@ -171,12 +171,12 @@ impl Halts {
     }
 
     /// Notes that this process no longer drives `run`.
-    pub fn unregister(&self, run: u64) {
+    pub(crate) fn unregister(&self, run: u64) {
         remove(&self.running_path(run));
     }
 
     /// Whether a live process drives `run`.
-    pub fn is_running(&self, run: u64) -> Result<bool, StoreError> {
+    pub(crate) fn is_running(&self, run: u64) -> Result<bool, StoreError> {
         Ok(self.marker(&self.running_path(run))?.is_some())
     }
 
@@ -196,7 +196,7 @@ impl Halts {
     }
 
     /// The runs live processes drive, by request seq (markers of dead processes are skipped).
-    pub fn running(&self) -> Result<Vec<Running>, StoreError> {
+    pub(crate) fn running(&self) -> Result<Vec<Running>, StoreError> {
         let list = match fs::read_dir(&self.running) {
             Ok(l) => l,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

@@ -19,7 +19,9 @@ use super::objects::create_in_dir;
 
 /// A ref `.lock` file older than this, found while we hold the ledger's writer lock, was left by
 /// a writer that died; git's own writers hold ref locks for milliseconds.
-pub const STALE_REF_LOCK: Duration = Duration::from_secs(2);
+// Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+#[allow(dead_code)]
+pub(crate) const STALE_REF_LOCK: Duration = Duration::from_secs(2);
 
 pub(crate) enum CasOutcome {
     Moved,
@@ -394,7 +396,7 @@ impl GitStore {
     /// for what it is). Readers call it before they judge the reflog, so a crash never reads as
     /// tampering. Waits for a live git-forum writer to finish; a lock someone else holds is
     /// left alone.
-    pub fn settle_interrupted_append(&self) -> Result<(), StoreError> {
+    pub(crate) fn settle_interrupted_append(&self) -> Result<(), StoreError> {
         if self.refs_via_git {
             return Ok(());
         }
@@ -433,7 +435,7 @@ impl GitStore {
 
     /// The ref values of stale ref locks this ledger's writers removed (each the new value of an
     /// update whose writer died before moving the ref).
-    pub fn recovered_locks(&self) -> HashSet<ObjectId> {
+    pub(crate) fn recovered_locks(&self) -> HashSet<ObjectId> {
         let Ok(text) = fs::read_to_string(self.recovered_path()) else {
             return HashSet::new();
         };

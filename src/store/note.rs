@@ -22,26 +22,26 @@ use super::git::{GitStore, StoreError};
 use crate::ledger::tlog::Hash;
 
 /// The extension line that carries Forum's root.
-pub const FORUM_ROOT_PREFIX: &str = "forum-root ";
+pub(crate) const FORUM_ROOT_PREFIX: &str = "forum-root ";
 /// The first line of a C2SP tlog-proof.
-pub const TLOG_PROOF_HEADER: &str = "c2sp.org/tlog-proof@v1";
+pub(crate) const TLOG_PROOF_HEADER: &str = "c2sp.org/tlog-proof@v1";
 /// The first line of our consistency proof between two checkpoint notes.
-pub const CONSISTENCY_HEADER: &str = "git-forum tlog-consistency v1";
+pub(crate) const CONSISTENCY_HEADER: &str = "git-forum tlog-consistency v1";
 /// The subject that marks a note commit on the signatures ref.
-pub const NOTE_SUBJECT_PREFIX: &str = "note ";
+pub(crate) const NOTE_SUBJECT_PREFIX: &str = "note ";
 
 /// A checkpoint read from a note's text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NoteCheckpoint {
-    pub origin: String,
+    pub(crate) origin: String,
     pub size: u64,
-    pub root: Hash,
+    pub(crate) root: Hash,
     /// Forum's root of the same entries (hex), when the note carries it.
-    pub forum_root: Option<String>,
+    pub(crate) forum_root: Option<String>,
 }
 
 /// The tlog-checkpoint body: origin, size, base64 root, then Forum's root as an extension line.
-pub fn checkpoint_text(origin: &str, size: u64, root: &Hash, forum_root: &str) -> String {
+pub(crate) fn checkpoint_text(origin: &str, size: u64, root: &Hash, forum_root: &str) -> String {
     format!(
         "{origin}\n{size}\n{}\n{FORUM_ROOT_PREFIX}{forum_root}\n",
         B64.encode(root.0)
@@ -50,7 +50,7 @@ pub fn checkpoint_text(origin: &str, size: u64, root: &Hash, forum_root: &str) -
 
 /// Decodes base64 only in its one canonical spelling (re-encoding gives the same text), so a
 /// changed character can never decode to the same bytes.
-pub fn strict_b64(s: &str) -> Option<Vec<u8>> {
+pub(crate) fn strict_b64(s: &str) -> Option<Vec<u8>> {
     let bytes = B64.decode(s).ok()?;
     (B64.encode(&bytes) == s).then_some(bytes)
 }
@@ -66,7 +66,7 @@ fn hash_b64(s: &str) -> Option<Hash> {
 }
 
 /// Reads a checkpoint body (the text of a note, without its signatures).
-pub fn parse_checkpoint(text: &str) -> Result<NoteCheckpoint, String> {
+pub(crate) fn parse_checkpoint(text: &str) -> Result<NoteCheckpoint, String> {
     let body = text
         .strip_suffix('\n')
         .ok_or("a checkpoint ends with a newline")?;
@@ -134,7 +134,9 @@ pub struct OpenedNote {
     /// The names of the trusted keys whose signatures verified.
     pub signers: Vec<String>,
     /// The note's text (what the signatures cover).
-    pub text: String,
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
+    pub(crate) text: String,
 }
 
 /// Opens a signed checkpoint note: at least one signature by a key in `keys` must verify, every
@@ -181,7 +183,7 @@ fn take_note(s: &str) -> Option<(&str, &str)> {
 }
 
 /// Generates a signer and verifier key pair named `name`, in Go's note format.
-pub fn keygen(name: &str) -> Result<(String, String), String> {
+pub(crate) fn keygen(name: &str) -> Result<(String, String), String> {
     if !signed_note::is_key_name_valid(name) {
         return Err(format!(
             "key name {name:?} is not valid: it must be non-empty, without spaces or '+'"
@@ -203,7 +205,7 @@ pub fn tlog_proof_text(index: u64, path: &[Hash], note: &str) -> String {
 }
 
 /// Reads a C2SP tlog-proof: (index, audit path, note).
-pub fn parse_tlog_proof(text: &str) -> Result<(u64, Vec<Hash>, &str), String> {
+pub(crate) fn parse_tlog_proof(text: &str) -> Result<(u64, Vec<Hash>, &str), String> {
     let rest = text
         .strip_prefix(TLOG_PROOF_HEADER)
         .and_then(|r| r.strip_prefix('\n'))
@@ -245,9 +247,9 @@ pub fn consistency_text(
 /// A consistency proof read back.
 #[derive(Debug)]
 pub struct ParsedConsistency<'a> {
-    pub old: u64,
-    pub new: u64,
-    pub path: Vec<Hash>,
+    pub(crate) old: u64,
+    pub(crate) new: u64,
+    pub(crate) path: Vec<Hash>,
     pub old_note: &'a str,
     pub new_note: &'a str,
 }
@@ -284,7 +286,7 @@ pub fn parse_consistency(text: &str) -> Result<ParsedConsistency<'_>, String> {
 
 /// What a witness decides about an offered checkpoint.
 #[derive(Debug)]
-pub enum WitnessDecision {
+pub(crate) enum WitnessDecision {
     /// Cosign this note (the offered new checkpoint); it becomes the origin's accepted one.
     Cosign {
         note: String,
@@ -298,7 +300,11 @@ pub enum WitnessDecision {
 /// The witness rule, pure: given the note it last accepted for the origin (if any) and an offer
 /// (a consistency proof from that size, or a bare note on first contact), cosign only a tree
 /// that extends the accepted one. `keys` are the log's verifier keys.
-pub fn witness_decide(accepted: Option<&str>, offer: &str, keys: &VerifierList) -> WitnessDecision {
+pub(crate) fn witness_decide(
+    accepted: Option<&str>,
+    offer: &str,
+    keys: &VerifierList,
+) -> WitnessDecision {
     let refuse = |why: String, conflict: bool| WitnessDecision::Refuse { why, conflict };
     let accepted = match accepted.map(|a| open(a, keys)) {
         None => None,
@@ -448,7 +454,7 @@ impl GitStore {
 
     /// The origin line of this ledger's checkpoints: `forum.origin`, else the repository's
     /// `origin` remote (or its directory name) followed by `/NAME`.
-    pub fn note_origin(&self) -> String {
+    pub(crate) fn note_origin(&self) -> String {
         let gd = self.note_git_dir();
         if let Some(o) = git_config(&gd, "forum.origin") {
             return o;
@@ -469,7 +475,7 @@ impl GitStore {
 
     /// The trusted note verifier keys (`forum.noteVerifiers`, one or more values, each may hold
     /// several keys separated by whitespace or commas).
-    pub fn note_verifier_keys(&self) -> Vec<String> {
+    pub(crate) fn note_verifier_keys(&self) -> Vec<String> {
         git_config_all(&self.note_git_dir(), "forum.noteVerifiers")
             .iter()
             .flat_map(|v| {
@@ -482,12 +488,12 @@ impl GitStore {
     }
 
     /// The configured signing key file (`forum.noteKey`), if any.
-    pub fn note_key_file(&self) -> Option<std::path::PathBuf> {
+    pub(crate) fn note_key_file(&self) -> Option<std::path::PathBuf> {
         git_config(&self.note_git_dir(), "forum.noteKey").map(std::path::PathBuf::from)
     }
 
     /// Appends a signed checkpoint note to the ledger's signatures ref.
-    pub fn store_note(&self, note: &str, cp: &NoteCheckpoint) -> Result<(), StoreError> {
+    pub(crate) fn store_note(&self, note: &str, cp: &NoteCheckpoint) -> Result<(), StoreError> {
         let gd = self.note_git_dir().to_string_lossy().to_string();
         let message = format!(
             "{NOTE_SUBJECT_PREFIX}{} {} ({})\n",
@@ -506,7 +512,7 @@ impl GitStore {
     }
 
     /// Every checkpoint note stored for this ledger, oldest first.
-    pub fn stored_notes(&self) -> Result<Vec<String>, StoreError> {
+    pub(crate) fn stored_notes(&self) -> Result<Vec<String>, StoreError> {
         let refname = self.signatures_ref();
         if !self.has_ref(&refname)? {
             return Ok(Vec::new());

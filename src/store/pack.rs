@@ -20,22 +20,22 @@ use gix::zlib::{Compression, Status};
 
 /// One object to put in a pack.
 #[derive(Clone)]
-pub struct Obj {
-    pub id: ObjectId,
-    pub kind: Kind,
-    pub data: Vec<u8>,
+pub(crate) struct Obj {
+    pub(crate) id: ObjectId,
+    pub(crate) kind: Kind,
+    pub(crate) data: Vec<u8>,
 }
 
 /// A written pack whose `.keep` still protects it.
 #[derive(Debug)]
-pub struct PackGuard {
+pub(crate) struct PackGuard {
     keep: PathBuf,
 }
 
 impl PackGuard {
     /// Removes the `.keep` once a ref protects the objects (or the batch was abandoned; the
     /// pack is then garbage that `git gc` removes after its grace period).
-    pub fn release(self) {
+    pub(crate) fn release(self) {
         let _ = fs::remove_file(&self.keep);
     }
 }
@@ -187,7 +187,7 @@ fn tmp_name(dir: &Path, prefix: &str) -> PathBuf {
 
 /// Writes `objs` (already deduplicated, commits first) as one pack in `objects_dir/pack`.
 /// `durable` fsyncs the pack, the index and the directory.
-pub fn write_pack(
+pub(crate) fn write_pack(
     objects_dir: &Path,
     hash: HashKind,
     objs: &[Obj],
@@ -264,7 +264,7 @@ fn install(
 }
 
 /// Number of pack indices in `objects_dir/pack`.
-pub fn pack_count(objects_dir: &Path) -> usize {
+pub(crate) fn pack_count(objects_dir: &Path) -> usize {
     fs::read_dir(objects_dir.join("pack"))
         .map(|rd| {
             rd.filter_map(Result::ok)
@@ -277,7 +277,7 @@ pub fn pack_count(objects_dir: &Path) -> usize {
 /// Which part of a streamed pack an object goes to: the commits lead the pack (a walk reads
 /// them one after another), the trees and bodies follow in the order they were added.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Section {
+pub(crate) enum Section {
     Lead,
     Rest,
 }
@@ -331,7 +331,7 @@ impl Drop for TmpFile {
 /// temporary file, merged into the `.idx` at the end). The object count in the header and the
 /// trailing checksum are filled in by [`PackStream::finish`], which reads the pack back once.
 /// Dropped unfinished, it leaves nothing behind.
-pub struct PackStream {
+pub(crate) struct PackStream {
     pack_dir: PathBuf,
     hash: HashKind,
     lead: (TmpFile, BufWriter<File>),
@@ -376,7 +376,7 @@ fn zlib_whole(
 impl PackStream {
     /// Starts a pack in `objects_dir/pack`, deflating blobs at `level` (trees and commits are
     /// stored).
-    pub fn create(
+    pub(crate) fn create(
         objects_dir: &Path,
         hash: HashKind,
         level: Compression,
@@ -414,7 +414,7 @@ impl PackStream {
     }
 
     /// Adds one object (its id already computed from `kind` and `data`); each id at most once.
-    pub fn add(
+    pub(crate) fn add(
         &mut self,
         id: &ObjectId,
         kind: Kind,
@@ -483,7 +483,7 @@ impl PackStream {
 
     /// Completes the pack and its index and moves them into place behind a `.keep`.
     /// `durable` fsyncs both and the directory.
-    pub fn finish(mut self, durable: bool) -> std::io::Result<PackGuard> {
+    pub(crate) fn finish(mut self, durable: bool) -> std::io::Result<PackGuard> {
         let count = u32::try_from(self.count)
             .map_err(|_| std::io::Error::other("too many objects for one pack"))?;
         // The lead: its header gets the count, then the rest is appended, hashing all of it.

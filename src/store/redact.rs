@@ -18,24 +18,24 @@ use crate::ledger::hash::is_hash;
 use crate::ledger::{NewEntry, Value};
 
 /// Schema of a redaction entry's payload.
-pub const REDACTION_SCHEMA: &str = "git-forum.redaction/v1";
+pub(crate) const REDACTION_SCHEMA: &str = "git-forum.redaction/v1";
 
 /// What a redaction did.
 #[derive(Debug, Clone)]
-pub struct Redacted {
+pub(crate) struct Redacted {
     /// The seq of the `redaction` entry.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// The seqs whose body was removed.
-    pub entries: Vec<u64>,
-    pub old_tip: ObjectId,
-    pub new_tip: ObjectId,
+    pub(crate) entries: Vec<u64>,
+    pub(crate) old_tip: ObjectId,
+    pub(crate) new_tip: ObjectId,
 }
 
 impl GitStore {
     /// Redacts the body whose payload hash is `payload_hash`. Refuses, changing nothing, when
     /// the hash is malformed, no entry has it, it was already redacted, or the ledger does not
     /// verify.
-    pub fn redact(
+    pub(crate) fn redact(
         &mut self,
         payload_hash: &str,
         reason: &str,

@@ -19,7 +19,7 @@ use super::git::{CasOutcome, GitStore, ReflogLine, StoreError, failpoint};
 
 /// How a repository stores its refs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RefStorage {
+pub(crate) enum RefStorage {
     /// Loose files under `refs/` plus `packed-refs`: git forum's fast path is git's own protocol.
     Files,
     /// Anything else (`reftable` today): refs are read and moved through `git`.
@@ -28,7 +28,7 @@ pub enum RefStorage {
 
 impl RefStorage {
     /// The repository's ref storage, from `extensions.refStorage` (absent means files).
-    pub fn of(repo: &gix::Repository) -> RefStorage {
+    pub(crate) fn of(repo: &gix::Repository) -> RefStorage {
         let config = repo.config_snapshot();
         match config.string("extensions.refStorage") {
             Some(v) if !v.to_string().eq_ignore_ascii_case("files") => {
@@ -39,7 +39,7 @@ impl RefStorage {
     }
 
     /// The name git uses for it (`files`, `reftable`).
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         match self {
             RefStorage::Files => "files",
             RefStorage::Other(s) => s,

@@ -12,7 +12,7 @@ use super::git::{GitStore, StoreError};
 use crate::ledger::proof::{Checkpoint, CheckpointSignature, SIGNATURE_NAMESPACE, signed_text};
 
 /// Where a ledger's signed checkpoints live.
-pub fn checkpoints_ref(ledger: &str) -> String {
+pub(crate) fn checkpoints_ref(ledger: &str) -> String {
     format!("refs/forum/checkpoints/{ledger}")
 }
 
@@ -44,15 +44,15 @@ pub(crate) fn ref_target(git_dir: &Path, refname: &str) -> Result<Option<String>
 
 /// A signed checkpoint read back from the repository.
 #[derive(Debug, Clone)]
-pub struct StoredSignature {
-    pub ledger: String,
-    pub checkpoint: Checkpoint,
-    pub signature: CheckpointSignature,
+pub(crate) struct StoredSignature {
+    pub(crate) ledger: String,
+    pub(crate) checkpoint: Checkpoint,
+    pub(crate) signature: CheckpointSignature,
 }
 
 /// What checking a signature found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SignatureCheck {
+pub(crate) enum SignatureCheck {
     /// Good, by this signer (an ssh principal, or gpg's "Good signature from" name).
     Good(String),
     /// The signature does not verify, or its key is not an allowed signer.
@@ -99,7 +99,7 @@ fn expand_home(p: &str) -> PathBuf {
 }
 
 /// Signs `text` with the repository's git signing setup.
-pub fn sign(worktree: &Path, text: &str) -> Result<CheckpointSignature, StoreError> {
+pub(crate) fn sign(worktree: &Path, text: &str) -> Result<CheckpointSignature, StoreError> {
     let format = git_config(worktree, "gpg.format").unwrap_or_else(|| "openpgp".into());
     let key = git_config(worktree, "user.signingKey").ok_or_else(|| {
         StoreError::Invalid(
@@ -149,7 +149,7 @@ pub fn sign(worktree: &Path, text: &str) -> Result<CheckpointSignature, StoreErr
 
 /// Checks a checkpoint signature with the repository's trust setup (`gpg.ssh.allowedSignersFile`
 /// for ssh, gpg's keyring for openpgp).
-pub fn check(
+pub(crate) fn check(
     worktree: &Path,
     text: &str,
     sig: &CheckpointSignature,
@@ -292,7 +292,7 @@ impl GitStore {
 
     /// Signs the checkpoint `(self, checkpoint)` and appends it to the ledger's signed
     /// checkpoints.
-    pub fn sign_checkpoint(
+    pub(crate) fn sign_checkpoint(
         &self,
         checkpoint: &Checkpoint,
     ) -> Result<CheckpointSignature, StoreError> {
@@ -338,7 +338,7 @@ impl GitStore {
     }
 
     /// Every signed checkpoint of this ledger, oldest first.
-    pub fn signed_checkpoints(&self) -> Result<Vec<StoredSignature>, StoreError> {
+    pub(crate) fn signed_checkpoints(&self) -> Result<Vec<StoredSignature>, StoreError> {
         let refname = self.signatures_ref();
         if !self.has_ref(&refname)? {
             return Ok(Vec::new());
@@ -401,7 +401,7 @@ impl GitStore {
     /// [`Self::signed_checkpoints`] followed by the checkpoint notes (src/store/note.rs), each as
     /// a signature of format `note` over Forum's root its `forum-root` line carries, so verify
     /// holds notes to the same truncation and rewrite checks.
-    pub fn signed_checkpoints_and_notes(&self) -> Result<Vec<StoredSignature>, StoreError> {
+    pub(crate) fn signed_checkpoints_and_notes(&self) -> Result<Vec<StoredSignature>, StoreError> {
         let mut out = self.signed_checkpoints()?;
         for n in self.stored_notes()? {
             let text = n.split_once("\n\n").map(|(t, _)| format!("{t}\n"));
@@ -428,7 +428,7 @@ impl GitStore {
     }
 
     /// Checks a signature in this repository's trust setup (notes: `forum.noteVerifiers`).
-    pub fn check_signature(&self, s: &StoredSignature) -> SignatureCheck {
+    pub(crate) fn check_signature(&self, s: &StoredSignature) -> SignatureCheck {
         if s.signature.format == "note" {
             let keys = self.note_verifier_keys();
             if keys.is_empty() {
@@ -456,7 +456,7 @@ impl GitStore {
 }
 
 /// Reads back the text [`signed_text`] writes.
-pub fn parse_signed_text(text: &str) -> Option<(String, Checkpoint)> {
+pub(crate) fn parse_signed_text(text: &str) -> Option<(String, Checkpoint)> {
     let mut lines = text.lines();
     if lines.next()? != "git-forum checkpoint v1" {
         return None;

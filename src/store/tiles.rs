@@ -25,10 +25,10 @@ use crate::ledger::merkle::Accumulator;
 use crate::ledger::tlog::{Hash, HashReader, Tree};
 
 /// The tile height C2SP tlog-tiles fixes.
-pub const HEIGHT: u8 = 8;
+pub(crate) const HEIGHT: u8 = 8;
 
 /// Where a ledger's tiles live.
-pub fn tiles_ref(ledger: &str) -> String {
+pub(crate) fn tiles_ref(ledger: &str) -> String {
     format!("refs/forum/tiles/{ledger}")
 }
 
@@ -58,7 +58,7 @@ fn c2sp_path(t: &Tile) -> String {
 
 /// Every tile file of the tree of the first `size` entries of `tree`, with `entry_hashes` (raw)
 /// for the data tiles: `(path, bytes)`, paths in the C2SP layout. Pure.
-pub fn tile_files(
+pub(crate) fn tile_files(
     tree: &Tree,
     size: u64,
     entry_hashes: &[[u8; 32]],
@@ -89,7 +89,7 @@ pub fn tile_files(
 }
 
 /// Writes `files` (and `extra`) under `dir`, creating directories.
-pub fn write_layout(dir: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
+pub(crate) fn write_layout(dir: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
     for (p, bytes) in files {
         let path = dir.join(p);
         if let Some(parent) = path.parent() {
@@ -114,15 +114,15 @@ fn corrupt(why: impl std::fmt::Display) -> StoreError {
 
 /// The standard tree as the tiles ref holds it, brought up to the ledger's tip.
 #[derive(Debug, Clone)]
-pub struct Tiled {
+pub(crate) struct Tiled {
     /// The number of entries tiled (the ledger's length).
-    pub size: u64,
+    pub(crate) size: u64,
     /// The standard root of all of them.
-    pub root: Hash,
+    pub(crate) root: Hash,
     /// Forum's root of the same entries.
-    pub forum_root: String,
+    pub(crate) forum_root: String,
     /// Whether the tiles were rebuilt from every entry (missing, tampered or off the chain).
-    pub rebuilt: bool,
+    pub(crate) rebuilt: bool,
     tree: ObjectId,
 }
 
@@ -298,7 +298,7 @@ impl Tiled {
     }
 
     /// The standard root of the first `size` entries.
-    pub fn root_at(&self, store: &GitStore, size: u64) -> Result<Hash, StoreError> {
+    pub(crate) fn root_at(&self, store: &GitStore, size: u64) -> Result<Hash, StoreError> {
         if size > self.size {
             return Err(corrupt(format!(
                 "size {size} is beyond the {} tiled",
@@ -312,7 +312,7 @@ impl Tiled {
     }
 
     /// The audit path of entry `seq` in the tree of the first `size` entries.
-    pub fn inclusion_proof(
+    pub(crate) fn inclusion_proof(
         &self,
         store: &GitStore,
         seq: u64,
@@ -322,7 +322,7 @@ impl Tiled {
     }
 
     /// The consistency path from the tree of `old` entries to that of `size` entries.
-    pub fn consistency_proof(
+    pub(crate) fn consistency_proof(
         &self,
         store: &GitStore,
         old: u64,
@@ -404,7 +404,7 @@ impl GitStore {
     }
 
     /// Deletes the tiles ref, so the next [`Self::fresh_tiles`] rebuilds it from every entry.
-    pub fn drop_tiles(&self) -> Result<(), StoreError> {
+    pub(crate) fn drop_tiles(&self) -> Result<(), StoreError> {
         let gd = self.repo().git_dir().to_string_lossy().to_string();
         let refname = tiles_ref(self.signature_ledger());
         super::sign::git_ok(
@@ -417,7 +417,7 @@ impl GitStore {
 
     /// The tiles brought up to the ledger's tip: left alone when current, extended from their
     /// last size when the ledger grew on the same chain, rebuilt from every entry otherwise.
-    pub fn fresh_tiles(&self) -> Result<Tiled, StoreError> {
+    pub(crate) fn fresh_tiles(&self) -> Result<Tiled, StoreError> {
         let tip = self.require_tip()?;
         let len = tip.entry.seq + 1;
         let old = self.tiles_state();

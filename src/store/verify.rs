@@ -47,7 +47,7 @@ mod tests;
 mod walk;
 
 use body::*;
-pub use code::Code;
+pub(crate) use code::Code;
 use code::{Problem, chain_code};
 pub(crate) use walk::seq_of_message;
 use walk::*;

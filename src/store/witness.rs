@@ -38,26 +38,26 @@ use super::note::{self, NoteCheckpoint, git_config_all};
 use crate::ledger::tlog::Tree;
 
 /// Where the witnesses' answers about ledger NAME are recorded.
-pub const COSIGNATURES_PREFIX: &str = "refs/forum/cosignatures/";
+pub(crate) const COSIGNATURES_PREFIX: &str = "refs/forum/cosignatures/";
 /// The largest answer read from a witness.
-pub const MAX_ANSWER: u64 = 1 << 20;
+pub(crate) const MAX_ANSWER: u64 = 1 << 20;
 /// The default deadline of one witness, in seconds.
-pub const DEFAULT_TIMEOUT: f64 = 10.0;
+pub(crate) const DEFAULT_TIMEOUT: f64 = 10.0;
 
 /// What one witness said about one ledger.
 #[derive(Debug, Clone, Serialize)]
-pub struct Asked {
+pub(crate) struct Asked {
     /// The `forum.witness` entry.
-    pub witness: String,
+    pub(crate) witness: String,
     /// `cosigned`, `failed`, `split-view` or `no-note`.
-    pub status: &'static str,
+    pub(crate) status: &'static str,
     /// The size offered.
-    pub size: Option<u64>,
+    pub(crate) size: Option<u64>,
     /// One line: what happened.
-    pub message: String,
+    pub(crate) message: String,
     /// For a split view: the note the witness holds and the one the remote serves.
-    pub held: Option<String>,
-    pub offered: Option<String>,
+    pub(crate) held: Option<String>,
+    pub(crate) offered: Option<String>,
 }
 
 /// A witness's answer, from either transport.
@@ -90,7 +90,7 @@ fn checkpoint_of(n: &str) -> Option<NoteCheckpoint> {
 /// Asks every configured witness about each adopted ledger of `names` fetched from `remote`.
 /// Returns, per ledger name, what each witness said. Nothing here fails the fetch; a store
 /// error while recording is reported as that witness's failure.
-pub fn ask_witnesses(
+pub(crate) fn ask_witnesses(
     dir: &Path,
     remote: &str,
     names: &[String],
@@ -626,20 +626,20 @@ fn send_http(url: &str, offer: &str, deadline: Duration) -> Result<Answer, Strin
 
 /// What `verify` finds in the witness records of a ledger.
 #[derive(Debug, Default, Clone, Serialize)]
-pub struct Findings {
+pub(crate) struct Findings {
     /// Cosigned notes recorded.
-    pub cosigned: usize,
+    pub(crate) cosigned: usize,
     /// Cosignatures that verified under the trusted witness keys.
-    pub verified: usize,
+    pub(crate) verified: usize,
     /// One line per problem: a split view recorded, two recorded notes of one origin and size
     /// with different roots, or a cosignature that does not verify.
-    pub problems: Vec<String>,
+    pub(crate) problems: Vec<String>,
 }
 
 impl GitStore {
     /// The trusted cosignature verifier keys (`forum.witnessVerifiers`, one or more values,
     /// each may hold several keys separated by whitespace or commas).
-    pub fn witness_verifier_keys(&self) -> Vec<String> {
+    pub(crate) fn witness_verifier_keys(&self) -> Vec<String> {
         split_keys(&git_config_all(
             self.repo().git_dir(),
             "forum.witnessVerifiers",
@@ -664,7 +664,7 @@ impl GitStore {
     /// Reads the witness records of this ledger (`refs/forum/cosignatures/NAME`), checking
     /// cosignatures with `witness_keys` (type-0x04 verifier keys; none: they are counted
     /// unchecked).
-    pub fn witness_findings(&self, witness_keys: &[String]) -> Result<Findings, StoreError> {
+    pub(crate) fn witness_findings(&self, witness_keys: &[String]) -> Result<Findings, StoreError> {
         let gd = self.repo().git_dir().to_path_buf();
         let record = Records {
             gd: &gd,

@@ -13,15 +13,15 @@ use crate::store::git::{Appended, GitStore};
 /// The entry written: its seq, entry hash and commit. `replayed` (written only when true) says
 /// an idempotent retry found the entry its key wrote before and wrote nothing.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AppendReport {
-    pub seq: u64,
-    pub entry_hash: String,
-    pub commit: String,
+pub(crate) struct AppendReport {
+    pub(crate) seq: u64,
+    pub(crate) entry_hash: String,
+    pub(crate) commit: String,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub replayed: bool,
+    pub(crate) replayed: bool,
     /// The `secret_redacted` entry written after it, when secrets were redacted from its body.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub secret_redacted: Option<u64>,
+    pub(crate) secret_redacted: Option<u64>,
 }
 
 impl Report for AppendReport {
@@ -30,7 +30,7 @@ impl Report for AppendReport {
 
 impl AppendReport {
     /// The report of an entry just written.
-    pub fn of(done: &Appended) -> AppendReport {
+    pub(crate) fn of(done: &Appended) -> AppendReport {
         AppendReport {
             seq: done.entry.seq,
             entry_hash: done.entry.entry_hash.clone(),
@@ -43,13 +43,17 @@ impl AppendReport {
 
 /// Checks `new` (a bad actor, kind, parent or payload is the caller's to fix), then appends it,
 /// its body scanned under the default secrets policy (redact).
-pub fn append(store: &mut GitStore, new: &NewEntry) -> Result<AppendReport> {
+pub(crate) fn append(store: &mut GitStore, new: &NewEntry) -> Result<AppendReport> {
     append_guarded(store, new, &Guard::default())
 }
 
 /// [`append`] under `guard`: a body with secrets is written with markers and followed by a
 /// `secret_redacted` entry, or refused (nothing written) when the guard blocks.
-pub fn append_guarded(store: &mut GitStore, new: &NewEntry, guard: &Guard) -> Result<AppendReport> {
+pub(crate) fn append_guarded(
+    store: &mut GitStore,
+    new: &NewEntry,
+    guard: &Guard,
+) -> Result<AppendReport> {
     new.validate().map_err(Error::usage)?;
     if new.kind == kind::SECRET_REDACTED || new.kind == kind::SECRET_BLOCKED {
         return Ok(AppendReport::of(&store.append_entry(new)?));

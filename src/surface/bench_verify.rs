@@ -39,85 +39,85 @@ use crate::ledger::{Entry, NewEntry, hash, kind, verify_chain};
 use crate::store::git::{GitStore, Options, StoreError};
 
 /// The receipt's schema name (Forum's).
-pub const SCHEMA: &str = "forum.deep-verify-benchmark/v1";
+pub(crate) const SCHEMA: &str = "forum.deep-verify-benchmark/v1";
 
 /// Every storage this program times.
-pub const STORAGES: [&str; 4] = ["memory", "packed", "loose", "wal"];
+pub(crate) const STORAGES: [&str; 4] = ["memory", "packed", "loose", "wal"];
 
 /// The most entries one case may build.
-pub const MAX_ENTRIES: u64 = 1_000_000;
+pub(crate) const MAX_ENTRIES: u64 = 1_000_000;
 
 /// What to measure: Forum's flags.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Parameters {
-    pub entry_counts: Vec<u64>,
-    pub payload_body_bytes: Vec<u64>,
-    pub storage_modes: Vec<String>,
-    pub redaction_ratios: Vec<f64>,
-    pub repeats: u64,
-    pub warmups: u64,
+pub(crate) struct Parameters {
+    pub(crate) entry_counts: Vec<u64>,
+    pub(crate) payload_body_bytes: Vec<u64>,
+    pub(crate) storage_modes: Vec<String>,
+    pub(crate) redaction_ratios: Vec<f64>,
+    pub(crate) repeats: u64,
+    pub(crate) warmups: u64,
 }
 
 /// One timed operation: whether it passed, every sample and their mean, least and most.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Timing {
-    pub ok: bool,
-    pub samples_ms: Vec<f64>,
-    pub mean_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
+pub(crate) struct Timing {
+    pub(crate) ok: bool,
+    pub(crate) samples_ms: Vec<f64>,
+    pub(crate) mean_ms: f64,
+    pub(crate) min_ms: f64,
+    pub(crate) max_ms: f64,
 }
 
 /// How long building the case's ledger took.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Build {
-    pub ms: f64,
+pub(crate) struct Build {
+    pub(crate) ms: f64,
 }
 
 /// One case of the matrix (Forum's fields, in Forum's order).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Case {
-    pub entry_count: u64,
-    pub payload_body_bytes: u64,
-    pub storage_mode: String,
+pub(crate) struct Case {
+    pub(crate) entry_count: u64,
+    pub(crate) payload_body_bytes: u64,
+    pub(crate) storage_mode: String,
     /// Whether each append is flushed on its own (`wal`), or not (`packed`, `loose`: one
     /// flush for the batch); null in memory.
-    pub fsync_each: Option<bool>,
-    pub redaction_ratio: f64,
-    pub unique_payloads: u64,
-    pub payloads_present: u64,
-    pub payloads_redacted: u64,
-    pub build: Build,
-    pub verify_chain: Timing,
-    pub verify_payloads: Timing,
-    pub verify_deep: Timing,
+    pub(crate) fsync_each: Option<bool>,
+    pub(crate) redaction_ratio: f64,
+    pub(crate) unique_payloads: u64,
+    pub(crate) payloads_present: u64,
+    pub(crate) payloads_redacted: u64,
+    pub(crate) build: Build,
+    pub(crate) verify_chain: Timing,
+    pub(crate) verify_payloads: Timing,
+    pub(crate) verify_deep: Timing,
 }
 
 /// A case that was not timed, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Skipped {
-    pub entry_count: u64,
-    pub payload_body_bytes: u64,
-    pub storage_mode: String,
-    pub redaction_ratio: f64,
-    pub reason: String,
+pub(crate) struct Skipped {
+    pub(crate) entry_count: u64,
+    pub(crate) payload_body_bytes: u64,
+    pub(crate) storage_mode: String,
+    pub(crate) redaction_ratio: f64,
+    pub(crate) reason: String,
 }
 
 /// The `forum.deep-verify-benchmark/v1` receipt.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DeepVerifyReport {
-    pub schema: &'static str,
+pub(crate) struct DeepVerifyReport {
+    pub(crate) schema: &'static str,
     /// When the run started, UTC, `YYYY-MM-DDTHH:MM:SSZ`.
-    pub generated_at: String,
+    pub(crate) generated_at: String,
     /// This program's version (Forum's receipt names its Python's instead).
-    pub git_forum: &'static str,
+    pub(crate) git_forum: &'static str,
     /// Operating system and architecture.
-    pub platform: String,
-    pub parameters: Parameters,
-    pub cases: Vec<Case>,
+    pub(crate) platform: String,
+    pub(crate) parameters: Parameters,
+    pub(crate) cases: Vec<Case>,
     /// Cases of the matrix that were not timed (only present when there are some).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub skipped: Vec<Skipped>,
+    pub(crate) skipped: Vec<Skipped>,
 }
 
 impl Report for DeepVerifyReport {
@@ -126,7 +126,7 @@ impl Report for DeepVerifyReport {
 
 /// Forum's `parse_int_csv`: comma-separated whole numbers of 0 or more, blanks skipped, at
 /// least one.
-pub fn parse_counts(flag: &str, text: &str) -> Result<Vec<u64>> {
+pub(crate) fn parse_counts(flag: &str, text: &str) -> Result<Vec<u64>> {
     let mut out = Vec::new();
     for raw in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         out.push(raw.parse::<u64>().map_err(|_| {
@@ -144,7 +144,7 @@ pub fn parse_counts(flag: &str, text: &str) -> Result<Vec<u64>> {
 }
 
 /// Forum's `parse_float_csv`: comma-separated ratios from 0 to 1, blanks skipped, at least one.
-pub fn parse_ratios(flag: &str, text: &str) -> Result<Vec<f64>> {
+pub(crate) fn parse_ratios(flag: &str, text: &str) -> Result<Vec<f64>> {
     let mut out = Vec::new();
     for raw in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match raw.parse::<f64>() {
@@ -166,7 +166,7 @@ pub fn parse_ratios(flag: &str, text: &str) -> Result<Vec<f64>> {
 
 impl Parameters {
     /// Checks the parameters before anything is built.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if self.repeats < 1 {
             return Err(Error::usage("--repeats must be 1 or more"));
         }
@@ -502,7 +502,7 @@ fn build(
 }
 
 /// Runs the whole matrix. `now` is the start time in seconds since the epoch.
-pub fn run(params: Parameters, now: f64) -> Result<DeepVerifyReport> {
+pub(crate) fn run(params: Parameters, now: f64) -> Result<DeepVerifyReport> {
     params.check()?;
     let mut cases = Vec::new();
     let mut skipped = Vec::new();
@@ -576,7 +576,7 @@ pub fn run(params: Parameters, now: f64) -> Result<DeepVerifyReport> {
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the epoch (UTC). Hand-written: the civil-from-days
 /// conversion (Howard Hinnant's) is a dozen lines, and no date crate is otherwise needed.
-pub fn utc_stamp(secs: f64) -> String {
+pub(crate) fn utc_stamp(secs: f64) -> String {
     let secs = secs.max(0.0) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let z = days + 719_468;

@@ -34,10 +34,10 @@ use crate::plan::{Plan, Task};
 use crate::run::{self, Env, RunError};
 
 /// Every entry of a ledger with its body (as JSON), in seq order: what the reduction reads.
-pub type Items = Vec<(Entry, Option<J>)>;
+pub(crate) type Items = Vec<(Entry, Option<J>)>;
 
 /// The loaded entries as the reduction reads them.
-pub fn items_of(loaded: Vec<(Entry, Option<Value>)>) -> Items {
+pub(crate) fn items_of(loaded: Vec<(Entry, Option<Value>)>) -> Items {
     loaded
         .into_iter()
         .map(|(e, b)| (e, b.map(|v| v.to_serde())))
@@ -45,7 +45,7 @@ pub fn items_of(loaded: Vec<(Entry, Option<Value>)>) -> Items {
 }
 
 /// The Merkle root over every entry hash of `items` (the room's checkpoint).
-pub fn checkpoint_of(items: &[(Entry, Option<J>)]) -> String {
+pub(crate) fn checkpoint_of(items: &[(Entry, Option<J>)]) -> String {
     let mut acc = Accumulator::default();
     for (e, _) in items {
         acc.push(&e.entry_hash);
@@ -55,9 +55,9 @@ pub fn checkpoint_of(items: &[(Entry, Option<J>)]) -> String {
 
 /// `{"declared": ID, "seq": N}`, as Forum prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Declared {
-    pub declared: String,
-    pub seq: u64,
+pub(crate) struct Declared {
+    pub(crate) declared: String,
+    pub(crate) seq: u64,
 }
 
 impl Report for Declared {
@@ -66,9 +66,9 @@ impl Report for Declared {
 
 /// `{"ingested": KIND, "seq": N}`, as Forum prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Ingested {
-    pub ingested: String,
-    pub seq: u64,
+pub(crate) struct Ingested {
+    pub(crate) ingested: String,
+    pub(crate) seq: u64,
 }
 
 impl Report for Ingested {
@@ -77,8 +77,8 @@ impl Report for Ingested {
 
 /// `{"next_actions": [...]}`, as Forum prints it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NextReport {
-    pub next_actions: Vec<campaign::Action>,
+pub(crate) struct NextReport {
+    pub(crate) next_actions: Vec<campaign::Action>,
 }
 
 impl Report for NextReport {
@@ -153,7 +153,7 @@ fn append_screened(
 /// Parses, validates and declares the campaign in `text`: one `campaign_declared`. A text
 /// that is not a declaration is a usage error; a campaign that does not hold together
 /// (duplicate ids, an unknown dependency, a cycle) is refused; either way nothing is written.
-pub fn declare(store: &mut dyn Storage, text: &str, ts: f64) -> Result<Declared> {
+pub(crate) fn declare(store: &mut dyn Storage, text: &str, ts: f64) -> Result<Declared> {
     let c = Campaign::parse(text).map_err(|e| match e {
         DeclareError::Invalid(m) => Error::usage(format!(
             "{m}; a campaign is {{campaign_id, title, projects: [{{project_id, owner, priority, features: [...]}}]}}"
@@ -178,7 +178,7 @@ pub fn declare(store: &mut dyn Storage, text: &str, ts: f64) -> Result<Declared>
 }
 
 /// The campaign `id` reduced from `items`; without an id, the only campaign declared there.
-pub fn resolve(items: &[(Entry, Option<J>)], id: Option<&str>) -> Result<Status> {
+pub(crate) fn resolve(items: &[(Entry, Option<J>)], id: Option<&str>) -> Result<Status> {
     let declared = campaign::declared_ids(items);
     let id = match id {
         Some(id) => id.to_string(),
@@ -213,13 +213,17 @@ pub fn resolve(items: &[(Entry, Option<J>)], id: Option<&str>) -> Result<Status>
 
 /// The campaign room of `id` (or of the only campaign) on a ledger whose entries are
 /// `items` and whose deep verification said `verified`.
-pub fn status(items: &[(Entry, Option<J>)], id: Option<&str>, verified: bool) -> Result<Room> {
+pub(crate) fn status(
+    items: &[(Entry, Option<J>)],
+    id: Option<&str>,
+    verified: bool,
+) -> Result<Room> {
     let s = resolve(items, id)?;
     Ok(campaign::room(&s, &checkpoint_of(items), verified))
 }
 
 /// The next actions of `id` (or of the only campaign).
-pub fn next(items: &[(Entry, Option<J>)], id: Option<&str>) -> Result<NextReport> {
+pub(crate) fn next(items: &[(Entry, Option<J>)], id: Option<&str>) -> Result<NextReport> {
     let s = resolve(items, id)?;
     Ok(NextReport {
         next_actions: campaign::next_actions(&s),
@@ -228,19 +232,19 @@ pub fn next(items: &[(Entry, Option<J>)], id: Option<&str>) -> Result<NextReport
 
 /// What an outside system reports (`campaign_id` `None`: the only campaign).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IngestAsk {
-    pub campaign_id: Option<String>,
-    pub project_id: String,
-    pub feature_id: Option<String>,
-    pub status: String,
-    pub reason: String,
-    pub source: String,
+pub(crate) struct IngestAsk {
+    pub(crate) campaign_id: Option<String>,
+    pub(crate) project_id: String,
+    pub(crate) feature_id: Option<String>,
+    pub(crate) status: String,
+    pub(crate) reason: String,
+    pub(crate) source: String,
 }
 
 /// Records an outside system's status of a feature (`feature_status`) or of a whole
 /// project (`project_status`), by `operator`. Nothing runs. The campaign, project and
 /// feature must be declared and the status one a feature may be in.
-pub fn ingest(
+pub(crate) fn ingest(
     store: &mut dyn Storage,
     items: &mut Items,
     ask: &IngestAsk,
@@ -267,7 +271,7 @@ pub fn ingest(
 }
 
 /// Refuses `--check` without `--work` (one line; nothing runs).
-pub fn check_work_flags(work: bool, checks: &[String]) -> Result<()> {
+pub(crate) fn check_work_flags(work: bool, checks: &[String]) -> Result<()> {
     if !work && !checks.is_empty() {
         return Err(Error::usage(
             "--check runs on the changes of a --work campaign run: add --work",
@@ -280,7 +284,7 @@ pub fn check_work_flags(work: bool, checks: &[String]) -> Result<()> {
 /// the repository (`[work] enabled` is for submitted runs; a campaign dispatches many
 /// features at once, so it is asked for each time), with `[work] checks` then `--check`.
 /// `None` without `--work`, so the rounds write exactly Forum's entries.
-pub fn work_options(
+pub(crate) fn work_options(
     spec: &super::run::RunOptions,
     defaults: &crate::exec::config::WorkConfig,
     repo: std::path::PathBuf,
@@ -295,7 +299,7 @@ pub fn work_options(
 }
 
 /// One line naming each round's run branch and the one holding the campaign's changes.
-pub fn branches_line(done: &RunDone) -> String {
+pub(crate) fn branches_line(done: &RunDone) -> String {
     if done.branches.is_empty() {
         return "no round worked in the repository".into();
     }
@@ -323,19 +327,19 @@ fn short(commit: &str) -> &str {
 
 /// What a campaign run did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RunDone {
+pub(crate) struct RunDone {
     /// Rounds dispatched.
-    pub rounds: u64,
+    pub(crate) rounds: u64,
     /// What each feature it ran became (`done` or `failed`), by feature id.
-    pub acted: BTreeMap<String, String>,
+    pub(crate) acted: BTreeMap<String, String>,
     /// With `--work`: each round's run branch, in order.
-    pub branches: Vec<run::WorkBranch>,
+    pub(crate) branches: Vec<run::WorkBranch>,
 }
 
 impl RunDone {
     /// With `--work`: the run branch holding every change the campaign integrated so far
     /// (the last round's that integrated anything).
-    pub fn campaign_branch(&self) -> Option<&run::WorkBranch> {
+    pub(crate) fn campaign_branch(&self) -> Option<&run::WorkBranch> {
         self.branches.iter().rev().find(|b| b.tip.is_some())
     }
 }
@@ -346,7 +350,7 @@ impl RunDone {
 /// at a time), records each feature done (witnessed by its result) or failed, marks newly
 /// blocked dependents, snapshots `campaign_result` and syncs. A failed feature stops nothing
 /// but its dependents.
-pub fn run(
+pub(crate) fn run(
     store: &mut (dyn Storage + Send),
     items: &mut Items,
     env: &Env<'_>,

@@ -12,11 +12,11 @@ use super::{Error, Result};
 use crate::run::Clock;
 
 /// The environment variable that pins every new entry's timestamp (reproducible records).
-pub const TIMESTAMP_ENV: &str = "GIT_FORUM_TIMESTAMP";
+pub(crate) const TIMESTAMP_ENV: &str = "GIT_FORUM_TIMESTAMP";
 
 /// Seconds since 1970 from the system clock, in microseconds: what Forum's `.6f` entry-hash
 /// formatting keeps. A clock before 1970 reads as 0.
-pub fn system_now() -> f64 {
+pub(crate) fn system_now() -> f64 {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -25,7 +25,7 @@ pub fn system_now() -> f64 {
 
 /// The timestamp pinned by [`TIMESTAMP_ENV`], if set; a value that is not a number of seconds
 /// is a usage error.
-pub fn pinned_from_env() -> Result<Option<f64>> {
+pub(crate) fn pinned_from_env() -> Result<Option<f64>> {
     match std::env::var(TIMESTAMP_ENV) {
         Err(_) => Ok(None),
         Ok(v) => parse_timestamp(&v).map(Some).ok_or_else(|| {
@@ -37,7 +37,7 @@ pub fn pinned_from_env() -> Result<Option<f64>> {
 }
 
 /// A timestamp as written in [`TIMESTAMP_ENV`]: finite and not negative.
-pub fn parse_timestamp(text: &str) -> Option<f64> {
+pub(crate) fn parse_timestamp(text: &str) -> Option<f64> {
     text.trim()
         .parse::<f64>()
         .ok()
@@ -45,7 +45,7 @@ pub fn parse_timestamp(text: &str) -> Option<f64> {
 }
 
 /// The timestamp for a new entry: `flag` (`--ts`), else [`TIMESTAMP_ENV`], else the clock.
-pub fn entry_timestamp(flag: Option<f64>) -> Result<f64> {
+pub(crate) fn entry_timestamp(flag: Option<f64>) -> Result<f64> {
     if let Some(ts) = flag {
         return Ok(ts);
     }
@@ -60,7 +60,7 @@ const DRAIN_JUMP: f64 = 1e12;
 /// stops on its budget at the next check and is witnessed as stopped (and resumable), instead
 /// of being cut off mid-write.
 #[derive(Debug)]
-pub struct RunClock {
+pub(crate) struct RunClock {
     pinned: Option<f64>,
     start: Instant,
     draining: Option<Arc<AtomicBool>>,
@@ -68,7 +68,7 @@ pub struct RunClock {
 
 impl RunClock {
     /// A clock started now; every entry gets `pinned` when it is set.
-    pub fn new(pinned: Option<f64>) -> RunClock {
+    pub(crate) fn new(pinned: Option<f64>) -> RunClock {
         RunClock {
             pinned,
             start: Instant::now(),
@@ -77,7 +77,7 @@ impl RunClock {
     }
 
     /// The same, whose elapsed time jumps past any budget once `draining` is raised.
-    pub fn draining_with(mut self, draining: Arc<AtomicBool>) -> RunClock {
+    pub(crate) fn draining_with(mut self, draining: Arc<AtomicBool>) -> RunClock {
         self.draining = Some(draining);
         self
     }

@@ -14,13 +14,13 @@ use crate::run::ContextProvider;
 use crate::surface::run::repo_context::{self, RepoContext};
 
 /// The preflight payload's schema name.
-pub const PREFLIGHT_SCHEMA: &str = "forum.context-preflight/v1";
+pub(crate) const PREFLIGHT_SCHEMA: &str = "forum.context-preflight/v1";
 
 /// The schema of a structured context envelope whose summary the preflight adds.
-pub const ENVELOPE_SCHEMA: &str = "project-telos.context-envelope/v1";
+pub(crate) const ENVELOPE_SCHEMA: &str = "project-telos.context-envelope/v1";
 
 /// What the context source gave: text, or why it failed.
-pub enum Got {
+pub(crate) enum Got {
     /// The context text (empty: none).
     Text(String),
     /// The provider failed.
@@ -34,25 +34,25 @@ pub enum Got {
 
 /// How big the request is.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RequestSize {
-    pub bytes: u64,
+pub(crate) struct RequestSize {
+    pub(crate) bytes: u64,
     /// Approximate tokens (ceil(bytes / bytes_per_token)).
-    pub tokens: u64,
+    pub(crate) tokens: u64,
 }
 
 /// What the context would become before planning.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ContextFigures {
+pub(crate) struct ContextFigures {
     /// Where it came from (`command`, `capsule`, `none`).
-    pub source: String,
+    pub(crate) source: String,
     /// `retained`, `trimmed`, `omitted` or `none`.
-    pub action: String,
+    pub(crate) action: String,
     /// Why (`no_budget`, `within_budget`, `no_context`, `provider_failed`, ...).
-    pub reason: String,
-    pub original_tokens: u64,
-    pub admitted_tokens: u64,
+    pub(crate) reason: String,
+    pub(crate) original_tokens: u64,
+    pub(crate) admitted_tokens: u64,
     /// The provider's failure code, when it failed.
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// The summary of a structured context envelope, when the context was one.
     pub structured: Option<EnvelopeSummary>,
     /// The tokens the repository's part (its map) holds before the budget, when the
@@ -63,27 +63,27 @@ pub struct ContextFigures {
 /// The summary of a `project-telos.context-envelope/v1` context. The figures it copies from the
 /// envelope are kept as the envelope wrote them (any JSON value, or null when absent).
 #[derive(Debug, Clone, PartialEq)]
-pub struct EnvelopeSummary {
-    pub verification_verdict: Value,
-    pub retained: u64,
-    pub omitted: u64,
-    pub approx_tokens: Value,
-    pub token_budget: Value,
+pub(crate) struct EnvelopeSummary {
+    pub(crate) verification_verdict: Value,
+    pub(crate) retained: u64,
+    pub(crate) omitted: u64,
+    pub(crate) approx_tokens: Value,
+    pub(crate) token_budget: Value,
 }
 
 /// Forum's `forum.context-preflight/v1` payload: `{schema, ready, request {bytes, tokens},
 /// context, limits, issues}`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PreflightReport {
+pub(crate) struct PreflightReport {
     /// False when the context would be omitted.
-    pub ready: bool,
-    pub request: RequestSize,
-    pub context: ContextFigures,
+    pub(crate) ready: bool,
+    pub(crate) request: RequestSize,
+    pub(crate) context: ContextFigures,
     /// The budget's configured limits (`bytes_per_token` and the caps that are set), in
     /// Forum's order; empty without a budget.
-    pub limits: Value,
+    pub(crate) limits: Value,
     /// What a run would lose, one sentence each.
-    pub issues: Vec<String>,
+    pub(crate) issues: Vec<String>,
 }
 
 impl super::Report for PreflightReport {
@@ -99,7 +99,7 @@ impl serde::Serialize for PreflightReport {
 impl PreflightReport {
     /// The payload as the ledger's value, its members in Forum's order (how the CLI prints it,
     /// byte for byte as Forum does).
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let int = |v: u64| Value::Int(v.into());
         let c = &self.context;
         let mut fields = vec![
@@ -161,7 +161,7 @@ impl PreflightReport {
 /// ([`crate::surface::run::repo_context::Chained`]). Returns the context, its source
 /// (`repo` alone, `command+repo`, ...) and the repository's part (empty: none). A failure of
 /// either part is the failure of both, as in a run.
-pub fn with_repo(own: Got, source: &str, repo: Option<&Path>) -> (Got, String, String) {
+pub(crate) fn with_repo(own: Got, source: &str, repo: Option<&Path>) -> (Got, String, String) {
     let provider = repo.and_then(|d| RepoContext::open(d, crate::context::repo::DEFAULT_LIMITS));
     let Some(provider) = provider else {
         return (own, source.to_string(), String::new());
@@ -198,7 +198,7 @@ pub fn with_repo(own: Got, source: &str, repo: Option<&Path>) -> (Got, String, S
 /// empty context with reason `provider_failed`, its `error` code, and an issue. `repo_part`
 /// is the repository's part of the context (as [`with_repo`] built it; empty: none), whose
 /// tokens the report adds as `repo_tokens`.
-pub fn preflight(
+pub(crate) fn preflight(
     request: &str,
     got: &Got,
     source: &str,

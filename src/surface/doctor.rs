@@ -14,66 +14,66 @@ use crate::store::verify::Code;
 
 /// What verify --deep says of the ledger after the diagnosis (and any repair).
 #[derive(Debug, Clone, Serialize)]
-pub struct VerifySummary {
-    pub ok: bool,
-    pub entries: u64,
-    pub code: Option<Code>,
-    pub first_bad_seq: Option<u64>,
-    pub problem: Option<String>,
+pub(crate) struct VerifySummary {
+    pub(crate) ok: bool,
+    pub(crate) entries: u64,
+    pub(crate) code: Option<Code>,
+    pub(crate) first_bad_seq: Option<u64>,
+    pub(crate) problem: Option<String>,
 }
 
 /// The ledger's part of the diagnosis.
 #[derive(Debug, Clone, Serialize)]
-pub struct LedgerDoctor {
-    pub name: String,
-    pub findings: Vec<Finding>,
+pub(crate) struct LedgerDoctor {
+    pub(crate) name: String,
+    pub(crate) findings: Vec<Finding>,
     /// Objects written back by the repair.
-    pub restored_objects: usize,
+    pub(crate) restored_objects: usize,
     /// Null when the ledger cannot be verified until its problems are repaired.
-    pub verify: Option<VerifySummary>,
+    pub(crate) verify: Option<VerifySummary>,
 }
 
 /// Whether runs can start (doctor's short form of [`Readiness`]).
 #[derive(Debug, Clone, Serialize)]
-pub struct RuntimeHealth {
-    pub ready: bool,
-    pub problems: Vec<String>,
+pub(crate) struct RuntimeHealth {
+    pub(crate) ready: bool,
+    pub(crate) problems: Vec<String>,
 }
 
 /// The install's part of the diagnosis.
 #[derive(Debug, Clone, Serialize)]
-pub struct Install {
+pub(crate) struct Install {
     /// `git --version`, or `not found`.
-    pub git: String,
-    pub ref_storage: String,
-    pub object_format: String,
-    pub hooks: Vec<String>,
-    pub runtime: RuntimeHealth,
-    pub local_models: Vec<LocalModel>,
+    pub(crate) git: String,
+    pub(crate) ref_storage: String,
+    pub(crate) object_format: String,
+    pub(crate) hooks: Vec<String>,
+    pub(crate) runtime: RuntimeHealth,
+    pub(crate) local_models: Vec<LocalModel>,
 }
 
 /// The diagnosis.
 #[derive(Debug, Clone, Serialize)]
-pub struct DoctorReport {
-    pub schema: &'static str,
+pub(crate) struct DoctorReport {
+    pub(crate) schema: &'static str,
     /// Nothing left unrepaired, and the ledger (if there is one) verifies.
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// Null when the ledger does not exist yet.
-    pub ledger: Option<LedgerDoctor>,
-    pub install: Install,
+    pub(crate) ledger: Option<LedgerDoctor>,
+    pub(crate) install: Install,
     /// What the command line's doctor cleaned up of `--work` runs that died (absent over the
     /// network, where doctor never writes).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub work: Option<WorkCleanup>,
+    pub(crate) work: Option<WorkCleanup>,
 }
 
 /// Work areas (worktrees under `.git/forum/work/`) left by runs that died, and removed.
 #[derive(Debug, Clone, Serialize)]
-pub struct WorkCleanup {
-    pub removed_stale: Vec<String>,
+pub(crate) struct WorkCleanup {
+    pub(crate) removed_stale: Vec<String>,
     /// Why the cleanup could not finish, if it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub problem: Option<String>,
+    pub(crate) problem: Option<String>,
 }
 
 impl<P: AsRef<std::path::Path>> From<Result<Vec<P>>> for WorkCleanup {
@@ -113,7 +113,7 @@ fn git_version(repo: &gix::Repository) -> String {
 
 /// Diagnoses `store`'s ledger and the install; `repair` writes back what `sources` (and the
 /// write-ahead log) hold exact copies of. `runtime` is [`super::status::readiness`]'s answer.
-pub fn doctor(
+pub(crate) fn doctor(
     store: &GitStore,
     sources: &Sources,
     repair: bool,

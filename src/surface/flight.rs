@@ -17,30 +17,30 @@ use crate::store::git::GitStore;
 
 /// Where `import-trace --ledger` wrote the trace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Written {
+pub(crate) struct Written {
     /// The new ledger's name.
-    pub ledger: String,
+    pub(crate) ledger: String,
     /// Entries written (the trace's events).
-    pub entries: u64,
+    pub(crate) entries: u64,
     /// The ledger's checkpoint after the write: the record's `merkle_root`.
-    pub checkpoint: String,
+    pub(crate) checkpoint: String,
     /// The ledger's tip commit.
-    pub commit: String,
+    pub(crate) commit: String,
 }
 
 /// Forum's `forum.flight-recorder/1` record, plus, beyond Forum, where it was written.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FlightRecord {
+pub(crate) struct FlightRecord {
     /// The record, keys in Forum's order.
-    pub record: Value,
+    pub(crate) record: Value,
     /// The ledger written, when one was asked for.
-    pub written: Option<Written>,
+    pub(crate) written: Option<Written>,
 }
 
 impl FlightRecord {
     /// The record as Forum prints it (`json.dumps(record, indent=2)`), with `written` last when
     /// a ledger was written.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let mut v = self.record.clone();
         if let (Some(w), Value::Object(m)) = (&self.written, &mut v) {
             let count = crate::ledger::canonical::Int::parse(&w.entries.to_string())
@@ -76,23 +76,23 @@ impl Report for FlightRecord {
 
 /// Forum's `forum.gradable-trajectory/1` row of a folded trace.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MinedRow {
-    pub row: Value,
+pub(crate) struct MinedRow {
+    pub(crate) row: Value,
 }
 
 impl MinedRow {
     /// The row as Forum prints it (`json.dumps(row, indent=2)`).
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         self.row.python_pretty()
     }
 
     /// The row as one JSONL line (`json.dumps(row, sort_keys=True)`, as Forum appends it).
-    pub fn jsonl_line(&self) -> String {
+    pub(crate) fn jsonl_line(&self) -> String {
         crate::report::dumps_sorted(&self.row, true)
     }
 
     /// The seal.
-    pub fn row_hash(&self) -> &str {
+    pub(crate) fn row_hash(&self) -> &str {
         self.row
             .get("row_hash")
             .and_then(Value::as_str)
@@ -111,7 +111,7 @@ impl Report for MinedRow {
 }
 
 /// The format called `name`, or a usage error listing the known ones.
-pub fn format(name: &str) -> Result<Format> {
+pub(crate) fn format(name: &str) -> Result<Format> {
     Format::from_name(name).ok_or_else(|| {
         let known: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
         Error::usage(format!(
@@ -122,12 +122,12 @@ pub fn format(name: &str) -> Result<Format> {
 }
 
 /// Folds `text` as a trace of `format`; `command` prefixes the error (`import-trace`, `mine`).
-pub fn fold(text: &str, format: Format, command: &str) -> Result<Folded> {
+pub(crate) fn fold(text: &str, format: Format, command: &str) -> Result<Folded> {
     flight::import(text, format).map_err(|e| Error::usage(format!("{command}: {e}")))
 }
 
 /// `import-trace`: the record of the trace in `text`.
-pub fn import_trace(text: &str, format: Format) -> Result<FlightRecord> {
+pub(crate) fn import_trace(text: &str, format: Format) -> Result<FlightRecord> {
     let f = fold(text, format, "import-trace")?;
     Ok(FlightRecord {
         record: flight::record(&f),
@@ -141,7 +141,7 @@ pub fn import_trace(text: &str, format: Format) -> Result<FlightRecord> {
 /// other. A ledger that already exists is refused and left as it was; so is a trace with an
 /// event no ledger entry may hold (an empty or over-long actor or kind, a control character):
 /// nothing is written unless everything can be.
-pub fn import_trace_into(
+pub(crate) fn import_trace_into(
     text: &str,
     format: Format,
     store: &mut GitStore,
@@ -186,7 +186,7 @@ pub fn import_trace_into(
 }
 
 /// `mine`: the gradable row of the trace in `text`, graded with `min_checks`.
-pub fn mine(text: &str, format: Format, min_checks: u64) -> Result<MinedRow> {
+pub(crate) fn mine(text: &str, format: Format, min_checks: u64) -> Result<MinedRow> {
     let f = fold(text, format, "mine")?;
     Ok(MinedRow {
         row: flight::mine(&f, min_checks),
@@ -196,7 +196,7 @@ pub fn mine(text: &str, format: Format, min_checks: u64) -> Result<MinedRow> {
 /// The trace of a daemon or MCP call: `trace` as a string is the trace's text (any format,
 /// JSONL included); any other JSON value is the trace itself, written back as JSON text with
 /// its numbers as they came.
-pub fn trace_text(trace: &Value) -> String {
+pub(crate) fn trace_text(trace: &Value) -> String {
     match trace {
         Value::Str(s) => s.clone(),
         other => other.canonical(),

@@ -16,11 +16,11 @@ use crate::store::git::GitStore;
 /// How many entries the ledger holds and its checkpoint (Forum's `GET /status`, plus the
 /// ledger's name).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StatusReport {
-    pub ledger: String,
-    pub entries: u64,
+pub(crate) struct StatusReport {
+    pub(crate) ledger: String,
+    pub(crate) entries: u64,
     /// The Merkle root over every entry hash.
-    pub checkpoint: String,
+    pub(crate) checkpoint: String,
 }
 
 impl Report for StatusReport {
@@ -29,7 +29,7 @@ impl Report for StatusReport {
 
 /// The status of the ledger `ledger` of `size` entries whose Merkle root is `root` (as of one
 /// read; [`root_of`] computes it, the daemon keeps it up to date as entries arrive).
-pub fn status(ledger: &str, size: u64, root: &str) -> StatusReport {
+pub(crate) fn status(ledger: &str, size: u64, root: &str) -> StatusReport {
     StatusReport {
         ledger: ledger.to_string(),
         entries: size,
@@ -41,14 +41,14 @@ pub fn status(ledger: &str, size: u64, root: &str) -> StatusReport {
 /// root `checkpoint`), whether it was recorded as a witness, and the signature's format when it
 /// was signed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CheckpointReport {
-    pub ledger: String,
-    pub size: u64,
+pub(crate) struct CheckpointReport {
+    pub(crate) ledger: String,
+    pub(crate) size: u64,
     /// The Merkle root over the first `size` entry hashes.
-    pub checkpoint: String,
-    pub recorded: bool,
+    pub(crate) checkpoint: String,
+    pub(crate) recorded: bool,
     /// The signature's format (`openpgp`, `ssh`, `x509`) when the checkpoint was signed.
-    pub signed: Option<String>,
+    pub(crate) signed: Option<String>,
 }
 
 impl Report for CheckpointReport {
@@ -56,7 +56,7 @@ impl Report for CheckpointReport {
 }
 
 /// The current checkpoint of the ledger (`size` entries, Merkle root `root`), read only.
-pub fn checkpoint(ledger: &str, size: u64, root: &str) -> CheckpointReport {
+pub(crate) fn checkpoint(ledger: &str, size: u64, root: &str) -> CheckpointReport {
     CheckpointReport {
         ledger: ledger.to_string(),
         size,
@@ -68,17 +68,21 @@ pub fn checkpoint(ledger: &str, size: u64, root: &str) -> CheckpointReport {
 
 /// What [`record_checkpoint`] does besides checking the ledger.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Record {
+pub(crate) struct Record {
     /// Write the checkpoint as a witness later verifies compare against.
-    pub record: bool,
+    pub(crate) record: bool,
     /// Sign it with the git signing key and store the signature with the ledger.
-    pub sign: bool,
+    pub(crate) sign: bool,
 }
 
 /// Verifies the ledger, then signs and/or records its checkpoint. A ledger that does not
 /// verify is refused (a conflict: nothing is written); the signature is made before the
 /// record, so a signing failure leaves nothing behind.
-pub fn record_checkpoint(store: &GitStore, ledger: &str, what: Record) -> Result<CheckpointReport> {
+pub(crate) fn record_checkpoint(
+    store: &GitStore,
+    ledger: &str,
+    what: Record,
+) -> Result<CheckpointReport> {
     let r = store.verify(false)?;
     if !r.passed() {
         return Err(Error::conflict(format!(
@@ -109,8 +113,8 @@ pub fn record_checkpoint(store: &GitStore, ledger: &str, what: Record) -> Result
 
 /// One entry, as Forum's `GET /ledger/<seq>` answers it: the entry's own fields, no body.
 #[derive(Debug, Clone, PartialEq)]
-pub struct EntryReport {
-    pub entry: Entry,
+pub(crate) struct EntryReport {
+    pub(crate) entry: Entry,
 }
 
 impl Serialize for EntryReport {
@@ -124,7 +128,7 @@ impl Report for EntryReport {
 }
 
 /// The entry at `seq` of `entries`, or not found.
-pub fn entry(entries: &[Entry], seq: u64) -> Result<EntryReport> {
+pub(crate) fn entry(entries: &[Entry], seq: u64) -> Result<EntryReport> {
     Ok(EntryReport {
         entry: entry_at(entries, seq)?.clone(),
     })
@@ -132,10 +136,10 @@ pub fn entry(entries: &[Entry], seq: u64) -> Result<EntryReport> {
 
 /// The causal chain of an entry, root first.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WhyReport {
-    pub seq: u64,
+pub(crate) struct WhyReport {
+    pub(crate) seq: u64,
     #[serde(serialize_with = "entries_as_json")]
-    pub chain: Vec<Entry>,
+    pub(crate) chain: Vec<Entry>,
 }
 
 impl Report for WhyReport {
@@ -144,7 +148,7 @@ impl Report for WhyReport {
 
 /// Follows the causal parents of the entry at `seq` back to a root. A parent that points
 /// outside the ledger is a conflict: the ledger's state, not the caller's input, is wrong.
-pub fn why(entries: &[Entry], seq: u64) -> Result<WhyReport> {
+pub(crate) fn why(entries: &[Entry], seq: u64) -> Result<WhyReport> {
     entry_at(entries, seq)?;
     let chain =
         causal_chain(seq, |s| Ok(entries.get(s as usize).cloned())).map_err(Error::conflict)?;
@@ -152,14 +156,14 @@ pub fn why(entries: &[Entry], seq: u64) -> Result<WhyReport> {
 }
 
 /// Every entry of the ledger in a store, oldest first (none when it has no entries yet).
-pub fn read_all(store: &GitStore) -> Result<Vec<Entry>> {
+pub(crate) fn read_all(store: &GitStore) -> Result<Vec<Entry>> {
     let mut entries: Vec<Entry> = store.walk_back(None)?.into_iter().map(|(_, e)| e).collect();
     entries.reverse();
     Ok(entries)
 }
 
 /// The Merkle root over the entry hashes of `entries`.
-pub fn root_of(entries: &[Entry]) -> String {
+pub(crate) fn root_of(entries: &[Entry]) -> String {
     let hashes: Vec<&str> = entries.iter().map(|e| e.entry_hash.as_str()).collect();
     merkle_root(&hashes)
 }

@@ -24,7 +24,7 @@ pub(crate) mod context;
 pub(crate) mod doctor;
 pub(crate) mod flight;
 pub(crate) mod ledger;
-pub mod model;
+pub(crate) mod model;
 pub(crate) mod proof;
 pub(crate) mod read;
 pub(crate) mod run;
@@ -36,7 +36,7 @@ pub(crate) mod witness;
 pub(crate) mod work;
 
 /// A report an operation returns: serializable, with a stable schema name.
-pub trait Report: serde::Serialize {
+pub(crate) trait Report: serde::Serialize {
     /// The schema name written as the report's `schema` field (for example
     /// `"git-forum.verify/1"`).
     const SCHEMA: &'static str;
@@ -44,7 +44,7 @@ pub trait Report: serde::Serialize {
 
 /// What kind of failure an [`Error`] is; decides the exit code and the HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
+pub(crate) enum Class {
     /// The caller's input is wrong (a flag, a field, a name): fix the input and retry.
     Usage,
     /// What the caller named does not exist (a ledger, an entry, a run).
@@ -62,10 +62,6 @@ pub enum Class {
     /// The store or the machine failed (I/O, git, a corrupt object).
     Internal,
 }
-
-/// The exit code of a `submit` or `resume` stopped by a spend ceiling (`--max-tokens`,
-/// `--max-cost-usd`): the run is witnessed and `git forum resume` continues it.
-pub use run::exit::EXIT_CEILING;
 
 /// The one table from a class to what each transport reports.
 const TABLE: &[(Class, u8, u16)] = &[
@@ -88,12 +84,12 @@ impl Class {
     }
 
     /// The process exit code the CLI uses for this class.
-    pub fn exit_code(self) -> u8 {
+    pub(crate) fn exit_code(self) -> u8 {
         self.row().0
     }
 
     /// The HTTP status the daemon answers with (MCP marks 400 and above as `isError`).
-    pub fn http_status(self) -> u16 {
+    pub(crate) fn http_status(self) -> u16 {
         self.row().1
     }
 }
@@ -105,9 +101,9 @@ impl Class {
 /// printed its answer ends with [`Error::silent`], and a run killed by a signal exits with the
 /// shell's `128 + N` ([`Error::with_exit`]).
 #[derive(Debug)]
-pub struct Error {
-    pub class: Class,
-    pub message: String,
+pub(crate) struct Error {
+    pub(crate) class: Class,
+    pub(crate) message: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     /// The exit code when it is not the class's.
     exit: Option<u8>,
@@ -116,7 +112,7 @@ pub struct Error {
 }
 
 impl Error {
-    pub fn new(class: Class, message: impl Into<String>) -> Error {
+    pub(crate) fn new(class: Class, message: impl Into<String>) -> Error {
         Error {
             class,
             message: message.into(),
@@ -128,7 +124,7 @@ impl Error {
 
     /// Ends a command with exit `code` and no message: it already printed what it had to say
     /// (a report that says the check failed, or nothing on a closed pipe).
-    pub fn silent(code: u8) -> Error {
+    pub(crate) fn silent(code: u8) -> Error {
         let class = if code == Class::Usage.exit_code() {
             Class::Usage
         } else {
@@ -142,58 +138,61 @@ impl Error {
     }
 
     /// The same error, exiting with `code` instead of its class's code.
-    pub fn with_exit(mut self, code: u8) -> Error {
+    pub(crate) fn with_exit(mut self, code: u8) -> Error {
         self.exit = Some(code);
         self
     }
 
     /// The process exit code: the class's, unless [`Error::silent`] or [`Error::with_exit`]
     /// named another.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         self.exit.unwrap_or_else(|| self.class.exit_code())
     }
 
     /// The one line to print on stderr, or `None` after [`Error::silent`].
-    pub fn shown(&self) -> Option<&str> {
+    pub(crate) fn shown(&self) -> Option<&str> {
         (!self.silent).then_some(self.message.as_str())
     }
 
     /// A failure of the command (exit 1), by the name the CLI has always called it.
-    pub fn fail(message: impl Into<String>) -> Error {
+    pub(crate) fn fail(message: impl Into<String>) -> Error {
         Error::failed(message)
     }
 
     /// Keeps `source` as the cause; the message stays the one the caller sees.
-    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Error {
+    pub(crate) fn with_source(
+        mut self,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
         self.source = Some(Box::new(source));
         self
     }
 
-    pub fn usage(message: impl Into<String>) -> Error {
+    pub(crate) fn usage(message: impl Into<String>) -> Error {
         Error::new(Class::Usage, message)
     }
 
-    pub fn not_found(message: impl Into<String>) -> Error {
+    pub(crate) fn not_found(message: impl Into<String>) -> Error {
         Error::new(Class::NotFound, message)
     }
 
-    pub fn conflict(message: impl Into<String>) -> Error {
+    pub(crate) fn conflict(message: impl Into<String>) -> Error {
         Error::new(Class::Conflict, message)
     }
 
-    pub fn unavailable(message: impl Into<String>) -> Error {
+    pub(crate) fn unavailable(message: impl Into<String>) -> Error {
         Error::new(Class::Unavailable, message)
     }
 
-    pub fn upstream(message: impl Into<String>) -> Error {
+    pub(crate) fn upstream(message: impl Into<String>) -> Error {
         Error::new(Class::Upstream, message)
     }
 
-    pub fn failed(message: impl Into<String>) -> Error {
+    pub(crate) fn failed(message: impl Into<String>) -> Error {
         Error::new(Class::Failed, message)
     }
 
-    pub fn internal(message: impl Into<String>) -> Error {
+    pub(crate) fn internal(message: impl Into<String>) -> Error {
         Error::new(Class::Internal, message)
     }
 }
@@ -260,7 +259,7 @@ impl From<crate::config::Error> for Error {
 }
 
 /// A surface operation's result.
-pub type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 #[cfg(test)]
 mod tests {

@@ -8,28 +8,28 @@ use crate::model::{self, Home, Model};
 
 /// Where the local model lives and how it stands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModelStatus {
-    pub schema: &'static str,
+pub(crate) struct ModelStatus {
+    pub(crate) schema: &'static str,
     /// The model directory (the venv).
-    pub dir: String,
+    pub(crate) dir: String,
     /// The model served.
-    pub model: &'static str,
+    pub(crate) model: &'static str,
     /// Whether the pinned wheels are installed in `dir`.
-    pub installed: bool,
+    pub(crate) installed: bool,
     /// Whether a server answers `/v1/models` at `url`.
-    pub running: bool,
+    pub(crate) running: bool,
     /// The server's PID, when git forum started it.
-    pub pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
     /// Its port.
-    pub port: Option<u16>,
+    pub(crate) port: Option<u16>,
     /// The base URL runs use (`GIT_FORUM_MODEL_URL` when set).
-    pub url: String,
+    pub(crate) url: String,
     /// `managed` (git forum starts and stops it) or `external` (`GIT_FORUM_MODEL_URL`).
-    pub managed_by: &'static str,
+    pub(crate) managed_by: &'static str,
     /// The server's log.
-    pub log: String,
+    pub(crate) log: String,
     /// The one command that gets it running, when it is not.
-    pub next: Option<String>,
+    pub(crate) next: Option<String>,
 }
 
 impl Report for ModelStatus {
@@ -38,14 +38,14 @@ impl Report for ModelStatus {
 
 /// What `install`, `start` and `stop` did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModelAction {
-    pub schema: &'static str,
+pub(crate) struct ModelAction {
+    pub(crate) schema: &'static str,
     /// `install`, `start` or `stop`.
-    pub action: &'static str,
+    pub(crate) action: &'static str,
     /// False when there was nothing to do (installed already, running already, not running).
-    pub changed: bool,
+    pub(crate) changed: bool,
     /// The state afterwards.
-    pub status: ModelStatus,
+    pub(crate) status: ModelStatus,
 }
 
 impl Report for ModelAction {
@@ -54,9 +54,9 @@ impl Report for ModelAction {
 
 /// The base URL alone.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModelUrl {
-    pub schema: &'static str,
-    pub url: String,
+pub(crate) struct ModelUrl {
+    pub(crate) schema: &'static str,
+    pub(crate) url: String,
 }
 
 impl Report for ModelUrl {
@@ -64,19 +64,19 @@ impl Report for ModelUrl {
 }
 
 /// The one command that installs and starts the local model.
-pub const GET_IT_RUNNING: &str = "git forum model install && git forum model start";
+pub(crate) const GET_IT_RUNNING: &str = "git forum model install && git forum model start";
 
 fn unavailable(m: String) -> Error {
     Error::unavailable(m)
 }
 
 /// The model directory the environment names.
-pub fn home() -> Result<Home> {
+pub(crate) fn home() -> Result<Home> {
     Home::from_env().map_err(Error::usage)
 }
 
 /// A port from `--port`: 1 to 65535.
-pub fn check_port(port: u32) -> Result<u16> {
+pub(crate) fn check_port(port: u32) -> Result<u16> {
     match u16::try_from(port) {
         Ok(p) if p > 0 => Ok(p),
         _ => Err(Error::usage(format!(
@@ -86,7 +86,7 @@ pub fn check_port(port: u32) -> Result<u16> {
 }
 
 /// How the local model stands.
-pub fn status(home: &Home) -> Result<ModelStatus> {
+pub(crate) fn status(home: &Home) -> Result<ModelStatus> {
     let m = model::DEFAULT_MODEL;
     let external = model::external_url().map_err(Error::usage)?;
     let installed = model::installed(home, m);
@@ -128,7 +128,7 @@ pub fn status(home: &Home) -> Result<ModelStatus> {
 }
 
 /// Installs `name` (default: the tiny model).
-pub fn install(home: &Home, name: Option<&str>) -> Result<ModelAction> {
+pub(crate) fn install(home: &Home, name: Option<&str>) -> Result<ModelAction> {
     let m: &Model = match name {
         Some(n) => model::model_named(n).map_err(Error::usage)?,
         None => model::DEFAULT_MODEL,
@@ -143,7 +143,7 @@ pub fn install(home: &Home, name: Option<&str>) -> Result<ModelAction> {
 }
 
 /// Starts the server (on `port`, default [`model::default_port`]) and waits until it answers.
-pub fn start(home: &Home, port: Option<u16>) -> Result<ModelAction> {
+pub(crate) fn start(home: &Home, port: Option<u16>) -> Result<ModelAction> {
     if let Some(u) = model::external_url().map_err(Error::usage)? {
         return Err(Error::usage(format!(
             "{} is set ({u}): that server is not git forum's to start; unset it to use the managed model",
@@ -170,7 +170,7 @@ pub fn start(home: &Home, port: Option<u16>) -> Result<ModelAction> {
 }
 
 /// Stops the server and waits until it has exited.
-pub fn stop(home: &Home) -> Result<ModelAction> {
+pub(crate) fn stop(home: &Home) -> Result<ModelAction> {
     let stopped = model::stop(home).map_err(Error::internal)?;
     Ok(ModelAction {
         schema: ModelAction::SCHEMA,
@@ -181,7 +181,7 @@ pub fn stop(home: &Home) -> Result<ModelAction> {
 }
 
 /// The base URL runs use.
-pub fn url(home: &Home, port: Option<u16>) -> Result<ModelUrl> {
+pub(crate) fn url(home: &Home, port: Option<u16>) -> Result<ModelUrl> {
     Ok(ModelUrl {
         schema: ModelUrl::SCHEMA,
         url: model::current_url(home, port).map_err(Error::usage)?,
@@ -219,7 +219,7 @@ fn local_endpoints(rt: &crate::exec::config::Runtime, base: &str) -> Vec<String>
 /// Before a run on `rt`: when an executor points at the local model and nothing answers
 /// there, starts it (when it is installed and git forum manages it) or says the one command
 /// that does. Returns what it did, for stderr.
-pub fn ensure_running(rt: &crate::exec::config::Runtime) -> Result<Option<String>> {
+pub(crate) fn ensure_running(rt: &crate::exec::config::Runtime) -> Result<Option<String>> {
     let Ok(home) = Home::from_env() else {
         return Ok(None);
     };

@@ -17,7 +17,7 @@ use crate::store::sign::{self, SignatureCheck, StoredSignature};
 
 /// What to prove.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ask {
+pub(crate) enum Ask {
     /// That the entry at this seq is in the checkpoint.
     Inclusion(u64),
     /// That the checkpoint extends the ledger's checkpoint of this size.
@@ -27,7 +27,7 @@ pub enum Ask {
 /// A proof, written as the proof file itself (`verify-proof` reads it back).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
-pub enum ProofReport {
+pub(crate) enum ProofReport {
     Inclusion(InclusionProof),
     Consistency(ConsistencyProof),
 }
@@ -40,7 +40,7 @@ impl Report for ProofReport {
 
 /// A proof of `ask` against the checkpoint of the first `size` entries (all by default) of
 /// `entries`, the ledger `ledger`; a checkpoint found among `signed` carries its signature.
-pub fn prove(
+pub(crate) fn prove(
     entries: &[Entry],
     ledger: &str,
     signed: &[StoredSignature],
@@ -114,21 +114,21 @@ pub fn prove(
 
 /// What a proof must show besides holding.
 #[derive(Debug, Clone, Default)]
-pub struct Require<'a> {
+pub(crate) struct Require<'a> {
     /// This checkpoint root.
-    pub root: Option<&'a str>,
+    pub(crate) root: Option<&'a str>,
     /// This checkpoint size.
-    pub size: Option<u64>,
+    pub(crate) size: Option<u64>,
     /// The allowed-signers file ssh signatures are checked against.
-    pub allowed_signers: Option<&'a Path>,
+    pub(crate) allowed_signers: Option<&'a Path>,
     /// A signature by a trusted key.
-    pub signature: bool,
+    pub(crate) signature: bool,
 }
 
 /// A proof that holds: what it shows, and who signed its checkpoint when that was checked.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
-pub enum ProofCheck {
+pub(crate) enum ProofCheck {
     Inclusion {
         ok: bool,
         kind: &'static str,
@@ -156,9 +156,9 @@ impl Report for ProofCheck {
 
 /// A proof that was read but does not hold, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProofFailure {
-    pub ok: bool,
-    pub problem: String,
+pub(crate) struct ProofFailure {
+    pub(crate) ok: bool,
+    pub(crate) problem: String,
 }
 
 impl Report for ProofFailure {
@@ -166,7 +166,7 @@ impl Report for ProofFailure {
 }
 
 impl ProofFailure {
-    pub fn new(problem: impl Into<String>) -> ProofFailure {
+    pub(crate) fn new(problem: impl Into<String>) -> ProofFailure {
         ProofFailure {
             ok: false,
             problem: problem.into(),
@@ -176,7 +176,7 @@ impl ProofFailure {
 
 impl ProofCheck {
     /// The one line `verify-proof` prints when the proof holds.
-    pub fn summary(&self, v: &Verified) -> String {
+    pub(crate) fn summary(&self, v: &Verified) -> String {
         match v {
             Verified::Inclusion(p) => format!(
                 "ok: seq {} ({} by {}) is in ledger {} at size {}, root {}",
@@ -195,7 +195,7 @@ impl ProofCheck {
     }
 
     /// Who signed the checkpoint, when the signature was checked and good.
-    pub fn signer(&self) -> Option<&str> {
+    pub(crate) fn signer(&self) -> Option<&str> {
         match self {
             ProofCheck::Inclusion { signer, .. } | ProofCheck::Consistency { signer, .. } => {
                 signer.as_deref()
@@ -207,7 +207,7 @@ impl ProofCheck {
 /// Checks the proof `text` (git forum's own JSON proof) and what `need` requires of it; `Err`
 /// says why it does not hold. Signatures are checked with git's tools in the current
 /// directory (`gpg.ssh.allowedSignersFile`, gpg's keyring) unless `need` names a file.
-pub fn verify_proof(
+pub(crate) fn verify_proof(
     text: &str,
     need: &Require<'_>,
 ) -> std::result::Result<(Verified, ProofCheck), String> {

@@ -11,12 +11,12 @@ use crate::store::git::GitStore;
 
 /// The most entries one page of a read over the daemon or MCP holds (`/replay`, `/log`); a
 /// larger `limit` is cut to this, so one request never builds more than this much JSON.
-pub const MAX_PAGE: usize = 1000;
+pub(crate) const MAX_PAGE: usize = 1000;
 
 /// Entries newest first: `git forum log`'s JSON list (one entry dict each, no bodies).
 #[derive(Debug, Clone, PartialEq)]
-pub struct LogReport {
-    pub entries: Vec<Entry>,
+pub(crate) struct LogReport {
+    pub(crate) entries: Vec<Entry>,
 }
 
 impl Serialize for LogReport {
@@ -30,7 +30,7 @@ impl Report for LogReport {
 }
 
 /// The newest `limit` entries of the ledger in `store` (all with `None`), newest first.
-pub fn log(store: &GitStore, limit: Option<u64>) -> Result<LogReport> {
+pub(crate) fn log(store: &GitStore, limit: Option<u64>) -> Result<LogReport> {
     let entries = store
         .walk_back(limit)?
         .into_iter()
@@ -40,7 +40,7 @@ pub fn log(store: &GitStore, limit: Option<u64>) -> Result<LogReport> {
 }
 
 /// [`log`] over entries already read (oldest first, as the daemon's cache holds them).
-pub fn log_of(entries: &[Entry], limit: Option<u64>) -> LogReport {
+pub(crate) fn log_of(entries: &[Entry], limit: Option<u64>) -> LogReport {
     let n = limit.map_or(entries.len(), |l| {
         entries.len().min(usize::try_from(l).unwrap_or(usize::MAX))
     });
@@ -53,10 +53,10 @@ pub fn log_of(entries: &[Entry], limit: Option<u64>) -> LogReport {
 /// `{"entries": [...]}`, plus `next`, the `after` that reads the following page (null on the
 /// last).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ReplayReport {
+pub(crate) struct ReplayReport {
     #[serde(serialize_with = "entries_as_json")]
-    pub entries: Vec<Entry>,
-    pub next: Option<u64>,
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) next: Option<u64>,
 }
 
 impl Report for ReplayReport {
@@ -66,7 +66,12 @@ impl Report for ReplayReport {
 /// The entries of `entries` (oldest first) with seq at most `upto`: at most `limit` of them
 /// with a seq above `after`. A `upto` past the tip reads to the tip, as Forum's
 /// `replay(until)` does.
-pub fn replay(entries: &[Entry], upto: u64, limit: usize, after: Option<u64>) -> ReplayReport {
+pub(crate) fn replay(
+    entries: &[Entry],
+    upto: u64,
+    limit: usize,
+    after: Option<u64>,
+) -> ReplayReport {
     let end_of_range = entries.len().min(upto.saturating_add(1) as usize);
     let range = &entries[..end_of_range];
     let start = match after {
@@ -87,10 +92,10 @@ pub fn replay(entries: &[Entry], upto: u64, limit: usize, after: Option<u64>) ->
 
 /// One entry, its commit and its body (`None` when the body was redacted).
 #[derive(Debug, Clone, PartialEq)]
-pub struct PayloadReport {
-    pub entry: Entry,
-    pub commit: String,
-    pub payload: Option<Value>,
+pub(crate) struct PayloadReport {
+    pub(crate) entry: Entry,
+    pub(crate) commit: String,
+    pub(crate) payload: Option<Value>,
 }
 
 impl Serialize for PayloadReport {
@@ -119,7 +124,7 @@ impl PayloadReport {
     /// The report as the ledger's own value, when its body holds a NaN or an infinity, which
     /// serde_json has no number for: a transport writes this one's text instead, so the body
     /// read back still hashes to its `payload_hash`.
-    pub fn exact(&self) -> Option<Value> {
+    pub(crate) fn exact(&self) -> Option<Value> {
         let body = self.payload.as_ref().filter(|p| p.has_non_finite())?;
         let strict = serde_json::to_value(self).ok()?;
         let mut exact = Value::from_serde(&strict);
@@ -129,7 +134,11 @@ impl PayloadReport {
 }
 
 /// The entry `entry`, its commit `commit` and the body kept there.
-pub fn payload_of(store: &GitStore, entry: Entry, commit: &gix::ObjectId) -> Result<PayloadReport> {
+pub(crate) fn payload_of(
+    store: &GitStore,
+    entry: Entry,
+    commit: &gix::ObjectId,
+) -> Result<PayloadReport> {
     let payload = body_of(store, commit, entry.seq)?;
     Ok(PayloadReport {
         entry,
@@ -140,7 +149,7 @@ pub fn payload_of(store: &GitStore, entry: Entry, commit: &gix::ObjectId) -> Res
 
 /// The body kept in the entry commit `commit` (of seq `seq`), parsed; `None` when redacted.
 /// A body that is not UTF-8 JSON is a damaged store, not the caller's mistake.
-pub fn body_of(store: &GitStore, commit: &gix::ObjectId, seq: u64) -> Result<Option<Value>> {
+pub(crate) fn body_of(store: &GitStore, commit: &gix::ObjectId, seq: u64) -> Result<Option<Value>> {
     let Some(bytes) = store.body_of_commit(commit)? else {
         return Ok(None);
     };

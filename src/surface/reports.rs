@@ -21,7 +21,7 @@ use crate::store::git::{GitStore, Options, StoreError, validate_ledger_name};
 use crate::store::sync::REMOTES_PREFIX;
 
 /// A store failure as the surface reports it (the classes the CLI and the daemon gave it).
-pub fn store_error(e: StoreError) -> Error {
+pub(crate) fn store_error(e: StoreError) -> Error {
     let message = e.to_string();
     let class = match &e {
         StoreError::NoLedger(_) => super::Class::NotFound,
@@ -33,7 +33,7 @@ pub fn store_error(e: StoreError) -> Error {
 }
 
 /// A Forum directory that cannot be read (I/O) or is not a Forum ledger (bad input).
-pub fn forum_dir_error(e: ForumDirError) -> Error {
+pub(crate) fn forum_dir_error(e: ForumDirError) -> Error {
     let message = e.to_string();
     match e {
         ForumDirError::Io { .. } => Error::internal(message).with_source(e),
@@ -66,7 +66,9 @@ pub fn load(store: &dyn Storage) -> std::result::Result<Vec<(Entry, Option<Value
 
 /// Every entry of a git ledger with its body in one walk from the tip (the generic
 /// [`load`] looks each body up by hash, which on a git store walks the chain once per body).
-pub fn load_git(store: &GitStore) -> std::result::Result<Vec<(Entry, Option<Value>)>, StoreError> {
+pub(crate) fn load_git(
+    store: &GitStore,
+) -> std::result::Result<Vec<(Entry, Option<Value>)>, StoreError> {
     let mut out = Vec::new();
     for (id, e) in store.walk_back(None)? {
         let body = match store.body_of_commit(&id)? {
@@ -111,7 +113,7 @@ pub fn snapshot_from_forum_dir(dir: &Path) -> std::result::Result<Snapshot, Foru
 /// A git ledger as the projections read it, with what its own verify says (every commit, not
 /// just the entries; `deep` also checks every body). A ledger that does not exist yet reads
 /// as empty.
-pub fn snapshot(store: &GitStore, deep: bool) -> Result<Snapshot> {
+pub(crate) fn snapshot(store: &GitStore, deep: bool) -> Result<Snapshot> {
     if !store.exists().map_err(store_error)? {
         return Ok(Snapshot::from_items(Vec::new()));
     }
@@ -128,21 +130,21 @@ pub fn snapshot(store: &GitStore, deep: bool) -> Result<Snapshot> {
 
 /// One loaded side of a report: the snapshot and what to call it.
 #[derive(Debug, Clone)]
-pub struct Side {
-    pub snapshot: Snapshot,
-    pub label: String,
+pub(crate) struct Side {
+    pub(crate) snapshot: Snapshot,
+    pub(crate) label: String,
 }
 
 /// Where report sources are looked up: the repository, the current (served) ledger, whether
 /// a path may name a Forum directory (never over the network: a client does not get to make
 /// the server read files it names), and how to tell the caller to list runs.
-pub struct Sources<'a> {
-    pub repo: &'a gix::Repository,
-    pub ledger: &'a str,
+pub(crate) struct Sources<'a> {
+    pub(crate) repo: &'a gix::Repository,
+    pub(crate) ledger: &'a str,
     /// A SOURCE that is a directory reads as a Forum ledger directory.
-    pub dirs: bool,
+    pub(crate) dirs: bool,
     /// How the caller lists runs (`git forum runs`, `GET /runs`), for error messages.
-    pub runs_hint: &'a str,
+    pub(crate) runs_hint: &'a str,
 }
 
 impl Sources<'_> {
@@ -151,7 +153,7 @@ impl Sources<'_> {
     }
 
     /// The current ledger, which must exist.
-    pub fn current(&self, deep: bool) -> Result<Side> {
+    pub(crate) fn current(&self, deep: bool) -> Result<Side> {
         let store = self.store(self.ledger)?;
         if !store.exists().map_err(store_error)? {
             return Err(store_error(StoreError::NoLedger(self.ledger.to_string())));
@@ -163,7 +165,7 @@ impl Sources<'_> {
     }
 
     /// The current ledger, or SOURCE when given.
-    pub fn current_or(&self, source: Option<&str>, deep: bool) -> Result<Side> {
+    pub(crate) fn current_or(&self, source: Option<&str>, deep: bool) -> Result<Side> {
         match source {
             Some(s) => self.side(s, deep),
             None => self.current(deep),
@@ -172,7 +174,7 @@ impl Sources<'_> {
 
     /// Resolves a SOURCE: `run:SEQ` (one run of the current ledger), a ledger name, a fetched
     /// copy (`REMOTE/NAME`), or (when [`Sources::dirs`]) a Forum ledger directory.
-    pub fn side(&self, spec: &str, deep: bool) -> Result<Side> {
+    pub(crate) fn side(&self, spec: &str, deep: bool) -> Result<Side> {
         if let Some(seq) = spec.strip_prefix("run:") {
             let seq: u64 = seq.parse().map_err(|_| {
                 Error::usage(format!(
@@ -234,20 +236,20 @@ impl Sources<'_> {
 }
 
 /// The entries of the run whose request is at `seq`, or `None` when no run starts there.
-pub fn run_slice(whole: &Snapshot, seq: u64) -> Option<Snapshot> {
+pub(crate) fn run_slice(whole: &Snapshot, seq: u64) -> Option<Snapshot> {
     let roots = report::run_roots(&whole.entries());
     (roots.get(&seq) == Some(&seq)).then(|| whole.slice(|e| roots.get(&e.seq) == Some(&seq)))
 }
 
 /// How many entries of a snapshot have no body (redacted).
-pub fn absent_bodies(s: &Snapshot) -> u64 {
+pub(crate) fn absent_bodies(s: &Snapshot) -> u64 {
     s.items.iter().filter(|(_, b)| b.is_none()).count() as u64
 }
 
 /// A projection's JSON value with its schema name; serializes as the value.
 #[derive(Debug, Clone)]
-pub struct Projected<const K: u8> {
-    pub value: Value,
+pub(crate) struct Projected<const K: u8> {
+    pub(crate) value: Value,
 }
 
 impl<const K: u8> Serialize for Projected<K> {
@@ -257,11 +259,11 @@ impl<const K: u8> Serialize for Projected<K> {
 }
 
 /// The run room (forum-spec §19).
-pub type RoomReport = Projected<0>;
+pub(crate) type RoomReport = Projected<0>;
 /// The context capsule (forum-spec §20).
-pub type CapsuleReport = Projected<1>;
+pub(crate) type CapsuleReport = Projected<1>;
 /// The outcome grade.
-pub type GradeReport = Projected<3>;
+pub(crate) type GradeReport = Projected<3>;
 
 impl Report for RoomReport {
     const SCHEMA: &'static str = report::room::RUN_ROOM_SCHEMA;
@@ -276,9 +278,9 @@ impl Report for GradeReport {
 /// The run summary of one side (forum-spec §18), with its label and how many bodies it
 /// could not read.
 #[derive(Debug, Clone)]
-pub struct SummaryReport {
-    pub label: String,
-    pub summary: Summary,
+pub(crate) struct SummaryReport {
+    pub(crate) label: String,
+    pub(crate) summary: Summary,
 }
 
 impl Serialize for SummaryReport {
@@ -294,18 +296,18 @@ impl Report for SummaryReport {
 /// An A/B comparison: both summaries, every metric's delta (B − A), and the final answers
 /// with a unified diff of them.
 #[derive(Debug, Clone)]
-pub struct BenchReport {
-    pub a: SummaryReport,
-    pub b: SummaryReport,
-    pub answer_a: Option<String>,
-    pub answer_b: Option<String>,
-    pub diff: Option<String>,
+pub(crate) struct BenchReport {
+    pub(crate) a: SummaryReport,
+    pub(crate) b: SummaryReport,
+    pub(crate) answer_a: Option<String>,
+    pub(crate) answer_b: Option<String>,
+    pub(crate) diff: Option<String>,
 }
 
 impl BenchReport {
     /// `{a, b, delta, answers: {a, b, diff}}` in that order (what `git forum bench --json`
     /// prints).
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let opt = |v: &Option<String>| v.as_ref().map(Value::str).unwrap_or(Value::Null);
         let pairs = |v: Vec<(&str, Value)>| {
             Value::Object(v.into_iter().map(|(k, x)| (k.to_string(), x)).collect())
@@ -342,7 +344,7 @@ impl Report for BenchReport {
 }
 
 /// The summary of a side.
-pub fn summary(side: &Side) -> SummaryReport {
+pub(crate) fn summary(side: &Side) -> SummaryReport {
     SummaryReport {
         label: side.label.clone(),
         summary: report::summarize(&side.snapshot),
@@ -350,7 +352,7 @@ pub fn summary(side: &Side) -> SummaryReport {
 }
 
 /// Compares two sides.
-pub fn bench(a: &Side, b: &Side) -> BenchReport {
+pub(crate) fn bench(a: &Side, b: &Side) -> BenchReport {
     let (answer_a, answer_b) = (
         report::final_answer(&a.snapshot),
         report::final_answer(&b.snapshot),
@@ -371,28 +373,28 @@ pub fn bench(a: &Side, b: &Side) -> BenchReport {
 }
 
 /// The run room from `since` (default: the last request), texts clipped to `max_text_chars`.
-pub fn room(s: &Snapshot, since: Option<u64>, max_text_chars: usize) -> RoomReport {
+pub(crate) fn room(s: &Snapshot, since: Option<u64>, max_text_chars: usize) -> RoomReport {
     Projected {
         value: report::build_run_room(s, since, max_text_chars),
     }
 }
 
 /// The context capsule: the last `max_items` task results, texts clipped to `max_text_chars`.
-pub fn capsule(s: &Snapshot, max_items: usize, max_text_chars: usize) -> CapsuleReport {
+pub(crate) fn capsule(s: &Snapshot, max_items: usize, max_text_chars: usize) -> CapsuleReport {
     Projected {
         value: report::build_context_capsule(s, max_items, max_text_chars),
     }
 }
 
 /// The grade: PASS needs every independent check passed and at least `min_checks` of them.
-pub fn grade(s: &Snapshot, min_checks: u64) -> GradeReport {
+pub(crate) fn grade(s: &Snapshot, min_checks: u64) -> GradeReport {
     Projected {
         value: report::grade::grade(s, min_checks),
     }
 }
 
 /// The gradable-trajectory row (forum-spec §21).
-pub type GradableReport = Projected<20>;
+pub(crate) type GradableReport = Projected<20>;
 
 impl Report for GradableReport {
     const SCHEMA: &'static str = report::gradable::GRADABLE_SCHEMA;
@@ -400,7 +402,7 @@ impl Report for GradableReport {
 
 /// Which entries of a ledger a grade or a gradable row covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// The latest run; the whole ledger when it holds no run (a folded trace, appended notes).
     Latest,
     /// The run whose request is at this seq.
@@ -411,7 +413,7 @@ pub enum Scope {
 
 impl Scope {
     /// `--all`, else RUN, else the latest run.
-    pub fn of(run: Option<u64>, all: bool) -> Result<Scope> {
+    pub(crate) fn of(run: Option<u64>, all: bool) -> Result<Scope> {
         match (run, all) {
             (Some(_), true) => Err(Error::usage(
                 "give a RUN or --all, not both (--all covers every run of the ledger)",
@@ -424,7 +426,7 @@ impl Scope {
 }
 
 /// The entries of `whole` that `scope` covers.
-pub fn scoped(whole: &Snapshot, scope: Scope) -> Result<Snapshot> {
+pub(crate) fn scoped(whole: &Snapshot, scope: Scope) -> Result<Snapshot> {
     let roots = report::run_roots(&whole.entries());
     let latest = roots.iter().rev().find(|(s, r)| s == r).map(|(s, _)| *s);
     let run = match (scope, latest) {
@@ -439,12 +441,12 @@ pub fn scoped(whole: &Snapshot, scope: Scope) -> Result<Snapshot> {
 }
 
 /// The grade of the entries `scope` covers.
-pub fn grade_scoped(whole: &Snapshot, scope: Scope, min_checks: u64) -> Result<GradeReport> {
+pub(crate) fn grade_scoped(whole: &Snapshot, scope: Scope, min_checks: u64) -> Result<GradeReport> {
     Ok(grade(&scoped(whole, scope)?, min_checks))
 }
 
 /// The gradable row of the entries `scope` covers.
-pub fn gradable(whole: &Snapshot, scope: Scope, min_checks: u64) -> Result<GradableReport> {
+pub(crate) fn gradable(whole: &Snapshot, scope: Scope, min_checks: u64) -> Result<GradableReport> {
     Ok(Projected {
         value: report::gradable_record(&scoped(whole, scope)?, None, min_checks),
     })

@@ -16,30 +16,30 @@ use crate::roster::{Roster, Tier};
 
 /// The runtime a run would use, explained.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RuntimeReport {
+pub(crate) struct RuntimeReport {
     /// [`RuntimeReport::SCHEMA`].
-    pub schema: &'static str,
+    pub(crate) schema: &'static str,
     /// `current`: the runtime in effect for this repository (and flags, or server).
-    pub source: &'static str,
+    pub(crate) source: &'static str,
     /// Whether nothing would stop a run.
-    pub ready: bool,
+    pub(crate) ready: bool,
     /// The runtime config file read, if any.
-    pub config: Option<ConfigFile>,
+    pub(crate) config: Option<ConfigFile>,
     /// The default executor.
-    pub default: DefaultSlot,
+    pub(crate) default: DefaultSlot,
     /// Each tier by name (`cheap`, `capable`, `frontier`).
-    pub tiers: BTreeMap<&'static str, TierRow>,
+    pub(crate) tiers: BTreeMap<&'static str, TierRow>,
     /// The worker and orchestrator seats.
-    pub seats: Seats,
+    pub(crate) seats: Seats,
     /// The roster the tiers are demanded by.
-    pub roster: RosterSize,
+    pub(crate) roster: RosterSize,
     /// The verification tier a `--work` run would be checked at: the heaviest of the
     /// executors its tasks may land on (`crate::exec::config::verify`), with what it implies.
-    pub verification: J,
+    pub(crate) verification: J,
     /// Every issue that would stop a run.
-    pub issues: Vec<Issue>,
+    pub(crate) issues: Vec<Issue>,
     /// Loading warnings.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Report for RuntimeReport {
@@ -48,74 +48,74 @@ impl Report for RuntimeReport {
 
 /// Where the runtime config came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ConfigFile {
-    pub path: String,
+pub(crate) struct ConfigFile {
+    pub(crate) path: String,
     /// `repository` or `user`: how the file is trusted.
-    pub origin: &'static str,
+    pub(crate) origin: &'static str,
 }
 
 /// How a slot was reached: its name and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ViaRow {
-    pub slot: Option<&'static str>,
-    pub why: String,
+pub(crate) struct ViaRow {
+    pub(crate) slot: Option<&'static str>,
+    pub(crate) why: String,
 }
 
 /// The default executor.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DefaultSlot {
+pub(crate) struct DefaultSlot {
     /// Whether a default is configured (rather than reached through a fallback).
-    pub configured: bool,
-    pub via: Option<ViaRow>,
+    pub(crate) configured: bool,
+    pub(crate) via: Option<ViaRow>,
     /// The executor's description (kind-specific fields).
-    pub executor: Option<J>,
+    pub(crate) executor: Option<J>,
 }
 
 /// One tier.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TierRow {
+pub(crate) struct TierRow {
     /// `configured`, `fallback` or `missing`.
-    pub status: &'static str,
+    pub(crate) status: &'static str,
     /// How a falling-back tier is served.
-    pub fallback: Option<ViaRow>,
+    pub(crate) fallback: Option<ViaRow>,
     /// The tier's own executor, when configured.
-    pub executor: Option<J>,
+    pub(crate) executor: Option<J>,
     /// Roster lanes of this tier.
-    pub demanded_by: Vec<String>,
+    pub(crate) demanded_by: Vec<String>,
     /// False when the worker seat is pinned, so tasks do not use tiers.
-    pub used_for_tasks: bool,
+    pub(crate) used_for_tasks: bool,
 }
 
 /// The two seats.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Seats {
-    pub worker: SeatRow,
-    pub orchestrator: SeatRow,
+pub(crate) struct Seats {
+    pub(crate) worker: SeatRow,
+    pub(crate) orchestrator: SeatRow,
 }
 
 /// One seat: what it is set to and what it resolves to.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SeatRow {
-    pub seat: &'static str,
+pub(crate) struct SeatRow {
+    pub(crate) seat: &'static str,
     /// `null` (unset), a slot name, or `inline`.
-    pub set: Option<&'static str>,
-    pub via: Option<ViaRow>,
-    pub executor: Option<J>,
+    pub(crate) set: Option<&'static str>,
+    pub(crate) via: Option<ViaRow>,
+    pub(crate) executor: Option<J>,
     /// Why the seat does not resolve.
-    pub problem: Option<String>,
+    pub(crate) problem: Option<String>,
 }
 
 /// The roster's size.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RosterSize {
-    pub lanes: usize,
+pub(crate) struct RosterSize {
+    pub(crate) lanes: usize,
 }
 
 /// An issue that would stop a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Issue {
-    pub place: String,
-    pub problem: String,
+pub(crate) struct Issue {
+    pub(crate) place: String,
+    pub(crate) problem: String,
 }
 
 impl std::fmt::Display for Issue {
@@ -133,7 +133,7 @@ fn via_row(via: &Via) -> ViaRow {
 
 /// An executor's description: kind, model, origin, limits, and the kind's own facts (the
 /// program found, the URL and whether it is local, the endpoint verdict, whether the key is set).
-pub fn executor_json(spec: &ExecutorSpec, facts: &dyn Facts) -> J {
+pub(crate) fn executor_json(spec: &ExecutorSpec, facts: &dyn Facts) -> J {
     let mut v = json!({
         "kind": spec.kind.name(),
         "model": spec.model(),
@@ -178,14 +178,14 @@ pub fn executor_json(spec: &ExecutorSpec, facts: &dyn Facts) -> J {
 
 /// A verification tier as JSON: `{tier, verify, gate_every_change, checks_required,
 /// judge_intent, implies}` (`implies`: the one line `runtime inspect` prints).
-pub fn verification_json(v: &config::Verification) -> J {
+pub(crate) fn verification_json(v: &config::Verification) -> J {
     let mut j = json!(v);
     j["implies"] = json!(v.describe());
     j
 }
 
 /// Explains `loaded` against `roster`, asking `facts` about the environment.
-pub fn inspect(loaded: &Loaded, roster: &Roster, facts: &dyn Facts) -> RuntimeReport {
+pub(crate) fn inspect(loaded: &Loaded, roster: &Roster, facts: &dyn Facts) -> RuntimeReport {
     let rt = &loaded.runtime;
     let issues: Vec<Issue> = config::issues(rt, roster, facts)
         .into_iter()

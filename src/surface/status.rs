@@ -21,75 +21,75 @@ use crate::roster::{Roster, Tier};
 use crate::store::git::{GitStore, Options, StoreError};
 
 /// The longest a local model's URL is waited on.
-pub const PROBE_MS: u64 = 500;
+pub(crate) const PROBE_MS: u64 = 500;
 
 /// One ledger of the repository.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LedgerRow {
-    pub name: String,
+pub(crate) struct LedgerRow {
+    pub(crate) name: String,
     /// Its entry count (the tip's seq + 1).
-    pub entries: u64,
+    pub(crate) entries: u64,
     /// The tip commit.
-    pub tip: String,
+    pub(crate) tip: String,
     /// The tip entry's hash.
-    pub tip_entry_hash: String,
+    pub(crate) tip_entry_hash: String,
 }
 
 /// The current ledger's last run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LastRun {
+pub(crate) struct LastRun {
     /// The seq of its request (the run's id).
-    pub request_seq: u64,
-    pub request: String,
+    pub(crate) request_seq: u64,
+    pub(crate) request: String,
     /// How it stands (`answered`, `paused`, `failed`, …; as `git forum runs` says).
-    pub state: &'static str,
+    pub(crate) state: &'static str,
     /// How many entries belong to it.
-    pub entries: usize,
+    pub(crate) entries: usize,
     /// The seq of its answer, if it has one.
-    pub answer_seq: Option<u64>,
+    pub(crate) answer_seq: Option<u64>,
 }
 
 /// One configured executor.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ExecutorRow {
+pub(crate) struct ExecutorRow {
     /// `default` or a tier (`cheap`, `capable`, `frontier`).
-    pub slot: String,
-    pub kind: &'static str,
-    pub model: String,
-    pub describe: String,
+    pub(crate) slot: String,
+    pub(crate) kind: &'static str,
+    pub(crate) model: String,
+    pub(crate) describe: String,
 }
 
 /// A local model endpoint and whether it accepts a connection.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LocalModel {
-    pub url: String,
-    pub answers: bool,
+pub(crate) struct LocalModel {
+    pub(crate) url: String,
+    pub(crate) answers: bool,
 }
 
 /// Whether runs can start here.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Readiness {
-    pub ready: bool,
+pub(crate) struct Readiness {
+    pub(crate) ready: bool,
     /// What keeps the runtime from being ready, one line each.
-    pub problems: Vec<String>,
-    pub executors: Vec<ExecutorRow>,
-    pub local_models: Vec<LocalModel>,
+    pub(crate) problems: Vec<String>,
+    pub(crate) executors: Vec<ExecutorRow>,
+    pub(crate) local_models: Vec<LocalModel>,
 }
 
 /// The repository's git forum.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StatusReport {
+pub(crate) struct StatusReport {
     /// The current ledger, its entry count and its checkpoint (the fields `status` always had).
-    pub ledger: String,
-    pub entries: u64,
-    pub checkpoint: String,
+    pub(crate) ledger: String,
+    pub(crate) entries: u64,
+    pub(crate) checkpoint: String,
     /// Every ledger, by name.
-    pub ledgers: Vec<LedgerRow>,
+    pub(crate) ledgers: Vec<LedgerRow>,
     /// The current ledger's last run, if it has one.
-    pub last_run: Option<LastRun>,
+    pub(crate) last_run: Option<LastRun>,
     /// The hooks of this repository that run git forum (`pre-push`, `pre-receive`, `update`).
-    pub hooks: Vec<String>,
-    pub runtime: Readiness,
+    pub(crate) hooks: Vec<String>,
+    pub(crate) runtime: Readiness,
 }
 
 impl Report for StatusReport {
@@ -101,7 +101,7 @@ fn store_err(e: StoreError) -> super::Error {
 }
 
 /// Every ledger of the repository with its size and tip.
-pub fn ledgers(repo: &gix::Repository) -> Result<Vec<LedgerRow>> {
+pub(crate) fn ledgers(repo: &gix::Repository) -> Result<Vec<LedgerRow>> {
     let git = crate::store::sync::Git::for_repo(repo);
     let mut names = crate::store::sync::local_ledgers(&git).map_err(store_err)?;
     names.sort();
@@ -122,7 +122,7 @@ pub fn ledgers(repo: &gix::Repository) -> Result<Vec<LedgerRow>> {
 
 /// The last run of `store`'s ledger, whose commits and entries (oldest first) are `walked`:
 /// its request is the last parentless `request`; only that run's bodies are read.
-pub fn last_run(
+pub(crate) fn last_run(
     store: &GitStore,
     walked: Vec<(gix::ObjectId, crate::ledger::Entry)>,
 ) -> Result<Option<LastRun>> {
@@ -161,7 +161,7 @@ pub fn last_run(
 }
 
 /// The hooks of `repo` that run git forum (read at most 64 KiB of each).
-pub fn hooks_installed(repo: &gix::Repository) -> Vec<String> {
+pub(crate) fn hooks_installed(repo: &gix::Repository) -> Vec<String> {
     let out = std::process::Command::new("git")
         .arg("--git-dir")
         .arg(repo.git_dir())
@@ -205,7 +205,7 @@ fn answers(url: &str) -> bool {
 }
 
 /// The runtime's readiness: `loaded` (or why it could not be loaded) against `roster`.
-pub fn readiness(
+pub(crate) fn readiness(
     loaded: std::result::Result<&Loaded, String>,
     roster: &Roster,
     facts: &dyn Facts,
@@ -264,7 +264,7 @@ pub fn readiness(
 
 /// The status of the repository around `store` (the current ledger), with `runtime` as
 /// [`readiness`] gave it.
-pub fn status(store: &GitStore, runtime: Readiness) -> Result<StatusReport> {
+pub(crate) fn status(store: &GitStore, runtime: Readiness) -> Result<StatusReport> {
     // One walk of the chain serves the count, the checkpoint and the last run.
     let mut walked = store.walk_back(None).map_err(store_err)?;
     walked.reverse();

@@ -14,16 +14,16 @@ use crate::store::sync::{Git, REMOTES_PREFIX, SEEN_PREFIX};
 
 /// A checkpoint of a copy: its size, Merkle root and the commit of its tip.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CopyCheckpoint {
-    pub size: usize,
-    pub root: String,
-    pub commit: String,
+pub(crate) struct CopyCheckpoint {
+    pub(crate) size: usize,
+    pub(crate) root: String,
+    pub(crate) commit: String,
 }
 
 /// How the local ledger stands against a remote copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Relation {
+pub(crate) enum Relation {
     /// `fetch` recorded a checkpoint but adopted no copy.
     NotFetched,
     /// The two chains disagree at the last entry they share.
@@ -37,35 +37,35 @@ pub enum Relation {
 
 /// One remote copy of one ledger.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RemoteRow {
-    pub remote: String,
-    pub ledger: String,
+pub(crate) struct RemoteRow {
+    pub(crate) remote: String,
+    pub(crate) ledger: String,
     /// The copy `fetch` adopted (`refs/forum/remotes/REMOTE/NAME`).
-    pub adopted: Option<CopyCheckpoint>,
+    pub(crate) adopted: Option<CopyCheckpoint>,
     /// The last verified checkpoint (`refs/forum/seen/REMOTE/NAME`).
-    pub seen: Option<CopyCheckpoint>,
+    pub(crate) seen: Option<CopyCheckpoint>,
     /// Entries in the local ledger of the same name.
-    pub local_size: usize,
-    pub relation: Relation,
+    pub(crate) local_size: usize,
+    pub(crate) relation: Relation,
     /// Entries here not on the copy; null when that has no meaning (not fetched, diverged).
-    pub ahead: Option<usize>,
+    pub(crate) ahead: Option<usize>,
     /// Entries there not here; null as `ahead`.
-    pub behind: Option<usize>,
+    pub(crate) behind: Option<usize>,
 }
 
 /// The served ledger's size and root.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Local {
-    pub size: usize,
-    pub root: String,
+pub(crate) struct Local {
+    pub(crate) size: usize,
+    pub(crate) root: String,
 }
 
 /// Push and fetch status (`GET /sync`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SyncReport {
-    pub ledger: String,
-    pub local: Local,
-    pub remotes: Vec<RemoteRow>,
+pub(crate) struct SyncReport {
+    pub(crate) ledger: String,
+    pub(crate) local: Local,
+    pub(crate) remotes: Vec<RemoteRow>,
 }
 
 impl super::Report for SyncReport {
@@ -78,7 +78,7 @@ impl super::Report for SyncReport {
 /// entries there not here.
 ///
 /// `ledger` is the ledger served, of `local_size` entries with root `local_root`.
-pub fn sync_status(
+pub(crate) fn sync_status(
     shared: &gix::ThreadSafeRepository,
     ledger: &str,
     local_size: usize,

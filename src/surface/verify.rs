@@ -11,35 +11,35 @@ use crate::store::verify::Code;
 
 /// What `verify` found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VerifyReport {
+pub(crate) struct VerifyReport {
     /// [`VerifyReport::SCHEMA`].
-    pub schema: &'static str,
+    pub(crate) schema: &'static str,
     /// The ledger's name.
-    pub ledger: String,
+    pub(crate) ledger: String,
     /// Whether every requested check passed.
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// Whether the chain (seqs, links, entry hashes, commits) holds.
-    pub chain: bool,
+    pub(crate) chain: bool,
     /// Whether every body hashes to its entry (`None` when bodies were not checked).
-    pub deep: Option<bool>,
+    pub(crate) deep: Option<bool>,
     /// Entries read.
     pub entries: u64,
     /// The Merkle root over the entries read.
-    pub checkpoint: String,
+    pub(crate) checkpoint: String,
     /// The seq of the first entry that fails, when one does.
-    pub first_bad_seq: Option<u64>,
+    pub(crate) first_bad_seq: Option<u64>,
     /// What is wrong, one line.
-    pub problem: Option<String>,
+    pub(crate) problem: Option<String>,
     /// The problem's stable code.
-    pub code: Option<Code>,
+    pub(crate) code: Option<Code>,
     /// Entries whose bodies are absent under a redaction entry.
-    pub redacted: Vec<Redacted>,
+    pub(crate) redacted: Vec<Redacted>,
     /// What the tail was checked against.
-    pub witnesses: Witnesses,
+    pub(crate) witnesses: Witnesses,
     /// Signed checkpoints that verified.
-    pub signatures: Vec<Signature>,
+    pub(crate) signatures: Vec<Signature>,
     /// Notes that are not failures.
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 impl Report for VerifyReport {
@@ -48,31 +48,31 @@ impl Report for VerifyReport {
 
 /// A body removed by a redaction entry.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Redacted {
-    pub seq: u64,
-    pub payload_hash: String,
+pub(crate) struct Redacted {
+    pub(crate) seq: u64,
+    pub(crate) payload_hash: String,
 }
 
 /// The tail witnesses a verify checked.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Witnesses {
+pub(crate) struct Witnesses {
     /// Lines of the ledger ref's reflog.
-    pub reflog_lines: usize,
+    pub(crate) reflog_lines: usize,
     /// Checkpoints recorded by `checkpoint`.
-    pub recorded_checkpoints: usize,
+    pub(crate) recorded_checkpoints: usize,
 }
 
 /// A signed checkpoint that verified.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Signature {
-    pub size: u64,
-    pub root: String,
-    pub signer: String,
+pub(crate) struct Signature {
+    pub(crate) size: u64,
+    pub(crate) root: String,
+    pub(crate) signer: String,
 }
 
 impl VerifyReport {
     /// The report of a ledger that does not exist yet: nothing to fail.
-    pub fn empty(ledger: &str, deep: bool) -> VerifyReport {
+    pub(crate) fn empty(ledger: &str, deep: bool) -> VerifyReport {
         VerifyReport {
             schema: Self::SCHEMA,
             ledger: ledger.to_string(),
@@ -98,14 +98,14 @@ impl VerifyReport {
 /// Verifies the ledger of `store` (named `ledger`), with every body when `deep`. A ledger that
 /// does not exist is [`super::Class::NotFound`]; a ledger that does not verify is a report
 /// with `ok: false`, not an error.
-pub fn verify(store: &GitStore, ledger: &str, deep: bool) -> Result<VerifyReport> {
+pub(crate) fn verify(store: &GitStore, ledger: &str, deep: bool) -> Result<VerifyReport> {
     let keys = store.witness_verifier_keys();
     verify_with(store, ledger, deep, &keys)
 }
 
 /// [`verify`] with these cosignature verifier keys (type 0x04) for the witness records
 /// (src/surface/witness.rs).
-pub fn verify_with(
+pub(crate) fn verify_with(
     store: &GitStore,
     ledger: &str,
     deep: bool,

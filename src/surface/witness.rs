@@ -21,40 +21,40 @@ use crate::store::cosign::Cosigner;
 use crate::store::note::{self, WitnessDecision};
 
 /// What a witness is given besides the offer.
-pub struct WitnessOptions<'a> {
+pub(crate) struct WitnessOptions<'a> {
     /// The witness's own directory.
-    pub state: &'a Path,
+    pub(crate) state: &'a Path,
     /// The witness's signer key (Go's note format), as text.
-    pub key: &'a str,
+    pub(crate) key: &'a str,
     /// The log's note verifier keys.
-    pub log_keys: &'a [String],
+    pub(crate) log_keys: &'a [String],
     /// The time of the cosignature, POSIX seconds (the caller reads the clock).
-    pub now: u64,
+    pub(crate) now: u64,
 }
 
 /// The witness's answer.
 #[derive(Debug, Clone, Serialize)]
-pub struct WitnessReport {
+pub(crate) struct WitnessReport {
     /// [`Report::SCHEMA`].
-    pub schema: &'static str,
+    pub(crate) schema: &'static str,
     /// Whether the offer was cosigned.
-    pub ok: bool,
-    pub origin: Option<String>,
-    pub size: Option<u64>,
+    pub(crate) ok: bool,
+    pub(crate) origin: Option<String>,
+    pub(crate) size: Option<u64>,
     /// The offered note with the witness's cosignature line added.
-    pub cosigned: Option<String>,
+    pub(crate) cosigned: Option<String>,
     /// The cosignature line alone.
-    pub cosignature: Option<String>,
+    pub(crate) cosignature: Option<String>,
     /// The cosigner's verifier key (type 0x04), so an asker can pin it.
-    pub witness_key: String,
+    pub(crate) witness_key: String,
     /// Why the offer was refused.
-    pub problem: Option<String>,
+    pub(crate) problem: Option<String>,
     /// Whether the refusal contradicts the accepted tree (a rewritten ledger or a split view).
-    pub conflict: bool,
+    pub(crate) conflict: bool,
     /// The note the witness last accepted for this origin, if any.
-    pub accepted: Option<String>,
+    pub(crate) accepted: Option<String>,
     /// Where both notes were kept, for a conflict.
-    pub evidence: Option<String>,
+    pub(crate) evidence: Option<String>,
 }
 
 impl Report for WitnessReport {
@@ -62,7 +62,7 @@ impl Report for WitnessReport {
 }
 
 /// A file name for an origin: readable, and unique through a hash of the whole origin.
-pub fn origin_file(origin: &str) -> String {
+pub(crate) fn origin_file(origin: &str) -> String {
     use sha2::Digest;
     let h = sha2::Sha256::digest(origin.as_bytes());
     let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
@@ -101,7 +101,7 @@ fn offer_origin(offer: &str) -> Option<String> {
 }
 
 /// Decides on `offer` under an exclusive lock of the state directory; cosigns or refuses.
-pub fn witness(opts: &WitnessOptions<'_>, offer: &str) -> Result<WitnessReport> {
+pub(crate) fn witness(opts: &WitnessOptions<'_>, offer: &str) -> Result<WitnessReport> {
     let cosigner = Cosigner::from_note_key(opts.key).map_err(Error::usage)?;
     if opts.log_keys.is_empty() {
         return Err(Error::usage(
@@ -173,7 +173,7 @@ pub fn witness(opts: &WitnessOptions<'_>, offer: &str) -> Result<WitnessReport> 
 }
 
 /// The one line a refusal is told in.
-pub fn refusal_line(r: &WitnessReport) -> String {
+pub(crate) fn refusal_line(r: &WitnessReport) -> String {
     let evidence = r
         .evidence
         .as_ref()
@@ -202,7 +202,7 @@ fn lock(dir: &Path) -> Result<StateLock> {
 }
 
 /// The current time in POSIX seconds, for a cosignature.
-pub fn now_seconds() -> u64 {
+pub(crate) fn now_seconds() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -212,7 +212,7 @@ pub fn now_seconds() -> u64 {
 /// Adds what the witness records of the ledger (`refs/forum/cosignatures/NAME`) show to a
 /// verify report: a recorded split view, two cosigned trees of one size, or a cosignature that
 /// does not verify under `witness_keys` fails it (code `split-view` or `bad-signature`).
-pub fn check_records(
+pub(crate) fn check_records(
     store: &crate::store::git::GitStore,
     witness_keys: &[String],
     mut report: super::verify::VerifyReport,

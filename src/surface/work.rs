@@ -18,21 +18,21 @@ const ACTOR: &str = "operator";
 
 /// A run branch brought into the current branch.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ApplyReport {
-    pub schema: &'static str,
+pub(crate) struct ApplyReport {
+    pub(crate) schema: &'static str,
     /// The run (its request seq).
-    pub run: u64,
+    pub(crate) run: u64,
     /// The branch brought into (`main`).
-    pub branch: String,
+    pub(crate) branch: String,
     /// The run branch (`forum/run-12`).
-    pub run_branch: String,
+    pub(crate) run_branch: String,
     /// The branch's tip before and after.
-    pub from: String,
-    pub to: String,
+    pub(crate) from: String,
+    pub(crate) to: String,
     /// `fast-forward` or `merge`.
-    pub mode: &'static str,
+    pub(crate) mode: &'static str,
     /// The `applied` entry.
-    pub seq: u64,
+    pub(crate) seq: u64,
 }
 
 impl Report for ApplyReport {
@@ -41,20 +41,20 @@ impl Report for ApplyReport {
 
 /// A run's branch and worktrees removed.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct DiscardReport {
-    pub schema: &'static str,
+pub(crate) struct DiscardReport {
+    pub(crate) schema: &'static str,
     /// The run (its request seq).
-    pub run: u64,
+    pub(crate) run: u64,
     /// The run branch (`forum/run-12`).
-    pub run_branch: String,
+    pub(crate) run_branch: String,
     /// Its tip when deleted, `null` when the run had no branch.
-    pub branch_tip: Option<String>,
+    pub(crate) branch_tip: Option<String>,
     /// How many worktrees were removed.
-    pub worktrees: usize,
+    pub(crate) worktrees: usize,
     /// The kept change refs that stay.
-    pub kept: Vec<String>,
+    pub(crate) kept: Vec<String>,
     /// The `note` entry that witnesses it.
-    pub seq: u64,
+    pub(crate) seq: u64,
 }
 
 impl Report for DiscardReport {
@@ -132,7 +132,7 @@ fn witness(
 /// witnesses `applied` {run, branch, run_branch, from, to, mode}, parented on the run's request.
 /// Refused (nothing changed) when the run is unknown, has no branch or nothing new, the work
 /// tree is dirty, HEAD is detached, or the merge would conflict.
-pub fn apply(
+pub(crate) fn apply(
     dir: &Path,
     ledger: &str,
     store: &mut dyn Storage,
@@ -167,7 +167,7 @@ pub fn apply(
 /// worktrees, kept}; the record and the commits under `refs/forum/work` and
 /// `refs/forum/quarantine` stay. Refused when the run is unknown, still running, its branch is
 /// checked out, or it has nothing to discard.
-pub fn discard(
+pub(crate) fn discard(
     dir: &Path,
     ledger: &str,
     store: &mut dyn Storage,
@@ -199,6 +199,6 @@ pub fn discard(
 
 /// Removes the work areas of `--work` runs that died in the repository containing `dir`;
 /// returns the directories removed.
-pub fn cleanup(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn cleanup(dir: &Path) -> Result<Vec<PathBuf>> {
     crate::work::cleanup_stale(dir).map_err(|e| Error::internal(e.to_string()).with_source(e))
 }

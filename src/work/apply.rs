@@ -16,7 +16,7 @@ use crate::run::{Keep, WorkError};
 
 /// Why apply or discard did not happen.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The state of the repository forbids it now (one line saying why and what to do).
     Refused(String),
     /// git or the file system failed.
@@ -40,27 +40,27 @@ impl std::fmt::Display for Refusal {
 
 /// A run branch brought into the current branch.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Applied {
+pub(crate) struct Applied {
     /// The branch brought into (short name, `main`).
-    pub branch: String,
+    pub(crate) branch: String,
     /// The run branch (short name, `forum/run-12`).
-    pub run_branch: String,
+    pub(crate) run_branch: String,
     /// The branch's tip before, and after.
-    pub from: String,
-    pub to: String,
+    pub(crate) from: String,
+    pub(crate) to: String,
     /// `fast-forward` or `merge`.
-    pub mode: &'static str,
+    pub(crate) mode: &'static str,
 }
 
 /// What discard removed and kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Discarded {
+pub(crate) struct Discarded {
     /// The run branch's tip when it was deleted, `None` when there was no branch.
-    pub branch_tip: Option<String>,
+    pub(crate) branch_tip: Option<String>,
     /// How many worktrees were removed.
-    pub worktrees: usize,
+    pub(crate) worktrees: usize,
     /// The kept change refs that stay (`refs/forum/work/...`, `refs/forum/quarantine/...`).
-    pub kept: Vec<String>,
+    pub(crate) kept: Vec<String>,
 }
 
 fn refused(m: impl Into<String>) -> Refusal {
@@ -81,7 +81,7 @@ fn tip(repo: &Path, refname: &str) -> Result<Option<String>, WorkError> {
 }
 
 /// The runs (request seqs) that have a run branch, highest first.
-pub fn runs_with_branches(repo: &Path) -> Result<Vec<u64>, WorkError> {
+pub(crate) fn runs_with_branches(repo: &Path) -> Result<Vec<u64>, WorkError> {
     let out = git::ok(
         repo,
         &["for-each-ref", "--format=%(refname)", "refs/heads/forum/"],
@@ -95,7 +95,7 @@ pub fn runs_with_branches(repo: &Path) -> Result<Vec<u64>, WorkError> {
 }
 
 /// Brings run `run`'s branch into the branch HEAD names, in the repository at `repo`.
-pub fn apply(repo: &Path, run: u64) -> Result<Applied, Refusal> {
+pub(crate) fn apply(repo: &Path, run: u64) -> Result<Applied, Refusal> {
     let branch_ref = run_branch(run);
     let run_short = short(&branch_ref);
     let Some(theirs) = tip(repo, &branch_ref)? else {
@@ -216,7 +216,7 @@ fn list(paths: &[String]) -> String {
 
 /// Removes run `run`'s worktrees (of ledger `ledger`) and its branch in the repository at
 /// `repo`; the kept change refs stay.
-pub fn discard(repo: &Path, ledger: &str, run: u64) -> Result<Discarded, Refusal> {
+pub(crate) fn discard(repo: &Path, ledger: &str, run: u64) -> Result<Discarded, Refusal> {
     let common = stale::common_dir(repo)?;
     let area = common.join(WORK_DIR).join(ledger).join(run.to_string());
     let branch_ref = run_branch(run);

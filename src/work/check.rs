@@ -51,7 +51,7 @@ fn tail_text(bytes: &[u8]) -> String {
 }
 
 /// Runs `command` in `dir`; see the module doc.
-pub fn run_check(
+pub(super) fn run_check(
     dir: &Path,
     command: &str,
     deadline: Duration,

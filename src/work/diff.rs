@@ -12,7 +12,7 @@ fn text(b: &[u8]) -> String {
 /// The files of a change from `git diff -z -M --raw --numstat` (the raw records first, then
 /// the numstat ones): status from the raw records, lines from numstat (binary files count 0),
 /// sorted by path; a rename is listed under its new path.
-pub fn files(stats: &[u8]) -> Vec<FileChange> {
+pub(super) fn files(stats: &[u8]) -> Vec<FileChange> {
     let mut by_path: BTreeMap<String, FileChange> = BTreeMap::new();
     let mut fields = stats.split(|b| *b == 0).peekable();
     // Raw: `:MODE MODE OID OID STATUS`, then the path (two for a rename or copy).
@@ -58,7 +58,7 @@ pub fn files(stats: &[u8]) -> Vec<FileChange> {
 }
 
 /// The paths `git status --porcelain -z` lists (for a rename, the new path), sorted.
-pub fn dirty_paths(status: &[u8]) -> Vec<String> {
+pub(super) fn dirty_paths(status: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
     let mut fields = status.split(|b| *b == 0).filter(|f| !f.is_empty());
     while let Some(f) = fields.next() {

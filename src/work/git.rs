@@ -14,27 +14,27 @@ use std::process::{Child, Command, Stdio};
 use crate::run::WorkError;
 
 /// The most of one git command's standard output read (numstat, name-status, worktree lists).
-pub const OUTPUT_LIMIT: usize = 64 << 20;
+pub(crate) const OUTPUT_LIMIT: usize = 64 << 20;
 /// The most of one git command's standard error kept.
 const ERROR_LIMIT: usize = 64 << 10;
 
 /// What one git command did.
-pub struct Out {
+pub(crate) struct Out {
     /// Whether it exited 0.
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// Its exit code, when it exited.
-    pub code: Option<i32>,
+    pub(crate) code: Option<i32>,
     /// Its standard output (up to the limit it was read with).
-    pub stdout: Vec<u8>,
+    pub(crate) stdout: Vec<u8>,
     /// Whether standard output went past the limit (the command was then stopped).
-    pub cut: bool,
+    pub(crate) cut: bool,
     /// Its standard error's last line, trimmed.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl Out {
     /// Standard output as text, trailing newlines trimmed.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.stdout)
             .trim_end_matches('\n')
             .to_string()
@@ -42,7 +42,7 @@ impl Out {
 }
 
 /// A `git -C DIR` command with the clean environment and stdin closed.
-pub fn git(dir: &Path) -> Command {
+pub(crate) fn git(dir: &Path) -> Command {
     let mut c = user_git(dir);
     c.args([
         "-c",
@@ -57,7 +57,7 @@ pub fn git(dir: &Path) -> Command {
 
 /// A `git -C DIR` command with the clean environment but the user's own configuration and
 /// hooks, for what git forum does in the user's branch on their behalf (`apply`).
-pub fn user_git(dir: &Path) -> Command {
+pub(crate) fn user_git(dir: &Path) -> Command {
     let mut c = Command::new("git");
     for var in [
         "GIT_DIR",
@@ -88,7 +88,7 @@ fn spawn_error(e: std::io::Error) -> WorkError {
 
 /// Runs `cmd`, reading at most `limit` bytes of its standard output; past that the command is
 /// stopped and `cut` says so.
-pub fn run_limited(cmd: Command, limit: usize) -> Result<Out, WorkError> {
+pub(crate) fn run_limited(cmd: Command, limit: usize) -> Result<Out, WorkError> {
     run_reading(cmd, |out| {
         let mut stdout = Vec::new();
         let _ = out.take(limit as u64 + 1).read_to_end(&mut stdout);
@@ -103,7 +103,7 @@ pub fn run_limited(cmd: Command, limit: usize) -> Result<Out, WorkError> {
 /// ended by NUL), one more NUL, then the patch. Returns the statistics (all of them, up to
 /// [`OUTPUT_LIMIT`], else an error) and the patch read up to `cap` bytes (past that the command
 /// is stopped and `cut` says so).
-pub fn run_split(cmd: Command, cap: usize) -> Result<(Vec<u8>, Out), WorkError> {
+pub(crate) fn run_split(cmd: Command, cap: usize) -> Result<(Vec<u8>, Out), WorkError> {
     let (patch, stats) = run_reading(cmd, |mut out| {
         let mut buf = Vec::new();
         let mut chunk = vec![0u8; 64 << 10];
@@ -211,21 +211,21 @@ fn run_reading<T>(
 }
 
 /// Runs `git -C DIR ARGS` (output up to [`OUTPUT_LIMIT`]), whatever its exit status.
-pub fn run(dir: &Path, args: &[&str]) -> Result<Out, WorkError> {
+pub(crate) fn run(dir: &Path, args: &[&str]) -> Result<Out, WorkError> {
     let mut c = git(dir);
     c.args(args);
     run_limited(c, OUTPUT_LIMIT)
 }
 
 /// Runs `git -C DIR ARGS` and returns its output as text, or its failure as one line.
-pub fn ok(dir: &Path, args: &[&str]) -> Result<String, WorkError> {
+pub(crate) fn ok(dir: &Path, args: &[&str]) -> Result<String, WorkError> {
     let out = run(dir, args)?;
     ensure(&out, args)?;
     Ok(out.text())
 }
 
 /// The failure of `out` (from `git ARGS`) as a [`WorkError::Git`], or nothing when it passed.
-pub fn ensure(out: &Out, args: &[&str]) -> Result<(), WorkError> {
+pub(crate) fn ensure(out: &Out, args: &[&str]) -> Result<(), WorkError> {
     if out.ok {
         return Ok(());
     }
@@ -243,7 +243,7 @@ pub fn ensure(out: &Out, args: &[&str]) -> Result<(), WorkError> {
 }
 
 /// Text cut to at most `cap` bytes on a character boundary; whether it was cut.
-pub fn cut_text(bytes: &[u8], cap: usize) -> (String, bool) {
+pub(crate) fn cut_text(bytes: &[u8], cap: usize) -> (String, bool) {
     let cut = bytes.len() > cap;
     let kept = &bytes[..bytes.len().min(cap)];
     let text = match std::str::from_utf8(kept) {

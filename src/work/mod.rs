@@ -22,7 +22,7 @@
 //! * Ownership: the run's directory is locked while the run lives ([`stale`]); worktrees of
 //!   runs that died are removed by [`cleanup_stale`], which [`GitWork::open`] calls first.
 
-pub mod apply;
+pub(crate) mod apply;
 mod check;
 mod diff;
 pub(crate) mod git;
@@ -76,6 +76,8 @@ fn subject_line(subject: &str, fallback: &str) -> String {
 /// One run's work area over the repository at `repo`. See the module doc.
 pub struct GitWork {
     /// The directory the run was started for (the user's work tree, or `-C`'s).
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
     repo: PathBuf,
     /// The git common dir (absolute).
     common: PathBuf,
@@ -117,7 +119,7 @@ impl GitWork {
 
     /// Like [`GitWork::open`], but at a base recorded earlier (a resumed run keeps its base,
     /// wherever HEAD has moved since).
-    pub fn open_at(
+    pub(crate) fn open_at(
         repo: &Path,
         ledger: &str,
         run_seq: u64,
@@ -174,17 +176,19 @@ impl GitWork {
     }
 
     /// The repository directory this run was opened for.
-    pub fn repo(&self) -> &Path {
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
+    pub(crate) fn repo(&self) -> &Path {
         &self.repo
     }
 
     /// The run branch's ref (`refs/heads/forum/run-RUN`).
-    pub fn branch_ref(&self) -> String {
+    pub(crate) fn branch_ref(&self) -> String {
         run_branch(self.run_seq)
     }
 
     /// The run branch's tip, or `None` before its first integration.
-    pub fn branch_tip(&self) -> Option<String> {
+    pub(crate) fn branch_tip(&self) -> Option<String> {
         resolve_commit(&self.common, &self.branch_ref())
     }
 

@@ -38,11 +38,11 @@ use super::git;
 
 /// Below this size (about a thousand entries) a task's index is left alone: git re-hashing
 /// its racy files costs less than the `ls-files` that would spare it.
-pub const SMALL_INDEX: u64 = 100 << 10;
+pub(super) const SMALL_INDEX: u64 = 100 << 10;
 
 /// The identity of an index file: its mtime and ctime in nanoseconds, size and inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stamp {
+pub(super) struct Stamp {
     mtime: (i64, i64),
     ctime: (i64, i64),
     size: u64,
@@ -63,7 +63,7 @@ impl Stamp {
 /// One index entry's recorded stat data, as `ls-files --debug` prints it (git keeps seconds,
 /// sizes and inodes in 32 bits).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recorded {
+pub(super) struct Recorded {
     pub path: Vec<u8>,
     pub mode: u32,
     pub stage: u32,
@@ -75,7 +75,7 @@ pub struct Recorded {
 }
 
 /// The index file of the worktree at `tree` (`gitdir: PATH/index` from its `.git` file).
-pub fn index_of(tree: &Path) -> Option<PathBuf> {
+pub(super) fn index_of(tree: &Path) -> Option<PathBuf> {
     let link = std::fs::read(tree.join(".git")).ok()?;
     if link.len() > 4096 {
         return None;
@@ -94,7 +94,7 @@ pub fn index_of(tree: &Path) -> Option<PathBuf> {
 }
 
 /// The stamp of the index of the worktree at `tree`, right after its checkout.
-pub fn stamp(tree: &Path) -> Option<Stamp> {
+pub(super) fn stamp(tree: &Path) -> Option<Stamp> {
     let index = index_of(tree)?;
     let m = std::fs::metadata(index).ok()?;
     Some(Stamp::of(&m))
@@ -148,7 +148,7 @@ fn header(h: &[u8]) -> Option<(u32, u32, Vec<u8>)> {
 
 /// The entries of `git ls-files -z --stage --debug` whose mtime is not earlier than the
 /// second `index_sec` (the racy ones), or `None` when the listing does not read as expected.
-pub fn racy_entries(listing: &[u8], index_sec: u32) -> Option<Vec<Recorded>> {
+pub(super) fn racy_entries(listing: &[u8], index_sec: u32) -> Option<Vec<Recorded>> {
     let mut out = Vec::new();
     if listing.is_empty() {
         return Some(out);
@@ -183,7 +183,7 @@ pub fn racy_entries(listing: &[u8], index_sec: u32) -> Option<Vec<Recorded>> {
 /// Whether the file `now` (or its absence) leaves the entry `e` safe to trust: untouched at
 /// nanosecond precision since it was recorded before `index` (the index's mtime), or changed in
 /// a way git sees from whole seconds.
-pub fn trusted(e: &Recorded, now: Option<&Metadata>, index: (u32, u32)) -> bool {
+pub(super) fn trusted(e: &Recorded, now: Option<&Metadata>, index: (u32, u32)) -> bool {
     if e.flags != 0 || e.stage != 0 || !matches!(e.mode, 0o100644 | 0o100755 | 0o120000) {
         return false;
     }
@@ -205,7 +205,7 @@ pub fn trusted(e: &Recorded, now: Option<&Metadata>, index: (u32, u32)) -> bool 
 /// `before`, at least `smallest` bytes, and every racy entry is trusted, moves the index's
 /// mtime to the next second. Returns whether it did. Any failure is a `false`: git then checks
 /// as it always does.
-pub fn settle(tree: &Path, before: Stamp, smallest: u64) -> bool {
+pub(super) fn settle(tree: &Path, before: Stamp, smallest: u64) -> bool {
     let Some(index) = index_of(tree) else {
         return false;
     };

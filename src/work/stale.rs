@@ -17,7 +17,7 @@ use super::git;
 use crate::run::WorkError;
 
 /// The lock file in each run's directory.
-pub const OWNER: &str = ".owner";
+pub(super) const OWNER: &str = ".owner";
 /// Where every run's work area lives, under the git common dir.
 pub const WORK_DIR: &str = "forum/work";
 /// How deep run directories are looked for under [`WORK_DIR`] (a ledger name may have `/`).
@@ -46,7 +46,7 @@ pub(crate) fn try_lock(dir: &Path) -> Result<Option<File>, WorkError> {
 
 /// Takes the work area `dir` for this process: creates it, locks its `.owner` and writes the
 /// pid there (for a person looking). Fails with one line when a live run holds it.
-pub fn claim(dir: &Path, run_seq: u64) -> Result<File, WorkError> {
+pub(super) fn claim(dir: &Path, run_seq: u64) -> Result<File, WorkError> {
     std::fs::create_dir_all(dir).map_err(|e| io("create", dir, e))?;
     let Some(mut file) = try_lock(dir)? else {
         return Err(WorkError::Io(format!(
@@ -61,7 +61,7 @@ pub fn claim(dir: &Path, run_seq: u64) -> Result<File, WorkError> {
 
 /// The git common dir of the repository at `repo` (absolute), so worktrees land in the main
 /// repository's `.git` even when `repo` is itself a linked worktree.
-pub fn common_dir(repo: &Path) -> Result<PathBuf, WorkError> {
+pub(super) fn common_dir(repo: &Path) -> Result<PathBuf, WorkError> {
     let out = git::ok(
         repo,
         &["rev-parse", "--path-format=absolute", "--git-common-dir"],
@@ -70,7 +70,7 @@ pub fn common_dir(repo: &Path) -> Result<PathBuf, WorkError> {
 }
 
 /// The worktrees git has recorded (their paths), from `git worktree list --porcelain -z`.
-pub fn worktrees(common: &Path) -> Result<Vec<PathBuf>, WorkError> {
+pub(super) fn worktrees(common: &Path) -> Result<Vec<PathBuf>, WorkError> {
     let out = git::run(common, &["worktree", "list", "--porcelain", "-z"])?;
     git::ensure(&out, &["worktree"])?;
     Ok(out
@@ -82,7 +82,7 @@ pub fn worktrees(common: &Path) -> Result<Vec<PathBuf>, WorkError> {
 }
 
 /// Removes one worktree: git's record and its directory (even if git no longer knows it).
-pub fn remove_tree(common: &Path, path: &Path) -> Result<(), WorkError> {
+pub(super) fn remove_tree(common: &Path, path: &Path) -> Result<(), WorkError> {
     let shown = path.to_string_lossy().into_owned();
     let out = git::run(
         common,
@@ -99,7 +99,7 @@ pub fn remove_tree(common: &Path, path: &Path) -> Result<(), WorkError> {
 }
 
 /// Removes every worktree under `dir`, then `dir` itself, then git's stale records.
-pub fn remove_area(common: &Path, dir: &Path) -> Result<(), WorkError> {
+pub(super) fn remove_area(common: &Path, dir: &Path) -> Result<(), WorkError> {
     let mut found = false;
     for tree in worktrees(common)? {
         if tree.starts_with(dir) {

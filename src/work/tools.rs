@@ -25,7 +25,7 @@ const MAX_MATCHES: usize = 100;
 const MAX_FILE_READ: u64 = 2 * 1024 * 1024;
 
 /// The hands of one task: its worktree and the commands it may run.
-pub struct TreeHands {
+pub(super) struct TreeHands {
     root: PathBuf,
     commands: Vec<String>,
     deadline: Duration,
@@ -34,7 +34,12 @@ pub struct TreeHands {
 
 impl TreeHands {
     /// Hands in `root` (resolved once), allowed to run `commands`.
-    pub fn new(root: &Path, commands: Vec<String>, deadline: Duration, cap: usize) -> TreeHands {
+    pub(super) fn new(
+        root: &Path,
+        commands: Vec<String>,
+        deadline: Duration,
+        cap: usize,
+    ) -> TreeHands {
         TreeHands {
             root: fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf()),
             commands,

@@ -202,7 +202,7 @@ fn glance(kind: &str, p: &J) -> String {
 }
 
 /// `git forum log --run SEQ`: one run's entries, oldest first, each at a glance.
-pub fn log_run(ctx: &Ctx, request_seq: u64) -> Result<(), CliError> {
+pub(crate) fn log_run(ctx: &Ctx, request_seq: u64) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let entries = all_entries(&store)?;
     let read = read_bodies(&store);

@@ -11,7 +11,7 @@ use crate::roster::{Roster, Tier};
 
 /// What the caller knows about the machine. The CLI answers from the real environment and
 /// `PATH`; tests answer from tables. Keeps this module free of I/O.
-pub trait Facts {
+pub(crate) trait Facts {
     /// Whether the environment variable `name` is set (and not empty).
     fn var_is_set(&self, name: &str) -> bool;
     /// Whether `program` can be run (on `PATH`, or a path to an executable file).
@@ -31,7 +31,7 @@ pub trait Facts {
 
 /// The endpoint `spec` calls, as `facts` place it (chat: its URL; Anthropic: where the
 /// environment sends it), or `None` for a command.
-pub fn endpoint_of(spec: &ExecutorSpec, facts: &dyn Facts) -> Option<String> {
+pub(crate) fn endpoint_of(spec: &ExecutorSpec, facts: &dyn Facts) -> Option<String> {
     match &spec.kind {
         super::ExecutorKind::Anthropic { .. } => Some(facts.anthropic_url()),
         _ => spec.url().map(str::to_string),
@@ -40,7 +40,7 @@ pub fn endpoint_of(spec: &ExecutorSpec, facts: &dyn Facts) -> Option<String> {
 
 /// The endpoint check a run makes, without connecting: the URL against its policy, then a
 /// name's addresses as the connection-time resolver would vet them (through `facts`).
-pub fn check_endpoint(url: &str, policy: &Policy, facts: &dyn Facts) -> Result<(), String> {
+pub(crate) fn check_endpoint(url: &str, policy: &Policy, facts: &dyn Facts) -> Result<(), String> {
     let checked = endpoint::check_url(url, policy).map_err(|r| r.to_string())?;
     if let endpoint::CheckedHost::Name { name, .. } = &checked.host
         && let Some(why) = facts.refuses_host(name, policy)
@@ -52,11 +52,11 @@ pub fn check_endpoint(url: &str, policy: &Policy, facts: &dyn Facts) -> Result<(
 
 /// One reason a run would not start.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Issue {
+pub(crate) struct Issue {
     /// Where: `default`, `cheap`, `worker seat`, `control roles`...
-    pub place: String,
+    pub(crate) place: String,
     /// What is wrong and how to fix it (one line; never a key value).
-    pub problem: String,
+    pub(crate) problem: String,
 }
 
 impl fmt::Display for Issue {
@@ -66,7 +66,7 @@ impl fmt::Display for Issue {
 }
 
 /// Checks one executor: its endpoint against its policy, its key variable, its program.
-pub fn check_executor(spec: &ExecutorSpec, facts: &dyn Facts) -> Vec<String> {
+pub(crate) fn check_executor(spec: &ExecutorSpec, facts: &dyn Facts) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(u) = endpoint_of(spec, facts)
         && let Err(r) = check_endpoint(&u, &spec.policy(), facts)
@@ -96,7 +96,7 @@ pub fn check_executor(spec: &ExecutorSpec, facts: &dyn Facts) -> Vec<String> {
 /// configured executor is checked (a run refuses a broken config before calling any model),
 /// and each role is resolved the way the run resolves it, capable → frontier → cheap
 /// fallback included.
-pub fn issues(rt: &Runtime, roster: &Roster, facts: &dyn Facts) -> Vec<Issue> {
+pub(crate) fn issues(rt: &Runtime, roster: &Roster, facts: &dyn Facts) -> Vec<Issue> {
     let mut out = Vec::new();
     if rt.is_empty() {
         out.push(Issue {

@@ -16,40 +16,40 @@ use crate::roster::Tier;
 
 /// Per-tier executor flags.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TierFlags {
+pub(crate) struct TierFlags {
     /// `--T-cmd`.
-    pub cmd: Option<String>,
+    pub(crate) cmd: Option<String>,
     /// `--T-chat-url`.
-    pub chat_url: Option<String>,
+    pub(crate) chat_url: Option<String>,
     /// `--T-model`.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// `--T-api-key-env`.
-    pub api_key_env: Option<String>,
+    pub(crate) api_key_env: Option<String>,
 }
 
 /// The executor flags of one run, as typed (the CLI fills this from `ExecutorArgs`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Flags {
+pub(crate) struct Flags {
     /// `--cmd`.
-    pub cmd: Option<String>,
+    pub(crate) cmd: Option<String>,
     /// `--chat-url`.
-    pub chat_url: Option<String>,
+    pub(crate) chat_url: Option<String>,
     /// `--model`.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// `--api-key-env`.
-    pub api_key_env: Option<String>,
+    pub(crate) api_key_env: Option<String>,
     /// `--api[=KIND]`.
-    pub api: Option<String>,
+    pub(crate) api: Option<String>,
     /// `--claude`.
-    pub claude: bool,
+    pub(crate) claude: bool,
     /// `--codex`.
-    pub codex: bool,
+    pub(crate) codex: bool,
     /// `--aider`.
-    pub aider: bool,
+    pub(crate) aider: bool,
     /// `--cheap-*`, `--capable-*`, `--frontier-*`.
-    pub tiers: BTreeMap<Tier, TierFlags>,
+    pub(crate) tiers: BTreeMap<Tier, TierFlags>,
     /// `--allow-private`.
-    pub allow_private: bool,
+    pub(crate) allow_private: bool,
 }
 
 fn flag_err(message: String) -> ConfigError {
@@ -94,7 +94,7 @@ fn flag_cmd(flag: &str, line: &str) -> Result<Vec<String>, ConfigError> {
 /// else `--api`, else `--cmd` / `--claude`, else the file's default; each tier is its chat URL
 /// flag, else its cmd flag, else the file's tier. Endpoints typed as flags are marked
 /// [`Origin::CommandLine`]; `--allow-private` applies to every chat endpoint of the run.
-pub fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runtime, ConfigError> {
+pub(crate) fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runtime, ConfigError> {
     let config = config.unwrap_or_default();
     let mut warnings = config.warnings;
     let ap = flags.allow_private;

@@ -62,23 +62,23 @@ mod check;
 mod flags;
 mod parse;
 mod raw;
-pub mod record;
+pub(crate) mod record;
 mod resolve;
 #[cfg(test)]
 mod tests;
-pub mod verify;
+pub(crate) mod verify;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use super::endpoint::{self, Origin, Policy};
-pub use super::preset::Preset;
+pub(crate) use super::preset::Preset;
 use crate::roster::Tier;
 
-pub use check::{Facts, Issue, check_endpoint, check_executor, endpoint_of, issues};
-pub use flags::{Flags, TierFlags, merge};
-pub use parse::{MAX_CHECK_BYTES, claude_argv, line_col, parse_runtime_config, split_cmd};
-pub use resolve::{Unresolved, Via};
+pub(crate) use check::{Facts, check_endpoint, endpoint_of, issues};
+pub(crate) use flags::{Flags, TierFlags, merge};
+pub(crate) use parse::{MAX_CHECK_BYTES, parse_runtime_config, split_cmd};
+pub(crate) use resolve::{Unresolved, Via};
 pub use verify::{SeatVerify, Verification, Verify};
 
 /// Model name for a chat default slot without `model` (Forum's default).
@@ -106,7 +106,7 @@ pub(crate) const REPO_CONFIG_PATH: &str = ".forum/runtime.toml";
 
 /// A place an executor can be configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Slot {
+pub(crate) enum Slot {
     /// `[runtime.default]`, `--cmd`, `--chat-url`, `--api`, `--claude`.
     Default,
     /// `[runtime.tiers.T]`, `--T-cmd`, `--T-chat-url`.
@@ -220,9 +220,9 @@ pub struct ExecutorSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Metering {
     /// Dollars per million tokens in and out, as micro-dollars.
-    pub price: Option<crate::spend::Price>,
+    pub(crate) price: Option<crate::spend::Price>,
     /// `max_tokens`: the output cap of a call that sets none.
-    pub max_tokens: Option<u32>,
+    pub(crate) max_tokens: Option<u32>,
 }
 
 impl ExecutorSpec {
@@ -316,7 +316,7 @@ impl ExecutorSpec {
 
 /// Who runs a seat.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SeatChoice {
+pub(crate) enum SeatChoice {
     /// Not set: workers follow the lane's tier, the orchestrator uses the default.
     Unset,
     /// The executor of a slot.
@@ -327,11 +327,11 @@ pub enum SeatChoice {
 
 /// The `[seats]` block.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seats {
+pub(crate) struct Seats {
     /// Runs the tasks.
-    pub worker: SeatChoice,
+    pub(crate) worker: SeatChoice,
     /// Plans, validates, synthesizes and judges.
-    pub orchestrator: SeatChoice,
+    pub(crate) orchestrator: SeatChoice,
 }
 
 impl Default for Seats {
@@ -345,34 +345,34 @@ impl Default for Seats {
 
 /// A parsed runtime config file (before the flags).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RuntimeConfig {
+pub(crate) struct RuntimeConfig {
     /// `[runtime.default]`.
-    pub default: Option<ExecutorSpec>,
+    pub(crate) default: Option<ExecutorSpec>,
     /// `[runtime.tiers.*]`.
-    pub tiers: BTreeMap<Tier, ExecutorSpec>,
+    pub(crate) tiers: BTreeMap<Tier, ExecutorSpec>,
     /// `[seats]`.
-    pub seats: Seats,
+    pub(crate) seats: Seats,
     /// `[work]`.
     pub work: WorkConfig,
     /// `[context]`.
     pub context: ContextConfig,
     /// Things worth saying that are not errors (unusual key variable names).
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// The `[work]` table: whether runs change the repository by default (`enabled`), and the
 /// check commands every such run's changes must pass (`checks`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct WorkConfig {
+pub(crate) struct WorkConfig {
     /// `enabled = true`: `submit` behaves as if given `--work`.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// `checks = ["CMD", ...]`: run before the `--check` commands of the command line.
-    pub checks: Vec<String>,
+    pub(crate) checks: Vec<String>,
     /// `sandbox = true | false`: `--sandbox` or `--no-sandbox` by default (unset: confined
     /// when bubblewrap is usable).
-    pub sandbox: Option<bool>,
+    pub(crate) sandbox: Option<bool>,
     /// `sandbox_net = true`: confined workers and checks keep the network (`--sandbox-net`).
-    pub sandbox_net: bool,
+    pub(crate) sandbox_net: bool,
 }
 
 /// The `[context]` table: whether a run in a work tree takes the repository (its map, each
@@ -386,17 +386,17 @@ pub struct ContextConfig {
 /// Why a runtime config was refused: one line naming the file, the table, the key, the line
 /// and the column (where the text has them).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
+pub(crate) struct ConfigError {
     /// Display name of the file (its path, or `command line` for flags).
-    pub source_name: String,
+    pub(crate) source_name: String,
     /// Dotted table name (`runtime.tiers.cheap`); empty for the top level.
-    pub table: Option<String>,
+    pub(crate) table: Option<String>,
     /// The key in that table.
-    pub key: Option<String>,
+    pub(crate) key: Option<String>,
     /// 1-based line and column.
-    pub at: Option<(usize, usize)>,
+    pub(crate) at: Option<(usize, usize)>,
     /// What is wrong.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl fmt::Display for ConfigError {
@@ -424,17 +424,17 @@ impl std::error::Error for ConfigError {}
 
 /// The merged executors of one run.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Runtime {
+pub(crate) struct Runtime {
     /// The default slot, if configured (by a flag or the file).
-    pub default: Option<ExecutorSpec>,
+    pub(crate) default: Option<ExecutorSpec>,
     /// Configured tiers.
-    pub tiers: BTreeMap<Tier, ExecutorSpec>,
+    pub(crate) tiers: BTreeMap<Tier, ExecutorSpec>,
     /// The seats.
-    pub seats: Seats,
+    pub(crate) seats: Seats,
     /// The `[work]` table of the file.
     pub work: WorkConfig,
     /// The `[context]` table of the file.
     pub context: ContextConfig,
     /// Things to say on stderr: unusual key names, flags that lost to a stronger one.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }

@@ -21,7 +21,7 @@ use crate::roster::Tier;
 // ---- locating errors ----
 
 /// 1-based line and column (in characters) of byte offset `at` in `text`.
-pub fn line_col(text: &str, at: usize) -> (usize, usize) {
+pub(crate) fn line_col(text: &str, at: usize) -> (usize, usize) {
     let mut at = at.min(text.len());
     while !text.is_char_boundary(at) {
         at -= 1;
@@ -104,11 +104,11 @@ impl Src<'_> {
 }
 
 /// The longest check command `[work] checks` (or `--check`) may hold.
-pub const MAX_CHECK_BYTES: usize = 4096;
+pub(crate) const MAX_CHECK_BYTES: usize = 4096;
 
 /// Parses a runtime config file. `source_name` names it in errors; `origin` says whether it is
 /// the repository's own `.forum/runtime.toml` (which gets nothing beyond what it states).
-pub fn parse_runtime_config(
+pub(crate) fn parse_runtime_config(
     text: &str,
     source_name: &str,
     origin: Origin,
@@ -542,15 +542,9 @@ fn metering(src: &Src<'_>, table: &str, r: &RawExecutor) -> Result<Metering, Con
     Ok(Metering { price, max_tokens })
 }
 
-/// The Claude Code CLI preset's argument list outside a worktree (the prompt is appended at
-/// call time; [`Preset::argv`] adds the editing flags inside one).
-pub fn claude_argv(model: Option<&str>) -> Vec<String> {
-    Preset::Claude.base_argv(model)
-}
-
 /// Splits a command line with POSIX shell rules (quotes and backslashes; no expansion, no
 /// pipes: nothing runs through a shell).
-pub fn split_cmd(line: &str) -> Result<Vec<String>, String> {
+pub(crate) fn split_cmd(line: &str) -> Result<Vec<String>, String> {
     match shlex::split(line) {
         None => Err(format!(
             "cannot split {line:?} with shell rules (an unclosed quote or a trailing backslash)"

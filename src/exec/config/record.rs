@@ -19,7 +19,7 @@ use crate::exec::endpoint::Origin;
 use crate::roster::Tier;
 
 /// The record's format version (its `v` field).
-pub const RECORD_VERSION: u64 = 1;
+pub(crate) const RECORD_VERSION: u64 = 1;
 
 fn origin_of(s: &str) -> Option<Origin> {
     match s {
@@ -31,7 +31,7 @@ fn origin_of(s: &str) -> Option<Origin> {
 }
 
 /// One executor as recorded.
-pub fn executor_record(spec: &ExecutorSpec) -> J {
+pub(crate) fn executor_record(spec: &ExecutorSpec) -> J {
     let mut m = Map::new();
     m.insert("kind".into(), json!(spec.kind.name()));
     match &spec.kind {
@@ -103,7 +103,7 @@ fn seat_record(choice: &SeatChoice) -> J {
 }
 
 /// The record of `rt`'s executors; `None` when it has none (nothing to continue with).
-pub fn record(rt: &Runtime) -> Option<J> {
+pub(crate) fn record(rt: &Runtime) -> Option<J> {
     if rt.default.is_none()
         && rt.tiers.is_empty()
         && matches!(rt.seats.worker, SeatChoice::Unset)
@@ -148,7 +148,7 @@ fn opt_str(m: &Map<String, J>, k: &str, at: &str) -> Result<Option<String>, Stri
 }
 
 /// One executor back from its record (`at` names it in errors).
-pub fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, String> {
+pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, String> {
     let m = v
         .as_object()
         .ok_or_else(|| format!("{at} is not an object"))?;
@@ -255,7 +255,7 @@ fn seat_from_record(v: Option<&J>, at: &str) -> Result<SeatChoice, String> {
 
 /// The executors of a record, as a runtime with no `[work]` table and no warnings. A record
 /// that does not hold together is one line saying which part.
-pub fn from_record(v: &J) -> Result<Runtime, String> {
+pub(crate) fn from_record(v: &J) -> Result<Runtime, String> {
     let m = v.as_object().ok_or("the runtime record is not an object")?;
     match m.get("v").and_then(J::as_u64) {
         Some(RECORD_VERSION) => {}
@@ -297,7 +297,7 @@ pub fn from_record(v: &J) -> Result<Runtime, String> {
 
 /// The executors a record names, each described on one line (for telling the user what a
 /// resume runs on).
-pub fn describe(rt: &Runtime) -> String {
+pub(crate) fn describe(rt: &Runtime) -> String {
     let mut parts = Vec::new();
     if let Some(d) = &rt.default {
         parts.push(format!("default {}", d.describe()));

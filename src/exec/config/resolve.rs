@@ -10,7 +10,7 @@ use crate::roster::{Roster, Tier};
 
 /// Which configured executor a role ends up on, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Via {
+pub(crate) enum Via {
     /// The slot itself is configured.
     Slot(Slot),
     /// A tier with no executor of its own falls back to the default slot.
@@ -53,7 +53,7 @@ impl Via {
 
 /// Why a role has no executor.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unresolved {
+pub(crate) enum Unresolved {
     /// Nothing is configured at all.
     NothingConfigured,
     /// A seat names a slot that has no executor.

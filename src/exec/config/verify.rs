@@ -30,7 +30,7 @@ pub enum Verify {
 
 impl Verify {
     /// The level named `s` (`full`, `standard`, `light`).
-    pub fn parse(s: &str) -> Option<Verify> {
+    pub(crate) fn parse(s: &str) -> Option<Verify> {
         match s {
             "full" => Some(Verify::Full),
             "standard" => Some(Verify::Standard),
@@ -40,7 +40,7 @@ impl Verify {
     }
 
     /// Its name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verify::Full => "full",
             Verify::Standard => "standard",
@@ -53,24 +53,24 @@ impl Verify {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SeatVerify {
     /// `tier = N`, when written.
-    pub tier: Option<u8>,
+    pub(crate) tier: Option<u8>,
     /// `verify = "..."`, when written.
-    pub verify: Option<Verify>,
+    pub(crate) verify: Option<Verify>,
 }
 
 /// A seat's tier and what it implies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Verification {
     /// 3 small or local, 2 hosted (the default), 1 hosted frontier.
-    pub tier: u8,
+    pub(crate) tier: u8,
     /// The level its changes are checked at.
-    pub verify: Verify,
+    pub(crate) verify: Verify,
     /// Whether every change goes to the pre-ship gate.
-    pub gate_every_change: bool,
+    pub(crate) gate_every_change: bool,
     /// Whether a `--work` run must have at least one check.
-    pub checks_required: bool,
+    pub(crate) checks_required: bool,
     /// Whether the intent judge is on whatever the flags say.
-    pub judge_intent: bool,
+    pub(crate) judge_intent: bool,
 }
 
 impl Verification {
@@ -86,7 +86,7 @@ impl Verification {
     }
 
     /// The heavier of two (a run whose tasks may land on either is checked at this one).
-    pub fn heavier(self, other: Verification) -> Verification {
+    pub(crate) fn heavier(self, other: Verification) -> Verification {
         if other.verify > self.verify || (other.verify == self.verify && other.tier > self.tier) {
             other
         } else {
@@ -95,7 +95,7 @@ impl Verification {
     }
 
     /// One line for people: `tier 3: every change gated, checks required, intent judge on`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let gate = if self.gate_every_change {
             "every change gated"
         } else {
@@ -120,7 +120,7 @@ impl Verification {
 }
 
 /// Why a table's `tier`/`verify` pair is refused, if it is.
-pub fn check(is_local: bool, v: SeatVerify) -> Result<(), String> {
+pub(crate) fn check(is_local: bool, v: SeatVerify) -> Result<(), String> {
     if let Some(t) = v.tier
         && !(1..=3).contains(&t)
     {
@@ -144,7 +144,7 @@ pub fn check(is_local: bool, v: SeatVerify) -> Result<(), String> {
 
 /// The tier of a seat and its implications: `tier` when written, else 3 for `is_local`,
 /// else 2; a tier-3 seat is checked in full, others at their `verify` (default standard).
-pub fn resolve(is_local: bool, v: SeatVerify) -> Verification {
+pub(crate) fn resolve(is_local: bool, v: SeatVerify) -> Verification {
     let tier = v.tier.unwrap_or(if is_local { 3 } else { 2 });
     let verify = if tier == 3 {
         Verify::Full
@@ -155,7 +155,7 @@ pub fn resolve(is_local: bool, v: SeatVerify) -> Verification {
 }
 
 /// The verification of one executor.
-pub fn of_spec(spec: &ExecutorSpec) -> Verification {
+pub(crate) fn of_spec(spec: &ExecutorSpec) -> Verification {
     resolve(spec.is_local, spec.verify)
 }
 
@@ -163,7 +163,7 @@ pub fn of_spec(spec: &ExecutorSpec) -> Verification {
 /// may land on (each lane's, through the worker seat when it is pinned). An executor that does
 /// not resolve counts as nothing here (the run is refused for it elsewhere); with none at
 /// all, the default's level (tier 2, standard).
-pub fn for_run(rt: &Runtime, roster: &Roster) -> Verification {
+pub(crate) fn for_run(rt: &Runtime, roster: &Roster) -> Verification {
     roster
         .agents()
         .iter()

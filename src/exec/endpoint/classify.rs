@@ -7,7 +7,7 @@ use super::AddrClass;
 
 /// The class of a well-known name (case-insensitive, with or without a trailing dot), or
 /// `None` for a name only the resolver can classify.
-pub fn classify_name(name: &str) -> Option<AddrClass> {
+pub(crate) fn classify_name(name: &str) -> Option<AddrClass> {
     let lower = name.to_ascii_lowercase();
     let n = lower.strip_suffix('.').unwrap_or(&lower);
     if n == "localhost" || n.ends_with(".localhost") {
@@ -36,7 +36,7 @@ const METADATA_V4: [Ipv4Addr; 3] = [
 const METADATA_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254);
 
 /// Classifies an address; IPv4 embedded in IPv6 is classified as IPv4.
-pub fn classify_ip(addr: IpAddr) -> AddrClass {
+pub(crate) fn classify_ip(addr: IpAddr) -> AddrClass {
     match addr {
         IpAddr::V4(a) => classify_v4(a),
         IpAddr::V6(a) => classify_v6(a),
@@ -49,7 +49,7 @@ fn in_v4(a: Ipv4Addr, net: [u8; 4], len: u32) -> bool {
 }
 
 /// Classifies an IPv4 address.
-pub fn classify_v4(a: Ipv4Addr) -> AddrClass {
+pub(crate) fn classify_v4(a: Ipv4Addr) -> AddrClass {
     if METADATA_V4.contains(&a) {
         return AddrClass::Metadata;
     }
@@ -102,7 +102,7 @@ fn v4_at(a: Ipv6Addr, from: u32) -> Ipv4Addr {
 }
 
 /// Classifies an IPv6 address, extracting embedded IPv4 addresses.
-pub fn classify_v6(a: Ipv6Addr) -> AddrClass {
+pub(crate) fn classify_v6(a: Ipv6Addr) -> AddrClass {
     if a == METADATA_V6 {
         return AddrClass::Metadata;
     }

@@ -2,7 +2,7 @@
 //! look like another kind of secret and are refused.
 
 /// Known provider key variables: they pass without a warning.
-pub const KNOWN_KEY_ENVS: [&str; 16] = [
+pub(crate) const KNOWN_KEY_ENVS: [&str; 16] = [
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
     "GROQ_API_KEY",
@@ -23,7 +23,7 @@ pub const KNOWN_KEY_ENVS: [&str; 16] = [
 
 /// Words that mark a variable as some other secret (a session token, a password, a signing
 /// key); such variables are never sent to a model endpoint.
-pub const FORBIDDEN_KEY_WORDS: [&str; 10] = [
+pub(crate) const FORBIDDEN_KEY_WORDS: [&str; 10] = [
     "SECRET",
     "TOKEN",
     "PASSWORD",
@@ -37,11 +37,11 @@ pub const FORBIDDEN_KEY_WORDS: [&str; 10] = [
 ];
 
 /// Longest accepted variable name.
-pub const MAX_KEY_ENV_LEN: usize = 128;
+pub(crate) const MAX_KEY_ENV_LEN: usize = 128;
 
 /// How an `api_key_env` name was accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyEnv {
+pub(crate) enum KeyEnv {
     /// A known provider variable.
     Known,
     /// Accepted, with a warning to show.
@@ -50,7 +50,7 @@ pub enum KeyEnv {
 
 /// Checks an `api_key_env` name: it must look like a variable name, must not name another
 /// kind of secret, and should be a known provider variable.
-pub fn check_key_env(name: &str) -> Result<KeyEnv, String> {
+pub(crate) fn check_key_env(name: &str) -> Result<KeyEnv, String> {
     let looks_like_var = !name.is_empty()
         && name.len() <= MAX_KEY_ENV_LEN
         && name

@@ -32,13 +32,17 @@ mod url_check;
 use std::fmt;
 use std::net::IpAddr;
 
-pub use classify::{classify_ip, classify_name, classify_v4, classify_v6};
-pub use key_env::{FORBIDDEN_KEY_WORDS, KNOWN_KEY_ENVS, KeyEnv, MAX_KEY_ENV_LEN, check_key_env};
-pub use url_check::{check_url, display_url};
+#[cfg(test)]
+pub(crate) use classify::classify_v6;
+pub(crate) use classify::{classify_ip, classify_name};
+#[cfg(test)]
+pub(crate) use key_env::KNOWN_KEY_ENVS;
+pub(crate) use key_env::{KeyEnv, check_key_env};
+pub(crate) use url_check::{check_url, display_url};
 
 /// What an address (or a well-known name) is, for the purpose of sending requests to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AddrClass {
+pub(crate) enum AddrClass {
     /// Globally routed unicast: allowed.
     Global,
     /// 127/8, `::1`, `localhost`: only for `is_local = true` or a URL typed on the command line.
@@ -105,9 +109,9 @@ pub struct Policy {
     /// no key is sent to it.
     pub is_local: bool,
     /// `allow_private = true` or `--allow-private`: private and link-local ranges are allowed.
-    pub allow_private: bool,
+    pub(crate) allow_private: bool,
     /// Where the endpoint came from.
-    pub origin: Origin,
+    pub(crate) origin: Origin,
 }
 
 impl Policy {
@@ -128,7 +132,7 @@ impl Policy {
 
 /// Why an endpoint is refused. Messages never contain credentials, query strings or keys.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The text is not a URL.
     #[error("{url} is not a valid URL: {reason}")]
     Invalid { url: String, reason: String },
@@ -171,7 +175,7 @@ impl Refusal {
 
 /// The host of a checked URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CheckedHost {
+pub(crate) enum CheckedHost {
     /// A literal address (after the `url` crate's parsing), with its class.
     Addr(IpAddr, AddrClass),
     /// A name; `known` is its class when it is one of the well-known names, else `None` and
@@ -184,15 +188,15 @@ pub enum CheckedHost {
 
 /// A URL that passed [`check_url`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Checked {
+pub(crate) struct Checked {
     /// The URL as the `url` crate normalised it (this is what the client must use).
-    pub url: url::Url,
+    pub(crate) url: url::Url,
     /// Its host.
-    pub host: CheckedHost,
+    pub(crate) host: CheckedHost,
     /// The URL without credentials, query or fragment, for messages and the ledger.
-    pub display: String,
+    pub(crate) display: String,
     /// Whether a key may be sent (false for `is_local`).
-    pub sends_key: bool,
+    pub(crate) sends_key: bool,
 }
 
 impl Checked {

@@ -9,7 +9,7 @@ use super::{
 };
 
 /// The URL for messages: scheme, host, port and path; never credentials, query or fragment.
-pub fn display_url(u: &url::Url) -> String {
+pub(crate) fn display_url(u: &url::Url) -> String {
     let mut s = format!("{}://", u.scheme());
     match u.host() {
         Some(url::Host::Ipv6(a)) => s.push_str(&format!("[{a}]")),
@@ -42,7 +42,7 @@ fn display_unparsed(text: &str) -> String {
 /// Parses and checks an endpoint URL against `policy`. An IPv4-mapped literal
 /// (`[::ffff:127.0.0.1]`) comes back with its IPv4 address as the host, so the connection goes
 /// where the check looked.
-pub fn check_url(text: &str, policy: &Policy) -> Result<Checked, Refusal> {
+pub(crate) fn check_url(text: &str, policy: &Policy) -> Result<Checked, Refusal> {
     let mut u = url::Url::parse(text).map_err(|e| Refusal::Invalid {
         url: display_unparsed(text),
         reason: e.to_string(),

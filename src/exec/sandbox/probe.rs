@@ -15,10 +15,10 @@ use std::sync::{Arc, OnceLock};
 use super::{Mode, Policy, Record, bwrap_argv, decide};
 
 /// The variable that names the `bwrap` to use (a path); tests point it at a missing file.
-pub const BWRAP_ENV: &str = "GIT_FORUM_BWRAP";
+pub(crate) const BWRAP_ENV: &str = "GIT_FORUM_BWRAP";
 
 /// The `bwrap` this process would use, or why there is none.
-pub fn find_bwrap() -> Result<PathBuf, String> {
+pub(crate) fn find_bwrap() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os(BWRAP_ENV).filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
         return if p.is_file() {
@@ -36,7 +36,7 @@ pub fn find_bwrap() -> Result<PathBuf, String> {
 
 /// Whether `bwrap` can confine a command here: it runs `true` with the namespaces the sandbox
 /// unshares; its last stderr line says why not.
-pub fn probe(bwrap: &Path) -> Result<(), String> {
+pub(crate) fn probe(bwrap: &Path) -> Result<(), String> {
     let out = Command::new(bwrap)
         .args(["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/"])
         .args(["--dev", "/dev", "--proc", "/proc", "--", "true"])
@@ -60,7 +60,7 @@ pub fn probe(bwrap: &Path) -> Result<(), String> {
 
 /// A working bubblewrap and the policy it confines commands under.
 #[derive(Debug, Clone)]
-pub struct Jail {
+pub(crate) struct Jail {
     bwrap: PathBuf,
     policy: Policy,
     /// The user's home (hidden), as this process saw `HOME`.
@@ -91,7 +91,7 @@ fn common_dir(dir: &Path) -> std::io::Result<PathBuf> {
 
 impl Jail {
     /// A jail over the `bwrap` at `bwrap` (found and probed by the caller).
-    pub fn new(bwrap: PathBuf, policy: Policy) -> Jail {
+    pub(crate) fn new(bwrap: PathBuf, policy: Policy) -> Jail {
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from);
@@ -106,7 +106,7 @@ impl Jail {
     /// caller's to add): `bwrap ARGV -- PROGRAM`. The user's work tree (the parent of a common
     /// dir named `.git`) and an absolute `program` file are bound read-only, so they stay
     /// reachable (and unwritable) under a hidden `$HOME` or the private `/tmp`.
-    pub fn command(&self, dir: &Path, program: &Path) -> std::io::Result<Command> {
+    pub(crate) fn command(&self, dir: &Path, program: &Path) -> std::io::Result<Command> {
         let worktree = dir.canonicalize()?;
         let common = common_dir(&worktree)?;
         let common = common.canonicalize().unwrap_or(common);
@@ -141,11 +141,11 @@ impl Jail {
 }
 
 /// A resolved sandbox: what the record says and the jail (`None`: unconfined), or the refusal.
-pub type Resolved = Result<(Record, Option<Arc<Jail>>), String>;
+pub(crate) type Resolved = Result<(Record, Option<Arc<Jail>>), String>;
 
 /// A run's sandbox: its mode and policy, and (once resolved) its record and jail.
 #[derive(Debug)]
-pub struct Sandboxing {
+pub(crate) struct Sandboxing {
     mode: Mode,
     policy: Policy,
     resolved: OnceLock<Resolved>,
@@ -153,7 +153,7 @@ pub struct Sandboxing {
 
 impl Sandboxing {
     /// A sandbox in `mode` under `policy`, not probed yet.
-    pub fn new(mode: Mode, policy: Policy) -> Sandboxing {
+    pub(crate) fn new(mode: Mode, policy: Policy) -> Sandboxing {
         Sandboxing {
             mode,
             policy,
@@ -162,18 +162,18 @@ impl Sandboxing {
     }
 
     /// The mode asked for.
-    pub fn mode(&self) -> Mode {
+    pub(crate) fn mode(&self) -> Mode {
         self.mode
     }
 
     /// The policy it confines under.
-    pub fn policy(&self) -> Policy {
+    pub(crate) fn policy(&self) -> Policy {
         self.policy
     }
 
     /// What to tell the user when a run that would have been confined is not (the default
     /// mode where bubblewrap is not usable), once resolved; `None` otherwise.
-    pub fn note(&self) -> Option<String> {
+    pub(crate) fn note(&self) -> Option<String> {
         match (self.mode, self.resolved.get()) {
             (Mode::Default, Some(Ok((Record::Unconfined { reason }, _)))) => Some(format!(
                 "workers and checks run unconfined: {reason}; install bubblewrap (apt install bubblewrap) to confine them, or pass --no-sandbox to say so"
@@ -184,7 +184,7 @@ impl Sandboxing {
 
     /// What the run's record says and the jail its commands run in (`None`: unconfined), or
     /// the one-line refusal of a `--sandbox` run where bubblewrap is not usable. Probed once.
-    pub fn resolve(&self) -> Resolved {
+    pub(crate) fn resolve(&self) -> Resolved {
         self.resolved
             .get_or_init(|| {
                 let found = if self.mode == Mode::Off {

@@ -23,9 +23,9 @@ use crate::ledger::{Entry, kind};
 use crate::report::work::Work;
 
 /// The room's schema name.
-pub const RUN_ROOM_SCHEMA: &str = "forum.run-room/v1";
+pub(crate) const RUN_ROOM_SCHEMA: &str = "forum.run-room/v1";
 /// The brief's schema name.
-pub const BRIEF_SCHEMA: &str = "forum.run-room.brief/v1";
+pub(crate) const BRIEF_SCHEMA: &str = "forum.run-room.brief/v1";
 
 /// Signals that, when above zero, make a run need attention (Forum's list).
 mod actions;

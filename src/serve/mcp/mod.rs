@@ -47,7 +47,8 @@ pub use tools::{TOOLS, Target, Tool, find_tool};
 
 /// The protocol revisions this server speaks, newest first; a client asking for another gets
 /// the newest.
-pub const PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+pub(crate) const PROTOCOL_VERSIONS: [&str; 4] =
+    ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// Longest accepted message line, in bytes (a 1 MiB body plus its JSON-RPC envelope, with room).
 pub const MAX_LINE: usize = 4 * 1024 * 1024;
@@ -122,7 +123,7 @@ impl<'d> Mcp<'d> {
 
     /// Serves until `input` ends and every call in flight is answered (see [`session`]). A
     /// write error (the client went away) ends it quietly.
-    pub fn serve(
+    pub(crate) fn serve(
         &self,
         input: impl std::io::BufRead,
         output: impl std::io::Write + Send,

@@ -19,10 +19,10 @@ use crate::run::Interrupt;
 use crate::serve::dispatch::{RunHooks, lock};
 
 /// What the `interrupted` entry of a cancelled run names as its cause.
-pub const CANCELLED: &str = "notifications/cancelled";
+pub(super) const CANCELLED: &str = "notifications/cancelled";
 
 /// Most tool calls running at once; further calls wait in the queue.
-pub const MAX_CALLS: usize = 8;
+pub(super) const MAX_CALLS: usize = 8;
 
 /// The one writer: each message is one line, written and flushed whole under its lock. After
 /// a write error (the client went away) it writes nothing more.

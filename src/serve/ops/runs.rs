@@ -363,7 +363,7 @@ impl Dispatcher {
         self.drive(&opts, req.hooks.progress, Go::Submit(request))
     }
 
-    pub(crate) fn resume(&self, req: &Request<'_>) -> Res {
+    pub fn resume(&self, req: &Request<'_>) -> Res {
         let a = Args::new(
             req.body,
             &[

@@ -16,13 +16,13 @@ use crate::store::git::{StoreError, commit_bytes, entry_from_message, git_err, p
 
 /// Reads objects: from the repository itself, or through `git cat-file --batch` (which sees a
 /// server's quarantined incoming objects).
-pub trait Objects {
+pub(crate) trait Objects {
     /// The object `id`, or `None` when it is absent.
     fn read(&mut self, id: &ObjectId) -> Result<Option<(Kind, Vec<u8>)>, StoreError>;
 }
 
 /// Objects read with gix.
-pub struct RepoObjects<'a>(pub &'a gix::Repository);
+pub(super) struct RepoObjects<'a>(pub &'a gix::Repository);
 
 impl Objects for RepoObjects<'_> {
     fn read(&mut self, id: &ObjectId) -> Result<Option<(Kind, Vec<u8>)>, StoreError> {
@@ -36,14 +36,14 @@ impl Objects for RepoObjects<'_> {
 }
 
 /// Objects read through one long-running `git cat-file --batch`.
-pub struct CatFile {
+pub(crate) struct CatFile {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
 }
 
 impl CatFile {
-    pub fn start(git: &Git) -> Result<CatFile, StoreError> {
+    pub(crate) fn start(git: &Git) -> Result<CatFile, StoreError> {
         let mut child = git
             .command()
             .args(["cat-file", "--batch"])
@@ -99,17 +99,17 @@ impl Drop for CatFile {
 
 /// One entry of a chain and the commit holding it.
 #[derive(Debug, Clone)]
-pub struct Link {
-    pub commit: ObjectId,
-    pub tree: ObjectId,
-    pub entry: Entry,
+pub(crate) struct Link {
+    pub(crate) commit: ObjectId,
+    pub(crate) tree: ObjectId,
+    pub(crate) entry: Entry,
 }
 
 /// Reads the chain ending at `tip`, root first. With `check`, also checks what makes it a
 /// ledger: seq from 0 without gaps, each `prev_hash` naming the previous entry, each entry
 /// hashing to its `entry_hash`, each commit being exactly the one its entry defines. `Ok(Err)`
 /// is a chain problem in one line; `Err` is a failure to read.
-pub fn read_chain(
+pub(super) fn read_chain(
     objects: &mut dyn Objects,
     hash: HashKind,
     tip: ObjectId,

@@ -16,15 +16,15 @@ use crate::store::git::StoreError;
 
 /// A ledger's size and Merkle root, and the commit at its tip.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Checkpoint {
-    pub size: u64,
-    pub root: String,
-    pub commit: Option<ObjectId>,
+pub(crate) struct Checkpoint {
+    pub(crate) size: u64,
+    pub(crate) root: String,
+    pub(crate) commit: Option<ObjectId>,
 }
 
 impl Checkpoint {
     /// The checkpoint of the first `size` links of `chain`.
-    pub fn of(chain: &[Link], size: usize) -> Checkpoint {
+    pub(crate) fn of(chain: &[Link], size: usize) -> Checkpoint {
         let size = size.min(chain.len());
         let hashes: Vec<&str> = chain[..size]
             .iter()
@@ -37,7 +37,7 @@ impl Checkpoint {
         }
     }
 
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "size": self.size,
             "root": self.root,
@@ -54,7 +54,7 @@ impl std::fmt::Display for Checkpoint {
 
 /// How a newer copy of a ledger relates to an older one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Relation {
+pub(super) enum Relation {
     /// There was no older copy.
     New,
     /// Same commits, same length.
@@ -70,7 +70,7 @@ pub enum Relation {
 }
 
 /// How `new` relates to `old` (both root first).
-pub fn relate(old: &[Link], new: &[Link]) -> Relation {
+pub(super) fn relate(old: &[Link], new: &[Link]) -> Relation {
     let Some(last) = old.last() else {
         return Relation::New;
     };
@@ -132,7 +132,7 @@ fn redaction_targets(
 /// The body blob of `l`, whose tree is not the empty tree: `Ok(Err)` names in one line what
 /// is missing or malformed (the tree, the blob). `prefix` is the entry tree's one line before
 /// its blob id (`100644 payload.json\0`).
-pub fn entry_body(
+pub(super) fn entry_body(
     objects: &mut dyn Objects,
     hash: HashKind,
     prefix: &str,
@@ -173,7 +173,7 @@ pub fn entry_body(
 /// `payload_hash`; an absent body must be named by a redaction entry of the chain (whose own
 /// body is present and checked). A tree already checked is not read again. `Ok(Err)` is the
 /// problem in one line.
-pub fn check_bodies(
+pub(super) fn check_bodies(
     objects: &mut dyn Objects,
     hash: HashKind,
     chain: &[Link],

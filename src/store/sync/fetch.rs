@@ -20,7 +20,7 @@ use crate::store::git::{GitStore, LEDGER_PREFIX, Options, StoreError, validate_l
 
 /// What `fetch` decided about one remote ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FetchStatus {
+pub(crate) enum FetchStatus {
     New,
     UpToDate,
     Updated,
@@ -34,7 +34,7 @@ pub enum FetchStatus {
 }
 
 impl FetchStatus {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             FetchStatus::New => "new",
             FetchStatus::UpToDate => "up-to-date",
@@ -48,7 +48,7 @@ impl FetchStatus {
         }
     }
 
-    pub fn adopted(self) -> bool {
+    pub(crate) fn adopted(self) -> bool {
         matches!(
             self,
             FetchStatus::New
@@ -61,23 +61,23 @@ impl FetchStatus {
 
 /// One remote ledger's outcome, with the evidence.
 #[derive(Debug, Clone)]
-pub struct FetchResult {
-    pub ledger: String,
-    pub status: FetchStatus,
+pub(crate) struct FetchResult {
+    pub(crate) ledger: String,
+    pub(crate) status: FetchStatus,
     /// The remote copy's checkpoint (size 0 when the remote no longer has the ledger).
-    pub remote: Option<Checkpoint>,
+    pub(crate) remote: Option<Checkpoint>,
     /// The checkpoint last seen from this remote, before this fetch.
-    pub seen: Option<Checkpoint>,
+    pub(crate) seen: Option<Checkpoint>,
     /// For a rewrite: the root the remote's first `seen.size` entries give now.
-    pub remote_prefix_root: Option<String>,
+    pub(crate) remote_prefix_root: Option<String>,
     /// For a split view: the other remote and the checkpoint last seen from it, which this
     /// copy contradicts.
-    pub conflict: Option<(String, Checkpoint)>,
-    pub problem: Option<String>,
-    pub code: Option<&'static str>,
+    pub(crate) conflict: Option<(String, Checkpoint)>,
+    pub(crate) problem: Option<String>,
+    pub(crate) code: Option<&'static str>,
     /// What each configured witness said about the remote's latest note (adopted copies only;
     /// src/store/witness.rs).
-    pub witnesses: Vec<crate::store::witness::Asked>,
+    pub(crate) witnesses: Vec<crate::store::witness::Asked>,
 }
 
 /// Removes the staging refs of `remote`, whatever happens to the fetch.
@@ -107,7 +107,7 @@ impl Drop for Staging<'_> {
 /// it against the checkpoint last seen from that remote, and adopts the consistent ones
 /// (`refs/forum/remotes/REMOTE/NAME` and `refs/forum/seen/REMOTE/NAME` move together). Refused
 /// copies change nothing.
-pub fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
+pub(crate) fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreError> {
     let repo = crate::store::git::open_repo(dir)?;
     let hash = repo.object_hash();
     let git = Git::for_repo(&repo);

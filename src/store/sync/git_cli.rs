@@ -13,7 +13,7 @@ use crate::store::git::{StoreError, git_err};
 
 /// The most of git's standard output or error read from one command (a hostile remote can make
 /// `git push` or `git fetch` print `remote:` lines without end).
-pub const GIT_OUTPUT_LIMIT: u64 = 256 << 20;
+pub(super) const GIT_OUTPUT_LIMIT: u64 = 256 << 20;
 
 /// Waits for `child`, reading its stdout and stderr up to [`GIT_OUTPUT_LIMIT`] each; past that
 /// the child is killed and the command fails with one line.
@@ -70,20 +70,20 @@ fn bounded_output(mut child: Child, args: &[&str]) -> Result<Output, StoreError>
 }
 
 /// Runs the `git` binary against one repository.
-pub struct Git {
+pub(crate) struct Git {
     git_dir: PathBuf,
 }
 
 impl Git {
     /// Runs git for `repo` (its own git dir, so worktrees and hooks resolve as git would).
-    pub fn for_repo(repo: &gix::Repository) -> Git {
+    pub(crate) fn for_repo(repo: &gix::Repository) -> Git {
         Git {
             git_dir: repo.git_dir().to_path_buf(),
         }
     }
 
     /// A `git --git-dir DIR` command with stdin closed.
-    pub fn command(&self) -> Command {
+    pub(crate) fn command(&self) -> Command {
         let mut c = Command::new("git");
         c.arg("--git-dir")
             .arg(&self.git_dir)
@@ -94,7 +94,7 @@ impl Git {
     }
 
     /// Runs `git ARGS` and returns its output, whatever its exit status.
-    pub fn run(&self, args: &[&str]) -> Result<Output, StoreError> {
+    pub(crate) fn run(&self, args: &[&str]) -> Result<Output, StoreError> {
         let child = self
             .command()
             .args(args)
@@ -107,7 +107,7 @@ impl Git {
     }
 
     /// Runs `git ARGS` with `input` on stdin.
-    pub fn run_with_input(&self, args: &[&str], input: &[u8]) -> Result<Output, StoreError> {
+    pub(crate) fn run_with_input(&self, args: &[&str], input: &[u8]) -> Result<Output, StoreError> {
         let mut child = self
             .command()
             .args(args)
@@ -134,7 +134,7 @@ impl Git {
     }
 
     /// Runs `git ARGS`; a non-zero exit becomes one line naming `what` and git's reason.
-    pub fn run_ok(&self, args: &[&str], what: &str) -> Result<String, StoreError> {
+    pub(crate) fn run_ok(&self, args: &[&str], what: &str) -> Result<String, StoreError> {
         let o = self.run(args)?;
         if !o.status.success() {
             return Err(StoreError::Git(format!(
@@ -146,7 +146,7 @@ impl Git {
     }
 
     /// Full names of the refs under `prefix` (which ends in `/`).
-    pub fn refs_under(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+    pub(crate) fn refs_under(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
         let out = self.run_ok(
             &[
                 "for-each-ref",
@@ -164,7 +164,7 @@ impl Git {
     }
 
     /// One atomic ref transaction (`git update-ref --stdin`).
-    pub fn update_refs(&self, message: &str, lines: &str) -> Result<(), StoreError> {
+    pub(crate) fn update_refs(&self, message: &str, lines: &str) -> Result<(), StoreError> {
         let o = self.run_with_input(&["update-ref", "-m", message, "--stdin"], lines.as_bytes())?;
         if !o.status.success() {
             return Err(StoreError::Git(format!(
@@ -176,7 +176,7 @@ impl Git {
     }
 
     /// The URL configured for remote `name`, if any.
-    pub fn remote_url(&self, name: &str) -> Result<Option<String>, StoreError> {
+    pub(crate) fn remote_url(&self, name: &str) -> Result<Option<String>, StoreError> {
         let key = format!("remote.{name}.url");
         let o = self.run(&["config", "--get", &key])?;
         if o.status.success() {
@@ -187,7 +187,7 @@ impl Git {
     }
 
     /// Names of the configured remotes.
-    pub fn remotes(&self) -> Result<Vec<String>, StoreError> {
+    pub(crate) fn remotes(&self) -> Result<Vec<String>, StoreError> {
         let out = self.run_ok(&["remote"], "listing remotes")?;
         Ok(out.lines().map(|l| l.trim().to_string()).collect())
     }
@@ -200,7 +200,7 @@ pub(super) fn spawn_error(e: std::io::Error) -> StoreError {
 }
 
 /// The one line of git's stderr that says what went wrong.
-pub fn failure_line(o: &Output) -> String {
+pub(crate) fn failure_line(o: &Output) -> String {
     let err = String::from_utf8_lossy(&o.stderr);
     let lines: Vec<&str> = err
         .lines()
@@ -223,7 +223,7 @@ pub fn failure_line(o: &Output) -> String {
 }
 
 /// Checks that `remote` names a configured remote that can serve as a ref-name component.
-pub fn check_remote_name(git: &Git, remote: &str) -> Result<(), StoreError> {
+pub(crate) fn check_remote_name(git: &Git, remote: &str) -> Result<(), StoreError> {
     let bad = |why: &str| {
         Err(StoreError::Invalid(format!(
             "invalid remote name {remote:?}: {why}"

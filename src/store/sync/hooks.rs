@@ -14,16 +14,16 @@ use crate::store::git::{
 
 /// One ref update a hook was told about.
 #[derive(Debug, Clone)]
-pub struct RefUpdate {
-    pub refname: String,
-    pub old: String,
-    pub new: String,
+pub(crate) struct RefUpdate {
+    pub(crate) refname: String,
+    pub(crate) old: String,
+    pub(crate) new: String,
 }
 
 /// Checks one update of a ledger ref on the receiving side: no deletion; the new chain must be
 /// a well-formed ledger; and it must extend the old chain entry for entry, allowing a
 /// redaction-only rewrite. `Ok(Err)` is the refusal in one line.
-pub fn check_server_update(
+pub(crate) fn check_server_update(
     objects: &mut dyn Objects,
     hash: HashKind,
     update: &RefUpdate,
@@ -83,7 +83,7 @@ pub fn check_server_update(
 /// rewind or rewrite what the remote has (a redaction-only rewrite excepted). Code refs are
 /// looked at only with `scan_code` (the remote's name): the lines their new commits add are
 /// scanned. Returns the refusals, one line each.
-pub fn check_pre_push(
+pub(crate) fn check_pre_push(
     repo: &gix::Repository,
     updates: &[(String, String, String, String)],
     gate: &crate::secrets::Guard,

@@ -36,39 +36,39 @@ mod hooks;
 mod push;
 mod secrets;
 
-pub use chain::CatFile;
-pub use fetch::{FetchResult, FetchStatus, fetch};
-pub use git_cli::{Git, check_remote_name, failure_line};
-pub use hooks::{RefUpdate, check_pre_push, check_server_update};
-pub use push::{PushStatus, local_ledgers, push};
-pub use secrets::gate_guard;
+pub(crate) use chain::CatFile;
+pub(crate) use fetch::{FetchResult, FetchStatus, fetch};
+pub(crate) use git_cli::{Git, check_remote_name, failure_line};
+pub(crate) use hooks::{RefUpdate, check_pre_push, check_server_update};
+pub(crate) use push::{PushStatus, local_ledgers, push};
+pub(crate) use secrets::gate_guard;
 
 /// Where fetched copies wait while they are checked.
-pub const INCOMING_PREFIX: &str = "refs/forum/incoming/";
+pub(crate) const INCOMING_PREFIX: &str = "refs/forum/incoming/";
 /// Where a remote's signed checkpoints are staged while its ledgers are checked.
-pub const INCOMING_SIGNATURES_PREFIX: &str = "refs/forum/incoming-checkpoints/";
+pub(crate) const INCOMING_SIGNATURES_PREFIX: &str = "refs/forum/incoming-checkpoints/";
 /// Where the signed checkpoints of adopted remote ledgers are kept.
-pub const REMOTE_SIGNATURES_PREFIX: &str = "refs/forum/remote-checkpoints/";
+pub(crate) const REMOTE_SIGNATURES_PREFIX: &str = "refs/forum/remote-checkpoints/";
 /// Where a repository keeps its own signed checkpoints.
-pub const CHECKPOINTS_PREFIX: &str = "refs/forum/checkpoints/";
+pub(crate) const CHECKPOINTS_PREFIX: &str = "refs/forum/checkpoints/";
 /// Where adopted remote copies live.
-pub const REMOTES_PREFIX: &str = "refs/forum/remotes/";
+pub(crate) const REMOTES_PREFIX: &str = "refs/forum/remotes/";
 /// Where plain `git fetch` leaves a remote's ledgers (the refspec `init` adds): copies nobody
 /// verified, which nothing reads; only `git forum fetch` adopts into [`REMOTES_PREFIX`].
-pub const UNVERIFIED_PREFIX: &str = "refs/forum/unverified/";
+pub(crate) const UNVERIFIED_PREFIX: &str = "refs/forum/unverified/";
 /// Where the pre-push hook briefly points a ref at a pushed commit that is not a ledger's tip,
 /// to verify it.
-pub const PRE_PUSH_PREFIX: &str = "refs/forum/pre-push/";
+pub(crate) const PRE_PUSH_PREFIX: &str = "refs/forum/pre-push/";
 /// Where the last verified checkpoint of each remote ledger is kept (as its tip commit).
-pub const SEEN_PREFIX: &str = "refs/forum/seen/";
+pub(crate) const SEEN_PREFIX: &str = "refs/forum/seen/";
 /// Where `--work` runs keep their change commits (`refs/forum/work/LEDGER/RUN/TASK`); they
 /// travel with their ledger on push.
-pub const WORK_PREFIX: &str = "refs/forum/work/";
+pub(crate) const WORK_PREFIX: &str = "refs/forum/work/";
 /// Where `--work` runs keep the changes their pre-ship gate blocked; they travel too.
-pub const QUARANTINE_PREFIX: &str = "refs/forum/quarantine/";
+pub(crate) const QUARANTINE_PREFIX: &str = "refs/forum/quarantine/";
 /// Where `fetch` puts a remote's change commits (`refs/forum/remote-work/REMOTE/LEDGER/...`),
 /// beside its adopted ledgers, so `verify --deep` of a fetched copy finds the commits its
 /// `change` entries name.
-pub const REMOTE_WORK_PREFIX: &str = "refs/forum/remote-work/";
+pub(crate) const REMOTE_WORK_PREFIX: &str = "refs/forum/remote-work/";
 /// Where `fetch` puts a remote's quarantined changes.
-pub const REMOTE_QUARANTINE_PREFIX: &str = "refs/forum/remote-quarantine/";
+pub(crate) const REMOTE_QUARANTINE_PREFIX: &str = "refs/forum/remote-quarantine/";

@@ -5,7 +5,7 @@ use crate::store::git::{GitStore, LEDGER_PREFIX, Options, StoreError};
 
 /// What happened to one ledger in a push.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PushStatus {
+pub(crate) enum PushStatus {
     /// The remote had it; it now has the new entries.
     Pushed,
     /// The remote did not have it.
@@ -20,7 +20,7 @@ pub enum PushStatus {
 }
 
 impl PushStatus {
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             PushStatus::Pushed => "pushed",
             PushStatus::Created => "created",
@@ -31,7 +31,7 @@ impl PushStatus {
         }
     }
 
-    pub fn ok(&self) -> bool {
+    pub(crate) fn ok(&self) -> bool {
         matches!(
             self,
             PushStatus::Pushed | PushStatus::Created | PushStatus::UpToDate
@@ -41,15 +41,15 @@ impl PushStatus {
 
 /// One ledger's outcome.
 #[derive(Debug, Clone)]
-pub struct PushResult {
-    pub ledger: String,
-    pub status: PushStatus,
-    pub entries: u64,
-    pub checkpoint: String,
+pub(crate) struct PushResult {
+    pub(crate) ledger: String,
+    pub(crate) status: PushStatus,
+    pub(crate) entries: u64,
+    pub(crate) checkpoint: String,
 }
 
 /// Names of every local ledger.
-pub fn local_ledgers(git: &Git) -> Result<Vec<String>, StoreError> {
+pub(crate) fn local_ledgers(git: &Git) -> Result<Vec<String>, StoreError> {
     Ok(git
         .refs_under(LEDGER_PREFIX)?
         .into_iter()
@@ -60,7 +60,7 @@ pub fn local_ledgers(git: &Git) -> Result<Vec<String>, StoreError> {
 /// Verifies `ledgers` (deep), scans their bodies for secrets under `gate`, and, when every one
 /// verifies and carries none, pushes them to `remote` without force. When one does not
 /// verify, or carries a secret, nothing is pushed.
-pub fn push(
+pub(crate) fn push(
     repo: &gix::Repository,
     remote: &str,
     ledgers: &[String],

@@ -20,7 +20,7 @@ use crate::secrets::{Checked, Guard, Mode, Scanner, SecretsPolicy};
 use crate::store::git::{PAYLOAD_FILE, StoreError};
 
 /// The guard the gate scans with: every rule counts but those `policy` allows.
-pub fn gate_guard(policy: &SecretsPolicy) -> Guard {
+pub(crate) fn gate_guard(policy: &SecretsPolicy) -> Guard {
     Guard::new(
         Scanner::new(),
         SecretsPolicy {
@@ -38,7 +38,7 @@ fn closed(what: String) -> StoreError {
 
 /// Scans every body of the ledger `name` whose tip is `tip`: one line per find. Redacted
 /// bodies (an empty tree) are skipped. `Err` when a body cannot be read or parsed.
-pub fn scan_ledger(
+pub(super) fn scan_ledger(
     objects: &mut dyn Objects,
     hash: HashKind,
     name: &str,
@@ -91,12 +91,12 @@ pub fn scan_ledger(
 }
 
 /// The most lines one code scan reads from `git log -p`; past it the scan fails closed.
-pub const MAX_CODE_SCAN_BYTES: u64 = 64 << 20;
+pub(super) const MAX_CODE_SCAN_BYTES: u64 = 64 << 20;
 
 /// Scans the lines that the commits of `local_oid` not yet on the remote add (`remote_oid..`
 /// when the remote has the ref, else everything not on any of `remote`'s tracking refs): one
 /// line per find naming the ref, the commit, the path and the rule.
-pub fn scan_code(
+pub(super) fn scan_code(
     git: &Git,
     remote: &str,
     refname: &str,

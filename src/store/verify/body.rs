@@ -85,24 +85,26 @@ impl Rec {
 /// The outcome of [`GitStore::verify`].
 #[derive(Debug, Default, Clone)]
 pub struct VerifyReport {
-    pub ok: bool,
-    pub chain: bool,
-    pub deep: bool,
+    pub(crate) ok: bool,
+    pub(crate) chain: bool,
+    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
+    #[allow(dead_code)]
+    pub(crate) deep: bool,
     /// `Some(true)` when deep checks ran and passed.
-    pub deep_ok: Option<bool>,
+    pub(crate) deep_ok: Option<bool>,
     pub entries: u64,
-    pub checkpoint: String,
-    pub first_bad_seq: Option<u64>,
-    pub problem: Option<String>,
+    pub(crate) checkpoint: String,
+    pub(crate) first_bad_seq: Option<u64>,
+    pub(crate) problem: Option<String>,
     /// A stable identifier of the problem class (`entry-edited`, `body-edited`, ...).
-    pub code: Option<Code>,
+    pub(crate) code: Option<Code>,
     /// Entries whose bodies are absent under a redaction entry: (seq, payload hash).
-    pub redacted: Vec<(u64, String)>,
-    pub reflog_lines: usize,
-    pub checkpoints_checked: usize,
+    pub(crate) redacted: Vec<(u64, String)>,
+    pub(crate) reflog_lines: usize,
+    pub(crate) checkpoints_checked: usize,
     /// Signed checkpoints that verified: (size, root, signer).
-    pub signatures: Vec<(u64, String, String)>,
-    pub notes: Vec<String>,
+    pub(crate) signatures: Vec<(u64, String, String)>,
+    pub(crate) notes: Vec<String>,
 }
 
 impl VerifyReport {

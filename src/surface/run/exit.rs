@@ -19,7 +19,7 @@ use crate::surface::Result;
 /// The ways a run ends, each with its exit code in [`TABLE`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum RunExit {
+pub(crate) enum RunExit {
     /// Answered, and nothing it was asked to check refuted the answer.
     Answered,
     /// An operator's halt or a signal stopped it.
@@ -39,10 +39,10 @@ pub enum RunExit {
 }
 
 /// The exit code of a spend-ceiling stop (`--max-tokens`, `--max-cost-usd`).
-pub const EXIT_CEILING: u8 = 4;
+pub(crate) const EXIT_CEILING: u8 = 4;
 
 /// Every way a run ends: its name, exit code and meaning, in precedence order.
-pub const TABLE: &[(RunExit, u8, &str)] = &[
+pub(crate) const TABLE: &[(RunExit, u8, &str)] = &[
     (
         RunExit::Halted,
         5,
@@ -83,7 +83,7 @@ pub const TABLE: &[(RunExit, u8, &str)] = &[
 
 impl RunExit {
     /// Its exit code.
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         TABLE
             .iter()
             .find(|(e, _, _)| *e == self)
@@ -93,7 +93,7 @@ impl RunExit {
 
 /// The table as `submit --help` and `resume --help` show it: 0, the error codes, then each
 /// other end by code.
-pub fn help() -> String {
+pub(crate) fn help() -> String {
     let mut rows: Vec<&(RunExit, u8, &str)> = TABLE.iter().collect();
     rows.sort_by_key(|(_, c, _)| *c);
     let mut out =
@@ -114,13 +114,13 @@ pub fn help() -> String {
 /// check on its run branch failed, and whether the pre-ship gate blocked a change (each task's
 /// latest decision counts).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Checks {
-    pub refuted: bool,
-    pub blocked: bool,
+pub(crate) struct Checks {
+    pub(crate) refuted: bool,
+    pub(crate) blocked: bool,
 }
 
 /// The checks of run `run` among `entries` (with their bodies).
-pub fn checks_of(entries: &[(Entry, Option<Value>)], run: u64) -> Checks {
+pub(crate) fn checks_of(entries: &[(Entry, Option<Value>)], run: u64) -> Checks {
     let plain: Vec<Entry> = entries.iter().map(|(e, _)| e.clone()).collect();
     let roots = status::roots(&plain);
     let mut verified: Option<bool> = None;
@@ -152,7 +152,7 @@ pub fn checks_of(entries: &[(Entry, Option<Value>)], run: u64) -> Checks {
 }
 
 /// How a run that ended with `status` exits, given what its checks said.
-pub fn exit_of(status: &Status, checks: Checks) -> RunExit {
+pub(crate) fn exit_of(status: &Status, checks: Checks) -> RunExit {
     match status {
         Status::Halted { .. } => RunExit::Halted,
         Status::StoppedOnBudget => RunExit::StoppedOnBudget,
@@ -166,12 +166,12 @@ pub fn exit_of(status: &Status, checks: Checks) -> RunExit {
 
 /// How a run that could not go on exits, when one of the table's codes fits (a resume refused
 /// at an undecided gate); `None` keeps the error's class code.
-pub fn exit_of_error(e: &RunError) -> Option<RunExit> {
+pub(crate) fn exit_of_error(e: &RunError) -> Option<RunExit> {
     matches!(e, RunError::Gated { .. }).then_some(RunExit::Gated)
 }
 
 /// How the run `outcome` reports exits, reading its checks from `store`.
-pub fn exit_for(store: &GitStore, outcome: &Outcome) -> Result<RunExit> {
+pub(crate) fn exit_for(store: &GitStore, outcome: &Outcome) -> Result<RunExit> {
     let checks = match outcome.status {
         Status::Answered => {
             let entries = super::options::preload(store)?;
@@ -188,9 +188,9 @@ pub fn exit_for(store: &GitStore, outcome: &Outcome) -> Result<RunExit> {
 
 /// The `exit` field of a run report: the code the command line exits with and its name.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
-pub struct ExitReport {
-    pub code: u8,
-    pub name: RunExit,
+pub(crate) struct ExitReport {
+    pub(crate) code: u8,
+    pub(crate) name: RunExit,
 }
 
 impl From<RunExit> for ExitReport {

@@ -12,30 +12,30 @@ use crate::surface::{Error, Report, Result};
 
 /// A gate waiting for a decision.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct GateRow {
+pub(crate) struct GateRow {
     /// The `gate_pending` entry.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// The run (its request seq), when the gate belongs to one.
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
     /// The run's first plan entry (the gate's key).
-    pub run_seq: u64,
+    pub(crate) run_seq: u64,
     /// The gated wave (0-based).
-    pub wave: u64,
+    pub(crate) wave: u64,
     /// The wave's task ids.
-    pub tasks: Vec<String>,
+    pub(crate) tasks: Vec<String>,
     /// What the approver is asked.
-    pub question: String,
+    pub(crate) question: String,
     /// When it expires (seconds since 1970), if it does.
-    pub deadline: Option<f64>,
+    pub(crate) deadline: Option<f64>,
     /// What it becomes then.
-    pub on_expiry: Option<String>,
+    pub(crate) on_expiry: Option<String>,
 }
 
 /// The pending gates of a ledger.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct GateList {
-    pub schema: &'static str,
-    pub pending: Vec<GateRow>,
+pub(crate) struct GateList {
+    pub(crate) schema: &'static str,
+    pub(crate) pending: Vec<GateRow>,
 }
 
 impl Report for GateList {
@@ -43,14 +43,14 @@ impl Report for GateList {
 }
 
 /// The gates of the ledger `entries` that resolve to pending (bodies through `bodies`).
-pub fn pending(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Vec<PendingGate>> {
+pub(crate) fn pending(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Vec<PendingGate>> {
     let p = status::pending_gates(entries, |e| bodies.get(e));
     bodies.done()?;
     Ok(p)
 }
 
 /// The gates of the ledger `entries` waiting for a decision.
-pub fn gates(entries: &[Entry], bodies: &Bodies<'_>) -> Result<GateList> {
+pub(crate) fn gates(entries: &[Entry], bodies: &Bodies<'_>) -> Result<GateList> {
     let rows = pending(entries, bodies)?
         .into_iter()
         .map(|g| GateRow {
@@ -72,7 +72,7 @@ pub fn gates(entries: &[Entry], bodies: &Bodies<'_>) -> Result<GateList> {
 
 /// What is decided.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Let the wave run as planned.
     Approve,
     /// Let the wave run with these instructions (task id, instruction), at least one.
@@ -83,7 +83,7 @@ pub enum Decision {
 
 impl Decision {
     /// The decision as the gate module names it.
-    pub fn gate_decision(&self) -> GateDecision {
+    pub(crate) fn gate_decision(&self) -> GateDecision {
         match self {
             Decision::Approve => GateDecision::Approve,
             Decision::Edit(_) => GateDecision::Edit,
@@ -92,12 +92,12 @@ impl Decision {
     }
 
     /// The entry kind that witnesses the decision.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         self.gate_decision().kind()
     }
 
     /// The answer's `resolved`: `approved`, `edited` or `rejected`.
-    pub fn resolved(&self) -> &'static str {
+    pub(crate) fn resolved(&self) -> &'static str {
         self.gate_decision().word()
     }
 }
@@ -105,38 +105,38 @@ impl Decision {
 /// A decision on a gate: which one (each filter optional; together they must name exactly one
 /// pending gate), by whom, and what.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decide {
+pub(crate) struct Decide {
     /// The run, by its request seq.
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
     /// The run, by its first plan entry (the gate's key).
-    pub run_seq: Option<u64>,
+    pub(crate) run_seq: Option<u64>,
     /// The wave.
-    pub wave: Option<u64>,
+    pub(crate) wave: Option<u64>,
     /// Who decides.
-    pub approver: String,
+    pub(crate) approver: String,
     /// A note kept with an approval or an edit.
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
     /// The decision.
-    pub decision: Decision,
+    pub(crate) decision: Decision,
 }
 
 /// A decision witnessed.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct GateDecided {
-    pub schema: &'static str,
+pub(crate) struct GateDecided {
+    pub(crate) schema: &'static str,
     /// `approved`, `edited` or `rejected`.
-    pub resolved: &'static str,
+    pub(crate) resolved: &'static str,
     /// The entry kind written.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
     /// The decision's entry.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// The run (its request seq).
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
     /// The gate's key: the run's first plan entry, and the wave.
-    pub run_seq: u64,
-    pub wave: u64,
+    pub(crate) run_seq: u64,
+    pub(crate) wave: u64,
     /// The `gate_pending` entry the decision answers.
-    pub causal_parent: u64,
+    pub(crate) causal_parent: u64,
 }
 
 impl Report for GateDecided {
@@ -146,7 +146,7 @@ impl Report for GateDecided {
 #[cfg(test)]
 /// The gate `d` names among `pending`, by the one rule of [`gate::decide`]: the filters must
 /// name exactly one pending gate, and an edit may only rewrite tasks of that gate's wave.
-pub fn pick<'a>(pending: &'a [PendingGate], d: &Decide) -> Result<&'a PendingGate> {
+pub(crate) fn pick<'a>(pending: &'a [PendingGate], d: &Decide) -> Result<&'a PendingGate> {
     let chosen = rule(pending, d)?;
     Ok(pending
         .iter()
@@ -185,7 +185,7 @@ fn rule(pending: &[PendingGate], d: &Decide) -> Result<gate::NewGateEntry> {
 /// Decides one of the `pending` gates (see [`pending`]) by the rule of [`gate::decide`] and
 /// witnesses the decision through `store` at time `ts`, parented on the pending gate, then
 /// syncs.
-pub fn decide(
+pub(crate) fn decide(
     pending: &[PendingGate],
     store: &mut dyn Storage,
     d: &Decide,

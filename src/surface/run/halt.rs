@@ -22,47 +22,47 @@ use crate::store::halt::Halts;
 use crate::surface::{Error, Report, Result};
 
 /// How often a running run looks for a halt request.
-pub const POLL: Duration = Duration::from_millis(100);
+pub(crate) const POLL: Duration = Duration::from_millis(100);
 
 /// The longest a halt waits for the run to stop (`--wait`, `wait_seconds`).
-pub const MAX_WAIT: Duration = Duration::from_secs(600);
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(600);
 
 /// The reason recorded when the caller gives none.
-pub const DEFAULT_REASON: &str = "an operator halted the run";
+pub(crate) const DEFAULT_REASON: &str = "an operator halted the run";
 
 /// Entries looked at, from the end of the ledger, for the run's `halted` entry.
 const SCAN_BACK: u64 = 4096;
 
 /// What to halt, by whom, and how long to wait for it to stop.
 #[derive(Debug, Clone)]
-pub struct HaltAsk {
+pub(crate) struct HaltAsk {
     /// The run (its request seq); `None`: the latest running run of the ledger.
-    pub run: Option<u64>,
+    pub(crate) run: Option<u64>,
     /// Who asks.
-    pub by: String,
+    pub(crate) by: String,
     /// Why (`None`: [`DEFAULT_REASON`]).
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// How long to wait for the run to stop (zero: do not wait).
-    pub wait: Duration,
+    pub(crate) wait: Duration,
 }
 
 /// What a halt did.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct HaltReport {
-    pub schema: &'static str,
-    pub ledger: String,
+pub(crate) struct HaltReport {
+    pub(crate) schema: &'static str,
+    pub(crate) ledger: String,
     /// The run halted (its request seq).
-    pub run: u64,
+    pub(crate) run: u64,
     /// The process that was driving it.
-    pub pid: u32,
-    pub by: String,
-    pub reason: String,
+    pub(crate) pid: u32,
+    pub(crate) by: String,
+    pub(crate) reason: String,
     /// Whether the run stopped within the wait.
-    pub stopped: bool,
+    pub(crate) stopped: bool,
     /// Its `halted` entry, once witnessed.
-    pub halted_seq: Option<u64>,
+    pub(crate) halted_seq: Option<u64>,
     /// What continues the run.
-    pub resume: String,
+    pub(crate) resume: String,
 }
 
 impl Report for HaltReport {
@@ -72,7 +72,7 @@ impl Report for HaltReport {
 /// Asks the process driving a run of `store`'s ledger to halt it, then waits (up to
 /// `ask.wait`) for the run to stop. Refused, with nothing written, when no live process drives
 /// the run (or, without a run, any run of the ledger).
-pub fn halt(store: &GitStore, ledger: &str, ask: &HaltAsk) -> Result<HaltReport> {
+pub(crate) fn halt(store: &GitStore, ledger: &str, ask: &HaltAsk) -> Result<HaltReport> {
     let halts = store.halts();
     let running = halts.running()?;
     let target = match ask.run {
@@ -140,7 +140,7 @@ fn halted_entry(store: &GitStore, run: u64) -> Result<Option<u64>> {
 /// A running run's halt watcher: marks the run as running as soon as the run knows its
 /// request seq, raises `interrupt` when a halt request for it arrives, and on drop removes the
 /// marker and any request left.
-pub struct Watch {
+pub(crate) struct Watch {
     stop: Option<mpsc::Sender<()>>,
     thread: Option<thread::JoinHandle<()>>,
     interrupt: Arc<Interrupt>,
@@ -149,7 +149,7 @@ pub struct Watch {
 }
 
 /// Starts watching for halt requests to the run `interrupt` guards, in `halts`.
-pub fn watch(halts: Halts, interrupt: Arc<Interrupt>) -> Watch {
+pub(crate) fn watch(halts: Halts, interrupt: Arc<Interrupt>) -> Watch {
     let registered = Arc::new(std::sync::Mutex::new(None::<u64>));
     {
         let (halts, registered) = (halts.clone(), registered.clone());

@@ -6,24 +6,24 @@
 //! path (the CLI reads its git store, the daemon its entry cache); writes go through a
 //! [`crate::ledger::Storage`].
 
-pub mod exit;
-pub mod gates;
-pub mod halt;
-pub mod options;
-pub mod plan;
-pub mod receipt;
-pub mod recorded;
-pub mod repo_context;
-pub mod runs;
-pub mod submit;
-pub mod work;
+pub(crate) mod exit;
+pub(crate) mod gates;
+pub(crate) mod halt;
+pub(crate) mod options;
+pub(crate) mod plan;
+pub(crate) mod receipt;
+pub(crate) mod recorded;
+pub(crate) mod repo_context;
+pub(crate) mod runs;
+pub(crate) mod submit;
+pub(crate) mod work;
 
-pub use crate::surface::clock::RunClock;
-pub use gates::{Decide, Decision, decide, gates, pending};
-pub use options::{CommandSpec, ContextSource, RunOptions};
-pub use receipt::receipt_of;
-pub use runs::runs;
-pub use submit::{Go, class_of, run_report};
+pub(crate) use crate::surface::clock::RunClock;
+pub(crate) use gates::{Decide, Decision, decide, gates, pending};
+pub(crate) use options::{CommandSpec, ContextSource, RunOptions};
+pub(crate) use receipt::receipt_of;
+pub(crate) use runs::runs;
+pub(crate) use submit::{Go, class_of, run_report};
 
 use std::cell::RefCell;
 
@@ -35,14 +35,14 @@ use crate::ledger::{Entry, StorageError};
 /// Bodies for the run projections, which take a body or nothing: the first body that cannot be
 /// read (one that does not hash to its entry included) is kept, so the operation fails with it
 /// instead of reading the body as absent.
-pub struct Bodies<'a> {
+pub(crate) struct Bodies<'a> {
     read: &'a dyn Fn(&Entry) -> Result<Option<J>, String>,
     failed: RefCell<Option<String>>,
 }
 
 impl<'a> Bodies<'a> {
     /// Reads each body with `read` (`Ok(None)`: redacted).
-    pub fn new(read: &'a dyn Fn(&Entry) -> Result<Option<J>, String>) -> Bodies<'a> {
+    pub(crate) fn new(read: &'a dyn Fn(&Entry) -> Result<Option<J>, String>) -> Bodies<'a> {
         Bodies {
             read,
             failed: RefCell::new(None),
@@ -50,7 +50,7 @@ impl<'a> Bodies<'a> {
     }
 
     /// The body of `e`, `None` when redacted or unreadable (kept for [`Bodies::done`]).
-    pub fn get(&self, e: &Entry) -> Option<J> {
+    pub(crate) fn get(&self, e: &Entry) -> Option<J> {
         match (self.read)(e) {
             Ok(b) => b,
             Err(m) => {
@@ -61,7 +61,7 @@ impl<'a> Bodies<'a> {
     }
 
     /// The first failure, if any body could not be read.
-    pub fn done(&self) -> super::Result<()> {
+    pub(crate) fn done(&self) -> super::Result<()> {
         match self.failed.borrow_mut().take() {
             Some(m) => Err(Error::internal(m)),
             None => Ok(()),
@@ -71,7 +71,7 @@ impl<'a> Bodies<'a> {
 
 /// A ledger error as the surface reports it: a refused entry is the caller's input, anything
 /// else the store's failure.
-pub fn storage(e: StorageError) -> Error {
+pub(crate) fn storage(e: StorageError) -> Error {
     match e {
         StorageError::Invalid(m) => Error::usage(m),
         other => Error::internal(other.to_string()).with_source(other),

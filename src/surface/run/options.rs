@@ -18,24 +18,24 @@ use crate::surface::run::repo_context::{Chained, RepoContext};
 use crate::surface::{Error, Result};
 
 /// The delivery profiles a run may be checked against.
-pub const PROFILES: [&str; 4] = ["operator", "engineer", "researcher", "executive"];
+pub(crate) const PROFILES: [&str; 4] = ["operator", "engineer", "researcher", "executive"];
 
 /// Capsules fed to a run are Forum's defaults: the last 8 task results, texts clipped to 240
 /// code points.
-pub const CAPSULE_MAX_ITEMS: usize = 8;
+pub(crate) const CAPSULE_MAX_ITEMS: usize = 8;
 /// See [`CAPSULE_MAX_ITEMS`].
-pub const CAPSULE_MAX_TEXT_CHARS: usize = 240;
+pub(crate) const CAPSULE_MAX_TEXT_CHARS: usize = 240;
 
 /// A command line (split like a shell, run without one) and the seconds it may take.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CommandSpec {
-    pub line: String,
-    pub timeout: f64,
+pub(crate) struct CommandSpec {
+    pub(crate) line: String,
+    pub(crate) timeout: f64,
 }
 
 /// Where request and per-task context come from.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub enum ContextSource {
+pub(crate) enum ContextSource {
     /// No context.
     #[default]
     None,
@@ -47,55 +47,55 @@ pub enum ContextSource {
 
 /// What a submit or a resume is asked to do, whichever transport asked.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct RunOptions {
+pub(crate) struct RunOptions {
     /// Stop once this many model calls have started.
-    pub max_model_calls: Option<u64>,
+    pub(crate) max_model_calls: Option<u64>,
     /// Stop once this many seconds have passed.
-    pub max_seconds: Option<f64>,
+    pub(crate) max_seconds: Option<f64>,
     /// Token limits on what reaches prompts.
-    pub context_budget: Option<ContextBudget>,
+    pub(crate) context_budget: Option<ContextBudget>,
     /// Where context comes from.
-    pub context: ContextSource,
+    pub(crate) context: ContextSource,
     /// Ask the orchestrator seat whether a flagged answer drifted.
-    pub judge_intent: bool,
+    pub(crate) judge_intent: bool,
     /// Ask the orchestrator seat for a tighter answer when the delivery floor flags it.
-    pub revise: bool,
+    pub(crate) revise: bool,
     /// Check the delivered answer with a command.
-    pub verify: Option<CommandSpec>,
+    pub(crate) verify: Option<CommandSpec>,
     /// Cap on the tokens each free-text call may generate.
-    pub max_output_tokens: Option<u32>,
+    pub(crate) max_output_tokens: Option<u32>,
     /// Witness a checkpoint and sync after each wave.
-    pub checkpoint_each_wave: bool,
+    pub(crate) checkpoint_each_wave: bool,
     /// The delivery profile to check the answer against.
-    pub delivery_profile: Option<String>,
+    pub(crate) delivery_profile: Option<String>,
     /// Waves (0-based) that wait for a decision.
-    pub gate_waves: Vec<usize>,
+    pub(crate) gate_waves: Vec<usize>,
     /// Seconds a pending gate waits before it expires.
-    pub gate_deadline: Option<f64>,
+    pub(crate) gate_deadline: Option<f64>,
     /// What an expired gate becomes (`approve` or `reject`).
-    pub gate_on_expiry: Option<String>,
+    pub(crate) gate_on_expiry: Option<String>,
     /// Work in the repository (`--work`; `[work] enabled` sets it by default).
-    pub work: bool,
+    pub(crate) work: bool,
     /// Check commands every change must pass (`--check`, after `[work] checks`).
-    pub checks: Vec<String>,
+    pub(crate) checks: Vec<String>,
     /// Seconds each check may run before it is killed.
-    pub check_timeout: Option<f64>,
+    pub(crate) check_timeout: Option<f64>,
     /// What a secret found in a body does (`--secrets`; default: the policy's `[secrets]`).
-    pub secrets: Option<crate::secrets::Mode>,
+    pub(crate) secrets: Option<crate::secrets::Mode>,
     /// Commands the editing worker may run besides the checks (`--allow-cmd`).
-    pub allow_cmds: Vec<String>,
+    pub(crate) allow_cmds: Vec<String>,
     /// Tool calls each task of the editing worker may make (`--max-tool-calls`).
-    pub max_tool_calls: Option<u32>,
+    pub(crate) max_tool_calls: Option<u32>,
     /// `--sandbox` (`Some(true)`) or `--no-sandbox` (`Some(false)`); `None`: `[work] sandbox`,
     /// else confined when bubblewrap is usable.
-    pub sandbox: Option<bool>,
+    pub(crate) sandbox: Option<bool>,
     /// `--sandbox-net`: confined workers and checks keep the network.
-    pub sandbox_net: bool,
+    pub(crate) sandbox_net: bool,
     /// The work tree whose map and relevant files are context (on by default in a repository;
     /// `--no-repo-context` leaves it `None`), after the context of [`RunOptions::context`].
-    pub repo_context: Option<std::path::PathBuf>,
+    pub(crate) repo_context: Option<std::path::PathBuf>,
     /// `--max-tokens`: the run's ceiling on prompt plus completion tokens.
-    pub max_tokens: Option<u64>,
+    pub(crate) max_tokens: Option<u64>,
     /// `--max-cost-usd`: the run's ceiling on what its model calls cost, in dollars.
     pub max_cost_usd: Option<f64>,
     /// Set by [`RunOptions::restore`] on the resume of a run that works in the repository:
@@ -120,7 +120,7 @@ fn argv_of(flag: &str, line: &str) -> Result<Vec<String>> {
 }
 
 /// A delivery profile name, refused unless it is one of [`PROFILES`].
-pub fn check_profile(p: &str) -> Result<()> {
+pub(crate) fn check_profile(p: &str) -> Result<()> {
     if !PROFILES.contains(&p.trim().to_lowercase().as_str()) {
         return Err(Error::usage(format!(
             "unknown delivery profile {p:?}; valid profiles: {}",
@@ -134,7 +134,7 @@ impl RunOptions {
     /// Checks every option and builds the engine's options under `policy`, without the
     /// context provider ([`RunOptions::context_provider`] makes it once the ledger is open):
     /// a bad option is refused before the ledger is read.
-    pub fn build(&self, policy: Policy) -> Result<run::Options> {
+    pub(crate) fn build(&self, policy: Policy) -> Result<run::Options> {
         for (flag, v) in [
             ("max-seconds", self.max_seconds),
             ("gate-deadline", self.gate_deadline),
@@ -194,7 +194,7 @@ impl RunOptions {
 
     /// The spend ceilings, refused when not a positive number (a ceiling of 0 would stop
     /// every run before its first call: leave the flag out for no ceiling).
-    pub fn ceilings(&self) -> Result<crate::spend::Ceilings> {
+    pub(crate) fn ceilings(&self) -> Result<crate::spend::Ceilings> {
         if self.max_tokens == Some(0) {
             return Err(Error::usage(
                 "--max-tokens 0 leaves nothing to spend: give a number of tokens above 0 (or leave the flag out for no ceiling)",
@@ -221,7 +221,7 @@ impl RunOptions {
     /// with `open`: `--work` (or `[work] enabled`) makes a new run work in the repository;
     /// `[work] checks` run before `--check`. A check given without work, an empty check or a
     /// bad timeout is a usage error.
-    pub fn work_options(
+    pub(crate) fn work_options(
         &self,
         defaults: &config::WorkConfig,
         ledger: &str,
@@ -309,7 +309,7 @@ impl RunOptions {
 
     /// The context provider of [`RunOptions::context`], if any. `pre` is the ledger as read
     /// before the run (for the capsule); it is called only when the capsule is asked for.
-    pub fn context_provider(
+    pub(crate) fn context_provider(
         &self,
         pre: impl FnOnce() -> Result<Vec<(Entry, Option<Value>)>>,
     ) -> Result<Option<Arc<dyn ContextProvider>>> {
@@ -329,7 +329,7 @@ impl RunOptions {
 /// Whether a run takes the repository as context: the caller's choice when it made one
 /// (`--repo-context` / `--no-repo-context`, the daemon's and MCP's `repo_context`), else the
 /// runtime config's `[context] repo`, else yes. Every transport and the preflight decide here.
-pub fn repo_context_on(choice: Option<bool>, defaults: &config::ContextConfig) -> bool {
+pub(crate) fn repo_context_on(choice: Option<bool>, defaults: &config::ContextConfig) -> bool {
     choice.or(defaults.repo).unwrap_or(true)
 }
 
@@ -339,7 +339,7 @@ pub fn repo_context_on(choice: Option<bool>, defaults: &config::ContextConfig) -
 /// choice made for "checks required": `done_when` criteria are only known after planning, so
 /// at least one `--check` or `[work] checks` command must be given). The tier is recorded on
 /// the run's work record and tells the pre-ship gate whether to see every change.
-pub fn apply_verification(v: config::Verification, opts: &mut run::Options) -> Result<()> {
+pub(crate) fn apply_verification(v: config::Verification, opts: &mut run::Options) -> Result<()> {
     if v.judge_intent {
         opts.judge_intent = true;
     }
@@ -358,7 +358,7 @@ pub fn apply_verification(v: config::Verification, opts: &mut run::Options) -> R
 /// Agent CLIs (`--claude`, `--codex`, `--aider`) reach their model over the network, so a
 /// confined run whose roster lands a task on one keeps the network, as `--sandbox-net` would.
 /// The run's record says so (`sandbox.net`).
-pub fn apply_preset_net(
+pub(crate) fn apply_preset_net(
     rt: &config::Runtime,
     roster: &crate::roster::Roster,
     opts: &mut run::Options,
@@ -388,7 +388,7 @@ pub fn apply_preset_net(
 }
 
 /// The context provider `source` names, if any (see [`RunOptions::context_provider`]).
-pub fn context_provider(
+pub(crate) fn context_provider(
     source: &ContextSource,
     pre: impl FnOnce() -> Result<Vec<(Entry, Option<Value>)>>,
 ) -> Result<Option<Arc<dyn ContextProvider>>> {
@@ -413,7 +413,7 @@ pub fn context_provider(
 
 /// The capsule text of a ledger whose entries up to some seq were read already (`pre`, read
 /// in one walk) and whose newer entries are read through `ledger`.
-pub fn capsule_text_of(
+pub(crate) fn capsule_text_of(
     pre: &[(Entry, Option<Value>)],
     ledger: &dyn Storage,
     max_items: usize,
@@ -440,7 +440,7 @@ pub fn capsule_text_of(
 /// The values of every variable a runtime config names as `api_key_env` (set and long enough
 /// to look for), read from the environment here, at the edge: the scanner redacts them
 /// wherever a body holds them, whatever the policy allows.
-pub fn key_values(runtime: &config::Runtime) -> Vec<String> {
+pub(crate) fn key_values(runtime: &config::Runtime) -> Vec<String> {
     let mut specs: Vec<&config::ExecutorSpec> = runtime.default.iter().collect();
     specs.extend(runtime.tiers.values());
     for seat in [&runtime.seats.worker, &runtime.seats.orchestrator] {
@@ -462,7 +462,7 @@ pub fn key_values(runtime: &config::Runtime) -> Vec<String> {
 }
 
 /// Every entry of a git ledger with its body, in one walk (none when it does not exist yet).
-pub fn preload(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>> {
+pub(crate) fn preload(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>> {
     let read = |e: crate::store::git::StoreError| Error::internal(e.to_string()).with_source(e);
     if !store.exists().map_err(read)? {
         return Ok(Vec::new());

@@ -13,7 +13,7 @@ use crate::surface::{Error, Result};
 
 /// What to plan.
 #[derive(Debug, Clone, Copy)]
-pub enum PlanAsk<'a> {
+pub(crate) enum PlanAsk<'a> {
     /// A request, planned with the model.
     Request(&'a str),
     /// A plan document, compiled without one.
@@ -23,7 +23,7 @@ pub enum PlanAsk<'a> {
 /// The compiled plan of `ask` under `roster` and `policy`: the `plan` entry's payload with its
 /// tasks, so order edges and done_when survive. `env` is needed only to plan a request; it
 /// is made by `env` when called.
-pub fn plan<'e>(
+pub(crate) fn plan<'e>(
     roster: &Roster,
     policy: &Policy,
     ask: PlanAsk<'_>,

@@ -13,23 +13,23 @@ use crate::surface::{Error, Report, Result};
 
 /// Our receipt of one submit or resume: its entries, calls per model, verdicts, route frame.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct RunReceipt {
-    pub schema: &'static str,
-    pub ledger: String,
-    pub status: &'static str,
-    pub request_seq: u64,
-    pub answer_seq: Option<u64>,
+pub(crate) struct RunReceipt {
+    pub(crate) schema: &'static str,
+    pub(crate) ledger: String,
+    pub(crate) status: &'static str,
+    pub(crate) request_seq: u64,
+    pub(crate) answer_seq: Option<u64>,
     /// The entries this invocation wrote.
-    pub entries: Vec<u64>,
-    pub ledger_size: u64,
-    pub checkpoint: String,
-    pub model_calls: u64,
-    pub calls_per_model: std::collections::BTreeMap<String, u64>,
-    pub verdicts: std::collections::BTreeMap<String, u64>,
-    pub route_frame: J,
+    pub(crate) entries: Vec<u64>,
+    pub(crate) ledger_size: u64,
+    pub(crate) checkpoint: String,
+    pub(crate) model_calls: u64,
+    pub(crate) calls_per_model: std::collections::BTreeMap<String, u64>,
+    pub(crate) verdicts: std::collections::BTreeMap<String, u64>,
+    pub(crate) route_frame: J,
     /// The `interrupted` entry, when a draining daemon stopped the run.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub interrupted_seq: Option<u64>,
+    pub(crate) interrupted_seq: Option<u64>,
 }
 
 impl Report for RunReceipt {
@@ -38,7 +38,12 @@ impl Report for RunReceipt {
 
 /// Our receipt of the run `outcome` reports, on ledger `ledger` of `size` entries whose
 /// checkpoint is `checkpoint`.
-pub fn run_receipt(outcome: &Outcome, ledger: &str, checkpoint: &str, size: u64) -> RunReceipt {
+pub(crate) fn run_receipt(
+    outcome: &Outcome,
+    ledger: &str,
+    checkpoint: &str,
+    size: u64,
+) -> RunReceipt {
     RunReceipt {
         schema: RunReceipt::SCHEMA,
         ledger: ledger.to_string(),
@@ -60,7 +65,7 @@ pub fn run_receipt(outcome: &Outcome, ledger: &str, checkpoint: &str, size: u64)
 /// the ledger's checkpoint and deep verification, from what the run was given (its call and
 /// seconds budget, its context budget, the delivery profile asked for) and the answer it
 /// delivered.
-pub fn forum_receipt(
+pub(crate) fn forum_receipt(
     store: &GitStore,
     outcome: &Outcome,
     opts: &run::Options,
@@ -114,7 +119,7 @@ pub fn forum_receipt(
 
 /// Forum's action receipt of one run, as the `receipt` operation answers.
 #[derive(Debug, Clone)]
-pub struct Receipt(pub Value);
+pub(crate) struct Receipt(pub(crate) Value);
 
 impl Serialize for Receipt {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -128,7 +133,7 @@ impl Report for Receipt {
 
 /// Forum's action receipt of the run whose request is at `run` (`None`: the latest run) of
 /// the snapshot `s` (loaded with deep verification).
-pub fn receipt_of(s: &Snapshot, run: Option<u64>) -> Result<Receipt> {
+pub(crate) fn receipt_of(s: &Snapshot, run: Option<u64>) -> Result<Receipt> {
     let roots = status::roots(&s.entries());
     let run = match run {
         Some(seq) => seq,

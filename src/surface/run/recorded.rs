@@ -22,7 +22,7 @@ use crate::surface::{Error, Result};
 /// The run a resume of `target` continues (the latest resumable one when `None`): its request
 /// seq and body. A run that cannot be found or resumed gives `None` here: the resume itself
 /// then says why, in its own words.
-pub fn recorded_request(
+pub(crate) fn recorded_request(
     entries: &[Entry],
     bodies: &Bodies<'_>,
     target: Option<u64>,
@@ -45,7 +45,7 @@ pub fn recorded_request(
 }
 
 /// The executors the request `body` of run `request_seq` recorded, if any.
-pub fn runtime_of(request_seq: u64, body: &J) -> Result<Option<(u64, Runtime)>> {
+pub(crate) fn runtime_of(request_seq: u64, body: &J) -> Result<Option<(u64, Runtime)>> {
     let Some(record) = body.get("runtime").filter(|r| !r.is_null()) else {
         return Ok(None);
     };
@@ -54,7 +54,7 @@ pub fn runtime_of(request_seq: u64, body: &J) -> Result<Option<(u64, Runtime)>> 
 }
 
 /// A record as a runtime; one that does not hold together is refused with what to do.
-pub fn from_record(record: &J, request_seq: u64) -> Result<Runtime> {
+pub(crate) fn from_record(record: &J, request_seq: u64) -> Result<Runtime> {
     config::record::from_record(record).map_err(|e| {
         Error::usage(format!(
             "run {request_seq} recorded executors this resume cannot use ({e}); give the executor flags (--cmd, --chat-url, --runtime-config ...) to resume it on them"
@@ -64,7 +64,7 @@ pub fn from_record(record: &J, request_seq: u64) -> Result<Runtime> {
 
 /// `current` with its executors replaced by the recorded ones (its `[work]` table and
 /// warnings stay).
-pub fn with_recorded(current: Runtime, recorded: Runtime) -> Runtime {
+pub(crate) fn with_recorded(current: Runtime, recorded: Runtime) -> Runtime {
     Runtime {
         default: recorded.default,
         tiers: recorded.tiers,
@@ -76,7 +76,7 @@ pub fn with_recorded(current: Runtime, recorded: Runtime) -> Runtime {
 impl RunOptions {
     /// The options a resume keeps, as the request records them (`options`): only those given,
     /// and `None` when none was, so a run without them records what it always did.
-    pub fn record(&self) -> Option<J> {
+    pub(crate) fn record(&self) -> Option<J> {
         let mut m = Map::new();
         if !self.allow_cmds.is_empty() {
             m.insert("allow_cmds".into(), json!(self.allow_cmds));
@@ -110,7 +110,7 @@ impl RunOptions {
     /// (`--allow-cmd` replaces the recorded list; `--sandbox-net` can only be added, and
     /// `--no-sandbox` drops it). A run that works in the repository sets
     /// [`RunOptions::resumes_work`]. A recorded value of the wrong type is refused in one line.
-    pub fn restore(&mut self, request_seq: u64, body: &J) -> Result<()> {
+    pub(crate) fn restore(&mut self, request_seq: u64, body: &J) -> Result<()> {
         self.resumes_work = body.get("work").is_some_and(|w| w.is_object());
         if !self.resumes_work && (!self.allow_cmds.is_empty() || self.max_tool_calls.is_some()) {
             return Err(Error::usage(format!(

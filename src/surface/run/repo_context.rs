@@ -20,7 +20,7 @@ const LS_FILES_LIMIT: usize = 4 << 20;
 const GREP_LIMIT: usize = 1 << 20;
 
 /// The repository provider of a work tree.
-pub struct RepoContext {
+pub(crate) struct RepoContext {
     top: PathBuf,
     limits: Limits,
     paths: OnceLock<Result<Vec<String>, ContextFailure>>,
@@ -63,7 +63,7 @@ fn read_head(path: &Path, max: usize) -> Option<String> {
 impl RepoContext {
     /// The provider of the work tree `dir` is in, or `None` when `dir` is in no work tree (a
     /// bare repository, or no repository).
-    pub fn open(dir: &Path, limits: Limits) -> Option<RepoContext> {
+    pub(crate) fn open(dir: &Path, limits: Limits) -> Option<RepoContext> {
         let out = git::run_limited(
             {
                 let mut c = git::git(dir);
@@ -169,10 +169,13 @@ impl ContextProvider for RepoContext {
 
 /// Two providers as one: the first's context, then the second's, each part only when it is
 /// not empty. A failure of either is the failure of both (and witnessed as such).
-pub struct Chained(pub Arc<dyn ContextProvider>, pub Arc<dyn ContextProvider>);
+pub(crate) struct Chained(
+    pub(crate) Arc<dyn ContextProvider>,
+    pub(crate) Arc<dyn ContextProvider>,
+);
 
 /// Two parts of a context as one, as a run joins them.
-pub fn join(a: String, b: String) -> String {
+pub(crate) fn join(a: String, b: String) -> String {
     match (a.is_empty(), b.is_empty()) {
         (true, _) => b,
         (_, true) => a,

@@ -14,61 +14,61 @@ use crate::surface::{Report, Result};
 
 /// One run.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunRow {
+pub(crate) struct RunRow {
     /// The seq of its request (the run's id).
-    pub request_seq: u64,
+    pub(crate) request_seq: u64,
     /// The request text.
-    pub request: String,
+    pub(crate) request: String,
     /// How it stands (`answered`, `paused`, …).
-    pub state: &'static str,
+    pub(crate) state: &'static str,
     /// What the state says more: `{stage, reason}` of a failed run, `{wave}` of a paused or
     /// rejected one, else null.
-    pub detail: J,
+    pub(crate) detail: J,
     /// The run's first plan entry (the key of its gates).
-    pub run_seq: Option<u64>,
+    pub(crate) run_seq: Option<u64>,
     /// How many tasks its latest plan has.
-    pub tasks: Option<usize>,
+    pub(crate) tasks: Option<usize>,
     /// The seq of its answer.
-    pub answer_seq: Option<u64>,
+    pub(crate) answer_seq: Option<u64>,
     /// How many entries belong to it.
-    pub entries: usize,
+    pub(crate) entries: usize,
     /// Task results per model id.
-    pub results_per_model: BTreeMap<String, u64>,
+    pub(crate) results_per_model: BTreeMap<String, u64>,
     /// What a `--work` run changed, checked and shipped (absent for other runs).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub work: Option<WorkRow>,
+    pub(crate) work: Option<WorkRow>,
     /// The run's projection, for text rendering.
     #[serde(skip)]
-    pub info: status::RunInfo,
+    pub(crate) info: status::RunInfo,
 }
 
 /// What a `--work` run did in the repository, counted from its `change`, `check` and `ship`
 /// entries (each task's latest decision counts).
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct WorkRow {
+pub(crate) struct WorkRow {
     /// The run branch (`forum/run-SEQ`).
-    pub branch: String,
+    pub(crate) branch: String,
     /// `change` entries with a commit.
-    pub changes: u64,
+    pub(crate) changes: u64,
     /// Files those changes touched, lines added and removed.
-    pub files: u64,
-    pub added: u64,
-    pub removed: u64,
+    pub(crate) files: u64,
+    pub(crate) added: u64,
+    pub(crate) removed: u64,
     /// Tasks whose latest change the gate merged (and that did not conflict), blocked, or left
     /// waiting for a person (escalate, undetermined).
-    pub merged: u64,
-    pub blocked: u64,
-    pub waiting: u64,
+    pub(crate) merged: u64,
+    pub(crate) blocked: u64,
+    pub(crate) waiting: u64,
     /// Conflicts witnessed.
-    pub conflicts: u64,
+    pub(crate) conflicts: u64,
     /// Checks that passed and failed (the run branch's included).
-    pub checks_passed: u64,
-    pub checks_failed: u64,
+    pub(crate) checks_passed: u64,
+    pub(crate) checks_failed: u64,
 }
 
 impl WorkRow {
     /// One line: `2 changes merged, 1 blocked, checks 3/3 passed`.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let mut parts = vec![format!(
             "{} merged ({} files, +{} -{})",
             self.merged, self.files, self.added, self.removed
@@ -131,9 +131,9 @@ fn work_row(
 
 /// The runs of a ledger, oldest first.
 #[derive(Debug, Clone, Serialize)]
-pub struct Runs {
-    pub schema: &'static str,
-    pub runs: Vec<RunRow>,
+pub(crate) struct Runs {
+    pub(crate) schema: &'static str,
+    pub(crate) runs: Vec<RunRow>,
 }
 
 impl Report for Runs {
@@ -141,7 +141,7 @@ impl Report for Runs {
 }
 
 /// The runs of the ledger `entries` (bodies read through `bodies`).
-pub fn runs(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Runs> {
+pub(crate) fn runs(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Runs> {
     let infos = status::runs(entries, |e| bodies.get(e));
     bodies.done()?;
     let mut rows = Vec::with_capacity(infos.len());

@@ -13,7 +13,7 @@ use crate::surface::{Class, Error, Report, Result};
 
 /// What to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Go<'a> {
+pub(crate) enum Go<'a> {
     /// A new run of this request.
     Submit(&'a str),
     /// Continue the run whose request is at this seq (`None`: the latest unfinished one).
@@ -21,7 +21,7 @@ pub enum Go<'a> {
 }
 
 /// Runs `go` on `store` with `env` and `opts`.
-pub fn go(
+pub(crate) fn go(
     store: &mut (dyn Storage + Send),
     env: &Env<'_>,
     opts: &run::Options,
@@ -34,7 +34,7 @@ pub fn go(
 }
 
 /// The class of each way a run can fail; the transport adds what to do next.
-pub fn class_of(e: &RunError) -> Class {
+pub(crate) fn class_of(e: &RunError) -> Class {
     match e {
         RunError::Request(_) => Class::Usage,
         RunError::Ledger(crate::ledger::StorageError::Invalid(_)) => Class::Usage,
@@ -50,17 +50,17 @@ pub fn class_of(e: &RunError) -> Class {
 
 /// What a submit or a resume answers.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunReport {
+pub(crate) struct RunReport {
     /// The delivered answer, when there is one.
-    pub answer: Option<String>,
+    pub(crate) answer: Option<String>,
     /// The ledger's checkpoint after the run.
-    pub checkpoint: String,
+    pub(crate) checkpoint: String,
     /// Forum's action receipt of the run.
-    pub receipt: J,
+    pub(crate) receipt: J,
     /// Ours.
-    pub git_forum_receipt: RunReceipt,
+    pub(crate) git_forum_receipt: RunReceipt,
     /// How the run ended, as the command line's exit code ([`super::exit::TABLE`]).
-    pub exit: super::exit::ExitReport,
+    pub(crate) exit: super::exit::ExitReport,
 }
 
 impl Report for RunReport {
@@ -69,7 +69,7 @@ impl Report for RunReport {
 
 /// The report of the run `outcome` on ledger `ledger` (read through `store`), whose
 /// checkpoint after the run is `checkpoint` over `size` entries.
-pub fn run_report(
+pub(crate) fn run_report(
     store: &GitStore,
     ledger: &str,
     outcome: Outcome,

@@ -9,7 +9,7 @@ use crate::run::{OpenWork, Workbench};
 use crate::work::GitWork;
 
 /// Opens the git workbench of a run in the repository at `repo`, for ledger `ledger`.
-pub fn git_opener(repo: PathBuf, ledger: String) -> OpenWork {
+pub(crate) fn git_opener(repo: PathBuf, ledger: String) -> OpenWork {
     Arc::new(move |run_seq, base| {
         let w = match base {
             Some(b) => GitWork::open_at(&repo, &ledger, run_seq, b)?,
