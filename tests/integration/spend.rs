@@ -155,7 +155,7 @@ fn repo(format: &str, stub: &Stub) -> Repo {
 }
 
 /// Every entry's kind and payload, in seq order (through `git forum export`).
-fn entries(repo: &Repo) -> Vec<(String, J)> {
+pub(crate) fn entries(repo: &Repo) -> Vec<(String, J)> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x");
     repo.forum_ok(&["export", out.to_str().unwrap()]);

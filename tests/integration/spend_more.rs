@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde_json::{Value as J, json};
 
 use crate::common::{FORMATS, Repo};
+use crate::spend::entries;
 
 /// Prompt tokens the stub reports for a call (unless it fills, see [`Stub::fill`]).
 const PROMPT_TOKENS: u64 = 100;
@@ -207,31 +208,6 @@ fn repo(format: &str, stub: &Stub, extra: &str) -> Repo {
     )
     .unwrap();
     repo
-}
-
-/// Every entry's kind and payload, in seq order (through `git forum export`).
-fn entries(repo: &Repo) -> Vec<(String, J)> {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("x");
-    repo.forum_ok(&["export", out.to_str().unwrap()]);
-    let read = |f: &str| -> Vec<J> {
-        std::fs::read_to_string(out.join(f))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
-    let bodies: std::collections::HashMap<String, J> = read("payloads.jsonl")
-        .into_iter()
-        .map(|r| (r["hash"].as_str().unwrap().to_string(), r["body"].clone()))
-        .collect();
-    read("entries.jsonl")
-        .into_iter()
-        .map(|e| {
-            let body = bodies[e["payload_hash"].as_str().unwrap()].clone();
-            (e["kind"].as_str().unwrap().to_string(), body)
-        })
-        .collect()
 }
 
 /// `git forum ARGS --json`: the exit code, stdout as JSON, stderr.
