@@ -85,16 +85,15 @@ fn plan() -> String {
     json!({ "tasks": tasks }).to_string()
 }
 
-fn answer(mut s: TcpStream) {
+/// Reads one HTTP request's body (bounded by its content-length); `None` when the connection
+/// closes or fails first.
+pub(crate) fn read_body(s: &mut TcpStream) -> Option<Vec<u8>> {
     let _ = s.set_nonblocking(false);
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     let body_start = loop {
-        let Ok(n) = s.read(&mut chunk) else { return };
-        if n == 0 {
-            return;
-        }
+        let n = s.read(&mut chunk).ok().filter(|n| *n > 0)?;
         buf.extend_from_slice(&chunk[..n]);
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
@@ -107,13 +106,19 @@ fn answer(mut s: TcpStream) {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0);
     while buf.len() < body_start + len {
-        let Ok(n) = s.read(&mut chunk) else { return };
-        if n == 0 {
-            return;
-        }
+        let n = s.read(&mut chunk).ok().filter(|n| *n > 0)?;
         buf.extend_from_slice(&chunk[..n]);
     }
-    let req: J = serde_json::from_slice(&buf[body_start..body_start + len]).unwrap_or(J::Null);
+    buf.drain(..body_start);
+    buf.truncate(len);
+    Some(buf)
+}
+
+fn answer(mut s: TcpStream) {
+    let Some(body) = read_body(&mut s) else {
+        return;
+    };
+    let req: J = serde_json::from_slice(&body).unwrap_or(J::Null);
     let content = match req["response_format"]["json_schema"]["name"].as_str() {
         Some("plan") => plan(),
         Some(_) => r#"{"decision":"pass","score":0.9,"reason":"ok"}"#.to_string(),

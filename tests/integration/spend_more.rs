@@ -8,7 +8,7 @@
 //! The endpoint is a loopback stub of an OpenAI-compatible chat API that logs the usage it
 //! reports for every call, by the role the call plays (read from its schema or prompt).
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde_json::{Value as J, json};
 
 use crate::common::{FORMATS, Repo};
-use crate::spend::entries;
+use crate::spend::{entries, read_body};
 
 /// Prompt tokens the stub reports for a call (unless it fills, see [`Stub::fill`]).
 const PROMPT_TOKENS: u64 = 100;
@@ -100,28 +100,7 @@ impl Drop for Stub {
 
 /// Reads one HTTP request's JSON body (bounded by its content-length).
 fn read_request(s: &mut TcpStream) -> Option<J> {
-    let _ = s.set_nonblocking(false);
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let body_start = loop {
-        let n = s.read(&mut chunk).ok().filter(|n| *n > 0)?;
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..body_start]).to_lowercase();
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    while buf.len() < body_start + len {
-        let n = s.read(&mut chunk).ok().filter(|n| *n > 0)?;
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    serde_json::from_slice(&buf[body_start..body_start + len]).ok()
+    serde_json::from_slice(&read_body(s)?).ok()
 }
 
 /// The role a call plays: its schema's name, else what its prompt asks.
