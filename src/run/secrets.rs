@@ -105,18 +105,7 @@ impl Run<'_, '_> {
         entry: &Entry,
         hits: &[Hit],
     ) -> Result<(), RunError> {
-        let e = store.append(NewEntry {
-            actor: "secrets".into(),
-            kind: kind::SECRET_REDACTED.into(),
-            causal_parent: Some(entry.seq as i64),
-            payload: crate::secrets::redaction_record(
-                entry.seq,
-                &entry.entry_hash,
-                &entry.kind,
-                hits,
-            ),
-            ts: entry.ts,
-        })?;
+        let e = store.append(crate::secrets::redaction_entry(entry, hits))?;
         lock(&self.written).push(e.seq);
         Ok(())
     }

@@ -19,6 +19,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::ledger::canonical::Value;
+use crate::ledger::{Entry, NewEntry, kind};
 pub(crate) use rules::{API_KEY_ENV, Confirm, RULES};
 
 /// Literal values shorter than this are not looked for: a two-letter "key" would redact every
@@ -348,27 +349,29 @@ pub(crate) fn rules_of(hits: &[Hit]) -> Vec<&'static str> {
     rules
 }
 
-/// The body of a `secret_redacted` entry: the redacted entry (seq, hash, kind), its rules and
-/// where each marker is.
-pub(crate) fn redaction_record(
-    seq: u64,
-    entry_hash: &str,
-    entry_kind: &str,
-    hits: &[Hit],
-) -> Value {
-    Value::Object(vec![
-        ("seq".into(), Value::Int(seq.into())),
-        ("entry_hash".into(), Value::str(entry_hash)),
-        ("entry_kind".into(), Value::str(entry_kind)),
-        (
-            "rules".into(),
-            Value::Array(rules_of(hits).into_iter().map(Value::str).collect()),
-        ),
-        (
-            "findings".into(),
-            Value::Array(hits.iter().map(Hit::to_value).collect()),
-        ),
-    ])
+/// The `secret_redacted` entry that follows `entry`, whose body was written with markers: it
+/// names the entry (seq, hash, kind), its rules and where each marker is, is parented on the
+/// entry and carries its timestamp. The run, `append` and campaign rounds all write this one.
+pub(crate) fn redaction_entry(entry: &Entry, hits: &[Hit]) -> NewEntry {
+    NewEntry {
+        actor: "secrets".into(),
+        kind: kind::SECRET_REDACTED.into(),
+        causal_parent: Some(entry.seq as i64),
+        payload: Value::Object(vec![
+            ("seq".into(), Value::Int(entry.seq.into())),
+            ("entry_hash".into(), Value::str(&entry.entry_hash)),
+            ("entry_kind".into(), Value::str(&entry.kind)),
+            (
+                "rules".into(),
+                Value::Array(rules_of(hits).into_iter().map(Value::str).collect()),
+            ),
+            (
+                "findings".into(),
+                Value::Array(hits.iter().map(Hit::to_value).collect()),
+            ),
+        ]),
+        ts: entry.ts,
+    }
 }
 
 /// What a body may become.

@@ -82,18 +82,7 @@ pub(crate) fn append_guarded(
             };
             clean.validate().map_err(Error::usage)?;
             let done = store.append_entry(&clean)?;
-            let note = NewEntry {
-                actor: "secrets".into(),
-                kind: kind::SECRET_REDACTED.into(),
-                causal_parent: Some(done.entry.seq as i64),
-                payload: crate::secrets::redaction_record(
-                    done.entry.seq,
-                    &done.entry.entry_hash,
-                    &done.entry.kind,
-                    &hits,
-                ),
-                ts: new.ts,
-            };
+            let note = crate::secrets::redaction_entry(&done.entry, &hits);
             let witness = store.append_entry(&note)?;
             Ok(AppendReport {
                 secret_redacted: Some(witness.entry.seq),

@@ -129,17 +129,9 @@ fn append_screened(
         Checked::Redacted(clean, hits) => {
             let seq = append(store, items, "campaign", kind, clean.to_serde(), ts)?;
             let (e, _) = &items[items.len() - 1];
-            let record = crate::secrets::redaction_record(seq, &e.entry_hash, &e.kind, &hits);
-            let body = record.to_serde();
-            let w = store
-                .append(NewEntry {
-                    actor: "secrets".into(),
-                    kind: kind::SECRET_REDACTED.into(),
-                    causal_parent: Some(seq as i64),
-                    payload: record,
-                    ts,
-                })
-                .map_err(super::run::storage)?;
+            let note = crate::secrets::redaction_entry(e, &hits);
+            let body = note.payload.to_serde();
+            let w = store.append(note).map_err(super::run::storage)?;
             items.push((w, Some(body)));
             Ok(seq)
         }
