@@ -448,6 +448,9 @@ pub(crate) fn run_grouped(mut cmd: Command, timeout: Duration) -> std::io::Resul
     }
     let deadline = start + timeout;
     let mut timed_out = false;
+    // Polled: a command that ends at once (a `true` check) is seen within a fraction of a
+    // millisecond, a long one every 5 ms at most.
+    let mut pause = Duration::from_micros(100);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
@@ -457,7 +460,10 @@ pub(crate) fn run_grouped(mut cmd: Command, timeout: Duration) -> std::io::Resul
                 let _ = child.wait();
                 break None;
             }
-            Ok(None) => thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(5));
+            }
             Err(_) => break None,
         }
     };

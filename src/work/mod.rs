@@ -88,6 +88,8 @@ pub struct GitWork {
     base: Base,
     /// The all-zero object id of the repository's hash (`update-ref`'s "must not exist").
     zero: String,
+    /// The repository's object hash (for reading a worktree's index).
+    kind: gix::hash::Kind,
     /// The lock on `area/.owner`, held while the run lives.
     owner: Mutex<Option<File>>,
     /// One integration at a time within this process (the ref move is compare-and-swap too).
@@ -157,6 +159,11 @@ impl GitWork {
         Ok(GitWork {
             repo: repo.to_path_buf(),
             zero: "0".repeat(base.commit.len()),
+            kind: if base.commit.len() == 64 {
+                gix::hash::Kind::Sha256
+            } else {
+                gix::hash::Kind::Sha1
+            },
             common,
             area,
             ledger: ledger.to_string(),
@@ -349,6 +356,54 @@ fn resolve_commit(common: &Path, rev: &str) -> Option<String> {
     (out.ok && !out.stdout.is_empty()).then(|| out.text())
 }
 
+/// `git write-tree` in the worktree at `tree`, on a scratch copy of its index when it has one
+/// ([`racy::scratch_index`]): the tree comes from the object ids `add -A` recorded, and the
+/// copy, written back by `write-tree` and then dropped, spares git re-hashing every file the
+/// real index still shows as racily clean.
+fn write_tree(tree: &Path) -> Result<String, WorkError> {
+    let Some(copy) = racy::scratch_index(tree) else {
+        return git::ok(tree, &["write-tree"]);
+    };
+    let mut cmd = git::git(tree);
+    cmd.env("GIT_INDEX_FILE", &copy)
+        .args(["-c", "index.skipHash=true", "write-tree"]);
+    let out = git::run_limited(cmd, 1 << 10);
+    let _ = std::fs::remove_file(&copy);
+    let out = out?;
+    git::ensure(&out, &["write-tree"])?;
+    Ok(out.text())
+}
+
+/// The statistics and the patch (read up to `cap`) of the change from `start` to `commit`.
+fn change_diff(
+    common: &Path,
+    start: &str,
+    commit: &str,
+    cap: usize,
+) -> Result<(Vec<u8>, git::Out), WorkError> {
+    // One diff for the statistics (`--raw` for the status letters, `--numstat` for the
+    // lines) and the patch after them, read up to its cap.
+    let mut cmd = git::git(common);
+    cmd.args([
+        "diff",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-color",
+        "-M",
+        "-z",
+        "--raw",
+        "--numstat",
+        "--patch",
+        start,
+        commit,
+    ]);
+    let (stats, patch) = git::run_split(cmd, cap)?;
+    if !patch.cut {
+        git::ensure(&patch, &["diff"])?;
+    }
+    Ok((stats, patch))
+}
+
 /// Whether `a` is an ancestor of (or equal to) `b`.
 fn is_ancestor(common: &Path, a: &str, b: &str) -> Result<bool, WorkError> {
     let out = git::run(common, &["merge-base", "--is-ancestor", a, b])?;
@@ -385,17 +440,27 @@ impl Workbench for GitWork {
         diff_cap: usize,
     ) -> Result<Change, WorkError> {
         let stamp = lock(&self.stamps).remove(&tree.path);
-        if stamp.is_some_and(|s| racy::settle(&tree.path, s, racy::SMALL_INDEX)) {
+        // `index.skipHash`: the index of a worktree that lives for one task needs no trailing
+        // checksum (git does not check it when reading), and writing 10,000 entries without one
+        // spares hashing the whole file.
+        if stamp.is_some_and(|s| racy::settle(&tree.path, s, self.kind)) {
             // The index's stat data is trusted now; an untracked cache (if the user keeps one)
             // is dropped so the walk for new files does not lean on it.
             git::ok(
                 &tree.path,
-                &["-c", "core.untrackedCache=false", "add", "-A"],
+                &[
+                    "-c",
+                    "index.skipHash=true",
+                    "-c",
+                    "core.untrackedCache=false",
+                    "add",
+                    "-A",
+                ],
             )?;
         } else {
-            git::ok(&tree.path, &["add", "-A"])?;
+            git::ok(&tree.path, &["-c", "index.skipHash=true", "add", "-A"])?;
         }
-        let written = git::ok(&tree.path, &["write-tree"])?;
+        let written = write_tree(&tree.path)?;
         let start_tree = self.tree_of(&tree.start)?;
         let unchanged = Change {
             task: tree.task.clone(),
@@ -420,28 +485,20 @@ impl Workbench for GitWork {
         let commit = self.commit_tree(&written, &[&tree.start], &message, (&name, &email), None)?;
         lock(&self.trees).insert(commit.clone(), written.clone());
         lock(&self.made).insert(commit.clone(), tree.start.clone());
-        // The worktree now sits on its change, so `git status` there is clean.
-        git::ok(&tree.path, &["update-ref", "--no-deref", "HEAD", &commit])?;
-        // One diff for the statistics (`--raw` for the status letters, `--numstat` for the
-        // lines) and the patch after them, read up to its cap.
-        let mut cmd = git::git(&self.common);
-        cmd.args([
-            "diff",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--no-color",
-            "-M",
-            "-z",
-            "--raw",
-            "--numstat",
-            "--patch",
-            tree.start.as_str(),
-            commit.as_str(),
-        ]);
-        let (stats, patch) = git::run_split(cmd, diff_cap)?;
-        if !patch.cut {
-            git::ensure(&patch, &["diff"])?;
-        }
+        // The worktree now sits on its change, so `git status` there is clean (moved while
+        // the diff below runs).
+        let moved = std::thread::scope(|s| {
+            let head =
+                s.spawn(|| git::ok(&tree.path, &["update-ref", "--no-deref", "HEAD", &commit]));
+            let diff = change_diff(&self.common, &tree.start, &commit, diff_cap);
+            let moved = head.join().unwrap_or_else(|_| {
+                Err(WorkError::Io(
+                    "the thread moving the worktree's HEAD panicked".into(),
+                ))
+            });
+            diff.and_then(|d| moved.map(|_| d))
+        });
+        let (stats, patch) = moved?;
         let (diff, truncated) = git::cut_text(&patch.stdout, diff_cap);
         Ok(Change {
             commit: Some(commit),

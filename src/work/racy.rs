@@ -24,8 +24,8 @@
 //! always did: this never hides a change git would have found. It assumes, as git's own rule
 //! does, that the filesystem's clock does not go backwards.
 //!
-//! Hand-written rather than read through a library: git prints the recorded stat data itself
-//! (`ls-files --debug`), and the few fields needed are parsed here ([`racy_entries`]).
+//! The index is read with `gix-index` (entries, stat data, flags), in this process: no `git
+//! ls-files` to spawn and no listing to parse.
 
 use std::ffi::OsStr;
 use std::fs::{File, FileTimes, Metadata};
@@ -33,12 +33,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
-
-use super::git;
-
-/// Below this size (about a thousand entries) a task's index is left alone: git re-hashing
-/// its racy files costs less than the `ls-files` that would spare it.
-pub(super) const SMALL_INDEX: u64 = 100 << 10;
 
 /// The identity of an index file: its mtime and ctime in nanoseconds, size and inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,8 +54,7 @@ impl Stamp {
     }
 }
 
-/// One index entry's recorded stat data, as `ls-files --debug` prints it (git keeps seconds,
-/// sizes and inodes in 32 bits).
+/// One index entry's recorded stat data (git keeps seconds, sizes and inodes in 32 bits).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Recorded {
     pub path: Vec<u8>,
@@ -71,6 +64,7 @@ pub(super) struct Recorded {
     pub mtime: (u32, u32),
     pub ino: u32,
     pub size: u32,
+    /// The entry's flags as git keeps them in memory (without the path length).
     pub flags: u32,
 }
 
@@ -100,144 +94,170 @@ pub(super) fn stamp(tree: &Path) -> Option<Stamp> {
     Some(Stamp::of(&m))
 }
 
-fn num(s: &[u8]) -> Option<u32> {
-    std::str::from_utf8(s).ok()?.parse().ok()
+/// The entries of `index` whose mtime is not earlier than the second `index_sec` (the racy
+/// ones).
+pub(super) fn racy_entries(index: &gix::index::State, index_sec: u32) -> Vec<Recorded> {
+    let name_len = gix::index::entry::Flags::PATH_LEN.bits();
+    index
+        .entries()
+        .iter()
+        .filter(|e| e.stat.mtime.secs >= index_sec)
+        .map(|e| Recorded {
+            path: e.path(index).to_vec(),
+            mode: e.mode.bits(),
+            stage: e.flags.stage_raw(),
+            ctime: (e.stat.ctime.secs, e.stat.ctime.nsecs),
+            mtime: (e.stat.mtime.secs, e.stat.mtime.nsecs),
+            ino: e.stat.ino,
+            size: e.stat.size,
+            flags: e.flags.bits() & !name_len,
+        })
+        .collect()
 }
 
-fn hex(s: &[u8]) -> Option<u32> {
-    u32::from_str_radix(std::str::from_utf8(s).ok()?, 16).ok()
-}
-
-/// `S:N` after `prefix` in `line`.
-fn time(line: &[u8], prefix: &[u8]) -> Option<(u32, u32)> {
-    let rest = line.strip_prefix(prefix)?;
-    let colon = rest.iter().position(|b| *b == b':')?;
-    Some((num(&rest[..colon])?, num(&rest[colon + 1..])?))
-}
-
-/// The value after `key` in a `  key: value\tkey: value` line.
-fn value<'a>(line: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
-    let at = line.windows(key.len()).position(|w| w == key)?;
-    let rest = &line[at + key.len()..];
-    let end = rest.iter().position(|b| *b == b'\t').unwrap_or(rest.len());
-    Some(&rest[..end])
-}
-
-/// Reads the five debug lines of one entry from the front of `chunk`; returns the entry's
-/// stat data and what follows them (the next entry's header).
-fn debug_lines(chunk: &[u8]) -> Option<([&[u8]; 5], &[u8])> {
-    let mut lines: [&[u8]; 5] = [&[]; 5];
-    let mut rest = chunk;
-    for line in &mut lines {
-        let nl = rest.iter().position(|b| *b == b'\n')?;
-        *line = &rest[..nl];
-        rest = &rest[nl + 1..];
+/// The index file at `path`, or `None` when it does not decode. Its trailing checksum is not
+/// checked (git does not check it when it reads an index either): a corrupt index fails the
+/// `git add` that follows, whatever its mtime says.
+fn read_index(path: &Path, kind: gix::hash::Kind) -> Option<gix::index::State> {
+    let options = gix::index::decode::Options {
+        thread_limit: Some(1),
+        ..Default::default()
+    };
+    let file = gix::index::File::at(path, kind, true, options).ok()?;
+    // A split index keeps most entries elsewhere: left to git.
+    if file.link().is_some() {
+        return None;
     }
-    Some((lines, rest))
+    Some(file.into())
 }
 
-/// `MODE OID STAGE\tPATH`.
-fn header(h: &[u8]) -> Option<(u32, u32, Vec<u8>)> {
-    let tab = h.iter().position(|b| *b == b'\t')?;
-    let mut parts = h[..tab].split(|b| *b == b' ');
-    let mode = u32::from_str_radix(std::str::from_utf8(parts.next()?).ok()?, 8).ok()?;
-    parts.next()?;
-    let stage = num(parts.next()?)?;
-    Some((mode, stage, h[tab + 1..].to_vec()))
+/// What `lstat` shows of a file now: its type and permission bits, size, times and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Seen {
+    mode: u32,
+    size: u64,
+    ctime: (i64, i64),
+    mtime: (i64, i64),
+    ino: u64,
 }
 
-/// The entries of `git ls-files -z --stage --debug` whose mtime is not earlier than the
-/// second `index_sec` (the racy ones), or `None` when the listing does not read as expected.
-pub(super) fn racy_entries(listing: &[u8], index_sec: u32) -> Option<Vec<Recorded>> {
-    let mut out = Vec::new();
-    if listing.is_empty() {
-        return Some(out);
-    }
-    let mut chunks = listing.split(|b| *b == 0);
-    let mut head = header(chunks.next()?)?;
-    for chunk in chunks {
-        let (l, rest) = debug_lines(chunk)?;
-        let mtime = time(l[1], b"  mtime: ")?;
-        if mtime.0 >= index_sec {
-            let (mode, stage, path) = head.clone();
-            out.push(Recorded {
-                path,
-                mode,
-                stage,
-                ctime: time(l[0], b"  ctime: ")?,
-                mtime,
-                ino: num(value(l[2], b"ino: ")?)?,
-                size: num(value(l[4], b"size: ")?)?,
-                flags: hex(value(l[4], b"flags: ")?)?,
-            });
+impl Seen {
+    fn of(st: &rustix::fs::Stat) -> Seen {
+        Seen {
+            mode: st.st_mode,
+            size: st.st_size as u64,
+            ctime: (st.st_ctime, st.st_ctime_nsec as i64),
+            mtime: (st.st_mtime, st.st_mtime_nsec as i64),
+            ino: st.st_ino,
         }
-        if rest.is_empty() {
-            return Some(out);
-        }
-        head = header(rest)?;
     }
-    // The listing ended on a header without its stat data.
-    None
 }
 
 /// Whether the file `now` (or its absence) leaves the entry `e` safe to trust: untouched at
 /// nanosecond precision since it was recorded before `index` (the index's mtime), or changed in
 /// a way git sees from whole seconds.
-pub(super) fn trusted(e: &Recorded, now: Option<&Metadata>, index: (u32, u32)) -> bool {
+pub(super) fn trusted(e: &Recorded, now: Option<&Seen>, index: (u32, u32)) -> bool {
     if e.flags != 0 || e.stage != 0 || !matches!(e.mode, 0o100644 | 0o100755 | 0o120000) {
         return false;
     }
     let Some(m) = now else {
         return true;
     };
-    let kind = m.mode() & 0o170000;
-    if kind != e.mode & 0o170000 || m.size() as u32 != e.size {
+    let kind = m.mode & 0o170000;
+    if kind != e.mode & 0o170000 || m.size as u32 != e.size {
         return true;
     }
-    let ns = |s: i64, n: i64| (s as u32, n as u32);
-    e.ctime < index
-        && ns(m.ctime(), m.ctime_nsec()) == e.ctime
-        && ns(m.mtime(), m.mtime_nsec()) == e.mtime
-        && m.ino() as u32 == e.ino
+    let ns = |(s, n): (i64, i64)| (s as u32, n as u32);
+    e.ctime < index && ns(m.ctime) == e.ctime && ns(m.mtime) == e.mtime && m.ino as u32 == e.ino
+}
+
+/// Whether every entry of `racy` (in index order) is [`trusted`] against its file under `tree`,
+/// looked at with one `lstat` each (`statat` from its directory, opened once per directory
+/// rather than walking the whole path every time: a path walk per file cost twice as much).
+/// One thread: on two loaded cores, two threads measured slower than one.
+fn all_trusted(tree: &Path, racy: &[Recorded], index: (u32, u32)) -> bool {
+    let Ok(root) = rustix::fs::open(
+        tree,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) else {
+        return false;
+    };
+    let root = &root;
+    use rustix::io::Errno;
+    let gone = |e: Errno| e == Errno::NOENT || e == Errno::NOTDIR;
+    // The directory the last entries were in, and a handle on it (`None`: it is gone).
+    let mut dir: Option<(&[u8], Option<rustix::fd::OwnedFd>)> = None;
+    for e in racy {
+        let (parent, name) = match e.path.iter().rposition(|b| *b == b'/') {
+            Some(at) => (&e.path[..at], &e.path[at + 1..]),
+            None => (&e.path[..0], &e.path[..]),
+        };
+        if dir.as_ref().is_none_or(|(d, _)| *d != parent) {
+            let fd = if parent.is_empty() {
+                rustix::io::dup(root).map(Some)
+            } else {
+                match rustix::fs::openat(
+                    root,
+                    OsStr::from_bytes(parent),
+                    rustix::fs::OFlags::PATH
+                        | rustix::fs::OFlags::DIRECTORY
+                        | rustix::fs::OFlags::CLOEXEC,
+                    rustix::fs::Mode::empty(),
+                ) {
+                    Ok(fd) => Ok(Some(fd)),
+                    Err(err) if gone(err) => Ok(None),
+                    Err(err) => Err(err),
+                }
+            };
+            let Ok(fd) = fd else {
+                return false;
+            };
+            dir = Some((parent, fd));
+        }
+        let now = match dir.as_ref().and_then(|(_, fd)| fd.as_ref()) {
+            None => None,
+            Some(fd) => match rustix::fs::statat(
+                fd,
+                OsStr::from_bytes(name),
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            ) {
+                Ok(st) => Some(Seen::of(&st)),
+                Err(err) if gone(err) => None,
+                Err(_) => return false,
+            },
+        };
+        if !trusted(e, now.as_ref(), index) {
+            return false;
+        }
+    }
+    true
 }
 
 /// See the module doc: when the index of the worktree at `tree` is still the one stamped
-/// `before`, at least `smallest` bytes, and every racy entry is trusted, moves the index's
-/// mtime to the next second. Returns whether it did. Any failure is a `false`: git then checks
-/// as it always does.
-pub(super) fn settle(tree: &Path, before: Stamp, smallest: u64) -> bool {
+/// `before` and every racy entry is trusted, moves the index's mtime to the next second
+/// (`kind` is the repository's object hash, for reading the index). Returns whether it did.
+/// Any failure is a `false`: git then checks as it always does.
+pub(super) fn settle(tree: &Path, before: Stamp, kind: gix::hash::Kind) -> bool {
     let Some(index) = index_of(tree) else {
         return false;
     };
     let Ok(meta) = std::fs::metadata(&index) else {
         return false;
     };
-    if Stamp::of(&meta) != before || before.size < smallest || split_index(&index) {
+    if Stamp::of(&meta) != before || split_index(&index) {
         return false;
     }
-    let Ok(out) = git::run(tree, &["ls-files", "-z", "--stage", "--debug"]) else {
+    let Some(state) = read_index(&index, kind) else {
         return false;
     };
-    if !out.ok {
-        return false;
-    }
     let at = (meta.mtime() as u32, meta.mtime_nsec() as u32);
-    let Some(racy) = racy_entries(&out.stdout, at.0) else {
-        return false;
-    };
+    let racy = racy_entries(&state, at.0);
     if racy.is_empty() {
         return true;
     }
-    for e in &racy {
-        let path = tree.join(OsStr::from_bytes(&e.path));
-        let now = match std::fs::symlink_metadata(&path) {
-            Ok(m) => Some(m),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
-            Err(_) => return false,
-        };
-        if !trusted(e, now.as_ref(), at) {
-            return false;
-        }
+    if !all_trusted(tree, &racy, at) {
+        return false;
     }
     // The index must not have moved while its entries were checked.
     if std::fs::metadata(&index).map(|m| Stamp::of(&m)).ok() != Some(before) {
@@ -249,6 +269,34 @@ pub(super) fn settle(tree: &Path, before: Stamp, smallest: u64) -> bool {
         .open(&index)
         .and_then(|f| f.set_times(FileTimes::new().set_modified(next)))
         .is_ok()
+}
+
+/// A copy of the index of the worktree at `tree`, beside it, dated one second after the
+/// original, so none of its entries is racily clean: `write-tree` on it writes the tree of the
+/// entries as recorded and rewrites the copy (not the real index) without re-reading any file.
+/// `None` (use the real index) when the worktree has no index of its own, it is split, or the
+/// copy cannot be made.
+pub(super) fn scratch_index(tree: &Path) -> Option<PathBuf> {
+    let index = index_of(tree)?;
+    if split_index(&index) {
+        return None;
+    }
+    let meta = std::fs::metadata(&index).ok()?;
+    let copy = index.with_file_name("index.forum-write-tree");
+    let made = std::fs::copy(&index, &copy).and_then(|_| {
+        let next = SystemTime::UNIX_EPOCH + Duration::from_secs(meta.mtime().max(0) as u64 + 1);
+        File::options()
+            .write(true)
+            .open(&copy)?
+            .set_times(FileTimes::new().set_modified(next))
+    });
+    match made {
+        Ok(()) => Some(copy),
+        Err(_) => {
+            let _ = std::fs::remove_file(&copy);
+            None
+        }
+    }
 }
 
 /// Whether the index beside `index` is split (a `sharedindex.*` file there): its entries'
@@ -269,33 +317,7 @@ fn split_index(index: &Path) -> bool {
 mod tests {
     use super::*;
 
-    const LISTING: &[u8] = b"100644 ec1d 0\td0/a.txt\0  ctime: 100:5\n  mtime: 100:5\n  dev: 1\tino: 7\n  uid: 0\tgid: 0\n  size: 16\tflags: 0\n100755 351b 0\tb c\n.sh\0  ctime: 99:1\n  mtime: 99:1\n  dev: 1\tino: 8\n  uid: 0\tgid: 0\n  size: 3\tflags: 0\n";
-
-    #[test]
-    fn only_entries_of_the_index_second_or_later_are_racy() {
-        let all = racy_entries(LISTING, 99).unwrap();
-        assert_eq!(all.len(), 2);
-        assert_eq!(all[1].path, b"b c\n.sh");
-        assert_eq!((all[1].mode, all[1].ino, all[1].size), (0o100755, 8, 3));
-        let racy = racy_entries(LISTING, 100).unwrap();
-        assert_eq!(racy.len(), 1);
-        assert_eq!(
-            racy[0],
-            Recorded {
-                path: b"d0/a.txt".to_vec(),
-                mode: 0o100644,
-                stage: 0,
-                ctime: (100, 5),
-                mtime: (100, 5),
-                ino: 7,
-                size: 16,
-                flags: 0,
-            }
-        );
-        assert_eq!(racy_entries(b"", 5), Some(Vec::new()));
-        // Cut short: no stat data after the last header.
-        assert_eq!(racy_entries(&LISTING[..40], 0), None);
-    }
+    const SHA1: gix::hash::Kind = gix::hash::Kind::Sha1;
 
     fn git(dir: &Path, args: &[&str]) {
         let o = std::process::Command::new("git")
@@ -355,7 +377,7 @@ mod tests {
         let sec = std::fs::metadata(&index).unwrap().mtime();
         // An edit git sees by its size: trusted, and the index moves to the next second.
         std::fs::write(tree.join("f1"), "longer\n").unwrap();
-        assert!(settle(&tree, before, 0));
+        assert!(settle(&tree, before, SHA1));
         assert_eq!(std::fs::metadata(&index).unwrap().mtime(), sec + 1);
 
         let tmp = tempfile::tempdir().unwrap();
@@ -364,8 +386,9 @@ mod tests {
         let m = std::fs::metadata(&index).unwrap();
         // Same size, same inode: only the nanoseconds show it, so git must look for itself.
         std::fs::write(&last, "XX\n").unwrap();
-        assert!(!settle(&tree, before, 0));
-        assert!(!settle(&tree, before, u64::MAX));
+        assert!(!settle(&tree, before, SHA1));
+        // Read as the wrong hash, the index does not decode: left alone.
+        assert!(!settle(&tree, before, gix::hash::Kind::Sha256));
         assert_eq!(
             Stamp::of(&std::fs::metadata(&index).unwrap()),
             Stamp::of(&m)
@@ -376,14 +399,129 @@ mod tests {
             size: before.size + 1,
             ..before
         };
-        assert!(!settle(&tree, other, 0));
+        assert!(!settle(&tree, other, SHA1));
+    }
+
+    #[test]
+    fn only_entries_of_the_index_second_or_later_are_racy_and_flags_come_without_the_length() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (tree, index, _) = racy_tree(tmp.path());
+        let state = read_index(&index, SHA1).unwrap();
+        let sec = std::fs::metadata(&index).unwrap().mtime() as u32;
+        let racy = racy_entries(&state, sec);
+        assert_eq!(racy.len(), 20);
+        let f3 = racy.iter().find(|e| e.path == b"f3").unwrap();
+        let m = std::fs::symlink_metadata(tree.join("f3")).unwrap();
+        assert_eq!(
+            (f3.mode, f3.stage, f3.flags, f3.size, f3.ino),
+            (0o100644, 0, 0, 3, m.ino() as u32)
+        );
+        assert_eq!(f3.mtime, (m.mtime() as u32, m.mtime_nsec() as u32));
+        assert!(racy_entries(&state, sec + 1).is_empty());
+    }
+
+    #[test]
+    fn write_tree_on_the_scratch_copy_is_the_tree_git_writes_and_leaves_no_copy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (tree, index, last) = racy_tree(tmp.path());
+        // An edit only the nanoseconds show, staged by git itself.
+        std::fs::write(&last, "XX\n").unwrap();
+        git(&tree, &["add", "-A"]);
+        let ours = super::super::write_tree(&tree).unwrap();
+        assert!(!index.with_file_name("index.forum-write-tree").exists());
+        let out = std::process::Command::new("git")
+            .args(["write-tree"])
+            .current_dir(&tree)
+            .output()
+            .unwrap();
+        assert_eq!(ours, String::from_utf8_lossy(&out.stdout).trim());
+        let name = last.file_name().unwrap().to_str().unwrap();
+        let blob = std::process::Command::new("git")
+            .args(["cat-file", "-p", &format!("{ours}:{name}")])
+            .current_dir(&tree)
+            .output()
+            .unwrap();
+        assert_eq!(blob.stdout, b"XX\n");
+    }
+
+    /// A racy worktree whose files sit in directories: `a/x`, `a/y`, `b/c/z` and `top`.
+    fn racy_dirs(tmp: &Path) -> (PathBuf, Stamp) {
+        let repo = tmp.join("r");
+        for d in ["a", "b/c"] {
+            std::fs::create_dir_all(repo.join(d)).unwrap();
+        }
+        git(&repo, &["init", "-q", "."]);
+        for f in ["a/x", "a/y", "b/c/z", "top"] {
+            std::fs::write(repo.join(f), "12\n").unwrap();
+        }
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", "s"]);
+        let tree = tmp.join("t");
+        git(
+            &repo,
+            &["worktree", "add", "-q", "--detach", tree.to_str().unwrap()],
+        );
+        // Racy for sure: the index dated 1 ns after the latest file.
+        let latest = ["a/x", "a/y", "b/c/z", "top"]
+            .iter()
+            .map(|f| {
+                let m = std::fs::metadata(tree.join(f)).unwrap();
+                (m.ctime(), m.ctime_nsec())
+            })
+            .max()
+            .unwrap();
+        let at = SystemTime::UNIX_EPOCH
+            + Duration::new(latest.0 as u64, latest.1 as u32)
+            + Duration::from_nanos(1);
+        File::options()
+            .write(true)
+            .open(index_of(&tree).unwrap())
+            .unwrap()
+            .set_times(FileTimes::new().set_modified(at))
+            .unwrap();
+        let stamp = stamp(&tree).unwrap();
+        (tree, stamp)
+    }
+
+    #[test]
+    fn files_in_directories_are_looked_at_and_a_gone_directory_is_a_change_git_sees() {
+        // Untouched: trusted.
+        let tmp = tempfile::tempdir().unwrap();
+        let (tree, before) = racy_dirs(tmp.path());
+        assert!(settle(&tree, before, SHA1));
+
+        // A same-size edit deep in a directory: only the nanoseconds show it.
+        let tmp = tempfile::tempdir().unwrap();
+        let (tree, before) = racy_dirs(tmp.path());
+        std::fs::write(tree.join("b/c/z"), "34\n").unwrap();
+        assert!(!settle(&tree, before, SHA1));
+
+        // A directory removed, another replaced by a file: git sees both from the paths.
+        let tmp = tempfile::tempdir().unwrap();
+        let (tree, before) = racy_dirs(tmp.path());
+        std::fs::remove_dir_all(tree.join("a")).unwrap();
+        std::fs::remove_dir_all(tree.join("b/c")).unwrap();
+        std::fs::write(tree.join("b/c"), "now a file\n").unwrap();
+        assert!(settle(&tree, before, SHA1));
     }
 
     #[test]
     fn a_gone_file_is_trusted_and_a_flagged_entry_never() {
-        let mut e = racy_entries(LISTING, 100).unwrap().remove(0);
+        let mut e = Recorded {
+            path: b"d0/a.txt".to_vec(),
+            mode: 0o100644,
+            stage: 0,
+            ctime: (100, 5),
+            mtime: (100, 5),
+            ino: 7,
+            size: 16,
+            flags: 0,
+        };
         assert!(trusted(&e, None, (100, 9)));
         e.flags = 0x8000;
+        assert!(!trusted(&e, None, (100, 9)));
+        e.flags = 0;
+        e.stage = 2;
         assert!(!trusted(&e, None, (100, 9)));
     }
 }
