@@ -5,7 +5,8 @@
 //!    edit, `commit` (add -A, write-tree, commit-tree, update-ref, one diff for the statistics
 //!    and the capped patch), one `true` check, and `close` (the worktree's removal), timed
 //!    against plain `git worktree add --detach` + `git worktree remove --force` measured in the
-//!    same run, the two interleaved so drift on a shared machine hits both alike. Prints each
+//!    same run, the two interleaved (in ABBA order) so drift on a shared machine hits both
+//!    alike and neither side always runs right after the other. Prints each
 //!    part's median, the medians of the totals and their ratio, and the CPU time of the child
 //!    processes (user + system, from `/proc/self/stat`), which a loaded machine distorts less
 //!    than the wall clock.
@@ -174,17 +175,23 @@ fn per_task(tmp: &Path, files: usize, tasks: usize, tick: f64) {
     let mut commit_own = Vec::new();
     for i in 0..tasks {
         // The baseline: what git itself spends on a worktree.
-        let (c0, t0) = (children_cpu(tick), Instant::now());
-        timed(tick, &mut add, || {
-            git(
-                &repo,
-                &["worktree", "add", "--detach", "-q", plain_dir, "HEAD"],
-            )
-        });
-        timed(tick, &mut remove, || {
-            git(&repo, &["worktree", "remove", "--force", plain_dir])
-        });
-        plain.add(t0.elapsed(), children_cpu(tick) - c0);
+        let mut baseline = || {
+            let (c0, t0) = (children_cpu(tick), Instant::now());
+            timed(tick, &mut add, || {
+                git(
+                    &repo,
+                    &["worktree", "add", "--detach", "-q", plain_dir, "HEAD"],
+                )
+            });
+            timed(tick, &mut remove, || {
+                git(&repo, &["worktree", "remove", "--force", plain_dir])
+            });
+            plain.add(t0.elapsed(), children_cpu(tick) - c0);
+        };
+        // Which side goes first alternates (ABBA), so neither always follows the other.
+        if i % 2 == 0 {
+            baseline();
+        }
 
         let task = format!("t{i}");
         let (c0, t0) = (children_cpu(tick), Instant::now());
@@ -214,6 +221,9 @@ fn per_task(tmp: &Path, files: usize, tasks: usize, tick: f64) {
         assert!(ran.ok);
         timed(tick, &mut close, || work.close(&tree).unwrap());
         total.add(t0.elapsed(), children_cpu(tick) - c0);
+        if i % 2 == 1 {
+            baseline();
+        }
     }
     work.finish().unwrap();
     let (p, w) = (plain.median(), total.median());

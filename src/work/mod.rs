@@ -54,12 +54,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A name and email as git accepts them: no `<`, `>` or line breaks.
+/// A name or email as git itself writes it: no `<`, `>` or line breaks, and none of what git
+/// trims from either end (spaces and controls, `.,:;"'\\`).
 fn clean_ident(s: &str) -> String {
+    let crud = |c: char| c <= ' ' || ".,:;<>\"\\'".contains(c);
     s.chars()
         .filter(|c| !matches!(c, '<' | '>' | '\n' | '\r' | '\0'))
         .collect::<String>()
-        .trim()
+        .trim_matches(crud)
         .to_string()
 }
 
@@ -90,6 +92,8 @@ pub struct GitWork {
     zero: String,
     /// The repository's object hash (for reading a worktree's index).
     kind: gix::hash::Kind,
+    /// The repository, for writing and reading commits in process.
+    objects: gix::ThreadSafeRepository,
     /// The lock on `area/.owner`, held while the run lives.
     owner: Mutex<Option<File>>,
     /// One integration at a time within this process (the ref move is compare-and-swap too).
@@ -155,8 +159,11 @@ impl GitWork {
             dirty: diff::dirty_paths(&status.stdout),
         };
         let area = common.join(WORK_DIR).join(ledger).join(run_seq.to_string());
+        let objects = gix::open_opts(&common, gix::open::Options::isolated())
+            .map_err(|e| WorkError::Git(format!("cannot open the repository: {e}")))?;
         let owner = stale::claim(&area, run_seq)?;
         Ok(GitWork {
+            objects: objects.into(),
             repo: repo.to_path_buf(),
             zero: "0".repeat(base.commit.len()),
             kind: if base.commit.len() == 64 {
@@ -261,34 +268,63 @@ impl GitWork {
         }
     }
 
-    /// `commit-tree TREE -p PARENT... -m MESSAGE` as `name <email>` (author and committer),
-    /// the author dated `date` (git's raw form) when given.
+    /// What `git commit-tree TREE -p PARENT... -m MESSAGE` writes, as `name <email>` (author
+    /// and committer, dated now), the author dated `date` when given: written here through
+    /// gix (one process fewer per change), with git's own layout (the message ends in one
+    /// newline; no signature, no encoding header).
     fn commit_tree(
         &self,
         tree: &str,
         parents: &[&str],
         message: &str,
         ident: (&str, &str),
-        date: Option<&str>,
+        date: Option<gix::date::Time>,
     ) -> Result<String, WorkError> {
-        let mut cmd = git::git(&self.common);
-        cmd.args(["commit-tree", "--no-gpg-sign", tree]);
-        for p in parents {
-            cmd.args(["-p", p]);
-        }
-        cmd.args(["-m", message.trim_end()])
-            .env("GIT_AUTHOR_NAME", ident.0)
-            .env("GIT_AUTHOR_EMAIL", ident.1)
-            .env("GIT_COMMITTER_NAME", ident.0)
-            .env("GIT_COMMITTER_EMAIL", ident.1)
-            .env_remove("GIT_COMMITTER_DATE");
-        match date {
-            Some(d) => cmd.env("GIT_AUTHOR_DATE", d),
-            None => cmd.env_remove("GIT_AUTHOR_DATE"),
+        let id = |hex: &str| {
+            gix::ObjectId::from_hex(hex.as_bytes())
+                .map_err(|e| WorkError::Git(format!("{hex:?} is not an object id: {e}")))
         };
-        let out = git::run_limited(cmd, 1 << 10)?;
-        git::ensure(&out, &["commit-tree"])?;
-        Ok(out.text())
+        let now = gix::date::Time::now_local_or_utc();
+        let sign = |time| gix::actor::Signature {
+            name: ident.0.into(),
+            email: ident.1.into(),
+            time,
+        };
+        let commit = gix::objs::Commit {
+            tree: id(tree)?,
+            parents: parents.iter().map(|p| id(p)).collect::<Result<_, _>>()?,
+            author: sign(date.unwrap_or(now)),
+            committer: sign(now),
+            encoding: None,
+            message: format!("{}\n", message.trim_end()).into(),
+            extra_headers: Vec::new(),
+        };
+        let repo = self.objects.to_thread_local();
+        let written = repo
+            .write_object(&commit)
+            .map_err(|e| WorkError::Git(format!("cannot write a commit: {e}")))?;
+        Ok(written.to_string())
+    }
+
+    /// The author (name, email, date) and message of `commit`.
+    fn commit_meta(
+        &self,
+        commit: &str,
+    ) -> Result<(String, String, Option<gix::date::Time>, String), WorkError> {
+        let failed = |e: &dyn std::fmt::Display| {
+            WorkError::Git(format!("cannot read the change {commit}: {e}"))
+        };
+        let repo = self.objects.to_thread_local();
+        let oid = gix::ObjectId::from_hex(commit.as_bytes()).map_err(|e| failed(&e))?;
+        let found = repo.find_commit(oid).map_err(|e| failed(&e))?;
+        let author = found.author().map_err(|e| failed(&e))?.trim();
+        let message = found.message_raw().map_err(|e| failed(&e))?;
+        Ok((
+            author.name.to_string(),
+            author.email.to_string(),
+            author.time().ok(),
+            message.to_string(),
+        ))
     }
 
     /// The commit a task starts at: the base, with each upstream change merged in order.
@@ -476,7 +512,7 @@ impl Workbench for GitWork {
         }
         let name = clean_ident(&format!("{} ({})", author.lane, author.model));
         let local = task_component(&author.lane);
-        let email = format!("{local}@git-forum.invalid");
+        let email = clean_ident(&format!("{local}@git-forum.invalid"));
         let message = format!(
             "{}\n\n{}",
             subject_line(subject, &format!("git forum: task {}", tree.task)),
@@ -552,22 +588,8 @@ impl Workbench for GitWork {
             commit.clone()
         } else {
             let tree = self.merge_tree(Some(&parent), &tip, &commit)?;
-            let meta = self.ok(&[
-                "log",
-                "-1",
-                "--date=raw",
-                "--format=%an%x00%ae%x00%ad%x00%B",
-                &commit,
-            ])?;
-            let mut parts = meta.splitn(4, '\0');
-            let (name, email, date, message) = (
-                parts.next().unwrap_or(FORUM_NAME),
-                parts.next().unwrap_or(FORUM_EMAIL),
-                parts.next().unwrap_or(""),
-                parts.next().unwrap_or(""),
-            );
-            let date = (!date.is_empty()).then_some(date);
-            self.commit_tree(&tree, &[&tip], message, (name, email), date)?
+            let (name, email, date, message) = self.commit_meta(&commit)?;
+            self.commit_tree(&tree, &[&tip], &message, (&name, &email), date)?
         };
         let expected = old.unwrap_or_else(|| self.zero.clone());
         let why = format!("git forum: integrate task {task} of run {}", self.run_seq);
@@ -630,5 +652,88 @@ impl Workbench for GitWork {
             deadline,
             cap,
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+        let o = std::process::Command::new("git")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_SYSTEM", "/dev/null")
+            .envs(env.iter().copied())
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim_end().to_string()
+    }
+
+    #[test]
+    fn idents_lose_what_git_would_drop() {
+        assert_eq!(clean_ident(" .lane (m<o>del)\n;"), "lane (model)");
+        assert_eq!(clean_ident("backend (gpt-4.1)"), "backend (gpt-4.1)");
+    }
+
+    #[test]
+    fn a_commit_written_in_process_is_the_one_git_commit_tree_writes() {
+        for format in ["sha1", "sha256"] {
+            let tmp = tempfile::tempdir().unwrap();
+            let repo = tmp.path();
+            git(repo, &["init", "-q", "--object-format", format, "."], &[]);
+            std::fs::write(repo.join("a"), "a\n").unwrap();
+            git(repo, &["add", "a"], &[]);
+            git(repo, &["commit", "-q", "-m", "base"], &[]);
+            let base = git(repo, &["rev-parse", "HEAD"], &[]);
+            let tree = git(repo, &["rev-parse", "HEAD^{tree}"], &[]);
+            let work = GitWork::open(repo, "main", 1).unwrap();
+            let date = gix::date::parse("1700000000 +0130", None).unwrap();
+            let message = "subject\n\nForum-Run: 1\n\n";
+            let ours = work
+                .commit_tree(
+                    &tree,
+                    &[&base],
+                    message,
+                    ("lane (m)", "lane@x.invalid"),
+                    Some(date),
+                )
+                .unwrap();
+            // git, given the same inputs and our committer date, writes the same bytes.
+            let raw = git(repo, &["cat-file", "commit", &ours], &[]);
+            let committer = raw
+                .lines()
+                .find_map(|l| l.strip_prefix("committer lane (m) <lane@x.invalid> "))
+                .unwrap()
+                .to_string();
+            let env = [
+                ("GIT_AUTHOR_NAME", "lane (m)"),
+                ("GIT_AUTHOR_EMAIL", "lane@x.invalid"),
+                ("GIT_AUTHOR_DATE", "1700000000 +0130"),
+                ("GIT_COMMITTER_NAME", "lane (m)"),
+                ("GIT_COMMITTER_EMAIL", "lane@x.invalid"),
+                ("GIT_COMMITTER_DATE", committer.as_str()),
+            ];
+            let theirs = git(
+                repo,
+                &["commit-tree", &tree, "-p", &base, "-m", message.trim_end()],
+                &env,
+            );
+            assert_eq!(ours, theirs, "{format}");
+            assert_eq!(
+                work.commit_meta(&ours).unwrap(),
+                (
+                    "lane (m)".to_string(),
+                    "lane@x.invalid".to_string(),
+                    Some(date),
+                    "subject\n\nForum-Run: 1\n".to_string()
+                )
+            );
+            git(repo, &["fsck", "--strict", "--no-progress"], &[]);
+            work.finish().unwrap();
+        }
     }
 }
