@@ -2,7 +2,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::canonical::{Value, python_fixed6};
+use super::canonical::{Value, push_python_fixed6};
 
 /// The `prev_hash` of seq 0 and the checkpoint of an empty ledger: 64 ASCII zeros.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -55,7 +55,9 @@ pub fn entry_preimage(
 ) -> String {
     use std::fmt::Write as _;
     let mut out = String::with_capacity(200 + actor.len() + kind.len());
-    let _ = write!(out, "{seq}{SEP}{}{SEP}", python_fixed6(ts));
+    let _ = write!(out, "{seq}{SEP}");
+    push_python_fixed6(&mut out, ts);
+    out.push(SEP);
     out.push_str(actor);
     out.push(SEP);
     out.push_str(kind);

@@ -189,12 +189,9 @@ impl Entry {
         canonical::write_ascii_string(&self.payload_hash, &mut out);
         out.push_str(",\"prev_hash\":");
         canonical::write_ascii_string(&self.prev_hash, &mut out);
-        let _ = write!(
-            out,
-            ",\"seq\":{},\"ts\":{}}}",
-            self.seq,
-            canonical::python_float_json(self.ts)
-        );
+        let _ = write!(out, ",\"seq\":{},\"ts\":", self.seq);
+        canonical::push_python_float_json(&mut out, self.ts);
+        out.push('}');
         out
     }
 
@@ -256,7 +253,9 @@ impl Entry {
             return None;
         }
         let ts: f64 = ts_text.parse().ok()?;
-        if !ts.is_finite() || canonical::python_float_json(ts) != ts_text {
+        let mut repr = String::with_capacity(24);
+        canonical::push_python_float_json(&mut repr, ts);
+        if !ts.is_finite() || repr != ts_text {
             return None;
         }
         if ![entry_hash, payload_hash, prev_hash]
