@@ -27,7 +27,8 @@ pub(crate) struct RawCommit<'a> {
 }
 
 pub(crate) fn parse_commit(data: &[u8], hash: HashKind) -> Option<RawCommit<'_>> {
-    let split = (1..data.len()).find(|&i| data[i] == b'\n' && data[i - 1] == b'\n')? - 1;
+    // The headers end at the first blank line.
+    let split = memchr::memmem::find(data, b"\n\n")?;
     let (headers, message) = (&data[..split], &data[split + 2..]);
     let mut tree = None;
     let mut parents = Vec::new();

@@ -175,14 +175,14 @@ impl GitStore {
                             Ok(Ok(b)) => b,
                             _ => break,
                         };
-                        let mut out = Vec::with_capacity(batch.len());
-                        for (i, id, data) in batch {
+                        let mut out = Vec::with_capacity(batch.items.len());
+                        for (i, id, at) in batch.items {
                             match check_commit(
                                 &repo,
                                 &mut reader,
                                 hash,
                                 id,
-                                &data,
+                                &batch.data[at],
                                 deep,
                                 seen,
                                 &mut buf,
@@ -295,6 +295,8 @@ impl GitStore {
         // The standard tree (RFC 6962 over raw entry hashes), for the roots notes sign.
         let mut std_acc = crate::ledger::tlog::Frontier::default();
         let mut std_roots: Vec<(u64, crate::ledger::tlog::Hash)> = Vec::new();
+        // Only a signed note names a standard root: without one, the tree is not built.
+        let want_std = signed.iter().any(|s| s.signature.format == "note");
         let mut redacted: HashSet<[u8; 32]> = HashSet::new();
         if chain_problem.is_none() {
             for (i, r) in recs.iter().enumerate() {
@@ -327,11 +329,15 @@ impl GitStore {
                     root_at_problem = root_before;
                     break;
                 }
-                std_acc.push(&r.entry_hash);
+                if want_std {
+                    std_acc.push(&r.entry_hash);
+                }
                 let n = expected + 1;
-                if wanted.contains(&n) {
+                if !wanted.is_empty() && wanted.contains(&n) {
                     prefix_roots.push((n, checker.root()));
-                    std_roots.push((n, std_acc.root()));
+                    if want_std {
+                        std_roots.push((n, std_acc.root()));
+                    }
                 }
                 if let Some(h) = r.extra.as_ref().and_then(|x| x.redacts) {
                     redacted.insert(h);
@@ -583,7 +589,28 @@ impl GitStore {
     }
 }
 
-type Batch = Vec<(usize, ObjectId, Vec<u8>)>;
+/// Commits handed from the walker to a worker: (number from the tip, id, where its bytes are
+/// in `data`). One buffer per batch rather than one per commit: a commit's buffer was
+/// allocated by the walker and freed by a worker, on another thread's arena, once per entry.
+struct Batch {
+    items: Vec<(usize, ObjectId, std::ops::Range<usize>)>,
+    data: Vec<u8>,
+}
+
+impl Batch {
+    fn with_capacity(n: usize) -> Batch {
+        Batch {
+            items: Vec::with_capacity(n),
+            data: Vec::with_capacity(n * 640),
+        }
+    }
+
+    fn push(&mut self, i: usize, id: ObjectId, bytes: &[u8]) {
+        let start = self.data.len();
+        self.data.extend_from_slice(bytes);
+        self.items.push((i, id, start..self.data.len()));
+    }
+}
 
 /// Pass 1's result: the records root first, where the walk stopped early (if it did), and the
 /// reflog commits it met.
