@@ -464,6 +464,15 @@ pub(crate) fn push_python_float_json(out: &mut String, x: f64) {
     }
 }
 
+/// Whether `text` is exactly [`python_float_json`] of `x`, where `x` is what `text` parses to.
+pub(crate) fn is_python_float_json(x: f64, text: &str) -> bool {
+    float::is_short_decimal(text) || {
+        let mut repr = String::with_capacity(24);
+        push_python_float_json(&mut repr, x);
+        repr == text
+    }
+}
+
 /// Python's `'%.6f' % x` (`nan`, `inf`, `-inf` for those).
 pub fn python_fixed6(x: f64) -> String {
     let mut out = String::with_capacity(24);

@@ -253,9 +253,7 @@ impl Entry {
             return None;
         }
         let ts: f64 = ts_text.parse().ok()?;
-        let mut repr = String::with_capacity(24);
-        canonical::push_python_float_json(&mut repr, ts);
-        if !ts.is_finite() || repr != ts_text {
+        if !ts.is_finite() || !canonical::is_python_float_json(ts, ts_text) {
             return None;
         }
         if ![entry_hash, payload_hash, prev_hash]
@@ -448,7 +446,14 @@ impl ChainChecker {
             return Err(ChainProblem::BrokenLink);
         }
         self.merkle.push(link.entry_hash);
-        self.prev = Some(link.entry_hash.to_string());
+        // The previous hash's buffer is reused: no allocation per entry.
+        match &mut self.prev {
+            Some(p) => {
+                p.clear();
+                p.push_str(link.entry_hash);
+            }
+            None => self.prev = Some(link.entry_hash.to_string()),
+        }
         self.next_seq += 1;
         Ok(())
     }

@@ -182,6 +182,45 @@ pub(crate) fn push_repr(out: &mut String, x: f64) {
     }
 }
 
+/// Whether `text` is certainly Python's `repr` of the float it parses to, told from the text
+/// alone: a plain decimal `I.F` (optionally negative) in the form `repr` writes (no leading
+/// zero but a lone `0`, no trailing zero but a lone `0`, `0.0` for zero, at least 1e-4) with at
+/// most 15 digits. Any two decimals of at most 15 significant digits parse to different
+/// doubles (that is what 15 = DBL_DIG means), so no other string of as few digits, and no
+/// shorter one, reads back as the same double: the text is its double's shortest round-trip
+/// form, which `repr` writes in just this layout between 1e-4 and 1e16. `false` means "not
+/// known": the caller compares with the written `repr` instead.
+pub(crate) fn is_short_decimal(text: &str) -> bool {
+    let t = text.strip_prefix('-').unwrap_or(text);
+    let Some((int, frac)) = t.split_once('.') else {
+        return false;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(int) || !digits(frac) {
+        return false;
+    }
+    if int.len() > 1 && int.starts_with('0') {
+        return false;
+    }
+    if frac.len() > 1 && frac.ends_with('0') {
+        return false;
+    }
+    if int == "0" {
+        if frac == "0" {
+            return true;
+        }
+        // Below 1e-4 repr switches to scientific notation.
+        if frac.starts_with("0000") {
+            return false;
+        }
+        return frac.trim_start_matches('0').len() <= 15;
+    }
+    // Counting every digit of the integer part (trailing zeros there are not significant)
+    // only sends more texts to the slow check.
+    let frac_digits = if frac == "0" { 0 } else { frac.len() };
+    int.len() + frac_digits <= 15
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +229,68 @@ mod tests {
         let mut s = String::new();
         push_fixed6(&mut s, x);
         s
+    }
+
+    /// Every text the quick test accepts is the `repr` of what it parses to; the texts it
+    /// declines include every non-canonical spelling.
+    #[test]
+    fn short_decimals_are_their_own_repr() {
+        let mut texts: Vec<String> = [
+            "0.0",
+            "-0.0",
+            "1001.0",
+            "0.0001",
+            "0.1",
+            "123456789012345.0",
+            "1.5",
+            "-2.25",
+            "999999999999999.0",
+            "0.000123456789012345",
+            "1733000000.12345",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = (x >> 20) as f64 / 10f64.powi((x % 12) as i32);
+            let mut r = String::new();
+            push_repr(&mut r, v);
+            texts.push(r);
+        }
+        let mut accepted = 0;
+        for t in &texts {
+            let v: f64 = t.parse().unwrap();
+            let mut r = String::new();
+            push_repr(&mut r, v);
+            if is_short_decimal(t) {
+                assert_eq!(&r, t, "{t} was taken for its own repr");
+                accepted += 1;
+            }
+        }
+        assert!(accepted > texts.len() / 2, "{accepted} of {}", texts.len());
+        for t in [
+            "1001",
+            "1001.",
+            ".5",
+            "01.5",
+            "1.50",
+            "0.00001",
+            "1e3",
+            "1.0e3",
+            "+1.0",
+            "1.5 ",
+            "1234567890123456.0",
+            "0.1234567890123456",
+            "-01.0",
+            "00.0",
+            "1.00",
+        ] {
+            assert!(!is_short_decimal(t), "{t}");
+        }
     }
 
     /// The integer route agrees with Rust's exact formatting everywhere it applies: ties
