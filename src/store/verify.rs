@@ -155,7 +155,10 @@ impl GitStore {
         let mut slots: Vec<Option<Rec>> = Vec::with_capacity(expected);
         let mut failure = None;
         let mut found = HashSet::new();
-        let seen: SeenTrees = Mutex::default();
+        // Sized once for the records expected, so it is not rehashed as it fills.
+        let seen: SeenTrees = Mutex::new(std::collections::HashMap::with_capacity(
+            expected.min(SEEN_TREES_MAX),
+        ));
         let packs = Packs::open(&self.objects_dir(), hash);
         std::thread::scope(|s| -> Result<(), StoreError> {
             let (tx, rx) = mpsc::sync_channel::<Batch>(workers * 4);
@@ -299,6 +302,8 @@ impl GitStore {
         let want_std = signed.iter().any(|s| s.signature.format == "note");
         let mut redacted: HashSet<[u8; 32]> = HashSet::new();
         if chain_problem.is_none() {
+            // Both hashes of an entry in hex, in one buffer reused for every entry.
+            let mut hex_buf = String::with_capacity(128);
             for (i, r) in recs.iter().enumerate() {
                 let expected = i as u64;
                 let Some(seq) = r.seq() else {
@@ -309,11 +314,14 @@ impl GitStore {
                     chain_problem = Some((expected, code, msg));
                     break;
                 };
-                let (prev_hash, entry_hash) = (hash::hex(&r.prev_hash), hash::hex(&r.entry_hash));
+                hex_buf.clear();
+                hash::push_hex(&mut hex_buf, &r.prev_hash);
+                hash::push_hex(&mut hex_buf, &r.entry_hash);
+                let (prev_hash, entry_hash) = hex_buf.split_at(64);
                 let link = Link {
                     seq,
-                    prev_hash: &prev_hash,
-                    entry_hash: &entry_hash,
+                    prev_hash,
+                    entry_hash,
                     edited: r.edited,
                 };
                 // A commit with a problem of its own is not counted in the checkpoint reported.
