@@ -127,6 +127,32 @@ impl Accumulator {
         self.stack.push(node);
     }
 
+    /// Adds a perfect subtree of `leaves` leaves (a power of two) with this raw root, as
+    /// pushing its leaves one by one would; the leaves held so far must be a multiple of
+    /// `leaves`, as they are when every push before was such a subtree or a single leaf in
+    /// whole groups of `leaves`.
+    pub(crate) fn push_subtree(&mut self, leaves: u64, root: [u8; 32]) {
+        debug_assert!(leaves.is_power_of_two());
+        debug_assert!(self.stack.iter().all(|(n, _)| n % leaves == 0));
+        let mut node = (leaves, root);
+        while let Some(&(size, left)) = self.stack.last() {
+            if size != node.0 {
+                break;
+            }
+            self.stack.pop();
+            node = (size * 2, node_raw(&left, &node.1));
+        }
+        self.stack.push(node);
+    }
+
+    /// The raw root of the leaves pushed so far when they form one perfect subtree.
+    pub(crate) fn perfect_root(&self) -> Option<[u8; 32]> {
+        match self.stack.as_slice() {
+            [(_, r)] => Some(*r),
+            _ => None,
+        }
+    }
+
     pub(crate) fn root(&self) -> String {
         let mut it = self.stack.iter().rev();
         let Some((_, last)) = it.next() else {
@@ -401,6 +427,25 @@ mod tests {
             // Resumed from its stack, it goes on to the same roots.
             let resumed = Accumulator::from_stack(acc.stack()).expect("its own stack");
             assert_eq!(resumed.root(), acc.root(), "n = {n}");
+        }
+        // Whole perfect subtrees pushed at once give the roots the leaves give.
+        for chunk in [1usize, 2, 4, 8, 16] {
+            let mut acc = Accumulator::default();
+            for (j, part) in hashes.chunks(chunk).enumerate() {
+                if part.len() == chunk {
+                    let mut sub = Accumulator::default();
+                    part.iter().for_each(|h| sub.push(h));
+                    acc.push_subtree(chunk as u64, sub.perfect_root().expect("perfect"));
+                } else {
+                    part.iter().for_each(|h| acc.push(h));
+                }
+                let n = (j * chunk + part.len()).min(hashes.len());
+                assert_eq!(
+                    acc.root(),
+                    merkle_root(&hashes[..n]),
+                    "chunk {chunk}, n = {n}"
+                );
+            }
         }
         assert!(Accumulator::from_stack(vec![(1, "not hex".into())]).is_none());
         assert!(Accumulator::from_stack(vec![(1, "AB".repeat(32))]).is_none());

@@ -25,6 +25,14 @@ use crate::ledger::canonical;
 use crate::ledger::hash;
 use crate::ledger::{ChainChecker, ChainProblem, Link};
 
+/// Threads for the per-entry checks and the Merkle chunks: the cores there are, up to four.
+fn threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4)
+}
+
 /// Commits handed from the walker to a worker at a time.
 const BATCH: usize = 512;
 
@@ -42,6 +50,7 @@ type SeenTrees = Mutex<std::collections::HashMap<ObjectId, [u8; 32]>>;
 mod body;
 mod change;
 mod code;
+mod roots;
 #[cfg(test)]
 mod tests;
 mod walk;
@@ -141,10 +150,7 @@ impl GitStore {
         watch: HashSet<ObjectId>,
     ) -> Result<Walked, StoreError> {
         let hash = self.object_hash();
-        let workers = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .clamp(1, 4);
+        let workers = threads();
         let shared = self.repo().clone().into_sync();
         // The tip's seq tells how many records to expect; capped so a forged seq cannot make us
         // reserve absurd memory.
@@ -282,7 +288,6 @@ impl GitStore {
             .map(|(s, _)| *s)
             .chain(signed.iter().map(|s| s.checkpoint.size))
             .collect();
-        let mut prefix_roots: Vec<(u64, String)> = Vec::new();
         let mut chain_problem: Option<Problem> = walk_failure.map(|f| {
             // The walk stopped early: the bad commit sits just below the oldest one read.
             let seq = recs
@@ -293,8 +298,11 @@ impl GitStore {
                 .unwrap_or(0);
             (seq, f.code, f.message)
         });
-        let mut checker = ChainChecker::new();
-        let mut root_at_problem: Option<String> = None;
+        // The links are checked here, in order; Forum's Merkle root over the entries that
+        // pass is built afterwards, its whole chunks on several threads (roots.rs).
+        let mut checker = ChainChecker::links_only();
+        // How many entries, from the root, count towards the checkpoint reported.
+        let mut upto = 0usize;
         // The standard tree (RFC 6962 over raw entry hashes), for the roots notes sign.
         let mut std_acc = crate::ledger::tlog::Frontier::default();
         let mut std_roots: Vec<(u64, crate::ledger::tlog::Hash)> = Vec::new();
@@ -312,6 +320,7 @@ impl GitStore {
                         .cloned()
                         .expect("an unreadable entry carries its problem");
                     chain_problem = Some((expected, code, msg));
+                    upto = i;
                     break;
                 };
                 hex_buf.clear();
@@ -324,36 +333,42 @@ impl GitStore {
                     entry_hash,
                     edited: r.edited,
                 };
-                // A commit with a problem of its own is not counted in the checkpoint reported.
-                let root_before = r.local().map(|_| checker.root());
                 let next_seq = recs.get(i + 1).and_then(Rec::seq);
                 if let Err(p) = checker.push_link(&link, next_seq) {
                     let (code, message) = chain_code(&p);
                     chain_problem = Some((expected, code, message));
+                    upto = i;
                     break;
                 }
+                // A commit with a problem of its own is not counted in the checkpoint reported.
                 if let Some(local) = r.local() {
                     chain_problem = Some((seq, local.0, local.1.clone()));
-                    root_at_problem = root_before;
+                    upto = i;
                     break;
                 }
                 if want_std {
                     std_acc.push(&r.entry_hash);
                 }
                 let n = expected + 1;
-                if !wanted.is_empty() && wanted.contains(&n) {
-                    prefix_roots.push((n, checker.root()));
-                    if want_std {
-                        std_roots.push((n, std_acc.root()));
-                    }
+                if want_std && wanted.contains(&n) {
+                    std_roots.push((n, std_acc.root()));
                 }
                 if let Some(h) = r.extra.as_ref().and_then(|x| x.redacts) {
                     redacted.insert(h);
                 }
+                upto = i + 1;
             }
         }
+        // The sizes checkpoints name matter only when the chain holds.
+        let no_sizes = HashSet::new();
+        let sizes = if chain_problem.is_none() {
+            &wanted
+        } else {
+            &no_sizes
+        };
+        let (checkpoint, prefix_roots) = roots::forum_roots(&recs, upto, sizes, threads());
         report.entries = recs.len() as u64;
-        report.checkpoint = root_at_problem.unwrap_or_else(|| checker.root());
+        report.checkpoint = checkpoint;
         report.chain = chain_problem.is_none();
         if let Some((seq, code, msg)) = chain_problem {
             report.fail(Some(seq), code, msg);
