@@ -448,57 +448,41 @@ pub(crate) fn python_float_json(x: f64) -> String {
 /// Python's `repr(float)`: the shortest round-trip digits, fixed notation when the decimal
 /// exponent is in (-4, 16], scientific otherwise (forum-spec §1.3).
 pub fn python_float_repr(x: f64) -> String {
-    if x.is_nan() {
-        return "nan".to_string();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf" } else { "-inf" }.to_string();
-    }
-    let sign = if x.is_sign_negative() { "-" } else { "" };
-    if x == 0.0 {
-        return format!("{sign}0.0");
-    }
-    // Rust's `{:e}` prints the shortest round-trip digits: `d1.d2…dnE<exp>`.
-    let sci = format!("{:e}", x.abs());
-    let (mantissa, exp) = sci
-        .split_once('e')
-        .expect("LowerExp always has an exponent");
-    let exp: i32 = exp.parse().expect("LowerExp exponent is an integer");
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let n = digits.len() as i32;
-    let decpt = exp + 1;
-    let body = if -4 < decpt && decpt <= 16 {
-        if decpt <= 0 {
-            format!("0.{}{}", "0".repeat((-decpt) as usize), digits)
-        } else if decpt >= n {
-            format!("{}{}.0", digits, "0".repeat((decpt - n) as usize))
-        } else {
-            let (a, b) = digits.split_at(decpt as usize);
-            format!("{a}.{b}")
-        }
-    } else {
-        let e = decpt - 1;
-        let esign = if e < 0 { '-' } else { '+' };
-        let rest = if n > 1 {
-            format!(".{}", &digits[1..])
-        } else {
-            String::new()
-        };
-        format!("{}{}e{}{:02}", &digits[..1], rest, esign, e.abs())
-    };
-    format!("{sign}{body}")
+    let mut out = String::with_capacity(24);
+    float::push_repr(&mut out, x);
+    out
 }
 
-/// Python's `f"{x:.6f}"` (forum-spec §0): Rust's fixed formatting agrees except for the
-/// spelling of NaN and infinity.
-pub fn python_fixed6(x: f64) -> String {
+/// Appends [`python_float_json`] of `x` to `out`.
+pub(crate) fn push_python_float_json(out: &mut String, x: f64) {
     if x.is_nan() {
-        "nan".to_string()
+        out.push_str("NaN");
     } else if x.is_infinite() {
-        if x > 0.0 { "inf" } else { "-inf" }.to_string()
+        out.push_str(if x > 0.0 { "Infinity" } else { "-Infinity" });
     } else {
-        format!("{x:.6}")
+        float::push_repr(out, x);
     }
+}
+
+/// Whether `text` is exactly [`python_float_json`] of `x`, where `x` is what `text` parses to.
+pub(crate) fn is_python_float_json(x: f64, text: &str) -> bool {
+    float::is_short_decimal(text) || {
+        let mut repr = String::with_capacity(24);
+        push_python_float_json(&mut repr, x);
+        repr == text
+    }
+}
+
+/// Python's `'%.6f' % x` (`nan`, `inf`, `-inf` for those).
+pub fn python_fixed6(x: f64) -> String {
+    let mut out = String::with_capacity(24);
+    float::push_fixed6(&mut out, x);
+    out
+}
+
+/// Appends [`python_fixed6`] of `x` to `out`.
+pub(crate) fn push_python_fixed6(out: &mut String, x: f64) {
+    float::push_fixed6(out, x);
 }
 
 /// Reads a JSON text the way Python's `json.loads` does: `NaN`, `Infinity` and `-Infinity`
@@ -755,6 +739,8 @@ impl Parser<'_> {
 
 const LONE_SURROGATE: &str =
     "lone UTF-16 surrogate escape in a string: it has no UTF-8 form and cannot be stored";
+
+mod float;
 
 #[cfg(test)]
 mod tests;

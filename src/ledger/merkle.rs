@@ -49,34 +49,108 @@ pub fn merkle_root<S: AsRef<str>>(hashes: &[S]) -> String {
 /// Computes the same root as [`merkle_root`] while entry hashes stream past, keeping only one
 /// subtree root per set bit of the count (O(log n) memory). Valid because the promote rule
 /// builds the RFC 6962 tree: the root is the right fold of the perfect subtrees.
+///
+/// Subtree roots are kept as their 32 raw bytes and spelled in hex only inside a node's
+/// preimage (on the stack), so a push allocates nothing: verify pushes every entry of a
+/// ledger, on the one thread that checks the chain in order.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Accumulator {
     /// Perfect subtrees, largest first, as (leaf count, root).
-    stack: Vec<(u64, String)>,
+    stack: Vec<(u64, [u8; 32])>,
+}
+
+/// The raw bytes of [`leaf_hash`].
+fn leaf_raw(h: &str) -> [u8; 32] {
+    let mut d = Sha256::new();
+    d.update([0u8]);
+    d.update(h.as_bytes());
+    d.finalize().into()
+}
+
+/// The raw bytes of [`node_hash`] of two roots given as raw bytes.
+fn node_raw(l: &[u8; 32], r: &[u8; 32]) -> [u8; 32] {
+    let mut pre = [0u8; 129];
+    pre[0] = 1;
+    hex_into(&mut pre[1..65], l);
+    hex_into(&mut pre[65..], r);
+    Sha256::digest(pre).into()
+}
+
+/// Writes the lowercase hex of `bytes` into `out` (twice as long).
+fn hex_into(out: &mut [u8], bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[(b >> 4) as usize];
+        pair[1] = DIGITS[(b & 15) as usize];
+    }
+}
+
+/// The 32 bytes of 64 lowercase hex digits, `None` for anything else.
+fn unhex32(h: &str) -> Option<[u8; 32]> {
+    if !super::hash::is_hash(h) {
+        return None;
+    }
+    let nibble = |c: u8| if c <= b'9' { c - b'0' } else { c - b'a' + 10 };
+    let mut out = [0u8; 32];
+    for (o, pair) in out.iter_mut().zip(h.as_bytes().chunks_exact(2)) {
+        *o = (nibble(pair[0]) << 4) | nibble(pair[1]);
+    }
+    Some(out)
 }
 
 impl Accumulator {
     /// An accumulator resumed from the perfect subtrees [`Self::stack`] returned, so a cache can
-    /// carry Forum's root forward without reading every entry again.
-    pub(crate) fn from_stack(stack: Vec<(u64, String)>) -> Self {
-        Self { stack }
+    /// carry Forum's root forward without reading every entry again. `None` when a root is not
+    /// 64 lowercase hex digits (no subtree has such a root).
+    pub(crate) fn from_stack(stack: Vec<(u64, String)>) -> Option<Self> {
+        let stack = stack
+            .into_iter()
+            .map(|(n, r)| Some((n, unhex32(&r)?)))
+            .collect::<Option<_>>()?;
+        Some(Self { stack })
     }
 
     /// The perfect subtrees held, largest first, as (leaf count, root).
-    pub(crate) fn stack(&self) -> &[(u64, String)] {
-        &self.stack
+    pub(crate) fn stack(&self) -> Vec<(u64, String)> {
+        self.stack.iter().map(|(n, r)| (*n, hex(r))).collect()
     }
 
     pub(crate) fn push(&mut self, entry_hash: &str) {
-        let mut node = (1u64, leaf_hash(entry_hash));
-        while let Some((size, _)) = self.stack.last() {
-            if *size != node.0 {
+        let mut node = (1u64, leaf_raw(entry_hash));
+        while let Some(&(size, left)) = self.stack.last() {
+            if size != node.0 {
                 break;
             }
-            let (size, left) = self.stack.pop().expect("checked non-empty");
-            node = (size * 2, node_hash(&left, &node.1));
+            self.stack.pop();
+            node = (size * 2, node_raw(&left, &node.1));
         }
         self.stack.push(node);
+    }
+
+    /// Adds a perfect subtree of `leaves` leaves (a power of two) with this raw root, as
+    /// pushing its leaves one by one would; the leaves held so far must be a multiple of
+    /// `leaves`, as they are when every push before was such a subtree or a single leaf in
+    /// whole groups of `leaves`.
+    pub(crate) fn push_subtree(&mut self, leaves: u64, root: [u8; 32]) {
+        debug_assert!(leaves.is_power_of_two());
+        debug_assert!(self.stack.iter().all(|(n, _)| n % leaves == 0));
+        let mut node = (leaves, root);
+        while let Some(&(size, left)) = self.stack.last() {
+            if size != node.0 {
+                break;
+            }
+            self.stack.pop();
+            node = (size * 2, node_raw(&left, &node.1));
+        }
+        self.stack.push(node);
+    }
+
+    /// The raw root of the leaves pushed so far when they form one perfect subtree.
+    pub(crate) fn perfect_root(&self) -> Option<[u8; 32]> {
+        match self.stack.as_slice() {
+            [(_, r)] => Some(*r),
+            _ => None,
+        }
     }
 
     pub(crate) fn root(&self) -> String {
@@ -84,11 +158,11 @@ impl Accumulator {
         let Some((_, last)) = it.next() else {
             return GENESIS.to_string();
         };
-        let mut acc = last.clone();
+        let mut acc = *last;
         for (_, left) in it {
-            acc = node_hash(left, &acc);
+            acc = node_raw(left, &acc);
         }
-        acc
+        hex(&acc)
     }
 }
 
@@ -350,7 +424,31 @@ mod tests {
         for n in 1..=hashes.len() {
             acc.push(&hashes[n - 1]);
             assert_eq!(acc.root(), merkle_root(&hashes[..n]), "n = {n}");
+            // Resumed from its stack, it goes on to the same roots.
+            let resumed = Accumulator::from_stack(acc.stack()).expect("its own stack");
+            assert_eq!(resumed.root(), acc.root(), "n = {n}");
         }
+        // Whole perfect subtrees pushed at once give the roots the leaves give.
+        for chunk in [1usize, 2, 4, 8, 16] {
+            let mut acc = Accumulator::default();
+            for (j, part) in hashes.chunks(chunk).enumerate() {
+                if part.len() == chunk {
+                    let mut sub = Accumulator::default();
+                    part.iter().for_each(|h| sub.push(h));
+                    acc.push_subtree(chunk as u64, sub.perfect_root().expect("perfect"));
+                } else {
+                    part.iter().for_each(|h| acc.push(h));
+                }
+                let n = (j * chunk + part.len()).min(hashes.len());
+                assert_eq!(
+                    acc.root(),
+                    merkle_root(&hashes[..n]),
+                    "chunk {chunk}, n = {n}"
+                );
+            }
+        }
+        assert!(Accumulator::from_stack(vec![(1, "not hex".into())]).is_none());
+        assert!(Accumulator::from_stack(vec![(1, "AB".repeat(32))]).is_none());
     }
 
     #[test]

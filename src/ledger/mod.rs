@@ -189,12 +189,9 @@ impl Entry {
         canonical::write_ascii_string(&self.payload_hash, &mut out);
         out.push_str(",\"prev_hash\":");
         canonical::write_ascii_string(&self.prev_hash, &mut out);
-        let _ = write!(
-            out,
-            ",\"seq\":{},\"ts\":{}}}",
-            self.seq,
-            canonical::python_float_json(self.ts)
-        );
+        let _ = write!(out, ",\"seq\":{},\"ts\":", self.seq);
+        canonical::push_python_float_json(&mut out, self.ts);
+        out.push('}');
         out
     }
 
@@ -256,7 +253,7 @@ impl Entry {
             return None;
         }
         let ts: f64 = ts_text.parse().ok()?;
-        if !ts.is_finite() || canonical::python_float_json(ts) != ts_text {
+        if !ts.is_finite() || !canonical::is_python_float_json(ts, ts_text) {
             return None;
         }
         if ![entry_hash, payload_hash, prev_hash]
@@ -399,11 +396,22 @@ pub(crate) struct ChainChecker {
     next_seq: u64,
     prev: Option<String>,
     merkle: merkle::Accumulator,
+    /// Checks the links only; the caller builds the Merkle root itself (verify does, on
+    /// several threads), and [`Self::root`] stays the empty root.
+    links_only: bool,
 }
 
 impl ChainChecker {
     pub(crate) fn new() -> ChainChecker {
         ChainChecker::default()
+    }
+
+    /// A checker of the links alone, which does not hash the Merkle tree.
+    pub(crate) fn links_only() -> ChainChecker {
+        ChainChecker {
+            links_only: true,
+            ..ChainChecker::default()
+        }
     }
 
     /// Checks `entry` as the next one. `lookahead` is the entry after it, when known, used only
@@ -448,8 +456,17 @@ impl ChainChecker {
         if link.prev_hash != prev {
             return Err(ChainProblem::BrokenLink);
         }
-        self.merkle.push(link.entry_hash);
-        self.prev = Some(link.entry_hash.to_string());
+        if !self.links_only {
+            self.merkle.push(link.entry_hash);
+        }
+        // The previous hash's buffer is reused: no allocation per entry.
+        match &mut self.prev {
+            Some(p) => {
+                p.clear();
+                p.push_str(link.entry_hash);
+            }
+            None => self.prev = Some(link.entry_hash.to_string()),
+        }
         self.next_seq += 1;
         Ok(())
     }

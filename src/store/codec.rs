@@ -27,7 +27,8 @@ pub(crate) struct RawCommit<'a> {
 }
 
 pub(crate) fn parse_commit(data: &[u8], hash: HashKind) -> Option<RawCommit<'_>> {
-    let split = (1..data.len()).find(|&i| data[i] == b'\n' && data[i - 1] == b'\n')? - 1;
+    // The headers end at the first blank line.
+    let split = memchr::memmem::find(data, b"\n\n")?;
     let (headers, message) = (&data[..split], &data[split + 2..]);
     let mut tree = None;
     let mut parents = Vec::new();
@@ -117,13 +118,33 @@ fn commit_seconds(ts: f64) -> i64 {
 }
 
 fn push_subject(out: &mut String, entry: &Entry) {
-    use std::fmt::Write as _;
     let start = out.len();
     out.push_str(&entry.kind);
-    let _ = write!(out, " #{} by ", entry.seq);
+    out.push_str(" #");
+    push_decimal(out, entry.seq);
+    out.push_str(" by ");
     out.push_str(&entry.actor);
-    let subject = out.split_off(start);
-    push_one_line(out, &subject, "");
+    // Rewritten only when it needs to be (verify rebuilds a subject per entry).
+    let s = &out[start..];
+    if s.is_empty() || s.trim().len() != s.len() || s.chars().any(char::is_control) {
+        let subject = out.split_off(start);
+        push_one_line(out, &subject, "");
+    }
+}
+
+/// Appends `n` in decimal, without the formatting machinery (verify writes two per entry).
+fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&digits[i..]).expect("ASCII digits"));
 }
 
 /// The commit message: subject, blank line, the entry as canonical JSON.
@@ -146,7 +167,6 @@ pub fn commit_bytes(entry: &Entry, tree: &ObjectId, parent: Option<&ObjectId>) -
 
 /// The commit for `entry` up to its last line (the canonical entry JSON and a newline).
 pub(crate) fn commit_head(entry: &Entry, tree: &ObjectId, parent: Option<&ObjectId>) -> String {
-    use std::fmt::Write as _;
     let secs = commit_seconds(entry.ts);
     let mut out = String::with_capacity(700);
     out.push_str("tree ");
@@ -157,10 +177,17 @@ pub(crate) fn commit_head(entry: &Entry, tree: &ObjectId, parent: Option<&Object
     }
     out.push_str("\nauthor ");
     push_one_line(&mut out, &entry.actor, "<>");
-    let _ = write!(
-        out,
-        " <{AUTHOR_EMAIL}> {secs} +0000\ncommitter {COMMITTER} {secs} +0000\n\n"
-    );
+    // `commit_seconds` is never negative.
+    let secs = secs as u64;
+    out.push_str(" <");
+    out.push_str(AUTHOR_EMAIL);
+    out.push_str("> ");
+    push_decimal(&mut out, secs);
+    out.push_str(" +0000\ncommitter ");
+    out.push_str(COMMITTER);
+    out.push(' ');
+    push_decimal(&mut out, secs);
+    out.push_str(" +0000\n\n");
     push_subject(&mut out, entry);
     out.push_str("\n\n");
     out

@@ -59,6 +59,11 @@ struct Pack {
     offsets: Vec<u64>,
     /// The index position of the entry at each place in `offsets` (pack order).
     order: Vec<u32>,
+    /// The first four bytes of the id of the entry at each place (pack order), so a look for
+    /// an object near a recent read compares these in order rather than reaching into the
+    /// index, sorted by id, once per candidate (a cache miss each: 6.5 % of a 100k deep
+    /// verify). Only a matching prefix is compared in full.
+    prefixes: Vec<u32>,
     /// Where the last entry ends (the trailing checksum follows).
     end: u64,
 }
@@ -83,22 +88,59 @@ impl Packs {
                 let data = File::open(p.with_extension("pack")).ok()?;
                 let len = data.metadata().ok()?.len();
                 let end = len.checked_sub(hash.len_in_bytes() as u64)?;
-                let mut by_offset: Vec<(u64, u32)> = (0..index.num_objects())
-                    .map(|i| (index.pack_offset_at_index(i), i))
+                let by_offset: Vec<(u64, u32, u32)> = (0..index.num_objects())
+                    .map(|i| {
+                        let id = index.oid_at_index(i).as_bytes();
+                        let prefix = u32::from_be_bytes([id[0], id[1], id[2], id[3]]);
+                        (index.pack_offset_at_index(i), i, prefix)
+                    })
                     .collect();
-                by_offset.sort_unstable();
-                let (offsets, order) = by_offset.into_iter().unzip();
+                let sorted = sort_by_offset(by_offset, end);
+                let offsets = sorted.iter().map(|p| p.0).collect();
+                let order = sorted.iter().map(|p| p.1).collect();
+                let prefixes = sorted.iter().map(|p| p.2).collect();
                 Some(Pack {
                     index,
                     data,
                     offsets,
                     order,
+                    prefixes,
                     end,
                 })
             })
             .collect();
         Packs(Arc::new(packs))
     }
+}
+
+/// `pairs` of (offset, index position) in ascending order of offset, every offset below
+/// `end`. Offsets in one pack are distinct, so the order is the one a comparison sort gives.
+/// A least-significant-digit radix sort, 11 bits a pass (three passes for a pack under 8 GiB):
+/// the comparison sort of a 100,000-entry ledger's 300,001 objects was 2.4 % of its deep
+/// verify, before the walk could start.
+fn sort_by_offset(mut pairs: Vec<(u64, u32, u32)>, end: u64) -> Vec<(u64, u32, u32)> {
+    const BITS: u32 = 11;
+    const BUCKETS: usize = 1 << BITS;
+    let passes = (u64::BITS - end.leading_zeros()).div_ceil(BITS);
+    let mut other = vec![(0u64, 0u32, 0u32); pairs.len()];
+    for pass in 0..passes {
+        let shift = pass * BITS;
+        let digit = |o: u64| ((o >> shift) as usize) & (BUCKETS - 1);
+        let mut starts = vec![0usize; BUCKETS + 1];
+        for &(o, _, _) in &pairs {
+            starts[digit(o) + 1] += 1;
+        }
+        for b in 0..BUCKETS {
+            starts[b + 1] += starts[b];
+        }
+        for &p in &pairs {
+            let d = digit(p.0);
+            other[starts[d]] = p;
+            starts[d] += 1;
+        }
+        std::mem::swap(&mut pairs, &mut other);
+    }
+    pairs
 }
 
 /// A stretch of one pack file, as last read.
@@ -143,13 +185,17 @@ impl Reader {
     /// there, else through the indexes.
     fn find(&self, id: &ObjectId) -> Option<(usize, usize)> {
         let packs = &self.packs.0;
+        let b = id.as_bytes();
+        let prefix = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
         for &(k, at) in &self.recent {
             let Some(pack) = packs.get(k) else { continue };
             for d in NEAR {
                 let Some(q) = at.checked_add_signed(d).filter(|&q| q < pack.order.len()) else {
                     continue;
                 };
-                if pack.index.oid_at_index(pack.order[q]) == id.as_ref() {
+                if pack.prefixes[q] == prefix
+                    && pack.index.oid_at_index(pack.order[q]) == id.as_ref()
+                {
                     return Some((k, q));
                 }
             }
@@ -396,6 +442,27 @@ mod tests {
             }
             let missing = crate::store::git::object(hash, Kind::Blob, b"absent".to_vec()).unwrap();
             assert_eq!(reader.read(&missing.id, &mut buf), None);
+        }
+    }
+
+    #[test]
+    fn offsets_sort_as_a_comparison_sort_does() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for (n, end) in [(0usize, 1u64), (1, 100), (1000, 3000), (5000, 1 << 40)] {
+            let mut pairs: Vec<(u64, u32, u32)> = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            while pairs.len() < n {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let o = x % end;
+                if seen.insert(o) {
+                    pairs.push((o, pairs.len() as u32, (x >> 32) as u32));
+                }
+            }
+            let mut want = pairs.clone();
+            want.sort_unstable();
+            assert_eq!(sort_by_offset(pairs, end), want, "{n} offsets below {end}");
         }
     }
 

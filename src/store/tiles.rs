@@ -164,7 +164,7 @@ fn parse_state(message: &str, tree: ObjectId) -> Option<State> {
         size,
         root,
         tip: tip?,
-        forum: Accumulator::from_stack(stack),
+        forum: Accumulator::from_stack(stack)?,
         tree,
     })
 }

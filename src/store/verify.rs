@@ -25,6 +25,14 @@ use crate::ledger::canonical;
 use crate::ledger::hash;
 use crate::ledger::{ChainChecker, ChainProblem, Link};
 
+/// Threads for the per-entry checks and the Merkle chunks: the cores there are, up to four.
+fn threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4)
+}
+
 /// Commits handed from the walker to a worker at a time.
 const BATCH: usize = 512;
 
@@ -42,6 +50,7 @@ type SeenTrees = Mutex<std::collections::HashMap<ObjectId, [u8; 32]>>;
 mod body;
 mod change;
 mod code;
+mod roots;
 #[cfg(test)]
 mod tests;
 mod walk;
@@ -141,10 +150,7 @@ impl GitStore {
         watch: HashSet<ObjectId>,
     ) -> Result<Walked, StoreError> {
         let hash = self.object_hash();
-        let workers = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .clamp(1, 4);
+        let workers = threads();
         let shared = self.repo().clone().into_sync();
         // The tip's seq tells how many records to expect; capped so a forged seq cannot make us
         // reserve absurd memory.
@@ -155,7 +161,10 @@ impl GitStore {
         let mut slots: Vec<Option<Rec>> = Vec::with_capacity(expected);
         let mut failure = None;
         let mut found = HashSet::new();
-        let seen: SeenTrees = Mutex::default();
+        // Sized once for the records expected, so it is not rehashed as it fills.
+        let seen: SeenTrees = Mutex::new(std::collections::HashMap::with_capacity(
+            expected.min(SEEN_TREES_MAX),
+        ));
         let packs = Packs::open(&self.objects_dir(), hash);
         std::thread::scope(|s| -> Result<(), StoreError> {
             let (tx, rx) = mpsc::sync_channel::<Batch>(workers * 4);
@@ -175,14 +184,14 @@ impl GitStore {
                             Ok(Ok(b)) => b,
                             _ => break,
                         };
-                        let mut out = Vec::with_capacity(batch.len());
-                        for (i, id, data) in batch {
+                        let mut out = Vec::with_capacity(batch.items.len());
+                        for (i, id, at) in batch.items {
                             match check_commit(
                                 &repo,
                                 &mut reader,
                                 hash,
                                 id,
-                                &data,
+                                &batch.data[at],
                                 deep,
                                 seen,
                                 &mut buf,
@@ -279,7 +288,6 @@ impl GitStore {
             .map(|(s, _)| *s)
             .chain(signed.iter().map(|s| s.checkpoint.size))
             .collect();
-        let mut prefix_roots: Vec<(u64, String)> = Vec::new();
         let mut chain_problem: Option<Problem> = walk_failure.map(|f| {
             // The walk stopped early: the bad commit sits just below the oldest one read.
             let seq = recs
@@ -290,13 +298,20 @@ impl GitStore {
                 .unwrap_or(0);
             (seq, f.code, f.message)
         });
-        let mut checker = ChainChecker::new();
-        let mut root_at_problem: Option<String> = None;
+        // The links are checked here, in order; Forum's Merkle root over the entries that
+        // pass is built afterwards, its whole chunks on several threads (roots.rs).
+        let mut checker = ChainChecker::links_only();
+        // How many entries, from the root, count towards the checkpoint reported.
+        let mut upto = 0usize;
         // The standard tree (RFC 6962 over raw entry hashes), for the roots notes sign.
         let mut std_acc = crate::ledger::tlog::Frontier::default();
         let mut std_roots: Vec<(u64, crate::ledger::tlog::Hash)> = Vec::new();
+        // Only a signed note names a standard root: without one, the tree is not built.
+        let want_std = signed.iter().any(|s| s.signature.format == "note");
         let mut redacted: HashSet<[u8; 32]> = HashSet::new();
         if chain_problem.is_none() {
+            // Both hashes of an entry in hex, in one buffer reused for every entry.
+            let mut hex_buf = String::with_capacity(128);
             for (i, r) in recs.iter().enumerate() {
                 let expected = i as u64;
                 let Some(seq) = r.seq() else {
@@ -305,41 +320,55 @@ impl GitStore {
                         .cloned()
                         .expect("an unreadable entry carries its problem");
                     chain_problem = Some((expected, code, msg));
+                    upto = i;
                     break;
                 };
-                let (prev_hash, entry_hash) = (hash::hex(&r.prev_hash), hash::hex(&r.entry_hash));
+                hex_buf.clear();
+                hash::push_hex(&mut hex_buf, &r.prev_hash);
+                hash::push_hex(&mut hex_buf, &r.entry_hash);
+                let (prev_hash, entry_hash) = hex_buf.split_at(64);
                 let link = Link {
                     seq,
-                    prev_hash: &prev_hash,
-                    entry_hash: &entry_hash,
+                    prev_hash,
+                    entry_hash,
                     edited: r.edited,
                 };
-                // A commit with a problem of its own is not counted in the checkpoint reported.
-                let root_before = r.local().map(|_| checker.root());
                 let next_seq = recs.get(i + 1).and_then(Rec::seq);
                 if let Err(p) = checker.push_link(&link, next_seq) {
                     let (code, message) = chain_code(&p);
                     chain_problem = Some((expected, code, message));
+                    upto = i;
                     break;
                 }
+                // A commit with a problem of its own is not counted in the checkpoint reported.
                 if let Some(local) = r.local() {
                     chain_problem = Some((seq, local.0, local.1.clone()));
-                    root_at_problem = root_before;
+                    upto = i;
                     break;
                 }
-                std_acc.push(&r.entry_hash);
+                if want_std {
+                    std_acc.push(&r.entry_hash);
+                }
                 let n = expected + 1;
-                if wanted.contains(&n) {
-                    prefix_roots.push((n, checker.root()));
+                if want_std && wanted.contains(&n) {
                     std_roots.push((n, std_acc.root()));
                 }
                 if let Some(h) = r.extra.as_ref().and_then(|x| x.redacts) {
                     redacted.insert(h);
                 }
+                upto = i + 1;
             }
         }
+        // The sizes checkpoints name matter only when the chain holds.
+        let no_sizes = HashSet::new();
+        let sizes = if chain_problem.is_none() {
+            &wanted
+        } else {
+            &no_sizes
+        };
+        let (checkpoint, prefix_roots) = roots::forum_roots(&recs, upto, sizes, threads());
         report.entries = recs.len() as u64;
-        report.checkpoint = root_at_problem.unwrap_or_else(|| checker.root());
+        report.checkpoint = checkpoint;
         report.chain = chain_problem.is_none();
         if let Some((seq, code, msg)) = chain_problem {
             report.fail(Some(seq), code, msg);
@@ -583,7 +612,28 @@ impl GitStore {
     }
 }
 
-type Batch = Vec<(usize, ObjectId, Vec<u8>)>;
+/// Commits handed from the walker to a worker: (number from the tip, id, where its bytes are
+/// in `data`). One buffer per batch rather than one per commit: a commit's buffer was
+/// allocated by the walker and freed by a worker, on another thread's arena, once per entry.
+struct Batch {
+    items: Vec<(usize, ObjectId, std::ops::Range<usize>)>,
+    data: Vec<u8>,
+}
+
+impl Batch {
+    fn with_capacity(n: usize) -> Batch {
+        Batch {
+            items: Vec::with_capacity(n),
+            data: Vec::with_capacity(n * 640),
+        }
+    }
+
+    fn push(&mut self, i: usize, id: ObjectId, bytes: &[u8]) {
+        let start = self.data.len();
+        self.data.extend_from_slice(bytes);
+        self.items.push((i, id, start..self.data.len()));
+    }
+}
 
 /// Pass 1's result: the records root first, where the walk stopped early (if it did), and the
 /// reflog commits it met.

@@ -57,6 +57,7 @@ mod submit;
 mod sync;
 mod tlog;
 mod tlog_tiles;
+mod verify_fast;
 mod verify_tier;
 mod witness;
 mod work_apply;

@@ -43,7 +43,7 @@ pub(super) fn walk(
     let mut found = HashSet::new();
     let mut cur = Some(tip);
     let mut buf = Vec::new();
-    let mut batch = Vec::with_capacity(BATCH);
+    let mut batch = Batch::with_capacity(BATCH);
     let mut i = 0usize;
     let mut prev_id: Option<ObjectId> = None;
     let mut failure = None;
@@ -100,16 +100,16 @@ pub(super) fn walk(
         if watch.contains(&id) {
             found.insert(id);
         }
-        batch.push((i, id, std::mem::take(&mut buf)));
+        batch.push(i, id, &buf);
         i += 1;
-        if batch.len() == BATCH {
-            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+        if batch.items.len() == BATCH {
+            let full = std::mem::replace(&mut batch, Batch::with_capacity(BATCH));
             if tx.send(full).is_err() {
                 return Ok((failure, found));
             }
         }
     }
-    if !batch.is_empty() {
+    if !batch.items.is_empty() {
         let _ = tx.send(batch);
     }
     Ok((failure, found))
