@@ -1,4 +1,4 @@
-//! The cost of a `--work` run's git side: `cargo bench --profile dev --bench work` (add
+//! The cost of a `--work` run's git side: `cargo bench --bench work` (add
 //! `-- --files N --tasks K --runs R`; defaults 10,000 files, 15 tasks, 5 runs).
 //!
 //! 1. Per task, on a repository of N files: `open_task` (a worktree at the base), a one-file
@@ -6,8 +6,8 @@
 //!    and the capped patch), one `true` check, and `close` (the worktree's removal), timed
 //!    against plain `git worktree add --detach` + `git worktree remove --force` measured in the
 //!    same run, the two interleaved (in ABBA order) so drift on a shared machine hits both
-//!    alike and neither side always runs right after the other. Prints each
-//!    part's median, the medians of the totals and their ratio, and the CPU time of the child
+//!    alike and neither side always runs right after the other. Prints each part's median,
+//!    the medians of the totals and their ratio, and the CPU time of the child
 //!    processes (user + system, from `/proc/self/stat`), which a loaded machine distorts less
 //!    than the wall clock.
 //! 2. Whole `git forum submit` processes on a scripted worker (plan, one task that fixes a bug,

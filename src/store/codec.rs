@@ -121,7 +121,7 @@ fn push_subject(out: &mut String, entry: &Entry) {
     let start = out.len();
     out.push_str(&entry.kind);
     out.push_str(" #");
-    push_decimal(out, entry.seq);
+    out.push_str(itoa::Buffer::new().format(entry.seq));
     out.push_str(" by ");
     out.push_str(&entry.actor);
     // Rewritten only when it needs to be (verify rebuilds a subject per entry).
@@ -130,21 +130,6 @@ fn push_subject(out: &mut String, entry: &Entry) {
         let subject = out.split_off(start);
         push_one_line(out, &subject, "");
     }
-}
-
-/// Appends `n` in decimal, without the formatting machinery (verify writes two per entry).
-fn push_decimal(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.push_str(std::str::from_utf8(&digits[i..]).expect("ASCII digits"));
 }
 
 /// The commit message: subject, blank line, the entry as canonical JSON.
@@ -182,11 +167,11 @@ pub(crate) fn commit_head(entry: &Entry, tree: &ObjectId, parent: Option<&Object
     out.push_str(" <");
     out.push_str(AUTHOR_EMAIL);
     out.push_str("> ");
-    push_decimal(&mut out, secs);
+    out.push_str(itoa::Buffer::new().format(secs));
     out.push_str(" +0000\ncommitter ");
     out.push_str(COMMITTER);
     out.push(' ');
-    push_decimal(&mut out, secs);
+    out.push_str(itoa::Buffer::new().format(secs));
     out.push_str(" +0000\n\n");
     push_subject(&mut out, entry);
     out.push_str("\n\n");

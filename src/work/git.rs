@@ -5,7 +5,8 @@
 //!
 //! The `git` CLI rather than gix: worktrees, `merge-tree --write-tree` and `add -A` with the
 //! user's `.gitignore` rules are what git itself does best, and the CLI keeps the exact
-//! semantics a user sees.
+//! semantics a user sees. (Commit objects and a worktree's index are read or written in process
+//! where that spares a process per change: see `GitWork::commit_tree` and `racy`.)
 
 use std::io::Read;
 use std::path::Path;

@@ -9,15 +9,16 @@
 //!   upstreams starts at their merge (`git merge-tree --write-tree`, then one merge commit per
 //!   upstream that is not already contained); a conflict there is [`WorkError::Conflict`].
 //! * A change: `git add -A` in the worktree (the user's `.gitignore` rules hold; [`racy`]
-//!   spares it re-hashing the files the checkout just wrote), `write-tree`, and `commit-tree`
-//!   with the author `LANE (MODEL) <LANE@git-forum.invalid>` and the trailers of
+//!   spares it re-hashing the files the checkout just wrote), `write-tree` on a scratch copy
+//!   of the index, and the commit object (what `git commit-tree` would write, written here
+//!   through gix) with the author `LANE (MODEL) <LANE@git-forum.invalid>` and the trailers of
 //!   [`Tie::trailers`]; statistics and the unified diff from one `diff --raw --numstat
 //!   --patch`, the patch read up to its cap.
 //! * Kept changes: `refs/forum/work/LEDGER/RUN/TASK`; quarantining moves a change from there
 //!   to `refs/forum/quarantine/...`.
 //! * The run branch `refs/heads/forum/run-RUN`: each change is applied as one commit (a change
 //!   whose parent is the tip is taken as it is; otherwise `merge-tree --merge-base=PARENT` and a
-//!   `commit-tree` copy with the same author, date and message), moved with a compare-and-swap
+//!   copy with the same author, date and message), moved with a compare-and-swap
 //!   `update-ref`, so a conflict or a concurrent writer leaves it unchanged.
 //! * Ownership: the run's directory is locked while the run lives ([`stale`]); worktrees of
 //!   runs that died are removed by [`cleanup_stale`], which [`GitWork::open`] calls first.
@@ -659,7 +660,8 @@ impl Workbench for GitWork {
 mod tests {
     use super::*;
 
-    fn git(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    /// `git ARGS` in `dir` with no user configuration and `env`; its output, trimmed.
+    pub(super) fn git(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
         let o = std::process::Command::new("git")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_CONFIG_SYSTEM", "/dev/null")

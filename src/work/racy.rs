@@ -320,15 +320,29 @@ mod tests {
     const SHA1: gix::hash::Kind = gix::hash::Kind::Sha1;
 
     fn git(dir: &Path, args: &[&str]) {
-        let o = std::process::Command::new("git")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_SYSTEM", "/dev/null")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-            .args(args)
-            .current_dir(dir)
-            .output()
+        super::super::tests::git(dir, args, &[]);
+    }
+
+    /// Dates the index of the worktree at `tree` 1 ns after the latest ctime of `files` (in
+    /// it), so it is racy for sure; returns the file written last.
+    fn date_index_after(tree: &Path, files: impl Iterator<Item = PathBuf>) -> PathBuf {
+        let (latest, last) = files
+            .map(|f| {
+                let m = std::fs::metadata(&f).unwrap();
+                ((m.ctime(), m.ctime_nsec()), f)
+            })
+            .max()
             .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let at = SystemTime::UNIX_EPOCH
+            + Duration::new(latest.0 as u64, latest.1 as u32)
+            + Duration::from_nanos(1);
+        File::options()
+            .write(true)
+            .open(index_of(tree).unwrap())
+            .unwrap()
+            .set_times(FileTimes::new().set_modified(at))
+            .unwrap();
+        last
     }
 
     /// A fresh worktree whose index is made racy for sure: its mtime put in the same second as
@@ -349,23 +363,7 @@ mod tests {
             &["worktree", "add", "-q", "--detach", tree.to_str().unwrap()],
         );
         let index = index_of(&tree).unwrap();
-        let (latest, last) = (0..20)
-            .map(|i| {
-                let f = tree.join(format!("f{i}"));
-                let m = std::fs::metadata(&f).unwrap();
-                ((m.ctime(), m.ctime_nsec()), f)
-            })
-            .max()
-            .unwrap();
-        let at = SystemTime::UNIX_EPOCH
-            + Duration::new(latest.0 as u64, latest.1 as u32)
-            + Duration::from_nanos(1);
-        File::options()
-            .write(true)
-            .open(&index)
-            .unwrap()
-            .set_times(FileTimes::new().set_modified(at))
-            .unwrap();
+        let last = date_index_after(&tree, (0..20).map(|i| tree.join(format!("f{i}"))));
         (tree, index, last)
     }
 
@@ -451,7 +449,8 @@ mod tests {
             std::fs::create_dir_all(repo.join(d)).unwrap();
         }
         git(&repo, &["init", "-q", "."]);
-        for f in ["a/x", "a/y", "b/c/z", "top"] {
+        let files = ["a/x", "a/y", "b/c/z", "top"];
+        for f in files {
             std::fs::write(repo.join(f), "12\n").unwrap();
         }
         git(&repo, &["add", "-A"]);
@@ -462,23 +461,7 @@ mod tests {
             &["worktree", "add", "-q", "--detach", tree.to_str().unwrap()],
         );
         // Racy for sure: the index dated 1 ns after the latest file.
-        let latest = ["a/x", "a/y", "b/c/z", "top"]
-            .iter()
-            .map(|f| {
-                let m = std::fs::metadata(tree.join(f)).unwrap();
-                (m.ctime(), m.ctime_nsec())
-            })
-            .max()
-            .unwrap();
-        let at = SystemTime::UNIX_EPOCH
-            + Duration::new(latest.0 as u64, latest.1 as u32)
-            + Duration::from_nanos(1);
-        File::options()
-            .write(true)
-            .open(index_of(&tree).unwrap())
-            .unwrap()
-            .set_times(FileTimes::new().set_modified(at))
-            .unwrap();
+        date_index_after(&tree, files.iter().map(|f| tree.join(f)));
         let stamp = stamp(&tree).unwrap();
         (tree, stamp)
     }

@@ -28,19 +28,9 @@ impl std::fmt::Write for Stack {
     }
 }
 
-/// Appends `n` in decimal.
-fn push_u64(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.push_str(std::str::from_utf8(&digits[i..]).expect("ASCII digits"));
+/// Appends `n` in decimal (`itoa`: no formatting machinery on the hot path).
+fn push_u64(out: &mut String, n: u64) {
+    out.push_str(itoa::Buffer::new().format(n));
 }
 
 /// Appends Python's `'%.6f' % x` (`nan`, `inf`, `-inf` for those).
