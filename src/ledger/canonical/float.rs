@@ -33,14 +33,22 @@ fn push_u64(out: &mut String, n: u64) {
     out.push_str(itoa::Buffer::new().format(n));
 }
 
-/// Appends Python's `'%.6f' % x` (`nan`, `inf`, `-inf` for those).
-pub(crate) fn push_fixed6(out: &mut String, x: f64) {
+/// Appends Python's text for a NaN or an infinity (`nan`, `inf`, `-inf`, the same under `repr`
+/// and `%.6f`); whether `x` was one.
+fn push_non_finite(out: &mut String, x: f64) -> bool {
     if x.is_nan() {
         out.push_str("nan");
-        return;
-    }
-    if x.is_infinite() {
+    } else if x.is_infinite() {
         out.push_str(if x > 0.0 { "inf" } else { "-inf" });
+    } else {
+        return false;
+    }
+    true
+}
+
+/// Appends Python's `'%.6f' % x` (`nan`, `inf`, `-inf` for those).
+pub(crate) fn push_fixed6(out: &mut String, x: f64) {
+    if push_non_finite(out, x) {
         return;
     }
     match micros_half_even(x) {
@@ -100,12 +108,7 @@ fn micros_half_even(x: f64) -> Option<u64> {
 /// Appends Python's `repr(x)`: the shortest round-trip digits, fixed notation when the
 /// decimal exponent is in (-4, 16], scientific otherwise (forum-spec §1.3).
 pub(crate) fn push_repr(out: &mut String, x: f64) {
-    if x.is_nan() {
-        out.push_str("nan");
-        return;
-    }
-    if x.is_infinite() {
-        out.push_str(if x > 0.0 { "inf" } else { "-inf" });
+    if push_non_finite(out, x) {
         return;
     }
     if x.is_sign_negative() {
@@ -320,5 +323,15 @@ mod tests {
         }
         assert_eq!(fixed6(f64::NAN), "nan");
         assert_eq!(fixed6(f64::NEG_INFINITY), "-inf");
+        assert_eq!(fixed6(f64::INFINITY), "inf");
+        let repr = |x: f64| {
+            let mut s = String::new();
+            push_repr(&mut s, x);
+            s
+        };
+        assert_eq!(
+            (repr(f64::NAN), repr(f64::INFINITY), repr(f64::NEG_INFINITY)),
+            ("nan".into(), "inf".into(), "-inf".into())
+        );
     }
 }
