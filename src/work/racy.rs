@@ -20,12 +20,17 @@
 //! Only when every racy entry passes is the index's mtime moved to the next whole second, so
 //! git trusts the stat data it recorded. Any doubt (an entry only the nanoseconds show as
 //! changed, an entry with flags, a conflict stage, a split index, an index the worker's own git
-//! commands rewrote, output past its bound) leaves the index alone, and git re-hashes as it
-//! always did: this never hides a change git would have found. It assumes, as git's own rule
-//! does, that the filesystem's clock does not go backwards.
+//! commands rewrote, an index that does not decode, a file that cannot be looked at) leaves
+//! the index alone, and git re-hashes as it always did: this never hides a change git would
+//! have found. It assumes, as git's own rule does, that the filesystem's clock does not go
+//! backwards.
 //!
 //! The index is read with `gix-index` (entries, stat data, flags), in this process: no `git
 //! ls-files` to spawn and no listing to parse.
+//!
+//! [`scratch_index`] serves the `write-tree` after `add -A`: that index is racy again (it was
+//! just written, in the same second as the worker's edits), and `write-tree` rewriting it would
+//! make git re-hash every racy file once more; on a copy dated a second later it does not.
 
 use std::ffi::OsStr;
 use std::fs::{File, FileTimes, Metadata};
