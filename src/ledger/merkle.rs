@@ -116,15 +116,8 @@ impl Accumulator {
     }
 
     pub(crate) fn push(&mut self, entry_hash: &str) {
-        let mut node = (1u64, leaf_raw(entry_hash));
-        while let Some(&(size, left)) = self.stack.last() {
-            if size != node.0 {
-                break;
-            }
-            self.stack.pop();
-            node = (size * 2, node_raw(&left, &node.1));
-        }
-        self.stack.push(node);
+        // A leaf is a perfect subtree of one.
+        self.push_subtree(1, leaf_raw(entry_hash));
     }
 
     /// Adds a perfect subtree of `leaves` leaves (a power of two) with this raw root, as

@@ -350,15 +350,16 @@ mod tests {
         last
     }
 
-    /// A fresh worktree whose index is made racy for sure: its mtime put in the same second as
-    /// its files (1 ns after the latest ctime).
-    /// Returns the worktree, its index and the file written last.
-    fn racy_tree(tmp: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    /// A repository under `tmp` whose one commit holds `files` (path, content), and a fresh
+    /// detached worktree of it; returns the worktree.
+    fn worktree_of(tmp: &Path, files: &[(String, String)]) -> PathBuf {
         let repo = tmp.join("r");
         std::fs::create_dir(&repo).unwrap();
         git(&repo, &["init", "-q", "."]);
-        for i in 0..20 {
-            std::fs::write(repo.join(format!("f{i}")), format!("{i:02}\n")).unwrap();
+        for (path, text) in files {
+            let path = repo.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
         }
         git(&repo, &["add", "-A"]);
         git(&repo, &["commit", "-q", "-m", "s"]);
@@ -367,6 +368,17 @@ mod tests {
             &repo,
             &["worktree", "add", "-q", "--detach", tree.to_str().unwrap()],
         );
+        tree
+    }
+
+    /// A fresh worktree whose index is made racy for sure: its mtime put in the same second as
+    /// its files (1 ns after the latest ctime).
+    /// Returns the worktree, its index and the file written last.
+    fn racy_tree(tmp: &Path) -> (PathBuf, PathBuf, PathBuf) {
+        let files: Vec<(String, String)> = (0..20)
+            .map(|i| (format!("f{i}"), format!("{i:02}\n")))
+            .collect();
+        let tree = worktree_of(tmp, &files);
         let index = index_of(&tree).unwrap();
         let last = date_index_after(&tree, (0..20).map(|i| tree.join(format!("f{i}"))));
         (tree, index, last)
@@ -449,22 +461,8 @@ mod tests {
 
     /// A racy worktree whose files sit in directories: `a/x`, `a/y`, `b/c/z` and `top`.
     fn racy_dirs(tmp: &Path) -> (PathBuf, Stamp) {
-        let repo = tmp.join("r");
-        for d in ["a", "b/c"] {
-            std::fs::create_dir_all(repo.join(d)).unwrap();
-        }
-        git(&repo, &["init", "-q", "."]);
         let files = ["a/x", "a/y", "b/c/z", "top"];
-        for f in files {
-            std::fs::write(repo.join(f), "12\n").unwrap();
-        }
-        git(&repo, &["add", "-A"]);
-        git(&repo, &["commit", "-q", "-m", "s"]);
-        let tree = tmp.join("t");
-        git(
-            &repo,
-            &["worktree", "add", "-q", "--detach", tree.to_str().unwrap()],
-        );
+        let tree = worktree_of(tmp, &files.map(|f| (f.to_string(), "12\n".to_string())));
         // Racy for sure: the index dated 1 ns after the latest file.
         date_index_after(&tree, files.iter().map(|f| tree.join(f)));
         let stamp = stamp(&tree).unwrap();
