@@ -20,6 +20,7 @@ pub(crate) mod packread;
 pub(crate) mod redact;
 pub(crate) mod refs;
 pub(crate) mod sign;
+pub(crate) mod spill;
 pub(crate) mod sync;
 pub(crate) mod tiles;
 pub(crate) mod verify;

@@ -18,6 +18,8 @@ use gix::odb::pack;
 use gix::zlib::stream::deflate::{Compress, FlushCompress};
 use gix::zlib::{Compression, Status};
 
+use super::spill::SortedRuns;
+
 /// One object to put in a pack.
 #[derive(Clone)]
 pub(crate) struct Obj {
@@ -282,19 +284,15 @@ pub(crate) enum Section {
     Rest,
 }
 
-/// One index row while a pack is streamed: the id (left-aligned in 32 bytes, so SHA-1 and
-/// SHA-256 ids sort alike), the offset within its section (the top bit set for
-/// [`Section::Rest`]) and the CRC-32 of the packed entry.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Row {
-    id: [u8; 32],
-    off: u64,
-    crc: u32,
-}
+/// One index row while a pack is streamed, as bytes that sort as the index does: the id
+/// (left-aligned in 32 bytes, so SHA-1 and SHA-256 ids sort alike), the offset within its
+/// section (big-endian, the top bit set for [`Section::Rest`]) and the CRC-32 of the packed
+/// entry.
+type Row = [u8; 44];
 
 const REST_BIT: u64 = 1 << 63;
 /// Index rows held in memory before a sorted run of them goes to a temporary file
-/// (48 bytes each: 12 MiB).
+/// (44 bytes each: 11 MiB).
 const RUN_ROWS: usize = 1 << 18;
 
 /// A temporary file that is removed when dropped, unless taken.
@@ -340,11 +338,8 @@ pub(crate) struct PackStream {
     rest_len: u64,
     count: u64,
     fan: [u32; 256],
-    rows: Vec<Row>,
-    runs: Option<(TmpFile, BufWriter<File>)>,
-    run_lens: Vec<usize>,
-    /// Rows per sorted run ([`RUN_ROWS`]; tests use fewer).
-    run_rows: usize,
+    /// The index rows, in sorted runs of [`RUN_ROWS`] (tests use fewer).
+    rows: SortedRuns<44>,
     /// Whole-buffer compressors: libdeflate at the pack's level for bodies of at least
     /// [`STORE_BELOW`] bytes, and at level 0 (stored blocks, no match finder to set up) for
     /// everything else. A zlib stream reset per object clears its hash table (128 KiB at level
@@ -390,6 +385,7 @@ impl PackStream {
         let header = pack::data::header::encode(pack::data::Version::V2, 0);
         lead.write_all(&header)?;
         Ok(PackStream {
+            rows: SortedRuns::new(&pack_dir, RUN_ROWS),
             pack_dir,
             hash,
             lead: (lt, lead),
@@ -398,10 +394,6 @@ impl PackStream {
             rest_len: 0,
             count: 0,
             fan: [0; 256],
-            rows: Vec::with_capacity(1024),
-            runs: None,
-            run_lens: Vec::new(),
-            run_rows: RUN_ROWS,
             comp: libdeflater::Compressor::new(
                 libdeflater::CompressionLvl::new(level.level())
                     .map_err(|e| std::io::Error::other(format!("deflate level: {e:?}")))?,
@@ -442,43 +434,18 @@ impl PackStream {
         };
         w.write_all(&hbuf[..hlen])?;
         w.write_all(&self.zbuf)?;
-        let mut row = Row {
-            id: [0; 32],
-            off: *len | bit,
-            crc: crc.finalize(),
-        };
+        let mut row: Row = [0; 44];
+        row[..id.as_slice().len()].copy_from_slice(id.as_slice());
+        row[32..40].copy_from_slice(&(*len | bit).to_be_bytes());
+        row[40..].copy_from_slice(&crc.finalize().to_be_bytes());
         *len += (hlen + self.zbuf.len()) as u64;
-        row.id[..id.as_slice().len()].copy_from_slice(id.as_slice());
-        self.fan[row.id[0] as usize] += 1;
+        self.fan[row[0] as usize] += 1;
         self.count += 1;
-        self.rows.push(row);
-        if self.rows.len() >= self.run_rows {
-            self.spill()?;
-        }
-        Ok(())
+        self.rows.push(row)
     }
 
     fn width(&self) -> usize {
         self.hash.len_in_bytes()
-    }
-
-    /// Sorts the rows in memory and writes them as one run.
-    fn spill(&mut self) -> std::io::Result<()> {
-        self.rows.sort_unstable();
-        if self.runs.is_none() {
-            let (t, f) = TmpFile::create(&self.pack_dir, "tmp_idx_runs")?;
-            self.runs = Some((t, BufWriter::with_capacity(1 << 16, f)));
-        }
-        let width = self.width();
-        let w = &mut self.runs.as_mut().expect("just set").1;
-        for r in &self.rows {
-            w.write_all(&r.id[..width])?;
-            w.write_all(&r.off.to_be_bytes())?;
-            w.write_all(&r.crc.to_be_bytes())?;
-        }
-        self.run_lens.push(self.rows.len());
-        self.rows.clear();
-        Ok(())
     }
 
     /// Completes the pack and its index and moves them into place behind a `.keep`.
@@ -556,7 +523,6 @@ impl PackStream {
     /// offsets through two temporary files appended after them.
     fn write_idx(&mut self, pack_hash: &ObjectId) -> std::io::Result<(TmpFile, File)> {
         let width = self.width();
-        let rec = width + 12;
         let rest_base = self.lead_len;
         let (idx_tmp, idx_file) = TmpFile::create(&self.pack_dir, "tmp_idx")?;
         let (crc_tmp, crc_file) = TmpFile::create(&self.pack_dir, "tmp_idx_crc")?;
@@ -572,13 +538,24 @@ impl PackStream {
             acc += f;
             idx.write_all(&acc.to_be_bytes())?;
         }
-        let mut emit = |r: &Row| -> std::io::Result<()> {
-            idx.write_all(&r.id[..width])?;
-            crcs.write_all(&r.crc.to_be_bytes())?;
-            let off = if r.off & REST_BIT != 0 {
-                (r.off & !REST_BIT) + rest_base
+        let mut last: Option<[u8; 32]> = None;
+        let rows = std::mem::replace(&mut self.rows, SortedRuns::new(&self.pack_dir, 1));
+        rows.merge(|r: &Row| {
+            let id: [u8; 32] = r[..32].try_into().expect("32 bytes");
+            if last == Some(id) {
+                return Err(std::io::Error::other(format!(
+                    "object {} appears twice in one pack",
+                    crate::ledger::hash::hex(&id[..width])
+                )));
+            }
+            last = Some(id);
+            idx.write_all(&id[..width])?;
+            crcs.write_all(&r[40..])?;
+            let off = u64::from_be_bytes(r[32..40].try_into().expect("8 bytes"));
+            let off = if off & REST_BIT != 0 {
+                (off & !REST_BIT) + rest_base
             } else {
-                r.off
+                off
             };
             if off > 0x7fff_ffff {
                 offs.write_all(&(0x8000_0000u32 | large.len() as u32).to_be_bytes())?;
@@ -587,61 +564,7 @@ impl PackStream {
                 offs.write_all(&(off as u32).to_be_bytes())?;
             }
             Ok(())
-        };
-        let dup = |id: &[u8; 32]| {
-            std::io::Error::other(format!(
-                "object {} appears twice in one pack",
-                crate::ledger::hash::hex(&id[..width])
-            ))
-        };
-        let mut last: Option<[u8; 32]> = None;
-        if self.runs.is_none() {
-            self.rows.sort_unstable();
-            for r in &self.rows {
-                if last == Some(r.id) {
-                    return Err(dup(&r.id));
-                }
-                last = Some(r.id);
-                emit(r)?;
-            }
-        } else {
-            if !self.rows.is_empty() {
-                self.spill()?;
-            }
-            let (runs_tmp, runs) = self.runs.take().expect("spilled");
-            let runs = runs.into_inner().map_err(|e| e.into_error())?;
-            // One reader per run, each at its own place in the file; a heap picks the least.
-            let mut readers = Vec::with_capacity(self.run_lens.len());
-            let mut start = 0u64;
-            for &n in &self.run_lens {
-                readers.push(RunReader {
-                    file: &runs,
-                    at: start,
-                    left: n,
-                    buf: Vec::new(),
-                    pos: 0,
-                    rec,
-                });
-                start += (n * rec) as u64;
-            }
-            let mut heap = std::collections::BinaryHeap::new();
-            for (k, r) in readers.iter_mut().enumerate() {
-                if let Some(row) = r.next(width)? {
-                    heap.push(std::cmp::Reverse((row, k)));
-                }
-            }
-            while let Some(std::cmp::Reverse((row, k))) = heap.pop() {
-                if last == Some(row.id) {
-                    return Err(dup(&row.id));
-                }
-                last = Some(row.id);
-                emit(&row)?;
-                if let Some(next) = readers[k].next(width)? {
-                    heap.push(std::cmp::Reverse((next, k)));
-                }
-            }
-            drop(runs_tmp);
-        }
+        })?;
         for (tmp, w) in [(&crc_tmp, crcs), (&off_tmp, offs)] {
             let f = w.into_inner().map_err(|e| e.into_error())?;
             let mut r = std::io::BufReader::with_capacity(1 << 16, &f);
@@ -658,42 +581,6 @@ impl PackStream {
         let mut f = w.into_inner().map_err(|e| e.into_error())?;
         f.write_all(h.as_slice())?;
         Ok((idx_tmp, f))
-    }
-}
-
-/// Reads one sorted run of index rows back, a buffer at a time.
-struct RunReader<'a> {
-    file: &'a File,
-    at: u64,
-    left: usize,
-    buf: Vec<u8>,
-    pos: usize,
-    rec: usize,
-}
-
-impl RunReader<'_> {
-    fn next(&mut self, width: usize) -> std::io::Result<Option<Row>> {
-        if self.pos == self.buf.len() {
-            if self.left == 0 {
-                return Ok(None);
-            }
-            let n = self.left.min((64 << 10) / self.rec);
-            self.buf.resize(n * self.rec, 0);
-            use std::os::unix::fs::FileExt as _;
-            self.file.read_exact_at(&mut self.buf, self.at)?;
-            self.at += self.buf.len() as u64;
-            self.left -= n;
-            self.pos = 0;
-        }
-        let b = &self.buf[self.pos..self.pos + self.rec];
-        self.pos += self.rec;
-        let mut id = [0u8; 32];
-        id[..width].copy_from_slice(&b[..width]);
-        Ok(Some(Row {
-            id,
-            off: u64::from_be_bytes(b[width..width + 8].try_into().expect("8 bytes")),
-            crc: u32::from_be_bytes(b[width + 8..width + 12].try_into().expect("4 bytes")),
-        }))
     }
 }
 
@@ -746,7 +633,7 @@ mod tests {
             fs::create_dir_all(&objects).unwrap();
             let level = Compression::new(1).unwrap();
             let mut p = PackStream::create(&objects, hash, level).unwrap();
-            p.run_rows = 64;
+            p.rows.run_rows = 64;
             let objs: Vec<Obj> = (0..1000u32)
                 .map(|i| {
                     let kind = [Kind::Blob, Kind::Commit, Kind::Tree][i as usize % 3];
@@ -762,7 +649,7 @@ mod tests {
                 };
                 p.add(&o.id, o.kind, &o.data, section).unwrap();
             }
-            assert!(p.run_lens.len() > 10, "the rows spilled in runs");
+            assert!(p.rows.spilled_runs() > 10, "the rows spilled in runs");
             p.finish(false).unwrap().release();
             let names: Vec<_> = fs::read_dir(objects.join("pack"))
                 .unwrap()
@@ -821,7 +708,7 @@ mod tests {
         let objects = dir.path().join("objects");
         let mut p =
             PackStream::create(&objects, HashKind::Sha1, Compression::new(1).unwrap()).unwrap();
-        p.run_rows = 2;
+        p.rows.run_rows = 2;
         for i in 0..5u8 {
             let o = crate::store::codec::object(HashKind::Sha1, Kind::Blob, vec![i]).unwrap();
             p.add(&o.id, o.kind, &o.data, Section::Rest).unwrap();
