@@ -458,8 +458,8 @@ impl GitStore {
     }
 
     /// Imports a Forum ledger directory into this new, empty ledger as one pack, streaming: the
-    /// payload rows are indexed, the entries read one at a time, and each object is written
-    /// to the pack as it is built, so memory stays flat however long the ledger. Every entry
+    /// payload rows are indexed on disk, the entries read one at a time, and each object is
+    /// written to the pack as it is built, so memory stays flat however long the ledger. Every entry
     /// is checked (chain, hashes, bodies) on the way, and any problem leaves the repository as
     /// it was: the half-written pack is removed and no ref moves.
     pub(crate) fn import_forum_dir(
@@ -474,9 +474,9 @@ impl GitStore {
             ))
             .into());
         }
-        let mut src = forum_dir::open_stream(dir, limits)?;
         let hash = self.hash;
         let objects_dir = self.objects_dir();
+        let mut src = forum_dir::open_stream(dir, limits, &objects_dir)?;
         let level = gix::zlib::Compression::new(IMPORT_LEVEL).expect("a valid level");
         let pack = PackStream::create(&objects_dir, hash, level).map_err(io("writing a pack"))?;
         let ids_path =

@@ -8,6 +8,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::spill::{Records, SortedRuns};
 use crate::ledger::canonical::{self, Value};
 use crate::ledger::{Entry, hash};
 
@@ -375,9 +376,9 @@ pub(crate) fn read_with(dir: &Path, limits: &Limits) -> Result<ForumLedger, Foru
     Ok(out)
 }
 
-/// A Forum directory opened for a streaming import: the payload rows are indexed (a key of the
-/// hash and where the row sits, 24 bytes a row) rather than held, and the entries are read one
-/// row at a time, so memory does not follow the size of the bodies.
+/// A Forum directory opened for a streaming import: the entries are read one row at a time and
+/// the payload rows are found through an index kept in temporary files, so memory follows
+/// neither the size of the bodies nor the number of rows.
 pub(crate) struct ForumStream {
     pub(crate) entries: EntryRows,
     pub(crate) payloads: Payloads,
@@ -394,29 +395,140 @@ pub(crate) struct EntryRows {
     pub(crate) torn: Option<PathBuf>,
 }
 
-/// Where each payload row sits in payloads.jsonl, sorted by a key of its hash.
+/// The payload rows of a directory, handed out as entries ask for them.
+///
+/// Forum writes one row per distinct body, just before the first entry that names it, so the
+/// entries mostly ask for the rows in file order: a cursor walks the rows, and the body an
+/// entry asks for is usually the row under it. Any other request (a body named again, a row
+/// out of order, a body the directory does not hold) looks the hash up in an index sorted by
+/// a key of the hash, on disk. What memory holds does not grow with the rows: the cursor, one
+/// key in every [`FENCES`]th part of the index, and two lists that stay empty for a directory
+/// Forum wrote (rows passed over, and rows that repeat an earlier row's hash).
+///
+/// A body is handed out `repeated` when an earlier entry already got it: a row before the
+/// cursor was handed out unless it is in `skipped`, and a row at or after it never was.
 pub(crate) struct Payloads {
     path: PathBuf,
     /// Whether a torn last line was dropped.
     pub(crate) torn: Option<PathBuf>,
     file: Option<fs::File>,
-    slots: Vec<Slot>,
-    /// A stretch of the file as last read: rows are mostly read in file order.
+    /// The rows in file order, `(at, len)` each ([`TABLE_REC`] bytes), read from the cursor on.
+    table: Option<Records<fs::File, TABLE_REC>>,
+    rows: u64,
+    /// Every row as `(key, row, at, len)` ([`INDEX_REC`] bytes), sorted by key, then row.
+    index: Option<fs::File>,
+    /// The key of the first record of each block of `block` records of `index`.
+    fences: Vec<u64>,
+    block: u64,
+    /// The bits of [`key_of`] the index keeps.
+    key_mask: u64,
+    /// Rows whose hash an earlier row already has (such a row never gives the body), ascending.
+    later: Vec<u64>,
+    later_next: usize,
+    /// The first row in file order the cursor has not passed.
+    cursor: u64,
+    /// The cursor's row, parsed, once read: its hash and the whole row.
+    at_cursor: Option<(String, Value)>,
+    /// Rows before the cursor that it passed over without handing them out.
+    skipped: Passed,
+    /// A stretch of the file as last read by the cursor.
     window: Vec<u8>,
     window_at: u64,
+    /// A row read out of file order.
+    scratch: Vec<u8>,
+    /// Requests the cursor did not answer (each a lookup in the index).
+    lookups: u64,
 }
 
-/// One payload row: the key of its hash, its offset and its length (the top bit of `len` set
-/// once the row's body has been handed out).
-#[derive(Clone, Copy)]
-struct Slot {
-    key: u64,
-    at: u64,
-    len: u32,
+/// Rows the cursor passed over without handing them out. Ranges suit a directory near
+/// Forum's order (none at all for one Forum wrote, one for rows in reverse); rows in random
+/// order would make a range of nearly every row, so past a point they become one bit a row.
+enum Passed {
+    /// `start -> end` (end excluded), and the most kept before turning into bits.
+    Ranges(std::collections::BTreeMap<u64, u64>, Option<usize>),
+    /// Bit `r` set: row `r` was passed over and not handed out.
+    Bits(Vec<u64>),
 }
 
-const HANDED_OUT: u32 = 1 << 31;
+impl Passed {
+    /// Adds rows `from..to`, all after every row held, of a directory of `rows` rows.
+    fn insert(&mut self, from: u64, to: u64, rows: u64) {
+        match self {
+            Passed::Ranges(map, max) => {
+                if let Some(mut last) = map.last_entry()
+                    && *last.get() == from
+                {
+                    *last.get_mut() = to;
+                    return;
+                }
+                map.insert(from, to);
+                // A range costs about 48 bytes in the map, the bits one bit a row.
+                let max = max.unwrap_or((rows / 384) as usize + 16);
+                if map.len() > max {
+                    let mut bits = vec![0u64; rows.div_ceil(64) as usize];
+                    for (&a, &b) in map.iter() {
+                        set_bits(&mut bits, a, b);
+                    }
+                    *self = Passed::Bits(bits);
+                }
+            }
+            Passed::Bits(bits) => set_bits(bits, from, to),
+        }
+    }
+
+    /// Takes row `r` out: `true` when it was held.
+    fn remove(&mut self, r: u64) -> bool {
+        match self {
+            Passed::Ranges(map, _) => {
+                let Some((&start, &end)) = map.range(..=r).next_back() else {
+                    return false;
+                };
+                if r >= end {
+                    return false;
+                }
+                map.remove(&start);
+                if start < r {
+                    map.insert(start, r);
+                }
+                if r + 1 < end {
+                    map.insert(r + 1, end);
+                }
+                true
+            }
+            Passed::Bits(bits) => {
+                let (w, b) = ((r / 64) as usize, 1u64 << (r % 64));
+                let held = bits[w] & b != 0;
+                bits[w] &= !b;
+                held
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        match self {
+            Passed::Ranges(map, _) => map.is_empty(),
+            Passed::Bits(bits) => bits.iter().all(|w| *w == 0),
+        }
+    }
+}
+
+fn set_bits(bits: &mut [u64], from: u64, to: u64) {
+    for r in from..to {
+        bits[(r / 64) as usize] |= 1 << (r % 64);
+    }
+}
+
 const WINDOW: usize = 1 << 20;
+/// A row of the table: its byte offset (8) and length (4), big-endian.
+const TABLE_REC: usize = 12;
+/// A record of the index: the hash's key (8), the row (8), its offset (8) and length (4),
+/// big-endian, so that records sort by key and then by row.
+const INDEX_REC: usize = 28;
+/// Index records sorted in memory at a time while the index is built (3.5 MiB).
+const INDEX_RUN: usize = 1 << 17;
+/// How many parts the index is cut into for lookups (one key each in memory: 32 KiB).
+const FENCES: u64 = 4096;
 
 /// FNV-1a of a payload hash's text: only a key to sort and search by (every match is confirmed
 /// against the row itself).
@@ -426,7 +538,7 @@ fn key_of(hash: &str) -> u64 {
     })
 }
 
-/// Checks that a payload row has a string `hash` and a `body`; returns the hash.
+/// Checks that a payload row has a string `hash` and a `body`; returns both.
 fn payload_row<'a>(
     path: &Path,
     i: usize,
@@ -452,28 +564,117 @@ fn entry_of(path: &Path, i: usize, row: &Value) -> Result<Entry, ForumDirError> 
         .map_err(|why| ForumDirError::Corrupt(format!("{}: row {i}: {why}", path.display())))
 }
 
+fn be64(b: &[u8]) -> u64 {
+    u64::from_be_bytes(b[..8].try_into().expect("8 bytes"))
+}
+
+fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
+}
+
+/// Reads `len` bytes at `at` of `file` into `buf` (replacing what it held).
+fn read_exact(file: &fs::File, at: u64, len: usize, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt as _;
+    buf.resize(len, 0);
+    file.read_exact_at(buf, at)
+}
+
 /// Opens a Forum directory for a streaming import within `limits`: checks both files and reads
-/// payloads.jsonl once to index it. A problem is reported as [`read_with`] reports it (a
-/// problem in entries.jsonl before one in payloads.jsonl).
-pub(crate) fn open_stream(dir: &Path, limits: &Limits) -> Result<ForumStream, ForumDirError> {
+/// payloads.jsonl once to index it, in temporary files made in `scratch`. A problem is
+/// reported as [`read_with`] reports it (a problem in entries.jsonl before one in
+/// payloads.jsonl).
+pub(crate) fn open_stream(
+    dir: &Path,
+    limits: &Limits,
+    scratch: &Path,
+) -> Result<ForumStream, ForumDirError> {
+    open_tuned(dir, limits, scratch, Tuning::default())
+}
+
+/// The sizes [`open_stream`] works with; tests make them small to reach every path with few
+/// rows.
+#[derive(Clone, Copy)]
+struct Tuning {
+    /// Index records sorted in memory at a time.
+    index_run: usize,
+    /// Parts of the index with a key in memory.
+    fences: u64,
+    /// The bits of [`key_of`] kept: fewer make rows of different hashes share keys.
+    key_mask: u64,
+    /// The most ranges of passed rows kept before they turn into a bit per row (`None`: a
+    /// bit per row once that is smaller).
+    ranges_max: Option<usize>,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            index_run: INDEX_RUN,
+            fences: FENCES,
+            key_mask: u64::MAX,
+            ranges_max: None,
+        }
+    }
+}
+
+fn open_tuned(
+    dir: &Path,
+    limits: &Limits,
+    scratch: &Path,
+    tuning: Tuning,
+) -> Result<ForumStream, ForumDirError> {
     let (entries_path, entries_file, payloads_path, payloads_file) = open_files(dir)?;
+    let scratch_io = |e| ForumDirError::Io {
+        context: format!(
+            "writing the index of {} under {}",
+            payloads_path.display(),
+            scratch.display()
+        ),
+        source: e,
+    };
     let mut used = 0u64;
-    let mut slots = Vec::new();
     let mut torn = false;
-    let mut file = None;
+    let mut payloads = Payloads {
+        path: payloads_path.clone(),
+        torn: None,
+        file: None,
+        table: None,
+        rows: 0,
+        index: None,
+        fences: Vec::new(),
+        block: 1,
+        key_mask: tuning.key_mask,
+        later: Vec::new(),
+        later_next: 0,
+        cursor: 0,
+        at_cursor: None,
+        skipped: Passed::Ranges(Default::default(), tuning.ranges_max),
+        window: Vec::new(),
+        window_at: 0,
+        scratch: Vec::new(),
+        lookups: 0,
+    };
     if let Some(f) = payloads_file {
         let reread = f.try_clone().map_err(|e| ForumDirError::Io {
             context: format!("reading {}", payloads_path.display()),
             source: e,
         })?;
+        let table_file = tempfile::tempfile_in(scratch).map_err(scratch_io)?;
+        let mut table = std::io::BufWriter::with_capacity(1 << 16, &table_file);
+        let mut sorter = SortedRuns::<INDEX_REC>::new(scratch, tuning.index_run);
         let scanned = scan_rows(&payloads_path, f, limits, &mut used, |i, at, len, row| {
             let (h, _) = payload_row(&payloads_path, i, &row)?;
-            slots.push(Slot {
-                key: key_of(h),
-                at,
-                len: len as u32,
-            });
-            Ok::<(), ForumDirError>(())
+            let mut t = [0u8; TABLE_REC];
+            t[..8].copy_from_slice(&at.to_be_bytes());
+            t[8..].copy_from_slice(&(len as u32).to_be_bytes());
+            let mut r = [0u8; INDEX_REC];
+            r[..8].copy_from_slice(&(key_of(h) & tuning.key_mask).to_be_bytes());
+            r[8..16].copy_from_slice(&(i as u64).to_be_bytes());
+            r[16..].copy_from_slice(&t);
+            table
+                .write_all(&t)
+                .and_then(|()| sorter.push(r))
+                .map_err(scratch_io)
         });
         match scanned {
             Ok(t) => torn = t,
@@ -491,11 +692,16 @@ pub(crate) fn open_stream(dir: &Path, limits: &Limits) -> Result<ForumStream, Fo
                 return Err(e);
             }
         }
-        file = Some(reread);
+        table.flush().map_err(scratch_io)?;
+        drop(table);
+        payloads.rows = sorter.len();
+        payloads.block = payloads.rows.div_ceil(tuning.fences).max(1);
+        payloads.table = Some(Records::new(table_file, 0, payloads.rows, 1 << 16));
+        payloads.file = Some(reread);
+        let shared = payloads.build_index(sorter, scratch).map_err(scratch_io)?;
+        payloads.find_later(shared)?;
     }
-    // Stable: among rows of one hash the first stays first, and the first row wins.
-    slots.sort_by_key(|s| s.key);
-    slots.shrink_to_fit();
+    payloads.torn = torn.then(|| payloads_path.clone());
     Ok(ForumStream {
         entries: EntryRows {
             path: entries_path,
@@ -504,18 +710,11 @@ pub(crate) fn open_stream(dir: &Path, limits: &Limits) -> Result<ForumStream, Fo
             used,
             torn: None,
         },
-        payloads: Payloads {
-            torn: torn.then(|| payloads_path.clone()),
-            path: payloads_path,
-            file,
-            slots,
-            window: Vec::new(),
-            window_at: 0,
-        },
+        payloads,
     })
 }
 
-/// A body handed out by [`ForumStream::body`].
+/// A body handed out by [`Payloads::body`].
 pub(crate) struct StreamBody {
     /// The canonical bytes, checked to hash to the entry's payload hash.
     pub(crate) canonical: String,
@@ -563,30 +762,181 @@ impl Payloads {
     /// against the hash: `Ok(None)` when there is none. A body that does not hash to the entry
     /// is `Err(Corrupt)`.
     pub(crate) fn body(&mut self, e: &Entry) -> Result<Option<StreamBody>, ForumDirError> {
-        let ix = self;
-        let key = key_of(&e.payload_hash);
-        let mut k = ix.slots.partition_point(|s| s.key < key);
-        while k < ix.slots.len() && ix.slots[k].key == key {
-            let slot = ix.slots[k];
-            let text = ix.row(slot)?;
-            let row = canonical::parse(text).map_err(|err| ix.changed(&format!("{err}")))?;
-            let (h, body) =
-                payload_row(&ix.path, k, &row).map_err(|_| ix.changed("a row lost its hash"))?;
-            if h == e.payload_hash {
-                let canonical = checked_body(e, body).map_err(ForumDirError::Corrupt)?;
-                ix.slots[k].len |= HANDED_OUT;
-                return Ok(Some(StreamBody {
-                    canonical,
-                    repeated: slot.len & HANDED_OUT != 0,
-                }));
+        if self.load_cursor()?
+            && self.at_cursor.as_ref().map(|c| c.0.as_str()) == Some(&e.payload_hash)
+        {
+            let (_, row) = self.at_cursor.take().expect("loaded");
+            self.cursor += 1;
+            return self.hand_out(e, &row, false).map(Some);
+        }
+        let Some((r, row)) = self.lookup(&e.payload_hash)? else {
+            return Ok(None);
+        };
+        let repeated = if r < self.cursor {
+            !self.unskip(r)
+        } else {
+            if r > self.cursor {
+                self.skip(self.cursor, r);
             }
-            k += 1;
+            self.cursor = r + 1;
+            self.at_cursor = None;
+            let table = self.table.as_mut().expect("rows have a table");
+            table.reset((r + 1) * TABLE_REC as u64, self.rows - (r + 1));
+            false
+        };
+        self.hand_out(e, &row, repeated).map(Some)
+    }
+
+    fn hand_out(
+        &self,
+        e: &Entry,
+        row: &Value,
+        repeated: bool,
+    ) -> Result<StreamBody, ForumDirError> {
+        let (_, body) =
+            payload_row(&self.path, 0, row).map_err(|_| self.changed("a row lost its hash"))?;
+        let canonical = checked_body(e, body).map_err(ForumDirError::Corrupt)?;
+        Ok(StreamBody {
+            canonical,
+            repeated,
+        })
+    }
+
+    /// Reads the row under the cursor, passing rows that repeat an earlier row's hash; `false`
+    /// when the cursor is past the last row.
+    fn load_cursor(&mut self) -> Result<bool, ForumDirError> {
+        if self.at_cursor.is_some() {
+            return Ok(true);
+        }
+        while self.cursor < self.rows {
+            let Some(table) = self.table.as_mut() else {
+                return Ok(false);
+            };
+            let rec = table
+                .next()
+                .map_err(|e| self.scratch_io(e))?
+                .ok_or_else(|| self.changed("its index is short"))?;
+            while self
+                .later
+                .get(self.later_next)
+                .is_some_and(|&l| l < self.cursor)
+            {
+                self.later_next += 1;
+            }
+            if self.later.get(self.later_next) == Some(&self.cursor) {
+                self.cursor += 1;
+                continue;
+            }
+            let text = self.row(be64(&rec), be32(&rec[8..]))?;
+            let row = canonical::parse(text).map_err(|err| self.changed(&format!("{err}")))?;
+            let (h, _) = payload_row(&self.path, 0, &row)
+                .map_err(|_| self.changed("a row lost its hash"))?;
+            self.at_cursor = Some((h.to_string(), row));
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The first row whose hash is `hash`, and the row parsed.
+    fn lookup(&mut self, hash: &str) -> Result<Option<(u64, Value)>, ForumDirError> {
+        let Some(index) = self.index.as_ref() else {
+            return Ok(None);
+        };
+        self.lookups += 1;
+        let key = key_of(hash) & self.key_mask;
+        let from = self.fences.partition_point(|f| *f < key).saturating_sub(1) as u64 * self.block;
+        let mut records = Records::<_, INDEX_REC>::new(
+            index,
+            from * INDEX_REC as u64,
+            self.rows - from,
+            16 << 10,
+        );
+        let mut found = Vec::new();
+        while let Some(rec) = records.next().map_err(|e| self.scratch_io(e))? {
+            match be64(&rec).cmp(&key) {
+                std::cmp::Ordering::Less => continue,
+                std::cmp::Ordering::Greater => break,
+                std::cmp::Ordering::Equal => found.push(rec),
+            }
+        }
+        for rec in found {
+            let row = self.row_alone(be64(&rec[16..]), be32(&rec[24..]))?;
+            let (h, _) = payload_row(&self.path, 0, &row)
+                .map_err(|_| self.changed("a row lost its hash"))?;
+            if h == hash {
+                return Ok(Some((be64(&rec[8..]), row)));
+            }
         }
         Ok(None)
     }
-}
 
-impl Payloads {
+    /// Notes that the rows `from..to` were passed over, none handed out.
+    fn skip(&mut self, from: u64, to: u64) {
+        self.skipped.insert(from, to, self.rows);
+    }
+
+    /// Takes row `r` (before the cursor) out of the rows passed over: `true` when it was one,
+    /// so it was never handed out.
+    fn unskip(&mut self, r: u64) -> bool {
+        self.skipped.remove(r)
+    }
+
+    /// Writes the sorted index to a temporary file in `scratch`, keeping a key per block in
+    /// memory. Returns the records of each key that more than one row has.
+    fn build_index(
+        &mut self,
+        sorter: SortedRuns<INDEX_REC>,
+        scratch: &Path,
+    ) -> std::io::Result<Vec<Vec<[u8; INDEX_REC]>>> {
+        let file = tempfile::tempfile_in(scratch)?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, &file);
+        let mut n = 0u64;
+        let mut group: Vec<[u8; INDEX_REC]> = Vec::new();
+        let mut shared = Vec::new();
+        let block = self.block;
+        let fences = &mut self.fences;
+        sorter.merge(|rec| {
+            if n.is_multiple_of(block) {
+                fences.push(be64(rec));
+            }
+            n += 1;
+            if group.first().is_some_and(|g| g[..8] != rec[..8]) {
+                if group.len() > 1 {
+                    shared.push(std::mem::take(&mut group));
+                }
+                group.clear();
+            }
+            group.push(*rec);
+            w.write_all(rec)
+        })?;
+        if group.len() > 1 {
+            shared.push(group);
+        }
+        w.flush()?;
+        drop(w);
+        self.index = Some(file);
+        Ok(shared)
+    }
+
+    /// Finds the rows whose hash an earlier row has, among the rows that share a key.
+    fn find_later(&mut self, shared: Vec<Vec<[u8; INDEX_REC]>>) -> Result<(), ForumDirError> {
+        for group in shared {
+            let mut hashes: Vec<String> = Vec::with_capacity(group.len());
+            for rec in group {
+                let row = self.row_alone(be64(&rec[16..]), be32(&rec[24..]))?;
+                let (h, _) = payload_row(&self.path, 0, &row)
+                    .map_err(|_| self.changed("a row lost its hash"))?;
+                if hashes.iter().any(|seen| seen == h) {
+                    self.later.push(be64(&rec[8..]));
+                } else {
+                    hashes.push(h.to_string());
+                }
+            }
+        }
+        self.later.sort_unstable();
+        Ok(())
+    }
+
     fn changed(&self, why: &str) -> ForumDirError {
         ForumDirError::Corrupt(format!(
             "{} changed while it was being imported ({why}); import it again",
@@ -594,9 +944,16 @@ impl Payloads {
         ))
     }
 
-    /// The text of the row in `slot`, read through the window.
-    fn row(&mut self, slot: Slot) -> Result<&str, ForumDirError> {
-        let (at, len) = (slot.at, (slot.len & !HANDED_OUT) as usize);
+    fn scratch_io(&self, e: std::io::Error) -> ForumDirError {
+        ForumDirError::Io {
+            context: format!("reading the index of {}", self.path.display()),
+            source: e,
+        }
+    }
+
+    /// The text of the row at `at`, `len` bytes long, read through the cursor's window.
+    fn row(&mut self, at: u64, len: u32) -> Result<&str, ForumDirError> {
+        let len = len as usize;
         let inside =
             at >= self.window_at && at + len as u64 <= self.window_at + self.window.len() as u64;
         if !inside {
@@ -626,12 +983,28 @@ impl Payloads {
             }
         }
         let from = (at - self.window_at) as usize;
-        std::str::from_utf8(&self.window[from..from + len]).map_err(|_| {
-            ForumDirError::Corrupt(format!(
-                "{} changed while it was being imported (not UTF-8); import it again",
-                self.path.display()
-            ))
-        })
+        std::str::from_utf8(&self.window[from..from + len]).map_err(|_| self.changed("not UTF-8"))
+    }
+
+    /// The row at `at`, `len` bytes long, read alone (out of file order) and parsed.
+    fn row_alone(&mut self, at: u64, len: u32) -> Result<Value, ForumDirError> {
+        let Some(file) = self.file.as_ref() else {
+            return Err(self.changed("it is gone"));
+        };
+        match read_exact(file, at, len as usize, &mut self.scratch) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Err(self.changed("it is shorter"));
+            }
+            Err(e) => {
+                return Err(ForumDirError::Io {
+                    context: format!("reading {}", self.path.display()),
+                    source: e,
+                });
+            }
+        }
+        let text = std::str::from_utf8(&self.scratch).map_err(|_| self.changed("not UTF-8"))?;
+        canonical::parse(text).map_err(|err| self.changed(&format!("{err}")))
     }
 }
 
@@ -727,6 +1100,180 @@ pub(crate) fn checked_body(e: &Entry, body: &Value) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Body `k` of the stream tests: its value, canonical text and hash.
+    fn body(k: usize) -> (Value, String, String) {
+        let v = canonical::parse(&format!(
+            "{{\"k\": {k}, \"pad\": \"{}\"}}",
+            "x".repeat(k % 13)
+        ))
+        .unwrap();
+        let c = v.canonical();
+        let h = hash::sha256_hex(c.as_bytes());
+        (v, c, h)
+    }
+
+    fn entry_naming(h: &str) -> Entry {
+        let new = crate::ledger::NewEntry {
+            actor: "t".into(),
+            kind: "note".into(),
+            causal_parent: None,
+            payload: Value::Null,
+            ts: 1.0,
+        };
+        Entry::next(None, &new, h.to_string())
+    }
+
+    /// A directory whose payload rows hold `rows` (body numbers, in this order; a pair gives a
+    /// row whose body is not the one its hash names), and no entries.
+    fn dir_of(rows: &[(usize, usize)]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let mut text = String::new();
+        for &(named, held) in rows {
+            let row = Value::Object(vec![
+                ("hash".into(), Value::str(&body(named).2)),
+                ("body".into(), body(held).0),
+            ]);
+            text.push_str(&row.python_dumps());
+            text.push('\n');
+        }
+        fs::write(d.path().join("payloads.jsonl"), text).unwrap();
+        fs::write(d.path().join("entries.jsonl"), "").unwrap();
+        d
+    }
+
+    fn open(d: &Path, tuning: Tuning) -> Payloads {
+        open_tuned(d, &Limits::default(), d, tuning)
+            .unwrap()
+            .payloads
+    }
+
+    /// What Forum's reader gives for `asks` against `rows`: the body (first row wins) and
+    /// whether an earlier ask got it.
+    fn oracle(rows: &[usize], asks: &[usize]) -> Vec<Option<(String, bool)>> {
+        let mut given = std::collections::HashSet::new();
+        asks.iter()
+            .map(|k| rows.contains(k).then(|| (body(*k).1, !given.insert(*k))))
+            .collect()
+    }
+
+    fn served(p: &mut Payloads, asks: &[usize]) -> Vec<Option<(String, bool)>> {
+        asks.iter()
+            .map(|k| {
+                p.body(&entry_naming(&body(*k).2))
+                    .unwrap()
+                    .map(|b| (b.canonical, b.repeated))
+            })
+            .collect()
+    }
+
+    const TUNINGS: [Tuning; 5] = [
+        Tuning {
+            index_run: INDEX_RUN,
+            fences: FENCES,
+            key_mask: u64::MAX,
+            ranges_max: None,
+        },
+        Tuning {
+            index_run: 1,
+            fences: 1,
+            key_mask: 0,
+            ranges_max: Some(0),
+        },
+        Tuning {
+            index_run: 2,
+            fences: 3,
+            key_mask: 1,
+            ranges_max: Some(1),
+        },
+        Tuning {
+            index_run: 5,
+            fences: 2,
+            key_mask: 7,
+            ranges_max: Some(3),
+        },
+        Tuning {
+            index_run: 3,
+            fences: 4096,
+            key_mask: u64::MAX,
+            ranges_max: None,
+        },
+    ];
+
+    /// Rows in the order Forum writes them (each body once, just before its first entry) are
+    /// all served by the cursor: no lookup, nothing passed over, however the index is tuned.
+    #[test]
+    fn rows_in_forum_order_are_served_by_the_cursor_alone() {
+        let asks: Vec<usize> = (0..300).collect();
+        let rows: Vec<(usize, usize)> = asks.iter().map(|&k| (k, k)).collect();
+        let d = dir_of(&rows);
+        for tuning in TUNINGS {
+            let mut p = open(d.path(), tuning);
+            let plain: Vec<usize> = rows.iter().map(|r| r.0).collect();
+            assert_eq!(served(&mut p, &asks), oracle(&plain, &asks));
+            assert_eq!(p.lookups, 0);
+            assert!(p.skipped.is_empty() && p.later.is_empty());
+            assert!(matches!(p.skipped, Passed::Ranges(..)));
+        }
+    }
+
+    /// A repeated body and a body the directory lacks are looked up; rows passed over stay
+    /// few when rows come in reverse.
+    #[test]
+    fn repeats_absences_and_reversed_rows_are_looked_up() {
+        let rows: Vec<(usize, usize)> = (0..200).rev().map(|k| (k, k)).collect();
+        let d = dir_of(&rows);
+        let asks: Vec<usize> = (0..200).chain([5, 199, 1000, 0]).collect();
+        let plain: Vec<usize> = rows.iter().map(|r| r.0).collect();
+        for tuning in TUNINGS {
+            let mut p = open(d.path(), tuning);
+            assert_eq!(served(&mut p, &asks), oracle(&plain, &asks));
+            match &p.skipped {
+                Passed::Ranges(map, _) => assert!(map.len() <= 1, "{map:?}"),
+                Passed::Bits(_) => assert!(tuning.ranges_max.is_some()),
+            }
+        }
+    }
+
+    /// The first row of a hash gives the body: a later row of the same hash with another body
+    /// is never read, and a first row whose body is wrong is an error even when a later one is
+    /// right.
+    #[test]
+    fn the_first_row_of_a_hash_wins() {
+        for tuning in TUNINGS {
+            let d = dir_of(&[(1, 1), (0, 0), (1, 2), (3, 3)]);
+            let mut p = open(d.path(), tuning);
+            assert_eq!(
+                served(&mut p, &[1, 0, 3, 1]),
+                oracle(&[1, 0, 3], &[1, 0, 3, 1])
+            );
+            assert_eq!(p.later, vec![2]);
+            let d = dir_of(&[(0, 0), (1, 2), (1, 1)]);
+            let mut p = open(d.path(), tuning);
+            assert!(p.body(&entry_naming(&body(0).2)).unwrap().is_some());
+            let e = p.body(&entry_naming(&body(1).2));
+            assert!(matches!(e, Err(ForumDirError::Corrupt(_))), "{:?}", e.err());
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        /// Any rows (out of order, repeated, never named) and any requests (repeated, for
+        /// bodies the directory lacks) get what Forum's reader gives, however the index is
+        /// tuned.
+        #[test]
+        fn any_rows_and_requests_get_what_forum_reads(
+            rows in proptest::collection::vec(0usize..24, 0..40),
+            asks in proptest::collection::vec(0usize..28, 0..60),
+            t in 0usize..TUNINGS.len(),
+        ) {
+            let pairs: Vec<(usize, usize)> = rows.iter().map(|&k| (k, k)).collect();
+            let d = dir_of(&pairs);
+            let mut p = open(d.path(), TUNINGS[t]);
+            prop_assert_eq!(served(&mut p, &asks), oracle(&rows, &asks));
+        }
+    }
 
     #[test]
     fn splitlines_matches_python() {

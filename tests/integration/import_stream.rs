@@ -80,14 +80,15 @@ fn an_exported_ledger_imports_into_identical_commits_on_every_format() {
 
 /// Writes a Forum directory of `n` entries (every seventh body repeats an earlier one).
 fn forum_dir_of(dir: &Path, n: usize) {
+    forum_dir_with(dir, n, |i| if i % 7 == 6 { i - 6 } else { i });
+}
+
+/// Writes a Forum directory of `n` entries, entry `i` holding body number `body(i)`.
+fn forum_dir_with(dir: &Path, n: usize, body: impl Fn(usize) -> usize) {
     let mut entries: Vec<Entry> = Vec::with_capacity(n);
     let mut bodies = std::collections::HashMap::new();
     for i in 0..n {
-        let text = if i % 7 == 6 {
-            format!("{{\"i\": {}}}", i - 6)
-        } else {
-            format!("{{\"i\": {i}}}")
-        };
+        let text = format!("{{\"i\": {}}}", body(i));
         let new = NewEntry {
             actor: "bench".into(),
             kind: "note".into(),
@@ -188,6 +189,126 @@ fn a_bad_row_deep_in_a_long_directory_imports_nothing() {
         assert_eq!(repo.forum_json(&["verify", "--deep"])["ok"], true);
         repo.fsck();
     }
+}
+
+/// The payload rows of `good` rearranged by `f` into a new directory `name` beside it.
+fn rearranged(
+    good: &Path,
+    name: &str,
+    f: impl Fn(Vec<String>) -> Vec<String>,
+) -> std::path::PathBuf {
+    let d = good.with_file_name(name);
+    std::fs::create_dir(&d).unwrap();
+    std::fs::copy(good.join("entries.jsonl"), d.join("entries.jsonl")).unwrap();
+    let rows: Vec<String> = std::fs::read_to_string(good.join("payloads.jsonl"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    std::fs::write(d.join("payloads.jsonl"), f(rows).join("\n") + "\n").unwrap();
+    d
+}
+
+/// A payload row of a body no entry names.
+fn orphan_row(k: usize) -> String {
+    let body = format!("{{\"orphan\": {k}}}");
+    let h = git_forum::ledger::hash::sha256_hex(
+        canonical::parse(&body).unwrap().canonical().as_bytes(),
+    );
+    format!("{{\"hash\": \"{h}\", \"body\": {body}}}")
+}
+
+#[test]
+fn payload_rows_in_any_order_import_into_the_same_commits_on_every_format() {
+    let work = tempfile::tempdir().unwrap();
+    let good = work.path().join("good");
+    // Every seventh body repeats one six entries back, and the last two repeat the first
+    // body and one from the middle; the rows are in Forum's order.
+    let n = 2000;
+    forum_dir_with(&good, n, |i| match i {
+        _ if i == n - 1 => 0,
+        _ if i == n - 2 => n / 2,
+        _ if i % 7 == 6 => i - 6,
+        _ => i,
+    });
+    let shuffled = rearranged(&good, "shuffled", |mut rows| {
+        // A fixed permutation: multiplying by a unit modulo the length.
+        let n = rows.len();
+        let step = (1..n)
+            .rev()
+            .find(|s| gcd(*s, n) == 1 && *s > n / 3)
+            .unwrap();
+        let old = rows.clone();
+        for (i, r) in rows.iter_mut().enumerate() {
+            *r = old[(i * step) % n].clone();
+        }
+        rows
+    });
+    let reversed = rearranged(&good, "reversed", |mut rows| {
+        rows.reverse();
+        rows
+    });
+    // Rows no entry names, first, in the middle and last, and every row written twice, the
+    // copies far from the originals.
+    let extra = rearranged(&good, "extra", |rows| {
+        let n = rows.len();
+        let mut out = vec![orphan_row(0)];
+        out.extend(rows[..n / 2].iter().cloned());
+        out.push(orphan_row(1));
+        out.extend(rows[n / 2..].iter().cloned());
+        out.extend(rows.iter().rev().cloned());
+        out.push(orphan_row(2));
+        out
+    });
+    // The row of a body in the middle missing: that entry's body is absent, as after a
+    // redaction.
+    let far = rearranged(&good, "far", |mut rows| {
+        rows.remove(700);
+        rows
+    });
+    for kind in common::FORMATS {
+        let base = Repo::new(kind);
+        let want = base.forum_json(&["import", good.to_str().unwrap()]);
+        for d in [&shuffled, &reversed, &extra] {
+            let repo = Repo::new(kind);
+            let out = repo.forum_json(&["import", d.to_str().unwrap()]);
+            assert_eq!(
+                out["commit"],
+                want["commit"],
+                "{kind} {}: {out}",
+                d.display()
+            );
+            assert_eq!(out["absent_bodies"], 0, "{out}");
+            assert_eq!(repo.forum_json(&["verify", "--deep"])["ok"], true);
+            repo.fsck();
+            // The index's temporary files are gone with the import.
+            let stray: Vec<String> = std::fs::read_dir(repo.git_dir().join("objects"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+                .filter(|n| n.len() != 2 && n != "pack" && n != "info")
+                .collect();
+            assert!(stray.is_empty(), "{stray:?}");
+            assert!(
+                pack_files(&repo)
+                    .iter()
+                    .all(|f| f.ends_with(".pack") || f.ends_with(".idx")),
+                "{:?}",
+                pack_files(&repo)
+            );
+        }
+        let repo = Repo::new(kind);
+        let out = repo.forum_json(&["import", far.to_str().unwrap()]);
+        assert_ne!(out["commit"], want["commit"]);
+        assert!(out["absent_bodies"].as_u64().unwrap() >= 1, "{out}");
+        // Verify names the entry whose body is gone (no redaction entry accounts for it).
+        let v = repo.forum_json(&["verify", "--deep"]);
+        assert_eq!(v["code"], "body-missing", "{v}");
+        repo.fsck();
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// The standard root of `hashes` (hex entry hashes) as a note writes it, from the library's
