@@ -16,7 +16,9 @@
 //!
 //! `-- --import-only` runs step 1 alone, three times each side (`--runs K` for another count),
 //! and prints the medians by CPU time: the figure issue 21 asks of `import` is a ratio of CPU
-//! per entry against Forum's non-fsync append in the same run.
+//! per entry against Forum's non-fsync append in the same run. It then imports once at 10,000
+//! and 100,000 entries (those below N) to show peak RSS against N, and once N entries whose
+//! payload rows are scrambled, so every body is found through import's index.
 //!
 //! Forum's own figures come from the same run when `FORUM_PYTHON` names a Python that can
 //! `import forum` (Forum's package): its non-fsync append (CPU per entry, at up to 100,000
@@ -140,12 +142,20 @@ fn new_entry(k: usize) -> NewEntry {
 
 /// Writes an `n`-entry Forum directory, row by row, in Forum's format (payload row first).
 fn write_forum_dir(dir: &Path, n: usize) {
+    write_forum_dir_ordered(dir, n, false);
+}
+
+/// [`write_forum_dir`], with the payload rows in a scrambled order when `scrambled` (a fixed
+/// permutation: row `k` goes to place `k * step mod n`), so that nearly every entry's body is
+/// out of order and found through import's index rather than under its cursor.
+fn write_forum_dir_ordered(dir: &Path, n: usize, scrambled: bool) {
     std::fs::create_dir_all(dir).unwrap();
     let file = |name: &str| {
         std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(dir.join(name)).unwrap())
     };
     let (mut entries, mut payloads) = (file("entries.jsonl"), file("payloads.jsonl"));
     let mut head: Option<Entry> = None;
+    let mut rows = Vec::new();
     for k in 0..n {
         let new = new_entry(k);
         let body = new.validate().unwrap();
@@ -155,12 +165,26 @@ fn write_forum_dir(dir: &Path, n: usize) {
             ("hash".to_string(), Value::str(ph)),
             ("body".to_string(), new.payload.clone()),
         ]);
-        writeln!(payloads, "{}", row.python_dumps()).unwrap();
+        if scrambled {
+            rows.push(row.python_dumps());
+        } else {
+            writeln!(payloads, "{}", row.python_dumps()).unwrap();
+        }
         writeln!(entries, "{}", e.to_value().python_dumps()).unwrap();
         head = Some(e);
     }
+    if scrambled {
+        let step = (n / 2..n).rev().find(|s| gcd(*s, n) == 1).unwrap_or(1);
+        for k in 0..n {
+            writeln!(payloads, "{}", rows[(k * step) % n]).unwrap();
+        }
+    }
     payloads.flush().unwrap();
     entries.flush().unwrap();
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// A new repository holding the `n`-entry ledger, imported from `forum_dir`.
@@ -296,6 +320,41 @@ fn main() {
         imp.mib()
     );
     std::fs::remove_dir_all(&big_dir).unwrap();
+    if import_only {
+        // Memory against N: one import at each smaller size, and one of N entries whose
+        // payload rows are scrambled (every body found through the index).
+        let mut sizes: Vec<usize> = [10_000, 100_000].into_iter().filter(|s| *s < n).collect();
+        sizes.push(n);
+        let mut line = Vec::new();
+        for &m in &sizes {
+            let d = root.join(format!("forum-size-{m}"));
+            write_forum_dir(&d, m);
+            let (repo, r) = imported(root, &format!("size{m}"), &d);
+            line.push(format!(
+                "{m}: {} MiB ({:.2} µs CPU per entry)",
+                r.mib(),
+                r.cpu / m as f64 * 1e6
+            ));
+            std::fs::remove_dir_all(&repo).unwrap();
+            std::fs::remove_dir_all(&d).unwrap();
+        }
+        println!(
+            "`import` peak RSS by size, one run each: {}",
+            line.join("; ")
+        );
+        let d = root.join("forum-scrambled");
+        write_forum_dir_ordered(&d, n, true);
+        let (repo, r) = imported(root, "scrambled", &d);
+        println!(
+            "`import` of {n} entries with the payload rows scrambled: {:.2}s wall, {:.2}s CPU ({:.2} µs CPU per entry), peak RSS {} MiB",
+            r.wall,
+            r.cpu,
+            r.cpu / n as f64 * 1e6,
+            r.mib()
+        );
+        std::fs::remove_dir_all(&repo).unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
+    }
     if let Some(py) = &python {
         let m = n.min(100_000);
         let d = root.join("forum-append");
