@@ -16,7 +16,8 @@
 //!
 //! `-- --import-only` runs step 1 alone, three times each side (`--runs K` for another count),
 //! and prints the medians by CPU time: the figure issue 21 asks of `import` is a ratio of CPU
-//! per entry against Forum's non-fsync append in the same run. It then imports once at 10,000
+//! per entry against Forum's non-fsync append in the same run (of 100,000 entries, or
+//! `--forum-entries M`). It then imports once at 10,000
 //! and 100,000 entries (those below N) to show peak RSS against N, and once N entries whose
 //! payload rows are scrambled, so every body is found through import's index.
 //!
@@ -356,7 +357,11 @@ fn main() {
         std::fs::remove_dir_all(&d).unwrap();
     }
     if let Some(py) = &python {
-        let m = n.min(100_000);
+        // Forum's append holds its whole ledger in memory; 100,000 entries unless
+        // `--forum-entries M` asks for another count (N itself, for a like-for-like ratio).
+        let m = flag("--forum-entries")
+            .map(|v| v.parse().expect("--forum-entries takes a whole number"))
+            .unwrap_or(n.min(100_000));
         let d = root.join("forum-append");
         let mut appends = Vec::with_capacity(runs);
         for k in 0..runs {
