@@ -223,6 +223,23 @@ impl<F: Borrow<File>, const R: usize> Records<F, R> {
 mod tests {
     use super::*;
 
+    /// Sorts `input` through [`SortedRuns`] with runs of `run_rows` records.
+    fn sorted<const R: usize>(dir: &Path, input: &[[u8; R]], run_rows: usize) -> Vec<[u8; R]> {
+        let mut s = SortedRuns::<R>::new(dir, run_rows);
+        for r in input {
+            s.push(*r).unwrap();
+        }
+        assert_eq!(s.len(), input.len() as u64);
+        assert_eq!(s.spilled_runs() > 0, run_rows < input.len(), "{run_rows}");
+        let mut got = Vec::new();
+        s.merge(|r| {
+            got.push(*r);
+            Ok(())
+        })
+        .unwrap();
+        got
+    }
+
     /// Records in any order, with repeats, come out sorted, whether they stayed in memory or
     /// spilled in many runs, and nothing is left in the directory.
     #[test]
@@ -240,19 +257,11 @@ mod tests {
         let mut want = input.clone();
         want.sort();
         for run_rows in [1, 7, 64, 5000] {
-            let mut s = SortedRuns::<5>::new(dir.path(), run_rows);
-            for r in &input {
-                s.push(*r).unwrap();
-            }
-            assert_eq!(s.len(), 2000);
-            assert_eq!(s.spilled_runs() > 0, run_rows < 2000, "{run_rows}");
-            let mut got = Vec::new();
-            s.merge(|r| {
-                got.push(*r);
-                Ok(())
-            })
-            .unwrap();
-            assert_eq!(got, want, "run_rows {run_rows}");
+            assert_eq!(
+                sorted(dir.path(), &input, run_rows),
+                want,
+                "run_rows {run_rows}"
+            );
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
@@ -272,17 +281,11 @@ mod tests {
         let mut want = input.clone();
         want.sort();
         for run_rows in [3, 100_000] {
-            let mut s = SortedRuns::<12>::new(dir.path(), run_rows);
-            for r in &input {
-                s.push(*r).unwrap();
-            }
-            let mut got = Vec::new();
-            s.merge(|r| {
-                got.push(*r);
-                Ok(())
-            })
-            .unwrap();
-            assert_eq!(got, want, "run_rows {run_rows}");
+            assert_eq!(
+                sorted(dir.path(), &input, run_rows),
+                want,
+                "run_rows {run_rows}"
+            );
         }
     }
 

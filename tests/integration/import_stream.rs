@@ -23,6 +23,17 @@ fn pack_files(repo: &Repo) -> Vec<String> {
     v
 }
 
+/// Insists that objects/pack holds packs and their indexes and nothing else.
+fn assert_only_packs(repo: &Repo) {
+    let files = pack_files(repo);
+    assert!(
+        files
+            .iter()
+            .all(|f| f.ends_with(".pack") || f.ends_with(".idx")),
+        "{files:?}"
+    );
+}
+
 #[test]
 fn an_exported_ledger_imports_into_identical_commits_on_every_format() {
     on_each_kind(|src| {
@@ -68,13 +79,7 @@ fn an_exported_ledger_imports_into_identical_commits_on_every_format() {
         );
         assert_eq!(dst.forum_json(&["verify", "--deep"])["ok"], true);
         // Nothing but the pack (and its index) is left in objects/pack.
-        assert!(
-            pack_files(&dst)
-                .iter()
-                .all(|f| f.ends_with(".pack") || f.ends_with(".idx")),
-            "{:?}",
-            pack_files(&dst)
-        );
+        assert_only_packs(&dst);
     });
 }
 
@@ -288,13 +293,7 @@ fn payload_rows_in_any_order_import_into_the_same_commits_on_every_format() {
                 .filter(|n| n.len() != 2 && n != "pack" && n != "info")
                 .collect();
             assert!(stray.is_empty(), "{stray:?}");
-            assert!(
-                pack_files(&repo)
-                    .iter()
-                    .all(|f| f.ends_with(".pack") || f.ends_with(".idx")),
-                "{:?}",
-                pack_files(&repo)
-            );
+            assert_only_packs(&repo);
         }
         let repo = Repo::new(kind);
         let out = repo.forum_json(&["import", far.to_str().unwrap()]);
