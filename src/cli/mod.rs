@@ -1,6 +1,10 @@
 //! The `git forum` command line: clap definitions, one place that maps errors to exit codes,
 //! and output through [`Ctx`] so stdout stays clean for `--json` and a closed pipe is a quiet
 //! exit. Each command lives in its own file with its `Args` struct and `run` function.
+//!
+//! The doc comments of the `Args` structs are clap's help text, where `[work]` or `[secrets]`
+//! names a table of a TOML file, not an item: rustdoc is told not to read them as links.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 use std::io::Write;
 use std::path::PathBuf;

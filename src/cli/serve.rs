@@ -1,6 +1,6 @@
 //! `git forum serve` (the HTTP daemon) and `git forum mcp` (MCP on stdio): both load the
 //! roster, policy and runtime once, open one long-lived ledger handle, and hand requests to
-//! the same `Dispatcher` ([`crate::serve::Dispatcher`]).
+//! the same `Dispatcher` ([`crate::serve::dispatch::Dispatcher`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;

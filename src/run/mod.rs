@@ -4,9 +4,9 @@
 //! in the ledger.
 //!
 //! The loop talks to the world through four seams, so tests drive it exactly: a
-//! [`Storage`] (the git ledger, or memory), the [`Seats`] (which executor plans, validates,
-//! synthesizes, revises and judges, and which runs each task), a [`Clock`] (timestamps and the
-//! seconds budget) and a [`Progress`] sink for a person watching; and two optional ones in
+//! [`Storage`](crate::ledger::Storage) (the git ledger, or memory), the [`Seats`] (which
+//! executor plans, validates, synthesizes, revises and judges, and which runs each task), a
+//! [`Clock`] (timestamps and the seconds budget) and a [`Progress`] sink for a person watching; and two optional ones in
 //! [`Options`]: a [`ContextProvider`] ([`CommandContext`], [`LedgerContext`]) and a
 //! [`Verifier`] ([`CommandVerifier`]). Every model call, the judge's and the reviser's included,
 //! counts against the run budget.

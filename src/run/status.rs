@@ -230,7 +230,7 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
 
 /// The gates that hold a run: the ones it was submitted with, and any wave whose gate was
 /// raised for it (a ledger written before gates were recorded). `gates` are the run's gate
-/// entries by wave (see [`gate_entries`]).
+/// entries by wave (see [`gate_entries`](crate::gate::gate_entries)).
 pub(crate) fn held_gates(run: &RunInfo, gates: &BTreeMap<u64, Vec<(Entry, J)>>) -> GatePolicy {
     let mut policy = run.gates.clone();
     for (wave, list) in gates {

@@ -1,5 +1,5 @@
 //! The operations on what `--work` runs leave in the repository, once for every transport:
-//! [`apply`] brings a run branch into the current branch and witnesses `applied`; [`discard`]
+//! [`apply()`] brings a run branch into the current branch and witnesses `applied`; [`discard`]
 //! removes a run's worktrees and branch and witnesses a `note` (the record and the kept change
 //! commits under `refs/forum/work` stay); [`cleanup`] removes the work areas of runs that died
 //! (for `doctor`).

@@ -33,8 +33,8 @@ impl Dispatcher {
     }
 
     /// Approve, edit or reject the pending gate `(run_seq, wave)`, by the one rule of
-    /// [`surface::run::gates::pick`]: the gate must be pending, and the decision is parented
-    /// on it.
+    /// [`gate::decide`](crate::gate::decide): the gate must be pending, and the decision is
+    /// parented on it.
     pub(crate) fn gate(&self, which: &str, req: &Request<'_>) -> Res {
         let fields: &[&str] = match which {
             kind::GATE_EDITED => &["run_seq", "wave", "approver", "edits", "note"],
