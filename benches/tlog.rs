@@ -17,9 +17,9 @@
 //! `-- --import-only` runs step 1 alone, three times each side (`--runs K` for another count),
 //! and prints the medians by CPU time: the figure issue 21 asks of `import` is a ratio of CPU
 //! per entry against Forum's non-fsync append in the same run (of 100,000 entries, or
-//! `--forum-entries M`). It then imports once at 10,000
-//! and 100,000 entries (those below N) to show peak RSS against N, and once N entries whose
-//! payload rows are scrambled, so every body is found through import's index.
+//! `--forum-entries M`). It then imports once at 10,000 and 100,000 entries (those below N),
+//! printing peak RSS by size beside the median at N, and once N entries whose payload rows are
+//! scrambled, so every body is found through import's index.
 //!
 //! Forum's own figures come from the same run when `FORUM_PYTHON` names a Python that can
 //! `import forum` (Forum's package): its non-fsync append (CPU per entry, at up to 100,000
@@ -322,12 +322,11 @@ fn main() {
     );
     std::fs::remove_dir_all(&big_dir).unwrap();
     if import_only {
-        // Memory against N: one import at each smaller size, and one of N entries whose
-        // payload rows are scrambled (every body found through the index).
-        let mut sizes: Vec<usize> = [10_000, 100_000].into_iter().filter(|s| *s < n).collect();
-        sizes.push(n);
+        // Memory against N: one import at each smaller size beside the median at N above, and
+        // one of N entries whose payload rows are scrambled (every body found through the
+        // index).
         let mut line = Vec::new();
-        for &m in &sizes {
+        for m in [10_000, 100_000].into_iter().filter(|s| *s < n) {
             let d = root.join(format!("forum-size-{m}"));
             write_forum_dir(&d, m);
             let (repo, r) = imported(root, &format!("size{m}"), &d);
@@ -339,8 +338,12 @@ fn main() {
             std::fs::remove_dir_all(&repo).unwrap();
             std::fs::remove_dir_all(&d).unwrap();
         }
+        line.push(format!(
+            "{n}: {} MiB ({import_us:.2} µs CPU per entry, the median)",
+            imp.mib()
+        ));
         println!(
-            "`import` peak RSS by size, one run each: {}",
+            "`import` peak RSS by size, one run each below N: {}",
             line.join("; ")
         );
         let d = root.join("forum-scrambled");

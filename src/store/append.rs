@@ -459,9 +459,9 @@ impl GitStore {
 
     /// Imports a Forum ledger directory into this new, empty ledger as one pack, streaming: the
     /// payload rows are indexed on disk, the entries read one at a time, and each object is
-    /// written to the pack as it is built, so memory stays flat however long the ledger. Every entry
-    /// is checked (chain, hashes, bodies) on the way, and any problem leaves the repository as
-    /// it was: the half-written pack is removed and no ref moves.
+    /// written to the pack as it is built, so memory stays flat however long the ledger. Every
+    /// entry is checked (chain, hashes, bodies) on the way, and any problem leaves the
+    /// repository as it was: the half-written pack is removed and no ref moves.
     pub(crate) fn import_forum_dir(
         &mut self,
         dir: &Path,

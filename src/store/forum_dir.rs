@@ -431,8 +431,8 @@ pub(crate) struct Payloads {
     later_next: usize,
     /// The first row in file order the cursor has not passed.
     cursor: u64,
-    /// The cursor's row, parsed, once read: its hash and the whole row.
-    at_cursor: Option<(String, Value)>,
+    /// The cursor's row, parsed, once read.
+    at_cursor: Option<Value>,
     /// Rows before the cursor that it passed over without handing them out.
     skipped: Passed,
     /// A stretch of the file as last read by the cursor.
@@ -574,13 +574,6 @@ fn be64(b: &[u8]) -> u64 {
 
 fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
-}
-
-/// Reads `len` bytes at `at` of `file` into `buf` (replacing what it held).
-fn read_exact(file: &fs::File, at: u64, len: usize, buf: &mut Vec<u8>) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt as _;
-    buf.resize(len, 0);
-    file.read_exact_at(buf, at)
 }
 
 /// Opens a Forum directory for a streaming import within `limits`: checks both files and reads
@@ -766,21 +759,23 @@ impl Payloads {
     /// against the hash: `Ok(None)` when there is none. A body that does not hash to the entry
     /// is `Err(Corrupt)`.
     pub(crate) fn body(&mut self, e: &Entry) -> Result<Option<StreamBody>, ForumDirError> {
-        if self.load_cursor()?
-            && self.at_cursor.as_ref().map(|c| c.0.as_str()) == Some(&e.payload_hash)
-        {
-            let (_, row) = self.at_cursor.take().expect("loaded");
-            self.cursor += 1;
-            return self.hand_out(e, &row, false).map(Some);
+        if self.load_cursor()? {
+            let row = self.at_cursor.as_ref().expect("loaded");
+            if self.parts(row)?.0 == e.payload_hash {
+                let row = self.at_cursor.take().expect("loaded");
+                self.cursor += 1;
+                return self.hand_out(e, &row, false).map(Some);
+            }
         }
         let Some((r, row)) = self.lookup(&e.payload_hash)? else {
             return Ok(None);
         };
         let repeated = if r < self.cursor {
-            !self.unskip(r)
+            // A row passed over was never handed out; any other row before the cursor was.
+            !self.skipped.remove(r)
         } else {
             if r > self.cursor {
-                self.skip(self.cursor, r);
+                self.skipped.insert(self.cursor, r, self.rows);
             }
             self.cursor = r + 1;
             self.at_cursor = None;
@@ -797,8 +792,7 @@ impl Payloads {
         row: &Value,
         repeated: bool,
     ) -> Result<StreamBody, ForumDirError> {
-        let (_, body) =
-            payload_row(&self.path, 0, row).map_err(|_| self.changed("a row lost its hash"))?;
+        let (_, body) = self.parts(row)?;
         let canonical = checked_body(e, body).map_err(ForumDirError::Corrupt)?;
         Ok(StreamBody {
             canonical,
@@ -833,9 +827,8 @@ impl Payloads {
             }
             let text = self.row(be64(&rec), be32(&rec[8..]))?;
             let row = canonical::parse(text).map_err(|err| self.changed(&format!("{err}")))?;
-            let (h, _) = payload_row(&self.path, 0, &row)
-                .map_err(|_| self.changed("a row lost its hash"))?;
-            self.at_cursor = Some((h.to_string(), row));
+            self.parts(&row)?;
+            self.at_cursor = Some(row);
             return Ok(true);
         }
         Ok(false)
@@ -865,24 +858,11 @@ impl Payloads {
         }
         for rec in found {
             let row = self.row_alone(be64(&rec[16..]), be32(&rec[24..]))?;
-            let (h, _) = payload_row(&self.path, 0, &row)
-                .map_err(|_| self.changed("a row lost its hash"))?;
-            if h == hash {
+            if self.parts(&row)?.0 == hash {
                 return Ok(Some((be64(&rec[8..]), row)));
             }
         }
         Ok(None)
-    }
-
-    /// Notes that the rows `from..to` were passed over, none handed out.
-    fn skip(&mut self, from: u64, to: u64) {
-        self.skipped.insert(from, to, self.rows);
-    }
-
-    /// Takes row `r` (before the cursor) out of the rows passed over: `true` when it was one,
-    /// so it was never handed out.
-    fn unskip(&mut self, r: u64) -> bool {
-        self.skipped.remove(r)
     }
 
     /// Writes the sorted index to a temporary file in `scratch`, keeping a key per block in
@@ -928,8 +908,7 @@ impl Payloads {
             let mut hashes: Vec<String> = Vec::with_capacity(group.len());
             for rec in group {
                 let row = self.row_alone(be64(&rec[16..]), be32(&rec[24..]))?;
-                let (h, _) = payload_row(&self.path, 0, &row)
-                    .map_err(|_| self.changed("a row lost its hash"))?;
+                let (h, _) = self.parts(&row)?;
                 if hashes.iter().any(|seen| seen == h) {
                     self.later.push(be64(&rec[8..]));
                 } else {
@@ -939,6 +918,11 @@ impl Payloads {
         }
         self.later.sort_unstable();
         Ok(())
+    }
+
+    /// The hash and body of a row read again (the first pass found every row well formed).
+    fn parts<'a>(&self, row: &'a Value) -> Result<(&'a str, &'a Value), ForumDirError> {
+        payload_row(&self.path, 0, row).map_err(|_| self.changed("a row lost its hash"))
     }
 
     fn changed(&self, why: &str) -> ForumDirError {
@@ -995,7 +979,9 @@ impl Payloads {
         let Some(file) = self.file.as_ref() else {
             return Err(self.changed("it is gone"));
         };
-        match read_exact(file, at, len as usize, &mut self.scratch) {
+        use std::os::unix::fs::FileExt as _;
+        self.scratch.resize(len as usize, 0);
+        match file.read_exact_at(&mut self.scratch, at) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 return Err(self.changed("it is shorter"));

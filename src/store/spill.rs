@@ -88,11 +88,10 @@ impl<const R: usize> SortedRuns<R> {
         mut self,
         mut f: impl FnMut(&[u8; R]) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
-        let Some(runs) = self.runs.take() else {
+        if self.runs.is_none() {
             self.rows.sort_unstable_by(order);
             return self.rows.iter().try_for_each(f);
-        };
-        self.runs = Some(runs);
+        }
         if !self.rows.is_empty() {
             self.spill()?;
         }
