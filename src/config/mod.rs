@@ -14,6 +14,7 @@ use crate::exec::endpoint::Origin;
 use crate::policy::Policy;
 use crate::roster::{DEFAULT_ROSTER_NAME, DEFAULT_ROSTER_TOML, Roster};
 
+pub(crate) mod dirs;
 mod facts;
 pub(crate) mod input;
 

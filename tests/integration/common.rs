@@ -72,6 +72,9 @@ pub struct Served {
 /// `reftable` (SHA-1 objects, refs in git's reftable storage).
 pub struct Repo {
     pub dir: tempfile::TempDir,
+    /// git forum's cache and state roots for this repository's commands
+    /// (`GIT_FORUM_CACHE_DIR`, `GIT_FORUM_STATE_DIR`): outside the work tree, removed on drop.
+    pub user: tempfile::TempDir,
 }
 
 fn hermetic(cmd: &mut Command, home: &Path) {
@@ -91,7 +94,8 @@ fn hermetic(cmd: &mut Command, home: &Path) {
 impl Repo {
     pub fn new(kind: &str) -> Repo {
         let dir = tempfile::tempdir().expect("tempdir");
-        let r = Repo { dir };
+        let user = tempfile::tempdir().expect("tempdir");
+        let r = Repo { dir, user };
         let mut args = vec!["init".to_string(), "-q".to_string()];
         args.extend(init_flags(kind));
         args.push(".".into());
@@ -159,8 +163,20 @@ impl Repo {
         let mut c = Command::new(env!("CARGO_BIN_EXE_git-forum"));
         hermetic(&mut c, self.path());
         c.current_dir(self.path())
-            .env("GIT_FORUM_TIMESTAMP", "1000");
+            .env("GIT_FORUM_TIMESTAMP", "1000")
+            .env("GIT_FORUM_CACHE_DIR", self.cache_dir())
+            .env("GIT_FORUM_STATE_DIR", self.state_dir());
         c
+    }
+
+    /// git forum's cache root for this repository's commands (task worktrees live under it).
+    pub fn cache_dir(&self) -> PathBuf {
+        self.user.path().join("cache")
+    }
+
+    /// git forum's state root for this repository's commands (the daemon's token lives there).
+    pub fn state_dir(&self) -> PathBuf {
+        self.user.path().join("state")
     }
 
     /// Starts `git forum serve --port 0 ARGS...` (stderr to `stderr`) and reads the address
