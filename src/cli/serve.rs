@@ -14,6 +14,7 @@ use super::{CliError, Ctx};
 use crate::serve::dispatch::{Config, DEFAULT_SUBMIT_SECONDS, Dispatcher, ROUTES};
 use crate::serve::http::{self, DEFAULT_MAX_BODY, Guard, Limits, Server};
 use crate::serve::mcp::{Mcp, TOOLS};
+use crate::serve::token;
 
 /// What the engine behind both servers is made of.
 #[derive(Debug, Clone, clap::Args)]
@@ -36,9 +37,12 @@ pub(crate) struct EngineArgs {
 
 /// Serve the ledger over HTTP: status, verify, entries, bodies, proofs, runs, gates, route,
 /// plan, submit and more (see README "Daemon and MCP"). Prints `listening http://HOST:PORT` as
-/// its first line (with `--port 0`, the port the system chose). Loopback only by default; any
-/// other address requires a bearer token, generated into .git/forum/serve-token (0600) and
-/// printed once. Stops on SIGTERM or Ctrl-C after draining in-flight requests (exit 0).
+/// its first line (with `--port 0`, the port the system chose) and `token-file PATH` as its
+/// second. Every POST (and the reads that describe this host) needs `Authorization: Bearer
+/// TOKEN`, loopback included, with the token in that file (0600, under git forum's state
+/// directory, never under the git dir); reads of the record are open on loopback unless
+/// `--require-token`. Loopback only by default. Stops on SIGTERM or Ctrl-C after draining
+/// in-flight requests (exit 0).
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
     /// Address to listen on.
@@ -47,9 +51,19 @@ pub(crate) struct ServeArgs {
     /// Port to listen on (0: any free port).
     #[arg(long, default_value_t = 8080)]
     pub(crate) port: u16,
-    /// Require the bearer token even on a loopback address.
+    /// Require the bearer token for reads of the record too (always so on a non-loopback
+    /// address; writes and reads of the host require it everywhere).
     #[arg(long)]
     pub(crate) require_token: bool,
+    /// Also print the token itself, as a third line `token TOKEN` (by default only its file is
+    /// named).
+    #[arg(long)]
+    pub(crate) print_token: bool,
+    /// Print the path of this clone's token file (making the token when there is none) and
+    /// exit, for scripts: `curl -H "Authorization: Bearer $(cat "$(git forum serve
+    /// --token-path)")" ...`.
+    #[arg(long)]
+    pub(crate) token_path: bool,
     /// Also accept this name in the Host header (repeatable); the bound address and the
     /// loopback names are always accepted.
     #[arg(long = "allow-host", value_name = "NAME")]
@@ -67,7 +81,8 @@ pub(crate) struct ServeArgs {
     /// Requests worked on at once (others wait, then get 503).
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub(crate) concurrency: usize,
-    /// Connections open at once (others wait in the listen queue until one closes).
+    /// Connections open at once; at the cap, the one idle longest (waiting for its request
+    /// head, body or next request) is closed to make room for a new one.
     #[arg(long, value_name = "N", default_value_t = http::DEFAULT_MAX_CONNECTIONS)]
     pub(crate) max_connections: usize,
     /// Seconds a SIGTERM waits for in-flight requests.
@@ -127,26 +142,78 @@ fn dispatcher(ctx: &Ctx, e: &EngineArgs) -> Result<Dispatcher, CliError> {
         .with_runtime(loaded))
 }
 
+/// The token file of the repository at `ctx` and its token (made when there is none), with
+/// the token file older versions kept under the git dir removed.
+fn token(ctx: &Ctx) -> Result<(PathBuf, String), CliError> {
+    let repo = crate::store::git::open_repo(&ctx.dir)?;
+    let common = token::common_dir(&repo).map_err(CliError::usage)?;
+    if let Some(old) = token::remove_legacy(&common) {
+        eprintln!(
+            "git forum serve: removed {}, where a sandboxed worker could read it; the token now lives outside the git dir",
+            old.display()
+        );
+    }
+    let path = token::path_for(&common).map_err(CliError::usage)?;
+    let t = token::load_or_create(&path).map_err(|e| {
+        CliError::internal(format!("cannot make the token in {}: {e}", path.display()))
+    })?;
+    Ok((path, t))
+}
+
+/// Raises this process's open-file limit towards what `max_connections` needs (up to the hard
+/// limit) and returns the connection cap the limit allows: every connection is a descriptor,
+/// and the engine needs some of its own (git packs, the ledger, executors).
+fn connection_cap(max_connections: usize, concurrency: usize) -> usize {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    const RESERVE: u64 = 128;
+    let want = max_connections as u64 + concurrency as u64 * 4 + RESERVE;
+    let mut lim = getrlimit(Resource::Nofile);
+    if let Some(cur) = lim.current
+        && cur < want
+    {
+        let raised = lim.maximum.map_or(want, |m| m.min(want));
+        if raised > cur {
+            lim.current = Some(raised);
+            if setrlimit(Resource::Nofile, lim.clone()).is_err() {
+                lim.current = Some(cur);
+            }
+        }
+    }
+    let room = lim.current.map_or(u64::MAX, |c| {
+        c.saturating_sub(RESERVE + concurrency as u64 * 4).max(1)
+    });
+    let cap = (max_connections as u64).min(room).max(1) as usize;
+    if cap < max_connections {
+        eprintln!(
+            "git forum serve: --max-connections {max_connections} lowered to {cap}: the open-file limit is {} (raise it with `ulimit -n`)",
+            lim.current.unwrap_or(0)
+        );
+    }
+    cap
+}
+
 /// `git forum serve`.
 pub(crate) fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
+    if args.token_path {
+        let (path, _) = token(ctx)?;
+        return ctx.out(&path.display().to_string());
+    }
+    let concurrency = args.concurrency.max(1);
     let limits = Limits {
         max_body: args.max_body,
         read_timeout: seconds(args.read_timeout, "read-timeout")?,
         timeout: seconds(args.timeout, "timeout")?,
         submit_timeout: seconds(args.engine.submit_timeout, "submit-timeout")?
             + Duration::from_secs(30),
-        concurrency: args.concurrency.max(1),
-        max_connections: args.max_connections.max(1),
+        concurrency,
+        max_connections: connection_cap(args.max_connections.max(1), concurrency),
         drain: seconds(args.drain, "drain")?,
     };
     let mut d = dispatcher(ctx, &args.engine)?;
     d.cfg.witness_state = args.witness_state.clone();
     d.cfg.witness_key = args.witness_key.clone();
     let d = Arc::new(d);
-    let token_path = crate::store::git::open_repo(&ctx.dir)?
-        .common_dir()
-        .join("forum")
-        .join("serve-token");
+    let (token_path, token) = token(ctx)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(limits.concurrency + 8)
@@ -162,30 +229,33 @@ pub(crate) fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
         let bound = listener
             .local_addr()
             .map_err(|e| CliError::internal(format!("reading the bound address: {e}")))?;
-        let token = if args.require_token || !bound.ip().is_loopback() {
-            let t = http::new_token()
-                .map_err(|e| CliError::internal(format!("cannot make a token: {e}")))?;
-            http::write_token(&token_path, &t).map_err(|e| {
-                CliError::internal(format!("cannot write {}: {e}", token_path.display()))
-            })?;
-            Some(t)
-        } else {
-            None
-        };
         ctx.out(&format!("listening http://{bound}"))?;
-        if let Some(t) = &token {
-            ctx.out(&format!("token {t}"))?;
-            eprintln!(
-                "every request needs `Authorization: Bearer <token>`; the token is also in {} (0600)",
-                token_path.display()
-            );
+        ctx.out(&format!("token-file {}", token_path.display()))?;
+        if args.print_token {
+            ctx.out(&format!("token {token}"))?;
         }
+        let reads_open = !args.require_token && bound.ip().is_loopback();
+        eprintln!(
+            "git forum serve: every POST{} needs `Authorization: Bearer TOKEN`, with the token in {} (0600)",
+            if reads_open {
+                " and the reads of this host (/runtime, /model, /status/full, /doctor)"
+            } else {
+                " and every read but /health"
+            },
+            token_path.display()
+        );
         eprintln!(
             "git forum serve: ledger {}, {} routes; SIGTERM or Ctrl-C stops it",
             ctx.ledger,
             ROUTES.len()
         );
-        let guard = Guard::new(&args.host, bound, &args.allow_hosts, token);
+        let guard = Guard::new(
+            &args.host,
+            bound,
+            &args.allow_hosts,
+            token,
+            args.require_token,
+        );
         let server = Arc::new(Server::new(d, guard, limits));
         let clean = http::serve(listener, server, http::shutdown_signal())
             .await

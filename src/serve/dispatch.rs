@@ -112,6 +112,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/resume", "continue an unfinished run {run?}"),
     (
         "POST",
+        "/halt",
+        "halt a running run {run?, reason?, by?, wait_seconds?}",
+    ),
+    (
+        "POST",
         "/humanize",
         "clean up prose {text, audience?, profile?}",
     ),
@@ -401,6 +406,51 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         _ => return None,
     };
     Some(h)
+}
+
+/// Who may call a route, as the HTTP transport enforces it (MCP runs in the user's own
+/// process and needs no credential).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// `GET /health`: open to every client that passes the Host check, even with
+    /// `--require-token`, so a liveness probe needs no secret.
+    Open,
+    /// A read of the ledger or of what the ledger's refs say: open on a loopback address
+    /// (the same record travels with `git push`, and a worker's sandbox shows it the objects
+    /// anyway), closed by `--require-token` and on any other address.
+    Record,
+    /// A read that describes this host rather than the record (the executors, the local
+    /// model, the install and doctor's diagnosis: commands, paths, endpoints): the token,
+    /// always.
+    Host,
+    /// Everything that may change something or spend something: every `POST` but
+    /// `/witness`. The token, always, and an `application/json` body.
+    Write,
+    /// `POST /witness`: a write whose authority is the signature it carries. The witness
+    /// cosigns only a note signed by a log key it trusts (`forum.noteVerifiers`) that extends
+    /// what it accepted before, so an offer from anyone can only make it cosign what the log
+    /// itself signed. Its askers are other people's `git forum fetch`, who must never hold
+    /// this daemon's token (which also appends and applies). No token; an `application/json`
+    /// body.
+    Signed,
+}
+
+/// Who may call `method path` (see [`Access`]). Every `POST` but `/witness` is
+/// [`Access::Write`], whether or not it writes today (`/prove` and `/route` do not; `/plan`
+/// calls a model): one rule a reader can check, and no route becomes open by a later change to
+/// what it does.
+pub fn access(method: &str, path: &str) -> Access {
+    if method != "GET" {
+        return match (method, path) {
+            ("POST", "/witness") => Access::Signed,
+            _ => Access::Write,
+        };
+    }
+    match path {
+        "/health" => Access::Open,
+        "/runtime" | "/model" | "/status/full" | "/doctor" => Access::Host,
+        _ => Access::Record,
+    }
 }
 
 /// The methods `path` answers to (empty for an unknown path).
@@ -720,6 +770,21 @@ mod tests {
         assert_eq!(allowed_methods("/status"), vec!["GET"]);
         assert_eq!(allowed_methods("/checkpoint"), vec!["GET", "POST"]);
         assert!(allowed_methods("/nope").is_empty());
+        // Every route that may change anything asks the token: each POST, and only the
+        // reads listed here describe the host.
+        for (method, path, _) in ROUTES {
+            let a = access(method, path);
+            match (*method, *path) {
+                ("POST", "/witness") => assert_eq!(a, Access::Signed),
+                ("POST", _) => assert_eq!(a, Access::Write, "{path}"),
+                _ => assert!(!matches!(a, Access::Write | Access::Signed), "{path}"),
+            }
+        }
+        assert_eq!(access("GET", "/health"), Access::Open);
+        assert_eq!(access("GET", "/runtime"), Access::Host);
+        assert_eq!(access("GET", "/doctor"), Access::Host);
+        assert_eq!(access("GET", "/ledger/3"), Access::Record);
+        assert_eq!(access("PUT", "/status"), Access::Write);
         assert!(is_long_running("POST", "/submit"));
         assert!(!is_long_running("GET", "/status"));
     }

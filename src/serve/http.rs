@@ -1,8 +1,15 @@
 //! The HTTP transport: axum over the [`Dispatcher`], with the guards a local daemon needs.
 //!
-//! Connections: at most `max_connections` are open at once (more wait in the listen queue),
-//! and one that has not sent its whole request head within the read timeout is closed, so
-//! clients that drip their headers cannot hold the server.
+//! Connections ([`accept_loop`]): at most `max_connections` are open at once. When a new one
+//! arrives at the cap, the connection that has waited longest on its client (for its request
+//! head, its body, or its next request on a kept-alive connection) is closed to make room; only
+//! when every open connection has a request in the engine does the new one wait in the listen
+//! queue. hyper closes a connection that has not sent a whole request head within the read
+//! timeout (`header_read_timeout`, with hyper-util's tokio timer; it also bounds the wait for
+//! the next request on a kept-alive connection). So clients that open connections and send
+//! nothing, drip their headers or sit idle cannot keep anyone else out: the cap and the
+//! idle-first eviction are this file's own (neither hyper-util nor tower has a connection cap
+//! that evicts), the timeouts are hyper's.
 //!
 //! Every request passes, in order:
 //!
@@ -11,14 +18,23 @@
 //!    `::`) any IP literal with the bound port passes, since a rebinding page always arrives
 //!    under a DNS name; `--allow-host NAME` adds names. A present `Origin` must be
 //!    `http://` + an allowed host. Refusals are 403.
-//! 2. the **bearer token**, when the server has one (always on a non-loopback bind): 401 with
+//! 2. the **bearer token** ([`super::token`]), by the route's [`Access`]: every `POST` and the
+//!    reads that describe the host ask it always, loopback included; reads of the record ask
+//!    it with `--require-token` or on a non-loopback address; `GET /health` never does, nor
+//!    `POST /witness`, whose offer carries the log's signature. 401 with
 //!    `WWW-Authenticate: Bearer`, compared in constant time.
-//! 3. the **body**: 413 over the limit (from `Content-Length` at once, or while reading a
+//! 3. the **route**: 404 for no such path, 405 for the wrong method.
+//! 4. the **content type**: a `POST` must say `Content-Type: application/json` (415
+//!    otherwise), so a page in a browser cannot post a form or `text/plain` to the daemon
+//!    without a CORS preflight, which the daemon never answers.
+//! 5. the **body**: 413 over the limit (from `Content-Length` at once, or while reading a
 //!    chunked body), 408 when it does not arrive within the read timeout.
-//! 4. the **concurrency limit**: a request waits up to its timeout for one of N slots, then 503.
+//! 6. the **concurrency limit**: a request waits up to its timeout for one of N slots, then 503.
 //!    A slot is held until the engine is done with the request, even if the client has gone.
-//! 5. the **timeout**: 504 when the engine has not answered in time (the work still finishes
+//! 7. the **timeout**: 504 when the engine has not answered in time (the work still finishes
 //!    and is witnessed); submit, resume and plan get the longer submit limit.
+//!
+//! A refusal at any step changes nothing: the dispatcher is not called.
 //!
 //! Paths are matched literally: a query string is a 404, as in Forum, except on
 //! `GET /replay/SEQ`, which reads a page at a time (`?limit=&after=`).
@@ -38,12 +54,13 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use tokio::sync::Semaphore;
 
-use super::dispatch::{Dispatcher, Reply, allowed_methods, is_long_running};
+use super::dispatch::{Access, Dispatcher, Reply, access, allowed_methods, is_long_running};
 
 /// Forum's body limit (1 MiB), the default here too.
 pub(crate) const DEFAULT_MAX_BODY: usize = 1024 * 1024;
 
-/// Connections open at once by default (well under the usual 1024 descriptors).
+/// Connections open at once by default (well under the usual 1024 descriptors); past it, the
+/// connection idle longest is closed for a new one.
 pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
 /// Limits of the HTTP server.
@@ -61,7 +78,9 @@ pub(crate) struct Limits {
     pub(crate) submit_timeout: Duration,
     /// Requests the engine works on at once.
     pub(crate) concurrency: usize,
-    /// Connections open at once; more wait in the listen queue.
+    /// Connections open at once; at the cap the one idle longest is closed for a new one
+    /// (new ones wait in the listen queue only while every open one has a request in the
+    /// engine).
     pub(crate) max_connections: usize,
     /// How long a SIGTERM waits for in-flight requests before the server exits anyway.
     pub(crate) drain: Duration,
@@ -87,7 +106,10 @@ pub(crate) struct Guard {
     hosts: Vec<String>,
     /// On an unspecified bind: any IP literal with this port.
     any_ip_port: Option<u16>,
-    token: Option<String>,
+    token: String,
+    /// Whether reads of the record ask the token too (`--require-token`, or a non-loopback
+    /// address).
+    reads_need_token: bool,
 }
 
 fn host_port(host: &str, port: u16) -> String {
@@ -99,12 +121,14 @@ fn host_port(host: &str, port: u16) -> String {
 
 impl Guard {
     /// The guard of a server bound at `bound` (asked for as `host`), with extra allowed host
-    /// names and an optional bearer token.
+    /// names and its bearer token; `require_token` closes the reads of the record too (as a
+    /// non-loopback address always does).
     pub(crate) fn new(
         host: &str,
         bound: SocketAddr,
         extra: &[String],
-        token: Option<String>,
+        token: String,
+        require_token: bool,
     ) -> Guard {
         let port = bound.port();
         let mut hosts = vec![
@@ -128,6 +152,7 @@ impl Guard {
             hosts,
             any_ip_port: bound.ip().is_unspecified().then_some(port),
             token,
+            reads_need_token: require_token || !bound.ip().is_loopback(),
         }
     }
 
@@ -154,16 +179,24 @@ impl Guard {
             .is_some_and(|h| !h.contains('/') && self.host_allowed(h))
     }
 
-    /// Whether an `Authorization` header value carries the token (always true without one).
-    pub(crate) fn authorized(&self, value: Option<&str>) -> bool {
-        let Some(token) = &self.token else {
-            return true;
+    /// Whether a request to a route of `access` with this `Authorization` header value may
+    /// pass.
+    pub(crate) fn authorized(&self, access: Access, value: Option<&str>) -> bool {
+        let needed = match access {
+            Access::Open | Access::Signed => false,
+            Access::Record => self.reads_need_token,
+            Access::Host | Access::Write => true,
         };
+        !needed || self.carries_token(value)
+    }
+
+    /// Whether an `Authorization` header value is `Bearer <the token>`.
+    fn carries_token(&self, value: Option<&str>) -> bool {
         let Some(v) = value else { return false };
         let Some((scheme, given)) = v.trim().split_once(' ') else {
             return false;
         };
-        scheme.eq_ignore_ascii_case("bearer") && constant_time_eq(given.trim(), token)
+        scheme.eq_ignore_ascii_case("bearer") && constant_time_eq(given.trim(), &self.token)
     }
 }
 
@@ -176,30 +209,13 @@ fn constant_time_eq(a: &str, b: &str) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// A fresh 256-bit token, hex.
-pub(crate) fn new_token() -> std::io::Result<String> {
-    use std::io::Read;
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// Writes `token` to `path`, readable and writable by its owner only.
-pub(crate) fn write_token(path: &std::path::Path, token: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    f.write_all(format!("{token}\n").as_bytes())?;
-    f.sync_all()
+/// Whether a `Content-Type` value is JSON: `application/json`, with or without parameters
+/// (`; charset=utf-8`), in any case.
+fn is_json(value: &str) -> bool {
+    value
+        .split(';')
+        .next()
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// The HTTP server's state: the dispatcher, the guard, the limits and the slots.
@@ -291,17 +307,18 @@ async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
         Ok(Some(o)) if guard.origin_allowed(o) => {}
         _ => return error(403, "cross-origin requests are not accepted"),
     }
+    let path = parts.uri.path().to_string();
+    let method = parts.method.as_str().to_string();
     let auth = header_str(headers, header::AUTHORIZATION).unwrap_or(None);
-    if !guard.authorized(auth) {
+    if !guard.authorized(access(&method, &path), auth) {
         let mut r = error(
             401,
-            "a bearer token is required (Authorization: Bearer <token from .git/forum/serve-token>)",
+            "a bearer token is required: send `Authorization: Bearer TOKEN` with the token in the file `git forum serve --token-path` names",
         );
         r.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return r;
     }
-    let path = parts.uri.path().to_string();
     // Only /replay pages (?limit=&after=) and /log (?limit=) take a query; elsewhere paths
     // match literally.
     let query = match parts.uri.query() {
@@ -326,7 +343,6 @@ async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
         Ok(k) => k.map(str::to_string),
         Err(()) => return error(400, "the Idempotency-Key header is not text"),
     };
-    let method = parts.method.as_str().to_string();
     let allowed = allowed_methods(&path);
     if !allowed.contains(&method.as_str()) {
         let reply = server.dispatcher.handle(&method, &path, b"");
@@ -337,6 +353,17 @@ async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
             r.headers_mut().insert(header::ALLOW, v);
         }
         return r;
+    }
+    if method != "GET" {
+        match header_str(headers, header::CONTENT_TYPE) {
+            Ok(Some(t)) if is_json(t) => {}
+            _ => {
+                return error(
+                    415,
+                    format!("{method} {path} takes only `Content-Type: application/json` bodies"),
+                );
+            }
+        }
     }
     let limits = &server.limits;
     if let Ok(Some(len)) = header_str(headers, header::CONTENT_LENGTH)
@@ -367,6 +394,9 @@ async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
                 );
             }
         };
+    // From here the request waits on the engine, not on its client: its connection is not
+    // one to evict.
+    let _busy = parts.extensions.get::<Arc<Conn>>().map(|c| c.busy());
     let limit = if is_long_running(&method, &path) {
         limits.submit_timeout
     } else {
@@ -413,10 +443,122 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
     Router::new().fallback(handle).with_state(server)
 }
 
+/// One open connection, as the accept loop tracks it for the cap.
+pub(crate) struct Conn {
+    /// Requests of this connection the engine has (0: it waits on its client).
+    busy: std::sync::atomic::AtomicUsize,
+    /// When it last started waiting on its client, in milliseconds since the server started.
+    idle_since: std::sync::atomic::AtomicU64,
+    /// Raised to close it.
+    evict: tokio::sync::Notify,
+    /// The tracker's clock.
+    epoch: tokio::time::Instant,
+    /// Wakes the accept loop when this connection stops being busy.
+    changed: Arc<tokio::sync::Notify>,
+}
+
+impl Conn {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Marks a request of this connection as in the engine until the guard drops.
+    fn busy(self: &Arc<Conn>) -> Busy {
+        self.busy.fetch_add(1, Ordering::SeqCst);
+        Busy(self.clone())
+    }
+}
+
+/// A request in the engine (see [`Conn::busy`]).
+struct Busy(Arc<Conn>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.idle_since.store(self.0.now(), Ordering::SeqCst);
+        self.0.busy.fetch_sub(1, Ordering::SeqCst);
+        self.0.changed.notify_one();
+    }
+}
+
+/// The open connections, for the cap and for choosing which one to close at it.
+struct Conns {
+    open: std::sync::Mutex<std::collections::HashMap<u64, Arc<Conn>>>,
+    next: std::sync::atomic::AtomicU64,
+    epoch: tokio::time::Instant,
+    /// Raised when a connection closes or stops being busy.
+    changed: Arc<tokio::sync::Notify>,
+    max: usize,
+}
+
+impl Conns {
+    fn new(max: usize) -> Conns {
+        Conns {
+            open: Default::default(),
+            next: Default::default(),
+            epoch: tokio::time::Instant::now(),
+            changed: Arc::new(tokio::sync::Notify::new()),
+            max: max.max(1),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, Arc<Conn>>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes room for one more connection: at once when under the cap; else by closing the
+    /// connection that has waited longest on its client; else (every one is busy in the
+    /// engine) by waiting until one closes or stops being busy.
+    async fn make_room(&self) {
+        loop {
+            let wait = self.changed.notified();
+            {
+                let mut open = self.lock();
+                if open.len() < self.max {
+                    return;
+                }
+                let oldest = open
+                    .iter()
+                    .filter(|(_, c)| c.busy.load(Ordering::SeqCst) == 0)
+                    .min_by_key(|(id, c)| (c.idle_since.load(Ordering::SeqCst), **id))
+                    .map(|(id, _)| *id);
+                if let Some(id) = oldest
+                    && let Some(c) = open.remove(&id)
+                {
+                    // Counted out now; its task closes the socket when it sees this.
+                    c.evict.notify_one();
+                    continue;
+                }
+            }
+            wait.await;
+        }
+    }
+
+    /// Registers a new connection; it counts until [`Conns::close`] or an eviction.
+    fn add(&self) -> (u64, Arc<Conn>) {
+        let id = self.next.fetch_add(1, Ordering::SeqCst);
+        let c = Arc::new(Conn {
+            busy: Default::default(),
+            idle_since: std::sync::atomic::AtomicU64::new(self.epoch.elapsed().as_millis() as u64),
+            evict: tokio::sync::Notify::new(),
+            epoch: self.epoch,
+            changed: self.changed.clone(),
+        });
+        self.lock().insert(id, c.clone());
+        (id, c)
+    }
+
+    /// A connection ended.
+    fn close(&self, id: u64) {
+        self.lock().remove(&id);
+        self.changed.notify_one();
+    }
+}
+
 /// Accepts connections until `stop` turns true, then waits for every open connection to end
 /// (each is asked to finish its request in flight and close). At most `max_connections` are
-/// open at once: past that, new ones wait in the listen queue until one closes. A connection
-/// that has not sent a whole request head within `header_timeout` is closed by hyper.
+/// open at once; at the cap, the one waiting longest on its client is closed to make room (see
+/// the module doc). A connection that has not sent a whole request head within
+/// `header_timeout` is closed by hyper.
 async fn accept_loop(
     listener: tokio::net::TcpListener,
     app: Router,
@@ -424,18 +566,12 @@ async fn accept_loop(
     header_timeout: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
+    use hyper::service::Service as _;
     use hyper_util::rt::{TokioIo, TokioTimer};
     use hyper_util::service::TowerToHyperService;
-    let open = Arc::new(Semaphore::new(max_connections.max(1)));
-    let mut conns = tokio::task::JoinSet::new();
+    let conns = Arc::new(Conns::new(max_connections));
+    let mut tasks = tokio::task::JoinSet::new();
     loop {
-        let permit = tokio::select! {
-            p = open.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            _ = stop.wait_for(|s| *s) => break,
-        };
         let accepted = tokio::select! {
             r = listener.accept() => r,
             _ = stop.wait_for(|s| *s) => break,
@@ -453,26 +589,44 @@ async fn accept_loop(
                 continue;
             }
         };
-        while conns.try_join_next().is_some() {}
+        tokio::select! {
+            _ = conns.make_room() => {}
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        while tasks.try_join_next().is_some() {}
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        let (id, conn) = conns.add();
+        let tracked = conn.clone();
+        let app = app.clone();
+        // Each request carries its connection, so the handler can mark it busy.
+        let service =
+            hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(tracked.clone());
+                TowerToHyperService::new(app.clone()).call(req)
+            });
         let mut stop = stop.clone();
-        conns.spawn(async move {
-            let _permit = permit;
-            let conn = hyper::server::conn::http1::Builder::new()
+        let conns = conns.clone();
+        tasks.spawn(async move {
+            let http = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)
                 .serve_connection(TokioIo::new(stream), service);
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => return,
-                _ = stop.wait_for(|s| *s) => conn.as_mut().graceful_shutdown(),
+            let mut http = std::pin::pin!(http);
+            let stopping = tokio::select! {
+                _ = http.as_mut() => false,
+                // Evicted: dropping the connection closes its socket.
+                _ = conn.evict.notified() => false,
+                _ = stop.wait_for(|s| *s) => true,
+            };
+            if stopping {
+                http.as_mut().graceful_shutdown();
+                let _ = http.await;
             }
-            let _ = conn.await;
+            conns.close(id);
         });
     }
     drop(listener);
-    while conns.join_next().await.is_some() {}
+    while tasks.join_next().await.is_some() {}
 }
 
 /// Serves on `listener` until `shutdown` completes, then drains: the server stops accepting,
@@ -546,7 +700,7 @@ mod tests {
 
     #[test]
     fn only_the_bound_and_loopback_hosts_pass() {
-        let g = Guard::new("127.0.0.1", addr("127.0.0.1:8080"), &[], None);
+        let g = Guard::new("127.0.0.1", addr("127.0.0.1:8080"), &[], "t".into(), false);
         for ok in [
             "127.0.0.1:8080",
             "localhost:8080",
@@ -571,10 +725,16 @@ mod tests {
         assert!(!g.origin_allowed("https://localhost:8080"));
         assert!(!g.origin_allowed("null"));
         // Port 80 also answers without the port.
-        let g80 = Guard::new("localhost", addr("127.0.0.1:80"), &[], None);
+        let g80 = Guard::new("localhost", addr("127.0.0.1:80"), &[], "t".into(), false);
         assert!(g80.host_allowed("localhost"));
         // An unspecified bind takes any IP literal on its port, never a name.
-        let any = Guard::new("0.0.0.0", addr("0.0.0.0:9000"), &["forum.lan".into()], None);
+        let any = Guard::new(
+            "0.0.0.0",
+            addr("0.0.0.0:9000"),
+            &["forum.lan".into()],
+            "t".into(),
+            false,
+        );
         assert!(any.host_allowed("192.168.1.7:9000"));
         assert!(any.host_allowed("[fe80::1]:9000"));
         assert!(any.host_allowed("forum.lan:9000"));
@@ -583,34 +743,61 @@ mod tests {
     }
 
     #[test]
-    fn the_token_is_required_when_set() {
-        let open = Guard::new("127.0.0.1", addr("127.0.0.1:1"), &[], None);
-        assert!(open.authorized(None));
-        let g = Guard::new("127.0.0.1", addr("127.0.0.1:1"), &[], Some("abc".into()));
-        assert!(g.authorized(Some("Bearer abc")));
-        assert!(g.authorized(Some("bearer abc")));
-        for bad in [
-            None,
-            Some("Bearer abd"),
-            Some("Bearer ab"),
-            Some("abc"),
-            Some("Basic abc"),
+    fn the_token_is_asked_by_access() {
+        let loopback = Guard::new("127.0.0.1", addr("127.0.0.1:1"), &[], "abc".into(), false);
+        // On loopback: the record's reads and /health are open, the host's reads and every
+        // write ask the token.
+        for (access, open) in [
+            (Access::Open, true),
+            (Access::Record, true),
+            (Access::Host, false),
+            (Access::Write, false),
+            (Access::Signed, true),
         ] {
-            assert!(!g.authorized(bad), "{bad:?}");
+            assert_eq!(loopback.authorized(access, None), open, "{access:?}");
+            assert!(
+                loopback.authorized(access, Some("Bearer abc")),
+                "{access:?}"
+            );
+            assert!(
+                loopback.authorized(access, Some("bearer  abc ")),
+                "{access:?}"
+            );
+            for bad in ["Bearer abd", "Bearer ab", "abc", "Basic abc", "Bearer", ""] {
+                assert_eq!(loopback.authorized(access, Some(bad)), open, "{bad:?}");
+            }
         }
-        let t = new_token().unwrap();
-        assert_eq!(t.len(), 64);
-        assert_ne!(t, new_token().unwrap());
+        // --require-token and other addresses close the reads too; never /health.
+        let required = Guard::new("127.0.0.1", addr("127.0.0.1:1"), &[], "abc".into(), true);
+        let lan = Guard::new("0.0.0.0", addr("0.0.0.0:1"), &[], "abc".into(), false);
+        for g in [&required, &lan] {
+            assert!(g.authorized(Access::Open, None));
+            for access in [Access::Record, Access::Host, Access::Write] {
+                assert!(!g.authorized(access, None), "{access:?}");
+                assert!(g.authorized(access, Some("Bearer abc")), "{access:?}");
+            }
+        }
     }
 
     #[test]
-    fn the_token_file_is_private() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("forum/serve-token");
-        write_token(&p, "abc").unwrap();
-        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "abc\n");
+    fn only_json_bodies_are_json() {
+        for ok in [
+            "application/json",
+            "Application/JSON",
+            "application/json; charset=utf-8",
+            " application/json ;x=y",
+        ] {
+            assert!(is_json(ok), "{ok}");
+        }
+        for no in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/jsonp",
+            "application/json-seq",
+            "",
+        ] {
+            assert!(!is_json(no), "{no}");
+        }
     }
 }

@@ -10,11 +10,13 @@
 //! * [`dispatch`]: the routes, request bodies, status codes and error shape (`{"error": "..."}`).
 //! * [`http`]: axum on top, with the Host/Origin checks, bearer token, body limit, timeouts,
 //!   concurrency limit and graceful drain.
+//! * [`token`]: the daemon's credential, in a private file outside the git dir.
 //! * [`mcp`]: a hand-written line-delimited JSON-RPC 2.0 server with the tool table.
 
 pub mod dispatch;
 pub(crate) mod http;
 pub mod mcp;
+pub mod token;
 
 mod args;
 mod idem;

@@ -60,12 +60,52 @@ impl Drop for Guarded {
     }
 }
 
-/// A running `git forum serve`: the process, its `HOST:PORT`, and its stdout (kept open, past
-/// the `listening` line it has read).
+/// A running `git forum serve`: the process, its `HOST:PORT`, its token file, and its stdout
+/// (kept open, past the `listening` and `token-file` lines it has read).
 pub struct Served {
     pub child: Guarded,
     pub addr: String,
+    /// The file the daemon keeps its bearer token in (its second line, `token-file PATH`).
+    pub token_file: PathBuf,
     pub stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Served {
+    /// The daemon's bearer token, read from its file as a client of the user's would.
+    pub fn token(&self) -> String {
+        read_token(&self.token_file)
+    }
+}
+
+/// The token in a daemon's token file.
+pub fn read_token(file: &Path) -> String {
+    std::fs::read_to_string(file)
+        .unwrap_or_else(|e| panic!("reading the token file {}: {e}", file.display()))
+        .trim()
+        .to_string()
+}
+
+/// The token file of each daemon a test started, by its address, so a client given only the
+/// address ([`http_json`], [`auth_header`]) sends the token as the CLI's own clients do.
+fn token_files() -> &'static std::sync::Mutex<std::collections::HashMap<String, PathBuf>> {
+    static FILES: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<String, PathBuf>>,
+    > = std::sync::OnceLock::new();
+    FILES.get_or_init(Default::default)
+}
+
+/// `Authorization: Bearer TOKEN\r\n` for the daemon at `addr` (started by [`Repo::serve`]),
+/// or nothing for an address no daemon of this test has.
+pub fn auth_header(addr: &str) -> String {
+    let file = token_files()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(addr)
+        .cloned();
+    match file {
+        Some(f) => format!("Authorization: Bearer {}\r\n", read_token(&f)),
+        None => String::new(),
+    }
 }
 
 /// A temporary git repository, removed on drop: `sha1` or `sha256` (files ref storage), or
@@ -180,7 +220,8 @@ impl Repo {
     }
 
     /// Starts `git forum serve --port 0 ARGS...` (stderr to `stderr`) and reads the address
-    /// from its first line, `listening http://HOST:PORT`.
+    /// from its first line, `listening http://HOST:PORT`, and its token file from the second,
+    /// `token-file PATH`.
     pub fn serve(&self, args: &[&str], stderr: std::process::Stdio) -> Served {
         self.serve_with_env(args, stderr, &[])
     }
@@ -212,9 +253,22 @@ impl Repo {
             .strip_prefix("listening http://")
             .unwrap_or_else(|| panic!("first line {first:?}"))
             .to_string();
+        let mut second = String::new();
+        stdout.read_line(&mut second).unwrap();
+        let token_file = PathBuf::from(
+            second
+                .trim_end_matches('\n')
+                .strip_prefix("token-file ")
+                .unwrap_or_else(|| panic!("second line {second:?}")),
+        );
+        token_files()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(addr.clone(), token_file.clone());
         Served {
             child,
             addr,
+            token_file,
             stdout,
         }
     }
@@ -491,8 +545,9 @@ fn awaited_id(line: &str) -> Option<serde_json::Value> {
     (id.is_string() || id.is_i64() || id.is_u64()).then(|| id.clone())
 }
 
-/// One HTTP/1.1 request with a JSON body on its own connection to `addr`: (status, body as
-/// JSON, or null when it is not JSON).
+/// One HTTP/1.1 request with a JSON body on its own connection to `addr`, with the daemon's
+/// token when a daemon of this test listens there: (status, body as JSON, or null when it is
+/// not JSON).
 pub fn http_json(
     addr: &str,
     method: &str,
@@ -502,7 +557,8 @@ pub fn http_json(
     use std::io::{Read, Write};
     let body = body.to_string();
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        auth_header(addr),
         body.len()
     );
     let mut s = std::net::TcpStream::connect(addr).unwrap();

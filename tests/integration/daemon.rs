@@ -867,7 +867,9 @@ fn routes_listed_are_the_routes_answered() {
 struct Daemon {
     child: Guarded,
     addr: String,
-    token: Option<String>,
+    /// The bearer token, read from the file the daemon named.
+    token: String,
+    token_file: std::path::PathBuf,
     _stdout: BufReader<ChildStdout>,
 }
 
@@ -879,27 +881,18 @@ impl Daemon {
     fn start_with_env(repo: &Repo, args: &[&str], env: &[(&str, &str)]) -> Daemon {
         let log = std::fs::File::create(repo.path().join("serve.log")).unwrap();
         let served = repo.serve_with_env(args, Stdio::from(log), env);
-        let (child, addr, mut out) = (served.child, served.addr, served.stdout);
-        let token = if args.contains(&"--require-token") {
-            let mut second = String::new();
-            out.read_line(&mut second).unwrap();
-            Some(second.trim().strip_prefix("token ").unwrap().to_string())
-        } else {
-            None
-        };
+        let token = served.token();
         Daemon {
-            child,
-            addr,
+            child: served.child,
+            addr: served.addr,
             token,
-            _stdout: out,
+            token_file: served.token_file,
+            _stdout: served.stdout,
         }
     }
 
     fn auth(&self) -> Vec<(String, String)> {
-        self.token
-            .iter()
-            .map(|t| ("Authorization".to_string(), format!("Bearer {t}")))
-            .collect()
+        vec![bearer(&self.token)]
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&J>) -> (u16, J) {
@@ -934,6 +927,11 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// The `Authorization` header of `token`.
+fn bearer(token: &str) -> (String, String) {
+    ("Authorization".to_string(), format!("Bearer {token}"))
 }
 
 /// One request on its own connection: (status, headers, body).
@@ -994,19 +992,29 @@ fn the_daemon_serves_guards_and_drains_on_sigterm() {
             "4096",
         ],
     );
-    let token = d.token.clone().unwrap();
+    let token = d.token.clone();
     assert_eq!(token.len(), 64);
-    let file = repo.git_dir().join("forum/serve-token");
-    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), token);
+    // The token lives under the state root, never under the git dir, and only the user can
+    // read it.
+    assert!(
+        d.token_file.starts_with(repo.state_dir()),
+        "{:?}",
+        d.token_file
+    );
+    assert!(!repo.git_dir().join("forum/serve-token").exists());
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
-        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        std::fs::metadata(&d.token_file)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
         0o600
     );
 
-    // The token.
+    // The token: with --require-token every read but /health asks it too.
     let addr = d.addr.clone();
-    let (code, head, body) = http(&addr, "GET", "/health", &[], b"");
+    let (code, head, body) = http(&addr, "GET", "/status", &[], b"");
     assert_eq!(code, 401, "{body}");
     assert!(
         head.to_ascii_lowercase()
@@ -1015,8 +1023,9 @@ fn the_daemon_serves_guards_and_drains_on_sigterm() {
     );
     assert!(serde_json::from_str::<J>(&body).unwrap()["error"].is_string());
     let wrong = vec![("Authorization".to_string(), "Bearer 00".to_string())];
-    assert_eq!(http(&addr, "GET", "/health", &wrong, b"").0, 401);
-    assert_eq!(d.call("GET", "/health", None), (200, json!({"ok": true})));
+    assert_eq!(http(&addr, "GET", "/status", &wrong, b"").0, 401);
+    assert_eq!(http(&addr, "GET", "/health", &[], b"").0, 200);
+    assert_eq!(d.call("GET", "/status", None).0, 200);
 
     // Host and Origin (DNS rebinding).
     let auth = format!("Authorization: Bearer {token}\r\n");
@@ -1051,7 +1060,7 @@ fn the_daemon_serves_guards_and_drains_on_sigterm() {
     // A chunked body over the limit is cut while it is read.
     let chunk = "y".repeat(3000);
     let req = format!(
-        "POST /route HTTP/1.1\r\nHost: {addr}\r\n{auth}Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{chunk}\r\n{:x}\r\n{chunk}\r\n0\r\n\r\n",
+        "POST /route HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{chunk}\r\n{:x}\r\n{chunk}\r\n0\r\n\r\n",
         chunk.len(),
         chunk.len()
     );
@@ -1064,7 +1073,7 @@ fn the_daemon_serves_guards_and_drains_on_sigterm() {
         let mut s = TcpStream::connect(&slow_addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let head = format!(
-            "POST /route HTTP/1.1\r\nHost: {slow_addr}\r\n{slow_auth}Content-Length: 100\r\nConnection: close\r\n\r\n{{\"text\":"
+            "POST /route HTTP/1.1\r\nHost: {slow_addr}\r\n{slow_auth}Content-Type: application/json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{{\"text\":"
         );
         s.write_all(head.as_bytes()).unwrap();
         let t = Instant::now();
@@ -1118,9 +1127,10 @@ fn sigterm_stops_an_inflight_run_and_witnesses_it() {
     let model = model_script(&repo, "1");
     let mut d = Daemon::start(&repo, &["--cmd", &model, "--drain", "30"]);
     let addr = d.addr.clone();
+    let auth = d.auth();
     let run = std::thread::spawn(move || {
         let body = json!({"request": "ship a login API with docs"}).to_string();
-        http(&addr, "POST", "/submit", &[], body.as_bytes())
+        http(&addr, "POST", "/submit", &auth, body.as_bytes())
     });
     let start = Instant::now();
     loop {
@@ -1159,11 +1169,12 @@ fn appends_through_the_daemon_and_the_cli_at_once_lose_nothing() {
     let mut handles = Vec::new();
     for t in 0..threads {
         let addr = d.addr.clone();
+        let auth = d.auth();
         handles.push(std::thread::spawn(move || {
             let mut seqs = Vec::new();
             for i in 0..per {
                 let body = json!({"actor": format!("http-{t}-{i}"), "kind": "http", "payload": {"t": t, "i": i}}).to_string();
-                let (code, _, text) = http(&addr, "POST", "/append", &[], body.as_bytes());
+                let (code, _, text) = http(&addr, "POST", "/append", &auth, body.as_bytes());
                 assert_eq!(code, 200, "{text}");
                 let v: J = serde_json::from_str(&text).unwrap();
                 seqs.push(v["seq"].as_u64().unwrap());
@@ -1337,10 +1348,11 @@ fn mcp_transcript_over_stdio() {
 
 /// One request with extra headers on its own connection; (status, JSON body).
 fn call_with(d: &Daemon, method: &str, path: &str, headers: &[(&str, &str)], body: &J) -> (u16, J) {
-    let headers: Vec<(String, String)> = headers
+    let mut headers: Vec<(String, String)> = headers
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
+    headers.extend(d.auth());
     let (code, _, text) = http(&d.addr, method, path, &headers, body.to_string().as_bytes());
     (
         code,

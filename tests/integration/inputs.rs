@@ -41,8 +41,9 @@ impl Daemon {
     /// One request on its own connection: (status, body text).
     fn call(&self, method: &str, path: &str, body: &str) -> (u16, String) {
         let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
-            self.addr
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{}",
+            self.addr,
+            crate::common::auth_header(&self.addr)
         );
         if method == "POST" {
             req.push_str(&format!(

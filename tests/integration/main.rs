@@ -10,6 +10,7 @@ mod common;
 mod conflict;
 mod conformance;
 mod daemon;
+mod daemon_guard;
 mod edges;
 mod edit_worker;
 mod exit_codes;

@@ -123,7 +123,8 @@ fn post_append(addr: &str, body: &str) -> Option<(u16, String)> {
     let mut s = std::net::TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
     let req = format!(
-        "POST /append HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /append HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        crate::common::auth_header(addr),
         body.len()
     );
     s.write_all(req.as_bytes()).ok()?;

@@ -20,8 +20,9 @@ fn http(d: &Served, method: &str, path: &str, body: &str) -> J {
     let mut s = TcpStream::connect(&d.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         d.addr,
+        crate::common::auth_header(&d.addr),
         body.len()
     );
     s.write_all(req.as_bytes()).unwrap();
