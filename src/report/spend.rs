@@ -40,40 +40,46 @@ pub(crate) fn per_model<'a>(
 ) -> Vec<ModelSpend> {
     let mut out: Vec<ModelSpend> = Vec::new();
     for (_, body) in items {
-        let Some(u @ Value::Object(_)) = field(body.as_ref(), "usage") else {
-            continue;
-        };
-        let Some(model) = u.get("model").and_then(Value::as_str) else {
-            continue;
-        };
-        let n = |k: &str| match u.get(k) {
-            Some(Value::Int(i)) => i.as_u64().unwrap_or(0),
-            _ => 0,
-        };
-        let slot = match out.iter().position(|m| m.model == model) {
-            Some(i) => &mut out[i],
-            None => {
-                out.push(ModelSpend {
-                    model: model.to_string(),
-                    ..ModelSpend::default()
-                });
-                out.last_mut().expect("just pushed")
-            }
-        };
-        slot.calls += 1;
-        slot.prompt_tokens += n("prompt_tokens");
-        slot.completion_tokens += n("completion_tokens");
-        slot.estimated |= matches!(u.get("estimated"), Some(Value::Bool(true)));
-        let cost = match u.get("cost_usd") {
-            Some(Value::Float(f)) => Some(*f),
-            Some(Value::Int(i)) => i.as_i64().map(|v| v as f64),
-            _ => None,
-        };
-        if let Some(c) = cost {
-            slot.cost_usd = Some(slot.cost_usd.unwrap_or(0.0) + c);
-        }
+        push_usage(&mut out, body.as_ref());
     }
     out
+}
+
+/// Adds the usage one entry's `body` witnessed (if any) to `out`, as [`per_model`] does for
+/// each entry in order.
+pub(crate) fn push_usage(out: &mut Vec<ModelSpend>, body: Option<&Value>) {
+    let Some(u @ Value::Object(_)) = field(body, "usage") else {
+        return;
+    };
+    let Some(model) = u.get("model").and_then(Value::as_str) else {
+        return;
+    };
+    let n = |k: &str| match u.get(k) {
+        Some(Value::Int(i)) => i.as_u64().unwrap_or(0),
+        _ => 0,
+    };
+    let slot = match out.iter().position(|m| m.model == model) {
+        Some(i) => &mut out[i],
+        None => {
+            out.push(ModelSpend {
+                model: model.to_string(),
+                ..ModelSpend::default()
+            });
+            out.last_mut().expect("just pushed")
+        }
+    };
+    slot.calls += 1;
+    slot.prompt_tokens += n("prompt_tokens");
+    slot.completion_tokens += n("completion_tokens");
+    slot.estimated |= matches!(u.get("estimated"), Some(Value::Bool(true)));
+    let cost = match u.get("cost_usd") {
+        Some(Value::Float(f)) => Some(*f),
+        Some(Value::Int(i)) => i.as_i64().map(|v| v as f64),
+        _ => None,
+    };
+    if let Some(c) = cost {
+        slot.cost_usd = Some(slot.cost_usd.unwrap_or(0.0) + c);
+    }
 }
 
 /// The spend as one object: `{MODEL: {calls, prompt_tokens, completion_tokens, tokens,

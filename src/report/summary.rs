@@ -174,26 +174,77 @@ pub(crate) fn witnessed_call(e: &Entry, body: Option<&Value>) -> Option<String> 
     }
 }
 
-/// Summarizes the entries of `s` (forum-spec §18; `model_calls` as in the module docs).
+/// Summarizes the entries of `s` (forum-spec §18; `model_calls` as in the module docs): the
+/// [`SummaryFold`] of every entry, in order.
 pub fn summarize(s: &Snapshot) -> Summary {
-    let mut n = Counts::default();
-    let mut model_calls: Vec<(String, i64)> = Vec::new();
-    let mut seen_hashes = std::collections::HashSet::new();
-    let mut payload_bytes: i64 = 0;
+    let mut fold = SummaryFold::default();
     for (e, body) in &s.items {
-        let b = body.as_ref();
-        n.entries += 1;
+        fold.push(e, body.as_ref());
+    }
+    fold.summary(&s.checkpoint, s.verified)
+}
+
+/// A payload hash as a set key: its 32 bytes when it is 64 hex digits (as every entry's is),
+/// else the SHA-256 of its text, so a malformed one still counts once.
+fn hash_key(h: &str) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let bytes = h.as_bytes();
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    if bytes.len() == 64 {
+        let parsed = out.iter_mut().zip(bytes.chunks_exact(2)).all(|(o, pair)| {
+            match (nibble(pair[0]), nibble(pair[1])) {
+                (Some(hi), Some(lo)) => {
+                    *o = (hi << 4) | lo;
+                    true
+                }
+                _ => false,
+            }
+        });
+        if parsed {
+            return out;
+        }
+    }
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}
+
+/// The summary's state over the entries pushed so far, in seq order. [`summarize`] is this
+/// fold over a whole snapshot; a reader that keeps one (the daemon, per ledger tip) folds in
+/// only the entries appended since, and holds no body: counts, the models seen, one key per
+/// distinct payload, and the work and spend per task and per model.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SummaryFold {
+    n: Counts,
+    model_calls: Vec<(String, i64)>,
+    seen_hashes: std::collections::HashSet<[u8; 32]>,
+    payload_bytes: i64,
+    work: work::WorkFold,
+    spend: Vec<super::spend::ModelSpend>,
+}
+
+impl SummaryFold {
+    /// Counts the next entry `e` with its body (`None`: absent, redacted).
+    pub(crate) fn push(&mut self, e: &Entry, body: Option<&Value>) {
+        let b = body;
         if b.is_none() {
-            n.absent += 1;
-        } else if seen_hashes.insert(e.payload_hash.as_str()) {
-            payload_bytes += dumps_sorted(body.as_ref().expect("present"), false).len() as i64;
+            self.n.absent += 1;
+        } else if self.seen_hashes.insert(hash_key(&e.payload_hash)) {
+            self.payload_bytes += dumps_sorted(b.expect("present"), false).len() as i64;
         }
         if let Some(m) = witnessed_call(e, b) {
-            match model_calls.iter_mut().find(|(k, _)| *k == m) {
+            match self.model_calls.iter_mut().find(|(k, _)| *k == m) {
                 Some(slot) => slot.1 += 1,
-                None => model_calls.push((m, 1)),
+                None => self.model_calls.push((m, 1)),
             }
         }
+        self.work.push(e, b);
+        super::spend::push_usage(&mut self.spend, b);
+        let n = &mut self.n;
+        n.entries += 1;
         let ok = field(b, "ok");
         match e.kind.as_str() {
             kind::REQUEST => n.requests += 1,
@@ -268,59 +319,65 @@ pub fn summarize(s: &Snapshot) -> Summary {
             _ => {}
         }
     }
-    let total: i64 = model_calls.iter().map(|(_, c)| *c).sum();
-    let values: [i64; 38] = [
-        n.entries,
-        n.requests,
-        n.plans,
-        n.tasks,
-        n.task_results,
-        n.failed_results,
-        n.verdicts_pass,
-        n.verdicts_fail,
-        n.intent_checks,
-        n.intent_flagged,
-        n.intent_judgments,
-        n.intent_drift_judged,
-        n.verifications,
-        n.verifications_refuted,
-        n.delivery_checks,
-        n.delivery_flagged,
-        n.revisions,
-        n.revisions_accepted,
-        n.delivery_profile_checks,
-        n.delivery_profile_flagged,
-        n.profile[0],
-        n.profile[1],
-        n.profile[2],
-        n.profile[3],
-        n.checkpoints,
-        n.resumes,
-        n.escalations,
-        n.budget_stops,
-        n.contexts,
-        n.context_budget_checks,
-        n.trimmed,
-        n.omitted,
-        n.tokens_original,
-        n.tokens_admitted,
-        n.tokens_original.saturating_sub(n.tokens_admitted),
-        n.answers,
-        total,
-        payload_bytes,
-    ];
-    Summary {
-        metrics: NUMERIC.iter().copied().zip(values).collect(),
-        model_calls,
-        checkpoint: s.checkpoint.clone(),
-        verified: s.verified,
-        absent_bodies: n.absent,
-        work: work::work(&s.items),
-        spend: super::spend::per_model(&s.items),
+
+    /// The summary of the entries pushed so far, for a ledger whose Merkle root is `checkpoint`
+    /// and whose chain verification said `verified`.
+    pub(crate) fn summary(&self, checkpoint: &str, verified: bool) -> Summary {
+        let n = &self.n;
+        let total: i64 = self.model_calls.iter().map(|(_, c)| *c).sum();
+        let values: [i64; 38] = [
+            n.entries,
+            n.requests,
+            n.plans,
+            n.tasks,
+            n.task_results,
+            n.failed_results,
+            n.verdicts_pass,
+            n.verdicts_fail,
+            n.intent_checks,
+            n.intent_flagged,
+            n.intent_judgments,
+            n.intent_drift_judged,
+            n.verifications,
+            n.verifications_refuted,
+            n.delivery_checks,
+            n.delivery_flagged,
+            n.revisions,
+            n.revisions_accepted,
+            n.delivery_profile_checks,
+            n.delivery_profile_flagged,
+            n.profile[0],
+            n.profile[1],
+            n.profile[2],
+            n.profile[3],
+            n.checkpoints,
+            n.resumes,
+            n.escalations,
+            n.budget_stops,
+            n.contexts,
+            n.context_budget_checks,
+            n.trimmed,
+            n.omitted,
+            n.tokens_original,
+            n.tokens_admitted,
+            n.tokens_original.saturating_sub(n.tokens_admitted),
+            n.answers,
+            total,
+            self.payload_bytes,
+        ];
+        Summary {
+            metrics: NUMERIC.iter().copied().zip(values).collect(),
+            model_calls: self.model_calls.clone(),
+            checkpoint: checkpoint.to_string(),
+            verified,
+            absent_bodies: n.absent,
+            work: self.work.finish(),
+            spend: self.spend.clone(),
+        }
     }
 }
 
-#[derive(Default)]
+#[derive(Debug, Clone, Default)]
 struct Counts {
     entries: i64,
     absent: u64,

@@ -64,36 +64,50 @@ fn count(v: Option<&Value>) -> u64 {
 }
 
 /// The work of the entries `items` (one run, or a whole ledger), or `None` when none of them
-/// is a `change` entry.
+/// is a `change` entry: the [`WorkFold`] of each, in order.
 pub(crate) fn work<'a>(
     items: impl IntoIterator<Item = &'a (Entry, Option<Value>)>,
 ) -> Option<Work> {
-    let mut w = Work::default();
-    let mut any = false;
+    let mut fold = WorkFold::default();
     for (e, body) in items {
-        let b = body.as_ref();
+        fold.push(e, body.as_ref());
+    }
+    fold.finish()
+}
+
+/// [`work`] one entry at a time, for a reader that keeps it as the ledger grows.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WorkFold {
+    w: Work,
+    /// Whether a `change` entry was seen.
+    any: bool,
+}
+
+impl WorkFold {
+    /// Counts the next entry `e` with its body (`None`: absent).
+    pub(crate) fn push(&mut self, e: &Entry, b: Option<&Value>) {
         if !matches!(
             e.kind.as_str(),
             kind::CHANGE | kind::CHECK | kind::SHIP | kind::CONFLICT
         ) {
-            continue;
+            return;
         }
-        any |= e.kind == kind::CHANGE;
+        self.any |= e.kind == kind::CHANGE;
         if b.is_none() {
-            continue;
+            return;
         }
         let id = text(b, "task");
-        let at = match w.tasks.iter().position(|t| t.id == id) {
+        let at = match self.w.tasks.iter().position(|t| t.id == id) {
             Some(i) => i,
             None => {
-                w.tasks.push(TaskWork {
+                self.w.tasks.push(TaskWork {
                     id: id.clone(),
                     ..TaskWork::default()
                 });
-                w.tasks.len() - 1
+                self.w.tasks.len() - 1
             }
         };
-        let t = &mut w.tasks[at];
+        let t = &mut self.w.tasks[at];
         match e.kind.as_str() {
             kind::CHANGE => {
                 let commit = match field(b, "commit") {
@@ -105,26 +119,26 @@ pub(crate) fn work<'a>(
                     _ => Vec::new(),
                 };
                 if commit.is_some() {
-                    w.changes += 1;
+                    self.w.changes += 1;
                     for f in &files {
-                        w.files += 1;
-                        w.added += count(f.get("added"));
-                        w.removed += count(f.get("removed"));
+                        self.w.files += 1;
+                        self.w.added += count(f.get("added"));
+                        self.w.removed += count(f.get("removed"));
                     }
                 }
                 t.change = Some((e.seq, commit, files, truthy(field(b, "truncated"))));
             }
             kind::CHECK if field(b, "ok") == Some(&Value::Bool(true)) => {
-                w.checks_passed += 1;
+                self.w.checks_passed += 1;
                 t.checks_passed += 1;
             }
             kind::CHECK => {
-                w.checks_failed += 1;
+                self.w.checks_failed += 1;
                 t.checks_failed += 1;
             }
             kind::SHIP => t.decision = Some((text(b, "decision"), text(b, "reason"))),
             _ => {
-                w.conflicts += 1;
+                self.w.conflicts += 1;
                 t.decision = Some((
                     "conflict".into(),
                     "the change conflicted on integration".into(),
@@ -132,18 +146,23 @@ pub(crate) fn work<'a>(
             }
         }
     }
-    if !any {
-        return None;
-    }
-    for t in &w.tasks {
-        match t.decision.as_ref().map(|d| d.0.as_str()) {
-            Some("merge") => w.merged += 1,
-            Some("block") => w.blocked += 1,
-            Some("conflict") | None => {}
-            Some(_) => w.waiting += 1,
+
+    /// The work so far, `None` without a `change` entry.
+    pub(crate) fn finish(&self) -> Option<Work> {
+        if !self.any {
+            return None;
         }
+        let mut w = self.w.clone();
+        for t in &w.tasks {
+            match t.decision.as_ref().map(|d| d.0.as_str()) {
+                Some("merge") => w.merged += 1,
+                Some("block") => w.blocked += 1,
+                Some("conflict") | None => {}
+                Some(_) => w.waiting += 1,
+            }
+        }
+        Some(w)
     }
-    Some(w)
 }
 
 impl TaskWork {

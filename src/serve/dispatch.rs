@@ -539,6 +539,8 @@ pub struct Dispatcher {
     pub(crate) draining: Arc<AtomicBool>,
     /// The idempotency keys of appends, loaded on first use.
     pub(crate) keys: Mutex<Option<super::idem::Keys>>,
+    /// What `/verify` and `/summary` keep between requests.
+    pub(crate) projections: super::projections::Projections,
 }
 
 /// Locks a mutex, recovering from a poisoned one (a panicking handler leaves no half-done state
@@ -570,6 +572,7 @@ impl Dispatcher {
             },
             draining: Arc::new(AtomicBool::new(false)),
             keys: Mutex::new(None),
+            projections: Default::default(),
         })
     }
 

@@ -22,4 +22,5 @@ mod args;
 mod idem;
 mod ops;
 mod page;
+mod projections;
 mod reports;

@@ -146,7 +146,7 @@ impl Dispatcher {
     }
 
     /// A read handle on the same repository and ledger.
-    fn reader(&self) -> Result<GitStore, Reply> {
+    pub(crate) fn reader(&self) -> Result<GitStore, Reply> {
         Ok(GitStore::new(
             self.repo.to_thread_local(),
             &self.cfg.ledger,
@@ -213,7 +213,11 @@ impl Dispatcher {
     }
 
     /// The body of the entry at `seq` of `view` (`None` when redacted), read from its commit.
-    fn body_in(store: &GitStore, view: &Snapshot, seq: u64) -> Result<Option<Value>, Reply> {
+    pub(crate) fn body_in(
+        store: &GitStore,
+        view: &Snapshot,
+        seq: u64,
+    ) -> Result<Option<Value>, Reply> {
         let Some(id) = view.commits.get(seq as usize) else {
             return Ok(None);
         };
@@ -309,12 +313,7 @@ impl Dispatcher {
     /// entries yet verifies (the daemon serves it before its first append).
     pub(crate) fn verify(&self) -> Res {
         hold_for_test();
-        let store = self.reader()?;
-        let r = if store.exists()? {
-            crate::surface::verify::verify(&store, &self.cfg.ledger, true)?
-        } else {
-            crate::surface::verify::VerifyReport::empty(&self.cfg.ledger, true)
-        };
+        let r = self.verify_cached(true)?;
         serde_json::to_value(r).map_err(|e| {
             Reply::from(crate::surface::Error::internal(format!(
                 "encoding the report: {e}"

@@ -45,12 +45,9 @@ impl Dispatcher {
         reports::snapshot(&store, deep).map_err(reply)
     }
 
+    /// The summary, from the fold the daemon keeps ([`super::projections`]).
     pub(crate) fn summary(&self) -> Res {
-        let side = reports::Side {
-            snapshot: self.served(false)?,
-            label: format!("ledger {}", self.cfg.ledger),
-        };
-        body(&reports::summary(&side))
+        body(&self.summary_cached()?)
     }
 
     pub(crate) fn room(&self) -> Res {

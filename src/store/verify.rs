@@ -55,6 +55,7 @@ mod roots;
 mod tests;
 mod walk;
 
+pub(crate) use body::VerifyReport;
 use body::*;
 pub(crate) use code::Code;
 use code::{Problem, chain_code};
@@ -77,11 +78,44 @@ struct WalkFailure {
     message: String,
 }
 
+/// What a verify that passed read, kept so the next verify of the same ledger reads and checks
+/// only the commits appended since: the tip it read up to, whether it was deep, each entry's
+/// compact record (88 bytes) and the reflog commits its walks met in the chain. Held by a
+/// long-lived reader (the daemon); never trusted across a rewrite: a tip that does not descend
+/// from [`Verified`]'s is verified from the root. What the records stand for was true when they
+/// were read: a verify that resumes from them does not read those objects again.
+pub(crate) struct Verified {
+    tip: ObjectId,
+    deep: bool,
+    recs: Vec<Rec>,
+    found: HashSet<ObjectId>,
+}
+
 impl GitStore {
     /// Checks the ledger (forum-spec §4 plus the git layer). `deep` also checks every tree and
     /// body. Never consults the index.
     pub fn verify(&self, deep: bool) -> Result<VerifyReport, StoreError> {
-        let report = self.verify_once(deep)?;
+        Ok(self.verify_from(deep, None)?.0)
+    }
+
+    /// [`GitStore::verify`], resuming from `prior` (a verify of this ledger that passed) when
+    /// the tip descends from the tip it read: only the commits after it are walked, read and
+    /// checked; the chain pass and the witnesses (reflog, recorded and signed checkpoints)
+    /// are checked again over every record. A resumed verify that fails is done again from the
+    /// root, so every failure reported is what a whole verify finds. Returns the report and,
+    /// when it passed, what the next verify may resume from.
+    pub(crate) fn verify_from(
+        &self,
+        deep: bool,
+        prior: Option<Verified>,
+    ) -> Result<(VerifyReport, Option<Verified>), StoreError> {
+        if let Some(prior) = prior.filter(|p| p.deep == deep) {
+            let (report, kept) = self.verify_walk(deep, Some(prior))?;
+            if report.passed() {
+                return Ok((report, kept));
+            }
+        }
+        let (report, kept) = self.verify_walk(deep, None)?;
         if matches!(report.code, Some(Code::MissingObject | Code::BodyMissing)) {
             // A `git prune` that began before an append moved the ref deletes that append's
             // objects afterwards; the write-ahead log still holds them. Put them back and look
@@ -92,17 +126,22 @@ impl GitStore {
                 Err(_) => 0,
             };
             if restored > 0 {
-                let mut again = self.verify_once(deep)?;
+                let (mut again, kept) = self.verify_walk(deep, None)?;
                 again.notes.push(format!(
                     "restored {restored} object(s) that were deleted from the object store (by a git prune racing an append, or a crash) from the write-ahead log; they are named by their hashes, so they are exactly the originals"
                 ));
-                return Ok(again);
+                return Ok((again, kept));
             }
         }
-        Ok(report)
+        Ok((report, kept))
     }
 
-    fn verify_once(&self, deep: bool) -> Result<VerifyReport, StoreError> {
+    /// One verify, from the root, or from `prior` when the tip descends from its tip.
+    fn verify_walk(
+        &self,
+        deep: bool,
+        prior: Option<Verified>,
+    ) -> Result<(VerifyReport, Option<Verified>), StoreError> {
         let mut report = VerifyReport {
             deep,
             ..VerifyReport::default()
@@ -115,7 +154,7 @@ impl GitStore {
             Ok(None) => return Err(StoreError::NoLedger(self.name().to_string())),
             Err(StoreError::Corrupt(m)) => {
                 report.fail(None, Code::BrokenRef, m);
-                return Ok(report);
+                return Ok((report, None));
             }
             Err(e) => return Err(e),
         };
@@ -132,22 +171,45 @@ impl GitStore {
             .filter_map(|l| l.new)
             .filter(|id| !id.is_null())
             .collect();
-        let (recs, walk_failure, found) = self.walk_and_check(tip, deep, watch)?;
+        let (stop, have) = match &prior {
+            Some(p) => (Some(p.tip), p.recs.len()),
+            None => (None, 0),
+        };
+        let (new, walk_failure, found_now, met) =
+            self.walk_and_check(tip, deep, watch, stop, have)?;
+        // The walk met the prior tip: its records stand for everything below.
+        let (mut recs, mut found) = match prior {
+            Some(p) if met => (p.recs, p.found),
+            _ => (Vec::new(), HashSet::new()),
+        };
+        recs.extend(new);
+        found.extend(found_now);
         let witness = ReflogWitness {
             lines: &reflog,
             start,
             found: &found,
         };
-        self.judge(recs, walk_failure, tip, deep, &witness, report)
+        let report = self.judge(&recs, walk_failure, tip, deep, &witness, report)?;
+        let kept = report.passed().then(|| Verified {
+            tip,
+            deep,
+            recs,
+            found,
+        });
+        Ok((report, kept))
     }
 
     /// Pass 1: the walk, with per-entry checks on worker threads. Returns the records root
     /// first.
+    /// The walk stops before `stop` when it meets it (the tip of records already held, `have`
+    /// of them), and says whether it did.
     fn walk_and_check(
         &self,
         tip: ObjectId,
         deep: bool,
         watch: HashSet<ObjectId>,
+        stop: Option<ObjectId>,
+        have: usize,
     ) -> Result<Walked, StoreError> {
         let hash = self.object_hash();
         let workers = threads();
@@ -157,10 +219,12 @@ impl GitStore {
         let expected = self
             .read_raw_commit_seq(&tip)
             .map(|s| (s + 1).min(1 << 22) as usize)
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .saturating_sub(have);
         let mut slots: Vec<Option<Rec>> = Vec::with_capacity(expected);
         let mut failure = None;
         let mut found = HashSet::new();
+        let mut met = false;
         // Sized once for the records expected, so it is not rehashed as it fills.
         let seen: SeenTrees = Mutex::new(std::collections::HashMap::with_capacity(
             expected.min(SEEN_TREES_MAX),
@@ -218,7 +282,7 @@ impl GitStore {
                 let shared = shared.clone();
                 s.spawn(move || {
                     let repo = shared.to_thread_local();
-                    walk(&repo, hash, tip, tx, watch, packs)
+                    walk(&repo, hash, tip, tx, watch, packs, stop)
                 })
             };
             let mut first_err: Option<StoreError> = None;
@@ -238,9 +302,10 @@ impl GitStore {
                 }
             }
             match walker.join() {
-                Ok(Ok((f, seen))) => {
+                Ok(Ok((f, seen, stopped))) => {
                     failure = f;
                     found = seen;
+                    met = stopped;
                 }
                 Ok(Err(e)) => {
                     first_err.get_or_insert(e);
@@ -259,7 +324,7 @@ impl GitStore {
             .into_iter()
             .map(|r| r.expect("every walked commit was checked"))
             .collect();
-        Ok((recs, failure, found))
+        Ok((recs, failure, found, met))
     }
 
     /// The seq of the tip commit's entry, read cheaply from its message.
@@ -274,7 +339,7 @@ impl GitStore {
     /// checkpoints, then (deep) the bodies.
     fn judge(
         &self,
-        recs: Vec<Rec>,
+        recs: &[Rec],
         walk_failure: Option<WalkFailure>,
         tip: ObjectId,
         deep: bool,
@@ -366,7 +431,7 @@ impl GitStore {
         } else {
             &no_sizes
         };
-        let (checkpoint, prefix_roots) = roots::forum_roots(&recs, upto, sizes, threads());
+        let (checkpoint, prefix_roots) = roots::forum_roots(recs, upto, sizes, threads());
         report.entries = recs.len() as u64;
         report.checkpoint = checkpoint;
         report.chain = chain_problem.is_none();
@@ -514,7 +579,7 @@ impl GitStore {
                 }
             }
             if first.is_none() {
-                first = change::check_changes(self, &recs)?;
+                first = change::check_changes(self, recs)?;
             }
             match first {
                 Some((seq, code, msg)) => report.fail(Some(seq), code, msg),
@@ -635,6 +700,6 @@ impl Batch {
     }
 }
 
-/// Pass 1's result: the records root first, where the walk stopped early (if it did), and the
-/// reflog commits it met.
-type Walked = (Vec<Rec>, Option<WalkFailure>, HashSet<ObjectId>);
+/// Pass 1's result: the records root first, where the walk stopped early (if it did), the
+/// reflog commits it met, and whether it stopped at the tip of the records already held.
+type Walked = (Vec<Rec>, Option<WalkFailure>, HashSet<ObjectId>, bool);

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::{Report, Result};
 use crate::ledger::merkle::merkle_root;
 use crate::store::git::GitStore;
-use crate::store::verify::Code;
+use crate::store::verify::{Code, Verified};
 
 /// What `verify` found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -95,16 +95,10 @@ impl VerifyReport {
     }
 }
 
-/// Verifies the ledger of `store` (named `ledger`), with every body when `deep`. A ledger that
-/// does not exist is [`super::Class::NotFound`]; a ledger that does not verify is a report
-/// with `ok: false`, not an error.
-pub(crate) fn verify(store: &GitStore, ledger: &str, deep: bool) -> Result<VerifyReport> {
-    let keys = store.witness_verifier_keys();
-    verify_with(store, ledger, deep, &keys)
-}
-
-/// [`verify`] with these cosignature verifier keys (type 0x04) for the witness records
-/// (src/surface/witness.rs).
+/// Verifies the ledger of `store` (named `ledger`), with every body when `deep`, checking the
+/// witness records with these cosignature verifier keys (type 0x04, src/surface/witness.rs). A
+/// ledger that does not exist is [`super::Class::NotFound`]; a ledger that does not verify is
+/// a report with `ok: false`, not an error.
 pub(crate) fn verify_with(
     store: &GitStore,
     ledger: &str,
@@ -112,6 +106,31 @@ pub(crate) fn verify_with(
     witness_keys: &[String],
 ) -> Result<VerifyReport> {
     let r = store.verify(deep)?;
+    report_of(store, ledger, deep, witness_keys, r)
+}
+
+/// [`verify_with`] for a reader that keeps what the last verify read (the daemon's `GET /verify`):
+/// resumed from `prior` when the ledger only grew since, so only the new entries are read
+/// ([`GitStore::verify_from`]). Returns the report and what the next call may resume from.
+pub(crate) fn verify_resumed(
+    store: &GitStore,
+    ledger: &str,
+    deep: bool,
+    prior: Option<Verified>,
+) -> Result<(VerifyReport, Option<Verified>)> {
+    let (r, kept) = store.verify_from(deep, prior)?;
+    let keys = store.witness_verifier_keys();
+    Ok((report_of(store, ledger, deep, &keys, r)?, kept))
+}
+
+/// The surface's report of the store's verify `r`, with the witness records checked.
+fn report_of(
+    store: &GitStore,
+    ledger: &str,
+    deep: bool,
+    witness_keys: &[String],
+    r: crate::store::verify::VerifyReport,
+) -> Result<VerifyReport> {
     let report = VerifyReport {
         schema: VerifyReport::SCHEMA,
         ledger: ledger.to_string(),

@@ -496,3 +496,83 @@ fn heavy_two_thousand_idle_and_slow_connections_do_not_keep_a_request_out() {
     }
     repo.forum_ok(&["verify", "--deep"]);
 }
+
+// ----- cached projections -----
+
+/// The daemon's `/summary` and `/verify` against the CLI's `summary --json` and
+/// `verify --deep --json`, read from the repository as it is now.
+#[track_caller]
+fn same_as_the_cli(repo: &Repo, addr: &str, when: &str) {
+    let (code, summary) = crate::common::http_json(addr, "GET", "/summary", &J::Null);
+    assert_eq!(code, 200, "{when}: {summary}");
+    assert_eq!(summary, repo.forum_json(&["summary"]), "{when}: summary");
+    let (code, verify) = crate::common::http_json(addr, "GET", "/verify", &J::Null);
+    assert_eq!(code, 200, "{when}: {verify}");
+    let o = repo
+        .forum()
+        .args(["verify", "--deep", "--json"])
+        .output()
+        .unwrap();
+    let cli: J = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(verify, cli, "{when}: verify");
+}
+
+#[test]
+fn summary_and_verify_answer_from_projections_kept_as_the_ledger_grows_and_never_across_a_rewrite()
+{
+    on_each_kind(|repo| {
+        let served = repo.serve(&[], Stdio::null());
+        let addr = served.addr.clone();
+        // Before the first entry the CLI has no ledger to read; the daemon serves an empty one.
+        for path in ["/summary", "/verify"] {
+            let (code, r) = crate::common::http_json(&addr, "GET", path, &J::Null);
+            assert_eq!(code, 200, "{path}: {r}");
+        }
+        // Kinds the summary counts by body: a model call with usage, a verdict, a change.
+        repo.append("me", "request", r#"{"text": "ship it"}"#);
+        repo.append(
+            "backend",
+            "result",
+            r#"{"id": "T1", "ok": true, "model": "m1", "output": "done",
+                "usage": {"model": "m1", "prompt_tokens": 30, "completion_tokens": 12, "cost_usd": 0.25}}"#,
+        );
+        repo.append("judge", "verdict", r#"{"ok": false, "model": "m2"}"#);
+        repo.append(
+            "work",
+            "change",
+            r#"{"task": "T1", "commit": null, "files": []}"#,
+        );
+        same_as_the_cli(repo, &addr, "four entries by the CLI");
+        // Grown through the daemon and by another process in turn: each request folds in
+        // only what is new, and still says what a whole read says.
+        for i in 0..3 {
+            let (code, r) = crate::common::http_json(
+                &addr,
+                "POST",
+                "/append",
+                &json!({"actor": "http", "kind": "result",
+                        "payload": {"id": format!("T{i}"), "ok": i != 1, "model": "m1"}}),
+            );
+            assert_eq!(code, 200, "{r}");
+            repo.append("cli", "note", &format!(r#"{{"n": {i}}}"#));
+            same_as_the_cli(repo, &addr, &format!("round {i}"));
+        }
+        // A redaction rewrites every commit after the body it removes: both projections
+        // start again from the root.
+        let hash = repo.forum_json(&["show", "1"])["payload_hash"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        repo.forum_ok(&["redact", &hash, "--reason", "a key was pasted"]);
+        same_as_the_cli(repo, &addr, "after a redaction");
+        // A history rewritten behind the daemon's back: an old entry edited and the chain
+        // re-linked above it. The daemon finds what a whole verify finds.
+        let mut texts = crate::common::commit_texts(repo, crate::common::LEDGER_REF);
+        texts[2] = texts[2].replacen("\"actor\":\"judge\"", "\"actor\":\"jury\"", 1);
+        assert!(texts[2].contains("jury"), "{}", texts[2]);
+        crate::common::rechain(repo, &texts);
+        same_as_the_cli(repo, &addr, "after a quiet rewrite");
+        let (_, v) = crate::common::http_json(&addr, "GET", "/verify", &J::Null);
+        assert_eq!(v["ok"], false, "{v}");
+    });
+}

@@ -29,8 +29,9 @@ pub(super) fn read_gix(
 }
 
 /// Walks first parents from `tip`, checking that each object hashes to its name and is a
-/// commit, and sends the commits in batches (numbered from the tip). Returns where it stopped
-/// early, if it did.
+/// commit, and sends the commits in batches (numbered from the tip), up to the root or to
+/// `stop` (not sent). Returns where it stopped early (if it did), the `watch` commits it met,
+/// and whether it met `stop`.
 pub(super) fn walk(
     repo: &gix::Repository,
     hash: HashKind,
@@ -38,7 +39,8 @@ pub(super) fn walk(
     tx: mpsc::SyncSender<Batch>,
     watch: HashSet<ObjectId>,
     packs: Packs,
-) -> Result<(Option<WalkFailure>, HashSet<ObjectId>), StoreError> {
+    stop: Option<ObjectId>,
+) -> Result<(Option<WalkFailure>, HashSet<ObjectId>, bool), StoreError> {
     let mut reader = Reader::new(packs);
     let mut found = HashSet::new();
     let mut cur = Some(tip);
@@ -47,7 +49,12 @@ pub(super) fn walk(
     let mut i = 0usize;
     let mut prev_id: Option<ObjectId> = None;
     let mut failure = None;
+    let mut met = false;
     while let Some(id) = cur {
+        if Some(id) == stop {
+            met = true;
+            break;
+        }
         let fail = |code, message| WalkFailure {
             child_seq_hint: prev_id.and_then(|p| {
                 let mut b = Vec::new();
@@ -105,14 +112,14 @@ pub(super) fn walk(
         if batch.items.len() == BATCH {
             let full = std::mem::replace(&mut batch, Batch::with_capacity(BATCH));
             if tx.send(full).is_err() {
-                return Ok((failure, found));
+                return Ok((failure, found, met));
             }
         }
     }
     if !batch.items.is_empty() {
         let _ = tx.send(batch);
     }
-    Ok((failure, found))
+    Ok((failure, found, met))
 }
 
 /// A commit's first parent (`Some(None)` for a root commit), or `None` when `data` is not a
