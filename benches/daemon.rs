@@ -8,7 +8,8 @@
 //! one append. Prints requests/s, p50, p99 and max latency and the count of non-2xx answers
 //! per phase; then stops the daemon with SIGTERM (it must exit 0) and checks
 //! `git forum verify --deep`. Exits 1 on any non-2xx answer or failed check. Nothing here
-//! asserts a time: the machine is shared and noisy.
+//! asserts a time: the machine is shared and noisy. Every client sends the daemon's bearer
+//! token, read from the file the daemon names on its second line, as a user's client would.
 //!
 //! `--replay-memory` measures the daemon's memory instead: it imports a ledger of `--entries`
 //! entries (default 45,001, seq 0 to 45,000) as one Forum directory, starts the daemon, and has
@@ -16,12 +17,31 @@
 //! of each page, 1000 entries a page) `--rounds` times each (default 3). It prints the daemon's
 //! peak resident size (`VmHWM` in `/proc/PID/status`) after start and after the clients, with
 //! the pages, entries and bytes read. It reports a figure and asserts none.
+//!
+//! `--flood` measures a probe under a connection flood: with `--connections N` (default 2,000)
+//! connections open from this process and waiting on it (a third with part of a request head,
+//! a third with a POST head and none of its body, a third kept alive after a request), it
+//! times `--probes K` (default 50) `GET /status` requests, each on a new connection, and the
+//! same probes before the flood as the baseline; once with the default `--max-connections`
+//! (the idle connections are evicted to make room) and once with a cap above the flood (all of
+//! them held open). It prints medians, p99, max and the ratio to the baseline.
+//!
+//! `--projections` measures the daemon's cached `/summary` and `/verify` on a ledger of
+//! `--entries` entries (default 100,000, imported as one Forum directory): the first request
+//! (everything read), the same request repeated, and the request after one append (the
+//! projections extended by one entry), `--rounds` times each (default 5), beside the CLI's
+//! `git forum summary --json` and `git forum verify --deep --json` on the same ledger (whole
+//! processes, each reading everything), with the daemon's resident size. Medians and ratios;
+//! nothing asserted.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The daemon's bearer token, once it started.
+static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// A keep-alive HTTP/1.1 connection that reads `Content-Length` bodies.
 struct Conn {
@@ -57,8 +77,9 @@ impl Conn {
 
     fn try_send(&mut self, method: &str, path: &str, body: &str) -> Option<(u16, Vec<u8>)> {
         let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             self.addr,
+            TOKEN.get().map_or("", String::as_str),
             body.len()
         );
         self.r.get_mut().write_all(req.as_bytes()).ok()?;
@@ -201,7 +222,40 @@ fn hermetic(c: &mut Command, home: &Path) {
         .env("HOME", home)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_CONFIG_SYSTEM", "/dev/null")
+        .env("GIT_FORUM_STATE_DIR", home.join(".forum-state"))
+        .env("GIT_FORUM_CACHE_DIR", home.join(".forum-cache"))
         .current_dir(home);
+}
+
+/// Starts `git forum serve --port 0 ARGS` in `dir`: the daemon, its address, and its token
+/// (read from the file it names on its second line, `token-file PATH`).
+fn start_daemon(dir: &Path, before: &[&str], args: &[&str]) -> (Daemon, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_git-forum"));
+    hermetic(&mut c, dir);
+    c.args(before)
+        .args(["serve", "--port", "0"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut daemon = Daemon(c.spawn().expect("start git forum serve"));
+    let mut out = BufReader::new(daemon.0.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("listening http://")
+        .expect("the listening line")
+        .to_string();
+    let mut second = String::new();
+    out.read_line(&mut second).unwrap();
+    let file = second
+        .trim_end_matches('\n')
+        .strip_prefix("token-file ")
+        .expect("the token-file line");
+    let token = std::fs::read_to_string(file).expect("read the token file");
+    let _ = TOKEN.set(token.trim().to_string());
+    (daemon, addr)
 }
 
 struct Daemon(Child);
@@ -294,22 +348,8 @@ fn replay_memory(args: &[String]) {
         t.elapsed().as_secs_f64()
     );
 
-    let mut c = Command::new(forum);
-    hermetic(&mut c, dir.path());
-    c.args(["serve", "--port", "0", "--concurrency", "64"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    let mut daemon = Daemon(c.spawn().expect("start git forum serve"));
+    let (mut daemon, addr) = start_daemon(dir.path(), &[], &["--concurrency", "64"]);
     let pid = daemon.0.id();
-    let mut out = BufReader::new(daemon.0.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("listening http://")
-        .expect("the listening line")
-        .to_string();
     let (hwm_start, rss_start) = memory_kib(pid);
     // One request first, so the ledger is loaded before the clients start.
     let (code, _) = Conn::open(&addr).send_for_body("GET", "/status", "");
@@ -384,10 +424,275 @@ fn replay_memory(args: &[String]) {
     }
 }
 
+/// The value after `name` in `args`, or `default`.
+fn opt_u64(args: &[String], name: &str, default: u64) -> u64 {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Median, p99 and max of `d`, in milliseconds.
+fn stats_ms(d: &mut [Duration]) -> (f64, f64, f64) {
+    d.sort();
+    let n = d.len();
+    if n == 0 {
+        return (0.0, 0.0, 0.0);
+    }
+    let at = |p: f64| d[((n as f64 * p).ceil() as usize).clamp(1, n) - 1].as_secs_f64() * 1e3;
+    (at(0.5), at(0.99), d[n - 1].as_secs_f64() * 1e3)
+}
+
+/// A fresh repository with a ledger of `n` entries imported as one Forum directory.
+fn imported(n: u64) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut git = Command::new("git");
+    hermetic(&mut git, dir.path());
+    assert!(git.args(["init", "-q", "."]).status().unwrap().success());
+    if n == 0 {
+        return dir;
+    }
+    let export = tempfile::tempdir().unwrap();
+    forum_export(&export.path().join("ledger"), n);
+    let mut imp = Command::new(env!("CARGO_BIN_EXE_git-forum"));
+    hermetic(&mut imp, dir.path());
+    let o = imp
+        .args(["import", export.path().join("ledger").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "import failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    dir
+}
+
+/// One `GET path` on a new connection, closed after: the time to the whole answer, or `None`
+/// when it was not a 200.
+fn probe(addr: &str, path: &str) -> Option<Duration> {
+    let t = Instant::now();
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(300))).ok()?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .ok()?;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out)
+        .starts_with("HTTP/1.1 200")
+        .then(|| t.elapsed())
+}
+
+/// A connection that waits on its client (see `--flood` in the module doc); `n` picks the kind.
+fn idle_connection(addr: &str, n: usize) -> Option<TcpStream> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    let head = match n % 3 {
+        0 => format!("GET /status HTTP/1.1\r\nHost: {addr}\r\nX-Slow: "),
+        1 => format!(
+            "POST /route HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+            TOKEN.get().map_or("", String::as_str)
+        ),
+        _ => format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\n"),
+    };
+    s.write_all(head.as_bytes()).ok()?;
+    if n % 3 == 2 {
+        s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !String::from_utf8_lossy(&got).contains("{\"ok\":true}") {
+            let k = s.read(&mut buf).ok()?;
+            if k == 0 {
+                return None;
+            }
+            got.extend_from_slice(&buf[..k]);
+        }
+    }
+    Some(s)
+}
+
+/// `--flood`: a probe's latency with many connections open and waiting (see the module doc).
+fn flood(args: &[String]) {
+    let connections = opt_u64(args, "--connections", 2000) as usize;
+    let probes = opt_u64(args, "--probes", 50).max(1) as usize;
+    // Every connection is a descriptor here, and in the daemon (which inherits the limit).
+    {
+        use rustix::process::{Resource, getrlimit, setrlimit};
+        let mut lim = getrlimit(Resource::Nofile);
+        let want = (connections as u64) * 2 + 1024;
+        if lim.current.is_some_and(|c| c < want) {
+            lim.current = Some(lim.maximum.map_or(want, |m| m.min(want)));
+            let _ = setrlimit(Resource::Nofile, lim);
+        }
+    }
+    let dir = imported(1000);
+    println!(
+        "{connections} connections waiting on their client (part of a head, a POST head without its body, kept alive), {probes} probes of GET /status each on a new connection"
+    );
+    println!(
+        "{:<26} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
+        "daemon", "open s", "p50 ms", "p99 ms", "max ms", "p50 x", "failed"
+    );
+    let default_cap = "256 (default)";
+    for (label, extra) in [
+        (default_cap, vec![]),
+        ("4096", vec!["--max-connections", "4096"]),
+    ] {
+        let mut a = vec!["--read-timeout", "300"];
+        a.extend(extra.iter().copied());
+        let (mut daemon, addr) = start_daemon(dir.path(), &[], &a);
+        let mut base: Vec<Duration> = (0..probes)
+            .filter_map(|_| probe(&addr, "/status"))
+            .collect();
+        let (b50, b99, bmax) = stats_ms(&mut base);
+        println!(
+            "{:<26} {:>10} {:>10.2} {:>10.2} {:>10.2} {:>8} {:>8}",
+            format!("cap {label}, no flood"),
+            "",
+            b50,
+            b99,
+            bmax,
+            "1.00",
+            probes - base.len()
+        );
+        let t = Instant::now();
+        let open: Vec<TcpStream> = (0..connections)
+            .filter_map(|n| idle_connection(&addr, n))
+            .collect();
+        let opened = t.elapsed().as_secs_f64();
+        let mut under: Vec<Duration> = (0..probes)
+            .filter_map(|_| probe(&addr, "/status"))
+            .collect();
+        let failed = probes - under.len();
+        let (u50, u99, umax) = stats_ms(&mut under);
+        println!(
+            "{:<26} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>8.2} {:>8}",
+            format!("cap {label}, {} open", open.len()),
+            opened,
+            u50,
+            u99,
+            umax,
+            u50 / b50.max(1e-9),
+            failed
+        );
+        drop(open);
+        let pid = rustix::process::Pid::from_child(&daemon.0);
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        let _ = daemon.0.wait();
+    }
+}
+
+/// Runs `git forum ARGS` in `dir` `runs` times: the median wall time, and whether each run
+/// exited 0.
+fn cli_median(dir: &Path, args: &[&str], runs: usize) -> (Duration, bool) {
+    let mut times = Vec::new();
+    let mut ok = true;
+    for _ in 0..runs {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_git-forum"));
+        hermetic(&mut c, dir);
+        let t = Instant::now();
+        let o = c.args(args).output().unwrap();
+        times.push(t.elapsed());
+        ok &= o.status.success();
+    }
+    times.sort();
+    (times[times.len() / 2], ok)
+}
+
+/// `--projections`: the cached `/summary` and `/verify` at `--entries` entries.
+fn projections(args: &[String]) {
+    let entries = opt_u64(args, "--entries", 100_000).max(1);
+    let rounds = opt_u64(args, "--rounds", 5).max(1) as usize;
+    let t = Instant::now();
+    let dir = imported(entries);
+    println!(
+        "imported {entries} entries as one Forum directory in {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    let (cli_summary, ok1) = cli_median(dir.path(), &["summary", "--json"], 3);
+    let (cli_verify, ok2) = cli_median(dir.path(), &["verify", "--deep", "--json"], 3);
+    let (mut daemon, addr) = start_daemon(dir.path(), &[], &[]);
+    let pid = daemon.0.id();
+    let (hwm0, rss0) = memory_kib(pid);
+    let mut conn = Conn::open(&addr);
+    let mut failed = !(ok1 && ok2);
+    let mut timed = |conn: &mut Conn, path: &str| -> Duration {
+        let t = Instant::now();
+        let (code, _) = conn.send_for_body("GET", path, "");
+        let d = t.elapsed();
+        if code != 200 {
+            eprintln!("GET {path} answered {code}");
+            failed = true;
+        }
+        d
+    };
+    let mut rows: Vec<(String, Duration, Duration)> = Vec::new();
+    let mut appended = 0usize;
+    for (path, cli) in [("/summary", cli_summary), ("/verify", cli_verify)] {
+        let first = timed(&mut conn, path);
+        let mut again: Vec<Duration> = (0..rounds).map(|_| timed(&mut conn, path)).collect();
+        let mut after: Vec<Duration> = (0..rounds)
+            .map(|_| {
+                let code = conn.send("POST", "/append", &append_body(1, appended));
+                appended += 1;
+                if code != 200 {
+                    eprintln!("POST /append answered {code}");
+                }
+                timed(&mut conn, path)
+            })
+            .collect();
+        again.sort();
+        after.sort();
+        let (a, b) = (again[again.len() / 2], after[after.len() / 2]);
+        rows.push((format!("{path} first (reads all)"), first, cli));
+        rows.push((format!("{path} repeated (median)"), a, cli));
+        rows.push((format!("{path} after 1 append (median)"), b, cli));
+    }
+    let (hwm, rss) = memory_kib(pid);
+    println!(
+        "cli, whole processes (median of 3): summary --json {:.1} ms, verify --deep --json {:.1} ms",
+        cli_summary.as_secs_f64() * 1e3,
+        cli_verify.as_secs_f64() * 1e3
+    );
+    println!("{:<34} {:>12} {:>12}", "daemon request", "ms", "cli / this");
+    for (name, d, cli) in &rows {
+        println!(
+            "{:<34} {:>12.2} {:>12.1}",
+            name,
+            d.as_secs_f64() * 1e3,
+            cli.as_secs_f64() / d.as_secs_f64().max(1e-9)
+        );
+    }
+    println!(
+        "daemon resident size: VmRSS {:.1} MiB at start, {:.1} MiB at the end; peak (VmHWM) {:.1} MiB (at start {:.1} MiB)",
+        rss0 as f64 / 1024.0,
+        rss as f64 / 1024.0,
+        hwm as f64 / 1024.0,
+        hwm0 as f64 / 1024.0
+    );
+    let p = rustix::process::Pid::from_child(&daemon.0);
+    rustix::process::kill_process(p, rustix::process::Signal::TERM).unwrap();
+    let status = daemon.0.wait().unwrap();
+    if failed || !status.success() {
+        eprintln!("FAILED: a request or a CLI run failed, or the daemon exited with {status}");
+        std::process::exit(1);
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--replay-memory") {
         replay_memory(&args);
+        return;
+    }
+    if args.iter().any(|a| a == "--flood") {
+        flood(&args);
+        return;
+    }
+    if args.iter().any(|a| a == "--projections") {
+        projections(&args);
         return;
     }
     let opt = |name: &str, default: f64| -> f64 {
@@ -407,24 +712,8 @@ fn main() {
     hermetic(&mut git, dir.path());
     assert!(git.args(["init", "-q", "."]).status().unwrap().success());
     let forum = env!("CARGO_BIN_EXE_git-forum");
-    let mut c = Command::new(forum);
-    hermetic(&mut c, dir.path());
-    if no_fsync {
-        c.arg("--no-fsync");
-    }
-    c.args(["serve", "--port", "0", "--concurrency", "64"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    let mut daemon = Daemon(c.spawn().expect("start git forum serve"));
-    let mut out = BufReader::new(daemon.0.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("listening http://")
-        .expect("the listening line")
-        .to_string();
+    let before: &[&str] = if no_fsync { &["--no-fsync"] } else { &[] };
+    let (mut daemon, addr) = start_daemon(dir.path(), before, &["--concurrency", "64"]);
 
     println!(
         "git forum serve on {addr}: {clients} keep-alive clients, {seconds} s per phase, fsync {}",

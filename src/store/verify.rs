@@ -36,6 +36,10 @@ fn threads() -> usize {
 /// Commits handed from the walker to a worker at a time.
 const BATCH: usize = 512;
 
+/// New commits below which a resumed verify reads objects through gix rather than index the
+/// packs first.
+const RESUMED_WITHOUT_PACKS: usize = 4096;
+
 /// Entry trees whose body `--deep` has already read and hashed, with the payload hash it
 /// hashed to, so a body that many entries share is read once (as git stores it once). Bounded,
 /// so a ledger of distinct bodies costs at most this many records of memory.
@@ -89,6 +93,27 @@ pub(crate) struct Verified {
     deep: bool,
     recs: Vec<Rec>,
     found: HashSet<ObjectId>,
+    judged: Judged,
+}
+
+/// The chain pass's state after the records it checked: what the next record is checked
+/// against, and what the witnesses need of the records before it, so a resumed verify's chain
+/// pass and Merkle roots cost only the new records.
+struct Judged {
+    /// Records checked, from the root.
+    len: usize,
+    checker: ChainChecker,
+    /// Forum's tree over them.
+    acc: crate::ledger::merkle::Accumulator,
+    /// The standard tree over them, when a signed note asked for it.
+    std: Option<crate::ledger::tlog::Frontier>,
+    /// Forum's and the standard tree's roots at the sizes checkpoints named.
+    roots: Vec<(u64, String)>,
+    std_roots: Vec<(u64, crate::ledger::tlog::Hash)>,
+    /// Payload hashes redaction entries name.
+    redacted: HashSet<[u8; 32]>,
+    /// Absent bodies a redaction names (deep), as the report lists them.
+    redacted_bodies: Vec<(u64, String)>,
 }
 
 impl GitStore {
@@ -178,9 +203,9 @@ impl GitStore {
         let (new, walk_failure, found_now, met) =
             self.walk_and_check(tip, deep, watch, stop, have)?;
         // The walk met the prior tip: its records stand for everything below.
-        let (mut recs, mut found) = match prior {
-            Some(p) if met => (p.recs, p.found),
-            _ => (Vec::new(), HashSet::new()),
+        let (mut recs, mut found, judged) = match prior {
+            Some(p) if met => (p.recs, p.found, Some(p.judged)),
+            _ => (Vec::new(), HashSet::new(), None),
         };
         recs.extend(new);
         found.extend(found_now);
@@ -189,12 +214,14 @@ impl GitStore {
             start,
             found: &found,
         };
-        let report = self.judge(&recs, walk_failure, tip, deep, &witness, report)?;
-        let kept = report.passed().then(|| Verified {
+        let (report, judged) =
+            self.judge(&recs, walk_failure, tip, deep, &witness, report, judged)?;
+        let kept = judged.map(|judged| Verified {
             tip,
             deep,
             recs,
             found,
+            judged,
         });
         Ok((report, kept))
     }
@@ -229,7 +256,13 @@ impl GitStore {
         let seen: SeenTrees = Mutex::new(std::collections::HashMap::with_capacity(
             expected.min(SEEN_TREES_MAX),
         ));
-        let packs = Packs::open(&self.objects_dir(), hash);
+        // The pack reader indexes every object of every pack by offset (a whole-ledger cost,
+        // paid back over a whole walk); a resumed walk of a few commits reads them through gix.
+        let packs = if have > 0 && expected < RESUMED_WITHOUT_PACKS {
+            Packs::default()
+        } else {
+            Packs::open(&self.objects_dir(), hash)
+        };
         std::thread::scope(|s| -> Result<(), StoreError> {
             let (tx, rx) = mpsc::sync_channel::<Batch>(workers * 4);
             let rx = Arc::new(Mutex::new(rx));
@@ -336,7 +369,12 @@ impl GitStore {
     }
 
     /// Pass 2 and the witnesses: the chain root first, then the reflog and recorded
-    /// checkpoints, then (deep) the bodies.
+    /// checkpoints, then (deep) the bodies. With `prior` (the state after the records a
+    /// verify that passed checked, the first of `recs`), only the records after those are
+    /// checked, when `prior` holds every root the checkpoints now name; the witnesses are
+    /// checked whole either way. Returns the report and, when it passed, the state after every
+    /// record.
+    #[allow(clippy::too_many_arguments)]
     fn judge(
         &self,
         recs: &[Rec],
@@ -345,7 +383,8 @@ impl GitStore {
         deep: bool,
         witness: &ReflogWitness<'_>,
         mut report: VerifyReport,
-    ) -> Result<VerifyReport, StoreError> {
+        prior: Option<Judged>,
+    ) -> Result<(VerifyReport, Option<Judged>), StoreError> {
         let recorded = self.recorded_checkpoints();
         let signed = self.signed_checkpoints_and_notes()?;
         let wanted: HashSet<u64> = recorded
@@ -353,6 +392,41 @@ impl GitStore {
             .map(|(s, _)| *s)
             .chain(signed.iter().map(|s| s.checkpoint.size))
             .collect();
+        // Only a signed note names a standard root: without one, the tree is not built.
+        let want_std = signed.iter().any(|s| s.signature.format == "note");
+        let prior = prior.filter(|p| {
+            let forum = |n: u64| p.roots.iter().any(|r| r.0 == n);
+            let standard = |n: u64| p.std_roots.iter().any(|r| r.0 == n);
+            walk_failure.is_none()
+                && p.len <= recs.len()
+                && (!want_std || p.std.is_some())
+                && wanted
+                    .iter()
+                    .all(|&n| n > p.len as u64 || (forum(n) && (!want_std || standard(n))))
+        });
+        // Where this pass starts: after the records `prior` checked.
+        let start = prior.as_ref().map_or(0, |p| p.len);
+        let (mut checker, mut std_acc, mut std_roots, mut redacted, prior_tree) = match prior {
+            Some(p) => (
+                p.checker,
+                p.std.unwrap_or_default(),
+                p.std_roots,
+                p.redacted,
+                Some((p.acc, p.roots, p.redacted_bodies)),
+            ),
+            None => (
+                // The links are checked here, in order; Forum's Merkle root over the entries
+                // that pass is built afterwards, its whole chunks on several threads
+                // (roots.rs).
+                ChainChecker::links_only(),
+                // The standard tree (RFC 6962 over raw entry hashes), for the roots notes
+                // sign.
+                crate::ledger::tlog::Frontier::default(),
+                Vec::new(),
+                HashSet::new(),
+                None,
+            ),
+        };
         let mut chain_problem: Option<Problem> = walk_failure.map(|f| {
             // The walk stopped early: the bad commit sits just below the oldest one read.
             let seq = recs
@@ -363,21 +437,12 @@ impl GitStore {
                 .unwrap_or(0);
             (seq, f.code, f.message)
         });
-        // The links are checked here, in order; Forum's Merkle root over the entries that
-        // pass is built afterwards, its whole chunks on several threads (roots.rs).
-        let mut checker = ChainChecker::links_only();
         // How many entries, from the root, count towards the checkpoint reported.
-        let mut upto = 0usize;
-        // The standard tree (RFC 6962 over raw entry hashes), for the roots notes sign.
-        let mut std_acc = crate::ledger::tlog::Frontier::default();
-        let mut std_roots: Vec<(u64, crate::ledger::tlog::Hash)> = Vec::new();
-        // Only a signed note names a standard root: without one, the tree is not built.
-        let want_std = signed.iter().any(|s| s.signature.format == "note");
-        let mut redacted: HashSet<[u8; 32]> = HashSet::new();
+        let mut upto = start;
         if chain_problem.is_none() {
             // Both hashes of an entry in hex, in one buffer reused for every entry.
             let mut hex_buf = String::with_capacity(128);
-            for (i, r) in recs.iter().enumerate() {
+            for (i, r) in recs.iter().enumerate().skip(start) {
                 let expected = i as u64;
                 let Some(seq) = r.seq() else {
                     let (code, msg) = r
@@ -431,13 +496,30 @@ impl GitStore {
         } else {
             &no_sizes
         };
-        let (checkpoint, prefix_roots) = roots::forum_roots(recs, upto, sizes, threads());
+        let (checkpoint, prefix_roots, acc, prior_bodies) = match prior_tree {
+            None => {
+                let (root, prefix, acc) = roots::forum_roots(recs, upto, sizes, threads());
+                (root, prefix, acc, Vec::new())
+            }
+            // The few records after `prior`'s: their leaves one by one.
+            Some((mut acc, mut prefix, bodies)) => {
+                let mut hex = String::with_capacity(64);
+                for (i, r) in recs[start..upto].iter().enumerate() {
+                    roots::push_leaf(&mut acc, r, &mut hex);
+                    let n = (start + i + 1) as u64;
+                    if sizes.contains(&n) {
+                        prefix.push((n, acc.root()));
+                    }
+                }
+                (acc.root(), prefix, acc, bodies)
+            }
+        };
         report.entries = recs.len() as u64;
         report.checkpoint = checkpoint;
         report.chain = chain_problem.is_none();
         if let Some((seq, code, msg)) = chain_problem {
             report.fail(Some(seq), code, msg);
-            return Ok(report);
+            return Ok((report, None));
         }
         let len = recs.len() as u64;
         for (size, root) in &recorded {
@@ -449,7 +531,7 @@ impl GitStore {
                         "the ledger has {len} entries but a checkpoint was recorded at {size} entries (root {root}): entries were removed from the tail"
                     ),
                 );
-                return Ok(report);
+                return Ok((report, None));
             }
             if let Some((_, have)) = prefix_roots.iter().find(|(s, _)| s == size)
                 && have != root
@@ -461,7 +543,7 @@ impl GitStore {
                         "the first {size} entries hash to {have}, not to the recorded checkpoint {root}: history was rewritten"
                     ),
                 );
-                return Ok(report);
+                return Ok((report, None));
             }
         }
         report.checkpoints_checked = recorded.len();
@@ -475,7 +557,7 @@ impl GitStore {
                         Code::BadSignature,
                         format!("the signed checkpoint at size {size} (root {root}) is not trustworthy: {why}"),
                     );
-                    return Ok(report);
+                    return Ok((report, None));
                 }
                 SignatureCheck::Unchecked(why) => {
                     report.notes.push(format!(
@@ -494,7 +576,7 @@ impl GitStore {
                         s.ledger
                     ),
                 );
-                return Ok(report);
+                return Ok((report, None));
             }
             if size > len {
                 report.fail(
@@ -504,7 +586,7 @@ impl GitStore {
                         "the ledger has {len} entries but {signer} signed a checkpoint at {size} entries (root {root}): entries were removed from the tail"
                     ),
                 );
-                return Ok(report);
+                return Ok((report, None));
             }
             if let Some((_, have)) = prefix_roots.iter().find(|(n, _)| *n == size)
                 && have != root
@@ -516,7 +598,7 @@ impl GitStore {
                         "the first {size} entries hash to {have}, not to the checkpoint {root} that {signer} signed: history was rewritten"
                     ),
                 );
-                return Ok(report);
+                return Ok((report, None));
             }
             if s.signature.format == "note"
                 && let Some(Some(cp)) = s
@@ -536,12 +618,12 @@ impl GitStore {
                         super::note::b64(&cp.root)
                     ),
                 );
-                return Ok(report);
+                return Ok((report, None));
             }
             report.signatures.push((size, root.clone(), signer));
         }
         if self.check_reflog(witness, tip, len, &mut report)? {
-            return Ok(report);
+            return Ok((report, None));
         }
         if report.reflog_lines == 0 && recorded.is_empty() {
             report.notes.push(
@@ -549,8 +631,10 @@ impl GitStore {
             );
         }
         if deep {
+            // The bodies `prior` found redacted were checked then.
+            report.redacted = prior_bodies;
             let mut first: Option<Problem> = None;
-            for (i, r) in recs.iter().enumerate() {
+            for (i, r) in recs.iter().enumerate().skip(start) {
                 let seq = i as u64;
                 let absent_payload = r.extra.as_ref().and_then(|x| x.absent_payload);
                 match r.body {
@@ -579,14 +663,24 @@ impl GitStore {
                 }
             }
             if first.is_none() {
-                first = change::check_changes(self, recs)?;
+                first = change::check_changes(self, recs, start)?;
             }
             match first {
                 Some((seq, code, msg)) => report.fail(Some(seq), code, msg),
                 None => report.deep_ok = Some(true),
             }
         }
-        Ok(report)
+        let judged = report.passed().then(|| Judged {
+            len: upto,
+            checker,
+            acc,
+            std: want_std.then_some(std_acc),
+            roots: prefix_roots,
+            std_roots,
+            redacted,
+            redacted_bodies: report.redacted.clone(),
+        });
+        Ok((report, judged))
     }
 
     /// Checks the ref's reflog against the chain. Returns true when it found a problem.

@@ -52,11 +52,16 @@ fn trailer<'a>(message: &'a str, key: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-/// The first `change` entry among `recs` whose commit does not match it.
-pub(super) fn check_changes(store: &GitStore, recs: &[Rec]) -> Result<Option<Problem>, StoreError> {
+/// The first `change` entry among `recs` from index `from` whose commit does not match it (the
+/// entries it names may be anywhere before it).
+pub(super) fn check_changes(
+    store: &GitStore,
+    recs: &[Rec],
+    from: usize,
+) -> Result<Option<Problem>, StoreError> {
     let hash_kind = store.object_hash();
     let mut buf = Vec::new();
-    for (i, r) in recs.iter().enumerate() {
+    for (i, r) in recs.iter().enumerate().skip(from) {
         let Some(claim) = r.extra.as_ref().and_then(|x| x.change.as_ref()) else {
             continue;
         };

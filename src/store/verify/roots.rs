@@ -15,7 +15,7 @@ use crate::ledger::merkle::Accumulator;
 const CHUNK: usize = 4096;
 
 /// Pushes the leaf of `r`'s entry hash, spelled in hex in `hex`.
-fn push_leaf(acc: &mut Accumulator, r: &Rec, hex: &mut String) {
+pub(super) fn push_leaf(acc: &mut Accumulator, r: &Rec, hex: &mut String) {
     hex.clear();
     hash::push_hex(hex, &r.entry_hash);
     acc.push(hex);
@@ -32,14 +32,15 @@ fn chunk_root(recs: &[Rec]) -> [u8; 32] {
         .expect("a whole chunk is a perfect subtree")
 }
 
-/// The root of `recs[..upto]`, and `(n, root of recs[..n])` for each `n` of `sizes` from 1 to
-/// `upto`, in ascending order; whole chunks are hashed on up to `threads` threads.
+/// The root of `recs[..upto]`, `(n, root of recs[..n])` for each `n` of `sizes` from 1 to
+/// `upto`, in ascending order, and the tree itself (to push more leaves onto); whole chunks are
+/// hashed on up to `threads` threads.
 pub(super) fn forum_roots(
     recs: &[Rec],
     upto: usize,
     sizes: &HashSet<u64>,
     threads: usize,
-) -> (String, Vec<(u64, String)>) {
+) -> (String, Vec<(u64, String)>, Accumulator) {
     let recs = &recs[..upto.min(recs.len())];
     let full = recs.len() / CHUNK;
     let chunk_roots: Vec<[u8; 32]> = if full < 2 || threads < 2 {
@@ -98,7 +99,7 @@ pub(super) fn forum_roots(
             prefix.push((n, acc.root()));
         }
     }
-    (acc.root(), prefix)
+    (acc.root(), prefix, acc)
 }
 
 #[cfg(test)]
@@ -132,7 +133,8 @@ mod tests {
             .collect();
         for upto in [0, 1, 4095, 4096, 8193, 3 * CHUNK, n] {
             for threads in [1, 2, 3] {
-                let (root, prefix) = forum_roots(&recs, upto, &sizes, threads);
+                let (root, prefix, acc) = forum_roots(&recs, upto, &sizes, threads);
+                assert_eq!(acc.root(), root);
                 assert_eq!(
                     root,
                     merkle_root(&hexes[..upto]),
