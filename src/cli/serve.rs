@@ -174,7 +174,7 @@ fn connection_cap(max_connections: usize, concurrency: usize) -> usize {
         let raised = lim.maximum.map_or(want, |m| m.min(want));
         if raised > cur {
             lim.current = Some(raised);
-            if setrlimit(Resource::Nofile, lim.clone()).is_err() {
+            if setrlimit(Resource::Nofile, lim).is_err() {
                 lim.current = Some(cur);
             }
         }

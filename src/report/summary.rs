@@ -230,10 +230,13 @@ impl SummaryFold {
     /// Counts the next entry `e` with its body (`None`: absent, redacted).
     pub(crate) fn push(&mut self, e: &Entry, body: Option<&Value>) {
         let b = body;
-        if b.is_none() {
-            self.n.absent += 1;
-        } else if self.seen_hashes.insert(hash_key(&e.payload_hash)) {
-            self.payload_bytes += dumps_sorted(b.expect("present"), false).len() as i64;
+        match b {
+            None => self.n.absent += 1,
+            Some(body) => {
+                if self.seen_hashes.insert(hash_key(&e.payload_hash)) {
+                    self.payload_bytes += dumps_sorted(body, false).len() as i64;
+                }
+            }
         }
         if let Some(m) = witnessed_call(e, b) {
             match self.model_calls.iter_mut().find(|(k, _)| *k == m) {

@@ -2,7 +2,7 @@
 //! `git forum serve` over HTTP with its guards and graceful drain, a scripted `git forum mcp`
 //! transcript, and appends through the daemon and the CLI at the same time.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{ChildStdout, Command, Stdio};
 use std::sync::Arc;
