@@ -23,7 +23,10 @@ use crate::plan::Task;
 
 use super::engine::{Done, Run};
 use super::prompts::{failed_checks_note, work_note};
-use super::work::{Author, Change, CheckRun, Keep, TaskTree, Tie, WorkError, Workbench};
+use super::work::{
+    Author, Change, ChangeLimits, CheckRun, CommitRules, Keep, LinkOut, TaskTree, Tie, WorkError,
+    Workbench,
+};
 use super::{Event, RunError, lock};
 
 /// Opens the workbench of the run whose request is at the given seq: at HEAD for a new run,
@@ -63,6 +66,8 @@ pub(crate) struct WorkOptions {
     pub(crate) sandbox: Arc<Sandboxing>,
     /// The run's verification tier (its heaviest seat's; `None`: standard, every change gated).
     pub(crate) verification: Option<Verification>,
+    /// What a change may hold (`[work]` limits).
+    pub(crate) limits: ChangeLimits,
 }
 
 impl std::fmt::Debug for WorkOptions {
@@ -102,6 +107,8 @@ pub(super) struct WorkRun {
     pub(super) sandbox: Record,
     /// The run's verification tier, when one was resolved.
     pub(super) verification: Option<Verification>,
+    /// What a change may hold.
+    pub(super) limits: ChangeLimits,
 }
 
 /// What one task has in the repository so far.
@@ -198,6 +205,12 @@ impl WorkRun {
         J::Array(items)
     }
 
+    /// The jail a command in `tree` runs in: the run's, showing that worktree and what the
+    /// workbench says a sandbox shows of the repository there (`None`: unconfined).
+    pub(super) fn jail_for(&self, tree: &TaskTree) -> Option<Arc<Jail>> {
+        self.jail.as_ref().map(|j| Arc::new(j.for_tree(tree)))
+    }
+
     /// Runs one quick workbench step in this run's turn (see [`WorkRun::git_turn`]).
     pub(super) fn in_turn<T>(&self, f: impl FnOnce() -> T) -> T {
         let _turn = lock(&self.git_turn);
@@ -233,6 +246,7 @@ pub(super) fn work_record(w: &WorkRun) -> J {
         "checks": w.checks,
         "run_branch": format!("forum/run-{}", w.run_seq),
         "sandbox": w.sandbox.payload(),
+        "limits": w.limits.payload(),
     });
     if let Some(v) = &w.verification {
         rec["verification"] = json!(v);
@@ -282,6 +296,7 @@ impl Run<'_, '_> {
             jail,
             sandbox,
             verification: o.verification,
+            limits: o.limits,
         });
         Ok(())
     }
@@ -309,7 +324,8 @@ impl Run<'_, '_> {
         tw.task_entry = Some(task_entry.clone());
         w.set(&task.id, tw);
         let upstream = w.upstream_commits(task, plan);
-        let opened = w.in_turn(|| w.bench.open_task(&task.id, &upstream));
+        let name = self.ref_name(&task.id);
+        let opened = w.in_turn(|| w.bench.open_task(&name, &upstream));
         let mut done = self.work_attempt(w, task, &worker, instruction, task_entry, opened)?;
         if done.ok {
             return Ok(done);
@@ -340,7 +356,7 @@ impl Run<'_, '_> {
             tw.last_seq = esc.seq;
             w.set(&task.id, tw);
             let retry = format!("{instruction}{}", failed_checks_note(&failed));
-            let opened = w.in_turn(|| w.bench.open_task(&task.id, &upstream));
+            let opened = w.in_turn(|| w.bench.open_task(&name, &upstream));
             done = self.work_attempt(w, task, &rung, &retry, task_entry, opened)?;
             if done.ok {
                 break;
@@ -388,7 +404,7 @@ impl Run<'_, '_> {
         w.set(&task.id, tw);
         let prompt = format!("{instruction}{}", work_note(&tree.path));
         let dir: PathBuf = tree.path.clone();
-        let done = command::in_jail(w.jail.clone(), || {
+        let done = command::in_jail(w.jail_for(&tree), || {
             match self.edit_hands(w, task, exec, &tree) {
                 Some(hands) => command::in_workdir(&dir, || {
                     self.edit_attempt(w, task, exec, &prompt, parent, hands.as_ref())
@@ -428,16 +444,25 @@ impl Run<'_, '_> {
             task_seq: task_entry.seq,
             task_hash: task_entry.entry_hash.clone(),
         };
-        let subject = format!("{}: {}", task.id, first_line(&task.instruction));
-        let change = match w.in_turn(|| w.bench.commit(tree, &author, &tie, &subject, w.diff_cap)) {
+        let subject = self.redact_text(&format!("{}: {}", task.id, first_line(&task.instruction)));
+        let screen = |text: &str| self.screen_change(text);
+        let rules = CommitRules {
+            diff_cap: w.diff_cap,
+            limits: w.limits,
+            screen: &screen,
+        };
+        let change = match w.in_turn(|| w.bench.commit(tree, &author, &tie, &subject, &rules)) {
             Ok(c) => c,
             Err(e) => {
-                let c = self.put(
-                    "dispatch",
-                    kind::CHANGE,
-                    Some(result_seq),
-                    json!({"task": task.id, "base": tree.start, "commit": null, "error": work_error_line(&e)}),
-                )?;
+                let mut body = json!({"task": task.id, "base": tree.start, "commit": null, "error": work_error_line(&e)});
+                match &e {
+                    WorkError::Refused(_) => body["refused"] = json!(true),
+                    WorkError::Secrets(found) => {
+                        body["secrets"] = found.iter().map(|f| f.payload()).collect();
+                    }
+                    _ => {}
+                }
+                let c = self.put("dispatch", kind::CHANGE, Some(result_seq), body)?;
                 let mut tw = w.get(&task.id);
                 tw.change = None;
                 tw.change_seq = Some(c.seq);
@@ -450,7 +475,7 @@ impl Run<'_, '_> {
         let c = self.put("dispatch", kind::CHANGE, Some(result_seq), change.payload())?;
         if let Some(commit) = &change.commit {
             w.bench
-                .keep(&task.id, commit, Keep::Work)
+                .keep(&self.ref_name(&task.id), commit, Keep::Work)
                 .map_err(|e| RunError::Work(work_error_line(&e)))?;
         }
         let mut tw = w.get(&task.id);
@@ -489,7 +514,7 @@ impl Run<'_, '_> {
         cmd: &str,
         parent: u64,
     ) -> Result<(bool, u64, String), RunError> {
-        let checked = command::in_jail(w.jail.clone(), || {
+        let checked = command::in_jail(w.jail_for(tree), || {
             w.bench.check(tree, cmd, w.deadline, w.output_cap)
         });
         let ran = match checked {
@@ -505,6 +530,67 @@ impl Run<'_, '_> {
         let e = self.put("checker", kind::CHECK, Some(parent), ran.payload(task))?;
         Ok((ran.ok, e.seq, ran.tail))
     }
+}
+
+impl Run<'_, '_> {
+    /// The finds in `text` a change may not add: every find of the run's scanner but those of
+    /// a rule the policy's `allow` names (a change is refused whatever the mode), each as its
+    /// offset, rule and fingerprint.
+    pub(super) fn screen_change(&self, text: &str) -> Vec<(usize, String, String)> {
+        let guard = &self.opts.secrets;
+        guard
+            .scanner
+            .scan(text)
+            .into_iter()
+            .filter(|f| {
+                f.rule == crate::secrets::API_KEY_ENV || !guard.policy.allow.contains(f.rule)
+            })
+            .map(|f| {
+                let print = fingerprint(f.rule, &text[f.start..f.end]);
+                (f.start, f.rule.to_string(), print)
+            })
+            .collect()
+    }
+
+    /// `text` with every secret the run's scanner finds replaced by its marker, for what
+    /// becomes a commit message.
+    pub(super) fn redact_text(&self, text: &str) -> String {
+        let found = self.opts.secrets.scanner.scan(text);
+        if found.is_empty() {
+            return text.to_string();
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        for f in found {
+            out.push_str(&text[at..f.start]);
+            out.push_str(&crate::secrets::marker(f.rule));
+            at = f.end;
+        }
+        out.push_str(&text[at..]);
+        out
+    }
+
+    /// The name a task goes by in ref names and directory names: its id, or, when the scanner
+    /// finds a secret in the id, `task-` and 16 hex digits of its SHA-256 (a ref name travels
+    /// with `git push` and is never redacted).
+    pub(super) fn ref_name(&self, task: &str) -> String {
+        if self.opts.secrets.scanner.scan(task).is_empty() {
+            task.to_string()
+        } else {
+            let hash = crate::ledger::hash::sha256_hex(task.as_bytes());
+            format!("task-{}", &hash[..16])
+        }
+    }
+}
+
+/// A find's fingerprint: 16 hex digits of SHA-256 over its rule, a NUL and the secret. It names
+/// one secret across runs (so a policy can accept exactly it) without revealing it.
+pub(super) fn fingerprint(rule: &str, secret: &str) -> String {
+    let mut bytes = Vec::with_capacity(rule.len() + 1 + secret.len());
+    bytes.extend_from_slice(rule.as_bytes());
+    bytes.push(0);
+    bytes.extend_from_slice(secret.as_bytes());
+    crate::ledger::hash::sha256_hex(&bytes)[..16].to_string()
 }
 
 fn first_line(s: &str) -> String {
@@ -587,6 +673,18 @@ fn change_of(task: &str, p: &J) -> Change {
         files,
         diff: s("diff"),
         truncated: p["truncated"] == true,
+        links_out: p
+            .get("links_out")
+            .and_then(J::as_array)
+            .map(|a| {
+                a.iter()
+                    .map(|l| LinkOut {
+                        path: l["path"].as_str().unwrap_or("").into(),
+                        target: l["target"].as_str().unwrap_or("").into(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 

@@ -101,7 +101,8 @@ pub use seams::{
     SystemClock, Verification, Verifier,
 };
 pub use work::{
-    Author, Base, Change, CheckRun, FileChange, Keep, TaskTree, Tie, WorkError, Workbench,
+    Author, Base, Change, ChangeLimits, CheckRun, CommitRules, FileChange, Keep, LinkOut, Screen,
+    SecretFound, TaskTree, Tie, WorkError, Workbench,
 };
 
 /// Upstream output longer than this many code points is cut before it reaches a prompt

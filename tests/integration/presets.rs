@@ -170,12 +170,9 @@ fn calls(repo: &Repo) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
         if cwd == root {
             control.push(argv);
         } else {
-            // The task ran in its worktree: under the repository's git dir, checked out.
-            let common = repo.git_dir().canonicalize().unwrap();
-            assert!(
-                cwd.starts_with(common.join("forum").join("work")),
-                "{cwd:?}"
-            );
+            // The task ran in its worktree: under git forum's cache, outside the git dir.
+            let work = repo.cache_dir().canonicalize().unwrap().join("work");
+            assert!(cwd.starts_with(work), "{cwd:?}");
             task.push(argv);
         }
     }

@@ -373,6 +373,12 @@ pub(crate) struct WorkConfig {
     pub(crate) sandbox: Option<bool>,
     /// `sandbox_net = true`: confined workers and checks keep the network (`--sandbox-net`).
     pub(crate) sandbox_net: bool,
+    /// `sandbox_read = ["PATH", ...]`: more paths confined workers and checks may read, before
+    /// each `--sandbox-read`.
+    pub(crate) sandbox_read: Vec<std::path::PathBuf>,
+    /// `max_file_bytes`, `max_change_bytes`, `max_files`, `max_disk_bytes`: what a change may
+    /// hold (the defaults of [`crate::run::ChangeLimits`] for each key left out).
+    pub(crate) limits: crate::run::ChangeLimits,
 }
 
 /// The `[context]` table: whether a run in a work tree takes the repository (its map, each

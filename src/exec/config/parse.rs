@@ -207,6 +207,33 @@ pub(crate) fn parse_runtime_config(
         cfg.work.enabled = work.enabled.unwrap_or(false);
         cfg.work.sandbox = work.sandbox;
         cfg.work.sandbox_net = work.sandbox_net.unwrap_or(false);
+        cfg.work.sandbox_read = work
+            .sandbox_read
+            .unwrap_or_default()
+            .into_iter()
+            .map(std::path::PathBuf::from)
+            .collect();
+        let limits = crate::run::ChangeLimits::default();
+        let limit = |v: Option<u64>, name: &str, default: u64| match v {
+            Some(0) => Err(src.err(
+                "work",
+                Some(name),
+                None,
+                format!("{name} = 0 would refuse every change: give a number above 0"),
+            )),
+            Some(n) => Ok(n),
+            None => Ok(default),
+        };
+        cfg.work.limits = crate::run::ChangeLimits {
+            max_file_bytes: limit(work.max_file_bytes, "max_file_bytes", limits.max_file_bytes)?,
+            max_change_bytes: limit(
+                work.max_change_bytes,
+                "max_change_bytes",
+                limits.max_change_bytes,
+            )?,
+            max_files: limit(work.max_files, "max_files", limits.max_files)?,
+            max_disk_bytes: limit(work.max_disk_bytes, "max_disk_bytes", limits.max_disk_bytes)?,
+        };
         if let Some(checks) = work.checks {
             let span = checks.span();
             for c in checks.get_ref() {

@@ -91,6 +91,9 @@ pub(crate) struct RunOptions {
     pub(crate) sandbox: Option<bool>,
     /// `--sandbox-net`: confined workers and checks keep the network.
     pub(crate) sandbox_net: bool,
+    /// `--sandbox-read PATH`: more paths confined workers and checks may read (after
+    /// `[work] sandbox_read`).
+    pub(crate) sandbox_read: Vec<std::path::PathBuf>,
     /// The work tree whose map and relevant files are context (on by default in a repository;
     /// `--no-repo-context` leaves it `None`), after the context of [`RunOptions::context`].
     pub(crate) repo_context: Option<std::path::PathBuf>,
@@ -277,10 +280,35 @@ impl RunOptions {
         }
         let mut checks = defaults.checks.clone();
         checks.extend(self.checks.iter().cloned());
+        let mut read = Vec::new();
+        for p in defaults.sandbox_read.iter().chain(&self.sandbox_read) {
+            let full = if p.is_absolute() {
+                p.clone()
+            } else {
+                std::env::current_dir()
+                    .map_err(|e| Error::internal(format!("reading the current directory: {e}")))?
+                    .join(p)
+            };
+            let full = full.canonicalize().map_err(|e| {
+                Error::usage(format!(
+                    "--sandbox-read {}: {e}; give a path that exists",
+                    p.display()
+                ))
+            })?;
+            if full == std::path::Path::new("/") {
+                return Err(Error::usage(
+                    "--sandbox-read / would show the whole filesystem: name the directory the worker needs",
+                ));
+            }
+            if !read.contains(&full) {
+                read.push(full);
+            }
+        }
         let sandbox = Sandboxing::new(
             sandbox::choose(self.sandbox, defaults.sandbox),
             sandbox::Policy {
                 net: self.sandbox_net || defaults.sandbox_net,
+                read,
             },
         );
         if working {
@@ -304,6 +332,7 @@ impl RunOptions {
             max_tool_calls,
             sandbox: Arc::new(sandbox),
             verification: None,
+            limits: defaults.limits,
         })
     }
 
@@ -382,7 +411,10 @@ pub(crate) fn apply_preset_net(
     {
         w.sandbox = Arc::new(Sandboxing::new(
             w.sandbox.mode(),
-            sandbox::Policy { net: true },
+            sandbox::Policy {
+                net: true,
+                read: w.sandbox.policy().read.clone(),
+            },
         ));
     }
 }
