@@ -18,6 +18,7 @@ use crate::exec::config::Verification;
 use crate::exec::sandbox::Record;
 use crate::exec::sandbox::probe::{Jail, Sandboxing};
 use crate::exec::{Executor, command};
+use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, kind};
 use crate::plan::Task;
 
@@ -266,21 +267,40 @@ impl Run<'_, '_> {
     }
 
     /// Opens the workbench of run `run_seq` with `checks` (from the options or the record), at
-    /// `base` when the run recorded one.
+    /// `base` when the run recorded one, and makes it the run's.
     pub(super) fn open_work(
         &self,
         run_seq: u64,
         base: Option<&str>,
         checks: Vec<String>,
     ) -> Result<(), RunError> {
+        let w = self
+            .make_work(run_seq, base, checks)?
+            .map_err(|e| RunError::Work(work_error_line(&e)))?;
+        let _ = self.work.set(w);
+        Ok(())
+    }
+
+    /// The workbench of run `run_seq`, opened but not yet the run's: the sandbox's refusal or a
+    /// missing workbench as the outer error, the workbench's own failure (another run holding
+    /// the area among them) as the inner one.
+    fn make_work(
+        &self,
+        run_seq: u64,
+        base: Option<&str>,
+        checks: Vec<String>,
+    ) -> Result<Result<WorkRun, WorkError>, RunError> {
         let Some(o) = &self.opts.work else {
             return Err(RunError::Work(
                 "this run works in the repository, but no workbench was given".into(),
             ));
         };
         let (sandbox, jail) = o.sandbox.resolve().map_err(RunError::Work)?;
-        let bench = (o.open)(run_seq, base).map_err(|e| RunError::Work(work_error_line(&e)))?;
-        let _ = self.work.set(WorkRun {
+        let bench = match (o.open)(run_seq, base) {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(Ok(WorkRun {
             bench,
             ledger: o.ledger.clone(),
             run_seq,
@@ -297,8 +317,48 @@ impl Run<'_, '_> {
             sandbox,
             verification: o.verification,
             limits: o.limits,
-        });
-        Ok(())
+        }))
+    }
+
+    /// Writes the entry that names a `--work` run (a run's request, a dispatch's plan) as the
+    /// seq its workbench is opened for, so the run's area, refs and branch carry the seq the
+    /// record gives it, whatever other writers do meanwhile. `entry` gives the entry's actor,
+    /// kind and body for the workbench just opened. When another writer takes the seq first
+    /// (or another run holds that seq's area), the workbench is closed and the next seq tried;
+    /// nothing is written for a seq that was not kept.
+    pub(super) fn put_naming_work(
+        &self,
+        base: Option<&str>,
+        checks: &[String],
+        entry: impl Fn(&WorkRun) -> (&'static str, &'static str, Value),
+    ) -> Result<Entry, RunError> {
+        const ATTEMPTS: u32 = 200;
+        for attempt in 0..ATTEMPTS {
+            let pause = std::time::Duration::from_millis(5 + 5 * u64::from(attempt.min(10)));
+            let next = lock(&self.store).len()?;
+            let w = match self.make_work(next, base, checks.to_vec())? {
+                Ok(w) => w,
+                Err(WorkError::Busy(_)) => {
+                    std::thread::sleep(pause);
+                    continue;
+                }
+                Err(e) => return Err(RunError::Work(work_error_line(&e))),
+            };
+            let (actor, kind, body) = entry(&w);
+            match self.put_at(next, actor, kind, None, body)? {
+                Some(e) => {
+                    let _ = self.work.set(w);
+                    return Ok(e);
+                }
+                None => {
+                    let _ = w.bench.finish();
+                    std::thread::sleep(pause);
+                }
+            }
+        }
+        Err(RunError::Work(format!(
+            "the ledger kept moving while this run opened its work area ({ATTEMPTS} tries); submit again"
+        )))
     }
 
     /// Removes every worktree of the run (however it ended).
@@ -452,7 +512,11 @@ impl Run<'_, '_> {
             screen: &screen,
         };
         let change = match w.in_turn(|| w.bench.commit(tree, &author, &tie, &subject, &rules)) {
-            Ok(c) => c,
+            // The worktree went by a name safe for refs; the record names the task.
+            Ok(c) => Change {
+                task: task.id.clone(),
+                ..c
+            },
             Err(e) => {
                 let mut body = json!({"task": task.id, "base": tree.start, "commit": null, "error": work_error_line(&e)});
                 match &e {

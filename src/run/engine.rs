@@ -318,6 +318,32 @@ impl<'a, 's> Run<'a, 's> {
         parent: Option<u64>,
         payload: Value,
     ) -> Result<Entry, RunError> {
+        Ok(self
+            .put_value_at(None, actor, kind, parent, payload)?
+            .expect("an append without an expected seq always lands"))
+    }
+
+    /// [`Run::put`] as seq `seq` only: `Ok(None)`, with nothing written, when another writer
+    /// took that seq first.
+    pub(super) fn put_at(
+        &self,
+        seq: u64,
+        actor: &str,
+        kind: &str,
+        parent: Option<u64>,
+        payload: Value,
+    ) -> Result<Option<Entry>, RunError> {
+        self.put_value_at(Some(seq), actor, kind, parent, payload)
+    }
+
+    fn put_value_at(
+        &self,
+        seq: Option<u64>,
+        actor: &str,
+        kind: &str,
+        parent: Option<u64>,
+        payload: Value,
+    ) -> Result<Option<Entry>, RunError> {
         let mut store = lock(&self.store);
         if let Some(signal) = self.interrupted() {
             return Err(RunError::Interrupted {
@@ -335,12 +361,18 @@ impl<'a, 's> Run<'a, 's> {
         };
         // Every body a run writes is scanned here, before it is hashed.
         let redacted = self.screen(&mut **store, &mut new)?;
-        let e = store.append(new)?;
+        let e = match seq {
+            None => store.append(new)?,
+            Some(seq) => match store.append_at(seq, new)? {
+                Some(e) => e,
+                None => return Ok(None),
+            },
+        };
         lock(&self.written).push(e.seq);
         if let Some(hits) = redacted {
             self.witness_redaction(&mut **store, &e, &hits)?;
         }
-        Ok(e)
+        Ok(Some(e))
     }
 
     pub(super) fn over_budget(&self) -> bool {

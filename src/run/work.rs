@@ -380,6 +380,8 @@ pub enum WorkError {
     Git(String),
     /// A file or process operation failed (its message, one line).
     Io(String),
+    /// Another live git forum holds the run's work area (its message, one line).
+    Busy(String),
     /// What the worker left is refused before git forum reads it: its worktree's `.git` link or
     /// admin directory changed, a nested repository, a FIFO or device, or a change over the
     /// limits (the reason, one line).
@@ -396,7 +398,7 @@ impl std::fmt::Display for WorkError {
                 write!(f, "the changes conflict in {}", paths.join(", "))
             }
             WorkError::Git(m) => write!(f, "git failed: {m}"),
-            WorkError::Io(m) | WorkError::Refused(m) => write!(f, "{m}"),
+            WorkError::Io(m) | WorkError::Busy(m) | WorkError::Refused(m) => write!(f, "{m}"),
             WorkError::Secrets(found) => {
                 let at: Vec<String> = found
                     .iter()

@@ -202,7 +202,7 @@ pub(crate) fn try_lock(dir: &Path) -> Result<Option<File>, WorkError> {
 pub(super) fn claim(dir: &Path, run_seq: u64) -> Result<File, WorkError> {
     dirs::create_private(&dir.join(PRIVATE)).map_err(|e| io("create", dir, e))?;
     let Some(mut file) = try_lock(dir)? else {
-        return Err(WorkError::Io(format!(
+        return Err(WorkError::Busy(format!(
             "run {run_seq}'s work area {} is in use by another git forum; wait for it to end",
             dir.display()
         )));

@@ -68,6 +68,15 @@ pub struct Served {
     pub stdout: std::io::BufReader<std::process::ChildStdout>,
 }
 
+/// The SHA-256 of `bytes`, in hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A temporary git repository, removed on drop: `sha1` or `sha256` (files ref storage), or
 /// `reftable` (SHA-1 objects, refs in git's reftable storage).
 pub struct Repo {
