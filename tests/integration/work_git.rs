@@ -414,3 +414,32 @@ fn a_repository_without_a_commit_has_no_base() {
         Ok(_) => panic!("opened without a base"),
     }
 }
+
+#[test]
+fn the_worktrees_of_a_clone_that_is_gone_are_removed_when_a_run_opens() {
+    let repo = Repo::new("sha1");
+    seeded(&repo);
+    // Another clone ran a task, then was deleted with its worktree still in the cache.
+    let other = Repo::new("sha1");
+    seeded(&other);
+    let root = repo.work_root();
+    let left = git_forum::work::GitWork::open_under(&root, other.path(), "main", 4).unwrap();
+    let t = left.open_task("t1", &[]).unwrap();
+    let clone_dir = t
+        .path
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    assert!(clone_dir.join("clone").is_file());
+    drop(left);
+    drop(other);
+    assert!(t.path.exists());
+    // The next run that opens, in any clone, removes what the gone clone left.
+    let work = repo.open_work(repo.path(), "main", 1).unwrap();
+    assert!(!clone_dir.exists(), "{clone_dir:?} was kept");
+    work.finish().unwrap();
+}
