@@ -125,6 +125,19 @@ fn forum_objects(repo: &Repo) -> String {
     repo.git_in(&["cat-file", "--batch"], ids.as_bytes())
 }
 
+/// What every hostile worker also does: prints a generated key and leaves it in a file.
+fn plant(key: &str) -> String {
+    format!("echo 'GITHUB_TOKEN={key}'; printf '{key}\\n' > planted.txt; ")
+}
+
+/// No object git forum's refs reach, and no ledger body, holds `key`.
+fn nowhere(repo: &Repo, key: &str) {
+    assert!(
+        !forum_objects(repo).contains(key),
+        "a planted key is reachable from git forum's refs"
+    );
+}
+
 #[test]
 fn a_rewritten_git_link_runs_no_filter_on_the_host_and_moves_nothing_of_the_users() {
     for sandbox in [None, Some("--no-sandbox")] {
@@ -134,11 +147,13 @@ fn a_rewritten_git_link_runs_no_filter_on_the_host_and_moves_nothing_of_the_user
             let evil = marks.path().join("evil-filter-ran");
             let user_common = repo.git_dir().canonicalize().unwrap();
             let ids = ["T1", "T2"];
+            let key = github_token(41);
             let work = by_task(&[
                 (
                     "T1",
                     &format!(
-                        "git init -q evil && git -C evil config filter.x.clean \"touch '{}'; cat\" && printf 'gitdir: %s/evil/.git\\n' \"$PWD\" > .git && printf '* filter=x\\n' > .gitattributes && sed -i 's/return a - b/return a + b/' calc.py",
+                        "{}git init -q evil && git -C evil config filter.x.clean \"touch '{}'; cat\" && printf 'gitdir: %s/evil/.git\\n' \"$PWD\" > .git && printf '* filter=x\\n' > .gitattributes && sed -i 's/return a - b/return a + b/' calc.py",
+                        plant(&key),
                         evil.display()
                     ),
                 ),
@@ -173,6 +188,7 @@ fn a_rewritten_git_link_runs_no_filter_on_the_host_and_moves_nothing_of_the_user
                 repo.git_ok(&["for-each-ref", "refs/heads/forum", "refs/forum/work"]),
                 ""
             );
+            nowhere(repo, &key);
             clean(repo);
         });
     }
@@ -227,8 +243,13 @@ fn a_nested_repository_a_fifo_and_a_socket_are_refused_before_git_reads_them() {
     on_each_kind(|repo| {
         setup(repo);
         let ids = ["T1", "T2", "T3"];
+        let key = github_token(43);
+        let vendored = format!(
+            "{}git init -q vendored && echo x > vendored/x.txt",
+            plant(&key)
+        );
         let work = by_task(&[
-            ("T1", "git init -q vendored && echo x > vendored/x.txt"),
+            ("T1", &vendored),
             ("T2", "rm -f .gitignore && mkfifo .gitignore"),
             (
                 "T3",
@@ -254,6 +275,7 @@ fn a_nested_repository_a_fifo_and_a_socket_are_refused_before_git_reads_them() {
             assert_eq!(change_of(repo, id)["refused"], true);
         }
         assert_eq!(user_snapshot(repo), before);
+        nowhere(repo, &key);
         clean(repo);
     });
 }
@@ -269,8 +291,10 @@ fn a_change_over_its_limits_is_refused_before_any_diff() {
         )
         .unwrap();
         let ids = ["T1", "T2", "T3", "T4"];
+        let key = github_token(47);
+        let big = format!("{}head -c 200000 /dev/zero > big.bin", plant(&key));
         let work = by_task(&[
-            ("T1", "head -c 200000 /dev/zero > big.bin"),
+            ("T1", &big),
             (
                 "T2",
                 "head -c 90000 /dev/zero > a.bin && head -c 90000 /dev/zero > b.bin",
@@ -303,6 +327,7 @@ fn a_change_over_its_limits_is_refused_before_any_diff() {
         assert_eq!(req["work"]["limits"]["max_file_bytes"], 100000);
         assert_eq!(req["work"]["limits"]["max_disk_bytes"], 1000000);
         assert_eq!(user_snapshot(repo), before);
+        nowhere(repo, &key);
         clean(repo);
     });
 }
