@@ -164,18 +164,30 @@ impl Place {
     /// until no other git forum in the clone holds it; released when the file is dropped.
     pub(crate) fn turn(&self) -> Result<File, WorkError> {
         let path = self.dir.join(TURN);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| io("open", &path, e))?;
-        loop {
-            match flock(&file, FlockOperation::LockExclusive) {
-                Ok(()) => return Ok(file),
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(io("lock", &path, e.into())),
-            }
+        lock_file(&path, true)?.ok_or_else(|| io("lock", &path, std::io::Error::other("busy")))
+    }
+}
+
+/// Opens (creating) the lock file at `path` and takes an exclusive `flock` on it: waiting for
+/// it when `wait`, else `Ok(None)` when another open file holds it.
+fn lock_file(path: &Path, wait: bool) -> Result<Option<File>, WorkError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| io("open", path, e))?;
+    let op = if wait {
+        FlockOperation::LockExclusive
+    } else {
+        FlockOperation::NonBlockingLockExclusive
+    };
+    loop {
+        match flock(&file, op) {
+            Ok(()) => return Ok(Some(file)),
+            Err(rustix::io::Errno::WOULDBLOCK) if !wait => return Ok(None),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(io("lock", path, e.into())),
         }
     }
 }
@@ -183,18 +195,7 @@ impl Place {
 /// Opens (creating) the `.owner` of `dir` and tries to lock it; `Ok(None)` when a live run
 /// holds it.
 pub(crate) fn try_lock(dir: &Path) -> Result<Option<File>, WorkError> {
-    let path = dir.join(OWNER);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| io("open", &path, e))?;
-    match flock(&file, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(Some(file)),
-        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
-        Err(e) => Err(io("lock", &path, e.into())),
-    }
+    lock_file(&dir.join(OWNER), false)
 }
 
 /// Takes the work area `dir` for this process: creates it (0700), locks its `.owner` and
