@@ -209,7 +209,9 @@ impl WorkRun {
     /// The jail a command in `tree` runs in: the run's, showing that worktree and what the
     /// workbench says a sandbox shows of the repository there (`None`: unconfined).
     pub(super) fn jail_for(&self, tree: &TaskTree) -> Option<Arc<Jail>> {
-        self.jail.as_ref().map(|j| Arc::new(j.for_tree(tree)))
+        self.jail
+            .as_ref()
+            .map(|j| Arc::new(j.for_tree(&tree.path, &tree.shows)))
     }
 
     /// Runs one quick workbench step in this run's turn (see [`WorkRun::git_turn`]).

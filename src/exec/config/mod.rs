@@ -377,8 +377,46 @@ pub(crate) struct WorkConfig {
     /// each `--sandbox-read`.
     pub(crate) sandbox_read: Vec<std::path::PathBuf>,
     /// `max_file_bytes`, `max_change_bytes`, `max_files`, `max_disk_bytes`: what a change may
-    /// hold (the defaults of [`crate::run::ChangeLimits`] for each key left out).
-    pub(crate) limits: crate::run::ChangeLimits,
+    /// hold (the defaults of [`ChangeLimits`] for each key left out).
+    pub(crate) limits: ChangeLimits,
+}
+
+/// How much a change may hold, checked from file sizes before anything reads a file's content
+/// or computes a diff (`[work]` in `.forum/runtime.toml`; recorded on the run's work record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangeLimits {
+    /// The largest file a change may add or modify, in bytes.
+    pub max_file_bytes: u64,
+    /// The most bytes a change's added and modified files may hold together.
+    pub max_change_bytes: u64,
+    /// The most files a change may add, modify or delete.
+    pub max_files: u64,
+    /// The most disk a task's worktree may use when its worker is done (ignored files
+    /// included), in bytes.
+    pub max_disk_bytes: u64,
+}
+
+impl Default for ChangeLimits {
+    fn default() -> ChangeLimits {
+        ChangeLimits {
+            max_file_bytes: 64 << 20,
+            max_change_bytes: 256 << 20,
+            max_files: 10_000,
+            max_disk_bytes: 8 << 30,
+        }
+    }
+}
+
+impl ChangeLimits {
+    /// The limits as the work record holds them.
+    pub(crate) fn payload(&self) -> serde_json::Value {
+        serde_json::json!({
+            "max_file_bytes": self.max_file_bytes,
+            "max_change_bytes": self.max_change_bytes,
+            "max_files": self.max_files,
+            "max_disk_bytes": self.max_disk_bytes,
+        })
+    }
 }
 
 /// The `[context]` table: whether a run in a work tree takes the repository (its map, each

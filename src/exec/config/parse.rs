@@ -213,7 +213,7 @@ pub(crate) fn parse_runtime_config(
             .into_iter()
             .map(std::path::PathBuf::from)
             .collect();
-        let limits = crate::run::ChangeLimits::default();
+        let limits = super::ChangeLimits::default();
         let limit = |v: Option<u64>, name: &str, default: u64| match v {
             Some(0) => Err(src.err(
                 "work",
@@ -224,7 +224,7 @@ pub(crate) fn parse_runtime_config(
             Some(n) => Ok(n),
             None => Ok(default),
         };
-        cfg.work.limits = crate::run::ChangeLimits {
+        cfg.work.limits = super::ChangeLimits {
             max_file_bytes: limit(work.max_file_bytes, "max_file_bytes", limits.max_file_bytes)?,
             max_change_bytes: limit(
                 work.max_change_bytes,

@@ -13,7 +13,6 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 
 use super::{ETC, Mode, Policy, Record, SYSTEM_DIRS, System, bwrap_argv, decide};
-use crate::run::TaskTree;
 
 /// The variable that names the `bwrap` to use (a path); tests point it at a missing file.
 pub(crate) const BWRAP_ENV: &str = "GIT_FORUM_BWRAP";
@@ -120,17 +119,16 @@ impl Jail {
         }
     }
 
-    /// This jail confined to the worktree `tree`, showing what the workbench says of the
-    /// repository there.
-    pub(crate) fn for_tree(&self, tree: &TaskTree) -> Jail {
-        let worktree = tree
-            .path
+    /// This jail confined to the worktree `worktree`, showing `shows` (what the workbench
+    /// says a sandbox shows of the repository there: `(source, where it appears)`, read-only).
+    pub(crate) fn for_tree(&self, worktree: &Path, shows: &[(PathBuf, PathBuf)]) -> Jail {
+        let worktree = worktree
             .canonicalize()
-            .unwrap_or_else(|_| tree.path.clone());
+            .unwrap_or_else(|_| worktree.to_path_buf());
         Jail {
             view: Some(View {
                 worktree,
-                shows: tree.shows.clone(),
+                shows: shows.to_vec(),
             }),
             ..self.clone()
         }
