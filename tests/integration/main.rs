@@ -12,6 +12,7 @@ mod conformance;
 mod daemon;
 mod edges;
 mod edit_worker;
+mod endpoint_forms;
 mod exit_codes;
 mod flight;
 mod gradable;
