@@ -512,6 +512,12 @@ impl<'a, 's> Run<'a, 's> {
         verdicts: BTreeMap<String, u64>,
         frame: Value,
     ) -> Outcome {
+        let ceiling = self.ceiling_hit().map(Ceiling::as_str);
+        // A stop that a spend ceiling caused is a ceiling stop, whichever check saw it first.
+        let status = match status {
+            Status::StoppedOnBudget if ceiling.is_some() => Status::StoppedOnCeiling,
+            s => s,
+        };
         Outcome {
             status,
             request_seq,
@@ -521,7 +527,7 @@ impl<'a, 's> Run<'a, 's> {
             calls: lock(&self.per_model).clone(),
             verdicts,
             route_frame: frame,
-            ceiling: self.ceiling_hit().map(Ceiling::as_str),
+            ceiling,
             spent: lock(&self.spend).spent(),
         }
     }
