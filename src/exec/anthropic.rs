@@ -175,6 +175,7 @@ impl AnthropicExecutor {
             output_tokens: u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
             estimated: false,
             truncated: false,
+            over_reservation: None,
         });
         Ok(Reply {
             text,
@@ -346,6 +347,7 @@ mod tests {
                 output_tokens: 2,
                 estimated: false,
                 truncated: false,
+                over_reservation: None,
             })
         );
         let r = e

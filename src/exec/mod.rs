@@ -92,6 +92,34 @@ pub struct Usage {
     /// Set when the output was cut at the call's output cap (a command worker under a spend
     /// ceiling), so these counts are of what was kept.
     pub truncated: bool,
+    /// Set by the run's spend accounting when the call reported more than it reserved under a
+    /// spend ceiling: the counts above are then what was charged (clamped to what the ceiling
+    /// allowed), and this keeps what was reserved and what was reported.
+    pub over_reservation: Option<OverReservation>,
+}
+
+/// A call that reported more usage than the reservation made for it under a spend ceiling
+/// (a provider that ignored the output cap, an agent CLI that worked many turns): what was
+/// reserved and what was reported. The run charges what the ceiling allows, records both,
+/// and takes no more calls (a ceiling stop). See [`crate::spend`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OverReservation {
+    /// Tokens the call reserved (its prompt's bound plus its output cap).
+    pub reserved_tokens: u64,
+    /// The reservation's cost, in pico-dollars (0 when unpriced).
+    pub reserved_pico: u64,
+    /// Prompt tokens the call reported.
+    pub reported_input_tokens: u64,
+    /// Completion tokens the call reported.
+    pub reported_output_tokens: u64,
+}
+
+impl OverReservation {
+    /// Tokens reported in all.
+    pub fn reported_tokens(&self) -> u64 {
+        self.reported_input_tokens
+            .saturating_add(self.reported_output_tokens)
+    }
 }
 
 /// A model's answer.
@@ -268,6 +296,7 @@ impl Executor for CommandExecutor {
             output_tokens: crate::spend::estimate_tokens(text.len()),
             estimated: true,
             truncated: false,
+            over_reservation: None,
         });
         Ok(Reply {
             text,

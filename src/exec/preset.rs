@@ -187,6 +187,7 @@ fn read_claude(stdout: &str) -> Result<Parsed, String> {
     let usage = v["usage"].as_object().map(|u| Usage {
         estimated: false,
         truncated: false,
+        over_reservation: None,
         input_tokens: u.get("input_tokens").and_then(|x| x.as_u64()).unwrap_or(0),
         output_tokens: u.get("output_tokens").and_then(|x| x.as_u64()).unwrap_or(0),
     });

@@ -333,6 +333,7 @@ fn chat_answer_model_and_usage_are_parsed_and_the_request_is_openai_shaped() {
             output_tokens: 5,
             estimated: false,
             truncated: false,
+            over_reservation: None,
         })
     );
     assert_eq!(e.model(), "test-model");
@@ -824,6 +825,7 @@ fn anthropic_sends_its_headers_and_parses_content_blocks() {
             output_tokens: 4,
             estimated: false,
             truncated: false,
+            over_reservation: None,
         })
     );
     let r = &fake.requests()[0];

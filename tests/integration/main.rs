@@ -52,6 +52,7 @@ mod sign;
 mod snapshots;
 mod spend;
 mod spend_more;
+mod spend_over;
 mod status;
 mod storage;
 mod submit;
