@@ -292,6 +292,7 @@ mod tests {
             origin: Origin::RepoConfig,
             verify: Default::default(),
             metering: Default::default(),
+            env: None,
         };
         let e = AnthropicExecutor::from_spec(&spec).unwrap();
         assert_eq!(e.http.display(), ANTHROPIC_URL);

@@ -235,6 +235,7 @@ mod tests {
             origin: Origin::RepoConfig,
             verify: Default::default(),
             metering: Default::default(),
+            env: None,
         }
     }
 

@@ -18,6 +18,10 @@
 //! Sandbox: a command started while its thread is [`in_jail`] and [`in_workdir`] runs under
 //! that jail (`crate::exec::sandbox`), confined to the working directory; [`prepared`] builds
 //! the process, for [`run`] and for the checks of `crate::work`.
+//!
+//! Environment: every process built here gets an environment made from an allowlist
+//! ([`env`]), plus the variables its executor names ([`run_with`], [`prepared_with`]), never
+//! git forum's whole environment.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,6 +35,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::sandbox::probe::Jail;
+
+pub(crate) mod env;
 
 /// The process groups of the commands running now (each with the scope it was started in),
 /// whether new ones are refused (after [`stop_all`]), and the scopes stopped. Process groups
@@ -79,19 +85,34 @@ pub(crate) fn in_jail<T>(jail: Option<Arc<Jail>>, f: impl FnOnce() -> T) -> T {
 }
 
 /// The process that runs `program` in `dir` (`None`: the process's directory), confined when
-/// this thread is [`in_jail`] and `dir` is given; the caller adds the arguments.
+/// this thread is [`in_jail`] and `dir` is given, with the allowlisted environment
+/// ([`env`]) and nothing more; the caller adds the arguments.
 pub(crate) fn prepared(program: &Path, dir: Option<&Path>) -> std::io::Result<Command> {
+    prepared_with(program, dir, &[])
+}
+
+/// [`prepared`], with the variables of `passed` (the names its executor gives) added to the
+/// environment where they are set.
+pub(crate) fn prepared_with(
+    program: &Path,
+    dir: Option<&Path>,
+    passed: &[String],
+) -> std::io::Result<Command> {
     let jail = JAIL.with(|c| c.borrow().clone());
-    match (jail, dir) {
-        (Some(j), Some(d)) => j.command(d, program),
+    let (mut cmd, confined) = match (jail, dir) {
+        (Some(j), Some(d)) => (j.command(d, program)?, true),
         (_, dir) => {
             let mut cmd = Command::new(program);
             if let Some(d) = dir {
                 cmd.current_dir(d);
             }
-            Ok(cmd)
+            (cmd, false)
         }
-    }
+    };
+    // The jail's own settings (its HOME and TMPDIR) are arguments to bwrap, not variables, so
+    // they survive the clearing.
+    cmd.env_clear().envs(env::of(passed, confined));
+    Ok(cmd)
 }
 
 /// Runs `f` with the commands this thread starts in it running in `dir`; the thread's previous
@@ -290,8 +311,20 @@ fn signal_group(pgid: u32, signal: rustix::process::Signal) {
     }
 }
 
-/// Runs `argv` (program first) with `prompt` appended as the last argument.
+/// Runs `argv` (program first) with `prompt` appended as the last argument, with the
+/// allowlisted environment only.
 pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, RunError> {
+    run_with(argv, prompt, limits, &[])
+}
+
+/// [`run`], with the variables of `passed` (the names its executor gives) added to the
+/// environment where they are set.
+pub(crate) fn run_with(
+    argv: &[String],
+    prompt: &str,
+    limits: Limits,
+    passed: &[String],
+) -> Result<Ran, RunError> {
     let Some((program, args)) = argv.split_first() else {
         return Err(RunError::Empty("the command is empty".into()));
     };
@@ -312,10 +345,11 @@ pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, 
         }
         _ => PathBuf::from(program),
     };
-    let mut cmd = prepared(&resolved, workdir.as_deref()).map_err(|source| RunError::Spawn {
-        program: program.clone(),
-        source,
-    })?;
+    let mut cmd =
+        prepared_with(&resolved, workdir.as_deref(), passed).map_err(|source| RunError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
     let mut child = cmd
         .args(args)
         .arg(prompt)

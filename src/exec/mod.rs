@@ -249,6 +249,8 @@ pub struct CommandExecutor {
     describe: String,
     limits: command::Limits,
     metering: config::Metering,
+    /// The variables its program is handed beyond the allowlist (`env = [...]`).
+    env: Vec<String>,
 }
 
 impl CommandExecutor {
@@ -265,6 +267,7 @@ impl CommandExecutor {
             describe,
             limits,
             metering: config::Metering::default(),
+            env: Vec::new(),
         }
     }
 
@@ -281,6 +284,7 @@ impl CommandExecutor {
         e.model = spec.model().to_string();
         e.describe = spec.describe();
         e.metering = spec.metering;
+        e.env = spec.passed_env();
         e
     }
 }
@@ -288,7 +292,7 @@ impl CommandExecutor {
 impl Executor for CommandExecutor {
     fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
         let prompt = call.flattened();
-        let ran = command::run(&self.argv, &prompt, self.limits)?;
+        let ran = command::run_with(&self.argv, &prompt, self.limits, &self.env)?;
         let text = ran.stdout.trim().to_string();
         // A program reports no usage: estimate it from the bytes, marked as an estimate.
         let usage = Some(Usage {
@@ -336,6 +340,7 @@ pub fn build(spec: &ExecutorSpec) -> Result<Arc<dyn Executor>, ExecError> {
                 model,
                 Duration::from_secs(spec.timeout_seconds),
                 usize::try_from(spec.max_response_bytes).unwrap_or(usize::MAX),
+                spec.passed_env(),
             ))
         }
         ExecutorKind::Command { argv, .. } => Arc::new(CommandExecutor::from_spec(spec, argv)),

@@ -252,6 +252,7 @@ fn local_spec(url: &str, timeout_seconds: u64, max_response_bytes: u64) -> Execu
         origin: Origin::RepoConfig,
         verify: Default::default(),
         metering: Default::default(),
+        env: None,
     }
 }
 
@@ -270,6 +271,7 @@ fn keyed_spec(url: &str, key_env: &str) -> ExecutorSpec {
         origin: Origin::CommandLine,
         verify: Default::default(),
         metering: Default::default(),
+        env: None,
     }
 }
 
@@ -768,6 +770,7 @@ fn a_name_that_rebinds_between_calls_is_refused_at_connection_time() {
         origin: Origin::CommandLine,
         verify: Default::default(),
         metering: Default::default(),
+        env: None,
     };
     let e = ChatExecutor::with_lookup(&spec, Arc::new(lookup)).unwrap();
     assert_eq!(e.call(&Call::prompt("one")).unwrap().text, "ok");
@@ -914,6 +917,7 @@ fn llm_spec(llm: &LocalLlm) -> ExecutorSpec {
         origin: Origin::RepoConfig,
         verify: Default::default(),
         metering: Default::default(),
+        env: None,
     }
 }
 

@@ -68,3 +68,4 @@ mod work_racy;
 mod work_read;
 mod work_run;
 mod work_sync;
+mod worker_env;
