@@ -29,6 +29,7 @@ mod model;
 mod otel_export;
 mod plan;
 mod presets;
+mod process_tree;
 mod procs;
 mod proofs;
 mod purity;
