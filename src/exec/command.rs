@@ -195,9 +195,13 @@ pub(crate) fn prepared_with(
         }
         cmd = reaped;
     }
-    // The jail's own settings (its HOME and TMPDIR) are arguments to bwrap, not variables, so
-    // they survive the clearing.
-    cmd.env_clear().envs(vars);
+    // What the jail set on its process itself stays (its HOME and TMPDIR are bwrap arguments,
+    // which the clearing does not touch either); everything else is the allowlist's.
+    let own: Vec<(std::ffi::OsString, std::ffi::OsString)> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned())))
+        .collect();
+    cmd.env_clear().envs(vars).envs(own);
     Ok(cmd)
 }
 
@@ -599,8 +603,9 @@ pub(crate) struct Grouped {
 
 /// Runs a command the caller prepared (directory, environment and output already set) in its
 /// own process group, registered under this thread's kill scope like [`run`]'s commands, and
-/// kills the whole group at the deadline and again once the command exits (so nothing it left
-/// behind keeps its pipes open). `cmd` is dropped once spawned, closing this process's copies
+/// kills the whole group (the whole tree, under the reaper) at the deadline and again once the
+/// command exits (so nothing it left behind keeps its pipes open). Under the reaper the
+/// command's stdin is `/dev/null`, whatever the caller set. `cmd` is dropped once spawned, closing this process's copies
 /// of the pipe ends the caller gave it. For the checks of a `--work` run (`crate::work`).
 pub(crate) fn run_grouped(cmd: Command, timeout: Duration) -> std::io::Result<Grouped> {
     let scope = SCOPE.with(Cell::get);

@@ -317,3 +317,31 @@ fn an_env_list_that_names_git_or_sits_on_a_chat_endpoint_is_refused_in_one_line(
         assert_eq!(repo.snapshot(), before);
     }
 }
+
+#[test]
+fn runtime_inspect_names_the_variables_each_program_is_handed() {
+    for (table, want) in [
+        (
+            "[runtime.default]\ncmd = \"true\"\nenv = [\"OPENAI_API_KEY\"]\n",
+            serde_json::json!(["OPENAI_API_KEY"]),
+        ),
+        (
+            "[runtime.default]\nclaude = true\n",
+            serde_json::json!(["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"]),
+        ),
+        ("[runtime.default]\nclaude = true\nenv = []\n", J::Null),
+        ("[runtime.default]\ncmd = \"true\"\n", J::Null),
+    ] {
+        let repo = Repo::new("sha1");
+        let forum = repo.path().join(".forum");
+        std::fs::create_dir_all(&forum).unwrap();
+        std::fs::write(forum.join("runtime.toml"), table).unwrap();
+        let o = repo
+            .forum()
+            .args(["runtime", "inspect", "--json"])
+            .output()
+            .unwrap();
+        let j: J = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(j["default"]["executor"]["env"], want, "{table}: {j}");
+    }
+}
