@@ -518,7 +518,7 @@ fn report(
     }
     let exit = surface::run::exit::exit_for(store, &outcome).map_err(cli_err)?;
     match &outcome.status {
-        Status::Answered | Status::StoppedOnBudget => {
+        Status::Answered | Status::StoppedOnBudget | Status::StoppedOnCeiling => {
             if let Some(a) = &outcome.answer {
                 ctx.out(a)?;
             }
@@ -543,7 +543,7 @@ fn report(
                 outcome.answer_seq.unwrap_or(0)
             )
         }
-        Status::StoppedOnBudget if outcome.ceiling.is_some() => format!(
+        Status::StoppedOnCeiling => format!(
             "run {} stopped on its {} ceiling after {} model calls ({} tokens, ${:.6}); `git forum resume {}` continues it with a fresh allowance",
             outcome.request_seq,
             outcome.ceiling.unwrap_or_default(),

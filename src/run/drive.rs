@@ -192,7 +192,7 @@ pub(super) fn stopped_on_ceiling(
 ) -> Result<Outcome, RunError> {
     let a = run.stop_on_ceiling(request_seq, stage)?;
     Ok(run.outcome(
-        Status::StoppedOnBudget,
+        Status::StoppedOnCeiling,
         request_seq,
         Some(a),
         count(verdicts),

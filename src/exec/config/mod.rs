@@ -37,7 +37,10 @@
 //! `model` (chat, api, claude), `api_key_env` (chat, api), `is_local` and `allow_private`
 //! (chat), `timeout_seconds` and `max_response_bytes` (all), and for the spend ceilings
 //! `price_in_per_mtok` / `price_out_per_mtok` (dollars per million tokens, both or neither) and
-//! `max_tokens` (the output cap of a call that sets none).
+//! `max_tokens` (the output cap of a call that sets none). A program (`cmd`, `claude`, `codex`,
+//! `aider`) may take `env = ["NAME", ...]`: the variables of git forum's environment its
+//! processes get beyond the allowlist (`crate::exec::command::env`); a coding-agent preset
+//! without it gets its provider's key variables ([`Preset::default_env`]).
 //!
 //! Without `[seats]`, tasks run on their lane's tier executor and the control roles on the
 //! default, which is Forum's behaviour. `worker` pins every task to one executor;
@@ -213,6 +216,9 @@ pub struct ExecutorSpec {
     /// Its price and output cap, for the spend ceilings (`price_in_per_mtok`,
     /// `price_out_per_mtok`, `max_tokens`).
     pub metering: Metering,
+    /// `env = [...]` (programs only): the variables its processes get beyond the allowlist;
+    /// `None` when not written (a preset then gets [`Preset::default_env`]).
+    pub env: Option<Vec<String>>,
 }
 
 /// What a spend ceiling needs to know of an executor: its price (none: it costs nothing, so
@@ -269,6 +275,33 @@ impl ExecutorSpec {
                 }
                 argv.first().map_or("", |s| s.as_str())
             }
+        }
+    }
+
+    /// The variables of git forum's environment this executor's processes get beyond the
+    /// allowlist: its `env` list, else a preset's provider keys; none for HTTP executors,
+    /// which start no process.
+    pub(crate) fn passed_env(&self) -> Vec<String> {
+        match &self.kind {
+            ExecutorKind::Command { preset, .. } => self.env.clone().unwrap_or_else(|| {
+                preset.map_or_else(Vec::new, |p| {
+                    p.default_env().iter().map(|s| s.to_string()).collect()
+                })
+            }),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The variables whose values this executor may carry: the key an HTTP executor sends
+    /// and the variables a program is handed. Their values are secrets to the run's scanner.
+    pub(crate) fn secret_env(&self) -> Vec<String> {
+        match &self.kind {
+            ExecutorKind::Chat {
+                api_key_env: Some(k),
+                ..
+            }
+            | ExecutorKind::Anthropic { api_key_env: k, .. } => vec![k.clone()],
+            _ => self.passed_env(),
         }
     }
 
@@ -481,4 +514,23 @@ pub(crate) struct Runtime {
     pub context: ContextConfig,
     /// Things to say on stderr: unusual key names, flags that lost to a stronger one.
     pub(crate) warnings: Vec<String>,
+}
+
+impl Runtime {
+    /// Every variable whose value one of these executors may carry (each executor's
+    /// [`ExecutorSpec::secret_env`]), sorted, once each: what the run's secret scanner looks
+    /// for as literals.
+    pub(crate) fn secret_env(&self) -> Vec<String> {
+        let mut specs: Vec<&ExecutorSpec> = self.default.iter().collect();
+        specs.extend(self.tiers.values());
+        for seat in [&self.seats.worker, &self.seats.orchestrator] {
+            if let SeatChoice::Inline(s) = seat {
+                specs.push(s);
+            }
+        }
+        let mut names: Vec<String> = specs.iter().flat_map(|s| s.secret_env()).collect();
+        names.sort();
+        names.dedup();
+        names
+    }
 }

@@ -358,6 +358,34 @@ fn executor(
         r.allow_private.as_ref().map(|v| v.span()),
         only("allow_private", r.allow_private.is_some(), &["chat_url"]),
     )?;
+    with_span(
+        "env",
+        r.env.as_ref().map(|v| v.span()),
+        only("env", r.env.is_some(), &["cmd", "claude", "codex", "aider"]),
+    )?;
+    let env = match &r.env {
+        None => None,
+        Some(list) => {
+            let mut names: Vec<String> = Vec::new();
+            for n in list.get_ref() {
+                if let Some(m) = crate::exec::command::env::refuse_name(n) {
+                    return Err(src.at(table, "env", list, m));
+                }
+                if !names.contains(n) {
+                    names.push(n.clone());
+                }
+            }
+            // A repository's file arrives with a clone: say what it hands its worker.
+            if origin == Origin::RepoConfig && !names.is_empty() {
+                warnings.push(format!(
+                    "{}: [{table}] env hands {} from your environment to its worker (the values are never recorded)",
+                    src.name,
+                    names.join(", ")
+                ));
+            }
+            Some(names)
+        }
+    };
 
     let is_local = r.is_local.as_ref().is_some_and(|v| *v.get_ref());
     let allow_private = r.allow_private.as_ref().is_some_and(|v| *v.get_ref());
@@ -513,6 +541,7 @@ fn executor(
         origin,
         verify: seat_verify,
         metering,
+        env,
     })
 }
 

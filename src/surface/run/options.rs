@@ -469,27 +469,15 @@ pub(crate) fn capsule_text_of(
     )))
 }
 
-/// The values of every variable a runtime config names as `api_key_env` (set and long enough
-/// to look for), read from the environment here, at the edge: the scanner redacts them
-/// wherever a body holds them, whatever the policy allows.
+/// The values of every variable a runtime config names (`api_key_env`, the `env` a program is
+/// handed, a preset's key variables; see `config::Runtime::secret_env`), read from the
+/// environment here, at the edge: the scanner redacts them wherever a body holds them,
+/// whatever the policy allows.
 pub(crate) fn key_values(runtime: &config::Runtime) -> Vec<String> {
-    let mut specs: Vec<&config::ExecutorSpec> = runtime.default.iter().collect();
-    specs.extend(runtime.tiers.values());
-    for seat in [&runtime.seats.worker, &runtime.seats.orchestrator] {
-        if let config::SeatChoice::Inline(s) = seat {
-            specs.push(s);
-        }
-    }
-    specs
-        .into_iter()
-        .filter_map(|s| match &s.kind {
-            config::ExecutorKind::Chat {
-                api_key_env: Some(k),
-                ..
-            }
-            | config::ExecutorKind::Anthropic { api_key_env: k, .. } => std::env::var(k).ok(),
-            _ => None,
-        })
+    runtime
+        .secret_env()
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
         .collect()
 }
 
