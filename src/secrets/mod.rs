@@ -172,13 +172,120 @@ fn classes(s: &str) -> usize {
     [l, u, d, o].iter().filter(|x| **x).count()
 }
 
+/// Words that mark a value as an example to replace rather than a secret
+/// (`sk-ant-api03-your-key-goes-here`, `<replace-me>`, `changeme123`, `xxxx`). A random value
+/// holds one of them about once in a million.
+const PLACEHOLDER_WORDS: [&[u8]; 5] = [b"your", b"replace", b"placeholder", b"changeme", b"xxxx"];
+
 /// A value that only stands for a secret: a variable reference, a template, a run of one
-/// character.
+/// character, a value with a placeholder word.
 fn placeholder(v: &str) -> bool {
     v.starts_with('$')
         || v.starts_with('%')
         || (v.bytes().any(|b| b == b'{') && (v.contains("${") || v.contains("{{")))
         || v.bytes().all(|b| b == b'x' || b == b'X' || b == b'*')
+        || PLACEHOLDER_WORDS.iter().any(|w| {
+            v.as_bytes()
+                .windows(w.len())
+                .any(|x| x.eq_ignore_ascii_case(w))
+        })
+}
+
+/// Whether an identifier reads as people name things in code: words in lower, Capitalized or
+/// CAPITAL case (split at humps, `_` and digits), at most one word of one letter and at most two
+/// runs of up to three digits (`accessToken`, `GitHubToken`, `API_TOKEN_V2`, `oauth2Token`).
+/// Any identifier of one or two characters does (what a minifier names things). A random
+/// string splits into many one-letter words and long digit runs, so it does not.
+fn word_like(id: &[u8]) -> bool {
+    if id.len() <= 2 {
+        return true;
+    }
+    let n = id.len();
+    let (mut single, mut digit_runs) = (0, 0);
+    let mut i = 0;
+    while i < n {
+        let b = id[i];
+        let s = i;
+        if b == b'_' || b == b'$' {
+            i += 1;
+            continue;
+        }
+        if b.is_ascii_digit() {
+            while i < n && id[i].is_ascii_digit() {
+                i += 1;
+            }
+            digit_runs += 1;
+            if i - s > 3 {
+                return false;
+            }
+            continue;
+        }
+        if b.is_ascii_uppercase() {
+            while i < n && id[i].is_ascii_uppercase() {
+                i += 1;
+            }
+            if i < n && id[i].is_ascii_lowercase() {
+                if i - s > 1 {
+                    // `HTTPServer`: the last capital starts the next word.
+                    i -= 1;
+                } else {
+                    while i < n && id[i].is_ascii_lowercase() {
+                        i += 1;
+                    }
+                }
+            }
+        } else {
+            while i < n && id[i].is_ascii_lowercase() {
+                i += 1;
+            }
+        }
+        single += usize::from(i - s == 1);
+    }
+    single <= 1 && digit_runs <= 2
+}
+
+/// A value that is code naming where a secret lives, not the secret: identifiers joined by
+/// member access (`session.accessToken`, `process.env.SECRET_KEY`, `cfg.GitHubToken`,
+/// `Config::API_KEY`, `this->token`), such paths joined by `||`, `&&` or `??`, a `!` or `?`
+/// after the last one. Every identifier must be [`word_like`], so a random value with a dot
+/// in it (`hvs.CAESIJ...`) is still a secret.
+fn code_path(v: &str) -> bool {
+    const SEPARATORS: [&[u8]; 8] = [b".", b"?.", b"!.", b"::", b"->", b"||", b"&&", b"??"];
+    let b = v.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'$';
+    let mut i = 0;
+    let mut access = false;
+    loop {
+        let s = i;
+        if !b
+            .get(i)
+            .is_some_and(|&c| c.is_ascii_alphabetic() || c == b'_' || c == b'$')
+        {
+            return false;
+        }
+        while b.get(i).is_some_and(|&c| ident(c)) {
+            i += 1;
+        }
+        if !word_like(&b[s..i]) {
+            return false;
+        }
+        let rest = &b[i..];
+        if rest.is_empty() || rest == b"!" || rest == b"?" {
+            return access;
+        }
+        let Some(sep) = SEPARATORS.iter().find(|p| rest.starts_with(p)) else {
+            return false;
+        };
+        access |= !matches!(*sep, b"||" | b"&&" | b"??");
+        i += sep.len();
+    }
+}
+
+/// A web address with no credentials in it (no `user@`, no query): what a `token_uri` or an
+/// `auth_endpoint` holds, not a secret.
+fn plain_url(v: &str) -> bool {
+    (v.starts_with("https://") || v.starts_with("http://"))
+        && !v.bytes().any(|b| b == b'@' || b == b'?')
 }
 
 fn confirmed(confirm: Confirm, value: &str) -> bool {
@@ -190,6 +297,8 @@ fn confirmed(confirm: Confirm, value: &str) -> bool {
             // generated secret has a digit or a third kind.
             let kinds = classes(value);
             !placeholder(value)
+                && !plain_url(value)
+                && !code_path(value)
                 && kinds >= k
                 && (kinds >= 3 || value.bytes().any(|b| b.is_ascii_digit()))
                 && entropy(value) >= bits

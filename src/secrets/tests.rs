@@ -36,6 +36,19 @@ fn each_rule_finds_its_kind_of_secret() {
             "jwt",
         ),
         ("password=Zx9#kQ2!vLp7Wm".to_string(), "generic-secret"),
+        // A random value with a dot in it is no code path.
+        ("VAULT_TOKEN=hvs.CAESIJ7kPq2Wz9LmXr4Tb".to_string(), "generic-secret"),
+        ("token = Zx9.kQ2vLp7Wm".to_string(), "generic-secret"),
+        ("secret: ab.Qw2mX8pL3aB".to_string(), "generic-secret"),
+        // A URL that carries credentials is still a secret.
+        (
+            "token_url: https://bot:Zx9kQ2vLp7Wm@hooks.example.com/x".to_string(),
+            "generic-secret",
+        ),
+        (
+            "token = https://example.com/cb?sig=Zx9kQ2vLp7Wm3".to_string(),
+            "generic-secret",
+        ),
     ];
     for (text, rule) in cases {
         assert_eq!(rules_of(&text), [rule], "{text}");
@@ -56,6 +69,26 @@ fn near_misses_are_not_secrets() {
         "ghp_short",
         "eyJhbGciOiJIUzI1NiJ9 alone",
         "xoxb-short",
+        "\"token_uri\": \"https://oauth2.googleapis.com/token\"",
+        "auth_endpoint = http://127.0.0.1:8080/v2/auth",
+        "ANTHROPIC_API_KEY=sk-ant-api03-your-key-goes-here-please-replace-me",
+        "password: <replace-with-a-strong-one-2024>",
+        "db_password=Changeme2024!",
+        "api_key=PLACEHOLDER_123_abc",
+        // Code that names where a secret lives.
+        "const token = session.accessToken;",
+        "secretKey: process.env.SECRET_KEY,",
+        "password=settings.DATABASE_PASSWORD",
+        "Token: cfg.GitHubToken,",
+        "token: this.authService.getToken()",
+        "let secret = config.secrets.signingKey2;",
+        "apiKey: import.meta.env.VITE_API_KEY",
+        "String token = BuildConfig.API_TOKEN_V2;",
+        "token=e.accessToken||n.refreshToken",
+        "auth_token = self.client.oauth2Token!",
+        "$token = $this->config->apiToken;",
+        "let api_key = Settings::OPENAI_API_KEY;",
+        "{token:t.authToken2,secret:e.clientSecret}",
     ] {
         assert_eq!(rules_of(text), Vec::<&str>::new(), "{text}");
     }
@@ -343,5 +376,59 @@ fn the_rules_are_listed_with_what_they_find() {
             id.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
             "{id} is kebab-case"
         );
+    }
+}
+
+#[test]
+fn identifiers_read_as_words_and_random_strings_do_not() {
+    for id in [
+        "e",
+        "t2",
+        "_a",
+        "accessToken",
+        "GitHubToken",
+        "API_TOKEN_V2",
+        "oauth2Token",
+        "s3Bucket",
+        "HTTPServer",
+        "XMLHttpRequest",
+        "sha256Sum",
+        "DATABASE_PASSWORD",
+        "getURL",
+        "x509Cert",
+    ] {
+        assert!(word_like(id.as_bytes()), "{id}");
+    }
+    for id in [
+        "Qw2mX8pL3aB",
+        "kQwmXpLaBzR",
+        "CAESIJ7kPq2Wz9LmXr4Tb",
+        "abc12345",
+        "a1b2c3",
+    ] {
+        assert!(!word_like(id.as_bytes()), "{id}");
+    }
+    for v in [
+        "session.accessToken",
+        "process.env.SECRET_KEY",
+        "a?.b!.cToken",
+        "Config::API_KEY",
+        "this->token",
+        "e.token||n.token",
+        "x.y!",
+    ] {
+        assert!(code_path(v), "{v}");
+    }
+    for v in [
+        "accessToken",
+        "e||n",
+        "hvs.CAESIJ7kPq2Wz9LmXr4Tb",
+        "a.b.c1d2e3f4",
+        "1a.b",
+        "a.",
+        "a..b",
+        "a.b-c",
+    ] {
+        assert!(!code_path(v), "{v}");
     }
 }

@@ -47,6 +47,7 @@ mod same_json_runs;
 mod sandbox;
 mod sandbox_transports;
 mod secrets;
+mod secrets_corpus;
 mod sign;
 mod snapshots;
 mod spend;
