@@ -274,7 +274,7 @@ fn private_keys(rng: &mut Rng) -> Vec<Sample> {
         [vec![0x04, 0x82, 0x04, 0xc0], rng.bytes(1216)].concat(),
     ]);
     let pgp = [vec![0x95, 0x03, 0xc6], rng.bytes(966)].concat();
-    let crc24 = STANDARD.encode(&rng.bytes(3));
+    let crc24 = STANDARD.encode(rng.bytes(3));
     vec![
         Sample::block("private-key", "tls_key", pem("RSA PRIVATE KEY", &rsa)),
         Sample::block("private-key", "private_key", pem("PRIVATE KEY", &pkcs8)),
