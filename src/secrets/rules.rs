@@ -26,7 +26,8 @@ pub(crate) enum Confirm {
     Random { bits: f64 },
     /// The value needs at least `bits` of Shannon entropy per byte, `classes` kinds of
     /// character (lower, upper, digit, other) with a digit among them unless there are three,
-    /// and does not look like a placeholder.
+    /// and is none of: a placeholder (`${VAR}`, `xxxx`, `your-key-here`), a web address
+    /// without credentials, code naming where a secret lives (`session.accessToken`).
     Entropy { bits: f64, classes: usize },
 }
 

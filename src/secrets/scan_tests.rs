@@ -528,6 +528,25 @@ fn the_near_miss_text_has_no_secret() {
     assert!(keyed.scan_text(&text).is_empty());
 }
 
+/// The second near-miss text of the bench: the rules issue 33 added, each prefix or keyword
+/// with too little after it.
+fn new_misses(lines: usize) -> String {
+    (0..lines)
+        .map(|i| {
+            format!(
+                "sk-ant-api03-short{i} sk-proj-{i} task-force sk_live_{i} rk_test_x AIza{i} GOCSPX-{i} npm_{i} pypi-Ag{i} xapp-1 xox{i} hooks.slack.com/services/T0 glcbt-{i} GR1348941{i} ABSK{i} A3T{i} PuTTY-User-Key-File- _authToken=${{NPM_TOKEN}} AccountKey={i} abc8Q~short ~/path storage_key: none aws_session_token: {i}\n"
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_new_near_miss_text_has_no_secret() {
+    let text = new_misses(2_000);
+    assert_eq!(found(&text), Found::new());
+    assert_eq!(each_rule(&text), Found::new());
+}
+
 /// A text of 1 to 14 random fragments: real secrets, their prefixes and keywords, separators,
 /// Unicode look-alikes and runs of each rule's characters at its length limits.
 fn generated(x: &mut u64) -> String {
