@@ -432,23 +432,20 @@ fn underscore(t: &[u8], i: usize) -> usize {
     if i > 0 && t[i - 1] == b'_' { i - 1 } else { i }
 }
 
-/// The words that end the keyword of `aws-secret-key`.
-const AWS_WORDS: [&[u8]; 8] = [
-    b"secret",
-    b"key",
-    b"token",
-    b"password",
-    b"passwd",
-    b"pass",
-    b"pwd",
-    b"pw",
-];
-
 /// Whether `(?i:aws)[A-Za-z0-9_.-]{0,20}(?i:secret|key|token|password|passwd|pass|pwd|pw)`
-/// ends at `e`, read backwards: one of the words ends there, and `aws` ends at most 20 name
-/// characters before it.
-fn aws_keyword_ends(t: &[u8], e: usize) -> bool {
-    AWS_WORDS.iter().any(|w| {
+/// ends at `e`, whose last letter (lowercase) is `last`, read backwards: one of the words ends
+/// there, and `aws` ends at most 20 name characters before it.
+fn aws_keyword_ends(t: &[u8], e: usize, last: u8) -> bool {
+    let words: &[&[u8]] = match last {
+        b't' => &[b"secret"],
+        b'y' => &[b"key"],
+        b'n' => &[b"token"],
+        b'd' => &[b"password", b"passwd", b"pwd"],
+        b's' => &[b"pass"],
+        b'w' => &[b"pw"],
+        _ => return false,
+    };
+    words.iter().any(|w| {
         let Some(ws) = back(t, e, w) else {
             return false;
         };
@@ -865,22 +862,32 @@ impl Scan<'_> {
             if q > 0 && quote(t[q - 1]) {
                 q -= 1;
             }
-            if q == 0 || !is(t[q - 1], WORD_DASH) {
+            // Every keyword ends in a letter (a generic one may take name characters after
+            // it); `aws...pass` may end in `ſ`, which `(?i)` reads as `s`.
+            let long_s = q >= 2 && t[q - 2..q] == [0xc5, 0xbf];
+            if q == 0 || !(is(t[q - 1], WORD_DASH) || long_s) {
                 continue;
             }
-            if aws_keyword_ends(t, q)
+            let last = if long_s {
+                b's'
+            } else {
+                t[q - 1].to_ascii_lowercase()
+            };
+            if aws_keyword_ends(t, q, last)
                 && let Some((s, e)) = self.b64_value(j, 40)
                 && boundary_after_value(t, e)
             {
                 self.push(AWS_SECRET_KEY, s, e);
             }
-            if azure_keyword_ends(t, q)
+            if last == b'y'
+                && azure_keyword_ends(t, q)
                 && let Some((s, e)) = self.b64_value(j, 86)
                 && t[e..].starts_with(b"==")
             {
                 self.push(AZURE_STORAGE, s, e + 2);
             }
-            if self.generic_keyword(q)
+            if !long_s
+                && self.generic_keyword(q)
                 && let Some((s, e)) = self.generic_value(j)
             {
                 self.push(GENERIC_SECRET, s, e);

@@ -492,6 +492,10 @@ fn the_edges_of_every_shape_agree_with_the_patterns() {
         format!("aws/secret={AWS_SECRET}"),
         format!("aws_bypass={AWS_SECRET}"),
         format!("aws_secret={}", "A".repeat(40)),
+        format!("aws_pa\u{17f}={AWS_SECRET}"),
+        format!("aw\u{17f}_\u{17f}ecret=\"{AWS_SECRET}\""),
+        format!("db_pa\u{17f}={AWS_SECRET}"),
+        format!("pa\u{17f}=Zx9#kQ2!vLp7Wm"),
     ]);
     let mut rules_found = BTreeSet::new();
     for text in &cases {
