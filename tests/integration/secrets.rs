@@ -153,7 +153,16 @@ fn block_mode_stops_the_run_with_a_witnessed_reason_and_no_secret_anywhere() {
             p["rules"],
             serde_json::json!(["aws-access-key", "private-key"])
         );
-        assert!(p["reason"].as_str().unwrap().contains("run stopped"));
+        let reason = p["reason"].as_str().unwrap();
+        assert!(reason.contains("run stopped"), "{reason}");
+        assert!(
+            reason.contains(&format!(
+                "aws-access-key {}",
+                fingerprint("aws-access-key", AWS_ID)
+            )),
+            "{reason}"
+        );
+        assert!(!reason.contains(AWS_ID), "{reason}");
         assert!(!log.iter().any(|e| e["kind"] == "result"));
         let objects = all_objects(repo);
         assert!(!objects.contains(AWS_ID), "the key id reached git");
