@@ -295,13 +295,14 @@ fn confirmed(confirm: Confirm, value: &str) -> bool {
         Confirm::Entropy { bits, classes: k } => {
             // Words joined by dashes (`from-the-vault`) are two kinds of character too; a
             // generated secret has a digit or a third kind.
+            // The cheap checks first; most candidates in code fail them.
             let kinds = classes(value);
-            !placeholder(value)
-                && !plain_url(value)
-                && !code_path(value)
-                && kinds >= k
+            kinds >= k
                 && (kinds >= 3 || value.bytes().any(|b| b.is_ascii_digit()))
                 && entropy(value) >= bits
+                && !placeholder(value)
+                && !plain_url(value)
+                && !code_path(value)
         }
     }
 }
