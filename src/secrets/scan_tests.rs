@@ -495,7 +495,7 @@ fn the_edges_of_every_shape_agree_with_the_patterns() {
         format!("aws_pa\u{17f}={AWS_SECRET}"),
         format!("aw\u{17f}_\u{17f}ecret=\"{AWS_SECRET}\""),
         format!("db_pa\u{17f}={AWS_SECRET}"),
-        format!("pa\u{17f}=Zx9#kQ2!vLp7Wm"),
+        "pa\u{17f}=Zx9#kQ2!vLp7Wm".to_string(),
     ]);
     let mut rules_found = BTreeSet::new();
     for text in &cases {
