@@ -599,21 +599,22 @@ impl Run<'_, '_> {
 }
 
 impl Run<'_, '_> {
-    /// The finds in `text` a change may not add: every find of the run's scanner but those of
-    /// a rule the policy's `allow` names (a change is refused whatever the mode), each as its
-    /// offset, rule and fingerprint.
+    /// The finds in `text` a change may not add: every find of the run's scanner but those the
+    /// policy's `allow` or `allow_fingerprints` accepts (a change is refused whatever the
+    /// mode), each as its offset, rule and fingerprint.
     pub(super) fn screen_change(&self, text: &str) -> Vec<(usize, String, String)> {
         let guard = &self.opts.secrets;
         guard
             .scanner
-            .scan(text)
+            .scan_text(text)
             .into_iter()
-            .filter(|f| {
-                f.rule == crate::secrets::API_KEY_ENV || !guard.policy.allow.contains(f.rule)
-            })
+            .filter(|f| guard.policy.counts(f))
             .map(|f| {
-                let print = fingerprint(f.rule, &text[f.start..f.end]);
-                (f.start, f.rule.to_string(), print)
+                (
+                    f.span().start,
+                    f.rule().to_string(),
+                    f.fingerprint().to_string(),
+                )
             })
             .collect()
     }
@@ -621,42 +622,21 @@ impl Run<'_, '_> {
     /// `text` with every secret the run's scanner finds replaced by its marker, for what
     /// becomes a commit message.
     pub(super) fn redact_text(&self, text: &str) -> String {
-        let found = self.opts.secrets.scanner.scan(text);
-        if found.is_empty() {
-            return text.to_string();
-        }
-        let mut out = String::with_capacity(text.len());
-        let mut at = 0;
-        for f in found {
-            out.push_str(&text[at..f.start]);
-            out.push_str(&crate::secrets::marker(f.rule));
-            at = f.end;
-        }
-        out.push_str(&text[at..]);
-        out
+        let found = self.opts.secrets.scanner.scan_text(text);
+        crate::secrets::redact_text(text, &found).0
     }
 
     /// The name a task goes by in ref names and directory names: its id, or, when the scanner
     /// finds a secret in the id, `task-` and 16 hex digits of its SHA-256 (a ref name travels
     /// with `git push` and is never redacted).
     pub(super) fn ref_name(&self, task: &str) -> String {
-        if self.opts.secrets.scanner.scan(task).is_empty() {
+        if self.opts.secrets.scanner.scan_text(task).is_empty() {
             task.to_string()
         } else {
             let hash = crate::ledger::hash::sha256_hex(task.as_bytes());
             format!("task-{}", &hash[..16])
         }
     }
-}
-
-/// A find's fingerprint: 16 hex digits of SHA-256 over its rule, a NUL and the secret. It names
-/// one secret across runs (so a policy can accept exactly it) without revealing it.
-pub(super) fn fingerprint(rule: &str, secret: &str) -> String {
-    let mut bytes = Vec::with_capacity(rule.len() + 1 + secret.len());
-    bytes.extend_from_slice(rule.as_bytes());
-    bytes.push(0);
-    bytes.extend_from_slice(secret.as_bytes());
-    crate::ledger::hash::sha256_hex(&bytes)[..16].to_string()
 }
 
 fn first_line(s: &str) -> String {

@@ -50,6 +50,7 @@ mod same_json_runs;
 mod sandbox;
 mod sandbox_transports;
 mod secrets;
+mod secrets_corpus;
 mod sign;
 mod snapshots;
 mod spend;
