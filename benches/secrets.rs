@@ -2,12 +2,15 @@
 #![allow(unsafe_code)]
 //! Secret-scanner throughput: `cargo bench --bench secrets` (add `-- --quick` for 4 MiB texts).
 //!
-//! Scans six texts with `git_forum::secrets::Scanner` (the built-in rules plus two runtime key
+//! Scans seven texts with `git_forum::secrets::Scanner` (the built-in rules plus two runtime key
 //! values): clean prose and code; text dense with near-misses (a rule's prefix or keyword every
 //! 13 bytes: `AKIA` and `ghp_` too short, `password=changeme`, `secret=${VAR}`, certificate
 //! headers, lone `eyJ`, `api_key=xxxxxxxxxxxx`); source code full of assignments and `key:`
-//! fields; JSON bodies as a run writes them; base64 blobs (a JWT's and a key's alphabet); and
-//! minified script (one long line of `a=b,c:d`). Each line prints the median of several runs as
+//! fields; JSON bodies as a run writes them; base64 blobs (a JWT's and a key's alphabet);
+//! minified script (one long line of `a=b,c:d`); and near-misses of the rules issue 33 added
+//! (`sk-ant-`, `sk-proj-`, `sk_live_`, `AIza`, `npm_`, `xapp-`, `hooks.slack.com`, `glcbt-`,
+//! `ABSK`, `AccountKey=`, `…8Q~…`, a prefix every 11 bytes; the first six texts are the ones
+//! measured before it, for comparison). Each line prints the median of several runs as
 //! wall-clock MB/s and as MB/s of the thread's own CPU time, which the other processes on a
 //! shared machine distort far less. Nothing asserts a time: read the medians.
 
@@ -64,6 +67,20 @@ fn near_misses(bytes: usize) -> String {
         let _ = writeln!(
             out,
             "AKIA{i} ghp_short{i} password=changeme secret=${{VAR}} token: 42 -----BEGIN CERTIFICATE----- eyJ{i} xoxb-1 glpat-x api_key=xxxxxxxxxxxx"
+        );
+        i += 1;
+    }
+    out
+}
+
+/// Near-misses of the rules issue 33 added: each prefix or keyword with too little after it.
+fn new_misses(bytes: usize) -> String {
+    let mut out = String::with_capacity(bytes + 512);
+    let mut i = 0u64;
+    while out.len() < bytes {
+        let _ = writeln!(
+            out,
+            "sk-ant-api03-short{i} sk-proj-{i} task-force sk_live_{i} rk_test_x AIza{i} GOCSPX-{i} npm_{i} pypi-Ag{i} xapp-1 xox{i} hooks.slack.com/services/T0 glcbt-{i} GR1348941{i} ABSK{i} A3T{i} PuTTY-User-Key-File- _authToken=${{NPM_TOKEN}} AccountKey={i} abc8Q~short ~/path storage_key: none aws_session_token: {i}"
         );
         i += 1;
     }
@@ -129,7 +146,7 @@ fn case(name: &str, scanner: &Scanner, text: &str, runs: usize) {
     let (mut wall, mut cpu) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         let (t, c) = (Instant::now(), thread_cpu());
-        found = std::hint::black_box(scanner.scan(text)).len();
+        found = std::hint::black_box(scanner.scan_text(text)).len();
         cpu.push(thread_cpu() - c);
         wall.push(t.elapsed().as_secs_f64());
     }
@@ -151,15 +168,16 @@ fn main() {
     let runs = 7;
     let scanner = Scanner::with_literals(["sk-test-0123456789abcdef", "local-key-9876543210"]);
     // Build the searches once before timing.
-    scanner.scan("warm up");
+    scanner.scan_text("warm up");
     type Make = fn(usize) -> String;
-    let cases: [(&str, Make); 6] = [
+    let cases: [(&str, Make); 7] = [
         ("clean", clean),
         ("near-misses", near_misses),
         ("source", source),
         ("json", json_bodies),
         ("base64", base64_blob),
         ("minified", minified),
+        ("new-misses", new_misses),
     ];
     for (name, make) in cases {
         case(name, &scanner, &make(size), runs);

@@ -20,8 +20,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use git_forum::run::{Author, Tie, Workbench};
-use git_forum::work::GitWork;
+use git_forum::run::{Author, CommitRules, Tie, Workbench};
+use git_forum::work::{GitWork, WorkRoot};
 
 fn hermetic(c: &mut Command, home: &Path) {
     c.env_remove("GIT_DIR")
@@ -156,7 +156,7 @@ fn per_task(tmp: &Path, files: usize, tasks: usize, tick: f64) {
     );
 
     let t = Instant::now();
-    let work = GitWork::open(&repo, "main", 1).unwrap();
+    let work = GitWork::open_under(&WorkRoot::at(tmp.join("work")), &repo, "main", 1).unwrap();
     let open_ms = ms(t.elapsed());
     let author = Author {
         lane: "bench".into(),
@@ -209,8 +209,14 @@ fn per_task(tmp: &Path, files: usize, tasks: usize, tick: f64) {
                 format!("edited by task {i}\n"),
             )
             .unwrap();
-            work.commit(&tree, &author, &tie, "one edit", 64 * 1024)
-                .unwrap()
+            work.commit(
+                &tree,
+                &author,
+                &tie,
+                "one edit",
+                &CommitRules::unscreened(64 * 1024),
+            )
+            .unwrap()
         });
         assert!(change.commit.is_some());
         commit_own.push(proc_cpu(tick, true) - own);

@@ -14,6 +14,7 @@
 //! [secrets]                 # what a secret found in a body does (src/secrets)
 //! mode = "redact"           # "redact" (the default), "block" or "allow"
 //! allow = ["jwt"]           # rules whose finds are written as they are
+//! allow_fingerprints = ["3f9a0c2e7b41d856"]  # single secrets accepted, as a find names them
 //! ```
 //!
 //! Pure: [`Policy::from_toml_str`] takes text and a display name.

@@ -9,6 +9,13 @@
 //! the ceiling. When the call returns, [`Spend::settle`] replaces the reservation with what the
 //! call really used and releases the rest.
 //!
+//! A call that reports more than it reserved (a provider that ignored the output cap, an agent
+//! CLI that worked many turns, a worker that lies) is an [`Overrun`]: it is charged only what
+//! the ceilings allow (what is left of each, net of the other calls' reservations, so the spend
+//! never passes a ceiling), the overrun is kept for the record (what was reserved, reported and
+//! charged), and the ledger closes: every later reservation is refused, so the run stops as a
+//! ceiling stop. Without a ceiling there is nothing to hold a call to, so nothing is clamped.
+//!
 //! Money is counted in integer pico-dollars (10^-12 USD): prices are rounded up to whole
 //! micro-dollars per million tokens and the ceiling down to whole pico-dollars, so no sum of
 //! floats can drift past a ceiling.
@@ -164,6 +171,95 @@ pub(crate) struct CeilingHit {
     pub(crate) needed: u64,
     /// What was left of that ceiling, net of running reservations.
     pub(crate) left: u64,
+    /// Set when the ledger closed because a call reported more than it reserved
+    /// ([`Spend::overrun`] says which), not because a ceiling was reached.
+    pub(crate) overrun: bool,
+}
+
+/// A call that reported more than it reserved: what it reserved, what it reported (prompt and
+/// completion tokens) and what it was charged (tokens as reported, cut to what the ceilings
+/// allowed, completion first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Overrun {
+    pub(crate) reserved: Amount,
+    pub(crate) reported_prompt: u64,
+    pub(crate) reported_completion: u64,
+    pub(crate) reported: Amount,
+    pub(crate) charged_prompt: u64,
+    pub(crate) charged_completion: u64,
+    pub(crate) charged: Amount,
+}
+
+impl Overrun {
+    /// Tokens reported beyond the reservation.
+    pub(crate) fn over_tokens(&self) -> u64 {
+        self.reported.tokens.saturating_sub(self.reserved.tokens)
+    }
+
+    /// Pico-dollars reported beyond the reservation.
+    pub(crate) fn over_pico(&self) -> u64 {
+        self.reported.pico.saturating_sub(self.reserved.pico)
+    }
+}
+
+/// What a call reported: its prompt and completion tokens at its price.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Reported {
+    pub(crate) prompt: u64,
+    pub(crate) completion: u64,
+    pub(crate) price: Price,
+}
+
+impl Reported {
+    /// `prompt` and `completion` tokens at `price`.
+    pub(crate) fn of(prompt: u64, completion: u64, price: Price) -> Reported {
+        Reported {
+            prompt,
+            completion,
+            price,
+        }
+    }
+
+    fn amount(&self) -> Amount {
+        Amount::of(self.prompt, self.completion, self.price)
+    }
+}
+
+/// How a call was settled: what it was charged, and its overrun when it reported more than
+/// it reserved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Settled {
+    pub(crate) charged: Amount,
+    pub(crate) overrun: Option<Overrun>,
+}
+
+/// `prompt` and `completion` tokens cut, completion first, so that they stay within `tokens`
+/// tokens and `pico` pico-dollars at `price` (`None`: no bound).
+fn clamp(
+    prompt: u64,
+    completion: u64,
+    price: Price,
+    tokens: Option<u64>,
+    pico: Option<u64>,
+) -> (u64, u64) {
+    let (mut p, mut c) = (prompt, completion);
+    if let Some(t) = tokens {
+        p = p.min(t);
+        c = c.min(t - p);
+    }
+    if let Some(room) = pico
+        && price.cost_pico(p, c) > room
+    {
+        let for_prompt = price.cost_pico(p, 0);
+        if for_prompt <= room {
+            // Completion tokens cost something here, or the sum would fit.
+            c = c.min((room - for_prompt) / price.out_micro_per_mtok.max(1));
+        } else {
+            c = 0;
+            p = p.min(room / price.in_micro_per_mtok.max(1));
+        }
+    }
+    (p, c)
 }
 
 /// The spend of one run (this time: a resumed run starts a fresh one).
@@ -173,6 +269,8 @@ pub(crate) struct Spend {
     spent: Amount,
     reserved: Amount,
     hit: Option<CeilingHit>,
+    /// The first call that reported more than it reserved.
+    overrun: Option<Overrun>,
 }
 
 impl Spend {
@@ -224,6 +322,7 @@ impl Spend {
                     ceiling,
                     needed,
                     left: max.saturating_sub(used),
+                    overrun: false,
                 };
                 self.hit = Some(hit);
                 return Err(hit);
@@ -235,13 +334,66 @@ impl Spend {
     }
 
     /// Ends a reservation with what the call really used (`None`: it did not say, so the
-    /// whole reservation is charged). A call that used more than it reserved (a provider that
-    /// ignored the output cap, a command's estimate) is charged in full and closes the ledger
-    /// to new reservations if that reached a ceiling.
-    pub(crate) fn settle(&mut self, r: Reservation, actual: Option<Amount>) -> Amount {
-        let charged = actual.unwrap_or(r.held);
+    /// whole reservation is charged). Under a ceiling, a call that reported more than it
+    /// reserved is an [`Overrun`]: charged only what the ceilings allow, and the ledger closes
+    /// to new reservations (see the module doc). A call that reached a ceiling closes it too.
+    pub(crate) fn settle(&mut self, r: Reservation, actual: Option<Reported>) -> Settled {
         self.reserved.tokens = self.reserved.tokens.saturating_sub(r.held.tokens);
         self.reserved.pico = self.reserved.pico.saturating_sub(r.held.pico);
+        let mut charged = actual.map_or(r.held, |a| a.amount());
+        let mut overrun = None;
+        if let Some(a) = actual
+            && self.ceilings.any()
+            && (charged.tokens > r.held.tokens || charged.pico > r.held.pico)
+        {
+            // What is left of each ceiling for this call, net of the other calls' reservations
+            // (never less than this call's own reservation, which fitted).
+            let room = |max: Option<u64>, spent: u64, reserved: u64, held: u64| {
+                max.map(|m| m.saturating_sub(spent.saturating_add(reserved)).max(held))
+            };
+            let tokens = room(
+                self.ceilings.max_tokens,
+                self.spent.tokens,
+                self.reserved.tokens,
+                r.held.tokens,
+            );
+            let pico = room(
+                self.ceilings.max_cost_pico,
+                self.spent.pico,
+                self.reserved.pico,
+                r.held.pico,
+            );
+            let (p, c) = clamp(a.prompt, a.completion, a.price, tokens, pico);
+            let reported = charged;
+            charged = Amount::of(p, c, a.price);
+            let o = Overrun {
+                reserved: r.held,
+                reported_prompt: a.prompt,
+                reported_completion: a.completion,
+                reported,
+                charged_prompt: p,
+                charged_completion: c,
+                charged,
+            };
+            overrun = Some(o);
+            self.overrun.get_or_insert(o);
+            if self.hit.is_none() {
+                // The ceiling whose unit the call overran, else the one the run has.
+                let ceiling = if reported.tokens > r.held.tokens && tokens.is_some() {
+                    Ceiling::MaxTokens
+                } else if pico.is_some() {
+                    Ceiling::MaxCostUsd
+                } else {
+                    Ceiling::MaxTokens
+                };
+                self.hit = Some(CeilingHit {
+                    ceiling,
+                    needed: 0,
+                    left: 0,
+                    overrun: true,
+                });
+            }
+        }
         self.spent.tokens = self.spent.tokens.saturating_add(charged.tokens);
         self.spent.pico = self.spent.pico.saturating_add(charged.pico);
         if self.hit.is_none() {
@@ -265,12 +417,18 @@ impl Spend {
                         ceiling,
                         needed: 0,
                         left: 0,
+                        overrun: false,
                     });
                     break;
                 }
             }
         }
-        charged
+        Settled { charged, overrun }
+    }
+
+    /// The first call that reported more than it reserved, if one did.
+    pub(crate) fn overrun(&self) -> Option<Overrun> {
+        self.overrun
     }
 
     /// What settled calls spent.
@@ -336,19 +494,15 @@ mod tests {
             CeilingHit {
                 ceiling: Ceiling::MaxTokens,
                 needed: 50,
-                left: 40
+                left: 40,
+                overrun: false
             }
         );
         // Closed: even a small call is refused now.
         assert!(s.reserve(Amount { tokens: 1, pico: 0 }).is_err());
-        let charged = s.settle(
-            a,
-            Some(Amount {
-                tokens: 20,
-                pico: 0,
-            }),
-        );
-        assert_eq!(charged.tokens, 20);
+        let settled = s.settle(a, Some(Reported::of(20, 0, Price::default())));
+        assert_eq!(settled.charged.tokens, 20);
+        assert_eq!(settled.overrun, None);
         assert_eq!(s.spent().tokens, 20);
         assert_eq!(s.reserved().tokens, 0);
     }
@@ -359,9 +513,14 @@ mod tests {
             max_tokens: None,
             max_cost_pico: Some(1000),
         });
-        let a = s.reserve(cost(800)).unwrap();
-        s.settle(a, Some(cost(100)));
-        let b = s.reserve(cost(800)).unwrap();
+        // A token at one micro-dollar per million: one pico-dollar.
+        let one = Price {
+            in_micro_per_mtok: 1,
+            out_micro_per_mtok: 1,
+        };
+        let a = s.reserve(Amount::of(800, 0, one)).unwrap();
+        s.settle(a, Some(Reported::of(100, 0, one)));
+        let b = s.reserve(Amount::of(800, 0, one)).unwrap();
         assert_eq!(s.reserved().pico, 800);
         s.settle(b, None);
         assert_eq!(s.spent().pico, 900);
@@ -384,14 +543,73 @@ mod tests {
                 pico: 0,
             })
             .unwrap();
-        s.settle(
-            a,
-            Some(Amount {
-                tokens: 100,
-                pico: 0,
-            }),
-        );
+        s.settle(a, Some(Reported::of(100, 0, Price::default())));
         assert!(s.reserve(Amount { tokens: 0, pico: 0 }).is_err());
+    }
+
+    /// 15,000,000 tokens reported against a 50,000-token ceiling (the review's case): charged
+    /// what the ceiling left (completion cut first), flagged with what was reserved and
+    /// reported, and the ledger closed; the other call's reservation still fits.
+    #[test]
+    fn a_call_reporting_more_than_it_reserved_is_clamped_flagged_and_closes_the_ledger() {
+        let mut s = Spend::new(Ceilings {
+            max_tokens: Some(50_000),
+            max_cost_pico: None,
+        });
+        let other = s
+            .reserve(Amount {
+                tokens: 8_000,
+                pico: 0,
+            })
+            .unwrap();
+        let a = s
+            .reserve(Amount {
+                tokens: 4_200,
+                pico: 0,
+            })
+            .unwrap();
+        let settled = s.settle(a, Some(Reported::of(40_000, 14_960_000, Price::default())));
+        let o = settled.overrun.expect("an overrun");
+        assert_eq!(o.reserved.tokens, 4_200);
+        assert_eq!(o.reported.tokens, 15_000_000);
+        assert_eq!(o.over_tokens(), 15_000_000 - 4_200);
+        // 50,000 less the other call's 8,000: the prompt's 40,000, then 2,000 of completion.
+        assert_eq!((o.charged_prompt, o.charged_completion), (40_000, 2_000));
+        assert_eq!(settled.charged.tokens, 42_000);
+        assert_eq!(s.spent().tokens, 42_000);
+        assert_eq!(s.overrun(), Some(o));
+        let hit = s.hit().expect("closed");
+        assert!(hit.overrun && hit.ceiling == Ceiling::MaxTokens, "{hit:?}");
+        assert!(s.reserve(Amount { tokens: 1, pico: 0 }).is_err());
+        s.settle(other, Some(Reported::of(8_000, 0, Price::default())));
+        assert_eq!(s.spent().tokens, 50_000);
+    }
+
+    /// Under a cost ceiling the charge is cut to the money left; without a ceiling nothing is
+    /// clamped or flagged.
+    #[test]
+    fn an_overrun_under_a_cost_ceiling_is_cut_to_the_money_left_and_none_without_ceilings() {
+        let price = Price {
+            in_micro_per_mtok: 1_000_000,
+            out_micro_per_mtok: 2_000_000,
+        };
+        // $0.01 = 10^10 pico; a token in costs 10^6 pico, a token out 2*10^6.
+        let mut s = Spend::new(Ceilings {
+            max_tokens: None,
+            max_cost_pico: Some(usd_to_pico(0.01)),
+        });
+        let a = s.reserve(Amount::of(100, 100, price)).unwrap();
+        let settled = s.settle(a, Some(Reported::of(1_000, 1_000_000, price)));
+        let o = settled.overrun.expect("an overrun");
+        assert_eq!((o.charged_prompt, o.charged_completion), (1_000, 4_500));
+        assert_eq!(s.spent().pico, usd_to_pico(0.01));
+        assert_eq!(s.hit().map(|h| h.ceiling), Some(Ceiling::MaxCostUsd));
+        let mut free = Spend::new(Ceilings::default());
+        let r = free.reserve(Amount::of(10, 0, price)).unwrap();
+        let settled = free.settle(r, Some(Reported::of(1_000, 1_000_000, price)));
+        assert_eq!(settled.overrun, None);
+        assert_eq!(settled.charged.tokens, 1_001_000);
+        assert_eq!(free.hit(), None);
     }
 
     #[test]
@@ -403,7 +621,11 @@ mod tests {
                 pico: u64::MAX,
             })
             .unwrap();
-        s.settle(r, Some(Amount { tokens: 5, pico: 7 }));
+        let price = Price {
+            in_micro_per_mtok: 1,
+            out_micro_per_mtok: 2,
+        };
+        s.settle(r, Some(Reported::of(3, 2, price)));
         assert_eq!(s.spent(), Amount { tokens: 5, pico: 7 });
     }
 
@@ -443,7 +665,7 @@ mod tests {
                         };
                         let Ok(r) = r else { break };
                         std::thread::yield_now();
-                        let actual = Amount::of(40 + i, (round * 7 + i) % 129, price);
+                        let actual = Reported::of(40 + i, (round * 7 + i) % 129, price);
                         spend.lock().unwrap().settle(r, Some(actual));
                         peaks.lock().unwrap().2 += 1;
                     }

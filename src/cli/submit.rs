@@ -124,10 +124,12 @@ pub(crate) struct RunFlags {
     /// (default 24, at most 500; each turn also counts against --max-model-calls). Needs --work.
     #[arg(long, value_name = "N")]
     pub(crate) max_tool_calls: Option<u32>,
-    /// Confine each --work worker and check with bubblewrap: the task's worktree writable,
-    /// the rest of the filesystem and the repository's .git read-only, $HOME hidden, /tmp
-    /// private, no network. On by default with --work when bubblewrap works here; --sandbox
-    /// refuses to run without it ([work] sandbox in .forum/runtime.toml).
+    /// Confine each --work worker and check with bubblewrap: it sees its task's worktree
+    /// (writable), the repository's objects and refs (read-only), the system's program and
+    /// library directories and the /etc files programs need, a private /tmp, and nothing else:
+    /// no home, no other tree, no host socket, no network. On by default with --work when
+    /// bubblewrap works here; --sandbox refuses to run without it ([work] sandbox in
+    /// .forum/runtime.toml).
     #[arg(long, overrides_with = "no_sandbox")]
     pub(crate) sandbox: bool,
     /// Run --work workers and checks unconfined (witnessed in the run's record).
@@ -137,6 +139,10 @@ pub(crate) struct RunFlags {
     // With --no-sandbox it is refused by the surface, in the words HTTP and MCP use too.
     #[arg(long)]
     pub sandbox_net: bool,
+    /// One more path sandboxed workers and checks may read (repeatable; recorded in the run's
+    /// work record), after [work] sandbox_read.
+    #[arg(long = "sandbox-read", value_name = "PATH")]
+    pub(crate) sandbox_read: Vec<PathBuf>,
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
     pub(crate) roster: Option<PathBuf>,
@@ -304,6 +310,7 @@ impl RunFlags {
                 _ => None,
             },
             sandbox_net: self.sandbox_net,
+            sandbox_read: self.sandbox_read.clone(),
             // Set once the runtime config is read (`prepare`): the flags, else `[context] repo`.
             repo_context: None,
             max_tokens: self.max_tokens,
@@ -511,7 +518,7 @@ fn report(
     }
     let exit = surface::run::exit::exit_for(store, &outcome).map_err(cli_err)?;
     match &outcome.status {
-        Status::Answered | Status::StoppedOnBudget => {
+        Status::Answered | Status::StoppedOnBudget | Status::StoppedOnCeiling => {
             if let Some(a) = &outcome.answer {
                 ctx.out(a)?;
             }
@@ -536,7 +543,7 @@ fn report(
                 outcome.answer_seq.unwrap_or(0)
             )
         }
-        Status::StoppedOnBudget if outcome.ceiling.is_some() => format!(
+        Status::StoppedOnCeiling => format!(
             "run {} stopped on its {} ceiling after {} model calls ({} tokens, ${:.6}); `git forum resume {}` continues it with a fresh allowance",
             outcome.request_seq,
             outcome.ceiling.unwrap_or_default(),

@@ -175,6 +175,7 @@ impl AnthropicExecutor {
             output_tokens: u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
             estimated: false,
             truncated: false,
+            over_reservation: None,
         });
         Ok(Reply {
             text,
@@ -291,6 +292,7 @@ mod tests {
             origin: Origin::RepoConfig,
             verify: Default::default(),
             metering: Default::default(),
+            env: None,
         };
         let e = AnthropicExecutor::from_spec(&spec).unwrap();
         assert_eq!(e.http.display(), ANTHROPIC_URL);
@@ -346,6 +348,7 @@ mod tests {
                 output_tokens: 2,
                 estimated: false,
                 truncated: false,
+                over_reservation: None,
             })
         );
         let r = e

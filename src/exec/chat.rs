@@ -123,6 +123,7 @@ impl ChatExecutor {
                 .unwrap_or(0),
             estimated: false,
             truncated: false,
+            over_reservation: None,
         });
         Ok((text.trim().to_string(), model, usage))
     }
@@ -234,6 +235,7 @@ mod tests {
             origin: Origin::RepoConfig,
             verify: Default::default(),
             metering: Default::default(),
+            env: None,
         }
     }
 
@@ -290,6 +292,7 @@ mod tests {
                 output_tokens: 4,
                 estimated: false,
                 truncated: false,
+                over_reservation: None,
             })
         );
         let (_, m, u) = e

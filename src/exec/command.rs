@@ -18,25 +18,104 @@
 //! Sandbox: a command started while its thread is [`in_jail`] and [`in_workdir`] runs under
 //! that jail (`crate::exec::sandbox`), confined to the working directory; [`prepared`] builds
 //! the process, for [`run`] and for the checks of `crate::work`.
+//!
+//! Environment: every process built here gets an environment made from an allowlist
+//! ([`env`]), plus the variables its executor names ([`run_with`], [`prepared_with`]), never
+//! git forum's whole environment.
+//!
+//! The whole tree: in the `git-forum` binary ([`use_reaper`]), an unconfined command runs under
+//! a [`reaper`] of git forum's own, so stopping it (its deadline, its end, a halt, a signal)
+//! stops every process it started, `setsid` and double-forked ones included; the reaper is told
+//! through a pipe, not a signal, so a kill of the group never takes it before it has done its
+//! job. A confined command is stopped whole by its sandbox's pid namespace.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::ChildStdin;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::sandbox::probe::Jail;
 
-/// The process groups of the commands running now (each with the scope it was started in),
-/// whether new ones are refused (after [`stop_all`]), and the scopes stopped. Process groups
-/// are the process's, so this is too.
+pub(crate) mod env;
+pub mod reaper;
+
+/// The reaper is this binary again: the path works even when the file was replaced on disk.
+const SELF_EXE: &str = "/proc/self/exe";
+
+/// Whether unconfined commands run under the [`reaper`] (turned on by the binary).
+static REAPER: AtomicBool = AtomicBool::new(false);
+
+/// Runs every unconfined command of this process under the [`reaper`] from now on. For the
+/// `git-forum` binary, whose `main` answers [`reaper::REAP_ARG`] first; a library user (the
+/// unit tests) that does not call it runs each command in a process group of its own.
+pub fn use_reaper() {
+    if Path::new(SELF_EXE).exists() {
+        REAPER.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Whether `cmd` is a command under the reaper (built by [`prepared_with`]).
+fn is_reaped(cmd: &Command) -> bool {
+    cmd.get_program() == SELF_EXE
+        && cmd
+            .get_args()
+            .next()
+            .is_some_and(|a| a.as_bytes() == reaper::REAP_ARG.as_bytes())
+}
+
+/// The reaper's control channel: its stdin (see [`reaper`]).
+type Control = Arc<Mutex<Option<ChildStdin>>>;
+
+/// Tells a reaper `what` (`t`: terminate, `k`: kill); a reaper already gone is not an error.
+fn tell(control: &Control, what: u8) {
+    use std::io::Write;
+    let mut c = control.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(pipe) = c.as_mut()
+        && pipe.write_all(&[what]).and_then(|()| pipe.flush()).is_err()
+    {
+        *c = None;
+    }
+}
+
+/// A command running now: its process group (the reaper's, under one), the kill scope it was
+/// started in, and the reaper's control channel when it has one.
+#[derive(Clone)]
+struct Running {
+    scope: Option<u64>,
+    control: Option<Control>,
+}
+
+impl Running {
+    /// Asks it to end: SIGTERM to its group, or to every process of its tree (the reaper's).
+    fn terminate(&self, pgid: u32) {
+        match &self.control {
+            Some(c) => tell(c, b't'),
+            None => signal_group(pgid, rustix::process::Signal::TERM),
+        }
+    }
+
+    /// Kills it: its group, or every process of its tree (the reaper's).
+    fn kill(&self, pgid: u32) {
+        match &self.control {
+            Some(c) => tell(c, b'k'),
+            None => kill_group(pgid),
+        }
+    }
+}
+
+/// The process groups of the commands running now (each with the scope it was started in and
+/// its reaper's control channel), whether new ones are refused (after [`stop_all`]), and the
+/// scopes stopped. Process groups are the process's, so this is too.
 struct Live {
-    groups: BTreeMap<u32, Option<u64>>,
+    groups: BTreeMap<u32, Running>,
     stopped: bool,
     stopped_scopes: BTreeSet<u64>,
 }
@@ -79,19 +158,104 @@ pub(crate) fn in_jail<T>(jail: Option<Arc<Jail>>, f: impl FnOnce() -> T) -> T {
 }
 
 /// The process that runs `program` in `dir` (`None`: the process's directory), confined when
-/// this thread is [`in_jail`] and `dir` is given; the caller adds the arguments.
+/// this thread is [`in_jail`] and `dir` is given, with the allowlisted environment
+/// ([`env`]) and nothing more; the caller adds the arguments.
 pub(crate) fn prepared(program: &Path, dir: Option<&Path>) -> std::io::Result<Command> {
+    prepared_with(program, dir, &[])
+}
+
+/// [`prepared`], with the variables of `passed` (the names its executor gives) added to the
+/// environment where they are set.
+pub(crate) fn prepared_with(
+    program: &Path,
+    dir: Option<&Path>,
+    passed: &[String],
+) -> std::io::Result<Command> {
     let jail = JAIL.with(|c| c.borrow().clone());
-    match (jail, dir) {
-        (Some(j), Some(d)) => j.command(d, program),
+    let (mut cmd, confined) = match (jail, dir) {
+        (Some(j), Some(d)) => (j.command(d, program)?, true),
         (_, dir) => {
             let mut cmd = Command::new(program);
             if let Some(d) = dir {
                 cmd.current_dir(d);
             }
-            Ok(cmd)
+            (cmd, false)
         }
+    };
+    let vars = env::of(passed, confined);
+    if !confined && REAPER.load(Ordering::Relaxed) {
+        let mut reaped = Command::new(SELF_EXE);
+        reaped
+            .arg0("git-forum")
+            .arg(reaper::REAP_ARG)
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        if let Some(d) = cmd.get_current_dir() {
+            reaped.current_dir(d);
+        }
+        cmd = reaped;
     }
+    // What the jail set on its process itself stays (its HOME and TMPDIR are bwrap arguments,
+    // which the clearing does not touch either); everything else is the allowlist's.
+    let own: Vec<(std::ffi::OsString, std::ffi::OsString)> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned())))
+        .collect();
+    cmd.env_clear().envs(vars).envs(own);
+    Ok(cmd)
+}
+
+/// Starts `cmd` in its own process group and registers it under `scope` (or kills it at once
+/// when that scope was stopped while it started). A command under the reaper gets a pipe as
+/// stdin, its control channel (the reaper gives the program `/dev/null`).
+fn start(
+    mut cmd: Command,
+    scope: Option<u64>,
+) -> std::io::Result<(std::process::Child, u32, Running)> {
+    let reaped = is_reaped(&cmd);
+    if reaped {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.process_group(0).spawn()?;
+    drop(cmd);
+    let pgid = child.id();
+    let running = Running {
+        scope,
+        control: reaped.then(|| Arc::new(Mutex::new(child.stdin.take()))),
+    };
+    let mut l = live();
+    if l.refuses(scope) {
+        running.kill(pgid);
+    } else {
+        l.groups.insert(pgid, running.clone());
+    }
+    Ok((child, pgid, running))
+}
+
+/// How long a reaper told to kill has to report its command's end before its group is killed
+/// outright (it kills, then reaps, so this is far more than it needs).
+const REAPER_BOUND: Duration = Duration::from_secs(15);
+
+/// Kills a command at its deadline and waits for it: the group, or the tree through its
+/// reaper (then the group too, should the reaper not end within [`REAPER_BOUND`]).
+fn kill_and_wait(
+    child: &mut std::process::Child,
+    pgid: u32,
+    running: &Running,
+) -> Option<ExitStatus> {
+    running.kill(pgid);
+    if running.control.is_some() {
+        let until = Instant::now() + REAPER_BOUND;
+        while Instant::now() < until {
+            match child.try_wait() {
+                Ok(Some(s)) => return Some(s),
+                Ok(None) => thread::sleep(Duration::from_millis(5)),
+                Err(_) => break,
+            }
+        }
+        kill_group(pgid);
+    }
+    child.wait().ok()
 }
 
 /// Runs `f` with the commands this thread starts in it running in `dir`; the thread's previous
@@ -138,32 +302,33 @@ pub(crate) const STOP_GRACE: Duration = Duration::from_millis(500);
 pub(crate) fn stop_scope(scope: u64) -> usize {
     let mut l = live();
     l.stopped_scopes.insert(scope);
-    let groups: Vec<(u32, Option<u64>)> = l
+    let groups: Vec<(u32, Running)> = l
         .groups
         .iter()
-        .filter(|(_, s)| **s == Some(scope))
-        .map(|(p, s)| (*p, *s))
+        .filter(|(_, r)| r.scope == Some(scope))
+        .map(|(p, r)| (*p, r.clone()))
         .collect();
     drop(l);
     stop_groups(groups)
 }
 
-/// Sends SIGTERM to each group, then SIGKILL after [`STOP_GRACE`] to each that is still
-/// registered under the same scope (its leader not reaped yet, so its id cannot have been
-/// reused). A command whose leader exits on SIGTERM has the rest of its group killed at once by
-/// its own runner ([`run`], [`run_grouped`]).
-fn stop_groups(groups: Vec<(u32, Option<u64>)>) -> usize {
-    for (pgid, _) in &groups {
-        signal_group(*pgid, rustix::process::Signal::TERM);
+/// Asks each command to terminate (SIGTERM to its group, or to its whole tree through its
+/// reaper), then kills it after [`STOP_GRACE`] if it is still registered under the same scope
+/// (its leader not reaped yet, so its id cannot have been reused). A command whose leader exits
+/// on SIGTERM has the rest of its group killed at once by its own runner ([`run`],
+/// [`run_grouped`]).
+fn stop_groups(groups: Vec<(u32, Running)>) -> usize {
+    for (pgid, r) in &groups {
+        r.terminate(*pgid);
     }
     let n = groups.len();
     if n > 0 {
         thread::spawn(move || {
             thread::sleep(STOP_GRACE);
             let l = live();
-            for (pgid, scope) in groups {
-                if l.groups.get(&pgid) == Some(&scope) {
-                    kill_group(pgid);
+            for (pgid, r) in groups {
+                if l.groups.get(&pgid).is_some_and(|now| now.scope == r.scope) {
+                    r.kill(pgid);
                 }
             }
         });
@@ -187,7 +352,7 @@ fn live() -> MutexGuard<'static, Live> {
 pub(crate) fn stop_all() -> usize {
     let mut l = live();
     l.stopped = true;
-    let groups: Vec<(u32, Option<u64>)> = l.groups.iter().map(|(p, s)| (*p, *s)).collect();
+    let groups: Vec<(u32, Running)> = l.groups.iter().map(|(p, r)| (*p, r.clone())).collect();
     drop(l);
     stop_groups(groups)
 }
@@ -290,8 +455,20 @@ fn signal_group(pgid: u32, signal: rustix::process::Signal) {
     }
 }
 
-/// Runs `argv` (program first) with `prompt` appended as the last argument.
+/// Runs `argv` (program first) with `prompt` appended as the last argument, with the
+/// allowlisted environment only.
 pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, RunError> {
+    run_with(argv, prompt, limits, &[])
+}
+
+/// [`run`], with the variables of `passed` (the names its executor gives) added to the
+/// environment where they are set.
+pub(crate) fn run_with(
+    argv: &[String],
+    prompt: &str,
+    limits: Limits,
+    passed: &[String],
+) -> Result<Ran, RunError> {
     let Some((program, args)) = argv.split_first() else {
         return Err(RunError::Empty("the command is empty".into()));
     };
@@ -312,32 +489,21 @@ pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, 
         }
         _ => PathBuf::from(program),
     };
-    let mut cmd = prepared(&resolved, workdir.as_deref()).map_err(|source| RunError::Spawn {
-        program: program.clone(),
-        source,
-    })?;
-    let mut child = cmd
-        .args(args)
-        .arg(prompt)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|source| RunError::Spawn {
+    let mut cmd =
+        prepared_with(&resolved, workdir.as_deref(), passed).map_err(|source| RunError::Spawn {
             program: program.clone(),
             source,
         })?;
-    let pgid = child.id();
-    {
-        // Registered, or killed at once when an interruption came while it started.
-        let mut l = live();
-        if l.refuses(scope) {
-            kill_group(pgid);
-        } else {
-            l.groups.insert(pgid, scope);
-        }
-    }
+    cmd.args(args)
+        .arg(prompt)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // Registered, or killed at once when an interruption came while it started.
+    let (mut child, pgid, running) = self::start(cmd, scope).map_err(|source| RunError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
     let out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
     let (max_out, max_err) = (limits.max_stdout, limits.max_stderr);
@@ -350,8 +516,7 @@ pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, 
             Ok(Some(status)) => break Some(status),
             Ok(None) if Instant::now() >= deadline => {
                 timed_out = true;
-                kill_group(pgid);
-                break child.wait().ok();
+                break kill_and_wait(&mut child, pgid, &running);
             }
             Ok(None) => thread::sleep(Duration::from_millis(5)),
             Err(_) => break None,
@@ -367,6 +532,14 @@ pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, 
         return Err(interrupted());
     }
     let stderr = String::from_utf8_lossy(&stderr).into_owned();
+    if running.control.is_some()
+        && let Some(why) = spawn_failure(status, &stderr)
+    {
+        return Err(RunError::Spawn {
+            program: program.clone(),
+            source: std::io::Error::other(why),
+        });
+    }
     if timed_out {
         return Err(RunError::Timeout {
             program: program.clone(),
@@ -405,6 +578,16 @@ pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, 
     })
 }
 
+/// The reaper's word that it could not start the program (its exit code and the line it
+/// wrote last on stderr), if that is how the command ended.
+fn spawn_failure(status: Option<ExitStatus>, stderr: &str) -> Option<String> {
+    if status?.code()? != reaper::SPAWN_FAILED_CODE {
+        return None;
+    }
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty())?;
+    last.strip_prefix(reaper::SPAWN_FAILED).map(str::to_string)
+}
+
 /// How a command run by [`run_grouped`] ended.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Grouped {
@@ -420,10 +603,11 @@ pub(crate) struct Grouped {
 
 /// Runs a command the caller prepared (directory, environment and output already set) in its
 /// own process group, registered under this thread's kill scope like [`run`]'s commands, and
-/// kills the whole group at the deadline and again once the command exits (so nothing it left
-/// behind keeps its pipes open). `cmd` is dropped once spawned, closing this process's copies
+/// kills the whole group (the whole tree, under the reaper) at the deadline and again once the
+/// command exits (so nothing it left behind keeps its pipes open). Under the reaper the
+/// command's stdin is `/dev/null`, whatever the caller set. `cmd` is dropped once spawned, closing this process's copies
 /// of the pipe ends the caller gave it. For the checks of a `--work` run (`crate::work`).
-pub(crate) fn run_grouped(mut cmd: Command, timeout: Duration) -> std::io::Result<Grouped> {
+pub(crate) fn run_grouped(cmd: Command, timeout: Duration) -> std::io::Result<Grouped> {
     let scope = SCOPE.with(Cell::get);
     let start = Instant::now();
     let refused = |elapsed| Grouped {
@@ -435,17 +619,7 @@ pub(crate) fn run_grouped(mut cmd: Command, timeout: Duration) -> std::io::Resul
     if live().refuses(scope) {
         return Ok(refused(start.elapsed()));
     }
-    let mut child = cmd.process_group(0).spawn()?;
-    drop(cmd);
-    let pgid = child.id();
-    {
-        let mut l = live();
-        if l.refuses(scope) {
-            kill_group(pgid);
-        } else {
-            l.groups.insert(pgid, scope);
-        }
-    }
+    let (mut child, pgid, running) = self::start(cmd, scope)?;
     let deadline = start + timeout;
     let mut timed_out = false;
     // Polled: a command that ends at once (a `true` check) is seen within a fraction of a
@@ -456,8 +630,7 @@ pub(crate) fn run_grouped(mut cmd: Command, timeout: Duration) -> std::io::Resul
             Ok(Some(status)) => break Some(status),
             Ok(None) if Instant::now() >= deadline => {
                 timed_out = true;
-                kill_group(pgid);
-                let _ = child.wait();
+                let _ = kill_and_wait(&mut child, pgid, &running);
                 break None;
             }
             Ok(None) => {
@@ -585,7 +758,7 @@ mod tests {
             while live()
                 .groups
                 .values()
-                .filter(|g| **g == Some(a) || **g == Some(b))
+                .filter(|g| g.scope == Some(a) || g.scope == Some(b))
                 .count()
                 < 2
             {
@@ -595,7 +768,7 @@ mod tests {
             let e = in_a.join().unwrap().unwrap_err();
             assert!(matches!(e, RunError::Interrupted { .. }), "{e}");
             // The other scope's command still runs, and finishes once released.
-            assert!(live().groups.values().any(|g| *g == Some(b)));
+            assert!(live().groups.values().any(|g| g.scope == Some(b)));
             std::fs::write(&go, "").unwrap();
             assert_eq!(in_b.join().unwrap().unwrap().stdout, "ok\n");
         });

@@ -92,6 +92,34 @@ pub struct Usage {
     /// Set when the output was cut at the call's output cap (a command worker under a spend
     /// ceiling), so these counts are of what was kept.
     pub truncated: bool,
+    /// Set by the run's spend accounting when the call reported more than it reserved under a
+    /// spend ceiling: the counts above are then what was charged (clamped to what the ceiling
+    /// allowed), and this keeps what was reserved and what was reported.
+    pub over_reservation: Option<OverReservation>,
+}
+
+/// A call that reported more usage than the reservation made for it under a spend ceiling
+/// (a provider that ignored the output cap, an agent CLI that worked many turns): what was
+/// reserved and what was reported. The run charges what the ceiling allows, records both,
+/// and takes no more calls (a ceiling stop). See [`crate::spend`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OverReservation {
+    /// Tokens the call reserved (its prompt's bound plus its output cap).
+    pub reserved_tokens: u64,
+    /// The reservation's cost, in pico-dollars (0 when unpriced).
+    pub reserved_pico: u64,
+    /// Prompt tokens the call reported.
+    pub reported_input_tokens: u64,
+    /// Completion tokens the call reported.
+    pub reported_output_tokens: u64,
+}
+
+impl OverReservation {
+    /// Tokens reported in all.
+    pub fn reported_tokens(&self) -> u64 {
+        self.reported_input_tokens
+            .saturating_add(self.reported_output_tokens)
+    }
 }
 
 /// A model's answer.
@@ -221,6 +249,8 @@ pub struct CommandExecutor {
     describe: String,
     limits: command::Limits,
     metering: config::Metering,
+    /// The variables its program is handed beyond the allowlist (`env = [...]`).
+    env: Vec<String>,
 }
 
 impl CommandExecutor {
@@ -237,6 +267,7 @@ impl CommandExecutor {
             describe,
             limits,
             metering: config::Metering::default(),
+            env: Vec::new(),
         }
     }
 
@@ -253,6 +284,7 @@ impl CommandExecutor {
         e.model = spec.model().to_string();
         e.describe = spec.describe();
         e.metering = spec.metering;
+        e.env = spec.passed_env();
         e
     }
 }
@@ -260,7 +292,7 @@ impl CommandExecutor {
 impl Executor for CommandExecutor {
     fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
         let prompt = call.flattened();
-        let ran = command::run(&self.argv, &prompt, self.limits)?;
+        let ran = command::run_with(&self.argv, &prompt, self.limits, &self.env)?;
         let text = ran.stdout.trim().to_string();
         // A program reports no usage: estimate it from the bytes, marked as an estimate.
         let usage = Some(Usage {
@@ -268,6 +300,7 @@ impl Executor for CommandExecutor {
             output_tokens: crate::spend::estimate_tokens(text.len()),
             estimated: true,
             truncated: false,
+            over_reservation: None,
         });
         Ok(Reply {
             text,
@@ -307,6 +340,7 @@ pub fn build(spec: &ExecutorSpec) -> Result<Arc<dyn Executor>, ExecError> {
                 model,
                 Duration::from_secs(spec.timeout_seconds),
                 usize::try_from(spec.max_response_bytes).unwrap_or(usize::MAX),
+                spec.passed_env(),
             ))
         }
         ExecutorKind::Command { argv, .. } => Arc::new(CommandExecutor::from_spec(spec, argv)),

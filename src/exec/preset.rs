@@ -18,6 +18,11 @@
 //! Anywhere else (planning, judging, a run without `--work`) they only answer: Claude Code
 //! without edit permissions, Codex in its `read-only` sandbox, aider in `--chat-mode ask`.
 //!
+//! Environment: like every worker, a preset's CLI gets the allowlisted environment
+//! (`crate::exec::command::env`) plus the variables its executor names (`env = [...]` in its
+//! table); without that list, its provider's key variables ([`Preset::default_env`]), so
+//! `--claude` keeps working under the sandbox, which hides the login in `$HOME`.
+//!
 //! Each reply names the model the CLI reports: Claude Code's JSON result (`modelUsage`, with
 //! its token counts), the `model:` line of Codex's header on stderr, aider's `Model:` (or
 //! `Main model:`) line; else `--model`, else the program's name. What the agent changed is
@@ -66,6 +71,18 @@ impl Preset {
     /// The program it runs.
     pub(crate) fn program(self) -> &'static str {
         self.name()
+    }
+
+    /// The variables its CLI is handed when its executor names none (`env` unset): the keys of
+    /// the provider it calls. Claude Code reads an API key or a long-lived token made by
+    /// `claude setup-token`; Codex an OpenAI key; aider either provider's key, whichever its
+    /// model needs.
+    pub(crate) fn default_env(self) -> &'static [&'static str] {
+        match self {
+            Preset::Claude => &["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"],
+            Preset::Codex => &["OPENAI_API_KEY"],
+            Preset::Aider => &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"],
+        }
     }
 
     /// The argument list shown for it (what runs outside a worktree, before the prompt).
@@ -187,6 +204,7 @@ fn read_claude(stdout: &str) -> Result<Parsed, String> {
     let usage = v["usage"].as_object().map(|u| Usage {
         estimated: false,
         truncated: false,
+        over_reservation: None,
         input_tokens: u.get("input_tokens").and_then(|x| x.as_u64()).unwrap_or(0),
         output_tokens: u.get("output_tokens").and_then(|x| x.as_u64()).unwrap_or(0),
     });
@@ -246,15 +264,19 @@ pub(crate) struct PresetExecutor {
     model: Option<String>,
     limits: command::Limits,
     describe: String,
+    /// The variables its CLI is handed beyond the allowlist.
+    env: Vec<String>,
 }
 
 impl PresetExecutor {
-    /// The preset with `--model` (if given) and the limits of each call.
+    /// The preset with `--model` (if given), the limits of each call and the variables its CLI
+    /// is handed beyond the allowlist.
     pub(crate) fn new(
         preset: Preset,
         model: Option<String>,
         timeout: Duration,
         max_stdout: usize,
+        env: Vec<String>,
     ) -> PresetExecutor {
         let line = shlex::try_join(
             preset
@@ -272,6 +294,7 @@ impl PresetExecutor {
                 max_stderr: 64 * 1024,
             },
             describe: format!("{}: {line}", preset.name()),
+            env,
         }
     }
 }
@@ -296,7 +319,7 @@ impl Executor for PresetExecutor {
     fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
         let dir = command::workdir();
         let argv = self.preset.argv(self.model.as_deref(), dir.as_deref());
-        let ran = command::run(&argv, &call.flattened(), self.limits);
+        let ran = command::run_with(&argv, &call.flattened(), self.limits, &self.env);
         if let (Preset::Aider, Some(d)) = (self.preset, &dir) {
             clean_aider_state(d);
         }

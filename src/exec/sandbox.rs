@@ -1,30 +1,40 @@
-//! The sandbox of a `--work` run's command workers and checks (issue 18, point 3), the pure
-//! part: which mode a run asked for ([`choose`]), the one argv that confines a command with
-//! bubblewrap ([`bwrap_argv`]), and what the run's record says about it ([`Record`]). Finding
-//! and probing `bwrap` and building the process are the adapter, [`probe`].
+//! The sandbox of a `--work` run's command workers and checks (issue 18, point 3; issue 33,
+//! point 2), the pure part: which mode a run asked for ([`choose`]), the one argv that confines
+//! a command with bubblewrap ([`bwrap_argv`]), and what the run's record says about it
+//! ([`Record`]). Finding and probing `bwrap`, reading which system directories the host has,
+//! and building the process are the adapter, [`probe`].
 //!
-//! What a confined command sees, mount by mount, in the order bubblewrap applies them (a later
-//! mount covers an earlier one at the same or a deeper path):
+//! What a confined command sees is an allowlist, mount by mount, in the order bubblewrap
+//! applies them; everything else of the host is absent (not hidden: never mounted), so no home
+//! directory, no unrelated tree, no `/run`, `/var` or `/etc/shadow`, and no host Unix socket:
 //!
-//! 1. the whole filesystem, read-only (`--ro-bind / /`), with a fresh `/dev` and `/proc`;
-//! 2. a private, empty `/tmp`, and an empty tmpfs over the user's `$HOME` (so keys, shell
-//!    history and `~/.gitconfig` are out of sight); `HOME` is set to `/tmp/home`, a scratch
-//!    directory in the private `/tmp`;
-//! 3. the repository's git common dir (objects, refs, `refs/forum`, the write-ahead log, the
-//!    per-worktree admin dirs) bound again read-only, so it stays visible where `$HOME` or
-//!    `/tmp` would hide it, and the extra read-only paths (the worker's own program file);
-//! 4. the task's worktree, writable, and the working directory.
+//! 1. the system's program and library directories, read-only (`/usr`, and `/bin`, `/sbin`,
+//!    `/lib*` as the host has them: links into `/usr` stay links), and the `/etc` files programs
+//!    need to start and to reach a network ([`ETC`]: certificates, `passwd` and `group`,
+//!    `alternatives`, `resolv.conf`, `hosts`, the dynamic linker's cache...), read-only;
+//! 2. a fresh `/dev` and `/proc`, a private, empty `/tmp`, and a scratch `HOME` in it
+//!    (`/tmp/home`);
+//! 3. what the workbench says a sandbox shows of the repository, read-only: the task's git
+//!    admin directory, the objects and refs, and a configuration stripped to what reading the
+//!    repository needs in place of the repository's own (`crate::work`), so `git status`,
+//!    `git diff` and `git log` work in the worktree while hooks, credentials in the
+//!    configuration and git forum's own state stay out of sight;
+//! 4. the extra read-only paths: the worker's own program file when it is given by path, and
+//!    each `--sandbox-read PATH` of the run (recorded);
+//! 5. the task's worktree, writable, and the working directory; then the root itself is made
+//!    read-only, so nothing new can be made beside the mounts.
 //!
-//! Read-only git in the worktree works: `git status`, `git diff`, `git log` read the index and
-//! the objects and skip the index refresh they cannot write; anything that writes under the
-//! common dir (`git add`, `git commit`, `git update-ref`) fails with "Read-only file system".
-//! git forum itself commits the worktree afterwards, outside the sandbox.
+//! Anything that writes under the git dir (`git add`, `git commit`, `git update-ref`) fails
+//! with "Read-only file system"; git forum itself commits the worktree afterwards, outside the
+//! sandbox, on its own terms (`crate::work`).
 //!
-//! The namespaces are all unshared (`--unshare-all`: user, ipc, pid, uts, cgroup and network);
-//! `--share-net` gives the network back when the run allows it (`--sandbox-net`). The command
-//! gets a new session (`--new-session`, so it cannot push keys into the terminal) and dies with
-//! git forum (`--die-with-parent`). `bwrap` itself stays in the caller's process group, so
-//! the kill scopes and deadlines of `crate::exec::command` still reach everything inside.
+//! The namespaces are all unshared (`--unshare-all`: user, ipc, pid, uts, cgroup and network,
+//! so no abstract Unix socket of the host is reachable either); `--share-net` gives the network
+//! back when the run allows it (`--sandbox-net`), and with it the host's abstract sockets (a
+//! daemon on loopback asks a credential, see `crate::serve`). The command gets a new session
+//! (`--new-session`, so it cannot push keys into the terminal) and dies with git forum
+//! (`--die-with-parent`). `bwrap` itself stays in the caller's process group, so the kill
+//! scopes and deadlines of `crate::exec::command` still reach everything inside.
 
 pub(crate) mod probe;
 
@@ -38,6 +48,41 @@ pub(crate) const INSTALL_HINT: &str =
 
 /// The `HOME` a confined command gets: a scratch directory inside its private `/tmp`.
 pub(crate) const SCRATCH_HOME: &str = "/tmp/home";
+
+/// The system directories a confined command sees, when the host has them.
+pub(crate) const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// The files and directories of `/etc` a confined command sees, when the host has them: what
+/// programs read to start (the dynamic linker's configuration, `alternatives`, users and
+/// groups by name, time zone, locale and MIME tables) and to reach a network (name service,
+/// certificates).
+pub(crate) const ETC: &[&str] = &[
+    "/etc/alternatives",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/crypto-policies",
+    "/etc/gai.conf",
+    "/etc/group",
+    "/etc/host.conf",
+    "/etc/hosts",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/locale.alias",
+    "/etc/localtime",
+    "/etc/mime.types",
+    "/etc/nsswitch.conf",
+    "/etc/os-release",
+    "/etc/passwd",
+    "/etc/pki",
+    "/etc/protocols",
+    "/etc/resolv.conf",
+    "/etc/services",
+    "/etc/ssl",
+    "/etc/timezone",
+];
 
 /// How a run asked to be confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,10 +106,26 @@ pub(crate) fn choose(flag: Option<bool>, config: Option<bool>) -> Mode {
 }
 
 /// What a confined command may do beyond its worktree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Policy {
     /// Whether it keeps the network (`--sandbox-net`).
     pub(crate) net: bool,
+    /// More paths it may read (`--sandbox-read PATH`, `[work] sandbox_read`), absolute.
+    pub(crate) read: Vec<PathBuf>,
+}
+
+/// One system mount, as the host has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum System {
+    /// A directory or file, bound read-only at the same path.
+    Bind(PathBuf),
+    /// A symbolic link (`/bin -> usr/bin`), made again inside.
+    Link {
+        /// Where the link points, as the host's link says.
+        target: PathBuf,
+        /// The link's path.
+        at: PathBuf,
+    },
 }
 
 /// The paths one confined command is set up with.
@@ -72,12 +133,12 @@ pub(crate) struct Policy {
 pub(crate) struct Mounts<'a> {
     /// The task's worktree: writable, and the working directory.
     pub(crate) worktree: &'a Path,
-    /// The repository's git common dir: read-only.
-    pub(crate) git_common_dir: &'a Path,
-    /// The user's home directory, hidden under an empty tmpfs (`None`: not set, or `/`).
-    pub(crate) home: Option<&'a Path>,
-    /// More paths bound read-only (the worker's program file when it lives under `$HOME` or
-    /// `/tmp`), in order.
+    /// The system directories and `/etc` files (see [`SYSTEM_DIRS`] and [`ETC`]).
+    pub(crate) system: &'a [System],
+    /// What the workbench shows of the repository: `(source, where it appears)`, read-only.
+    pub(crate) git: &'a [(PathBuf, PathBuf)],
+    /// More paths bound read-only at their own place (the worker's program file, the
+    /// policy's `read`), in order.
     pub(crate) read_only: &'a [PathBuf],
 }
 
@@ -87,45 +148,40 @@ fn s(p: &Path) -> String {
 
 /// The bubblewrap arguments that confine a command under `policy` with `mounts`, up to and
 /// including the `--` after which the command's own argv follows. See the module doc for what
-/// each mount does. A home of `/` or `/tmp` gets no tmpfs of its own (`/` would hide
-/// everything; `/tmp` is private already); the worktree and the common dir are bound after
-/// it, so they stay visible when they live under it.
-pub(crate) fn bwrap_argv(policy: Policy, mounts: &Mounts<'_>) -> Vec<String> {
-    let mut a: Vec<String> = ["--unshare-all"].map(String::from).to_vec();
+/// each mount does.
+pub(crate) fn bwrap_argv(policy: &Policy, mounts: &Mounts<'_>) -> Vec<String> {
+    let mut a: Vec<String> = vec!["--unshare-all".into()];
     if policy.net {
         a.push("--share-net".into());
     }
+    a.extend(["--die-with-parent".into(), "--new-session".into()]);
+    for m in mounts.system {
+        match m {
+            System::Bind(p) => a.extend(["--ro-bind".into(), s(p), s(p)]),
+            System::Link { target, at } => a.extend(["--symlink".into(), s(target), s(at)]),
+        }
+    }
     for arg in [
-        "--die-with-parent",
-        "--new-session",
-        "--ro-bind",
-        "/",
-        "/",
         "--dev",
         "/dev",
         "--proc",
         "/proc",
         "--tmpfs",
         "/tmp",
+        "--dir",
+        SCRATCH_HOME,
     ] {
         a.push(arg.into());
     }
-    if let Some(home) = mounts
-        .home
-        .filter(|h| h.parent().is_some() && *h != Path::new("/tmp"))
-    {
-        a.extend(["--tmpfs".into(), s(home)]);
+    for (from, to) in mounts.git {
+        a.extend(["--ro-bind".into(), s(from), s(to)]);
     }
-    a.extend(["--dir".into(), SCRATCH_HOME.into()]);
-    a.extend([
-        "--ro-bind".into(),
-        s(mounts.git_common_dir),
-        s(mounts.git_common_dir),
-    ]);
     for p in mounts.read_only {
         a.extend(["--ro-bind".into(), s(p), s(p)]);
     }
     a.extend(["--bind".into(), s(mounts.worktree), s(mounts.worktree)]);
+    // The root holds only the mount points made above: nothing new may be made there.
+    a.extend(["--remount-ro".into(), "/".into()]);
     a.extend([
         "--setenv".into(),
         "HOME".into(),
@@ -148,6 +204,8 @@ pub(crate) enum Record {
     Confined {
         /// Whether they kept the network.
         net: bool,
+        /// The extra paths they could read (`--sandbox-read`).
+        read: Vec<String>,
     },
     /// They ran unconfined, for this reason (`--no-sandbox`, or why bubblewrap was not used).
     Unconfined {
@@ -157,11 +215,16 @@ pub(crate) enum Record {
 }
 
 impl Record {
-    /// The record as JSON: `{"confined": true, "tool": "bwrap", "net": false}` or
-    /// `{"confined": false, "reason": "..."}`.
+    /// The record as JSON: `{"confined": true, "tool": "bwrap", "net": false}` (with
+    /// `"read": [PATH...]` when the run added paths) or `{"confined": false, "reason": "..."}`.
     pub(crate) fn payload(&self) -> Value {
         match self {
-            Record::Confined { net } => json!({"confined": true, "tool": "bwrap", "net": net}),
+            Record::Confined { net, read } if read.is_empty() => {
+                json!({"confined": true, "tool": "bwrap", "net": net})
+            }
+            Record::Confined { net, read } => {
+                json!({"confined": true, "tool": "bwrap", "net": net, "read": read})
+            }
             Record::Unconfined { reason } => json!({"confined": false, "reason": reason}),
         }
     }
@@ -171,14 +234,17 @@ impl Record {
 /// to: the record, or the one-line refusal of a `Required` run that cannot be confined.
 pub(crate) fn decide(
     mode: Mode,
-    policy: Policy,
+    policy: &Policy,
     probed: Result<(), &str>,
 ) -> Result<Record, String> {
     match (mode, probed) {
         (Mode::Off, _) => Ok(Record::Unconfined {
             reason: "--no-sandbox".into(),
         }),
-        (_, Ok(())) => Ok(Record::Confined { net: policy.net }),
+        (_, Ok(())) => Ok(Record::Confined {
+            net: policy.net,
+            read: policy.read.iter().map(|p| s(p)).collect(),
+        }),
         (Mode::Required, Err(why)) => Err(format!(
             "--sandbox needs bubblewrap, which is not usable here ({why}): {INSTALL_HINT}"
         )),
@@ -197,12 +263,30 @@ mod tests {
     }
 
     #[test]
-    fn the_argv_confines_to_the_worktree_with_the_git_dir_read_only_and_no_network() {
+    fn the_argv_shows_an_allowlist_the_git_view_read_only_and_the_worktree_writable() {
         let ro = [PathBuf::from("/home/u/bin/agent")];
+        let system = [
+            System::Bind("/usr".into()),
+            System::Link {
+                target: "usr/bin".into(),
+                at: "/bin".into(),
+            },
+            System::Bind("/etc/passwd".into()),
+        ];
+        let git = [
+            (
+                PathBuf::from("/r/.git/objects"),
+                PathBuf::from("/r/.git/objects"),
+            ),
+            (
+                PathBuf::from("/c/work/r-1/main/3/.private/sandbox-config"),
+                PathBuf::from("/r/.git/config"),
+            ),
+        ];
         let m = Mounts {
-            worktree: Path::new("/r/.git/forum/work/main/3/T1"),
-            git_common_dir: Path::new("/r/.git"),
-            home: Some(Path::new("/home/u")),
+            worktree: Path::new("/c/work/r-1/main/3/T1"),
+            system: &system,
+            git: &git,
             read_only: &ro,
         };
         let want = v(&[
@@ -210,27 +294,36 @@ mod tests {
             "--die-with-parent",
             "--new-session",
             "--ro-bind",
-            "/",
-            "/",
+            "/usr",
+            "/usr",
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--ro-bind",
+            "/etc/passwd",
+            "/etc/passwd",
             "--dev",
             "/dev",
             "--proc",
             "/proc",
             "--tmpfs",
             "/tmp",
-            "--tmpfs",
-            "/home/u",
             "--dir",
             "/tmp/home",
             "--ro-bind",
-            "/r/.git",
-            "/r/.git",
+            "/r/.git/objects",
+            "/r/.git/objects",
+            "--ro-bind",
+            "/c/work/r-1/main/3/.private/sandbox-config",
+            "/r/.git/config",
             "--ro-bind",
             "/home/u/bin/agent",
             "/home/u/bin/agent",
             "--bind",
-            "/r/.git/forum/work/main/3/T1",
-            "/r/.git/forum/work/main/3/T1",
+            "/c/work/r-1/main/3/T1",
+            "/c/work/r-1/main/3/T1",
+            "--remount-ro",
+            "/",
             "--setenv",
             "HOME",
             "/tmp/home",
@@ -238,25 +331,29 @@ mod tests {
             "TMPDIR",
             "/tmp",
             "--chdir",
-            "/r/.git/forum/work/main/3/T1",
+            "/c/work/r-1/main/3/T1",
             "--",
         ]);
-        assert_eq!(bwrap_argv(Policy::default(), &m), want);
+        assert_eq!(bwrap_argv(&Policy::default(), &m), want);
+        // Nothing of the host is bound wholesale.
+        assert!(!want.windows(3).any(|w| w[0] == "--ro-bind" && w[1] == "/"));
     }
 
     #[test]
-    fn the_network_is_shared_only_when_allowed_and_a_root_home_is_not_hidden() {
+    fn the_network_is_shared_only_when_allowed() {
         let m = Mounts {
             worktree: Path::new("/w"),
-            git_common_dir: Path::new("/g"),
-            home: Some(Path::new("/")),
+            system: &[],
+            git: &[],
             read_only: &[],
         };
-        let a = bwrap_argv(Policy { net: true }, &m);
+        let net = Policy {
+            net: true,
+            read: Vec::new(),
+        };
+        let a = bwrap_argv(&net, &m);
         assert_eq!(a[..2], v(&["--unshare-all", "--share-net"]));
-        assert_eq!(a.iter().filter(|x| *x == "--tmpfs").count(), 1, "{a:?}");
-        let none = Mounts { home: None, ..m };
-        let b = bwrap_argv(Policy::default(), &none);
+        let b = bwrap_argv(&Policy::default(), &m);
         assert!(!b.contains(&"--share-net".to_string()));
         assert_eq!(b.last().unwrap(), "--");
     }
@@ -268,19 +365,30 @@ mod tests {
         assert_eq!(choose(None, Some(true)), Mode::Required);
         let p = Policy::default();
         assert_eq!(
-            decide(Mode::Default, p, Ok(())).unwrap(),
-            Record::Confined { net: false }
+            decide(Mode::Default, &p, Ok(())).unwrap(),
+            Record::Confined {
+                net: false,
+                read: Vec::new()
+            }
         );
-        let e = decide(Mode::Required, p, Err("no bwrap on PATH")).unwrap_err();
+        let e = decide(Mode::Required, &p, Err("no bwrap on PATH")).unwrap_err();
         assert!(
             e.contains("apt install bubblewrap") && !e.contains('\n'),
             "{e}"
         );
-        let r = decide(Mode::Default, p, Err("no bwrap on PATH")).unwrap();
+        let r = decide(Mode::Default, &p, Err("no bwrap on PATH")).unwrap();
         assert_eq!(r.payload()["confined"], json!(false));
         assert_eq!(
-            decide(Mode::Off, p, Ok(())).unwrap().payload(),
+            decide(Mode::Off, &p, Ok(())).unwrap().payload(),
             json!({"confined": false, "reason": "--no-sandbox"})
+        );
+        let reads = Policy {
+            net: false,
+            read: vec!["/opt/tool".into()],
+        };
+        assert_eq!(
+            decide(Mode::Required, &reads, Ok(())).unwrap().payload(),
+            json!({"confined": true, "tool": "bwrap", "net": false, "read": ["/opt/tool"]})
         );
     }
 }

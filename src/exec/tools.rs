@@ -205,6 +205,7 @@ pub(crate) fn openai_parse(v: &Value, configured: &str) -> Option<Turn> {
         usage: v["usage"].as_object().map(|u| Usage {
             estimated: false,
             truncated: false,
+            over_reservation: None,
             input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
             output_tokens: u
                 .get("completion_tokens")
@@ -297,6 +298,7 @@ pub(crate) fn anthropic_parse(v: &Value, configured: &str) -> Option<Turn> {
         usage: v["usage"].as_object().map(|u| Usage {
             estimated: false,
             truncated: false,
+            over_reservation: None,
             input_tokens: u.get("input_tokens").and_then(Value::as_u64).unwrap_or(0),
             output_tokens: u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
         }),

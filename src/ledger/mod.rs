@@ -572,6 +572,16 @@ pub trait Storage {
     }
     /// Appends one entry on the current tip and returns it.
     fn append(&mut self, new: NewEntry) -> Result<Entry, StorageError>;
+    /// Appends `new` as seq `seq` only: `Ok(None)`, with nothing written, when the ledger's
+    /// next seq is another (a writer that names something by the seq it is about to take
+    /// reserves it this way). The default checks the length first, which is exact for a store
+    /// with one writer; stores shared between writers check under their own lock.
+    fn append_at(&mut self, seq: u64, new: NewEntry) -> Result<Option<Entry>, StorageError> {
+        if self.len()? != seq {
+            return Ok(None);
+        }
+        self.append(new).map(Some)
+    }
     /// Appends many entries with one flush.
     fn append_batch(&mut self, batch: Vec<NewEntry>) -> Result<Vec<Entry>, StorageError> {
         batch.into_iter().map(|n| self.append(n)).collect()

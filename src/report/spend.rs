@@ -5,6 +5,11 @@
 //! `budget` entry of planning or synthesis that ended there), summed per model in first-seen
 //! order, whatever the entry's kind. Pure.
 //!
+//! A call that reported more than it reserved under a spend ceiling carries its counts as
+//! charged (cut to what the ceiling allowed) and an `over_reservation` object (what it reserved
+//! and reported); the sums here are of what was charged, so they add up to what the run counted
+//! against its ceilings, and each model says how many of its calls overran.
+//!
 //! A ledger whose entries carry no `usage` (every Forum ledger, every scripted run) has no spend
 //! and its summary and receipt keep Forum's keys exactly: the `spend` key is only added when
 //! there is something to show.
@@ -25,6 +30,10 @@ pub(crate) struct ModelSpend {
     pub(crate) estimated: bool,
     /// The summed cost, when the calls were priced.
     pub(crate) cost_usd: Option<f64>,
+    /// Calls that reported more than they reserved (their counts here are what was charged).
+    pub(crate) over_reservation: u64,
+    /// Tokens those calls reported beyond their reservations.
+    pub(crate) over_by_tokens: u64,
 }
 
 impl ModelSpend {
@@ -72,6 +81,12 @@ pub(crate) fn push_usage(out: &mut Vec<ModelSpend>, body: Option<&Value>) {
     slot.prompt_tokens += n("prompt_tokens");
     slot.completion_tokens += n("completion_tokens");
     slot.estimated |= matches!(u.get("estimated"), Some(Value::Bool(true)));
+    if let Some(over @ Value::Object(_)) = u.get("over_reservation") {
+        slot.over_reservation += 1;
+        if let Some(Value::Int(i)) = over.get("over_by_tokens") {
+            slot.over_by_tokens += i.as_u64().unwrap_or(0);
+        }
+    }
     let cost = match u.get("cost_usd") {
         Some(Value::Float(f)) => Some(*f),
         Some(Value::Int(i)) => i.as_i64().map(|v| v as f64),
@@ -83,7 +98,8 @@ pub(crate) fn push_usage(out: &mut Vec<ModelSpend>, body: Option<&Value>) {
 }
 
 /// The spend as one object: `{MODEL: {calls, prompt_tokens, completion_tokens, tokens,
-/// cost_usd?, estimated?}, ...}`, then `total: {tokens, cost_usd?}`. `None` when empty.
+/// cost_usd?, estimated?, over_reservation?: {calls, over_by_tokens}}, ...}`, then
+/// `total: {tokens, cost_usd?}`. `None` when empty.
 pub(crate) fn to_value(models: &[ModelSpend]) -> Option<Value> {
     if models.is_empty() {
         return None;
@@ -104,6 +120,15 @@ pub(crate) fn to_value(models: &[ModelSpend]) -> Option<Value> {
         }
         if m.estimated {
             o.push(("estimated".to_string(), Value::Bool(true)));
+        }
+        if m.over_reservation > 0 {
+            o.push((
+                "over_reservation".to_string(),
+                Value::object([
+                    ("calls".to_string(), uint(m.over_reservation)),
+                    ("over_by_tokens".to_string(), uint(m.over_by_tokens)),
+                ]),
+            ));
         }
         tokens += m.tokens();
         out.push((m.model.clone(), Value::Object(o)));
@@ -140,6 +165,14 @@ pub(crate) fn text_lines(models: &[ModelSpend]) -> Vec<String> {
             m.completion_tokens,
             m.cost_usd.map_or(String::new(), |c| format!("  ${c:.6}")),
         ));
+        if m.over_reservation > 0 {
+            lines.push(format!(
+                "    ! {} call{} reported {} tokens more than reserved; counted as the ceiling allowed",
+                m.over_reservation,
+                if m.over_reservation == 1 { "" } else { "s" },
+                m.over_by_tokens
+            ));
+        }
     }
     lines
 }
@@ -203,6 +236,25 @@ mod tests {
         let text = text_lines(&m).join("\n");
         assert!(text.contains("$0.750000"), "{text}");
         assert!(text.contains("~"), "{text}");
+    }
+
+    #[test]
+    fn calls_over_their_reservation_are_counted_as_charged_and_flagged() {
+        let s = snapshot(&[
+            r#"{"id":"T1","usage":{"model":"m","prompt_tokens":40000,"completion_tokens":2000,"over_reservation":{"reserved_tokens":4200,"reported_tokens":15000000,"over_by_tokens":14995800}}}"#,
+            r#"{"id":"T2","usage":{"model":"m","prompt_tokens":10,"completion_tokens":5}}"#,
+        ]);
+        let m = per_model(&s.items);
+        assert_eq!((m[0].tokens(), m[0].over_reservation), (42_015, 1));
+        let v = to_value(&m).unwrap().to_serde();
+        assert_eq!(v["m"]["over_reservation"]["calls"], 1);
+        assert_eq!(v["m"]["over_reservation"]["over_by_tokens"], 14_995_800);
+        assert_eq!(v["total"]["tokens"], 42_015);
+        let text = text_lines(&m).join("\n");
+        assert!(
+            text.contains("14995800 tokens more than reserved"),
+            "{text}"
+        );
     }
 
     #[test]

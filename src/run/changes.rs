@@ -18,12 +18,16 @@ use crate::exec::config::Verification;
 use crate::exec::sandbox::Record;
 use crate::exec::sandbox::probe::{Jail, Sandboxing};
 use crate::exec::{Executor, command};
+use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, kind};
 use crate::plan::Task;
 
 use super::engine::{Done, Run};
 use super::prompts::{failed_checks_note, work_note};
-use super::work::{Author, Change, CheckRun, Keep, TaskTree, Tie, WorkError, Workbench};
+use super::work::{
+    Author, Change, ChangeLimits, CheckRun, CommitRules, Keep, LinkOut, TaskTree, Tie, WorkError,
+    Workbench,
+};
 use super::{Event, RunError, lock};
 
 /// Opens the workbench of the run whose request is at the given seq: at HEAD for a new run,
@@ -63,6 +67,8 @@ pub(crate) struct WorkOptions {
     pub(crate) sandbox: Arc<Sandboxing>,
     /// The run's verification tier (its heaviest seat's; `None`: standard, every change gated).
     pub(crate) verification: Option<Verification>,
+    /// What a change may hold (`[work]` limits).
+    pub(crate) limits: ChangeLimits,
 }
 
 impl std::fmt::Debug for WorkOptions {
@@ -102,6 +108,8 @@ pub(super) struct WorkRun {
     pub(super) sandbox: Record,
     /// The run's verification tier, when one was resolved.
     pub(super) verification: Option<Verification>,
+    /// What a change may hold.
+    pub(super) limits: ChangeLimits,
 }
 
 /// What one task has in the repository so far.
@@ -198,6 +206,14 @@ impl WorkRun {
         J::Array(items)
     }
 
+    /// The jail a command in `tree` runs in: the run's, showing that worktree and what the
+    /// workbench says a sandbox shows of the repository there (`None`: unconfined).
+    pub(super) fn jail_for(&self, tree: &TaskTree) -> Option<Arc<Jail>> {
+        self.jail
+            .as_ref()
+            .map(|j| Arc::new(j.for_tree(&tree.path, &tree.shows)))
+    }
+
     /// Runs one quick workbench step in this run's turn (see [`WorkRun::git_turn`]).
     pub(super) fn in_turn<T>(&self, f: impl FnOnce() -> T) -> T {
         let _turn = lock(&self.git_turn);
@@ -233,6 +249,7 @@ pub(super) fn work_record(w: &WorkRun) -> J {
         "checks": w.checks,
         "run_branch": format!("forum/run-{}", w.run_seq),
         "sandbox": w.sandbox.payload(),
+        "limits": w.limits.payload(),
     });
     if let Some(v) = &w.verification {
         rec["verification"] = json!(v);
@@ -252,21 +269,40 @@ impl Run<'_, '_> {
     }
 
     /// Opens the workbench of run `run_seq` with `checks` (from the options or the record), at
-    /// `base` when the run recorded one.
+    /// `base` when the run recorded one, and makes it the run's.
     pub(super) fn open_work(
         &self,
         run_seq: u64,
         base: Option<&str>,
         checks: Vec<String>,
     ) -> Result<(), RunError> {
+        let w = self
+            .make_work(run_seq, base, checks)?
+            .map_err(|e| RunError::Work(work_error_line(&e)))?;
+        let _ = self.work.set(w);
+        Ok(())
+    }
+
+    /// The workbench of run `run_seq`, opened but not yet the run's: the sandbox's refusal or a
+    /// missing workbench as the outer error, the workbench's own failure (another run holding
+    /// the area among them) as the inner one.
+    fn make_work(
+        &self,
+        run_seq: u64,
+        base: Option<&str>,
+        checks: Vec<String>,
+    ) -> Result<Result<WorkRun, WorkError>, RunError> {
         let Some(o) = &self.opts.work else {
             return Err(RunError::Work(
                 "this run works in the repository, but no workbench was given".into(),
             ));
         };
         let (sandbox, jail) = o.sandbox.resolve().map_err(RunError::Work)?;
-        let bench = (o.open)(run_seq, base).map_err(|e| RunError::Work(work_error_line(&e)))?;
-        let _ = self.work.set(WorkRun {
+        let bench = match (o.open)(run_seq, base) {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(Ok(WorkRun {
             bench,
             ledger: o.ledger.clone(),
             run_seq,
@@ -282,8 +318,49 @@ impl Run<'_, '_> {
             jail,
             sandbox,
             verification: o.verification,
-        });
-        Ok(())
+            limits: o.limits,
+        }))
+    }
+
+    /// Writes the entry that names a `--work` run (a run's request, a dispatch's plan) as the
+    /// seq its workbench is opened for, so the run's area, refs and branch carry the seq the
+    /// record gives it, whatever other writers do meanwhile. `entry` gives the entry's actor,
+    /// kind and body for the workbench just opened. When another writer takes the seq first
+    /// (or another run holds that seq's area), the workbench is closed and the next seq tried;
+    /// nothing is written for a seq that was not kept.
+    pub(super) fn put_naming_work(
+        &self,
+        base: Option<&str>,
+        checks: &[String],
+        entry: impl Fn(&WorkRun) -> (&'static str, &'static str, Value),
+    ) -> Result<Entry, RunError> {
+        const ATTEMPTS: u32 = 200;
+        for attempt in 0..ATTEMPTS {
+            let pause = std::time::Duration::from_millis(5 + 5 * u64::from(attempt.min(10)));
+            let next = lock(&self.store).len()?;
+            let w = match self.make_work(next, base, checks.to_vec())? {
+                Ok(w) => w,
+                Err(WorkError::Busy(_)) => {
+                    std::thread::sleep(pause);
+                    continue;
+                }
+                Err(e) => return Err(RunError::Work(work_error_line(&e))),
+            };
+            let (actor, kind, body) = entry(&w);
+            match self.put_at(next, actor, kind, None, body)? {
+                Some(e) => {
+                    let _ = self.work.set(w);
+                    return Ok(e);
+                }
+                None => {
+                    let _ = w.bench.finish();
+                    std::thread::sleep(pause);
+                }
+            }
+        }
+        Err(RunError::Work(format!(
+            "the ledger kept moving while this run opened its work area ({ATTEMPTS} tries); submit again"
+        )))
     }
 
     /// Removes every worktree of the run (however it ended).
@@ -309,7 +386,8 @@ impl Run<'_, '_> {
         tw.task_entry = Some(task_entry.clone());
         w.set(&task.id, tw);
         let upstream = w.upstream_commits(task, plan);
-        let opened = w.in_turn(|| w.bench.open_task(&task.id, &upstream));
+        let name = self.ref_name(&task.id);
+        let opened = w.in_turn(|| w.bench.open_task(&name, &upstream));
         let mut done = self.work_attempt(w, task, &worker, instruction, task_entry, opened)?;
         if done.ok {
             return Ok(done);
@@ -340,7 +418,7 @@ impl Run<'_, '_> {
             tw.last_seq = esc.seq;
             w.set(&task.id, tw);
             let retry = format!("{instruction}{}", failed_checks_note(&failed));
-            let opened = w.in_turn(|| w.bench.open_task(&task.id, &upstream));
+            let opened = w.in_turn(|| w.bench.open_task(&name, &upstream));
             done = self.work_attempt(w, task, &rung, &retry, task_entry, opened)?;
             if done.ok {
                 break;
@@ -388,7 +466,7 @@ impl Run<'_, '_> {
         w.set(&task.id, tw);
         let prompt = format!("{instruction}{}", work_note(&tree.path));
         let dir: PathBuf = tree.path.clone();
-        let done = command::in_jail(w.jail.clone(), || {
+        let done = command::in_jail(w.jail_for(&tree), || {
             match self.edit_hands(w, task, exec, &tree) {
                 Some(hands) => command::in_workdir(&dir, || {
                     self.edit_attempt(w, task, exec, &prompt, parent, hands.as_ref())
@@ -428,16 +506,29 @@ impl Run<'_, '_> {
             task_seq: task_entry.seq,
             task_hash: task_entry.entry_hash.clone(),
         };
-        let subject = format!("{}: {}", task.id, first_line(&task.instruction));
-        let change = match w.in_turn(|| w.bench.commit(tree, &author, &tie, &subject, w.diff_cap)) {
-            Ok(c) => c,
+        let subject = self.redact_text(&format!("{}: {}", task.id, first_line(&task.instruction)));
+        let screen = |text: &str| self.screen_change(text);
+        let rules = CommitRules {
+            diff_cap: w.diff_cap,
+            limits: w.limits,
+            screen: &screen,
+        };
+        let change = match w.in_turn(|| w.bench.commit(tree, &author, &tie, &subject, &rules)) {
+            // The worktree went by a name safe for refs; the record names the task.
+            Ok(c) => Change {
+                task: task.id.clone(),
+                ..c
+            },
             Err(e) => {
-                let c = self.put(
-                    "dispatch",
-                    kind::CHANGE,
-                    Some(result_seq),
-                    json!({"task": task.id, "base": tree.start, "commit": null, "error": work_error_line(&e)}),
-                )?;
+                let mut body = json!({"task": task.id, "base": tree.start, "commit": null, "error": work_error_line(&e)});
+                match &e {
+                    WorkError::Refused(_) => body["refused"] = json!(true),
+                    WorkError::Secrets(found) => {
+                        body["secrets"] = found.iter().map(|f| f.payload()).collect();
+                    }
+                    _ => {}
+                }
+                let c = self.put("dispatch", kind::CHANGE, Some(result_seq), body)?;
                 let mut tw = w.get(&task.id);
                 tw.change = None;
                 tw.change_seq = Some(c.seq);
@@ -450,7 +541,7 @@ impl Run<'_, '_> {
         let c = self.put("dispatch", kind::CHANGE, Some(result_seq), change.payload())?;
         if let Some(commit) = &change.commit {
             w.bench
-                .keep(&task.id, commit, Keep::Work)
+                .keep(&self.ref_name(&task.id), commit, Keep::Work)
                 .map_err(|e| RunError::Work(work_error_line(&e)))?;
         }
         let mut tw = w.get(&task.id);
@@ -489,7 +580,7 @@ impl Run<'_, '_> {
         cmd: &str,
         parent: u64,
     ) -> Result<(bool, u64, String), RunError> {
-        let checked = command::in_jail(w.jail.clone(), || {
+        let checked = command::in_jail(w.jail_for(tree), || {
             w.bench.check(tree, cmd, w.deadline, w.output_cap)
         });
         let ran = match checked {
@@ -504,6 +595,47 @@ impl Run<'_, '_> {
         };
         let e = self.put("checker", kind::CHECK, Some(parent), ran.payload(task))?;
         Ok((ran.ok, e.seq, ran.tail))
+    }
+}
+
+impl Run<'_, '_> {
+    /// The finds in `text` a change may not add: every find of the run's scanner but those the
+    /// policy's `allow` or `allow_fingerprints` accepts (a change is refused whatever the
+    /// mode), each as its offset, rule and fingerprint.
+    pub(super) fn screen_change(&self, text: &str) -> Vec<(usize, String, String)> {
+        let guard = &self.opts.secrets;
+        guard
+            .scanner
+            .scan_text(text)
+            .into_iter()
+            .filter(|f| guard.policy.counts(f))
+            .map(|f| {
+                (
+                    f.span().start,
+                    f.rule().to_string(),
+                    f.fingerprint().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// `text` with every secret the run's scanner finds replaced by its marker, for what
+    /// becomes a commit message.
+    pub(super) fn redact_text(&self, text: &str) -> String {
+        let found = self.opts.secrets.scanner.scan_text(text);
+        crate::secrets::redact_text(text, &found).0
+    }
+
+    /// The name a task goes by in ref names and directory names: its id, or, when the scanner
+    /// finds a secret in the id, `task-` and 16 hex digits of its SHA-256 (a ref name travels
+    /// with `git push` and is never redacted).
+    pub(super) fn ref_name(&self, task: &str) -> String {
+        if self.opts.secrets.scanner.scan_text(task).is_empty() {
+            task.to_string()
+        } else {
+            let hash = crate::ledger::hash::sha256_hex(task.as_bytes());
+            format!("task-{}", &hash[..16])
+        }
     }
 }
 
@@ -587,6 +719,18 @@ fn change_of(task: &str, p: &J) -> Change {
         files,
         diff: s("diff"),
         truncated: p["truncated"] == true,
+        links_out: p
+            .get("links_out")
+            .and_then(J::as_array)
+            .map(|a| {
+                a.iter()
+                    .map(|l| LinkOut {
+                        path: l["path"].as_str().unwrap_or("").into(),
+                        target: l["target"].as_str().unwrap_or("").into(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 

@@ -93,22 +93,18 @@ fn dispatch_run(
 ) -> Result<Dispatched, RunError> {
     {
         // A dispatch that works in the repository is named by its plan entry's seq.
-        let mut expected = None;
-        if let Some(o) = run.opts.work.as_ref().filter(|o| o.enabled) {
-            let next = lock(&run.store).len()?;
-            run.open_work(next, base, o.checks.clone())?;
-            if let Some(w) = run.work() {
-                *lock(&w.plan) = plan.tasks.clone();
+        let entry = match run.opts.work.as_ref().filter(|o| o.enabled) {
+            Some(o) => {
+                let body = plan_body(plan);
+                let e = run
+                    .put_naming_work(base, &o.checks, |_| ("dispatch", kind::PLAN, body.clone()))?;
+                if let Some(w) = run.work() {
+                    *lock(&w.plan) = plan.tasks.clone();
+                }
+                e
             }
-            expected = Some(next);
-        }
-        let entry = run.put_value("dispatch", kind::PLAN, None, plan_body(plan))?;
-        if expected.is_some_and(|n| n != entry.seq) {
-            return Err(RunError::Work(format!(
-                "another writer appended to the ledger while dispatch {} opened its work area; run again",
-                entry.seq
-            )));
-        }
+            None => run.put_value("dispatch", kind::PLAN, None, plan_body(plan))?,
+        };
         let by_id: BTreeMap<&str, &Task> = plan.tasks.iter().map(|t| (t.id.as_str(), t)).collect();
         let results: Mutex<BTreeMap<String, Done>> = Mutex::new(BTreeMap::new());
         for (i, wave) in plan.waves.iter().enumerate() {

@@ -34,22 +34,18 @@ pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFr
     }
     // A run that works in the repository is named by its request seq: the workbench opens
     // at the seq the request is about to take, and the request records its base.
-    let mut expected = None;
-    if let Some(o) = run.opts.work.as_ref().filter(|o| o.enabled) {
-        let next = lock(&run.store).len()?;
-        run.open_work(next, None, o.checks.clone())?;
-        if let Some(w) = run.work() {
-            payload["work"] = work_record(w);
-        }
-        expected = Some(next);
-    }
-    let req = run.put("client", kind::REQUEST, None, payload)?;
-    if expected.is_some_and(|n| n != req.seq) {
-        return Err(RunError::Work(format!(
-            "another writer appended to the ledger while run {} opened its work area; submit again",
-            req.seq
-        )));
-    }
+    let req = match run.opts.work.as_ref().filter(|o| o.enabled) {
+        Some(o) => run.put_naming_work(None, &o.checks, |w| {
+            let mut p = payload.clone();
+            p["work"] = work_record(w);
+            (
+                "client",
+                kind::REQUEST,
+                crate::ledger::canonical::Value::from_serde(&p),
+            )
+        })?,
+        None => run.put("client", kind::REQUEST, None, payload)?,
+    };
     run.set_request(req.seq);
     run.put_value("router", kind::ROUTE_FRAME, Some(req.seq), frame.payload())?;
     Ok((req.seq, frame))
@@ -196,7 +192,7 @@ pub(super) fn stopped_on_ceiling(
 ) -> Result<Outcome, RunError> {
     let a = run.stop_on_ceiling(request_seq, stage)?;
     Ok(run.outcome(
-        Status::StoppedOnBudget,
+        Status::StoppedOnCeiling,
         request_seq,
         Some(a),
         count(verdicts),

@@ -21,7 +21,7 @@ use crate::exec::tools::{Msg, ToolChat, ToolOutput, Turn, rejects_tools};
 use crate::exec::{Call, ExecError, Executor, Reply, command};
 use crate::ledger::kind;
 use crate::plan::Task;
-use crate::spend::{Amount, prompt_tokens_upper_bound};
+use crate::spend::{Amount, Reported, prompt_tokens_upper_bound};
 
 use super::changes::{WorkRun, criteria_commands};
 use super::engine::{Done, Run, sum_usage, usage_of, with_usage};
@@ -113,15 +113,18 @@ impl Run<'_, '_> {
             spent,
             max: self.opts.max_model_calls,
         });
-        let r = chat.turn(system, messages, tools, tokens);
+        let mut r = chat.turn(system, messages, tools, tokens);
         let actual = match &r {
             Ok(t) => t
                 .usage
-                .map(|u| Amount::of(u.input_tokens, u.output_tokens, price)),
-            Err(e) if super::engine::NOTHING_SENT.contains(&e.code()) => Some(Amount::default()),
+                .map(|u| Reported::of(u.input_tokens, u.output_tokens, price)),
+            Err(e) if super::engine::NOTHING_SENT.contains(&e.code()) => Some(Reported::default()),
             Err(_) => None,
         };
-        lock(&self.spend).settle(reservation, actual);
+        let settled = lock(&self.spend).settle(reservation, actual);
+        if let Ok(t) = &mut r {
+            super::engine::note_overrun(t.usage.as_mut(), settled);
+        }
         let model = match &r {
             Ok(t) => t.model.clone(),
             Err(_) => exec.model(),

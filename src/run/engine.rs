@@ -15,7 +15,8 @@ use crate::ledger::merkle::Accumulator;
 use crate::ledger::{Entry, NewEntry, Storage, kind};
 use crate::plan::UpstreamResult;
 use crate::spend::{
-    Amount, Ceiling, CeilingHit, Spend, estimate_tokens, pico_to_usd, prompt_tokens_upper_bound,
+    Amount, Ceiling, CeilingHit, Overrun, Reported, Settled, Spend, estimate_tokens, pico_to_usd,
+    prompt_tokens_upper_bound,
 };
 
 use super::changes::WorkRun;
@@ -68,10 +69,58 @@ pub(super) fn usage_of(exec: &dyn Executor, reply: &Reply) -> Option<J> {
     if u.truncated {
         o["truncated"] = json!(true);
     }
-    if let Some(p) = exec.metering().price {
+    let price = exec.metering().price;
+    if let Some(p) = price {
         o["cost_usd"] = json!(pico_to_usd(p.cost_pico(u.input_tokens, u.output_tokens)));
     }
+    if let Some(over) = u.over_reservation {
+        // The counts above are what was charged; this says what was reserved and reported.
+        let mut x = json!({
+            "reserved_tokens": over.reserved_tokens,
+            "reported_prompt_tokens": over.reported_input_tokens,
+            "reported_completion_tokens": over.reported_output_tokens,
+            "reported_tokens": over.reported_tokens(),
+            "over_by_tokens": over.reported_tokens().saturating_sub(over.reserved_tokens),
+        });
+        if let Some(p) = price {
+            let reported = p.cost_pico(over.reported_input_tokens, over.reported_output_tokens);
+            x["reserved_cost_usd"] = json!(pico_to_usd(over.reserved_pico));
+            x["reported_cost_usd"] = json!(pico_to_usd(reported));
+            x["over_by_cost_usd"] = json!(pico_to_usd(reported.saturating_sub(over.reserved_pico)));
+        }
+        o["over_reservation"] = x;
+    }
     Some(o)
+}
+
+/// Applies a call's settlement to its usage: when it reported more than it reserved, the
+/// counts become what was charged and the overrun is kept beside them (see [`usage_of`]).
+pub(super) fn note_overrun(usage: Option<&mut crate::exec::Usage>, settled: Settled) {
+    let (Some(u), Some(o)) = (usage, settled.overrun) else {
+        return;
+    };
+    u.input_tokens = o.charged_prompt;
+    u.output_tokens = o.charged_completion;
+    u.over_reservation = Some(crate::exec::OverReservation {
+        reserved_tokens: o.reserved.tokens,
+        reserved_pico: o.reserved.pico,
+        reported_input_tokens: o.reported_prompt,
+        reported_output_tokens: o.reported_completion,
+    });
+}
+
+/// The `over_reservation` of a stop entry: the first call that reported more than it reserved.
+fn overrun_value(o: &Overrun) -> J {
+    json!({
+        "reserved_tokens": o.reserved.tokens,
+        "reported_tokens": o.reported.tokens,
+        "over_by_tokens": o.over_tokens(),
+        "charged_tokens": o.charged.tokens,
+        "reserved_cost_usd": pico_to_usd(o.reserved.pico),
+        "reported_cost_usd": pico_to_usd(o.reported.pico),
+        "over_by_cost_usd": pico_to_usd(o.over_pico()),
+        "charged_cost_usd": pico_to_usd(o.charged.pico),
+    })
 }
 
 /// Adds `usage` to a payload object when there is one.
@@ -129,6 +178,29 @@ pub(super) fn sum_usage(a: Option<J>, b: Option<J>) -> Option<J> {
                 a["cost_usd"] = json!(x + y);
             }
             a["model"] = b["model"].clone();
+            // Overruns add up like the counts.
+            match (
+                a.get("over_reservation").cloned(),
+                b.get("over_reservation"),
+            ) {
+                (Some(J::Object(mut x)), Some(J::Object(y))) => {
+                    for (k, v) in y {
+                        let sum = match (x.get(k), v) {
+                            (Some(J::Number(m)), J::Number(n)) if m.is_u64() && n.is_u64() => {
+                                json!(m.as_u64().unwrap_or(0) + n.as_u64().unwrap_or(0))
+                            }
+                            (Some(J::Number(m)), J::Number(n)) => {
+                                json!(m.as_f64().unwrap_or(0.0) + n.as_f64().unwrap_or(0.0))
+                            }
+                            _ => v.clone(),
+                        };
+                        x.insert(k.clone(), sum);
+                    }
+                    a["over_reservation"] = J::Object(x);
+                }
+                (None, Some(y)) => a["over_reservation"] = y.clone(),
+                _ => {}
+            }
             Some(a)
         }
     }
@@ -136,6 +208,12 @@ pub(super) fn sum_usage(a: Option<J>, b: Option<J>) -> Option<J> {
 
 /// The one-line reason a call did not start.
 pub(super) fn ceiling_message(hit: CeilingHit) -> String {
+    if hit.overrun {
+        return format!(
+            "a call reported more usage than it reserved under --{}, so the run takes no more calls (its usage's over_reservation says by how much)",
+            hit.ceiling.as_str().replace('_', "-")
+        );
+    }
     match hit.ceiling {
         Ceiling::MaxTokens => format!(
             "the call needs up to {} tokens and {} are left of --max-tokens",
@@ -318,6 +396,32 @@ impl<'a, 's> Run<'a, 's> {
         parent: Option<u64>,
         payload: Value,
     ) -> Result<Entry, RunError> {
+        Ok(self
+            .put_value_at(None, actor, kind, parent, payload)?
+            .expect("an append without an expected seq always lands"))
+    }
+
+    /// [`Run::put`] as seq `seq` only: `Ok(None)`, with nothing written, when another writer
+    /// took that seq first.
+    pub(super) fn put_at(
+        &self,
+        seq: u64,
+        actor: &str,
+        kind: &str,
+        parent: Option<u64>,
+        payload: Value,
+    ) -> Result<Option<Entry>, RunError> {
+        self.put_value_at(Some(seq), actor, kind, parent, payload)
+    }
+
+    fn put_value_at(
+        &self,
+        seq: Option<u64>,
+        actor: &str,
+        kind: &str,
+        parent: Option<u64>,
+        payload: Value,
+    ) -> Result<Option<Entry>, RunError> {
         let mut store = lock(&self.store);
         if let Some(signal) = self.interrupted() {
             return Err(RunError::Interrupted {
@@ -335,12 +439,18 @@ impl<'a, 's> Run<'a, 's> {
         };
         // Every body a run writes is scanned here, before it is hashed.
         let redacted = self.screen(&mut **store, &mut new)?;
-        let e = store.append(new)?;
+        let e = match seq {
+            None => store.append(new)?,
+            Some(seq) => match store.append_at(seq, new)? {
+                Some(e) => e,
+                None => return Ok(None),
+            },
+        };
         lock(&self.written).push(e.seq);
         if let Some(hits) = redacted {
             self.witness_redaction(&mut **store, &e, &hits)?;
         }
-        Ok(e)
+        Ok(Some(e))
     }
 
     pub(super) fn over_budget(&self) -> bool {
@@ -425,11 +535,14 @@ impl<'a, 's> Run<'a, 's> {
         let actual = match &r {
             Ok(reply) => reply
                 .usage
-                .map(|u| Amount::of(u.input_tokens, u.output_tokens, price)),
-            Err(e) if NOTHING_SENT.contains(&e.code()) => Some(Amount::default()),
+                .map(|u| Reported::of(u.input_tokens, u.output_tokens, price)),
+            Err(e) if NOTHING_SENT.contains(&e.code()) => Some(Reported::default()),
             Err(_) => None,
         };
-        lock(&self.spend).settle(reservation, actual);
+        let settled = lock(&self.spend).settle(reservation, actual);
+        if let Ok(reply) = &mut r {
+            note_overrun(reply.usage.as_mut(), settled);
+        }
         let model = match &r {
             Ok(reply) => reply.model.clone(),
             Err(_) => exec.model(),
@@ -457,14 +570,23 @@ impl<'a, 's> Run<'a, 's> {
     fn stop_at(&self, request_seq: u64, stage: Option<&str>) -> Result<(u64, String), RunError> {
         let calls = self.calls.load(Ordering::SeqCst);
         let mut payload = json!({"model_calls": calls, "reason": "run stopped on budget"});
-        let (hit, spent) = {
+        let (hit, spent, overrun) = {
             let s = lock(&self.spend);
-            (s.hit(), s.spent())
+            (s.hit(), s.spent(), s.overrun())
         };
         if let Some(hit) = hit {
             // A spend ceiling: named, with what was spent against it (Forum's two keys stay).
             let name = hit.ceiling.as_str();
-            payload["reason"] = json!(format!("run stopped on its {name} ceiling"));
+            payload["reason"] = json!(match (&overrun, hit.overrun) {
+                (Some(o), true) => format!(
+                    "run stopped on its {name} ceiling: a call reported {} tokens against the {} it reserved",
+                    o.reported.tokens, o.reserved.tokens
+                ),
+                _ => format!("run stopped on its {name} ceiling"),
+            });
+            if let Some(o) = &overrun {
+                payload["over_reservation"] = overrun_value(o);
+            }
             payload["ceiling"] = json!(name);
             payload["tokens"] = json!(spent.tokens);
             payload["cost_usd"] = json!(pico_to_usd(spent.pico));
@@ -477,7 +599,7 @@ impl<'a, 's> Run<'a, 's> {
             }
             if let Some(stage) = stage {
                 payload["stage"] = json!(stage);
-                if hit.needed > 0 {
+                if hit.needed > 0 || hit.overrun {
                     payload["detail"] = json!(ceiling_message(hit));
                 }
             }
@@ -512,6 +634,12 @@ impl<'a, 's> Run<'a, 's> {
         verdicts: BTreeMap<String, u64>,
         frame: Value,
     ) -> Outcome {
+        let ceiling = self.ceiling_hit().map(Ceiling::as_str);
+        // A stop that a spend ceiling caused is a ceiling stop, whichever check saw it first.
+        let status = match status {
+            Status::StoppedOnBudget if ceiling.is_some() => Status::StoppedOnCeiling,
+            s => s,
+        };
         Outcome {
             status,
             request_seq,
@@ -521,7 +649,7 @@ impl<'a, 's> Run<'a, 's> {
             calls: lock(&self.per_model).clone(),
             verdicts,
             route_frame: frame,
-            ceiling: self.ceiling_hit().map(Ceiling::as_str),
+            ceiling,
             spent: lock(&self.spend).spent(),
         }
     }
@@ -582,6 +710,7 @@ mod tests {
                 output_tokens: text.len().div_ceil(4) as u64,
                 estimated,
                 truncated: false,
+                over_reservation: None,
             }),
             elapsed: std::time::Duration::ZERO,
         }

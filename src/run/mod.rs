@@ -101,7 +101,8 @@ pub use seams::{
     SystemClock, Verification, Verifier,
 };
 pub use work::{
-    Author, Base, Change, CheckRun, FileChange, Keep, TaskTree, Tie, WorkError, Workbench,
+    Author, Base, Change, ChangeLimits, CheckRun, CommitRules, FileChange, Keep, LinkOut, Screen,
+    SecretFound, TaskTree, Tie, WorkError, Workbench,
 };
 
 /// Upstream output longer than this many code points is cut before it reaches a prompt
@@ -199,8 +200,13 @@ impl std::fmt::Debug for Options {
 pub enum Status {
     /// An answer was synthesized and checked.
     Answered,
-    /// The budget ran out; `git forum resume` continues with a fresh budget.
+    /// The budget (`--max-model-calls`, `--max-seconds`) ran out; `git forum resume` continues
+    /// with a fresh budget. Exit 3.
     StoppedOnBudget,
+    /// A spend ceiling (`--max-tokens`, `--max-cost-usd`) refused a call, or a call reported
+    /// more than it reserved ([`Outcome::ceiling`] names which); `git forum resume` continues
+    /// with a fresh allowance. Exit 4.
+    StoppedOnCeiling,
     /// A gate waits for a decision (`git forum gate`), then `git forum resume`.
     Paused {
         /// The gated wave (0-based).
@@ -224,11 +230,14 @@ pub enum Status {
 }
 
 impl Status {
-    /// A stable name: `answered`, `stopped_on_budget`, `paused`, `rejected`, `halted`.
+    /// A stable name, the one the exit table gives (`runs`, the receipt, the `--json` report's
+    /// `exit.name`, the daemon and MCP all say it): `answered`, `stopped_on_budget`,
+    /// `stopped_on_ceiling`, `paused`, `rejected`, `halted`.
     pub(crate) fn as_str(&self) -> &'static str {
         match self {
             Status::Answered => "answered",
             Status::StoppedOnBudget => "stopped_on_budget",
+            Status::StoppedOnCeiling => "stopped_on_ceiling",
             Status::Paused { .. } => "paused",
             Status::Rejected { .. } => "rejected",
             Status::Halted { .. } => "halted",

@@ -1,8 +1,8 @@
 //! Secrets in what a run writes: every body the run witnesses passes [`Run::screen`] before it
 //! is hashed. Under `redact` the body is written with markers and a `secret_redacted` entry
 //! follows it, naming the rules, the entry and the markers' spans; under `block` nothing of the
-//! body is written: a `secret_blocked` entry witnesses the refusal (rules and spans, never the
-//! secret) and the run stops with [`RunError::SecretBlocked`].
+//! body is written: a `secret_blocked` entry witnesses the refusal (rules, spans and the
+//! secrets' fingerprints, never the secrets) and the run stops with [`RunError::SecretBlocked`].
 
 use serde_json::json;
 
@@ -58,8 +58,12 @@ impl Run<'_, '_> {
             Checked::Blocked(hits) => {
                 let rules = rules_of(&hits);
                 let request_seq = *lock(&self.request_seq);
+                let named: Vec<String> = hits
+                    .iter()
+                    .map(|h| format!("{} {}", h.rule, h.fingerprint))
+                    .collect();
                 let reason = format!(
-                    "a {} entry by {} carried {} ({}); the secrets policy blocks it, so the run stopped and nothing of that body was written",
+                    "a {} entry by {} carried {} ({}); the secrets policy blocks it, so the run stopped and nothing of that body was written (allow_fingerprints under [secrets] accepts one that is no secret)",
                     new.kind,
                     new.actor,
                     if hits.len() == 1 {
@@ -67,7 +71,7 @@ impl Run<'_, '_> {
                     } else {
                         format!("{} secrets", hits.len())
                     },
-                    rules.join(", ")
+                    named.join(", ")
                 );
                 let e = store.append(NewEntry {
                     actor: "secrets".into(),

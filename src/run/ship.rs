@@ -79,7 +79,31 @@ impl Run<'_, '_> {
         let light = w
             .verification
             .is_some_and(|v| !v.gate_every_change && !tw.checks.is_empty() && tw.checks_ok());
-        let d = if light {
+        let links_out = tw
+            .change
+            .as_ref()
+            .map(|c| c.links_out.as_slice())
+            .unwrap_or_default();
+        let guarded = !links_out.is_empty();
+        let d = if guarded {
+            // A guardrail in code, before any seat is asked: a change whose links lead out of
+            // the worktree would hand whoever checks it out a path to the user's files.
+            let shown: Vec<String> = links_out
+                .iter()
+                .take(5)
+                .map(|l| format!("{} -> {}", l.path, l.target))
+                .collect();
+            Decision {
+                decision: "block".into(),
+                reason: format!(
+                    "the change adds symbolic links that point outside the worktree: {}",
+                    shown.join(", ")
+                ),
+                model: None,
+                error: None,
+                usage: None,
+            }
+        } else if light {
             // A light seat (tier 1, `verify = "light"`): a change whose every check passed
             // merges without asking the gate; witnessed as such.
             Decision {
@@ -151,7 +175,9 @@ impl Run<'_, '_> {
         if let Some(e) = &d.error {
             payload["error"] = json!(e);
         }
-        if light {
+        if guarded {
+            payload["gate"] = json!("guardrail");
+        } else if light {
             payload["gate"] = json!("skipped");
         }
         let payload = with_usage(payload, d.usage.clone());
@@ -168,7 +194,7 @@ impl Run<'_, '_> {
             && let Some(commit) = tw.commit()
         {
             w.bench
-                .keep(&t.id, commit, Keep::Quarantine)
+                .keep(&self.ref_name(&t.id), commit, Keep::Quarantine)
                 .map_err(|e| RunError::Work(e.to_string()))?;
         }
         Ok(d)
@@ -180,7 +206,7 @@ impl Run<'_, '_> {
         let Some(commit) = tw.commit() else {
             return Ok(Ok(()));
         };
-        match w.bench.integrate(&t.id, commit) {
+        match w.bench.integrate(&self.ref_name(&t.id), commit) {
             Ok(tip) => {
                 let mut tw = w.get(&t.id);
                 tw.integrated = Some(tip);
@@ -224,7 +250,8 @@ impl Run<'_, '_> {
         w.set(&t.id, tw);
         w.close_tree(&t.id);
         let worker = self.env.seats.worker(self.env.roster, &t.agent);
-        let opened = w.in_turn(|| w.bench.open_branch(&t.id));
+        let name = self.ref_name(&t.id);
+        let opened = w.in_turn(|| w.bench.open_branch(&name));
         let instruction = format!("{}{}", t.instruction, conflict_note(paths));
         let done = self.work_attempt(w, t, &worker, &instruction, &task_entry, opened)?;
         if !done.ok {

@@ -18,8 +18,12 @@ pub(crate) use crate::gate::{Admission, PendingGate, admission};
 pub enum RunState {
     /// It has an answer.
     Answered,
-    /// The budget stopped it; resumable with a fresh budget.
+    /// The budget (`--max-model-calls`, `--max-seconds`) stopped it; resumable with a fresh
+    /// budget.
     StoppedOnBudget,
+    /// A spend ceiling stopped it (its `budget` entry names the ceiling); resumable with a
+    /// fresh allowance.
+    StoppedOnCeiling,
     /// A gate waits (or was decided and the run not yet resumed).
     Paused {
         /// The wave it waits before (0-based).
@@ -49,12 +53,14 @@ pub enum RunState {
 }
 
 impl RunState {
-    /// A stable name: `answered`, `stopped_on_budget`, `paused`, `rejected`, `failed`,
-    /// `interrupted`, `halted`.
+    /// A stable name: `answered`, `stopped_on_budget`, `stopped_on_ceiling`, `paused`,
+    /// `rejected`, `failed`, `interrupted`, `halted` (the first three as the exit table names
+    /// exits 0, 3 and 4).
     pub(crate) fn as_str(&self) -> &'static str {
         match self {
             RunState::Answered => "answered",
             RunState::StoppedOnBudget => "stopped_on_budget",
+            RunState::StoppedOnCeiling => "stopped_on_ceiling",
             RunState::Paused { .. } => "paused",
             RunState::Rejected { .. } => "rejected",
             RunState::Failed { .. } => "failed",
@@ -116,7 +122,8 @@ pub(crate) use crate::report::run_roots as roots;
 pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> Vec<RunInfo> {
     let root = roots(entries);
     let mut out: BTreeMap<u64, RunInfo> = BTreeMap::new();
-    let mut budget_pending: BTreeMap<u64, bool> = BTreeMap::new();
+    // A run's `budget` entry not yet followed by its stop answer: the state that answer ends in.
+    let mut budget_pending: BTreeMap<u64, RunState> = BTreeMap::new();
     for e in entries {
         let Some(&r) = root.get(&e.seq) else { continue };
         let body = payload(e);
@@ -164,11 +171,7 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
             kind::RESULT => {
                 if let Some(answer) = str_of("answer") {
                     info.answer = Some((e.seq, answer));
-                    info.state = if budget_pending.remove(&r).unwrap_or(false) {
-                        RunState::StoppedOnBudget
-                    } else {
-                        RunState::Answered
-                    };
+                    info.state = budget_pending.remove(&r).unwrap_or(RunState::Answered);
                 } else if let Some(id) = str_of("id") {
                     info.results.insert(
                         id,
@@ -198,7 +201,13 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
                 }
             }
             kind::BUDGET => {
-                budget_pending.insert(r, true);
+                // A spend ceiling's stop names it (`ceiling`); a call or seconds budget's does not.
+                let state = if b.get("ceiling").is_some_and(|c| !c.is_null()) {
+                    RunState::StoppedOnCeiling
+                } else {
+                    RunState::StoppedOnBudget
+                };
+                budget_pending.insert(r, state);
             }
             kind::GATE_PENDING => {
                 info.state = RunState::Paused {

@@ -13,7 +13,8 @@
 //!
 //! # Where things live
 //!
-//! * worktrees: `GIT_COMMON_DIR/forum/work/LEDGER/RUN/TASK` (never inside the user's tree);
+//! * worktrees: under git forum's cache, `work/CLONE/LEDGER/RUN/TASK` (never inside the user's
+//!   tree or the git dir; see `crate::work`);
 //! * kept change commits: `refs/forum/work/LEDGER/RUN/TASK` ([`Keep::Work`]) and
 //!   `refs/forum/quarantine/LEDGER/RUN/TASK` ([`Keep::Quarantine`]);
 //! * the integrated run: `refs/heads/forum/run-RUN`.
@@ -74,6 +75,80 @@ pub struct TaskTree {
     pub path: PathBuf,
     /// The commit the worktree started at (the base, or the merge of its upstreams).
     pub start: String,
+    /// What a sandbox shows a command in this worktree besides the worktree itself, read-only:
+    /// `(source, where it appears)` pairs of the git metadata `git status` and `git diff` need
+    /// there (the worktree's admin dir, the objects and refs, a configuration stripped to what
+    /// reading the repository needs). Empty for a workbench that needs none.
+    pub(crate) shows: Vec<(PathBuf, PathBuf)>,
+}
+
+pub use crate::exec::config::ChangeLimits;
+
+/// A secret found in what a change adds: where, which rule, and a fingerprint that names it
+/// without revealing it (never the secret itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretFound {
+    /// The file's path in the change.
+    pub path: String,
+    /// The line (from 1) of the file where the secret starts.
+    pub line: u64,
+    /// The rule that found it.
+    pub rule: String,
+    /// Its fingerprint (see `crate::secrets`).
+    pub fingerprint: String,
+}
+
+impl SecretFound {
+    /// `{path, line, rule, fingerprint}`.
+    pub(crate) fn payload(&self) -> Value {
+        json!({
+            "path": self.path,
+            "line": self.line,
+            "rule": self.rule,
+            "fingerprint": self.fingerprint,
+        })
+    }
+}
+
+/// A secret scanner as the workbench calls it on the text a change adds: each find's byte
+/// offset in the text, rule and fingerprint (the policy's allowlist already applied).
+pub type Screen<'a> = &'a (dyn Fn(&str) -> Vec<(usize, String, String)> + Sync);
+
+/// How a change is committed: the diff's cap, the limits, and the scanner for what it adds.
+pub struct CommitRules<'a> {
+    /// The bytes of diff the `change` entry holds.
+    pub diff_cap: usize,
+    /// What the change may hold.
+    pub limits: ChangeLimits,
+    /// Finds secrets in the text the change adds.
+    pub screen: Screen<'a>,
+}
+
+/// A [`Screen`] that finds nothing.
+fn no_secrets(_: &str) -> Vec<(usize, String, String)> {
+    Vec::new()
+}
+
+impl CommitRules<'static> {
+    /// The default limits and no secret scan, with a diff cap of `diff_cap` bytes (for callers
+    /// of the library that scan nothing; a run always scans).
+    pub fn unscreened(diff_cap: usize) -> CommitRules<'static> {
+        CommitRules {
+            diff_cap,
+            limits: ChangeLimits::default(),
+            screen: &no_secrets,
+        }
+    }
+}
+
+/// A symbolic link a change adds or modifies whose target lies outside the worktree (an
+/// absolute path, or one that climbs above the worktree's top); the pre-ship gate refuses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkOut {
+    /// The link's path in the change.
+    pub path: String,
+    /// Where it points.
+    pub target: String,
 }
 
 /// Who made a change: the lane and the model behind it. Written as the commit's author
@@ -140,6 +215,8 @@ pub struct Change {
     pub diff: String,
     /// Whether `diff` was cut (the commit stays the full record).
     pub truncated: bool,
+    /// The symbolic links it adds or modifies that point outside the worktree.
+    pub links_out: Vec<LinkOut>,
 }
 
 impl Change {
@@ -158,7 +235,7 @@ impl Change {
                 })
             })
             .collect();
-        json!({
+        let mut p = json!({
             "task": self.task,
             "base": self.base,
             "commit": self.commit,
@@ -166,7 +243,15 @@ impl Change {
             "files": files,
             "diff": self.diff,
             "truncated": self.truncated,
-        })
+        });
+        if !self.links_out.is_empty() {
+            p["links_out"] = self
+                .links_out
+                .iter()
+                .map(|l| json!({"path": l.path, "target": l.target}))
+                .collect();
+        }
+        p
     }
 }
 
@@ -259,6 +344,15 @@ pub enum WorkError {
     Git(String),
     /// A file or process operation failed (its message, one line).
     Io(String),
+    /// Another live git forum holds the run's work area (its message, one line).
+    Busy(String),
+    /// What the worker left is refused before git forum reads it: its worktree's `.git` link or
+    /// admin directory changed, a nested repository, a FIFO or device, or a change over the
+    /// limits (the reason, one line).
+    Refused(String),
+    /// The change adds secrets (where and which rule; never the secret); nothing of it was
+    /// committed.
+    Secrets(Vec<SecretFound>),
 }
 
 impl std::fmt::Display for WorkError {
@@ -268,7 +362,27 @@ impl std::fmt::Display for WorkError {
                 write!(f, "the changes conflict in {}", paths.join(", "))
             }
             WorkError::Git(m) => write!(f, "git failed: {m}"),
-            WorkError::Io(m) => write!(f, "{m}"),
+            WorkError::Io(m) | WorkError::Busy(m) | WorkError::Refused(m) => write!(f, "{m}"),
+            WorkError::Secrets(found) => {
+                let at: Vec<String> = found
+                    .iter()
+                    .take(5)
+                    .map(|s| format!("{}:{} ({})", s.path, s.line, s.rule))
+                    .collect();
+                let more = found.len().saturating_sub(at.len());
+                write!(
+                    f,
+                    "the change adds {} secret{} ({}{}); nothing of it was committed",
+                    found.len(),
+                    if found.len() == 1 { "" } else { "s" },
+                    at.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                )
+            }
         }
     }
 }
@@ -279,7 +393,7 @@ impl std::error::Error for WorkError {}
 pub trait Workbench: Send + Sync {
     /// What the run started from.
     fn base(&self) -> &Base;
-    /// A fresh worktree for `task`, outside the user's work tree (under .git/forum/work/...),
+    /// A fresh worktree for `task`, outside the user's work tree and the git dir,
     /// at the base commit with these upstream change commits merged in, in the order given.
     /// Upstream changes that conflict give `WorkError::Conflict`.
     fn open_task(&self, task: &str, upstream: &[String]) -> Result<TaskTree, WorkError>;
@@ -287,15 +401,18 @@ pub trait Workbench: Send + Sync {
     /// on top of the integrated result after a conflict).
     fn open_branch(&self, task: &str) -> Result<TaskTree, WorkError>;
     /// Commits everything changed in the tree (respecting .gitignore) as one commit with the
-    /// author and the trailers of `tie`; `commit: None` when nothing changed. The diff is capped
-    /// at `diff_cap` bytes (`truncated` says so).
+    /// author and the trailers of `tie`; `commit: None` when nothing changed. What the worker
+    /// left is hostile input: it is checked against `rules.limits` and for tampering before it
+    /// is read ([`WorkError::Refused`]), and what the change adds is scanned with
+    /// `rules.screen` before the commit is written ([`WorkError::Secrets`]). The diff is
+    /// capped at `rules.diff_cap` bytes (`truncated` says so).
     fn commit(
         &self,
         tree: &TaskTree,
         author: &Author,
         tie: &Tie,
         subject: &str,
-        diff_cap: usize,
+        rules: &CommitRules<'_>,
     ) -> Result<Change, WorkError>;
     /// Runs one shell command in the tree, in its own process group, killed at the deadline;
     /// keeps the last `cap` bytes of stdout+stderr.
@@ -357,8 +474,10 @@ mod tests {
             }],
             diff: String::new(),
             truncated: false,
+            links_out: Vec::new(),
         };
         let p = c.payload();
+        assert!(p.get("links_out").is_none());
         assert_eq!(p["commit"], Value::Null);
         assert_eq!(p["files"][0]["added"], json!(2));
         assert_eq!(p["truncated"], json!(false));

@@ -1,13 +1,19 @@
-//! Secret scanning: finds credentials in text before it is hashed into a ledger or pushed, and
-//! replaces each with a marker naming its rule (`[REDACTED:aws-access-key]`).
+//! Secret scanning: finds credentials in text before it is hashed into a ledger, committed or
+//! pushed, and replaces each with a marker naming its rule (`[REDACTED:aws-access-key]`).
 //!
 //! The [`Scanner`] finds every rule of [`rules::RULES`] with hand-written byte checks
-//! (`scan.rs`: one SIMD search for the rules' fixed prefixes, one for the `:` and `=` of
-//! assignments, each candidate confirmed by its own rule, entropy last), and looks for the literal
-//! values handed in at runtime with one more such search (Teddy, or Aho-Corasick for many). The [`Guard`] applies a policy
-//! ([`SecretsPolicy`]: mode and per-rule `allow`) to a whole JSON body: every string in it is
-//! scanned, and the answer is the body as it may be written ([`Checked::Redacted`]) or a
-//! refusal ([`Checked::Blocked`]), each with the [`Hit`]s that say where, never what.
+//! (`scan.rs`: one SIMD search for the rules' fixed prefixes, one for the `:`, `=` and `~` of
+//! assignments and Azure secrets, each candidate confirmed by its own rule, entropy last), and
+//! looks for the literal values handed in at runtime with one more such search (Teddy, or
+//! Aho-Corasick for many). [`Scanner::scan_text`] scans a string, [`Scanner::scan_bytes`] a
+//! file's bytes (invalid UTF-8 hides nothing). Each [`Finding`] names its rule, its line and
+//! its [`Fingerprint`]: a name for the secret that does not reveal it, which a policy may list
+//! to accept that one secret and no other.
+//!
+//! The [`Guard`] applies a policy ([`SecretsPolicy`]: mode, per-rule `allow` and
+//! `allow_fingerprints`) to a whole JSON body: every string in it is scanned, and the answer is
+//! the body as it may be written ([`Checked::Redacted`]) or a refusal ([`Checked::Blocked`]),
+//! each with the [`Hit`]s that say where and which, never what.
 //!
 //! Pure: no I/O. The runtime values are read by the caller (the adapter that loads the runtime
 //! config) and passed to [`Scanner::with_literals`].
@@ -16,7 +22,11 @@ pub mod rules;
 mod scan;
 
 use std::collections::BTreeSet;
+use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
 
 use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, NewEntry, kind};
@@ -31,12 +41,101 @@ pub(crate) fn marker(rule: &str) -> String {
     format!("[REDACTED:{rule}]")
 }
 
-/// One secret in a text: the rule that found it and its byte span.
+/// One match of a rule, before overlapping matches are merged: the rule and the byte span.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Find {
+    pub(crate) rule: &'static str,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
+/// A name for one secret that does not reveal it: the first 8 bytes (16 hex digits) of
+/// SHA-256 over the rule id, a NUL byte and the secret's bytes.
+///
+/// The same secret found by the same rule has the same fingerprint in every text, on every
+/// machine, so a policy can accept exactly that secret (`[secrets] allow_fingerprints`) and
+/// records and messages can name it. Going back from a fingerprint to the secret means guessing
+/// secrets until one hashes to it: SHA-256 has no known shortcut, and a key a provider issues
+/// carries 80 bits of randomness or more (an AWS key id's 16 characters; 200 and more for
+/// most tokens), far beyond any search. A value a person chose (a `password=` the
+/// `generic-secret` rule finds) is only as hard to guess as the value itself, as with any
+/// unsalted hash: rotate such a secret rather than allow it.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Fingerprint([u8; 8]);
+
+impl Fingerprint {
+    /// The fingerprint of `secret` found by `rule`.
+    pub fn of(rule: &str, secret: &[u8]) -> Fingerprint {
+        let mut h = Sha256::new();
+        h.update(rule.as_bytes());
+        h.update([0u8]);
+        h.update(secret);
+        let digest = h.finalize();
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&digest[..8]);
+        Fingerprint(b)
+    }
+
+    /// Reads 16 hex digits (either case).
+    pub fn parse(s: &str) -> Result<Fingerprint, String> {
+        let bad =
+            || format!("{s:?} is not a secret fingerprint (16 hex digits, as a finding names it)");
+        if s.len() != 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        let mut b = [0u8; 8];
+        for (i, byte) in b.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        }
+        Ok(Fingerprint(b))
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fingerprint({self})")
+    }
+}
+
+/// One secret in a text: the rule that found it, its byte span, its line and its fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     pub(crate) rule: &'static str,
     pub(crate) start: usize,
     pub(crate) end: usize,
+    pub(crate) line: usize,
+    pub(crate) fingerprint: Fingerprint,
+}
+
+impl Finding {
+    /// The id of the rule that found it ([`API_KEY_ENV`] for a runtime value).
+    pub fn rule(&self) -> &'static str {
+        self.rule
+    }
+
+    /// The line it starts on, counting from 1 (a line ends at each `\n`).
+    pub fn line(&self) -> usize {
+        self.line
+    }
+
+    /// The fingerprint of the secret (see [`Fingerprint`]).
+    pub fn fingerprint(&self) -> Fingerprint {
+        self.fingerprint
+    }
+
+    /// Its byte span in the text scanned.
+    pub fn span(&self) -> Range<usize> {
+        self.start..self.end
+    }
 }
 
 /// Shannon entropy of `s` in bits per byte.
@@ -73,26 +172,137 @@ fn classes(s: &str) -> usize {
     [l, u, d, o].iter().filter(|x| **x).count()
 }
 
+/// Words that mark a value as an example to replace rather than a secret
+/// (`sk-ant-api03-your-key-goes-here`, `<replace-me>`, `changeme123`, `xxxx`). A random value
+/// holds one of them about once in a million.
+const PLACEHOLDER_WORDS: [&[u8]; 5] = [b"your", b"replace", b"placeholder", b"changeme", b"xxxx"];
+
 /// A value that only stands for a secret: a variable reference, a template, a run of one
-/// character.
+/// character, a value with a placeholder word.
 fn placeholder(v: &str) -> bool {
     v.starts_with('$')
         || v.starts_with('%')
         || (v.bytes().any(|b| b == b'{') && (v.contains("${") || v.contains("{{")))
         || v.bytes().all(|b| b == b'x' || b == b'X' || b == b'*')
+        || PLACEHOLDER_WORDS.iter().any(|w| {
+            v.as_bytes()
+                .windows(w.len())
+                .any(|x| x.eq_ignore_ascii_case(w))
+        })
+}
+
+/// Whether an identifier reads as people name things in code: words in lower, Capitalized or
+/// CAPITAL case (split at humps, `_` and digits), at most one word of one letter and at most two
+/// runs of up to three digits (`accessToken`, `GitHubToken`, `API_TOKEN_V2`, `oauth2Token`).
+/// Any identifier of one or two characters does (what a minifier names things). A random
+/// string splits into many one-letter words and long digit runs, so it does not.
+fn word_like(id: &[u8]) -> bool {
+    if id.len() <= 2 {
+        return true;
+    }
+    let n = id.len();
+    let (mut single, mut digit_runs) = (0, 0);
+    let mut i = 0;
+    while i < n {
+        let b = id[i];
+        let s = i;
+        if b == b'_' || b == b'$' {
+            i += 1;
+            continue;
+        }
+        if b.is_ascii_digit() {
+            while i < n && id[i].is_ascii_digit() {
+                i += 1;
+            }
+            digit_runs += 1;
+            if i - s > 3 {
+                return false;
+            }
+            continue;
+        }
+        if b.is_ascii_uppercase() {
+            while i < n && id[i].is_ascii_uppercase() {
+                i += 1;
+            }
+            if i < n && id[i].is_ascii_lowercase() {
+                if i - s > 1 {
+                    // `HTTPServer`: the last capital starts the next word.
+                    i -= 1;
+                } else {
+                    while i < n && id[i].is_ascii_lowercase() {
+                        i += 1;
+                    }
+                }
+            }
+        } else {
+            while i < n && id[i].is_ascii_lowercase() {
+                i += 1;
+            }
+        }
+        single += usize::from(i - s == 1);
+    }
+    single <= 1 && digit_runs <= 2
+}
+
+/// A value that is code naming where a secret lives, not the secret: identifiers joined by
+/// member access (`session.accessToken`, `process.env.SECRET_KEY`, `cfg.GitHubToken`,
+/// `Config::API_KEY`, `this->token`), such paths joined by `||`, `&&` or `??`, a `!` or `?`
+/// after the last one. Every identifier must be [`word_like`], so a random value with a dot
+/// in it (`hvs.CAESIJ...`) is still a secret.
+fn code_path(v: &str) -> bool {
+    const SEPARATORS: [&[u8]; 8] = [b".", b"?.", b"!.", b"::", b"->", b"||", b"&&", b"??"];
+    let b = v.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'$';
+    let mut i = 0;
+    let mut access = false;
+    loop {
+        let s = i;
+        if !b
+            .get(i)
+            .is_some_and(|&c| c.is_ascii_alphabetic() || c == b'_' || c == b'$')
+        {
+            return false;
+        }
+        while b.get(i).is_some_and(|&c| ident(c)) {
+            i += 1;
+        }
+        if !word_like(&b[s..i]) {
+            return false;
+        }
+        let rest = &b[i..];
+        if rest.is_empty() || rest == b"!" || rest == b"?" {
+            return access;
+        }
+        let Some(sep) = SEPARATORS.iter().find(|p| rest.starts_with(p)) else {
+            return false;
+        };
+        access |= !matches!(*sep, b"||" | b"&&" | b"??");
+        i += sep.len();
+    }
+}
+
+/// A web address with no credentials in it (no `user@`, no query): what a `token_uri` or an
+/// `auth_endpoint` holds, not a secret.
+fn plain_url(v: &str) -> bool {
+    (v.starts_with("https://") || v.starts_with("http://"))
+        && !v.bytes().any(|b| b == b'@' || b == b'?')
 }
 
 fn confirmed(confirm: Confirm, value: &str) -> bool {
     match confirm {
         Confirm::Shape => true,
+        Confirm::Random { bits } => entropy(value) >= bits,
         Confirm::Entropy { bits, classes: k } => {
             // Words joined by dashes (`from-the-vault`) are two kinds of character too; a
             // generated secret has a digit or a third kind.
+            // The cheap checks first; most candidates in code fail them.
             let kinds = classes(value);
-            !placeholder(value)
-                && kinds >= k
+            kinds >= k
                 && (kinds >= 3 || value.bytes().any(|b| b.is_ascii_digit()))
                 && entropy(value) >= bits
+                && !placeholder(value)
+                && !plain_url(value)
+                && !code_path(value)
         }
     }
 }
@@ -114,9 +324,14 @@ impl std::fmt::Debug for Scanner {
     }
 }
 
+/// Every built-in rule: its id (what markers, records and `allow` name) and what it finds.
+pub fn rules() -> impl Iterator<Item = (&'static str, &'static str)> {
+    RULES.iter().map(|r| (r.id, r.what))
+}
+
 impl Scanner {
     /// The built-in rules only.
-    pub(crate) fn new() -> Scanner {
+    pub fn new() -> Scanner {
         Scanner::default()
     }
 
@@ -155,12 +370,34 @@ impl Scanner {
     /// runtime value is reported as [`API_KEY_ENV`]; otherwise it is named by the find that
     /// starts first, the earlier rule of [`RULES`] when two start together, so
     /// `AWS_ACCESS_KEY_ID=AKIA...` is an `aws-access-key`).
-    pub fn scan(&self, text: &str) -> Vec<Finding> {
+    pub fn scan_text(&self, text: &str) -> Vec<Finding> {
+        finish(self.finds(text), text.as_bytes())
+    }
+
+    /// Every secret in `bytes`, as [`Scanner::scan_text`] finds them, for a file's content:
+    /// bytes that are not UTF-8 hide nothing around them. Each such byte is read as a NUL (no
+    /// rule's character, no word character, no space), so the spans, lines and fingerprints are
+    /// those of the bytes given.
+    pub fn scan_bytes(&self, bytes: &[u8]) -> Vec<Finding> {
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            return self.scan_text(text);
+        }
+        let mut clean = Vec::with_capacity(bytes.len());
+        for chunk in bytes.utf8_chunks() {
+            clean.extend_from_slice(chunk.valid().as_bytes());
+            clean.resize(clean.len() + chunk.invalid().len(), 0);
+        }
+        let text = String::from_utf8(clean).expect("invalid bytes were replaced by NUL");
+        finish(self.finds(&text), bytes)
+    }
+
+    /// The merged finds of the rules and the runtime values in `text`.
+    fn finds(&self, text: &str) -> Vec<Find> {
         let mut found = scan::rules(text);
         if let Some(ac) = &self.literals {
             let mut at = 0;
             while let Some((_, start, end)) = ac.find_at(text.as_bytes(), at) {
-                found.push(Finding {
+                found.push(Find {
                     rule: API_KEY_ENV,
                     start,
                     end,
@@ -172,12 +409,32 @@ impl Scanner {
     }
 }
 
+/// The findings of `finds` (sorted, disjoint) in `bytes`: each with its line and fingerprint.
+fn finish(finds: Vec<Find>, bytes: &[u8]) -> Vec<Finding> {
+    let mut line = 1;
+    let mut at = 0;
+    finds
+        .into_iter()
+        .map(|f| {
+            line += memchr::memchr_iter(b'\n', &bytes[at..f.start]).count();
+            at = f.start;
+            Finding {
+                rule: f.rule,
+                start: f.start,
+                end: f.end,
+                line,
+                fingerprint: Fingerprint::of(f.rule, &bytes[f.start..f.end]),
+            }
+        })
+        .collect()
+}
+
 /// Sorts finds and merges the ones that overlap.
-fn merge(mut found: Vec<Finding>) -> Vec<Finding> {
+fn merge(mut found: Vec<Find>) -> Vec<Find> {
     if found.len() > 1 {
         found.sort_by_key(|f| (f.start, rank(f.rule), std::cmp::Reverse(f.end)));
     }
-    let mut out: Vec<Finding> = Vec::with_capacity(found.len());
+    let mut out: Vec<Find> = Vec::with_capacity(found.len());
     for f in found {
         match out.last_mut() {
             Some(last) if f.start < last.end => {
@@ -261,10 +518,14 @@ pub(crate) struct SecretsPolicy {
     pub(crate) mode: Mode,
     /// Rules whose finds are written as they are ([`API_KEY_ENV`] cannot be allowed).
     pub(crate) allow: BTreeSet<String>,
+    /// Single secrets accepted by their fingerprint, whatever rule finds them (except
+    /// [`API_KEY_ENV`]): another secret of the same rule still counts.
+    pub(crate) allow_fingerprints: BTreeSet<Fingerprint>,
 }
 
 impl SecretsPolicy {
-    /// Reads the `[secrets]` table: `mode` and `allow` (rule ids), every key optional.
+    /// Reads the `[secrets]` table: `mode`, `allow` (rule ids) and `allow_fingerprints`
+    /// (fingerprints as findings print them), every key optional.
     pub(crate) fn from_toml(table: &toml::Table) -> Result<SecretsPolicy, String> {
         let mut p = SecretsPolicy::default();
         for (key, value) in table {
@@ -282,20 +543,40 @@ impl SecretsPolicy {
                         p.allow.insert(id.to_string());
                     }
                 }
-                ("mode" | "allow", other) => {
+                ("allow_fingerprints", toml::Value::Array(items)) => {
+                    for item in items {
+                        let Some(fp) = item.as_str() else {
+                            return Err(format!(
+                                "[secrets] allow_fingerprints must list fingerprints as strings, found {}",
+                                item.type_str()
+                            ));
+                        };
+                        let fp = Fingerprint::parse(fp)
+                            .map_err(|e| format!("[secrets] allow_fingerprints: {e}"))?;
+                        p.allow_fingerprints.insert(fp);
+                    }
+                }
+                ("mode" | "allow" | "allow_fingerprints", other) => {
                     return Err(format!(
-                        "[secrets] {key} has the wrong type ({}): mode is \"redact\", \"block\" or \"allow\", allow a list of rule ids",
+                        "[secrets] {key} has the wrong type ({}): mode is \"redact\", \"block\" or \"allow\", allow a list of rule ids, allow_fingerprints a list of fingerprints",
                         other.type_str()
                     ));
                 }
                 (other, _) => {
                     return Err(format!(
-                        "[secrets] has no key {other:?} (expected mode, allow)"
+                        "[secrets] has no key {other:?} (expected mode, allow, allow_fingerprints)"
                     ));
                 }
             }
         }
         Ok(p)
+    }
+
+    /// Whether a find counts under this policy's lists (its mode aside): a runtime value
+    /// always does; another find unless its rule or its fingerprint is allowed.
+    pub(crate) fn counts(&self, f: &Finding) -> bool {
+        f.rule == API_KEY_ENV
+            || !(self.allow.contains(f.rule) || self.allow_fingerprints.contains(&f.fingerprint))
     }
 }
 
@@ -316,14 +597,16 @@ pub(crate) fn check_rule_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Where one secret was in a body: the rule, the JSON pointer of the string that held it, and
-/// the byte span (of the marker, once redacted; of the secret, in a refusal).
+/// Where one secret was in a body: the rule, the JSON pointer of the string that held it, the
+/// byte span (of the marker, once redacted; of the secret, in a refusal) and the secret's
+/// fingerprint (what `allow_fingerprints` takes to accept it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Hit {
     pub(crate) rule: &'static str,
     pub(crate) path: String,
     pub(crate) start: usize,
     pub(crate) end: usize,
+    pub(crate) fingerprint: Fingerprint,
 }
 
 impl Hit {
@@ -334,6 +617,10 @@ impl Hit {
             ("path".into(), Value::str(&self.path)),
             ("start".into(), Value::int(self.start as i64)),
             ("end".into(), Value::int(self.end as i64)),
+            (
+                "fingerprint".into(),
+                Value::str(self.fingerprint.to_string()),
+            ),
         ])
     }
 }
@@ -398,10 +685,10 @@ impl Guard {
         Guard { scanner, policy }
     }
 
-    /// Whether a find of `rule` counts under the policy.
-    fn counts(&self, rule: &str) -> bool {
-        rule == API_KEY_ENV
-            || (self.policy.mode != Mode::Allow && !self.policy.allow.contains(rule))
+    /// Whether a find counts under the policy: a runtime value always does; another unless
+    /// the mode is `allow` or the policy allows its rule or its fingerprint.
+    pub(crate) fn counts(&self, f: &Finding) -> bool {
+        f.rule == API_KEY_ENV || (self.policy.mode != Mode::Allow && self.policy.counts(f))
     }
 
     /// Scans every string of `body` and says what may be written.
@@ -422,6 +709,7 @@ impl Guard {
                         path: p.clone(),
                         start: f.start,
                         end: f.end,
+                        fingerprint: f.fingerprint,
                     });
                 }
             }
@@ -438,6 +726,7 @@ impl Guard {
                         path: p.clone(),
                         start,
                         end,
+                        fingerprint: f.fingerprint,
                     });
                 }
             }
@@ -451,9 +740,9 @@ impl Guard {
             Value::Str(s) => {
                 let fs: Vec<Finding> = self
                     .scanner
-                    .scan(s)
+                    .scan_text(s)
                     .into_iter()
-                    .filter(|f| self.counts(f.rule))
+                    .filter(|f| self.counts(f))
                     .collect();
                 if !fs.is_empty() {
                     out.push((path.clone(), fs));

@@ -1,29 +1,33 @@
-//! The matcher behind [`super::Scanner::scan`]: every rule of [`RULES`] found by hand-written
-//! byte checks instead of by running its pattern.
+//! The matcher behind [`super::Scanner::scan_text`]: every rule of [`RULES`] found by
+//! hand-written byte checks instead of by running its pattern.
 //!
 //! Two passes over the text name each candidate's rule as they find it, so each candidate is
 //! checked once, by its own rule:
 //!
 //! * one Aho-Corasick search (SIMD Teddy on x86_64 and aarch64) for the fixed prefixes
-//!   (`-----BEGIN`, `AKIA`/`ASIA`, `ghp_`..., `github_pat_`, `glpat-`, `xoxb-`..., `eyJ`): each
-//!   prefix belongs to one rule, whose shape is then checked byte by byte (a word boundary
-//!   before, a run of the rule's characters of the right length, the boundary after);
-//! * one `memchr` search for `:` and `=`, the byte every assignment rule (`aws-secret-key`,
-//!   `generic-secret`) needs: the keyword is looked for backwards from it (only where a keyword
-//!   can end), the value forwards, and entropy is computed last, once the cheap checks passed.
+//!   (`-----BEGIN`, `sk-`, `AKIA`..., `AIza`, `ghp_`..., `glpat-`..., `xox`, `npm_`, `eyJ`, ...):
+//!   each prefix belongs to one rule (`sk-` to the Anthropic and OpenAI rules, told apart by
+//!   the bytes after it), whose shape is then checked byte by byte (a word boundary before, a
+//!   run of the rule's characters of the right length, the boundary after);
+//! * one `memchr` search for `:`, `=` and `~`: `:` and `=` are the byte every assignment rule
+//!   (`aws-secret-key`, `azure-storage-key`, `generic-secret`) needs, whose keyword is looked
+//!   for backwards from it (only where a keyword can end) and whose value forwards; `~` is the
+//!   middle of an Azure AD client secret (`…8Q~…`), checked both ways from it.
+//!
+//! Entropy is computed last, once the cheap checks passed.
 //!
 //! Hand-written because a regular expression spends its time here deciding, at each candidate,
 //! which of the alternatives matched and where the value group is: the combined pattern ran at
 //! 69 MB/s on text with a near-miss every 13 bytes, and these checks need no state beyond a few
-//! bytes around the candidate. The patterns in [`super::rules`] stay the specification: the
+//! bytes around the candidate. The patterns in [`super::rules`](mod@super::rules) stay the specification: the
 //! unit tests compare this matcher with them compiled by `regex` on generated texts, and each
 //! check below says which part of its pattern it is (`\s` is Unicode whitespace and `(?i)` folds
 //! `ſ` to `s` and `K` (Kelvin) to `k`, as in the patterns).
 //!
 //! Every candidate is judged on its own (a candidate inside another rule's match is still
 //! checked; overlapping finds are merged by the caller), and every check is bounded: a run of
-//! unbounded length (a JWT's segments, a private key's body) is measured once and reused by
-//! the candidates inside it, so the scan stays linear on any text.
+//! unbounded or long length (a JWT's segments, a private key's body, a token's characters) is
+//! measured once and reused by the candidates inside it, so the scan stays linear on any text.
 
 use std::sync::OnceLock;
 
@@ -31,35 +35,79 @@ use aho_corasick::{AhoCorasick, Input, MatchKind, packed};
 use memchr::memmem;
 
 use super::rules::RULES;
-use super::{Finding, confirmed};
+use super::{Find, confirmed};
 
 /// Index in [`RULES`] of each rule (checked by a unit test).
 pub(super) const PRIVATE_KEY: usize = 0;
-pub(super) const AWS_ACCESS_KEY: usize = 1;
-pub(super) const AWS_SECRET_KEY: usize = 2;
-pub(super) const GITHUB_TOKEN: usize = 3;
-pub(super) const GITLAB_TOKEN: usize = 4;
-pub(super) const SLACK_TOKEN: usize = 5;
-pub(super) const JWT: usize = 6;
-pub(super) const GENERIC_SECRET: usize = 7;
+pub(super) const PUTTY_KEY: usize = 1;
+pub(super) const ANTHROPIC_API: usize = 2;
+pub(super) const ANTHROPIC_ADMIN: usize = 3;
+pub(super) const OPENAI: usize = 4;
+pub(super) const AWS_ACCESS_KEY: usize = 5;
+pub(super) const AWS_SECRET_KEY: usize = 6;
+pub(super) const AWS_BEDROCK: usize = 7;
+pub(super) const AZURE_STORAGE: usize = 8;
+pub(super) const AZURE_AD: usize = 9;
+pub(super) const GOOGLE_API: usize = 10;
+pub(super) const GOOGLE_OAUTH: usize = 11;
+pub(super) const GITHUB_TOKEN: usize = 12;
+pub(super) const GITLAB_TOKEN: usize = 13;
+pub(super) const SLACK_TOKEN: usize = 14;
+pub(super) const SLACK_WEBHOOK: usize = 15;
+pub(super) const STRIPE: usize = 16;
+pub(super) const NPM: usize = 17;
+pub(super) const PYPI: usize = 18;
+pub(super) const JWT: usize = 19;
+pub(super) const GENERIC_SECRET: usize = 20;
 
 /// What a fixed prefix starts.
 #[derive(Clone, Copy)]
 enum Prefix {
     PrivateKey,
+    Putty,
+    /// `sk-`: Anthropic or OpenAI.
+    Sk,
     AwsAccess,
+    AwsA3t,
+    BedrockLong,
+    BedrockShort,
+    GoogleApi,
+    GoogleOauth,
     GithubClassic,
     GithubFine,
+    /// `gl...-`: the token's characters start right after the prefix.
     Gitlab,
+    GitlabRunner,
+    GitlabSession,
+    /// `xox`: the kind letter (or `e.xoxb`/`e.xoxp`) follows.
     Slack,
+    SlackApp,
+    SlackHook,
+    Stripe,
+    Npm,
+    NpmAuth,
+    Pypi,
     Jwt,
 }
 
-/// Every fixed prefix a rule starts with, and what it starts.
+/// Every fixed prefix a rule starts with, and what it starts. No prefix is shorter than three
+/// bytes, so Teddy keeps its three-byte fingerprints; no two can start at the same position.
 const PREFIXES: &[(&str, Prefix)] = &[
     ("-----BEGIN", Prefix::PrivateKey),
+    ("PuTTY-User-Key-File-", Prefix::Putty),
+    ("sk-", Prefix::Sk),
     ("AKIA", Prefix::AwsAccess),
     ("ASIA", Prefix::AwsAccess),
+    ("ABIA", Prefix::AwsAccess),
+    ("ACCA", Prefix::AwsAccess),
+    ("A3T", Prefix::AwsA3t),
+    ("ABSK", Prefix::BedrockLong),
+    (
+        "bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t",
+        Prefix::BedrockShort,
+    ),
+    ("AIza", Prefix::GoogleApi),
+    ("GOCSPX-", Prefix::GoogleOauth),
     ("ghp_", Prefix::GithubClassic),
     ("gho_", Prefix::GithubClassic),
     ("ghu_", Prefix::GithubClassic),
@@ -67,11 +115,26 @@ const PREFIXES: &[(&str, Prefix)] = &[
     ("ghr_", Prefix::GithubClassic),
     ("github_pat_", Prefix::GithubFine),
     ("glpat-", Prefix::Gitlab),
-    ("xoxb-", Prefix::Slack),
-    ("xoxa-", Prefix::Slack),
-    ("xoxp-", Prefix::Slack),
-    ("xoxr-", Prefix::Slack),
-    ("xoxs-", Prefix::Slack),
+    ("gldt-", Prefix::Gitlab),
+    ("glrt-", Prefix::Gitlab),
+    ("glptt-", Prefix::Gitlab),
+    ("glcbt-", Prefix::Gitlab),
+    ("gloas-", Prefix::Gitlab),
+    ("glft-", Prefix::Gitlab),
+    ("glimt-", Prefix::Gitlab),
+    ("glagent-", Prefix::Gitlab),
+    ("glffct-", Prefix::Gitlab),
+    ("glsoat-", Prefix::Gitlab),
+    ("GR1348941", Prefix::GitlabRunner),
+    ("_gitlab_session=", Prefix::GitlabSession),
+    ("xox", Prefix::Slack),
+    ("xapp-", Prefix::SlackApp),
+    ("hooks.slack.com/", Prefix::SlackHook),
+    ("sk_", Prefix::Stripe),
+    ("rk_", Prefix::Stripe),
+    ("npm_", Prefix::Npm),
+    ("_authToken", Prefix::NpmAuth),
+    ("pypi-Ag", Prefix::Pypi),
     ("eyJ", Prefix::Jwt),
 ];
 
@@ -135,26 +198,46 @@ impl Literals {
     }
 }
 
-// Byte classes, one bit each in `CLASS`.
+// Byte classes, one bit each in `CLASS`; each says which part of a pattern it is.
 /// `[A-Z0-9]`
-const UPPER_DIGIT: u8 = 1;
+const UPPER_DIGIT: u32 = 1;
 /// `[A-Za-z0-9]`
-const ALNUM: u8 = 1 << 1;
+const ALNUM: u32 = 1 << 1;
 /// `[A-Za-z0-9_]`, the ASCII word characters of `(?-u:\b)`.
-const WORD: u8 = 1 << 2;
+const WORD: u32 = 1 << 2;
 /// `[A-Za-z0-9_-]`
-const WORD_DASH: u8 = 1 << 3;
+const WORD_DASH: u32 = 1 << 3;
 /// `[A-Za-z0-9-]`
-const ALNUM_DASH: u8 = 1 << 4;
-/// `[A-Za-z0-9/+]`
-const AWS_VALUE: u8 = 1 << 5;
-/// `[A-Z0-9 ]`
-const HEADER: u8 = 1 << 6;
+const ALNUM_DASH: u32 = 1 << 4;
+/// `[A-Za-z0-9/+]`, base64's alphabet.
+const B64: u32 = 1 << 5;
+/// `[A-Z0-9 _-]`, a private key header's words.
+const HEADER: u32 = 1 << 6;
 /// An ASCII byte that ends a `generic-secret` value: `\s` or one of ``"'`,;<>(){}[]\``.
-const VALUE_STOP: u8 = 1 << 7;
+const VALUE_STOP: u32 = 1 << 7;
+/// `[A-Za-z0-9_~.]`, the first three characters of an Azure AD client secret.
+const AZ_LEAD: u32 = 1 << 8;
+/// `[A-Za-z0-9_~.-]`, the rest of it.
+const AZ_BODY: u32 = 1 << 9;
+/// An ASCII byte allowed before an Azure AD client secret besides `\s`: ``\'"`>=:(,)``.
+const AZ_BEFORE: u32 = 1 << 10;
+/// An ASCII byte allowed after it besides `\s`: ``\'"`<),``.
+const AZ_AFTER: u32 = 1 << 11;
+/// `[A-Za-z0-9_.-]`, the name characters between `aws` and the word of `aws-secret-key`.
+const NAME: u32 = 1 << 12;
+/// `[A-Za-z0-9_/+]`, a Slack webhook's path.
+const HOOK: u32 = 1 << 13;
+/// `[A-Za-z0-9._~+/=-]`, an `.npmrc` `_authToken` value.
+const NPM_VALUE: u32 = 1 << 14;
+/// `[0-9a-z]`
+const LOWER_DIGIT: u32 = 1 << 15;
+/// `[0-9A-Fa-f]`
+const HEX: u32 = 1 << 16;
+/// `[0-9]`
+const DIGIT: u32 = 1 << 17;
 
-const fn class_table() -> [u8; 256] {
-    let mut t = [0u8; 256];
+const fn class_table() -> [u32; 256] {
+    let mut t = [0u32; 256];
     let mut i = 0;
     while i < 128 {
         let b = i as u8;
@@ -166,19 +249,37 @@ const fn class_table() -> [u8; 256] {
         if upper || digit {
             c |= UPPER_DIGIT;
         }
+        if lower || digit {
+            c |= LOWER_DIGIT;
+        }
+        if digit {
+            c |= DIGIT;
+        }
+        if digit || matches!(b, b'a'..=b'f' | b'A'..=b'F') {
+            c |= HEX;
+        }
         if alnum {
-            c |= ALNUM | WORD | WORD_DASH | ALNUM_DASH | AWS_VALUE;
+            c |= ALNUM
+                | WORD
+                | WORD_DASH
+                | ALNUM_DASH
+                | B64
+                | AZ_LEAD
+                | AZ_BODY
+                | NAME
+                | HOOK
+                | NPM_VALUE;
         }
-        if b == b'_' {
-            c |= WORD | WORD_DASH;
+        match b {
+            b'_' => c |= WORD | WORD_DASH | AZ_LEAD | AZ_BODY | NAME | HOOK | NPM_VALUE,
+            b'-' => c |= WORD_DASH | ALNUM_DASH | AZ_BODY | NAME | NPM_VALUE | HEADER,
+            b'/' | b'+' => c |= B64 | HOOK | NPM_VALUE,
+            b'~' => c |= AZ_LEAD | AZ_BODY | NPM_VALUE,
+            b'.' => c |= AZ_LEAD | AZ_BODY | NAME | NPM_VALUE,
+            b'=' => c |= NPM_VALUE,
+            _ => {}
         }
-        if b == b'-' {
-            c |= WORD_DASH | ALNUM_DASH;
-        }
-        if b == b'/' || b == b'+' {
-            c |= AWS_VALUE;
-        }
-        if upper || digit || b == b' ' {
+        if upper || digit || b == b' ' || b == b'_' {
             c |= HEADER;
         }
         if ascii_space(b) {
@@ -189,13 +290,21 @@ const fn class_table() -> [u8; 256] {
             | b']' | b'\\' => c |= VALUE_STOP,
             _ => {}
         }
+        match b {
+            b'\\' | b'\'' | b'"' | b'`' | b'>' | b'=' | b':' | b'(' | b',' | b')' => c |= AZ_BEFORE,
+            _ => {}
+        }
+        match b {
+            b'\\' | b'\'' | b'"' | b'`' | b'<' | b')' | b',' => c |= AZ_AFTER,
+            _ => {}
+        }
         t[i] = c;
         i += 1;
     }
     t
 }
 
-static CLASS: [u8; 256] = class_table();
+static CLASS: [u32; 256] = class_table();
 
 /// ASCII whitespace as Unicode `\s` has it (tab, newline, vertical tab, form feed, return,
 /// space).
@@ -203,7 +312,7 @@ const fn ascii_space(b: u8) -> bool {
     matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ')
 }
 
-fn is(b: u8, class: u8) -> bool {
+fn is(b: u8, class: u32) -> bool {
     CLASS[b as usize] & class != 0
 }
 
@@ -213,8 +322,14 @@ fn boundary_before(t: &[u8], p: usize) -> bool {
     p == 0 || !is(t[p - 1], WORD)
 }
 
+/// `(?-u:\b)` after a run that ends at `e` with a word character: the text ends there or the
+/// next byte is no ASCII word character.
+fn boundary_after(t: &[u8], e: usize) -> bool {
+    t.get(e).is_none_or(|&b| !is(b, WORD))
+}
+
 /// How many bytes of `class` follow `from`, counting at most `cap`.
-fn run(t: &[u8], from: usize, class: u8, cap: usize) -> usize {
+fn run(t: &[u8], from: usize, class: u32, cap: usize) -> usize {
     let end = t.len().min(from.saturating_add(cap));
     t[from.min(end)..end]
         .iter()
@@ -225,13 +340,22 @@ fn run(t: &[u8], from: usize, class: u8, cap: usize) -> usize {
 /// The end of the run of `class` from `from`, remembered in `cache` as `(start, end)`: any
 /// position inside a measured run ends where it does, so candidates inside one long run
 /// measure it once.
-fn run_end(t: &[u8], from: usize, class: u8, cache: &mut (usize, usize)) -> usize {
+fn run_end(t: &[u8], from: usize, class: u32, cache: &mut (usize, usize)) -> usize {
     if cache.0 <= from && from <= cache.1 {
         return cache.1;
     }
     let end = from + run(t, from, class, usize::MAX);
     *cache = (from, end);
     end
+}
+
+/// `=` characters after `e`, at most two (`={0,2}`).
+fn padding(t: &[u8], e: usize) -> usize {
+    e + t[e.min(t.len())..]
+        .iter()
+        .take(2)
+        .take_while(|&&b| b == b'=')
+        .count()
 }
 
 /// The whitespace character (Unicode `\s`) starting at `i`, as its length in bytes.
@@ -308,18 +432,42 @@ fn underscore(t: &[u8], i: usize) -> usize {
     if i > 0 && t[i - 1] == b'_' { i - 1 } else { i }
 }
 
-/// Whether `(?i:aws_?secret_?access_?key|aws_?secret_?key|aws_?secret)` ends at `e`, read
-/// backwards. Each `_?` is taken when it is there: no keyword ends in `_`, so the other
-/// reading cannot match.
-fn aws_keyword_ends(t: &[u8], e: usize) -> bool {
-    let mut i = e;
-    if let Some(j) = back(t, i, b"key") {
-        i = underscore(t, j);
-        if let Some(j) = back(t, i, b"access") {
-            i = underscore(t, j);
+/// Whether `(?i:aws)[A-Za-z0-9_.-]{0,20}(?i:secret|key|token|password|passwd|pass|pwd|pw)`
+/// ends at `e`, whose last letter (lowercase) is `last`, read backwards: one of the words ends
+/// there, and `aws` ends at most 20 name characters before it.
+fn aws_keyword_ends(t: &[u8], e: usize, last: u8) -> bool {
+    let words: &[&[u8]] = match last {
+        b't' => &[b"secret"],
+        b'y' => &[b"key"],
+        b'n' => &[b"token"],
+        b'd' => &[b"password", b"passwd", b"pwd"],
+        b's' => &[b"pass"],
+        b'w' => &[b"pw"],
+        _ => return false,
+    };
+    words.iter().any(|w| {
+        let Some(ws) = back(t, e, w) else {
+            return false;
+        };
+        let mut i = ws;
+        loop {
+            if back(t, i, b"aws").is_some() {
+                return true;
+            }
+            if i == 0 || ws - i == 20 || !is(t[i - 1], NAME) {
+                return false;
+            }
+            i -= 1;
         }
-    }
-    back(t, i, b"secret").is_some_and(|j| back(t, underscore(t, j), b"aws").is_some())
+    })
+}
+
+/// Whether `(?i:account_?key|storage_?key)` ends at `e`.
+fn azure_keyword_ends(t: &[u8], e: usize) -> bool {
+    back(t, e, b"key").is_some_and(|j| {
+        let j = underscore(t, j);
+        back(t, j, b"account").is_some() || back(t, j, b"storage").is_some()
+    })
 }
 
 /// Whether `(?i:password|passwd|secret|token|api_?key|access_?key|auth_?key)` ends at `e`,
@@ -344,38 +492,97 @@ fn generic_keyword_ends(t: &[u8], e: usize) -> bool {
     }
 }
 
+/// The first place at or after a position where a closing line of a block starts (a private
+/// key's END line, a PuTTY key's `Private-MAC:`), remembered: the answer of the last search is
+/// reused while the position stays before what it found (a header inside another block's body
+/// finds the same close), so each part of the text is searched once.
+#[derive(Default)]
+struct Close {
+    /// From where the last search ran, and what it found (start and end), `None` for nothing
+    /// to the end of the text.
+    last: Option<(usize, Option<(usize, usize)>)>,
+}
+
+impl Close {
+    /// The first `needle` at or after `from` that `line` accepts (it gives the close's end).
+    fn find(
+        &mut self,
+        t: &[u8],
+        from: usize,
+        needle: &[u8],
+        line: impl Fn(&[u8], usize) -> Option<usize>,
+    ) -> Option<(usize, usize)> {
+        if let Some((searched, found)) = self.last
+            && searched <= from
+            && found.is_none_or(|(start, _)| from <= start)
+        {
+            return found;
+        }
+        let finder = memmem::Finder::new(needle);
+        let mut at = from;
+        let found = loop {
+            let Some(i) = finder.find(&t[at..]) else {
+                break None;
+            };
+            let q = at + i;
+            if let Some(end) = line(t, q) {
+                break Some((q, end));
+            }
+            at = q + 1;
+        };
+        self.last = Some((from, found));
+        found
+    }
+}
+
 /// The scan's state: the text, the finds so far, and the runs measured once.
 struct Scan<'t> {
     text: &'t str,
     t: &'t [u8],
-    found: Vec<Finding>,
+    found: Vec<Find>,
     jwt_runs: [(usize, usize); 3],
-    /// The last search for a private key's END line: from where, and the first END found
-    /// (`None`: none to the end of the text).
-    end_line: Option<(usize, Option<(usize, usize)>)>,
+    /// The last measured run of each class, by the class's bit.
+    runs: [(usize, usize); 32],
+    end_line: Close,
+    putty_mac: Close,
 }
 
 /// Every find of the built-in rules in `text`, unmerged and unsorted.
-pub(super) fn rules(text: &str) -> Vec<Finding> {
+pub(super) fn rules(text: &str) -> Vec<Find> {
     let mut s = Scan {
         text,
         t: text.as_bytes(),
         found: Vec::new(),
         jwt_runs: [(usize::MAX, 0); 3],
-        end_line: None,
+        runs: [(usize::MAX, 0); 32],
+        end_line: Close::default(),
+        putty_mac: Close::default(),
     };
     s.prefixed();
-    s.assignments();
+    s.separators();
     s.found
 }
 
 impl Scan<'_> {
+    /// Records a find of `rule` over `start..end` if its confirmation passes.
     fn push(&mut self, rule: usize, start: usize, end: usize) {
-        self.found.push(Finding {
-            rule: RULES[rule].id,
-            start,
-            end,
-        });
+        if confirmed(RULES[rule].confirm, &self.text[start..end]) {
+            self.found.push(Find {
+                rule: RULES[rule].id,
+                start,
+                end,
+            });
+        }
+    }
+
+    /// `[class]{min,cap}` from `from` (greedy, no anchor after it): its end, or `None` when
+    /// fewer than `min` bytes of `class` follow. The run is measured once for every candidate
+    /// inside it.
+    fn body(&mut self, from: usize, class: u32, min: usize, cap: usize) -> Option<usize> {
+        let slot = class.trailing_zeros() as usize;
+        let end = run_end(self.t, from, class, &mut self.runs[slot]);
+        let n = (end - from).min(cap);
+        (n >= min).then_some(from + n)
     }
 
     /// Every fixed prefix, each checked by its own rule. The search goes on from the byte
@@ -385,63 +592,214 @@ impl Scan<'_> {
         let n = self.t.len();
         let mut at = 0;
         while at < n {
-            let Some((pattern, p, _)) = ac.find_at(self.t, at) else {
+            let Some((pattern, p, e)) = ac.find_at(self.t, at) else {
                 break;
             };
             at = p + 1;
             let hit = match PREFIXES[pattern].1 {
-                Prefix::PrivateKey => self.private_key(p).map(|e| (PRIVATE_KEY, e)),
-                Prefix::AwsAccess => self.aws_access_key(p).map(|e| (AWS_ACCESS_KEY, e)),
-                Prefix::GithubClassic => self.github_classic(p).map(|e| (GITHUB_TOKEN, e)),
-                Prefix::GithubFine => self.github_fine(p).map(|e| (GITHUB_TOKEN, e)),
-                Prefix::Gitlab => self.gitlab(p).map(|e| (GITLAB_TOKEN, e)),
-                Prefix::Slack => self.slack(p).map(|e| (SLACK_TOKEN, e)),
-                Prefix::Jwt => self.jwt(p).map(|e| (JWT, e)),
+                Prefix::PrivateKey => self.private_key(p).map(|e| (PRIVATE_KEY, p, e)),
+                Prefix::Putty => self.putty(e).map(|e| (PUTTY_KEY, p, e)),
+                Prefix::Sk => self.sk(p),
+                Prefix::AwsAccess => self.aws_access_key(p, e, 16),
+                Prefix::AwsA3t => self.aws_access_key(p, e, 17),
+                Prefix::BedrockLong => self.bedrock_long(p, e),
+                Prefix::BedrockShort => {
+                    let end = padding(self.t, e + run(self.t, e, B64, 4096));
+                    Some((AWS_BEDROCK, p, end))
+                }
+                Prefix::GoogleApi => self.token(GOOGLE_API, p, e, WORD_DASH, 35, 64),
+                Prefix::GoogleOauth => self.token(GOOGLE_OAUTH, p, e, WORD_DASH, 28, 64),
+                Prefix::GithubClassic => self.github_classic(p, e),
+                Prefix::GithubFine => self.github_fine(p, e),
+                Prefix::Gitlab => self.gitlab(p, e),
+                Prefix::GitlabRunner => self.token(GITLAB_TOKEN, p, e, WORD_DASH, 20, 64),
+                Prefix::GitlabSession => {
+                    (run(self.t, e, LOWER_DIGIT, 32) == 32).then_some((GITLAB_TOKEN, e, e + 32))
+                }
+                Prefix::Slack => self.slack(p),
+                Prefix::SlackApp => self.token(SLACK_TOKEN, p, e, ALNUM_DASH, 10, 255),
+                Prefix::SlackHook => self.slack_hook(e),
+                Prefix::Stripe => self.stripe(p, e),
+                Prefix::Npm => self.npm(p, e),
+                Prefix::NpmAuth => self.npm_auth(e),
+                Prefix::Pypi => self.pypi(p, e),
+                Prefix::Jwt => self.jwt(p).map(|e| (JWT, p, e)),
             };
-            if let Some((rule, end)) = hit {
-                self.push(rule, p, end);
+            if let Some((rule, start, end)) = hit {
+                self.push(rule, start, end);
             }
         }
     }
 
-    /// `(?-u:\b)(?:AKIA|ASIA)[A-Z0-9]{16}(?-u:\b)` at `p`.
-    fn aws_access_key(&self, p: usize) -> Option<usize> {
+    /// `(?-u:\b)PREFIX[class]{min,cap}`, the prefix at `p` ending at `e`.
+    fn token(
+        &mut self,
+        rule: usize,
+        p: usize,
+        e: usize,
+        class: u32,
+        min: usize,
+        cap: usize,
+    ) -> Option<(usize, usize, usize)> {
+        if !boundary_before(self.t, p) {
+            return None;
+        }
+        self.body(e, class, min, cap).map(|end| (rule, p, end))
+    }
+
+    /// After `sk-` at `p`: `sk-ant-(?:api|oat|ort|sid)[0-9]{2}-[A-Za-z0-9_-]{32,255}`,
+    /// `sk-ant-admin[0-9]{2}-[A-Za-z0-9_-]{32,255}`, `sk-(?:proj|svcacct|admin|None)-`
+    /// `[A-Za-z0-9_-]{40,255}` or `sk-[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}(?-u:\b)`, each
+    /// after `(?-u:\b)`.
+    fn sk(&mut self, p: usize) -> Option<(usize, usize, usize)> {
         let t = self.t;
-        let end = p + 20;
-        (boundary_before(t, p)
-            && run(t, p + 4, UPPER_DIGIT, 16) == 16
-            && t.get(end).is_none_or(|&b| !is(b, WORD)))
-        .then_some(end)
+        if !boundary_before(t, p) {
+            return None;
+        }
+        let rest = &t[p + 3..];
+        if let Some(kind) = rest.strip_prefix(b"ant-") {
+            let (rule, word) = if kind.starts_with(b"admin") {
+                (ANTHROPIC_ADMIN, 5)
+            } else if [&b"api"[..], b"oat", b"ort", b"sid"]
+                .iter()
+                .any(|w| kind.starts_with(w))
+            {
+                (ANTHROPIC_API, 3)
+            } else {
+                return None;
+            };
+            let version = p + 7 + word;
+            if run(t, version, DIGIT, 2) != 2 || t.get(version + 2) != Some(&b'-') {
+                return None;
+            }
+            return self
+                .body(version + 3, WORD_DASH, 32, 255)
+                .map(|e| (rule, p, e));
+        }
+        for kind in [&b"proj-"[..], b"svcacct-", b"admin-", b"None-"] {
+            if rest.starts_with(kind) {
+                return self
+                    .body(p + 3 + kind.len(), WORD_DASH, 40, 255)
+                    .map(|e| (OPENAI, p, e));
+            }
+        }
+        let end = p + 51;
+        (run(t, p + 3, ALNUM, 49) == 48
+            && &t[p + 23..p + 31] == b"T3BlbkFJ"
+            && t.get(end) != Some(&b'_'))
+        .then_some((OPENAI, p, end))
+    }
+
+    /// `(?-u:\b)(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?-u:\b)` at `p`: `n` more
+    /// `[A-Z0-9]` after the prefix that ends at `e` (17 after `A3T`, 16 after the others).
+    fn aws_access_key(&self, p: usize, e: usize, n: usize) -> Option<(usize, usize, usize)> {
+        let t = self.t;
+        let end = e + n;
+        (boundary_before(t, p) && run(t, e, UPPER_DIGIT, n) == n && boundary_after(t, end))
+            .then_some((AWS_ACCESS_KEY, p, end))
+    }
+
+    /// `(?-u:\b)ABSK[A-Za-z0-9+/]{109,269}={0,2}` at `p`.
+    fn bedrock_long(&self, p: usize, e: usize) -> Option<(usize, usize, usize)> {
+        let n = run(self.t, e, B64, 269);
+        (boundary_before(self.t, p) && n >= 109).then(|| (AWS_BEDROCK, p, padding(self.t, e + n)))
     }
 
     /// `(?-u:\b)gh[pousr]_[A-Za-z0-9]{36,255}(?-u:\b)` at `p`: the run of letters and digits
     /// is 36 to 255 long and no `_` follows it.
-    fn github_classic(&self, p: usize) -> Option<usize> {
+    fn github_classic(&self, p: usize, e: usize) -> Option<(usize, usize, usize)> {
         let t = self.t;
-        let n = run(t, p + 4, ALNUM, 256);
-        let end = p + 4 + n;
-        (boundary_before(t, p) && (36..=255).contains(&n) && t.get(end) != Some(&b'_'))
-            .then_some(end)
+        let n = run(t, e, ALNUM, 256);
+        let end = e + n;
+        (boundary_before(t, p) && (36..=255).contains(&n) && t.get(end) != Some(&b'_')).then_some((
+            GITHUB_TOKEN,
+            p,
+            end,
+        ))
     }
 
     /// `(?-u:\b)github_pat_[A-Za-z0-9_]{22,255}(?-u:\b)` at `p`: the run is every word
     /// character, so the boundary after it holds once it is 22 to 255 long.
-    fn github_fine(&self, p: usize) -> Option<usize> {
+    fn github_fine(&self, p: usize, e: usize) -> Option<(usize, usize, usize)> {
+        let n = run(self.t, e, WORD, 256);
+        (boundary_before(self.t, p) && (22..=255).contains(&n)).then_some((GITHUB_TOKEN, p, e + n))
+    }
+
+    /// `(?-u:\b)gl(?:pat|dt|...)-[A-Za-z0-9_-]{20,300}(?:\.[0-9a-z]{9})?` at `p`: the routable
+    /// form's `.` and nine characters are taken when they follow.
+    fn gitlab(&mut self, p: usize, e: usize) -> Option<(usize, usize, usize)> {
+        let (_, _, mut end) = self.token(GITLAB_TOKEN, p, e, WORD_DASH, 20, 300)?;
+        if self.t.get(end) == Some(&b'.') && run(self.t, end + 1, LOWER_DIGIT, 9) == 9 {
+            end += 10;
+        }
+        Some((GITLAB_TOKEN, p, end))
+    }
+
+    /// `(?-u:\b)(?:xox[abeoprs]|xoxe\.xox[bp])-[A-Za-z0-9-]{10,255}` at `p` (`xox`).
+    fn slack(&mut self, p: usize) -> Option<(usize, usize, usize)> {
         let t = self.t;
-        let n = run(t, p + 11, WORD, 256);
-        (boundary_before(t, p) && (22..=255).contains(&n)).then_some(p + 11 + n)
+        let rest = &t[p + 3..];
+        let body = match rest {
+            [b'a' | b'b' | b'e' | b'o' | b'p' | b'r' | b's', b'-', ..] => p + 5,
+            [b'e', b'.', b'x', b'o', b'x', b'b' | b'p', b'-', ..] => p + 10,
+            _ => return None,
+        };
+        self.token(SLACK_TOKEN, p, body, ALNUM_DASH, 10, 255)
     }
 
-    /// `(?-u:\b)glpat-[A-Za-z0-9_-]{20,64}` at `p`.
-    fn gitlab(&self, p: usize) -> Option<usize> {
-        let n = run(self.t, p + 6, WORD_DASH, 64);
-        (boundary_before(self.t, p) && n >= 20).then_some(p + 6 + n)
+    /// `hooks\.slack\.com/(?P<v>(?:services|workflows|triggers)/[A-Za-z0-9_/+]{43,120})`
+    /// after the host ending at `e`: the path.
+    fn slack_hook(&self, e: usize) -> Option<(usize, usize, usize)> {
+        let rest = &self.t[e..];
+        let kind = [&b"services/"[..], b"workflows/", b"triggers/"]
+            .into_iter()
+            .find(|k| rest.starts_with(k))?;
+        let n = run(self.t, e + kind.len(), HOOK, 120);
+        (n >= 43).then_some((SLACK_WEBHOOK, e, e + kind.len() + n))
     }
 
-    /// `(?-u:\b)xox[baprs]-[A-Za-z0-9-]{10,255}` at `p`.
-    fn slack(&self, p: usize) -> Option<usize> {
-        let n = run(self.t, p + 5, ALNUM_DASH, 255);
-        (boundary_before(self.t, p) && n >= 10).then_some(p + 5 + n)
+    /// `(?-u:\b)[rs]k_(?:live|test|prod)_[A-Za-z0-9]{10,255}` at `p` (`sk_` or `rk_`).
+    fn stripe(&self, p: usize, e: usize) -> Option<(usize, usize, usize)> {
+        let rest = &self.t[e..];
+        if !boundary_before(self.t, p)
+            || ![&b"live_"[..], b"test_", b"prod_"]
+                .iter()
+                .any(|k| rest.starts_with(k))
+        {
+            return None;
+        }
+        let n = run(self.t, e + 5, ALNUM, 255);
+        (n >= 10).then_some((STRIPE, p, e + 5 + n))
+    }
+
+    /// `(?-u:\b)npm_[A-Za-z0-9]{36}(?-u:\b)` at `p`.
+    fn npm(&self, p: usize, e: usize) -> Option<(usize, usize, usize)> {
+        let end = e + 36;
+        (boundary_before(self.t, p)
+            && run(self.t, e, ALNUM, 37) == 36
+            && self.t.get(end) != Some(&b'_'))
+        .then_some((NPM, p, end))
+    }
+
+    /// `_authToken\s{0,4}=\s{0,4}(?P<v>[A-Za-z0-9._~+/=-]{16,512})` after `_authToken`
+    /// ending at `e`: the value.
+    fn npm_auth(&self, e: usize) -> Option<(usize, usize, usize)> {
+        let k = spaces_after(self.text, e)?;
+        if self.t.get(k) != Some(&b'=') {
+            return None;
+        }
+        let v = spaces_after(self.text, k + 1)?;
+        let n = run(self.t, v, NPM_VALUE, 512);
+        (n >= 16).then_some((NPM, v, v + n))
+    }
+
+    /// `(?-u:\b)pypi-Ag(?:EIcHlwaS5vcmc|ENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{50,1000}` at `p`.
+    fn pypi(&mut self, p: usize, e: usize) -> Option<(usize, usize, usize)> {
+        let rest = &self.t[e..];
+        let host = [&b"EIcHlwaS5vcmc"[..], b"ENdGVzdC5weXBpLm9yZw"]
+            .into_iter()
+            .find(|h| rest.starts_with(h))?;
+        self.token(PYPI, p, e + host.len(), WORD_DASH, 50, 1000)
     }
 
     /// `(?-u:\b)eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*` at `p`.
@@ -465,43 +823,37 @@ impl Scan<'_> {
     /// line or, when there is none, to the end of the text.
     fn private_key(&mut self, p: usize) -> Option<usize> {
         let body = key_line(self.t, p + "-----BEGIN".len())?;
-        Some(match self.end_line_from(body) {
-            Some((_, end)) => end,
-            None => self.t.len(),
-        })
+        let end = self
+            .end_line
+            .find(self.t, body, b"-----END", |t, q| key_line(t, q + 8));
+        Some(end.map_or(self.t.len(), |(_, e)| e))
     }
 
-    /// The first END line at or after `from` (its start and end). The answer of the last
-    /// search is reused while `from` stays before the END it found (a key's header inside
-    /// another key's body finds the same END), so each part of the text is searched once.
-    fn end_line_from(&mut self, from: usize) -> Option<(usize, usize)> {
-        if let Some((searched, found)) = self.end_line
-            && searched <= from
-            && found.is_none_or(|(start, _)| from <= start)
-        {
-            return found;
+    /// A PuTTY key after `PuTTY-User-Key-File-` (ending at `e`): `[0-9]{1,3}: `, then the
+    /// body to the first `Private-MAC: ` and up to 128 hex digits after it, or to the end of
+    /// the text.
+    fn putty(&mut self, e: usize) -> Option<usize> {
+        let n = run(self.t, e, DIGIT, 3);
+        if n == 0 || !self.t[e + n..].starts_with(b": ") {
+            return None;
         }
-        let t = self.t;
-        let finder = memmem::Finder::new(b"-----END");
-        let mut at = from;
-        let found = loop {
-            let Some(i) = finder.find(&t[at..]) else {
-                break None;
-            };
-            let q = at + i;
-            if let Some(end) = key_line(t, q + "-----END".len()) {
-                break Some((q, end));
-            }
-            at = q + 1;
-        };
-        self.end_line = Some((from, found));
-        found
+        let mac = b"Private-MAC: ";
+        let end = self.putty_mac.find(self.t, e + n + 2, mac, |t, q| {
+            Some(q + mac.len() + run(t, q + mac.len(), HEX, 128))
+        });
+        Some(end.map_or(self.t.len(), |(_, e)| e))
     }
 
-    /// Both assignment rules at each `:` and `=`.
-    fn assignments(&mut self) {
+    /// The assignment rules at each `:` and `=`, and Azure AD client secrets at each `~`.
+    fn separators(&mut self) {
         let t = self.t;
-        for j in memchr::memchr2_iter(b':', b'=', t) {
+        for j in memchr::memchr3_iter(b':', b'=', b'~', t) {
+            if t[j] == b'~' {
+                if let Some((s, e)) = self.azure_ad(j) {
+                    self.push(AZURE_AD, s, e);
+                }
+                continue;
+            }
             // `["']?\s{0,4}` before the first `[:=]`, back to where the keyword and its
             // suffix end.
             let Some(mut q) = spaces_before(self.text, j) else {
@@ -510,22 +862,56 @@ impl Scan<'_> {
             if q > 0 && quote(t[q - 1]) {
                 q -= 1;
             }
-            if q == 0 || !is(t[q - 1], WORD_DASH) {
+            // Every keyword ends in a letter (a generic one may take name characters after
+            // it); `aws...pass` may end in `ſ`, which `(?i)` reads as `s`.
+            let long_s = q >= 2 && t[q - 2..q] == [0xc5, 0xbf];
+            if q == 0 || !(is(t[q - 1], WORD_DASH) || long_s) {
                 continue;
             }
-            if aws_keyword_ends(t, q)
-                && let Some((s, e)) = self.aws_value(j)
-                && confirmed(RULES[AWS_SECRET_KEY].confirm, &self.text[s..e])
+            let last = if long_s {
+                b's'
+            } else {
+                t[q - 1].to_ascii_lowercase()
+            };
+            if aws_keyword_ends(t, q, last)
+                && let Some((s, e)) = self.b64_value(j, 40)
+                && boundary_after_value(t, e)
             {
                 self.push(AWS_SECRET_KEY, s, e);
             }
-            if self.generic_keyword(q)
+            if last == b'y'
+                && azure_keyword_ends(t, q)
+                && let Some((s, e)) = self.b64_value(j, 86)
+                && t[e..].starts_with(b"==")
+            {
+                self.push(AZURE_STORAGE, s, e + 2);
+            }
+            if !long_s
+                && self.generic_keyword(q)
                 && let Some((s, e)) = self.generic_value(j)
-                && confirmed(RULES[GENERIC_SECRET].confirm, &self.text[s..e])
             {
                 self.push(GENERIC_SECRET, s, e);
             }
         }
+    }
+
+    /// The `azure-ad-client-secret` pattern around the `~` at `j`: `[A-Za-z0-9_~.]{3}`, a
+    /// digit, `Q~` and `[A-Za-z0-9_~.-]{31,34}`, with the start of the text, a space or one of
+    /// the delimiters the pattern lists before it and the end, a space or a delimiter after:
+    /// the secret's span.
+    fn azure_ad(&self, j: usize) -> Option<(usize, usize)> {
+        let t = self.t;
+        let s = j.checked_sub(5)?;
+        if t[j - 1] != b'Q' || !is(t[j - 2], DIGIT) || run(t, s, AZ_LEAD, 3) != 3 {
+            return None;
+        }
+        if s > 0 && !is(t[s - 1], AZ_BEFORE) && space_before(self.text, s).is_none() {
+            return None;
+        }
+        let n = run(t, j + 1, AZ_BODY, 35);
+        let e = j + 1 + n;
+        let after = e == t.len() || is(t[e], AZ_AFTER) || space_at(self.text, e).is_some();
+        ((31..=34).contains(&n) && after).then_some((s, e))
     }
 
     /// A `generic-secret` keyword followed by `[A-Za-z0-9_-]{0,20}` that ends at `q`.
@@ -563,18 +949,11 @@ impl Scan<'_> {
         }
     }
 
-    /// `(?P<v>[A-Za-z0-9/+]{40})(?-u:\b)` after the separator at `j`.
-    fn aws_value(&self, j: usize) -> Option<(usize, usize)> {
-        let t = self.t;
-        // A value never starts with `:` or `=`, so only the greedy reading can match.
+    /// `[A-Za-z0-9/+]{n}` after the separator at `j`: its span. A value never starts with `:`
+    /// or `=`, so only the greedy reading of the separators can match.
+    fn b64_value(&self, j: usize, n: usize) -> Option<(usize, usize)> {
         let v = self.value_starts(j)[0]?;
-        let e = v + 40;
-        if run(t, v, AWS_VALUE, 40) != 40 {
-            return None;
-        }
-        let last_word = is(t[e - 1], WORD);
-        let next_word = t.get(e).is_some_and(|&b| is(b, WORD));
-        (last_word != next_word).then_some((v, e))
+        (run(self.t, v, B64, n) == n).then_some((v, v + n))
     }
 
     /// `(?P<v>[^\s"'`,;<>(){}\[\]\\]{12,256})` after the separator at `j`.
@@ -610,19 +989,27 @@ impl Scan<'_> {
     }
 }
 
+/// `(?-u:\b)` after a base64 value ending at `e`: its last byte is a word character and the
+/// next is not, or the other way round (a value may end in `/` or `+`).
+fn boundary_after_value(t: &[u8], e: usize) -> bool {
+    let last_word = is(t[e - 1], WORD);
+    let next_word = t.get(e).is_some_and(|&b| is(b, WORD));
+    last_word != next_word
+}
+
 /// The rest of a BEGIN or END line from `at` (just after `-----BEGIN` or `-----END`):
-/// `[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----`, the longest reading first, as the greedy
+/// `[A-Z0-9 _-]{0,100}PRIVATE KEY(?: BLOCK)?-----`, the longest reading first, as the greedy
 /// pattern has it. Its end.
 fn key_line(t: &[u8], at: usize) -> Option<usize> {
-    let n = run(t, at, HEADER, 40);
+    let n = run(t, at, HEADER, 100);
     (0..=n).rev().find_map(|k| {
-        // The ` PRIVATE KEY` that follows starts with a space: skip the other bytes at once.
-        if t.get(at + k) != Some(&b' ') {
+        // `PRIVATE KEY` starts with `P`: skip the other bytes at once.
+        if t.get(at + k) != Some(&b'P') {
             return None;
         }
         let rest = t.get(at + k..)?;
-        let rest = rest.strip_prefix(b" PRIVATE KEY")?;
-        let tail = at + k + " PRIVATE KEY".len();
+        let rest = rest.strip_prefix(b"PRIVATE KEY")?;
+        let tail = at + k + "PRIVATE KEY".len();
         if rest.starts_with(b" BLOCK-----") {
             Some(tail + " BLOCK-----".len())
         } else if rest.starts_with(b"-----") {

@@ -124,6 +124,12 @@ impl Storage for Shared<'_> {
         Ok(lock(&self.d.writer).append_entry(&new)?.entry)
     }
 
+    fn append_at(&mut self, seq: u64, new: NewEntry) -> Result<Option<Entry>, StorageError> {
+        Ok(lock(&self.d.writer)
+            .append_entry_at(&new, Some(seq))?
+            .map(|a| a.entry))
+    }
+
     fn append_batch(&mut self, batch: Vec<NewEntry>) -> Result<Vec<Entry>, StorageError> {
         Ok(lock(&self.d.writer)
             .append_entries(&batch)?

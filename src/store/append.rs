@@ -310,6 +310,21 @@ impl GitStore {
 
     /// Appends one entry (loose objects).
     pub fn append_entry(&mut self, new: &NewEntry) -> Result<Appended, StoreError> {
+        Ok(self
+            .append_entry_at(new, None)?
+            .expect("an append without an expected seq always lands"))
+    }
+
+    /// Appends one entry as seq `expect` only (`None`: at whatever seq is next): `Ok(None)`,
+    /// with nothing written, when the ledger has moved past or short of it. The check is made
+    /// against the tip each compare-and-swap attempt builds on, so no other writer can slip in
+    /// between.
+    pub fn append_entry_at(
+        &mut self,
+        new: &NewEntry,
+        expect: Option<u64>,
+    ) -> Result<Option<Appended>, StoreError> {
+        let moved = std::cell::Cell::new(false);
         let body = new.validate().map_err(StoreError::Invalid)?;
         // A parent is checked before the lock is taken, so a refused append leaves nothing
         // behind, and again under it against the tip the entry is built on.
@@ -320,8 +335,14 @@ impl GitStore {
         }
         let payload_hash = sha256_hex(body.as_bytes());
         let hash = self.hash;
-        let (commits, entries) = self.append_with(
+        let appended = self.append_with(
             |tip| {
+                if expect.is_some_and(|seq| seq != next_seq(tip)) {
+                    moved.set(true);
+                    return Err(StoreError::Contended(
+                        "the ledger moved past the expected seq".into(),
+                    ));
+                }
                 new.check_parent(next_seq(tip))
                     .map_err(StoreError::Invalid)?;
                 let entry = Entry::next(tip.map(|t| &t.entry), new, payload_hash.clone());
@@ -344,11 +365,15 @@ impl GitStore {
                 })
             },
             &format!("forum: append {}", one_line(&new.kind, "")),
-        )?;
-        Ok(Appended {
+        );
+        let (commits, entries) = match appended {
+            Err(_) if moved.get() => return Ok(None),
+            other => other?,
+        };
+        Ok(Some(Appended {
             entry: entries.into_iter().next().expect("one entry"),
             commit: commits[0],
-        })
+        }))
     }
 
     /// Appends many entries as one pack with one flush and one ref update.

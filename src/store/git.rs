@@ -784,6 +784,10 @@ impl Storage for GitStore {
         Ok(self.append_entry(&new)?.entry)
     }
 
+    fn append_at(&mut self, seq: u64, new: NewEntry) -> Result<Option<Entry>, StorageError> {
+        Ok(self.append_entry_at(&new, Some(seq))?.map(|a| a.entry))
+    }
+
     fn append_batch(&mut self, batch: Vec<NewEntry>) -> Result<Vec<Entry>, StorageError> {
         Ok(self
             .append_entries(&batch)?

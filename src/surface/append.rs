@@ -63,16 +63,18 @@ pub(crate) fn append_guarded(
         Checked::Blocked(hits) => {
             let h = &hits[0];
             Err(Error::usage(format!(
-                "the payload carries a secret ({} at {} bytes {}..{}{}); remove it, or append with --secrets redact to write it as a marker",
+                "the payload carries a secret ({} at {} bytes {}..{}, fingerprint {}{}); remove it, append with --secrets redact to write it as a marker, or accept that one secret with allow_fingerprints = [\"{}\"] under [secrets] in .forum/policy.toml",
                 h.rule,
                 if h.path.is_empty() { "/" } else { &h.path },
                 h.start,
                 h.end,
+                h.fingerprint,
                 if hits.len() > 1 {
                     format!(", and {} more", hits.len() - 1)
                 } else {
                     String::new()
-                }
+                },
+                h.fingerprint
             )))
         }
         Checked::Redacted(body, hits) => {

@@ -67,7 +67,8 @@ pub(crate) struct DoctorReport {
     pub(crate) work: Option<WorkCleanup>,
 }
 
-/// Work areas (worktrees under `.git/forum/work/`) left by runs that died, and removed.
+/// Work areas (worktrees under the cache's work root, or under `.git/forum/work/` from earlier
+/// versions) left by runs that died, and removed.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct WorkCleanup {
     pub(crate) removed_stale: Vec<String>,

@@ -173,6 +173,11 @@ pub(crate) fn executor_json(spec: &ExecutorSpec, facts: &dyn Facts) -> J {
     if let Some(k) = spec.key_env() {
         m.insert("key_set".into(), json!(facts.var_is_set(k)));
     }
+    // The variables a program is handed beyond the allowlist (names only).
+    let env = spec.passed_env();
+    if !env.is_empty() {
+        m.insert("env".into(), json!(env));
+    }
     v
 }
 

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use super::git;
 use super::stale;
-use super::{WORK_DIR, run_branch};
+use super::{LEGACY_WORK_DIR, WorkRoot, run_branch};
 use crate::run::{Keep, WorkError};
 
 /// Why apply or discard did not happen.
@@ -218,7 +218,21 @@ fn list(paths: &[String]) -> String {
 /// `repo`; the kept change refs stay.
 pub(crate) fn discard(repo: &Path, ledger: &str, run: u64) -> Result<Discarded, Refusal> {
     let common = stale::common_dir(repo)?;
-    let area = common.join(WORK_DIR).join(ledger).join(run.to_string());
+    let place = stale::Place::of(
+        &WorkRoot::from_env()?,
+        &common,
+        stale::work_tree(repo).as_deref(),
+    )?;
+    // A run from before issue 33 kept its worktrees under the git dir.
+    let legacy = common
+        .join(LEGACY_WORK_DIR)
+        .join(ledger)
+        .join(run.to_string());
+    let area = if legacy.exists() {
+        legacy
+    } else {
+        place.area(ledger, run)
+    };
     let branch_ref = run_branch(run);
     let run_short = short(&branch_ref);
     let head_ref = git::run(repo, &["symbolic-ref", "--quiet", "HEAD"])?;
@@ -235,6 +249,7 @@ pub(crate) fn discard(repo: &Path, ledger: &str, run: u64) -> Result<Discarded, 
                 "run {run} is still running (its work area is in use); stop it first"
             )));
         };
+        let _turn = place.turn()?;
         worktrees = stale::worktrees(&common)?
             .iter()
             .filter(|t| t.starts_with(&area))

@@ -4,32 +4,48 @@
 //! * Base: HEAD when the run opens (or the base a resumed run recorded), the branch it named,
 //!   and the paths `git status --porcelain` lists (reported, not part of the base). The user's
 //!   work tree, index and branch are only read, never written.
-//! * Worktrees: `GIT_COMMON_DIR/forum/work/LEDGER/RUN/TASK`, detached, made with
-//!   `git worktree add` (so under `git -C` they land in that repository). A task with data-edge
-//!   upstreams starts at their merge (`git merge-tree --write-tree`, then one merge commit per
-//!   upstream that is not already contained); a conflict there is [`WorkError::Conflict`].
-//! * A change: `git add -A` in the worktree (the user's `.gitignore` rules hold; [`racy`]
-//!   spares it re-hashing the files the checkout just wrote), `write-tree` on a scratch copy
-//!   of the index, and the commit object (what `git commit-tree` would write, written here
-//!   through gix) with the author `LANE (MODEL) <LANE@git-forum.invalid>` and the trailers of
-//!   [`Tie::trailers`]; statistics and the unified diff from one `diff --raw --numstat
-//!   --patch`, the patch read up to its cap.
+//! * Worktrees: under git forum's cache, `work/CLONE/LEDGER/RUN/TASK` ([`stale`]: outside the
+//!   git dir and the user's tree), detached, made with `git worktree add` in the clone's turn.
+//!   A task with data-edge upstreams starts at their merge (`git merge-tree --write-tree`, then
+//!   one merge commit per upstream that is not already contained); a conflict there is
+//!   [`WorkError::Conflict`].
+//! * A worker is hostile input ([`hostile`]). What git forum made for each worktree (its `.git`
+//!   link, its admin directory) is recorded when it is made and compared after the worker; the
+//!   whole worktree is surveyed by `lstat` (no FIFO, device or nested `.git`; disk bounded), and
+//!   the change measured by file sizes against its limits, before git reads a file. git is then
+//!   never run on the worktree's own terms: every command that reads it gets the admin
+//!   directory, the work tree and a private copy of the index the checkout wrote explicitly
+//!   (`GIT_DIR`, `GIT_WORK_TREE`, `GIT_INDEX_FILE`), attributes from the task's start commit
+//!   (`GIT_ATTR_SOURCE`, so a `.gitattributes` the worker wrote selects no filter), and no hooks
+//!   or fsmonitor. Filters the user configured before the run (git-lfs) still apply to the
+//!   files the start commit's attributes name.
+//! * A change: `git add -A` on the private index (the user's `.gitignore` rules hold; [`racy`]
+//!   spares it re-hashing the files the checkout just wrote), `write-tree` on a scratch copy of
+//!   it; the lines it adds are scanned for secrets ([`content`]) and its symbolic links that
+//!   point outside the worktree noted, before the commit object (what `git commit-tree` would
+//!   write, written here through gix) is made with the author `LANE (MODEL)
+//!   <LANE@git-forum.invalid>` and the trailers of [`Tie::trailers`]; statistics and the
+//!   unified diff from one `diff --raw --numstat --patch`, the patch read up to its cap.
 //! * Kept changes: `refs/forum/work/LEDGER/RUN/TASK`; quarantining moves a change from there
 //!   to `refs/forum/quarantine/...`.
 //! * The run branch `refs/heads/forum/run-RUN`: each change is applied as one commit (a change
 //!   whose parent is the tip is taken as it is; otherwise `merge-tree --merge-base=PARENT` and a
 //!   copy with the same author, date and message), moved with a compare-and-swap
 //!   `update-ref`, so a conflict or a concurrent writer leaves it unchanged.
+//! * Sandboxes: each task's worktree says what a sandbox shows of the repository ([`view`]).
 //! * Ownership: the run's directory is locked while the run lives ([`stale`]); worktrees of
 //!   runs that died are removed by [`cleanup_stale`], which [`GitWork::open`] calls first.
 
 pub(crate) mod apply;
 mod check;
+mod content;
 mod diff;
 pub(crate) mod git;
+mod hostile;
 mod racy;
 mod stale;
 mod tools;
+mod view;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -37,14 +53,21 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-pub use stale::{WORK_DIR, cleanup_stale};
+pub use stale::{LEGACY_WORK_DIR, WorkRoot, cleanup_stale, cleanup_stale_under};
 
 use crate::run::work::{kept_ref, task_component};
-use crate::run::{Author, Base, Change, CheckRun, Keep, TaskTree, Tie, WorkError, Workbench};
+use crate::run::{
+    Author, Base, Change, CheckRun, CommitRules, Keep, LinkOut, SecretFound, TaskTree, Tie,
+    WorkError, Workbench,
+};
 
 /// Who writes the merge commits that start a task on its upstreams.
 const FORUM_NAME: &str = "git forum";
 const FORUM_EMAIL: &str = "git-forum@git-forum.invalid";
+
+/// The oldest git whose `GIT_ATTR_SOURCE` keeps a worktree's own `.gitattributes` out of the
+/// staging of its change.
+const MIN_GIT: (u32, u32) = (2, 40);
 
 /// The run branch of run `run_seq`: `refs/heads/forum/run-RUN`.
 pub fn run_branch(run_seq: u64) -> String {
@@ -76,6 +99,17 @@ fn subject_line(subject: &str, fallback: &str) -> String {
     }
 }
 
+/// What git forum keeps of one open worktree, out of the worker's sight.
+#[derive(Debug, Clone)]
+struct Opened {
+    /// The link and admin directory it made.
+    made: hostile::Made,
+    /// The private copy of the index the checkout wrote (`AREA/.private/TASK.index`).
+    index: PathBuf,
+    /// That copy as the checkout left it ([`racy`]).
+    stamp: Option<racy::Stamp>,
+}
+
 /// One run's work area over the repository at `repo`. See the module doc.
 pub struct GitWork {
     /// The directory the run was started for (the user's work tree, or `-C`'s).
@@ -84,8 +118,14 @@ pub struct GitWork {
     repo: PathBuf,
     /// The git common dir (absolute).
     common: PathBuf,
-    /// This run's directory: `common/forum/work/LEDGER/RUN`.
+    /// The clone's place under the work root.
+    place: stale::Place,
+    /// This run's directory: `CLONE/LEDGER/RUN`.
     area: PathBuf,
+    /// The run's private directory (`AREA/.private`): never shown to a worker.
+    private: PathBuf,
+    /// The configuration a sandbox shows in place of the repository's ([`view`]).
+    sandbox_config: PathBuf,
     ledger: String,
     run_seq: u64,
     base: Base,
@@ -102,18 +142,46 @@ pub struct GitWork {
     /// The tree of each commit a task started at, once looked up (every task of a plain run
     /// starts at the base: one `rev-parse` per run instead of one per task).
     trees: Mutex<HashMap<String, String>>,
-    /// Each open worktree's index as its checkout wrote it ([`racy`]).
-    stamps: Mutex<HashMap<PathBuf, racy::Stamp>>,
+    /// Each open worktree, by path.
+    opened: Mutex<HashMap<PathBuf, Opened>>,
     /// The change commits this run made, with their parents (so keeping and integrating
     /// one asks git for neither again).
     made: Mutex<HashMap<String, String>>,
 }
 
+/// `(major, minor)` of the `git` on `PATH`.
+fn git_version() -> Result<(u32, u32), WorkError> {
+    let out = git::run(Path::new("."), &["version"])?;
+    git::ensure(&out, &["version"])?;
+    let text = out.text();
+    let mut nums = text
+        .trim_start_matches("git version ")
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse::<u32>().ok());
+    match (nums.next(), nums.next()) {
+        (Some(a), Some(b)) => Ok((a, b)),
+        _ => Err(WorkError::Git(format!(
+            "cannot read git's version from {text:?}"
+        ))),
+    }
+}
+
 impl GitWork {
-    /// Opens run `run_seq`'s work area in the repository at `repo`, with HEAD as the base:
-    /// first removes the areas of runs that died ([`cleanup_stale`]), then claims this one.
-    /// Fails with one line when HEAD has no commit yet or another live process holds the area.
+    /// Opens run `run_seq`'s work area in the repository at `repo`, with HEAD as the base,
+    /// under the cache's work root ([`WorkRoot::from_env`]): first removes the areas of runs
+    /// that died ([`cleanup_stale`]), then claims this one. Fails with one line when HEAD has no
+    /// commit yet, git is older than 2.40, or another live process holds the area.
     pub fn open(repo: &Path, ledger: &str, run_seq: u64) -> Result<GitWork, WorkError> {
+        GitWork::open_under(&WorkRoot::from_env()?, repo, ledger, run_seq)
+    }
+
+    /// [`GitWork::open`] under `root`.
+    pub fn open_under(
+        root: &WorkRoot,
+        repo: &Path,
+        ledger: &str,
+        run_seq: u64,
+    ) -> Result<GitWork, WorkError> {
         let head = git::run(repo, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])?;
         if !head.ok {
             return Err(WorkError::Git(
@@ -121,7 +189,7 @@ impl GitWork {
             ));
         }
         let common = stale::common_dir(repo)?;
-        GitWork::open_in(repo, common, ledger, run_seq, head.text())
+        GitWork::open_in(root, repo, common, ledger, run_seq, head.text())
     }
 
     /// Like [`GitWork::open`], but at a base recorded earlier (a resumed run keeps its base,
@@ -136,20 +204,36 @@ impl GitWork {
         let commit = resolve_commit(&common, base_commit).ok_or_else(|| {
             WorkError::Git(format!("the base {base_commit} is not a commit here"))
         })?;
-        GitWork::open_in(repo, common, ledger, run_seq, commit)
+        GitWork::open_in(
+            &WorkRoot::from_env()?,
+            repo,
+            common,
+            ledger,
+            run_seq,
+            commit,
+        )
     }
 
     /// Opens the run's area in the repository whose common dir is `common`, at the full commit
     /// id `commit`: cleans up after dead runs, reads the branch and the dirty paths, claims the
-    /// area.
+    /// area and writes what its sandboxes show of the configuration.
     fn open_in(
+        root: &WorkRoot,
         repo: &Path,
         common: PathBuf,
         ledger: &str,
         run_seq: u64,
         commit: String,
     ) -> Result<GitWork, WorkError> {
-        stale::cleanup_stale_in(&common)?;
+        let version = git_version()?;
+        if version < MIN_GIT {
+            return Err(WorkError::Git(format!(
+                "--work needs git {}.{} or later (found {}.{}): it stages a worker's change with attributes from its start commit",
+                MIN_GIT.0, MIN_GIT.1, version.0, version.1
+            )));
+        }
+        let place = stale::Place::of(root, &common, stale::work_tree(repo).as_deref())?;
+        stale::cleanup_stale_in(&place)?;
         let branch = git::run(repo, &["symbolic-ref", "--quiet", "--short", "HEAD"])?;
         let branch = branch.ok.then(|| branch.text());
         let status = git::run(repo, &["status", "--porcelain=v1", "-z"])?;
@@ -159,10 +243,13 @@ impl GitWork {
             branch,
             dirty: diff::dirty_paths(&status.stdout),
         };
-        let area = common.join(WORK_DIR).join(ledger).join(run_seq.to_string());
+        let area = place.area(ledger, run_seq);
         let objects = gix::open_opts(&common, gix::open::Options::isolated())
             .map_err(|e| WorkError::Git(format!("cannot open the repository: {e}")))?;
         let owner = stale::claim(&area, run_seq)?;
+        let area = area.canonicalize().unwrap_or(area);
+        let private = area.join(stale::PRIVATE);
+        let sandbox_config = view::write_config(&common, &private)?;
         Ok(GitWork {
             objects: objects.into(),
             repo: repo.to_path_buf(),
@@ -173,19 +260,22 @@ impl GitWork {
                 gix::hash::Kind::Sha1
             },
             common,
+            place,
             area,
+            private,
+            sandbox_config,
             ledger: ledger.to_string(),
             run_seq,
             base,
             owner: Mutex::new(Some(owner)),
             integrating: Mutex::new(()),
             trees: Mutex::new(HashMap::new()),
-            stamps: Mutex::new(HashMap::new()),
+            opened: Mutex::new(HashMap::new()),
             made: Mutex::new(HashMap::new()),
         })
     }
 
-    /// This run's directory (`GIT_COMMON_DIR/forum/work/LEDGER/RUN`).
+    /// This run's directory (`CLONE/LEDGER/RUN` under the work root).
     pub fn area(&self) -> &Path {
         &self.area
     }
@@ -211,23 +301,218 @@ impl GitWork {
         git::ok(&self.common, args)
     }
 
-    /// A worktree for `task` at `commit`, replacing one left at the same place.
+    /// A worktree for `task` at `commit`, replacing one left at the same place: made in the
+    /// clone's turn, its link and admin directory recorded, its index copied aside.
     fn add_tree(&self, task: &str, commit: &str) -> Result<TaskTree, WorkError> {
-        let path = self.area.join(task_component(task));
-        if path.exists() {
-            stale::remove_tree(&self.common, &path)?;
-        }
-        let shown = path.to_string_lossy().into_owned();
-        self.ok(&["worktree", "add", "--detach", "--quiet", &shown, commit])?;
-        match racy::stamp(&path) {
-            Some(s) => lock(&self.stamps).insert(path.clone(), s),
-            None => lock(&self.stamps).remove(&path),
+        let name = task_component(task);
+        let path = self.area.join(&name);
+        let index = self.private.join(format!("{name}.index"));
+        let made = {
+            let _turn = self.place.turn()?;
+            if path.symlink_metadata().is_ok() {
+                stale::remove_tree(&self.common, &path)?;
+            }
+            let shown = path.to_string_lossy().into_owned();
+            self.ok(&["worktree", "add", "--detach", "--quiet", &shown, commit])?;
+            hostile::Made::record(&path, &self.common)?
         };
+        std::fs::copy(made.admin.join("index"), &index).map_err(|e| {
+            WorkError::Io(format!("cannot copy the index of {}: {e}", path.display()))
+        })?;
+        let shows = view::binds(&self.common, &made.admin, &self.sandbox_config);
+        let opened = Opened {
+            stamp: racy::stamp(&index),
+            made,
+            index,
+        };
+        lock(&self.opened).insert(path.clone(), opened);
         Ok(TaskTree {
             task: task.to_string(),
             path,
             start: commit.to_string(),
+            shows,
         })
+    }
+
+    /// What this run keeps of the open worktree `tree`.
+    fn opened(&self, tree: &TaskTree) -> Result<Opened, WorkError> {
+        lock(&self.opened).get(&tree.path).cloned().ok_or_else(|| {
+            WorkError::Io(format!(
+                "{} is not a worktree this run opened",
+                tree.path.display()
+            ))
+        })
+    }
+
+    /// `git ARGS` on the worktree `tree` on git forum's terms (see the module doc): its admin
+    /// directory, work tree and private index given explicitly, attributes from its start
+    /// commit.
+    fn tree_git(&self, tree: &TaskTree, opened: &Opened, index: &Path) -> std::process::Command {
+        let mut c = git::git(&tree.path);
+        c.env("GIT_DIR", &opened.made.admin)
+            .env("GIT_WORK_TREE", &tree.path)
+            .env("GIT_INDEX_FILE", index)
+            .env("GIT_ATTR_SOURCE", &tree.start)
+            .args([
+                "-c",
+                "core.untrackedCache=false",
+                "-c",
+                "index.skipHash=true",
+            ]);
+        c
+    }
+
+    /// Runs [`GitWork::tree_git`] with `args`; its output, or its failure as one line.
+    fn tree_ok(
+        &self,
+        tree: &TaskTree,
+        opened: &Opened,
+        args: &[&str],
+    ) -> Result<Vec<u8>, WorkError> {
+        let mut c = self.tree_git(tree, opened, &opened.index);
+        c.args(args);
+        let out = git::run_limited(c, git::OUTPUT_LIMIT)?;
+        git::ensure(&out, args)?;
+        Ok(out.stdout)
+    }
+
+    /// Stages what the worker left in `tree` on its private index, after the checks of the
+    /// module doc; returns the tree it writes.
+    fn stage(
+        &self,
+        tree: &TaskTree,
+        opened: &Opened,
+        rules: &CommitRules<'_>,
+    ) -> Result<String, WorkError> {
+        opened.made.unchanged(&tree.path)?;
+        hostile::survey(&tree.path, &rules.limits)?;
+        let untracked = self.tree_ok(
+            tree,
+            opened,
+            &["ls-files", "-z", "--others", "--exclude-standard"],
+        )?;
+        let untracked: Vec<Vec<u8>> = untracked
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect();
+        let tracked = hostile::tracked(&opened.index, self.kind).ok_or_else(|| {
+            WorkError::Io(format!(
+                "cannot read the index git forum kept of {}",
+                tree.path.display()
+            ))
+        })?;
+        hostile::measure(&tree.path, &tracked, &untracked, &rules.limits)?;
+        // The index's stat data is trusted once settled; otherwise git re-hashes what it must.
+        if let Some(s) = opened.stamp {
+            racy::settle(&tree.path, &opened.index, s, self.kind);
+        }
+        self.tree_ok(tree, opened, &["add", "-A"])?;
+        write_tree(|i| self.tree_git(tree, opened, i), &opened.index)
+    }
+
+    /// What the change from `start_tree` to `new_tree` adds that may not leave: the secrets in
+    /// its added lines (through `rules.screen`) and its links that point outside the worktree.
+    fn inspect(
+        &self,
+        start_tree: &str,
+        new_tree: &str,
+        rules: &CommitRules<'_>,
+    ) -> Result<(Vec<SecretFound>, Vec<LinkOut>), WorkError> {
+        let out = git::run(
+            &self.common,
+            &[
+                "diff-tree",
+                "-r",
+                "-z",
+                "--no-renames",
+                start_tree,
+                new_tree,
+            ],
+        )?;
+        git::ensure(&out, &["diff-tree"])?;
+        let repo = self.objects.to_thread_local();
+        let blob = |hex: &str, cap: u64| -> Result<Option<Vec<u8>>, WorkError> {
+            let failed =
+                |e: &dyn std::fmt::Display| WorkError::Git(format!("cannot read {hex}: {e}"));
+            let id = gix::ObjectId::from_hex(hex.as_bytes()).map_err(|e| failed(&e))?;
+            if id.is_null() {
+                return Ok(None);
+            }
+            let size = repo.find_header(id).map_err(|e| failed(&e))?.size();
+            if size > cap {
+                return Ok(None);
+            }
+            Ok(Some(
+                repo.find_object(id).map_err(|e| failed(&e))?.data.clone(),
+            ))
+        };
+        let mut secrets = Vec::new();
+        let mut links = Vec::new();
+        let mut fields = out.stdout.split(|b| *b == 0);
+        while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
+            let meta = String::from_utf8_lossy(meta);
+            let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+            let [_, new_mode, old_id, new_id, status] = parts[..] else {
+                continue;
+            };
+            if status.starts_with('D') {
+                continue;
+            }
+            let path = String::from_utf8_lossy(path).into_owned();
+            match new_mode {
+                "120000" => {
+                    let target = blob(new_id, 4096)?.unwrap_or_default();
+                    if !hostile::link_stays_inside(&path, &target) {
+                        links.push(LinkOut {
+                            path,
+                            target: String::from_utf8_lossy(&target).into_owned(),
+                        });
+                    }
+                }
+                "160000" => {
+                    return Err(WorkError::Refused(format!(
+                        "the change adds a nested repository at {path}"
+                    )));
+                }
+                _ => {
+                    let Some(new) = blob(new_id, rules.limits.max_file_bytes)? else {
+                        return Err(WorkError::Refused(format!(
+                            "{path} is larger than the {} bytes a change may add (max_file_bytes in [work])",
+                            rules.limits.max_file_bytes
+                        )));
+                    };
+                    let old = blob(old_id, rules.limits.max_file_bytes)?;
+                    let added = content::Added::of(old.as_deref(), &new);
+                    if added.text.is_empty() {
+                        continue;
+                    }
+                    for (at, rule, fingerprint) in (rules.screen)(&added.text) {
+                        secrets.push(SecretFound {
+                            path: path.clone(),
+                            line: added.line_at(at),
+                            rule,
+                            fingerprint,
+                        });
+                    }
+                }
+            }
+        }
+        Ok((secrets, links))
+    }
+
+    /// Moves the worktree `tree` onto its change `commit` (its HEAD, and its index to the one
+    /// the change was staged on), so `git status` there is clean for the checks.
+    fn settle_tree(&self, tree: &TaskTree, opened: &Opened, commit: &str) -> Result<(), WorkError> {
+        self.tree_ok(tree, opened, &["update-ref", "--no-deref", "HEAD", commit])?;
+        let admin_index = opened.made.admin.join("index");
+        let tmp = opened.made.admin.join("index.forum-new");
+        std::fs::copy(&opened.index, &tmp)
+            .and_then(|_| std::fs::rename(&tmp, &admin_index))
+            .map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                WorkError::Io(format!("cannot update {}: {e}", admin_index.display()))
+            })
     }
 
     /// `merge-tree --write-tree` of `ours` and `theirs` (with `base` as the merge base when
@@ -393,19 +678,22 @@ fn resolve_commit(common: &Path, rev: &str) -> Option<String> {
     (out.ok && !out.stdout.is_empty()).then(|| out.text())
 }
 
-/// `git write-tree` in the worktree at `tree`, on a scratch copy of its index when it has one
-/// ([`racy::scratch_index`]): the tree comes from the object ids `add -A` recorded, and the
-/// copy, written back by `write-tree` and then dropped, spares git re-hashing every file the
-/// real index still shows as racily clean.
-fn write_tree(tree: &Path) -> Result<String, WorkError> {
-    let Some(copy) = racy::scratch_index(tree) else {
-        return git::ok(tree, &["write-tree"]);
-    };
-    let mut cmd = git::git(tree);
-    cmd.env("GIT_INDEX_FILE", &copy)
-        .args(["-c", "index.skipHash=true", "write-tree"]);
+/// `git write-tree` of the index file `index`, through `git_on` (the command on the worktree
+/// with a given index file), on a scratch copy of it ([`racy::scratch_index`]) when one can
+/// be made: the tree comes from the object ids `add -A` recorded, and the copy, written back by
+/// `write-tree` and then dropped, spares git re-hashing every file the index still shows as
+/// racily clean.
+fn write_tree(
+    git_on: impl Fn(&Path) -> std::process::Command,
+    index: &Path,
+) -> Result<String, WorkError> {
+    let copy = racy::scratch_index(index);
+    let mut cmd = git_on(copy.as_deref().unwrap_or(index));
+    cmd.arg("write-tree");
     let out = git::run_limited(cmd, 1 << 10);
-    let _ = std::fs::remove_file(&copy);
+    if let Some(c) = &copy {
+        let _ = std::fs::remove_file(c);
+    }
     let out = out?;
     git::ensure(&out, &["write-tree"])?;
     Ok(out.text())
@@ -474,30 +762,10 @@ impl Workbench for GitWork {
         author: &Author,
         tie: &Tie,
         subject: &str,
-        diff_cap: usize,
+        rules: &CommitRules<'_>,
     ) -> Result<Change, WorkError> {
-        let stamp = lock(&self.stamps).remove(&tree.path);
-        // `index.skipHash`: the index of a worktree that lives for one task needs no trailing
-        // checksum (git does not check it when reading), and writing 10,000 entries without one
-        // spares hashing the whole file.
-        if stamp.is_some_and(|s| racy::settle(&tree.path, s, self.kind)) {
-            // The index's stat data is trusted now; an untracked cache (if the user keeps one)
-            // is dropped so the walk for new files does not lean on it.
-            git::ok(
-                &tree.path,
-                &[
-                    "-c",
-                    "index.skipHash=true",
-                    "-c",
-                    "core.untrackedCache=false",
-                    "add",
-                    "-A",
-                ],
-            )?;
-        } else {
-            git::ok(&tree.path, &["-c", "index.skipHash=true", "add", "-A"])?;
-        }
-        let written = write_tree(&tree.path)?;
+        let opened = self.opened(tree)?;
+        let written = self.stage(tree, &opened, rules)?;
         let start_tree = self.tree_of(&tree.start)?;
         let unchanged = Change {
             task: tree.task.clone(),
@@ -507,9 +775,14 @@ impl Workbench for GitWork {
             files: Vec::new(),
             diff: String::new(),
             truncated: false,
+            links_out: Vec::new(),
         };
         if written == start_tree {
             return Ok(unchanged);
+        }
+        let (secrets, links_out) = self.inspect(&start_tree, &written, rules)?;
+        if !secrets.is_empty() {
+            return Err(WorkError::Secrets(secrets));
         }
         let name = clean_ident(&format!("{} ({})", author.lane, author.model));
         let local = task_component(&author.lane);
@@ -525,9 +798,8 @@ impl Workbench for GitWork {
         // The worktree now sits on its change, so `git status` there is clean (moved while
         // the diff below runs).
         let moved = std::thread::scope(|s| {
-            let head =
-                s.spawn(|| git::ok(&tree.path, &["update-ref", "--no-deref", "HEAD", &commit]));
-            let diff = change_diff(&self.common, &tree.start, &commit, diff_cap);
+            let head = s.spawn(|| self.settle_tree(tree, &opened, &commit));
+            let diff = change_diff(&self.common, &tree.start, &commit, rules.diff_cap);
             let moved = head.join().unwrap_or_else(|_| {
                 Err(WorkError::Io(
                     "the thread moving the worktree's HEAD panicked".into(),
@@ -536,13 +808,14 @@ impl Workbench for GitWork {
             diff.and_then(|d| moved.map(|_| d))
         });
         let (stats, patch) = moved?;
-        let (diff, truncated) = git::cut_text(&patch.stdout, diff_cap);
+        let (diff, truncated) = git::cut_text(&patch.stdout, rules.diff_cap);
         Ok(Change {
             commit: Some(commit),
             tree: written,
             files: diff::files(&stats),
             diff,
             truncated: truncated || patch.cut,
+            links_out,
             ..unchanged
         })
     }
@@ -599,12 +872,19 @@ impl Workbench for GitWork {
     }
 
     fn close(&self, tree: &TaskTree) -> Result<(), WorkError> {
-        lock(&self.stamps).remove(&tree.path);
+        if let Some(o) = lock(&self.opened).remove(&tree.path) {
+            let _ = std::fs::remove_file(&o.index);
+        }
+        let _turn = self.place.turn()?;
         stale::remove_tree(&self.common, &tree.path)
     }
 
     fn finish(&self) -> Result<(), WorkError> {
-        let done = stale::remove_area(&self.common, &self.area);
+        lock(&self.opened).clear();
+        let done = self
+            .place
+            .turn()
+            .and_then(|_turn| stale::remove_area(&self.common, &self.area));
         lock(&self.owner).take();
         done
     }
@@ -647,8 +927,10 @@ impl Workbench for GitWork {
         deadline: Duration,
         cap: usize,
     ) -> Option<std::sync::Arc<dyn crate::run::tools::Hands>> {
+        let admin = self.opened(tree).ok()?.made.admin;
         Some(std::sync::Arc::new(tools::TreeHands::new(
             &tree.path,
+            &admin,
             commands.to_vec(),
             deadline,
             cap,

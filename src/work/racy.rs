@@ -73,7 +73,10 @@ pub(super) struct Recorded {
     pub flags: u32,
 }
 
-/// The index file of the worktree at `tree` (`gitdir: PATH/index` from its `.git` file).
+/// The index file of the worktree at `tree` (`gitdir: PATH/index` from its `.git` file), for
+/// tests that look at a real worktree's index (git forum itself never reads a worktree's link
+/// after its worker ran: it keeps a private copy of the index, see `crate::work`).
+#[cfg(test)]
 pub(super) fn index_of(tree: &Path) -> Option<PathBuf> {
     let link = std::fs::read(tree.join(".git")).ok()?;
     if link.len() > 4096 {
@@ -92,9 +95,8 @@ pub(super) fn index_of(tree: &Path) -> Option<PathBuf> {
     Some(dir.join("index"))
 }
 
-/// The stamp of the index of the worktree at `tree`, right after its checkout.
-pub(super) fn stamp(tree: &Path) -> Option<Stamp> {
-    let index = index_of(tree)?;
+/// The stamp of the index file `index`, right after the checkout it records.
+pub(super) fn stamp(index: &Path) -> Option<Stamp> {
     let m = std::fs::metadata(index).ok()?;
     Some(Stamp::of(&m))
 }
@@ -239,21 +241,18 @@ fn all_trusted(tree: &Path, racy: &[Recorded], index: (u32, u32)) -> bool {
     true
 }
 
-/// See the module doc: when the index of the worktree at `tree` is still the one stamped
-/// `before` and every racy entry is trusted, moves the index's mtime to the next second
+/// See the module doc: when the index file `index` of the worktree at `tree` is still the one
+/// stamped `before` and every racy entry is trusted, moves the index's mtime to the next second
 /// (`kind` is the repository's object hash, for reading the index). Returns whether it did.
 /// Any failure is a `false`: git then checks as it always does.
-pub(super) fn settle(tree: &Path, before: Stamp, kind: gix::hash::Kind) -> bool {
-    let Some(index) = index_of(tree) else {
+pub(super) fn settle(tree: &Path, index: &Path, before: Stamp, kind: gix::hash::Kind) -> bool {
+    let Ok(meta) = std::fs::metadata(index) else {
         return false;
     };
-    let Ok(meta) = std::fs::metadata(&index) else {
-        return false;
-    };
-    if Stamp::of(&meta) != before || split_index(&index) {
+    if Stamp::of(&meta) != before || split_index(index) {
         return false;
     }
-    let Some(state) = read_index(&index, kind) else {
+    let Some(state) = read_index(index, kind) else {
         return false;
     };
     let at = (meta.mtime() as u32, meta.mtime_nsec() as u32);
@@ -265,30 +264,28 @@ pub(super) fn settle(tree: &Path, before: Stamp, kind: gix::hash::Kind) -> bool 
         return false;
     }
     // The index must not have moved while its entries were checked.
-    if std::fs::metadata(&index).map(|m| Stamp::of(&m)).ok() != Some(before) {
+    if std::fs::metadata(index).map(|m| Stamp::of(&m)).ok() != Some(before) {
         return false;
     }
     let next = SystemTime::UNIX_EPOCH + Duration::from_secs(meta.mtime() as u64 + 1);
     File::options()
         .write(true)
-        .open(&index)
+        .open(index)
         .and_then(|f| f.set_times(FileTimes::new().set_modified(next)))
         .is_ok()
 }
 
-/// A copy of the index of the worktree at `tree`, beside it, dated one second after the
+/// A copy of the index file `index`, beside it (`NAME.write-tree`), dated one second after the
 /// original, so none of its entries is racily clean: `write-tree` on it writes the tree of the
-/// entries as recorded and rewrites the copy (not the real index) without re-reading any file.
-/// `None` (use the real index) when the worktree has no index of its own, it is split, or the
-/// copy cannot be made.
-pub(super) fn scratch_index(tree: &Path) -> Option<PathBuf> {
-    let index = index_of(tree)?;
-    if split_index(&index) {
+/// entries as recorded and rewrites the copy (not the index itself) without re-reading any
+/// file. `None` (use the index itself) when it is split or the copy cannot be made.
+pub(super) fn scratch_index(index: &Path) -> Option<PathBuf> {
+    if split_index(index) {
         return None;
     }
-    let meta = std::fs::metadata(&index).ok()?;
-    let copy = index.with_file_name("index.forum-write-tree");
-    let made = std::fs::copy(&index, &copy).and_then(|_| {
+    let meta = std::fs::metadata(index).ok()?;
+    let copy = index.with_extension("write-tree");
+    let made = std::fs::copy(index, &copy).and_then(|_| {
         let next = SystemTime::UNIX_EPOCH + Duration::from_secs(meta.mtime().max(0) as u64 + 1);
         File::options()
             .write(true)
@@ -388,22 +385,22 @@ mod tests {
     fn settle_trusts_untouched_files_and_never_a_change_only_nanoseconds_show() {
         let tmp = tempfile::tempdir().unwrap();
         let (tree, index, _) = racy_tree(tmp.path());
-        let before = stamp(&tree).unwrap();
+        let before = stamp(&index).unwrap();
         let sec = std::fs::metadata(&index).unwrap().mtime();
         // An edit git sees by its size: trusted, and the index moves to the next second.
         std::fs::write(tree.join("f1"), "longer\n").unwrap();
-        assert!(settle(&tree, before, SHA1));
+        assert!(settle(&tree, &index, before, SHA1));
         assert_eq!(std::fs::metadata(&index).unwrap().mtime(), sec + 1);
 
         let tmp = tempfile::tempdir().unwrap();
         let (tree, index, last) = racy_tree(tmp.path());
-        let before = stamp(&tree).unwrap();
+        let before = stamp(&index).unwrap();
         let m = std::fs::metadata(&index).unwrap();
         // Same size, same inode: only the nanoseconds show it, so git must look for itself.
         std::fs::write(&last, "XX\n").unwrap();
-        assert!(!settle(&tree, before, SHA1));
+        assert!(!settle(&tree, &index, before, SHA1));
         // Read as the wrong hash, the index does not decode: left alone.
-        assert!(!settle(&tree, before, gix::hash::Kind::Sha256));
+        assert!(!settle(&tree, &index, before, gix::hash::Kind::Sha256));
         assert_eq!(
             Stamp::of(&std::fs::metadata(&index).unwrap()),
             Stamp::of(&m)
@@ -414,7 +411,7 @@ mod tests {
             size: before.size + 1,
             ..before
         };
-        assert!(!settle(&tree, other, SHA1));
+        assert!(!settle(&tree, &index, other, SHA1));
     }
 
     #[test]
@@ -442,8 +439,13 @@ mod tests {
         // An edit only the nanoseconds show, staged by git itself.
         std::fs::write(&last, "XX\n").unwrap();
         git(&tree, &["add", "-A"]);
-        let ours = super::super::write_tree(&tree).unwrap();
-        assert!(!index.with_file_name("index.forum-write-tree").exists());
+        let on = |i: &Path| {
+            let mut c = super::super::git::git(&tree);
+            c.env("GIT_INDEX_FILE", i);
+            c
+        };
+        let ours = super::super::write_tree(on, &index).unwrap();
+        assert!(!index.with_extension("write-tree").exists());
         let out = std::process::Command::new("git")
             .args(["write-tree"])
             .current_dir(&tree)
@@ -465,7 +467,7 @@ mod tests {
         let tree = worktree_of(tmp, &files.map(|f| (f.to_string(), "12\n".to_string())));
         // Racy for sure: the index dated 1 ns after the latest file.
         date_index_after(&tree, files.iter().map(|f| tree.join(f)));
-        let stamp = stamp(&tree).unwrap();
+        let stamp = stamp(&index_of(&tree).unwrap()).unwrap();
         (tree, stamp)
     }
 
@@ -474,13 +476,13 @@ mod tests {
         // Untouched: trusted.
         let tmp = tempfile::tempdir().unwrap();
         let (tree, before) = racy_dirs(tmp.path());
-        assert!(settle(&tree, before, SHA1));
+        assert!(settle(&tree, &index_of(&tree).unwrap(), before, SHA1));
 
         // A same-size edit deep in a directory: only the nanoseconds show it.
         let tmp = tempfile::tempdir().unwrap();
         let (tree, before) = racy_dirs(tmp.path());
         std::fs::write(tree.join("b/c/z"), "34\n").unwrap();
-        assert!(!settle(&tree, before, SHA1));
+        assert!(!settle(&tree, &index_of(&tree).unwrap(), before, SHA1));
 
         // A directory removed, another replaced by a file: git sees both from the paths.
         let tmp = tempfile::tempdir().unwrap();
@@ -488,7 +490,7 @@ mod tests {
         std::fs::remove_dir_all(tree.join("a")).unwrap();
         std::fs::remove_dir_all(tree.join("b/c")).unwrap();
         std::fs::write(tree.join("b/c"), "now a file\n").unwrap();
-        assert!(settle(&tree, before, SHA1));
+        assert!(settle(&tree, &index_of(&tree).unwrap(), before, SHA1));
     }
 
     #[test]

@@ -27,6 +27,9 @@ const MAX_FILE_READ: u64 = 2 * 1024 * 1024;
 /// The hands of one task: its worktree and the commands it may run.
 pub(super) struct TreeHands {
     root: PathBuf,
+    /// The worktree's git admin directory as git forum made it: `git apply` is given it (and
+    /// the worktree) explicitly, never the `.git` link a command may have rewritten.
+    admin: PathBuf,
     commands: Vec<String>,
     deadline: Duration,
     cap: usize,
@@ -36,12 +39,14 @@ impl TreeHands {
     /// Hands in `root` (resolved once), allowed to run `commands`.
     pub(super) fn new(
         root: &Path,
+        admin: &Path,
         commands: Vec<String>,
         deadline: Duration,
         cap: usize,
     ) -> TreeHands {
         TreeHands {
             root: fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf()),
+            admin: admin.to_path_buf(),
             commands,
             deadline,
             cap,
@@ -121,10 +126,23 @@ impl TreeHands {
         Outcome::ok(text)
     }
 
+    /// A regular file's text, at most [`MAX_FILE_READ`] bytes: never a FIFO or device (one a
+    /// command left would block the read), never through a final symlink (resolved above).
     fn read_text(path: &Path) -> Result<String, String> {
-        let f = fs::File::open(path).map_err(|e| e.to_string())?;
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+            Mode::empty(),
+        )
+        .map_err(|e| e.to_string())?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| e.to_string())?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+            return Err("not a regular file".to_string());
+        }
         let mut buf = Vec::new();
-        f.take(MAX_FILE_READ)
+        fs::File::from(fd)
+            .take(MAX_FILE_READ)
             .read_to_end(&mut buf)
             .map_err(|e| e.to_string())?;
         String::from_utf8(buf).map_err(|_| "not a UTF-8 text file".to_string())
@@ -239,10 +257,16 @@ impl TreeHands {
         }
         let run = (|| -> std::io::Result<std::process::Output> {
             let mut child = Command::new("git")
+                .args([
+                    "-c",
+                    "core.hooksPath=/dev/null",
+                    "-c",
+                    "core.fsmonitor=false",
+                ])
                 .args(["apply", "--whitespace=nowarn", "--recount", "-"])
                 .current_dir(&self.root)
-                .env_remove("GIT_DIR")
-                .env_remove("GIT_WORK_TREE")
+                .env("GIT_DIR", &self.admin)
+                .env("GIT_WORK_TREE", &self.root)
                 .env_remove("GIT_INDEX_FILE")
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -315,7 +339,13 @@ mod tests {
         let tree = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path(), tree.path().join("out")).unwrap();
         std::os::unix::fs::symlink(outside.path().join("f"), tree.path().join("lf")).unwrap();
-        let h = TreeHands::new(tree.path(), vec![], Duration::from_secs(5), 1024);
+        let h = TreeHands::new(
+            tree.path(),
+            &tree.path().join(".no-git"),
+            vec![],
+            Duration::from_secs(5),
+            1024,
+        );
         for op in [
             Op::Write {
                 path: "out/x".into(),

@@ -108,6 +108,15 @@ pub fn auth_header(addr: &str) -> String {
     }
 }
 
+/// The SHA-256 of `bytes`, in hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A temporary git repository, removed on drop: `sha1` or `sha256` (files ref storage), or
 /// `reftable` (SHA-1 objects, refs in git's reftable storage).
 pub struct Repo {
@@ -212,6 +221,46 @@ impl Repo {
     /// git forum's cache root for this repository's commands (task worktrees live under it).
     pub fn cache_dir(&self) -> PathBuf {
         self.user.path().join("cache")
+    }
+
+    /// The work root `--work` runs of this repository's commands use (under its cache root).
+    pub fn work_root(&self) -> git_forum::work::WorkRoot {
+        git_forum::work::WorkRoot::at(self.cache_dir().join("work"))
+    }
+
+    /// Opens run `run`'s workbench of ledger `ledger` through the library, from `dir` (this
+    /// repository or a directory in it), under [`Repo::work_root`].
+    pub fn open_work(
+        &self,
+        dir: &Path,
+        ledger: &str,
+        run: u64,
+    ) -> Result<git_forum::work::GitWork, git_forum::run::WorkError> {
+        git_forum::work::GitWork::open_under(&self.work_root(), dir, ledger, run)
+    }
+
+    /// The work area of run `run` of ledger `ledger` (`WORK/CLONE/LEDGER/RUN`; the one clone
+    /// directory under [`Repo::work_root`]), existing or not.
+    pub fn work_area(&self, ledger: &str, run: u64) -> PathBuf {
+        let root = self.cache_dir().join("work");
+        let clones: Vec<PathBuf> = std::fs::read_dir(&root)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(
+            clones.len(),
+            1,
+            "one clone directory under {root:?}: {clones:?}"
+        );
+        clones[0]
+            .canonicalize()
+            .unwrap()
+            .join(ledger)
+            .join(run.to_string())
     }
 
     /// git forum's state root for this repository's commands (the daemon's token lives there).

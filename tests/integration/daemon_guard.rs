@@ -276,8 +276,10 @@ fn a_sandboxed_worker_with_the_network_cannot_drive_the_daemon() {
     on_each_kind(|repo| {
         setup(repo);
         // The daemon keeps its token where git forum does by default: under
-        // $XDG_RUNTIME_DIR. The worker is told that exact path too.
-        let runtime = tempfile::tempdir().unwrap();
+        // $XDG_RUNTIME_DIR, here outside /tmp (which the sandbox replaces with its own), so
+        // only the sandbox's allowlist keeps it out of sight. The worker is told that exact
+        // path too.
+        let runtime = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let runtime_dir = runtime.path().to_str().unwrap().to_string();
         let env = [
             ("GIT_FORUM_STATE_DIR", ""),

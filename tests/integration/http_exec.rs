@@ -252,6 +252,7 @@ fn local_spec(url: &str, timeout_seconds: u64, max_response_bytes: u64) -> Execu
         origin: Origin::RepoConfig,
         verify: Default::default(),
         metering: Default::default(),
+        env: None,
     }
 }
 
@@ -270,6 +271,7 @@ fn keyed_spec(url: &str, key_env: &str) -> ExecutorSpec {
         origin: Origin::CommandLine,
         verify: Default::default(),
         metering: Default::default(),
+        env: None,
     }
 }
 
@@ -333,6 +335,7 @@ fn chat_answer_model_and_usage_are_parsed_and_the_request_is_openai_shaped() {
             output_tokens: 5,
             estimated: false,
             truncated: false,
+            over_reservation: None,
         })
     );
     assert_eq!(e.model(), "test-model");
@@ -767,6 +770,7 @@ fn a_name_that_rebinds_between_calls_is_refused_at_connection_time() {
         origin: Origin::CommandLine,
         verify: Default::default(),
         metering: Default::default(),
+        env: None,
     };
     let e = ChatExecutor::with_lookup(&spec, Arc::new(lookup)).unwrap();
     assert_eq!(e.call(&Call::prompt("one")).unwrap().text, "ok");
@@ -824,6 +828,7 @@ fn anthropic_sends_its_headers_and_parses_content_blocks() {
             output_tokens: 4,
             estimated: false,
             truncated: false,
+            over_reservation: None,
         })
     );
     let r = &fake.requests()[0];
@@ -912,6 +917,7 @@ fn llm_spec(llm: &LocalLlm) -> ExecutorSpec {
         origin: Origin::RepoConfig,
         verify: Default::default(),
         metering: Default::default(),
+        env: None,
     }
 }
 

@@ -19,7 +19,9 @@ name = os.path.basename(sys.argv[0])
 args = sys.argv[1:]
 prompt, flags = args[-1], args[:-1]
 cwd = os.getcwd()
-with open(os.environ["PRESET_LOG"], "a") as f:
+# Beside the stand-in, since a worker gets no variable of the test's environment.
+here = os.path.dirname(os.path.abspath(sys.argv[0]))
+with open(os.path.join(here, "..", "presets.log"), "a") as f:
     f.write(json.dumps({"cli": name, "argv": flags, "cwd": cwd}) + "\n")
 def value(flag):
     return flags[flags.index(flag) + 1] if flag in flags else None
@@ -54,7 +56,7 @@ elif task:
         "codex": value("--sandbox") == "workspace-write" and value("--cd") == cwd,
         "aider": value("--chat-mode") != "ask",
     }[name]
-    if os.environ.get("STAND_IN_FAIL"):
+    if os.path.exists(os.path.join(here, "fail")):
         if name == "claude":
             print(json.dumps({"type": "result", "subtype": "error_during_execution",
                               "is_error": True, "result": "the API is overloaded"}))
@@ -120,7 +122,6 @@ fn log(repo: &Repo) -> Vec<J> {
 
 /// `git forum submit --work --check CHECK FLAGS... REQUEST --json` with the stand-ins.
 fn submit(repo: &Repo, path: &str, flags: &[&str], env: &[(&str, &str)]) -> (bool, J) {
-    let log = repo.path().join("presets.log");
     // The stand-ins log into the user's tree, which a sandbox keeps read-only; confinement
     // itself is tests/integration/sandbox.rs's, and `a_sandboxed_preset_keeps_the_network`'s.
     let mut args = vec!["submit", "--json", "--work", "--check", CHECK];
@@ -132,7 +133,6 @@ fn submit(repo: &Repo, path: &str, flags: &[&str], env: &[(&str, &str)]) -> (boo
     let o = repo
         .forum()
         .env("PATH", path)
-        .env("PRESET_LOG", &log)
         .envs(env.iter().copied())
         .args(&args)
         .output()
@@ -170,12 +170,9 @@ fn calls(repo: &Repo) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
         if cwd == root {
             control.push(argv);
         } else {
-            // The task ran in its worktree: under the repository's git dir, checked out.
-            let common = repo.git_dir().canonicalize().unwrap();
-            assert!(
-                cwd.starts_with(common.join("forum").join("work")),
-                "{cwd:?}"
-            );
+            // The task ran in its worktree: under git forum's cache, outside the git dir.
+            let work = repo.cache_dir().canonicalize().unwrap().join("work");
+            assert!(cwd.starts_with(work), "{cwd:?}");
             task.push(argv);
         }
     }
@@ -363,7 +360,9 @@ fn a_cli_that_fails_fails_its_task_with_the_reason_witnessed() {
     setup(&repo);
     let path = stand_ins(&repo);
     // (How the run's exit code says a task failed is the submit's own business.)
-    let (_, j) = submit(&repo, &path, &["--claude"], &[("STAND_IN_FAIL", "1")]);
+    // The stand-ins fail while `bin/fail` exists.
+    std::fs::write(repo.dir.path().join("bin").join("fail"), "").unwrap();
+    let (_, j) = submit(&repo, &path, &["--claude"], &[]);
     assert!(j["answer"].is_string() || j["error"].is_string(), "{j}");
     let r = task_result(&repo);
     assert_eq!(r["ok"], false, "{r}");

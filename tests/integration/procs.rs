@@ -67,3 +67,27 @@ pub fn terminate(child: &std::process::Child) {
     let pid = rustix::process::Pid::from_child(child);
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
 }
+
+/// The live processes whose arguments hold `marker` (read from `/proc/PID/cmdline`).
+pub fn marked(marker: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        if cmdline
+            .split(|b| *b == 0)
+            .any(|a| a.windows(marker.len()).any(|w| w == marker.as_bytes()))
+            && alive(pid)
+        {
+            out.push(pid);
+        }
+    }
+    out
+}

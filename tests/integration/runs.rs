@@ -694,3 +694,102 @@ fn the_daemon_sees_appends_made_beside_it_in_a_reftable_repository() {
         .collect();
     assert_eq!(actors.len(), 7);
 }
+
+// ----- one label for each exit -----
+
+/// An exit-3 run (its call budget, `--max-model-calls 1`) and an exit-4 run (a spend ceiling,
+/// `--max-tokens 1`, which refuses the planner's call) carry the exit table's name on every
+/// surface: the `--json` report's `exit.name` and the receipt's `status`, `runs` (text and
+/// JSON), the daemon's `POST /submit` answer and `GET /runs`, and MCP's `submit` and `runs`.
+#[test]
+fn an_exit_3_and_an_exit_4_run_carry_the_tables_label_on_every_surface() {
+    let cases: [(i32, &str, &str, J); 2] = [
+        (3, "stopped_on_budget", "--max-model-calls", json!(1)),
+        (4, "stopped_on_ceiling", "--max-tokens", json!(1)),
+    ];
+    for (code, label, flag, value) in cases {
+        let repo = Repo::new("sha1");
+        let m = model(&repo, "");
+        // The command line.
+        let o = repo
+            .forum()
+            .args([
+                "--json",
+                "submit",
+                "--cmd",
+                &m,
+                flag,
+                &value.to_string(),
+                REQUEST,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(code), "{label}: {o:?}");
+        let r: J = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r["exit"]["code"], code, "{r}");
+        assert_eq!(r["exit"]["name"], label, "{r}");
+        assert_eq!(r["git_forum_receipt"]["status"], label, "{r}");
+        let seq = r["git_forum_receipt"]["request_seq"].clone();
+        let runs = repo.forum_json(&["runs"]);
+        let state = |runs: &J, seq: &J| {
+            runs["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["request_seq"] == *seq)
+                .map(|x| x["state"].clone())
+                .unwrap_or_else(|| panic!("run {seq} not in {runs}"))
+        };
+        assert_eq!(state(&runs, &seq), label, "{runs}");
+        let text = repo.forum_ok(&["runs"]);
+        assert!(
+            text.lines().any(|l| l.contains(label)),
+            "{label} not in {text}"
+        );
+        // The daemon.
+        let served = repo.serve(&["--cmd", &m], Stdio::null());
+        let key = flag.trim_start_matches("--").replace('-', "_");
+        let (status, r) = http(
+            &served.addr,
+            "POST",
+            "/submit",
+            &json!({"request": REQUEST, key.clone(): value}),
+        );
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["exit"]["name"], label, "{r}");
+        assert_eq!(r["git_forum_receipt"]["status"], label, "{r}");
+        let seq = r["git_forum_receipt"]["request_seq"].clone();
+        let (_, runs) = http(&served.addr, "GET", "/runs", &json!({}));
+        assert_eq!(state(&runs, &seq), label, "{runs}");
+        let mut child = served.child;
+        procs::terminate(&child.0);
+        assert!(child.0.wait().unwrap().success());
+        // MCP.
+        let call = |id: u64, name: &str, args: J| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": name, "arguments": args}})
+            .to_string()
+        };
+        let input = [
+            json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string(),
+            call(2, "submit", json!({"request": REQUEST, key: value})),
+            call(3, "runs", json!({})),
+        ];
+        let (ok, out) = repo.mcp_batch(&["--cmd", &m], &input);
+        assert!(ok, "{out}");
+        let replies: Vec<J> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let r = &replies[1]["result"]["structuredContent"];
+        assert_eq!(r["exit"]["name"], label, "{out}");
+        assert_eq!(r["git_forum_receipt"]["status"], label, "{out}");
+        let seq = r["git_forum_receipt"]["request_seq"].clone();
+        assert_eq!(
+            state(&replies[2]["result"]["structuredContent"], &seq),
+            label,
+            "{out}"
+        );
+        repo.forum_ok(&["verify", "--deep"]);
+    }
+}

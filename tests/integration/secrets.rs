@@ -4,13 +4,18 @@
 //! stops the run with a witnessed reason and no secret in any object; an `api_key_env` value
 //! echoed by the model is redacted; `git forum push` and the installed pre-push hook refuse a
 //! ledger or (with `--scan-code`) a commit that carries a key, and accept after `redact`; a
-//! scan that cannot read a body fails closed.
+//! scan that cannot read a body fails closed. Each find names its fingerprint, and
+//! `[secrets] allow_fingerprints` accepts exactly that secret (issue 33, point 3).
 
 use serde_json::Value as J;
+
+use git_forum::secrets::Fingerprint;
 
 use crate::common::{FORMATS, Repo, on_each_kind};
 
 const AWS_ID: &str = "AKIAQX7RTY2ZW4NB9K3M";
+/// Another key of the same rule.
+const OTHER_ID: &str = "ASIAW7P2KD9QXM4TZ6RB";
 const KEY_LINE: &str = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw";
 const API_KEY: &str = "sk-ant-test-Zq81bLmN4xTc92Pw";
 const PLAN: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"look up the deploy credentials","depends_on":[],"done_when":[]}]}"#;
@@ -85,6 +90,17 @@ fn a_worker_that_prints_keys_leaves_markers_and_secret_redacted_entries() {
             serde_json::json!(["aws-access-key", "private-key"])
         );
         let body = payload(repo, seq);
+        // Each finding names the secret it replaced by its fingerprint, never by its text.
+        let fps: Vec<&str> = w["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["fingerprint"].as_str().expect("a fingerprint"))
+            .collect();
+        assert!(
+            fps.contains(&fingerprint("aws-access-key", AWS_ID).as_str()),
+            "{fps:?}"
+        );
         for f in w["findings"].as_array().unwrap() {
             let text = body
                 .pointer(f["path"].as_str().unwrap())
@@ -137,7 +153,16 @@ fn block_mode_stops_the_run_with_a_witnessed_reason_and_no_secret_anywhere() {
             p["rules"],
             serde_json::json!(["aws-access-key", "private-key"])
         );
-        assert!(p["reason"].as_str().unwrap().contains("run stopped"));
+        let reason = p["reason"].as_str().unwrap();
+        assert!(reason.contains("run stopped"), "{reason}");
+        assert!(
+            reason.contains(&format!(
+                "aws-access-key {}",
+                fingerprint("aws-access-key", AWS_ID)
+            )),
+            "{reason}"
+        );
+        assert!(!reason.contains(AWS_ID), "{reason}");
         assert!(!log.iter().any(|e| e["kind"] == "result"));
         let objects = all_objects(repo);
         assert!(!objects.contains(AWS_ID), "the key id reached git");
@@ -414,7 +439,10 @@ fn scan_code_refuses_a_commit_adding_a_key_and_accepts_without() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
             err.contains("refs/heads/main commit ")
-                && err.contains("deploy.env: aws-access-key found"),
+                && err.contains(&format!(
+                    "deploy.env:1: aws-access-key found in an added line (fingerprint {})",
+                    fingerprint("aws-access-key", AWS_ID)
+                )),
             "{err}"
         );
         assert!(err.contains("git commit --amend"), "{err}");
@@ -485,4 +513,201 @@ fn a_missing_body_fails_the_gate_closed() {
     assert!(said.contains("missing"), "{said}");
     let remote_refs = repo.git_ok(&["ls-remote", "origin"]);
     assert!(remote_refs.is_empty(), "{remote_refs}");
+}
+
+// ---- the fingerprint allowlist ----
+
+/// The fingerprint git forum shows for `secret` found by `rule`.
+fn fingerprint(rule: &str, secret: &str) -> String {
+    Fingerprint::of(rule, secret.as_bytes()).to_string()
+}
+
+fn write_policy(repo: &Repo, text: &str) {
+    std::fs::create_dir_all(repo.path().join(".forum")).unwrap();
+    std::fs::write(repo.path().join(".forum/policy.toml"), text).unwrap();
+}
+
+fn append_note(repo: &Repo, note: &str) -> std::process::Output {
+    repo.forum()
+        .args(["append", "--actor", "me", "--kind", "note", "--payload"])
+        .arg(format!("{{\"note\":\"{note}\"}}"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn append_under_block_names_the_fingerprint_and_accepts_exactly_the_allowed_secret() {
+    let repo = Repo::new("sha1");
+    write_policy(&repo, "[secrets]\nmode = \"block\"\n");
+    let fp = fingerprint("aws-access-key", AWS_ID);
+    let o = append_note(&repo, &format!("key {AWS_ID}"));
+    assert_eq!(o.status.code(), Some(2));
+    let err = crate::common::one_line_error(&o, "carries a secret");
+    assert!(err.contains(&format!("fingerprint {fp}")), "{err}");
+    assert!(
+        err.contains(&format!("allow_fingerprints = [\"{fp}\"]")),
+        "{err}"
+    );
+    assert!(!err.contains(AWS_ID), "{err}");
+    let tip = repo.git(&["rev-parse", "-q", "--verify", "refs/forum/ledgers/main"]);
+    assert!(!tip.status.success(), "nothing written");
+    // Allowed by its fingerprint, that key is written as it is.
+    write_policy(
+        &repo,
+        &format!("[secrets]\nmode = \"block\"\nallow_fingerprints = [\"{fp}\"]\n"),
+    );
+    let o = append_note(&repo, &format!("key {AWS_ID}"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(raw_body(&repo, 0).contains(AWS_ID));
+    // Another key of the same rule, alone or beside the allowed one, is still refused.
+    for note in [
+        format!("key {OTHER_ID}"),
+        format!("{AWS_ID} and {OTHER_ID}"),
+    ] {
+        let o = append_note(&repo, &note);
+        assert_eq!(o.status.code(), Some(2), "{note}");
+        let err = crate::common::one_line_error(&o, "carries a secret");
+        assert!(
+            err.contains(&format!(
+                "fingerprint {}",
+                fingerprint("aws-access-key", OTHER_ID)
+            )),
+            "{err}"
+        );
+    }
+    assert_eq!(entries(&repo).len(), 1);
+    // A fingerprint that is not 16 hex digits is one line naming the problem.
+    write_policy(&repo, "[secrets]\nallow_fingerprints = [\"AKIA\"]\n");
+    let o = append_note(&repo, "clean");
+    assert_ne!(o.status.code(), Some(0));
+    let err = crate::common::one_line_error(&o, "allow_fingerprints");
+    assert!(err.contains("16 hex digits"), "{err}");
+    repo.forum_ok(&["verify", "--deep"]);
+}
+
+#[test]
+fn push_and_the_hooks_accept_an_allowed_fingerprint_and_refuse_another_secret_of_its_rule() {
+    for format in FORMATS {
+        let repo = Repo::new(format);
+        let _remote = bare_remote(&repo, format);
+        let fp = fingerprint("aws-access-key", AWS_ID);
+        repo.forum_ok(&[
+            "append",
+            "--actor",
+            "me",
+            "--kind",
+            "note",
+            "--secrets",
+            "allow",
+            "--payload",
+            &format!("{{\"env\":\"AWS_ACCESS_KEY_ID={AWS_ID}\"}}"),
+        ]);
+        let o = push(&repo);
+        assert_eq!(o.status.code(), Some(1), "{format}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.contains(&format!(
+                "seq 0 (note) /env: aws-access-key found (fingerprint {fp})"
+            )) && out.contains(&format!("allow_fingerprints = [\"{fp}\"]")),
+            "{format}: {out}"
+        );
+        // Allowed, it leaves, by `git forum push` and through the hook alike.
+        write_policy(
+            &repo,
+            &format!("[secrets]\nallow_fingerprints = [\"{fp}\"]\n"),
+        );
+        let o = push(&repo);
+        assert!(
+            o.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        repo.forum_ok(&["hooks", "install"]);
+        repo.append("me", "note", "{\"n\":1}");
+        git_hooked_ok(
+            &repo,
+            &[
+                "push",
+                "origin",
+                "refs/forum/ledgers/main:refs/forum/ledgers/main",
+            ],
+        );
+        // A different key of the same rule does not.
+        repo.forum_ok(&[
+            "append",
+            "--actor",
+            "me",
+            "--kind",
+            "note",
+            "--secrets",
+            "allow",
+            "--payload",
+            &format!("{{\"env\":\"AWS_ACCESS_KEY_ID={OTHER_ID}\"}}"),
+        ]);
+        let o = git_hooked(
+            &repo,
+            &[
+                "push",
+                "origin",
+                "refs/forum/ledgers/main:refs/forum/ledgers/main",
+            ],
+        );
+        assert!(!o.status.success(), "{format}: the other key went out");
+        let err = String::from_utf8_lossy(&o.stderr);
+        let other = fingerprint("aws-access-key", OTHER_ID);
+        assert!(
+            err.contains(&format!(
+                "seq 2 (note) /env: aws-access-key found (fingerprint {other})"
+            )),
+            "{format}: {err}"
+        );
+        assert!(
+            !err.contains(&fp),
+            "{format}: the allowed one is not named: {err}"
+        );
+        let o = push(&repo);
+        assert_eq!(o.status.code(), Some(1), "{format}");
+        repo.forum_ok(&["verify", "--deep"]);
+    }
+}
+
+#[test]
+fn scan_code_accepts_an_allowed_fingerprint_and_refuses_another_key() {
+    let repo = Repo::new("sha1");
+    let _remote = bare_remote(&repo, "sha1");
+    commit_file(&repo, "README", "hello\n");
+    repo.forum_ok(&["hooks", "install", "--scan-code"]);
+    git_hooked_ok(&repo, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
+    // The key on line 3 of the file; an added line that starts with `++ ` is scanned too.
+    commit_file(
+        &repo,
+        "deploy.env",
+        &format!("REGION=eu\nDEBUG=0\nAWS_ACCESS_KEY_ID={AWS_ID}\n"),
+    );
+    let fp = fingerprint("aws-access-key", AWS_ID);
+    let o = git_hooked(&repo, &["push", "origin", "HEAD:refs/heads/main"]);
+    assert!(!o.status.success(), "the key went out");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "deploy.env:3: aws-access-key found in an added line (fingerprint {fp})"
+        )),
+        "{err}"
+    );
+    write_policy(
+        &repo,
+        &format!("[secrets]\nallow_fingerprints = [\"{fp}\"]\n"),
+    );
+    git_hooked_ok(&repo, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
+    commit_file(&repo, "more.txt", &format!("++ {OTHER_ID}\n"));
+    let o = git_hooked(&repo, &["push", "origin", "HEAD:refs/heads/main"]);
+    assert!(!o.status.success(), "the other key went out");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "more.txt:1: aws-access-key found in an added line (fingerprint {})",
+            fingerprint("aws-access-key", OTHER_ID)
+        )),
+        "{err}"
+    );
 }

@@ -222,7 +222,10 @@ fn a_64_task_wave_under_max_cost_usd_stops_at_or_under_the_ceiling_and_resume_fi
         let ceiling = 0.03;
         let (code, j, err) = submit(&repo, &["--max-cost-usd", "0.03"]);
         assert_eq!(code, Some(4), "{format}: {err}");
-        assert_eq!(j["git_forum_receipt"]["status"], "stopped_on_budget", "{j}");
+        assert_eq!(
+            j["git_forum_receipt"]["status"], "stopped_on_ceiling",
+            "{j}"
+        );
         let u = usages(&repo);
         // Exact spend from the witnessed tokens at the configured prices (integer micro-dollars).
         let micro: u64 = u

@@ -34,6 +34,8 @@ struct Script {
     tasks: Vec<String>,
     /// The synthesis answer ("done" when empty).
     answer: String,
+    /// Every task's answer ("done" when empty).
+    output: String,
     /// Once: the call of this role reports prompt tokens that bring the stub's reported total
     /// to this many tokens.
     fill: Option<(&'static str, u64)>,
@@ -143,6 +145,7 @@ fn answer(mut s: TcpStream, script: &Mutex<Script>) {
             "intent_judgment" => r#"{"ok":true,"score":0.9,"reason":"ok"}"#.into(),
             "reviser" => "Done.".into(),
             "synthesis" if !sc.answer.is_empty() => sc.answer.clone(),
+            "task" if !sc.output.is_empty() => sc.output.clone(),
             _ => "done".into(),
         };
         let completion = req["max_tokens"]
@@ -338,11 +341,12 @@ fn stops_at(repo: &Repo, stub: &Stub, submit: &[&str], ceiling: u64, stage: &str
     assert_eq!(b["ceiling"], "max_tokens", "{b}");
     assert_eq!(b["stage"], stage, "{b}");
     assert_eq!(b["max_tokens"], ceiling, "{b}");
+    // Either the call did not fit, or an earlier call reported more than it reserved (the
+    // stub's fill, far above any prompt's bound) and closed the ledger.
+    let detail = b["detail"].as_str().unwrap();
     assert!(
-        b["detail"]
-            .as_str()
-            .unwrap()
-            .contains("left of --max-tokens"),
+        detail.contains("left of --max-tokens")
+            || detail.contains("reported more usage than it reserved under --max-tokens"),
         "{b}"
     );
     let (_, prompt, completion) = totals(&stub.log());
@@ -373,10 +377,22 @@ fn a_ceiling_that_refuses_the_planner_stops_with_exit_4_and_resume_plans_again()
 fn a_ceiling_that_refuses_the_synthesis_stops_with_exit_4_and_resume_answers() {
     for format in FORMATS {
         let stub = Stub::start();
-        // The verdict reports enough to leave 10 tokens: the synthesis cannot fit.
-        stub.set(|s| s.fill = Some(("verdict", 49_990)));
+        // Four tasks of one wave answer 6,000 bytes each: every call before the synthesis
+        // reserves under 11,000 tokens (the tasks about 19,000 together), and the synthesis,
+        // whose prompt holds all four answers, over 28,000; so under 25,000 only the
+        // synthesis cannot fit, and no call reports more than it reserved.
+        stub.set(|s| {
+            s.tasks = ["T1", "T2", "T3", "T4"].map(String::from).to_vec();
+            s.output = "x".repeat(6_000);
+        });
         let repo = repo(format, &stub, "");
-        stops_at(&repo, &stub, &["write the parts"], 50_000, "synthesis");
+        stops_at(&repo, &stub, &["write the parts"], 25_000, "synthesis");
+        assert!(
+            !entries(&repo)
+                .iter()
+                .any(|(_, b)| b["usage"].get("over_reservation").is_some()),
+            "{format}"
+        );
         repo.fsck();
     }
 }
@@ -387,6 +403,7 @@ fn a_ceiling_that_refuses_the_reviser_stops_with_exit_4_and_resume_answers() {
         let stub = Stub::start();
         stub.set(|s| {
             s.answer = PADDED.into();
+            // More than the synthesis reserved: an overrun, so the ledger closes.
             s.fill = Some(("synthesis", 49_990));
         });
         let repo = repo(format, &stub, "");
@@ -408,7 +425,8 @@ fn a_ceiling_that_refuses_the_reviser_stops_with_exit_4_and_resume_answers() {
 fn a_ceiling_that_refuses_the_intent_judge_stops_with_exit_4_and_resume_answers() {
     for format in FORMATS {
         let stub = Stub::start();
-        // The local seat turns the judge on; "done" leaves the request's words out.
+        // The local seat turns the judge on; "done" leaves the request's words out. The
+        // synthesis reports more than it reserved: an overrun, so the ledger closes.
         stub.set(|s| s.fill = Some(("synthesis", 49_990)));
         let repo = repo(format, &stub, "");
         stops_at(

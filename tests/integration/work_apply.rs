@@ -7,8 +7,7 @@
 
 use serde_json::{Value as J, json};
 
-use git_forum::run::{Author, Keep, Tie, Workbench};
-use git_forum::work::GitWork;
+use git_forum::run::{Author, CommitRules, Keep, Tie, Workbench};
 
 use crate::common::{Repo, on_each_kind, one_line_error};
 
@@ -26,7 +25,7 @@ pub fn seeded_run(repo: &Repo) -> u64 {
 /// Runs one task of run `run` that writes `text` to `file`, keeps and integrates its change;
 /// `finish`: remove its worktrees (else they stay, as after a killed run). Returns the change.
 pub fn one_change(repo: &Repo, run: u64, file: &str, text: &str, finish: bool) -> String {
-    let work = GitWork::open(repo.path(), "main", run).unwrap();
+    let work = repo.open_work(repo.path(), "main", run).unwrap();
     let t = work.open_task("t1", &[]).unwrap();
     std::fs::write(t.path.join(file), text).unwrap();
     let tie = Tie {
@@ -40,7 +39,7 @@ pub fn one_change(repo: &Repo, run: u64, file: &str, text: &str, finish: bool) -
         model: "m".into(),
     };
     let c = work
-        .commit(&t, &author, &tie, "edit", 4096)
+        .commit(&t, &author, &tie, "edit", &CommitRules::unscreened(4096))
         .unwrap()
         .commit
         .unwrap();
@@ -153,11 +152,7 @@ fn discard_removes_the_branch_and_worktrees_and_keeps_the_work_refs() {
         let head = repo.git_ok(&["rev-parse", "HEAD"]);
         // The run's worktree is left behind, as by a run that was killed.
         let c = one_change(repo, run, "a.txt", "one\nTWO\n", false);
-        let area = repo
-            .git_dir()
-            .canonicalize()
-            .unwrap()
-            .join(format!("forum/work/main/{run}"));
+        let area = repo.work_area("main", run);
         assert!(area.join("t1").exists());
         let report = repo.forum_json(&["discard"]);
         assert_eq!(report["schema"], "git-forum.discard/1");
@@ -228,11 +223,7 @@ fn doctor_removes_the_worktrees_of_a_run_that_died() {
     let run = seeded_run(&repo);
     // The GitWork is dropped without `finish`: its lock goes, its worktree stays.
     one_change(&repo, run, "a.txt", "one\nTWO\n", false);
-    let area = repo
-        .git_dir()
-        .canonicalize()
-        .unwrap()
-        .join(format!("forum/work/main/{run}"));
+    let area = repo.work_area("main", run);
     assert!(area.join("t1").exists());
     let o = repo.forum().args(["doctor"]).output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout);

@@ -7,8 +7,8 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::time::Duration;
 
-use git_forum::run::{Author, Keep, Tie, WorkError, Workbench};
-use git_forum::work::{GitWork, cleanup_stale, run_branch};
+use git_forum::run::{Author, CommitRules, Keep, Tie, WorkError, Workbench};
+use git_forum::work::{cleanup_stale_under, run_branch};
 
 use crate::common::{Guarded, Repo, on_each_kind};
 
@@ -69,24 +69,32 @@ fn a_change_is_one_commit_with_trailers_statistics_and_no_ignored_file() {
         seeded(repo);
         let before = user_state(repo);
         // Opened from a subdirectory, as `git -C repo/sub forum ...` would.
-        let work = GitWork::open(&repo.path().join("sub"), "main", 7).unwrap();
+        let work = repo.open_work(&repo.path().join("sub"), "main", 7).unwrap();
         let base = work.base().clone();
         assert_eq!(base.commit, repo.git_ok(&["rev-parse", "HEAD"]));
         assert_eq!(base.dirty, ["b.txt"]);
         assert!(base.branch.is_some());
         let tree = work.open_task("t1", &[]).unwrap();
-        let common = repo.git_dir().canonicalize().unwrap();
+        // Outside the git dir and the user's tree, under the cache's work root.
         assert!(
-            tree.path.starts_with(common.join("forum/work/main/7")),
+            tree.path.starts_with(repo.work_area("main", 7)),
             "{}",
             tree.path.display()
         );
+        let common = repo.git_dir().canonicalize().unwrap();
+        assert!(!tree.path.starts_with(&common) && !tree.path.starts_with(repo.path()));
         edit(&tree.path, "a.txt", "one\n2\nthree\nfour\n");
         edit(&tree.path, "new.txt", "new\n");
         edit(&tree.path, "debug.log", "ignored\n");
         std::fs::remove_file(tree.path.join("sub/c.txt")).unwrap();
         let change = work
-            .commit(&tree, &author(), &tie(3), "make it count\nmore", 1 << 20)
+            .commit(
+                &tree,
+                &author(),
+                &tie(3),
+                "make it count\nmore",
+                &CommitRules::unscreened(1 << 20),
+            )
             .unwrap();
         let commit = change.commit.clone().expect("a commit");
         assert_eq!(change.base, base.commit);
@@ -136,14 +144,28 @@ fn a_change_is_one_commit_with_trailers_statistics_and_no_ignored_file() {
         // The diff is cut at its cap, the commit stays whole.
         let t2 = work.open_task("t2", &[]).unwrap();
         edit(&t2.path, "a.txt", &"long line\n".repeat(100));
-        let cut = work.commit(&t2, &author(), &tie(4), "long", 64).unwrap();
+        let cut = work
+            .commit(
+                &t2,
+                &author(),
+                &tie(4),
+                "long",
+                &CommitRules::unscreened(64),
+            )
+            .unwrap();
         assert!(cut.truncated);
         assert!(cut.diff.len() <= 64);
         // Nothing changed (an ignored file only): no commit.
         let t3 = work.open_task("t3", &[]).unwrap();
         edit(&t3.path, "only.log", "x\n");
         let none = work
-            .commit(&t3, &author(), &tie(5), "nothing", 1024)
+            .commit(
+                &t3,
+                &author(),
+                &tie(5),
+                "nothing",
+                &CommitRules::unscreened(1024),
+            )
             .unwrap();
         assert_eq!(none.commit, None);
         assert!(none.files.is_empty());
@@ -166,12 +188,18 @@ fn upstreams_merge_into_a_task_and_the_run_branch_holds_one_commit_per_task_in_o
     on_each_kind(|repo| {
         seeded(repo);
         let before = user_state(repo);
-        let work = GitWork::open(repo.path(), "main", 7).unwrap();
+        let work = repo.open_work(repo.path(), "main", 7).unwrap();
         let base = work.base().commit.clone();
         let change = |task: &str, file: &str, text: &str, seq: u64| {
             let t = work.open_task(task, &[]).unwrap();
             edit(&t.path, file, text);
-            let c = work.commit(&t, &author(), &tie(seq), &format!("task {task}"), 4096);
+            let c = work.commit(
+                &t,
+                &author(),
+                &tie(seq),
+                &format!("task {task}"),
+                &CommitRules::unscreened(4096),
+            );
             work.close(&t).unwrap();
             c.unwrap().commit.unwrap()
         };
@@ -252,7 +280,7 @@ fn gone(pid: u32) -> bool {
 fn checks_give_exit_codes_and_tails_and_a_hang_is_killed_with_its_children() {
     let repo = Repo::new("sha1");
     seeded(&repo);
-    let work = GitWork::open(repo.path(), "main", 7).unwrap();
+    let work = repo.open_work(repo.path(), "main", 7).unwrap();
     let t = work.open_task("t1", &[]).unwrap();
     let big = Duration::from_secs(60);
     let pass = work.check(&t, "test -f a.txt", big, 1024).unwrap();
@@ -302,10 +330,10 @@ fn a_work_area_left_by_a_killed_run_is_removed_by_cleanup_stale() {
         let before = user_state(repo);
         let common = repo.git_dir().canonicalize().unwrap();
         // A live run of this process keeps its area.
-        let live = GitWork::open(repo.path(), "main", 1).unwrap();
+        let live = repo.open_work(repo.path(), "main", 1).unwrap();
         let live_tree = live.open_task("t1", &[]).unwrap();
         // Another process's run: its worktree and its `.owner` locked by that process.
-        let dead = common.join("forum/work/main/2");
+        let dead = repo.work_area("main", 1).with_file_name("2");
         std::fs::create_dir_all(&dead).unwrap();
         let dead_tree = dead.join("t1");
         repo.git_ok(&[
@@ -333,7 +361,7 @@ fn a_work_area_left_by_a_killed_run_is_removed_by_cleanup_stale() {
         }
         assert!(ready.exists(), "flock never took the lock");
         assert_eq!(
-            cleanup_stale(repo.path()).unwrap(),
+            cleanup_stale_under(&repo.work_root(), repo.path()).unwrap(),
             Vec::<std::path::PathBuf>::new()
         );
         assert!(dead_tree.exists());
@@ -345,13 +373,26 @@ fn a_work_area_left_by_a_killed_run_is_removed_by_cleanup_stale() {
             .unwrap();
         assert!(killed.success());
         holder.0.wait().unwrap();
-        let removed = cleanup_stale(repo.path()).unwrap();
-        assert_eq!(removed, std::slice::from_ref(&dead));
-        assert!(!dead.exists());
+        // A run of a version that kept its worktrees under the git dir left one there too.
+        let legacy = common.join("forum/work/main/3");
+        std::fs::create_dir_all(&legacy).unwrap();
+        std::fs::write(legacy.join(".owner"), "").unwrap();
+        let legacy_tree = legacy.join("t1");
+        repo.git_ok(&[
+            "worktree",
+            "add",
+            "--detach",
+            "-q",
+            legacy_tree.to_str().unwrap(),
+            "HEAD",
+        ]);
+        let removed = cleanup_stale_under(&repo.work_root(), repo.path()).unwrap();
+        assert_eq!(removed, [dead.clone(), legacy.clone()]);
+        assert!(!dead.exists() && !legacy.exists());
         assert!(live_tree.path.exists(), "a live run's worktree stays");
         assert_eq!(worktrees(repo), 2);
         // A second open of a live area is refused in one line.
-        match GitWork::open(repo.path(), "main", 1) {
+        match repo.open_work(repo.path(), "main", 1) {
             Err(e) => assert!(e.to_string().contains("in use by another git forum"), "{e}"),
             Ok(_) => panic!("a live area was opened twice"),
         }
@@ -365,11 +406,40 @@ fn a_work_area_left_by_a_killed_run_is_removed_by_cleanup_stale() {
 #[test]
 fn a_repository_without_a_commit_has_no_base() {
     let repo = Repo::new("sha1");
-    match GitWork::open(repo.path(), "main", 1) {
+    match repo.open_work(repo.path(), "main", 1) {
         Err(e) => assert_eq!(
             e.to_string(),
             "git failed: HEAD has no commit yet, so a --work run has no base; commit once first"
         ),
         Ok(_) => panic!("opened without a base"),
     }
+}
+
+#[test]
+fn the_worktrees_of_a_clone_that_is_gone_are_removed_when_a_run_opens() {
+    let repo = Repo::new("sha1");
+    seeded(&repo);
+    // Another clone ran a task, then was deleted with its worktree still in the cache.
+    let other = Repo::new("sha1");
+    seeded(&other);
+    let root = repo.work_root();
+    let left = git_forum::work::GitWork::open_under(&root, other.path(), "main", 4).unwrap();
+    let t = left.open_task("t1", &[]).unwrap();
+    let clone_dir = t
+        .path
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    assert!(clone_dir.join("clone").is_file());
+    drop(left);
+    drop(other);
+    assert!(t.path.exists());
+    // The next run that opens, in any clone, removes what the gone clone left.
+    let work = repo.open_work(repo.path(), "main", 1).unwrap();
+    assert!(!clone_dir.exists(), "{clone_dir:?} was kept");
+    work.finish().unwrap();
 }

@@ -6,8 +6,7 @@
 
 use std::path::Path;
 
-use git_forum::run::{Author, Tie, Workbench};
-use git_forum::work::GitWork;
+use git_forum::run::{Author, CommitRules, Tie, Workbench};
 
 use crate::common::{Repo, on_each_kind};
 
@@ -71,12 +70,18 @@ fn status(dir: &Path) -> String {
 fn same_size_edits_in_the_checkout_second_are_committed() {
     on_each_kind(|repo| {
         seeded(repo);
-        let work = GitWork::open(repo.path(), "main", 3).unwrap();
+        let work = repo.open_work(repo.path(), "main", 3).unwrap();
         let tree = work.open_task("t1", &[]).unwrap();
         // Rewritten in place (same inode), same size, at once: only nanoseconds tell.
         std::fs::write(tree.path.join("f7.txt"), "FILE 0007\n").unwrap();
         let change = work
-            .commit(&tree, &author(), &tie(2), "same size", 1 << 20)
+            .commit(
+                &tree,
+                &author(),
+                &tie(2),
+                "same size",
+                &CommitRules::unscreened(1 << 20),
+            )
             .unwrap();
         let commit = change.commit.clone().expect("the edit is a change");
         assert_eq!(listed(&change), [("f7.txt".to_string(), "M".to_string())]);
@@ -93,7 +98,13 @@ fn same_size_edits_in_the_checkout_second_are_committed() {
         )
         .unwrap();
         let change = work
-            .commit(&tree, &author(), &tie(3), "mode", 1 << 20)
+            .commit(
+                &tree,
+                &author(),
+                &tie(3),
+                "mode",
+                &CommitRules::unscreened(1 << 20),
+            )
             .unwrap();
         let commit = change.commit.clone().expect("the mode is a change");
         assert_eq!(listed(&change), [("run.sh".to_string(), "M".to_string())]);
@@ -110,14 +121,20 @@ fn same_size_edits_in_the_checkout_second_are_committed() {
 fn edits_git_sees_by_size_and_new_files_are_committed_and_the_rest_kept() {
     on_each_kind(|repo| {
         seeded(repo);
-        let work = GitWork::open(repo.path(), "main", 3).unwrap();
+        let work = repo.open_work(repo.path(), "main", 3).unwrap();
         let tree = work.open_task("t1", &[]).unwrap();
         std::fs::write(tree.path.join("f1.txt"), "a longer file one\n").unwrap();
         std::fs::remove_file(tree.path.join("f2.txt")).unwrap();
         std::fs::write(tree.path.join("new.txt"), "new\n").unwrap();
         std::fs::write(tree.path.join("debug.log"), "ignored\n").unwrap();
         let change = work
-            .commit(&tree, &author(), &tie(2), "edits", 1 << 20)
+            .commit(
+                &tree,
+                &author(),
+                &tie(2),
+                "edits",
+                &CommitRules::unscreened(1 << 20),
+            )
             .unwrap();
         let commit = change.commit.clone().expect("a change");
         assert_eq!(
@@ -138,7 +155,13 @@ fn edits_git_sees_by_size_and_new_files_are_committed_and_the_rest_kept() {
         // A task that changes nothing gives no commit.
         let tree = work.open_task("t2", &[]).unwrap();
         let change = work
-            .commit(&tree, &author(), &tie(3), "nothing", 1 << 20)
+            .commit(
+                &tree,
+                &author(),
+                &tie(3),
+                "nothing",
+                &CommitRules::unscreened(1 << 20),
+            )
             .unwrap();
         assert_eq!(change.commit, None);
         assert!(change.files.is_empty());

@@ -31,7 +31,7 @@ pub(crate) fn setup(repo: &Repo) {
 }
 
 /// A plan of one task, or of two (the second data-dependent on the first when `chain`).
-fn plan(tasks: &[(&str, &str)], chain: bool) -> String {
+pub(crate) fn plan(tasks: &[(&str, &str)], chain: bool) -> String {
     let items: Vec<String> = tasks
         .iter()
         .enumerate()
@@ -52,7 +52,7 @@ fn plan(tasks: &[(&str, &str)], chain: bool) -> String {
 /// A scripted model: `plan` for the planner, `ship` for the pre-ship gate (a decision), pass
 /// for every verdict, a fixed answer; `work` is the shell that does a task (`$p` is the prompt,
 /// the working directory the task's worktree).
-fn model(repo: &Repo, name: &str, plan: &str, ship: &str, work: &str) -> String {
+pub(crate) fn model(repo: &Repo, name: &str, plan: &str, ship: &str, work: &str) -> String {
     let path = repo.path().join(format!("{name}.sh"));
     let body = format!(
         "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{plan}' ;;\n  *\"Decide whether to ship\"*) echo '{{\"decision\":\"{ship}\",\"reason\":\"scripted\"}}' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo 'Fixed calc.' ;;\n  *)\n{work}\n  ;;\nesac\n"

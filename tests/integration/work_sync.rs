@@ -5,8 +5,7 @@
 
 use serde_json::{Value as J, json};
 
-use git_forum::run::{Author, Keep, Tie, Workbench};
-use git_forum::work::GitWork;
+use git_forum::run::{Author, CommitRules, Keep, Tie, Workbench};
 
 use crate::common::{Repo, init_flags, on_each_kind};
 
@@ -32,7 +31,7 @@ fn recorded_change(repo: &Repo, ledger: &str, quarantine: bool) -> J {
         .as_u64()
         .unwrap();
     let task = append(repo, ledger, "task", &json!({"task_id": "t1"}));
-    let work = GitWork::open(repo.path(), ledger, run).unwrap();
+    let work = repo.open_work(repo.path(), ledger, run).unwrap();
     let t = work.open_task("t1", &[]).unwrap();
     std::fs::write(t.path.join("a.txt"), format!("edited in {ledger}\n")).unwrap();
     let tie = Tie {
@@ -45,7 +44,9 @@ fn recorded_change(repo: &Repo, ledger: &str, quarantine: bool) -> J {
         lane: "coder".into(),
         model: "m".into(),
     };
-    let change = work.commit(&t, &author, &tie, "edit", 4096).unwrap();
+    let change = work
+        .commit(&t, &author, &tie, "edit", &CommitRules::unscreened(4096))
+        .unwrap();
     let place = if quarantine {
         Keep::Quarantine
     } else {

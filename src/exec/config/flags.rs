@@ -72,6 +72,7 @@ fn cli_spec(kind: ExecutorKind, timeout: u64, allow_private: bool) -> ExecutorSp
         origin: Origin::CommandLine,
         verify: Default::default(),
         metering: Default::default(),
+        env: None,
     }
 }
 

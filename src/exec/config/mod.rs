@@ -37,7 +37,10 @@
 //! `model` (chat, api, claude), `api_key_env` (chat, api), `is_local` and `allow_private`
 //! (chat), `timeout_seconds` and `max_response_bytes` (all), and for the spend ceilings
 //! `price_in_per_mtok` / `price_out_per_mtok` (dollars per million tokens, both or neither) and
-//! `max_tokens` (the output cap of a call that sets none).
+//! `max_tokens` (the output cap of a call that sets none). A program (`cmd`, `claude`, `codex`,
+//! `aider`) may take `env = ["NAME", ...]`: the variables of git forum's environment its
+//! processes get beyond the allowlist (`crate::exec::command::env`); a coding-agent preset
+//! without it gets its provider's key variables ([`Preset::default_env`]).
 //!
 //! Without `[seats]`, tasks run on their lane's tier executor and the control roles on the
 //! default, which is Forum's behaviour. `worker` pins every task to one executor;
@@ -213,6 +216,9 @@ pub struct ExecutorSpec {
     /// Its price and output cap, for the spend ceilings (`price_in_per_mtok`,
     /// `price_out_per_mtok`, `max_tokens`).
     pub metering: Metering,
+    /// `env = [...]` (programs only): the variables its processes get beyond the allowlist;
+    /// `None` when not written (a preset then gets [`Preset::default_env`]).
+    pub env: Option<Vec<String>>,
 }
 
 /// What a spend ceiling needs to know of an executor: its price (none: it costs nothing, so
@@ -269,6 +275,33 @@ impl ExecutorSpec {
                 }
                 argv.first().map_or("", |s| s.as_str())
             }
+        }
+    }
+
+    /// The variables of git forum's environment this executor's processes get beyond the
+    /// allowlist: its `env` list, else a preset's provider keys; none for HTTP executors,
+    /// which start no process.
+    pub(crate) fn passed_env(&self) -> Vec<String> {
+        match &self.kind {
+            ExecutorKind::Command { preset, .. } => self.env.clone().unwrap_or_else(|| {
+                preset.map_or_else(Vec::new, |p| {
+                    p.default_env().iter().map(|s| s.to_string()).collect()
+                })
+            }),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The variables whose values this executor may carry: the key an HTTP executor sends
+    /// and the variables a program is handed. Their values are secrets to the run's scanner.
+    pub(crate) fn secret_env(&self) -> Vec<String> {
+        match &self.kind {
+            ExecutorKind::Chat {
+                api_key_env: Some(k),
+                ..
+            }
+            | ExecutorKind::Anthropic { api_key_env: k, .. } => vec![k.clone()],
+            _ => self.passed_env(),
         }
     }
 
@@ -373,6 +406,50 @@ pub(crate) struct WorkConfig {
     pub(crate) sandbox: Option<bool>,
     /// `sandbox_net = true`: confined workers and checks keep the network (`--sandbox-net`).
     pub(crate) sandbox_net: bool,
+    /// `sandbox_read = ["PATH", ...]`: more paths confined workers and checks may read, before
+    /// each `--sandbox-read`.
+    pub(crate) sandbox_read: Vec<std::path::PathBuf>,
+    /// `max_file_bytes`, `max_change_bytes`, `max_files`, `max_disk_bytes`: what a change may
+    /// hold (the defaults of [`ChangeLimits`] for each key left out).
+    pub(crate) limits: ChangeLimits,
+}
+
+/// How much a change may hold, checked from file sizes before anything reads a file's content
+/// or computes a diff (`[work]` in `.forum/runtime.toml`; recorded on the run's work record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangeLimits {
+    /// The largest file a change may add or modify, in bytes.
+    pub max_file_bytes: u64,
+    /// The most bytes a change's added and modified files may hold together.
+    pub max_change_bytes: u64,
+    /// The most files a change may add, modify or delete.
+    pub max_files: u64,
+    /// The most disk a task's worktree may use when its worker is done (ignored files
+    /// included), in bytes.
+    pub max_disk_bytes: u64,
+}
+
+impl Default for ChangeLimits {
+    fn default() -> ChangeLimits {
+        ChangeLimits {
+            max_file_bytes: 64 << 20,
+            max_change_bytes: 256 << 20,
+            max_files: 10_000,
+            max_disk_bytes: 8 << 30,
+        }
+    }
+}
+
+impl ChangeLimits {
+    /// The limits as the work record holds them.
+    pub(crate) fn payload(&self) -> serde_json::Value {
+        serde_json::json!({
+            "max_file_bytes": self.max_file_bytes,
+            "max_change_bytes": self.max_change_bytes,
+            "max_files": self.max_files,
+            "max_disk_bytes": self.max_disk_bytes,
+        })
+    }
 }
 
 /// The `[context]` table: whether a run in a work tree takes the repository (its map, each
@@ -437,4 +514,23 @@ pub(crate) struct Runtime {
     pub context: ContextConfig,
     /// Things to say on stderr: unusual key names, flags that lost to a stronger one.
     pub(crate) warnings: Vec<String>,
+}
+
+impl Runtime {
+    /// Every variable whose value one of these executors may carry (each executor's
+    /// [`ExecutorSpec::secret_env`]), sorted, once each: what the run's secret scanner looks
+    /// for as literals.
+    pub(crate) fn secret_env(&self) -> Vec<String> {
+        let mut specs: Vec<&ExecutorSpec> = self.default.iter().collect();
+        specs.extend(self.tiers.values());
+        for seat in [&self.seats.worker, &self.seats.orchestrator] {
+            if let SeatChoice::Inline(s) = seat {
+                specs.push(s);
+            }
+        }
+        let mut names: Vec<String> = specs.iter().flat_map(|s| s.secret_env()).collect();
+        names.sort();
+        names.dedup();
+        names
+    }
 }

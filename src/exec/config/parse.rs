@@ -207,6 +207,33 @@ pub(crate) fn parse_runtime_config(
         cfg.work.enabled = work.enabled.unwrap_or(false);
         cfg.work.sandbox = work.sandbox;
         cfg.work.sandbox_net = work.sandbox_net.unwrap_or(false);
+        cfg.work.sandbox_read = work
+            .sandbox_read
+            .unwrap_or_default()
+            .into_iter()
+            .map(std::path::PathBuf::from)
+            .collect();
+        let limits = super::ChangeLimits::default();
+        let limit = |v: Option<u64>, name: &str, default: u64| match v {
+            Some(0) => Err(src.err(
+                "work",
+                Some(name),
+                None,
+                format!("{name} = 0 would refuse every change: give a number above 0"),
+            )),
+            Some(n) => Ok(n),
+            None => Ok(default),
+        };
+        cfg.work.limits = super::ChangeLimits {
+            max_file_bytes: limit(work.max_file_bytes, "max_file_bytes", limits.max_file_bytes)?,
+            max_change_bytes: limit(
+                work.max_change_bytes,
+                "max_change_bytes",
+                limits.max_change_bytes,
+            )?,
+            max_files: limit(work.max_files, "max_files", limits.max_files)?,
+            max_disk_bytes: limit(work.max_disk_bytes, "max_disk_bytes", limits.max_disk_bytes)?,
+        };
         if let Some(checks) = work.checks {
             let span = checks.span();
             for c in checks.get_ref() {
@@ -331,6 +358,34 @@ fn executor(
         r.allow_private.as_ref().map(|v| v.span()),
         only("allow_private", r.allow_private.is_some(), &["chat_url"]),
     )?;
+    with_span(
+        "env",
+        r.env.as_ref().map(|v| v.span()),
+        only("env", r.env.is_some(), &["cmd", "claude", "codex", "aider"]),
+    )?;
+    let env = match &r.env {
+        None => None,
+        Some(list) => {
+            let mut names: Vec<String> = Vec::new();
+            for n in list.get_ref() {
+                if let Some(m) = crate::exec::command::env::refuse_name(n) {
+                    return Err(src.at(table, "env", list, m));
+                }
+                if !names.contains(n) {
+                    names.push(n.clone());
+                }
+            }
+            // A repository's file arrives with a clone: say what it hands its worker.
+            if origin == Origin::RepoConfig && !names.is_empty() {
+                warnings.push(format!(
+                    "{}: [{table}] env hands {} from your environment to its worker (the values are never recorded)",
+                    src.name,
+                    names.join(", ")
+                ));
+            }
+            Some(names)
+        }
+    };
 
     let is_local = r.is_local.as_ref().is_some_and(|v| *v.get_ref());
     let allow_private = r.allow_private.as_ref().is_some_and(|v| *v.get_ref());
@@ -486,6 +541,7 @@ fn executor(
         origin,
         verify: seat_verify,
         metering,
+        env,
     })
 }
 

@@ -33,6 +33,11 @@ pub(super) struct RawWork {
     pub(super) checks: Option<Spanned<Vec<String>>>,
     pub(super) sandbox: Option<bool>,
     pub(super) sandbox_net: Option<bool>,
+    pub(super) sandbox_read: Option<Vec<String>>,
+    pub(super) max_file_bytes: Option<u64>,
+    pub(super) max_change_bytes: Option<u64>,
+    pub(super) max_files: Option<u64>,
+    pub(super) max_disk_bytes: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,6 +82,7 @@ pub(super) struct RawExecutor {
     pub(super) price_in_per_mtok: Option<Spanned<f64>>,
     pub(super) price_out_per_mtok: Option<Spanned<f64>>,
     pub(super) max_tokens: Option<Spanned<u32>>,
+    pub(super) env: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug)]

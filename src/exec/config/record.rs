@@ -4,7 +4,7 @@
 //!
 //! What is recorded is what the executor is (a command's argv, a chat endpoint's URL and
 //! model, the Anthropic model), its limits, where it was configured, and the *name* of the
-//! variable holding a key, never a key. A chat URL with credentials, a query or a fragment is
+//! variable holding a key (and of the variables a program is handed, `env`), never a value. A chat URL with credentials, a query or a fragment is
 //! recorded without them and marked `url_trimmed`; such an executor cannot be restored (the
 //! resume asks for the flags again) rather than being called at a different URL.
 
@@ -90,6 +90,10 @@ pub(crate) fn executor_record(spec: &ExecutorSpec) -> J {
     }
     if let Some(n) = spec.metering.max_tokens {
         m.insert("max_tokens".into(), json!(n));
+    }
+    // Names only, and only when written (a record without it is one from before `env`).
+    if let Some(env) = &spec.env {
+        m.insert("env".into(), json!(env));
     }
     J::Object(m)
 }
@@ -191,6 +195,20 @@ pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, Stri
         },
         other => return Err(format!("{at}: unknown executor kind {other:?}")),
     };
+    let env = match m.get("env") {
+        None | Some(J::Null) => None,
+        Some(J::Array(a)) => Some(
+            a.iter()
+                .map(|n| {
+                    n.as_str()
+                        .filter(|n| crate::exec::command::env::refuse_name(n).is_none())
+                        .map(str::to_string)
+                        .ok_or_else(|| format!("{at}: env holds something that is not a variable name a program may be handed"))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Some(_) => return Err(format!("{at}: env is not a list of names")),
+    };
     let origin_name = str_field(m, "origin", at)?;
     let origin =
         origin_of(origin_name).ok_or_else(|| format!("{at}: unknown origin {origin_name:?}"))?;
@@ -240,6 +258,7 @@ pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, Stri
                 ),
             },
         },
+        env,
     })
 }
 
@@ -339,6 +358,7 @@ mod tests {
                 price: crate::spend::Price::from_usd_per_mtok(3.0, 15.0),
                 max_tokens: Some(2048),
             },
+            env: None,
         }
     }
 
@@ -357,13 +377,16 @@ mod tests {
         };
         rt.tiers.insert(
             Tier::Cheap,
-            spec(
-                ExecutorKind::Command {
-                    argv: vec!["w".into(), "--x".into()],
-                    preset: None,
-                },
-                Origin::RepoConfig,
-            ),
+            ExecutorSpec {
+                env: Some(vec!["OPENAI_API_KEY".into()]),
+                ..spec(
+                    ExecutorKind::Command {
+                        argv: vec!["w".into(), "--x".into()],
+                        preset: None,
+                    },
+                    Origin::RepoConfig,
+                )
+            },
         );
         rt.tiers.insert(
             Tier::Frontier,
@@ -385,6 +408,7 @@ mod tests {
         ));
         let r = record(&rt).unwrap();
         assert_eq!(r["default"]["api_key_env"], "OPENAI_API_KEY");
+        assert_eq!(r["tiers"]["cheap"]["env"], json!(["OPENAI_API_KEY"]));
         assert_eq!(from_record(&r).unwrap(), rt);
         assert!(record(&Runtime::default()).is_none());
     }

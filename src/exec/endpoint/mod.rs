@@ -16,7 +16,12 @@
 //! * every other name is left to the resolver, which must call [`check_addr`] on each address
 //!   it returns (that is what closes DNS rebinding; it comes with the HTTP client).
 //!
-//! [`decide`] is the one place that says which class a policy admits.
+//! [`decide`] is the one place that says which class a policy admits, and one address check
+//! applies it to a literal in a URL and to every address the resolver returns alike: loopback,
+//! whether `is_local = true` or a `--chat-url` typed on the command line admits it, must be the
+//! address itself, never a NAT64, 6to4, Teredo or IPv4-compatible form of it (those are routed
+//! off the host). A URL typed as a flag and the same URL in a file with `is_local = true` get the
+//! same answer.
 //!
 //! This file holds the policy itself (the classes, [`Policy`], [`decide`], [`check_addr`]);
 //! `classify.rs` says which class an address or a well-known name is, `url_check.rs` checks
@@ -256,7 +261,7 @@ pub(crate) fn decide(class: AddrClass, policy: &Policy) -> Result<(), String> {
 /// Whether a connection to `addr` stays on this host: 127/8, `::1`, or an IPv4-mapped 127/8
 /// (which [`canonical`] turns into the IPv4 address before anything dials it). The NAT64,
 /// 6to4, Teredo and IPv4-compatible forms of 127.0.0.1 are classified as loopback, but they are
-/// routed off the host, so they are not loopback for `is_local`.
+/// routed off the host, so they are not loopback for `is_local` nor for a command-line URL.
 pub(crate) fn is_direct_loopback(addr: IpAddr) -> bool {
     canonical(addr).is_loopback()
 }
@@ -273,20 +278,57 @@ pub(crate) fn canonical(addr: IpAddr) -> IpAddr {
     }
 }
 
+/// Why `policy` refuses the address `addr` of class `class`, or `None` when it admits it. The
+/// one address check: a literal in a URL ([`check_url`]) and every address the resolver returns
+/// ([`check_addr`]) both come here, whichever file or flag the endpoint came from.
+///
+/// Loopback is admitted only as the address itself (127/8, `::1`, or the mapped `::ffff:127.x`
+/// that [`canonical`] dials as IPv4), whether `is_local = true` or a `--chat-url` typed on the
+/// command line admitted it: the NAT64, 6to4, Teredo and IPv4-compatible forms of 127.0.0.1 are
+/// classified as loopback but routed off the host, so neither path dials them.
+fn refusal_of(addr: IpAddr, class: AddrClass, policy: &Policy) -> Option<AddrRefusal> {
+    if let Err(why) = decide(class, policy) {
+        return Some(AddrRefusal::Denied(why));
+    }
+    if is_direct_loopback(addr) {
+        return None;
+    }
+    if policy.is_local {
+        return Some(AddrRefusal::NotLocal);
+    }
+    (class == AddrClass::Loopback).then(|| {
+        AddrRefusal::Denied(
+            "it embeds a loopback address in a form routed off this host (NAT64, 6to4, Teredo or IPv4-compatible); a --chat-url reaches this host only as 127.0.0.1, [::1], [::ffff:127.0.0.1] or localhost".into(),
+        )
+    })
+}
+
+/// What [`refusal_of`] found: a class the policy does not admit (and why), or an `is_local`
+/// endpoint that is not loopback itself.
+enum AddrRefusal {
+    Denied(String),
+    NotLocal,
+}
+
 /// Checks one address (a literal, or one the resolver returned) against `policy`.
 pub(crate) fn check_addr(addr: IpAddr, policy: &Policy) -> Result<(), Refusal> {
+    check_addr_as(addr, policy, &addr.to_string(), &addr.to_string())
+}
+
+/// [`check_addr`] with the URL and host a refusal names.
+fn check_addr_as(addr: IpAddr, policy: &Policy, url: &str, host: &str) -> Result<(), Refusal> {
     let class = classify_ip(addr);
-    decide(class, policy).map_err(|why| Refusal::Denied {
-        url: addr.to_string(),
-        host: addr.to_string(),
-        class,
-        why,
-    })?;
-    if policy.is_local && !is_direct_loopback(addr) {
-        return Err(Refusal::NotLocal {
-            url: addr.to_string(),
-            host: addr.to_string(),
-        });
+    match refusal_of(addr, class, policy) {
+        None => Ok(()),
+        Some(AddrRefusal::Denied(why)) => Err(Refusal::Denied {
+            url: url.to_string(),
+            host: host.to_string(),
+            class,
+            why,
+        }),
+        Some(AddrRefusal::NotLocal) => Err(Refusal::NotLocal {
+            url: url.to_string(),
+            host: host.to_string(),
+        }),
     }
-    Ok(())
 }

@@ -255,6 +255,11 @@ fn embedded_loopback_is_not_local() {
         let r = check_url(u, &repo_local()).expect_err(u);
         assert!(matches!(r, Refusal::NotLocal { .. }), "{u}: {r}");
         assert!(r.to_string().contains("is_local = true"), "{u}: {r}");
+        // Typed on the command line, where loopback counts as the user's own choice: refused
+        // all the same, since it is not this host that answers.
+        let r = check_url(u, &cli()).expect_err(u);
+        assert_eq!(r.class(), Some(AddrClass::Loopback), "{u}: {r}");
+        assert!(r.to_string().contains("routed off this host"), "{u}: {r}");
         // The same rule at connection time, for a name that resolves to one of them.
         let Some(url::Host::Ipv6(a)) = url::Url::parse(u).unwrap().host() else {
             panic!("{u}")
@@ -263,6 +268,7 @@ fn embedded_loopback_is_not_local() {
         assert!(!is_direct_loopback(a), "{u}");
         assert!(check_addr(a, &repo_local()).is_err(), "{u}");
         assert!(check_addr(a, &repo()).is_err(), "{u}");
+        assert!(check_addr(a, &cli()).is_err(), "{u}");
     }
     // The mapped form does reach loopback: the URL is rewritten to the IPv4 address.
     for u in [
@@ -334,6 +340,39 @@ fn url_shape_is_checked_and_never_echoes_secrets() {
             known: None
         }
     );
+}
+
+/// The command-line flag and a file with `is_local = true` (what a loopback `--chat-url` stands
+/// for) give the same answer for every loopback form, direct or embedded, as a literal in the
+/// URL and as an address a name resolved to; with `allow_private` on both sides, the embedded
+/// forms of private addresses get the same answer too.
+#[test]
+fn the_flag_and_the_file_give_the_same_answer_for_every_loopback_form() {
+    let flag_private = Policy {
+        allow_private: true,
+        ..cli()
+    };
+    let file_private = Policy {
+        allow_private: true,
+        ..file()
+    };
+    for u in LOOPBACK.iter().chain(EMBEDDED_LOOPBACK) {
+        let (flag, file) = (check_url(u, &cli()), check_url(u, &repo_local()));
+        assert_eq!(flag.is_ok(), file.is_ok(), "{u}: {flag:?} / {file:?}");
+        assert_eq!(flag.is_ok(), !EMBEDDED_LOOPBACK.contains(u), "{u}");
+        if let Some(url::Host::Ipv6(a)) = url::Url::parse(u).unwrap().host() {
+            let a = IpAddr::V6(a);
+            assert_eq!(
+                check_addr(a, &cli()).is_ok(),
+                check_addr(a, &repo_local()).is_ok(),
+                "{u}"
+            );
+        }
+    }
+    for u in PRIVATE.iter().chain(METADATA).chain(RESERVED).chain(GLOBAL) {
+        let (flag, file) = (check_url(u, &flag_private), check_url(u, &file_private));
+        assert_eq!(flag.is_ok(), file.is_ok(), "{u}: {flag:?} / {file:?}");
+    }
 }
 
 #[test]

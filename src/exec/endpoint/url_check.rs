@@ -4,8 +4,8 @@
 use std::net::IpAddr;
 
 use super::{
-    Checked, CheckedHost, Policy, Refusal, canonical, classify_ip, classify_name, decide,
-    is_direct_loopback,
+    Checked, CheckedHost, Policy, Refusal, canonical, check_addr_as, classify_ip, classify_name,
+    decide,
 };
 
 /// The URL for messages: scheme, host, port and path; never credentials, query or fragment.
@@ -89,33 +89,25 @@ pub(crate) fn check_url(text: &str, policy: &Policy) -> Result<Checked, Refusal>
             )
         }
     };
-    match class {
-        Some(c) => {
+    match (&host, class) {
+        // A literal address: the one address check, as the resolver's addresses get it.
+        (CheckedHost::Addr(ip, _), _) => check_addr_as(*ip, policy, &display, &shown)?,
+        (CheckedHost::Name { .. }, Some(c)) => {
             decide(c, policy).map_err(|why| Refusal::Denied {
                 url: display.clone(),
                 host: shown.clone(),
                 class: c,
                 why,
             })?;
-            // is_local: the address itself must be loopback, not one that embeds 127.0.0.1.
-            if let CheckedHost::Addr(ip, _) = host
-                && policy.is_local
-                && !is_direct_loopback(ip)
-            {
-                return Err(Refusal::NotLocal {
-                    url: display,
-                    host: shown,
-                });
-            }
         }
         // An unknown name: only the resolver can tell, but is_local needs loopback here.
-        None if policy.is_local => {
+        (CheckedHost::Name { .. }, None) if policy.is_local => {
             return Err(Refusal::NotLocal {
                 url: display,
                 host: shown,
             });
         }
-        None => {}
+        (CheckedHost::Name { .. }, None) => {}
     }
     Ok(Checked {
         url: u,

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 
-use super::{Mode, Policy, Record, bwrap_argv, decide};
+use super::{ETC, Mode, Policy, Record, SYSTEM_DIRS, System, bwrap_argv, decide};
 
 /// The variable that names the `bwrap` to use (a path); tests point it at a missing file.
 pub(crate) const BWRAP_ENV: &str = "GIT_FORUM_BWRAP";
@@ -58,78 +58,123 @@ pub(crate) fn probe(bwrap: &Path) -> Result<(), String> {
     Err(format!("{} failed: {last}", bwrap.display()))
 }
 
+/// The system mounts of this host (see [`SYSTEM_DIRS`] and [`ETC`]): each that exists, a link
+/// made again as a link (merged `/usr` keeps `/bin -> usr/bin`), anything else bound read-only.
+pub(crate) fn system_mounts() -> Vec<System> {
+    let mut out = Vec::new();
+    for p in SYSTEM_DIRS.iter().chain(ETC) {
+        let path = Path::new(p);
+        let Ok(meta) = path.symlink_metadata() else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            // A link under /etc (resolv.conf into /run, localtime into /usr/share) is bound
+            // through: its target's content appears at its path. A top-level directory link
+            // is made again as a link.
+            if SYSTEM_DIRS.contains(p) {
+                if let Ok(target) = std::fs::read_link(path) {
+                    out.push(System::Link {
+                        target,
+                        at: path.to_path_buf(),
+                    });
+                }
+            } else if path.exists() {
+                out.push(System::Bind(path.to_path_buf()));
+            }
+        } else {
+            out.push(System::Bind(path.to_path_buf()));
+        }
+    }
+    out
+}
+
+/// What one jail shows of a task's worktree and repository.
+#[derive(Debug, Clone)]
+struct View {
+    /// The worktree (canonical).
+    worktree: PathBuf,
+    /// `(source, where it appears)`, read-only.
+    shows: Vec<(PathBuf, PathBuf)>,
+}
+
 /// A working bubblewrap and the policy it confines commands under.
 #[derive(Debug, Clone)]
 pub(crate) struct Jail {
     bwrap: PathBuf,
     policy: Policy,
-    /// The user's home (hidden), as this process saw `HOME`.
-    home: Option<PathBuf>,
-}
-
-/// The absolute git common dir of the worktree at `dir`.
-fn common_dir(dir: &Path) -> std::io::Result<PathBuf> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["rev-parse", "--path-format=absolute", "--git-common-dir"])
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_COMMON_DIR")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()?;
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if !out.status.success() || text.is_empty() {
-        return Err(std::io::Error::other(format!(
-            "{} is not a git worktree, so it cannot be sandboxed",
-            dir.display()
-        )));
-    }
-    Ok(PathBuf::from(text))
+    /// The host's system mounts, read once.
+    system: Arc<Vec<System>>,
+    /// The worktree it confines to (`None`: the run's jail, from which each task's is made).
+    view: Option<View>,
 }
 
 impl Jail {
     /// A jail over the `bwrap` at `bwrap` (found and probed by the caller).
     pub(crate) fn new(bwrap: PathBuf, policy: Policy) -> Jail {
-        let home = std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(PathBuf::from);
         Jail {
             bwrap,
             policy,
-            home,
+            system: Arc::new(system_mounts()),
+            view: None,
         }
     }
 
-    /// The process that runs `program` confined to the worktree `dir` (its arguments are the
-    /// caller's to add): `bwrap ARGV -- PROGRAM`. The user's work tree (the parent of a common
-    /// dir named `.git`) and an absolute `program` file are bound read-only, so they stay
-    /// reachable (and unwritable) under a hidden `$HOME` or the private `/tmp`.
-    pub(crate) fn command(&self, dir: &Path, program: &Path) -> std::io::Result<Command> {
-        let worktree = dir.canonicalize()?;
-        let common = common_dir(&worktree)?;
-        let common = common.canonicalize().unwrap_or(common);
-        let mut read_only = Vec::new();
-        // The user's own work tree (the common dir's parent when it is a `.git`), read-only
-        // rather than hidden, like the rest of the filesystem.
-        if common.file_name().is_some_and(|n| n == ".git")
-            && let Some(main) = common.parent()
-        {
-            read_only.push(main.to_path_buf());
+    /// This jail confined to the worktree `worktree`, showing `shows` (what the workbench
+    /// says a sandbox shows of the repository there: `(source, where it appears)`, read-only).
+    pub(crate) fn for_tree(&self, worktree: &Path, shows: &[(PathBuf, PathBuf)]) -> Jail {
+        let worktree = worktree
+            .canonicalize()
+            .unwrap_or_else(|_| worktree.to_path_buf());
+        Jail {
+            view: Some(View {
+                worktree,
+                shows: shows.to_vec(),
+            }),
+            ..self.clone()
         }
-        if program.is_absolute() && program.is_file() {
+    }
+
+    /// The process that runs `program` confined to its worktree, started in `dir` (which must
+    /// be that worktree or below it); its arguments are the caller's to add:
+    /// `bwrap ARGV -- PROGRAM`. A `program` given by an absolute path is bound read-only, so it
+    /// can start wherever it lives; so is every path of the policy's `read`.
+    pub(crate) fn command(&self, dir: &Path, program: &Path) -> std::io::Result<Command> {
+        let Some(view) = &self.view else {
+            return Err(std::io::Error::other(format!(
+                "{} is not a worktree git forum prepared, so nothing is run confined there",
+                dir.display()
+            )));
+        };
+        let dir = dir.canonicalize()?;
+        if !dir.starts_with(&view.worktree) {
+            return Err(std::io::Error::other(format!(
+                "{} is outside the task's worktree {}",
+                dir.display(),
+                view.worktree.display()
+            )));
+        }
+        let mut read_only: Vec<PathBuf> = Vec::new();
+        if program.is_absolute() && program.is_file() && !program.starts_with(&view.worktree) {
             read_only.push(program.to_path_buf());
         }
-        let argv = bwrap_argv(
-            self.policy,
+        read_only.extend(self.policy.read.iter().filter(|p| p.exists()).cloned());
+        let mut argv = bwrap_argv(
+            &self.policy,
             &super::Mounts {
-                worktree: &worktree,
-                git_common_dir: &common,
-                home: self.home.as_deref(),
+                worktree: &view.worktree,
+                system: &self.system,
+                git: &view.shows,
                 read_only: &read_only,
             },
         );
+        if dir != view.worktree {
+            // A start below the worktree: a second `--chdir` before the `--` (the last wins).
+            let at = argv.len() - 1;
+            argv.splice(
+                at..at,
+                ["--chdir".to_string(), dir.to_string_lossy().into_owned()],
+            );
+        }
         let mut cmd = Command::new(&self.bwrap);
         cmd.args(argv.iter().map(OsString::from))
             .arg(program)
@@ -167,8 +212,8 @@ impl Sandboxing {
     }
 
     /// The policy it confines under.
-    pub(crate) fn policy(&self) -> Policy {
-        self.policy
+    pub(crate) fn policy(&self) -> &Policy {
+        &self.policy
     }
 
     /// What to tell the user when a run that would have been confined is not (the default
@@ -194,11 +239,13 @@ impl Sandboxing {
                 };
                 let record = decide(
                     self.mode,
-                    self.policy,
+                    &self.policy,
                     found.as_ref().map(|_| ()).map_err(String::as_str),
                 )?;
                 let jail = match (&record, found) {
-                    (Record::Confined { .. }, Ok(b)) => Some(Arc::new(Jail::new(b, self.policy))),
+                    (Record::Confined { .. }, Ok(b)) => {
+                        Some(Arc::new(Jail::new(b, self.policy.clone())))
+                    }
                     _ => None,
                 };
                 Ok((record, jail))

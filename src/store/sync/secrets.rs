@@ -1,12 +1,13 @@
 //! The secret gate of `push` and the pre-push hook: every body of a ledger about to leave is
 //! scanned ([`scan_ledger`]), and with `--scan-code` the lines that pushed code commits add
-//! ([`scan_code`]). Each find is one line naming the ref, the seq (or commit and path), the
-//! rule, and the command that fixes it. A scan that cannot read what it should (a missing
-//! object, a body over the size limit, text that is not a ledger body) fails closed: the push
-//! is refused with that reason.
+//! ([`scan_code`]). Each find is one line naming the ref, the seq (or commit, path and line),
+//! the rule, the secret's fingerprint, and the command that fixes it. A scan that cannot read
+//! what it should (a missing object, a body over the size limit, text that is not a ledger
+//! body) fails closed: the push is refused with that reason.
 //!
 //! The gate refuses whatever the write path would have redacted or blocked; the policy's
-//! per-rule `allow` is honoured, its `mode` is not (a gate that lets secrets out is no gate).
+//! per-rule `allow` and its `allow_fingerprints` are honoured, its `mode` is not (a gate that
+//! lets secrets out is no gate).
 
 use gix::ObjectId;
 use gix::hash::Kind as HashKind;
@@ -19,14 +20,23 @@ use crate::ledger::canonical;
 use crate::secrets::{Checked, Guard, Mode, Scanner, SecretsPolicy};
 use crate::store::git::{PAYLOAD_FILE, StoreError};
 
-/// The guard the gate scans with: every rule counts but those `policy` allows.
+/// The guard the gate scans with: every find counts but those whose rule or fingerprint
+/// `policy` allows.
 pub(crate) fn gate_guard(policy: &SecretsPolicy) -> Guard {
     Guard::new(
         Scanner::new(),
         SecretsPolicy {
             mode: Mode::Block,
             allow: policy.allow.clone(),
+            allow_fingerprints: policy.allow_fingerprints.clone(),
         },
+    )
+}
+
+/// How a find that should not leave can be accepted instead of removed.
+fn accept_hint(fingerprint: impl std::fmt::Display) -> String {
+    format!(
+        "or, if it is no secret, accept this one with allow_fingerprints = [\"{fingerprint}\"] under [secrets] in .forum/policy.toml"
     )
 }
 
@@ -81,8 +91,12 @@ pub(super) fn scan_ledger(
             for h in hits {
                 let path = if h.path.is_empty() { "/" } else { &h.path };
                 lines.push(format!(
-                    "{refname} seq {seq} ({}) {path}: {} found; fix: git forum --ledger {name} redact {seq} --reason \"secret ({})\"",
-                    l.entry.kind, h.rule, h.rule
+                    "{refname} seq {seq} ({}) {path}: {} found (fingerprint {}); fix: git forum --ledger {name} redact {seq} --reason \"secret ({})\", {}",
+                    l.entry.kind,
+                    h.rule,
+                    h.fingerprint,
+                    h.rule,
+                    accept_hint(h.fingerprint)
                 ));
             }
         }
@@ -95,7 +109,7 @@ pub(super) const MAX_CODE_SCAN_BYTES: u64 = 64 << 20;
 
 /// Scans the lines that the commits of `local_oid` not yet on the remote add (`remote_oid..`
 /// when the remote has the ref, else everything not on any of `remote`'s tracking refs): one
-/// line per find naming the ref, the commit, the path and the rule.
+/// line per find naming the ref, the commit, the path and line, the rule and the fingerprint.
 pub(super) fn scan_code(
     git: &Git,
     remote: &str,
@@ -145,24 +159,45 @@ pub(super) fn scan_code(
     let mut lines = Vec::new();
     let mut commit = "";
     let mut path = "";
+    // The new file's line of the next added line, from the last hunk header.
+    let mut new_line = 0usize;
+    // Inside a hunk a line that starts with `+` is an added line, even `+++ ...` (an added
+    // line that starts with `++ `); before the first hunk of a file it is the file's name.
+    let mut in_hunk = false;
     for line in text.lines() {
         if let Some(c) = line.strip_prefix("commit ") {
             commit = c.trim();
-        } else if let Some(p) = line.strip_prefix("+++ ") {
-            path = p.strip_prefix("b/").unwrap_or(p);
+            in_hunk = false;
+        } else if line.starts_with("diff --git ") {
+            in_hunk = false;
+        } else if let Some(hunk) = line.strip_prefix("@@ ") {
+            new_line = hunk_start(hunk).unwrap_or(0);
+            in_hunk = true;
+        } else if !in_hunk {
+            if let Some(p) = line.strip_prefix("+++ ") {
+                path = p.strip_prefix("b/").unwrap_or(p);
+            }
         } else if let Some(added) = line.strip_prefix('+') {
-            let hits = guard.scanner.scan(added);
-            for f in hits {
-                if guard.policy.allow.contains(f.rule) {
+            for f in guard.scanner.scan_text(added) {
+                if !guard.counts(&f) {
                     continue;
                 }
                 let short = &commit[..commit.len().min(12)];
                 lines.push(format!(
-                    "{refname} commit {short} {path}: {} found in an added line; fix: rewrite the commit without it (git commit --amend, or git rebase -i {short}^) and push again",
-                    f.rule
+                    "{refname} commit {short} {path}:{new_line}: {} found in an added line (fingerprint {}); fix: rewrite the commit without it (git commit --amend, or git rebase -i {short}^) and push again, {}",
+                    f.rule(),
+                    f.fingerprint(),
+                    accept_hint(f.fingerprint())
                 ));
             }
+            new_line += 1;
         }
     }
     Ok(lines)
+}
+
+/// The first new line of a hunk from its header after `@@ ` (`-a,b +c,d @@ ...`): `c`.
+fn hunk_start(hunk: &str) -> Option<usize> {
+    let new = hunk.split(' ').find_map(|w| w.strip_prefix('+'))?;
+    new.split(',').next()?.parse().ok()
 }

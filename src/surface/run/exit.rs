@@ -156,6 +156,7 @@ pub(crate) fn exit_of(status: &Status, checks: Checks) -> RunExit {
     match status {
         Status::Halted { .. } => RunExit::Halted,
         Status::StoppedOnBudget => RunExit::StoppedOnBudget,
+        Status::StoppedOnCeiling => RunExit::StoppedOnCeiling,
         Status::Paused { .. } => RunExit::Gated,
         Status::Rejected { .. } => RunExit::Rejected,
         Status::Answered if checks.refuted => RunExit::Refuted,
@@ -179,10 +180,6 @@ pub(crate) fn exit_for(store: &GitStore, outcome: &Outcome) -> Result<RunExit> {
         }
         _ => Checks::default(),
     };
-    // A ceiling stop is witnessed like a budget stop; the outcome says which ceiling.
-    if matches!(outcome.status, Status::StoppedOnBudget) && outcome.ceiling.is_some() {
-        return Ok(RunExit::StoppedOnCeiling);
-    }
     Ok(exit_of(&outcome.status, checks))
 }
 

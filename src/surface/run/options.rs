@@ -91,6 +91,9 @@ pub(crate) struct RunOptions {
     pub(crate) sandbox: Option<bool>,
     /// `--sandbox-net`: confined workers and checks keep the network.
     pub(crate) sandbox_net: bool,
+    /// `--sandbox-read PATH`: more paths confined workers and checks may read (after
+    /// `[work] sandbox_read`).
+    pub(crate) sandbox_read: Vec<std::path::PathBuf>,
     /// The work tree whose map and relevant files are context (on by default in a repository;
     /// `--no-repo-context` leaves it `None`), after the context of [`RunOptions::context`].
     pub(crate) repo_context: Option<std::path::PathBuf>,
@@ -277,10 +280,35 @@ impl RunOptions {
         }
         let mut checks = defaults.checks.clone();
         checks.extend(self.checks.iter().cloned());
+        let mut read = Vec::new();
+        for p in defaults.sandbox_read.iter().chain(&self.sandbox_read) {
+            let full = if p.is_absolute() {
+                p.clone()
+            } else {
+                std::env::current_dir()
+                    .map_err(|e| Error::internal(format!("reading the current directory: {e}")))?
+                    .join(p)
+            };
+            let full = full.canonicalize().map_err(|e| {
+                Error::usage(format!(
+                    "--sandbox-read {}: {e}; give a path that exists",
+                    p.display()
+                ))
+            })?;
+            if full == std::path::Path::new("/") {
+                return Err(Error::usage(
+                    "--sandbox-read / would show the whole filesystem: name the directory the worker needs",
+                ));
+            }
+            if !read.contains(&full) {
+                read.push(full);
+            }
+        }
         let sandbox = Sandboxing::new(
             sandbox::choose(self.sandbox, defaults.sandbox),
             sandbox::Policy {
                 net: self.sandbox_net || defaults.sandbox_net,
+                read,
             },
         );
         if working {
@@ -304,6 +332,7 @@ impl RunOptions {
             max_tool_calls,
             sandbox: Arc::new(sandbox),
             verification: None,
+            limits: defaults.limits,
         })
     }
 
@@ -382,7 +411,10 @@ pub(crate) fn apply_preset_net(
     {
         w.sandbox = Arc::new(Sandboxing::new(
             w.sandbox.mode(),
-            sandbox::Policy { net: true },
+            sandbox::Policy {
+                net: true,
+                read: w.sandbox.policy().read.clone(),
+            },
         ));
     }
 }
@@ -437,27 +469,15 @@ pub(crate) fn capsule_text_of(
     )))
 }
 
-/// The values of every variable a runtime config names as `api_key_env` (set and long enough
-/// to look for), read from the environment here, at the edge: the scanner redacts them
-/// wherever a body holds them, whatever the policy allows.
+/// The values of every variable a runtime config names (`api_key_env`, the `env` a program is
+/// handed, a preset's key variables; see `config::Runtime::secret_env`), read from the
+/// environment here, at the edge: the scanner redacts them wherever a body holds them,
+/// whatever the policy allows.
 pub(crate) fn key_values(runtime: &config::Runtime) -> Vec<String> {
-    let mut specs: Vec<&config::ExecutorSpec> = runtime.default.iter().collect();
-    specs.extend(runtime.tiers.values());
-    for seat in [&runtime.seats.worker, &runtime.seats.orchestrator] {
-        if let config::SeatChoice::Inline(s) = seat {
-            specs.push(s);
-        }
-    }
-    specs
-        .into_iter()
-        .filter_map(|s| match &s.kind {
-            config::ExecutorKind::Chat {
-                api_key_env: Some(k),
-                ..
-            }
-            | config::ExecutorKind::Anthropic { api_key_env: k, .. } => std::env::var(k).ok(),
-            _ => None,
-        })
+    runtime
+        .secret_env()
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
         .collect()
 }
 

@@ -93,6 +93,9 @@ impl RunOptions {
         if self.sandbox_net {
             m.insert("sandbox_net".into(), json!(true));
         }
+        if !self.sandbox_read.is_empty() {
+            m.insert("sandbox_read".into(), json!(self.sandbox_read));
+        }
         if let Some(mode) = self.secrets {
             m.insert("secrets".into(), json!(mode.as_str()));
         }
@@ -165,6 +168,18 @@ impl RunOptions {
             self.sandbox_net = v
                 .as_bool()
                 .ok_or_else(|| wrong("sandbox_net", "true or false"))?;
+        }
+        if self.sandbox_read.is_empty()
+            && let Some(v) = field("sandbox_read")
+        {
+            self.sandbox_read = v
+                .as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .map(|p| p.as_str().map(std::path::PathBuf::from))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .ok_or_else(|| wrong("sandbox_read", "a list of paths"))?;
         }
         if self.secrets.is_none()
             && let Some(v) = field("secrets")
