@@ -20,6 +20,17 @@ use super::pack::{self, Obj, PackStream, Section};
 use crate::ledger::hash::sha256_hex;
 use crate::ledger::{ChainChecker, ChainProblem, Entry, NewEntry};
 
+/// A tip that cannot be read, as an append's refusal: the problem, that nothing was appended,
+/// and where to look.
+fn refused(e: StoreError) -> StoreError {
+    match e {
+        StoreError::Corrupt(m) => StoreError::Corrupt(format!(
+            "{m}; nothing was appended; run `git forum doctor` to see the damage and repair it"
+        )),
+        other => other,
+    }
+}
+
 /// How long an append keeps retrying a contended ref before giving up.
 pub const APPEND_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -134,34 +145,57 @@ impl GitStore {
         let mut wal = None;
         let mut checkpointed = false;
         let mut restored = false;
+        let mut batch_log = None;
         loop {
             let tip = match self.tip() {
-                // The tip (or what it names) was deleted by a prune that raced an earlier
-                // append: the write-ahead log still holds those objects.
+                // The tip (or what it names) is gone from the object store (deleted outside git
+                // forum, or lost in a crash): the write-ahead log may still hold it.
                 Err(StoreError::Corrupt(_)) if !restored => {
                     restored = true;
                     if self.restore_from_wal()? > 0 {
                         continue;
                     }
-                    self.tip()?
+                    self.tip().map_err(refused)?
                 }
-                other => other?,
+                other => other.map_err(refused)?,
             };
-            if tip.is_none() {
-                self.refuse_if_deleted()?;
+            match &tip {
+                None => self.refuse_if_deleted()?,
+                // Never build on an entry that cannot be read whole: put back what the log
+                // holds, or refuse.
+                Some(t) => {
+                    if let Some(damage) = self.parent_damage(t) {
+                        if !restored {
+                            restored = true;
+                            self.restore_from_wal()?;
+                            continue;
+                        }
+                        return Err(StoreError::Corrupt(format!(
+                            "ledger {}: seq {} (commit {}), the entry this append would follow, is damaged: {damage}, and the write-ahead log holds no copy; nothing was appended; run `git forum doctor` to see the damage and repair it from a clone, a pack or an export",
+                            self.name, t.entry.seq, t.commit
+                        )));
+                    }
+                }
             }
             let mut built = build(tip.as_ref())?;
-            // Single appends are logged. Where git keeps the refs (reftable) the log is not what
-            // makes an append durable (its objects are flushed before git moves the ref, which
-            // git makes durable itself); it is kept, unflushed, as the copy a racing prune
-            // cannot delete.
-            let logged = self.opts.method.wal() && !built.as_pack;
-            let log_durably = self.opts.fsync && !self.refs_via_git;
+            // Single appends are logged (on Linux, where the log knows its boot). With the `wal`
+            // flush method in a files repository the log is what makes an append durable.
+            // Elsewhere (git keeps the refs, as in reftable, and makes them durable itself;
+            // another flush method flushes the objects and the ref) it is kept unflushed, as the
+            // copy of the append's objects a racing prune cannot delete (see `wal/recover.rs`).
+            let logged = cfg!(target_os = "linux") && !built.as_pack;
+            let log_durably = self.opts.fsync && !self.refs_via_git && self.opts.method.wal();
             if logged && wal.is_none() {
                 wal = Some(self.wal_for_append(&lock)?);
             } else if !logged && !checkpointed {
-                self.checkpoint_wal()?;
                 checkpointed = true;
+                if built.as_pack && built.prewritten.is_none() {
+                    // The log's objects go into this batch's own pack (one pack, and no prune
+                    // can delete them there); the log is emptied once the pack is written.
+                    batch_log = self.log_for_batch()?;
+                } else {
+                    self.checkpoint_wal()?;
+                }
             }
             let new_tip = *built
                 .commits
@@ -170,8 +204,17 @@ impl GitStore {
             let mut guard = built.prewritten.take();
             if built.as_pack && guard.is_none() {
                 let mut seen = HashSet::new();
+                let mut logged_objs = Vec::new();
+                if let Some((_, records)) = &batch_log {
+                    for rec in records {
+                        for (kind, data) in &rec.objects {
+                            logged_objs.push(object(self.hash, *kind, data.clone())?);
+                        }
+                    }
+                }
                 let objs: Vec<Obj> = std::mem::take(&mut built.objects)
                     .into_iter()
+                    .chain(logged_objs)
                     // Objects the repository already holds may be written again: a duplicate across
                     // packs is harmless, while asking the object store about every miss makes it
                     // rescan the pack directory each time.
@@ -188,6 +231,9 @@ impl GitStore {
                         )
                         .map_err(io("writing a pack"))?,
                     );
+                }
+                if let Some((mut log, _)) = batch_log.take() {
+                    self.empty_packed_log(&mut log)?;
                 }
             } else {
                 self.write_loose_objects(&built.objects, self.opts.fsync && !log_durably, false)?;
@@ -209,7 +255,7 @@ impl GitStore {
                     // took for garbage (a body or tree the repository already had, say):
                     // whatever is missing now is written again before the append is
                     // acknowledged. The objects are a pure function of the entries.
-                    let flushed = match wal.as_mut() {
+                    let logged_now = match wal.as_mut() {
                         Some(w) if logged => self
                             .wal_log(
                                 w,
@@ -225,10 +271,17 @@ impl GitStore {
                                 let _ =
                                     std::os::unix::fs::FileExt::write_all_at(&lock, &w.hint(), 0);
                             }),
-                        // git made its own ref storage durable (core.fsync=reference).
-                        _ if self.refs_via_git => Ok(()),
-                        _ => self.flush(&[self.reflog_path(), self.ref_path()], false),
+                        _ => Ok(()),
                     };
+                    let flushed = logged_now.and_then(|()| {
+                        if log_durably || self.refs_via_git {
+                            // The log's flush covers the append, or git made its own ref
+                            // storage durable (core.fsync=reference).
+                            Ok(())
+                        } else {
+                            self.flush(&[self.reflog_path(), self.ref_path()], false)
+                        }
+                    });
                     if let Some(g) = guard {
                         g.release();
                     }
@@ -287,6 +340,24 @@ impl GitStore {
         }
     }
 
+    /// What is missing of the entry at `tip` (its commit, tree or body), which an append is
+    /// about to follow; `None` when it is whole. A redacted body (an empty tree) is whole.
+    fn parent_damage(&self, tip: &Tip) -> Option<String> {
+        let mut buf = Vec::new();
+        let tree = match self.read_entry_commit(&tip.commit, &mut buf) {
+            Ok((_, tree, _)) => tree,
+            Err(_) => return Some(format!("its commit {} is missing", tip.commit)),
+        };
+        match self.blob_in_tree(&tree, &mut buf) {
+            Ok(None) => None,
+            Ok(Some(blob)) => match self.read_raw(&blob, &mut buf) {
+                Ok(Some(Kind::Blob)) => None,
+                _ => Some(format!("its body (blob {blob}) is missing")),
+            },
+            Err(_) => Some(format!("its tree {tree} is missing or damaged")),
+        }
+    }
+
     /// A ledger whose ref is gone but whose reflog still records a tip was deleted behind
     /// git forum's back (git deletes a ref's reflog with the ref): starting a new ledger at
     /// seq 0 there would bury the old chain, so the append is refused with the way back.
@@ -312,7 +383,7 @@ impl GitStore {
     }
 
     /// Merges small packs once there are many (git's geometric repack keeps old big packs).
-    fn consolidate_packs(&self) {
+    pub(crate) fn consolidate_packs(&self) {
         if pack::pack_count(&self.objects_dir()) <= MAX_PACKS {
             return;
         }
@@ -497,10 +568,11 @@ impl GitStore {
         let mut src = forum_dir::open_stream(dir, limits, &objects_dir)?;
         let level = gix::zlib::Compression::new(IMPORT_LEVEL).expect("a valid level");
         let pack = PackStream::create(&objects_dir, hash, level).map_err(io("writing a pack"))?;
-        let ids_path =
-            objects_dir
-                .join("pack")
-                .join(format!("tmp_ids_{}_{}", std::process::id(), unique()));
+        let ids_path = objects_dir.join("pack").join(format!(
+            "forum_tmp_ids_{}_{}",
+            std::process::id(),
+            unique()
+        ));
         let ids_file = std::fs::File::create(&ids_path).map_err(io("writing the seq index"))?;
         let ids = RemoveOnDrop(Some(ids_path));
         let empty_tree = object(hash, Kind::Tree, Vec::new())?;

@@ -179,12 +179,15 @@ fn encode_idx_v2(
     Ok(out)
 }
 
+/// A temporary file's name in `dir`. Never `tmp_*`: `git prune` deletes every such file in
+/// `objects/pack/` (with `--expire=now`, however new), which would make a batch or an import
+/// racing it fail.
 fn tmp_name(dir: &Path, prefix: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    dir.join(format!("{prefix}_{}_{nanos}", std::process::id()))
+    dir.join(format!("forum_{prefix}_{}_{nanos}", std::process::id()))
 }
 
 /// Writes `objs` (already deduplicated, commits first) as one pack in `objects_dir/pack`.

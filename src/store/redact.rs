@@ -114,8 +114,8 @@ impl GitStore {
     ) -> Result<(ObjectId, ObjectId, Vec<u64>, Vec<(ObjectId, ObjectId)>), StoreError> {
         let held = self.writer_lock()?;
         // The rewrite moves the ref itself: first flush and empty the write-ahead log, which
-        // also removes the bodies it holds.
-        self.checkpoint_wal()?;
+        // also removes the bodies it holds (packing what it held, but never this body).
+        self.checkpoint_wal_forgetting(&super::codec::hex_to_bytes(payload_hash))?;
         let hash = self.object_hash();
         let empty = object(hash, Kind::Tree, Vec::new())?;
         loop {

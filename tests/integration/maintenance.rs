@@ -1,63 +1,53 @@
 //! No acknowledged entry is lost beside git's maintenance (`git prune --expire=now`, `git gc
 //! --prune=now`, `git repack -ad`), on files/SHA-1, files/SHA-256 and reftable repositories.
 //!
-//! The fast tests put a prune or a gc at one chosen step of an append through the failpoint
-//! hook (`GIT_FORUM_FAILPOINT=STEP` with `GIT_FORUM_FAILPOINT_RUN=COMMAND`, which runs the
-//! command there instead of killing the writer). Two moments matter:
-//!
-//! - between the object write and the ref move, a plain prune or gc: it sees the new objects
-//!   unreachable and deletes them before the ref names them;
-//! - after the ref move and before the acknowledgement, a prune or gc in a *stale view*: a git
-//!   dir that shares the repository's objects but holds its refs as they were before the append
-//!   began. That is exactly what a prune whose walk listed the objects as unreachable before the
-//!   ref moved does when it deletes them after.
-//!
-//! After the acknowledgement, and before any other git forum command can put anything back,
-//! every object of the entry must be in the repository and `git fsck --strict` clean.
+//! `git prune` lists what the refs reach, then deletes every other loose object; with
+//! `--expire=now` it spares none, however new. A prune that listed the refs between an
+//! append's object write and its ref move therefore deletes the append's objects after the
+//! move, whenever it gets to them. The fast tests below stage that race exactly, through the
+//! failpoint hook (`GIT_FORUM_FAILPOINT=STEP` with `GIT_FORUM_FAILPOINT_RUN=COMMAND` runs the
+//! command at that step instead of killing the writer): at `objects-written` the command takes
+//! a *stale view*, a git dir that shares the repository's objects but copies its refs and
+//! reflogs as they stand then (the list such a prune made); later, `git --git-dir VIEW prune
+//! --expire=now` (or `gc --prune=now`) deletes what that list did not reach, as the prune
+//! would.
 //!
 //! The long runs (several appenders through the CLI, the daemon and MCP beside loops of prune,
-//! gc and repack for tens of seconds) are the `heavy_` tests at the end, and `cargo bench
-//! --bench reliability` runs them at length.
+//! gc and repack for tens of seconds) are the `heavy_` tests at the end; `cargo bench --bench
+//! reliability` runs them at length.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::common::{FORMATS, Repo};
+use crate::common::{FORMATS, Repo, one_line_error};
 
 const REF: &str = "refs/forum/ledgers/main";
 
-/// A git dir at `dir` that shares `repo`'s objects but holds a copy of its refs, reflogs and
-/// config as they are now (files or reftable). git run there later sees the ledger where it is
-/// now, whatever happens to the real refs meanwhile.
-pub fn stale_view(repo: &Repo, dir: &Path) -> PathBuf {
-    let src = repo.git_dir();
-    let view = dir.join("view.git");
-    std::fs::create_dir_all(&view).unwrap();
-    for name in ["HEAD", "config", "packed-refs"] {
-        if src.join(name).exists() {
-            std::fs::copy(src.join(name), view.join(name)).unwrap();
-        }
-    }
-    for name in ["refs", "logs", "reftable"] {
-        if src.join(name).exists() {
-            copy_tree(&src.join(name), &view.join(name));
-        }
-    }
-    std::os::unix::fs::symlink(src.join("objects"), view.join("objects")).unwrap();
-    view
+/// The shell command that makes `view` a stale view of the repository it runs in (see the
+/// module doc): refs, reflogs, `packed-refs` or `reftable/`, HEAD and config copied, objects
+/// shared.
+pub fn snapshot_command(view: &Path) -> String {
+    let v = view.display();
+    format!(
+        "set -e; mkdir -p '{v}'; cp .git/HEAD .git/config '{v}/'; \
+         for d in refs logs reftable packed-refs; do \
+           if [ -e .git/$d ]; then cp -R .git/$d '{v}/'; fi; \
+         done; \
+         find '{v}' -name '*.lock' -delete; \
+         ln -s \"$PWD/.git/objects\" '{v}/objects'"
+    )
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dest);
-        } else if !e.file_name().to_string_lossy().ends_with(".lock") {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
+/// Runs `git --git-dir VIEW ARGS` in `repo` and insists that it succeeds.
+pub fn git_in_view(repo: &Repo, view: &Path, args: &[&str]) {
+    let mut all = vec!["--git-dir", view.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let o = repo.git(&all);
+    assert!(
+        o.status.success(),
+        "git {all:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// One append of `payload` with `command` run at `step` (see the module doc).
@@ -79,66 +69,55 @@ fn append_with_command(repo: &Repo, step: &str, command: &str, payload: &str) ->
         .unwrap()
 }
 
+/// Appends `payload` while a stale view is taken between its object write and its ref move;
+/// returns the acknowledged commit and the view.
+fn append_seen_stale(repo: &Repo, scratch: &Path, payload: &str) -> (String, PathBuf) {
+    let view = scratch.join("view.git");
+    let o = append_with_command(repo, "objects-written", &snapshot_command(&view), payload);
+    assert!(
+        o.status.success(),
+        "the append failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(view.join("objects").exists(), "the view was not taken");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    (v["commit"].as_str().unwrap().to_string(), view)
+}
+
 /// What is wrong with the acknowledged entry `commit`, asked of git alone (no git forum command
-/// runs, so nothing is put back first): its commit, tree and body must be present, the ref must
-/// name it, and `git fsck --strict` must be clean. `None` when all is well.
-pub fn damage_after_ack(repo: &Repo, commit: &str) -> Option<String> {
-    let mut missing = Vec::new();
-    for spec in [
+/// runs, so nothing is put back first): its commit, tree and body must be present and, with
+/// `fsck`, `git fsck --strict` clean. `None` when all is well.
+pub fn damage(repo: &Repo, commit: &str, fsck: bool) -> Option<String> {
+    let missing: Vec<String> = [
         commit.to_string(),
         format!("{commit}^{{tree}}"),
         format!("{commit}:payload.json"),
-    ] {
-        if !repo.git(&["cat-file", "-e", &spec]).status.success() {
-            missing.push(spec);
+    ]
+    .into_iter()
+    .filter(|spec| !repo.git(&["cat-file", "-e", spec]).status.success())
+    .collect();
+    let complaints: Vec<String> = if fsck {
+        let o = repo.git(&["fsck", "--strict", "--no-dangling", "--no-progress"]);
+        let mut c: Vec<String> = String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .chain(String::from_utf8_lossy(&o.stdout).lines())
+            .filter(|l| !l.starts_with("notice:"))
+            .map(str::to_string)
+            .collect();
+        if !o.status.success() && c.is_empty() {
+            c.push(format!("exit {:?}", o.status.code()));
         }
-    }
-    let at = repo.git(&["rev-parse", "--verify", "--quiet", REF]);
-    let tip = String::from_utf8_lossy(&at.stdout).trim().to_string();
-    let fsck = repo.git(&["fsck", "--strict", "--no-dangling", "--no-progress"]);
-    let fsck_out = format!(
-        "{}{}",
-        String::from_utf8_lossy(&fsck.stdout),
-        String::from_utf8_lossy(&fsck.stderr)
-    );
-    let fsck_bad = fsck_out
-        .lines()
-        .filter(|l| !l.starts_with("notice:"))
-        .collect::<Vec<_>>();
-    if missing.is_empty() && tip == commit && fsck.status.success() && fsck_bad.is_empty() {
+        c
+    } else {
+        Vec::new()
+    };
+    if missing.is_empty() && complaints.is_empty() {
         return None;
     }
     Some(format!(
-        "missing {missing:?}; ref at {tip:?} (acknowledged {commit}); fsck: {}",
-        fsck_bad.join(" | ")
+        "missing {missing:?}; fsck: {}",
+        complaints.join(" | ")
     ))
-}
-
-/// Runs the append with `command` at `step` on a ledger of three entries, then checks the
-/// acknowledged entry with git alone, then that the next append and `verify --deep` pass.
-fn survives(kind: &str, step: &str, command: impl Fn(&Path) -> String) -> Result<(), String> {
-    let repo = crate::storage::seeded(kind, 3);
-    let scratch = tempfile::tempdir().unwrap();
-    let command = command(&stale_view(&repo, scratch.path()));
-    let o = append_with_command(&repo, step, &command, "{\"raced\":true}");
-    if !o.status.success() {
-        return Err(format!(
-            "the append failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        ));
-    }
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let commit = v["commit"].as_str().unwrap().to_string();
-    if let Some(d) = damage_after_ack(&repo, &commit) {
-        return Err(format!("acknowledged at seq {}, then: {d}", v["seq"]));
-    }
-    repo.append("b", "note", "{\"after\":true}");
-    let r = crate::storage::verify(&repo, true);
-    if r["ok"] != true || r["entries"] != 5 {
-        return Err(format!("verify --deep: {r}"));
-    }
-    repo.fsck();
-    Ok(())
 }
 
 /// Runs `case` on the three kinds of repository and fails naming every kind it failed on.
@@ -150,38 +129,242 @@ fn on_each_kind(what: &str, case: impl Fn(&str) -> Result<(), String>) {
     assert!(failures.is_empty(), "{what}:\n{}", failures.join("\n"));
 }
 
+/// The next append and `verify --deep` go through, and fsck is clean.
+fn goes_on(repo: &Repo, entries: u64) -> Result<(), String> {
+    repo.append("b", "note", "{\"after\":true}");
+    let r = crate::storage::verify(repo, true);
+    if r["ok"] != true || r["entries"] != entries {
+        return Err(format!("verify --deep: {r}"));
+    }
+    repo.fsck();
+    Ok(())
+}
+
+/// A prune (or gc) that runs whole between the object write and the ref move deletes the new
+/// objects before the ref names them: the append writes them again and lands.
+fn whole_maintenance_between_write_and_move(kind: &str, command: &str) -> Result<(), String> {
+    let repo = crate::storage::seeded(kind, 3);
+    let o = append_with_command(&repo, "objects-written", command, "{\"raced\":true}");
+    if !o.status.success() {
+        return Err(format!(
+            "the append failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    if let Some(d) = damage(&repo, v["commit"].as_str().unwrap(), true) {
+        return Err(format!("acknowledged, then: {d}"));
+    }
+    goes_on(&repo, 5)
+}
+
 #[test]
 fn a_prune_between_the_object_write_and_the_ref_move_loses_nothing() {
     on_each_kind("git prune --expire=now at objects-written", |kind| {
-        survives(kind, "objects-written", |_| {
-            "git prune --expire=now".to_string()
-        })
+        whole_maintenance_between_write_and_move(kind, "git prune --expire=now")
     });
 }
 
 #[test]
 fn a_gc_between_the_object_write_and_the_ref_move_loses_nothing() {
     on_each_kind("git gc --prune=now at objects-written", |kind| {
-        survives(kind, "objects-written", |_| {
-            "git gc --prune=now -q".to_string()
-        })
+        whole_maintenance_between_write_and_move(kind, "git gc --prune=now -q")
+    });
+}
+
+/// The loss the review saw: a prune that listed the refs between an append's object write and
+/// its ref move deletes the objects later, after the write-ahead log was emptied (today by
+/// `git forum sync`, a full log, a batch or a redaction). Now `sync` leaves the log its
+/// records, and emptying the log packs what it held first: a prune never deletes from a pack.
+/// `before` runs at the object write too (a gc's repack, which lists the refs as it starts,
+/// before the prune that follows it does); `between` runs after the append and before the late
+/// prune; `then` says what must hold afterwards.
+fn late_prune(
+    kind: &str,
+    before: &str,
+    between: impl Fn(&Repo),
+    then: impl Fn(&Repo, &str) -> Result<(), String>,
+) -> Result<(), String> {
+    let repo = crate::storage::seeded(kind, 3);
+    let scratch = tempfile::tempdir().unwrap();
+    let view = scratch.path().join("view.git");
+    let o = append_with_command(
+        &repo,
+        "objects-written",
+        &format!("{before}{}", snapshot_command(&view)),
+        "{\"raced\":true}",
+    );
+    if !o.status.success() {
+        return Err(format!(
+            "the append failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let commit = v["commit"].as_str().unwrap().to_string();
+    between(&repo);
+    git_in_view(&repo, &view, &["prune", "--expire=now"]);
+    then(&repo, &commit)
+}
+
+/// After `sync` and the late prune, the log still holds what the prune deleted: the next
+/// reader puts it back.
+fn restored_by_the_next_reader(repo: &Repo, commit: &str) -> Result<(), String> {
+    let r = crate::storage::verify(repo, true);
+    if r["ok"] != true || r["entries"] != 4 {
+        return Err(format!("verify --deep after sync and the late prune: {r}"));
+    }
+    if let Some(d) = damage(repo, commit, true) {
+        return Err(format!("after verify put back what the log holds: {d}"));
+    }
+    goes_on(repo, 5)
+}
+
+#[test]
+fn a_prune_that_listed_the_refs_before_the_move_loses_nothing_across_sync() {
+    on_each_kind("a late prune after sync", |kind| {
+        late_prune(
+            kind,
+            "",
+            |repo| {
+                repo.forum_ok(&["sync"]);
+            },
+            restored_by_the_next_reader,
+        )
     });
 }
 
 #[test]
-fn a_prune_that_listed_the_objects_before_the_ref_moved_deletes_nothing_after() {
-    on_each_kind("a stale-view prune after the ref moved", |kind| {
-        survives(kind, "appended", |view| {
-            format!("git --git-dir '{}' prune --expire=now", view.display())
-        })
+fn a_gc_that_began_before_the_move_loses_nothing_across_sync() {
+    on_each_kind("a gc whose prune ends after sync", |kind| {
+        late_prune(
+            kind,
+            "git gc --prune=now -q; ",
+            |repo| {
+                repo.forum_ok(&["sync"]);
+            },
+            restored_by_the_next_reader,
+        )
     });
 }
 
+/// A redaction empties the log: what it held is packed first, so the late prune finds
+/// nothing to delete (git alone sees the entry whole).
 #[test]
-fn a_gc_that_listed_the_objects_before_the_ref_moved_deletes_nothing_after() {
-    on_each_kind("a stale-view gc after the ref moved", |kind| {
-        survives(kind, "appended", |view| {
-            format!("git --git-dir '{}' gc --prune=now -q", view.display())
-        })
+fn a_late_prune_deletes_nothing_once_a_redaction_empties_the_log() {
+    on_each_kind("a late prune after a redaction", |kind| {
+        late_prune(
+            kind,
+            "",
+            |repo| {
+                let hash = repo.forum_json(&["show", "0"])["payload_hash"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                repo.forum_ok(&["redact", &hash, "--reason", "test"]);
+            },
+            |repo, _| {
+                // The redaction rewrote the commits: the raced entry is seq 3 of the new chain.
+                let commit = repo.git_ok(&["rev-parse", &format!("{REF}~1")]);
+                if let Some(d) = damage(repo, &commit, true) {
+                    return Err(format!("after the redaction and the late prune: {d}"));
+                }
+                goes_on(repo, 6)
+            },
+        )
     });
+}
+
+/// Incompressible text of about `n` bytes (hex of a xorshift stream), so a few appends fill a
+/// small write-ahead log.
+fn noise(seed: u64, n: usize) -> String {
+    let mut x = seed.max(1);
+    let mut s = String::with_capacity(n);
+    while s.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.push_str(&format!("{x:016x}"));
+    }
+    s
+}
+
+/// The same race when the log empties because it is full, not because of `sync`.
+#[test]
+fn a_late_prune_deletes_nothing_once_a_full_log_is_emptied() {
+    on_each_kind("a late prune after the log filled", |kind| {
+        let repo = crate::storage::seeded(kind, 1);
+        repo.git_ok(&["config", "forum.walSize", "64k"]);
+        let scratch = tempfile::tempdir().unwrap();
+        let (commit, view) = append_seen_stale(&repo, scratch.path(), "{\"raced\":true}");
+        // 16 KiB of noise deflates to about 8 KiB: ten appends overflow 64 KiB.
+        for i in 0..10 {
+            repo.append("filler", "note", &format!("{:?}", noise(i + 1, 16 << 10)));
+        }
+        // The late prune also deletes the fillers, which the new generation of the log holds:
+        // the next append puts back what it builds on, verify the rest.
+        git_in_view(&repo, &view, &["prune", "--expire=now"]);
+        if let Some(d) = damage(&repo, &commit, false) {
+            return Err(format!("after the log filled and a late prune: {d}"));
+        }
+        goes_on(&repo, 13)
+    });
+}
+
+/// A late prune that deleted part of the newest entry (its tree and body: a prune walks the
+/// object directories in order and may reach some of an append's objects before the rest) is
+/// put right by the next append before it builds on that entry.
+#[test]
+fn the_next_append_puts_back_what_a_late_prune_deleted_before_building_on_it() {
+    on_each_kind("an append after a late partial prune", |kind| {
+        let repo = crate::storage::seeded(kind, 3);
+        let c = repo.git_ok(&["rev-parse", REF]);
+        let ids: Vec<String> = [format!("{c}^{{tree}}"), format!("{c}:payload.json")]
+            .iter()
+            .map(|spec| repo.git_ok(&["rev-parse", spec]))
+            .collect();
+        for id in &ids {
+            std::fs::remove_file(crate::storage::loose(&repo, id)).unwrap();
+        }
+        repo.append("b", "note", "{\"after\":true}");
+        if let Some(d) = damage(&repo, &c, true) {
+            return Err(format!("the next append built on a damaged entry: {d}"));
+        }
+        let r = crate::storage::verify(&repo, true);
+        if r["ok"] != true || r["entries"] != 4 {
+            return Err(format!("verify --deep: {r}"));
+        }
+        repo.fsck();
+        Ok(())
+    });
+}
+
+/// With no copy anywhere (the log is gone too), the append refuses in one line naming the
+/// damage and `git forum doctor`, and appends nothing.
+#[test]
+fn an_append_refuses_to_build_on_an_entry_nothing_can_restore() {
+    for kind in FORMATS {
+        let repo = crate::storage::seeded(kind, 3);
+        let c = repo.git_ok(&["rev-parse", REF]);
+        let tree = repo.git_ok(&["rev-parse", &format!("{c}^{{tree}}")]);
+        std::fs::remove_file(crate::storage::loose(&repo, &tree)).unwrap();
+        std::fs::remove_file(repo.git_dir().join("forum/wal/main.wal")).unwrap();
+        let o = repo
+            .forum()
+            .args(["append", "--actor", "a", "--kind", "k", "--payload", "1"])
+            .output()
+            .unwrap();
+        let err = one_line_error(&o, "git forum doctor");
+        assert!(
+            err.contains(&tree) && err.contains("seq 2"),
+            "{kind}: {err}"
+        );
+        assert!(err.contains("nothing was appended"), "{kind}: {err}");
+        assert_eq!(repo.git_ok(&["rev-parse", REF]), c, "{kind}: the ref moved");
+        // doctor names it by seq.
+        let d = repo.forum().args(["doctor", "--json"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&d.stdout).unwrap();
+        assert_eq!(v["ledger"]["findings"][0]["code"], "missing-tree", "{v}");
+        assert_eq!(v["ledger"]["findings"][0]["seq"], 2, "{v}");
+    }
 }
