@@ -340,21 +340,36 @@ impl GitStore {
         }
     }
 
-    /// What is missing of the entry at `tip` (its commit, tree or body), which an append is
-    /// about to follow; `None` when it is whole. A redacted body (an empty tree) is whole.
+    /// What is missing from the object store of the entry at `tip` (its commit, tree or body),
+    /// which an append is about to follow; `None` when it is whole. A redacted body (an empty
+    /// tree) is whole. The write-ahead log is not asked: what only it holds is missing here.
     fn parent_damage(&self, tip: &Tip) -> Option<String> {
         let mut buf = Vec::new();
-        let tree = match self.read_entry_commit(&tip.commit, &mut buf) {
-            Ok((_, tree, _)) => tree,
-            Err(_) => return Some(format!("its commit {} is missing", tip.commit)),
+        // The object store, asked again through a new handle before anything is called missing.
+        let stored = |id: &ObjectId, buf: &mut Vec<u8>| match self.read_stored(id, buf) {
+            Ok(Some(k)) => Some(k),
+            _ => self.read_fresh(id, buf, 3),
         };
-        match self.blob_in_tree(&tree, &mut buf) {
-            Ok(None) => None,
-            Ok(Some(blob)) => match self.read_raw(&blob, &mut buf) {
-                Ok(Some(Kind::Blob)) => None,
-                _ => Some(format!("its body (blob {blob}) is missing")),
-            },
-            Err(_) => Some(format!("its tree {tree} is missing or damaged")),
+        if stored(&tip.commit, &mut buf) != Some(Kind::Commit) {
+            return Some(format!("its commit {} is missing", tip.commit));
+        }
+        let Some(tree) = super::codec::parse_commit(&buf, self.hash).map(|c| c.tree) else {
+            return Some(format!("its commit {} cannot be parsed", tip.commit));
+        };
+        if stored(&tree, &mut buf) != Some(Kind::Tree) {
+            return Some(format!("its tree {tree} is missing"));
+        }
+        let blob = match self.blob_in_tree(&tree, &mut buf) {
+            Ok(None) => return None,
+            Ok(Some(blob)) => blob,
+            Err(_) => return Some(format!("its tree {tree} is damaged")),
+        };
+        if gix::objs::Exists::exists(&self.repo.objects, &blob)
+            || stored(&blob, &mut buf) == Some(Kind::Blob)
+        {
+            None
+        } else {
+            Some(format!("its body (blob {blob}) is missing"))
         }
     }
 

@@ -267,7 +267,7 @@ impl GitStore {
         let mut whole = true;
         while let Some(id) = cur {
             let seq_hint = child_seq.and_then(|s| s.checked_sub(1));
-            let commit = match self.read_raw(&id, &mut buf).ok().flatten() {
+            let commit = match self.read_stored(&id, &mut buf).ok().flatten() {
                 Some(Kind::Commit) => buf.clone(),
                 _ => {
                     let missing =
@@ -300,7 +300,7 @@ impl GitStore {
             let tree = raw.tree;
             let parent = raw.parents.first().copied();
             // The tree and its body.
-            let tree_data = match self.read_raw(&tree, &mut buf).ok().flatten() {
+            let tree_data = match self.read_stored(&tree, &mut buf).ok().flatten() {
                 Some(Kind::Tree) => Some(buf.clone()),
                 _ => {
                     let found = self.recover(
@@ -319,7 +319,7 @@ impl GitStore {
             if let Some(t) = tree_data
                 && let Some(blob) = blob_of_tree(&t, self.object_hash())
                 && !matches!(
-                    self.read_raw(&blob, &mut buf).ok().flatten(),
+                    self.read_stored(&blob, &mut buf).ok().flatten(),
                     Some(Kind::Blob)
                 )
             {

@@ -368,3 +368,280 @@ fn an_append_refuses_to_build_on_an_entry_nothing_can_restore() {
         assert_eq!(v["ledger"]["findings"][0]["seq"], 2, "{v}");
     }
 }
+
+/// git's maintenance commands the long runs loop beside the appenders.
+pub const LOOPS: [&[&str]; 3] = [
+    &["prune", "--expire=now"],
+    &["gc", "--prune=now", "-q"],
+    &["repack", "-a", "-d", "-q"],
+];
+
+/// What one long run saw.
+#[derive(Debug, Default, Clone)]
+pub struct LoopFigures {
+    /// Appends acknowledged through the CLI, the daemon and MCP.
+    pub cli: usize,
+    pub daemon: usize,
+    pub mcp: usize,
+    /// Acknowledged entries missing from the ledger afterwards (0, or the run failed).
+    pub lost: usize,
+    /// How many times each of [`LOOPS`] ran.
+    pub iterations: Vec<usize>,
+    /// Objects git found missing before any git forum command ran afterwards: deleted by a
+    /// prune that listed the refs before an append moved its ref, and put back from the
+    /// write-ahead log by the next reader.
+    pub holes_seen: usize,
+    pub entries: u64,
+    pub seconds: f64,
+}
+
+impl LoopFigures {
+    pub fn acknowledged(&self) -> usize {
+        self.cli + self.daemon + self.mcp
+    }
+
+    /// One line of figures.
+    pub fn line(&self) -> String {
+        let loops: Vec<String> = LOOPS
+            .iter()
+            .zip(&self.iterations)
+            .map(|(args, n)| format!("{n}× git {}", args.join(" ")))
+            .collect();
+        format!(
+            "{} appends acknowledged ({} CLI, {} daemon, {} MCP), {} lost, {} entries, {}; {} object(s) a late prune deleted put back from the log; verify --deep and fsck --strict clean; {:.1}s",
+            self.acknowledged(),
+            self.cli,
+            self.daemon,
+            self.mcp,
+            self.lost,
+            self.entries,
+            loops.join(", "),
+            self.holes_seen,
+            self.seconds
+        )
+    }
+}
+
+/// Appenders through the CLI (two processes at a time), the daemon and MCP, for `secs`
+/// seconds beside a loop of each of [`LOOPS`] on a `kind` repository whose write-ahead log is
+/// small (64 KiB, so it fills and is emptied many times). Afterwards: every
+/// acknowledged append is in the ledger exactly once, `verify --deep` passes and `git fsck
+/// --strict` is clean. Any failed append fails the run.
+pub fn beside_loops(kind: &str, secs: f64) -> Result<LoopFigures, String> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    let repo = crate::storage::seeded(kind, 2);
+    // A small write-ahead log fills (and so is emptied) every hundred-odd appends: the run
+    // empties it many times while the loops delete what they can.
+    repo.git_ok(&["config", "forum.walSize", "64k"]);
+    let start = Instant::now();
+    let until = start + Duration::from_secs_f64(secs);
+    let stop = AtomicBool::new(false);
+    let mut figures = LoopFigures::default();
+    type Acked = Vec<(String, String)>;
+    let (iterations, outcomes): (Vec<usize>, Vec<Result<(String, Acked), String>>) =
+        std::thread::scope(|s| {
+            let loops: Vec<_> = LOOPS
+                .iter()
+                .map(|args| {
+                    let (repo, stop) = (&repo, &stop);
+                    s.spawn(move || {
+                        let mut n = 0;
+                        while !stop.load(Ordering::Relaxed) {
+                            let _ = repo.git(args);
+                            n += 1;
+                        }
+                        n
+                    })
+                })
+                .collect();
+            let body = |src: &str, i: usize| format!("{{\"src\":\"{src}\",\"i\":{i}}}");
+            let mut clients = Vec::new();
+            for name in ["cli0", "cli1"] {
+                let repo = &repo;
+                clients.push(s.spawn(move || {
+                    let mut acked = Vec::new();
+                    let mut i = 0;
+                    while Instant::now() < until {
+                        let key = body(name, i);
+                        let o = repo
+                            .forum()
+                            .args([
+                                "append",
+                                "--actor",
+                                name,
+                                "--kind",
+                                "note",
+                                "--payload",
+                                &key,
+                                "--json",
+                            ])
+                            .output()
+                            .unwrap();
+                        if !o.status.success() {
+                            return Err(format!(
+                                "{name} append {i} failed: {}",
+                                String::from_utf8_lossy(&o.stderr).trim()
+                            ));
+                        }
+                        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+                        acked.push((key, v["entry_hash"].as_str().unwrap().to_string()));
+                        i += 1;
+                    }
+                    Ok(("cli".to_string(), acked))
+                }));
+            }
+            {
+                let repo = &repo;
+                clients.push(s.spawn(move || {
+                    let served = crate::reliability::start_daemon(repo);
+                    let mut acked = Vec::new();
+                    let mut i = 0;
+                    while Instant::now() < until {
+                        let key = body("http", i);
+                        let request =
+                            format!("{{\"actor\":\"http\",\"kind\":\"note\",\"payload\":{key}}}");
+                        match crate::reliability::post_append(&served.addr, &request) {
+                            Some((200, text)) => {
+                                let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+                                acked.push((key, v["entry_hash"].as_str().unwrap().to_string()));
+                            }
+                            other => return Err(format!("POST /append {i}: {other:?}")),
+                        }
+                        i += 1;
+                    }
+                    drop(served);
+                    Ok(("daemon".to_string(), acked))
+                }));
+            }
+            {
+                let repo = &repo;
+                clients.push(s.spawn(move || {
+                    let mut mcp = crate::reliability::start_mcp(repo);
+                    let mut acked = Vec::new();
+                    let mut i = 0;
+                    let mut failure = None;
+                    while Instant::now() < until {
+                        let key = body("mcp", i);
+                        match mcp.append(i + 1, "mcp", &key, Duration::from_secs(60)) {
+                            Some(Ok(h)) => acked.push((key, h)),
+                            other => {
+                                failure = Some(format!("MCP append {i}: {other:?}"));
+                                break;
+                            }
+                        }
+                        i += 1;
+                    }
+                    crate::reliability::kill(&mut mcp.child);
+                    match failure {
+                        Some(f) => Err(f),
+                        None => Ok(("mcp".to_string(), acked)),
+                    }
+                }));
+            }
+            let outcomes: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+            stop.store(true, Ordering::Relaxed);
+            let iterations = loops.into_iter().map(|l| l.join().unwrap()).collect();
+            (iterations, outcomes)
+        });
+    figures.iterations = iterations;
+    let mut acked: Vec<(String, String)> = Vec::new();
+    let mut errors = Vec::new();
+    for o in outcomes {
+        match o {
+            Ok((source, a)) => {
+                match source.as_str() {
+                    "cli" => figures.cli += a.len(),
+                    "daemon" => figures.daemon += a.len(),
+                    _ => figures.mcp += a.len(),
+                }
+                acked.extend(a);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(format!("{kind}: failed appends: {errors:?}"));
+    }
+    // What git alone sees before any git forum command runs: holes a late prune left.
+    let fsck = repo.git(&[
+        "fsck",
+        "--connectivity-only",
+        "--no-dangling",
+        "--no-progress",
+    ]);
+    figures.holes_seen = String::from_utf8_lossy(&fsck.stdout)
+        .lines()
+        .chain(String::from_utf8_lossy(&fsck.stderr).lines())
+        .filter(|l| l.starts_with("missing "))
+        .count();
+    let r = crate::storage::verify(&repo, true);
+    if r["ok"] != true {
+        return Err(format!("{kind}: verify --deep: {r}"));
+    }
+    // Every acknowledged entry once, with its hash (the log reads through the write-ahead
+    // log where a late prune deleted something).
+    let o = repo.forum().args(["log", "--json"]).output().unwrap();
+    let log: serde_json::Value = serde_json::from_slice(&o.stdout).map_err(|_| {
+        format!(
+            "{kind}: git forum log: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )
+    })?;
+    let mut have: std::collections::HashMap<String, usize> = Default::default();
+    for e in log.as_array().unwrap() {
+        *have
+            .entry(e["entry_hash"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    figures.entries = log.as_array().unwrap().len() as u64;
+    let missing: Vec<&(String, String)> = acked
+        .iter()
+        .filter(|(_, h)| have.get(h) != Some(&1))
+        .collect();
+    figures.lost = missing.len();
+    if !missing.is_empty() {
+        return Err(format!(
+            "{kind}: {} acknowledged entries lost or doubled, first {:?}",
+            missing.len(),
+            missing[0]
+        ));
+    }
+    if figures.entries as usize != acked.len() + 2 {
+        return Err(format!(
+            "{kind}: the ledger holds {} entries, {} were acknowledged (plus 2 seeded)",
+            figures.entries,
+            acked.len()
+        ));
+    }
+
+    let fsck = repo.git(&["fsck", "--strict", "--no-progress"]);
+    let err = String::from_utf8_lossy(&fsck.stderr);
+    if !fsck.status.success() || err.contains("error") || err.contains("warning") {
+        return Err(format!("{kind}: fsck --strict: {err}"));
+    }
+    figures.seconds = start.elapsed().as_secs_f64();
+    Ok(figures)
+}
+
+/// How long each long run lasts (`GIT_FORUM_LOOP_SECONDS`, default 25: the review lost entries
+/// within 20 to 30 seconds).
+pub fn loop_seconds() -> f64 {
+    std::env::var("GIT_FORUM_LOOP_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(25.0)
+}
+
+#[test]
+fn heavy_appenders_beside_prune_gc_and_repack_loops_lose_nothing() {
+    let secs = loop_seconds();
+    let mut failures = Vec::new();
+    for kind in FORMATS {
+        match beside_loops(kind, secs) {
+            Ok(f) => eprintln!("{kind}: {}", f.line()),
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -328,6 +328,23 @@ impl GitStore {
         Ok(n)
     }
 
+    /// Object `id` as the write-ahead log holds it, read into `buf` (checked against its id),
+    /// or `None`.
+    pub(crate) fn logged_object(&self, id: &ObjectId, buf: &mut Vec<u8>) -> Option<Kind> {
+        let path = self.wal_path();
+        let wal = Wal::open(&path, self.object_hash(), None).ok()??;
+        for rec in wal.records() {
+            for (kind, data) in rec.objects {
+                let candidate = gix::objs::compute_hash(self.object_hash(), kind, &data).ok()?;
+                if candidate == *id {
+                    *buf = data;
+                    return Some(kind);
+                }
+            }
+        }
+        None
+    }
+
     /// The records the write-ahead log holds (none when there is no log).
     pub(crate) fn wal_records(&self) -> Result<Vec<Record>, StoreError> {
         let path = self.wal_path();
