@@ -146,6 +146,9 @@ impl GitStore {
         let mut checkpointed = false;
         let mut restored = false;
         let mut batch_log = None;
+        // The lock that blocked the last attempt, and when it was last looked into.
+        let mut blocked: Option<std::path::PathBuf> = None;
+        let mut looked: Option<Instant> = None;
         loop {
             let tip = match self.tip() {
                 // The tip (or what it names) is gone from the object store (deleted outside git
@@ -316,28 +319,90 @@ impl GitStore {
                     }
                     self.rewrite_missing(&built.objects)?;
                 }
-                CasOutcome::Locked(ref_lock, noted) => {
-                    self.recover_stale_lock(&ref_lock, &lock, noted);
+                CasOutcome::Locked(held, noted) => {
+                    // A ref lock a git-forum writer left when it died is removed (files only:
+                    // git's reftable lock is git's).
+                    let removed =
+                        !self.refs_via_git && self.recover_stale_lock(&held, &lock, noted);
+                    if !removed {
+                        // Waiting is pointless once nothing alive can hold it: say so now rather
+                        // than after the deadline (a look through /proc, at most once a second).
+                        if looked.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(1)) {
+                            looked = Some(Instant::now());
+                            if let Some(l) = self.inspect_lock(&held)
+                                && l.stale()
+                            {
+                                return Err(self.conflict(
+                                    tip.as_ref().map(|t| t.commit),
+                                    start.elapsed(),
+                                    held,
+                                    Some(l.age),
+                                ));
+                            }
+                        }
+                        blocked = Some(held);
+                    }
                 }
             }
             if let Some(g) = guard {
                 g.release();
             }
             if start.elapsed() > self.append_deadline {
-                // The typed conflict: where the ref stands now, and what this append expected.
-                let now = self.tip().ok().flatten();
-                return Err(StoreError::Conflict(Box::new(RefConflict {
-                    refname: self.refname.clone(),
-                    ref_path: self.ref_path(),
-                    waited: self.append_deadline,
-                    expected: tip.as_ref().map(|t| t.commit),
-                    tip: now.as_ref().map(|t| t.commit),
-                    tip_seq: now.map(|t| t.entry.seq),
-                })));
+                let held = blocked.take().unwrap_or_else(|| self.ref_lock_path());
+                let stale = self
+                    .inspect_lock(&held)
+                    .filter(|l| l.stale())
+                    .map(|l| l.age);
+                return Err(self.conflict(
+                    tip.as_ref().map(|t| t.commit),
+                    self.append_deadline,
+                    held,
+                    stale,
+                ));
             }
             std::thread::sleep(backoff + Duration::from_micros((unique() % 1000) as u64));
             backoff = (backoff * 2).min(Duration::from_millis(200));
         }
+    }
+
+    /// The typed conflict an append gives up with: where the ref stands now, what the append
+    /// expected, and the lock that blocked it (with its age when no live process holds it).
+    pub(crate) fn conflict(
+        &self,
+        expected: Option<ObjectId>,
+        waited: Duration,
+        lock: std::path::PathBuf,
+        stale: Option<Duration>,
+    ) -> StoreError {
+        let now = self.tip().ok().flatten();
+        StoreError::Conflict(Box::new(RefConflict {
+            refname: self.refname.clone(),
+            lock: std::path::absolute(&lock).unwrap_or(lock),
+            stale,
+            waited,
+            expected,
+            tip: now.as_ref().map(|t| t.commit),
+            tip_seq: now.map(|t| t.entry.seq),
+        }))
+    }
+
+    /// The lock that guards the ledger ref: git's reftable stack lock where git keeps the
+    /// refs, else the loose ref's `.lock`.
+    pub(crate) fn ref_lock_path(&self) -> std::path::PathBuf {
+        if self.refs_via_git {
+            self.stack_lock_path()
+        } else {
+            std::path::PathBuf::from(format!("{}.lock", self.ref_path().display()))
+        }
+    }
+
+    /// The lock file `path` of this repository and what is known of its holder.
+    pub(crate) fn inspect_lock(&self, path: &Path) -> Option<super::stale::LockFile> {
+        let mut dirs: Vec<&Path> = vec![self.common_dir.as_path()];
+        if let Some(w) = self.repo.workdir() {
+            dirs.push(w);
+        }
+        super::stale::LockFile::inspect(path, &dirs)
     }
 
     /// What is missing from the object store of the entry at `tip` (its commit, tree or body),

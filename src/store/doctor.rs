@@ -8,6 +8,11 @@
 //! commits are recomputed). A repair writes an object only when its bytes hash to the id the
 //! chain names; it never invents one. A deleted or broken ref is put back on the last tip its
 //! reflog recorded, once that commit is whole.
+//!
+//! Doctor also looks for the lock files a killed git leaves (see [`stale`](super::stale)):
+//! git's reftable stack lock and table locks, or the ledger's loose ref lock and
+//! `packed-refs.lock`. One no live process can hold is reported with its age and removed by
+//! `--repair`; one a process holds is only reported.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -18,6 +23,20 @@ use gix::objs::{Find as _, Kind};
 use super::forum_dir;
 use super::git::{GitStore, StoreError, commit_bytes, object, parse_commit, tree_bytes};
 use super::pack::Obj;
+
+/// A lock file found in the repository.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct LockFinding {
+    pub(crate) path: String,
+    /// Seconds since it was last written.
+    pub(crate) age_secs: u64,
+    /// No live process can hold it (see [`stale`](super::stale)): it blocks writers for good.
+    pub(crate) stale: bool,
+    /// Processes that hold it or might (`pid (name)`).
+    pub(crate) holders: Vec<String>,
+    /// True once `--repair` removed it.
+    pub(crate) removed: bool,
+}
 
 /// Where exact copies of lost objects may be found.
 #[derive(Debug, Default, Clone)]
@@ -200,6 +219,66 @@ impl<'a> Copies<'a> {
 }
 
 impl GitStore {
+    /// The lock files present that can block this ledger's appends or git's own ref updates:
+    /// in a reftable repository every `*.lock` under `reftable/` (the stack lock and the table
+    /// locks a compaction takes), otherwise the ledger's loose ref lock and `packed-refs.lock`.
+    fn lock_files(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        if self.refs_via_git() {
+            if let Ok(rd) = std::fs::read_dir(self.common_dir().join("reftable")) {
+                out.extend(
+                    rd.flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|x| x == "lock")),
+                );
+            }
+        } else {
+            out.push(self.ref_lock_path());
+            out.push(self.common_dir().join("packed-refs.lock"));
+        }
+        out.retain(|p| p.exists());
+        out.sort();
+        out
+    }
+
+    /// Reports the lock files present, and with `repair` removes those no live process can hold.
+    /// The ledger's own ref lock is removed with a record, as a writer removes one a dead
+    /// writer left, so verify knows a reflog line that names its value for what it is.
+    pub(crate) fn doctor_locks(&self, repair: bool) -> Result<Vec<LockFinding>, StoreError> {
+        let held = if repair {
+            Some(self.writer_lock()?)
+        } else {
+            None
+        };
+        let own = (!self.refs_via_git()).then(|| self.ref_lock_path());
+        let mut out = Vec::new();
+        for path in self.lock_files() {
+            let Some(l) = self.inspect_lock(&path) else {
+                continue;
+            };
+            let stale = l.stale();
+            let mut removed = false;
+            if stale && let Some(held) = &held {
+                removed = if own.as_ref() == Some(&path) {
+                    self.remove_ref_lock(&path, held)
+                } else {
+                    std::fs::remove_file(&path).is_ok()
+                };
+            }
+            out.push(LockFinding {
+                path: std::path::absolute(&path)
+                    .unwrap_or(path)
+                    .display()
+                    .to_string(),
+                age_secs: l.age.as_secs(),
+                stale,
+                holders: l.holders,
+                removed,
+            });
+        }
+        Ok(out)
+    }
+
     /// Examines the ledger's ref and every object its chain names, and with `repair` puts back
     /// what the sources hold exactly. Never moves a ref to anything but the last tip its
     /// reflog recorded, and only once that commit is whole.

@@ -118,6 +118,7 @@ impl GitStore {
         self.checkpoint_wal_forgetting(&super::codec::hex_to_bytes(payload_hash))?;
         let hash = self.object_hash();
         let empty = object(hash, Kind::Tree, Vec::new())?;
+        let start = std::time::Instant::now();
         loop {
             let old_tip = self.require_tip()?.commit;
             let mut walked = self.walk_back(None)?;
@@ -192,6 +193,17 @@ impl GitStore {
                 | CasOutcome::Busy
                 | CasOutcome::ObjectsMissing => {
                     guard.release();
+                    if start.elapsed() > self.append_deadline {
+                        let lock = match outcome {
+                            CasOutcome::Locked(l, _) => l,
+                            _ => self.ref_lock_path(),
+                        };
+                        let stale = self
+                            .inspect_lock(&lock)
+                            .filter(|l| l.stale())
+                            .map(|l| l.age);
+                        return Err(self.conflict(Some(old_tip), start.elapsed(), lock, stale));
+                    }
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
             }
