@@ -102,6 +102,23 @@ impl GitStore {
         Ok(report)
     }
 
+    /// Verifies the chain that ends at commit `tip` as if the ref named it: every commit, the
+    /// entry chain, recorded and signed checkpoints and (deep) the bodies, but not the ref's
+    /// reflog (doctor asks this of the tips the reflog names).
+    pub(crate) fn verify_at(&self, tip: ObjectId, deep: bool) -> Result<VerifyReport, StoreError> {
+        let report = VerifyReport {
+            deep,
+            ..VerifyReport::default()
+        };
+        let (recs, walk_failure, found) = self.walk_and_check(tip, deep, HashSet::new())?;
+        let witness = ReflogWitness {
+            lines: &[],
+            start: 0,
+            found: &found,
+        };
+        self.judge(recs, walk_failure, tip, deep, &witness, report)
+    }
+
     fn verify_once(&self, deep: bool) -> Result<VerifyReport, StoreError> {
         let mut report = VerifyReport {
             deep,

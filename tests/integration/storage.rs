@@ -740,3 +740,98 @@ fn a_lock_a_live_git_holds_is_left_alone() {
         assert_eq!(verify(&repo, true)["entries"], 3, "{kind}");
     }
 }
+
+/// A ref overwritten outside git forum: doctor names the reflog's last tip that verifies, and
+/// `--repair` puts the ref back there when that loses nothing (the tip extends what the ref
+/// holds, or the ref holds no valid ledger); a ref that holds another valid chain is reported
+/// and left for a person to decide.
+#[test]
+fn doctor_offers_the_reflogs_last_good_tip_after_the_ref_was_overwritten() {
+    for kind in FORMATS {
+        // Rewound: the ref put back two entries.
+        let repo = seeded(kind, 5);
+        let tip = repo.git_ok(&["rev-parse", REF]);
+        let back = repo.git_ok(&["rev-parse", &format!("{REF}~2")]);
+        repo.git_ok(&["update-ref", REF, &back]);
+        assert_eq!(verify(&repo, false)["code"], "rewound", "{kind}");
+        let (ok, v) = doctor(&repo, &[]);
+        assert!(!ok, "{kind}: {v}");
+        let f = &v["ledger"]["findings"][0];
+        assert_eq!(f["code"], "ref-rewound", "{kind}: {v}");
+        assert_eq!(f["seq"], 4, "{kind}: {v}");
+        assert_eq!(f["repairable"], true, "{kind}: {v}");
+        assert!(f["remedy"].as_str().unwrap().contains(&tip), "{kind}: {v}");
+        assert_eq!(
+            repo.git_ok(&["rev-parse", REF]),
+            back,
+            "{kind}: doctor moved the ref"
+        );
+        let (ok, v) = doctor(&repo, &["--repair"]);
+        assert!(ok, "{kind}: {v}");
+        assert_eq!(v["ledger"]["findings"][0]["repaired"], true, "{kind}: {v}");
+        assert_eq!(repo.git_ok(&["rev-parse", REF]), tip, "{kind}");
+        let r = verify(&repo, true);
+        assert_eq!(
+            (r["ok"].clone(), r["entries"].clone()),
+            (true.into(), 5.into()),
+            "{kind}: {r}"
+        );
+        assert_eq!(repo.append("a", "k", "1")["seq"], 5, "{kind}");
+        repo.fsck();
+
+        // Overwritten with a commit that is no ledger entry at all.
+        let repo = seeded(kind, 3);
+        let tip = repo.git_ok(&["rev-parse", REF]);
+        repo.git_ok(&["commit", "-q", "--allow-empty", "-m", "code"]);
+        let code = repo.git_ok(&["rev-parse", "HEAD"]);
+        repo.git_ok(&["update-ref", REF, &code]);
+        let (ok, v) = doctor(&repo, &[]);
+        assert!(!ok, "{kind}: {v}");
+        let f = &v["ledger"]["findings"][0];
+        assert_eq!(f["code"], "ref-overwritten", "{kind}: {v}");
+        assert_eq!(f["seq"], 2, "{kind}: {v}");
+        assert!(f["remedy"].as_str().unwrap().contains(&code), "{kind}: {v}");
+        let (ok, v) = doctor(&repo, &["--repair"]);
+        assert!(ok, "{kind}: {v}");
+        assert_eq!(repo.git_ok(&["rev-parse", REF]), tip, "{kind}");
+        assert_eq!(verify(&repo, true)["ok"], true, "{kind}");
+        assert_eq!(repo.append("a", "k", "1")["seq"], 3, "{kind}");
+        repo.fsck();
+
+        // Pointed at another ledger's valid chain: putting the ref back would drop its
+        // entries, so doctor reports both and changes nothing.
+        let repo = seeded(kind, 3);
+        let tip = repo.git_ok(&["rev-parse", REF]);
+        for i in 0..2 {
+            repo.forum_ok(&[
+                "--ledger",
+                "other",
+                "append",
+                "--actor",
+                "o",
+                "--kind",
+                "k",
+                "--payload",
+                &i.to_string(),
+            ]);
+        }
+        let other = repo.git_ok(&["rev-parse", "refs/forum/ledgers/other"]);
+        repo.git_ok(&["update-ref", REF, &other]);
+        let (ok, v) = doctor(&repo, &["--repair"]);
+        assert!(!ok, "{kind}: {v}");
+        let f = &v["ledger"]["findings"][0];
+        assert_eq!(f["code"], "ref-forked", "{kind}: {v}");
+        assert_eq!(f["repairable"], false, "{kind}: {v}");
+        assert_eq!(f["repaired"], false, "{kind}: {v}");
+        let remedy = f["remedy"].as_str().unwrap();
+        assert!(
+            remedy.contains(&tip) && remedy.contains(&other),
+            "{kind}: {v}"
+        );
+        assert_eq!(
+            repo.git_ok(&["rev-parse", REF]),
+            other,
+            "{kind}: the ref moved"
+        );
+    }
+}

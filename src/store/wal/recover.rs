@@ -355,8 +355,8 @@ impl GitStore {
     }
 
     /// Puts the ledger's ref back on `id` (doctor, after a deletion or damage outside git
-    /// forum), with a reflog line. The caller holds the writer lock.
-    pub(crate) fn restore_ref(&self, id: ObjectId) -> Result<(), StoreError> {
+    /// forum), with the reflog line `message`. The caller holds the writer lock.
+    pub(crate) fn restore_ref(&self, id: ObjectId, message: &str) -> Result<(), StoreError> {
         if self.refs_via_git() {
             let id = id.to_string();
             return crate::store::refs::git_ok(
@@ -365,7 +365,7 @@ impl GitStore {
                     "update-ref",
                     "--create-reflog",
                     "-m",
-                    "forum: doctor --repair",
+                    message,
                     self.refname(),
                     &id,
                 ],
@@ -374,7 +374,7 @@ impl GitStore {
         let old = self.tip_id().ok().flatten();
         self.write_ref_file(id)?;
         let line = format!(
-            "{} {id} {} {} +0000\tforum: doctor --repair\n",
+            "{} {id} {} {} +0000\t{message}\n",
             old.unwrap_or_else(|| ObjectId::null(self.object_hash())),
             crate::store::codec::COMMITTER,
             std::time::SystemTime::now()
