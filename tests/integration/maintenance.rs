@@ -438,8 +438,9 @@ pub fn beside_loops(kind: &str, secs: f64) -> Result<LoopFigures, String> {
     let until = start + Duration::from_secs_f64(secs);
     let stop = AtomicBool::new(false);
     let mut figures = LoopFigures::default();
-    type Acked = Vec<(String, String)>;
-    let (iterations, outcomes): (Vec<usize>, Vec<Result<(String, Acked), String>>) =
+    // Per client: its source and its acknowledged (payload, entry hash) pairs, or why it failed.
+    type Outcome = Result<(String, Vec<(String, String)>), String>;
+    let (iterations, outcomes): (Vec<usize>, Vec<Outcome>) =
         std::thread::scope(|s| {
             let loops: Vec<_> = LOOPS
                 .iter()

@@ -94,20 +94,19 @@ impl GitStore {
     /// Flushes the repository and empties the ledger's log, if it has one. Batches, redactions
     /// and `sync` call it (holding the writer lock) before they change the ref themselves.
     pub(crate) fn checkpoint_wal(&self) -> Result<(), StoreError> {
-        self.checkpoint_wal_if(false, None)
+        self.checkpoint_wal_if(None)
     }
 
     /// [`checkpoint_wal`](Self::checkpoint_wal) for a redaction: the body whose SHA-256 is
     /// `forget` goes into no pack (what reaches it is about to be rewritten).
     pub(crate) fn checkpoint_wal_forgetting(&self, forget: &[u8; 32]) -> Result<(), StoreError> {
-        self.checkpoint_wal_if(false, Some(forget))
+        self.checkpoint_wal_if(Some(forget))
     }
 
-    fn checkpoint_wal_if(&self, force: bool, forget: Option<&[u8; 32]>) -> Result<(), StoreError> {
+    fn checkpoint_wal_if(&self, forget: Option<&[u8; 32]>) -> Result<(), StoreError> {
         let path = self.wal_path();
         match Wal::open(&path, self.object_hash(), None).map_err(wal_io(&path))? {
-            Some(mut wal) => self.checkpoint_wal_with(&mut wal, force, forget),
-            None if force => self.flush_repository(),
+            Some(mut wal) => self.checkpoint_wal_with(&mut wal, false, forget),
             None => Ok(()),
         }
     }
