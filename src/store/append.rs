@@ -298,9 +298,15 @@ impl GitStore {
                         &built.commits,
                     );
                     if let Some(entry) = built.entries.last() {
+                        // A single append's objects are its blob, tree and commit.
+                        let parts = match built.objects.as_slice() {
+                            [blob, tree, _] if !built.as_pack => Some((tree.id, Some(blob.id))),
+                            _ => None,
+                        };
                         *self.last_tip.lock().unwrap_or_else(|e| e.into_inner()) = Some(Tip {
                             commit: new_tip,
                             entry: entry.clone(),
+                            parts,
                         });
                     }
                     if built.as_pack {
@@ -409,6 +415,18 @@ impl GitStore {
     /// which an append is about to follow; `None` when it is whole. A redacted body (an empty
     /// tree) is whole. The write-ahead log is not asked: what only it holds is missing here.
     fn parent_damage(&self, tip: &Tip) -> Option<String> {
+        if let Some((tree, blob)) = tip.parts {
+            // Known ids (the last append of this handle wrote them): present is enough.
+            if !self.present(&tip.commit) {
+                return Some(format!("its commit {} is missing", tip.commit));
+            }
+            if !self.present(&tree) {
+                return Some(format!("its tree {tree} is missing"));
+            }
+            return blob
+                .filter(|b| !self.present(b))
+                .map(|b| format!("its body (blob {b}) is missing"));
+        }
         let mut buf = Vec::new();
         // The object store, asked again through a new handle before anything is called missing.
         let stored = |id: &ObjectId, buf: &mut Vec<u8>| match self.read_stored(id, buf) {
@@ -429,13 +447,17 @@ impl GitStore {
             Ok(Some(blob)) => blob,
             Err(_) => return Some(format!("its tree {tree} is damaged")),
         };
-        if gix::objs::Exists::exists(&self.repo.objects, &blob)
-            || stored(&blob, &mut buf) == Some(Kind::Blob)
-        {
-            None
-        } else {
-            Some(format!("its body (blob {blob}) is missing"))
-        }
+        (!self.present(&blob)).then(|| format!("its body (blob {blob}) is missing"))
+    }
+
+    /// True when object `id` is in the object store: its loose file is there (one `access`),
+    /// or the object store has it, or a new handle on it does (see `GitStore::read_fresh`).
+    fn present(&self, id: &ObjectId) -> bool {
+        let hex = id.to_hex().to_string();
+        let loose = self.objects_dir().join(&hex[..2]).join(&hex[2..]);
+        rustix::fs::access(&loose, rustix::fs::Access::EXISTS).is_ok()
+            || gix::objs::Exists::exists(&self.repo.objects, id)
+            || self.read_fresh(id, &mut Vec::new(), 3).is_some()
     }
 
     /// A ledger whose ref is gone but whose reflog still records a tip was deleted behind

@@ -101,6 +101,9 @@ pub(crate) fn validate_ledger_name(name: &str) -> Result<(), StoreError> {
 pub struct Tip {
     pub(crate) commit: ObjectId,
     pub(crate) entry: Entry,
+    /// The entry's tree and body (none when redacted), when known: an append that just wrote
+    /// them knows them, so the next one checks they are still there without reading anything.
+    pub(crate) parts: Option<(ObjectId, Option<ObjectId>)>,
 }
 
 /// What an append returns.
@@ -484,7 +487,11 @@ impl GitStore {
             return Ok(Some(tip.clone()));
         }
         let (entry, _, _) = self.read_entry_commit(&commit, &mut Vec::new())?;
-        let tip = Tip { commit, entry };
+        let tip = Tip {
+            commit,
+            entry,
+            parts: None,
+        };
         *last = Some(tip.clone());
         Ok(Some(tip))
     }

@@ -440,111 +440,110 @@ pub fn beside_loops(kind: &str, secs: f64) -> Result<LoopFigures, String> {
     let mut figures = LoopFigures::default();
     // Per client: its source and its acknowledged (payload, entry hash) pairs, or why it failed.
     type Outcome = Result<(String, Vec<(String, String)>), String>;
-    let (iterations, outcomes): (Vec<usize>, Vec<Outcome>) =
-        std::thread::scope(|s| {
-            let loops: Vec<_> = LOOPS
-                .iter()
-                .map(|args| {
-                    let (repo, stop) = (&repo, &stop);
-                    s.spawn(move || {
-                        let mut n = 0;
-                        while !stop.load(Ordering::Relaxed) {
-                            let _ = repo.git(args);
-                            n += 1;
-                        }
-                        n
-                    })
+    let (iterations, outcomes): (Vec<usize>, Vec<Outcome>) = std::thread::scope(|s| {
+        let loops: Vec<_> = LOOPS
+            .iter()
+            .map(|args| {
+                let (repo, stop) = (&repo, &stop);
+                s.spawn(move || {
+                    let mut n = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        let _ = repo.git(args);
+                        n += 1;
+                    }
+                    n
                 })
-                .collect();
-            let body = |src: &str, i: usize| format!("{{\"src\":\"{src}\",\"i\":{i}}}");
-            let mut clients = Vec::new();
-            for name in ["cli0", "cli1"] {
-                let repo = &repo;
-                clients.push(s.spawn(move || {
-                    let mut acked = Vec::new();
-                    let mut i = 0;
-                    while Instant::now() < until {
-                        let key = body(name, i);
-                        let o = repo
-                            .forum()
-                            .args([
-                                "append",
-                                "--actor",
-                                name,
-                                "--kind",
-                                "note",
-                                "--payload",
-                                &key,
-                                "--json",
-                            ])
-                            .output()
-                            .unwrap();
-                        if !o.status.success() {
-                            return Err(format!(
-                                "{name} append {i} failed: {}",
-                                String::from_utf8_lossy(&o.stderr).trim()
-                            ));
+            })
+            .collect();
+        let body = |src: &str, i: usize| format!("{{\"src\":\"{src}\",\"i\":{i}}}");
+        let mut clients = Vec::new();
+        for name in ["cli0", "cli1"] {
+            let repo = &repo;
+            clients.push(s.spawn(move || {
+                let mut acked = Vec::new();
+                let mut i = 0;
+                while Instant::now() < until {
+                    let key = body(name, i);
+                    let o = repo
+                        .forum()
+                        .args([
+                            "append",
+                            "--actor",
+                            name,
+                            "--kind",
+                            "note",
+                            "--payload",
+                            &key,
+                            "--json",
+                        ])
+                        .output()
+                        .unwrap();
+                    if !o.status.success() {
+                        return Err(format!(
+                            "{name} append {i} failed: {}",
+                            String::from_utf8_lossy(&o.stderr).trim()
+                        ));
+                    }
+                    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+                    acked.push((key, v["entry_hash"].as_str().unwrap().to_string()));
+                    i += 1;
+                }
+                Ok(("cli".to_string(), acked))
+            }));
+        }
+        {
+            let repo = &repo;
+            clients.push(s.spawn(move || {
+                let served = crate::reliability::start_daemon(repo);
+                let mut acked = Vec::new();
+                let mut i = 0;
+                while Instant::now() < until {
+                    let key = body("http", i);
+                    let request =
+                        format!("{{\"actor\":\"http\",\"kind\":\"note\",\"payload\":{key}}}");
+                    match crate::reliability::post_append(&served.addr, &request) {
+                        Some((200, text)) => {
+                            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+                            acked.push((key, v["entry_hash"].as_str().unwrap().to_string()));
                         }
-                        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-                        acked.push((key, v["entry_hash"].as_str().unwrap().to_string()));
-                        i += 1;
+                        other => return Err(format!("POST /append {i}: {other:?}")),
                     }
-                    Ok(("cli".to_string(), acked))
-                }));
-            }
-            {
-                let repo = &repo;
-                clients.push(s.spawn(move || {
-                    let served = crate::reliability::start_daemon(repo);
-                    let mut acked = Vec::new();
-                    let mut i = 0;
-                    while Instant::now() < until {
-                        let key = body("http", i);
-                        let request =
-                            format!("{{\"actor\":\"http\",\"kind\":\"note\",\"payload\":{key}}}");
-                        match crate::reliability::post_append(&served.addr, &request) {
-                            Some((200, text)) => {
-                                let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-                                acked.push((key, v["entry_hash"].as_str().unwrap().to_string()));
-                            }
-                            other => return Err(format!("POST /append {i}: {other:?}")),
+                    i += 1;
+                }
+                drop(served);
+                Ok(("daemon".to_string(), acked))
+            }));
+        }
+        {
+            let repo = &repo;
+            clients.push(s.spawn(move || {
+                let mut mcp = crate::reliability::start_mcp(repo);
+                let mut acked = Vec::new();
+                let mut i = 0;
+                let mut failure = None;
+                while Instant::now() < until {
+                    let key = body("mcp", i);
+                    match mcp.append(i + 1, "mcp", &key, Duration::from_secs(60)) {
+                        Some(Ok(h)) => acked.push((key, h)),
+                        other => {
+                            failure = Some(format!("MCP append {i}: {other:?}"));
+                            break;
                         }
-                        i += 1;
                     }
-                    drop(served);
-                    Ok(("daemon".to_string(), acked))
-                }));
-            }
-            {
-                let repo = &repo;
-                clients.push(s.spawn(move || {
-                    let mut mcp = crate::reliability::start_mcp(repo);
-                    let mut acked = Vec::new();
-                    let mut i = 0;
-                    let mut failure = None;
-                    while Instant::now() < until {
-                        let key = body("mcp", i);
-                        match mcp.append(i + 1, "mcp", &key, Duration::from_secs(60)) {
-                            Some(Ok(h)) => acked.push((key, h)),
-                            other => {
-                                failure = Some(format!("MCP append {i}: {other:?}"));
-                                break;
-                            }
-                        }
-                        i += 1;
-                    }
-                    crate::reliability::kill(&mut mcp.child);
-                    match failure {
-                        Some(f) => Err(f),
-                        None => Ok(("mcp".to_string(), acked)),
-                    }
-                }));
-            }
-            let outcomes: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
-            stop.store(true, Ordering::Relaxed);
-            let iterations = loops.into_iter().map(|l| l.join().unwrap()).collect();
-            (iterations, outcomes)
-        });
+                    i += 1;
+                }
+                crate::reliability::kill(&mut mcp.child);
+                match failure {
+                    Some(f) => Err(f),
+                    None => Ok(("mcp".to_string(), acked)),
+                }
+            }));
+        }
+        let outcomes: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+        stop.store(true, Ordering::Relaxed);
+        let iterations = loops.into_iter().map(|l| l.join().unwrap()).collect();
+        (iterations, outcomes)
+    });
     figures.iterations = iterations;
     let mut acked: Vec<(String, String)> = Vec::new();
     let mut errors = Vec::new();
