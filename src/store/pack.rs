@@ -704,6 +704,39 @@ mod tests {
         }
     }
 
+    /// `git prune --expire=now` running while an import streams its pack (it deletes every
+    /// `tmp_*` file in `objects/pack/`, however new) leaves the pack's temporary files alone:
+    /// the pack finishes and git reads it.
+    #[test]
+    fn a_prune_while_a_pack_streams_leaves_its_temporaries_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let o = std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir.path())
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        };
+        git(&["init", "-q"]);
+        let objects = dir.path().join(".git/objects");
+        let mut p =
+            PackStream::create(&objects, HashKind::Sha1, Compression::new(1).unwrap()).unwrap();
+        p.rows.run_rows = 2;
+        let mut ids = Vec::new();
+        for i in 0..6u8 {
+            let o = crate::store::codec::object(HashKind::Sha1, Kind::Blob, vec![i; 40]).unwrap();
+            p.add(&o.id, o.kind, &o.data, Section::Rest).unwrap();
+            ids.push(o.id);
+            git(&["prune", "--expire=now"]);
+        }
+        p.finish(false).unwrap().release();
+        for id in ids {
+            git(&["cat-file", "-e", &id.to_string()]);
+        }
+    }
+
     /// A pack dropped before it is finished leaves no file behind.
     #[test]
     fn an_unfinished_pack_leaves_nothing() {
