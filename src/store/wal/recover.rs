@@ -11,8 +11,8 @@
 //! and a pack written after the objects became reachable is safe from repacks too (a repack
 //! deletes only the packs it listed when it began, and one that began after the ref moved
 //! keeps what the ref reaches). So the log is never emptied by dropping its records: every
-//! object it holds is first written, from the log's own bytes, into one pack ([`GitStore::
-//! pack_logged_objects`]). Until then, whatever a late prune deleted is put back from the log by
+//! object it holds is first written, from the log's own bytes, into one pack
+//! ([`GitStore::pack_logged_objects`]). Until then, whatever a late prune deleted is put back from the log by
 //! the next append (before it builds on it) and by any reader that meets it missing.
 
 use super::*;
