@@ -2,16 +2,22 @@
 //!
 //! Runs, on files/SHA-1, files/SHA-256 and reftable repositories: appenders through the CLI,
 //! the daemon and MCP killed with SIGKILL at random moments; a writer killed at every step of
-//! one append; two appenders beside loops of git gc, repack, prune and maintenance. Prints the
-//! figures of each and a closing `N passed, N failed`; exits 1 when anything failed.
+//! one append; two appenders beside loops of git gc, repack, prune and maintenance; and the
+//! CLI, the daemon and MCP appending for `--loop-seconds` beside loops of `git prune
+//! --expire=now`, `git gc --prune=now` and `git repack -ad` all at once. Prints the figures of
+//! each and a closing `N passed, N failed`; exits 1 when anything failed.
 //!
 //! Options: `--appends N` (per client in the kill scenario, default 500), `--kill-one-in K`
 //! (default 3), `--maintenance N` (appends per appender beside each loop, default 100),
-//! `--seed S`. The same scenarios run small in `cargo nextest run`.
+//! `--loop-seconds S` (default 25), `--seed S`. The same scenarios run small in `cargo nextest
+//! run`, and the loops at full length in `cargo nextest run --profile heavy`.
 
 #[allow(dead_code, unused_imports)]
 #[path = "../tests/integration/common.rs"]
 mod common;
+#[allow(dead_code, unused_imports)]
+#[path = "../tests/integration/maintenance.rs"]
+mod maintenance;
 #[allow(dead_code, unused_imports)]
 #[path = "../tests/integration/reliability.rs"]
 mod reliability;
@@ -34,6 +40,7 @@ fn main() {
     let appends = arg("--appends", 500) as usize;
     let kill_one_in = arg("--kill-one-in", 3);
     let maintenance = arg("--maintenance", 100) as usize;
+    let loop_seconds = arg("--loop-seconds", 25) as f64;
     let seed = arg("--seed", reliability::seed());
     let mut passed = 0;
     let mut failed = 0;
@@ -88,6 +95,12 @@ fn main() {
             let r = storage::beside_maintenance(kind, args, maintenance);
             record(format!("{kind} beside maintenance"), r);
         }
+
+        let r = maintenance::beside_loops(kind, loop_seconds).map(|f| f.line());
+        record(
+            format!("{kind} cli+daemon+mcp beside prune, gc and repack loops"),
+            r,
+        );
     }
     println!("{passed} passed, {failed} failed");
     if failed > 0 {

@@ -12,12 +12,14 @@ use crate::store::doctor::Sources;
 use crate::surface::doctor;
 use crate::surface::status::{self, Readiness};
 
-/// Say what is wrong with the ledger (by seq) and with the install; `--repair` puts back every
-/// missing commit, tree or body that an exact copy exists of, and a deleted or broken ref.
+/// Say what is wrong with the ledger (by seq), the repository's lock files and the install;
+/// `--repair` puts back every missing commit, tree or body that an exact copy exists of, a
+/// deleted or broken ref, and removes lock files no live process can hold.
 #[derive(Debug, clap::Args)]
 pub(crate) struct DoctorArgs {
     /// Write back what can be restored exactly (never an object whose bytes do not hash to
-    /// the id the chain names), and put a deleted ref back on its reflog's last tip.
+    /// the id the chain names), put a deleted ref back on its reflog's last tip, and remove
+    /// lock files a killed git left (never one a live process can hold).
     #[arg(long)]
     pub(crate) repair: bool,
     /// Another repository (a clone, a mirror) whose objects may hold what was lost. Repeatable.
@@ -113,6 +115,27 @@ pub(crate) fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
                 )),
             }
         }
+    }
+    for l in &r.locks {
+        let age = crate::store::stale::age_text(std::time::Duration::from_secs(l.age_secs));
+        out.push(if l.removed {
+            format!("lock {}: {age} old, no process held it: removed", l.path)
+        } else if l.stale {
+            format!(
+                "lock {}: {age} old and no process holds it: it blocks every update until removed (git forum doctor --repair)",
+                l.path
+            )
+        } else {
+            format!(
+                "lock {}: {age} old, held by {} (left alone)",
+                l.path,
+                if l.holders.is_empty() {
+                    "a process at work".to_string()
+                } else {
+                    l.holders.join(", ")
+                }
+            )
+        });
     }
     let i = &r.install;
     out.push(format!("git: {}", i.git));

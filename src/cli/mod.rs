@@ -110,8 +110,7 @@ pub(crate) enum Command {
     Verify(verify::VerifyArgs),
     /// Print the Merkle checkpoint and record it as a witness for later verifies.
     Checkpoint(tlog::CheckpointCmd),
-    /// Flush the repository (appends written with --no-fsync become durable) and empty the
-    /// ledger's write-ahead log.
+    /// Flush the repository (appends written with --no-fsync become durable).
     Sync(verify::SyncArgs),
     /// Counts of a ledger, a run, a fetched copy or a Forum directory, as a table or JSON.
     Summary(report::SummaryArgs),

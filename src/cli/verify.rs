@@ -26,7 +26,7 @@ pub(crate) struct CheckpointArgs {
     pub(crate) sign: bool,
 }
 
-/// Flush the repository to disk and empty the ledger's write-ahead log.
+/// Flush the repository to disk; the ledger's write-ahead log keeps its records.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SyncArgs {}
 

@@ -20,6 +20,17 @@ use super::pack::{self, Obj, PackStream, Section};
 use crate::ledger::hash::sha256_hex;
 use crate::ledger::{ChainChecker, ChainProblem, Entry, NewEntry};
 
+/// A tip that cannot be read, as an append's refusal: the problem, that nothing was appended,
+/// and where to look.
+fn refused(e: StoreError) -> StoreError {
+    match e {
+        StoreError::Corrupt(m) => StoreError::Corrupt(format!(
+            "{m}; nothing was appended; run `git forum doctor` to see the damage and repair it"
+        )),
+        other => other,
+    }
+}
+
 /// How long an append keeps retrying a contended ref before giving up.
 pub const APPEND_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -84,18 +95,35 @@ where
 
 /// A crash-testing hook: with `GIT_FORUM_FAILPOINT=NAME` in the environment, the process kills
 /// itself (SIGKILL, so nothing is cleaned up) when it reaches the step `NAME` of an append:
-/// `objects-written`, `cas-start`, `cas-locked`, `cas-reflog`, `cas-moved`, `appended`, and
-/// `integrate-start` (a `--work` run about to move its run branch). The
-/// reliability tests use it to kill a writer at every step.
+/// `objects-written`, `cas-start`, `cas-locked`, `cas-reflog`, `cas-moved`, `appended` (the
+/// append is about to be acknowledged), and `integrate-start` (a `--work` run about to move its
+/// run branch). The reliability tests use it to kill a writer at every step.
+///
+/// With `GIT_FORUM_FAILPOINT_RUN=COMMAND` as well, the process does not die at the step: it
+/// runs `sh -c COMMAND` there (in its working directory, with its environment), waits for it
+/// and goes on, the first time it reaches the step only. The maintenance tests use it to run
+/// `git prune --expire=now` or `git gc --prune=now` at a chosen moment of an append.
 pub(crate) fn failpoint(name: &str) {
     static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    static RUN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    static RAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let point = POINT.get_or_init(|| std::env::var("GIT_FORUM_FAILPOINT").ok());
-    if point.as_deref() == Some(name) {
-        #[cfg(unix)]
-        let _ =
-            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
-        std::process::abort();
+    if point.as_deref() != Some(name) {
+        return;
     }
+    if let Some(command) = RUN.get_or_init(|| std::env::var("GIT_FORUM_FAILPOINT_RUN").ok()) {
+        if !RAN.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let _ = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(command)
+                .stdin(std::process::Stdio::null())
+                .status();
+        }
+        return;
+    }
+    #[cfg(unix)]
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    std::process::abort();
 }
 
 impl GitStore {
@@ -117,34 +145,60 @@ impl GitStore {
         let mut wal = None;
         let mut checkpointed = false;
         let mut restored = false;
+        let mut batch_log = None;
+        // The lock that blocked the last attempt, and when it was last looked into.
+        let mut blocked: Option<std::path::PathBuf> = None;
+        let mut looked: Option<Instant> = None;
         loop {
             let tip = match self.tip() {
-                // The tip (or what it names) was deleted by a prune that raced an earlier
-                // append: the write-ahead log still holds those objects.
+                // The tip (or what it names) is gone from the object store (deleted outside git
+                // forum, or lost in a crash): the write-ahead log may still hold it.
                 Err(StoreError::Corrupt(_)) if !restored => {
                     restored = true;
                     if self.restore_from_wal()? > 0 {
                         continue;
                     }
-                    self.tip()?
+                    self.tip().map_err(refused)?
                 }
-                other => other?,
+                other => other.map_err(refused)?,
             };
-            if tip.is_none() {
-                self.refuse_if_deleted()?;
+            match &tip {
+                None => self.refuse_if_deleted()?,
+                // Never build on an entry that cannot be read whole: put back what the log
+                // holds, or refuse.
+                Some(t) => {
+                    if let Some(damage) = self.parent_damage(t) {
+                        if !restored {
+                            restored = true;
+                            self.restore_from_wal()?;
+                            continue;
+                        }
+                        return Err(StoreError::Corrupt(format!(
+                            "ledger {}: seq {} (commit {}), the entry this append would follow, is damaged: {damage}, and the write-ahead log holds no copy; nothing was appended; run `git forum doctor` to see the damage and repair it from a clone, a pack or an export",
+                            self.name, t.entry.seq, t.commit
+                        )));
+                    }
+                }
             }
             let mut built = build(tip.as_ref())?;
-            // Single appends are logged. Where git keeps the refs (reftable) the log is not what
-            // makes an append durable (its objects are flushed before git moves the ref, which
-            // git makes durable itself); it is kept, unflushed, as the copy a racing prune
-            // cannot delete.
-            let logged = self.opts.method.wal() && !built.as_pack;
-            let log_durably = self.opts.fsync && !self.refs_via_git;
+            // Single appends are logged (on Linux, where the log knows its boot). With the `wal`
+            // flush method in a files repository the log is what makes an append durable.
+            // Elsewhere (git keeps the refs, as in reftable, and makes them durable itself;
+            // another flush method flushes the objects and the ref) it is kept unflushed, as the
+            // copy of the append's objects a racing prune cannot delete (see `wal/recover.rs`).
+            let logged = cfg!(target_os = "linux") && !built.as_pack;
+            let log_durably = self.opts.fsync && !self.refs_via_git && self.opts.method.wal();
             if logged && wal.is_none() {
                 wal = Some(self.wal_for_append(&lock)?);
             } else if !logged && !checkpointed {
-                self.checkpoint_wal()?;
                 checkpointed = true;
+                if built.as_pack && built.prewritten.is_none() {
+                    // The log's objects go into this batch's own pack (one pack, and no prune
+                    // can delete them there); the log is emptied once the pack is written.
+                    batch_log = self.log_for_batch()?;
+                } else {
+                    self.checkpoint_wal()?;
+                }
             }
             let new_tip = *built
                 .commits
@@ -153,8 +207,17 @@ impl GitStore {
             let mut guard = built.prewritten.take();
             if built.as_pack && guard.is_none() {
                 let mut seen = HashSet::new();
+                let mut logged_objs = Vec::new();
+                if let Some((_, records)) = &batch_log {
+                    for rec in records {
+                        for (kind, data) in &rec.objects {
+                            logged_objs.push(object(self.hash, *kind, data.clone())?);
+                        }
+                    }
+                }
                 let objs: Vec<Obj> = std::mem::take(&mut built.objects)
                     .into_iter()
+                    .chain(logged_objs)
                     // Objects the repository already holds may be written again: a duplicate across
                     // packs is harmless, while asking the object store about every miss makes it
                     // rescan the pack directory each time.
@@ -171,6 +234,9 @@ impl GitStore {
                         )
                         .map_err(io("writing a pack"))?,
                     );
+                }
+                if let Some((mut log, _)) = batch_log.take() {
+                    self.empty_packed_log(&mut log)?;
                 }
             } else {
                 self.write_loose_objects(&built.objects, self.opts.fsync && !log_durably, false)?;
@@ -192,7 +258,7 @@ impl GitStore {
                     // took for garbage (a body or tree the repository already had, say):
                     // whatever is missing now is written again before the append is
                     // acknowledged. The objects are a pure function of the entries.
-                    let flushed = match wal.as_mut() {
+                    let logged_now = match wal.as_mut() {
                         Some(w) if logged => self
                             .wal_log(
                                 w,
@@ -208,10 +274,17 @@ impl GitStore {
                                 let _ =
                                     std::os::unix::fs::FileExt::write_all_at(&lock, &w.hint(), 0);
                             }),
-                        // git made its own ref storage durable (core.fsync=reference).
-                        _ if self.refs_via_git => Ok(()),
-                        _ => self.flush(&[self.reflog_path(), self.ref_path()], false),
+                        _ => Ok(()),
                     };
+                    let flushed = logged_now.and_then(|()| {
+                        if log_durably || self.refs_via_git {
+                            // The log's flush covers the append, or git made its own ref
+                            // storage durable (core.fsync=reference).
+                            Ok(())
+                        } else {
+                            self.flush(&[self.reflog_path(), self.ref_path()], false)
+                        }
+                    });
                     if let Some(g) = guard {
                         g.release();
                     }
@@ -225,14 +298,21 @@ impl GitStore {
                         &built.commits,
                     );
                     if let Some(entry) = built.entries.last() {
+                        // A single append's objects are its blob, tree and commit.
+                        let parts = match built.objects.as_slice() {
+                            [blob, tree, _] if !built.as_pack => Some((tree.id, Some(blob.id))),
+                            _ => None,
+                        };
                         *self.last_tip.lock().unwrap_or_else(|e| e.into_inner()) = Some(Tip {
                             commit: new_tip,
                             entry: entry.clone(),
+                            parts,
                         });
                     }
                     if built.as_pack {
                         self.consolidate_packs();
                     }
+                    failpoint("appended");
                     return Ok((built.commits, built.entries));
                 }
                 CasOutcome::Conflict | CasOutcome::Busy => {}
@@ -245,28 +325,139 @@ impl GitStore {
                     }
                     self.rewrite_missing(&built.objects)?;
                 }
-                CasOutcome::Locked(ref_lock, noted) => {
-                    self.recover_stale_lock(&ref_lock, &lock, noted);
+                CasOutcome::Locked(held, noted) => {
+                    // A ref lock a git-forum writer left when it died is removed (files only:
+                    // git's reftable lock is git's).
+                    let removed =
+                        !self.refs_via_git && self.recover_stale_lock(&held, &lock, noted);
+                    if !removed {
+                        // Waiting is pointless once nothing alive can hold it: say so now rather
+                        // than after the deadline (a look through /proc, at most once a second).
+                        if looked.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(1)) {
+                            looked = Some(Instant::now());
+                            if let Some(l) = self.inspect_lock(&held)
+                                && l.stale()
+                            {
+                                return Err(self.conflict(
+                                    tip.as_ref().map(|t| t.commit),
+                                    start.elapsed(),
+                                    held,
+                                    Some(l.age),
+                                ));
+                            }
+                        }
+                        blocked = Some(held);
+                    }
                 }
             }
             if let Some(g) = guard {
                 g.release();
             }
             if start.elapsed() > self.append_deadline {
-                // The typed conflict: where the ref stands now, and what this append expected.
-                let now = self.tip().ok().flatten();
-                return Err(StoreError::Conflict(Box::new(RefConflict {
-                    refname: self.refname.clone(),
-                    ref_path: self.ref_path(),
-                    waited: self.append_deadline,
-                    expected: tip.as_ref().map(|t| t.commit),
-                    tip: now.as_ref().map(|t| t.commit),
-                    tip_seq: now.map(|t| t.entry.seq),
-                })));
+                let held = blocked.take().unwrap_or_else(|| self.ref_lock_path());
+                let stale = self
+                    .inspect_lock(&held)
+                    .filter(|l| l.stale())
+                    .map(|l| l.age);
+                return Err(self.conflict(
+                    tip.as_ref().map(|t| t.commit),
+                    self.append_deadline,
+                    held,
+                    stale,
+                ));
             }
             std::thread::sleep(backoff + Duration::from_micros((unique() % 1000) as u64));
             backoff = (backoff * 2).min(Duration::from_millis(200));
         }
+    }
+
+    /// The typed conflict an append gives up with: where the ref stands now, what the append
+    /// expected, and the lock that blocked it (with its age when no live process holds it).
+    pub(crate) fn conflict(
+        &self,
+        expected: Option<ObjectId>,
+        waited: Duration,
+        lock: std::path::PathBuf,
+        stale: Option<Duration>,
+    ) -> StoreError {
+        let now = self.tip().ok().flatten();
+        StoreError::Conflict(Box::new(RefConflict {
+            refname: self.refname.clone(),
+            lock: std::path::absolute(&lock).unwrap_or(lock),
+            stale,
+            waited,
+            expected,
+            tip: now.as_ref().map(|t| t.commit),
+            tip_seq: now.map(|t| t.entry.seq),
+        }))
+    }
+
+    /// The lock that guards the ledger ref: git's reftable stack lock where git keeps the
+    /// refs, else the loose ref's `.lock`.
+    pub(crate) fn ref_lock_path(&self) -> std::path::PathBuf {
+        if self.refs_via_git {
+            self.stack_lock_path()
+        } else {
+            std::path::PathBuf::from(format!("{}.lock", self.ref_path().display()))
+        }
+    }
+
+    /// The lock file `path` of this repository and what is known of its holder.
+    pub(crate) fn inspect_lock(&self, path: &Path) -> Option<super::stale::LockFile> {
+        let mut dirs: Vec<&Path> = vec![self.common_dir.as_path()];
+        if let Some(w) = self.repo.workdir() {
+            dirs.push(w);
+        }
+        super::stale::LockFile::inspect(path, &dirs)
+    }
+
+    /// What is missing from the object store of the entry at `tip` (its commit, tree or body),
+    /// which an append is about to follow; `None` when it is whole. A redacted body (an empty
+    /// tree) is whole. The write-ahead log is not asked: what only it holds is missing here.
+    fn parent_damage(&self, tip: &Tip) -> Option<String> {
+        if let Some((tree, blob)) = tip.parts {
+            // Known ids (the last append of this handle wrote them): present is enough.
+            if !self.present(&tip.commit) {
+                return Some(format!("its commit {} is missing", tip.commit));
+            }
+            if !self.present(&tree) {
+                return Some(format!("its tree {tree} is missing"));
+            }
+            return blob
+                .filter(|b| !self.present(b))
+                .map(|b| format!("its body (blob {b}) is missing"));
+        }
+        let mut buf = Vec::new();
+        // The object store, asked again through a new handle before anything is called missing.
+        let stored = |id: &ObjectId, buf: &mut Vec<u8>| match self.read_stored(id, buf) {
+            Ok(Some(k)) => Some(k),
+            _ => self.read_fresh(id, buf, 3),
+        };
+        if stored(&tip.commit, &mut buf) != Some(Kind::Commit) {
+            return Some(format!("its commit {} is missing", tip.commit));
+        }
+        let Some(tree) = super::codec::parse_commit(&buf, self.hash).map(|c| c.tree) else {
+            return Some(format!("its commit {} cannot be parsed", tip.commit));
+        };
+        if stored(&tree, &mut buf) != Some(Kind::Tree) {
+            return Some(format!("its tree {tree} is missing"));
+        }
+        let blob = match self.blob_in_tree(&tree, &mut buf) {
+            Ok(None) => return None,
+            Ok(Some(blob)) => blob,
+            Err(_) => return Some(format!("its tree {tree} is damaged")),
+        };
+        (!self.present(&blob)).then(|| format!("its body (blob {blob}) is missing"))
+    }
+
+    /// True when object `id` is in the object store: its loose file is there (one `access`),
+    /// or the object store has it, or a new handle on it does (see `GitStore::read_fresh`).
+    fn present(&self, id: &ObjectId) -> bool {
+        let hex = id.to_hex().to_string();
+        let loose = self.objects_dir().join(&hex[..2]).join(&hex[2..]);
+        rustix::fs::access(&loose, rustix::fs::Access::EXISTS).is_ok()
+            || gix::objs::Exists::exists(&self.repo.objects, id)
+            || self.read_fresh(id, &mut Vec::new(), 3).is_some()
     }
 
     /// A ledger whose ref is gone but whose reflog still records a tip was deleted behind
@@ -294,7 +485,7 @@ impl GitStore {
     }
 
     /// Merges small packs once there are many (git's geometric repack keeps old big packs).
-    fn consolidate_packs(&self) {
+    pub(crate) fn consolidate_packs(&self) {
         if pack::pack_count(&self.objects_dir()) <= MAX_PACKS {
             return;
         }
@@ -504,10 +695,11 @@ impl GitStore {
         let mut src = forum_dir::open_stream(dir, limits, &objects_dir)?;
         let level = gix::zlib::Compression::new(IMPORT_LEVEL).expect("a valid level");
         let pack = PackStream::create(&objects_dir, hash, level).map_err(io("writing a pack"))?;
-        let ids_path =
-            objects_dir
-                .join("pack")
-                .join(format!("tmp_ids_{}_{}", std::process::id(), unique()));
+        let ids_path = objects_dir.join("pack").join(format!(
+            "forum_tmp_ids_{}_{}",
+            std::process::id(),
+            unique()
+        ));
         let ids_file = std::fs::File::create(&ids_path).map_err(io("writing the seq index"))?;
         let ids = RemoveOnDrop(Some(ids_path));
         let empty_tree = object(hash, Kind::Tree, Vec::new())?;

@@ -8,6 +8,20 @@
 //! commits are recomputed). A repair writes an object only when its bytes hash to the id the
 //! chain names; it never invents one. A deleted or broken ref is put back on the last tip its
 //! reflog recorded, once that commit is whole.
+//!
+//! A ref overwritten outside git forum (pointed at another commit, or back at an earlier entry)
+//! is compared with the tips its reflog recorded since the last redaction: the newest one whose
+//! chain verifies and that the ref does not already contain is its *last good tip*. `--repair`
+//! puts the ref back there only when that loses nothing: when the last good tip extends what
+//! the ref holds now (entries were cut from the tail), or when the ref holds no valid ledger at
+//! all. When the ref holds a valid ledger the good tip does not contain (a fork, another
+//! ledger's chain), moving the ref would drop entries, so doctor names both and leaves the
+//! choice to a person.
+//!
+//! Doctor also looks for the lock files a killed git leaves (see [`stale`](super::stale)):
+//! git's reftable stack lock and table locks, or the ledger's loose ref lock and
+//! `packed-refs.lock`. One no live process can hold is reported with its age and removed by
+//! `--repair`; one a process holds is only reported.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -18,6 +32,20 @@ use gix::objs::{Find as _, Kind};
 use super::forum_dir;
 use super::git::{GitStore, StoreError, commit_bytes, object, parse_commit, tree_bytes};
 use super::pack::Obj;
+
+/// A lock file found in the repository.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct LockFinding {
+    pub(crate) path: String,
+    /// Seconds since it was last written.
+    pub(crate) age_secs: u64,
+    /// No live process can hold it (see [`stale`](super::stale)): it blocks writers for good.
+    pub(crate) stale: bool,
+    /// Processes that hold it or might (`pid (name)`).
+    pub(crate) holders: Vec<String>,
+    /// True once `--repair` removed it.
+    pub(crate) removed: bool,
+}
 
 /// Where exact copies of lost objects may be found.
 #[derive(Debug, Default, Clone)]
@@ -36,7 +64,10 @@ pub(crate) struct Finding {
     /// The entry it concerns, when known.
     pub(crate) seq: Option<u64>,
     /// `missing-commit`, `missing-tree`, `missing-body` (missing, or unreadable: damaged),
-    /// `ref-deleted`, `ref-broken`.
+    /// `ref-deleted`, `ref-broken`, `ref-rewound` (the reflog's last good tip extends the
+    /// ref), `ref-overwritten` (the ref holds no valid ledger; the reflog has a good tip),
+    /// `ref-forked` (the ref holds a valid ledger that does not contain the reflog's last good
+    /// tip: not repaired).
     pub(crate) code: &'static str,
     /// The object or ref concerned.
     pub(crate) object: String,
@@ -200,6 +231,66 @@ impl<'a> Copies<'a> {
 }
 
 impl GitStore {
+    /// The lock files present that can block this ledger's appends or git's own ref updates:
+    /// in a reftable repository every `*.lock` under `reftable/` (the stack lock and the table
+    /// locks a compaction takes), otherwise the ledger's loose ref lock and `packed-refs.lock`.
+    fn lock_files(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        if self.refs_via_git() {
+            if let Ok(rd) = std::fs::read_dir(self.common_dir().join("reftable")) {
+                out.extend(
+                    rd.flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|x| x == "lock")),
+                );
+            }
+        } else {
+            out.push(self.ref_lock_path());
+            out.push(self.common_dir().join("packed-refs.lock"));
+        }
+        out.retain(|p| p.exists());
+        out.sort();
+        out
+    }
+
+    /// Reports the lock files present, and with `repair` removes those no live process can hold.
+    /// The ledger's own ref lock is removed with a record, as a writer removes one a dead
+    /// writer left, so verify knows a reflog line that names its value for what it is.
+    pub(crate) fn doctor_locks(&self, repair: bool) -> Result<Vec<LockFinding>, StoreError> {
+        let held = if repair {
+            Some(self.writer_lock()?)
+        } else {
+            None
+        };
+        let own = (!self.refs_via_git()).then(|| self.ref_lock_path());
+        let mut out = Vec::new();
+        for path in self.lock_files() {
+            let Some(l) = self.inspect_lock(&path) else {
+                continue;
+            };
+            let stale = l.stale();
+            let mut removed = false;
+            if stale && let Some(held) = &held {
+                removed = if own.as_ref() == Some(&path) {
+                    self.remove_ref_lock(&path, held)
+                } else {
+                    std::fs::remove_file(&path).is_ok()
+                };
+            }
+            out.push(LockFinding {
+                path: std::path::absolute(&path)
+                    .unwrap_or(path)
+                    .display()
+                    .to_string(),
+                age_secs: l.age.as_secs(),
+                stale,
+                holders: l.holders,
+                removed,
+            });
+        }
+        Ok(out)
+    }
+
     /// Examines the ledger's ref and every object its chain names, and with `repair` puts back
     /// what the sources hold exactly. Never moves a ref to anything but the last tip its
     /// reflog recorded, and only once that commit is whole.
@@ -260,6 +351,16 @@ impl GitStore {
             },
             Err(e) => return Err(e),
         };
+        // The ref may have been overwritten with something else than what it held: its reflog
+        // may know a better tip.
+        let (tip, ref_finding, forked) = match (tip, ref_finding) {
+            (Some(cur), None) => match self.reflog_offer(cur)? {
+                Some(Offer::Restore(g, f)) => (Some(g), Some(f), None),
+                Some(Offer::Forked(f)) => (Some(cur), None, Some(f)),
+                None => (Some(cur), None, None),
+            },
+            other => (other.0, other.1, None),
+        };
         // Walk the chain the ref (or its reflog) names, from the tip back.
         let mut cur = tip;
         let mut child_seq: Option<u64> = None;
@@ -267,7 +368,7 @@ impl GitStore {
         let mut whole = true;
         while let Some(id) = cur {
             let seq_hint = child_seq.and_then(|s| s.checked_sub(1));
-            let commit = match self.read_raw(&id, &mut buf).ok().flatten() {
+            let commit = match self.read_stored(&id, &mut buf).ok().flatten() {
                 Some(Kind::Commit) => buf.clone(),
                 _ => {
                     let missing =
@@ -300,7 +401,7 @@ impl GitStore {
             let tree = raw.tree;
             let parent = raw.parents.first().copied();
             // The tree and its body.
-            let tree_data = match self.read_raw(&tree, &mut buf).ok().flatten() {
+            let tree_data = match self.read_stored(&tree, &mut buf).ok().flatten() {
                 Some(Kind::Tree) => Some(buf.clone()),
                 _ => {
                     let found = self.recover(
@@ -319,7 +420,7 @@ impl GitStore {
             if let Some(t) = tree_data
                 && let Some(blob) = blob_of_tree(&t, self.object_hash())
                 && !matches!(
-                    self.read_raw(&blob, &mut buf).ok().flatten(),
+                    self.read_stored(&blob, &mut buf).ok().flatten(),
                     Some(Kind::Blob)
                 )
             {
@@ -341,12 +442,24 @@ impl GitStore {
             child_seq = seq;
             cur = parent;
         }
+        if let Some(f) = forked {
+            health.findings.insert(0, f);
+        }
         if let Some(mut f) = ref_finding {
             if repair
                 && whole
                 && let Some(t) = tip
             {
-                self.restore_ref(t)?;
+                // A restore past a line that named something else starts the reflog afresh for
+                // verify (as a redaction does): that line is not in the chain, and never was.
+                let message = if matches!(f.code, "ref-rewound" | "ref-overwritten") {
+                    format!(
+                        "forum: rewrite (doctor --repair: back to the reflog's last good tip {t})"
+                    )
+                } else {
+                    "forum: doctor --repair".to_string()
+                };
+                self.restore_ref(t, &message)?;
                 f.repaired = true;
             } else if !whole {
                 f.repairable = false;
@@ -414,6 +527,123 @@ impl GitStore {
         }
     }
 
+    /// What the reflog offers for a ref that names `cur` (see the module doc): `None` when the
+    /// ref holds everything the reflog's good tips do, or when what is wrong is damage (a
+    /// missing object), which the walk reports and repairs instead.
+    fn reflog_offer(&self, cur: ObjectId) -> Result<Option<Offer>, StoreError> {
+        let reflog = self.reflog();
+        let start = reflog
+            .iter()
+            .rposition(|l| l.rewrite)
+            .map(|i| i + 1)
+            .unwrap_or(0);
+        // Not the values of updates that never landed (a writer killed after its reflog line,
+        // whose lock was recovered, or an update under way).
+        let never = self.recovered_locks();
+        let pending = self.pending_ref_lock();
+        let mut candidates: Vec<ObjectId> = Vec::new();
+        for id in reflog[start..].iter().rev().filter_map(|l| l.new) {
+            if !id.is_null()
+                && id != cur
+                && !never.contains(&id)
+                && Some(id) != pending
+                && !candidates.contains(&id)
+            {
+                candidates.push(id);
+            }
+        }
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        let mut buf = Vec::new();
+        let cur_entry = self
+            .read_entry_commit(&cur, &mut buf)
+            .ok()
+            .map(|(e, _, _)| e);
+        if cur_entry.is_none() && self.read_stored(&cur, &mut buf).ok().flatten().is_none() {
+            // The tip's commit is missing: damage, not an overwritten ref.
+            return Ok(None);
+        }
+        // The newest recorded tip that verifies whole (a few are looked at) and, when the ref
+        // names an entry, comes after it.
+        let mut good = None;
+        for g in candidates.into_iter().take(16) {
+            if let Some(e) = &cur_entry {
+                let later = self
+                    .read_entry_commit(&g, &mut buf)
+                    .is_ok_and(|(ge, _, _)| ge.seq > e.seq);
+                if !later {
+                    continue;
+                }
+            }
+            if let Ok(r) = self.verify_at(g, true)
+                && r.passed()
+            {
+                good = Some((g, r.entries));
+                break;
+            }
+        }
+        let Some((g, g_entries)) = good else {
+            return Ok(None);
+        };
+        let g_seq = g_entries.saturating_sub(1);
+        let finding = |code: &'static str, remedy: String, repairable: bool| Finding {
+            seq: Some(g_seq),
+            code,
+            object: self.refname().to_string(),
+            remedy,
+            repairable,
+            repaired: false,
+        };
+        let Some(e) = cur_entry else {
+            let what = match self.read_stored(&cur, &mut buf) {
+                Ok(Some(Kind::Commit)) => "a commit that is no ledger entry".to_string(),
+                Ok(Some(k)) => format!("a {k}, not a commit"),
+                _ => "an object that cannot be read".to_string(),
+            };
+            return Ok(Some(Offer::Restore(
+                g,
+                finding(
+                    "ref-overwritten",
+                    format!(
+                        "the ref names {cur}, {what}, so it holds no ledger; its reflog's last good tip is seq {g_seq} (commit {g}), {g_entries} entries that verify: --repair puts the ref back there"
+                    ),
+                    true,
+                ),
+            )));
+        };
+        let extends = self
+            .chain_ids_from(Some(g))
+            .is_ok_and(|ids| ids.contains(&cur));
+        if extends {
+            return Ok(Some(Offer::Restore(
+                g,
+                finding(
+                    "ref-rewound",
+                    format!(
+                        "the ref holds seq {} (commit {cur}); its reflog's last good tip, seq {g_seq} (commit {g}), verifies and extends it: --repair puts the ref back there ({} entries come back)",
+                        e.seq,
+                        g_seq - e.seq
+                    ),
+                    true,
+                ),
+            )));
+        }
+        // Another chain. Reported when the ref's own chain is whole (damage is the walk's).
+        let whole = self.verify_at(cur, false).is_ok_and(|r| r.chain);
+        Ok(whole.then(|| {
+            Offer::Forked(finding(
+                "ref-forked",
+                format!(
+                    "the ref holds a valid ledger of {} entries (commit {cur}) that does not contain its reflog's last good tip, seq {g_seq} (commit {g}); moving the ref there would drop entries, so --repair does not: compare `git forum log` at both and move the ref by hand if that is what you want (`git update-ref {} {g}`)",
+                    e.seq + 1,
+                    self.refname()
+                ),
+                false,
+            ))
+        }))
+    }
+
     /// Every object the write-ahead log holds.
     fn logged_objects(&self) -> Result<Vec<Obj>, StoreError> {
         let mut out = Vec::new();
@@ -424,6 +654,14 @@ impl GitStore {
         }
         Ok(out)
     }
+}
+
+/// What a ref's reflog offers doctor.
+enum Offer {
+    /// Put the ref back on this commit (the finding says why that loses nothing).
+    Restore(ObjectId, Finding),
+    /// The ref holds a valid ledger the good tip does not contain: reported only.
+    Forked(Finding),
 }
 
 /// The blob an entry tree names; `None` for the empty (redacted) tree or any other shape.

@@ -135,15 +135,13 @@ impl GitStore {
         Ok(())
     }
 
-    /// Flushes everything to disk (for writers that ran with `--no-fsync`) and empties the
-    /// ledger's write-ahead log.
+    /// Flushes everything to disk (for writers that ran with `--no-fsync`). The ledger's
+    /// write-ahead log keeps its records: they are the copy of recent appends' objects that a
+    /// racing `git prune` cannot delete, until the log is emptied into a pack (see
+    /// `wal/recover.rs`). A log an earlier boot left is recovered first.
     pub(crate) fn sync(&self) -> Result<(), StoreError> {
-        if self.wal_path().exists() {
-            let _lock = self.writer_lock()?;
-            self.checkpoint_wal_forced()
-        } else {
-            self.flush_repository()
-        }
+        self.recover_wal_if_needed()?;
+        self.flush_repository()
     }
 
     /// Flushes the whole repository's filesystem (Linux `syncfs`; elsewhere the git directory).

@@ -47,18 +47,22 @@ pub enum StoreError {
 }
 
 /// An append that kept losing the compare-and-swap on the ledger ref (another writer kept
-/// moving it, or someone holds its `.lock`) until it gave up after `waited`.
+/// moving it, or someone holds the lock that guards it) until it gave up after `waited`.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error(
-    "could not move {refname} for {}s{}: another process keeps changing it, or holds {}.lock; try again, and if no git command is running remove that file",
+    "could not move {refname} for {}s{}: another process keeps changing it, or holds {}; try again, and if no git command is running remove that file{}",
     .waited.as_secs(),
     where_it_stays(*.tip_seq, .tip.as_ref()),
-    .ref_path.display()
+    .lock.display(),
+    how_to_clear(.stale.as_ref())
 )]
 pub struct RefConflict {
     pub(crate) refname: String,
-    /// The ref's file (its `.lock` beside it is what a stuck writer leaves).
-    pub(crate) ref_path: PathBuf,
+    /// The lock file that guards the ref: `refs/.../NAME.lock` beside a loose ref, git's
+    /// `reftable/tables.list.lock` in a reftable repository. It is what a killed writer leaves.
+    pub(crate) lock: PathBuf,
+    /// When the lock was there at the end and no live process holds it: how old it is.
+    pub(crate) stale: Option<Duration>,
     pub(crate) waited: Duration,
     /// The tip the last attempt was built on (`None`: the ledger did not exist).
     pub(crate) expected: Option<ObjectId>,
@@ -66,6 +70,17 @@ pub struct RefConflict {
     pub(crate) tip: Option<ObjectId>,
     /// The seq of the entry at `tip`, when it could be read.
     pub(crate) tip_seq: Option<u64>,
+}
+
+/// The part of a conflict's message that says how to clear a lock nobody holds.
+fn how_to_clear(stale: Option<&Duration>) -> String {
+    match stale {
+        Some(age) => format!(
+            " (it is {} old and no process holds it: `git forum doctor --repair` removes it)",
+            super::stale::age_text(*age)
+        ),
+        None => " (`git forum doctor --repair` removes it once no process holds it)".into(),
+    }
 }
 
 /// The part of a conflict's message that says where the ledger stays.

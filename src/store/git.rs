@@ -101,6 +101,9 @@ pub(crate) fn validate_ledger_name(name: &str) -> Result<(), StoreError> {
 pub struct Tip {
     pub(crate) commit: ObjectId,
     pub(crate) entry: Entry,
+    /// The entry's tree and body (none when redacted), when known: an append that just wrote
+    /// them knows them, so the next one checks they are still there without reading anything.
+    pub(crate) parts: Option<(ObjectId, Option<ObjectId>)>,
 }
 
 /// What an append returns.
@@ -387,7 +390,53 @@ impl GitStore {
         Ok(self.tip_id()?.is_some())
     }
 
+    /// Reads object `id` into `buf`. An object missing from the object store but held by the
+    /// write-ahead log (a prune that listed the refs before an append moved its ref deletes
+    /// that append's objects afterwards; see `wal/recover.rs`) is read from the log: its id is
+    /// the hash of its content, so the copy is exact. [`read_stored`](Self::read_stored) reads
+    /// the object store alone.
     pub(crate) fn read_raw(
+        &self,
+        id: &ObjectId,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<Kind>, StoreError> {
+        match self.read_stored(id, buf) {
+            Ok(Some(kind)) => return Ok(Some(kind)),
+            Ok(None) => {}
+            Err(e) => {
+                return self
+                    .read_fresh(id, buf, 1)
+                    .map(Some)
+                    .or_else(|| self.logged_object(id, buf).map(Some))
+                    .ok_or(e);
+            }
+        }
+        Ok(self
+            .read_fresh(id, buf, 1)
+            .or_else(|| self.logged_object(id, buf)))
+    }
+
+    /// Object `id` looked up through a new handle on the object store, up to `tries` times a
+    /// moment apart. A handle that has been open a while can miss an object a concurrent
+    /// `git repack` just moved: it knows the old pack's index, whose pack is gone, and the new
+    /// pack only once it looks again.
+    pub(crate) fn read_fresh(&self, id: &ObjectId, buf: &mut Vec<u8>, tries: u32) -> Option<Kind> {
+        for attempt in 0..tries {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(20 << attempt));
+            }
+            let Ok(repo) = gix::open(&self.common_dir) else {
+                continue;
+            };
+            if let Ok(Some(d)) = repo.objects.try_find(id, buf) {
+                return Some(d.kind);
+            }
+        }
+        None
+    }
+
+    /// Reads object `id` from the object store alone (no write-ahead log).
+    pub(crate) fn read_stored(
         &self,
         id: &ObjectId,
         buf: &mut Vec<u8>,
@@ -438,7 +487,11 @@ impl GitStore {
             return Ok(Some(tip.clone()));
         }
         let (entry, _, _) = self.read_entry_commit(&commit, &mut Vec::new())?;
-        let tip = Tip { commit, entry };
+        let tip = Tip {
+            commit,
+            entry,
+            parts: None,
+        };
         *last = Some(tip.clone());
         Ok(Some(tip))
     }

@@ -376,8 +376,26 @@ impl GitStore {
         if !(ours || before_boot) {
             return false;
         }
-        // Keep a record: the dead writer may have written its reflog line before it died,
-        // and verify uses this record to tell that line from a tampered ref.
+        self.record_and_remove(lock, &content, held)
+    }
+
+    /// Removes the ledger's ref lock `lock`, which doctor judged stale (no live process can
+    /// hold it; see `stale.rs`), keeping the same record a writer keeps. The caller holds the
+    /// writer lock. Returns true when it is gone.
+    pub(crate) fn remove_ref_lock(&self, lock: &Path, held: &File) -> bool {
+        let Ok(mut f) = File::open(lock) else {
+            return true;
+        };
+        let mut content = Vec::new();
+        let _ = (&mut f).take(256).read_to_end(&mut content);
+        let content = String::from_utf8_lossy(&content).trim().to_string();
+        self.record_and_remove(lock, &content, held)
+    }
+
+    /// Records the value a removed ref lock held (the dead writer may have written its reflog
+    /// line before it died, and verify uses this record to tell that line from a tampered
+    /// ref), then removes the lock.
+    fn record_and_remove(&self, lock: &Path, content: &str, held: &File) -> bool {
         let path = self.recovered_path();
         if let Some(dir) = path.parent() {
             let _ = fs::create_dir_all(dir);
@@ -387,7 +405,7 @@ impl GitStore {
         }
         let _ = fs::remove_file(lock);
         note_intent(held, None);
-        true
+        !lock.exists()
     }
 
     /// Settles an append that a killed writer left half done: when the ledger's ref lock is

@@ -21,6 +21,7 @@ pub(crate) mod redact;
 pub(crate) mod refs;
 pub(crate) mod sign;
 pub(crate) mod spill;
+pub(crate) mod stale;
 pub(crate) mod sync;
 pub(crate) mod tiles;
 pub(crate) mod verify;

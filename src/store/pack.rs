@@ -179,12 +179,15 @@ fn encode_idx_v2(
     Ok(out)
 }
 
+/// A temporary file's name in `dir`. Never `tmp_*`: `git prune` deletes every such file in
+/// `objects/pack/` (with `--expire=now`, however new), which would make a batch or an import
+/// racing it fail.
 fn tmp_name(dir: &Path, prefix: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    dir.join(format!("{prefix}_{}_{nanos}", std::process::id()))
+    dir.join(format!("forum_{prefix}_{}_{nanos}", std::process::id()))
 }
 
 /// Writes `objs` (already deduplicated, commits first) as one pack in `objects_dir/pack`.
@@ -698,6 +701,39 @@ mod tests {
                 assert_eq!(reader.read(&o.id, &mut buf), Some(o.kind), "{}", o.id);
                 assert!(buf == o.data);
             }
+        }
+    }
+
+    /// `git prune --expire=now` running while an import streams its pack (it deletes every
+    /// `tmp_*` file in `objects/pack/`, however new) leaves the pack's temporary files alone:
+    /// the pack finishes and git reads it.
+    #[test]
+    fn a_prune_while_a_pack_streams_leaves_its_temporaries_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let o = std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir.path())
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        };
+        git(&["init", "-q"]);
+        let objects = dir.path().join(".git/objects");
+        let mut p =
+            PackStream::create(&objects, HashKind::Sha1, Compression::new(1).unwrap()).unwrap();
+        p.rows.run_rows = 2;
+        let mut ids = Vec::new();
+        for i in 0..6u8 {
+            let o = crate::store::codec::object(HashKind::Sha1, Kind::Blob, vec![i; 40]).unwrap();
+            p.add(&o.id, o.kind, &o.data, Section::Rest).unwrap();
+            ids.push(o.id);
+            git(&["prune", "--expire=now"]);
+        }
+        p.finish(false).unwrap().release();
+        for id in ids {
+            git(&["cat-file", "-e", &id.to_string()]);
         }
     }
 

@@ -114,10 +114,11 @@ impl GitStore {
     ) -> Result<(ObjectId, ObjectId, Vec<u64>, Vec<(ObjectId, ObjectId)>), StoreError> {
         let held = self.writer_lock()?;
         // The rewrite moves the ref itself: first flush and empty the write-ahead log, which
-        // also removes the bodies it holds.
-        self.checkpoint_wal()?;
+        // also removes the bodies it holds (packing what it held, but never this body).
+        self.checkpoint_wal_forgetting(&super::codec::hex_to_bytes(payload_hash))?;
         let hash = self.object_hash();
         let empty = object(hash, Kind::Tree, Vec::new())?;
+        let start = std::time::Instant::now();
         loop {
             let old_tip = self.require_tip()?.commit;
             let mut walked = self.walk_back(None)?;
@@ -192,6 +193,17 @@ impl GitStore {
                 | CasOutcome::Busy
                 | CasOutcome::ObjectsMissing => {
                     guard.release();
+                    if start.elapsed() > self.append_deadline {
+                        let lock = match outcome {
+                            CasOutcome::Locked(l, _) => l,
+                            _ => self.ref_lock_path(),
+                        };
+                        let stale = self
+                            .inspect_lock(&lock)
+                            .filter(|l| l.stale())
+                            .map(|l| l.age);
+                        return Err(self.conflict(Some(old_tip), start.elapsed(), lock, stale));
+                    }
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
             }

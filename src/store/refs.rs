@@ -151,6 +151,11 @@ impl GitStore {
             })
     }
 
+    /// The lock git takes on the whole reftable stack for every ref update and compaction.
+    pub(crate) fn stack_lock_path(&self) -> std::path::PathBuf {
+        self.common_dir().join("reftable").join("tables.list.lock")
+    }
+
     /// Compare-and-swap through `git update-ref REF NEW OLD` (one ref transaction in git's own
     /// storage, with a reflog line). A refused update is a conflict when the ref moved, and a
     /// busy lock when it did not.
@@ -194,6 +199,16 @@ impl GitStore {
             return Ok(CasOutcome::Conflict);
         }
         if why.contains("cannot lock") || why.contains("Unable to create") || why.contains("lock") {
+            // Say which lock: git's reftable stack lock when it is there (a git killed while it
+            // held it leaves it behind), else the ref's own.
+            let stack = self.stack_lock_path();
+            if stack.exists() {
+                return Ok(CasOutcome::Locked(stack, None));
+            }
+            let loose = self.common_dir().join(format!("{}.lock", self.refname()));
+            if loose.exists() {
+                return Ok(CasOutcome::Locked(loose, None));
+            }
             return Ok(CasOutcome::Busy);
         }
         Err(StoreError::Git(format!(

@@ -161,6 +161,26 @@ impl GitStore {
         Ok((report, kept))
     }
 
+    /// Verifies the chain that ends at commit `tip` as if the ref named it: every commit, the
+    /// entry chain, recorded and signed checkpoints and (deep) the bodies, but not the ref's
+    /// reflog (doctor asks this of the tips the reflog names).
+    pub(crate) fn verify_at(&self, tip: ObjectId, deep: bool) -> Result<VerifyReport, StoreError> {
+        let report = VerifyReport {
+            deep,
+            ..VerifyReport::default()
+        };
+        let (recs, walk_failure, found, _) =
+            self.walk_and_check(tip, deep, HashSet::new(), None, 0)?;
+        let witness = ReflogWitness {
+            lines: &[],
+            start: 0,
+            found: &found,
+        };
+        Ok(self
+            .judge(&recs, walk_failure, tip, deep, &witness, report, None)?
+            .0)
+    }
+
     /// One verify, from the root, or from `prior` when the tip descends from its tip.
     fn verify_walk(
         &self,

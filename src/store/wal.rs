@@ -13,9 +13,11 @@
 //! next `git forum` command on the ledger notices that the log was written during an earlier
 //! boot, rewrites any logged object that is missing or damaged, puts the ref back on the last
 //! logged tip if it was left behind or broken, restores the reflog lines, flushes everything and
-//! empties the log. A checkpoint (`git forum sync`, a full log, a batch or a redaction) flushes
-//! the repository and empties the log the same way, zeroing the records so no body outlives a
-//! redaction in the log.
+//! empties the log. A checkpoint (a full log, a batch or a redaction) flushes the repository
+//! and empties the log the same way, zeroing the records so no body outlives a redaction in the
+//! log; what the records held is first written into a pack (see `wal/recover.rs`: the log is
+//! also the copy of recent appends' objects that a racing `git prune` cannot delete). `git forum
+//! sync` flushes and leaves the records where they are.
 //!
 //! Layout: a 4 KiB block for the header (magic, generation, boot id of the last writer, the tip
 //! the last record left, a hint of where the records end, CRC-32), then records:

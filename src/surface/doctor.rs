@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::status::{LocalModel, Readiness};
 use super::{Error, Report, Result};
-use crate::store::doctor::{Finding, Sources};
+use crate::store::doctor::{Finding, LockFinding, Sources};
 use crate::store::git::{GitStore, Options, StoreError};
 use crate::store::refs::RefStorage;
 use crate::store::verify::Code;
@@ -60,6 +60,9 @@ pub(crate) struct DoctorReport {
     pub(crate) ok: bool,
     /// Null when the ledger does not exist yet.
     pub(crate) ledger: Option<LedgerDoctor>,
+    /// Lock files present that can block ref updates: stale ones (no live process can hold
+    /// them) make `ok` false until `--repair` removes them.
+    pub(crate) locks: Vec<LockFinding>,
     pub(crate) install: Install,
     /// What the command line's doctor cleaned up of `--work` runs that died (absent over the
     /// network, where doctor never writes).
@@ -120,6 +123,10 @@ pub(crate) fn doctor(
     repair: bool,
     runtime: Readiness,
 ) -> Result<DoctorReport> {
+    // Locks first: a stale one would block the ref repairs below.
+    let locks = store
+        .doctor_locks(repair)
+        .map_err(super::reports::store_error)?;
     let health = match store.doctor(sources, repair) {
         Ok(h) => Some(h),
         Err(StoreError::NoLedger(_)) => None,
@@ -142,7 +149,8 @@ pub(crate) fn doctor(
     let unrepaired = health
         .as_ref()
         .is_some_and(|h| h.findings.iter().any(|f| !f.repaired));
-    let ok = !unrepaired && verified.as_ref().is_none_or(|v| v.passed());
+    let stuck = locks.iter().any(|l| l.stale && !l.removed);
+    let ok = !unrepaired && !stuck && verified.as_ref().is_none_or(|v| v.passed());
     let ledger = health.map(|h| LedgerDoctor {
         name: h.ledger,
         findings: h.findings,
@@ -159,6 +167,7 @@ pub(crate) fn doctor(
         schema: <DoctorReport as Report>::SCHEMA,
         ok,
         ledger,
+        locks,
         install: Install {
             git: git_version(repo),
             ref_storage: RefStorage::of(repo).name().to_string(),

@@ -26,6 +26,7 @@ mod import_stream;
 mod inputs;
 mod ledger;
 mod llm;
+mod maintenance;
 mod mcp;
 mod model;
 mod otel_export;

@@ -45,7 +45,7 @@ pub struct Figures {
     pub entries: u64,
 }
 
-fn kill(child: &mut Child) {
+pub fn kill(child: &mut Child) {
     let pid = rustix::process::Pid::from_child(child);
     let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
     let _ = child.wait();
@@ -114,12 +114,12 @@ fn cli_client(repo: &Repo, name: &str, n: usize, kill_one_in: u64, seed: u64) ->
     out
 }
 
-fn start_daemon(repo: &Repo) -> Served {
+pub fn start_daemon(repo: &Repo) -> Served {
     repo.serve(&[], Stdio::null())
 }
 
 /// POST /append on its own connection; `None` when the connection broke (the daemon died).
-fn post_append(addr: &str, body: &str) -> Option<(u16, String)> {
+pub fn post_append(addr: &str, body: &str) -> Option<(u16, String)> {
     let mut s = std::net::TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
     let req = format!(
@@ -179,13 +179,53 @@ fn daemon_client(repo: &Repo, n: usize, kill_one_in: u64, seed: u64) -> Outcomes
     out
 }
 
-struct Mcp {
-    child: Child,
+/// A running `git forum mcp`, initialised, with its replies arriving one line at a time.
+pub struct Mcp {
+    pub child: Child,
     stdin: std::process::ChildStdin,
     lines: std::sync::mpsc::Receiver<String>,
 }
 
-fn start_mcp(repo: &Repo) -> Mcp {
+impl Mcp {
+    /// Sends a `ledger_append` call (JSON-RPC id `id`, payload `key`); with `wait`, waits that
+    /// long for the reply. `None`: no reply (the server died or `wait` ran out); otherwise the
+    /// entry hash, or the reply itself as the error.
+    pub fn append(
+        &mut self,
+        id: usize,
+        actor: &str,
+        key: &str,
+        wait: Duration,
+    ) -> Option<Result<String, String>> {
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"ledger_append","arguments":{{"actor":"{actor}","kind":"note","payload":{key}}}}}}}"#
+        );
+        writeln!(self.stdin, "{line}")
+            .and_then(|_| self.stdin.flush())
+            .ok()?;
+        let text = self.lines.recv_timeout(wait).ok()?;
+        Some(mcp_entry_hash(&text).ok_or(text))
+    }
+}
+
+/// The entry hash an MCP `ledger_append` reply carries, unless it is an error.
+fn mcp_entry_hash(text: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let r = &v["result"];
+    if r["isError"] == true {
+        return None;
+    }
+    r["structuredContent"]["entry_hash"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| {
+            let t = r["content"][0]["text"].as_str()?;
+            let j: serde_json::Value = serde_json::from_str(t).ok()?;
+            j["entry_hash"].as_str().map(str::to_string)
+        })
+}
+
+pub fn start_mcp(repo: &Repo) -> Mcp {
     let mut child = repo
         .forum()
         .arg("mcp")
@@ -229,40 +269,25 @@ fn mcp_client(repo: &Repo, n: usize, kill_one_in: u64, seed: u64) -> Outcomes {
     let mut mcp = start_mcp(repo);
     for i in 0..n {
         let key = body("mcp", i);
-        let line = format!(
-            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"ledger_append","arguments":{{"actor":"mcp","kind":"note","payload":{key}}}}}}}"#,
-            i + 1
-        );
-        let sent = writeln!(mcp.stdin, "{line}").and_then(|_| mcp.stdin.flush());
         let doomed = rng.below(kill_one_in) == 0;
-        if doomed {
-            std::thread::sleep(Duration::from_micros(rng.below(20_000)));
-            kill(&mut mcp.child);
-        }
-        let reply = if sent.is_ok() {
-            mcp.lines
-                .recv_timeout(Duration::from_secs(if doomed { 1 } else { 30 }))
-                .ok()
+        let reply = if doomed {
+            // Sent, then the server is killed at a random moment: a reply may or may not come.
+            let delay = Duration::from_micros(rng.below(20_000));
+            let pid = rustix::process::Pid::from_child(&mcp.child);
+            let killer = std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            });
+            let r = mcp.append(i + 1, "mcp", &key, Duration::from_secs(1));
+            killer.join().unwrap();
+            let _ = mcp.child.wait();
+            r
         } else {
-            None
+            mcp.append(i + 1, "mcp", &key, Duration::from_secs(30))
         };
         match reply {
-            Some(text) => {
-                let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-                let r = &v["result"];
-                let hash = r["structuredContent"]["entry_hash"]
-                    .as_str()
-                    .map(str::to_string)
-                    .or_else(|| {
-                        let t = r["content"][0]["text"].as_str()?;
-                        let j: serde_json::Value = serde_json::from_str(t).ok()?;
-                        j["entry_hash"].as_str().map(str::to_string)
-                    });
-                match hash {
-                    Some(h) if r["isError"] != true => out.acked.push((key, h)),
-                    _ => out.errors.push(format!("mcp append: {text}")),
-                }
-            }
+            Some(Ok(h)) => out.acked.push((key, h)),
+            Some(Err(text)) => out.errors.push(format!("mcp append: {text}")),
             None if doomed => out.unknown.push(key),
             None => out.errors.push("mcp: no answer".into()),
         }

@@ -372,7 +372,7 @@ fn appenders_beside_gc_repack_prune_and_maintenance_lose_nothing() {
 }
 
 /// An object deleted from the store while the write-ahead log still holds it is put back by
-/// the next reader, byte for byte, and verify says so; after `sync` (which empties the log)
+/// the next reader, byte for byte, and verify says so; once the log is gone
 /// the same damage is reported as a missing object.
 #[test]
 fn a_deleted_object_the_log_holds_is_restored_and_reported() {
@@ -389,7 +389,7 @@ fn a_deleted_object_the_log_holds_is_restored_and_reported() {
         );
         assert!(loose.exists());
         repo.fsck();
-        repo.forum_ok(&["sync"]);
+        drop_log(&repo);
         std::fs::remove_file(&loose).unwrap();
         let r = verify(&repo, false);
         assert_eq!(r["code"], "missing-object", "{kind}: {r}");
@@ -397,7 +397,16 @@ fn a_deleted_object_the_log_holds_is_restored_and_reported() {
     }
 }
 
-fn loose(repo: &Repo, id: &str) -> std::path::PathBuf {
+/// Removes the ledger's write-ahead log, the copy that would otherwise put back an object a
+/// test deletes (emptying the log packs its objects, so no git forum command does this).
+pub fn drop_log(repo: &Repo) {
+    match std::fs::remove_file(repo.git_dir().join("forum/wal/main.wal")) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{e}"),
+        _ => {}
+    }
+}
+
+pub fn loose(repo: &Repo, id: &str) -> std::path::PathBuf {
     repo.git_dir().join("objects").join(&id[..2]).join(&id[2..])
 }
 
@@ -417,14 +426,14 @@ fn doctor(repo: &Repo, args: &[&str]) -> (bool, serde_json::Value) {
 #[test]
 fn doctor_names_damage_by_seq_and_repairs_it_exactly() {
     for kind in FORMATS {
-        // A pruned commit, after `sync` emptied the log: a clone holds it.
+        // A pruned commit the log no longer holds: a clone holds it.
         let repo = seeded(kind, 5);
         let clone = tempfile::tempdir().unwrap();
         let mirror = clone.path().join("m.git");
         repo.git_ok(&["clone", "-q", "--mirror", ".", mirror.to_str().unwrap()]);
         let export = clone.path().join("export");
         repo.forum_ok(&["export", export.to_str().unwrap()]);
-        repo.forum_ok(&["sync"]);
+        drop_log(&repo);
         let c2 = repo.git_ok(&["rev-parse", &format!("{REF}~2")]);
         std::fs::remove_file(loose(&repo, &c2)).unwrap();
         let (ok, v) = doctor(&repo, &[]);
@@ -502,7 +511,7 @@ fn doctor_names_damage_by_seq_and_repairs_it_exactly() {
             .map(|e| e.unwrap().path())
             .find(|p| p.extension().is_some_and(|x| x == "pack"))
             .unwrap();
-        repo.forum_ok(&["sync"]);
+        drop_log(&repo);
         let t4 = repo.git_ok(&["rev-parse", &format!("{REF}^{{tree}}")]);
         std::fs::remove_file(loose(&repo, &t4)).unwrap();
         let (ok, v) = doctor(&repo, &[]);
@@ -573,4 +582,256 @@ fn doctor_reports_the_install() {
     let text = repo.forum_ok(&["doctor"]);
     assert!(text.contains("local model: http://127.0.0.1:"), "{text}");
     assert!(text.contains("does not answer"), "{text}");
+}
+
+/// Starts `git update-ref --stdin` in `repo` with a transaction on `refname` prepared (its lock
+/// taken) and returns the process, still running.
+fn prepared_transaction(repo: &Repo, refname: &str) -> std::process::Child {
+    let tip = repo.git_ok(&["rev-parse", REF]);
+    let mut git = Command::new("git")
+        .current_dir(repo.path())
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_SYSTEM", "/dev/null")
+        .args(["update-ref", "--stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = git.stdin.take().unwrap();
+    writeln!(stdin, "start\nupdate {refname} {tip}\nprepare").unwrap();
+    stdin.flush().unwrap();
+    let mut out = BufReader::new(git.stdout.take().unwrap());
+    for want in ["start: ok", "prepare: ok"] {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), want);
+    }
+    // Kept open until the caller is done with the process.
+    std::mem::forget(stdin);
+    std::mem::forget(out);
+    git
+}
+
+/// Makes `path` look `secs` seconds old.
+fn age(path: &std::path::Path, secs: u64) {
+    let t = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+}
+
+/// The lock that guards the ledger ref: git's reftable stack lock, or the loose ref's own.
+fn guarding_lock(repo: &Repo) -> std::path::PathBuf {
+    if repo.is_reftable() {
+        repo.git_dir().join("reftable/tables.list.lock")
+    } else {
+        repo.git_dir().join(format!("{REF}.lock"))
+    }
+}
+
+/// A git killed while it held the lock that guards the ledger ref leaves it behind. The next
+/// append says, in one line, which lock blocks it (git's `reftable/tables.list.lock` in a
+/// reftable repository, never a loose ref lock that does not exist there), how old it is and
+/// how to clear it, without waiting out its deadline; doctor reports it with its age and exits
+/// 1; `doctor --repair` removes it; appends go on.
+#[test]
+fn a_lock_left_by_a_killed_git_is_named_reported_and_repaired() {
+    for kind in FORMATS {
+        let repo = seeded(kind, 2);
+        let tip = repo.git_ok(&["rev-parse", REF]);
+        let lock = guarding_lock(&repo);
+        let mut git = prepared_transaction(&repo, REF);
+        assert!(lock.exists(), "{kind}: git holds {}", lock.display());
+        crate::reliability::kill(&mut git);
+        assert!(lock.exists(), "{kind}: the killed git left its lock");
+        age(&lock, 300);
+        let o = repo
+            .forum()
+            .args(["append", "--actor", "a", "--kind", "k", "--payload", "1"])
+            .output()
+            .unwrap();
+        let err = crate::common::one_line_error(&o, &lock.display().to_string());
+        assert!(err.contains("no process holds it"), "{kind}: {err}");
+        assert!(err.contains("5m old"), "{kind}: {err}");
+        assert!(err.contains("git forum doctor --repair"), "{kind}: {err}");
+        if kind == "reftable" {
+            assert!(!err.contains("main.lock"), "{kind}: {err}");
+        }
+        assert_eq!(
+            repo.git_ok(&["rev-parse", REF]),
+            tip,
+            "{kind}: the ref moved"
+        );
+        // doctor names it with its age and fails; without --repair nothing changes.
+        let (ok, v) = doctor(&repo, &[]);
+        assert!(!ok, "{kind}: {v}");
+        let l = &v["locks"][0];
+        assert_eq!(l["path"], lock.display().to_string(), "{kind}: {v}");
+        assert_eq!(l["stale"], true, "{kind}: {v}");
+        assert!(l["age_secs"].as_u64().unwrap() >= 300, "{kind}: {v}");
+        assert_eq!(l["removed"], false, "{kind}: {v}");
+        assert!(lock.exists());
+        let text = repo.forum().arg("doctor").output().unwrap();
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(
+            text.contains(&format!(
+                "lock {}: 5m old and no process holds it",
+                lock.display()
+            )),
+            "{kind}: {text}"
+        );
+        let (ok, v) = doctor(&repo, &["--repair"]);
+        assert!(ok, "{kind}: {v}");
+        assert_eq!(v["locks"][0]["removed"], true, "{kind}: {v}");
+        assert!(!lock.exists(), "{kind}: --repair removed it");
+        repo.append("a", "k", "1");
+        let r = verify(&repo, true);
+        assert_eq!(r["ok"], true, "{kind}: {r}");
+        assert_eq!(r["entries"], 3, "{kind}: {r}");
+        repo.fsck();
+    }
+}
+
+/// A lock a live git holds is reported as held and never removed, however old it looks; the
+/// append waits for it and lands once git lets go.
+#[test]
+fn a_lock_a_live_git_holds_is_left_alone() {
+    for kind in ["sha1", "reftable"] {
+        let repo = seeded(kind, 2);
+        let lock = guarding_lock(&repo);
+        let mut git = prepared_transaction(&repo, REF);
+        age(&lock, 300);
+        let (ok, v) = doctor(&repo, &["--repair"]);
+        assert!(ok, "{kind}: a held lock is no failure: {v}");
+        let l = &v["locks"][0];
+        assert_eq!(l["stale"], false, "{kind}: {v}");
+        assert_eq!(l["removed"], false, "{kind}: {v}");
+        assert!(
+            l["holders"].to_string().contains(&git.id().to_string()),
+            "{kind}: {v}"
+        );
+        assert!(lock.exists(), "{kind}: a live git's lock was removed");
+        let mut child = repo
+            .forum()
+            .args(["append", "--actor", "a", "--kind", "k", "--payload", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{kind}: the append waits"
+        );
+        assert!(lock.exists(), "{kind}: the append broke a live git's lock");
+        // The transaction is abandoned (its stdin closes): git removes its lock and exits.
+        drop(git.stdin.take());
+        crate::reliability::kill(&mut git);
+        if lock.exists() {
+            // Killed before it could roll back: nobody holds it now.
+            std::fs::remove_file(&lock).unwrap();
+        }
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{kind}: {o:?}");
+        assert_eq!(verify(&repo, true)["entries"], 3, "{kind}");
+    }
+}
+
+/// A ref overwritten outside git forum: doctor names the reflog's last tip that verifies, and
+/// `--repair` puts the ref back there when that loses nothing (the tip extends what the ref
+/// holds, or the ref holds no valid ledger); a ref that holds another valid chain is reported
+/// and left for a person to decide.
+#[test]
+fn doctor_offers_the_reflogs_last_good_tip_after_the_ref_was_overwritten() {
+    for kind in FORMATS {
+        // Rewound: the ref put back two entries.
+        let repo = seeded(kind, 5);
+        let tip = repo.git_ok(&["rev-parse", REF]);
+        let back = repo.git_ok(&["rev-parse", &format!("{REF}~2")]);
+        repo.git_ok(&["update-ref", REF, &back]);
+        assert_eq!(verify(&repo, false)["code"], "rewound", "{kind}");
+        let (ok, v) = doctor(&repo, &[]);
+        assert!(!ok, "{kind}: {v}");
+        let f = &v["ledger"]["findings"][0];
+        assert_eq!(f["code"], "ref-rewound", "{kind}: {v}");
+        assert_eq!(f["seq"], 4, "{kind}: {v}");
+        assert_eq!(f["repairable"], true, "{kind}: {v}");
+        assert!(f["remedy"].as_str().unwrap().contains(&tip), "{kind}: {v}");
+        assert_eq!(
+            repo.git_ok(&["rev-parse", REF]),
+            back,
+            "{kind}: doctor moved the ref"
+        );
+        let (ok, v) = doctor(&repo, &["--repair"]);
+        assert!(ok, "{kind}: {v}");
+        assert_eq!(v["ledger"]["findings"][0]["repaired"], true, "{kind}: {v}");
+        assert_eq!(repo.git_ok(&["rev-parse", REF]), tip, "{kind}");
+        let r = verify(&repo, true);
+        assert_eq!(
+            (r["ok"].clone(), r["entries"].clone()),
+            (true.into(), 5.into()),
+            "{kind}: {r}"
+        );
+        assert_eq!(repo.append("a", "k", "1")["seq"], 5, "{kind}");
+        repo.fsck();
+
+        // Overwritten with a commit that is no ledger entry at all.
+        let repo = seeded(kind, 3);
+        let tip = repo.git_ok(&["rev-parse", REF]);
+        repo.git_ok(&["commit", "-q", "--allow-empty", "-m", "code"]);
+        let code = repo.git_ok(&["rev-parse", "HEAD"]);
+        repo.git_ok(&["update-ref", REF, &code]);
+        let (ok, v) = doctor(&repo, &[]);
+        assert!(!ok, "{kind}: {v}");
+        let f = &v["ledger"]["findings"][0];
+        assert_eq!(f["code"], "ref-overwritten", "{kind}: {v}");
+        assert_eq!(f["seq"], 2, "{kind}: {v}");
+        assert!(f["remedy"].as_str().unwrap().contains(&code), "{kind}: {v}");
+        let (ok, v) = doctor(&repo, &["--repair"]);
+        assert!(ok, "{kind}: {v}");
+        assert_eq!(repo.git_ok(&["rev-parse", REF]), tip, "{kind}");
+        assert_eq!(verify(&repo, true)["ok"], true, "{kind}");
+        assert_eq!(repo.append("a", "k", "1")["seq"], 3, "{kind}");
+        repo.fsck();
+
+        // Pointed at another ledger's valid chain: putting the ref back would drop its
+        // entries, so doctor reports both and changes nothing.
+        let repo = seeded(kind, 3);
+        let tip = repo.git_ok(&["rev-parse", REF]);
+        for i in 0..2 {
+            repo.forum_ok(&[
+                "--ledger",
+                "other",
+                "append",
+                "--actor",
+                "o",
+                "--kind",
+                "k",
+                "--payload",
+                &i.to_string(),
+            ]);
+        }
+        let other = repo.git_ok(&["rev-parse", "refs/forum/ledgers/other"]);
+        repo.git_ok(&["update-ref", REF, &other]);
+        let (ok, v) = doctor(&repo, &["--repair"]);
+        assert!(!ok, "{kind}: {v}");
+        let f = &v["ledger"]["findings"][0];
+        assert_eq!(f["code"], "ref-forked", "{kind}: {v}");
+        assert_eq!(f["repairable"], false, "{kind}: {v}");
+        assert_eq!(f["repaired"], false, "{kind}: {v}");
+        let remedy = f["remedy"].as_str().unwrap();
+        assert!(
+            remedy.contains(&tip) && remedy.contains(&other),
+            "{kind}: {v}"
+        );
+        assert_eq!(
+            repo.git_ok(&["rev-parse", REF]),
+            other,
+            "{kind}: the ref moved"
+        );
+    }
 }

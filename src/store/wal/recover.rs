@@ -1,6 +1,19 @@
 //! The ledger side of the write-ahead log: opening a ledger's log for an append, logging an
 //! append, checkpoints that flush the repository and empty the log, and the recovery after a
 //! reboot that restores what the disk lost (objects, the ref, its reflog lines).
+//!
+//! The log is also the copy of each append's objects that `git prune` cannot delete. A prune
+//! lists what the refs reach and then deletes every other loose object; with `--expire=now`
+//! (and `git gc --prune=now`) it spares none however new, so one that listed the refs just
+//! before an append moved its ref deletes that append's objects just after, acknowledged or
+//! not. Nothing on a loose object file can stop that (git reads "now" as "everything"), and
+//! nothing tells when such a prune is done. What a prune never deletes is an object in a pack,
+//! and a pack written after the objects became reachable is safe from repacks too (a repack
+//! deletes only the packs it listed when it began, and one that began after the ref moved
+//! keeps what the ref reaches). So the log is never emptied by dropping its records: every
+//! object it holds is first written, from the log's own bytes, into one pack
+//! ([`GitStore::pack_logged_objects`]). Until then, whatever a late prune deleted is put back from the log by
+//! the next append (before it builds on it) and by any reader that meets it missing.
 
 use super::*;
 
@@ -23,7 +36,7 @@ impl GitStore {
         let wal = match Wal::open(&path, self.object_hash(), hint).map_err(wal_io(&path))? {
             Some(mut wal) if wal.capacity() != capacity => {
                 // Resized by `git config forum.walSize`: empty the old one, then make the new.
-                self.checkpoint_wal_with(&mut wal, false)?;
+                self.checkpoint_wal_with(&mut wal, false, None)?;
                 drop(wal);
                 Wal::create(&path, self.object_hash(), capacity, self.tip_id()?)
                     .map_err(wal_io(&path))?
@@ -35,7 +48,7 @@ impl GitStore {
                     // An earlier version's format, or an empty log last reset in an earlier
                     // boot (its header must name this boot before it holds this boot's
                     // records): flush and start over.
-                    self.checkpoint_wal_with(&mut wal, true)?;
+                    self.checkpoint_wal_with(&mut wal, true, None)?;
                 }
                 wal
             }
@@ -55,7 +68,8 @@ impl GitStore {
     /// Logs an append that moved the ref from `old` to `new` writing `objects`, returning once
     /// the record is on disk when `durable`. When the log's last tip is not `old`, the parent
     /// chain is not all in the log: the repository is flushed and the log emptied first. A full
-    /// log is emptied the same way after this append (which the flush then covers).
+    /// log is emptied the same way after this append (which the flush then covers). Emptying
+    /// packs what the log held first (see [`GitStore::empty_log`]).
     pub(crate) fn wal_log(
         &self,
         wal: &mut Wal,
@@ -67,14 +81,12 @@ impl GitStore {
         let path = wal.path().to_path_buf();
         if wal.header.last_new != old {
             // The parent chain is not all in the log: flush it, then log from here.
-            self.flush_repository()?;
-            wal.reset(old).map_err(wal_io(&path))?;
+            self.empty_log(wal, old, &[], None)?;
         }
         let rec = Record::new(old, new, objects);
         if !wal.append(&rec, durable).map_err(wal_io(&path))? {
             // Full: flush everything, this append included, and start a new generation.
-            self.flush_repository()?;
-            wal.reset(Some(new)).map_err(wal_io(&path))?;
+            self.empty_log(wal, Some(new), std::slice::from_ref(&rec), None)?;
         }
         Ok(())
     }
@@ -82,36 +94,144 @@ impl GitStore {
     /// Flushes the repository and empties the ledger's log, if it has one. Batches, redactions
     /// and `sync` call it (holding the writer lock) before they change the ref themselves.
     pub(crate) fn checkpoint_wal(&self) -> Result<(), StoreError> {
-        self.checkpoint_wal_if(false)
+        self.checkpoint_wal_if(None)
     }
 
-    /// [`checkpoint_wal`](Self::checkpoint_wal) that flushes the repository even when the log
-    /// has nothing to empty (for `sync`, whose flush also covers `--no-fsync` writes).
-    pub(crate) fn checkpoint_wal_forced(&self) -> Result<(), StoreError> {
-        self.checkpoint_wal_if(true)
+    /// [`checkpoint_wal`](Self::checkpoint_wal) for a redaction: the body whose SHA-256 is
+    /// `forget` goes into no pack (what reaches it is about to be rewritten).
+    pub(crate) fn checkpoint_wal_forgetting(&self, forget: &[u8; 32]) -> Result<(), StoreError> {
+        self.checkpoint_wal_if(Some(forget))
     }
 
-    fn checkpoint_wal_if(&self, force: bool) -> Result<(), StoreError> {
+    fn checkpoint_wal_if(&self, forget: Option<&[u8; 32]>) -> Result<(), StoreError> {
         let path = self.wal_path();
         match Wal::open(&path, self.object_hash(), None).map_err(wal_io(&path))? {
-            Some(mut wal) => self.checkpoint_wal_with(&mut wal, force),
-            None if force => self.flush_repository(),
+            Some(mut wal) => self.checkpoint_wal_with(&mut wal, false, forget),
             None => Ok(()),
         }
     }
 
-    fn checkpoint_wal_with(&self, wal: &mut Wal, force: bool) -> Result<(), StoreError> {
+    fn checkpoint_wal_with(
+        &self,
+        wal: &mut Wal,
+        force: bool,
+        forget: Option<&[u8; 32]>,
+    ) -> Result<(), StoreError> {
         if wal.needs_recovery() {
             return self.recover_with(wal);
         }
         let tip = self.tip_id().ok().flatten();
         if force || !wal.is_empty() || wal.header.last_new != tip {
-            // The log is about to be emptied: first put back anything of it a prune deleted.
-            self.restore_logged_objects(&wal.records())?;
-            self.flush_repository()?;
-            let path = wal.path().to_path_buf();
-            wal.reset(tip).map_err(wal_io(&path))?;
+            self.empty_log(wal, tip, &[], forget)?;
         }
+        Ok(())
+    }
+
+    /// The log, and its records, for a batch to put into its own pack before it empties the
+    /// log with [`empty_packed_log`](Self::empty_packed_log): `None` when there is no log or
+    /// nothing to empty (a log an earlier boot left is recovered, and so emptied, first).
+    pub(crate) fn log_for_batch(&self) -> Result<Option<(Wal, Vec<Record>)>, StoreError> {
+        let path = self.wal_path();
+        let Some(mut wal) = Wal::open(&path, self.object_hash(), None).map_err(wal_io(&path))?
+        else {
+            return Ok(None);
+        };
+        if wal.needs_recovery() {
+            self.recover_with(&mut wal)?;
+            return Ok(None);
+        }
+        let tip = self.tip_id().ok().flatten();
+        if wal.is_empty() && wal.header.last_new == tip {
+            return Ok(None);
+        }
+        let records = wal.records();
+        Ok(Some((wal, records)))
+    }
+
+    /// Empties a log whose objects a batch's pack now holds, with the ref where it is.
+    pub(crate) fn empty_packed_log(&self, wal: &mut Wal) -> Result<(), StoreError> {
+        self.flush_repository()?;
+        let tip = self.tip_id().ok().flatten();
+        let path = wal.path().to_path_buf();
+        wal.reset(tip).map_err(wal_io(&path))
+    }
+
+    /// Empties the log, with the ref at `tip`: every object its records (and `extra`, an
+    /// append that did not fit) hold goes into one pack first, so that no prune can delete
+    /// what the log stops holding (see the module doc); then the repository is flushed and a
+    /// new generation started. No body hashing to `forget` is packed.
+    pub(crate) fn empty_log(
+        &self,
+        wal: &mut Wal,
+        tip: Option<ObjectId>,
+        extra: &[Record],
+        forget: Option<&[u8; 32]>,
+    ) -> Result<(), StoreError> {
+        let mut records = wal.records();
+        records.extend_from_slice(extra);
+        self.pack_logged_objects(&records, forget)?;
+        self.flush_repository()?;
+        let path = wal.path().to_path_buf();
+        wal.reset(tip).map_err(wal_io(&path))
+    }
+
+    /// Writes every object of `records` into one pack, from the records' own bytes (so an
+    /// object a prune already deleted is there again), leaving out a blob whose SHA-256 is
+    /// `forget`, the trees that name it and the commits of those trees. The pack is written
+    /// after the records' ref moves, so no prune and no repack removes what the ref reaches
+    /// (see the module doc); the caller flushes.
+    pub(crate) fn pack_logged_objects(
+        &self,
+        records: &[Record],
+        forget: Option<&[u8; 32]>,
+    ) -> Result<(), StoreError> {
+        let hash = self.object_hash();
+        let mut seen = HashSet::new();
+        let mut objs = Vec::new();
+        let mut dropped: HashSet<ObjectId> = HashSet::new();
+        // Blobs, then trees, then commits, so what a skipped object names is known first.
+        for want in [Kind::Blob, Kind::Tree, Kind::Commit, Kind::Tag] {
+            for rec in records {
+                for (kind, data) in rec.objects.iter().filter(|(k, _)| *k == want) {
+                    let o = object(hash, *kind, data.clone())?;
+                    let skip = match (forget, kind) {
+                        (Some(h), Kind::Blob) => {
+                            <sha2::Sha256 as sha2::Digest>::digest(data).as_slice() == h.as_slice()
+                        }
+                        (Some(_), Kind::Tree) => dropped
+                            .iter()
+                            .any(|b| data.windows(b.as_bytes().len()).any(|w| w == b.as_bytes())),
+                        (Some(_), Kind::Commit) => crate::store::git::parse_commit(data, hash)
+                            .is_some_and(|c| dropped.contains(&c.tree)),
+                        _ => false,
+                    };
+                    if skip {
+                        dropped.insert(o.id);
+                    } else if seen.insert(o.id) {
+                        objs.push(o);
+                    }
+                }
+            }
+        }
+        if objs.is_empty() {
+            return Ok(());
+        }
+        // Commits first, as every pack git forum writes has them.
+        objs.reverse();
+        let guard = crate::store::pack::write_pack(
+            &self.objects_dir(),
+            hash,
+            &objs,
+            gix::zlib::Compression::new(1).expect("level 1 is valid"),
+            false,
+        )
+        .map_err(|e| StoreError::Io {
+            context: "packing the objects of the write-ahead log".into(),
+            source: e,
+        })?;
+        // Its objects are reachable already: nothing needs the `.keep`.
+        guard.release();
+        self.consolidate_packs();
         Ok(())
     }
 
@@ -147,6 +267,7 @@ impl GitStore {
     fn recover_with(&self, wal: &mut Wal) -> Result<(), StoreError> {
         let records = wal.records();
         self.restore_logged_objects(&records)?;
+        self.pack_logged_objects(&records, None)?;
         let mut tip = self.tip_id().ok().flatten();
         if let Some(last) = records.last()
             && !self.refs_via_git()
@@ -206,6 +327,23 @@ impl GitStore {
         Ok(n)
     }
 
+    /// Object `id` as the write-ahead log holds it, read into `buf` (checked against its id),
+    /// or `None`.
+    pub(crate) fn logged_object(&self, id: &ObjectId, buf: &mut Vec<u8>) -> Option<Kind> {
+        let path = self.wal_path();
+        let wal = Wal::open(&path, self.object_hash(), None).ok()??;
+        for rec in wal.records() {
+            for (kind, data) in rec.objects {
+                let candidate = gix::objs::compute_hash(self.object_hash(), kind, &data).ok()?;
+                if candidate == *id {
+                    *buf = data;
+                    return Some(kind);
+                }
+            }
+        }
+        None
+    }
+
     /// The records the write-ahead log holds (none when there is no log).
     pub(crate) fn wal_records(&self) -> Result<Vec<Record>, StoreError> {
         let path = self.wal_path();
@@ -216,8 +354,8 @@ impl GitStore {
     }
 
     /// Puts the ledger's ref back on `id` (doctor, after a deletion or damage outside git
-    /// forum), with a reflog line. The caller holds the writer lock.
-    pub(crate) fn restore_ref(&self, id: ObjectId) -> Result<(), StoreError> {
+    /// forum), with the reflog line `message`. The caller holds the writer lock.
+    pub(crate) fn restore_ref(&self, id: ObjectId, message: &str) -> Result<(), StoreError> {
         if self.refs_via_git() {
             let id = id.to_string();
             return crate::store::refs::git_ok(
@@ -226,7 +364,7 @@ impl GitStore {
                     "update-ref",
                     "--create-reflog",
                     "-m",
-                    "forum: doctor --repair",
+                    message,
                     self.refname(),
                     &id,
                 ],
@@ -235,7 +373,7 @@ impl GitStore {
         let old = self.tip_id().ok().flatten();
         self.write_ref_file(id)?;
         let line = format!(
-            "{} {id} {} {} +0000\tforum: doctor --repair\n",
+            "{} {id} {} {} +0000\t{message}\n",
             old.unwrap_or_else(|| ObjectId::null(self.object_hash())),
             crate::store::codec::COMMITTER,
             std::time::SystemTime::now()
