@@ -16,9 +16,6 @@
 //! two clones never share one), with the common dir's path written in a `clone` file beside it
 //! so a clone that no longer exists can be recognised and its directory removed.
 
-// Used by the work area and the daemon's token as issue 33 moves them out of the git dir.
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 
 use crate::ledger::hash::sha256_hex;
