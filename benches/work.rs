@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use git_forum::run::{Author, CommitRules, Tie, Workbench};
+use git_forum::run::{Author, ChangeLimits, CommitRules, Tie, Workbench};
 use git_forum::work::{GitWork, WorkRoot};
 
 fn hermetic(c: &mut Command, home: &Path) {
@@ -157,6 +157,7 @@ fn per_task(tmp: &Path, files: usize, tasks: usize, tick: f64) {
 
     let t = Instant::now();
     let work = GitWork::open_under(&WorkRoot::at(tmp.join("work")), &repo, "main", 1).unwrap();
+    let scanner = git_forum::secrets::Scanner::new();
     let open_ms = ms(t.elapsed());
     let author = Author {
         lane: "bench".into(),
@@ -194,6 +195,25 @@ fn per_task(tmp: &Path, files: usize, tasks: usize, tick: f64) {
         }
 
         let task = format!("t{i}");
+        // A run screens what each change adds with the built-in rules, as here.
+        let screen = |text: &str| -> Vec<(usize, String, String)> {
+            scanner
+                .scan_text(text)
+                .into_iter()
+                .map(|f| {
+                    (
+                        f.span().start,
+                        f.rule().to_string(),
+                        f.fingerprint().to_string(),
+                    )
+                })
+                .collect()
+        };
+        let rules = CommitRules {
+            diff_cap: 64 * 1024,
+            limits: ChangeLimits::default(),
+            screen: &screen,
+        };
         let (c0, t0) = (children_cpu(tick), Instant::now());
         let tree = timed(tick, &mut open, || work.open_task(&task, &[]).unwrap());
         let tie = Tie {
@@ -209,14 +229,8 @@ fn per_task(tmp: &Path, files: usize, tasks: usize, tick: f64) {
                 format!("edited by task {i}\n"),
             )
             .unwrap();
-            work.commit(
-                &tree,
-                &author,
-                &tie,
-                "one edit",
-                &CommitRules::unscreened(64 * 1024),
-            )
-            .unwrap()
+            work.commit(&tree, &author, &tie, "one edit", &rules)
+                .unwrap()
         });
         assert!(change.commit.is_some());
         commit_own.push(proc_cpu(tick, true) - own);
