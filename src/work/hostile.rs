@@ -182,7 +182,6 @@ pub(super) fn survey(tree: &Path, limits: &ChangeLimits) -> Result<Surveyed, Wor
             .map_err(|e| WorkError::Io(format!("cannot list {}: {e}", dir.display())))?;
         for e in entries {
             let e = e.map_err(|e| WorkError::Io(format!("cannot list {}: {e}", dir.display())))?;
-            let path = e.path();
             let name = e.file_name();
             if depth == 0 && name.as_bytes() == b".git" {
                 continue;
@@ -190,16 +189,18 @@ pub(super) fn survey(tree: &Path, limits: &ChangeLimits) -> Result<Surveyed, Wor
             if name.as_bytes().eq_ignore_ascii_case(b".git") {
                 return Err(refused(format!(
                     "the worker left a nested .git at {}: a change may not hold another repository",
-                    shown(&path)
+                    shown(&e.path())
                 )));
             }
-            let meta = std::fs::symlink_metadata(&path)
-                .map_err(|e| WorkError::Io(format!("cannot stat {}: {e}", path.display())))?;
+            // `fstatat` from the directory's handle, not following a link.
+            let meta = e.metadata().map_err(|err| {
+                WorkError::Io(format!("cannot stat {}: {err}", e.path().display()))
+            })?;
             let ft = meta.file_type();
             if ft.is_fifo() || ft.is_socket() || ft.is_block_device() || ft.is_char_device() {
                 return Err(refused(format!(
                     "the worker left a FIFO, socket or device at {}; a change holds files, directories and links only",
-                    shown(&path)
+                    shown(&e.path())
                 )));
             }
             seen.entries += 1;
@@ -216,11 +217,92 @@ pub(super) fn survey(tree: &Path, limits: &ChangeLimits) -> Result<Surveyed, Wor
                 )));
             }
             if ft.is_dir() {
-                stack.push((path, depth + 1));
+                stack.push((e.path(), depth + 1));
             }
         }
     }
     Ok(seen)
+}
+
+/// What one `lstat` of a worktree path found.
+pub(super) enum Looked {
+    /// The path's own status (a link's, not its target's).
+    Found(rustix::fs::Stat),
+    /// Nothing is there (or a directory on its way is gone).
+    Gone,
+    /// A symbolic link stands where a directory on its way should be, or the path could not be
+    /// looked at: nothing beyond it was entered.
+    Blocked,
+}
+
+/// Looks at the path of each of `items` (worktree-relative, `/`-separated; items of one
+/// directory next to each other, as an index keeps them) under `tree` with one `statat` each,
+/// from its directory opened once (`openat2` beneath the worktree, following no link, so a
+/// directory a worker replaced with a link is never entered), and hands what it found to `f`.
+/// Stops when `f` returns false; returns whether it went through every item.
+pub(super) fn stat_each<T>(
+    tree: &Path,
+    items: &[T],
+    path_of: impl Fn(&T) -> &[u8],
+    mut f: impl FnMut(&T, Looked) -> bool,
+) -> bool {
+    use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
+    use rustix::io::Errno;
+    let Ok(root) = rustix::fs::open(
+        tree,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return false;
+    };
+    let gone = |e: Errno| e == Errno::NOENT || e == Errno::NOTDIR;
+    // The directory the last items were in, and what opening it gave.
+    let mut dir: Option<(Vec<u8>, Result<rustix::fd::OwnedFd, Looked>)> = None;
+    for item in items {
+        let path = path_of(item);
+        let (parent, name) = match path.iter().rposition(|b| *b == b'/') {
+            Some(at) => (&path[..at], &path[at + 1..]),
+            None => (&path[..0], path),
+        };
+        if dir.as_ref().is_none_or(|(d, _)| d.as_slice() != parent) {
+            let opened = if parent.is_empty() {
+                rustix::io::dup(&root).map_err(|_| Looked::Blocked)
+            } else {
+                rustix::fs::openat2(
+                    &root,
+                    std::ffi::OsStr::from_bytes(parent),
+                    OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                    ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+                )
+                .map_err(|e| {
+                    if gone(e) {
+                        Looked::Gone
+                    } else {
+                        Looked::Blocked
+                    }
+                })
+            };
+            dir = Some((parent.to_vec(), opened));
+        }
+        let looked = match dir.as_ref().map(|(_, fd)| fd) {
+            Some(Ok(fd)) => match rustix::fs::statat(
+                fd,
+                std::ffi::OsStr::from_bytes(name),
+                AtFlags::SYMLINK_NOFOLLOW,
+            ) {
+                Ok(st) => Looked::Found(st),
+                Err(e) if gone(e) => Looked::Gone,
+                Err(_) => Looked::Blocked,
+            },
+            Some(Err(Looked::Gone)) => Looked::Gone,
+            _ => Looked::Blocked,
+        };
+        if !f(item, looked) {
+            return false;
+        }
+    }
+    true
 }
 
 /// One recorded index entry: its path and the stat data the checkout wrote.
@@ -266,10 +348,6 @@ pub(super) struct Measured {
     pub(super) bytes: u64,
 }
 
-fn os(p: &[u8]) -> &Path {
-    Path::new(std::ffi::OsStr::from_bytes(p))
-}
-
 /// Measures the change in `tree` against `limits`: the tracked files whose stat data differs
 /// from what the checkout recorded in `index` (or that are gone) and the `untracked` paths git
 /// lists, each file's size from `lstat`. Refuses a file over `max_file_bytes`, a change over
@@ -305,34 +383,63 @@ pub(super) fn measure(
         }
         Ok(())
     };
-    let mut listed: HashSet<&[u8]> = HashSet::new();
-    for e in index {
-        listed.insert(&e.path);
-        match std::fs::symlink_metadata(tree.join(os(&e.path))) {
-            Err(_) => count(&e.path, 0)?,
-            Ok(meta) => {
-                let same = meta.len() as u32 == e.size
-                    && meta.len() >> 32 == 0
-                    && (meta.mtime() as u32, meta.mtime_nsec() as u32) == e.mtime
-                    && (meta.ctime() as u32, meta.ctime_nsec() as u32) == e.ctime
-                    && meta.ino() as u32 == e.ino
-                    && meta.mode() & 0o170000 == e.mode & 0o170000;
-                if !same {
-                    count(&e.path, meta.len())?;
+    let mut failed: Option<WorkError> = None;
+    let mut keep = |r: Result<(), WorkError>| match r {
+        Ok(()) => true,
+        Err(e) => {
+            failed = Some(e);
+            false
+        }
+    };
+    let walked = stat_each(
+        tree,
+        index,
+        |e| &e.path,
+        |e, looked| {
+            let size = match looked {
+                Looked::Found(st) => {
+                    let same = st.st_size as u64 == u64::from(e.size)
+                        && (st.st_mtime as u32, st.st_mtime_nsec as u32) == e.mtime
+                        && (st.st_ctime as u32, st.st_ctime_nsec as u32) == e.ctime
+                        && st.st_ino as u32 == e.ino
+                        && st.st_mode & 0o170000 == e.mode & 0o170000;
+                    if same {
+                        return true;
+                    }
+                    st.st_size as u64
                 }
-            }
-        }
+                // Deleted, or no longer reachable as a file: a change of no size.
+                Looked::Gone | Looked::Blocked => 0,
+            };
+            keep(count(&e.path, size))
+        },
+    );
+    let listed: HashSet<&[u8]> = index.iter().map(|e| e.path.as_slice()).collect();
+    let new: Vec<&Vec<u8>> = untracked
+        .iter()
+        .filter(|p| !listed.contains(p.as_slice()))
+        .collect();
+    let walked = walked
+        && stat_each(
+            tree,
+            &new,
+            |p| p.as_slice(),
+            |p, looked| {
+                let size = match looked {
+                    Looked::Found(st) => st.st_size as u64,
+                    Looked::Gone | Looked::Blocked => 0,
+                };
+                keep(count(p, size))
+            },
+        );
+    match failed {
+        Some(e) => Err(e),
+        None if !walked => Err(WorkError::Io(format!(
+            "cannot look at the files of {}",
+            tree.display()
+        ))),
+        None => Ok(m),
     }
-    for p in untracked {
-        if listed.contains(p.as_slice()) {
-            continue;
-        }
-        let size = std::fs::symlink_metadata(tree.join(os(p)))
-            .map(|m| m.len())
-            .unwrap_or(0);
-        count(p, size)?;
-    }
-    Ok(m)
 }
 
 /// Whether the symbolic link at `path` (a path in the change, `/`-separated) pointing at

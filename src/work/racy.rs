@@ -32,7 +32,6 @@
 //! just written, in the same second as the worker's edits), and `write-tree` rewriting it would
 //! make git re-hash every racy file once more; on a copy dated a second later it does not.
 
-use std::ffi::OsStr;
 use std::fs::{File, FileTimes, Metadata};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -179,66 +178,22 @@ pub(super) fn trusted(e: &Recorded, now: Option<&Seen>, index: (u32, u32)) -> bo
 }
 
 /// Whether every entry of `racy` (in index order) is [`trusted`] against its file under `tree`,
-/// looked at with one `lstat` each (`statat` from its directory, opened once per directory
-/// rather than walking the whole path every time: a path walk per file cost twice as much).
-/// One thread: on two loaded cores, two threads measured slower than one.
+/// looked at with one `lstat` each ([`super::hostile::stat_each`]: `statat` from its directory,
+/// opened once per directory rather than walking the whole path every time, which cost twice
+/// as much). A link where a directory should be leaves the decision to git. One thread: on two
+/// loaded cores, two threads measured slower than one.
 fn all_trusted(tree: &Path, racy: &[Recorded], index: (u32, u32)) -> bool {
-    let Ok(root) = rustix::fs::open(
+    use super::hostile::{Looked, stat_each};
+    stat_each(
         tree,
-        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    ) else {
-        return false;
-    };
-    let root = &root;
-    use rustix::io::Errno;
-    let gone = |e: Errno| e == Errno::NOENT || e == Errno::NOTDIR;
-    // The directory the last entries were in, and a handle on it (`None`: it is gone).
-    let mut dir: Option<(&[u8], Option<rustix::fd::OwnedFd>)> = None;
-    for e in racy {
-        let (parent, name) = match e.path.iter().rposition(|b| *b == b'/') {
-            Some(at) => (&e.path[..at], &e.path[at + 1..]),
-            None => (&e.path[..0], &e.path[..]),
-        };
-        if dir.as_ref().is_none_or(|(d, _)| *d != parent) {
-            let fd = if parent.is_empty() {
-                rustix::io::dup(root).map(Some)
-            } else {
-                match rustix::fs::openat(
-                    root,
-                    OsStr::from_bytes(parent),
-                    rustix::fs::OFlags::PATH
-                        | rustix::fs::OFlags::DIRECTORY
-                        | rustix::fs::OFlags::CLOEXEC,
-                    rustix::fs::Mode::empty(),
-                ) {
-                    Ok(fd) => Ok(Some(fd)),
-                    Err(err) if gone(err) => Ok(None),
-                    Err(err) => Err(err),
-                }
-            };
-            let Ok(fd) = fd else {
-                return false;
-            };
-            dir = Some((parent, fd));
-        }
-        let now = match dir.as_ref().and_then(|(_, fd)| fd.as_ref()) {
-            None => None,
-            Some(fd) => match rustix::fs::statat(
-                fd,
-                OsStr::from_bytes(name),
-                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-            ) {
-                Ok(st) => Some(Seen::of(&st)),
-                Err(err) if gone(err) => None,
-                Err(_) => return false,
-            },
-        };
-        if !trusted(e, now.as_ref(), index) {
-            return false;
-        }
-    }
-    true
+        racy,
+        |e| &e.path,
+        |e, looked| match looked {
+            Looked::Found(st) => trusted(e, Some(&Seen::of(&st)), index),
+            Looked::Gone => trusted(e, None, index),
+            Looked::Blocked => false,
+        },
+    )
 }
 
 /// See the module doc: when the index file `index` of the worktree at `tree` is still the one
