@@ -545,6 +545,39 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_turned_into_a_link_is_never_entered() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "x").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path();
+        std::fs::create_dir(t.join("d")).unwrap();
+        std::fs::write(t.join("d/a"), "a").unwrap();
+        std::fs::write(t.join("top"), "t").unwrap();
+        std::os::unix::fs::symlink(outside.path(), t.join("l")).unwrap();
+        let paths: Vec<&[u8]> = vec![b"d/a", b"d/missing", b"l/secret", b"top"];
+        let mut seen = Vec::new();
+        assert!(stat_each(t, &paths, |p| p, |p, looked| {
+            let what = match looked {
+                Looked::Found(st) => format!("found {}", st.st_size),
+                Looked::Gone => "gone".into(),
+                Looked::Blocked => "blocked".into(),
+            };
+            seen.push((String::from_utf8_lossy(p).into_owned(), what));
+            true
+        }));
+        let want = [
+            ("d/a", "found 1"),
+            ("d/missing", "gone"),
+            ("l/secret", "blocked"),
+            ("top", "found 1"),
+        ];
+        assert_eq!(
+            seen,
+            want.map(|(a, b)| (a.to_string(), b.to_string())).to_vec()
+        );
+    }
+
+    #[test]
     fn limits_count_changed_and_untracked_files_by_size() {
         let dir = tempfile::tempdir().unwrap();
         let t = dir.path();
