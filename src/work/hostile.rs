@@ -556,15 +556,20 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), t.join("l")).unwrap();
         let paths: Vec<&[u8]> = vec![b"d/a", b"d/missing", b"l/secret", b"top"];
         let mut seen = Vec::new();
-        assert!(stat_each(t, &paths, |p| p, |p, looked| {
-            let what = match looked {
-                Looked::Found(st) => format!("found {}", st.st_size),
-                Looked::Gone => "gone".into(),
-                Looked::Blocked => "blocked".into(),
-            };
-            seen.push((String::from_utf8_lossy(p).into_owned(), what));
-            true
-        }));
+        assert!(stat_each(
+            t,
+            &paths,
+            |p| p,
+            |p, looked| {
+                let what = match looked {
+                    Looked::Found(st) => format!("found {}", st.st_size),
+                    Looked::Gone => "gone".into(),
+                    Looked::Blocked => "blocked".into(),
+                };
+                seen.push((String::from_utf8_lossy(p).into_owned(), what));
+                true
+            }
+        ));
         let want = [
             ("d/a", "found 1"),
             ("d/missing", "gone"),
