@@ -1,5 +1,4 @@
-//! The sandbox of a `--work` run's command workers and checks (issue 18, point 3; issue 33,
-//! point 2), the pure part: which mode a run asked for ([`choose`]), the one argv that confines
+//! The sandbox of a `--work` run's command workers and checks, the pure part: which mode a run asked for ([`choose`]), the one argv that confines
 //! a command with bubblewrap ([`bwrap_argv`]), and what the run's record says about it
 //! ([`Record`]). Finding and probing `bwrap`, reading which system directories the host has,
 //! and building the process are the adapter, [`probe`].

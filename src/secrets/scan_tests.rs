@@ -532,7 +532,8 @@ fn the_near_miss_text_has_no_secret() {
     assert!(keyed.scan_text(&text).is_empty());
 }
 
-/// The second near-miss text of the bench: the rules issue 33 added, each prefix or keyword
+/// The second near-miss text of the bench: the provider rules beyond the first eight, each
+/// prefix or keyword
 /// with too little after it.
 fn new_misses(lines: usize) -> String {
     (0..lines)

@@ -24,7 +24,8 @@ use crate::config::dirs;
 /// The token file's name in the clone's state directory.
 pub const FILE: &str = "serve-token";
 
-/// Where versions before issue 33 kept the token, relative to the git common dir.
+/// Where earlier versions kept the token (inside the git dir, where a sandboxed worker could
+/// read it), relative to the git common dir.
 const LEGACY: &str = "forum/serve-token";
 
 /// Hex digits in a token (256 bits).

@@ -223,7 +223,7 @@ pub(crate) fn discard(repo: &Path, ledger: &str, run: u64) -> Result<Discarded, 
         &common,
         stale::work_tree(repo).as_deref(),
     )?;
-    // A run from before issue 33 kept its worktrees under the git dir.
+    // A run of an earlier version kept its worktrees under the git dir.
     let legacy = common
         .join(LEGACY_WORK_DIR)
         .join(ledger)

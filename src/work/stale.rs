@@ -52,7 +52,7 @@ pub(super) const OWNER: &str = ".owner";
 const TURN: &str = ".turn";
 /// The directory of each run's area that the worker never sees.
 pub(super) const PRIVATE: &str = ".private";
-/// Where runs before issue 33 kept their worktrees, under the git common dir; still cleaned.
+/// Where earlier versions kept the worktrees, under the git common dir; still cleaned.
 pub const LEGACY_WORK_DIR: &str = "forum/work";
 /// How deep run directories are looked for (a ledger name may have `/`).
 const MAX_DEPTH: usize = 16;

@@ -1,5 +1,5 @@
 //! The environment of every process git forum starts for a worker or a check: built from an
-//! allowlist, never inherited whole (issue 33, point 3). A worker is hostile input, and
+//! allowlist, never inherited whole. A worker is hostile input, and
 //! whatever it can read it can print into a body or write into a file of its change; git
 //! forum's own environment holds the user's credentials (`ANTHROPIC_API_KEY`, `AWS_*`,
 //! `GITHUB_TOKEN`, a database password) and git forum's own settings (`GIT_DIR`,

@@ -1,5 +1,5 @@
 //! The reaper: a small process of git forum's own between git forum and an unconfined worker
-//! or check, so that stopping a command stops everything it started (issue 33, point 9).
+//! or check, so that stopping a command stops everything it started.
 //!
 //! A process group is not enough: a worker's `setsid` child (or a double-forked daemon) leaves
 //! the group and outlives a kill of it. A cgroup would hold them, but making one needs a
