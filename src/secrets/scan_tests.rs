@@ -533,8 +533,7 @@ fn the_near_miss_text_has_no_secret() {
 }
 
 /// The second near-miss text of the bench: the provider rules beyond the first eight, each
-/// prefix or keyword
-/// with too little after it.
+/// prefix or keyword with too little after it.
 fn new_misses(lines: usize) -> String {
     (0..lines)
         .map(|i| {
