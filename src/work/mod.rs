@@ -246,7 +246,12 @@ impl GitWork {
         let area = place.area(ledger, run_seq);
         let objects = gix::open_opts(&common, gix::open::Options::isolated())
             .map_err(|e| WorkError::Git(format!("cannot open the repository: {e}")))?;
-        let owner = stale::claim(&area, run_seq)?;
+        // Claimed under the clone's turn: a cleanup in another process holds the turn while it
+        // locks and removes areas, so it cannot take this area between its creation and its lock.
+        let owner = {
+            let _turn = place.turn()?;
+            stale::claim(&area, run_seq)?
+        };
         let area = area.canonicalize().unwrap_or(area);
         let private = area.join(stale::PRIVATE);
         let sandbox_config = view::write_config(&common, &private)?;
