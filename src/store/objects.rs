@@ -280,8 +280,7 @@ impl GitStore {
             let hex = o.id.to_hex().to_string();
             let loose = self.objects_dir().join(&hex[..2]).join(&hex[2..]);
             // access(2), not stat(2): an append never reads the times of files it made (see
-            // docs/ledger-and-proofs.md: reading them makes the kernel stamp later changes
-            // finely).
+            // README: reading them makes the kernel stamp later changes finely).
             if rustix::fs::access(&loose, rustix::fs::Access::EXISTS).is_ok()
                 || self.repo.has_object(o.id)
             {

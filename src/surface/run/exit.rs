@@ -1,5 +1,5 @@
 //! How a `submit` or `resume` ended, as one exit code a script can branch on: the one table
-//! ([`TABLE`]) that `submit --help`, docs/runs.md and the run report's `exit` field all read.
+//! ([`TABLE`]) that `submit --help`, the README and the run report's `exit` field all read.
 //!
 //! Exit 0 means the run answered and nothing it was asked to check refuted the answer. Each
 //! other way a run can end has its own code; when several hold, the first in the table wins
