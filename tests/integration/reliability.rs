@@ -5,7 +5,7 @@
 //! through (no lock left stuck).
 //!
 //! The test below runs it small; `cargo bench --bench reliability` runs it longer and prints
-//! its figures and `N passed, N failed` (see README "Reliability").
+//! its figures and `N passed, N failed` (see docs/reliability.md and docs/benchmarks.md).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
