@@ -18,7 +18,6 @@ pub(crate) mod http;
 pub mod mcp;
 pub mod token;
 
-mod args;
 mod idem;
 mod ops;
 mod page;
