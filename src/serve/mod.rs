@@ -13,6 +13,7 @@
 //! * [`token`]: the daemon's credential, in a private file outside the git dir.
 //! * [`mcp`]: a hand-written line-delimited JSON-RPC 2.0 server with the tool table.
 
+pub mod api_doc;
 pub mod dispatch;
 pub(crate) mod http;
 pub mod mcp;

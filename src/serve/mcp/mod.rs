@@ -41,7 +41,7 @@ use crate::ledger::canonical;
 
 mod progress;
 mod session;
-mod tools;
+pub(crate) mod tools;
 
 pub use tools::{Input, TOOLS, Target, Tool, find_tool};
 

@@ -32,11 +32,12 @@ impl Request for Log {
 #[serde(deny_unknown_fields)]
 pub struct Page {
     /// Entries per page (at most 1000, the default).
-    #[arg(long, value_name = "N")]
+    // Pages are the daemon's and MCP's; the command line prints the whole replay.
+    #[arg(long, hide = true)]
     #[serde(default, deserialize_with = "super::via_value")]
     pub limit: Option<u64>,
     /// Start after this seq (the previous page's next).
-    #[arg(long, value_name = "SEQ")]
+    #[arg(long, hide = true)]
     #[serde(default, deserialize_with = "super::via_value")]
     pub after: Option<u64>,
 }

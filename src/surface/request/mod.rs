@@ -50,6 +50,8 @@ pub struct Field {
     pub any: bool,
     /// The refusal when the value is missing or of another type, when it has its own words.
     pub refusal: Option<String>,
+    /// The command line's flag for it (`--name`), when it is one.
+    pub flag: Option<String>,
 }
 
 /// A request as a list of fields, in the order they are declared.
@@ -90,7 +92,7 @@ fn prose(text: &str) -> String {
         .join("\n\n")
 }
 
-/// The fields of `R`, in declaration order (the order clap keeps; fields clap skips follow).
+/// The fields of `R`, in declaration order (the order clap keeps its arguments in).
 pub(crate) fn spec<R: Request>() -> Spec {
     let schema = schemars::schema_for!(R).to_value();
     let props = schema
@@ -104,9 +106,17 @@ pub(crate) fn spec<R: Request>() -> Spec {
         .map(|r| r.iter().filter_map(J::as_str).collect())
         .unwrap_or_default();
     let cmd = R::augment_args(clap::Command::new("request"));
-    let mut names: Vec<String> = cmd
+    let flags: Vec<(String, Option<String>)> = cmd
         .get_arguments()
-        .map(|a| a.get_id().to_string())
+        .map(|a| {
+            // A hidden argument is a field only the daemon and MCP take.
+            let flag = a.get_long().filter(|_| !a.is_hide_set());
+            (a.get_id().to_string(), flag.map(|l| format!("--{l}")))
+        })
+        .collect();
+    let mut names: Vec<String> = flags
+        .iter()
+        .map(|(id, _)| id.clone())
         .filter(|id| props.contains_key(id))
         .collect();
     for k in props.keys() {
@@ -131,6 +141,10 @@ pub(crate) fn spec<R: Request>() -> Spec {
                     .unwrap_or_default(),
                 any: s.get("x-any").is_some(),
                 refusal: s.get("x-refusal").and_then(J::as_str).map(str::to_string),
+                flag: flags
+                    .iter()
+                    .find(|(id, _)| *id == name)
+                    .and_then(|(_, long)| long.clone()),
                 name,
             }
         })
@@ -334,6 +348,12 @@ where
     serde_json::from_value(v).map_err(serde::de::Error::custom)
 }
 
+/// Reads a JSON value given as a (hidden) command-line argument: the fields only the daemon
+/// and MCP take keep their place among the request's arguments that way.
+pub(crate) fn json_arg<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    serde_json::from_str(text).map_err(|e| e.to_string())
+}
+
 /// A required text that must not be blank, in the words every transport uses.
 pub(crate) fn non_blank(key: &str, text: &str) -> Result<(), Error> {
     if text.trim().is_empty() {
@@ -444,6 +464,117 @@ mod tests {
         assert_eq!(s.budget.upstream_token_budget, Some(7));
         assert_eq!(s.ceilings.max_cost_usd, Some(0.25));
         assert_eq!(s.max_model_calls, Some(3));
+    }
+
+    #[test]
+    fn the_known_fields_are_listed_in_the_daemons_order() {
+        let b = [
+            "context_token_budget",
+            "request_context_token_budget",
+            "task_context_token_budget",
+            "upstream_token_budget",
+        ];
+        let submit = [
+            &["request", "delivery_profile", "checkpoint_each_wave"][..],
+            &b,
+            &[
+                "max_model_calls",
+                "max_seconds",
+                "gate_waves",
+                "judge_intent",
+                "revise",
+            ],
+            &[
+                "use_capsule_context",
+                "no_repo_context",
+                "repo_context",
+                "work",
+                "checks",
+            ],
+            &[
+                "allow_cmds",
+                "max_tool_calls",
+                "max_tokens",
+                "max_cost_usd",
+                "sandbox",
+            ],
+            &["sandbox_net"],
+        ]
+        .concat();
+        assert_eq!(spec::<runs::Submit>().names(), submit);
+        let preflight = [
+            &[
+                "request",
+                "use_capsule_context",
+                "max_items",
+                "max_text_chars",
+            ][..],
+            &b,
+            &["repo_context"],
+        ]
+        .concat();
+        assert_eq!(spec::<reports::Preflight>().names(), preflight);
+        let cases: Vec<(Spec, &[&str])> = vec![
+            (
+                spec::<runs::Halt>(),
+                &["run", "reason", "by", "wait_seconds"],
+            ),
+            (
+                spec::<work::GateEdit>(),
+                &["run_seq", "wave", "approver", "edits", "note"],
+            ),
+            (
+                spec::<work::GateReject>(),
+                &["run_seq", "wave", "approver", "reason"],
+            ),
+            (
+                spec::<reports::Mine>(),
+                &["trace", "text", "format", "min_checks"],
+            ),
+            (
+                spec::<work::Append>(),
+                &[
+                    "actor",
+                    "kind",
+                    "payload",
+                    "causal_parent",
+                    "idempotency_key",
+                ],
+            ),
+            (
+                spec::<work::CampaignIngest>(),
+                &[
+                    "campaign_id",
+                    "project",
+                    "feature",
+                    "status",
+                    "source",
+                    "reason",
+                ],
+            ),
+            (
+                spec::<work::CampaignRun>(),
+                &[
+                    "campaign_id",
+                    "max_parallel",
+                    "max_model_calls",
+                    "max_seconds",
+                    "work",
+                    "checks",
+                ],
+            ),
+            (spec::<reports::Grade>(), &["run", "all", "min_checks"]),
+            (
+                spec::<ledger::Prove>(),
+                &["seq", "consistency_from", "size"],
+            ),
+            (spec::<ledger::Page>(), &["limit", "after"]),
+            (spec::<prose::Plan>(), &["request", "plan"]),
+            (spec::<prose::Humanize>(), &["text", "audience", "profile"]),
+        ];
+        for (have, want) in cases {
+            assert_eq!(have.names(), want);
+        }
     }
 
     #[test]

@@ -30,11 +30,11 @@ impl Request for Route {
 #[serde(deny_unknown_fields)]
 pub struct Plan {
     /// The request to plan.
-    #[arg(long)]
+    #[arg(long, hide = true)]
     #[serde(default)]
     pub request: Option<String>,
     /// A plan document to compile instead.
-    #[arg(skip)]
+    #[arg(long, hide = true, value_parser = super::json_arg::<serde_json::Value>)]
     #[serde(default)]
     #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub plan: Option<serde_json::Value>,

@@ -11,7 +11,7 @@ use crate::surface::Error;
 #[derive(Debug, Clone, Default, clap::Args, Deserialize, schemars::JsonSchema)]
 pub struct Graded {
     /// The run's request seq (default: the latest run).
-    #[arg(long, value_name = "SEQ")]
+    #[arg(value_name = "RUN")]
     #[serde(default, deserialize_with = "via_value")]
     pub run: Option<u64>,
     /// Cover every entry of the ledger, runs together.
@@ -100,12 +100,13 @@ impl Request for Preflight {
 #[derive(Debug, Clone, Default, clap::Args, Deserialize, schemars::JsonSchema)]
 pub struct Trace {
     /// The trace's events as a JSON list (Forum's formats).
-    #[arg(skip)]
+    #[arg(long, hide = true, value_parser = super::json_arg::<serde_json::Value>)]
     #[serde(default, deserialize_with = "via_value")]
     #[schemars(with = "Option<Vec<serde_json::Value>>", extend("x-any" = true))]
     pub trace: Option<serde_json::Value>,
     /// The trace's text instead, in any format (JSONL and OTLP/JSON included).
-    #[arg(long)]
+    // The command line reads the trace from a file.
+    #[arg(long, hide = true)]
     #[serde(default)]
     pub text: Option<String>,
     /// langsmith, otel, agentops, generic (default), otlp or claude-code.

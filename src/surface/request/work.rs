@@ -18,15 +18,16 @@ pub struct Append {
     #[arg(long)]
     pub kind: String,
     /// The body: any JSON value.
-    #[arg(skip)]
+    #[arg(long, hide = true, value_parser = super::json_arg::<J>)]
     #[schemars(with = "Map<String, J>", extend("x-any" = true))]
     pub payload: J,
     /// The seq it follows from.
-    #[arg(long, value_name = "SEQ")]
+    #[arg(long = "parent", value_name = "SEQ")]
     #[serde(default)]
     pub causal_parent: Option<u64>,
     /// A key of your choosing (a UUID): a retry with the same key and entry answers the first seq and writes nothing.
-    #[arg(long)]
+    // A retry over the network needs it; the command line has no retry to tell apart.
+    #[arg(long, hide = true)]
     #[serde(default)]
     pub idempotency_key: Option<String>,
 }
@@ -49,7 +50,8 @@ impl Request for Append {
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
 pub struct GateKey {
     /// The run's first plan entry (GET gates lists it).
-    #[arg(long)]
+    // The command line names the run by its request seq (--run) instead.
+    #[arg(long, hide = true)]
     #[serde(deserialize_with = "via_value")]
     pub run_seq: u64,
     /// The gated wave (0-based).
@@ -94,7 +96,7 @@ pub struct GateEdit {
     #[serde(flatten)]
     pub key: GateKey,
     /// New instructions by task id.
-    #[arg(skip)]
+    #[arg(long, hide = true, value_parser = super::json_arg::<Map<String, J>>)]
     #[schemars(
         with = "Map<String, J>",
         extend("x-refusal" = "field \"edits\" must be a non-empty object {task_id: instruction}")
@@ -181,11 +183,12 @@ impl Request for Discard {}
 #[serde(deny_unknown_fields)]
 pub struct Witness {
     /// A consistency proof from the accepted size, as `prove --consistency-from M --tlog` prints.
-    #[arg(long)]
+    // The command line reads the offer from a file.
+    #[arg(long, hide = true)]
     #[serde(default)]
     pub proof: Option<String>,
     /// On first contact: the bare signed note.
-    #[arg(long)]
+    #[arg(long, hide = true)]
     #[serde(default)]
     pub note: Option<String>,
 }
@@ -206,7 +209,7 @@ impl Request for Witness {
 #[serde(deny_unknown_fields)]
 pub struct CampaignDeclare {
     /// The campaign: {campaign_id, title, projects: [{project_id, owner, priority, features: [{feature_id, title, agent, instruction, priority, depends_on, done_when}]}]}.
-    #[arg(skip)]
+    #[arg(long, hide = true, value_parser = super::json_arg::<Map<String, J>>)]
     #[schemars(
         with = "Map<String, J>",
         extend("x-refusal" = "field \"campaign\" must be the campaign object {campaign_id, title, projects}")
