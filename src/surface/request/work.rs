@@ -127,7 +127,7 @@ impl Request for GateEdit {
             ));
         }
         for (id, text) in &self.edits {
-            if !text.as_str().is_some_and(|s| !s.trim().is_empty()) {
+            if text.as_str().is_none_or(|s| s.trim().is_empty()) {
                 return Err(Error::usage(format!(
                     "edits[{id:?}] must be a non-empty instruction string"
                 )));
