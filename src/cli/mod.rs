@@ -144,6 +144,9 @@ pub(crate) enum Command {
     Serve(serve::ServeArgs),
     /// Serve the same operations as MCP tools on standard input and output.
     Mcp(serve::McpArgs),
+    /// Print the API reference (docs/api.md) the typed requests generate.
+    #[command(name = "__api-doc", hide = true)]
+    ApiDoc(serve::ApiDocArgs),
     /// Add the refspecs that carry ledgers and write .forum/.
     Init(init::InitArgs),
     /// Verify ledgers, then push them to a remote (never forced).
@@ -474,6 +477,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Context(a) => context::run(ctx, a),
         Command::Serve(a) => serve::serve(ctx, a),
         Command::Mcp(a) => serve::mcp(ctx, a),
+        Command::ApiDoc(_) => ctx.out(crate::serve::api_doc::markdown().trim_end()),
         Command::Summary(a) => report::summary(ctx, a),
         Command::Bench(a) => report::bench(ctx, a),
         Command::Room(a) => report::room(ctx, a),

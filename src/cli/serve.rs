@@ -287,3 +287,7 @@ pub(crate) fn mcp(ctx: &Ctx, args: McpArgs) -> Result<(), CliError> {
         .serve(stdin, stdout)
         .map_err(|e| CliError::internal(format!("reading standard input: {e}")))
 }
+
+/// `git forum __api-doc`: takes nothing.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ApiDocArgs {}

@@ -166,23 +166,8 @@ pub(crate) struct RunFlags {
     pub(crate) exec: ExecutorArgs,
 }
 
-/// The four context-budget flags (forum-features §1.3), shared by `submit`, `resume` and
-/// `context preflight`. Tokens are approximate: UTF-8 bytes / 4.
-#[derive(Debug, Clone, clap::Args)]
-pub(crate) struct BudgetFlags {
-    /// Run-wide cap on admitted context tokens (all slices share one meter).
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) context_token_budget: Option<i64>,
-    /// Cap on request-level context (--context-cmd, --use-capsule-context).
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) request_context_token_budget: Option<i64>,
-    /// Cap on each per-task context slice.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) task_context_token_budget: Option<i64>,
-    /// Cap on each upstream output injected into a prompt, and each synthesis input.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) upstream_token_budget: Option<i64>,
-}
+/// The four context-budget flags, one group for the command line, the daemon and MCP.
+pub(crate) use crate::surface::request::runs::Budgets as BudgetFlags;
 
 impl BudgetFlags {
     /// The context budget these flags set, `None` when none is given. A negative value is a

@@ -13,12 +13,12 @@
 //! * [`token`]: the daemon's credential, in a private file outside the git dir.
 //! * [`mcp`]: a hand-written line-delimited JSON-RPC 2.0 server with the tool table.
 
+pub mod api_doc;
 pub mod dispatch;
 pub(crate) mod http;
 pub mod mcp;
 pub mod token;
 
-mod args;
 mod idem;
 mod ops;
 mod page;

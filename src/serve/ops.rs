@@ -1,4 +1,4 @@
-//! The dispatcher's handlers: each reads its body with [`Args`], calls the engine, and answers
+//! The dispatcher's handlers: each decodes its body into its typed request ([`crate::surface::request`]), calls the engine, and answers
 //! JSON or an error [`Reply`]. Reads go through short-lived store handles and the shared entry
 //! cache; writes go through the one long-lived writer.
 
@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use serde_json::{Value as J, json};
 
-use super::args::Args;
 use super::dispatch::{Dispatcher, Reply, Request, Snapshot, lock};
 use crate::context::ContextBudget;
 use crate::exec::Seats;
@@ -20,6 +19,7 @@ use crate::run::{self, Env, RunError, Status};
 use crate::store::git::{GitStore, Options};
 use crate::surface;
 use crate::surface::clock::{self, RunClock};
+use crate::surface::request::{self, ledger as rq, prose};
 use crate::surface::run::plan::PlanAsk;
 use crate::surface::run::{Bodies, ContextSource, Decide, Decision, Go, RunOptions};
 
@@ -295,7 +295,7 @@ impl Dispatcher {
     }
 
     pub(crate) fn record_checkpoint(&self, req: &Request<'_>) -> Res {
-        Args::new(req.body, &[])?;
+        let _: rq::CheckpointRecord = request::decode(req.body)?;
         let store = self.reader()?;
         if !store.exists()? {
             return Err(surface::Error::conflict(format!(
@@ -351,17 +351,10 @@ impl Dispatcher {
     /// The newest entries first, at most `limit` (default and cap
     /// [`surface::read::MAX_PAGE`]): the JSON list `git forum log --json` prints.
     pub(crate) fn log(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["limit"])?;
-        let limit = match a.int("limit")? {
-            None => surface::read::MAX_PAGE as u64,
-            Some(0) => {
-                return Err(bad(format!(
-                    "field \"limit\" must be at least 1 (at most {} entries)",
-                    surface::read::MAX_PAGE
-                )));
-            }
-            Some(n) => n.min(surface::read::MAX_PAGE as u64),
-        };
+        let a: rq::Log = request::decode(req.body)?;
+        let limit = a.limit.map_or(surface::read::MAX_PAGE as u64, |n| {
+            n.min(surface::read::MAX_PAGE as u64)
+        });
         let view = self.snapshot()?;
         answer(Ok(surface::read::log_of(&view.entries, Some(limit))))
     }
@@ -370,12 +363,12 @@ impl Dispatcher {
     /// `after`, the `next` of the page before).
     pub(crate) fn replay(&self, seq: &str, req: &Request<'_>) -> Res {
         let seq = parse_seq(seq)?;
-        let page = super::page::Page::from_args(&Args::new(req.body, &["limit", "after"])?)?;
+        let page: rq::Page = request::decode(req.body)?;
         let view = self.snapshot()?;
         answer(Ok(surface::read::replay(
             &view.entries,
             seq,
-            page.limit,
+            page.size(),
             page.after,
         )))
     }
@@ -387,16 +380,10 @@ impl Dispatcher {
     }
 
     pub(crate) fn prove(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["seq", "consistency_from", "size"])?;
-        let (seq, from) = (a.int("seq")?, a.int("consistency_from")?);
-        let ask = match (seq, from) {
-            (Some(seq), None) => surface::proof::Ask::Inclusion(seq),
-            (None, Some(m)) => surface::proof::Ask::Consistency(m),
-            _ => {
-                return Err(bad(
-                    "give exactly one of seq (an inclusion proof) and consistency_from (a consistency proof)",
-                ));
-            }
+        let a: rq::Prove = request::decode(req.body)?;
+        let ask = match (a.seq, a.consistency_from) {
+            (Some(seq), _) => surface::proof::Ask::Inclusion(seq),
+            (None, m) => surface::proof::Ask::Consistency(m.unwrap_or_default()),
         };
         let view = self.snapshot()?;
         answer(surface::proof::prove(
@@ -404,28 +391,15 @@ impl Dispatcher {
             &self.cfg.ledger,
             &self.reader()?.signed_checkpoints()?,
             ask,
-            a.int("size")?,
+            a.size,
         ))
     }
 
     pub(crate) fn append(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(
-            req.body,
-            &[
-                "actor",
-                "kind",
-                "payload",
-                "causal_parent",
-                "idempotency_key",
-            ],
-        )?;
-        let key = super::idem::key_of(req.key, a.str("idempotency_key")?)?;
-        let actor = a.text("actor")?;
-        let kind = a.text("kind")?;
-        let parent = a.int("causal_parent")?;
-        let parent = parent
-            .map(|p| i64::try_from(p).map_err(|_| bad("field \"causal_parent\" is too large")))
-            .transpose()?;
+        let a: request::work::Append = request::decode(req.body)?;
+        let key = super::idem::key_of(req.key, a.idempotency_key.as_deref())?;
+        let (actor, kind) = (a.actor.as_str(), a.kind.as_str());
+        let parent = a.causal_parent.map(|p| p as i64);
         // Over HTTP the body is read again with the ledger's own parser, so numbers keep their
         // identity (1 is not 1.0, wide integers stay exact), as with `git forum append`.
         let payload = match req.raw {
@@ -455,26 +429,16 @@ impl Dispatcher {
     // ----- model-free helpers -----
 
     pub(crate) fn route(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["text"])?;
-        let text = a
-            .str("text")?
-            .ok_or_else(|| bad("field \"text\" is required"))?;
-        // Forum routes any non-empty string; one without words escalates to no lane.
-        if text.is_empty() {
-            return Err(bad("field \"text\" is empty: give the request to route"));
-        }
-        let (decision, frame) = route_request(text, &self.roster);
+        let a: prose::Route = request::decode(req.body)?;
+        let (decision, frame) = route_request(&a.text, &self.roster);
         Ok(decision.to_value(&frame).to_serde())
     }
 
     pub(crate) fn humanize(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["text", "audience", "profile"])?;
-        let text = a
-            .str("text")?
-            .ok_or_else(|| bad("field \"text\" is required"))?;
-        let profile = get_profile(a.str("profile")?).map_err(|e| bad(e.to_string()))?;
-        let audience = a.str("audience")?.unwrap_or("operator");
-        let h = humanize(text, audience, profile).map_err(|e| match e {
+        let a: prose::Humanize = request::decode(req.body)?;
+        let profile = get_profile(a.profile.as_deref()).map_err(|e| bad(e.to_string()))?;
+        let audience = a.audience.as_deref().unwrap_or("operator");
+        let h = humanize(&a.text, audience, profile).map_err(|e| match e {
             HumanizeError::Blank => bad("nothing to humanize: the text is empty or blank"),
             other => bad(other.to_string()),
         })?;
@@ -482,10 +446,9 @@ impl Dispatcher {
     }
 
     pub(crate) fn prose_contract(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["text", "profile"])?;
-        let text = a.text("text")?;
-        let (_, frame) = route_request(text, &self.roster);
-        let contract = match a.str("profile")? {
+        let a: prose::ProseContract = request::decode(req.body)?;
+        let (_, frame) = route_request(&a.text, &self.roster);
+        let contract = match a.profile.as_deref() {
             None => frame.communication_contract,
             Some(p) => build_communication_contract(
                 &frame.domain,

@@ -4,39 +4,11 @@
 
 use serde_json::Value as J;
 
-use super::args::Args;
-use super::dispatch::Reply;
-
 /// The most entries one page holds; a larger `limit` is cut to this.
-pub(crate) use crate::surface::read::MAX_PAGE;
+#[cfg(test)]
+use crate::surface::read::MAX_PAGE;
 
-/// Which page: at most `limit` entries with a seq above `after`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Page {
-    pub(crate) limit: usize,
-    pub(crate) after: Option<u64>,
-}
-
-impl Page {
-    /// Reads `limit` (1 or more; default and cap [`MAX_PAGE`]) and `after` (a seq).
-    pub(crate) fn from_args(a: &Args<'_>) -> Result<Page, Reply> {
-        let limit = match a.int("limit")? {
-            None => MAX_PAGE,
-            Some(0) => {
-                return Err(Reply::from(crate::surface::Error::usage(format!(
-                    "field \"limit\" must be at least 1 (at most {MAX_PAGE} per page)"
-                ))));
-            }
-            Some(n) => usize::try_from(n).unwrap_or(MAX_PAGE).min(MAX_PAGE),
-        };
-        Ok(Page {
-            limit,
-            after: a.int("after")?,
-        })
-    }
-}
-
-/// The fields of a query string (`limit=10&after=3`) as a JSON object for [`Args`]: digits
+/// The fields of a query string (`limit=10&after=3`) as a JSON object for the route's typed request: digits
 /// become integers, anything else stays a string (and is refused by the route's types). A
 /// field given twice is refused.
 pub(super) fn query_fields(query: &str) -> Result<J, String> {
@@ -63,20 +35,20 @@ mod tests {
 
     #[test]
     fn the_limit_is_capped_and_zero_is_refused() {
-        let fields = ["limit", "after"];
-        let page = |v: J| Page::from_args(&Args::new(&v, &fields).unwrap());
-        assert_eq!(page(json!({})).unwrap().limit, MAX_PAGE);
-        assert_eq!(page(json!({"limit": 5000})).unwrap().limit, MAX_PAGE);
-        assert_eq!(
-            page(json!({"limit": 7, "after": 3})).unwrap(),
-            Page {
-                limit: 7,
-                after: Some(3)
-            }
-        );
-        assert_eq!(page(json!({"limit": 0})).unwrap_err().status, 400);
-        assert_eq!(page(json!({"limit": -1})).unwrap_err().status, 400);
-        assert_eq!(page(json!({"after": "x"})).unwrap_err().status, 400);
+        use crate::surface::request::{decode, ledger::Page};
+        let page = |v: J| decode::<Page>(&v);
+        assert_eq!(page(json!({})).unwrap().size(), MAX_PAGE);
+        assert_eq!(page(json!({"limit": 5000})).unwrap().size(), MAX_PAGE);
+        let p = page(json!({"limit": 7, "after": 3})).unwrap();
+        assert_eq!((p.size(), p.after), (7, Some(3)));
+        for bad in [
+            json!({"limit": 0}),
+            json!({"limit": -1}),
+            json!({"after": "x"}),
+        ] {
+            let e = page(bad).unwrap_err();
+            assert_eq!(e.class.http_status(), 400, "{e:?}");
+        }
     }
 
     #[test]

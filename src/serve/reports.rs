@@ -11,12 +11,12 @@
 use serde::Serialize;
 use serde_json::Value as J;
 
-use super::args::Args;
 use super::dispatch::{Dispatcher, Reply, Request};
 use crate::context::ContextBudget;
 use crate::report::{self, Snapshot};
 use crate::store::git::{GitStore, Options};
 use crate::surface::context::{Got, preflight, with_repo};
+use crate::surface::request::{self, reports as rq};
 use crate::surface::{self, reports, reports::Sources};
 
 type Res = Result<J, Reply>;
@@ -82,28 +82,24 @@ impl Dispatcher {
 
     /// `{run?, all?, min_checks?}`: which entries a grade or a gradable row covers, and the
     /// checks a PASS needs.
-    fn graded(
-        &self,
-        req: &Request<'_>,
-        deep: bool,
-    ) -> Result<(Snapshot, reports::Scope, u64), Reply> {
-        let a = Args::new(req.body, &["run", "all", "min_checks"])?;
-        let scope =
-            reports::Scope::of(a.int("run")?, a.bool("all")?.unwrap_or(false)).map_err(reply)?;
-        let min_checks = a.int("min_checks")?.unwrap_or(2);
+    fn graded(&self, a: rq::Graded, deep: bool) -> Result<(Snapshot, reports::Scope, u64), Reply> {
+        let scope = reports::Scope::of(a.run, a.all).map_err(reply)?;
+        let min_checks = a.min_checks.unwrap_or(2);
         Ok((self.served(deep)?, scope, min_checks))
     }
 
     /// The grade of one run (`run`, default the latest) or of the whole ledger (`all`).
     pub(crate) fn grade_of(&self, req: &Request<'_>) -> Res {
-        let (s, scope, min_checks) = self.graded(req, false)?;
+        let a: rq::Grade = request::decode(req.body)?;
+        let (s, scope, min_checks) = self.graded(a.scope, false)?;
         body(&reports::grade_scoped(&s, scope, min_checks).map_err(reply)?)
     }
 
     /// Forum's gradable-trajectory row of one run (`run`, default the latest) or of the whole
     /// ledger (`all`).
     pub(crate) fn gradable(&self, req: &Request<'_>) -> Res {
-        let (s, scope, min_checks) = self.graded(req, true)?;
+        let a: rq::Gradable = request::decode(req.body)?;
+        let (s, scope, min_checks) = self.graded(a.scope, true)?;
         body(&reports::gradable(&s, scope, min_checks).map_err(reply)?)
     }
 
@@ -112,7 +108,7 @@ impl Dispatcher {
     }
 
     pub(crate) fn bench(&self, req: &Request<'_>) -> Res {
-        let args = Args::new(req.body, &["a", "b"])?;
+        let args: rq::Bench = request::decode(req.body)?;
         let repo = self.repo.to_thread_local();
         let sources = Sources {
             repo: &repo,
@@ -120,36 +116,20 @@ impl Dispatcher {
             dirs: false,
             runs_hint: "GET /runs",
         };
-        let a = sources.side(args.text("a")?, false).map_err(reply)?;
-        let b = sources.side(args.text("b")?, false).map_err(reply)?;
+        let a = sources.side(&args.a, false).map_err(reply)?;
+        let b = sources.side(&args.b, false).map_err(reply)?;
         body(&reports::bench(&a, &b))
     }
 
     pub(crate) fn preflight(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(
-            req.body,
-            &[
-                "request",
-                "use_capsule_context",
-                "max_items",
-                "max_text_chars",
-                "context_token_budget",
-                "request_context_token_budget",
-                "task_context_token_budget",
-                "upstream_token_budget",
-                "repo_context",
-            ],
-        )?;
-        let request = a.text("request")?;
+        let a: rq::Preflight = request::decode(req.body)?;
+        let request = a.request.as_str();
         crate::route::check_request(request).map_err(|e| bad(e.to_string()))?;
-        let [total, request_tokens, task, upstream] = [
-            "context_token_budget",
-            "request_context_token_budget",
-            "task_context_token_budget",
-            "upstream_token_budget",
-        ]
-        .map(|k| a.int(k));
-        let (total, request_tokens, task, upstream) = (total?, request_tokens?, task?, upstream?);
+        let [total, request_tokens, task, upstream] = a.budget.values(|key, n| {
+            surface::Error::usage(format!(
+                "field {key:?} must be a non-negative integer, not {n}"
+            ))
+        })?;
         let budget =
             (total.is_some() || request_tokens.is_some() || task.is_some() || upstream.is_some())
                 .then_some(ContextBudget {
@@ -159,9 +139,9 @@ impl Dispatcher {
                     max_upstream_tokens: upstream,
                     bytes_per_token: 4,
                 });
-        let items = a.int("max_items")?.unwrap_or(8);
-        let chars = a.int("max_text_chars")?.unwrap_or(240);
-        let (got, source) = if a.bool("use_capsule_context")?.unwrap_or(false) {
+        let items = a.max_items.unwrap_or(8);
+        let chars = a.max_text_chars.unwrap_or(240);
+        let (got, source) = if a.use_capsule_context {
             let s = self.served(false)?;
             let capsule = reports::capsule(
                 &s,
@@ -179,7 +159,7 @@ impl Dispatcher {
             .as_ref()
             .map(|l| l.runtime.context)
             .unwrap_or_default();
-        let repo = surface::run::options::repo_context_on(a.repo_choice()?, &defaults)
+        let repo = surface::run::options::repo_context_on(a.repo_context, &defaults)
             .then_some(self.cfg.dir.as_path());
         let (got, source, part) = with_repo(got, source, repo);
         let report = preflight(request, &got, &source, budget.as_ref(), &part);

@@ -27,6 +27,7 @@ pub(crate) mod ledger;
 pub(crate) mod model;
 pub(crate) mod proof;
 pub(crate) mod read;
+pub mod request;
 pub(crate) mod run;
 pub(crate) mod runtime;
 pub(crate) mod status;

@@ -65,6 +65,7 @@ mod submit;
 mod sync;
 mod tlog;
 mod tlog_tiles;
+mod transports;
 mod verify_fast;
 mod verify_tier;
 mod witness;

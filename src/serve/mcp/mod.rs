@@ -41,9 +41,9 @@ use crate::ledger::canonical;
 
 mod progress;
 mod session;
-mod tools;
+pub(crate) mod tools;
 
-pub use tools::{TOOLS, Target, Tool, find_tool};
+pub use tools::{Input, TOOLS, Target, Tool, find_tool};
 
 /// The protocol revisions this server speaks, newest first; a client asking for another gets
 /// the newest.
@@ -156,7 +156,7 @@ impl<'d> Mcp<'d> {
             "ping" => result(id, json!({})),
             "tools/list" => result(
                 id,
-                json!({"tools": TOOLS.iter().map(Tool::spec).collect::<Vec<_>>()}),
+                json!({"tools": TOOLS.iter().map(Tool::listing).collect::<Vec<_>>()}),
             ),
             "tools/call" => {
                 let Some(name) = params.get("name").and_then(J::as_str) else {

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::surface::campaign::{IngestAsk, Items};
+use crate::surface::request::{self, work as rq};
 
 impl Dispatcher {
     /// Every entry of the served ledger with its body, as the campaign reduction reads them.
@@ -25,15 +26,8 @@ impl Dispatcher {
     }
 
     pub(crate) fn campaign_declare(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["campaign"])?;
-        let campaign = match a.get("campaign") {
-            Some(c @ J::Object(_)) => c,
-            _ => {
-                return Err(bad(
-                    "field \"campaign\" must be the campaign object {campaign_id, title, projects}",
-                ));
-            }
-        };
+        let a: rq::CampaignDeclare = request::decode(req.body)?;
+        let campaign = J::Object(a.campaign);
         let mut store = Shared {
             d: self,
             reader: self.reader()?,
@@ -46,40 +40,30 @@ impl Dispatcher {
     }
 
     pub(crate) fn campaign_status(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["campaign_id"])?;
+        let a: rq::CampaignStatus = request::decode(req.body)?;
         let items = self.campaign_items()?;
         answer(surface::campaign::status(
             &items,
-            a.str("campaign_id")?,
+            a.campaign_id.as_deref(),
             self.campaign_verified()?,
         ))
     }
 
     pub(crate) fn campaign_next(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["campaign_id"])?;
+        let a: rq::CampaignNext = request::decode(req.body)?;
         let items = self.campaign_items()?;
-        answer(surface::campaign::next(&items, a.str("campaign_id")?))
+        answer(surface::campaign::next(&items, a.campaign_id.as_deref()))
     }
 
     pub(crate) fn campaign_ingest(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(
-            req.body,
-            &[
-                "campaign_id",
-                "project",
-                "feature",
-                "status",
-                "source",
-                "reason",
-            ],
-        )?;
+        let a: rq::CampaignIngest = request::decode(req.body)?;
         let ask = IngestAsk {
-            campaign_id: a.str("campaign_id")?.map(str::to_string),
-            project_id: a.text("project")?.to_string(),
-            feature_id: a.str("feature")?.map(str::to_string),
-            status: a.text("status")?.to_string(),
-            reason: a.str("reason")?.unwrap_or("").to_string(),
-            source: a.text("source")?.to_string(),
+            campaign_id: a.campaign_id,
+            project_id: a.project,
+            feature_id: a.feature,
+            status: a.status,
+            reason: a.reason.unwrap_or_default(),
+            source: a.source,
         };
         let mut items = self.campaign_items()?;
         let mut store = Shared {
@@ -96,26 +80,16 @@ impl Dispatcher {
 
     /// Runs the campaign with the server's executors to a fixed point and answers its room.
     pub(crate) fn campaign_run(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(
-            req.body,
-            &[
-                "campaign_id",
-                "max_parallel",
-                "max_model_calls",
-                "max_seconds",
-                "work",
-                "checks",
-            ],
-        )?;
-        let id = a.str("campaign_id")?;
+        let a: rq::CampaignRun = request::decode(req.body)?;
+        let id = a.campaign_id.as_deref();
         let mut items = self.campaign_items()?;
         surface::campaign::resolve(&items, id).map_err(reply_of)?;
         let limit = self.cfg.submit_seconds;
         let spec = RunOptions {
-            max_model_calls: a.int("max_model_calls")?,
-            max_seconds: Some(a.seconds("max_seconds")?.map_or(limit, |s| s.min(limit))),
-            work: a.bool("work")?.unwrap_or(false),
-            checks: super::runs::checks_of(&a)?,
+            max_model_calls: a.max_model_calls,
+            max_seconds: Some(a.max_seconds.map_or(limit, |s| s.min(limit))),
+            work: a.work,
+            checks: a.checks.clone(),
             ..RunOptions::default()
         };
         let mut opts = spec.build(self.policy.clone()).map_err(reply_of)?;
@@ -137,10 +111,7 @@ impl Dispatcher {
             &self.cfg.ledger,
         )
         .map_err(reply_of)?;
-        if let Some(n) = a.int("max_parallel")? {
-            if n == 0 {
-                return Err(bad("max_parallel must be at least 1"));
-            }
+        if let Some(n) = a.max_parallel {
             opts.policy.max_parallel = n as usize;
         }
         opts.interrupt = req.hooks.interrupt.clone();

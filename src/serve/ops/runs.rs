@@ -2,6 +2,7 @@
 //! thin call into the surface.
 
 use super::*;
+use crate::surface::request::{self, runs::Submit};
 
 impl Dispatcher {
     // ----- runs and gates -----
@@ -36,26 +37,27 @@ impl Dispatcher {
     /// [`gate::decide`](crate::gate::decide): the gate must be pending, and the decision is
     /// parented on it.
     pub(crate) fn gate(&self, which: &str, req: &Request<'_>) -> Res {
-        let fields: &[&str] = match which {
-            kind::GATE_EDITED => &["run_seq", "wave", "approver", "edits", "note"],
-            kind::GATE_REJECTED => &["run_seq", "wave", "approver", "reason"],
-            _ => &["run_seq", "wave", "approver", "note"],
-        };
-        let a = Args::new(req.body, fields)?;
-        let run_seq = a.int_req("run_seq")?;
-        let wave = a.int_req("wave")?;
-        let approver = a.text("approver")?;
-        let decision = match which {
-            kind::GATE_EDITED => Decision::Edit(Self::edits_of(&a)?),
-            kind::GATE_REJECTED => Decision::Reject(a.str("reason")?.map(str::to_string)),
-            _ => Decision::Approve,
+        let (key, note, decision) = match which {
+            kind::GATE_EDITED => {
+                let a: request::work::GateEdit = request::decode(req.body)?;
+                let edits = a.pairs();
+                (a.key, a.note, Decision::Edit(edits))
+            }
+            kind::GATE_REJECTED => {
+                let a: request::work::GateReject = request::decode(req.body)?;
+                (a.key, None, Decision::Reject(a.reason))
+            }
+            _ => {
+                let a: request::work::GateApprove = request::decode(req.body)?;
+                (a.key, a.note, Decision::Approve)
+            }
         };
         let ask = Decide {
             run: None,
-            run_seq: Some(run_seq),
-            wave: Some(wave),
-            approver: approver.to_string(),
-            note: a.str("note")?.map(str::to_string),
+            run_seq: Some(key.run_seq),
+            wave: Some(key.wave),
+            approver: key.approver,
+            note,
             decision,
         };
         let view = self.snapshot()?;
@@ -69,24 +71,6 @@ impl Dispatcher {
             reader: self.reader()?,
         };
         answer(surface::run::decide(&pending, &mut store, &ask, self.now()))
-    }
-
-    /// The `edits` field: a non-empty object {task_id: instruction}.
-    fn edits_of(a: &Args<'_>) -> Result<Vec<(String, String)>, Reply> {
-        match a.get("edits") {
-            Some(J::Object(m)) if !m.is_empty() => m
-                .iter()
-                .map(|(id, text)| match text {
-                    J::String(s) if !s.trim().is_empty() => Ok((id.clone(), s.clone())),
-                    _ => Err(bad(format!(
-                        "edits[{id:?}] must be a non-empty instruction string"
-                    ))),
-                })
-                .collect(),
-            _ => Err(bad(
-                "field \"edits\" must be a non-empty object {task_id: instruction}",
-            )),
-        }
     }
 
     // ----- executors -----
@@ -135,21 +119,17 @@ impl Dispatcher {
     /// The run options of a daemon request, as the surface takes them: a submit never runs
     /// longer than the server's limit. `resumed`: the request seq and body of the run a resume
     /// continues, whose recorded options fill those the request does not give.
-    fn run_options(&self, a: &Args<'_>, resumed: Option<&(u64, J)>) -> Result<run::Options, Reply> {
-        let budgets = [
-            "context_token_budget",
-            "request_context_token_budget",
-            "task_context_token_budget",
-            "upstream_token_budget",
-        ]
-        .map(|k| a.int(k));
-        let [total, request, task, upstream] = budgets;
-        let (total, request, task, upstream) = (total?, request?, task?, upstream?);
+    fn run_options(&self, a: &Submit, resumed: Option<&(u64, J)>) -> Result<run::Options, Reply> {
+        let [total, request, task, upstream] = a.budget.values(|key, n| {
+            surface::Error::usage(format!(
+                "field {key:?} must be a non-negative integer, not {n}"
+            ))
+        })?;
         let any = total.is_some() || request.is_some() || task.is_some() || upstream.is_some();
         let limit = self.cfg.submit_seconds;
-        let max_seconds = a.seconds("max_seconds")?.map_or(limit, |s| s.min(limit));
+        let max_seconds = a.max_seconds.map_or(limit, |s| s.min(limit));
         let mut spec = RunOptions {
-            max_model_calls: a.int("max_model_calls")?,
+            max_model_calls: a.max_model_calls,
             max_seconds: Some(max_seconds),
             context_budget: any.then_some(ContextBudget {
                 max_total_tokens: total,
@@ -158,25 +138,21 @@ impl Dispatcher {
                 max_upstream_tokens: upstream,
                 bytes_per_token: 4,
             }),
-            context: if a.bool("use_capsule_context")?.unwrap_or(false) {
+            context: if a.use_capsule_context {
                 ContextSource::Capsule
             } else {
                 ContextSource::None
             },
-            checkpoint_each_wave: a.bool("checkpoint_each_wave")?.unwrap_or(false),
-            delivery_profile: a.str("delivery_profile")?.map(str::to_string),
-            gate_waves: a
-                .ints("gate_waves")?
-                .into_iter()
-                .map(|w| w as usize)
-                .collect(),
-            judge_intent: a.bool("judge_intent")?.unwrap_or(false),
-            revise: a.bool("revise")?.unwrap_or(false),
-            work: a.bool("work")?.unwrap_or(false),
-            checks: checks_of(a)?,
-            allow_cmds: strings_of(a, "allow_cmds")?,
+            checkpoint_each_wave: a.checkpoint_each_wave,
+            delivery_profile: a.delivery_profile.clone(),
+            gate_waves: a.gate_waves.iter().map(|w| *w as usize).collect(),
+            judge_intent: a.judge_intent,
+            revise: a.revise,
+            work: a.work,
+            checks: a.checks.clone(),
+            allow_cmds: a.allow_cmds.clone(),
             max_tool_calls: a
-                .int("max_tool_calls")?
+                .max_tool_calls
                 .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
             repo_context: surface::run::options::repo_context_on(
                 a.repo_choice()?,
@@ -188,10 +164,10 @@ impl Dispatcher {
                     .unwrap_or_default(),
             )
             .then(|| self.cfg.dir.clone()),
-            max_tokens: a.int("max_tokens")?,
-            max_cost_usd: a.number("max_cost_usd")?,
-            sandbox: a.bool("sandbox")?,
-            sandbox_net: a.bool("sandbox_net")?.unwrap_or(false),
+            max_tokens: a.ceilings.max_tokens,
+            max_cost_usd: a.ceilings.max_cost_usd,
+            sandbox: a.sandbox,
+            sandbox_net: a.sandbox_net,
             ..RunOptions::default()
         };
         if let Some((seq, body)) = resumed {
@@ -328,35 +304,8 @@ impl Dispatcher {
     }
 
     pub(crate) fn submit(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(
-            req.body,
-            &[
-                "request",
-                "delivery_profile",
-                "checkpoint_each_wave",
-                "context_token_budget",
-                "request_context_token_budget",
-                "task_context_token_budget",
-                "upstream_token_budget",
-                "max_model_calls",
-                "max_seconds",
-                "gate_waves",
-                "judge_intent",
-                "revise",
-                "use_capsule_context",
-                "no_repo_context",
-                "repo_context",
-                "work",
-                "checks",
-                "allow_cmds",
-                "max_tool_calls",
-                "max_tokens",
-                "max_cost_usd",
-                "sandbox",
-                "sandbox_net",
-            ],
-        )?;
-        let request = a.text("request")?;
+        let a: Submit = request::decode(req.body)?;
+        let request = a.request.as_str();
         check_request(request).map_err(|e| bad(e.to_string()))?;
         let mut opts = self.run_options(&a, None)?;
         opts.interrupt = req.hooks.interrupt.clone();
@@ -364,17 +313,14 @@ impl Dispatcher {
     }
 
     pub fn resume(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(
-            req.body,
-            &[
-                "run",
-                "max_model_calls",
-                "max_seconds",
-                "max_tokens",
-                "max_cost_usd",
-            ],
-        )?;
-        let target = a.int("run")?;
+        let r: request::runs::Resume = request::decode(req.body)?;
+        let target = r.run;
+        let a = Submit {
+            max_model_calls: r.max_model_calls,
+            max_seconds: r.max_seconds,
+            ceilings: r.ceilings,
+            ..Submit::default()
+        };
         let resumed = self.recorded_request(target)?;
         let mut opts = self.run_options(&a, resumed.as_ref())?;
         opts.interrupt = req.hooks.interrupt.clone();
@@ -435,12 +381,12 @@ impl Dispatcher {
     /// one), driven by this server or by any other process: the same operation as `git forum
     /// halt`. Waits up to `wait_seconds` (default 30) for it to stop.
     pub(crate) fn halt(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["run", "reason", "by", "wait_seconds"])?;
-        let wait = a.seconds("wait_seconds")?.unwrap_or(30.0);
+        let a: request::runs::Halt = request::decode(req.body)?;
+        let wait = a.wait_seconds.unwrap_or(30.0);
         let ask = surface::run::halt::HaltAsk {
-            run: a.int("run")?,
-            by: a.str("by")?.unwrap_or("http client").to_string(),
-            reason: a.str("reason")?.map(str::to_string),
+            run: a.run,
+            by: a.by.unwrap_or_else(|| "http client".to_string()),
+            reason: a.reason,
             wait: std::time::Duration::from_secs_f64(
                 wait.clamp(0.0, surface::run::halt::MAX_WAIT.as_secs_f64()),
             ),
@@ -455,15 +401,10 @@ impl Dispatcher {
     /// Plans a request with the orchestrator seat and writes nothing (a scratch ledger in
     /// memory, a model-call budget of zero), or, given `plan`, compiles that plan document.
     pub(crate) fn plan(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["request", "plan"])?;
-        let ask = match (a.get("plan"), a.get("request")) {
-            (Some(_), Some(_)) => {
-                return Err(bad(
-                    "give request (to plan with the model) or plan, not both",
-                ));
-            }
-            (Some(doc), None) => PlanAsk::Document(doc),
-            (None, _) => PlanAsk::Request(a.text("request")?),
+        let a: request::prose::Plan = request::decode(req.body)?;
+        let ask = match (&a.plan, &a.request) {
+            (Some(doc), _) => PlanAsk::Document(doc),
+            (None, request) => PlanAsk::Request(request.as_deref().unwrap_or_default()),
         };
         let seats = match ask {
             PlanAsk::Request(_) => Some(self.seats()?),
@@ -482,40 +423,5 @@ impl Dispatcher {
             })
         })
         .map_err(reply_of)
-    }
-}
-
-/// The `checks` field of a submit: a list of shell commands (absent: none).
-pub(super) fn checks_of(a: &Args<'_>) -> Result<Vec<String>, Reply> {
-    match a.get("checks") {
-        None | Some(serde_json::Value::Null) => Ok(Vec::new()),
-        Some(serde_json::Value::Array(items)) => items
-            .iter()
-            .map(|v| {
-                v.as_str().map(str::to_string).ok_or_else(|| {
-                    bad("field \"checks\" must be a list of shell commands (strings)")
-                })
-            })
-            .collect(),
-        Some(_) => Err(bad(
-            "field \"checks\" must be a list of shell commands (strings)",
-        )),
-    }
-}
-
-/// A field holding a list of shell commands (absent: none), e.g. `allow_cmds`.
-pub(super) fn strings_of(a: &Args<'_>, key: &str) -> Result<Vec<String>, Reply> {
-    let wrong = || {
-        bad(format!(
-            "field {key:?} must be a list of shell commands (strings)"
-        ))
-    };
-    match a.get(key) {
-        None | Some(serde_json::Value::Null) => Ok(Vec::new()),
-        Some(serde_json::Value::Array(items)) => items
-            .iter()
-            .map(|v| v.as_str().map(str::to_string).ok_or_else(wrong))
-            .collect(),
-        Some(_) => Err(wrong()),
     }
 }

@@ -24,8 +24,8 @@ impl Dispatcher {
     }
 
     pub(crate) fn witness(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["note", "proof"])?;
-        let (note, proof) = (a.str("note")?, a.str("proof")?);
+        let a: crate::surface::request::work::Witness = crate::surface::request::decode(req.body)?;
+        let (note, proof) = (a.note.as_deref(), a.proof.as_deref());
         let offer = match (note, proof) {
             (_, Some(p)) => p,
             (Some(n), None) => n,

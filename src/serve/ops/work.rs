@@ -2,12 +2,13 @@
 //! `POST /discard`, each a thin call into `surface::work`.
 
 use super::*;
+use crate::surface::request;
 
 impl Dispatcher {
     /// Brings a run's branch into the branch checked out where the server runs {run?}.
     pub(crate) fn apply(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["run"])?;
-        let run = a.int("run")?;
+        let a: request::work::Apply = request::decode(req.body)?;
+        let run = a.run;
         let mut store = Shared {
             d: self,
             reader: self.reader()?,
@@ -23,8 +24,8 @@ impl Dispatcher {
 
     /// Removes a run's worktrees and branch {run?}; the record and its commits stay.
     pub(crate) fn discard(&self, req: &Request<'_>) -> Res {
-        let a = Args::new(req.body, &["run"])?;
-        let run = a.int("run")?;
+        let a: request::work::Discard = request::decode(req.body)?;
+        let run = a.run;
         let mut store = Shared {
             d: self,
             reader: self.reader()?,

@@ -1,0 +1,164 @@
+//! The requests that read reports: grades, gradable rows, bench, the context preflight and the
+//! flight recorder.
+
+use serde::Deserialize;
+
+use super::runs::Budgets;
+use super::{Request, non_blank, via_value};
+use crate::surface::Error;
+
+/// Which entries a grade or a gradable row covers, and the checks a PASS needs.
+#[derive(Debug, Clone, Default, clap::Args, Deserialize, schemars::JsonSchema)]
+pub struct Graded {
+    /// The run's request seq (default: the latest run).
+    #[arg(value_name = "RUN")]
+    #[serde(default, deserialize_with = "via_value")]
+    pub run: Option<u64>,
+    /// Cover every entry of the ledger, runs together.
+    #[arg(long)]
+    #[serde(default)]
+    pub all: bool,
+    /// Checks needed for a PASS (default 2).
+    #[arg(long, value_name = "N")]
+    #[serde(default, deserialize_with = "via_value")]
+    pub min_checks: Option<u64>,
+}
+
+/// The grade of one run (default: the latest) or, with all, of the whole ledger: independent checks passed, and PASS, FAIL or UNVERIFIABLE.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+pub struct Grade {
+    /// What is graded.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub scope: Graded,
+}
+
+impl Request for Grade {}
+
+/// Forum's gradable-trajectory row (forum.gradable-trajectory/1) of one run: prompt, trajectory, grade, what re-derives the grade, and its row_hash seal.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+pub struct Gradable {
+    /// What is graded.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub scope: Graded,
+}
+
+impl Request for Gradable {}
+
+/// Compare two sides (a ledger NAME, a fetched REMOTE/NAME, or run:SEQ of this ledger): both summaries, each metric's delta (B - A) and a diff of the final answers.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Bench {
+    /// Side A.
+    pub a: String,
+    /// Side B.
+    pub b: String,
+}
+
+impl Request for Bench {
+    fn validate(&self) -> Result<(), Error> {
+        non_blank("a", &self.a)?;
+        non_blank("b", &self.b)
+    }
+}
+
+/// How much request context a run would admit under a context budget, without a model and without writing anything.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+pub struct Preflight {
+    /// The request.
+    pub request: String,
+    /// Use the ledger's capsule as the context.
+    #[arg(long)]
+    #[serde(default)]
+    pub use_capsule_context: bool,
+    /// Capsule: the most task results (default 8).
+    #[arg(long, value_name = "N")]
+    #[serde(default, deserialize_with = "via_value")]
+    pub max_items: Option<u64>,
+    /// Capsule: the longest text (default 240).
+    #[arg(long, value_name = "N")]
+    #[serde(default, deserialize_with = "via_value")]
+    pub max_text_chars: Option<u64>,
+    /// The context budget.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub budget: Budgets,
+    /// Count the repository's map in, as a run would (true) or leave it out (false); unset: the runtime config's [context] repo, else true.
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    #[serde(default)]
+    pub repo_context: Option<bool>,
+}
+
+impl Request for Preflight {
+    fn validate(&self) -> Result<(), Error> {
+        non_blank("request", &self.request)
+    }
+}
+
+/// An agent trace: its events as JSON or its text, and its format.
+#[derive(Debug, Clone, Default, clap::Args, Deserialize, schemars::JsonSchema)]
+pub struct Trace {
+    /// The trace's events as a JSON list (Forum's formats).
+    #[arg(long, hide = true, value_parser = super::json_arg::<serde_json::Value>)]
+    #[serde(default, deserialize_with = "via_value")]
+    #[schemars(with = "Option<Vec<serde_json::Value>>", extend("x-any" = true))]
+    pub trace: Option<serde_json::Value>,
+    /// The trace's text instead, in any format (JSONL and OTLP/JSON included).
+    // The command line reads the trace from a file.
+    #[arg(long, hide = true)]
+    #[serde(default)]
+    pub text: Option<String>,
+    /// langsmith, otel, agentops, generic (default), otlp or claude-code.
+    #[arg(long)]
+    #[serde(default)]
+    pub format: Option<String>,
+}
+
+impl Trace {
+    fn validate(&self) -> Result<(), Error> {
+        match (&self.trace, &self.text) {
+            (Some(_), Some(_)) => Err(Error::usage(
+                "give the trace once: \"trace\" (the events as JSON) or \"text\" (its text), not both",
+            )),
+            (None, None) => Err(Error::usage(
+                "field \"trace\" (the events as JSON) or \"text\" (the trace's text) is required",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Fold an agent trace into Forum's forum.flight-recorder/1 record (entries, verified, merkle_root, dangling parents); writes nothing.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+pub struct ImportTrace {
+    /// The trace.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub trace: Trace,
+}
+
+impl Request for ImportTrace {
+    fn validate(&self) -> Result<(), Error> {
+        self.trace.validate()
+    }
+}
+
+/// Fold an agent trace and export it as one graded, sealed forum.gradable-trajectory/1 row; writes nothing.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+pub struct Mine {
+    /// The trace.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub trace: Trace,
+    /// Independent checks a PASS needs (default 2).
+    #[arg(long, value_name = "N")]
+    #[serde(default, deserialize_with = "via_value")]
+    pub min_checks: Option<u64>,
+}
+
+impl Request for Mine {
+    fn validate(&self) -> Result<(), Error> {
+        self.trace.validate()
+    }
+}

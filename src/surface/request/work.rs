@@ -1,0 +1,319 @@
+//! The requests that change the record or the repository: append, gates, work runs' branches,
+//! the witness, campaigns.
+
+use serde::Deserialize;
+use serde_json::{Map, Value as J};
+
+use super::{Request, non_blank, via_value};
+use crate::surface::Error;
+
+/// Witness one entry in the ledger.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Append {
+    /// Who wrote it.
+    #[arg(long)]
+    pub actor: String,
+    /// What it is (note, request, ...).
+    #[arg(long)]
+    pub kind: String,
+    /// The body: any JSON value.
+    #[arg(long, hide = true, value_parser = super::json_arg::<J>)]
+    #[schemars(with = "Map<String, J>", extend("x-any" = true))]
+    pub payload: J,
+    /// The seq it follows from.
+    #[arg(long = "parent", value_name = "SEQ")]
+    #[serde(default)]
+    pub causal_parent: Option<u64>,
+    /// A key of your choosing (a UUID): a retry with the same key and entry answers the first seq and writes nothing.
+    // A retry over the network needs it; the command line has no retry to tell apart.
+    #[arg(long, hide = true)]
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+impl Request for Append {
+    fn validate(&self) -> Result<(), Error> {
+        non_blank("actor", &self.actor)?;
+        non_blank("kind", &self.kind)?;
+        if self
+            .causal_parent
+            .is_some_and(|p| i64::try_from(p).is_err())
+        {
+            return Err(Error::usage("field \"causal_parent\" is too large"));
+        }
+        Ok(())
+    }
+}
+
+/// Which pending gate a decision is about, and who decides.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+pub struct GateKey {
+    /// The run's first plan entry (GET gates lists it).
+    // The command line names the run by its request seq (--run) instead.
+    #[arg(long, hide = true)]
+    #[serde(deserialize_with = "via_value")]
+    pub run_seq: u64,
+    /// The gated wave (0-based).
+    #[arg(long)]
+    #[serde(deserialize_with = "via_value")]
+    pub wave: u64,
+    /// Who decides.
+    #[arg(long)]
+    pub approver: String,
+}
+
+impl GateKey {
+    fn validate(&self) -> Result<(), Error> {
+        non_blank("approver", &self.approver)
+    }
+}
+
+/// Approve a gated wave (then resume the run).
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+pub struct GateApprove {
+    /// The gate.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub key: GateKey,
+    /// A note.
+    #[arg(long)]
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+impl Request for GateApprove {
+    fn validate(&self) -> Result<(), Error> {
+        self.key.validate()
+    }
+}
+
+/// Approve a gated wave with rewritten instructions {task_id: instruction}.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+pub struct GateEdit {
+    /// The gate.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub key: GateKey,
+    /// New instructions by task id.
+    #[arg(long, hide = true, value_parser = super::json_arg::<Map<String, J>>)]
+    #[schemars(
+        with = "Map<String, J>",
+        extend("x-refusal" = "field \"edits\" must be a non-empty object {task_id: instruction}")
+    )]
+    pub edits: Map<String, J>,
+    /// A note.
+    #[arg(long)]
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+impl GateEdit {
+    /// The edits as (task id, instruction) pairs.
+    pub(crate) fn pairs(&self) -> Vec<(String, String)> {
+        self.edits
+            .iter()
+            .map(|(id, text)| (id.clone(), text.as_str().unwrap_or_default().to_string()))
+            .collect()
+    }
+}
+
+impl Request for GateEdit {
+    fn validate(&self) -> Result<(), Error> {
+        self.key.validate()?;
+        if self.edits.is_empty() {
+            return Err(Error::usage(
+                "field \"edits\" must be a non-empty object {task_id: instruction}",
+            ));
+        }
+        for (id, text) in &self.edits {
+            if text.as_str().is_none_or(|s| s.trim().is_empty()) {
+                return Err(Error::usage(format!(
+                    "edits[{id:?}] must be a non-empty instruction string"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reject a gated wave: the run stops before it.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+pub struct GateReject {
+    /// The gate.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub key: GateKey,
+    /// Why.
+    #[arg(long)]
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+impl Request for GateReject {
+    fn validate(&self) -> Result<(), Error> {
+        self.key.validate()
+    }
+}
+
+/// Bring a --work run's branch (forum/run-SEQ) into the branch checked out where the server runs: fast-forward when possible, else a merge commit; refused when the work tree is dirty or the run has nothing merged. Witnessed as applied.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Apply {
+    /// The run's request seq (default: the latest run with a branch).
+    #[serde(default)]
+    pub run: Option<u64>,
+}
+
+impl Request for Apply {}
+
+/// Remove a --work run's worktrees and branch; the record and the change commits under refs/forum/work stay. Witnessed as a note.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Discard {
+    /// The run's request seq (default: the latest run with a branch).
+    #[serde(default)]
+    pub run: Option<u64>,
+}
+
+impl Request for Discard {}
+
+/// Act as a witness (needs forum.witnessState and forum.witnessKey): cosign, with a C2SP tlog-cosignature/v1 line, a checkpoint whose consistency proof extends the last one accepted for its origin, or refuse with the reason and the note held.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Witness {
+    /// A consistency proof from the accepted size, as `prove --consistency-from M --tlog` prints.
+    // The command line reads the offer from a file.
+    #[arg(long, hide = true)]
+    #[serde(default)]
+    pub proof: Option<String>,
+    /// On first contact: the bare signed note.
+    #[arg(long, hide = true)]
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+impl Request for Witness {
+    fn validate(&self) -> Result<(), Error> {
+        if self.proof.is_none() && self.note.is_none() {
+            return Err(Error::usage(
+                "give the offer: {\"proof\": <prove --consistency-from M --tlog>} or, on first contact, {\"note\": <signed note>}",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Validate a campaign (unique feature ids, known dependencies, no cycle) and declare it in the ledger. Returns {declared, seq}.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CampaignDeclare {
+    /// The campaign: {campaign_id, title, projects: [{project_id, owner, priority, features: [{feature_id, title, agent, instruction, priority, depends_on, done_when}]}]}.
+    #[arg(long, hide = true, value_parser = super::json_arg::<Map<String, J>>)]
+    #[schemars(
+        with = "Map<String, J>",
+        extend("x-refusal" = "field \"campaign\" must be the campaign object {campaign_id, title, projects}")
+    )]
+    pub campaign: Map<String, J>,
+}
+
+impl Request for CampaignDeclare {}
+
+/// A campaign's room (forum.campaign-room/v1): each feature's status reduced from the ledger, progress, projects, next actions, checkpoint.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CampaignStatus {
+    /// The campaign (default: the only one declared).
+    #[arg(long)]
+    #[serde(default)]
+    pub campaign_id: Option<String>,
+}
+
+impl Request for CampaignStatus {}
+
+/// A campaign's next actions: investigate, dispatch_feature, unblock, close_campaign.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CampaignNext {
+    /// The campaign (default: the only one declared).
+    #[arg(long)]
+    #[serde(default)]
+    pub campaign_id: Option<String>,
+}
+
+impl Request for CampaignNext {}
+
+/// Record the status an outside system reports for one of its features (or its whole project without feature). Nothing runs. Returns {ingested, seq}.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CampaignIngest {
+    /// The campaign (default: the only one declared).
+    #[arg(long)]
+    #[serde(default)]
+    pub campaign_id: Option<String>,
+    /// The project.
+    #[arg(long)]
+    pub project: String,
+    /// The feature (omit for the whole project).
+    #[arg(long)]
+    #[serde(default)]
+    pub feature: Option<String>,
+    /// pending, in_progress, blocked, failed or done.
+    #[arg(long)]
+    pub status: String,
+    /// Who reports it (external:NAME).
+    #[arg(long)]
+    pub source: String,
+    /// Why.
+    #[arg(long)]
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+impl Request for CampaignIngest {
+    fn validate(&self) -> Result<(), Error> {
+        non_blank("project", &self.project)?;
+        non_blank("status", &self.status)?;
+        non_blank("source", &self.source)
+    }
+}
+
+/// Run a campaign's runnable forum-owned features with the server's executors, round after round until nothing is runnable; every dispatch and status is witnessed. Returns the campaign room.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CampaignRun {
+    /// The campaign (default: the only one declared).
+    #[arg(long)]
+    #[serde(default)]
+    pub campaign_id: Option<String>,
+    /// Features of a round that run at the same time.
+    #[arg(long, value_name = "N")]
+    #[serde(default)]
+    pub max_parallel: Option<u64>,
+    /// Stop dispatching once this many model calls have started.
+    #[arg(long, value_name = "N")]
+    #[serde(default)]
+    pub max_model_calls: Option<u64>,
+    /// Stop dispatching after this many seconds (capped by the server).
+    #[arg(long, value_name = "S")]
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub max_seconds: Option<f64>,
+    /// Each feature works in the repository: its change committed, checked, gated and integrated onto the round's run branch forum/run-SEQ.
+    #[arg(long)]
+    #[serde(default)]
+    pub work: bool,
+    /// Shell commands every feature's change must pass (with work).
+    #[arg(long = "check", value_name = "CMD")]
+    #[serde(default)]
+    pub checks: Vec<String>,
+}
+
+impl Request for CampaignRun {
+    fn validate(&self) -> Result<(), Error> {
+        if self.max_parallel == Some(0) {
+            return Err(Error::usage("max_parallel must be at least 1"));
+        }
+        Ok(())
+    }
+}

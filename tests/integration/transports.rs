@@ -1,0 +1,271 @@
+//! The three transports take one typed request per operation (`src/surface/request`): for
+//! every MCP tool, the command line, the daemon over HTTP (with its token) and `git forum mcp`
+//! over stdio accept the same fields under the same names, and refuse the same bad value with
+//! the same words. The API reference in docs/api.md is what the requests generate.
+
+use std::process::Stdio;
+
+use git_forum::serve::mcp::{Input, TOOLS, Target, Tool};
+use git_forum::surface::request::Field;
+use serde_json::{Map, Value as J, json};
+
+use crate::common::{Repo, http_json};
+
+/// The command line's subcommand for each tool that has one.
+fn cli_of(tool: &str) -> Option<&'static [&'static str]> {
+    Some(match tool {
+        "submit" => &["submit"],
+        "resume" => &["resume"],
+        "halt" => &["halt"],
+        "route" => &["route"],
+        "plan" => &["plan"],
+        "forum.prose.humanize" => &["humanize"],
+        "forum.context.preflight" => &["context", "preflight"],
+        "bench" => &["bench"],
+        "ledger_log" => &["log"],
+        "ledger_replay" => &["replay"],
+        "ledger_get" => &["show"],
+        "ledger_why" => &["why"],
+        "ledger_prove" => &["prove"],
+        "ledger_append" => &["append"],
+        "gate_approve" => &["gate", "approve"],
+        "gate_edit" => &["gate", "edit"],
+        "gate_reject" => &["gate", "reject"],
+        "forum.import_trace" => &["import-trace"],
+        "forum.mine" => &["mine"],
+        "campaign_declare" => &["campaign", "declare"],
+        "campaign_status" => &["campaign", "status"],
+        "campaign_next" => &["campaign", "next"],
+        "campaign_ingest_status" => &["campaign", "ingest-status"],
+        "campaign_run" => &["campaign", "run"],
+        "forum.run.grade" => &["grade"],
+        "forum.export_gradable" => &["export-gradable"],
+        "witness" => &["witness"],
+        "apply" => &["apply"],
+        "discard" => &["discard"],
+        _ => return None,
+    })
+}
+
+/// A value of the field's type that passes its type check.
+fn good(f: &Field) -> J {
+    match f.ty.as_str() {
+        "string" => json!("x"),
+        "integer" => json!(1),
+        "number" => json!(1),
+        "boolean" => json!(true),
+        "array" => json!([]),
+        _ => json!({}),
+    }
+}
+
+/// A value of another type, and the refusal the request's schema promises for it.
+fn bad(f: &Field) -> Option<(J, String)> {
+    if f.any {
+        return None;
+    }
+    let key = &f.name;
+    if let Some(words) = &f.refusal {
+        return Some((json!(5), words.clone()));
+    }
+    Some(match f.ty.as_str() {
+        "string" => (
+            json!(5),
+            format!("field {key:?} must be a string, not an integer"),
+        ),
+        "integer" => (
+            json!("x"),
+            format!("field {key:?} must be a non-negative integer, not a string"),
+        ),
+        "number" => (
+            json!("x"),
+            format!("field {key:?} must be a number, not a string"),
+        ),
+        "boolean" => (
+            json!("x"),
+            format!("field {key:?} must be true or false, not a string"),
+        ),
+        "array" if f.items.as_deref() == Some("string") => (
+            json!([5]),
+            format!("field {key:?} must be a list of shell commands (strings)"),
+        ),
+        "array" => (
+            json!("x"),
+            format!("field {key:?} must be a list, not a string"),
+        ),
+        _ => (
+            json!("x"),
+            format!("field {key:?} must be an object, not a string"),
+        ),
+    })
+}
+
+/// The bodies that refuse one field each, with the refusal: the fields before it that a body
+/// needs are given good values, so the field's own check is the one that speaks.
+fn refusals(tool: &Tool) -> Vec<(J, String)> {
+    let spec = tool.spec();
+    let mut out = Vec::new();
+    let unknown = format!(
+        "unknown field \"zz_unknown\" ({})",
+        if spec.fields.is_empty() {
+            "this route takes no fields".to_string()
+        } else {
+            format!("known fields: {}", spec.names().join(", "))
+        }
+    );
+    out.push((json!({"zz_unknown": 1}), unknown));
+    let mut before = Map::new();
+    for f in &spec.fields {
+        if let Some((value, words)) = bad(f) {
+            let mut body = before.clone();
+            body.insert(f.name.clone(), value);
+            out.push((J::Object(body), words));
+        }
+        if f.required {
+            let body = before.clone();
+            let words = f
+                .refusal
+                .clone()
+                .unwrap_or_else(|| format!("field {:?} is required", f.name));
+            out.push((J::Object(body), words));
+            before.insert(f.name.clone(), good(f));
+        }
+    }
+    out
+}
+
+/// The error text of an MCP `tools/call` reply.
+fn mcp_error(reply: &J) -> String {
+    let text = reply["result"]["content"][0]["text"].as_str().unwrap_or("");
+    let body: J = serde_json::from_str(text).unwrap_or(J::Null);
+    body["error"].as_str().unwrap_or("").to_string()
+}
+
+#[test]
+fn every_tool_lists_the_schema_its_request_generates() {
+    let repo = Repo::new("sha1");
+    let (ok, out) = repo.mcp_batch(
+        &[],
+        &[
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        ],
+    );
+    assert!(ok, "{out}");
+    let list: J = out
+        .lines()
+        .map(|l| serde_json::from_str::<J>(l).unwrap())
+        .find(|r| r["id"] == 2)
+        .unwrap();
+    let tools = list["result"]["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), TOOLS.len());
+    for (listed, tool) in tools.iter().zip(TOOLS) {
+        let spec = tool.spec();
+        assert_eq!(listed["name"], tool.name);
+        assert_eq!(
+            listed["description"],
+            spec.description.as_str(),
+            "{}",
+            tool.name
+        );
+        assert_eq!(listed["inputSchema"], spec.input_schema(), "{}", tool.name);
+        for f in &spec.fields {
+            assert!(!f.description.is_empty(), "{}: {}", tool.name, f.name);
+            assert!(
+                !(f.required && f.default.is_some()),
+                "{}: {} is required and has a default",
+                tool.name,
+                f.name
+            );
+        }
+    }
+}
+
+#[test]
+fn the_command_line_takes_each_field_under_the_flag_its_request_names() {
+    let repo = Repo::new("sha1");
+    let mut missing = Vec::new();
+    let mut covered = 0;
+    for tool in TOOLS {
+        let Some(sub) = cli_of(tool.name) else {
+            continue;
+        };
+        covered += 1;
+        let out = repo.forum().args(sub).arg("--help").output().unwrap();
+        assert!(out.status.success(), "{sub:?}");
+        let help = String::from_utf8_lossy(&out.stdout).to_string();
+        for f in tool.spec().fields {
+            let Some(flag) = &f.flag else { continue };
+            let listed = help
+                .split(|c: char| c.is_whitespace() || c == ',' || c == '=' || c == '[')
+                .any(|w| w == flag);
+            if !listed {
+                missing.push(format!("{} ({}): {flag}", tool.name, sub.join(" ")));
+            }
+        }
+    }
+    assert!(covered >= 25, "{covered}");
+    assert!(
+        missing.is_empty(),
+        "flags the command line lacks: {missing:#?}"
+    );
+}
+
+#[test]
+fn http_and_mcp_refuse_the_same_bad_value_with_the_same_words() {
+    let repo = Repo::new("sha1");
+    repo.append("me", "note", r#"{"n": 1}"#);
+    let served = repo.serve(&[], Stdio::null());
+    let mut cases: Vec<(&Tool, J, String)> = Vec::new();
+    for tool in TOOLS {
+        let (Input::Typed(_), Target::Post(_)) = (tool.input, tool.target) else {
+            continue;
+        };
+        for (body, words) in refusals(tool) {
+            cases.push((tool, body, words));
+        }
+    }
+    assert!(cases.len() > 100, "{}", cases.len());
+    let mut lines = vec![
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_string(),
+    ];
+    for (i, (tool, body, _)) in cases.iter().enumerate() {
+        lines.push(
+            json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                "params": {"name": tool.name, "arguments": body}})
+            .to_string(),
+        );
+    }
+    let (_, out) = repo.mcp_batch(&[], &lines);
+    let replies: Vec<J> = out
+        .lines()
+        .map(|l| serde_json::from_str::<J>(l).unwrap())
+        .collect();
+    for (i, (tool, body, words)) in cases.iter().enumerate() {
+        let Target::Post(path) = tool.target else {
+            unreachable!()
+        };
+        let (code, answer) = http_json(&served.addr, "POST", path, body);
+        assert_eq!(code, 400, "{path} {body}: {answer}");
+        assert_eq!(answer["error"], words.as_str(), "HTTP {path} {body}");
+        let reply = replies
+            .iter()
+            .find(|r| r["id"] == i + 1)
+            .unwrap_or_else(|| panic!("no MCP reply to {}", i + 1));
+        assert_eq!(reply["result"]["isError"], true, "{reply}");
+        assert_eq!(mcp_error(reply), *words, "MCP {} {body}", tool.name);
+    }
+}
+
+#[test]
+fn the_api_reference_is_what_the_requests_generate() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/api.md");
+    let want = format!("{}\n", git_forum::serve::api_doc::markdown().trim_end());
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == want,
+        "docs/api.md differs from what the typed requests generate: run `git forum __api-doc > docs/api.md`"
+    );
+}
