@@ -35,6 +35,7 @@ mod presets;
 mod process_tree;
 mod procs;
 mod proofs;
+mod props;
 mod purity;
 mod quality;
 mod quality_loop;
