@@ -104,7 +104,8 @@ def main():
             if len(f) >= 5 and len(f[0]) == 40 and f[1] in ("commit", "tree", "blob"):
                 size_in_pack, offset = int(f[3]), int(f[4])
                 put("pack", f"{f[1]}-{f[0][:8]}", pack[offset:offset + size_in_pack])
-        put("pack", "blobs", b"hello\n\xffdef add(a, b):\n    return a + b\n\xff")
+        # `W` first: the blobs go through the pack writer and back (see src/fuzzing.rs).
+        put("pack", "blobs", b"Whello\n\xffdef add(a, b):\n    return a + b\n\xff")
 
         # wal: the record and the header a durable append wrote to the write-ahead log. The
         # first byte of a wal input picks the hash and the log format (0: SHA-1, format 2).

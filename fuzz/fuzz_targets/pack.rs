@@ -1,5 +1,6 @@
 #![no_main]
-//! The pack reader: the bytes as one pack entry, then as blobs written to a pack and read back.
+//! The pack reader: the bytes as one pack entry, or (after a leading `W`) as blobs written to a
+//! pack and read back.
 
 use libfuzzer_sys::fuzz_target;
 
