@@ -42,6 +42,8 @@ pub(crate) mod config;
 pub mod context;
 pub mod exec;
 pub(crate) mod flight;
+#[doc(hidden)]
+pub mod fuzzing;
 pub(crate) mod gate;
 pub mod ledger;
 pub(crate) mod model;

@@ -389,7 +389,7 @@ pub(crate) const MAX_HOOK_LEDGER_REFS: u64 = 100_000;
 /// [`MAX_HOOK_LINE_BYTES`], the count at [`MAX_HOOK_LINES`] and the ledger refs at
 /// [`MAX_HOOK_LEDGER_REFS`], so an endless or garbled stdin
 /// ends with one line instead of filling memory.
-fn ledger_lines(
+pub(crate) fn ledger_lines(
     input: &mut impl std::io::BufRead,
     hook: &str,
     ref_field: usize,

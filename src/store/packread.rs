@@ -37,7 +37,7 @@ use gix::objs::Kind;
 use gix::odb::pack::index;
 
 /// Objects larger than this are left to gix (a ledger's bodies are capped well below it).
-const MAX_OBJECT_BYTES: usize = 2 * crate::ledger::MAX_PAYLOAD_BYTES;
+pub(crate) const MAX_OBJECT_BYTES: usize = 2 * crate::ledger::MAX_PAYLOAD_BYTES;
 /// The size of one read from a pack file.
 const WINDOW: u64 = 64 << 10;
 /// How many windows a reader keeps. A batch pack holds the commits, then the trees, then the
@@ -310,7 +310,7 @@ impl Windows {
 
 /// A pack entry's object kind, inflated size and header length, when it stores an object
 /// whole (a delta, or a header that does not parse, gives `None`).
-fn entry_header(entry: &[u8]) -> Option<(Kind, usize, usize)> {
+pub(crate) fn entry_header(entry: &[u8]) -> Option<(Kind, usize, usize)> {
     let mut c = *entry.first()?;
     let kind = match (c >> 4) & 7 {
         1 => Kind::Commit,

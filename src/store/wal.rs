@@ -74,7 +74,7 @@ impl Record {
         }
     }
 
-    fn encode(&self, generation: u64) -> Vec<u8> {
+    pub(crate) fn encode(&self, generation: u64) -> Vec<u8> {
         let mut p =
             Vec::with_capacity(64 + self.objects.iter().map(|o| o.1.len() + 5).sum::<usize>());
         p.extend_from_slice(&generation.to_le_bytes());
@@ -110,7 +110,7 @@ impl Record {
 
     /// Decodes a record payload of log format `version` (CRC already checked). `None` when it
     /// is malformed.
-    fn decode(p: &[u8], hash: HashKind, version: u8) -> Option<(u64, Record)> {
+    pub(crate) fn decode(p: &[u8], hash: HashKind, version: u8) -> Option<(u64, Record)> {
         let mut r = Reader { p, at: 0 };
         let generation = u64::from_le_bytes(r.take(8)?.try_into().ok()?);
         let id_len = hash.len_in_bytes();
@@ -218,7 +218,7 @@ pub(crate) struct Header {
 }
 
 impl Header {
-    fn encode(&self) -> [u8; HEADER_LEN] {
+    pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
         let mut h = [0u8; HEADER_LEN];
         h[..16].copy_from_slice(if self.version == 1 { MAGIC_V1 } else { MAGIC });
         h[16..24].copy_from_slice(&self.generation.to_le_bytes());
@@ -234,7 +234,7 @@ impl Header {
         h
     }
 
-    fn decode(h: &[u8]) -> Option<Header> {
+    pub(crate) fn decode(h: &[u8]) -> Option<Header> {
         if h.len() < HEADER_LEN {
             return None;
         }

@@ -283,10 +283,7 @@ fn a_remote_that_talks_without_end_is_cut_off() {
             .unwrap();
         !o.stdout.is_empty()
     };
-    let start = std::time::Instant::now();
-    while alive() && start.elapsed() < std::time::Duration::from_secs(30) {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    crate::common::poll_until(std::time::Duration::from_secs(30), || !alive());
     assert!(
         !alive(),
         "the remote side of the stopped push is still running"

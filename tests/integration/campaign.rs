@@ -689,15 +689,9 @@ fn alive(pid: i32) -> bool {
     }
 }
 
-/// Polls `done` a bounded number of times, 50 ms apart; panics with `what` if it never holds.
-fn poll(mut done: impl FnMut() -> bool, what: &str) {
-    for _ in 0..1200 {
-        if done() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("{what}");
+/// Polls `done` for up to 60 s; panics with `what` if it never holds.
+fn poll(done: impl FnMut() -> bool, what: &str) {
+    crate::common::wait_until(what, std::time::Duration::from_secs(60), done);
 }
 
 #[test]

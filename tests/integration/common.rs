@@ -624,3 +624,48 @@ pub fn http_json(
         serde_json::from_str(rest).unwrap_or(serde_json::Value::Null),
     )
 }
+
+/// Polls `cond` until it holds or `limit` has passed, and says whether it held. The pauses
+/// between tries start at 1 ms and double up to 50 ms: a condition that holds at once is seen
+/// at once, and one that costs a process per try (`git forum log`) is not run in a tight
+/// loop. `limit` is a guard against a hang, never a measurement: pick it far above the time
+/// the condition takes on a loaded machine.
+pub fn poll_until(limit: std::time::Duration, mut cond: impl FnMut() -> bool) -> bool {
+    use std::time::{Duration, Instant};
+    let deadline = Instant::now() + limit;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if cond() {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// [`poll_until`], failing the test with `what` (what never happened, e.g. "the worker never
+/// started") when `cond` does not hold within `limit`.
+#[track_caller]
+pub fn wait_until(what: &str, limit: std::time::Duration, cond: impl FnMut() -> bool) {
+    assert!(poll_until(limit, cond), "{what} (waited {limit:?})");
+}
+
+/// Polls `get` until it gives a value, which it returns, failing the test with `what` when it
+/// gives none within `limit` (see [`poll_until`]).
+#[track_caller]
+pub fn wait_for<T>(
+    what: &str,
+    limit: std::time::Duration,
+    mut get: impl FnMut() -> Option<T>,
+) -> T {
+    let mut got = None;
+    wait_until(what, limit, || {
+        got = get();
+        got.is_some()
+    });
+    got.expect("the condition held")
+}

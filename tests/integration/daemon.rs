@@ -915,17 +915,9 @@ impl Daemon {
     fn terminate(&mut self) -> std::process::ExitStatus {
         let pid = rustix::process::Pid::from_child(&self.child.0);
         rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-        let start = Instant::now();
-        loop {
-            if let Some(s) = self.child.0.try_wait().unwrap() {
-                return s;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "the daemon did not stop"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::common::wait_for("the daemon did not stop", Duration::from_secs(60), || {
+            self.child.0.try_wait().unwrap()
+        })
     }
 }
 
@@ -1069,6 +1061,7 @@ fn the_daemon_serves_guards_and_drains_on_sigterm() {
     // A slow client that never finishes its body: 408 for it, no effect on anyone else.
     let slow_addr = addr.clone();
     let slow_auth = auth.clone();
+    let (head_sent, head_is_sent) = std::sync::mpsc::channel();
     let slow = std::thread::spawn(move || {
         let mut s = TcpStream::connect(&slow_addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -1076,6 +1069,7 @@ fn the_daemon_serves_guards_and_drains_on_sigterm() {
             "POST /route HTTP/1.1\r\nHost: {slow_addr}\r\n{slow_auth}Content-Type: application/json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{{\"text\":"
         );
         s.write_all(head.as_bytes()).unwrap();
+        head_sent.send(()).unwrap();
         let t = Instant::now();
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out);
@@ -1084,7 +1078,10 @@ fn the_daemon_serves_guards_and_drains_on_sigterm() {
             t.elapsed(),
         )
     });
-    std::thread::sleep(Duration::from_millis(100));
+    // The slow client is connected, its head sent, before anyone else asks.
+    head_is_sent
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the slow client never sent its head");
     let t = Instant::now();
     assert_eq!(d.call("GET", "/status", None).0, 200);
     assert!(
@@ -1132,18 +1129,10 @@ fn sigterm_stops_an_inflight_run_and_witnesses_it() {
         let body = json!({"request": "ship a login API with docs"}).to_string();
         http(&addr, "POST", "/submit", &auth, body.as_bytes())
     });
-    let start = Instant::now();
-    loop {
+    crate::common::wait_until("the run never started", Duration::from_secs(30), || {
         let (_, st) = d.call("GET", "/status", None);
-        if st["entries"].as_u64().unwrap() >= 3 {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the run never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        st["entries"].as_u64().unwrap() >= 3
+    });
     let exit = d.terminate();
     assert!(exit.success(), "{exit:?}");
     let (code, _, body) = run.join().unwrap();
@@ -1521,9 +1510,11 @@ fn a_long_verify_does_not_hold_other_requests() {
         parse_response(&String::from_utf8_lossy(&out))
     });
     sent_rx.recv().unwrap();
-    while !held.exists() {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    crate::common::wait_until(
+        "the verify never reached the engine",
+        Duration::from_secs(120),
+        || held.exists(),
+    );
     // Other requests are answered while it runs (appends included).
     let (code, _) = d.call("GET", "/status", None);
     assert_eq!(code, 200);

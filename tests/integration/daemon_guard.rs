@@ -416,13 +416,17 @@ fn at_the_connection_cap_the_longest_idle_connection_makes_room_and_a_busy_one_n
         let addr = addr.clone();
         std::thread::spawn(move || request(&addr, "GET", "/verify", "", ""))
     };
-    while !held.exists() {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    crate::common::wait_until(
+        "the verify never reached the engine",
+        Duration::from_secs(120),
+        || held.exists(),
+    );
     // Three idle connections fill the cap, oldest first.
     let mut idle: Vec<TcpStream> = (0..3)
         .map(|n| {
             let s = idle_connection(&addr, n);
+            // Kept: the clock must move between connections, so each is idle for a
+            // different time and "oldest" names one of them.
             std::thread::sleep(Duration::from_millis(20));
             s
         })

@@ -114,6 +114,8 @@ impl Fake {
                                 handler(&req, &mut s, &stop);
                             }
                         }
+                        // Kept: the pause of a non-blocking accept loop, which ends when the
+                        // fake is stopped (on drop), not a wait for anything to happen.
                         Err(_) => std::thread::sleep(Duration::from_millis(10)),
                     }
                 }
@@ -202,14 +204,17 @@ fn respond(s: &mut TcpStream, status: &str, body: &str) {
     let _ = s.flush();
 }
 
-/// Waits until the server is being stopped.
+/// Waits until the server is being stopped. Kept as a sleep loop: hanging is the point (the
+/// client's deadline must pass), and the fake is stopped on drop, so the wait is bounded by
+/// the test.
 fn hang(stop: &AtomicBool) {
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
-/// Writes `bytes` one per second until the peer goes away or the server stops.
+/// Writes `bytes` one per second until the peer goes away or the server stops. Kept as sleeps:
+/// the slow pace is the point (the client's deadline must pass while bytes still arrive).
 fn drip(s: &mut TcpStream, bytes: &[u8], stop: &AtomicBool) {
     for b in bytes {
         if stop.load(Ordering::SeqCst) || s.write_all(&[*b]).is_err() || s.flush().is_err() {

@@ -707,6 +707,8 @@ fn stale_ref_lock_is_recovered_but_a_live_writer_is_waited_for() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    // Kept: the point is that the second writer is still waiting after a while, which only
+    // time passing can show (there is no event to wait for when nothing happens).
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(
         child.try_wait().unwrap().is_none(),
@@ -850,6 +852,7 @@ fn writers_killed_at_random_points_lose_nothing_acknowledged() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        // Kept: a random delay is the point, so the kill lands at a random moment of the append.
         std::thread::sleep(delay);
         match child.try_wait().unwrap() {
             Some(_) => {}

@@ -148,17 +148,24 @@ impl LocalLlm {
             }
         };
         llm.authority = address;
-        loop {
-            match llm.health() {
-                Ok(()) => break,
-                Err(e) if Instant::now() >= deadline => panic!(
-                    "the local model server at {} is not healthy after {} s: {e}\n{}",
-                    llm.authority,
-                    START_TIMEOUT.as_secs(),
-                    llm.log_tail()
-                ),
-                Err(_) => std::thread::sleep(Duration::from_millis(200)),
-            }
+        let mut last_error = String::new();
+        let healthy =
+            crate::common::poll_until(deadline.saturating_duration_since(Instant::now()), || {
+                match llm.health() {
+                    Ok(()) => true,
+                    Err(e) => {
+                        last_error = e.to_string();
+                        false
+                    }
+                }
+            });
+        if !healthy {
+            panic!(
+                "the local model server at {} is not healthy after {} s: {last_error}\n{}",
+                llm.authority,
+                START_TIMEOUT.as_secs(),
+                llm.log_tail()
+            );
         }
         eprintln!(
             "local model server ready at {} in {:.2} s (pid {})",
@@ -248,12 +255,10 @@ impl Drop for LocalLlm {
             return;
         };
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::TERM);
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            match owned.child.try_wait() {
-                Ok(Some(_)) | Err(_) => return,
-                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            }
+        if crate::common::poll_until(Duration::from_secs(15), || {
+            !matches!(owned.child.try_wait(), Ok(None))
+        }) {
+            return;
         }
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         let _ = owned.child.wait();

@@ -36,6 +36,7 @@ mod presets;
 mod process_tree;
 mod procs;
 mod proofs;
+mod props;
 mod purity;
 mod quality;
 mod quality_loop;

@@ -401,13 +401,11 @@ fn task_pids(repo: &Repo) -> Vec<u32> {
 
 /// Waits until `n` model tasks have started (each writes its pid file first thing).
 fn wait_for_tasks(repo: &Repo, n: usize) -> Vec<u32> {
-    loop {
-        let pids = task_pids(repo);
-        if pids.len() >= n {
-            return pids;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::common::wait_for(
+        &format!("{n} model tasks never started"),
+        Duration::from_secs(120),
+        || Some(task_pids(repo)).filter(|pids| pids.len() >= n),
+    )
 }
 
 fn alive(pid: u32) -> bool {
@@ -511,9 +509,11 @@ fn a_cancel_kills_the_cancelled_runs_command_and_spares_the_other_run() {
     );
     // The cancelled run's model command goes at once: killed, not finished on its own (the
     // release file does not exist yet, so it could not have).
-    while alive(first) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::common::wait_until(
+        "the cancelled run's command is still running",
+        Duration::from_secs(60),
+        || !alive(first),
+    );
     assert!(!repo.path().join(format!("finished.{first}")).exists());
     assert!(!release.0.exists());
     // The other run's command is untouched.

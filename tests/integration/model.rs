@@ -282,8 +282,8 @@ fn bad_input_to_model_is_one_line_and_changes_nothing() {
 
 /// Waits until the ledger holds `n` entries (bounded), for killing a run mid-wave.
 fn wait_for_entries(repo: &Repo, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    // Gives up quietly at the deadline: the test's own checks then say what went wrong.
+    crate::common::poll_until(Duration::from_secs(60), || {
         let have = repo
             .forum()
             .args(["log", "--json"])
@@ -292,11 +292,8 @@ fn wait_for_entries(repo: &Repo, n: usize) {
             .and_then(|o| serde_json::from_slice::<J>(&o.stdout).ok())
             .and_then(|j| j.as_array().map(|a| a.len()))
             .unwrap_or(0);
-        if have >= n || Instant::now() > deadline {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        have >= n
+    });
 }
 
 #[test]

@@ -16,15 +16,9 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
-/// Polls `done` for up to 60 s, 50 ms apart; panics with `what` if it never holds.
-pub fn poll(mut done: impl FnMut() -> bool, what: &str) {
-    for _ in 0..1200 {
-        if done() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{what}");
+/// Polls `done` for up to 60 s; panics with `what` if it never holds.
+pub fn poll(done: impl FnMut() -> bool, what: &str) {
+    crate::common::wait_until(what, Duration::from_secs(60), done);
 }
 
 /// Writes `body` to `path` as an executable script; returns its path.

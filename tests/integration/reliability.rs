@@ -88,6 +88,7 @@ fn cli_client(repo: &Repo, name: &str, n: usize, kill_one_in: u64, seed: u64) ->
             .spawn()
             .unwrap();
         if rng.below(kill_one_in) == 0 {
+            // Kept: a random delay is the point, so the kill lands at a random moment.
             std::thread::sleep(Duration::from_micros(rng.below(25_000)));
             if child.try_wait().unwrap().is_none() {
                 kill(&mut child);
@@ -148,6 +149,7 @@ fn daemon_client(repo: &Repo, n: usize, kill_one_in: u64, seed: u64) -> Outcomes
             let addr = served.addr.clone();
             let pid = rustix::process::Pid::from_child(&served.child.0);
             let delay = Duration::from_micros(rng.below(20_000));
+            // Kept: a random delay is the point, so the kill lands at a random moment.
             let killer = std::thread::spawn(move || {
                 std::thread::sleep(delay);
                 let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
@@ -274,6 +276,7 @@ fn mcp_client(repo: &Repo, n: usize, kill_one_in: u64, seed: u64) -> Outcomes {
             // Sent, then the server is killed at a random moment: a reply may or may not come.
             let delay = Duration::from_micros(rng.below(20_000));
             let pid = rustix::process::Pid::from_child(&mcp.child);
+            // Kept: a random delay is the point, so the kill lands at a random moment.
             let killer = std::thread::spawn(move || {
                 std::thread::sleep(delay);
                 let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);

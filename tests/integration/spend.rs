@@ -48,6 +48,8 @@ impl Stub {
                             calls.fetch_add(1, Ordering::SeqCst);
                             answer(s);
                         }
+                        // Kept: the pause of a non-blocking accept loop, which ends when
+                        // the stub is stopped (on drop), not a wait for anything to happen.
                         Err(_) => std::thread::sleep(Duration::from_millis(5)),
                     }
                 }

@@ -64,6 +64,8 @@ impl Stub {
                 while !stop.load(Ordering::SeqCst) {
                     match listener.accept() {
                         Ok((s, _)) => answer(s, &script),
+                        // Kept: the pause of a non-blocking accept loop, which ends when
+                        // the stub is stopped (on drop), not a wait for anything to happen.
                         Err(_) => std::thread::sleep(Duration::from_millis(5)),
                     }
                 }

@@ -172,7 +172,8 @@ fn a_lock_held_by_git_update_ref_is_never_broken() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Longer than any age rule a lock breaker could use.
+    // Longer than any age rule a lock breaker could use. Kept: the point is that time passes
+    // and nothing happens (the lock stays, the append keeps waiting).
     std::thread::sleep(std::time::Duration::from_secs(4));
     assert!(
         lock.exists(),
@@ -722,6 +723,8 @@ fn a_lock_a_live_git_holds_is_left_alone() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        // Kept: the point is that time passes and the append still waits (there is no event
+        // to wait for when nothing happens).
         std::thread::sleep(std::time::Duration::from_secs(2));
         assert!(
             child.try_wait().unwrap().is_none(),

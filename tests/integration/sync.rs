@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value as J;
 
@@ -202,15 +202,14 @@ impl Daemon {
                 .stderr(Stdio::null());
             let child = c.spawn().expect("start git daemon");
             let mut d = Daemon { child, port };
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return d;
-                }
-                if let Ok(Some(_)) = d.child.try_wait() {
-                    break; // lost the port to someone else: try another
-                }
-                std::thread::sleep(Duration::from_millis(20));
+            let mut listening = false;
+            crate::common::poll_until(Duration::from_secs(10), || {
+                listening = TcpStream::connect(("127.0.0.1", port)).is_ok();
+                // An exit means it lost the port to someone else: try another.
+                listening || matches!(d.child.try_wait(), Ok(Some(_)))
+            });
+            if listening {
+                return d;
             }
             drop(d);
         }

@@ -314,11 +314,7 @@ fn checks_give_exit_codes_and_tails_and_a_hang_is_killed_with_its_children() {
         .parse()
         .unwrap();
     // SIGKILL was sent; wait (bounded) for the kernel to finish delivering it.
-    let mut waited = 0;
-    while !gone(child) && waited < 500 {
-        std::thread::sleep(Duration::from_millis(10));
-        waited += 1;
-    }
+    crate::common::poll_until(Duration::from_secs(5), || gone(child));
     assert!(gone(child), "the check's child {child} survived");
     work.finish().unwrap();
 }
@@ -354,11 +350,7 @@ fn a_work_area_left_by_a_killed_run_is_removed_by_cleanup_stale() {
             .unwrap();
         let mut holder = Guarded(holder);
         // `ready` appears once flock holds the lock; wait (bounded) for it.
-        let mut waited = 0;
-        while !ready.exists() && waited < 1000 {
-            std::thread::sleep(Duration::from_millis(10));
-            waited += 1;
-        }
+        crate::common::poll_until(Duration::from_secs(10), || ready.exists());
         assert!(ready.exists(), "flock never took the lock");
         assert_eq!(
             cleanup_stale_under(&repo.work_root(), repo.path()).unwrap(),

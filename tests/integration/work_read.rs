@@ -312,11 +312,11 @@ fn resume_never_runs_a_quarantined_task_again() {
                 .unwrap(),
         );
         // Waits (a guard, not a measurement) until T2's worker is running.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-        while !pidfile.exists() || std::fs::read_to_string(&pidfile).unwrap().trim().is_empty() {
-            assert!(std::time::Instant::now() < deadline, "T2 never started");
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+        crate::common::wait_until(
+            "T2 never started",
+            std::time::Duration::from_secs(120),
+            || std::fs::read_to_string(&pidfile).is_ok_and(|p| !p.trim().is_empty()),
+        );
         // kill -9 the run mid-wave, then its orphaned worker (its own process group).
         child.0.kill().unwrap();
         child.0.wait().unwrap();

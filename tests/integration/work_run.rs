@@ -572,28 +572,27 @@ fn a_run_killed_mid_wave_resumes_reusing_the_passed_change_and_leaves_no_worktre
                 .unwrap(),
         );
         // Waits (a guard, not a measurement) until T2's task entry is witnessed.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-        loop {
-            let tasks = repo
-                .forum()
-                .args(["log", "--json"])
-                .output()
-                .ok()
-                .and_then(|o| serde_json::from_slice::<J>(&o.stdout).ok())
-                .map(|j| {
-                    j.as_array()
-                        .unwrap()
-                        .iter()
-                        .filter(|e| e["kind"] == "task")
-                        .count()
-                })
-                .unwrap_or(0);
-            if tasks >= 2 {
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "T2 never started");
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+        crate::common::wait_until(
+            "T2 never started",
+            std::time::Duration::from_secs(120),
+            || {
+                let tasks = repo
+                    .forum()
+                    .args(["log", "--json"])
+                    .output()
+                    .ok()
+                    .and_then(|o| serde_json::from_slice::<J>(&o.stdout).ok())
+                    .map(|j| {
+                        j.as_array()
+                            .unwrap()
+                            .iter()
+                            .filter(|e| e["kind"] == "task")
+                            .count()
+                    })
+                    .unwrap_or(0);
+                tasks >= 2
+            },
+        );
         child.0.kill().unwrap();
         child.0.wait().unwrap();
         std::fs::remove_file(&marker).unwrap();

@@ -40,7 +40,7 @@ use super::dispatch::{Dispatcher, RunHooks};
 use crate::ledger::canonical;
 
 mod progress;
-mod session;
+pub(crate) mod session;
 pub(crate) mod tools;
 
 pub use tools::{Input, TOOLS, Target, Tool, find_tool};
@@ -68,7 +68,7 @@ fn result(id: J, result: J) -> J {
 }
 
 /// What one line holds, once read.
-enum Incoming {
+pub(crate) enum Incoming {
     /// A line answered without the dispatcher (it is not a request one can serve).
     Reply(J),
     /// Nothing to do: a response from the client, or a notification one cannot read.
@@ -80,7 +80,7 @@ enum Incoming {
 }
 
 /// A request to answer.
-struct Call {
+pub(crate) struct Call {
     id: J,
     method: String,
     params: J,
@@ -191,7 +191,7 @@ impl<'d> Mcp<'d> {
 }
 
 /// Reads one line's message: what it asks, or the error it gets.
-fn read(line: &[u8]) -> Incoming {
+pub(crate) fn read(line: &[u8]) -> Incoming {
     let Ok(text) = std::str::from_utf8(line) else {
         return Incoming::Reply(error(J::Null, -32700, "Parse error: the line is not UTF-8"));
     };

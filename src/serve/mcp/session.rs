@@ -240,7 +240,7 @@ fn pump(
 
 /// Reads one line (without its `\n`) into `buf`, keeping at most `cap` bytes and discarding
 /// the rest of a longer one. Returns (whether input may go on, whether the line was cut).
-fn read_line(
+pub(crate) fn read_line(
     input: &mut impl BufRead,
     buf: &mut Vec<u8>,
     cap: usize,
