@@ -7,11 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::exec_flags::ExecutorArgs;
-use super::plan::load_policy;
-use super::route::load_roster;
-use super::runtime::{RealFacts, load_runtime};
 use super::submit::signals;
 use super::{CliError, Ctx};
+use crate::config::RealFacts;
 use crate::exec::{Fleet, Seats, config};
 use crate::ledger::canonical;
 use crate::run;
@@ -214,7 +212,7 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
             "--max-parallel 0: at least one feature must be able to run",
         ));
     }
-    let roster = load_roster(ctx, a.roster.as_deref())?;
+    let roster = crate::config::load_roster(&ctx.dir, a.roster.as_deref())?;
     let spec = RunOptions {
         max_model_calls: a.max_model_calls,
         max_seconds: a.max_seconds,
@@ -223,7 +221,7 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
         ..RunOptions::default()
     };
     surface::campaign::check_work_flags(a.work, &a.checks)?;
-    let mut opts = spec.build(load_policy(ctx, a.policy.as_deref())?)?;
+    let mut opts = spec.build(crate::config::load_policy(&ctx.dir, a.policy.as_deref())?)?;
     if let Some(n) = a.max_parallel {
         opts.policy.max_parallel = n;
     }
@@ -231,7 +229,11 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
     let mut items = items(&store)?;
     // An unknown campaign is refused before any executor is looked at.
     surface::campaign::resolve(&items, a.id.get())?;
-    let loaded = load_runtime(ctx, &a.exec)?;
+    let loaded = crate::config::load_runtime(
+        &ctx.dir,
+        a.exec.runtime_config.as_deref(),
+        &a.exec.to_flags(),
+    )?;
     // The values of the runtime's api_key_env variables are redacted wherever a round's
     // bodies hold them, as in a submitted run.
     opts.secrets.scanner =

@@ -4,8 +4,6 @@
 use std::path::PathBuf;
 
 use super::exec_flags::ExecutorArgs;
-use super::route::load_roster;
-use super::runtime::load_runtime;
 use super::{CliError, Ctx};
 use crate::config::RealFacts;
 use crate::store::doctor::Sources;
@@ -37,12 +35,12 @@ pub(crate) struct DoctorArgs {
 /// The runtime's readiness as this command line sees it: `.forum/runtime.toml` and the roster
 /// of the repository at `ctx.dir`.
 pub(crate) fn readiness(ctx: &Ctx) -> Readiness {
-    let roster = load_roster(ctx, None);
-    let loaded = load_runtime(ctx, &ExecutorArgs::default());
+    let roster = crate::config::load_roster(&ctx.dir, None);
+    let loaded = crate::config::load_runtime(&ctx.dir, None, &ExecutorArgs::default().to_flags());
     match (loaded, roster) {
         (Ok(l), Ok(r)) => status::readiness(Ok(&l), &r, &RealFacts),
         (Err(e), _) | (_, Err(e)) => status::readiness(
-            Err(e.message),
+            Err(e.to_string()),
             &crate::roster::Roster::default_roster(),
             &RealFacts,
         ),

@@ -359,7 +359,7 @@ fn pre_push(ctx: &Ctx, scan_code: Option<String>) -> Result<(), CliError> {
         return Ok(());
     }
     let repo = open_repo(&ctx.dir)?;
-    let gate = sync::gate_guard(&super::plan::load_policy(ctx, None)?.secrets);
+    let gate = sync::gate_guard(&crate::config::load_policy(&ctx.dir, None)?.secrets);
     let refusals = match sync::check_pre_push(&repo, &updates, &gate, scan_code.as_deref()) {
         Ok(r) => r,
         // Fail closed: a check that could not read what it should refuses the push.

@@ -17,10 +17,8 @@ use std::sync::Arc;
 use serde_json::Value as J;
 
 use super::exec_flags::ExecutorArgs;
-use super::plan::load_policy;
-use super::route::load_roster;
-use super::runtime::{RealFacts, load_runtime};
 use super::{CliError, Ctx};
+use crate::config::RealFacts;
 use crate::context::ContextBudget;
 use crate::exec::{Fleet, Seats, config};
 use crate::ledger::merkle::Accumulator;
@@ -416,7 +414,7 @@ fn prepare(
     f: &RunFlags,
     resumed: Option<(u64, J)>,
 ) -> Result<(RunOptions, crate::roster::Roster, Fleet, Options), CliError> {
-    let roster = load_roster(ctx, f.roster.as_deref())?;
+    let roster = crate::config::load_roster(&ctx.dir, f.roster.as_deref())?;
     let mut spec = f.options()?;
     let mut recorded = None;
     if let Some((seq, body)) = &resumed {
@@ -426,9 +424,13 @@ fn prepare(
         }
     }
     let mut opts = spec
-        .build(load_policy(ctx, f.policy.as_deref())?)
+        .build(crate::config::load_policy(&ctx.dir, f.policy.as_deref())?)
         .map_err(cli_err)?;
-    let mut loaded = load_runtime(ctx, &f.exec)?;
+    let mut loaded = crate::config::load_runtime(
+        &ctx.dir,
+        f.exec.runtime_config.as_deref(),
+        &f.exec.to_flags(),
+    )?;
     if let Some((seq, rt)) = recorded {
         if !f.quiet {
             eprintln!(

@@ -41,7 +41,7 @@ pub(crate) fn push(ctx: &Ctx, args: PushArgs) -> Result<(), CliError> {
             "there are no ledgers to push (refs/forum/ledgers/ is empty); append an entry first",
         ));
     }
-    let gate = sync::gate_guard(&super::plan::load_policy(ctx, None)?.secrets);
+    let gate = sync::gate_guard(&crate::config::load_policy(&ctx.dir, None)?.secrets);
     let results = sync::push(&repo, &args.remote, &ledgers, &gate)?;
     let ok = results.iter().all(|r| r.status.ok());
     if ctx.json {
