@@ -23,6 +23,7 @@ pub(crate) mod clock;
 pub(crate) mod context;
 pub(crate) mod doctor;
 pub(crate) mod flight;
+pub(crate) mod hooks;
 pub(crate) mod ledger;
 pub(crate) mod model;
 pub(crate) mod proof;
