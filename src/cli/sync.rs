@@ -143,7 +143,7 @@ pub(crate) fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
             args.remote
         );
     }
-    let witnessed = super::tlog::witness_outcome(&results, args.require_witness);
+    let witnessed = crate::surface::tlog::witness_outcome(&results, args.require_witness);
     if args.require_witness {
         for r in results
             .iter()

@@ -32,6 +32,7 @@ pub(crate) mod run;
 pub(crate) mod runtime;
 pub(crate) mod status;
 pub(crate) mod sync;
+pub(crate) mod tlog;
 pub(crate) mod verify;
 pub(crate) mod witness;
 pub(crate) mod work;

@@ -12,6 +12,8 @@ use crate::ledger::merkle::merkle_root;
 use crate::store::git::{GitStore, Options};
 use crate::store::sync::{Git, REMOTES_PREFIX, SEEN_PREFIX};
 
+pub(crate) use crate::store::sync::FetchResult;
+
 /// A checkpoint of a copy: its size, Merkle root and the commit of its tip.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct CopyCheckpoint {
