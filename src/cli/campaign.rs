@@ -10,13 +10,14 @@ use super::exec_flags::ExecutorArgs;
 use super::submit::signals;
 use super::{CliError, Ctx};
 use crate::config::RealFacts;
-use crate::exec::{Fleet, Seats, config};
+use crate::exec::config;
 use crate::ledger::canonical;
-use crate::run;
-use crate::store::git::GitStore;
 use crate::surface;
 use crate::surface::campaign::{IngestAsk, Items};
+use crate::surface::run;
+use crate::surface::run::{Fleet, Seats};
 use crate::surface::run::{RunClock, RunOptions, options};
+use crate::surface::store::GitStore;
 
 /// Declare, inspect and run campaigns: projects of features across owners.
 #[derive(Debug, clap::Args)]

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use super::exec_flags::ExecutorArgs;
 use super::{CliError, Ctx};
 use crate::config::RealFacts;
-use crate::store::doctor::Sources;
 use crate::surface::doctor;
 use crate::surface::status::{self, Readiness};
+use crate::surface::store::Sources;
 
 /// Say what is wrong with the ledger (by seq), the repository's lock files and the install;
 /// `--repair` puts back every missing commit, tree or body that an exact copy exists of, a
@@ -115,7 +115,7 @@ pub(crate) fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
         }
     }
     for l in &r.locks {
-        let age = crate::store::stale::age_text(std::time::Duration::from_secs(l.age_secs));
+        let age = crate::surface::store::age_text(std::time::Duration::from_secs(l.age_secs));
         out.push(if l.removed {
             format!("lock {}: {age} old, no process held it: removed", l.path)
         } else if l.stale {

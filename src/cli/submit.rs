@@ -20,15 +20,16 @@ use super::exec_flags::ExecutorArgs;
 use super::{CliError, Ctx};
 use crate::config::RealFacts;
 use crate::context::ContextBudget;
-use crate::exec::{Fleet, Seats, config};
+use crate::exec::config;
 use crate::ledger::merkle::Accumulator;
 use crate::ledger::{Entry, Storage, Value};
-use crate::run::{self, Interrupt, Options, Outcome, Progress, RunError, Status};
-use crate::store::git::GitStore;
 use crate::surface;
+use crate::surface::run::{self, Interrupt, Options, Outcome, Progress, RunError, Status};
 use crate::surface::run::{
     Bodies, CommandSpec, ContextSource, Decide, Decision, Go, RunClock, RunOptions, options,
 };
+use crate::surface::run::{Fleet, Seats};
+use crate::surface::store::GitStore;
 
 /// Flags shared by `submit` and `resume`.
 #[derive(Debug, Clone, clap::Args)]
@@ -759,8 +760,9 @@ pub(crate) fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
             req.push('…');
         }
         let detail = match &r.state {
-            run::status::RunState::Failed { stage, reason } => format!(" ({stage}: {reason})"),
-            run::status::RunState::Paused { wave } | run::status::RunState::Rejected { wave } => {
+            run::loop_status::RunState::Failed { stage, reason } => format!(" ({stage}: {reason})"),
+            run::loop_status::RunState::Paused { wave }
+            | run::loop_status::RunState::Rejected { wave } => {
                 format!(" (wave {wave})")
             }
             _ => String::new(),
@@ -782,7 +784,7 @@ fn approver(args: &DecideArgs, ctx: &Ctx) -> String {
     if let Some(a) = &args.approver {
         return a.clone();
     }
-    if let Ok(repo) = crate::store::git::open_repo(&ctx.dir)
+    if let Ok(repo) = crate::surface::store::open_repo(&ctx.dir)
         && let Some(name) = repo.config_snapshot().string("user.name")
     {
         return name.to_string();

@@ -3,8 +3,8 @@
 use serde_json::{Value, json};
 
 use super::{CliError, Ctx};
-use crate::store::git::{LEDGER_PREFIX, open_repo};
-use crate::store::sync::{self, FetchResult, Git, PushStatus};
+use crate::surface::store::{LEDGER_PREFIX, open_repo};
+use crate::surface::sync::{self, FetchResult, Git, PushStatus};
 
 /// Verify ledgers, then push them to a remote without force.
 #[derive(Debug, clap::Args)]
@@ -33,7 +33,7 @@ pub(crate) fn push(ctx: &Ctx, args: PushArgs) -> Result<(), CliError> {
     let ledgers = if args.all {
         sync::local_ledgers(&Git::for_repo(&repo))?
     } else {
-        crate::store::git::validate_ledger_name(&ctx.ledger)?;
+        crate::surface::store::validate_ledger_name(&ctx.ledger)?;
         vec![ctx.ledger.clone()]
     };
     if ledgers.is_empty() {

@@ -31,6 +31,7 @@ pub(crate) mod read;
 pub(crate) mod run;
 pub(crate) mod runtime;
 pub(crate) mod status;
+pub(crate) mod store;
 pub(crate) mod sync;
 pub(crate) mod tlog;
 pub(crate) mod verify;

@@ -11,7 +11,7 @@ use crate::store::git::GitStore;
 use crate::store::note::{self, NoteCheckpoint};
 use crate::store::tiles::Tiled;
 
-pub(crate) use crate::store::note::{CONSISTENCY_HEADER, TLOG_PROOF_HEADER};
+pub(crate) use crate::store::note::{CONSISTENCY_HEADER, TLOG_PROOF_HEADER, parse_consistency};
 
 /// One git config value of the repository here (none outside a repository).
 pub(crate) fn config_value(key: &str) -> Option<String> {

@@ -24,6 +24,7 @@ mod http_exec;
 mod import_pinned;
 mod import_stream;
 mod inputs;
+mod layers;
 mod ledger;
 mod llm;
 mod maintenance;

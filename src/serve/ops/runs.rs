@@ -423,7 +423,7 @@ impl Dispatcher {
                 "run {seq} recorded executors that cannot run here: {first}"
             ))));
         }
-        let fleet = crate::exec::Fleet::new(rt).map_err(|e| {
+        let fleet = crate::surface::run::Fleet::new(rt).map_err(|e| {
             Reply::from(crate::surface::Error::unavailable(format!(
                 "run {seq} recorded executors that cannot run here: {e}"
             )))
