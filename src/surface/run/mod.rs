@@ -11,6 +11,7 @@ pub(crate) mod gates;
 pub(crate) mod halt;
 pub(crate) mod options;
 pub(crate) mod plan;
+pub(crate) mod prepare;
 pub(crate) mod receipt;
 pub(crate) mod recorded;
 pub(crate) mod repo_context;
