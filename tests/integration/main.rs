@@ -32,6 +32,7 @@ mod mcp;
 mod model;
 mod otel_export;
 mod plan;
+mod prepare_same;
 mod presets;
 mod process_tree;
 mod procs;

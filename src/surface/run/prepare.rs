@@ -169,3 +169,182 @@ fn refuse_if_unready(rt: &Runtime, roster: &Roster) -> Result<()> {
     };
     Err(Error::usage(format!("cannot run: {first}{more}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::exec::config::Flags;
+    use crate::surface::Class;
+
+    fn runtime() -> Runtime {
+        let flags = Flags {
+            cmd: Some("/bin/true".into()),
+            ..Flags::default()
+        };
+        config::merge(None, &flags).unwrap()
+    }
+
+    /// One request's options, as every transport decodes them.
+    fn request() -> RunOptions {
+        RunOptions {
+            max_model_calls: Some(7),
+            max_seconds: Some(900.0),
+            gate_waves: vec![1],
+            delivery_profile: Some("engineer".into()),
+            max_tokens: Some(5000),
+            secrets: Some(crate::secrets::Mode::Block),
+            ..RunOptions::default()
+        }
+    }
+
+    fn setup<'a>(spec: RunOptions, roster: &'a Roster, dir: &'a Path) -> RunSetup<'a> {
+        RunSetup {
+            spec,
+            resumed: None,
+            roster,
+            dir,
+            ledger: "main",
+            shape: Shape::Single,
+            repo_choice: None,
+            max_seconds_cap: None,
+            recorded_executors: true,
+            refuse_unready: true,
+        }
+    }
+
+    /// What the engine is told, as far as it can be compared.
+    fn seen(p: &Prepared) -> J {
+        let w = p.opts.work.as_ref();
+        serde_json::json!({
+            "max_model_calls": p.opts.max_model_calls,
+            "max_seconds": p.opts.max_seconds,
+            "gate_waves": p.opts.gates.waves.iter().collect::<Vec<_>>(),
+            "delivery_profile": p.opts.delivery_profile,
+            "judge_intent": p.opts.judge_intent,
+            "options_record": p.opts.options_record,
+            "runtime_record": p.opts.runtime_record,
+            "ceilings": p.opts.ceilings.max_tokens,
+            "work": w.map(|w| serde_json::json!({"enabled": w.enabled, "checks": w.checks,
+                "allow_cmds": w.allow_cmds, "max_tool_calls": w.max_tool_calls})),
+            "repo_context": p.spec.repo_context,
+        })
+    }
+
+    #[test]
+    fn the_command_line_and_the_daemon_prepare_one_request_alike() {
+        let roster = Roster::default_roster();
+        let dir = tempfile::tempdir().unwrap();
+        let rt = runtime();
+        let quiet = |_: &str| {};
+        // The command line: its own files, read after the options are checked.
+        let cli = prepare(
+            setup(request(), &roster, dir.path()),
+            || Ok(Policy::default()),
+            || Ok(Some(rt.clone())),
+            &quiet,
+        )
+        .unwrap();
+        // The daemon and MCP: the server's runtime, its limit on a run's seconds, no check of
+        // executors it checked when it started.
+        let daemon = prepare(
+            RunSetup {
+                max_seconds_cap: Some(600.0),
+                recorded_executors: false,
+                refuse_unready: false,
+                ..setup(request(), &roster, dir.path())
+            },
+            || Ok(Policy::default()),
+            || Ok(Some(rt.clone())),
+            &quiet,
+        )
+        .unwrap();
+        let (c, d) = (seen(&cli), seen(&daemon));
+        assert_eq!(c["max_seconds"], 900.0);
+        assert_eq!(d["max_seconds"], 600.0, "the daemon's limit caps a run");
+        let same = |mut v: J| {
+            v["max_seconds"] = J::Null;
+            v
+        };
+        assert_eq!(same(c.clone()), same(d));
+        assert_eq!(c["gate_waves"], serde_json::json!([1]));
+        assert_eq!(c["options_record"]["secrets"], "block");
+        assert!(c["runtime_record"].is_object(), "{c}");
+        assert_eq!(c["work"]["enabled"], false);
+        assert_eq!(c["repo_context"], dir.path().to_str().unwrap());
+    }
+
+    #[test]
+    fn a_campaign_round_records_what_forum_does_and_takes_no_repository_context() {
+        let roster = Roster::default_roster();
+        let dir = tempfile::tempdir().unwrap();
+        let round = prepare(
+            RunSetup {
+                shape: Shape::CampaignRound,
+                refuse_unready: false,
+                ..setup(request(), &roster, dir.path())
+            },
+            || Ok(Policy::default()),
+            || Ok(Some(runtime())),
+            &|_| {},
+        )
+        .unwrap();
+        let s = seen(&round);
+        assert_eq!(s["runtime_record"], J::Null);
+        assert_eq!(s["work"], J::Null, "no work without an explicit --work");
+        assert_eq!(s["repo_context"], J::Null);
+        assert_eq!(s["max_model_calls"], 7);
+    }
+
+    #[test]
+    fn a_bad_option_is_refused_before_any_configuration_is_read() {
+        let roster = Roster::default_roster();
+        let dir = tempfile::tempdir().unwrap();
+        let bad = RunOptions {
+            delivery_profile: Some("poet".into()),
+            ..request()
+        };
+        let Err(e) = prepare(
+            setup(bad, &roster, dir.path()),
+            || Ok(Policy::default()),
+            || panic!("the runtime was read for a refused option"),
+            &|_| {},
+        ) else {
+            panic!("a bad profile was prepared");
+        };
+        assert_eq!(e.class, Class::Usage);
+        let e = prepare(
+            setup(request(), &roster, dir.path()),
+            || Err(Error::unavailable("policy.toml: bad")),
+            || panic!("the runtime was read after the policy failed"),
+            &|_| {},
+        )
+        .err()
+        .expect("the policy's failure");
+        assert_eq!(e.message, "policy.toml: bad");
+    }
+
+    #[test]
+    fn a_runtime_that_cannot_run_is_refused_only_when_asked() {
+        let roster = Roster::default_roster();
+        let dir = tempfile::tempdir().unwrap();
+        let said = RefCell::new(Vec::<String>::new());
+        let say = |l: &str| said.borrow_mut().push(l.to_string());
+        let e = prepare(
+            setup(request(), &roster, dir.path()),
+            || Ok(Policy::default()),
+            || Ok(Some(Runtime::default())),
+            &say,
+        )
+        .err()
+        .expect("no executor configured");
+        assert_eq!(e.class, Class::Usage);
+        assert!(e.message.starts_with("cannot run: "), "{}", e.message);
+        let daemon = RunSetup {
+            refuse_unready: false,
+            ..setup(request(), &roster, dir.path())
+        };
+        assert!(prepare(daemon, || Ok(Policy::default()), || Ok(None), &say).is_ok());
+    }
+}
