@@ -346,5 +346,7 @@ mod tests {
             ..setup(request(), &roster, dir.path())
         };
         assert!(prepare(daemon, || Ok(Policy::default()), || Ok(None), &say).is_ok());
+        // A run that does not work in the repository has no sandbox to note.
+        assert!(said.borrow().is_empty(), "{:?}", said.borrow());
     }
 }
