@@ -79,7 +79,7 @@ pub(crate) fn run(ctx: &Ctx, args: AppendArgs) -> Result<(), CliError> {
             mode: crate::secrets::Mode::parse(m).map_err(CliError::usage)?,
             ..Default::default()
         },
-        None => super::plan::load_policy(ctx, None)?.secrets,
+        None => crate::config::load_policy(&ctx.dir, None)?.secrets,
     };
     let guard = crate::secrets::Guard::new(crate::secrets::Scanner::new(), policy);
     let r = crate::surface::append::append_guarded(&mut ctx.store()?, &new, &guard)?;

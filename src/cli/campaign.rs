@@ -7,18 +7,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::exec_flags::ExecutorArgs;
-use super::plan::load_policy;
-use super::route::load_roster;
-use super::runtime::{RealFacts, load_runtime};
 use super::submit::signals;
 use super::{CliError, Ctx};
-use crate::exec::{Fleet, Seats, config};
+use crate::config::RealFacts;
+use crate::exec::config;
 use crate::ledger::canonical;
-use crate::run;
-use crate::store::git::GitStore;
 use crate::surface;
 use crate::surface::campaign::{IngestAsk, Items};
+use crate::surface::run;
+use crate::surface::run::prepare::{Prepared, RunSetup, Shape, prepare};
+use crate::surface::run::{Fleet, Seats};
 use crate::surface::run::{RunClock, RunOptions, options};
+use crate::surface::store::GitStore;
 
 /// Declare, inspect and run campaigns: projects of features across owners.
 #[derive(Debug, clap::Args)]
@@ -214,7 +214,7 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
             "--max-parallel 0: at least one feature must be able to run",
         ));
     }
-    let roster = load_roster(ctx, a.roster.as_deref())?;
+    let roster = crate::config::load_roster(&ctx.dir, a.roster.as_deref())?;
     let spec = RunOptions {
         max_model_calls: a.max_model_calls,
         max_seconds: a.max_seconds,
@@ -223,28 +223,49 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
         ..RunOptions::default()
     };
     surface::campaign::check_work_flags(a.work, &a.checks)?;
-    let mut opts = spec.build(load_policy(ctx, a.policy.as_deref())?)?;
+    let setup = RunSetup {
+        spec,
+        resumed: None,
+        roster: &roster,
+        dir: &ctx.dir,
+        ledger: &ctx.ledger,
+        shape: Shape::CampaignRound,
+        repo_choice: None,
+        max_seconds_cap: None,
+        recorded_executors: false,
+        // Refused below, in the campaign's own words, before the work options are read.
+        refuse_unready: false,
+    };
+    let mut opened = None;
+    let runtime = || {
+        let store = ctx.store()?;
+        let items = items(&store)?;
+        // An unknown campaign is refused before any executor is looked at.
+        surface::campaign::resolve(&items, a.id.get())?;
+        let loaded = crate::config::load_runtime(
+            &ctx.dir,
+            a.exec.runtime_config.as_deref(),
+            &a.exec.to_flags(),
+        )?;
+        let issues = config::issues(&loaded.runtime, &roster, &RealFacts);
+        if let Some(first) = issues.first() {
+            return Err(CliError::usage(format!(
+                "cannot run the campaign: {first} (git forum runtime inspect lists every issue)"
+            )));
+        }
+        opened = Some((store, items));
+        Ok(Some(loaded.runtime))
+    };
+    let policy = || Ok(crate::config::load_policy(&ctx.dir, a.policy.as_deref())?);
+    let Prepared {
+        mut opts, runtime, ..
+    } = prepare(setup, policy, runtime, &|_| {})?;
+    let (mut store, mut items) = opened.expect("the runtime was read, so the ledger was opened");
+    let runtime = runtime.expect("the command line always has a runtime");
     if let Some(n) = a.max_parallel {
         opts.policy.max_parallel = n;
     }
-    let mut store = ctx.store()?;
-    let mut items = items(&store)?;
-    // An unknown campaign is refused before any executor is looked at.
-    surface::campaign::resolve(&items, a.id.get())?;
-    let loaded = load_runtime(ctx, &a.exec)?;
-    // The values of the runtime's api_key_env variables are redacted wherever a round's
-    // bodies hold them, as in a submitted run.
-    opts.secrets.scanner =
-        crate::secrets::Scanner::with_literals(surface::run::options::key_values(&loaded.runtime));
-    let issues = config::issues(&loaded.runtime, &roster, &RealFacts);
-    if let Some(first) = issues.first() {
-        return Err(CliError::usage(format!(
-            "cannot run the campaign: {first} (git forum runtime inspect lists every issue)"
-        )));
-    }
-    opts.work =
-        surface::campaign::work_options(&spec, &loaded.runtime.work, ctx.dir.clone(), &ctx.ledger)?;
-    let fleet = Fleet::new(loaded.runtime)
+    let fleet = Fleet::new(runtime)
         .map_err(|e| CliError::usage(format!("cannot run the campaign: {e}")))?;
     let pinned = match std::env::var(surface::clock::TIMESTAMP_ENV) {
         Ok(_) => Some(ctx.now(None)?),

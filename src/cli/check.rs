@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-use super::route::{load_roster, read_text};
 use super::{CliError, Ctx};
 use crate::ledger::Value;
 use crate::ledger::canonical::python_float_json;
@@ -79,7 +78,7 @@ fn text_or_file(
 ) -> Result<String, CliError> {
     match (text, file) {
         (Some(t), None) => Ok(t),
-        (None, Some(path)) => read_text(path, name),
+        (None, Some(path)) => Ok(crate::config::read_text(path, name)?),
         (Some(_), Some(_)) => Err(CliError::usage(format!(
             "give the {name} once: --{name} TEXT or --{name}-file FILE, not both"
         ))),
@@ -172,7 +171,7 @@ pub(crate) fn check(ctx: &Ctx, args: CheckArgs) -> Result<(), CliError> {
     let (profile, source): (DeliveryProfile, &str) = match profile {
         Some(p) => (p, "--profile"),
         None => {
-            let roster = load_roster(ctx, args.roster.as_deref())?;
+            let roster = crate::config::load_roster(&ctx.dir, args.roster.as_deref())?;
             (
                 route_request(&request, &roster).1.delivery_profile,
                 "from the route frame",
@@ -209,7 +208,7 @@ pub(crate) fn humanize_cmd(ctx: &Ctx, args: HumanizeArgs) -> Result<(), CliError
                 "give the text as arguments or with --file, not both",
             ));
         }
-        (true, Some(path)) => read_text(path, "text")?,
+        (true, Some(path)) => crate::config::read_text(path, "text")?,
         (_, None) => args.text.join(" "),
     };
     let profile =

@@ -15,7 +15,7 @@ use serde_json::Value as J;
 use super::submit::{BudgetFlags, ContextFlags, capsule_text_of, preload};
 use super::{CliError, Ctx};
 use crate::exec::config;
-use crate::run::{CommandContext, ContextProvider};
+use crate::surface::run::{CommandContext, ContextProvider};
 
 pub(crate) use crate::surface::context::{Got, with_repo};
 

@@ -4,13 +4,11 @@
 use std::path::PathBuf;
 
 use super::exec_flags::ExecutorArgs;
-use super::route::load_roster;
-use super::runtime::load_runtime;
 use super::{CliError, Ctx};
 use crate::config::RealFacts;
-use crate::store::doctor::Sources;
 use crate::surface::doctor;
 use crate::surface::status::{self, Readiness};
+use crate::surface::store::Sources;
 
 /// Say what is wrong with the ledger (by seq), the repository's lock files and the install;
 /// `--repair` puts back every missing commit, tree or body that an exact copy exists of, a
@@ -37,12 +35,12 @@ pub(crate) struct DoctorArgs {
 /// The runtime's readiness as this command line sees it: `.forum/runtime.toml` and the roster
 /// of the repository at `ctx.dir`.
 pub(crate) fn readiness(ctx: &Ctx) -> Readiness {
-    let roster = load_roster(ctx, None);
-    let loaded = load_runtime(ctx, &ExecutorArgs::default());
+    let roster = crate::config::load_roster(&ctx.dir, None);
+    let loaded = crate::config::load_runtime(&ctx.dir, None, &ExecutorArgs::default().to_flags());
     match (loaded, roster) {
         (Ok(l), Ok(r)) => status::readiness(Ok(&l), &r, &RealFacts),
         (Err(e), _) | (_, Err(e)) => status::readiness(
-            Err(e.message),
+            Err(e.to_string()),
             &crate::roster::Roster::default_roster(),
             &RealFacts,
         ),
@@ -117,7 +115,7 @@ pub(crate) fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
         }
     }
     for l in &r.locks {
-        let age = crate::store::stale::age_text(std::time::Duration::from_secs(l.age_secs));
+        let age = crate::surface::store::age_text(std::time::Duration::from_secs(l.age_secs));
         out.push(if l.removed {
             format!("lock {}: {age} old, no process held it: removed", l.path)
         } else if l.stale {

@@ -30,7 +30,7 @@ fn who(args: &HaltArgs, ctx: &Ctx) -> String {
     if let Some(b) = &args.by {
         return b.clone();
     }
-    if let Ok(repo) = crate::store::git::open_repo(&ctx.dir)
+    if let Ok(repo) = crate::surface::store::open_repo(&ctx.dir)
         && let Some(name) = repo.config_snapshot().string("user.name")
     {
         return name.to_string();

@@ -8,8 +8,8 @@ use std::path::Path;
 use serde_json::json;
 
 use super::{CliError, Ctx};
-use crate::store::git::open_repo;
-use crate::store::sync::{self, Git};
+use crate::surface::store::open_repo;
+use crate::surface::sync::{self, Git};
 
 /// Set up this repository for git forum.
 ///
@@ -181,14 +181,9 @@ pub(crate) fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
             }
         }
         // With no runtime config, every run uses the local model; one that exists stays.
-        let url = match crate::model::Home::from_env() {
-            Ok(home) => crate::model::current_url(&home, None).map_err(CliError::usage)?,
-            Err(_) => {
-                crate::model::base_url(crate::model::default_port().map_err(CliError::usage)?)
-            }
-        };
+        let url = crate::surface::model::local_url()?;
         let path = dir.join("runtime.toml");
-        if write_new(&path, &crate::model::default_runtime_toml(&url))? {
+        if write_new(&path, &crate::surface::model::runtime_toml_for(&url))? {
             written.push(".forum/runtime.toml".into());
             local_model = Some(url);
         } else {

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use super::{CliError, Ctx};
 use crate::ledger::{canonical, verify_chain};
-use crate::store::append::ImportError;
-use crate::store::forum_dir::{self, ForumDirError};
+use crate::surface::store::ImportError;
+use crate::surface::store::forum_dir::{self, ForumDirError};
 
 /// Import a Forum ledger directory into a new git ledger (same hashes, same checkpoint).
 #[derive(Debug, clap::Args)]

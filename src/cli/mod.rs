@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-use crate::store::git::{GitStore, Options, StoreError};
+use crate::surface::store::{GitStore, Options, StoreError};
 
 pub(crate) mod append;
 pub(crate) mod bench_verify;
@@ -220,7 +220,7 @@ pub(crate) struct Ctx {
 impl Ctx {
     /// Opens the ledger for reading or writing; nothing is created until the first append.
     pub(crate) fn store(&self) -> Result<GitStore, CliError> {
-        let repo = crate::store::git::open_repo(&self.dir)?;
+        let repo = crate::surface::store::open_repo(&self.dir)?;
         let opts = Options::from_config(&repo, self.no_fsync)?;
         Ok(GitStore::new(repo, &self.ledger, opts)?)
     }

@@ -3,11 +3,9 @@
 
 use std::path::PathBuf;
 
-use super::route::{load_roster, read_text};
 use super::{CliError, Ctx};
 use crate::ledger::NewEntry;
 use crate::plan::Plan;
-use crate::policy::Policy;
 
 /// Compile a plan file (`{"tasks": [{"id", "agent", "instruction", "depends_on",
 /// "done_when"}]}`) into waves and typed edges. Cycles, unknown or duplicate ids, unknown
@@ -32,15 +30,10 @@ pub(crate) struct PlanArgs {
     pub(crate) parent: Option<i64>,
 }
 
-/// [`crate::config::load_policy`] of the command's directory.
-pub(crate) fn load_policy(ctx: &Ctx, flag: Option<&std::path::Path>) -> Result<Policy, CliError> {
-    Ok(crate::config::load_policy(&ctx.dir, flag)?)
-}
-
 pub(crate) fn run(ctx: &Ctx, args: PlanArgs) -> Result<(), CliError> {
-    let roster = load_roster(ctx, args.roster.as_deref())?;
-    let policy = load_policy(ctx, args.policy.as_deref())?;
-    let text = read_text(&args.file, "plan file")?;
+    let roster = crate::config::load_roster(&ctx.dir, args.roster.as_deref())?;
+    let policy = crate::config::load_policy(&ctx.dir, args.policy.as_deref())?;
+    let text = crate::config::read_text(&args.file, "plan file")?;
     let name = if args.file.as_os_str() == "-" {
         "standard input".to_string()
     } else {

@@ -119,8 +119,8 @@ pub(crate) fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
 pub(crate) fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliError> {
     let text = super::input::read_limited_text(&args.file, MAX_PROOF_BYTES, "proof file", "")
         .map_err(CliError::usage)?;
-    if text.starts_with(crate::store::note::TLOG_PROOF_HEADER)
-        || text.starts_with(crate::store::note::CONSISTENCY_HEADER)
+    if text.starts_with(crate::surface::tlog::TLOG_PROOF_HEADER)
+        || text.starts_with(crate::surface::tlog::CONSISTENCY_HEADER)
     {
         return super::tlog::verify_proof(ctx, &args, &text);
     }

@@ -4,7 +4,7 @@
 
 use super::{CliError, Ctx};
 use crate::report::{self, Snapshot, Summary, summary::NUMERIC};
-use crate::store::git::open_repo;
+use crate::surface::store::open_repo;
 use crate::surface::{self, reports, reports::Sources};
 
 /// Summarize a ledger: entries, tasks, verdicts, quality checks, context budget, witnessed

@@ -1,12 +1,11 @@
 //! `git forum route`: route a request to a lane, print the decision and its frame, and with
 //! `--record` witness it in the ledger.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::{CliError, Ctx};
 use crate::ledger::canonical::python_float_json;
 use crate::ledger::{NewEntry, Value};
-use crate::roster::Roster;
 use crate::route::{check_request, route_request};
 
 /// Route a request to a roster lane. Prints the decision, its confidence, whether it needs
@@ -28,16 +27,6 @@ pub(crate) struct RouteArgs {
     pub(crate) parent: Option<i64>,
 }
 
-/// [`crate::config::read_text`] for a command.
-pub(crate) fn read_text(path: &Path, what: &str) -> Result<String, CliError> {
-    Ok(crate::config::read_text(path, what)?)
-}
-
-/// [`crate::config::load_roster`] of the command's directory.
-pub(crate) fn load_roster(ctx: &Ctx, flag: Option<&Path>) -> Result<Roster, CliError> {
-    Ok(crate::config::load_roster(&ctx.dir, flag)?)
-}
-
 fn or_dash(v: Option<&str>) -> &str {
     v.unwrap_or("-")
 }
@@ -49,7 +38,7 @@ pub(crate) fn run(ctx: &Ctx, args: RouteArgs) -> Result<(), CliError> {
     if args.record && args.parent.is_none() {
         check_request(&text).map_err(|e| CliError::usage(e.to_string()))?;
     }
-    let roster = load_roster(ctx, args.roster.as_deref())?;
+    let roster = crate::config::load_roster(&ctx.dir, args.roster.as_deref())?;
     let (decision, frame) = route_request(&text, &roster);
 
     if args.record {

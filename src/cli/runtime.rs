@@ -9,7 +9,6 @@
 use std::path::PathBuf;
 
 use super::exec_flags::ExecutorArgs;
-use super::route::load_roster;
 use super::{CliError, Ctx};
 use crate::exec::config::{self, SeatChoice, Via};
 use crate::exec::endpoint::Origin;
@@ -40,18 +39,7 @@ pub(crate) struct InspectArgs {
     pub(crate) roster: Option<PathBuf>,
 }
 
-pub(crate) use crate::config::{Loaded, RealFacts};
-
-/// Reads the runtime config (`--runtime-config FILE`, else `.forum/runtime.toml`) and merges
-/// the flags over it ([`crate::config::load_runtime`]). Bad config or flags are usage errors
-/// (exit 2), one line each; warnings go to stderr.
-pub(crate) fn load_runtime(ctx: &Ctx, args: &ExecutorArgs) -> Result<Loaded, CliError> {
-    Ok(crate::config::load_runtime(
-        &ctx.dir,
-        args.runtime_config.as_deref(),
-        &args.to_flags(),
-    )?)
-}
+use crate::config::RealFacts;
 
 pub(crate) fn run(ctx: &Ctx, args: RuntimeArgs) -> Result<(), CliError> {
     match args.command {
@@ -60,8 +48,12 @@ pub(crate) fn run(ctx: &Ctx, args: RuntimeArgs) -> Result<(), CliError> {
 }
 
 fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
-    let loaded = load_runtime(ctx, &args.exec)?;
-    let roster = load_roster(ctx, args.roster.as_deref())?;
+    let loaded = crate::config::load_runtime(
+        &ctx.dir,
+        args.exec.runtime_config.as_deref(),
+        &args.exec.to_flags(),
+    )?;
+    let roster = crate::config::load_roster(&ctx.dir, args.roster.as_deref())?;
     let rt = &loaded.runtime;
     let facts = RealFacts;
     let issues = config::issues(rt, &roster, &facts);

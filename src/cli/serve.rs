@@ -7,9 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::exec_flags::ExecutorArgs;
-use super::plan::load_policy;
-use super::route::load_roster;
-use super::runtime::load_runtime;
 use super::{CliError, Ctx};
 use crate::serve::dispatch::{Config, DEFAULT_SUBMIT_SECONDS, Dispatcher, ROUTES};
 use crate::serve::http::{self, DEFAULT_MAX_BODY, Guard, Limits, Server};
@@ -120,9 +117,13 @@ fn seconds(value: f64, flag: &str) -> Result<Duration, CliError> {
 /// Builds the dispatcher both servers share.
 fn dispatcher(ctx: &Ctx, e: &EngineArgs) -> Result<Dispatcher, CliError> {
     seconds(e.submit_timeout, "submit-timeout")?;
-    let roster = load_roster(ctx, e.roster.as_deref())?;
-    let policy = load_policy(ctx, e.policy.as_deref())?;
-    let loaded = load_runtime(ctx, &e.exec)?;
+    let roster = crate::config::load_roster(&ctx.dir, e.roster.as_deref())?;
+    let policy = crate::config::load_policy(&ctx.dir, e.policy.as_deref())?;
+    let loaded = crate::config::load_runtime(
+        &ctx.dir,
+        e.exec.runtime_config.as_deref(),
+        &e.exec.to_flags(),
+    )?;
     let timestamp = match std::env::var("GIT_FORUM_TIMESTAMP") {
         Ok(_) => Some(ctx.now(None)?),
         Err(_) => None,
@@ -145,7 +146,7 @@ fn dispatcher(ctx: &Ctx, e: &EngineArgs) -> Result<Dispatcher, CliError> {
 /// The token file of the repository at `ctx` and its token (made when there is none), with
 /// the token file older versions kept under the git dir removed.
 fn token(ctx: &Ctx) -> Result<(PathBuf, String), CliError> {
-    let repo = crate::store::git::open_repo(&ctx.dir)?;
+    let repo = crate::surface::store::open_repo(&ctx.dir)?;
     let common = token::common_dir(&repo).map_err(CliError::usage)?;
     if let Some(old) = token::remove_legacy(&common) {
         eprintln!(

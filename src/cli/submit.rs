@@ -17,20 +17,19 @@ use std::sync::Arc;
 use serde_json::Value as J;
 
 use super::exec_flags::ExecutorArgs;
-use super::plan::load_policy;
-use super::route::load_roster;
-use super::runtime::{RealFacts, load_runtime};
 use super::{CliError, Ctx};
 use crate::context::ContextBudget;
-use crate::exec::{Fleet, Seats, config};
+use crate::exec::config;
 use crate::ledger::merkle::Accumulator;
 use crate::ledger::{Entry, Storage, Value};
-use crate::run::{self, Interrupt, Options, Outcome, Progress, RunError, Status};
-use crate::store::git::GitStore;
 use crate::surface;
+use crate::surface::run::prepare::{Prepared, RunSetup, Shape, prepare as run_prepare};
+use crate::surface::run::{self, Interrupt, Options, Outcome, Progress, RunError, Status};
 use crate::surface::run::{
     Bodies, CommandSpec, ContextSource, Decide, Decision, Go, RunClock, RunOptions, options,
 };
+use crate::surface::run::{Fleet, Seats};
+use crate::surface::store::GitStore;
 
 /// Flags shared by `submit` and `resume`.
 #[derive(Debug, Clone, clap::Args)]
@@ -401,68 +400,45 @@ fn prepare(
     f: &RunFlags,
     resumed: Option<(u64, J)>,
 ) -> Result<(RunOptions, crate::roster::Roster, Fleet, Options), CliError> {
-    let roster = load_roster(ctx, f.roster.as_deref())?;
-    let mut spec = f.options()?;
-    let mut recorded = None;
-    if let Some((seq, body)) = &resumed {
-        spec.restore(*seq, body).map_err(cli_err)?;
-        if !executor_flags_given(&f.exec) {
-            recorded = surface::run::recorded::runtime_of(*seq, body).map_err(cli_err)?;
-        }
-    }
-    let mut opts = spec
-        .build(load_policy(ctx, f.policy.as_deref())?)
-        .map_err(cli_err)?;
-    let mut loaded = load_runtime(ctx, &f.exec)?;
-    if let Some((seq, rt)) = recorded {
+    let roster = crate::config::load_roster(&ctx.dir, f.roster.as_deref())?;
+    let setup = RunSetup {
+        spec: f.options()?,
+        resumed: resumed.as_ref().map(|(seq, body)| (*seq, body)),
+        roster: &roster,
+        dir: &ctx.dir,
+        ledger: &ctx.ledger,
+        shape: Shape::Single,
+        repo_choice: f.context.repo_choice(),
+        max_seconds_cap: None,
+        recorded_executors: !executor_flags_given(&f.exec),
+        refuse_unready: true,
+    };
+    let policy = || Ok(crate::config::load_policy(&ctx.dir, f.policy.as_deref())?);
+    let runtime = || {
+        let loaded = crate::config::load_runtime(
+            &ctx.dir,
+            f.exec.runtime_config.as_deref(),
+            &f.exec.to_flags(),
+        )?;
+        Ok(Some(loaded.runtime))
+    };
+    let say = |line: &str| {
         if !f.quiet {
-            eprintln!(
-                "resuming run {seq} on the executors it recorded: {} (executor flags given to resume replace them)",
-                config::record::describe(&rt)
-            );
+            eprintln!("{line}");
         }
-        loaded.runtime = surface::run::recorded::with_recorded(loaded.runtime, rt);
-    }
-    spec.repo_context = options::repo_context_on(f.context.repo_choice(), &loaded.runtime.context)
-        .then(|| ctx.dir.clone());
-    opts.runtime_record = config::record::record(&loaded.runtime);
-    opts.secrets.scanner =
-        crate::secrets::Scanner::with_literals(options::key_values(&loaded.runtime));
-    let open = surface::run::work::git_opener(ctx.dir.clone(), ctx.ledger.clone());
-    opts.work = Some(
-        spec.work_options(&loaded.runtime.work, &ctx.ledger, open)
-            .map_err(cli_err)?,
-    );
-    if let Some(note) = opts.work.as_ref().and_then(|w| w.sandbox.note())
-        && !f.quiet
-    {
-        eprintln!("note: {note}");
-    }
-    let issues = config::issues(&loaded.runtime, &roster, &RealFacts);
-    if let Some(first) = issues.first() {
-        let more = if issues.len() > 1 {
-            format!(
-                " (and {} more: git forum runtime inspect)",
-                issues.len() - 1
-            )
-        } else {
-            String::new()
-        };
-        return Err(CliError::usage(format!("cannot run: {first}{more}")));
-    }
-    surface::run::options::apply_verification(
-        config::verify::for_run(&loaded.runtime, &roster),
-        &mut opts,
-    )
-    .map_err(cli_err)?;
-    surface::run::options::apply_preset_net(&loaded.runtime, &roster, &mut opts);
-    if let Some(m) = surface::model::ensure_running(&loaded.runtime)?
+    };
+    let Prepared {
+        spec,
+        opts,
+        runtime,
+    } = run_prepare(setup, policy, runtime, &say)?;
+    let runtime = runtime.expect("the command line always has a runtime");
+    if let Some(m) = surface::model::ensure_running(&runtime)?
         && !f.quiet
     {
         eprintln!("{m}");
     }
-    let fleet =
-        Fleet::new(loaded.runtime).map_err(|e| CliError::usage(format!("cannot run: {e}")))?;
+    let fleet = Fleet::new(runtime).map_err(|e| CliError::usage(format!("cannot run: {e}")))?;
     Ok((spec, roster, fleet, opts))
 }
 
@@ -742,8 +718,9 @@ pub(crate) fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
             req.push('…');
         }
         let detail = match &r.state {
-            run::status::RunState::Failed { stage, reason } => format!(" ({stage}: {reason})"),
-            run::status::RunState::Paused { wave } | run::status::RunState::Rejected { wave } => {
+            run::loop_status::RunState::Failed { stage, reason } => format!(" ({stage}: {reason})"),
+            run::loop_status::RunState::Paused { wave }
+            | run::loop_status::RunState::Rejected { wave } => {
                 format!(" (wave {wave})")
             }
             _ => String::new(),
@@ -765,7 +742,7 @@ fn approver(args: &DecideArgs, ctx: &Ctx) -> String {
     if let Some(a) = &args.approver {
         return a.clone();
     }
-    if let Ok(repo) = crate::store::git::open_repo(&ctx.dir)
+    if let Ok(repo) = crate::surface::store::open_repo(&ctx.dir)
         && let Some(name) = repo.config_snapshot().string("user.name")
     {
         return name.to_string();

@@ -3,8 +3,8 @@
 use serde_json::{Value, json};
 
 use super::{CliError, Ctx};
-use crate::store::git::{LEDGER_PREFIX, open_repo};
-use crate::store::sync::{self, FetchResult, Git, PushStatus};
+use crate::surface::store::{LEDGER_PREFIX, open_repo};
+use crate::surface::sync::{self, FetchResult, Git, PushStatus};
 
 /// Verify ledgers, then push them to a remote without force.
 #[derive(Debug, clap::Args)]
@@ -33,7 +33,7 @@ pub(crate) fn push(ctx: &Ctx, args: PushArgs) -> Result<(), CliError> {
     let ledgers = if args.all {
         sync::local_ledgers(&Git::for_repo(&repo))?
     } else {
-        crate::store::git::validate_ledger_name(&ctx.ledger)?;
+        crate::surface::store::validate_ledger_name(&ctx.ledger)?;
         vec![ctx.ledger.clone()]
     };
     if ledgers.is_empty() {
@@ -41,7 +41,7 @@ pub(crate) fn push(ctx: &Ctx, args: PushArgs) -> Result<(), CliError> {
             "there are no ledgers to push (refs/forum/ledgers/ is empty); append an entry first",
         ));
     }
-    let gate = sync::gate_guard(&super::plan::load_policy(ctx, None)?.secrets);
+    let gate = sync::gate_guard(&crate::config::load_policy(&ctx.dir, None)?.secrets);
     let results = sync::push(&repo, &args.remote, &ledgers, &gate)?;
     let ok = results.iter().all(|r| r.status.ok());
     if ctx.json {
@@ -143,7 +143,7 @@ pub(crate) fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
             args.remote
         );
     }
-    let witnessed = super::tlog::witness_outcome(&results, args.require_witness);
+    let witnessed = crate::surface::tlog::witness_outcome(&results, args.require_witness);
     if args.require_witness {
         for r in results
             .iter()

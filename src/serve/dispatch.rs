@@ -24,11 +24,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::{Value as J, json};
 
 use crate::config::Loaded;
-use crate::exec::{Fleet, Seats};
 use crate::ledger::{Entry, canonical};
 use crate::policy::Policy;
 use crate::roster::Roster;
-use crate::store::git::{GitStore, Options, StoreError};
+use crate::surface::run::{Fleet, Seats};
+use crate::surface::store::{GitStore, Options, StoreError};
 
 /// The default limit on one submit (or resume) over the daemon or MCP, in seconds.
 pub(crate) const DEFAULT_SUBMIT_SECONDS: f64 = 600.0;
@@ -323,9 +323,9 @@ pub struct Request<'a> {
 #[derive(Clone, Default)]
 pub(crate) struct RunHooks<'a> {
     /// Raised to stop the run: it writes nothing more and witnesses `interrupted`.
-    pub(crate) interrupt: Option<Arc<crate::run::Interrupt>>,
+    pub(crate) interrupt: Option<Arc<crate::surface::run::Interrupt>>,
     /// Receives the run's progress events.
-    pub(crate) progress: Option<&'a dyn crate::run::Progress>,
+    pub(crate) progress: Option<&'a dyn crate::surface::run::Progress>,
 }
 
 type Handler<'p> = Box<dyn FnOnce(&Dispatcher, &Request<'_>) -> Result<J, Reply> + 'p>;
@@ -555,7 +555,7 @@ impl Dispatcher {
     /// Opens the ledger (which need not exist yet) with the built-in roster, no policy limits
     /// and no executor: every route but `/plan`, `/submit` and `/resume` works.
     pub fn open(cfg: Config) -> Result<Dispatcher, StoreError> {
-        let repo = crate::store::git::open_repo(&cfg.dir)?;
+        let repo = crate::surface::store::open_repo(&cfg.dir)?;
         let opts = Options::from_config(&repo, cfg.no_fsync)?;
         let shared = repo.clone().into_sync();
         let writer = GitStore::new(repo, &cfg.ledger, opts)?;

@@ -8,20 +8,20 @@ use serde_json::{Value as J, json};
 
 use super::dispatch::{Dispatcher, Reply, Request, Snapshot, lock};
 use crate::context::ContextBudget;
-use crate::exec::Seats;
 use crate::exec::config;
 use crate::ledger::merkle::merkle_root;
 use crate::ledger::{Entry, NewEntry, Storage, StorageError, Value, canonical, kind};
 use crate::quality::profile::get_profile;
 use crate::quality::{HumanizeError, humanize};
 use crate::route::{build_communication_contract, check_request, route_request};
-use crate::run::{self, Env, RunError, Status};
-use crate::store::git::{GitStore, Options};
 use crate::surface;
 use crate::surface::clock::{self, RunClock};
 use crate::surface::request::{self, ledger as rq, prose};
+use crate::surface::run::Seats;
 use crate::surface::run::plan::PlanAsk;
+use crate::surface::run::{self, Env, RunError, Status};
 use crate::surface::run::{Bodies, ContextSource, Decide, Decision, Go, RunOptions};
+use crate::surface::store::{GitStore, Options};
 
 mod campaign;
 mod flight;
@@ -255,7 +255,10 @@ impl Dispatcher {
     }
 
     /// Appends through the writer.
-    pub(crate) fn append_new(&self, new: &NewEntry) -> Result<crate::store::git::Appended, Reply> {
+    pub(crate) fn append_new(
+        &self,
+        new: &NewEntry,
+    ) -> Result<crate::surface::store::Appended, Reply> {
         new.validate().map_err(bad)?;
         Ok(lock(&self.writer).append_entry(new)?)
     }

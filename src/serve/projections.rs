@@ -5,7 +5,7 @@
 //! * **verify**: what the last deep verify that passed read ([`Verified`]: 88 bytes an entry),
 //!   resumed when the new tip descends from its tip; the chain pass and the witnesses are
 //!   checked again over every record, the objects only for the new entries
-//!   ([`crate::store::git::GitStore::verify_from`]). A resumed verify that fails is done again
+//!   ([`crate::surface::store::GitStore::verify_from`]). A resumed verify that fails is done again
 //!   from the root.
 //! * **summary**: the summary's fold over every entry ([`SummaryFold`]: counts, one key per
 //!   distinct body, no body kept), extended with the bodies of the new entries; its
@@ -23,7 +23,7 @@ use std::sync::Mutex;
 
 use super::dispatch::{Dispatcher, Reply, lock};
 use crate::report::summary::SummaryFold;
-use crate::store::verify::Verified;
+use crate::surface::store::Verified;
 
 /// What the daemon keeps between requests (see the module doc).
 #[derive(Default)]

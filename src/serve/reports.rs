@@ -14,9 +14,9 @@ use serde_json::Value as J;
 use super::dispatch::{Dispatcher, Reply, Request};
 use crate::context::ContextBudget;
 use crate::report::{self, Snapshot};
-use crate::store::git::{GitStore, Options};
 use crate::surface::context::{Got, preflight, with_repo};
 use crate::surface::request::{self, reports as rq};
+use crate::surface::store::{GitStore, Options};
 use crate::surface::{self, reports, reports::Sources};
 
 type Res = Result<J, Reply>;
@@ -195,7 +195,7 @@ impl Dispatcher {
     /// The diagnosis `git forum doctor` makes, without repairs (a client reads, never writes).
     pub(crate) fn doctor(&self) -> Res {
         let store = self.served_store()?;
-        let sources = crate::store::doctor::Sources::default();
+        let sources = crate::surface::store::Sources::default();
         body(&surface::doctor::doctor(&store, &sources, false, self.readiness()).map_err(reply)?)
     }
 }

@@ -61,7 +61,7 @@ pub fn path_for(common: &Path) -> Result<PathBuf, String> {
 
 /// The token file of the repository that contains `dir` (as [`path_for`] its common dir).
 pub fn path_for_repo(dir: &Path) -> Result<PathBuf, String> {
-    let repo = crate::store::git::open_repo(dir).map_err(|e| e.to_string())?;
+    let repo = crate::surface::store::open_repo(dir).map_err(|e| e.to_string())?;
     path_for(&common_dir(&repo)?)
 }
 

@@ -257,3 +257,19 @@ pub(crate) fn ensure_running(rt: &crate::exec::config::Runtime) -> Result<Option
         model::base_url(port)
     )))
 }
+
+/// The base URL of the local model a new runtime config points at: the managed model's (or
+/// `GIT_FORUM_MODEL_URL`), else the default port's when no model home can be found.
+pub(crate) fn local_url() -> Result<String> {
+    match Home::from_env() {
+        Ok(home) => model::current_url(&home, None).map_err(Error::usage),
+        Err(_) => Ok(model::base_url(
+            model::default_port().map_err(Error::usage)?,
+        )),
+    }
+}
+
+/// The runtime config `init` writes when there is none: every run uses the model at `url`.
+pub(crate) fn runtime_toml_for(url: &str) -> String {
+    model::default_runtime_toml(url)
+}

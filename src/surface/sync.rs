@@ -10,7 +10,12 @@ use super::Result;
 use crate::ledger::Entry;
 use crate::ledger::merkle::merkle_root;
 use crate::store::git::{GitStore, Options};
-use crate::store::sync::{Git, REMOTES_PREFIX, SEEN_PREFIX};
+
+/// The sync machinery's names the transports use to push, fetch and print what happened.
+pub(crate) use crate::store::sync::{
+    FetchResult, FetchStatus, Git, PushStatus, REMOTES_PREFIX, SEEN_PREFIX, UNVERIFIED_PREFIX,
+    check_remote_name, failure_line, fetch, gate_guard, local_ledgers, push,
+};
 
 /// A checkpoint of a copy: its size, Merkle root and the commit of its tip.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -354,7 +354,7 @@ pub fn check_source(
 }
 
 /// [`check_source`] against another list of forbidden path prefixes.
-fn check_source_against(
+pub(crate) fn check_source_against(
     file: &str,
     module: &[String],
     source: &str,
@@ -392,7 +392,7 @@ fn check_source_against(
 }
 
 /// The module path of a source file under `src/` (`report/mod.rs` → `["report"]`).
-fn module_of(rel: &Path) -> Vec<String> {
+pub(crate) fn module_of(rel: &Path) -> Vec<String> {
     let mut out: Vec<String> = rel
         .iter()
         .map(|s| s.to_string_lossy().into_owned())
@@ -406,7 +406,7 @@ fn module_of(rel: &Path) -> Vec<String> {
     out
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
         .map(|e| e.expect("a directory entry").path())

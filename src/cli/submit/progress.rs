@@ -1,6 +1,6 @@
 //! Progress of a run on stderr, one line per engine event.
 
-use crate::run::{Event, Progress};
+use crate::surface::run::{Event, Progress};
 
 /// Progress on stderr, one line per event.
 pub(super) struct Stderr {

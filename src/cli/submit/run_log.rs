@@ -4,8 +4,8 @@ use serde_json::{Value as J, json};
 
 use super::{CliError, Ctx, all_entries, cli_err, read_bodies};
 use crate::ledger::{Entry, kind};
-use crate::run::status;
 use crate::surface::run::Bodies;
+use crate::surface::run::loop_status as status;
 
 fn short(text: &str, n: usize) -> String {
     let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::CliError;
-use crate::run::Interrupt;
+use crate::surface::run::Interrupt;
 
 /// Seconds an interrupted run has to wind down (a model call over HTTP cannot be cut short)
 /// before the process exits anyway.
@@ -62,7 +62,7 @@ pub(crate) fn watch_signals(interrupt: Arc<Interrupt>) -> Result<(), CliError> {
             use std::future::Future;
             let first = poll_fn(|cx| either(&mut int, &mut term, cx)).await;
             interrupt.raise(first);
-            crate::exec::command::stop_all();
+            crate::surface::run::stop_all();
             let mut grace = std::pin::pin!(tokio::time::sleep(INTERRUPT_GRACE));
             poll_fn(|cx| {
                 if grace.as_mut().poll(cx).is_ready() {
@@ -71,7 +71,7 @@ pub(crate) fn watch_signals(interrupt: Arc<Interrupt>) -> Result<(), CliError> {
                 either(&mut int, &mut term, cx).map(|_| ())
             })
             .await;
-            crate::exec::command::stop_all();
+            crate::surface::run::stop_all();
             eprintln!(
                 "error: interrupted by {first}: the run did not wind down in time (a model call was still out); `git forum runs` shows it as interrupted"
             );

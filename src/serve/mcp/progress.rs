@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value as J, json};
 
 use super::session::Out;
-use crate::run::{Event, Interrupt, Progress};
 use crate::serve::dispatch::lock;
+use crate::surface::run::{Event, Interrupt, Progress};
 
 /// Sends a run's events as progress under one token, until the call is cancelled.
 pub(super) struct Notifier<'o, 'w> {

@@ -15,8 +15,8 @@ use serde_json::Value as J;
 
 use super::progress::Notifier;
 use super::{Call, Incoming, MAX_LINE, Mcp, error, read};
-use crate::run::Interrupt;
 use crate::serve::dispatch::{RunHooks, lock};
+use crate::surface::run::Interrupt;
 
 /// What the `interrupted` entry of a cancelled run names as its cause.
 pub(super) const CANCELLED: &str = "notifications/cancelled";
@@ -156,7 +156,9 @@ impl Shared<'_> {
             .map(|token| Notifier::new(token, &self.out, interrupt.clone()));
         let hooks = RunHooks {
             interrupt: Some(interrupt),
-            progress: notifier.as_ref().map(|n| n as &dyn crate::run::Progress),
+            progress: notifier
+                .as_ref()
+                .map(|n| n as &dyn crate::surface::run::Progress),
         };
         let reply = mcp.answer(&call, hooks);
         let cancelled = {

@@ -5,6 +5,7 @@
 use super::*;
 use crate::surface::campaign::{IngestAsk, Items};
 use crate::surface::request::{self, work as rq};
+use crate::surface::run::prepare::{Prepared, RunSetup, Shape, prepare};
 
 impl Dispatcher {
     /// Every entry of the served ledger with its body, as the campaign reduction reads them.
@@ -87,30 +88,26 @@ impl Dispatcher {
         let limit = self.cfg.submit_seconds;
         let spec = RunOptions {
             max_model_calls: a.max_model_calls,
-            max_seconds: Some(a.max_seconds.map_or(limit, |s| s.min(limit))),
+            max_seconds: a.max_seconds,
             work: a.work,
             checks: a.checks.clone(),
             ..RunOptions::default()
         };
-        let mut opts = spec.build(self.policy.clone()).map_err(reply_of)?;
-        if let Some(l) = &self.executors.loaded {
-            opts.secrets.scanner = crate::secrets::Scanner::with_literals(
-                surface::run::options::key_values(&l.runtime),
-            );
-        }
-        let defaults = self
-            .executors
-            .loaded
-            .as_ref()
-            .map(|l| l.runtime.work.clone())
-            .unwrap_or_default();
-        opts.work = surface::campaign::work_options(
-            &spec,
-            &defaults,
-            self.cfg.dir.clone(),
-            &self.cfg.ledger,
-        )
-        .map_err(reply_of)?;
+        let setup = RunSetup {
+            spec,
+            resumed: None,
+            roster: &self.roster,
+            dir: &self.cfg.dir,
+            ledger: &self.cfg.ledger,
+            shape: Shape::CampaignRound,
+            repo_choice: None,
+            max_seconds_cap: Some(limit),
+            recorded_executors: false,
+            refuse_unready: false,
+        };
+        let runtime = || Ok(self.executors.loaded.as_ref().map(|l| l.runtime.clone()));
+        let Prepared { mut opts, .. } =
+            prepare(setup, || Ok(self.policy.clone()), runtime, &|_| {}).map_err(reply_of)?;
         if let Some(n) = a.max_parallel {
             opts.policy.max_parallel = n as usize;
         }

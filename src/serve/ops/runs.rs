@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::surface::request::{self, runs::Submit};
+use crate::surface::run::prepare::{Prepared, RunSetup, Shape, prepare};
 
 impl Dispatcher {
     // ----- runs and gates -----
@@ -126,11 +127,9 @@ impl Dispatcher {
             ))
         })?;
         let any = total.is_some() || request.is_some() || task.is_some() || upstream.is_some();
-        let limit = self.cfg.submit_seconds;
-        let max_seconds = a.max_seconds.map_or(limit, |s| s.min(limit));
-        let mut spec = RunOptions {
+        let spec = RunOptions {
             max_model_calls: a.max_model_calls,
-            max_seconds: Some(max_seconds),
+            max_seconds: a.max_seconds,
             context_budget: any.then_some(ContextBudget {
                 max_total_tokens: total,
                 max_request_tokens: request,
@@ -154,56 +153,32 @@ impl Dispatcher {
             max_tool_calls: a
                 .max_tool_calls
                 .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
-            repo_context: surface::run::options::repo_context_on(
-                a.repo_choice()?,
-                &self
-                    .executors
-                    .loaded
-                    .as_ref()
-                    .map(|l| l.runtime.context)
-                    .unwrap_or_default(),
-            )
-            .then(|| self.cfg.dir.clone()),
             max_tokens: a.ceilings.max_tokens,
             max_cost_usd: a.ceilings.max_cost_usd,
             sandbox: a.sandbox,
             sandbox_net: a.sandbox_net,
             ..RunOptions::default()
         };
-        if let Some((seq, body)) = resumed {
-            spec.restore(*seq, body).map_err(reply_of)?;
-        }
-        let mut opts = spec.build(self.policy.clone()).map_err(reply_of)?;
-        if let Some(l) = &self.executors.loaded {
-            opts.secrets.scanner = crate::secrets::Scanner::with_literals(
-                surface::run::options::key_values(&l.runtime),
-            );
-        }
-        let defaults = self
-            .executors
-            .loaded
-            .as_ref()
-            .map(|l| l.runtime.work.clone())
-            .unwrap_or_default();
-        let open = surface::run::work::git_opener(self.cfg.dir.clone(), self.cfg.ledger.clone());
-        opts.work = Some(
-            spec.work_options(&defaults, &self.cfg.ledger, open)
-                .map_err(reply_of)?,
-        );
-        if let Some(l) = self.executors.loaded.as_ref() {
-            let v = crate::exec::config::verify::for_run(&l.runtime, &self.roster);
-            surface::run::options::apply_verification(v, &mut opts).map_err(reply_of)?;
-            surface::run::options::apply_preset_net(&l.runtime, &self.roster, &mut opts);
-        }
+        let repo_choice = a.repo_choice()?;
+        let setup = RunSetup {
+            spec,
+            resumed: resumed.map(|(seq, body)| (*seq, body)),
+            roster: &self.roster,
+            dir: &self.cfg.dir,
+            ledger: &self.cfg.ledger,
+            shape: Shape::Single,
+            repo_choice,
+            max_seconds_cap: Some(self.cfg.submit_seconds),
+            recorded_executors: false,
+            refuse_unready: false,
+        };
+        let runtime = || Ok(self.executors.loaded.as_ref().map(|l| l.runtime.clone()));
+        let Prepared { spec, mut opts, .. } =
+            prepare(setup, || Ok(self.policy.clone()), runtime, &|_| {}).map_err(reply_of)?;
         let reader = self.reader()?;
         opts.context = spec
             .context_provider(|| surface::run::options::preload(&reader))
             .map_err(reply_of)?;
-        opts.runtime_record = self
-            .executors
-            .loaded
-            .as_ref()
-            .and_then(|l| config::record::record(&l.runtime));
         Ok(opts)
     }
 
@@ -369,7 +344,7 @@ impl Dispatcher {
                 "run {seq} recorded executors that cannot run here: {first}"
             ))));
         }
-        let fleet = crate::exec::Fleet::new(rt).map_err(|e| {
+        let fleet = crate::surface::run::Fleet::new(rt).map_err(|e| {
             Reply::from(crate::surface::Error::unavailable(format!(
                 "run {seq} recorded executors that cannot run here: {e}"
             )))

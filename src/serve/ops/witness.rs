@@ -36,7 +36,7 @@ impl Dispatcher {
             }
         };
         if let (Some(n), Some(p)) = (note, proof) {
-            let inside = crate::store::note::parse_consistency(p).map(|c| c.new_note == n);
+            let inside = crate::surface::tlog::parse_consistency(p).map(|c| c.new_note == n);
             if inside != Ok(true) {
                 return Err(bad(
                     "\"note\" is not the new note of \"proof\"; send the proof alone",

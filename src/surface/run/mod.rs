@@ -11,6 +11,7 @@ pub(crate) mod gates;
 pub(crate) mod halt;
 pub(crate) mod options;
 pub(crate) mod plan;
+pub(crate) mod prepare;
 pub(crate) mod receipt;
 pub(crate) mod recorded;
 pub(crate) mod repo_context;
@@ -18,6 +19,14 @@ pub(crate) mod runs;
 pub(crate) mod submit;
 pub(crate) mod work;
 
+/// The control loop's names a transport needs to start a run, watch it and stop it.
+pub(crate) use crate::exec::command::stop_all;
+pub(crate) use crate::exec::{Fleet, Seats};
+pub(crate) use crate::run::status as loop_status;
+pub(crate) use crate::run::{
+    CommandContext, ContextProvider, Env, Event, Interrupt, Options, Outcome, Progress, RunError,
+    Silent, Status,
+};
 pub(crate) use crate::surface::clock::RunClock;
 pub(crate) use gates::{Decide, Decision, decide, gates, pending};
 pub(crate) use options::{CommandSpec, ContextSource, RunOptions};
