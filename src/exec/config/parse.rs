@@ -470,6 +470,42 @@ fn executor_env(
     })
 }
 
+/// The table's `model` (not empty), else `default`.
+fn executor_model(
+    src: &Src<'_>,
+    table: &str,
+    r: &RawExecutor,
+    default: &str,
+) -> Result<String, ConfigError> {
+    match &r.model {
+        Some(m) if m.get_ref().trim().is_empty() => {
+            Err(src.at(table, "model", m, "must not be empty".into()))
+        }
+        Some(m) => Ok(m.get_ref().clone()),
+        None => Ok(default.to_string()),
+    }
+}
+
+/// The table's `api_key_env`, checked; an unusual name is warned about.
+fn executor_key_env(
+    src: &Src<'_>,
+    table: &str,
+    r: &RawExecutor,
+    warnings: &mut Vec<String>,
+) -> Result<Option<String>, ConfigError> {
+    match &r.api_key_env {
+        None => Ok(None),
+        Some(k) => match endpoint::check_key_env(k.get_ref()) {
+            Ok(KeyEnv::Known) => Ok(Some(k.get_ref().clone())),
+            Ok(KeyEnv::Unusual(w)) => {
+                warnings.push(format!("{}: [{table}] {w}", src.name));
+                Ok(Some(k.get_ref().clone()))
+            }
+            Err(m) => Err(src.at(table, "api_key_env", k, m)),
+        },
+    }
+}
+
 /// What the table runs, by its kind key, with the timeout that kind has by default.
 fn executor_kind(
     src: &Src<'_>,
@@ -479,28 +515,8 @@ fn executor_kind(
     kind_key: &str,
     warnings: &mut Vec<String>,
 ) -> Result<(ExecutorKind, u64), ConfigError> {
-    let model = |default: &str| -> Result<String, ConfigError> {
-        match &r.model {
-            Some(m) if m.get_ref().trim().is_empty() => {
-                Err(src.at(table, "model", m, "must not be empty".into()))
-            }
-            Some(m) => Ok(m.get_ref().clone()),
-            None => Ok(default.to_string()),
-        }
-    };
-    let key_env = |warnings: &mut Vec<String>| -> Result<Option<String>, ConfigError> {
-        match &r.api_key_env {
-            None => Ok(None),
-            Some(k) => match endpoint::check_key_env(k.get_ref()) {
-                Ok(KeyEnv::Known) => Ok(Some(k.get_ref().clone())),
-                Ok(KeyEnv::Unusual(w)) => {
-                    warnings.push(format!("{}: [{table}] {w}", src.name));
-                    Ok(Some(k.get_ref().clone()))
-                }
-                Err(m) => Err(src.at(table, "api_key_env", k, m)),
-            },
-        }
-    };
+    let model = |default: &str| executor_model(src, table, r, default);
+    let key_env = |warnings: &mut Vec<String>| executor_key_env(src, table, r, warnings);
     Ok(match kind_key {
         "chat_url" => {
             let u = r.chat_url.as_ref().expect("present");
