@@ -481,14 +481,7 @@ pub(crate) fn run_with(
     }
     let start = Instant::now();
     let workdir = WORKDIR.with(|c| c.borrow().clone());
-    // A relative program path (`./model.sh`) names a file where git forum was started, not
-    // in the task's worktree.
-    let resolved = match &workdir {
-        Some(_) if program.contains('/') && Path::new(program).is_relative() => {
-            std::env::current_dir().map_or_else(|_| PathBuf::from(program), |d| d.join(program))
-        }
-        _ => PathBuf::from(program),
-    };
+    let resolved = resolve_program(program, workdir.as_deref());
     let mut cmd =
         prepared_with(&resolved, workdir.as_deref(), passed).map_err(|source| RunError::Spawn {
             program: program.clone(),
@@ -509,19 +502,7 @@ pub(crate) fn run_with(
     let (max_out, max_err) = (limits.max_stdout, limits.max_stderr);
     let out_reader = thread::spawn(move || drain(out, max_out));
     let err_reader = thread::spawn(move || drain(err, max_err));
-    let deadline = start + limits.timeout;
-    let mut timed_out = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() >= deadline => {
-                timed_out = true;
-                break kill_and_wait(&mut child, pgid, &running);
-            }
-            Ok(None) => thread::sleep(Duration::from_millis(5)),
-            Err(_) => break None,
-        }
-    };
+    let (status, timed_out) = wait_until(&mut child, start + limits.timeout, pgid, &running);
     // Whatever the child left running (a grandchild holding the pipes) goes with its group, so
     // the readers reach the end of their pipes.
     kill_group(pgid);
@@ -554,28 +535,61 @@ pub(crate) fn run_with(
             stderr,
         });
     }
-    let stdout = match String::from_utf8(stdout) {
-        Ok(s) => s,
-        // A cut can split a character; only a bad byte before the last few counts.
-        Err(e) if truncated && e.utf8_error().error_len().is_none() => {
-            let valid = e.utf8_error().valid_up_to();
-            let mut bytes = e.into_bytes();
-            bytes.truncate(valid);
-            String::from_utf8(bytes).expect("prefix is valid")
-        }
-        Err(e) => {
-            return Err(RunError::NotUtf8 {
-                program: program.clone(),
-                offset: e.utf8_error().valid_up_to(),
-            });
-        }
-    };
     Ok(Ran {
-        stdout,
+        stdout: stdout_text(stdout, truncated, program)?,
         truncated,
         stderr,
         elapsed: start.elapsed(),
     })
+}
+
+/// The program to start: a relative program path (`./model.sh`) names a file where git forum
+/// was started, not in the task's worktree.
+fn resolve_program(program: &str, workdir: Option<&Path>) -> PathBuf {
+    match workdir {
+        Some(_) if program.contains('/') && Path::new(program).is_relative() => {
+            std::env::current_dir().map_or_else(|_| PathBuf::from(program), |d| d.join(program))
+        }
+        _ => PathBuf::from(program),
+    }
+}
+
+/// Waits for the child until `deadline`, then kills its group: its status (if one could be
+/// read) and whether the deadline passed.
+fn wait_until(
+    child: &mut std::process::Child,
+    deadline: Instant,
+    pgid: u32,
+    running: &Running,
+) -> (Option<ExitStatus>, bool) {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return (Some(status), false),
+            Ok(None) if Instant::now() >= deadline => {
+                return (kill_and_wait(child, pgid, running), true);
+            }
+            Ok(None) => thread::sleep(Duration::from_millis(5)),
+            Err(_) => return (None, false),
+        }
+    }
+}
+
+/// The program's stdout as text. A cut can split a character: only a bad byte before the last
+/// few counts.
+fn stdout_text(stdout: Vec<u8>, truncated: bool, program: &str) -> Result<String, RunError> {
+    match String::from_utf8(stdout) {
+        Ok(s) => Ok(s),
+        Err(e) if truncated && e.utf8_error().error_len().is_none() => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            Ok(String::from_utf8(bytes).expect("prefix is valid"))
+        }
+        Err(e) => Err(RunError::NotUtf8 {
+            program: program.to_string(),
+            offset: e.utf8_error().valid_up_to(),
+        }),
+    }
 }
 
 /// The reaper's word that it could not start the program (its exit code and the line it

@@ -151,11 +151,8 @@ fn opt_str(m: &Map<String, J>, k: &str, at: &str) -> Result<Option<String>, Stri
     }
 }
 
-/// One executor back from its record (`at` names it in errors).
-pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, String> {
-    let m = v
-        .as_object()
-        .ok_or_else(|| format!("{at} is not an object"))?;
+/// What a recorded executor runs, by its `kind`.
+fn kind_from_record(m: &Map<String, J>, at: &str) -> Result<ExecutorKind, String> {
     let argv = || -> Result<Vec<String>, String> {
         let a: Vec<String> = m
             .get("argv")
@@ -167,8 +164,7 @@ pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, Stri
         }
         Ok(a)
     };
-    let flag = |k: &str| m.get(k).and_then(J::as_bool).unwrap_or(false);
-    let kind = match str_field(m, "kind", at)? {
+    Ok(match str_field(m, "kind", at)? {
         "command" => ExecutorKind::Command {
             argv: argv()?,
             preset: None,
@@ -178,7 +174,7 @@ pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, Stri
             preset: Preset::ALL.into_iter().find(|p| p.name() == name),
         },
         "chat" => {
-            if flag("url_trimmed") {
+            if m.get("url_trimmed").and_then(J::as_bool).unwrap_or(false) {
                 return Err(format!(
                     "{at}: its URL held credentials, a query or a fragment, which are not recorded"
                 ));
@@ -194,8 +190,12 @@ pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, Stri
             api_key_env: str_field(m, "api_key_env", at)?.to_string(),
         },
         other => return Err(format!("{at}: unknown executor kind {other:?}")),
-    };
-    let env = match m.get("env") {
+    })
+}
+
+/// A recorded executor's `env` names, each one a program may be handed.
+fn env_from_record(m: &Map<String, J>, at: &str) -> Result<Option<Vec<String>>, String> {
+    Ok(match m.get("env") {
         None | Some(J::Null) => None,
         Some(J::Array(a)) => Some(
             a.iter()
@@ -208,7 +208,64 @@ pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, Stri
                 .collect::<Result<Vec<_>, _>>()?,
         ),
         Some(_) => return Err(format!("{at}: env is not a list of names")),
-    };
+    })
+}
+
+/// A recorded executor's `tier` and `verify`.
+fn verify_from_record(m: &Map<String, J>, at: &str) -> Result<SeatVerify, String> {
+    Ok(SeatVerify {
+        tier: match m.get("tier") {
+            None | Some(J::Null) => None,
+            Some(t) => Some(
+                t.as_u64()
+                    .and_then(|t| u8::try_from(t).ok())
+                    .ok_or_else(|| format!("{at}: tier is not a small number"))?,
+            ),
+        },
+        verify: match m.get("verify") {
+            None | Some(J::Null) => None,
+            Some(v) => Some(
+                v.as_str()
+                    .and_then(Verify::parse)
+                    .ok_or_else(|| format!("{at}: verify is not full, standard or light"))?,
+            ),
+        },
+    })
+}
+
+/// A recorded executor's prices (both or neither) and `max_tokens`.
+fn metering_from_record(m: &Map<String, J>, at: &str) -> Result<Metering, String> {
+    Ok(Metering {
+        price: match (
+            m.get("price_in_micro_per_mtok").and_then(J::as_u64),
+            m.get("price_out_micro_per_mtok").and_then(J::as_u64),
+        ) {
+            (Some(i), Some(o)) => Some(crate::spend::Price {
+                in_micro_per_mtok: i,
+                out_micro_per_mtok: o,
+            }),
+            (None, None) => None,
+            _ => return Err(format!("{at}: only one of its two prices is recorded")),
+        },
+        max_tokens: match m.get("max_tokens") {
+            None | Some(J::Null) => None,
+            Some(n) => Some(
+                n.as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| format!("{at}: max_tokens is not a token count"))?,
+            ),
+        },
+    })
+}
+
+/// One executor back from its record (`at` names it in errors).
+pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, String> {
+    let m = v
+        .as_object()
+        .ok_or_else(|| format!("{at} is not an object"))?;
+    let flag = |k: &str| m.get(k).and_then(J::as_bool).unwrap_or(false);
+    let kind = kind_from_record(m, at)?;
+    let env = env_from_record(m, at)?;
     let origin_name = str_field(m, "origin", at)?;
     let origin =
         origin_of(origin_name).ok_or_else(|| format!("{at}: unknown origin {origin_name:?}"))?;
@@ -219,45 +276,8 @@ pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, Stri
         timeout_seconds: u64_field(m, "timeout_seconds", at)?,
         max_response_bytes: u64_field(m, "max_response_bytes", at)?,
         origin,
-        verify: SeatVerify {
-            tier: match m.get("tier") {
-                None | Some(J::Null) => None,
-                Some(t) => Some(
-                    t.as_u64()
-                        .and_then(|t| u8::try_from(t).ok())
-                        .ok_or_else(|| format!("{at}: tier is not a small number"))?,
-                ),
-            },
-            verify: match m.get("verify") {
-                None | Some(J::Null) => None,
-                Some(v) => Some(
-                    v.as_str()
-                        .and_then(Verify::parse)
-                        .ok_or_else(|| format!("{at}: verify is not full, standard or light"))?,
-                ),
-            },
-        },
-        metering: Metering {
-            price: match (
-                m.get("price_in_micro_per_mtok").and_then(J::as_u64),
-                m.get("price_out_micro_per_mtok").and_then(J::as_u64),
-            ) {
-                (Some(i), Some(o)) => Some(crate::spend::Price {
-                    in_micro_per_mtok: i,
-                    out_micro_per_mtok: o,
-                }),
-                (None, None) => None,
-                _ => return Err(format!("{at}: only one of its two prices is recorded")),
-            },
-            max_tokens: match m.get("max_tokens") {
-                None | Some(J::Null) => None,
-                Some(n) => Some(
-                    n.as_u64()
-                        .and_then(|n| u32::try_from(n).ok())
-                        .ok_or_else(|| format!("{at}: max_tokens is not a token count"))?,
-                ),
-            },
-        },
+        verify: verify_from_record(m, at)?,
+        metering: metering_from_record(m, at)?,
         env,
     })
 }
