@@ -118,6 +118,56 @@ pub struct RunInfo {
 /// The run (request seq) each entry belongs to (a pure projection; it lives in the report).
 pub(crate) use crate::report::run_roots as roots;
 
+/// A run as its request entry (seq `r`, body `body`) starts it: interrupted until more is read.
+fn run_started(r: u64, body: Option<&J>) -> RunInfo {
+    let text = body
+        .and_then(|b| b.get("text"))
+        .and_then(J::as_str)
+        .unwrap_or("")
+        .to_string();
+    RunInfo {
+        request_seq: r,
+        request: text,
+        state: RunState::Interrupted,
+        plan: None,
+        plan_seq: None,
+        run_seq: None,
+        gates: GatePolicy::from_record(body.and_then(|b| b.get("gates"))),
+        results: BTreeMap::new(),
+        verdicts: BTreeMap::new(),
+        answer: None,
+        entries: vec![r],
+    }
+}
+
+fn str_field(b: &J, k: &str) -> Option<String> {
+    b.get(k).and_then(J::as_str).map(str::to_string)
+}
+
+/// A task's result from its `result` entry's body.
+fn result_of(b: &J, seq: u64) -> ResultInfo {
+    ResultInfo {
+        output: str_field(b, "output").unwrap_or_default(),
+        ok: b.get("ok") == Some(&J::Bool(true)),
+        model: str_field(b, "model"),
+        seq,
+    }
+}
+
+/// A task's verdict from its `verdict` entry's body (no decision: `pass` when ok, else
+/// `escalate`).
+fn verdict_of(b: &J) -> Verdict {
+    let ok = b.get("ok") == Some(&J::Bool(true));
+    let decision = str_field(b, "decision")
+        .unwrap_or_else(|| if ok { "pass".into() } else { "escalate".into() });
+    Verdict {
+        decision,
+        score: b.get("score").and_then(J::as_f64).unwrap_or(0.0),
+        reason: str_field(b, "reason").unwrap_or_default(),
+        model: str_field(b, "model"),
+    }
+}
+
 /// Every run in the ledger, oldest first.
 pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> Vec<RunInfo> {
     let root = roots(entries);
@@ -128,29 +178,7 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
         let Some(&r) = root.get(&e.seq) else { continue };
         let body = payload(e);
         if e.seq == r {
-            let text = body
-                .as_ref()
-                .and_then(|b| b.get("text"))
-                .and_then(J::as_str)
-                .unwrap_or("")
-                .to_string();
-            let gates = GatePolicy::from_record(body.as_ref().and_then(|b| b.get("gates")));
-            out.insert(
-                r,
-                RunInfo {
-                    request_seq: r,
-                    request: text,
-                    state: RunState::Interrupted,
-                    plan: None,
-                    plan_seq: None,
-                    run_seq: None,
-                    gates,
-                    results: BTreeMap::new(),
-                    verdicts: BTreeMap::new(),
-                    answer: None,
-                    entries: vec![e.seq],
-                },
-            );
+            out.insert(r, run_started(r, body.as_ref()));
             continue;
         }
         let Some(info) = out.get_mut(&r) else {
@@ -173,31 +201,12 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
                     info.answer = Some((e.seq, answer));
                     info.state = budget_pending.remove(&r).unwrap_or(RunState::Answered);
                 } else if let Some(id) = str_of("id") {
-                    info.results.insert(
-                        id,
-                        ResultInfo {
-                            output: str_of("output").unwrap_or_default(),
-                            ok: b.get("ok") == Some(&J::Bool(true)),
-                            model: str_of("model"),
-                            seq: e.seq,
-                        },
-                    );
+                    info.results.insert(id, result_of(&b, e.seq));
                 }
             }
             kind::VERDICT => {
                 if let Some(id) = str_of("id") {
-                    let ok = b.get("ok") == Some(&J::Bool(true));
-                    let decision = str_of("decision")
-                        .unwrap_or_else(|| if ok { "pass".into() } else { "escalate".into() });
-                    info.verdicts.insert(
-                        id,
-                        Verdict {
-                            decision,
-                            score: b.get("score").and_then(J::as_f64).unwrap_or(0.0),
-                            reason: str_of("reason").unwrap_or_default(),
-                            model: str_of("model"),
-                        },
-                    );
+                    info.verdicts.insert(id, verdict_of(&b));
                 }
             }
             kind::BUDGET => {
