@@ -520,21 +520,7 @@ impl Run<'_, '_> {
                 ..c
             },
             Err(e) => {
-                let mut body = json!({"task": task.id, "base": tree.start, "commit": null, "error": work_error_line(&e)});
-                match &e {
-                    WorkError::Refused(_) => body["refused"] = json!(true),
-                    WorkError::Secrets(found) => {
-                        body["secrets"] = found.iter().map(|f| f.payload()).collect();
-                    }
-                    _ => {}
-                }
-                let c = self.put("dispatch", kind::CHANGE, Some(result_seq), body)?;
-                let mut tw = w.get(&task.id);
-                tw.change = None;
-                tw.change_seq = Some(c.seq);
-                tw.last_seq = c.seq;
-                tw.checks.clear();
-                w.set(&task.id, tw);
+                self.witness_no_change(w, task, tree, result_seq, &e)?;
                 return Ok(false);
             }
         };
@@ -568,6 +554,34 @@ impl Run<'_, '_> {
             w.set(&task.id, tw);
         }
         Ok(all_ok)
+    }
+
+    /// Witnesses a `change` with no commit (the workbench refused it, found secrets in it, or
+    /// failed) and forgets the task's earlier change and checks.
+    fn witness_no_change(
+        &self,
+        w: &WorkRun,
+        task: &Task,
+        tree: &TaskTree,
+        result_seq: u64,
+        e: &WorkError,
+    ) -> Result<(), RunError> {
+        let mut body = json!({"task": task.id, "base": tree.start, "commit": null, "error": work_error_line(e)});
+        match e {
+            WorkError::Refused(_) => body["refused"] = json!(true),
+            WorkError::Secrets(found) => {
+                body["secrets"] = found.iter().map(|f| f.payload()).collect();
+            }
+            _ => {}
+        }
+        let c = self.put("dispatch", kind::CHANGE, Some(result_seq), body)?;
+        let mut tw = w.get(&task.id);
+        tw.change = None;
+        tw.change_seq = Some(c.seq);
+        tw.last_seq = c.seq;
+        tw.checks.clear();
+        w.set(&task.id, tw);
+        Ok(())
     }
 
     /// Runs one check command in `tree` and witnesses it as `check` for `task` under

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{Value as J, json};
 
-use crate::exec::tools::{Msg, ToolChat, ToolOutput, Turn, rejects_tools};
+use crate::exec::tools::{Msg, ToolChat, ToolOutput, ToolUse, Turn, rejects_tools};
 use crate::exec::{Call, ExecError, Executor, Reply, command};
 use crate::ledger::kind;
 use crate::plan::Task;
@@ -47,6 +47,25 @@ struct Seen {
     model: String,
     usage: Option<J>,
 }
+
+impl Seen {
+    /// Notes a turn's model and adds its usage.
+    fn note(&mut self, exec: &dyn Executor, turn: &Turn) {
+        self.model = turn.model.clone();
+        if let Some(u) = &turn.usage {
+            let reply = Reply {
+                text: String::new(),
+                model: turn.model.clone(),
+                usage: Some(u.clone()),
+                elapsed: std::time::Duration::ZERO,
+            };
+            self.usage = sum_usage(self.usage.take(), usage_of(exec, &reply));
+        }
+    }
+}
+
+/// A tool call's arguments as [`parse_op`] read them.
+type ParsedCall = Result<Result<Op, super::tools::Refusal>, String>;
 
 /// What a model without tools is asked for instead.
 const FALLBACK_NOTE: &str = "\n\nThis endpoint takes no tools. Answer with one JSON object \
@@ -250,17 +269,8 @@ impl Run<'_, '_> {
                     }));
                 }
             };
-            seen.model = turn.model.clone();
-            if let Some(u) = turn.usage {
-                let reply = Reply {
-                    text: String::new(),
-                    model: turn.model.clone(),
-                    usage: Some(u),
-                    elapsed: std::time::Duration::ZERO,
-                };
-                seen.usage = sum_usage(seen.usage.take(), usage_of(exec.as_ref(), &reply));
-            }
-            let parsed: Vec<Result<Result<Op, super::tools::Refusal>, String>> = turn
+            seen.note(exec.as_ref(), &turn);
+            let parsed: Vec<ParsedCall> = turn
                 .calls
                 .iter()
                 .map(|c| c.arguments().and_then(|a| parse_op(&c.name, &a, &commands)))
@@ -272,32 +282,11 @@ impl Run<'_, '_> {
                 Next::Fail(code, reason) => return Ok(Err(Failed { code, reason })),
                 Next::Correct(_) | Next::Carry => {}
             }
-            let mut outputs = Vec::new();
-            for (call, p) in turn.calls.iter().zip(parsed) {
-                if !lp.room() {
-                    return Ok(Err(Failed {
-                        code: "max_tool_calls",
-                        reason: format!(
-                            "the model made {} tool calls without finishing (--max-tool-calls {})",
-                            lp.calls, lp.max_calls
-                        ),
-                    }));
-                }
-                lp.count();
-                let outcome = match p {
-                    Err(m) => Outcome::failed(format!("malformed call: {m}")),
-                    Ok(Err(r)) => Outcome::refused(r.0),
-                    Ok(Ok(op)) => hands.carry(&op),
+            let outputs =
+                match self.carry_calls(task, parent, hands, &mut lp, &turn.calls, parsed)? {
+                    Ok(outputs) => outputs,
+                    Err(failed) => return Ok(Err(failed)),
                 };
-                let told = self.witness_tool(
-                    task, parent, lp.calls, &call.name, &call.raw, "tools", &outcome,
-                )?;
-                outputs.push(ToolOutput {
-                    id: call.id.clone(),
-                    content: told,
-                    is_error: !outcome.ok,
-                });
-            }
             messages.push(Msg::Assistant {
                 text: turn.text.clone(),
                 calls: turn.calls.clone(),
@@ -309,6 +298,46 @@ impl Run<'_, '_> {
                 messages.push(Msg::User(note));
             }
         }
+    }
+
+    /// Carries out one turn's calls in order, each witnessed; fails when the loop runs out of
+    /// tool calls first.
+    fn carry_calls(
+        &self,
+        task: &Task,
+        parent: u64,
+        hands: &dyn Hands,
+        lp: &mut Loop,
+        calls: &[ToolUse],
+        parsed: Vec<ParsedCall>,
+    ) -> Result<Result<Vec<ToolOutput>, Failed>, RunError> {
+        let mut outputs = Vec::new();
+        for (call, p) in calls.iter().zip(parsed) {
+            if !lp.room() {
+                return Ok(Err(Failed {
+                    code: "max_tool_calls",
+                    reason: format!(
+                        "the model made {} tool calls without finishing (--max-tool-calls {})",
+                        lp.calls, lp.max_calls
+                    ),
+                }));
+            }
+            lp.count();
+            let outcome = match p {
+                Err(m) => Outcome::failed(format!("malformed call: {m}")),
+                Ok(Err(r)) => Outcome::refused(r.0),
+                Ok(Ok(op)) => hands.carry(&op),
+            };
+            let told = self.witness_tool(
+                task, parent, lp.calls, &call.name, &call.raw, "tools", &outcome,
+            )?;
+            outputs.push(ToolOutput {
+                id: call.id.clone(),
+                content: told,
+                is_error: !outcome.ok,
+            });
+        }
+        Ok(Ok(outputs))
     }
 
     /// The structured reply of an endpoint that rejects tools: one call with the edits schema,

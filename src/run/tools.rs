@@ -236,6 +236,81 @@ pub(crate) fn diff_paths(diff: &str) -> Vec<String> {
     out
 }
 
+/// A tool call's arguments, read with errors that name the tool.
+struct ToolArgs<'a> {
+    name: &'a str,
+    args: &'a Map<String, Value>,
+}
+
+impl<'a> ToolArgs<'a> {
+    /// An optional string argument.
+    fn text(&self, k: &str) -> Result<Option<&'a str>, String> {
+        match self.args.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(format!(
+                "{}: the argument {k:?} must be a string",
+                self.name
+            )),
+        }
+    }
+
+    /// A string argument that must be there.
+    fn need(&self, k: &str) -> Result<&'a str, String> {
+        self.text(k)?
+            .ok_or_else(|| format!("{}: the argument {k:?} is missing", self.name))
+    }
+
+    /// An optional line number (from 1).
+    fn line(&self, k: &str) -> Result<Option<usize>, String> {
+        match self.args.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .filter(|n| *n >= 1)
+                .map(|n| Some(n as usize))
+                .ok_or_else(|| format!("{}: {k:?} must be a whole number from 1", self.name)),
+        }
+    }
+}
+
+/// `apply_diff`: the diff and the files it names, each confined to the worktree.
+fn diff_op(name: &str, diff: &str) -> Result<Result<Op, Refusal>, String> {
+    let paths = diff_paths(diff);
+    if paths.is_empty() {
+        return Err(format!("{name}: the diff names no file (---/+++ lines)"));
+    }
+    let mut kept = Vec::new();
+    for p in &paths {
+        match confine(p, false) {
+            Ok(p) => kept.push(p),
+            Err(r) => return Ok(Err(r)),
+        }
+    }
+    Ok(Ok(Op::Diff {
+        diff: diff.to_string(),
+        paths: kept,
+    }))
+}
+
+/// `run_command`: one of the allowed commands, else a refusal naming them.
+fn run_op(c: &str, commands: &[String]) -> Result<Op, Refusal> {
+    if commands.iter().any(|a| a == c) {
+        Ok(Op::Run {
+            command: c.to_string(),
+        })
+    } else {
+        Err(Refusal(format!(
+            "refused: {c:?} is not an allowed command; the allowed ones are: {}",
+            if commands.is_empty() {
+                "none (the run gave no --check or --allow-cmd)".to_string()
+            } else {
+                commands.join(" | ")
+            }
+        )))
+    }
+}
+
 /// A tool call's arguments checked into an [`Op`]; `Err` is what the model is told (a
 /// malformed call), `Ok(Err)` a refusal (a path leaving the worktree, a command not allowed).
 pub(crate) fn parse_op(
@@ -243,26 +318,10 @@ pub(crate) fn parse_op(
     args: &Map<String, Value>,
     commands: &[String],
 ) -> Result<Result<Op, Refusal>, String> {
-    let text = |k: &str| -> Result<Option<&str>, String> {
-        match args.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(_) => Err(format!("{name}: the argument {k:?} must be a string")),
-        }
-    };
-    let need = |k: &str| -> Result<&str, String> {
-        text(k)?.ok_or_else(|| format!("{name}: the argument {k:?} is missing"))
-    };
-    let line = |k: &str| -> Result<Option<usize>, String> {
-        match args.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .filter(|n| *n >= 1)
-                .map(|n| Some(n as usize))
-                .ok_or_else(|| format!("{name}: {k:?} must be a whole number from 1")),
-        }
-    };
+    let call = ToolArgs { name, args };
+    let text = |k: &str| call.text(k);
+    let need = |k: &str| call.need(k);
+    let line = |k: &str| call.line(k);
     Ok(match name {
         "list_files" => confine(text("path")?.unwrap_or("."), true).map(|path| Op::List { path }),
         "read_file" => {
@@ -292,41 +351,8 @@ pub(crate) fn parse_op(
             let content = content.to_string();
             confine(need("path")?, false).map(|path| Op::Write { path, content })
         }
-        "apply_diff" => {
-            let diff = need("diff")?;
-            let paths = diff_paths(diff);
-            if paths.is_empty() {
-                return Err(format!("{name}: the diff names no file (---/+++ lines)"));
-            }
-            let mut kept = Vec::new();
-            for p in &paths {
-                match confine(p, false) {
-                    Ok(p) => kept.push(p),
-                    Err(r) => return Ok(Err(r)),
-                }
-            }
-            Ok(Op::Diff {
-                diff: diff.to_string(),
-                paths: kept,
-            })
-        }
-        "run_command" => {
-            let c = need("command")?.trim();
-            if commands.iter().any(|a| a == c) {
-                Ok(Op::Run {
-                    command: c.to_string(),
-                })
-            } else {
-                Err(Refusal(format!(
-                    "refused: {c:?} is not an allowed command; the allowed ones are: {}",
-                    if commands.is_empty() {
-                        "none (the run gave no --check or --allow-cmd)".to_string()
-                    } else {
-                        commands.join(" | ")
-                    }
-                )))
-            }
-        }
+        "apply_diff" => return diff_op(name, need("diff")?),
+        "run_command" => run_op(need("command")?.trim(), commands),
         other => {
             return Err(format!(
                 "there is no tool {other:?}; the tools are list_files, read_file, search, write_file, apply_diff{}",
