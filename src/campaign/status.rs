@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Value as J, json};
 
-use super::Campaign;
+use super::{Campaign, Feature, Project};
 use crate::ledger::{Entry, kind};
 
 /// The schema name of the campaign room.
@@ -201,6 +201,84 @@ fn reason_text(v: Option<&J>) -> String {
     }
 }
 
+/// The latest body of `kind` for the campaign, by the id at `key` (later bodies win).
+fn latest_by<'a>(
+    items: &'a [(Entry, Option<J>)],
+    kind: &str,
+    campaign_id: &str,
+    key: &str,
+) -> BTreeMap<&'a str, &'a J> {
+    let mut latest: BTreeMap<&str, &J> = BTreeMap::new();
+    for b in body_of(items, kind).filter(|b| is_campaign(b, campaign_id)) {
+        if let Some(id) = b.get(key).and_then(J::as_str) {
+            latest.insert(id, b);
+        }
+    }
+    latest
+}
+
+/// One feature as its latest status body says (pending when there is none); a `done` that is
+/// neither external with a source nor witnessed is a violation.
+fn feature_view(
+    items: &[(Entry, Option<J>)],
+    p: &Project,
+    f: &Feature,
+    body: Option<&J>,
+) -> FeatureView {
+    let external = p.external();
+    let mut view = FeatureView {
+        feature_id: f.feature_id.clone(),
+        project_id: p.project_id.clone(),
+        owner: p.owner.clone(),
+        priority: f.priority,
+        depends_on: f.depends_on.clone(),
+        status: FeatureState::Pending,
+        reason: String::new(),
+        witnessed_seq: J::Null,
+        external,
+        external_source: J::Null,
+        violation: None,
+        deps_met: false,
+        blocking_deps: Vec::new(),
+    };
+    if let Some(b) = body {
+        view.reason = reason_text(b.get("reason"));
+        view.witnessed_seq = b.get("witnessed_seq").cloned().unwrap_or(J::Null);
+        view.external_source = b.get("source").cloned().unwrap_or(J::Null);
+        let source_given = truthy(&view.external_source);
+        view.status = match b.get("status").and_then(J::as_str) {
+            Some("done") if external && source_given => FeatureState::Done,
+            Some("done") if witnessed(items, &view.witnessed_seq, &f.feature_id) => {
+                FeatureState::Done
+            }
+            Some("done") => {
+                view.violation = Some(DONE_VIOLATION.to_string());
+                FeatureState::Unwitnessed
+            }
+            Some(s) => FeatureState::recorded(s).unwrap_or(FeatureState::Pending),
+            None => FeatureState::Pending,
+        };
+    }
+    view
+}
+
+/// How many features are in each state.
+fn count_states(features: &[FeatureView]) -> Counts {
+    let mut counts = Counts::default();
+    for f in features {
+        let slot = match f.status {
+            FeatureState::Done => &mut counts.done,
+            FeatureState::InProgress => &mut counts.in_progress,
+            FeatureState::Blocked => &mut counts.blocked,
+            FeatureState::Failed => &mut counts.failed,
+            FeatureState::Pending => &mut counts.pending,
+            FeatureState::Unwitnessed => &mut counts.unwitnessed,
+        };
+        *slot += 1;
+    }
+    counts
+}
+
 /// Reduces campaign `campaign_id` from `items` (every entry with its body, in seq order);
 /// `None` when the campaign was never declared there.
 pub(crate) fn reduce(items: &[(Entry, Option<J>)], campaign_id: &str) -> Option<Status> {
@@ -208,56 +286,13 @@ pub(crate) fn reduce(items: &[(Entry, Option<J>)], campaign_id: &str) -> Option<
         .filter(|b| is_campaign(b, campaign_id))
         .filter_map(Campaign::from_payload)
         .last()?;
-    let mut latest: BTreeMap<&str, &J> = BTreeMap::new();
-    for b in body_of(items, kind::FEATURE_STATUS).filter(|b| is_campaign(b, campaign_id)) {
-        if let Some(fid) = b.get("feature_id").and_then(J::as_str) {
-            latest.insert(fid, b);
-        }
-    }
-    let mut reported: BTreeMap<&str, &J> = BTreeMap::new();
-    for b in body_of(items, kind::PROJECT_STATUS).filter(|b| is_campaign(b, campaign_id)) {
-        if let Some(pid) = b.get("project_id").and_then(J::as_str) {
-            reported.insert(pid, b);
-        }
-    }
+    let latest = latest_by(items, kind::FEATURE_STATUS, campaign_id, "feature_id");
+    let reported = latest_by(items, kind::PROJECT_STATUS, campaign_id, "project_id");
 
     let mut features: Vec<FeatureView> = Vec::new();
     for (p, f) in campaign.features() {
-        let external = p.external();
         let body = latest.get(f.feature_id.as_str()).copied();
-        let mut view = FeatureView {
-            feature_id: f.feature_id.clone(),
-            project_id: p.project_id.clone(),
-            owner: p.owner.clone(),
-            priority: f.priority,
-            depends_on: f.depends_on.clone(),
-            status: FeatureState::Pending,
-            reason: String::new(),
-            witnessed_seq: J::Null,
-            external,
-            external_source: J::Null,
-            violation: None,
-            deps_met: false,
-            blocking_deps: Vec::new(),
-        };
-        if let Some(b) = body {
-            view.reason = reason_text(b.get("reason"));
-            view.witnessed_seq = b.get("witnessed_seq").cloned().unwrap_or(J::Null);
-            view.external_source = b.get("source").cloned().unwrap_or(J::Null);
-            let source_given = truthy(&view.external_source);
-            view.status = match b.get("status").and_then(J::as_str) {
-                Some("done") if external && source_given => FeatureState::Done,
-                Some("done") if witnessed(items, &view.witnessed_seq, &f.feature_id) => {
-                    FeatureState::Done
-                }
-                Some("done") => {
-                    view.violation = Some(DONE_VIOLATION.to_string());
-                    FeatureState::Unwitnessed
-                }
-                Some(s) => FeatureState::recorded(s).unwrap_or(FeatureState::Pending),
-                None => FeatureState::Pending,
-            };
-        }
+        let view = feature_view(items, p, f, body);
         features.push(view);
     }
     let state: BTreeMap<String, FeatureState> = features
@@ -273,18 +308,7 @@ pub(crate) fn reduce(items: &[(Entry, Option<J>)], campaign_id: &str) -> Option<
             .collect();
         f.deps_met = f.blocking_deps.is_empty();
     }
-    let mut counts = Counts::default();
-    for f in &features {
-        let slot = match f.status {
-            FeatureState::Done => &mut counts.done,
-            FeatureState::InProgress => &mut counts.in_progress,
-            FeatureState::Blocked => &mut counts.blocked,
-            FeatureState::Failed => &mut counts.failed,
-            FeatureState::Pending => &mut counts.pending,
-            FeatureState::Unwitnessed => &mut counts.unwitnessed,
-        };
-        *slot += 1;
-    }
+    let counts = count_states(&features);
     let ours: Vec<&FeatureView> = features.iter().filter(|f| !f.external).collect();
     let complete = !ours.is_empty()
         && ours.iter().all(|f| f.status == FeatureState::Done)
