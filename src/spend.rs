@@ -396,34 +396,41 @@ impl Spend {
         }
         self.spent.tokens = self.spent.tokens.saturating_add(charged.tokens);
         self.spent.pico = self.spent.pico.saturating_add(charged.pico);
-        if self.hit.is_none() {
-            let over = [
-                (
-                    Ceiling::MaxTokens,
-                    self.ceilings.max_tokens,
-                    self.spent.tokens,
-                ),
-                (
-                    Ceiling::MaxCostUsd,
-                    self.ceilings.max_cost_pico,
-                    self.spent.pico,
-                ),
-            ];
-            for (ceiling, max, used) in over {
-                if let Some(max) = max
-                    && used >= max
-                {
-                    self.hit = Some(CeilingHit {
-                        ceiling,
-                        needed: 0,
-                        left: 0,
-                        overrun: false,
-                    });
-                    break;
-                }
+        self.close_at_ceiling();
+        Settled { charged, overrun }
+    }
+
+    /// Closes the ledger at the first ceiling what was spent has reached, unless one already
+    /// closed it.
+    fn close_at_ceiling(&mut self) {
+        if self.hit.is_some() {
+            return;
+        }
+        let over = [
+            (
+                Ceiling::MaxTokens,
+                self.ceilings.max_tokens,
+                self.spent.tokens,
+            ),
+            (
+                Ceiling::MaxCostUsd,
+                self.ceilings.max_cost_pico,
+                self.spent.pico,
+            ),
+        ];
+        for (ceiling, max, used) in over {
+            if let Some(max) = max
+                && used >= max
+            {
+                self.hit = Some(CeilingHit {
+                    ceiling,
+                    needed: 0,
+                    left: 0,
+                    overrun: false,
+                });
+                break;
             }
         }
-        Settled { charged, overrun }
     }
 
     /// The first call that reported more than it reserved, if one did.

@@ -125,32 +125,39 @@ fn by_score_then_name(a: &Candidate, b: &Candidate) -> Ordering {
         .then_with(|| a.agent.cmp(&b.agent))
 }
 
+/// Each agent scored against `text` (the share of its keywords among the text's tokens), best
+/// first, ties by name.
+fn scored(text: &str, agents: &[AgentSpec]) -> Vec<Candidate> {
+    let tokens = tokenize(text);
+    let mut candidates: Vec<Candidate> = agents
+        .iter()
+        .map(|spec| {
+            let hits = spec
+                .keywords
+                .iter()
+                .filter(|kw| tokens.contains(&kw.to_lowercase()))
+                .count();
+            let score = if spec.keywords.is_empty() {
+                0.0
+            } else {
+                hits as f64 / spec.keywords.len() as f64
+            };
+            Candidate {
+                agent: spec.name.clone(),
+                score,
+                hits,
+            }
+        })
+        .collect();
+    candidates.sort_by(by_score_then_name);
+    candidates
+}
+
 impl Router {
     /// Routes `text` against `agents`. The result never depends on the order the agents are
     /// listed in, provided names are unique.
     pub fn route(&self, text: &str, agents: &[AgentSpec]) -> RouteDecision {
-        let tokens = tokenize(text);
-        let mut candidates: Vec<Candidate> = agents
-            .iter()
-            .map(|spec| {
-                let hits = spec
-                    .keywords
-                    .iter()
-                    .filter(|kw| tokens.contains(&kw.to_lowercase()))
-                    .count();
-                let score = if spec.keywords.is_empty() {
-                    0.0
-                } else {
-                    hits as f64 / spec.keywords.len() as f64
-                };
-                Candidate {
-                    agent: spec.name.clone(),
-                    score,
-                    hits,
-                }
-            })
-            .collect();
-        candidates.sort_by(by_score_then_name);
+        let mut candidates = scored(text, agents);
 
         let top = candidates.first().map_or(0.0, |c| c.score);
         let second = candidates.get(1).map_or(0.0, |c| c.score);
