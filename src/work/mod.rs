@@ -433,21 +433,7 @@ impl GitWork {
         )?;
         git::ensure(&out, &["diff-tree"])?;
         let repo = self.objects.to_thread_local();
-        let blob = |hex: &str, cap: u64| -> Result<Option<Vec<u8>>, WorkError> {
-            let failed =
-                |e: &dyn std::fmt::Display| WorkError::Git(format!("cannot read {hex}: {e}"));
-            let id = gix::ObjectId::from_hex(hex.as_bytes()).map_err(|e| failed(&e))?;
-            if id.is_null() {
-                return Ok(None);
-            }
-            let size = repo.find_header(id).map_err(|e| failed(&e))?.size();
-            if size > cap {
-                return Ok(None);
-            }
-            Ok(Some(
-                repo.find_object(id).map_err(|e| failed(&e))?.data.clone(),
-            ))
-        };
+        let blob = |hex: &str, cap: u64| read_blob(&repo, hex, cap);
         let mut secrets = Vec::new();
         let mut links = Vec::new();
         let mut fields = out.stdout.split(|b| *b == 0);
@@ -663,6 +649,22 @@ impl GitWork {
 }
 
 /// The full id of the commit `rev` names, or `None`.
+/// The blob `hex` read in process: `None` for the null id (no file) or a blob over `cap` bytes.
+fn read_blob(repo: &gix::Repository, hex: &str, cap: u64) -> Result<Option<Vec<u8>>, WorkError> {
+    let failed = |e: &dyn std::fmt::Display| WorkError::Git(format!("cannot read {hex}: {e}"));
+    let id = gix::ObjectId::from_hex(hex.as_bytes()).map_err(|e| failed(&e))?;
+    if id.is_null() {
+        return Ok(None);
+    }
+    let size = repo.find_header(id).map_err(|e| failed(&e))?.size();
+    if size > cap {
+        return Ok(None);
+    }
+    Ok(Some(
+        repo.find_object(id).map_err(|e| failed(&e))?.data.clone(),
+    ))
+}
+
 fn resolve_commit(common: &Path, rev: &str) -> Option<String> {
     let spec = format!("{rev}^{{commit}}");
     let out = git::run(
