@@ -23,7 +23,6 @@ use crate::ledger::kind;
 use crate::plan::Task;
 use crate::spend::{Amount, Reported, prompt_tokens_upper_bound};
 
-use super::changes::{WorkRun, criteria_commands};
 use super::engine::{Done, Run, sum_usage, usage_of, with_usage};
 use super::prompts::worker_system;
 use super::tools::{
@@ -31,6 +30,7 @@ use super::tools::{
     parse_fallback, parse_op, specs,
 };
 use super::work::TaskTree;
+use super::work_state::{WorkRun, criteria_commands};
 use super::{Event, RunError, lock};
 
 /// Tokens each turn may generate (a `write_file` carries a whole file).

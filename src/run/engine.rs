@@ -19,9 +19,13 @@ use crate::spend::{
     prompt_tokens_upper_bound,
 };
 
-use super::changes::WorkRun;
 use super::interrupt::Halt;
+use super::work_state::WorkRun;
 use super::{BUDGET_STOP_ANSWER, Env, Event, Options, Outcome, RunError, Status, lock};
+
+/// A secrets block already witnessed: the `secret_blocked` seq, the run's request seq and the
+/// rules.
+pub(super) type WitnessedBlock = (u64, Option<u64>, Vec<String>);
 
 pub(super) struct Run<'a, 's> {
     pub(super) store: Mutex<&'s mut (dyn Storage + Send)>,
@@ -38,7 +42,7 @@ pub(super) struct Run<'a, 's> {
     pub(super) work: OnceLock<WorkRun>,
     /// Set once the secrets policy blocked an entry: the `secret_blocked` seq, the request
     /// and the rules (src/run/secrets.rs).
-    pub(super) secret_block: Mutex<Option<super::secrets::Blocked>>,
+    pub(super) secret_block: Mutex<Option<WitnessedBlock>>,
     /// What this invocation's model calls spent and hold, against its ceilings.
     pub(super) spend: Mutex<Spend>,
     /// The planner's usage, witnessed in the `plan` entry.

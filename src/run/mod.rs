@@ -48,6 +48,7 @@
 mod adapters;
 mod changes;
 mod context;
+mod course;
 mod deliver;
 mod dispatch;
 mod drive;
@@ -68,6 +69,7 @@ mod synthesis;
 mod tasks;
 pub mod tools;
 pub(crate) mod work;
+mod work_state;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -82,9 +84,6 @@ use crate::roster::Roster;
 pub use adapters::{
     CommandContext, CommandVerifier, DEFAULT_COMMAND_TIMEOUT, LedgerContext,
     MAX_CONTEXT_COMMAND_BYTES, MAX_VERIFICATION_DETAIL_CHARS, MAX_VERIFIER_COMMAND_BYTES,
-};
-pub(crate) use changes::{
-    DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, OpenWork, WorkOptions,
 };
 pub use context::{MAX_TASK_CONTEXT_CHARS, TASK_CONTEXT_CUT_MARKER, cap_task_context};
 pub(crate) use dispatch::{WorkBranch, dispatch};
@@ -103,6 +102,9 @@ pub use seams::{
 pub use work::{
     Author, Base, Change, ChangeLimits, CheckRun, CommitRules, FileChange, Keep, LinkOut, Screen,
     SecretFound, TaskTree, Tie, WorkError, Workbench,
+};
+pub(crate) use work_state::{
+    DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, OpenWork, WorkOptions,
 };
 
 /// Upstream output longer than this many code points is cut before it reaches a prompt

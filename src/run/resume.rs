@@ -11,7 +11,8 @@ use crate::plan::CompiledPlan;
 use crate::route;
 
 use super::changes;
-use super::drive::{Course, drive, stopped_on_ceiling};
+use super::course::Course;
+use super::drive::{drive, stopped_on_ceiling};
 use super::engine::{Done, Run};
 use super::{Env, Options, Outcome, RunError, Verdict, lock, status};
 

@@ -13,9 +13,6 @@ use crate::secrets::{Checked, Hit};
 use super::engine::Run;
 use super::{Event, RunError, lock};
 
-/// A block already witnessed: the `secret_blocked` seq, the run's request seq and the rules.
-pub(super) type Blocked = (u64, Option<u64>, Vec<String>);
-
 /// The hits as the entries record them.
 fn hits_value(hits: &[Hit]) -> Value {
     Value::Array(hits.iter().map(Hit::to_value).collect())

@@ -12,11 +12,11 @@ use crate::exec::Call;
 use crate::ledger::kind;
 use crate::plan::{CompiledPlan, Task};
 
-use super::changes::WorkRun;
 use super::engine::{Run, usage_of, with_usage};
 use super::prompts::{conflict_note, ship_prompt};
 use super::schemas::{parse_ship, ship_schema};
 use super::work::{Keep, LinkOut, WorkError};
+use super::work_state::WorkRun;
 use super::{Event, RunError};
 
 /// The pre-ship gate's answer on one change.
