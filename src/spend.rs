@@ -1,5 +1,4 @@
-//! Spend ceilings: a pure ledger of the tokens and money a run may still spend (issue 19,
-//! point 4). Pure: no I/O, no clock; the run holds one [`Spend`] behind a mutex that its
+//! Spend ceilings: a pure ledger of the tokens and money a run may still spend. Pure: no I/O, no clock; the run holds one [`Spend`] behind a mutex that its
 //! parallel workers share.
 //!
 //! A call first *reserves* its worst case ([`Spend::reserve`]): the prompt tokens (estimated
@@ -153,15 +152,6 @@ pub(crate) struct Reservation {
     held: Amount,
 }
 
-impl Reservation {
-    /// What it holds.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    pub(crate) fn held(&self) -> Amount {
-        self.held
-    }
-}
-
 /// A reservation that did not fit: the call must not start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CeilingHit {
@@ -280,13 +270,6 @@ impl Spend {
             ceilings,
             ..Spend::default()
         }
-    }
-
-    /// The ceilings.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    pub(crate) fn ceilings(&self) -> Ceilings {
-        self.ceilings
     }
 
     /// Reserves `worst` (the call's worst case) if it fits in what is left of every ceiling,
@@ -443,9 +426,8 @@ impl Spend {
         self.spent
     }
 
-    /// What running calls hold.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
+    /// What running calls hold (the tests check that settling releases it).
+    #[cfg(test)]
     pub(crate) fn reserved(&self) -> Amount {
         self.reserved
     }

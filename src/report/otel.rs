@@ -1,4 +1,4 @@
-//! One run as OTLP/JSON traces (issue 22, point 6): an `ExportTraceServiceRequest` in the
+//! One run as OTLP/JSON traces: an `ExportTraceServiceRequest` in the
 //! protobuf JSON mapping (the field names [`crate::flight::otlp`] reads back), so the run opens
 //! in any OTLP backend. Pure: the run's entries and bodies in, a JSON value out.
 //!

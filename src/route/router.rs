@@ -234,8 +234,8 @@ pub struct Classification {
 
 impl Classification {
     /// The payload of a `classification` ledger entry: `{task, agent, confidence, reason}`.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
+    /// Only the tests build it; nothing else calls it.
+    #[cfg(test)]
     pub(crate) fn payload(&self, task: &str) -> Value {
         Value::object([
             ("task".to_string(), Value::str(task)),
@@ -274,9 +274,9 @@ pub enum SettleError {
 
 impl RouteDecision {
     /// Settles an escalated route with a classifier's answer: the decision names the chosen
-    /// lane with the classifier's confidence; candidates keep their keyword scores.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
+    /// lane with the classifier's confidence; candidates keep their keyword scores. Only the
+    /// tests settle a route this way; nothing else calls it.
+    #[cfg(test)]
     pub(crate) fn settle(
         &self,
         classification: &Classification,

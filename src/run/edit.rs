@@ -1,4 +1,4 @@
-//! The built-in editing worker (issue 18, point 1): when a `--work` task's worker is a chat
+//! The built-in editing worker: when a `--work` task's worker is a chat
 //! executor (OpenAI-compatible or Anthropic), the task runs as a tool conversation in its
 //! worktree instead of one prompt. Each turn is a model call counted against the run's budget;
 //! each tool call is witnessed as `tool_call` under the task's entry (or the rung's

@@ -1,4 +1,4 @@
-//! The editing worker's tools, the pure part (issue 18, point 1): the fixed tool set a chat
+//! The editing worker's tools, the pure part: the fixed tool set a chat
 //! worker of a `--work` run is offered ([`specs`]), its arguments parsed into an [`Op`], the
 //! path rules applied to a path string ([`confine`]), the paths a unified diff touches
 //! ([`diff_paths`]), the loop's bookkeeping ([`Loop`]) and the structured reply a model

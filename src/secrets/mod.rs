@@ -359,9 +359,8 @@ impl Scanner {
         }
     }
 
-    /// How many runtime values this scanner looks for.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
+    /// How many runtime values this scanner looks for (the tests check the count).
+    #[cfg(test)]
     pub(crate) fn literal_count(&self) -> usize {
         self.literal_count
     }
@@ -500,8 +499,6 @@ impl Mode {
     }
 
     /// The mode's name.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Mode::Redact => "redact",

@@ -113,10 +113,6 @@ struct Opened {
 
 /// One run's work area over the repository at `repo`. See the module doc.
 pub struct GitWork {
-    /// The directory the run was started for (the user's work tree, or `-C`'s).
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    repo: PathBuf,
     /// The git common dir (absolute).
     common: PathBuf,
     /// The clone's place under the work root.
@@ -253,7 +249,6 @@ impl GitWork {
         let sandbox_config = view::write_config(&common, &private)?;
         Ok(GitWork {
             objects: objects.into(),
-            repo: repo.to_path_buf(),
             zero: "0".repeat(base.commit.len()),
             kind: if base.commit.len() == 64 {
                 gix::hash::Kind::Sha256
@@ -279,13 +274,6 @@ impl GitWork {
     /// This run's directory (`CLONE/LEDGER/RUN` under the work root).
     pub fn area(&self) -> &Path {
         &self.area
-    }
-
-    /// The repository directory this run was opened for.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    pub(crate) fn repo(&self) -> &Path {
-        &self.repo
     }
 
     /// The run branch's ref (`refs/heads/forum/run-RUN`).

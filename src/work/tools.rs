@@ -1,4 +1,4 @@
-//! The editing worker's hands in one task's worktree (issue 18, point 1): carries out the
+//! The editing worker's hands in one task's worktree: carries out the
 //! [`Op`]s of `crate::run::tools` on the file system. Paths arrive already confined as strings
 //! (no `..`, not absolute, not `.git`); here each is joined to the worktree and the part of
 //! it that exists is resolved (`canonicalize`), so a symlink that leads out of the worktree is
