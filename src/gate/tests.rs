@@ -17,7 +17,7 @@ fn entry(seq: u64, kind: &str, parent: Option<u64>) -> Entry {
 
 /// A ledger with one run (request 0, plan 2) and a pending gate (seq 3) before wave 1,
 /// whose tasks are T2 and T3.
-fn one_pending() -> (Vec<Entry>, Vec<J>, BTreeMap<u64, u64>) {
+fn one_pending() -> (Vec<Entry>, Vec<JsonValue>, BTreeMap<u64, u64>) {
     let entries = vec![
         entry(0, kind::REQUEST, None),
         entry(1, kind::ROUTE_FRAME, Some(0)),
@@ -34,7 +34,11 @@ fn one_pending() -> (Vec<Entry>, Vec<J>, BTreeMap<u64, u64>) {
     (entries, bodies, roots)
 }
 
-fn pending_of(entries: &[Entry], bodies: &[J], roots: &BTreeMap<u64, u64>) -> Vec<PendingGate> {
+fn pending_of(
+    entries: &[Entry],
+    bodies: &[JsonValue],
+    roots: &BTreeMap<u64, u64>,
+) -> Vec<PendingGate> {
     pending_gates(entries, |e| bodies.get(e.seq as usize).cloned(), roots)
 }
 

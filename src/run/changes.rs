@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value as J, json};
+use serde_json::{Value as JsonValue, json};
 
 use crate::exec::{Executor, command};
 use crate::ledger::canonical::Value;
@@ -434,10 +434,10 @@ fn first_line(s: &str) -> String {
 /// What each task of a run has in the repository, read back from the run's entries (`seqs`,
 /// in order): its latest change, that change's checks, the gate's decision and whether it was
 /// integrated (a `merge` with no conflict after it).
-pub(super) fn restore(entries: &[(Entry, J)]) -> BTreeMap<String, TaskWork> {
+pub(super) fn restore(entries: &[(Entry, JsonValue)]) -> BTreeMap<String, TaskWork> {
     let mut out: BTreeMap<String, TaskWork> = BTreeMap::new();
     for (e, p) in entries {
-        let Some(task) = p.get("task").and_then(J::as_str) else {
+        let Some(task) = p.get("task").and_then(JsonValue::as_str) else {
             continue;
         };
         let tw = out.entry(task.to_string()).or_default();
@@ -478,11 +478,16 @@ pub(super) fn restore(entries: &[(Entry, J)]) -> BTreeMap<String, TaskWork> {
 }
 
 /// A `change` entry's body read back.
-fn change_of(task: &str, p: &J) -> Change {
-    let s = |k: &str| p.get(k).and_then(J::as_str).unwrap_or("").to_string();
+fn change_of(task: &str, p: &JsonValue) -> Change {
+    let s = |k: &str| {
+        p.get(k)
+            .and_then(JsonValue::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let files = p
         .get("files")
-        .and_then(J::as_array)
+        .and_then(JsonValue::as_array)
         .map(|a| {
             a.iter()
                 .map(|f| super::work::FileChange {
@@ -497,14 +502,17 @@ fn change_of(task: &str, p: &J) -> Change {
     Change {
         task: task.to_string(),
         base: s("base"),
-        commit: p.get("commit").and_then(J::as_str).map(str::to_string),
+        commit: p
+            .get("commit")
+            .and_then(JsonValue::as_str)
+            .map(str::to_string),
         tree: s("tree"),
         files,
         diff: s("diff"),
         truncated: p["truncated"] == true,
         links_out: p
             .get("links_out")
-            .and_then(J::as_array)
+            .and_then(JsonValue::as_array)
             .map(|a| {
                 a.iter()
                     .map(|l| LinkOut {

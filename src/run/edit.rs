@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use serde_json::{Value as J, json};
+use serde_json::{Value, json};
 
 use crate::exec::tools::{Msg, ToolChat, ToolOutput, ToolUse, Turn, rejects_tools};
 use crate::exec::{Call, ExecError, Executor, Reply, command};
@@ -45,7 +45,7 @@ Paths are relative to the worktree; paths that leave it are refused.";
 /// The model a task's conversation last named, and the usage its turns counted (summed).
 struct Seen {
     model: String,
-    usage: Option<J>,
+    usage: Option<Value>,
 }
 
 impl Seen {
@@ -407,7 +407,7 @@ impl Run<'_, '_> {
             lp.count();
             let (args, outcome) = match &op {
                 Ok(o) => (op_args(o), hands.carry(o)),
-                Err(r) => (J::Null, Outcome::refused(r.0.clone())),
+                Err(r) => (Value::Null, Outcome::refused(r.0.clone())),
             };
             self.witness_tool(
                 task,
@@ -442,7 +442,7 @@ fn allowed(w: &WorkRun, task: &Task) -> Vec<String> {
 }
 
 /// An op's arguments as the `tool_call` entry records them.
-fn op_args(op: &Op) -> J {
+fn op_args(op: &Op) -> Value {
     match op {
         Op::Write { path, content } => json!({"path": path, "content": content}),
         Op::Diff { diff, .. } => json!({"diff": diff}),

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value as J, json};
+use serde_json::{Value, json};
 
 use crate::gate;
 use crate::ledger::{Storage, kind};
@@ -76,7 +76,7 @@ fn witnessed_request_context(
             && e.kind == kind::CONTEXT
             && let Some(p) = run.payload_of(e)?
             && p.get("task").is_none()
-            && let Some(text) = p.get("context").and_then(J::as_str)
+            && let Some(text) = p.get("context").and_then(Value::as_str)
             && !text.is_empty()
         {
             context = Some((e.seq, text.to_string()));
@@ -265,10 +265,19 @@ fn reopen_work(
     };
     let checks: Vec<String> = record
         .get("checks")
-        .and_then(J::as_array)
-        .map(|a| a.iter().filter_map(J::as_str).map(str::to_string).collect())
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
-    run.open_work(request_seq, record.get("base").and_then(J::as_str), checks)?;
+    run.open_work(
+        request_seq,
+        record.get("base").and_then(Value::as_str),
+        checks,
+    )?;
     let Some(w) = run.work() else {
         return Ok(None);
     };

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Value as J, json};
+use serde_json::{Value, json};
 
 use crate::exec::config::Verification;
 use crate::exec::sandbox::Record;
@@ -171,10 +171,10 @@ impl WorkRun {
 
     /// Every change made so far, in plan order: `[{task, commit, files, diff, shipped}]`, for a
     /// gate's approver.
-    pub(super) fn changes_so_far(&self) -> J {
+    pub(super) fn changes_so_far(&self) -> Value {
         let plan = lock(&self.plan).clone();
         let tasks = lock(&self.tasks);
-        let items: Vec<J> = plan
+        let items: Vec<Value> = plan
             .iter()
             .filter_map(|t| tasks.get(&t.id).map(|w| (t, w)))
             .filter_map(|(t, w)| {
@@ -190,7 +190,7 @@ impl WorkRun {
                 }))
             })
             .collect();
-        J::Array(items)
+        Value::Array(items)
     }
 
     /// The jail a command in `tree` runs in: the run's, showing that worktree and what the
@@ -227,7 +227,7 @@ impl WorkRun {
 
 /// The request entry's `work` record: base commit and branch, the dirty paths (reported, not
 /// part of the base) and the checks.
-pub(super) fn work_record(w: &WorkRun) -> J {
+pub(super) fn work_record(w: &WorkRun) -> Value {
     let base = w.bench.base();
     let mut rec = json!({
         "base": base.commit,

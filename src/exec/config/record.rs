@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value as J, json};
+use serde_json::{Map, Value, json};
 
 use super::verify::{SeatVerify, Verify};
 use super::{ExecutorKind, ExecutorSpec, Metering, Runtime, SeatChoice, Seats, Slot};
@@ -31,7 +31,7 @@ fn origin_of(s: &str) -> Option<Origin> {
 }
 
 /// One executor as recorded.
-pub(crate) fn executor_record(spec: &ExecutorSpec) -> J {
+pub(crate) fn executor_record(spec: &ExecutorSpec) -> Value {
     let mut m = Map::new();
     m.insert("kind".into(), json!(spec.kind.name()));
     match &spec.kind {
@@ -95,19 +95,19 @@ pub(crate) fn executor_record(spec: &ExecutorSpec) -> J {
     if let Some(env) = &spec.env {
         m.insert("env".into(), json!(env));
     }
-    J::Object(m)
+    Value::Object(m)
 }
 
-fn seat_record(choice: &SeatChoice) -> J {
+fn seat_record(choice: &SeatChoice) -> Value {
     match choice {
-        SeatChoice::Unset => J::Null,
+        SeatChoice::Unset => Value::Null,
         SeatChoice::Slot(s) => json!(s.as_str()),
         SeatChoice::Inline(spec) => executor_record(spec),
     }
 }
 
 /// The record of `rt`'s executors; `None` when it has none (nothing to continue with).
-pub(crate) fn record(rt: &Runtime) -> Option<J> {
+pub(crate) fn record(rt: &Runtime) -> Option<Value> {
     if rt.default.is_none()
         && rt.tiers.is_empty()
         && matches!(rt.seats.worker, SeatChoice::Unset)
@@ -115,7 +115,7 @@ pub(crate) fn record(rt: &Runtime) -> Option<J> {
     {
         return None;
     }
-    let tiers: Map<String, J> = rt
+    let tiers: Map<String, Value> = rt
         .tiers
         .iter()
         .map(|(t, s)| (t.as_str().to_string(), executor_record(s)))
@@ -131,33 +131,38 @@ pub(crate) fn record(rt: &Runtime) -> Option<J> {
     }))
 }
 
-fn str_field<'a>(m: &'a Map<String, J>, k: &str, at: &str) -> Result<&'a str, String> {
+fn str_field<'a>(m: &'a Map<String, Value>, k: &str, at: &str) -> Result<&'a str, String> {
     m.get(k)
-        .and_then(J::as_str)
+        .and_then(Value::as_str)
         .ok_or_else(|| format!("{at}: field {k} is missing or not a string"))
 }
 
-fn u64_field(m: &Map<String, J>, k: &str, at: &str) -> Result<u64, String> {
+fn u64_field(m: &Map<String, Value>, k: &str, at: &str) -> Result<u64, String> {
     m.get(k)
-        .and_then(J::as_u64)
+        .and_then(Value::as_u64)
         .ok_or_else(|| format!("{at}: field {k} is missing or not a whole number"))
 }
 
-fn opt_str(m: &Map<String, J>, k: &str, at: &str) -> Result<Option<String>, String> {
+fn opt_str(m: &Map<String, Value>, k: &str, at: &str) -> Result<Option<String>, String> {
     match m.get(k) {
-        None | Some(J::Null) => Ok(None),
-        Some(J::String(s)) => Ok(Some(s.clone())),
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(_) => Err(format!("{at}: field {k} is not a string")),
     }
 }
 
 /// What a recorded executor runs, by its `kind`.
-fn kind_from_record(m: &Map<String, J>, at: &str) -> Result<ExecutorKind, String> {
+fn kind_from_record(m: &Map<String, Value>, at: &str) -> Result<ExecutorKind, String> {
     let argv = || -> Result<Vec<String>, String> {
         let a: Vec<String> = m
             .get("argv")
-            .and_then(J::as_array)
-            .map(|a| a.iter().filter_map(J::as_str).map(str::to_string).collect())
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
             .unwrap_or_default();
         if a.is_empty() {
             return Err(format!("{at}: argv is missing or empty"));
@@ -174,7 +179,10 @@ fn kind_from_record(m: &Map<String, J>, at: &str) -> Result<ExecutorKind, String
             preset: Preset::ALL.into_iter().find(|p| p.name() == name),
         },
         "chat" => {
-            if m.get("url_trimmed").and_then(J::as_bool).unwrap_or(false) {
+            if m.get("url_trimmed")
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+            {
                 return Err(format!(
                     "{at}: its URL held credentials, a query or a fragment, which are not recorded"
                 ));
@@ -194,10 +202,10 @@ fn kind_from_record(m: &Map<String, J>, at: &str) -> Result<ExecutorKind, String
 }
 
 /// A recorded executor's `env` names, each one a program may be handed.
-fn env_from_record(m: &Map<String, J>, at: &str) -> Result<Option<Vec<String>>, String> {
+fn env_from_record(m: &Map<String, Value>, at: &str) -> Result<Option<Vec<String>>, String> {
     Ok(match m.get("env") {
-        None | Some(J::Null) => None,
-        Some(J::Array(a)) => Some(
+        None | Some(Value::Null) => None,
+        Some(Value::Array(a)) => Some(
             a.iter()
                 .map(|n| {
                     n.as_str()
@@ -212,10 +220,10 @@ fn env_from_record(m: &Map<String, J>, at: &str) -> Result<Option<Vec<String>>, 
 }
 
 /// A recorded executor's `tier` and `verify`.
-fn verify_from_record(m: &Map<String, J>, at: &str) -> Result<SeatVerify, String> {
+fn verify_from_record(m: &Map<String, Value>, at: &str) -> Result<SeatVerify, String> {
     Ok(SeatVerify {
         tier: match m.get("tier") {
-            None | Some(J::Null) => None,
+            None | Some(Value::Null) => None,
             Some(t) => Some(
                 t.as_u64()
                     .and_then(|t| u8::try_from(t).ok())
@@ -223,7 +231,7 @@ fn verify_from_record(m: &Map<String, J>, at: &str) -> Result<SeatVerify, String
             ),
         },
         verify: match m.get("verify") {
-            None | Some(J::Null) => None,
+            None | Some(Value::Null) => None,
             Some(v) => Some(
                 v.as_str()
                     .and_then(Verify::parse)
@@ -234,11 +242,11 @@ fn verify_from_record(m: &Map<String, J>, at: &str) -> Result<SeatVerify, String
 }
 
 /// A recorded executor's prices (both or neither) and `max_tokens`.
-fn metering_from_record(m: &Map<String, J>, at: &str) -> Result<Metering, String> {
+fn metering_from_record(m: &Map<String, Value>, at: &str) -> Result<Metering, String> {
     Ok(Metering {
         price: match (
-            m.get("price_in_micro_per_mtok").and_then(J::as_u64),
-            m.get("price_out_micro_per_mtok").and_then(J::as_u64),
+            m.get("price_in_micro_per_mtok").and_then(Value::as_u64),
+            m.get("price_out_micro_per_mtok").and_then(Value::as_u64),
         ) {
             (Some(i), Some(o)) => Some(crate::spend::Price {
                 in_micro_per_mtok: i,
@@ -248,7 +256,7 @@ fn metering_from_record(m: &Map<String, J>, at: &str) -> Result<Metering, String
             _ => return Err(format!("{at}: only one of its two prices is recorded")),
         },
         max_tokens: match m.get("max_tokens") {
-            None | Some(J::Null) => None,
+            None | Some(Value::Null) => None,
             Some(n) => Some(
                 n.as_u64()
                     .and_then(|n| u32::try_from(n).ok())
@@ -259,11 +267,11 @@ fn metering_from_record(m: &Map<String, J>, at: &str) -> Result<Metering, String
 }
 
 /// One executor back from its record (`at` names it in errors).
-pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, String> {
+pub(crate) fn executor_from_record(v: &Value, at: &str) -> Result<ExecutorSpec, String> {
     let m = v
         .as_object()
         .ok_or_else(|| format!("{at} is not an object"))?;
-    let flag = |k: &str| m.get(k).and_then(J::as_bool).unwrap_or(false);
+    let flag = |k: &str| m.get(k).and_then(Value::as_bool).unwrap_or(false);
     let kind = kind_from_record(m, at)?;
     let env = env_from_record(m, at)?;
     let origin_name = str_field(m, "origin", at)?;
@@ -282,10 +290,10 @@ pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, Stri
     })
 }
 
-fn seat_from_record(v: Option<&J>, at: &str) -> Result<SeatChoice, String> {
+fn seat_from_record(v: Option<&Value>, at: &str) -> Result<SeatChoice, String> {
     match v {
-        None | Some(J::Null) => Ok(SeatChoice::Unset),
-        Some(J::String(s)) => Slot::parse(s)
+        None | Some(Value::Null) => Ok(SeatChoice::Unset),
+        Some(Value::String(s)) => Slot::parse(s)
             .map(SeatChoice::Slot)
             .ok_or_else(|| format!("{at}: unknown slot {s:?}")),
         Some(other) => Ok(SeatChoice::Inline(executor_from_record(other, at)?)),
@@ -294,9 +302,9 @@ fn seat_from_record(v: Option<&J>, at: &str) -> Result<SeatChoice, String> {
 
 /// The executors of a record, as a runtime with no `[work]` table and no warnings. A record
 /// that does not hold together is one line saying which part.
-pub(crate) fn from_record(v: &J) -> Result<Runtime, String> {
+pub(crate) fn from_record(v: &Value) -> Result<Runtime, String> {
     let m = v.as_object().ok_or("the runtime record is not an object")?;
-    match m.get("v").and_then(J::as_u64) {
+    match m.get("v").and_then(Value::as_u64) {
         Some(RECORD_VERSION) => {}
         other => {
             return Err(format!(
@@ -305,11 +313,11 @@ pub(crate) fn from_record(v: &J) -> Result<Runtime, String> {
         }
     }
     let default = match m.get("default") {
-        None | Some(J::Null) => None,
+        None | Some(Value::Null) => None,
         Some(d) => Some(executor_from_record(d, "runtime.default")?),
     };
     let mut tiers = BTreeMap::new();
-    if let Some(t) = m.get("tiers").and_then(J::as_object) {
+    if let Some(t) = m.get("tiers").and_then(Value::as_object) {
         for (name, spec) in t {
             let tier = Tier::parse(name).ok_or_else(|| format!("unknown tier {name:?}"))?;
             tiers.insert(
@@ -318,7 +326,7 @@ pub(crate) fn from_record(v: &J) -> Result<Runtime, String> {
             );
         }
     }
-    let seats = m.get("seats").and_then(J::as_object);
+    let seats = m.get("seats").and_then(Value::as_object);
     let seats = Seats {
         worker: seat_from_record(seats.and_then(|s| s.get("worker")), "seats.worker")?,
         orchestrator: seat_from_record(
