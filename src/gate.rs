@@ -417,7 +417,7 @@ impl NewGateEntry {
 
 /// Why a decision is refused. Nothing is written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum Refusal {
+pub(crate) enum GateRefusal {
     /// An edit that rewrites nothing.
     #[error("gate edit needs at least one edit TASK_ID=INSTRUCTION")]
     NoEdits,
@@ -439,11 +439,11 @@ pub(crate) enum Refusal {
     },
 }
 
-impl Refusal {
+impl GateRefusal {
     /// Whether the caller asked wrongly (a usage error), rather than asked for a gate that is
     /// not waiting.
     pub(crate) fn is_usage(&self) -> bool {
-        !matches!(self, Refusal::NoPending(_))
+        !matches!(self, GateRefusal::NoPending(_))
     }
 }
 
@@ -469,9 +469,9 @@ pub(crate) fn decide(
     pending: &[PendingGate],
     which: &Which,
     decision: &Decision,
-) -> Result<NewGateEntry, Refusal> {
+) -> Result<NewGateEntry, GateRefusal> {
     if decision.decision == GateDecision::Edit && decision.edits.is_empty() {
-        return Err(Refusal::NoEdits);
+        return Err(GateRefusal::NoEdits);
     }
     let candidates: Vec<&PendingGate> = pending
         .iter()
@@ -483,14 +483,14 @@ pub(crate) fn decide(
         [one] => *one,
         // With nothing pending at all, the refusal does not depend on how the run was named,
         // so every transport gives the same one.
-        [] if pending.is_empty() => return Err(Refusal::NoPending(Which::default())),
-        [] => return Err(Refusal::NoPending(*which)),
-        _ => return Err(Refusal::Ambiguous),
+        [] if pending.is_empty() => return Err(GateRefusal::NoPending(Which::default())),
+        [] => return Err(GateRefusal::NoPending(*which)),
+        _ => return Err(GateRefusal::Ambiguous),
     };
     if decision.decision == GateDecision::Edit
         && let Some(task) = decision.edits.keys().find(|id| !g.tasks.contains(id))
     {
-        return Err(Refusal::NotInWave {
+        return Err(GateRefusal::NotInWave {
             task: task.clone(),
             wave: g.wave,
             tasks: g.tasks.clone(),

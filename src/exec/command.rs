@@ -389,7 +389,7 @@ pub(crate) struct Ran {
 
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub enum CommandError {
     #[error("cannot run {program:?}: {source}")]
     Spawn {
         program: String,
@@ -457,7 +457,7 @@ fn signal_group(pgid: u32, signal: rustix::process::Signal) {
 
 /// Runs `argv` (program first) with `prompt` appended as the last argument, with the
 /// allowlisted environment only.
-pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, RunError> {
+pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, CommandError> {
     run_with(argv, prompt, limits, &[])
 }
 
@@ -468,11 +468,11 @@ pub(crate) fn run_with(
     prompt: &str,
     limits: Limits,
     passed: &[String],
-) -> Result<Ran, RunError> {
+) -> Result<Ran, CommandError> {
     let Some((program, args)) = argv.split_first() else {
-        return Err(RunError::Empty("the command is empty".into()));
+        return Err(CommandError::Empty("the command is empty".into()));
     };
-    let interrupted = || RunError::Interrupted {
+    let interrupted = || CommandError::Interrupted {
         program: program.clone(),
     };
     let scope = SCOPE.with(Cell::get);
@@ -482,21 +482,23 @@ pub(crate) fn run_with(
     let start = Instant::now();
     let workdir = WORKDIR.with(|c| c.borrow().clone());
     let resolved = resolve_program(program, workdir.as_deref());
-    let mut cmd =
-        prepared_with(&resolved, workdir.as_deref(), passed).map_err(|source| RunError::Spawn {
+    let mut cmd = prepared_with(&resolved, workdir.as_deref(), passed).map_err(|source| {
+        CommandError::Spawn {
             program: program.clone(),
             source,
-        })?;
+        }
+    })?;
     cmd.args(args)
         .arg(prompt)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // Registered, or killed at once when an interruption came while it started.
-    let (mut child, pgid, running) = self::start(cmd, scope).map_err(|source| RunError::Spawn {
-        program: program.clone(),
-        source,
-    })?;
+    let (mut child, pgid, running) =
+        self::start(cmd, scope).map_err(|source| CommandError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
     let out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
     let (max_out, max_err) = (limits.max_stdout, limits.max_stderr);
@@ -516,20 +518,20 @@ pub(crate) fn run_with(
     if running.control.is_some()
         && let Some(why) = spawn_failure(status, &stderr)
     {
-        return Err(RunError::Spawn {
+        return Err(CommandError::Spawn {
             program: program.clone(),
             source: std::io::Error::other(why),
         });
     }
     if timed_out {
-        return Err(RunError::Timeout {
+        return Err(CommandError::Timeout {
             program: program.clone(),
             timeout: limits.timeout,
         });
     }
-    let status = status.ok_or_else(|| RunError::Empty(format!("lost track of {program:?}")))?;
+    let status = status.ok_or_else(|| CommandError::Empty(format!("lost track of {program:?}")))?;
     if !status.success() {
-        return Err(RunError::Failed {
+        return Err(CommandError::Failed {
             program: program.clone(),
             status,
             stderr,
@@ -576,7 +578,7 @@ fn wait_until(
 
 /// The program's stdout as text. A cut can split a character: only a bad byte before the last
 /// few counts.
-fn stdout_text(stdout: Vec<u8>, truncated: bool, program: &str) -> Result<String, RunError> {
+fn stdout_text(stdout: Vec<u8>, truncated: bool, program: &str) -> Result<String, CommandError> {
     match String::from_utf8(stdout) {
         Ok(s) => Ok(s),
         Err(e) if truncated && e.utf8_error().error_len().is_none() => {
@@ -585,7 +587,7 @@ fn stdout_text(stdout: Vec<u8>, truncated: bool, program: &str) -> Result<String
             bytes.truncate(valid);
             Ok(String::from_utf8(bytes).expect("prefix is valid"))
         }
-        Err(e) => Err(RunError::NotUtf8 {
+        Err(e) => Err(CommandError::NotUtf8 {
             program: program.to_string(),
             offset: e.utf8_error().valid_up_to(),
         }),
@@ -720,7 +722,7 @@ mod tests {
         let t = Instant::now();
         // The grandchild keeps the pipes open: without killing the group, reading would hang.
         let e = run(&sh("sleep 30 & sleep 30"), "", limits).unwrap_err();
-        assert!(matches!(e, RunError::Timeout { .. }), "{e}");
+        assert!(matches!(e, CommandError::Timeout { .. }), "{e}");
         assert!(
             t.elapsed() < Duration::from_millis(1300),
             "took {:?}",
@@ -742,15 +744,15 @@ mod tests {
     #[test]
     fn failures_are_distinct() {
         let e = run(&sh("echo oops >&2; exit 3"), "", Limits::default()).unwrap_err();
-        assert!(matches!(e, RunError::Failed { .. }), "{e}");
+        assert!(matches!(e, CommandError::Failed { .. }), "{e}");
         assert!(e.to_string().contains("oops"), "{e}");
         let e = run(&sh("printf '\\377\\376'"), "", Limits::default()).unwrap_err();
-        assert!(matches!(e, RunError::NotUtf8 { offset: 0, .. }), "{e}");
+        assert!(matches!(e, CommandError::NotUtf8 { offset: 0, .. }), "{e}");
         let e = run(&["/nonexistent/program".into()], "", Limits::default()).unwrap_err();
-        assert!(matches!(e, RunError::Spawn { .. }), "{e}");
+        assert!(matches!(e, CommandError::Spawn { .. }), "{e}");
         assert!(matches!(
             run(&[], "", Limits::default()),
-            Err(RunError::Empty(_))
+            Err(CommandError::Empty(_))
         ));
     }
 
@@ -780,7 +782,7 @@ mod tests {
             }
             assert_eq!(stop_scope(a), 1);
             let e = in_a.join().unwrap().unwrap_err();
-            assert!(matches!(e, RunError::Interrupted { .. }), "{e}");
+            assert!(matches!(e, CommandError::Interrupted { .. }), "{e}");
             // The other scope's command still runs, and finishes once released.
             assert!(live().groups.values().any(|g| g.scope == Some(b)));
             std::fs::write(&go, "").unwrap();
@@ -788,7 +790,7 @@ mod tests {
         });
         // A stopped scope refuses new commands; another scope and no scope still run.
         let e = in_scope(a, || run(&sh("echo x"), "", Limits::default())).unwrap_err();
-        assert!(matches!(e, RunError::Interrupted { .. }), "{e}");
+        assert!(matches!(e, CommandError::Interrupted { .. }), "{e}");
         assert!(in_scope(b, || run(&sh("echo x"), "", Limits::default())).is_ok());
         assert!(run(&sh("echo x"), "", Limits::default()).is_ok());
         forget_scope(a);

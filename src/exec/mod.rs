@@ -140,7 +140,7 @@ pub struct Reply {
 pub enum ExecError {
     /// The command executor failed (spawn, timeout, non-zero exit, non-UTF-8 output).
     #[error(transparent)]
-    Command(#[from] command::RunError),
+    Command(#[from] command::CommandError),
     /// The endpoint policy refused the URL or every address it resolves to.
     #[error("refused: {0}")]
     Refused(String),
@@ -199,7 +199,7 @@ fn excerpt_suffix(s: &str) -> String {
 impl ExecError {
     /// A stable code for the ledger and for `--json` output.
     pub fn code(&self) -> &'static str {
-        use command::RunError as R;
+        use command::CommandError as R;
         match self {
             ExecError::Command(R::Spawn { .. }) | ExecError::Command(R::Empty(_)) => "spawn",
             ExecError::Command(R::Timeout { .. }) => "timeout",

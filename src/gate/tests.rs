@@ -122,7 +122,7 @@ fn deciding_without_a_pending_gate_is_refused() {
     let none = pending_of(&entries[..3], &bodies[..3], &roots);
     assert!(none.is_empty());
     let r = decide(&none, &Which::default(), &decision(GateDecision::Approve)).unwrap_err();
-    assert_eq!(r, Refusal::NoPending(Which::default()));
+    assert_eq!(r, GateRefusal::NoPending(Which::default()));
     assert!(!r.is_usage());
     assert_eq!(
         r.to_string(),
@@ -156,7 +156,7 @@ fn deciding_without_a_pending_gate_is_refused() {
     };
     assert!(matches!(
         decide(&pending, &by_key, &decision(GateDecision::Approve)),
-        Err(Refusal::NoPending(_))
+        Err(GateRefusal::NoPending(_))
     ));
 }
 
@@ -178,7 +178,7 @@ fn a_decided_gate_is_no_longer_pending_so_a_second_decision_is_refused() {
     assert!(pending.is_empty());
     assert!(matches!(
         decide(&pending, &Which::default(), &decision(GateDecision::Reject)),
-        Err(Refusal::NoPending(_))
+        Err(GateRefusal::NoPending(_))
     ));
 }
 
@@ -237,7 +237,7 @@ fn an_edit_must_rewrite_a_task_of_the_gated_wave() {
     let (entries, bodies, roots) = one_pending();
     let pending = pending_of(&entries, &bodies, &roots);
     let empty = decide(&pending, &Which::default(), &decision(GateDecision::Edit)).unwrap_err();
-    assert_eq!(empty, Refusal::NoEdits);
+    assert_eq!(empty, GateRefusal::NoEdits);
     assert!(empty.is_usage());
     let mut edit = decision(GateDecision::Edit);
     edit.edits.insert("T1".into(), "elsewhere".into());
@@ -270,7 +270,7 @@ fn several_pending_gates_need_naming() {
         &decision(GateDecision::Approve),
     )
     .unwrap_err();
-    assert_eq!(r, Refusal::Ambiguous);
+    assert_eq!(r, GateRefusal::Ambiguous);
     assert!(r.is_usage());
     let second = Which {
         run: Some(4),

@@ -9,7 +9,8 @@ use crate::route::RouteFrame;
 use super::engine::{Run, usage_of, with_usage_value};
 use super::prompts::{judge_prompt, reviser_prompt};
 use super::{
-    Checked, Event, RunError, Verification, judgment_schema, panic_message, parse_judgment,
+    Event, RunError, Verification, VerifierConclusion, judgment_schema, panic_message,
+    parse_judgment,
 };
 
 /// How delivery ended: the delivered answer, or a spend ceiling that refused (or had
@@ -74,7 +75,7 @@ pub(super) fn deliver(
             verifier.verify(request, &answer)
         }))
         .unwrap_or_else(|p| Verification {
-            outcome: Checked::Undecided,
+            outcome: VerifierConclusion::Undecided,
             detail: format!(
                 "could not decide: the verifier panicked: {}",
                 panic_message(p.as_ref())

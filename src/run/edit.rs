@@ -65,7 +65,7 @@ impl Seen {
 }
 
 /// A tool call's arguments as [`parse_op`] read them.
-type ParsedCall = Result<Result<Op, super::tools::Refusal>, String>;
+type ParsedCall = Result<Result<Op, super::tools::ToolRefusal>, String>;
 
 /// What a model without tools is asked for instead.
 const FALLBACK_NOTE: &str = "\n\nThis endpoint takes no tools. Answer with one JSON object \
@@ -103,7 +103,7 @@ impl Run<'_, '_> {
         tools: &[crate::exec::tools::ToolSpec],
     ) -> Result<Turn, ExecError> {
         if self.interrupted().is_some() {
-            return Err(ExecError::Command(command::RunError::Interrupted {
+            return Err(ExecError::Command(command::CommandError::Interrupted {
                 program: exec.model(),
             }));
         }

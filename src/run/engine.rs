@@ -513,7 +513,7 @@ impl<'a, 's> Run<'a, 's> {
         }
         let call = &call;
         if self.interrupted().is_some() {
-            return Err(ExecError::Command(command::RunError::Interrupted {
+            return Err(ExecError::Command(command::CommandError::Interrupted {
                 program: exec.model(),
             }));
         }

@@ -96,8 +96,8 @@ pub use schemas::{
     Verdict, judgment_schema, parse_judgment, parse_verdict, plan_schema, verdict_schema,
 };
 pub use seams::{
-    Checked, Clock, ContextFailure, ContextProvider, Event, Progress, Silent, StepClock,
-    SystemClock, Verification, Verifier,
+    Clock, ContextFailure, ContextProvider, Event, Progress, Silent, StepClock, SystemClock,
+    Verification, Verifier, VerifierConclusion,
 };
 pub use work::{
     Author, Base, Change, ChangeLimits, CheckRun, CommitRules, FileChange, Keep, LinkOut, Screen,

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, NewEntry, Storage, kind};
-use crate::secrets::{Checked, Hit};
+use crate::secrets::{Hit, Screened};
 
 use super::engine::Run;
 use super::{Event, RunError, lock};
@@ -47,12 +47,12 @@ impl Run<'_, '_> {
             return Ok(None);
         }
         match self.opts.secrets.check(&new.payload) {
-            Checked::Clean => Ok(None),
-            Checked::Redacted(body, hits) => {
+            Screened::Clean => Ok(None),
+            Screened::Redacted(body, hits) => {
                 new.payload = body;
                 Ok(Some(hits))
             }
-            Checked::Blocked(hits) => {
+            Screened::Blocked(hits) => {
                 let rules = rules_of(&hits);
                 let request_seq = *lock(&self.request_seq);
                 let named: Vec<String> = hits

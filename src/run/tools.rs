@@ -156,14 +156,14 @@ fn spec(name: &str, description: &str, mut parameters: Value, required: &[&str])
 
 /// Why a path was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal(pub(crate) String);
+pub(crate) struct ToolRefusal(pub(crate) String);
 
 /// A path string made relative to the worktree: `.` parts dropped, separators unified.
 /// Refused: an empty path (unless `allow_root`), NUL, an absolute path (`/x`, `\x`, `C:`),
 /// any `..` part, and `.git` as any part (the repository is not the worker's).
-pub(crate) fn confine(path: &str, allow_root: bool) -> Result<String, Refusal> {
+pub(crate) fn confine(path: &str, allow_root: bool) -> Result<String, ToolRefusal> {
     let refuse = |why: &str| {
-        Err(Refusal(format!(
+        Err(ToolRefusal(format!(
             "refused: the path {path:?} {why}; give a path relative to the worktree, inside it"
         )))
     };
@@ -275,7 +275,7 @@ impl<'a> ToolArgs<'a> {
 }
 
 /// `apply_diff`: the diff and the files it names, each confined to the worktree.
-fn diff_op(name: &str, diff: &str) -> Result<Result<Op, Refusal>, String> {
+fn diff_op(name: &str, diff: &str) -> Result<Result<Op, ToolRefusal>, String> {
     let paths = diff_paths(diff);
     if paths.is_empty() {
         return Err(format!("{name}: the diff names no file (---/+++ lines)"));
@@ -294,13 +294,13 @@ fn diff_op(name: &str, diff: &str) -> Result<Result<Op, Refusal>, String> {
 }
 
 /// `run_command`: one of the allowed commands, else a refusal naming them.
-fn run_op(c: &str, commands: &[String]) -> Result<Op, Refusal> {
+fn run_op(c: &str, commands: &[String]) -> Result<Op, ToolRefusal> {
     if commands.iter().any(|a| a == c) {
         Ok(Op::Run {
             command: c.to_string(),
         })
     } else {
-        Err(Refusal(format!(
+        Err(ToolRefusal(format!(
             "refused: {c:?} is not an allowed command; the allowed ones are: {}",
             if commands.is_empty() {
                 "none (the run gave no --check or --allow-cmd)".to_string()
@@ -317,7 +317,7 @@ pub(crate) fn parse_op(
     name: &str,
     args: &Map<String, Value>,
     commands: &[String],
-) -> Result<Result<Op, Refusal>, String> {
+) -> Result<Result<Op, ToolRefusal>, String> {
     let call = ToolArgs { name, args };
     let text = |k: &str| call.text(k);
     let need = |k: &str| call.need(k);
@@ -480,7 +480,7 @@ pub(crate) fn fallback_schema() -> crate::exec::OutputSchema {
 }
 
 /// The edits of a structured reply: each tool's name and its op (or refusal).
-pub(crate) type Edits = Vec<(String, Result<Op, Refusal>)>;
+pub(crate) type Edits = Vec<(String, Result<Op, ToolRefusal>)>;
 
 /// The operations of a structured reply (writes first, then the diff when not empty) and its
 /// report; `Err` names what is wrong with it. Each op is still a refusal when a path leaves

@@ -13,7 +13,7 @@ use super::{
     ANTHROPIC_KEY_ENV, ConfigError, DEFAULT_ANTHROPIC_MODEL, DEFAULT_CHAT_MODEL,
     DEFAULT_CLAUDE_TIMEOUT, DEFAULT_CMD_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES,
     ExecutorKind, ExecutorSpec, MAX_TIMEOUT, Metering, RESPONSE_BYTES_RANGE, RuntimeConfig,
-    SeatChoice, Seats, Slot, WorkConfig,
+    SeatChoice, SeatChoices, Slot, WorkConfig,
 };
 use crate::exec::endpoint::{self, KeyEnv, Origin};
 use crate::roster::Tier;
@@ -187,7 +187,7 @@ fn parse_seats(
     src: &Src<'_>,
     seats: RawSeats,
     origin: Origin,
-    seats_cfg: &mut Seats,
+    seats_cfg: &mut SeatChoices,
     warnings: &mut Vec<String>,
 ) -> Result<(), ConfigError> {
     for (name, raw) in [

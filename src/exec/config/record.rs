@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::verify::{SeatVerify, Verify};
-use super::{ExecutorKind, ExecutorSpec, Metering, Runtime, SeatChoice, Seats, Slot};
+use super::{ExecutorKind, ExecutorSpec, Metering, Runtime, SeatChoice, SeatChoices, Slot};
 use crate::exec::config::Preset;
 use crate::exec::endpoint::Origin;
 use crate::roster::Tier;
@@ -327,7 +327,7 @@ pub(crate) fn from_record(v: &Value) -> Result<Runtime, String> {
         }
     }
     let seats = m.get("seats").and_then(Value::as_object);
-    let seats = Seats {
+    let seats = SeatChoices {
         worker: seat_from_record(seats.and_then(|s| s.get("worker")), "seats.worker")?,
         orchestrator: seat_from_record(
             seats.and_then(|s| s.get("orchestrator")),
