@@ -19,7 +19,7 @@ pub mod http;
 pub(crate) mod preset;
 pub(crate) mod sandbox;
 mod scripted;
-pub mod tools;
+pub mod tool_chat;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -232,7 +232,7 @@ pub trait Executor: Send + Sync {
     /// One line for people (never a key value).
     fn describe(&self) -> String;
     /// The tool conversation this executor can hold (chat endpoints), if any.
-    fn tool_chat(&self) -> Option<&dyn tools::ToolChat> {
+    fn tool_chat(&self) -> Option<&dyn tool_chat::ToolChat> {
         None
     }
     /// Its price and output cap, for the spend ceilings (none by default).

@@ -293,7 +293,7 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
     } else {
         "DRIFT"
     };
-    let work = super::work::work(entries.iter().copied()).map(|w| {
+    let work = super::work_report::work(entries.iter().copied()).map(|w| {
         let request_body = entries
             .iter()
             .find(|(e, _)| e.kind == kind::REQUEST)
@@ -357,8 +357,12 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
 }
 
 /// The receipt's `work` (a `--work` run only): the run branch and its base, the counts
-/// ([`super::work::Work::counts_value`]), and each task's commit and where it stands.
-fn work_value(w: &super::work::Work, request_seq: Option<u64>, request: Option<&Value>) -> Value {
+/// ([`super::work_report::Work::counts_value`]), and each task's commit and where it stands.
+fn work_value(
+    w: &super::work_report::Work,
+    request_seq: Option<u64>,
+    request: Option<&Value>,
+) -> Value {
     let base = field(field(request, "work"), "base")
         .cloned()
         .unwrap_or(Value::Null);

@@ -29,7 +29,7 @@
 //! are unchanged by it.
 
 use super::spend::ModelSpend;
-use super::work::{self, Work};
+use super::work_report::{self, Work};
 use super::{Snapshot, dumps_sorted, field, has, is_false, py_int, py_str, truthy};
 use crate::ledger::Entry;
 use crate::ledger::canonical::Value;
@@ -222,7 +222,7 @@ pub(crate) struct SummaryFold {
     model_calls: Vec<(String, i64)>,
     seen_hashes: std::collections::HashSet<[u8; 32]>,
     payload_bytes: i64,
-    work: work::WorkFold,
+    work: work_report::WorkFold,
     spend: Vec<super::spend::ModelSpend>,
 }
 

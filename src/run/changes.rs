@@ -20,10 +20,10 @@ use crate::plan::Task;
 
 use super::engine::{Done, Run};
 use super::prompts::{failed_checks_note, work_note};
-use super::work::{
+use super::work_state::{TaskWork, WorkRun, criteria_commands};
+use super::workbench::{
     Author, Change, CheckRun, CommitRules, Keep, LinkOut, TaskTree, Tie, WorkError, Workbench,
 };
-use super::work_state::{TaskWork, WorkRun, criteria_commands};
 use super::{Event, RunError, lock};
 
 /// One line for a work error (a conflict names its paths).
@@ -490,7 +490,7 @@ fn change_of(task: &str, p: &JsonValue) -> Change {
         .and_then(JsonValue::as_array)
         .map(|a| {
             a.iter()
-                .map(|f| super::work::FileChange {
+                .map(|f| super::workbench::FileChange {
                     path: f["path"].as_str().unwrap_or("").into(),
                     status: f["status"].as_str().unwrap_or("").into(),
                     added: f["added"].as_u64().unwrap_or(0),

@@ -10,27 +10,27 @@
 //! and checks follow as for any worker (`changes.rs`).
 //!
 //! The pure parts (tool specs, arguments, path rules, the loop's bookkeeping) are
-//! `tools.rs`; the file system is behind [`Hands`].
+//! `edit_tools.rs`; the file system is behind [`Hands`].
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
-use crate::exec::tools::{Msg, ToolChat, ToolOutput, ToolUse, Turn, rejects_tools};
+use crate::exec::tool_chat::{Msg, ToolChat, ToolOutput, ToolUse, Turn, rejects_tools};
 use crate::exec::{Call, ExecError, Executor, Reply, command};
 use crate::ledger::kind;
 use crate::plan::Task;
 use crate::spend::{Amount, Reported, prompt_tokens_upper_bound};
 
-use super::engine::{Done, Run, sum_usage, usage_of, with_usage};
-use super::prompts::worker_system;
-use super::tools::{
+use super::edit_tools::{
     ENTRY_BODY_CAP, Hands, Loop, MODEL_OUTPUT_CAP, Next, Op, Outcome, cap_text, fallback_schema,
     parse_fallback, parse_op, specs,
 };
-use super::work::TaskTree;
+use super::engine::{Done, Run, sum_usage, usage_of, with_usage};
+use super::prompts::worker_system;
 use super::work_state::{WorkRun, criteria_commands};
+use super::workbench::TaskTree;
 use super::{Event, RunError, lock};
 
 /// Tokens each turn may generate (a `write_file` carries a whole file).
@@ -65,7 +65,7 @@ impl Seen {
 }
 
 /// A tool call's arguments as [`parse_op`] read them.
-type ParsedCall = Result<Result<Op, super::tools::ToolRefusal>, String>;
+type ParsedCall = Result<Result<Op, super::edit_tools::ToolRefusal>, String>;
 
 /// What a model without tools is asked for instead.
 const FALLBACK_NOTE: &str = "\n\nThis endpoint takes no tools. Answer with one JSON object \
@@ -100,7 +100,7 @@ impl Run<'_, '_> {
         chat: &dyn ToolChat,
         system: &str,
         messages: &[Msg],
-        tools: &[crate::exec::tools::ToolSpec],
+        tools: &[crate::exec::tool_chat::ToolSpec],
     ) -> Result<Turn, ExecError> {
         if self.interrupted().is_some() {
             return Err(ExecError::Command(command::CommandError::Interrupted {

@@ -53,6 +53,7 @@ mod deliver;
 mod dispatch;
 mod drive;
 mod edit;
+pub mod edit_tools;
 mod engine;
 mod gates;
 mod interrupt;
@@ -67,9 +68,11 @@ mod ship;
 pub mod status;
 mod synthesis;
 mod tasks;
-pub mod tools;
-pub(crate) mod work;
 mod work_state;
+pub(crate) mod workbench;
+
+/// The editing worker's tools at the path the integration tests name them by.
+pub use edit_tools as tools;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -99,12 +102,12 @@ pub use seams::{
     Clock, ContextFailure, ContextProvider, Event, Progress, Silent, StepClock, SystemClock,
     Verification, Verifier, VerifierConclusion,
 };
-pub use work::{
-    Author, Base, Change, ChangeLimits, CheckRun, CommitRules, FileChange, Keep, LinkOut, Screen,
-    SecretFound, TaskTree, Tie, WorkError, Workbench,
-};
 pub(crate) use work_state::{
     DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, OpenWork, WorkOptions,
+};
+pub use workbench::{
+    Author, Base, Change, ChangeLimits, CheckRun, CommitRules, FileChange, Keep, LinkOut, Screen,
+    SecretFound, TaskTree, Tie, WorkError, Workbench,
 };
 
 /// Upstream output longer than this many code points is cut before it reaches a prompt

@@ -15,8 +15,8 @@ use crate::plan::{CompiledPlan, Task};
 use super::engine::{Run, usage_of, with_usage};
 use super::prompts::{conflict_note, ship_prompt};
 use super::schemas::{parse_ship, ship_schema};
-use super::work::{Keep, LinkOut, WorkError};
 use super::work_state::WorkRun;
+use super::workbench::{Keep, LinkOut, WorkError};
 use super::{Event, RunError};
 
 /// The pre-ship gate's answer on one change.

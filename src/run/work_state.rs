@@ -15,7 +15,7 @@ use crate::ledger::Entry;
 use crate::plan::Task;
 
 use super::lock;
-use super::work::{Change, ChangeLimits, TaskTree, WorkError, Workbench};
+use super::workbench::{Change, ChangeLimits, TaskTree, WorkError, Workbench};
 
 /// Opens the workbench of the run whose request is at the given seq: at HEAD for a new run,
 /// at its recorded base commit (the second argument) for a resumed one.

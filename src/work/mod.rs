@@ -40,13 +40,13 @@ pub(crate) mod apply;
 mod check;
 mod content;
 mod diff;
+mod edit_hands;
 pub(crate) mod git;
+mod git_bench;
 mod hostile;
 mod racy;
 mod stale;
-mod tools;
 mod view;
-mod workbench;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -56,7 +56,7 @@ use std::time::Duration;
 
 pub use stale::{LEGACY_WORK_DIR, WorkRoot, cleanup_stale, cleanup_stale_under};
 
-use crate::run::work::{kept_ref, task_component};
+use crate::run::workbench::{kept_ref, task_component};
 use crate::run::{
     Author, Base, Change, CheckRun, CommitRules, Keep, LinkOut, SecretFound, TaskTree, Tie,
     WorkError, Workbench,

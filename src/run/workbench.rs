@@ -435,7 +435,7 @@ pub trait Workbench: Send + Sync {
         commands: &[String],
         deadline: Duration,
         cap: usize,
-    ) -> Option<std::sync::Arc<dyn super::tools::Hands>> {
+    ) -> Option<std::sync::Arc<dyn super::edit_tools::Hands>> {
         let _ = (tree, commands, deadline, cap);
         None
     }

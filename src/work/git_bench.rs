@@ -190,9 +190,9 @@ impl Workbench for GitWork {
         commands: &[String],
         deadline: Duration,
         cap: usize,
-    ) -> Option<std::sync::Arc<dyn crate::run::tools::Hands>> {
+    ) -> Option<std::sync::Arc<dyn crate::run::edit_tools::Hands>> {
         let admin = self.opened(tree).ok()?.made.admin;
-        Some(std::sync::Arc::new(tools::TreeHands::new(
+        Some(std::sync::Arc::new(edit_hands::TreeHands::new(
             &tree.path,
             &admin,
             commands.to_vec(),

@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::exec::tools::ToolSpec;
+use crate::exec::tool_chat::ToolSpec;
 
 /// Tool calls a task may make unless `--max-tool-calls` says otherwise.
 pub(crate) const DEFAULT_MAX_TOOL_CALLS: u32 = 24;
