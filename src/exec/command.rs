@@ -482,23 +482,18 @@ pub(crate) fn run_with(
     let start = Instant::now();
     let workdir = WORKDIR.with(|c| c.borrow().clone());
     let resolved = resolve_program(program, workdir.as_deref());
-    let mut cmd = prepared_with(&resolved, workdir.as_deref(), passed).map_err(|source| {
-        CommandError::Spawn {
-            program: program.clone(),
-            source,
-        }
-    })?;
+    let spawn_failed = |source| CommandError::Spawn {
+        program: program.clone(),
+        source,
+    };
+    let mut cmd = prepared_with(&resolved, workdir.as_deref(), passed).map_err(spawn_failed)?;
     cmd.args(args)
         .arg(prompt)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // Registered, or killed at once when an interruption came while it started.
-    let (mut child, pgid, running) =
-        self::start(cmd, scope).map_err(|source| CommandError::Spawn {
-            program: program.clone(),
-            source,
-        })?;
+    let (mut child, pgid, running) = self::start(cmd, scope).map_err(spawn_failed)?;
     let out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
     let (max_out, max_err) = (limits.max_stdout, limits.max_stderr);

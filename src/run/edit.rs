@@ -56,7 +56,7 @@ impl Seen {
             let reply = Reply {
                 text: String::new(),
                 model: turn.model.clone(),
-                usage: Some(u.clone()),
+                usage: Some(*u),
                 elapsed: std::time::Duration::ZERO,
             };
             self.usage = sum_usage(self.usage.take(), usage_of(exec, &reply));

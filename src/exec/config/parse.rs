@@ -211,7 +211,7 @@ fn parse_seats(
                 }
             },
             RawSeat::Table(t) => SeatChoice::Inline(executor(
-                &src,
+                src,
                 &format!("seats.{name}"),
                 Slot::Default,
                 *t,
