@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value as J, json};
+use serde_json::{Value as JsonValue, json};
 
 use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, NewEntry, kind};
@@ -73,7 +73,7 @@ impl GateDecision {
 }
 
 /// A gate's `(run_seq, wave)` key, when its payload has one.
-pub(crate) fn gate_key(p: &J) -> Option<(u64, u64)> {
+pub(crate) fn gate_key(p: &JsonValue) -> Option<(u64, u64)> {
     Some((p.get("run_seq")?.as_u64()?, p.get("wave")?.as_u64()?))
 }
 
@@ -149,20 +149,20 @@ pub(crate) fn gate_state<'a>(marks: impl IntoIterator<Item = Mark<'a>>) -> GateS
 }
 
 /// [`gate_state`] over a gate's entries with their bodies (all of one key).
-pub(crate) fn gate_resolution(gates: &[(Entry, J)]) -> GateState {
+pub(crate) fn gate_resolution(gates: &[(Entry, JsonValue)]) -> GateState {
     gate_state(gates.iter().map(|(e, p)| Mark {
         seq: e.seq,
         kind: &e.kind,
-        expiry_decision: p.get("decision").and_then(J::as_str),
+        expiry_decision: p.get("decision").and_then(JsonValue::as_str),
     }))
 }
 
 /// Every gate entry of the ledger with its body, by key: run_seq, then wave.
 pub(crate) fn gate_entries(
     entries: &[Entry],
-    mut payload: impl FnMut(&Entry) -> Option<J>,
-) -> BTreeMap<u64, BTreeMap<u64, Vec<(Entry, J)>>> {
-    let mut out: BTreeMap<u64, BTreeMap<u64, Vec<(Entry, J)>>> = BTreeMap::new();
+    mut payload: impl FnMut(&Entry) -> Option<JsonValue>,
+) -> BTreeMap<u64, BTreeMap<u64, Vec<(Entry, JsonValue)>>> {
+    let mut out: BTreeMap<u64, BTreeMap<u64, Vec<(Entry, JsonValue)>>> = BTreeMap::new();
     for e in entries {
         if GATE_KINDS.contains(&e.kind.as_str())
             && let Some(p) = payload(e)
@@ -217,7 +217,7 @@ pub(crate) enum Admission {
 /// a deadline that passed after it); an undecided gate past its pending entry's `deadline`
 /// takes its `on_expiry` (reject unless it says approve). `tasks` are the wave's ids: edits
 /// naming other tasks are ignored.
-pub(crate) fn admission(gates: &[(Entry, J)], tasks: &[String], now: f64) -> Admission {
+pub(crate) fn admission(gates: &[(Entry, JsonValue)], tasks: &[String], now: f64) -> Admission {
     let pending = gates
         .iter()
         .rev()
@@ -228,9 +228,12 @@ pub(crate) fn admission(gates: &[(Entry, J)], tasks: &[String], now: f64) -> Adm
             let Some((e, p)) = pending else {
                 return Admission::Raise;
             };
-            match p.get("deadline").and_then(J::as_f64) {
+            match p.get("deadline").and_then(JsonValue::as_f64) {
                 Some(deadline) if now >= deadline => {
-                    let on_expiry = p.get("on_expiry").and_then(J::as_str).map(str::to_string);
+                    let on_expiry = p
+                        .get("on_expiry")
+                        .and_then(JsonValue::as_str)
+                        .map(str::to_string);
                     Admission::Expire {
                         pending_seq: e.seq,
                         decision: if on_expiry.as_deref() == Some("approve") {
@@ -257,7 +260,7 @@ pub(crate) fn admission(gates: &[(Entry, J)], tasks: &[String], now: f64) -> Adm
                 .iter()
                 .rev()
                 .find(|(e, _)| e.kind == kind::GATE_EDITED)
-                .and_then(|(_, p)| p.get("edits").and_then(J::as_object).cloned())
+                .and_then(|(_, p)| p.get("edits").and_then(JsonValue::as_object).cloned())
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|(k, _)| tasks.contains(k))
@@ -295,10 +298,10 @@ pub struct PendingGate {
 /// `root` maps an entry's seq to its run's request seq (`run::status::roots`).
 pub(crate) fn pending_gates(
     entries: &[Entry],
-    mut payload: impl FnMut(&Entry) -> Option<J>,
+    mut payload: impl FnMut(&Entry) -> Option<JsonValue>,
     root: &BTreeMap<u64, u64>,
 ) -> Vec<PendingGate> {
-    let mut by_key: BTreeMap<(u64, u64), Vec<(Entry, J)>> = BTreeMap::new();
+    let mut by_key: BTreeMap<(u64, u64), Vec<(Entry, JsonValue)>> = BTreeMap::new();
     for e in entries {
         if GATE_KINDS.contains(&e.kind.as_str())
             && let Some(p) = payload(e)
@@ -326,7 +329,7 @@ pub(crate) fn pending_gates(
             request_seq: root.get(&e.seq).copied(),
             tasks: p
                 .get("tasks")
-                .and_then(J::as_array)
+                .and_then(JsonValue::as_array)
                 .map(|a| {
                     a.iter()
                         .filter_map(|x| x.as_str().map(str::to_string))
@@ -335,11 +338,14 @@ pub(crate) fn pending_gates(
                 .unwrap_or_default(),
             question: p
                 .get("question")
-                .and_then(J::as_str)
+                .and_then(JsonValue::as_str)
                 .unwrap_or("")
                 .to_string(),
-            deadline: p.get("deadline").and_then(J::as_f64),
-            on_expiry: p.get("on_expiry").and_then(J::as_str).map(str::to_string),
+            deadline: p.get("deadline").and_then(JsonValue::as_f64),
+            on_expiry: p
+                .get("on_expiry")
+                .and_then(JsonValue::as_str)
+                .map(str::to_string),
         });
     }
     out
@@ -385,7 +391,7 @@ pub(crate) struct NewGateEntry {
     pub(crate) parent: u64,
     /// `{run_seq, wave, approver}` and `note` (approve), `edits` and `note` (edit) or `reason`
     /// (reject).
-    pub(crate) payload: J,
+    pub(crate) payload: JsonValue,
 }
 
 impl NewGateEntry {
@@ -411,7 +417,7 @@ impl NewGateEntry {
 
 /// Why a decision is refused. Nothing is written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum Refusal {
+pub(crate) enum GateRefusal {
     /// An edit that rewrites nothing.
     #[error("gate edit needs at least one edit TASK_ID=INSTRUCTION")]
     NoEdits,
@@ -433,11 +439,11 @@ pub(crate) enum Refusal {
     },
 }
 
-impl Refusal {
+impl GateRefusal {
     /// Whether the caller asked wrongly (a usage error), rather than asked for a gate that is
     /// not waiting.
     pub(crate) fn is_usage(&self) -> bool {
-        !matches!(self, Refusal::NoPending(_))
+        !matches!(self, GateRefusal::NoPending(_))
     }
 }
 
@@ -463,9 +469,9 @@ pub(crate) fn decide(
     pending: &[PendingGate],
     which: &Which,
     decision: &Decision,
-) -> Result<NewGateEntry, Refusal> {
+) -> Result<NewGateEntry, GateRefusal> {
     if decision.decision == GateDecision::Edit && decision.edits.is_empty() {
-        return Err(Refusal::NoEdits);
+        return Err(GateRefusal::NoEdits);
     }
     let candidates: Vec<&PendingGate> = pending
         .iter()
@@ -477,14 +483,14 @@ pub(crate) fn decide(
         [one] => *one,
         // With nothing pending at all, the refusal does not depend on how the run was named,
         // so every transport gives the same one.
-        [] if pending.is_empty() => return Err(Refusal::NoPending(Which::default())),
-        [] => return Err(Refusal::NoPending(*which)),
-        _ => return Err(Refusal::Ambiguous),
+        [] if pending.is_empty() => return Err(GateRefusal::NoPending(Which::default())),
+        [] => return Err(GateRefusal::NoPending(*which)),
+        _ => return Err(GateRefusal::Ambiguous),
     };
     if decision.decision == GateDecision::Edit
         && let Some(task) = decision.edits.keys().find(|id| !g.tasks.contains(id))
     {
-        return Err(Refusal::NotInWave {
+        return Err(GateRefusal::NotInWave {
             task: task.clone(),
             wave: g.wave,
             tasks: g.tasks.clone(),

@@ -98,6 +98,49 @@ pub(crate) enum PolicyError {
     },
 }
 
+/// A TOML error as one line, with its line and column when it has a place.
+fn toml_error_text(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim().replace('\n', "; ");
+    match e.span() {
+        Some(span) => {
+            let before = &text[..floor_boundary(text, span.start)];
+            let line = before.matches('\n').count() + 1;
+            let col = before[before.rfind('\n').map_or(0, |p| p + 1)..]
+                .chars()
+                .count()
+                + 1;
+            format!("invalid TOML at line {line}, column {col}: {msg}")
+        }
+        None => format!("invalid TOML: {msg}"),
+    }
+}
+
+/// `allowed_categories`: a list of non-empty strings.
+fn allowed_categories(value: &toml::Value) -> Result<BTreeSet<String>, String> {
+    let toml::Value::Array(items) = value else {
+        return Err(format!(
+            "\"allowed_categories\" must be a list of strings, found {}",
+            value.type_str()
+        ));
+    };
+    let mut set = BTreeSet::new();
+    for (i, item) in items.iter().enumerate() {
+        match item {
+            toml::Value::String(s) if !s.trim().is_empty() => {
+                set.insert(s.clone());
+            }
+            other => {
+                return Err(format!(
+                    "\"allowed_categories\" item {} must be a non-empty string, found {}",
+                    i + 1,
+                    other.type_str()
+                ));
+            }
+        }
+    }
+    Ok(set)
+}
+
 impl Policy {
     /// Reads a policy from TOML text; `source_name` prefixes every error.
     pub(crate) fn from_toml_str(text: &str, source_name: &str) -> Result<Policy, PolicyError> {
@@ -105,47 +148,13 @@ impl Policy {
             source_name: source_name.to_string(),
             message,
         };
-        let table: toml::Table = toml::from_str(text).map_err(|e| {
-            let msg = e.message().trim().replace('\n', "; ");
-            err(match e.span() {
-                Some(span) => {
-                    let before = &text[..floor_boundary(text, span.start)];
-                    let line = before.matches('\n').count() + 1;
-                    let col = before[before.rfind('\n').map_or(0, |p| p + 1)..]
-                        .chars()
-                        .count()
-                        + 1;
-                    format!("invalid TOML at line {line}, column {col}: {msg}")
-                }
-                None => format!("invalid TOML: {msg}"),
-            })
-        })?;
+        let table: toml::Table =
+            toml::from_str(text).map_err(|e| err(toml_error_text(text, &e)))?;
         let mut policy = Policy::default();
         for (key, value) in &table {
             match key.as_str() {
                 "allowed_categories" => {
-                    let toml::Value::Array(items) = value else {
-                        return Err(err(format!(
-                            "\"allowed_categories\" must be a list of strings, found {}",
-                            value.type_str()
-                        )));
-                    };
-                    let mut set = BTreeSet::new();
-                    for (i, item) in items.iter().enumerate() {
-                        match item {
-                            toml::Value::String(s) if !s.trim().is_empty() => {
-                                set.insert(s.clone());
-                            }
-                            other => {
-                                return Err(err(format!(
-                                    "\"allowed_categories\" item {} must be a non-empty string, found {}",
-                                    i + 1,
-                                    other.type_str()
-                                )));
-                            }
-                        }
-                    }
-                    policy.allowed_categories = Some(set);
+                    policy.allowed_categories = Some(allowed_categories(value).map_err(err)?);
                 }
                 "max_parallel" | "max_tasks" => {
                     let n = match value {

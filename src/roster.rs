@@ -260,21 +260,57 @@ pub(crate) fn is_single_token(kw: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
 
+/// An agent row's `name` (row `n`, 1-based): a string that is not blank.
+fn agent_name(n: usize, row: &toml::Table) -> Result<String, String> {
+    match row.get("name") {
+        None => Err(format!("agent #{n}: missing required field \"name\"")),
+        Some(toml::Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+        Some(toml::Value::String(_)) => {
+            Err(format!("agent #{n}: field \"name\" must not be empty"))
+        }
+        Some(other) => Err(format!(
+            "agent #{n}: field \"name\" must be a string, found {}",
+            other.type_str()
+        )),
+    }
+}
+
+/// An agent row's `keywords`: an array of strings, none blank.
+fn agent_keywords(who: &str, row: &toml::Table) -> Result<Vec<String>, String> {
+    match row.get("keywords") {
+        None => Err(format!("{who}: missing required field \"keywords\"")),
+        Some(toml::Value::Array(items)) => {
+            let mut out = Vec::with_capacity(items.len());
+            for (j, item) in items.iter().enumerate() {
+                match item {
+                    toml::Value::String(s) if !s.trim().is_empty() => out.push(s.clone()),
+                    toml::Value::String(_) => {
+                        return Err(format!(
+                            "{who}: field \"keywords\" item {} is an empty string",
+                            j + 1
+                        ));
+                    }
+                    other => {
+                        return Err(format!(
+                            "{who}: field \"keywords\" item {} must be a string, found {}",
+                            j + 1,
+                            other.type_str()
+                        ));
+                    }
+                }
+            }
+            Ok(out)
+        }
+        Some(other) => Err(format!(
+            "{who}: field \"keywords\" must be an array of strings, found {}",
+            other.type_str()
+        )),
+    }
+}
+
 fn spec_from_row(n: usize, row: &toml::Table) -> Result<AgentSpec, String> {
     // Name first, so later messages can say which agent they are about.
-    let name = match row.get("name") {
-        None => return Err(format!("agent #{n}: missing required field \"name\"")),
-        Some(toml::Value::String(s)) if !s.trim().is_empty() => s.clone(),
-        Some(toml::Value::String(_)) => {
-            return Err(format!("agent #{n}: field \"name\" must not be empty"));
-        }
-        Some(other) => {
-            return Err(format!(
-                "agent #{n}: field \"name\" must be a string, found {}",
-                other.type_str()
-            ));
-        }
-    };
+    let name = agent_name(n, row)?;
     let who = format!("agent #{n} {name:?}");
     for key in row.keys() {
         if !AGENT_KEYS.contains(&key.as_str()) {
@@ -303,37 +339,7 @@ fn spec_from_row(n: usize, row: &toml::Table) -> Result<AgentSpec, String> {
             "{who}: field \"model_tier\" is {tier_text:?}; expected one of: cheap, capable, frontier"
         )
     })?;
-    let keywords = match row.get("keywords") {
-        None => return Err(format!("{who}: missing required field \"keywords\"")),
-        Some(toml::Value::Array(items)) => {
-            let mut out = Vec::with_capacity(items.len());
-            for (j, item) in items.iter().enumerate() {
-                match item {
-                    toml::Value::String(s) if !s.trim().is_empty() => out.push(s.clone()),
-                    toml::Value::String(_) => {
-                        return Err(format!(
-                            "{who}: field \"keywords\" item {} is an empty string",
-                            j + 1
-                        ));
-                    }
-                    other => {
-                        return Err(format!(
-                            "{who}: field \"keywords\" item {} must be a string, found {}",
-                            j + 1,
-                            other.type_str()
-                        ));
-                    }
-                }
-            }
-            out
-        }
-        Some(other) => {
-            return Err(format!(
-                "{who}: field \"keywords\" must be an array of strings, found {}",
-                other.type_str()
-            ));
-        }
-    };
+    let keywords = agent_keywords(&who, row)?;
     if keywords.is_empty() {
         return Err(format!(
             "{who}: field \"keywords\" is empty; a lane needs at least one keyword"

@@ -1,5 +1,4 @@
-//! Spend ceilings: a pure ledger of the tokens and money a run may still spend (issue 19,
-//! point 4). Pure: no I/O, no clock; the run holds one [`Spend`] behind a mutex that its
+//! Spend ceilings: a pure ledger of the tokens and money a run may still spend. Pure: no I/O, no clock; the run holds one [`Spend`] behind a mutex that its
 //! parallel workers share.
 //!
 //! A call first *reserves* its worst case ([`Spend::reserve`]): the prompt tokens (estimated
@@ -153,15 +152,6 @@ pub(crate) struct Reservation {
     held: Amount,
 }
 
-impl Reservation {
-    /// What it holds.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    pub(crate) fn held(&self) -> Amount {
-        self.held
-    }
-}
-
 /// A reservation that did not fit: the call must not start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CeilingHit {
@@ -282,13 +272,6 @@ impl Spend {
         }
     }
 
-    /// The ceilings.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    pub(crate) fn ceilings(&self) -> Ceilings {
-        self.ceilings
-    }
-
     /// Reserves `worst` (the call's worst case) if it fits in what is left of every ceiling,
     /// net of the reservations still running. Once one reservation is refused every later one
     /// is too: the run stops there instead of letting smaller calls through.
@@ -396,34 +379,41 @@ impl Spend {
         }
         self.spent.tokens = self.spent.tokens.saturating_add(charged.tokens);
         self.spent.pico = self.spent.pico.saturating_add(charged.pico);
-        if self.hit.is_none() {
-            let over = [
-                (
-                    Ceiling::MaxTokens,
-                    self.ceilings.max_tokens,
-                    self.spent.tokens,
-                ),
-                (
-                    Ceiling::MaxCostUsd,
-                    self.ceilings.max_cost_pico,
-                    self.spent.pico,
-                ),
-            ];
-            for (ceiling, max, used) in over {
-                if let Some(max) = max
-                    && used >= max
-                {
-                    self.hit = Some(CeilingHit {
-                        ceiling,
-                        needed: 0,
-                        left: 0,
-                        overrun: false,
-                    });
-                    break;
-                }
+        self.close_at_ceiling();
+        Settled { charged, overrun }
+    }
+
+    /// Closes the ledger at the first ceiling what was spent has reached, unless one already
+    /// closed it.
+    fn close_at_ceiling(&mut self) {
+        if self.hit.is_some() {
+            return;
+        }
+        let over = [
+            (
+                Ceiling::MaxTokens,
+                self.ceilings.max_tokens,
+                self.spent.tokens,
+            ),
+            (
+                Ceiling::MaxCostUsd,
+                self.ceilings.max_cost_pico,
+                self.spent.pico,
+            ),
+        ];
+        for (ceiling, max, used) in over {
+            if let Some(max) = max
+                && used >= max
+            {
+                self.hit = Some(CeilingHit {
+                    ceiling,
+                    needed: 0,
+                    left: 0,
+                    overrun: false,
+                });
+                break;
             }
         }
-        Settled { charged, overrun }
     }
 
     /// The first call that reported more than it reserved, if one did.
@@ -436,9 +426,8 @@ impl Spend {
         self.spent
     }
 
-    /// What running calls hold.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
+    /// What running calls hold (the tests check that settling releases it).
+    #[cfg(test)]
     pub(crate) fn reserved(&self) -> Amount {
         self.reserved
     }

@@ -20,7 +20,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::plan::py_repr;
-use serde_json::{Value as J, json};
+use serde_json::{Value, json};
 
 #[cfg(test)]
 pub(crate) use status::FeatureState;
@@ -85,7 +85,7 @@ pub(crate) enum DeclareError {
 impl Campaign {
     /// Parses a declaration from JSON text and validates it.
     pub(crate) fn parse(text: &str) -> Result<Campaign, DeclareError> {
-        let v: J = serde_json::from_str(text)
+        let v: Value = serde_json::from_str(text)
             .map_err(|e| DeclareError::Invalid(format!("the campaign is not JSON: {e}")))?;
         let c = Campaign::from_json(&v)?;
         c.validate()?;
@@ -95,7 +95,7 @@ impl Campaign {
     /// Reads a declaration from a JSON value (without validating it). Optional fields take
     /// Forum's defaults: an empty title, owner `forum`, priority 0, no dependencies, no
     /// criteria.
-    pub(crate) fn from_json(v: &J) -> Result<Campaign, DeclareError> {
+    pub(crate) fn from_json(v: &Value) -> Result<Campaign, DeclareError> {
         let o = obj(v, "the campaign")?;
         let campaign_id = req_str(o, "campaign_id", "the campaign")?;
         let title = opt_str(o, "title", "the campaign")?;
@@ -139,7 +139,7 @@ impl Campaign {
 
     /// Reads back the campaign a `campaign_declared` body holds; `None` when the body is not
     /// one.
-    pub(crate) fn from_payload(body: &J) -> Option<Campaign> {
+    pub(crate) fn from_payload(body: &Value) -> Option<Campaign> {
         Campaign::from_json(body).ok()
     }
 
@@ -216,7 +216,7 @@ impl Campaign {
     }
 
     /// The `campaign_declared` body, with every field Forum writes (defaults filled in).
-    pub(crate) fn payload(&self) -> J {
+    pub(crate) fn payload(&self) -> Value {
         json!({
             "campaign_id": self.campaign_id,
             "title": self.title,
@@ -238,15 +238,19 @@ impl Campaign {
     }
 }
 
-fn obj<'a>(v: &'a J, at: &str) -> Result<&'a serde_json::Map<String, J>, DeclareError> {
+fn obj<'a>(v: &'a Value, at: &str) -> Result<&'a serde_json::Map<String, Value>, DeclareError> {
     v.as_object()
         .ok_or_else(|| DeclareError::Invalid(format!("{at} must be a JSON object")))
 }
 
-fn req_str(o: &serde_json::Map<String, J>, key: &str, at: &str) -> Result<String, DeclareError> {
+fn req_str(
+    o: &serde_json::Map<String, Value>,
+    key: &str,
+    at: &str,
+) -> Result<String, DeclareError> {
     match o.get(key) {
-        Some(J::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
-        Some(J::String(_)) => Err(DeclareError::Invalid(format!(
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+        Some(Value::String(_)) => Err(DeclareError::Invalid(format!(
             "{at}: {key} must not be empty"
         ))),
         Some(_) => Err(DeclareError::Invalid(format!(
@@ -256,20 +260,24 @@ fn req_str(o: &serde_json::Map<String, J>, key: &str, at: &str) -> Result<String
     }
 }
 
-fn opt_str(o: &serde_json::Map<String, J>, key: &str, at: &str) -> Result<String, DeclareError> {
+fn opt_str(
+    o: &serde_json::Map<String, Value>,
+    key: &str,
+    at: &str,
+) -> Result<String, DeclareError> {
     match o.get(key) {
         None => Ok(String::new()),
-        Some(J::String(s)) => Ok(s.clone()),
+        Some(Value::String(s)) => Ok(s.clone()),
         Some(_) => Err(DeclareError::Invalid(format!(
             "{at}: {key} must be a string"
         ))),
     }
 }
 
-fn opt_int(o: &serde_json::Map<String, J>, key: &str, at: &str) -> Result<i64, DeclareError> {
+fn opt_int(o: &serde_json::Map<String, Value>, key: &str, at: &str) -> Result<i64, DeclareError> {
     match o.get(key) {
         None => Ok(0),
-        Some(J::Number(n)) if n.as_i64().is_some() => Ok(n.as_i64().unwrap_or_default()),
+        Some(Value::Number(n)) if n.as_i64().is_some() => Ok(n.as_i64().unwrap_or_default()),
         Some(_) => Err(DeclareError::Invalid(format!(
             "{at}: {key} must be an integer"
         ))),
@@ -277,26 +285,26 @@ fn opt_int(o: &serde_json::Map<String, J>, key: &str, at: &str) -> Result<i64, D
 }
 
 fn opt_list<'a>(
-    o: &'a serde_json::Map<String, J>,
+    o: &'a serde_json::Map<String, Value>,
     key: &str,
     at: &str,
-) -> Result<&'a [J], DeclareError> {
+) -> Result<&'a [Value], DeclareError> {
     match o.get(key) {
         None => Ok(&[]),
-        Some(J::Array(a)) => Ok(a),
+        Some(Value::Array(a)) => Ok(a),
         Some(_) => Err(DeclareError::Invalid(format!("{at}: {key} must be a list"))),
     }
 }
 
 fn str_list(
-    o: &serde_json::Map<String, J>,
+    o: &serde_json::Map<String, Value>,
     key: &str,
     at: &str,
 ) -> Result<Vec<String>, DeclareError> {
     opt_list(o, key, at)?
         .iter()
         .map(|v| match v {
-            J::String(s) => Ok(s.clone()),
+            Value::String(s) => Ok(s.clone()),
             _ => Err(DeclareError::Invalid(format!(
                 "{at}: {key} must be a list of strings"
             ))),

@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use serde_json::{Value as J, json};
+use serde_json::{Value, json};
 
-use super::Campaign;
+use super::{Campaign, Feature, Project};
 use crate::ledger::{Entry, kind};
 
 /// The schema name of the campaign room.
@@ -76,10 +76,10 @@ pub(crate) struct FeatureView {
     pub(crate) status: FeatureState,
     pub(crate) reason: String,
     /// The recorded `witnessed_seq`, as recorded (null when none).
-    pub(crate) witnessed_seq: J,
+    pub(crate) witnessed_seq: Value,
     pub(crate) external: bool,
     /// The recorded `source`, as recorded (null when none).
-    pub(crate) external_source: J,
+    pub(crate) external_source: Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) violation: Option<String>,
     pub(crate) deps_met: bool,
@@ -93,9 +93,9 @@ pub(crate) struct ProjectView {
     pub(crate) owner: String,
     pub(crate) priority: i64,
     pub(crate) feature_ids: Vec<String>,
-    pub(crate) reported_status: J,
-    pub(crate) reported_source: J,
-    pub(crate) reported_reason: J,
+    pub(crate) reported_status: Value,
+    pub(crate) reported_source: Value,
+    pub(crate) reported_reason: Value,
 }
 
 /// Features per state (Forum's key order).
@@ -148,22 +148,25 @@ impl Status {
     }
 }
 
-fn body_of<'a>(items: &'a [(Entry, Option<J>)], e_kind: &str) -> impl Iterator<Item = &'a J> {
+fn body_of<'a>(
+    items: &'a [(Entry, Option<Value>)],
+    e_kind: &str,
+) -> impl Iterator<Item = &'a Value> {
     items
         .iter()
         .filter(move |(e, _)| e.kind == e_kind)
         .filter_map(|(_, b)| b.as_ref())
 }
 
-fn is_campaign(body: &J, campaign_id: &str) -> bool {
-    body.get("campaign_id").and_then(J::as_str) == Some(campaign_id)
+fn is_campaign(body: &Value, campaign_id: &str) -> bool {
+    body.get("campaign_id").and_then(Value::as_str) == Some(campaign_id)
 }
 
 /// Every campaign id declared in `items`, in order of first declaration.
-pub(crate) fn declared_ids(items: &[(Entry, Option<J>)]) -> Vec<String> {
+pub(crate) fn declared_ids(items: &[(Entry, Option<Value>)]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for b in body_of(items, kind::CAMPAIGN_DECLARED) {
-        if let Some(id) = b.get("campaign_id").and_then(J::as_str)
+        if let Some(id) = b.get("campaign_id").and_then(Value::as_str)
             && !out.iter().any(|x| x == id)
         {
             out.push(id.to_string());
@@ -174,7 +177,7 @@ pub(crate) fn declared_ids(items: &[(Entry, Option<J>)]) -> Vec<String> {
 
 /// Whether `seq` (a recorded `witnessed_seq`) is a `result` entry for `feature_id` whose body
 /// says `ok: true`. Only an integer counts (not a float, not a boolean).
-fn witnessed(items: &[(Entry, Option<J>)], seq: &J, feature_id: &str) -> bool {
+fn witnessed(items: &[(Entry, Option<Value>)], seq: &Value, feature_id: &str) -> bool {
     let Some(seq) = seq.as_u64().filter(|_| seq.is_u64()) else {
         return false;
     };
@@ -185,79 +188,114 @@ fn witnessed(items: &[(Entry, Option<J>)], seq: &J, feature_id: &str) -> bool {
         return false;
     }
     let Some(body) = body else { return false };
-    body.get("id").and_then(J::as_str) == Some(feature_id)
-        && body.get("ok").and_then(J::as_bool) == Some(true)
+    body.get("id").and_then(Value::as_str) == Some(feature_id)
+        && body.get("ok").and_then(Value::as_bool) == Some(true)
 }
 
 /// Python's `str()` of a recorded reason, for the few shapes a reason takes.
-fn reason_text(v: Option<&J>) -> String {
+fn reason_text(v: Option<&Value>) -> String {
     match v {
         None => String::new(),
-        Some(J::String(s)) => s.clone(),
-        Some(J::Null) => "None".into(),
-        Some(J::Bool(true)) => "True".into(),
-        Some(J::Bool(false)) => "False".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) => "None".into(),
+        Some(Value::Bool(true)) => "True".into(),
+        Some(Value::Bool(false)) => "False".into(),
         Some(other) => other.to_string(),
     }
 }
 
+/// The latest body of `kind` for the campaign, by the id at `key` (later bodies win).
+fn latest_by<'a>(
+    items: &'a [(Entry, Option<Value>)],
+    kind: &str,
+    campaign_id: &str,
+    key: &str,
+) -> BTreeMap<&'a str, &'a Value> {
+    let mut latest: BTreeMap<&str, &Value> = BTreeMap::new();
+    for b in body_of(items, kind).filter(|b| is_campaign(b, campaign_id)) {
+        if let Some(id) = b.get(key).and_then(Value::as_str) {
+            latest.insert(id, b);
+        }
+    }
+    latest
+}
+
+/// One feature as its latest status body says (pending when there is none); a `done` that is
+/// neither external with a source nor witnessed is a violation.
+fn feature_view(
+    items: &[(Entry, Option<Value>)],
+    p: &Project,
+    f: &Feature,
+    body: Option<&Value>,
+) -> FeatureView {
+    let external = p.external();
+    let mut view = FeatureView {
+        feature_id: f.feature_id.clone(),
+        project_id: p.project_id.clone(),
+        owner: p.owner.clone(),
+        priority: f.priority,
+        depends_on: f.depends_on.clone(),
+        status: FeatureState::Pending,
+        reason: String::new(),
+        witnessed_seq: Value::Null,
+        external,
+        external_source: Value::Null,
+        violation: None,
+        deps_met: false,
+        blocking_deps: Vec::new(),
+    };
+    if let Some(b) = body {
+        view.reason = reason_text(b.get("reason"));
+        view.witnessed_seq = b.get("witnessed_seq").cloned().unwrap_or(Value::Null);
+        view.external_source = b.get("source").cloned().unwrap_or(Value::Null);
+        let source_given = truthy(&view.external_source);
+        view.status = match b.get("status").and_then(Value::as_str) {
+            Some("done") if external && source_given => FeatureState::Done,
+            Some("done") if witnessed(items, &view.witnessed_seq, &f.feature_id) => {
+                FeatureState::Done
+            }
+            Some("done") => {
+                view.violation = Some(DONE_VIOLATION.to_string());
+                FeatureState::Unwitnessed
+            }
+            Some(s) => FeatureState::recorded(s).unwrap_or(FeatureState::Pending),
+            None => FeatureState::Pending,
+        };
+    }
+    view
+}
+
+/// How many features are in each state.
+fn count_states(features: &[FeatureView]) -> Counts {
+    let mut counts = Counts::default();
+    for f in features {
+        let slot = match f.status {
+            FeatureState::Done => &mut counts.done,
+            FeatureState::InProgress => &mut counts.in_progress,
+            FeatureState::Blocked => &mut counts.blocked,
+            FeatureState::Failed => &mut counts.failed,
+            FeatureState::Pending => &mut counts.pending,
+            FeatureState::Unwitnessed => &mut counts.unwitnessed,
+        };
+        *slot += 1;
+    }
+    counts
+}
+
 /// Reduces campaign `campaign_id` from `items` (every entry with its body, in seq order);
 /// `None` when the campaign was never declared there.
-pub(crate) fn reduce(items: &[(Entry, Option<J>)], campaign_id: &str) -> Option<Status> {
+pub(crate) fn reduce(items: &[(Entry, Option<Value>)], campaign_id: &str) -> Option<Status> {
     let campaign = body_of(items, kind::CAMPAIGN_DECLARED)
         .filter(|b| is_campaign(b, campaign_id))
         .filter_map(Campaign::from_payload)
         .last()?;
-    let mut latest: BTreeMap<&str, &J> = BTreeMap::new();
-    for b in body_of(items, kind::FEATURE_STATUS).filter(|b| is_campaign(b, campaign_id)) {
-        if let Some(fid) = b.get("feature_id").and_then(J::as_str) {
-            latest.insert(fid, b);
-        }
-    }
-    let mut reported: BTreeMap<&str, &J> = BTreeMap::new();
-    for b in body_of(items, kind::PROJECT_STATUS).filter(|b| is_campaign(b, campaign_id)) {
-        if let Some(pid) = b.get("project_id").and_then(J::as_str) {
-            reported.insert(pid, b);
-        }
-    }
+    let latest = latest_by(items, kind::FEATURE_STATUS, campaign_id, "feature_id");
+    let reported = latest_by(items, kind::PROJECT_STATUS, campaign_id, "project_id");
 
     let mut features: Vec<FeatureView> = Vec::new();
     for (p, f) in campaign.features() {
-        let external = p.external();
         let body = latest.get(f.feature_id.as_str()).copied();
-        let mut view = FeatureView {
-            feature_id: f.feature_id.clone(),
-            project_id: p.project_id.clone(),
-            owner: p.owner.clone(),
-            priority: f.priority,
-            depends_on: f.depends_on.clone(),
-            status: FeatureState::Pending,
-            reason: String::new(),
-            witnessed_seq: J::Null,
-            external,
-            external_source: J::Null,
-            violation: None,
-            deps_met: false,
-            blocking_deps: Vec::new(),
-        };
-        if let Some(b) = body {
-            view.reason = reason_text(b.get("reason"));
-            view.witnessed_seq = b.get("witnessed_seq").cloned().unwrap_or(J::Null);
-            view.external_source = b.get("source").cloned().unwrap_or(J::Null);
-            let source_given = truthy(&view.external_source);
-            view.status = match b.get("status").and_then(J::as_str) {
-                Some("done") if external && source_given => FeatureState::Done,
-                Some("done") if witnessed(items, &view.witnessed_seq, &f.feature_id) => {
-                    FeatureState::Done
-                }
-                Some("done") => {
-                    view.violation = Some(DONE_VIOLATION.to_string());
-                    FeatureState::Unwitnessed
-                }
-                Some(s) => FeatureState::recorded(s).unwrap_or(FeatureState::Pending),
-                None => FeatureState::Pending,
-            };
-        }
+        let view = feature_view(items, p, f, body);
         features.push(view);
     }
     let state: BTreeMap<String, FeatureState> = features
@@ -273,18 +311,7 @@ pub(crate) fn reduce(items: &[(Entry, Option<J>)], campaign_id: &str) -> Option<
             .collect();
         f.deps_met = f.blocking_deps.is_empty();
     }
-    let mut counts = Counts::default();
-    for f in &features {
-        let slot = match f.status {
-            FeatureState::Done => &mut counts.done,
-            FeatureState::InProgress => &mut counts.in_progress,
-            FeatureState::Blocked => &mut counts.blocked,
-            FeatureState::Failed => &mut counts.failed,
-            FeatureState::Pending => &mut counts.pending,
-            FeatureState::Unwitnessed => &mut counts.unwitnessed,
-        };
-        *slot += 1;
-    }
+    let counts = count_states(&features);
     let ours: Vec<&FeatureView> = features.iter().filter(|f| !f.external).collect();
     let complete = !ours.is_empty()
         && ours.iter().all(|f| f.status == FeatureState::Done)
@@ -294,7 +321,7 @@ pub(crate) fn reduce(items: &[(Entry, Option<J>)], campaign_id: &str) -> Option<
         .iter()
         .map(|p| {
             let r = reported.get(p.project_id.as_str());
-            let field = |k: &str| r.and_then(|b| b.get(k)).cloned().unwrap_or(J::Null);
+            let field = |k: &str| r.and_then(|b| b.get(k)).cloned().unwrap_or(Value::Null);
             ProjectView {
                 project_id: p.project_id.clone(),
                 owner: p.owner.clone(),
@@ -316,14 +343,14 @@ pub(crate) fn reduce(items: &[(Entry, Option<J>)], campaign_id: &str) -> Option<
 }
 
 /// Python's truthiness of a JSON value.
-fn truthy(v: &J) -> bool {
+fn truthy(v: &Value) -> bool {
     match v {
-        J::Null => false,
-        J::Bool(b) => *b,
-        J::String(s) => !s.is_empty(),
-        J::Array(a) => !a.is_empty(),
-        J::Object(o) => !o.is_empty(),
-        J::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+        Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
     }
 }
 
@@ -385,7 +412,7 @@ pub(crate) struct Action {
     pub(crate) priority: String,
     pub(crate) label: String,
     pub(crate) reason: String,
-    pub(crate) target: J,
+    pub(crate) target: Value,
 }
 
 fn action(
@@ -394,7 +421,7 @@ fn action(
     priority: &str,
     label: String,
     reason: &str,
-    target: J,
+    target: Value,
 ) -> Action {
     Action {
         id,
@@ -534,7 +561,7 @@ pub(crate) fn round_status(
     ok: bool,
     output: &str,
     result_seq: u64,
-) -> J {
+) -> Value {
     json!({
         "campaign_id": campaign_id,
         "project_id": project_id,
@@ -546,7 +573,7 @@ pub(crate) fn round_status(
 }
 
 /// The `feature_status` that marks a stuck feature blocked, with its reason.
-pub(crate) fn blocked_status(campaign_id: &str, f: &FeatureView) -> J {
+pub(crate) fn blocked_status(campaign_id: &str, f: &FeatureView) -> Value {
     json!({
         "campaign_id": campaign_id,
         "project_id": f.project_id,
@@ -557,7 +584,7 @@ pub(crate) fn blocked_status(campaign_id: &str, f: &FeatureView) -> J {
 }
 
 /// The `campaign_result` snapshot of a round's end (never trusted by the reduction).
-pub(crate) fn result_snapshot(status: &Status) -> J {
+pub(crate) fn result_snapshot(status: &Status) -> Value {
     let c = status.counts;
     json!({
         "campaign_id": status.campaign.campaign_id,
@@ -570,7 +597,7 @@ pub(crate) fn result_snapshot(status: &Status) -> J {
 }
 
 /// The `campaign_dispatch` body of a round: the features it runs.
-pub(crate) fn dispatch_body(campaign_id: &str, wave: &[String]) -> J {
+pub(crate) fn dispatch_body(campaign_id: &str, wave: &[String]) -> Value {
     json!({"campaign_id": campaign_id, "wave": wave, "budget": null})
 }
 
@@ -588,7 +615,7 @@ pub(crate) struct Ingest {
 
 impl Ingest {
     /// The entry kind and body the report is recorded as.
-    pub(crate) fn entry(&self) -> (&'static str, J) {
+    pub(crate) fn entry(&self) -> (&'static str, Value) {
         match &self.feature_id {
             Some(fid) => (
                 kind::FEATURE_STATUS,

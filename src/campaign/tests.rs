@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::{Value as J, json};
+use serde_json::{Value, json};
 
 use super::*;
 use crate::ledger::merkle::merkle_root;
@@ -24,7 +24,7 @@ fn entry(seq: u64, k: &str) -> Entry {
     }
 }
 
-fn chain(bodies: &[(&str, J)]) -> Vec<(Entry, Option<J>)> {
+fn chain(bodies: &[(&str, Value)]) -> Vec<(Entry, Option<Value>)> {
     bodies
         .iter()
         .enumerate()
@@ -32,7 +32,7 @@ fn chain(bodies: &[(&str, J)]) -> Vec<(Entry, Option<J>)> {
         .collect()
 }
 
-fn one_project(features: J) -> J {
+fn one_project(features: Value) -> Value {
     json!({"campaign_id": "c", "title": "t", "projects": [
         {"project_id": "p", "owner": "forum", "priority": 1, "features": features}
     ]})
@@ -274,8 +274,8 @@ fn conformance() -> Option<PathBuf> {
 }
 
 /// Forum's ledger after the last step, every entry with its body.
-fn forum_ledger(dir: &std::path::Path) -> Vec<(Entry, Option<J>)> {
-    let lines = |f: &str| -> Vec<J> {
+fn forum_ledger(dir: &std::path::Path) -> Vec<(Entry, Option<Value>)> {
+    let lines = |f: &str| -> Vec<Value> {
         std::fs::read_to_string(dir.join("campaign_ledger").join(f))
             .unwrap()
             .lines()
@@ -283,7 +283,7 @@ fn forum_ledger(dir: &std::path::Path) -> Vec<(Entry, Option<J>)> {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     };
-    let bodies: std::collections::BTreeMap<String, J> = lines("payloads.jsonl")
+    let bodies: std::collections::BTreeMap<String, Value> = lines("payloads.jsonl")
         .into_iter()
         .map(|p| (p["hash"].as_str().unwrap().to_string(), p["body"].clone()))
         .collect();
@@ -297,7 +297,7 @@ fn forum_ledger(dir: &std::path::Path) -> Vec<(Entry, Option<J>)> {
         .collect()
 }
 
-fn step<'a>(v: &'a J, name: &str) -> &'a J {
+fn step<'a>(v: &'a Value, name: &str) -> &'a Value {
     v["steps"]
         .as_array()
         .unwrap()
@@ -306,7 +306,7 @@ fn step<'a>(v: &'a J, name: &str) -> &'a J {
         .unwrap_or_else(|| panic!("no step {name}"))
 }
 
-fn room_at(items: &[(Entry, Option<J>)]) -> Room {
+fn room_at(items: &[(Entry, Option<Value>)]) -> Room {
     let hashes: Vec<&str> = items.iter().map(|(e, _)| e.entry_hash.as_str()).collect();
     let s = reduce(items, "c-shared").expect("declared");
     room(&s, &merkle_root(&hashes), true)
@@ -315,7 +315,7 @@ fn room_at(items: &[(Entry, Option<J>)]) -> Room {
 #[test]
 fn every_room_and_next_list_forum_printed_is_rebuilt_from_its_ledger_prefix() {
     let Some(dir) = conformance() else { return };
-    let v: J =
+    let v: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("campaign_vectors.json")).unwrap())
             .unwrap();
     let items = forum_ledger(&dir);
@@ -327,12 +327,12 @@ fn every_room_and_next_list_forum_printed_is_rebuilt_from_its_ledger_prefix() {
         ("status_1", 14),
         ("status_2", 15),
     ] {
-        let want: J = serde_json::from_str(step(&v, name)["stdout"].as_str().unwrap()).unwrap();
+        let want: Value = serde_json::from_str(step(&v, name)["stdout"].as_str().unwrap()).unwrap();
         let got = serde_json::to_value(room_at(&items[..size])).unwrap();
         assert_eq!(got, want, "{name}");
     }
     for (name, size) in [("next_0", 1), ("next_1", 14)] {
-        let want: J = serde_json::from_str(step(&v, name)["stdout"].as_str().unwrap()).unwrap();
+        let want: Value = serde_json::from_str(step(&v, name)["stdout"].as_str().unwrap()).unwrap();
         let s = reduce(&items[..size], "c-shared").unwrap();
         let got = json!({ "next_actions": next_actions(&s) });
         assert_eq!(got, want, "{name}");

@@ -329,7 +329,7 @@ pub(crate) fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
         }
     }
     if let Some(d) = report::summary::compare_work(sa, sb) {
-        let zero = report::work::Work::default();
+        let zero = report::work_report::Work::default();
         let (wa, wb) = (
             sa.work.as_ref().unwrap_or(&zero).metrics(),
             sb.work.as_ref().unwrap_or(&zero).metrics(),

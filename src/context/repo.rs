@@ -1,4 +1,4 @@
-//! The repository as context (issue 22, point 3), the pure half: which terms of a task's
+//! The repository as context, the pure half: which terms of a task's
 //! instruction to look for, how to rank the files that hold them, how to trim a file, and how
 //! the planner's map of the repository and a task's files are rendered. The git calls that feed
 //! it (`git ls-files`, `git grep -l`, reading the files) are in `crate::surface::run::repo_context`.

@@ -236,7 +236,7 @@ impl Executor for AnthropicExecutor {
         self.describe.clone()
     }
 
-    fn tool_chat(&self) -> Option<&dyn super::tools::ToolChat> {
+    fn tool_chat(&self) -> Option<&dyn super::tool_chat::ToolChat> {
         Some(self)
     }
     fn metering(&self) -> Metering {
@@ -244,18 +244,19 @@ impl Executor for AnthropicExecutor {
     }
 }
 
-impl super::tools::ToolChat for AnthropicExecutor {
+impl super::tool_chat::ToolChat for AnthropicExecutor {
     fn turn(
         &self,
         system: &str,
-        messages: &[super::tools::Msg],
-        tools: &[super::tools::ToolSpec],
+        messages: &[super::tool_chat::Msg],
+        tools: &[super::tool_chat::ToolSpec],
         max_tokens: u32,
-    ) -> Result<super::tools::Turn, ExecError> {
-        let body = super::tools::anthropic_body(&self.model, system, messages, tools, max_tokens);
+    ) -> Result<super::tool_chat::Turn, ExecError> {
+        let body =
+            super::tool_chat::anthropic_body(&self.model, system, messages, tools, max_tokens);
         let answer = self.post(&body)?;
-        super::tools::read_turn(&answer.body, self.http.display(), "content[]", |v| {
-            super::tools::anthropic_parse(v, &self.model)
+        super::tool_chat::read_turn(&answer.body, self.http.display(), "content[]", |v| {
+            super::tool_chat::anthropic_parse(v, &self.model)
         })
     }
 }

@@ -189,7 +189,7 @@ impl Executor for ChatExecutor {
         self.describe.clone()
     }
 
-    fn tool_chat(&self) -> Option<&dyn super::tools::ToolChat> {
+    fn tool_chat(&self) -> Option<&dyn super::tool_chat::ToolChat> {
         Some(self)
     }
     fn metering(&self) -> Metering {
@@ -197,21 +197,21 @@ impl Executor for ChatExecutor {
     }
 }
 
-impl super::tools::ToolChat for ChatExecutor {
+impl super::tool_chat::ToolChat for ChatExecutor {
     fn turn(
         &self,
         system: &str,
-        messages: &[super::tools::Msg],
-        tools: &[super::tools::ToolSpec],
+        messages: &[super::tool_chat::Msg],
+        tools: &[super::tool_chat::ToolSpec],
         max_tokens: u32,
-    ) -> Result<super::tools::Turn, ExecError> {
-        let body = super::tools::openai_body(&self.model, system, messages, tools, max_tokens);
+    ) -> Result<super::tool_chat::Turn, ExecError> {
+        let body = super::tool_chat::openai_body(&self.model, system, messages, tools, max_tokens);
         let answer = self.post(&body)?;
-        super::tools::read_turn(
+        super::tool_chat::read_turn(
             &answer.body,
             self.http.display(),
             "choices[0].message",
-            |v| super::tools::openai_parse(v, &self.model),
+            |v| super::tool_chat::openai_parse(v, &self.model),
         )
     }
 }

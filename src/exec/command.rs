@@ -389,7 +389,7 @@ pub(crate) struct Ran {
 
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub enum CommandError {
     #[error("cannot run {program:?}: {source}")]
     Spawn {
         program: String,
@@ -457,7 +457,7 @@ fn signal_group(pgid: u32, signal: rustix::process::Signal) {
 
 /// Runs `argv` (program first) with `prompt` appended as the last argument, with the
 /// allowlisted environment only.
-pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, RunError> {
+pub(crate) fn run(argv: &[String], prompt: &str, limits: Limits) -> Result<Ran, CommandError> {
     run_with(argv, prompt, limits, &[])
 }
 
@@ -468,11 +468,11 @@ pub(crate) fn run_with(
     prompt: &str,
     limits: Limits,
     passed: &[String],
-) -> Result<Ran, RunError> {
+) -> Result<Ran, CommandError> {
     let Some((program, args)) = argv.split_first() else {
-        return Err(RunError::Empty("the command is empty".into()));
+        return Err(CommandError::Empty("the command is empty".into()));
     };
-    let interrupted = || RunError::Interrupted {
+    let interrupted = || CommandError::Interrupted {
         program: program.clone(),
     };
     let scope = SCOPE.with(Cell::get);
@@ -481,47 +481,25 @@ pub(crate) fn run_with(
     }
     let start = Instant::now();
     let workdir = WORKDIR.with(|c| c.borrow().clone());
-    // A relative program path (`./model.sh`) names a file where git forum was started, not
-    // in the task's worktree.
-    let resolved = match &workdir {
-        Some(_) if program.contains('/') && Path::new(program).is_relative() => {
-            std::env::current_dir().map_or_else(|_| PathBuf::from(program), |d| d.join(program))
-        }
-        _ => PathBuf::from(program),
+    let resolved = resolve_program(program, workdir.as_deref());
+    let spawn_failed = |source| CommandError::Spawn {
+        program: program.clone(),
+        source,
     };
-    let mut cmd =
-        prepared_with(&resolved, workdir.as_deref(), passed).map_err(|source| RunError::Spawn {
-            program: program.clone(),
-            source,
-        })?;
+    let mut cmd = prepared_with(&resolved, workdir.as_deref(), passed).map_err(spawn_failed)?;
     cmd.args(args)
         .arg(prompt)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // Registered, or killed at once when an interruption came while it started.
-    let (mut child, pgid, running) = self::start(cmd, scope).map_err(|source| RunError::Spawn {
-        program: program.clone(),
-        source,
-    })?;
+    let (mut child, pgid, running) = self::start(cmd, scope).map_err(spawn_failed)?;
     let out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
     let (max_out, max_err) = (limits.max_stdout, limits.max_stderr);
     let out_reader = thread::spawn(move || drain(out, max_out));
     let err_reader = thread::spawn(move || drain(err, max_err));
-    let deadline = start + limits.timeout;
-    let mut timed_out = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() >= deadline => {
-                timed_out = true;
-                break kill_and_wait(&mut child, pgid, &running);
-            }
-            Ok(None) => thread::sleep(Duration::from_millis(5)),
-            Err(_) => break None,
-        }
-    };
+    let (status, timed_out) = wait_until(&mut child, start + limits.timeout, pgid, &running);
     // Whatever the child left running (a grandchild holding the pipes) goes with its group, so
     // the readers reach the end of their pipes.
     kill_group(pgid);
@@ -535,47 +513,80 @@ pub(crate) fn run_with(
     if running.control.is_some()
         && let Some(why) = spawn_failure(status, &stderr)
     {
-        return Err(RunError::Spawn {
+        return Err(CommandError::Spawn {
             program: program.clone(),
             source: std::io::Error::other(why),
         });
     }
     if timed_out {
-        return Err(RunError::Timeout {
+        return Err(CommandError::Timeout {
             program: program.clone(),
             timeout: limits.timeout,
         });
     }
-    let status = status.ok_or_else(|| RunError::Empty(format!("lost track of {program:?}")))?;
+    let status = status.ok_or_else(|| CommandError::Empty(format!("lost track of {program:?}")))?;
     if !status.success() {
-        return Err(RunError::Failed {
+        return Err(CommandError::Failed {
             program: program.clone(),
             status,
             stderr,
         });
     }
-    let stdout = match String::from_utf8(stdout) {
-        Ok(s) => s,
-        // A cut can split a character; only a bad byte before the last few counts.
-        Err(e) if truncated && e.utf8_error().error_len().is_none() => {
-            let valid = e.utf8_error().valid_up_to();
-            let mut bytes = e.into_bytes();
-            bytes.truncate(valid);
-            String::from_utf8(bytes).expect("prefix is valid")
-        }
-        Err(e) => {
-            return Err(RunError::NotUtf8 {
-                program: program.clone(),
-                offset: e.utf8_error().valid_up_to(),
-            });
-        }
-    };
     Ok(Ran {
-        stdout,
+        stdout: stdout_text(stdout, truncated, program)?,
         truncated,
         stderr,
         elapsed: start.elapsed(),
     })
+}
+
+/// The program to start: a relative program path (`./model.sh`) names a file where git forum
+/// was started, not in the task's worktree.
+fn resolve_program(program: &str, workdir: Option<&Path>) -> PathBuf {
+    match workdir {
+        Some(_) if program.contains('/') && Path::new(program).is_relative() => {
+            std::env::current_dir().map_or_else(|_| PathBuf::from(program), |d| d.join(program))
+        }
+        _ => PathBuf::from(program),
+    }
+}
+
+/// Waits for the child until `deadline`, then kills its group: its status (if one could be
+/// read) and whether the deadline passed.
+fn wait_until(
+    child: &mut std::process::Child,
+    deadline: Instant,
+    pgid: u32,
+    running: &Running,
+) -> (Option<ExitStatus>, bool) {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return (Some(status), false),
+            Ok(None) if Instant::now() >= deadline => {
+                return (kill_and_wait(child, pgid, running), true);
+            }
+            Ok(None) => thread::sleep(Duration::from_millis(5)),
+            Err(_) => return (None, false),
+        }
+    }
+}
+
+/// The program's stdout as text. A cut can split a character: only a bad byte before the last
+/// few counts.
+fn stdout_text(stdout: Vec<u8>, truncated: bool, program: &str) -> Result<String, CommandError> {
+    match String::from_utf8(stdout) {
+        Ok(s) => Ok(s),
+        Err(e) if truncated && e.utf8_error().error_len().is_none() => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            Ok(String::from_utf8(bytes).expect("prefix is valid"))
+        }
+        Err(e) => Err(CommandError::NotUtf8 {
+            program: program.to_string(),
+            offset: e.utf8_error().valid_up_to(),
+        }),
+    }
 }
 
 /// The reaper's word that it could not start the program (its exit code and the line it
@@ -706,7 +717,7 @@ mod tests {
         let t = Instant::now();
         // The grandchild keeps the pipes open: without killing the group, reading would hang.
         let e = run(&sh("sleep 30 & sleep 30"), "", limits).unwrap_err();
-        assert!(matches!(e, RunError::Timeout { .. }), "{e}");
+        assert!(matches!(e, CommandError::Timeout { .. }), "{e}");
         assert!(
             t.elapsed() < Duration::from_millis(1300),
             "took {:?}",
@@ -728,15 +739,15 @@ mod tests {
     #[test]
     fn failures_are_distinct() {
         let e = run(&sh("echo oops >&2; exit 3"), "", Limits::default()).unwrap_err();
-        assert!(matches!(e, RunError::Failed { .. }), "{e}");
+        assert!(matches!(e, CommandError::Failed { .. }), "{e}");
         assert!(e.to_string().contains("oops"), "{e}");
         let e = run(&sh("printf '\\377\\376'"), "", Limits::default()).unwrap_err();
-        assert!(matches!(e, RunError::NotUtf8 { offset: 0, .. }), "{e}");
+        assert!(matches!(e, CommandError::NotUtf8 { offset: 0, .. }), "{e}");
         let e = run(&["/nonexistent/program".into()], "", Limits::default()).unwrap_err();
-        assert!(matches!(e, RunError::Spawn { .. }), "{e}");
+        assert!(matches!(e, CommandError::Spawn { .. }), "{e}");
         assert!(matches!(
             run(&[], "", Limits::default()),
-            Err(RunError::Empty(_))
+            Err(CommandError::Empty(_))
         ));
     }
 
@@ -766,7 +777,7 @@ mod tests {
             }
             assert_eq!(stop_scope(a), 1);
             let e = in_a.join().unwrap().unwrap_err();
-            assert!(matches!(e, RunError::Interrupted { .. }), "{e}");
+            assert!(matches!(e, CommandError::Interrupted { .. }), "{e}");
             // The other scope's command still runs, and finishes once released.
             assert!(live().groups.values().any(|g| g.scope == Some(b)));
             std::fs::write(&go, "").unwrap();
@@ -774,7 +785,7 @@ mod tests {
         });
         // A stopped scope refuses new commands; another scope and no scope still run.
         let e = in_scope(a, || run(&sh("echo x"), "", Limits::default())).unwrap_err();
-        assert!(matches!(e, RunError::Interrupted { .. }), "{e}");
+        assert!(matches!(e, CommandError::Interrupted { .. }), "{e}");
         assert!(in_scope(b, || run(&sh("echo x"), "", Limits::default())).is_ok());
         assert!(run(&sh("echo x"), "", Limits::default()).is_ok());
         forget_scope(a);

@@ -38,7 +38,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue, LOCATION};
 
 use super::ExecError;
 use super::config::ExecutorSpec;
-use super::endpoint::{self, Checked, Policy};
+use super::endpoint::{self, CheckedUrl, Policy};
 
 /// The longest a connection may take to open (capped by the call's deadline).
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -151,7 +151,9 @@ impl VettingResolver {
                 Ok(()) => {}
                 Err(r) => {
                     let why = match r {
-                        endpoint::Refusal::Denied { class, why, .. } => format!("{class}: {why}"),
+                        endpoint::UrlRefusal::Denied { class, why, .. } => {
+                            format!("{class}: {why}")
+                        }
                         other => other.to_string(),
                     };
                     refused.push((a, why));
@@ -285,7 +287,7 @@ pub(crate) struct Answer {
 /// One checked endpoint with its SSRF-safe client. Thread-safe; the client (and its runtime
 /// thread) is built on the first call, so making one performs no I/O.
 pub(crate) struct HttpClient {
-    checked: Checked,
+    checked: CheckedUrl,
     limits: Limits,
     resolver: Arc<VettingResolver>,
     client: OnceLock<reqwest::blocking::Client>,

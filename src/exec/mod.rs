@@ -19,7 +19,7 @@ pub mod http;
 pub(crate) mod preset;
 pub(crate) mod sandbox;
 mod scripted;
-pub mod tools;
+pub mod tool_chat;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -140,7 +140,7 @@ pub struct Reply {
 pub enum ExecError {
     /// The command executor failed (spawn, timeout, non-zero exit, non-UTF-8 output).
     #[error(transparent)]
-    Command(#[from] command::RunError),
+    Command(#[from] command::CommandError),
     /// The endpoint policy refused the URL or every address it resolves to.
     #[error("refused: {0}")]
     Refused(String),
@@ -199,7 +199,7 @@ fn excerpt_suffix(s: &str) -> String {
 impl ExecError {
     /// A stable code for the ledger and for `--json` output.
     pub fn code(&self) -> &'static str {
-        use command::RunError as R;
+        use command::CommandError as R;
         match self {
             ExecError::Command(R::Spawn { .. }) | ExecError::Command(R::Empty(_)) => "spawn",
             ExecError::Command(R::Timeout { .. }) => "timeout",
@@ -232,7 +232,7 @@ pub trait Executor: Send + Sync {
     /// One line for people (never a key value).
     fn describe(&self) -> String;
     /// The tool conversation this executor can hold (chat endpoints), if any.
-    fn tool_chat(&self) -> Option<&dyn tools::ToolChat> {
+    fn tool_chat(&self) -> Option<&dyn tool_chat::ToolChat> {
         None
     }
     /// Its price and output cap, for the spend ceilings (none by default).

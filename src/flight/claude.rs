@@ -36,18 +36,7 @@ pub(crate) fn events(text: &str) -> Result<(Vec<Event>, Totals), TraceError> {
         if line.trim().is_empty() {
             continue;
         }
-        let v = canonical::parse(line).map_err(|e| {
-            let (_, col) = line_col(line, e.offset);
-            err(format!(
-                "line {line_no} of the Claude Code transcript is not JSON ({} at column {col}); give the session's .jsonl file as Claude Code wrote it",
-                e.message
-            ))
-        })?;
-        if !matches!(v, Value::Object(_)) {
-            return Err(err(format!(
-                "line {line_no} of the Claude Code transcript is not a JSON object; every line must be one"
-            )));
-        }
+        let v = line_object(line, line_no)?;
         let Some(ty) = v
             .get("type")
             .and_then(Value::as_str)
@@ -62,18 +51,7 @@ pub(crate) fn events(text: &str) -> Result<(Vec<Event>, Totals), TraceError> {
             Some(Value::Array(b)) => b,
             _ => &[],
         };
-        let has = |t: &str| {
-            blocks
-                .iter()
-                .any(|b| b.get("type").and_then(Value::as_str) == Some(t))
-        };
-        let (actor, kind) = match ty {
-            "assistant" if has("tool_use") => ("assistant".to_string(), "tool_use".to_string()),
-            "assistant" => ("assistant".to_string(), "assistant".to_string()),
-            "user" if has("tool_result") => ("tool".to_string(), "tool_result".to_string()),
-            "user" => ("user".to_string(), "user".to_string()),
-            other => (other.to_string(), other.to_string()),
-        };
+        let (actor, kind) = actor_and_kind(ty, blocks);
         let mut body: Vec<(String, Value)> = Vec::new();
         let model = message
             .and_then(|m| m.get("model"))
@@ -83,35 +61,10 @@ pub(crate) fn events(text: &str) -> Result<(Vec<Event>, Totals), TraceError> {
             body.push(("model".into(), Value::str(m)));
             totals.models.push(m.to_string());
         }
-        if let Some(usage @ Value::Object(_)) = message.and_then(|m| m.get("usage")) {
-            body.push(("usage".into(), usage.clone()));
-            let first = match message.and_then(|m| m.get("id")).and_then(Value::as_str) {
-                Some(id) => messages.insert(id.to_string()),
-                None => true,
-            };
-            if first {
-                totals.input_tokens += tokens(usage.get("input_tokens"));
-                totals.output_tokens += tokens(usage.get("output_tokens"));
-            }
+        if let Some(usage) = message_usage(message, &mut messages, &mut totals) {
+            body.push(("usage".into(), usage));
         }
-        let mut tools = Vec::new();
-        for b in blocks {
-            if b.get("type").and_then(Value::as_str) != Some("tool_use") {
-                continue;
-            }
-            let name = b.get("name").and_then(Value::as_str).unwrap_or("");
-            tools.push(Value::str(name));
-            let first = match b.get("id").and_then(Value::as_str) {
-                Some(id) => tool_ids.insert(id.to_string()),
-                None => true,
-            };
-            if first {
-                totals.tool_calls += 1;
-                if !name.is_empty() {
-                    totals.tools.push(name.to_string());
-                }
-            }
-        }
+        let tools = tool_uses(blocks, &mut tool_ids, &mut totals);
         if !tools.is_empty() {
             body.push(("tools".into(), Value::Array(tools)));
         }
@@ -141,6 +94,85 @@ pub(crate) fn events(text: &str) -> Result<(Vec<Event>, Totals), TraceError> {
         ));
     }
     Ok((out, totals))
+}
+
+/// Who wrote a line and what kind of event it is: a tool call or result by the blocks it
+/// holds, else its `type`.
+fn actor_and_kind(ty: &str, blocks: &[Value]) -> (String, String) {
+    let has = |t: &str| {
+        blocks
+            .iter()
+            .any(|b| b.get("type").and_then(Value::as_str) == Some(t))
+    };
+    match ty {
+        "assistant" if has("tool_use") => ("assistant".to_string(), "tool_use".to_string()),
+        "assistant" => ("assistant".to_string(), "assistant".to_string()),
+        "user" if has("tool_result") => ("tool".to_string(), "tool_result".to_string()),
+        "user" => ("user".to_string(), "user".to_string()),
+        other => (other.to_string(), other.to_string()),
+    }
+}
+
+/// A message's `usage` object, counted in `totals` once per message id (`messages` holds the
+/// ones seen: Claude Code writes one line per content block of a message).
+fn message_usage(
+    message: Option<&Value>,
+    messages: &mut HashSet<String>,
+    totals: &mut Totals,
+) -> Option<Value> {
+    let usage @ Value::Object(_) = message?.get("usage")? else {
+        return None;
+    };
+    let first = match message.and_then(|m| m.get("id")).and_then(Value::as_str) {
+        Some(id) => messages.insert(id.to_string()),
+        None => true,
+    };
+    if first {
+        totals.input_tokens += tokens(usage.get("input_tokens"));
+        totals.output_tokens += tokens(usage.get("output_tokens"));
+    }
+    Some(usage.clone())
+}
+
+/// One line of the transcript as its JSON object; `line_no` names it in errors.
+fn line_object(line: &str, line_no: usize) -> Result<Value, TraceError> {
+    let v = canonical::parse(line).map_err(|e| {
+        let (_, col) = line_col(line, e.offset);
+        err(format!(
+            "line {line_no} of the Claude Code transcript is not JSON ({} at column {col}); give the session's .jsonl file as Claude Code wrote it",
+            e.message
+        ))
+    })?;
+    if !matches!(v, Value::Object(_)) {
+        return Err(err(format!(
+            "line {line_no} of the Claude Code transcript is not a JSON object; every line must be one"
+        )));
+    }
+    Ok(v)
+}
+
+/// The names of a message's `tool_use` blocks; each block is counted once in `totals`, by its
+/// id (`tool_ids` holds the ones seen).
+fn tool_uses(blocks: &[Value], tool_ids: &mut HashSet<String>, totals: &mut Totals) -> Vec<Value> {
+    let mut tools = Vec::new();
+    for b in blocks {
+        if b.get("type").and_then(Value::as_str) != Some("tool_use") {
+            continue;
+        }
+        let name = b.get("name").and_then(Value::as_str).unwrap_or("");
+        tools.push(Value::str(name));
+        let first = match b.get("id").and_then(Value::as_str) {
+            Some(id) => tool_ids.insert(id.to_string()),
+            None => true,
+        };
+        if first {
+            totals.tool_calls += 1;
+            if !name.is_empty() {
+                totals.tools.push(name.to_string());
+            }
+        }
+    }
+    tools
 }
 
 fn tokens(v: Option<&Value>) -> u64 {

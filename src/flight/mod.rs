@@ -372,7 +372,7 @@ pub(crate) fn mine(f: &Folded, min_checks: u64) -> Value {
             }
         }
     }
-    let seal = crate::report::grade::row_hash(&row);
+    let seal = crate::report::gradable::row_hash(&row);
     if let Some(v) = member_mut(&mut row, "row_hash") {
         *v = Value::Str(seal);
     }

@@ -215,6 +215,53 @@ fn count(v: Option<&Value>) -> Option<u64> {
     }
 }
 
+/// The string at `k` in `v`, unless it is empty.
+fn non_empty_str<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
+    v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// A span's `spanId`, refused when the span is no object or has none.
+fn span_id<'a>(span: &'a Value, at: &str) -> Result<&'a str, TraceError> {
+    if !matches!(span, Value::Object(_)) {
+        return Err(err(format!(
+            "{at} is not an object; every span must be a JSON object"
+        )));
+    }
+    match span
+        .get("spanId")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        Some(id) => Ok(id),
+        None => Err(err(format!(
+            "{at} has no spanId; every OTLP span needs its hex spanId"
+        ))),
+    }
+}
+
+/// The span's token usage from its `gen_ai.usage.*` attributes (either name of each count),
+/// added to `totals`; `None` when it records neither count.
+fn span_usage(attrs: &Value, totals: &mut Totals) -> Option<Value> {
+    let input = count(attrs.get("gen_ai.usage.input_tokens"))
+        .or_else(|| count(attrs.get("gen_ai.usage.prompt_tokens")));
+    let output = count(attrs.get("gen_ai.usage.output_tokens"))
+        .or_else(|| count(attrs.get("gen_ai.usage.completion_tokens")));
+    if input.is_none() && output.is_none() {
+        return None;
+    }
+    let n = |x: Option<u64>| {
+        x.map_or(Value::Null, |x| {
+            Value::Int(Int::parse(&x.to_string()).expect("digits"))
+        })
+    };
+    totals.input_tokens += input.unwrap_or(0);
+    totals.output_tokens += output.unwrap_or(0);
+    Some(Value::object([
+        ("input_tokens".to_string(), n(input)),
+        ("output_tokens".to_string(), n(output)),
+    ]))
+}
+
 fn event(
     span: &Value,
     resource: Option<&Value>,
@@ -222,37 +269,15 @@ fn event(
     at: &str,
     totals: &mut Totals,
 ) -> Result<Event, TraceError> {
-    if !matches!(span, Value::Object(_)) {
-        return Err(err(format!(
-            "{at} is not an object; every span must be a JSON object"
-        )));
-    }
-    let text = |k: &str| {
-        span.get(k)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-    };
-    let Some(span_id) = text("spanId") else {
-        return Err(err(format!(
-            "{at} has no spanId; every OTLP span needs its hex spanId"
-        )));
-    };
+    let span_id = span_id(span, at)?;
+    let text = |k: &str| non_empty_str(span, k);
     let trace_id = text("traceId").unwrap_or("");
     let attrs = match span.get("attributes") {
         Some(a) => attributes(a, at)?,
         None => Value::Object(Vec::new()),
     };
-    let attr_str = |k: &str| {
-        attrs
-            .get(k)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-    };
+    let attr_str = |k: &str| non_empty_str(&attrs, k);
     let model = attr_str("gen_ai.response.model").or_else(|| attr_str("gen_ai.request.model"));
-    let input = count(attrs.get("gen_ai.usage.input_tokens"))
-        .or_else(|| count(attrs.get("gen_ai.usage.prompt_tokens")));
-    let output = count(attrs.get("gen_ai.usage.output_tokens"))
-        .or_else(|| count(attrs.get("gen_ai.usage.completion_tokens")));
     let tool = attr_str("gen_ai.tool.name");
     let operation = attr_str("gen_ai.operation.name");
 
@@ -281,21 +306,8 @@ fn event(
         put("model", Value::str(m));
         totals.models.push(m.to_string());
     }
-    if input.is_some() || output.is_some() {
-        let n = |x: Option<u64>| {
-            x.map_or(Value::Null, |x| {
-                Value::Int(Int::parse(&x.to_string()).expect("digits"))
-            })
-        };
-        put(
-            "usage",
-            Value::object([
-                ("input_tokens".to_string(), n(input)),
-                ("output_tokens".to_string(), n(output)),
-            ]),
-        );
-        totals.input_tokens += input.unwrap_or(0);
-        totals.output_tokens += output.unwrap_or(0);
+    if let Some(usage) = span_usage(&attrs, totals) {
+        put("usage", usage);
     }
     if let Some(t) = tool {
         put("tool", Value::str(t));

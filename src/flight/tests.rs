@@ -171,7 +171,7 @@ fn mine_grades_independent_checks_and_counts_results_with_a_model() {
     assert_eq!(row.get("prompt").and_then(Value::as_str), Some("Ship  IT"));
     // The seal covers the row as finally written.
     let seal = row.get("row_hash").and_then(Value::as_str).unwrap();
-    assert_eq!(seal, crate::report::grade::row_hash(&row));
+    assert_eq!(seal, crate::report::gradable::row_hash(&row));
     assert_eq!(
         mine(&f, 3)
             .get("grade")

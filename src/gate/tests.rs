@@ -17,7 +17,7 @@ fn entry(seq: u64, kind: &str, parent: Option<u64>) -> Entry {
 
 /// A ledger with one run (request 0, plan 2) and a pending gate (seq 3) before wave 1,
 /// whose tasks are T2 and T3.
-fn one_pending() -> (Vec<Entry>, Vec<J>, BTreeMap<u64, u64>) {
+fn one_pending() -> (Vec<Entry>, Vec<JsonValue>, BTreeMap<u64, u64>) {
     let entries = vec![
         entry(0, kind::REQUEST, None),
         entry(1, kind::ROUTE_FRAME, Some(0)),
@@ -34,7 +34,11 @@ fn one_pending() -> (Vec<Entry>, Vec<J>, BTreeMap<u64, u64>) {
     (entries, bodies, roots)
 }
 
-fn pending_of(entries: &[Entry], bodies: &[J], roots: &BTreeMap<u64, u64>) -> Vec<PendingGate> {
+fn pending_of(
+    entries: &[Entry],
+    bodies: &[JsonValue],
+    roots: &BTreeMap<u64, u64>,
+) -> Vec<PendingGate> {
     pending_gates(entries, |e| bodies.get(e.seq as usize).cloned(), roots)
 }
 
@@ -118,7 +122,7 @@ fn deciding_without_a_pending_gate_is_refused() {
     let none = pending_of(&entries[..3], &bodies[..3], &roots);
     assert!(none.is_empty());
     let r = decide(&none, &Which::default(), &decision(GateDecision::Approve)).unwrap_err();
-    assert_eq!(r, Refusal::NoPending(Which::default()));
+    assert_eq!(r, GateRefusal::NoPending(Which::default()));
     assert!(!r.is_usage());
     assert_eq!(
         r.to_string(),
@@ -152,7 +156,7 @@ fn deciding_without_a_pending_gate_is_refused() {
     };
     assert!(matches!(
         decide(&pending, &by_key, &decision(GateDecision::Approve)),
-        Err(Refusal::NoPending(_))
+        Err(GateRefusal::NoPending(_))
     ));
 }
 
@@ -174,7 +178,7 @@ fn a_decided_gate_is_no_longer_pending_so_a_second_decision_is_refused() {
     assert!(pending.is_empty());
     assert!(matches!(
         decide(&pending, &Which::default(), &decision(GateDecision::Reject)),
-        Err(Refusal::NoPending(_))
+        Err(GateRefusal::NoPending(_))
     ));
 }
 
@@ -233,7 +237,7 @@ fn an_edit_must_rewrite_a_task_of_the_gated_wave() {
     let (entries, bodies, roots) = one_pending();
     let pending = pending_of(&entries, &bodies, &roots);
     let empty = decide(&pending, &Which::default(), &decision(GateDecision::Edit)).unwrap_err();
-    assert_eq!(empty, Refusal::NoEdits);
+    assert_eq!(empty, GateRefusal::NoEdits);
     assert!(empty.is_usage());
     let mut edit = decision(GateDecision::Edit);
     edit.edits.insert("T1".into(), "elsewhere".into());
@@ -266,7 +270,7 @@ fn several_pending_gates_need_naming() {
         &decision(GateDecision::Approve),
     )
     .unwrap_err();
-    assert_eq!(r, Refusal::Ambiguous);
+    assert_eq!(r, GateRefusal::Ambiguous);
     assert!(r.is_usage());
     let second = Which {
         run: Some(4),

@@ -123,28 +123,8 @@ fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Starts the server of `home` on `port` and waits (at most [`START_TIMEOUT_SECS`]) until it
-/// answers. Returns the server and whether it was already running.
-pub(crate) fn start(home: &Home, port: u16) -> Result<(Running, bool), String> {
-    if let Some(r) = running(home) {
-        let p = r.port.unwrap_or(port);
-        if health("127.0.0.1", p) {
-            return Ok((
-                Running {
-                    pid: r.pid,
-                    port: Some(p),
-                },
-                true,
-            ));
-        }
-        stop(home)?;
-    }
-    if health("127.0.0.1", port) {
-        return Err(format!(
-            "port {port} already answers /v1/models, but not from a server git forum started; use it with GIT_FORUM_MODEL_URL={} or start on another port with --port N",
-            base_url(port)
-        ));
-    }
+/// Writes the serve script and starts the server on `port`, its output to the log file.
+fn spawn_server(home: &Home, port: u16) -> Result<std::process::Child, String> {
     write_atomic(&home.serve_script(), super::SERVE_SCRIPT)?;
     let log = std::fs::File::create(home.log_file())
         .map_err(|e| format!("creating {}: {e}", home.log_file().display()))?;
@@ -173,9 +153,33 @@ pub(crate) fn start(home: &Home, port: u16) -> Result<(Running, bool), String> {
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(err);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("starting {}: {e}", home.python().display()))?;
+    cmd.spawn()
+        .map_err(|e| format!("starting {}: {e}", home.python().display()))
+}
+
+/// Starts the server of `home` on `port` and waits (at most [`START_TIMEOUT_SECS`]) until it
+/// answers. Returns the server and whether it was already running.
+pub(crate) fn start(home: &Home, port: u16) -> Result<(Running, bool), String> {
+    if let Some(r) = running(home) {
+        let p = r.port.unwrap_or(port);
+        if health("127.0.0.1", p) {
+            return Ok((
+                Running {
+                    pid: r.pid,
+                    port: Some(p),
+                },
+                true,
+            ));
+        }
+        stop(home)?;
+    }
+    if health("127.0.0.1", port) {
+        return Err(format!(
+            "port {port} already answers /v1/models, but not from a server git forum started; use it with GIT_FORUM_MODEL_URL={} or start on another port with --port N",
+            base_url(port)
+        ));
+    }
+    let mut child = spawn_server(home, port)?;
     let pid = child.id();
     write_atomic(&home.pid_file(), &format!("{pid}\n"))?;
     write_atomic(&home.port_file(), &format!("{port}\n"))?;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value as J;
+use serde_json::Value;
 
 use super::python::{py_repr, py_str, py_strip, type_name};
 use super::{ParseMode, Plan, PlanError, TASK_KEYS, Task};
@@ -15,14 +15,18 @@ pub type Deps = (Vec<String>, BTreeSet<String>);
 /// whose items are an id string (data edge) or an object with `id` and an optional `type`.
 /// In Forum mode only `type == "order"` makes an order edge and any other type is data; in
 /// strict mode the type must be `data` or `order`.
-pub fn parse_deps(value: Option<&J>, task_id: &str, mode: ParseMode) -> Result<Deps, PlanError> {
+pub fn parse_deps(
+    value: Option<&Value>,
+    task_id: &str,
+    mode: ParseMode,
+) -> Result<Deps, PlanError> {
     let bad = |message: String| PlanError::BadTask {
         at: py_repr(task_id),
         message,
     };
     let items = match value {
-        None | Some(J::Null) => return Ok((Vec::new(), BTreeSet::new())),
-        Some(J::Array(items)) => items,
+        None | Some(Value::Null) => return Ok((Vec::new(), BTreeSet::new())),
+        Some(Value::Array(items)) => items,
         Some(other) => {
             return Err(bad(format!(
                 "\"depends_on\" must be a list, found {}",
@@ -34,8 +38,8 @@ pub fn parse_deps(value: Option<&J>, task_id: &str, mode: ParseMode) -> Result<D
     let mut order = BTreeSet::new();
     for (i, item) in items.iter().enumerate() {
         match item {
-            J::String(s) => ids.push(s.clone()),
-            J::Object(m) => {
+            Value::String(s) => ids.push(s.clone()),
+            Value::Object(m) => {
                 let id = match m.get("id") {
                     Some(v) => py_str(v).ok_or_else(|| {
                         bad(format!(
@@ -52,9 +56,9 @@ pub fn parse_deps(value: Option<&J>, task_id: &str, mode: ParseMode) -> Result<D
                     }
                 };
                 let is_order = match m.get("type") {
-                    Some(J::String(t)) if t == "order" => true,
+                    Some(Value::String(t)) if t == "order" => true,
                     None => false,
-                    Some(J::String(t)) if t == "data" => false,
+                    Some(Value::String(t)) if t == "data" => false,
                     Some(t) => {
                         if mode == ParseMode::Strict {
                             return Err(PlanError::UnknownEdgeType {
@@ -86,14 +90,14 @@ pub fn parse_deps(value: Option<&J>, task_id: &str, mode: ParseMode) -> Result<D
 /// Reads `done_when` (forum-spec §8.2): absent, null or `""` is none; a string is one stripped
 /// criterion (dropped when blank); a list gives each item stringified and stripped, blanks
 /// dropped. Anything else is an error.
-pub fn parse_done_when(value: Option<&J>, task_id: &str) -> Result<Vec<String>, PlanError> {
+pub fn parse_done_when(value: Option<&Value>, task_id: &str) -> Result<Vec<String>, PlanError> {
     let bad = |message: String| PlanError::BadTask {
         at: py_repr(task_id),
         message,
     };
     match value {
-        None | Some(J::Null) => Ok(Vec::new()),
-        Some(J::String(s)) => {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(s)) => {
             let s = py_strip(s);
             Ok(if s.is_empty() {
                 Vec::new()
@@ -101,7 +105,7 @@ pub fn parse_done_when(value: Option<&J>, task_id: &str) -> Result<Vec<String>, 
                 vec![s.to_string()]
             })
         }
-        Some(J::Array(items)) => {
+        Some(Value::Array(items)) => {
             let mut out = Vec::new();
             for (i, item) in items.iter().enumerate() {
                 let text = py_str(item).ok_or_else(|| {
@@ -126,9 +130,9 @@ pub fn parse_done_when(value: Option<&J>, task_id: &str) -> Result<Vec<String>, 
 }
 
 /// Reads one task object. `index` is its 0-based position, for messages.
-pub fn parse_task(index: usize, value: &J, mode: ParseMode) -> Result<Task, PlanError> {
+pub fn parse_task(index: usize, value: &Value, mode: ParseMode) -> Result<Task, PlanError> {
     let pos = format!("#{}", index + 1);
-    let J::Object(m) = value else {
+    let Value::Object(m) = value else {
         return Err(PlanError::BadTask {
             at: pos,
             message: format!("must be an object, found {}", type_name(value)),
@@ -141,7 +145,7 @@ pub fn parse_task(index: usize, value: &J, mode: ParseMode) -> Result<Task, Plan
                 message: "has no \"id\"".into(),
             });
         }
-        Some(J::Null) if mode == ParseMode::Strict => {
+        Some(Value::Null) if mode == ParseMode::Strict => {
             return Err(PlanError::BadTask {
                 at: pos,
                 message: "has a null \"id\"".into(),
@@ -173,7 +177,7 @@ pub fn parse_task(index: usize, value: &J, mode: ParseMode) -> Result<Task, Plan
                 at: at.clone(),
                 message: format!("has no {field:?}"),
             }),
-            Some(J::Null) if mode == ParseMode::Strict => Err(PlanError::BadTask {
+            Some(Value::Null) if mode == ParseMode::Strict => Err(PlanError::BadTask {
                 at: at.clone(),
                 message: format!("{field:?} is null"),
             }),
@@ -201,18 +205,18 @@ impl Plan {
     /// Reads a plan document (`{"tasks": [...]}`) that is already JSON. With a roster, every
     /// task's agent must be one of its lanes.
     pub(crate) fn from_json(
-        doc: &J,
+        doc: &Value,
         roster: Option<&Roster>,
         mode: ParseMode,
     ) -> Result<Plan, PlanError> {
-        let J::Object(m) = doc else {
+        let Value::Object(m) = doc else {
             return Err(PlanError::Shape(format!(
                 "a plan must be a JSON object with a \"tasks\" list, found {}",
                 type_name(doc)
             )));
         };
         let tasks = match m.get("tasks") {
-            Some(J::Array(items)) => items,
+            Some(Value::Array(items)) => items,
             Some(other) => {
                 return Err(PlanError::Shape(format!(
                     "\"tasks\" must be a list, found {}",
@@ -249,7 +253,7 @@ impl Plan {
 
     /// Reads a plan file: the whole text must be one JSON document. Strict mode.
     pub fn from_json_text(text: &str, roster: Option<&Roster>) -> Result<Plan, PlanError> {
-        let doc: J = serde_json::from_str(text).map_err(|e| PlanError::NotJson {
+        let doc: Value = serde_json::from_str(text).map_err(|e| PlanError::NotJson {
             line: e.line(),
             column: e.column(),
             message: json_error_message(&e),
@@ -265,7 +269,7 @@ impl Plan {
         mode: ParseMode,
     ) -> Result<Plan, PlanError> {
         let span = extract_json_object(output)?;
-        let doc: J = serde_json::from_str(span).map_err(|e| PlanError::NotJson {
+        let doc: Value = serde_json::from_str(span).map_err(|e| PlanError::NotJson {
             line: e.line(),
             column: e.column(),
             message: json_error_message(&e),

@@ -1,7 +1,7 @@
 //! Python's renderings of strings and JSON scalars (`repr`, `str`, `strip`), which Forum's
 //! error messages and contract instructions are made of.
 
-use serde_json::Value as J;
+use serde_json::Value;
 
 use crate::ledger::canonical::python_float_repr;
 
@@ -49,28 +49,28 @@ pub(super) fn py_strip(s: &str) -> &str {
 }
 
 /// Python's `str(x)` for a JSON scalar; `None` for arrays and objects.
-pub(super) fn py_str(v: &J) -> Option<String> {
+pub(super) fn py_str(v: &Value) -> Option<String> {
     match v {
-        J::String(s) => Some(s.clone()),
-        J::Bool(true) => Some("True".into()),
-        J::Bool(false) => Some("False".into()),
-        J::Null => Some("None".into()),
-        J::Number(n) => Some(if n.is_f64() {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(true) => Some("True".into()),
+        Value::Bool(false) => Some("False".into()),
+        Value::Null => Some("None".into()),
+        Value::Number(n) => Some(if n.is_f64() {
             python_float_repr(n.as_f64().unwrap_or(f64::NAN))
         } else {
             n.to_string()
         }),
-        J::Array(_) | J::Object(_) => None,
+        Value::Array(_) | Value::Object(_) => None,
     }
 }
 
-pub(super) fn type_name(v: &J) -> &'static str {
+pub(super) fn type_name(v: &Value) -> &'static str {
     match v {
-        J::Null => "null",
-        J::Bool(_) => "a boolean",
-        J::Number(_) => "a number",
-        J::String(_) => "a string",
-        J::Array(_) => "a list",
-        J::Object(_) => "an object",
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
     }
 }

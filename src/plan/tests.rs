@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde_json::Value as J;
+use serde_json::Value as JsonValue;
 use serde_json::json;
 
 use super::*;
@@ -118,7 +118,7 @@ fn edge_types_forum_vs_strict() {
 
 #[test]
 fn done_when_rules() {
-    let d = |v: J| parse_done_when(Some(&v), "t");
+    let d = |v: JsonValue| parse_done_when(Some(&v), "t");
     assert_eq!(d(json!("")).unwrap(), Vec::<String>::new());
     assert_eq!(d(json!("  ok \u{1f}")).unwrap(), ["ok"]);
     assert_eq!(
@@ -370,9 +370,9 @@ mod props {
         fn roster_order_does_not_change_a_plan(tasks in dag(), seed in any::<u64>()) {
             let roster = crate::roster::Roster::default_roster();
             let names = roster.names();
-            let doc = J::Object(serde_json::Map::from_iter([(
+            let doc = JsonValue::Object(serde_json::Map::from_iter([(
                 "tasks".to_string(),
-                J::Array(
+                JsonValue::Array(
                     tasks
                         .iter()
                         .enumerate()
@@ -417,11 +417,11 @@ mod props {
         }
     }
 
-    fn json_strategy() -> impl Strategy<Value = J> {
+    fn json_strategy() -> impl Strategy<Value = JsonValue> {
         let leaf = prop_oneof![
-            Just(J::Null),
-            any::<bool>().prop_map(J::Bool),
-            any::<i64>().prop_map(J::from),
+            Just(JsonValue::Null),
+            any::<bool>().prop_map(JsonValue::Bool),
+            any::<i64>().prop_map(JsonValue::from),
             prop_oneof![
                 Just("T1"),
                 Just("T2"),
@@ -431,11 +431,11 @@ mod props {
                 Just(""),
                 Just("é")
             ]
-            .prop_map(|s| J::String(s.to_string())),
+            .prop_map(|s| JsonValue::String(s.to_string())),
         ];
         leaf.prop_recursive(4, 48, 6, |inner| {
             prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..5).prop_map(J::Array),
+                proptest::collection::vec(inner.clone(), 0..5).prop_map(JsonValue::Array),
                 proptest::collection::vec(
                     (
                         prop_oneof![
@@ -451,7 +451,7 @@ mod props {
                     ),
                     0..6
                 )
-                .prop_map(|kv| J::Object(
+                .prop_map(|kv| JsonValue::Object(
                     kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
                 )),
             ]

@@ -297,33 +297,10 @@ fn has_evidence(lowered: &str, words: &[&str]) -> bool {
     })
 }
 
-/// Checks `text` against `profile` (forum-spec §15).
-pub fn assess_profile(text: &str, profile: DeliveryProfile) -> ProfileAssessment {
+/// What the opening of an answer says wrong: no text, a model's preamble or disclaimer, a
+/// start no profile accepts.
+fn opening_findings(lowered: &str, findings: &mut Vec<Finding>) {
     use FindingCode::*;
-
-    let rules = ProfileRules::of(profile);
-    let lowered = py_strip(text).to_lowercase();
-    let words: Vec<&str> = words(&lowered).collect();
-    let word_count = words.len();
-    let sentence_count = sentence_count(text);
-    let mean = if sentence_count > 0 {
-        py_round(ratio(word_count, sentence_count), 2)
-    } else {
-        word_count as f64
-    };
-    let fillers = words
-        .iter()
-        .filter(|w| super::delivery::is_filler(w))
-        .count();
-    let filler_ratio = if word_count > 0 {
-        py_round(ratio(fillers, word_count), 4)
-    } else {
-        0.0
-    };
-    let evidence = has_evidence(&lowered, &words);
-    let any_word = |list: &[&str]| words.iter().any(|w| list.contains(w));
-
-    let mut findings = Vec::new();
     if lowered.is_empty() {
         findings.push(Finding::new(EmptyText, "the answer has no text"));
     }
@@ -348,6 +325,18 @@ pub fn assess_profile(text: &str, profile: DeliveryProfile) -> ProfileAssessment
             ),
         ));
     }
+}
+
+/// Where the answer's measures pass the profile's limits: sentence length, filler, words.
+fn measure_findings(
+    profile: DeliveryProfile,
+    rules: &ProfileRules,
+    word_count: usize,
+    mean: f64,
+    filler_ratio: f64,
+    findings: &mut Vec<Finding>,
+) {
+    use FindingCode::*;
     if word_count > 0 && mean > rules.max_mean_sentence_words {
         findings.push(Finding::new(
             LongSentence,
@@ -379,6 +368,49 @@ pub fn assess_profile(text: &str, profile: DeliveryProfile) -> ProfileAssessment
             ),
         ));
     }
+}
+
+/// The share of `words` that are filler, rounded to four places (0 for no words).
+fn filler_ratio(words: &[&str]) -> f64 {
+    let fillers = words
+        .iter()
+        .filter(|w| super::delivery::is_filler(w))
+        .count();
+    if words.is_empty() {
+        0.0
+    } else {
+        py_round(ratio(fillers, words.len()), 4)
+    }
+}
+
+/// Checks `text` against `profile` (forum-spec §15).
+pub fn assess_profile(text: &str, profile: DeliveryProfile) -> ProfileAssessment {
+    use FindingCode::*;
+
+    let rules = ProfileRules::of(profile);
+    let lowered = py_strip(text).to_lowercase();
+    let words: Vec<&str> = words(&lowered).collect();
+    let word_count = words.len();
+    let sentence_count = sentence_count(text);
+    let mean = if sentence_count > 0 {
+        py_round(ratio(word_count, sentence_count), 2)
+    } else {
+        word_count as f64
+    };
+    let filler_ratio = filler_ratio(&words);
+    let evidence = has_evidence(&lowered, &words);
+    let any_word = |list: &[&str]| words.iter().any(|w| list.contains(w));
+
+    let mut findings = Vec::new();
+    opening_findings(&lowered, &mut findings);
+    measure_findings(
+        profile,
+        &rules,
+        word_count,
+        mean,
+        filler_ratio,
+        &mut findings,
+    );
     if rules.requires_action_verb && sentence_count > 1 && !any_word(&ACTION_VERBS) {
         findings.push(Finding::new(
             MissingActionVerb,

@@ -63,31 +63,20 @@ pub(crate) fn jsonl_line(row: &Value) -> String {
     super::dumps_sorted(row, true)
 }
 
-/// One `forum.gradable-trajectory/1` row for the entries of `s`. `request` overrides the
-/// prompt (default: the first request's text). `budget.model_calls` counts witnessed calls as
-/// the summary does; a redacted body adds no bytes and binds a null check payload.
-pub fn gradable_record(s: &Snapshot, request: Option<&str>, min_checks: u64) -> Value {
-    let g = grade(s, min_checks);
-    let prompt = match request {
-        Some(r) => r.to_string(),
-        None => s
-            .items
-            .iter()
-            .find_map(|(e, b)| match field(b.as_ref(), "text") {
-                Some(Value::Str(t)) if e.kind == kind::REQUEST => Some(t.clone()),
-                _ => None,
-            })
-            .unwrap_or_default(),
-    };
-    let plan_hash = s
-        .items
+/// The text of the ledger's first request (empty when there is none).
+fn first_request_text(s: &Snapshot) -> String {
+    s.items
         .iter()
-        .rev()
-        .find(|(e, _)| e.kind == kind::PLAN)
-        .map(|(e, _)| Value::str(&e.payload_hash))
-        .unwrap_or(Value::Null);
-    let answer = s
-        .items
+        .find_map(|(e, b)| match field(b.as_ref(), "text") {
+            Some(Value::Str(t)) if e.kind == kind::REQUEST => Some(t.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// The answer of the last result that is not a revision, or null.
+fn last_unrevised_answer(s: &Snapshot) -> Value {
+    s.items
         .iter()
         .rev()
         .find_map(|(e, b)| match field(b.as_ref(), "answer") {
@@ -96,7 +85,11 @@ pub fn gradable_record(s: &Snapshot, request: Option<&str>, min_checks: u64) -> 
             }
             _ => None,
         })
-        .unwrap_or(Value::Null);
+        .unwrap_or(Value::Null)
+}
+
+/// Each entry's header as the row lists it, and the Merkle root over their hashes.
+fn trajectory_entries(s: &Snapshot) -> (Vec<Value>, String) {
     let mut acc = Accumulator::default();
     let entries: Vec<Value> = s
         .items
@@ -118,11 +111,21 @@ pub fn gradable_record(s: &Snapshot, request: Option<&str>, min_checks: u64) -> 
             ])
         })
         .collect();
-    let inputs = g
-        .get("grade_inputs")
-        .cloned()
-        .unwrap_or(Value::Array(vec![]));
-    let check_payloads: Vec<Value> = match &inputs {
+    (entries, acc.root())
+}
+
+/// The bytes of every body the ledger holds, each as sorted compact JSON.
+fn payload_bytes(s: &Snapshot) -> usize {
+    s.items
+        .iter()
+        .filter_map(|(_, b)| b.as_ref())
+        .map(|b| super::dumps_sorted(b, true).len())
+        .sum()
+}
+
+/// The body behind each grade input (null when redacted), by its payload hash.
+fn check_payloads(s: &Snapshot, inputs: &Value) -> Vec<Value> {
+    match inputs {
         Value::Array(a) => a
             .iter()
             .map(|gi| {
@@ -141,13 +144,32 @@ pub fn gradable_record(s: &Snapshot, request: Option<&str>, min_checks: u64) -> 
             })
             .collect(),
         _ => Vec::new(),
+    }
+}
+
+/// One `forum.gradable-trajectory/1` row for the entries of `s`. `request` overrides the
+/// prompt (default: the first request's text). `budget.model_calls` counts witnessed calls as
+/// the summary does; a redacted body adds no bytes and binds a null check payload.
+pub fn gradable_record(s: &Snapshot, request: Option<&str>, min_checks: u64) -> Value {
+    let g = grade(s, min_checks);
+    let prompt = match request {
+        Some(r) => r.to_string(),
+        None => first_request_text(s),
     };
-    let payload_bytes: usize = s
+    let plan_hash = s
         .items
         .iter()
-        .filter_map(|(_, b)| b.as_ref())
-        .map(|b| super::dumps_sorted(b, true).len())
-        .sum();
+        .rev()
+        .find(|(e, _)| e.kind == kind::PLAN)
+        .map(|(e, _)| Value::str(&e.payload_hash))
+        .unwrap_or(Value::Null);
+    let answer = last_unrevised_answer(s);
+    let (entries, merkle_root) = trajectory_entries(s);
+    let inputs = g
+        .get("grade_inputs")
+        .cloned()
+        .unwrap_or(Value::Array(vec![]));
+    let check_payloads = check_payloads(s, &inputs);
     let pick = |k: &str| g.get(k).cloned().unwrap_or(Value::Null);
     let mut row = obj([
         ("schema", Value::str(GRADABLE_SCHEMA)),
@@ -177,7 +199,7 @@ pub fn gradable_record(s: &Snapshot, request: Option<&str>, min_checks: u64) -> 
             "oracle",
             obj([
                 ("kind", Value::str("ledger-rewitness")),
-                ("merkle_root", Value::Str(acc.root())),
+                ("merkle_root", Value::Str(merkle_root)),
                 ("verified", Value::Bool(s.deep_verified)),
                 ("grade_inputs", inputs),
                 ("check_payloads", Value::Array(check_payloads)),
@@ -191,7 +213,7 @@ pub fn gradable_record(s: &Snapshot, request: Option<&str>, min_checks: u64) -> 
                     "model_calls",
                     Value::int(super::summarize(s).get("model_calls_total")),
                 ),
-                ("payload_bytes", uint(payload_bytes as u64)),
+                ("payload_bytes", uint(payload_bytes(s) as u64)),
                 ("entries", uint(s.items.len() as u64)),
                 ("clock", Value::str("injected")),
             ]),

@@ -12,9 +12,6 @@ use super::{Snapshot, field, obj, truthy, uint};
 use crate::ledger::canonical::Value;
 use crate::ledger::kind;
 
-// Where the row lived before it had its own module (kept so callers of those paths still build).
-pub(crate) use super::gradable::{GRADABLE_SCHEMA, row_hash};
-
 /// The kinds that count as checks, in the order they are read.
 pub(crate) const CHECK_KINDS: [&str; 3] =
     [kind::VERDICT, kind::VERIFICATION, kind::INTENT_JUDGMENT];

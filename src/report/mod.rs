@@ -25,7 +25,7 @@ pub mod receipt;
 pub(crate) mod room;
 pub(crate) mod spend;
 pub mod summary;
-pub(crate) mod work;
+pub(crate) mod work_report;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -1,4 +1,4 @@
-//! One run as OTLP/JSON traces (issue 22, point 6): an `ExportTraceServiceRequest` in the
+//! One run as OTLP/JSON traces: an `ExportTraceServiceRequest` in the
 //! protobuf JSON mapping (the field names [`crate::flight::otlp`] reads back), so the run opens
 //! in any OTLP backend. Pure: the run's entries and bodies in, a JSON value out.
 //!
@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value as J, json};
+use serde_json::{Value as JsonValue, json};
 
 use crate::ledger::Entry;
 use crate::ledger::canonical::Value;
@@ -45,11 +45,11 @@ fn nanos(ts: f64) -> String {
     n.to_string()
 }
 
-fn text_attr(key: &str, v: &str) -> J {
+fn text_attr(key: &str, v: &str) -> JsonValue {
     json!({"key": key, "value": {"stringValue": v}})
 }
 
-fn int_attr(key: &str, v: i64) -> J {
+fn int_attr(key: &str, v: i64) -> JsonValue {
     // proto3 JSON writes a 64-bit integer as a string.
     json!({"key": key, "value": {"intValue": v.to_string()}})
 }
@@ -69,7 +69,7 @@ fn int_of(v: Option<&Value>, keys: &[&str]) -> Option<i64> {
 
 /// The OTLP/JSON export of one run: `items` are the run's entries with their bodies (in seq
 /// order, the request first), `checkpoint` the ledger's Merkle root.
-pub(crate) fn export(items: &[(Entry, Option<Value>)], checkpoint: &str) -> J {
+pub(crate) fn export(items: &[(Entry, Option<Value>)], checkpoint: &str) -> JsonValue {
     let Some((root, _)) = items.first() else {
         return json!({"resourceSpans": []});
     };

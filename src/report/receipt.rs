@@ -110,60 +110,30 @@ fn or_empty(v: &Value) -> Value {
     }
 }
 
-/// Builds the receipt over `s` (the whole ledger, for its checkpoint and verification).
-pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
-    let entries: Vec<&(Entry, Option<Value>)> = s
-        .items
-        .iter()
-        .filter(|(e, _)| e.seq >= inputs.before_seq)
-        .collect();
-    let request_entry = entries
-        .iter()
-        .find(|(e, _)| e.kind == kind::REQUEST)
-        .or(entries.first())
-        .map(|(e, _)| e);
-    let answer_entry = entries
+/// The receipt's rows: each entry of the run with its body.
+type Rows<'a> = [&'a (Entry, Option<Value>)];
+
+/// The body of the latest entry of `kind` whose body is an object.
+fn latest_object(entries: &Rows<'_>, kind: &str) -> Option<Value> {
+    entries
         .iter()
         .rev()
-        .find(|(e, b)| {
-            e.kind == kind::RESULT
-                && matches!(field(b.as_ref(), "answer"), Some(Value::Str(a)) if *a == inputs.answer)
-        })
-        .or(entries.last())
-        .map(|(e, _)| e);
-    let latest_object = |kind: &str| {
-        entries
-            .iter()
-            .rev()
-            .find(|(e, b)| e.kind == kind && matches!(b, Some(Value::Object(_))))
-            .and_then(|(_, b)| b.clone())
-    };
-    let route_frame = latest_object(kind::ROUTE_FRAME);
-    let check = latest_object(kind::DELIVERY_PROFILE_CHECK).filter(|c| truthy(Some(c)));
-    let selected = check
-        .as_ref()
-        .and_then(|c| c.get("profile").cloned())
-        .unwrap_or(Value::Null);
-    let source = if matches!(selected, Value::Null) {
-        "none"
-    } else if inputs.delivery_profile.is_some() {
-        "explicit"
-    } else if route_frame
-        .as_ref()
-        .is_some_and(|f| f.get("delivery_profile") == Some(&selected))
-    {
-        "route_frame"
-    } else {
-        "unknown"
-    };
-    let present = |kind: &str| -> Vec<&Value> {
-        entries
-            .iter()
-            .filter(|(e, _)| e.kind == kind)
-            .filter_map(|(_, b)| b.as_ref())
-            .collect()
-    };
-    let budgets = present(kind::CONTEXT_BUDGET);
+        .find(|(e, b)| e.kind == kind && matches!(b, Some(Value::Object(_))))
+        .and_then(|(_, b)| b.clone())
+}
+
+/// The bodies of every entry of `kind`.
+fn bodies_of<'a>(entries: &Rows<'a>, kind: &str) -> Vec<&'a Value> {
+    entries
+        .iter()
+        .filter(|(e, _)| e.kind == kind)
+        .filter_map(|(_, b)| b.as_ref())
+        .collect()
+}
+
+/// The receipt's `context_budget`: the limits asked for and what the budget checks did.
+fn context_budget_value(entries: &Rows<'_>, limits: &Value) -> Value {
+    let budgets = bodies_of(entries, kind::CONTEXT_BUDGET);
     let action = |a: &str| {
         budgets
             .iter()
@@ -178,32 +148,152 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
         .iter()
         .map(|p| py_int(field(Some(p), "admitted_tokens")))
         .sum();
-    let profiles = present(kind::DELIVERY_PROFILE_CHECK);
+    obj([
+        ("limits", or_empty(limits)),
+        (
+            "observed",
+            obj([
+                ("checks", uint(budgets.len() as u64)),
+                ("trimmed", uint(action("trimmed"))),
+                ("omitted", uint(action("omitted"))),
+                ("tokens_original", Value::int(original)),
+                ("tokens_admitted", Value::int(admitted)),
+                (
+                    "tokens_saved",
+                    Value::int(original.saturating_sub(admitted)),
+                ),
+            ]),
+        ),
+    ])
+}
+
+/// The receipt's `delivery_profile`: the one asked for, the one the latest check selected and
+/// where it came from, and how many checks ran and flagged.
+fn delivery_profile_value(
+    entries: &Rows<'_>,
+    inputs: &ReceiptInputs,
+    route_frame: Option<&Value>,
+) -> Value {
+    let check = latest_object(entries, kind::DELIVERY_PROFILE_CHECK).filter(|c| truthy(Some(c)));
+    let selected = check
+        .as_ref()
+        .and_then(|c| c.get("profile").cloned())
+        .unwrap_or(Value::Null);
+    let source = if matches!(selected, Value::Null) {
+        "none"
+    } else if inputs.delivery_profile.is_some() {
+        "explicit"
+    } else if route_frame.is_some_and(|f| f.get("delivery_profile") == Some(&selected)) {
+        "route_frame"
+    } else {
+        "unknown"
+    };
+    let profiles = bodies_of(entries, kind::DELIVERY_PROFILE_CHECK);
+    obj([
+        (
+            "requested",
+            inputs
+                .delivery_profile
+                .as_ref()
+                .map(Value::str)
+                .unwrap_or(Value::Null),
+        ),
+        ("selected", selected),
+        ("source", Value::str(source)),
+        ("checks", uint(profiles.len() as u64)),
+        (
+            "flagged",
+            uint(
+                profiles
+                    .iter()
+                    .filter(|p| truthy(field(Some(p), "flagged")))
+                    .count() as u64,
+            ),
+        ),
+    ])
+}
+
+/// Whether the answer was verified: the `ok` of the last verification that gave one, or null.
+fn answer_verified(entries: &Rows<'_>) -> Value {
     let mut answer_verified = Value::Null;
-    for p in present(kind::VERIFICATION) {
+    for p in bodies_of(entries, kind::VERIFICATION) {
         match field(Some(p), "ok") {
             None | Some(Value::Null) => {}
             ok => answer_verified = Value::Bool(truthy(ok)),
         }
     }
+    answer_verified
+}
+
+/// The run's request entry (else its first) and the result entry that gave `answer` (else its
+/// last).
+fn request_and_answer<'a>(
+    entries: &Rows<'a>,
+    answer: &str,
+) -> (Option<&'a Entry>, Option<&'a Entry>) {
+    let request_entry = entries
+        .iter()
+        .find(|(e, _)| e.kind == kind::REQUEST)
+        .or(entries.first())
+        .map(|(e, _)| e);
+    let answer_entry = entries
+        .iter()
+        .rev()
+        .find(|(e, b)| {
+            e.kind == kind::RESULT
+                && matches!(field(b.as_ref(), "answer"), Some(Value::Str(a)) if *a == answer)
+        })
+        .or(entries.last())
+        .map(|(e, _)| e);
+    (request_entry, answer_entry)
+}
+
+/// `sha256:` and the payload hash of what was asked: the tool, the action, the request and
+/// the request entry's seq.
+fn action_intent_id(request: &str, request_entry: Option<&Entry>) -> Value {
+    let intent = obj([
+        ("tool", Value::str("forum")),
+        ("action", Value::str("submit")),
+        ("request", Value::str(request)),
+        (
+            "request_seq",
+            request_entry.map(|e| uint(e.seq)).unwrap_or(Value::Null),
+        ),
+    ]);
+    Value::Str(format!("sha256:{}", hash::payload_hash(&intent)))
+}
+
+/// The receipt's `ledger`: the run's entry range and count, the checkpoint and whether the
+/// whole chain verified.
+fn ledger_value(entries: &Rows<'_>, s: &Snapshot) -> Value {
+    let owned: Vec<(Entry, Option<Value>)> =
+        entries.iter().map(|(e, _)| (e.clone(), None)).collect();
+    obj([
+        ("entry_range", entry_range(&owned)),
+        ("entries", uint(entries.len() as u64)),
+        ("checkpoint", Value::str(&s.checkpoint)),
+        ("verified", Value::Bool(s.deep_verified)),
+    ])
+}
+
+/// Builds the receipt over `s` (the whole ledger, for its checkpoint and verification).
+pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
+    let entries: Vec<&(Entry, Option<Value>)> = s
+        .items
+        .iter()
+        .filter(|(e, _)| e.seq >= inputs.before_seq)
+        .collect();
+    let (request_entry, answer_entry) = request_and_answer(&entries, &inputs.answer);
+    let route_frame = latest_object(&entries, kind::ROUTE_FRAME);
+    let delivery_profile = delivery_profile_value(&entries, inputs, route_frame.as_ref());
+    let answer_verified = answer_verified(&entries);
     let verified = s.deep_verified;
     let verdict = if verified && !is_false(Some(&answer_verified)) {
         "MATCH"
     } else {
         "DRIFT"
     };
-    let intent = obj([
-        ("tool", Value::str("forum")),
-        ("action", Value::str("submit")),
-        ("request", Value::str(&inputs.request)),
-        (
-            "request_seq",
-            request_entry.map(|e| uint(e.seq)).unwrap_or(Value::Null),
-        ),
-    ]);
-    let owned: Vec<(Entry, Option<Value>)> =
-        entries.iter().map(|(e, _)| (e.clone(), None)).collect();
-    let work = super::work::work(entries.iter().copied()).map(|w| {
+    let work = super::work_report::work(entries.iter().copied()).map(|w| {
         let request_body = entries
             .iter()
             .find(|(e, _)| e.kind == kind::REQUEST)
@@ -216,7 +306,7 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
         ("action", Value::str("submit")),
         (
             "action_intent_id",
-            Value::Str(format!("sha256:{}", hash::payload_hash(&intent))),
+            action_intent_id(&inputs.request, request_entry),
         ),
         (
             "side_effect_class",
@@ -227,15 +317,7 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
             request_entry.map(entry_ref).unwrap_or(Value::Null),
         ),
         ("answer", answer_entry.map(entry_ref).unwrap_or(Value::Null)),
-        (
-            "ledger",
-            obj([
-                ("entry_range", entry_range(&owned)),
-                ("entries", uint(entries.len() as u64)),
-                ("checkpoint", Value::str(&s.checkpoint)),
-                ("verified", Value::Bool(verified)),
-            ]),
-        ),
+        ("ledger", ledger_value(&entries, s)),
         (
             "model",
             obj([(
@@ -250,50 +332,10 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
         ("budget", or_empty(&inputs.budget)),
         (
             "context_budget",
-            obj([
-                ("limits", or_empty(&inputs.context_limits)),
-                (
-                    "observed",
-                    obj([
-                        ("checks", uint(budgets.len() as u64)),
-                        ("trimmed", uint(action("trimmed"))),
-                        ("omitted", uint(action("omitted"))),
-                        ("tokens_original", Value::int(original)),
-                        ("tokens_admitted", Value::int(admitted)),
-                        (
-                            "tokens_saved",
-                            Value::int(original.saturating_sub(admitted)),
-                        ),
-                    ]),
-                ),
-            ]),
+            context_budget_value(&entries, &inputs.context_limits),
         ),
         ("route_frame", route_frame.unwrap_or(Value::Null)),
-        (
-            "delivery_profile",
-            obj([
-                (
-                    "requested",
-                    inputs
-                        .delivery_profile
-                        .as_ref()
-                        .map(Value::str)
-                        .unwrap_or(Value::Null),
-                ),
-                ("selected", selected),
-                ("source", Value::str(source)),
-                ("checks", uint(profiles.len() as u64)),
-                (
-                    "flagged",
-                    uint(
-                        profiles
-                            .iter()
-                            .filter(|p| truthy(field(Some(p), "flagged")))
-                            .count() as u64,
-                    ),
-                ),
-            ]),
-        ),
+        ("delivery_profile", delivery_profile),
         (
             "verification",
             obj([
@@ -315,8 +357,12 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
 }
 
 /// The receipt's `work` (a `--work` run only): the run branch and its base, the counts
-/// ([`super::work::Work::counts_value`]), and each task's commit and where it stands.
-fn work_value(w: &super::work::Work, request_seq: Option<u64>, request: Option<&Value>) -> Value {
+/// ([`super::work_report::Work::counts_value`]), and each task's commit and where it stands.
+fn work_value(
+    w: &super::work_report::Work,
+    request_seq: Option<u64>,
+    request: Option<&Value>,
+) -> Value {
     let base = field(field(request, "work"), "base")
         .cloned()
         .unwrap_or(Value::Null);
@@ -439,12 +485,19 @@ pub fn receipt_text(r: &Value) -> String {
     if let Some(b) = at("work", "branch").filter(|b| truthy(Some(b))) {
         lines.push(format!("work     branch {}", super::py_str(b)));
     }
+    push_next_steps(&mut lines, answer, &request_seq);
+    lines.join("\n")
+}
+
+/// The receipt text's `next` lines: verify, then prove the answer (or finish the run), then
+/// the JSON.
+fn push_next_steps(lines: &mut Vec<String>, answer: Option<&Value>, request_seq: &str) {
     lines.push("next".into());
     lines.push("  check the chain and every body again: `git forum verify --deep`".into());
     if let Some(a) = answer {
         lines.push(format!(
             "  prove the answer is in the ledger: `git forum prove {}`",
-            s(a.get("seq"))
+            a.get("seq").map(super::py_str).unwrap_or_default()
         ));
     } else {
         lines.push(format!(
@@ -454,5 +507,4 @@ pub fn receipt_text(r: &Value) -> String {
     lines.push(format!(
         "  the receipt as JSON: `git forum receipt {request_seq} --json`"
     ));
-    lines.join("\n")
 }

@@ -29,7 +29,7 @@
 //! are unchanged by it.
 
 use super::spend::ModelSpend;
-use super::work::{self, Work};
+use super::work_report::{self, Work};
 use super::{Snapshot, dumps_sorted, field, has, is_false, py_int, py_str, truthy};
 use crate::ledger::Entry;
 use crate::ledger::canonical::Value;
@@ -222,8 +222,87 @@ pub(crate) struct SummaryFold {
     model_calls: Vec<(String, i64)>,
     seen_hashes: std::collections::HashSet<[u8; 32]>,
     payload_bytes: i64,
-    work: work::WorkFold,
+    work: work_report::WorkFold,
     spend: Vec<super::spend::ModelSpend>,
+}
+
+impl Counts {
+    /// Counts one entry of kind `kind_name` with its body `b` (`None`: absent, redacted).
+    fn count(&mut self, kind_name: &str, b: Option<&Value>) {
+        let ok = field(b, "ok");
+        match kind_name {
+            kind::REQUEST => self.requests += 1,
+            kind::PLAN => self.plans += 1,
+            kind::TASK => self.tasks += 1,
+            kind::RESULT => {
+                if has(b, "id") {
+                    self.task_results += 1;
+                    if is_false(ok) {
+                        self.failed_results += 1;
+                    }
+                } else if has(b, "answer") && !has(b, "revised_from") {
+                    self.answers += 1;
+                }
+            }
+            kind::VERDICT if b.is_some() => {
+                if truthy(ok) {
+                    self.verdicts_pass += 1;
+                } else {
+                    self.verdicts_fail += 1;
+                }
+            }
+            kind::INTENT_CHECK => {
+                self.intent_checks += 1;
+                self.intent_flagged += i64::from(truthy(field(b, "flagged")));
+            }
+            kind::INTENT_JUDGMENT => {
+                self.intent_judgments += 1;
+                self.intent_drift_judged += i64::from(is_false(ok));
+            }
+            kind::VERIFICATION => {
+                self.verifications += 1;
+                self.verifications_refuted += i64::from(is_false(ok));
+            }
+            kind::DELIVERY_CHECK => {
+                self.delivery_checks += 1;
+                self.delivery_flagged += i64::from(truthy(field(b, "flagged")));
+            }
+            kind::REVISION => {
+                self.revisions += 1;
+                self.revisions_accepted += i64::from(truthy(field(b, "accepted")));
+            }
+            kind::DELIVERY_PROFILE_CHECK => {
+                self.delivery_profile_checks += 1;
+                if b.is_some() {
+                    self.delivery_profile_flagged += i64::from(truthy(field(b, "flagged")));
+                    let profile = field(b, "profile").map(py_str).unwrap_or_default();
+                    match profile.as_str() {
+                        "operator" => self.profile[0] += 1,
+                        "engineer" => self.profile[1] += 1,
+                        "researcher" => self.profile[2] += 1,
+                        "executive" => self.profile[3] += 1,
+                        _ => {}
+                    }
+                }
+            }
+            kind::CHECKPOINT => self.checkpoints += 1,
+            kind::RESUME => self.resumes += 1,
+            kind::TIER_ESCALATION => self.escalations += 1,
+            kind::BUDGET => self.budget_stops += 1,
+            kind::CONTEXT => self.contexts += 1,
+            kind::CONTEXT_BUDGET => {
+                self.context_budget_checks += 1;
+                match field(b, "action") {
+                    Some(Value::Str(a)) if a == "trimmed" => self.trimmed += 1,
+                    Some(Value::Str(a)) if a == "omitted" => self.omitted += 1,
+                    _ => {}
+                }
+                self.tokens_original += py_int(field(b, "original_tokens"));
+                self.tokens_admitted += py_int(field(b, "admitted_tokens"));
+            }
+            _ => {}
+        }
+    }
 }
 
 impl SummaryFold {
@@ -246,81 +325,8 @@ impl SummaryFold {
         }
         self.work.push(e, b);
         super::spend::push_usage(&mut self.spend, b);
-        let n = &mut self.n;
-        n.entries += 1;
-        let ok = field(b, "ok");
-        match e.kind.as_str() {
-            kind::REQUEST => n.requests += 1,
-            kind::PLAN => n.plans += 1,
-            kind::TASK => n.tasks += 1,
-            kind::RESULT => {
-                if has(b, "id") {
-                    n.task_results += 1;
-                    if is_false(ok) {
-                        n.failed_results += 1;
-                    }
-                } else if has(b, "answer") && !has(b, "revised_from") {
-                    n.answers += 1;
-                }
-            }
-            kind::VERDICT if b.is_some() => {
-                if truthy(ok) {
-                    n.verdicts_pass += 1;
-                } else {
-                    n.verdicts_fail += 1;
-                }
-            }
-            kind::INTENT_CHECK => {
-                n.intent_checks += 1;
-                n.intent_flagged += i64::from(truthy(field(b, "flagged")));
-            }
-            kind::INTENT_JUDGMENT => {
-                n.intent_judgments += 1;
-                n.intent_drift_judged += i64::from(is_false(ok));
-            }
-            kind::VERIFICATION => {
-                n.verifications += 1;
-                n.verifications_refuted += i64::from(is_false(ok));
-            }
-            kind::DELIVERY_CHECK => {
-                n.delivery_checks += 1;
-                n.delivery_flagged += i64::from(truthy(field(b, "flagged")));
-            }
-            kind::REVISION => {
-                n.revisions += 1;
-                n.revisions_accepted += i64::from(truthy(field(b, "accepted")));
-            }
-            kind::DELIVERY_PROFILE_CHECK => {
-                n.delivery_profile_checks += 1;
-                if b.is_some() {
-                    n.delivery_profile_flagged += i64::from(truthy(field(b, "flagged")));
-                    let profile = field(b, "profile").map(py_str).unwrap_or_default();
-                    match profile.as_str() {
-                        "operator" => n.profile[0] += 1,
-                        "engineer" => n.profile[1] += 1,
-                        "researcher" => n.profile[2] += 1,
-                        "executive" => n.profile[3] += 1,
-                        _ => {}
-                    }
-                }
-            }
-            kind::CHECKPOINT => n.checkpoints += 1,
-            kind::RESUME => n.resumes += 1,
-            kind::TIER_ESCALATION => n.escalations += 1,
-            kind::BUDGET => n.budget_stops += 1,
-            kind::CONTEXT => n.contexts += 1,
-            kind::CONTEXT_BUDGET => {
-                n.context_budget_checks += 1;
-                match field(b, "action") {
-                    Some(Value::Str(a)) if a == "trimmed" => n.trimmed += 1,
-                    Some(Value::Str(a)) if a == "omitted" => n.omitted += 1,
-                    _ => {}
-                }
-                n.tokens_original += py_int(field(b, "original_tokens"));
-                n.tokens_admitted += py_int(field(b, "admitted_tokens"));
-            }
-            _ => {}
-        }
+        self.n.entries += 1;
+        self.n.count(e.kind.as_str(), b);
     }
 
     /// The summary of the entries pushed so far, for a ledger whose Merkle root is `checkpoint`

@@ -125,32 +125,39 @@ fn by_score_then_name(a: &Candidate, b: &Candidate) -> Ordering {
         .then_with(|| a.agent.cmp(&b.agent))
 }
 
+/// Each agent scored against `text` (the share of its keywords among the text's tokens), best
+/// first, ties by name.
+fn scored(text: &str, agents: &[AgentSpec]) -> Vec<Candidate> {
+    let tokens = tokenize(text);
+    let mut candidates: Vec<Candidate> = agents
+        .iter()
+        .map(|spec| {
+            let hits = spec
+                .keywords
+                .iter()
+                .filter(|kw| tokens.contains(&kw.to_lowercase()))
+                .count();
+            let score = if spec.keywords.is_empty() {
+                0.0
+            } else {
+                hits as f64 / spec.keywords.len() as f64
+            };
+            Candidate {
+                agent: spec.name.clone(),
+                score,
+                hits,
+            }
+        })
+        .collect();
+    candidates.sort_by(by_score_then_name);
+    candidates
+}
+
 impl Router {
     /// Routes `text` against `agents`. The result never depends on the order the agents are
     /// listed in, provided names are unique.
     pub fn route(&self, text: &str, agents: &[AgentSpec]) -> RouteDecision {
-        let tokens = tokenize(text);
-        let mut candidates: Vec<Candidate> = agents
-            .iter()
-            .map(|spec| {
-                let hits = spec
-                    .keywords
-                    .iter()
-                    .filter(|kw| tokens.contains(&kw.to_lowercase()))
-                    .count();
-                let score = if spec.keywords.is_empty() {
-                    0.0
-                } else {
-                    hits as f64 / spec.keywords.len() as f64
-                };
-                Candidate {
-                    agent: spec.name.clone(),
-                    score,
-                    hits,
-                }
-            })
-            .collect();
-        candidates.sort_by(by_score_then_name);
+        let mut candidates = scored(text, agents);
 
         let top = candidates.first().map_or(0.0, |c| c.score);
         let second = candidates.get(1).map_or(0.0, |c| c.score);
@@ -227,8 +234,8 @@ pub struct Classification {
 
 impl Classification {
     /// The payload of a `classification` ledger entry: `{task, agent, confidence, reason}`.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
+    /// Only the tests build it; nothing else calls it.
+    #[cfg(test)]
     pub(crate) fn payload(&self, task: &str) -> Value {
         Value::object([
             ("task".to_string(), Value::str(task)),
@@ -267,9 +274,9 @@ pub enum SettleError {
 
 impl RouteDecision {
     /// Settles an escalated route with a classifier's answer: the decision names the chosen
-    /// lane with the classifier's confidence; candidates keep their keyword scores.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
+    /// lane with the classifier's confidence; candidates keep their keyword scores. Only the
+    /// tests settle a route this way; nothing else calls it.
+    #[cfg(test)]
     pub(crate) fn settle(
         &self,
         classification: &Classification,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::exec::{ExecError, command};
 use crate::ledger::Storage;
 
-use super::{Checked, ContextFailure, ContextProvider, Verification, Verifier};
+use super::{ContextFailure, ContextProvider, Verification, Verifier, VerifierConclusion};
 
 /// Bytes of a context command's stdout kept (the rest is drained and dropped).
 pub const MAX_CONTEXT_COMMAND_BYTES: usize = 4 * 1024 * 1024;
@@ -153,7 +153,7 @@ impl Verifier for CommandVerifier {
             Ok(ran) => {
                 let said = ran.stdout.trim();
                 (
-                    Checked::Verified,
+                    VerifierConclusion::Verified,
                     if said.is_empty() {
                         "the verifier exited 0".to_string()
                     } else {
@@ -161,10 +161,12 @@ impl Verifier for CommandVerifier {
                     },
                 )
             }
-            Err(command::RunError::Failed { status, stderr, .. }) if status.code() == Some(1) => {
+            Err(command::CommandError::Failed { status, stderr, .. })
+                if status.code() == Some(1) =>
+            {
                 let said = stderr.trim();
                 (
-                    Checked::Refuted,
+                    VerifierConclusion::Refuted,
                     if said.is_empty() {
                         "the verifier exited 1".to_string()
                     } else {
@@ -172,7 +174,10 @@ impl Verifier for CommandVerifier {
                     },
                 )
             }
-            Err(e) => (Checked::Undecided, format!("could not decide: {e}")),
+            Err(e) => (
+                VerifierConclusion::Undecided,
+                format!("could not decide: {e}"),
+            ),
         };
         Verification {
             outcome,

@@ -10,13 +10,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use serde_json::{Value as J, json};
+use serde_json::{Value as JsonValue, json};
 
-use crate::exec::config::Verification;
-use crate::exec::sandbox::Record;
-use crate::exec::sandbox::probe::{Jail, Sandboxing};
 use crate::exec::{Executor, command};
 use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, kind};
@@ -24,238 +20,11 @@ use crate::plan::Task;
 
 use super::engine::{Done, Run};
 use super::prompts::{failed_checks_note, work_note};
-use super::work::{
-    Author, Change, ChangeLimits, CheckRun, CommitRules, Keep, LinkOut, TaskTree, Tie, WorkError,
-    Workbench,
+use super::work_state::{TaskWork, WorkRun, criteria_commands};
+use super::workbench::{
+    Author, Change, CheckRun, CommitRules, Keep, LinkOut, TaskTree, Tie, WorkError, Workbench,
 };
 use super::{Event, RunError, lock};
-
-/// Opens the workbench of the run whose request is at the given seq: at HEAD for a new run,
-/// at its recorded base commit (the second argument) for a resumed one.
-pub(crate) type OpenWork =
-    Arc<dyn Fn(u64, Option<&str>) -> Result<Arc<dyn Workbench>, WorkError> + Send + Sync>;
-
-/// The most bytes of a change's diff a `change` entry holds (the commit stays the full record).
-pub(crate) const DEFAULT_DIFF_CAP: usize = 64 * 1024;
-/// The most bytes of a check's output a `check` entry holds (its tail).
-pub(crate) const DEFAULT_CHECK_OUTPUT_CAP: usize = 8 * 1024;
-/// How long one check command may run before it is killed.
-pub(crate) const DEFAULT_CHECK_DEADLINE: Duration = Duration::from_secs(300);
-
-/// How a run changes the repository.
-#[derive(Clone)]
-pub(crate) struct WorkOptions {
-    /// Whether a new run works in the repository (`--work`); a resumed run follows its record.
-    pub(crate) enabled: bool,
-    /// Opens the run's workbench (in the surface: the git one over the repository).
-    pub(crate) open: OpenWork,
-    /// The ledger's name (the `Forum-Ledger` trailer).
-    pub(crate) ledger: String,
-    /// Check commands every change must pass (`[work] checks`, then `--check`).
-    pub(crate) checks: Vec<String>,
-    /// How long each check may run.
-    pub(crate) check_deadline: Duration,
-    /// The bytes of check output kept.
-    pub(crate) output_cap: usize,
-    /// The bytes of diff a `change` entry holds.
-    pub(crate) diff_cap: usize,
-    /// Commands the built-in editing worker may run besides the checks (`--allow-cmd`).
-    pub(crate) allow_cmds: Vec<String>,
-    /// Tool calls each task of the built-in editing worker may make (`--max-tool-calls`).
-    pub(crate) max_tool_calls: u32,
-    /// Whether workers and checks run confined (`--sandbox`, `--no-sandbox`, `[work] sandbox`).
-    pub(crate) sandbox: Arc<Sandboxing>,
-    /// The run's verification tier (its heaviest seat's; `None`: standard, every change gated).
-    pub(crate) verification: Option<Verification>,
-    /// What a change may hold (`[work]` limits).
-    pub(crate) limits: ChangeLimits,
-}
-
-impl std::fmt::Debug for WorkOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkOptions")
-            .field("enabled", &self.enabled)
-            .field("ledger", &self.ledger)
-            .field("checks", &self.checks)
-            .field("check_deadline", &self.check_deadline)
-            .field("sandbox", &self.sandbox.mode())
-            .finish()
-    }
-}
-
-/// The open workbench of a run and what each task has done in it.
-pub(super) struct WorkRun {
-    pub(super) bench: Arc<dyn Workbench>,
-    pub(super) ledger: String,
-    pub(super) run_seq: u64,
-    pub(super) checks: Vec<String>,
-    pub(super) deadline: Duration,
-    pub(super) output_cap: usize,
-    pub(super) diff_cap: usize,
-    pub(super) allow_cmds: Vec<String>,
-    pub(super) max_tool_calls: u32,
-    pub(super) tasks: Mutex<BTreeMap<String, TaskWork>>,
-    /// The plan's tasks in order (for data-edge upstreams), set when the run is driven.
-    pub(super) plan: Mutex<Vec<Task>>,
-    /// Held around the workbench's worktree and commit steps: git itself races when two
-    /// `git worktree add` run at once in one repository ("failed to read
-    /// worktrees/T1/commondir"), so tasks of a wave take turns for these quick steps while
-    /// their workers and checks still run in parallel.
-    pub(super) git_turn: Mutex<()>,
-    /// The jail workers and checks run in (`None`: unconfined).
-    pub(super) jail: Option<Arc<Jail>>,
-    /// What the record says about it.
-    pub(super) sandbox: Record,
-    /// The run's verification tier, when one was resolved.
-    pub(super) verification: Option<Verification>,
-    /// What a change may hold.
-    pub(super) limits: ChangeLimits,
-}
-
-/// What one task has in the repository so far.
-#[derive(Debug, Clone, Default)]
-pub(super) struct TaskWork {
-    /// Its open worktree, until it is shipped (or blocked).
-    pub(super) tree: Option<TaskTree>,
-    /// Its latest change.
-    pub(super) change: Option<Change>,
-    /// The seq of that change's `change` entry.
-    pub(super) change_seq: Option<u64>,
-    /// Its checks, in order: (command, passed).
-    pub(super) checks: Vec<(String, bool)>,
-    /// The failing ones: (command, output tail), for the next rung's prompt.
-    pub(super) failed: Vec<(String, String)>,
-    /// The last entry of the task's chain (what the next step hangs under).
-    pub(super) last_seq: u64,
-    /// The pre-ship gate's decision on the latest change.
-    pub(super) ship: Option<String>,
-    /// The run branch's tip once the change is integrated.
-    pub(super) integrated: Option<String>,
-    /// Whether it already ran once more after a conflict.
-    pub(super) reran: bool,
-    /// The task's `task` entry (what its commits are tied to).
-    pub(super) task_entry: Option<Entry>,
-}
-
-impl TaskWork {
-    /// A change with a commit whose every check passed.
-    pub(super) fn shippable(&self) -> bool {
-        self.change.as_ref().is_some_and(|c| c.commit.is_some()) && self.checks_ok()
-    }
-
-    pub(super) fn checks_ok(&self) -> bool {
-        self.checks.iter().all(|(_, ok)| *ok)
-    }
-
-    pub(super) fn commit(&self) -> Option<&str> {
-        self.change.as_ref().and_then(|c| c.commit.as_deref())
-    }
-}
-
-/// The task's `done_when` criteria written `run: CMD`, as commands.
-pub(super) fn criteria_commands(task: &Task) -> Vec<String> {
-    task.done_when
-        .iter()
-        .filter_map(|c| c.trim().strip_prefix("run:"))
-        .map(|c| c.trim().to_string())
-        .filter(|c| !c.is_empty())
-        .collect()
-}
-
-/// The data-edge upstreams of `task`, each once, in plan order.
-pub(super) fn data_upstreams<'p>(task: &Task, plan: &'p [Task]) -> Vec<&'p str> {
-    plan.iter()
-        .filter(|t| task.depends_on.contains(&t.id) && !task.order_deps.contains(&t.id))
-        .map(|t| t.id.as_str())
-        .collect()
-}
-
-impl WorkRun {
-    /// The change commits a task builds on: its data-edge upstreams' integrated changes.
-    fn upstream_commits(&self, task: &Task, plan: &[Task]) -> Vec<String> {
-        let tasks = lock(&self.tasks);
-        data_upstreams(task, plan)
-            .into_iter()
-            .filter_map(|id| tasks.get(id))
-            .filter(|w| w.integrated.is_some())
-            .filter_map(|w| w.commit().map(str::to_string))
-            .collect()
-    }
-
-    /// Every change made so far, in plan order: `[{task, commit, files, diff, shipped}]`, for a
-    /// gate's approver.
-    pub(super) fn changes_so_far(&self) -> J {
-        let plan = lock(&self.plan).clone();
-        let tasks = lock(&self.tasks);
-        let items: Vec<J> = plan
-            .iter()
-            .filter_map(|t| tasks.get(&t.id).map(|w| (t, w)))
-            .filter_map(|(t, w)| {
-                let c = w.change.as_ref()?;
-                let p = c.payload();
-                Some(json!({
-                    "task": t.id,
-                    "commit": c.commit,
-                    "files": p["files"],
-                    "diff": c.diff,
-                    "ship": w.ship,
-                    "integrated": w.integrated.is_some(),
-                }))
-            })
-            .collect();
-        J::Array(items)
-    }
-
-    /// The jail a command in `tree` runs in: the run's, showing that worktree and what the
-    /// workbench says a sandbox shows of the repository there (`None`: unconfined).
-    pub(super) fn jail_for(&self, tree: &TaskTree) -> Option<Arc<Jail>> {
-        self.jail
-            .as_ref()
-            .map(|j| Arc::new(j.for_tree(&tree.path, &tree.shows)))
-    }
-
-    /// Runs one quick workbench step in this run's turn (see [`WorkRun::git_turn`]).
-    pub(super) fn in_turn<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _turn = lock(&self.git_turn);
-        f()
-    }
-
-    pub(super) fn get(&self, task: &str) -> TaskWork {
-        lock(&self.tasks).get(task).cloned().unwrap_or_default()
-    }
-
-    pub(super) fn set(&self, task: &str, w: TaskWork) {
-        lock(&self.tasks).insert(task.to_string(), w);
-    }
-
-    /// Closes a task's worktree, if it has one open.
-    pub(super) fn close_tree(&self, task: &str) {
-        let tree = lock(&self.tasks).get_mut(task).and_then(|w| w.tree.take());
-        if let Some(t) = tree {
-            let _turn = lock(&self.git_turn);
-            let _ = self.bench.close(&t);
-        }
-    }
-}
-
-/// The request entry's `work` record: base commit and branch, the dirty paths (reported, not
-/// part of the base) and the checks.
-pub(super) fn work_record(w: &WorkRun) -> J {
-    let base = w.bench.base();
-    let mut rec = json!({
-        "base": base.commit,
-        "branch": base.branch,
-        "dirty": base.dirty,
-        "checks": w.checks,
-        "run_branch": format!("forum/run-{}", w.run_seq),
-        "sandbox": w.sandbox.payload(),
-        "limits": w.limits.payload(),
-    });
-    if let Some(v) = &w.verification {
-        rec["verification"] = json!(v);
-    }
-    rec
-}
 
 /// One line for a work error (a conflict names its paths).
 fn work_error_line(e: &WorkError) -> String {
@@ -520,21 +289,7 @@ impl Run<'_, '_> {
                 ..c
             },
             Err(e) => {
-                let mut body = json!({"task": task.id, "base": tree.start, "commit": null, "error": work_error_line(&e)});
-                match &e {
-                    WorkError::Refused(_) => body["refused"] = json!(true),
-                    WorkError::Secrets(found) => {
-                        body["secrets"] = found.iter().map(|f| f.payload()).collect();
-                    }
-                    _ => {}
-                }
-                let c = self.put("dispatch", kind::CHANGE, Some(result_seq), body)?;
-                let mut tw = w.get(&task.id);
-                tw.change = None;
-                tw.change_seq = Some(c.seq);
-                tw.last_seq = c.seq;
-                tw.checks.clear();
-                w.set(&task.id, tw);
+                self.witness_no_change(w, task, tree, result_seq, &e)?;
                 return Ok(false);
             }
         };
@@ -568,6 +323,34 @@ impl Run<'_, '_> {
             w.set(&task.id, tw);
         }
         Ok(all_ok)
+    }
+
+    /// Witnesses a `change` with no commit (the workbench refused it, found secrets in it, or
+    /// failed) and forgets the task's earlier change and checks.
+    fn witness_no_change(
+        &self,
+        w: &WorkRun,
+        task: &Task,
+        tree: &TaskTree,
+        result_seq: u64,
+        e: &WorkError,
+    ) -> Result<(), RunError> {
+        let mut body = json!({"task": task.id, "base": tree.start, "commit": null, "error": work_error_line(e)});
+        match e {
+            WorkError::Refused(_) => body["refused"] = json!(true),
+            WorkError::Secrets(found) => {
+                body["secrets"] = found.iter().map(|f| f.payload()).collect();
+            }
+            _ => {}
+        }
+        let c = self.put("dispatch", kind::CHANGE, Some(result_seq), body)?;
+        let mut tw = w.get(&task.id);
+        tw.change = None;
+        tw.change_seq = Some(c.seq);
+        tw.last_seq = c.seq;
+        tw.checks.clear();
+        w.set(&task.id, tw);
+        Ok(())
     }
 
     /// Runs one check command in `tree` and witnesses it as `check` for `task` under
@@ -651,10 +434,10 @@ fn first_line(s: &str) -> String {
 /// What each task of a run has in the repository, read back from the run's entries (`seqs`,
 /// in order): its latest change, that change's checks, the gate's decision and whether it was
 /// integrated (a `merge` with no conflict after it).
-pub(super) fn restore(entries: &[(Entry, J)]) -> BTreeMap<String, TaskWork> {
+pub(super) fn restore(entries: &[(Entry, JsonValue)]) -> BTreeMap<String, TaskWork> {
     let mut out: BTreeMap<String, TaskWork> = BTreeMap::new();
     for (e, p) in entries {
-        let Some(task) = p.get("task").and_then(J::as_str) else {
+        let Some(task) = p.get("task").and_then(JsonValue::as_str) else {
             continue;
         };
         let tw = out.entry(task.to_string()).or_default();
@@ -695,14 +478,19 @@ pub(super) fn restore(entries: &[(Entry, J)]) -> BTreeMap<String, TaskWork> {
 }
 
 /// A `change` entry's body read back.
-fn change_of(task: &str, p: &J) -> Change {
-    let s = |k: &str| p.get(k).and_then(J::as_str).unwrap_or("").to_string();
+fn change_of(task: &str, p: &JsonValue) -> Change {
+    let s = |k: &str| {
+        p.get(k)
+            .and_then(JsonValue::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let files = p
         .get("files")
-        .and_then(J::as_array)
+        .and_then(JsonValue::as_array)
         .map(|a| {
             a.iter()
-                .map(|f| super::work::FileChange {
+                .map(|f| super::workbench::FileChange {
                     path: f["path"].as_str().unwrap_or("").into(),
                     status: f["status"].as_str().unwrap_or("").into(),
                     added: f["added"].as_u64().unwrap_or(0),
@@ -714,14 +502,17 @@ fn change_of(task: &str, p: &J) -> Change {
     Change {
         task: task.to_string(),
         base: s("base"),
-        commit: p.get("commit").and_then(J::as_str).map(str::to_string),
+        commit: p
+            .get("commit")
+            .and_then(JsonValue::as_str)
+            .map(str::to_string),
         tree: s("tree"),
         files,
         diff: s("diff"),
         truncated: p["truncated"] == true,
         links_out: p
             .get("links_out")
-            .and_then(J::as_array)
+            .and_then(JsonValue::as_array)
             .map(|a| {
                 a.iter()
                     .map(|l| LinkOut {
@@ -751,6 +542,7 @@ pub(super) fn keeps(tw: &TaskWork, bench: &dyn Workbench) -> Option<bool> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::work_state::data_upstreams;
     use super::*;
 
     #[test]

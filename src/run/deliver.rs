@@ -9,7 +9,8 @@ use crate::route::RouteFrame;
 use super::engine::{Run, usage_of, with_usage_value};
 use super::prompts::{judge_prompt, reviser_prompt};
 use super::{
-    Checked, Event, RunError, Verification, judgment_schema, panic_message, parse_judgment,
+    Event, RunError, Verification, VerifierConclusion, judgment_schema, panic_message,
+    parse_judgment,
 };
 
 /// How delivery ended: the delivered answer, or a spend ceiling that refused (or had
@@ -74,7 +75,7 @@ pub(super) fn deliver(
             verifier.verify(request, &answer)
         }))
         .unwrap_or_else(|p| Verification {
-            outcome: Checked::Undecided,
+            outcome: VerifierConclusion::Undecided,
             detail: format!(
                 "could not decide: the verifier panicked: {}",
                 panic_message(p.as_ref())
@@ -126,30 +127,14 @@ fn revise(
     let revised = match asked {
         Ok(r) if !r.text.trim().is_empty() => r.text.trim().to_string(),
         Ok(_) => {
-            run.put_value(
-                "reviser",
-                kind::REVISION,
-                Some(check_seq),
-                with_usage_value(
-                    quality::delivery::revision_failed_payload(
-                        "the orchestrator seat returned an empty answer",
-                    ),
-                    usage,
-                ),
-            )?;
+            let why = "the orchestrator seat returned an empty answer";
+            witness_failed_revision(run, check_seq, why, usage)?;
             return Ok(Some((answer_seq, answer)));
         }
         Err(e) if e.code() == "ceiling" => return Ok(None),
         Err(e) => {
-            run.put_value(
-                "reviser",
-                kind::REVISION,
-                Some(check_seq),
-                quality::delivery::revision_failed_payload(&format!(
-                    "the orchestrator seat failed ({}): {e}",
-                    e.code()
-                )),
-            )?;
+            let why = format!("the orchestrator seat failed ({}): {e}", e.code());
+            witness_failed_revision(run, check_seq, &why, None)?;
             return Ok(Some((answer_seq, answer)));
         }
     };
@@ -173,6 +158,21 @@ fn revise(
         ]),
     )?;
     Ok(Some((r.seq, revised)))
+}
+
+/// Witnesses a `revision` that could not be made (why, and the call's usage when it counted).
+fn witness_failed_revision(
+    run: &Run<'_, '_>,
+    check_seq: u64,
+    why: &str,
+    usage: Option<serde_json::Value>,
+) -> Result<(), RunError> {
+    let payload = with_usage_value(
+        crate::quality::delivery::revision_failed_payload(why),
+        usage,
+    );
+    run.put_value("reviser", kind::REVISION, Some(check_seq), payload)?;
+    Ok(())
 }
 
 /// The intent judge rung: the orchestrator seat reads the request, the answer and the terms

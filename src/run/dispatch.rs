@@ -17,8 +17,8 @@ use crate::ledger::canonical::Value;
 use crate::ledger::{Storage, kind};
 use crate::plan::{CompiledPlan, Task};
 
-use super::changes::{TaskWork, WorkRun};
 use super::engine::{Done, Run};
+use super::work_state::{TaskWork, WorkRun};
 use super::{Env, Options, RunError, lock};
 
 /// One dispatched task's result.

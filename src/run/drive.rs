@@ -11,13 +11,14 @@ use crate::ledger::{Storage, kind};
 use crate::plan::{CompiledPlan, Task};
 use crate::route::{self, RouteFrame};
 
-use super::changes::work_record;
+use super::course::Course;
 use super::deliver::{Delivered, deliver};
 use super::engine::{Done, Run};
 use super::gates::{GateOutcome, gate};
 use super::ladder::escalate;
 use super::synthesis::synthesize;
-use super::{Env, Event, GatePolicy, Options, Outcome, RunError, Status, Verdict, lock};
+use super::work_state::work_record;
+use super::{Env, Event, Options, Outcome, RunError, Status, Verdict, lock};
 
 /// The request entry and route frame of a run about to start.
 pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFrame), RunError> {
@@ -92,24 +93,6 @@ fn submit_run(run: &Run<'_, '_>, request: &str) -> Result<Outcome, RunError> {
         gates: &opts.gates,
     };
     drive(run, &course, BTreeMap::new(), BTreeMap::new())
-}
-
-/// What the driver holds a run to: its request, route frame, plan and gates.
-pub(super) struct Course<'c> {
-    /// The request text.
-    pub(super) request: &'c str,
-    /// The run's `request` entry (the run's id).
-    pub(super) request_seq: u64,
-    /// The route frame.
-    pub(super) frame: &'c RouteFrame,
-    /// The plan being run.
-    pub(super) plan: &'c CompiledPlan,
-    /// The latest `plan` entry: what tasks, degraded waves and checkpoints chain to.
-    pub(super) plan_seq: u64,
-    /// The run's first `plan` entry: the key of its gates.
-    pub(super) run_seq: u64,
-    /// The gated waves.
-    pub(super) gates: &'c GatePolicy,
 }
 
 /// Drives a planned run to its end (this time): the waves, each behind its gate; validation;

@@ -1,4 +1,4 @@
-//! The built-in editing worker (issue 18, point 1): when a `--work` task's worker is a chat
+//! The built-in editing worker: when a `--work` task's worker is a chat
 //! executor (OpenAI-compatible or Anthropic), the task runs as a tool conversation in its
 //! worktree instead of one prompt. Each turn is a model call counted against the run's budget;
 //! each tool call is witnessed as `tool_call` under the task's entry (or the rung's
@@ -10,27 +10,27 @@
 //! and checks follow as for any worker (`changes.rs`).
 //!
 //! The pure parts (tool specs, arguments, path rules, the loop's bookkeeping) are
-//! `tools.rs`; the file system is behind [`Hands`].
+//! `edit_tools.rs`; the file system is behind [`Hands`].
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use serde_json::{Value as J, json};
+use serde_json::{Value, json};
 
-use crate::exec::tools::{Msg, ToolChat, ToolOutput, Turn, rejects_tools};
+use crate::exec::tool_chat::{Msg, ToolChat, ToolOutput, ToolUse, Turn, rejects_tools};
 use crate::exec::{Call, ExecError, Executor, Reply, command};
 use crate::ledger::kind;
 use crate::plan::Task;
 use crate::spend::{Amount, Reported, prompt_tokens_upper_bound};
 
-use super::changes::{WorkRun, criteria_commands};
-use super::engine::{Done, Run, sum_usage, usage_of, with_usage};
-use super::prompts::worker_system;
-use super::tools::{
+use super::edit_tools::{
     ENTRY_BODY_CAP, Hands, Loop, MODEL_OUTPUT_CAP, Next, Op, Outcome, cap_text, fallback_schema,
     parse_fallback, parse_op, specs,
 };
-use super::work::TaskTree;
+use super::engine::{Done, Run, sum_usage, usage_of, with_usage};
+use super::prompts::worker_system;
+use super::work_state::{WorkRun, criteria_commands};
+use super::workbench::TaskTree;
 use super::{Event, RunError, lock};
 
 /// Tokens each turn may generate (a `write_file` carries a whole file).
@@ -45,8 +45,27 @@ Paths are relative to the worktree; paths that leave it are refused.";
 /// The model a task's conversation last named, and the usage its turns counted (summed).
 struct Seen {
     model: String,
-    usage: Option<J>,
+    usage: Option<Value>,
 }
+
+impl Seen {
+    /// Notes a turn's model and adds its usage.
+    fn note(&mut self, exec: &dyn Executor, turn: &Turn) {
+        self.model = turn.model.clone();
+        if let Some(u) = &turn.usage {
+            let reply = Reply {
+                text: String::new(),
+                model: turn.model.clone(),
+                usage: Some(*u),
+                elapsed: std::time::Duration::ZERO,
+            };
+            self.usage = sum_usage(self.usage.take(), usage_of(exec, &reply));
+        }
+    }
+}
+
+/// A tool call's arguments as [`parse_op`] read them.
+type ParsedCall = Result<Result<Op, super::edit_tools::ToolRefusal>, String>;
 
 /// What a model without tools is asked for instead.
 const FALLBACK_NOTE: &str = "\n\nThis endpoint takes no tools. Answer with one JSON object \
@@ -81,10 +100,10 @@ impl Run<'_, '_> {
         chat: &dyn ToolChat,
         system: &str,
         messages: &[Msg],
-        tools: &[crate::exec::tools::ToolSpec],
+        tools: &[crate::exec::tool_chat::ToolSpec],
     ) -> Result<Turn, ExecError> {
         if self.interrupted().is_some() {
-            return Err(ExecError::Command(command::RunError::Interrupted {
+            return Err(ExecError::Command(command::CommandError::Interrupted {
                 program: exec.model(),
             }));
         }
@@ -250,17 +269,8 @@ impl Run<'_, '_> {
                     }));
                 }
             };
-            seen.model = turn.model.clone();
-            if let Some(u) = turn.usage {
-                let reply = Reply {
-                    text: String::new(),
-                    model: turn.model.clone(),
-                    usage: Some(u),
-                    elapsed: std::time::Duration::ZERO,
-                };
-                seen.usage = sum_usage(seen.usage.take(), usage_of(exec.as_ref(), &reply));
-            }
-            let parsed: Vec<Result<Result<Op, super::tools::Refusal>, String>> = turn
+            seen.note(exec.as_ref(), &turn);
+            let parsed: Vec<ParsedCall> = turn
                 .calls
                 .iter()
                 .map(|c| c.arguments().and_then(|a| parse_op(&c.name, &a, &commands)))
@@ -272,32 +282,11 @@ impl Run<'_, '_> {
                 Next::Fail(code, reason) => return Ok(Err(Failed { code, reason })),
                 Next::Correct(_) | Next::Carry => {}
             }
-            let mut outputs = Vec::new();
-            for (call, p) in turn.calls.iter().zip(parsed) {
-                if !lp.room() {
-                    return Ok(Err(Failed {
-                        code: "max_tool_calls",
-                        reason: format!(
-                            "the model made {} tool calls without finishing (--max-tool-calls {})",
-                            lp.calls, lp.max_calls
-                        ),
-                    }));
-                }
-                lp.count();
-                let outcome = match p {
-                    Err(m) => Outcome::failed(format!("malformed call: {m}")),
-                    Ok(Err(r)) => Outcome::refused(r.0),
-                    Ok(Ok(op)) => hands.carry(&op),
+            let outputs =
+                match self.carry_calls(task, parent, hands, &mut lp, &turn.calls, parsed)? {
+                    Ok(outputs) => outputs,
+                    Err(failed) => return Ok(Err(failed)),
                 };
-                let told = self.witness_tool(
-                    task, parent, lp.calls, &call.name, &call.raw, "tools", &outcome,
-                )?;
-                outputs.push(ToolOutput {
-                    id: call.id.clone(),
-                    content: told,
-                    is_error: !outcome.ok,
-                });
-            }
             messages.push(Msg::Assistant {
                 text: turn.text.clone(),
                 calls: turn.calls.clone(),
@@ -309,6 +298,46 @@ impl Run<'_, '_> {
                 messages.push(Msg::User(note));
             }
         }
+    }
+
+    /// Carries out one turn's calls in order, each witnessed; fails when the loop runs out of
+    /// tool calls first.
+    fn carry_calls(
+        &self,
+        task: &Task,
+        parent: u64,
+        hands: &dyn Hands,
+        lp: &mut Loop,
+        calls: &[ToolUse],
+        parsed: Vec<ParsedCall>,
+    ) -> Result<Result<Vec<ToolOutput>, Failed>, RunError> {
+        let mut outputs = Vec::new();
+        for (call, p) in calls.iter().zip(parsed) {
+            if !lp.room() {
+                return Ok(Err(Failed {
+                    code: "max_tool_calls",
+                    reason: format!(
+                        "the model made {} tool calls without finishing (--max-tool-calls {})",
+                        lp.calls, lp.max_calls
+                    ),
+                }));
+            }
+            lp.count();
+            let outcome = match p {
+                Err(m) => Outcome::failed(format!("malformed call: {m}")),
+                Ok(Err(r)) => Outcome::refused(r.0),
+                Ok(Ok(op)) => hands.carry(&op),
+            };
+            let told = self.witness_tool(
+                task, parent, lp.calls, &call.name, &call.raw, "tools", &outcome,
+            )?;
+            outputs.push(ToolOutput {
+                id: call.id.clone(),
+                content: told,
+                is_error: !outcome.ok,
+            });
+        }
+        Ok(Ok(outputs))
     }
 
     /// The structured reply of an endpoint that rejects tools: one call with the edits schema,
@@ -378,7 +407,7 @@ impl Run<'_, '_> {
             lp.count();
             let (args, outcome) = match &op {
                 Ok(o) => (op_args(o), hands.carry(o)),
-                Err(r) => (J::Null, Outcome::refused(r.0.clone())),
+                Err(r) => (Value::Null, Outcome::refused(r.0.clone())),
             };
             self.witness_tool(
                 task,
@@ -413,7 +442,7 @@ fn allowed(w: &WorkRun, task: &Task) -> Vec<String> {
 }
 
 /// An op's arguments as the `tool_call` entry records them.
-fn op_args(op: &Op) -> J {
+fn op_args(op: &Op) -> Value {
     match op {
         Op::Write { path, content } => json!({"path": path, "content": content}),
         Op::Diff { diff, .. } => json!({"diff": diff}),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use serde_json::{Value as J, json};
+use serde_json::{Value as JsonValue, json};
 
 use crate::context::Meter;
 use crate::exec::{Call, ExecError, Executor, Reply, command};
@@ -19,9 +19,13 @@ use crate::spend::{
     prompt_tokens_upper_bound,
 };
 
-use super::changes::WorkRun;
 use super::interrupt::Halt;
+use super::work_state::WorkRun;
 use super::{BUDGET_STOP_ANSWER, Env, Event, Options, Outcome, RunError, Status, lock};
+
+/// A secrets block already witnessed: the `secret_blocked` seq, the run's request seq and the
+/// rules.
+pub(super) type WitnessedBlock = (u64, Option<u64>, Vec<String>);
 
 pub(super) struct Run<'a, 's> {
     pub(super) store: Mutex<&'s mut (dyn Storage + Send)>,
@@ -38,11 +42,11 @@ pub(super) struct Run<'a, 's> {
     pub(super) work: OnceLock<WorkRun>,
     /// Set once the secrets policy blocked an entry: the `secret_blocked` seq, the request
     /// and the rules (src/run/secrets.rs).
-    pub(super) secret_block: Mutex<Option<super::secrets::Blocked>>,
+    pub(super) secret_block: Mutex<Option<WitnessedBlock>>,
     /// What this invocation's model calls spent and hold, against its ceilings.
     pub(super) spend: Mutex<Spend>,
     /// The planner's usage, witnessed in the `plan` entry.
-    pub(super) plan_usage: Mutex<Option<J>>,
+    pub(super) plan_usage: Mutex<Option<JsonValue>>,
 }
 
 /// The output cap given to a call that has none while a spend ceiling is set, so its worst
@@ -56,7 +60,7 @@ pub(super) const NOTHING_SENT: [&str; 4] = ["refused", "missing_key", "connect",
 /// tokens, `estimated` when no provider counted them, and `cost_usd` when the executor has a
 /// price. `None` when the reply carries no usage (so a record without usage keeps Forum's
 /// payloads).
-pub(super) fn usage_of(exec: &dyn Executor, reply: &Reply) -> Option<J> {
+pub(super) fn usage_of(exec: &dyn Executor, reply: &Reply) -> Option<JsonValue> {
     let u = reply.usage?;
     let mut o = json!({
         "model": reply.model,
@@ -110,7 +114,7 @@ pub(super) fn note_overrun(usage: Option<&mut crate::exec::Usage>, settled: Sett
 }
 
 /// The `over_reservation` of a stop entry: the first call that reported more than it reserved.
-fn overrun_value(o: &Overrun) -> J {
+fn overrun_value(o: &Overrun) -> JsonValue {
     json!({
         "reserved_tokens": o.reserved.tokens,
         "reported_tokens": o.reported.tokens,
@@ -124,7 +128,7 @@ fn overrun_value(o: &Overrun) -> J {
 }
 
 /// Adds `usage` to a payload object when there is one.
-pub(super) fn with_usage(mut payload: J, usage: Option<J>) -> J {
+pub(super) fn with_usage(mut payload: JsonValue, usage: Option<JsonValue>) -> JsonValue {
     if let Some(u) = usage {
         payload["usage"] = u;
     }
@@ -132,7 +136,7 @@ pub(super) fn with_usage(mut payload: J, usage: Option<J>) -> J {
 }
 
 /// [`with_usage`] for a payload built as a canonical value (the delivery projections).
-pub(super) fn with_usage_value(payload: Value, usage: Option<J>) -> Value {
+pub(super) fn with_usage_value(payload: Value, usage: Option<JsonValue>) -> Value {
     match (payload, usage) {
         (Value::Object(mut fields), Some(u)) => {
             fields.push(("usage".to_string(), Value::from_serde(&u)));
@@ -167,7 +171,7 @@ pub(super) fn cap_estimate(reply: &mut Reply, cap: u32) {
 }
 
 /// Two usage objects of one role as one (the planner's retry): tokens and cost summed.
-pub(super) fn sum_usage(a: Option<J>, b: Option<J>) -> Option<J> {
+pub(super) fn sum_usage(a: Option<JsonValue>, b: Option<JsonValue>) -> Option<JsonValue> {
     match (a, b) {
         (None, x) | (x, None) => x,
         (Some(mut a), Some(b)) => {
@@ -183,20 +187,22 @@ pub(super) fn sum_usage(a: Option<J>, b: Option<J>) -> Option<J> {
                 a.get("over_reservation").cloned(),
                 b.get("over_reservation"),
             ) {
-                (Some(J::Object(mut x)), Some(J::Object(y))) => {
+                (Some(JsonValue::Object(mut x)), Some(JsonValue::Object(y))) => {
                     for (k, v) in y {
                         let sum = match (x.get(k), v) {
-                            (Some(J::Number(m)), J::Number(n)) if m.is_u64() && n.is_u64() => {
+                            (Some(JsonValue::Number(m)), JsonValue::Number(n))
+                                if m.is_u64() && n.is_u64() =>
+                            {
                                 json!(m.as_u64().unwrap_or(0) + n.as_u64().unwrap_or(0))
                             }
-                            (Some(J::Number(m)), J::Number(n)) => {
+                            (Some(JsonValue::Number(m)), JsonValue::Number(n)) => {
                                 json!(m.as_f64().unwrap_or(0.0) + n.as_f64().unwrap_or(0.0))
                             }
                             _ => v.clone(),
                         };
                         x.insert(k.clone(), sum);
                     }
-                    a["over_reservation"] = J::Object(x);
+                    a["over_reservation"] = JsonValue::Object(x);
                 }
                 (None, Some(y)) => a["over_reservation"] = y.clone(),
                 _ => {}
@@ -362,7 +368,11 @@ impl<'a, 's> Run<'a, 's> {
             let text = store
                 .payload_at(r)?
                 .map(|b| b.to_serde())
-                .and_then(|b| b.get("text").and_then(J::as_str).map(str::to_string))
+                .and_then(|b| {
+                    b.get("text")
+                        .and_then(JsonValue::as_str)
+                        .map(str::to_string)
+                })
                 .unwrap_or_default();
             let (_, frame) = crate::route::route_request(&text, self.env.roster);
             (e.seq, frame.payload())
@@ -384,7 +394,7 @@ impl<'a, 's> Run<'a, 's> {
         actor: &str,
         kind: &str,
         parent: Option<u64>,
-        payload: J,
+        payload: JsonValue,
     ) -> Result<Entry, RunError> {
         self.put_value(actor, kind, parent, Value::from_serde(&payload))
     }
@@ -473,13 +483,13 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     /// Keeps the planner's usage for the `plan` entry (summed over its attempts).
-    pub(super) fn note_plan_usage(&self, usage: Option<J>) {
+    pub(super) fn note_plan_usage(&self, usage: Option<JsonValue>) {
         let mut u = lock(&self.plan_usage);
         *u = sum_usage(u.take(), usage);
     }
 
     /// The `plan` entry's payload, with the planner's usage when it had one.
-    pub(super) fn plan_payload(&self, plan: &crate::plan::CompiledPlan) -> J {
+    pub(super) fn plan_payload(&self, plan: &crate::plan::CompiledPlan) -> JsonValue {
         with_usage(
             super::plan_entry_payload(plan),
             lock(&self.plan_usage).take(),
@@ -503,7 +513,7 @@ impl<'a, 's> Run<'a, 's> {
         }
         let call = &call;
         if self.interrupted().is_some() {
-            return Err(ExecError::Command(command::RunError::Interrupted {
+            return Err(ExecError::Command(command::CommandError::Interrupted {
                 program: exec.model(),
             }));
         }
@@ -622,7 +632,7 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     /// The planner's usage not yet witnessed (its attempts, when planning failed).
-    pub(super) fn take_plan_usage(&self) -> Option<J> {
+    pub(super) fn take_plan_usage(&self) -> Option<JsonValue> {
         lock(&self.plan_usage).take()
     }
 
@@ -666,7 +676,7 @@ impl<'a, 's> Run<'a, 's> {
         Ok(out)
     }
 
-    pub(super) fn payload_of(&self, e: &Entry) -> Result<Option<J>, RunError> {
+    pub(super) fn payload_of(&self, e: &Entry) -> Result<Option<JsonValue>, RunError> {
         Ok(lock(&self.store).payload_at(e.seq)?.map(|v| v.to_serde()))
     }
 

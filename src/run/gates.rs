@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{Value as J, json};
+use serde_json::{Value, json};
 
 use super::engine::Run;
 use super::{RunError, lock};
@@ -27,7 +27,7 @@ impl GatePolicy {
     /// What the run's `request` entry records of this policy (its `gates` field), so every
     /// later resume holds the same gates: `{waves, question?, deadline_seconds?, on_expiry?}`.
     /// `None` when no wave is gated (the request is then exactly Forum's `{text}`).
-    pub(crate) fn record(&self) -> Option<J> {
+    pub(crate) fn record(&self) -> Option<Value> {
         if self.waves.is_empty() {
             return None;
         }
@@ -44,19 +44,30 @@ impl GatePolicy {
 
     /// Reads back what [`GatePolicy::record`] wrote (an absent or unreadable record gates no
     /// wave).
-    pub(crate) fn from_record(g: Option<&J>) -> GatePolicy {
+    pub(crate) fn from_record(g: Option<&Value>) -> GatePolicy {
         let Some(g) = g else {
             return GatePolicy::default();
         };
         GatePolicy {
             waves: g
                 .get("waves")
-                .and_then(J::as_array)
-                .map(|a| a.iter().filter_map(J::as_u64).map(|w| w as usize).collect())
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_u64)
+                        .map(|w| w as usize)
+                        .collect()
+                })
                 .unwrap_or_default(),
-            question: g.get("question").and_then(J::as_str).map(str::to_string),
-            deadline_seconds: g.get("deadline_seconds").and_then(J::as_f64),
-            on_expiry: g.get("on_expiry").and_then(J::as_str).map(str::to_string),
+            question: g
+                .get("question")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            deadline_seconds: g.get("deadline_seconds").and_then(Value::as_f64),
+            on_expiry: g
+                .get("on_expiry")
+                .and_then(Value::as_str)
+                .map(str::to_string),
         }
     }
 }
@@ -99,7 +110,7 @@ pub(super) fn gate(
             Some(*pending_seq),
             json!({"run_seq": run_seq, "wave": wave, "decision": decision, "on_expiry": on_expiry, "deadline": deadline}),
         )?;
-        let p = run.payload_of(&e)?.unwrap_or(J::Null);
+        let p = run.payload_of(&e)?.unwrap_or(Value::Null);
         mine.push((e, p));
         admission = gate::admission(&mine, tasks, run.env.clock.now());
     }

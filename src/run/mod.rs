@@ -48,10 +48,12 @@
 mod adapters;
 mod changes;
 mod context;
+mod course;
 mod deliver;
 mod dispatch;
 mod drive;
 mod edit;
+pub mod edit_tools;
 mod engine;
 mod gates;
 mod interrupt;
@@ -66,8 +68,11 @@ mod ship;
 pub mod status;
 mod synthesis;
 mod tasks;
-pub mod tools;
-pub(crate) mod work;
+mod work_state;
+pub(crate) mod workbench;
+
+/// The editing worker's tools at the path the integration tests name them by.
+pub use edit_tools as tools;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -83,9 +88,6 @@ pub use adapters::{
     CommandContext, CommandVerifier, DEFAULT_COMMAND_TIMEOUT, LedgerContext,
     MAX_CONTEXT_COMMAND_BYTES, MAX_VERIFICATION_DETAIL_CHARS, MAX_VERIFIER_COMMAND_BYTES,
 };
-pub(crate) use changes::{
-    DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, OpenWork, WorkOptions,
-};
 pub use context::{MAX_TASK_CONTEXT_CHARS, TASK_CONTEXT_CUT_MARKER, cap_task_context};
 pub(crate) use dispatch::{WorkBranch, dispatch};
 pub use drive::submit;
@@ -97,10 +99,13 @@ pub use schemas::{
     Verdict, judgment_schema, parse_judgment, parse_verdict, plan_schema, verdict_schema,
 };
 pub use seams::{
-    Checked, Clock, ContextFailure, ContextProvider, Event, Progress, Silent, StepClock,
-    SystemClock, Verification, Verifier,
+    Clock, ContextFailure, ContextProvider, Event, Progress, Silent, StepClock, SystemClock,
+    Verification, Verifier, VerifierConclusion,
 };
-pub use work::{
+pub(crate) use work_state::{
+    DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, OpenWork, WorkOptions,
+};
+pub use workbench::{
     Author, Base, Change, ChangeLimits, CheckRun, CommitRules, FileChange, Keep, LinkOut, Screen,
     SecretFound, TaskTree, Tie, WorkError, Workbench,
 };

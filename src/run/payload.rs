@@ -1,15 +1,15 @@
 //! The `plan` entry's payload: written by a run, read back by a resume and by the readers of
 //! runs.
 
-use serde_json::{Value as J, json};
+use serde_json::{Value, json};
 
 use crate::plan::{CompiledPlan, Plan, Task};
 
 /// The plan entry payload: Forum's `waves` and `edges`, plus the tasks themselves (so order
 /// edges and done criteria survive, and a resumed run continues the same plan).
-pub(crate) fn plan_entry_payload(plan: &CompiledPlan) -> J {
+pub(crate) fn plan_entry_payload(plan: &CompiledPlan) -> Value {
     let mut p = plan.payload().to_serde();
-    p["tasks"] = J::Array(
+    p["tasks"] = Value::Array(
         plan.tasks
             .iter()
             .map(|t| {
@@ -28,9 +28,9 @@ pub(crate) fn plan_entry_payload(plan: &CompiledPlan) -> J {
 }
 
 /// Reads back the plan a `plan` entry carries.
-pub(crate) fn plan_from_payload(p: &J) -> Option<CompiledPlan> {
+pub(crate) fn plan_from_payload(p: &Value) -> Option<CompiledPlan> {
     let tasks = p.get("tasks")?.as_array()?;
-    let strs = |v: &J| -> Option<Vec<String>> {
+    let strs = |v: &Value| -> Option<Vec<String>> {
         v.as_array()?
             .iter()
             .map(|x| x.as_str().map(str::to_string))

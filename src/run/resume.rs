@@ -3,14 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value as J, json};
+use serde_json::{Value, json};
 
 use crate::gate;
 use crate::ledger::{Storage, kind};
+use crate::plan::CompiledPlan;
 use crate::route;
 
 use super::changes;
-use super::drive::{Course, drive, stopped_on_ceiling};
+use super::course::Course;
+use super::drive::{drive, stopped_on_ceiling};
 use super::engine::{Done, Run};
 use super::{Env, Options, Outcome, RunError, Verdict, lock, status};
 
@@ -29,21 +31,12 @@ pub fn resume(
     run.finish(result)
 }
 
-fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, RunError> {
-    let env = run.env;
-    let entries = run.entries()?;
-    // A body that cannot be read (or does not hash to its entry) stops the resume; it is never
-    // read as absent.
-    let mut unreadable = None;
-    let runs = status::runs(&entries, |e| {
-        run.payload_of(e).unwrap_or_else(|err| {
-            unreadable.get_or_insert(err);
-            None
-        })
-    });
-    if let Some(err) = unreadable {
-        return Err(err);
-    }
+/// The run to resume: the one starting at `request_seq`, else the latest unfinished one;
+/// refused when it cannot be resumed.
+fn resume_target(
+    runs: &[status::RunInfo],
+    request_seq: Option<u64>,
+) -> Result<&status::RunInfo, RunError> {
     let target = match request_seq {
         Some(seq) => runs.iter().find(|r| r.request_seq == seq).ok_or_else(|| {
             RunError::Resume(format!(
@@ -67,71 +60,42 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
             target.state.as_str()
         )));
     }
-    let request = target.request.clone();
-    let request_seq = target.request_seq;
-    run.set_request(request_seq);
-    // The gates the run was submitted with (its record), not the caller's: a resume can
-    // neither skip nor add one. A wave whose gate is raised and undecided refuses here,
-    // before anything is run or written.
-    let gate_entries = match target.run_seq {
-        Some(run_seq) => gate::gate_entries(&entries, |e| run.payload_of(e).ok().flatten())
-            .remove(&run_seq)
-            .unwrap_or_default(),
-        None => BTreeMap::new(),
-    };
-    let gates = status::held_gates(target, &gate_entries);
-    if let (Some(plan), Some(run_seq)) = (&target.plan, target.run_seq)
-        && let Some((wave, gate::Admission::Wait { .. })) =
-            status::first_held(plan, &gates, &gate_entries, env.clock.now())
-    {
-        return Err(RunError::Gated {
-            request_seq,
-            run_seq,
-            wave,
-        });
-    }
-    let (_, frame) = route::route_request(&request, env.roster);
-    let (plan, plan_seq, run_seq) = match (&target.plan, target.plan_seq, target.run_seq) {
-        (Some(p), Some(seq), Some(run_seq)) => (p.clone(), seq, run_seq),
-        _ => {
-            // Planning never finished: plan again, with the request context the run already
-            // witnessed (if any), so the plan chains to it as the first attempt would have.
-            let mut context: Option<(u64, String)> = None;
-            for seq in &target.entries {
-                if let Some(e) = entries.get(*seq as usize)
-                    && e.kind == kind::CONTEXT
-                    && let Some(p) = run.payload_of(e)?
-                    && p.get("task").is_none()
-                    && let Some(text) = p.get("context").and_then(J::as_str)
-                    && !text.is_empty()
-                {
-                    context = Some((e.seq, text.to_string()));
-                }
-            }
-            let Some(plan) = run.plan(
-                &request,
-                context.as_ref().map(|c| c.1.as_str()),
-                request_seq,
-            )?
-            else {
-                return stopped_on_ceiling(run, request_seq, "plan", &frame, &BTreeMap::new());
-            };
-            let e = run.put(
-                "dispatch",
-                kind::PLAN,
-                Some(context.as_ref().map_or(request_seq, |c| c.0)),
-                run.plan_payload(&plan),
-            )?;
-            (plan, e.seq, e.seq)
+    Ok(target)
+}
+
+/// The request context a run whose planning never finished already witnessed (its seq and
+/// text), so a new plan chains to it as the first attempt would have.
+fn witnessed_request_context(
+    run: &Run<'_, '_>,
+    entries: &[crate::ledger::Entry],
+    target: &status::RunInfo,
+) -> Result<Option<(u64, String)>, RunError> {
+    let mut context: Option<(u64, String)> = None;
+    for seq in &target.entries {
+        if let Some(e) = entries.get(*seq as usize)
+            && e.kind == kind::CONTEXT
+            && let Some(p) = run.payload_of(e)?
+            && p.get("task").is_none()
+            && let Some(text) = p.get("context").and_then(Value::as_str)
+            && !text.is_empty()
+        {
+            context = Some((e.seq, text.to_string()));
         }
-    };
+    }
+    Ok(context)
+}
+
+/// The results a resume reuses (with their verdicts): each task that succeeded and whose
+/// verdict (if any) passed or blocked, and, in a run that works in the repository, only what
+/// `worked` says was kept (a change blocked at the pre-ship gate is terminal).
+fn reusable(
+    target: &status::RunInfo,
+    worked: Option<&BTreeMap<String, bool>>,
+) -> (BTreeMap<String, Done>, BTreeMap<String, Verdict>) {
     let mut reused: BTreeMap<String, Done> = BTreeMap::new();
     let mut verdicts: BTreeMap<String, Verdict> = BTreeMap::new();
-    // A run that works in the repository keeps what its record says it shipped (or blocked);
-    // everything else runs again.
-    let worked = reopen_work(run, &entries, target.request_seq, &target.entries)?;
     for (id, r) in &target.results {
-        if let Some(kept) = &worked {
+        if let Some(kept) = worked {
             match kept.get(id) {
                 Some(true) => {}
                 Some(false) => {
@@ -168,17 +132,100 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
             },
         );
     }
+    (reused, verdicts)
+}
+
+/// The ledger's runs. A body that cannot be read (or does not hash to its entry) stops the
+/// resume; it is never read as absent.
+fn readable_runs(
+    run: &Run<'_, '_>,
+    entries: &[crate::ledger::Entry],
+) -> Result<Vec<status::RunInfo>, RunError> {
+    let mut unreadable = None;
+    let runs = status::runs(entries, |e| {
+        run.payload_of(e).unwrap_or_else(|err| {
+            unreadable.get_or_insert(err);
+            None
+        })
+    });
+    match unreadable {
+        Some(err) => Err(err),
+        None => Ok(runs),
+    }
+}
+
+/// Keeps in the workbench only what the run branch holds already: the reused changes, in
+/// plan order.
+fn forget_unreused(run: &Run<'_, '_>, plan: &CompiledPlan, reused: &BTreeMap<String, Done>) {
+    if let Some(w) = run.work() {
+        for t in &plan.tasks {
+            if !reused.contains_key(&t.id) {
+                lock(&w.tasks).remove(&t.id);
+            }
+        }
+    }
+}
+
+fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, RunError> {
+    let env = run.env;
+    let entries = run.entries()?;
+    let runs = readable_runs(run, &entries)?;
+    let target = resume_target(&runs, request_seq)?;
+    let request = target.request.clone();
+    let request_seq = target.request_seq;
+    run.set_request(request_seq);
+    // The gates the run was submitted with (its record), not the caller's: a resume can
+    // neither skip nor add one. A wave whose gate is raised and undecided refuses here,
+    // before anything is run or written.
+    let gate_entries = match target.run_seq {
+        Some(run_seq) => gate::gate_entries(&entries, |e| run.payload_of(e).ok().flatten())
+            .remove(&run_seq)
+            .unwrap_or_default(),
+        None => BTreeMap::new(),
+    };
+    let gates = status::held_gates(target, &gate_entries);
+    if let (Some(plan), Some(run_seq)) = (&target.plan, target.run_seq)
+        && let Some((wave, gate::Admission::Wait { .. })) =
+            status::first_held(plan, &gates, &gate_entries, env.clock.now())
+    {
+        return Err(RunError::Gated {
+            request_seq,
+            run_seq,
+            wave,
+        });
+    }
+    let (_, frame) = route::route_request(&request, env.roster);
+    let (plan, plan_seq, run_seq) = match (&target.plan, target.plan_seq, target.run_seq) {
+        (Some(p), Some(seq), Some(run_seq)) => (p.clone(), seq, run_seq),
+        _ => {
+            // Planning never finished: plan again, with the request context the run already
+            // witnessed (if any), so the plan chains to it as the first attempt would have.
+            let context = witnessed_request_context(run, &entries, target)?;
+            let Some(plan) = run.plan(
+                &request,
+                context.as_ref().map(|c| c.1.as_str()),
+                request_seq,
+            )?
+            else {
+                return stopped_on_ceiling(run, request_seq, "plan", &frame, &BTreeMap::new());
+            };
+            let e = run.put(
+                "dispatch",
+                kind::PLAN,
+                Some(context.as_ref().map_or(request_seq, |c| c.0)),
+                run.plan_payload(&plan),
+            )?;
+            (plan, e.seq, e.seq)
+        }
+    };
+    // A run that works in the repository keeps what its record says it shipped (or blocked);
+    // everything else runs again.
+    let worked = reopen_work(run, &entries, target.request_seq, &target.entries)?;
+    let (reused, verdicts) = reusable(target, worked.as_ref());
     let mut ids: Vec<&String> = reused.keys().collect();
     ids.sort();
     if worked.is_some() {
-        // What the run branch holds already: the reused changes, in plan order.
-        if let Some(w) = run.work() {
-            for t in &plan.tasks {
-                if !reused.contains_key(&t.id) {
-                    lock(&w.tasks).remove(&t.id);
-                }
-            }
-        }
+        forget_unreused(run, &plan, &reused);
     }
     run.put(
         "dispatch",
@@ -218,10 +265,19 @@ fn reopen_work(
     };
     let checks: Vec<String> = record
         .get("checks")
-        .and_then(J::as_array)
-        .map(|a| a.iter().filter_map(J::as_str).map(str::to_string).collect())
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
-    run.open_work(request_seq, record.get("base").and_then(J::as_str), checks)?;
+    run.open_work(
+        request_seq,
+        record.get("base").and_then(Value::as_str),
+        checks,
+    )?;
     let Some(w) = run.work() else {
         return Ok(None);
     };

@@ -1,7 +1,7 @@
 //! What the structured model calls must answer (the output schemas of the planner, the
 //! validator and the intent judge) and how their answers are read back.
 
-use serde_json::{Value as J, json};
+use serde_json::{Value, json};
 
 use crate::exec::OutputSchema;
 use crate::plan;
@@ -96,7 +96,7 @@ impl Verdict {
         matches!(self.decision.as_str(), "escalate" | "fail")
     }
 
-    pub(super) fn payload(&self, id: &str) -> J {
+    pub(super) fn payload(&self, id: &str) -> Value {
         let mut p = json!({
             "id": id,
             "ok": self.passed(),
@@ -115,9 +115,9 @@ impl Verdict {
 /// (a number, default 0.0); `reason`. Anything else is `None` (undetermined).
 pub fn parse_verdict(text: &str) -> Option<(String, f64, String)> {
     let span = plan::extract_json_object(text).ok()?;
-    let doc: J = serde_json::from_str(span).ok()?;
+    let doc: Value = serde_json::from_str(span).ok()?;
     let obj = doc.as_object()?;
-    let decision = match obj.get("decision").and_then(J::as_str) {
+    let decision = match obj.get("decision").and_then(Value::as_str) {
         Some(d) => {
             let d = d.trim().to_lowercase();
             match d.as_str() {
@@ -126,9 +126,9 @@ pub fn parse_verdict(text: &str) -> Option<(String, f64, String)> {
             }
         }
         None => match obj.get("ok")? {
-            J::Bool(true) => "pass".into(),
-            J::Bool(false) => "escalate".into(),
-            J::String(s) => {
+            Value::Bool(true) => "pass".into(),
+            Value::Bool(false) => "escalate".into(),
+            Value::String(s) => {
                 let s = s.trim().to_lowercase();
                 if matches!(s.as_str(), "false" | "0" | "no" | "") {
                     "escalate".into()
@@ -136,7 +136,7 @@ pub fn parse_verdict(text: &str) -> Option<(String, f64, String)> {
                     "pass".into()
                 }
             }
-            J::Number(n) => {
+            Value::Number(n) => {
                 if n.as_f64() == Some(0.0) {
                     "escalate".into()
                 } else {
@@ -147,13 +147,13 @@ pub fn parse_verdict(text: &str) -> Option<(String, f64, String)> {
         },
     };
     let score = match obj.get("score") {
-        None | Some(J::Null) => 0.0,
-        Some(J::Number(n)) => n.as_f64().filter(|f| f.is_finite())?,
+        None | Some(Value::Null) => 0.0,
+        Some(Value::Number(n)) => n.as_f64().filter(|f| f.is_finite())?,
         Some(_) => return None,
     };
     let reason = match obj.get("reason") {
-        Some(J::String(s)) => s.clone(),
-        None | Some(J::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        None | Some(Value::Null) => String::new(),
         Some(other) => other.to_string(),
     };
     Some((decision, score, reason))
@@ -182,27 +182,27 @@ pub fn judgment_schema() -> OutputSchema {
 /// was wrong.
 pub fn parse_judgment(text: &str) -> Result<(bool, f64, String), String> {
     let span = plan::extract_json_object(text).map_err(|e| e.to_string())?;
-    let doc: J = serde_json::from_str(span).map_err(|e| format!("invalid JSON: {e}"))?;
+    let doc: Value = serde_json::from_str(span).map_err(|e| format!("invalid JSON: {e}"))?;
     let obj = doc
         .as_object()
         .ok_or_else(|| "the answer is not a JSON object".to_string())?;
     let ok = match obj.get("ok") {
         None => return Err("the answer has no \"ok\"".into()),
-        Some(J::Bool(b)) => *b,
-        Some(J::Null) => return Err("\"ok\" is null".into()),
-        Some(J::String(s)) => {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Null) => return Err("\"ok\" is null".into()),
+        Some(Value::String(s)) => {
             !matches!(s.trim().to_lowercase().as_str(), "false" | "0" | "no" | "")
         }
-        Some(J::Number(n)) => n.as_f64() != Some(0.0),
+        Some(Value::Number(n)) => n.as_f64() != Some(0.0),
         Some(other) => !other.to_string().is_empty(),
     };
     let score = match obj.get("score") {
-        None | Some(J::Null) => 0.0,
-        Some(J::Number(n)) => n
+        None | Some(Value::Null) => 0.0,
+        Some(Value::Number(n)) => n
             .as_f64()
             .filter(|f| f.is_finite())
             .ok_or_else(|| format!("score {n} is not a finite number"))?,
-        Some(J::String(s)) => s
+        Some(Value::String(s)) => s
             .trim()
             .parse::<f64>()
             .ok()
@@ -211,8 +211,8 @@ pub fn parse_judgment(text: &str) -> Result<(bool, f64, String), String> {
         Some(other) => return Err(format!("score {other} is not a number")),
     };
     let reason = match obj.get("reason") {
-        Some(J::String(s)) => s.clone(),
-        None | Some(J::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        None | Some(Value::Null) => String::new(),
         Some(other) => other.to_string(),
     };
     Ok((ok, score, reason))
@@ -241,10 +241,10 @@ pub(super) fn ship_schema() -> OutputSchema {
 /// The error says what was wrong (the gate then records `undetermined` with it).
 pub(super) fn parse_ship(text: &str) -> Result<(String, String), String> {
     let span = plan::extract_json_object(text).map_err(|e| e.to_string())?;
-    let doc: J = serde_json::from_str(span).map_err(|e| format!("invalid JSON: {e}"))?;
+    let doc: Value = serde_json::from_str(span).map_err(|e| format!("invalid JSON: {e}"))?;
     let decision = doc
         .get("decision")
-        .and_then(J::as_str)
+        .and_then(Value::as_str)
         .map(|d| d.trim().to_lowercase())
         .ok_or_else(|| "the answer has no string \"decision\"".to_string())?;
     if !SHIP_DECISIONS.contains(&decision.as_str()) {
@@ -255,7 +255,7 @@ pub(super) fn parse_ship(text: &str) -> Result<(String, String), String> {
     }
     let reason = doc
         .get("reason")
-        .and_then(J::as_str)
+        .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
     Ok((decision, reason))

@@ -232,7 +232,7 @@ pub trait ContextProvider: Send + Sync {
 
 /// What a verifier concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Checked {
+pub enum VerifierConclusion {
     /// The answer holds (`ok: true`).
     Verified,
     /// The answer is wrong (`ok: false`).
@@ -247,7 +247,7 @@ pub enum Checked {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verification {
     /// Verified, refuted or undecided.
-    pub outcome: Checked,
+    pub outcome: VerifierConclusion,
     /// Why, for people.
     pub detail: String,
     /// Which verifier.
@@ -258,9 +258,9 @@ impl Verification {
     /// The `verification` payload: `{"ok": true|false|null, "detail", "source"}`.
     pub(crate) fn payload(&self) -> Value {
         let ok = match self.outcome {
-            Checked::Verified => Value::Bool(true),
-            Checked::Refuted => Value::Bool(false),
-            Checked::Undecided => Value::Null,
+            VerifierConclusion::Verified => Value::Bool(true),
+            VerifierConclusion::Refuted => Value::Bool(false),
+            VerifierConclusion::Undecided => Value::Null,
         };
         Value::object([
             ("ok".to_string(), ok),
@@ -272,7 +272,7 @@ impl Verification {
 
 /// Checks a delivered answer after the deterministic floors. A verifier never sinks a run:
 /// whatever it returns is witnessed, and a panic is caught and witnessed as
-/// [`Checked::Undecided`].
+/// [`VerifierConclusion::Undecided`].
 pub trait Verifier: Send + Sync {
     /// Checks `answer` to `request`.
     fn verify(&self, request: &str, answer: &str) -> Verification;

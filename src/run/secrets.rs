@@ -8,13 +8,10 @@ use serde_json::json;
 
 use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, NewEntry, Storage, kind};
-use crate::secrets::{Checked, Hit};
+use crate::secrets::{Hit, Screened};
 
 use super::engine::Run;
 use super::{Event, RunError, lock};
-
-/// A block already witnessed: the `secret_blocked` seq, the run's request seq and the rules.
-pub(super) type Blocked = (u64, Option<u64>, Vec<String>);
 
 /// The hits as the entries record them.
 fn hits_value(hits: &[Hit]) -> Value {
@@ -50,12 +47,12 @@ impl Run<'_, '_> {
             return Ok(None);
         }
         match self.opts.secrets.check(&new.payload) {
-            Checked::Clean => Ok(None),
-            Checked::Redacted(body, hits) => {
+            Screened::Clean => Ok(None),
+            Screened::Redacted(body, hits) => {
                 new.payload = body;
                 Ok(Some(hits))
             }
-            Checked::Blocked(hits) => {
+            Screened::Blocked(hits) => {
                 let rules = rules_of(&hits);
                 let request_seq = *lock(&self.request_seq);
                 let named: Vec<String> = hits

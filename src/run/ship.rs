@@ -12,11 +12,11 @@ use crate::exec::Call;
 use crate::ledger::kind;
 use crate::plan::{CompiledPlan, Task};
 
-use super::changes::WorkRun;
 use super::engine::{Run, usage_of, with_usage};
 use super::prompts::{conflict_note, ship_prompt};
 use super::schemas::{parse_ship, ship_schema};
-use super::work::{Keep, WorkError};
+use super::work_state::WorkRun;
+use super::workbench::{Keep, LinkOut, WorkError};
 use super::{Event, RunError};
 
 /// The pre-ship gate's answer on one change.
@@ -28,6 +28,26 @@ struct Decision {
     error: Option<String>,
     /// The gate call's usage, when the seat counted it.
     usage: Option<serde_json::Value>,
+}
+
+/// The guardrail's block of a change whose symbolic links point outside the worktree (the
+/// first five named).
+fn links_out_block(links_out: &[LinkOut]) -> Decision {
+    let shown: Vec<String> = links_out
+        .iter()
+        .take(5)
+        .map(|l| format!("{} -> {}", l.path, l.target))
+        .collect();
+    Decision {
+        decision: "block".into(),
+        reason: format!(
+            "the change adds symbolic links that point outside the worktree: {}",
+            shown.join(", ")
+        ),
+        model: None,
+        error: None,
+        usage: None,
+    }
 }
 
 impl Run<'_, '_> {
@@ -72,6 +92,51 @@ impl Run<'_, '_> {
         Ok(())
     }
 
+    /// Asks the orchestrator seat whether the change ships; a failed call or an unusable
+    /// answer is an undetermined decision.
+    fn ask_ship_gate(&self, t: &Task, checks: &[(String, bool)], diff: &str) -> Decision {
+        self.env
+            .progress
+            .event(&Event::Validating { id: t.id.clone() });
+        let orchestrator = self.env.seats.orchestrator();
+        let prompt = ship_prompt(t, checks, diff);
+        let schema = ship_schema();
+        let call = Call {
+            system: Some("You decide whether a change ships. Answer with JSON only."),
+            prompt: &prompt,
+            schema: Some(&schema),
+            max_tokens: Some(256),
+        };
+        match self.ask(orchestrator.as_ref(), &call) {
+            Ok(r) => {
+                let usage = usage_of(orchestrator.as_ref(), &r);
+                match parse_ship(&r.text) {
+                    Ok((decision, reason)) => Decision {
+                        decision,
+                        reason,
+                        model: Some(r.model),
+                        error: None,
+                        usage,
+                    },
+                    Err(e) => Decision {
+                        decision: "undetermined".into(),
+                        reason: format!("the gate answered without a usable decision: {e}"),
+                        model: Some(r.model),
+                        error: Some(e),
+                        usage,
+                    },
+                }
+            }
+            Err(e) => Decision {
+                decision: "undetermined".into(),
+                reason: format!("the gate failed ({}): {e}", e.code()),
+                model: Some(orchestrator.model()),
+                error: Some(e.code().to_string()),
+                usage: None,
+            },
+        }
+    }
+
     /// Asks the gate about a task's latest change and witnesses `ship`; a block quarantines it.
     fn ship_one(&self, w: &WorkRun, t: &Task) -> Result<Decision, RunError> {
         let tw = w.get(&t.id);
@@ -88,21 +153,7 @@ impl Run<'_, '_> {
         let d = if guarded {
             // A guardrail in code, before any seat is asked: a change whose links lead out of
             // the worktree would hand whoever checks it out a path to the user's files.
-            let shown: Vec<String> = links_out
-                .iter()
-                .take(5)
-                .map(|l| format!("{} -> {}", l.path, l.target))
-                .collect();
-            Decision {
-                decision: "block".into(),
-                reason: format!(
-                    "the change adds symbolic links that point outside the worktree: {}",
-                    shown.join(", ")
-                ),
-                model: None,
-                error: None,
-                usage: None,
-            }
+            links_out_block(links_out)
         } else if light {
             // A light seat (tier 1, `verify = "light"`): a change whose every check passed
             // merges without asking the gate; witnessed as such.
@@ -124,46 +175,7 @@ impl Run<'_, '_> {
                 usage: None,
             }
         } else {
-            self.env
-                .progress
-                .event(&Event::Validating { id: t.id.clone() });
-            let orchestrator = self.env.seats.orchestrator();
-            let prompt = ship_prompt(t, &tw.checks, diff);
-            let schema = ship_schema();
-            let call = Call {
-                system: Some("You decide whether a change ships. Answer with JSON only."),
-                prompt: &prompt,
-                schema: Some(&schema),
-                max_tokens: Some(256),
-            };
-            match self.ask(orchestrator.as_ref(), &call) {
-                Ok(r) => {
-                    let usage = usage_of(orchestrator.as_ref(), &r);
-                    match parse_ship(&r.text) {
-                        Ok((decision, reason)) => Decision {
-                            decision,
-                            reason,
-                            model: Some(r.model),
-                            error: None,
-                            usage,
-                        },
-                        Err(e) => Decision {
-                            decision: "undetermined".into(),
-                            reason: format!("the gate answered without a usable decision: {e}"),
-                            model: Some(r.model),
-                            error: Some(e),
-                            usage,
-                        },
-                    }
-                }
-                Err(e) => Decision {
-                    decision: "undetermined".into(),
-                    reason: format!("the gate failed ({}): {e}", e.code()),
-                    model: Some(orchestrator.model()),
-                    error: Some(e.code().to_string()),
-                    usage: None,
-                },
-            }
+            self.ask_ship_gate(t, &tw.checks, diff)
         };
         let mut payload = json!({
             "task": t.id,

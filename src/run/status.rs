@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value as J;
+use serde_json::Value;
 
 use super::{GatePolicy, Verdict, plan_from_payload};
 use crate::ledger::{Entry, kind};
@@ -118,8 +118,58 @@ pub struct RunInfo {
 /// The run (request seq) each entry belongs to (a pure projection; it lives in the report).
 pub(crate) use crate::report::run_roots as roots;
 
+/// A run as its request entry (seq `r`, body `body`) starts it: interrupted until more is read.
+fn run_started(r: u64, body: Option<&Value>) -> RunInfo {
+    let text = body
+        .and_then(|b| b.get("text"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    RunInfo {
+        request_seq: r,
+        request: text,
+        state: RunState::Interrupted,
+        plan: None,
+        plan_seq: None,
+        run_seq: None,
+        gates: GatePolicy::from_record(body.and_then(|b| b.get("gates"))),
+        results: BTreeMap::new(),
+        verdicts: BTreeMap::new(),
+        answer: None,
+        entries: vec![r],
+    }
+}
+
+fn str_field(b: &Value, k: &str) -> Option<String> {
+    b.get(k).and_then(Value::as_str).map(str::to_string)
+}
+
+/// A task's result from its `result` entry's body.
+fn result_of(b: &Value, seq: u64) -> ResultInfo {
+    ResultInfo {
+        output: str_field(b, "output").unwrap_or_default(),
+        ok: b.get("ok") == Some(&Value::Bool(true)),
+        model: str_field(b, "model"),
+        seq,
+    }
+}
+
+/// A task's verdict from its `verdict` entry's body (no decision: `pass` when ok, else
+/// `escalate`).
+fn verdict_of(b: &Value) -> Verdict {
+    let ok = b.get("ok") == Some(&Value::Bool(true));
+    let decision = str_field(b, "decision")
+        .unwrap_or_else(|| if ok { "pass".into() } else { "escalate".into() });
+    Verdict {
+        decision,
+        score: b.get("score").and_then(Value::as_f64).unwrap_or(0.0),
+        reason: str_field(b, "reason").unwrap_or_default(),
+        model: str_field(b, "model"),
+    }
+}
+
 /// Every run in the ledger, oldest first.
-pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> Vec<RunInfo> {
+pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<Value>) -> Vec<RunInfo> {
     let root = roots(entries);
     let mut out: BTreeMap<u64, RunInfo> = BTreeMap::new();
     // A run's `budget` entry not yet followed by its stop answer: the state that answer ends in.
@@ -128,37 +178,15 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
         let Some(&r) = root.get(&e.seq) else { continue };
         let body = payload(e);
         if e.seq == r {
-            let text = body
-                .as_ref()
-                .and_then(|b| b.get("text"))
-                .and_then(J::as_str)
-                .unwrap_or("")
-                .to_string();
-            let gates = GatePolicy::from_record(body.as_ref().and_then(|b| b.get("gates")));
-            out.insert(
-                r,
-                RunInfo {
-                    request_seq: r,
-                    request: text,
-                    state: RunState::Interrupted,
-                    plan: None,
-                    plan_seq: None,
-                    run_seq: None,
-                    gates,
-                    results: BTreeMap::new(),
-                    verdicts: BTreeMap::new(),
-                    answer: None,
-                    entries: vec![e.seq],
-                },
-            );
+            out.insert(r, run_started(r, body.as_ref()));
             continue;
         }
         let Some(info) = out.get_mut(&r) else {
             continue;
         };
         info.entries.push(e.seq);
-        let b = body.unwrap_or(J::Null);
-        let str_of = |k: &str| b.get(k).and_then(J::as_str).map(str::to_string);
+        let b = body.unwrap_or(Value::Null);
+        let str_of = |k: &str| b.get(k).and_then(Value::as_str).map(str::to_string);
         match e.kind.as_str() {
             kind::PLAN => {
                 if let Some(p) = plan_from_payload(&b) {
@@ -173,31 +201,12 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
                     info.answer = Some((e.seq, answer));
                     info.state = budget_pending.remove(&r).unwrap_or(RunState::Answered);
                 } else if let Some(id) = str_of("id") {
-                    info.results.insert(
-                        id,
-                        ResultInfo {
-                            output: str_of("output").unwrap_or_default(),
-                            ok: b.get("ok") == Some(&J::Bool(true)),
-                            model: str_of("model"),
-                            seq: e.seq,
-                        },
-                    );
+                    info.results.insert(id, result_of(&b, e.seq));
                 }
             }
             kind::VERDICT => {
                 if let Some(id) = str_of("id") {
-                    let ok = b.get("ok") == Some(&J::Bool(true));
-                    let decision = str_of("decision")
-                        .unwrap_or_else(|| if ok { "pass".into() } else { "escalate".into() });
-                    info.verdicts.insert(
-                        id,
-                        Verdict {
-                            decision,
-                            score: b.get("score").and_then(J::as_f64).unwrap_or(0.0),
-                            reason: str_of("reason").unwrap_or_default(),
-                            model: str_of("model"),
-                        },
-                    );
+                    info.verdicts.insert(id, verdict_of(&b));
                 }
             }
             kind::BUDGET => {
@@ -211,12 +220,12 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
             }
             kind::GATE_PENDING => {
                 info.state = RunState::Paused {
-                    wave: b.get("wave").and_then(J::as_u64).unwrap_or(0),
+                    wave: b.get("wave").and_then(Value::as_u64).unwrap_or(0),
                 };
             }
             kind::GATE_STOPPED => {
                 info.state = RunState::Rejected {
-                    wave: b.get("wave").and_then(J::as_u64).unwrap_or(0),
+                    wave: b.get("wave").and_then(Value::as_u64).unwrap_or(0),
                 };
             }
             kind::HALTED => {
@@ -240,7 +249,7 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<J>) -> 
 /// The gates that hold a run: the ones it was submitted with, and any wave whose gate was
 /// raised for it (a ledger written before gates were recorded). `gates` are the run's gate
 /// entries by wave (see [`gate_entries`](crate::gate::gate_entries)).
-pub(crate) fn held_gates(run: &RunInfo, gates: &BTreeMap<u64, Vec<(Entry, J)>>) -> GatePolicy {
+pub(crate) fn held_gates(run: &RunInfo, gates: &BTreeMap<u64, Vec<(Entry, Value)>>) -> GatePolicy {
     let mut policy = run.gates.clone();
     for (wave, list) in gates {
         if list.iter().any(|(e, _)| e.kind == kind::GATE_PENDING) {
@@ -255,7 +264,7 @@ pub(crate) fn held_gates(run: &RunInfo, gates: &BTreeMap<u64, Vec<(Entry, J)>>) 
 pub(crate) fn first_held(
     plan: &CompiledPlan,
     policy: &GatePolicy,
-    gates: &BTreeMap<u64, Vec<(Entry, J)>>,
+    gates: &BTreeMap<u64, Vec<(Entry, Value)>>,
     now: f64,
 ) -> Option<(usize, Admission)> {
     for (i, wave) in plan.waves.iter().enumerate() {
@@ -275,7 +284,7 @@ pub(crate) fn first_held(
 /// with the run each belongs to.
 pub fn pending_gates(
     entries: &[Entry],
-    payload: impl FnMut(&Entry) -> Option<J>,
+    payload: impl FnMut(&Entry) -> Option<Value>,
 ) -> Vec<PendingGate> {
     crate::gate::pending_gates(entries, payload, &roots(entries))
 }

@@ -11,7 +11,7 @@ use crate::exec::Call;
 use crate::ledger::kind;
 use crate::plan::Task;
 
-use super::drive::Course;
+use super::course::Course;
 use super::engine::{Done, Run, usage_of, with_usage};
 use super::prompts::synthesis_prompt;
 use super::ship::work_summary;

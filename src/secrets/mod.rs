@@ -12,7 +12,7 @@
 //!
 //! The [`Guard`] applies a policy ([`SecretsPolicy`]: mode, per-rule `allow` and
 //! `allow_fingerprints`) to a whole JSON body: every string in it is scanned, and the answer is
-//! the body as it may be written ([`Checked::Redacted`]) or a refusal ([`Checked::Blocked`]),
+//! the body as it may be written ([`Screened::Redacted`]) or a refusal ([`Screened::Blocked`]),
 //! each with the [`Hit`]s that say where and which, never what.
 //!
 //! Pure: no I/O. The runtime values are read by the caller (the adapter that loads the runtime
@@ -359,9 +359,8 @@ impl Scanner {
         }
     }
 
-    /// How many runtime values this scanner looks for.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
+    /// How many runtime values this scanner looks for (the tests check the count).
+    #[cfg(test)]
     pub(crate) fn literal_count(&self) -> usize {
         self.literal_count
     }
@@ -500,8 +499,6 @@ impl Mode {
     }
 
     /// The mode's name.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Mode::Redact => "redact",
@@ -663,7 +660,7 @@ pub(crate) fn redaction_entry(entry: &Entry, hits: &[Hit]) -> NewEntry {
 
 /// What a body may become.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Checked {
+pub(crate) enum Screened {
     /// Nothing to change.
     Clean,
     /// Write this body instead (secrets replaced by markers); the hits give the markers' spans.
@@ -692,13 +689,13 @@ impl Guard {
     }
 
     /// Scans every string of `body` and says what may be written.
-    pub(crate) fn check(&self, body: &Value) -> Checked {
+    pub(crate) fn check(&self, body: &Value) -> Screened {
         let mut hits = Vec::new();
         let mut finds = Vec::new();
         let mut path = String::new();
         self.walk(body, &mut path, &mut finds);
         if finds.is_empty() {
-            return Checked::Clean;
+            return Screened::Clean;
         }
         let block = self.policy.mode == Mode::Block;
         if block {
@@ -713,7 +710,7 @@ impl Guard {
                     });
                 }
             }
-            return Checked::Blocked(hits);
+            return Screened::Blocked(hits);
         }
         let mut out = body.clone();
         for (p, fs) in &finds {
@@ -731,7 +728,7 @@ impl Guard {
                 }
             }
         }
-        Checked::Redacted(out, hits)
+        Screened::Redacted(out, hits)
     }
 
     /// The counted finds of every string under `v`, by JSON pointer.

@@ -129,7 +129,7 @@ fn redaction_replaces_the_secret_and_reports_the_markers_span() {
             Value::Array(vec![Value::str("clean"), Value::str(format!("a/{AWS_ID}"))]),
         ),
     ]);
-    let Checked::Redacted(out, hits) = Guard::default().check(&body) else {
+    let Screened::Redacted(out, hits) = Guard::default().check(&body) else {
         panic!("expected a redaction");
     };
     assert_eq!(
@@ -155,17 +155,17 @@ fn block_refuses_allow_writes_and_runtime_values_are_always_redacted() {
             ..SecretsPolicy::default()
         },
     );
-    assert!(matches!(block.check(&body), Checked::Blocked(h) if h[0].rule == "aws-access-key"));
+    assert!(matches!(block.check(&body), Screened::Blocked(h) if h[0].rule == "aws-access-key"));
     let allow_all = SecretsPolicy {
         mode: Mode::Allow,
         ..SecretsPolicy::default()
     };
     assert_eq!(
         Guard::new(Scanner::new(), allow_all.clone()).check(&body),
-        Checked::Clean
+        Screened::Clean
     );
     let keyed = Guard::new(Scanner::with_literals(["sk-local-0123456789"]), allow_all);
-    let Checked::Redacted(out, hits) = keyed.check(&body) else {
+    let Screened::Redacted(out, hits) = keyed.check(&body) else {
         panic!("the key value is redacted even under allow");
     };
     assert_eq!(hits.len(), 1);
@@ -183,7 +183,7 @@ fn block_refuses_allow_writes_and_runtime_values_are_always_redacted() {
             ..SecretsPolicy::default()
         },
     );
-    assert_eq!(per_rule.check(&body), Checked::Clean);
+    assert_eq!(per_rule.check(&body), Screened::Clean);
 }
 
 #[test]
@@ -340,7 +340,7 @@ fn allowed_fingerprints_accept_that_secret_and_no_other() {
         Scanner::with_literals(["sk-local-0123456789"]),
         policy.clone(),
     );
-    let Checked::Blocked(hits) = guard.check(&body) else {
+    let Screened::Blocked(hits) = guard.check(&body) else {
         panic!("the other key and the runtime value are still refused");
     };
     let rules: Vec<(&str, usize)> = hits.iter().map(|h| (h.rule, h.start)).collect();
@@ -357,7 +357,7 @@ fn allowed_fingerprints_accept_that_secret_and_no_other() {
     );
     // Redact mode: the allowed key stays, the other becomes a marker.
     policy.mode = Mode::Redact;
-    let Checked::Redacted(out, _) = Guard::new(Scanner::new(), policy).check(&body) else {
+    let Screened::Redacted(out, _) = Guard::new(Scanner::new(), policy).check(&body) else {
         panic!("the other key is redacted");
     };
     assert_eq!(

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::{Error, Report, Result};
 use crate::ledger::{NewEntry, kind};
-use crate::secrets::{Checked, Guard};
+use crate::secrets::{Guard, Screened};
 use crate::store::git::{Appended, GitStore};
 
 /// The entry written: its seq, entry hash and commit. `replayed` (written only when true) says
@@ -59,8 +59,8 @@ pub(crate) fn append_guarded(
         return Ok(AppendReport::of(&store.append_entry(new)?));
     }
     match guard.check(&new.payload) {
-        Checked::Clean => Ok(AppendReport::of(&store.append_entry(new)?)),
-        Checked::Blocked(hits) => {
+        Screened::Clean => Ok(AppendReport::of(&store.append_entry(new)?)),
+        Screened::Blocked(hits) => {
             let h = &hits[0];
             Err(Error::usage(format!(
                 "the payload carries a secret ({} at {} bytes {}..{}, fingerprint {}{}); remove it, append with --secrets redact to write it as a marker, or accept that one secret with allow_fingerprints = [\"{}\"] under [secrets] in .forum/policy.toml",
@@ -77,7 +77,7 @@ pub(crate) fn append_guarded(
                 h.fingerprint
             )))
         }
-        Checked::Redacted(body, hits) => {
+        Screened::Redacted(body, hits) => {
             let clean = NewEntry {
                 payload: body,
                 ..new.clone()

@@ -123,10 +123,10 @@ fn append_screened(
     body: J,
     ts: f64,
 ) -> Result<u64> {
-    use crate::secrets::Checked;
+    use crate::secrets::Screened;
     match guard.check(&Value::from_serde(&body)) {
-        Checked::Clean => append(store, items, "campaign", kind, body, ts),
-        Checked::Redacted(clean, hits) => {
+        Screened::Clean => append(store, items, "campaign", kind, body, ts),
+        Screened::Redacted(clean, hits) => {
             let seq = append(store, items, "campaign", kind, clean.to_serde(), ts)?;
             let (e, _) = &items[items.len() - 1];
             let note = crate::secrets::redaction_entry(e, &hits);
@@ -135,7 +135,7 @@ fn append_screened(
             items.push((w, Some(body)));
             Ok(seq)
         }
-        Checked::Blocked(hits) => Err(Error::failed(format!(
+        Screened::Blocked(hits) => Err(Error::failed(format!(
             "the secrets policy blocks the {kind} entry of the round ({}); nothing of it was written (set [secrets] mode = \"redact\" to write it with markers)",
             crate::secrets::rules_of(&hits).join(", ")
         ))),

@@ -107,7 +107,7 @@ impl Serialize for MinedRow {
 }
 
 impl Report for MinedRow {
-    const SCHEMA: &'static str = crate::report::grade::GRADABLE_SCHEMA;
+    const SCHEMA: &'static str = crate::report::gradable::GRADABLE_SCHEMA;
 }
 
 /// The format called `name`, or a usage error listing the known ones.

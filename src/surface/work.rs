@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::{Error, Report, Result};
 use crate::ledger::{NewEntry, Storage, Value, kind};
-use crate::work::apply::{self, Refusal};
+use crate::work::apply::{self, ApplyRefusal};
 
 /// Who writes `applied` and the discard note: a person acting on the repository, as for gates.
 const ACTOR: &str = "operator";
@@ -61,10 +61,10 @@ impl Report for DiscardReport {
     const SCHEMA: &'static str = "git-forum.discard/1";
 }
 
-fn refusal(e: Refusal) -> Error {
+fn refusal(e: ApplyRefusal) -> Error {
     match e {
-        Refusal::Refused(m) => Error::conflict(m),
-        Refusal::Failed(e) => Error::internal(e.to_string()).with_source(e),
+        ApplyRefusal::Refused(m) => Error::conflict(m),
+        ApplyRefusal::Failed(e) => Error::internal(e.to_string()).with_source(e),
     }
 }
 

@@ -16,24 +16,24 @@ use crate::run::{Keep, WorkError};
 
 /// Why apply or discard did not happen.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Refusal {
+pub(crate) enum ApplyRefusal {
     /// The state of the repository forbids it now (one line saying why and what to do).
     Refused(String),
     /// git or the file system failed.
     Failed(WorkError),
 }
 
-impl From<WorkError> for Refusal {
-    fn from(e: WorkError) -> Refusal {
-        Refusal::Failed(e)
+impl From<WorkError> for ApplyRefusal {
+    fn from(e: WorkError) -> ApplyRefusal {
+        ApplyRefusal::Failed(e)
     }
 }
 
-impl std::fmt::Display for Refusal {
+impl std::fmt::Display for ApplyRefusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refusal::Refused(m) => f.write_str(m),
-            Refusal::Failed(e) => write!(f, "{e}"),
+            ApplyRefusal::Refused(m) => f.write_str(m),
+            ApplyRefusal::Failed(e) => write!(f, "{e}"),
         }
     }
 }
@@ -63,8 +63,8 @@ pub(crate) struct Discarded {
     pub(crate) kept: Vec<String>,
 }
 
-fn refused(m: impl Into<String>) -> Refusal {
-    Refusal::Refused(m.into())
+fn refused(m: impl Into<String>) -> ApplyRefusal {
+    ApplyRefusal::Refused(m.into())
 }
 
 fn short(refname: &str) -> String {
@@ -95,7 +95,7 @@ pub(crate) fn runs_with_branches(repo: &Path) -> Result<Vec<u64>, WorkError> {
 }
 
 /// Brings run `run`'s branch into the branch HEAD names, in the repository at `repo`.
-pub(crate) fn apply(repo: &Path, run: u64) -> Result<Applied, Refusal> {
+pub(crate) fn apply(repo: &Path, run: u64) -> Result<Applied, ApplyRefusal> {
     let branch_ref = run_branch(run);
     let run_short = short(&branch_ref);
     let Some(theirs) = tip(repo, &branch_ref)? else {
@@ -216,7 +216,7 @@ fn list(paths: &[String]) -> String {
 
 /// Removes run `run`'s worktrees (of ledger `ledger`) and its branch in the repository at
 /// `repo`; the kept change refs stay.
-pub(crate) fn discard(repo: &Path, ledger: &str, run: u64) -> Result<Discarded, Refusal> {
+pub(crate) fn discard(repo: &Path, ledger: &str, run: u64) -> Result<Discarded, ApplyRefusal> {
     let common = stale::common_dir(repo)?;
     let place = stale::Place::of(
         &WorkRoot::from_env()?,

@@ -348,6 +348,45 @@ pub(super) struct Measured {
     pub(super) bytes: u64,
 }
 
+impl Measured {
+    /// Counts one file of `size` bytes at `path`; refuses it over `max_file_bytes`, and the
+    /// change once it passes `max_files` or `max_change_bytes`.
+    fn add(&mut self, path: &[u8], size: u64, limits: &ChangeLimits) -> Result<(), WorkError> {
+        let shown = String::from_utf8_lossy(path);
+        if size > limits.max_file_bytes {
+            return Err(refused(format!(
+                "{shown} holds {size} bytes, more than the {} a change may add (max_file_bytes in [work])",
+                limits.max_file_bytes
+            )));
+        }
+        self.files += 1;
+        self.bytes = self.bytes.saturating_add(size);
+        if self.files > limits.max_files {
+            return Err(refused(format!(
+                "the change touches more than {} files (max_files in [work])",
+                limits.max_files
+            )));
+        }
+        if self.bytes > limits.max_change_bytes {
+            return Err(refused(format!(
+                "the change holds more than {} bytes (max_change_bytes in [work])",
+                limits.max_change_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Whether a tracked file's stat data is what the checkout recorded for it (size, times,
+/// inode, file type): then it is not part of the change.
+fn unchanged(st: &rustix::fs::Stat, e: &Tracked) -> bool {
+    st.st_size as u64 == u64::from(e.size)
+        && (st.st_mtime as u32, st.st_mtime_nsec as u32) == e.mtime
+        && (st.st_ctime as u32, st.st_ctime_nsec as u32) == e.ctime
+        && st.st_ino as u32 == e.ino
+        && st.st_mode & 0o170000 == e.mode & 0o170000
+}
+
 /// Measures the change in `tree` against `limits`: the tracked files whose stat data differs
 /// from what the checkout recorded in `index` (or that are gone) and the `untracked` paths git
 /// lists, each file's size from `lstat`. Refuses a file over `max_file_bytes`, a change over
@@ -359,30 +398,7 @@ pub(super) fn measure(
     limits: &ChangeLimits,
 ) -> Result<Measured, WorkError> {
     let mut m = Measured::default();
-    let mut count = |path: &[u8], size: u64| -> Result<(), WorkError> {
-        let shown = String::from_utf8_lossy(path);
-        if size > limits.max_file_bytes {
-            return Err(refused(format!(
-                "{shown} holds {size} bytes, more than the {} a change may add (max_file_bytes in [work])",
-                limits.max_file_bytes
-            )));
-        }
-        m.files += 1;
-        m.bytes = m.bytes.saturating_add(size);
-        if m.files > limits.max_files {
-            return Err(refused(format!(
-                "the change touches more than {} files (max_files in [work])",
-                limits.max_files
-            )));
-        }
-        if m.bytes > limits.max_change_bytes {
-            return Err(refused(format!(
-                "the change holds more than {} bytes (max_change_bytes in [work])",
-                limits.max_change_bytes
-            )));
-        }
-        Ok(())
-    };
+    let mut count = |path: &[u8], size: u64| m.add(path, size, limits);
     let mut failed: Option<WorkError> = None;
     let mut keep = |r: Result<(), WorkError>| match r {
         Ok(()) => true,
@@ -398,12 +414,7 @@ pub(super) fn measure(
         |e, looked| {
             let size = match looked {
                 Looked::Found(st) => {
-                    let same = st.st_size as u64 == u64::from(e.size)
-                        && (st.st_mtime as u32, st.st_mtime_nsec as u32) == e.mtime
-                        && (st.st_ctime as u32, st.st_ctime_nsec as u32) == e.ctime
-                        && st.st_ino as u32 == e.ino
-                        && st.st_mode & 0o170000 == e.mode & 0o170000;
-                    if same {
+                    if unchanged(&st, e) {
                         return true;
                     }
                     st.st_size as u64

@@ -40,11 +40,12 @@ pub(crate) mod apply;
 mod check;
 mod content;
 mod diff;
+mod edit_hands;
 pub(crate) mod git;
+mod git_bench;
 mod hostile;
 mod racy;
 mod stale;
-mod tools;
 mod view;
 
 use std::collections::HashMap;
@@ -55,7 +56,7 @@ use std::time::Duration;
 
 pub use stale::{LEGACY_WORK_DIR, WorkRoot, cleanup_stale, cleanup_stale_under};
 
-use crate::run::work::{kept_ref, task_component};
+use crate::run::workbench::{kept_ref, task_component};
 use crate::run::{
     Author, Base, Change, CheckRun, CommitRules, Keep, LinkOut, SecretFound, TaskTree, Tie,
     WorkError, Workbench,
@@ -112,10 +113,6 @@ struct Opened {
 
 /// One run's work area over the repository at `repo`. See the module doc.
 pub struct GitWork {
-    /// The directory the run was started for (the user's work tree, or `-C`'s).
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    repo: PathBuf,
     /// The git common dir (absolute).
     common: PathBuf,
     /// The clone's place under the work root.
@@ -257,7 +254,6 @@ impl GitWork {
         let sandbox_config = view::write_config(&common, &private)?;
         Ok(GitWork {
             objects: objects.into(),
-            repo: repo.to_path_buf(),
             zero: "0".repeat(base.commit.len()),
             kind: if base.commit.len() == 64 {
                 gix::hash::Kind::Sha256
@@ -283,13 +279,6 @@ impl GitWork {
     /// This run's directory (`CLONE/LEDGER/RUN` under the work root).
     pub fn area(&self) -> &Path {
         &self.area
-    }
-
-    /// The repository directory this run was opened for.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    pub(crate) fn repo(&self) -> &Path {
-        &self.repo
     }
 
     /// The run branch's ref (`refs/heads/forum/run-RUN`).
@@ -437,21 +426,7 @@ impl GitWork {
         )?;
         git::ensure(&out, &["diff-tree"])?;
         let repo = self.objects.to_thread_local();
-        let blob = |hex: &str, cap: u64| -> Result<Option<Vec<u8>>, WorkError> {
-            let failed =
-                |e: &dyn std::fmt::Display| WorkError::Git(format!("cannot read {hex}: {e}"));
-            let id = gix::ObjectId::from_hex(hex.as_bytes()).map_err(|e| failed(&e))?;
-            if id.is_null() {
-                return Ok(None);
-            }
-            let size = repo.find_header(id).map_err(|e| failed(&e))?.size();
-            if size > cap {
-                return Ok(None);
-            }
-            Ok(Some(
-                repo.find_object(id).map_err(|e| failed(&e))?.data.clone(),
-            ))
-        };
+        let blob = |hex: &str, cap: u64| read_blob(&repo, hex, cap);
         let mut secrets = Vec::new();
         let mut links = Vec::new();
         let mut fields = out.stdout.split(|b| *b == 0);
@@ -667,6 +642,22 @@ impl GitWork {
 }
 
 /// The full id of the commit `rev` names, or `None`.
+/// The blob `hex` read in process: `None` for the null id (no file) or a blob over `cap` bytes.
+fn read_blob(repo: &gix::Repository, hex: &str, cap: u64) -> Result<Option<Vec<u8>>, WorkError> {
+    let failed = |e: &dyn std::fmt::Display| WorkError::Git(format!("cannot read {hex}: {e}"));
+    let id = gix::ObjectId::from_hex(hex.as_bytes()).map_err(|e| failed(&e))?;
+    if id.is_null() {
+        return Ok(None);
+    }
+    let size = repo.find_header(id).map_err(|e| failed(&e))?.size();
+    if size > cap {
+        return Ok(None);
+    }
+    Ok(Some(
+        repo.find_object(id).map_err(|e| failed(&e))?.data.clone(),
+    ))
+}
+
 fn resolve_commit(common: &Path, rev: &str) -> Option<String> {
     let spec = format!("{rev}^{{commit}}");
     let out = git::run(
@@ -741,205 +732,6 @@ fn is_ancestor(common: &Path, a: &str, b: &str) -> Result<bool, WorkError> {
         Some(0) => Ok(true),
         Some(1) => Ok(false),
         _ => git::ensure(&out, &["merge-base"]).map(|_| false),
-    }
-}
-
-impl Workbench for GitWork {
-    fn base(&self) -> &Base {
-        &self.base
-    }
-
-    fn open_task(&self, task: &str, upstream: &[String]) -> Result<TaskTree, WorkError> {
-        let start = self.start_for(task, upstream)?;
-        self.add_tree(task, &start)
-    }
-
-    fn open_branch(&self, task: &str) -> Result<TaskTree, WorkError> {
-        let tip = self
-            .branch_tip()
-            .unwrap_or_else(|| self.base.commit.clone());
-        self.add_tree(task, &tip)
-    }
-
-    fn commit(
-        &self,
-        tree: &TaskTree,
-        author: &Author,
-        tie: &Tie,
-        subject: &str,
-        rules: &CommitRules<'_>,
-    ) -> Result<Change, WorkError> {
-        let opened = self.opened(tree)?;
-        let written = self.stage(tree, &opened, rules)?;
-        let start_tree = self.tree_of(&tree.start)?;
-        let unchanged = Change {
-            task: tree.task.clone(),
-            base: tree.start.clone(),
-            commit: None,
-            tree: start_tree.clone(),
-            files: Vec::new(),
-            diff: String::new(),
-            truncated: false,
-            links_out: Vec::new(),
-        };
-        if written == start_tree {
-            return Ok(unchanged);
-        }
-        let (secrets, links_out) = self.inspect(&start_tree, &written, rules)?;
-        if !secrets.is_empty() {
-            return Err(WorkError::Secrets(secrets));
-        }
-        let name = clean_ident(&format!("{} ({})", author.lane, author.model));
-        let local = task_component(&author.lane);
-        let email = clean_ident(&format!("{local}@git-forum.invalid"));
-        let message = format!(
-            "{}\n\n{}",
-            subject_line(subject, &format!("git forum: task {}", tree.task)),
-            tie.trailers()
-        );
-        let commit = self.commit_tree(&written, &[&tree.start], &message, (&name, &email), None)?;
-        lock(&self.trees).insert(commit.clone(), written.clone());
-        lock(&self.made).insert(commit.clone(), tree.start.clone());
-        // The worktree now sits on its change, so `git status` there is clean (moved while
-        // the diff below runs).
-        let moved = std::thread::scope(|s| {
-            let head = s.spawn(|| self.settle_tree(tree, &opened, &commit));
-            let diff = change_diff(&self.common, &tree.start, &commit, rules.diff_cap);
-            let moved = head.join().unwrap_or_else(|_| {
-                Err(WorkError::Io(
-                    "the thread moving the worktree's HEAD panicked".into(),
-                ))
-            });
-            diff.and_then(|d| moved.map(|_| d))
-        });
-        let (stats, patch) = moved?;
-        let (diff, truncated) = git::cut_text(&patch.stdout, rules.diff_cap);
-        Ok(Change {
-            commit: Some(commit),
-            tree: written,
-            files: diff::files(&stats),
-            diff,
-            truncated: truncated || patch.cut,
-            links_out,
-            ..unchanged
-        })
-    }
-
-    fn check(
-        &self,
-        tree: &TaskTree,
-        command: &str,
-        deadline: Duration,
-        cap: usize,
-    ) -> Result<CheckRun, WorkError> {
-        check::run_check(&tree.path, command, deadline, cap)
-    }
-
-    fn keep(&self, task: &str, commit: &str, place: Keep) -> Result<(), WorkError> {
-        let commit = self.resolve_change(commit)?;
-        let refname = kept_ref(place, &self.ledger, self.run_seq, task);
-        let why = format!("git forum: keep task {task} of run {}", self.run_seq);
-        self.ok(&["update-ref", "-m", &why, &refname, &commit])?;
-        if place == Keep::Quarantine {
-            let work = kept_ref(Keep::Work, &self.ledger, self.run_seq, task);
-            if resolve_commit(&self.common, &work).as_deref() == Some(commit.as_str()) {
-                self.ok(&["update-ref", "-d", &work, &commit])?;
-            }
-        }
-        Ok(())
-    }
-
-    fn integrate(&self, task: &str, commit: &str) -> Result<String, WorkError> {
-        let _one = lock(&self.integrating);
-        crate::store::append::failpoint("integrate-start");
-        let commit = self.resolve_change(commit)?;
-        let branch = self.branch_ref();
-        let old = self.branch_tip();
-        let tip = old.clone().unwrap_or_else(|| self.base.commit.clone());
-        let made = lock(&self.made).get(&commit).cloned();
-        let parent = match made {
-            Some(p) => p,
-            None => resolve_commit(&self.common, &format!("{commit}^1")).ok_or_else(|| {
-                WorkError::Git(format!("the change {commit} of task {task} has no parent"))
-            })?,
-        };
-        let new = if parent == tip {
-            commit.clone()
-        } else {
-            let tree = self.merge_tree(Some(&parent), &tip, &commit)?;
-            let (name, email, date, message) = self.commit_meta(&commit)?;
-            self.commit_tree(&tree, &[&tip], &message, (&name, &email), date)?
-        };
-        let expected = old.unwrap_or_else(|| self.zero.clone());
-        let why = format!("git forum: integrate task {task} of run {}", self.run_seq);
-        self.ok(&["update-ref", "-m", &why, &branch, &new, &expected])?;
-        Ok(new)
-    }
-
-    fn close(&self, tree: &TaskTree) -> Result<(), WorkError> {
-        if let Some(o) = lock(&self.opened).remove(&tree.path) {
-            let _ = std::fs::remove_file(&o.index);
-        }
-        let _turn = self.place.turn()?;
-        stale::remove_tree(&self.common, &tree.path)
-    }
-
-    fn finish(&self) -> Result<(), WorkError> {
-        lock(&self.opened).clear();
-        let done = self
-            .place
-            .turn()
-            .and_then(|_turn| stale::remove_area(&self.common, &self.area));
-        lock(&self.owner).take();
-        done
-    }
-
-    fn on_branch(&self, commit: &str) -> bool {
-        let Some(tip) = self.branch_tip() else {
-            return false;
-        };
-        let entry = |rev: &str| {
-            self.ok(&[
-                "log",
-                "-1",
-                "--format=%(trailers:key=Forum-Entry,valueonly)",
-                rev,
-            ])
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-        };
-        let Some(want) = entry(commit) else {
-            return false;
-        };
-        let range = format!("{}..{tip}", self.base.commit);
-        self.ok(&[
-            "log",
-            "--format=%(trailers:key=Forum-Entry,valueonly)",
-            &range,
-        ])
-        .is_ok_and(|out| out.lines().any(|l| l.trim() == want))
-    }
-
-    fn has_commit(&self, commit: &str) -> bool {
-        resolve_commit(&self.common, commit).is_some()
-    }
-
-    fn hands(
-        &self,
-        tree: &TaskTree,
-        commands: &[String],
-        deadline: Duration,
-        cap: usize,
-    ) -> Option<std::sync::Arc<dyn crate::run::tools::Hands>> {
-        let admin = self.opened(tree).ok()?.made.admin;
-        Some(std::sync::Arc::new(tools::TreeHands::new(
-            &tree.path,
-            &admin,
-            commands.to_vec(),
-            deadline,
-            cap,
-        )))
     }
 }
 

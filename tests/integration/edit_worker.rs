@@ -674,7 +674,7 @@ fn the_anthropic_wire_carries_tool_use_and_tool_result() {
     use git_forum::exec::Executor;
     use git_forum::exec::anthropic::AnthropicExecutor;
     use git_forum::exec::endpoint::{Origin, Policy};
-    use git_forum::exec::tools::{Msg, ToolOutput};
+    use git_forum::exec::tool_chat::{Msg, ToolOutput};
     let stub = Stub::start(|req: &J| {
         let n = req["messages"].as_array().map_or(0, Vec::len);
         let body = if n == 1 {

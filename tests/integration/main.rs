@@ -58,6 +58,7 @@ mod sandbox_transports;
 mod secrets;
 mod secrets_corpus;
 mod sign;
+mod sizes;
 mod snapshots;
 mod spend;
 mod spend_more;

@@ -12,8 +12,8 @@ use git_forum::exec::{Call, Executor, Fleet, Scripted};
 use git_forum::ledger::{Entry, MemoryStorage, Storage, verify_chain};
 use git_forum::roster::Roster;
 use git_forum::run::{
-    self, Checked, CommandContext, CommandVerifier, ContextFailure, ContextProvider, Env, Options,
-    Silent, Status, StepClock, Verification, Verifier,
+    self, CommandContext, CommandVerifier, ContextFailure, ContextProvider, Env, Options, Silent,
+    Status, StepClock, Verification, Verifier, VerifierConclusion,
 };
 use serde_json::{Value as J, json};
 
@@ -440,7 +440,7 @@ fn a_verifier_that_prints_garbage_could_not_decide() {
 
 #[test]
 fn a_library_verifier_is_witnessed_as_it_answers() {
-    struct Fixed(Checked);
+    struct Fixed(VerifierConclusion);
     impl Verifier for Fixed {
         fn verify(&self, request: &str, answer: &str) -> Verification {
             assert_eq!((request, answer), (REQUEST, COVERING));
@@ -455,9 +455,9 @@ fn a_library_verifier_is_witnessed_as_it_answers() {
         }
     }
     for (outcome, ok) in [
-        (Checked::Verified, json!(true)),
-        (Checked::Refuted, json!(false)),
-        (Checked::Undecided, J::Null),
+        (VerifierConclusion::Verified, json!(true)),
+        (VerifierConclusion::Refuted, json!(false)),
+        (VerifierConclusion::Undecided, J::Null),
     ] {
         let mut store = MemoryStorage::default();
         let mut opts = sequential();

@@ -100,7 +100,43 @@ pub(crate) fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runt
     let mut warnings = config.warnings;
     let ap = flags.allow_private;
 
-    // The default slot.
+    let cli_default = default_from_flags(flags, &mut warnings)?;
+    let mut default = cli_default.or(config.default);
+
+    let mut tiers = config.tiers;
+    tiers_from_flags(flags, &mut tiers, &mut warnings)?;
+
+    let mut seats = config.seats;
+    if ap {
+        let open = |s: &mut ExecutorSpec| {
+            if matches!(s.kind, ExecutorKind::Chat { .. }) {
+                s.allow_private = true;
+            }
+        };
+        default.iter_mut().for_each(open);
+        tiers.values_mut().for_each(open);
+        for seat in [&mut seats.worker, &mut seats.orchestrator] {
+            if let SeatChoice::Inline(s) = seat {
+                open(s);
+            }
+        }
+    }
+    Ok(Runtime {
+        default,
+        tiers,
+        seats,
+        work: config.work,
+        context: config.context,
+        warnings,
+    })
+}
+
+/// The default slot the flags name, if any: `--chat-url`, else `--api`, else `--cmd` or a
+/// preset (`--claude`, `--codex`, `--aider`); the flags it overrides are warned about.
+fn default_from_flags(
+    flags: &Flags,
+    warnings: &mut Vec<String>,
+) -> Result<Option<ExecutorSpec>, ConfigError> {
     let presets: Vec<Preset> = [
         (flags.claude, Preset::Claude),
         (flags.codex, Preset::Codex),
@@ -129,68 +165,10 @@ pub(crate) fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runt
     if flags.api_key_env.is_some() && flags.chat_url.is_none() && flags.api.is_none() {
         return Err(flag_err("--api-key-env needs --chat-url or --api".into()));
     }
-    let cli_default = if let Some(u) = &flags.chat_url {
-        for (set, name) in [
-            (flags.api.is_some(), "--api"),
-            (flags.cmd.is_some(), "--cmd"),
-            (flags.claude, "--claude"),
-            (flags.codex, "--codex"),
-            (flags.aider, "--aider"),
-        ] {
-            if set {
-                warnings.push(format!("{name} is ignored: --chat-url takes precedence"));
-            }
-        }
-        if u.trim().is_empty() {
-            return Err(flag_err("--chat-url is empty".into()));
-        }
-        let api_key_env = match &flags.api_key_env {
-            Some(k) => Some(flag_key_env("--api-key-env", k, &mut warnings)?),
-            None => None,
-        };
-        Some(cli_spec(
-            ExecutorKind::Chat {
-                url: u.clone(),
-                model: flags
-                    .model
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_CHAT_MODEL.into()),
-                api_key_env,
-            },
-            DEFAULT_HTTP_TIMEOUT,
-            ap,
-        ))
+    Ok(if let Some(u) = &flags.chat_url {
+        Some(chat_default(flags, u, warnings)?)
     } else if let Some(kind) = &flags.api {
-        for (set, name) in [
-            (flags.cmd.is_some(), "--cmd"),
-            (flags.claude, "--claude"),
-            (flags.codex, "--codex"),
-            (flags.aider, "--aider"),
-        ] {
-            if set {
-                warnings.push(format!("{name} is ignored: --api takes precedence"));
-            }
-        }
-        if kind != "anthropic" {
-            return Err(flag_err(format!(
-                "--api={kind}: unknown api kind; the only one is anthropic (use --chat-url for OpenAI-compatible endpoints)"
-            )));
-        }
-        let api_key_env = match &flags.api_key_env {
-            Some(k) => flag_key_env("--api-key-env", k, &mut warnings)?,
-            None => ANTHROPIC_KEY_ENV.into(),
-        };
-        Some(cli_spec(
-            ExecutorKind::Anthropic {
-                model: flags
-                    .model
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into()),
-                api_key_env,
-            },
-            DEFAULT_HTTP_TIMEOUT,
-            ap,
-        ))
+        Some(api_default(flags, kind, warnings)?)
     } else if let Some(c) = &flags.cmd {
         if let Some(p) = preset {
             return Err(flag_err(format!(
@@ -204,7 +182,7 @@ pub(crate) fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runt
                 preset: None,
             },
             DEFAULT_CMD_TIMEOUT,
-            ap,
+            flags.allow_private,
         ))
     } else {
         preset.map(|p| {
@@ -214,14 +192,94 @@ pub(crate) fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runt
                     preset: Some(p),
                 },
                 DEFAULT_CLAUDE_TIMEOUT,
-                ap,
+                flags.allow_private,
             )
         })
-    };
-    let mut default = cli_default.or(config.default);
+    })
+}
 
-    // The tiers.
-    let mut tiers = config.tiers;
+/// The default slot from `--chat-url` (which wins over every other flag naming one).
+fn chat_default(
+    flags: &Flags,
+    url: &str,
+    warnings: &mut Vec<String>,
+) -> Result<ExecutorSpec, ConfigError> {
+    for (set, name) in [
+        (flags.api.is_some(), "--api"),
+        (flags.cmd.is_some(), "--cmd"),
+        (flags.claude, "--claude"),
+        (flags.codex, "--codex"),
+        (flags.aider, "--aider"),
+    ] {
+        if set {
+            warnings.push(format!("{name} is ignored: --chat-url takes precedence"));
+        }
+    }
+    if url.trim().is_empty() {
+        return Err(flag_err("--chat-url is empty".into()));
+    }
+    let api_key_env = match &flags.api_key_env {
+        Some(k) => Some(flag_key_env("--api-key-env", k, warnings)?),
+        None => None,
+    };
+    Ok(cli_spec(
+        ExecutorKind::Chat {
+            url: url.to_string(),
+            model: flags
+                .model
+                .clone()
+                .unwrap_or_else(|| DEFAULT_CHAT_MODEL.into()),
+            api_key_env,
+        },
+        DEFAULT_HTTP_TIMEOUT,
+        flags.allow_private,
+    ))
+}
+
+/// The default slot from `--api` (which wins over `--cmd` and the presets).
+fn api_default(
+    flags: &Flags,
+    kind: &str,
+    warnings: &mut Vec<String>,
+) -> Result<ExecutorSpec, ConfigError> {
+    for (set, name) in [
+        (flags.cmd.is_some(), "--cmd"),
+        (flags.claude, "--claude"),
+        (flags.codex, "--codex"),
+        (flags.aider, "--aider"),
+    ] {
+        if set {
+            warnings.push(format!("{name} is ignored: --api takes precedence"));
+        }
+    }
+    if kind != "anthropic" {
+        return Err(flag_err(format!(
+            "--api={kind}: unknown api kind; the only one is anthropic (use --chat-url for OpenAI-compatible endpoints)"
+        )));
+    }
+    let api_key_env = match &flags.api_key_env {
+        Some(k) => flag_key_env("--api-key-env", k, warnings)?,
+        None => ANTHROPIC_KEY_ENV.into(),
+    };
+    Ok(cli_spec(
+        ExecutorKind::Anthropic {
+            model: flags
+                .model
+                .clone()
+                .unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into()),
+            api_key_env,
+        },
+        DEFAULT_HTTP_TIMEOUT,
+        flags.allow_private,
+    ))
+}
+
+/// Each tier the flags name (`--TIER-chat-url`, else `--TIER-cmd`), over the file's.
+fn tiers_from_flags(
+    flags: &Flags,
+    tiers: &mut BTreeMap<Tier, ExecutorSpec>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
     for (tier, tf) in &flags.tiers {
         if (tf.model.is_some() || tf.api_key_env.is_some()) && tf.chat_url.is_none() {
             return Err(flag_err(format!(
@@ -238,11 +296,7 @@ pub(crate) fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runt
                 return Err(flag_err(format!("--{tier}-chat-url is empty")));
             }
             let api_key_env = match &tf.api_key_env {
-                Some(k) => Some(flag_key_env(
-                    &format!("--{tier}-api-key-env"),
-                    k,
-                    &mut warnings,
-                )?),
+                Some(k) => Some(flag_key_env(&format!("--{tier}-api-key-env"), k, warnings)?),
                 None => None,
             };
             tiers.insert(
@@ -254,7 +308,7 @@ pub(crate) fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runt
                         api_key_env,
                     },
                     DEFAULT_HTTP_TIMEOUT,
-                    ap,
+                    flags.allow_private,
                 ),
             );
         } else if let Some(c) = &tf.cmd {
@@ -266,33 +320,10 @@ pub(crate) fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runt
                         preset: None,
                     },
                     DEFAULT_CMD_TIMEOUT,
-                    ap,
+                    flags.allow_private,
                 ),
             );
         }
     }
-
-    let mut seats = config.seats;
-    if ap {
-        let open = |s: &mut ExecutorSpec| {
-            if matches!(s.kind, ExecutorKind::Chat { .. }) {
-                s.allow_private = true;
-            }
-        };
-        default.iter_mut().for_each(open);
-        tiers.values_mut().for_each(open);
-        for seat in [&mut seats.worker, &mut seats.orchestrator] {
-            if let SeatChoice::Inline(s) = seat {
-                open(s);
-            }
-        }
-    }
-    Ok(Runtime {
-        default,
-        tiers,
-        seats,
-        work: config.work,
-        context: config.context,
-        warnings,
-    })
+    Ok(())
 }

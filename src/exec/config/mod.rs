@@ -360,16 +360,16 @@ pub(crate) enum SeatChoice {
 
 /// The `[seats]` block.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Seats {
+pub(crate) struct SeatChoices {
     /// Runs the tasks.
     pub(crate) worker: SeatChoice,
     /// Plans, validates, synthesizes and judges.
     pub(crate) orchestrator: SeatChoice,
 }
 
-impl Default for Seats {
-    fn default() -> Seats {
-        Seats {
+impl Default for SeatChoices {
+    fn default() -> SeatChoices {
+        SeatChoices {
             worker: SeatChoice::Unset,
             orchestrator: SeatChoice::Unset,
         }
@@ -384,7 +384,7 @@ pub(crate) struct RuntimeConfig {
     /// `[runtime.tiers.*]`.
     pub(crate) tiers: BTreeMap<Tier, ExecutorSpec>,
     /// `[seats]`.
-    pub(crate) seats: Seats,
+    pub(crate) seats: SeatChoices,
     /// `[work]`.
     pub work: WorkConfig,
     /// `[context]`.
@@ -507,7 +507,7 @@ pub(crate) struct Runtime {
     /// Configured tiers.
     pub(crate) tiers: BTreeMap<Tier, ExecutorSpec>,
     /// The seats.
-    pub(crate) seats: Seats,
+    pub(crate) seats: SeatChoices,
     /// The `[work]` table of the file.
     pub work: WorkConfig,
     /// The `[context]` table of the file.

@@ -7,13 +7,13 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::Preset;
-use super::raw::{RawExecutor, RawFile, RawSeat};
+use super::raw::{RawExecutor, RawFile, RawSeat, RawSeats, RawWork};
 use super::verify::{self, SeatVerify, Verify};
 use super::{
     ANTHROPIC_KEY_ENV, ConfigError, DEFAULT_ANTHROPIC_MODEL, DEFAULT_CHAT_MODEL,
     DEFAULT_CLAUDE_TIMEOUT, DEFAULT_CMD_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES,
     ExecutorKind, ExecutorSpec, MAX_TIMEOUT, Metering, RESPONSE_BYTES_RANGE, RuntimeConfig,
-    SeatChoice, Slot,
+    SeatChoice, SeatChoices, Slot, WorkConfig,
 };
 use crate::exec::endpoint::{self, KeyEnv, Origin};
 use crate::roster::Tier;
@@ -117,30 +117,7 @@ pub(crate) fn parse_runtime_config(
         name: source_name,
         text,
     };
-    let raw: RawFile = toml::from_str(text).map_err(|e| {
-        let msg = e.message().trim().replace('\n', "; ");
-        match e.span() {
-            Some(span) => {
-                let mut path = path_at(text, span.start);
-                let key = path.pop();
-                let table = path.join(".");
-                ConfigError {
-                    source_name: source_name.to_string(),
-                    table: key.as_ref().map(|_| table),
-                    key,
-                    at: Some(line_col(text, span.start)),
-                    message: msg,
-                }
-            }
-            None => ConfigError {
-                source_name: source_name.to_string(),
-                table: None,
-                key: None,
-                at: None,
-                message: msg,
-            },
-        }
-    })?;
+    let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(text, source_name, e))?;
     let mut cfg = RuntimeConfig::default();
     if let Some(rt) = raw.runtime {
         if let Some(d) = rt.default {
@@ -168,93 +145,137 @@ pub(crate) fn parse_runtime_config(
         }
     }
     if let Some(seats) = raw.seats {
-        for (name, raw) in [
-            ("worker", seats.worker),
-            ("orchestrator", seats.orchestrator),
-        ] {
-            let Some(raw) = raw else { continue };
-            let span = raw.span();
-            let choice = match raw.into_inner() {
-                RawSeat::Slot(s) => match Slot::parse(&s) {
-                    Some(slot) => SeatChoice::Slot(slot),
-                    None => {
-                        return Err(src.err(
-                            "seats",
-                            Some(name),
-                            Some(span),
-                            format!(
-                                "unknown executor {s:?}: name a slot (default, cheap, capable, frontier) or give an executor table"
-                            ),
-                        ));
-                    }
-                },
-                RawSeat::Table(t) => SeatChoice::Inline(executor(
-                    &src,
-                    &format!("seats.{name}"),
-                    Slot::Default,
-                    *t,
-                    origin,
-                    &mut cfg.warnings,
-                )?),
-            };
-            match name {
-                "worker" => cfg.seats.worker = choice,
-                _ => cfg.seats.orchestrator = choice,
-            }
-        }
+        parse_seats(&src, seats, origin, &mut cfg.seats, &mut cfg.warnings)?;
     }
     if let Some(work) = raw.work {
-        cfg.work.enabled = work.enabled.unwrap_or(false);
-        cfg.work.sandbox = work.sandbox;
-        cfg.work.sandbox_net = work.sandbox_net.unwrap_or(false);
-        cfg.work.sandbox_read = work
-            .sandbox_read
-            .unwrap_or_default()
-            .into_iter()
-            .map(std::path::PathBuf::from)
-            .collect();
-        let limits = super::ChangeLimits::default();
-        let limit = |v: Option<u64>, name: &str, default: u64| match v {
-            Some(0) => Err(src.err(
-                "work",
-                Some(name),
-                None,
-                format!("{name} = 0 would refuse every change: give a number above 0"),
-            )),
-            Some(n) => Ok(n),
-            None => Ok(default),
-        };
-        cfg.work.limits = super::ChangeLimits {
-            max_file_bytes: limit(work.max_file_bytes, "max_file_bytes", limits.max_file_bytes)?,
-            max_change_bytes: limit(
-                work.max_change_bytes,
-                "max_change_bytes",
-                limits.max_change_bytes,
-            )?,
-            max_files: limit(work.max_files, "max_files", limits.max_files)?,
-            max_disk_bytes: limit(work.max_disk_bytes, "max_disk_bytes", limits.max_disk_bytes)?,
-        };
-        if let Some(checks) = work.checks {
-            let span = checks.span();
-            for c in checks.get_ref() {
-                if c.trim().is_empty() || c.contains('\0') || c.len() > MAX_CHECK_BYTES {
-                    return Err(src.err(
-                        "work",
-                        Some("checks"),
-                        Some(span),
-                        format!(
-                            "each check must be a non-empty shell command of at most {MAX_CHECK_BYTES} bytes"
-                        ),
-                    ));
-                }
-            }
-            cfg.work.checks = checks.into_inner();
-        }
+        parse_work(&src, work, &mut cfg.work)?;
     }
     if let Some(c) = raw.context {
         cfg.context.repo = c.repo;
     }
     Ok(cfg)
+}
+
+/// A TOML syntax or shape error as a [`ConfigError`], with the table, key and place it names.
+fn toml_error(text: &str, source_name: &str, e: toml::de::Error) -> ConfigError {
+    let msg = e.message().trim().replace('\n', "; ");
+    match e.span() {
+        Some(span) => {
+            let mut path = path_at(text, span.start);
+            let key = path.pop();
+            let table = path.join(".");
+            ConfigError {
+                source_name: source_name.to_string(),
+                table: key.as_ref().map(|_| table),
+                key,
+                at: Some(line_col(text, span.start)),
+                message: msg,
+            }
+        }
+        None => ConfigError {
+            source_name: source_name.to_string(),
+            table: None,
+            key: None,
+            at: None,
+            message: msg,
+        },
+    }
+}
+
+/// The `[seats]` table: each seat names a slot or holds its own executor table.
+fn parse_seats(
+    src: &Src<'_>,
+    seats: RawSeats,
+    origin: Origin,
+    seats_cfg: &mut SeatChoices,
+    warnings: &mut Vec<String>,
+) -> Result<(), ConfigError> {
+    for (name, raw) in [
+        ("worker", seats.worker),
+        ("orchestrator", seats.orchestrator),
+    ] {
+        let Some(raw) = raw else { continue };
+        let span = raw.span();
+        let choice = match raw.into_inner() {
+            RawSeat::Slot(s) => match Slot::parse(&s) {
+                Some(slot) => SeatChoice::Slot(slot),
+                None => {
+                    return Err(src.err(
+                        "seats",
+                        Some(name),
+                        Some(span),
+                        format!(
+                            "unknown executor {s:?}: name a slot (default, cheap, capable, frontier) or give an executor table"
+                        ),
+                    ));
+                }
+            },
+            RawSeat::Table(t) => SeatChoice::Inline(executor(
+                src,
+                &format!("seats.{name}"),
+                Slot::Default,
+                *t,
+                origin,
+                warnings,
+            )?),
+        };
+        match name {
+            "worker" => seats_cfg.worker = choice,
+            _ => seats_cfg.orchestrator = choice,
+        }
+    }
+    Ok(())
+}
+
+/// The `[work]` table: sandbox, change limits (none may be 0) and checks.
+fn parse_work(src: &Src<'_>, work: RawWork, out: &mut WorkConfig) -> Result<(), ConfigError> {
+    out.enabled = work.enabled.unwrap_or(false);
+    out.sandbox = work.sandbox;
+    out.sandbox_net = work.sandbox_net.unwrap_or(false);
+    out.sandbox_read = work
+        .sandbox_read
+        .unwrap_or_default()
+        .into_iter()
+        .map(std::path::PathBuf::from)
+        .collect();
+    let limits = super::ChangeLimits::default();
+    let limit = |v: Option<u64>, name: &str, default: u64| match v {
+        Some(0) => Err(src.err(
+            "work",
+            Some(name),
+            None,
+            format!("{name} = 0 would refuse every change: give a number above 0"),
+        )),
+        Some(n) => Ok(n),
+        None => Ok(default),
+    };
+    out.limits = super::ChangeLimits {
+        max_file_bytes: limit(work.max_file_bytes, "max_file_bytes", limits.max_file_bytes)?,
+        max_change_bytes: limit(
+            work.max_change_bytes,
+            "max_change_bytes",
+            limits.max_change_bytes,
+        )?,
+        max_files: limit(work.max_files, "max_files", limits.max_files)?,
+        max_disk_bytes: limit(work.max_disk_bytes, "max_disk_bytes", limits.max_disk_bytes)?,
+    };
+    if let Some(checks) = work.checks {
+        let span = checks.span();
+        for c in checks.get_ref() {
+            if c.trim().is_empty() || c.contains('\0') || c.len() > MAX_CHECK_BYTES {
+                return Err(src.err(
+                    "work",
+                    Some("checks"),
+                    Some(span),
+                    format!(
+                        "each check must be a non-empty shell command of at most {MAX_CHECK_BYTES} bytes"
+                    ),
+                ));
+            }
+        }
+        out.checks = checks.into_inner();
+    }
+    Ok(())
 }
 
 fn table_span(src: &Src<'_>, table: &str) -> Option<Range<usize>> {
@@ -271,7 +292,45 @@ fn executor(
     origin: Origin,
     warnings: &mut Vec<String>,
 ) -> Result<ExecutorSpec, ConfigError> {
-    let mut kinds: Vec<(&str, Range<usize>)> = Vec::new();
+    let kind_key = executor_kind_key(src, table, &r)?;
+    check_kind_keys(src, table, &r, kind_key)?;
+    let env = executor_env(src, table, &r, origin, warnings)?;
+
+    let is_local = r.is_local.as_ref().is_some_and(|v| *v.get_ref());
+    let allow_private = r.allow_private.as_ref().is_some_and(|v| *v.get_ref());
+    if is_local && let Some(k) = &r.api_key_env {
+        return Err(src.at(
+            table,
+            "api_key_env",
+            k,
+            "is_local = true sends no key; remove api_key_env or is_local".into(),
+        ));
+    }
+    let (kind, default_timeout) = executor_kind(src, table, slot, &r, kind_key, warnings)?;
+    let (timeout_seconds, max_response_bytes) = executor_limits(src, table, &r, default_timeout)?;
+    let seat_verify = executor_verify(src, table, &r, is_local)?;
+    let metering = metering(src, table, &r)?;
+    Ok(ExecutorSpec {
+        kind,
+        is_local,
+        allow_private,
+        timeout_seconds,
+        max_response_bytes,
+        origin,
+        verify: seat_verify,
+        metering,
+        env,
+    })
+}
+
+/// The one key that names an executor table's kind (`chat_url`, `cmd`, `api`, `claude`,
+/// `codex` or `aider`): refused when none or more than one is set.
+fn executor_kind_key(
+    src: &Src<'_>,
+    table: &str,
+    r: &RawExecutor,
+) -> Result<&'static str, ConfigError> {
+    let mut kinds: Vec<(&'static str, Range<usize>)> = Vec::new();
     if let Some(v) = &r.chat_url {
         kinds.push(("chat_url", v.span()));
     }
@@ -311,6 +370,17 @@ fn executor(
                 .into(),
         ));
     };
+    Ok(kind_key)
+}
+
+/// Refuses a key the table's kind does not take (`model` on a `cmd` table, `env` on an HTTP
+/// one...), naming the key and where it is.
+fn check_kind_keys(
+    src: &Src<'_>,
+    table: &str,
+    r: &RawExecutor,
+    kind_key: &str,
+) -> Result<(), ConfigError> {
     // Keys that only some kinds take.
     let only = |key: &str, present: bool, allowed: &[&str]| -> Result<(), ConfigError> {
         if present && !allowed.contains(&kind_key) {
@@ -363,7 +433,19 @@ fn executor(
         r.env.as_ref().map(|v| v.span()),
         only("env", r.env.is_some(), &["cmd", "claude", "codex", "aider"]),
     )?;
-    let env = match &r.env {
+    Ok(())
+}
+
+/// The `env` list: each name checked, duplicates dropped, and a warning when a repository's
+/// file hands variables to its worker.
+fn executor_env(
+    src: &Src<'_>,
+    table: &str,
+    r: &RawExecutor,
+    origin: Origin,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Vec<String>>, ConfigError> {
+    Ok(match &r.env {
         None => None,
         Some(list) => {
             let mut names: Vec<String> = Vec::new();
@@ -385,41 +467,57 @@ fn executor(
             }
             Some(names)
         }
-    };
+    })
+}
 
-    let is_local = r.is_local.as_ref().is_some_and(|v| *v.get_ref());
-    let allow_private = r.allow_private.as_ref().is_some_and(|v| *v.get_ref());
-    if is_local && let Some(k) = &r.api_key_env {
-        return Err(src.at(
-            table,
-            "api_key_env",
-            k,
-            "is_local = true sends no key; remove api_key_env or is_local".into(),
-        ));
+/// The table's `model` (not empty), else `default`.
+fn executor_model(
+    src: &Src<'_>,
+    table: &str,
+    r: &RawExecutor,
+    default: &str,
+) -> Result<String, ConfigError> {
+    match &r.model {
+        Some(m) if m.get_ref().trim().is_empty() => {
+            Err(src.at(table, "model", m, "must not be empty".into()))
+        }
+        Some(m) => Ok(m.get_ref().clone()),
+        None => Ok(default.to_string()),
     }
-    let model = |default: &str| -> Result<String, ConfigError> {
-        match &r.model {
-            Some(m) if m.get_ref().trim().is_empty() => {
-                Err(src.at(table, "model", m, "must not be empty".into()))
+}
+
+/// The table's `api_key_env`, checked; an unusual name is warned about.
+fn executor_key_env(
+    src: &Src<'_>,
+    table: &str,
+    r: &RawExecutor,
+    warnings: &mut Vec<String>,
+) -> Result<Option<String>, ConfigError> {
+    match &r.api_key_env {
+        None => Ok(None),
+        Some(k) => match endpoint::check_key_env(k.get_ref()) {
+            Ok(KeyEnv::Known) => Ok(Some(k.get_ref().clone())),
+            Ok(KeyEnv::Unusual(w)) => {
+                warnings.push(format!("{}: [{table}] {w}", src.name));
+                Ok(Some(k.get_ref().clone()))
             }
-            Some(m) => Ok(m.get_ref().clone()),
-            None => Ok(default.to_string()),
-        }
-    };
-    let key_env = |warnings: &mut Vec<String>| -> Result<Option<String>, ConfigError> {
-        match &r.api_key_env {
-            None => Ok(None),
-            Some(k) => match endpoint::check_key_env(k.get_ref()) {
-                Ok(KeyEnv::Known) => Ok(Some(k.get_ref().clone())),
-                Ok(KeyEnv::Unusual(w)) => {
-                    warnings.push(format!("{}: [{table}] {w}", src.name));
-                    Ok(Some(k.get_ref().clone()))
-                }
-                Err(m) => Err(src.at(table, "api_key_env", k, m)),
-            },
-        }
-    };
-    let (kind, default_timeout) = match kind_key {
+            Err(m) => Err(src.at(table, "api_key_env", k, m)),
+        },
+    }
+}
+
+/// What the table runs, by its kind key, with the timeout that kind has by default.
+fn executor_kind(
+    src: &Src<'_>,
+    table: &str,
+    slot: Slot,
+    r: &RawExecutor,
+    kind_key: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(ExecutorKind, u64), ConfigError> {
+    let model = |default: &str| executor_model(src, table, r, default);
+    let key_env = |warnings: &mut Vec<String>| executor_key_env(src, table, r, warnings);
+    Ok(match kind_key {
         "chat_url" => {
             let u = r.chat_url.as_ref().expect("present");
             if u.get_ref().trim().is_empty() {
@@ -478,7 +576,17 @@ fn executor(
                 DEFAULT_CLAUDE_TIMEOUT,
             )
         }
-    };
+    })
+}
+
+/// `timeout_seconds` (the kind's default when absent) and `max_response_bytes`, each within
+/// its range.
+fn executor_limits(
+    src: &Src<'_>,
+    table: &str,
+    r: &RawExecutor,
+    default_timeout: u64,
+) -> Result<(u64, u64), ConfigError> {
     let timeout_seconds = match &r.timeout_seconds {
         Some(t) if *t.get_ref() == 0 || *t.get_ref() > MAX_TIMEOUT => {
             return Err(src.at(
@@ -504,6 +612,16 @@ fn executor(
         Some(b) => *b.get_ref(),
         None => DEFAULT_MAX_RESPONSE_BYTES,
     };
+    Ok((timeout_seconds, max_response_bytes))
+}
+
+/// The seat's `tier` and `verify`, checked together with `is_local`.
+fn executor_verify(
+    src: &Src<'_>,
+    table: &str,
+    r: &RawExecutor,
+    is_local: bool,
+) -> Result<SeatVerify, ConfigError> {
     let verify = match &r.verify {
         Some(v) => Some(Verify::parse(v.get_ref()).ok_or_else(|| {
             src.at(
@@ -531,18 +649,7 @@ fn executor(
         };
         return Err(src.err(table, Some(key), Some(span), m));
     }
-    let metering = metering(src, table, &r)?;
-    Ok(ExecutorSpec {
-        kind,
-        is_local,
-        allow_private,
-        timeout_seconds,
-        max_response_bytes,
-        origin,
-        verify: seat_verify,
-        metering,
-        env,
-    })
+    Ok(seat_verify)
 }
 
 /// `price_in_per_mtok`, `price_out_per_mtok` (both or neither) and `max_tokens`.

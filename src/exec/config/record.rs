@@ -10,10 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value as J, json};
+use serde_json::{Map, Value, json};
 
 use super::verify::{SeatVerify, Verify};
-use super::{ExecutorKind, ExecutorSpec, Metering, Runtime, SeatChoice, Seats, Slot};
+use super::{ExecutorKind, ExecutorSpec, Metering, Runtime, SeatChoice, SeatChoices, Slot};
 use crate::exec::config::Preset;
 use crate::exec::endpoint::Origin;
 use crate::roster::Tier;
@@ -31,7 +31,7 @@ fn origin_of(s: &str) -> Option<Origin> {
 }
 
 /// One executor as recorded.
-pub(crate) fn executor_record(spec: &ExecutorSpec) -> J {
+pub(crate) fn executor_record(spec: &ExecutorSpec) -> Value {
     let mut m = Map::new();
     m.insert("kind".into(), json!(spec.kind.name()));
     match &spec.kind {
@@ -95,19 +95,19 @@ pub(crate) fn executor_record(spec: &ExecutorSpec) -> J {
     if let Some(env) = &spec.env {
         m.insert("env".into(), json!(env));
     }
-    J::Object(m)
+    Value::Object(m)
 }
 
-fn seat_record(choice: &SeatChoice) -> J {
+fn seat_record(choice: &SeatChoice) -> Value {
     match choice {
-        SeatChoice::Unset => J::Null,
+        SeatChoice::Unset => Value::Null,
         SeatChoice::Slot(s) => json!(s.as_str()),
         SeatChoice::Inline(spec) => executor_record(spec),
     }
 }
 
 /// The record of `rt`'s executors; `None` when it has none (nothing to continue with).
-pub(crate) fn record(rt: &Runtime) -> Option<J> {
+pub(crate) fn record(rt: &Runtime) -> Option<Value> {
     if rt.default.is_none()
         && rt.tiers.is_empty()
         && matches!(rt.seats.worker, SeatChoice::Unset)
@@ -115,7 +115,7 @@ pub(crate) fn record(rt: &Runtime) -> Option<J> {
     {
         return None;
     }
-    let tiers: Map<String, J> = rt
+    let tiers: Map<String, Value> = rt
         .tiers
         .iter()
         .map(|(t, s)| (t.as_str().to_string(), executor_record(s)))
@@ -131,44 +131,56 @@ pub(crate) fn record(rt: &Runtime) -> Option<J> {
     }))
 }
 
-fn str_field<'a>(m: &'a Map<String, J>, k: &str, at: &str) -> Result<&'a str, String> {
-    m.get(k)
-        .and_then(J::as_str)
-        .ok_or_else(|| format!("{at}: field {k} is missing or not a string"))
-}
+/// A recorded runtime that does not hold together: one line saying which part.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct RecordError(String);
 
-fn u64_field(m: &Map<String, J>, k: &str, at: &str) -> Result<u64, String> {
-    m.get(k)
-        .and_then(J::as_u64)
-        .ok_or_else(|| format!("{at}: field {k} is missing or not a whole number"))
-}
-
-fn opt_str(m: &Map<String, J>, k: &str, at: &str) -> Result<Option<String>, String> {
-    match m.get(k) {
-        None | Some(J::Null) => Ok(None),
-        Some(J::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(format!("{at}: field {k} is not a string")),
+impl RecordError {
+    fn new(message: String) -> RecordError {
+        RecordError(message)
     }
 }
 
-/// One executor back from its record (`at` names it in errors).
-pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, String> {
-    let m = v
-        .as_object()
-        .ok_or_else(|| format!("{at} is not an object"))?;
-    let argv = || -> Result<Vec<String>, String> {
+fn str_field<'a>(m: &'a Map<String, Value>, k: &str, at: &str) -> Result<&'a str, RecordError> {
+    m.get(k)
+        .and_then(Value::as_str)
+        .ok_or_else(|| RecordError::new(format!("{at}: field {k} is missing or not a string")))
+}
+
+fn u64_field(m: &Map<String, Value>, k: &str, at: &str) -> Result<u64, RecordError> {
+    m.get(k).and_then(Value::as_u64).ok_or_else(|| {
+        RecordError::new(format!("{at}: field {k} is missing or not a whole number"))
+    })
+}
+
+fn opt_str(m: &Map<String, Value>, k: &str, at: &str) -> Result<Option<String>, RecordError> {
+    match m.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(RecordError::new(format!("{at}: field {k} is not a string"))),
+    }
+}
+
+/// What a recorded executor runs, by its `kind`.
+fn kind_from_record(m: &Map<String, Value>, at: &str) -> Result<ExecutorKind, RecordError> {
+    let argv = || -> Result<Vec<String>, RecordError> {
         let a: Vec<String> = m
             .get("argv")
-            .and_then(J::as_array)
-            .map(|a| a.iter().filter_map(J::as_str).map(str::to_string).collect())
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
             .unwrap_or_default();
         if a.is_empty() {
-            return Err(format!("{at}: argv is missing or empty"));
+            return Err(RecordError::new(format!("{at}: argv is missing or empty")));
         }
         Ok(a)
     };
-    let flag = |k: &str| m.get(k).and_then(J::as_bool).unwrap_or(false);
-    let kind = match str_field(m, "kind", at)? {
+    Ok(match str_field(m, "kind", at)? {
         "command" => ExecutorKind::Command {
             argv: argv()?,
             preset: None,
@@ -178,10 +190,13 @@ pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, Stri
             preset: Preset::ALL.into_iter().find(|p| p.name() == name),
         },
         "chat" => {
-            if flag("url_trimmed") {
-                return Err(format!(
+            if m.get("url_trimmed")
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+            {
+                return Err(RecordError::new(format!(
                     "{at}: its URL held credentials, a query or a fragment, which are not recorded"
-                ));
+                )));
             }
             ExecutorKind::Chat {
                 url: str_field(m, "url", at)?.to_string(),
@@ -193,25 +208,94 @@ pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, Stri
             model: str_field(m, "model", at)?.to_string(),
             api_key_env: str_field(m, "api_key_env", at)?.to_string(),
         },
-        other => return Err(format!("{at}: unknown executor kind {other:?}")),
-    };
-    let env = match m.get("env") {
-        None | Some(J::Null) => None,
-        Some(J::Array(a)) => Some(
+        other => {
+            return Err(RecordError::new(format!(
+                "{at}: unknown executor kind {other:?}"
+            )));
+        }
+    })
+}
+
+/// A recorded executor's `env` names, each one a program may be handed.
+fn env_from_record(m: &Map<String, Value>, at: &str) -> Result<Option<Vec<String>>, RecordError> {
+    Ok(match m.get("env") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(a)) => Some(
             a.iter()
                 .map(|n| {
                     n.as_str()
                         .filter(|n| crate::exec::command::env::refuse_name(n).is_none())
                         .map(str::to_string)
-                        .ok_or_else(|| format!("{at}: env holds something that is not a variable name a program may be handed"))
+                        .ok_or_else(|| RecordError::new(format!("{at}: env holds something that is not a variable name a program may be handed")))
                 })
                 .collect::<Result<Vec<_>, _>>()?,
         ),
-        Some(_) => return Err(format!("{at}: env is not a list of names")),
-    };
+        Some(_) => return Err(RecordError::new(format!("{at}: env is not a list of names"))),
+    })
+}
+
+/// A recorded executor's `tier` and `verify`.
+fn verify_from_record(m: &Map<String, Value>, at: &str) -> Result<SeatVerify, RecordError> {
+    Ok(SeatVerify {
+        tier: match m.get("tier") {
+            None | Some(Value::Null) => None,
+            Some(t) => Some(
+                t.as_u64()
+                    .and_then(|t| u8::try_from(t).ok())
+                    .ok_or_else(|| RecordError::new(format!("{at}: tier is not a small number")))?,
+            ),
+        },
+        verify: match m.get("verify") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_str().and_then(Verify::parse).ok_or_else(|| {
+                RecordError::new(format!("{at}: verify is not full, standard or light"))
+            })?),
+        },
+    })
+}
+
+/// A recorded executor's prices (both or neither) and `max_tokens`.
+fn metering_from_record(m: &Map<String, Value>, at: &str) -> Result<Metering, RecordError> {
+    Ok(Metering {
+        price: match (
+            m.get("price_in_micro_per_mtok").and_then(Value::as_u64),
+            m.get("price_out_micro_per_mtok").and_then(Value::as_u64),
+        ) {
+            (Some(i), Some(o)) => Some(crate::spend::Price {
+                in_micro_per_mtok: i,
+                out_micro_per_mtok: o,
+            }),
+            (None, None) => None,
+            _ => {
+                return Err(RecordError::new(format!(
+                    "{at}: only one of its two prices is recorded"
+                )));
+            }
+        },
+        max_tokens: match m.get("max_tokens") {
+            None | Some(Value::Null) => None,
+            Some(n) => Some(
+                n.as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| {
+                        RecordError::new(format!("{at}: max_tokens is not a token count"))
+                    })?,
+            ),
+        },
+    })
+}
+
+/// One executor back from its record (`at` names it in errors).
+pub(crate) fn executor_from_record(v: &Value, at: &str) -> Result<ExecutorSpec, RecordError> {
+    let m = v
+        .as_object()
+        .ok_or_else(|| RecordError::new(format!("{at} is not an object")))?;
+    let flag = |k: &str| m.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let kind = kind_from_record(m, at)?;
+    let env = env_from_record(m, at)?;
     let origin_name = str_field(m, "origin", at)?;
-    let origin =
-        origin_of(origin_name).ok_or_else(|| format!("{at}: unknown origin {origin_name:?}"))?;
+    let origin = origin_of(origin_name)
+        .ok_or_else(|| RecordError::new(format!("{at}: unknown origin {origin_name:?}")))?;
     Ok(ExecutorSpec {
         kind,
         is_local: flag("is_local"),
@@ -219,87 +303,53 @@ pub(crate) fn executor_from_record(v: &J, at: &str) -> Result<ExecutorSpec, Stri
         timeout_seconds: u64_field(m, "timeout_seconds", at)?,
         max_response_bytes: u64_field(m, "max_response_bytes", at)?,
         origin,
-        verify: SeatVerify {
-            tier: match m.get("tier") {
-                None | Some(J::Null) => None,
-                Some(t) => Some(
-                    t.as_u64()
-                        .and_then(|t| u8::try_from(t).ok())
-                        .ok_or_else(|| format!("{at}: tier is not a small number"))?,
-                ),
-            },
-            verify: match m.get("verify") {
-                None | Some(J::Null) => None,
-                Some(v) => Some(
-                    v.as_str()
-                        .and_then(Verify::parse)
-                        .ok_or_else(|| format!("{at}: verify is not full, standard or light"))?,
-                ),
-            },
-        },
-        metering: Metering {
-            price: match (
-                m.get("price_in_micro_per_mtok").and_then(J::as_u64),
-                m.get("price_out_micro_per_mtok").and_then(J::as_u64),
-            ) {
-                (Some(i), Some(o)) => Some(crate::spend::Price {
-                    in_micro_per_mtok: i,
-                    out_micro_per_mtok: o,
-                }),
-                (None, None) => None,
-                _ => return Err(format!("{at}: only one of its two prices is recorded")),
-            },
-            max_tokens: match m.get("max_tokens") {
-                None | Some(J::Null) => None,
-                Some(n) => Some(
-                    n.as_u64()
-                        .and_then(|n| u32::try_from(n).ok())
-                        .ok_or_else(|| format!("{at}: max_tokens is not a token count"))?,
-                ),
-            },
-        },
+        verify: verify_from_record(m, at)?,
+        metering: metering_from_record(m, at)?,
         env,
     })
 }
 
-fn seat_from_record(v: Option<&J>, at: &str) -> Result<SeatChoice, String> {
+fn seat_from_record(v: Option<&Value>, at: &str) -> Result<SeatChoice, RecordError> {
     match v {
-        None | Some(J::Null) => Ok(SeatChoice::Unset),
-        Some(J::String(s)) => Slot::parse(s)
+        None | Some(Value::Null) => Ok(SeatChoice::Unset),
+        Some(Value::String(s)) => Slot::parse(s)
             .map(SeatChoice::Slot)
-            .ok_or_else(|| format!("{at}: unknown slot {s:?}")),
+            .ok_or_else(|| RecordError::new(format!("{at}: unknown slot {s:?}"))),
         Some(other) => Ok(SeatChoice::Inline(executor_from_record(other, at)?)),
     }
 }
 
 /// The executors of a record, as a runtime with no `[work]` table and no warnings. A record
 /// that does not hold together is one line saying which part.
-pub(crate) fn from_record(v: &J) -> Result<Runtime, String> {
-    let m = v.as_object().ok_or("the runtime record is not an object")?;
-    match m.get("v").and_then(J::as_u64) {
+pub(crate) fn from_record(v: &Value) -> Result<Runtime, RecordError> {
+    let m = v
+        .as_object()
+        .ok_or_else(|| RecordError::new("the runtime record is not an object".into()))?;
+    match m.get("v").and_then(Value::as_u64) {
         Some(RECORD_VERSION) => {}
         other => {
-            return Err(format!(
+            return Err(RecordError::new(format!(
                 "the runtime record has version {other:?}; this git forum reads version {RECORD_VERSION}"
-            ));
+            )));
         }
     }
     let default = match m.get("default") {
-        None | Some(J::Null) => None,
+        None | Some(Value::Null) => None,
         Some(d) => Some(executor_from_record(d, "runtime.default")?),
     };
     let mut tiers = BTreeMap::new();
-    if let Some(t) = m.get("tiers").and_then(J::as_object) {
+    if let Some(t) = m.get("tiers").and_then(Value::as_object) {
         for (name, spec) in t {
-            let tier = Tier::parse(name).ok_or_else(|| format!("unknown tier {name:?}"))?;
+            let tier = Tier::parse(name)
+                .ok_or_else(|| RecordError::new(format!("unknown tier {name:?}")))?;
             tiers.insert(
                 tier,
                 executor_from_record(spec, &format!("runtime.tiers.{name}"))?,
             );
         }
     }
-    let seats = m.get("seats").and_then(J::as_object);
-    let seats = Seats {
+    let seats = m.get("seats").and_then(Value::as_object);
+    let seats = SeatChoices {
         worker: seat_from_record(seats.and_then(|s| s.get("worker")), "seats.worker")?,
         orchestrator: seat_from_record(
             seats.and_then(|s| s.get("orchestrator")),
@@ -428,11 +478,13 @@ mod tests {
         };
         let r = record(&rt).unwrap();
         assert!(!r.to_string().contains("secret"), "{r}");
-        let e = from_record(&r).unwrap_err();
+        let e = from_record(&r).unwrap_err().to_string();
         assert!(e.contains("runtime.default") && e.contains("query"), "{e}");
-        let e = from_record(&json!({"v": 9})).unwrap_err();
+        let e = from_record(&json!({"v": 9})).unwrap_err().to_string();
         assert!(e.contains("version"), "{e}");
-        let e = from_record(&json!({"v": 1, "default": {"kind": "telepathy"}})).unwrap_err();
+        let e = from_record(&json!({"v": 1, "default": {"kind": "telepathy"}}))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("telepathy"), "{e}");
     }
 }

@@ -1,4 +1,4 @@
-//! The verification tier of a seat (issue 18, point 4; Aesop's tiers), pure: how hard the
+//! The verification tier of a seat (tiers as Aesop has them), pure: how hard the
 //! changes of a `--work` run are checked, from what the seat's executor table says.
 //!
 //! | tier | who | every change gated | checks required | intent judge |

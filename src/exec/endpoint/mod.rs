@@ -137,7 +137,7 @@ impl Policy {
 
 /// Why an endpoint is refused. Messages never contain credentials, query strings or keys.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum Refusal {
+pub(crate) enum UrlRefusal {
     /// The text is not a URL.
     #[error("{url} is not a valid URL: {reason}")]
     Invalid { url: String, reason: String },
@@ -167,12 +167,12 @@ pub(crate) enum Refusal {
     NotLocal { url: String, host: String },
 }
 
-impl Refusal {
-    /// The class that caused a [`Refusal::Denied`], if that is what this is.
+impl UrlRefusal {
+    /// The class that caused a [`UrlRefusal::Denied`], if that is what this is.
     #[cfg(test)]
     pub(crate) fn class(&self) -> Option<AddrClass> {
         match self {
-            Refusal::Denied { class, .. } => Some(*class),
+            UrlRefusal::Denied { class, .. } => Some(*class),
             _ => None,
         }
     }
@@ -193,7 +193,7 @@ pub(crate) enum CheckedHost {
 
 /// A URL that passed [`check_url`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Checked {
+pub(crate) struct CheckedUrl {
     /// The URL as the `url` crate normalised it (this is what the client must use).
     pub(crate) url: url::Url,
     /// Its host.
@@ -204,7 +204,7 @@ pub(crate) struct Checked {
     pub(crate) sends_key: bool,
 }
 
-impl Checked {
+impl CheckedUrl {
     /// Whether the host is loopback (a loopback literal or a loopback name).
     #[cfg(test)]
     pub(crate) fn is_loopback(&self) -> bool {
@@ -311,22 +311,22 @@ enum AddrRefusal {
 }
 
 /// Checks one address (a literal, or one the resolver returned) against `policy`.
-pub(crate) fn check_addr(addr: IpAddr, policy: &Policy) -> Result<(), Refusal> {
+pub(crate) fn check_addr(addr: IpAddr, policy: &Policy) -> Result<(), UrlRefusal> {
     check_addr_as(addr, policy, &addr.to_string(), &addr.to_string())
 }
 
 /// [`check_addr`] with the URL and host a refusal names.
-fn check_addr_as(addr: IpAddr, policy: &Policy, url: &str, host: &str) -> Result<(), Refusal> {
+fn check_addr_as(addr: IpAddr, policy: &Policy, url: &str, host: &str) -> Result<(), UrlRefusal> {
     let class = classify_ip(addr);
     match refusal_of(addr, class, policy) {
         None => Ok(()),
-        Some(AddrRefusal::Denied(why)) => Err(Refusal::Denied {
+        Some(AddrRefusal::Denied(why)) => Err(UrlRefusal::Denied {
             url: url.to_string(),
             host: host.to_string(),
             class,
             why,
         }),
-        Some(AddrRefusal::NotLocal) => Err(Refusal::NotLocal {
+        Some(AddrRefusal::NotLocal) => Err(UrlRefusal::NotLocal {
             url: url.to_string(),
             host: host.to_string(),
         }),

@@ -253,7 +253,7 @@ fn embedded_loopback_is_not_local() {
         }
         // is_local needs the connected address itself to be loopback.
         let r = check_url(u, &repo_local()).expect_err(u);
-        assert!(matches!(r, Refusal::NotLocal { .. }), "{u}: {r}");
+        assert!(matches!(r, UrlRefusal::NotLocal { .. }), "{u}: {r}");
         assert!(r.to_string().contains("is_local = true"), "{u}: {r}");
         // Typed on the command line, where loopback counts as the user's own choice: refused
         // all the same, since it is not this host that answers.
@@ -378,7 +378,7 @@ fn the_flag_and_the_file_give_the_same_answer_for_every_loopback_form() {
 #[test]
 fn is_local_needs_a_loopback_host() {
     let e = check_url("https://api.example.com/", &repo_local()).unwrap_err();
-    assert!(matches!(e, Refusal::NotLocal { .. }), "{e}");
+    assert!(matches!(e, UrlRefusal::NotLocal { .. }), "{e}");
     assert!(check_url("http://10.0.0.1/", &repo_local()).is_err());
 }
 

@@ -4,8 +4,8 @@
 use std::net::IpAddr;
 
 use super::{
-    Checked, CheckedHost, Policy, Refusal, canonical, check_addr_as, classify_ip, classify_name,
-    decide,
+    CheckedHost, CheckedUrl, Policy, UrlRefusal, canonical, check_addr_as, classify_ip,
+    classify_name, decide,
 };
 
 /// The URL for messages: scheme, host, port and path; never credentials, query or fragment.
@@ -42,8 +42,8 @@ fn display_unparsed(text: &str) -> String {
 /// Parses and checks an endpoint URL against `policy`. An IPv4-mapped literal
 /// (`[::ffff:127.0.0.1]`) comes back with its IPv4 address as the host, so the connection goes
 /// where the check looked.
-pub(crate) fn check_url(text: &str, policy: &Policy) -> Result<Checked, Refusal> {
-    let mut u = url::Url::parse(text).map_err(|e| Refusal::Invalid {
+pub(crate) fn check_url(text: &str, policy: &Policy) -> Result<CheckedUrl, UrlRefusal> {
+    let mut u = url::Url::parse(text).map_err(|e| UrlRefusal::Invalid {
         url: display_unparsed(text),
         reason: e.to_string(),
     })?;
@@ -55,15 +55,15 @@ pub(crate) fn check_url(text: &str, policy: &Policy) -> Result<Checked, Refusal>
         let _ = u.set_ip_host(IpAddr::V4(v4));
     }
     if u.scheme() != "http" && u.scheme() != "https" {
-        return Err(Refusal::Scheme {
+        return Err(UrlRefusal::Scheme {
             scheme: u.scheme().to_string(),
         });
     }
     if !u.username().is_empty() || u.password().is_some() {
-        return Err(Refusal::Credentials { url: display });
+        return Err(UrlRefusal::Credentials { url: display });
     }
     let (host, class, shown) = match u.host() {
-        None => return Err(Refusal::NoHost { url: display }),
+        None => return Err(UrlRefusal::NoHost { url: display }),
         Some(url::Host::Ipv4(a)) => {
             let ip = IpAddr::V4(a);
             let c = classify_ip(ip);
@@ -76,7 +76,7 @@ pub(crate) fn check_url(text: &str, policy: &Policy) -> Result<Checked, Refusal>
         }
         Some(url::Host::Domain(d)) => {
             if d.is_empty() {
-                return Err(Refusal::NoHost { url: display });
+                return Err(UrlRefusal::NoHost { url: display });
             }
             let known = classify_name(d);
             (
@@ -93,7 +93,7 @@ pub(crate) fn check_url(text: &str, policy: &Policy) -> Result<Checked, Refusal>
         // A literal address: the one address check, as the resolver's addresses get it.
         (CheckedHost::Addr(ip, _), _) => check_addr_as(*ip, policy, &display, &shown)?,
         (CheckedHost::Name { .. }, Some(c)) => {
-            decide(c, policy).map_err(|why| Refusal::Denied {
+            decide(c, policy).map_err(|why| UrlRefusal::Denied {
                 url: display.clone(),
                 host: shown.clone(),
                 class: c,
@@ -102,14 +102,14 @@ pub(crate) fn check_url(text: &str, policy: &Policy) -> Result<Checked, Refusal>
         }
         // An unknown name: only the resolver can tell, but is_local needs loopback here.
         (CheckedHost::Name { .. }, None) if policy.is_local => {
-            return Err(Refusal::NotLocal {
+            return Err(UrlRefusal::NotLocal {
                 url: display,
                 host: shown,
             });
         }
         (CheckedHost::Name { .. }, None) => {}
     }
-    Ok(Checked {
+    Ok(CheckedUrl {
         url: u,
         host,
         display,

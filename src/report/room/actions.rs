@@ -33,26 +33,8 @@ pub(super) fn signal(signals: &Value, key: &str) -> i64 {
     py_int(signals.get(key))
 }
 
-pub(super) fn next_actions(
-    request: &Value,
-    tasks: &[Value],
-    checkpoints: &[Value],
-    answer: &Value,
-    signals: &Value,
-    pending: &[Value],
-) -> Vec<Value> {
-    if matches!(request, Value::Null) {
-        return vec![action(
-            "submit-request".into(),
-            "submit_request",
-            "normal",
-            "Start a run: `git forum submit \"REQUEST\"`".into(),
-            "no request is recorded in this room",
-            Value::Object(Vec::new()),
-        )];
-    }
-    let run = request.get("seq").map(py_str).unwrap_or_default();
-    let text = quoted(&request.get("text").map(py_str).unwrap_or_default());
+/// A retry for each task whose latest result failed or was not accepted (once per task id).
+fn retry_actions(tasks: &[Value], run: &str) -> Vec<Value> {
     let mut high = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
     for task in tasks {
@@ -96,34 +78,12 @@ pub(super) fn next_actions(
             seen.insert(id);
         }
     }
-    if signal(signals, "budget_stops") > 0 {
-        high.push(action(
-            "raise-budget".into(),
-            "raise_budget",
-            "high",
-            format!("Give the run more budget and resume it: `git forum resume {run} --max-model-calls N`"),
-            "the run stopped when its budget ran out",
-            Value::Object(Vec::new()),
-        ));
-    }
-    if let Some(last) = checkpoints.last()
-        && matches!(answer, Value::Null)
-    {
-        high.push(action(
-            "resume-from-checkpoint".into(),
-            "resume_from_checkpoint",
-            "high",
-            format!("Resume the run from its last wave checkpoint: `git forum resume {run}`"),
-            "a wave checkpoint is recorded and no answer came after it",
-            obj([
-                (
-                    "checkpoint_seq",
-                    last.get("seq").cloned().unwrap_or(Value::Null),
-                ),
-                ("wave", last.get("wave").cloned().unwrap_or(Value::Null)),
-            ]),
-        ));
-    }
+    high
+}
+
+/// A review for each gate that waits for a person.
+fn gate_actions(pending: &[Value]) -> Vec<Value> {
+    let mut high = Vec::new();
     for gate in pending {
         let run_seq = gate.get("run_seq").cloned().unwrap_or(Value::Null);
         let wave = gate.get("wave").cloned().unwrap_or(Value::Null);
@@ -140,6 +100,18 @@ pub(super) fn next_actions(
             obj([("run_seq", run_seq), ("wave", wave)]),
         ));
     }
+    high
+}
+
+/// The normal-priority actions: rework what the checks flagged, and export the receipt when
+/// the run has its answer and nothing of high priority blocks it.
+fn normal_actions(
+    signals: &Value,
+    answer: &Value,
+    text: &str,
+    run: &str,
+    blocked: bool,
+) -> Vec<Value> {
     let mut normal = Vec::new();
     if signal(signals, "flagged_delivery") > 0 || signal(signals, "flagged_delivery_profiles") > 0 {
         normal.push(action(
@@ -171,7 +143,7 @@ pub(super) fn next_actions(
             Value::Object(Vec::new()),
         ));
     }
-    if !matches!(answer, Value::Null) && high.is_empty() {
+    if !matches!(answer, Value::Null) && !blocked {
         normal.push(action(
             "export-receipt".into(),
             "export_receipt",
@@ -184,6 +156,60 @@ pub(super) fn next_actions(
             )]),
         ));
     }
+    normal
+}
+
+pub(super) fn next_actions(
+    request: &Value,
+    tasks: &[Value],
+    checkpoints: &[Value],
+    answer: &Value,
+    signals: &Value,
+    pending: &[Value],
+) -> Vec<Value> {
+    if matches!(request, Value::Null) {
+        return vec![action(
+            "submit-request".into(),
+            "submit_request",
+            "normal",
+            "Start a run: `git forum submit \"REQUEST\"`".into(),
+            "no request is recorded in this room",
+            Value::Object(Vec::new()),
+        )];
+    }
+    let run = request.get("seq").map(py_str).unwrap_or_default();
+    let text = quoted(&request.get("text").map(py_str).unwrap_or_default());
+    let mut high = retry_actions(tasks, &run);
+    if signal(signals, "budget_stops") > 0 {
+        high.push(action(
+            "raise-budget".into(),
+            "raise_budget",
+            "high",
+            format!("Give the run more budget and resume it: `git forum resume {run} --max-model-calls N`"),
+            "the run stopped when its budget ran out",
+            Value::Object(Vec::new()),
+        ));
+    }
+    if let Some(last) = checkpoints.last()
+        && matches!(answer, Value::Null)
+    {
+        high.push(action(
+            "resume-from-checkpoint".into(),
+            "resume_from_checkpoint",
+            "high",
+            format!("Resume the run from its last wave checkpoint: `git forum resume {run}`"),
+            "a wave checkpoint is recorded and no answer came after it",
+            obj([
+                (
+                    "checkpoint_seq",
+                    last.get("seq").cloned().unwrap_or(Value::Null),
+                ),
+                ("wave", last.get("wave").cloned().unwrap_or(Value::Null)),
+            ]),
+        ));
+    }
+    high.extend(gate_actions(pending));
+    let normal = normal_actions(signals, answer, &text, &run, !high.is_empty());
     high.extend(normal);
     high
 }

@@ -7,6 +7,48 @@ pub(super) fn count_of(n: i64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// The brief's summary for its state (and, when action is required, whether the ledger
+/// verified).
+fn brief_summary(state: &str, verified: bool) -> &'static str {
+    match (state, verified) {
+        ("idle", _) => "No request is recorded here yet.",
+        ("action_required", true) => {
+            "The ledger checks out, but something below needs a person before the answer goes out."
+        }
+        ("action_required", false) => {
+            "The ledger did not verify; treat everything in this room as suspect until that is explained."
+        }
+        ("complete", _) => {
+            "The ledger checks out, the run has its answer and no blocking signal was recorded; an intact ledger does not mean anyone checked the answer itself (see below)."
+        }
+        ("in_progress", _) => "The ledger checks out; the run has started and has no answer yet.",
+        _ => "The request is recorded; no task has been dispatched yet.",
+    }
+}
+
+/// The brief's next step: the first action's label, else what the state asks for.
+fn next_step(actions: &[Value], state: &str) -> String {
+    match actions.first() {
+        Some(a) => {
+            let label = a
+                .get("label")
+                .filter(|l| truthy(Some(l)))
+                .or_else(|| a.get("kind").filter(|k| truthy(Some(k))))
+                .map(py_str)
+                .unwrap_or_else(|| "Look over the room".into());
+            sentence(&label)
+        }
+        None => match state {
+            "idle" => "Ask for something with `git forum submit`.".into(),
+            "ready" => "Plan the request and dispatch its tasks.".into(),
+            "in_progress" => {
+                "Let the run go on (or `git forum resume` it) until an answer is recorded.".into()
+            }
+            _ => "Look over the room.".into(),
+        },
+    }
+}
+
 pub(super) fn build_brief(room: &Value) -> Value {
     let request = room.get("request").filter(|r| truthy(Some(r)));
     let frame = room.get("route_frame").filter(|f| truthy(Some(f)));
@@ -50,45 +92,14 @@ pub(super) fn build_brief(room: &Value) -> Value {
         "in_progress" => format!("Under way: {subject}"),
         _ => format!("Queued: {subject}"),
     };
-    let summary = match (state, verified) {
-        ("idle", _) => "No request is recorded here yet.",
-        ("action_required", true) => {
-            "The ledger checks out, but something below needs a person before the answer goes out."
-        }
-        ("action_required", false) => {
-            "The ledger did not verify; treat everything in this room as suspect until that is explained."
-        }
-        ("complete", _) => {
-            "The ledger checks out, the run has its answer and no blocking signal was recorded; an intact ledger does not mean anyone checked the answer itself (see below)."
-        }
-        ("in_progress", _) => "The ledger checks out; the run has started and has no answer yet.",
-        _ => "The request is recorded; no task has been dispatched yet.",
-    };
+    let summary = brief_summary(state, verified);
     let text_field = |v: Option<&Value>, key: &str| -> String {
         v.and_then(|f| f.get(key))
             .filter(|x| truthy(Some(x)))
             .map(py_str)
             .unwrap_or_else(|| "operator".into())
     };
-    let next_step = match actions.first() {
-        Some(a) => {
-            let label = a
-                .get("label")
-                .filter(|l| truthy(Some(l)))
-                .or_else(|| a.get("kind").filter(|k| truthy(Some(k))))
-                .map(py_str)
-                .unwrap_or_else(|| "Look over the room".into());
-            sentence(&label)
-        }
-        None => match state {
-            "idle" => "Ask for something with `git forum submit`.".into(),
-            "ready" => "Plan the request and dispatch its tasks.".into(),
-            "in_progress" => {
-                "Let the run go on (or `git forum resume` it) until an answer is recorded.".into()
-            }
-            _ => "Look over the room.".into(),
-        },
-    };
+    let next_step = next_step(actions, state);
     obj([
         ("schema", Value::str(BRIEF_SCHEMA)),
         ("state", Value::str(state)),

@@ -8,7 +8,7 @@
 //! both text renderings ([`room_text`], [`room_brief_text`]).
 //!
 //! A room over a `--work` run (one with `change` entries) has one more key, `work` (the run
-//! branch, changes, checks and ship decisions, [`crate::report::work`]), after `answer`, and
+//! branch, changes, checks and ship decisions, [`crate::report::work_report`]), after `answer`, and
 //! each of its tasks a `work` object; a room without such entries is exactly Forum's.
 
 use std::collections::{HashMap, HashSet};
@@ -20,7 +20,7 @@ use super::{
 use crate::gate::{self, GateState, Mark};
 use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, kind};
-use crate::report::work::Work;
+use crate::report::work_report::Work;
 
 /// The room's schema name.
 pub(crate) const RUN_ROOM_SCHEMA: &str = "forum.run-room/v1";
@@ -77,7 +77,7 @@ pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usiz
         .map(|(_, b)| Value::Object(members(b.as_ref()).to_vec()))
         .unwrap_or(Value::Null);
     let plan = plan(&slice);
-    let work = super::work::work(slice.iter().copied());
+    let work = super::work_report::work(slice.iter().copied());
     let mut tasks = tasks(&slice, max_text_chars);
     if let Some(w) = &work {
         add_task_work(&mut tasks, w);
@@ -159,7 +159,7 @@ fn work_value(w: &Work, room: &[(String, Value)]) -> Value {
     Value::Object(out)
 }
 
-/// Adds each task's `work` ([`crate::report::work::TaskWork::to_value`]) to the tasks that have some.
+/// Adds each task's `work` ([`crate::report::work_report::TaskWork::to_value`]) to the tasks that have some.
 fn add_task_work(tasks: &mut [Value], w: &Work) {
     for t in tasks {
         let id = t.get("id").map(py_str).unwrap_or_default();

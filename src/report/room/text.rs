@@ -35,6 +35,53 @@ pub fn room_brief_text(room: &Value) -> String {
     lines.join("\n")
 }
 
+/// The plan's line: each wave's task ids, in order.
+fn plan_line(waves: &[Value]) -> String {
+    let waves: Vec<String> = waves
+        .iter()
+        .map(|w| match w {
+            Value::Array(ids) => {
+                format!(
+                    "[{}]",
+                    ids.iter().map(py_str).collect::<Vec<_>>().join(", ")
+                )
+            }
+            other => py_str(other),
+        })
+        .collect();
+    format!("plan     {}", waves.join(" then "))
+}
+
+/// One task's line in the room text (and its work, when it has some).
+fn push_task_lines(lines: &mut Vec<String>, t: &Value) {
+    let id = t.get("id").map(py_str).unwrap_or_default();
+    let agent = t.get("agent").map(py_str).unwrap_or_default();
+    let result = match t.get("result").and_then(|r| r.get("ok")) {
+        Some(Value::Bool(true)) => "ok",
+        Some(Value::Bool(false)) => "failed",
+        None => "no result",
+        Some(_) => "unclear",
+    };
+    let verdict = match t.get("verdict").and_then(|v| v.get("ok")) {
+        Some(Value::Bool(true)) => "accepted",
+        Some(Value::Bool(false)) => "not accepted",
+        None => "not judged",
+        Some(_) => "unclear",
+    };
+    let output = t
+        .get("result")
+        .and_then(|r| r.get("output"))
+        .map(py_str)
+        .unwrap_or_default();
+    lines.push(format!(
+        "  {id:<6} {agent:<20} {result:<9} {verdict:<12} {}",
+        output.replace('\n', " ")
+    ));
+    if let Some(w) = t.get("work") {
+        lines.push(format!("         {}", task_work_text(w)));
+    }
+}
+
 /// The room as text for a person (`git forum room --text`).
 pub fn room_text(room: &Value) -> String {
     let mut lines = Vec::new();
@@ -69,51 +116,14 @@ pub fn room_text(room: &Value) -> String {
         ));
     }
     if let Some(Value::Array(waves)) = room.get("plan").and_then(|p| p.get("waves")) {
-        let waves: Vec<String> = waves
-            .iter()
-            .map(|w| match w {
-                Value::Array(ids) => {
-                    format!(
-                        "[{}]",
-                        ids.iter().map(py_str).collect::<Vec<_>>().join(", ")
-                    )
-                }
-                other => py_str(other),
-            })
-            .collect();
-        lines.push(format!("plan     {}", waves.join(" then ")));
+        lines.push(plan_line(waves));
     }
     if let Some(Value::Array(tasks)) = room.get("tasks")
         && !tasks.is_empty()
     {
         lines.push("tasks".into());
         for t in tasks {
-            let id = t.get("id").map(py_str).unwrap_or_default();
-            let agent = t.get("agent").map(py_str).unwrap_or_default();
-            let result = match t.get("result").and_then(|r| r.get("ok")) {
-                Some(Value::Bool(true)) => "ok",
-                Some(Value::Bool(false)) => "failed",
-                None => "no result",
-                Some(_) => "unclear",
-            };
-            let verdict = match t.get("verdict").and_then(|v| v.get("ok")) {
-                Some(Value::Bool(true)) => "accepted",
-                Some(Value::Bool(false)) => "not accepted",
-                None => "not judged",
-                Some(_) => "unclear",
-            };
-            let output = t
-                .get("result")
-                .and_then(|r| r.get("output"))
-                .map(py_str)
-                .unwrap_or_default();
-            lines.push(format!(
-                "  {id:<6} {agent:<20} {result:<9} {verdict:<12} {}",
-                output.replace('\n', " ")
-            ));
-            if let Some(w) = t.get("work") {
-                lines.push(format!("         {}", task_work_text(w)));
-            }
+            push_task_lines(&mut lines, t);
         }
     }
     if let Some(w) = room.get("work") {

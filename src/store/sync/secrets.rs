@@ -17,7 +17,7 @@ use super::consistency::entry_body;
 use super::git_cli::{Git, is_zero};
 use crate::ledger::MAX_PAYLOAD_BYTES;
 use crate::ledger::canonical;
-use crate::secrets::{Checked, Guard, Mode, Scanner, SecretsPolicy};
+use crate::secrets::{Guard, Mode, Scanner, Screened, SecretsPolicy};
 use crate::store::git::{PAYLOAD_FILE, StoreError};
 
 /// The guard the gate scans with: every find counts but those whose rule or fingerprint
@@ -87,7 +87,7 @@ pub(super) fn scan_ledger(
                     ))
                 })
             })?;
-        if let Checked::Blocked(hits) | Checked::Redacted(_, hits) = guard.check(&value) {
+        if let Screened::Blocked(hits) | Screened::Redacted(_, hits) = guard.check(&value) {
             for h in hits {
                 let path = if h.path.is_empty() { "/" } else { &h.path };
                 lines.push(format!(

@@ -15,7 +15,7 @@ use crate::ledger::canonical;
 use crate::ledger::hash;
 use crate::store::git::{GitStore, StoreError, parse_commit};
 
-/// The trailer naming the task entry's seq (as `crate::run::work` writes it).
+/// The trailer naming the task entry's seq (as `crate::run::workbench` writes it).
 const TASK_TRAILER: &str = "Forum-Task";
 /// The trailer naming the task entry's hash.
 const ENTRY_TRAILER: &str = "Forum-Entry";

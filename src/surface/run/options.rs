@@ -264,12 +264,12 @@ impl RunOptions {
             }
         }
         let max_tool_calls = match self.max_tool_calls {
-            None => run::tools::DEFAULT_MAX_TOOL_CALLS,
-            Some(n) if (1..=run::tools::MAX_TOOL_CALLS_LIMIT).contains(&n) => n,
+            None => run::edit_tools::DEFAULT_MAX_TOOL_CALLS,
+            Some(n) if (1..=run::edit_tools::MAX_TOOL_CALLS_LIMIT).contains(&n) => n,
             Some(n) => {
                 return Err(Error::usage(format!(
                     "--max-tool-calls {n}: give a number from 1 to {}",
-                    run::tools::MAX_TOOL_CALLS_LIMIT
+                    run::edit_tools::MAX_TOOL_CALLS_LIMIT
                 )));
             }
         };

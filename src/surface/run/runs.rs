@@ -8,7 +8,7 @@ use serde_json::{Value as J, json};
 use super::Bodies;
 use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, kind};
-use crate::report::work;
+use crate::report::work_report;
 use crate::run::status::{self, RunState};
 use crate::surface::{Report, Result};
 
@@ -92,7 +92,7 @@ impl WorkRow {
 }
 
 /// The work row of a run whose request body is `request` and whose entries are `seqs`: the
-/// counts of [`crate::report::work::work`] (one counting rule for `runs`, the room, the
+/// counts of [`crate::report::work_report::work`] (one counting rule for `runs`, the room, the
 /// summary and the receipt), all zero for a `--work` run that has no `change` yet.
 fn work_row(
     request: Option<&J>,
@@ -113,7 +113,7 @@ fn work_row(
         })
         .map(|e| (e.clone(), bodies.get(e).as_ref().map(Value::from_serde)))
         .collect();
-    let w = work::work(&items).unwrap_or_default();
+    let w = work_report::work(&items).unwrap_or_default();
     Some(WorkRow {
         branch: format!("forum/run-{request_seq}"),
         changes: w.changes,

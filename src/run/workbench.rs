@@ -1,4 +1,4 @@
-//! The seam between a run and the repository it changes (issue 17): the types a `--work` run
+//! The seam between a run and the repository it changes: the types a `--work` run
 //! passes around (its base, a task's worktree, the commit a task's change became, a check's
 //! outcome) and the [`Workbench`] trait the engine drives. This file is pure: no I/O. The git
 //! implementation, `GitWork`, lives in `crate::work` (an adapter, like `store`).
@@ -23,26 +23,12 @@
 //! (`Forum-Ledger`, `Forum-Run`, `Forum-Task`, `Forum-Entry`) as the record names the code.
 //!
 //! Beyond the interface agreed for the seam, this file adds helpers only: the trailer keys,
-//! [`Tie::trailers`], [`CheckRun::payload`], [`Keep::namespace`], [`kept_ref`], [`task_component`] and [`WORK_KINDS`].
+//! [`Tie::trailers`], [`CheckRun::payload`], [`Keep::namespace`], [`kept_ref`], and [`task_component`].
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-
-use crate::ledger::kind;
-
-/// The entry kinds a run that changes the repository writes, in the order a task meets them
-/// (`applied` comes later, from `git forum apply`).
-// Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-#[allow(dead_code)]
-pub(crate) const WORK_KINDS: [&str; 5] = [
-    kind::CHANGE,
-    kind::CHECK,
-    kind::SHIP,
-    kind::CONFLICT,
-    kind::APPLIED,
-];
 
 /// The trailer that names the ledger.
 pub(crate) const TRAILER_LEDGER: &str = "Forum-Ledger";
@@ -440,7 +426,7 @@ pub trait Workbench: Send + Sync {
     /// of it, known by the same `Forum-Entry` trailer). Resume asks, so a run killed between
     /// its `ship` entry and the integration does not take a merged change for an integrated one.
     fn on_branch(&self, commit: &str) -> bool;
-    /// The hands of the built-in editing worker in `tree` (issue 18): its tools carried out
+    /// The hands of the built-in editing worker in `tree`: its tools carried out
     /// inside the worktree, running only `commands`, each with the deadline and output cap.
     /// `None` (the default) keeps chat workers answering in text.
     fn hands(
@@ -449,7 +435,7 @@ pub trait Workbench: Send + Sync {
         commands: &[String],
         deadline: Duration,
         cap: usize,
-    ) -> Option<std::sync::Arc<dyn super::tools::Hands>> {
+    ) -> Option<std::sync::Arc<dyn super::edit_tools::Hands>> {
         let _ = (tree, commands, deadline, cap);
         None
     }

@@ -270,31 +270,6 @@ impl Work {
             ("conflicts", i(self.conflicts)),
         ]
     }
-
-    /// One line for a person: `2 changes (3 files, +10 -2); checks 3/4 passed; 1 merged, 1
-    /// blocked, 0 waiting`.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    pub(crate) fn line(&self) -> String {
-        let mut line = format!(
-            "{} change{} ({} file{}, +{} -{}); checks {}/{} passed; {} merged, {} blocked, {} waiting",
-            self.changes,
-            if self.changes == 1 { "" } else { "s" },
-            self.files,
-            if self.files == 1 { "" } else { "s" },
-            self.added,
-            self.removed,
-            self.checks_passed,
-            self.checks_passed + self.checks_failed,
-            self.merged,
-            self.blocked,
-            self.waiting
-        );
-        if self.conflicts > 0 {
-            line.push_str(&format!(", {} conflicts", self.conflicts));
-        }
-        line
-    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
-//! Tool calling over the chat APIs (issue 18): a conversation in a shape neither API owns
+//! Tool calling over the chat APIs: a conversation in a shape neither API owns
 //! ([`Msg`]), the [`ToolChat`] trait the OpenAI-compatible and Anthropic executors implement,
 //! and the pure wire conversions for each: OpenAI `tools` / `tool_calls` / `role: "tool"`
 //! messages, Anthropic `tools` / `tool_use` / `tool_result` blocks.
 //!
-//! What the tools do and how the loop is bounded is the run's business (`crate::run::tools`);
+//! What the tools do and how the loop is bounded is the run's business (`crate::run::edit_tools`);
 //! this module only carries tool specs out and tool calls back.
 
 use serde_json::{Value, json};

@@ -1,5 +1,5 @@
-//! The editing worker's hands in one task's worktree (issue 18, point 1): carries out the
-//! [`Op`]s of `crate::run::tools` on the file system. Paths arrive already confined as strings
+//! The editing worker's hands in one task's worktree: carries out the
+//! [`Op`]s of `crate::run::edit_tools` on the file system. Paths arrive already confined as strings
 //! (no `..`, not absolute, not `.git`); here each is joined to the worktree and the part of
 //! it that exists is resolved (`canonicalize`), so a symlink that leads out of the worktree is
 //! refused too. Writes go through a temporary file and a rename. A unified diff is applied by
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::run::tools::{Hands, MODEL_OUTPUT_CAP, Op, Outcome};
+use crate::run::edit_tools::{Hands, MODEL_OUTPUT_CAP, Op, Outcome};
 
 /// Files `list_files` names at most.
 const MAX_LIST: usize = 500;
@@ -287,7 +287,7 @@ impl TreeHands {
             }
             Ok(o) => {
                 let err = String::from_utf8_lossy(&o.stderr);
-                let (err, _) = crate::run::tools::cap_text(err.trim(), MODEL_OUTPUT_CAP);
+                let (err, _) = crate::run::edit_tools::cap_text(err.trim(), MODEL_OUTPUT_CAP);
                 Outcome::failed(format!("the diff does not apply: {err}"))
             }
             Err(e) => Outcome::failed(format!("cannot run git apply: {e}")),

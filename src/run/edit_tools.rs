@@ -1,4 +1,4 @@
-//! The editing worker's tools, the pure part (issue 18, point 1): the fixed tool set a chat
+//! The editing worker's tools, the pure part: the fixed tool set a chat
 //! worker of a `--work` run is offered ([`specs`]), its arguments parsed into an [`Op`], the
 //! path rules applied to a path string ([`confine`]), the paths a unified diff touches
 //! ([`diff_paths`]), the loop's bookkeeping ([`Loop`]) and the structured reply a model
@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::exec::tools::ToolSpec;
+use crate::exec::tool_chat::ToolSpec;
 
 /// Tool calls a task may make unless `--max-tool-calls` says otherwise.
 pub(crate) const DEFAULT_MAX_TOOL_CALLS: u32 = 24;
@@ -156,14 +156,14 @@ fn spec(name: &str, description: &str, mut parameters: Value, required: &[&str])
 
 /// Why a path was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal(pub(crate) String);
+pub(crate) struct ToolRefusal(pub(crate) String);
 
 /// A path string made relative to the worktree: `.` parts dropped, separators unified.
 /// Refused: an empty path (unless `allow_root`), NUL, an absolute path (`/x`, `\x`, `C:`),
 /// any `..` part, and `.git` as any part (the repository is not the worker's).
-pub(crate) fn confine(path: &str, allow_root: bool) -> Result<String, Refusal> {
+pub(crate) fn confine(path: &str, allow_root: bool) -> Result<String, ToolRefusal> {
     let refuse = |why: &str| {
-        Err(Refusal(format!(
+        Err(ToolRefusal(format!(
             "refused: the path {path:?} {why}; give a path relative to the worktree, inside it"
         )))
     };
@@ -236,33 +236,92 @@ pub(crate) fn diff_paths(diff: &str) -> Vec<String> {
     out
 }
 
+/// A tool call's arguments, read with errors that name the tool.
+struct ToolArgs<'a> {
+    name: &'a str,
+    args: &'a Map<String, Value>,
+}
+
+impl<'a> ToolArgs<'a> {
+    /// An optional string argument.
+    fn text(&self, k: &str) -> Result<Option<&'a str>, String> {
+        match self.args.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(format!(
+                "{}: the argument {k:?} must be a string",
+                self.name
+            )),
+        }
+    }
+
+    /// A string argument that must be there.
+    fn need(&self, k: &str) -> Result<&'a str, String> {
+        self.text(k)?
+            .ok_or_else(|| format!("{}: the argument {k:?} is missing", self.name))
+    }
+
+    /// An optional line number (from 1).
+    fn line(&self, k: &str) -> Result<Option<usize>, String> {
+        match self.args.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .filter(|n| *n >= 1)
+                .map(|n| Some(n as usize))
+                .ok_or_else(|| format!("{}: {k:?} must be a whole number from 1", self.name)),
+        }
+    }
+}
+
+/// `apply_diff`: the diff and the files it names, each confined to the worktree.
+fn diff_op(name: &str, diff: &str) -> Result<Result<Op, ToolRefusal>, String> {
+    let paths = diff_paths(diff);
+    if paths.is_empty() {
+        return Err(format!("{name}: the diff names no file (---/+++ lines)"));
+    }
+    let mut kept = Vec::new();
+    for p in &paths {
+        match confine(p, false) {
+            Ok(p) => kept.push(p),
+            Err(r) => return Ok(Err(r)),
+        }
+    }
+    Ok(Ok(Op::Diff {
+        diff: diff.to_string(),
+        paths: kept,
+    }))
+}
+
+/// `run_command`: one of the allowed commands, else a refusal naming them.
+fn run_op(c: &str, commands: &[String]) -> Result<Op, ToolRefusal> {
+    if commands.iter().any(|a| a == c) {
+        Ok(Op::Run {
+            command: c.to_string(),
+        })
+    } else {
+        Err(ToolRefusal(format!(
+            "refused: {c:?} is not an allowed command; the allowed ones are: {}",
+            if commands.is_empty() {
+                "none (the run gave no --check or --allow-cmd)".to_string()
+            } else {
+                commands.join(" | ")
+            }
+        )))
+    }
+}
+
 /// A tool call's arguments checked into an [`Op`]; `Err` is what the model is told (a
 /// malformed call), `Ok(Err)` a refusal (a path leaving the worktree, a command not allowed).
 pub(crate) fn parse_op(
     name: &str,
     args: &Map<String, Value>,
     commands: &[String],
-) -> Result<Result<Op, Refusal>, String> {
-    let text = |k: &str| -> Result<Option<&str>, String> {
-        match args.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(_) => Err(format!("{name}: the argument {k:?} must be a string")),
-        }
-    };
-    let need = |k: &str| -> Result<&str, String> {
-        text(k)?.ok_or_else(|| format!("{name}: the argument {k:?} is missing"))
-    };
-    let line = |k: &str| -> Result<Option<usize>, String> {
-        match args.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .filter(|n| *n >= 1)
-                .map(|n| Some(n as usize))
-                .ok_or_else(|| format!("{name}: {k:?} must be a whole number from 1")),
-        }
-    };
+) -> Result<Result<Op, ToolRefusal>, String> {
+    let call = ToolArgs { name, args };
+    let text = |k: &str| call.text(k);
+    let need = |k: &str| call.need(k);
+    let line = |k: &str| call.line(k);
     Ok(match name {
         "list_files" => confine(text("path")?.unwrap_or("."), true).map(|path| Op::List { path }),
         "read_file" => {
@@ -292,41 +351,8 @@ pub(crate) fn parse_op(
             let content = content.to_string();
             confine(need("path")?, false).map(|path| Op::Write { path, content })
         }
-        "apply_diff" => {
-            let diff = need("diff")?;
-            let paths = diff_paths(diff);
-            if paths.is_empty() {
-                return Err(format!("{name}: the diff names no file (---/+++ lines)"));
-            }
-            let mut kept = Vec::new();
-            for p in &paths {
-                match confine(p, false) {
-                    Ok(p) => kept.push(p),
-                    Err(r) => return Ok(Err(r)),
-                }
-            }
-            Ok(Op::Diff {
-                diff: diff.to_string(),
-                paths: kept,
-            })
-        }
-        "run_command" => {
-            let c = need("command")?.trim();
-            if commands.iter().any(|a| a == c) {
-                Ok(Op::Run {
-                    command: c.to_string(),
-                })
-            } else {
-                Err(Refusal(format!(
-                    "refused: {c:?} is not an allowed command; the allowed ones are: {}",
-                    if commands.is_empty() {
-                        "none (the run gave no --check or --allow-cmd)".to_string()
-                    } else {
-                        commands.join(" | ")
-                    }
-                )))
-            }
-        }
+        "apply_diff" => return diff_op(name, need("diff")?),
+        "run_command" => run_op(need("command")?.trim(), commands),
         other => {
             return Err(format!(
                 "there is no tool {other:?}; the tools are list_files, read_file, search, write_file, apply_diff{}",
@@ -454,7 +480,7 @@ pub(crate) fn fallback_schema() -> crate::exec::OutputSchema {
 }
 
 /// The edits of a structured reply: each tool's name and its op (or refusal).
-pub(crate) type Edits = Vec<(String, Result<Op, Refusal>)>;
+pub(crate) type Edits = Vec<(String, Result<Op, ToolRefusal>)>;
 
 /// The operations of a structured reply (writes first, then the diff when not empty) and its
 /// report; `Err` names what is wrong with it. Each op is still a refusal when a path leaves

@@ -1,0 +1,203 @@
+//! [`GitWork`]'s side of the [`Workbench`] contract: opening a task's worktree, committing,
+//! checking, keeping and integrating its change, closing and finishing the run.
+
+use super::*;
+
+impl Workbench for GitWork {
+    fn base(&self) -> &Base {
+        &self.base
+    }
+
+    fn open_task(&self, task: &str, upstream: &[String]) -> Result<TaskTree, WorkError> {
+        let start = self.start_for(task, upstream)?;
+        self.add_tree(task, &start)
+    }
+
+    fn open_branch(&self, task: &str) -> Result<TaskTree, WorkError> {
+        let tip = self
+            .branch_tip()
+            .unwrap_or_else(|| self.base.commit.clone());
+        self.add_tree(task, &tip)
+    }
+
+    fn commit(
+        &self,
+        tree: &TaskTree,
+        author: &Author,
+        tie: &Tie,
+        subject: &str,
+        rules: &CommitRules<'_>,
+    ) -> Result<Change, WorkError> {
+        let opened = self.opened(tree)?;
+        let written = self.stage(tree, &opened, rules)?;
+        let start_tree = self.tree_of(&tree.start)?;
+        let unchanged = Change {
+            task: tree.task.clone(),
+            base: tree.start.clone(),
+            commit: None,
+            tree: start_tree.clone(),
+            files: Vec::new(),
+            diff: String::new(),
+            truncated: false,
+            links_out: Vec::new(),
+        };
+        if written == start_tree {
+            return Ok(unchanged);
+        }
+        let (secrets, links_out) = self.inspect(&start_tree, &written, rules)?;
+        if !secrets.is_empty() {
+            return Err(WorkError::Secrets(secrets));
+        }
+        let name = clean_ident(&format!("{} ({})", author.lane, author.model));
+        let local = task_component(&author.lane);
+        let email = clean_ident(&format!("{local}@git-forum.invalid"));
+        let message = format!(
+            "{}\n\n{}",
+            subject_line(subject, &format!("git forum: task {}", tree.task)),
+            tie.trailers()
+        );
+        let commit = self.commit_tree(&written, &[&tree.start], &message, (&name, &email), None)?;
+        lock(&self.trees).insert(commit.clone(), written.clone());
+        lock(&self.made).insert(commit.clone(), tree.start.clone());
+        // The worktree now sits on its change, so `git status` there is clean (moved while
+        // the diff below runs).
+        let moved = std::thread::scope(|s| {
+            let head = s.spawn(|| self.settle_tree(tree, &opened, &commit));
+            let diff = change_diff(&self.common, &tree.start, &commit, rules.diff_cap);
+            let moved = head.join().unwrap_or_else(|_| {
+                Err(WorkError::Io(
+                    "the thread moving the worktree's HEAD panicked".into(),
+                ))
+            });
+            diff.and_then(|d| moved.map(|_| d))
+        });
+        let (stats, patch) = moved?;
+        let (diff, truncated) = git::cut_text(&patch.stdout, rules.diff_cap);
+        Ok(Change {
+            commit: Some(commit),
+            tree: written,
+            files: diff::files(&stats),
+            diff,
+            truncated: truncated || patch.cut,
+            links_out,
+            ..unchanged
+        })
+    }
+
+    fn check(
+        &self,
+        tree: &TaskTree,
+        command: &str,
+        deadline: Duration,
+        cap: usize,
+    ) -> Result<CheckRun, WorkError> {
+        check::run_check(&tree.path, command, deadline, cap)
+    }
+
+    fn keep(&self, task: &str, commit: &str, place: Keep) -> Result<(), WorkError> {
+        let commit = self.resolve_change(commit)?;
+        let refname = kept_ref(place, &self.ledger, self.run_seq, task);
+        let why = format!("git forum: keep task {task} of run {}", self.run_seq);
+        self.ok(&["update-ref", "-m", &why, &refname, &commit])?;
+        if place == Keep::Quarantine {
+            let work = kept_ref(Keep::Work, &self.ledger, self.run_seq, task);
+            if resolve_commit(&self.common, &work).as_deref() == Some(commit.as_str()) {
+                self.ok(&["update-ref", "-d", &work, &commit])?;
+            }
+        }
+        Ok(())
+    }
+
+    fn integrate(&self, task: &str, commit: &str) -> Result<String, WorkError> {
+        let _one = lock(&self.integrating);
+        crate::store::append::failpoint("integrate-start");
+        let commit = self.resolve_change(commit)?;
+        let branch = self.branch_ref();
+        let old = self.branch_tip();
+        let tip = old.clone().unwrap_or_else(|| self.base.commit.clone());
+        let made = lock(&self.made).get(&commit).cloned();
+        let parent = match made {
+            Some(p) => p,
+            None => resolve_commit(&self.common, &format!("{commit}^1")).ok_or_else(|| {
+                WorkError::Git(format!("the change {commit} of task {task} has no parent"))
+            })?,
+        };
+        let new = if parent == tip {
+            commit.clone()
+        } else {
+            let tree = self.merge_tree(Some(&parent), &tip, &commit)?;
+            let (name, email, date, message) = self.commit_meta(&commit)?;
+            self.commit_tree(&tree, &[&tip], &message, (&name, &email), date)?
+        };
+        let expected = old.unwrap_or_else(|| self.zero.clone());
+        let why = format!("git forum: integrate task {task} of run {}", self.run_seq);
+        self.ok(&["update-ref", "-m", &why, &branch, &new, &expected])?;
+        Ok(new)
+    }
+
+    fn close(&self, tree: &TaskTree) -> Result<(), WorkError> {
+        if let Some(o) = lock(&self.opened).remove(&tree.path) {
+            let _ = std::fs::remove_file(&o.index);
+        }
+        let _turn = self.place.turn()?;
+        stale::remove_tree(&self.common, &tree.path)
+    }
+
+    fn finish(&self) -> Result<(), WorkError> {
+        lock(&self.opened).clear();
+        let done = self
+            .place
+            .turn()
+            .and_then(|_turn| stale::remove_area(&self.common, &self.area));
+        lock(&self.owner).take();
+        done
+    }
+
+    fn on_branch(&self, commit: &str) -> bool {
+        let Some(tip) = self.branch_tip() else {
+            return false;
+        };
+        let entry = |rev: &str| {
+            self.ok(&[
+                "log",
+                "-1",
+                "--format=%(trailers:key=Forum-Entry,valueonly)",
+                rev,
+            ])
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+        };
+        let Some(want) = entry(commit) else {
+            return false;
+        };
+        let range = format!("{}..{tip}", self.base.commit);
+        self.ok(&[
+            "log",
+            "--format=%(trailers:key=Forum-Entry,valueonly)",
+            &range,
+        ])
+        .is_ok_and(|out| out.lines().any(|l| l.trim() == want))
+    }
+
+    fn has_commit(&self, commit: &str) -> bool {
+        resolve_commit(&self.common, commit).is_some()
+    }
+
+    fn hands(
+        &self,
+        tree: &TaskTree,
+        commands: &[String],
+        deadline: Duration,
+        cap: usize,
+    ) -> Option<std::sync::Arc<dyn crate::run::edit_tools::Hands>> {
+        let admin = self.opened(tree).ok()?.made.admin;
+        Some(std::sync::Arc::new(edit_hands::TreeHands::new(
+            &tree.path,
+            &admin,
+            commands.to_vec(),
+            deadline,
+            cap,
+        )))
+    }
+}
