@@ -201,9 +201,10 @@ pub fn wal_round_trip(data: &[u8]) -> usize {
 /// Promises checked: every line kept names a ledger ref; a refusal is one line.
 pub fn hook_lines(data: &[u8]) -> Result<Vec<Vec<String>>, String> {
     let mut kept = Vec::new();
-    let read = crate::surface::hooks::ledger_lines(&mut &data[..], "pre-push", 2, false, &mut |f| {
-        kept.push(f.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-    });
+    let read =
+        crate::surface::hooks::ledger_lines(&mut &data[..], "pre-push", 2, false, &mut |f| {
+            kept.push(f.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        });
     if let Err(e) = read {
         let e = e.to_string();
         assert!(!e.contains('\n'), "a refusal of more than one line: {e:?}");

@@ -477,7 +477,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Context(a) => context::run(ctx, a),
         Command::Serve(a) => serve::serve(ctx, a),
         Command::Mcp(a) => serve::mcp(ctx, a),
-        Command::ApiDoc(_) => ctx.out(crate::serve::api_doc::markdown().trim_end()),
+        Command::ApiDoc(a) => serve::api_doc(ctx, a),
         Command::Summary(a) => report::summary(ctx, a),
         Command::Bench(a) => report::bench(ctx, a),
         Command::Room(a) => report::room(ctx, a),

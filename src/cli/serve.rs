@@ -292,3 +292,9 @@ pub(crate) fn mcp(ctx: &Ctx, args: McpArgs) -> Result<(), CliError> {
 /// `git forum __api-doc`: takes nothing.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ApiDocArgs {}
+
+/// `git forum __api-doc`: prints `docs/api.md`, the API reference generated from the daemon's
+/// routes and the typed requests.
+pub(crate) fn api_doc(ctx: &Ctx, _args: ApiDocArgs) -> Result<(), CliError> {
+    ctx.out(crate::serve::api_doc::markdown().trim_end())
+}
