@@ -158,5 +158,44 @@ fn report_of(
             .collect(),
         notes: r.notes,
     };
-    super::witness::check_records(store, witness_keys, report)
+    check_records(store, witness_keys, report)
+}
+
+/// Adds what the witness records of the ledger (`refs/forum/cosignatures/NAME`) show to a
+/// verify report: a recorded split view, two cosigned trees of one size, or a cosignature that
+/// does not verify under `witness_keys` fails it (code `split-view` or `bad-signature`).
+pub(crate) fn check_records(
+    store: &crate::store::git::GitStore,
+    witness_keys: &[String],
+    mut report: VerifyReport,
+) -> Result<VerifyReport> {
+    use crate::store::verify::Code;
+    let f = store
+        .witness_findings(witness_keys)
+        .map_err(|e| super::Error::usage(e.to_string()))?;
+    if f.cosigned > 0 {
+        report.notes.push(if witness_keys.is_empty() {
+            format!(
+                "witnesses: {} cosigned note(s) recorded, unchecked (no forum.witnessVerifiers)",
+                f.cosigned
+            )
+        } else {
+            format!(
+                "witnesses: {} cosigned note(s) recorded, {} verified",
+                f.cosigned, f.verified
+            )
+        });
+    }
+    if let Some(first) = f.problems.first()
+        && report.ok
+    {
+        report.ok = false;
+        report.code = Some(if first.contains("split view") {
+            Code::SplitView
+        } else {
+            Code::BadSignature
+        });
+        report.problem = Some(first.clone());
+    }
+    Ok(report)
 }

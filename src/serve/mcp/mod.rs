@@ -39,6 +39,7 @@ use serde_json::{Map, Value as J, json};
 use super::dispatch::{Dispatcher, RunHooks};
 use crate::ledger::canonical;
 
+mod out;
 mod progress;
 pub(crate) mod session;
 pub(crate) mod tools;

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value as J, json};
 
-use super::session::Out;
+use super::out::Out;
 use crate::serve::dispatch::lock;
 use crate::surface::run::{Event, Interrupt, Progress};
 

@@ -8,11 +8,11 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufRead, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use serde_json::Value as J;
 
+use super::out::Out;
 use super::progress::Notifier;
 use super::{Call, Incoming, MAX_LINE, Mcp, error, read};
 use crate::serve::dispatch::{RunHooks, lock};
@@ -23,42 +23,6 @@ pub(super) const CANCELLED: &str = "notifications/cancelled";
 
 /// Most tool calls running at once; further calls wait in the queue.
 pub(super) const MAX_CALLS: usize = 8;
-
-/// The one writer: each message is one line, written and flushed whole under its lock. After
-/// a write error (the client went away) it writes nothing more.
-pub(super) struct Out<'w> {
-    w: Mutex<Box<dyn Write + Send + 'w>>,
-    broken: AtomicBool,
-}
-
-impl<'w> Out<'w> {
-    fn new(w: impl Write + Send + 'w) -> Out<'w> {
-        Out {
-            w: Mutex::new(Box::new(w)),
-            broken: AtomicBool::new(false),
-        }
-    }
-
-    /// Writes `msg` as one line.
-    pub(super) fn send(&self, msg: &J) {
-        let mut text = msg.to_string();
-        text.push('\n');
-        let mut w = lock(&self.w);
-        if self.broken.load(Ordering::SeqCst) {
-            return;
-        }
-        if w.write_all(text.as_bytes())
-            .and_then(|_| w.flush())
-            .is_err()
-        {
-            self.broken.store(true, Ordering::SeqCst);
-        }
-    }
-
-    fn is_broken(&self) -> bool {
-        self.broken.load(Ordering::SeqCst)
-    }
-}
 
 /// The queue of tool calls and what cancellation needs to know of them.
 #[derive(Default)]

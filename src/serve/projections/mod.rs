@@ -19,29 +19,13 @@
 //! whole computation: two requests at once do the work once, the second answering from what
 //! the first kept.
 
-use std::sync::Mutex;
+mod cache;
+
+use cache::Folded;
+pub(crate) use cache::Projections;
 
 use super::dispatch::{Dispatcher, Reply, lock};
 use crate::report::summary::SummaryFold;
-use crate::surface::store::Verified;
-
-/// What the daemon keeps between requests (see the module doc).
-#[derive(Default)]
-pub(crate) struct Projections {
-    /// The last deep verify that passed.
-    deep: Mutex<Option<Verified>>,
-    /// The last chain (not deep) verify that passed, for the summary's `verified`.
-    chain: Mutex<Option<Verified>>,
-    /// The summary's fold and the commit of the last entry it counted.
-    summary: Mutex<Option<Folded>>,
-}
-
-/// A summary fold over the first `len` entries, the last of which is at commit `tip`.
-struct Folded {
-    len: usize,
-    tip: Option<gix::ObjectId>,
-    fold: SummaryFold,
-}
 
 impl Dispatcher {
     /// Verifies the served ledger (deep or not), resuming from what the last verify that
