@@ -43,6 +43,7 @@ pub mod context;
 pub mod exec;
 pub(crate) mod flight;
 pub(crate) mod gate;
+pub(crate) mod gitproc;
 pub mod ledger;
 pub(crate) mod model;
 pub mod plan;

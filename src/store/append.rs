@@ -489,11 +489,8 @@ impl GitStore {
         if pack::pack_count(&self.objects_dir()) <= MAX_PACKS {
             return;
         }
-        let _ = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(&self.common_dir)
+        let _ = crate::gitproc::at_git_dir(&self.common_dir)
             .args(["repack", "-d", "-q", "--geometric=2"])
-            .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .status();
@@ -940,12 +937,7 @@ mod tests {
 
     /// Runs git in `dir` and insists that it succeeds.
     fn git(dir: &std::path::Path, args: &[&str]) {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .output()
-            .unwrap();
+        let out = crate::gitproc::in_dir(dir).args(args).output().unwrap();
         assert!(
             out.status.success(),
             "git {args:?}: {}",

@@ -154,11 +154,9 @@ impl<'a> Copies<'a> {
                     )))
                 }
             };
-            let init = std::process::Command::new("git")
+            let init = crate::gitproc::command()
                 .args(["init", "-q", "--bare", &format!("--object-format={hash}")])
                 .arg(dir.path())
-                .env_remove("GIT_DIR")
-                .stdin(std::process::Stdio::null())
                 .output()
                 .map_err(super::error::io("running git init"))?;
             if !init.status.success() {

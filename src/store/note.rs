@@ -407,12 +407,9 @@ pub(crate) fn witness_decide(
 }
 
 fn git_config(dir: &Path, key: &str) -> Option<String> {
-    let o = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(dir)
-        .args(["config", "--get", key])
-        .output()
-        .ok()?;
+    let mut cmd = crate::gitproc::at_git_dir(dir);
+    cmd.args(["config", "--get", key]);
+    let o = crate::gitproc::output(cmd, None, crate::gitproc::OUTPUT_LIMIT).ok()?;
     o.status
         .success()
         .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
@@ -421,11 +418,9 @@ fn git_config(dir: &Path, key: &str) -> Option<String> {
 
 /// Every value of a multi-valued git config key, trimmed, empty ones dropped (none when unset).
 pub(crate) fn git_config_all(dir: &Path, key: &str) -> Vec<String> {
-    std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(dir)
-        .args(["config", "--get-all", key])
-        .output()
+    let mut cmd = crate::gitproc::at_git_dir(dir);
+    cmd.args(["config", "--get-all", key]);
+    crate::gitproc::output(cmd, None, crate::gitproc::OUTPUT_LIMIT)
         .ok()
         .filter(|o| o.status.success())
         .map(|o| {
@@ -530,22 +525,9 @@ impl GitStore {
         }
         // One `cat-file --batch` for every note, not one process per note.
         let input: String = wanted.iter().map(|c| format!("{c}:note\n")).collect();
-        let mut child = std::process::Command::new("git")
-            .args(["--git-dir", &gd, "cat-file", "--batch"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .map_err(|e| StoreError::Git(format!("cannot run git cat-file: {e}")))?;
-        let mut stdin = child.stdin.take().expect("piped");
-        let writer = std::thread::spawn(move || {
-            use std::io::Write;
-            stdin.write_all(input.as_bytes())
-        });
-        let o = child
-            .wait_with_output()
-            .map_err(|e| StoreError::Git(format!("git cat-file: {e}")))?;
-        let _ = writer.join();
+        let mut cmd = crate::gitproc::at_git_dir(Path::new(&gd));
+        cmd.args(["cat-file", "--batch"]);
+        let o = crate::gitproc::output(cmd, Some(input.as_bytes()), crate::gitproc::OUTPUT_LIMIT)?;
         let mut rest: &[u8] = &o.stdout;
         let mut out = Vec::new();
         for commit in wanted {

@@ -307,9 +307,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // Runs git in the repository and insists that it succeeds.
         let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .arg("-C")
-                .arg(dir.path())
+            let out = crate::gitproc::in_dir(dir.path())
                 .args(args)
                 .output()
                 .unwrap();

@@ -11,7 +11,7 @@
 //! only correct way; it costs a few milliseconds per append on such repositories only.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use gix::ObjectId;
 
@@ -47,27 +47,17 @@ impl RefStorage {
     }
 }
 
-/// `git --git-dir DIR` with no terminal prompts and the environment's repository overrides
-/// removed (the directory is explicit).
+/// `git --git-dir DIR` under git forum's one environment policy (see [`crate::gitproc`]).
 pub(crate) fn git_at(git_dir: &Path) -> Command {
-    let mut c = Command::new("git");
-    c.arg("--git-dir")
-        .arg(git_dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null());
-    c
+    crate::gitproc::at_git_dir(git_dir)
 }
 
 /// Runs `git --git-dir DIR ARGS...` and fails with git's first line of complaint.
 pub(crate) fn git_ok(git_dir: &Path, args: &[&str]) -> Result<(), StoreError> {
     let what = args.iter().take(2).copied().collect::<Vec<_>>().join(" ");
-    let o = git_at(git_dir)
-        .args(args)
-        .output()
-        .map_err(super::error::io(format!("running git {what}")))?;
+    let mut c = git_at(git_dir);
+    c.args(args);
+    let o = crate::gitproc::output(c, None, crate::gitproc::OUTPUT_LIMIT)?;
     if o.status.success() {
         return Ok(());
     }
@@ -75,6 +65,15 @@ pub(crate) fn git_ok(git_dir: &Path, args: &[&str]) -> Result<(), StoreError> {
         "git {what} failed: {}",
         first_line(&o.stderr)
     )))
+}
+
+/// Runs `cmd` to the end, its output read up to git forum's bound.
+fn bounded(cmd: Command) -> Result<std::process::Output, StoreError> {
+    Ok(crate::gitproc::output(
+        cmd,
+        None,
+        crate::gitproc::OUTPUT_LIMIT,
+    )?)
 }
 
 fn first_line(bytes: &[u8]) -> String {
@@ -121,12 +120,10 @@ impl GitStore {
     /// The ref's target through `git rev-parse` (which does not need the object to exist, so a
     /// ref naming a pruned commit is still seen and reported as such).
     fn ask_git_for_tip(&self) -> Result<Option<ObjectId>, StoreError> {
-        let o = self
-            .git()
-            .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
-            .arg(self.refname())
-            .output()
-            .map_err(super::error::io("running git rev-parse"))?;
+        let mut cmd = self.git();
+        cmd.args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
+            .arg(self.refname());
+        let o = bounded(cmd)?;
         if !o.status.success() {
             if o.stderr.is_empty() {
                 return Ok(None);
@@ -173,19 +170,17 @@ impl GitStore {
         }
         let message = message.replace(['\n', '\r'], " ");
         failpoint("cas-start");
-        let o = cmd
-            .args([
-                "update-ref",
-                "--create-reflog",
-                "-m",
-                &message,
-                "--end-of-options",
-            ])
-            .arg(self.refname())
-            .arg(new.to_string())
-            .arg(old.to_string())
-            .output()
-            .map_err(super::error::io("running git update-ref"))?;
+        cmd.args([
+            "update-ref",
+            "--create-reflog",
+            "-m",
+            &message,
+            "--end-of-options",
+        ])
+        .arg(self.refname())
+        .arg(new.to_string())
+        .arg(old.to_string());
+        let o = bounded(cmd)?;
         if o.status.success() {
             failpoint("cas-moved");
             return Ok(CasOutcome::Moved);
@@ -222,19 +217,17 @@ impl GitStore {
     /// A reflog git cannot show (one naming a pruned commit) reads as empty: verify then reports
     /// the missing object itself.
     pub(crate) fn reflog_via_git(&self) -> Vec<ReflogLine> {
-        let Ok(o) = self
-            .git()
-            .args([
-                "reflog",
-                "show",
-                "--no-abbrev",
-                "--format=%H %gs",
-                "--end-of-options",
-            ])
-            .arg(self.refname())
-            .arg("--")
-            .output()
-        else {
+        let mut cmd = self.git();
+        cmd.args([
+            "reflog",
+            "show",
+            "--no-abbrev",
+            "--format=%H %gs",
+            "--end-of-options",
+        ])
+        .arg(self.refname())
+        .arg("--");
+        let Ok(o) = bounded(cmd) else {
             return Vec::new();
         };
         if !o.status.success() {

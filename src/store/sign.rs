@@ -79,12 +79,9 @@ fn run(cmd: &mut Command, input: &[u8]) -> Result<std::process::Output, String> 
 }
 
 fn git_config(dir: &Path, key: &str) -> Option<String> {
-    let o = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["config", "--get", key])
-        .output()
-        .ok()?;
+    let mut cmd = crate::gitproc::in_dir(dir);
+    cmd.args(["config", "--get", key]);
+    let o = crate::gitproc::output(cmd, None, crate::gitproc::OUTPUT_LIMIT).ok()?;
     o.status
         .success()
         .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
@@ -266,12 +263,9 @@ pub(crate) fn git_ok(
     args: &[&str],
     input: Option<&[u8]>,
 ) -> Result<String, StoreError> {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(dir).args(args);
-    let out = match input {
-        Some(i) => run(&mut cmd, i).map_err(StoreError::Git)?,
-        None => cmd.output().map_err(super::error::io("cannot run git"))?,
-    };
+    let mut cmd = crate::gitproc::in_dir(dir);
+    cmd.args(args);
+    let out = crate::gitproc::output(cmd, input, crate::gitproc::OUTPUT_LIMIT)?;
     if !out.status.success() {
         return Err(StoreError::Git(format!(
             "git {} failed: {}",
