@@ -12,8 +12,9 @@ use gix::objs::Kind;
 
 use super::codec::{commit_bytes, object, one_line, tree_bytes};
 use super::error::{RefConflict, StoreError, io};
+pub(crate) use super::failpoint::failpoint;
 use super::forum_dir;
-use super::git::{Appended, GitStore, Tip};
+use super::handle::{Appended, GitStore, Tip};
 use super::lock::CasOutcome;
 use super::objects::unique;
 use super::pack::{self, Obj, PackStream, Section};
@@ -30,9 +31,6 @@ fn refused(e: StoreError) -> StoreError {
         other => other,
     }
 }
-
-/// How long an append keeps retrying a contended ref before giving up.
-pub const APPEND_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Consolidate packs (`git repack -d --geometric=2`) once a repository holds more than this
 /// many; gix handles also size their index slots from the count at open.
@@ -91,39 +89,6 @@ where
         as_pack: true,
         prewritten: None,
     })
-}
-
-/// A crash-testing hook: with `GIT_FORUM_FAILPOINT=NAME` in the environment, the process kills
-/// itself (SIGKILL, so nothing is cleaned up) when it reaches the step `NAME` of an append:
-/// `objects-written`, `cas-start`, `cas-locked`, `cas-reflog`, `cas-moved`, `appended` (the
-/// append is about to be acknowledged), and `integrate-start` (a `--work` run about to move its
-/// run branch). The reliability tests use it to kill a writer at every step.
-///
-/// With `GIT_FORUM_FAILPOINT_RUN=COMMAND` as well, the process does not die at the step: it
-/// runs `sh -c COMMAND` there (in its working directory, with its environment), waits for it
-/// and goes on, the first time it reaches the step only. The maintenance tests use it to run
-/// `git prune --expire=now` or `git gc --prune=now` at a chosen moment of an append.
-pub(crate) fn failpoint(name: &str) {
-    static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    static RUN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    static RAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    let point = POINT.get_or_init(|| std::env::var("GIT_FORUM_FAILPOINT").ok());
-    if point.as_deref() != Some(name) {
-        return;
-    }
-    if let Some(command) = RUN.get_or_init(|| std::env::var("GIT_FORUM_FAILPOINT_RUN").ok()) {
-        if !RAN.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            let _ = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(command)
-                .stdin(std::process::Stdio::null())
-                .status();
-        }
-        return;
-    }
-    #[cfg(unix)]
-    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
-    std::process::abort();
 }
 
 impl GitStore {
@@ -927,123 +892,4 @@ impl ImportRun {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::path::PathBuf;
-
-    use super::*;
-    use crate::ledger::canonical;
-    use crate::ledger::{Storage as _, StorageError, kind};
-    use crate::store::git::Options;
-
-    /// Runs git in `dir` and insists that it succeeds.
-    fn git(dir: &std::path::Path, args: &[&str]) {
-        let out = crate::gitproc::in_dir(dir).args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn note(text: &str) -> NewEntry {
-        NewEntry {
-            actor: "tester".into(),
-            kind: kind::NOTE.into(),
-            causal_parent: None,
-            payload: canonical::parse(&format!("{{\"text\":{text:?}}}")).unwrap(),
-            ts: 1_700_000_000.0,
-        }
-    }
-
-    #[test]
-    fn a_lost_compare_and_swap_is_a_conflict_that_carries_the_tip() {
-        let dir = tempfile::tempdir().unwrap();
-        git(dir.path(), &["init", "-q"]);
-        let mut store = GitStore::open(dir.path(), "main", Options::default()).unwrap();
-        let first = store.append_entry(&note("one")).unwrap();
-        let second = store.append_entry(&note("two")).unwrap();
-        // Back to seq 0, so that another writer can move the ref to seq 1 under our feet.
-        let refname = store.refname().to_string();
-        git(
-            dir.path(),
-            &["update-ref", &refname, &first.commit.to_string()],
-        );
-        store.append_deadline = Duration::ZERO;
-        let hash = store.object_hash();
-        let body = canonical::parse(r#"{"text":"three"}"#).unwrap();
-        let new = NewEntry {
-            payload: body,
-            ..note("three")
-        };
-        let text = new.validate().unwrap();
-        let ph = sha256_hex(text.as_bytes());
-        let (before, after) = (first.commit.to_string(), second.commit.to_string());
-        let err = store
-            .append_with(
-                |tip| {
-                    // Another writer lands seq 1 after this append read the tip at seq 0.
-                    git(dir.path(), &["update-ref", &refname, &after, &before]);
-                    let items = [(&new, text.as_bytes(), ph.as_str(), true)];
-                    let mut built = build_batch(hash, tip, items.into_iter())?;
-                    built.as_pack = false;
-                    Ok(built)
-                },
-                "forum: append note",
-            )
-            .unwrap_err();
-        let StoreError::Conflict(conflict) = &err else {
-            panic!("not a conflict: {err:?}");
-        };
-        assert_eq!(conflict.expected, Some(first.commit));
-        assert_eq!(conflict.tip, Some(second.commit));
-        assert_eq!(conflict.tip_seq, Some(1));
-        let message = err.to_string();
-        assert!(!message.contains('\n'), "{message}");
-        assert!(
-            message.contains(&format!("it stays at seq 1, commit {}", second.commit)),
-            "{message}"
-        );
-        // The ledger's own error type keeps the tip as plain data.
-        match StorageError::from(err) {
-            StorageError::Conflict { tip_seq, tip, .. } => {
-                assert_eq!(tip_seq, Some(1));
-                assert_eq!(tip, Some(second.commit.to_string()));
-            }
-            other => panic!("not a conflict: {other:?}"),
-        }
-        // Nothing was half written: the ledger is the other writer's, and with time to retry
-        // the next append lands on it.
-        assert_eq!(store.len().unwrap(), 2);
-        store.append_deadline = APPEND_DEADLINE;
-        let third = store.append_entry(&note("three")).unwrap();
-        assert_eq!(third.entry.seq, 2);
-        git(dir.path(), &["fsck", "--strict", "--no-dangling"]);
-    }
-
-    #[test]
-    fn a_ref_lock_held_by_another_process_gives_a_conflict_at_the_unmoved_tip() {
-        let dir = tempfile::tempdir().unwrap();
-        git(dir.path(), &["init", "-q"]);
-        let mut store = GitStore::open(dir.path(), "main", Options::default()).unwrap();
-        let first = store.append_entry(&note("one")).unwrap();
-        // A lock some other program holds: fresh, and not one a git-forum writer noted.
-        let lock = PathBuf::from(format!("{}.lock", store.ref_path().display()));
-        std::fs::write(&lock, format!("{}\n", first.commit)).unwrap();
-        store.append_deadline = Duration::ZERO;
-        let err = store.append_entry(&note("two")).unwrap_err();
-        match &err {
-            StoreError::Conflict(c) => {
-                assert_eq!(c.expected, Some(first.commit));
-                assert_eq!(c.tip, Some(first.commit));
-                assert_eq!(c.tip_seq, Some(0));
-            }
-            other => panic!("not a conflict: {other:?}"),
-        }
-        assert!(err.to_string().contains(".lock; try again"), "{err}");
-        // The lock is never broken: it is not ours to break.
-        assert!(lock.exists());
-        std::fs::remove_file(&lock).unwrap();
-        store.append_deadline = APPEND_DEADLINE;
-        assert_eq!(store.append_entry(&note("two")).unwrap().entry.seq, 1);
-    }
-}
+mod tests;

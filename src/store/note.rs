@@ -496,7 +496,7 @@ impl GitStore {
             B64.encode(cp.root.0),
             cp.origin
         );
-        super::sign::commit_on_ref(
+        super::side_refs::commit_on_ref(
             &gd,
             &self.signatures_ref(),
             &[("note", note.as_bytes())],
@@ -513,7 +513,7 @@ impl GitStore {
             return Ok(Vec::new());
         }
         let gd = self.note_git_dir().to_string_lossy().to_string();
-        let list = super::sign::ref_history(&gd, &refname)?;
+        let list = super::side_refs::ref_history(&gd, &refname)?;
         let wanted: Vec<&str> = list
             .lines()
             .filter_map(|l| l.split_once(' '))

@@ -1,15 +1,17 @@
-//! Writing loose objects: each compressed object file appears whole under its name (an
+//! Reading git objects (with the write-ahead log as the fallback for one a prune took), and
+//! writing loose objects: each compressed object file appears whole under its name (an
 //! anonymous file linked in, or a temporary file renamed), durable as the flush method asks.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use gix::objs::Kind;
+use gix::ObjectId;
+use gix::objs::{Find as _, Kind};
 
 use super::durable::start_writeback;
 use super::error::{StoreError, io};
-use super::git::GitStore;
+use super::handle::GitStore;
 use super::pack::Obj;
 
 /// This process's id, asked of the kernel once.
@@ -150,6 +152,64 @@ pub(super) fn unique() -> u128 {
 }
 
 impl GitStore {
+    /// Reads object `id` into `buf`. An object missing from the object store but held by the
+    /// write-ahead log (a prune that listed the refs before an append moved its ref deletes
+    /// that append's objects afterwards; see `wal/recover.rs`) is read from the log: its id is
+    /// the hash of its content, so the copy is exact. [`read_stored`](Self::read_stored) reads
+    /// the object store alone.
+    pub(crate) fn read_raw(
+        &self,
+        id: &ObjectId,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<Kind>, StoreError> {
+        match self.read_stored(id, buf) {
+            Ok(Some(kind)) => return Ok(Some(kind)),
+            Ok(None) => {}
+            Err(e) => {
+                return self
+                    .read_fresh(id, buf, 1)
+                    .map(Some)
+                    .or_else(|| self.logged_object(id, buf).map(Some))
+                    .ok_or(e);
+            }
+        }
+        Ok(self
+            .read_fresh(id, buf, 1)
+            .or_else(|| self.logged_object(id, buf)))
+    }
+
+    /// Object `id` looked up through a new handle on the object store, up to `tries` times a
+    /// moment apart. A handle that has been open a while can miss an object a concurrent
+    /// `git repack` just moved: it knows the old pack's index, whose pack is gone, and the new
+    /// pack only once it looks again.
+    pub(crate) fn read_fresh(&self, id: &ObjectId, buf: &mut Vec<u8>, tries: u32) -> Option<Kind> {
+        for attempt in 0..tries {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(20 << attempt));
+            }
+            let Ok(repo) = gix::open(&self.common_dir) else {
+                continue;
+            };
+            if let Ok(Some(d)) = repo.objects.try_find(id, buf) {
+                return Some(d.kind);
+            }
+        }
+        None
+    }
+
+    /// Reads object `id` from the object store alone (no write-ahead log).
+    pub(crate) fn read_stored(
+        &self,
+        id: &ObjectId,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<Kind>, StoreError> {
+        match self.repo.objects.try_find(id, buf) {
+            Ok(Some(d)) => Ok(Some(d.kind)),
+            Ok(None) => Ok(None),
+            Err(e) => Err(super::error::gix_err(format!("reading object {id}"), e)),
+        }
+    }
+
     /// Writes new loose objects (skipping blobs and trees the repository has; commits are
     /// appended entries, new by construction, and written without asking. With `replace`, a
     /// loose file of the same name, perhaps damaged, is replaced) and, with `durable`, makes
@@ -300,7 +360,7 @@ impl GitStore {
 mod tests {
     use super::*;
     use crate::store::codec::{object, tree_bytes};
-    use crate::store::git::Options;
+    use crate::store::handle::Options;
 
     #[test]
     fn loose_objects_appear_whole_and_writing_them_again_is_harmless() {

@@ -40,7 +40,7 @@ use gix::objs::{Find as _, Kind};
 
 use super::codec::{AUTHOR_EMAIL, object};
 use super::error::StoreError;
-use super::git::GitStore;
+use super::handle::GitStore;
 use super::objects::with_fast_compressor;
 use super::pack::Obj;
 
@@ -51,10 +51,7 @@ const MAGIC_V1: &[u8; 16] = b"git-forum wal 1\n";
 const MAX_OBJECTS_LEN: usize = 256 << 20;
 /// Records start here; the header fills the first block.
 pub(crate) const DATA_START: u64 = 4096;
-/// The default size of a log (`git config forum.walSize` changes it).
-pub(crate) const DEFAULT_CAPACITY: u64 = 1 << 20;
-/// The smallest log accepted.
-pub(crate) const MIN_CAPACITY: u64 = 64 << 10;
+use super::handle::MIN_CAPACITY;
 const HEADER_LEN: usize = 128;
 
 /// One logged append: the ref moved from `old` to `new`, writing `objects`.

@@ -110,12 +110,12 @@ pub(crate) fn ask_witnesses(
     for name in names {
         let copy = GitStore::at_ref(
             repo.clone(),
-            &format!("{}{remote}/{name}", super::sync::REMOTES_PREFIX),
+            &format!("{}{remote}/{name}", super::handle::REMOTES_PREFIX),
             Options::default(),
         )?
         .with_signatures(
             name,
-            &format!("{}{remote}/{name}", super::sync::REMOTE_SIGNATURES_PREFIX),
+            &format!("{}{remote}/{name}", super::handle::REMOTE_SIGNATURES_PREFIX),
         );
         let latest = copy
             .stored_notes()?

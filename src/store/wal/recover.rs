@@ -201,7 +201,7 @@ impl GitStore {
                         (Some(_), Kind::Tree) => dropped
                             .iter()
                             .any(|b| data.windows(b.as_bytes().len()).any(|w| w == b.as_bytes())),
-                        (Some(_), Kind::Commit) => crate::store::git::parse_commit(data, hash)
+                        (Some(_), Kind::Commit) => crate::store::codec::parse_commit(data, hash)
                             .is_some_and(|c| dropped.contains(&c.tree)),
                         _ => false,
                     };
