@@ -32,6 +32,7 @@ use gix::objs::{Find as _, Kind};
 use super::forum_dir;
 use super::git::{GitStore, StoreError, commit_bytes, object, parse_commit, tree_bytes};
 use super::pack::Obj;
+use crate::ledger::Entry;
 
 /// A lock file found in the repository.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -308,6 +309,45 @@ impl GitStore {
             findings: Vec::new(),
             restored_objects: 0,
         };
+        let (tip, ref_finding, forked) = self.tip_to_examine()?;
+        let whole = self.walk_recovering(tip, &copies, &mut health, repair)?;
+        if let Some(f) = forked {
+            health.findings.insert(0, f);
+        }
+        if let Some(mut f) = ref_finding {
+            if repair
+                && whole
+                && let Some(t) = tip
+            {
+                // A restore past a line that named something else starts the reflog afresh for
+                // verify (as a redaction does): that line is not in the chain, and never was.
+                let message = if matches!(f.code, "ref-rewound" | "ref-overwritten") {
+                    format!(
+                        "forum: rewrite (doctor --repair: back to the reflog's last good tip {t})"
+                    )
+                } else {
+                    "forum: doctor --repair".to_string()
+                };
+                self.restore_ref(t, &message)?;
+                f.repaired = true;
+            } else if !whole {
+                f.repairable = false;
+                f.remedy.push_str(" (once the objects above are restored)");
+            }
+            health.findings.insert(0, f);
+        }
+        if repair && health.restored_objects > 0 {
+            self.flush_repository()?;
+        }
+        Ok(health)
+    }
+
+    /// The tip doctor examines: the ref's, or its reflog's last when the ref is gone or broken
+    /// (a finding says so), or a better one its reflog knows when the ref was overwritten; and a
+    /// finding for a reflog that forked from the chain.
+    fn tip_to_examine(
+        &self,
+    ) -> Result<(Option<ObjectId>, Option<Finding>, Option<Finding>), StoreError> {
         let reflog_tip = self
             .reflog()
             .iter()
@@ -359,6 +399,19 @@ impl GitStore {
             },
             other => (other.0, other.1, None),
         };
+        Ok((tip, ref_finding, forked))
+    }
+
+    /// Walks the chain from `tip` back, recording each missing or damaged object in `health`
+    /// (and writing back an exact copy from `copies` with `repair`). Returns whether every
+    /// commit, tree and body is now there.
+    fn walk_recovering(
+        &self,
+        tip: Option<ObjectId>,
+        copies: &Copies,
+        health: &mut LedgerHealth,
+        repair: bool,
+    ) -> Result<bool, StoreError> {
         // Walk the chain the ref (or its reflog) names, from the tip back.
         let mut cur = tip;
         let mut child_seq: Option<u64> = None;
@@ -371,15 +424,8 @@ impl GitStore {
                 _ => {
                     let missing =
                         format!("{}; the entries before it cannot be read", copies.what());
-                    let found = self.recover(
-                        &copies,
-                        &mut health,
-                        repair,
-                        seq_hint,
-                        Kind::Commit,
-                        &id,
-                        missing,
-                    )?;
+                    let found =
+                        self.recover(copies, health, repair, seq_hint, Kind::Commit, &id, missing)?;
                     match found {
                         Some(data) => data,
                         None => {
@@ -396,79 +442,58 @@ impl GitStore {
                 )));
             };
             let seq = super::verify::seq_of_message(raw.message).or(seq_hint);
-            let tree = raw.tree;
             let parent = raw.parents.first().copied();
-            // The tree and its body.
-            let tree_data = match self.read_stored(&tree, &mut buf).ok().flatten() {
-                Some(Kind::Tree) => Some(buf.clone()),
-                _ => {
-                    let found = self.recover(
-                        &copies,
-                        &mut health,
-                        repair,
-                        seq,
-                        Kind::Tree,
-                        &tree,
-                        copies.what().to_string(),
-                    )?;
-                    whole &= found.is_some();
-                    found
-                }
-            };
-            if let Some(t) = tree_data
-                && let Some(blob) = blob_of_tree(&t, self.object_hash())
-                && !matches!(
-                    self.read_stored(&blob, &mut buf).ok().flatten(),
-                    Some(Kind::Blob)
-                )
-            {
-                let missing = format!(
-                    "{}; if the body is meant to be gone, `git forum redact` records that",
-                    copies.what()
-                );
-                let found = self.recover(
-                    &copies,
-                    &mut health,
-                    repair,
-                    seq,
-                    Kind::Blob,
-                    &blob,
-                    missing,
-                )?;
-                whole &= found.is_some();
-            }
+            whole &= self.recover_tree_and_body(copies, health, repair, seq, raw.tree)?;
             child_seq = seq;
             cur = parent;
         }
-        if let Some(f) = forked {
-            health.findings.insert(0, f);
-        }
-        if let Some(mut f) = ref_finding {
-            if repair
-                && whole
-                && let Some(t) = tip
-            {
-                // A restore past a line that named something else starts the reflog afresh for
-                // verify (as a redaction does): that line is not in the chain, and never was.
-                let message = if matches!(f.code, "ref-rewound" | "ref-overwritten") {
-                    format!(
-                        "forum: rewrite (doctor --repair: back to the reflog's last good tip {t})"
-                    )
-                } else {
-                    "forum: doctor --repair".to_string()
-                };
-                self.restore_ref(t, &message)?;
-                f.repaired = true;
-            } else if !whole {
-                f.repairable = false;
-                f.remedy.push_str(" (once the objects above are restored)");
+        Ok(whole)
+    }
+
+    /// The tree `tree` of entry `seq` and the body it names, recovered as
+    /// [`walk_recovering`](Self::walk_recovering) does; whether both are there.
+    fn recover_tree_and_body(
+        &self,
+        copies: &Copies,
+        health: &mut LedgerHealth,
+        repair: bool,
+        seq: Option<u64>,
+        tree: ObjectId,
+    ) -> Result<bool, StoreError> {
+        let mut buf = Vec::new();
+        let mut whole = true;
+        // The tree and its body.
+        let tree_data = match self.read_stored(&tree, &mut buf).ok().flatten() {
+            Some(Kind::Tree) => Some(buf.clone()),
+            _ => {
+                let found = self.recover(
+                    copies,
+                    health,
+                    repair,
+                    seq,
+                    Kind::Tree,
+                    &tree,
+                    copies.what().to_string(),
+                )?;
+                whole &= found.is_some();
+                found
             }
-            health.findings.insert(0, f);
+        };
+        if let Some(t) = tree_data
+            && let Some(blob) = blob_of_tree(&t, self.object_hash())
+            && !matches!(
+                self.read_stored(&blob, &mut buf).ok().flatten(),
+                Some(Kind::Blob)
+            )
+        {
+            let missing = format!(
+                "{}; if the body is meant to be gone, `git forum redact` records that",
+                copies.what()
+            );
+            let found = self.recover(copies, health, repair, seq, Kind::Blob, &blob, missing)?;
+            whole &= found.is_some();
         }
-        if repair && health.restored_objects > 0 {
-            self.flush_repository()?;
-        }
-        Ok(health)
+        Ok(whole)
     }
 
     /// A missing or damaged object `id` of entry `seq`: records the finding and returns the
@@ -525,18 +550,16 @@ impl GitStore {
         }
     }
 
-    /// What the reflog offers for a ref that names `cur` (see the module doc): `None` when the
-    /// ref holds everything the reflog's good tips do, or when what is wrong is damage (a
-    /// missing object), which the walk reports and repairs instead.
-    fn reflog_offer(&self, cur: ObjectId) -> Result<Option<Offer>, StoreError> {
+    /// The tips the reflog recorded since its last rewrite, newest first, but `cur` and the
+    /// values of updates that never landed (a writer killed after its reflog line, whose lock
+    /// was recovered, or an update under way).
+    fn reflog_candidates(&self, cur: ObjectId) -> Vec<ObjectId> {
         let reflog = self.reflog();
         let start = reflog
             .iter()
             .rposition(|l| l.rewrite)
             .map(|i| i + 1)
             .unwrap_or(0);
-        // Not the values of updates that never landed (a writer killed after its reflog line,
-        // whose lock was recovered, or an update under way).
         let never = self.recovered_locks();
         let pending = self.pending_ref_lock();
         let mut candidates: Vec<ObjectId> = Vec::new();
@@ -550,23 +573,20 @@ impl GitStore {
                 candidates.push(id);
             }
         }
-        if candidates.is_empty() {
-            return Ok(None);
-        }
+        candidates
+    }
+
+    /// The newest of `candidates` that verifies whole (a few are looked at) and, when the ref
+    /// names an entry (`cur_entry`), comes after it; with its number of entries.
+    fn good_reflog_tip(
+        &self,
+        candidates: Vec<ObjectId>,
+        cur_entry: Option<&Entry>,
+    ) -> Option<(ObjectId, u64)> {
         let mut buf = Vec::new();
-        let cur_entry = self
-            .read_entry_commit(&cur, &mut buf)
-            .ok()
-            .map(|(e, _, _)| e);
-        if cur_entry.is_none() && self.read_stored(&cur, &mut buf).ok().flatten().is_none() {
-            // The tip's commit is missing: damage, not an overwritten ref.
-            return Ok(None);
-        }
-        // The newest recorded tip that verifies whole (a few are looked at) and, when the ref
-        // names an entry, comes after it.
         let mut good = None;
         for g in candidates.into_iter().take(16) {
-            if let Some(e) = &cur_entry {
+            if let Some(e) = cur_entry {
                 let later = self
                     .read_entry_commit(&g, &mut buf)
                     .is_ok_and(|(ge, _, _)| ge.seq > e.seq);
@@ -581,6 +601,27 @@ impl GitStore {
                 break;
             }
         }
+        good
+    }
+
+    /// What the reflog offers for a ref that names `cur` (see the module doc): `None` when the
+    /// ref holds everything the reflog's good tips do, or when what is wrong is damage (a
+    /// missing object), which the walk reports and repairs instead.
+    fn reflog_offer(&self, cur: ObjectId) -> Result<Option<Offer>, StoreError> {
+        let candidates = self.reflog_candidates(cur);
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        let mut buf = Vec::new();
+        let cur_entry = self
+            .read_entry_commit(&cur, &mut buf)
+            .ok()
+            .map(|(e, _, _)| e);
+        if cur_entry.is_none() && self.read_stored(&cur, &mut buf).ok().flatten().is_none() {
+            // The tip's commit is missing: damage, not an overwritten ref.
+            return Ok(None);
+        }
+        let good = self.good_reflog_tip(candidates, cur_entry.as_ref());
         let Some((g, g_entries)) = good else {
             return Ok(None);
         };

@@ -19,12 +19,6 @@ use super::objects::create_in_dir;
 pub(crate) use super::refs::CasOutcome;
 use super::refs::file_links_and_len;
 
-/// A ref `.lock` file older than this, found while we hold the ledger's writer lock, was left by
-/// a writer that died; git's own writers hold ref locks for milliseconds.
-// Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-#[allow(dead_code)]
-pub(crate) const STALE_REF_LOCK: Duration = Duration::from_secs(2);
-
 /// Takes the ref lock `lock` by writing `value` into the spare inode and moving it in. Returns
 /// false when there is no usable spare (the caller then creates the lock); an `AlreadyExists`
 /// error means the lock is held. A spare with another link is the live ref (a writer died

@@ -6,17 +6,21 @@
 //!
 //! ```text
 //! stale → error → capped → spill → forum_row → forum_dir → packread → pack → codec → failpoint
-//! handle → durable → refs → objects → lock → index → append → wal → git
+//! handle → durable → refs → objects → lock → index → wal → append → import → git
 //! side_refs → note → sign → verify → cosign → witness → tiles → sync
 //! halt → redact → doctor
 //! ```
 //!
 //! The leaves on the first line know nothing of a repository. [`handle`] holds the ledger
 //! handle, [`GitStore`](git::GitStore), and its settings; [`refs`] reads and moves the ledger
-//! ref, [`objects`] writes git objects, [`lock`] holds the writer lock and the compare-and-swap,
-//! [`append`] is the append loop and [`wal`] the write-ahead log beside it; [`git`] reads
-//! entries back and is the `Storage` the ledger core sees. Above them sit the side refs
-//! (signed checkpoints, notes, tiles), [`verify`], sharing with remotes and maintenance.
+//! ref, [`objects`] reads and writes git objects, [`lock`] holds the writer lock and the
+//! compare-and-swap, [`wal`] is the write-ahead log and [`append`] the append loop that writes
+//! through it, [`import`] writes whole ledgers; [`git`] reads entries back and is the `Storage`
+//! the ledger core sees. Above them sit the side refs (signed checkpoints, notes, tiles),
+//! [`verify`], sharing with remotes ([`sync`]) and maintenance.
+//!
+//! Every module adds methods to the one handle, so a method may call one written further down
+//! the list; the order holds for what a module names: types, functions and constants.
 
 pub(crate) mod append;
 pub(crate) mod capped;
@@ -31,6 +35,7 @@ mod forum_row;
 pub mod git;
 pub(crate) mod halt;
 pub(crate) mod handle;
+pub(crate) mod import;
 pub(crate) mod index;
 pub(crate) mod lock;
 pub mod note;

@@ -133,10 +133,6 @@ pub struct OpenedNote {
     pub checkpoint: NoteCheckpoint,
     /// The names of the trusted keys whose signatures verified.
     pub signers: Vec<String>,
-    /// The note's text (what the signatures cover).
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    pub(crate) text: String,
 }
 
 /// Opens a signed checkpoint note: at least one signature by a key in `keys` must verify, every
@@ -161,7 +157,6 @@ pub fn open(note: &str, keys: &VerifierList) -> Result<OpenedNote, String> {
     Ok(OpenedNote {
         checkpoint,
         signers: good.iter().map(|s| s.name().to_string()).collect(),
-        text: text.to_string(),
     })
 }
 

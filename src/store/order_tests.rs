@@ -61,7 +61,7 @@ fn files(dir: &Path, out: &mut Vec<(PathBuf, String, usize)>) {
 /// in `src/store`, `super::super::M` from one a directory below, and the names inside a
 /// `use super::{...}` group. Comments and the test module are skipped.
 fn named(text: &str, depth: usize) -> Vec<(usize, String)> {
-    let code = match text.find("#[cfg(test)]\nmod tests") {
+    let code = match text.find("#[cfg(test)]\nmod tests {") {
         Some(i) => &text[..i],
         None => text,
     };

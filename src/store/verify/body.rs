@@ -87,9 +87,6 @@ impl Rec {
 pub struct VerifyReport {
     pub(crate) ok: bool,
     pub(crate) chain: bool,
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    pub(crate) deep: bool,
     /// `Some(true)` when deep checks ran and passed.
     pub(crate) deep_ok: Option<bool>,
     pub entries: u64,
