@@ -19,7 +19,7 @@ use super::handle::{Appended, GitStore, Tip};
 use super::lock::CasOutcome;
 use super::objects::unique;
 use super::pack::{self, Obj};
-use super::wal::{Record, Wal};
+use super::wal::{Wal, WalRecord};
 use crate::ledger::hash::sha256_hex;
 use crate::ledger::{Entry, NewEntry};
 
@@ -101,7 +101,7 @@ struct AppendLog {
     /// Whether the log was emptied for this append.
     checkpointed: bool,
     /// The log and its records, whose objects go into a batch's own pack.
-    batch: Option<(Wal, Vec<Record>)>,
+    batch: Option<(Wal, Vec<WalRecord>)>,
 }
 
 impl GitStore {
@@ -276,7 +276,7 @@ impl GitStore {
     fn write_batch_pack(
         &self,
         built: &mut Built,
-        batch_log: &mut Option<(Wal, Vec<Record>)>,
+        batch_log: &mut Option<(Wal, Vec<WalRecord>)>,
     ) -> Result<Option<pack::PackGuard>, StoreError> {
         let mut seen = HashSet::new();
         let mut logged_objs = Vec::new();

@@ -34,6 +34,17 @@ use super::git::{GitStore, StoreError, commit_bytes, object, parse_commit, tree_
 use super::pack::Obj;
 use crate::ledger::Entry;
 
+/// What doctor examines: the tip, a finding about the ref, and one about a forked reflog.
+type TipToExamine = (
+    Option<ObjectId>,
+    Option<DoctorFinding>,
+    Option<DoctorFinding>,
+);
+
+// The old names, for modules outside the store that still import them.
+pub(crate) use self::DoctorFinding as Finding;
+pub(crate) use self::RepairSources as Sources;
+
 /// A lock file found in the repository.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct LockFinding {
@@ -50,7 +61,7 @@ pub(crate) struct LockFinding {
 
 /// Where exact copies of lost objects may be found.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Sources {
+pub(crate) struct RepairSources {
     /// Other repositories whose object stores may hold the objects (`--from-repo`).
     pub(crate) repos: Vec<PathBuf>,
     /// Forum exports of this ledger (`--from-export`): commits are recomputed from them.
@@ -61,7 +72,7 @@ pub(crate) struct Sources {
 
 /// One thing found wrong.
 #[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct Finding {
+pub(crate) struct DoctorFinding {
     /// The entry it concerns, when known.
     pub(crate) seq: Option<u64>,
     /// `missing-commit`, `missing-tree`, `missing-body` (missing, or unreadable: damaged),
@@ -84,7 +95,7 @@ pub(crate) struct Finding {
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct LedgerHealth {
     pub(crate) ledger: String,
-    pub(crate) findings: Vec<Finding>,
+    pub(crate) findings: Vec<DoctorFinding>,
     /// Objects written back by the repair.
     pub(crate) restored_objects: usize,
 }
@@ -99,8 +110,53 @@ struct Copies<'a> {
     repos: Vec<gix::Repository>,
 }
 
+/// A pack given with `--from-pack`, indexed in a scratch repository (removed when the returned
+/// directory is dropped) so that its objects can be read.
+fn open_pack_copy(
+    pack: &std::path::Path,
+    hash: gix::hash::Kind,
+) -> Result<(gix::Repository, tempfile::TempDir), StoreError> {
+    let dir = tempfile::tempdir().map_err(|e| StoreError::Io {
+        context: "creating a scratch repository for --from-pack".into(),
+        source: e,
+    })?;
+    let run = |args: &[&str]| -> Result<(), StoreError> {
+        let o = super::refs::git_at(dir.path())
+            .args(args)
+            .output()
+            .map_err(super::error::io("running git"))?;
+        if o.status.success() {
+            Ok(())
+        } else {
+            Err(StoreError::Invalid(format!(
+                "--from-pack {}: {}",
+                pack.display(),
+                String::from_utf8_lossy(&o.stderr).trim()
+            )))
+        }
+    };
+    let init = crate::gitproc::command()
+        .args(["init", "-q", "--bare", &format!("--object-format={hash}")])
+        .arg(dir.path())
+        .output()
+        .map_err(super::error::io("running git init"))?;
+    if !init.status.success() {
+        return Err(StoreError::Git(format!(
+            "git init for --from-pack failed: {}",
+            String::from_utf8_lossy(&init.stderr).trim()
+        )));
+    }
+    let dest = dir.path().join("objects/pack/pack-from.pack");
+    std::fs::copy(pack, &dest)
+        .map_err(|e| StoreError::Invalid(format!("--from-pack {}: {e}", pack.display())))?;
+    run(&["index-pack", dest.to_str().unwrap_or_default()])?;
+    let r = gix::open(dir.path())
+        .map_err(|e| StoreError::Invalid(format!("--from-pack {}: {e}", pack.display())))?;
+    Ok((r, dir))
+}
+
 impl<'a> Copies<'a> {
-    fn gather(store: &'a GitStore, sources: &Sources) -> Result<Copies<'a>, StoreError> {
+    fn gather(store: &'a GitStore, sources: &RepairSources) -> Result<Copies<'a>, StoreError> {
         let mut known = HashMap::new();
         for o in store.logged_objects()? {
             known.insert(o.id, o);
@@ -136,42 +192,7 @@ impl<'a> Copies<'a> {
         let mut repos = Vec::new();
         let mut scratch = Vec::new();
         for pack in &sources.packs {
-            let dir = tempfile::tempdir().map_err(|e| StoreError::Io {
-                context: "creating a scratch repository for --from-pack".into(),
-                source: e,
-            })?;
-            let run = |args: &[&str]| -> Result<(), StoreError> {
-                let o = super::refs::git_at(dir.path())
-                    .args(args)
-                    .output()
-                    .map_err(super::error::io("running git"))?;
-                if o.status.success() {
-                    Ok(())
-                } else {
-                    Err(StoreError::Invalid(format!(
-                        "--from-pack {}: {}",
-                        pack.display(),
-                        String::from_utf8_lossy(&o.stderr).trim()
-                    )))
-                }
-            };
-            let init = crate::gitproc::command()
-                .args(["init", "-q", "--bare", &format!("--object-format={hash}")])
-                .arg(dir.path())
-                .output()
-                .map_err(super::error::io("running git init"))?;
-            if !init.status.success() {
-                return Err(StoreError::Git(format!(
-                    "git init for --from-pack failed: {}",
-                    String::from_utf8_lossy(&init.stderr).trim()
-                )));
-            }
-            let dest = dir.path().join("objects/pack/pack-from.pack");
-            std::fs::copy(pack, &dest)
-                .map_err(|e| StoreError::Invalid(format!("--from-pack {}: {e}", pack.display())))?;
-            run(&["index-pack", dest.to_str().unwrap_or_default()])?;
-            let r = gix::open(dir.path())
-                .map_err(|e| StoreError::Invalid(format!("--from-pack {}: {e}", pack.display())))?;
+            let (r, dir) = open_pack_copy(pack, hash)?;
             repos.push(r);
             scratch.push(dir);
         }
@@ -295,7 +316,7 @@ impl GitStore {
     /// reflog recorded, and only once that commit is whole.
     pub(crate) fn doctor(
         &self,
-        sources: &Sources,
+        sources: &RepairSources,
         repair: bool,
     ) -> Result<LedgerHealth, StoreError> {
         let _held = if repair {
@@ -345,9 +366,7 @@ impl GitStore {
     /// The tip doctor examines: the ref's, or its reflog's last when the ref is gone or broken
     /// (a finding says so), or a better one its reflog knows when the ref was overwritten; and a
     /// finding for a reflog that forked from the chain.
-    fn tip_to_examine(
-        &self,
-    ) -> Result<(Option<ObjectId>, Option<Finding>, Option<Finding>), StoreError> {
+    fn tip_to_examine(&self) -> Result<TipToExamine, StoreError> {
         let reflog_tip = self
             .reflog()
             .iter()
@@ -358,7 +377,7 @@ impl GitStore {
             Ok(None) => match reflog_tip {
                 Some(last) => (
                     Some(last),
-                    Some(Finding {
+                    Some(DoctorFinding {
                         seq: None,
                         code: "ref-deleted",
                         object: self.refname().to_string(),
@@ -374,7 +393,7 @@ impl GitStore {
             Err(StoreError::Corrupt(why)) => match reflog_tip {
                 Some(last) => (
                     Some(last),
-                    Some(Finding {
+                    Some(DoctorFinding {
                         seq: None,
                         code: "ref-broken",
                         object: self.refname().to_string(),
@@ -535,8 +554,14 @@ impl GitStore {
         }
     }
 
-    fn finding(&self, seq: Option<u64>, code: &'static str, id: &ObjectId, can: bool) -> Finding {
-        Finding {
+    fn finding(
+        &self,
+        seq: Option<u64>,
+        code: &'static str,
+        id: &ObjectId,
+        can: bool,
+    ) -> DoctorFinding {
+        DoctorFinding {
             seq,
             code,
             object: id.to_string(),
@@ -626,7 +651,7 @@ impl GitStore {
             return Ok(None);
         };
         let g_seq = g_entries.saturating_sub(1);
-        let finding = |code: &'static str, remedy: String, repairable: bool| Finding {
+        let finding = |code: &'static str, remedy: String, repairable: bool| DoctorFinding {
             seq: Some(g_seq),
             code,
             object: self.refname().to_string(),
@@ -698,9 +723,9 @@ impl GitStore {
 /// What a ref's reflog offers doctor.
 enum Offer {
     /// Put the ref back on this commit (the finding says why that loses nothing).
-    Restore(ObjectId, Finding),
+    Restore(ObjectId, DoctorFinding),
     /// The ref holds a valid ledger the good tip does not contain: reported only.
-    Forked(Finding),
+    Forked(DoctorFinding),
 }
 
 /// The blob an entry tree names; `None` for the empty (redacted) tree or any other shape.

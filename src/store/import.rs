@@ -90,28 +90,12 @@ impl GitStore {
         Ok(*commits.last().expect("non-empty import"))
     }
 
-    /// Imports a Forum ledger directory into this new, empty ledger as one pack, streaming: the
-    /// payload rows are indexed on disk, the entries read one at a time, and each object is
-    /// written to the pack as it is built, so memory stays flat however long the ledger. Every
-    /// entry is checked (chain, hashes, bodies) on the way, and any problem leaves the
-    /// repository as it was: the half-written pack is removed and no ref moves.
-    pub(crate) fn import_forum_dir(
-        &mut self,
-        dir: &Path,
-        limits: &forum_dir::Limits,
-    ) -> Result<Imported, ImportError> {
-        if self.tip_id()?.is_some() {
-            return Err(StoreError::Invalid(format!(
-                "ledger {:?} already exists; import into a new ledger with --ledger NAME",
-                self.name
-            ))
-            .into());
-        }
+    /// Starts an import into `objects_dir`: the pack it streams into (holding the empty tree
+    /// already) and the temporary file its seq index is written to.
+    fn start_import(&self, objects_dir: &Path) -> Result<(ImportRun, RemoveOnDrop), ImportError> {
         let hash = self.hash;
-        let objects_dir = self.objects_dir();
-        let mut src = forum_dir::open_stream(dir, limits, &objects_dir)?;
         let level = gix::zlib::Compression::new(IMPORT_LEVEL).expect("a valid level");
-        let pack = PackStream::create(&objects_dir, hash, level).map_err(io("writing a pack"))?;
+        let pack = PackStream::create(objects_dir, hash, level).map_err(io("writing a pack"))?;
         let ids_path = objects_dir.join("pack").join(format!(
             "forum_tmp_ids_{}_{}",
             std::process::id(),
@@ -136,6 +120,64 @@ impl GitStore {
         run.pack
             .add(&empty_tree.id, Kind::Tree, &empty_tree.data, Section::Rest)
             .map_err(io("writing a pack"))?;
+        Ok((run, ids))
+    }
+
+    /// Moves the ledger ref to the imported chain's tip `tip` (entry `last`), whose pack `pack`
+    /// holds every object, once nothing else created the ledger meanwhile.
+    fn adopt_import(
+        &self,
+        pack: PackStream,
+        tip: ObjectId,
+        last: &Entry,
+        count: u64,
+    ) -> Result<(), StoreError> {
+        let mut guard = Some(pack.finish(self.opts.fsync).map_err(io("writing a pack"))?);
+        let name = self.name.clone();
+        let appended = self.append_with(
+            |tip_now| {
+                if tip_now.is_some() {
+                    return Err(StoreError::Invalid(format!(
+                        "ledger {name:?} was created while importing"
+                    )));
+                }
+                Ok(Built {
+                    objects: Vec::new(),
+                    commits: vec![tip],
+                    entries: vec![last.clone()],
+                    as_pack: true,
+                    prewritten: guard.take(),
+                })
+            },
+            &format!("forum: import {count} entries"),
+        );
+        if let Some(g) = guard {
+            g.release();
+        }
+        appended?;
+        Ok(())
+    }
+
+    /// Imports a Forum ledger directory into this new, empty ledger as one pack, streaming: the
+    /// payload rows are indexed on disk, the entries read one at a time, and each object is
+    /// written to the pack as it is built, so memory stays flat however long the ledger. Every
+    /// entry is checked (chain, hashes, bodies) on the way, and any problem leaves the
+    /// repository as it was: the half-written pack is removed and no ref moves.
+    pub(crate) fn import_forum_dir(
+        &mut self,
+        dir: &Path,
+        limits: &forum_dir::Limits,
+    ) -> Result<Imported, ImportError> {
+        if self.tip_id()?.is_some() {
+            return Err(StoreError::Invalid(format!(
+                "ledger {:?} already exists; import into a new ledger with --ledger NAME",
+                self.name
+            ))
+            .into());
+        }
+        let objects_dir = self.objects_dir();
+        let mut src = forum_dir::open_stream(dir, limits, &objects_dir)?;
+        let (mut run, ids) = self.start_import(&objects_dir)?;
         let mut pending: Option<(usize, Entry)> = None;
         let payloads = &mut src.payloads;
         src.entries.read(|i, e| -> Result<(), ImportError> {
@@ -148,17 +190,8 @@ impl GitStore {
         if let Some((pi, pe)) = pending.take() {
             run.take(pi, pe, None, &mut src.payloads)?;
         }
-        if let Some((i, p)) = &run.chain_problem {
-            return Err(ImportError::Refused(format!(
-                "{} does not verify at row {i}: {p}; nothing was imported",
-                dir.display()
-            )));
-        }
-        if let Some(why) = &run.body_problem {
-            return Err(ImportError::Refused(format!(
-                "{}: {why}; nothing was imported",
-                dir.display()
-            )));
+        if let Some(refused) = run.refusal(dir) {
+            return Err(refused);
         }
         let (Some(tip), Some(last)) = (run.parent, run.last.take()) else {
             return Err(StoreError::Invalid(
@@ -177,30 +210,7 @@ impl GitStore {
         ids_w
             .into_inner()
             .map_err(|e| io("writing the seq index")(e.into_error()))?;
-        let mut guard = Some(pack.finish(self.opts.fsync).map_err(io("writing a pack"))?);
-        let name = self.name.clone();
-        let last_entry = last.clone();
-        let appended = self.append_with(
-            |tip_now| {
-                if tip_now.is_some() {
-                    return Err(StoreError::Invalid(format!(
-                        "ledger {name:?} was created while importing"
-                    )));
-                }
-                Ok(Built {
-                    objects: Vec::new(),
-                    commits: vec![tip],
-                    entries: vec![last_entry.clone()],
-                    as_pack: true,
-                    prewritten: guard.take(),
-                })
-            },
-            &format!("forum: import {count} entries"),
-        );
-        if let Some(g) = guard {
-            g.release();
-        }
-        appended?;
+        self.adopt_import(pack, tip, &last, count)?;
         // The seq index, whole (the append recorded only the tip); it is never trusted, so a
         // failure here only costs a rebuild later.
         let index = self.index_path();
@@ -258,6 +268,22 @@ struct ImportRun {
 }
 
 impl ImportRun {
+    /// Why the rows read so far cannot be imported from `dir`: the chain or a body does not
+    /// verify.
+    fn refusal(&self, dir: &Path) -> Option<ImportError> {
+        if let Some((i, p)) = &self.chain_problem {
+            return Some(ImportError::Refused(format!(
+                "{} does not verify at row {i}: {p}; nothing was imported",
+                dir.display()
+            )));
+        }
+        let why = self.body_problem.as_ref()?;
+        Some(ImportError::Refused(format!(
+            "{}: {why}; nothing was imported",
+            dir.display()
+        )))
+    }
+
     /// Checks entry `e` at row `i` (its successor known, to tell a swap from a deletion) and,
     /// while nothing is wrong, writes its objects. After a problem the rest is only read: a
     /// problem found in reading is reported first, a broken chain before a bad body.

@@ -19,6 +19,33 @@ use super::objects::create_in_dir;
 pub(crate) use super::refs::CasOutcome;
 use super::refs::file_links_and_len;
 
+/// Takes the ref lock `lock` holding `value`, from the spare inode when there is a usable one,
+/// else as a new file. `false`: someone else holds it.
+fn take_ref_lock(spare: &Path, lock: &Path, value: &[u8]) -> Result<bool, StoreError> {
+    let held_elsewhere = |e: &std::io::Error| e.kind() == std::io::ErrorKind::AlreadyExists;
+    match take_lock_from_spare(spare, lock, value) {
+        Ok(true) => Ok(true),
+        Ok(false) => {
+            match create_in_dir(lock, || {
+                OpenOptions::new().write(true).create_new(true).open(lock)
+            }) {
+                Ok(mut f) => {
+                    f.write_all(value)
+                        .map_err(io(format!("writing {}", lock.display())))
+                        .inspect_err(|_| {
+                            let _ = fs::remove_file(lock);
+                        })?;
+                    Ok(true)
+                }
+                Err(e) if held_elsewhere(&e) => Ok(false),
+                Err(e) => Err(io(format!("creating {}", lock.display()))(e)),
+            }
+        }
+        Err(e) if held_elsewhere(&e) => Ok(false),
+        Err(e) => Err(io(format!("creating {}", lock.display()))(e)),
+    }
+}
+
 /// Takes the ref lock `lock` by writing `value` into the spare inode and moving it in. Returns
 /// false when there is no usable spare (the caller then creates the lock); an `AlreadyExists`
 /// error means the lock is held. A spare with another link is the live ref (a writer died
@@ -196,28 +223,8 @@ impl GitStore {
         let noted = read_intent(held, self.hash);
         note_intent(held, Some(&new));
         failpoint("cas-start");
-        match take_lock_from_spare(&spare, &lock, value.as_bytes()) {
-            Ok(true) => {}
-            Ok(false) => {
-                match create_in_dir(&lock, || {
-                    OpenOptions::new().write(true).create_new(true).open(&lock)
-                }) {
-                    Ok(mut f) => f
-                        .write_all(value.as_bytes())
-                        .map_err(io(format!("writing {}", lock.display())))
-                        .inspect_err(|_| {
-                            let _ = fs::remove_file(&lock);
-                        })?,
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                        return Ok(CasOutcome::Locked(lock, noted));
-                    }
-                    Err(e) => return Err(io(format!("creating {}", lock.display()))(e)),
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Ok(CasOutcome::Locked(lock, noted));
-            }
-            Err(e) => return Err(io(format!("creating {}", lock.display()))(e)),
+        if !take_ref_lock(&spare, &lock, value.as_bytes())? {
+            return Ok(CasOutcome::Locked(lock, noted));
         }
         // We hold the lock: nobody else moves the ref until it is renamed or removed.
         let release = |outcome: Result<CasOutcome, StoreError>| {

@@ -306,83 +306,14 @@ pub(crate) fn witness_decide(
         Some(Ok(a)) => Some(a.checkpoint),
         Some(Err(e)) => return refuse(format!("the accepted note no longer opens: {e}"), false),
     };
-    let (new_note, new) = if offer.starts_with(CONSISTENCY_HEADER) {
-        let p = match parse_consistency(offer) {
-            Ok(p) => p,
-            Err(e) => return refuse(e, false),
-        };
-        let (old, new) = match (open(p.old_note, keys), open(p.new_note, keys)) {
-            (Ok(o), Ok(n)) => (o.checkpoint, n.checkpoint),
-            (Err(e), _) | (_, Err(e)) => return refuse(e, false),
-        };
-        if old.origin != new.origin || (old.size, new.size) != (p.old, p.new) {
-            return refuse(
-                "the proof's notes do not match its sizes and origin".into(),
-                false,
-            );
-        }
-        if let Some(a) = &accepted {
-            if a.origin != old.origin {
-                return refuse("the proof is for another origin".into(), false);
-            }
-            if a.size == old.size && a.root != old.root {
-                return refuse(
-                    format!(
-                        "the offered tree of size {} is not the one accepted at that size: the ledger was rewritten or shows another view",
-                        old.size
-                    ),
-                    true,
-                );
-            }
-            if a.size != old.size {
-                return refuse(
-                    format!(
-                        "the consistency proof starts at size {}, but the last accepted checkpoint has size {}: prove from {}",
-                        old.size, a.size, a.size
-                    ),
-                    false,
-                );
-            }
-        }
-        if !crate::ledger::tlog::check_consistency(&p.path, new.size, new.root, old.size, old.root)
-        {
-            return refuse(
-                format!(
-                    "the tree of size {} does not extend the accepted tree of size {}",
-                    new.size, old.size
-                ),
-                true,
-            );
-        }
-        (p.new_note.to_string(), new)
+    let offered = if offer.starts_with(CONSISTENCY_HEADER) {
+        offered_by_proof(offer, accepted.as_ref(), keys)
     } else {
-        let n = match open(offer, keys) {
-            Ok(n) => n.checkpoint,
-            Err(e) => return refuse(e, false),
-        };
-        match &accepted {
-            None => {}
-            Some(a) if a.origin == n.origin && a.size == n.size && a.root == n.root => {}
-            Some(a) if a.size == n.size => {
-                return refuse(
-                    format!(
-                        "the offered tree of size {} is not the one accepted at that size: the ledger was rewritten or shows another view",
-                        n.size
-                    ),
-                    true,
-                );
-            }
-            Some(a) => {
-                return refuse(
-                    format!(
-                        "a checkpoint of size {} was accepted before: offer a consistency proof from it (`prove --consistency-from {} --tlog`)",
-                        a.size, a.size
-                    ),
-                    false,
-                );
-            }
-        }
-        (offer.to_string(), n)
+        offered_note(offer, accepted.as_ref(), keys)
+    };
+    let (new_note, new) = match offered {
+        Ok(o) => o,
+        Err(refused) => return refused,
     };
     if let Some(a) = &accepted
         && new.size < a.size
@@ -399,6 +330,100 @@ pub(crate) fn witness_decide(
         note: new_note,
         checkpoint: new,
     }
+}
+
+/// A witness's view of an offered consistency proof from the note it `accepted`: the new note
+/// and its checkpoint when the proof holds, else the refusal.
+fn offered_by_proof(
+    offer: &str,
+    accepted: Option<&NoteCheckpoint>,
+    keys: &VerifierList,
+) -> Result<(String, NoteCheckpoint), WitnessDecision> {
+    let refuse = |why: String, conflict: bool| Err(WitnessDecision::Refuse { why, conflict });
+    let p = match parse_consistency(offer) {
+        Ok(p) => p,
+        Err(e) => return refuse(e, false),
+    };
+    let (old, new) = match (open(p.old_note, keys), open(p.new_note, keys)) {
+        (Ok(o), Ok(n)) => (o.checkpoint, n.checkpoint),
+        (Err(e), _) | (_, Err(e)) => return refuse(e, false),
+    };
+    if old.origin != new.origin || (old.size, new.size) != (p.old, p.new) {
+        return refuse(
+            "the proof's notes do not match its sizes and origin".into(),
+            false,
+        );
+    }
+    if let Some(a) = &accepted {
+        if a.origin != old.origin {
+            return refuse("the proof is for another origin".into(), false);
+        }
+        if a.size == old.size && a.root != old.root {
+            return refuse(
+                format!(
+                    "the offered tree of size {} is not the one accepted at that size: the ledger was rewritten or shows another view",
+                    old.size
+                ),
+                true,
+            );
+        }
+        if a.size != old.size {
+            return refuse(
+                format!(
+                    "the consistency proof starts at size {}, but the last accepted checkpoint has size {}: prove from {}",
+                    old.size, a.size, a.size
+                ),
+                false,
+            );
+        }
+    }
+    if !crate::ledger::tlog::check_consistency(&p.path, new.size, new.root, old.size, old.root) {
+        return refuse(
+            format!(
+                "the tree of size {} does not extend the accepted tree of size {}",
+                new.size, old.size
+            ),
+            true,
+        );
+    }
+    Ok((p.new_note.to_string(), new))
+}
+
+/// A witness's view of an offered note alone, given the note it `accepted`: the note and its
+/// checkpoint when it is the first or the same, else the refusal.
+fn offered_note(
+    offer: &str,
+    accepted: Option<&NoteCheckpoint>,
+    keys: &VerifierList,
+) -> Result<(String, NoteCheckpoint), WitnessDecision> {
+    let refuse = |why: String, conflict: bool| Err(WitnessDecision::Refuse { why, conflict });
+    let n = match open(offer, keys) {
+        Ok(n) => n.checkpoint,
+        Err(e) => return refuse(e, false),
+    };
+    match &accepted {
+        None => {}
+        Some(a) if a.origin == n.origin && a.size == n.size && a.root == n.root => {}
+        Some(a) if a.size == n.size => {
+            return refuse(
+                format!(
+                    "the offered tree of size {} is not the one accepted at that size: the ledger was rewritten or shows another view",
+                    n.size
+                ),
+                true,
+            );
+        }
+        Some(a) => {
+            return refuse(
+                format!(
+                    "a checkpoint of size {} was accepted before: offer a consistency proof from it (`prove --consistency-from {} --tlog`)",
+                    a.size, a.size
+                ),
+                false,
+            );
+        }
+    }
+    Ok((offer.to_string(), n))
 }
 
 fn git_config(dir: &Path, key: &str) -> Option<String> {

@@ -210,6 +210,33 @@ impl GitStore {
         }
     }
 
+    /// The file a new object is written to before it takes its name: an anonymous file in the
+    /// fan-out directory `dir`, linked in once written (one directory change instead of two,
+    /// see `AnonObject`), or a named temporary file renamed over the old one when replacing.
+    fn staging_file(&self, dir: &Path, replace: bool) -> Result<(Staged, File), StoreError> {
+        let anon = if replace {
+            None
+        } else {
+            AnonObject::create(dir)
+        };
+        Ok(match anon {
+            Some(a) => (Staged::Anon(a.link_source), a.file),
+            None => {
+                // Beside the fan-out directories, not in one: `git prune` deletes every
+                // `tmp_obj_*` there (with `--expire=now`, however new) and removes empty
+                // fan-out directories, either of which would make the rename fail.
+                let tmp = self
+                    .objects_dir()
+                    .join(format!("forum_tmp_{}_{}", pid(), unique()));
+                let f = create_in_dir(&tmp, || {
+                    OpenOptions::new().write(true).create_new(true).open(&tmp)
+                })
+                .map_err(io(format!("creating {}", tmp.display())))?;
+                (Staged::Named(tmp), f)
+            }
+        })
+    }
+
     /// Writes new loose objects (skipping blobs and trees the repository has; commits are
     /// appended entries, new by construction, and written without asking. With `replace`, a
     /// loose file of the same name, perhaps damaged, is replaced) and, with `durable`, makes
@@ -244,29 +271,7 @@ impl GitStore {
             .map_err(|e: libdeflater::CompressionError| {
                 io("compressing an object")(std::io::Error::other(e.to_string()))
             })?;
-            // Replacing needs a rename over the old file; otherwise an anonymous file linked
-            // in once written (one directory change instead of two, see `AnonObject`).
-            let anon = if replace {
-                None
-            } else {
-                AnonObject::create(&dir)
-            };
-            let (staged_as, mut f) = match anon {
-                Some(a) => (Staged::Anon(a.link_source), a.file),
-                None => {
-                    // Beside the fan-out directories, not in one: `git prune` deletes every
-                    // `tmp_obj_*` there (with `--expire=now`, however new) and removes empty
-                    // fan-out directories, either of which would make the rename fail.
-                    let tmp = self
-                        .objects_dir()
-                        .join(format!("forum_tmp_{}_{}", pid(), unique()));
-                    let f = create_in_dir(&tmp, || {
-                        OpenOptions::new().write(true).create_new(true).open(&tmp)
-                    })
-                    .map_err(io(format!("creating {}", tmp.display())))?;
-                    (Staged::Named(tmp), f)
-                }
-            };
+            let (staged_as, mut f) = self.staging_file(&dir, replace)?;
             f.write_all(&z)
                 .map_err(io(format!("writing {}", path.display())))?;
             if durable && method.batch() {
@@ -287,44 +292,7 @@ impl GitStore {
         }
         let mut written = Vec::with_capacity(staged.len());
         for (staged_as, path, f) in staged {
-            match staged_as {
-                Staged::Named(tmp) => {
-                    drop(f);
-                    let mut tries = 0;
-                    while let Err(e) = fs::rename(&tmp, &path) {
-                        // The fan-out directory was removed by a prune: make it again.
-                        if e.kind() == std::io::ErrorKind::NotFound && tries < 8 && tmp.exists() {
-                            tries += 1;
-                            if let Some(d) = path.parent() {
-                                let _ = fs::create_dir_all(d);
-                            }
-                            continue;
-                        }
-                        let _ = fs::remove_file(&tmp);
-                        return Err(io(format!("renaming {}", tmp.display()))(e));
-                    }
-                }
-                Staged::Anon(source) => {
-                    let mut tries = 0;
-                    loop {
-                        match fs_link_follow(&source, &path) {
-                            Ok(()) => break,
-                            // Written meanwhile by someone else: the name is the content's hash.
-                            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => break,
-                            // `git gc` / `git prune` removed the empty fan-out directory after
-                            // the file was opened in it: make it again and link there.
-                            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 8 => {
-                                tries += 1;
-                                if let Some(dir) = path.parent() {
-                                    let _ = fs::create_dir_all(dir);
-                                }
-                            }
-                            Err(e) => return Err(io(format!("linking {}", path.display()))(e)),
-                        }
-                    }
-                    drop(f);
-                }
-            }
+            place_staged(staged_as, &path, f)?;
             written.push(path);
         }
         if durable && !method.batch() {
@@ -354,6 +322,50 @@ impl GitStore {
         self.write_loose_objects(&missing, self.opts.fsync, true)
             .map(|_| ())
     }
+}
+
+/// Gives a written object its name `path`: renames a named temporary file, or links an
+/// anonymous one in, making the fan-out directory again when a prune removed it meanwhile.
+fn place_staged(staged_as: Staged, path: &Path, f: File) -> Result<(), StoreError> {
+    match staged_as {
+        Staged::Named(tmp) => {
+            drop(f);
+            let mut tries = 0;
+            while let Err(e) = fs::rename(&tmp, path) {
+                // The fan-out directory was removed by a prune: make it again.
+                if e.kind() == std::io::ErrorKind::NotFound && tries < 8 && tmp.exists() {
+                    tries += 1;
+                    if let Some(d) = path.parent() {
+                        let _ = fs::create_dir_all(d);
+                    }
+                    continue;
+                }
+                let _ = fs::remove_file(&tmp);
+                return Err(io(format!("renaming {}", tmp.display()))(e));
+            }
+        }
+        Staged::Anon(source) => {
+            let mut tries = 0;
+            loop {
+                match fs_link_follow(&source, path) {
+                    Ok(()) => break,
+                    // Written meanwhile by someone else: the name is the content's hash.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => break,
+                    // `git gc` / `git prune` removed the empty fan-out directory after
+                    // the file was opened in it: make it again and link there.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 8 => {
+                        tries += 1;
+                        if let Some(dir) = path.parent() {
+                            let _ = fs::create_dir_all(dir);
+                        }
+                    }
+                    Err(e) => return Err(io(format!("linking {}", path.display()))(e)),
+                }
+            }
+            drop(f);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -34,20 +34,36 @@ pub(crate) enum SignatureCheck {
     Unchecked(String),
 }
 
-fn run(cmd: &mut Command, input: &[u8]) -> Result<std::process::Output, String> {
+/// Why a signing program (ssh-keygen, gpg) could not be run to its end.
+#[derive(Debug, thiserror::Error)]
+enum SignerRunError {
+    #[error("cannot run {program:?}: {source}")]
+    Spawn {
+        program: std::ffi::OsString,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+}
+
+fn run(cmd: &mut Command, input: &[u8]) -> Result<std::process::Output, SignerRunError> {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
+        .map_err(|source| SignerRunError::Spawn {
+            program: cmd.get_program().to_os_string(),
+            source,
+        })?;
     child
         .stdin
         .take()
         .expect("piped")
         .write_all(input)
-        .map_err(|e| e.to_string())?;
-    child.wait_with_output().map_err(|e| e.to_string())
+        .map_err(SignerRunError::Io)?;
+    child.wait_with_output().map_err(SignerRunError::Io)
 }
 
 fn git_config(dir: &Path, key: &str) -> Option<String> {
@@ -100,7 +116,7 @@ pub(crate) fn sign(worktree: &Path, text: &str) -> Result<CheckpointSignature, S
             )));
         }
     }
-    .map_err(StoreError::Git)?;
+    .map_err(|e| StoreError::Git(e.to_string()))?;
     if !out.status.success() {
         let why = String::from_utf8_lossy(&out.stderr);
         return Err(StoreError::Git(format!(
@@ -133,100 +149,107 @@ pub(crate) fn check(
         return SignatureCheck::Unchecked("cannot write the signature to a temporary file".into());
     }
     match sig.format.as_str() {
-        "ssh" => {
-            let allowed = allowed_signers.map(Path::to_path_buf).or_else(|| {
-                git_config(worktree, "gpg.ssh.allowedSignersFile").map(|p| expand_home(&p))
-            });
-            let Some(allowed) = allowed else {
-                return SignatureCheck::Unchecked(
-                    "no gpg.ssh.allowedSignersFile configured".into(),
-                );
-            };
-            let program =
-                git_config(worktree, "gpg.ssh.program").unwrap_or_else(|| "ssh-keygen".into());
-            let found = Command::new(&program)
-                .args(["-Y", "find-principals", "-s"])
-                .arg(&sig_path)
-                .arg("-f")
-                .arg(&allowed)
-                .output();
-            let principal = match found {
-                Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .to_string(),
-                Ok(_) => {
-                    return SignatureCheck::Bad(
-                        "signed by a key that is not in the allowed signers".into(),
-                    );
-                }
-                Err(e) => return SignatureCheck::Unchecked(format!("cannot run {program}: {e}")),
-            };
-            let verified = run(
-                Command::new(&program)
-                    .args([
-                        "-Y",
-                        "verify",
-                        "-n",
-                        SIGNATURE_NAMESPACE,
-                        "-I",
-                        &principal,
-                        "-s",
-                    ])
-                    .arg(&sig_path)
-                    .arg("-f")
-                    .arg(&allowed),
-                text.as_bytes(),
-            );
-            match verified {
-                Ok(o) if o.status.success() => SignatureCheck::Good(principal),
-                Ok(_) => SignatureCheck::Bad(format!(
-                    "the signature claimed by {principal} does not verify"
-                )),
-                Err(e) => SignatureCheck::Unchecked(e),
-            }
-        }
-        "openpgp" => {
-            let program = git_config(worktree, "gpg.program").unwrap_or_else(|| "gpg".into());
-            let data = dir.path().join("checkpoint.txt");
-            if std::fs::write(&data, text).is_err() {
-                return SignatureCheck::Unchecked(
-                    "cannot write the checkpoint to a temporary file".into(),
-                );
-            }
-            match Command::new(&program)
-                .args(["--batch", "--verify"])
-                .arg(&sig_path)
-                .arg(&data)
-                .output()
-            {
-                Ok(o) if o.status.success() => {
-                    let err = String::from_utf8_lossy(&o.stderr);
-                    let who = err
-                        .lines()
-                        .find_map(|l| l.split("Good signature from ").nth(1))
-                        .map(|s| {
-                            s.trim_matches(['"', ' '])
-                                .split('"')
-                                .next()
-                                .unwrap_or("")
-                                .to_string()
-                        })
-                        .unwrap_or_else(|| "an openpgp key".into());
-                    SignatureCheck::Good(who)
-                }
-                Ok(o) => SignatureCheck::Bad(
-                    String::from_utf8_lossy(&o.stderr)
-                        .lines()
-                        .last()
-                        .unwrap_or("gpg refused the signature")
-                        .to_string(),
-                ),
-                Err(e) => SignatureCheck::Unchecked(format!("cannot run {program}: {e}")),
-            }
-        }
+        "ssh" => check_ssh(worktree, text, &sig_path, allowed_signers),
+        "openpgp" => check_openpgp(worktree, text, &sig_path, dir.path()),
         other => SignatureCheck::Bad(format!("unknown signature format {other:?}")),
+    }
+}
+
+/// Checks an ssh signature (in `sig_path`) of `text` against the allowed signers file.
+fn check_ssh(
+    worktree: &Path,
+    text: &str,
+    sig_path: &Path,
+    allowed_signers: Option<&Path>,
+) -> SignatureCheck {
+    let allowed = allowed_signers
+        .map(Path::to_path_buf)
+        .or_else(|| git_config(worktree, "gpg.ssh.allowedSignersFile").map(|p| expand_home(&p)));
+    let Some(allowed) = allowed else {
+        return SignatureCheck::Unchecked("no gpg.ssh.allowedSignersFile configured".into());
+    };
+    let program = git_config(worktree, "gpg.ssh.program").unwrap_or_else(|| "ssh-keygen".into());
+    let found = Command::new(&program)
+        .args(["-Y", "find-principals", "-s"])
+        .arg(sig_path)
+        .arg("-f")
+        .arg(&allowed)
+        .output();
+    let principal = match found {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string(),
+        Ok(_) => {
+            return SignatureCheck::Bad(
+                "signed by a key that is not in the allowed signers".into(),
+            );
+        }
+        Err(e) => return SignatureCheck::Unchecked(format!("cannot run {program}: {e}")),
+    };
+    let verified = run(
+        Command::new(&program)
+            .args([
+                "-Y",
+                "verify",
+                "-n",
+                SIGNATURE_NAMESPACE,
+                "-I",
+                &principal,
+                "-s",
+            ])
+            .arg(sig_path)
+            .arg("-f")
+            .arg(&allowed),
+        text.as_bytes(),
+    );
+    match verified {
+        Ok(o) if o.status.success() => SignatureCheck::Good(principal),
+        Ok(_) => SignatureCheck::Bad(format!(
+            "the signature claimed by {principal} does not verify"
+        )),
+        Err(e) => SignatureCheck::Unchecked(e.to_string()),
+    }
+}
+
+/// Checks an openpgp signature (in `sig_path`) of `text` with gpg, writing the text beside it
+/// in `dir`.
+fn check_openpgp(worktree: &Path, text: &str, sig_path: &Path, dir: &Path) -> SignatureCheck {
+    let program = git_config(worktree, "gpg.program").unwrap_or_else(|| "gpg".into());
+    let data = dir.join("checkpoint.txt");
+    if std::fs::write(&data, text).is_err() {
+        return SignatureCheck::Unchecked("cannot write the checkpoint to a temporary file".into());
+    }
+    match Command::new(&program)
+        .args(["--batch", "--verify"])
+        .arg(sig_path)
+        .arg(&data)
+        .output()
+    {
+        Ok(o) if o.status.success() => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            let who = err
+                .lines()
+                .find_map(|l| l.split("Good signature from ").nth(1))
+                .map(|s| {
+                    s.trim_matches(['"', ' '])
+                        .split('"')
+                        .next()
+                        .unwrap_or("")
+                        .to_string()
+                })
+                .unwrap_or_else(|| "an openpgp key".into());
+            SignatureCheck::Good(who)
+        }
+        Ok(o) => SignatureCheck::Bad(
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .unwrap_or("gpg refused the signature")
+                .to_string(),
+        ),
+        Err(e) => SignatureCheck::Unchecked(format!("cannot run {program}: {e}")),
     }
 }
 

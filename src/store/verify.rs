@@ -60,7 +60,10 @@ mod roots;
 mod tests;
 mod walk;
 
-pub(crate) use body::VerifyReport;
+pub(crate) use body::LedgerVerifyReport;
+// The old names, for modules outside the store that still import them.
+pub(crate) use self::VerifiedState as Verified;
+pub(crate) use body::LedgerVerifyReport as VerifyReport;
 use body::*;
 pub(crate) use code::Code;
 use code::{Problem, chain_code};
@@ -87,9 +90,9 @@ struct WalkFailure {
 /// only the commits appended since: the tip it read up to, whether it was deep, each entry's
 /// compact record (88 bytes) and the reflog commits its walks met in the chain. Held by a
 /// long-lived reader (the daemon); never trusted across a rewrite: a tip that does not descend
-/// from [`Verified`]'s is verified from the root. What the records stand for was true when they
+/// from [`VerifiedState`]'s is verified from the root. What the records stand for was true when they
 /// were read: a verify that resumes from them does not read those objects again.
-pub(crate) struct Verified {
+pub(crate) struct VerifiedState {
     tip: ObjectId,
     deep: bool,
     recs: Vec<Rec>,
@@ -120,7 +123,7 @@ struct Judged {
 impl GitStore {
     /// Checks the ledger (forum-spec §4 plus the git layer). `deep` also checks every tree and
     /// body. Never consults the index.
-    pub fn verify(&self, deep: bool) -> Result<VerifyReport, StoreError> {
+    pub fn verify(&self, deep: bool) -> Result<LedgerVerifyReport, StoreError> {
         Ok(self.verify_from(deep, None)?.0)
     }
 
@@ -133,8 +136,8 @@ impl GitStore {
     pub(crate) fn verify_from(
         &self,
         deep: bool,
-        prior: Option<Verified>,
-    ) -> Result<(VerifyReport, Option<Verified>), StoreError> {
+        prior: Option<VerifiedState>,
+    ) -> Result<(LedgerVerifyReport, Option<VerifiedState>), StoreError> {
         if let Some(prior) = prior.filter(|p| p.deep == deep) {
             let (report, kept) = self.verify_walk(deep, Some(prior))?;
             if report.passed() {
@@ -165,8 +168,12 @@ impl GitStore {
     /// Verifies the chain that ends at commit `tip` as if the ref named it: every commit, the
     /// entry chain, recorded and signed checkpoints and (deep) the bodies, but not the ref's
     /// reflog (doctor asks this of the tips the reflog names).
-    pub(crate) fn verify_at(&self, tip: ObjectId, deep: bool) -> Result<VerifyReport, StoreError> {
-        let report = VerifyReport::default();
+    pub(crate) fn verify_at(
+        &self,
+        tip: ObjectId,
+        deep: bool,
+    ) -> Result<LedgerVerifyReport, StoreError> {
+        let report = LedgerVerifyReport::default();
         let (recs, walk_failure, found, _) =
             self.walk_and_check(tip, deep, HashSet::new(), None, 0)?;
         let witness = ReflogWitness {
@@ -183,9 +190,9 @@ impl GitStore {
     fn verify_walk(
         &self,
         deep: bool,
-        prior: Option<Verified>,
-    ) -> Result<(VerifyReport, Option<Verified>), StoreError> {
-        let mut report = VerifyReport::default();
+        prior: Option<VerifiedState>,
+    ) -> Result<(LedgerVerifyReport, Option<VerifiedState>), StoreError> {
+        let mut report = LedgerVerifyReport::default();
         // An append a killed writer left half done is rolled back first, so its reflog line
         // does not read as a rewound ref.
         self.settle_interrupted_append()?;
@@ -231,7 +238,7 @@ impl GitStore {
         };
         let (report, judged) =
             self.judge(&recs, walk_failure, tip, deep, &witness, report, judged)?;
-        let kept = judged.map(|judged| Verified {
+        let kept = judged.map(|judged| VerifiedState {
             tip,
             deep,
             recs,
@@ -281,45 +288,14 @@ impl GitStore {
         std::thread::scope(|s| -> Result<(), StoreError> {
             let (tx, rx) = mpsc::sync_channel::<Batch>(workers * 4);
             let rx = Arc::new(Mutex::new(rx));
-            let (rtx, rrx) = mpsc::channel::<Result<Vec<(usize, Rec)>, StoreError>>();
+            let (rtx, rrx) = mpsc::channel::<CheckedBatch>();
             for _ in 0..workers {
                 let rx = Arc::clone(&rx);
                 let rtx = rtx.clone();
                 let shared = shared.clone();
                 let seen = &seen;
-                let mut reader = Reader::new(packs.clone());
-                s.spawn(move || {
-                    let repo = shared.to_thread_local();
-                    let mut buf = Vec::new();
-                    loop {
-                        let batch = match rx.lock().map(|r| r.recv()) {
-                            Ok(Ok(b)) => b,
-                            _ => break,
-                        };
-                        let mut out = Vec::with_capacity(batch.items.len());
-                        for (i, id, at) in batch.items {
-                            match check_commit(
-                                &repo,
-                                &mut reader,
-                                hash,
-                                id,
-                                &batch.data[at],
-                                deep,
-                                seen,
-                                &mut buf,
-                            ) {
-                                Ok(r) => out.push((i, r)),
-                                Err(e) => {
-                                    let _ = rtx.send(Err(e));
-                                    return;
-                                }
-                            }
-                        }
-                        if rtx.send(Ok(out)).is_err() {
-                            return;
-                        }
-                    }
-                });
+                let reader = Reader::new(packs.clone());
+                s.spawn(move || check_batches(&shared, reader, hash, deep, seen, &rx, &rtx));
             }
             // Only workers hold the receiver now: if they all stop, the walker's sends fail and it
             // stops too.
@@ -333,38 +309,16 @@ impl GitStore {
                     walk(&repo, hash, tip, tx, watch, packs, stop)
                 })
             };
-            let mut first_err: Option<StoreError> = None;
-            for r in rrx {
-                match r {
-                    Ok(items) => {
-                        for (i, rec) in items {
-                            if slots.len() <= i {
-                                slots.resize_with(i + 1, || None);
-                            }
-                            slots[i] = Some(rec);
-                        }
-                    }
-                    Err(e) => {
-                        first_err.get_or_insert(e);
-                    }
+            let first_err = fill_slots(rrx, &mut slots);
+            let walked = walker
+                .join()
+                .unwrap_or_else(|_| Err(StoreError::Git("the verify walker panicked".into())));
+            match (first_err, walked) {
+                (Some(e), _) | (None, Err(e)) => Err(e),
+                (None, Ok((f, seen, stopped))) => {
+                    (failure, found, met) = (f, seen, stopped);
+                    Ok(())
                 }
-            }
-            match walker.join() {
-                Ok(Ok((f, seen, stopped))) => {
-                    failure = f;
-                    found = seen;
-                    met = stopped;
-                }
-                Ok(Err(e)) => {
-                    first_err.get_or_insert(e);
-                }
-                Err(_) => {
-                    first_err.get_or_insert(StoreError::Git("the verify walker panicked".into()));
-                }
-            }
-            match first_err {
-                Some(e) => Err(e),
-                None => Ok(()),
             }
         })?;
         slots.reverse();
@@ -382,6 +336,70 @@ impl GitStore {
         let raw = parse_commit(&buf, self.object_hash())?;
         seq_of_message(raw.message)
     }
+}
+
+/// What checker threads send back: checked records by walk position, or the error that stopped
+/// one.
+type CheckedBatch = Result<Vec<(usize, Rec)>, StoreError>;
+
+/// One checker thread: checks the commits of each batch the walker sends until the walker
+/// stops or a check fails, sending what it found back.
+fn check_batches(
+    shared: &gix::ThreadSafeRepository,
+    mut reader: Reader,
+    hash: HashKind,
+    deep: bool,
+    seen: &SeenTrees,
+    rx: &Mutex<mpsc::Receiver<Batch>>,
+    rtx: &mpsc::Sender<CheckedBatch>,
+) {
+    let repo = shared.to_thread_local();
+    let mut buf = Vec::new();
+    loop {
+        let batch = match rx.lock().map(|r| r.recv()) {
+            Ok(Ok(b)) => b,
+            _ => break,
+        };
+        let mut out = Vec::with_capacity(batch.items.len());
+        for (i, id, at) in batch.items {
+            let data = &batch.data[at];
+            match check_commit(&repo, &mut reader, hash, id, data, deep, seen, &mut buf) {
+                Ok(r) => out.push((i, r)),
+                Err(e) => {
+                    let _ = rtx.send(Err(e));
+                    return;
+                }
+            }
+        }
+        if rtx.send(Ok(out)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Puts each checked record in its slot by walk position, as the checkers send them; the
+/// first error any checker sent.
+fn fill_slots(
+    rrx: mpsc::Receiver<CheckedBatch>,
+    slots: &mut Vec<Option<Rec>>,
+) -> Option<StoreError> {
+    let mut first_err = None;
+    for r in rrx {
+        match r {
+            Ok(items) => {
+                for (i, rec) in items {
+                    if slots.len() <= i {
+                        slots.resize_with(i + 1, || None);
+                    }
+                    slots[i] = Some(rec);
+                }
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    first_err
 }
 
 /// Commits handed from the walker to a worker: (number from the tip, id, where its bytes are

@@ -102,7 +102,7 @@ impl Drop for CatFile {
 
 /// One entry of a chain and the commit holding it.
 #[derive(Debug, Clone)]
-pub(crate) struct Link {
+pub(crate) struct ChainLink {
     pub(crate) commit: ObjectId,
     pub(crate) tree: ObjectId,
     pub(crate) entry: Entry,
@@ -117,7 +117,7 @@ pub(super) fn read_chain(
     hash: HashKind,
     tip: ObjectId,
     check: bool,
-) -> Result<Result<Vec<Link>, String>, StoreError> {
+) -> Result<Result<Vec<ChainLink>, String>, StoreError> {
     let mut links = Vec::new();
     let mut cur = Some(tip);
     while let Some(id) = cur {
@@ -155,7 +155,7 @@ pub(super) fn read_chain(
                 )));
             }
         }
-        links.push(Link {
+        links.push(ChainLink {
             commit: id,
             tree: raw.tree,
             entry,

@@ -18,9 +18,9 @@ impl GitStore {
         tip: ObjectId,
         deep: bool,
         witness: &ReflogWitness<'_>,
-        mut report: VerifyReport,
+        mut report: LedgerVerifyReport,
         prior: Option<Judged>,
-    ) -> Result<(VerifyReport, Option<Judged>), StoreError> {
+    ) -> Result<(LedgerVerifyReport, Option<Judged>), StoreError> {
         let recorded = self.recorded_checkpoints();
         let signed = self.signed_checkpoints_and_notes()?;
         let wanted: HashSet<u64> = recorded
@@ -30,16 +30,8 @@ impl GitStore {
             .collect();
         // Only a signed note names a standard root: without one, the tree is not built.
         let want_std = signed.iter().any(|s| s.signature.format == "note");
-        let prior = prior.filter(|p| {
-            let forum = |n: u64| p.roots.iter().any(|r| r.0 == n);
-            let standard = |n: u64| p.std_roots.iter().any(|r| r.0 == n);
-            walk_failure.is_none()
-                && p.len <= recs.len()
-                && (!want_std || p.std.is_some())
-                && wanted
-                    .iter()
-                    .all(|&n| n > p.len as u64 || (forum(n) && (!want_std || standard(n))))
-        });
+        let prior =
+            prior.filter(|p| walk_failure.is_none() && p.covers(recs.len(), &wanted, want_std));
         // Where this pass starts: after the records `prior` checked.
         let start = prior.as_ref().map_or(0, |p| p.len);
         let (mut checker, mut std_acc, mut std_roots, mut redacted, prior_tree) = match prior {
@@ -63,67 +55,14 @@ impl GitStore {
                 None,
             ),
         };
-        let mut chain_problem: Option<Problem> = walk_failure.map(|f| {
-            // The walk stopped early: the bad commit sits just below the oldest one read.
-            let seq = recs
-                .first()
-                .and_then(Rec::seq)
-                .map(|s| s.saturating_sub(1))
-                .or(f.child_seq_hint.map(|s| s.saturating_sub(1)))
-                .unwrap_or(0);
-            (seq, f.code, f.message)
-        });
+        let mut chain_problem: Option<Problem> = walk_failure.map(|f| f.problem(recs));
         // How many entries, from the root, count towards the checkpoint reported.
         let mut upto = start;
         if chain_problem.is_none() {
-            // Both hashes of an entry in hex, in one buffer reused for every entry.
-            let mut hex_buf = String::with_capacity(128);
-            for (i, r) in recs.iter().enumerate().skip(start) {
-                let expected = i as u64;
-                let Some(seq) = r.seq() else {
-                    let (code, msg) = r
-                        .local()
-                        .cloned()
-                        .expect("an unreadable entry carries its problem");
-                    chain_problem = Some((expected, code, msg));
-                    upto = i;
-                    break;
-                };
-                hex_buf.clear();
-                hash::push_hex(&mut hex_buf, &r.prev_hash);
-                hash::push_hex(&mut hex_buf, &r.entry_hash);
-                let (prev_hash, entry_hash) = hex_buf.split_at(64);
-                let link = Link {
-                    seq,
-                    prev_hash,
-                    entry_hash,
-                    edited: r.edited,
-                };
-                let next_seq = recs.get(i + 1).and_then(Rec::seq);
-                if let Err(p) = checker.push_link(&link, next_seq) {
-                    let (code, message) = chain_code(&p);
-                    chain_problem = Some((expected, code, message));
-                    upto = i;
-                    break;
-                }
-                // A commit with a problem of its own is not counted in the checkpoint reported.
-                if let Some(local) = r.local() {
-                    chain_problem = Some((seq, local.0, local.1.clone()));
-                    upto = i;
-                    break;
-                }
-                if want_std {
-                    std_acc.push(&r.entry_hash);
-                }
-                let n = expected + 1;
-                if want_std && wanted.contains(&n) {
-                    std_roots.push((n, std_acc.root()));
-                }
-                if let Some(h) = r.extra.as_ref().and_then(|x| x.redacts) {
-                    redacted.insert(h);
-                }
-                upto = i + 1;
-            }
+            let std = want_std.then_some((&mut std_acc, &mut std_roots));
+            let (problem, to) = check_links(recs, start, &mut checker, &wanted, std, &mut redacted);
+            chain_problem = problem;
+            upto = to;
         }
         // The sizes checkpoints name matter only when the chain holds.
         let no_sizes = HashSet::new();
@@ -132,24 +71,8 @@ impl GitStore {
         } else {
             &no_sizes
         };
-        let (checkpoint, prefix_roots, acc, prior_bodies) = match prior_tree {
-            None => {
-                let (root, prefix, acc) = roots::forum_roots(recs, upto, sizes, threads());
-                (root, prefix, acc, Vec::new())
-            }
-            // The few records after `prior`'s: their leaves one by one.
-            Some((mut acc, mut prefix, bodies)) => {
-                let mut hex = String::with_capacity(64);
-                for (i, r) in recs[start..upto].iter().enumerate() {
-                    roots::push_leaf(&mut acc, r, &mut hex);
-                    let n = (start + i + 1) as u64;
-                    if sizes.contains(&n) {
-                        prefix.push((n, acc.root()));
-                    }
-                }
-                (acc.root(), prefix, acc, bodies)
-            }
-        };
+        let (checkpoint, prefix_roots, acc, prior_bodies) =
+            forum_tree(recs, start..upto, sizes, prior_tree);
         report.entries = recs.len() as u64;
         report.checkpoint = checkpoint;
         report.chain = chain_problem.is_none();
@@ -158,105 +81,13 @@ impl GitStore {
             return Ok((report, None));
         }
         let len = recs.len() as u64;
-        for (size, root) in &recorded {
-            if *size > len {
-                report.fail(
-                    Some(len),
-                    Code::Truncated,
-                    format!(
-                        "the ledger has {len} entries but a checkpoint was recorded at {size} entries (root {root}): entries were removed from the tail"
-                    ),
-                );
-                return Ok((report, None));
-            }
-            if let Some((_, have)) = prefix_roots.iter().find(|(s, _)| s == size)
-                && have != root
-            {
-                report.fail(
-                    Some(size.saturating_sub(1)),
-                    Code::Rewritten,
-                    format!(
-                        "the first {size} entries hash to {have}, not to the recorded checkpoint {root}: history was rewritten"
-                    ),
-                );
-                return Ok((report, None));
-            }
+        if check_recorded(&recorded, &prefix_roots, len, &mut report) {
+            return Ok((report, None));
         }
-        report.checkpoints_checked = recorded.len();
         for s in &signed {
-            let (size, root) = (s.checkpoint.size, &s.checkpoint.root);
-            let signer = match self.check_signature(s) {
-                SignatureCheck::Good(who) => who,
-                SignatureCheck::Bad(why) => {
-                    report.fail(
-                        Some(size.saturating_sub(1).min(len)),
-                        Code::BadSignature,
-                        format!("the signed checkpoint at size {size} (root {root}) is not trustworthy: {why}"),
-                    );
-                    return Ok((report, None));
-                }
-                SignatureCheck::Unchecked(why) => {
-                    report.notes.push(format!(
-                        "signed checkpoint at size {size} not checked: {why}"
-                    ));
-                    "an unchecked signer".to_string()
-                }
-            };
-            if s.ledger != self.signature_ledger() {
-                report.fail(
-                    Some(len),
-                    Code::BadSignature,
-                    format!(
-                        "a signed checkpoint stored for ledger {} names ledger {}",
-                        self.signature_ledger(),
-                        s.ledger
-                    ),
-                );
+            if self.check_signed(s, &prefix_roots, &std_roots, len, &mut report) {
                 return Ok((report, None));
             }
-            if size > len {
-                report.fail(
-                    Some(len),
-                    Code::Truncated,
-                    format!(
-                        "the ledger has {len} entries but {signer} signed a checkpoint at {size} entries (root {root}): entries were removed from the tail"
-                    ),
-                );
-                return Ok((report, None));
-            }
-            if let Some((_, have)) = prefix_roots.iter().find(|(n, _)| *n == size)
-                && have != root
-            {
-                report.fail(
-                    Some(size.saturating_sub(1)),
-                    Code::Rewritten,
-                    format!(
-                        "the first {size} entries hash to {have}, not to the checkpoint {root} that {signer} signed: history was rewritten"
-                    ),
-                );
-                return Ok((report, None));
-            }
-            if s.signature.format == "note"
-                && let Some(Some(cp)) = s
-                    .signature
-                    .signature
-                    .split_once("\n\n")
-                    .map(|(t, _)| super::super::note::parse_checkpoint(&format!("{t}\n")).ok())
-                && let Some((_, have)) = std_roots.iter().find(|(n, _)| *n == size)
-                && *have != cp.root
-            {
-                report.fail(
-                    Some(size.saturating_sub(1)),
-                    Code::Rewritten,
-                    format!(
-                        "the first {size} entries have standard root {}, not the root {} of the note {signer} signed: history was rewritten or the note lies",
-                        super::super::note::b64(have),
-                        super::super::note::b64(&cp.root)
-                    ),
-                );
-                return Ok((report, None));
-            }
-            report.signatures.push((size, root.clone(), signer));
         }
         if self.check_reflog(witness, tip, len, &mut report)? {
             return Ok((report, None));
@@ -269,42 +100,7 @@ impl GitStore {
         if deep {
             // The bodies `prior` found redacted were checked then.
             report.redacted = prior_bodies;
-            let mut first: Option<Problem> = None;
-            for (i, r) in recs.iter().enumerate().skip(start) {
-                let seq = i as u64;
-                let absent_payload = r.extra.as_ref().and_then(|x| x.absent_payload);
-                match r.body {
-                    BodyState::Bad => {
-                        let (code, msg) = r
-                            .extra
-                            .as_ref()
-                            .and_then(|x| x.bad_body.clone())
-                            .expect("a bad body carries its problem");
-                        first = Some((seq, code, msg));
-                        break;
-                    }
-                    BodyState::Absent if absent_payload.is_some_and(|h| redacted.contains(&h)) => {
-                        let h = absent_payload.expect("checked above");
-                        report.redacted.push((seq, hash::hex(&h)));
-                    }
-                    BodyState::Absent => {
-                        first = Some((
-                            seq,
-                            Code::BodyMissing,
-                            "its body is absent and no redaction entry names it".into(),
-                        ));
-                        break;
-                    }
-                    BodyState::Present | BodyState::Unchecked => {}
-                }
-            }
-            if first.is_none() {
-                first = change::check_changes(self, recs, start)?;
-            }
-            match first {
-                Some((seq, code, msg)) => report.fail(Some(seq), code, msg),
-                None => report.deep_ok = Some(true),
-            }
+            self.check_bodies(recs, start, &redacted, &mut report)?;
         }
         let judged = report.passed().then(|| Judged {
             len: upto,
@@ -319,13 +115,132 @@ impl GitStore {
         Ok((report, judged))
     }
 
+    /// Checks one signed checkpoint (or note) `s`: its signature, the ledger it names, and
+    /// the roots it signs against the chain of `len` entries (`prefix_roots`, and the standard
+    /// tree's `std_roots`). Returns true when it found a problem; else records the signer.
+    fn check_signed(
+        &self,
+        s: &crate::store::sign::StoredSignature,
+        prefix_roots: &[(u64, String)],
+        std_roots: &[(u64, crate::ledger::tlog::Hash)],
+        len: u64,
+        report: &mut LedgerVerifyReport,
+    ) -> bool {
+        let (size, root) = (s.checkpoint.size, &s.checkpoint.root);
+        let signer = match self.check_signature(s) {
+            SignatureCheck::Good(who) => who,
+            SignatureCheck::Bad(why) => {
+                report.fail(
+                    Some(size.saturating_sub(1).min(len)),
+                    Code::BadSignature,
+                    format!("the signed checkpoint at size {size} (root {root}) is not trustworthy: {why}"),
+                );
+                return true;
+            }
+            SignatureCheck::Unchecked(why) => {
+                report.notes.push(format!(
+                    "signed checkpoint at size {size} not checked: {why}"
+                ));
+                "an unchecked signer".to_string()
+            }
+        };
+        if s.ledger != self.signature_ledger() {
+            report.fail(
+                Some(len),
+                Code::BadSignature,
+                format!(
+                    "a signed checkpoint stored for ledger {} names ledger {}",
+                    self.signature_ledger(),
+                    s.ledger
+                ),
+            );
+            return true;
+        }
+        if size > len {
+            report.fail(
+                Some(len),
+                Code::Truncated,
+                format!(
+                    "the ledger has {len} entries but {signer} signed a checkpoint at {size} entries (root {root}): entries were removed from the tail"
+                ),
+            );
+            return true;
+        }
+        if let Some((_, have)) = prefix_roots.iter().find(|(n, _)| *n == size)
+            && have != root
+        {
+            report.fail(
+                Some(size.saturating_sub(1)),
+                Code::Rewritten,
+                format!(
+                    "the first {size} entries hash to {have}, not to the checkpoint {root} that {signer} signed: history was rewritten"
+                ),
+            );
+            return true;
+        }
+        if let Some(msg) = note_root_mismatch(s, std_roots, &signer) {
+            report.fail(Some(size.saturating_sub(1)), Code::Rewritten, msg);
+            return true;
+        }
+        report.signatures.push((size, root.clone(), signer));
+        false
+    }
+
+    /// The deep checks of the records from `start` on: every body present and whole, or
+    /// absent under a redaction entry (`redacted`), and every change entry's commits.
+    fn check_bodies(
+        &self,
+        recs: &[Rec],
+        start: usize,
+        redacted: &HashSet<[u8; 32]>,
+        report: &mut LedgerVerifyReport,
+    ) -> Result<(), StoreError> {
+        let mut first: Option<Problem> = None;
+        for (i, r) in recs.iter().enumerate().skip(start) {
+            let seq = i as u64;
+            let absent_payload = r.extra.as_ref().and_then(|x| x.absent_payload);
+            match r.body {
+                BodyState::Bad => {
+                    let (code, msg) = r
+                        .extra
+                        .as_ref()
+                        .and_then(|x| x.bad_body.clone())
+                        .expect("a bad body carries its problem");
+                    first = Some((seq, code, msg));
+                    break;
+                }
+                BodyState::Absent if absent_payload.is_some_and(|h| redacted.contains(&h)) => {
+                    let h = absent_payload.expect("checked above");
+                    report.redacted.push((seq, hash::hex(&h)));
+                }
+                BodyState::Absent => {
+                    first = Some((
+                        seq,
+                        Code::BodyMissing,
+                        "its body is absent and no redaction entry names it".into(),
+                    ));
+                    break;
+                }
+                BodyState::Present | BodyState::Unchecked => {}
+            }
+        }
+        if first.is_none() {
+            first = change::check_changes(self, recs, start)?;
+        }
+        match first {
+            Some((seq, code, msg)) => report.fail(Some(seq), code, msg),
+            None => report.deep_ok = Some(true),
+        }
+        Ok(())
+    }
+
     /// Checks the ref's reflog against the chain. Returns true when it found a problem.
     pub(super) fn check_reflog(
         &self,
         witness: &ReflogWitness<'_>,
         tip: ObjectId,
         len: u64,
-        report: &mut VerifyReport,
+        report: &mut LedgerVerifyReport,
     ) -> Result<bool, StoreError> {
         let reflog = witness.lines;
         report.reflog_lines = reflog.len();
@@ -361,27 +276,7 @@ impl GitStore {
                 let raw = parse_commit(&buf, self.object_hash())?;
                 seq_of_message(raw.message)
             });
-            let (code, msg) = match seen {
-                Some(s) if s >= len => (
-                    Code::Rewound,
-                    format!(
-                        "the reflog shows the ledger at seq {s} (commit {id}), but it now ends at seq {}: the ref was rewound",
-                        len.saturating_sub(1)
-                    ),
-                ),
-                Some(s) => (
-                    Code::Rewritten,
-                    format!(
-                        "the reflog records commit {id} at seq {s}, which the current chain does not contain: the ref was rewritten"
-                    ),
-                ),
-                None => (
-                    Code::Rewritten,
-                    format!(
-                        "the reflog records commit {id}, which is not in the current chain: the ref was rewritten"
-                    ),
-                ),
-            };
+            let (code, msg) = reflog_problem(seen, id, len);
             report.fail(Some(len.min(seen.unwrap_or(len))), code, msg);
             return Ok(true);
         }
@@ -406,3 +301,219 @@ impl GitStore {
         Ok(false)
     }
 }
+
+/// What a reflog line naming commit `id` (of seq `seen`, when it reads) that the chain of `len`
+/// entries does not contain says: the ref was rewound, or rewritten.
+fn reflog_problem(seen: Option<u64>, id: ObjectId, len: u64) -> (Code, String) {
+    match seen {
+        Some(s) if s >= len => (
+            Code::Rewound,
+            format!(
+                "the reflog shows the ledger at seq {s} (commit {id}), but it now ends at seq {}: the ref was rewound",
+                len.saturating_sub(1)
+            ),
+        ),
+        Some(s) => (
+            Code::Rewritten,
+            format!(
+                "the reflog records commit {id} at seq {s}, which the current chain does not contain: the ref was rewritten"
+            ),
+        ),
+        None => (
+            Code::Rewritten,
+            format!(
+                "the reflog records commit {id}, which is not in the current chain: the ref was rewritten"
+            ),
+        ),
+    }
+}
+
+/// Checks the checkpoints recorded locally against the chain of `len` entries (whose roots at
+/// the sizes they name are `prefix_roots`). Returns true when it found a problem.
+fn check_recorded(
+    recorded: &[(u64, String)],
+    prefix_roots: &[(u64, String)],
+    len: u64,
+    report: &mut LedgerVerifyReport,
+) -> bool {
+    for (size, root) in recorded {
+        if *size > len {
+            report.fail(
+                Some(len),
+                Code::Truncated,
+                format!(
+                    "the ledger has {len} entries but a checkpoint was recorded at {size} entries (root {root}): entries were removed from the tail"
+                ),
+            );
+            return true;
+        }
+        if let Some((_, have)) = prefix_roots.iter().find(|(s, _)| s == size)
+            && have != root
+        {
+            report.fail(
+                Some(size.saturating_sub(1)),
+                Code::Rewritten,
+                format!(
+                    "the first {size} entries hash to {have}, not to the recorded checkpoint {root}: history was rewritten"
+                ),
+            );
+            return true;
+        }
+    }
+    report.checkpoints_checked = recorded.len();
+    false
+}
+
+/// When `s` is a signed note whose standard root differs from the chain's at its size
+/// (`std_roots`), what that means.
+fn note_root_mismatch(
+    s: &crate::store::sign::StoredSignature,
+    std_roots: &[(u64, crate::ledger::tlog::Hash)],
+    signer: &str,
+) -> Option<String> {
+    let size = s.checkpoint.size;
+    if s.signature.format != "note" {
+        return None;
+    }
+    let (text, _) = s.signature.signature.split_once("\n\n")?;
+    let cp = super::super::note::parse_checkpoint(&format!("{text}\n")).ok()?;
+    let (_, have) = std_roots.iter().find(|(n, _)| *n == size)?;
+    (*have != cp.root).then(|| {
+        format!(
+            "the first {size} entries have standard root {}, not the root {} of the note {signer} signed: history was rewritten or the note lies",
+            super::super::note::b64(have),
+            super::super::note::b64(&cp.root)
+        )
+    })
+}
+
+/// Checks the links of the records from `start` on, in order, with `checker`, pushing each
+/// good entry to the standard tree (`std`: its frontier, and its roots at the `wanted` sizes)
+/// when a signed note asked for it, and noting the payloads redaction entries name. Returns
+/// the first problem, and how many records from the root count towards the checkpoint.
+fn check_links(
+    recs: &[Rec],
+    start: usize,
+    checker: &mut ChainChecker,
+    wanted: &HashSet<u64>,
+    mut std: Option<StdTree<'_>>,
+    redacted: &mut HashSet<[u8; 32]>,
+) -> (Option<Problem>, usize) {
+    // Both hashes of an entry in hex, in one buffer reused for every entry.
+    let mut hex_buf = String::with_capacity(128);
+    for (i, r) in recs.iter().enumerate().skip(start) {
+        let expected = i as u64;
+        let Some(seq) = r.seq() else {
+            let (code, msg) = r
+                .local()
+                .cloned()
+                .expect("an unreadable entry carries its problem");
+            return (Some((expected, code, msg)), i);
+        };
+        hex_buf.clear();
+        hash::push_hex(&mut hex_buf, &r.prev_hash);
+        hash::push_hex(&mut hex_buf, &r.entry_hash);
+        let (prev_hash, entry_hash) = hex_buf.split_at(64);
+        let link = Link {
+            seq,
+            prev_hash,
+            entry_hash,
+            edited: r.edited,
+        };
+        let next_seq = recs.get(i + 1).and_then(Rec::seq);
+        if let Err(p) = checker.push_link(&link, next_seq) {
+            let (code, message) = chain_code(&p);
+            return (Some((expected, code, message)), i);
+        }
+        // A commit with a problem of its own is not counted in the checkpoint reported.
+        if let Some(local) = r.local() {
+            return (Some((seq, local.0, local.1.clone())), i);
+        }
+        if let Some((acc, roots)) = std.as_mut() {
+            acc.push(&r.entry_hash);
+            let n = expected + 1;
+            if wanted.contains(&n) {
+                roots.push((n, acc.root()));
+            }
+        }
+        if let Some(h) = r.extra.as_ref().and_then(|x| x.redacts) {
+            redacted.insert(h);
+        }
+    }
+    (None, recs.len().max(start))
+}
+
+/// The standard tree being built: its frontier, and its roots at the sizes checkpoints name.
+type StdTree<'a> = (
+    &'a mut crate::ledger::tlog::Frontier,
+    &'a mut Vec<(u64, crate::ledger::tlog::Hash)>,
+);
+
+impl Judged {
+    /// Whether this state, from a verify that passed, can be resumed for a chain of `len`
+    /// records: it is a prefix of them, and it holds every root the checkpoints now name
+    /// (`wanted`, standard roots too when a signed note asks, `want_std`).
+    fn covers(&self, len: usize, wanted: &HashSet<u64>, want_std: bool) -> bool {
+        let forum = |n: u64| self.roots.iter().any(|r| r.0 == n);
+        let standard = |n: u64| self.std_roots.iter().any(|r| r.0 == n);
+        self.len <= len
+            && (!want_std || self.std.is_some())
+            && wanted
+                .iter()
+                .all(|&n| n > self.len as u64 || (forum(n) && (!want_std || standard(n))))
+    }
+}
+
+impl WalkFailure {
+    /// The problem a walk that stopped early reports: the bad commit sits just below the
+    /// oldest one read (`recs`).
+    fn problem(self, recs: &[Rec]) -> Problem {
+        let seq = recs
+            .first()
+            .and_then(Rec::seq)
+            .map(|s| s.saturating_sub(1))
+            .or(self.child_seq_hint.map(|s| s.saturating_sub(1)))
+            .unwrap_or(0);
+        (seq, self.code, self.message)
+    }
+}
+
+/// Forum's tree over the first `upto` records (`range` is `start..upto`): built whole, or
+/// from `prior`'s tree (and its roots and redacted bodies) by the records after it, one leaf
+/// at a time. Returns its root, its roots at the checkpoint `sizes`, the tree, and `prior`'s
+/// redacted bodies.
+fn forum_tree(
+    recs: &[Rec],
+    range: std::ops::Range<usize>,
+    sizes: &HashSet<u64>,
+    prior: Option<PriorTree>,
+) -> ForumTree {
+    let (start, upto) = (range.start, range.end);
+    match prior {
+        None => {
+            let (root, prefix, acc) = roots::forum_roots(recs, upto, sizes, threads());
+            (root, prefix, acc, Vec::new())
+        }
+        Some((mut acc, mut prefix, bodies)) => {
+            let mut hex = String::with_capacity(64);
+            for (i, r) in recs[start..upto].iter().enumerate() {
+                roots::push_leaf(&mut acc, r, &mut hex);
+                let n = (start + i + 1) as u64;
+                if sizes.contains(&n) {
+                    prefix.push((n, acc.root()));
+                }
+            }
+            (acc.root(), prefix, acc, bodies)
+        }
+    }
+}
+
+/// What a resumed verify keeps of Forum's tree: the tree, its roots at checkpoint sizes, and
+/// the redacted bodies found.
+type PriorTree = (Accumulator, Vec<(u64, String)>, Vec<(u64, String)>);
+
+/// Forum's tree as a verify pass leaves it: its root, its roots at checkpoint sizes, the tree,
+/// and the redacted bodies a resumed verify found before.
+type ForumTree = (String, Vec<(u64, String)>, Accumulator, Vec<(u64, String)>);
+
+type Accumulator = crate::ledger::merkle::Accumulator;
