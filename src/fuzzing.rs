@@ -112,7 +112,7 @@ pub fn pack_round_trip(data: &[u8]) -> usize {
 /// Promises checked: a decoded record, encoded again, decodes to itself with a matching
 /// length and CRC; a decoded header, encoded again, decodes to itself.
 pub fn wal_record(data: &[u8]) -> Option<(u64, usize)> {
-    use crate::store::wal::{Header, Record};
+    use crate::store::wal::{Header, WalRecord};
     let (&mode, payload) = data.split_first()?;
     let hash = if mode & 1 == 1 {
         HashKind::Sha256
@@ -123,7 +123,7 @@ pub fn wal_record(data: &[u8]) -> Option<(u64, usize)> {
     if let Some(h) = Header::decode(payload) {
         assert_eq!(Header::decode(&h.encode()), Some(h), "a header re-encodes");
     }
-    let (generation, rec) = Record::decode(payload, hash, version)?;
+    let (generation, rec) = WalRecord::decode(payload, hash, version)?;
     let framed = rec.encode(generation);
     let (len, rest) = framed.split_at(4);
     let (crc, p) = rest.split_at(4);
@@ -136,7 +136,7 @@ pub fn wal_record(data: &[u8]) -> Option<(u64, usize)> {
         crc32fast::hash(p)
     );
     assert_eq!(
-        Record::decode(p, hash, 2),
+        WalRecord::decode(p, hash, 2),
         Some((generation, rec.clone())),
         "a record re-encodes"
     );
@@ -149,7 +149,7 @@ pub fn wal_record(data: &[u8]) -> Option<(u64, usize)> {
 ///
 /// Promise checked: the record decodes to itself, with a matching length and CRC.
 pub fn wal_round_trip(data: &[u8]) -> usize {
-    use crate::store::wal::Record;
+    use crate::store::wal::WalRecord;
     let mut take = {
         let mut at = 0;
         move |n: usize| {
@@ -178,7 +178,7 @@ pub fn wal_round_trip(data: &[u8]) -> usize {
             .map(|(i, d)| (kinds[(i + head[1] as usize) % 4], d.to_vec()))
             .collect()
     };
-    let rec = Record { old, new, objects };
+    let rec = WalRecord { old, new, objects };
     let framed = rec.encode(generation);
     let (len, rest) = framed.split_at(4);
     let (crc, p) = rest.split_at(4);
@@ -190,7 +190,7 @@ pub fn wal_round_trip(data: &[u8]) -> usize {
         u32::from_le_bytes(crc.try_into().unwrap()),
         crc32fast::hash(p)
     );
-    assert_eq!(Record::decode(p, hash, 2), Some((generation, rec)));
+    assert_eq!(WalRecord::decode(p, hash, 2), Some((generation, rec)));
     framed.len()
 }
 

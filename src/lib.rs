@@ -45,6 +45,7 @@ pub(crate) mod flight;
 #[doc(hidden)]
 pub mod fuzzing;
 pub(crate) mod gate;
+pub(crate) mod gitproc;
 pub mod ledger;
 pub(crate) mod model;
 pub mod plan;

@@ -3,6 +3,7 @@
 //! pack, one flush) and imports.
 
 use std::collections::HashSet;
+use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -12,13 +13,15 @@ use gix::objs::Kind;
 
 use super::codec::{commit_bytes, object, one_line, tree_bytes};
 use super::error::{RefConflict, StoreError, io};
+pub(crate) use super::failpoint::failpoint;
 use super::forum_dir;
-use super::git::{Appended, GitStore, Tip};
+use super::handle::{Appended, GitStore, Tip};
 use super::lock::CasOutcome;
 use super::objects::unique;
-use super::pack::{self, Obj, PackStream, Section};
+use super::pack::{self, Obj};
+use super::wal::{Wal, WalRecord};
 use crate::ledger::hash::sha256_hex;
-use crate::ledger::{ChainChecker, ChainProblem, Entry, NewEntry};
+use crate::ledger::{Entry, NewEntry};
 
 /// A tip that cannot be read, as an append's refusal: the problem, that nothing was appended,
 /// and where to look.
@@ -31,20 +34,17 @@ fn refused(e: StoreError) -> StoreError {
     }
 }
 
-/// How long an append keeps retrying a contended ref before giving up.
-pub const APPEND_DEADLINE: Duration = Duration::from_secs(30);
-
 /// Consolidate packs (`git repack -d --geometric=2`) once a repository holds more than this
 /// many; gix handles also size their index slots from the count at open.
 pub const MAX_PACKS: usize = 24;
 
-struct Built {
-    objects: Vec<Obj>,
-    commits: Vec<ObjectId>,
-    entries: Vec<Entry>,
-    as_pack: bool,
+pub(super) struct Built {
+    pub(super) objects: Vec<Obj>,
+    pub(super) commits: Vec<ObjectId>,
+    pub(super) entries: Vec<Entry>,
+    pub(super) as_pack: bool,
     /// A pack already written for these entries (an import streams its own).
-    prewritten: Option<pack::PackGuard>,
+    pub(super) prewritten: Option<pack::PackGuard>,
 }
 
 /// Builds the objects of a batch on `tip`: commits first, then trees, then blobs, deduplicated.
@@ -93,43 +93,21 @@ where
     })
 }
 
-/// A crash-testing hook: with `GIT_FORUM_FAILPOINT=NAME` in the environment, the process kills
-/// itself (SIGKILL, so nothing is cleaned up) when it reaches the step `NAME` of an append:
-/// `objects-written`, `cas-start`, `cas-locked`, `cas-reflog`, `cas-moved`, `appended` (the
-/// append is about to be acknowledged), and `integrate-start` (a `--work` run about to move its
-/// run branch). The reliability tests use it to kill a writer at every step.
-///
-/// With `GIT_FORUM_FAILPOINT_RUN=COMMAND` as well, the process does not die at the step: it
-/// runs `sh -c COMMAND` there (in its working directory, with its environment), waits for it
-/// and goes on, the first time it reaches the step only. The maintenance tests use it to run
-/// `git prune --expire=now` or `git gc --prune=now` at a chosen moment of an append.
-pub(crate) fn failpoint(name: &str) {
-    static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    static RUN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    static RAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    let point = POINT.get_or_init(|| std::env::var("GIT_FORUM_FAILPOINT").ok());
-    if point.as_deref() != Some(name) {
-        return;
-    }
-    if let Some(command) = RUN.get_or_init(|| std::env::var("GIT_FORUM_FAILPOINT_RUN").ok()) {
-        if !RAN.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            let _ = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(command)
-                .stdin(std::process::Stdio::null())
-                .status();
-        }
-        return;
-    }
-    #[cfg(unix)]
-    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
-    std::process::abort();
+/// What the attempts of one append keep of the write-ahead log between them.
+#[derive(Default)]
+struct AppendLog {
+    /// The log a single append writes its record to, once opened.
+    wal: Option<Wal>,
+    /// Whether the log was emptied for this append.
+    checkpointed: bool,
+    /// The log and its records, whose objects go into a batch's own pack.
+    batch: Option<(Wal, Vec<WalRecord>)>,
 }
 
 impl GitStore {
     /// Appends entries built by `build` on the current tip, retrying on conflict. `build`
     /// receives the tip and returns the objects to write (commits first) and the new commit ids.
-    fn append_with<F>(
+    pub(super) fn append_with<F>(
         &self,
         mut build: F,
         reflog: &str,
@@ -142,108 +120,30 @@ impl GitStore {
         let mut backoff = Duration::from_millis(2);
         // Single appends go through the write-ahead log when it is the flush method; anything
         // else first empties the log, so the ref never moves past what the log describes.
-        let mut wal = None;
-        let mut checkpointed = false;
+        let mut log = AppendLog::default();
         let mut restored = false;
-        let mut batch_log = None;
         // The lock that blocked the last attempt, and when it was last looked into.
         let mut blocked: Option<std::path::PathBuf> = None;
         let mut looked: Option<Instant> = None;
         loop {
-            let tip = match self.tip() {
-                // The tip (or what it names) is gone from the object store (deleted outside git
-                // forum, or lost in a crash): the write-ahead log may still hold it.
-                Err(StoreError::Corrupt(_)) if !restored => {
-                    restored = true;
-                    if self.restore_from_wal()? > 0 {
-                        continue;
-                    }
-                    self.tip().map_err(refused)?
-                }
-                other => other.map_err(refused)?,
+            let Some(tip) = self.tip_to_build_on(&mut restored)? else {
+                continue;
             };
-            match &tip {
-                None => self.refuse_if_deleted()?,
-                // Never build on an entry that cannot be read whole: put back what the log
-                // holds, or refuse.
-                Some(t) => {
-                    if let Some(damage) = self.parent_damage(t) {
-                        if !restored {
-                            restored = true;
-                            self.restore_from_wal()?;
-                            continue;
-                        }
-                        return Err(StoreError::Corrupt(format!(
-                            "ledger {}: seq {} (commit {}), the entry this append would follow, is damaged: {damage}, and the write-ahead log holds no copy; nothing was appended; run `git forum doctor` to see the damage and repair it from a clone, a pack or an export",
-                            self.name, t.entry.seq, t.commit
-                        )));
-                    }
-                }
-            }
             let mut built = build(tip.as_ref())?;
-            // Single appends are logged (on Linux, where the log knows its boot). With the `wal`
-            // flush method in a files repository the log is what makes an append durable.
-            // Elsewhere (git keeps the refs, as in reftable, and makes them durable itself;
-            // another flush method flushes the objects and the ref) it is kept unflushed, as the
-            // copy of the append's objects a racing prune cannot delete (see `wal/recover.rs`).
-            let logged = cfg!(target_os = "linux") && !built.as_pack;
-            let log_durably = self.opts.fsync && !self.refs_via_git && self.opts.method.wal();
-            if logged && wal.is_none() {
-                wal = Some(self.wal_for_append(&lock)?);
-            } else if !logged && !checkpointed {
-                checkpointed = true;
-                if built.as_pack && built.prewritten.is_none() {
-                    // The log's objects go into this batch's own pack (one pack, and no prune
-                    // can delete them there); the log is emptied once the pack is written.
-                    batch_log = self.log_for_batch()?;
-                } else {
-                    self.checkpoint_wal()?;
-                }
-            }
+            let logged = self.ready_log(&lock, &built, &mut log)?;
             let new_tip = *built
                 .commits
                 .last()
                 .expect("a batch holds at least one entry");
             let mut guard = built.prewritten.take();
             if built.as_pack && guard.is_none() {
-                let mut seen = HashSet::new();
-                let mut logged_objs = Vec::new();
-                if let Some((_, records)) = &batch_log {
-                    for rec in records {
-                        for (kind, data) in &rec.objects {
-                            logged_objs.push(object(self.hash, *kind, data.clone())?);
-                        }
-                    }
-                }
-                let objs: Vec<Obj> = std::mem::take(&mut built.objects)
-                    .into_iter()
-                    .chain(logged_objs)
-                    // Objects the repository already holds may be written again: a duplicate across
-                    // packs is harmless, while asking the object store about every miss makes it
-                    // rescan the pack directory each time.
-                    .filter(|o| seen.insert(o.id))
-                    .collect();
-                if !objs.is_empty() {
-                    guard = Some(
-                        pack::write_pack(
-                            &self.objects_dir(),
-                            self.hash,
-                            &objs,
-                            gix::zlib::Compression::new(6).expect("level 6 is valid"),
-                            self.opts.fsync,
-                        )
-                        .map_err(io("writing a pack"))?,
-                    );
-                }
-                if let Some((mut log, _)) = batch_log.take() {
-                    self.empty_packed_log(&mut log)?;
-                }
+                guard = self.write_batch_pack(&mut built, &mut log.batch)?;
             } else {
-                self.write_loose_objects(&built.objects, self.opts.fsync && !log_durably, false)?;
+                let flush = self.opts.fsync && !self.log_durably();
+                self.write_loose_objects(&built.objects, flush, false)?;
             }
             failpoint("objects-written");
-            let outcome = self.cas(&lock, tip.as_ref().map(|t| t.commit), new_tip, reflog);
-            let outcome = match outcome {
+            let outcome = match self.cas(&lock, tip.as_ref().map(|t| t.commit), new_tip, reflog) {
                 Ok(o) => o,
                 Err(e) => {
                     if let Some(g) = guard {
@@ -254,64 +154,8 @@ impl GitStore {
             };
             match outcome {
                 CasOutcome::Moved => {
-                    // A prune that began before the ref moved may still have deleted what it
-                    // took for garbage (a body or tree the repository already had, say):
-                    // whatever is missing now is written again before the append is
-                    // acknowledged. The objects are a pure function of the entries.
-                    let logged_now = match wal.as_mut() {
-                        Some(w) if logged => self
-                            .wal_log(
-                                w,
-                                tip.as_ref().map(|t| t.commit),
-                                new_tip,
-                                &built.objects,
-                                log_durably,
-                            )
-                            .map(|()| {
-                                // For the next append: where the records now end (no flush;
-                                // without it the next one scans the log).
-                                #[cfg(unix)]
-                                let _ =
-                                    std::os::unix::fs::FileExt::write_all_at(&lock, &w.hint(), 0);
-                            }),
-                        _ => Ok(()),
-                    };
-                    let flushed = logged_now.and_then(|()| {
-                        if log_durably || self.refs_via_git {
-                            // The log's flush covers the append, or git made its own ref
-                            // storage durable (core.fsync=reference).
-                            Ok(())
-                        } else {
-                            self.flush(&[self.reflog_path(), self.ref_path()], false)
-                        }
-                    });
-                    if let Some(g) = guard {
-                        g.release();
-                    }
-                    flushed?;
-                    // Logged first, so that even if this fails the log can restore them.
-                    if !built.as_pack {
-                        self.rewrite_missing(&built.objects)?;
-                    }
-                    self.index_after_append(
-                        tip.as_ref().map(|t| (t.commit, t.entry.seq)),
-                        &built.commits,
-                    );
-                    if let Some(entry) = built.entries.last() {
-                        // A single append's objects are its blob, tree and commit.
-                        let parts = match built.objects.as_slice() {
-                            [blob, tree, _] if !built.as_pack => Some((tree.id, Some(blob.id))),
-                            _ => None,
-                        };
-                        *self.last_tip.lock().unwrap_or_else(|e| e.into_inner()) = Some(Tip {
-                            commit: new_tip,
-                            entry: entry.clone(),
-                            parts,
-                        });
-                    }
-                    if built.as_pack {
-                        self.consolidate_packs();
-                    }
+                    let wal = log.wal.as_mut().filter(|_| logged);
+                    self.acknowledge(&lock, wal, tip.as_ref(), &built, guard)?;
                     failpoint("appended");
                     return Ok((built.commits, built.entries));
                 }
@@ -326,26 +170,8 @@ impl GitStore {
                     self.rewrite_missing(&built.objects)?;
                 }
                 CasOutcome::Locked(held, noted) => {
-                    // A ref lock a git-forum writer left when it died is removed (files only:
-                    // git's reftable lock is git's).
-                    let removed =
-                        !self.refs_via_git && self.recover_stale_lock(&held, &lock, noted);
-                    if !removed {
-                        // Waiting is pointless once nothing alive can hold it: say so now rather
-                        // than after the deadline (a look through /proc, at most once a second).
-                        if looked.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(1)) {
-                            looked = Some(Instant::now());
-                            if let Some(l) = self.inspect_lock(&held)
-                                && l.stale()
-                            {
-                                return Err(self.conflict(
-                                    tip.as_ref().map(|t| t.commit),
-                                    start.elapsed(),
-                                    held,
-                                    Some(l.age),
-                                ));
-                            }
-                        }
+                    let at = (tip.as_ref().map(|t| t.commit), start);
+                    if let Some(held) = self.still_locked(held, noted, &lock, &mut looked, at)? {
                         blocked = Some(held);
                     }
                 }
@@ -354,21 +180,238 @@ impl GitStore {
                 g.release();
             }
             if start.elapsed() > self.append_deadline {
-                let held = blocked.take().unwrap_or_else(|| self.ref_lock_path());
-                let stale = self
-                    .inspect_lock(&held)
-                    .filter(|l| l.stale())
-                    .map(|l| l.age);
-                return Err(self.conflict(
-                    tip.as_ref().map(|t| t.commit),
-                    self.append_deadline,
-                    held,
-                    stale,
-                ));
+                return Err(self.gave_up(blocked.take(), tip.as_ref().map(|t| t.commit)));
             }
             std::thread::sleep(backoff + Duration::from_micros((unique() % 1000) as u64));
             backoff = (backoff * 2).min(Duration::from_millis(200));
         }
+    }
+
+    /// Readies the write-ahead log for `built` and says whether it is logged. Single appends
+    /// are logged (on Linux, where the log knows its boot). With the `wal` flush method in a
+    /// files repository the log is what makes an append durable. Elsewhere (git keeps the refs,
+    /// as in reftable, and makes them durable itself; another flush method flushes the objects
+    /// and the ref) it is kept unflushed, as the copy of the append's objects a racing prune
+    /// cannot delete (see `wal/recover.rs`). Anything else first empties the log, once per
+    /// append.
+    fn ready_log(
+        &self,
+        lock: &File,
+        built: &Built,
+        log: &mut AppendLog,
+    ) -> Result<bool, StoreError> {
+        let logged = cfg!(target_os = "linux") && !built.as_pack;
+        if logged && log.wal.is_none() {
+            log.wal = Some(self.wal_for_append(lock)?);
+        } else if !logged && !log.checkpointed {
+            log.checkpointed = true;
+            if built.as_pack && built.prewritten.is_none() {
+                // The log's objects go into this batch's own pack (one pack, and no prune can
+                // delete them there); the log is emptied once the pack is written.
+                log.batch = self.log_for_batch()?;
+            } else {
+                self.checkpoint_wal()?;
+            }
+        }
+        Ok(logged)
+    }
+
+    /// The conflict an append gives up with at its deadline, naming the lock that last blocked
+    /// it (else the ref's own lock).
+    fn gave_up(
+        &self,
+        blocked: Option<std::path::PathBuf>,
+        expected: Option<ObjectId>,
+    ) -> StoreError {
+        let held = blocked.unwrap_or_else(|| self.ref_lock_path());
+        let stale = self
+            .inspect_lock(&held)
+            .filter(|l| l.stale())
+            .map(|l| l.age);
+        self.conflict(expected, self.append_deadline, held, stale)
+    }
+
+    /// Whether an append's write-ahead log record is what makes it durable: the `wal` flush
+    /// method, durable appends, and refs kept as files.
+    fn log_durably(&self) -> bool {
+        self.opts.fsync && !self.refs_via_git && self.opts.method.wal()
+    }
+
+    /// The tip an append builds on. A tip gone from the object store or damaged (deleted
+    /// outside git forum, or lost in a crash) is first put back from what the write-ahead log
+    /// holds, once per append (`restored`): `Ok(None)` then asks the caller to look again.
+    /// Never builds on an entry that cannot be read whole.
+    fn tip_to_build_on(&self, restored: &mut bool) -> Result<Option<Option<Tip>>, StoreError> {
+        let tip = match self.tip() {
+            Err(StoreError::Corrupt(_)) if !*restored => {
+                *restored = true;
+                if self.restore_from_wal()? > 0 {
+                    return Ok(None);
+                }
+                self.tip().map_err(refused)?
+            }
+            other => other.map_err(refused)?,
+        };
+        match &tip {
+            None => self.refuse_if_deleted()?,
+            Some(t) => {
+                if let Some(damage) = self.parent_damage(t) {
+                    if !*restored {
+                        *restored = true;
+                        self.restore_from_wal()?;
+                        return Ok(None);
+                    }
+                    return Err(StoreError::Corrupt(format!(
+                        "ledger {}: seq {} (commit {}), the entry this append would follow, is damaged: {damage}, and the write-ahead log holds no copy; nothing was appended; run `git forum doctor` to see the damage and repair it from a clone, a pack or an export",
+                        self.name, t.entry.seq, t.commit
+                    )));
+                }
+            }
+        }
+        Ok(Some(tip))
+    }
+
+    /// Writes a batch's objects as one pack, with the objects the write-ahead log still holds
+    /// (`batch_log`, emptied once they are in the pack).
+    fn write_batch_pack(
+        &self,
+        built: &mut Built,
+        batch_log: &mut Option<(Wal, Vec<WalRecord>)>,
+    ) -> Result<Option<pack::PackGuard>, StoreError> {
+        let mut seen = HashSet::new();
+        let mut logged_objs = Vec::new();
+        if let Some((_, records)) = batch_log.as_ref() {
+            for rec in records {
+                for (kind, data) in &rec.objects {
+                    logged_objs.push(object(self.hash, *kind, data.clone())?);
+                }
+            }
+        }
+        let objs: Vec<Obj> = std::mem::take(&mut built.objects)
+            .into_iter()
+            .chain(logged_objs)
+            // Objects the repository already holds may be written again: a duplicate across
+            // packs is harmless, while asking the object store about every miss makes it
+            // rescan the pack directory each time.
+            .filter(|o| seen.insert(o.id))
+            .collect();
+        let mut guard = None;
+        if !objs.is_empty() {
+            guard = Some(
+                pack::write_pack(
+                    &self.objects_dir(),
+                    self.hash,
+                    &objs,
+                    gix::zlib::Compression::new(6).expect("level 6 is valid"),
+                    self.opts.fsync,
+                )
+                .map_err(io("writing a pack"))?,
+            );
+        }
+        if let Some((mut log, _)) = batch_log.take() {
+            self.empty_packed_log(&mut log)?;
+        }
+        Ok(guard)
+    }
+
+    /// After the ref moved: logs the append (`log`, for a single append), makes it durable,
+    /// writes again whatever a racing prune deleted, and updates the index and the remembered
+    /// tip, so that the append can be acknowledged.
+    fn acknowledge(
+        &self,
+        lock: &File,
+        log: Option<&mut Wal>,
+        tip: Option<&Tip>,
+        built: &Built,
+        guard: Option<pack::PackGuard>,
+    ) -> Result<(), StoreError> {
+        let new_tip = *built
+            .commits
+            .last()
+            .expect("a batch holds at least one entry");
+        let log_durably = self.log_durably();
+        // A prune that began before the ref moved may still have deleted what it took for
+        // garbage (a body or tree the repository already had, say): whatever is missing now is
+        // written again before the append is acknowledged. The objects are a pure function of
+        // the entries.
+        let logged_now = match log {
+            Some(w) => self
+                .wal_log(
+                    w,
+                    tip.map(|t| t.commit),
+                    new_tip,
+                    &built.objects,
+                    log_durably,
+                )
+                .map(|()| {
+                    // For the next append: where the records now end (no flush; without it the
+                    // next one scans the log).
+                    #[cfg(unix)]
+                    let _ = std::os::unix::fs::FileExt::write_all_at(lock, &w.hint(), 0);
+                }),
+            None => Ok(()),
+        };
+        let flushed = logged_now.and_then(|()| {
+            if log_durably || self.refs_via_git {
+                // The log's flush covers the append, or git made its own ref storage durable
+                // (core.fsync=reference).
+                Ok(())
+            } else {
+                self.flush(&[self.reflog_path(), self.ref_path()], false)
+            }
+        });
+        if let Some(g) = guard {
+            g.release();
+        }
+        flushed?;
+        // Logged first, so that even if this fails the log can restore them.
+        if !built.as_pack {
+            self.rewrite_missing(&built.objects)?;
+        }
+        self.index_after_append(tip.map(|t| (t.commit, t.entry.seq)), &built.commits);
+        if let Some(entry) = built.entries.last() {
+            // A single append's objects are its blob, tree and commit.
+            let parts = match built.objects.as_slice() {
+                [blob, tree, _] if !built.as_pack => Some((tree.id, Some(blob.id))),
+                _ => None,
+            };
+            *self.last_tip.lock().unwrap_or_else(|e| e.into_inner()) = Some(Tip {
+                commit: new_tip,
+                entry: entry.clone(),
+                parts,
+            });
+        }
+        if built.as_pack {
+            self.consolidate_packs();
+        }
+        Ok(())
+    }
+
+    /// A ref lock held at the compare-and-swap: one a git-forum writer left when it died is
+    /// removed (files only: git's reftable lock is git's) and `None` returned; one nothing
+    /// alive holds is a conflict now rather than after the deadline; otherwise the lock, to
+    /// name if the deadline passes. `at` is the tip the append expected and when it started.
+    fn still_locked(
+        &self,
+        held: std::path::PathBuf,
+        noted: Option<ObjectId>,
+        lock: &File,
+        looked: &mut Option<Instant>,
+        at: (Option<ObjectId>, Instant),
+    ) -> Result<Option<std::path::PathBuf>, StoreError> {
+        if !self.refs_via_git && self.recover_stale_lock(&held, lock, noted) {
+            return Ok(None);
+        }
+        // A look through /proc, at most once a second.
+        if looked.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(1)) {
+            *looked = Some(Instant::now());
+            if let Some(l) = self.inspect_lock(&held)
+                && l.stale()
+            {
+                return Err(self.conflict(at.0, at.1.elapsed(), held, Some(l.age)));
+            }
+        }
+        Ok(Some(held))
     }
 
     /// The typed conflict an append gives up with: where the ref stands now, what the append
@@ -489,11 +532,8 @@ impl GitStore {
         if pack::pack_count(&self.objects_dir()) <= MAX_PACKS {
             return;
         }
-        let _ = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(&self.common_dir)
+        let _ = crate::gitproc::at_git_dir(&self.common_dir)
             .args(["repack", "-d", "-q", "--geometric=2"])
-            .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .status();
@@ -600,219 +640,7 @@ impl GitStore {
             .map(|(entry, commit)| Appended { entry, commit })
             .collect())
     }
-
-    /// Writes already-hashed entries held in memory (a folded trace, a benchmark ledger) as one
-    /// pack on an empty ledger. Each item is the entry and its canonical body, if present. A
-    /// Forum directory is imported with [`GitStore::import_forum_dir`] instead, which streams.
-    pub(crate) fn import_entries(
-        &mut self,
-        items: &[(Entry, Option<String>)],
-    ) -> Result<ObjectId, StoreError> {
-        if self.tip_id()?.is_some() {
-            return Err(StoreError::Invalid(format!(
-                "ledger {:?} already exists; import into a new ledger with --ledger NAME",
-                self.name
-            )));
-        }
-        if items.is_empty() {
-            return Err(StoreError::Invalid(
-                "nothing to import: the Forum ledger has no entries".into(),
-            ));
-        }
-        let hash = self.hash;
-        let name = self.name.clone();
-        let (commits, _) = self.append_with(
-            |tip| {
-                if tip.is_some() {
-                    return Err(StoreError::Invalid(format!(
-                        "ledger {name:?} was created while importing"
-                    )));
-                }
-                let mut objects = Vec::with_capacity(items.len() * 3);
-                let mut blobs = Vec::new();
-                let mut trees = Vec::new();
-                let mut commits = Vec::with_capacity(items.len());
-                let mut entries = Vec::with_capacity(items.len());
-                let empty_tree = object(hash, Kind::Tree, Vec::new())?;
-                let mut parent: Option<ObjectId> = None;
-                for (entry, body) in items {
-                    let tree_id = match body {
-                        Some(b) => {
-                            let blob = object(hash, Kind::Blob, b.as_bytes().to_vec())?;
-                            let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
-                            let id = tree.id;
-                            blobs.push(blob);
-                            trees.push(tree);
-                            id
-                        }
-                        None => empty_tree.id,
-                    };
-                    let c = object(
-                        hash,
-                        Kind::Commit,
-                        commit_bytes(entry, &tree_id, parent.as_ref()),
-                    )?;
-                    parent = Some(c.id);
-                    commits.push(c.id);
-                    objects.push(c);
-                    entries.push(entry.clone());
-                }
-                trees.push(empty_tree);
-                objects.extend(trees);
-                objects.extend(blobs);
-                Ok(Built {
-                    objects,
-                    commits,
-                    entries,
-                    as_pack: true,
-                    prewritten: None,
-                })
-            },
-            &format!("forum: import {} entries", items.len()),
-        )?;
-        Ok(*commits.last().expect("non-empty import"))
-    }
-
-    /// Imports a Forum ledger directory into this new, empty ledger as one pack, streaming: the
-    /// payload rows are indexed on disk, the entries read one at a time, and each object is
-    /// written to the pack as it is built, so memory stays flat however long the ledger. Every
-    /// entry is checked (chain, hashes, bodies) on the way, and any problem leaves the
-    /// repository as it was: the half-written pack is removed and no ref moves.
-    pub(crate) fn import_forum_dir(
-        &mut self,
-        dir: &Path,
-        limits: &forum_dir::Limits,
-    ) -> Result<Imported, ImportError> {
-        if self.tip_id()?.is_some() {
-            return Err(StoreError::Invalid(format!(
-                "ledger {:?} already exists; import into a new ledger with --ledger NAME",
-                self.name
-            ))
-            .into());
-        }
-        let hash = self.hash;
-        let objects_dir = self.objects_dir();
-        let mut src = forum_dir::open_stream(dir, limits, &objects_dir)?;
-        let level = gix::zlib::Compression::new(IMPORT_LEVEL).expect("a valid level");
-        let pack = PackStream::create(&objects_dir, hash, level).map_err(io("writing a pack"))?;
-        let ids_path = objects_dir.join("pack").join(format!(
-            "forum_tmp_ids_{}_{}",
-            std::process::id(),
-            unique()
-        ));
-        let ids_file = std::fs::File::create(&ids_path).map_err(io("writing the seq index"))?;
-        let ids = RemoveOnDrop(Some(ids_path));
-        let empty_tree = object(hash, Kind::Tree, Vec::new())?;
-        let mut run = ImportRun {
-            hash,
-            pack,
-            ids: std::io::BufWriter::with_capacity(1 << 16, ids_file),
-            empty_tree: empty_tree.id,
-            checker: ChainChecker::new(),
-            chain_problem: None,
-            body_problem: None,
-            parent: None,
-            last: None,
-            absent: 0,
-            count: 0,
-        };
-        run.pack
-            .add(&empty_tree.id, Kind::Tree, &empty_tree.data, Section::Rest)
-            .map_err(io("writing a pack"))?;
-        let mut pending: Option<(usize, Entry)> = None;
-        let payloads = &mut src.payloads;
-        src.entries.read(|i, e| -> Result<(), ImportError> {
-            if let Some((pi, pe)) = pending.take() {
-                run.take(pi, pe, Some(&e), payloads)?;
-            }
-            pending = Some((i, e));
-            Ok(())
-        })?;
-        if let Some((pi, pe)) = pending.take() {
-            run.take(pi, pe, None, &mut src.payloads)?;
-        }
-        if let Some((i, p)) = &run.chain_problem {
-            return Err(ImportError::Refused(format!(
-                "{} does not verify at row {i}: {p}; nothing was imported",
-                dir.display()
-            )));
-        }
-        if let Some(why) = &run.body_problem {
-            return Err(ImportError::Refused(format!(
-                "{}: {why}; nothing was imported",
-                dir.display()
-            )));
-        }
-        let (Some(tip), Some(last)) = (run.parent, run.last.take()) else {
-            return Err(StoreError::Invalid(
-                "nothing to import: the Forum ledger has no entries".into(),
-            )
-            .into());
-        };
-        let ImportRun {
-            pack,
-            ids: ids_w,
-            checker,
-            absent,
-            count,
-            ..
-        } = run;
-        ids_w
-            .into_inner()
-            .map_err(|e| io("writing the seq index")(e.into_error()))?;
-        let mut guard = Some(pack.finish(self.opts.fsync).map_err(io("writing a pack"))?);
-        let name = self.name.clone();
-        let last_entry = last.clone();
-        let appended = self.append_with(
-            |tip_now| {
-                if tip_now.is_some() {
-                    return Err(StoreError::Invalid(format!(
-                        "ledger {name:?} was created while importing"
-                    )));
-                }
-                Ok(Built {
-                    objects: Vec::new(),
-                    commits: vec![tip],
-                    entries: vec![last_entry.clone()],
-                    as_pack: true,
-                    prewritten: guard.take(),
-                })
-            },
-            &format!("forum: import {count} entries"),
-        );
-        if let Some(g) = guard {
-            g.release();
-        }
-        appended?;
-        // The seq index, whole (the append recorded only the tip); it is never trusted, so a
-        // failure here only costs a rebuild later.
-        let index = self.index_path();
-        if let Some(d) = index.parent() {
-            let _ = std::fs::create_dir_all(d);
-        }
-        if let Some(p) = ids.0.as_ref()
-            && std::fs::rename(p, &index).is_ok()
-        {
-            let mut ids = ids;
-            ids.0 = None;
-        }
-        let torn = [src.entries.torn.take(), src.payloads.torn.take()]
-            .into_iter()
-            .flatten()
-            .collect();
-        Ok(Imported {
-            entries: count,
-            checkpoint: checker.root(),
-            commit: tip,
-            absent_bodies: absent,
-            torn,
-        })
-    }
 }
-
-/// zlib level of an import's bodies (its trees and commits are stored): level 1 costs about
-/// half the CPU of level 6 on bodies this small, for a pack about as large.
-const IMPORT_LEVEL: i32 = 1;
 
 /// What [`GitStore::import_forum_dir`] did.
 #[derive(Debug)]
@@ -841,217 +669,5 @@ pub(crate) enum ImportError {
     Store(#[from] StoreError),
 }
 
-/// A file removed when dropped, unless taken.
-struct RemoveOnDrop(Option<std::path::PathBuf>);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
-            let _ = std::fs::remove_file(p);
-        }
-    }
-}
-
-/// The state of one streaming import.
-struct ImportRun {
-    hash: HashKind,
-    pack: PackStream,
-    ids: std::io::BufWriter<std::fs::File>,
-    empty_tree: ObjectId,
-    checker: ChainChecker,
-    chain_problem: Option<(usize, ChainProblem)>,
-    body_problem: Option<String>,
-    parent: Option<ObjectId>,
-    last: Option<Entry>,
-    absent: usize,
-    count: u64,
-}
-
-impl ImportRun {
-    /// Checks entry `e` at row `i` (its successor known, to tell a swap from a deletion) and,
-    /// while nothing is wrong, writes its objects. After a problem the rest is only read: a
-    /// problem found in reading is reported first, a broken chain before a bad body.
-    fn take(
-        &mut self,
-        i: usize,
-        e: Entry,
-        next: Option<&Entry>,
-        payloads: &mut forum_dir::Payloads,
-    ) -> Result<(), ImportError> {
-        if self.chain_problem.is_none()
-            && let Err(p) = self.checker.push(&e, next)
-        {
-            self.chain_problem = Some((i, p));
-        }
-        if self.chain_problem.is_some() || self.body_problem.is_some() {
-            return Ok(());
-        }
-        let hash = self.hash;
-        let tree = match payloads.body(&e) {
-            Ok(Some(b)) => {
-                let blob = object(hash, Kind::Blob, b.canonical.into_bytes())?;
-                let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
-                if !b.repeated {
-                    self.pack
-                        .add(&tree.id, Kind::Tree, &tree.data, Section::Rest)
-                        .and_then(|()| {
-                            self.pack
-                                .add(&blob.id, Kind::Blob, &blob.data, Section::Rest)
-                        })
-                        .map_err(io("writing a pack"))?;
-                }
-                tree.id
-            }
-            Ok(None) => {
-                self.absent += 1;
-                self.empty_tree
-            }
-            Err(forum_dir::ForumDirError::Corrupt(why)) => {
-                self.body_problem = Some(why);
-                return Ok(());
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let commit = object(
-            hash,
-            Kind::Commit,
-            commit_bytes(&e, &tree, self.parent.as_ref()),
-        )?;
-        self.pack
-            .add(&commit.id, Kind::Commit, &commit.data, Section::Lead)
-            .map_err(io("writing a pack"))?;
-        std::io::Write::write_all(&mut self.ids, commit.id.as_slice())
-            .map_err(io("writing the seq index"))?;
-        self.parent = Some(commit.id);
-        self.count += 1;
-        self.last = Some(e);
-        Ok(())
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use std::path::PathBuf;
-
-    use super::*;
-    use crate::ledger::canonical;
-    use crate::ledger::{Storage as _, StorageError, kind};
-    use crate::store::git::Options;
-
-    /// Runs git in `dir` and insists that it succeeds.
-    fn git(dir: &std::path::Path, args: &[&str]) {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn note(text: &str) -> NewEntry {
-        NewEntry {
-            actor: "tester".into(),
-            kind: kind::NOTE.into(),
-            causal_parent: None,
-            payload: canonical::parse(&format!("{{\"text\":{text:?}}}")).unwrap(),
-            ts: 1_700_000_000.0,
-        }
-    }
-
-    #[test]
-    fn a_lost_compare_and_swap_is_a_conflict_that_carries_the_tip() {
-        let dir = tempfile::tempdir().unwrap();
-        git(dir.path(), &["init", "-q"]);
-        let mut store = GitStore::open(dir.path(), "main", Options::default()).unwrap();
-        let first = store.append_entry(&note("one")).unwrap();
-        let second = store.append_entry(&note("two")).unwrap();
-        // Back to seq 0, so that another writer can move the ref to seq 1 under our feet.
-        let refname = store.refname().to_string();
-        git(
-            dir.path(),
-            &["update-ref", &refname, &first.commit.to_string()],
-        );
-        store.append_deadline = Duration::ZERO;
-        let hash = store.object_hash();
-        let body = canonical::parse(r#"{"text":"three"}"#).unwrap();
-        let new = NewEntry {
-            payload: body,
-            ..note("three")
-        };
-        let text = new.validate().unwrap();
-        let ph = sha256_hex(text.as_bytes());
-        let (before, after) = (first.commit.to_string(), second.commit.to_string());
-        let err = store
-            .append_with(
-                |tip| {
-                    // Another writer lands seq 1 after this append read the tip at seq 0.
-                    git(dir.path(), &["update-ref", &refname, &after, &before]);
-                    let items = [(&new, text.as_bytes(), ph.as_str(), true)];
-                    let mut built = build_batch(hash, tip, items.into_iter())?;
-                    built.as_pack = false;
-                    Ok(built)
-                },
-                "forum: append note",
-            )
-            .unwrap_err();
-        let StoreError::Conflict(conflict) = &err else {
-            panic!("not a conflict: {err:?}");
-        };
-        assert_eq!(conflict.expected, Some(first.commit));
-        assert_eq!(conflict.tip, Some(second.commit));
-        assert_eq!(conflict.tip_seq, Some(1));
-        let message = err.to_string();
-        assert!(!message.contains('\n'), "{message}");
-        assert!(
-            message.contains(&format!("it stays at seq 1, commit {}", second.commit)),
-            "{message}"
-        );
-        // The ledger's own error type keeps the tip as plain data.
-        match StorageError::from(err) {
-            StorageError::Conflict { tip_seq, tip, .. } => {
-                assert_eq!(tip_seq, Some(1));
-                assert_eq!(tip, Some(second.commit.to_string()));
-            }
-            other => panic!("not a conflict: {other:?}"),
-        }
-        // Nothing was half written: the ledger is the other writer's, and with time to retry
-        // the next append lands on it.
-        assert_eq!(store.len().unwrap(), 2);
-        store.append_deadline = APPEND_DEADLINE;
-        let third = store.append_entry(&note("three")).unwrap();
-        assert_eq!(third.entry.seq, 2);
-        git(dir.path(), &["fsck", "--strict", "--no-dangling"]);
-    }
-
-    #[test]
-    fn a_ref_lock_held_by_another_process_gives_a_conflict_at_the_unmoved_tip() {
-        let dir = tempfile::tempdir().unwrap();
-        git(dir.path(), &["init", "-q"]);
-        let mut store = GitStore::open(dir.path(), "main", Options::default()).unwrap();
-        let first = store.append_entry(&note("one")).unwrap();
-        // A lock some other program holds: fresh, and not one a git-forum writer noted.
-        let lock = PathBuf::from(format!("{}.lock", store.ref_path().display()));
-        std::fs::write(&lock, format!("{}\n", first.commit)).unwrap();
-        store.append_deadline = Duration::ZERO;
-        let err = store.append_entry(&note("two")).unwrap_err();
-        match &err {
-            StoreError::Conflict(c) => {
-                assert_eq!(c.expected, Some(first.commit));
-                assert_eq!(c.tip, Some(first.commit));
-                assert_eq!(c.tip_seq, Some(0));
-            }
-            other => panic!("not a conflict: {other:?}"),
-        }
-        assert!(err.to_string().contains(".lock; try again"), "{err}");
-        // The lock is never broken: it is not ours to break.
-        assert!(lock.exists());
-        std::fs::remove_file(&lock).unwrap();
-        store.append_deadline = APPEND_DEADLINE;
-        assert_eq!(store.append_entry(&note("two")).unwrap().entry.seq, 1);
-    }
-}
+mod tests;

@@ -32,6 +32,18 @@ use gix::objs::{Find as _, Kind};
 use super::forum_dir;
 use super::git::{GitStore, StoreError, commit_bytes, object, parse_commit, tree_bytes};
 use super::pack::Obj;
+use crate::ledger::Entry;
+
+/// What doctor examines: the tip, a finding about the ref, and one about a forked reflog.
+type TipToExamine = (
+    Option<ObjectId>,
+    Option<DoctorFinding>,
+    Option<DoctorFinding>,
+);
+
+// The old names, for modules outside the store that still import them.
+pub(crate) use self::DoctorFinding as Finding;
+pub(crate) use self::RepairSources as Sources;
 
 /// A lock file found in the repository.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -49,7 +61,7 @@ pub(crate) struct LockFinding {
 
 /// Where exact copies of lost objects may be found.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Sources {
+pub(crate) struct RepairSources {
     /// Other repositories whose object stores may hold the objects (`--from-repo`).
     pub(crate) repos: Vec<PathBuf>,
     /// Forum exports of this ledger (`--from-export`): commits are recomputed from them.
@@ -60,7 +72,7 @@ pub(crate) struct Sources {
 
 /// One thing found wrong.
 #[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct Finding {
+pub(crate) struct DoctorFinding {
     /// The entry it concerns, when known.
     pub(crate) seq: Option<u64>,
     /// `missing-commit`, `missing-tree`, `missing-body` (missing, or unreadable: damaged),
@@ -83,7 +95,7 @@ pub(crate) struct Finding {
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct LedgerHealth {
     pub(crate) ledger: String,
-    pub(crate) findings: Vec<Finding>,
+    pub(crate) findings: Vec<DoctorFinding>,
     /// Objects written back by the repair.
     pub(crate) restored_objects: usize,
 }
@@ -98,8 +110,53 @@ struct Copies<'a> {
     repos: Vec<gix::Repository>,
 }
 
+/// A pack given with `--from-pack`, indexed in a scratch repository (removed when the returned
+/// directory is dropped) so that its objects can be read.
+fn open_pack_copy(
+    pack: &std::path::Path,
+    hash: gix::hash::Kind,
+) -> Result<(gix::Repository, tempfile::TempDir), StoreError> {
+    let dir = tempfile::tempdir().map_err(|e| StoreError::Io {
+        context: "creating a scratch repository for --from-pack".into(),
+        source: e,
+    })?;
+    let run = |args: &[&str]| -> Result<(), StoreError> {
+        let o = super::refs::git_at(dir.path())
+            .args(args)
+            .output()
+            .map_err(super::error::io("running git"))?;
+        if o.status.success() {
+            Ok(())
+        } else {
+            Err(StoreError::Invalid(format!(
+                "--from-pack {}: {}",
+                pack.display(),
+                String::from_utf8_lossy(&o.stderr).trim()
+            )))
+        }
+    };
+    let init = crate::gitproc::command()
+        .args(["init", "-q", "--bare", &format!("--object-format={hash}")])
+        .arg(dir.path())
+        .output()
+        .map_err(super::error::io("running git init"))?;
+    if !init.status.success() {
+        return Err(StoreError::Git(format!(
+            "git init for --from-pack failed: {}",
+            String::from_utf8_lossy(&init.stderr).trim()
+        )));
+    }
+    let dest = dir.path().join("objects/pack/pack-from.pack");
+    std::fs::copy(pack, &dest)
+        .map_err(|e| StoreError::Invalid(format!("--from-pack {}: {e}", pack.display())))?;
+    run(&["index-pack", dest.to_str().unwrap_or_default()])?;
+    let r = gix::open(dir.path())
+        .map_err(|e| StoreError::Invalid(format!("--from-pack {}: {e}", pack.display())))?;
+    Ok((r, dir))
+}
+
 impl<'a> Copies<'a> {
-    fn gather(store: &'a GitStore, sources: &Sources) -> Result<Copies<'a>, StoreError> {
+    fn gather(store: &'a GitStore, sources: &RepairSources) -> Result<Copies<'a>, StoreError> {
         let mut known = HashMap::new();
         for o in store.logged_objects()? {
             known.insert(o.id, o);
@@ -135,44 +192,7 @@ impl<'a> Copies<'a> {
         let mut repos = Vec::new();
         let mut scratch = Vec::new();
         for pack in &sources.packs {
-            let dir = tempfile::tempdir().map_err(|e| StoreError::Io {
-                context: "creating a scratch repository for --from-pack".into(),
-                source: e,
-            })?;
-            let run = |args: &[&str]| -> Result<(), StoreError> {
-                let o = super::refs::git_at(dir.path())
-                    .args(args)
-                    .output()
-                    .map_err(super::error::io("running git"))?;
-                if o.status.success() {
-                    Ok(())
-                } else {
-                    Err(StoreError::Invalid(format!(
-                        "--from-pack {}: {}",
-                        pack.display(),
-                        String::from_utf8_lossy(&o.stderr).trim()
-                    )))
-                }
-            };
-            let init = std::process::Command::new("git")
-                .args(["init", "-q", "--bare", &format!("--object-format={hash}")])
-                .arg(dir.path())
-                .env_remove("GIT_DIR")
-                .stdin(std::process::Stdio::null())
-                .output()
-                .map_err(super::error::io("running git init"))?;
-            if !init.status.success() {
-                return Err(StoreError::Git(format!(
-                    "git init for --from-pack failed: {}",
-                    String::from_utf8_lossy(&init.stderr).trim()
-                )));
-            }
-            let dest = dir.path().join("objects/pack/pack-from.pack");
-            std::fs::copy(pack, &dest)
-                .map_err(|e| StoreError::Invalid(format!("--from-pack {}: {e}", pack.display())))?;
-            run(&["index-pack", dest.to_str().unwrap_or_default()])?;
-            let r = gix::open(dir.path())
-                .map_err(|e| StoreError::Invalid(format!("--from-pack {}: {e}", pack.display())))?;
+            let (r, dir) = open_pack_copy(pack, hash)?;
             repos.push(r);
             scratch.push(dir);
         }
@@ -296,7 +316,7 @@ impl GitStore {
     /// reflog recorded, and only once that commit is whole.
     pub(crate) fn doctor(
         &self,
-        sources: &Sources,
+        sources: &RepairSources,
         repair: bool,
     ) -> Result<LedgerHealth, StoreError> {
         let _held = if repair {
@@ -310,138 +330,8 @@ impl GitStore {
             findings: Vec::new(),
             restored_objects: 0,
         };
-        let reflog_tip = self
-            .reflog()
-            .iter()
-            .rev()
-            .find_map(|l| l.new.filter(|id| !id.is_null()));
-        let (tip, ref_finding) = match self.tip_id() {
-            Ok(Some(t)) => (Some(t), None),
-            Ok(None) => match reflog_tip {
-                Some(last) => (
-                    Some(last),
-                    Some(Finding {
-                        seq: None,
-                        code: "ref-deleted",
-                        object: self.refname().to_string(),
-                        remedy: format!(
-                            "the ref is gone but its reflog last recorded {last}: --repair puts it back there"
-                        ),
-                        repairable: true,
-                        repaired: false,
-                    }),
-                ),
-                None => return Err(StoreError::NoLedger(self.name().to_string())),
-            },
-            Err(StoreError::Corrupt(why)) => match reflog_tip {
-                Some(last) => (
-                    Some(last),
-                    Some(Finding {
-                        seq: None,
-                        code: "ref-broken",
-                        object: self.refname().to_string(),
-                        remedy: format!(
-                            "{why}; its reflog last recorded {last}: --repair puts it back there"
-                        ),
-                        repairable: true,
-                        repaired: false,
-                    }),
-                ),
-                None => return Err(StoreError::Corrupt(why)),
-            },
-            Err(e) => return Err(e),
-        };
-        // The ref may have been overwritten with something else than what it held: its reflog
-        // may know a better tip.
-        let (tip, ref_finding, forked) = match (tip, ref_finding) {
-            (Some(cur), None) => match self.reflog_offer(cur)? {
-                Some(Offer::Restore(g, f)) => (Some(g), Some(f), None),
-                Some(Offer::Forked(f)) => (Some(cur), None, Some(f)),
-                None => (Some(cur), None, None),
-            },
-            other => (other.0, other.1, None),
-        };
-        // Walk the chain the ref (or its reflog) names, from the tip back.
-        let mut cur = tip;
-        let mut child_seq: Option<u64> = None;
-        let mut buf = Vec::new();
-        let mut whole = true;
-        while let Some(id) = cur {
-            let seq_hint = child_seq.and_then(|s| s.checked_sub(1));
-            let commit = match self.read_stored(&id, &mut buf).ok().flatten() {
-                Some(Kind::Commit) => buf.clone(),
-                _ => {
-                    let missing =
-                        format!("{}; the entries before it cannot be read", copies.what());
-                    let found = self.recover(
-                        &copies,
-                        &mut health,
-                        repair,
-                        seq_hint,
-                        Kind::Commit,
-                        &id,
-                        missing,
-                    )?;
-                    match found {
-                        Some(data) => data,
-                        None => {
-                            whole = false;
-                            break;
-                        }
-                    }
-                }
-            };
-            let Some(raw) = parse_commit(&commit, self.object_hash()) else {
-                return Err(StoreError::Corrupt(format!(
-                    "ledger {}: commit {id} cannot be parsed; run `git forum verify`",
-                    self.name()
-                )));
-            };
-            let seq = super::verify::seq_of_message(raw.message).or(seq_hint);
-            let tree = raw.tree;
-            let parent = raw.parents.first().copied();
-            // The tree and its body.
-            let tree_data = match self.read_stored(&tree, &mut buf).ok().flatten() {
-                Some(Kind::Tree) => Some(buf.clone()),
-                _ => {
-                    let found = self.recover(
-                        &copies,
-                        &mut health,
-                        repair,
-                        seq,
-                        Kind::Tree,
-                        &tree,
-                        copies.what().to_string(),
-                    )?;
-                    whole &= found.is_some();
-                    found
-                }
-            };
-            if let Some(t) = tree_data
-                && let Some(blob) = blob_of_tree(&t, self.object_hash())
-                && !matches!(
-                    self.read_stored(&blob, &mut buf).ok().flatten(),
-                    Some(Kind::Blob)
-                )
-            {
-                let missing = format!(
-                    "{}; if the body is meant to be gone, `git forum redact` records that",
-                    copies.what()
-                );
-                let found = self.recover(
-                    &copies,
-                    &mut health,
-                    repair,
-                    seq,
-                    Kind::Blob,
-                    &blob,
-                    missing,
-                )?;
-                whole &= found.is_some();
-            }
-            child_seq = seq;
-            cur = parent;
-        }
+        let (tip, ref_finding, forked) = self.tip_to_examine()?;
+        let whole = self.walk_recovering(tip, &copies, &mut health, repair)?;
         if let Some(f) = forked {
             health.findings.insert(0, f);
         }
@@ -471,6 +361,158 @@ impl GitStore {
             self.flush_repository()?;
         }
         Ok(health)
+    }
+
+    /// The tip doctor examines: the ref's, or its reflog's last when the ref is gone or broken
+    /// (a finding says so), or a better one its reflog knows when the ref was overwritten; and a
+    /// finding for a reflog that forked from the chain.
+    fn tip_to_examine(&self) -> Result<TipToExamine, StoreError> {
+        let reflog_tip = self
+            .reflog()
+            .iter()
+            .rev()
+            .find_map(|l| l.new.filter(|id| !id.is_null()));
+        let (tip, ref_finding) = match self.tip_id() {
+            Ok(Some(t)) => (Some(t), None),
+            Ok(None) => match reflog_tip {
+                Some(last) => (
+                    Some(last),
+                    Some(DoctorFinding {
+                        seq: None,
+                        code: "ref-deleted",
+                        object: self.refname().to_string(),
+                        remedy: format!(
+                            "the ref is gone but its reflog last recorded {last}: --repair puts it back there"
+                        ),
+                        repairable: true,
+                        repaired: false,
+                    }),
+                ),
+                None => return Err(StoreError::NoLedger(self.name().to_string())),
+            },
+            Err(StoreError::Corrupt(why)) => match reflog_tip {
+                Some(last) => (
+                    Some(last),
+                    Some(DoctorFinding {
+                        seq: None,
+                        code: "ref-broken",
+                        object: self.refname().to_string(),
+                        remedy: format!(
+                            "{why}; its reflog last recorded {last}: --repair puts it back there"
+                        ),
+                        repairable: true,
+                        repaired: false,
+                    }),
+                ),
+                None => return Err(StoreError::Corrupt(why)),
+            },
+            Err(e) => return Err(e),
+        };
+        // The ref may have been overwritten with something else than what it held: its reflog
+        // may know a better tip.
+        let (tip, ref_finding, forked) = match (tip, ref_finding) {
+            (Some(cur), None) => match self.reflog_offer(cur)? {
+                Some(Offer::Restore(g, f)) => (Some(g), Some(f), None),
+                Some(Offer::Forked(f)) => (Some(cur), None, Some(f)),
+                None => (Some(cur), None, None),
+            },
+            other => (other.0, other.1, None),
+        };
+        Ok((tip, ref_finding, forked))
+    }
+
+    /// Walks the chain from `tip` back, recording each missing or damaged object in `health`
+    /// (and writing back an exact copy from `copies` with `repair`). Returns whether every
+    /// commit, tree and body is now there.
+    fn walk_recovering(
+        &self,
+        tip: Option<ObjectId>,
+        copies: &Copies,
+        health: &mut LedgerHealth,
+        repair: bool,
+    ) -> Result<bool, StoreError> {
+        // Walk the chain the ref (or its reflog) names, from the tip back.
+        let mut cur = tip;
+        let mut child_seq: Option<u64> = None;
+        let mut buf = Vec::new();
+        let mut whole = true;
+        while let Some(id) = cur {
+            let seq_hint = child_seq.and_then(|s| s.checked_sub(1));
+            let commit = match self.read_stored(&id, &mut buf).ok().flatten() {
+                Some(Kind::Commit) => buf.clone(),
+                _ => {
+                    let missing =
+                        format!("{}; the entries before it cannot be read", copies.what());
+                    let found =
+                        self.recover(copies, health, repair, seq_hint, Kind::Commit, &id, missing)?;
+                    match found {
+                        Some(data) => data,
+                        None => {
+                            whole = false;
+                            break;
+                        }
+                    }
+                }
+            };
+            let Some(raw) = parse_commit(&commit, self.object_hash()) else {
+                return Err(StoreError::Corrupt(format!(
+                    "ledger {}: commit {id} cannot be parsed; run `git forum verify`",
+                    self.name()
+                )));
+            };
+            let seq = super::verify::seq_of_message(raw.message).or(seq_hint);
+            let parent = raw.parents.first().copied();
+            whole &= self.recover_tree_and_body(copies, health, repair, seq, raw.tree)?;
+            child_seq = seq;
+            cur = parent;
+        }
+        Ok(whole)
+    }
+
+    /// The tree `tree` of entry `seq` and the body it names, recovered as
+    /// [`walk_recovering`](Self::walk_recovering) does; whether both are there.
+    fn recover_tree_and_body(
+        &self,
+        copies: &Copies,
+        health: &mut LedgerHealth,
+        repair: bool,
+        seq: Option<u64>,
+        tree: ObjectId,
+    ) -> Result<bool, StoreError> {
+        let mut buf = Vec::new();
+        let mut whole = true;
+        // The tree and its body.
+        let tree_data = match self.read_stored(&tree, &mut buf).ok().flatten() {
+            Some(Kind::Tree) => Some(buf.clone()),
+            _ => {
+                let found = self.recover(
+                    copies,
+                    health,
+                    repair,
+                    seq,
+                    Kind::Tree,
+                    &tree,
+                    copies.what().to_string(),
+                )?;
+                whole &= found.is_some();
+                found
+            }
+        };
+        if let Some(t) = tree_data
+            && let Some(blob) = blob_of_tree(&t, self.object_hash())
+            && !matches!(
+                self.read_stored(&blob, &mut buf).ok().flatten(),
+                Some(Kind::Blob)
+            )
+        {
+            let missing = format!(
+                "{}; if the body is meant to be gone, `git forum redact` records that",
+                copies.what()
+            );
+            let found = self.recover(copies, health, repair, seq, Kind::Blob, &blob, missing)?;
+            whole &= found.is_some();
+        }
+        Ok(whole)
     }
 
     /// A missing or damaged object `id` of entry `seq`: records the finding and returns the
@@ -512,8 +554,14 @@ impl GitStore {
         }
     }
 
-    fn finding(&self, seq: Option<u64>, code: &'static str, id: &ObjectId, can: bool) -> Finding {
-        Finding {
+    fn finding(
+        &self,
+        seq: Option<u64>,
+        code: &'static str,
+        id: &ObjectId,
+        can: bool,
+    ) -> DoctorFinding {
+        DoctorFinding {
             seq,
             code,
             object: id.to_string(),
@@ -527,18 +575,16 @@ impl GitStore {
         }
     }
 
-    /// What the reflog offers for a ref that names `cur` (see the module doc): `None` when the
-    /// ref holds everything the reflog's good tips do, or when what is wrong is damage (a
-    /// missing object), which the walk reports and repairs instead.
-    fn reflog_offer(&self, cur: ObjectId) -> Result<Option<Offer>, StoreError> {
+    /// The tips the reflog recorded since its last rewrite, newest first, but `cur` and the
+    /// values of updates that never landed (a writer killed after its reflog line, whose lock
+    /// was recovered, or an update under way).
+    fn reflog_candidates(&self, cur: ObjectId) -> Vec<ObjectId> {
         let reflog = self.reflog();
         let start = reflog
             .iter()
             .rposition(|l| l.rewrite)
             .map(|i| i + 1)
             .unwrap_or(0);
-        // Not the values of updates that never landed (a writer killed after its reflog line,
-        // whose lock was recovered, or an update under way).
         let never = self.recovered_locks();
         let pending = self.pending_ref_lock();
         let mut candidates: Vec<ObjectId> = Vec::new();
@@ -552,23 +598,20 @@ impl GitStore {
                 candidates.push(id);
             }
         }
-        if candidates.is_empty() {
-            return Ok(None);
-        }
+        candidates
+    }
+
+    /// The newest of `candidates` that verifies whole (a few are looked at) and, when the ref
+    /// names an entry (`cur_entry`), comes after it; with its number of entries.
+    fn good_reflog_tip(
+        &self,
+        candidates: Vec<ObjectId>,
+        cur_entry: Option<&Entry>,
+    ) -> Option<(ObjectId, u64)> {
         let mut buf = Vec::new();
-        let cur_entry = self
-            .read_entry_commit(&cur, &mut buf)
-            .ok()
-            .map(|(e, _, _)| e);
-        if cur_entry.is_none() && self.read_stored(&cur, &mut buf).ok().flatten().is_none() {
-            // The tip's commit is missing: damage, not an overwritten ref.
-            return Ok(None);
-        }
-        // The newest recorded tip that verifies whole (a few are looked at) and, when the ref
-        // names an entry, comes after it.
         let mut good = None;
         for g in candidates.into_iter().take(16) {
-            if let Some(e) = &cur_entry {
+            if let Some(e) = cur_entry {
                 let later = self
                     .read_entry_commit(&g, &mut buf)
                     .is_ok_and(|(ge, _, _)| ge.seq > e.seq);
@@ -583,11 +626,32 @@ impl GitStore {
                 break;
             }
         }
+        good
+    }
+
+    /// What the reflog offers for a ref that names `cur` (see the module doc): `None` when the
+    /// ref holds everything the reflog's good tips do, or when what is wrong is damage (a
+    /// missing object), which the walk reports and repairs instead.
+    fn reflog_offer(&self, cur: ObjectId) -> Result<Option<Offer>, StoreError> {
+        let candidates = self.reflog_candidates(cur);
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        let mut buf = Vec::new();
+        let cur_entry = self
+            .read_entry_commit(&cur, &mut buf)
+            .ok()
+            .map(|(e, _, _)| e);
+        if cur_entry.is_none() && self.read_stored(&cur, &mut buf).ok().flatten().is_none() {
+            // The tip's commit is missing: damage, not an overwritten ref.
+            return Ok(None);
+        }
+        let good = self.good_reflog_tip(candidates, cur_entry.as_ref());
         let Some((g, g_entries)) = good else {
             return Ok(None);
         };
         let g_seq = g_entries.saturating_sub(1);
-        let finding = |code: &'static str, remedy: String, repairable: bool| Finding {
+        let finding = |code: &'static str, remedy: String, repairable: bool| DoctorFinding {
             seq: Some(g_seq),
             code,
             object: self.refname().to_string(),
@@ -659,9 +723,9 @@ impl GitStore {
 /// What a ref's reflog offers doctor.
 enum Offer {
     /// Put the ref back on this commit (the finding says why that loses nothing).
-    Restore(ObjectId, Finding),
+    Restore(ObjectId, DoctorFinding),
     /// The ref holds a valid ledger the good tip does not contain: reported only.
-    Forked(Finding),
+    Forked(DoctorFinding),
 }
 
 /// The blob an entry tree names; `None` for the empty (redacted) tree or any other shape.

@@ -5,67 +5,9 @@ use std::fs::File;
 use std::path::PathBuf;
 
 use super::error::{StoreError, io};
-use super::git::GitStore;
+use super::handle::GitStore;
 
-/// How a durable append flushes (`git config forum.fsyncMethod wal|fsync|batch|syncfs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FlushMethod {
-    /// The default on Linux: the append writes its objects and moves the ref without flushing
-    /// them, then logs a record holding them to the ledger's write-ahead log
-    /// (`.git/forum/wal/NAME.wal`, created zero-filled at full size) and flushes that one file,
-    /// which rewrites data blocks in place. After a power loss, the next command restores from
-    /// the log whatever the disk lost (see `src/store/wal.rs`). Elsewhere it is `PerFile`.
-    Wal,
-    /// git's `core.fsyncMethod=batch` recipe (Linux): start writeback of each new object file,
-    /// make them durable with one fsync, rename them into place, move the ref, then one fsync
-    /// of the ref file commits the renames and the ref together. Two flushes per append; relies
-    /// on a journaling filesystem committing metadata in order (ext4, xfs, btrfs), as git's
-    /// batch mode does. Elsewhere it is the same as `PerFile`.
-    Batch,
-    /// fsync each new object file before its rename, then the ref, the reflog and every
-    /// directory that gained a name: the objects themselves are durable, on any POSIX
-    /// filesystem, journaled or not. The default where `Wal` is not available.
-    PerFile,
-    /// One `syncfs` after the objects and one after the ref (Linux; elsewhere the same as
-    /// `PerFile`): two flushes however many files, but each also waits for every other
-    /// process's unwritten data on the same filesystem.
-    Syncfs,
-}
-
-impl Default for FlushMethod {
-    fn default() -> FlushMethod {
-        if cfg!(target_os = "linux") {
-            FlushMethod::Wal
-        } else {
-            FlushMethod::PerFile
-        }
-    }
-}
-
-impl FlushMethod {
-    /// Parses the `forum.fsyncMethod` value.
-    pub fn parse(s: &str) -> Option<FlushMethod> {
-        match s {
-            "wal" => Some(FlushMethod::Wal),
-            "batch" => Some(FlushMethod::Batch),
-            "fsync" => Some(FlushMethod::PerFile),
-            "syncfs" => Some(FlushMethod::Syncfs),
-            _ => None,
-        }
-    }
-
-    pub(super) fn syncfs(self) -> bool {
-        cfg!(target_os = "linux") && self == FlushMethod::Syncfs
-    }
-
-    pub(super) fn batch(self) -> bool {
-        cfg!(target_os = "linux") && self == FlushMethod::Batch
-    }
-
-    pub(crate) fn wal(self) -> bool {
-        cfg!(target_os = "linux") && self == FlushMethod::Wal
-    }
-}
+pub use super::handle::FlushMethod;
 
 /// Starts writeback of `f`'s data without waiting for it (Linux `sync_file_range` with
 /// `SYNC_FILE_RANGE_WRITE`), so a later fsync of another file on the same filesystem also

@@ -127,6 +127,12 @@ pub(crate) fn gix_err(
     }
 }
 
+impl From<crate::gitproc::GitProcessError> for StoreError {
+    fn from(e: crate::gitproc::GitProcessError) -> StoreError {
+        StoreError::Git(e.to_string())
+    }
+}
+
 /// An error from git or gix known only by its message.
 pub(crate) fn git_err(context: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Git(format!("{context}: {e}"))

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use gix::ObjectId;
 
 use super::error::{StoreError, io};
-use super::git::{GitStore, Tip};
+use super::handle::{GitStore, Tip};
 
 pub(super) struct IndexView {
     path: PathBuf,

@@ -11,28 +11,39 @@ use std::time::Duration;
 use gix::ObjectId;
 use gix::hash::Kind as HashKind;
 
-use super::append::failpoint;
 use super::codec::{COMMITTER, one_line};
 use super::error::{StoreError, io};
-use super::git::GitStore;
+use super::failpoint::failpoint;
+use super::handle::GitStore;
 use super::objects::create_in_dir;
+pub(crate) use super::refs::CasOutcome;
+use super::refs::file_links_and_len;
 
-/// A ref `.lock` file older than this, found while we hold the ledger's writer lock, was left by
-/// a writer that died; git's own writers hold ref locks for milliseconds.
-// Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-#[allow(dead_code)]
-pub(crate) const STALE_REF_LOCK: Duration = Duration::from_secs(2);
-
-pub(crate) enum CasOutcome {
-    Moved,
-    Conflict,
-    /// The ref lock exists; with the value a git-forum writer had noted before this attempt.
-    Locked(PathBuf, Option<ObjectId>),
-    /// git's own ref storage was busy (another transaction held its lock): retry.
-    Busy,
-    /// git refused to point the ref at a commit it no longer has (a racing prune deleted it):
-    /// write the objects again and retry.
-    ObjectsMissing,
+/// Takes the ref lock `lock` holding `value`, from the spare inode when there is a usable one,
+/// else as a new file. `false`: someone else holds it.
+fn take_ref_lock(spare: &Path, lock: &Path, value: &[u8]) -> Result<bool, StoreError> {
+    let held_elsewhere = |e: &std::io::Error| e.kind() == std::io::ErrorKind::AlreadyExists;
+    match take_lock_from_spare(spare, lock, value) {
+        Ok(true) => Ok(true),
+        Ok(false) => {
+            match create_in_dir(lock, || {
+                OpenOptions::new().write(true).create_new(true).open(lock)
+            }) {
+                Ok(mut f) => {
+                    f.write_all(value)
+                        .map_err(io(format!("writing {}", lock.display())))
+                        .inspect_err(|_| {
+                            let _ = fs::remove_file(lock);
+                        })?;
+                    Ok(true)
+                }
+                Err(e) if held_elsewhere(&e) => Ok(false),
+                Err(e) => Err(io(format!("creating {}", lock.display()))(e)),
+            }
+        }
+        Err(e) if held_elsewhere(&e) => Ok(false),
+        Err(e) => Err(io(format!("creating {}", lock.display()))(e)),
+    }
 }
 
 /// Takes the ref lock `lock` by writing `value` into the spare inode and moving it in. Returns
@@ -91,52 +102,6 @@ fn take_lock_from_spare(spare: &Path, lock: &Path, value: &[u8]) -> std::io::Res
     {
         let _ = (spare, lock, value);
         Ok(false)
-    }
-}
-
-/// Whether `f` is a regular file, its link count and its length, asking for nothing more: a
-/// stat that asks for the file's times marks them as read, and the kernel (Linux 6.13 on,
-/// multigrain timestamps) then stamps the file's next change with a fresh fine-grained time.
-/// That moves the clock every other file's next change reads, so the write-ahead log's own
-/// mtime would change, and its inode need writing, on every append.
-#[cfg(unix)]
-fn file_links_and_len(f: &File) -> std::io::Result<(bool, u64, u64)> {
-    #[cfg(target_os = "linux")]
-    {
-        use rustix::fs::{AtFlags, FileType, StatxFlags, statx};
-        let st = statx(
-            f,
-            "",
-            AtFlags::EMPTY_PATH,
-            StatxFlags::TYPE | StatxFlags::NLINK | StatxFlags::SIZE,
-        )?;
-        Ok((
-            FileType::from_raw_mode(st.stx_mode.into()) == FileType::RegularFile,
-            st.stx_nlink.into(),
-            st.stx_size,
-        ))
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        use std::os::unix::fs::MetadataExt as _;
-        let meta = f.metadata()?;
-        Ok((meta.is_file(), meta.nlink(), meta.len()))
-    }
-}
-
-/// Reads a small file whole without asking for its metadata (`fs::read` sizes its buffer with
-/// a full stat; see [`file_links_and_len`] for why the files an append changes avoid one).
-pub(super) fn read_without_stat(path: &Path) -> std::io::Result<Vec<u8>> {
-    let mut f = File::open(path)?;
-    let mut out = Vec::with_capacity(128);
-    let mut buf = [0u8; 256];
-    loop {
-        match f.read(&mut buf) {
-            Ok(0) => return Ok(out),
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
     }
 }
 
@@ -258,28 +223,8 @@ impl GitStore {
         let noted = read_intent(held, self.hash);
         note_intent(held, Some(&new));
         failpoint("cas-start");
-        match take_lock_from_spare(&spare, &lock, value.as_bytes()) {
-            Ok(true) => {}
-            Ok(false) => {
-                match create_in_dir(&lock, || {
-                    OpenOptions::new().write(true).create_new(true).open(&lock)
-                }) {
-                    Ok(mut f) => f
-                        .write_all(value.as_bytes())
-                        .map_err(io(format!("writing {}", lock.display())))
-                        .inspect_err(|_| {
-                            let _ = fs::remove_file(&lock);
-                        })?,
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                        return Ok(CasOutcome::Locked(lock, noted));
-                    }
-                    Err(e) => return Err(io(format!("creating {}", lock.display()))(e)),
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Ok(CasOutcome::Locked(lock, noted));
-            }
-            Err(e) => return Err(io(format!("creating {}", lock.display()))(e)),
+        if !take_ref_lock(&spare, &lock, value.as_bytes())? {
+            return Ok(CasOutcome::Locked(lock, noted));
         }
         // We hold the lock: nobody else moves the ref until it is renamed or removed.
         let release = |outcome: Result<CasOutcome, StoreError>| {

@@ -1,4 +1,26 @@
 //! Adapters that keep ledgers on disk.
+//!
+//! The modules form one dependency order: each names only modules before it in this list
+//! (read left to right, top to bottom), so each can be read knowing only what comes before
+//! it. A test (`order_tests`) fails naming any import that goes against it.
+//!
+//! ```text
+//! stale → error → capped → spill → forum_row → forum_dir → packread → pack → codec → failpoint
+//! handle → durable → refs → objects → lock → index → wal → append → import → git
+//! side_refs → note → sign → verify → cosign → witness → tiles → sync
+//! halt → redact → doctor
+//! ```
+//!
+//! The leaves on the first line know nothing of a repository. [`handle`] holds the ledger
+//! handle, [`GitStore`](git::GitStore), and its settings; [`refs`] reads and moves the ledger
+//! ref, [`objects`] reads and writes git objects, [`lock`] holds the writer lock and the
+//! compare-and-swap, [`wal`] is the write-ahead log and [`append`] the append loop that writes
+//! through it, [`import`] writes whole ledgers; [`git`] reads entries back and is the `Storage`
+//! the ledger core sees. Above them sit the side refs (signed checkpoints, notes, tiles),
+//! [`verify`], sharing with remotes ([`sync`]) and maintenance.
+//!
+//! Every module adds methods to the one handle, so a method may call one written further down
+//! the list; the order holds for what a module names: types, functions and constants.
 
 pub(crate) mod append;
 pub(crate) mod capped;
@@ -7,10 +29,13 @@ pub mod cosign;
 pub(crate) mod doctor;
 pub(crate) mod durable;
 pub(crate) mod error;
+pub(crate) mod failpoint;
 pub mod forum_dir;
 mod forum_row;
 pub mod git;
 pub(crate) mod halt;
+pub(crate) mod handle;
+pub(crate) mod import;
 pub(crate) mod index;
 pub(crate) mod lock;
 pub mod note;
@@ -19,6 +44,7 @@ pub(crate) mod pack;
 pub(crate) mod packread;
 pub(crate) mod redact;
 pub(crate) mod refs;
+pub(crate) mod side_refs;
 pub(crate) mod sign;
 pub(crate) mod spill;
 pub(crate) mod stale;
@@ -27,3 +53,6 @@ pub(crate) mod tiles;
 pub(crate) mod verify;
 pub(crate) mod wal;
 pub(crate) mod witness;
+
+#[cfg(test)]
+mod order_tests;

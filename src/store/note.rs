@@ -133,10 +133,6 @@ pub struct OpenedNote {
     pub checkpoint: NoteCheckpoint,
     /// The names of the trusted keys whose signatures verified.
     pub signers: Vec<String>,
-    /// The note's text (what the signatures cover).
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    pub(crate) text: String,
 }
 
 /// Opens a signed checkpoint note: at least one signature by a key in `keys` must verify, every
@@ -161,7 +157,6 @@ pub fn open(note: &str, keys: &VerifierList) -> Result<OpenedNote, String> {
     Ok(OpenedNote {
         checkpoint,
         signers: good.iter().map(|s| s.name().to_string()).collect(),
-        text: text.to_string(),
     })
 }
 
@@ -311,83 +306,14 @@ pub(crate) fn witness_decide(
         Some(Ok(a)) => Some(a.checkpoint),
         Some(Err(e)) => return refuse(format!("the accepted note no longer opens: {e}"), false),
     };
-    let (new_note, new) = if offer.starts_with(CONSISTENCY_HEADER) {
-        let p = match parse_consistency(offer) {
-            Ok(p) => p,
-            Err(e) => return refuse(e, false),
-        };
-        let (old, new) = match (open(p.old_note, keys), open(p.new_note, keys)) {
-            (Ok(o), Ok(n)) => (o.checkpoint, n.checkpoint),
-            (Err(e), _) | (_, Err(e)) => return refuse(e, false),
-        };
-        if old.origin != new.origin || (old.size, new.size) != (p.old, p.new) {
-            return refuse(
-                "the proof's notes do not match its sizes and origin".into(),
-                false,
-            );
-        }
-        if let Some(a) = &accepted {
-            if a.origin != old.origin {
-                return refuse("the proof is for another origin".into(), false);
-            }
-            if a.size == old.size && a.root != old.root {
-                return refuse(
-                    format!(
-                        "the offered tree of size {} is not the one accepted at that size: the ledger was rewritten or shows another view",
-                        old.size
-                    ),
-                    true,
-                );
-            }
-            if a.size != old.size {
-                return refuse(
-                    format!(
-                        "the consistency proof starts at size {}, but the last accepted checkpoint has size {}: prove from {}",
-                        old.size, a.size, a.size
-                    ),
-                    false,
-                );
-            }
-        }
-        if !crate::ledger::tlog::check_consistency(&p.path, new.size, new.root, old.size, old.root)
-        {
-            return refuse(
-                format!(
-                    "the tree of size {} does not extend the accepted tree of size {}",
-                    new.size, old.size
-                ),
-                true,
-            );
-        }
-        (p.new_note.to_string(), new)
+    let offered = if offer.starts_with(CONSISTENCY_HEADER) {
+        offered_by_proof(offer, accepted.as_ref(), keys)
     } else {
-        let n = match open(offer, keys) {
-            Ok(n) => n.checkpoint,
-            Err(e) => return refuse(e, false),
-        };
-        match &accepted {
-            None => {}
-            Some(a) if a.origin == n.origin && a.size == n.size && a.root == n.root => {}
-            Some(a) if a.size == n.size => {
-                return refuse(
-                    format!(
-                        "the offered tree of size {} is not the one accepted at that size: the ledger was rewritten or shows another view",
-                        n.size
-                    ),
-                    true,
-                );
-            }
-            Some(a) => {
-                return refuse(
-                    format!(
-                        "a checkpoint of size {} was accepted before: offer a consistency proof from it (`prove --consistency-from {} --tlog`)",
-                        a.size, a.size
-                    ),
-                    false,
-                );
-            }
-        }
-        (offer.to_string(), n)
+        offered_note(offer, accepted.as_ref(), keys)
+    };
+    let (new_note, new) = match offered {
+        Ok(o) => o,
+        Err(refused) => return refused,
     };
     if let Some(a) = &accepted
         && new.size < a.size
@@ -406,13 +332,104 @@ pub(crate) fn witness_decide(
     }
 }
 
+/// A witness's view of an offered consistency proof from the note it `accepted`: the new note
+/// and its checkpoint when the proof holds, else the refusal.
+fn offered_by_proof(
+    offer: &str,
+    accepted: Option<&NoteCheckpoint>,
+    keys: &VerifierList,
+) -> Result<(String, NoteCheckpoint), WitnessDecision> {
+    let refuse = |why: String, conflict: bool| Err(WitnessDecision::Refuse { why, conflict });
+    let p = match parse_consistency(offer) {
+        Ok(p) => p,
+        Err(e) => return refuse(e, false),
+    };
+    let (old, new) = match (open(p.old_note, keys), open(p.new_note, keys)) {
+        (Ok(o), Ok(n)) => (o.checkpoint, n.checkpoint),
+        (Err(e), _) | (_, Err(e)) => return refuse(e, false),
+    };
+    if old.origin != new.origin || (old.size, new.size) != (p.old, p.new) {
+        return refuse(
+            "the proof's notes do not match its sizes and origin".into(),
+            false,
+        );
+    }
+    if let Some(a) = &accepted {
+        if a.origin != old.origin {
+            return refuse("the proof is for another origin".into(), false);
+        }
+        if a.size == old.size && a.root != old.root {
+            return refuse(
+                format!(
+                    "the offered tree of size {} is not the one accepted at that size: the ledger was rewritten or shows another view",
+                    old.size
+                ),
+                true,
+            );
+        }
+        if a.size != old.size {
+            return refuse(
+                format!(
+                    "the consistency proof starts at size {}, but the last accepted checkpoint has size {}: prove from {}",
+                    old.size, a.size, a.size
+                ),
+                false,
+            );
+        }
+    }
+    if !crate::ledger::tlog::check_consistency(&p.path, new.size, new.root, old.size, old.root) {
+        return refuse(
+            format!(
+                "the tree of size {} does not extend the accepted tree of size {}",
+                new.size, old.size
+            ),
+            true,
+        );
+    }
+    Ok((p.new_note.to_string(), new))
+}
+
+/// A witness's view of an offered note alone, given the note it `accepted`: the note and its
+/// checkpoint when it is the first or the same, else the refusal.
+fn offered_note(
+    offer: &str,
+    accepted: Option<&NoteCheckpoint>,
+    keys: &VerifierList,
+) -> Result<(String, NoteCheckpoint), WitnessDecision> {
+    let refuse = |why: String, conflict: bool| Err(WitnessDecision::Refuse { why, conflict });
+    let n = match open(offer, keys) {
+        Ok(n) => n.checkpoint,
+        Err(e) => return refuse(e, false),
+    };
+    match &accepted {
+        None => {}
+        Some(a) if a.origin == n.origin && a.size == n.size && a.root == n.root => {}
+        Some(a) if a.size == n.size => {
+            return refuse(
+                format!(
+                    "the offered tree of size {} is not the one accepted at that size: the ledger was rewritten or shows another view",
+                    n.size
+                ),
+                true,
+            );
+        }
+        Some(a) => {
+            return refuse(
+                format!(
+                    "a checkpoint of size {} was accepted before: offer a consistency proof from it (`prove --consistency-from {} --tlog`)",
+                    a.size, a.size
+                ),
+                false,
+            );
+        }
+    }
+    Ok((offer.to_string(), n))
+}
+
 fn git_config(dir: &Path, key: &str) -> Option<String> {
-    let o = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(dir)
-        .args(["config", "--get", key])
-        .output()
-        .ok()?;
+    let mut cmd = crate::gitproc::at_git_dir(dir);
+    cmd.args(["config", "--get", key]);
+    let o = crate::gitproc::output(cmd, None, crate::gitproc::OUTPUT_LIMIT).ok()?;
     o.status
         .success()
         .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
@@ -421,11 +438,9 @@ fn git_config(dir: &Path, key: &str) -> Option<String> {
 
 /// Every value of a multi-valued git config key, trimmed, empty ones dropped (none when unset).
 pub(crate) fn git_config_all(dir: &Path, key: &str) -> Vec<String> {
-    std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(dir)
-        .args(["config", "--get-all", key])
-        .output()
+    let mut cmd = crate::gitproc::at_git_dir(dir);
+    cmd.args(["config", "--get-all", key]);
+    crate::gitproc::output(cmd, None, crate::gitproc::OUTPUT_LIMIT)
         .ok()
         .filter(|o| o.status.success())
         .map(|o| {
@@ -501,7 +516,7 @@ impl GitStore {
             B64.encode(cp.root.0),
             cp.origin
         );
-        super::sign::commit_on_ref(
+        super::side_refs::commit_on_ref(
             &gd,
             &self.signatures_ref(),
             &[("note", note.as_bytes())],
@@ -518,7 +533,7 @@ impl GitStore {
             return Ok(Vec::new());
         }
         let gd = self.note_git_dir().to_string_lossy().to_string();
-        let list = super::sign::ref_history(&gd, &refname)?;
+        let list = super::side_refs::ref_history(&gd, &refname)?;
         let wanted: Vec<&str> = list
             .lines()
             .filter_map(|l| l.split_once(' '))
@@ -530,22 +545,9 @@ impl GitStore {
         }
         // One `cat-file --batch` for every note, not one process per note.
         let input: String = wanted.iter().map(|c| format!("{c}:note\n")).collect();
-        let mut child = std::process::Command::new("git")
-            .args(["--git-dir", &gd, "cat-file", "--batch"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .map_err(|e| StoreError::Git(format!("cannot run git cat-file: {e}")))?;
-        let mut stdin = child.stdin.take().expect("piped");
-        let writer = std::thread::spawn(move || {
-            use std::io::Write;
-            stdin.write_all(input.as_bytes())
-        });
-        let o = child
-            .wait_with_output()
-            .map_err(|e| StoreError::Git(format!("git cat-file: {e}")))?;
-        let _ = writer.join();
+        let mut cmd = crate::gitproc::at_git_dir(Path::new(&gd));
+        cmd.args(["cat-file", "--batch"]);
+        let o = crate::gitproc::output(cmd, Some(input.as_bytes()), crate::gitproc::OUTPUT_LIMIT)?;
         let mut rest: &[u8] = &o.stdout;
         let mut out = Vec::new();
         for commit in wanted {

@@ -1,15 +1,17 @@
-//! Writing loose objects: each compressed object file appears whole under its name (an
+//! Reading git objects (with the write-ahead log as the fallback for one a prune took), and
+//! writing loose objects: each compressed object file appears whole under its name (an
 //! anonymous file linked in, or a temporary file renamed), durable as the flush method asks.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use gix::objs::Kind;
+use gix::ObjectId;
+use gix::objs::{Find as _, Kind};
 
 use super::durable::start_writeback;
 use super::error::{StoreError, io};
-use super::git::GitStore;
+use super::handle::GitStore;
 use super::pack::Obj;
 
 /// This process's id, asked of the kernel once.
@@ -150,6 +152,91 @@ pub(super) fn unique() -> u128 {
 }
 
 impl GitStore {
+    /// Reads object `id` into `buf`. An object missing from the object store but held by the
+    /// write-ahead log (a prune that listed the refs before an append moved its ref deletes
+    /// that append's objects afterwards; see `wal/recover.rs`) is read from the log: its id is
+    /// the hash of its content, so the copy is exact. [`read_stored`](Self::read_stored) reads
+    /// the object store alone.
+    pub(crate) fn read_raw(
+        &self,
+        id: &ObjectId,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<Kind>, StoreError> {
+        match self.read_stored(id, buf) {
+            Ok(Some(kind)) => return Ok(Some(kind)),
+            Ok(None) => {}
+            Err(e) => {
+                return self
+                    .read_fresh(id, buf, 1)
+                    .map(Some)
+                    .or_else(|| self.logged_object(id, buf).map(Some))
+                    .ok_or(e);
+            }
+        }
+        Ok(self
+            .read_fresh(id, buf, 1)
+            .or_else(|| self.logged_object(id, buf)))
+    }
+
+    /// Object `id` looked up through a new handle on the object store, up to `tries` times a
+    /// moment apart. A handle that has been open a while can miss an object a concurrent
+    /// `git repack` just moved: it knows the old pack's index, whose pack is gone, and the new
+    /// pack only once it looks again.
+    pub(crate) fn read_fresh(&self, id: &ObjectId, buf: &mut Vec<u8>, tries: u32) -> Option<Kind> {
+        for attempt in 0..tries {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(20 << attempt));
+            }
+            let Ok(repo) = gix::open(&self.common_dir) else {
+                continue;
+            };
+            if let Ok(Some(d)) = repo.objects.try_find(id, buf) {
+                return Some(d.kind);
+            }
+        }
+        None
+    }
+
+    /// Reads object `id` from the object store alone (no write-ahead log).
+    pub(crate) fn read_stored(
+        &self,
+        id: &ObjectId,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<Kind>, StoreError> {
+        match self.repo.objects.try_find(id, buf) {
+            Ok(Some(d)) => Ok(Some(d.kind)),
+            Ok(None) => Ok(None),
+            Err(e) => Err(super::error::gix_err(format!("reading object {id}"), e)),
+        }
+    }
+
+    /// The file a new object is written to before it takes its name: an anonymous file in the
+    /// fan-out directory `dir`, linked in once written (one directory change instead of two,
+    /// see `AnonObject`), or a named temporary file renamed over the old one when replacing.
+    fn staging_file(&self, dir: &Path, replace: bool) -> Result<(Staged, File), StoreError> {
+        let anon = if replace {
+            None
+        } else {
+            AnonObject::create(dir)
+        };
+        Ok(match anon {
+            Some(a) => (Staged::Anon(a.link_source), a.file),
+            None => {
+                // Beside the fan-out directories, not in one: `git prune` deletes every
+                // `tmp_obj_*` there (with `--expire=now`, however new) and removes empty
+                // fan-out directories, either of which would make the rename fail.
+                let tmp = self
+                    .objects_dir()
+                    .join(format!("forum_tmp_{}_{}", pid(), unique()));
+                let f = create_in_dir(&tmp, || {
+                    OpenOptions::new().write(true).create_new(true).open(&tmp)
+                })
+                .map_err(io(format!("creating {}", tmp.display())))?;
+                (Staged::Named(tmp), f)
+            }
+        })
+    }
+
     /// Writes new loose objects (skipping blobs and trees the repository has; commits are
     /// appended entries, new by construction, and written without asking. With `replace`, a
     /// loose file of the same name, perhaps damaged, is replaced) and, with `durable`, makes
@@ -184,29 +271,7 @@ impl GitStore {
             .map_err(|e: libdeflater::CompressionError| {
                 io("compressing an object")(std::io::Error::other(e.to_string()))
             })?;
-            // Replacing needs a rename over the old file; otherwise an anonymous file linked
-            // in once written (one directory change instead of two, see `AnonObject`).
-            let anon = if replace {
-                None
-            } else {
-                AnonObject::create(&dir)
-            };
-            let (staged_as, mut f) = match anon {
-                Some(a) => (Staged::Anon(a.link_source), a.file),
-                None => {
-                    // Beside the fan-out directories, not in one: `git prune` deletes every
-                    // `tmp_obj_*` there (with `--expire=now`, however new) and removes empty
-                    // fan-out directories, either of which would make the rename fail.
-                    let tmp = self
-                        .objects_dir()
-                        .join(format!("forum_tmp_{}_{}", pid(), unique()));
-                    let f = create_in_dir(&tmp, || {
-                        OpenOptions::new().write(true).create_new(true).open(&tmp)
-                    })
-                    .map_err(io(format!("creating {}", tmp.display())))?;
-                    (Staged::Named(tmp), f)
-                }
-            };
+            let (staged_as, mut f) = self.staging_file(&dir, replace)?;
             f.write_all(&z)
                 .map_err(io(format!("writing {}", path.display())))?;
             if durable && method.batch() {
@@ -227,44 +292,7 @@ impl GitStore {
         }
         let mut written = Vec::with_capacity(staged.len());
         for (staged_as, path, f) in staged {
-            match staged_as {
-                Staged::Named(tmp) => {
-                    drop(f);
-                    let mut tries = 0;
-                    while let Err(e) = fs::rename(&tmp, &path) {
-                        // The fan-out directory was removed by a prune: make it again.
-                        if e.kind() == std::io::ErrorKind::NotFound && tries < 8 && tmp.exists() {
-                            tries += 1;
-                            if let Some(d) = path.parent() {
-                                let _ = fs::create_dir_all(d);
-                            }
-                            continue;
-                        }
-                        let _ = fs::remove_file(&tmp);
-                        return Err(io(format!("renaming {}", tmp.display()))(e));
-                    }
-                }
-                Staged::Anon(source) => {
-                    let mut tries = 0;
-                    loop {
-                        match fs_link_follow(&source, &path) {
-                            Ok(()) => break,
-                            // Written meanwhile by someone else: the name is the content's hash.
-                            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => break,
-                            // `git gc` / `git prune` removed the empty fan-out directory after
-                            // the file was opened in it: make it again and link there.
-                            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 8 => {
-                                tries += 1;
-                                if let Some(dir) = path.parent() {
-                                    let _ = fs::create_dir_all(dir);
-                                }
-                            }
-                            Err(e) => return Err(io(format!("linking {}", path.display()))(e)),
-                        }
-                    }
-                    drop(f);
-                }
-            }
+            place_staged(staged_as, &path, f)?;
             written.push(path);
         }
         if durable && !method.batch() {
@@ -296,20 +324,62 @@ impl GitStore {
     }
 }
 
+/// Gives a written object its name `path`: renames a named temporary file, or links an
+/// anonymous one in, making the fan-out directory again when a prune removed it meanwhile.
+fn place_staged(staged_as: Staged, path: &Path, f: File) -> Result<(), StoreError> {
+    match staged_as {
+        Staged::Named(tmp) => {
+            drop(f);
+            let mut tries = 0;
+            while let Err(e) = fs::rename(&tmp, path) {
+                // The fan-out directory was removed by a prune: make it again.
+                if e.kind() == std::io::ErrorKind::NotFound && tries < 8 && tmp.exists() {
+                    tries += 1;
+                    if let Some(d) = path.parent() {
+                        let _ = fs::create_dir_all(d);
+                    }
+                    continue;
+                }
+                let _ = fs::remove_file(&tmp);
+                return Err(io(format!("renaming {}", tmp.display()))(e));
+            }
+        }
+        Staged::Anon(source) => {
+            let mut tries = 0;
+            loop {
+                match fs_link_follow(&source, path) {
+                    Ok(()) => break,
+                    // Written meanwhile by someone else: the name is the content's hash.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => break,
+                    // `git gc` / `git prune` removed the empty fan-out directory after
+                    // the file was opened in it: make it again and link there.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 8 => {
+                        tries += 1;
+                        if let Some(dir) = path.parent() {
+                            let _ = fs::create_dir_all(dir);
+                        }
+                    }
+                    Err(e) => return Err(io(format!("linking {}", path.display()))(e)),
+                }
+            }
+            drop(f);
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::codec::{object, tree_bytes};
-    use crate::store::git::Options;
+    use crate::store::handle::Options;
 
     #[test]
     fn loose_objects_appear_whole_and_writing_them_again_is_harmless() {
         let dir = tempfile::tempdir().unwrap();
         // Runs git in the repository and insists that it succeeds.
         let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .arg("-C")
-                .arg(dir.path())
+            let out = crate::gitproc::in_dir(dir.path())
                 .args(args)
                 .output()
                 .unwrap();

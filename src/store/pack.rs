@@ -670,7 +670,7 @@ mod tests {
                 "sha256"
             };
             let repo = dir.path().join("repo");
-            let init = std::process::Command::new("git")
+            let init = crate::gitproc::command()
                 .args(["init", "-q", "--object-format", kind])
                 .arg(&repo)
                 .output()
@@ -683,9 +683,7 @@ mod tests {
                 )
                 .unwrap();
             }
-            let o = std::process::Command::new("git")
-                .arg("-C")
-                .arg(&repo)
+            let o = crate::gitproc::in_dir(&repo)
                 .args(["verify-pack", "-v"])
                 .arg(repo.join(".git/objects/pack").join(idx))
                 .output()
@@ -711,9 +709,7 @@ mod tests {
     fn a_prune_while_a_pack_streams_leaves_its_temporaries_alone() {
         let dir = tempfile::tempdir().unwrap();
         let git = |args: &[&str]| {
-            let o = std::process::Command::new("git")
-                .arg("-C")
-                .arg(dir.path())
+            let o = crate::gitproc::in_dir(dir.path())
                 .args(args)
                 .output()
                 .unwrap();

@@ -15,7 +15,7 @@ use gix::objs::Kind;
 use super::git::{CasOutcome, GitStore, StoreError, commit_bytes, object};
 use super::pack;
 use crate::ledger::hash::is_hash;
-use crate::ledger::{NewEntry, Value};
+use crate::ledger::{Entry, NewEntry, Value};
 
 /// Schema of a redaction entry's payload.
 pub(crate) const REDACTION_SCHEMA: &str = "git-forum.redaction/v1";
@@ -29,6 +29,15 @@ pub(crate) struct Redacted {
     pub(crate) entries: Vec<u64>,
     pub(crate) old_tip: ObjectId,
     pub(crate) new_tip: ObjectId,
+}
+
+/// A chain rewritten without one body: its new tip, the objects to write, each rewritten
+/// commit with the one that replaces it, and the seqs whose body was dropped.
+struct Rewritten {
+    new_tip: ObjectId,
+    objects: Vec<super::pack::Obj>,
+    map: Vec<(ObjectId, ObjectId)>,
+    emptied: Vec<u64>,
 }
 
 impl GitStore {
@@ -104,6 +113,53 @@ impl GitStore {
         })
     }
 
+    /// The chain `walked` (tip first) with the body `payload_hash` dropped from every entry
+    /// that names it (its tree becomes the empty tree `empty`): the commits from the first
+    /// such entry on are rebuilt.
+    fn rewritten_chain(
+        &self,
+        mut walked: Vec<(ObjectId, Entry)>,
+        payload_hash: &str,
+        empty: ObjectId,
+    ) -> Result<Rewritten, StoreError> {
+        let hash = self.object_hash();
+        walked.reverse();
+        let mut parent: Option<ObjectId> = None;
+        let mut objects = vec![];
+        let mut map = Vec::new();
+        let mut emptied = Vec::new();
+        let mut buf = Vec::new();
+        let mut changed = false;
+        for (id, entry) in &walked {
+            let (_, original, _) = self.read_entry_commit(id, &mut buf)?;
+            let tree = if entry.payload_hash == payload_hash {
+                emptied.push(entry.seq);
+                empty
+            } else {
+                original
+            };
+            changed |= tree != original;
+            if !changed {
+                parent = Some(*id);
+                continue;
+            }
+            let c = object(
+                hash,
+                Kind::Commit,
+                commit_bytes(entry, &tree, parent.as_ref()),
+            )?;
+            parent = Some(c.id);
+            map.push((*id, c.id));
+            objects.push(c);
+        }
+        Ok(Rewritten {
+            new_tip: parent.expect("a ledger has at least one commit"),
+            objects,
+            map,
+            emptied,
+        })
+    }
+
     /// Rebuilds the chain with the body's trees emptied and moves the ref (retrying if an
     /// append lands meanwhile). Returns the old and new tips, the seqs emptied, and the map
     /// from old to new commit ids.
@@ -121,37 +177,13 @@ impl GitStore {
         let start = std::time::Instant::now();
         loop {
             let old_tip = self.require_tip()?.commit;
-            let mut walked = self.walk_back(None)?;
-            walked.reverse();
-            let mut parent: Option<ObjectId> = None;
-            let mut objects = vec![];
-            let mut map = Vec::new();
-            let mut emptied = Vec::new();
-            let mut buf = Vec::new();
-            let mut changed = false;
-            for (id, entry) in &walked {
-                let (_, original, _) = self.read_entry_commit(id, &mut buf)?;
-                let tree = if entry.payload_hash == payload_hash {
-                    emptied.push(entry.seq);
-                    empty.id
-                } else {
-                    original
-                };
-                changed |= tree != original;
-                if !changed {
-                    parent = Some(*id);
-                    continue;
-                }
-                let c = object(
-                    hash,
-                    Kind::Commit,
-                    commit_bytes(entry, &tree, parent.as_ref()),
-                )?;
-                parent = Some(c.id);
-                map.push((*id, c.id));
-                objects.push(c);
-            }
-            let new_tip = parent.expect("a ledger has at least one commit");
+            let walked = self.walk_back(None)?;
+            let Rewritten {
+                new_tip,
+                mut objects,
+                map,
+                emptied,
+            } = self.rewritten_chain(walked, payload_hash, empty.id)?;
             objects.push(empty.clone());
             let guard = pack::write_pack(
                 &self.objects_dir(),

@@ -1,4 +1,5 @@
-//! Ledger refs kept by git's own ref storage.
+//! Reading and moving the ledger ref: the outcome of a compare-and-swap, the ref read from its
+//! loose file (or packed), and, below, refs kept by git's own ref storage.
 //!
 //! git forum moves a ledger ref with a fast path of its own (`GitStore::cas`: git's lock-file
 //! protocol on `refs/forum/ledgers/NAME`, with a reflog line). That is exactly what git does,
@@ -10,64 +11,29 @@
 //! `git reflog` to read the reflog. gix cannot read or write reftable, so spawning git is the
 //! only correct way; it costs a few milliseconds per append on such repositories only.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use gix::ObjectId;
 
-use super::git::{CasOutcome, GitStore, ReflogLine, StoreError, failpoint};
+use super::error::{StoreError, io};
+use super::failpoint::failpoint;
+use super::handle::{GitStore, ReflogLine};
+pub(crate) use super::handle::{RefStorage, SeenTip};
 
-/// How a repository stores its refs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum RefStorage {
-    /// Loose files under `refs/` plus `packed-refs`: git forum's fast path is git's own protocol.
-    Files,
-    /// Anything else (`reftable` today): refs are read and moved through `git`.
-    Other(String),
-}
-
-impl RefStorage {
-    /// The repository's ref storage, from `extensions.refStorage` (absent means files).
-    pub(crate) fn of(repo: &gix::Repository) -> RefStorage {
-        let config = repo.config_snapshot();
-        match config.string("extensions.refStorage") {
-            Some(v) if !v.to_string().eq_ignore_ascii_case("files") => {
-                RefStorage::Other(v.to_string().to_ascii_lowercase())
-            }
-            _ => RefStorage::Files,
-        }
-    }
-
-    /// The name git uses for it (`files`, `reftable`).
-    pub(crate) fn name(&self) -> &str {
-        match self {
-            RefStorage::Files => "files",
-            RefStorage::Other(s) => s,
-        }
-    }
-}
-
-/// `git --git-dir DIR` with no terminal prompts and the environment's repository overrides
-/// removed (the directory is explicit).
+/// `git --git-dir DIR` under git forum's one environment policy (see [`crate::gitproc`]).
 pub(crate) fn git_at(git_dir: &Path) -> Command {
-    let mut c = Command::new("git");
-    c.arg("--git-dir")
-        .arg(git_dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null());
-    c
+    crate::gitproc::at_git_dir(git_dir)
 }
 
 /// Runs `git --git-dir DIR ARGS...` and fails with git's first line of complaint.
 pub(crate) fn git_ok(git_dir: &Path, args: &[&str]) -> Result<(), StoreError> {
     let what = args.iter().take(2).copied().collect::<Vec<_>>().join(" ");
-    let o = git_at(git_dir)
-        .args(args)
-        .output()
-        .map_err(super::error::io(format!("running git {what}")))?;
+    let mut c = git_at(git_dir);
+    c.args(args);
+    let o = crate::gitproc::output(c, None, crate::gitproc::OUTPUT_LIMIT)?;
     if o.status.success() {
         return Ok(());
     }
@@ -75,6 +41,15 @@ pub(crate) fn git_ok(git_dir: &Path, args: &[&str]) -> Result<(), StoreError> {
         "git {what} failed: {}",
         first_line(&o.stderr)
     )))
+}
+
+/// Runs `cmd` to the end, its output read up to git forum's bound.
+fn bounded(cmd: Command) -> Result<std::process::Output, StoreError> {
+    Ok(crate::gitproc::output(
+        cmd,
+        None,
+        crate::gitproc::OUTPUT_LIMIT,
+    )?)
 }
 
 fn first_line(bytes: &[u8]) -> String {
@@ -86,14 +61,112 @@ fn first_line(bytes: &[u8]) -> String {
         .to_string()
 }
 
-/// A ledger ref's value as git reported it, and the reftable manifest it was read under.
-#[derive(Debug, Clone)]
-pub(crate) struct SeenTip {
-    manifest: Vec<u8>,
-    tip: Option<ObjectId>,
+/// What one compare-and-swap of the ledger ref did.
+pub(crate) enum CasOutcome {
+    Moved,
+    Conflict,
+    /// The ref lock exists; with the value a git-forum writer had noted before this attempt.
+    Locked(PathBuf, Option<ObjectId>),
+    /// git's own ref storage was busy (another transaction held its lock): retry.
+    Busy,
+    /// git refused to point the ref at a commit it no longer has (a racing prune deleted it):
+    /// write the objects again and retry.
+    ObjectsMissing,
+}
+
+/// Whether `f` is a regular file, its link count and its length, asking for nothing more: a
+/// stat that asks for the file's times marks them as read, and the kernel (Linux 6.13 on,
+/// multigrain timestamps) then stamps the file's next change with a fresh fine-grained time.
+/// That moves the clock every other file's next change reads, so the write-ahead log's own
+/// mtime would change, and its inode need writing, on every append.
+#[cfg(unix)]
+pub(super) fn file_links_and_len(f: &File) -> std::io::Result<(bool, u64, u64)> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{AtFlags, FileType, StatxFlags, statx};
+        let st = statx(
+            f,
+            "",
+            AtFlags::EMPTY_PATH,
+            StatxFlags::TYPE | StatxFlags::NLINK | StatxFlags::SIZE,
+        )?;
+        Ok((
+            FileType::from_raw_mode(st.stx_mode.into()) == FileType::RegularFile,
+            st.stx_nlink.into(),
+            st.stx_size,
+        ))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = f.metadata()?;
+        Ok((meta.is_file(), meta.nlink(), meta.len()))
+    }
+}
+
+/// Reads a small file whole without asking for its metadata (`fs::read` sizes its buffer with
+/// a full stat; see [`file_links_and_len`] for why the files an append changes avoid one).
+pub(super) fn read_without_stat(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut f = File::open(path)?;
+    let mut out = Vec::with_capacity(128);
+    let mut buf = [0u8; 256];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 impl GitStore {
+    /// The ref's current target, `None` when the ledger does not exist. A ref file that exists
+    /// but cannot be read as an object id is corruption, never an empty ledger.
+    pub(crate) fn tip_id(&self) -> Result<Option<ObjectId>, StoreError> {
+        if self.refs_via_git {
+            return self.tip_id_via_git();
+        }
+        let path = self.ref_path();
+        match read_without_stat(&path) {
+            Ok(bytes) => {
+                let text = String::from_utf8_lossy(&bytes);
+                let text = text.trim();
+                return ObjectId::from_hex(text.as_bytes())
+                    .ok()
+                    .filter(|id| id.kind() == self.hash)
+                    .map(Some)
+                    .ok_or_else(|| {
+                        StoreError::Corrupt(format!(
+                            "ledger ref {} is {} ({}); restore it from its reflog (`git reflog show {}`)",
+                            self.refname,
+                            if bytes.is_empty() { "an empty file" } else { "not an object id" },
+                            path.display(),
+                            self.refname
+                        ))
+                    });
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || e.kind() == std::io::ErrorKind::NotADirectory => {}
+            Err(e) => return Err(io(format!("reading {}", path.display()))(e)),
+        }
+        // Not a loose ref: it may be packed.
+        match self.repo.try_find_reference(self.refname.as_str()) {
+            Ok(Some(r)) => Ok(r.try_id().map(|id| id.detach())),
+            Ok(None) => Ok(None),
+            Err(e) => Err(StoreError::Corrupt(format!(
+                "cannot read ledger ref {}: {e}",
+                self.refname
+            ))),
+        }
+    }
+
+    /// True when the ledger exists.
+    pub(crate) fn exists(&self) -> Result<bool, StoreError> {
+        Ok(self.tip_id()?.is_some())
+    }
+
     fn git(&self) -> Command {
         git_at(self.common_dir())
     }
@@ -121,12 +194,10 @@ impl GitStore {
     /// The ref's target through `git rev-parse` (which does not need the object to exist, so a
     /// ref naming a pruned commit is still seen and reported as such).
     fn ask_git_for_tip(&self) -> Result<Option<ObjectId>, StoreError> {
-        let o = self
-            .git()
-            .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
-            .arg(self.refname())
-            .output()
-            .map_err(super::error::io("running git rev-parse"))?;
+        let mut cmd = self.git();
+        cmd.args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
+            .arg(self.refname());
+        let o = bounded(cmd)?;
         if !o.status.success() {
             if o.stderr.is_empty() {
                 return Ok(None);
@@ -173,19 +244,17 @@ impl GitStore {
         }
         let message = message.replace(['\n', '\r'], " ");
         failpoint("cas-start");
-        let o = cmd
-            .args([
-                "update-ref",
-                "--create-reflog",
-                "-m",
-                &message,
-                "--end-of-options",
-            ])
-            .arg(self.refname())
-            .arg(new.to_string())
-            .arg(old.to_string())
-            .output()
-            .map_err(super::error::io("running git update-ref"))?;
+        cmd.args([
+            "update-ref",
+            "--create-reflog",
+            "-m",
+            &message,
+            "--end-of-options",
+        ])
+        .arg(self.refname())
+        .arg(new.to_string())
+        .arg(old.to_string());
+        let o = bounded(cmd)?;
         if o.status.success() {
             failpoint("cas-moved");
             return Ok(CasOutcome::Moved);
@@ -222,19 +291,17 @@ impl GitStore {
     /// A reflog git cannot show (one naming a pruned commit) reads as empty: verify then reports
     /// the missing object itself.
     pub(crate) fn reflog_via_git(&self) -> Vec<ReflogLine> {
-        let Ok(o) = self
-            .git()
-            .args([
-                "reflog",
-                "show",
-                "--no-abbrev",
-                "--format=%H %gs",
-                "--end-of-options",
-            ])
-            .arg(self.refname())
-            .arg("--")
-            .output()
-        else {
+        let mut cmd = self.git();
+        cmd.args([
+            "reflog",
+            "show",
+            "--no-abbrev",
+            "--format=%H %gs",
+            "--end-of-options",
+        ])
+        .arg(self.refname())
+        .arg("--");
+        let Ok(o) = bounded(cmd) else {
             return Vec::new();
         };
         if !o.status.success() {

@@ -11,36 +11,8 @@ use std::process::{Command, Stdio};
 use super::git::{GitStore, StoreError};
 use crate::ledger::proof::{Checkpoint, CheckpointSignature, SIGNATURE_NAMESPACE, signed_text};
 
-/// Where a ledger's signed checkpoints live.
-pub(crate) fn checkpoints_ref(ledger: &str) -> String {
-    format!("refs/forum/checkpoints/{ledger}")
-}
-
-/// The commit `refname` names in the repository at `git_dir`, or `None` when there is no such
-/// ref. Asked of git itself (`git rev-parse --verify`), never of gix: gix cannot read a reftable
-/// repository's refs, where a signatures ref would look absent and so never travel or verify.
-pub(crate) fn ref_target(git_dir: &Path, refname: &str) -> Result<Option<String>, StoreError> {
-    let o = super::refs::git_at(git_dir)
-        .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
-        .arg(refname)
-        .output()
-        .map_err(super::error::io("cannot run git rev-parse"))?;
-    if o.status.success() {
-        let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
-        return Ok((!id.is_empty()).then_some(id));
-    }
-    if o.stderr.is_empty() {
-        return Ok(None);
-    }
-    Err(StoreError::Git(format!(
-        "cannot read {refname}: {}",
-        String::from_utf8_lossy(&o.stderr)
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("git rev-parse failed")
-            .trim()
-    )))
-}
+pub(crate) use super::handle::checkpoints_ref;
+pub(crate) use super::side_refs::{commit_on_ref, git_ok, ref_history, ref_target};
 
 /// A signed checkpoint read back from the repository.
 #[derive(Debug, Clone)]
@@ -62,29 +34,42 @@ pub(crate) enum SignatureCheck {
     Unchecked(String),
 }
 
-fn run(cmd: &mut Command, input: &[u8]) -> Result<std::process::Output, String> {
+/// Why a signing program (ssh-keygen, gpg) could not be run to its end.
+#[derive(Debug, thiserror::Error)]
+enum SignerRunError {
+    #[error("cannot run {program:?}: {source}")]
+    Spawn {
+        program: std::ffi::OsString,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+}
+
+fn run(cmd: &mut Command, input: &[u8]) -> Result<std::process::Output, SignerRunError> {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
+        .map_err(|source| SignerRunError::Spawn {
+            program: cmd.get_program().to_os_string(),
+            source,
+        })?;
     child
         .stdin
         .take()
         .expect("piped")
         .write_all(input)
-        .map_err(|e| e.to_string())?;
-    child.wait_with_output().map_err(|e| e.to_string())
+        .map_err(SignerRunError::Io)?;
+    child.wait_with_output().map_err(SignerRunError::Io)
 }
 
 fn git_config(dir: &Path, key: &str) -> Option<String> {
-    let o = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["config", "--get", key])
-        .output()
-        .ok()?;
+    let mut cmd = crate::gitproc::in_dir(dir);
+    cmd.args(["config", "--get", key]);
+    let o = crate::gitproc::output(cmd, None, crate::gitproc::OUTPUT_LIMIT).ok()?;
     o.status
         .success()
         .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
@@ -131,7 +116,7 @@ pub(crate) fn sign(worktree: &Path, text: &str) -> Result<CheckpointSignature, S
             )));
         }
     }
-    .map_err(StoreError::Git)?;
+    .map_err(|e| StoreError::Git(e.to_string()))?;
     if !out.status.success() {
         let why = String::from_utf8_lossy(&out.stderr);
         return Err(StoreError::Git(format!(
@@ -164,125 +149,108 @@ pub(crate) fn check(
         return SignatureCheck::Unchecked("cannot write the signature to a temporary file".into());
     }
     match sig.format.as_str() {
-        "ssh" => {
-            let allowed = allowed_signers.map(Path::to_path_buf).or_else(|| {
-                git_config(worktree, "gpg.ssh.allowedSignersFile").map(|p| expand_home(&p))
-            });
-            let Some(allowed) = allowed else {
-                return SignatureCheck::Unchecked(
-                    "no gpg.ssh.allowedSignersFile configured".into(),
-                );
-            };
-            let program =
-                git_config(worktree, "gpg.ssh.program").unwrap_or_else(|| "ssh-keygen".into());
-            let found = Command::new(&program)
-                .args(["-Y", "find-principals", "-s"])
-                .arg(&sig_path)
-                .arg("-f")
-                .arg(&allowed)
-                .output();
-            let principal = match found {
-                Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .to_string(),
-                Ok(_) => {
-                    return SignatureCheck::Bad(
-                        "signed by a key that is not in the allowed signers".into(),
-                    );
-                }
-                Err(e) => return SignatureCheck::Unchecked(format!("cannot run {program}: {e}")),
-            };
-            let verified = run(
-                Command::new(&program)
-                    .args([
-                        "-Y",
-                        "verify",
-                        "-n",
-                        SIGNATURE_NAMESPACE,
-                        "-I",
-                        &principal,
-                        "-s",
-                    ])
-                    .arg(&sig_path)
-                    .arg("-f")
-                    .arg(&allowed),
-                text.as_bytes(),
-            );
-            match verified {
-                Ok(o) if o.status.success() => SignatureCheck::Good(principal),
-                Ok(_) => SignatureCheck::Bad(format!(
-                    "the signature claimed by {principal} does not verify"
-                )),
-                Err(e) => SignatureCheck::Unchecked(e),
-            }
-        }
-        "openpgp" => {
-            let program = git_config(worktree, "gpg.program").unwrap_or_else(|| "gpg".into());
-            let data = dir.path().join("checkpoint.txt");
-            if std::fs::write(&data, text).is_err() {
-                return SignatureCheck::Unchecked(
-                    "cannot write the checkpoint to a temporary file".into(),
-                );
-            }
-            match Command::new(&program)
-                .args(["--batch", "--verify"])
-                .arg(&sig_path)
-                .arg(&data)
-                .output()
-            {
-                Ok(o) if o.status.success() => {
-                    let err = String::from_utf8_lossy(&o.stderr);
-                    let who = err
-                        .lines()
-                        .find_map(|l| l.split("Good signature from ").nth(1))
-                        .map(|s| {
-                            s.trim_matches(['"', ' '])
-                                .split('"')
-                                .next()
-                                .unwrap_or("")
-                                .to_string()
-                        })
-                        .unwrap_or_else(|| "an openpgp key".into());
-                    SignatureCheck::Good(who)
-                }
-                Ok(o) => SignatureCheck::Bad(
-                    String::from_utf8_lossy(&o.stderr)
-                        .lines()
-                        .last()
-                        .unwrap_or("gpg refused the signature")
-                        .to_string(),
-                ),
-                Err(e) => SignatureCheck::Unchecked(format!("cannot run {program}: {e}")),
-            }
-        }
+        "ssh" => check_ssh(worktree, text, &sig_path, allowed_signers),
+        "openpgp" => check_openpgp(worktree, text, &sig_path, dir.path()),
         other => SignatureCheck::Bad(format!("unknown signature format {other:?}")),
     }
 }
 
-pub(crate) fn git_ok(
-    dir: &Path,
-    args: &[&str],
-    input: Option<&[u8]>,
-) -> Result<String, StoreError> {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(dir).args(args);
-    let out = match input {
-        Some(i) => run(&mut cmd, i).map_err(StoreError::Git)?,
-        None => cmd.output().map_err(super::error::io("cannot run git"))?,
+/// Checks an ssh signature (in `sig_path`) of `text` against the allowed signers file.
+fn check_ssh(
+    worktree: &Path,
+    text: &str,
+    sig_path: &Path,
+    allowed_signers: Option<&Path>,
+) -> SignatureCheck {
+    let allowed = allowed_signers
+        .map(Path::to_path_buf)
+        .or_else(|| git_config(worktree, "gpg.ssh.allowedSignersFile").map(|p| expand_home(&p)));
+    let Some(allowed) = allowed else {
+        return SignatureCheck::Unchecked("no gpg.ssh.allowedSignersFile configured".into());
     };
-    if !out.status.success() {
-        return Err(StoreError::Git(format!(
-            "git {} failed: {}",
-            args.first().unwrap_or(&""),
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .next()
-                .unwrap_or("")
-        )));
+    let program = git_config(worktree, "gpg.ssh.program").unwrap_or_else(|| "ssh-keygen".into());
+    let found = Command::new(&program)
+        .args(["-Y", "find-principals", "-s"])
+        .arg(sig_path)
+        .arg("-f")
+        .arg(&allowed)
+        .output();
+    let principal = match found {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string(),
+        Ok(_) => {
+            return SignatureCheck::Bad(
+                "signed by a key that is not in the allowed signers".into(),
+            );
+        }
+        Err(e) => return SignatureCheck::Unchecked(format!("cannot run {program}: {e}")),
+    };
+    let verified = run(
+        Command::new(&program)
+            .args([
+                "-Y",
+                "verify",
+                "-n",
+                SIGNATURE_NAMESPACE,
+                "-I",
+                &principal,
+                "-s",
+            ])
+            .arg(sig_path)
+            .arg("-f")
+            .arg(&allowed),
+        text.as_bytes(),
+    );
+    match verified {
+        Ok(o) if o.status.success() => SignatureCheck::Good(principal),
+        Ok(_) => SignatureCheck::Bad(format!(
+            "the signature claimed by {principal} does not verify"
+        )),
+        Err(e) => SignatureCheck::Unchecked(e.to_string()),
     }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Checks an openpgp signature (in `sig_path`) of `text` with gpg, writing the text beside it
+/// in `dir`.
+fn check_openpgp(worktree: &Path, text: &str, sig_path: &Path, dir: &Path) -> SignatureCheck {
+    let program = git_config(worktree, "gpg.program").unwrap_or_else(|| "gpg".into());
+    let data = dir.join("checkpoint.txt");
+    if std::fs::write(&data, text).is_err() {
+        return SignatureCheck::Unchecked("cannot write the checkpoint to a temporary file".into());
+    }
+    match Command::new(&program)
+        .args(["--batch", "--verify"])
+        .arg(sig_path)
+        .arg(&data)
+        .output()
+    {
+        Ok(o) if o.status.success() => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            let who = err
+                .lines()
+                .find_map(|l| l.split("Good signature from ").nth(1))
+                .map(|s| {
+                    s.trim_matches(['"', ' '])
+                        .split('"')
+                        .next()
+                        .unwrap_or("")
+                        .to_string()
+                })
+                .unwrap_or_else(|| "an openpgp key".into());
+            SignatureCheck::Good(who)
+        }
+        Ok(o) => SignatureCheck::Bad(
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .unwrap_or("gpg refused the signature")
+                .to_string(),
+        ),
+        Err(e) => SignatureCheck::Unchecked(format!("cannot run {program}: {e}")),
+    }
 }
 
 impl GitStore {
@@ -466,79 +434,4 @@ pub(crate) fn parse_signed_text(text: &str) -> Option<(String, Checkpoint)> {
     let root = lines.next()?.strip_prefix("root ")?.to_string();
     let cp = Checkpoint { size, root };
     (signed_text(&ledger, &cp) == text).then_some((ledger, cp))
-}
-
-/// The first-parent history of `refname` in the git directory `gd`, oldest first, one
-/// `COMMIT SUBJECT` line per commit: how signed checkpoints and notes are listed.
-pub(crate) fn ref_history(gd: &str, refname: &str) -> Result<String, StoreError> {
-    git_ok(
-        Path::new("."),
-        &[
-            "--git-dir",
-            gd,
-            "log",
-            "--first-parent",
-            "--reverse",
-            "--format=%H %s",
-            refname,
-            "--",
-        ],
-        None,
-    )
-}
-
-/// Writes `files` (name, content) as one commit on `refname` in the git directory `gd`, on top
-/// of its current tip (compare-and-swap: a ref moved meanwhile refuses the update), with
-/// `message` and the reflog line `why`. Signed checkpoints and checkpoint notes are stored so.
-pub(crate) fn commit_on_ref(
-    gd: &str,
-    refname: &str,
-    files: &[(&str, &[u8])],
-    message: &str,
-    why: &str,
-) -> Result<(), StoreError> {
-    let git = |args: &[&str], input: Option<&[u8]>| git_ok(Path::new("."), args, input);
-    let mut tree_text = String::new();
-    for (name, content) in files {
-        let blob = git(
-            &["--git-dir", gd, "hash-object", "-w", "--stdin"],
-            Some(content),
-        )?;
-        tree_text.push_str(&format!("100644 blob {blob}\t{name}\n"));
-    }
-    let tree = git(&["--git-dir", gd, "mktree"], Some(tree_text.as_bytes()))?;
-    let parent = git(
-        &["--git-dir", gd, "rev-parse", "--verify", "-q", refname],
-        None,
-    )
-    .ok();
-    let mut args = vec![
-        "--git-dir",
-        gd,
-        "-c",
-        "user.name=git-forum",
-        "-c",
-        "user.email=ledger@git-forum.invalid",
-        "commit-tree",
-        &tree,
-    ];
-    if let Some(p) = &parent {
-        args.extend(["-p", p.as_str()]);
-    }
-    let commit = git(&args, Some(message.as_bytes()))?;
-    let zero = "0".repeat(commit.len());
-    git(
-        &[
-            "--git-dir",
-            gd,
-            "update-ref",
-            "-m",
-            why,
-            refname,
-            &commit,
-            parent.as_deref().unwrap_or(&zero),
-        ],
-        None,
-    )?;
-    Ok(())
 }

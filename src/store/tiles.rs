@@ -348,40 +348,6 @@ fn check_chain(first: u64, prev: &str, entries: &[Entry]) -> Result<(), StoreErr
     Ok(())
 }
 
-/// Reads and checks the commit `id` of seq `seq` for a tile rebuild: a commit that hashes to
-/// its name, whose only parent is `parent`, holding the entry of that seq with the hash its
-/// fields give. Returns the entry hash and prev_hash, or `None` when anything is off.
-fn check_one(
-    repo: &gix::Repository,
-    reader: &mut super::packread::Reader,
-    buf: &mut Vec<u8>,
-    hash: gix::hash::Kind,
-    id: &ObjectId,
-    seq: u64,
-    parent: Option<&ObjectId>,
-) -> Option<([u8; 32], [u8; 32])> {
-    use super::git::{entry_from_message, hex_to_bytes, parse_commit};
-    use crate::ledger::hash::is_hash;
-    use gix::objs::{Find as _, Kind};
-    let kind = match reader.read(id, buf) {
-        Some(k) => k,
-        None => repo.objects.try_find(id, buf).ok()??.kind,
-    };
-    if kind != Kind::Commit || gix::objs::compute_hash(hash, Kind::Commit, buf).ok()? != *id {
-        return None;
-    }
-    let raw = parse_commit(buf, hash)?;
-    if raw.parents.len() > 1 || raw.parents.first() != parent {
-        return None;
-    }
-    let e = entry_from_message(raw.message).ok()?;
-    let ok = e.seq == seq
-        && is_hash(&e.entry_hash)
-        && is_hash(&e.prev_hash)
-        && e.computed_hash() == e.entry_hash;
-    ok.then(|| (hex_to_bytes(&e.entry_hash), hex_to_bytes(&e.prev_hash)))
-}
-
 impl GitStore {
     /// The tiles ref's commit and what its message records, when it reads.
     fn tiles_state(&self) -> Option<(ObjectId, State)> {
@@ -466,128 +432,6 @@ impl GitStore {
         Ok(t)
     }
 
-    /// Every entry hash from seq 0 to the tip, each entry checked on the way to continue the
-    /// chain (its seq, its link to the one before, the hash its fields give). A rebuild needs
-    /// nothing else, so this keeps 32 bytes an entry (not every entry) and reads commits only.
-    ///
-    /// The commit ids come from the seq index (brought up to date first), so the commits are
-    /// read and checked in parallel, a range per thread; the index is not trusted for that:
-    /// each commit is checked to hash to its id and to have the previous seq's id as its only
-    /// parent, and the last id is the tip, so the ids are the ledger's chain.
-    fn chain_hashes(&self, tip: &super::git::Tip) -> Result<Vec<[u8; 32]>, StoreError> {
-        let hash = self.object_hash();
-        let width = hash.len_in_bytes();
-        let n = (tip.entry.seq + 1) as usize;
-        let from_index = self.index_for(tip).ok().and_then(|_| {
-            let bytes = std::fs::read(self.index_path()).ok()?;
-            (bytes.len() == n * width).then_some(bytes)
-        });
-        if let Some(ids) = from_index
-            && let Ok(out) = self.hashes_of_chain(tip, &ids, n)
-        {
-            return Ok(out);
-        }
-        // No index, or one that does not describe the chain (it is only a cache): the ids
-        // from a walk of the commits.
-        let ids: Vec<u8> = self
-            .chain_ids_from(Some(tip.commit))?
-            .iter()
-            .flat_map(|id| id.as_slice().to_vec())
-            .collect();
-        self.hashes_of_chain(tip, &ids, n).map_err(|seq| {
-            StoreError::Corrupt(format!(
-                "entry {seq} does not continue the chain; run `git forum verify`"
-            ))
-        })
-    }
-
-    /// [`Self::chain_hashes`] with the commit ids given (raw, one after another): the hashes,
-    /// or the first seq whose commit or entry does not continue the chain.
-    fn hashes_of_chain(
-        &self,
-        tip: &super::git::Tip,
-        ids: &[u8],
-        n: usize,
-    ) -> Result<Vec<[u8; 32]>, u64> {
-        use super::packread::{Packs, Reader};
-        let hash = self.object_hash();
-        let width = hash.len_in_bytes();
-        let id_at = |k: usize| ObjectId::from_bytes_or_panic(&ids[k * width..(k + 1) * width]);
-        if ids.len() != n * width || id_at(n - 1) != tip.commit {
-            return Err(tip.entry.seq);
-        }
-        let mut out = vec![[0u8; 32]; n];
-        let threads = std::thread::available_parallelism()
-            .map(|t| t.get())
-            .unwrap_or(1)
-            .clamp(1, 4)
-            .min(n.div_ceil(4096));
-        let per = n.div_ceil(threads);
-        let packs = Packs::open(&self.objects_dir(), hash);
-        let shared = self.repo().clone().into_sync();
-        // Each range gives the prev_hash of its first entry, or the first seq it found broken.
-        let ranges: Vec<Result<[u8; 32], u64>> = std::thread::scope(|sc| {
-            let handles: Vec<_> = out
-                .chunks_mut(per)
-                .enumerate()
-                .map(|(c, chunk)| {
-                    let (packs, shared, id_at) = (packs.clone(), shared.clone(), &id_at);
-                    sc.spawn(move || {
-                        let repo = shared.to_thread_local();
-                        let mut reader = Reader::new(packs);
-                        let mut buf = Vec::new();
-                        let start = c * per;
-                        let mut first_prev = None;
-                        let mut last: Option<[u8; 32]> = None;
-                        for (j, slot) in chunk.iter_mut().enumerate() {
-                            let k = start + j;
-                            let parent = (k > 0).then(|| id_at(k - 1));
-                            let checked = check_one(
-                                &repo,
-                                &mut reader,
-                                &mut buf,
-                                hash,
-                                &id_at(k),
-                                k as u64,
-                                parent.as_ref(),
-                            );
-                            match checked {
-                                Some((h, prev)) if last.is_none_or(|l| l == prev) => {
-                                    first_prev.get_or_insert(prev);
-                                    *slot = h;
-                                    last = Some(h);
-                                }
-                                _ => return Err(k as u64),
-                            }
-                        }
-                        first_prev.ok_or(start as u64)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or(Err(0)))
-                .collect()
-        });
-        let mut first_bad = None;
-        for (c, r) in ranges.iter().enumerate() {
-            let bad = match r {
-                Err(seq) => Some(*seq),
-                // The range's first link: GENESIS at seq 0, else the range before's last hash.
-                Ok(prev) if c == 0 && *prev != [0u8; 32] => Some(0),
-                Ok(prev) if c > 0 && *prev != out[c * per - 1] => Some((c * per) as u64),
-                Ok(_) => None,
-            };
-            if let Some(seq) = bad {
-                first_bad = Some(first_bad.map_or(seq, |b: u64| b.min(seq)));
-            }
-        }
-        match first_bad {
-            Some(seq) => Err(seq),
-            None => Ok(out),
-        }
-    }
-
     /// Writes the tiles of `base` extended by `raw` (the new entry hashes in seq order) and
     /// points the ref at them (compare-and-swap against `old_commit`).
     fn grow_tiles(
@@ -605,22 +449,11 @@ impl GitStore {
             .zip(old_tiles.as_ref())
             .map(|(b, t)| TileHashReader::new(b.size, b.root, t));
         let old_count = tlog_tiles::stored_hash_count(t0);
-        let mut stored: Vec<Hash> = Vec::with_capacity(raw.len() * 2 + 1);
+        let old = old_reader.as_ref().map(|r| r as &dyn HashReader);
+        let stored = grown_hashes(old, old_count, t0, raw)?;
         let mut forum = base.map_or_else(Accumulator::default, |b| b.forum.clone());
         let mut hex = String::with_capacity(64);
-        for (k, h) in raw.iter().enumerate() {
-            let grow = Grow {
-                old_count,
-                old: old_reader.as_ref().map(|r| r as &dyn HashReader),
-                new: &stored,
-            };
-            let add = tlog_tiles::stored_hashes_for_record_hash(
-                t0 + k as u64,
-                tlog_tiles::record_hash(h),
-                &grow,
-            )
-            .map_err(tlog_err)?;
-            stored.extend(add);
+        for h in raw {
             hex.clear();
             crate::ledger::hash::push_hex(&mut hex, h);
             forum.push(&hex);
@@ -636,11 +469,6 @@ impl GitStore {
             None => repo.empty_tree().edit(),
         }
         .map_err(|e| corrupt(format!("cannot edit the tiles tree: {e}")))?;
-        let write = |bytes: &[u8]| {
-            repo.write_blob(bytes)
-                .map(|id| id.detach())
-                .map_err(|e| StoreError::Git(format!("writing a tile: {e}")))
-        };
         for t in Tile::new_tiles(HEIGHT, t0, n) {
             let (l, idx) = (t.level(), t.level_index());
             // The old partial tile this one replaces, if any.
@@ -655,29 +483,19 @@ impl GitStore {
             ed.upsert(
                 c2sp_path(&t).as_str(),
                 gix::object::tree::EntryKind::Blob,
-                write(&data)?,
+                write_tile(repo, &data)?,
             )
             .map_err(edit_err)?;
             if l == 0 {
-                let start = idx << HEIGHT;
-                let mut bytes = Vec::with_capacity(t.width() as usize * 34);
-                if let (Some(o), Some(tiles)) = (&replaced, &old_tiles) {
-                    let path = data_path(o);
-                    let old = tiles
-                        .blob(&path)
-                        .filter(|b| b.len() == old_w as usize * 34)
-                        .ok_or_else(|| corrupt(format!("{path} is missing or the wrong size")))?;
-                    bytes.extend_from_slice(&old);
+                let (bytes, old_path) =
+                    data_tile(&t, t0, raw, replaced.as_ref(), old_tiles.as_ref())?;
+                if let Some(path) = old_path {
                     ed.remove(path.as_str()).map_err(edit_err)?;
-                }
-                for i in start.max(t0)..start + u64::from(t.width()) {
-                    bytes.extend_from_slice(&32u16.to_be_bytes());
-                    bytes.extend_from_slice(&raw[(i - t0) as usize]);
                 }
                 ed.upsert(
                     data_path(&t).as_str(),
                     gix::object::tree::EntryKind::Blob,
-                    write(&bytes)?,
+                    write_tile(repo, &bytes)?,
                 )
                 .map_err(edit_err)?;
             }
@@ -690,7 +508,21 @@ impl GitStore {
             rebuilt: false,
             tree,
         };
-        let message = state_message(n, &root, &tip, &forum);
+        self.commit_tiles(tiled, &tip, &forum, old_commit)
+    }
+
+    /// Records `tiled` (its tree already written) as the tiles ref's commit for the ledger at
+    /// `tip`, unless the commit there (`old_commit`) already says exactly that.
+    fn commit_tiles(
+        &self,
+        tiled: Tiled,
+        tip: &ObjectId,
+        forum: &Accumulator,
+        old_commit: Option<ObjectId>,
+    ) -> Result<Tiled, StoreError> {
+        let repo = self.repo();
+        let tree = tiled.tree;
+        let message = state_message(tiled.size, &tiled.root, tip, forum);
         if let Some(old) = old_commit
             && let Ok(c) = repo.find_commit(old)
             && c.tree_id().ok().map(|t| t.detach()) == Some(tree)
@@ -745,6 +577,70 @@ fn data_path(t: &Tile) -> String {
     d.set_is_data();
     c2sp_path(&d).replacen("tile/data/", "tile/entries/", 1)
 }
+
+/// Writes one tile's bytes as a blob.
+fn write_tile(repo: &gix::Repository, bytes: &[u8]) -> Result<ObjectId, StoreError> {
+    repo.write_blob(bytes)
+        .map(|id| id.detach())
+        .map_err(|e| StoreError::Git(format!("writing a tile: {e}")))
+}
+
+/// The hashes a tree of `t0` records (whose `old_count` stored hashes `old` reads) stores
+/// beyond those once the record hashes `raw` are added.
+fn grown_hashes(
+    old: Option<&dyn HashReader>,
+    old_count: u64,
+    t0: u64,
+    raw: &[[u8; 32]],
+) -> Result<Vec<Hash>, StoreError> {
+    let mut stored: Vec<Hash> = Vec::with_capacity(raw.len() * 2 + 1);
+    for (k, h) in raw.iter().enumerate() {
+        let grow = Grow {
+            old_count,
+            old,
+            new: &stored,
+        };
+        let add = tlog_tiles::stored_hashes_for_record_hash(
+            t0 + k as u64,
+            tlog_tiles::record_hash(h),
+            &grow,
+        )
+        .map_err(tlog_err)?;
+        stored.extend(add);
+    }
+    Ok(stored)
+}
+
+/// The data tile `t` (each record hash with its length) of a tree grown from `t0` records by
+/// `raw`: the old partial tile's records (`replaced`, read from `old_tiles`) then the new ones;
+/// and the old tile's path, which the new tile replaces.
+fn data_tile(
+    t: &Tile,
+    t0: u64,
+    raw: &[[u8; 32]],
+    replaced: Option<&Tile>,
+    old_tiles: Option<&GitTiles<'_>>,
+) -> Result<(Vec<u8>, Option<String>), StoreError> {
+    let start = t.level_index() << HEIGHT;
+    let mut bytes = Vec::with_capacity(t.width() as usize * 34);
+    let mut old_path = None;
+    if let (Some(o), Some(tiles)) = (replaced, old_tiles) {
+        let path = data_path(o);
+        let old = tiles
+            .blob(&path)
+            .filter(|b| b.len() == o.width() as usize * 34)
+            .ok_or_else(|| corrupt(format!("{path} is missing or the wrong size")))?;
+        bytes.extend_from_slice(&old);
+        old_path = Some(path);
+    }
+    for i in start.max(t0)..start + u64::from(t.width()) {
+        bytes.extend_from_slice(&32u16.to_be_bytes());
+        bytes.extend_from_slice(&raw[(i - t0) as usize]);
+    }
+    Ok((bytes, old_path))
+}
+
+mod chain;
 
 #[cfg(test)]
 mod tests {

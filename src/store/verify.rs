@@ -54,12 +54,16 @@ type SeenTrees = Mutex<std::collections::HashMap<ObjectId, [u8; 32]>>;
 mod body;
 mod change;
 mod code;
+mod judge;
 mod roots;
 #[cfg(test)]
 mod tests;
 mod walk;
 
-pub(crate) use body::VerifyReport;
+pub(crate) use body::LedgerVerifyReport;
+// The old names, for modules outside the store that still import them.
+pub(crate) use self::VerifiedState as Verified;
+pub(crate) use body::LedgerVerifyReport as VerifyReport;
 use body::*;
 pub(crate) use code::Code;
 use code::{Problem, chain_code};
@@ -86,9 +90,9 @@ struct WalkFailure {
 /// only the commits appended since: the tip it read up to, whether it was deep, each entry's
 /// compact record (88 bytes) and the reflog commits its walks met in the chain. Held by a
 /// long-lived reader (the daemon); never trusted across a rewrite: a tip that does not descend
-/// from [`Verified`]'s is verified from the root. What the records stand for was true when they
+/// from [`VerifiedState`]'s is verified from the root. What the records stand for was true when they
 /// were read: a verify that resumes from them does not read those objects again.
-pub(crate) struct Verified {
+pub(crate) struct VerifiedState {
     tip: ObjectId,
     deep: bool,
     recs: Vec<Rec>,
@@ -119,7 +123,7 @@ struct Judged {
 impl GitStore {
     /// Checks the ledger (forum-spec §4 plus the git layer). `deep` also checks every tree and
     /// body. Never consults the index.
-    pub fn verify(&self, deep: bool) -> Result<VerifyReport, StoreError> {
+    pub fn verify(&self, deep: bool) -> Result<LedgerVerifyReport, StoreError> {
         Ok(self.verify_from(deep, None)?.0)
     }
 
@@ -132,8 +136,8 @@ impl GitStore {
     pub(crate) fn verify_from(
         &self,
         deep: bool,
-        prior: Option<Verified>,
-    ) -> Result<(VerifyReport, Option<Verified>), StoreError> {
+        prior: Option<VerifiedState>,
+    ) -> Result<(LedgerVerifyReport, Option<VerifiedState>), StoreError> {
         if let Some(prior) = prior.filter(|p| p.deep == deep) {
             let (report, kept) = self.verify_walk(deep, Some(prior))?;
             if report.passed() {
@@ -164,11 +168,12 @@ impl GitStore {
     /// Verifies the chain that ends at commit `tip` as if the ref named it: every commit, the
     /// entry chain, recorded and signed checkpoints and (deep) the bodies, but not the ref's
     /// reflog (doctor asks this of the tips the reflog names).
-    pub(crate) fn verify_at(&self, tip: ObjectId, deep: bool) -> Result<VerifyReport, StoreError> {
-        let report = VerifyReport {
-            deep,
-            ..VerifyReport::default()
-        };
+    pub(crate) fn verify_at(
+        &self,
+        tip: ObjectId,
+        deep: bool,
+    ) -> Result<LedgerVerifyReport, StoreError> {
+        let report = LedgerVerifyReport::default();
         let (recs, walk_failure, found, _) =
             self.walk_and_check(tip, deep, HashSet::new(), None, 0)?;
         let witness = ReflogWitness {
@@ -185,12 +190,9 @@ impl GitStore {
     fn verify_walk(
         &self,
         deep: bool,
-        prior: Option<Verified>,
-    ) -> Result<(VerifyReport, Option<Verified>), StoreError> {
-        let mut report = VerifyReport {
-            deep,
-            ..VerifyReport::default()
-        };
+        prior: Option<VerifiedState>,
+    ) -> Result<(LedgerVerifyReport, Option<VerifiedState>), StoreError> {
+        let mut report = LedgerVerifyReport::default();
         // An append a killed writer left half done is rolled back first, so its reflog line
         // does not read as a rewound ref.
         self.settle_interrupted_append()?;
@@ -236,7 +238,7 @@ impl GitStore {
         };
         let (report, judged) =
             self.judge(&recs, walk_failure, tip, deep, &witness, report, judged)?;
-        let kept = judged.map(|judged| Verified {
+        let kept = judged.map(|judged| VerifiedState {
             tip,
             deep,
             recs,
@@ -286,45 +288,14 @@ impl GitStore {
         std::thread::scope(|s| -> Result<(), StoreError> {
             let (tx, rx) = mpsc::sync_channel::<Batch>(workers * 4);
             let rx = Arc::new(Mutex::new(rx));
-            let (rtx, rrx) = mpsc::channel::<Result<Vec<(usize, Rec)>, StoreError>>();
+            let (rtx, rrx) = mpsc::channel::<CheckedBatch>();
             for _ in 0..workers {
                 let rx = Arc::clone(&rx);
                 let rtx = rtx.clone();
                 let shared = shared.clone();
                 let seen = &seen;
-                let mut reader = Reader::new(packs.clone());
-                s.spawn(move || {
-                    let repo = shared.to_thread_local();
-                    let mut buf = Vec::new();
-                    loop {
-                        let batch = match rx.lock().map(|r| r.recv()) {
-                            Ok(Ok(b)) => b,
-                            _ => break,
-                        };
-                        let mut out = Vec::with_capacity(batch.items.len());
-                        for (i, id, at) in batch.items {
-                            match check_commit(
-                                &repo,
-                                &mut reader,
-                                hash,
-                                id,
-                                &batch.data[at],
-                                deep,
-                                seen,
-                                &mut buf,
-                            ) {
-                                Ok(r) => out.push((i, r)),
-                                Err(e) => {
-                                    let _ = rtx.send(Err(e));
-                                    return;
-                                }
-                            }
-                        }
-                        if rtx.send(Ok(out)).is_err() {
-                            return;
-                        }
-                    }
-                });
+                let reader = Reader::new(packs.clone());
+                s.spawn(move || check_batches(&shared, reader, hash, deep, seen, &rx, &rtx));
             }
             // Only workers hold the receiver now: if they all stop, the walker's sends fail and it
             // stops too.
@@ -338,38 +309,16 @@ impl GitStore {
                     walk(&repo, hash, tip, tx, watch, packs, stop)
                 })
             };
-            let mut first_err: Option<StoreError> = None;
-            for r in rrx {
-                match r {
-                    Ok(items) => {
-                        for (i, rec) in items {
-                            if slots.len() <= i {
-                                slots.resize_with(i + 1, || None);
-                            }
-                            slots[i] = Some(rec);
-                        }
-                    }
-                    Err(e) => {
-                        first_err.get_or_insert(e);
-                    }
+            let first_err = fill_slots(rrx, &mut slots);
+            let walked = walker
+                .join()
+                .unwrap_or_else(|_| Err(StoreError::Git("the verify walker panicked".into())));
+            match (first_err, walked) {
+                (Some(e), _) | (None, Err(e)) => Err(e),
+                (None, Ok((f, seen, stopped))) => {
+                    (failure, found, met) = (f, seen, stopped);
+                    Ok(())
                 }
-            }
-            match walker.join() {
-                Ok(Ok((f, seen, stopped))) => {
-                    failure = f;
-                    found = seen;
-                    met = stopped;
-                }
-                Ok(Err(e)) => {
-                    first_err.get_or_insert(e);
-                }
-                Err(_) => {
-                    first_err.get_or_insert(StoreError::Git("the verify walker panicked".into()));
-                }
-            }
-            match first_err {
-                Some(e) => Err(e),
-                None => Ok(()),
             }
         })?;
         slots.reverse();
@@ -387,408 +336,70 @@ impl GitStore {
         let raw = parse_commit(&buf, self.object_hash())?;
         seq_of_message(raw.message)
     }
+}
 
-    /// Pass 2 and the witnesses: the chain root first, then the reflog and recorded
-    /// checkpoints, then (deep) the bodies. With `prior` (the state after the records a
-    /// verify that passed checked, the first of `recs`), only the records after those are
-    /// checked, when `prior` holds every root the checkpoints now name; the witnesses are
-    /// checked whole either way. Returns the report and, when it passed, the state after every
-    /// record.
-    #[allow(clippy::too_many_arguments)]
-    fn judge(
-        &self,
-        recs: &[Rec],
-        walk_failure: Option<WalkFailure>,
-        tip: ObjectId,
-        deep: bool,
-        witness: &ReflogWitness<'_>,
-        mut report: VerifyReport,
-        prior: Option<Judged>,
-    ) -> Result<(VerifyReport, Option<Judged>), StoreError> {
-        let recorded = self.recorded_checkpoints();
-        let signed = self.signed_checkpoints_and_notes()?;
-        let wanted: HashSet<u64> = recorded
-            .iter()
-            .map(|(s, _)| *s)
-            .chain(signed.iter().map(|s| s.checkpoint.size))
-            .collect();
-        // Only a signed note names a standard root: without one, the tree is not built.
-        let want_std = signed.iter().any(|s| s.signature.format == "note");
-        let prior = prior.filter(|p| {
-            let forum = |n: u64| p.roots.iter().any(|r| r.0 == n);
-            let standard = |n: u64| p.std_roots.iter().any(|r| r.0 == n);
-            walk_failure.is_none()
-                && p.len <= recs.len()
-                && (!want_std || p.std.is_some())
-                && wanted
-                    .iter()
-                    .all(|&n| n > p.len as u64 || (forum(n) && (!want_std || standard(n))))
-        });
-        // Where this pass starts: after the records `prior` checked.
-        let start = prior.as_ref().map_or(0, |p| p.len);
-        let (mut checker, mut std_acc, mut std_roots, mut redacted, prior_tree) = match prior {
-            Some(p) => (
-                p.checker,
-                p.std.unwrap_or_default(),
-                p.std_roots,
-                p.redacted,
-                Some((p.acc, p.roots, p.redacted_bodies)),
-            ),
-            None => (
-                // The links are checked here, in order; Forum's Merkle root over the entries
-                // that pass is built afterwards, its whole chunks on several threads
-                // (roots.rs).
-                ChainChecker::links_only(),
-                // The standard tree (RFC 6962 over raw entry hashes), for the roots notes
-                // sign.
-                crate::ledger::tlog::Frontier::default(),
-                Vec::new(),
-                HashSet::new(),
-                None,
-            ),
-        };
-        let mut chain_problem: Option<Problem> = walk_failure.map(|f| {
-            // The walk stopped early: the bad commit sits just below the oldest one read.
-            let seq = recs
-                .first()
-                .and_then(Rec::seq)
-                .map(|s| s.saturating_sub(1))
-                .or(f.child_seq_hint.map(|s| s.saturating_sub(1)))
-                .unwrap_or(0);
-            (seq, f.code, f.message)
-        });
-        // How many entries, from the root, count towards the checkpoint reported.
-        let mut upto = start;
-        if chain_problem.is_none() {
-            // Both hashes of an entry in hex, in one buffer reused for every entry.
-            let mut hex_buf = String::with_capacity(128);
-            for (i, r) in recs.iter().enumerate().skip(start) {
-                let expected = i as u64;
-                let Some(seq) = r.seq() else {
-                    let (code, msg) = r
-                        .local()
-                        .cloned()
-                        .expect("an unreadable entry carries its problem");
-                    chain_problem = Some((expected, code, msg));
-                    upto = i;
-                    break;
-                };
-                hex_buf.clear();
-                hash::push_hex(&mut hex_buf, &r.prev_hash);
-                hash::push_hex(&mut hex_buf, &r.entry_hash);
-                let (prev_hash, entry_hash) = hex_buf.split_at(64);
-                let link = Link {
-                    seq,
-                    prev_hash,
-                    entry_hash,
-                    edited: r.edited,
-                };
-                let next_seq = recs.get(i + 1).and_then(Rec::seq);
-                if let Err(p) = checker.push_link(&link, next_seq) {
-                    let (code, message) = chain_code(&p);
-                    chain_problem = Some((expected, code, message));
-                    upto = i;
-                    break;
-                }
-                // A commit with a problem of its own is not counted in the checkpoint reported.
-                if let Some(local) = r.local() {
-                    chain_problem = Some((seq, local.0, local.1.clone()));
-                    upto = i;
-                    break;
-                }
-                if want_std {
-                    std_acc.push(&r.entry_hash);
-                }
-                let n = expected + 1;
-                if want_std && wanted.contains(&n) {
-                    std_roots.push((n, std_acc.root()));
-                }
-                if let Some(h) = r.extra.as_ref().and_then(|x| x.redacts) {
-                    redacted.insert(h);
-                }
-                upto = i + 1;
-            }
-        }
-        // The sizes checkpoints name matter only when the chain holds.
-        let no_sizes = HashSet::new();
-        let sizes = if chain_problem.is_none() {
-            &wanted
-        } else {
-            &no_sizes
-        };
-        let (checkpoint, prefix_roots, acc, prior_bodies) = match prior_tree {
-            None => {
-                let (root, prefix, acc) = roots::forum_roots(recs, upto, sizes, threads());
-                (root, prefix, acc, Vec::new())
-            }
-            // The few records after `prior`'s: their leaves one by one.
-            Some((mut acc, mut prefix, bodies)) => {
-                let mut hex = String::with_capacity(64);
-                for (i, r) in recs[start..upto].iter().enumerate() {
-                    roots::push_leaf(&mut acc, r, &mut hex);
-                    let n = (start + i + 1) as u64;
-                    if sizes.contains(&n) {
-                        prefix.push((n, acc.root()));
-                    }
-                }
-                (acc.root(), prefix, acc, bodies)
-            }
-        };
-        report.entries = recs.len() as u64;
-        report.checkpoint = checkpoint;
-        report.chain = chain_problem.is_none();
-        if let Some((seq, code, msg)) = chain_problem {
-            report.fail(Some(seq), code, msg);
-            return Ok((report, None));
-        }
-        let len = recs.len() as u64;
-        for (size, root) in &recorded {
-            if *size > len {
-                report.fail(
-                    Some(len),
-                    Code::Truncated,
-                    format!(
-                        "the ledger has {len} entries but a checkpoint was recorded at {size} entries (root {root}): entries were removed from the tail"
-                    ),
-                );
-                return Ok((report, None));
-            }
-            if let Some((_, have)) = prefix_roots.iter().find(|(s, _)| s == size)
-                && have != root
-            {
-                report.fail(
-                    Some(size.saturating_sub(1)),
-                    Code::Rewritten,
-                    format!(
-                        "the first {size} entries hash to {have}, not to the recorded checkpoint {root}: history was rewritten"
-                    ),
-                );
-                return Ok((report, None));
-            }
-        }
-        report.checkpoints_checked = recorded.len();
-        for s in &signed {
-            let (size, root) = (s.checkpoint.size, &s.checkpoint.root);
-            let signer = match self.check_signature(s) {
-                SignatureCheck::Good(who) => who,
-                SignatureCheck::Bad(why) => {
-                    report.fail(
-                        Some(size.saturating_sub(1).min(len)),
-                        Code::BadSignature,
-                        format!("the signed checkpoint at size {size} (root {root}) is not trustworthy: {why}"),
-                    );
-                    return Ok((report, None));
-                }
-                SignatureCheck::Unchecked(why) => {
-                    report.notes.push(format!(
-                        "signed checkpoint at size {size} not checked: {why}"
-                    ));
-                    "an unchecked signer".to_string()
-                }
-            };
-            if s.ledger != self.signature_ledger() {
-                report.fail(
-                    Some(len),
-                    Code::BadSignature,
-                    format!(
-                        "a signed checkpoint stored for ledger {} names ledger {}",
-                        self.signature_ledger(),
-                        s.ledger
-                    ),
-                );
-                return Ok((report, None));
-            }
-            if size > len {
-                report.fail(
-                    Some(len),
-                    Code::Truncated,
-                    format!(
-                        "the ledger has {len} entries but {signer} signed a checkpoint at {size} entries (root {root}): entries were removed from the tail"
-                    ),
-                );
-                return Ok((report, None));
-            }
-            if let Some((_, have)) = prefix_roots.iter().find(|(n, _)| *n == size)
-                && have != root
-            {
-                report.fail(
-                    Some(size.saturating_sub(1)),
-                    Code::Rewritten,
-                    format!(
-                        "the first {size} entries hash to {have}, not to the checkpoint {root} that {signer} signed: history was rewritten"
-                    ),
-                );
-                return Ok((report, None));
-            }
-            if s.signature.format == "note"
-                && let Some(Some(cp)) = s
-                    .signature
-                    .signature
-                    .split_once("\n\n")
-                    .map(|(t, _)| super::note::parse_checkpoint(&format!("{t}\n")).ok())
-                && let Some((_, have)) = std_roots.iter().find(|(n, _)| *n == size)
-                && *have != cp.root
-            {
-                report.fail(
-                    Some(size.saturating_sub(1)),
-                    Code::Rewritten,
-                    format!(
-                        "the first {size} entries have standard root {}, not the root {} of the note {signer} signed: history was rewritten or the note lies",
-                        super::note::b64(have),
-                        super::note::b64(&cp.root)
-                    ),
-                );
-                return Ok((report, None));
-            }
-            report.signatures.push((size, root.clone(), signer));
-        }
-        if self.check_reflog(witness, tip, len, &mut report)? {
-            return Ok((report, None));
-        }
-        if report.reflog_lines == 0 && recorded.is_empty() {
-            report.notes.push(
-                "no reflog and no recorded checkpoint: a cleanly truncated tail cannot be detected (as in Forum); record one with `git forum checkpoint`".into(),
-            );
-        }
-        if deep {
-            // The bodies `prior` found redacted were checked then.
-            report.redacted = prior_bodies;
-            let mut first: Option<Problem> = None;
-            for (i, r) in recs.iter().enumerate().skip(start) {
-                let seq = i as u64;
-                let absent_payload = r.extra.as_ref().and_then(|x| x.absent_payload);
-                match r.body {
-                    BodyState::Bad => {
-                        let (code, msg) = r
-                            .extra
-                            .as_ref()
-                            .and_then(|x| x.bad_body.clone())
-                            .expect("a bad body carries its problem");
-                        first = Some((seq, code, msg));
-                        break;
-                    }
-                    BodyState::Absent if absent_payload.is_some_and(|h| redacted.contains(&h)) => {
-                        let h = absent_payload.expect("checked above");
-                        report.redacted.push((seq, hash::hex(&h)));
-                    }
-                    BodyState::Absent => {
-                        first = Some((
-                            seq,
-                            Code::BodyMissing,
-                            "its body is absent and no redaction entry names it".into(),
-                        ));
-                        break;
-                    }
-                    BodyState::Present | BodyState::Unchecked => {}
-                }
-            }
-            if first.is_none() {
-                first = change::check_changes(self, recs, start)?;
-            }
-            match first {
-                Some((seq, code, msg)) => report.fail(Some(seq), code, msg),
-                None => report.deep_ok = Some(true),
-            }
-        }
-        let judged = report.passed().then(|| Judged {
-            len: upto,
-            checker,
-            acc,
-            std: want_std.then_some(std_acc),
-            roots: prefix_roots,
-            std_roots,
-            redacted,
-            redacted_bodies: report.redacted.clone(),
-        });
-        Ok((report, judged))
-    }
+/// What checker threads send back: checked records by walk position, or the error that stopped
+/// one.
+type CheckedBatch = Result<Vec<(usize, Rec)>, StoreError>;
 
-    /// Checks the ref's reflog against the chain. Returns true when it found a problem.
-    fn check_reflog(
-        &self,
-        witness: &ReflogWitness<'_>,
-        tip: ObjectId,
-        len: u64,
-        report: &mut VerifyReport,
-    ) -> Result<bool, StoreError> {
-        let reflog = witness.lines;
-        report.reflog_lines = reflog.len();
-        let mut buf = Vec::new();
-        let lines = &reflog[witness.start..];
-        let recovered = self.recovered_locks();
-        // An update under way right now (its lock holds the value its reflog line names, and
-        // the ref has not moved yet) is not tampering.
-        let pending = self.pending_ref_lock();
-        let lines = match lines.split_last() {
-            Some((last, rest))
-                if last.new.is_some() && last.new == pending && last.old == Some(tip) =>
-            {
-                rest
-            }
-            _ => lines,
+/// One checker thread: checks the commits of each batch the walker sends until the walker
+/// stops or a check fails, sending what it found back.
+fn check_batches(
+    shared: &gix::ThreadSafeRepository,
+    mut reader: Reader,
+    hash: HashKind,
+    deep: bool,
+    seen: &SeenTrees,
+    rx: &Mutex<mpsc::Receiver<Batch>>,
+    rtx: &mpsc::Sender<CheckedBatch>,
+) {
+    let repo = shared.to_thread_local();
+    let mut buf = Vec::new();
+    loop {
+        let batch = match rx.lock().map(|r| r.recv()) {
+            Ok(Ok(b)) => b,
+            _ => break,
         };
-        for (i, line) in lines.iter().enumerate() {
-            let Some(id) = line.new else {
-                continue;
-            };
-            // A writer killed after its reflog line was written but before the ref moved leaves
-            // a line whose update never landed: the next update (or the ref itself) still starts
-            // from that line's old value, and the lock it left was recovered and recorded.
-            if recovered.contains(&id) && Some(id) != lines.get(i + 1).map_or(Some(tip), |n| n.old)
-            {
-                continue;
+        let mut out = Vec::with_capacity(batch.items.len());
+        for (i, id, at) in batch.items {
+            let data = &batch.data[at];
+            match check_commit(&repo, &mut reader, hash, id, data, deep, seen, &mut buf) {
+                Ok(r) => out.push((i, r)),
+                Err(e) => {
+                    let _ = rtx.send(Err(e));
+                    return;
+                }
             }
-            if id.is_null() || witness.found.contains(&id) {
-                continue;
-            }
-            let seen = self.read_raw(&id, &mut buf).ok().flatten().and_then(|_| {
-                let raw = parse_commit(&buf, self.object_hash())?;
-                seq_of_message(raw.message)
-            });
-            let (code, msg) = match seen {
-                Some(s) if s >= len => (
-                    Code::Rewound,
-                    format!(
-                        "the reflog shows the ledger at seq {s} (commit {id}), but it now ends at seq {}: the ref was rewound",
-                        len.saturating_sub(1)
-                    ),
-                ),
-                Some(s) => (
-                    Code::Rewritten,
-                    format!(
-                        "the reflog records commit {id} at seq {s}, which the current chain does not contain: the ref was rewritten"
-                    ),
-                ),
-                None => (
-                    Code::Rewritten,
-                    format!(
-                        "the reflog records commit {id}, which is not in the current chain: the ref was rewritten"
-                    ),
-                ),
-            };
-            report.fail(Some(len.min(seen.unwrap_or(len))), code, msg);
-            return Ok(true);
         }
-        if let Some(last) = lines.last()
-            && last.new != Some(tip)
-            && !last.new.is_some_and(|n| recovered.contains(&n))
-        {
-            let last = last
-                .new
-                .map(|id| id.to_string())
-                .unwrap_or_else(|| "an unreadable line".into());
-            report.fail(
-                Some(len),
-                Code::RefMoved,
-                format!(
-                    "{} was moved without a reflog line (reflog ends at {last}, ref at {tip})",
-                    self.refname()
-                ),
-            );
-            return Ok(true);
+        if rtx.send(Ok(out)).is_err() {
+            return;
         }
-        Ok(false)
     }
+}
+
+/// Puts each checked record in its slot by walk position, as the checkers send them; the
+/// first error any checker sent.
+fn fill_slots(
+    rrx: mpsc::Receiver<CheckedBatch>,
+    slots: &mut Vec<Option<Rec>>,
+) -> Option<StoreError> {
+    let mut first_err = None;
+    for r in rrx {
+        match r {
+            Ok(items) => {
+                for (i, rec) in items {
+                    if slots.len() <= i {
+                        slots.resize_with(i + 1, || None);
+                    }
+                    slots[i] = Some(rec);
+                }
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    first_err
 }
 
 /// Commits handed from the walker to a worker: (number from the tip, id, where its bytes are

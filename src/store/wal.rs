@@ -40,7 +40,7 @@ use gix::objs::{Find as _, Kind};
 
 use super::codec::{AUTHOR_EMAIL, object};
 use super::error::StoreError;
-use super::git::GitStore;
+use super::handle::GitStore;
 use super::objects::with_fast_compressor;
 use super::pack::Obj;
 
@@ -51,23 +51,20 @@ const MAGIC_V1: &[u8; 16] = b"git-forum wal 1\n";
 const MAX_OBJECTS_LEN: usize = 256 << 20;
 /// Records start here; the header fills the first block.
 pub(crate) const DATA_START: u64 = 4096;
-/// The default size of a log (`git config forum.walSize` changes it).
-pub(crate) const DEFAULT_CAPACITY: u64 = 1 << 20;
-/// The smallest log accepted.
-pub(crate) const MIN_CAPACITY: u64 = 64 << 10;
+use super::handle::MIN_CAPACITY;
 const HEADER_LEN: usize = 128;
 
 /// One logged append: the ref moved from `old` to `new`, writing `objects`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Record {
+pub(crate) struct WalRecord {
     pub(crate) old: Option<ObjectId>,
     pub(crate) new: ObjectId,
     pub(crate) objects: Vec<(Kind, Vec<u8>)>,
 }
 
-impl Record {
-    pub(crate) fn new(old: Option<ObjectId>, new: ObjectId, objects: &[Obj]) -> Record {
-        Record {
+impl WalRecord {
+    pub(crate) fn new(old: Option<ObjectId>, new: ObjectId, objects: &[Obj]) -> WalRecord {
+        WalRecord {
             old,
             new,
             objects: objects.iter().map(|o| (o.kind, o.data.clone())).collect(),
@@ -110,7 +107,7 @@ impl Record {
 
     /// Decodes a record payload of log format `version` (CRC already checked). `None` when it
     /// is malformed.
-    pub(crate) fn decode(p: &[u8], hash: HashKind, version: u8) -> Option<(u64, Record)> {
+    pub(crate) fn decode(p: &[u8], hash: HashKind, version: u8) -> Option<(u64, WalRecord)> {
         let mut r = Reader { p, at: 0 };
         let generation = u64::from_le_bytes(r.take(8)?.try_into().ok()?);
         let id_len = hash.len_in_bytes();
@@ -146,7 +143,7 @@ impl Record {
             let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
             objects.push((kind, r.take(len)?.to_vec()));
         }
-        (r.at == r.p.len()).then_some((generation, Record { old, new, objects }))
+        (r.at == r.p.len()).then_some((generation, WalRecord { old, new, objects }))
     }
 }
 
@@ -408,7 +405,7 @@ impl Wal {
 
     /// Reads the record at `at`: its generation and the record, when it is valid (and, given
     /// `generation`, of that generation).
-    fn read_at(&self, at: u64, generation: Option<u64>) -> Option<(u64, Record)> {
+    fn read_at(&self, at: u64, generation: Option<u64>) -> Option<(u64, WalRecord)> {
         let mut head = [0u8; 8];
         self.file.read_exact_at(&mut head, at).ok()?;
         let len = u32::from_le_bytes(head[..4].try_into().ok()?) as u64;
@@ -421,7 +418,7 @@ impl Wal {
         if crc32fast::hash(&p) != crc {
             return None;
         }
-        let (g, rec) = Record::decode(&p, self.hash, self.header.version)?;
+        let (g, rec) = WalRecord::decode(&p, self.hash, self.header.version)?;
         if generation.is_some_and(|want| want != g) {
             return None;
         }
@@ -457,7 +454,7 @@ impl Wal {
     }
 
     /// The records of the current generation, in order.
-    pub(crate) fn records(&self) -> Vec<Record> {
+    pub(crate) fn records(&self) -> Vec<WalRecord> {
         let mut out = Vec::new();
         let mut at = DATA_START;
         while let Some((_, rec)) = self.read_at(at, Some(self.header.generation)) {
@@ -478,7 +475,7 @@ impl Wal {
 
     /// Appends `rec`; with `durable`, returns only once it is on disk. Returns false, writing
     /// nothing, when it does not fit.
-    pub(crate) fn append(&mut self, rec: &Record, durable: bool) -> std::io::Result<bool> {
+    pub(crate) fn append(&mut self, rec: &WalRecord, durable: bool) -> std::io::Result<bool> {
         let bytes = rec.encode(self.header.generation);
         if self.end + bytes.len() as u64 > self.capacity {
             return Ok(false);

@@ -62,7 +62,7 @@ pub(crate) struct Asked {
 
 /// A witness's answer, from either transport.
 #[derive(Debug, Default, serde::Deserialize)]
-struct Answer {
+struct WitnessAnswer {
     #[serde(default)]
     ok: bool,
     cosigned: Option<String>,
@@ -110,12 +110,12 @@ pub(crate) fn ask_witnesses(
     for name in names {
         let copy = GitStore::at_ref(
             repo.clone(),
-            &format!("{}{remote}/{name}", super::sync::REMOTES_PREFIX),
+            &format!("{}{remote}/{name}", super::handle::REMOTES_PREFIX),
             Options::default(),
         )?
         .with_signatures(
             name,
-            &format!("{}{remote}/{name}", super::sync::REMOTE_SIGNATURES_PREFIX),
+            &format!("{}{remote}/{name}", super::handle::REMOTE_SIGNATURES_PREFIX),
         );
         let latest = copy
             .stored_notes()?
@@ -142,7 +142,7 @@ pub(crate) fn ask_witnesses(
         let hashes: Vec<String> = copy.entries()?.into_iter().map(|e| e.entry_hash).collect();
         let tree = Tree::from_entry_hashes(hashes.iter().map(String::as_str))
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let record = Records {
+        let record = CosignatureLog {
             gd: &gd,
             refname: format!("{COSIGNATURES_PREFIX}{name}"),
         };
@@ -172,7 +172,7 @@ pub(crate) fn ask_witnesses(
 /// other's root at its size, the log showed two trees, here and there: a split view.
 fn local_split(
     repo: &gix::Repository,
-    record: &Records<'_>,
+    record: &CosignatureLog<'_>,
     name: &str,
     remote_tree: &Tree,
     remote_note: &str,
@@ -239,12 +239,12 @@ fn local_split(
 }
 
 /// The records of one ledger.
-struct Records<'a> {
+struct CosignatureLog<'a> {
     gd: &'a Path,
     refname: String,
 }
 
-impl Records<'_> {
+impl CosignatureLog<'_> {
     fn gd(&self) -> String {
         self.gd.to_string_lossy().to_string()
     }
@@ -301,22 +301,66 @@ impl Records<'_> {
     }
 }
 
+/// A witness's cosigning answer (`answer`, the note it returned) to the offer of `new_note`:
+/// checked to be the note offered, cosigned by a key in `forum.witnessVerifiers` when any are
+/// set, and recorded unless it repeats the last note `from` this witness cosigned.
+fn cosigned(
+    w: &str,
+    record: &CosignatureLog<'_>,
+    from: Option<&str>,
+    new_note: &str,
+    new_cp: &NoteCheckpoint,
+    answer: Option<String>,
+    mut asked: Asked,
+) -> Result<Asked, StoreError> {
+    let Some(cosigned) =
+        answer.filter(|c| c.starts_with(new_note.split("\n\n").next().unwrap_or("")))
+    else {
+        asked.message = format!("witness {w} answered without the cosigned note offered");
+        return Ok(asked);
+    };
+    if let Err(why) = check_cosignature(record.gd, &cosigned) {
+        asked.message = format!("witness {w}: {why}");
+        return Ok(asked);
+    }
+    // A note cosigned again (a fetch with nothing new) adds no record.
+    let body = |n: &str| n.split("\n\n").next().map(String::from);
+    if from.and_then(body) != body(&cosigned) {
+        record.add(
+            &format!("cosigned {} by {w}", new_cp.size),
+            &[("note", cosigned.as_bytes())],
+        )?;
+    }
+    asked.status = "cosigned";
+    asked.message = format!(
+        "witness {w} cosigned {} at size {}",
+        new_cp.origin, new_cp.size
+    );
+    Ok(asked)
+}
+impl Asked {
+    /// What asking witness `w` to cosign at `size` did, until it does better: it failed.
+    fn failed(w: &str, size: u64) -> Asked {
+        Asked {
+            witness: w.to_string(),
+            status: "failed",
+            size: Some(size),
+            message: String::new(),
+            held: None,
+            offered: None,
+        }
+    }
+}
+
 fn ask_one(
     w: &str,
-    record: &Records<'_>,
+    record: &CosignatureLog<'_>,
     tree: &Tree,
     new_note: &str,
     new_cp: &NoteCheckpoint,
     timeout: f64,
 ) -> Result<Asked, StoreError> {
-    let mut asked = Asked {
-        witness: w.to_string(),
-        status: "failed",
-        size: Some(new_cp.size),
-        message: String::new(),
-        held: None,
-        offered: None,
-    };
+    let mut asked = Asked::failed(w, new_cp.size);
     let from = record.last_cosigned(w, &new_cp.origin)?;
     let mut offer = match from
         .as_deref()
@@ -338,31 +382,15 @@ fn ask_one(
             }
         };
         if answer.ok {
-            let Some(cosigned) = answer
-                .cosigned
-                .filter(|c| c.starts_with(new_note.split("\n\n").next().unwrap_or("")))
-            else {
-                asked.message = format!("witness {w} answered without the cosigned note offered");
-                return Ok(asked);
-            };
-            if let Err(why) = check_cosignature(record.gd, &cosigned) {
-                asked.message = format!("witness {w}: {why}");
-                return Ok(asked);
-            }
-            // A note cosigned again (a fetch with nothing new) adds no record.
-            let body = |n: &str| n.split("\n\n").next().map(String::from);
-            if from.as_deref().and_then(body) != body(&cosigned) {
-                record.add(
-                    &format!("cosigned {} by {w}", new_cp.size),
-                    &[("note", cosigned.as_bytes())],
-                )?;
-            }
-            asked.status = "cosigned";
-            asked.message = format!(
-                "witness {w} cosigned {} at size {}",
-                new_cp.origin, new_cp.size
+            return cosigned(
+                w,
+                record,
+                from.as_deref(),
+                new_note,
+                new_cp,
+                answer.cosigned,
+                asked,
             );
-            return Ok(asked);
         }
         let why = answer
             .problem
@@ -444,7 +472,7 @@ fn proof_from(
 }
 
 fn split_view(
-    record: &Records<'_>,
+    record: &CosignatureLog<'_>,
     mut asked: Asked,
     w: &str,
     held: &str,
@@ -490,7 +518,7 @@ fn check_cosignature(gd: &Path, cosigned: &str) -> Result<(), String> {
 }
 
 /// Sends the offer to one witness and reads its answer.
-fn send(w: &str, offer: &str, deadline: Duration) -> Result<Answer, String> {
+fn send(w: &str, offer: &str, deadline: Duration) -> Result<WitnessAnswer, String> {
     if let Some(cmd) = w.strip_prefix("cmd:") {
         return send_cmd(cmd, offer, deadline);
     }
@@ -510,7 +538,7 @@ fn read_bounded(r: impl Read) -> Result<(Vec<u8>, bool), std::io::Error> {
     Ok((buf, over))
 }
 
-fn send_cmd(cmd: &str, offer: &str, deadline: Duration) -> Result<Answer, String> {
+fn send_cmd(cmd: &str, offer: &str, deadline: Duration) -> Result<WitnessAnswer, String> {
     let mut child = Command::new("sh")
         .args(["-c", cmd])
         .stdin(Stdio::piped())
@@ -558,14 +586,14 @@ fn send_cmd(cmd: &str, offer: &str, deadline: Duration) -> Result<Answer, String
         return Err(format!("its answer is larger than {MAX_ANSWER} bytes"));
     }
     let text = String::from_utf8_lossy(&stdout).to_string();
-    if let Ok(a) = serde_json::from_str::<Answer>(&text) {
+    if let Ok(a) = serde_json::from_str::<WitnessAnswer>(&text) {
         return Ok(a);
     }
     if status.success() {
-        return Ok(Answer {
+        return Ok(WitnessAnswer {
             ok: true,
             cosigned: Some(text),
-            ..Answer::default()
+            ..WitnessAnswer::default()
         });
     }
     let last = String::from_utf8_lossy(&stderr)
@@ -584,7 +612,7 @@ fn send_cmd(cmd: &str, offer: &str, deadline: Duration) -> Result<Answer, String
     ))
 }
 
-fn send_http(url: &str, offer: &str, deadline: Duration) -> Result<Answer, String> {
+fn send_http(url: &str, offer: &str, deadline: Duration) -> Result<WitnessAnswer, String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let target = if url.trim_end_matches('/').ends_with("/witness") {
         url.to_string()
@@ -613,7 +641,7 @@ fn send_http(url: &str, offer: &str, deadline: Duration) -> Result<Answer, Strin
     if over {
         return Err(format!("its answer is larger than {MAX_ANSWER} bytes"));
     }
-    let a: Answer = serde_json::from_slice(&body)
+    let a: WitnessAnswer = serde_json::from_slice(&body)
         .map_err(|_| format!("POST {target} answered {status} without a witness report"))?;
     match status {
         200 | 409 => Ok(a),
@@ -666,7 +694,7 @@ impl GitStore {
     /// unchecked).
     pub(crate) fn witness_findings(&self, witness_keys: &[String]) -> Result<Findings, StoreError> {
         let gd = self.repo().git_dir().to_path_buf();
-        let record = Records {
+        let record = CosignatureLog {
             gd: &gd,
             refname: format!("{COSIGNATURES_PREFIX}{}", self.signature_ledger()),
         };

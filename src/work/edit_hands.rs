@@ -12,7 +12,7 @@
 use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use crate::run::edit_tools::{Hands, MODEL_OUTPUT_CAP, Op, Outcome};
@@ -256,7 +256,7 @@ impl TreeHands {
             }
         }
         let run = (|| -> std::io::Result<std::process::Output> {
-            let mut child = Command::new("git")
+            let mut child = crate::gitproc::command()
                 .args([
                     "-c",
                     "core.hooksPath=/dev/null",

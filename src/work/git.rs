@@ -1,7 +1,7 @@
-//! Running the `git` program for a `--work` run: a clean environment (no inherited `GIT_DIR`,
-//! `GIT_WORK_TREE` or `GIT_INDEX_FILE`, no hooks, no fsmonitor, no signing prompts, no optional
-//! index locks, so the user's index is never refreshed behind their back), every output read
-//! up to a bound, and failures as one line.
+//! Running the `git` program for a `--work` run: the clean environment of `crate::gitproc` (no
+//! inherited `GIT_DIR`, `GIT_WORK_TREE` or `GIT_INDEX_FILE`, no optional index locks, so the
+//! user's index is never refreshed behind their back), no hooks, no fsmonitor, no signing
+//! prompts, every output read up to a bound, and failures as one line.
 //!
 //! The `git` CLI rather than gix: worktrees, `merge-tree --write-tree` and `add -A` with the
 //! user's `.gitignore` rules are what git itself does best, and the CLI keeps the exact
@@ -59,27 +59,9 @@ pub(crate) fn git(dir: &Path) -> Command {
 /// A `git -C DIR` command with the clean environment but the user's own configuration and
 /// hooks, for what git forum does in the user's branch on their behalf (`apply`).
 pub(crate) fn user_git(dir: &Path) -> Command {
-    let mut c = Command::new("git");
-    for var in [
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_COMMON_DIR",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_PREFIX",
-        "GIT_NAMESPACE",
-    ] {
-        c.env_remove(var);
-    }
-    c.env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .env("LC_ALL", "C")
-        .arg("-C")
-        .arg(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    // git forum's one environment policy: see `crate::gitproc`.
+    let mut c = crate::gitproc::in_dir(dir);
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
     c
 }
 

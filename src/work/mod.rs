@@ -741,7 +741,7 @@ mod tests {
 
     /// `git ARGS` in `dir` with no user configuration and `env`; its output, trimmed.
     pub(super) fn git(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
-        let o = std::process::Command::new("git")
+        let o = crate::gitproc::command()
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_CONFIG_SYSTEM", "/dev/null")
             .envs(env.iter().copied())

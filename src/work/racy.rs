@@ -401,14 +401,14 @@ mod tests {
         };
         let ours = super::super::write_tree(on, &index).unwrap();
         assert!(!index.with_extension("write-tree").exists());
-        let out = std::process::Command::new("git")
+        let out = crate::gitproc::command()
             .args(["write-tree"])
             .current_dir(&tree)
             .output()
             .unwrap();
         assert_eq!(ours, String::from_utf8_lossy(&out.stdout).trim());
         let name = last.file_name().unwrap().to_str().unwrap();
-        let blob = std::process::Command::new("git")
+        let blob = crate::gitproc::command()
             .args(["cat-file", "-p", &format!("{ours}:{name}")])
             .current_dir(&tree)
             .output()

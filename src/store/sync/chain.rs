@@ -9,7 +9,7 @@ use gix::ObjectId;
 use gix::hash::Kind as HashKind;
 use gix::objs::{Find as _, Kind};
 
-use super::git_cli::{Git, spawn_error};
+use super::git_cli::Git;
 use crate::ledger::Entry;
 use crate::ledger::hash::GENESIS;
 use crate::store::git::{StoreError, commit_bytes, entry_from_message, git_err, parse_commit};
@@ -44,13 +44,16 @@ pub(crate) struct CatFile {
 
 impl CatFile {
     pub(crate) fn start(git: &Git) -> Result<CatFile, StoreError> {
-        let mut child = git
-            .command()
+        let mut cmd = git.command();
+        // A server hook reads a push's objects while git still holds them in quarantine.
+        crate::gitproc::see_quarantined_objects(&mut cmd);
+        let mut child = cmd
             .args(["cat-file", "--batch"])
             .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(spawn_error)?;
+            .map_err(|e| StoreError::from(crate::gitproc::GitProcessError::Spawn(e)))?;
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
         Ok(CatFile {
@@ -99,7 +102,7 @@ impl Drop for CatFile {
 
 /// One entry of a chain and the commit holding it.
 #[derive(Debug, Clone)]
-pub(crate) struct Link {
+pub(crate) struct ChainLink {
     pub(crate) commit: ObjectId,
     pub(crate) tree: ObjectId,
     pub(crate) entry: Entry,
@@ -114,7 +117,7 @@ pub(super) fn read_chain(
     hash: HashKind,
     tip: ObjectId,
     check: bool,
-) -> Result<Result<Vec<Link>, String>, StoreError> {
+) -> Result<Result<Vec<ChainLink>, String>, StoreError> {
     let mut links = Vec::new();
     let mut cur = Some(tip);
     while let Some(id) = cur {
@@ -152,7 +155,7 @@ pub(super) fn read_chain(
                 )));
             }
         }
-        links.push(Link {
+        links.push(ChainLink {
             commit: id,
             tree: raw.tree,
             entry,

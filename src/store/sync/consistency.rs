@@ -8,7 +8,7 @@ use gix::ObjectId;
 use gix::hash::Kind as HashKind;
 use gix::objs::Kind;
 
-use super::chain::{Link, Objects};
+use super::chain::{ChainLink, Objects};
 use crate::ledger::hash;
 use crate::ledger::merkle::merkle_root;
 use crate::ledger::{canonical, kind};
@@ -24,7 +24,7 @@ pub(crate) struct Checkpoint {
 
 impl Checkpoint {
     /// The checkpoint of the first `size` links of `chain`.
-    pub(crate) fn of(chain: &[Link], size: usize) -> Checkpoint {
+    pub(crate) fn of(chain: &[ChainLink], size: usize) -> Checkpoint {
         let size = size.min(chain.len());
         let hashes: Vec<&str> = chain[..size]
             .iter()
@@ -70,7 +70,7 @@ pub(super) enum Relation {
 }
 
 /// How `new` relates to `old` (both root first).
-pub(super) fn relate(old: &[Link], new: &[Link]) -> Relation {
+pub(super) fn relate(old: &[ChainLink], new: &[ChainLink]) -> Relation {
     let Some(last) = old.last() else {
         return Relation::New;
     };
@@ -97,7 +97,7 @@ pub(super) fn relate(old: &[Link], new: &[Link]) -> Relation {
 fn redaction_targets(
     objects: &mut dyn Objects,
     hash: HashKind,
-    chain: &[Link],
+    chain: &[ChainLink],
 ) -> Result<HashSet<String>, StoreError> {
     let mut out = HashSet::new();
     for l in chain.iter().filter(|l| l.entry.kind == kind::REDACTION) {
@@ -136,7 +136,7 @@ pub(super) fn entry_body(
     objects: &mut dyn Objects,
     hash: HashKind,
     prefix: &str,
-    l: &Link,
+    l: &ChainLink,
 ) -> Result<Result<(ObjectId, Vec<u8>), String>, StoreError> {
     let seq = l.entry.seq;
     let tree = match objects.read(&l.tree)? {
@@ -176,7 +176,7 @@ pub(super) fn entry_body(
 pub(super) fn check_bodies(
     objects: &mut dyn Objects,
     hash: HashKind,
-    chain: &[Link],
+    chain: &[ChainLink],
 ) -> Result<Result<(), String>, StoreError> {
     let empty = ObjectId::empty_tree(hash);
     let prefix = format!("100644 {}\0", crate::store::git::PAYLOAD_FILE);
@@ -236,8 +236,8 @@ pub(super) fn check_bodies(
 pub(super) fn check_redaction_rewrite(
     objects: &mut dyn Objects,
     hash: HashKind,
-    old: &[Link],
-    new: &[Link],
+    old: &[ChainLink],
+    new: &[ChainLink],
 ) -> Result<Result<(), String>, StoreError> {
     let named = redaction_targets(objects, hash, new)?;
     for (a, b) in old.iter().zip(new) {

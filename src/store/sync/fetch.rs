@@ -118,39 +118,13 @@ pub(crate) fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreE
         prefix: incoming.clone(),
     };
     staging.clear()?;
-    let refspec = format!("+{LEDGER_PREFIX}*:{incoming}*");
     let incoming_sigs = format!("{INCOMING_SIGNATURES_PREFIX}{remote}/");
     let sig_staging = Staging {
         git: &git,
         prefix: incoming_sigs.clone(),
     };
     sig_staging.clear()?;
-    let sig_refspec = format!("+{CHECKPOINTS_PREFIX}*:{incoming_sigs}*");
-    // The change commits of --work runs, beside the ledgers (kept commits, not verified
-    // records: a copy's `change` entries are checked against them by its deep verify).
-    let work_refspec = format!("+{WORK_PREFIX}*:{REMOTE_WORK_PREFIX}{remote}/*");
-    let quarantine_refspec = format!("+{QUARANTINE_PREFIX}*:{REMOTE_QUARANTINE_PREFIX}{remote}/*");
-    // `--refmap=` keeps git from also moving refs by the remote's configured fetch refspecs
-    // (which `init` may have pointed at refs/forum/remotes/) before the copies are checked.
-    let o = git.run(&[
-        "fetch",
-        "--quiet",
-        "--no-tags",
-        "--no-write-fetch-head",
-        "--refmap=",
-        "--",
-        remote,
-        &refspec,
-        &sig_refspec,
-        &work_refspec,
-        &quarantine_refspec,
-    ])?;
-    if !o.status.success() {
-        return Err(StoreError::Git(format!(
-            "git fetch from {remote} failed: {}; nothing was changed",
-            failure_line(&o)
-        )));
-    }
+    fetch_staged(&git, remote, &incoming, &incoming_sigs)?;
     // A fresh handle sees the refs and objects the fetch wrote.
     let repo = crate::store::git::open_repo(dir)?;
     let fetched = git.refs_under(&incoming)?;
@@ -196,14 +170,72 @@ pub(crate) fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreE
             &others_seen,
         )?);
     }
-    for (seen_ref, oid) in &seen_refs {
+    results.extend(deleted_ledgers(&repo, remote, &seen_refs, &names)?);
+    drop(staging);
+    drop(sig_staging);
+    results.sort_by(|a, b| a.ledger.cmp(&b.ledger));
+    witness_step(dir, remote, &mut results)?;
+    Ok(results)
+}
+
+/// Fetches `remote`'s ledgers, signed checkpoints and the change commits of its `--work` runs
+/// into the staging refs under `incoming` and `incoming_sigs` (the change commits beside the
+/// remote's ledgers), and nothing else.
+fn fetch_staged(
+    git: &Git,
+    remote: &str,
+    incoming: &str,
+    incoming_sigs: &str,
+) -> Result<(), StoreError> {
+    let refspec = format!("+{LEDGER_PREFIX}*:{incoming}*");
+    let sig_refspec = format!("+{CHECKPOINTS_PREFIX}*:{incoming_sigs}*");
+    // The change commits of --work runs, beside the ledgers (kept commits, not verified
+    // records: a copy's `change` entries are checked against them by its deep verify).
+    let work_refspec = format!("+{WORK_PREFIX}*:{REMOTE_WORK_PREFIX}{remote}/*");
+    let quarantine_refspec = format!("+{QUARANTINE_PREFIX}*:{REMOTE_QUARANTINE_PREFIX}{remote}/*");
+    // `--refmap=` keeps git from also moving refs by the remote's configured fetch refspecs
+    // (which `init` may have pointed at refs/forum/remotes/) before the copies are checked.
+    let o = git.run(&[
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--refmap=",
+        "--",
+        remote,
+        &refspec,
+        &sig_refspec,
+        &work_refspec,
+        &quarantine_refspec,
+    ])?;
+    if !o.status.success() {
+        return Err(StoreError::Git(format!(
+            "git fetch from {remote} failed: {}; nothing was changed",
+            failure_line(&o)
+        )));
+    }
+    Ok(())
+}
+
+/// A result for each ledger `remote` served when last fetched (its seen refs `seen_refs`) and
+/// no longer serves (it is not among `names`).
+fn deleted_ledgers(
+    repo: &gix::Repository,
+    remote: &str,
+    seen_refs: &[(String, String)],
+    names: &[String],
+) -> Result<Vec<FetchResult>, StoreError> {
+    let hash = repo.object_hash();
+    let seen_prefix = format!("{SEEN_PREFIX}{remote}/");
+    let mut results = Vec::new();
+    for (seen_ref, oid) in seen_refs {
         let Some(name) = seen_ref.strip_prefix(&seen_prefix) else {
             continue;
         };
         if names.iter().any(|n| n == name) {
             continue;
         }
-        let seen = seen_checkpoint(&repo, hash, oid)?;
+        let seen = seen_checkpoint(repo, hash, oid)?;
         results.push(FetchResult {
             ledger: name.to_string(),
             status: FetchStatus::Deleted,
@@ -223,10 +255,6 @@ pub(crate) fn fetch(dir: &Path, remote: &str) -> Result<Vec<FetchResult>, StoreE
             witnesses: Vec::new(),
         });
     }
-    drop(staging);
-    drop(sig_staging);
-    results.sort_by(|a, b| a.ledger.cmp(&b.ledger));
-    witness_step(dir, remote, &mut results)?;
     Ok(results)
 }
 
@@ -259,6 +287,40 @@ fn seen_checkpoint(
     }
 }
 
+impl FetchResult {
+    /// Records that `remote`'s copy does not verify, as `report` says.
+    fn refuse_unverified(
+        &mut self,
+        remote: &str,
+        report: &crate::store::verify::LedgerVerifyReport,
+    ) {
+        let at = report
+            .first_bad_seq
+            .map(|s| format!(" at seq {s}"))
+            .unwrap_or_default();
+        self.problem = Some(format!(
+            "{remote}'s copy does not verify{at}: {}",
+            report.problem.as_deref().unwrap_or("unknown problem")
+        ));
+        self.code = report.code.map(|c| c.as_str()).or(Some("does-not-verify"));
+    }
+
+    /// A result for ledger `name` before its copy is judged: it does not verify yet.
+    fn unjudged(name: &str) -> FetchResult {
+        FetchResult {
+            ledger: name.to_string(),
+            status: FetchStatus::DoesNotVerify,
+            remote: None,
+            seen: None,
+            remote_prefix_root: None,
+            conflict: None,
+            problem: None,
+            code: None,
+            witnesses: Vec::new(),
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn judge_fetched(
     repo: &gix::Repository,
@@ -270,17 +332,7 @@ fn judge_fetched(
     seen_tip: Option<String>,
     others_seen: &[(String, String)],
 ) -> Result<FetchResult, StoreError> {
-    let mut result = FetchResult {
-        ledger: name.to_string(),
-        status: FetchStatus::DoesNotVerify,
-        remote: None,
-        seen: None,
-        remote_prefix_root: None,
-        conflict: None,
-        problem: None,
-        code: None,
-        witnesses: Vec::new(),
-    };
+    let mut result = FetchResult::unjudged(name);
     if let Err(e) = validate_ledger_name(name) {
         result.problem = Some(format!("the remote offers a ledger with a bad name: {e}"));
         result.code = Some("invalid-name");
@@ -298,32 +350,10 @@ fn judge_fetched(
         None => None,
     };
     result.remote = chain.as_ref().map(|c| Checkpoint::of(c, c.len()));
-    let seen_chain = match &seen_tip {
-        Some(oid) => {
-            let id = ObjectId::from_hex(oid.as_bytes())
-                .map_err(|e| StoreError::Corrupt(format!("{SEEN_PREFIX}{remote}/{name}: {e}")))?;
-            match read_chain(&mut objects, hash, id, false)? {
-                Ok(c) => Some(c),
-                Err(why) => {
-                    return Err(StoreError::Corrupt(format!(
-                        "{SEEN_PREFIX}{remote}/{name} is unreadable ({why}); delete it with `git update-ref -d {SEEN_PREFIX}{remote}/{name}` to trust the remote afresh"
-                    )));
-                }
-            }
-        }
-        None => None,
-    };
+    let seen_chain = read_seen_chain(&mut objects, hash, remote, name, seen_tip.as_deref())?;
     result.seen = seen_chain.as_ref().map(|c| Checkpoint::of(c, c.len()));
     if !report.passed() {
-        let at = report
-            .first_bad_seq
-            .map(|s| format!(" at seq {s}"))
-            .unwrap_or_default();
-        result.problem = Some(format!(
-            "{remote}'s copy does not verify{at}: {}",
-            report.problem.as_deref().unwrap_or("unknown problem")
-        ));
-        result.code = report.code.map(|c| c.as_str()).or(Some("does-not-verify"));
+        result.refuse_unverified(remote, &report);
         return Ok(result);
     }
     let chain = chain.ok_or_else(|| {
@@ -340,10 +370,50 @@ fn judge_fetched(
         )));
     }
     let old = seen_chain.unwrap_or_default();
-    let relation = relate(&old, &chain);
+    if judge_history(&mut result, remote, &old, &chain) {
+        return Ok(result);
+    }
+    let now = result.remote.clone().expect("set above");
+    // Split views: the copy must agree, entry for entry over their common length, with what
+    // every other remote was last seen serving of this ledger.
+    if let Some((problem, conflict)) = split_view_with(
+        &mut objects,
+        hash,
+        (remote, name),
+        &chain,
+        &now,
+        others_seen,
+    )? {
+        result.status = FetchStatus::SplitView;
+        result.code = Some("split-view");
+        result.problem = Some(problem);
+        result.conflict = Some(conflict);
+        return Ok(result);
+    }
+    let tip = chain.last().expect("a verified ledger has entries").commit;
+    adopt(
+        git,
+        hash,
+        (remote, name),
+        tip,
+        seen_tip,
+        result.status.label(),
+    )?;
+    Ok(result)
+}
+
+/// Sets `result`'s status from how `chain`, the copy `remote` now serves, relates to `old`,
+/// the chain last seen there; true when it dropped or rewrote seen entries (`result` then
+/// says how).
+fn judge_history(
+    result: &mut FetchResult,
+    remote: &str,
+    old: &[super::chain::ChainLink],
+    chain: &[super::chain::ChainLink],
+) -> bool {
     let seen = result.seen.clone();
     let now = result.remote.clone().expect("set above");
-    match relation {
+    match relate(old, chain) {
         Relation::Truncated => {
             result.status = FetchStatus::Truncated;
             result.code = Some("truncated");
@@ -354,13 +424,13 @@ fn judge_fetched(
                 seen.as_ref().expect("seen"),
                 now
             ));
-            return Ok(result);
+            return true;
         }
         Relation::Rewritten => {
-            let prefix = Checkpoint::of(&chain, old.len());
+            let prefix = Checkpoint::of(chain, old.len());
             let first = old
                 .iter()
-                .zip(&chain)
+                .zip(chain)
                 .position(|(a, b)| a.entry.entry_hash != b.entry.entry_hash)
                 .unwrap_or(0);
             result.status = FetchStatus::Rewritten;
@@ -374,20 +444,60 @@ fn judge_fetched(
                 seen.as_ref().expect("seen"),
                 now
             ));
-            return Ok(result);
+            return true;
         }
         Relation::New => result.status = FetchStatus::New,
         Relation::UpToDate => result.status = FetchStatus::UpToDate,
         Relation::Extends => result.status = FetchStatus::Updated,
         Relation::RedactionRewrite => result.status = FetchStatus::RedactionRewrite,
     }
-    // Split views: the copy must agree, entry for entry over their common length, with what
-    // every other remote was last seen serving of this ledger.
+    false
+}
+
+/// The chain `remote` was last seen serving of ledger `name` (at `seen_tip`), if it was seen.
+fn read_seen_chain(
+    objects: &mut RepoObjects<'_>,
+    hash: HashKind,
+    remote: &str,
+    name: &str,
+    seen_tip: Option<&str>,
+) -> Result<Option<Vec<super::chain::ChainLink>>, StoreError> {
+    Ok(match seen_tip {
+        Some(oid) => {
+            let id = ObjectId::from_hex(oid.as_bytes())
+                .map_err(|e| StoreError::Corrupt(format!("{SEEN_PREFIX}{remote}/{name}: {e}")))?;
+            match read_chain(objects, hash, id, false)? {
+                Ok(c) => Some(c),
+                Err(why) => {
+                    return Err(StoreError::Corrupt(format!(
+                        "{SEEN_PREFIX}{remote}/{name} is unreadable ({why}); delete it with `git update-ref -d {SEEN_PREFIX}{remote}/{name}` to trust the remote afresh"
+                    )));
+                }
+            }
+        }
+        None => None,
+    })
+}
+
+/// A split view: what it is, and the other remote with its last seen checkpoint.
+type SplitView = (String, (String, Checkpoint));
+
+/// Where `chain`, what `remote` now serves of ledger `name` (checkpoint `now`), forks from
+/// what another remote was last seen serving of it (`others_seen`): the problem, and that
+/// remote with its checkpoint.
+fn split_view_with(
+    objects: &mut RepoObjects<'_>,
+    hash: HashKind,
+    (remote, name): (&str, &str),
+    chain: &[super::chain::ChainLink],
+    now: &Checkpoint,
+    others_seen: &[(String, String)],
+) -> Result<Option<SplitView>, StoreError> {
     for (other, oid) in others_seen {
         let seen_ref = format!("{SEEN_PREFIX}{other}/{name}");
         let id = ObjectId::from_hex(oid.as_bytes())
             .map_err(|e| StoreError::Corrupt(format!("{seen_ref}: {e}")))?;
-        let their = match read_chain(&mut objects, hash, id, false)? {
+        let their = match read_chain(objects, hash, id, false)? {
             Ok(c) => c,
             Err(why) => {
                 return Err(StoreError::Corrupt(format!(
@@ -397,23 +507,32 @@ fn judge_fetched(
         };
         let Some(first) = their
             .iter()
-            .zip(&chain)
+            .zip(chain)
             .position(|(a, b)| a.entry.entry_hash != b.entry.entry_hash)
         else {
             continue;
         };
         let theirs = Checkpoint::of(&their, their.len());
-        result.status = FetchStatus::SplitView;
-        result.code = Some("split-view");
-        result.problem = Some(format!(
+        let problem = format!(
             "{remote} and {other} serve different histories of ledger {name} (first difference at seq {first}; {remote} now: {now}; {other} last seen: {theirs}): one of them forked it; if it was {other}, drop its view with `git update-ref -d {seen_ref}` and fetch again"
-        ));
-        result.conflict = Some((other.clone(), theirs));
-        return Ok(result);
+        );
+        return Ok(Some((problem, (other.clone(), theirs))));
     }
-    // Adopt: both refs move in one transaction, the seen ref only from the value it was judged
-    // against.
-    let tip = chain.last().expect("a verified ledger has entries").commit;
+    Ok(None)
+}
+
+/// Adopts `remote`'s copy of ledger `name` at `tip`: both refs move in one transaction, the
+/// seen ref only from the value it was judged against (`seen_tip`), with the copy's signed
+/// checkpoints.
+fn adopt(
+    git: &Git,
+    hash: HashKind,
+    (remote, name): (&str, &str),
+    tip: ObjectId,
+    seen_tip: Option<String>,
+    label: &str,
+) -> Result<(), StoreError> {
+    let staged_sigs = format!("{INCOMING_SIGNATURES_PREFIX}{remote}/{name}");
     let old_seen = seen_tip.unwrap_or_else(|| zero_oid(hash));
     let mut lines = format!(
         "update {REMOTES_PREFIX}{remote}/{name} {tip}\nupdate {SEEN_PREFIX}{remote}/{name} {tip} {old_seen}\n"
@@ -427,9 +546,6 @@ fn judge_fetched(
             "update {REMOTE_SIGNATURES_PREFIX}{remote}/{name} {sigs}\n"
         ));
     }
-    git.update_refs(
-        &format!("forum fetch {remote}: {}", result.status.label()),
-        &lines,
-    )?;
-    Ok(result)
+    git.update_refs(&format!("forum fetch {remote}: {label}"), &lines)?;
+    Ok(())
 }

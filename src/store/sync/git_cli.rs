@@ -1,72 +1,27 @@
 //! Running the `git` program for network work: one [`Git`] per repository, every command's
 //! output read up to a bound (a hostile remote can print without end), and one-line failures.
 
-use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use gix::ObjectId;
 use gix::hash::Kind as HashKind;
 
 use super::SEEN_PREFIX;
-use crate::store::git::{StoreError, git_err};
+use crate::store::git::StoreError;
 
 /// The most of git's standard output or error read from one command (a hostile remote can make
 /// `git push` or `git fetch` print `remote:` lines without end).
 pub(super) const GIT_OUTPUT_LIMIT: u64 = 256 << 20;
 
-/// Waits for `child`, reading its stdout and stderr up to [`GIT_OUTPUT_LIMIT`] each; past that
-/// the child is killed and the command fails with one line.
-fn bounded_output(mut child: Child, args: &[&str]) -> Result<Output, StoreError> {
-    // `GIT_FORUM_GIT_OUTPUT_LIMIT` (bytes) lowers it, for tests.
-    let limit = std::env::var("GIT_FORUM_GIT_OUTPUT_LIMIT")
+/// The bound on each of git's outputs: [`GIT_OUTPUT_LIMIT`], or less when
+/// `GIT_FORUM_GIT_OUTPUT_LIMIT` (bytes) asks for less, for tests.
+fn output_limit() -> u64 {
+    std::env::var("GIT_FORUM_GIT_OUTPUT_LIMIT")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(GIT_OUTPUT_LIMIT)
-        .min(GIT_OUTPUT_LIMIT);
-    let pid = rustix::process::Pid::from_child(&child);
-    let read = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(r) = r {
-                let _ = r.take(limit + 1).read_to_end(&mut buf);
-            }
-            if buf.len() as u64 > limit {
-                // Stop it now: otherwise it blocks on this full pipe and never closes the other.
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            }
-            buf
-        })
-    };
-    let out = read(
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let err = read(
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let stdout = out.join().unwrap_or_default();
-    let stderr = err.join().unwrap_or_default();
-    if stdout.len() as u64 > limit || stderr.len() as u64 > limit {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(StoreError::Git(format!(
-            "git {} printed more than {} MiB; stopped it (a remote that talks without end?)",
-            args.iter().find(|a| !a.starts_with('-')).unwrap_or(&""),
-            (limit >> 20).max(1)
-        )));
-    }
-    let status = child.wait().map_err(spawn_error)?;
-    Ok(Output {
-        status,
-        stdout,
-        stderr,
-    })
+        .min(GIT_OUTPUT_LIMIT)
 }
 
 /// Runs the `git` binary against one repository.
@@ -84,53 +39,21 @@ impl Git {
 
     /// A `git --git-dir DIR` command with stdin closed.
     pub(crate) fn command(&self) -> Command {
-        let mut c = Command::new("git");
-        c.arg("--git-dir")
-            .arg(&self.git_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c
+        crate::gitproc::at_git_dir(&self.git_dir)
     }
 
     /// Runs `git ARGS` and returns its output, whatever its exit status.
     pub(crate) fn run(&self, args: &[&str]) -> Result<Output, StoreError> {
-        let child = self
-            .command()
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(spawn_error)?;
-        bounded_output(child, args)
+        let mut c = self.command();
+        c.args(args);
+        Ok(crate::gitproc::output(c, None, output_limit())?)
     }
 
     /// Runs `git ARGS` with `input` on stdin.
     pub(crate) fn run_with_input(&self, args: &[&str], input: &[u8]) -> Result<Output, StoreError> {
-        let mut child = self
-            .command()
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(spawn_error)?;
-        let stdin = child.stdin.take();
-        let input = input.to_vec();
-        // Written on its own thread, so that git's output is read while it reads its input.
-        let writer = std::thread::spawn(move || {
-            stdin
-                .map(|mut s| s.write_all(&input))
-                .transpose()
-                .map(|_| ())
-        });
-        let out = bounded_output(child, args);
-        writer
-            .join()
-            .unwrap_or(Ok(()))
-            .map_err(|e| git_err("writing to git", e))?;
-        out
+        let mut c = self.command();
+        c.args(args);
+        Ok(crate::gitproc::output(c, Some(input), output_limit())?)
     }
 
     /// Runs `git ARGS`; a non-zero exit becomes one line naming `what` and git's reason.
@@ -191,12 +114,6 @@ impl Git {
         let out = self.run_ok(&["remote"], "listing remotes")?;
         Ok(out.lines().map(|l| l.trim().to_string()).collect())
     }
-}
-
-pub(super) fn spawn_error(e: std::io::Error) -> StoreError {
-    StoreError::Git(format!(
-        "cannot run git ({e}); install git and make sure it is on PATH"
-    ))
 }
 
 /// The one line of git's stderr that says what went wrong.

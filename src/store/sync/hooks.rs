@@ -155,42 +155,45 @@ pub(crate) fn check_pre_push(
         if is_zero(remote_oid) {
             continue;
         }
-        let remote_id = ObjectId::from_hex(remote_oid.as_bytes())
-            .map_err(|e| git_err("reading the remote object id", e))?;
-        let mut objects = RepoObjects(repo);
-        let old = match read_chain(&mut objects, hash, remote_id, false)? {
-            Ok(c) => c,
-            Err(_) => {
-                refusals.push(format!(
-                    "ledger {name}: the remote is at {remote_oid}, which this repository does not have; run `git forum fetch` first"
-                ));
-                continue;
-            }
-        };
-        let new = match read_chain(&mut objects, hash, local_id, false)? {
-            Ok(c) => c,
-            Err(why) => {
-                refusals.push(format!("ledger {name}: {why}"));
-                continue;
-            }
-        };
-        match relate(&old, &new) {
-            Relation::New | Relation::UpToDate | Relation::Extends => {}
-            Relation::RedactionRewrite => {
-                if let Err(why) = check_redaction_rewrite(&mut objects, hash, &old, &new)? {
-                    refusals.push(format!("ledger {name}: {why}"));
-                }
-            }
-            Relation::Truncated => refusals.push(format!(
-                "ledger {name}: the push would rewind the remote's ledger from {} to {} entries",
-                old.len(),
-                new.len()
-            )),
-            Relation::Rewritten => refusals.push(format!(
-                "ledger {name}: the push would rewrite entries the remote already has (its checkpoint {} is not a prefix of what is pushed)",
-                Checkpoint::of(&old, old.len())
-            )),
-        }
+        refusals.extend(against_remote(repo, name, local_id, remote_oid)?);
     }
     Ok(refusals)
+}
+
+/// Why pushing the ledger `name` at `local_id` over the remote's `remote_oid` must be refused
+/// (it rewinds or rewrites what the remote has, or the remote's tip is unknown here), if it must.
+fn against_remote(
+    repo: &gix::Repository,
+    name: &str,
+    local_id: ObjectId,
+    remote_oid: &str,
+) -> Result<Option<String>, StoreError> {
+    let hash = repo.object_hash();
+    let remote_id = ObjectId::from_hex(remote_oid.as_bytes())
+        .map_err(|e| git_err("reading the remote object id", e))?;
+    let mut objects = RepoObjects(repo);
+    let Ok(old) = read_chain(&mut objects, hash, remote_id, false)? else {
+        return Ok(Some(format!(
+            "ledger {name}: the remote is at {remote_oid}, which this repository does not have; run `git forum fetch` first"
+        )));
+    };
+    let new = match read_chain(&mut objects, hash, local_id, false)? {
+        Ok(c) => c,
+        Err(why) => return Ok(Some(format!("ledger {name}: {why}"))),
+    };
+    Ok(match relate(&old, &new) {
+        Relation::New | Relation::UpToDate | Relation::Extends => None,
+        Relation::RedactionRewrite => check_redaction_rewrite(&mut objects, hash, &old, &new)?
+            .err()
+            .map(|why| format!("ledger {name}: {why}")),
+        Relation::Truncated => Some(format!(
+            "ledger {name}: the push would rewind the remote's ledger from {} to {} entries",
+            old.len(),
+            new.len()
+        )),
+        Relation::Rewritten => Some(format!(
+            "ledger {name}: the push would rewrite entries the remote already has (its checkpoint {} is not a prefix of what is pushed)",
+            Checkpoint::of(&old, old.len())
+        )),
+    })
 }

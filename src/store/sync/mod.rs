@@ -47,12 +47,9 @@ pub(crate) use secrets::gate_guard;
 pub(crate) const INCOMING_PREFIX: &str = "refs/forum/incoming/";
 /// Where a remote's signed checkpoints are staged while its ledgers are checked.
 pub(crate) const INCOMING_SIGNATURES_PREFIX: &str = "refs/forum/incoming-checkpoints/";
-/// Where the signed checkpoints of adopted remote ledgers are kept.
-pub(crate) const REMOTE_SIGNATURES_PREFIX: &str = "refs/forum/remote-checkpoints/";
+pub(crate) use super::handle::{REMOTE_SIGNATURES_PREFIX, REMOTES_PREFIX};
 /// Where a repository keeps its own signed checkpoints.
 pub(crate) const CHECKPOINTS_PREFIX: &str = "refs/forum/checkpoints/";
-/// Where adopted remote copies live.
-pub(crate) const REMOTES_PREFIX: &str = "refs/forum/remotes/";
 /// Where plain `git fetch` leaves a remote's ledgers (the refspec `init` adds): copies nobody
 /// verified, which nothing reads; only `git forum fetch` adopts into [`REMOTES_PREFIX`].
 pub(crate) const UNVERIFIED_PREFIX: &str = "refs/forum/unverified/";

@@ -70,52 +70,7 @@ pub(crate) fn push(
     check_push_remote(&git, remote)?;
     let mut results = Vec::with_capacity(ledgers.len());
     for name in ledgers {
-        let store = GitStore::new(repo.clone(), name, Options::default())?;
-        if !store.exists()? {
-            return Err(StoreError::NoLedger(name.clone()));
-        }
-        let r = store.verify(true)?;
-        let found = if r.passed() {
-            match store.tip_id()? {
-                Some(tip) => super::secrets::scan_ledger(
-                    &mut super::chain::RepoObjects(repo),
-                    repo.object_hash(),
-                    name,
-                    &format!("{LEDGER_PREFIX}{name}"),
-                    tip,
-                    gate,
-                )?,
-                None => Vec::new(),
-            }
-        } else {
-            Vec::new()
-        };
-        let status = if !found.is_empty() {
-            PushStatus::Refused(format!(
-                "it carries {} secret{} (each line says where and how to fix it):\n  {}",
-                found.len(),
-                if found.len() == 1 { "" } else { "s" },
-                found.join("\n  ")
-            ))
-        } else if r.passed() {
-            PushStatus::Pushed
-        } else {
-            let at = r
-                .first_bad_seq
-                .map(|s| format!(" at seq {s}"))
-                .unwrap_or_default();
-            PushStatus::Refused(format!(
-                "it does not verify{at}: {} [{}]; run `git forum --ledger {name} verify --deep`",
-                r.problem.as_deref().unwrap_or("unknown problem"),
-                r.code.map_or("", |c| c.as_str())
-            ))
-        };
-        results.push(PushResult {
-            ledger: name.clone(),
-            status,
-            entries: r.entries,
-            checkpoint: r.checkpoint,
-        });
+        results.push(check_before_push(repo, name, gate)?);
     }
     if results.iter().any(|r| !r.status.ok()) {
         for r in &mut results {
@@ -125,26 +80,7 @@ pub(crate) fn push(
         }
         return Ok(results);
     }
-    let mut refspecs: Vec<String> = ledgers
-        .iter()
-        .map(|n| format!("{LEDGER_PREFIX}{n}:{LEDGER_PREFIX}{n}"))
-        .collect();
-    // Signed checkpoints travel with their ledger (fast-forward only, like the ledger).
-    for n in ledgers {
-        let sigs = crate::store::sign::checkpoints_ref(n);
-        if crate::store::sign::ref_target(repo.git_dir(), &sigs)?.is_some() {
-            refspecs.push(format!("{sigs}:{sigs}"));
-        }
-    }
-    // The change commits of --work runs travel with their ledger (never forced).
-    for n in ledgers {
-        for prefix in [super::WORK_PREFIX, super::QUARANTINE_PREFIX] {
-            let under = format!("{prefix}{n}/");
-            if !git.refs_under(&under)?.is_empty() {
-                refspecs.push(format!("{under}*:{under}*"));
-            }
-        }
-    }
+    let refspecs = push_refspecs(repo, &git, ledgers)?;
     let mut args = vec!["push", "--porcelain", "--", remote];
     args.extend(refspecs.iter().map(String::as_str));
     let o = git.run(&args)?;
@@ -200,6 +136,91 @@ pub(crate) fn push(
         )));
     }
     Ok(results)
+}
+
+/// What pushing ledger `name` would carry, checked first: it must verify (deep) and hold no
+/// secret. The status is `Pushed` when it may go, else `Refused` with why.
+fn check_before_push(
+    repo: &gix::Repository,
+    name: &str,
+    gate: &crate::secrets::Guard,
+) -> Result<PushResult, StoreError> {
+    let store = GitStore::new(repo.clone(), name, Options::default())?;
+    if !store.exists()? {
+        return Err(StoreError::NoLedger(name.to_string()));
+    }
+    let r = store.verify(true)?;
+    let found = if r.passed() {
+        match store.tip_id()? {
+            Some(tip) => super::secrets::scan_ledger(
+                &mut super::chain::RepoObjects(repo),
+                repo.object_hash(),
+                name,
+                &format!("{LEDGER_PREFIX}{name}"),
+                tip,
+                gate,
+            )?,
+            None => Vec::new(),
+        }
+    } else {
+        Vec::new()
+    };
+    let status = if !found.is_empty() {
+        PushStatus::Refused(format!(
+            "it carries {} secret{} (each line says where and how to fix it):\n  {}",
+            found.len(),
+            if found.len() == 1 { "" } else { "s" },
+            found.join("\n  ")
+        ))
+    } else if r.passed() {
+        PushStatus::Pushed
+    } else {
+        let at = r
+            .first_bad_seq
+            .map(|s| format!(" at seq {s}"))
+            .unwrap_or_default();
+        PushStatus::Refused(format!(
+            "it does not verify{at}: {} [{}]; run `git forum --ledger {name} verify --deep`",
+            r.problem.as_deref().unwrap_or("unknown problem"),
+            r.code.map_or("", |c| c.as_str())
+        ))
+    };
+    Ok(PushResult {
+        ledger: name.to_string(),
+        status,
+        entries: r.entries,
+        checkpoint: r.checkpoint,
+    })
+}
+
+/// The refspecs that push `ledgers`: each ledger, its signed checkpoints and the change
+/// commits of its `--work` runs, all without `+` (fast-forward only).
+fn push_refspecs(
+    repo: &gix::Repository,
+    git: &Git,
+    ledgers: &[String],
+) -> Result<Vec<String>, StoreError> {
+    let mut refspecs: Vec<String> = ledgers
+        .iter()
+        .map(|n| format!("{LEDGER_PREFIX}{n}:{LEDGER_PREFIX}{n}"))
+        .collect();
+    // Signed checkpoints travel with their ledger (fast-forward only, like the ledger).
+    for n in ledgers {
+        let sigs = crate::store::sign::checkpoints_ref(n);
+        if crate::store::sign::ref_target(repo.git_dir(), &sigs)?.is_some() {
+            refspecs.push(format!("{sigs}:{sigs}"));
+        }
+    }
+    // The change commits of --work runs travel with their ledger (never forced).
+    for n in ledgers {
+        for prefix in [super::WORK_PREFIX, super::QUARANTINE_PREFIX] {
+            let under = format!("{prefix}{n}/");
+            if !git.refs_under(&under)?.is_empty() {
+                refspecs.push(format!("{under}*:{under}*"));
+            }
+        }
+    }
+    Ok(refspecs)
 }
 
 /// A push target may be a configured remote or a URL; a bare word must be configured.

@@ -121,41 +121,8 @@ pub(super) fn scan_code(
     if is_zero(local_oid) {
         return Ok(Vec::new());
     }
-    let not_remote = format!("--remotes={remote}");
-    let range = format!("{remote_oid}..{local_oid}");
-    let mut args = vec![
-        "log",
-        "-p",
-        "--no-color",
-        "--no-ext-diff",
-        "--no-textconv",
-        "--unified=0",
-        "--format=commit %H",
-    ];
-    if is_zero(remote_oid) {
-        args.extend([local_oid, "--not", not_remote.as_str()]);
-    } else {
-        args.push(range.as_str());
-    }
-    args.push("--");
-    let o = git.run(&args).map_err(|e| {
-        closed(format!(
-            "the commits pushed to {refname} could not be listed ({e})"
-        ))
-    })?;
-    if !o.status.success() {
-        return Err(closed(format!(
-            "the commits pushed to {refname} could not be listed: {}",
-            super::failure_line(&o)
-        )));
-    }
-    if o.stdout.len() as u64 > MAX_CODE_SCAN_BYTES {
-        return Err(closed(format!(
-            "the diff pushed to {refname} is over {} MiB; push fewer commits at a time",
-            MAX_CODE_SCAN_BYTES >> 20
-        )));
-    }
-    let text = String::from_utf8_lossy(&o.stdout);
+    let diff = pushed_diff(git, remote, refname, local_oid, remote_oid)?;
+    let text = String::from_utf8_lossy(&diff);
     let mut lines = Vec::new();
     let mut commit = "";
     let mut path = "";
@@ -194,6 +161,53 @@ pub(super) fn scan_code(
         }
     }
     Ok(lines)
+}
+
+/// What the commits of `local_oid` not yet on the remote add, as `git log -p` prints it
+/// (`remote_oid..` when the remote has the ref, else everything not on any of `remote`'s
+/// tracking refs), within [`MAX_CODE_SCAN_BYTES`].
+fn pushed_diff(
+    git: &Git,
+    remote: &str,
+    refname: &str,
+    local_oid: &str,
+    remote_oid: &str,
+) -> Result<Vec<u8>, StoreError> {
+    let not_remote = format!("--remotes={remote}");
+    let range = format!("{remote_oid}..{local_oid}");
+    let mut args = vec![
+        "log",
+        "-p",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--unified=0",
+        "--format=commit %H",
+    ];
+    if is_zero(remote_oid) {
+        args.extend([local_oid, "--not", not_remote.as_str()]);
+    } else {
+        args.push(range.as_str());
+    }
+    args.push("--");
+    let o = git.run(&args).map_err(|e| {
+        closed(format!(
+            "the commits pushed to {refname} could not be listed ({e})"
+        ))
+    })?;
+    if !o.status.success() {
+        return Err(closed(format!(
+            "the commits pushed to {refname} could not be listed: {}",
+            super::failure_line(&o)
+        )));
+    }
+    if o.stdout.len() as u64 > MAX_CODE_SCAN_BYTES {
+        return Err(closed(format!(
+            "the diff pushed to {refname} is over {} MiB; push fewer commits at a time",
+            MAX_CODE_SCAN_BYTES >> 20
+        )));
+    }
+    Ok(o.stdout)
 }
 
 /// The first new line of a hunk from its header after `@@ ` (`-a,b +c,d @@ ...`): `c`.

@@ -54,6 +54,19 @@ pub(super) enum BodyState {
 }
 
 impl Rec {
+    /// A record of a commit not read yet.
+    fn unread() -> Rec {
+        Rec {
+            seq: 0,
+            entry_hash: [0; 32],
+            prev_hash: [0; 32],
+            extra: None,
+            readable: false,
+            edited: false,
+            body: BodyState::Unchecked,
+        }
+    }
+
     pub(super) fn seq(&self) -> Option<u64> {
         self.readable.then_some(self.seq)
     }
@@ -84,12 +97,9 @@ impl Rec {
 
 /// The outcome of [`GitStore::verify`].
 #[derive(Debug, Default, Clone)]
-pub struct VerifyReport {
+pub struct LedgerVerifyReport {
     pub(crate) ok: bool,
     pub(crate) chain: bool,
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    pub(crate) deep: bool,
     /// `Some(true)` when deep checks ran and passed.
     pub(crate) deep_ok: Option<bool>,
     pub entries: u64,
@@ -107,7 +117,7 @@ pub struct VerifyReport {
     pub(crate) notes: Vec<String>,
 }
 
-impl VerifyReport {
+impl LedgerVerifyReport {
     pub(super) fn fail(&mut self, seq: Option<u64>, code: Code, problem: String) {
         self.ok = false;
         self.first_bad_seq = seq;
@@ -137,15 +147,7 @@ pub(super) fn check_commit(
     seen: &SeenTrees,
     buf: &mut Vec<u8>,
 ) -> Result<Rec, StoreError> {
-    let mut rec = Rec {
-        seq: 0,
-        entry_hash: [0; 32],
-        prev_hash: [0; 32],
-        extra: None,
-        readable: false,
-        edited: false,
-        body: BodyState::Unchecked,
-    };
+    let mut rec = Rec::unread();
     let Some(raw) = parse_commit(data, hash) else {
         rec.set_local(
             Code::NotALedgerCommit,
@@ -161,14 +163,9 @@ pub(super) fn check_commit(
         }
     };
     let parent = raw.parents.first().copied();
-    if raw.parents.len() > 1 {
-        rec.set_local(
-            Code::MergeCommit,
-            format!(
-                "commit {id} has {} parents; ledger commits have one",
-                raw.parents.len()
-            ),
-        );
+    if let n @ 2.. = raw.parents.len() {
+        let why = format!("commit {id} has {n} parents; ledger commits have one");
+        rec.set_local(Code::MergeCommit, why);
     } else if !is_commit_of(data, &entry, &raw.tree, parent.as_ref(), line_canonical) {
         rec.set_local(Code::CommitAltered, format!(
                 "commit {id} is not the commit its entry defines (author, date, message or headers were changed)"
@@ -234,6 +231,28 @@ pub(super) fn redaction_target(body: &[u8]) -> Option<[u8; 32]> {
 /// How an entry's tree starts: the one entry's mode and name (its blob id follows).
 pub(super) const TREE_PREFIX: &[u8] = b"100644 payload.json\0";
 
+/// The problem with object `id` (a `what`: "tree", "body blob") read as `got`, when it is
+/// not a `want`.
+fn kind_problem(
+    got: Result<Option<Kind>, impl std::fmt::Display>,
+    want: Kind,
+    what: &str,
+    id: &ObjectId,
+) -> Option<Body> {
+    match got {
+        Ok(Some(k)) if k == want => None,
+        Ok(Some(_)) => Some(bad(Code::NotALedgerTree, format!("{id} is not a {want}"))),
+        Ok(None) => Some(bad(
+            Code::MissingObject,
+            format!("{what} {id} is missing from the object store"),
+        )),
+        Err(e) => Some(bad(
+            Code::CorruptObject,
+            format!("{what} {id} cannot be read: {e}"),
+        )),
+    }
+}
+
 /// Reads and checks an entry's tree and body. When the verdict is [`Body::Present`], `buf`
 /// holds the body.
 pub(super) fn read_body(
@@ -249,26 +268,9 @@ pub(super) fn read_body(
     }
     // The tree is read into `buf`, checked and its one blob id taken, before the blob is
     // read into the same buffer (no copy of either).
-    match read_object(repo, reader, tree_id, buf) {
-        Ok(Some(Kind::Tree)) => {}
-        Ok(Some(_)) => {
-            return Ok(bad(
-                Code::NotALedgerTree,
-                format!("{tree_id} is not a tree"),
-            ));
-        }
-        Ok(None) => {
-            return Ok(bad(
-                Code::MissingObject,
-                format!("tree {tree_id} is missing from the object store"),
-            ));
-        }
-        Err(e) => {
-            return Ok(bad(
-                Code::CorruptObject,
-                format!("tree {tree_id} cannot be read: {e}"),
-            ));
-        }
+    let got = read_object(repo, reader, tree_id, buf);
+    if let Some(problem) = kind_problem(got, Kind::Tree, "tree", tree_id) {
+        return Ok(problem);
     }
     let Some(blob) = buf
         .strip_prefix(TREE_PREFIX)
@@ -286,23 +288,9 @@ pub(super) fn read_body(
             format!("tree {tree_id} does not hash to its name"),
         ));
     }
-    match read_object(repo, reader, &blob, buf) {
-        Ok(Some(Kind::Blob)) => {}
-        Ok(Some(_)) => {
-            return Ok(bad(Code::NotALedgerTree, format!("{blob} is not a blob")));
-        }
-        Ok(None) => {
-            return Ok(bad(
-                Code::MissingObject,
-                format!("body blob {blob} is missing from the object store"),
-            ));
-        }
-        Err(e) => {
-            return Ok(bad(
-                Code::CorruptObject,
-                format!("body blob {blob} cannot be read: {e}"),
-            ));
-        }
+    let got = read_object(repo, reader, &blob, buf);
+    if let Some(problem) = kind_problem(got, Kind::Blob, "body blob", &blob) {
+        return Ok(problem);
     }
     // The digest compared as bytes, straight from the buffer.
     if <sha2::Sha256 as sha2::Digest>::digest(buf.as_slice()).as_slice() != payload_hash.as_slice()

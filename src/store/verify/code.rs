@@ -55,9 +55,8 @@ pub(crate) enum Code {
 }
 
 impl Code {
-    /// Every code, for listings and tests.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
+    /// Every code, for the tests that hold each one's name and text.
+    #[cfg(test)]
     pub(crate) const ALL: [Code; 23] = [
         Code::BadSignature,
         Code::BodyEdited,

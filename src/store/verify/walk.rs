@@ -64,43 +64,12 @@ pub(super) fn walk(
             code,
             message,
         };
-        let read = match read_object(repo, &mut reader, &id, &mut buf) {
-            Ok(read) => read,
-            Err(e) => {
-                failure = Some(fail(
-                    Code::CorruptObject,
-                    format!("commit {id} cannot be read: {e}"),
-                ));
+        let parent = match commit_parent(repo, &mut reader, hash, &id, &mut buf)? {
+            Ok(parent) => parent,
+            Err((code, message)) => {
+                failure = Some(fail(code, message));
                 break;
             }
-        };
-        let Some(kind) = read else {
-            failure = Some(fail(
-                Code::MissingObject,
-                format!("commit {id} is missing from the object store"),
-            ));
-            break;
-        };
-        let actual =
-            gix::objs::compute_hash(hash, kind, &buf).map_err(|e| git_err("hashing", e))?;
-        if actual != id {
-            failure = Some(fail(
-                Code::CorruptObject,
-                format!("object {id} does not hash to its name (its content was replaced)"),
-            ));
-            break;
-        }
-        let parent = if kind == Kind::Commit {
-            first_parent(&buf, hash)
-        } else {
-            None
-        };
-        let Some(parent) = parent else {
-            failure = Some(fail(
-                Code::NotALedgerCommit,
-                format!("object {id} is not a ledger commit"),
-            ));
-            break;
         };
         cur = parent;
         prev_id = Some(id);
@@ -121,6 +90,54 @@ pub(super) fn walk(
     }
     Ok((failure, found, met))
 }
+
+/// Commit `id` read into `buf` and checked to hash to its name: its parent (`None` for the
+/// root), or what is wrong with it.
+fn commit_parent(
+    repo: &gix::Repository,
+    reader: &mut Reader,
+    hash: HashKind,
+    id: &ObjectId,
+    buf: &mut Vec<u8>,
+) -> Result<ParentOrProblem, StoreError> {
+    let read = match read_object(repo, reader, id, buf) {
+        Ok(read) => read,
+        Err(e) => {
+            return Ok(Err((
+                Code::CorruptObject,
+                format!("commit {id} cannot be read: {e}"),
+            )));
+        }
+    };
+    let Some(kind) = read else {
+        return Ok(Err((
+            Code::MissingObject,
+            format!("commit {id} is missing from the object store"),
+        )));
+    };
+    let actual = gix::objs::compute_hash(hash, kind, buf).map_err(|e| git_err("hashing", e))?;
+    if actual != *id {
+        return Ok(Err((
+            Code::CorruptObject,
+            format!("object {id} does not hash to its name (its content was replaced)"),
+        )));
+    }
+    let parent = if kind == Kind::Commit {
+        first_parent(buf, hash)
+    } else {
+        None
+    };
+    let Some(parent) = parent else {
+        return Ok(Err((
+            Code::NotALedgerCommit,
+            format!("object {id} is not a ledger commit"),
+        )));
+    };
+    Ok(Ok(parent))
+}
+
+/// A commit's parent (`None` for the root), or what is wrong with the commit.
+type ParentOrProblem = Result<Option<ObjectId>, (Code, String)>;
 
 /// A commit's first parent (`Some(None)` for a root commit), or `None` when `data` is not a
 /// commit. Reads the leading `tree` and `parent` lines directly, as git writes them, and falls

@@ -83,7 +83,7 @@ impl GitStore {
             // The parent chain is not all in the log: flush it, then log from here.
             self.empty_log(wal, old, &[], None)?;
         }
-        let rec = Record::new(old, new, objects);
+        let rec = WalRecord::new(old, new, objects);
         if !wal.append(&rec, durable).map_err(wal_io(&path))? {
             // Full: flush everything, this append included, and start a new generation.
             self.empty_log(wal, Some(new), std::slice::from_ref(&rec), None)?;
@@ -130,7 +130,7 @@ impl GitStore {
     /// The log, and its records, for a batch to put into its own pack before it empties the
     /// log with [`empty_packed_log`](Self::empty_packed_log): `None` when there is no log or
     /// nothing to empty (a log an earlier boot left is recovered, and so emptied, first).
-    pub(crate) fn log_for_batch(&self) -> Result<Option<(Wal, Vec<Record>)>, StoreError> {
+    pub(crate) fn log_for_batch(&self) -> Result<Option<(Wal, Vec<WalRecord>)>, StoreError> {
         let path = self.wal_path();
         let Some(mut wal) = Wal::open(&path, self.object_hash(), None).map_err(wal_io(&path))?
         else {
@@ -164,7 +164,7 @@ impl GitStore {
         &self,
         wal: &mut Wal,
         tip: Option<ObjectId>,
-        extra: &[Record],
+        extra: &[WalRecord],
         forget: Option<&[u8; 32]>,
     ) -> Result<(), StoreError> {
         let mut records = wal.records();
@@ -182,7 +182,7 @@ impl GitStore {
     /// (see the module doc); the caller flushes.
     pub(crate) fn pack_logged_objects(
         &self,
-        records: &[Record],
+        records: &[WalRecord],
         forget: Option<&[u8; 32]>,
     ) -> Result<(), StoreError> {
         let hash = self.object_hash();
@@ -201,7 +201,7 @@ impl GitStore {
                         (Some(_), Kind::Tree) => dropped
                             .iter()
                             .any(|b| data.windows(b.as_bytes().len()).any(|w| w == b.as_bytes())),
-                        (Some(_), Kind::Commit) => crate::store::git::parse_commit(data, hash)
+                        (Some(_), Kind::Commit) => crate::store::codec::parse_commit(data, hash)
                             .is_some_and(|c| dropped.contains(&c.tree)),
                         _ => false,
                     };
@@ -292,7 +292,7 @@ impl GitStore {
     /// Writes again every object of `records` that is missing or damaged (lost in a crash, or
     /// deleted by a `git prune` that began before the ref named it). Returns how many. The
     /// caller flushes.
-    fn restore_logged_objects(&self, records: &[Record]) -> Result<usize, StoreError> {
+    fn restore_logged_objects(&self, records: &[WalRecord]) -> Result<usize, StoreError> {
         let hash = self.object_hash();
         let mut restored = 0;
         for rec in records {
@@ -345,7 +345,7 @@ impl GitStore {
     }
 
     /// The records the write-ahead log holds (none when there is no log).
-    pub(crate) fn wal_records(&self) -> Result<Vec<Record>, StoreError> {
+    pub(crate) fn wal_records(&self) -> Result<Vec<WalRecord>, StoreError> {
         let path = self.wal_path();
         Ok(Wal::open(&path, self.object_hash(), None)
             .map_err(wal_io(&path))?
@@ -454,7 +454,7 @@ impl GitStore {
 
     /// Appends a reflog line for every logged move the reflog lacks, after dropping a last line
     /// that a crash left incomplete.
-    fn restore_reflog(&self, records: &[Record]) -> Result<(), StoreError> {
+    fn restore_reflog(&self, records: &[WalRecord]) -> Result<(), StoreError> {
         let path = self.reflog_path();
         let text = std::fs::read(&path).unwrap_or_default();
         // Keep whole, readable lines only.
@@ -466,7 +466,7 @@ impl GitStore {
             keep += line.len();
         }
         let present: HashSet<ObjectId> = self.reflog().iter().filter_map(|l| l.new).collect();
-        let missing: Vec<&Record> = records
+        let missing: Vec<&WalRecord> = records
             .iter()
             .filter(|r| !present.contains(&r.new))
             .collect();

@@ -23,8 +23,8 @@ fn records_round_trip_and_a_torn_tail_ends_the_log() {
     assert_eq!(std::fs::metadata(&path).unwrap().len(), MIN_CAPACITY);
     let a = obj(Kind::Blob, b"{\"a\":1}");
     let b = obj(Kind::Blob, b"{\"b\":2}");
-    let r1 = Record::new(None, a.id, std::slice::from_ref(&a));
-    let r2 = Record::new(Some(a.id), b.id, &[b.clone(), a.clone()]);
+    let r1 = WalRecord::new(None, a.id, std::slice::from_ref(&a));
+    let r2 = WalRecord::new(Some(a.id), b.id, &[b.clone(), a.clone()]);
     assert!(wal.append(&r1, true).unwrap());
     assert!(wal.append(&r2, false).unwrap());
     let end = wal.end;
@@ -38,7 +38,7 @@ fn records_round_trip_and_a_torn_tail_ends_the_log() {
 
     // A torn third record (its CRC does not match) is not part of the log.
     let mut torn =
-        Record::new(Some(b.id), a.id, std::slice::from_ref(&a)).encode(wal.header.generation);
+        WalRecord::new(Some(b.id), a.id, std::slice::from_ref(&a)).encode(wal.header.generation);
     let last = torn.len() - 1;
     torn[last] ^= 1;
     wal.file.write_all_at(&torn, end).unwrap();
@@ -67,7 +67,7 @@ fn records_round_trip_and_a_torn_tail_ends_the_log() {
         .collect();
     let big = obj(Kind::Blob, &noise);
     assert!(
-        !wal.append(&Record::new(None, big.id, &[big]), true)
+        !wal.append(&WalRecord::new(None, big.id, &[big]), true)
             .unwrap()
     );
     assert!(wal.is_empty());
@@ -83,7 +83,7 @@ fn records_are_stored_deflated_and_a_format_1_log_is_still_read() {
         vec!["{\"k\":\"value\"}"; 200].join(",")
     );
     let a = obj(Kind::Blob, body.as_bytes());
-    let r = Record::new(None, a.id, std::slice::from_ref(&a));
+    let r = WalRecord::new(None, a.id, std::slice::from_ref(&a));
     let encoded = r.encode(wal.header.generation);
     assert!(
         encoded.len() * 4 < body.len(),
@@ -129,7 +129,7 @@ fn a_torn_header_falls_back_to_the_records_generation() {
     let mut wal = Wal::create(&path, HashKind::Sha1, MIN_CAPACITY, None).unwrap();
     wal.reset(None).unwrap(); // generation 2
     let a = obj(Kind::Blob, b"1");
-    let r = Record::new(None, a.id, &[a]);
+    let r = WalRecord::new(None, a.id, &[a]);
     wal.append(&r, true).unwrap();
     wal.file.write_all_at(&[0xff; 8], 20).unwrap();
     drop(wal);

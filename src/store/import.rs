@@ -1,0 +1,346 @@
+//! Importing whole ledgers: entries already hashed and held in memory (a folded trace, a
+//! benchmark ledger), and Forum directories streamed from disk, each written as one pack on an
+//! empty ledger.
+
+use std::path::Path;
+
+use gix::ObjectId;
+use gix::hash::Kind as HashKind;
+use gix::objs::Kind;
+
+use super::append::{Built, ImportError, Imported};
+use super::codec::{commit_bytes, object, tree_bytes};
+use super::error::{StoreError, io};
+use super::forum_dir;
+use super::handle::GitStore;
+use super::objects::unique;
+use super::pack::{PackStream, Section};
+use crate::ledger::{ChainChecker, ChainProblem, Entry};
+
+impl GitStore {
+    /// Writes already-hashed entries held in memory (a folded trace, a benchmark ledger) as one
+    /// pack on an empty ledger. Each item is the entry and its canonical body, if present. A
+    /// Forum directory is imported with [`GitStore::import_forum_dir`] instead, which streams.
+    pub(crate) fn import_entries(
+        &mut self,
+        items: &[(Entry, Option<String>)],
+    ) -> Result<ObjectId, StoreError> {
+        if self.tip_id()?.is_some() {
+            return Err(StoreError::Invalid(format!(
+                "ledger {:?} already exists; import into a new ledger with --ledger NAME",
+                self.name
+            )));
+        }
+        if items.is_empty() {
+            return Err(StoreError::Invalid(
+                "nothing to import: the Forum ledger has no entries".into(),
+            ));
+        }
+        let hash = self.hash;
+        let name = self.name.clone();
+        let (commits, _) = self.append_with(
+            |tip| {
+                if tip.is_some() {
+                    return Err(StoreError::Invalid(format!(
+                        "ledger {name:?} was created while importing"
+                    )));
+                }
+                let mut objects = Vec::with_capacity(items.len() * 3);
+                let mut blobs = Vec::new();
+                let mut trees = Vec::new();
+                let mut commits = Vec::with_capacity(items.len());
+                let mut entries = Vec::with_capacity(items.len());
+                let empty_tree = object(hash, Kind::Tree, Vec::new())?;
+                let mut parent: Option<ObjectId> = None;
+                for (entry, body) in items {
+                    let tree_id = match body {
+                        Some(b) => {
+                            let blob = object(hash, Kind::Blob, b.as_bytes().to_vec())?;
+                            let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
+                            let id = tree.id;
+                            blobs.push(blob);
+                            trees.push(tree);
+                            id
+                        }
+                        None => empty_tree.id,
+                    };
+                    let c = object(
+                        hash,
+                        Kind::Commit,
+                        commit_bytes(entry, &tree_id, parent.as_ref()),
+                    )?;
+                    parent = Some(c.id);
+                    commits.push(c.id);
+                    objects.push(c);
+                    entries.push(entry.clone());
+                }
+                trees.push(empty_tree);
+                objects.extend(trees);
+                objects.extend(blobs);
+                Ok(Built {
+                    objects,
+                    commits,
+                    entries,
+                    as_pack: true,
+                    prewritten: None,
+                })
+            },
+            &format!("forum: import {} entries", items.len()),
+        )?;
+        Ok(*commits.last().expect("non-empty import"))
+    }
+
+    /// Starts an import into `objects_dir`: the pack it streams into (holding the empty tree
+    /// already) and the temporary file its seq index is written to.
+    fn start_import(&self, objects_dir: &Path) -> Result<(ImportRun, RemoveOnDrop), ImportError> {
+        let hash = self.hash;
+        let level = gix::zlib::Compression::new(IMPORT_LEVEL).expect("a valid level");
+        let pack = PackStream::create(objects_dir, hash, level).map_err(io("writing a pack"))?;
+        let ids_path = objects_dir.join("pack").join(format!(
+            "forum_tmp_ids_{}_{}",
+            std::process::id(),
+            unique()
+        ));
+        let ids_file = std::fs::File::create(&ids_path).map_err(io("writing the seq index"))?;
+        let ids = RemoveOnDrop(Some(ids_path));
+        let empty_tree = object(hash, Kind::Tree, Vec::new())?;
+        let mut run = ImportRun {
+            hash,
+            pack,
+            ids: std::io::BufWriter::with_capacity(1 << 16, ids_file),
+            empty_tree: empty_tree.id,
+            checker: ChainChecker::new(),
+            chain_problem: None,
+            body_problem: None,
+            parent: None,
+            last: None,
+            absent: 0,
+            count: 0,
+        };
+        run.pack
+            .add(&empty_tree.id, Kind::Tree, &empty_tree.data, Section::Rest)
+            .map_err(io("writing a pack"))?;
+        Ok((run, ids))
+    }
+
+    /// Moves the ledger ref to the imported chain's tip `tip` (entry `last`), whose pack `pack`
+    /// holds every object, once nothing else created the ledger meanwhile.
+    fn adopt_import(
+        &self,
+        pack: PackStream,
+        tip: ObjectId,
+        last: &Entry,
+        count: u64,
+    ) -> Result<(), StoreError> {
+        let mut guard = Some(pack.finish(self.opts.fsync).map_err(io("writing a pack"))?);
+        let name = self.name.clone();
+        let appended = self.append_with(
+            |tip_now| {
+                if tip_now.is_some() {
+                    return Err(StoreError::Invalid(format!(
+                        "ledger {name:?} was created while importing"
+                    )));
+                }
+                Ok(Built {
+                    objects: Vec::new(),
+                    commits: vec![tip],
+                    entries: vec![last.clone()],
+                    as_pack: true,
+                    prewritten: guard.take(),
+                })
+            },
+            &format!("forum: import {count} entries"),
+        );
+        if let Some(g) = guard {
+            g.release();
+        }
+        appended?;
+        Ok(())
+    }
+
+    /// Imports a Forum ledger directory into this new, empty ledger as one pack, streaming: the
+    /// payload rows are indexed on disk, the entries read one at a time, and each object is
+    /// written to the pack as it is built, so memory stays flat however long the ledger. Every
+    /// entry is checked (chain, hashes, bodies) on the way, and any problem leaves the
+    /// repository as it was: the half-written pack is removed and no ref moves.
+    pub(crate) fn import_forum_dir(
+        &mut self,
+        dir: &Path,
+        limits: &forum_dir::Limits,
+    ) -> Result<Imported, ImportError> {
+        if self.tip_id()?.is_some() {
+            return Err(StoreError::Invalid(format!(
+                "ledger {:?} already exists; import into a new ledger with --ledger NAME",
+                self.name
+            ))
+            .into());
+        }
+        let objects_dir = self.objects_dir();
+        let mut src = forum_dir::open_stream(dir, limits, &objects_dir)?;
+        let (mut run, ids) = self.start_import(&objects_dir)?;
+        let mut pending: Option<(usize, Entry)> = None;
+        let payloads = &mut src.payloads;
+        src.entries.read(|i, e| -> Result<(), ImportError> {
+            if let Some((pi, pe)) = pending.take() {
+                run.take(pi, pe, Some(&e), payloads)?;
+            }
+            pending = Some((i, e));
+            Ok(())
+        })?;
+        if let Some((pi, pe)) = pending.take() {
+            run.take(pi, pe, None, &mut src.payloads)?;
+        }
+        if let Some(refused) = run.refusal(dir) {
+            return Err(refused);
+        }
+        let (Some(tip), Some(last)) = (run.parent, run.last.take()) else {
+            return Err(StoreError::Invalid(
+                "nothing to import: the Forum ledger has no entries".into(),
+            )
+            .into());
+        };
+        let ImportRun {
+            pack,
+            ids: ids_w,
+            checker,
+            absent,
+            count,
+            ..
+        } = run;
+        ids_w
+            .into_inner()
+            .map_err(|e| io("writing the seq index")(e.into_error()))?;
+        self.adopt_import(pack, tip, &last, count)?;
+        // The seq index, whole (the append recorded only the tip); it is never trusted, so a
+        // failure here only costs a rebuild later.
+        let index = self.index_path();
+        if let Some(d) = index.parent() {
+            let _ = std::fs::create_dir_all(d);
+        }
+        if let Some(p) = ids.0.as_ref()
+            && std::fs::rename(p, &index).is_ok()
+        {
+            let mut ids = ids;
+            ids.0 = None;
+        }
+        let torn = [src.entries.torn.take(), src.payloads.torn.take()]
+            .into_iter()
+            .flatten()
+            .collect();
+        Ok(Imported {
+            entries: count,
+            checkpoint: checker.root(),
+            commit: tip,
+            absent_bodies: absent,
+            torn,
+        })
+    }
+}
+
+/// zlib level of an import's bodies (its trees and commits are stored): level 1 costs about
+/// half the CPU of level 6 on bodies this small, for a pack about as large.
+const IMPORT_LEVEL: i32 = 1;
+
+/// A file removed when dropped, unless taken.
+struct RemoveOnDrop(Option<std::path::PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// The state of one streaming import.
+struct ImportRun {
+    hash: HashKind,
+    pack: PackStream,
+    ids: std::io::BufWriter<std::fs::File>,
+    empty_tree: ObjectId,
+    checker: ChainChecker,
+    chain_problem: Option<(usize, ChainProblem)>,
+    body_problem: Option<String>,
+    parent: Option<ObjectId>,
+    last: Option<Entry>,
+    absent: usize,
+    count: u64,
+}
+
+impl ImportRun {
+    /// Why the rows read so far cannot be imported from `dir`: the chain or a body does not
+    /// verify.
+    fn refusal(&self, dir: &Path) -> Option<ImportError> {
+        if let Some((i, p)) = &self.chain_problem {
+            return Some(ImportError::Refused(format!(
+                "{} does not verify at row {i}: {p}; nothing was imported",
+                dir.display()
+            )));
+        }
+        let why = self.body_problem.as_ref()?;
+        Some(ImportError::Refused(format!(
+            "{}: {why}; nothing was imported",
+            dir.display()
+        )))
+    }
+
+    /// Checks entry `e` at row `i` (its successor known, to tell a swap from a deletion) and,
+    /// while nothing is wrong, writes its objects. After a problem the rest is only read: a
+    /// problem found in reading is reported first, a broken chain before a bad body.
+    fn take(
+        &mut self,
+        i: usize,
+        e: Entry,
+        next: Option<&Entry>,
+        payloads: &mut forum_dir::Payloads,
+    ) -> Result<(), ImportError> {
+        if self.chain_problem.is_none()
+            && let Err(p) = self.checker.push(&e, next)
+        {
+            self.chain_problem = Some((i, p));
+        }
+        if self.chain_problem.is_some() || self.body_problem.is_some() {
+            return Ok(());
+        }
+        let hash = self.hash;
+        let tree = match payloads.body(&e) {
+            Ok(Some(b)) => {
+                let blob = object(hash, Kind::Blob, b.canonical.into_bytes())?;
+                let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
+                if !b.repeated {
+                    self.pack
+                        .add(&tree.id, Kind::Tree, &tree.data, Section::Rest)
+                        .and_then(|()| {
+                            self.pack
+                                .add(&blob.id, Kind::Blob, &blob.data, Section::Rest)
+                        })
+                        .map_err(io("writing a pack"))?;
+                }
+                tree.id
+            }
+            Ok(None) => {
+                self.absent += 1;
+                self.empty_tree
+            }
+            Err(forum_dir::ForumDirError::Corrupt(why)) => {
+                self.body_problem = Some(why);
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let commit = object(
+            hash,
+            Kind::Commit,
+            commit_bytes(&e, &tree, self.parent.as_ref()),
+        )?;
+        self.pack
+            .add(&commit.id, Kind::Commit, &commit.data, Section::Lead)
+            .map_err(io("writing a pack"))?;
+        std::io::Write::write_all(&mut self.ids, commit.id.as_slice())
+            .map_err(io("writing the seq index"))?;
+        self.parent = Some(commit.id);
+        self.count += 1;
+        self.last = Some(e);
+        Ok(())
+    }
+}
