@@ -339,7 +339,7 @@ fn bare_store(opts: Options) -> Result<Git> {
         .prefix("git-forum-deep-verify-")
         .tempdir()
         .map_err(|e| io_err("creating a temporary directory", e))?;
-    let status = std::process::Command::new("git")
+    let status = crate::gitproc::command()
         .args(["init", "-q", "--bare"])
         .arg(dir.path())
         .stdin(std::process::Stdio::null())
@@ -383,9 +383,7 @@ fn unpack_to_loose(git: &Git) -> Result<()> {
     {
         let file = p.file_name().map(|n| aside.join(n)).unwrap_or_default();
         let input = std::fs::File::open(&file).map_err(|e| io_err("reading a pack", e))?;
-        let ok = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(git._dir.path())
+        let ok = crate::gitproc::at_git_dir(git._dir.path())
             .args(["unpack-objects", "-q"])
             .stdin(input)
             .stdout(std::process::Stdio::null())

@@ -103,12 +103,9 @@ impl Report for DoctorReport {
 }
 
 fn git_version(repo: &gix::Repository) -> String {
-    std::process::Command::new("git")
-        .arg("--version")
-        .current_dir(repo.git_dir())
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
+    let mut cmd = crate::gitproc::command();
+    cmd.arg("--version").current_dir(repo.git_dir());
+    crate::gitproc::output(cmd, None, 1 << 16)
         .ok()
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())

@@ -8,7 +8,6 @@
 //! script. Uninstalling removes only that block, and the file when nothing else is left.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use super::{Error, Result};
 use crate::store::git::{LEDGER_PREFIX, StoreError, open_repo};
@@ -111,10 +110,10 @@ fn is_empty_hook(text: &str) -> bool {
 /// Where git runs hooks from for this repository (`core.hooksPath` honoured), as git reports it.
 fn hooks_dir(repo: &gix::Repository) -> Result<PathBuf> {
     let base = repo.workdir().unwrap_or_else(|| repo.git_dir());
-    let o = Command::new("git")
-        .current_dir(base)
-        .args(["rev-parse", "--path-format=absolute", "--git-path", "hooks"])
-        .output()
+    let mut cmd = crate::gitproc::command();
+    cmd.current_dir(base)
+        .args(["rev-parse", "--path-format=absolute", "--git-path", "hooks"]);
+    let o = crate::gitproc::output(cmd, None, 1 << 20)
         .map_err(|e| Error::unavailable(format!("cannot run git ({e}); install git")))?;
     if !o.status.success() {
         return Err(Error::unavailable(format!(
@@ -437,7 +436,7 @@ mod tests {
     use super::*;
 
     fn git(dir: &Path, args: &[&str]) {
-        let o = Command::new("git")
+        let o = crate::gitproc::command()
             .current_dir(dir)
             .args(args)
             .output()

@@ -162,13 +162,9 @@ pub(crate) fn last_run(
 
 /// The hooks of `repo` that run git forum (read at most 64 KiB of each).
 pub(crate) fn hooks_installed(repo: &gix::Repository) -> Vec<String> {
-    let out = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(repo.git_dir())
-        .args(["rev-parse", "--path-format=absolute", "--git-path", "hooks"])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output();
+    let mut cmd = crate::gitproc::at_git_dir(repo.git_dir());
+    cmd.args(["rev-parse", "--path-format=absolute", "--git-path", "hooks"]);
+    let out = crate::gitproc::output(cmd, None, 1 << 20);
     let dir = match out {
         Ok(o) if o.status.success() => {
             PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_string())

@@ -18,10 +18,13 @@ pub(crate) fn config_value(key: &str) -> Option<String> {
     config_values(key).pop()
 }
 
+/// The most output a `git config --get-all` of keys is read to (a list of public keys).
+const CONFIG_OUTPUT_LIMIT: u64 = 1 << 20;
+
 pub(crate) fn config_values(key: &str) -> Vec<String> {
-    std::process::Command::new("git")
-        .args(["config", "--get-all", key])
-        .output()
+    let mut cmd = crate::gitproc::command();
+    cmd.args(["config", "--get-all", key]);
+    crate::gitproc::output(cmd, None, CONFIG_OUTPUT_LIMIT)
         .ok()
         .filter(|o| o.status.success())
         .map(|o| {
@@ -39,9 +42,9 @@ pub(crate) fn trusted_keys(flags: &[String]) -> Vec<String> {
     if !flags.is_empty() {
         return flags.to_vec();
     }
-    let o = std::process::Command::new("git")
-        .args(["config", "--get-all", "forum.noteVerifiers"])
-        .output();
+    let mut cmd = crate::gitproc::command();
+    cmd.args(["config", "--get-all", "forum.noteVerifiers"]);
+    let o = crate::gitproc::output(cmd, None, CONFIG_OUTPUT_LIMIT);
     match o {
         Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
             .split(|c: char| c.is_whitespace() || c == ',')
@@ -550,7 +553,7 @@ mod tests {
     /// A repository with a ledger of `n` entries, and a signer key pair beside it.
     fn ledger(n: usize) -> (tempfile::TempDir, GitStore, KeyPair) {
         let dir = tempfile::tempdir().unwrap();
-        let o = std::process::Command::new("git")
+        let o = crate::gitproc::command()
             .args(["init", "-q"])
             .arg(dir.path())
             .output()
