@@ -73,6 +73,16 @@ pub(crate) fn in_dir(dir: &Path) -> Command {
     c
 }
 
+/// Lets git ask the user for a credential on the terminal, as a plain `git push` or `git fetch`
+/// would: for the network commands a user runs (`git forum push`, `fetch`), never for a worker's.
+/// The user's own `GIT_TERMINAL_PROMPT` still decides when set.
+pub(crate) fn allow_terminal_prompt(cmd: &mut Command) {
+    match std::env::var_os("GIT_TERMINAL_PROMPT") {
+        Some(v) => cmd.env("GIT_TERMINAL_PROMPT", v),
+        None => cmd.env_remove("GIT_TERMINAL_PROMPT"),
+    };
+}
+
 /// Lets `cmd` see the objects of a push that git still holds in quarantine, when this process
 /// is a server hook checking that push (git sets `GIT_QUARANTINE_PATH` there, and shows the
 /// pushed objects only through the object directories it names in the environment). Elsewhere

@@ -37,9 +37,12 @@ impl Git {
         }
     }
 
-    /// A `git --git-dir DIR` command with stdin closed.
+    /// A `git --git-dir DIR` command with stdin closed; git may still ask for a credential on
+    /// the terminal, as the user's own `git push` and `git fetch` do.
     pub(crate) fn command(&self) -> Command {
-        crate::gitproc::at_git_dir(&self.git_dir)
+        let mut c = crate::gitproc::at_git_dir(&self.git_dir);
+        crate::gitproc::allow_terminal_prompt(&mut c);
+        c
     }
 
     /// Runs `git ARGS` and returns its output, whatever its exit status.
