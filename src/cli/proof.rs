@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use super::{CliError, Ctx};
 use crate::surface::proof::{self as surface, Ask};
+use crate::surface::tlog::{self as st, Checked, b64};
 
 /// Write a proof: that entry SEQ is in the ledger's checkpoint, or (with --consistency-from M)
 /// that the ledger's checkpoint extends its checkpoint of size M.
@@ -94,7 +95,7 @@ fn write_out(ctx: &Ctx, out: Option<&PathBuf>, text: &str) -> Result<(), CliErro
 
 pub(crate) fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
     if args.tlog_proof || args.tlog {
-        let text = super::tlog::prove(ctx, &args)?;
+        let text = prove_tlog(ctx, &args)?;
         return write_out(ctx, args.out.as_ref(), text.trim_end_matches('\n'));
     }
     let store = ctx.existing_store()?;
@@ -122,7 +123,7 @@ pub(crate) fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliEr
     if text.starts_with(crate::surface::tlog::TLOG_PROOF_HEADER)
         || text.starts_with(crate::surface::tlog::CONSISTENCY_HEADER)
     {
-        return super::tlog::verify_proof(ctx, &args, &text);
+        return verify_tlog_proof(ctx, &args, &text);
     }
     let need = surface::Require {
         root: args.root.as_deref(),
@@ -139,6 +140,62 @@ pub(crate) fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliEr
             match check.signer() {
                 Some(who) => ctx.out(&format!("  checkpoint signed by {who}")),
                 None => Ok(()),
+            }
+        }
+        Err(why) => does_not_hold(ctx, &args.file, &why),
+    }
+}
+
+/// `prove --tlog-proof` / `--consistency-from M --tlog`: the C2SP proof text, with the entry
+/// hash it is about on standard error.
+fn prove_tlog(ctx: &Ctx, args: &ProveArgs) -> Result<String, CliError> {
+    let store = ctx.existing_store()?;
+    let ask = match args.consistency_from {
+        Some(m) => st::TlogAsk::Consistency(m),
+        None => st::TlogAsk::Inclusion(
+            args.seq
+                .expect("clap requires SEQ without --consistency-from"),
+        ),
+    };
+    let proof = st::prove(&store, &ctx.ledger, args.size, ask, !ctx.json)?;
+    if let Some((seq, entry_hash)) = &proof.entry {
+        eprintln!("entry {seq}: entry_hash {entry_hash} (pass it to verify-proof --entry-hash)");
+    }
+    Ok(proof.text)
+}
+
+/// `verify-proof` of a C2SP proof: checks it against the trusted note keys and prints what holds.
+fn verify_tlog_proof(ctx: &Ctx, args: &VerifyProofArgs, text: &str) -> Result<(), CliError> {
+    let keys = st::trusted_keys(&args.note_verifier);
+    match st::check_text(text, &keys, args.entry_hash.as_deref()) {
+        Ok(Checked::Inclusion { seq, cp, signers }) => {
+            if ctx.json {
+                ctx.out_json(&serde_json::json!({"ok": true, "kind": "tlog-inclusion",
+                    "origin": cp.origin, "seq": seq, "size": cp.size, "root": b64(&cp.root),
+                    "forum_root": cp.forum_root, "signers": signers}))
+            } else {
+                ctx.out(&format!(
+                    "ok: seq {seq} is in {} at size {}, root {}, signed by {}",
+                    cp.origin,
+                    cp.size,
+                    b64(&cp.root),
+                    signers.join(", ")
+                ))
+            }
+        }
+        Ok(Checked::Consistency { old, new, signers }) => {
+            if ctx.json {
+                ctx.out_json(&serde_json::json!({"ok": true, "kind": "tlog-consistency",
+                    "origin": new.origin, "old": {"size": old.size, "root": b64(&old.root)},
+                    "new": {"size": new.size, "root": b64(&new.root)}, "signers": signers}))
+            } else {
+                ctx.out(&format!(
+                    "ok: {} at size {} extends size {}, signed by {}",
+                    new.origin,
+                    new.size,
+                    old.size,
+                    signers.join(", ")
+                ))
             }
         }
         Err(why) => does_not_hold(ctx, &args.file, &why),

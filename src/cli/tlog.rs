@@ -1,14 +1,13 @@
 //! The standard-tree commands: `keygen NAME` (a signed-note key pair), `checkpoint --note` (a
-//! signed C2SP checkpoint), `prove --tlog-proof` / `prove --consistency-from M --tlog` (C2SP
-//! proofs), `tiles export DIR` (the tree as static C2SP tiles), `witness` (cosign only trees
-//! that extend the last one accepted), and reading those proofs back in `verify-proof`: their
-//! arguments and what is printed. The work is [`crate::surface::tlog`].
+//! signed C2SP checkpoint), `tiles export DIR` (the tree as static C2SP tiles) and `witness`
+//! (cosign only trees that extend the last one accepted): their arguments and what is printed.
+//! C2SP proofs are written and read by `prove` and `verify-proof` (`cli/proof.rs`). The work is
+//! [`crate::surface::tlog`].
 
 use std::path::PathBuf;
 
-use super::proof::{ProveArgs, VerifyProofArgs};
 use super::{CliError, Ctx};
-use crate::surface::tlog::{self as st, Checked, b64};
+use crate::surface::tlog as st;
 
 /// Write a signed-note key pair: NAME.key (private, mode 0600) and NAME.pub (the verifier key).
 #[derive(Debug, clap::Args)]
@@ -174,59 +173,6 @@ pub(crate) fn checkpoint(ctx: &Ctx, args: CheckpointCmd) -> Result<(), CliError>
     } else {
         print!("{}", signed.note);
         Ok(())
-    }
-}
-
-pub(crate) fn prove(ctx: &Ctx, args: &ProveArgs) -> Result<String, CliError> {
-    let store = ctx.existing_store()?;
-    let ask = match args.consistency_from {
-        Some(m) => st::TlogAsk::Consistency(m),
-        None => st::TlogAsk::Inclusion(
-            args.seq
-                .expect("clap requires SEQ without --consistency-from"),
-        ),
-    };
-    let proof = st::prove(&store, &ctx.ledger, args.size, ask, !ctx.json)?;
-    if let Some((seq, entry_hash)) = &proof.entry {
-        eprintln!("entry {seq}: entry_hash {entry_hash} (pass it to verify-proof --entry-hash)");
-    }
-    Ok(proof.text)
-}
-
-pub(crate) fn verify_proof(ctx: &Ctx, args: &VerifyProofArgs, text: &str) -> Result<(), CliError> {
-    let keys = st::trusted_keys(&args.note_verifier);
-    match st::check_text(text, &keys, args.entry_hash.as_deref()) {
-        Ok(Checked::Inclusion { seq, cp, signers }) => {
-            if ctx.json {
-                ctx.out_json(&serde_json::json!({"ok": true, "kind": "tlog-inclusion",
-                    "origin": cp.origin, "seq": seq, "size": cp.size, "root": b64(&cp.root),
-                    "forum_root": cp.forum_root, "signers": signers}))
-            } else {
-                ctx.out(&format!(
-                    "ok: seq {seq} is in {} at size {}, root {}, signed by {}",
-                    cp.origin,
-                    cp.size,
-                    b64(&cp.root),
-                    signers.join(", ")
-                ))
-            }
-        }
-        Ok(Checked::Consistency { old, new, signers }) => {
-            if ctx.json {
-                ctx.out_json(&serde_json::json!({"ok": true, "kind": "tlog-consistency",
-                    "origin": new.origin, "old": {"size": old.size, "root": b64(&old.root)},
-                    "new": {"size": new.size, "root": b64(&new.root)}, "signers": signers}))
-            } else {
-                ctx.out(&format!(
-                    "ok: {} at size {} extends size {}, signed by {}",
-                    new.origin,
-                    new.size,
-                    old.size,
-                    signers.join(", ")
-                ))
-            }
-        }
-        Err(why) => super::proof::does_not_hold(ctx, &args.file, &why),
     }
 }
 

@@ -538,9 +538,9 @@ pub struct Dispatcher {
     pub(crate) executors: Executors,
     pub(crate) draining: Arc<AtomicBool>,
     /// The idempotency keys of appends, loaded on first use.
-    pub(crate) keys: Mutex<Option<super::idem::Keys>>,
+    pub(crate) keys: Mutex<Option<super::idem::keys::Keys>>,
     /// What `/verify` and `/summary` keep between requests.
-    pub(crate) projections: super::projections::Projections,
+    pub(crate) projections: super::projections::cache::Projections,
 }
 
 /// Locks a mutex, recovering from a poisoned one (a panicking handler leaves no half-done state

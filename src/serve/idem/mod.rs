@@ -12,10 +12,9 @@
 
 use std::path::PathBuf;
 
-mod keys;
+pub(crate) mod keys;
 
-pub(crate) use keys::Keys;
-use keys::Record;
+use keys::{Keys, Record};
 
 use super::dispatch::{Dispatcher, Reply, lock};
 use crate::ledger::{NewEntry, payload_hash};

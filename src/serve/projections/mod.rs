@@ -19,10 +19,9 @@
 //! whole computation: two requests at once do the work once, the second answering from what
 //! the first kept.
 
-mod cache;
+pub(crate) mod cache;
 
 use cache::Folded;
-pub(crate) use cache::Projections;
 
 use super::dispatch::{Dispatcher, Reply, lock};
 use crate::report::summary::SummaryFold;
