@@ -511,7 +511,7 @@ impl Config {
 /// The entries as last read, keyed by the tip commit they were read at, with the commit of
 /// each (bodies are read straight from those commits, never through the seq index).
 #[derive(Default, Clone)]
-pub(crate) struct Snapshot {
+pub(crate) struct EntryCache {
     pub(crate) tip: Option<gix::ObjectId>,
     pub(crate) entries: Arc<Vec<Entry>>,
     pub(crate) commits: Arc<Vec<gix::ObjectId>>,
@@ -532,7 +532,7 @@ pub struct Dispatcher {
     pub(crate) cfg: Config,
     pub(crate) repo: gix::ThreadSafeRepository,
     pub(crate) writer: Mutex<GitStore>,
-    pub(crate) cache: Mutex<Snapshot>,
+    pub(crate) cache: Mutex<EntryCache>,
     pub(crate) roster: Roster,
     pub(crate) policy: Policy,
     pub(crate) executors: Executors,
@@ -563,7 +563,7 @@ impl Dispatcher {
             cfg,
             repo: shared,
             writer: Mutex::new(writer),
-            cache: Mutex::new(Snapshot::default()),
+            cache: Mutex::new(EntryCache::default()),
             roster: Roster::default_roster(),
             policy: Policy::default(),
             executors: Executors {

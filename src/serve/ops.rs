@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value as J, json};
 
-use super::dispatch::{Dispatcher, Reply, Request, Snapshot, lock};
+use super::dispatch::{Dispatcher, EntryCache, Reply, Request, lock};
 use crate::context::ContextBudget;
 use crate::exec::config;
 use crate::ledger::merkle::merkle_root;
@@ -87,7 +87,7 @@ struct Shared<'a> {
 }
 
 impl Shared<'_> {
-    fn view(&self) -> Result<Snapshot, StorageError> {
+    fn view(&self) -> Result<EntryCache, StorageError> {
         self.d
             .snapshot()
             .map_err(|r| StorageError::Io(r.message().to_string()))
@@ -164,13 +164,13 @@ impl Dispatcher {
     /// when the tip has not moved; extended by walking back from the new tip to the cached one
     /// when it moved forward (an append here or by another process); read again otherwise
     /// (a redaction rewrote the commits, or the ref was moved back).
-    pub(crate) fn snapshot(&self) -> Result<Snapshot, Reply> {
+    pub(crate) fn snapshot(&self) -> Result<EntryCache, Reply> {
         let store = self.reader()?;
         let mut cache = lock(&self.cache);
         let Some(tip) = store.tip_id()? else {
-            *cache = Snapshot {
+            *cache = EntryCache {
                 root: merkle_root::<&str>(&[]),
-                ..Snapshot::default()
+                ..EntryCache::default()
             };
             return Ok(cache.clone());
         };
@@ -201,7 +201,7 @@ impl Dispatcher {
         let mut next = if extends {
             std::mem::take(&mut *cache)
         } else {
-            Snapshot::default()
+            EntryCache::default()
         };
         {
             let entries = Arc::make_mut(&mut next.entries);
@@ -221,7 +221,7 @@ impl Dispatcher {
     /// The body of the entry at `seq` of `view` (`None` when redacted), read from its commit.
     pub(crate) fn body_in(
         store: &GitStore,
-        view: &Snapshot,
+        view: &EntryCache,
         seq: u64,
     ) -> Result<Option<Value>, Reply> {
         let Some(id) = view.commits.get(seq as usize) else {

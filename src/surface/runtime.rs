@@ -30,7 +30,7 @@ pub(crate) struct RuntimeReport {
     /// Each tier by name (`cheap`, `capable`, `frontier`).
     pub(crate) tiers: BTreeMap<&'static str, TierRow>,
     /// The worker and orchestrator seats.
-    pub(crate) seats: Seats,
+    pub(crate) seats: SeatsReport,
     /// The roster the tiers are demanded by.
     pub(crate) roster: RosterSize,
     /// The verification tier a `--work` run would be checked at: the heaviest of the
@@ -88,7 +88,7 @@ pub(crate) struct TierRow {
 
 /// The two seats.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Seats {
+pub(crate) struct SeatsReport {
     pub(crate) worker: SeatRow,
     pub(crate) orchestrator: SeatRow,
 }
@@ -279,7 +279,7 @@ pub(crate) fn inspect(loaded: &Loaded, roster: &Roster, facts: &dyn Facts) -> Ru
         }),
         default,
         tiers,
-        seats: Seats {
+        seats: SeatsReport {
             worker,
             orchestrator,
         },

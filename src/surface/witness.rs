@@ -185,8 +185,10 @@ pub(crate) fn refusal_line(r: &WitnessReport) -> String {
     )
 }
 
-/// Holds an exclusive lock on `DIR/lock` while it lives.
-struct StateLock(#[allow(dead_code)] std::fs::File);
+/// Holds an exclusive lock on `DIR/lock` while it lives (the lock goes with the file).
+struct StateLock {
+    _held: std::fs::File,
+}
 
 fn lock(dir: &Path) -> Result<StateLock> {
     let path: PathBuf = dir.join("lock");
@@ -198,7 +200,7 @@ fn lock(dir: &Path) -> Result<StateLock> {
         .map_err(|e| Error::internal(format!("cannot open {}: {e}", path.display())))?;
     rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)
         .map_err(|e| Error::internal(format!("cannot lock {}: {e}", path.display())))?;
-    Ok(StateLock(f))
+    Ok(StateLock { _held: f })
 }
 
 /// The current time in POSIX seconds, for a cosignature.

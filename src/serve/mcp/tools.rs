@@ -372,23 +372,9 @@ impl Tool {
         })
     }
 
-    /// Calls the tool's route with `args`.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    pub(crate) fn call(&self, d: &Dispatcher, args: J) -> Reply {
-        self.call_raw(d, args, None)
-    }
-
     /// Calls the tool's route with `args`; `raw`, the arguments' JSON text when there is one,
-    /// is the body a POST route reads, exactly as an HTTP body.
-    // Unused once `pub` was narrowed to what outside code needs (issue 16 point 8).
-    #[allow(dead_code)]
-    pub(crate) fn call_raw(&self, d: &Dispatcher, args: J, raw: Option<&str>) -> Reply {
-        self.call_hooked(d, args, raw, RunHooks::default())
-    }
-
-    /// [`Tool::call_raw`] with what a submit or resume gets besides its arguments: the flag
-    /// that cancels it and where its progress goes.
+    /// is the body a POST route reads, exactly as an HTTP body. `hooks`: what a submit or resume
+    /// gets besides its arguments, the flag that cancels it and where its progress goes.
     pub(crate) fn call_hooked(
         &self,
         d: &Dispatcher,

@@ -11,7 +11,7 @@ impl Dispatcher {
     /// Reads bodies of `view` for the surface's [`Bodies`].
     fn read_bodies<'a>(
         store: &'a GitStore,
-        view: &'a Snapshot,
+        view: &'a EntryCache,
     ) -> impl Fn(&Entry) -> Result<Option<J>, String> + 'a {
         move |e| {
             Self::body_in(store, view, e.seq)

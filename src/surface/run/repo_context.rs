@@ -1,4 +1,4 @@
-//! The repository as context (issue 22, point 3), the git half: a context provider that gives
+//! The repository as context, the git half: a context provider that gives
 //! the planner a map of the repository (`git ls-files`, the README's head) and each task the
 //! tracked files most relevant to its instruction (`git grep -l` on its terms, then the files,
 //! trimmed). What to look for, how to rank and how to render is [`crate::context::repo`];
