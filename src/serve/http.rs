@@ -289,111 +289,195 @@ async fn read_body(body: Body, limit: usize) -> Result<Vec<u8>, Response> {
 
 async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
+    match admit(&server, &parts) {
+        Ok(admitted) => run(&server, &parts, body, admitted).await,
+        Err(r) => *r,
+    }
+}
+
+/// What a request that passed the guards carries on to the engine.
+struct Admitted {
+    method: String,
+    path: String,
+    query: Option<serde_json::Value>,
+    key: Option<String>,
+}
+
+/// A refusal: boxed, as a response is large beside what the checks return when they pass.
+fn refused(status: u16, message: impl Into<String>) -> Box<Response> {
+    Box::new(error(status, message))
+}
+
+/// The checks made before the body is read, in order: Host and Origin, the bearer token, the
+/// query string, the Idempotency-Key header, the method, the content type. The first to fail
+/// gives the response.
+fn admit(server: &Server, parts: &axum::http::request::Parts) -> Result<Admitted, Box<Response>> {
     let headers = &parts.headers;
-    let guard = &server.guard;
+    check_host_and_origin(&server.guard, headers)?;
+    let path = parts.uri.path().to_string();
+    let method = parts.method.as_str().to_string();
+    check_token(&server.guard, headers, &method, &path)?;
+    let query = page_query(parts, &path)?;
+    let key = match header_str(headers, header::HeaderName::from_static("idempotency-key")) {
+        Ok(k) => k.map(str::to_string),
+        Err(()) => return Err(refused(400, "the Idempotency-Key header is not text")),
+    };
+    check_method(server, &method, &path)?;
+    check_content_type(headers, &method, &path)?;
+    Ok(Admitted {
+        method,
+        path,
+        query,
+        key,
+    })
+}
+
+/// The DNS rebinding guard: the Host must be this server's, an Origin (if any) one allowed.
+fn check_host_and_origin(guard: &Guard, headers: &HeaderMap) -> Result<(), Box<Response>> {
     match header_str(headers, header::HOST) {
         Ok(Some(h)) if guard.host_allowed(h) => {}
         Ok(Some(h)) => {
-            return error(
+            return Err(refused(
                 403,
                 format!("Host {h:?} is not this server (DNS rebinding guard)"),
-            );
+            ));
         }
-        Ok(None) => return error(403, "a Host header is required"),
-        Err(()) => return error(403, "the Host header is not text"),
+        Ok(None) => return Err(refused(403, "a Host header is required")),
+        Err(()) => return Err(refused(403, "the Host header is not text")),
     }
     match header_str(headers, header::ORIGIN) {
-        Ok(None) => {}
-        Ok(Some(o)) if guard.origin_allowed(o) => {}
-        _ => return error(403, "cross-origin requests are not accepted"),
+        Ok(None) => Ok(()),
+        Ok(Some(o)) if guard.origin_allowed(o) => Ok(()),
+        _ => Err(refused(403, "cross-origin requests are not accepted")),
     }
-    let path = parts.uri.path().to_string();
-    let method = parts.method.as_str().to_string();
+}
+
+/// A 401 with `WWW-Authenticate: Bearer` when the route needs a token the request lacks.
+fn check_token(
+    guard: &Guard,
+    headers: &HeaderMap,
+    method: &str,
+    path: &str,
+) -> Result<(), Box<Response>> {
     let auth = header_str(headers, header::AUTHORIZATION).unwrap_or(None);
-    if !guard.authorized(access(&method, &path), auth) {
-        let mut r = error(
-            401,
-            "a bearer token is required: send `Authorization: Bearer TOKEN` with the token in the file `git forum serve --token-path` names",
-        );
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return r;
+    if guard.authorized(access(method, path), auth) {
+        return Ok(());
     }
-    // Only /replay pages (?limit=&after=) and /log (?limit=) take a query; elsewhere paths
-    // match literally.
-    let query = match parts.uri.query() {
-        None => None,
+    let mut r = error(
+        401,
+        "a bearer token is required: send `Authorization: Bearer TOKEN` with the token in the file `git forum serve --token-path` names",
+    );
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    Err(Box::new(r))
+}
+
+/// Only /replay pages (?limit=&after=) and /log (?limit=) take a query; elsewhere paths match
+/// literally.
+fn page_query(
+    parts: &axum::http::request::Parts,
+    path: &str,
+) -> Result<Option<serde_json::Value>, Box<Response>> {
+    match parts.uri.query() {
+        None => Ok(None),
         Some(q)
             if parts.method == axum::http::Method::GET
                 && (path.starts_with("/replay/") || path == "/log") =>
         {
             match super::page::query_fields(q) {
-                Ok(fields) => Some(fields),
-                Err(m) => return error(400, m),
+                Ok(fields) => Ok(Some(fields)),
+                Err(m) => Err(refused(400, m)),
             }
         }
-        Some(_) => {
-            return error(
-                404,
-                "query strings are not accepted here: paths are matched literally (only GET /replay/SEQ takes ?limit=&after=, and GET /log ?limit=)",
-            );
-        }
-    };
-    let key = match header_str(headers, header::HeaderName::from_static("idempotency-key")) {
-        Ok(k) => k.map(str::to_string),
-        Err(()) => return error(400, "the Idempotency-Key header is not text"),
-    };
-    let allowed = allowed_methods(&path);
-    if !allowed.contains(&method.as_str()) {
-        let reply = server.dispatcher.handle(&method, &path, b"");
-        let mut r = reply_response(&reply);
-        if reply.status == 405
-            && let Ok(v) = HeaderValue::from_str(&allowed.join(", "))
-        {
-            r.headers_mut().insert(header::ALLOW, v);
-        }
-        return r;
+        Some(_) => Err(refused(
+            404,
+            "query strings are not accepted here: paths are matched literally (only GET /replay/SEQ takes ?limit=&after=, and GET /log ?limit=)",
+        )),
     }
-    if method != "GET" {
-        match header_str(headers, header::CONTENT_TYPE) {
-            Ok(Some(t)) if is_json(t) => {}
-            _ => {
-                return error(
-                    415,
-                    format!("{method} {path} takes only `Content-Type: application/json` bodies"),
-                );
-            }
-        }
+}
+
+/// A method the path does not take gets the dispatcher's own answer, with `Allow` on a 405.
+fn check_method(server: &Server, method: &str, path: &str) -> Result<(), Box<Response>> {
+    let allowed = allowed_methods(path);
+    if allowed.contains(&method) {
+        return Ok(());
     }
-    let limits = &server.limits;
+    let reply = server.dispatcher.handle(method, path, b"");
+    let mut r = reply_response(&reply);
+    if reply.status == 405
+        && let Ok(v) = HeaderValue::from_str(&allowed.join(", "))
+    {
+        r.headers_mut().insert(header::ALLOW, v);
+    }
+    Err(Box::new(r))
+}
+
+/// Every method but GET takes only JSON bodies.
+fn check_content_type(headers: &HeaderMap, method: &str, path: &str) -> Result<(), Box<Response>> {
+    if method == "GET" {
+        return Ok(());
+    }
+    match header_str(headers, header::CONTENT_TYPE) {
+        Ok(Some(t)) if is_json(t) => Ok(()),
+        _ => Err(refused(
+            415,
+            format!("{method} {path} takes only `Content-Type: application/json` bodies"),
+        )),
+    }
+}
+
+/// The body, refused early on a Content-Length over the limit, cut off at the limit and at the
+/// read timeout.
+async fn read_limited_body(
+    limits: &Limits,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Vec<u8>, Box<Response>> {
     if let Ok(Some(len)) = header_str(headers, header::CONTENT_LENGTH)
         && len
             .trim()
             .parse::<u64>()
             .is_ok_and(|n| n > limits.max_body as u64)
     {
-        return error(
+        return Err(refused(
             413,
             format!(
                 "the request body is over the {} byte limit",
                 limits.max_body
             ),
-        );
+        ));
     }
-    let bytes =
-        match tokio::time::timeout(limits.read_timeout, read_body(body, limits.max_body)).await {
-            Ok(Ok(b)) => b,
-            Ok(Err(r)) => return r,
-            Err(_) => {
-                return error(
-                    408,
-                    format!(
-                        "the request body did not arrive within {} s",
-                        limits.read_timeout.as_secs_f64()
-                    ),
-                );
-            }
-        };
+    match tokio::time::timeout(limits.read_timeout, read_body(body, limits.max_body)).await {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(r)) => Err(Box::new(r)),
+        Err(_) => Err(refused(
+            408,
+            format!(
+                "the request body did not arrive within {} s",
+                limits.read_timeout.as_secs_f64()
+            ),
+        )),
+    }
+}
+
+/// Reads the body, waits for a slot and runs the request on the engine, within its time limit.
+async fn run(
+    server: &Server,
+    parts: &axum::http::request::Parts,
+    body: Body,
+    admitted: Admitted,
+) -> Response {
+    let Admitted {
+        method,
+        path,
+        query,
+        key,
+    } = admitted;
+    let limits = &server.limits;
+    let bytes = match read_limited_body(limits, &parts.headers, body).await {
+        Ok(b) => b,
+        Err(r) => return *r,
+    };
     // From here the request waits on the engine, not on its client: its connection is not
     // one to evict.
     let _busy = parts.extensions.get::<Arc<Conn>>().map(|c| c.busy());

@@ -441,33 +441,7 @@ fn build(
                 .iter()
                 .map(|(e, _, c)| (e.clone(), (!gone(&e.payload_hash)).then(|| c.clone())))
                 .collect();
-            // A git ledger holds an absent body only under a redaction entry naming it (what
-            // `git forum redact` appends): one per redacted hash, after the entries.
-            for ph in redacted {
-                let holder = entries
-                    .iter()
-                    .rev()
-                    .find(|(e, _, _)| &e.payload_hash == ph)
-                    .map(|(e, _, _)| e.seq as i64);
-                let payload = Value::Object(vec![
-                    (
-                        "schema".into(),
-                        Value::str(crate::store::redact::REDACTION_SCHEMA),
-                    ),
-                    ("payload_hash".into(), Value::str(ph)),
-                    ("reason".into(), Value::str("bench-deep-verify")),
-                ]);
-                let last = items.last().map(|(e, _)| e.clone());
-                let new = NewEntry {
-                    actor: "bench".into(),
-                    kind: kind::REDACTION.into(),
-                    causal_parent: holder,
-                    payload: payload.clone(),
-                    ts: last.as_ref().map_or(1.0, |e| e.ts + 1.0),
-                };
-                let entry = Entry::next(last.as_ref(), &new, hash::payload_hash(&payload));
-                items.push((entry, Some(payload.canonical())));
-            }
+            push_redactions(&mut items, entries, redacted);
             git.store.import_entries(&items).map_err(store_err)?;
             if storage == "loose" {
                 unpack_to_loose(&git)?;
@@ -496,6 +470,40 @@ fn build(
             }
             Ok(Some(Box::new(git)))
         }
+    }
+}
+
+/// A git ledger holds an absent body only under a redaction entry naming it (what
+/// `git forum redact` appends): one per redacted hash, after the entries.
+fn push_redactions(
+    items: &mut Vec<(Entry, Option<String>)>,
+    entries: &[(Entry, Value, String)],
+    redacted: &[String],
+) {
+    for ph in redacted {
+        let holder = entries
+            .iter()
+            .rev()
+            .find(|(e, _, _)| &e.payload_hash == ph)
+            .map(|(e, _, _)| e.seq as i64);
+        let payload = Value::Object(vec![
+            (
+                "schema".into(),
+                Value::str(crate::store::redact::REDACTION_SCHEMA),
+            ),
+            ("payload_hash".into(), Value::str(ph)),
+            ("reason".into(), Value::str("bench-deep-verify")),
+        ]);
+        let last = items.last().map(|(e, _)| e.clone());
+        let new = NewEntry {
+            actor: "bench".into(),
+            kind: kind::REDACTION.into(),
+            causal_parent: holder,
+            payload: payload.clone(),
+            ts: last.as_ref().map_or(1.0, |e| e.ts + 1.0),
+        };
+        let entry = Entry::next(last.as_ref(), &new, hash::payload_hash(&payload));
+        items.push((entry, Some(payload.canonical())));
     }
 }
 

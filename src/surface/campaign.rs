@@ -389,25 +389,7 @@ fn round(
         campaign::dispatch_body(cid, &wave),
         now(),
     )?;
-    let mut tasks = Vec::new();
-    for fid in &wave {
-        let Some((_, f)) = s.campaign.feature(fid) else {
-            continue;
-        };
-        let mut t = Task::new(&f.feature_id, &f.agent, &f.instruction);
-        t.done_when = f
-            .done_when
-            .iter()
-            .map(|c| c.trim().to_string())
-            .filter(|c| !c.is_empty())
-            .collect();
-        tasks.push(t);
-    }
-    let plan = Plan { tasks }.compile().map_err(|e| {
-        Error::internal(format!(
-            "the round's features do not make a plan ({e}); the campaign_dispatch entry is witnessed"
-        ))
-    })?;
+    let plan = wave_plan(s, &wave)?;
     let from = store.len().map_err(super::run::storage)?;
     let out = run::dispatch(store, env, opts, &plan, base).map_err(run_error);
     reload(store, items, from)?;
@@ -442,6 +424,42 @@ fn round(
             if ok { "done" } else { "failed" }.to_string(),
         );
     }
+    close_round(store, items, env, opts, cid)?;
+    Ok((acted, out.branch))
+}
+
+/// The round's plan: one task per feature of the wave, with its non-empty done-when checks.
+fn wave_plan(s: &Status, wave: &[String]) -> Result<crate::plan::CompiledPlan> {
+    let mut tasks = Vec::new();
+    for fid in wave {
+        let Some((_, f)) = s.campaign.feature(fid) else {
+            continue;
+        };
+        let mut t = Task::new(&f.feature_id, &f.agent, &f.instruction);
+        t.done_when = f
+            .done_when
+            .iter()
+            .map(|c| c.trim().to_string())
+            .filter(|c| !c.is_empty())
+            .collect();
+        tasks.push(t);
+    }
+    Plan { tasks }.compile().map_err(|e| {
+        Error::internal(format!(
+            "the round's features do not make a plan ({e}); the campaign_dispatch entry is witnessed"
+        ))
+    })
+}
+
+/// The end of a round: the features it left blocked, the campaign's result snapshot, a sync.
+fn close_round(
+    store: &mut (dyn Storage + Send),
+    items: &mut Items,
+    env: &Env<'_>,
+    opts: &run::Options,
+    cid: &str,
+) -> Result<()> {
+    let now = || env.clock.now();
     witness_blocked(store, items, cid, now())?;
     let after = resolve(items, Some(cid))?;
     append_screened(
@@ -453,7 +471,7 @@ fn round(
         now(),
     )?;
     store.sync().map_err(super::run::storage)?;
-    Ok((acted, out.branch))
+    Ok(())
 }
 
 /// Marks every pending feature whose dependency failed, is blocked or is unwitnessed as

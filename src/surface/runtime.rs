@@ -199,75 +199,20 @@ pub(crate) fn inspect(loaded: &Loaded, roster: &Roster, facts: &dyn Facts) -> Ru
             problem: i.problem,
         })
         .collect();
-    let lanes = |t: Tier| -> Vec<String> {
-        roster
-            .agents()
-            .iter()
-            .filter(|a| a.model_tier == t)
-            .map(|a| a.name.clone())
-            .collect()
-    };
     let worker_pinned = !matches!(rt.seats.worker, SeatChoice::Unset);
-    let default = match rt.effective_default() {
-        Some((via, spec)) => DefaultSlot {
-            configured: rt.default.is_some(),
-            via: Some(via_row(&via)),
-            executor: Some(executor_json(spec, facts)),
-        },
-        None => DefaultSlot {
-            configured: false,
-            via: None,
-            executor: None,
-        },
-    };
-    let mut tiers = BTreeMap::new();
-    for t in Tier::ALL {
-        let (status, fallback) = match rt.for_tier(t) {
-            Some((Via::Slot(_), _)) => ("configured", None),
-            Some((via, _)) => ("fallback", Some(via_row(&via))),
-            None => ("missing", None),
-        };
-        tiers.insert(
-            t.as_str(),
-            TierRow {
-                status,
-                fallback,
-                executor: rt.tiers.get(&t).map(|s| executor_json(s, facts)),
-                demanded_by: lanes(t),
-                used_for_tasks: !worker_pinned,
-            },
-        );
-    }
-    let seat = |name: &'static str,
-                choice: &SeatChoice,
-                resolved: Option<Result<(Via, ExecutorSpec), String>>| {
-        let set = match choice {
-            SeatChoice::Unset => None,
-            SeatChoice::Slot(s) => Some(s.as_str()),
-            SeatChoice::Inline(_) => Some("inline"),
-        };
-        let (via, executor, problem) = match resolved {
-            Some(Ok((via, s))) => (Some(via_row(&via)), Some(executor_json(&s, facts)), None),
-            Some(Err(p)) => (None, None, Some(p)),
-            None => (None, None, None),
-        };
-        SeatRow {
-            seat: name,
-            set,
-            via,
-            executor,
-            problem,
-        }
-    };
-    let orchestrator = seat(
+    let default = default_slot(rt, facts);
+    let tiers = tier_rows(rt, roster, facts, worker_pinned);
+    let orchestrator = seat_row(
         "orchestrator",
         &rt.seats.orchestrator,
         Some(rt.for_control().map_err(|u| u.to_string())),
+        facts,
     );
-    let worker = seat(
+    let worker = seat_row(
         "worker",
         &rt.seats.worker,
         worker_pinned.then(|| rt.for_task(roster, "").map_err(|u| u.to_string())),
+        facts,
     );
     RuntimeReport {
         schema: RuntimeReport::SCHEMA,
@@ -289,5 +234,83 @@ pub(crate) fn inspect(loaded: &Loaded, roster: &Roster, facts: &dyn Facts) -> Ru
         verification: verification_json(&config::verify::for_run(rt, roster)),
         issues,
         warnings: rt.warnings.clone(),
+    }
+}
+
+/// The default executor: whether it is configured, and what it resolves to.
+fn default_slot(rt: &config::Runtime, facts: &dyn Facts) -> DefaultSlot {
+    match rt.effective_default() {
+        Some((via, spec)) => DefaultSlot {
+            configured: rt.default.is_some(),
+            via: Some(via_row(&via)),
+            executor: Some(executor_json(spec, facts)),
+        },
+        None => DefaultSlot {
+            configured: false,
+            via: None,
+            executor: None,
+        },
+    }
+}
+
+/// One row per tier: configured, a fallback or missing, and the roster lanes that demand it.
+fn tier_rows(
+    rt: &config::Runtime,
+    roster: &Roster,
+    facts: &dyn Facts,
+    worker_pinned: bool,
+) -> BTreeMap<&'static str, TierRow> {
+    let lanes = |t: Tier| -> Vec<String> {
+        roster
+            .agents()
+            .iter()
+            .filter(|a| a.model_tier == t)
+            .map(|a| a.name.clone())
+            .collect()
+    };
+    let mut tiers = BTreeMap::new();
+    for t in Tier::ALL {
+        let (status, fallback) = match rt.for_tier(t) {
+            Some((Via::Slot(_), _)) => ("configured", None),
+            Some((via, _)) => ("fallback", Some(via_row(&via))),
+            None => ("missing", None),
+        };
+        tiers.insert(
+            t.as_str(),
+            TierRow {
+                status,
+                fallback,
+                executor: rt.tiers.get(&t).map(|s| executor_json(s, facts)),
+                demanded_by: lanes(t),
+                used_for_tasks: !worker_pinned,
+            },
+        );
+    }
+    tiers
+}
+
+/// A seat's row: what it is set to and what that resolves to (or why it does not).
+fn seat_row(
+    name: &'static str,
+    choice: &SeatChoice,
+    resolved: Option<Result<(Via, ExecutorSpec), String>>,
+    facts: &dyn Facts,
+) -> SeatRow {
+    let set = match choice {
+        SeatChoice::Unset => None,
+        SeatChoice::Slot(s) => Some(s.as_str()),
+        SeatChoice::Inline(_) => Some("inline"),
+    };
+    let (via, executor, problem) = match resolved {
+        Some(Ok((via, s))) => (Some(via_row(&via)), Some(executor_json(&s, facts)), None),
+        Some(Err(p)) => (None, None, Some(p)),
+        None => (None, None, None),
+    };
+    SeatRow {
+        seat: name,
+        set,
+        via,
+        executor,
+        problem,
     }
 }

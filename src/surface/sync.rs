@@ -96,30 +96,9 @@ pub(crate) fn sync_status(
     let chain = |refname: &str| -> Result<Vec<Entry>> {
         Ok(GitStore::at_ref(shared.to_thread_local(), refname, Options::default())?.entries()?)
     };
-    let cp = |entries: &[Entry], commit: &str| {
-        let hashes: Vec<&str> = entries.iter().map(|e| e.entry_hash.as_str()).collect();
-        CopyCheckpoint {
-            size: entries.len(),
-            root: merkle_root(&hashes),
-            commit: commit.to_string(),
-        }
-    };
     let mut locals: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
     let mut rows = Vec::new();
-    let mut keys: Vec<(String, String)> = adopted
-        .iter()
-        .chain(seen.iter())
-        .filter_map(|(r, _)| {
-            let rest = r
-                .strip_prefix(REMOTES_PREFIX)
-                .or_else(|| r.strip_prefix(SEEN_PREFIX))?;
-            let (remote, name) = rest.split_once('/')?;
-            Some((remote.to_string(), name.to_string()))
-        })
-        .collect();
-    keys.sort();
-    keys.dedup();
-    for (remote, name) in keys {
+    for (remote, name) in remote_ledgers(&adopted, &seen) {
         let adopted_ref = format!("{REMOTES_PREFIX}{remote}/{name}");
         let seen_ref = format!("{SEEN_PREFIX}{remote}/{name}");
         let there = match adopted.iter().find(|(r, _)| *r == adopted_ref) {
@@ -127,7 +106,7 @@ pub(crate) fn sync_status(
             None => None,
         };
         let seen_cp = match seen.iter().find(|(r, _)| *r == seen_ref) {
-            Some((r, oid)) => Some(cp(&chain(r)?, oid)),
+            Some((r, oid)) => Some(checkpoint(&chain(r)?, oid)),
             None => None,
         };
         if !locals.contains_key(&name) {
@@ -137,26 +116,11 @@ pub(crate) fn sync_status(
             locals.insert(name.clone(), local);
         }
         let here = &locals[&name];
-        let (relation, ahead, behind) = match &there {
-            None => (Relation::NotFetched, None, None),
-            Some((t, _)) => {
-                let common = here.len().min(t.len());
-                let agree = common == 0 || here[common - 1].entry_hash == t[common - 1].entry_hash;
-                if !agree {
-                    (Relation::Diverged, None, None)
-                } else if here.len() == t.len() {
-                    (Relation::InSync, Some(0), Some(0))
-                } else if here.len() > t.len() {
-                    (Relation::Ahead, Some(here.len() - t.len()), Some(0))
-                } else {
-                    (Relation::Behind, Some(0), Some(t.len() - here.len()))
-                }
-            }
-        };
+        let (relation, ahead, behind) = relation(here, there.as_ref().map(|(t, _)| t.as_slice()));
         rows.push(RemoteRow {
             remote,
             ledger: name,
-            adopted: there.as_ref().map(|(t, oid)| cp(t, oid)),
+            adopted: there.as_ref().map(|(t, oid)| checkpoint(t, oid)),
             seen: seen_cp,
             local_size: here.len(),
             relation,
@@ -172,6 +136,56 @@ pub(crate) fn sync_status(
         },
         remotes: rows,
     })
+}
+
+/// The (remote, ledger) pairs with an adopted or a seen ref, sorted, each once.
+fn remote_ledgers(
+    adopted: &[(String, String)],
+    seen: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut keys: Vec<(String, String)> = adopted
+        .iter()
+        .chain(seen.iter())
+        .filter_map(|(r, _)| {
+            let rest = r
+                .strip_prefix(REMOTES_PREFIX)
+                .or_else(|| r.strip_prefix(SEEN_PREFIX))?;
+            let (remote, name) = rest.split_once('/')?;
+            Some((remote.to_string(), name.to_string()))
+        })
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// A copy's size, Merkle root and commit.
+fn checkpoint(entries: &[Entry], commit: &str) -> CopyCheckpoint {
+    let hashes: Vec<&str> = entries.iter().map(|e| e.entry_hash.as_str()).collect();
+    CopyCheckpoint {
+        size: entries.len(),
+        root: merkle_root(&hashes),
+        commit: commit.to_string(),
+    }
+}
+
+/// How the local chain stands to the remote's copy (none when not fetched), with how many
+/// entries each has that the other lacks when they agree.
+fn relation(here: &[Entry], there: Option<&[Entry]>) -> (Relation, Option<usize>, Option<usize>) {
+    let Some(t) = there else {
+        return (Relation::NotFetched, None, None);
+    };
+    let common = here.len().min(t.len());
+    let agree = common == 0 || here[common - 1].entry_hash == t[common - 1].entry_hash;
+    if !agree {
+        (Relation::Diverged, None, None)
+    } else if here.len() == t.len() {
+        (Relation::InSync, Some(0), Some(0))
+    } else if here.len() > t.len() {
+        (Relation::Ahead, Some(here.len() - t.len()), Some(0))
+    } else {
+        (Relation::Behind, Some(0), Some(t.len() - here.len()))
+    }
 }
 
 #[cfg(test)]

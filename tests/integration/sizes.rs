@@ -65,7 +65,9 @@ const HELD: &[&str] = &[
     "route",
     "run",
     "secrets",
+    "serve",
     "spend.rs",
+    "surface",
 ];
 
 /// One thing over a limit or in a circle, with where it is.

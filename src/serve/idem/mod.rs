@@ -97,49 +97,8 @@ impl Dispatcher {
         };
         match keys.map.get(key).cloned() {
             Some(had) => {
-                if !had.same_entry(&want) {
-                    let what = match had.seq {
-                        Some(s) => format!(" (seq {s})"),
-                        None => String::new(),
-                    };
-                    return Err(Reply::from(crate::surface::Error::conflict(format!(
-                        "idempotency key {key:?} was used for another entry{what}; use a new key for a new entry"
-                    ))));
-                }
-                let view = self.snapshot()?;
-                let found = had.seq.or_else(|| {
-                    view.entries
-                        .iter()
-                        .skip(had.from as usize)
-                        .find(|e| had.matches(e))
-                        .map(|e| e.seq)
-                });
-                if let Some(seq) = found {
-                    let (Some(e), Some(commit)) = (
-                        view.entries.get(seq as usize),
-                        view.commits.get(seq as usize),
-                    ) else {
-                        return Err(Reply::from(crate::surface::Error::conflict(format!(
-                            "idempotency key {key:?} wrote seq {seq}, which the ledger no longer holds (see git forum doctor)"
-                        ))));
-                    };
-                    if had.seq.is_none() {
-                        keys.write(
-                            &Record {
-                                seq: Some(seq),
-                                ..had
-                            },
-                            fsync,
-                        )
-                        .map_err(io_err)?;
-                    }
-                    return report(AppendReport {
-                        seq,
-                        entry_hash: e.entry_hash.clone(),
-                        commit: commit.to_string(),
-                        replayed: true,
-                        secret_redacted: None,
-                    });
+                if let Some(done) = self.answer_again(keys, key, &had, &want, fsync)? {
+                    return report(done);
                 }
                 // An attempt that was interrupted before its entry was written: write it now.
                 want.from = had.from;
@@ -164,6 +123,64 @@ impl Dispatcher {
             );
         }
         report(AppendReport::of(&done))
+    }
+
+    /// A key used before: for the same entry, the first answer again (its seq recorded if it
+    /// was not yet), or none when that attempt stopped before writing the entry; for another
+    /// entry, a conflict.
+    fn answer_again(
+        &self,
+        keys: &mut Keys,
+        key: &str,
+        had: &Record,
+        want: &Record,
+        fsync: bool,
+    ) -> Result<Option<AppendReport>, Reply> {
+        if !had.same_entry(want) {
+            let what = match had.seq {
+                Some(s) => format!(" (seq {s})"),
+                None => String::new(),
+            };
+            return Err(Reply::from(crate::surface::Error::conflict(format!(
+                "idempotency key {key:?} was used for another entry{what}; use a new key for a new entry"
+            ))));
+        }
+        let view = self.snapshot()?;
+        let found = had.seq.or_else(|| {
+            view.entries
+                .iter()
+                .skip(had.from as usize)
+                .find(|e| had.matches(e))
+                .map(|e| e.seq)
+        });
+        let Some(seq) = found else {
+            return Ok(None);
+        };
+        let (Some(e), Some(commit)) = (
+            view.entries.get(seq as usize),
+            view.commits.get(seq as usize),
+        ) else {
+            return Err(Reply::from(crate::surface::Error::conflict(format!(
+                "idempotency key {key:?} wrote seq {seq}, which the ledger no longer holds (see git forum doctor)"
+            ))));
+        };
+        if had.seq.is_none() {
+            keys.write(
+                &Record {
+                    seq: Some(seq),
+                    ..had.clone()
+                },
+                fsync,
+            )
+            .map_err(io_err)?;
+        }
+        Ok(Some(AppendReport {
+            seq,
+            entry_hash: e.entry_hash.clone(),
+            commit: commit.to_string(),
+            replayed: true,
+            secret_redacted: None,
+        }))
     }
 }
 

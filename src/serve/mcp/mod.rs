@@ -193,19 +193,9 @@ impl<'d> Mcp<'d> {
 
 /// Reads one line's message: what it asks, or the error it gets.
 pub(crate) fn read(line: &[u8]) -> Incoming {
-    let Ok(text) = std::str::from_utf8(line) else {
-        return Incoming::Reply(error(J::Null, -32700, "Parse error: the line is not UTF-8"));
-    };
-    // Read as Python's json.loads reads it, as the HTTP body is: NaN and Infinity are
-    // accepted and every number keeps its exact value (see `Dispatcher::handle`).
-    let parsed = match canonical::parse(text) {
+    let parsed = match parse_line(line) {
         Ok(v) => v,
-        Err(ours) => {
-            let why = serde_json::from_str::<J>(text)
-                .err()
-                .map_or_else(|| ours.to_string(), |e| e.to_string());
-            return Incoming::Reply(error(J::Null, -32700, &format!("Parse error: {why}")));
-        }
+        Err(reply) => return Incoming::Reply(reply),
     };
     let msg = parsed.to_serde();
     let J::Object(m) = &msg else {
@@ -215,18 +205,9 @@ pub(crate) fn read(line: &[u8]) -> Incoming {
             "Invalid Request: a message must be a JSON object",
         ));
     };
-    let id = match m.get("id") {
-        None => None,
-        // MCP's ids are strings or integers (never null, never a fraction).
-        Some(v @ J::String(_)) => Some(v.clone()),
-        Some(v @ J::Number(n)) if n.is_i64() || n.is_u64() => Some(v.clone()),
-        Some(_) => {
-            return Incoming::Reply(error(
-                J::Null,
-                -32600,
-                "Invalid Request: id must be a string or a number",
-            ));
-        }
+    let id = match message_id(m) {
+        Ok(id) => id,
+        Err(reply) => return Incoming::Reply(reply),
     };
     let reply_id = id.clone().unwrap_or(J::Null);
     if m.get("jsonrpc").and_then(J::as_str) != Some("2.0") {
@@ -276,6 +257,36 @@ pub(crate) fn read(line: &[u8]) -> Incoming {
         params,
         raw,
     })
+}
+
+/// A line read as JSON, or the parse error to answer with.
+fn parse_line(line: &[u8]) -> Result<canonical::Value, J> {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Err(error(J::Null, -32700, "Parse error: the line is not UTF-8"));
+    };
+    // Read as Python's json.loads reads it, as the HTTP body is: NaN and Infinity are
+    // accepted and every number keeps its exact value (see `Dispatcher::handle`).
+    canonical::parse(text).map_err(|ours| {
+        let why = serde_json::from_str::<J>(text)
+            .err()
+            .map_or_else(|| ours.to_string(), |e| e.to_string());
+        error(J::Null, -32700, &format!("Parse error: {why}"))
+    })
+}
+
+/// A message's id (none for a notification), or the error to answer a bad one with.
+fn message_id(m: &Map<String, J>) -> Result<Option<J>, J> {
+    match m.get("id") {
+        None => Ok(None),
+        // MCP's ids are strings or integers (never null, never a fraction).
+        Some(v @ J::String(_)) => Ok(Some(v.clone())),
+        Some(v @ J::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(v.clone())),
+        Some(_) => Err(error(
+            J::Null,
+            -32600,
+            "Invalid Request: id must be a string or a number",
+        )),
+    }
 }
 
 #[cfg(test)]

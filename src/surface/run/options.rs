@@ -233,53 +233,90 @@ impl RunOptions {
         let enabled = self.work || defaults.enabled;
         // What bounds the workers: a new --work run's, or a resumed one's.
         let working = enabled || self.resumes_work;
+        let deadline = self.check_deadline(enabled)?;
+        let max_tool_calls = self.tool_call_budget(working)?;
+        let sandbox = self.sandboxing(defaults, working)?;
+        let mut checks = defaults.checks.clone();
+        checks.extend(self.checks.iter().cloned());
+        Ok(run::WorkOptions {
+            enabled,
+            open,
+            ledger: ledger.to_string(),
+            checks,
+            check_deadline: deadline,
+            output_cap: run::DEFAULT_CHECK_OUTPUT_CAP,
+            diff_cap: run::DEFAULT_DIFF_CAP,
+            allow_cmds: self
+                .allow_cmds
+                .iter()
+                .map(|c| c.trim().to_string())
+                .collect(),
+            max_tool_calls,
+            sandbox: Arc::new(sandbox),
+            verification: None,
+            limits: defaults.limits,
+        })
+    }
+
+    /// The `--check` commands' deadline, once the commands are known good and a --work run is
+    /// there to check.
+    fn check_deadline(&self, enabled: bool) -> Result<Duration> {
         if !enabled && !self.checks.is_empty() {
             return Err(Error::usage(
                 "--check runs on the changes of a --work run: add --work (or set [work] enabled = true in .forum/runtime.toml)",
             ));
         }
-        for c in &self.checks {
-            if c.trim().is_empty() || c.contains('\0') || c.len() > config::MAX_CHECK_BYTES {
-                return Err(Error::usage(format!(
-                    "--check {c:?}: give a non-empty shell command of at most {} bytes",
-                    config::MAX_CHECK_BYTES
-                )));
-            }
+        check_commands("--check", &self.checks)?;
+        match self.check_timeout {
+            Some(s) => seconds("check-timeout", s),
+            None => Ok(run::DEFAULT_CHECK_DEADLINE),
         }
-        let deadline = match self.check_timeout {
-            Some(s) => seconds("check-timeout", s)?,
-            None => run::DEFAULT_CHECK_DEADLINE,
-        };
+    }
+
+    /// The editing worker's tool call budget, once its `--allow-cmd` commands are known good.
+    fn tool_call_budget(&self, working: bool) -> Result<u32> {
         if !working && (!self.allow_cmds.is_empty() || self.max_tool_calls.is_some()) {
             return Err(Error::usage(
                 "--allow-cmd and --max-tool-calls bound the editing worker of a --work run: add --work",
             ));
         }
-        for c in &self.allow_cmds {
-            if c.trim().is_empty() || c.contains('\0') || c.len() > config::MAX_CHECK_BYTES {
-                return Err(Error::usage(format!(
-                    "--allow-cmd {c:?}: give a non-empty shell command of at most {} bytes",
-                    config::MAX_CHECK_BYTES
-                )));
-            }
+        check_commands("--allow-cmd", &self.allow_cmds)?;
+        match self.max_tool_calls {
+            None => Ok(run::edit_tools::DEFAULT_MAX_TOOL_CALLS),
+            Some(n) if (1..=run::edit_tools::MAX_TOOL_CALLS_LIMIT).contains(&n) => Ok(n),
+            Some(n) => Err(Error::usage(format!(
+                "--max-tool-calls {n}: give a number from 1 to {}",
+                run::edit_tools::MAX_TOOL_CALLS_LIMIT
+            ))),
         }
-        let max_tool_calls = match self.max_tool_calls {
-            None => run::edit_tools::DEFAULT_MAX_TOOL_CALLS,
-            Some(n) if (1..=run::edit_tools::MAX_TOOL_CALLS_LIMIT).contains(&n) => n,
-            Some(n) => {
-                return Err(Error::usage(format!(
-                    "--max-tool-calls {n}: give a number from 1 to {}",
-                    run::edit_tools::MAX_TOOL_CALLS_LIMIT
-                )));
-            }
-        };
+    }
+
+    /// The sandbox the workers run in, probed when there is work to run.
+    fn sandboxing(&self, defaults: &config::WorkConfig, working: bool) -> Result<Sandboxing> {
         if self.sandbox == Some(false) && self.sandbox_net {
             return Err(Error::usage(
                 "--sandbox-net keeps the network inside the sandbox, which --no-sandbox turns off: give one or the other",
             ));
         }
-        let mut checks = defaults.checks.clone();
-        checks.extend(self.checks.iter().cloned());
+        let read = self.sandbox_read_paths(defaults)?;
+        let sandbox = Sandboxing::new(
+            sandbox::choose(self.sandbox, defaults.sandbox),
+            sandbox::Policy {
+                net: self.sandbox_net || defaults.sandbox_net,
+                read,
+            },
+        );
+        if working {
+            // Probed before anything is written, so `--sandbox` without bubblewrap is refused
+            // with nothing done.
+            sandbox.resolve().map_err(Error::usage)?;
+        }
+        Ok(sandbox)
+    }
+
+    /// The configured and the given `--sandbox-read` paths, made absolute and canonical, each
+    /// once; `/` is refused.
+    fn sandbox_read_paths(&self, defaults: &config::WorkConfig) -> Result<Vec<std::path::PathBuf>> {
         let mut read = Vec::new();
         for p in defaults.sandbox_read.iter().chain(&self.sandbox_read) {
             let full = if p.is_absolute() {
@@ -304,36 +341,7 @@ impl RunOptions {
                 read.push(full);
             }
         }
-        let sandbox = Sandboxing::new(
-            sandbox::choose(self.sandbox, defaults.sandbox),
-            sandbox::Policy {
-                net: self.sandbox_net || defaults.sandbox_net,
-                read,
-            },
-        );
-        if working {
-            // Probed before anything is written, so `--sandbox` without bubblewrap is refused
-            // with nothing done.
-            sandbox.resolve().map_err(Error::usage)?;
-        }
-        Ok(run::WorkOptions {
-            enabled,
-            open,
-            ledger: ledger.to_string(),
-            checks,
-            check_deadline: deadline,
-            output_cap: run::DEFAULT_CHECK_OUTPUT_CAP,
-            diff_cap: run::DEFAULT_DIFF_CAP,
-            allow_cmds: self
-                .allow_cmds
-                .iter()
-                .map(|c| c.trim().to_string())
-                .collect(),
-            max_tool_calls,
-            sandbox: Arc::new(sandbox),
-            verification: None,
-            limits: defaults.limits,
-        })
+        Ok(read)
     }
 
     /// The context provider of [`RunOptions::context`], if any. `pre` is the ledger as read
@@ -488,6 +496,19 @@ pub(crate) fn preload(store: &GitStore) -> Result<Vec<(Entry, Option<Value>)>> {
         return Ok(Vec::new());
     }
     crate::surface::reports::load_git(store).map_err(read)
+}
+
+/// Refuses an empty, NUL-holding or over-long shell command given to `flag`.
+fn check_commands(flag: &str, commands: &[String]) -> Result<()> {
+    for c in commands {
+        if c.trim().is_empty() || c.contains('\0') || c.len() > config::MAX_CHECK_BYTES {
+            return Err(Error::usage(format!(
+                "{flag} {c:?}: give a non-empty shell command of at most {} bytes",
+                config::MAX_CHECK_BYTES
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

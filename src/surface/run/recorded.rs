@@ -129,6 +129,30 @@ impl RunOptions {
             ))
         };
         let field = |key: &str| o.get(key).filter(|v| !v.is_null());
+        self.restore_worker_options(o, &wrong)?;
+        if self.secrets.is_none()
+            && let Some(v) = field("secrets")
+        {
+            let mode = v.as_str().and_then(|s| crate::secrets::Mode::parse(s).ok());
+            self.secrets = Some(mode.ok_or_else(|| wrong("secrets", "redact, block or allow"))?);
+        }
+        if self.max_tokens.is_none()
+            && let Some(v) = field("max_tokens")
+        {
+            self.max_tokens = Some(v.as_u64().ok_or_else(|| wrong("max_tokens", "a count"))?);
+        }
+        if self.max_cost_usd.is_none()
+            && let Some(v) = field("max_cost_usd")
+        {
+            self.max_cost_usd = Some(v.as_f64().ok_or_else(|| wrong("max_cost_usd", "dollars"))?);
+        }
+        Ok(())
+    }
+
+    /// The recorded options that bound the workers (their commands, tool calls, check time
+    /// and sandbox), each where no flag was given.
+    fn restore_worker_options(&mut self, o: &J, wrong: &dyn Fn(&str, &str) -> Error) -> Result<()> {
+        let field = |key: &str| o.get(key).filter(|v| !v.is_null());
         if self.allow_cmds.is_empty()
             && let Some(v) = field("allow_cmds")
         {
@@ -180,22 +204,6 @@ impl RunOptions {
                         .collect::<Option<Vec<_>>>()
                 })
                 .ok_or_else(|| wrong("sandbox_read", "a list of paths"))?;
-        }
-        if self.secrets.is_none()
-            && let Some(v) = field("secrets")
-        {
-            let mode = v.as_str().and_then(|s| crate::secrets::Mode::parse(s).ok());
-            self.secrets = Some(mode.ok_or_else(|| wrong("secrets", "redact, block or allow"))?);
-        }
-        if self.max_tokens.is_none()
-            && let Some(v) = field("max_tokens")
-        {
-            self.max_tokens = Some(v.as_u64().ok_or_else(|| wrong("max_tokens", "a count"))?);
-        }
-        if self.max_cost_usd.is_none()
-            && let Some(v) = field("max_cost_usd")
-        {
-            self.max_cost_usd = Some(v.as_f64().ok_or_else(|| wrong("max_cost_usd", "dollars"))?);
         }
         Ok(())
     }
