@@ -66,6 +66,8 @@ const HELD: &[&str] = &[
     "run",
     "secrets",
     "spend.rs",
+    "store",
+    "work",
 ];
 
 /// One thing over a limit or in a circle, with where it is.
