@@ -8,6 +8,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::capped::{Line, read_line};
 use super::spill::{Records, SortedRuns};
 use crate::ledger::canonical::{self, Value};
 use crate::ledger::{Entry, hash};
@@ -218,17 +219,6 @@ fn scan_parsed<T, E: From<ForumDirError>>(
     mut parse: impl FnMut(&str) -> Result<T, canonical::ParseError>,
     mut f: impl FnMut(usize, u64, usize, T) -> Result<(), E>,
 ) -> Result<bool, E> {
-    use super::capped::{Line, read_line};
-    let too_big = |what: String| {
-        ForumDirError::Invalid(format!(
-            "{what}; {}",
-            if limits.raise.is_empty() {
-                "git forum does not read a larger one"
-            } else {
-                limits.raise
-            }
-        ))
-    };
     let mut input = std::io::BufReader::with_capacity(1 << 16, file);
     let mut buf = Vec::new();
     let mut offset: u64 = 0;
@@ -245,41 +235,9 @@ fn scan_parsed<T, E: From<ForumDirError>>(
             break;
         }
         *used += buf.len() as u64;
-        if read == Line::TooLong {
-            return Err(ForumDirError::Invalid(format!(
-                "{}: the line at row {index} is longer than the {} byte line limit; no Forum row is that long, so this is not a Forum ledger file",
-                path.display(),
-                limits.line
-            ))
-            .into());
-        }
-        if *used > limits.total {
-            return Err(too_big(format!(
-                "{}: the Forum directory holds more than the {} byte limit (both files together)",
-                path.display(),
-                limits.total
-            ))
-            .into());
-        }
+        check_segment(path, limits, *used, index, &read)?;
         let len = buf.len() as u64;
-        // A crash can cut a multi-byte character; only the last line may be torn.
-        let text = match String::from_utf8(std::mem::take(&mut buf)) {
-            Ok(t) => t,
-            Err(e) if read == Line::Ended => {
-                return Err(ForumDirError::Corrupt(format!(
-                    "{}: invalid UTF-8 at byte {}",
-                    path.display(),
-                    offset + e.utf8_error().valid_up_to() as u64
-                ))
-                .into());
-            }
-            Err(e) => {
-                let valid = e.utf8_error().valid_up_to();
-                let mut bytes = e.into_bytes();
-                bytes.truncate(valid);
-                String::from_utf8(bytes).expect("prefix is valid")
-            }
-        };
+        let text = segment_text(path, std::mem::take(&mut buf), &read, offset)?;
         // Every segment but the last ends with `\n`, so splitting each one alone is splitting
         // the whole file.
         for line in splitlines(&text) {
@@ -307,6 +265,65 @@ fn scan_parsed<T, E: From<ForumDirError>>(
     match pending {
         Some((p, at)) => take_line(path, &p, at, index - 1, true, &mut parse, &mut f),
         None => Ok(false),
+    }
+}
+
+/// Refuses a segment read from `path` that is longer than the line limit, or that brings the
+/// bytes read from the directory (`used`) over the total limit.
+fn check_segment(
+    path: &Path,
+    limits: &Limits,
+    used: u64,
+    index: usize,
+    read: &Line,
+) -> Result<(), ForumDirError> {
+    if *read == Line::TooLong {
+        return Err(ForumDirError::Invalid(format!(
+            "{}: the line at row {index} is longer than the {} byte line limit; no Forum row is that long, so this is not a Forum ledger file",
+            path.display(),
+            limits.line
+        )));
+    }
+    if used > limits.total {
+        let what = format!(
+            "{}: the Forum directory holds more than the {} byte limit (both files together)",
+            path.display(),
+            limits.total
+        );
+        return Err(ForumDirError::Invalid(format!(
+            "{what}; {}",
+            if limits.raise.is_empty() {
+                "git forum does not read a larger one"
+            } else {
+                limits.raise
+            }
+        )));
+    }
+    Ok(())
+}
+
+/// A segment's bytes (starting at byte `offset` of `path`) as text. A crash can cut a
+/// multi-byte character; only the last line may be torn, so a segment that ends its line must
+/// be valid UTF-8 and one that does not keeps its valid prefix.
+fn segment_text(
+    path: &Path,
+    buf: Vec<u8>,
+    read: &Line,
+    offset: u64,
+) -> Result<String, ForumDirError> {
+    match String::from_utf8(buf) {
+        Ok(t) => Ok(t),
+        Err(e) if *read == Line::Ended => Err(ForumDirError::Corrupt(format!(
+            "{}: invalid UTF-8 at byte {}",
+            path.display(),
+            offset + e.utf8_error().valid_up_to() as u64
+        ))),
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            Ok(String::from_utf8(bytes).expect("prefix is valid"))
+        }
     }
 }
 

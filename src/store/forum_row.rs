@@ -11,69 +11,17 @@ use crate::ledger::hash::is_hash;
 /// caller reads with the general parser (whose reading of such a row this one equals). An
 /// import's fast path: it builds no JSON value.
 pub(crate) fn entry_from_row(line: &str) -> Option<Entry> {
-    fn take(rest: &mut &str, lit: &str) -> Option<()> {
-        *rest = rest.strip_prefix(lit)?;
-        Some(())
-    }
-    /// A string as the general parser reads it when it holds no escape: the raw text.
-    fn string<'a>(rest: &mut &'a str) -> Option<&'a str> {
-        let body = rest.strip_prefix('"')?;
-        let end = body.find('"')?;
-        let s = &body[..end];
-        if s.bytes().any(|b| b < 0x20 || b == b'\\') {
-            return None;
-        }
-        *rest = &body[end + 1..];
-        Some(s)
-    }
-    fn digits(s: &str) -> usize {
-        s.bytes().take_while(u8::is_ascii_digit).count()
-    }
-    /// A non-negative JSON integer without leading zeros.
-    fn uint<'a>(rest: &mut &'a str) -> Option<&'a str> {
-        let n = digits(rest);
-        if n == 0 || (n > 1 && rest.starts_with('0')) {
-            return None;
-        }
-        let (lit, after) = rest.split_at(n);
-        *rest = after;
-        Some(lit)
-    }
     let mut rest = line;
     take(&mut rest, "{\"seq\": ")?;
     let seq: u64 = uint(&mut rest)?.parse().ok()?;
     take(&mut rest, ", \"ts\": ")?;
-    // A JSON number without a sign: an integer part, then a fraction or an exponent or both
-    // (each complete), or neither.
-    let start = rest;
-    uint(&mut rest)?;
-    if let Some(after) = rest.strip_prefix('.') {
-        let n = digits(after);
-        if n == 0 {
-            return None;
-        }
-        rest = &after[n..];
-    }
-    if let Some(after) = rest.strip_prefix(['e', 'E']) {
-        let after = after.strip_prefix(['+', '-']).unwrap_or(after);
-        let n = digits(after);
-        if n == 0 {
-            return None;
-        }
-        rest = &after[n..];
-    }
-    let ts: f64 = start[..start.len() - rest.len()].parse().ok()?;
+    let ts = number(&mut rest)?;
     take(&mut rest, ", \"actor\": ")?;
     let actor = string(&mut rest)?;
     take(&mut rest, ", \"kind\": ")?;
     let kind = string(&mut rest)?;
     take(&mut rest, ", \"causal_parent\": ")?;
-    let causal_parent = if let Some(after) = rest.strip_prefix("null") {
-        rest = after;
-        None
-    } else {
-        Some(uint(&mut rest)?.parse::<i64>().ok()?)
-    };
+    let causal_parent = null_or_int(&mut rest)?;
     take(&mut rest, ", \"payload_hash\": ")?;
     let payload_hash = string(&mut rest)?;
     take(&mut rest, ", \"prev_hash\": ")?;
@@ -97,6 +45,70 @@ pub(crate) fn entry_from_row(line: &str) -> Option<Entry> {
         prev_hash: prev_hash.to_string(),
         entry_hash: entry_hash.to_string(),
     })
+}
+
+fn take(rest: &mut &str, lit: &str) -> Option<()> {
+    *rest = rest.strip_prefix(lit)?;
+    Some(())
+}
+
+/// A string as the general parser reads it when it holds no escape: the raw text.
+fn string<'a>(rest: &mut &'a str) -> Option<&'a str> {
+    let body = rest.strip_prefix('"')?;
+    let end = body.find('"')?;
+    let s = &body[..end];
+    if s.bytes().any(|b| b < 0x20 || b == b'\\') {
+        return None;
+    }
+    *rest = &body[end + 1..];
+    Some(s)
+}
+
+fn digits(s: &str) -> usize {
+    s.bytes().take_while(u8::is_ascii_digit).count()
+}
+
+/// A non-negative JSON integer without leading zeros.
+fn uint<'a>(rest: &mut &'a str) -> Option<&'a str> {
+    let n = digits(rest);
+    if n == 0 || (n > 1 && rest.starts_with('0')) {
+        return None;
+    }
+    let (lit, after) = rest.split_at(n);
+    *rest = after;
+    Some(lit)
+}
+
+/// A JSON number without a sign: an integer part, then a fraction or an exponent or both
+/// (each complete), or neither.
+fn number(rest: &mut &str) -> Option<f64> {
+    let start = *rest;
+    uint(rest)?;
+    if let Some(after) = rest.strip_prefix('.') {
+        let n = digits(after);
+        if n == 0 {
+            return None;
+        }
+        *rest = &after[n..];
+    }
+    if let Some(after) = rest.strip_prefix(['e', 'E']) {
+        let after = after.strip_prefix(['+', '-']).unwrap_or(after);
+        let n = digits(after);
+        if n == 0 {
+            return None;
+        }
+        *rest = &after[n..];
+    }
+    start[..start.len() - rest.len()].parse().ok()
+}
+
+/// `null` (`Some(None)`), or a non-negative integer that fits an `i64`.
+fn null_or_int(rest: &mut &str) -> Option<Option<i64>> {
+    if let Some(after) = rest.strip_prefix("null") {
+        *rest = after;
+        return Some(None);
+    }
+    Some(Some(uint(rest)?.parse::<i64>().ok()?))
 }
 
 #[cfg(test)]

@@ -103,6 +103,38 @@ pub(crate) fn apply(repo: &Path, run: u64) -> Result<Applied, ApplyRefusal> {
             "run {run} has no branch {run_short} (nothing was merged, or it was discarded); see `git forum runs`"
         )));
     };
+    let current = branch_to_apply_into(repo, &branch_ref, &run_short)?;
+    ensure_clean(repo)?;
+    let Some(ours) = tip(repo, "HEAD")? else {
+        // An unborn branch: the run branch becomes it.
+        return Err(refused(format!(
+            "{current} has no commit yet; run `git switch -C {current} {run_short}` instead"
+        )));
+    };
+    if is_ancestor(repo, &theirs, &ours)? {
+        return Err(refused(format!(
+            "{run_short} is already in {current}; nothing to apply"
+        )));
+    }
+    let mode = merge_mode(repo, &ours, &theirs, &run_short, &current)?;
+    merge(repo, mode, &theirs, &run_short, run)?;
+    let to = tip(repo, "HEAD")?.unwrap_or_default();
+    Ok(Applied {
+        branch: current,
+        run_branch: run_short,
+        from: ours,
+        to,
+        mode,
+    })
+}
+
+/// The short name of the branch HEAD names, refused when HEAD is detached or names the run
+/// branch `branch_ref` itself.
+fn branch_to_apply_into(
+    repo: &Path,
+    branch_ref: &str,
+    run_short: &str,
+) -> Result<String, ApplyRefusal> {
     let head_ref = git::run(repo, &["symbolic-ref", "--quiet", "HEAD"])?;
     if !head_ref.ok {
         return Err(refused(format!(
@@ -116,6 +148,11 @@ pub(crate) fn apply(repo: &Path, run: u64) -> Result<Applied, ApplyRefusal> {
             "{run_short} is the branch checked out; check out the branch to bring it into"
         )));
     }
+    Ok(current)
+}
+
+/// Refuses when the work tree has uncommitted changes to tracked files.
+fn ensure_clean(repo: &Path) -> Result<(), ApplyRefusal> {
     let status = git::run(
         repo,
         &["status", "--porcelain=v1", "-z", "--untracked-files=no"],
@@ -128,59 +165,72 @@ pub(crate) fn apply(repo: &Path, run: u64) -> Result<Applied, ApplyRefusal> {
             list(&dirty)
         )));
     }
-    let Some(ours) = tip(repo, "HEAD")? else {
-        // An unborn branch: the run branch becomes it.
+    Ok(())
+}
+
+/// Whether commit `a` is an ancestor of commit `b` (or is `b`).
+fn is_ancestor(repo: &Path, a: &str, b: &str) -> Result<bool, WorkError> {
+    let out = git::run(repo, &["merge-base", "--is-ancestor", a, b])?;
+    match out.code {
+        Some(0) => Ok(true),
+        Some(1) => Ok(false),
+        _ => git::ensure(&out, &["merge-base"]).map(|_| false),
+    }
+}
+
+/// `fast-forward` when `ours` is behind `theirs`, else `merge`, refused when the merge would
+/// conflict (probed with `git merge-tree`, which writes no ref and touches no tree).
+fn merge_mode(
+    repo: &Path,
+    ours: &str,
+    theirs: &str,
+    run_short: &str,
+    current: &str,
+) -> Result<&'static str, ApplyRefusal> {
+    if is_ancestor(repo, ours, theirs)? {
+        return Ok("fast-forward");
+    }
+    let probe = git::run(
+        repo,
+        &[
+            "merge-tree",
+            "--write-tree",
+            "-z",
+            "--name-only",
+            ours,
+            theirs,
+        ],
+    )?;
+    if probe.code == Some(1) {
+        let paths: Vec<String> = probe
+            .stdout
+            .split(|b| *b == 0)
+            .skip(1)
+            .take_while(|f| !f.is_empty())
+            .map(|f| String::from_utf8_lossy(f).into_owned())
+            .collect();
         return Err(refused(format!(
-            "{current} has no commit yet; run `git switch -C {current} {run_short}` instead"
-        )));
-    };
-    let ancestor = |a: &str, b: &str| -> Result<bool, WorkError> {
-        let out = git::run(repo, &["merge-base", "--is-ancestor", a, b])?;
-        match out.code {
-            Some(0) => Ok(true),
-            Some(1) => Ok(false),
-            _ => git::ensure(&out, &["merge-base"]).map(|_| false),
-        }
-    };
-    if ancestor(&theirs, &ours)? {
-        return Err(refused(format!(
-            "{run_short} is already in {current}; nothing to apply"
+            "{run_short} conflicts with {current} in {}; merge it yourself with `git merge {run_short}`",
+            list(&paths)
         )));
     }
-    let mode = if ancestor(&ours, &theirs)? {
-        "fast-forward"
-    } else {
-        let probe = git::run(
-            repo,
-            &[
-                "merge-tree",
-                "--write-tree",
-                "-z",
-                "--name-only",
-                &ours,
-                &theirs,
-            ],
-        )?;
-        if probe.code == Some(1) {
-            let paths: Vec<String> = probe
-                .stdout
-                .split(|b| *b == 0)
-                .skip(1)
-                .take_while(|f| !f.is_empty())
-                .map(|f| String::from_utf8_lossy(f).into_owned())
-                .collect();
-            return Err(refused(format!(
-                "{run_short} conflicts with {current} in {}; merge it yourself with `git merge {run_short}`",
-                list(&paths)
-            )));
-        }
-        git::ensure(&probe, &["merge-tree"])?;
-        "merge"
-    };
+    git::ensure(&probe, &["merge-tree"])?;
+    Ok("merge")
+}
+
+/// Runs `git merge` of `theirs` in the user's tree, in `mode`, with the user's configuration
+/// and hooks.
+fn merge(
+    repo: &Path,
+    mode: &str,
+    theirs: &str,
+    run_short: &str,
+    run: u64,
+) -> Result<(), ApplyRefusal> {
     let message = format!("Merge {run_short}: the changes of git forum run {run}");
     let mut cmd = git::user_git(repo);
     match mode {
-        "fast-forward" => cmd.args(["merge", "--ff-only", "--quiet", &theirs]),
+        "fast-forward" => cmd.args(["merge", "--ff-only", "--quiet", theirs]),
         _ => cmd.args([
             "merge",
             "--no-ff",
@@ -188,19 +238,12 @@ pub(crate) fn apply(repo: &Path, run: u64) -> Result<Applied, ApplyRefusal> {
             "--quiet",
             "-m",
             &message,
-            &theirs,
+            theirs,
         ]),
     };
     let out = git::run_limited(cmd, git::OUTPUT_LIMIT)?;
     git::ensure(&out, &["merge"])?;
-    let to = tip(repo, "HEAD")?.unwrap_or_default();
-    Ok(Applied {
-        branch: current,
-        run_branch: run_short,
-        from: ours,
-        to,
-        mode,
-    })
+    Ok(())
 }
 
 /// A few paths for a message.

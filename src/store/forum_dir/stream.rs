@@ -238,6 +238,53 @@ impl Default for Tuning {
     }
 }
 
+impl Payloads {
+    /// The payloads of a directory with no `payloads.jsonl` (yet): no rows, nothing indexed.
+    fn empty(path: PathBuf, tuning: &Tuning) -> Payloads {
+        Payloads {
+            path,
+            torn: None,
+            file: None,
+            table: None,
+            rows: 0,
+            index: None,
+            fences: Vec::new(),
+            block: 1,
+            key_mask: tuning.key_mask,
+            later: Vec::new(),
+            later_next: 0,
+            cursor: 0,
+            at_cursor: None,
+            skipped: Passed::Ranges(Default::default(), tuning.ranges_max),
+            window: Vec::new(),
+            window_at: 0,
+            scratch: Vec::new(),
+            lookups: 0,
+        }
+    }
+}
+
+/// The error to report when `payloads.jsonl` failed with `e`: entries.jsonl is read first by
+/// Forum and by `read_with`, so its problem, if it has one, is the one to report.
+fn entries_problem_first(
+    entries_path: &Path,
+    entries_file: fs::File,
+    limits: &Limits,
+    e: ForumDirError,
+) -> ForumDirError {
+    let mut used = 0;
+    match scan_rows(
+        entries_path,
+        entries_file,
+        limits,
+        &mut used,
+        |i, _, _, row| entry_of(entries_path, i, &row).map(|_| ()),
+    ) {
+        Ok(_) => e,
+        Err(first) => first,
+    }
+}
+
 pub(super) fn open_tuned(
     dir: &Path,
     limits: &Limits,
@@ -255,26 +302,7 @@ pub(super) fn open_tuned(
     };
     let mut used = 0u64;
     let mut torn = false;
-    let mut payloads = Payloads {
-        path: payloads_path.clone(),
-        torn: None,
-        file: None,
-        table: None,
-        rows: 0,
-        index: None,
-        fences: Vec::new(),
-        block: 1,
-        key_mask: tuning.key_mask,
-        later: Vec::new(),
-        later_next: 0,
-        cursor: 0,
-        at_cursor: None,
-        skipped: Passed::Ranges(Default::default(), tuning.ranges_max),
-        window: Vec::new(),
-        window_at: 0,
-        scratch: Vec::new(),
-        lookups: 0,
-    };
+    let mut payloads = Payloads::empty(payloads_path.clone(), &tuning);
     if let Some(f) = payloads_file {
         let reread = f.try_clone().map_err(|e| ForumDirError::Io {
             context: format!("reading {}", payloads_path.display()),
@@ -300,17 +328,12 @@ pub(super) fn open_tuned(
         match scanned {
             Ok(t) => torn = t,
             Err(e) => {
-                // entries.jsonl is read first by Forum and by `read_with`: its problem, if it has
-                // one, is the one to report.
-                let mut used = 0;
-                scan_rows(
+                return Err(entries_problem_first(
                     &entries_path,
                     entries_file,
                     limits,
-                    &mut used,
-                    |i, _, _, row| entry_of(&entries_path, i, &row).map(|_| ()),
-                )?;
-                return Err(e);
+                    e,
+                ));
             }
         }
         table.flush().map_err(scratch_io)?;

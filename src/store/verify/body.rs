@@ -40,7 +40,30 @@ pub(super) struct Extra {
     /// What is wrong with the body, when `body` is [`BodyState::Bad`].
     pub(super) bad_body: Option<(Code, String)>,
     /// The commit and tree a `change` entry names (deep only), checked after the walk.
-    pub(super) change: Option<super::change::ChangeClaim>,
+    pub(super) change: Option<ChangeClaim>,
+}
+
+/// What a `change` entry's body says about its commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ChangeClaim {
+    pub(super) commit: String,
+    pub(super) tree: String,
+}
+
+/// The claim of a `change` body, `None` when it names no commit (the task changed nothing).
+/// A body whose `commit` or `tree` is not text keeps what it has, so the check reports it.
+pub(super) fn change_claim(body: &[u8]) -> Option<ChangeClaim> {
+    let v = canonical::parse(std::str::from_utf8(body).ok()?).ok()?;
+    let commit = match v.get("commit") {
+        None | Some(canonical::Value::Null) => return None,
+        Some(c) => c.as_str().unwrap_or("").to_string(),
+    };
+    let tree = v
+        .get("tree")
+        .and_then(canonical::Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    Some(ChangeClaim { commit, tree })
 }
 
 /// [`Body`] without its problem (kept in [`Extra::bad_body`]).
@@ -205,7 +228,7 @@ pub(super) fn check_commit(
             rec.extra_mut().redacts = redaction_target(buf);
         }
         if deep && change && matches!(body, Body::Present) {
-            rec.extra_mut().change = super::change::change_claim(buf);
+            rec.extra_mut().change = change_claim(buf);
         }
         if deep {
             rec.set_body(body);

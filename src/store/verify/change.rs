@@ -4,14 +4,14 @@
 //! name an earlier entry of this ledger by its seq and entry hash.
 //!
 //! The claim (commit and tree) is read from the body on the worker threads, where the body is
-//! already in hand; the commits are looked up after the chain and the bodies passed.
+//! already in hand (`body::change_claim`); the commits are looked up after the chain and the
+//! bodies passed.
 
 use gix::ObjectId;
 use gix::objs::Kind;
 
 use super::body::Rec;
 use super::code::{Code, Problem};
-use crate::ledger::canonical;
 use crate::ledger::hash;
 use crate::store::git::{GitStore, StoreError, parse_commit};
 
@@ -19,29 +19,6 @@ use crate::store::git::{GitStore, StoreError, parse_commit};
 const TASK_TRAILER: &str = "Forum-Task";
 /// The trailer naming the task entry's hash.
 const ENTRY_TRAILER: &str = "Forum-Entry";
-
-/// What a `change` entry's body says about its commit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct ChangeClaim {
-    pub(super) commit: String,
-    pub(super) tree: String,
-}
-
-/// The claim of a `change` body, `None` when it names no commit (the task changed nothing).
-/// A body whose `commit` or `tree` is not text keeps what it has, so the check reports it.
-pub(super) fn change_claim(body: &[u8]) -> Option<ChangeClaim> {
-    let v = canonical::parse(std::str::from_utf8(body).ok()?).ok()?;
-    let commit = match v.get("commit") {
-        None | Some(canonical::Value::Null) => return None,
-        Some(c) => c.as_str().unwrap_or("").to_string(),
-    };
-    let tree = v
-        .get("tree")
-        .and_then(canonical::Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    Some(ChangeClaim { commit, tree })
-}
 
 /// The value of the last `KEY: value` line of a message's final paragraph.
 fn trailer<'a>(message: &'a str, key: &str) -> Option<&'a str> {
@@ -127,6 +104,7 @@ pub(super) fn check_changes(
 
 #[cfg(test)]
 mod tests {
+    use super::super::body::{ChangeClaim, change_claim};
     use super::*;
 
     #[test]

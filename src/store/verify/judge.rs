@@ -23,38 +23,20 @@ impl GitStore {
     ) -> Result<(LedgerVerifyReport, Option<Judged>), StoreError> {
         let recorded = self.recorded_checkpoints();
         let signed = self.signed_checkpoints_and_notes()?;
-        let wanted: HashSet<u64> = recorded
-            .iter()
-            .map(|(s, _)| *s)
-            .chain(signed.iter().map(|s| s.checkpoint.size))
-            .collect();
+        let wanted = checkpoint_sizes(&recorded, &signed);
         // Only a signed note names a standard root: without one, the tree is not built.
         let want_std = signed.iter().any(|s| s.signature.format == "note");
         let prior =
             prior.filter(|p| walk_failure.is_none() && p.covers(recs.len(), &wanted, want_std));
         // Where this pass starts: after the records `prior` checked.
         let start = prior.as_ref().map_or(0, |p| p.len);
-        let (mut checker, mut std_acc, mut std_roots, mut redacted, prior_tree) = match prior {
-            Some(p) => (
-                p.checker,
-                p.std.unwrap_or_default(),
-                p.std_roots,
-                p.redacted,
-                Some((p.acc, p.roots, p.redacted_bodies)),
-            ),
-            None => (
-                // The links are checked here, in order; Forum's Merkle root over the entries
-                // that pass is built afterwards, its whole chunks on several threads
-                // (roots.rs).
-                ChainChecker::links_only(),
-                // The standard tree (RFC 6962 over raw entry hashes), for the roots notes
-                // sign.
-                crate::ledger::tlog::Frontier::default(),
-                Vec::new(),
-                HashSet::new(),
-                None,
-            ),
-        };
+        let ChainStart {
+            mut checker,
+            mut std_acc,
+            mut std_roots,
+            mut redacted,
+            prior_tree,
+        } = chain_start(prior);
         let mut chain_problem: Option<Problem> = walk_failure.map(|f| f.problem(recs));
         // How many entries, from the root, count towards the checkpoint reported.
         let mut upto = start;
@@ -80,22 +62,14 @@ impl GitStore {
             report.fail(Some(seq), code, msg);
             return Ok((report, None));
         }
-        let len = recs.len() as u64;
-        if check_recorded(&recorded, &prefix_roots, len, &mut report) {
+        let checkpoints = Checkpoints {
+            recorded: &recorded,
+            signed: &signed,
+            prefix_roots: &prefix_roots,
+            std_roots: &std_roots,
+        };
+        if self.check_witnesses(&checkpoints, witness, tip, recs.len() as u64, &mut report)? {
             return Ok((report, None));
-        }
-        for s in &signed {
-            if self.check_signed(s, &prefix_roots, &std_roots, len, &mut report) {
-                return Ok((report, None));
-            }
-        }
-        if self.check_reflog(witness, tip, len, &mut report)? {
-            return Ok((report, None));
-        }
-        if report.reflog_lines == 0 && recorded.is_empty() {
-            report.notes.push(
-                "no reflog and no recorded checkpoint: a cleanly truncated tail cannot be detected (as in Forum); record one with `git forum checkpoint`".into(),
-            );
         }
         if deep {
             // The bodies `prior` found redacted were checked then.
@@ -113,6 +87,36 @@ impl GitStore {
             redacted_bodies: report.redacted.clone(),
         });
         Ok((report, judged))
+    }
+
+    /// The witnesses against a chain of `len` entries that holds: the recorded checkpoints,
+    /// then each signed one, then the reflog; a note when there is neither reflog nor recorded
+    /// checkpoint. Returns true when one found a problem (recorded in `report`).
+    fn check_witnesses(
+        &self,
+        c: &Checkpoints<'_>,
+        witness: &ReflogWitness<'_>,
+        tip: ObjectId,
+        len: u64,
+        report: &mut LedgerVerifyReport,
+    ) -> Result<bool, StoreError> {
+        if check_recorded(c.recorded, c.prefix_roots, len, report) {
+            return Ok(true);
+        }
+        for s in c.signed {
+            if self.check_signed(s, c.prefix_roots, c.std_roots, len, report) {
+                return Ok(true);
+            }
+        }
+        if self.check_reflog(witness, tip, len, report)? {
+            return Ok(true);
+        }
+        if report.reflog_lines == 0 && c.recorded.is_empty() {
+            report.notes.push(
+                "no reflog and no recorded checkpoint: a cleanly truncated tail cannot be detected (as in Forum); record one with `git forum checkpoint`".into(),
+            );
+        }
+        Ok(false)
     }
 
     /// Checks one signed checkpoint (or note) `s`: its signature, the ledger it names, and
@@ -517,3 +521,55 @@ type PriorTree = (Accumulator, Vec<(u64, String)>, Vec<(u64, String)>);
 type ForumTree = (String, Vec<(u64, String)>, Accumulator, Vec<(u64, String)>);
 
 type Accumulator = crate::ledger::merkle::Accumulator;
+
+/// The sizes the recorded and the signed checkpoints name.
+fn checkpoint_sizes(
+    recorded: &[(u64, String)],
+    signed: &[crate::store::sign::StoredSignature],
+) -> HashSet<u64> {
+    recorded
+        .iter()
+        .map(|(s, _)| *s)
+        .chain(signed.iter().map(|s| s.checkpoint.size))
+        .collect()
+}
+
+/// The checkpoints a chain is judged against, and the roots the chain has at their sizes.
+struct Checkpoints<'a> {
+    recorded: &'a [(u64, String)],
+    signed: &'a [crate::store::sign::StoredSignature],
+    prefix_roots: &'a [(u64, String)],
+    std_roots: &'a [(u64, crate::ledger::tlog::Hash)],
+}
+
+/// Where the chain pass starts: the state `prior` left, or a fresh one.
+struct ChainStart {
+    checker: ChainChecker,
+    std_acc: crate::ledger::tlog::Frontier,
+    std_roots: Vec<(u64, crate::ledger::tlog::Hash)>,
+    redacted: HashSet<[u8; 32]>,
+    prior_tree: Option<PriorTree>,
+}
+
+/// The chain pass's starting state: after the records `prior` checked, or from the root.
+fn chain_start(prior: Option<Judged>) -> ChainStart {
+    match prior {
+        Some(p) => ChainStart {
+            checker: p.checker,
+            std_acc: p.std.unwrap_or_default(),
+            std_roots: p.std_roots,
+            redacted: p.redacted,
+            prior_tree: Some((p.acc, p.roots, p.redacted_bodies)),
+        },
+        None => ChainStart {
+            // The links are checked here, in order; Forum's Merkle root over the entries that
+            // pass is built afterwards, its whole chunks on several threads (roots.rs).
+            checker: ChainChecker::links_only(),
+            // The standard tree (RFC 6962 over raw entry hashes), for the roots notes sign.
+            std_acc: crate::ledger::tlog::Frontier::default(),
+            std_roots: Vec::new(),
+            redacted: HashSet::new(),
+            prior_tree: None,
+        },
+    }
+}
