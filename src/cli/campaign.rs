@@ -215,27 +215,7 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
         ));
     }
     let roster = crate::config::load_roster(&ctx.dir, a.roster.as_deref())?;
-    let spec = RunOptions {
-        max_model_calls: a.max_model_calls,
-        max_seconds: a.max_seconds,
-        work: a.work,
-        checks: a.checks.clone(),
-        ..RunOptions::default()
-    };
-    surface::campaign::check_work_flags(a.work, &a.checks)?;
-    let setup = RunSetup {
-        spec,
-        resumed: None,
-        roster: &roster,
-        dir: &ctx.dir,
-        ledger: &ctx.ledger,
-        shape: Shape::CampaignRound,
-        repo_choice: None,
-        max_seconds_cap: None,
-        recorded_executors: false,
-        // Refused below, in the campaign's own words, before the work options are read.
-        refuse_unready: false,
-    };
+    let setup = round_setup(ctx, &a, &roster)?;
     let mut opened = None;
     let runtime = || {
         let store = ctx.store()?;
@@ -265,31 +245,15 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
     if let Some(n) = a.max_parallel {
         opts.policy.max_parallel = n;
     }
-    let fleet = Fleet::new(runtime)
-        .map_err(|e| CliError::usage(format!("cannot run the campaign: {e}")))?;
-    let pinned = match std::env::var(surface::clock::TIMESTAMP_ENV) {
-        Ok(_) => Some(ctx.now(None)?),
-        Err(_) => None,
-    };
-    let clock = RunClock::new(pinned);
-    let seats: &dyn Seats = &fleet;
-    let env = run::Env {
-        roster: &roster,
-        seats,
-        clock: &clock,
-        progress: &run::Silent,
-    };
-    // The first SIGINT or SIGTERM stops the round and kills every worker it started.
-    let interrupt = Arc::new(run::Interrupt::new());
-    signals::watch_signals(interrupt.clone())?;
-    opts.interrupt = Some(interrupt.clone());
-    let done =
-        surface::campaign::run(&mut store, &mut items, &env, &opts, a.id.get()).map_err(|e| {
-            match interrupt.signal() {
-                Some(sig) => e.with_exit(128 + signals::signal_number(&sig)),
-                None => e,
-            }
-        })?;
+    let done = run_rounds(
+        ctx,
+        &mut store,
+        &mut items,
+        &roster,
+        runtime,
+        opts,
+        a.id.get(),
+    )?;
     let room = surface::campaign::status(&items, a.id.get(), verified(&store)?)?;
     // Where the changes landed goes to stderr, so stdout stays Forum's room.
     if a.work {
@@ -309,4 +273,69 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
         items.len()
     );
     Ok(())
+}
+
+/// The campaign round's run setup: the typed options of the flags (work flags checked), for
+/// the roster given.
+fn round_setup<'a>(
+    ctx: &'a Ctx,
+    a: &RunArgs,
+    roster: &'a crate::roster::Roster,
+) -> Result<RunSetup<'a>, CliError> {
+    let spec = RunOptions {
+        max_model_calls: a.max_model_calls,
+        max_seconds: a.max_seconds,
+        work: a.work,
+        checks: a.checks.clone(),
+        ..RunOptions::default()
+    };
+    surface::campaign::check_work_flags(a.work, &a.checks)?;
+    Ok(RunSetup {
+        spec,
+        resumed: None,
+        roster,
+        dir: &ctx.dir,
+        ledger: &ctx.ledger,
+        shape: Shape::CampaignRound,
+        repo_choice: None,
+        max_seconds_cap: None,
+        recorded_executors: false,
+        // Refused below, in the campaign's own words, before the work options are read.
+        refuse_unready: false,
+    })
+}
+
+/// Runs the campaign's rounds on the runtime's executors, stopping on the first SIGINT or
+/// SIGTERM (the exit code then says which).
+fn run_rounds(
+    ctx: &Ctx,
+    store: &mut GitStore,
+    items: &mut Items,
+    roster: &crate::roster::Roster,
+    runtime: crate::exec::config::Runtime,
+    mut opts: run::Options,
+    id: Option<&str>,
+) -> Result<surface::campaign::RunDone, CliError> {
+    let fleet = Fleet::new(runtime)
+        .map_err(|e| CliError::usage(format!("cannot run the campaign: {e}")))?;
+    let pinned = match std::env::var(surface::clock::TIMESTAMP_ENV) {
+        Ok(_) => Some(ctx.now(None)?),
+        Err(_) => None,
+    };
+    let clock = RunClock::new(pinned);
+    let seats: &dyn Seats = &fleet;
+    let env = run::Env {
+        roster,
+        seats,
+        clock: &clock,
+        progress: &run::Silent,
+    };
+    // The first SIGINT or SIGTERM stops the round and kills every worker it started.
+    let interrupt = Arc::new(run::Interrupt::new());
+    signals::watch_signals(interrupt.clone())?;
+    opts.interrupt = Some(interrupt.clone());
+    surface::campaign::run(store, items, &env, &opts, id).map_err(|e| match interrupt.signal() {
+        Some(sig) => e.with_exit(128 + signals::signal_number(&sig)),
+        None => e,
+    })
 }

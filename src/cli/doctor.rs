@@ -69,6 +69,20 @@ pub(crate) fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
         };
     }
     let mut out = Vec::new();
+    ledger_lines(ctx, &r, &mut out);
+    lock_lines(&r, &mut out);
+    install_lines(&r, &mut out);
+    work_lines(&r, &mut out);
+    ctx.out(&out.join("\n"))?;
+    if r.ok {
+        Ok(())
+    } else {
+        Err(CliError::silent(1))
+    }
+}
+
+/// The ledger's findings, repairs and verification, one line each.
+fn ledger_lines(ctx: &Ctx, r: &doctor::DoctorReport, out: &mut Vec<String>) {
     match &r.ledger {
         None => out.push(format!(
             "ledger {}: does not exist yet (the first append creates it)",
@@ -114,6 +128,10 @@ pub(crate) fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
             }
         }
     }
+}
+
+/// The repository's lock files: removed, stale or held.
+fn lock_lines(r: &doctor::DoctorReport, out: &mut Vec<String>) {
     for l in &r.locks {
         let age = crate::surface::store::age_text(std::time::Duration::from_secs(l.age_secs));
         out.push(if l.removed {
@@ -135,6 +153,10 @@ pub(crate) fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
             )
         });
     }
+}
+
+/// The install: git, the repository's formats, hooks, the runtime and the local models.
+fn install_lines(r: &doctor::DoctorReport, out: &mut Vec<String>) {
     let i = &r.install;
     out.push(format!("git: {}", i.git));
     out.push(format!(
@@ -164,6 +186,10 @@ pub(crate) fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
     if i.local_models.is_empty() {
         out.push("local model: none configured (is_local = true in .forum/runtime.toml)".into());
     }
+}
+
+/// The stale worktrees of --work runs, when any were removed or could not be.
+fn work_lines(r: &doctor::DoctorReport, out: &mut Vec<String>) {
     if let Some(w) = &r.work {
         match &w.problem {
             Some(e) => out.push(format!("work: could not clean up stale worktrees: {e}")),
@@ -173,12 +199,6 @@ pub(crate) fn run(ctx: &Ctx, args: DoctorArgs) -> Result<(), CliError> {
                 w.removed_stale.len()
             )),
         }
-    }
-    ctx.out(&out.join("\n"))?;
-    if r.ok {
-        Ok(())
-    } else {
-        Err(CliError::silent(1))
     }
 }
 

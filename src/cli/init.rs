@@ -106,9 +106,68 @@ fn write_new(path: &Path, text: &str) -> Result<bool, CliError> {
     }
 }
 
+/// What `init` did to one remote's refspecs.
+struct RemoteChange {
+    remote: String,
+    /// The ledger fetch refspec.
+    spec: String,
+    /// Whether the fetch refspec was added (false: it was already present).
+    fetch_added: bool,
+    /// The push refspecs added.
+    push_added: Vec<&'static str>,
+    /// The older fetch refspecs removed.
+    replaced: Vec<String>,
+}
+
+/// What `init` did in `.forum/`.
+#[derive(Default)]
+struct ForumFiles {
+    written: Vec<String>,
+    kept: Vec<String>,
+    /// The local model's URL, when `init` wrote the runtime file that points runs at it.
+    local_model: Option<String>,
+}
+
 pub(crate) fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
     let repo = open_repo(&ctx.dir)?;
     let git = Git::for_repo(&repo);
+    let remotes = chosen_remotes(&git, &args)?;
+    let mut remote_report = Vec::new();
+    for r in &remotes {
+        remote_report.push(set_up_remote(&git, r, args.push)?);
+    }
+    let forum_dir = repo.workdir().map(|w| w.join(".forum"));
+    let files = match &forum_dir {
+        Some(dir) => write_forum_dir(dir)?,
+        None => ForumFiles::default(),
+    };
+    if ctx.json {
+        let remotes: Vec<_> = remote_report
+            .iter()
+            .map(|c| {
+                json!({"remote": c.remote, "fetch_refspec": c.spec, "fetch_added": c.fetch_added, "push_added": c.push_added, "fetch_removed": c.replaced})
+            })
+            .collect();
+        return ctx.out_json(&json!({
+            "schema": "git-forum.init/v1",
+            "remotes": remotes,
+            "written": files.written,
+            "kept": files.kept,
+            "forum_dir": forum_dir.map(|d| d.display().to_string()),
+            "runtime": files.local_model.as_ref().map(|u| json!({"local_model": u, "next": crate::surface::model::GET_IT_RUNNING})),
+        }));
+    }
+    print_remotes(ctx, &remote_report)?;
+    print_files(ctx, &files)?;
+    if forum_dir.is_none() {
+        ctx.out("bare repository: no .forum/ directory written")?;
+    }
+    Ok(())
+}
+
+/// The remotes to set up: those asked for (each must be configured) or every configured one;
+/// every name is checked before anything changes.
+fn chosen_remotes(git: &Git, args: &InitArgs) -> Result<Vec<String>, CliError> {
     let configured = git.remotes()?;
     let remotes = if args.remotes.is_empty() {
         configured.clone()
@@ -124,124 +183,125 @@ pub(crate) fn run(ctx: &Ctx, args: InitArgs) -> Result<(), CliError> {
     };
     // Check every name before changing anything.
     for r in &remotes {
-        sync::check_remote_name(&git, r)?;
+        sync::check_remote_name(git, r)?;
     }
-    let mut remote_report = Vec::new();
-    for r in &remotes {
-        let fetch_key = format!("remote.{r}.fetch");
-        let spec = fetch_refspec(r);
-        let present = config_values(&git, &fetch_key)?;
-        let fetch_added = if present.contains(&spec) {
-            false
+    Ok(remotes)
+}
+
+/// Adds the ledger fetch refspec to remote `r` (and, with `push`, the push refspecs), and
+/// removes the fetch refspecs older versions added.
+fn set_up_remote(git: &Git, r: &str, push: bool) -> Result<RemoteChange, CliError> {
+    let fetch_key = format!("remote.{r}.fetch");
+    let spec = fetch_refspec(r);
+    let present = config_values(git, &fetch_key)?;
+    let fetch_added = if present.contains(&spec) {
+        false
+    } else {
+        config_add(git, &fetch_key, &spec)?;
+        true
+    };
+    let mut replaced = Vec::new();
+    for old in old_fetch_refspecs(r) {
+        if present.contains(&old) {
+            git.run_ok(
+                &["config", "--fixed-value", "--unset-all", &fetch_key, &old],
+                &format!("git config --unset-all {fetch_key}"),
+            )?;
+            replaced.push(old);
+        }
+    }
+    let mut push_added = Vec::new();
+    if push {
+        let push_key = format!("remote.{r}.push");
+        let existing = config_values(git, &push_key)?;
+        if existing.is_empty() {
+            config_add(git, &push_key, "HEAD")?;
+            push_added.push("HEAD");
+        }
+        if !existing.iter().any(|v| v == PUSH_REFSPEC) {
+            config_add(git, &push_key, PUSH_REFSPEC)?;
+            push_added.push(PUSH_REFSPEC);
+        }
+    }
+    Ok(RemoteChange {
+        remote: r.to_string(),
+        spec,
+        fetch_added,
+        push_added,
+        replaced,
+    })
+}
+
+/// Creates `.forum/` and writes the roster, README and runtime files that are absent.
+fn write_forum_dir(dir: &Path) -> Result<ForumFiles, CliError> {
+    let mut files = ForumFiles::default();
+    std::fs::create_dir_all(dir)
+        .map_err(|e| CliError::internal(format!("creating {}: {e}", dir.display())))?;
+    for (file, text) in [
+        ("roster.toml", crate::roster::DEFAULT_ROSTER_TOML),
+        ("README", FORUM_README),
+    ] {
+        let path = dir.join(file);
+        if write_new(&path, text)? {
+            files.written.push(format!(".forum/{file}"));
         } else {
-            config_add(&git, &fetch_key, &spec)?;
-            true
-        };
-        let mut replaced = Vec::new();
-        for old in old_fetch_refspecs(r) {
-            if present.contains(&old) {
-                git.run_ok(
-                    &["config", "--fixed-value", "--unset-all", &fetch_key, &old],
-                    &format!("git config --unset-all {fetch_key}"),
-                )?;
-                replaced.push(old);
-            }
-        }
-        let mut push_added = Vec::new();
-        if args.push {
-            let push_key = format!("remote.{r}.push");
-            let existing = config_values(&git, &push_key)?;
-            if existing.is_empty() {
-                config_add(&git, &push_key, "HEAD")?;
-                push_added.push("HEAD");
-            }
-            if !existing.iter().any(|v| v == PUSH_REFSPEC) {
-                config_add(&git, &push_key, PUSH_REFSPEC)?;
-                push_added.push(PUSH_REFSPEC);
-            }
-        }
-        remote_report.push((r.clone(), spec, fetch_added, push_added, replaced));
-    }
-    let mut written = Vec::new();
-    let mut kept = Vec::new();
-    let mut local_model: Option<String> = None;
-    let forum_dir = repo.workdir().map(|w| w.join(".forum"));
-    if let Some(dir) = &forum_dir {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| CliError::internal(format!("creating {}: {e}", dir.display())))?;
-        for (file, text) in [
-            ("roster.toml", crate::roster::DEFAULT_ROSTER_TOML),
-            ("README", FORUM_README),
-        ] {
-            let path = dir.join(file);
-            if write_new(&path, text)? {
-                written.push(format!(".forum/{file}"));
-            } else {
-                kept.push(format!(".forum/{file}"));
-            }
-        }
-        // With no runtime config, every run uses the local model; one that exists stays.
-        let url = crate::surface::model::local_url()?;
-        let path = dir.join("runtime.toml");
-        if write_new(&path, &crate::surface::model::runtime_toml_for(&url))? {
-            written.push(".forum/runtime.toml".into());
-            local_model = Some(url);
-        } else {
-            kept.push(".forum/runtime.toml".into());
+            files.kept.push(format!(".forum/{file}"));
         }
     }
-    if ctx.json {
-        let remotes: Vec<_> = remote_report
-            .iter()
-            .map(|(r, spec, fetch_added, push_added, replaced)| {
-                json!({"remote": r, "fetch_refspec": spec, "fetch_added": fetch_added, "push_added": push_added, "fetch_removed": replaced})
-            })
-            .collect();
-        return ctx.out_json(&json!({
-            "schema": "git-forum.init/v1",
-            "remotes": remotes,
-            "written": written,
-            "kept": kept,
-            "forum_dir": forum_dir.map(|d| d.display().to_string()),
-            "runtime": local_model.as_ref().map(|u| json!({"local_model": u, "next": crate::surface::model::GET_IT_RUNNING})),
-        }));
+    // With no runtime config, every run uses the local model; one that exists stays.
+    let url = crate::surface::model::local_url()?;
+    let path = dir.join("runtime.toml");
+    if write_new(&path, &crate::surface::model::runtime_toml_for(&url))? {
+        files.written.push(".forum/runtime.toml".into());
+        files.local_model = Some(url);
+    } else {
+        files.kept.push(".forum/runtime.toml".into());
     }
+    Ok(files)
+}
+
+/// Says, remote by remote, which refspecs were added, already present or removed.
+fn print_remotes(ctx: &Ctx, remote_report: &[RemoteChange]) -> Result<(), CliError> {
     if remote_report.is_empty() {
         ctx.out("no remotes configured; run `git forum init` again after `git remote add`")?;
     }
-    for (r, spec, fetch_added, push_added, replaced) in &remote_report {
+    for c in remote_report {
+        let r = &c.remote;
         ctx.out(&format!(
-            "remote {r}: fetch refspec {spec} {}",
-            if *fetch_added {
+            "remote {r}: fetch refspec {} {}",
+            c.spec,
+            if c.fetch_added {
                 "added"
             } else {
                 "already present"
             }
         ))?;
-        for old in replaced {
+        for old in &c.replaced {
             ctx.out(&format!(
                 "remote {r}: fetch refspec {old} removed (it let plain git fetch move {}{r}/ unverified; `git forum fetch {r}` adopts copies now)",
                 sync::REMOTES_PREFIX
             ))?;
         }
-        for p in push_added {
+        for p in &c.push_added {
             ctx.out(&format!("remote {r}: push refspec {p} added"))?;
         }
     }
-    for f in &written {
+    Ok(())
+}
+
+/// Says which files `.forum/` got and which it kept.
+fn print_files(ctx: &Ctx, files: &ForumFiles) -> Result<(), CliError> {
+    for f in &files.written {
         ctx.out(&format!("wrote {f}"))?;
     }
-    if let Some(u) = &local_model {
+    if let Some(u) = &files.local_model {
         ctx.out(&format!(
             "runs use the local model at {u} (.forum/runtime.toml); `{}` gets it running, or edit the file to use another executor",
             crate::surface::model::GET_IT_RUNNING
         ))?;
     }
-    for f in &kept {
+    for f in &files.kept {
         ctx.out(&format!("kept {f} (it exists)"))?;
-    }
-    if forum_dir.is_none() {
-        ctx.out("bare repository: no .forum/ directory written")?;
     }
     Ok(())
 }

@@ -349,90 +349,117 @@ fn command_path(args: &[String]) -> (String, clap::Command) {
 /// the problem and the fix on one line.
 fn usage_line(e: &clap::Error, args: &[String]) -> String {
     use clap::error::{ContextKind, ErrorKind};
-    let ctx = |k: ContextKind| e.get(k).map(|v| v.to_string());
-    let list = |k: ContextKind| -> Vec<String> {
-        match e.get(k) {
-            Some(clap::error::ContextValue::Strings(v)) => v.clone(),
-            Some(clap::error::ContextValue::StyledStrs(v)) => {
-                v.iter().map(|s| s.to_string()).collect()
-            }
-            Some(other) => vec![other.to_string()],
-            None => Vec::new(),
-        }
-    };
+    let ctx = |k: ContextKind| clap_context(e, k);
     let (path, cmd) = command_path(args);
-    let mean = |k: ContextKind| match list(k).as_slice() {
-        [] => String::new(),
-        [one] => format!(" (did you mean {one}?)"),
-        many => format!(" (did you mean one of {}?)", many.join(", ")),
-    };
-    let first_line = || {
-        let text = e.render().to_string();
-        let line = text.lines().next().unwrap_or("").trim();
-        line.strip_prefix("error: ").unwrap_or(line).to_string()
-    };
     let problem = match e.kind() {
-        ErrorKind::UnknownArgument => {
-            let arg = ctx(ContextKind::InvalidArg).unwrap_or_default();
-            let what = if arg.starts_with('-') && arg.parse::<f64>().is_ok() {
-                // `--max-seconds -1`: clap reads the number as a flag.
-                "no option here takes a negative number:"
-            } else if arg.starts_with('-') {
-                "unknown flag"
-            } else {
-                "unexpected argument"
-            };
-            format!("{what} {arg}{}", mean(ContextKind::SuggestedArg))
-        }
+        ErrorKind::UnknownArgument => unknown_argument(e),
         ErrorKind::InvalidSubcommand => format!(
             "unknown command {}{}",
             ctx(ContextKind::InvalidSubcommand).unwrap_or_default(),
-            mean(ContextKind::SuggestedSubcommand)
+            did_you_mean(e, ContextKind::SuggestedSubcommand)
         ),
         ErrorKind::MissingRequiredArgument => {
-            format!("missing {}", list(ContextKind::InvalidArg).join(" and "))
+            format!(
+                "missing {}",
+                clap_list(e, ContextKind::InvalidArg).join(" and ")
+            )
         }
         ErrorKind::ArgumentConflict => match ctx(ContextKind::PriorArg) {
             Some(prior) => format!(
                 "{} cannot be used with {prior}",
                 ctx(ContextKind::InvalidArg).unwrap_or_default()
             ),
-            None => first_line(),
+            None => clap_first_line(e),
         },
-        ErrorKind::InvalidValue => {
-            let valid = list(ContextKind::ValidValue);
-            let value = ctx(ContextKind::InvalidValue).unwrap_or_default();
-            let arg = ctx(ContextKind::InvalidArg).unwrap_or_default();
-            if value.is_empty() {
-                format!("{arg} needs a value")
-            } else if valid.is_empty() {
-                first_line()
-            } else {
-                format!(
-                    "invalid value {value:?} for {arg}; use one of {}",
-                    valid.join(", ")
-                )
-            }
-        }
+        ErrorKind::InvalidValue => invalid_value(e),
         ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let subs: Vec<&str> = cmd
-                .get_subcommands()
-                .filter(|c| !c.is_hide_set())
-                .map(|c| c.get_name())
-                .collect();
-            if subs.is_empty() {
-                format!("{path} needs more arguments")
-            } else if subs.len() > 8 {
-                format!("{path} needs a command")
-            } else {
-                format!("{path} needs a command: {}", subs.join(", "))
-            }
+            needs_a_command(&path, &cmd)
         }
-        _ => first_line(),
+        _ => clap_first_line(e),
     };
     // One line whatever the message held.
     let problem = problem.split_whitespace().collect::<Vec<_>>().join(" ");
     format!("{problem}; see {path} --help")
+}
+
+/// One piece of a clap error's context, as text.
+fn clap_context(e: &clap::Error, k: clap::error::ContextKind) -> Option<String> {
+    e.get(k).map(|v| v.to_string())
+}
+
+/// A piece of a clap error's context that may hold several values, one string each.
+fn clap_list(e: &clap::Error, k: clap::error::ContextKind) -> Vec<String> {
+    match e.get(k) {
+        Some(clap::error::ContextValue::Strings(v)) => v.clone(),
+        Some(clap::error::ContextValue::StyledStrs(v)) => v.iter().map(|s| s.to_string()).collect(),
+        Some(other) => vec![other.to_string()],
+        None => Vec::new(),
+    }
+}
+
+/// Clap's suggestions, as ` (did you mean …?)`, or nothing when it has none.
+fn did_you_mean(e: &clap::Error, k: clap::error::ContextKind) -> String {
+    match clap_list(e, k).as_slice() {
+        [] => String::new(),
+        [one] => format!(" (did you mean {one}?)"),
+        many => format!(" (did you mean one of {}?)", many.join(", ")),
+    }
+}
+
+/// The first line of clap's own rendering, without its `error: `.
+fn clap_first_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let line = text.lines().next().unwrap_or("").trim();
+    line.strip_prefix("error: ").unwrap_or(line).to_string()
+}
+
+/// An argument clap did not expect: a negative number, an unknown flag or a stray word.
+fn unknown_argument(e: &clap::Error) -> String {
+    use clap::error::ContextKind;
+    let arg = clap_context(e, ContextKind::InvalidArg).unwrap_or_default();
+    let what = if arg.starts_with('-') && arg.parse::<f64>().is_ok() {
+        // `--max-seconds -1`: clap reads the number as a flag.
+        "no option here takes a negative number:"
+    } else if arg.starts_with('-') {
+        "unknown flag"
+    } else {
+        "unexpected argument"
+    };
+    format!("{what} {arg}{}", did_you_mean(e, ContextKind::SuggestedArg))
+}
+
+/// A value clap refused: missing, or not one of the values the flag takes.
+fn invalid_value(e: &clap::Error) -> String {
+    use clap::error::ContextKind;
+    let valid = clap_list(e, ContextKind::ValidValue);
+    let value = clap_context(e, ContextKind::InvalidValue).unwrap_or_default();
+    let arg = clap_context(e, ContextKind::InvalidArg).unwrap_or_default();
+    if value.is_empty() {
+        format!("{arg} needs a value")
+    } else if valid.is_empty() {
+        clap_first_line(e)
+    } else {
+        format!(
+            "invalid value {value:?} for {arg}; use one of {}",
+            valid.join(", ")
+        )
+    }
+}
+
+/// A command that needs a subcommand: the visible ones when there are few.
+fn needs_a_command(path: &str, cmd: &clap::Command) -> String {
+    let subs: Vec<&str> = cmd
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| c.get_name())
+        .collect();
+    if subs.is_empty() {
+        format!("{path} needs more arguments")
+    } else if subs.len() > 8 {
+        format!("{path} needs a command")
+    } else {
+        format!("{path} needs a command: {}", subs.join(", "))
+    }
 }
 
 fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {

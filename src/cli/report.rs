@@ -303,6 +303,24 @@ pub(crate) fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
         grouped(sb.get("entries"))
     ))?;
     ctx.out("")?;
+    print_metric_deltas(ctx, sa, sb, &delta)?;
+    print_work(ctx, sa, sb)?;
+    print_model_calls(ctx, sa, sb)?;
+    print_spend(ctx, sa, sb)?;
+    print_answers(ctx, ans_a, ans_b, diff)?;
+    for n in notes {
+        ctx.out(&n)?;
+    }
+    Ok(())
+}
+
+/// The metrics that differ between A and B, with their delta, or that all are equal.
+fn print_metric_deltas(
+    ctx: &Ctx,
+    sa: &Summary,
+    sb: &Summary,
+    delta: &[(&str, i64)],
+) -> Result<(), CliError> {
     let changed: Vec<&(&str, i64)> = delta.iter().filter(|(_, d)| *d != 0).collect();
     if changed.is_empty() {
         ctx.out(&format!("All {} metrics are equal.", NUMERIC.len()))?;
@@ -328,6 +346,11 @@ pub(crate) fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
             ))?;
         }
     }
+    Ok(())
+}
+
+/// The work in the repository on each side, metric by metric, when either side did any.
+fn print_work(ctx: &Ctx, sa: &Summary, sb: &Summary) -> Result<(), CliError> {
     if let Some(d) = report::summary::compare_work(sa, sb) {
         let zero = report::work_report::Work::default();
         let (wa, wb) = (
@@ -346,6 +369,11 @@ pub(crate) fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
             ))?;
         }
     }
+    Ok(())
+}
+
+/// The witnessed model calls per model, for the models whose counts differ.
+fn print_model_calls(ctx: &Ctx, sa: &Summary, sb: &Summary) -> Result<(), CliError> {
     let mut models: Vec<&String> = sa.model_calls.iter().map(|(m, _)| m).collect();
     for (m, _) in &sb.model_calls {
         if !models.contains(&m) {
@@ -371,6 +399,11 @@ pub(crate) fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
             ctx.out(&line)?;
         }
     }
+    Ok(())
+}
+
+/// Each side's spend, when it has any.
+fn print_spend(ctx: &Ctx, sa: &Summary, sb: &Summary) -> Result<(), CliError> {
     for (side, s) in [("A", sa), ("B", sb)] {
         let spend = crate::report::spend::text_lines(&s.spend);
         if !spend.is_empty() {
@@ -381,6 +414,16 @@ pub(crate) fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
             }
         }
     }
+    Ok(())
+}
+
+/// Whether the final answers are missing, identical or differ (with the diff).
+fn print_answers(
+    ctx: &Ctx,
+    ans_a: &Option<String>,
+    ans_b: &Option<String>,
+    diff: &Option<String>,
+) -> Result<(), CliError> {
     ctx.out("")?;
     match (ans_a, ans_b, diff) {
         (None, None, _) => ctx.out("Final answers: neither side has one.")?,
@@ -394,9 +437,6 @@ pub(crate) fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
             ctx.out(&format!("Final answers differ{missing}:"))?;
             ctx.out(d.trim_end_matches('\n'))?;
         }
-    }
-    for n in notes {
-        ctx.out(&n)?;
     }
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::{CliError, Ctx};
 use crate::ledger::canonical::python_float_json;
 use crate::ledger::{NewEntry, Value};
-use crate::route::{check_request, route_request};
+use crate::route::{RouteDecision, RouteFrame, check_request, route_request};
 
 /// Route a request to a roster lane. Prints the decision, its confidence, whether it needs
 /// escalation, every lane's score and the route frame; `--json` prints Forum's JSON shape.
@@ -42,37 +42,52 @@ pub(crate) fn run(ctx: &Ctx, args: RouteArgs) -> Result<(), CliError> {
     let (decision, frame) = route_request(&text, &roster);
 
     if args.record {
-        // Forum's `route` entry (what `assign` witnesses): the decision and its frame, no
-        // `request`, so a recorded route is never mistaken for a run.
-        let mut store = ctx.store()?;
-        let entry = NewEntry {
-            actor: "router".into(),
-            kind: crate::ledger::kind::ROUTE.into(),
-            causal_parent: args.parent,
-            payload: Value::object([
-                ("task".to_string(), Value::str(&text)),
-                (
-                    "decided".to_string(),
-                    decision.decided.as_deref().map_or(Value::Null, Value::str),
-                ),
-                ("confidence".to_string(), Value::Float(decision.confidence)),
-                ("frame".to_string(), frame.payload()),
-            ]),
-            ts: ctx.now(None)?,
-        };
-        let done = store.append_entry(&entry)?;
-        let parent = args
-            .parent
-            .map_or(String::new(), |p| format!(" (parent {p})"));
-        eprintln!(
-            "recorded route as seq {}{parent} in ledger {}",
-            done.entry.seq, ctx.ledger
-        );
+        record_route(ctx, &text, args.parent, &decision, &frame)?;
     }
 
     if ctx.json {
         return ctx.out(&decision.to_value(&frame).python_pretty());
     }
+    let lines = route_lines(&decision, &frame);
+    ctx.out(&lines.join("\n"))
+}
+
+/// Appends Forum's `route` entry (what `assign` witnesses): the decision and its frame, no
+/// `request`, so a recorded route is never mistaken for a run.
+fn record_route(
+    ctx: &Ctx,
+    text: &str,
+    parent_seq: Option<i64>,
+    decision: &RouteDecision,
+    frame: &RouteFrame,
+) -> Result<(), CliError> {
+    let mut store = ctx.store()?;
+    let entry = NewEntry {
+        actor: "router".into(),
+        kind: crate::ledger::kind::ROUTE.into(),
+        causal_parent: parent_seq,
+        payload: Value::object([
+            ("task".to_string(), Value::str(text)),
+            (
+                "decided".to_string(),
+                decision.decided.as_deref().map_or(Value::Null, Value::str),
+            ),
+            ("confidence".to_string(), Value::Float(decision.confidence)),
+            ("frame".to_string(), frame.payload()),
+        ]),
+        ts: ctx.now(None)?,
+    };
+    let done = store.append_entry(&entry)?;
+    let parent = parent_seq.map_or(String::new(), |p| format!(" (parent {p})"));
+    eprintln!(
+        "recorded route as seq {}{parent} in ledger {}",
+        done.entry.seq, ctx.ledger
+    );
+    Ok(())
+}
+
+/// The decision, its candidates and the frame, as text.
+fn route_lines(decision: &RouteDecision, frame: &RouteFrame) -> Vec<String> {
     let mut lines = Vec::new();
     match &decision.decided {
         Some(agent) if !decision.needs_escalation => lines.push(format!(
@@ -122,7 +137,7 @@ pub(crate) fn run(ctx: &Ctx, args: RouteArgs) -> Result<(), CliError> {
         }
     ));
     lines.push(format!("  contract: {}", frame.human_contract));
-    ctx.out(&lines.join("\n"))
+    lines
 }
 
 #[cfg(test)]

@@ -59,14 +59,6 @@ fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
     let issues = config::issues(rt, &roster, &facts);
     let ready = issues.is_empty();
 
-    let lanes = |t: Tier| -> Vec<&str> {
-        roster
-            .agents()
-            .iter()
-            .filter(|a| a.model_tier == t)
-            .map(|a| a.name.as_str())
-            .collect()
-    };
     let worker_pinned = !matches!(rt.seats.worker, SeatChoice::Unset);
 
     if ctx.json {
@@ -87,39 +79,7 @@ fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
             Some((via, s)) => lines.push(format!("default: {} ({})", s.describe(), via.explain())),
             None => lines.push("default: missing".into()),
         }
-        lines.push(if worker_pinned {
-            "tiers (the worker seat is pinned, so tasks do not use them):".into()
-        } else {
-            "tiers:".into()
-        });
-        for t in Tier::ALL {
-            let what = match rt.for_tier(t) {
-                Some((Via::Slot(_), s)) => format!("configured  {}", s.describe()),
-                Some((via, _)) => format!("fallback    {}", via.explain()),
-                None => "missing".into(),
-            };
-            let l = lanes(t);
-            let demand = if l.is_empty() {
-                "no lanes".to_string()
-            } else {
-                format!("{} lanes: {}", l.len(), l.join(", "))
-            };
-            lines.push(format!("  {:<9} {what}; {demand}", t.as_str()));
-        }
-        lines.push("seats:".into());
-        let worker = match &rt.seats.worker {
-            SeatChoice::Unset => "each lane's tier".to_string(),
-            _ => match rt.for_task(&roster, "") {
-                Ok((via, s)) => format!("{} ({})", s.describe(), via.explain()),
-                Err(u) => format!("unresolved: {u}"),
-            },
-        };
-        lines.push(format!("  worker        {worker}"));
-        let orch = match rt.for_control() {
-            Ok((via, s)) => format!("{} ({})", s.describe(), via.explain()),
-            Err(u) => format!("unresolved: {u}"),
-        };
-        lines.push(format!("  orchestrator  {orch}"));
+        lines.extend(tier_and_seat_lines(rt, &roster, worker_pinned));
         lines.extend(verification_lines(rt, &roster, worker_pinned));
         if ready {
             lines.push("ready: yes".into());
@@ -143,6 +103,57 @@ fn inspect(ctx: &Ctx, args: InspectArgs) -> Result<(), CliError> {
         }
         Err(CliError::silent(1))
     }
+}
+
+/// The `tiers:` section (each tier's executor and the lanes that use it) and the `seats:`
+/// section (the worker and orchestrator seats).
+fn tier_and_seat_lines(
+    rt: &config::Runtime,
+    roster: &crate::roster::Roster,
+    worker_pinned: bool,
+) -> Vec<String> {
+    let lanes = |t: Tier| -> Vec<&str> {
+        roster
+            .agents()
+            .iter()
+            .filter(|a| a.model_tier == t)
+            .map(|a| a.name.as_str())
+            .collect()
+    };
+    let mut lines = vec![if worker_pinned {
+        "tiers (the worker seat is pinned, so tasks do not use them):".to_string()
+    } else {
+        "tiers:".to_string()
+    }];
+    for t in Tier::ALL {
+        let what = match rt.for_tier(t) {
+            Some((Via::Slot(_), s)) => format!("configured  {}", s.describe()),
+            Some((via, _)) => format!("fallback    {}", via.explain()),
+            None => "missing".into(),
+        };
+        let l = lanes(t);
+        let demand = if l.is_empty() {
+            "no lanes".to_string()
+        } else {
+            format!("{} lanes: {}", l.len(), l.join(", "))
+        };
+        lines.push(format!("  {:<9} {what}; {demand}", t.as_str()));
+    }
+    lines.push("seats:".into());
+    let worker = match &rt.seats.worker {
+        SeatChoice::Unset => "each lane's tier".to_string(),
+        _ => match rt.for_task(roster, "") {
+            Ok((via, s)) => format!("{} ({})", s.describe(), via.explain()),
+            Err(u) => format!("unresolved: {u}"),
+        },
+    };
+    lines.push(format!("  worker        {worker}"));
+    let orch = match rt.for_control() {
+        Ok((via, s)) => format!("{} ({})", s.describe(), via.explain()),
+        Err(u) => format!("unresolved: {u}"),
+    };
+    lines.push(format!("  orchestrator  {orch}"));
+    lines
 }
 
 /// The `verification:` section: each executor tasks may use (the pinned worker seat, else

@@ -128,21 +128,7 @@ fn fetch_json(r: &FetchResult) -> Value {
 
 pub(crate) fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
     let results = sync::fetch(&ctx.dir, &args.remote)?;
-    // The refspec older versions of `init` added lets plain `git fetch` replace the adopted
-    // copies with unchecked ones; say so until `init` replaces it.
-    let git = Git::for_repo(&open_repo(&ctx.dir)?);
-    let specs = super::init::config_values(&git, &format!("remote.{}.fetch", args.remote))?;
-    if let Some(old) = super::init::old_fetch_refspecs(&args.remote)
-        .iter()
-        .find(|o| specs.contains(o))
-    {
-        eprintln!(
-            "warning: remote.{}.fetch has {old}, which lets plain `git fetch` move {}{}/ to copies nobody checked; run `git forum init` to replace it",
-            args.remote,
-            sync::REMOTES_PREFIX,
-            args.remote
-        );
-    }
+    warn_old_refspec(ctx, &args.remote)?;
     let witnessed = crate::surface::tlog::witness_outcome(&results, args.require_witness);
     if args.require_witness {
         for r in results
@@ -170,69 +156,101 @@ pub(crate) fn fetch(ctx: &Ctx, args: FetchArgs) -> Result<(), CliError> {
         }
         let remote = &args.remote;
         for r in &results {
-            let size = r.remote.as_ref().map(|c| c.size).unwrap_or(0);
-            let root = r.remote.as_ref().map(|c| c.root.as_str()).unwrap_or("");
-            use sync::FetchStatus as S;
-            match r.status {
-                S::New => ctx.out(&format!(
-                    "{}: new from {remote}: {size} entries, checkpoint {root}; verified and adopted",
-                    r.ledger
-                ))?,
-                S::Updated => ctx.out(&format!(
-                    "{}: updated from {remote}: {} -> {size} entries, checkpoint {root}; verified and adopted",
-                    r.ledger,
-                    r.seen.as_ref().map(|c| c.size).unwrap_or(0)
-                ))?,
-                S::UpToDate => ctx.out(&format!(
-                    "{}: up to date with {remote}: {size} entries, checkpoint {root}",
-                    r.ledger
-                ))?,
-                S::RedactionRewrite => ctx.out(&format!(
-                    "{}: redaction-only rewrite on {remote} accepted: the same entries in new commits ({size} entries, checkpoint {root}); adopted",
-                    r.ledger
-                ))?,
-                S::DoesNotVerify | S::Truncated | S::Rewritten | S::SplitView | S::Deleted => {
-                    ctx.out(&format!(
-                        "{}: REFUSED ({}): {}",
-                        r.ledger,
-                        r.code.unwrap_or(r.status.label()),
-                        r.problem.as_deref().unwrap_or("")
-                    ))?;
-                    if let Some(seen) = &r.seen {
-                        ctx.out(&format!(
-                            "  seen checkpoint:   {seen} (commit {})",
-                            seen.commit.map(|c| c.to_string()).unwrap_or_default()
-                        ))?;
-                    }
-                    if let Some(now) = &r.remote {
-                        ctx.out(&format!(
-                            "  remote checkpoint: {now} (commit {})",
-                            now.commit.map(|c| c.to_string()).unwrap_or_default()
-                        ))?;
-                    }
-                    if let Some((other, c)) = &r.conflict {
-                        ctx.out(&format!(
-                            "  {other}'s seen checkpoint: {c} (commit {})",
-                            c.commit.map(|c| c.to_string()).unwrap_or_default()
-                        ))?;
-                    }
-                    if let (Some(seen), Some(p)) = (&r.seen, &r.remote_prefix_root) {
-                        ctx.out(&format!(
-                            "  remote's first {} entries now give root {p}",
-                            seen.size
-                        ))?;
-                    }
-                    ctx.out(&format!(
-                        "  not adopted; {}{remote}/{} and {}{remote}/{} are unchanged",
-                        sync::REMOTES_PREFIX,
-                        r.ledger,
-                        sync::SEEN_PREFIX,
-                        r.ledger
-                    ))?;
-                }
-            }
+            print_fetched(ctx, remote, r)?;
             super::tlog::print_witnesses(ctx, r)?;
         }
     }
     if ok { Ok(()) } else { Err(CliError::silent(1)) }
+}
+
+/// Warns when `remote` still has the fetch refspec older versions of `init` added.
+fn warn_old_refspec(ctx: &Ctx, remote: &str) -> Result<(), CliError> {
+    // The refspec older versions of `init` added lets plain `git fetch` replace the adopted
+    // copies with unchecked ones; say so until `init` replaces it.
+    let git = Git::for_repo(&open_repo(&ctx.dir)?);
+    let specs = super::init::config_values(&git, &format!("remote.{}.fetch", remote))?;
+    if let Some(old) = super::init::old_fetch_refspecs(remote)
+        .iter()
+        .find(|o| specs.contains(o))
+    {
+        eprintln!(
+            "warning: remote.{}.fetch has {old}, which lets plain `git fetch` move {}{}/ to copies nobody checked; run `git forum init` to replace it",
+            remote,
+            sync::REMOTES_PREFIX,
+            remote
+        );
+    }
+    Ok(())
+}
+
+/// One fetched ledger: new, updated, up to date, rewritten for redaction, or refused.
+fn print_fetched(ctx: &Ctx, remote: &str, r: &FetchResult) -> Result<(), CliError> {
+    let size = r.remote.as_ref().map(|c| c.size).unwrap_or(0);
+    let root = r.remote.as_ref().map(|c| c.root.as_str()).unwrap_or("");
+    use sync::FetchStatus as S;
+    match r.status {
+        S::New => ctx.out(&format!(
+            "{}: new from {remote}: {size} entries, checkpoint {root}; verified and adopted",
+            r.ledger
+        ))?,
+        S::Updated => ctx.out(&format!(
+            "{}: updated from {remote}: {} -> {size} entries, checkpoint {root}; verified and adopted",
+            r.ledger,
+            r.seen.as_ref().map(|c| c.size).unwrap_or(0)
+        ))?,
+        S::UpToDate => ctx.out(&format!(
+            "{}: up to date with {remote}: {size} entries, checkpoint {root}",
+            r.ledger
+        ))?,
+        S::RedactionRewrite => ctx.out(&format!(
+            "{}: redaction-only rewrite on {remote} accepted: the same entries in new commits ({size} entries, checkpoint {root}); adopted",
+            r.ledger
+        ))?,
+        S::DoesNotVerify | S::Truncated | S::Rewritten | S::SplitView | S::Deleted => {
+            print_refused(ctx, remote, r)?
+        }
+    }
+    Ok(())
+}
+
+/// A refused ledger: why, the checkpoints that disagree, and that nothing moved.
+fn print_refused(ctx: &Ctx, remote: &str, r: &FetchResult) -> Result<(), CliError> {
+    ctx.out(&format!(
+        "{}: REFUSED ({}): {}",
+        r.ledger,
+        r.code.unwrap_or(r.status.label()),
+        r.problem.as_deref().unwrap_or("")
+    ))?;
+    if let Some(seen) = &r.seen {
+        ctx.out(&format!(
+            "  seen checkpoint:   {seen} (commit {})",
+            seen.commit.map(|c| c.to_string()).unwrap_or_default()
+        ))?;
+    }
+    if let Some(now) = &r.remote {
+        ctx.out(&format!(
+            "  remote checkpoint: {now} (commit {})",
+            now.commit.map(|c| c.to_string()).unwrap_or_default()
+        ))?;
+    }
+    if let Some((other, c)) = &r.conflict {
+        ctx.out(&format!(
+            "  {other}'s seen checkpoint: {c} (commit {})",
+            c.commit.map(|c| c.to_string()).unwrap_or_default()
+        ))?;
+    }
+    if let (Some(seen), Some(p)) = (&r.seen, &r.remote_prefix_root) {
+        ctx.out(&format!(
+            "  remote's first {} entries now give root {p}",
+            seen.size
+        ))?;
+    }
+    ctx.out(&format!(
+        "  not adopted; {}{remote}/{} and {}{remote}/{} are unchanged",
+        sync::REMOTES_PREFIX,
+        r.ledger,
+        sync::SEEN_PREFIX,
+        r.ledger
+    ))?;
+    Ok(())
 }

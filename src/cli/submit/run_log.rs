@@ -17,9 +17,19 @@ fn short(text: &str, n: usize) -> String {
     }
 }
 
+/// The string field `k` of a payload, or "" when it is missing or not a string.
+fn text<'a>(p: &'a J, k: &str) -> &'a str {
+    p.get(k).and_then(J::as_str).unwrap_or("")
+}
+
+/// The field `k` of a payload as JSON text, or "" when it is missing.
+fn shown(p: &J, k: &str) -> String {
+    p.get(k).map_or(String::new(), |v| v.to_string())
+}
+
 /// What an entry of a run says, in a few words.
 fn glance(kind: &str, p: &J) -> String {
-    let s = |k: &str| p.get(k).and_then(J::as_str).unwrap_or("");
+    let s = |k: &str| text(p, k);
     match kind {
         kind::REQUEST => short(s("text"), 70),
         kind::ROUTE_FRAME => format!(
@@ -28,154 +38,30 @@ fn glance(kind: &str, p: &J) -> String {
             s("intent"),
             s("delivery_profile")
         ),
-        kind::PLAN => {
-            let waves = p.get("waves").and_then(J::as_array).map_or(0, Vec::len);
-            let tasks = p
-                .get("waves")
-                .and_then(J::as_array)
-                .map_or(0, |w| w.iter().filter_map(J::as_array).map(Vec::len).sum());
-            format!("{tasks} tasks in {waves} waves")
-        }
+        kind::PLAN => glance_plan(p),
         kind::TASK => format!(
             "{} on {}: {}",
             s("id"),
             s("agent"),
             short(s("instruction"), 60)
         ),
-        kind::RESULT if p.get("revised_from").is_some() => format!(
-            "revised answer (of {}): {}",
-            p.get("revised_from")
-                .map_or(String::new(), |v| v.to_string()),
-            short(s("answer"), 50)
-        ),
-        kind::RESULT if p.get("answer").is_some() => format!("answer: {}", short(s("answer"), 60)),
-        kind::RESULT => format!(
-            "{} {} by {}{}: {}",
-            s("id"),
-            if p.get("ok") == Some(&J::Bool(true)) {
-                "ok"
-            } else {
-                "failed"
-            },
-            s("model"),
-            p.get("error")
-                .and_then(J::as_str)
-                .map_or(String::new(), |e| format!(" ({e})")),
-            short(s("output"), 50)
-        ),
-        kind::VERDICT => format!(
-            "{} {} {}: {}",
-            s("id"),
-            p.get("decision").and_then(J::as_str).unwrap_or(
-                if p.get("ok") == Some(&J::Bool(true)) {
-                    "pass"
-                } else {
-                    "fail"
-                }
-            ),
-            p.get("score").map_or(String::new(), |v| v.to_string()),
-            short(s("reason"), 50)
-        ),
+        kind::RESULT => glance_result(p),
+        kind::VERDICT => glance_verdict(p),
         kind::TIER_ESCALATION => format!("{} → {}", s("id"), s("to")),
-        kind::BUDGET => format!(
-            "stopped after {} model calls",
-            p.get("model_calls")
-                .map_or(String::new(), |v| v.to_string())
-        ),
+        kind::BUDGET => format!("stopped after {} model calls", shown(p, "model_calls")),
         kind::RUN_STOPPED => format!("{}: {}", s("stage"), short(s("reason"), 60)),
-        kind::DEGRADED => format!(
-            "wave {}: nothing passed",
-            p.get("wave").map_or(String::new(), |v| v.to_string())
-        ),
+        kind::DEGRADED => format!("wave {}: nothing passed", shown(p, "wave")),
         kind::CONTEXT_BUDGET => format!("{} {} ({})", s("label"), s("action"), s("reason")),
-        kind::CONTEXT => {
-            let scope = p
-                .get("task")
-                .and_then(J::as_str)
-                .map_or("request".to_string(), |t| format!("task {t}"));
-            match p.get("error").and_then(J::as_str) {
-                Some(code) => format!("{scope}: none ({code})"),
-                None => format!("{scope}: {}", short(s("context"), 60)),
-            }
-        }
-        kind::INTENT_JUDGMENT => format!(
-            "{} {}: {}",
-            match p.get("ok") {
-                Some(J::Bool(true)) => "paraphrased",
-                Some(J::Bool(false)) => "drifted",
-                _ => "undecided",
-            },
-            p.get("score").map_or(String::new(), |v| v.to_string()),
-            short(s("reason"), 50)
-        ),
-        kind::REVISION => match p.get("accepted") {
-            Some(J::Bool(true)) => format!(
-                "accepted: {} -> {} words",
-                p.get("words_before")
-                    .map_or(String::new(), |v| v.to_string()),
-                p.get("words_after")
-                    .map_or(String::new(), |v| v.to_string())
-            ),
-            _ if p.get("reason").is_some() => format!("rejected: {}", short(s("reason"), 50)),
-            _ => format!(
-                "rejected: {} -> {} words, coverage {} -> {}",
-                p.get("words_before")
-                    .map_or(String::new(), |v| v.to_string()),
-                p.get("words_after")
-                    .map_or(String::new(), |v| v.to_string()),
-                p.get("coverage_before")
-                    .map_or(String::new(), |v| v.to_string()),
-                p.get("coverage_after")
-                    .map_or(String::new(), |v| v.to_string())
-            ),
-        },
-        kind::VERIFICATION => format!(
-            "{}: {}",
-            match p.get("ok") {
-                Some(J::Bool(true)) => "verified",
-                Some(J::Bool(false)) => "refuted",
-                _ => "could not decide",
-            },
-            short(s("detail"), 50)
-        ),
+        kind::CONTEXT => glance_context(p),
+        kind::INTENT_JUDGMENT => glance_intent_judgment(p),
+        kind::REVISION => glance_revision(p),
+        kind::VERIFICATION => glance_verification(p),
         kind::DELIVERY_CHECK | kind::DELIVERY_PROFILE_CHECK | kind::INTENT_CHECK => {
-            let flagged = p.get("flagged") == Some(&J::Bool(true));
-            let extra = match kind {
-                kind::INTENT_CHECK => format!(
-                    " coverage {}",
-                    p.get("coverage").map_or(String::new(), |v| v.to_string())
-                ),
-                kind::DELIVERY_PROFILE_CHECK => format!(" {}", s("profile")),
-                _ => String::new(),
-            };
-            format!("{}{extra}", if flagged { "flagged" } else { "clean" })
+            glance_flag(kind, p)
         }
-        k if k.starts_with("gate_") => format!(
-            "wave {}",
-            p.get("wave").map_or(String::new(), |v| v.to_string())
-        ),
-        kind::RESUME => format!(
-            "reused {}",
-            p.get("reused").map_or(String::new(), |v| v.to_string())
-        ),
-        kind::CHANGE => {
-            let files = p.get("files").and_then(J::as_array);
-            let (added, removed) = files.into_iter().flatten().fold((0, 0), |(a, r), f| {
-                (
-                    a + f.get("added").and_then(J::as_u64).unwrap_or(0),
-                    r + f.get("removed").and_then(J::as_u64).unwrap_or(0),
-                )
-            });
-            match p.get("commit").and_then(J::as_str) {
-                Some(c) => format!(
-                    "{} {} ({} files, +{added} -{removed})",
-                    s("task"),
-                    c.get(..12).unwrap_or(c),
-                    files.map_or(0, Vec::len)
-                ),
-                None => format!("{} changed nothing", s("task")),
-            }
-        }
+        k if k.starts_with("gate_") => format!("wave {}", shown(p, "wave")),
+        kind::RESUME => format!("reused {}", shown(p, "reused")),
+        kind::CHANGE => glance_change(p),
         kind::CHECK => format!(
             "{} {} {}",
             s("task"),
@@ -192,12 +78,155 @@ fn glance(kind: &str, p: &J) -> String {
             s("decision"),
             short(s("reason"), 50)
         ),
-        kind::CONFLICT => format!(
-            "{} conflicts in {}",
-            s("task"),
-            p.get("paths").map_or(String::new(), |v| v.to_string())
-        ),
+        kind::CONFLICT => format!("{} conflicts in {}", s("task"), shown(p, "paths")),
         _ => String::new(),
+    }
+}
+
+/// A plan: how many tasks in how many waves.
+fn glance_plan(p: &J) -> String {
+    let waves = p.get("waves").and_then(J::as_array).map_or(0, Vec::len);
+    let tasks = p
+        .get("waves")
+        .and_then(J::as_array)
+        .map_or(0, |w| w.iter().filter_map(J::as_array).map(Vec::len).sum());
+    format!("{tasks} tasks in {waves} waves")
+}
+
+/// A result: a revised answer, an answer, or a task's output with its model.
+fn glance_result(p: &J) -> String {
+    let s = |k: &str| text(p, k);
+    if p.get("revised_from").is_some() {
+        return format!(
+            "revised answer (of {}): {}",
+            shown(p, "revised_from"),
+            short(s("answer"), 50)
+        );
+    }
+    if p.get("answer").is_some() {
+        return format!("answer: {}", short(s("answer"), 60));
+    }
+    format!(
+        "{} {} by {}{}: {}",
+        s("id"),
+        if p.get("ok") == Some(&J::Bool(true)) {
+            "ok"
+        } else {
+            "failed"
+        },
+        s("model"),
+        p.get("error")
+            .and_then(J::as_str)
+            .map_or(String::new(), |e| format!(" ({e})")),
+        short(s("output"), 50)
+    )
+}
+
+/// A verdict: its decision (or pass/fail), score and reason.
+fn glance_verdict(p: &J) -> String {
+    format!(
+        "{} {} {}: {}",
+        text(p, "id"),
+        p.get("decision")
+            .and_then(J::as_str)
+            .unwrap_or(if p.get("ok") == Some(&J::Bool(true)) {
+                "pass"
+            } else {
+                "fail"
+            }),
+        shown(p, "score"),
+        short(text(p, "reason"), 50)
+    )
+}
+
+/// A context entry: for the request or a task, the context or why there is none.
+fn glance_context(p: &J) -> String {
+    let scope = p
+        .get("task")
+        .and_then(J::as_str)
+        .map_or("request".to_string(), |t| format!("task {t}"));
+    match p.get("error").and_then(J::as_str) {
+        Some(code) => format!("{scope}: none ({code})"),
+        None => format!("{scope}: {}", short(text(p, "context"), 60)),
+    }
+}
+
+/// An intent judgment: paraphrased, drifted or undecided, with score and reason.
+fn glance_intent_judgment(p: &J) -> String {
+    format!(
+        "{} {}: {}",
+        match p.get("ok") {
+            Some(J::Bool(true)) => "paraphrased",
+            Some(J::Bool(false)) => "drifted",
+            _ => "undecided",
+        },
+        shown(p, "score"),
+        short(text(p, "reason"), 50)
+    )
+}
+
+/// A revision: accepted or rejected, with the word counts and coverage.
+fn glance_revision(p: &J) -> String {
+    match p.get("accepted") {
+        Some(J::Bool(true)) => format!(
+            "accepted: {} -> {} words",
+            shown(p, "words_before"),
+            shown(p, "words_after")
+        ),
+        _ if p.get("reason").is_some() => {
+            format!("rejected: {}", short(text(p, "reason"), 50))
+        }
+        _ => format!(
+            "rejected: {} -> {} words, coverage {} -> {}",
+            shown(p, "words_before"),
+            shown(p, "words_after"),
+            shown(p, "coverage_before"),
+            shown(p, "coverage_after")
+        ),
+    }
+}
+
+/// A verification: verified, refuted or undecided, with its detail.
+fn glance_verification(p: &J) -> String {
+    format!(
+        "{}: {}",
+        match p.get("ok") {
+            Some(J::Bool(true)) => "verified",
+            Some(J::Bool(false)) => "refuted",
+            _ => "could not decide",
+        },
+        short(text(p, "detail"), 50)
+    )
+}
+
+/// A delivery, delivery-profile or intent check: flagged or clean, with what it measured.
+fn glance_flag(kind: &str, p: &J) -> String {
+    let flagged = p.get("flagged") == Some(&J::Bool(true));
+    let extra = match kind {
+        kind::INTENT_CHECK => format!(" coverage {}", shown(p, "coverage")),
+        kind::DELIVERY_PROFILE_CHECK => format!(" {}", text(p, "profile")),
+        _ => String::new(),
+    };
+    format!("{}{extra}", if flagged { "flagged" } else { "clean" })
+}
+
+/// A change: the task's commit with its file and line counts, or that it changed nothing.
+fn glance_change(p: &J) -> String {
+    let files = p.get("files").and_then(J::as_array);
+    let (added, removed) = files.into_iter().flatten().fold((0, 0), |(a, r), f| {
+        (
+            a + f.get("added").and_then(J::as_u64).unwrap_or(0),
+            r + f.get("removed").and_then(J::as_u64).unwrap_or(0),
+        )
+    });
+    match p.get("commit").and_then(J::as_str) {
+        Some(c) => format!(
+            "{} {} ({} files, +{added} -{removed})",
+            text(p, "task"),
+            c.get(..12).unwrap_or(c),
+            files.map_or(0, Vec::len)
+        ),
+        None => format!("{} changed nothing", text(p, "task")),
     }
 }
 

@@ -1,0 +1,139 @@
+//! `git forum runs` and `git forum gate`: the runs a ledger holds, and the gates they wait at
+//! (listed, approved, edited or rejected).
+
+use super::{
+    Bodies, CliError, Ctx, Decide, DecideArgs, Decision, GateArgs, GateCommand, RunsArgs,
+    all_entries, cli_err, read_bodies, run, surface, to_json,
+};
+
+/// `git forum runs`.
+pub(crate) fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
+    let store = ctx.store()?;
+    let entries = all_entries(&store)?;
+    let read = read_bodies(&store);
+    let runs = surface::run::runs(&entries, &Bodies::new(&read)).map_err(cli_err)?;
+    if ctx.json {
+        return ctx.out_json(&to_json(&runs)?);
+    }
+    if runs.runs.is_empty() {
+        return ctx.out("no runs in this ledger (git forum submit \"...\" starts one)");
+    }
+    for row in &runs.runs {
+        let r = &row.info;
+        let tasks = r.plan.as_ref().map_or(0, |p| p.tasks.len());
+        let mut req: String = r.request.chars().take(60).collect();
+        if r.request.chars().count() > 60 {
+            req.push('…');
+        }
+        let detail = match &r.state {
+            run::loop_status::RunState::Failed { stage, reason } => format!(" ({stage}: {reason})"),
+            run::loop_status::RunState::Paused { wave }
+            | run::loop_status::RunState::Rejected { wave } => {
+                format!(" (wave {wave})")
+            }
+            _ => String::new(),
+        };
+        ctx.out(&format!(
+            "run {:>5}  {:<17} {tasks} tasks, {} entries  {req}{detail}",
+            r.request_seq,
+            r.state.as_str(),
+            r.entries.len()
+        ))?;
+        if let Some(w) = &row.work {
+            ctx.out(&format!("           {}", w.line()))?;
+        }
+    }
+    Ok(())
+}
+
+fn approver(args: &DecideArgs, ctx: &Ctx) -> String {
+    if let Some(a) = &args.approver {
+        return a.clone();
+    }
+    if let Ok(repo) = crate::surface::store::open_repo(&ctx.dir)
+        && let Some(name) = repo.config_snapshot().string("user.name")
+    {
+        return name.to_string();
+    }
+    std::env::var("USER").unwrap_or_else(|_| "operator".into())
+}
+
+/// `--edit TASK_ID=INSTRUCTION` flags as (task id, instruction) pairs: at least one, each
+/// with both sides.
+fn edits_of(flags: &[String]) -> Result<Vec<(String, String)>, CliError> {
+    if flags.is_empty() {
+        return Err(CliError::usage(
+            "gate edit needs at least one --edit TASK_ID=INSTRUCTION",
+        ));
+    }
+    flags
+        .iter()
+        .map(|e| match e.split_once('=') {
+            Some((id, text)) if !id.trim().is_empty() && !text.trim().is_empty() => {
+                Ok((id.trim().to_string(), text.to_string()))
+            }
+            _ => Err(CliError::usage(format!(
+                "--edit {e:?} must be TASK_ID=INSTRUCTION"
+            ))),
+        })
+        .collect()
+}
+
+/// `git forum gate`.
+pub(crate) fn gate(ctx: &Ctx, args: GateArgs) -> Result<(), CliError> {
+    let mut store = ctx.store()?;
+    let entries = all_entries(&store)?;
+    let (decision, d) = match args.command {
+        GateCommand::List => {
+            let read = read_bodies(&store);
+            let list = surface::run::gates(&entries, &Bodies::new(&read)).map_err(cli_err)?;
+            if ctx.json {
+                return ctx.out_json(&to_json(&list)?);
+            }
+            if list.pending.is_empty() {
+                return ctx.out("no pending gates");
+            }
+            for g in &list.pending {
+                let bound = match (g.deadline, &g.on_expiry) {
+                    (Some(d), Some(o)) => format!(" [deadline {d:.0}, then {o}]"),
+                    _ => String::new(),
+                };
+                ctx.out(&format!(
+                    "run {} wave {} ({}): {}{bound}",
+                    g.run.map_or("-".into(), |s| s.to_string()),
+                    g.wave,
+                    g.tasks.join(", "),
+                    g.question
+                ))?;
+            }
+            return Ok(());
+        }
+        GateCommand::Approve(d) => (Decision::Approve, d),
+        GateCommand::Edit(d) => (Decision::Edit(edits_of(&d.edits)?), d),
+        GateCommand::Reject(d) => (Decision::Reject(d.reason.clone()), d),
+    };
+    let pending = {
+        let read = read_bodies(&store);
+        surface::run::pending(&entries, &Bodies::new(&read)).map_err(cli_err)?
+    };
+    let ask = Decide {
+        run: d.run,
+        run_seq: None,
+        wave: d.wave,
+        approver: approver(&d, ctx),
+        note: d.note.clone(),
+        decision,
+    };
+    let done = surface::run::decide(&pending, &mut store, &ask, ctx.now(None)?).map_err(cli_err)?;
+    if ctx.json {
+        return ctx.out_json(&to_json(&done)?);
+    }
+    ctx.out(&format!(
+        "gate before wave {} of run {} {} (seq {}); `git forum resume {}` continues the run",
+        done.wave,
+        done.run.map_or("-".into(), |s| s.to_string()),
+        done.resolved,
+        done.seq,
+        done.run.map_or(String::new(), |s| s.to_string())
+    ))
+}
