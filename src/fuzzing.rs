@@ -125,16 +125,7 @@ pub fn wal_record(data: &[u8]) -> Option<(u64, usize)> {
     }
     let (generation, rec) = WalRecord::decode(payload, hash, version)?;
     let framed = rec.encode(generation);
-    let (len, rest) = framed.split_at(4);
-    let (crc, p) = rest.split_at(4);
-    assert_eq!(
-        u32::from_le_bytes(len.try_into().unwrap()) as usize,
-        p.len()
-    );
-    assert_eq!(
-        u32::from_le_bytes(crc.try_into().unwrap()),
-        crc32fast::hash(p)
-    );
+    let p = checked_frame(&framed);
     assert_eq!(
         WalRecord::decode(p, hash, 2),
         Some((generation, rec.clone())),
@@ -180,16 +171,7 @@ pub fn wal_round_trip(data: &[u8]) -> usize {
     };
     let rec = WalRecord { old, new, objects };
     let framed = rec.encode(generation);
-    let (len, rest) = framed.split_at(4);
-    let (crc, p) = rest.split_at(4);
-    assert_eq!(
-        u32::from_le_bytes(len.try_into().unwrap()) as usize,
-        p.len()
-    );
-    assert_eq!(
-        u32::from_le_bytes(crc.try_into().unwrap()),
-        crc32fast::hash(p)
-    );
+    let p = checked_frame(&framed);
     assert_eq!(WalRecord::decode(p, hash, 2), Some((generation, rec)));
     framed.len()
 }
@@ -338,4 +320,20 @@ pub fn target(name: &str, data: &[u8]) {
         }
         other => panic!("no fuzz target {other:?}; the targets are {TARGETS:?}"),
     }
+}
+
+/// The payload of one framed write-ahead-log record, after checking its frame: the length
+/// prefix says the payload's length and the CRC is the payload's.
+fn checked_frame(framed: &[u8]) -> &[u8] {
+    let (len, rest) = framed.split_at(4);
+    let (crc, p) = rest.split_at(4);
+    assert_eq!(
+        u32::from_le_bytes(len.try_into().unwrap()) as usize,
+        p.len()
+    );
+    assert_eq!(
+        u32::from_le_bytes(crc.try_into().unwrap()),
+        crc32fast::hash(p)
+    );
+    p
 }

@@ -278,25 +278,10 @@ fn module_of(rel: &Path) -> Vec<String> {
     parts
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-        .map(|e| e.expect("directory entry").path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 /// Every non-test source file under `src`, parsed.
 fn sources(src: &Path) -> Vec<Source> {
     let mut files = Vec::new();
-    rust_files(src, &mut files);
+    crate::purity::rust_files(src, &mut files);
     let mut parsed = Vec::new();
     let mut test_files = BTreeSet::new();
     for path in files {
