@@ -221,10 +221,19 @@ impl GitStore {
         // and its holder gone. A ref lock without such a note belongs to someone else.
         // What an earlier writer noted: a lock found below with that value is its, left behind.
         let noted = read_intent(held, self.hash);
+        // A note stays until its lock is gone: were it overwritten while that lock is still
+        // there (this writer killed before it takes its own), the next writer could no longer
+        // tell the lock for a dead writer's, and every writer after would wait on it.
+        if noted.is_some() && lock.exists() {
+            return Ok(CasOutcome::Locked(lock, noted));
+        }
         note_intent(held, Some(&new));
         failpoint("cas-start");
         if !take_ref_lock(&spare, &lock, value.as_bytes())? {
-            return Ok(CasOutcome::Locked(lock, noted));
+            // Someone other than a git-forum writer took it since the look above (a writer
+            // of ours notes first, and we hold the writer lock): there is nothing to keep.
+            note_intent(held, None);
+            return Ok(CasOutcome::Locked(lock, None));
         }
         // We hold the lock: nobody else moves the ref until it is renamed or removed.
         let release = |outcome: Result<CasOutcome, StoreError>| {

@@ -23,6 +23,11 @@ pub fn boot_time_secs() -> u64 {
 
 /// Runs one append that kills itself (SIGKILL) at step `point`; asserts it died that way.
 pub fn killed_append(repo: &Repo, point: &str) {
+    killed_append_of(repo, point, "\"lost?\"");
+}
+
+/// Runs one append of `payload` that kills itself (SIGKILL) at step `point`.
+pub fn killed_append_of(repo: &Repo, point: &str, payload: &str) {
     let o = repo
         .forum()
         .env("GIT_FORUM_FAILPOINT", point)
@@ -33,7 +38,7 @@ pub fn killed_append(repo: &Repo, point: &str) {
             "--kind",
             "k",
             "--payload",
-            "\"lost?\"",
+            payload,
         ])
         .output()
         .unwrap();
@@ -126,6 +131,27 @@ fn a_writer_killed_at_any_step_leaves_no_false_alarm_and_no_stuck_lock() {
             assert!(!repo.git_dir().join(format!("{REF}.lock")).exists());
             repo.fsck();
         }
+    }
+}
+
+/// A writer killed holding the ref lock, then the next writer killed just before it takes its
+/// own: the third still knows the lock for a dead writer's and lands, instead of waiting on it
+/// until the deadline.
+#[test]
+fn a_second_writer_killed_after_the_first_leaves_no_stuck_lock() {
+    for kind in FORMATS.iter().filter(|k| **k != "reftable") {
+        let repo = seeded(kind, 2);
+        // Different payloads: two writers whose entries were the same commit would note the
+        // same value, and the third could not tell them apart.
+        killed_append_of(&repo, "cas-locked", "\"first\"");
+        killed_append_of(&repo, "cas-start", "\"second\"");
+        let lock = repo.git_dir().join(format!("{REF}.lock"));
+        repo.append("agent", "note", "{\"after\":true}");
+        assert!(!lock.exists(), "{kind}");
+        let r = verify(&repo, true);
+        assert_eq!(r["ok"], true, "{kind}: {r}");
+        assert_eq!(r["entries"], 3, "{kind}: {r}");
+        repo.fsck();
     }
 }
 
