@@ -510,6 +510,9 @@ fn next_step(outcome: &Outcome, exit: surface::run::exit::RunExit) -> String {
                 surface::run::exit::RunExit::Blocked => {
                     " (the pre-ship gate blocked a change: `git forum runs` shows it)"
                 }
+                surface::run::exit::RunExit::Failed => {
+                    " (but a task's worker failed: `git forum runs` and `git forum log` show its error)"
+                }
                 _ => "",
             };
             format!(

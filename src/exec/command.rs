@@ -412,17 +412,28 @@ pub enum CommandError {
     Interrupted { program: String },
 }
 
+/// What a failed program said, on one line: its first few non-empty stderr lines (where a CLI
+/// names what went wrong) and, when it said more, its last (where a backtrace ends), joined by
+/// ` | `, each line cut to 200 characters.
 fn tail(stderr: &str) -> String {
-    let last = stderr
+    const FIRST: usize = 3;
+    let lines: Vec<&str> = stderr
         .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("");
-    if last.is_empty() {
-        String::new()
-    } else {
-        format!(": {}", last.trim())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return String::new();
     }
+    let cut = |l: &str| -> String { l.chars().take(200).collect() };
+    let mut kept: Vec<String> = lines.iter().take(FIRST).map(|l| cut(l)).collect();
+    if lines.len() > FIRST + 1 {
+        kept.push("...".into());
+    }
+    if lines.len() > FIRST {
+        kept.push(cut(lines[lines.len() - 1]));
+    }
+    format!(": {}", kept.join(" | "))
 }
 
 /// Reads `r` to the end, keeping at most `cap` bytes. Returns the bytes and whether more came.
@@ -741,6 +752,15 @@ mod tests {
         let e = run(&sh("echo oops >&2; exit 3"), "", Limits::default()).unwrap_err();
         assert!(matches!(e, CommandError::Failed { .. }), "{e}");
         assert!(e.to_string().contains("oops"), "{e}");
+        // The first lines name the problem and the last ends a backtrace: both are kept.
+        let script = "printf 'Error: no home\\na\\nb\\nc\\nd\\npanicked at main.rs\\n' >&2; exit 1";
+        let e = run(&sh(script), "", Limits::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with(": Error: no home | a | b | ... | panicked at main.rs"),
+            "{e}"
+        );
         let e = run(&sh("printf '\\377\\376'"), "", Limits::default()).unwrap_err();
         assert!(matches!(e, CommandError::NotUtf8 { offset: 0, .. }), "{e}");
         let e = run(&["/nonexistent/program".into()], "", Limits::default()).unwrap_err();

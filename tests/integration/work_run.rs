@@ -880,3 +880,56 @@ fn a_run_killed_after_its_ship_entry_integrates_the_change_on_resume() {
         clean(repo);
     });
 }
+
+/// A worker that fails (here: it prints why on stderr and exits 3, as an agent CLI does when it
+/// cannot start or is refused) fails its task with its own first lines in the record, and the
+/// run exits 10, never 0, however the answer reads.
+#[test]
+fn a_worker_that_fails_fails_its_task_and_the_run_exits_10() {
+    on_each_kind(|repo| {
+        setup(repo);
+        let m = model(
+            repo,
+            "model",
+            &plan(&[("T1", "make add in calc.py add")], false),
+            "merge",
+            "    echo 'Error: the agent could not start: no login' >&2; echo 'at main (cli.js:1)' >&2; exit 3",
+        );
+        let out = repo
+            .forum()
+            .args([
+                "submit",
+                "--work",
+                "--check",
+                CHECK,
+                "--cmd",
+                &m,
+                "--json",
+                "make the failing test in calc pass",
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(10), "{stderr}");
+        let report: J = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["exit"]["code"], 10, "{report}");
+        assert_eq!(report["exit"]["name"], "failed", "{report}");
+        let results = payloads(repo, "result");
+        let task = results
+            .iter()
+            .map(|(_, b)| b)
+            .find(|b| b["id"] == "T1")
+            .unwrap();
+        assert_eq!(task["ok"], false, "{task}");
+        let output = task["output"].as_str().unwrap();
+        assert!(
+            output.contains("Error: the agent could not start: no login")
+                && output.contains("at main (cli.js:1)"),
+            "{output}"
+        );
+        // Nothing reached the run branch.
+        let run = payloads(repo, "request")[0].0;
+        assert!(branch_commits_or_none(repo, run).is_empty());
+        no_worktrees(repo);
+    });
+}

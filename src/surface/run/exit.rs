@@ -32,6 +32,9 @@ pub(crate) enum RunExit {
     Gated,
     /// A gate was rejected.
     Rejected,
+    /// It answered, but a task of its `--work` run failed: its worker could not start, exited
+    /// non-zero, reported an error or was denied what it needed, and the record holds why.
+    Failed,
     /// It answered, but `--verify-cmd` refuted the answer or a check failed on the run branch.
     Refuted,
     /// It answered, but the pre-ship gate blocked (quarantined) a change of a `--work` run.
@@ -64,6 +67,11 @@ pub(crate) const TABLE: &[(RunExit, u8, &str)] = &[
         "paused at a gate that is not approved yet (gate approve, then resume)",
     ),
     (RunExit::Rejected, 9, "stopped: a gate was rejected"),
+    (
+        RunExit::Failed,
+        10,
+        "answered, but a task of its --work run failed (its worker's error is in the record: `git forum runs`)",
+    ),
     (
         RunExit::Refuted,
         6,
@@ -117,6 +125,8 @@ pub(crate) fn help() -> String {
 pub(crate) struct Checks {
     pub(crate) refuted: bool,
     pub(crate) blocked: bool,
+    /// A task of a `--work` run whose latest result is a failure.
+    pub(crate) failed: bool,
 }
 
 /// The checks of run `run` among `entries` (with their bodies).
@@ -126,6 +136,9 @@ pub(crate) fn checks_of(entries: &[(Entry, Option<Value>)], run: u64) -> Checks 
     let mut verified: Option<bool> = None;
     let mut run_checks: BTreeMap<String, bool> = BTreeMap::new();
     let mut ships: BTreeMap<String, String> = BTreeMap::new();
+    let mut work = false;
+    // Each task's latest result: a retry that succeeded clears an earlier failure.
+    let mut tasks_ok: BTreeMap<String, bool> = BTreeMap::new();
     for (e, body) in entries {
         if roots.get(&e.seq) != Some(&run) {
             continue;
@@ -133,8 +146,12 @@ pub(crate) fn checks_of(entries: &[(Entry, Option<Value>)], run: u64) -> Checks 
         let b = body.as_ref().map(Value::to_serde).unwrap_or(J::Null);
         let text = |k: &str| b.get(k).and_then(J::as_str).unwrap_or("").to_string();
         match e.kind.as_str() {
+            kind::REQUEST if e.seq == run => work = b.get("work").is_some_and(J::is_object),
             // A new answer is checked again.
             kind::RESULT if b.get("answer").is_some() => verified = None,
+            kind::RESULT if b.get("id").is_some() => {
+                tasks_ok.insert(text("id"), b.get("ok") == Some(&J::Bool(true)));
+            }
             kind::VERIFICATION => verified = b.get("ok").and_then(J::as_bool),
             kind::CHECK if text("task") == "run" => {
                 run_checks.insert(text("command"), b.get("ok") == Some(&J::Bool(true)));
@@ -148,6 +165,7 @@ pub(crate) fn checks_of(entries: &[(Entry, Option<Value>)], run: u64) -> Checks 
     Checks {
         refuted: verified == Some(false) || run_checks.values().any(|ok| !ok),
         blocked: ships.values().any(|d| d == "block"),
+        failed: work && tasks_ok.values().any(|ok| !ok),
     }
 }
 
@@ -159,6 +177,7 @@ pub(crate) fn exit_of(status: &Status, checks: Checks) -> RunExit {
         Status::StoppedOnCeiling => RunExit::StoppedOnCeiling,
         Status::Paused { .. } => RunExit::Gated,
         Status::Rejected { .. } => RunExit::Rejected,
+        Status::Answered if checks.failed => RunExit::Failed,
         Status::Answered if checks.refuted => RunExit::Refuted,
         Status::Answered if checks.blocked => RunExit::Blocked,
         Status::Answered => RunExit::Answered,
@@ -225,6 +244,7 @@ mod tests {
         let both = Checks {
             refuted: true,
             blocked: true,
+            failed: false,
         };
         let halted = Status::Halted {
             by: "a".into(),
@@ -243,5 +263,12 @@ mod tests {
             RunExit::Answered
         );
         assert_eq!(exit_of(&Status::Paused { wave: 0 }, both), RunExit::Gated);
+        // A failed worker outranks what the checks said: it is why nothing was delivered.
+        let failed = Checks {
+            failed: true,
+            ..both
+        };
+        assert_eq!(exit_of(&Status::Answered, failed), RunExit::Failed);
+        assert_eq!(RunExit::Failed.code(), 10);
     }
 }
