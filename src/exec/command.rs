@@ -157,6 +157,12 @@ pub(crate) fn in_jail<T>(jail: Option<Arc<Jail>>, f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// What the sandbox of this thread's commands shows beyond the system folders and the
+/// worktree (its profile, listed), or `None` when they run unconfined.
+pub(crate) fn jail_shows() -> Option<Vec<String>> {
+    JAIL.with(|c| c.borrow().as_ref().map(|j| j.profile().listed()))
+}
+
 /// The process that runs `program` in `dir` (`None`: the process's directory), confined when
 /// this thread is [`in_jail`] and `dir` is given, with the allowlisted environment
 /// ([`env`]) and nothing more; the caller adds the arguments.

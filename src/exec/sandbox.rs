@@ -36,6 +36,7 @@
 //! scopes and deadlines of `crate::exec::command` still reach everything inside.
 
 pub(crate) mod probe;
+pub(crate) mod profile;
 
 use std::path::{Path, PathBuf};
 
@@ -136,10 +137,31 @@ pub(crate) struct Mounts<'a> {
     pub(crate) system: &'a [System],
     /// What the workbench shows of the repository: `(source, where it appears)`, read-only.
     pub(crate) git: &'a [(PathBuf, PathBuf)],
-    /// More paths bound read-only at their own place (the worker's program file, the
-    /// policy's `read`), in order.
+    /// More paths bound read-only at their own place (the worker's program and its runtime,
+    /// the profile's trees, the policy's `read`), in order.
     pub(crate) read_only: &'a [PathBuf],
+    /// Trees of the base checkout shown inside the worktree, read-only: `(source, where)`
+    /// (the project's venv, its `node_modules`).
+    pub(crate) in_tree: &'a [(PathBuf, PathBuf)],
+    /// Folders bound writable at their own place (the task's caches).
+    pub(crate) writable: &'a [PathBuf],
+    /// Credential files inside the bound trees, shown empty (`/dev/null` over them).
+    pub(crate) masked: &'a [PathBuf],
 }
+
+/// Files that hold credentials, by name, inside a tree the profile binds (cargo's registry
+/// token, npm's and pip's upload tokens, netrc, git's stored credentials): each found is shown
+/// empty.
+pub(crate) const CREDENTIAL_FILES: &[&str] = &[
+    "credentials.toml",
+    "credentials",
+    ".credentials.json",
+    ".npmrc",
+    ".pypirc",
+    ".netrc",
+    ".git-credentials",
+    "auth.json",
+];
 
 fn s(p: &Path) -> String {
     p.to_string_lossy().into_owned()
@@ -179,6 +201,15 @@ pub(crate) fn bwrap_argv(policy: &Policy, mounts: &Mounts<'_>) -> Vec<String> {
         a.extend(["--ro-bind".into(), s(p), s(p)]);
     }
     a.extend(["--bind".into(), s(mounts.worktree), s(mounts.worktree)]);
+    for (from, to) in mounts.in_tree {
+        a.extend(["--ro-bind".into(), s(from), s(to)]);
+    }
+    for p in mounts.writable {
+        a.extend(["--bind".into(), s(p), s(p)]);
+    }
+    for p in mounts.masked {
+        a.extend(["--ro-bind".into(), "/dev/null".into(), s(p)]);
+    }
     // The root holds only the mount points made above: nothing new may be made there.
     a.extend(["--remount-ro".into(), "/".into()]);
     a.extend([
@@ -205,6 +236,9 @@ pub(crate) enum Record {
         net: bool,
         /// The extra paths they could read (`--sandbox-read`).
         read: Vec<String>,
+        /// What the run's profile showed them (the project's environment and toolchains,
+        /// see [`profile`]).
+        bound: Vec<String>,
     },
     /// They ran unconfined, for this reason (`--no-sandbox`, or why bubblewrap was not used).
     Unconfined {
@@ -215,14 +249,19 @@ pub(crate) enum Record {
 
 impl Record {
     /// The record as JSON: `{"confined": true, "tool": "bwrap", "net": false}` (with
-    /// `"read": [PATH...]` when the run added paths) or `{"confined": false, "reason": "..."}`.
+    /// `"read": [PATH...]` when the run added paths and `"bound": [PATH...]` when its profile
+    /// showed more) or `{"confined": false, "reason": "..."}`.
     pub(crate) fn payload(&self) -> Value {
         match self {
-            Record::Confined { net, read } if read.is_empty() => {
-                json!({"confined": true, "tool": "bwrap", "net": net})
-            }
-            Record::Confined { net, read } => {
-                json!({"confined": true, "tool": "bwrap", "net": net, "read": read})
+            Record::Confined { net, read, bound } => {
+                let mut v = json!({"confined": true, "tool": "bwrap", "net": net});
+                if !read.is_empty() {
+                    v["read"] = json!(read);
+                }
+                if !bound.is_empty() {
+                    v["bound"] = json!(bound);
+                }
+                v
             }
             Record::Unconfined { reason } => json!({"confined": false, "reason": reason}),
         }
@@ -243,6 +282,7 @@ pub(crate) fn decide(
         (_, Ok(())) => Ok(Record::Confined {
             net: policy.net,
             read: policy.read.iter().map(|p| s(p)).collect(),
+            bound: Vec::new(),
         }),
         (Mode::Required, Err(why)) => Err(format!(
             "--sandbox needs bubblewrap, which is not usable here ({why}): {INSTALL_HINT}"
@@ -287,6 +327,9 @@ mod tests {
             system: &system,
             git: &git,
             read_only: &ro,
+            in_tree: &[],
+            writable: &[],
+            masked: &[],
         };
         let want = v(&[
             "--unshare-all",
@@ -345,6 +388,9 @@ mod tests {
             system: &[],
             git: &[],
             read_only: &[],
+            in_tree: &[],
+            writable: &[],
+            masked: &[],
         };
         let net = Policy {
             net: true,
@@ -367,7 +413,8 @@ mod tests {
             decide(Mode::Default, &p, Ok(())).unwrap(),
             Record::Confined {
                 net: false,
-                read: Vec::new()
+                read: Vec::new(),
+                bound: Vec::new(),
             }
         );
         let e = decide(Mode::Required, &p, Err("no bwrap on PATH")).unwrap_err();

@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value as JsonValue, json};
 
+use crate::exec::sandbox::Record;
+use crate::exec::sandbox::profile::Profile;
 use crate::exec::{Executor, command};
 use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, kind};
@@ -66,10 +68,22 @@ impl Run<'_, '_> {
                 "this run works in the repository, but no workbench was given".into(),
             ));
         };
-        let (sandbox, jail) = o.sandbox.resolve().map_err(RunError::Work)?;
+        let (mut sandbox, jail) = o.sandbox.resolve().map_err(RunError::Work)?;
         let bench = match (o.open)(run_seq, base) {
             Ok(b) => b,
             Err(e) => return Ok(Err(e)),
+        };
+        // The project's own environment, found once in the user's checkout before any worker
+        // runs, and listed in the record.
+        let jail = match (jail, bench.checkout()) {
+            (Some(j), Some(checkout)) => {
+                let profile = Profile::resolve(&checkout, &|k| std::env::var(k).ok());
+                if let Record::Confined { bound, .. } = &mut sandbox {
+                    *bound = profile.listed();
+                }
+                Some(Arc::new(j.with_profile(profile)))
+            }
+            (j, _) => j,
         };
         Ok(Ok(WorkRun {
             bench,

@@ -379,6 +379,11 @@ impl std::error::Error for WorkError {}
 pub trait Workbench: Send + Sync {
     /// What the run started from.
     fn base(&self) -> &Base;
+    /// The user's checkout the run started in (where the project's own environment, its venv
+    /// and `node_modules`, is found), when there is one.
+    fn checkout(&self) -> Option<PathBuf> {
+        None
+    }
     /// A fresh worktree for `task`, outside the user's work tree and the git dir,
     /// at the base commit with these upstream change commits merged in, in the order given.
     /// Upstream changes that conflict give `WorkError::Conflict`.

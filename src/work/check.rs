@@ -92,13 +92,68 @@ pub(super) fn run_check(
     } else {
         ran.status.and_then(|s| s.code())
     };
+    let ok = exit == Some(0);
+    let mut tail = tail;
+    if !ok
+        && let Some(shown) = crate::exec::command::jail_shows()
+        && let Some(hint) = missing_hint(&tail, &shown)
+    {
+        tail.push_str(&hint);
+    }
     Ok(CheckRun {
         command: command.to_string(),
         exit,
-        ok: exit == Some(0),
+        ok,
         seconds: ran.elapsed.as_secs_f64(),
         tail,
     })
+}
+
+/// What to tell the user when a confined check failed for want of a program or a module: the
+/// folders the sandbox showed beyond the system's, where the missing program is on this
+/// machine when it is on `PATH` here, and how to show more. `None` when the output does not
+/// say something was not found.
+fn missing_hint(output: &str, shown: &[String]) -> Option<String> {
+    let program = output.lines().find_map(|l| {
+        // `sh: 1: NAME: not found`, `bash: NAME: command not found`, `env: 'NAME': No such file`.
+        let l = l.trim();
+        let before = l
+            .strip_suffix(": not found")
+            .or_else(|| l.strip_suffix(": command not found"))
+            .or_else(|| l.strip_suffix(": No such file or directory"))?;
+        let name = before.rsplit(": ").next()?.trim_matches(|c| c == '\'' || c == '"');
+        (!name.is_empty() && !name.contains(' ')).then(|| name.to_string())
+    });
+    let module = output.lines().find_map(|l| {
+        let rest = l.split("No module named ").nth(1)?;
+        Some(rest.trim().trim_matches(|c| c == '\'' || c == '"').to_string())
+    });
+    if program.is_none() && module.is_none() {
+        return None;
+    }
+    let what = match (&program, &module) {
+        (Some(p), _) => {
+            let host = std::env::var("PATH").unwrap_or_default();
+            match crate::exec::sandbox::profile::find_program(p, &host) {
+                Some(at) if !p.contains('/') => format!(
+                    "{p} is at {} on this machine, which the sandbox does not show: add --sandbox-read {}",
+                    at.display(),
+                    at.parent().map_or_else(|| at.display().to_string(), |d| d.display().to_string())
+                ),
+                _ => format!("{p} was not found inside the sandbox; if it is installed, add its folder with --sandbox-read PATH"),
+            }
+        }
+        (None, Some(m)) => format!(
+            "the Python module {m} was not found inside the sandbox: the project's venv (.venv, VIRTUAL_ENV, Poetry) is shown when git forum finds it; otherwise add the folder that holds {m} with --sandbox-read PATH"
+        ),
+        (None, None) => return None,
+    };
+    let shown = if shown.is_empty() {
+        "nothing beyond the system folders and the worktree".to_string()
+    } else {
+        shown.join(", ")
+    };
+    Some(format!("\ngit forum: {what} (the sandbox showed: {shown})\n"))
 }
 
 #[cfg(test)]
@@ -113,5 +168,18 @@ mod tests {
         collect_tail(&data[..], 10, &kept);
         assert_eq!(last_bytes(&kept, 10), b"xxxxxxxEND");
         assert_eq!(tail_text("é!".as_bytes().get(1..).unwrap()), "!");
+    }
+
+    #[test]
+    fn a_missing_program_or_module_gets_a_hint_naming_what_was_shown() {
+        let shown = vec!["/home/u/.venvs/calc".to_string()];
+        let h = missing_hint("sh: 1: no-such-tool-xyz: not found\n", &shown).unwrap();
+        assert!(h.contains("no-such-tool-xyz was not found inside the sandbox"), "{h}");
+        assert!(h.contains("--sandbox-read") && h.contains("/home/u/.venvs/calc"), "{h}");
+        let h = missing_hint("sh: 1: sh: not found\n", &[]).unwrap();
+        assert!(h.contains("sh is at /") && h.contains("--sandbox-read /"), "{h}");
+        let h = missing_hint("/usr/bin/python3: No module named pytest\n", &[]).unwrap();
+        assert!(h.contains("module pytest") && h.contains("nothing beyond"), "{h}");
+        assert_eq!(missing_hint("AssertionError: 5 != -1\n", &shown), None);
     }
 }

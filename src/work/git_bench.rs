@@ -8,6 +8,13 @@ impl Workbench for GitWork {
         &self.base
     }
 
+    fn checkout(&self) -> Option<std::path::PathBuf> {
+        self.objects
+            .to_thread_local()
+            .workdir()
+            .map(|d| d.canonicalize().unwrap_or_else(|_| d.to_path_buf()))
+    }
+
     fn open_task(&self, task: &str, upstream: &[String]) -> Result<TaskTree, WorkError> {
         let start = self.start_for(task, upstream)?;
         self.add_tree(task, &start)

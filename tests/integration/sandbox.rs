@@ -112,8 +112,18 @@ fn host_socket() -> (
     (dir, l, path)
 }
 
+/// The request's sandbox record, without the list of what the run's profile bound (the
+/// toolchains on this machine's `PATH`, which differ from machine to machine); that list,
+/// when there, is a non-empty list of absolute paths.
 fn request_sandbox(repo: &Repo) -> J {
-    payloads(repo, "request")[0].1["work"]["sandbox"].clone()
+    let mut s = payloads(repo, "request")[0].1["work"]["sandbox"].clone();
+    if let Some(bound) = s.as_object_mut().and_then(|o| o.remove("bound")) {
+        let all_absolute = bound
+            .as_array()
+            .is_some_and(|b| !b.is_empty() && b.iter().all(|p| p.as_str().is_some_and(|p| p.starts_with('/'))));
+        assert!(all_absolute, "{bound}");
+    }
+    s
 }
 
 #[test]

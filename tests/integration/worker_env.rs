@@ -30,7 +30,7 @@ const SECRETS: [&str; 5] = [
 /// Variables a worker may have: the allowlist of `exec::command::env`, and what the shell
 /// sets itself.
 fn may_have(name: &str) -> bool {
-    const NAMES: [&str; 34] = [
+    const NAMES: [&str; 38] = [
         "PATH",
         "LANG",
         "LANGUAGE",
@@ -65,6 +65,11 @@ fn may_have(name: &str) -> bool {
         "OLDPWD",
         "SHLVL",
         "_",
+        // The task's own caches under the sandbox (places, never credentials).
+        "GOCACHE",
+        "CARGO_TARGET_DIR",
+        "npm_config_cache",
+        "PIP_CACHE_DIR",
     ];
     NAMES.contains(&name) || name.starts_with("LC_")
 }

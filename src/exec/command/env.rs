@@ -21,6 +21,12 @@
 //!   sandbox they are not passed: the sandbox sets `HOME` and `TMPDIR` to its scratch
 //!   directories, and the XDG directories would point into the home it hides.
 //!
+//! Under the sandbox, the run's profile (`crate::exec::sandbox::profile`) adds places of its
+//! own: `PATH` with the project's venv and `node_modules/.bin` first, `VIRTUAL_ENV`,
+//! `CARGO_HOME` and `RUSTUP_HOME` where the user's toolchains live, and the task's writable
+//! caches (`GOCACHE`, `CARGO_TARGET_DIR`, `npm_config_cache`, `PIP_CACHE_DIR`,
+//! `XDG_CACHE_HOME`).
+//!
 //! Every value is a place or a preference, never a credential. Nothing else passes: no `GIT_*`
 //! (`GIT_DIR`, `GIT_WORK_TREE`, `GIT_INDEX_FILE` and `GIT_CONFIG_*` would point the worker's git
 //! at another repository or configuration, `GIT_FORUM_*` at git forum's own state), no

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 
+use super::profile::{Profile, find_program, runtime_of};
 use super::{ETC, Mode, Policy, Record, SYSTEM_DIRS, System, bwrap_argv, decide};
 
 /// The variable that names the `bwrap` to use (a path); tests point it at a missing file.
@@ -95,7 +96,18 @@ struct View {
     worktree: PathBuf,
     /// `(source, where it appears)`, read-only.
     shows: Vec<(PathBuf, PathBuf)>,
+    /// The task's writable caches, beside its worktree (`None` when they could not be made).
+    caches: Option<PathBuf>,
 }
+
+/// The cache variables a confined process gets, each a folder under the task's caches.
+const CACHE_VARS: &[(&str, &str)] = &[
+    ("GOCACHE", "go-build"),
+    ("CARGO_TARGET_DIR", "cargo-target"),
+    ("npm_config_cache", "npm"),
+    ("PIP_CACHE_DIR", "pip"),
+    ("XDG_CACHE_HOME", "xdg"),
+];
 
 /// A working bubblewrap and the policy it confines commands under.
 #[derive(Debug, Clone)]
@@ -106,6 +118,8 @@ pub(crate) struct Jail {
     system: Arc<Vec<System>>,
     /// The worktree it confines to (`None`: the run's jail, from which each task's is made).
     view: Option<View>,
+    /// What the run's profile shows beyond the system allowlist.
+    profile: Arc<Profile>,
 }
 
 impl Jail {
@@ -116,7 +130,21 @@ impl Jail {
             policy,
             system: Arc::new(system_mounts()),
             view: None,
+            profile: Arc::new(Profile::default()),
         }
+    }
+
+    /// This jail showing what `profile` shows (the run's, resolved once).
+    pub(crate) fn with_profile(&self, profile: Profile) -> Jail {
+        Jail {
+            profile: Arc::new(profile),
+            ..self.clone()
+        }
+    }
+
+    /// The run's profile.
+    pub(crate) fn profile(&self) -> &Profile {
+        &self.profile
     }
 
     /// This jail confined to the worktree `worktree`, showing `shows` (what the workbench
@@ -125,10 +153,19 @@ impl Jail {
         let worktree = worktree
             .canonicalize()
             .unwrap_or_else(|_| worktree.to_path_buf());
+        // Beside the worktree, under the run's area: `AREA/.caches/TASK`.
+        let caches = worktree.parent().zip(worktree.file_name()).and_then(|(area, task)| {
+            let dir = area.join(".caches").join(task);
+            CACHE_VARS
+                .iter()
+                .all(|(_, sub)| std::fs::create_dir_all(dir.join(sub)).is_ok())
+                .then_some(dir)
+        });
         Jail {
             view: Some(View {
                 worktree,
                 shows: shows.to_vec(),
+                caches,
             }),
             ..self.clone()
         }
@@ -153,11 +190,49 @@ impl Jail {
                 view.worktree.display()
             )));
         }
+        // The program as the host finds it: inside, `$HOME` and `/tmp` are not the host's,
+        // so a name looked up there would miss an agent installed under either.
+        let host_path = std::env::var("PATH").unwrap_or_default();
+        let path = self.profile.path_in(&view.worktree, &host_path);
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let program = match find_program(&program.to_string_lossy(), &path) {
+            Some(found) if !program.starts_with(&view.worktree) => {
+                found.canonicalize().unwrap_or(found)
+            }
+            Some(_) => program.to_path_buf(),
+            None if program.is_absolute() => program.to_path_buf(),
+            None => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!(
+                        "{} is not on PATH ({path}): install it, or name it by its full path",
+                        program.display()
+                    ),
+                ));
+            }
+        };
         let mut read_only: Vec<PathBuf> = Vec::new();
         if program.is_absolute() && program.is_file() && !program.starts_with(&view.worktree) {
-            read_only.push(program.to_path_buf());
+            read_only.extend(runtime_of(&program, &path, home.as_deref()));
+            if !read_only.iter().any(|r| program.starts_with(r)) {
+                read_only.push(program.clone());
+            }
         }
+        read_only.extend(self.profile.read.iter().filter(|p| p.exists()).cloned());
         read_only.extend(self.policy.read.iter().filter(|p| p.exists()).cloned());
+        let in_tree: Vec<(PathBuf, PathBuf)> = self
+            .profile
+            .in_tree
+            .iter()
+            .filter(|(src, rel)| src.exists() && !view.worktree.join(rel).is_symlink())
+            .map(|(src, rel)| (src.clone(), view.worktree.join(rel)))
+            .collect();
+        let writable: Vec<PathBuf> = view.caches.iter().cloned().collect();
+        let masked: Vec<PathBuf> = read_only
+            .iter()
+            .flat_map(|r| super::CREDENTIAL_FILES.iter().map(move |f| r.join(f)))
+            .filter(|f| f.is_file())
+            .collect();
         let mut argv = bwrap_argv(
             &self.policy,
             &super::Mounts {
@@ -165,6 +240,9 @@ impl Jail {
                 system: &self.system,
                 git: &view.shows,
                 read_only: &read_only,
+                in_tree: &in_tree,
+                writable: &writable,
+                masked: &masked,
             },
         );
         if dir != view.worktree {
@@ -177,10 +255,19 @@ impl Jail {
         }
         let mut cmd = Command::new(&self.bwrap);
         cmd.args(argv.iter().map(OsString::from))
-            .arg(program)
+            .arg(&program)
             .env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
-            .env_remove("GIT_INDEX_FILE");
+            .env_remove("GIT_INDEX_FILE")
+            .env("PATH", &path);
+        for (k, v) in &self.profile.env {
+            cmd.env(k, v);
+        }
+        if let Some(c) = &view.caches {
+            for (var, sub) in CACHE_VARS {
+                cmd.env(var, c.join(sub));
+            }
+        }
         Ok(cmd)
     }
 }
