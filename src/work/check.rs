@@ -121,12 +121,19 @@ fn missing_hint(output: &str, shown: &[String]) -> Option<String> {
             .strip_suffix(": not found")
             .or_else(|| l.strip_suffix(": command not found"))
             .or_else(|| l.strip_suffix(": No such file or directory"))?;
-        let name = before.rsplit(": ").next()?.trim_matches(|c| c == '\'' || c == '"');
+        let name = before
+            .rsplit(": ")
+            .next()?
+            .trim_matches(|c| c == '\'' || c == '"');
         (!name.is_empty() && !name.contains(' ')).then(|| name.to_string())
     });
     let module = output.lines().find_map(|l| {
         let rest = l.split("No module named ").nth(1)?;
-        Some(rest.trim().trim_matches(|c| c == '\'' || c == '"').to_string())
+        Some(
+            rest.trim()
+                .trim_matches(|c| c == '\'' || c == '"')
+                .to_string(),
+        )
     });
     if program.is_none() && module.is_none() {
         return None;
@@ -138,9 +145,12 @@ fn missing_hint(output: &str, shown: &[String]) -> Option<String> {
                 Some(at) if !p.contains('/') => format!(
                     "{p} is at {} on this machine, which the sandbox does not show: add --sandbox-read {}",
                     at.display(),
-                    at.parent().map_or_else(|| at.display().to_string(), |d| d.display().to_string())
+                    at.parent()
+                        .map_or_else(|| at.display().to_string(), |d| d.display().to_string())
                 ),
-                _ => format!("{p} was not found inside the sandbox; if it is installed, add its folder with --sandbox-read PATH"),
+                _ => format!(
+                    "{p} was not found inside the sandbox; if it is installed, add its folder with --sandbox-read PATH"
+                ),
             }
         }
         (None, Some(m)) => format!(
@@ -153,7 +163,9 @@ fn missing_hint(output: &str, shown: &[String]) -> Option<String> {
     } else {
         shown.join(", ")
     };
-    Some(format!("\ngit forum: {what} (the sandbox showed: {shown})\n"))
+    Some(format!(
+        "\ngit forum: {what} (the sandbox showed: {shown})\n"
+    ))
 }
 
 #[cfg(test)]
@@ -174,12 +186,24 @@ mod tests {
     fn a_missing_program_or_module_gets_a_hint_naming_what_was_shown() {
         let shown = vec!["/home/u/.venvs/calc".to_string()];
         let h = missing_hint("sh: 1: no-such-tool-xyz: not found\n", &shown).unwrap();
-        assert!(h.contains("no-such-tool-xyz was not found inside the sandbox"), "{h}");
-        assert!(h.contains("--sandbox-read") && h.contains("/home/u/.venvs/calc"), "{h}");
+        assert!(
+            h.contains("no-such-tool-xyz was not found inside the sandbox"),
+            "{h}"
+        );
+        assert!(
+            h.contains("--sandbox-read") && h.contains("/home/u/.venvs/calc"),
+            "{h}"
+        );
         let h = missing_hint("sh: 1: sh: not found\n", &[]).unwrap();
-        assert!(h.contains("sh is at /") && h.contains("--sandbox-read /"), "{h}");
+        assert!(
+            h.contains("sh is at /") && h.contains("--sandbox-read /"),
+            "{h}"
+        );
         let h = missing_hint("/usr/bin/python3: No module named pytest\n", &[]).unwrap();
-        assert!(h.contains("module pytest") && h.contains("nothing beyond"), "{h}");
+        assert!(
+            h.contains("module pytest") && h.contains("nothing beyond"),
+            "{h}"
+        );
         assert_eq!(missing_hint("AssertionError: 5 != -1\n", &shown), None);
     }
 }

@@ -54,6 +54,7 @@ mod runtime;
 mod same_json;
 mod same_json_runs;
 mod sandbox;
+mod sandbox_profile;
 mod sandbox_transports;
 mod secrets;
 mod secrets_corpus;

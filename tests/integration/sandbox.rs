@@ -118,9 +118,11 @@ fn host_socket() -> (
 fn request_sandbox(repo: &Repo) -> J {
     let mut s = payloads(repo, "request")[0].1["work"]["sandbox"].clone();
     if let Some(bound) = s.as_object_mut().and_then(|o| o.remove("bound")) {
-        let all_absolute = bound
-            .as_array()
-            .is_some_and(|b| !b.is_empty() && b.iter().all(|p| p.as_str().is_some_and(|p| p.starts_with('/'))));
+        let all_absolute = bound.as_array().is_some_and(|b| {
+            !b.is_empty()
+                && b.iter()
+                    .all(|p| p.as_str().is_some_and(|p| p.starts_with('/')))
+        });
         assert!(all_absolute, "{bound}");
     }
     s

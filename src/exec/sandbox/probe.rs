@@ -154,13 +154,16 @@ impl Jail {
             .canonicalize()
             .unwrap_or_else(|_| worktree.to_path_buf());
         // Beside the worktree, under the run's area: `AREA/.caches/TASK`.
-        let caches = worktree.parent().zip(worktree.file_name()).and_then(|(area, task)| {
-            let dir = area.join(".caches").join(task);
-            CACHE_VARS
-                .iter()
-                .all(|(_, sub)| std::fs::create_dir_all(dir.join(sub)).is_ok())
-                .then_some(dir)
-        });
+        let caches = worktree
+            .parent()
+            .zip(worktree.file_name())
+            .and_then(|(area, task)| {
+                let dir = area.join(".caches").join(task);
+                CACHE_VARS
+                    .iter()
+                    .all(|(_, sub)| std::fs::create_dir_all(dir.join(sub)).is_ok())
+                    .then_some(dir)
+            });
         Jail {
             view: Some(View {
                 worktree,

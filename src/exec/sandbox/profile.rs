@@ -307,7 +307,12 @@ fn runtime_into(
             continue;
         }
         let tree = install_tree(&p, home);
-        if let Some(base) = tree.join("pyvenv.cfg").is_file().then(|| venv_base(&tree)).flatten() {
+        if let Some(base) = tree
+            .join("pyvenv.cfg")
+            .is_file()
+            .then(|| venv_base(&tree))
+            .flatten()
+        {
             push_unique(out, base);
         }
         push_unique(out, tree);
@@ -341,7 +346,10 @@ fn install_tree(p: &Path, home: Option<&Path>) -> PathBuf {
     {
         return prefix.to_path_buf();
     }
-    if let Some(venv) = p.ancestors().skip(1).find(|a| a.join("pyvenv.cfg").is_file())
+    if let Some(venv) = p
+        .ancestors()
+        .skip(1)
+        .find(|a| a.join("pyvenv.cfg").is_file())
         && !holds_home(venv)
     {
         return venv.to_path_buf();
@@ -395,7 +403,11 @@ mod tests {
         exe(&real, "#!/usr/bin/env node\n");
         std::fs::create_dir_all(prefix.join("bin")).unwrap();
         std::os::unix::fs::symlink(&real, prefix.join("bin/agent")).unwrap();
-        let path = format!("{}:{}", prefix.join("bin").display(), node.parent().unwrap().display());
+        let path = format!(
+            "{}:{}",
+            prefix.join("bin").display(),
+            node.parent().unwrap().display()
+        );
         let found = find_program("agent", &path).unwrap();
         assert_eq!(found, prefix.join("bin/agent"));
         let r = runtime_of(&found, &path, Some(&home));
@@ -407,7 +419,10 @@ mod tests {
             ]
         );
         // The home folder itself is never bound.
-        assert!(!r.iter().any(|p| home.canonicalize().unwrap().starts_with(p)));
+        assert!(
+            !r.iter()
+                .any(|p| home.canonicalize().unwrap().starts_with(p))
+        );
     }
 
     #[test]
@@ -468,17 +483,34 @@ mod tests {
         assert_eq!(p.path_front[1], PathBuf::from("node_modules/.bin"));
         assert!(p.read.contains(&canon(&base)), "{:?}", p.read);
         assert!(p.read.contains(&venv), "{:?}", p.read);
-        assert!(p.read.contains(&canon(&home.join(".cargo"))), "{:?}", p.read);
+        assert!(
+            p.read.contains(&canon(&home.join(".cargo"))),
+            "{:?}",
+            p.read
+        );
         assert!(p.read.contains(&canon(&home.join("bin"))), "{:?}", p.read);
         assert!(p.read.contains(&home.join(".rustup")), "{:?}", p.read);
-        assert!(!p.read.iter().any(|r| canon(&home).starts_with(r)), "{:?}", p.read);
+        assert!(
+            !p.read.iter().any(|r| canon(&home).starts_with(r)),
+            "{:?}",
+            p.read
+        );
         assert!(p.in_tree.contains(&(venv.clone(), PathBuf::from(".venv"))));
-        assert!(p.in_tree.contains(&(repo.join("node_modules"), PathBuf::from("node_modules"))));
-        assert!(p.env.contains(&("VIRTUAL_ENV".into(), venv.display().to_string())));
+        assert!(
+            p.in_tree
+                .contains(&(repo.join("node_modules"), PathBuf::from("node_modules")))
+        );
+        assert!(
+            p.env
+                .contains(&("VIRTUAL_ENV".into(), venv.display().to_string()))
+        );
         assert!(p.env.iter().any(|(k, _)| k == "RUSTUP_HOME"));
         let inside = p.path_in(Path::new("/w/T1"), "/usr/bin");
         assert!(
-            inside.starts_with(&format!("{}:/w/T1/node_modules/.bin:", venv.join("bin").display())),
+            inside.starts_with(&format!(
+                "{}:/w/T1/node_modules/.bin:",
+                venv.join("bin").display()
+            )),
             "{inside}"
         );
     }

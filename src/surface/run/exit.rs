@@ -33,7 +33,8 @@ pub(crate) enum RunExit {
     /// A gate was rejected.
     Rejected,
     /// It answered, but a task of its `--work` run failed: its worker could not start, exited
-    /// non-zero, reported an error or was denied what it needed, and the record holds why.
+    /// non-zero, reported an error or was denied what it needed, or its change failed its
+    /// checks and was not delivered; the record holds why.
     Failed,
     /// It answered, but `--verify-cmd` refuted the answer or a check failed on the run branch.
     Refuted,
@@ -70,7 +71,7 @@ pub(crate) const TABLE: &[(RunExit, u8, &str)] = &[
     (
         RunExit::Failed,
         10,
-        "answered, but a task of its --work run failed (its worker's error is in the record: `git forum runs`)",
+        "answered, but a task of its --work run failed: its worker failed, or its change failed its checks and was not delivered (`git forum runs` shows why)",
     ),
     (
         RunExit::Refuted,
@@ -125,7 +126,8 @@ pub(crate) fn help() -> String {
 pub(crate) struct Checks {
     pub(crate) refuted: bool,
     pub(crate) blocked: bool,
-    /// A task of a `--work` run whose latest result is a failure.
+    /// A task of a `--work` run whose latest result is a failure, or whose change's latest
+    /// run of a check failed.
     pub(crate) failed: bool,
 }
 
@@ -139,6 +141,8 @@ pub(crate) fn checks_of(entries: &[(Entry, Option<Value>)], run: u64) -> Checks 
     let mut work = false;
     // Each task's latest result: a retry that succeeded clears an earlier failure.
     let mut tasks_ok: BTreeMap<String, bool> = BTreeMap::new();
+    // Each task's checks, by command: the latest run of each counts.
+    let mut task_checks: BTreeMap<(String, String), bool> = BTreeMap::new();
     for (e, body) in entries {
         if roots.get(&e.seq) != Some(&run) {
             continue;
@@ -156,6 +160,10 @@ pub(crate) fn checks_of(entries: &[(Entry, Option<Value>)], run: u64) -> Checks 
             kind::CHECK if text("task") == "run" => {
                 run_checks.insert(text("command"), b.get("ok") == Some(&J::Bool(true)));
             }
+            kind::CHECK => {
+                let ok = b.get("ok") == Some(&J::Bool(true));
+                task_checks.insert((text("task"), text("command")), ok);
+            }
             kind::SHIP => {
                 ships.insert(text("task"), text("decision"));
             }
@@ -165,7 +173,7 @@ pub(crate) fn checks_of(entries: &[(Entry, Option<Value>)], run: u64) -> Checks 
     Checks {
         refuted: verified == Some(false) || run_checks.values().any(|ok| !ok),
         blocked: ships.values().any(|d| d == "block"),
-        failed: work && tasks_ok.values().any(|ok| !ok),
+        failed: work && (tasks_ok.values().any(|ok| !ok) || task_checks.values().any(|ok| !ok)),
     }
 }
 
