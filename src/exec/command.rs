@@ -486,6 +486,18 @@ pub(crate) fn run_with(
     limits: Limits,
     passed: &[String],
 ) -> Result<Ran, CommandError> {
+    run_setting(argv, prompt, limits, passed, &[])
+}
+
+/// [`run_with`], with the variables of `set` set to their values as well (a preset's quiet
+/// settings and its private state folders: places and switches, never credentials).
+pub(crate) fn run_setting(
+    argv: &[String],
+    prompt: &str,
+    limits: Limits,
+    passed: &[String],
+    set: &[(String, String)],
+) -> Result<Ran, CommandError> {
     let Some((program, args)) = argv.split_first() else {
         return Err(CommandError::Empty("the command is empty".into()));
     };
@@ -504,6 +516,7 @@ pub(crate) fn run_with(
         source,
     };
     let mut cmd = prepared_with(&resolved, workdir.as_deref(), passed).map_err(spawn_failed)?;
+    cmd.envs(set.iter().map(|(k, v)| (k, v)));
     cmd.args(args)
         .arg(prompt)
         .stdin(Stdio::null())

@@ -29,10 +29,11 @@ def die(msg, code=2):
     sys.stderr.write(f"{name}: {msg}\n")
     sys.exit(code)
 # What each CLI accepts at all.
-if name == "claude" and (flags[:1] != ["-p"] or value("--output-format") != "json"):
-    die("expected -p ... --output-format json")
-if name == "codex" and flags[:1] != ["exec"]:
-    die("expected the exec subcommand")
+if name == "claude" and (flags[:1] != ["-p"] or value("--output-format") != "stream-json"
+                         or "--verbose" not in flags):
+    die("expected -p ... --output-format stream-json --verbose")
+if name == "codex" and flags[:2] != ["exec", "--json"]:
+    die("expected exec --json")
 if name == "aider" and flags[-1:] != ["--message"]:
     die("expected --message PROMPT last")
 # Models: an alias resolves to a full name, as the real CLIs report it.
@@ -74,7 +75,8 @@ elif task:
 else:
     die("unexpected prompt")
 if name == "claude":
-    print(json.dumps({"type": "result", "subtype": "success", "is_error": False,
+    print(json.dumps({"type": "system", "subtype": "init", "model": model}))
+    print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "permission_denials": [],
         "result": answer, "session_id": "s1", "total_cost_usd": 0.01,
         "usage": {"input_tokens": 120, "output_tokens": 30},
         "modelUsage": {model: {"inputTokens": 120, "outputTokens": 30}}}))
@@ -82,7 +84,9 @@ elif name == "codex":
     sys.stderr.write(f"OpenAI Codex v0.50.0 (research preview)\n--------\nworkdir: {cwd}\n"
                      f"model: {model}\nprovider: openai\napproval: never\n"
                      f"sandbox: {value('--sandbox')}\n--------\nuser\n{prompt[:40]}\n")
-    print(answer)
+    print(json.dumps({"type": "thread.started", "thread_id": "t"}))
+    print(json.dumps({"type": "item.completed", "item": {"id": "i0", "type": "agent_message", "text": answer}}))
+    print(json.dumps({"type": "turn.completed", "usage": {"input_tokens": 50, "cached_input_tokens": 0, "output_tokens": 7}}))
 else:
     print(f"Aider v0.86.1\nMain model: {model} with diff edit format\n"
           f"Git repo: .git with 3 files\nRepo-map: using 1024 tokens, auto refresh\n")
@@ -256,14 +260,22 @@ fn claude_edits_the_worktree_with_file_tools_and_records_the_reported_model() {
                 "--permission-mode",
                 "acceptEdits",
                 "--output-format",
-                "json",
+                "stream-json",
+                "--verbose",
             ])]
         );
         assert!(!control.is_empty());
         for c in &control {
             assert_eq!(
                 c,
-                &strs(&["-p", "--model", "sonnet", "--output-format", "json"])
+                &strs(&[
+                    "-p",
+                    "--model",
+                    "sonnet",
+                    "--output-format",
+                    "stream-json",
+                    "--verbose"
+                ])
             );
         }
         // The model the CLI reported (the alias resolved), not the flag's alias.
@@ -284,35 +296,36 @@ fn codex_runs_exec_in_a_workspace_write_sandbox_and_records_its_header_model() {
         let (ok, j) = submit(repo, &path, &["--codex"], &[]);
         assert!(ok, "{j}");
         let (task, control) = calls(repo);
-        assert_eq!(
-            task,
-            [strs(&[
-                "exec",
-                "--color",
-                "never",
-                "--skip-git-repo-check",
-                "--sandbox",
-                "workspace-write",
-                "--cd",
-                "WT",
-            ])]
-        );
+        let quiet = [
+            "exec",
+            "--json",
+            "--color",
+            "never",
+            "--skip-git-repo-check",
+            "-c",
+            "analytics.enabled=false",
+            "-c",
+            "feedback.enabled=false",
+            "-c",
+            "otel.exporter=\"none\"",
+            "-c",
+            "check_for_update_on_startup=false",
+            "--disable",
+            "plugins",
+        ];
+        let mut edit = strs(&quiet);
+        edit.extend(strs(&["--sandbox", "workspace-write", "--cd", "WT"]));
+        assert_eq!(task, [edit]);
+        let mut ask = strs(&quiet);
+        ask.extend(strs(&["--sandbox", "read-only"]));
         for c in &control {
-            assert_eq!(
-                c,
-                &strs(&[
-                    "exec",
-                    "--color",
-                    "never",
-                    "--skip-git-repo-check",
-                    "--sandbox",
-                    "read-only"
-                ])
-            );
+            assert_eq!(c, &ask);
         }
         let r = task_result(repo);
         assert_eq!(r["model"], "gpt-5-codex", "{r}");
         assert_eq!(r["output"], "fixed add in calc.py");
+        // The tokens Codex reported with its turn.
+        assert_eq!(r["usage"]["completion_tokens"], 7, "{r}");
         check_change(repo, &j);
     });
 }
@@ -332,6 +345,9 @@ fn aider_edits_without_committing_and_leaves_no_state_in_the_change() {
             "--no-gitignore",
             "--no-check-update",
             "--no-analytics",
+            "--no-show-model-warnings",
+            "--no-detect-urls",
+            "--no-show-release-notes",
             "--no-pretty",
             "--chat-history-file",
             "/dev/null",
@@ -428,7 +444,7 @@ fn the_runtime_config_names_presets_for_a_seat() {
     let j = repo.forum_json(&["runtime", "inspect"]);
     let text = j.to_string();
     assert!(
-        text.contains("codex: codex exec --model gpt-5-codex"),
+        text.contains("codex: codex exec --json --model gpt-5-codex"),
         "{text}"
     );
     assert!(text.contains("aider: aider --yes-always"), "{text}");

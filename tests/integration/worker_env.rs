@@ -332,7 +332,13 @@ fn runtime_inspect_names_the_variables_each_program_is_handed() {
         ),
         (
             "[runtime.default]\nclaude = true\n",
-            serde_json::json!(["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"]),
+            serde_json::json!([
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "CLAUDE_CODE_OAUTH_TOKEN",
+                "ANTHROPIC_BASE_URL",
+                "ANTHROPIC_MODEL"
+            ]),
         ),
         ("[runtime.default]\nclaude = true\nenv = []\n", J::Null),
         ("[runtime.default]\ncmd = \"true\"\n", J::Null),

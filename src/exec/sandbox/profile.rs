@@ -181,7 +181,7 @@ fn toolchain_root(dir: &Path, home: Option<&Path>) -> PathBuf {
     if dir.file_name().is_some_and(|n| n == "bin")
         && let Some(parent) = dir.parent()
         && !holds_home(parent)
-        && !home.is_some_and(|h| parent == h.join(".local"))
+        && home.is_none_or(|h| parent != h.join(".local"))
     {
         // pyenv's shims need the whole pyenv tree (`~/.pyenv/shims` -> `~/.pyenv`).
         return parent.to_path_buf();
@@ -358,7 +358,7 @@ fn install_tree(p: &Path, home: Option<&Path>) -> PathBuf {
         && bin.file_name().is_some_and(|n| n == "bin")
         && let Some(prefix) = bin.parent()
         && !holds_home(prefix)
-        && !home.is_some_and(|h| prefix == h.join(".local"))
+        && home.is_none_or(|h| prefix != h.join(".local"))
     {
         return prefix.to_path_buf();
     }

@@ -1,0 +1,808 @@
+//! The coding-agent presets (`--claude`, `--codex`, `--aider`, or `claude = true`,
+//! `codex = true`, `aider = true` in an executor table): the CLIs people already run, each
+//! called with the flags that fit where it runs.
+//!
+//! In a `--work` task's worktree (the thread is [`command::in_workdir`]) the agent may edit
+//! files there and only there, and leaves committing to git forum. Each CLI runs
+//! non-interactively, with machine-readable output, and with telemetry, update checks and
+//! plugins off:
+//!
+//! * Claude Code: `claude -p [--model M] --add-dir WORKTREE --allowedTools Read Edit Write Glob
+//!   Grep --permission-mode acceptEdits --output-format stream-json --verbose PROMPT` (file
+//!   tools only, no shell; its working directory is the worktree), with
+//!   `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC`, `DISABLE_TELEMETRY`, `DISABLE_AUTOUPDATER` and
+//!   `DISABLE_ERROR_REPORTING` set;
+//! * Codex: `codex exec --json [--model M] --color never --skip-git-repo-check -c
+//!   analytics.enabled=false -c feedback.enabled=false -c otel.exporter="none" -c
+//!   check_for_update_on_startup=false --disable plugins --sandbox workspace-write --cd
+//!   WORKTREE PROMPT` (`--sandbox danger-full-access` when git forum's sandbox confines it,
+//!   rather than a second sandbox nested inside), with a writable `CODEX_HOME` of its own and,
+//!   when `OPENAI_BASE_URL` names the seat's endpoint, that endpoint as a `model_providers`
+//!   entry speaking the Responses API (Codex itself ignores the variable);
+//! * aider: `aider [--model M] --yes-always --no-auto-commits --no-dirty-commits --no-gitignore
+//!   --no-check-update --no-analytics --no-show-model-warnings --no-detect-urls
+//!   --no-show-release-notes --no-pretty --chat-history-file /dev/null --input-history-file
+//!   /dev/null --message PROMPT` with `LITELLM_LOCAL_MODEL_COST_MAP=True`; the tags cache aider
+//!   leaves at the worktree's top (`.aider.tags.cache.v*`) is removed before the change is
+//!   committed.
+//!
+//! Each agent's settings and login are copied into a private state folder per task
+//! ([`state`]).
+//!
+//! Failure is failure: a CLI that exits non-zero, reports an error, was refused a tool use
+//! (Claude Code's `permission_denials`), made a patch that failed while exiting 0 (Codex's
+//! failed `file_change`) or could not apply its edit (aider) fails its task with its own words.
+//!
+//! Anywhere else (planning, judging, a run without `--work`) they only answer: Claude Code
+//! without edit permissions, Codex in its `read-only` sandbox, aider in `--chat-mode ask`.
+//!
+//! Environment: like every worker, a preset's CLI gets the allowlisted environment
+//! (`crate::exec::command::env`) plus the variables its executor names (`env = [...]` in its
+//! table); without that list, its provider's key variables ([`Preset::default_env`]), so
+//! `--claude` keeps working under the sandbox, which hides the login in `$HOME`.
+//!
+//! Each reply names the model and the tokens the CLI reports: Claude Code's result
+//! (`modelUsage`, `usage`), Codex's events (`turn.completed`'s `usage`; else the `model:` line
+//! of its header on stderr), aider's `Main model:` and `Tokens:` lines; else `--model`, else
+//! the program's name. What the agent changed is
+//! never taken from its answer: the run commits the worktree and witnesses that commit.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::{Call, ExecError, Executor, Reply, Usage, command};
+
+mod state;
+
+/// Which coding agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Preset {
+    /// Claude Code (`claude -p`).
+    Claude,
+    /// OpenAI Codex CLI (`codex exec`).
+    Codex,
+    /// aider (`aider --message`).
+    Aider,
+}
+
+/// What a preset's output said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Parsed {
+    /// The answer.
+    pub(crate) text: String,
+    /// The model the CLI reported, if it did.
+    pub(crate) model: Option<String>,
+    /// Token counts, if it reported them.
+    pub(crate) usage: Option<Usage>,
+}
+
+impl Preset {
+    /// Every preset, in flag order.
+    pub(crate) const ALL: [Preset; 3] = [Preset::Claude, Preset::Codex, Preset::Aider];
+
+    /// The name of its flag and config key (`claude`, `codex`, `aider`); also the program.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Preset::Claude => "claude",
+            Preset::Codex => "codex",
+            Preset::Aider => "aider",
+        }
+    }
+
+    /// The program it runs.
+    pub(crate) fn program(self) -> &'static str {
+        self.name()
+    }
+
+    /// The variables its CLI is handed when its executor names none (`env` unset): the keys of
+    /// the provider it calls. Claude Code reads an API key or a long-lived token made by
+    /// `claude setup-token`; Codex an OpenAI key; aider either provider's key, whichever its
+    /// model needs.
+    pub(crate) fn default_env(self) -> &'static [&'static str] {
+        match self {
+            Preset::Claude => &[
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "CLAUDE_CODE_OAUTH_TOKEN",
+                "ANTHROPIC_BASE_URL",
+                "ANTHROPIC_MODEL",
+            ],
+            Preset::Codex => &["OPENAI_API_KEY"],
+            Preset::Aider => &[
+                "ANTHROPIC_API_KEY",
+                "OPENAI_API_KEY",
+                "OPENAI_API_BASE",
+                "ANTHROPIC_BASE_URL",
+                "AIDER_MODEL",
+            ],
+        }
+    }
+
+    /// The argument list shown for it (what runs outside a worktree, before the prompt).
+    pub(crate) fn base_argv(self, model: Option<&str>) -> Vec<String> {
+        self.argv(model, None)
+    }
+
+    /// The argument list for one call (the prompt is appended after it): editing inside
+    /// `worktree` when there is one, answering only otherwise. `confined`: the call runs under
+    /// git forum's sandbox, so an agent's own sandbox (Codex's) would only be a second, weaker
+    /// one inside it.
+    pub(crate) fn argv(self, model: Option<&str>, worktree: Option<&Path>) -> Vec<String> {
+        self.argv_in(model, worktree, false)
+    }
+
+    /// [`Preset::argv`], saying whether the call is confined.
+    pub(crate) fn argv_in(
+        self,
+        model: Option<&str>,
+        worktree: Option<&Path>,
+        confined: bool,
+    ) -> Vec<String> {
+        let mut v: Vec<String> = vec![self.program().into()];
+        let push = |v: &mut Vec<String>, items: &[&str]| {
+            v.extend(items.iter().map(|s| s.to_string()));
+        };
+        match self {
+            Preset::Claude => push(&mut v, &["-p"]),
+            Preset::Codex => push(&mut v, &["exec", "--json"]),
+            Preset::Aider => {}
+        }
+        if let Some(m) = model {
+            push(&mut v, &["--model", m]);
+        }
+        let dir = worktree.map(|p| p.display().to_string());
+        match (self, &dir) {
+            // --add-dir and --allowedTools take several values: a one-value flag must follow
+            // them, so the prompt is never read as a directory or a tool.
+            (Preset::Claude, Some(d)) => push(
+                &mut v,
+                &[
+                    "--add-dir",
+                    d,
+                    "--allowedTools",
+                    "Read",
+                    "Edit",
+                    "Write",
+                    "Glob",
+                    "Grep",
+                    "--permission-mode",
+                    "acceptEdits",
+                    "--output-format",
+                    "stream-json",
+                    "--verbose",
+                ],
+            ),
+            (Preset::Claude, None) => {
+                push(&mut v, &["--output-format", "stream-json", "--verbose"])
+            }
+            (Preset::Codex, _) => {
+                push(&mut v, &["--color", "never", "--skip-git-repo-check"]);
+                // Telemetry, feedback, update checks and plugins off: with plugins on, every
+                // run dials the vendor's servers whatever the provider.
+                for c in [
+                    "analytics.enabled=false",
+                    "feedback.enabled=false",
+                    "otel.exporter=\"none\"",
+                    "check_for_update_on_startup=false",
+                ] {
+                    push(&mut v, &["-c", c]);
+                }
+                push(&mut v, &["--disable", "plugins"]);
+                match (&dir, confined) {
+                    (Some(d), true) => {
+                        push(&mut v, &["--sandbox", "danger-full-access", "--cd", d])
+                    }
+                    (Some(d), false) => push(&mut v, &["--sandbox", "workspace-write", "--cd", d]),
+                    (None, _) => push(&mut v, &["--sandbox", "read-only"]),
+                }
+            }
+            (Preset::Aider, _) => {
+                push(
+                    &mut v,
+                    &[
+                        "--yes-always",
+                        "--no-auto-commits",
+                        "--no-dirty-commits",
+                        "--no-gitignore",
+                        "--no-check-update",
+                        "--no-analytics",
+                        "--no-show-model-warnings",
+                        "--no-detect-urls",
+                        "--no-show-release-notes",
+                        "--no-pretty",
+                        "--chat-history-file",
+                        "/dev/null",
+                        "--input-history-file",
+                        "/dev/null",
+                    ],
+                );
+                if dir.is_none() {
+                    push(&mut v, &["--chat-mode", "ask"]);
+                }
+                push(&mut v, &["--message"]);
+            }
+        }
+        v
+    }
+
+    /// Codex's provider for the seat's endpoint, when the user points it at one
+    /// (`OPENAI_BASE_URL`, which Codex itself ignores): `-c` settings that make it a
+    /// `model_providers` entry speaking the Responses API, with its key in `OPENAI_API_KEY`.
+    pub(crate) fn provider_args(self, base_url: Option<&str>) -> Vec<String> {
+        let (Preset::Codex, Some(url)) = (self, base_url) else {
+            return Vec::new();
+        };
+        let quoted = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
+        [
+            format!("model_provider={}", quoted("git-forum")),
+            format!(
+                "model_providers.git-forum.name={}",
+                quoted("git forum seat")
+            ),
+            format!("model_providers.git-forum.base_url={}", quoted(url)),
+            format!(
+                "model_providers.git-forum.env_key={}",
+                quoted("OPENAI_API_KEY")
+            ),
+            format!("model_providers.git-forum.wire_api={}", quoted("responses")),
+        ]
+        .into_iter()
+        .flat_map(|c| ["-c".to_string(), c])
+        .collect()
+    }
+
+    /// The fixed settings its CLI runs with: telemetry, error reports and update checks off.
+    pub(crate) fn quiet_env(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Preset::Claude => &[
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                ("DISABLE_TELEMETRY", "1"),
+                ("DISABLE_AUTOUPDATER", "1"),
+                ("DISABLE_ERROR_REPORTING", "1"),
+            ],
+            Preset::Codex => &[],
+            Preset::Aider => &[("LITELLM_LOCAL_MODEL_COST_MAP", "True")],
+        }
+    }
+
+    /// Reads one call's output: the answer, the model and the tokens the CLI reported. An
+    /// error the CLI reports, an edit it was refused (`editing`: the call was in a worktree),
+    /// or a patch that failed although it exited 0 is an error: the task fails with the CLI's
+    /// own words.
+    #[cfg(test)]
+    pub(crate) fn read(self, stdout: &str, stderr: &str) -> Result<Parsed, String> {
+        self.read_in(stdout, stderr, false)
+    }
+
+    /// [`Preset::read`], saying whether the call edited a worktree.
+    pub(crate) fn read_in(
+        self,
+        stdout: &str,
+        stderr: &str,
+        editing: bool,
+    ) -> Result<Parsed, String> {
+        match self {
+            Preset::Claude => read_claude(stdout),
+            Preset::Codex => read_codex(stdout, stderr),
+            Preset::Aider => read_aider(stdout, stderr, editing),
+        }
+    }
+}
+
+/// Claude Code's result: with `--output-format stream-json --verbose`, one event per line and
+/// a last `{"type": "result", ...}`; with `--output-format json`, that object alone. It holds
+/// `is_error`, `subtype`, `result`, `usage`, `modelUsage`, `total_cost_usd` and
+/// `permission_denials` (each a tool use the CLI refused).
+fn read_claude(stdout: &str) -> Result<Parsed, String> {
+    let mut result: Option<serde_json::Value> = None;
+    let mut init_model: Option<String> = None;
+    for line in stdout.lines().map(str::trim).filter(|l| l.starts_with('{')) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        match v["type"].as_str() {
+            Some("result") => result = Some(v),
+            Some("system") if v["subtype"] == "init" => {
+                init_model = v["model"].as_str().map(str::to_string);
+            }
+            _ => {}
+        }
+    }
+    let v = match result {
+        Some(v) => v,
+        None => match serde_json::from_str::<serde_json::Value>(stdout.trim()) {
+            Ok(v) if v["type"] == "result" => v,
+            Ok(_) => {
+                return Err(
+                    "claude's JSON is not a result object (no \"type\": \"result\")".into(),
+                );
+            }
+            Err(e) => {
+                return Err(format!(
+                    "claude printed no JSON result (it was asked for --output-format stream-json): {e}"
+                ));
+            }
+        },
+    };
+    let text = v["result"].as_str().unwrap_or("").to_string();
+    if v["is_error"] == true {
+        let sub = v["subtype"].as_str().unwrap_or("error");
+        return Err(format!(
+            "claude reported an error ({sub}): {}",
+            one_line(&text)
+        ));
+    }
+    if let Some(denied) = v["permission_denials"].as_array().filter(|d| !d.is_empty()) {
+        let what: Vec<String> = denied
+            .iter()
+            .take(3)
+            .map(|d| {
+                let tool = d["tool_name"].as_str().unwrap_or("a tool");
+                let input = &d["tool_input"];
+                let target = input["file_path"]
+                    .as_str()
+                    .or_else(|| input["command"].as_str())
+                    .or_else(|| input["path"].as_str())
+                    .unwrap_or("");
+                one_line(&format!("{tool} {target}")).trim().to_string()
+            })
+            .collect();
+        return Err(format!(
+            "claude was refused {} tool use(s), so its work is not done: {}",
+            denied.len(),
+            what.join("; ")
+        ));
+    }
+    // The model that wrote the most; the first one named when none counts.
+    let model = v["modelUsage"]
+        .as_object()
+        .and_then(|m| {
+            m.iter()
+                .max_by_key(|(_, u)| u["outputTokens"].as_u64().unwrap_or(0))
+                .map(|(k, _)| k.clone())
+        })
+        .or(init_model);
+    let usage = v["usage"].as_object().map(|u| Usage {
+        estimated: false,
+        truncated: false,
+        over_reservation: None,
+        input_tokens: u.get("input_tokens").and_then(|x| x.as_u64()).unwrap_or(0),
+        output_tokens: u.get("output_tokens").and_then(|x| x.as_u64()).unwrap_or(0),
+    });
+    Ok(Parsed { text, model, usage })
+}
+
+/// Codex's `exec --json` events, one per line: `thread.started`, `turn.started`,
+/// `item.started` / `item.completed` (an `agent_message` with the answer's `text`, a
+/// `command_execution`, a `file_change` with its `status`), `turn.completed` with `usage`,
+/// and `turn.failed` / `error` when it gave up. A file change that failed, or an error, fails
+/// the call even when Codex exits 0. Without JSON lines (an older Codex), its stdout is the
+/// answer and the model is read from the header it prints on stderr.
+fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    if events.is_empty() {
+        return Ok(Parsed {
+            text: stdout.trim().to_string(),
+            model: header_value(stderr, "model:"),
+            usage: None,
+        });
+    }
+    let mut text = String::new();
+    let mut usage: Option<Usage> = None;
+    let mut model: Option<String> = None;
+    for e in &events {
+        let item = &e["item"];
+        match e["type"].as_str().unwrap_or("") {
+            "error" | "turn.failed" => {
+                let msg = e["message"]
+                    .as_str()
+                    .or_else(|| e["error"]["message"].as_str())
+                    .unwrap_or("no message");
+                return Err(format!("codex reported an error: {}", one_line(msg)));
+            }
+            "item.completed" if item["type"] == "agent_message" => {
+                text = item["text"].as_str().unwrap_or("").to_string();
+            }
+            "item.completed" if item["type"] == "file_change" && item["status"] == "failed" => {
+                return Err(format!(
+                    "codex's patch failed, so its change is not made: {}",
+                    one_line(&item["changes"].to_string())
+                ));
+            }
+            "item.completed" if item["type"] == "error" => {
+                return Err(format!(
+                    "codex reported an error: {}",
+                    one_line(item["message"].as_str().unwrap_or("no message"))
+                ));
+            }
+            "turn.completed" => {
+                let u = &e["usage"];
+                let add = |k: &str| u[k].as_u64().unwrap_or(0);
+                let prev = usage.take().unwrap_or(Usage {
+                    estimated: false,
+                    truncated: false,
+                    over_reservation: None,
+                    input_tokens: 0,
+                    output_tokens: 0,
+                });
+                usage = Some(Usage {
+                    input_tokens: prev.input_tokens + add("input_tokens"),
+                    output_tokens: prev.output_tokens + add("output_tokens"),
+                    ..prev
+                });
+            }
+            _ => {}
+        }
+        if model.is_none() {
+            model = e["model"].as_str().map(str::to_string);
+        }
+    }
+    Ok(Parsed {
+        text: text.trim().to_string(),
+        model: model.or_else(|| header_value(stderr, "model:")),
+        usage,
+    })
+}
+
+/// aider's output: its banner, the answer, `Applied edit to FILE` for each edit made, and a
+/// `Tokens: N sent, M received` line. In a worktree, an edit it could not apply (the model's
+/// reply did not match the file or its edit format) fails the call.
+fn read_aider(stdout: &str, stderr: &str, editing: bool) -> Result<Parsed, String> {
+    const REFUSED: [&str; 4] = [
+        "did not conform to the edit format",
+        "Unable to apply",
+        "Did not apply edit",
+        "failed to apply",
+    ];
+    if editing
+        && let Some(l) = stdout
+            .lines()
+            .chain(stderr.lines())
+            .find(|l| REFUSED.iter().any(|r| l.contains(r)))
+    {
+        return Err(format!("aider could not make its edit: {}", one_line(l)));
+    }
+    let usage = stdout.lines().rev().find_map(aider_tokens);
+    Ok(Parsed {
+        text: aider_answer(stdout),
+        model: aider_model(stdout).or_else(|| aider_model(stderr)),
+        usage,
+    })
+}
+
+/// aider's `Tokens: 2.1k sent, 36 received.` (with a cost after it when it knows one).
+fn aider_tokens(line: &str) -> Option<Usage> {
+    let rest = line.trim().strip_prefix("Tokens:")?;
+    let mut parts = rest.split(',');
+    let count = |s: &str, word: &str| -> Option<u64> {
+        let n = s.trim().strip_suffix(word)?.trim().trim_end_matches('.');
+        let (num, mult) = match n.strip_suffix('k') {
+            Some(k) => (k, 1000.0),
+            None => (n, 1.0),
+        };
+        num.replace(',', "")
+            .parse::<f64>()
+            .ok()
+            .map(|f| (f * mult).round() as u64)
+    };
+    let sent = count(parts.next()?, "sent")?;
+    let received = count(parts.next()?.split('.').next()?, "received")?;
+    Some(Usage {
+        estimated: false,
+        truncated: false,
+        over_reservation: None,
+        input_tokens: sent,
+        output_tokens: received,
+    })
+}
+
+fn one_line(s: &str) -> String {
+    let s: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    s.chars().take(200).collect()
+}
+
+/// The value of the first `KEY VALUE` line (Codex's header: `model: gpt-5-codex`).
+fn header_value(text: &str, key: &str) -> Option<String> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix(key))
+        .map(|v| v.trim().to_string())
+        .find(|v| !v.is_empty())
+}
+
+/// aider's output without the banner it prints first (version, models, repository, repo map).
+fn aider_answer(stdout: &str) -> String {
+    const BANNER: [&str; 6] = [
+        "Aider v",
+        "Main model:",
+        "Model:",
+        "Weak model:",
+        "Git repo:",
+        "Repo-map:",
+    ];
+    let mut lines = stdout.lines().peekable();
+    while let Some(l) = lines.peek() {
+        let t = l.trim();
+        if t.is_empty() || BANNER.iter().any(|b| t.starts_with(b)) {
+            lines.next();
+        } else {
+            break;
+        }
+    }
+    lines.collect::<Vec<_>>().join("\n").trim().to_string()
+}
+
+/// aider's `Model: NAME with FORMAT edit format` (`Main model:` in newer versions).
+fn aider_model(text: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let l = l.trim();
+        let rest = l
+            .strip_prefix("Main model:")
+            .or_else(|| l.strip_prefix("Model:"))?;
+        rest.split_whitespace().next().map(str::to_string)
+    })
+}
+
+/// A preset as an executor.
+#[derive(Debug, Clone)]
+pub(crate) struct PresetExecutor {
+    preset: Preset,
+    model: Option<String>,
+    limits: command::Limits,
+    describe: String,
+    /// The variables its CLI is handed beyond the allowlist.
+    env: Vec<String>,
+}
+
+impl PresetExecutor {
+    /// The preset with `--model` (if given), the limits of each call and the variables its CLI
+    /// is handed beyond the allowlist.
+    pub(crate) fn new(
+        preset: Preset,
+        model: Option<String>,
+        timeout: Duration,
+        max_stdout: usize,
+        env: Vec<String>,
+    ) -> PresetExecutor {
+        let line = shlex::try_join(
+            preset
+                .base_argv(model.as_deref())
+                .iter()
+                .map(|s| s.as_str()),
+        )
+        .unwrap_or_default();
+        PresetExecutor {
+            preset,
+            model,
+            limits: command::Limits {
+                timeout,
+                max_stdout,
+                max_stderr: 64 * 1024,
+            },
+            describe: format!("{}: {line}", preset.name()),
+            env,
+        }
+    }
+}
+
+/// Removes what aider keeps for itself at the top of a worktree (its tags cache), so it is
+/// not committed as part of the change.
+fn clean_aider_state(worktree: &Path) {
+    let Ok(entries) = std::fs::read_dir(worktree) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if name.to_string_lossy().starts_with(".aider.tags.cache.v")
+            && e.file_type().is_ok_and(|t| t.is_dir())
+        {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+impl Executor for PresetExecutor {
+    fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
+        let dir = command::workdir();
+        let confined = dir.is_some() && command::jail_shows().is_some();
+        let mut argv = self
+            .preset
+            .argv_in(self.model.as_deref(), dir.as_deref(), confined);
+        // Codex's provider goes before the prompt's flag-free tail: `exec` takes `-c` anywhere.
+        let base_url = std::env::var("OPENAI_BASE_URL")
+            .ok()
+            .filter(|u| !u.is_empty());
+        argv.extend(self.preset.provider_args(base_url.as_deref()));
+        let mut set: Vec<(String, String)> = self
+            .preset
+            .quiet_env()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let state = dir
+            .as_deref()
+            .and_then(|d| state::prepare(self.preset, d).ok());
+        if let Some(s) = &state {
+            set.extend(s.vars());
+        }
+        let ran = command::run_setting(&argv, &call.flattened(), self.limits, &self.env, &set);
+        if let (Preset::Aider, Some(d)) = (self.preset, &dir) {
+            clean_aider_state(d);
+        }
+        if let Some(s) = &state {
+            s.write_back();
+        }
+        let ran = ran?;
+        let parsed = self
+            .preset
+            .read_in(&ran.stdout, &ran.stderr, dir.is_some())
+            .map_err(ExecError::Other)?;
+        Ok(Reply {
+            text: parsed.text,
+            model: parsed.model.unwrap_or_else(|| self.model()),
+            usage: parsed.usage,
+            elapsed: ran.elapsed,
+        })
+    }
+
+    fn model(&self) -> String {
+        self.model
+            .clone()
+            .unwrap_or_else(|| self.preset.program().to_string())
+    }
+
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argv_edits_only_in_a_worktree() {
+        let wt = Path::new("/w/t1");
+        let c = Preset::Claude.argv(Some("opus"), Some(wt));
+        assert_eq!(c[..4], ["claude", "-p", "--model", "opus"]);
+        assert!(
+            c.windows(2)
+                .any(|w| w == ["--permission-mode", "acceptEdits"])
+        );
+        assert!(c.windows(2).any(|w| w == ["--add-dir", "/w/t1"]));
+        // A one-value flag follows the list flags, so the prompt is not taken by one.
+        assert_eq!(
+            c[c.len() - 3..],
+            ["--output-format", "stream-json", "--verbose"]
+        );
+        let c = Preset::Claude.argv(None, None);
+        assert_eq!(
+            c,
+            [
+                "claude",
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose"
+            ]
+        );
+        let x = Preset::Codex.argv(None, Some(wt));
+        assert_eq!(x[..3], ["codex", "exec", "--json"]);
+        assert!(x.windows(2).any(|w| w == ["--sandbox", "workspace-write"]));
+        assert!(x.windows(2).any(|w| w == ["--cd", "/w/t1"]));
+        assert!(x.windows(2).any(|w| w == ["--disable", "plugins"]));
+        assert!(x.windows(2).any(|w| w == ["-c", "analytics.enabled=false"]));
+        // Under git forum's sandbox, Codex's own is not nested inside it.
+        let x = Preset::Codex.argv_in(None, Some(wt), true);
+        assert!(
+            x.windows(2)
+                .any(|w| w == ["--sandbox", "danger-full-access"])
+        );
+        let p = Preset::Codex.provider_args(Some("http://127.0.0.1:9/v1"));
+        assert!(
+            p.contains(&"model_providers.git-forum.base_url=\"http://127.0.0.1:9/v1\"".to_string()),
+            "{p:?}"
+        );
+        assert!(
+            p.contains(&"model_providers.git-forum.wire_api=\"responses\"".to_string()),
+            "{p:?}"
+        );
+        assert!(Preset::Claude.provider_args(Some("http://x")).is_empty());
+        let x = Preset::Codex.argv(None, None);
+        assert!(x.windows(2).any(|w| w == ["--sandbox", "read-only"]));
+        let a = Preset::Aider.argv(Some("gpt-4o"), Some(wt));
+        assert_eq!(a.last().unwrap(), "--message");
+        assert!(a.contains(&"--no-auto-commits".to_string()));
+        assert!(!a.contains(&"ask".to_string()));
+        assert!(Preset::Aider.argv(None, None).contains(&"ask".to_string()));
+    }
+
+    #[test]
+    fn outputs_name_the_model_the_cli_reports() {
+        let j = r#"{"type":"result","subtype":"success","is_error":false,"result":"done",
+            "usage":{"input_tokens":12,"output_tokens":3},
+            "modelUsage":{"claude-haiku-x":{"outputTokens":1},"claude-sonnet-y":{"outputTokens":9}}}"#;
+        let p = Preset::Claude.read(j, "").unwrap();
+        assert_eq!(p.text, "done");
+        assert_eq!(p.model.as_deref(), Some("claude-sonnet-y"));
+        assert_eq!(p.usage.unwrap().output_tokens, 3);
+        let e = Preset::Claude
+            .read(
+                r#"{"type":"result","is_error":true,"subtype":"error_max_turns","result":"x"}"#,
+                "",
+            )
+            .unwrap_err();
+        assert!(e.contains("error_max_turns"), "{e}");
+        assert!(Preset::Claude.read("plain text", "").is_err());
+        let err = "OpenAI Codex v0.50.0 (research preview)\n--------\nworkdir: /w\nmodel: gpt-5-codex\nprovider: openai\n--------\n";
+        let p = Preset::Codex.read("fixed it\n", err).unwrap();
+        assert_eq!(
+            (p.text.as_str(), p.model.as_deref()),
+            ("fixed it", Some("gpt-5-codex"))
+        );
+        let out = "Aider v0.86.1\nMain model: anthropic/claude-x with diff edit format\n\nApplied edit to a.py\n";
+        let p = Preset::Aider.read(out, "").unwrap();
+        assert_eq!(p.model.as_deref(), Some("anthropic/claude-x"));
+        assert_eq!(p.text, "Applied edit to a.py");
+        assert_eq!(Preset::Aider.read("no header", "").unwrap().model, None);
+    }
+
+    #[test]
+    fn a_refused_edit_a_failed_patch_and_a_refused_aider_edit_are_errors() {
+        let stream = concat!(
+            r#"{"type":"system","subtype":"init","model":"claude-x"}"#,
+            "\n",
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"I could not edit","usage":{"input_tokens":5,"output_tokens":2},"permission_denials":[{"tool_name":"Edit","tool_use_id":"t1","tool_input":{"file_path":"/w/.git/x/calc.py"}}]}"#,
+            "\n"
+        );
+        let e = Preset::Claude.read(stream, "").unwrap_err();
+        assert!(
+            e.contains("refused 1 tool use") && e.contains("Edit /w/.git/x/calc.py"),
+            "{e}"
+        );
+        let ok = stream.replace(r#""permission_denials":[{"tool_name":"Edit","tool_use_id":"t1","tool_input":{"file_path":"/w/.git/x/calc.py"}}]"#, r#""permission_denials":[]"#);
+        let p = Preset::Claude.read(&ok, "").unwrap();
+        assert_eq!(p.model.as_deref(), Some("claude-x"));
+        assert_eq!(p.usage.unwrap().input_tokens, 5);
+        let codex = concat!(
+            r#"{"type":"thread.started","thread_id":"x"}"#,
+            "\n",
+            r#"{"type":"item.completed","item":{"id":"i1","type":"file_change","status":"failed","changes":[{"path":"calc.py","kind":"update"}]}}"#,
+            "\n",
+            r#"{"type":"turn.completed","usage":{"input_tokens":10,"output_tokens":3}}"#,
+            "\n"
+        );
+        let e = Preset::Codex.read(codex, "").unwrap_err();
+        assert!(e.contains("patch failed") && e.contains("calc.py"), "{e}");
+        let fine = codex.replace("\"failed\"", "\"completed\"").replace(
+            r#"{"type":"turn.completed""#,
+            "{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"done\"}}\n{\"type\":\"turn.completed\"",
+        );
+        let p = Preset::Codex.read(&fine, "").unwrap();
+        assert_eq!(p.text, "done");
+        assert_eq!(p.usage.unwrap().output_tokens, 3);
+        let e = Preset::Codex
+            .read(
+                r#"{"type":"turn.failed","error":{"message":"stream disconnected"}}"#,
+                "",
+            )
+            .unwrap_err();
+        assert!(e.contains("stream disconnected"), "{e}");
+        let aider = "Aider v0.86.2\nMain model: openai/m with whole edit format\n\nThe LLM did not conform to the edit format.\nTokens: 2.1k sent, 36 received.\n";
+        let e = Preset::Aider.read_in(aider, "", true).unwrap_err();
+        assert!(e.contains("did not conform"), "{e}");
+        let p = Preset::Aider
+            .read_in(
+                "Applied edit to calc.py\nTokens: 2.1k sent, 36 received. Cost: $0.01 message.\n",
+                "",
+                true,
+            )
+            .unwrap();
+        let u = p.usage.unwrap();
+        assert_eq!((u.input_tokens, u.output_tokens), (2100, 36));
+    }
+}
