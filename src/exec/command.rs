@@ -142,6 +142,27 @@ thread_local! {
     static WORKDIR: RefCell<Option<PathBuf>> = const { RefCell::new(None) };
     /// The sandbox this thread's commands in a working directory start in.
     static JAIL: RefCell<Option<Arc<Jail>>> = const { RefCell::new(None) };
+    /// The shell commands a worker started on this thread may run itself (a `--work` task's
+    /// checks, its `run:` criteria and `--allow-cmd`), for the agents that take such a list.
+    static ALLOWED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with `commands` as the shell commands this thread's workers may run; the
+/// previous list comes back afterwards.
+pub(crate) fn in_allowed<T>(commands: Vec<String>, f: impl FnOnce() -> T) -> T {
+    struct Restore(Vec<String>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ALLOWED.with(|c| *c.borrow_mut() = std::mem::take(&mut self.0));
+        }
+    }
+    let _restore = Restore(ALLOWED.with(|c| c.replace(commands)));
+    f()
+}
+
+/// The shell commands this thread's workers may run (see [`in_allowed`]).
+pub(crate) fn allowed_commands() -> Vec<String> {
+    ALLOWED.with(|c| c.borrow().clone())
 }
 
 /// Runs `f` with the commands this thread starts in a working directory confined by `jail`

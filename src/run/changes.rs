@@ -249,13 +249,14 @@ impl Run<'_, '_> {
         w.set(&task.id, tw);
         let prompt = format!("{instruction}{}", work_note(&tree.path));
         let dir: PathBuf = tree.path.clone();
+        let allowed = super::edit::allowed(w, task);
         let done = command::in_jail(w.jail_for(&tree), || {
-            match self.edit_hands(w, task, exec, &tree) {
+            command::in_allowed(allowed, || match self.edit_hands(w, task, exec, &tree) {
                 Some(hands) => command::in_workdir(&dir, || {
                     self.edit_attempt(w, task, exec, &prompt, parent, hands.as_ref())
                 }),
                 None => command::in_workdir(&dir, || self.attempt(task, exec, &prompt, parent)),
-            }
+            })
         })?;
         if !done.ok {
             let mut tw = w.get(&task.id);

@@ -425,7 +425,7 @@ impl Run<'_, '_> {
 
 /// The commands the editing worker of `task` may run: the run's checks, the task's `run:`
 /// criteria and `--allow-cmd`, each once.
-fn allowed(w: &WorkRun, task: &Task) -> Vec<String> {
+pub(super) fn allowed(w: &WorkRun, task: &Task) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for c in w
         .checks

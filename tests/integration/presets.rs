@@ -257,6 +257,8 @@ fn claude_edits_the_worktree_with_file_tools_and_records_the_reported_model() {
                 "Write",
                 "Glob",
                 "Grep",
+                // The run's check, and no other shell command.
+                "Bash(python3 -m unittest -q)",
                 "--permission-mode",
                 "acceptEdits",
                 "--output-format",

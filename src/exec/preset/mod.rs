@@ -128,15 +128,17 @@ impl Preset {
     /// git forum's sandbox, so an agent's own sandbox (Codex's) would only be a second, weaker
     /// one inside it.
     pub(crate) fn argv(self, model: Option<&str>, worktree: Option<&Path>) -> Vec<String> {
-        self.argv_in(model, worktree, false)
+        self.argv_in(model, worktree, false, &[])
     }
 
-    /// [`Preset::argv`], saying whether the call is confined.
+    /// [`Preset::argv`], saying whether the call is confined and which shell commands the
+    /// agent may run itself (Claude Code takes them as `Bash(COMMAND)` rules).
     pub(crate) fn argv_in(
         self,
         model: Option<&str>,
         worktree: Option<&Path>,
         confined: bool,
+        allowed: &[String],
     ) -> Vec<String> {
         let mut v: Vec<String> = vec![self.program().into()];
         let push = |v: &mut Vec<String>, items: &[&str]| {
@@ -154,24 +156,33 @@ impl Preset {
         match (self, &dir) {
             // --add-dir and --allowedTools take several values: a one-value flag must follow
             // them, so the prompt is never read as a directory or a tool.
-            (Preset::Claude, Some(d)) => push(
-                &mut v,
-                &[
-                    "--add-dir",
-                    d,
-                    "--allowedTools",
-                    "Read",
-                    "Edit",
-                    "Write",
-                    "Glob",
-                    "Grep",
-                    "--permission-mode",
-                    "acceptEdits",
-                    "--output-format",
-                    "stream-json",
-                    "--verbose",
-                ],
-            ),
+            (Preset::Claude, Some(d)) => {
+                push(
+                    &mut v,
+                    &[
+                        "--add-dir",
+                        d,
+                        "--allowedTools",
+                        "Read",
+                        "Edit",
+                        "Write",
+                        "Glob",
+                        "Grep",
+                    ],
+                );
+                // The task's checks and allowed commands, each exactly, and no other shell.
+                v.extend(allowed.iter().map(|c| format!("Bash({c})")));
+                push(
+                    &mut v,
+                    &[
+                        "--permission-mode",
+                        "acceptEdits",
+                        "--output-format",
+                        "stream-json",
+                        "--verbose",
+                    ],
+                )
+            }
             (Preset::Claude, None) => {
                 push(&mut v, &["--output-format", "stream-json", "--verbose"])
             }
@@ -609,9 +620,10 @@ impl Executor for PresetExecutor {
     fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
         let dir = command::workdir();
         let confined = dir.is_some() && command::jail_shows().is_some();
-        let mut argv = self
-            .preset
-            .argv_in(self.model.as_deref(), dir.as_deref(), confined);
+        let allowed = command::allowed_commands();
+        let mut argv =
+            self.preset
+                .argv_in(self.model.as_deref(), dir.as_deref(), confined, &allowed);
         // Codex's provider goes before the prompt's flag-free tail: `exec` takes `-c` anywhere.
         let base_url = std::env::var("OPENAI_BASE_URL")
             .ok()
@@ -697,7 +709,16 @@ mod tests {
         assert!(x.windows(2).any(|w| w == ["--disable", "plugins"]));
         assert!(x.windows(2).any(|w| w == ["-c", "analytics.enabled=false"]));
         // Under git forum's sandbox, Codex's own is not nested inside it.
-        let x = Preset::Codex.argv_in(None, Some(wt), true);
+        let c = Preset::Claude.argv_in(None, Some(wt), false, &["python3 -m unittest -q".into()]);
+        assert!(
+            c.contains(&"Bash(python3 -m unittest -q)".to_string()),
+            "{c:?}"
+        );
+        assert!(
+            c.windows(2)
+                .any(|w| w == ["Bash(python3 -m unittest -q)", "--permission-mode"])
+        );
+        let x = Preset::Codex.argv_in(None, Some(wt), true, &[]);
         assert!(
             x.windows(2)
                 .any(|w| w == ["--sandbox", "danger-full-access"])
