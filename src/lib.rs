@@ -13,6 +13,8 @@
 //! * [`quality`]: the model-free quality floors on an answer: intent coverage, the delivery
 //!   floor and the reviser's acceptance rule, delivery profiles, and prose humanization.
 //! * [`context`]: context budgets (approximate tokens; retained, trimmed or omitted slices).
+//! * [`egress`]: a confined worker's way out: the egress proxy and the bridge that reaches it
+//!   from inside the sandbox, and the metering forwarder that counts a worker's spend live.
 //! * [`exec`]: executor policy: the endpoint (SSRF) policy and key-variable names, and the
 //!   runtime config with tiers and seats, merged with the executor flags.
 //! * [`spend`]: the spend ledger of a run's token and cost ceilings (reserve worst cases,
@@ -40,6 +42,7 @@ pub(crate) mod campaign;
 pub mod cli;
 pub(crate) mod config;
 pub mod context;
+pub mod egress;
 pub mod exec;
 pub(crate) mod flight;
 #[doc(hidden)]
