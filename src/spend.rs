@@ -316,6 +316,27 @@ impl Spend {
         Ok(Reservation { held: worst })
     }
 
+    /// What is left of the token ceiling, net of what is spent and reserved (`None`: no token
+    /// ceiling). For an agent metered while it runs: its forwarder refuses past this.
+    pub(crate) fn tokens_left(&self) -> Option<u64> {
+        self.ceilings
+            .max_tokens
+            .map(|max| max.saturating_sub(self.spent.tokens.saturating_add(self.reserved.tokens)))
+    }
+
+    /// Closes the ledger on `ceiling`: a call metered while it ran was stopped there (its
+    /// forwarder refused the request that would have passed it).
+    pub(crate) fn close_on(&mut self, ceiling: Ceiling) {
+        if self.hit.is_none() {
+            self.hit = Some(CeilingHit {
+                ceiling,
+                needed: 0,
+                left: 0,
+                overrun: false,
+            });
+        }
+    }
+
     /// Ends a reservation with what the call really used (`None`: it did not say, so the
     /// whole reservation is charged). Under a ceiling, a call that reported more than it
     /// reserved is an [`Overrun`]: charged only what the ceilings allow, and the ledger closes

@@ -54,3 +54,45 @@ pub const PROXY_PORT: u16 = 3128;
 
 /// The loopback port the bridge conventionally gives the metering forwarder inside the sandbox.
 pub const METER_PORT: u16 = 8080;
+
+/// The first argument that starts this binary as the bridge (`git-forum __egress-bridge`).
+pub const BRIDGE_ARG: &str = "__egress-bridge";
+
+/// When this process was started as the bridge (`git-forum __egress-bridge --listen
+/// ADDR=SOCKET ... -- PROGRAM ARGS...`), runs it and returns the exit code; `None` otherwise.
+/// Checked first thing in `main`, before the command line is parsed, like the reaper.
+pub fn bridge_if_asked() -> Option<std::process::ExitCode> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).and_then(|a| a.to_str()) != Some(BRIDGE_ARG) {
+        return None;
+    }
+    let fail = |m: String| {
+        eprintln!("git-forum {BRIDGE_ARG}: {m}");
+        Some(std::process::ExitCode::from(125))
+    };
+    let mut listens = Vec::new();
+    let mut rest = args[2..].iter();
+    loop {
+        match rest.next().and_then(|a| a.to_str()) {
+            Some("--listen") => match rest
+                .next()
+                .and_then(|a| a.to_str())
+                .map(bridge::Listen::parse)
+            {
+                Some(Ok(l)) => listens.push(l),
+                Some(Err(e)) => return fail(e),
+                None => return fail("--listen needs ADDR:PORT=SOCKET".into()),
+            },
+            Some("--") => break,
+            _ => return fail("usage: --listen ADDR:PORT=SOCKET ... -- PROGRAM ARGS...".into()),
+        }
+    }
+    let remaining: Vec<std::ffi::OsString> = rest.cloned().collect();
+    let Some((program, args)) = remaining.split_first() else {
+        return fail("no program after --".into());
+    };
+    match bridge::run(&listens, program, args) {
+        Ok(code) => Some(std::process::ExitCode::from(code)),
+        Err(e) => fail(e.to_string()),
+    }
+}

@@ -239,6 +239,12 @@ pub trait Executor: Send + Sync {
     fn metering(&self) -> config::Metering {
         config::Metering::default()
     }
+    /// Whether its spend is metered while it runs (an agent CLI behind git forum's metering
+    /// forwarder, which refuses past what is left of the ceilings), rather than bounded by
+    /// one call's reservation.
+    fn metered_live(&self) -> bool {
+        false
+    }
 }
 
 /// The command executor: a program with the prompt as its last argument.

@@ -508,7 +508,10 @@ impl<'a, 's> Run<'a, 's> {
         if let Some(cap) = metering.max_tokens {
             call.max_tokens = Some(call.max_tokens.map_or(cap, |m| m.min(cap)));
         }
-        if self.opts.ceilings.any() && call.max_tokens.is_none() {
+        // An agent metered while it runs reserves its prompt only: its forwarder holds it to
+        // what is left of the ceilings, turn by turn.
+        let live = exec.metered_live();
+        if self.opts.ceilings.any() && call.max_tokens.is_none() && !live {
             call.max_tokens = Some(UNCAPPED_OUTPUT_TOKENS);
         }
         let call = &call;
@@ -535,7 +538,18 @@ impl<'a, 's> Run<'a, 's> {
             spent,
             max: self.opts.max_model_calls,
         });
-        let mut r = exec.call(call);
+        let allowance = crate::egress::Ceilings {
+            max_tokens: if live {
+                lock(&self.spend).tokens_left()
+            } else {
+                None
+            },
+            max_cost_usd: None,
+        };
+        let mut r = command::in_allowance(allowance, || exec.call(call));
+        if live && matches!(&r, Err(e) if e.code() == "ceiling") {
+            lock(&self.spend).close_on(crate::spend::Ceiling::MaxTokens);
+        }
         // Under a ceiling, a command worker's estimate is held to what the call reserved.
         if self.opts.ceilings.any()
             && let (Ok(reply), Some(cap)) = (&mut r, call.max_tokens)

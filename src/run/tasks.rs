@@ -202,6 +202,11 @@ impl Run<'_, '_> {
         if let Some(code) = error {
             payload["error"] = json!(code);
         }
+        // A confined agent's egress: what its metering forwarder counted and what its proxy
+        // refused.
+        if let Some(seen) = crate::exec::command::take_egress_seen() {
+            payload["egress"] = seen;
+        }
         self.finish_task(task, parent, with_usage(payload, usage), output, ok, model)
     }
 

@@ -395,16 +395,17 @@ fn a_cli_that_fails_fails_its_task_with_the_reason_witnessed() {
 }
 
 #[test]
-fn a_sandboxed_preset_keeps_the_network() {
-    // An agent CLI calls its model over the network, so a confined run on one keeps it (the
-    // stand-in cannot write its log under the sandbox, which is not what this test is about).
+fn a_sandboxed_preset_gets_no_network_of_its_own() {
+    // An agent CLI reaches its model through git forum's metering forwarder and proxy, bridged
+    // into the sandbox; the sandbox itself keeps no network (the stand-in cannot write its log
+    // under the sandbox, which is not what this test is about).
     let repo = Repo::new("sha1");
     setup(&repo);
     let path = stand_ins(&repo);
     let _ = submit(&repo, &path, &["--claude", "--sandbox"], &[]);
     let sandbox = payloads(&repo, "request")[0].1["work"]["sandbox"].clone();
     assert_eq!(sandbox["confined"], true, "{sandbox}");
-    assert_eq!(sandbox["net"], true, "{sandbox}");
+    assert_eq!(sandbox["net"], false, "{sandbox}");
 }
 
 #[test]

@@ -50,8 +50,12 @@
 use std::path::Path;
 use std::time::Duration;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use super::{Call, ExecError, Executor, Reply, Usage, command};
 
+pub(crate) mod egress;
 mod state;
 
 /// Which coding agent.
@@ -567,6 +571,11 @@ pub(crate) struct PresetExecutor {
     describe: String,
     /// The variables its CLI is handed beyond the allowlist.
     env: Vec<String>,
+    /// Whether a confined call reaches the network only through the egress (the proxy and
+    /// the metering forwarder); off when the run keeps the whole network (`--sandbox-net`).
+    egress: bool,
+    /// Hosts the proxy admits beside the model's endpoint (`--sandbox-allow-host`).
+    allow_hosts: Vec<crate::egress::Allow>,
 }
 
 impl PresetExecutor {
@@ -596,6 +605,8 @@ impl PresetExecutor {
             },
             describe: format!("{}: {line}", preset.name()),
             env,
+            egress: true,
+            allow_hosts: Vec::new(),
         }
     }
 }
@@ -641,12 +652,53 @@ impl Executor for PresetExecutor {
         if let Some(s) = &state {
             set.extend(s.vars());
         }
-        let ran = command::run_setting(&argv, &call.flattened(), self.limits, &self.env, &set);
+        // Confined, the agent reaches its model through the metering forwarder and nothing
+        // else through the proxy; a ceiling the meter reaches stops its whole process tree.
+        let stop = Arc::new(AtomicBool::new(false));
+        let egress = if confined && self.egress && !command::jail_shares_net() {
+            let on_hit: Arc<dyn Fn() + Send + Sync> = {
+                let stop = Arc::clone(&stop);
+                Arc::new(move || stop.store(true, Ordering::SeqCst))
+            };
+            let started =
+                egress::start(self.preset, &self.allow_hosts, command::allowance(), on_hit)
+                    .map_err(|e| {
+                        ExecError::Other(format!(
+                            "{}: the egress for its sandbox: {e}",
+                            self.preset.name()
+                        ))
+                    })?;
+            set.extend(started.vars.iter().cloned());
+            Some(started)
+        } else {
+            None
+        };
+        let listens = egress
+            .as_ref()
+            .map(|e| e.listens.clone())
+            .unwrap_or_default();
+        let ran = command::in_stopper(Arc::clone(&stop), || {
+            command::in_bridge(listens, || {
+                command::run_setting(&argv, &call.flattened(), self.limits, &self.env, &set)
+            })
+        });
         if let (Preset::Aider, Some(d)) = (self.preset, &dir) {
             clean_aider_state(d);
         }
         if let Some(s) = &state {
             s.write_back();
+        }
+        let seen = egress.map(egress::Egress::finish);
+        if let Some(s) = &seen {
+            command::note_egress_seen(s.payload());
+        }
+        if let Some(hit) = seen.as_ref().and_then(|s| s.hit.clone()) {
+            return Err(ExecError::Ceiling(format!(
+                "{} was stopped by the metering forwarder at its {} ceiling ({} tokens used, at most one model turn past it)",
+                self.preset.name(),
+                hit.ceiling,
+                hit.used_tokens
+            )));
         }
         let ran = ran?;
         let parsed = self
@@ -665,6 +717,13 @@ impl Executor for PresetExecutor {
         self.model
             .clone()
             .unwrap_or_else(|| self.preset.program().to_string())
+    }
+
+    fn metered_live(&self) -> bool {
+        self.egress
+            && command::workdir().is_some()
+            && command::jail_shows().is_some()
+            && !command::jail_shares_net()
     }
 
     fn describe(&self) -> String {

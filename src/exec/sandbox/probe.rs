@@ -142,6 +142,11 @@ impl Jail {
         }
     }
 
+    /// Whether its commands keep the host's network (`--sandbox-net`).
+    pub(crate) fn shares_net(&self) -> bool {
+        self.policy.net
+    }
+
     /// The run's profile.
     pub(crate) fn profile(&self) -> &Profile {
         &self.profile
@@ -215,6 +220,16 @@ impl Jail {
             }
         };
         let mut read_only: Vec<PathBuf> = Vec::new();
+        // A command that reaches the network only through the egress bridge starts under it:
+        // this binary, bound read-only, runs the program as its child.
+        let listens = crate::exec::command::bridge_listens();
+        let bridge = if listens.is_empty() {
+            None
+        } else {
+            let exe = std::env::current_exe()?;
+            read_only.push(exe.clone());
+            Some(exe)
+        };
         if program.is_absolute() && program.is_file() && !program.starts_with(&view.worktree) {
             read_only.extend(runtime_of(&program, &path, home.as_deref()));
             if !read_only.iter().any(|r| program.starts_with(r)) {
@@ -230,7 +245,15 @@ impl Jail {
             .filter(|(src, rel)| src.exists() && !view.worktree.join(rel).is_symlink())
             .map(|(src, rel)| (src.clone(), view.worktree.join(rel)))
             .collect();
-        let writable: Vec<PathBuf> = view.caches.iter().cloned().collect();
+        let mut writable: Vec<PathBuf> = view.caches.iter().cloned().collect();
+        // The folders of the bridge's sockets, so the bridge inside can connect to them.
+        for l in &listens {
+            if let Some(dir) = l.split_once('=').and_then(|(_, s)| Path::new(s).parent())
+                && !writable.iter().any(|w| w == dir)
+            {
+                writable.push(dir.to_path_buf());
+            }
+        }
         let masked: Vec<PathBuf> = read_only
             .iter()
             .flat_map(|r| super::CREDENTIAL_FILES.iter().map(move |f| r.join(f)))
@@ -257,8 +280,15 @@ impl Jail {
             );
         }
         let mut cmd = Command::new(&self.bwrap);
-        cmd.args(argv.iter().map(OsString::from))
-            .arg(&program)
+        cmd.args(argv.iter().map(OsString::from));
+        if let Some(exe) = &bridge {
+            cmd.arg(exe).arg(crate::egress::BRIDGE_ARG);
+            for l in &listens {
+                cmd.arg("--listen").arg(l);
+            }
+            cmd.arg("--");
+        }
+        cmd.arg(&program)
             .env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
             .env_remove("GIT_INDEX_FILE")
@@ -299,11 +329,6 @@ impl Sandboxing {
     /// The mode asked for.
     pub(crate) fn mode(&self) -> Mode {
         self.mode
-    }
-
-    /// The policy it confines under.
-    pub(crate) fn policy(&self) -> &Policy {
-        &self.policy
     }
 
     /// What to tell the user when a run that would have been confined is not (the default

@@ -392,41 +392,6 @@ pub(crate) fn apply_verification(v: config::Verification, opts: &mut run::Option
     Ok(())
 }
 
-/// Agent CLIs (`--claude`, `--codex`, `--aider`) reach their model over the network, so a
-/// confined run whose roster lands a task on one keeps the network, as `--sandbox-net` would.
-/// The run's record says so (`sandbox.net`).
-pub(crate) fn apply_preset_net(
-    rt: &config::Runtime,
-    roster: &crate::roster::Roster,
-    opts: &mut run::Options,
-) {
-    let preset = roster
-        .agents()
-        .iter()
-        .filter_map(|a| rt.for_task(roster, &a.name).ok())
-        .any(|(_, spec)| {
-            matches!(
-                spec.kind,
-                config::ExecutorKind::Command {
-                    preset: Some(_),
-                    ..
-                }
-            )
-        });
-    if let Some(w) = opts.work.as_mut()
-        && preset
-        && !w.sandbox.policy().net
-    {
-        w.sandbox = Arc::new(Sandboxing::new(
-            w.sandbox.mode(),
-            sandbox::Policy {
-                net: true,
-                read: w.sandbox.policy().read.clone(),
-            },
-        ));
-    }
-}
-
 /// The context provider `source` names, if any (see [`RunOptions::context_provider`]).
 pub(crate) fn context_provider(
     source: &ContextSource,

@@ -144,7 +144,6 @@ pub(crate) fn prepare(
         && let Some(rt) = &runtime
     {
         options::apply_verification(config::verify::for_run(rt, roster), &mut opts)?;
-        options::apply_preset_net(rt, roster, &mut opts);
     }
     Ok(Prepared {
         spec,
