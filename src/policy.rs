@@ -182,7 +182,8 @@ impl Policy {
                             value.type_str()
                         )));
                     };
-                    policy.secrets = crate::secrets::SecretsPolicy::from_toml(t).map_err(err)?;
+                    policy.secrets = crate::secrets::SecretsPolicy::from_toml(t)
+                        .map_err(|e| err(e.to_string()))?;
                 }
                 other => {
                     return Err(err(format!(

@@ -196,7 +196,7 @@ impl Roster {
                     row.type_str()
                 )));
             };
-            let spec = spec_from_row(n, row).map_err(err)?;
+            let spec = spec_from_row(n, row).map_err(|e| err(e.to_string()))?;
             if let Some(prev) = agents.iter().position(|a| a.name == spec.name) {
                 return Err(err(format!(
                     "agent #{n} {:?}: duplicate name (agent #{} has the same name)",
@@ -260,104 +260,153 @@ pub(crate) fn is_single_token(kw: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
 
+/// What is wrong with one `[[agent]]` row. `who` names the row: `agent #N`, and its name
+/// once that has been read (`agent #2 "a"`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AgentRowError {
+    #[error("{who}: missing required field {field:?}")]
+    Missing { who: String, field: &'static str },
+    #[error("{who}: field {field:?} must not be empty")]
+    Empty { who: String, field: &'static str },
+    /// A field of the wrong TOML type: `want` says what it must be, `found` what it is.
+    #[error("{who}: field {field:?} must be {want}, found {found}")]
+    WrongType {
+        who: String,
+        field: &'static str,
+        want: &'static str,
+        found: &'static str,
+    },
+    /// Item `item` (1-based) of `keywords` is blank.
+    #[error("{who}: field \"keywords\" item {item} is an empty string")]
+    BlankKeyword { who: String, item: usize },
+    #[error("{who}: field \"keywords\" item {item} must be a string, found {found}")]
+    KeywordNotString {
+        who: String,
+        item: usize,
+        found: &'static str,
+    },
+    #[error("{who}: unknown field {key:?} (expected one of: {keys})", keys = AGENT_KEYS.join(", "))]
+    UnknownField { who: String, key: String },
+    #[error("{who}: field \"model_tier\" is {tier:?}; expected one of: cheap, capable, frontier")]
+    UnknownTier { who: String, tier: String },
+    #[error("{who}: field \"keywords\" is empty; a lane needs at least one keyword")]
+    NoKeywords { who: String },
+    #[error("{who}: field \"max_turns\" must be between 0 and {max}, found {found}", max = u32::MAX)]
+    MaxTurnsRange { who: String, found: i64 },
+}
+
 /// An agent row's `name` (row `n`, 1-based): a string that is not blank.
-fn agent_name(n: usize, row: &toml::Table) -> Result<String, String> {
+fn agent_name(n: usize, row: &toml::Table) -> Result<String, AgentRowError> {
+    let who = || format!("agent #{n}");
     match row.get("name") {
-        None => Err(format!("agent #{n}: missing required field \"name\"")),
+        None => Err(AgentRowError::Missing {
+            who: who(),
+            field: "name",
+        }),
         Some(toml::Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
-        Some(toml::Value::String(_)) => {
-            Err(format!("agent #{n}: field \"name\" must not be empty"))
-        }
-        Some(other) => Err(format!(
-            "agent #{n}: field \"name\" must be a string, found {}",
-            other.type_str()
-        )),
+        Some(toml::Value::String(_)) => Err(AgentRowError::Empty {
+            who: who(),
+            field: "name",
+        }),
+        Some(other) => Err(AgentRowError::WrongType {
+            who: who(),
+            field: "name",
+            want: "a string",
+            found: other.type_str(),
+        }),
     }
 }
 
 /// An agent row's `keywords`: an array of strings, none blank.
-fn agent_keywords(who: &str, row: &toml::Table) -> Result<Vec<String>, String> {
+fn agent_keywords(who: &str, row: &toml::Table) -> Result<Vec<String>, AgentRowError> {
+    let who = || who.to_string();
     match row.get("keywords") {
-        None => Err(format!("{who}: missing required field \"keywords\"")),
+        None => Err(AgentRowError::Missing {
+            who: who(),
+            field: "keywords",
+        }),
         Some(toml::Value::Array(items)) => {
             let mut out = Vec::with_capacity(items.len());
             for (j, item) in items.iter().enumerate() {
                 match item {
                     toml::Value::String(s) if !s.trim().is_empty() => out.push(s.clone()),
                     toml::Value::String(_) => {
-                        return Err(format!(
-                            "{who}: field \"keywords\" item {} is an empty string",
-                            j + 1
-                        ));
+                        return Err(AgentRowError::BlankKeyword {
+                            who: who(),
+                            item: j + 1,
+                        });
                     }
                     other => {
-                        return Err(format!(
-                            "{who}: field \"keywords\" item {} must be a string, found {}",
-                            j + 1,
-                            other.type_str()
-                        ));
+                        return Err(AgentRowError::KeywordNotString {
+                            who: who(),
+                            item: j + 1,
+                            found: other.type_str(),
+                        });
                     }
                 }
             }
             Ok(out)
         }
-        Some(other) => Err(format!(
-            "{who}: field \"keywords\" must be an array of strings, found {}",
-            other.type_str()
-        )),
+        Some(other) => Err(AgentRowError::WrongType {
+            who: who(),
+            field: "keywords",
+            want: "an array of strings",
+            found: other.type_str(),
+        }),
     }
 }
 
-fn spec_from_row(n: usize, row: &toml::Table) -> Result<AgentSpec, String> {
+fn spec_from_row(n: usize, row: &toml::Table) -> Result<AgentSpec, AgentRowError> {
     // Name first, so later messages can say which agent they are about.
     let name = agent_name(n, row)?;
     let who = format!("agent #{n} {name:?}");
     for key in row.keys() {
         if !AGENT_KEYS.contains(&key.as_str()) {
-            return Err(format!(
-                "{who}: unknown field {key:?} (expected one of: {})",
-                AGENT_KEYS.join(", ")
-            ));
+            return Err(AgentRowError::UnknownField {
+                who,
+                key: key.clone(),
+            });
         }
     }
-    let string_field = |field: &str| -> Result<String, String> {
+    let string_field = |field: &'static str| -> Result<String, AgentRowError> {
         match row.get(field) {
-            None => Err(format!("{who}: missing required field {field:?}")),
+            None => Err(AgentRowError::Missing {
+                who: who.clone(),
+                field,
+            }),
             Some(toml::Value::String(s)) => Ok(s.clone()),
-            Some(other) => Err(format!(
-                "{who}: field {field:?} must be a string, found {}",
-                other.type_str()
-            )),
+            Some(other) => Err(AgentRowError::WrongType {
+                who: who.clone(),
+                field,
+                want: "a string",
+                found: other.type_str(),
+            }),
         }
     };
     let category = string_field("category")?;
     let domain = string_field("domain")?;
     let executor = string_field("executor")?;
     let tier_text = string_field("model_tier")?;
-    let model_tier = Tier::parse(&tier_text).ok_or_else(|| {
-        format!(
-            "{who}: field \"model_tier\" is {tier_text:?}; expected one of: cheap, capable, frontier"
-        )
+    let model_tier = Tier::parse(&tier_text).ok_or_else(|| AgentRowError::UnknownTier {
+        who: who.clone(),
+        tier: tier_text.clone(),
     })?;
     let keywords = agent_keywords(&who, row)?;
     if keywords.is_empty() {
-        return Err(format!(
-            "{who}: field \"keywords\" is empty; a lane needs at least one keyword"
-        ));
+        return Err(AgentRowError::NoKeywords { who });
     }
     let max_turns = match row.get("max_turns") {
         None => DEFAULT_MAX_TURNS,
-        Some(toml::Value::Integer(i)) => u32::try_from(*i).map_err(|_| {
-            format!(
-                "{who}: field \"max_turns\" must be between 0 and {}, found {i}",
-                u32::MAX
-            )
-        })?,
+        Some(toml::Value::Integer(i)) => {
+            u32::try_from(*i).map_err(|_| AgentRowError::MaxTurnsRange { who, found: *i })?
+        }
         Some(other) => {
-            return Err(format!(
-                "{who}: field \"max_turns\" must be an integer, found {}",
-                other.type_str()
-            ));
+            return Err(AgentRowError::WrongType {
+                who,
+                field: "max_turns",
+                want: "an integer",
+                found: other.type_str(),
+            });
         }
     };
     Ok(AgentSpec {

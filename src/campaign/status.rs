@@ -601,6 +601,29 @@ pub(crate) fn dispatch_body(campaign_id: &str, wave: &[String]) -> Value {
     json!({"campaign_id": campaign_id, "wave": wave, "budget": null})
 }
 
+/// Why an operator's status report does not fit the campaign it is for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum StatusReportError {
+    /// `known` lists the campaign's projects.
+    #[error("campaign {campaign} has no project {project:?} (its projects: {known})")]
+    NoProject {
+        campaign: String,
+        project: String,
+        known: String,
+    },
+    /// `known` lists the project's features.
+    #[error("project {project} has no feature {feature:?} (its features: {known})")]
+    NoFeature {
+        project: String,
+        feature: String,
+        known: String,
+    },
+    #[error("status {0:?} is not one of pending, in_progress, blocked, failed, done")]
+    UnknownStatus(String),
+    #[error("the source must name the system reporting the status")]
+    NoSource,
+}
+
 /// What an outside system reports, as `ingest-status` records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Ingest {
@@ -643,38 +666,34 @@ impl Ingest {
 
     /// Checks the report against the campaign: the project exists, the feature is one of
     /// its features, and the status is one a feature or project may be in.
-    pub(crate) fn check(&self, campaign: &Campaign) -> Result<(), String> {
+    pub(crate) fn check(&self, campaign: &Campaign) -> Result<(), StatusReportError> {
         let Some(p) = campaign.project(&self.project_id) else {
             let known: Vec<&str> = campaign
                 .projects
                 .iter()
                 .map(|p| p.project_id.as_str())
                 .collect();
-            return Err(format!(
-                "campaign {} has no project {:?} (its projects: {})",
-                campaign.campaign_id,
-                self.project_id,
-                known.join(", ")
-            ));
+            return Err(StatusReportError::NoProject {
+                campaign: campaign.campaign_id.clone(),
+                project: self.project_id.clone(),
+                known: known.join(", "),
+            });
         };
         if let Some(fid) = &self.feature_id
             && !p.features.iter().any(|f| &f.feature_id == fid)
         {
             let known: Vec<&str> = p.features.iter().map(|f| f.feature_id.as_str()).collect();
-            return Err(format!(
-                "project {} has no feature {fid:?} (its features: {})",
-                p.project_id,
-                known.join(", ")
-            ));
+            return Err(StatusReportError::NoFeature {
+                project: p.project_id.clone(),
+                feature: fid.clone(),
+                known: known.join(", "),
+            });
         }
         if FeatureState::recorded(&self.status).is_none() {
-            return Err(format!(
-                "status {:?} is not one of pending, in_progress, blocked, failed, done",
-                self.status
-            ));
+            return Err(StatusReportError::UnknownStatus(self.status.clone()));
         }
         if self.source.trim().is_empty() {
-            return Err("the source must name the system reporting the status".into());
+            return Err(StatusReportError::NoSource);
         }
         Ok(())
     }

@@ -249,7 +249,7 @@ fn an_ingest_is_checked_against_the_campaign() {
             "is not one of",
         ),
     ] {
-        let e = bad.check(&c).unwrap_err();
+        let e = bad.check(&c).unwrap_err().to_string();
         assert!(e.contains(needle), "{e}");
     }
 }

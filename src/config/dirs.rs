@@ -34,8 +34,27 @@ fn var(k: &str) -> Option<PathBuf> {
         .filter(|p| p.is_absolute())
 }
 
+/// None of the variables that name a root is set to an absolute path: `what` the root is for,
+/// and the variables, in the order they are tried.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no directory for {what}: set one of {} to an absolute path", .names.join(", "))]
+pub(crate) struct NoRootError {
+    what: &'static str,
+    names: Vec<&'static str>,
+}
+
+/// The message as text, for the callers whose errors are still text.
+impl From<NoRootError> for String {
+    fn from(e: NoRootError) -> String {
+        e.to_string()
+    }
+}
+
 /// The first of `candidates` that is set, joined with its suffix, or the error naming them.
-fn first(candidates: &[(&str, &[&str])], what: &str) -> Result<PathBuf, String> {
+fn first(
+    candidates: &[(&'static str, &[&str])],
+    what: &'static str,
+) -> Result<PathBuf, NoRootError> {
     for (name, suffix) in candidates {
         if let Some(mut p) = var(name) {
             for s in *suffix {
@@ -44,15 +63,14 @@ fn first(candidates: &[(&str, &[&str])], what: &str) -> Result<PathBuf, String> 
             return Ok(p);
         }
     }
-    let names: Vec<&str> = candidates.iter().map(|(n, _)| *n).collect();
-    Err(format!(
-        "no directory for {what}: set one of {} to an absolute path",
-        names.join(", ")
-    ))
+    Err(NoRootError {
+        what,
+        names: candidates.iter().map(|(n, _)| *n).collect(),
+    })
 }
 
 /// The cache root (see the module doc); not created.
-pub(crate) fn cache_root() -> Result<PathBuf, String> {
+pub(crate) fn cache_root() -> Result<PathBuf, NoRootError> {
     first(
         &[
             (CACHE_ENV, &[]),
@@ -64,7 +82,7 @@ pub(crate) fn cache_root() -> Result<PathBuf, String> {
 }
 
 /// The state root (see the module doc); not created.
-pub(crate) fn state_root() -> Result<PathBuf, String> {
+pub(crate) fn state_root() -> Result<PathBuf, NoRootError> {
     first(
         &[
             (STATE_ENV, &[]),

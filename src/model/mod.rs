@@ -18,11 +18,13 @@
 //! timeouts, which std's `TcpStream` does in a few lines; the SSRF-safe client in
 //! [`crate::exec::http`] is built for model calls and carries policy this does not need.
 
+mod error;
 mod install;
 mod server;
 
 use std::path::PathBuf;
 
+pub(crate) use error::ModelError;
 pub(crate) use install::{install, installed};
 pub(crate) use server::{health, running, start, stop};
 
@@ -43,13 +45,11 @@ pub(crate) const PORT_ENV: &str = "GIT_FORUM_MODEL_PORT";
 
 /// The port a server starts on without `--port`: `GIT_FORUM_MODEL_PORT`, else
 /// [`DEFAULT_PORT`].
-pub(crate) fn default_port() -> Result<u16, String> {
+pub(crate) fn default_port() -> Result<u16, ModelError> {
     match std::env::var(PORT_ENV) {
         Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u16>() {
             Ok(p) if p > 0 => Ok(p),
-            _ => Err(format!(
-                "{PORT_ENV}={v:?} is not a TCP port; give a number from 1 to 65535"
-            )),
+            _ => Err(ModelError::BadPort(v)),
         },
         _ => Ok(DEFAULT_PORT),
     }
@@ -79,14 +79,11 @@ pub(crate) const MODELS: &[Model] = &[Model {
 pub(crate) const DEFAULT_MODEL: &Model = &MODELS[0];
 
 /// The model named `name`, or a one-line error listing the names there are.
-pub(crate) fn model_named(name: &str) -> Result<&'static Model, String> {
-    MODELS.iter().find(|m| m.name == name).ok_or_else(|| {
-        let names: Vec<&str> = MODELS.iter().map(|m| m.name).collect();
-        format!(
-            "no model named {name:?}; the models that can be installed are: {}",
-            names.join(", ")
-        )
-    })
+pub(crate) fn model_named(name: &str) -> Result<&'static Model, ModelError> {
+    MODELS
+        .iter()
+        .find(|m| m.name == name)
+        .ok_or_else(|| ModelError::UnknownModel(name.to_string()))
 }
 
 /// The files of one model directory.
@@ -98,7 +95,7 @@ pub(crate) struct Home {
 
 impl Home {
     /// The directory the environment names (see the module doc).
-    pub(crate) fn from_env() -> Result<Home, String> {
+    pub(crate) fn from_env() -> Result<Home, ModelError> {
         let var = |k: &str| {
             std::env::var_os(k)
                 .filter(|v| !v.is_empty())
@@ -111,15 +108,13 @@ impl Home {
         } else if let Some(h) = var("HOME") {
             h.join(".cache").join("git-forum").join("model")
         } else {
-            return Err(format!(
-                "no directory for the local model: set {DIR_ENV} (or HOME, or XDG_CACHE_HOME)"
-            ));
+            return Err(ModelError::NoHome);
         };
         let dir = if dir.is_absolute() {
             dir
         } else {
             std::env::current_dir()
-                .map_err(|e| format!("reading the current directory: {e}"))?
+                .map_err(ModelError::CurrentDir)?
                 .join(dir)
         };
         Ok(Home { dir })
@@ -163,15 +158,11 @@ pub(crate) fn chat_url(base: &str) -> String {
 
 /// `GIT_FORUM_MODEL_URL`, checked: an `http` URL on a loopback host with a port. `None` when
 /// unset.
-pub(crate) fn external_url() -> Result<Option<String>, String> {
+pub(crate) fn external_url() -> Result<Option<String>, ModelError> {
     let Some(raw) = std::env::var(URL_ENV).ok().filter(|v| !v.trim().is_empty()) else {
         return Ok(None);
     };
-    let bad = || {
-        format!(
-            "{URL_ENV}={raw:?} is not a local server's base URL; give one like http://127.0.0.1:18080/v1"
-        )
-    };
+    let bad = || ModelError::BadUrl(raw.clone());
     let u = url::Url::parse(raw.trim()).map_err(|_| bad())?;
     let loopback = match u.host() {
         Some(url::Host::Ipv4(a)) => a.is_loopback(),
@@ -197,7 +188,7 @@ pub(crate) fn host_port(base: &str) -> Option<(String, u16)> {
 
 /// The base URL of the local model now: `GIT_FORUM_MODEL_URL`, else `port`, else the running
 /// server's port, else [`default_port`].
-pub(crate) fn current_url(home: &Home, port: Option<u16>) -> Result<String, String> {
+pub(crate) fn current_url(home: &Home, port: Option<u16>) -> Result<String, ModelError> {
     if let Some(u) = external_url()? {
         return Ok(u);
     }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{Home, START_TIMEOUT_SECS, base_url};
+use super::{Home, ModelError, START_TIMEOUT_SECS};
 
 /// A server this tool started, alive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,25 +112,23 @@ fn log_tail(home: &Home) -> String {
 }
 
 /// Writes `text` to `path` through a temporary file and a rename.
-fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
+fn write_atomic(path: &Path, text: &str) -> Result<(), ModelError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    tmp.write_all(text.as_bytes())
-        .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    tmp.persist(path)
-        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    let writing = |e| ModelError::io("writing", path, e);
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(writing)?;
+    tmp.write_all(text.as_bytes()).map_err(writing)?;
+    tmp.persist(path).map_err(|e| writing(e.error))?;
     Ok(())
 }
 
 /// Writes the serve script and starts the server on `port`, its output to the log file.
-fn spawn_server(home: &Home, port: u16) -> Result<std::process::Child, String> {
+fn spawn_server(home: &Home, port: u16) -> Result<std::process::Child, ModelError> {
     write_atomic(&home.serve_script(), super::SERVE_SCRIPT)?;
     let log = std::fs::File::create(home.log_file())
-        .map_err(|e| format!("creating {}: {e}", home.log_file().display()))?;
+        .map_err(|e| ModelError::io("creating", &home.log_file(), e))?;
     let err = log
         .try_clone()
-        .map_err(|e| format!("opening {}: {e}", home.log_file().display()))?;
+        .map_err(|e| ModelError::io("opening", &home.log_file(), e))?;
     // Its own session, so a terminal's hangup or a Ctrl-C meant for the caller never reaches
     // it: through setsid(1) where it is installed (it execs in place, so the PID stays the
     // server's; the crate has no unsafe code for a pre_exec hook), else its own process group.
@@ -154,12 +152,12 @@ fn spawn_server(home: &Home, port: u16) -> Result<std::process::Child, String> {
         .stdout(log)
         .stderr(err);
     cmd.spawn()
-        .map_err(|e| format!("starting {}: {e}", home.python().display()))
+        .map_err(|e| ModelError::io("starting", &home.python(), e))
 }
 
 /// Starts the server of `home` on `port` and waits (at most [`START_TIMEOUT_SECS`]) until it
 /// answers. Returns the server and whether it was already running.
-pub(crate) fn start(home: &Home, port: u16) -> Result<(Running, bool), String> {
+pub(crate) fn start(home: &Home, port: u16) -> Result<(Running, bool), ModelError> {
     if let Some(r) = running(home) {
         let p = r.port.unwrap_or(port);
         if health("127.0.0.1", p) {
@@ -174,10 +172,7 @@ pub(crate) fn start(home: &Home, port: u16) -> Result<(Running, bool), String> {
         stop(home)?;
     }
     if health("127.0.0.1", port) {
-        return Err(format!(
-            "port {port} already answers /v1/models, but not from a server git forum started; use it with GIT_FORUM_MODEL_URL={} or start on another port with --port N",
-            base_url(port)
-        ));
+        return Err(ModelError::PortTaken(port));
     }
     let mut child = spawn_server(home, port)?;
     let pid = child.id();
@@ -197,21 +192,18 @@ pub(crate) fn start(home: &Home, port: u16) -> Result<(Running, bool), String> {
         if let Ok(Some(status)) = child.try_wait() {
             let _ = std::fs::remove_file(home.pid_file());
             let _ = std::fs::remove_file(home.port_file());
-            return Err(format!(
-                "the model server exited during start ({status}): {} (log: {})",
-                log_tail(home),
-                home.log_file().display()
-            ));
+            return Err(ModelError::ExitedDuringStart {
+                status,
+                tail: log_tail(home),
+                log: home.log_file(),
+            });
         }
         if Instant::now() >= deadline {
             let _ = kill_and_wait(pid);
             let _ = child.try_wait();
             let _ = std::fs::remove_file(home.pid_file());
             let _ = std::fs::remove_file(home.port_file());
-            return Err(format!(
-                "the model server did not answer /v1/models within {START_TIMEOUT_SECS} s, so it was stopped (log: {})",
-                home.log_file().display()
-            ));
+            return Err(ModelError::StartTimeout(home.log_file()));
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -226,7 +218,7 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
 }
 
 /// SIGTERM, up to 15 s, then SIGKILL, up to 5 s more.
-fn kill_and_wait(pid: u32) -> Result<(), String> {
+fn kill_and_wait(pid: u32) -> Result<(), ModelError> {
     let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
         return Ok(());
     };
@@ -243,12 +235,12 @@ fn kill_and_wait(pid: u32) -> Result<(), String> {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-    Err(format!("the model server (pid {pid}) does not exit"))
+    Err(ModelError::DoesNotExit(pid))
 }
 
 /// Stops the server of `home` and waits until it is gone. Returns its PID, `None` when none
 /// was running.
-pub(crate) fn stop(home: &Home) -> Result<Option<u32>, String> {
+pub(crate) fn stop(home: &Home) -> Result<Option<u32>, ModelError> {
     let Some(r) = running(home) else {
         return Ok(None);
     };

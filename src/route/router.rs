@@ -249,7 +249,9 @@ impl Classification {
 /// The seam for settling escalated routes with a model. The control loop supplies an
 /// implementation backed by an executor; the router never calls one itself.
 pub trait Classifier {
-    /// Chooses a lane for `text`, given the escalated decision and the roster.
+    /// Chooses a lane for `text`, given the escalated decision and the roster. The error is
+    /// text: it carries whatever the implementation's model or executor said, which this pure
+    /// module cannot name.
     fn classify(
         &self,
         text: &str,

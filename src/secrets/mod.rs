@@ -18,6 +18,7 @@
 //! Pure: no I/O. The runtime values are read by the caller (the adapter that loads the runtime
 //! config) and passed to [`Scanner::with_literals`].
 
+mod error;
 pub mod rules;
 mod scan;
 
@@ -30,6 +31,8 @@ use sha2::{Digest, Sha256};
 
 use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, NewEntry, kind};
+pub use error::FingerprintError;
+pub(crate) use error::SecretsConfigError;
 pub(crate) use rules::{API_KEY_ENV, Confirm, RULES};
 
 /// Literal values shorter than this are not looked for: a two-letter "key" would redact every
@@ -77,9 +80,8 @@ impl Fingerprint {
     }
 
     /// Reads 16 hex digits (either case).
-    pub fn parse(s: &str) -> Result<Fingerprint, String> {
-        let bad =
-            || format!("{s:?} is not a secret fingerprint (16 hex digits, as a finding names it)");
+    pub fn parse(s: &str) -> Result<Fingerprint, FingerprintError> {
+        let bad = || FingerprintError(s.to_string());
         if s.len() != 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(bad());
         }
@@ -487,14 +489,12 @@ pub(crate) enum Mode {
 
 impl Mode {
     /// Reads `redact`, `block` or `allow`.
-    pub(crate) fn parse(s: &str) -> Result<Mode, String> {
+    pub(crate) fn parse(s: &str) -> Result<Mode, SecretsConfigError> {
         match s {
             "redact" => Ok(Mode::Redact),
             "block" => Ok(Mode::Block),
             "allow" => Ok(Mode::Allow),
-            other => Err(format!(
-                "unknown secrets mode {other:?}; use redact, block or allow"
-            )),
+            other => Err(SecretsConfigError::UnknownMode(other.to_string())),
         }
     }
 
@@ -523,7 +523,7 @@ pub(crate) struct SecretsPolicy {
 impl SecretsPolicy {
     /// Reads the `[secrets]` table: `mode`, `allow` (rule ids) and `allow_fingerprints`
     /// (fingerprints as findings print them), every key optional.
-    pub(crate) fn from_toml(table: &toml::Table) -> Result<SecretsPolicy, String> {
+    pub(crate) fn from_toml(table: &toml::Table) -> Result<SecretsPolicy, SecretsConfigError> {
         let mut p = SecretsPolicy::default();
         for (key, value) in table {
             match (key.as_str(), value) {
@@ -531,10 +531,7 @@ impl SecretsPolicy {
                 ("allow", toml::Value::Array(items)) => {
                     for item in items {
                         let Some(id) = item.as_str() else {
-                            return Err(format!(
-                                "[secrets] allow must list rule ids as strings, found {}",
-                                item.type_str()
-                            ));
+                            return Err(SecretsConfigError::AllowNotString(item.type_str()));
                         };
                         check_rule_id(id)?;
                         p.allow.insert(id.to_string());
@@ -543,26 +540,20 @@ impl SecretsPolicy {
                 ("allow_fingerprints", toml::Value::Array(items)) => {
                     for item in items {
                         let Some(fp) = item.as_str() else {
-                            return Err(format!(
-                                "[secrets] allow_fingerprints must list fingerprints as strings, found {}",
-                                item.type_str()
-                            ));
+                            return Err(SecretsConfigError::FingerprintNotString(item.type_str()));
                         };
-                        let fp = Fingerprint::parse(fp)
-                            .map_err(|e| format!("[secrets] allow_fingerprints: {e}"))?;
+                        let fp = Fingerprint::parse(fp).map_err(SecretsConfigError::Fingerprint)?;
                         p.allow_fingerprints.insert(fp);
                     }
                 }
                 ("mode" | "allow" | "allow_fingerprints", other) => {
-                    return Err(format!(
-                        "[secrets] {key} has the wrong type ({}): mode is \"redact\", \"block\" or \"allow\", allow a list of rule ids, allow_fingerprints a list of fingerprints",
-                        other.type_str()
-                    ));
+                    return Err(SecretsConfigError::WrongType {
+                        key: key.clone(),
+                        found: other.type_str(),
+                    });
                 }
                 (other, _) => {
-                    return Err(format!(
-                        "[secrets] has no key {other:?} (expected mode, allow, allow_fingerprints)"
-                    ));
+                    return Err(SecretsConfigError::UnknownKey(other.to_string()));
                 }
             }
         }
@@ -578,18 +569,12 @@ impl SecretsPolicy {
 }
 
 /// Refuses an id that is no rule, and [`API_KEY_ENV`], which is never allowed.
-pub(crate) fn check_rule_id(id: &str) -> Result<(), String> {
+pub(crate) fn check_rule_id(id: &str) -> Result<(), SecretsConfigError> {
     if id == API_KEY_ENV {
-        return Err(format!(
-            "[secrets] allow cannot hold {API_KEY_ENV:?}: the values of api_key_env variables are always redacted"
-        ));
+        return Err(SecretsConfigError::RuntimeKeyAllowed);
     }
     if !RULES.iter().any(|r| r.id == id) {
-        let ids: Vec<&str> = RULES.iter().map(|r| r.id).collect();
-        return Err(format!(
-            "[secrets] allow names no rule {id:?} (rules: {})",
-            ids.join(", ")
-        ));
+        return Err(SecretsConfigError::UnknownRule(id.to_string()));
     }
     Ok(())
 }

@@ -222,7 +222,7 @@ fn the_policy_table_is_checked() {
         ("allow_fingerprints = [\"ééééééééc\"]", "16 hex digits"),
     ] {
         let t: toml::Table = toml::from_str(text).unwrap();
-        let e = SecretsPolicy::from_toml(&t).unwrap_err();
+        let e = SecretsPolicy::from_toml(&t).unwrap_err().to_string();
         assert!(e.contains(needle), "{text}: {e}");
     }
 }

@@ -556,13 +556,15 @@ impl GitStore {
         expect: Option<u64>,
     ) -> Result<Option<Appended>, StoreError> {
         let moved = std::cell::Cell::new(false);
-        let body = new.validate().map_err(StoreError::Invalid)?;
+        let body = new
+            .validate()
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
         // A parent is checked before the lock is taken, so a refused append leaves nothing
         // behind, and again under it against the tip the entry is built on.
         let next_seq = |tip: Option<&Tip>| tip.map_or(0, |t| t.entry.seq + 1);
         if new.causal_parent.is_some() {
             new.check_parent(next_seq(self.tip()?.as_ref()))
-                .map_err(StoreError::Invalid)?;
+                .map_err(|e| StoreError::Invalid(e.to_string()))?;
         }
         let payload_hash = sha256_hex(body.as_bytes());
         let hash = self.hash;
@@ -575,7 +577,7 @@ impl GitStore {
                     ));
                 }
                 new.check_parent(next_seq(tip))
-                    .map_err(StoreError::Invalid)?;
+                    .map_err(|e| StoreError::Invalid(e.to_string()))?;
                 let entry = Entry::next(tip.map(|t| &t.entry), new, payload_hash.clone());
                 let mut objects = Vec::with_capacity(3);
                 let blob = object(hash, Kind::Blob, body.as_bytes().to_vec())?;

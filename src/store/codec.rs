@@ -50,17 +50,29 @@ pub(crate) fn parse_commit(data: &[u8], hash: HashKind) -> Option<RawCommit<'_>>
     })
 }
 
+/// Why a commit message does not carry a ledger entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum MessageEntryError {
+    #[error("commit message is not UTF-8")]
+    NotUtf8,
+    #[error("commit message does not end in an entry: {0}")]
+    NotJson(#[source] canonical::ParseError),
+    #[error(transparent)]
+    Field(#[from] crate::ledger::EntryFieldError),
+}
+
 /// The entry stored in a ledger commit message (its last line).
-pub(crate) fn entry_from_message(message: &[u8]) -> Result<Entry, String> {
+pub(crate) fn entry_from_message(message: &[u8]) -> Result<Entry, MessageEntryError> {
     entry_from_message_checked(message).map(|(e, _)| e)
 }
 
 /// Like [`entry_from_message`], also saying whether the entry line is exactly
 /// `entry.canonical_json()`: the fast reader accepts nothing else, so when it read the line the
 /// caller need not write the entry out again to compare.
-pub(crate) fn entry_from_message_checked(message: &[u8]) -> Result<(Entry, bool), String> {
-    let text =
-        std::str::from_utf8(message).map_err(|_| "commit message is not UTF-8".to_string())?;
+pub(crate) fn entry_from_message_checked(
+    message: &[u8],
+) -> Result<(Entry, bool), MessageEntryError> {
+    let text = std::str::from_utf8(message).map_err(|_| MessageEntryError::NotUtf8)?;
     let line = text
         .trim_end_matches('\n')
         .rsplit('\n')
@@ -69,9 +81,8 @@ pub(crate) fn entry_from_message_checked(message: &[u8]) -> Result<(Entry, bool)
     if let Some(e) = Entry::from_canonical_json(line) {
         return Ok((e, true));
     }
-    let v = canonical::parse(line)
-        .map_err(|e| format!("commit message does not end in an entry: {e}"))?;
-    Entry::from_value(&v).map(|e| (e, false))
+    let v = canonical::parse(line).map_err(MessageEntryError::NotJson)?;
+    Ok((Entry::from_value(&v)?, false))
 }
 
 /// Appends a one-line rendition of `s` safe for a commit subject or author name: control

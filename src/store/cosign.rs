@@ -58,6 +58,63 @@ pub(crate) fn vkey(name: &str, public: &[u8; 32]) -> String {
     format!("{name}+{:08x}+{}", key_id(name, public), B64.encode(k))
 }
 
+/// Why a cosignature key could not be read, a note not cosigned, or a cosignature not checked.
+#[derive(Debug, thiserror::Error)]
+pub enum CosignError {
+    #[error("the witness key is not a signed-note signer key: {0}")]
+    WitnessKey(#[source] signed_note::SignerError),
+    #[error("the witness key's base64 does not decode")]
+    WitnessKeyBase64,
+    #[error("the witness key is not an Ed25519 seed")]
+    WitnessKeySeed,
+    #[error("the witness key is not an Ed25519 note key")]
+    WitnessKeyType,
+    #[error("cosignature time {0} exceeds 2^63 - 1")]
+    TimeTooLarge(u64),
+    #[error("malformed note: {0}")]
+    MalformedNote(#[source] signed_note::NoteError),
+    #[error("the note is not UTF-8")]
+    NotUtf8,
+    #[error("not a signed note (text, empty line, signatures)")]
+    NotSignedNote,
+    #[error("{0:?} is not a cosignature verifier key (name+hash+base64 of type 0x04)")]
+    NotCosignKey(String),
+    #[error(
+        "{0:?} is a note verifier key (type 0x01), not a cosignature key (type 0x04): use the witness's cosignature key (`git forum keygen NAME --witness`)"
+    )]
+    NoteKeyNotCosignKey(String),
+    #[error("{0:?}: the key ID does not match the name and key")]
+    KeyIdMismatch(String),
+    #[error("signature line {line:?} is malformed: {source}")]
+    MalformedLine {
+        line: String,
+        #[source]
+        source: signed_note::NoteError,
+    },
+    #[error("signature line {0:?} is not canonical base64")]
+    NonCanonicalLine(String),
+    /// A line of a trusted witness whose signature does not verify (the witness's name).
+    #[error("the cosignature of {0} does not verify over this checkpoint")]
+    DoesNotVerify(String),
+    #[error("{key:?} is not a signed-note verifier key: {source}")]
+    NoteVerifierKey {
+        key: String,
+        #[source]
+        source: signed_note::VerifierError,
+    },
+    #[error("{0:?}: bad base64")]
+    NoteVerifierBase64(String),
+    #[error("{0:?} is not an Ed25519 key")]
+    NotEd25519(String),
+}
+
+/// The message as text, for the callers whose errors are still text.
+impl From<CosignError> for String {
+    fn from(e: CosignError) -> String {
+        e.to_string()
+    }
+}
+
 /// A witness's signing key, read from a note signer key.
 pub(crate) struct Cosigner {
     name: String,
@@ -66,10 +123,9 @@ pub(crate) struct Cosigner {
 
 impl Cosigner {
     /// Reads a signer key in Go's note format (`PRIVATE+KEY+name+hash+base64(0x01 || seed)`).
-    pub(crate) fn from_note_key(text: &str) -> Result<Cosigner, String> {
+    pub(crate) fn from_note_key(text: &str) -> Result<Cosigner, CosignError> {
         let text = text.trim();
-        signed_note::StandardSigner::new(text)
-            .map_err(|e| format!("the witness key is not a signed-note signer key: {e}"))?;
+        signed_note::StandardSigner::new(text).map_err(CosignError::WitnessKey)?;
         let mut parts = text.splitn(5, '+');
         let (_, _, name, _, b64) = (
             parts.next(),
@@ -78,14 +134,10 @@ impl Cosigner {
             parts.next(),
             parts.next().unwrap_or(""),
         );
-        let raw = B64
-            .decode(b64)
-            .map_err(|_| "the witness key's base64 does not decode".to_string())?;
+        let raw = B64.decode(b64).map_err(|_| CosignError::WitnessKeyBase64)?;
         let seed: [u8; 32] = match raw.split_first() {
-            Some((&NOTE_TYPE, seed)) => seed
-                .try_into()
-                .map_err(|_| "the witness key is not an Ed25519 seed".to_string())?,
-            _ => return Err("the witness key is not an Ed25519 note key".into()),
+            Some((&NOTE_TYPE, seed)) => seed.try_into().map_err(|_| CosignError::WitnessKeySeed)?,
+            _ => return Err(CosignError::WitnessKeyType),
         };
         Ok(Cosigner {
             name: name.to_string(),
@@ -103,9 +155,9 @@ impl Cosigner {
     }
 
     /// The `timestamped_signature` bytes over `body` at `time`.
-    pub(crate) fn sign(&self, body: &str, time: u64) -> Result<[u8; 72], String> {
+    pub(crate) fn sign(&self, body: &str, time: u64) -> Result<[u8; 72], CosignError> {
         if time > MAX_TIME {
-            return Err(format!("cosignature time {time} exceeds 2^63 - 1"));
+            return Err(CosignError::TimeTooLarge(time));
         }
         let sig = self.key.sign(message(body, time).as_bytes());
         let mut out = [0u8; 72];
@@ -115,7 +167,7 @@ impl Cosigner {
     }
 
     /// The whole signature line over `body` at `time`, with its newline.
-    pub(crate) fn line(&self, body: &str, time: u64) -> Result<String, String> {
+    pub(crate) fn line(&self, body: &str, time: u64) -> Result<String, CosignError> {
         let mut payload = key_id(&self.name, &self.public()).to_be_bytes().to_vec();
         payload.extend_from_slice(&self.sign(body, time)?);
         Ok(format!("\u{2014} {} {}\n", self.name, B64.encode(payload)))
@@ -123,14 +175,12 @@ impl Cosigner {
 
     /// `note` with this cosigner's line added (an older line of the same key is replaced), the
     /// other signatures kept in order.
-    pub(crate) fn cosign(&self, note: &str, time: u64) -> Result<String, String> {
-        let n = Note::from_bytes(note.as_bytes()).map_err(|e| format!("malformed note: {e}"))?;
-        let body = std::str::from_utf8(n.text()).map_err(|_| "the note is not UTF-8")?;
+    pub(crate) fn cosign(&self, note: &str, time: u64) -> Result<String, CosignError> {
+        let n = Note::from_bytes(note.as_bytes()).map_err(CosignError::MalformedNote)?;
+        let body = std::str::from_utf8(n.text()).map_err(|_| CosignError::NotUtf8)?;
         let line = self.line(body, time)?;
         let id = key_id(&self.name, &self.public());
-        let (text, sigs) = note
-            .split_once("\n\n")
-            .ok_or("not a signed note (text, empty line, signatures)")?;
+        let (text, sigs) = note.split_once("\n\n").ok_or(CosignError::NotSignedNote)?;
         let mut out = format!("{text}\n\n");
         for l in sigs.lines() {
             let same = Signature::from_bytes(l.as_bytes())
@@ -156,11 +206,9 @@ pub struct CosignVerifier {
 
 impl CosignVerifier {
     /// Parses `name+hex key ID+base64(0x04 || public key)`.
-    pub fn new(text: &str) -> Result<CosignVerifier, String> {
+    pub fn new(text: &str) -> Result<CosignVerifier, CosignError> {
         let text = text.trim();
-        let bad = || {
-            format!("{text:?} is not a cosignature verifier key (name+hash+base64 of type 0x04)")
-        };
+        let bad = || CosignError::NotCosignKey(text.to_string());
         let mut parts = text.splitn(3, '+');
         let (name, id16, b64) = match (parts.next(), parts.next(), parts.next()) {
             (Some(n), Some(i), Some(b)) => (n, i, b),
@@ -174,16 +222,12 @@ impl CosignVerifier {
         let public: [u8; 32] = match raw.split_first() {
             Some((&COSIGNATURE_TYPE, k)) => k.try_into().map_err(|_| bad())?,
             Some((&NOTE_TYPE, _)) => {
-                return Err(format!(
-                    "{text:?} is a note verifier key (type 0x01), not a cosignature key (type 0x04): use the witness's cosignature key (`git forum keygen NAME --witness`)"
-                ));
+                return Err(CosignError::NoteKeyNotCosignKey(text.to_string()));
             }
             _ => return Err(bad()),
         };
         if id != key_id(name, &public) {
-            return Err(format!(
-                "{text:?}: the key ID does not match the name and key"
-            ));
+            return Err(CosignError::KeyIdMismatch(text.to_string()));
         }
         let key = VerifyingKey::from_bytes(&public).map_err(|_| bad())?;
         Ok(CosignVerifier {
@@ -221,18 +265,19 @@ pub struct Cosigned {
 /// Checks the cosignature lines of `note` against `trusted`. Lines of other keys are ignored
 /// (as the spec says clients do); a line whose name and key ID match a trusted key but whose
 /// signature does not verify is an error. Returns the cosignatures that verified.
-pub fn verify(note: &str, trusted: &[CosignVerifier]) -> Result<Vec<Cosigned>, String> {
-    let (text, sigs) = note
-        .split_once("\n\n")
-        .ok_or("not a signed note (text, empty line, signatures)")?;
+pub fn verify(note: &str, trusted: &[CosignVerifier]) -> Result<Vec<Cosigned>, CosignError> {
+    let (text, sigs) = note.split_once("\n\n").ok_or(CosignError::NotSignedNote)?;
     let body = format!("{text}\n");
     let mut out: Vec<Cosigned> = Vec::new();
     for l in sigs.lines() {
-        let s = Signature::from_bytes(l.as_bytes())
-            .map_err(|e| format!("signature line {l:?} is malformed: {e}"))?;
+        let s =
+            Signature::from_bytes(l.as_bytes()).map_err(|source| CosignError::MalformedLine {
+                line: l.to_string(),
+                source,
+            })?;
         let b64 = l.rsplit(' ').next().unwrap_or("");
         if crate::store::note::strict_b64(b64).is_none() {
-            return Err(format!("signature line {l:?} is not canonical base64"));
+            return Err(CosignError::NonCanonicalLine(l.to_string()));
         }
         let Some(v) = trusted
             .iter()
@@ -240,12 +285,9 @@ pub fn verify(note: &str, trusted: &[CosignVerifier]) -> Result<Vec<Cosigned>, S
         else {
             continue;
         };
-        let time = v.check(&body, s.signature()).ok_or_else(|| {
-            format!(
-                "the cosignature of {} does not verify over this checkpoint",
-                v.name
-            )
-        })?;
+        let time = v
+            .check(&body, s.signature())
+            .ok_or_else(|| CosignError::DoesNotVerify(v.name.clone()))?;
         if !out.iter().any(|c| c.witness == v.name) {
             out.push(Cosigned {
                 witness: v.name.clone(),
@@ -257,24 +299,26 @@ pub fn verify(note: &str, trusted: &[CosignVerifier]) -> Result<Vec<Cosigned>, S
 }
 
 /// Parses several cosignature verifier keys.
-pub fn verifiers(keys: &[String]) -> Result<Vec<CosignVerifier>, String> {
+pub fn verifiers(keys: &[String]) -> Result<Vec<CosignVerifier>, CosignError> {
     keys.iter().map(|k| CosignVerifier::new(k)).collect()
 }
 
 /// The type-0x04 verifier key of the same Ed25519 key as a note verifier key (type 0x01).
-pub fn vkey_of_note_vkey(note_vkey: &str) -> Result<String, String> {
+pub fn vkey_of_note_vkey(note_vkey: &str) -> Result<String, CosignError> {
     let text = note_vkey.trim();
-    signed_note::StandardVerifier::new(text)
-        .map_err(|e| format!("{text:?} is not a signed-note verifier key: {e}"))?;
+    signed_note::StandardVerifier::new(text).map_err(|source| CosignError::NoteVerifierKey {
+        key: text.to_string(),
+        source,
+    })?;
     let mut parts = text.splitn(3, '+');
     let name = parts.next().unwrap_or("");
     let raw = B64
         .decode(parts.nth(1).unwrap_or(""))
-        .map_err(|_| format!("{text:?}: bad base64"))?;
+        .map_err(|_| CosignError::NoteVerifierBase64(text.to_string()))?;
     let public: [u8; 32] = raw
         .get(1..)
         .and_then(|k| k.try_into().ok())
-        .ok_or_else(|| format!("{text:?} is not an Ed25519 key"))?;
+        .ok_or_else(|| CosignError::NotEd25519(text.to_string()))?;
     Ok(vkey(name, &public))
 }
 
@@ -391,7 +435,12 @@ mod tests {
             "witness.example/w1",
             &SigningKey::from_bytes(&seed).verifying_key(),
         );
-        assert!(CosignVerifier::new(&nv).unwrap_err().contains("type 0x01"));
+        assert!(
+            CosignVerifier::new(&nv)
+                .unwrap_err()
+                .to_string()
+                .contains("type 0x01")
+        );
         assert_eq!(vkey_of_note_vkey(&nv).unwrap(), c.vkey());
         assert!(c.sign(BODY, MAX_TIME + 1).is_err());
     }

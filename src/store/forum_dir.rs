@@ -475,13 +475,13 @@ fn write_file(path: &Path, bytes: &[u8], durable: bool) -> Result<(), ForumDirEr
 }
 
 /// Checks a body against its payload hash; returns the canonical bytes.
-pub(crate) fn checked_body(e: &Entry, body: &Value) -> Result<String, String> {
+pub(crate) fn checked_body(e: &Entry, body: &Value) -> Result<String, ForumDirError> {
     let c = body.canonical();
     if hash::sha256_hex(c.as_bytes()) != e.payload_hash {
-        return Err(format!(
+        return Err(ForumDirError::Corrupt(format!(
             "the body stored for seq {} does not hash to its payload_hash",
             e.seq
-        ));
+        )));
     }
     Ok(c)
 }

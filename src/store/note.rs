@@ -65,33 +65,123 @@ fn hash_b64(s: &str) -> Option<Hash> {
     Some(Hash(b.try_into().ok()?))
 }
 
+/// Why a checkpoint body does not read: each variant is one rule of the tlog-checkpoint format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("a checkpoint ends with a newline")]
+    NoFinalNewline,
+    #[error("a checkpoint starts with its origin line")]
+    NoOrigin,
+    #[error("a checkpoint's second line is its size")]
+    NoSize,
+    #[error("checkpoint size {0:?} is not a decimal number")]
+    BadSize(String),
+    #[error("a checkpoint's third line is its root")]
+    NoRoot,
+    #[error("checkpoint root {0:?} is not a base64 SHA-256 hash")]
+    BadRoot(String),
+    #[error("a checkpoint has no empty lines")]
+    EmptyLine,
+}
+
+/// Why the text of a tlog-proof or of a consistency proof does not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProofTextError {
+    #[error("not a tlog-proof (its first line is not c2sp.org/tlog-proof@v1)")]
+    NotTlogProof,
+    #[error("the tlog-proof has no empty line before its checkpoint")]
+    TlogProofNoEmptyLine,
+    #[error("the tlog-proof's index line {0:?} is not `index N`")]
+    BadIndexLine(String),
+    #[error("proof line {0:?} is not a base64 hash")]
+    BadPathLine(String),
+    #[error("not a tlog consistency proof")]
+    NotConsistencyProof,
+    #[error("the consistency proof has no empty line before its notes")]
+    ConsistencyNoEmptyLine,
+    /// The `old N` or `new N` line (the key with its space) is missing or not a number.
+    #[error("the consistency proof lacks its `{0}N` line")]
+    NoSizeLine(&'static str),
+    #[error("the consistency proof's first note is not whole")]
+    FirstNoteNotWhole,
+}
+
+/// Why a note could not be signed or opened, or a key not read or made.
+#[derive(Debug, thiserror::Error)]
+pub enum NoteError {
+    #[error("the note key is not a signed-note signer key: {0}")]
+    SignerKey(#[source] signed_note::SignerError),
+    #[error("bad note text: {0}")]
+    BadText(#[source] signed_note::NoteError),
+    #[error("signing the note failed: {0}")]
+    Signing(#[source] signed_note::NoteError),
+    #[error("the note is not UTF-8")]
+    NotUtf8,
+    #[error("{key:?} is not a signed-note verifier key: {source}")]
+    VerifierKey {
+        key: String,
+        #[source]
+        source: signed_note::VerifierError,
+    },
+    #[error("not a signed note (text, empty line, signatures)")]
+    NotSignedNote,
+    #[error("signature line {0:?} is not canonical base64")]
+    NonCanonicalSignature(String),
+    #[error("malformed note: {0}")]
+    Malformed(#[source] signed_note::NoteError),
+    #[error("the note is not signed by any trusted key")]
+    Untrusted,
+    #[error("the note's signature does not verify: {0}")]
+    BadSignature(#[source] signed_note::NoteError),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error("key name {0:?} is not valid: it must be non-empty, without spaces or '+'")]
+    BadKeyName(String),
+}
+
+/// The message as text, for the callers whose errors are still text (the proof check's
+/// refusals mix these with their own words).
+impl From<NoteError> for String {
+    fn from(e: NoteError) -> String {
+        e.to_string()
+    }
+}
+
+impl From<CheckpointError> for String {
+    fn from(e: CheckpointError) -> String {
+        e.to_string()
+    }
+}
+
+impl From<ProofTextError> for String {
+    fn from(e: ProofTextError) -> String {
+        e.to_string()
+    }
+}
+
 /// Reads a checkpoint body (the text of a note, without its signatures).
-pub(crate) fn parse_checkpoint(text: &str) -> Result<NoteCheckpoint, String> {
+pub(crate) fn parse_checkpoint(text: &str) -> Result<NoteCheckpoint, CheckpointError> {
     let body = text
         .strip_suffix('\n')
-        .ok_or("a checkpoint ends with a newline")?;
+        .ok_or(CheckpointError::NoFinalNewline)?;
     let mut lines = body.split('\n');
     let origin = lines
         .next()
         .filter(|l| !l.is_empty())
-        .ok_or("a checkpoint starts with its origin line")?;
-    let size_line = lines
-        .next()
-        .ok_or("a checkpoint's second line is its size")?;
+        .ok_or(CheckpointError::NoOrigin)?;
+    let size_line = lines.next().ok_or(CheckpointError::NoSize)?;
     let size: u64 = size_line
         .parse()
         .ok()
         .filter(|n: &u64| n.to_string() == size_line)
-        .ok_or_else(|| format!("checkpoint size {size_line:?} is not a decimal number"))?;
-    let root_line = lines
-        .next()
-        .ok_or("a checkpoint's third line is its root")?;
-    let root = hash_b64(root_line)
-        .ok_or_else(|| format!("checkpoint root {root_line:?} is not a base64 SHA-256 hash"))?;
+        .ok_or_else(|| CheckpointError::BadSize(size_line.to_string()))?;
+    let root_line = lines.next().ok_or(CheckpointError::NoRoot)?;
+    let root =
+        hash_b64(root_line).ok_or_else(|| CheckpointError::BadRoot(root_line.to_string()))?;
     let mut forum_root = None;
     for l in lines {
         if l.is_empty() {
-            return Err("a checkpoint has no empty lines".into());
+            return Err(CheckpointError::EmptyLine);
         }
         if let Some(r) = l.strip_prefix(FORUM_ROOT_PREFIX) {
             forum_root = Some(r.to_string());
@@ -107,21 +197,21 @@ pub(crate) fn parse_checkpoint(text: &str) -> Result<NoteCheckpoint, String> {
 
 /// Signs `text` (a note text ending in a newline) with a signer key in Go's format; returns the
 /// whole signed note.
-pub fn sign_text(text: &str, signer_key: &str) -> Result<String, String> {
-    let signer = StandardSigner::new(signer_key.trim())
-        .map_err(|e| format!("the note key is not a signed-note signer key: {e}"))?;
-    let mut note = Note::new(text.as_bytes(), &[]).map_err(|e| format!("bad note text: {e}"))?;
-    note.add_sigs(&[&signer])
-        .map_err(|e| format!("signing the note failed: {e}"))?;
-    String::from_utf8(note.to_bytes()).map_err(|_| "the note is not UTF-8".into())
+pub fn sign_text(text: &str, signer_key: &str) -> Result<String, NoteError> {
+    let signer = StandardSigner::new(signer_key.trim()).map_err(NoteError::SignerKey)?;
+    let mut note = Note::new(text.as_bytes(), &[]).map_err(NoteError::BadText)?;
+    note.add_sigs(&[&signer]).map_err(NoteError::Signing)?;
+    String::from_utf8(note.to_bytes()).map_err(|_| NoteError::NotUtf8)
 }
 
 /// Parses verifier keys (`name+hash+base64`), one per item.
-pub fn verifiers(keys: &[String]) -> Result<VerifierList, String> {
+pub fn verifiers(keys: &[String]) -> Result<VerifierList, NoteError> {
     let mut list: Vec<Box<dyn signed_note::Verifier>> = Vec::new();
     for k in keys {
-        let v = StandardVerifier::new(k.trim())
-            .map_err(|e| format!("{:?} is not a signed-note verifier key: {e}", k.trim()))?;
+        let v = StandardVerifier::new(k.trim()).map_err(|source| NoteError::VerifierKey {
+            key: k.trim().to_string(),
+            source,
+        })?;
         list.push(Box::new(v));
     }
     Ok(VerifierList::new(list))
@@ -137,21 +227,18 @@ pub struct OpenedNote {
 
 /// Opens a signed checkpoint note: at least one signature by a key in `keys` must verify, every
 /// signature line must be canonical, and the text must be a checkpoint.
-pub fn open(note: &str, keys: &VerifierList) -> Result<OpenedNote, String> {
-    let (text, sigs) =
-        split_note(note).ok_or("not a signed note (text, empty line, signatures)")?;
+pub fn open(note: &str, keys: &VerifierList) -> Result<OpenedNote, NoteError> {
+    let (text, sigs) = split_note(note).ok_or(NoteError::NotSignedNote)?;
     for line in sigs.lines() {
         let b64 = line.rsplit(' ').next().unwrap_or("");
         if strict_b64(b64).is_none() {
-            return Err(format!("signature line {line:?} is not canonical base64"));
+            return Err(NoteError::NonCanonicalSignature(line.to_string()));
         }
     }
-    let n = Note::from_bytes(note.as_bytes()).map_err(|e| format!("malformed note: {e}"))?;
+    let n = Note::from_bytes(note.as_bytes()).map_err(NoteError::Malformed)?;
     let (good, _) = n.verify(keys).map_err(|e| match e {
-        signed_note::NoteError::UnverifiedNote => {
-            "the note is not signed by any trusted key".to_string()
-        }
-        e => format!("the note's signature does not verify: {e}"),
+        signed_note::NoteError::UnverifiedNote => NoteError::Untrusted,
+        e => NoteError::BadSignature(e),
     })?;
     let checkpoint = parse_checkpoint(text)?;
     Ok(OpenedNote {
@@ -178,11 +265,9 @@ fn take_note(s: &str) -> Option<(&str, &str)> {
 }
 
 /// Generates a signer and verifier key pair named `name`, in Go's note format.
-pub(crate) fn keygen(name: &str) -> Result<(String, String), String> {
+pub(crate) fn keygen(name: &str) -> Result<(String, String), NoteError> {
     if !signed_note::is_key_name_valid(name) {
-        return Err(format!(
-            "key name {name:?} is not valid: it must be non-empty, without spaces or '+'"
-        ));
+        return Err(NoteError::BadKeyName(name.to_string()));
     }
     Ok(signed_note::generate_key(&mut rand_core::OsRng, name))
 }
@@ -200,22 +285,22 @@ pub fn tlog_proof_text(index: u64, path: &[Hash], note: &str) -> String {
 }
 
 /// Reads a C2SP tlog-proof: (index, audit path, note).
-pub(crate) fn parse_tlog_proof(text: &str) -> Result<(u64, Vec<Hash>, &str), String> {
+pub(crate) fn parse_tlog_proof(text: &str) -> Result<(u64, Vec<Hash>, &str), ProofTextError> {
     let rest = text
         .strip_prefix(TLOG_PROOF_HEADER)
         .and_then(|r| r.strip_prefix('\n'))
-        .ok_or("not a tlog-proof (its first line is not c2sp.org/tlog-proof@v1)")?;
+        .ok_or(ProofTextError::NotTlogProof)?;
     let (head, note) = rest
         .split_once("\n\n")
-        .ok_or("the tlog-proof has no empty line before its checkpoint")?;
+        .ok_or(ProofTextError::TlogProofNoEmptyLine)?;
     let mut lines = head.split('\n');
     let idx_line = lines.next().unwrap_or("");
     let index = idx_line
         .strip_prefix("index ")
         .and_then(|n| n.parse::<u64>().ok().filter(|v| v.to_string() == n))
-        .ok_or_else(|| format!("the tlog-proof's index line {idx_line:?} is not `index N`"))?;
+        .ok_or_else(|| ProofTextError::BadIndexLine(idx_line.to_string()))?;
     let path = lines
-        .map(|l| hash_b64(l).ok_or_else(|| format!("proof line {l:?} is not a base64 hash")))
+        .map(|l| hash_b64(l).ok_or_else(|| ProofTextError::BadPathLine(l.to_string())))
         .collect::<Result<Vec<_>, _>>()?;
     Ok((index, path, note))
 }
@@ -249,27 +334,26 @@ pub struct ParsedConsistency<'a> {
     pub new_note: &'a str,
 }
 
-pub fn parse_consistency(text: &str) -> Result<ParsedConsistency<'_>, String> {
+pub fn parse_consistency(text: &str) -> Result<ParsedConsistency<'_>, ProofTextError> {
     let rest = text
         .strip_prefix(CONSISTENCY_HEADER)
         .and_then(|r| r.strip_prefix('\n'))
-        .ok_or("not a tlog consistency proof")?;
+        .ok_or(ProofTextError::NotConsistencyProof)?;
     let (head, notes) = rest
         .split_once("\n\n")
-        .ok_or("the consistency proof has no empty line before its notes")?;
+        .ok_or(ProofTextError::ConsistencyNoEmptyLine)?;
     let mut lines = head.split('\n');
-    let num = |l: Option<&str>, key: &str| {
+    let num = |l: Option<&str>, key: &'static str| {
         l.and_then(|l| l.strip_prefix(key))
             .and_then(|n| n.parse::<u64>().ok().filter(|v| v.to_string() == n))
-            .ok_or_else(|| format!("the consistency proof lacks its `{key}N` line"))
+            .ok_or(ProofTextError::NoSizeLine(key))
     };
     let old = num(lines.next(), "old ")?;
     let new = num(lines.next(), "new ")?;
     let path = lines
-        .map(|l| hash_b64(l).ok_or_else(|| format!("proof line {l:?} is not a base64 hash")))
+        .map(|l| hash_b64(l).ok_or_else(|| ProofTextError::BadPathLine(l.to_string())))
         .collect::<Result<Vec<_>, _>>()?;
-    let (old_note, new_note) =
-        take_note(notes).ok_or("the consistency proof's first note is not whole")?;
+    let (old_note, new_note) = take_note(notes).ok_or(ProofTextError::FirstNoteNotWhole)?;
     Ok(ParsedConsistency {
         old,
         new,
@@ -342,11 +426,11 @@ fn offered_by_proof(
     let refuse = |why: String, conflict: bool| Err(WitnessDecision::Refuse { why, conflict });
     let p = match parse_consistency(offer) {
         Ok(p) => p,
-        Err(e) => return refuse(e, false),
+        Err(e) => return refuse(e.to_string(), false),
     };
     let (old, new) = match (open(p.old_note, keys), open(p.new_note, keys)) {
         (Ok(o), Ok(n)) => (o.checkpoint, n.checkpoint),
-        (Err(e), _) | (_, Err(e)) => return refuse(e, false),
+        (Err(e), _) | (_, Err(e)) => return refuse(e.to_string(), false),
     };
     if old.origin != new.origin || (old.size, new.size) != (p.old, p.new) {
         return refuse(
@@ -399,7 +483,7 @@ fn offered_note(
     let refuse = |why: String, conflict: bool| Err(WitnessDecision::Refuse { why, conflict });
     let n = match open(offer, keys) {
         Ok(n) => n.checkpoint,
-        Err(e) => return refuse(e, false),
+        Err(e) => return refuse(e.to_string(), false),
     };
     match &accepted {
         None => {}

@@ -33,6 +33,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+mod error;
+
+use self::error::AskError;
 use super::git::{GitStore, Options, StoreError};
 use super::note::{self, NoteCheckpoint, git_config_all};
 use crate::ledger::tlog::Tree;
@@ -495,7 +498,7 @@ fn split_view(
 }
 
 /// A returned cosignature must verify under `forum.witnessVerifiers` when any are configured.
-fn check_cosignature(gd: &Path, cosigned: &str) -> Result<(), String> {
+fn check_cosignature(gd: &Path, cosigned: &str) -> Result<(), AskError> {
     let keys: Vec<String> = git_config_all(gd, "forum.witnessVerifiers")
         .iter()
         .flat_map(|v| {
@@ -510,24 +513,20 @@ fn check_cosignature(gd: &Path, cosigned: &str) -> Result<(), String> {
     }
     let v = super::cosign::verifiers(&keys)?;
     match super::cosign::verify(cosigned, &v)? {
-        c if c.is_empty() => {
-            Err("its answer carries no cosignature by a key in forum.witnessVerifiers".into())
-        }
+        c if c.is_empty() => Err(AskError::NoTrustedCosignature),
         _ => Ok(()),
     }
 }
 
 /// Sends the offer to one witness and reads its answer.
-fn send(w: &str, offer: &str, deadline: Duration) -> Result<WitnessAnswer, String> {
+fn send(w: &str, offer: &str, deadline: Duration) -> Result<WitnessAnswer, AskError> {
     if let Some(cmd) = w.strip_prefix("cmd:") {
         return send_cmd(cmd, offer, deadline);
     }
     if w.starts_with("http://") || w.starts_with("https://") {
         return send_http(w, offer, deadline);
     }
-    Err(format!(
-        "forum.witness {w:?} is neither cmd:COMMAND nor an http:// URL"
-    ))
+    Err(AskError::NotAWitness(w.to_string()))
 }
 
 fn read_bounded(r: impl Read) -> Result<(Vec<u8>, bool), std::io::Error> {
@@ -538,14 +537,14 @@ fn read_bounded(r: impl Read) -> Result<(Vec<u8>, bool), std::io::Error> {
     Ok((buf, over))
 }
 
-fn send_cmd(cmd: &str, offer: &str, deadline: Duration) -> Result<WitnessAnswer, String> {
+fn send_cmd(cmd: &str, offer: &str, deadline: Duration) -> Result<WitnessAnswer, AskError> {
     let mut child = Command::new("sh")
         .args(["-c", cmd])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run it: {e}"))?;
+        .map_err(AskError::CannotRun)?;
     let mut stdin = child.stdin.take().expect("piped");
     let input = offer.to_string();
     let writer = std::thread::spawn(move || {
@@ -565,25 +564,22 @@ fn send_cmd(cmd: &str, offer: &str, deadline: Duration) -> Result<WitnessAnswer,
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "it did not answer within {:.0} s (forum.witnessTimeout)",
-                    deadline.as_secs_f64()
-                ));
+                return Err(AskError::Timeout(deadline.as_secs_f64()));
             }
-            Err(e) => return Err(format!("waiting for it: {e}")),
+            Err(e) => return Err(AskError::Waiting(e)),
         }
     };
     let _ = writer.join();
     let (stdout, over) = out
         .join()
-        .map_err(|_| "reading its answer failed".to_string())?
-        .map_err(|e| format!("reading its answer: {e}"))?;
+        .map_err(|_| AskError::AnswerLost)?
+        .map_err(AskError::ReadAnswer)?;
     let (stderr, _) = err
         .join()
-        .map_err(|_| "reading its errors failed".to_string())?
+        .map_err(|_| AskError::ErrorsLost)?
         .unwrap_or_default();
     if over {
-        return Err(format!("its answer is larger than {MAX_ANSWER} bytes"));
+        return Err(AskError::TooLarge);
     }
     let text = String::from_utf8_lossy(&stdout).to_string();
     if let Ok(a) = serde_json::from_str::<WitnessAnswer>(&text) {
@@ -602,17 +598,10 @@ fn send_cmd(cmd: &str, offer: &str, deadline: Duration) -> Result<WitnessAnswer,
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .to_string();
-    Err(format!(
-        "it exited with {status}{}",
-        if last.is_empty() {
-            String::new()
-        } else {
-            format!(": {last}")
-        }
-    ))
+    Err(AskError::Exited { status, last })
 }
 
-fn send_http(url: &str, offer: &str, deadline: Duration) -> Result<WitnessAnswer, String> {
+fn send_http(url: &str, offer: &str, deadline: Duration) -> Result<WitnessAnswer, AskError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let target = if url.trim_end_matches('/').ends_with("/witness") {
         url.to_string()
@@ -624,7 +613,7 @@ fn send_http(url: &str, offer: &str, deadline: Duration) -> Result<WitnessAnswer
         .redirect(reqwest::redirect::Policy::none())
         .timeout(deadline)
         .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        .map_err(AskError::Client)?;
     let field = if offer.starts_with(note::CONSISTENCY_HEADER) {
         "proof"
     } else {
@@ -635,20 +624,28 @@ fn send_http(url: &str, offer: &str, deadline: Duration) -> Result<WitnessAnswer
         .header("content-type", "application/json")
         .body(serde_json::json!({ field: offer }).to_string())
         .send()
-        .map_err(|e| format!("POST {target}: {}", e.without_url()))?;
+        .map_err(|e| AskError::Post {
+            target: target.clone(),
+            source: e.without_url(),
+        })?;
     let status = resp.status().as_u16();
-    let (body, over) = read_bounded(resp).map_err(|e| format!("reading {target}: {e}"))?;
+    let (body, over) = read_bounded(resp).map_err(|source| AskError::ReadHttp {
+        target: target.clone(),
+        source,
+    })?;
     if over {
-        return Err(format!("its answer is larger than {MAX_ANSWER} bytes"));
+        return Err(AskError::TooLarge);
     }
-    let a: WitnessAnswer = serde_json::from_slice(&body)
-        .map_err(|_| format!("POST {target} answered {status} without a witness report"))?;
+    let Ok(a) = serde_json::from_slice::<WitnessAnswer>(&body) else {
+        return Err(AskError::NoReport { target, status });
+    };
     match status {
         200 | 409 => Ok(a),
-        _ => Err(format!(
-            "POST {target} answered {status}: {}",
-            a.error.unwrap_or_default()
-        )),
+        _ => Err(AskError::Refused {
+            target,
+            status,
+            error: a.error.unwrap_or_default(),
+        }),
     }
 }
 

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::{Error, Report, Result};
-use crate::model::{self, Home, Model};
+use crate::model::{self, Home, Model, ModelError};
 
 /// Where the local model lives and how it stands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -66,13 +66,19 @@ impl Report for ModelUrl {
 /// The one command that installs and starts the local model.
 pub(crate) const GET_IT_RUNNING: &str = "git forum model install && git forum model start";
 
-fn unavailable(m: String) -> Error {
-    Error::unavailable(m)
+/// The local model could not be installed or started: the service is unavailable.
+fn unavailable(e: ModelError) -> Error {
+    Error::unavailable(e.to_string()).with_source(e)
+}
+
+/// A value the user set (an environment variable, a model name) is wrong.
+fn usage(e: ModelError) -> Error {
+    Error::usage(e.to_string()).with_source(e)
 }
 
 /// The model directory the environment names.
 pub(crate) fn home() -> Result<Home> {
-    Home::from_env().map_err(Error::usage)
+    Home::from_env().map_err(usage)
 }
 
 /// A port from `--port`: 1 to 65535.
@@ -88,14 +94,14 @@ pub(crate) fn check_port(port: u32) -> Result<u16> {
 /// How the local model stands.
 pub(crate) fn status(home: &Home) -> Result<ModelStatus> {
     let m = model::DEFAULT_MODEL;
-    let external = model::external_url().map_err(Error::usage)?;
+    let external = model::external_url().map_err(usage)?;
     let installed = model::installed(home, m);
     let run = if external.is_some() {
         None
     } else {
         model::running(home)
     };
-    let url = model::current_url(home, None).map_err(Error::usage)?;
+    let url = model::current_url(home, None).map_err(usage)?;
     let (host, port) = model::host_port(&url)
         .ok_or_else(|| Error::internal(format!("{url} has no host and port")))?;
     let running = (external.is_some() || run.is_some()) && model::health(&host, port);
@@ -130,7 +136,7 @@ pub(crate) fn status(home: &Home) -> Result<ModelStatus> {
 /// Installs `name` (default: the tiny model).
 pub(crate) fn install(home: &Home, name: Option<&str>) -> Result<ModelAction> {
     let m: &Model = match name {
-        Some(n) => model::model_named(n).map_err(Error::usage)?,
+        Some(n) => model::model_named(n).map_err(usage)?,
         None => model::DEFAULT_MODEL,
     };
     let changed = model::install(home, m).map_err(unavailable)?;
@@ -144,7 +150,7 @@ pub(crate) fn install(home: &Home, name: Option<&str>) -> Result<ModelAction> {
 
 /// Starts the server (on `port`, default [`model::default_port`]) and waits until it answers.
 pub(crate) fn start(home: &Home, port: Option<u16>) -> Result<ModelAction> {
-    if let Some(u) = model::external_url().map_err(Error::usage)? {
+    if let Some(u) = model::external_url().map_err(usage)? {
         return Err(Error::usage(format!(
             "{} is set ({u}): that server is not git forum's to start; unset it to use the managed model",
             model::URL_ENV
@@ -158,7 +164,7 @@ pub(crate) fn start(home: &Home, port: Option<u16>) -> Result<ModelAction> {
     }
     let port = match port {
         Some(p) => p,
-        None => model::default_port().map_err(Error::usage)?,
+        None => model::default_port().map_err(usage)?,
     };
     let (_, already) = model::start(home, port).map_err(unavailable)?;
     Ok(ModelAction {
@@ -171,7 +177,7 @@ pub(crate) fn start(home: &Home, port: Option<u16>) -> Result<ModelAction> {
 
 /// Stops the server and waits until it has exited.
 pub(crate) fn stop(home: &Home) -> Result<ModelAction> {
-    let stopped = model::stop(home).map_err(Error::internal)?;
+    let stopped = model::stop(home).map_err(|e| Error::internal(e.to_string()).with_source(e))?;
     Ok(ModelAction {
         schema: ModelAction::SCHEMA,
         action: "stop",
@@ -184,7 +190,7 @@ pub(crate) fn stop(home: &Home) -> Result<ModelAction> {
 pub(crate) fn url(home: &Home, port: Option<u16>) -> Result<ModelUrl> {
     Ok(ModelUrl {
         schema: ModelUrl::SCHEMA,
-        url: model::current_url(home, port).map_err(Error::usage)?,
+        url: model::current_url(home, port).map_err(usage)?,
     })
 }
 
@@ -223,8 +229,8 @@ pub(crate) fn ensure_running(rt: &crate::exec::config::Runtime) -> Result<Option
     let Ok(home) = Home::from_env() else {
         return Ok(None);
     };
-    let external = model::external_url().map_err(Error::usage)?;
-    let base = model::current_url(&home, None).map_err(Error::usage)?;
+    let external = model::external_url().map_err(usage)?;
+    let base = model::current_url(&home, None).map_err(usage)?;
     let urls = local_endpoints(rt, &base);
     let Some(first) = urls.first() else {
         return Ok(None);
@@ -262,10 +268,8 @@ pub(crate) fn ensure_running(rt: &crate::exec::config::Runtime) -> Result<Option
 /// `GIT_FORUM_MODEL_URL`), else the default port's when no model home can be found.
 pub(crate) fn local_url() -> Result<String> {
     match Home::from_env() {
-        Ok(home) => model::current_url(&home, None).map_err(Error::usage),
-        Err(_) => Ok(model::base_url(
-            model::default_port().map_err(Error::usage)?,
-        )),
+        Ok(home) => model::current_url(&home, None).map_err(usage),
+        Err(_) => Ok(model::base_url(model::default_port().map_err(usage)?)),
     }
 }
 

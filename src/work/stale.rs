@@ -70,7 +70,7 @@ pub struct WorkRoot {
 impl WorkRoot {
     /// The root under git forum's cache root (see the module doc).
     pub fn from_env() -> Result<WorkRoot, WorkError> {
-        let cache = dirs::cache_root().map_err(WorkError::Io)?;
+        let cache = dirs::cache_root().map_err(|e| WorkError::Io(e.to_string()))?;
         Ok(WorkRoot {
             dir: cache.join("work"),
         })

@@ -440,7 +440,7 @@ impl Payloads {
         repeated: bool,
     ) -> Result<StreamBody, ForumDirError> {
         let (_, body) = self.parts(row)?;
-        let canonical = checked_body(e, body).map_err(ForumDirError::Corrupt)?;
+        let canonical = checked_body(e, body)?;
         Ok(StreamBody {
             canonical,
             repeated,
