@@ -201,8 +201,22 @@ pub(crate) fn try_lock(dir: &Path) -> Result<Option<File>, WorkError> {
 /// Takes the work area `dir` for this process: creates it (0700), locks its `.owner` and
 /// writes the pid there (for a person looking). Fails with one line when a live run holds it.
 pub(super) fn claim(dir: &Path, run_seq: u64) -> Result<File, WorkError> {
-    dirs::create_private(&dir.join(PRIVATE)).map_err(|e| io("create", dir, e))?;
-    let Some(mut file) = try_lock(dir)? else {
+    // An area its last holder is removing can vanish between its creation and its lock: made
+    // again, a few times.
+    let mut tries = 0;
+    let locked = loop {
+        dirs::create_private(&dir.join(PRIVATE)).map_err(|e| io("create", dir, e))?;
+        match OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(OWNER))
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 5 => tries += 1,
+            _ => break try_lock(dir)?,
+        }
+    };
+    let Some(mut file) = locked else {
         return Err(WorkError::Busy(format!(
             "run {run_seq}'s work area {} is in use by another git forum; wait for it to end",
             dir.display()
@@ -318,13 +332,18 @@ pub fn cleanup_stale_under(root: &WorkRoot, repo: &Path) -> Result<Vec<PathBuf>,
 /// [`cleanup_stale`] in one clone's place; also removes the places of clones that are gone.
 pub(crate) fn cleanup_stale_in(place: &Place) -> Result<Vec<PathBuf>, WorkError> {
     let common = place.common.clone();
+    // Listed under the turn, so no area another process is claiming or removing right now is
+    // among them.
+    let _turn = place.turn()?;
     let mut found = Vec::new();
     run_dirs(&place.dir, 0, &mut found);
     let legacy = common.join(LEGACY_WORK_DIR);
     run_dirs(&legacy, 0, &mut found);
-    let _turn = place.turn()?;
     let mut removed = Vec::new();
     for dir in found {
+        if !dir.is_dir() {
+            continue;
+        }
         // Held while removing, so a run starting now on the same area waits its turn.
         let Some(_lock) = try_lock(&dir)? else {
             continue;
