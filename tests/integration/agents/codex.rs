@@ -57,7 +57,12 @@ fn heavy_codex_fixes_the_fixture_against_the_loopback_model() {
         output: 250,
     };
     let server = ModelServer::start(f.script(usage));
-    let out = run_codex(&codex, &f, &server, "Fix add in calc.py so test_calc passes.");
+    let out = run_codex(
+        &codex,
+        &f,
+        &server,
+        "Fix add in calc.py so test_calc passes.",
+    );
     let log = server.summary();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);

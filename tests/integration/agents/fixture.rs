@@ -69,7 +69,12 @@ impl Fixture {
 
     fn git(&self, args: &[&str]) -> Output {
         let o = Command::new("git")
-            .args(["-c", "user.name=Fixture", "-c", "user.email=fixture@example.invalid"])
+            .args([
+                "-c",
+                "user.name=Fixture",
+                "-c",
+                "user.email=fixture@example.invalid",
+            ])
             .args(args)
             .current_dir(&self.project)
             .env("HOME", &self.home)

@@ -10,9 +10,40 @@
 //! whose CLI is not named skips with a message, or fails when `GIT_FORUM_REQUIRE_AGENTS=1`. The
 //! tests that run a CLI are `heavy_*` (`cargo nextest run --profile heavy`).
 //!
-//! What each pinned CLI needed here, beyond docs/reference agent-clis.md:
+//! What each pinned CLI did and needed here, beyond `/work/shared/reference/agent-clis.md`
+//! (the runners are `claude::run_claude`, `codex::run_codex`, `aider::run_aider`):
 //!
-//! (filled in below as each CLI is driven)
+//! - Claude Code 2.1.332, as root, under a fresh empty `HOME` (no `~/.claude.json`: no
+//!   onboarding, no prompt): `-p PROMPT --output-format stream-json --verbose
+//!   --permission-mode acceptEdits --model M`, with `ANTHROPIC_BASE_URL` (no `/v1`),
+//!   `ANTHROPIC_API_KEY`, `ANTHROPIC_MODEL` and the three `ANTHROPIC_DEFAULT_*_MODEL` set to M,
+//!   and the four quiet variables. It sent exactly one request a turn (3 for read, edit,
+//!   answer), all `POST /v1/messages?beta=true`, streamed, `x-api-key`, `anthropic-version:
+//!   2023-06-01`; no side request (title, quota) and nothing else. Its `result` event's
+//!   `usage.input_tokens`/`output_tokens` are the sums of what the replies reported, and
+//!   `modelUsage` is keyed by the model id; `total_cost_usd` is not zero for an unknown model
+//!   (it prices it at a default rate), so a loopback model's cost must not be taken from it.
+//! - Codex 0.171.0: `codex exec --json --skip-git-repo-check --ephemeral --sandbox
+//!   workspace-write PROMPT` with `HOME`, `CODEX_HOME=$HOME/.codex` (outside `/tmp`: the
+//!   fixture lives under the target's temporary folder) holding the `config.toml` that
+//!   `codex::codex_home` writes (`model`, `model_provider`, the provider entry with `env_key`,
+//!   `wire_api = "responses"`, plugins, analytics, feedback, otel and the update check off),
+//!   and the key in the variable `env_key` names. Its own `workspace-write` sandbox worked as
+//!   root here. It sent `POST /v1/responses`, streamed, with a Bearer token, one request a
+//!   turn (2: the patch, the answer), offering `exec_command` (argument `cmd`). Its JSON lines
+//!   do not name the model (take it from the config); `turn.completed` carries `usage` with
+//!   `input_tokens`, `cached_input_tokens`, `cache_write_input_tokens`, `output_tokens`,
+//!   `reasoning_output_tokens`, the sums of the replies' usage.
+//! - aider 0.86.2: the flags of agent-clis.md plus `--edit-format whole` (said, not guessed),
+//!   `--no-pretty --no-fancy-input --map-tokens 0`, and the file to change named on the command
+//!   line (so it is in the chat). One streamed `POST /v1/chat/completions`, with no
+//!   `stream_options` (it does not ask for usage). Even with
+//!   `LITELLM_LOCAL_MODEL_COST_MAP=True` it prints one failed HTTPS fetch of litellm's price
+//!   map (a name-resolution error here, not fatal) and a note that git's user name is unset.
+//!   Its `Tokens: N sent, M received.` line is its own tokenizer's count (665 and 29 where the
+//!   server reported 800 and 120): it ignores the usage in the stream, so aider's tokens have to
+//!   be metered at the model's side. The script has no busy turns for aider (one message is one
+//!   request).
 
 pub mod fixture;
 pub mod model;
@@ -38,7 +69,9 @@ pub fn agent_cli(var: &str) -> Option<PathBuf> {
         _ => format!("{var} is unset"),
     };
     if require {
-        panic!("{why}, and {REQUIRE_AGENTS}=1: run scripts/agent-clis install, then eval \"$(scripts/agent-clis env)\"");
+        panic!(
+            "{why}, and {REQUIRE_AGENTS}=1: run scripts/agent-clis install, then eval \"$(scripts/agent-clis env)\""
+        );
     }
     eprintln!(
         "skipped: {why} (eval \"$(scripts/agent-clis env)\" names the installed CLIs; \

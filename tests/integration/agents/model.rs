@@ -151,7 +151,11 @@ impl ModelServer {
 
     /// Every request so far, in order.
     pub fn requests(&self) -> Vec<Logged> {
-        self.shared.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.shared
+            .log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The requests to one path (query left out).
@@ -199,7 +203,10 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         .await
         .unwrap_or_default();
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    let model = body.get("model").and_then(Value::as_str).map(str::to_string);
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let stream = body.get("stream").and_then(Value::as_bool);
     let bare = path.split('?').next().unwrap_or("").to_string();
     let script = &shared.script;

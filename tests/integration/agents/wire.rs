@@ -70,7 +70,12 @@ fn anthropic_turn(sse: &str) -> (Option<String>, Value, String) {
     let tool = ev
         .iter()
         .find(|e| e["content_block"]["type"] == "tool_use")
-        .map(|e| e["content_block"]["name"].as_str().unwrap_or("").to_string());
+        .map(|e| {
+            e["content_block"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        });
     let partial: String = ev
         .iter()
         .filter_map(|e| e["delta"]["partial_json"].as_str())
@@ -88,13 +93,21 @@ fn the_messages_stream_reads_then_edits_then_answers_after_its_busy_turns() {
     let server = ModelServer::start(script(2, Outcome::Fix));
     let mut tools = Vec::new();
     for results in 0..5 {
-        let (status, body) = post(&server, "POST", "/v1/messages?beta=true", &messages_with(results));
+        let (status, body) = post(
+            &server,
+            "POST",
+            "/v1/messages?beta=true",
+            &messages_with(results),
+        );
         assert_eq!(status, 200, "{body}");
         let ev = events(&body);
         let kinds: Vec<&str> = ev.iter().filter_map(|e| e["type"].as_str()).collect();
         assert_eq!(kinds.first(), Some(&"message_start"), "{kinds:?}");
         assert_eq!(kinds.last(), Some(&"message_stop"), "{kinds:?}");
-        let delta = ev.iter().find(|e| e["type"] == "message_delta").expect("delta");
+        let delta = ev
+            .iter()
+            .find(|e| e["type"] == "message_delta")
+            .expect("delta");
         assert_eq!(delta["usage"]["output_tokens"], 500);
         assert_eq!(ev[0]["message"]["usage"]["input_tokens"], 2000);
         let (tool, input, text) = anthropic_turn(&body);
@@ -166,9 +179,14 @@ fn the_responses_stream_runs_the_patch_through_exec_command_then_answers() {
         .push(json!({"type": "function_call_output", "call_id": "call_0000", "output": "ok"}));
     let (_, body) = post(&server, "POST", "/v1/responses", &second);
     let ev = events(&body);
-    let delta = ev.iter().find(|e| e["type"] == "response.output_text.delta");
+    let delta = ev
+        .iter()
+        .find(|e| e["type"] == "response.output_text.delta");
     assert_eq!(delta.expect("text")["delta"], "done");
-    assert_eq!(ev.last().unwrap()["response"]["output"][0]["type"], "message");
+    assert_eq!(
+        ev.last().unwrap()["response"]["output"][0]["type"],
+        "message"
+    );
 }
 
 #[test]
@@ -183,7 +201,10 @@ fn the_chat_stream_carries_the_whole_file_then_usage_then_done() {
         .iter()
         .filter_map(|e| e["choices"][0]["delta"]["content"].as_str())
         .collect();
-    assert_eq!(text, "calc.py\n```\ndef add(a, b):\n    return a + b\n```\n\ndone\n");
+    assert_eq!(
+        text,
+        "calc.py\n```\ndef add(a, b):\n    return a + b\n```\n\ndone\n"
+    );
     assert_eq!(ev.last().unwrap()["usage"]["completion_tokens"], 500);
     let plain = json!({"model": "a", "messages": []});
     let (_, body) = post(&server, "POST", "/v1/chat/completions", &plain);
@@ -198,7 +219,10 @@ fn anything_else_gets_a_404_json_error_naming_what_is_served_and_is_logged() {
     assert_eq!(status, 404);
     let v: Value = serde_json::from_str(&body).expect("json");
     let msg = v["error"]["message"].as_str().unwrap();
-    assert!(msg.contains("POST /v1/messages") && msg.contains("not GET /v1/models"), "{msg}");
+    assert!(
+        msg.contains("POST /v1/messages") && msg.contains("not GET /v1/models"),
+        "{msg}"
+    );
     assert_eq!(server.requests()[0].status, 404);
     assert!(server.summary().contains("GET /v1/models"));
 }
