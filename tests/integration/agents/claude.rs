@@ -6,7 +6,7 @@ use std::process::Output;
 use serde_json::Value;
 
 use super::fixture::Fixture;
-use super::model::{ModelServer, Usage};
+use super::model::{ModelServer, Outcome, Usage};
 use super::{agent_cli, json_lines, timed};
 
 /// The model id the tests ask for (unknown to the CLI: it only prints a harmless notice).
@@ -112,4 +112,65 @@ fn heavy_claude_code_fixes_the_fixture_against_the_loopback_model() {
     let u = &r.result["usage"];
     assert_eq!(u["input_tokens"].as_u64(), Some(n * usage.input), "{u}");
     assert_eq!(u["output_tokens"].as_u64(), Some(n * usage.output), "{u}");
+}
+
+/// Four turns of 2,500 tokens: the script a 2,000-token ceiling test stops.
+pub const CEILING_USAGE: Usage = Usage {
+    input: 2000,
+    output: 500,
+};
+
+#[test]
+fn heavy_claude_code_spends_10000_tokens_in_four_turns_with_one_busy_read() {
+    let Some(claude) = agent_cli("GIT_FORUM_TEST_CLAUDE") else {
+        return;
+    };
+    let f = Fixture::new();
+    let mut script = f.script(CEILING_USAGE);
+    // A busy read, the read Edit needs, the edit, the answer.
+    script.busy_turns = 1;
+    let server = ModelServer::start(script);
+    let out = run_claude(&claude, &f, &server, "Fix add in calc.py.");
+    let log = server.summary();
+    assert!(out.status.success(), "{out:?}\n{log}");
+    assert!(f.passes(), "{}\n{log}", f.calc());
+    let r = reported(&out);
+    assert_eq!(server.requests_to("/v1/messages").len(), 4, "{log}");
+    let u = &r.result["usage"];
+    let total = u["input_tokens"].as_u64().unwrap_or(0) + u["output_tokens"].as_u64().unwrap_or(0);
+    assert_eq!(total, 10_000, "{u}");
+}
+
+#[test]
+fn heavy_claude_code_exits_0_after_an_edit_that_does_not_apply() {
+    let Some(claude) = agent_cli("GIT_FORUM_TEST_CLAUDE") else {
+        return;
+    };
+    let f = Fixture::new();
+    let before = f.calc();
+    let mut script = f.script(Usage {
+        input: 100,
+        output: 10,
+    });
+    script.outcome = Outcome::BadPatch;
+    let server = ModelServer::start(script);
+    let out = run_claude(&claude, &f, &server, "Fix add in calc.py.");
+    let log = server.summary();
+    // The failed Edit goes back to the model as a tool error; the CLI ends as a success: only
+    // the project's check tells.
+    assert!(out.status.success(), "{out:?}\n{log}");
+    assert_eq!(f.calc(), before, "{log}");
+    assert!(!f.passes());
+    let r = reported(&out);
+    assert_eq!(r.result["is_error"], false, "{}", r.result);
+    let calls = server.requests_to("/v1/messages");
+    let last = &calls.last().expect("a request").body["messages"];
+    let failed = last
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .any(|b| b["type"] == "tool_result" && b["is_error"] == true);
+    assert!(failed, "the edit's tool result is an error:\n{log}");
 }

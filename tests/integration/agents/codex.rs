@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use super::fixture::Fixture;
-use super::model::{ModelServer, Usage};
+use super::model::{ModelServer, Outcome, Usage};
 use super::{agent_cli, json_lines, timed};
 
 /// The model id the tests ask for (unknown to Codex: it offers `exec_command`).
@@ -87,4 +87,66 @@ fn heavy_codex_fixes_the_fixture_against_the_loopback_model() {
     let n = calls.len() as u64;
     assert_eq!(u["input_tokens"].as_u64(), Some(n * usage.input), "{u}");
     assert_eq!(u["output_tokens"].as_u64(), Some(n * usage.output), "{u}");
+}
+
+#[test]
+fn heavy_codex_spends_10000_tokens_in_four_turns_with_two_busy_reads() {
+    let Some(codex) = agent_cli("GIT_FORUM_TEST_CODEX") else {
+        return;
+    };
+    let f = Fixture::new();
+    let mut script = f.script(Usage {
+        input: 2000,
+        output: 500,
+    });
+    // Two reads, the patch, the answer.
+    script.busy_turns = 2;
+    let server = ModelServer::start(script);
+    let out = run_codex(&codex, &f, &server, "Fix add in calc.py.");
+    let log = server.summary();
+    assert!(out.status.success(), "{out:?}\n{log}");
+    assert!(f.passes(), "{}\n{log}", f.calc());
+    assert_eq!(server.requests_to("/v1/responses").len(), 4, "{log}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let events = json_lines(&stdout);
+    let turn = events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "turn.completed")
+        .unwrap_or_else(|| panic!("no turn.completed: {stdout}"));
+    let u = &turn["usage"];
+    let total = u["input_tokens"].as_u64().unwrap_or(0) + u["output_tokens"].as_u64().unwrap_or(0);
+    assert_eq!(total, 10_000, "{u}");
+}
+
+#[test]
+fn heavy_codex_exits_0_after_a_patch_that_does_not_apply() {
+    let Some(codex) = agent_cli("GIT_FORUM_TEST_CODEX") else {
+        return;
+    };
+    let f = Fixture::new();
+    let before = f.calc();
+    let mut script = f.script(Usage {
+        input: 100,
+        output: 10,
+    });
+    script.outcome = Outcome::BadPatch;
+    let server = ModelServer::start(script);
+    let out = run_codex(&codex, &f, &server, "Fix add in calc.py.");
+    let log = server.summary();
+    // The failed patch goes back to the model as the command's output; Codex ends as a
+    // success: only the project's check tells.
+    assert!(out.status.success(), "{out:?}\n{log}");
+    assert_eq!(f.calc(), before, "{log}");
+    assert!(!f.passes());
+    let calls = server.requests_to("/v1/responses");
+    let output = calls.last().expect("a request").body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["type"] == "function_call_output")
+        .map(|i| i["output"].to_string())
+        .collect::<String>();
+    eprintln!("the failed patch's output, as Codex sent it back: {output}");
+    assert!(!output.is_empty(), "{log}");
 }
