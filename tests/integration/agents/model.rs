@@ -64,7 +64,9 @@ pub struct Script {
     pub answer: String,
     /// What every reply reports as its usage.
     pub usage: Usage,
-    /// Turns spent reading the file before the fix (a ceiling test makes the attempt long).
+    /// Turns spent reading the file before the fix (a ceiling test makes the attempt long):
+    /// Claude Code reads it once more before its edit, so 1 gives it four turns; Codex runs
+    /// `cat`, so 2 gives it four. aider has none (one message is one request).
     pub busy_turns: u32,
     pub outcome: Outcome,
 }
