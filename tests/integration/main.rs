@@ -1,5 +1,6 @@
 //! The one integration-test binary (one link step on two cores).
 
+mod agents;
 mod bench_verify;
 mod bodies;
 mod bounds;
