@@ -11,7 +11,7 @@ use crate::surface::read::MAX_PAGE;
 #[serde(deny_unknown_fields)]
 pub struct Log {
     /// The most entries to list: 1 to 1000 (the default) over HTTP and MCP; on the command line, all of them by default (0 also means all).
-    #[arg(long, short = 'n', value_name = "N")]
+    #[arg(long, short = 'n', value_name = "LIMIT")]
     #[serde(default)]
     pub limit: Option<u64>,
 }
