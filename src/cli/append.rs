@@ -16,8 +16,8 @@ pub(crate) struct AppendArgs {
     #[arg(long)]
     pub(crate) kind: String,
     /// The seq this entry follows from (its causal parent).
-    #[arg(long, value_name = "SEQ")]
-    pub(crate) parent: Option<i64>,
+    #[arg(long, visible_alias = "parent", value_name = "SEQ")]
+    pub(crate) causal_parent: Option<i64>,
     /// Timestamp in seconds since 1970 (default: GIT_FORUM_TIMESTAMP, else the clock).
     #[arg(long)]
     pub(crate) ts: Option<f64>,
@@ -70,7 +70,7 @@ pub(crate) fn run(ctx: &Ctx, args: AppendArgs) -> Result<(), CliError> {
     let new = NewEntry {
         actor: args.actor,
         kind: args.kind,
-        causal_parent: args.parent,
+        causal_parent: args.causal_parent,
         payload,
         ts: ctx.now(args.ts)?,
     };

@@ -14,6 +14,7 @@ use crate::exec::config;
 use crate::ledger::canonical;
 use crate::surface;
 use crate::surface::campaign::{IngestAsk, Items};
+use crate::surface::request::work as rq;
 use crate::surface::run;
 use crate::surface::run::prepare::{Prepared, RunSetup, Shape, prepare};
 use crate::surface::run::{Fleet, Seats};
@@ -36,7 +37,7 @@ pub(crate) enum CampaignCommand {
     /// actions (JSON; --text for text).
     Status(StatusArgs),
     /// The campaign's next actions.
-    Next(IdArgs),
+    Next(NextArgs),
     /// Run the campaign's runnable features, round after round, until nothing is runnable.
     Run(Box<RunArgs>),
     /// Record the status an outside system reports for one of its features (or its whole
@@ -44,20 +45,18 @@ pub(crate) enum CampaignCommand {
     IngestStatus(IngestArgs),
 }
 
-/// Which campaign (default: the only one declared in the ledger).
+/// The campaign named as a word, beside the request's `--campaign-id` (Forum's spelling).
 #[derive(Debug, Clone, clap::Args)]
-pub(crate) struct IdArgs {
-    /// The campaign id.
+pub(crate) struct IdWord {
+    /// The campaign id (default: the only one declared in the ledger).
     #[arg(value_name = "ID", conflicts_with = "campaign_id")]
     pub(crate) id: Option<String>,
-    /// The campaign id (Forum's spelling).
-    #[arg(long, value_name = "ID")]
-    pub(crate) campaign_id: Option<String>,
 }
 
-impl IdArgs {
-    fn get(&self) -> Option<&str> {
-        self.id.as_deref().or(self.campaign_id.as_deref())
+impl IdWord {
+    /// The campaign the word or the flag names.
+    fn or<'a>(&'a self, flag: &'a Option<String>) -> Option<&'a str> {
+        self.id.as_deref().or(flag.as_deref())
     }
 }
 
@@ -73,67 +72,58 @@ pub(crate) struct DeclareArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct StatusArgs {
     #[command(flatten)]
-    pub(crate) id: IdArgs,
+    pub(crate) id: IdWord,
+    /// Which campaign: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: rq::CampaignStatus,
     /// Print the room as text instead of JSON.
     #[arg(long)]
     pub(crate) text: bool,
+}
+
+/// The campaign's next actions.
+#[derive(Debug, clap::Args)]
+pub(crate) struct NextArgs {
+    #[command(flatten)]
+    pub(crate) id: IdWord,
+    /// Which campaign: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: rq::CampaignNext,
 }
 
 /// Run a campaign.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
-    pub(crate) id: IdArgs,
-    /// How many features of a round run at the same time (default: the policy's, else 6).
-    #[arg(long, value_name = "N")]
-    pub(crate) max_parallel: Option<usize>,
-    /// Stop dispatching once this many model calls have started (the features left fail
-    /// with "budget exceeded").
-    #[arg(long, value_name = "N")]
-    pub(crate) max_model_calls: Option<u64>,
-    /// Stop dispatching once this many seconds have passed.
-    #[arg(long, value_name = "S")]
-    pub(crate) max_seconds: Option<f64>,
+    pub(crate) id: IdWord,
+    /// What to run and its limits: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: rq::CampaignRun,
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
     pub(crate) roster: Option<PathBuf>,
     /// Policy file (default: .forum/policy.toml).
     #[arg(long, value_name = "FILE")]
     pub(crate) policy: Option<PathBuf>,
-    /// Each feature works in the repository: its own worktree, its change committed, checked,
-    /// gated and integrated onto the round's run branch `forum/run-SEQ` (as `submit --work`).
-    #[arg(long)]
-    pub(crate) work: bool,
-    /// A check every feature's change must pass (after `[work] checks`; repeatable; needs
-    /// `--work`).
-    #[arg(long = "check", value_name = "CMD")]
-    pub(crate) checks: Vec<String>,
     /// Which executors run the features.
     #[command(flatten)]
     pub(crate) exec: ExecutorArgs,
+}
+
+impl RunArgs {
+    fn campaign(&self) -> Option<&str> {
+        self.id.or(&self.req.campaign_id)
+    }
 }
 
 /// Record an outside system's status.
 #[derive(Debug, clap::Args)]
 pub(crate) struct IngestArgs {
     #[command(flatten)]
-    pub(crate) id: IdArgs,
-    /// The project.
-    #[arg(long, value_name = "ID")]
-    pub(crate) project: String,
-    /// The feature (omit to report on the whole project).
-    #[arg(long, value_name = "ID")]
-    pub(crate) feature: Option<String>,
-    /// pending, in_progress, blocked, failed or done.
-    #[arg(long)]
-    pub(crate) status: String,
-    /// Who reports it (for an outside system's feature, by convention its owner,
-    /// `external:NAME`).
-    #[arg(long)]
-    pub(crate) source: String,
-    /// Why.
-    #[arg(long, default_value = "")]
-    pub(crate) reason: String,
+    pub(crate) id: IdWord,
+    /// What is reported: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: rq::CampaignIngest,
 }
 
 /// A report in Forum's key order: indented (`json.dumps(.., indent=2)`) or on one line.
@@ -179,16 +169,16 @@ fn declare(ctx: &Ctx, a: DeclareArgs) -> Result<(), CliError> {
 fn status(ctx: &Ctx, a: StatusArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
     let items = items(&store)?;
-    let room = surface::campaign::status(&items, a.id.get(), verified(&store)?)?;
+    let room = surface::campaign::status(&items, a.id.or(&a.req.campaign_id), verified(&store)?)?;
     if a.text {
         return ctx.out(&crate::campaign::room_text(&room));
     }
     ctx.out(&forum_text(&room, true)?)
 }
 
-fn next(ctx: &Ctx, a: IdArgs) -> Result<(), CliError> {
+fn next(ctx: &Ctx, a: NextArgs) -> Result<(), CliError> {
     let store = ctx.store()?;
-    let r = surface::campaign::next(&items(&store)?, a.get())?;
+    let r = surface::campaign::next(&items(&store)?, a.id.or(&a.req.campaign_id))?;
     ctx.out(&forum_text(&r, true)?)
 }
 
@@ -196,20 +186,22 @@ fn ingest(ctx: &Ctx, a: IngestArgs) -> Result<(), CliError> {
     let ts = ctx.now(None)?;
     let mut store = ctx.store()?;
     let mut items = items(&store)?;
+    let campaign_id = a.id.or(&a.req.campaign_id).map(str::to_string);
+    let r = a.req;
     let ask = IngestAsk {
-        campaign_id: a.id.get().map(str::to_string),
-        project_id: a.project,
-        feature_id: a.feature,
-        status: a.status,
-        reason: a.reason,
-        source: a.source,
+        campaign_id,
+        project_id: r.project,
+        feature_id: r.feature,
+        status: r.status,
+        reason: r.reason.unwrap_or_default(),
+        source: r.source,
     };
     let r = surface::campaign::ingest(&mut store, &mut items, &ask, ts)?;
     ctx.out(&forum_text(&r, false)?)
 }
 
 fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
-    if a.max_parallel == Some(0) {
+    if a.req.max_parallel == Some(0) {
         return Err(CliError::usage(
             "--max-parallel 0: at least one feature must be able to run",
         ));
@@ -221,7 +213,7 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
         let store = ctx.store()?;
         let items = items(&store)?;
         // An unknown campaign is refused before any executor is looked at.
-        surface::campaign::resolve(&items, a.id.get())?;
+        surface::campaign::resolve(&items, a.campaign())?;
         let loaded = crate::config::load_runtime(
             &ctx.dir,
             a.exec.runtime_config.as_deref(),
@@ -242,8 +234,8 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
     } = prepare(setup, policy, runtime, &|_| {})?;
     let (mut store, mut items) = opened.expect("the runtime was read, so the ledger was opened");
     let runtime = runtime.expect("the command line always has a runtime");
-    if let Some(n) = a.max_parallel {
-        opts.policy.max_parallel = n;
+    if let Some(n) = a.req.max_parallel {
+        opts.policy.max_parallel = usize::try_from(n).unwrap_or(usize::MAX);
     }
     let done = run_rounds(
         ctx,
@@ -252,11 +244,11 @@ fn run_campaign(ctx: &Ctx, a: RunArgs) -> Result<(), CliError> {
         &roster,
         runtime,
         opts,
-        a.id.get(),
+        a.campaign(),
     )?;
-    let room = surface::campaign::status(&items, a.id.get(), verified(&store)?)?;
+    let room = surface::campaign::status(&items, a.campaign(), verified(&store)?)?;
     // Where the changes landed goes to stderr, so stdout stays Forum's room.
-    if a.work {
+    if a.req.work {
         eprintln!("{}", surface::campaign::branches_line(&done));
     }
     if ctx.json {
@@ -283,13 +275,13 @@ fn round_setup<'a>(
     roster: &'a crate::roster::Roster,
 ) -> Result<RunSetup<'a>, CliError> {
     let spec = RunOptions {
-        max_model_calls: a.max_model_calls,
-        max_seconds: a.max_seconds,
-        work: a.work,
-        checks: a.checks.clone(),
+        max_model_calls: a.req.max_model_calls,
+        max_seconds: a.req.max_seconds,
+        work: a.req.work,
+        checks: a.req.checks.clone(),
         ..RunOptions::default()
     };
-    surface::campaign::check_work_flags(a.work, &a.checks)?;
+    surface::campaign::check_work_flags(a.req.work, &a.req.checks)?;
     Ok(RunSetup {
         spec,
         resumed: None,

@@ -61,13 +61,9 @@ pub(crate) struct HumanizeArgs {
     /// Read the text from FILE (`-` for standard input) instead.
     #[arg(long, value_name = "FILE")]
     pub(crate) file: Option<PathBuf>,
-    /// Delivery profile to check the output against: operator (default), engineer,
-    /// researcher or executive.
-    #[arg(long, value_name = "PROFILE")]
-    pub(crate) profile: Option<String>,
-    /// Audience recorded in the output.
-    #[arg(long, value_name = "NAME", default_value = "operator")]
-    pub(crate) audience: String,
+    /// Who it is for and the profile: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) how: crate::surface::request::prose::HumanizeHow,
 }
 
 /// One text from `--NAME TEXT` or `--NAME-file FILE`: exactly one of them.
@@ -212,8 +208,9 @@ pub(crate) fn humanize_cmd(ctx: &Ctx, args: HumanizeArgs) -> Result<(), CliError
         (_, None) => args.text.join(" "),
     };
     let profile =
-        get_profile(args.profile.as_deref()).map_err(|e| CliError::usage(e.to_string()))?;
-    let h = humanize(&text, &args.audience, profile).map_err(|e| match e {
+        get_profile(args.how.profile.as_deref()).map_err(|e| CliError::usage(e.to_string()))?;
+    let audience = args.how.audience.as_deref().unwrap_or("operator");
+    let h = humanize(&text, audience, profile).map_err(|e| match e {
         HumanizeError::Blank => CliError::usage(
             "nothing to humanize: the text is empty or blank (give TEXT or --file FILE)",
         ),

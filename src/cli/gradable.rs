@@ -7,7 +7,8 @@ use std::path::Path;
 
 use super::{CliError, Ctx};
 use crate::report::gradable::jsonl_line;
-use crate::surface::reports::{self, Scope};
+use crate::surface::reports;
+use crate::surface::request::reports as rq;
 
 /// The largest `--out` file appended to (it is rewritten whole on each append).
 pub(crate) const MAX_OUT_BYTES: u64 = 256 << 20;
@@ -16,54 +17,25 @@ pub(crate) const MAX_OUT_BYTES: u64 = 256 << 20;
 /// what a consumer needs to re-derive the grade, and a seal (`row_hash`).
 #[derive(Debug, clap::Args)]
 pub(crate) struct ExportGradableArgs {
-    /// The run (the seq of its request; `git forum runs` lists them); default: the latest
-    /// (the whole ledger when it holds no run).
-    #[arg(value_name = "RUN")]
-    pub(crate) run: Option<String>,
-    /// Cover every entry of the ledger, runs together (Forum's reading of a ledger directory).
-    #[arg(long)]
-    pub(crate) all: bool,
+    /// What is graded: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: rq::Gradable,
     /// Append the row as one JSON line to FILE (created if missing) instead of printing it.
     #[arg(long, value_name = "FILE")]
     pub(crate) out: Option<std::path::PathBuf>,
-    /// Checks needed for a PASS (default 2).
-    #[arg(long, value_name = "N", default_value_t = 2)]
-    pub(crate) min_checks: u64,
 }
 
 /// A run's grade: the share of independent checks (verdicts, verifications, intent judgments
 /// by actors that produced no result) that passed.
 #[derive(Debug, clap::Args)]
 pub(crate) struct GradeArgs {
-    /// The run (the seq of its request; `git forum runs` lists them); default: the latest
-    /// (the whole ledger when it holds no run).
-    #[arg(value_name = "RUN")]
-    pub(crate) run: Option<String>,
-    /// Grade every entry of the ledger, runs together (Forum's `grade LEDGER_DIR`).
-    #[arg(long)]
-    pub(crate) all: bool,
-    /// Checks needed for a PASS (default 2).
-    #[arg(long, value_name = "N", default_value_t = 2)]
-    pub(crate) min_checks: u64,
+    /// What is graded: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: rq::Grade,
 }
 
-/// RUN and `--all` as a scope; RUN must be a request seq.
-fn scope(run: Option<&str>, all: bool) -> Result<Scope, CliError> {
-    let run = match run {
-        None => None,
-        Some(r) => Some(r.trim().parse::<u64>().map_err(|_| {
-            let hint = if Path::new(r).is_dir() {
-                "; to read a Forum ledger directory, import it first (git forum import DIR)"
-            } else {
-                ""
-            };
-            CliError::usage(format!(
-                "RUN takes the seq of a run's request (git forum runs lists them), not {r:?}{hint}"
-            ))
-        })?),
-    };
-    Scope::of(run, all)
-}
+/// The checks a PASS needs when the request does not say.
+const MIN_CHECKS: u64 = 2;
 
 /// The current ledger, which must exist, with what its own verify says (deep: the row's
 /// `verified` is deep verification, as Forum's).
@@ -83,9 +55,10 @@ fn current(ctx: &Ctx, deep: bool) -> Result<crate::report::Snapshot, CliError> {
 
 /// `git forum export-gradable`.
 pub(crate) fn export(ctx: &Ctx, args: ExportGradableArgs) -> Result<(), CliError> {
-    let scope = scope(args.run.as_deref(), args.all)?;
+    let g = &args.req.scope;
+    let scope = reports::Scope::of(g.run, g.all)?;
     let s = current(ctx, true)?;
-    let row = reports::gradable(&s, scope, args.min_checks)?.value;
+    let row = reports::gradable(&s, scope, g.min_checks.unwrap_or(MIN_CHECKS))?.value;
     match &args.out {
         None => ctx.out(&row.python_pretty()),
         Some(path) => {
@@ -98,9 +71,11 @@ pub(crate) fn export(ctx: &Ctx, args: ExportGradableArgs) -> Result<(), CliError
 
 /// `git forum grade`.
 pub(crate) fn grade(ctx: &Ctx, args: GradeArgs) -> Result<(), CliError> {
-    let scope = scope(args.run.as_deref(), args.all)?;
+    let graded = &args.req.scope;
+    let min_checks = graded.min_checks.unwrap_or(MIN_CHECKS);
+    let scope = reports::Scope::of(graded.run, graded.all)?;
     let s = current(ctx, false)?;
-    let g = reports::grade_scoped(&s, scope, args.min_checks)?.value;
+    let g = reports::grade_scoped(&s, scope, min_checks)?.value;
     if ctx.json {
         return ctx.out(&g.python_pretty());
     }
@@ -111,7 +86,7 @@ pub(crate) fn grade(ctx: &Ctx, args: GradeArgs) -> Result<(), CliError> {
         j["reward"],
         j["checks"],
         j["refuted"],
-        args.min_checks
+        min_checks
     ))
 }
 

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::{CliError, Ctx};
+use crate::surface::request::runs::Halt;
 use crate::surface::run::halt::{self, HaltAsk, HaltReport};
 
 /// Halt a running run: no new task, validation or rung starts, every worker's process group is
@@ -12,22 +13,14 @@ use crate::surface::run::halt::{self, HaltAsk, HaltReport};
 /// resume RUN` continues it later.
 #[derive(Debug, clap::Args)]
 pub(crate) struct HaltArgs {
-    /// The run (its request seq, see `git forum runs`); default: the latest running run.
-    pub(crate) run: Option<u64>,
-    /// Why, recorded in the halted entry.
-    #[arg(long, value_name = "TEXT")]
-    pub(crate) reason: Option<String>,
-    /// Who halts (default: git config user.name, else $USER).
-    #[arg(long, value_name = "NAME")]
-    pub(crate) by: Option<String>,
-    /// Seconds to wait for the run to stop (0: ask and return at once).
-    #[arg(long, value_name = "S", default_value_t = 30.0)]
-    pub(crate) wait: f64,
+    /// What to halt: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: Halt,
 }
 
 /// Who halts: the flag, else git's user.name, else $USER.
 fn who(args: &HaltArgs, ctx: &Ctx) -> String {
-    if let Some(b) = &args.by {
+    if let Some(b) = &args.req.by {
         return b.clone();
     }
     if let Ok(repo) = crate::surface::store::open_repo(&ctx.dir)
@@ -58,18 +51,18 @@ fn line(r: &HaltReport) -> String {
 
 /// `git forum halt`.
 pub(crate) fn run(ctx: &Ctx, args: HaltArgs) -> Result<(), CliError> {
-    if !args.wait.is_finite() || args.wait < 0.0 {
+    let wait = args.req.wait_seconds.unwrap_or(30.0);
+    if !wait.is_finite() || wait < 0.0 {
         return Err(CliError::usage(format!(
-            "--wait {}: give the seconds to wait as 0 or more",
-            args.wait
+            "--wait-seconds must be a number of seconds, 0 or more, not {wait}"
         )));
     }
     let store = ctx.store()?;
     let ask = HaltAsk {
-        run: args.run,
+        run: args.req.run,
         by: who(&args, ctx),
-        reason: args.reason.clone(),
-        wait: Duration::from_secs_f64(args.wait.min(halt::MAX_WAIT.as_secs_f64())),
+        reason: args.req.reason.clone(),
+        wait: Duration::from_secs_f64(wait.min(halt::MAX_WAIT.as_secs_f64())),
     };
     let report = halt::halt(&store, &ctx.ledger, &ask)?;
     if ctx.json {

@@ -521,8 +521,9 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
     }
 }
 
-/// The clap command, for the man page and tests.
-pub(crate) fn command() -> clap::Command {
+/// The clap command: the man pages, the completions and the test that holds each
+/// subcommand's flags to its request's fields read it.
+pub fn command() -> clap::Command {
     Cli::command()
 }
 

@@ -4,6 +4,7 @@ use super::{CliError, Ctx};
 use crate::ledger::Entry;
 use crate::surface::ledger as surface;
 use crate::surface::read;
+use crate::surface::request::{Request as _, ledger as rq};
 
 /// What this repository's git forum holds: the ledger's entry count and checkpoint, every
 /// ledger with its size and tip, the last run and how it stands, the hooks, and whether the
@@ -14,9 +15,9 @@ pub(crate) struct StatusArgs {}
 /// List entries, newest first.
 #[derive(Debug, clap::Args)]
 pub(crate) struct LogArgs {
-    /// Show at most N entries (0 = all).
-    #[arg(long, short = 'n', default_value_t = 0)]
-    pub(crate) limit: u64,
+    /// How many: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: rq::Log,
     /// Only the entries of one run (the seq of its request), oldest first, each with what it
     /// says at a glance. `git forum runs` lists the runs.
     #[arg(long, value_name = "SEQ", conflicts_with = "limit")]
@@ -26,8 +27,9 @@ pub(crate) struct LogArgs {
 /// Show one entry.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ShowArgs {
-    /// The entry's seq.
-    pub(crate) seq: u64,
+    /// Which entry: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: rq::Entry,
     /// Also print the entry's body.
     #[arg(long)]
     pub(crate) payload: bool,
@@ -36,18 +38,20 @@ pub(crate) struct ShowArgs {
     pub(crate) diff: bool,
 }
 
-/// Print entries 0..=SEQ.
+/// Print entries 0..=SEQ, oldest first.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReplayArgs {
-    /// The last seq to include.
-    pub(crate) seq: u64,
+    /// Up to which entry: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: rq::Replay,
 }
 
 /// The causal chain of an entry, root first.
 #[derive(Debug, clap::Args)]
 pub(crate) struct WhyArgs {
-    /// The entry whose causes to follow.
-    pub(crate) seq: u64,
+    /// Which entry: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: rq::Why,
 }
 
 fn line(e: &Entry) -> String {
@@ -87,7 +91,7 @@ pub(crate) fn log(ctx: &Ctx, args: LogArgs) -> Result<(), CliError> {
         return super::submit::log_run(ctx, run);
     }
     let store = ctx.existing_store()?;
-    let r = read::log(&store, (args.limit > 0).then_some(args.limit))?;
+    let r = read::log(&store, args.req.limit.filter(|n| *n > 0))?;
     if ctx.json {
         return ctx.out_report(&r);
     }
@@ -146,11 +150,11 @@ fn show_diff(
 pub(crate) fn show(ctx: &Ctx, args: ShowArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let tip = store.require_tip()?;
-    if args.seq > tip.entry.seq {
-        return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
+    if args.req.seq > tip.entry.seq {
+        return Err(out_of_range(ctx, args.req.seq, tip.entry.seq + 1));
     }
-    let Some((entry, commit)) = store.get_with_commit(args.seq)? else {
-        return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
+    let Some((entry, commit)) = store.get_with_commit(args.req.seq)? else {
+        return Err(out_of_range(ctx, args.req.seq, tip.entry.seq + 1));
     };
     if args.diff {
         return show_diff(ctx, &entry, store.body_of_commit(&commit)?);
@@ -205,13 +209,20 @@ fn show_text(
 }
 
 pub(crate) fn replay(ctx: &Ctx, args: ReplayArgs) -> Result<(), CliError> {
+    let rq::Replay { seq, page } = &args.req;
+    args.req.validate()?;
     let store = ctx.existing_store()?;
     let tip = store.require_tip()?;
-    if args.seq > tip.entry.seq {
-        return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
+    if *seq > tip.entry.seq {
+        return Err(out_of_range(ctx, *seq, tip.entry.seq + 1));
     }
     let entries = surface::read_all(&store)?;
-    let r = read::replay(&entries, args.seq, usize::MAX, None);
+    // The whole replay unless a page is asked for, as the daemon and MCP page it.
+    let limit = match page.limit {
+        Some(_) => page.size(),
+        None => usize::MAX,
+    };
+    let r = read::replay(&entries, *seq, limit, page.after);
     if ctx.json {
         return ctx.out_report(&r);
     }
@@ -224,10 +235,10 @@ pub(crate) fn replay(ctx: &Ctx, args: ReplayArgs) -> Result<(), CliError> {
 pub(crate) fn why(ctx: &Ctx, args: WhyArgs) -> Result<(), CliError> {
     let store = ctx.existing_store()?;
     let tip = store.require_tip()?;
-    if args.seq > tip.entry.seq {
-        return Err(out_of_range(ctx, args.seq, tip.entry.seq + 1));
+    if args.req.seq > tip.entry.seq {
+        return Err(out_of_range(ctx, args.req.seq, tip.entry.seq + 1));
     }
-    let r = surface::why(&surface::read_all(&store)?, args.seq)?;
+    let r = surface::why(&surface::read_all(&store)?, args.req.seq)?;
     if ctx.json {
         return ctx.out_report(&r);
     }

@@ -20,13 +20,9 @@ pub(crate) struct SummaryArgs {
 /// Compare two runs or ledgers: every metric's delta (B − A) and a diff of the final answers.
 #[derive(Debug, clap::Args)]
 pub(crate) struct BenchArgs {
-    /// Side A: a ledger name, REMOTE/NAME (a fetched copy), a Forum ledger directory, or
-    /// run:SEQ (one run of the current ledger).
-    #[arg(value_name = "A")]
-    pub(crate) a: String,
-    /// Side B, in the same forms.
-    #[arg(value_name = "B")]
-    pub(crate) b: String,
+    /// The two sides: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: crate::surface::request::reports::Bench,
 }
 
 /// The latest run at a glance: request, route, plan, tasks with results and verdicts, the
@@ -273,7 +269,7 @@ pub(crate) fn summary(ctx: &Ctx, args: SummaryArgs) -> Result<(), CliError> {
 /// `git forum bench A B`.
 pub(crate) fn bench(ctx: &Ctx, args: BenchArgs) -> Result<(), CliError> {
     let (a, b) = with_sources(ctx, |src| {
-        Ok((src.side(&args.a, false)?, src.side(&args.b, false)?))
+        Ok((src.side(&args.req.a, false)?, src.side(&args.req.b, false)?))
     })?;
     let report = reports::bench(&a, &b);
     let (sa, sb) = (&report.a.summary, &report.b.summary);

@@ -95,7 +95,7 @@ pub(crate) struct RunFlags {
     pub(crate) delivery_profile: Option<String>,
     /// Wait for a human decision before wave N (0-based; repeatable): the run pauses with a
     /// gate_pending entry; `git forum gate approve` then `git forum resume` continue it.
-    #[arg(long = "gate-wave", value_name = "N")]
+    #[arg(long, visible_alias = "gate-wave", value_name = "N")]
     pub(crate) gate_waves: Vec<usize>,
     /// A pending gate expires after S seconds (applied when the run is resumed).
     #[arg(long, value_name = "S", requires = "gate_waves")]
@@ -103,23 +103,23 @@ pub(crate) struct RunFlags {
     /// What an expired gate becomes.
     #[arg(long, value_name = "DECISION", value_parser = ["approve", "reject"], requires = "gate_deadline")]
     pub(crate) gate_on_expiry: Option<String>,
-    /// Work in the repository: each task runs in its own git worktree (under .git/forum/),
-    /// its changes become a commit tied to the ledger, the checks run on it, the orchestrator
-    /// seat decides whether it ships, and shipped changes are integrated onto the branch
-    /// forum/run-SEQ. Your work tree, index and branch are never touched ([work] enabled in
-    /// .forum/runtime.toml sets it by default).
+    /// Work in the repository: each task runs in its own git worktree (in the cache directory,
+    /// ~/.cache/git-forum/work/ by default, never inside .git/), its changes become a commit
+    /// tied to the ledger, the checks run on it, the orchestrator seat decides whether it ships,
+    /// and shipped changes are integrated onto the branch forum/run-SEQ. Your work tree, index
+    /// and branch are never touched ([work] enabled in .forum/runtime.toml sets it by default).
     #[arg(long)]
     pub(crate) work: bool,
     /// A shell command every change must pass, run in the task's worktree (repeatable; after
     /// [work] checks; also run once on the run branch at the end). Needs --work.
-    #[arg(long = "check", value_name = "CMD")]
+    #[arg(long, visible_alias = "check", value_name = "CMD")]
     pub(crate) checks: Vec<String>,
     /// Seconds each check may run before it is killed with its process group (default 300).
     #[arg(long, value_name = "S")]
     pub(crate) check_timeout: Option<f64>,
     /// A command the built-in editing worker (a chat endpoint under --work) may run in its
     /// worktree, besides the checks (repeatable; matched exactly). Needs --work.
-    #[arg(long = "allow-cmd", value_name = "CMD")]
+    #[arg(long, visible_alias = "allow-cmd", value_name = "CMD")]
     pub(crate) allow_cmds: Vec<String>,
     /// Tool calls each task of the built-in editing worker may make before it is stopped
     /// (default 24, at most 500; each turn also counts against --max-model-calls). Needs --work.

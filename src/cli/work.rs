@@ -5,20 +5,24 @@ use std::fmt::Write as _;
 
 use super::submit::cli_err;
 use super::{CliError, Ctx};
+use crate::surface::request::work::{Apply, Discard};
 use crate::surface::{self, Report};
 
-/// Bring a run's branch (forum/run-SEQ) into the current branch.
+/// Bring a run's branch (forum/run-SEQ) into the current branch: fast-forward when possible,
+/// else a merge commit; refused when the work tree is dirty or the run has nothing merged.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ApplyArgs {
-    /// The run (its request seq); default: the latest run with a branch.
-    pub(crate) run: Option<u64>,
+    /// Which run: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: Apply,
 }
 
 /// Remove a run's worktrees and branch; the record and its change commits stay.
 #[derive(Debug, clap::Args)]
 pub(crate) struct DiscardArgs {
-    /// The run (its request seq); default: the latest run with a branch.
-    pub(crate) run: Option<u64>,
+    /// Which run: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: Discard,
 }
 
 fn json_of(r: &impl Report) -> Result<serde_json::Value, CliError> {
@@ -29,8 +33,8 @@ fn json_of(r: &impl Report) -> Result<serde_json::Value, CliError> {
 pub(crate) fn apply(ctx: &Ctx, args: ApplyArgs) -> Result<(), CliError> {
     let mut store = ctx.store()?;
     let ts = ctx.now(None)?;
-    let done =
-        surface::work::apply(&ctx.dir, &ctx.ledger, &mut store, args.run, ts).map_err(cli_err)?;
+    let done = surface::work::apply(&ctx.dir, &ctx.ledger, &mut store, args.req.run, ts)
+        .map_err(cli_err)?;
     if ctx.json {
         return ctx.out_json(&json_of(&done)?);
     }
@@ -50,8 +54,8 @@ pub(crate) fn apply(ctx: &Ctx, args: ApplyArgs) -> Result<(), CliError> {
 pub(crate) fn discard(ctx: &Ctx, args: DiscardArgs) -> Result<(), CliError> {
     let mut store = ctx.store()?;
     let ts = ctx.now(None)?;
-    let done =
-        surface::work::discard(&ctx.dir, &ctx.ledger, &mut store, args.run, ts).map_err(cli_err)?;
+    let done = surface::work::discard(&ctx.dir, &ctx.ledger, &mut store, args.req.run, ts)
+        .map_err(cli_err)?;
     if ctx.json {
         return ctx.out_json(&json_of(&done)?);
     }

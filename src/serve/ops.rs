@@ -439,8 +439,8 @@ impl Dispatcher {
 
     pub(crate) fn humanize(&self, req: &Request<'_>) -> Res {
         let a: prose::Humanize = request::decode(req.body)?;
-        let profile = get_profile(a.profile.as_deref()).map_err(|e| bad(e.to_string()))?;
-        let audience = a.audience.as_deref().unwrap_or("operator");
+        let profile = get_profile(a.how.profile.as_deref()).map_err(|e| bad(e.to_string()))?;
+        let audience = a.how.audience.as_deref().unwrap_or("operator");
         let h = humanize(&a.text, audience, profile).map_err(|e| match e {
             HumanizeError::Blank => bad("nothing to humanize: the text is empty or blank"),
             other => bad(other.to_string()),

@@ -10,8 +10,8 @@ use crate::surface::read::MAX_PAGE;
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Log {
-    /// The most entries to list (1 to 1000).
-    #[arg(long, value_name = "N")]
+    /// The most entries to list: 1 to 1000 (the default) over HTTP and MCP; on the command line, all of them by default (0 also means all).
+    #[arg(long, short = 'n', value_name = "LIMIT")]
     #[serde(default)]
     pub limit: Option<u64>,
 }
@@ -65,7 +65,7 @@ impl Request for Page {
 /// Entries with seq up to and including seq, a page at a time: pass the answer's next as after for the following page.
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
 pub struct Replay {
-    /// The entry's seq.
+    /// The last entry to include (its seq).
     pub seq: u64,
     /// Which page.
     #[command(flatten)]
@@ -103,7 +103,7 @@ impl Request for Payload {}
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Why {
-    /// The entry's seq.
+    /// The entry whose causes to follow (its seq).
     pub seq: u64,
 }
 

@@ -55,16 +55,25 @@ impl Request for Plan {
 
 /// Clean up model prose without adding facts, and check it against a delivery profile.
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct Humanize {
     /// The text.
     pub text: String,
-    /// Who it is for (default operator).
-    #[arg(long)]
+    /// Who it is for and the profile it is checked against.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub how: HumanizeHow,
+}
+
+/// How a text is humanized: the command line takes its text as words or a file, and these
+/// flags as they are.
+#[derive(Debug, Clone, Default, clap::Args, Deserialize, schemars::JsonSchema)]
+pub struct HumanizeHow {
+    /// Who it is for, recorded in the output (default operator).
+    #[arg(long, value_name = "NAME")]
     #[serde(default)]
     pub audience: Option<String>,
-    /// operator, engineer, researcher or executive.
-    #[arg(long)]
+    /// The delivery profile the output is checked against: operator (default), engineer, researcher or executive.
+    #[arg(long, value_name = "PROFILE")]
     #[serde(default)]
     pub profile: Option<String>,
 }

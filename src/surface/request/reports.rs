@@ -10,11 +10,11 @@ use crate::surface::Error;
 /// Which entries a grade or a gradable row covers, and the checks a PASS needs.
 #[derive(Debug, Clone, Default, clap::Args, Deserialize, schemars::JsonSchema)]
 pub struct Graded {
-    /// The run's request seq (default: the latest run).
-    #[arg(value_name = "RUN")]
+    /// The run (the seq of its request; `git forum runs` lists them); default: the latest (the whole ledger when it holds no run).
+    #[arg(value_name = "RUN", value_parser = run_seq)]
     #[serde(default, deserialize_with = "via_value")]
     pub run: Option<u64>,
-    /// Cover every entry of the ledger, runs together.
+    /// Cover every entry of the ledger, runs together (Forum's reading of a ledger directory).
     #[arg(long)]
     #[serde(default)]
     pub all: bool,
@@ -22,6 +22,20 @@ pub struct Graded {
     #[arg(long, value_name = "N")]
     #[serde(default, deserialize_with = "via_value")]
     pub min_checks: Option<u64>,
+}
+
+/// A run's seq as the command line's RUN gives it, refused in words that say what RUN is.
+fn run_seq(text: &str) -> Result<u64, String> {
+    text.trim().parse::<u64>().map_err(|_| {
+        let hint = if std::path::Path::new(text).is_dir() {
+            "; to read a Forum ledger directory, import it first (git forum import DIR)"
+        } else {
+            ""
+        };
+        format!(
+            "RUN takes the seq of a run's request (git forum runs lists them), not {text:?}{hint}"
+        )
+    })
 }
 
 /// The grade of one run (default: the latest) or, with all, of the whole ledger: independent checks passed, and PASS, FAIL or UNVERIFIABLE.
@@ -50,9 +64,11 @@ impl Request for Gradable {}
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Bench {
-    /// Side A.
+    /// Side A: a ledger name, REMOTE/NAME (a fetched copy), run:SEQ (one run of the current ledger) or, on the command line, a Forum ledger directory.
+    #[arg(value_name = "A")]
     pub a: String,
-    /// Side B.
+    /// Side B, in the same forms.
+    #[arg(value_name = "B")]
     pub b: String,
 }
 

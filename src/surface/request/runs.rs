@@ -94,7 +94,7 @@ pub struct Submit {
     #[schemars(range(min = 0))]
     pub max_seconds: Option<f64>,
     /// Waves (0-based) that wait for a human decision.
-    #[arg(long = "gate-wave", value_name = "N")]
+    #[arg(long, visible_alias = "gate-wave", value_name = "N")]
     #[serde(default, deserialize_with = "via_value")]
     pub gate_waves: Vec<u64>,
     /// Ask the orchestrator whether a flagged answer drifted from the request.
@@ -122,11 +122,11 @@ pub struct Submit {
     #[serde(default)]
     pub work: bool,
     /// Shell commands every change must pass (a --work run).
-    #[arg(long = "check", value_name = "CMD")]
+    #[arg(long, visible_alias = "check", value_name = "CMD")]
     #[serde(default)]
     pub checks: Vec<String>,
     /// Commands the built-in editing worker may run besides the checks (a --work run).
-    #[arg(long = "allow-cmd", value_name = "CMD")]
+    #[arg(long, visible_alias = "allow-cmd", value_name = "CMD")]
     #[serde(default)]
     pub allow_cmds: Vec<String>,
     /// Tool calls each task of the built-in editing worker may make (default 24).
@@ -196,19 +196,25 @@ impl Request for Resume {}
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Halt {
-    /// The run's request seq.
+    /// The run's request seq (`git forum runs` lists them); default: the latest running run.
+    #[arg(value_name = "RUN")]
     #[serde(default)]
     pub run: Option<u64>,
     /// Why, recorded in the halted entry.
     #[arg(long, value_name = "TEXT")]
     #[serde(default)]
     pub reason: Option<String>,
-    /// Who halts (default: http client).
+    /// Who halts (default: git config user.name, else $USER, on the command line; "http client" over HTTP and MCP).
     #[arg(long, value_name = "NAME")]
     #[serde(default)]
     pub by: Option<String>,
-    /// Seconds to wait for the run to stop (0: do not wait).
-    #[arg(long = "wait", value_name = "S")]
+    /// Seconds to wait for the run to stop (default 30, at most 600; 0: ask and return at once).
+    #[arg(
+        long,
+        visible_alias = "wait",
+        value_name = "S",
+        allow_negative_numbers = true
+    )]
     #[serde(default)]
     #[schemars(range(min = 0))]
     pub wait_seconds: Option<f64>,

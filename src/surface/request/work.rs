@@ -22,7 +22,7 @@ pub struct Append {
     #[schemars(with = "Map<String, J>", extend("x-any" = true))]
     pub payload: J,
     /// The seq it follows from.
-    #[arg(long = "parent", value_name = "SEQ")]
+    #[arg(long, visible_alias = "parent", value_name = "SEQ")]
     #[serde(default)]
     pub causal_parent: Option<u64>,
     /// A key of your choosing (a UUID): a retry with the same key and entry answers the first seq and writes nothing.
@@ -161,6 +161,7 @@ impl Request for GateReject {
 #[serde(deny_unknown_fields)]
 pub struct Apply {
     /// The run's request seq (default: the latest run with a branch).
+    #[arg(value_name = "RUN")]
     #[serde(default)]
     pub run: Option<u64>,
 }
@@ -172,6 +173,7 @@ impl Request for Apply {}
 #[serde(deny_unknown_fields)]
 pub struct Discard {
     /// The run's request seq (default: the latest run with a branch).
+    #[arg(value_name = "RUN")]
     #[serde(default)]
     pub run: Option<u64>,
 }
@@ -224,7 +226,7 @@ impl Request for CampaignDeclare {}
 #[serde(deny_unknown_fields)]
 pub struct CampaignStatus {
     /// The campaign (default: the only one declared).
-    #[arg(long)]
+    #[arg(long, value_name = "ID")]
     #[serde(default)]
     pub campaign_id: Option<String>,
 }
@@ -236,7 +238,7 @@ impl Request for CampaignStatus {}
 #[serde(deny_unknown_fields)]
 pub struct CampaignNext {
     /// The campaign (default: the only one declared).
-    #[arg(long)]
+    #[arg(long, value_name = "ID")]
     #[serde(default)]
     pub campaign_id: Option<String>,
 }
@@ -248,20 +250,20 @@ impl Request for CampaignNext {}
 #[serde(deny_unknown_fields)]
 pub struct CampaignIngest {
     /// The campaign (default: the only one declared).
-    #[arg(long)]
+    #[arg(long, value_name = "ID")]
     #[serde(default)]
     pub campaign_id: Option<String>,
     /// The project.
-    #[arg(long)]
+    #[arg(long, value_name = "ID")]
     pub project: String,
-    /// The feature (omit for the whole project).
-    #[arg(long)]
+    /// The feature (omit it to report on the whole project).
+    #[arg(long, value_name = "ID")]
     #[serde(default)]
     pub feature: Option<String>,
     /// pending, in_progress, blocked, failed or done.
     #[arg(long)]
     pub status: String,
-    /// Who reports it (external:NAME).
+    /// Who reports it (for an outside system's feature, by convention its owner, external:NAME).
     #[arg(long)]
     pub source: String,
     /// Why.
@@ -283,28 +285,28 @@ impl Request for CampaignIngest {
 #[serde(deny_unknown_fields)]
 pub struct CampaignRun {
     /// The campaign (default: the only one declared).
-    #[arg(long)]
+    #[arg(long, value_name = "ID")]
     #[serde(default)]
     pub campaign_id: Option<String>,
-    /// Features of a round that run at the same time.
+    /// How many features of a round run at the same time (default: the policy's, else 6).
     #[arg(long, value_name = "N")]
     #[serde(default)]
     pub max_parallel: Option<u64>,
-    /// Stop dispatching once this many model calls have started.
+    /// Stop dispatching once this many model calls have started (the features left fail with "budget exceeded").
     #[arg(long, value_name = "N")]
     #[serde(default)]
     pub max_model_calls: Option<u64>,
-    /// Stop dispatching after this many seconds (capped by the server).
+    /// Stop dispatching after this many seconds (a server caps it).
     #[arg(long, value_name = "S")]
     #[serde(default)]
     #[schemars(range(min = 0))]
     pub max_seconds: Option<f64>,
-    /// Each feature works in the repository: its change committed, checked, gated and integrated onto the round's run branch forum/run-SEQ.
+    /// Each feature works in the repository, as submit's work does: its own worktree, its change committed, checked, gated and integrated onto the round's run branch forum/run-SEQ.
     #[arg(long)]
     #[serde(default)]
     pub work: bool,
-    /// Shell commands every feature's change must pass (with work).
-    #[arg(long = "check", value_name = "CMD")]
+    /// Shell commands every feature's change must pass, after [work] checks (repeatable; needs work).
+    #[arg(long, visible_alias = "check", value_name = "CMD")]
     #[serde(default)]
     pub checks: Vec<String>,
 }
