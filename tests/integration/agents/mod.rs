@@ -51,6 +51,7 @@ pub mod model;
 mod aider;
 mod claude;
 mod codex;
+mod forum;
 mod wire;
 
 use std::path::PathBuf;

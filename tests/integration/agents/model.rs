@@ -338,6 +338,17 @@ fn claude_step(script: &Script, done: u32) -> Step {
     Step::Text(script.answer.clone())
 }
 
+/// The working directory Claude Code names in its system prompt (`Working directory: PATH`).
+fn working_dir(body: &Value) -> Option<PathBuf> {
+    let text = body["system"].to_string();
+    let at = text.find("Working directory: ")? + "Working directory: ".len();
+    let rest = &text[at..];
+    let end = rest
+        .find(|c: char| c == '\\' || c == '"' || c == '<' || c.is_whitespace())
+        .unwrap_or(rest.len());
+    Some(PathBuf::from(&rest[..end]))
+}
+
 /// Anthropic Messages (`POST /v1/messages`), streamed or not.
 fn anthropic(script: &Script, body: &Value) -> Response {
     let model = body["model"].as_str().unwrap_or("loopback").to_string();
@@ -352,6 +363,18 @@ fn anthropic(script: &Script, body: &Value) -> Response {
         .count() as u32;
     // A request without tools is one of the CLI's side questions (a title, a summary): a plain
     // answer.
+    // A script without a root (a run under git forum, whose worktree is made on the fly) edits
+    // in the working directory Claude Code tells its model about.
+    let rooted;
+    let script = if script.root.as_os_str().is_empty() {
+        rooted = Script {
+            root: working_dir(body).unwrap_or_default(),
+            ..script.clone()
+        };
+        &rooted
+    } else {
+        script
+    };
     let step = if has_tools {
         claude_step(script, done)
     } else {

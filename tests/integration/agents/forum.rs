@@ -1,0 +1,168 @@
+//! The real agent CLIs as git forum's workers: `git forum submit --work --sandbox` in the
+//! fixture project, the worker seat a preset (`claude`, `codex`, `aider` in
+//! `.forum/runtime.toml`), a scripted orchestrator for the plan, the gate and the answer, and
+//! the loopback model behind git forum's metering forwarder. The change lands on the run
+//! branch with its check passed in the project's own venv, the task records the model and the
+//! tokens, the egress record says what was metered, and the user's settings are unchanged.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+
+use super::fixture::Fixture;
+use super::model::{ModelServer, Usage};
+use super::{agent_cli, json_lines};
+
+const MODEL: &str = "loopback-model";
+
+/// The orchestrator: a plan of one task, a merge at the gate, a pass from the judge, an answer.
+fn orchestrator(dir: &Path) -> String {
+    let path = dir.join("orchestrator.sh");
+    let plan = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"Fix add in calc.py so that test_calc passes.","depends_on":[],"done_when":["the tests pass"]}]}"#;
+    let body = format!(
+        "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{plan}' ;;\n  *\"Decide whether to ship\"*) echo '{{\"decision\":\"merge\",\"reason\":\"scripted\"}}' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *) echo 'Fixed add.' ;;\nesac\n"
+    );
+    std::fs::write(&path, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+/// `git forum submit --work --sandbox` in the fixture with `preset` as the worker seat, the
+/// agent's program folder on `PATH` after the project's venv, and `env` for the agent.
+fn submit(f: &Fixture, preset: &str, program: &Path, env: &[(&str, String)]) -> Output {
+    let forum = f.project.join(".forum");
+    std::fs::create_dir_all(&forum).unwrap();
+    std::fs::write(
+        forum.join("runtime.toml"),
+        format!(
+            "[runtime.default]\ncmd = \"{}\"\n\n[seats]\nworker = {{ {preset} = true, model = \"{MODEL}\" }}\n",
+            orchestrator(f.dir())
+        ),
+    )
+    .unwrap();
+    std::fs::write(f.project.join(".git/info/exclude"), ".forum/\n").unwrap();
+    let path = format!(
+        "{}:{}:/usr/local/bin:/usr/bin:/bin",
+        f.venv.join("bin").display(),
+        program.parent().unwrap().display()
+    );
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_git-forum"));
+    cmd.current_dir(&f.project)
+        .env_clear()
+        .env("HOME", &f.home)
+        .env("PATH", path)
+        .env("VIRTUAL_ENV", &f.venv)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .env("GIT_FORUM_CACHE_DIR", f.dir().join("cache"))
+        .env("GIT_FORUM_STATE_DIR", f.dir().join("state"))
+        .args([
+            "submit", "--json", "--work", "--sandbox", "--check", "python -m unittest -q",
+            "fix add in calc.py",
+        ]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// The ledger's payloads of `kind`, oldest first.
+fn payloads(f: &Fixture, kind: &str) -> Vec<Value> {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_git-forum"))
+        .current_dir(&f.project)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .args(["export", "--json"])
+        .output()
+        .unwrap();
+    let _ = o;
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_git-forum"))
+        .current_dir(&f.project)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .args(["log", "--json", "--payload"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut out: Vec<(u64, Value)> = json_lines(&text)
+        .into_iter()
+        .chain(serde_json::from_str::<Value>(&text).ok().and_then(|v| v.as_array().cloned()).unwrap_or_default())
+        .filter(|e| e["kind"] == kind)
+        .map(|e| (e["seq"].as_u64().unwrap_or(0), e["payload"].clone()))
+        .collect();
+    out.sort_by_key(|(s, _)| *s);
+    out.dedup_by_key(|(s, _)| *s);
+    out.into_iter().map(|(_, p)| p).collect()
+}
+
+/// What every agent's run must show.
+fn assert_fixed_under_the_record(f: &Fixture, o: &Output, server: &ModelServer) -> Value {
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stderr}\nthe model saw: {}",
+        server.summary()
+    );
+    let checks = payloads(f, "check");
+    assert!(
+        !checks.is_empty() && checks.iter().all(|c| c["ok"] == true),
+        "{checks:?}"
+    );
+    let change = payloads(f, "change");
+    assert!(change[0]["commit"].is_string(), "{change:?}");
+    let files = change[0]["files"].to_string();
+    assert!(files.contains("calc.py"), "{files}");
+    let request = &payloads(f, "request")[0];
+    let sandbox = &request["work"]["sandbox"];
+    assert_eq!(sandbox["confined"], true, "{sandbox}");
+    assert_eq!(sandbox["net"], false, "{sandbox}");
+    assert!(
+        sandbox["bound"].to_string().contains(&f.venv.display().to_string()),
+        "{sandbox}"
+    );
+    let result = payloads(f, "result")
+        .into_iter()
+        .find(|r| r["id"] == "T1")
+        .expect("T1's result");
+    assert_eq!(result["ok"], true, "{result}");
+    assert!(result["egress"]["metered"]["requests"].as_u64().unwrap_or(0) >= 1, "{result}");
+    // The user's checkout is untouched: the fix is on the run branch.
+    assert!(!f.fixed(), "the user's calc.py must not change");
+    result
+}
+
+#[test]
+fn heavy_claude_code_fixes_the_fixture_under_git_forum() {
+    let Some(claude) = agent_cli("GIT_FORUM_TEST_CLAUDE") else {
+        return;
+    };
+    let f = Fixture::new();
+    let mut script = f.script(Usage { input: 1200, output: 300 });
+    script.root = Default::default();
+    let server = ModelServer::start(script);
+    let settings = f.home.join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, "{\"includeCoAuthoredBy\": false}\n").unwrap();
+    let o = submit(
+        &f,
+        "claude",
+        &claude,
+        &[
+            ("ANTHROPIC_BASE_URL", server.url()),
+            ("ANTHROPIC_API_KEY", "sk-ant-loopback".into()),
+            ("ANTHROPIC_MODEL", MODEL.into()),
+        ],
+    );
+    let result = assert_fixed_under_the_record(&f, &o, &server);
+    assert_eq!(result["model"], MODEL, "{result}");
+    assert!(result["usage"].to_string().contains("1200") || result["usage"]["prompt_tokens"].as_u64().unwrap_or(0) > 0, "{result}");
+    assert_eq!(
+        std::fs::read_to_string(&settings).unwrap(),
+        "{\"includeCoAuthoredBy\": false}\n"
+    );
+}
