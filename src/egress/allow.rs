@@ -126,7 +126,15 @@ mod tests {
         assert_eq!(v6.to_string(), "[::1]:8080");
         assert!(v6.admits("[::1]", 8080));
         assert_eq!(Allow::parse("::1").unwrap().host(), "::1");
-        for bad in ["", ":80", "host:0", "host:x", "a/b:1", "[::1]x", "user@host"] {
+        for bad in [
+            "",
+            ":80",
+            "host:0",
+            "host:x",
+            "a/b:1",
+            "[::1]x",
+            "user@host",
+        ] {
             assert!(Allow::parse(bad).is_err(), "{bad:?} parsed");
         }
         let u = url::Url::parse("https://api.anthropic.com/v1").unwrap();

@@ -31,7 +31,9 @@ impl Listen {
     /// absolute.
     pub fn parse(spec: &str) -> Result<Listen, String> {
         let shape = || {
-            format!("--listen {spec:?}: give ADDR:PORT=SOCKET, such as 127.0.0.1:3128=/tmp/task/proxy.sock")
+            format!(
+                "--listen {spec:?}: give ADDR:PORT=SOCKET, such as 127.0.0.1:3128=/tmp/task/proxy.sock"
+            )
         };
         let (addr, socket) = spec.split_once('=').ok_or_else(shape)?;
         let addr: SocketAddr = addr.parse().map_err(|_| shape())?;
@@ -42,7 +44,9 @@ impl Listen {
         }
         let socket = PathBuf::from(socket);
         if !socket.is_absolute() {
-            return Err(format!("--listen {spec:?}: the socket path must be absolute"));
+            return Err(format!(
+                "--listen {spec:?}: the socket path must be absolute"
+            ));
         }
         Ok(Listen { addr, socket })
     }
@@ -130,8 +134,20 @@ mod tests {
         assert_eq!(l.addr.port(), 3128);
         assert_eq!(l.socket, PathBuf::from("/run/task/proxy.sock"));
         assert!(Listen::parse("[::1]:80=/s").is_ok());
-        assert!(Listen::parse("0.0.0.0:80=/s").unwrap_err().contains("loopback"));
-        assert!(Listen::parse("127.0.0.1:80=rel.sock").unwrap_err().contains("absolute"));
-        assert!(Listen::parse("127.0.0.1:80").unwrap_err().contains("ADDR:PORT=SOCKET"));
+        assert!(
+            Listen::parse("0.0.0.0:80=/s")
+                .unwrap_err()
+                .contains("loopback")
+        );
+        assert!(
+            Listen::parse("127.0.0.1:80=rel.sock")
+                .unwrap_err()
+                .contains("absolute")
+        );
+        assert!(
+            Listen::parse("127.0.0.1:80")
+                .unwrap_err()
+                .contains("ADDR:PORT=SOCKET")
+        );
     }
 }

@@ -151,12 +151,23 @@ mod tests {
             (h.method.as_str(), h.target.as_str()),
             ("CONNECT", "example.com:443")
         );
-        assert_eq!(h.headers[1], ("Proxy-Connection".into(), "keep-alive".into()));
+        assert_eq!(
+            h.headers[1],
+            ("Proxy-Connection".into(), "keep-alive".into())
+        );
         let mut left = String::new();
         r.read_to_string(&mut left).unwrap();
         assert_eq!(left, "rest");
-        assert!(read_head(&mut io::BufReader::new(&b""[..])).unwrap().is_none());
-        for bad in [&b"GET / HTTP/1.1\r\nHost"[..], b"GET /\r\n\r\n", b"GET / HTTP/1.1\r\nnocolon\r\n\r\n"] {
+        assert!(
+            read_head(&mut io::BufReader::new(&b""[..]))
+                .unwrap()
+                .is_none()
+        );
+        for bad in [
+            &b"GET / HTTP/1.1\r\nHost"[..],
+            b"GET /\r\n\r\n",
+            b"GET / HTTP/1.1\r\nnocolon\r\n\r\n",
+        ] {
             assert!(read_head(&mut io::BufReader::new(bad)).is_err());
         }
         let long = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(MAX_HEAD));

@@ -313,7 +313,10 @@ fn client(policy: Policy) -> Result<reqwest::Client, String> {
         .retry(reqwest::retry::never())
         .referer(false)
         .connect_timeout(CONNECT_TIMEOUT)
-        .dns_resolver(Arc::new(VettingResolver::new(policy, Arc::new(SystemLookup))))
+        .dns_resolver(Arc::new(VettingResolver::new(
+            policy,
+            Arc::new(SystemLookup),
+        )))
         .build()
         .map_err(|e| format!("cannot build the meter's HTTP client: {e}"))
 }
@@ -465,10 +468,8 @@ fn reply(status: StatusCode, protocol: Protocol, message: &str) -> Response<Body
     let body = serde_json::to_vec(&protocol.error_body(message)).unwrap_or_default();
     let mut out = Response::new(Body::from(body));
     *out.status_mut() = status;
-    out.headers_mut().insert(
-        "content-type",
-        HeaderValue::from_static("application/json"),
-    );
+    out.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
     out
 }
 

@@ -200,12 +200,24 @@ fn serve(conn: UnixStream, shared: &Shared) -> io::Result<()> {
         Ok(s) => s,
         Err(r) => {
             if r.counted {
-                *shared.counts.lock().expect("proxy counts").refused.entry(key).or_default() += 1;
+                *shared
+                    .counts
+                    .lock()
+                    .expect("proxy counts")
+                    .refused
+                    .entry(key)
+                    .or_default() += 1;
             }
             return http1::answer(&mut &conn, r.status, &r.reason);
         }
     };
-    *shared.counts.lock().expect("proxy counts").admitted.entry(key).or_default() += 1;
+    *shared
+        .counts
+        .lock()
+        .expect("proxy counts")
+        .admitted
+        .entry(key)
+        .or_default() += 1;
     let mut up = &upstream;
     match &target.path {
         None => (&conn).write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")?,
@@ -232,7 +244,10 @@ fn where_to(head: &Head) -> Result<Target, Refusal> {
         let (host, port) = split_host_port(&head.target)
             .and_then(|(h, p)| Some((h, p?.parse::<u16>().ok()?)))
             .ok_or_else(|| {
-                refuse(400, format!("git forum egress: CONNECT {} is not host:port", head.target))
+                refuse(
+                    400,
+                    format!("git forum egress: CONNECT {} is not host:port", head.target),
+                )
             })?;
         return Ok(Target {
             host: host.to_string(),
@@ -247,10 +262,13 @@ fn where_to(head: &Head) -> Result<Target, Refusal> {
         ))
     })?;
     if url.scheme() != "http" {
-        return Err(refuse(400, format!(
-            "git forum egress: {}:// is not proxied as a plain request; use CONNECT (an https proxy URL in the client)",
-            url.scheme()
-        )));
+        return Err(refuse(
+            400,
+            format!(
+                "git forum egress: {}:// is not proxied as a plain request; use CONNECT (an https proxy URL in the client)",
+                url.scheme()
+            ),
+        ));
     }
     let host = url.host_str().unwrap_or_default().to_string();
     let port = url.port_or_known_default().unwrap_or(80);
@@ -266,7 +284,12 @@ fn where_to(head: &Head) -> Result<Target, Refusal> {
 /// request per connection.
 fn origin_form(head: &Head, path: &str) -> String {
     let mut out = format!("{} {} {}\r\n", head.method, path, head.version);
-    const HOP: [&str; 4] = ["proxy-connection", "proxy-authorization", "connection", "keep-alive"];
+    const HOP: [&str; 4] = [
+        "proxy-connection",
+        "proxy-authorization",
+        "connection",
+        "keep-alive",
+    ];
     for (k, v) in &head.headers {
         if !HOP.iter().any(|h| k.eq_ignore_ascii_case(h)) {
             out.push_str(&format!("{k}: {v}\r\n"));
@@ -287,7 +310,11 @@ impl Shared {
                 status: 403,
                 reason: format!(
                     "git forum egress: {shown} is not reachable from the sandbox (allowed: {}); add --sandbox-allow-host {shown} to reach it",
-                    if allowed.is_empty() { "nothing".to_string() } else { allowed.join(", ") }
+                    if allowed.is_empty() {
+                        "nothing".to_string()
+                    } else {
+                        allowed.join(", ")
+                    }
                 ),
                 counted: true,
             });

@@ -50,8 +50,8 @@ pub struct UsageReader {
 impl UsageReader {
     /// A reader for an answer whose `Content-Type` is `content_type`.
     pub fn new(content_type: Option<&str>) -> UsageReader {
-        let stream = content_type
-            .is_some_and(|c| c.to_ascii_lowercase().contains("text/event-stream"));
+        let stream =
+            content_type.is_some_and(|c| c.to_ascii_lowercase().contains("text/event-stream"));
         UsageReader {
             stream,
             pending: Vec::new(),
@@ -227,11 +227,17 @@ mod tests {
 
     #[test]
     fn the_protocol_comes_from_the_path_and_shapes_the_refusal() {
-        assert_eq!(Protocol::of_path("/v1/messages?beta=true"), Protocol::Anthropic);
+        assert_eq!(
+            Protocol::of_path("/v1/messages?beta=true"),
+            Protocol::Anthropic
+        );
         assert_eq!(Protocol::of_path("/v1/responses"), Protocol::Responses);
         assert_eq!(Protocol::of_path("/v1/chat/completions"), Protocol::Chat);
         let a = Protocol::Anthropic.error_body("over");
         assert_eq!(a["error"]["message"], "over");
-        assert_eq!(Protocol::Chat.error_body("over")["error"]["code"], "insufficient_quota");
+        assert_eq!(
+            Protocol::Chat.error_body("over")["error"]["code"],
+            "insufficient_quota"
+        );
     }
 }
