@@ -5,7 +5,7 @@
 //! Each request is sent on to [`MeterConfig::upstream`] with its method, path, query, headers
 //! (hop-by-hop ones dropped, `Accept-Encoding: identity` so the usage can be read) and body; the
 //! answer comes back with its status and headers, and its body is passed on chunk by chunk as it
-//! arrives (an SSE stream flows event by event). On the way, [`usage::UsageReader`] reads the
+//! arrives (an SSE stream flows event by event). On the way, [`UsageReader`] reads the
 //! tokens the answer reports, and when the answer ends they are added to the totals.
 //!
 //! The ceilings: once the tokens used reach [`Ceilings::max_tokens`], or the cost reaches

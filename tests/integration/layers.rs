@@ -69,6 +69,10 @@ const LEAVES: &[(&str, &str)] = &[
         "pure core: the secrets scanner and its modes, named by a request",
     ),
     ("crate::spend", "pure core: money arithmetic for rendering"),
+    (
+        "crate::egress::bridge",
+        "the hidden `__egress-bridge` command is the program a sandbox starts, not an operation",
+    ),
 ];
 
 /// Named files that may reach past the surface, the prefix each may name, and why.

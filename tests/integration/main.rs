@@ -15,6 +15,7 @@ mod daemon_guard;
 mod docs;
 mod edges;
 mod edit_worker;
+mod egress;
 mod endpoint_forms;
 mod exit_codes;
 mod flight;
