@@ -20,7 +20,6 @@ pub(crate) mod campaign;
 pub(crate) mod check;
 pub(crate) mod context;
 pub(crate) mod doctor;
-pub(crate) mod egress;
 pub(crate) mod exec_flags;
 pub(crate) mod flight;
 pub(crate) mod gradable;
@@ -148,9 +147,6 @@ pub(crate) enum Command {
     /// Print the API reference (docs/api.md) the typed requests generate.
     #[command(name = "__api-doc", hide = true)]
     ApiDoc(serve::ApiDocArgs),
-    /// Run a program with loopback ports forwarded to Unix sockets (inside a sandbox).
-    #[command(name = "__egress-bridge", hide = true)]
-    EgressBridge(egress::BridgeArgs),
     /// Add the refspecs that carry ledgers and write .forum/.
     Init(init::InitArgs),
     /// Verify ledgers, then push them to a remote (never forced).
@@ -509,7 +505,6 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Serve(a) => serve::serve(ctx, a),
         Command::Mcp(a) => serve::mcp(ctx, a),
         Command::ApiDoc(a) => serve::api_doc(ctx, a),
-        Command::EgressBridge(a) => egress::run(ctx, a),
         Command::Summary(a) => report::summary(ctx, a),
         Command::Bench(a) => report::bench(ctx, a),
         Command::Room(a) => report::room(ctx, a),

@@ -301,6 +301,15 @@ impl ExecutorSpec {
                 ..
             }
             | ExecutorKind::Anthropic { api_key_env: k, .. } => vec![k.clone()],
+            // A preset's own list names places and models beside its keys: only the keys are
+            // secret (a model's name in the record is what the task ran on).
+            ExecutorKind::Command {
+                preset: Some(p), ..
+            } if self.env.is_none() => self
+                .passed_env()
+                .into_iter()
+                .filter(|n| !p.settings_env().contains(&n.as_str()))
+                .collect(),
             _ => self.passed_env(),
         }
     }

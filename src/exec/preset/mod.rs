@@ -122,6 +122,17 @@ impl Preset {
         }
     }
 
+    /// The variables of [`Preset::default_env`] that name a place or a model, not a
+    /// credential: their values are not secrets.
+    pub(crate) fn settings_env(self) -> &'static [&'static str] {
+        &[
+            "ANTHROPIC_BASE_URL",
+            "ANTHROPIC_MODEL",
+            "OPENAI_API_BASE",
+            "AIDER_MODEL",
+        ]
+    }
+
     /// The argument list shown for it (what runs outside a worktree, before the prompt).
     pub(crate) fn base_argv(self, model: Option<&str>) -> Vec<String> {
         self.argv(model, None)

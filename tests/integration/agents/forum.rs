@@ -10,9 +10,9 @@ use std::process::Output;
 
 use serde_json::Value;
 
+use super::agent_cli;
 use super::fixture::Fixture;
 use super::model::{ModelServer, Usage};
-use super::{agent_cli, json_lines};
 
 const MODEL: &str = "loopback-model";
 
@@ -63,7 +63,12 @@ fn submit(f: &Fixture, preset: &str, program: &Path, env: &[(&str, String)]) -> 
         .env("GIT_FORUM_CACHE_DIR", f.dir().join("cache"))
         .env("GIT_FORUM_STATE_DIR", f.dir().join("state"))
         .args([
-            "submit", "--json", "--work", "--sandbox", "--check", "python -m unittest -q",
+            "submit",
+            "--json",
+            "--work",
+            "--sandbox",
+            "--check",
+            "python -m unittest -q",
             "fix add in calc.py",
         ]);
     for (k, v) in env {
@@ -72,31 +77,35 @@ fn submit(f: &Fixture, preset: &str, program: &Path, env: &[(&str, String)]) -> 
     cmd.output().unwrap()
 }
 
+/// git forum's JSON answer to `args` in the fixture.
+fn forum_json(f: &Fixture, args: &[&str]) -> Value {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_git-forum"))
+        .current_dir(&f.project)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_FORUM_CACHE_DIR", f.dir().join("cache"))
+        .env("GIT_FORUM_STATE_DIR", f.dir().join("state"))
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&o.stderr)))
+}
+
 /// The ledger's payloads of `kind`, oldest first.
 fn payloads(f: &Fixture, kind: &str) -> Vec<Value> {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_git-forum"))
-        .current_dir(&f.project)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .args(["export", "--json"])
-        .output()
-        .unwrap();
-    let _ = o;
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_git-forum"))
-        .current_dir(&f.project)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .args(["log", "--json", "--payload"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
-    let mut out: Vec<(u64, Value)> = json_lines(&text)
-        .into_iter()
-        .chain(serde_json::from_str::<Value>(&text).ok().and_then(|v| v.as_array().cloned()).unwrap_or_default())
+    let mut all = forum_json(f, &["log"])
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    all.sort_by_key(|e| e["seq"].as_u64().unwrap_or(0));
+    all.iter()
         .filter(|e| e["kind"] == kind)
-        .map(|e| (e["seq"].as_u64().unwrap_or(0), e["payload"].clone()))
-        .collect();
-    out.sort_by_key(|(s, _)| *s);
-    out.dedup_by_key(|(s, _)| *s);
-    out.into_iter().map(|(_, p)| p).collect()
+        .map(|e| {
+            let seq = e["seq"].as_u64().unwrap_or(0).to_string();
+            forum_json(f, &["show", &seq, "--payload"])["payload"].clone()
+        })
+        .collect()
 }
 
 /// What every agent's run must show.
@@ -122,7 +131,9 @@ fn assert_fixed_under_the_record(f: &Fixture, o: &Output, server: &ModelServer) 
     assert_eq!(sandbox["confined"], true, "{sandbox}");
     assert_eq!(sandbox["net"], false, "{sandbox}");
     assert!(
-        sandbox["bound"].to_string().contains(&f.venv.display().to_string()),
+        sandbox["bound"]
+            .to_string()
+            .contains(&f.venv.display().to_string()),
         "{sandbox}"
     );
     let result = payloads(f, "result")
@@ -130,7 +141,13 @@ fn assert_fixed_under_the_record(f: &Fixture, o: &Output, server: &ModelServer) 
         .find(|r| r["id"] == "T1")
         .expect("T1's result");
     assert_eq!(result["ok"], true, "{result}");
-    assert!(result["egress"]["metered"]["requests"].as_u64().unwrap_or(0) >= 1, "{result}");
+    assert!(
+        result["egress"]["metered"]["requests"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1,
+        "{result}"
+    );
     // The user's checkout is untouched: the fix is on the run branch.
     assert!(!f.fixed(), "the user's calc.py must not change");
     result
@@ -142,7 +159,10 @@ fn heavy_claude_code_fixes_the_fixture_under_git_forum() {
         return;
     };
     let f = Fixture::new();
-    let mut script = f.script(Usage { input: 1200, output: 300 });
+    let mut script = f.script(Usage {
+        input: 1200,
+        output: 300,
+    });
     script.root = Default::default();
     let server = ModelServer::start(script);
     let settings = f.home.join(".claude/settings.json");
@@ -160,7 +180,11 @@ fn heavy_claude_code_fixes_the_fixture_under_git_forum() {
     );
     let result = assert_fixed_under_the_record(&f, &o, &server);
     assert_eq!(result["model"], MODEL, "{result}");
-    assert!(result["usage"].to_string().contains("1200") || result["usage"]["prompt_tokens"].as_u64().unwrap_or(0) > 0, "{result}");
+    assert!(
+        result["usage"].to_string().contains("1200")
+            || result["usage"]["prompt_tokens"].as_u64().unwrap_or(0) > 0,
+        "{result}"
+    );
     assert_eq!(
         std::fs::read_to_string(&settings).unwrap(),
         "{\"includeCoAuthoredBy\": false}\n"
