@@ -519,7 +519,33 @@ async fn run(
             reply.message()
         );
     }
+    if reply.status == 200 && super::dispatch::is_raw_file(&method, &path) {
+        return raw_response(&reply);
+    }
     reply_response(&reply)
+}
+
+/// A file of the tlog-tiles layout as its own bytes, with its content type: the answer carries
+/// them base64 (`content_type`, `base64`), as MCP gets them.
+fn raw_response(reply: &Reply) -> Response {
+    use base64::Engine as _;
+    let field = |k: &str| reply.body.get(k).and_then(serde_json::Value::as_str);
+    let bytes =
+        field("base64").and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
+    let (Some(bytes), Some(ty)) = (bytes, field("content_type")) else {
+        return error(500, "internal error: a layout file came without its bytes");
+    };
+    let mut r = Response::new(Body::from(bytes));
+    let h = r.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(ty) {
+        h.insert(header::CONTENT_TYPE, v);
+    }
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    r
 }
 
 /// The router: every path goes to one handler that applies the guards and the dispatcher.
