@@ -525,27 +525,24 @@ async fn run(
     reply_response(&reply)
 }
 
-/// A file of the tlog-tiles layout as its own bytes, with its content type: the answer carries
-/// them base64 (`content_type`, `base64`), as MCP gets them.
+/// A tlog-tiles file as its own bytes and content type (the answer carries them base64).
 fn raw_response(reply: &Reply) -> Response {
     use base64::Engine as _;
     let field = |k: &str| reply.body.get(k).and_then(serde_json::Value::as_str);
     let bytes =
         field("base64").and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
-    let (Some(bytes), Some(ty)) = (bytes, field("content_type")) else {
-        return error(500, "internal error: a layout file came without its bytes");
-    };
-    let mut r = Response::new(Body::from(bytes));
-    let h = r.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(ty) {
-        h.insert(header::CONTENT_TYPE, v);
+    match (
+        bytes,
+        field("content_type").and_then(|t| HeaderValue::from_str(t).ok()),
+    ) {
+        (Some(bytes), Some(ty)) => {
+            let mut r = reply_response(reply);
+            *r.body_mut() = Body::from(bytes);
+            r.headers_mut().insert(header::CONTENT_TYPE, ty);
+            r
+        }
+        _ => error(500, "internal error: a layout file came without its bytes"),
     }
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    r
 }
 
 /// The router: every path goes to one handler that applies the guards and the dispatcher.

@@ -13,7 +13,6 @@ use super::tlog::{self as st, NoteSigned, TlogAsk};
 use super::{Error, Result};
 use crate::store::git::GitStore;
 use crate::store::tiles::HEIGHT;
-use crate::surface::request::tlog::TlogProve;
 
 /// The content type of a tile.
 pub(crate) const TILE_TYPE: &str = "application/octet-stream";
@@ -172,13 +171,14 @@ pub(crate) struct ProofAnswer {
     pub(crate) entry_hash: Option<String>,
 }
 
-/// Proves what `req` asks against the ledger's stored signed notes.
-pub(crate) fn prove(store: &GitStore, ledger: &str, req: &TlogProve) -> Result<ProofAnswer> {
-    let ask = match (req.seq, req.consistency_from) {
-        (Some(seq), _) => TlogAsk::Inclusion(seq),
-        (None, m) => TlogAsk::Consistency(m.unwrap_or_default()),
-    };
-    let p = st::prove(store, ledger, req.size, ask, true)?;
+/// Proves `ask` against the ledger's stored signed note of size `size` (the latest when `None`).
+pub(crate) fn prove(
+    store: &GitStore,
+    ledger: &str,
+    ask: TlogAsk,
+    size: Option<u64>,
+) -> Result<ProofAnswer> {
+    let p = st::prove(store, ledger, size, ask, true)?;
     let (seq, entry_hash) = p.entry.map_or((None, None), |(s, h)| (Some(s), Some(h)));
     Ok(ProofAnswer {
         ledger: ledger.to_string(),

@@ -11,7 +11,16 @@ use crate::surface::tlog_layout as layout;
 impl Dispatcher {
     pub(crate) fn tlog_prove(&self, req: &Request<'_>) -> Res {
         let a: rq::TlogProve = request::decode(req.body)?;
-        answer(layout::prove(&self.reader()?, &self.cfg.ledger, &a))
+        let ask = match (a.seq, a.consistency_from) {
+            (Some(seq), _) => surface::tlog::TlogAsk::Inclusion(seq),
+            (None, m) => surface::tlog::TlogAsk::Consistency(m.unwrap_or_default()),
+        };
+        answer(layout::prove(
+            &self.reader()?,
+            &self.cfg.ledger,
+            ask,
+            a.size,
+        ))
     }
 
     pub(crate) fn tlog_sign(&self, req: &Request<'_>) -> Res {
