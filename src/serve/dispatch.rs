@@ -432,6 +432,15 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("POST", ["apply"]) => Box::new(|d, r| d.apply(r)),
         ("POST", ["discard"]) => Box::new(|d, r| d.discard(r)),
         ("GET", ["log"]) => Box::new(|d, r| d.log(r)),
+        _ => return resolve_tlog(method, rest, &segs),
+    };
+    Some(h)
+}
+
+/// The routes of the standard tree and the hooks' checks, for [`resolve`]: `rest` is the path
+/// without its leading `/`, `segs` its segments.
+fn resolve_tlog<'p>(method: &str, rest: &'p str, segs: &[&'p str]) -> Option<Handler<'p>> {
+    let h: Handler<'p> = match (method, segs) {
         ("POST", ["tlog", "prove"]) => Box::new(|d, r| d.tlog_prove(r)),
         ("POST", ["tlog", "checkpoint"]) => Box::new(|d, r| d.tlog_sign(r)),
         ("GET", ["tlog", tail @ ..]) if !tail.is_empty() && tail != ["prove"] => {
