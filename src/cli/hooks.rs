@@ -18,6 +18,45 @@ pub(crate) enum HooksAction {
     Install(InstallArgs),
     /// Remove the git forum block (and the hook file if nothing else is in it).
     Uninstall(UninstallArgs),
+    /// Say what the pre-push or pre-receive hook would answer to the ref updates on standard
+    /// input (as git hands them to it), without running it: each refused update and why. Exit
+    /// 0 when the hook would let every update through, 1 when it would refuse one.
+    Check(crate::surface::request::tlog::HooksCheck),
+}
+
+/// The most standard input `hooks check` reads: git's lines are short, one per ref.
+const MAX_CHECK_INPUT: u64 = 64 * 1024 * 1024;
+
+/// `hooks check HOOK`: the answer the hook would give, from [`hooks::check`].
+fn check(ctx: &Ctx, mut req: crate::surface::request::tlog::HooksCheck) -> Result<(), CliError> {
+    crate::surface::request::Request::validate(&req)?;
+    req.stdin = super::input::read_limited_text(
+        std::path::Path::new("-"),
+        MAX_CHECK_INPUT,
+        "standard input",
+        "",
+    )
+    .map_err(CliError::usage)?;
+    let answer = hooks::check(&ctx.dir, &req)?;
+    if ctx.json {
+        ctx.out_json(
+            &serde_json::to_value(&answer).map_err(|e| CliError::internal(e.to_string()))?,
+        )?;
+    } else if answer.ok {
+        ctx.out(&format!("ok: {} lets every update through", answer.hook))?;
+    } else {
+        for r in &answer.refused {
+            match &r.refname {
+                Some(name) => ctx.out(&format!("refused {name}: {}", r.why))?,
+                None => ctx.out(&format!("refused: {}", r.why))?,
+            }
+        }
+    }
+    if answer.ok {
+        Ok(())
+    } else {
+        Err(CliError::silent(1))
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -70,9 +109,10 @@ pub(crate) enum HookName {
 }
 
 pub(crate) fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
-    let (install, server, scan_code) = match &args.action {
+    let (install, server, scan_code) = match args.action {
         HooksAction::Install(a) => (true, a.server, a.scan_code),
         HooksAction::Uninstall(a) => (false, a.server, false),
+        HooksAction::Check(req) => return check(ctx, req),
     };
     let done = hooks::change_hook_file(&ctx.dir, install, server, scan_code)?;
     let (hook, action) = (done.hook, done.action);

@@ -52,6 +52,9 @@ pub(crate) enum TilesCommand {
         /// The directory to write (must be absent or empty).
         dir: PathBuf,
     },
+    /// Print one file of that layout, as `git forum serve` serves it at GET /tlog/PATH:
+    /// `checkpoint` or a tile's raw bytes (with --json, the answer with the bytes in base64).
+    Get(crate::surface::request::tlog::TlogRead),
 }
 
 /// Act as a witness: cosign an offered checkpoint (C2SP tlog-cosignature/v1) only when it
@@ -143,7 +146,10 @@ pub(crate) fn keygen(ctx: &Ctx, args: KeygenArgs) -> Result<(), CliError> {
 }
 
 pub(crate) fn tiles(ctx: &Ctx, args: TilesArgs) -> Result<(), CliError> {
-    let TilesCommand::Export { dir } = args.command;
+    let dir = match args.command {
+        TilesCommand::Export { dir } => dir,
+        TilesCommand::Get(req) => return tile_get(ctx, &req),
+    };
     st::check_export_dir(&dir)?;
     let store = ctx.existing_store()?;
     let done = st::export_tiles(&store, &ctx.ledger, &dir)?;
@@ -159,6 +165,23 @@ pub(crate) fn tiles(ctx: &Ctx, args: TilesArgs) -> Result<(), CliError> {
     }
 }
 
+/// `tiles get PATH`: the file's bytes on standard output, exactly as the daemon serves them.
+fn tile_get(ctx: &Ctx, req: &crate::surface::request::tlog::TlogRead) -> Result<(), CliError> {
+    use std::io::Write as _;
+    crate::surface::request::Request::validate(req)?;
+    let store = ctx.existing_store()?;
+    let file = crate::surface::tlog_layout::read(&store, &ctx.ledger, &req.path)?;
+    if ctx.json {
+        return ctx.out_json(
+            &serde_json::to_value(&file).map_err(|e| CliError::internal(e.to_string()))?,
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(&file.bytes())
+        .and_then(|_| out.flush())
+        .map_err(|e| CliError::fail(format!("writing standard output: {e}")))
+}
+
 pub(crate) fn checkpoint(ctx: &Ctx, args: CheckpointCmd) -> Result<(), CliError> {
     if !args.note {
         return super::verify::checkpoint(ctx, args.base);
@@ -166,10 +189,10 @@ pub(crate) fn checkpoint(ctx: &Ctx, args: CheckpointCmd) -> Result<(), CliError>
     let store = ctx.existing_store()?;
     let signed = st::checkpoint_note(&store, &ctx.ledger, args.note_key, args.base.no_record)?;
     if ctx.json {
-        ctx.out_json(
-            &serde_json::json!({"ledger": ctx.ledger, "size": signed.size,
-            "root": signed.forum_root, "note": signed.note}),
-        )
+        ctx.out_json(&crate::surface::tlog_layout::note_answer(
+            &ctx.ledger,
+            &signed,
+        ))
     } else {
         print!("{}", signed.note);
         Ok(())

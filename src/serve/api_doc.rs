@@ -14,6 +14,7 @@ fn route_of(target: Target) -> String {
         Target::Get(p) => format!("GET {p}"),
         Target::GetSeq(p) => format!("GET {p}<seq>"),
         Target::Post(p) => format!("POST {p}"),
+        Target::GetPath(p) => format!("GET {p}<path>"),
     }
 }
 

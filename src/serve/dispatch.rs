@@ -235,7 +235,36 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/log",
         "the newest entries first, as `git forum log --json` (?limit=, at most 1000)",
     ),
+    (
+        "POST",
+        "/tlog/prove",
+        "a C2SP proof against the stored signed note: inclusion ({seq}) or consistency ({consistency_from}), optional size",
+    ),
+    (
+        "POST",
+        "/tlog/checkpoint",
+        "verify, then sign and store the C2SP checkpoint note with forum.noteKey {no_record?}",
+    ),
+    (
+        "GET",
+        "/tlog/<path>",
+        "a file of the tlog-tiles layout of the latest signed note (checkpoint, tile/L/N[.p/W], tile/entries/N[.p/W]): raw bytes over HTTP",
+    ),
+    (
+        "POST",
+        "/hooks/check",
+        "the answer the pre-push or pre-receive hook would give to ref updates {hook, stdin, scan_code?, remote?}",
+    ),
 ];
+
+/// Where the daemon serves the tlog-tiles layout: `GET /tlog/checkpoint`, `GET /tlog/tile/...`.
+pub(crate) const TLOG_PREFIX: &str = "/tlog/";
+
+/// Whether a `GET` of `path` answers a file of the tlog-tiles layout, which the HTTP transport
+/// serves as the file's own bytes (tlog clients fetch tiles by URL) rather than as JSON.
+pub(crate) fn is_raw_file(method: &str, path: &str) -> bool {
+    method == "GET" && path.starts_with(TLOG_PREFIX) && path != "/tlog/prove"
+}
 
 /// A dispatcher's answer: an HTTP status and a JSON body.
 #[derive(Debug, Clone, PartialEq)]
@@ -403,6 +432,22 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("POST", ["apply"]) => Box::new(|d, r| d.apply(r)),
         ("POST", ["discard"]) => Box::new(|d, r| d.discard(r)),
         ("GET", ["log"]) => Box::new(|d, r| d.log(r)),
+        _ => return resolve_tlog(method, rest, &segs),
+    };
+    Some(h)
+}
+
+/// The routes of the standard tree and the hooks' checks, for [`resolve`]: `rest` is the path
+/// without its leading `/`, `segs` its segments.
+fn resolve_tlog<'p>(method: &str, rest: &'p str, segs: &[&'p str]) -> Option<Handler<'p>> {
+    let h: Handler<'p> = match (method, segs) {
+        ("POST", ["tlog", "prove"]) => Box::new(|d, r| d.tlog_prove(r)),
+        ("POST", ["tlog", "checkpoint"]) => Box::new(|d, r| d.tlog_sign(r)),
+        ("GET", ["tlog", tail @ ..]) if !tail.is_empty() && tail != ["prove"] => {
+            let file = &rest[TLOG_PREFIX.len() - 1..];
+            Box::new(move |d, _| d.tlog_read(file))
+        }
+        ("POST", ["hooks", "check"]) => Box::new(|d, r| d.hooks_check(r)),
         _ => return None,
     };
     Some(h)

@@ -519,7 +519,30 @@ async fn run(
             reply.message()
         );
     }
+    if reply.status == 200 && super::dispatch::is_raw_file(&method, &path) {
+        return raw_response(&reply);
+    }
     reply_response(&reply)
+}
+
+/// A tlog-tiles file as its own bytes and content type (the answer carries them base64).
+fn raw_response(reply: &Reply) -> Response {
+    use base64::Engine as _;
+    let field = |k: &str| reply.body.get(k).and_then(serde_json::Value::as_str);
+    let bytes =
+        field("base64").and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
+    match (
+        bytes,
+        field("content_type").and_then(|t| HeaderValue::from_str(t).ok()),
+    ) {
+        (Some(bytes), Some(ty)) => {
+            let mut r = reply_response(reply);
+            *r.body_mut() = Body::from(bytes);
+            r.headers_mut().insert(header::CONTENT_TYPE, ty);
+            r
+        }
+        _ => error(500, "internal error: a layout file came without its bytes"),
+    }
 }
 
 /// The router: every path goes to one handler that applies the guards and the dispatcher.

@@ -321,6 +321,12 @@ impl Tiled {
         self.with_reader(store, |r| tlog_tiles::prove_record(size, seq, r))
     }
 
+    /// The bytes of the hash tile `tile` (any whose hashes the tiled tree holds whole), read
+    /// through tiles authenticated against the tiled root.
+    pub(crate) fn tile_data(&self, store: &GitStore, tile: &Tile) -> Result<Vec<u8>, StoreError> {
+        self.with_reader(store, |r| tile.read_data(r))
+    }
+
     /// The consistency path from the tree of `old` entries to that of `size` entries.
     pub(crate) fn consistency_proof(
         &self,

@@ -431,6 +431,55 @@ pub(crate) fn server_check(dir: &Path, updates: &[RefUpdate]) -> Result<Vec<Refu
     Ok(refused)
 }
 
+/// One update a hook refuses: the ref (pre-receive names it; pre-push's line says which
+/// ledger) and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct Refusal {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) refname: Option<String>,
+    pub(crate) why: String,
+}
+
+/// The answer a hook would give: `ok` when it lets every update through.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct HookAnswer {
+    pub(crate) hook: String,
+    pub(crate) ok: bool,
+    pub(crate) refused: Vec<Refusal>,
+}
+
+/// The check the hook `req.hook` runs, on `req.stdin` as git would hand it, in the repository at
+/// `dir`; nothing is refused by running a hook, it is only said.
+pub(crate) fn check(
+    dir: &Path,
+    req: &crate::surface::request::tlog::HooksCheck,
+) -> Result<HookAnswer> {
+    let mut input = req.stdin.as_bytes();
+    let refused = if req.hook == "pre-push" {
+        let scan_code = req
+            .scan_code
+            .then(|| req.remote.clone().unwrap_or_default());
+        pre_push(dir, &mut input, scan_code)?
+            .into_iter()
+            .map(|why| Refusal { refname: None, why })
+            .collect()
+    } else {
+        let updates = pre_receive_updates(&mut input)?;
+        server_check(dir, &updates)?
+            .into_iter()
+            .map(|r| Refusal {
+                refname: Some(r.refname),
+                why: r.why,
+            })
+            .collect::<Vec<_>>()
+    };
+    Ok(HookAnswer {
+        hook: req.hook.clone(),
+        ok: refused.is_empty(),
+        refused,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

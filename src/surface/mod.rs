@@ -35,6 +35,7 @@ pub(crate) mod status;
 pub(crate) mod store;
 pub(crate) mod sync;
 pub(crate) mod tlog;
+pub(crate) mod tlog_layout;
 pub(crate) mod verify;
 pub(crate) mod witness;
 pub(crate) mod work;

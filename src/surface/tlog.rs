@@ -300,7 +300,7 @@ pub(crate) fn checkpoint_note(
 
 /// The stored note of size `size` whose root is the one re-derived here (the latest note when
 /// `size` is `None`). A stored note is never trusted: its size and root must match the ledger.
-fn note_for(
+pub(crate) fn note_for(
     store: &GitStore,
     size: Option<u64>,
     ledger: &str,
@@ -355,7 +355,7 @@ fn note_for(
 
 /// Reads from the tiles; a tile that does not match its parents or root (changed in git) sends
 /// them to be rebuilt from every entry, and the read is made once more from the rebuilt ones.
-fn from_tiles<T>(
+pub(crate) fn from_tiles<T>(
     store: &GitStore,
     tiled: Tiled,
     read: impl Fn(&Tiled) -> std::result::Result<T, crate::store::git::StoreError>,

@@ -787,6 +787,9 @@ fn every_mcp_tool_reaches_its_route() {
             "campaign_ingest_status" => {
                 json!({"project": "x", "feature": "g", "status": "done", "source": "external:y"})
             }
+            "tlog_prove" => json!({"seq": 0}),
+            "tlog_read" => json!({"path": "checkpoint"}),
+            "hooks_check" => json!({"hook": "pre-receive", "stdin": ""}),
             _ => json!({}),
         }
     };
@@ -797,14 +800,19 @@ fn every_mcp_tool_reaches_its_route() {
             Target::Get(p) => ("GET", p.to_string()),
             Target::GetSeq(p) => ("GET", format!("{p}0")),
             Target::Post(p) => ("POST", p.to_string()),
+            Target::GetPath(p) => ("GET", format!("{p}checkpoint")),
         };
         // Only resume, the gate decisions, the witness, apply, discard and halt fail here: every
         // run in the ledger has finished, no gate is pending (a decision needs one, as at the
         // command line), this server is no witness (tests/integration/witness.rs calls it as
-        // one), no run here changed the repository, and none is running.
+        // one), no run here changed the repository, and none is running; nor has this
+        // repository a note key, so there is no signed note to prove against, read or make.
         let expected_error = matches!(
             tool.name,
-            "halt"
+            "tlog_prove"
+                | "tlog_checkpoint"
+                | "tlog_read"
+                | "halt"
                 | "resume"
                 | "gate_approve"
                 | "gate_edit"

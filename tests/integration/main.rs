@@ -72,6 +72,7 @@ mod submit;
 mod sync;
 mod tlog;
 mod tlog_tiles;
+mod tlog_transports;
 mod transports;
 mod verify_fast;
 mod verify_tier;

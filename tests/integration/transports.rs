@@ -43,6 +43,10 @@ fn cli_of(tool: &str) -> Option<&'static [&'static str]> {
         "witness" => &["witness"],
         "apply" => &["apply"],
         "discard" => &["discard"],
+        "tlog_prove" => &["prove"],
+        "tlog_checkpoint" => &["checkpoint"],
+        "tlog_read" => &["tiles", "get"],
+        "hooks_check" => &["hooks", "check"],
         _ => return None,
     })
 }

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value as J, json};
 
 use crate::serve::dispatch::{Dispatcher, Reply, RunHooks};
-use crate::surface::request::{Spec, ledger, prose, reports, runs, spec, work};
+use crate::surface::request::{Spec, ledger, prose, reports, runs, spec, tlog, work};
 
 /// How a tool reaches the dispatcher.
 #[derive(Debug, Clone, Copy)]
@@ -15,6 +15,8 @@ pub enum Target {
     GetSeq(&'static str),
     /// `POST path` with the arguments as the body.
     Post(&'static str),
+    /// `GET prefix<path>`; the tool takes `{path}`, the rest of the route's path.
+    GetPath(&'static str),
 }
 
 /// One tool: its name, the other names it answers to, its route, and what it takes.
@@ -341,6 +343,30 @@ pub const TOOLS: &[Tool] = &[
         target: Target::Post("/discard"),
         input: Input::Typed(spec::<work::Discard>),
     },
+    Tool {
+        name: "tlog_prove",
+        aliases: &["forum.tlog.prove"],
+        target: Target::Post("/tlog/prove"),
+        input: Input::Typed(spec::<tlog::TlogProve>),
+    },
+    Tool {
+        name: "tlog_checkpoint",
+        aliases: &["forum.tlog.checkpoint"],
+        target: Target::Post("/tlog/checkpoint"),
+        input: Input::Typed(spec::<tlog::TlogSign>),
+    },
+    Tool {
+        name: "tlog_read",
+        aliases: &["forum.tlog.read", "tlog_tile"],
+        target: Target::GetPath("/tlog/"),
+        input: Input::Typed(spec::<tlog::TlogRead>),
+    },
+    Tool {
+        name: "hooks_check",
+        aliases: &["forum.hooks.check"],
+        target: Target::Post("/hooks/check"),
+        input: Input::Typed(spec::<tlog::HooksCheck>),
+    },
 ];
 
 /// The tool named `name` (or one of its aliases).
@@ -400,6 +426,15 @@ impl Tool {
                 J::Object(_) if matches!(self.input, Input::Typed(_)) => d.call("GET", path, args),
                 _ => d.call("GET", path, J::Object(Map::new())),
             },
+            Target::GetPath(prefix) => {
+                match crate::surface::request::check_body(&self.spec(), &args) {
+                    Ok(fields) => {
+                        let path = fields.get("path").and_then(J::as_str).unwrap_or("");
+                        d.call("GET", &format!("{prefix}{path}"), J::Object(Map::new()))
+                    }
+                    Err(e) => e.into(),
+                }
+            }
             Target::GetSeq(prefix) => {
                 let seq = args
                     .get("seq")
@@ -445,6 +480,7 @@ mod tests {
                 Target::Get(p) => ("GET", p.to_string()),
                 Target::GetSeq(p) => ("GET", format!("{p}0")),
                 Target::Post(p) => ("POST", p.to_string()),
+                Target::GetPath(p) => ("GET", format!("{p}checkpoint")),
             };
             assert!(
                 crate::serve::dispatch::allowed_methods(&path).contains(&method),

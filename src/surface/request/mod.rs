@@ -18,6 +18,7 @@ pub mod ledger;
 pub mod prose;
 pub mod reports;
 pub mod runs;
+pub mod tlog;
 pub mod work;
 
 /// An operation's typed request.
@@ -293,7 +294,16 @@ fn check_type(f: &Field, v: &J) -> Result<(), Error> {
 /// whose fields `R` names, each of its type (`null` counts as absent), with the required ones
 /// present; then `R`'s own checks run.
 pub(crate) fn decode<R: Request>(body: &J) -> Result<R, Error> {
-    let spec = spec::<R>();
+    let present = check_body(&spec::<R>(), body)?;
+    let r: R = serde_json::from_value(J::Object(present))
+        .map_err(|e| usage(format!("the request body does not fit: {e}")))?;
+    r.validate()?;
+    Ok(r)
+}
+
+/// The type checks of [`decode`] against `spec`, in its words: the body's present fields
+/// (`null` dropped but for a field that takes any value).
+pub(crate) fn check_body(spec: &Spec, body: &J) -> Result<Map<String, J>, Error> {
     let J::Object(map) = body else {
         return Err(usage(format!(
             "the request body must be a JSON object, not {}",
@@ -326,15 +336,11 @@ pub(crate) fn decode<R: Request>(body: &J) -> Result<R, Error> {
             None => {}
         }
     }
-    let present: Map<String, J> = map
+    Ok(map
         .iter()
         .filter(|(k, v)| !spec.fields.iter().any(|f| &f.name == *k && absent(f, v)))
         .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let r: R = serde_json::from_value(J::Object(present))
-        .map_err(|e| usage(format!("the request body does not fit: {e}")))?;
-    r.validate()?;
-    Ok(r)
+        .collect())
 }
 
 /// Reads a value through [`serde_json::Value`]: a field of a flattened group needs it, since
