@@ -345,6 +345,8 @@ fn aider_edits_without_committing_and_leaves_no_state_in_the_change() {
             "--no-auto-commits",
             "--no-dirty-commits",
             "--no-gitignore",
+            "--no-git",
+            "--no-fancy-input",
             "--no-check-update",
             "--no-analytics",
             "--no-show-model-warnings",

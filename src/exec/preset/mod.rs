@@ -230,6 +230,10 @@ impl Preset {
                         "--no-auto-commits",
                         "--no-dirty-commits",
                         "--no-gitignore",
+                        // git forum commits the worktree; aider's own git writes (its config,
+                        // its commits) would fail under the sandbox's read-only git dir.
+                        "--no-git",
+                        "--no-fancy-input",
                         "--no-check-update",
                         "--no-analytics",
                         "--no-show-model-warnings",
@@ -421,15 +425,23 @@ fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
     let mut text = String::new();
     let mut usage: Option<Usage> = None;
     let mut model: Option<String> = None;
+    let mut first_error: Option<String> = None;
     for e in &events {
         let item = &e["item"];
         match e["type"].as_str().unwrap_or("") {
-            "error" | "turn.failed" => {
-                let msg = e["message"]
+            "turn.failed" => {
+                let msg = e["error"]["message"]
                     .as_str()
-                    .or_else(|| e["error"]["message"].as_str())
+                    .or_else(|| e["message"].as_str())
                     .unwrap_or("no message");
                 return Err(format!("codex reported an error: {}", one_line(msg)));
+            }
+            // An `error` event is also how Codex warns (an unknown model's metadata): fatal
+            // only when no turn completed.
+            "error" => {
+                if first_error.is_none() {
+                    first_error = e["message"].as_str().map(str::to_string);
+                }
             }
             "item.completed" if item["type"] == "agent_message" => {
                 text = item["text"].as_str().unwrap_or("").to_string();
@@ -441,10 +453,9 @@ fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
                 ));
             }
             "item.completed" if item["type"] == "error" => {
-                return Err(format!(
-                    "codex reported an error: {}",
-                    one_line(item["message"].as_str().unwrap_or("no message"))
-                ));
+                if first_error.is_none() {
+                    first_error = item["message"].as_str().map(str::to_string);
+                }
             }
             "turn.completed" => {
                 let u = &e["usage"];
@@ -467,6 +478,11 @@ fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
         if model.is_none() {
             model = e["model"].as_str().map(str::to_string);
         }
+    }
+    if usage.is_none()
+        && let Some(msg) = first_error
+    {
+        return Err(format!("codex reported an error: {}", one_line(&msg)));
     }
     Ok(Parsed {
         text: text.trim().to_string(),
@@ -646,11 +662,6 @@ impl Executor for PresetExecutor {
         let mut argv =
             self.preset
                 .argv_in(self.model.as_deref(), dir.as_deref(), confined, &allowed);
-        // Codex's provider goes before the prompt's flag-free tail: `exec` takes `-c` anywhere.
-        let base_url = std::env::var("OPENAI_BASE_URL")
-            .ok()
-            .filter(|u| !u.is_empty());
-        argv.extend(self.preset.provider_args(base_url.as_deref()));
         let mut set: Vec<(String, String)> = self
             .preset
             .quiet_env()
@@ -684,6 +695,16 @@ impl Executor for PresetExecutor {
         } else {
             None
         };
+        // Codex's provider (it ignores OPENAI_BASE_URL itself): the metered endpoint when
+        // confined, else the one the user's environment names.
+        let base_url = set
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "OPENAI_BASE_URL")
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
+            .filter(|u| !u.is_empty());
+        argv.extend(self.preset.provider_args(base_url.as_deref()));
         let listens = egress
             .as_ref()
             .map(|e| e.listens.clone())

@@ -34,10 +34,16 @@ fn orchestrator(dir: &Path) -> String {
 fn submit(f: &Fixture, preset: &str, program: &Path, env: &[(&str, String)]) -> Output {
     let forum = f.project.join(".forum");
     std::fs::create_dir_all(&forum).unwrap();
+    // aider reaches an OpenAI-compatible endpoint through litellm's `openai/` prefix.
+    let model = if preset == "aider" {
+        format!("openai/{MODEL}")
+    } else {
+        MODEL.to_string()
+    };
     std::fs::write(
         forum.join("runtime.toml"),
         format!(
-            "[runtime.default]\ncmd = \"{}\"\n\n[seats]\nworker = {{ {preset} = true, model = \"{MODEL}\" }}\n",
+            "[runtime.default]\ncmd = \"{}\"\n\n[seats]\nworker = {{ {preset} = true, model = \"{model}\" }}\n",
             orchestrator(f.dir())
         ),
     )
@@ -114,8 +120,9 @@ fn assert_fixed_under_the_record(f: &Fixture, o: &Output, server: &ModelServer) 
     assert_eq!(
         o.status.code(),
         Some(0),
-        "{stderr}\nthe model saw: {}",
-        server.summary()
+        "{stderr}\nthe model saw: {}\nresults: {:?}",
+        server.summary(),
+        payloads(f, "result")
     );
     let checks = payloads(f, "check");
     assert!(
@@ -189,4 +196,52 @@ fn heavy_claude_code_fixes_the_fixture_under_git_forum() {
         std::fs::read_to_string(&settings).unwrap(),
         "{\"includeCoAuthoredBy\": false}\n"
     );
+}
+
+#[test]
+fn heavy_codex_fixes_the_fixture_under_git_forum() {
+    let Some(codex) = agent_cli("GIT_FORUM_TEST_CODEX") else {
+        return;
+    };
+    let f = Fixture::new();
+    let server = ModelServer::start(f.script(Usage {
+        input: 1000,
+        output: 200,
+    }));
+    let o = submit(
+        &f,
+        "codex",
+        &codex,
+        &[
+            ("OPENAI_BASE_URL", server.v1()),
+            ("OPENAI_API_KEY", "sk-loopback-codex".into()),
+        ],
+    );
+    let result = assert_fixed_under_the_record(&f, &o, &server);
+    assert!(
+        result["usage"]["prompt_tokens"].as_u64().unwrap_or(0) > 0,
+        "{result}"
+    );
+}
+
+#[test]
+fn heavy_aider_fixes_the_fixture_under_git_forum() {
+    let Some(aider) = agent_cli("GIT_FORUM_TEST_AIDER") else {
+        return;
+    };
+    let f = Fixture::new();
+    let server = ModelServer::start(f.script(Usage {
+        input: 800,
+        output: 120,
+    }));
+    let o = submit(
+        &f,
+        "aider",
+        &aider,
+        &[
+            ("OPENAI_API_BASE", server.v1()),
+            ("OPENAI_API_KEY", "sk-loopback-aider".into()),
+        ],
+    );
+    assert_fixed_under_the_record(&f, &o, &server);
 }
