@@ -73,18 +73,17 @@ pub fn bridge_if_asked() -> Option<std::process::ExitCode> {
     let mut listens = Vec::new();
     let mut rest = args[2..].iter();
     loop {
-        match rest.next().and_then(|a| a.to_str()) {
-            Some("--listen") => match rest
-                .next()
-                .and_then(|a| a.to_str())
-                .map(bridge::Listen::parse)
-            {
-                Some(Ok(l)) => listens.push(l),
-                Some(Err(e)) => return fail(e),
-                None => return fail("--listen needs ADDR:PORT=SOCKET".into()),
-            },
+        let arg = rest.next().and_then(|a| a.to_str());
+        let spec = match arg {
+            Some("--listen") => rest.next().and_then(|a| a.to_str()),
+            Some(a) if a.starts_with("--listen=") => a.strip_prefix("--listen="),
             Some("--") => break,
             _ => return fail("usage: --listen ADDR:PORT=SOCKET ... -- PROGRAM ARGS...".into()),
+        };
+        match spec.map(bridge::Listen::parse) {
+            Some(Ok(l)) => listens.push(l),
+            Some(Err(e)) => return fail(e),
+            None => return fail("--listen needs ADDR:PORT=SOCKET".into()),
         }
     }
     let remaining: Vec<std::ffi::OsString> = rest.cloned().collect();

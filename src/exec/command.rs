@@ -44,7 +44,13 @@ use std::time::{Duration, Instant};
 
 use super::sandbox::probe::Jail;
 
+pub(crate) mod call_ctx;
 pub(crate) mod env;
+
+pub(crate) use call_ctx::{
+    allowance, allowed_commands, bridge_listens, in_allowance, in_allowed, in_bridge, in_stopper,
+    note_egress_seen, take_egress_seen,
+};
 pub mod reaper;
 
 /// The reaper is this binary again: the path works even when the file was replaced on disk.
@@ -142,98 +148,11 @@ thread_local! {
     static WORKDIR: RefCell<Option<PathBuf>> = const { RefCell::new(None) };
     /// The sandbox this thread's commands in a working directory start in.
     static JAIL: RefCell<Option<Arc<Jail>>> = const { RefCell::new(None) };
-    /// The shell commands a worker started on this thread may run itself (a `--work` task's
-    /// checks, its `run:` criteria and `--allow-cmd`), for the agents that take such a list.
-    static ALLOWED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
-    /// The bridge a confined command on this thread starts under (`--listen` arguments of
-    /// `git forum __egress-bridge`); empty: none.
-    static BRIDGE: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
-    /// What the model calls of a worker started on this thread may still spend (the run's
-    /// ceilings, less what is spent and reserved), for the agents metered while they run.
-    static ALLOWANCE: Cell<crate::egress::Ceilings> = Cell::new(crate::egress::Ceilings::default());
-    /// What the egress of this thread's last agent call saw (its meter and proxy), for the
-    /// task's record; taken once.
-    static EGRESS_SEEN: RefCell<Option<serde_json::Value>> = const { RefCell::new(None) };
-    /// A flag that, once set, stops the command this thread waits for (its whole group).
-    static STOPPER: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
-}
-
-/// Keeps what the egress of this thread's agent call saw, for [`take_egress_seen`].
-pub(crate) fn note_egress_seen(seen: serde_json::Value) {
-    EGRESS_SEEN.with(|c| *c.borrow_mut() = Some(seen));
-}
-
-/// What the egress of this thread's last agent call saw, once.
-pub(crate) fn take_egress_seen() -> Option<serde_json::Value> {
-    EGRESS_SEEN.with(|c| c.borrow_mut().take())
 }
 
 /// Whether this thread's confined commands keep the host's network (`--sandbox-net`).
 pub(crate) fn jail_shares_net() -> bool {
     JAIL.with(|c| c.borrow().as_ref().is_some_and(|j| j.shares_net()))
-}
-
-/// Runs `f` with `allowance` as what this thread's workers may still spend.
-pub(crate) fn in_allowance<T>(allowance: crate::egress::Ceilings, f: impl FnOnce() -> T) -> T {
-    let before = ALLOWANCE.with(|c| c.replace(allowance));
-    let out = f();
-    ALLOWANCE.with(|c| c.set(before));
-    out
-}
-
-/// What this thread's workers may still spend (see [`in_allowance`]).
-pub(crate) fn allowance() -> crate::egress::Ceilings {
-    ALLOWANCE.with(Cell::get)
-}
-
-/// Runs `f` with `flag` as the stop switch of the commands this thread waits for: once it is
-/// set, the running command is killed with its whole group (as at its deadline) and reported
-/// as interrupted.
-pub(crate) fn in_stopper<T>(flag: Arc<AtomicBool>, f: impl FnOnce() -> T) -> T {
-    struct Restore(Option<Arc<AtomicBool>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            STOPPER.with(|c| *c.borrow_mut() = self.0.take());
-        }
-    }
-    let _restore = Restore(STOPPER.with(|c| c.replace(Some(flag))));
-    f()
-}
-
-/// Runs `f` with the confined commands this thread starts wrapped in the egress bridge,
-/// listening as `listens` says (see `crate::egress::bridge`).
-pub(crate) fn in_bridge<T>(listens: Vec<String>, f: impl FnOnce() -> T) -> T {
-    struct Restore(Vec<String>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            BRIDGE.with(|c| *c.borrow_mut() = std::mem::take(&mut self.0));
-        }
-    }
-    let _restore = Restore(BRIDGE.with(|c| c.replace(listens)));
-    f()
-}
-
-/// The bridge's `--listen` arguments for this thread's confined commands (see [`in_bridge`]).
-pub(crate) fn bridge_listens() -> Vec<String> {
-    BRIDGE.with(|c| c.borrow().clone())
-}
-
-/// Runs `f` with `commands` as the shell commands this thread's workers may run; the
-/// previous list comes back afterwards.
-pub(crate) fn in_allowed<T>(commands: Vec<String>, f: impl FnOnce() -> T) -> T {
-    struct Restore(Vec<String>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            ALLOWED.with(|c| *c.borrow_mut() = std::mem::take(&mut self.0));
-        }
-    }
-    let _restore = Restore(ALLOWED.with(|c| c.replace(commands)));
-    f()
-}
-
-/// The shell commands this thread's workers may run (see [`in_allowed`]).
-pub(crate) fn allowed_commands() -> Vec<String> {
-    ALLOWED.with(|c| c.borrow().clone())
 }
 
 /// Runs `f` with the commands this thread starts in a working directory confined by `jail`
@@ -271,7 +190,7 @@ pub(crate) fn prepared_with(
 ) -> std::io::Result<Command> {
     let jail = JAIL.with(|c| c.borrow().clone());
     let (mut cmd, confined) = match (jail, dir) {
-        (Some(j), Some(d)) => (j.command(d, program)?, true),
+        (Some(j), Some(d)) => (j.command(d, program, &bridge_listens())?, true),
         (_, dir) => {
             let mut cmd = Command::new(program);
             if let Some(d) = dir {
@@ -628,11 +547,7 @@ pub(crate) fn run_setting(
     live().groups.remove(&pgid);
     let (stdout, truncated) = out_reader.join().unwrap_or_default();
     let (stderr, _) = err_reader.join().unwrap_or_default();
-    let stopped = STOPPER.with(|c| {
-        c.borrow()
-            .as_ref()
-            .is_some_and(|s| s.load(Ordering::SeqCst))
-    });
+    let stopped = call_ctx::stop_requested();
     if (stopped || live().refuses(scope)) && !status.is_some_and(|s| s.success()) {
         return Err(interrupted());
     }
@@ -651,10 +566,27 @@ pub(crate) fn run_setting(
             timeout: limits.timeout,
         });
     }
+    finished(
+        program,
+        status,
+        (stdout, truncated),
+        stderr,
+        start.elapsed(),
+    )
+}
+
+/// How a command that ended by itself went: its output, or why it failed.
+fn finished(
+    program: &str,
+    status: Option<ExitStatus>,
+    (stdout, truncated): (Vec<u8>, bool),
+    stderr: String,
+    elapsed: Duration,
+) -> Result<Ran, CommandError> {
     let status = status.ok_or_else(|| CommandError::Empty(format!("lost track of {program:?}")))?;
     if !status.success() {
         return Err(CommandError::Failed {
-            program: program.clone(),
+            program: program.to_string(),
             status,
             stderr,
         });
@@ -663,7 +595,7 @@ pub(crate) fn run_setting(
         stdout: stdout_text(stdout, truncated, program)?,
         truncated,
         stderr,
-        elapsed: start.elapsed(),
+        elapsed,
     })
 }
 
@@ -686,14 +618,13 @@ fn wait_until(
     pgid: u32,
     running: &Running,
 ) -> (Option<ExitStatus>, bool) {
-    let stop = STOPPER.with(|c| c.borrow().clone());
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return (Some(status), false),
             Ok(None) if Instant::now() >= deadline => {
                 return (kill_and_wait(child, pgid, running), true);
             }
-            Ok(None) if stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) => {
+            Ok(None) if call_ctx::stop_requested() => {
                 return (kill_and_wait(child, pgid, running), false);
             }
             Ok(None) => thread::sleep(Duration::from_millis(5)),

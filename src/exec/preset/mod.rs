@@ -201,56 +201,8 @@ impl Preset {
             (Preset::Claude, None) => {
                 push(&mut v, &["--output-format", "stream-json", "--verbose"])
             }
-            (Preset::Codex, _) => {
-                push(&mut v, &["--color", "never", "--skip-git-repo-check"]);
-                // Telemetry, feedback, update checks and plugins off: with plugins on, every
-                // run dials the vendor's servers whatever the provider.
-                for c in [
-                    "analytics.enabled=false",
-                    "feedback.enabled=false",
-                    "otel.exporter=\"none\"",
-                    "check_for_update_on_startup=false",
-                ] {
-                    push(&mut v, &["-c", c]);
-                }
-                push(&mut v, &["--disable", "plugins"]);
-                match (&dir, confined) {
-                    (Some(d), true) => {
-                        push(&mut v, &["--sandbox", "danger-full-access", "--cd", d])
-                    }
-                    (Some(d), false) => push(&mut v, &["--sandbox", "workspace-write", "--cd", d]),
-                    (None, _) => push(&mut v, &["--sandbox", "read-only"]),
-                }
-            }
-            (Preset::Aider, _) => {
-                push(
-                    &mut v,
-                    &[
-                        "--yes-always",
-                        "--no-auto-commits",
-                        "--no-dirty-commits",
-                        "--no-gitignore",
-                        // git forum commits the worktree; aider's own git writes (its config,
-                        // its commits) would fail under the sandbox's read-only git dir.
-                        "--no-git",
-                        "--no-fancy-input",
-                        "--no-check-update",
-                        "--no-analytics",
-                        "--no-show-model-warnings",
-                        "--no-detect-urls",
-                        "--no-show-release-notes",
-                        "--no-pretty",
-                        "--chat-history-file",
-                        "/dev/null",
-                        "--input-history-file",
-                        "/dev/null",
-                    ],
-                );
-                if dir.is_none() {
-                    push(&mut v, &["--chat-mode", "ask"]);
-                }
-                push(&mut v, &["--message"]);
-            }
+            (Preset::Codex, _) => v.extend(codex_flags(dir.as_deref(), confined)),
+            (Preset::Aider, _) => v.extend(aider_flags(dir.is_some())),
         }
         v
     }
@@ -317,6 +269,64 @@ impl Preset {
             Preset::Aider => read_aider(stdout, stderr, editing),
         }
     }
+}
+
+/// Codex's flags after `exec --json [--model M]`: quiet (telemetry, feedback, update checks
+/// and plugins off: with plugins on, every run dials the vendor's servers whatever the
+/// provider), then its own sandbox: `workspace-write` in a worktree, nothing (`danger-full-
+/// access`) when git forum's sandbox confines it, `read-only` elsewhere.
+fn codex_flags(dir: Option<&str>, confined: bool) -> Vec<String> {
+    let mut v: Vec<String> = ["--color", "never", "--skip-git-repo-check"]
+        .map(String::from)
+        .to_vec();
+    for c in [
+        "analytics.enabled=false",
+        "feedback.enabled=false",
+        "otel.exporter=\"none\"",
+        "check_for_update_on_startup=false",
+    ] {
+        v.extend(["-c".to_string(), c.to_string()]);
+    }
+    v.extend(["--disable".to_string(), "plugins".to_string()]);
+    let tail: Vec<&str> = match (dir, confined) {
+        (Some(d), true) => vec!["--sandbox", "danger-full-access", "--cd", d],
+        (Some(d), false) => vec!["--sandbox", "workspace-write", "--cd", d],
+        (None, _) => vec!["--sandbox", "read-only"],
+    };
+    v.extend(tail.into_iter().map(String::from));
+    v
+}
+
+/// aider's flags after `[--model M]`, ending with `--message` (the prompt follows): in a
+/// worktree it edits; elsewhere it only answers (`--chat-mode ask`).
+fn aider_flags(editing: bool) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "--yes-always",
+        "--no-auto-commits",
+        "--no-dirty-commits",
+        "--no-gitignore",
+        // git forum commits the worktree; aider's own git writes (its config, its commits)
+        // would fail under the sandbox's read-only git dir.
+        "--no-git",
+        "--no-fancy-input",
+        "--no-check-update",
+        "--no-analytics",
+        "--no-show-model-warnings",
+        "--no-detect-urls",
+        "--no-show-release-notes",
+        "--no-pretty",
+        "--chat-history-file",
+        "/dev/null",
+        "--input-history-file",
+        "/dev/null",
+    ]
+    .map(String::from)
+    .to_vec();
+    if !editing {
+        v.extend(["--chat-mode".to_string(), "ask".to_string()]);
+    }
+    v.push("--message".into());
+    v
 }
 
 /// Claude Code's result: with `--output-format stream-json --verbose`, one event per line and
@@ -438,10 +448,8 @@ fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
             }
             // An `error` event is also how Codex warns (an unknown model's metadata): fatal
             // only when no turn completed.
-            "error" => {
-                if first_error.is_none() {
-                    first_error = e["message"].as_str().map(str::to_string);
-                }
+            "error" if first_error.is_none() => {
+                first_error = e["message"].as_str().map(str::to_string);
             }
             "item.completed" if item["type"] == "agent_message" => {
                 text = item["text"].as_str().unwrap_or("").to_string();
@@ -452,10 +460,8 @@ fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
                     one_line(&item["changes"].to_string())
                 ));
             }
-            "item.completed" if item["type"] == "error" => {
-                if first_error.is_none() {
-                    first_error = item["message"].as_str().map(str::to_string);
-                }
+            "item.completed" if item["type"] == "error" && first_error.is_none() => {
+                first_error = item["message"].as_str().map(str::to_string);
             }
             "turn.completed" => {
                 let u = &e["usage"];
@@ -654,6 +660,32 @@ fn clean_aider_state(worktree: &Path) {
     }
 }
 
+impl PresetExecutor {
+    /// The egress of one confined call (see [`egress`]), or `None` when the call is not
+    /// confined or keeps the host's network; `stop` is set when its meter reaches a ceiling.
+    fn start_egress(
+        &self,
+        confined: bool,
+        stop: &Arc<AtomicBool>,
+    ) -> Result<Option<egress::Egress>, ExecError> {
+        if !(confined && self.egress && !command::jail_shares_net()) {
+            return Ok(None);
+        }
+        let on_hit: Arc<dyn Fn() + Send + Sync> = {
+            let stop = Arc::clone(stop);
+            Arc::new(move || stop.store(true, Ordering::SeqCst))
+        };
+        egress::start(self.preset, &self.allow_hosts, command::allowance(), on_hit)
+            .map(Some)
+            .map_err(|e| {
+                ExecError::Other(format!(
+                    "{}: the egress for its sandbox: {e}",
+                    self.preset.name()
+                ))
+            })
+    }
+}
+
 impl Executor for PresetExecutor {
     fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
         let dir = command::workdir();
@@ -677,24 +709,10 @@ impl Executor for PresetExecutor {
         // Confined, the agent reaches its model through the metering forwarder and nothing
         // else through the proxy; a ceiling the meter reaches stops its whole process tree.
         let stop = Arc::new(AtomicBool::new(false));
-        let egress = if confined && self.egress && !command::jail_shares_net() {
-            let on_hit: Arc<dyn Fn() + Send + Sync> = {
-                let stop = Arc::clone(&stop);
-                Arc::new(move || stop.store(true, Ordering::SeqCst))
-            };
-            let started =
-                egress::start(self.preset, &self.allow_hosts, command::allowance(), on_hit)
-                    .map_err(|e| {
-                        ExecError::Other(format!(
-                            "{}: the egress for its sandbox: {e}",
-                            self.preset.name()
-                        ))
-                    })?;
-            set.extend(started.vars.iter().cloned());
-            Some(started)
-        } else {
-            None
-        };
+        let egress = self.start_egress(confined, &stop)?;
+        if let Some(e) = &egress {
+            set.extend(e.vars.iter().cloned());
+        }
         // Codex's provider (it ignores OPENAI_BASE_URL itself): the metered endpoint when
         // confined, else the one the user's environment names.
         let base_url = set

@@ -183,7 +183,12 @@ impl Jail {
     /// be that worktree or below it); its arguments are the caller's to add:
     /// `bwrap ARGV -- PROGRAM`. A `program` given by an absolute path is bound read-only, so it
     /// can start wherever it lives; so is every path of the policy's `read`.
-    pub(crate) fn command(&self, dir: &Path, program: &Path) -> std::io::Result<Command> {
+    pub(crate) fn command(
+        &self,
+        dir: &Path,
+        program: &Path,
+        listens: &[String],
+    ) -> std::io::Result<Command> {
         let Some(view) = &self.view else {
             return Err(std::io::Error::other(format!(
                 "{} is not a worktree git forum prepared, so nothing is run confined there",
@@ -198,67 +203,20 @@ impl Jail {
                 view.worktree.display()
             )));
         }
-        // The program as the host finds it: inside, `$HOME` and `/tmp` are not the host's,
-        // so a name looked up there would miss an agent installed under either.
         let host_path = std::env::var("PATH").unwrap_or_default();
         let path = self.profile.path_in(&view.worktree, &host_path);
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let program = match find_program(&program.to_string_lossy(), &path) {
-            Some(found) if !program.starts_with(&view.worktree) => {
-                found.canonicalize().unwrap_or(found)
-            }
-            Some(_) => program.to_path_buf(),
-            None if program.is_absolute() => program.to_path_buf(),
-            None => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!(
-                        "{} is not on PATH ({path}): install it, or name it by its full path",
-                        program.display()
-                    ),
-                ));
-            }
-        };
-        let mut read_only: Vec<PathBuf> = Vec::new();
+        let program = host_program(program, &path, &view.worktree)?;
         // A command that reaches the network only through the egress bridge starts under it:
         // this binary, bound read-only, runs the program as its child.
-        let listens = crate::exec::command::bridge_listens();
         let bridge = if listens.is_empty() {
             None
         } else {
-            let exe = std::env::current_exe()?;
-            read_only.push(exe.clone());
-            Some(exe)
+            Some(std::env::current_exe()?)
         };
-        if program.is_absolute() && program.is_file() && !program.starts_with(&view.worktree) {
-            read_only.extend(runtime_of(&program, &path, home.as_deref()));
-            if !read_only.iter().any(|r| program.starts_with(r)) {
-                read_only.push(program.clone());
-            }
-        }
-        read_only.extend(self.profile.read.iter().filter(|p| p.exists()).cloned());
-        read_only.extend(self.policy.read.iter().filter(|p| p.exists()).cloned());
-        let in_tree: Vec<(PathBuf, PathBuf)> = self
-            .profile
-            .in_tree
-            .iter()
-            .filter(|(src, rel)| src.exists() && !view.worktree.join(rel).is_symlink())
-            .map(|(src, rel)| (src.clone(), view.worktree.join(rel)))
-            .collect();
-        let mut writable: Vec<PathBuf> = view.caches.iter().cloned().collect();
-        // The folders of the bridge's sockets, so the bridge inside can connect to them.
-        for l in &listens {
-            if let Some(dir) = l.split_once('=').and_then(|(_, s)| Path::new(s).parent())
-                && !writable.iter().any(|w| w == dir)
-            {
-                writable.push(dir.to_path_buf());
-            }
-        }
-        let masked: Vec<PathBuf> = read_only
-            .iter()
-            .flat_map(|r| super::CREDENTIAL_FILES.iter().map(move |f| r.join(f)))
-            .filter(|f| f.is_file())
-            .collect();
+        let read_only = self.read_only(&program, &path, bridge.as_deref(), view);
+        let in_tree = self.in_tree(view);
+        let writable = writable(view, listens);
+        let masked = masked(&read_only);
         let mut argv = bwrap_argv(
             &self.policy,
             &super::Mounts {
@@ -283,7 +241,7 @@ impl Jail {
         cmd.args(argv.iter().map(OsString::from));
         if let Some(exe) = &bridge {
             cmd.arg(exe).arg(crate::egress::BRIDGE_ARG);
-            for l in &listens {
+            for l in listens {
                 cmd.arg("--listen").arg(l);
             }
             cmd.arg("--");
@@ -303,6 +261,82 @@ impl Jail {
         }
         Ok(cmd)
     }
+
+    /// The profile's trees of the base checkout, where they appear in `view`'s worktree (a
+    /// worker's symlink there is never mounted over).
+    fn in_tree(&self, view: &View) -> Vec<(PathBuf, PathBuf)> {
+        self.profile
+            .in_tree
+            .iter()
+            .filter(|(src, rel)| src.exists() && !view.worktree.join(rel).is_symlink())
+            .map(|(src, rel)| (src.clone(), view.worktree.join(rel)))
+            .collect()
+    }
+
+    /// What a command of `program` sees read-only besides the system: the bridge, the
+    /// program and its runtime, the profile's trees and the policy's `read`.
+    fn read_only(
+        &self,
+        program: &Path,
+        path: &str,
+        bridge: Option<&Path>,
+        view: &View,
+    ) -> Vec<PathBuf> {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut read_only: Vec<PathBuf> = bridge.iter().map(|b| b.to_path_buf()).collect();
+        if program.is_absolute() && program.is_file() && !program.starts_with(&view.worktree) {
+            read_only.extend(runtime_of(program, path, home.as_deref()));
+            if !read_only.iter().any(|r| program.starts_with(r)) {
+                read_only.push(program.to_path_buf());
+            }
+        }
+        read_only.extend(self.profile.read.iter().filter(|p| p.exists()).cloned());
+        read_only.extend(self.policy.read.iter().filter(|p| p.exists()).cloned());
+        read_only
+    }
+}
+
+/// The program as the host finds it on `path`, links followed: inside, `$HOME` and `/tmp`
+/// are not the host's, so a name looked up there would miss an agent installed under either.
+fn host_program(program: &Path, path: &str, worktree: &Path) -> std::io::Result<PathBuf> {
+    Ok(match find_program(&program.to_string_lossy(), path) {
+        Some(found) if !program.starts_with(worktree) => found.canonicalize().unwrap_or(found),
+        Some(_) => program.to_path_buf(),
+        None if program.is_absolute() => program.to_path_buf(),
+        None => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "{} is not on PATH ({path}): install it, or name it by its full path",
+                    program.display()
+                ),
+            ));
+        }
+    })
+}
+
+/// The credential files inside `read_only`'s trees (see [`super::CREDENTIAL_FILES`]), shown
+/// empty.
+fn masked(read_only: &[PathBuf]) -> Vec<PathBuf> {
+    read_only
+        .iter()
+        .flat_map(|r| super::CREDENTIAL_FILES.iter().map(move |f| r.join(f)))
+        .filter(|f| f.is_file())
+        .collect()
+}
+
+/// The task's caches, and the folders of the bridge's sockets (so the bridge inside can
+/// connect to them): bound writable.
+fn writable(view: &View, listens: &[String]) -> Vec<PathBuf> {
+    let mut writable: Vec<PathBuf> = view.caches.iter().cloned().collect();
+    for l in listens {
+        if let Some(dir) = l.split_once('=').and_then(|(_, s)| Path::new(s).parent())
+            && !writable.iter().any(|w| w == dir)
+        {
+            writable.push(dir.to_path_buf());
+        }
+    }
+    writable
 }
 
 /// A resolved sandbox: what the record says and the jail (`None`: unconfined), or the refusal.

@@ -13,11 +13,11 @@ pub struct TlogProve {
     /// The entry to prove included.
     #[serde(default)]
     pub seq: Option<u64>,
-    /// Prove instead that the signed note extends the signed note of size M.
+    /// Prove instead that the ledger extends its first M entries
     #[arg(long, value_name = "M")]
     #[serde(default)]
     pub consistency_from: Option<u64>,
-    /// Prove against the signed note of size N (default: the latest).
+    /// Prove against the checkpoint of the first N entries (default: the whole ledger)
     #[arg(long, value_name = "N")]
     #[serde(default)]
     pub size: Option<u64>,
@@ -38,7 +38,7 @@ impl Request for TlogProve {
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlogSign {
-    /// Sign and store the note without recording a checkpoint entry.
+    /// Print only; do not record the checkpoint as a witness
     #[arg(long)]
     #[serde(default)]
     pub no_record: bool,

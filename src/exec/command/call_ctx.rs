@@ -1,0 +1,108 @@
+//! What one worker's call carries on its thread, for the agents that need more than a
+//! prompt: the shell commands it may run, the egress bridge its sandbox starts under, what it
+//! may still spend, the stop switch its metering forwarder pulls, and what that egress saw.
+//! Thread-locals, like the working directory and the jail of [`super`], so neither the
+//! [`crate::exec::Call`] nor the other executors change.
+
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+thread_local! {
+    /// The shell commands a worker started on this thread may run itself (a `--work` task's
+    /// checks, its `run:` criteria and `--allow-cmd`), for the agents that take such a list.
+    static ALLOWED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    /// The bridge a confined command on this thread starts under (`--listen` arguments of
+    /// `git forum __egress-bridge`); empty: none.
+    static BRIDGE: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    /// What the model calls of a worker started on this thread may still spend (the run's
+    /// ceilings, less what is spent and reserved), for the agents metered while they run.
+    static ALLOWANCE: Cell<crate::egress::Ceilings> = Cell::new(crate::egress::Ceilings::default());
+    /// What the egress of this thread's last agent call saw (its meter and proxy), for the
+    /// task's record; taken once.
+    static EGRESS_SEEN: RefCell<Option<serde_json::Value>> = const { RefCell::new(None) };
+    /// A flag that, once set, stops the command this thread waits for (its whole group).
+    static STOPPER: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with `commands` as the shell commands this thread's workers may run; the
+/// previous list comes back afterwards.
+pub(crate) fn in_allowed<T>(commands: Vec<String>, f: impl FnOnce() -> T) -> T {
+    struct Restore(Vec<String>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ALLOWED.with(|c| *c.borrow_mut() = std::mem::take(&mut self.0));
+        }
+    }
+    let _restore = Restore(ALLOWED.with(|c| c.replace(commands)));
+    f()
+}
+
+/// The shell commands this thread's workers may run (see [`in_allowed`]).
+pub(crate) fn allowed_commands() -> Vec<String> {
+    ALLOWED.with(|c| c.borrow().clone())
+}
+
+/// Runs `f` with the confined commands this thread starts wrapped in the egress bridge,
+/// listening as `listens` says (see `crate::egress::bridge`).
+pub(crate) fn in_bridge<T>(listens: Vec<String>, f: impl FnOnce() -> T) -> T {
+    struct Restore(Vec<String>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BRIDGE.with(|c| *c.borrow_mut() = std::mem::take(&mut self.0));
+        }
+    }
+    let _restore = Restore(BRIDGE.with(|c| c.replace(listens)));
+    f()
+}
+
+/// The bridge's `--listen` arguments for this thread's confined commands (see [`in_bridge`]).
+pub(crate) fn bridge_listens() -> Vec<String> {
+    BRIDGE.with(|c| c.borrow().clone())
+}
+
+/// Keeps what the egress of this thread's agent call saw, for [`take_egress_seen`].
+pub(crate) fn note_egress_seen(seen: serde_json::Value) {
+    EGRESS_SEEN.with(|c| *c.borrow_mut() = Some(seen));
+}
+
+/// What the egress of this thread's last agent call saw, once.
+pub(crate) fn take_egress_seen() -> Option<serde_json::Value> {
+    EGRESS_SEEN.with(|c| c.borrow_mut().take())
+}
+
+/// Runs `f` with `allowance` as what this thread's workers may still spend.
+pub(crate) fn in_allowance<T>(allowance: crate::egress::Ceilings, f: impl FnOnce() -> T) -> T {
+    let before = ALLOWANCE.with(|c| c.replace(allowance));
+    let out = f();
+    ALLOWANCE.with(|c| c.set(before));
+    out
+}
+
+/// What this thread's workers may still spend (see [`in_allowance`]).
+pub(crate) fn allowance() -> crate::egress::Ceilings {
+    ALLOWANCE.with(Cell::get)
+}
+
+/// Runs `f` with `flag` as the stop switch of the commands this thread waits for: once it is
+/// set, the running command is killed with its whole group (as at its deadline) and reported
+/// as interrupted.
+pub(crate) fn in_stopper<T>(flag: Arc<AtomicBool>, f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<Arc<AtomicBool>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            STOPPER.with(|c| *c.borrow_mut() = self.0.take());
+        }
+    }
+    let _restore = Restore(STOPPER.with(|c| c.replace(Some(flag))));
+    f()
+}
+
+/// Whether this thread's stop switch is set (see [`in_stopper`]).
+pub(crate) fn stop_requested() -> bool {
+    STOPPER.with(|c| {
+        c.borrow()
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::SeqCst))
+    })
+}
