@@ -117,6 +117,9 @@ impl Fixture {
             .env_clear()
             .env("HOME", &self.home)
             .env("PATH", "/usr/bin:/bin")
+            // No bytecode cache: a fix of the same size in the same second as the last run
+            // would otherwise be read from a stale one.
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .output()
             .expect("run the venv's python")
     }
@@ -160,12 +163,19 @@ fn the_fixture_fails_with_its_venv_and_cannot_import_its_cases_without_it() {
     assert!(!before.status.success(), "fails before the fix: {err}");
     assert!(err.contains("AssertionError"), "fails on the sum: {err}");
     // The system Python has no calc_cases: the check needs the project's venv.
-    let system = Command::new("python3")
+    // By its path: a bare name could be found on this process's PATH (a pyenv shim there
+    // picks its Python by its own rules).
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file())
+        .expect("a system python3");
+    let system = Command::new(python)
         .args(["-m", "unittest", "-q"])
         .current_dir(&f.project)
         .env_clear()
         .env("HOME", &f.home)
         .env("PATH", "/usr/bin:/bin")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .expect("python3");
     let serr = String::from_utf8_lossy(&system.stderr);
