@@ -158,14 +158,7 @@ pub(crate) fn jail_shares_net() -> bool {
 /// Runs `f` with the commands this thread starts in a working directory confined by `jail`
 /// (`None`: unconfined); the thread's previous jail comes back afterwards.
 pub(crate) fn in_jail<T>(jail: Option<Arc<Jail>>, f: impl FnOnce() -> T) -> T {
-    struct Restore(Option<Arc<Jail>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            JAIL.with(|c| *c.borrow_mut() = self.0.take());
-        }
-    }
-    let _restore = Restore(JAIL.with(|c| c.replace(jail)));
-    f()
+    call_ctx::scoped(&JAIL, jail, f)
 }
 
 /// What the sandbox of this thread's commands shows beyond the system folders and the
@@ -278,14 +271,7 @@ fn kill_and_wait(
 /// Runs `f` with the commands this thread starts in it running in `dir`; the thread's previous
 /// working directory comes back afterwards.
 pub(crate) fn in_workdir<T>(dir: &Path, f: impl FnOnce() -> T) -> T {
-    struct Restore(Option<PathBuf>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            WORKDIR.with(|c| *c.borrow_mut() = self.0.take());
-        }
-    }
-    let _restore = Restore(WORKDIR.with(|c| c.replace(Some(dir.to_path_buf()))));
-    f()
+    call_ctx::scoped(&WORKDIR, Some(dir.to_path_buf()), f)
 }
 
 /// The directory this thread's commands start in, when it is [`in_workdir`].

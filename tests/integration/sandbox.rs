@@ -17,7 +17,7 @@ use crate::work_run::{clean, payloads, setup};
 
 /// Whether this machine can run the sandbox at all (bubblewrap installed and allowed to make
 /// namespaces); the tests that need it say so and fail when it cannot.
-fn bwrap_works() -> bool {
+pub(crate) fn bwrap_works() -> bool {
     std::process::Command::new("bwrap")
         .args(["--unshare-all", "--ro-bind", "/", "/", "true"])
         .status()

@@ -9,14 +9,8 @@ use std::path::Path;
 use serde_json::Value as J;
 
 use crate::common::{Repo, on_each_kind};
+use crate::sandbox::bwrap_works;
 use crate::work_run::{payloads, setup};
-
-fn bwrap_works() -> bool {
-    std::process::Command::new("bwrap")
-        .args(["--unshare-all", "--ro-bind", "/", "/", "true"])
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 fn exe(p: &Path, body: &str) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();

@@ -4,9 +4,10 @@
 //! Thread-locals, like the working directory and the jail of [`super`], so neither the
 //! [`crate::exec::Call`] nor the other executors change.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::LocalKey;
 
 thread_local! {
     /// The shell commands a worker started on this thread may run itself (a `--work` task's
@@ -17,7 +18,7 @@ thread_local! {
     static BRIDGE: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
     /// What the model calls of a worker started on this thread may still spend (the run's
     /// ceilings, less what is spent and reserved), for the agents metered while they run.
-    static ALLOWANCE: Cell<crate::egress::Ceilings> = Cell::new(crate::egress::Ceilings::default());
+    static ALLOWANCE: RefCell<crate::egress::Ceilings> = RefCell::new(crate::egress::Ceilings::default());
     /// What the egress of this thread's last agent call saw (its meter and proxy), for the
     /// task's record; taken once.
     static EGRESS_SEEN: RefCell<Option<serde_json::Value>> = const { RefCell::new(None) };
@@ -25,17 +26,29 @@ thread_local! {
     static STOPPER: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
 }
 
+/// Runs `f` with `value` in this thread's `key`; the previous value comes back afterwards,
+/// also when `f` panics (the runner's `in_*` switches are this).
+pub(crate) fn scoped<V: 'static, T>(
+    key: &'static LocalKey<RefCell<V>>,
+    value: V,
+    f: impl FnOnce() -> T,
+) -> T {
+    struct Restore<V: 'static>(&'static LocalKey<RefCell<V>>, Option<V>);
+    impl<V: 'static> Drop for Restore<V> {
+        fn drop(&mut self) {
+            if let Some(v) = self.1.take() {
+                self.0.with(|c| *c.borrow_mut() = v);
+            }
+        }
+    }
+    let _restore = Restore(key, Some(key.with(|c| c.replace(value))));
+    f()
+}
+
 /// Runs `f` with `commands` as the shell commands this thread's workers may run; the
 /// previous list comes back afterwards.
 pub(crate) fn in_allowed<T>(commands: Vec<String>, f: impl FnOnce() -> T) -> T {
-    struct Restore(Vec<String>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            ALLOWED.with(|c| *c.borrow_mut() = std::mem::take(&mut self.0));
-        }
-    }
-    let _restore = Restore(ALLOWED.with(|c| c.replace(commands)));
-    f()
+    scoped(&ALLOWED, commands, f)
 }
 
 /// The shell commands this thread's workers may run (see [`in_allowed`]).
@@ -46,14 +59,7 @@ pub(crate) fn allowed_commands() -> Vec<String> {
 /// Runs `f` with the confined commands this thread starts wrapped in the egress bridge,
 /// listening as `listens` says (see `crate::egress::bridge`).
 pub(crate) fn in_bridge<T>(listens: Vec<String>, f: impl FnOnce() -> T) -> T {
-    struct Restore(Vec<String>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            BRIDGE.with(|c| *c.borrow_mut() = std::mem::take(&mut self.0));
-        }
-    }
-    let _restore = Restore(BRIDGE.with(|c| c.replace(listens)));
-    f()
+    scoped(&BRIDGE, listens, f)
 }
 
 /// The bridge's `--listen` arguments for this thread's confined commands (see [`in_bridge`]).
@@ -73,29 +79,19 @@ pub(crate) fn take_egress_seen() -> Option<serde_json::Value> {
 
 /// Runs `f` with `allowance` as what this thread's workers may still spend.
 pub(crate) fn in_allowance<T>(allowance: crate::egress::Ceilings, f: impl FnOnce() -> T) -> T {
-    let before = ALLOWANCE.with(|c| c.replace(allowance));
-    let out = f();
-    ALLOWANCE.with(|c| c.set(before));
-    out
+    scoped(&ALLOWANCE, allowance, f)
 }
 
 /// What this thread's workers may still spend (see [`in_allowance`]).
 pub(crate) fn allowance() -> crate::egress::Ceilings {
-    ALLOWANCE.with(Cell::get)
+    ALLOWANCE.with(|c| *c.borrow())
 }
 
 /// Runs `f` with `flag` as the stop switch of the commands this thread waits for: once it is
 /// set, the running command is killed with its whole group (as at its deadline) and reported
 /// as interrupted.
 pub(crate) fn in_stopper<T>(flag: Arc<AtomicBool>, f: impl FnOnce() -> T) -> T {
-    struct Restore(Option<Arc<AtomicBool>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            STOPPER.with(|c| *c.borrow_mut() = self.0.take());
-        }
-    }
-    let _restore = Restore(STOPPER.with(|c| c.replace(Some(flag))));
-    f()
+    scoped(&STOPPER, Some(flag), f)
 }
 
 /// Whether this thread's stop switch is set (see [`in_stopper`]).

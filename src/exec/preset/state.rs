@@ -111,33 +111,40 @@ fn prepare_from(
         }
         Some(bytes)
     };
-    let mut credential = None;
-    let vars = match preset {
-        Preset::Claude => {
-            if let Some(h) = home {
-                copy(&h.join(".claude/settings.json"), &dir.join("settings.json"));
-                copy(&h.join(".claude.json"), &dir.join(".claude.json"));
-                let user = h.join(".claude/.credentials.json");
-                let private = dir.join(".credentials.json");
-                if let Some(bytes) = copy(&user, &private) {
-                    credential = Some((private, user, bytes));
-                }
-            }
-            vec![("CLAUDE_CONFIG_DIR".to_string(), dir.display().to_string())]
-        }
+    // Per agent: the variable that names the folder, its settings files and its login file;
+    // each is copied under its own name.
+    let (var, settings, login): (&str, Vec<PathBuf>, Option<PathBuf>) = match preset {
+        Preset::Claude => (
+            "CLAUDE_CONFIG_DIR",
+            home.map_or_else(Vec::new, |h| {
+                vec![h.join(".claude/settings.json"), h.join(".claude.json")]
+            }),
+            home.map(|h| h.join(".claude/.credentials.json")),
+        ),
         Preset::Codex => {
-            if let Some(src) = codex_home.or_else(|| home.map(|h| h.join(".codex"))) {
-                copy(&src.join("config.toml"), &dir.join("config.toml"));
-                let user = src.join("auth.json");
-                let private = dir.join("auth.json");
-                if let Some(bytes) = copy(&user, &private) {
-                    credential = Some((private, user, bytes));
-                }
-            }
-            vec![("CODEX_HOME".to_string(), dir.display().to_string())]
+            let src = codex_home.or_else(|| home.map(|h| h.join(".codex")));
+            (
+                "CODEX_HOME",
+                src.iter().map(|s| s.join("config.toml")).collect(),
+                src.map(|s| s.join("auth.json")),
+            )
         }
-        Preset::Aider => Vec::new(),
+        Preset::Aider => {
+            return Ok(State {
+                vars: Vec::new(),
+                credential: None,
+            });
+        }
     };
+    let named = |p: &Path| dir.join(p.file_name().unwrap_or_default());
+    for f in &settings {
+        copy(f, &named(f));
+    }
+    let credential = login.and_then(|user| {
+        let private = named(&user);
+        copy(&user, &private).map(|bytes| (private, user, bytes))
+    });
+    let vars = vec![(var.to_string(), dir.display().to_string())];
     Ok(State { vars, credential })
 }
 
