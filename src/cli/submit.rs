@@ -144,6 +144,11 @@ pub(crate) struct RunFlags {
     /// work record), after [work] sandbox_read.
     #[arg(long = "sandbox-read", value_name = "PATH")]
     pub(crate) sandbox_read: Vec<PathBuf>,
+    /// One more host a sandboxed coding agent may reach through git forum's egress proxy,
+    /// beside its model (repeatable; HOST or HOST:PORT, port 443 when left out; recorded in
+    /// the run's work record), after [work] sandbox_allow_host.
+    #[arg(long = "sandbox-allow-host", value_name = "HOST[:PORT]")]
+    pub(crate) sandbox_allow_host: Vec<String>,
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
     pub(crate) roster: Option<PathBuf>,
@@ -297,6 +302,7 @@ impl RunFlags {
             },
             sandbox_net: self.sandbox_net,
             sandbox_read: self.sandbox_read.clone(),
+            sandbox_allow_host: self.sandbox_allow_host.clone(),
             // Set once the runtime config is read (`prepare`): the flags, else `[context] repo`.
             repo_context: None,
             max_tokens: self.max_tokens,

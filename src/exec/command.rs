@@ -155,6 +155,17 @@ pub(crate) fn jail_shares_net() -> bool {
     JAIL.with(|c| c.borrow().as_ref().is_some_and(|j| j.shares_net()))
 }
 
+/// The hosts the egress of this thread's confined agent admits beside its model
+/// (`--sandbox-allow-host`); empty when it runs unconfined.
+pub(crate) fn jail_allowed_hosts() -> Vec<crate::egress::Allow> {
+    JAIL.with(|c| {
+        c.borrow()
+            .as_ref()
+            .map(|j| j.allowed_hosts().to_vec())
+            .unwrap_or_default()
+    })
+}
+
 /// Runs `f` with the commands this thread starts in a working directory confined by `jail`
 /// (`None`: unconfined); the thread's previous jail comes back afterwards.
 pub(crate) fn in_jail<T>(jail: Option<Arc<Jail>>, f: impl FnOnce() -> T) -> T {

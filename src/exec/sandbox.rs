@@ -112,6 +112,9 @@ pub(crate) struct Policy {
     pub(crate) net: bool,
     /// More paths it may read (`--sandbox-read PATH`, `[work] sandbox_read`), absolute.
     pub(crate) read: Vec<PathBuf>,
+    /// Hosts a coding agent's egress proxy admits beside its model's endpoint
+    /// (`--sandbox-allow-host HOST[:PORT]`, `[work] sandbox_allow_host`).
+    pub(crate) allow_hosts: Vec<crate::egress::Allow>,
 }
 
 /// One system mount, as the host has it.
@@ -236,6 +239,8 @@ pub(crate) enum Record {
         net: bool,
         /// The extra paths they could read (`--sandbox-read`).
         read: Vec<String>,
+        /// The hosts an agent's egress admitted beside its model (`--sandbox-allow-host`).
+        allow_hosts: Vec<String>,
         /// What the run's profile showed them (the project's environment and toolchains,
         /// see [`profile`]).
         bound: Vec<String>,
@@ -249,14 +254,22 @@ pub(crate) enum Record {
 
 impl Record {
     /// The record as JSON: `{"confined": true, "tool": "bwrap", "net": false}` (with
-    /// `"read": [PATH...]` when the run added paths and `"bound": [PATH...]` when its profile
-    /// showed more) or `{"confined": false, "reason": "..."}`.
+    /// `"read": [PATH...]` when the run added paths, `"allow_hosts": [HOST:PORT...]` when it
+    /// widened an agent's egress, and `"bound": [PATH...]` when its profile showed more) or `{"confined": false, "reason": "..."}`.
     pub(crate) fn payload(&self) -> Value {
         match self {
-            Record::Confined { net, read, bound } => {
+            Record::Confined {
+                net,
+                read,
+                allow_hosts,
+                bound,
+            } => {
                 let mut v = json!({"confined": true, "tool": "bwrap", "net": net});
                 if !read.is_empty() {
                     v["read"] = json!(read);
+                }
+                if !allow_hosts.is_empty() {
+                    v["allow_hosts"] = json!(allow_hosts);
                 }
                 if !bound.is_empty() {
                     v["bound"] = json!(bound);
@@ -282,6 +295,7 @@ pub(crate) fn decide(
         (_, Ok(())) => Ok(Record::Confined {
             net: policy.net,
             read: policy.read.iter().map(|p| s(p)).collect(),
+            allow_hosts: policy.allow_hosts.iter().map(|a| a.to_string()).collect(),
             bound: Vec::new(),
         }),
         (Mode::Required, Err(why)) => Err(format!(
@@ -394,7 +408,7 @@ mod tests {
         };
         let net = Policy {
             net: true,
-            read: Vec::new(),
+            ..Policy::default()
         };
         let a = bwrap_argv(&net, &m);
         assert_eq!(a[..2], v(&["--unshare-all", "--share-net"]));
@@ -414,6 +428,7 @@ mod tests {
             Record::Confined {
                 net: false,
                 read: Vec::new(),
+                allow_hosts: Vec::new(),
                 bound: Vec::new(),
             }
         );
@@ -431,10 +446,12 @@ mod tests {
         let reads = Policy {
             net: false,
             read: vec!["/opt/tool".into()],
+            allow_hosts: vec![crate::egress::Allow::parse("PyPI.org").unwrap()],
         };
         assert_eq!(
             decide(Mode::Required, &reads, Ok(())).unwrap().payload(),
-            json!({"confined": true, "tool": "bwrap", "net": false, "read": ["/opt/tool"]})
+            json!({"confined": true, "tool": "bwrap", "net": false, "read": ["/opt/tool"],
+                   "allow_hosts": ["pypi.org:443"]})
         );
     }
 }

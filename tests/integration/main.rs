@@ -56,6 +56,7 @@ mod runtime;
 mod same_json;
 mod same_json_runs;
 mod sandbox;
+mod sandbox_allow_host;
 mod sandbox_profile;
 mod sandbox_transports;
 mod secrets;

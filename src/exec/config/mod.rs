@@ -418,6 +418,9 @@ pub(crate) struct WorkConfig {
     /// `sandbox_read = ["PATH", ...]`: more paths confined workers and checks may read, before
     /// each `--sandbox-read`.
     pub(crate) sandbox_read: Vec<std::path::PathBuf>,
+    /// `sandbox_allow_host = ["HOST[:PORT]", ...]`: more hosts a confined coding agent's egress
+    /// admits beside its model, before each `--sandbox-allow-host`.
+    pub(crate) sandbox_allow_host: Vec<String>,
     /// `max_file_bytes`, `max_change_bytes`, `max_files`, `max_disk_bytes`: what a change may
     /// hold (the defaults of [`ChangeLimits`] for each key left out).
     pub(crate) limits: ChangeLimits,

@@ -238,6 +238,7 @@ fn parse_work(src: &Src<'_>, work: RawWork, out: &mut WorkConfig) -> Result<(), 
         .into_iter()
         .map(std::path::PathBuf::from)
         .collect();
+    out.sandbox_allow_host = work.sandbox_allow_host.unwrap_or_default();
     let limits = super::ChangeLimits::default();
     let limit = |v: Option<u64>, name: &str, default: u64| match v {
         Some(0) => Err(src.err(

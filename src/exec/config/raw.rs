@@ -34,6 +34,7 @@ pub(super) struct RawWork {
     pub(super) sandbox: Option<bool>,
     pub(super) sandbox_net: Option<bool>,
     pub(super) sandbox_read: Option<Vec<String>>,
+    pub(super) sandbox_allow_host: Option<Vec<String>>,
     pub(super) max_file_bytes: Option<u64>,
     pub(super) max_change_bytes: Option<u64>,
     pub(super) max_files: Option<u64>,

@@ -607,8 +607,6 @@ pub(crate) struct PresetExecutor {
     /// Whether a confined call reaches the network only through the egress (the proxy and
     /// the metering forwarder); off when the run keeps the whole network (`--sandbox-net`).
     egress: bool,
-    /// Hosts the proxy admits beside the model's endpoint (`--sandbox-allow-host`).
-    allow_hosts: Vec<crate::egress::Allow>,
 }
 
 impl PresetExecutor {
@@ -639,7 +637,6 @@ impl PresetExecutor {
             describe: format!("{}: {line}", preset.name()),
             env,
             egress: true,
-            allow_hosts: Vec::new(),
         }
     }
 }
@@ -675,7 +672,9 @@ impl PresetExecutor {
             let stop = Arc::clone(stop);
             Arc::new(move || stop.store(true, Ordering::SeqCst))
         };
-        egress::start(self.preset, &self.allow_hosts, command::allowance(), on_hit)
+        // Beside the model's endpoint, the hosts the run's sandbox policy names.
+        let allow = command::jail_allowed_hosts();
+        egress::start(self.preset, &allow, command::allowance(), on_hit)
             .map(Some)
             .map_err(|e| {
                 ExecError::Other(format!(

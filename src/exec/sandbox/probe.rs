@@ -147,6 +147,11 @@ impl Jail {
         self.policy.net
     }
 
+    /// The hosts an agent's egress proxy admits beside its model (`--sandbox-allow-host`).
+    pub(crate) fn allowed_hosts(&self) -> &[crate::egress::Allow] {
+        &self.policy.allow_hosts
+    }
+
     /// The run's profile.
     pub(crate) fn profile(&self) -> &Profile {
         &self.profile

@@ -157,6 +157,7 @@ impl Dispatcher {
             max_cost_usd: a.ceilings.max_cost_usd,
             sandbox: a.sandbox,
             sandbox_net: a.sandbox_net,
+            sandbox_allow_host: a.sandbox_allow_host.clone(),
             ..RunOptions::default()
         };
         let repo_choice = a.repo_choice()?;

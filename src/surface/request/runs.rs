@@ -145,6 +145,11 @@ pub struct Submit {
     #[arg(long)]
     #[serde(default)]
     pub sandbox_net: bool,
+    /// More hosts a sandboxed coding agent may reach through the egress proxy beside its model
+    /// (HOST or HOST:PORT, port 443 when left out).
+    #[arg(long, value_name = "HOST[:PORT]")]
+    #[serde(default)]
+    pub sandbox_allow_host: Vec<String>,
 }
 
 impl Submit {

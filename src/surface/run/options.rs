@@ -94,6 +94,9 @@ pub(crate) struct RunOptions {
     /// `--sandbox-read PATH`: more paths confined workers and checks may read (after
     /// `[work] sandbox_read`).
     pub(crate) sandbox_read: Vec<std::path::PathBuf>,
+    /// `--sandbox-allow-host HOST[:PORT]`: more hosts a confined coding agent's egress admits
+    /// beside its model (after `[work] sandbox_allow_host`).
+    pub(crate) sandbox_allow_host: Vec<String>,
     /// The work tree whose map and relevant files are context (on by default in a repository;
     /// `--no-repo-context` leaves it `None`), after the context of [`RunOptions::context`].
     pub(crate) repo_context: Option<std::path::PathBuf>,
@@ -298,12 +301,32 @@ impl RunOptions {
                 "--sandbox-net keeps the network inside the sandbox, which --no-sandbox turns off: give one or the other",
             ));
         }
+        let net = self.sandbox_net || defaults.sandbox_net;
+        if !self.sandbox_allow_host.is_empty() && (net || self.sandbox == Some(false)) {
+            return Err(Error::usage(if net {
+                "--sandbox-allow-host admits one more host through the egress proxy, and --sandbox-net already opens every host: give one or the other"
+            } else {
+                "--sandbox-allow-host admits one more host through a sandboxed agent's egress, which --no-sandbox turns off: give one or the other"
+            }));
+        }
         let read = self.sandbox_read_paths(defaults)?;
+        let mut allow_hosts: Vec<crate::egress::Allow> = Vec::new();
+        for spec in defaults
+            .sandbox_allow_host
+            .iter()
+            .chain(&self.sandbox_allow_host)
+        {
+            let a = crate::egress::Allow::parse(spec).map_err(Error::usage)?;
+            if !allow_hosts.contains(&a) {
+                allow_hosts.push(a);
+            }
+        }
         let sandbox = Sandboxing::new(
             sandbox::choose(self.sandbox, defaults.sandbox),
             sandbox::Policy {
-                net: self.sandbox_net || defaults.sandbox_net,
+                net,
                 read,
+                allow_hosts,
             },
         );
         if working {

@@ -96,6 +96,9 @@ impl RunOptions {
         if !self.sandbox_read.is_empty() {
             m.insert("sandbox_read".into(), json!(self.sandbox_read));
         }
+        if !self.sandbox_allow_host.is_empty() {
+            m.insert("sandbox_allow_host".into(), json!(self.sandbox_allow_host));
+        }
         if let Some(mode) = self.secrets {
             m.insert("secrets".into(), json!(mode.as_str()));
         }
@@ -204,6 +207,18 @@ impl RunOptions {
                         .collect::<Option<Vec<_>>>()
                 })
                 .ok_or_else(|| wrong("sandbox_read", "a list of paths"))?;
+        }
+        if self.sandbox_allow_host.is_empty()
+            && let Some(v) = field("sandbox_allow_host")
+        {
+            self.sandbox_allow_host = v
+                .as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .map(|h| h.as_str().map(str::to_string))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .ok_or_else(|| wrong("sandbox_allow_host", "a list of HOST[:PORT]"))?;
         }
         Ok(())
     }
