@@ -218,6 +218,29 @@ impl Repo {
         c
     }
 
+    /// `git forum` as a user types it: git finds `git-forum` on `PATH` (the built binary's
+    /// folder first) and runs it as its child, with the environment of [`Repo::forum`].
+    pub fn git_forum(&self) -> Command {
+        let bin = std::path::Path::new(env!("CARGO_BIN_EXE_git-forum"))
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut c = Command::new("git");
+        hermetic(&mut c, self.path());
+        c.current_dir(self.path())
+            .arg("forum")
+            .env("PATH", path)
+            .env("GIT_FORUM_TIMESTAMP", "1000")
+            .env("GIT_FORUM_CACHE_DIR", self.cache_dir())
+            .env("GIT_FORUM_STATE_DIR", self.state_dir());
+        c
+    }
+
     /// git forum's cache root for this repository's commands (task worktrees live under it).
     pub fn cache_dir(&self) -> PathBuf {
         self.user.path().join("cache")

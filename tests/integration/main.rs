@@ -10,6 +10,7 @@ mod campaign_work;
 mod common;
 mod conflict;
 mod conformance;
+mod ctrl_c;
 mod daemon;
 mod daemon_guard;
 mod docs;
