@@ -290,6 +290,14 @@ pub(crate) fn workdir() -> Option<PathBuf> {
     WORKDIR.with(|c| c.borrow().clone())
 }
 
+/// Whether this thread's scope was stopped (its run is being interrupted) or every command of
+/// the process was: what a call that is not a process (a model call over HTTP) checks while it
+/// waits, so that it can give up at once.
+pub(crate) fn scope_stopped() -> bool {
+    let scope = SCOPE.with(Cell::get);
+    live().refuses(scope)
+}
+
 /// A fresh kill scope, distinct from every other of this process.
 pub(crate) fn new_scope() -> u64 {
     NEXT_SCOPE.fetch_add(1, Ordering::Relaxed)

@@ -38,6 +38,9 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue, LOCATION};
 
 use super::ExecError;
 use super::config::ExecutorSpec;
+
+/// How often a call waiting for a model's answer looks at whether its run is being interrupted.
+const INTERRUPT_POLL: Duration = Duration::from_millis(50);
 use super::endpoint::{self, CheckedUrl, Policy};
 
 /// The longest a connection may take to open (capped by the call's deadline).
@@ -382,10 +385,11 @@ impl HttpClient {
         }
         let bytes = serde_json::to_vec(body)
             .map_err(|e| ExecError::Other(format!("cannot encode the request: {e}")))?;
-        let mut resp = req
+        let request = req
             .body(bytes)
-            .send()
+            .build()
             .map_err(|e| self.send_error(e, start))?;
+        let mut resp = self.send_interruptibly(&client, request, start)?;
         let status = resp.status().as_u16();
         let redact = |s: String| match &auth {
             Some(a) => a.key.redact(&s),
@@ -428,6 +432,48 @@ impl HttpClient {
         })
     }
 
+    /// Sends `request` from a helper thread and waits for the answer's head, looking every
+    /// [`INTERRUPT_POLL`] at whether this thread's run is being interrupted: a model that
+    /// thinks for minutes before its first byte must not hold up a Ctrl-C or a halt. An
+    /// abandoned request runs on to its own deadline on that thread, and its answer is dropped.
+    fn send_interruptibly(
+        &self,
+        client: &reqwest::blocking::Client,
+        request: reqwest::blocking::Request,
+        start: Instant,
+    ) -> Result<reqwest::blocking::Response, ExecError> {
+        use std::sync::mpsc::{RecvTimeoutError, sync_channel};
+        let (tx, rx) = sync_channel(1);
+        let client = client.clone();
+        std::thread::Builder::new()
+            .name("git-forum-http".into())
+            .spawn(move || {
+                let _ = tx.send(client.execute(request));
+            })
+            .map_err(|e| ExecError::Other(format!("cannot start the request's thread: {e}")))?;
+        loop {
+            match rx.recv_timeout(INTERRUPT_POLL) {
+                Ok(answer) => return answer.map_err(|e| self.send_error(e, start)),
+                Err(RecvTimeoutError::Timeout) if crate::exec::command::scope_stopped() => {
+                    return Err(self.interrupted());
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(ExecError::Other(format!(
+                        "the request to {} ended without an answer",
+                        self.display()
+                    )));
+                }
+            }
+        }
+    }
+
+    fn interrupted(&self) -> ExecError {
+        ExecError::Command(crate::exec::command::CommandError::Interrupted {
+            program: self.display().to_string(),
+        })
+    }
+
     fn too_large(&self) -> ExecError {
         ExecError::TooLarge {
             url: self.display().to_string(),
@@ -456,6 +502,9 @@ impl HttpClient {
         loop {
             if Instant::now() >= deadline {
                 return Err(self.timeout());
+            }
+            if crate::exec::command::scope_stopped() {
+                return Err(self.interrupted());
             }
             match body.read(&mut buf) {
                 Ok(0) => return Ok(false),

@@ -176,3 +176,50 @@ fn ctrl_c_to_git_forum_through_git_halts_the_run_and_git_dies_of_sigint() {
 fn ctrl_c_to_a_background_git_forum_that_ignores_sigint_still_halts_the_run() {
     interrupt_and_resume(Spelling::GitIgnoring);
 }
+
+#[test]
+fn ctrl_c_while_a_model_over_http_is_thinking_halts_the_run_at_once() {
+    // A model endpoint that accepts the request and never answers (a local model with a long
+    // prompt is the same from outside): the halt must not wait for it.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}/v1/chat/completions",
+        silent.local_addr().unwrap().port()
+    );
+    let repo = Repo::new("sha1");
+    let child = Guarded(
+        repo.forum()
+            .args(["submit", "--quiet", "--chat-url", &url, "--model", "m"])
+            .arg("say hello")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    // The request is in flight once the server has the connection.
+    let (_held, _) = silent.accept().unwrap();
+    let sent = std::time::Instant::now();
+    ctrl_c(child.0.id());
+    let mut child = child;
+    let mut status = None;
+    poll(
+        || {
+            status = child.0.try_wait().unwrap();
+            status.is_some()
+        },
+        "the interrupted submit did not exit",
+    );
+    let waited = sent.elapsed();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.unwrap().code(), Some(5), "{err}");
+    // Not a timed assertion of speed: the grace before a forced exit is 10 s, and a halt that
+    // waited for the model would have taken that path (exit 130, no `halted` entry).
+    eprintln!("halted {waited:?} after Ctrl-C");
+    let log = repo.forum_json(&["log", "--run", "0"]);
+    let last = log["entries"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["kind"], "halted", "{log}");
+    assert_eq!(last["payload"]["signal"], "SIGINT", "{last}");
+    repo.forum_ok(&["verify", "--deep"]);
+}
