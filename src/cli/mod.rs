@@ -57,7 +57,8 @@ pub struct Cli {
     /// Run as if started in DIR.
     #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
     pub(crate) chdir: Option<PathBuf>,
-    /// Ledger to use (refs/forum/ledgers/NAME).
+    /// Ledger to use (refs/forum/ledgers/NAME); readers also take REMOTE:NAME, the copy `git
+    /// forum fetch REMOTE` adopted (refs/forum/remotes/REMOTE/NAME).
     #[arg(
         long,
         global = true,
@@ -218,15 +219,40 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// Opens the ledger for reading or writing; nothing is created until the first append.
+    /// Opens the ledger for writing (and reading); nothing is created until the first append.
+    /// A fetched copy (`--ledger REMOTE:NAME`) is refused: only `git forum fetch` moves it.
     pub(crate) fn store(&self) -> Result<GitStore, CliError> {
+        use crate::surface::store::LedgerSpec;
+        if let LedgerSpec::Fetched { remote, name } = LedgerSpec::parse(&self.ledger) {
+            return Err(CliError::usage(format!(
+                "--ledger {}: a copy fetched from {remote:?} is read-only (only `git forum fetch {remote}` moves it); write to a ledger of your own, e.g. --ledger {name}",
+                self.ledger
+            )));
+        }
         let repo = crate::surface::store::open_repo(&self.dir)?;
         let opts = Options::from_config(&repo, self.no_fsync)?;
         Ok(GitStore::new(repo, &self.ledger, opts)?)
     }
 
-    /// Opens a ledger that must exist.
+    /// Opens the ledger for reading: one of this repository, or the copy `git forum fetch
+    /// REMOTE` adopted (`--ledger REMOTE:NAME`).
+    pub(crate) fn reader(&self) -> Result<GitStore, CliError> {
+        let repo = crate::surface::store::open_repo(&self.dir)?;
+        let opts = Options::from_config(&repo, self.no_fsync)?;
+        crate::surface::store::open_reader(repo, &self.ledger, opts)
+    }
+
+    /// Opens a ledger that must exist, for reading (a fetched copy too).
     pub(crate) fn existing_store(&self) -> Result<GitStore, CliError> {
+        let s = self.reader()?;
+        if !s.exists()? {
+            return Err(StoreError::NoLedger(self.ledger.clone()).into());
+        }
+        Ok(s)
+    }
+
+    /// Opens a ledger of this repository that must exist, for writing.
+    pub(crate) fn existing_writer(&self) -> Result<GitStore, CliError> {
         let s = self.store()?;
         if !s.exists()? {
             return Err(StoreError::NoLedger(self.ledger.clone()).into());

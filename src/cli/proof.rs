@@ -104,9 +104,10 @@ pub(crate) fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
         (Some(seq), None) => Ask::Inclusion(seq),
         (None, None) => unreachable!("clap requires SEQ without --consistency-from"),
     };
+    // A fetched copy (REMOTE:NAME) is proved under the name its checkpoints are signed for.
     let r = surface::prove(
         &store.entries()?,
-        &ctx.ledger,
+        store.signature_ledger(),
         &store.signed_checkpoints()?,
         ask,
         args.size,
@@ -157,7 +158,7 @@ fn prove_tlog(ctx: &Ctx, args: &ProveArgs) -> Result<String, CliError> {
                 .expect("clap requires SEQ without --consistency-from"),
         ),
     };
-    let proof = st::prove(&store, &ctx.ledger, args.size, ask, !ctx.json)?;
+    let proof = st::prove(&store, store.signature_ledger(), args.size, ask, !ctx.json)?;
     if let Some((seq, entry_hash)) = &proof.entry {
         eprintln!("entry {seq}: entry_hash {entry_hash} (pass it to verify-proof --entry-hash)");
     }

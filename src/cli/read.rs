@@ -78,7 +78,7 @@ fn out_of_range(ctx: &Ctx, seq: u64, len: u64) -> CliError {
 }
 
 pub(crate) fn status(ctx: &Ctx, _args: StatusArgs) -> Result<(), CliError> {
-    let store = ctx.store()?;
+    let store = ctx.reader()?;
     let r = crate::surface::status::status(&store, super::doctor::readiness(ctx))?;
     if ctx.json {
         return ctx.out_report(&r);

@@ -20,7 +20,7 @@ pub(crate) struct RedactArgs {
 }
 
 pub(crate) fn run(ctx: &Ctx, args: RedactArgs) -> Result<(), CliError> {
-    let mut store = ctx.existing_store()?;
+    let mut store = ctx.existing_writer()?;
     let ts = ctx.now(None)?;
     let payload_hash = match args.payload_hash.parse::<u64>() {
         Ok(seq) if args.payload_hash.len() < 64 => {

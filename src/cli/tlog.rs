@@ -152,7 +152,7 @@ pub(crate) fn tiles(ctx: &Ctx, args: TilesArgs) -> Result<(), CliError> {
     };
     st::check_export_dir(&dir)?;
     let store = ctx.existing_store()?;
-    let done = st::export_tiles(&store, &ctx.ledger, &dir)?;
+    let done = st::export_tiles(&store, store.signature_ledger(), &dir)?;
     if ctx.json {
         ctx.out_json(&serde_json::json!({"dir": dir, "size": done.size, "files": done.files}))
     } else {
@@ -170,7 +170,7 @@ fn tile_get(ctx: &Ctx, req: &crate::surface::request::tlog::TlogRead) -> Result<
     use std::io::Write as _;
     crate::surface::request::Request::validate(req)?;
     let store = ctx.existing_store()?;
-    let file = crate::surface::tlog_layout::read(&store, &ctx.ledger, &req.path)?;
+    let file = crate::surface::tlog_layout::read(&store, store.signature_ledger(), &req.path)?;
     if ctx.json {
         return ctx.out_json(
             &serde_json::to_value(&file).map_err(|e| CliError::internal(e.to_string()))?,
@@ -186,7 +186,7 @@ pub(crate) fn checkpoint(ctx: &Ctx, args: CheckpointCmd) -> Result<(), CliError>
     if !args.note {
         return super::verify::checkpoint(ctx, args.base);
     }
-    let store = ctx.existing_store()?;
+    let store = ctx.existing_writer()?;
     let signed = st::checkpoint_note(&store, &ctx.ledger, args.note_key, args.base.no_record)?;
     if ctx.json {
         ctx.out_json(&crate::surface::tlog_layout::note_answer(

@@ -31,7 +31,7 @@ pub(crate) struct CheckpointArgs {
 pub(crate) struct SyncArgs {}
 
 pub(crate) fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
-    let store = ctx.store()?;
+    let store = ctx.reader()?;
     let keys = if args.witness_verifier.is_empty() {
         store.witness_verifier_keys_as_opened()
     } else {
@@ -86,7 +86,12 @@ pub(crate) fn verify(ctx: &Ctx, args: VerifyArgs) -> Result<(), CliError> {
 }
 
 pub(crate) fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<(), CliError> {
-    let store = ctx.existing_store()?;
+    // Recording or signing writes beside the ledger: a fetched copy is only read.
+    let store = if args.no_record && !args.sign {
+        ctx.existing_store()?
+    } else {
+        ctx.existing_writer()?
+    };
     let what = crate::surface::ledger::Record {
         record: !args.no_record,
         sign: args.sign,

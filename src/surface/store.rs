@@ -11,3 +11,70 @@ pub(crate) use crate::store::git::{
 };
 pub(crate) use crate::store::stale::age_text;
 pub(crate) use crate::store::verify::Verified;
+
+use crate::store::handle::{REMOTE_SIGNATURES_PREFIX, REMOTES_PREFIX};
+
+/// A reader's `--ledger`: a ledger of this repository (`NAME`), or the copy of ledger `NAME`
+/// that `git forum fetch REMOTE` adopted (`REMOTE:NAME`; `:` is never part of a name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LedgerSpec<'a> {
+    /// `refs/forum/ledgers/NAME`.
+    Local(&'a str),
+    /// `refs/forum/remotes/REMOTE/NAME`, read-only.
+    Fetched { remote: &'a str, name: &'a str },
+}
+
+impl<'a> LedgerSpec<'a> {
+    /// Reads `spec`; the parts are checked as ledger names when the ledger is opened.
+    pub(crate) fn parse(spec: &'a str) -> LedgerSpec<'a> {
+        match spec.split_once(':') {
+            Some((remote, name)) => LedgerSpec::Fetched { remote, name },
+            None => LedgerSpec::Local(spec),
+        }
+    }
+}
+
+/// Opens `spec` for reading in `repo` (see [`LedgerSpec`]). A fetched copy reads its signed
+/// checkpoints from beside it. A bare `REMOTE/NAME` that names no ledger here but a fetched
+/// copy is refused with the form that reads it, instead of reading as an empty ledger.
+pub(crate) fn open_reader(
+    repo: gix::Repository,
+    spec: &str,
+    opts: Options,
+) -> Result<GitStore, crate::surface::Error> {
+    use crate::surface::Error;
+    match LedgerSpec::parse(spec) {
+        LedgerSpec::Fetched { remote, name } => {
+            for part in [remote, name] {
+                validate_ledger_name(part).map_err(|e| {
+                    Error::usage(format!(
+                        "--ledger {spec:?}: {e}; a fetched copy is named REMOTE:NAME"
+                    ))
+                })?;
+            }
+            let store = GitStore::at_ref(repo, &format!("{REMOTES_PREFIX}{remote}/{name}"), opts)?
+                .with_signatures(name, &format!("{REMOTE_SIGNATURES_PREFIX}{remote}/{name}"));
+            if !store.exists()? {
+                return Err(Error::not_found(format!(
+                    "no copy of ledger {name:?} fetched from {remote:?} (refs/forum/remotes/{remote}/{name} does not exist); run `git forum fetch {remote}` first"
+                )));
+            }
+            Ok(store)
+        }
+        LedgerSpec::Local(name) => {
+            let store = GitStore::new(repo.clone(), name, opts)?;
+            if let Some((remote, rest)) = name.split_once('/')
+                && !store.exists()?
+            {
+                let copy =
+                    GitStore::at_ref(repo, &format!("{REMOTES_PREFIX}{name}"), Options::default())?;
+                if copy.exists()? {
+                    return Err(Error::not_found(format!(
+                        "no ledger named {name:?} here; the copy fetched from {remote:?} is read with --ledger {remote}:{rest}"
+                    )));
+                }
+            }
+            Ok(store)
+        }
+    }
+}

@@ -103,6 +103,20 @@ pub(crate) fn keygen(name: &str, dir: Option<PathBuf>, witness: bool) -> Result<
         vkey
     };
     let dir = dir.unwrap_or_else(|| PathBuf::from("."));
+    if !dir.exists() {
+        // A new folder for keys is private: only its owner may list or open it.
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| {
+                Error::usage(format!(
+                    "cannot create {}: {e}; pass --dir a folder you can write",
+                    dir.display()
+                ))
+            })?;
+    }
     let file = name.replace(['/', '\\', ':'], "_");
     let (kpath, ppath) = (
         dir.join(format!("{file}.key")),

@@ -19,6 +19,7 @@ mod edit_worker;
 mod egress;
 mod endpoint_forms;
 mod exit_codes;
+mod fetched_readers;
 mod flight;
 mod gradable;
 mod halt;

@@ -287,6 +287,20 @@ fn standard_proof_input_errors_are_one_line_and_write_nothing() {
         .output()
         .unwrap();
     one_line_error(&no_size, "no signed note of size 7");
+    // --dir makes a folder that does not exist yet, private; one it cannot make is refused.
+    let fresh = keys.path().join("new/keys");
+    let (skey, _) = keygen(&repo, &fresh, "k");
+    assert!(skey.is_file());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&fresh).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+    let blocked = skey.join("below");
+    let o = repo
+        .forum()
+        .args(["keygen", "k", "--dir", blocked.to_str().unwrap()])
+        .output()
+        .unwrap();
+    one_line_error(&o, "pass --dir a folder you can write");
 }
 
 /// The acceptance sweep: one ledger of 70 entries with a signed note at every size. The Go

@@ -8,7 +8,7 @@ use super::{
 
 /// `git forum runs`.
 pub(crate) fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
-    let store = ctx.store()?;
+    let store = ctx.reader()?;
     let entries = all_entries(&store)?;
     let read = read_bodies(&store);
     let runs = surface::run::runs(&entries, &Bodies::new(&read)).map_err(cli_err)?;
