@@ -121,7 +121,30 @@ pub(crate) fn completion_script(shell: Shell) -> Vec<u8> {
         Shell::Fish => S::Fish,
     };
     clap_complete::generate(s, &mut cmd, "git-forum", &mut buf);
+    if let Shell::Fish = shell {
+        // fish's own git completion (before fish 3.7) registers `git forum` under the name
+        // `git-forum`, so it never hands on the arguments of `git forum ...`; this does, to the
+        // completions above.
+        buf.extend_from_slice(
+            br#"
+function __git_forum_complete_args
+    set -l tokens (commandline -opc)
+    set -l at (contains -i -- forum $tokens)
+    set -e tokens[1..$at]
+    complete -C "git-forum $tokens "(commandline -ct)
+end
+complete -c git -f -n '__fish_seen_subcommand_from forum' -a '(__git_forum_complete_args)'
+"#,
+        );
+    }
     if let Shell::Bash = shell {
+        // clap_complete names a subcommand's state `git__forum__subcmd__NAME` where it sets it
+        // but `git__subcmd__forum__subcmd__NAME` in the case arm that completes it (the `-` of
+        // the program's name is taken for a subcommand separator there), so no flag after a
+        // subcommand would ever complete; the arms are renamed to what is set.
+        let text = String::from_utf8_lossy(&buf)
+            .replace("git__subcmd__forum__subcmd__", "git__forum__subcmd__");
+        buf = text.into_bytes();
         // git's bash completion calls _git_forum for `git forum ...`; hand it the words as if
         // `git-forum` had been typed.
         buf.extend_from_slice(

@@ -8,6 +8,7 @@ mod campaign;
 mod campaign_secrets;
 mod campaign_work;
 mod common;
+mod completion;
 mod conflict;
 mod conformance;
 mod ctrl_c;
