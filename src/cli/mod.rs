@@ -19,6 +19,7 @@ pub(crate) mod bench_verify;
 pub(crate) mod campaign;
 pub(crate) mod check;
 pub(crate) mod context;
+pub(crate) mod demo;
 pub(crate) mod doctor;
 pub(crate) mod exec_flags;
 pub(crate) mod flight;
@@ -181,6 +182,8 @@ pub(crate) enum Command {
     Man(man::ManArgs),
     /// Print a completion script for bash, zsh or fish.
     Completion(man::CompletionArgs),
+    /// Show the main job in seconds, with no model and no network, in a throwaway repository.
+    Demo(demo::DemoArgs),
     /// Export a run as Forum's gradable-trajectory row (printed, or appended to --out FILE).
     ExportGradable(gradable::ExportGradableArgs),
     /// Time verify, the body check and verify --deep on synthetic ledgers of each kind.
@@ -504,6 +507,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Export(a) => interop::export(ctx, a),
         Command::Man(a) => man::run(ctx, a),
         Command::Completion(a) => man::completion(ctx, a),
+        Command::Demo(a) => demo::run(ctx, a),
         Command::Prove(a) => proof::prove(ctx, a),
         Command::VerifyProof(a) => proof::verify_proof(ctx, a),
         Command::Keygen(a) => tlog::keygen(ctx, a),

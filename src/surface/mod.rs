@@ -21,6 +21,7 @@ pub(crate) mod bench_verify;
 pub(crate) mod campaign;
 pub(crate) mod clock;
 pub(crate) mod context;
+pub(crate) mod demo;
 pub(crate) mod doctor;
 pub(crate) mod flight;
 pub(crate) mod hooks;

@@ -14,6 +14,7 @@ mod conformance;
 mod ctrl_c;
 mod daemon;
 mod daemon_guard;
+mod demo;
 mod docs;
 mod edges;
 mod edit_worker;
