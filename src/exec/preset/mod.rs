@@ -55,6 +55,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{Call, ExecError, Executor, Reply, Usage, command};
 
+mod edits;
 pub(crate) mod egress;
 mod state;
 
@@ -336,6 +337,7 @@ fn aider_flags(editing: bool) -> Vec<String> {
 fn read_claude(stdout: &str) -> Result<Parsed, String> {
     let mut result: Option<serde_json::Value> = None;
     let mut init_model: Option<String> = None;
+    let mut turns: Vec<serde_json::Value> = Vec::new();
     for line in stdout.lines().map(str::trim).filter(|l| l.starts_with('{')) {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
@@ -345,6 +347,7 @@ fn read_claude(stdout: &str) -> Result<Parsed, String> {
             Some("system") if v["subtype"] == "init" => {
                 init_model = v["model"].as_str().map(str::to_string);
             }
+            Some("assistant" | "user") => turns.push(v),
             _ => {}
         }
     }
@@ -391,6 +394,12 @@ fn read_claude(stdout: &str) -> Result<Parsed, String> {
             "claude was refused {} tool use(s), so its work is not done: {}",
             denied.len(),
             what.join("; ")
+        ));
+    }
+    if let Some(failed) = edits::claude_failed_edit(&turns) {
+        return Err(format!(
+            "claude's edit failed, so its change is not made: {}",
+            one_line(&failed)
         ));
     }
     // The model that wrote the most; the first one named when none counts.
@@ -489,6 +498,12 @@ fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
         && let Some(msg) = first_error
     {
         return Err(format!("codex reported an error: {}", one_line(&msg)));
+    }
+    if let Some(failed) = edits::codex_failed_edit(&events) {
+        return Err(format!(
+            "codex's edit failed, so its change is not made: {}",
+            one_line(&failed)
+        ));
     }
     Ok(Parsed {
         text: text.trim().to_string(),
@@ -755,6 +770,19 @@ impl Executor for PresetExecutor {
             .preset
             .read_in(&ran.stdout, &ran.stderr, dir.is_some())
             .map_err(ExecError::Other)?;
+        // Codex tells only its model of a patch that did not apply; its session log shows it.
+        if let Some(home) = state.as_ref().and_then(|s| {
+            s.vars()
+                .into_iter()
+                .find(|(k, _)| k == "CODEX_HOME")
+                .map(|(_, v)| std::path::PathBuf::from(v))
+        }) && let Some(failed) = edits::codex_session_failed_patch(&home)
+        {
+            return Err(ExecError::Other(format!(
+                "codex's patch failed, so its change is not made: {}",
+                one_line(&failed)
+            )));
+        }
         Ok(Reply {
             text: parsed.text,
             model: parsed.model.unwrap_or_else(|| self.model()),
