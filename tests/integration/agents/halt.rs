@@ -18,7 +18,7 @@ use super::forum::{forum_json, payloads, submit_command};
 use super::model::{ModelServer, Outcome, Usage};
 
 /// The variable that marks every process started for the agent.
-const MARKER: &str = "GIT_FORUM_TEST_MARKER";
+const MARKER: &str = "AGENT_TREE_MARKER";
 
 /// The script the agent's shell runs: a background child and a foreground one.
 const LINGER: &str = "sleep 600 & sleep 600\n";
@@ -181,8 +181,13 @@ fn wait_busy(preset: &str, server: &ModelServer, marker: &str, child: &mut Child
     let what = format!("{preset}'s lingering children or its stalled request");
     wait_until(&what, START_LIMIT, || {
         if let Ok(Some(s)) = child.try_wait() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                use std::io::Read;
+                let _ = e.read_to_string(&mut err);
+            }
             panic!(
-                "the run ended ({s}) before {preset} was busy; the model saw:\n{}",
+                "the run ended ({s}) before {preset} was busy: {err}\nthe model saw:\n{}",
                 server.summary()
             );
         }
