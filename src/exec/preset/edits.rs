@@ -5,8 +5,65 @@
 //! changed nothing.
 
 use std::path::Path;
+use std::time::SystemTime;
 
 use serde_json::Value;
+
+/// The error of a call whose Claude Code `stream-json` output shows an edit left failed.
+pub(super) fn claude_check(stdout: &str) -> Result<(), String> {
+    let turns: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+        .filter(|v| v["type"] == "assistant" || v["type"] == "user")
+        .collect();
+    match claude_failed_edit(&turns) {
+        Some(f) => Err(format!(
+            "claude's edit failed, so its change is not made: {}",
+            cut(&f)
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The error of a call whose Codex `exec --json` events show a failed patch or a refused
+/// write.
+pub(super) fn codex_check(events: &[Value]) -> Result<(), String> {
+    match codex_failed_edit(events) {
+        Some(f) => Err(format!(
+            "codex's edit failed, so its change is not made: {}",
+            cut(&f)
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The error of a Codex call (its variables `vars`, `CODEX_HOME` among them, started at
+/// `since`) whose session log shows a patch refused.
+pub(super) fn codex_session_check(
+    vars: &[(String, String)],
+    since: SystemTime,
+) -> Result<(), String> {
+    let Some((_, home)) = vars.iter().find(|(k, _)| k == "CODEX_HOME") else {
+        return Ok(());
+    };
+    match codex_session_failed_patch(Path::new(home), since) {
+        Some(f) => Err(format!(
+            "codex's patch failed, so its change is not made: {}",
+            cut(&f)
+        )),
+        None => Ok(()),
+    }
+}
+
+/// One line of at most 200 characters.
+fn cut(s: &str) -> String {
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(200)
+        .collect()
+}
 
 /// Claude Code's tools that change a file.
 const CLAUDE_EDIT_TOOLS: [&str; 4] = ["Edit", "MultiEdit", "Write", "NotebookEdit"];
@@ -93,11 +150,12 @@ const CODEX_PATCH_REFUSED: &str = "apply_patch verification failed";
 const MAX_SESSION_FILES: usize = 64;
 const MAX_SESSION_BYTES: u64 = 32 << 20;
 
-/// The first patch Codex's session logs (`CODEX_HOME/sessions/**/*.jsonl`, one task's) show
-/// refused, as its first line, when no later patch of the session applied. Codex checks a
-/// patch against the file before it writes and tells only its model, as the output of the
-/// call (`function_call_output`), so that is where a refused patch is seen.
-pub(super) fn codex_session_failed_patch(codex_home: &Path) -> Option<String> {
+/// The first patch Codex's session logs (`CODEX_HOME/sessions/**/*.jsonl`, one task's,
+/// written since `since`: an earlier call of the same task is not this one) show refused, as
+/// its first line, when no later patch of the session applied. Codex checks a patch against
+/// the file before it writes and tells only its model, as the output of the call
+/// (`function_call_output`), so that is where a refused patch is seen.
+pub(super) fn codex_session_failed_patch(codex_home: &Path, since: SystemTime) -> Option<String> {
     let mut files = Vec::new();
     let mut dirs = vec![codex_home.join("sessions")];
     while let Some(d) = dirs.pop() {
@@ -121,7 +179,9 @@ pub(super) fn codex_session_failed_patch(codex_home: &Path) -> Option<String> {
     files.sort();
     let mut refused: Option<String> = None;
     for f in files {
-        if std::fs::metadata(&f).map_or(true, |m| m.len() > MAX_SESSION_BYTES) {
+        let fresh = std::fs::metadata(&f)
+            .is_ok_and(|m| m.len() <= MAX_SESSION_BYTES && m.modified().is_ok_and(|t| t >= since));
+        if !fresh {
             continue;
         }
         let Ok(text) = std::fs::read_to_string(&f) else {
@@ -252,6 +312,7 @@ mod tests {
     #[test]
     fn a_patch_codex_refused_is_read_from_its_session_log_unless_a_later_one_applied() {
         let home = tempfile::tempdir().unwrap();
+        let start = SystemTime::now() - std::time::Duration::from_secs(1);
         let day = home.path().join("sessions/2026/12/05");
         std::fs::create_dir_all(&day).unwrap();
         let out = |o: &str| {
@@ -264,7 +325,7 @@ mod tests {
         );
         std::fs::write(day.join("rollout-1.jsonl"), format!("{refused}\n")).unwrap();
         assert_eq!(
-            codex_session_failed_patch(home.path()).as_deref(),
+            codex_session_failed_patch(home.path(), start).as_deref(),
             Some("apply_patch verification failed: Failed to find expected lines in /w/calc.py:")
         );
         let applied = out("Success. Updated the following files:\nM calc.py\n");
@@ -273,7 +334,14 @@ mod tests {
             format!("{refused}\n{applied}\n"),
         )
         .unwrap();
-        assert_eq!(codex_session_failed_patch(home.path()), None);
-        assert_eq!(codex_session_failed_patch(&home.path().join("none")), None);
+        assert_eq!(codex_session_failed_patch(home.path(), start), None);
+        // A log older than the call is an earlier call's.
+        std::fs::write(day.join("rollout-1.jsonl"), format!("{refused}\n")).unwrap();
+        let later = SystemTime::now() + std::time::Duration::from_secs(60);
+        assert_eq!(codex_session_failed_patch(home.path(), later), None);
+        assert_eq!(
+            codex_session_failed_patch(&home.path().join("none"), start),
+            None
+        );
     }
 }

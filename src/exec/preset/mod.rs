@@ -30,8 +30,10 @@
 //! ([`state`]).
 //!
 //! Failure is failure: a CLI that exits non-zero, reports an error, was refused a tool use
-//! (Claude Code's `permission_denials`), made a patch that failed while exiting 0 (Codex's
-//! failed `file_change`) or could not apply its edit (aider) fails its task with its own words.
+//! (Claude Code's `permission_denials`), made an edit that failed while exiting 0 (Claude
+//! Code's Edit or Write whose tool result was an error, Codex's failed `file_change`, a patch
+//! its session log shows refused, a write the sandbox refused) or could not apply its edit
+//! (aider) fails its task with its own words ([`edits`]).
 //!
 //! Anywhere else (planning, judging, a run without `--work`) they only answer: Claude Code
 //! without edit permissions, Codex in its `read-only` sandbox, aider in `--chat-mode ask`.
@@ -337,7 +339,6 @@ fn aider_flags(editing: bool) -> Vec<String> {
 fn read_claude(stdout: &str) -> Result<Parsed, String> {
     let mut result: Option<serde_json::Value> = None;
     let mut init_model: Option<String> = None;
-    let mut turns: Vec<serde_json::Value> = Vec::new();
     for line in stdout.lines().map(str::trim).filter(|l| l.starts_with('{')) {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
@@ -347,7 +348,6 @@ fn read_claude(stdout: &str) -> Result<Parsed, String> {
             Some("system") if v["subtype"] == "init" => {
                 init_model = v["model"].as_str().map(str::to_string);
             }
-            Some("assistant" | "user") => turns.push(v),
             _ => {}
         }
     }
@@ -396,12 +396,7 @@ fn read_claude(stdout: &str) -> Result<Parsed, String> {
             what.join("; ")
         ));
     }
-    if let Some(failed) = edits::claude_failed_edit(&turns) {
-        return Err(format!(
-            "claude's edit failed, so its change is not made: {}",
-            one_line(&failed)
-        ));
-    }
+    edits::claude_check(stdout)?;
     // The model that wrote the most; the first one named when none counts.
     let model = v["modelUsage"]
         .as_object()
@@ -499,12 +494,7 @@ fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
     {
         return Err(format!("codex reported an error: {}", one_line(&msg)));
     }
-    if let Some(failed) = edits::codex_failed_edit(&events) {
-        return Err(format!(
-            "codex's edit failed, so its change is not made: {}",
-            one_line(&failed)
-        ));
-    }
+    edits::codex_check(&events)?;
     Ok(Parsed {
         text: text.trim().to_string(),
         model: model.or_else(|| header_value(stderr, "model:")),
@@ -742,6 +732,7 @@ impl Executor for PresetExecutor {
             .as_ref()
             .map(|e| e.listens.clone())
             .unwrap_or_default();
+        let started = std::time::SystemTime::now();
         let ran = command::in_stopper(Arc::clone(&stop), || {
             command::in_bridge(listens, || {
                 command::run_setting(&argv, &call.flattened(), self.limits, &self.env, &set)
@@ -771,18 +762,8 @@ impl Executor for PresetExecutor {
             .read_in(&ran.stdout, &ran.stderr, dir.is_some())
             .map_err(ExecError::Other)?;
         // Codex tells only its model of a patch that did not apply; its session log shows it.
-        if let Some(home) = state.as_ref().and_then(|s| {
-            s.vars()
-                .into_iter()
-                .find(|(k, _)| k == "CODEX_HOME")
-                .map(|(_, v)| std::path::PathBuf::from(v))
-        }) && let Some(failed) = edits::codex_session_failed_patch(&home)
-        {
-            return Err(ExecError::Other(format!(
-                "codex's patch failed, so its change is not made: {}",
-                one_line(&failed)
-            )));
-        }
+        let vars = state.as_ref().map(state::State::vars).unwrap_or_default();
+        edits::codex_session_check(&vars, started).map_err(ExecError::Other)?;
         Ok(Reply {
             text: parsed.text,
             model: parsed.model.unwrap_or_else(|| self.model()),
