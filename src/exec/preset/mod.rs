@@ -30,8 +30,10 @@
 //! ([`state`]).
 //!
 //! Failure is failure: a CLI that exits non-zero, reports an error, was refused a tool use
-//! (Claude Code's `permission_denials`), made a patch that failed while exiting 0 (Codex's
-//! failed `file_change`) or could not apply its edit (aider) fails its task with its own words.
+//! (Claude Code's `permission_denials`), made an edit that failed while exiting 0 (Claude
+//! Code's Edit or Write whose tool result was an error, Codex's failed `file_change`, a patch
+//! its session log shows refused, a write the sandbox refused) or could not apply its edit
+//! (aider) fails its task with its own words ([`edits`]).
 //!
 //! Anywhere else (planning, judging, a run without `--work`) they only answer: Claude Code
 //! without edit permissions, Codex in its `read-only` sandbox, aider in `--chat-mode ask`.
@@ -55,6 +57,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{Call, ExecError, Executor, Reply, Usage, command};
 
+mod edits;
 pub(crate) mod egress;
 mod state;
 
@@ -393,6 +396,7 @@ fn read_claude(stdout: &str) -> Result<Parsed, String> {
             what.join("; ")
         ));
     }
+    edits::claude_check(stdout)?;
     // The model that wrote the most; the first one named when none counts.
     let model = v["modelUsage"]
         .as_object()
@@ -490,6 +494,7 @@ fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
     {
         return Err(format!("codex reported an error: {}", one_line(&msg)));
     }
+    edits::codex_check(&events)?;
     Ok(Parsed {
         text: text.trim().to_string(),
         model: model.or_else(|| header_value(stderr, "model:")),
@@ -726,6 +731,7 @@ impl Executor for PresetExecutor {
             .as_ref()
             .map(|e| e.listens.clone())
             .unwrap_or_default();
+        let started = std::time::SystemTime::now();
         let ran = command::in_stopper(Arc::clone(&stop), || {
             command::in_bridge(listens, || {
                 command::run_setting(&argv, &call.flattened(), self.limits, &self.env, &set)
@@ -754,6 +760,9 @@ impl Executor for PresetExecutor {
             .preset
             .read_in(&ran.stdout, &ran.stderr, dir.is_some())
             .map_err(ExecError::Other)?;
+        // Codex tells only its model of a patch that did not apply; its session log shows it.
+        let vars = state.as_ref().map(state::State::vars).unwrap_or_default();
+        edits::codex_session_check(&vars, started).map_err(ExecError::Other)?;
         Ok(Reply {
             text: parsed.text,
             model: parsed.model.unwrap_or_else(|| self.model()),

@@ -4,17 +4,21 @@
 //! the loopback model behind git forum's metering forwarder. The change lands on the run
 //! branch with its check passed in the project's own venv, the task records the model and the
 //! tokens, the egress record says what was metered, and the user's settings are unchanged.
+//!
+//! Each agent is installed into the fixture's temporary `HOME` first, as a user installs it
+//! ([`super::install`]), and runs from there: under the sandbox, `$HOME` is not shown, so
+//! git forum has to find it on the host and bind its install tree.
 
 use std::path::Path;
 use std::process::Output;
 
 use serde_json::Value;
 
-use super::agent_cli;
 use super::fixture::Fixture;
+use super::install::{Cli, user_install};
 use super::model::{ModelServer, Usage};
 
-const MODEL: &str = "loopback-model";
+pub(super) const MODEL: &str = "loopback-model";
 
 /// The orchestrator: a plan of one task, a merge at the gate, a pass from the judge, an answer.
 fn orchestrator(dir: &Path) -> String {
@@ -31,7 +35,23 @@ fn orchestrator(dir: &Path) -> String {
 
 /// `git forum submit --work --sandbox` in the fixture with `preset` as the worker seat, the
 /// agent's program folder on `PATH` after the project's venv, and `env` for the agent.
-fn submit(f: &Fixture, preset: &str, program: &Path, env: &[(&str, String)]) -> Output {
+pub(super) fn submit(f: &Fixture, preset: &str, program: &Path, env: &[(&str, String)]) -> Output {
+    submit_command(f, preset, program.parent(), env, "", &[])
+        .output()
+        .unwrap()
+}
+
+/// The command [`submit`] runs, with `program_dir` on `PATH` (`None`: the agent is not
+/// installed), `seat` added to the worker seat's table (`, timeout_seconds = 20`), and `args`
+/// before the request.
+pub(super) fn submit_command(
+    f: &Fixture,
+    preset: &str,
+    program_dir: Option<&Path>,
+    env: &[(&str, String)],
+    seat: &str,
+    args: &[&str],
+) -> std::process::Command {
     let forum = f.project.join(".forum");
     std::fs::create_dir_all(&forum).unwrap();
     // aider reaches an OpenAI-compatible endpoint through litellm's `openai/` prefix.
@@ -43,17 +63,23 @@ fn submit(f: &Fixture, preset: &str, program: &Path, env: &[(&str, String)]) -> 
     std::fs::write(
         forum.join("runtime.toml"),
         format!(
-            "[runtime.default]\ncmd = \"{}\"\n\n[seats]\nworker = {{ {preset} = true, model = \"{model}\" }}\n",
+            "[runtime.default]\ncmd = \"{}\"\n\n[seats]\nworker = {{ {preset} = true, model = \"{model}\"{seat} }}\n",
             orchestrator(f.dir())
         ),
     )
     .unwrap();
     std::fs::write(f.project.join(".git/info/exclude"), ".forum/\n").unwrap();
-    let path = format!(
-        "{}:{}:/usr/local/bin:/usr/bin:/bin",
-        f.venv.join("bin").display(),
-        program.parent().unwrap().display()
-    );
+    let path = match program_dir {
+        Some(dir) => format!(
+            "{}:{}:/usr/local/bin:/usr/bin:/bin",
+            f.venv.join("bin").display(),
+            dir.display()
+        ),
+        None => format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            f.venv.join("bin").display()
+        ),
+    };
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_git-forum"));
     cmd.current_dir(&f.project)
         .env_clear()
@@ -75,16 +101,18 @@ fn submit(f: &Fixture, preset: &str, program: &Path, env: &[(&str, String)]) -> 
             "--sandbox",
             "--check",
             "python -m unittest -q",
-            "fix add in calc.py",
-        ]);
+        ])
+        .args(args)
+        .arg("fix add in calc.py")
+        .stdin(std::process::Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().unwrap()
+    cmd
 }
 
 /// git forum's JSON answer to `args` in the fixture.
-fn forum_json(f: &Fixture, args: &[&str]) -> Value {
+pub(super) fn forum_json(f: &Fixture, args: &[&str]) -> Value {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_git-forum"))
         .current_dir(&f.project)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
@@ -99,7 +127,7 @@ fn forum_json(f: &Fixture, args: &[&str]) -> Value {
 }
 
 /// The ledger's payloads of `kind`, oldest first.
-fn payloads(f: &Fixture, kind: &str) -> Vec<Value> {
+pub(super) fn payloads(f: &Fixture, kind: &str) -> Vec<Value> {
     let mut all = forum_json(f, &["log"])
         .as_array()
         .cloned()
@@ -162,10 +190,10 @@ fn assert_fixed_under_the_record(f: &Fixture, o: &Output, server: &ModelServer) 
 
 #[test]
 fn heavy_claude_code_fixes_the_fixture_under_git_forum() {
-    let Some(claude) = agent_cli("GIT_FORUM_TEST_CLAUDE") else {
+    let f = Fixture::new();
+    let Some(claude) = user_install(Cli::Claude, &f.home) else {
         return;
     };
-    let f = Fixture::new();
     let mut script = f.script(Usage {
         input: 1200,
         output: 300,
@@ -200,10 +228,10 @@ fn heavy_claude_code_fixes_the_fixture_under_git_forum() {
 
 #[test]
 fn heavy_codex_fixes_the_fixture_under_git_forum() {
-    let Some(codex) = agent_cli("GIT_FORUM_TEST_CODEX") else {
+    let f = Fixture::new();
+    let Some(codex) = user_install(Cli::Codex, &f.home) else {
         return;
     };
-    let f = Fixture::new();
     let server = ModelServer::start(f.script(Usage {
         input: 1000,
         output: 200,
@@ -226,10 +254,10 @@ fn heavy_codex_fixes_the_fixture_under_git_forum() {
 
 #[test]
 fn heavy_aider_fixes_the_fixture_under_git_forum() {
-    let Some(aider) = agent_cli("GIT_FORUM_TEST_AIDER") else {
+    let f = Fixture::new();
+    let Some(aider) = user_install(Cli::Aider, &f.home) else {
         return;
     };
-    let f = Fixture::new();
     let server = ModelServer::start(f.script(Usage {
         input: 800,
         output: 120,

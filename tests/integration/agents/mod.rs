@@ -51,7 +51,10 @@ pub mod model;
 mod aider;
 mod claude;
 mod codex;
+mod failures;
 mod forum;
+mod halt;
+pub mod install;
 mod wire;
 
 use std::path::PathBuf;

@@ -40,13 +40,24 @@ pub enum Outcome {
     /// The correct fix.
     Fix,
     /// An edit whose old text is not in the file: Claude Code's Edit fails, Codex's
-    /// `apply_patch` fails (Codex still exits 0), and aider gets an answer with no file in it.
+    /// `apply_patch` fails (Codex still exits 0), and aider gets an answer it cannot parse (a
+    /// fenced file with no file name before it).
     BadPatch,
     /// A write of this absolute path (outside the project) instead of the fix: Claude Code's
     /// Write tool, a shell `printf` for Codex, an answer with no file for aider. What stops it
     /// has to be the sandbox.
     WriteOutside(PathBuf),
+    /// Long-lived processes instead of the fix: Claude Code (its Bash tool) and Codex
+    /// (`exec_command`) run this shell command on every turn; aider's request is answered only
+    /// after ten minutes (a model turn that stalls). What a halt or a deadline must stop.
+    Linger(String),
+    /// One shell command instead of the fix, then the answer: Claude Code's Bash tool, Codex's
+    /// `exec_command`; aider gets an answer with no file.
+    Shell(String),
 }
+
+/// How long a lingering chat request waits before its answer.
+const STALL: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// The scripted fix: one file of the project, one line of it replaced.
 #[derive(Clone, Debug)]
@@ -231,6 +242,9 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             body,
             status,
         });
+    if let (Outcome::Linger(_), "/v1/chat/completions") = (&script.outcome, bare.as_str()) {
+        tokio::time::sleep(STALL).await;
+    }
     response
 }
 
@@ -333,9 +347,25 @@ fn claude_step(script: &Script, done: u32) -> Step {
                 "Write",
                 json!({"file_path": p.display().to_string(), "content": "written from inside\n"}),
             ),
+            Outcome::Linger(cmd) => linger_bash(cmd),
+            Outcome::Shell(cmd) => Step::Tool(
+                "Bash",
+                json!({"command": cmd, "description": "Run a command"}),
+            ),
         };
     }
+    if let Outcome::Linger(cmd) = &script.outcome {
+        return linger_bash(cmd);
+    }
     Step::Text(script.answer.clone())
+}
+
+/// Claude Code's Bash tool running `cmd` for as long as the tool allows (ten minutes).
+fn linger_bash(cmd: &str) -> Step {
+    Step::Tool(
+        "Bash",
+        json!({"command": cmd, "description": "Run the project's helper", "timeout": 600000}),
+    )
 }
 
 /// The working directory Claude Code names in its system prompt (`Working directory: PATH`).
@@ -459,6 +489,9 @@ fn anthropic_block(i: usize, block: &Value) -> Vec<(&'static str, Value)> {
 /// Codex's turn number `done` (function results so far): the busy reads, the patch, the
 /// answer, as shell commands.
 fn codex_step(script: &Script, done: u32) -> Option<String> {
+    if let Outcome::Linger(cmd) = &script.outcome {
+        return Some(cmd.clone());
+    }
     if done < script.busy_turns {
         return Some(format!("cat {}", script.file));
     }
@@ -474,6 +507,7 @@ fn codex_step(script: &Script, done: u32) -> Option<String> {
         Outcome::WriteOutside(p) => {
             format!("printf 'written from inside\\n' > '{}'", p.display())
         }
+        Outcome::Linger(cmd) | Outcome::Shell(cmd) => cmd.clone(),
     })
 }
 
@@ -563,6 +597,8 @@ fn aider_text(script: &Script) -> String {
             "{}\n```\n{}```\n\n{}\n",
             script.file, script.after, script.answer
         ),
+        // A fenced file with no file name before it: aider cannot tell which file it is.
+        Outcome::BadPatch => format!("```\n{}```\n\n{}\n", script.after, script.answer),
         _ => format!("{}\n", script.answer),
     }
 }
