@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use serde_json::Value as J;
 
-use super::submit::{BudgetFlags, ContextFlags, capsule_text_of, preload};
+use super::submit::{ContextCmd, capsule_text_of, preload, repo_choice};
 use super::{CliError, Ctx};
 use crate::exec::config;
+use crate::surface::request::reports::Preflight;
 use crate::surface::run::{CommandContext, ContextProvider};
 
 pub(crate) use crate::surface::context::{Got, with_repo};
@@ -42,28 +43,16 @@ pub(crate) struct PreflightArgs {
     /// The request (several words are joined with spaces).
     #[arg(required = true)]
     pub(crate) request: Vec<String>,
-    /// Where the context comes from.
+    /// The context command, the command line's own source of context.
     #[command(flatten)]
-    pub(crate) context: ContextFlags,
-    /// Capsule: the most task results included (0: none).
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 8,
-        allow_negative_numbers = true
-    )]
-    pub(crate) max_items: i64,
-    /// Capsule: the most code points copied from any text field.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 240,
-        allow_negative_numbers = true
-    )]
-    pub(crate) max_text_chars: i64,
-    /// The context budget to measure against.
+    pub(crate) context: ContextCmd,
+    /// What is measured: the request the daemon and MCP take (its text is the words above).
     #[command(flatten)]
-    pub(crate) budget: BudgetFlags,
+    pub(crate) req: Preflight,
+    /// Leave the repository's map out, as a run with --no-repo-context would (the last of
+    /// this and --repo-context wins).
+    #[arg(long, overrides_with = "repo_context")]
+    pub(crate) no_repo_context: bool,
 }
 
 /// The preflight in a few lines, for people.
@@ -129,12 +118,10 @@ pub(crate) fn run(ctx: &Ctx, args: ContextArgs) -> Result<(), CliError> {
 fn preflight(ctx: &Ctx, a: PreflightArgs) -> Result<(), CliError> {
     let request = a.request.join(" ");
     crate::route::check_request(&request).map_err(|e| CliError::usage(e.to_string()))?;
-    let budget = a.budget.budget()?;
-    let limit = |flag: &str, v: i64| -> Result<usize, CliError> {
-        usize::try_from(v).map_err(|_| CliError::usage(format!("--{flag} {v} must be 0 or more")))
-    };
-    let max_items = limit("max-items", a.max_items)?;
-    let max_text_chars = limit("max-text-chars", a.max_text_chars)?;
+    let budget = a.req.budget.budget()?;
+    let limit = |v: Option<u64>, default: usize| v.map_or(default, |n| n as usize);
+    let max_items = limit(a.req.max_items, 8);
+    let max_text_chars = limit(a.req.max_text_chars, 240);
     let (got, source) = if let Some(line) = &a.context.context_cmd {
         let argv =
             config::split_cmd(line).map_err(|e| CliError::usage(format!("--context-cmd: {e}")))?;
@@ -154,7 +141,7 @@ fn preflight(ctx: &Ctx, a: PreflightArgs) -> Result<(), CliError> {
             },
         };
         (got, "command")
-    } else if a.context.use_capsule_context {
+    } else if a.req.use_capsule_context {
         let store = ctx.store()?;
         let pre = preload(&store)?;
         let text = capsule_text_of(&pre, &store, max_items, max_text_chars)
@@ -167,8 +154,11 @@ fn preflight(ctx: &Ctx, a: PreflightArgs) -> Result<(), CliError> {
     let defaults = crate::config::load_runtime(&ctx.dir, None, &config::Flags::default())
         .map(|l| l.runtime.context)
         .map_err(|e| CliError::usage(e.to_string()))?;
-    let repo = crate::surface::run::options::repo_context_on(a.context.repo_choice(), &defaults)
-        .then_some(ctx.dir.as_path());
+    let repo = crate::surface::run::options::repo_context_on(
+        repo_choice(a.req.repo_context, a.no_repo_context),
+        &defaults,
+    )
+    .then_some(ctx.dir.as_path());
     let (got, source, part) = with_repo(got, source, repo);
     let payload =
         crate::surface::context::preflight(&request, &got, &source, budget.as_ref(), &part)

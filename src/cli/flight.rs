@@ -5,55 +5,71 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use clap::builder::PossibleValuesParser;
 use clap::parser::ValueSource;
 
 use super::{CliError, Ctx};
 use crate::flight::{Format, MAX_TRACE_BYTES};
 use crate::surface::flight as surface;
+use crate::surface::request::reports::{ImportTrace, Trace};
 
-const FORMATS: [&str; 6] = [
-    "langsmith",
-    "otel",
-    "agentops",
-    "generic",
-    "otlp",
-    "claude-code",
-];
-
+/// The trace as a file, beside the request's fields (the trace as JSON or text, its format).
 #[derive(Debug, clap::Args)]
-pub(crate) struct ImportTraceArgs {
+pub(crate) struct TraceFile {
     /// The trace: a file, or - for standard input.
-    #[arg(value_name = "TRACE")]
-    pub(crate) trace: PathBuf,
-    /// How the trace is written: Forum's langsmith, otel, agentops or generic (a JSON list of
-    /// events), otlp (OTLP/JSON as the collector's file exporter writes it) or claude-code (a
-    /// Claude Code session transcript, JSONL).
-    #[arg(long, default_value = "generic", value_parser = PossibleValuesParser::new(FORMATS))]
-    pub(crate) format: String,
+    #[arg(
+        value_name = "TRACE",
+        required_unless_present_any = ["trace", "text"],
+        conflicts_with_all = ["trace", "text"]
+    )]
+    pub(crate) file: Option<PathBuf>,
     /// The largest trace read, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = MAX_TRACE_BYTES)]
     pub(crate) max_bytes: u64,
 }
 
 #[derive(Debug, clap::Args)]
+pub(crate) struct ImportTraceArgs {
+    /// Where the trace is.
+    #[command(flatten)]
+    pub(crate) input: TraceFile,
+    /// The trace and its format: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: ImportTrace,
+}
+
+#[derive(Debug, clap::Args)]
 pub(crate) struct MineArgs {
-    /// The trace: a file, or - for standard input.
-    #[arg(value_name = "TRACE")]
-    pub(crate) trace: PathBuf,
-    /// How the trace is written (as for import-trace).
-    #[arg(long, default_value = "generic", value_parser = PossibleValuesParser::new(FORMATS))]
-    pub(crate) format: String,
+    /// Where the trace is.
+    #[command(flatten)]
+    pub(crate) input: TraceFile,
+    /// The trace, its format and the checks a PASS needs: the request the daemon and MCP
+    /// take.
+    #[command(flatten)]
+    pub(crate) req: crate::surface::request::reports::Mine,
     /// Append the row to this JSONL file (one line, sorted keys, as Forum writes it) instead
     /// of printing it.
     #[arg(long, value_name = "FILE")]
     pub(crate) out: Option<PathBuf>,
-    /// Independent checks a PASS needs.
-    #[arg(long, value_name = "N", default_value_t = 2)]
-    pub(crate) min_checks: u64,
-    /// The largest trace read, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = MAX_TRACE_BYTES)]
-    pub(crate) max_bytes: u64,
+}
+
+/// The trace's text and format: the file's text (at most `--max-bytes`), else the text or
+/// events the request's fields give; `command` prefixes a read error (exit 2).
+fn trace_of(input: &TraceFile, t: &Trace, command: &str) -> Result<(String, Format), CliError> {
+    let fmt = format(t.format.as_deref().unwrap_or("generic"))?;
+    let text = match &input.file {
+        Some(path) => read(path, input.max_bytes, command)?,
+        None => {
+            t.validate()?;
+            match (&t.text, &t.trace) {
+                (Some(text), _) => text.clone(),
+                (None, Some(events)) => {
+                    surface::trace_text(&crate::ledger::Value::from_serde(events))
+                }
+                (None, None) => String::new(),
+            }
+        }
+    };
+    Ok((text, fmt))
 }
 
 /// The trace's text, at most `max` bytes; `command` prefixes the one-line error (exit 2).
@@ -84,8 +100,7 @@ fn format(name: &str) -> Result<Format, CliError> {
 
 /// `git forum import-trace`.
 pub(crate) fn import_trace(ctx: &Ctx, a: ImportTraceArgs) -> Result<(), CliError> {
-    let fmt = format(&a.format)?;
-    let text = read(&a.trace, a.max_bytes, "import-trace")?;
+    let (text, fmt) = trace_of(&a.input, &a.req.trace, "import-trace")?;
     let r = if ledger_given() {
         let mut store = ctx.store()?;
         surface::import_trace_into(&text, fmt, &mut store, &ctx.ledger)?
@@ -97,9 +112,8 @@ pub(crate) fn import_trace(ctx: &Ctx, a: ImportTraceArgs) -> Result<(), CliError
 
 /// `git forum mine`.
 pub(crate) fn mine(ctx: &Ctx, a: MineArgs) -> Result<(), CliError> {
-    let fmt = format(&a.format)?;
-    let text = read(&a.trace, a.max_bytes, "mine")?;
-    let row = surface::mine(&text, fmt, a.min_checks)?;
+    let (text, fmt) = trace_of(&a.input, &a.req.trace, "mine")?;
+    let row = surface::mine(&text, fmt, a.req.min_checks.unwrap_or(2))?;
     let Some(out) = &a.out else {
         return ctx.out(&row.text());
     };
@@ -133,7 +147,10 @@ pub(crate) fn mine(ctx: &Ctx, a: MineArgs) -> Result<(), CliError> {
         .unwrap_or("");
     ctx.out(&format!(
         "mined {} into {}: grade {} (reward {}), merkle root {}…, row {}",
-        crate::config::input::source_name(&a.trace),
+        a.input.file.as_deref().map_or(
+            "the trace given".to_string(),
+            crate::config::input::source_name
+        ),
         out.display(),
         pick("label"),
         pick("reward"),

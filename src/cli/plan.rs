@@ -13,8 +13,16 @@ use crate::plan::Plan;
 #[derive(Debug, clap::Args)]
 pub(crate) struct PlanArgs {
     /// The plan file (`-` for standard input).
-    #[arg(long, value_name = "PLAN.json")]
-    pub(crate) file: PathBuf,
+    #[arg(
+        long,
+        value_name = "PLAN.json",
+        required_unless_present_any = ["plan", "request"],
+        conflicts_with_all = ["plan", "request"]
+    )]
+    pub(crate) file: Option<PathBuf>,
+    /// The plan document as JSON instead: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: crate::surface::request::prose::Plan,
     /// Roster file (default: .forum/roster.toml in the repository, else the built-in roster).
     #[arg(long, value_name = "FILE")]
     pub(crate) roster: Option<PathBuf>,
@@ -33,11 +41,25 @@ pub(crate) struct PlanArgs {
 pub(crate) fn run(ctx: &Ctx, args: PlanArgs) -> Result<(), CliError> {
     let roster = crate::config::load_roster(&ctx.dir, args.roster.as_deref())?;
     let policy = crate::config::load_policy(&ctx.dir, args.policy.as_deref())?;
-    let text = crate::config::read_text(&args.file, "plan file")?;
-    let name = if args.file.as_os_str() == "-" {
-        "standard input".to_string()
-    } else {
-        args.file.display().to_string()
+    let (text, name) = match (&args.file, &args.req.plan) {
+        (Some(file), _) => {
+            let name = if file.as_os_str() == "-" {
+                "standard input".to_string()
+            } else {
+                file.display().to_string()
+            };
+            (crate::config::read_text(file, "plan file")?, name)
+        }
+        (None, Some(doc)) => {
+            crate::surface::request::Request::validate(&args.req)?;
+            (doc.to_string(), "--plan".to_string())
+        }
+        // Planning with the model needs the executors a run has; the daemon and MCP have them.
+        (None, None) => {
+            return Err(CliError::usage(
+                "the command line compiles a plan document (--file PLAN.json); to plan a request with the model, ask the daemon or MCP (plan with request)",
+            ));
+        }
     };
     let plan = Plan::from_json_text(&text, Some(&roster))
         .map_err(|e| CliError::fail(format!("{name}: {e}")))?;

@@ -10,18 +10,9 @@ use crate::surface::tlog::{self as st, Checked, b64};
 /// that the ledger's checkpoint extends its checkpoint of size M.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ProveArgs {
-    /// The entry to prove included.
-    #[arg(
-        required_unless_present = "consistency_from",
-        conflicts_with = "consistency_from"
-    )]
-    pub(crate) seq: Option<u64>,
-    /// Prove instead that the ledger extends its first M entries.
-    #[arg(long, value_name = "M")]
-    pub(crate) consistency_from: Option<u64>,
-    /// Prove against the checkpoint of the first N entries (default: the whole ledger).
-    #[arg(long, value_name = "N")]
-    pub(crate) size: Option<u64>,
+    /// Which proof: the request the daemon and MCP take (Forum's and the C2SP one alike).
+    #[command(flatten)]
+    pub(crate) req: crate::surface::request::ledger::Prove,
     /// Write the proof to FILE instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub(crate) out: Option<PathBuf>,
@@ -99,7 +90,7 @@ pub(crate) fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
         return write_out(ctx, args.out.as_ref(), text.trim_end_matches('\n'));
     }
     let store = ctx.existing_store()?;
-    let ask = match (args.seq, args.consistency_from) {
+    let ask = match (args.req.seq, args.req.consistency_from) {
         (_, Some(m)) => Ask::Consistency(m),
         (Some(seq), None) => Ask::Inclusion(seq),
         (None, None) => unreachable!("clap requires SEQ without --consistency-from"),
@@ -110,7 +101,7 @@ pub(crate) fn prove(ctx: &Ctx, args: ProveArgs) -> Result<(), CliError> {
         store.signature_ledger(),
         &store.signed_checkpoints()?,
         ask,
-        args.size,
+        args.req.size,
     )?;
     // The proof file keeps its fields in the order a reader expects (the struct's order).
     let text = serde_json::to_string_pretty(&r)
@@ -151,14 +142,21 @@ pub(crate) fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliEr
 /// hash it is about on standard error.
 fn prove_tlog(ctx: &Ctx, args: &ProveArgs) -> Result<String, CliError> {
     let store = ctx.existing_store()?;
-    let ask = match args.consistency_from {
+    let ask = match args.req.consistency_from {
         Some(m) => st::TlogAsk::Consistency(m),
         None => st::TlogAsk::Inclusion(
-            args.seq
+            args.req
+                .seq
                 .expect("clap requires SEQ without --consistency-from"),
         ),
     };
-    let proof = st::prove(&store, store.signature_ledger(), args.size, ask, !ctx.json)?;
+    let proof = st::prove(
+        &store,
+        store.signature_ledger(),
+        args.req.size,
+        ask,
+        !ctx.json,
+    )?;
     if let Some((seq, entry_hash)) = &proof.entry {
         eprintln!("entry {seq}: entry_hash {entry_hash} (pass it to verify-proof --entry-hash)");
     }

@@ -25,6 +25,7 @@ use crate::exec::config;
 use crate::ledger::merkle::Accumulator;
 use crate::ledger::{Entry, Storage, Value};
 use crate::surface;
+use crate::surface::request::runs::Submit;
 use crate::surface::run::prepare::{Prepared, RunSetup, Shape, prepare as run_prepare};
 use crate::surface::run::{self, Interrupt, Options, Outcome, Progress, RunError, Status};
 use crate::surface::run::{
@@ -33,32 +34,14 @@ use crate::surface::run::{
 use crate::surface::run::{Fleet, Seats};
 use crate::surface::store::GitStore;
 
-/// Flags shared by `submit` and `resume`.
+/// The command line's own flags of `submit` and `resume`, beside the request's fields (the
+/// submit request, which both flatten): the ones that name local files and programs, or say
+/// how the run is shown.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct RunFlags {
-    /// Stop once this many model calls have started (a wave may overshoot by its width,
-    /// because the check runs as each task starts).
-    #[arg(long, value_name = "N")]
-    pub(crate) max_model_calls: Option<u64>,
-    /// Stop once this many seconds have passed (checked before each call).
-    #[arg(long, value_name = "S")]
-    pub(crate) max_seconds: Option<f64>,
-    /// The context budget.
+    /// Where request and per-task context come from, besides the capsule.
     #[command(flatten)]
-    pub(crate) budget: BudgetFlags,
-    /// Where request and per-task context come from.
-    #[command(flatten)]
-    pub(crate) context: ContextFlags,
-    /// When the intent check flags the answer, ask the orchestrator seat whether it drifted
-    /// or only paraphrased the request (one model call, skipped once the budget is spent),
-    /// witnessed as intent_judgment.
-    #[arg(long)]
-    pub(crate) judge_intent: bool,
-    /// When the delivery floor flags the answer, ask the orchestrator seat for a tighter one
-    /// (one model call, skipped once the budget is spent); it is delivered only if strictly
-    /// shorter and covering the request as well (revision, then the revised result).
-    #[arg(long)]
-    pub(crate) revise: bool,
+    pub(crate) context: ContextCmd,
     /// Check the delivered answer with CMD (split like a shell, run without one) as `CMD
     /// REQUEST ANSWER`: exit 0 verified (stdout says why), exit 1 refuted (stderr says why),
     /// anything else, a timeout or non-UTF-8 output could not decide. Witnessed as
@@ -77,78 +60,22 @@ pub(crate) struct RunFlags {
     /// judgments keep their own limits, so their JSON can close).
     #[arg(long, value_name = "N")]
     pub(crate) max_output_tokens: Option<u32>,
-    /// Ceiling on the tokens (prompt plus completion) of every model call of this run: a call
-    /// whose worst case does not fit in what is left never starts, and the run stops on the
-    /// ceiling (exit 4); `git forum resume` continues with a fresh allowance.
-    #[arg(long, value_name = "N")]
-    pub(crate) max_tokens: Option<u64>,
-    /// Ceiling in dollars on what this run's model calls cost, at the prices in
-    /// .forum/runtime.toml (price_in_per_mtok, price_out_per_mtok); reserved like --max-tokens.
-    #[arg(long, value_name = "USD")]
-    pub(crate) max_cost_usd: Option<f64>,
-    /// Witness a checkpoint and sync the ledger after each wave.
-    #[arg(long)]
-    pub(crate) checkpoint_each_wave: bool,
-    /// Check the answer against this delivery profile (operator, engineer, researcher,
-    /// executive); default: the route frame's.
-    #[arg(long, value_name = "P")]
-    pub(crate) delivery_profile: Option<String>,
-    /// Wait for a human decision before wave N (0-based; repeatable): the run pauses with a
-    /// gate_pending entry; `git forum gate approve` then `git forum resume` continue it.
-    #[arg(long, visible_alias = "gate-wave", value_name = "N")]
-    pub(crate) gate_waves: Vec<usize>,
     /// A pending gate expires after S seconds (applied when the run is resumed).
     #[arg(long, value_name = "S", requires = "gate_waves")]
     pub(crate) gate_deadline: Option<f64>,
     /// What an expired gate becomes.
     #[arg(long, value_name = "DECISION", value_parser = ["approve", "reject"], requires = "gate_deadline")]
     pub(crate) gate_on_expiry: Option<String>,
-    /// Work in the repository: each task runs in its own git worktree (in the cache directory,
-    /// ~/.cache/git-forum/work/ by default, never inside .git/), its changes become a commit
-    /// tied to the ledger, the checks run on it, the orchestrator seat decides whether it ships,
-    /// and shipped changes are integrated onto the branch forum/run-SEQ. Your work tree, index
-    /// and branch are never touched ([work] enabled in .forum/runtime.toml sets it by default).
-    #[arg(long)]
-    pub(crate) work: bool,
-    /// A shell command every change must pass, run in the task's worktree (repeatable; after
-    /// [work] checks; also run once on the run branch at the end). Needs --work.
-    #[arg(long, visible_alias = "check", value_name = "CMD")]
-    pub(crate) checks: Vec<String>,
     /// Seconds each check may run before it is killed with its process group (default 300).
     #[arg(long, value_name = "S")]
     pub(crate) check_timeout: Option<f64>,
-    /// A command the built-in editing worker (a chat endpoint under --work) may run in its
-    /// worktree, besides the checks (repeatable; matched exactly). Needs --work.
-    #[arg(long, visible_alias = "allow-cmd", value_name = "CMD")]
-    pub(crate) allow_cmds: Vec<String>,
-    /// Tool calls each task of the built-in editing worker may make before it is stopped
-    /// (default 24, at most 500; each turn also counts against --max-model-calls). Needs --work.
-    #[arg(long, value_name = "N")]
-    pub(crate) max_tool_calls: Option<u32>,
-    /// Confine each --work worker and check with bubblewrap: it sees its task's worktree
-    /// (writable), the repository's objects and refs (read-only), the system's program and
-    /// library directories and the /etc files programs need, a private /tmp, and nothing else:
-    /// no home, no other tree, no host socket, no network. On by default with --work when
-    /// bubblewrap works here; --sandbox refuses to run without it ([work] sandbox in
-    /// .forum/runtime.toml).
-    #[arg(long, overrides_with = "no_sandbox")]
-    pub(crate) sandbox: bool,
     /// Run --work workers and checks unconfined (witnessed in the run's record).
     #[arg(long, overrides_with = "sandbox")]
     pub(crate) no_sandbox: bool,
-    /// Let sandboxed workers and checks use the network (a worker that calls its model).
-    // With --no-sandbox it is refused by the surface, in the words HTTP and MCP use too.
-    #[arg(long)]
-    pub sandbox_net: bool,
     /// One more path sandboxed workers and checks may read (repeatable; recorded in the run's
     /// work record), after [work] sandbox_read.
     #[arg(long = "sandbox-read", value_name = "PATH")]
     pub(crate) sandbox_read: Vec<PathBuf>,
-    /// One more host a sandboxed coding agent may reach through git forum's egress proxy,
-    /// beside its model (repeatable; HOST or HOST:PORT, port 443 when left out; recorded in
-    /// the run's work record), after [work] sandbox_allow_host.
-    #[arg(long = "sandbox-allow-host", value_name = "HOST[:PORT]")]
-    pub(crate) sandbox_allow_host: Vec<String>,
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
     pub(crate) roster: Option<PathBuf>,
@@ -207,10 +134,10 @@ impl BudgetFlags {
     }
 }
 
-/// Where request and per-task context come from (shared by `submit`, `resume` and
-/// `context preflight`).
+/// The context command, the command line's own way to bring request and per-task context
+/// (shared by `submit`, `resume` and `context preflight`).
 #[derive(Debug, Clone, clap::Args)]
-pub(crate) struct ContextFlags {
+pub(crate) struct ContextCmd {
     /// Read context from CMD (split like a shell, run without one): `CMD request REQUEST`
     /// before planning, and `CMD task TASK_ID INSTRUCTION` before each task. Its stdout is the
     /// context (empty: none); a failure, a timeout or non-UTF-8 output is witnessed and the
@@ -225,39 +152,28 @@ pub(crate) struct ContextFlags {
         requires = "context_cmd"
     )]
     pub(crate) context_timeout: f64,
-    /// Use the ledger's context capsule (`git forum capsule --text`) as the request context.
-    #[arg(long)]
-    pub(crate) use_capsule_context: bool,
-    /// Leave the repository out of the context (by default, in a git work tree, the planner
-    /// gets a map of its tracked files and README, and each task the files most relevant to
-    /// its instruction; `[context] repo = false` in .forum/runtime.toml turns it off).
-    #[arg(long, overrides_with = "repo_context")]
-    pub no_repo_context: bool,
-    /// Take the repository in as context even when `[context] repo = false` in
-    /// .forum/runtime.toml says not to (the last of the two flags wins).
-    #[arg(long, overrides_with = "no_repo_context")]
-    pub repo_context: bool,
 }
-impl ContextFlags {
-    /// What the flags say about the repository as context: `Some(true)` for
-    /// `--repo-context`, `Some(false)` for `--no-repo-context`, `None` for neither.
-    pub(crate) fn repo_choice(&self) -> Option<bool> {
-        match (self.repo_context, self.no_repo_context) {
-            (true, _) => Some(true),
-            (_, true) => Some(false),
-            _ => None,
-        }
-    }
 
-    /// Where these flags say context comes from.
-    pub(crate) fn source(&self) -> ContextSource {
+/// What the flags say about the repository as context: `Some(true)` for `--repo-context`,
+/// `Some(false)` for `--no-repo-context`, `None` for neither (of the two, clap keeps the last).
+pub(crate) fn repo_choice(repo_context: Option<bool>, no_repo_context: bool) -> Option<bool> {
+    match (repo_context == Some(true), no_repo_context) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
+    }
+}
+
+impl ContextCmd {
+    /// Where context comes from: this command, else the capsule when `capsule` is set.
+    pub(crate) fn source(&self, capsule: bool) -> ContextSource {
         if let Some(line) = &self.context_cmd {
             return ContextSource::Command(CommandSpec {
                 line: line.clone(),
                 timeout: self.context_timeout,
             });
         }
-        if self.use_capsule_context {
+        if capsule {
             return ContextSource::Capsule;
         }
         ContextSource::None
@@ -265,27 +181,28 @@ impl ContextFlags {
 }
 
 impl RunFlags {
-    /// The run's options as the surface takes them.
-    pub(crate) fn options(&self) -> Result<RunOptions, CliError> {
+    /// The run's options as the surface takes them, from the request's fields `req` and these
+    /// flags.
+    pub(crate) fn options(&self, req: &Submit) -> Result<RunOptions, CliError> {
         Ok(RunOptions {
-            max_model_calls: self.max_model_calls,
-            max_seconds: self.max_seconds,
-            context_budget: self.budget.budget()?,
-            context: self.context.source(),
-            judge_intent: self.judge_intent,
-            revise: self.revise,
+            max_model_calls: req.max_model_calls,
+            max_seconds: req.max_seconds,
+            context_budget: req.budget.budget()?,
+            context: self.context.source(req.use_capsule_context),
+            judge_intent: req.judge_intent,
+            revise: req.revise,
             verify: self.verify_cmd.as_ref().map(|line| CommandSpec {
                 line: line.clone(),
                 timeout: self.verify_timeout,
             }),
             max_output_tokens: self.max_output_tokens,
-            checkpoint_each_wave: self.checkpoint_each_wave,
-            delivery_profile: self.delivery_profile.clone(),
-            gate_waves: self.gate_waves.clone(),
+            checkpoint_each_wave: req.checkpoint_each_wave,
+            delivery_profile: req.delivery_profile.clone(),
+            gate_waves: req.gate_waves.iter().map(|w| *w as usize).collect(),
             gate_deadline: self.gate_deadline,
             gate_on_expiry: self.gate_on_expiry.clone(),
-            work: self.work,
-            checks: self.checks.clone(),
+            work: req.work,
+            checks: req.checks.clone(),
             check_timeout: self.check_timeout,
             secrets: self
                 .secrets
@@ -293,20 +210,23 @@ impl RunFlags {
                 .map(crate::secrets::Mode::parse)
                 .transpose()
                 .map_err(CliError::usage)?,
-            allow_cmds: self.allow_cmds.clone(),
-            max_tool_calls: self.max_tool_calls,
-            sandbox: match (self.sandbox, self.no_sandbox) {
+            allow_cmds: req.allow_cmds.clone(),
+            // As the daemon reads it: a count past the limit gets the surface's refusal.
+            max_tool_calls: req
+                .max_tool_calls
+                .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            sandbox: match (req.sandbox == Some(true), self.no_sandbox) {
                 (true, _) => Some(true),
                 (_, true) => Some(false),
                 _ => None,
             },
-            sandbox_net: self.sandbox_net,
+            sandbox_net: req.sandbox_net,
             sandbox_read: self.sandbox_read.clone(),
-            sandbox_allow_host: self.sandbox_allow_host.clone(),
+            sandbox_allow_host: req.sandbox_allow_host.clone(),
             // Set once the runtime config is read (`prepare`): the flags, else `[context] repo`.
             repo_context: None,
-            max_tokens: self.max_tokens,
-            max_cost_usd: self.max_cost_usd,
+            max_tokens: req.ceilings.max_tokens,
+            max_cost_usd: req.ceilings.max_cost_usd,
             // Set from the run's record by a resume (`prepare`).
             resumes_work: false,
         })
@@ -337,7 +257,11 @@ pub(crate) struct SubmitArgs {
     /// Continue the latest unfinished run instead (same as `git forum resume`).
     #[arg(long, conflicts_with = "request")]
     pub(crate) resume: bool,
-    /// Limits and quality options of the run.
+    /// Limits and quality options of the run: the request the daemon and MCP take (its text
+    /// is the words above).
+    #[command(flatten)]
+    pub(crate) req: Submit,
+    /// The command line's own options of the run.
     #[command(flatten)]
     pub(crate) flags: RunFlags,
 }
@@ -347,7 +271,12 @@ pub(crate) struct SubmitArgs {
 pub(crate) struct ResumeArgs {
     /// The run's request seq (see `git forum runs`).
     pub(crate) run: Option<u64>,
-    /// Limits and quality options of the resumed run.
+    /// Limits and quality options of the resumed run: the submit request's fields, of which
+    /// the resume request takes the limits and ceilings (the others the command line takes
+    /// too, and a resumed run keeps what it was submitted with unless they are given).
+    #[command(flatten)]
+    pub(crate) req: Submit,
+    /// The command line's own options of the run.
     #[command(flatten)]
     pub(crate) flags: RunFlags,
 }
@@ -405,18 +334,19 @@ pub(crate) struct DecideArgs {
 /// recorded fill those no flag gives.
 fn prepare(
     ctx: &Ctx,
+    req: &Submit,
     f: &RunFlags,
     resumed: Option<(u64, J)>,
 ) -> Result<(RunOptions, crate::roster::Roster, Fleet, Options), CliError> {
     let roster = crate::config::load_roster(&ctx.dir, f.roster.as_deref())?;
     let setup = RunSetup {
-        spec: f.options()?,
+        spec: f.options(req)?,
         resumed: resumed.as_ref().map(|(seq, body)| (*seq, body)),
         roster: &roster,
         dir: &ctx.dir,
         ledger: &ctx.ledger,
         shape: Shape::Single,
-        repo_choice: f.context.repo_choice(),
+        repo_choice: repo_choice(req.repo_context, req.no_repo_context == Some(true)),
         max_seconds_cap: None,
         recorded_executors: !executor_flags_given(&f.exec),
         refuse_unready: true,
@@ -603,17 +533,17 @@ fn run_failed(e: RunError) -> CliError {
     CliError::new(class, message)
 }
 
-fn go(ctx: &Ctx, flags: &RunFlags, what: Go<'_>) -> Result<(), CliError> {
+fn go(ctx: &Ctx, req: &Submit, flags: &RunFlags, what: Go<'_>) -> Result<(), CliError> {
     match what {
         Go::Submit(r) => {
             crate::route::check_request(r).map_err(|e| CliError::usage(e.to_string()))?
         }
-        Go::Resume(_) if !flags.gate_waves.is_empty() => {
+        Go::Resume(_) if !req.gate_waves.is_empty() => {
             return Err(CliError::usage(
                 "--gate-wave is set when a run is submitted; a resumed run keeps the gates it was submitted with",
             ));
         }
-        Go::Resume(_) if flags.work || !flags.checks.is_empty() => {
+        Go::Resume(_) if req.work || !req.checks.is_empty() => {
             return Err(CliError::usage(
                 "--work and --check are set when a run is submitted; a resumed run keeps the work and checks it was submitted with",
             ));
@@ -624,7 +554,7 @@ fn go(ctx: &Ctx, flags: &RunFlags, what: Go<'_>) -> Result<(), CliError> {
         Go::Resume(target) => recorded_of(ctx, target)?,
         Go::Submit(_) => None,
     };
-    let (spec, roster, fleet, mut opts) = prepare(ctx, flags, resumed)?;
+    let (spec, roster, fleet, mut opts) = prepare(ctx, req, flags, resumed)?;
     let mut store = ctx.store()?;
     opts.context = spec
         .context_provider(|| options::preload(&store))
@@ -679,15 +609,15 @@ fn recorded_of(ctx: &Ctx, target: Option<u64>) -> Result<Option<(u64, J)>, CliEr
 /// `git forum submit`.
 pub(crate) fn submit(ctx: &Ctx, args: SubmitArgs) -> Result<(), CliError> {
     if args.resume {
-        return go(ctx, &args.flags, Go::Resume(None));
+        return go(ctx, &args.req, &args.flags, Go::Resume(None));
     }
     let request = args.request.join(" ");
-    go(ctx, &args.flags, Go::Submit(&request))
+    go(ctx, &args.req, &args.flags, Go::Submit(&request))
 }
 
 /// `git forum resume`.
 pub(crate) fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<(), CliError> {
-    go(ctx, &args.flags, Go::Resume(args.run))
+    go(ctx, &args.req, &args.flags, Go::Resume(args.run))
 }
 
 fn all_entries(store: &dyn Storage) -> Result<Vec<Entry>, CliError> {

@@ -64,7 +64,14 @@ pub(crate) enum TilesCommand {
 pub(crate) struct WitnessArgs {
     /// The offer: a consistency proof (`prove --consistency-from M --tlog`) from the accepted
     /// size, or on first contact a bare signed note (`-` for standard input).
-    pub(crate) file: PathBuf,
+    #[arg(
+        required_unless_present_any = ["proof", "note"],
+        conflicts_with_all = ["proof", "note"]
+    )]
+    pub(crate) file: Option<PathBuf>,
+    /// The offer as text instead: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: crate::surface::request::work::Witness,
     /// The witness's own directory: the accepted note per origin, and evidence of refusals
     /// (default: `forum.witnessState`).
     #[arg(long, value_name = "DIR")]
@@ -80,9 +87,13 @@ pub(crate) struct WitnessArgs {
 
 pub(crate) fn witness(ctx: &Ctx, args: WitnessArgs) -> Result<(), CliError> {
     use crate::surface::witness as w;
-    let offer =
-        super::input::read_limited_text(&args.file, super::proof::MAX_PROOF_BYTES, "offer", "")
-            .map_err(CliError::usage)?;
+    let offer = match &args.file {
+        Some(file) => {
+            super::input::read_limited_text(file, super::proof::MAX_PROOF_BYTES, "offer", "")
+                .map_err(CliError::usage)?
+        }
+        None => args.req.offer()?.to_string(),
+    };
     let state = args
         .state
         .or_else(|| st::config_value("forum.witnessState").map(PathBuf::from))

@@ -188,23 +188,10 @@ fn every_tool_lists_the_schema_its_request_generates() {
 
 /// The tools whose command-line arguments are still declared in `src/cli/` instead of coming
 /// from their request (each flag is still the field's name, but its help is the command
-/// line's own): the command line takes the request as words, a file or optional flags where
-/// the request takes one required value, or shares a group of flags with another command.
-const DECLARED_TWICE: &[&str] = &[
-    "submit",
-    "resume",
-    "route",
-    "plan",
-    "forum.context.preflight",
-    "ledger_prove",
-    "ledger_append",
-    "gate_approve",
-    "gate_edit",
-    "gate_reject",
-    "forum.import_trace",
-    "forum.mine",
-    "witness",
-];
+/// line's own): the command line reads the payload with the canonical parser where the
+/// request takes a JSON value (append), and names the run by another seq and leaves the
+/// gate's wave and approver to defaults where the request requires them (gate).
+const DECLARED_TWICE: &[&str] = &["ledger_append", "gate_approve", "gate_edit", "gate_reject"];
 
 /// The clap command of a subcommand path, from the binary's own definition.
 fn subcommand(path: &[&str]) -> clap::Command {
@@ -235,11 +222,23 @@ fn the_command_line_takes_each_field_under_the_flag_its_request_names() {
         let cmd = subcommand(sub);
         let shared = !DECLARED_TWICE.contains(&tool.name);
         for f in tool.spec().fields {
+            let at = format!("{} ({}): {}", tool.name, sub.join(" "), f.name);
+            // The request's text the command line takes as its words, joined with spaces.
+            if f.words {
+                let words = cmd.get_arguments().find(|a| {
+                    a.get_id().as_str() == f.name
+                        && a.is_positional()
+                        && matches!(a.get_action(), clap::ArgAction::Append)
+                });
+                if words.is_none() {
+                    wrong.push(format!("{at}: the command line takes no words {}", f.name));
+                }
+                continue;
+            }
             // A field without a flag is a positional argument or one only the daemon and MCP
             // take (a hidden argument).
             let Some(flag) = &f.flag else { continue };
             let kebab = f.name.replace('_', "-");
-            let at = format!("{} ({}): {}", tool.name, sub.join(" "), f.name);
             if *flag != format!("--{kebab}") {
                 wrong.push(format!("{at}: the request's flag is {flag}, not --{kebab}"));
             }
@@ -326,4 +325,158 @@ fn the_api_reference_is_what_the_requests_generate() {
         have == want,
         "docs/api.md differs from what the typed requests generate: run `git forum __api-doc > docs/api.md`"
     );
+}
+
+/// Every spelling the command line took before its arguments came from the requests still
+/// parses: the old flag names (now aliases), the words of a request, and the flags only the
+/// command line has.
+#[test]
+fn the_spellings_the_command_line_took_still_parse() {
+    let run_flags: &[&str] = &[
+        "--max-model-calls",
+        "3",
+        "--max-seconds",
+        "1.5",
+        "--context-token-budget",
+        "10",
+        "--request-context-token-budget",
+        "10",
+        "--task-context-token-budget",
+        "10",
+        "--upstream-token-budget",
+        "10",
+        "--context-cmd",
+        "cat",
+        "--context-timeout",
+        "5",
+        "--no-repo-context",
+        "--repo-context",
+        "--judge-intent",
+        "--revise",
+        "--verify-cmd",
+        "true",
+        "--verify-timeout",
+        "5",
+        "--max-output-tokens",
+        "100",
+        "--max-tokens",
+        "1000",
+        "--max-cost-usd",
+        "0.5",
+        "--checkpoint-each-wave",
+        "--delivery-profile",
+        "engineer",
+        "--gate-wave",
+        "0",
+        "--gate-waves",
+        "1",
+        "--gate-deadline",
+        "60",
+        "--gate-on-expiry",
+        "approve",
+        "--work",
+        "--check",
+        "true",
+        "--checks",
+        "true",
+        "--check-timeout",
+        "30",
+        "--allow-cmd",
+        "ls",
+        "--allow-cmds",
+        "ls",
+        "--max-tool-calls",
+        "5",
+        "--sandbox",
+        "--no-sandbox",
+        "--sandbox-net",
+        "--sandbox-read",
+        "/tmp",
+        "--roster",
+        "r.toml",
+        "--policy",
+        "p.toml",
+        "--secrets",
+        "block",
+        "-q",
+        "--cmd",
+        "echo",
+    ];
+    let mut cases: Vec<Vec<&str>> = vec![
+        [&["submit", "fix", "the", "bug"][..], run_flags].concat(),
+        [&["resume", "7"][..], run_flags].concat(),
+        vec!["submit", "--resume", "--use-capsule-context", "--progress"],
+        vec![
+            "context",
+            "preflight",
+            "--use-capsule-context",
+            "--max-items",
+            "3",
+            "--max-text-chars",
+            "9",
+            "--context-token-budget",
+            "5",
+            "--no-repo-context",
+            "--repo-context",
+            "two",
+            "words",
+        ],
+        vec!["context", "preflight", "--context-cmd", "cat", "x"],
+        vec!["route", "two", "words", "--roster", "r.toml", "--record"],
+        vec!["prove", "3", "--size", "5", "--out", "p.json"],
+        vec!["prove", "--consistency-from", "2", "--tlog"],
+        vec!["prove", "3", "--tlog-proof"],
+        vec![
+            "import-trace",
+            "--format",
+            "otel",
+            "--max-bytes",
+            "9",
+            "t.json",
+        ],
+        vec![
+            "mine",
+            "-",
+            "--format",
+            "otlp",
+            "--min-checks",
+            "3",
+            "--out",
+            "o",
+        ],
+        vec![
+            "witness",
+            "offer.txt",
+            "--state",
+            "d",
+            "--note-verifier",
+            "k",
+        ],
+        vec!["plan", "--file", "p.json", "--record", "--parent", "1"],
+    ];
+    cases.push(vec!["submit", "--no-sandbox", "--sandbox", "x"]);
+    for args in cases {
+        let argv = std::iter::once("git-forum").chain(args.iter().copied());
+        if let Err(e) = git_forum::cli::command().try_get_matches_from(argv) {
+            panic!("{args:?} no longer parses: {e}");
+        }
+    }
+    // What the command line refused, it still refuses.
+    for args in [
+        &["submit", "--resume", "x"][..],
+        &["prove", "3", "--consistency-from", "2"],
+        &["prove"],
+        &["submit", "--gate-on-expiry", "maybe", "x"],
+        &["import-trace"],
+        &["witness"],
+        &["plan"],
+    ] {
+        let argv = std::iter::once("git-forum").chain(args.iter().copied());
+        assert!(
+            git_forum::cli::command()
+                .try_get_matches_from(argv)
+                .is_err(),
+            "{args:?} parses"
+        );
+    }
 }

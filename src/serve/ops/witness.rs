@@ -25,24 +25,8 @@ impl Dispatcher {
 
     pub(crate) fn witness(&self, req: &Request<'_>) -> Res {
         let a: crate::surface::request::work::Witness = crate::surface::request::decode(req.body)?;
-        let (note, proof) = (a.note.as_deref(), a.proof.as_deref());
-        let offer = match (note, proof) {
-            (_, Some(p)) => p,
-            (Some(n), None) => n,
-            (None, None) => {
-                return Err(bad(
-                    "give the offer: {\"proof\": <prove --consistency-from M --tlog>} or, on first contact, {\"note\": <signed note>}",
-                ));
-            }
-        };
-        if let (Some(n), Some(p)) = (note, proof) {
-            let inside = crate::surface::tlog::parse_consistency(p).map(|c| c.new_note == n);
-            if inside != Ok(true) {
-                return Err(bad(
-                    "\"note\" is not the new note of \"proof\"; send the proof alone",
-                ));
-            }
-        }
+        // The same choice, in the same words, as `git forum witness` given the offer as text.
+        let offer = a.offer().map_err(Reply::from)?;
         let unavailable = |what: &str| -> Reply {
             surface::Error::new(
                 surface::Class::Unavailable,

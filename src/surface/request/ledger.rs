@@ -114,13 +114,17 @@ impl Request for Why {}
 #[serde(deny_unknown_fields)]
 pub struct Prove {
     /// The entry to prove included.
+    #[arg(
+        required_unless_present = "consistency_from",
+        conflicts_with = "consistency_from"
+    )]
     #[serde(default)]
     pub seq: Option<u64>,
-    /// Prove the ledger extends its first M entries.
+    /// Prove instead that the ledger extends its first M entries.
     #[arg(long, value_name = "M")]
     #[serde(default)]
     pub consistency_from: Option<u64>,
-    /// Prove against the first N entries (default: all).
+    /// Prove against the checkpoint of the first N entries (default: the whole ledger).
     #[arg(long, value_name = "N")]
     #[serde(default)]
     pub size: Option<u64>,

@@ -53,6 +53,9 @@ pub struct Field {
     pub refusal: Option<String>,
     /// The command line's flag for it (`--name`), when it is one.
     pub flag: Option<String>,
+    /// Whether the command line takes it as its words (an argument list joined with spaces)
+    /// and fills it itself: the request's text, marked `x-words` in its schema.
+    pub words: bool,
 }
 
 /// A request as a list of fields, in the order they are declared.
@@ -115,11 +118,18 @@ pub(crate) fn spec<R: Request>() -> Spec {
             (a.get_id().to_string(), flag.map(|l| format!("--{l}")))
         })
         .collect();
-    let mut names: Vec<String> = flags
+    // The text the command line takes as its words is no argument of the request's own (the
+    // command line fills it): it comes first, where each request that has one declares it.
+    let mut names: Vec<String> = props
         .iter()
-        .map(|(id, _)| id.clone())
-        .filter(|id| props.contains_key(id))
+        .filter(|(_, s)| s.get("x-words").is_some())
+        .map(|(k, _)| k.clone())
         .collect();
+    for (id, _) in &flags {
+        if props.contains_key(id) && !names.contains(id) {
+            names.push(id.clone());
+        }
+    }
     for k in props.keys() {
         if !names.contains(k) {
             names.push(k.clone());
@@ -142,6 +152,7 @@ pub(crate) fn spec<R: Request>() -> Spec {
                     .unwrap_or_default(),
                 any: s.get("x-any").is_some(),
                 refusal: s.get("x-refusal").and_then(J::as_str).map(str::to_string),
+                words: s.get("x-words").is_some(),
                 flag: flags
                     .iter()
                     .find(|(id, _)| *id == name)

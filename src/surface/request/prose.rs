@@ -10,6 +10,9 @@ use crate::surface::Error;
 #[serde(deny_unknown_fields)]
 pub struct Route {
     /// The request.
+    // The command line takes it as its words.
+    #[arg(skip)]
+    #[schemars(extend("x-words" = true))]
     pub text: String,
 }
 
@@ -30,6 +33,7 @@ impl Request for Route {
 #[serde(deny_unknown_fields)]
 pub struct Plan {
     /// The request to plan.
+    // The command line compiles a plan file, or the document itself: it refuses this one.
     #[arg(long, hide = true)]
     #[serde(default)]
     pub request: Option<String>,

@@ -83,16 +83,19 @@ impl Request for Bench {
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
 pub struct Preflight {
     /// The request.
+    // The command line takes it as its words.
+    #[arg(skip)]
+    #[schemars(extend("x-words" = true))]
     pub request: String,
-    /// Use the ledger's capsule as the context.
+    /// Use the ledger's context capsule (`git forum capsule --text`) as the request context.
     #[arg(long)]
     #[serde(default)]
     pub use_capsule_context: bool,
-    /// Capsule: the most task results (default 8).
+    /// Capsule: the most task results included (0: none; default 8).
     #[arg(long, value_name = "N")]
     #[serde(default, deserialize_with = "via_value")]
     pub max_items: Option<u64>,
-    /// Capsule: the longest text (default 240).
+    /// Capsule: the most code points copied from any text field (default 240).
     #[arg(long, value_name = "N")]
     #[serde(default, deserialize_with = "via_value")]
     pub max_text_chars: Option<u64>,
@@ -100,8 +103,8 @@ pub struct Preflight {
     #[command(flatten)]
     #[serde(flatten)]
     pub budget: Budgets,
-    /// Count the repository's map in, as a run would (true) or leave it out (false); unset: the runtime config's [context] repo, else true.
-    #[arg(long, action = clap::ArgAction::SetTrue)]
+    /// Count the repository's map in, as a run would (true) or leave it out (false); unset: the runtime config's [context] repo, else true (on the command line, the last of --repo-context and --no-repo-context wins).
+    #[arg(long, action = clap::ArgAction::SetTrue, overrides_with = "no_repo_context")]
     #[serde(default)]
     pub repo_context: Option<bool>,
 }
@@ -116,23 +119,23 @@ impl Request for Preflight {
 #[derive(Debug, Clone, Default, clap::Args, Deserialize, schemars::JsonSchema)]
 pub struct Trace {
     /// The trace's events as a JSON list (Forum's formats).
+    // The command line reads the trace from a file; it takes these two too.
     #[arg(long, hide = true, value_parser = super::json_arg::<serde_json::Value>)]
     #[serde(default, deserialize_with = "via_value")]
     #[schemars(with = "Option<Vec<serde_json::Value>>", extend("x-any" = true))]
     pub trace: Option<serde_json::Value>,
     /// The trace's text instead, in any format (JSONL and OTLP/JSON included).
-    // The command line reads the trace from a file.
     #[arg(long, hide = true)]
     #[serde(default)]
     pub text: Option<String>,
-    /// langsmith, otel, agentops, generic (default), otlp or claude-code.
-    #[arg(long)]
+    /// How the trace is written: Forum's langsmith, otel, agentops or generic (the default; a JSON list of events), otlp (OTLP/JSON as the collector's file exporter writes it) or claude-code (a Claude Code session transcript, JSONL).
+    #[arg(long, value_name = "FORMAT")]
     #[serde(default)]
     pub format: Option<String>,
 }
 
 impl Trace {
-    fn validate(&self) -> Result<(), Error> {
+    pub(crate) fn validate(&self) -> Result<(), Error> {
         match (&self.trace, &self.text) {
             (Some(_), Some(_)) => Err(Error::usage(
                 "give the trace once: \"trace\" (the events as JSON) or \"text\" (its text), not both",

@@ -57,11 +57,11 @@ impl Budgets {
 /// The spend ceilings of submit and resume.
 #[derive(Debug, Clone, Default, clap::Args, Deserialize, schemars::JsonSchema)]
 pub struct Ceilings {
-    /// Ceiling on the run's prompt plus completion tokens: a call whose worst case does not fit never starts.
+    /// Ceiling on the tokens (prompt plus completion) of every model call of this run: a call whose worst case does not fit in what is left never starts, and the run stops on the ceiling (exit 4 on the command line); resume continues it with a fresh allowance.
     #[arg(long, value_name = "N")]
     #[serde(default, deserialize_with = "via_value")]
     pub max_tokens: Option<u64>,
-    /// Ceiling in dollars on what the run's model calls cost, at the runtime's prices.
+    /// Ceiling in dollars on what this run's model calls cost, at the prices in .forum/runtime.toml (price_in_per_mtok, price_out_per_mtok); reserved like max_tokens.
     #[arg(long, value_name = "USD")]
     #[serde(default, deserialize_with = "via_value")]
     pub max_cost_usd: Option<f64>,
@@ -71,12 +71,15 @@ pub struct Ceilings {
 #[derive(Debug, Clone, Default, clap::Args, Deserialize, schemars::JsonSchema)]
 pub struct Submit {
     /// The request to run.
+    // The command line takes it as its words.
+    #[arg(skip)]
+    #[schemars(extend("x-words" = true))]
     pub request: String,
-    /// operator, engineer, researcher or executive (default: the route frame's).
+    /// Check the answer against this delivery profile (operator, engineer, researcher, executive); default: the route frame's.
     #[arg(long, value_name = "P")]
     #[serde(default)]
     pub delivery_profile: Option<String>,
-    /// Witness a checkpoint after each wave.
+    /// Witness a checkpoint and sync the ledger after each wave.
     #[arg(long)]
     #[serde(default)]
     pub checkpoint_each_wave: bool,
@@ -84,52 +87,53 @@ pub struct Submit {
     #[command(flatten)]
     #[serde(flatten)]
     pub budget: Budgets,
-    /// Stop once this many model calls have started.
+    /// Stop once this many model calls have started (a wave may overshoot by its width, because the check runs as each task starts).
     #[arg(long, value_name = "N")]
     #[serde(default, deserialize_with = "via_value")]
     pub max_model_calls: Option<u64>,
-    /// Stop after this many seconds (capped by the server).
+    /// Stop once this many seconds have passed (checked before each call; a server caps it).
     #[arg(long, value_name = "S")]
     #[serde(default, deserialize_with = "via_value")]
     #[schemars(range(min = 0))]
     pub max_seconds: Option<f64>,
-    /// Waves (0-based) that wait for a human decision.
+    /// Wait for a human decision before wave N (0-based; repeatable): the run pauses with a gate_pending entry; gate approve, then resume, continue it.
     #[arg(long, visible_alias = "gate-wave", value_name = "N")]
     #[serde(default, deserialize_with = "via_value")]
     pub gate_waves: Vec<u64>,
-    /// Ask the orchestrator whether a flagged answer drifted from the request.
+    /// When the intent check flags the answer, ask the orchestrator seat whether it drifted or only paraphrased the request (one model call, skipped once the budget is spent), witnessed as intent_judgment.
     #[arg(long)]
     #[serde(default)]
     pub judge_intent: bool,
-    /// Ask for a tighter answer when the delivery floor flags it.
+    /// When the delivery floor flags the answer, ask the orchestrator seat for a tighter one (one model call, skipped once the budget is spent); it is delivered only if strictly shorter and covering the request as well (revision, then the revised result).
     #[arg(long)]
     #[serde(default)]
     pub revise: bool,
-    /// Give the planner the ledger's capsule as request context.
+    /// Use the ledger's context capsule (`git forum capsule --text`) as the request context.
     #[arg(long)]
     #[serde(default)]
     pub use_capsule_context: bool,
-    /// Leave the repository (its map and each task's relevant files) out of the context.
-    #[arg(long, action = ArgAction::SetTrue)]
+    /// Leave the repository out of the context (by default, in a git work tree, the planner gets a map of its tracked files and README, and each task the files most relevant to its instruction; `[context] repo = false` in .forum/runtime.toml turns it off).
+    // On the command line the last of the two flags wins.
+    #[arg(long, action = ArgAction::SetTrue, overrides_with = "repo_context")]
     #[serde(default)]
     pub no_repo_context: Option<bool>,
-    /// Take the repository (its map and each task's relevant files) in as context (true) or leave it out (false); unset: the runtime config's [context] repo, else true.
-    #[arg(long, action = ArgAction::SetTrue)]
+    /// Take the repository in as context even when `[context] repo = false` in .forum/runtime.toml says not to; false leaves it out (on the command line, the last of this and no_repo_context wins).
+    #[arg(long, action = ArgAction::SetTrue, overrides_with = "no_repo_context")]
     #[serde(default)]
     pub repo_context: Option<bool>,
-    /// Work in the repository: a worktree per task, changes as commits, checks, a pre-ship gate, the run branch forum/run-SEQ.
+    /// Work in the repository: each task runs in its own git worktree (in the cache directory, ~/.cache/git-forum/work/ by default, never inside .git/), its changes become a commit tied to the ledger, the checks run on it, the orchestrator seat decides whether it ships, and shipped changes are integrated onto the branch forum/run-SEQ. The checked-out work tree, index and branch are never touched ([work] enabled in .forum/runtime.toml sets it by default).
     #[arg(long)]
     #[serde(default)]
     pub work: bool,
-    /// Shell commands every change must pass (a --work run).
+    /// A shell command every change must pass, run in the task's worktree (repeatable; after [work] checks; also run once on the run branch at the end). Needs work.
     #[arg(long, visible_alias = "check", value_name = "CMD")]
     #[serde(default)]
     pub checks: Vec<String>,
-    /// Commands the built-in editing worker may run besides the checks (a --work run).
+    /// A command the built-in editing worker (a chat endpoint in a work run) may run in its worktree, besides the checks (repeatable; matched exactly). Needs work.
     #[arg(long, visible_alias = "allow-cmd", value_name = "CMD")]
     #[serde(default)]
     pub allow_cmds: Vec<String>,
-    /// Tool calls each task of the built-in editing worker may make (default 24).
+    /// Tool calls each task of the built-in editing worker may make before it is stopped (default 24, at most 500; each turn also counts against max_model_calls). Needs work.
     #[arg(long, value_name = "N")]
     #[serde(default, deserialize_with = "via_value")]
     pub max_tool_calls: Option<u64>,
@@ -137,16 +141,18 @@ pub struct Submit {
     #[command(flatten)]
     #[serde(flatten)]
     pub ceilings: Ceilings,
-    /// Confine the workers and checks of a work run with bubblewrap (true: refused without it; false: unconfined, witnessed; absent: the server's [work] sandbox, else confined when bubblewrap works).
-    #[arg(long, action = ArgAction::SetTrue)]
+    /// Confine each worker and check of a work run with bubblewrap: it sees its task's worktree (writable), the repository's objects and refs (read-only), the system's program and library directories and the /etc files programs need, a private /tmp, and nothing else: no home, no other tree, no host socket, no network. Absent: [work] sandbox in .forum/runtime.toml, else confined when bubblewrap works here; true: refused without it; false (--no-sandbox on the command line): unconfined, witnessed in the run's record.
+    // The command line's --no-sandbox is its false; the last of the two wins.
+    #[arg(long, action = ArgAction::SetTrue, overrides_with = "no_sandbox")]
     #[serde(default)]
     pub sandbox: Option<bool>,
-    /// Let confined workers and checks use the network (not with sandbox false).
+    /// Let sandboxed workers and checks use the network (a worker that calls its model); not with the sandbox off.
     #[arg(long)]
     #[serde(default)]
     pub sandbox_net: bool,
-    /// More hosts a sandboxed coding agent may reach through the egress proxy beside its model
-    /// (HOST or HOST:PORT, port 443 when left out).
+    /// One more host a sandboxed coding agent may reach through git forum's egress proxy,
+    /// beside its model (repeatable; HOST or HOST:PORT, port 443 when left out; recorded in the
+    /// run's work record), after [work] sandbox_allow_host.
     #[arg(long, value_name = "HOST[:PORT]")]
     #[serde(default)]
     pub sandbox_allow_host: Vec<String>,
@@ -177,14 +183,14 @@ impl Request for Submit {
 /// Continue an unfinished run (the latest, or run: its request seq), holding the gates it was submitted with: an undecided gate is refused. Returns what submit returns.
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
 pub struct Resume {
-    /// The run's request seq.
+    /// The run's request seq (`git forum runs` lists them); default: the latest unfinished run.
     #[serde(default, deserialize_with = "via_value")]
     pub run: Option<u64>,
-    /// Stop once this many model calls have started.
+    /// Stop once this many model calls have started (a wave may overshoot by its width, because the check runs as each task starts).
     #[arg(long, value_name = "N")]
     #[serde(default, deserialize_with = "via_value")]
     pub max_model_calls: Option<u64>,
-    /// Stop after this many seconds.
+    /// Stop once this many seconds have passed (checked before each call; a server caps it).
     #[arg(long, value_name = "S")]
     #[serde(default, deserialize_with = "via_value")]
     #[schemars(range(min = 0))]

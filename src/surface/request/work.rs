@@ -185,7 +185,7 @@ impl Request for Discard {}
 #[serde(deny_unknown_fields)]
 pub struct Witness {
     /// A consistency proof from the accepted size, as `prove --consistency-from M --tlog` prints.
-    // The command line reads the offer from a file.
+    // The command line reads the offer from a file; it takes these two too.
     #[arg(long, hide = true)]
     #[serde(default)]
     pub proof: Option<String>,
@@ -193,6 +193,24 @@ pub struct Witness {
     #[arg(long, hide = true)]
     #[serde(default)]
     pub note: Option<String>,
+}
+
+impl Witness {
+    /// The offer to cosign: the proof, else the note. Given both, the note must be the
+    /// proof's new note.
+    pub(crate) fn offer(&self) -> Result<&str, Error> {
+        self.validate()?;
+        let (note, proof) = (self.note.as_deref(), self.proof.as_deref());
+        if let (Some(n), Some(p)) = (note, proof) {
+            let inside = crate::surface::tlog::parse_consistency(p).map(|c| c.new_note == n);
+            if inside != Ok(true) {
+                return Err(Error::usage(
+                    "\"note\" is not the new note of \"proof\"; send the proof alone",
+                ));
+            }
+        }
+        Ok(proof.or(note).unwrap_or_default())
+    }
 }
 
 impl Request for Witness {
