@@ -79,11 +79,15 @@ pub(crate) struct RunFlags {
     pub(crate) max_output_tokens: Option<u32>,
     /// Ceiling on the tokens (prompt plus completion) of every model call of this run: a call
     /// whose worst case does not fit in what is left never starts, and the run stops on the
-    /// ceiling (exit 4); `git forum resume` continues with a fresh allowance.
+    /// ceiling (exit 4); `git forum resume` continues with a fresh allowance. A sandboxed
+    /// coding agent is stopped mid-run: its metering forwarder refuses its next model request
+    /// once the allowance is used and stops its process tree, at most one model turn past.
     #[arg(long, value_name = "N")]
     pub(crate) max_tokens: Option<u64>,
     /// Ceiling in dollars on what this run's model calls cost, at the prices in
-    /// .forum/runtime.toml (price_in_per_mtok, price_out_per_mtok); reserved like --max-tokens.
+    /// .forum/runtime.toml (price_in_per_mtok, price_out_per_mtok); reserved like --max-tokens,
+    /// and a sandboxed coding agent is stopped mid-run the same way, its forwarder pricing
+    /// each answer at its seat's prices.
     #[arg(long, value_name = "USD")]
     pub(crate) max_cost_usd: Option<f64>,
     /// Witness a checkpoint and sync the ledger after each wave.

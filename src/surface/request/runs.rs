@@ -57,11 +57,11 @@ impl Budgets {
 /// The spend ceilings of submit and resume.
 #[derive(Debug, Clone, Default, clap::Args, Deserialize, schemars::JsonSchema)]
 pub struct Ceilings {
-    /// Ceiling on the run's prompt plus completion tokens: a call whose worst case does not fit never starts.
+    /// Ceiling on the run's prompt plus completion tokens: a call whose worst case does not fit never starts, and a sandboxed coding agent is stopped mid-run by its metering forwarder, at most one model turn past.
     #[arg(long, value_name = "N")]
     #[serde(default, deserialize_with = "via_value")]
     pub max_tokens: Option<u64>,
-    /// Ceiling in dollars on what the run's model calls cost, at the runtime's prices.
+    /// Ceiling in dollars on what the run's model calls cost, at the runtime's prices; held like max_tokens.
     #[arg(long, value_name = "USD")]
     #[serde(default, deserialize_with = "via_value")]
     pub max_cost_usd: Option<f64>,

@@ -14,10 +14,10 @@ use super::agent_cli;
 use super::fixture::Fixture;
 use super::model::{ModelServer, Usage};
 
-const MODEL: &str = "loopback-model";
+pub(super) const MODEL: &str = "loopback-model";
 
 /// The orchestrator: a plan of one task, a merge at the gate, a pass from the judge, an answer.
-fn orchestrator(dir: &Path) -> String {
+pub(super) fn orchestrator(dir: &Path) -> String {
     let path = dir.join("orchestrator.sh");
     let plan = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"Fix add in calc.py so that test_calc passes.","depends_on":[],"done_when":["the tests pass"]}]}"#;
     let body = format!(
@@ -84,7 +84,7 @@ fn submit(f: &Fixture, preset: &str, program: &Path, env: &[(&str, String)]) -> 
 }
 
 /// git forum's JSON answer to `args` in the fixture.
-fn forum_json(f: &Fixture, args: &[&str]) -> Value {
+pub(super) fn forum_json(f: &Fixture, args: &[&str]) -> Value {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_git-forum"))
         .current_dir(&f.project)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
@@ -99,7 +99,7 @@ fn forum_json(f: &Fixture, args: &[&str]) -> Value {
 }
 
 /// The ledger's payloads of `kind`, oldest first.
-fn payloads(f: &Fixture, kind: &str) -> Vec<Value> {
+pub(super) fn payloads(f: &Fixture, kind: &str) -> Vec<Value> {
     let mut all = forum_json(f, &["log"])
         .as_array()
         .cloned()

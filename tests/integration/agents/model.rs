@@ -66,7 +66,8 @@ pub struct Script {
     pub usage: Usage,
     /// Turns spent reading the file before the fix (a ceiling test makes the attempt long):
     /// Claude Code reads it once more before its edit, so 1 gives it four turns; Codex runs
-    /// `cat`, so 2 gives it four. aider has none (one message is one request).
+    /// `cat`, so 2 gives it four. aider gets an answer its edit format refuses, which it
+    /// reflects back as a new request (at most three times a message), so 3 gives it four.
     pub busy_turns: u32,
     pub outcome: Outcome,
 }
@@ -90,7 +91,12 @@ pub struct Logged {
 struct Shared {
     script: Script,
     log: Mutex<Vec<Logged>>,
+    /// Called on each request before it is answered, while the agent that sent it waits.
+    observe: Option<Observer>,
 }
+
+/// What [`ModelServer::start_observed`] calls on each request.
+pub type Observer = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// A running server; stopped on drop.
 pub struct ModelServer {
@@ -103,9 +109,20 @@ pub struct ModelServer {
 impl ModelServer {
     /// Starts a server playing `script` on `127.0.0.1:0`.
     pub fn start(script: Script) -> ModelServer {
+        Self::serve(script, None)
+    }
+
+    /// [`ModelServer::start`], calling `observe` with each request's path before answering
+    /// it: the agent that sent it is certainly running then (a test lists its processes).
+    pub fn start_observed(script: Script, observe: Observer) -> ModelServer {
+        Self::serve(script, Some(observe))
+    }
+
+    fn serve(script: Script, observe: Option<Observer>) -> ModelServer {
         let shared = Arc::new(Shared {
             script,
             log: Mutex::new(Vec::new()),
+            observe,
         });
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         listener.set_nonblocking(true).expect("nonblocking");
@@ -211,6 +228,9 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         .map(str::to_string);
     let stream = body.get("stream").and_then(Value::as_bool);
     let bare = path.split('?').next().unwrap_or("").to_string();
+    if let Some(observe) = &shared.observe {
+        observe(&path);
+    }
     let script = &shared.script;
     let (status, response) = match (method.as_str(), bare.as_str()) {
         ("POST", "/v1/messages") => (200, anthropic(script, &body)),
@@ -567,10 +587,29 @@ fn aider_text(script: &Script) -> String {
     }
 }
 
+/// What aider's edit parser says of a file listing with no name before its fence; it sends
+/// it back to the model as its next message (a reflection, at most three a message).
+const AIDER_NO_FILENAME: &str = "No filename provided before";
+
+/// aider's busy turns: while fewer than [`Script::busy_turns`] reflections came back, an
+/// answer whose file listing names no file (its fence on the first line), which aider's
+/// "whole" edit format refuses and reflects, so one message costs several requests. `None`
+/// once the busy turns are spent.
+fn aider_busy_text(script: &Script, body: &Value) -> Option<String> {
+    let reflections = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .filter(|m| m["content"].to_string().contains(AIDER_NO_FILENAME))
+        .count() as u32;
+    (reflections < script.busy_turns).then(|| format!("```\n{}```\n", script.after))
+}
+
 /// Chat completions (`POST /v1/chat/completions`), streamed (usage in the last chunk) or not.
 fn chat(script: &Script, body: &Value) -> Response {
     let model = body["model"].as_str().unwrap_or("loopback").to_string();
-    let text = aider_text(script);
+    let text = aider_busy_text(script, body).unwrap_or_else(|| aider_text(script));
     let u = script.usage;
     let usage = json!({"prompt_tokens": u.input, "completion_tokens": u.output,
                        "total_tokens": u.total()});
