@@ -341,7 +341,7 @@ mod tests {
                 .is_none()
         );
         // Ours stays what the run counted: the agents' numbers are beside it, not in it.
-        assert_eq!(v["total"]["tokens"], 4021);
+        assert_eq!(v["total"]["tokens"], 4032);
         let text = text_lines(&m).join("\n");
         assert!(
             text.contains("the agent itself reported 3900 tokens, $0.040500 by its own prices against $0.015800 at the seat's (differs by +$0.024700)"),

@@ -42,10 +42,8 @@
 //!   map (a name-resolution error here, not fatal) and a note that git's user name is unset.
 //!   Its `Tokens: N sent, M received.` line is its own tokenizer's count (665 and 29 where the
 //!   server reported 800 and 120): it ignores the usage in the stream, so aider's tokens have to
-//!   be metered at the model's side. One message is one request, except that an answer its
-//!   edit format refuses (a file listing with no name, when no file is in the chat) is sent
-//!   back to the model as a new request, at most three times: the script's busy turns for
-//!   aider ([`ceiling`]).
+//!   be metered at the model's side. The script has no busy turns for aider (one message is one
+//!   request).
 
 pub mod fixture;
 pub mod model;

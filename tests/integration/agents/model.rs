@@ -66,8 +66,7 @@ pub struct Script {
     pub usage: Usage,
     /// Turns spent reading the file before the fix (a ceiling test makes the attempt long):
     /// Claude Code reads it once more before its edit, so 1 gives it four turns; Codex runs
-    /// `cat`, so 2 gives it four. aider gets an answer its edit format refuses, which it
-    /// reflects back as a new request (at most three times a message), so 3 gives it four.
+    /// `cat`, so 2 gives it four. aider has none (one message is one request).
     pub busy_turns: u32,
     pub outcome: Outcome,
 }
@@ -587,29 +586,10 @@ fn aider_text(script: &Script) -> String {
     }
 }
 
-/// What aider's edit parser says of a file listing with no name before its fence; it sends
-/// it back to the model as its next message (a reflection, at most three a message).
-const AIDER_NO_FILENAME: &str = "No filename provided before";
-
-/// aider's busy turns: while fewer than [`Script::busy_turns`] reflections came back, an
-/// answer whose file listing names no file (its fence on the first line), which aider's
-/// "whole" edit format refuses and reflects, so one message costs several requests. `None`
-/// once the busy turns are spent.
-fn aider_busy_text(script: &Script, body: &Value) -> Option<String> {
-    let reflections = body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "user")
-        .filter(|m| m["content"].to_string().contains(AIDER_NO_FILENAME))
-        .count() as u32;
-    (reflections < script.busy_turns).then(|| format!("```\n{}```\n", script.after))
-}
-
 /// Chat completions (`POST /v1/chat/completions`), streamed (usage in the last chunk) or not.
 fn chat(script: &Script, body: &Value) -> Response {
     let model = body["model"].as_str().unwrap_or("loopback").to_string();
-    let text = aider_busy_text(script, body).unwrap_or_else(|| aider_text(script));
+    let text = aider_text(script);
     let u = script.usage;
     let usage = json!({"prompt_tokens": u.input, "completion_tokens": u.output,
                        "total_tokens": u.total()});
