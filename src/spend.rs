@@ -47,6 +47,15 @@ impl Price {
         })
     }
 
+    /// The price in dollars per million input and output tokens (as the metering forwarder
+    /// takes it).
+    pub(crate) fn usd_per_mtok(&self) -> (f64, f64) {
+        (
+            self.in_micro_per_mtok as f64 / MICRO_PER_USD,
+            self.out_micro_per_mtok as f64 / MICRO_PER_USD,
+        )
+    }
+
     /// What `prompt` input tokens and `completion` output tokens cost, in pico-dollars
     /// (one micro-dollar per million tokens is one pico-dollar per token).
     pub(crate) fn cost_pico(&self, prompt: u64, completion: u64) -> u64 {
@@ -322,6 +331,31 @@ impl Spend {
         self.ceilings
             .max_tokens
             .map(|max| max.saturating_sub(self.spent.tokens.saturating_add(self.reserved.tokens)))
+    }
+
+    /// What is left of the dollar ceiling in pico-dollars, net of what is spent and reserved
+    /// (`None`: no dollar ceiling). For an agent metered while it runs: its forwarder refuses
+    /// past this, at the seat's prices.
+    pub(crate) fn cost_left_pico(&self) -> Option<u64> {
+        self.ceilings
+            .max_cost_pico
+            .map(|max| max.saturating_sub(self.spent.pico.saturating_add(self.reserved.pico)))
+    }
+
+    /// Ends the reservation of a call metered while it ran (an agent behind git forum's
+    /// metering forwarder) with what the forwarder counted. That count is charged whole, even
+    /// past a ceiling: the forwarder let each request through only while the totals were under
+    /// what was left, so what passes the ceiling is the one model turn that was in flight when
+    /// it was reached, and the record says so rather than cutting it. A ceiling reached closes
+    /// the ledger. `None` (nothing counted) charges the reservation, as [`Spend::settle`].
+    pub(crate) fn settle_metered(&mut self, r: Reservation, actual: Option<Reported>) -> Amount {
+        self.reserved.tokens = self.reserved.tokens.saturating_sub(r.held.tokens);
+        self.reserved.pico = self.reserved.pico.saturating_sub(r.held.pico);
+        let charged = actual.map_or(r.held, |a| a.amount());
+        self.spent.tokens = self.spent.tokens.saturating_add(charged.tokens);
+        self.spent.pico = self.spent.pico.saturating_add(charged.pico);
+        self.close_at_ceiling();
+        charged
     }
 
     /// Closes the ledger on `ceiling`: a call metered while it ran was stopped there (its
@@ -620,6 +654,39 @@ mod tests {
         assert_eq!(settled.overrun, None);
         assert_eq!(settled.charged.tokens, 1_001_000);
         assert_eq!(free.hit(), None);
+    }
+
+    #[test]
+    fn a_metered_call_is_charged_what_its_forwarder_counted_and_closes_at_the_ceiling() {
+        let price = Price::from_usd_per_mtok(3.0, 15.0).unwrap();
+        let mut s = Spend::new(Ceilings {
+            max_tokens: Some(2000),
+            max_cost_pico: Some(usd_to_pico(1.0)),
+        });
+        let r = s.reserve(Amount::of(300, 0, price)).unwrap();
+        assert_eq!(s.tokens_left(), Some(1700));
+        assert_eq!(
+            s.cost_left_pico(),
+            Some(usd_to_pico(1.0) - price.cost_pico(300, 0))
+        );
+        // One turn of 2,500 tokens was in flight when the forwarder's allowance ran out.
+        let charged = s.settle_metered(r, Some(Reported::of(2000, 500, price)));
+        assert_eq!(charged.tokens, 2500);
+        assert_eq!(s.spent().tokens, 2500);
+        assert_eq!(s.reserved(), Amount::default());
+        assert_eq!(s.overrun(), None);
+        let hit = s.hit().expect("closed at the token ceiling");
+        assert_eq!((hit.ceiling, hit.overrun), (Ceiling::MaxTokens, false));
+        assert!(s.reserve(Amount::of(1, 0, price)).is_err());
+        // Under the ceilings, it stays open; nothing counted charges the reservation.
+        let mut s = Spend::new(Ceilings {
+            max_tokens: Some(2000),
+            max_cost_pico: None,
+        });
+        let r = s.reserve(Amount::of(100, 0, price)).unwrap();
+        s.settle_metered(r, None);
+        assert_eq!((s.spent().tokens, s.hit()), (100, None));
+        assert_eq!(s.cost_left_pico(), None);
     }
 
     #[test]

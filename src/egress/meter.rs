@@ -6,7 +6,9 @@
 //! (hop-by-hop ones dropped, `Accept-Encoding: identity` so the usage can be read) and body; the
 //! answer comes back with its status and headers, and its body is passed on chunk by chunk as it
 //! arrives (an SSE stream flows event by event). On the way, [`UsageReader`] reads the
-//! tokens the answer reports, and when the answer ends they are added to the totals.
+//! tokens the answer reports, and each count is added to the totals as soon as it is read,
+//! before the chunk that carries it is passed on: by the time the worker has seen the end of
+//! an answer, its usage is in the totals, so the worker's next request already meets them.
 //!
 //! The ceilings: once the tokens used reach [`Ceilings::max_tokens`], or the cost reaches
 //! [`Ceilings::max_cost_usd`], the next request is refused with `402` and an error body in its
@@ -423,10 +425,17 @@ fn pass_back(inner: Arc<Inner>, seen: Seen, mut resp: reqwest::Response) -> Resp
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, io::Error>>(32);
     tokio::spawn(async move {
         let mut reader = UsageReader::new(content_type.as_deref());
+        let mut counted = Usage::default();
         loop {
             match resp.chunk().await {
                 Ok(Some(chunk)) => {
                     reader.feed(&chunk);
+                    // Counted before the chunk goes on (see the module doc).
+                    let now = reader.so_far();
+                    if now != counted {
+                        inner.count(&counted, &now);
+                        counted = now;
+                    }
                     if tx.send(Ok(chunk)).await.is_err() {
                         break; // the worker went away; what was read still counts
                     }
@@ -438,7 +447,7 @@ fn pass_back(inner: Arc<Inner>, seen: Seen, mut resp: reqwest::Response) -> Resp
                 }
             }
         }
-        inner.settle(seen, status, reader.finish());
+        inner.settle(seen, status, reader.finish(), &counted);
     });
     let mut out = Response::new(Body::new(Streamed(rx)));
     *out.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -518,23 +527,47 @@ impl Inner {
         reply(StatusCode::PAYMENT_REQUIRED, seen.protocol, &message)
     }
 
-    /// Adds one answer's usage to the totals, and tells the caller when a ceiling is now reached.
-    fn settle(&self, seen: Seen, status: u16, usage: Usage) {
+    /// Adds what an answer's usage grew by, from `before` to `now`, to the totals while the
+    /// answer is still passing (the caller is told of a ceiling when the answer ends).
+    fn count(&self, before: &Usage, now: &Usage) {
+        let mut r = self.report.lock().expect("meter report");
+        self.add(
+            &mut r,
+            now.input_tokens.saturating_sub(before.input_tokens),
+            now.output_tokens.saturating_sub(before.output_tokens),
+        );
+    }
+
+    /// Adds `input` and `output` tokens (and their cost) to the totals, with the overshoot.
+    fn add(&self, r: &mut MeterReport, input: u64, output: u64) {
+        r.input_tokens = r.input_tokens.saturating_add(input);
+        r.output_tokens = r.output_tokens.saturating_add(output);
+        if let (Some(c), Some(p)) = (r.cost_usd, self.prices) {
+            r.cost_usd = Some(c + p.cost(input, output));
+        }
+        let c = r.ceilings;
+        if let Some(max) = c.max_tokens {
+            r.overshoot_tokens = r.total_tokens().saturating_sub(max);
+        }
+        if let (Some(max), Some(spent)) = (c.max_cost_usd, r.cost_usd) {
+            r.overshoot_cost_usd = Some((spent - max).max(0.0));
+        }
+    }
+
+    /// Ends one answer: what its usage holds beyond what was `counted` while it passed goes
+    /// into the totals, the request is recorded, and the caller is told when a ceiling is now
+    /// reached.
+    fn settle(&self, seen: Seen, status: u16, usage: Usage, counted: &Usage) {
         let cost = self
             .prices
             .map(|p| p.cost(usage.input_tokens, usage.output_tokens));
         let hit = {
             let mut r = self.report.lock().expect("meter report");
-            r.input_tokens = r.input_tokens.saturating_add(usage.input_tokens);
-            r.output_tokens = r.output_tokens.saturating_add(usage.output_tokens);
-            r.cost_usd = r.cost_usd.map(|c| c + cost.unwrap_or(0.0));
-            let c = r.ceilings;
-            if let Some(max) = c.max_tokens {
-                r.overshoot_tokens = r.total_tokens().saturating_sub(max);
-            }
-            if let (Some(max), Some(spent)) = (c.max_cost_usd, r.cost_usd) {
-                r.overshoot_cost_usd = Some((spent - max).max(0.0));
-            }
+            self.add(
+                &mut r,
+                usage.input_tokens.saturating_sub(counted.input_tokens),
+                usage.output_tokens.saturating_sub(counted.output_tokens),
+            );
             r.requests.push(RequestUsage {
                 method: seen.method,
                 path: seen.path,
@@ -586,5 +619,152 @@ fn reached(r: &MeterReport) -> Option<CeilingHit> {
     match (c.max_cost_usd, r.cost_usd) {
         (Some(m), Some(spent)) if spent >= m => Some(hit("cost_usd")),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::endpoint::Origin;
+
+    /// A meter's counting half (no socket, nothing forwarded) under `ceilings` and `prices`,
+    /// telling `hits` of each ceiling it reports.
+    fn counting(
+        ceilings: Ceilings,
+        prices: Option<Prices>,
+        hits: Arc<Mutex<Vec<CeilingHit>>>,
+    ) -> Inner {
+        let policy = Policy::strict(Origin::CommandLine);
+        Inner {
+            upstream: url::Url::parse("http://127.0.0.1:9").unwrap(),
+            headers: Vec::new(),
+            client: client(policy).unwrap(),
+            prices,
+            on_ceiling: Some(Arc::new(move |h: &CeilingHit| {
+                hits.lock().unwrap().push(h.clone())
+            })),
+            report: Mutex::new(MeterReport {
+                requests: Vec::new(),
+                input_tokens: 0,
+                output_tokens: 0,
+                cost_usd: prices.map(|_| 0.0),
+                refused: 0,
+                overshoot_tokens: 0,
+                overshoot_cost_usd: None,
+                ceiling: None,
+                ceilings,
+            }),
+        }
+    }
+
+    fn seen() -> Seen {
+        Seen {
+            method: "POST".into(),
+            path: "/v1/messages".into(),
+            protocol: Protocol::Anthropic,
+        }
+    }
+
+    fn answer(input: u64, output: u64) -> Usage {
+        Usage {
+            input_tokens: input,
+            output_tokens: output,
+            seen: true,
+        }
+    }
+
+    #[test]
+    fn a_dollar_ceiling_prices_each_answer_and_refuses_the_request_after_it() {
+        let hits = Arc::new(Mutex::new(Vec::new()));
+        let prices = Prices {
+            input_usd_per_mtok: 3.0,
+            output_usd_per_mtok: 15.0,
+        };
+        let m = counting(
+            Ceilings {
+                max_tokens: None,
+                max_cost_usd: Some(0.01),
+            },
+            Some(prices),
+            hits.clone(),
+        );
+        // $0.0063 an answer: the first leaves it under the ceiling, the second passes it.
+        m.settle(seen(), 200, answer(600, 300), &Usage::default());
+        assert_eq!(m.reached(), None);
+        assert!(hits.lock().unwrap().is_empty());
+        m.settle(seen(), 200, answer(600, 300), &Usage::default());
+        let hit = m.reached().expect("the dollar ceiling is reached");
+        assert_eq!((hit.ceiling, hit.used_tokens), ("cost_usd", 1800));
+        assert!((hit.cost_usd.unwrap() - 0.0126).abs() < 1e-12, "{hit:?}");
+        assert_eq!(hits.lock().unwrap().len(), 1, "told once, when reached");
+        let refused = m.refuse(seen(), &hit);
+        assert_eq!(refused.status(), StatusCode::PAYMENT_REQUIRED);
+        assert_eq!(hits.lock().unwrap().len(), 1, "not told again");
+        let r = m.report.lock().unwrap().clone();
+        assert_eq!((r.refused, r.requests.len(), r.overshoot_tokens), (1, 3, 0));
+        assert!(
+            (r.overshoot_cost_usd.unwrap() - 0.0026).abs() < 1e-12,
+            "{r:?}"
+        );
+        assert_eq!(r.requests[0].cost_usd, Some(0.0063));
+        assert!(r.requests[2].refused && r.requests[2].cost_usd.is_none());
+        assert_eq!(r.ceiling.unwrap().ceiling, "cost_usd");
+    }
+
+    #[test]
+    fn an_answer_counts_while_it_passes_so_a_request_before_its_end_is_refused() {
+        let hits = Arc::new(Mutex::new(Vec::new()));
+        let m = counting(
+            Ceilings {
+                max_tokens: Some(2000),
+                max_cost_usd: None,
+            },
+            None,
+            hits.clone(),
+        );
+        // Anthropic's message_start: the input tokens, before any output.
+        let start = answer(2000, 1);
+        m.count(&Usage::default(), &start);
+        assert_eq!(m.reached().unwrap().used_tokens, 2001);
+        assert!(hits.lock().unwrap().is_empty(), "told when the answer ends");
+        // message_delta: the output; then the end.
+        let end = answer(2000, 500);
+        m.count(&start, &end);
+        m.settle(seen(), 200, end, &end);
+        let r = m.report.lock().unwrap().clone();
+        assert_eq!(
+            (r.input_tokens, r.output_tokens, r.overshoot_tokens),
+            (2000, 500, 500)
+        );
+        assert_eq!(
+            (r.requests[0].input_tokens, r.requests[0].output_tokens),
+            (2000, 500)
+        );
+        assert_eq!(hits.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn tokens_are_checked_before_dollars_and_a_dollar_ceiling_needs_prices() {
+        let hits = Arc::new(Mutex::new(Vec::new()));
+        let m = counting(
+            Ceilings {
+                max_tokens: Some(1000),
+                max_cost_usd: Some(0.001),
+            },
+            Some(Prices {
+                input_usd_per_mtok: 3.0,
+                output_usd_per_mtok: 15.0,
+            }),
+            hits.clone(),
+        );
+        m.settle(seen(), 200, answer(900, 200), &Usage::default());
+        assert_eq!(m.reached().unwrap().ceiling, "tokens");
+        assert_eq!(m.report.lock().unwrap().overshoot_tokens, 100);
+        let policy = Policy::strict(Origin::CommandLine);
+        let mut config = MeterConfig::new(url::Url::parse("http://127.0.0.1:9").unwrap(), policy);
+        config.ceilings.max_cost_usd = Some(1.0);
+        let dir = tempfile::tempdir().unwrap();
+        let e = Meter::start(&dir.path().join("m.sock"), config).unwrap_err();
+        assert!(e.to_string().contains("needs prices"), "{e}");
     }
 }

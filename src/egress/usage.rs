@@ -78,6 +78,12 @@ impl UsageReader {
         self.keep(rest);
     }
 
+    /// The usage read so far (from the complete lines of a stream; nothing yet of a body
+    /// read whole).
+    pub fn so_far(&self) -> Usage {
+        self.usage
+    }
+
     /// The usage read, after the last bytes.
     pub fn finish(mut self) -> Usage {
         let pending = std::mem::take(&mut self.pending);

@@ -48,8 +48,9 @@ pub(crate) mod call_ctx;
 pub(crate) mod env;
 
 pub(crate) use call_ctx::{
-    allowance, allowed_commands, bridge_listens, in_allowance, in_allowed, in_bridge, in_stopper,
-    note_egress_seen, take_egress_seen,
+    Metered, allowance, allowed_commands, bridge_listens, in_allowance, in_allowed, in_bridge,
+    in_stopper, note_agent_reported, note_egress_seen, note_metered, take_agent_reported,
+    take_egress_seen, take_metered,
 };
 pub mod reaper;
 

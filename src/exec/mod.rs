@@ -341,13 +341,16 @@ pub fn build(spec: &ExecutorSpec) -> Result<Arc<dyn Executor>, ExecError> {
                 .position(|a| a == "--model")
                 .and_then(|i| argv.get(i + 1))
                 .cloned();
-            Arc::new(preset::PresetExecutor::new(
-                *p,
-                model,
-                Duration::from_secs(spec.timeout_seconds),
-                usize::try_from(spec.max_response_bytes).unwrap_or(usize::MAX),
-                spec.passed_env(),
-            ))
+            Arc::new(
+                preset::PresetExecutor::new(
+                    *p,
+                    model,
+                    Duration::from_secs(spec.timeout_seconds),
+                    usize::try_from(spec.max_response_bytes).unwrap_or(usize::MAX),
+                    spec.passed_env(),
+                )
+                .with_metering(spec.metering),
+            )
         }
         ExecutorKind::Command { argv, .. } => Arc::new(CommandExecutor::from_spec(spec, argv)),
         ExecutorKind::Chat { .. } => Arc::new(chat::ChatExecutor::from_spec(spec)?),

@@ -485,8 +485,40 @@ pub fn receipt_text(r: &Value) -> String {
     if let Some(b) = at("work", "branch").filter(|b| truthy(Some(b))) {
         lines.push(format!("work     branch {}", super::py_str(b)));
     }
+    push_agent_costs(&mut lines, field(Some(r), "spend"));
     push_next_steps(&mut lines, answer, &request_seq);
     lines.join("\n")
+}
+
+/// The receipt text's `cost` lines: for each model whose agent CLI said what it spent, its
+/// cost by the seat's prices (ours, from the forwarder's count) and by its own, and the
+/// difference when they differ.
+fn push_agent_costs(lines: &mut Vec<String>, spend: Option<&Value>) {
+    let Some(Value::Object(models)) = spend else {
+        return;
+    };
+    let usd = |v: Option<&Value>| match v {
+        Some(Value::Float(f)) => Some(*f),
+        Some(Value::Int(i)) => i.as_i64().map(|n| n as f64),
+        _ => None,
+    };
+    for (model, m) in models {
+        let Some(a @ Value::Object(_)) = m.get("agent_reported") else {
+            continue;
+        };
+        let ours = usd(m.get("cost_usd")).map_or("no price".to_string(), |c| format!("${c:.6}"));
+        let theirs = usd(a.get("cost_usd")).map_or("no cost".to_string(), |c| format!("${c:.6}"));
+        let diff = usd(a.get("cost_difference_usd")).map_or(String::new(), |d| {
+            format!(
+                ", differs by {}${:.6}",
+                if d < 0.0 { "-" } else { "+" },
+                d.abs()
+            )
+        });
+        lines.push(format!(
+            "cost     {model}: {ours} at the seat's prices, {theirs} as the agent reported{diff}"
+        ));
+    }
 }
 
 /// The receipt text's `next` lines: verify, then prove the answer (or finish the run), then

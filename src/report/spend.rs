@@ -10,6 +10,13 @@
 //! and reported); the sums here are of what was charged, so they add up to what the run counted
 //! against its ceilings, and each model says how many of its calls overran.
 //!
+//! An agent CLI metered by git forum's forwarder also says what it spent by its own count
+//! (`usage.agent_reported`: its tokens and, for Claude Code and aider, its cost at its own
+//! prices). Those are summed per model beside ours (the forwarder's tokens at the seat's
+//! prices), with the difference in dollars when both have a cost and they differ: an agent
+//! that does not know the model prices it at a default rate, and a seat's prices may be
+//! stale.
+//!
 //! A ledger whose entries carry no `usage` (every Forum ledger, every scripted run) has no spend
 //! and its summary and receipt keep Forum's keys exactly: the `spend` key is only added when
 //! there is something to show.
@@ -34,6 +41,12 @@ pub(crate) struct ModelSpend {
     pub(crate) over_reservation: u64,
     /// Tokens those calls reported beyond their reservations.
     pub(crate) over_by_tokens: u64,
+    /// Calls whose agent CLI said what it spent by its own count.
+    pub(crate) agent_calls: u64,
+    /// The tokens those CLIs reported.
+    pub(crate) agent_tokens: u64,
+    /// The cost those CLIs reported, when any did.
+    pub(crate) agent_cost_usd: Option<f64>,
 }
 
 impl ModelSpend {
@@ -87,13 +100,40 @@ pub(crate) fn push_usage(out: &mut Vec<ModelSpend>, body: Option<&Value>) {
             slot.over_by_tokens += i.as_u64().unwrap_or(0);
         }
     }
-    let cost = match u.get("cost_usd") {
+    if let Some(c) = dollars(u.get("cost_usd")) {
+        slot.cost_usd = Some(slot.cost_usd.unwrap_or(0.0) + c);
+    }
+    if let Some(a @ Value::Object(_)) = u.get("agent_reported") {
+        let n = |k: &str| match a.get(k) {
+            Some(Value::Int(i)) => i.as_u64().unwrap_or(0),
+            _ => 0,
+        };
+        slot.agent_calls += 1;
+        slot.agent_tokens += n("prompt_tokens") + n("completion_tokens");
+        if let Some(c) = dollars(a.get("cost_usd")) {
+            slot.agent_cost_usd = Some(slot.agent_cost_usd.unwrap_or(0.0) + c);
+        }
+    }
+}
+
+/// A cost as the record holds it (a float, or an integer when it was whole).
+fn dollars(v: Option<&Value>) -> Option<f64> {
+    match v {
         Some(Value::Float(f)) => Some(*f),
         Some(Value::Int(i)) => i.as_i64().map(|v| v as f64),
         _ => None,
-    };
-    if let Some(c) = cost {
-        slot.cost_usd = Some(slot.cost_usd.unwrap_or(0.0) + c);
+    }
+}
+
+/// Two costs that differ by less than this are the same (a millionth of a cent).
+const SAME_COST_USD: f64 = 1e-8;
+
+impl ModelSpend {
+    /// What the agents reported beyond ours, in dollars (theirs minus ours), when both were
+    /// priced and they differ.
+    pub(crate) fn agent_cost_difference(&self) -> Option<f64> {
+        let d = self.agent_cost_usd? - self.cost_usd?;
+        (d.abs() >= SAME_COST_USD).then_some(d)
     }
 }
 
@@ -120,6 +160,19 @@ pub(crate) fn to_value(models: &[ModelSpend]) -> Option<Value> {
         }
         if m.estimated {
             o.push(("estimated".to_string(), Value::Bool(true)));
+        }
+        if m.agent_calls > 0 {
+            let mut a = vec![
+                ("calls".to_string(), uint(m.agent_calls)),
+                ("tokens".to_string(), uint(m.agent_tokens)),
+            ];
+            if let Some(c) = m.agent_cost_usd {
+                a.push(("cost_usd".to_string(), Value::Float(c)));
+            }
+            if let Some(d) = m.agent_cost_difference() {
+                a.push(("cost_difference_usd".to_string(), Value::Float(d)));
+            }
+            o.push(("agent_reported".to_string(), Value::Object(a)));
         }
         if m.over_reservation > 0 {
             o.push((
@@ -165,6 +218,9 @@ pub(crate) fn text_lines(models: &[ModelSpend]) -> Vec<String> {
             m.completion_tokens,
             m.cost_usd.map_or(String::new(), |c| format!("  ${c:.6}")),
         ));
+        if m.agent_calls > 0 {
+            lines.push(agent_line(m));
+        }
         if m.over_reservation > 0 {
             lines.push(format!(
                 "    ! {} call{} reported {} tokens more than reserved; counted as the ceiling allowed",
@@ -175,6 +231,24 @@ pub(crate) fn text_lines(models: &[ModelSpend]) -> Vec<String> {
         }
     }
     lines
+}
+
+/// What the agent CLIs of `m` said they spent, against ours.
+fn agent_line(m: &ModelSpend) -> String {
+    let cost = match (m.agent_cost_usd, m.cost_usd, m.agent_cost_difference()) {
+        (Some(a), Some(ours), Some(d)) => format!(
+            ", ${a:.6} by its own prices against ${ours:.6} at the seat's (differs by {}${:.6})",
+            if d < 0.0 { "-" } else { "+" },
+            d.abs()
+        ),
+        (Some(a), Some(_), None) => format!(", ${a:.6}, as ours"),
+        (Some(a), None, _) => format!(", ${a:.6} by its own prices (the seat has none)"),
+        (None, _, _) => String::new(),
+    };
+    format!(
+        "    the agent itself reported {} tokens{cost}",
+        m.agent_tokens
+    )
 }
 
 fn uint(n: u64) -> Value {
@@ -236,6 +310,48 @@ mod tests {
         let text = text_lines(&m).join("\n");
         assert!(text.contains("$0.750000"), "{text}");
         assert!(text.contains("~"), "{text}");
+    }
+
+    #[test]
+    fn what_an_agent_reported_is_summed_beside_ours_with_the_difference() {
+        let s = snapshot(&[
+            r#"{"id":"T1","usage":{"model":"m","prompt_tokens":3600,"completion_tokens":300,"cost_usd":0.0153,"agent_reported":{"prompt_tokens":3600,"completion_tokens":300,"cost_usd":0.0405}}}"#,
+            r#"{"id":"T2","usage":{"model":"m","prompt_tokens":100,"completion_tokens":10,"cost_usd":0.0005}}"#,
+            r#"{"id":"T3","usage":{"model":"same","prompt_tokens":10,"completion_tokens":1,"cost_usd":0.25,"agent_reported":{"prompt_tokens":9,"completion_tokens":1,"cost_usd":0.25}}}"#,
+            r#"{"id":"T4","usage":{"model":"tokens-only","prompt_tokens":10,"completion_tokens":1,"agent_reported":{"prompt_tokens":8,"completion_tokens":1}}}"#,
+        ]);
+        let m = per_model(&s.items);
+        assert_eq!((m[0].agent_calls, m[0].agent_tokens), (1, 3900));
+        let d = m[0].agent_cost_difference().unwrap();
+        assert!((d - 0.0247).abs() < 1e-9, "{d}");
+        assert_eq!(m[1].agent_cost_difference(), None);
+        assert_eq!(m[2].agent_cost_usd, None);
+        let v = to_value(&m).unwrap().to_serde();
+        assert_eq!(v["m"]["agent_reported"]["tokens"], 3900);
+        assert_eq!(v["m"]["agent_reported"]["cost_usd"], 0.0405);
+        assert!(
+            v["m"]["agent_reported"]["cost_difference_usd"]
+                .as_f64()
+                .unwrap()
+                > 0.0247 - 1e-9
+        );
+        assert!(
+            v["same"]["agent_reported"]
+                .get("cost_difference_usd")
+                .is_none()
+        );
+        // Ours stays what the run counted: the agents' numbers are beside it, not in it.
+        assert_eq!(v["total"]["tokens"], 4032);
+        let text = text_lines(&m).join("\n");
+        assert!(
+            text.contains("the agent itself reported 3900 tokens, $0.040500 by its own prices against $0.015800 at the seat's (differs by +$0.024700)"),
+            "{text}"
+        );
+        assert!(text.contains("$0.250000, as ours"), "{text}");
+        assert!(
+            text.ends_with("the agent itself reported 9 tokens"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -538,17 +538,29 @@ impl<'a, 's> Run<'a, 's> {
             spent,
             max: self.opts.max_model_calls,
         });
-        let allowance = crate::egress::Ceilings {
-            max_tokens: if live {
-                lock(&self.spend).tokens_left()
-            } else {
-                None
-            },
-            max_cost_usd: None,
+        // The agent may spend what is left and its own reservation, which what its forwarder
+        // counts replaces.
+        let allowance = if live {
+            let s = lock(&self.spend);
+            crate::egress::Ceilings {
+                max_tokens: s.tokens_left().map(|t| t.saturating_add(worst.tokens)),
+                max_cost_usd: s
+                    .cost_left_pico()
+                    .map(|p| pico_to_usd(p.saturating_add(worst.pico))),
+            }
+        } else {
+            crate::egress::Ceilings::default()
         };
         let mut r = command::in_allowance(allowance, || exec.call(call));
-        if live && matches!(&r, Err(e) if e.code() == "ceiling") {
-            lock(&self.spend).close_on(crate::spend::Ceiling::MaxTokens);
+        // What the agent's forwarder counted is what it spent, whatever the CLI says.
+        let metered = if live { command::take_metered() } else { None };
+        if let Some(ceiling) = metered.and_then(|m| m.ceiling) {
+            lock(&self.spend).close_on(match ceiling {
+                "cost_usd" => Ceiling::MaxCostUsd,
+                _ => Ceiling::MaxTokens,
+            });
+        } else if live && matches!(&r, Err(e) if e.code() == "ceiling") {
+            lock(&self.spend).close_on(Ceiling::MaxTokens);
         }
         // Under a ceiling, a command worker's estimate is held to what the call reserved.
         if self.opts.ceilings.any()
@@ -563,9 +575,15 @@ impl<'a, 's> Run<'a, 's> {
             Err(e) if NOTHING_SENT.contains(&e.code()) => Some(Reported::default()),
             Err(_) => None,
         };
-        let settled = lock(&self.spend).settle(reservation, actual);
-        if let Ok(reply) = &mut r {
-            note_overrun(reply.usage.as_mut(), settled);
+        if let Some(m) = metered.filter(|m| m.seen) {
+            // Charged whole: the forwarder held the agent to what was left, turn by turn.
+            let counted = Reported::of(m.input_tokens, m.output_tokens, price);
+            lock(&self.spend).settle_metered(reservation, Some(counted));
+        } else {
+            let settled = lock(&self.spend).settle(reservation, actual);
+            if let Ok(reply) = &mut r {
+                note_overrun(reply.usage.as_mut(), settled);
+            }
         }
         let model = match &r {
             Ok(reply) => reply.model.clone(),

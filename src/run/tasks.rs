@@ -198,14 +198,30 @@ impl Run<'_, '_> {
                 Err(e) => (format!("error: {e}"), false, exec.model(), Some(e.code())),
             }
         };
+        // A confined agent's egress: what its metering forwarder counted and what its proxy
+        // refused.
+        let seen = crate::exec::command::take_egress_seen();
+        let (output, error) = match seen
+            .as_ref()
+            .and_then(|s| stopped_usage(exec.as_ref(), &model, s))
+        {
+            // Stopped mid-run at a ceiling: it did spend what the forwarder counted.
+            Some((u, why)) => {
+                usage = Some(u);
+                (format!("error: {why}"), Some("ceiling"))
+            }
+            None => (output, error),
+        };
         let mut payload = json!({"id": task.id, "output": output, "ok": ok, "model": model});
         if let Some(code) = error {
             payload["error"] = json!(code);
         }
-        // A confined agent's egress: what its metering forwarder counted and what its proxy
-        // refused.
-        if let Some(seen) = crate::exec::command::take_egress_seen() {
+        if let Some(seen) = seen {
             payload["egress"] = seen;
+        }
+        // What the agent's CLI said it spent, beside what the forwarder counted.
+        if let (Some(u), Some(a)) = (usage.as_mut(), crate::exec::command::take_agent_reported()) {
+            u["agent_reported"] = a;
         }
         self.finish_task(task, parent, with_usage(payload, usage), output, ok, model)
     }
@@ -360,4 +376,31 @@ impl Run<'_, '_> {
         });
         Ok(verdict)
     }
+}
+
+/// The usage of an agent its metering forwarder stopped at a ceiling (what the forwarder
+/// counted, at the seat's prices) and the one line saying so, from its egress record `seen`;
+/// `None` when the forwarder did not stop it.
+fn stopped_usage(
+    exec: &dyn Executor,
+    model: &str,
+    seen: &serde_json::Value,
+) -> Option<(serde_json::Value, String)> {
+    let m = &seen["metered"];
+    let ceiling = m["ceiling"].as_str()?;
+    let n = |k: &str| m[k].as_u64().unwrap_or(0);
+    let (input, output) = (n("input_tokens"), n("output_tokens"));
+    let mut u = json!({"model": model, "prompt_tokens": input, "completion_tokens": output});
+    if let Some(p) = exec.metering().price {
+        u["cost_usd"] = json!(crate::spend::pico_to_usd(p.cost_pico(input, output)));
+    }
+    let past = match m["overshoot_cost_usd"].as_f64() {
+        Some(c) if ceiling == "cost_usd" => format!("${c:.6}"),
+        _ => format!("{} tokens", n("overshoot_tokens")),
+    };
+    let why = format!(
+        "the metering forwarder stopped the agent at its {ceiling} ceiling after {} tokens ({past} past what it was allowed: at most the model turn in flight)",
+        input + output
+    );
+    Some((u, why))
 }

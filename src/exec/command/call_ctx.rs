@@ -22,6 +22,12 @@ thread_local! {
     /// What the egress of this thread's last agent call saw (its meter and proxy), for the
     /// task's record; taken once.
     static EGRESS_SEEN: RefCell<Option<serde_json::Value>> = const { RefCell::new(None) };
+    /// What the metering forwarder of this thread's last agent call counted, for the run's
+    /// spend; taken once.
+    static METERED: RefCell<Option<Metered>> = const { RefCell::new(None) };
+    /// What this thread's last agent call reported of its own spend (its CLI's tokens and
+    /// cost), for the task's record beside the forwarder's count; taken once.
+    static AGENT_REPORTED: RefCell<Option<serde_json::Value>> = const { RefCell::new(None) };
     /// A flag that, once set, stops the command this thread waits for (its whole group).
     static STOPPER: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
 }
@@ -75,6 +81,40 @@ pub(crate) fn note_egress_seen(seen: serde_json::Value) {
 /// What the egress of this thread's last agent call saw, once.
 pub(crate) fn take_egress_seen() -> Option<serde_json::Value> {
     EGRESS_SEEN.with(|c| c.borrow_mut().take())
+}
+
+/// What an agent's metering forwarder counted over one call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Metered {
+    /// Input tokens of every answer it passed.
+    pub(crate) input_tokens: u64,
+    /// Output tokens of every answer it passed.
+    pub(crate) output_tokens: u64,
+    /// Whether any answer reported usage at all.
+    pub(crate) seen: bool,
+    /// The ceiling it stopped the agent at (`tokens` or `cost_usd`), if it did.
+    pub(crate) ceiling: Option<&'static str>,
+}
+
+/// Keeps what this thread's agent call's forwarder counted, for [`take_metered`].
+pub(crate) fn note_metered(m: Metered) {
+    METERED.with(|c| *c.borrow_mut() = Some(m));
+}
+
+/// What the forwarder of this thread's last agent call counted, once.
+pub(crate) fn take_metered() -> Option<Metered> {
+    METERED.with(|c| c.borrow_mut().take())
+}
+
+/// Keeps what this thread's agent call reported of its own spend, for
+/// [`take_agent_reported`].
+pub(crate) fn note_agent_reported(v: serde_json::Value) {
+    AGENT_REPORTED.with(|c| *c.borrow_mut() = Some(v));
+}
+
+/// What this thread's last agent call reported of its own spend, once.
+pub(crate) fn take_agent_reported() -> Option<serde_json::Value> {
+    AGENT_REPORTED.with(|c| c.borrow_mut().take())
 }
 
 /// Runs `f` with `allowance` as what this thread's workers may still spend.

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::egress::{
     Allow, CeilingHit, Ceilings, Counts, METER_PORT, Meter, MeterConfig, MeterReport, PROXY_PORT,
-    Proxy, ProxyConfig,
+    Prices, Proxy, ProxyConfig,
 };
 use crate::exec::endpoint::{Origin, Policy};
 
@@ -66,13 +66,15 @@ fn endpoint(preset: Preset, var: &dyn Fn(&str) -> Option<String>) -> (&'static s
     }
 }
 
-/// Starts the meter and the proxy for one call of `preset`, under `ceilings`; `allow` adds
-/// hosts (`--sandbox-allow-host`). `on_hit` is told once when a ceiling is reached (the caller
-/// stops the agent's process tree).
+/// Starts the meter and the proxy for one call of `preset`, under `ceilings`, pricing each
+/// answer's usage at `prices` (the seat's; needed for a dollar ceiling); `allow` adds hosts
+/// (`--sandbox-allow-host`). `on_hit` is told once when a ceiling is reached (the caller stops
+/// the agent's process tree).
 pub(crate) fn start(
     preset: Preset,
     allow: &[Allow],
     ceilings: Ceilings,
+    prices: Option<Prices>,
     on_hit: Arc<dyn Fn() + Send + Sync>,
 ) -> std::io::Result<Egress> {
     let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
@@ -89,6 +91,7 @@ pub(crate) fn start(
     let hit: Arc<Mutex<Option<CeilingHit>>> = Arc::new(Mutex::new(None));
     let mut config = MeterConfig::new(origin.clone(), policy);
     config.ceilings = ceilings;
+    config.prices = prices;
     {
         let hit = Arc::clone(&hit);
         config.on_ceiling = Some(Arc::new(move |h: &CeilingHit| {
@@ -142,8 +145,20 @@ pub(crate) fn start(
 }
 
 impl Seen {
+    /// What the meter counted, for the run's spend.
+    pub(crate) fn metered(&self) -> crate::exec::command::Metered {
+        let m = &self.meter;
+        crate::exec::command::Metered {
+            input_tokens: m.input_tokens,
+            output_tokens: m.output_tokens,
+            seen: m.requests.iter().any(|r| r.usage_seen),
+            ceiling: self.hit.as_ref().map(|h| h.ceiling),
+        }
+    }
+
     /// The record of it: the tokens and requests the meter counted (and any it refused, with
-    /// the overshoot past a ceiling), and the connections the proxy refused, per host.
+    /// the overshoot past a ceiling), their cost at the seat's prices, and the connections
+    /// the proxy refused, per host.
     pub(crate) fn payload(&self) -> serde_json::Value {
         let m = &self.meter;
         let mut v = serde_json::json!({
@@ -156,8 +171,22 @@ impl Seen {
             },
             "refused_connections": self.proxy.refused,
         });
+        if let Some(c) = m.cost_usd {
+            v["metered"]["cost_usd"] = serde_json::json!(c);
+        }
+        if let Some(c) = m.overshoot_cost_usd {
+            v["metered"]["overshoot_cost_usd"] = serde_json::json!(c);
+        }
         if let Some(h) = &self.hit {
             v["metered"]["ceiling"] = serde_json::json!(h.ceiling);
+            // What the agent was allowed when it started: the run's ceilings less what was
+            // spent and reserved before it.
+            if let Some(t) = m.ceilings.max_tokens {
+                v["metered"]["max_tokens"] = serde_json::json!(t);
+            }
+            if let Some(c) = m.ceilings.max_cost_usd {
+                v["metered"]["max_cost_usd"] = serde_json::json!(c);
+            }
         }
         v
     }

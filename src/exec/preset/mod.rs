@@ -73,7 +73,7 @@ pub enum Preset {
 }
 
 /// What a preset's output said.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Parsed {
     /// The answer.
     pub(crate) text: String,
@@ -81,6 +81,9 @@ pub(crate) struct Parsed {
     pub(crate) model: Option<String>,
     /// Token counts, if it reported them.
     pub(crate) usage: Option<Usage>,
+    /// The cost in dollars it reported, if it did (Claude Code's `total_cost_usd`, aider's
+    /// session cost): its own pricing, which may not be the seat's.
+    pub(crate) cost_usd: Option<f64>,
 }
 
 impl Preset {
@@ -413,7 +416,13 @@ fn read_claude(stdout: &str) -> Result<Parsed, String> {
         input_tokens: u.get("input_tokens").and_then(|x| x.as_u64()).unwrap_or(0),
         output_tokens: u.get("output_tokens").and_then(|x| x.as_u64()).unwrap_or(0),
     });
-    Ok(Parsed { text, model, usage })
+    let cost_usd = v["total_cost_usd"].as_f64();
+    Ok(Parsed {
+        text,
+        model,
+        usage,
+        cost_usd,
+    })
 }
 
 /// Codex's `exec --json` events, one per line: `thread.started`, `turn.started`,
@@ -434,6 +443,7 @@ fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
             text: stdout.trim().to_string(),
             model: header_value(stderr, "model:"),
             usage: None,
+            cost_usd: None,
         });
     }
     let mut text = String::new();
@@ -499,6 +509,8 @@ fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
         text: text.trim().to_string(),
         model: model.or_else(|| header_value(stderr, "model:")),
         usage,
+        // Codex reports tokens, never a cost.
+        cost_usd: None,
     })
 }
 
@@ -521,11 +533,32 @@ fn read_aider(stdout: &str, stderr: &str, editing: bool) -> Result<Parsed, Strin
         return Err(format!("aider could not make its edit: {}", one_line(l)));
     }
     let usage = stdout.lines().rev().find_map(aider_tokens);
+    let cost_usd = stdout.lines().rev().find_map(aider_cost);
     Ok(Parsed {
         text: aider_answer(stdout),
         model: aider_model(stdout).or_else(|| aider_model(stderr)),
         usage,
+        cost_usd,
     })
+}
+
+/// The session cost of aider's `Tokens: ... Cost: $0.01 message, $0.02 session.` (printed
+/// only when it knows a price for the model).
+fn aider_cost(line: &str) -> Option<f64> {
+    let rest = line.trim().strip_prefix("Tokens:")?;
+    let cost = &rest[rest.find("Cost:")? + "Cost:".len()..];
+    let session = cost
+        .split(',')
+        .find(|p| p.trim().trim_end_matches('.').ends_with("session"))?;
+    session
+        .trim()
+        .trim_end_matches('.')
+        .trim_end_matches("session")
+        .trim()
+        .trim_start_matches('$')
+        .replace(',', "")
+        .parse::<f64>()
+        .ok()
 }
 
 /// aider's `Tokens: 2.1k sent, 36 received.` (with a cost after it when it knows one).
@@ -612,6 +645,9 @@ pub(crate) struct PresetExecutor {
     /// Whether a confined call reaches the network only through the egress (the proxy and
     /// the metering forwarder); off when the run keeps the whole network (`--sandbox-net`).
     egress: bool,
+    /// The seat's prices and output cap (`price_in_per_mtok`, `price_out_per_mtok`,
+    /// `max_tokens`): the forwarder prices each answer's usage at them.
+    metering: crate::exec::config::Metering,
 }
 
 impl PresetExecutor {
@@ -642,7 +678,14 @@ impl PresetExecutor {
             describe: format!("{}: {line}", preset.name()),
             env,
             egress: true,
+            metering: crate::exec::config::Metering::default(),
         }
+    }
+
+    /// The same preset priced and capped as `metering` says (the seat's configuration).
+    pub(crate) fn with_metering(mut self, metering: crate::exec::config::Metering) -> Self {
+        self.metering = metering;
+        self
     }
 }
 
@@ -677,9 +720,21 @@ impl PresetExecutor {
             let stop = Arc::clone(stop);
             Arc::new(move || stop.store(true, Ordering::SeqCst))
         };
+        let prices = self.metering.price.map(|p| {
+            let (input, output) = p.usd_per_mtok();
+            crate::egress::Prices {
+                input_usd_per_mtok: input,
+                output_usd_per_mtok: output,
+            }
+        });
+        let mut ceilings = command::allowance();
+        if prices.is_none() {
+            // An agent with no price costs nothing by the configuration: only tokens hold it.
+            ceilings.max_cost_usd = None;
+        }
         // Beside the model's endpoint, the hosts the run's sandbox policy names.
         let allow = command::jail_allowed_hosts();
-        egress::start(self.preset, &allow, command::allowance(), on_hit)
+        egress::start(self.preset, &allow, ceilings, prices, on_hit)
             .map(Some)
             .map_err(|e| {
                 ExecError::Other(format!(
@@ -710,6 +765,9 @@ impl Executor for PresetExecutor {
         if let Some(s) = &state {
             set.extend(s.vars());
         }
+        // Nothing of an earlier call on this thread is taken for this one's.
+        command::take_metered();
+        command::take_agent_reported();
         // Confined, the agent reaches its model through the metering forwarder and nothing
         // else through the proxy; a ceiling the meter reaches stops its whole process tree.
         let stop = Arc::new(AtomicBool::new(false));
@@ -744,15 +802,28 @@ impl Executor for PresetExecutor {
             s.write_back();
         }
         let seen = egress.map(egress::Egress::finish);
+        let metered = seen.as_ref().map(egress::Seen::metered);
         if let Some(s) = &seen {
             command::note_egress_seen(s.payload());
         }
+        if let Some(m) = metered {
+            command::note_metered(m);
+        }
         if let Some(hit) = seen.as_ref().and_then(|s| s.hit.clone()) {
+            let spent = match hit.cost_usd {
+                Some(c) if hit.ceiling == "cost_usd" => {
+                    format!("${c:.6} spent of ${:.6}", hit.max_cost_usd.unwrap_or(0.0))
+                }
+                _ => format!(
+                    "{} tokens used of {}",
+                    hit.used_tokens,
+                    hit.max_tokens.unwrap_or(0)
+                ),
+            };
             return Err(ExecError::Ceiling(format!(
-                "{} was stopped by the metering forwarder at its {} ceiling ({} tokens used, at most one model turn past it)",
+                "{} was stopped by the metering forwarder at its {} ceiling ({spent}; the totals pass it by at most the model turn in flight when it was reached)",
                 self.preset.name(),
                 hit.ceiling,
-                hit.used_tokens
             )));
         }
         let ran = ran?;
@@ -763,10 +834,35 @@ impl Executor for PresetExecutor {
         // Codex tells only its model of a patch that did not apply; its session log shows it.
         let vars = state.as_ref().map(state::State::vars).unwrap_or_default();
         edits::codex_session_check(&vars, started).map_err(ExecError::Other)?;
+        let model = parsed.model.unwrap_or_else(|| self.model());
+        // What the CLI said it spent is kept beside what the forwarder counted, which is the
+        // count the run goes by when there is one (aider's tokens are its own tokenizer's, and
+        // Claude Code prices a model it does not know at a default rate).
+        let mut reported = serde_json::Map::new();
+        if let Some(u) = parsed.usage {
+            reported.insert("prompt_tokens".into(), u.input_tokens.into());
+            reported.insert("completion_tokens".into(), u.output_tokens.into());
+        }
+        if let Some(c) = parsed.cost_usd {
+            reported.insert("cost_usd".into(), c.into());
+        }
+        if !reported.is_empty() {
+            command::note_agent_reported(serde_json::Value::Object(reported));
+        }
+        let usage = match metered {
+            Some(m) if m.seen => Some(Usage {
+                input_tokens: m.input_tokens,
+                output_tokens: m.output_tokens,
+                estimated: false,
+                truncated: false,
+                over_reservation: None,
+            }),
+            _ => parsed.usage,
+        };
         Ok(Reply {
             text: parsed.text,
-            model: parsed.model.unwrap_or_else(|| self.model()),
-            usage: parsed.usage,
+            model,
+            usage,
             elapsed: ran.elapsed,
         })
     }
@@ -775,6 +871,10 @@ impl Executor for PresetExecutor {
         self.model
             .clone()
             .unwrap_or_else(|| self.preset.program().to_string())
+    }
+
+    fn metering(&self) -> crate::exec::config::Metering {
+        self.metering
     }
 
     fn metered_live(&self) -> bool {

@@ -57,11 +57,11 @@ impl Budgets {
 /// The spend ceilings of submit and resume.
 #[derive(Debug, Clone, Default, clap::Args, Deserialize, schemars::JsonSchema)]
 pub struct Ceilings {
-    /// Ceiling on the tokens (prompt plus completion) of every model call of this run: a call whose worst case does not fit in what is left never starts, and the run stops on the ceiling (exit 4 on the command line); resume continues it with a fresh allowance.
+    /// Ceiling on the tokens (prompt plus completion) of every model call of this run: a call whose worst case does not fit in what is left never starts, and the run stops on the ceiling (exit 4 on the command line); resume continues it with a fresh allowance. A sandboxed coding agent is stopped mid-run: its metering forwarder refuses its next model request once the allowance is used and stops its process tree, at most one model turn past.
     #[arg(long, value_name = "N")]
     #[serde(default, deserialize_with = "via_value")]
     pub max_tokens: Option<u64>,
-    /// Ceiling in dollars on what this run's model calls cost, at the prices in .forum/runtime.toml (price_in_per_mtok, price_out_per_mtok); reserved like max_tokens.
+    /// Ceiling in dollars on what this run's model calls cost, at the prices in .forum/runtime.toml (price_in_per_mtok, price_out_per_mtok); reserved like max_tokens, and a sandboxed coding agent is stopped mid-run the same way, its forwarder pricing each answer at its seat's prices.
     #[arg(long, value_name = "USD")]
     #[serde(default, deserialize_with = "via_value")]
     pub max_cost_usd: Option<f64>,

@@ -21,7 +21,7 @@ use super::model::{ModelServer, Usage};
 pub(super) const MODEL: &str = "loopback-model";
 
 /// The orchestrator: a plan of one task, a merge at the gate, a pass from the judge, an answer.
-fn orchestrator(dir: &Path) -> String {
+pub(super) fn orchestrator(dir: &Path) -> String {
     let path = dir.join("orchestrator.sh");
     let plan = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"Fix add in calc.py so that test_calc passes.","depends_on":[],"done_when":["the tests pass"]}]}"#;
     let body = format!(

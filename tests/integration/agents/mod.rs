@@ -49,6 +49,7 @@ pub mod fixture;
 pub mod model;
 
 mod aider;
+mod ceiling;
 mod claude;
 mod codex;
 mod failures;

@@ -101,7 +101,12 @@ pub struct Logged {
 struct Shared {
     script: Script,
     log: Mutex<Vec<Logged>>,
+    /// Called on each request before it is answered, while the agent that sent it waits.
+    observe: Option<Observer>,
 }
+
+/// What [`ModelServer::start_observed`] calls on each request.
+pub type Observer = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// A running server; stopped on drop.
 pub struct ModelServer {
@@ -114,9 +119,20 @@ pub struct ModelServer {
 impl ModelServer {
     /// Starts a server playing `script` on `127.0.0.1:0`.
     pub fn start(script: Script) -> ModelServer {
+        Self::serve(script, None)
+    }
+
+    /// [`ModelServer::start`], calling `observe` with each request's path before answering
+    /// it: the agent that sent it is certainly running then (a test lists its processes).
+    pub fn start_observed(script: Script, observe: Observer) -> ModelServer {
+        Self::serve(script, Some(observe))
+    }
+
+    fn serve(script: Script, observe: Option<Observer>) -> ModelServer {
         let shared = Arc::new(Shared {
             script,
             log: Mutex::new(Vec::new()),
+            observe,
         });
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         listener.set_nonblocking(true).expect("nonblocking");
@@ -222,6 +238,9 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         .map(str::to_string);
     let stream = body.get("stream").and_then(Value::as_bool);
     let bare = path.split('?').next().unwrap_or("").to_string();
+    if let Some(observe) = &shared.observe {
+        observe(&path);
+    }
     let script = &shared.script;
     let (status, response) = match (method.as_str(), bare.as_str()) {
         ("POST", "/v1/messages") => (200, anthropic(script, &body)),
