@@ -501,7 +501,7 @@ fn executor_key_env(
                 warnings.push(format!("{}: [{table}] {w}", src.name));
                 Ok(Some(k.get_ref().clone()))
             }
-            Err(m) => Err(src.at(table, "api_key_env", k, m)),
+            Err(m) => Err(src.at(table, "api_key_env", k, m.to_string())),
         },
     }
 }
@@ -647,7 +647,7 @@ fn executor_verify(
             (Some(t), None) => ("tier", t.span()),
             (None, None) => ("verify", 0..0),
         };
-        return Err(src.err(table, Some(key), Some(span), m));
+        return Err(src.err(table, Some(key), Some(span), m.to_string()));
     }
     Ok(seat_verify)
 }
