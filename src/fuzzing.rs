@@ -191,7 +191,9 @@ pub fn wal_round_trip(data: &[u8]) -> usize {
 /// whitespace-split fields of each line that names a ledger ref (its third field), or the
 /// hook's one-line refusal.
 ///
-/// Promises checked: every line kept names a ledger ref; a refusal is one line.
+/// Promises checked: every line kept names a ledger ref; a refusal is one line. The refusal is
+/// given as that line of text, because the hooks' error type is the crate's own and this entry
+/// point is public.
 pub fn hook_lines(data: &[u8]) -> Result<Vec<Vec<String>>, String> {
     let mut kept = Vec::new();
     let read =

@@ -189,7 +189,7 @@ pub(crate) fn export_tiles(store: &GitStore, ledger: &str, dir: &Path) -> Result
         )));
     }
     let files = crate::store::tiles::tile_files(&trees.tree, cp.size, &raw_hashes(&trees)?)
-        .map_err(Error::fail)?;
+        .map_err(|e| Error::fail(e.to_string()))?;
     // Written beside DIR and renamed into place, so a failure leaves no half layout.
     let parent = dir
         .parent()

@@ -84,7 +84,7 @@ pub(crate) fn check_key_env(name: &str) -> Result<KeyEnv, KeyEnvRefusal> {
     if let Some(w) = FORBIDDEN_KEY_WORDS.iter().find(|w| upper.contains(*w)) {
         return Err(KeyEnvRefusal::OtherCredential {
             name: name.to_string(),
-            word: *w,
+            word: w,
         });
     }
     Ok(KeyEnv::Unusual(format!(

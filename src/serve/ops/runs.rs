@@ -100,7 +100,7 @@ impl Dispatcher {
         {
             report.issues.push(crate::surface::runtime::Issue {
                 place: "default".into(),
-                problem: why.clone(),
+                problem: why.to_string(),
             });
         }
         report.ready = report.issues.is_empty();
