@@ -569,23 +569,7 @@ pub(crate) struct EntryCache {
 /// built from it, or why none could be built.
 pub(crate) struct Executors {
     pub(crate) loaded: Option<Loaded>,
-    pub(crate) seats: Result<Arc<dyn Seats>, NoSeats>,
-}
-
-/// Why a server has no executors to run models with (what `/submit` answers 503 with).
-#[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum NoSeats {
-    /// It was started without a runtime.
-    #[error(
-        "no executor is configured for this server: start it with executor flags (--cmd, --chat-url, --api, --runtime-config) or add .forum/runtime.toml to the repository"
-    )]
-    NotConfigured,
-    /// Its runtime has an issue (the first; `/runtime` lists them all).
-    #[error("this server cannot run models: {0} (GET /runtime lists every issue)")]
-    Issue(crate::exec::config::Issue),
-    /// Its fleet could not be built.
-    #[error("this server cannot run models: {0}")]
-    Fleet(#[source] Arc<crate::exec::FleetError>),
+    pub(crate) seats: Result<Arc<dyn Seats>, String>,
 }
 
 /// Maps requests to the engine. `Sync`: one dispatcher serves every connection.
@@ -610,6 +594,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+const NO_EXECUTOR: &str = "no executor is configured for this server: start it with executor flags (--cmd, --chat-url, --api, --runtime-config) or add .forum/runtime.toml to the repository";
+
 impl Dispatcher {
     /// Opens the ledger (which need not exist yet) with the built-in roster, no policy limits
     /// and no executor: every route but `/plan`, `/submit` and `/resume` works.
@@ -627,7 +613,7 @@ impl Dispatcher {
             policy: Policy::default(),
             executors: Executors {
                 loaded: None,
-                seats: Err(NoSeats::NotConfigured),
+                seats: Err(NO_EXECUTOR.to_string()),
             },
             draining: Arc::new(AtomicBool::new(false)),
             keys: Mutex::new(None),
@@ -653,11 +639,13 @@ impl Dispatcher {
     pub(crate) fn with_runtime(mut self, loaded: Loaded) -> Dispatcher {
         let issues =
             crate::exec::config::issues(&loaded.runtime, &self.roster, &crate::config::RealFacts);
-        self.executors.seats = match issues.into_iter().next() {
-            Some(first) => Err(NoSeats::Issue(first)),
+        self.executors.seats = match issues.first() {
+            Some(first) => Err(format!(
+                "this server cannot run models: {first} (GET /runtime lists every issue)"
+            )),
             None => match Fleet::new(loaded.runtime.clone()) {
                 Ok(f) => Ok(Arc::new(f) as Arc<dyn Seats>),
-                Err(e) => Err(NoSeats::Fleet(Arc::new(e))),
+                Err(e) => Err(format!("this server cannot run models: {e}")),
             },
         };
         self.executors.loaded = Some(loaded);

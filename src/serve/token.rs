@@ -72,7 +72,7 @@ pub enum TokenPathError {
     },
     /// No repository contains the directory given.
     #[error(transparent)]
-    Repo(#[from] crate::store::git::StoreError),
+    Repo(#[from] crate::surface::store::StoreError),
     /// The git common dir could not be made absolute.
     #[error("cannot resolve the git dir {}: {source}", common.display())]
     ResolveCommon {

@@ -100,7 +100,7 @@ impl Dispatcher {
         {
             report.issues.push(crate::surface::runtime::Issue {
                 place: "default".into(),
-                problem: why.to_string(),
+                problem: why.clone(),
             });
         }
         report.ready = report.issues.is_empty();
