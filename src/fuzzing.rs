@@ -15,14 +15,25 @@ use gix::objs::Kind;
 
 use crate::ledger::canonical::{self, Value};
 
+/// Why [`canonical_json`] read no value: the bytes are not text, or the parser's error.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonBytesError {
+    /// The bytes are not UTF-8.
+    #[error("not UTF-8: {0}")]
+    NotUtf8(#[from] std::str::Utf8Error),
+    /// The ledger's parser refused the text (one line).
+    #[error(transparent)]
+    Parse(#[from] canonical::ParseError),
+}
+
 /// Reads `data` as a JSON text the way the ledger reads a payload
 /// ([`canonical::parse`]): the value, or the parser's one-line error.
 ///
 /// Promises checked: a value's canonical text reads back to the same canonical text; where
 /// `serde_json` also reads the text, both give the same value; where `serde_json` reads it, so
 /// does the ledger's parser (which nests deeper and accepts `NaN` and `Infinity` besides).
-pub fn canonical_json(data: &[u8]) -> Result<Value, String> {
-    let text = std::str::from_utf8(data).map_err(|e| format!("not UTF-8: {e}"))?;
+pub fn canonical_json(data: &[u8]) -> Result<Value, JsonBytesError> {
+    let text = std::str::from_utf8(data)?;
     let ours = canonical::parse(text);
     let theirs = serde_json::from_str::<serde_json::Value>(text);
     match (&ours, &theirs) {
@@ -34,7 +45,7 @@ pub fn canonical_json(data: &[u8]) -> Result<Value, String> {
         (Err(e), Ok(_)) => panic!("serde_json reads {text:?}, the ledger's parser does not: {e}"),
         _ => {}
     }
-    let v = ours.map_err(|e| e.to_string())?;
+    let v = ours?;
     let c = v.canonical();
     let again = canonical::parse(&c)
         .unwrap_or_else(|e| panic!("the canonical text {c:?} of {text:?} does not read: {e}"));
@@ -180,7 +191,9 @@ pub fn wal_round_trip(data: &[u8]) -> usize {
 /// whitespace-split fields of each line that names a ledger ref (its third field), or the
 /// hook's one-line refusal.
 ///
-/// Promises checked: every line kept names a ledger ref; a refusal is one line.
+/// Promises checked: every line kept names a ledger ref; a refusal is one line. The refusal is
+/// given as that line of text, because the hooks' error type is the crate's own and this entry
+/// point is public.
 pub fn hook_lines(data: &[u8]) -> Result<Vec<Vec<String>>, String> {
     let mut kept = Vec::new();
     let read =
@@ -206,7 +219,8 @@ pub fn hook_lines(data: &[u8]) -> Result<Vec<Vec<String>>, String> {
 /// Claude Code transcripts): for each, the format's name and the number of entries the trace
 /// folds into, or the one-line error.
 ///
-/// Promise checked: an error is one line.
+/// Promise checked: an error is one line. The error is given as that line of text, because
+/// the importer's error type is the crate's own and this entry point is public.
 pub fn trace(data: &[u8]) -> Vec<(&'static str, Result<usize, String>)> {
     use crate::flight::{Format, import};
     let Ok(text) = std::str::from_utf8(data) else {

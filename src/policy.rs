@@ -115,13 +115,21 @@ fn toml_error_text(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
+/// Why `allowed_categories` is refused (the message of a [`PolicyError::Invalid`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum CategoriesError {
+    /// Not a list.
+    #[error("\"allowed_categories\" must be a list of strings, found {0}")]
+    NotAList(&'static str),
+    /// Item `n` (from 1) is not a non-empty string.
+    #[error("\"allowed_categories\" item {n} must be a non-empty string, found {found}")]
+    BadItem { n: usize, found: &'static str },
+}
+
 /// `allowed_categories`: a list of non-empty strings.
-fn allowed_categories(value: &toml::Value) -> Result<BTreeSet<String>, String> {
+fn allowed_categories(value: &toml::Value) -> Result<BTreeSet<String>, CategoriesError> {
     let toml::Value::Array(items) = value else {
-        return Err(format!(
-            "\"allowed_categories\" must be a list of strings, found {}",
-            value.type_str()
-        ));
+        return Err(CategoriesError::NotAList(value.type_str()));
     };
     let mut set = BTreeSet::new();
     for (i, item) in items.iter().enumerate() {
@@ -130,11 +138,10 @@ fn allowed_categories(value: &toml::Value) -> Result<BTreeSet<String>, String> {
                 set.insert(s.clone());
             }
             other => {
-                return Err(format!(
-                    "\"allowed_categories\" item {} must be a non-empty string, found {}",
-                    i + 1,
-                    other.type_str()
-                ));
+                return Err(CategoriesError::BadItem {
+                    n: i + 1,
+                    found: other.type_str(),
+                });
             }
         }
     }
@@ -154,7 +161,8 @@ impl Policy {
         for (key, value) in &table {
             match key.as_str() {
                 "allowed_categories" => {
-                    policy.allowed_categories = Some(allowed_categories(value).map_err(err)?);
+                    policy.allowed_categories =
+                        Some(allowed_categories(value).map_err(|e| err(e.to_string()))?);
                 }
                 "max_parallel" | "max_tasks" => {
                     let n = match value {

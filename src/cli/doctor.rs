@@ -40,7 +40,7 @@ pub(crate) fn readiness(ctx: &Ctx) -> Readiness {
     match (loaded, roster) {
         (Ok(l), Ok(r)) => status::readiness(Ok(&l), &r, &RealFacts),
         (Err(e), _) | (_, Err(e)) => status::readiness(
-            Err(e.to_string()),
+            Err(&e),
             &crate::roster::Roster::default_roster(),
             &RealFacts,
         ),

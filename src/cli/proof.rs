@@ -134,7 +134,7 @@ pub(crate) fn verify_proof(ctx: &Ctx, args: VerifyProofArgs) -> Result<(), CliEr
                 None => Ok(()),
             }
         }
-        Err(why) => does_not_hold(ctx, &args.file, &why),
+        Err(why) => does_not_hold(ctx, &args.file, &why.to_string()),
     }
 }
 
@@ -197,6 +197,6 @@ fn verify_tlog_proof(ctx: &Ctx, args: &VerifyProofArgs, text: &str) -> Result<()
                 ))
             }
         }
-        Err(why) => does_not_hold(ctx, &args.file, &why),
+        Err(why) => does_not_hold(ctx, &args.file, &why.to_string()),
     }
 }

@@ -147,14 +147,14 @@ fn dispatcher(ctx: &Ctx, e: &EngineArgs) -> Result<Dispatcher, CliError> {
 /// the token file older versions kept under the git dir removed.
 fn token(ctx: &Ctx) -> Result<(PathBuf, String), CliError> {
     let repo = crate::surface::store::open_repo(&ctx.dir)?;
-    let common = token::common_dir(&repo).map_err(CliError::usage)?;
+    let common = token::common_dir(&repo).map_err(|e| CliError::usage(e.to_string()))?;
     if let Some(old) = token::remove_legacy(&common) {
         eprintln!(
             "git forum serve: removed {}, where a sandboxed worker could read it; the token now lives outside the git dir",
             old.display()
         );
     }
-    let path = token::path_for(&common).map_err(CliError::usage)?;
+    let path = token::path_for(&common).map_err(|e| CliError::usage(e.to_string()))?;
     let t = token::load_or_create(&path).map_err(|e| {
         CliError::internal(format!("cannot make the token in {}: {e}", path.display()))
     })?;

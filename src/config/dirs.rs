@@ -38,16 +38,9 @@ fn var(k: &str) -> Option<PathBuf> {
 /// and the variables, in the order they are tried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("no directory for {what}: set one of {} to an absolute path", .names.join(", "))]
-pub(crate) struct NoRootError {
+pub struct NoRootError {
     what: &'static str,
     names: Vec<&'static str>,
-}
-
-/// The message as text, for the callers whose errors are still text.
-impl From<NoRootError> for String {
-    fn from(e: NoRootError) -> String {
-        e.to_string()
-    }
 }
 
 /// The first of `candidates` that is set, joined with its suffix, or the error naming them.

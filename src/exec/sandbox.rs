@@ -281,13 +281,22 @@ impl Record {
     }
 }
 
+/// The refusal of a `--sandbox` run where bubblewrap is not usable, with the probe's reason.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("--sandbox needs bubblewrap, which is not usable here ({why}): {INSTALL_HINT}")]
+pub(crate) struct Unusable {
+    /// Why not (shared: a run's resolved sandbox is handed to each caller).
+    #[source]
+    pub(crate) why: std::sync::Arc<probe::BwrapError>,
+}
+
 /// What a run's mode and the probe's answer (`Ok(())`: bubblewrap works; `Err(why)`) come
 /// to: the record, or the one-line refusal of a `Required` run that cannot be confined.
 pub(crate) fn decide(
     mode: Mode,
     policy: &Policy,
-    probed: Result<(), &str>,
-) -> Result<Record, String> {
+    probed: Result<(), &std::sync::Arc<probe::BwrapError>>,
+) -> Result<Record, Unusable> {
     match (mode, probed) {
         (Mode::Off, _) => Ok(Record::Unconfined {
             reason: "--no-sandbox".into(),
@@ -298,9 +307,7 @@ pub(crate) fn decide(
             allow_hosts: policy.allow_hosts.iter().map(|a| a.to_string()).collect(),
             bound: Vec::new(),
         }),
-        (Mode::Required, Err(why)) => Err(format!(
-            "--sandbox needs bubblewrap, which is not usable here ({why}): {INSTALL_HINT}"
-        )),
+        (Mode::Required, Err(why)) => Err(Unusable { why: why.clone() }),
         (Mode::Default, Err(why)) => Ok(Record::Unconfined {
             reason: format!("bubblewrap is not usable here ({why})"),
         }),
@@ -432,12 +439,15 @@ mod tests {
                 bound: Vec::new(),
             }
         );
-        let e = decide(Mode::Required, &p, Err("no bwrap on PATH")).unwrap_err();
+        let none = std::sync::Arc::new(probe::BwrapError::NotOnPath);
+        let e = decide(Mode::Required, &p, Err(&none))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("apt install bubblewrap") && !e.contains('\n'),
             "{e}"
         );
-        let r = decide(Mode::Default, &p, Err("no bwrap on PATH")).unwrap();
+        let r = decide(Mode::Default, &p, Err(&none)).unwrap();
         assert_eq!(r.payload()["confined"], json!(false));
         assert_eq!(
             decide(Mode::Off, &p, Ok(())).unwrap().payload(),

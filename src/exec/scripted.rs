@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use super::{Call, ExecError, Executor, Reply};
 
+/// A script's failure is text: it stands for whatever a model or its transport could say, and
+/// the tests and embedders that write scripts choose it freely.
 type Script = dyn Fn(&Call<'_>) -> Result<String, String> + Send + Sync;
 
 /// An executor whose answers come from a function. It counts its calls and keeps their
@@ -21,7 +23,8 @@ pub struct Scripted {
 
 impl Scripted {
     /// An executor reporting `model` that answers with `script(call)`; an `Err` becomes an
-    /// [`ExecError::Other`].
+    /// [`ExecError::Other`]. The error stays text: a script stands in for a model, whose
+    /// failures are free text, and its writers (tests, embedders) choose the words.
     pub fn new(
         model: &str,
         script: impl Fn(&Call<'_>) -> Result<String, String> + Send + Sync + 'static,

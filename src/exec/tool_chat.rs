@@ -29,9 +29,20 @@ pub struct ToolUse {
     pub(crate) raw: String,
 }
 
+/// Why a call's arguments are not a JSON object.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgumentsError {
+    /// Valid JSON of another kind.
+    #[error("the arguments are not a JSON object")]
+    NotObject,
+    /// Not JSON at all.
+    #[error("the arguments are not valid JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+}
+
 impl ToolUse {
     /// The arguments as a JSON object, or why they are not one.
-    pub fn arguments(&self) -> Result<serde_json::Map<String, Value>, String> {
+    pub fn arguments(&self) -> Result<serde_json::Map<String, Value>, ArgumentsError> {
         let text = if self.raw.trim().is_empty() {
             "{}"
         } else {
@@ -39,8 +50,8 @@ impl ToolUse {
         };
         match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(m)) => Ok(m),
-            Ok(_) => Err("the arguments are not a JSON object".into()),
-            Err(e) => Err(format!("the arguments are not valid JSON: {e}")),
+            Ok(_) => Err(ArgumentsError::NotObject),
+            Err(e) => Err(ArgumentsError::NotJson(e)),
         }
     }
 }
@@ -398,12 +409,14 @@ mod tests {
             u("{oops")
                 .arguments()
                 .unwrap_err()
+                .to_string()
                 .contains("not valid JSON")
         );
         assert!(
             u("[1]")
                 .arguments()
                 .unwrap_err()
+                .to_string()
                 .contains("not a JSON object")
         );
         let e = ExecError::Status {

@@ -496,24 +496,37 @@ pub fn verify_chain(entries: &[Entry]) -> ChainReport {
     }
 }
 
+/// Why a causal chain cannot be followed: the ledger's links are wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum CausalError {
+    /// A parent below zero.
+    #[error("causal parent {0} is negative")]
+    Negative(i64),
+    /// A seq met twice.
+    #[error("causal chain loops back to seq {0}")]
+    Loop(i64),
+    /// A parent the ledger does not have.
+    #[error("causal chain names seq {0}, which is not in the ledger")]
+    Missing(i64),
+}
+
 /// Follows `causal_parent` links from `seq` and returns the chain root-first (forum-spec §4).
 /// `get` looks an entry up by seq.
-pub(crate) fn causal_chain<F>(seq: u64, mut get: F) -> Result<Vec<Entry>, String>
+pub(crate) fn causal_chain<F>(seq: u64, mut get: F) -> Result<Vec<Entry>, CausalError>
 where
-    F: FnMut(u64) -> Result<Option<Entry>, String>,
+    F: FnMut(u64) -> Option<Entry>,
 {
     let mut out: Vec<Entry> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let mut cur = Some(seq as i64);
     while let Some(s) = cur {
         if s < 0 {
-            return Err(format!("causal parent {s} is negative"));
+            return Err(CausalError::Negative(s));
         }
         if !seen.insert(s) {
-            return Err(format!("causal chain loops back to seq {s}"));
+            return Err(CausalError::Loop(s));
         }
-        let e = get(s as u64)?
-            .ok_or_else(|| format!("causal chain names seq {s}, which is not in the ledger"))?;
+        let e = get(s as u64).ok_or(CausalError::Missing(s))?;
         cur = e.causal_parent;
         out.push(e);
     }
@@ -727,13 +740,14 @@ mod tests {
         let mut n = new("b", 1.0);
         n.causal_parent = Some(0);
         s.append(n).unwrap();
-        let chain = causal_chain(1, |q| Ok(s.get(q).unwrap())).unwrap();
+        let chain = causal_chain(1, |q| s.get(q).unwrap()).unwrap();
         assert_eq!(chain.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![0, 1]);
         let mut looped = s.clone();
         looped.entries[0].causal_parent = Some(1);
         assert!(
-            causal_chain(1, |q| Ok(looped.get(q).unwrap()))
+            causal_chain(1, |q| looped.get(q).unwrap())
                 .unwrap_err()
+                .to_string()
                 .contains("loops")
         );
     }

@@ -249,15 +249,17 @@ impl Classification {
 /// The seam for settling escalated routes with a model. The control loop supplies an
 /// implementation backed by an executor; the router never calls one itself.
 pub trait Classifier {
-    /// Chooses a lane for `text`, given the escalated decision and the roster. The error is
-    /// text: it carries whatever the implementation's model or executor said, which this pure
-    /// module cannot name.
+    /// Why a classification failed: the implementation's own error (what its model or
+    /// executor said), which this pure module cannot name.
+    type Error: std::error::Error;
+
+    /// Chooses a lane for `text`, given the escalated decision and the roster.
     fn classify(
         &self,
         text: &str,
         roster: &Roster,
         decision: &RouteDecision,
-    ) -> Result<Classification, String>;
+    ) -> Result<Classification, Self::Error>;
 }
 
 /// Why a classification cannot settle a route.

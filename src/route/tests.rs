@@ -341,7 +341,14 @@ fn payload_key_order() {
 
 struct Fixed(&'static str);
 impl Classifier for Fixed {
-    fn classify(&self, _: &str, _: &Roster, _: &RouteDecision) -> Result<Classification, String> {
+    type Error = std::convert::Infallible;
+
+    fn classify(
+        &self,
+        _: &str,
+        _: &Roster,
+        _: &RouteDecision,
+    ) -> Result<Classification, Self::Error> {
         Ok(Classification {
             agent: self.0.into(),
             confidence: 0.7,

@@ -81,7 +81,10 @@ impl ContextProvider for CommandContext {
     }
 }
 
-type Render = dyn Fn(&dyn Storage) -> Result<String, String> + Send + Sync;
+/// A renderer's error is its own type; only its message is witnessed.
+type RenderError = Box<dyn std::error::Error + Send + Sync>;
+
+type Render = dyn Fn(&dyn Storage) -> Result<String, RenderError> + Send + Sync;
 
 /// Request context rendered from the run's own ledger (for `--use-capsule-context`: the
 /// ledger's capsule text). It has no per-task context.
@@ -95,7 +98,7 @@ impl LedgerContext {
     /// witnessed as a failure with code `render`.
     pub(crate) fn new(
         name: &str,
-        render: impl Fn(&dyn Storage) -> Result<String, String> + Send + Sync + 'static,
+        render: impl Fn(&dyn Storage) -> Result<String, RenderError> + Send + Sync + 'static,
     ) -> LedgerContext {
         LedgerContext {
             name: name.to_string(),
@@ -106,9 +109,9 @@ impl LedgerContext {
 
 impl ContextProvider for LedgerContext {
     fn request_context(&self, _: &str, ledger: &dyn Storage) -> Result<String, ContextFailure> {
-        (self.render)(ledger).map_err(|message| ContextFailure {
+        (self.render)(ledger).map_err(|e| ContextFailure {
             code: "render".into(),
-            message,
+            message: e.to_string(),
         })
     }
 

@@ -68,7 +68,10 @@ impl Run<'_, '_> {
                 "this run works in the repository, but no workbench was given".into(),
             ));
         };
-        let (mut sandbox, jail) = o.sandbox.resolve().map_err(RunError::Work)?;
+        let (mut sandbox, jail) = o
+            .sandbox
+            .resolve()
+            .map_err(|e| RunError::Work(e.to_string()))?;
         let bench = match (o.open)(run_seq, base) {
             Ok(b) => b,
             Err(e) => return Ok(Err(e)),

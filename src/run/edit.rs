@@ -65,7 +65,7 @@ impl Seen {
 }
 
 /// A tool call's arguments as [`parse_op`] read them.
-type ParsedCall = Result<Result<Op, super::edit_tools::ToolRefusal>, String>;
+type ParsedCall = Result<Result<Op, super::edit_tools::ToolRefusal>, super::edit_tools::Malformed>;
 
 /// What a model without tools is asked for instead.
 const FALLBACK_NOTE: &str = "\n\nThis endpoint takes no tools. Answer with one JSON object \
@@ -273,7 +273,11 @@ impl Run<'_, '_> {
             let parsed: Vec<ParsedCall> = turn
                 .calls
                 .iter()
-                .map(|c| c.arguments().and_then(|a| parse_op(&c.name, &a, &commands)))
+                .map(|c| {
+                    c.arguments()
+                        .map_err(Into::into)
+                        .and_then(|a| parse_op(&c.name, &a, &commands))
+                })
                 .collect();
             let malformed = parsed.iter().filter(|p| p.is_err()).count();
             let next = lp.after_turn(turn.calls.len(), malformed);
@@ -390,7 +394,7 @@ impl Run<'_, '_> {
             Err(m) => {
                 return Ok(Err(Failed {
                     code: "malformed_fallback",
-                    reason: m,
+                    reason: m.to_string(),
                 }));
             }
         };

@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::exec::tool_chat::ToolSpec;
+use crate::exec::tool_chat::{ArgumentsError, ToolSpec};
 
 /// Tool calls a task may make unless `--max-tool-calls` says otherwise.
 pub(crate) const DEFAULT_MAX_TOOL_CALLS: u32 = 24;
@@ -237,6 +237,48 @@ pub(crate) fn diff_paths(diff: &str) -> Vec<String> {
 }
 
 /// A tool call's arguments, read with errors that name the tool.
+/// Why a tool call (or a structured reply) cannot be read as operations: told to the model,
+/// which may try again. A path outside the worktree is a [`ToolRefusal`] instead.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Malformed {
+    /// The call's arguments are not a JSON object.
+    #[error(transparent)]
+    Arguments(#[from] ArgumentsError),
+    /// A string argument of another type.
+    #[error("{tool}: the argument {arg:?} must be a string")]
+    NotAString { tool: String, arg: String },
+    /// A needed argument is absent.
+    #[error("{tool}: the argument {arg:?} is missing")]
+    Missing { tool: String, arg: String },
+    /// A line number that is not a whole number from 1.
+    #[error("{tool}: {arg:?} must be a whole number from 1")]
+    NotALine { tool: String, arg: String },
+    /// `end_line` before `start_line`.
+    #[error("{tool}: end_line is before start_line")]
+    EndBeforeStart { tool: String },
+    /// An empty search pattern.
+    #[error("{tool}: the pattern is empty")]
+    EmptyPattern { tool: String },
+    /// A write over [`MAX_WRITE_BYTES`].
+    #[error("{tool}: the content is larger than {MAX_WRITE_BYTES} bytes")]
+    TooLarge { tool: String },
+    /// A diff without `---`/`+++` lines.
+    #[error("{tool}: the diff names no file (---/+++ lines)")]
+    DiffNamesNoFile { tool: String },
+    /// A tool that is not offered (`commands`: whether `run_command` is).
+    #[error(
+        "there is no tool {name:?}; the tools are list_files, read_file, search, write_file, apply_diff{}",
+        if *commands { ", run_command" } else { "" }
+    )]
+    NoSuchTool { name: String, commands: bool },
+    /// A structured reply that is not JSON.
+    #[error("the structured reply is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// A structured reply with nothing to do.
+    #[error("the structured reply holds no write and no diff")]
+    NoEdits,
+}
+
 struct ToolArgs<'a> {
     name: &'a str,
     args: &'a Map<String, Value>,
@@ -244,41 +286,48 @@ struct ToolArgs<'a> {
 
 impl<'a> ToolArgs<'a> {
     /// An optional string argument.
-    fn text(&self, k: &str) -> Result<Option<&'a str>, String> {
+    fn text(&self, k: &str) -> Result<Option<&'a str>, Malformed> {
         match self.args.get(k) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
-            Some(_) => Err(format!(
-                "{}: the argument {k:?} must be a string",
-                self.name
-            )),
+            Some(_) => Err(Malformed::NotAString {
+                tool: self.name.to_string(),
+                arg: k.to_string(),
+            }),
         }
     }
 
     /// A string argument that must be there.
-    fn need(&self, k: &str) -> Result<&'a str, String> {
-        self.text(k)?
-            .ok_or_else(|| format!("{}: the argument {k:?} is missing", self.name))
+    fn need(&self, k: &str) -> Result<&'a str, Malformed> {
+        self.text(k)?.ok_or_else(|| Malformed::Missing {
+            tool: self.name.to_string(),
+            arg: k.to_string(),
+        })
     }
 
     /// An optional line number (from 1).
-    fn line(&self, k: &str) -> Result<Option<usize>, String> {
+    fn line(&self, k: &str) -> Result<Option<usize>, Malformed> {
         match self.args.get(k) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => v
                 .as_u64()
                 .filter(|n| *n >= 1)
                 .map(|n| Some(n as usize))
-                .ok_or_else(|| format!("{}: {k:?} must be a whole number from 1", self.name)),
+                .ok_or_else(|| Malformed::NotALine {
+                    tool: self.name.to_string(),
+                    arg: k.to_string(),
+                }),
         }
     }
 }
 
 /// `apply_diff`: the diff and the files it names, each confined to the worktree.
-fn diff_op(name: &str, diff: &str) -> Result<Result<Op, ToolRefusal>, String> {
+fn diff_op(name: &str, diff: &str) -> Result<Result<Op, ToolRefusal>, Malformed> {
     let paths = diff_paths(diff);
     if paths.is_empty() {
-        return Err(format!("{name}: the diff names no file (---/+++ lines)"));
+        return Err(Malformed::DiffNamesNoFile {
+            tool: name.to_string(),
+        });
     }
     let mut kept = Vec::new();
     for p in &paths {
@@ -317,7 +366,7 @@ pub(crate) fn parse_op(
     name: &str,
     args: &Map<String, Value>,
     commands: &[String],
-) -> Result<Result<Op, ToolRefusal>, String> {
+) -> Result<Result<Op, ToolRefusal>, Malformed> {
     let call = ToolArgs { name, args };
     let text = |k: &str| call.text(k);
     let need = |k: &str| call.need(k);
@@ -328,7 +377,9 @@ pub(crate) fn parse_op(
             let start = line("start_line")?.unwrap_or(1);
             let end = line("end_line")?.unwrap_or(start + MAX_READ_LINES - 1);
             if end < start {
-                return Err(format!("{name}: end_line is before start_line"));
+                return Err(Malformed::EndBeforeStart {
+                    tool: name.to_string(),
+                });
             }
             let end = end.min(start + MAX_READ_LINES - 1);
             confine(need("path")?, false).map(|path| Op::Read { path, start, end })
@@ -336,7 +387,9 @@ pub(crate) fn parse_op(
         "search" => {
             let pattern = need("pattern")?;
             if pattern.is_empty() {
-                return Err(format!("{name}: the pattern is empty"));
+                return Err(Malformed::EmptyPattern {
+                    tool: name.to_string(),
+                });
             }
             let pattern = pattern.to_string();
             confine(text("path")?.unwrap_or("."), true).map(|path| Op::Search { pattern, path })
@@ -344,9 +397,9 @@ pub(crate) fn parse_op(
         "write_file" => {
             let content = need("content")?;
             if content.len() > MAX_WRITE_BYTES {
-                return Err(format!(
-                    "{name}: the content is larger than {MAX_WRITE_BYTES} bytes"
-                ));
+                return Err(Malformed::TooLarge {
+                    tool: name.to_string(),
+                });
             }
             let content = content.to_string();
             confine(need("path")?, false).map(|path| Op::Write { path, content })
@@ -354,14 +407,10 @@ pub(crate) fn parse_op(
         "apply_diff" => return diff_op(name, need("diff")?),
         "run_command" => run_op(need("command")?.trim(), commands),
         other => {
-            return Err(format!(
-                "there is no tool {other:?}; the tools are list_files, read_file, search, write_file, apply_diff{}",
-                if commands.is_empty() {
-                    ""
-                } else {
-                    ", run_command"
-                }
-            ));
+            return Err(Malformed::NoSuchTool {
+                name: other.to_string(),
+                commands: !commands.is_empty(),
+            });
         }
     })
 }
@@ -485,9 +534,8 @@ pub(crate) type Edits = Vec<(String, Result<Op, ToolRefusal>)>;
 /// The operations of a structured reply (writes first, then the diff when not empty) and its
 /// report; `Err` names what is wrong with it. Each op is still a refusal when a path leaves
 /// the worktree.
-pub(crate) fn parse_fallback(text: &str) -> Result<(Edits, String), String> {
-    let v: Value = serde_json::from_str(text.trim())
-        .map_err(|e| format!("the structured reply is not JSON: {e}"))?;
+pub(crate) fn parse_fallback(text: &str) -> Result<(Edits, String), Malformed> {
+    let v: Value = serde_json::from_str(text.trim()).map_err(Malformed::NotJson)?;
     let mut ops = Vec::new();
     for w in v["writes"].as_array().into_iter().flatten() {
         let mut args = Map::new();
@@ -507,7 +555,7 @@ pub(crate) fn parse_fallback(text: &str) -> Result<(Edits, String), String> {
         ));
     }
     if ops.is_empty() {
-        return Err("the structured reply holds no write and no diff".into());
+        return Err(Malformed::NoEdits);
     }
     Ok((ops, v["report"].as_str().unwrap_or("").to_string()))
 }

@@ -96,7 +96,8 @@ pub(crate) use interrupt::Interrupt;
 pub(crate) use payload::{plan_entry_payload, plan_from_payload};
 pub use resume::resume;
 pub use schemas::{
-    Verdict, judgment_schema, parse_judgment, parse_verdict, plan_schema, verdict_schema,
+    AnswerError, Verdict, judgment_schema, parse_judgment, parse_verdict, plan_schema,
+    verdict_schema,
 };
 pub use seams::{
     Clock, ContextFailure, ContextProvider, Event, Progress, Silent, StepClock, SystemClock,

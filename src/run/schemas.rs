@@ -176,20 +176,53 @@ pub fn judgment_schema() -> OutputSchema {
     }
 }
 
+/// Why a judge's or the pre-ship gate's answer cannot be read: what was wrong with it.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// No `{...}` in the text.
+    #[error(transparent)]
+    NoObject(#[from] plan::PlanError),
+    /// The object's text is not JSON.
+    #[error("invalid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// JSON of another kind.
+    #[error("the answer is not a JSON object")]
+    NotObject,
+    /// No `ok` field.
+    #[error("the answer has no \"ok\"")]
+    NoOk,
+    /// `ok` is null (no ruling).
+    #[error("\"ok\" is null")]
+    NullOk,
+    /// A numeric `score` that is not finite.
+    #[error("score {0} is not a finite number")]
+    ScoreNotFinite(serde_json::Number),
+    /// A text `score` that is not a finite number.
+    #[error("score {0:?} is not a number")]
+    ScoreText(String),
+    /// A `score` of another type.
+    #[error("score {0} is not a number")]
+    ScoreNotNumber(Value),
+    /// No string `decision`.
+    #[error("the answer has no string \"decision\"")]
+    NoDecision,
+    /// A decision the gate may not answer.
+    #[error("decision {decision:?} is not one of {}", SHIP_DECISIONS.join(", "))]
+    UnknownDecision { decision: String },
+}
+
 /// Reads an intent judge's answer: `ok` (a bool, or a string or number where `false`, `0`,
 /// `no` and the empty string mean false, as Forum reads it; a missing or null `ok` is no
 /// ruling), `score` (a number or numeric text, default 0.0) and `reason`. The error says what
 /// was wrong.
-pub fn parse_judgment(text: &str) -> Result<(bool, f64, String), String> {
-    let span = plan::extract_json_object(text).map_err(|e| e.to_string())?;
-    let doc: Value = serde_json::from_str(span).map_err(|e| format!("invalid JSON: {e}"))?;
-    let obj = doc
-        .as_object()
-        .ok_or_else(|| "the answer is not a JSON object".to_string())?;
+pub fn parse_judgment(text: &str) -> Result<(bool, f64, String), AnswerError> {
+    let span = plan::extract_json_object(text)?;
+    let doc: Value = serde_json::from_str(span).map_err(AnswerError::Json)?;
+    let obj = doc.as_object().ok_or(AnswerError::NotObject)?;
     let ok = match obj.get("ok") {
-        None => return Err("the answer has no \"ok\"".into()),
+        None => return Err(AnswerError::NoOk),
         Some(Value::Bool(b)) => *b,
-        Some(Value::Null) => return Err("\"ok\" is null".into()),
+        Some(Value::Null) => return Err(AnswerError::NullOk),
         Some(Value::String(s)) => {
             !matches!(s.trim().to_lowercase().as_str(), "false" | "0" | "no" | "")
         }
@@ -201,14 +234,14 @@ pub fn parse_judgment(text: &str) -> Result<(bool, f64, String), String> {
         Some(Value::Number(n)) => n
             .as_f64()
             .filter(|f| f.is_finite())
-            .ok_or_else(|| format!("score {n} is not a finite number"))?,
+            .ok_or_else(|| AnswerError::ScoreNotFinite(n.clone()))?,
         Some(Value::String(s)) => s
             .trim()
             .parse::<f64>()
             .ok()
             .filter(|f| f.is_finite())
-            .ok_or_else(|| format!("score {s:?} is not a number"))?,
-        Some(other) => return Err(format!("score {other} is not a number")),
+            .ok_or_else(|| AnswerError::ScoreText(s.clone()))?,
+        Some(other) => return Err(AnswerError::ScoreNotNumber(other.clone())),
     };
     let reason = match obj.get("reason") {
         Some(Value::String(s)) => s.clone(),
@@ -239,19 +272,16 @@ pub(super) fn ship_schema() -> OutputSchema {
 
 /// Reads the pre-ship gate's answer: a `decision` among [`SHIP_DECISIONS`] and a `reason`.
 /// The error says what was wrong (the gate then records `undetermined` with it).
-pub(super) fn parse_ship(text: &str) -> Result<(String, String), String> {
-    let span = plan::extract_json_object(text).map_err(|e| e.to_string())?;
-    let doc: Value = serde_json::from_str(span).map_err(|e| format!("invalid JSON: {e}"))?;
+pub(super) fn parse_ship(text: &str) -> Result<(String, String), AnswerError> {
+    let span = plan::extract_json_object(text)?;
+    let doc: Value = serde_json::from_str(span).map_err(AnswerError::Json)?;
     let decision = doc
         .get("decision")
         .and_then(Value::as_str)
         .map(|d| d.trim().to_lowercase())
-        .ok_or_else(|| "the answer has no string \"decision\"".to_string())?;
+        .ok_or(AnswerError::NoDecision)?;
     if !SHIP_DECISIONS.contains(&decision.as_str()) {
-        return Err(format!(
-            "decision {decision:?} is not one of {}",
-            SHIP_DECISIONS.join(", ")
-        ));
+        return Err(AnswerError::UnknownDecision { decision });
     }
     let reason = doc
         .get("reason")
@@ -272,7 +302,9 @@ mod ship_tests {
             ("merge".to_string(), "fixes it".to_string())
         );
         assert!(parse_ship("sure, ship it").is_err());
-        let e = parse_ship(r#"{"decision":"yes","reason":"x"}"#).unwrap_err();
+        let e = parse_ship(r#"{"decision":"yes","reason":"x"}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not one of merge, block"), "{e}");
         assert!(parse_ship(r#"{"reason":"x"}"#).is_err());
     }

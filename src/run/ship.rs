@@ -122,7 +122,7 @@ impl Run<'_, '_> {
                         decision: "undetermined".into(),
                         reason: format!("the gate answered without a usable decision: {e}"),
                         model: Some(r.model),
-                        error: Some(e),
+                        error: Some(e.to_string()),
                         usage,
                     },
                 }

@@ -386,7 +386,7 @@ fn page_query(
         {
             match super::page::query_fields(q) {
                 Ok(fields) => Ok(Some(fields)),
-                Err(m) => Err(refused(400, m)),
+                Err(m) => Err(refused(400, m.to_string())),
             }
         }
         Some(_) => Err(refused(

@@ -8,10 +8,15 @@ use serde_json::Value as J;
 #[cfg(test)]
 use crate::surface::read::MAX_PAGE;
 
+/// A query string that gives one field twice (which value would be meant is unclear).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("query field {0:?} is given twice")]
+pub(super) struct TwiceGiven(String);
+
 /// The fields of a query string (`limit=10&after=3`) as a JSON object for the route's typed request: digits
 /// become integers, anything else stays a string (and is refused by the route's types). A
 /// field given twice is refused.
-pub(super) fn query_fields(query: &str) -> Result<J, String> {
+pub(super) fn query_fields(query: &str) -> Result<J, TwiceGiven> {
     let mut map = serde_json::Map::new();
     for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
         if k.is_empty() {
@@ -22,7 +27,7 @@ pub(super) fn query_fields(query: &str) -> Result<J, String> {
             _ => J::String(v.clone().into_owned()),
         };
         if map.insert(k.clone().into_owned(), value).is_some() {
-            return Err(format!("query field {k:?} is given twice"));
+            return Err(TwiceGiven(k.into_owned()));
         }
     }
     Ok(J::Object(map))

@@ -35,6 +35,13 @@ fn body(r: &impl Serialize) -> Res {
     serde_json::to_value(r).map_err(|e| Reply::error(500, e.to_string()))
 }
 
+/// A server started without a runtime: what its readiness reports.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "no runtime is configured for this server (start it with executor flags or add .forum/runtime.toml)"
+)]
+struct NoRuntime;
+
 impl Dispatcher {
     fn served(&self, deep: bool) -> Result<Snapshot, Reply> {
         let store = GitStore::new(
@@ -172,9 +179,11 @@ impl Dispatcher {
 
     /// The runtime's readiness on this server: the runtime it was started with.
     fn readiness(&self) -> surface::status::Readiness {
-        let loaded = self.executors.loaded.as_ref().ok_or_else(|| {
-            "no runtime is configured for this server (start it with executor flags or add .forum/runtime.toml)".to_string()
-        });
+        let loaded = self
+            .executors
+            .loaded
+            .as_ref()
+            .ok_or(&NoRuntime as &dyn std::fmt::Display);
         surface::status::readiness(loaded, &self.roster, &crate::config::RealFacts)
     }
 

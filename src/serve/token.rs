@@ -31,45 +31,95 @@ const LEGACY: &str = "forum/serve-token";
 /// Hex digits in a token (256 bits).
 const LEN: usize = 64;
 
+/// Why the token file's place cannot be had. Each message is one line naming the path and
+/// what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenPathError {
+    /// No state root is configured or derivable.
+    #[error(transparent)]
+    NoRoot(#[from] dirs::NoRootError),
+    /// The clone's directory under the state root could not be made.
+    #[error(
+        "cannot make the token directory under {}: {source} (set {} to a directory of yours)",
+        root.display(),
+        dirs::STATE_ENV
+    )]
+    MakeDir {
+        root: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The directory's metadata could not be read.
+    #[error("cannot read {}: {source}", dir.display())]
+    ReadDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The directory is a link, a file, or another user's.
+    #[error(
+        "{} is not a directory of this user: the daemon's token cannot be kept there (set {} to a directory of yours)",
+        dir.display(),
+        dirs::STATE_ENV
+    )]
+    NotOurs { dir: PathBuf },
+    /// The directory could not be narrowed to 0700.
+    #[error("cannot make {} private: {source}", dir.display())]
+    MakePrivate {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// No repository contains the directory given.
+    #[error(transparent)]
+    Repo(#[from] crate::surface::store::StoreError),
+    /// The git common dir could not be made absolute.
+    #[error("cannot resolve the git dir {}: {source}", common.display())]
+    ResolveCommon {
+        common: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// The token file of the clone whose git common dir is `common` (absolute), with its directory
 /// made private (created 0700; an existing one of this user narrowed to 0700). Errors are one
 /// line naming the path and what to do.
-pub fn path_for(common: &Path) -> Result<PathBuf, String> {
+pub fn path_for(common: &Path) -> Result<PathBuf, TokenPathError> {
     let root = dirs::state_root()?;
-    let dir = dirs::clone_dir(&root, common).map_err(|e| {
-        format!(
-            "cannot make the token directory under {}: {e} (set {} to a directory of yours)",
-            root.display(),
-            dirs::STATE_ENV
-        )
+    let dir = dirs::clone_dir(&root, common)
+        .map_err(|source| TokenPathError::MakeDir { root, source })?;
+    let meta = std::fs::symlink_metadata(&dir).map_err(|source| TokenPathError::ReadDir {
+        dir: dir.clone(),
+        source,
     })?;
-    let meta = std::fs::symlink_metadata(&dir)
-        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
     if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() {
-        return Err(format!(
-            "{} is not a directory of this user: the daemon's token cannot be kept there (set {} to a directory of yours)",
-            dir.display(),
-            dirs::STATE_ENV
-        ));
+        return Err(TokenPathError::NotOurs { dir });
     }
     if meta.mode() & 0o077 != 0 {
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("cannot make {} private: {e}", dir.display()))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(
+            |source| TokenPathError::MakePrivate {
+                dir: dir.clone(),
+                source,
+            },
+        )?;
     }
     Ok(dir.join(FILE))
 }
 
 /// The token file of the repository that contains `dir` (as [`path_for`] its common dir).
-pub fn path_for_repo(dir: &Path) -> Result<PathBuf, String> {
-    let repo = crate::surface::store::open_repo(dir).map_err(|e| e.to_string())?;
+pub fn path_for_repo(dir: &Path) -> Result<PathBuf, TokenPathError> {
+    let repo = crate::surface::store::open_repo(dir)?;
     path_for(&common_dir(&repo)?)
 }
 
 /// The absolute git common dir of `repo`.
-pub(crate) fn common_dir(repo: &gix::Repository) -> Result<PathBuf, String> {
+pub(crate) fn common_dir(repo: &gix::Repository) -> Result<PathBuf, TokenPathError> {
     let common = repo.common_dir();
-    std::fs::canonicalize(common)
-        .map_err(|e| format!("cannot resolve the git dir {}: {e}", common.display()))
+    std::fs::canonicalize(common).map_err(|source| TokenPathError::ResolveCommon {
+        common: common.to_path_buf(),
+        source,
+    })
 }
 
 /// Removes the token file older versions wrote under the git dir, where a sandboxed worker

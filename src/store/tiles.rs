@@ -56,19 +56,37 @@ fn c2sp_path(t: &Tile) -> String {
         .unwrap_or(p)
 }
 
+/// Why the tile files of a tree could not be made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TileFilesError {
+    /// A tile's hashes could not be read from the tree.
+    #[error("reading tile {path}: {source:?}")]
+    Read {
+        path: String,
+        #[source]
+        source: tlog_tiles::tlog::Error,
+    },
+    /// Fewer entry hashes than the tree has entries.
+    #[error("no entry {0}")]
+    NoEntry(u64),
+}
+
 /// Every tile file of the tree of the first `size` entries of `tree`, with `entry_hashes` (raw)
 /// for the data tiles: `(path, bytes)`, paths in the C2SP layout. Pure.
 pub(crate) fn tile_files(
     tree: &Tree,
     size: u64,
     entry_hashes: &[[u8; 32]],
-) -> Result<Vec<(String, Vec<u8>)>, String> {
+) -> Result<Vec<(String, Vec<u8>)>, TileFilesError> {
     let mut out = Vec::new();
     let reader = Stored(tree.stored_hashes());
     for t in Tile::new_tiles(HEIGHT, 0, size) {
         let data = t
             .read_data(&reader)
-            .map_err(|e| format!("reading tile {}: {e:?}", t.path()))?;
+            .map_err(|source| TileFilesError::Read {
+                path: t.path(),
+                source,
+            })?;
         out.push((c2sp_path(&t), data));
         if t.level() == 0 {
             // The data tile beside each level-0 tile: each entry as a big-endian u16 length and
@@ -78,7 +96,7 @@ pub(crate) fn tile_files(
             for i in start..start + u64::from(t.width()) {
                 let h = entry_hashes
                     .get(i as usize)
-                    .ok_or_else(|| format!("no entry {i}"))?;
+                    .ok_or(TileFilesError::NoEntry(i))?;
                 bytes.extend_from_slice(&32u16.to_be_bytes());
                 bytes.extend_from_slice(h);
             }

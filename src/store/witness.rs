@@ -35,7 +35,7 @@ use serde::Serialize;
 
 mod error;
 
-use self::error::AskError;
+use self::error::{AskError, Held, SplitView};
 use super::git::{GitStore, Options, StoreError};
 use super::note::{self, NoteCheckpoint, git_config_all};
 use crate::ledger::tlog::Tree;
@@ -441,28 +441,31 @@ fn proof_from(
     old_cp: &NoteCheckpoint,
     new_note: &str,
     new_cp: &NoteCheckpoint,
-) -> Result<String, String> {
+) -> Result<String, SplitView> {
     let have = (old_cp.size <= tree.len())
         .then(|| tree.root(old_cp.size).ok())
         .flatten();
     if old_cp.size > new_cp.size || have != Some(old_cp.root) {
-        return Err(format!(
-            "the witness holds {} at size {} with root {}, but the remote's tree {}",
-            old_cp.origin,
-            old_cp.size,
-            note::b64(&old_cp.root),
-            match have {
-                Some(r) => format!("at that size has root {}", note::b64(&r)),
-                None => format!("has only {} entries", tree.len()),
-            }
-        ));
+        let held = Held {
+            origin: old_cp.origin.clone(),
+            size: old_cp.size,
+            root: note::b64(&old_cp.root),
+        };
+        return Err(match have {
+            Some(r) => SplitView::OtherRoot {
+                held,
+                remote_root: note::b64(&r),
+            },
+            None => SplitView::Shorter {
+                held,
+                len: tree.len(),
+            },
+        });
     }
     if old_cp.size == new_cp.size {
         return Ok(new_note.to_string());
     }
-    let path = tree
-        .consistency_proof(old_cp.size, new_cp.size)
-        .map_err(|e| e.to_string())?;
+    let path = tree.consistency_proof(old_cp.size, new_cp.size)?;
     // The witness opens both notes with the log's keys; its own old cosignature line is a key
     // it skips.
     Ok(note::consistency_text(
@@ -480,7 +483,7 @@ fn split_view(
     w: &str,
     held: &str,
     offered: &str,
-    why: &str,
+    why: &SplitView,
 ) -> Result<Asked, StoreError> {
     let size = checkpoint_of(held).map(|c| c.size).unwrap_or(0);
     record.add(

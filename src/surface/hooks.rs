@@ -417,7 +417,7 @@ pub(crate) fn server_check(dir: &Path, updates: &[RefUpdate]) -> Result<Vec<Refu
     for u in updates {
         let why = match sync::check_server_update(&mut objects, hash, u) {
             Ok(Ok(())) => continue,
-            Ok(Err(why)) => why,
+            Ok(Err(why)) => why.to_string(),
             Err(e) => {
                 let e: StoreError = e;
                 format!("cannot check it: {e}")

@@ -150,8 +150,8 @@ impl Report for WhyReport {
 /// outside the ledger is a conflict: the ledger's state, not the caller's input, is wrong.
 pub(crate) fn why(entries: &[Entry], seq: u64) -> Result<WhyReport> {
     entry_at(entries, seq)?;
-    let chain =
-        causal_chain(seq, |s| Ok(entries.get(s as usize).cloned())).map_err(Error::conflict)?;
+    let chain = causal_chain(seq, |s| entries.get(s as usize).cloned())
+        .map_err(|e| Error::conflict(e.to_string()))?;
     Ok(WhyReport { seq, chain })
 }
 

@@ -10,8 +10,8 @@ use super::{Error, Report, Result};
 use crate::ledger::Entry;
 use crate::ledger::merkle::{consistency_proof, inclusion_path, merkle_root};
 use crate::ledger::proof::{
-    CONSISTENCY_SCHEMA, Checkpoint, ConsistencyProof, INCLUSION_SCHEMA, InclusionProof, Verified,
-    signed_text, verify_text,
+    CONSISTENCY_SCHEMA, Checkpoint, ConsistencyProof, INCLUSION_SCHEMA, InclusionProof, ProofError,
+    Verified, signed_text, verify_text,
 };
 use crate::store::sign::{self, SignatureCheck, StoredSignature};
 
@@ -204,13 +204,36 @@ impl ProofCheck {
     }
 }
 
+/// Why a proof does not hold (the line after `proof FILE does not hold: `).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProofRefusal {
+    /// The proof itself is malformed or does not verify.
+    #[error(transparent)]
+    Proof(#[from] ProofError),
+    /// `--root` names another root.
+    #[error("the proof's checkpoint root is {have}, not the required {want}")]
+    Root { have: String, want: String },
+    /// `--size` names another size.
+    #[error("the proof's checkpoint size is {have}, not the required {want}")]
+    Size { have: u64, want: u64 },
+    /// `--require-signature` and no signature.
+    #[error("the checkpoint is not signed")]
+    Unsigned,
+    /// The signature does not verify (git's tools say why).
+    #[error("the checkpoint signature is not trustworthy: {0}")]
+    BadSignature(String),
+    /// `--require-signature` and the signature could not be checked (why, in git's words).
+    #[error("the checkpoint signature could not be checked: {0}")]
+    Unchecked(String),
+}
+
 /// Checks the proof `text` (git forum's own JSON proof) and what `need` requires of it; `Err`
 /// says why it does not hold. Signatures are checked with git's tools in the current
 /// directory (`gpg.ssh.allowedSignersFile`, gpg's keyring) unless `need` names a file.
 pub(crate) fn verify_proof(
     text: &str,
     need: &Require<'_>,
-) -> std::result::Result<(Verified, ProofCheck), String> {
+) -> std::result::Result<(Verified, ProofCheck), ProofRefusal> {
     let v = verify_text(text)?;
     let cp = match &v {
         Verified::Inclusion(p) => &p.checkpoint,
@@ -219,39 +242,33 @@ pub(crate) fn verify_proof(
     if let Some(r) = need.root
         && r != cp.root
     {
-        return Err(format!(
-            "the proof's checkpoint root is {}, not the required {r}",
-            cp.root
-        ));
+        return Err(ProofRefusal::Root {
+            have: cp.root.clone(),
+            want: r.to_string(),
+        });
     }
     if let Some(s) = need.size
         && s != cp.size
     {
-        return Err(format!(
-            "the proof's checkpoint size is {}, not the required {s}",
-            cp.size
-        ));
+        return Err(ProofRefusal::Size {
+            have: cp.size,
+            want: s,
+        });
     }
     let (ledger, sig) = match &v {
         Verified::Inclusion(p) => (&p.ledger, p.signature.as_ref()),
         Verified::Consistency(p) => (&p.ledger, p.new_signature.as_ref()),
     };
     let signer = match sig {
-        None if need.signature => return Err("the checkpoint is not signed".into()),
+        None if need.signature => return Err(ProofRefusal::Unsigned),
         None => None,
         Some(sig) => {
             let signed = signed_text(ledger, cp);
             match sign::check(Path::new("."), &signed, sig, need.allowed_signers) {
                 SignatureCheck::Good(who) => Some(who),
-                SignatureCheck::Bad(why) => {
-                    return Err(format!(
-                        "the checkpoint signature is not trustworthy: {why}"
-                    ));
-                }
+                SignatureCheck::Bad(why) => return Err(ProofRefusal::BadSignature(why)),
                 SignatureCheck::Unchecked(why) if need.signature => {
-                    return Err(format!(
-                        "the checkpoint signature could not be checked: {why}"
-                    ));
+                    return Err(ProofRefusal::Unchecked(why));
                 }
                 SignatureCheck::Unchecked(_) => None,
             }

@@ -10,7 +10,9 @@ use serde_json::{Value as J, json};
 
 use super::Report;
 use crate::config::Loaded;
-use crate::exec::config::{self, ExecutorKind, ExecutorSpec, Facts, SeatChoice, Slot, Via};
+use crate::exec::config::{
+    self, ExecutorKind, ExecutorSpec, Facts, SeatChoice, Slot, Unresolved, Via,
+};
 use crate::exec::endpoint;
 use crate::roster::{Roster, Tier};
 
@@ -205,13 +207,13 @@ pub(crate) fn inspect(loaded: &Loaded, roster: &Roster, facts: &dyn Facts) -> Ru
     let orchestrator = seat_row(
         "orchestrator",
         &rt.seats.orchestrator,
-        Some(rt.for_control().map_err(|u| u.to_string())),
+        Some(rt.for_control()),
         facts,
     );
     let worker = seat_row(
         "worker",
         &rt.seats.worker,
-        worker_pinned.then(|| rt.for_task(roster, "").map_err(|u| u.to_string())),
+        worker_pinned.then(|| rt.for_task(roster, "")),
         facts,
     );
     RuntimeReport {
@@ -293,7 +295,7 @@ fn tier_rows(
 fn seat_row(
     name: &'static str,
     choice: &SeatChoice,
-    resolved: Option<Result<(Via, ExecutorSpec), String>>,
+    resolved: Option<Result<(Via, ExecutorSpec), Unresolved>>,
     facts: &dyn Facts,
 ) -> SeatRow {
     let set = match choice {
@@ -303,7 +305,7 @@ fn seat_row(
     };
     let (via, executor, problem) = match resolved {
         Some(Ok((via, s))) => (Some(via_row(&via)), Some(executor_json(&s, facts)), None),
-        Some(Err(p)) => (None, None, Some(p)),
+        Some(Err(p)) => (None, None, Some(p.to_string())),
         None => (None, None, None),
     };
     SeatRow {

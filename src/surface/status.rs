@@ -200,9 +200,10 @@ fn answers(url: &str) -> bool {
         })
 }
 
-/// The runtime's readiness: `loaded` (or why it could not be loaded) against `roster`.
+/// The runtime's readiness: `loaded` (or why it could not be loaded: any error, a config
+/// file's or the caller's own, shown as the one problem) against `roster`.
 pub(crate) fn readiness(
-    loaded: std::result::Result<&Loaded, String>,
+    loaded: std::result::Result<&Loaded, &dyn std::fmt::Display>,
     roster: &Roster,
     facts: &dyn Facts,
 ) -> Readiness {
@@ -211,7 +212,7 @@ pub(crate) fn readiness(
         Err(why) => {
             return Readiness {
                 ready: false,
-                problems: vec![why],
+                problems: vec![why.to_string()],
                 executors: Vec::new(),
                 local_models: Vec::new(),
             };

@@ -203,7 +203,7 @@ pub(crate) fn export_tiles(store: &GitStore, ledger: &str, dir: &Path) -> Result
         )));
     }
     let files = crate::store::tiles::tile_files(&trees.tree, cp.size, &raw_hashes(&trees)?)
-        .map_err(Error::fail)?;
+        .map_err(|e| Error::fail(e.to_string()))?;
     // Written beside DIR and renamed into place, so a failure leaves no half layout.
     let parent = dir
         .parent()
@@ -465,34 +465,62 @@ pub(crate) enum Checked {
     },
 }
 
+/// Why a C2SP proof does not hold (the line after `proof FILE does not hold: `).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TlogProofRefusal {
+    /// No key to open the notes with.
+    #[error("no trusted note verifier: pass --note-verifier KEY or set forum.noteVerifiers")]
+    NoVerifier,
+    /// A key or a note does not open.
+    #[error(transparent)]
+    Note(#[from] note::NoteError),
+    /// The proof's text is malformed.
+    #[error(transparent)]
+    Text(#[from] note::ProofTextError),
+    /// A tlog-proof without `--entry-hash`.
+    #[error("a tlog-proof names no entry: pass --entry-hash HEX")]
+    NoEntryHash,
+    /// The entry hash is not one.
+    #[error(transparent)]
+    Leaf(#[from] tlog::TlogError),
+    /// The index is past the checkpoint.
+    #[error("index {seq} is not below the checkpoint size {size}")]
+    IndexPastSize { seq: u64, size: u64 },
+    /// The audit path does not verify.
+    #[error("the audit path does not lead from entry {0} to the signed root")]
+    PathDoesNotLead(u64),
+    /// The two notes are of different logs.
+    #[error("the two notes are of different logs (origins differ)")]
+    OtherLogs,
+    /// The notes' sizes are not the ones the proof is between.
+    #[error("the notes' sizes are not the proof's sizes")]
+    OtherSizes,
+    /// The consistency path does not verify.
+    #[error("the tree of size {new} does not extend the tree of size {old}")]
+    NotExtending { new: u64, old: u64 },
+}
+
 /// Checks a tlog-proof or a consistency proof with the trusted keys.
 pub(crate) fn check_text(
     text: &str,
     keys: &[String],
     entry_hash: Option<&str>,
-) -> std::result::Result<Checked, String> {
+) -> std::result::Result<Checked, TlogProofRefusal> {
     if keys.is_empty() {
-        return Err(
-            "no trusted note verifier: pass --note-verifier KEY or set forum.noteVerifiers".into(),
-        );
+        return Err(TlogProofRefusal::NoVerifier);
     }
     let v = note::verifiers(keys)?;
     if text.starts_with(note::TLOG_PROOF_HEADER) {
         let (seq, path, n) = note::parse_tlog_proof(text)?;
         let opened = note::open(n, &v)?;
-        let eh = entry_hash.ok_or("a tlog-proof names no entry: pass --entry-hash HEX")?;
-        let leaf = tlog::leaf_hash(eh).map_err(|e| e.to_string())?;
+        let eh = entry_hash.ok_or(TlogProofRefusal::NoEntryHash)?;
+        let leaf = tlog::leaf_hash(eh)?;
         let cp = opened.checkpoint;
         if seq >= cp.size {
-            return Err(format!(
-                "index {seq} is not below the checkpoint size {}",
-                cp.size
-            ));
+            return Err(TlogProofRefusal::IndexPastSize { seq, size: cp.size });
         }
         if !tlog::check_inclusion(&path, cp.size, cp.root, seq, leaf) {
-            return Err(format!(
-                "the audit path does not lead from entry {seq} to the signed root"
-            ));
+            return Err(TlogProofRefusal::PathDoesNotLead(seq));
         }
         Ok(Checked::Inclusion {
             seq,
@@ -504,10 +532,10 @@ pub(crate) fn check_text(
         let old = note::open(p.old_note, &v)?;
         let new = note::open(p.new_note, &v)?;
         if old.checkpoint.origin != new.checkpoint.origin {
-            return Err("the two notes are of different logs (origins differ)".into());
+            return Err(TlogProofRefusal::OtherLogs);
         }
         if (old.checkpoint.size, new.checkpoint.size) != (p.old, p.new) {
-            return Err("the notes' sizes are not the proof's sizes".into());
+            return Err(TlogProofRefusal::OtherSizes);
         }
         if !tlog::check_consistency(
             &p.path,
@@ -516,10 +544,10 @@ pub(crate) fn check_text(
             p.old,
             old.checkpoint.root,
         ) {
-            return Err(format!(
-                "the tree of size {} does not extend the tree of size {}",
-                p.new, p.old
-            ));
+            return Err(TlogProofRefusal::NotExtending {
+                new: p.new,
+                old: p.old,
+            });
         }
         Ok(Checked::Consistency {
             old: old.checkpoint,
@@ -662,7 +690,10 @@ mod tests {
         let e = prove(&store, "main", None, TlogAsk::Consistency(6), false).unwrap_err();
         assert_eq!(e.class, super::super::Class::Usage);
         assert_eq!(
-            check_text(&con.text, &[], None).err().as_deref(),
+            check_text(&con.text, &[], None)
+                .err()
+                .map(|e| e.to_string())
+                .as_deref(),
             Some("no trusted note verifier: pass --note-verifier KEY or set forum.noteVerifiers")
         );
     }

@@ -24,6 +24,23 @@ const MAX_MATCHES: usize = 100;
 /// Bytes of one file `read_file` and `search` read at most.
 const MAX_FILE_READ: u64 = 2 * 1024 * 1024;
 
+/// Why a file's text cannot be read for the model (the part after `cannot read "PATH": `).
+#[derive(Debug, thiserror::Error)]
+enum ReadTextError {
+    /// Opening or inspecting it failed.
+    #[error("{0}")]
+    Open(#[source] rustix::io::Errno),
+    /// A FIFO, device, directory or socket.
+    #[error("not a regular file")]
+    NotRegular,
+    /// Reading it failed.
+    #[error("{0}")]
+    Read(#[source] std::io::Error),
+    /// Its bytes are not UTF-8.
+    #[error("not a UTF-8 text file")]
+    NotText,
+}
+
 /// The hands of one task: its worktree and the commands it may run.
 pub(super) struct TreeHands {
     root: PathBuf,
@@ -128,24 +145,24 @@ impl TreeHands {
 
     /// A regular file's text, at most [`MAX_FILE_READ`] bytes: never a FIFO or device (one a
     /// command left would block the read), never through a final symlink (resolved above).
-    fn read_text(path: &Path) -> Result<String, String> {
+    fn read_text(path: &Path) -> Result<String, ReadTextError> {
         use rustix::fs::{Mode, OFlags};
         let fd = rustix::fs::open(
             path,
             OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
             Mode::empty(),
         )
-        .map_err(|e| e.to_string())?;
-        let st = rustix::fs::fstat(&fd).map_err(|e| e.to_string())?;
+        .map_err(ReadTextError::Open)?;
+        let st = rustix::fs::fstat(&fd).map_err(ReadTextError::Open)?;
         if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
-            return Err("not a regular file".to_string());
+            return Err(ReadTextError::NotRegular);
         }
         let mut buf = Vec::new();
         fs::File::from(fd)
             .take(MAX_FILE_READ)
             .read_to_end(&mut buf)
-            .map_err(|e| e.to_string())?;
-        String::from_utf8(buf).map_err(|_| "not a UTF-8 text file".to_string())
+            .map_err(ReadTextError::Read)?;
+        String::from_utf8(buf).map_err(|_| ReadTextError::NotText)
     }
 
     fn read(&self, rel: &str, start: usize, end: usize) -> Outcome {

@@ -38,10 +38,45 @@ fn refused(why: impl Into<String>) -> WorkError {
     WorkError::Refused(why.into())
 }
 
+/// Why [`read_plain`] read nothing: each names the path.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PlainReadError {
+    /// The path is a symbolic link (never followed).
+    #[error("{} is a symbolic link", .0.display())]
+    Link(PathBuf),
+    /// It could not be opened.
+    #[error("cannot open {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rustix::io::Errno,
+    },
+    /// It could not be inspected.
+    #[error("cannot stat {}: {source}", path.display())]
+    Stat {
+        path: PathBuf,
+        #[source]
+        source: rustix::io::Errno,
+    },
+    /// A directory, FIFO, device or socket.
+    #[error("{} is not a regular file", .0.display())]
+    NotRegular(PathBuf),
+    /// Reading it failed.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Longer than the cap.
+    #[error("{} is longer than {cap} bytes", path.display())]
+    TooLong { path: PathBuf, cap: usize },
+}
+
 /// Reads the regular file at `path` without following a symlink, without blocking on a FIFO,
 /// at most `cap` bytes: `Ok(None)` when it does not exist, an error naming the problem when it
 /// is not a plain file or is longer.
-pub(super) fn read_plain(path: &Path, cap: usize) -> Result<Option<Vec<u8>>, String> {
+pub(super) fn read_plain(path: &Path, cap: usize) -> Result<Option<Vec<u8>>, PlainReadError> {
     use rustix::fs::{Mode, OFlags};
     let fd = match rustix::fs::open(
         path,
@@ -50,22 +85,34 @@ pub(super) fn read_plain(path: &Path, cap: usize) -> Result<Option<Vec<u8>>, Str
     ) {
         Ok(fd) => fd,
         Err(rustix::io::Errno::NOENT) => return Ok(None),
-        Err(rustix::io::Errno::LOOP) => {
-            return Err(format!("{} is a symbolic link", path.display()));
+        Err(rustix::io::Errno::LOOP) => return Err(PlainReadError::Link(path.to_path_buf())),
+        Err(source) => {
+            return Err(PlainReadError::Open {
+                path: path.to_path_buf(),
+                source,
+            });
         }
-        Err(e) => return Err(format!("cannot open {}: {e}", path.display())),
     };
-    let st = rustix::fs::fstat(&fd).map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
+    let st = rustix::fs::fstat(&fd).map_err(|source| PlainReadError::Stat {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
-        return Err(format!("{} is not a regular file", path.display()));
+        return Err(PlainReadError::NotRegular(path.to_path_buf()));
     }
     let mut buf = Vec::new();
     std::fs::File::from(fd)
         .take(cap as u64 + 1)
         .read_to_end(&mut buf)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|source| PlainReadError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if buf.len() > cap {
-        return Err(format!("{} is longer than {cap} bytes", path.display()));
+        return Err(PlainReadError::TooLong {
+            path: path.to_path_buf(),
+            cap,
+        });
     }
     Ok(Some(buf))
 }
@@ -92,7 +139,7 @@ impl Made {
     pub(super) fn record(tree: &Path, common: &Path) -> Result<Made, WorkError> {
         let io = |e: String| WorkError::Io(format!("the new worktree's git link: {e}"));
         let link = read_plain(&tree.join(".git"), LINK_CAP)
-            .map_err(io)?
+            .map_err(|e| io(e.to_string()))?
             .ok_or_else(|| io(format!("{} has no .git", tree.display())))?;
         let text = std::str::from_utf8(&link).map_err(|e| io(e.to_string()))?;
         let admin = text
@@ -116,7 +163,8 @@ impl Made {
                 worktrees.display()
             )));
         }
-        let file = |name: &str| read_plain(&admin.join(name), LINK_CAP).map_err(io);
+        let file =
+            |name: &str| read_plain(&admin.join(name), LINK_CAP).map_err(|e| io(e.to_string()));
         Ok(Made {
             gitdir: file("gitdir")?.unwrap_or_default(),
             commondir: file("commondir")?.unwrap_or_default(),
@@ -532,12 +580,18 @@ mod tests {
         let t = dir.path();
         std::fs::write(t.join("f"), "12345").unwrap();
         assert_eq!(read_plain(&t.join("f"), 5).unwrap().unwrap(), b"12345");
-        assert!(read_plain(&t.join("f"), 4).unwrap_err().contains("longer"));
+        assert!(
+            read_plain(&t.join("f"), 4)
+                .unwrap_err()
+                .to_string()
+                .contains("longer")
+        );
         assert_eq!(read_plain(&t.join("missing"), 4).unwrap(), None);
         std::os::unix::fs::symlink(t.join("f"), t.join("l")).unwrap();
         assert!(
             read_plain(&t.join("l"), 9)
                 .unwrap_err()
+                .to_string()
                 .contains("symbolic")
         );
         rustix::fs::mknodat(
@@ -551,6 +605,7 @@ mod tests {
         assert!(
             read_plain(&t.join("p"), 9)
                 .unwrap_err()
+                .to_string()
                 .contains("not a regular")
         );
     }

@@ -98,6 +98,7 @@ proptest! {
     #[test]
     fn canonical_json_agrees_with_serde_json_on_token_soup(text in json_soup()) {
         if let Err(e) = fuzzing::canonical_json(text.as_bytes()) {
+            let e = e.to_string();
             prop_assert!(!e.contains('\n'), "{e}");
         }
     }

@@ -1403,7 +1403,11 @@ fn the_ladder_against_the_real_local_model() {
 
 #[test]
 fn a_judges_ruling_is_read_as_forum_reads_it() {
-    let ok = |t: &str| run::parse_judgment(t).map(|(ok, score, _)| (ok, score));
+    let ok = |t: &str| {
+        run::parse_judgment(t)
+            .map(|(ok, score, _)| (ok, score))
+            .map_err(|e| e.to_string())
+    };
     assert_eq!(
         ok(r#"{"ok": true, "score": 0.5, "reason": "x"}"#),
         Ok((true, 0.5))

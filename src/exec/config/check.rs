@@ -38,14 +38,32 @@ pub(crate) fn endpoint_of(spec: &ExecutorSpec, facts: &dyn Facts) -> Option<Stri
     }
 }
 
+/// Why [`check_endpoint`] refuses an endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum EndpointRefusal {
+    /// The URL itself, against the policy.
+    #[error(transparent)]
+    Url(#[from] endpoint::UrlRefusal),
+    /// Every address the host name resolves to is refused (`endpoint`: the URL as shown).
+    #[error("{endpoint}: {why}")]
+    Host { endpoint: String, why: String },
+}
+
 /// The endpoint check a run makes, without connecting: the URL against its policy, then a
 /// name's addresses as the connection-time resolver would vet them (through `facts`).
-pub(crate) fn check_endpoint(url: &str, policy: &Policy, facts: &dyn Facts) -> Result<(), String> {
-    let checked = endpoint::check_url(url, policy).map_err(|r| r.to_string())?;
+pub(crate) fn check_endpoint(
+    url: &str,
+    policy: &Policy,
+    facts: &dyn Facts,
+) -> Result<(), EndpointRefusal> {
+    let checked = endpoint::check_url(url, policy)?;
     if let endpoint::CheckedHost::Name { name, .. } = &checked.host
         && let Some(why) = facts.refuses_host(name, policy)
     {
-        return Err(format!("{}: {why}", checked.display));
+        return Err(EndpointRefusal::Host {
+            endpoint: checked.display,
+            why,
+        });
     }
     Ok(())
 }

@@ -502,7 +502,7 @@ fn executor_key_env(
                 warnings.push(format!("{}: [{table}] {w}", src.name));
                 Ok(Some(k.get_ref().clone()))
             }
-            Err(m) => Err(src.at(table, "api_key_env", k, m)),
+            Err(m) => Err(src.at(table, "api_key_env", k, m.to_string())),
         },
     }
 }
@@ -539,7 +539,8 @@ fn executor_kind(
         }
         "cmd" => {
             let c = r.cmd.as_ref().expect("present");
-            let argv = split_cmd(c.get_ref()).map_err(|m| src.at(table, "cmd", c, m))?;
+            let argv =
+                split_cmd(c.get_ref()).map_err(|m| src.at(table, "cmd", c, m.to_string()))?;
             (
                 ExecutorKind::Command { argv, preset: None },
                 DEFAULT_CMD_TIMEOUT,
@@ -648,7 +649,7 @@ fn executor_verify(
             (Some(t), None) => ("tier", t.span()),
             (None, None) => ("verify", 0..0),
         };
-        return Err(src.err(table, Some(key), Some(span), m));
+        return Err(src.err(table, Some(key), Some(span), m.to_string()));
     }
     Ok(seat_verify)
 }
@@ -706,15 +707,29 @@ fn metering(src: &Src<'_>, table: &str, r: &RawExecutor) -> Result<Metering, Con
     Ok(Metering { price, max_tokens })
 }
 
+/// Why a command line cannot be split into a program and its arguments.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SplitError {
+    /// An unclosed quote or a trailing backslash.
+    #[error("cannot split {line:?} with shell rules (an unclosed quote or a trailing backslash)")]
+    Unsplittable { line: String },
+    /// Nothing but blanks.
+    #[error("the command is empty")]
+    Empty,
+    /// The first word is empty (`'' arg`).
+    #[error("the program name is empty")]
+    EmptyProgram,
+}
+
 /// Splits a command line with POSIX shell rules (quotes and backslashes; no expansion, no
 /// pipes: nothing runs through a shell).
-pub(crate) fn split_cmd(line: &str) -> Result<Vec<String>, String> {
+pub(crate) fn split_cmd(line: &str) -> Result<Vec<String>, SplitError> {
     match shlex::split(line) {
-        None => Err(format!(
-            "cannot split {line:?} with shell rules (an unclosed quote or a trailing backslash)"
-        )),
-        Some(v) if v.is_empty() => Err("the command is empty".into()),
-        Some(v) if v[0].is_empty() => Err("the program name is empty".into()),
+        None => Err(SplitError::Unsplittable {
+            line: line.to_string(),
+        }),
+        Some(v) if v.is_empty() => Err(SplitError::Empty),
+        Some(v) if v[0].is_empty() => Err(SplitError::EmptyProgram),
         Some(v) => Ok(v),
     }
 }

@@ -119,25 +119,36 @@ impl Verification {
     }
 }
 
+/// Why a table's `tier`/`verify` pair is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SeatRefusal {
+    /// A tier outside 1..=3.
+    #[error("tier = {0}: give 1 (hosted frontier), 2 (hosted) or 3 (small or local)")]
+    Tier(u8),
+    /// A lighter level than full on a tier-3 seat.
+    #[error(
+        "verify = \"{}\": a small or local seat (tier 3) is always checked in full; remove verify",
+        .0.as_str()
+    )]
+    LighterOnTier3(Verify),
+    /// `light` on a seat that is not tier 1.
+    #[error("verify = \"light\" is for a hosted frontier seat: add tier = 1, or remove verify")]
+    LightNeedsTier1,
+}
+
 /// Why a table's `tier`/`verify` pair is refused, if it is.
-pub(crate) fn check(is_local: bool, v: SeatVerify) -> Result<(), String> {
+pub(crate) fn check(is_local: bool, v: SeatVerify) -> Result<(), SeatRefusal> {
     if let Some(t) = v.tier
         && !(1..=3).contains(&t)
     {
-        return Err(format!(
-            "tier = {t}: give 1 (hosted frontier), 2 (hosted) or 3 (small or local)"
-        ));
+        return Err(SeatRefusal::Tier(t));
     }
     let tier = resolve(is_local, SeatVerify { verify: None, ..v }).tier;
     match v.verify {
-        Some(Verify::Light) | Some(Verify::Standard) if tier == 3 => Err(format!(
-            "verify = \"{}\": a small or local seat (tier 3) is always checked in full; remove verify",
-            v.verify.map_or("", Verify::as_str)
-        )),
-        Some(Verify::Light) if tier != 1 => Err(
-            "verify = \"light\" is for a hosted frontier seat: add tier = 1, or remove verify"
-                .into(),
-        ),
+        Some(l @ (Verify::Light | Verify::Standard)) if tier == 3 => {
+            Err(SeatRefusal::LighterOnTier3(l))
+        }
+        Some(Verify::Light) if tier != 1 => Err(SeatRefusal::LightNeedsTier1),
         _ => Ok(()),
     }
 }
@@ -230,7 +241,8 @@ mod tests {
                 verify: Some(Verify::Light),
             },
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("always checked in full"), "{e}");
         let e = check(
             false,
@@ -239,7 +251,8 @@ mod tests {
                 verify: Some(Verify::Light),
             },
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("add tier = 1"), "{e}");
         assert!(
             check(
@@ -250,6 +263,7 @@ mod tests {
                 }
             )
             .unwrap_err()
+            .to_string()
             .contains("tier = 4")
         );
         assert_eq!(Verify::parse("full"), Some(Verify::Full));

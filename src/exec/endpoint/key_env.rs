@@ -48,9 +48,24 @@ pub(crate) enum KeyEnv {
     Unusual(String),
 }
 
+/// Why an `api_key_env` name is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum KeyEnvRefusal {
+    /// Not a variable name (`shown`: its first 60 characters).
+    #[error(
+        "api_key_env {shown:?} is not an environment variable name (letters, digits and _, not starting with a digit)"
+    )]
+    NotAName { shown: String },
+    /// The name holds `word`, so it likely names another kind of credential.
+    #[error(
+        "api_key_env {name} is refused: a name containing {word} looks like a credential that is not a model API key"
+    )]
+    OtherCredential { name: String, word: &'static str },
+}
+
 /// Checks an `api_key_env` name: it must look like a variable name, must not name another
 /// kind of secret, and should be a known provider variable.
-pub(crate) fn check_key_env(name: &str) -> Result<KeyEnv, String> {
+pub(crate) fn check_key_env(name: &str) -> Result<KeyEnv, KeyEnvRefusal> {
     let looks_like_var = !name.is_empty()
         && name.len() <= MAX_KEY_ENV_LEN
         && name
@@ -60,18 +75,17 @@ pub(crate) fn check_key_env(name: &str) -> Result<KeyEnv, String> {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
     if !looks_like_var {
         let shown: String = name.chars().take(60).collect();
-        return Err(format!(
-            "api_key_env {shown:?} is not an environment variable name (letters, digits and _, not starting with a digit)"
-        ));
+        return Err(KeyEnvRefusal::NotAName { shown });
     }
     if KNOWN_KEY_ENVS.contains(&name) {
         return Ok(KeyEnv::Known);
     }
     let upper = name.to_ascii_uppercase();
     if let Some(w) = FORBIDDEN_KEY_WORDS.iter().find(|w| upper.contains(*w)) {
-        return Err(format!(
-            "api_key_env {name} is refused: a name containing {w} looks like a credential that is not a model API key"
-        ));
+        return Err(KeyEnvRefusal::OtherCredential {
+            name: name.to_string(),
+            word: w,
+        });
     }
     Ok(KeyEnv::Unusual(format!(
         "api_key_env {name} is not a known provider key variable; its value will be sent to the endpoint as a bearer key"

@@ -158,7 +158,7 @@ pub(crate) enum UrlRefusal {
         url: String,
         host: String,
         class: AddrClass,
-        why: String,
+        why: Denial,
     },
     /// `is_local = true` with a host that is not loopback.
     #[error(
@@ -221,39 +221,62 @@ impl CheckedUrl {
     }
 }
 
+/// Why a policy does not admit an address: the reason a [`UrlRefusal::Denied`] gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Denial {
+    /// A cloud metadata address.
+    #[error("cloud metadata endpoints are refused always")]
+    Metadata,
+    /// Reserved, documentation or multicast.
+    #[error("not a global unicast address (reserved, documentation or multicast)")]
+    Reserved,
+    /// Loopback named by the repository's config without `is_local`.
+    #[error(
+        "loopback is reached from the repository's config only with is_local = true (which sends no key)"
+    )]
+    LoopbackFromRepo,
+    /// Loopback named elsewhere without `is_local` and not typed on the command line.
+    #[error(
+        "loopback needs is_local = true (which sends no key) or a --chat-url typed on the command line"
+    )]
+    LoopbackNeedsLocal,
+    /// A private or global address for an `is_local` endpoint.
+    #[error("is_local = true allows loopback addresses only")]
+    LocalIsLoopbackOnly,
+    /// A private or link-local address without `allow_private`.
+    #[error("private and link-local addresses need allow_private = true or --allow-private")]
+    PrivateNeedsAllow,
+    /// 127.0.0.1 in a form (NAT64, 6to4, Teredo, IPv4-compatible) routed off this host.
+    #[error(
+        "it embeds a loopback address in a form routed off this host (NAT64, 6to4, Teredo or IPv4-compatible); a --chat-url reaches this host only as 127.0.0.1, [::1], [::ffff:127.0.0.1] or localhost"
+    )]
+    EmbeddedLoopback,
+}
+
 /// Says whether `policy` admits an address of `class`; the reason otherwise.
-pub(crate) fn decide(class: AddrClass, policy: &Policy) -> Result<(), String> {
+pub(crate) fn decide(class: AddrClass, policy: &Policy) -> Result<(), Denial> {
     match class {
-        AddrClass::Metadata => Err("cloud metadata endpoints are refused always".into()),
-        AddrClass::Reserved => {
-            Err("not a global unicast address (reserved, documentation or multicast)".into())
-        }
+        AddrClass::Metadata => Err(Denial::Metadata),
+        AddrClass::Reserved => Err(Denial::Reserved),
         AddrClass::Loopback => {
             if policy.is_local || policy.origin == Origin::CommandLine {
                 Ok(())
             } else {
                 Err(match policy.origin {
-                    Origin::RepoConfig => "loopback is reached from the repository's config only with is_local = true (which sends no key)".into(),
-                    _ => "loopback needs is_local = true (which sends no key) or a --chat-url typed on the command line".into(),
+                    Origin::RepoConfig => Denial::LoopbackFromRepo,
+                    _ => Denial::LoopbackNeedsLocal,
                 })
             }
         }
-        AddrClass::Private if policy.is_local => {
-            Err("is_local = true allows loopback addresses only".into())
-        }
+        AddrClass::Private if policy.is_local => Err(Denial::LocalIsLoopbackOnly),
         AddrClass::Private => {
             if policy.allow_private {
                 Ok(())
             } else {
-                Err(
-                    "private and link-local addresses need allow_private = true or --allow-private"
-                        .into(),
-                )
+                Err(Denial::PrivateNeedsAllow)
             }
         }
-        AddrClass::Global if policy.is_local => {
-            Err("is_local = true allows loopback addresses only".into())
-        }
+        AddrClass::Global if policy.is_local => Err(Denial::LocalIsLoopbackOnly),
         AddrClass::Global => Ok(()),
     }
 }
@@ -296,17 +319,13 @@ fn refusal_of(addr: IpAddr, class: AddrClass, policy: &Policy) -> Option<AddrRef
     if policy.is_local {
         return Some(AddrRefusal::NotLocal);
     }
-    (class == AddrClass::Loopback).then(|| {
-        AddrRefusal::Denied(
-            "it embeds a loopback address in a form routed off this host (NAT64, 6to4, Teredo or IPv4-compatible); a --chat-url reaches this host only as 127.0.0.1, [::1], [::ffff:127.0.0.1] or localhost".into(),
-        )
-    })
+    (class == AddrClass::Loopback).then_some(AddrRefusal::Denied(Denial::EmbeddedLoopback))
 }
 
 /// What [`refusal_of`] found: a class the policy does not admit (and why), or an `is_local`
 /// endpoint that is not loopback itself.
 enum AddrRefusal {
-    Denied(String),
+    Denied(Denial),
     NotLocal,
 }
 

@@ -438,7 +438,7 @@ fn key_env_names() {
         "GPG_SIGNING_KEY",
         "my_secret_api_key",
     ] {
-        let e = check_key_env(n).expect_err(n);
+        let e = check_key_env(n).expect_err(n).to_string();
         assert!(e.contains("refused"), "{n}: {e}");
     }
     for n in [
@@ -450,7 +450,7 @@ fn key_env_names() {
         "ÄPI_KEY",
         &"K".repeat(129),
     ] {
-        let e = check_key_env(n).expect_err(n);
+        let e = check_key_env(n).expect_err(n).to_string();
         assert!(e.contains("not an environment variable name"), "{n}: {e}");
     }
     for n in ["LOCAL_LLM_API_KEY", "_X", "openai_api_key", "MODEL_KEY"] {

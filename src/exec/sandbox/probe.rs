@@ -13,31 +13,52 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 
 use super::profile::{Profile, find_program, runtime_of};
-use super::{ETC, Mode, Policy, Record, SYSTEM_DIRS, System, bwrap_argv, decide};
+use super::{ETC, Mode, Policy, Record, SYSTEM_DIRS, System, Unusable, bwrap_argv, decide};
 
 /// The variable that names the `bwrap` to use (a path); tests point it at a missing file.
 pub(crate) const BWRAP_ENV: &str = "GIT_FORUM_BWRAP";
 
+/// Why no usable `bwrap` was found here (the reason a record or refusal names).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BwrapError {
+    /// `GIT_FORUM_BWRAP` names something that is not a file.
+    #[error("{BWRAP_ENV}={} is not a file", .0.display())]
+    NotAFile(PathBuf),
+    /// Neither the variable nor `PATH` names one.
+    #[error("no bwrap on PATH")]
+    NotOnPath,
+    /// The program could not be started.
+    #[error("cannot run {}: {source}", path.display())]
+    CannotRun {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// It ran but could not make the namespaces; `last` is its last stderr line.
+    #[error("{} failed: {last}", path.display())]
+    Failed { path: PathBuf, last: String },
+}
+
 /// The `bwrap` this process would use, or why there is none.
-pub(crate) fn find_bwrap() -> Result<PathBuf, String> {
+pub(crate) fn find_bwrap() -> Result<PathBuf, BwrapError> {
     if let Some(p) = std::env::var_os(BWRAP_ENV).filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
         return if p.is_file() {
             Ok(p)
         } else {
-            Err(format!("{BWRAP_ENV}={} is not a file", p.display()))
+            Err(BwrapError::NotAFile(p))
         };
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|d| d.join("bwrap"))
         .find(|p| p.is_file())
-        .ok_or_else(|| "no bwrap on PATH".to_string())
+        .ok_or(BwrapError::NotOnPath)
 }
 
 /// Whether `bwrap` can confine a command here: it runs `true` with the namespaces the sandbox
 /// unshares; its last stderr line says why not.
-pub(crate) fn probe(bwrap: &Path) -> Result<(), String> {
+pub(crate) fn probe(bwrap: &Path) -> Result<(), BwrapError> {
     let out = Command::new(bwrap)
         .args(["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/"])
         .args(["--dev", "/dev", "--proc", "/proc", "--", "true"])
@@ -45,7 +66,10 @@ pub(crate) fn probe(bwrap: &Path) -> Result<(), String> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
+        .map_err(|source| BwrapError::CannotRun {
+            path: bwrap.to_path_buf(),
+            source,
+        })?;
     if out.status.success() {
         return Ok(());
     }
@@ -56,7 +80,10 @@ pub(crate) fn probe(bwrap: &Path) -> Result<(), String> {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("");
     let last: String = last.trim().chars().take(200).collect();
-    Err(format!("{} failed: {last}", bwrap.display()))
+    Err(BwrapError::Failed {
+        path: bwrap.to_path_buf(),
+        last,
+    })
 }
 
 /// The system mounts of this host (see [`SYSTEM_DIRS`] and [`ETC`]): each that exists, a link
@@ -345,7 +372,7 @@ fn writable(view: &View, listens: &[String]) -> Vec<PathBuf> {
 }
 
 /// A resolved sandbox: what the record says and the jail (`None`: unconfined), or the refusal.
-pub(crate) type Resolved = Result<(Record, Option<Arc<Jail>>), String>;
+pub(crate) type Resolved = Result<(Record, Option<Arc<Jail>>), Unusable>;
 
 /// A run's sandbox: its mode and policy, and (once resolved) its record and jail.
 #[derive(Debug)]
@@ -386,18 +413,16 @@ impl Sandboxing {
     pub(crate) fn resolve(&self) -> Resolved {
         self.resolved
             .get_or_init(|| {
-                let found = if self.mode == Mode::Off {
-                    Err(String::new())
-                } else {
-                    find_bwrap().and_then(|b| probe(&b).map(|()| b))
-                };
-                let record = decide(
-                    self.mode,
-                    &self.policy,
-                    found.as_ref().map(|_| ()).map_err(String::as_str),
-                )?;
+                // An `Off` run never looks for bubblewrap (`decide` answers it first).
+                let found = (self.mode != Mode::Off).then(|| {
+                    find_bwrap()
+                        .and_then(|b| probe(&b).map(|()| b))
+                        .map_err(Arc::new)
+                });
+                let probed = found.as_ref().map_or(Ok(()), |f| f.as_ref().map(|_| ()));
+                let record = decide(self.mode, &self.policy, probed)?;
                 let jail = match (&record, found) {
-                    (Record::Confined { .. }, Ok(b)) => {
+                    (Record::Confined { .. }, Some(Ok(b))) => {
                         Some(Arc::new(Jail::new(b, self.policy.clone())))
                     }
                     _ => None,

@@ -10,6 +10,7 @@ use gix::hash::Kind as HashKind;
 use gix::objs::{Find as _, Kind};
 
 use super::git_cli::Git;
+use super::problem::ChainProblem;
 use crate::ledger::Entry;
 use crate::ledger::hash::GENESIS;
 use crate::store::git::{StoreError, commit_bytes, entry_from_message, git_err, parse_commit};
@@ -117,42 +118,36 @@ pub(super) fn read_chain(
     hash: HashKind,
     tip: ObjectId,
     check: bool,
-) -> Result<Result<Vec<ChainLink>, String>, StoreError> {
+) -> Result<Result<Vec<ChainLink>, ChainProblem>, StoreError> {
     let mut links = Vec::new();
     let mut cur = Some(tip);
     while let Some(id) = cur {
         let Some((kind, data)) = objects.read(&id)? else {
-            return Ok(Err(format!("commit {id} is missing from the object store")));
+            return Ok(Err(ChainProblem::CommitMissing(id)));
         };
         if kind != Kind::Commit {
-            return Ok(Err(format!("object {id} is a {kind}, not a ledger commit")));
+            return Ok(Err(ChainProblem::NotACommit { id, kind }));
         }
         let Some(raw) = parse_commit(&data, hash) else {
-            return Ok(Err(format!("commit {id} cannot be parsed")));
+            return Ok(Err(ChainProblem::Unparsable(id)));
         };
         let entry = match entry_from_message(raw.message) {
             Ok(e) => e,
-            Err(why) => return Ok(Err(format!("commit {id}: {why}"))),
+            Err(why) => return Ok(Err(ChainProblem::NotAnEntry { id, why })),
         };
         let parent = raw.parents.first().copied();
         if check {
             if raw.parents.len() > 1 {
-                return Ok(Err(format!(
-                    "commit {id} has {} parents; ledger commits have one",
-                    raw.parents.len()
-                )));
+                return Ok(Err(ChainProblem::Parents {
+                    id,
+                    parents: raw.parents.len(),
+                }));
             }
             if commit_bytes(&entry, &raw.tree, parent.as_ref()) != data {
-                return Ok(Err(format!(
-                    "commit {id} (seq {}) is not the commit its entry defines",
-                    entry.seq
-                )));
+                return Ok(Err(ChainProblem::NotItsCommit { id, seq: entry.seq }));
             }
             if entry.computed_hash() != entry.entry_hash {
-                return Ok(Err(format!(
-                    "entry seq {} does not hash to its entry_hash: it was edited",
-                    entry.seq
-                )));
+                return Ok(Err(ChainProblem::Edited(entry.seq)));
             }
         }
         links.push(ChainLink {
@@ -167,15 +162,13 @@ pub(super) fn read_chain(
         let mut prev = GENESIS.to_string();
         for (i, l) in links.iter().enumerate() {
             if l.entry.seq != i as u64 {
-                return Ok(Err(format!(
-                    "seq {} found where seq {i} belongs: entries were removed or reordered",
-                    l.entry.seq
-                )));
+                return Ok(Err(ChainProblem::Reordered {
+                    found: l.entry.seq,
+                    at: i,
+                }));
             }
             if l.entry.prev_hash != prev {
-                return Ok(Err(format!(
-                    "entry seq {i} does not link to the entry before it (prev_hash)"
-                )));
+                return Ok(Err(ChainProblem::Unlinked(i)));
             }
             prev = l.entry.entry_hash.clone();
         }

@@ -9,6 +9,7 @@ use gix::hash::Kind as HashKind;
 use gix::objs::Kind;
 
 use super::chain::{ChainLink, Objects};
+use super::problem::ChainProblem;
 use crate::ledger::hash;
 use crate::ledger::merkle::merkle_root;
 use crate::ledger::{canonical, kind};
@@ -137,34 +138,34 @@ pub(super) fn entry_body(
     hash: HashKind,
     prefix: &str,
     l: &ChainLink,
-) -> Result<Result<(ObjectId, Vec<u8>), String>, StoreError> {
+) -> Result<Result<(ObjectId, Vec<u8>), ChainProblem>, StoreError> {
     let seq = l.entry.seq;
     let tree = match objects.read(&l.tree)? {
         Some((Kind::Tree, t)) => t,
-        Some((k, _)) => return Ok(Err(format!("seq {seq}: {} is a {k}, not a tree", l.tree))),
-        None => {
-            return Ok(Err(format!(
-                "seq {seq}: tree {} is missing from the object store",
-                l.tree
-            )));
+        Some((kind, _)) => {
+            return Ok(Err(ChainProblem::TreeIsNot {
+                seq,
+                id: l.tree,
+                kind,
+            }));
         }
+        None => return Ok(Err(ChainProblem::TreeMissing { seq, id: l.tree })),
     };
     let Some(blob) = tree
         .strip_prefix(prefix.as_bytes())
         .filter(|b| b.len() == hash.len_in_bytes())
         .map(ObjectId::from_bytes_or_panic)
     else {
-        return Ok(Err(format!(
-            "seq {seq}: tree {} is not a ledger entry tree",
-            l.tree
-        )));
+        return Ok(Err(ChainProblem::NotAnEntryTree { seq, id: l.tree }));
     };
     match objects.read(&blob)? {
         Some((Kind::Blob, b)) => Ok(Ok((blob, b))),
-        Some((k, _)) => Ok(Err(format!("seq {seq}: {blob} is a {k}, not a blob"))),
-        None => Ok(Err(format!(
-            "the body of seq {seq} (blob {blob}) is missing from the object store"
-        ))),
+        Some((kind, _)) => Ok(Err(ChainProblem::BodyIsNot {
+            seq,
+            id: blob,
+            kind,
+        })),
+        None => Ok(Err(ChainProblem::BodyMissing { seq, blob })),
     }
 }
 
@@ -177,7 +178,7 @@ pub(super) fn check_bodies(
     objects: &mut dyn Objects,
     hash: HashKind,
     chain: &[ChainLink],
-) -> Result<Result<(), String>, StoreError> {
+) -> Result<Result<(), ChainProblem>, StoreError> {
     let empty = ObjectId::empty_tree(hash);
     let prefix = format!("100644 {}\0", crate::store::git::PAYLOAD_FILE);
     let mut checked: std::collections::HashMap<ObjectId, &str> = std::collections::HashMap::new();
@@ -193,9 +194,7 @@ pub(super) fn check_bodies(
         }
         if !redaction && let Some(had) = checked.get(&l.tree) {
             if *had != want {
-                return Ok(Err(format!(
-                    "the body of seq {seq} does not hash to its payload_hash: it was replaced"
-                )));
+                return Ok(Err(ChainProblem::Replaced(seq)));
             }
             continue;
         }
@@ -204,9 +203,7 @@ pub(super) fn check_bodies(
             Err(why) => return Ok(Err(why)),
         };
         if hash::sha256_hex(&body) != want {
-            return Ok(Err(format!(
-                "the body of seq {seq} (blob {blob}) does not hash to its payload_hash: it was replaced"
-            )));
+            return Ok(Err(ChainProblem::BlobReplaced { seq, blob }));
         }
         checked.insert(l.tree, want);
         if redaction
@@ -223,10 +220,10 @@ pub(super) fn check_bodies(
         .iter()
         .find(|l| !named.contains(&l.entry.payload_hash))
     {
-        return Ok(Err(format!(
-            "the body of seq {} is absent and no redaction entry names its payload hash {}",
-            l.entry.seq, l.entry.payload_hash
-        )));
+        return Ok(Err(ChainProblem::AbsentUnnamed {
+            seq: l.entry.seq,
+            payload_hash: l.entry.payload_hash.clone(),
+        }));
     }
     Ok(Ok(()))
 }
@@ -238,23 +235,20 @@ pub(super) fn check_redaction_rewrite(
     hash: HashKind,
     old: &[ChainLink],
     new: &[ChainLink],
-) -> Result<Result<(), String>, StoreError> {
+) -> Result<Result<(), ChainProblem>, StoreError> {
     let named = redaction_targets(objects, hash, new)?;
     for (a, b) in old.iter().zip(new) {
         if a.tree == b.tree {
             continue;
         }
         if b.tree != ObjectId::empty_tree(hash) {
-            return Ok(Err(format!(
-                "seq {} has a different tree than before, not an empty one: only a redaction may change a published entry's commit",
-                b.entry.seq
-            )));
+            return Ok(Err(ChainProblem::TreeChanged(b.entry.seq)));
         }
         if !named.contains(&b.entry.payload_hash) {
-            return Ok(Err(format!(
-                "the body of seq {} was removed but no redaction entry names its payload hash {}",
-                b.entry.seq, b.entry.payload_hash
-            )));
+            return Ok(Err(ChainProblem::RemovedUnnamed {
+                seq: b.entry.seq,
+                payload_hash: b.entry.payload_hash.clone(),
+            }));
         }
     }
     Ok(Ok(()))

@@ -8,6 +8,7 @@ use super::PRE_PUSH_PREFIX;
 use super::chain::{Objects, RepoObjects, read_chain};
 use super::consistency::{Checkpoint, Relation, check_bodies, check_redaction_rewrite, relate};
 use super::git_cli::{Git, is_zero};
+use super::problem::ChainProblem;
 use crate::store::git::{
     GitStore, LEDGER_PREFIX, Options, StoreError, git_err, validate_ledger_name,
 };
@@ -20,6 +21,30 @@ pub(crate) struct RefUpdate {
     pub(crate) new: String,
 }
 
+/// Why the receiving side refuses an update of a ledger ref (one line, told to the pusher).
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum UpdateRefusal {
+    /// A ledger ref deleted.
+    #[error("ledgers are append-only; deleting one is not allowed")]
+    Delete,
+    /// The pushed chain or its bodies are not a valid ledger.
+    #[error("the pushed ledger is not valid: {0}")]
+    Invalid(#[source] ChainProblem),
+    /// A rewrite that is not redaction only.
+    #[error(transparent)]
+    NotARedaction(ChainProblem),
+    /// Fewer entries than before.
+    #[error(
+        "the update would shorten the ledger from {from} to {to} entries; ledgers are append-only"
+    )]
+    Shortens { from: usize, to: usize },
+    /// Published entries changed.
+    #[error(
+        "the update rewrites published entries (first difference at seq {first}); ledgers are append-only"
+    )]
+    Rewrites { first: usize },
+}
+
 /// Checks one update of a ledger ref on the receiving side: no deletion; the new chain must be
 /// a well-formed ledger; and it must extend the old chain entry for entry, allowing a
 /// redaction-only rewrite. `Ok(Err)` is the refusal in one line.
@@ -27,26 +52,24 @@ pub(crate) fn check_server_update(
     objects: &mut dyn Objects,
     hash: HashKind,
     update: &RefUpdate,
-) -> Result<Result<(), String>, StoreError> {
+) -> Result<Result<(), UpdateRefusal>, StoreError> {
     if !update.refname.starts_with(LEDGER_PREFIX) {
         return Ok(Ok(()));
     }
     if is_zero(&update.new) {
-        return Ok(Err(
-            "ledgers are append-only; deleting one is not allowed".into()
-        ));
+        return Ok(Err(UpdateRefusal::Delete));
     }
     let parse =
         |s: &str| ObjectId::from_hex(s.as_bytes()).map_err(|e| git_err("reading an object id", e));
     let new_id = parse(&update.new)?;
     let new = match read_chain(objects, hash, new_id, true)? {
         Ok(c) => c,
-        Err(why) => return Ok(Err(format!("the pushed ledger is not valid: {why}"))),
+        Err(why) => return Ok(Err(UpdateRefusal::Invalid(why))),
     };
     // Bodies too, as `verify --deep` checks them: a commit rebuilt around another blob keeps
     // its message, so the entry chain alone does not show it.
     if let Err(why) = check_bodies(objects, hash, &new)? {
-        return Ok(Err(format!("the pushed ledger is not valid: {why}")));
+        return Ok(Err(UpdateRefusal::Invalid(why)));
     }
     if is_zero(&update.old) {
         return Ok(Ok(()));
@@ -59,21 +82,19 @@ pub(crate) fn check_server_update(
     };
     Ok(match relate(&old, &new) {
         Relation::New | Relation::UpToDate | Relation::Extends => Ok(()),
-        Relation::RedactionRewrite => check_redaction_rewrite(objects, hash, &old, &new)?,
-        Relation::Truncated => Err(format!(
-            "the update would shorten the ledger from {} to {} entries; ledgers are append-only",
-            old.len(),
-            new.len()
-        )),
+        Relation::RedactionRewrite => check_redaction_rewrite(objects, hash, &old, &new)?
+            .map_err(UpdateRefusal::NotARedaction),
+        Relation::Truncated => Err(UpdateRefusal::Shortens {
+            from: old.len(),
+            to: new.len(),
+        }),
         Relation::Rewritten => {
             let first = old
                 .iter()
                 .zip(&new)
                 .position(|(a, b)| a.entry.entry_hash != b.entry.entry_hash)
                 .unwrap_or(0);
-            Err(format!(
-                "the update rewrites published entries (first difference at seq {first}); ledgers are append-only"
-            ))
+            Err(UpdateRefusal::Rewrites { first })
         }
     })
 }

@@ -33,6 +33,7 @@ mod consistency;
 mod fetch;
 mod git_cli;
 mod hooks;
+mod problem;
 mod push;
 mod secrets;
 

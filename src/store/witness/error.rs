@@ -1,6 +1,7 @@
 //! Why asking a witness failed: it could not be reached, its answer could not be read, or the
 //! cosignature it returned does not hold. The messages follow "witness W failed: " or
-//! "witness W: " in what `fetch` reports.
+//! "witness W: " in what `fetch` reports. And [`SplitView`]: why the remote's tree does not
+//! extend what a witness holds.
 
 use std::process::ExitStatus;
 
@@ -70,4 +71,36 @@ fn after_colon(text: &str) -> String {
     } else {
         format!(": {text}")
     }
+}
+
+/// What a witness holds: its checkpoint's origin, size and root (base64).
+#[derive(Debug)]
+pub(crate) struct Held {
+    pub(crate) origin: String,
+    pub(crate) size: u64,
+    pub(crate) root: String,
+}
+
+impl std::fmt::Display for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the witness holds {} at size {} with root {}",
+            self.origin, self.size, self.root
+        )
+    }
+}
+
+/// Why the remote's tree does not extend what a witness holds: a split view.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SplitView {
+    /// The remote's tree has another root at the witness's size.
+    #[error("{held}, but the remote's tree at that size has root {remote_root}")]
+    OtherRoot { held: Held, remote_root: String },
+    /// The remote's tree is shorter than what the witness holds.
+    #[error("{held}, but the remote's tree has only {len} entries")]
+    Shorter { held: Held, len: u64 },
+    /// No consistency proof between the two sizes.
+    #[error(transparent)]
+    Proof(#[from] crate::ledger::tlog::TlogError),
 }

@@ -50,7 +50,8 @@ pub(crate) struct Bodies<'a> {
 }
 
 impl<'a> Bodies<'a> {
-    /// Reads each body with `read` (`Ok(None)`: redacted).
+    /// Reads each body with `read` (`Ok(None)`: redacted). Its error is text: the message each
+    /// transport already made of its own failure, which the operation reports as it is.
     pub(crate) fn new(read: &'a dyn Fn(&Entry) -> Result<Option<J>, String>) -> Bodies<'a> {
         Bodies {
             read,

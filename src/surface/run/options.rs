@@ -332,7 +332,9 @@ impl RunOptions {
         if working {
             // Probed before anything is written, so `--sandbox` without bubblewrap is refused
             // with nothing done.
-            sandbox.resolve().map_err(Error::usage)?;
+            sandbox
+                .resolve()
+                .map_err(|e| Error::usage(e.to_string()).with_source(e))?;
         }
         Ok(sandbox)
     }
@@ -433,10 +435,22 @@ pub(crate) fn context_provider(
                 "the ledger capsule",
                 move |ledger| {
                     capsule_text_of(&pre, ledger, CAPSULE_MAX_ITEMS, CAPSULE_MAX_TEXT_CHARS)
+                        .map_err(Into::into)
                 },
             ))))
         }
     }
+}
+
+/// Why the capsule text of a ledger could not be made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CapsuleError {
+    /// Reading the ledger failed.
+    #[error(transparent)]
+    Read(#[from] crate::ledger::StorageError),
+    /// An entry below the ledger's length is absent.
+    #[error("the ledger has no entry at seq {0}")]
+    Missing(u64),
 }
 
 /// The capsule text of a ledger whose entries up to some seq were read already (`pre`, read
@@ -446,15 +460,12 @@ pub(crate) fn capsule_text_of(
     ledger: &dyn Storage,
     max_items: usize,
     max_text_chars: usize,
-) -> std::result::Result<String, String> {
+) -> std::result::Result<String, CapsuleError> {
     let mut items = pre.to_vec();
-    let n = ledger.len().map_err(|e| e.to_string())?;
+    let n = ledger.len()?;
     for seq in items.len() as u64..n {
-        let e = ledger
-            .get(seq)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("the ledger has no entry at seq {seq}"))?;
-        let body = ledger.payload_at(seq).map_err(|e| e.to_string())?;
+        let e = ledger.get(seq)?.ok_or(CapsuleError::Missing(seq))?;
+        let body = ledger.payload_at(seq)?;
         items.push((e, body));
     }
     let snap = report::Snapshot::from_items(items);

@@ -61,6 +61,17 @@ pub(crate) fn run_receipt(
     }
 }
 
+/// Why Forum's receipt of a run could not be built.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReceiptError {
+    /// Reading or verifying the ledger failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::git::StoreError),
+    /// The run's request entry is not in the ledger.
+    #[error("the ledger has no request at seq {0}")]
+    NoRequest(u64),
+}
+
 /// Forum's action receipt of the run `outcome` reports: built over the run's own entries with
 /// the ledger's checkpoint and deep verification, from what the run was given (its call and
 /// seconds budget, its context budget, the delivery profile asked for) and the answer it
@@ -69,15 +80,12 @@ pub(crate) fn forum_receipt(
     store: &GitStore,
     outcome: &Outcome,
     opts: &run::Options,
-) -> std::result::Result<J, String> {
-    let items = crate::surface::reports::load_git(store).map_err(|e| e.to_string())?;
+) -> std::result::Result<J, ReceiptError> {
+    let items = crate::surface::reports::load_git(store)?;
     let mut s = Snapshot::from_items(items);
-    s.deep_verified &= store.verify(true).map_err(|e| e.to_string())?.passed();
+    s.deep_verified &= store.verify(true)?.passed();
     let Some(mut inputs) = receipt::inputs_for_run(&s, outcome.request_seq) else {
-        return Err(format!(
-            "the ledger has no request at seq {}",
-            outcome.request_seq
-        ));
+        return Err(ReceiptError::NoRequest(outcome.request_seq));
     };
     if let Some(a) = &outcome.answer {
         inputs.answer = a.clone();
