@@ -125,6 +125,11 @@ pub(crate) struct RunFlags {
     /// (default 24, at most 500; each turn also counts against --max-model-calls). Needs --work.
     #[arg(long, value_name = "N")]
     pub(crate) max_tool_calls: Option<u32>,
+    /// Independent attempts at each task of a --work run (1 to 8, default 1), each in a fresh
+    /// worktree with its own checks; the pre-ship gate picks among the passing ones, else the
+    /// smallest diff, then the cheapest, then the first. Needs --work.
+    #[arg(long, value_name = "N")]
+    pub(crate) attempts: Option<u32>,
     /// Confine each --work worker and check with bubblewrap: it sees its task's worktree
     /// (writable), the repository's objects and refs (read-only), the system's program and
     /// library directories and the /etc files programs need, a private /tmp, and nothing else:
@@ -290,6 +295,7 @@ impl RunFlags {
                 .map_err(CliError::usage)?,
             allow_cmds: self.allow_cmds.clone(),
             max_tool_calls: self.max_tool_calls,
+            attempts: self.attempts,
             sandbox: match (self.sandbox, self.no_sandbox) {
                 (true, _) => Some(true),
                 (_, true) => Some(false),

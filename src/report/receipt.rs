@@ -383,7 +383,7 @@ fn work_value(
         .iter()
         .filter(|t| t.change.is_some())
         .map(|t| {
-            obj([
+            let row = obj([
                 ("task", Value::str(&t.id)),
                 (
                     "commit",
@@ -394,7 +394,15 @@ fn work_value(
                         .unwrap_or(Value::Null),
                 ),
                 ("state", Value::str(t.state())),
-            ])
+            ]);
+            // A task run several times (`--attempts`) shows them side by side.
+            match (row, &t.attempts) {
+                (Value::Object(mut m), Some(a)) => {
+                    m.push(("attempts".into(), a.clone()));
+                    Value::Object(m)
+                }
+                (row, _) => row,
+            }
         })
         .collect();
     out.push(("tasks".into(), Value::Array(tasks)));
@@ -484,6 +492,16 @@ pub fn receipt_text(r: &Value) -> String {
     }
     if let Some(b) = at("work", "branch").filter(|b| truthy(Some(b))) {
         lines.push(format!("work     branch {}", super::py_str(b)));
+    }
+    if let Some(Value::Array(tasks)) = at("work", "tasks") {
+        for t in tasks {
+            if let Some(a) = t.get("attempts") {
+                let id = t.get("task").map(super::py_str).unwrap_or_default();
+                for l in super::work_report::attempt_table(&id, a) {
+                    lines.push(format!("         {l}"));
+                }
+            }
+        }
     }
     push_next_steps(&mut lines, answer, &request_seq);
     lines.join("\n")
