@@ -57,7 +57,7 @@ fn best_of_three_merges_the_smallest_passing_diff_keeps_the_others_and_counts_ev
             CHECK,
             "make the failing test in calc pass",
         ]);
-        let run = j["request_seq"].as_u64().unwrap();
+        let run = payloads(repo, "request")[0].0;
         let answer = j["answer"].as_str().unwrap();
         assert!(
             answer.contains("- T1: merged (1 file, +3 -1: calc.py); checks 1/1 passed"),
@@ -115,7 +115,7 @@ fn best_of_three_merges_the_smallest_passing_diff_keeps_the_others_and_counts_ev
         let tree = |rev: &str| repo.git_ok(&["rev-parse", &format!("{rev}^{{tree}}")]);
         assert_eq!(tree(&commits[0]).trim(), third.1["tree"].as_str().unwrap());
         let on_branch = repo.git_ok(&["show", &format!("forum/run-{run}:calc.py")]);
-        assert!(on_branch.contains("return a + b\n") && on_branch.ends_with("# fixed\n"));
+        assert!(on_branch.contains("return a + b\n") && on_branch.contains("# add adds\n# fixed"));
         let refs = repo.git_ok(&[
             "for-each-ref",
             "--format=%(refname) %(objectname)",
@@ -128,7 +128,7 @@ fn best_of_three_merges_the_smallest_passing_diff_keeps_the_others_and_counts_ev
             changes[1].1["commit"].as_str().unwrap(),
             third.1["commit"].as_str().unwrap(),
         );
-        assert_eq!(refs, expected);
+        assert_eq!(refs.trim_end(), expected.trim_end());
 
         // Every attempt's cost counts: each row is its result's usage, and the run's total is
         // the sum over every call, the three attempts included.
@@ -181,4 +181,61 @@ fn attempts_are_counted_from_one_to_eight_and_need_work() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(err.contains(needle), "{err}");
     }
+}
+
+/// `[work] attempts = ["default", "cheap"]`: one attempt on each slot's executor, the second
+/// (a different program) making the smaller change, which the rule then picks.
+#[test]
+fn one_attempt_on_each_slot_named_in_the_runtime() {
+    let repo = Repo::new("sha1");
+    setup(&repo);
+    let long = model(
+        &repo,
+        "long",
+        &plan(&[("T1", "make add in calc.py add")], false),
+        "undetermined",
+        "    sed -i 's/return a - b/return a + b/' calc.py; i=0; while [ $i -lt 38 ]; do echo \"# note $i\" >> calc.py; i=$((i+1)); done; echo 'fixed add at length'",
+    );
+    let short = model(
+        &repo,
+        "short",
+        &plan(&[("T1", "make add in calc.py add")], false),
+        "undetermined",
+        "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'",
+    );
+    let forum = repo.path().join(".forum");
+    std::fs::create_dir_all(&forum).unwrap();
+    std::fs::write(
+        forum.join("runtime.toml"),
+        format!(
+            "[runtime.default]\ncmd = \"{long}\"\n\n[runtime.tiers.cheap]\ncmd = \"{short}\"\n\n[work]\nattempts = [\"default\", \"cheap\"]\n"
+        ),
+    )
+    .unwrap();
+    let j = repo.forum_json(&[
+        "submit",
+        "--work",
+        "--check",
+        CHECK,
+        "make the failing test in calc pass",
+    ]);
+    assert!(
+        j["answer"].as_str().unwrap().contains("- T1: merged"),
+        "{j}"
+    );
+    let choices = payloads(&repo, "attempt_choice");
+    assert_eq!(choices.len(), 1);
+    let c = &choices[0].1;
+    assert_eq!(
+        (c["chosen"].clone(), c["rule"].clone()),
+        (J::from(2), J::from("smallest_diff"))
+    );
+    let lines: Vec<u64> = c["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["diff_lines"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lines, [40, 2]);
+    clean(&repo);
 }
