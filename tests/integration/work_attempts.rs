@@ -152,6 +152,29 @@ fn best_of_three_merges_the_smallest_passing_diff_keeps_the_others_and_counts_ev
         let receipt = repo.forum_json(&["receipt", &run.to_string()]);
         let total = receipt["spend"]["total"]["cost_usd"].as_f64().unwrap();
         assert!((total - every).abs() < 1e-12, "{total} != {every}");
+        // The receipt, the room and the summary show the attempts side by side.
+        let shown = &receipt["work"]["tasks"][0]["attempts"];
+        assert_eq!(
+            (shown["chosen"].clone(), shown["rule"].clone()),
+            (J::from(3), J::from("smallest_diff"))
+        );
+        assert_eq!(shown["attempts"].as_array().unwrap().len(), 3);
+        let text = repo.forum_ok(&["receipt", &run.to_string()]);
+        assert!(
+            text.contains("attempts of T1: attempt 3 chosen (smallest_diff)"),
+            "{text}"
+        );
+        let room = repo.forum_ok(&["room", "--text"]);
+        assert!(
+            room.contains("attempts of T1: attempt 3 chosen (smallest_diff)"),
+            "{room}"
+        );
+        assert!(
+            room.contains("yes (smallest_diff)") && room.contains("no (did not pass)"),
+            "{room}"
+        );
+        let summary = repo.forum_json(&["summary"]);
+        assert_eq!(summary["attempts"][0]["task"], "T1", "{summary}");
         let attempts: f64 = results.iter().map(cost).sum();
         assert!(total > attempts, "{total} <= {attempts}");
         clean(repo);
