@@ -365,6 +365,14 @@ fn print_work(ctx: &Ctx, sa: &Summary, sb: &Summary) -> Result<(), CliError> {
             ))?;
         }
     }
+    // Tasks run several times (`--attempts`): each side's attempts side by side.
+    for (side, s) in [("A", sa), ("B", sb)] {
+        for t in s.work.iter().flat_map(|w| &w.tasks) {
+            for l in t.attempt_lines() {
+                ctx.out(&format!("{side}: {l}"))?;
+            }
+        }
+    }
     Ok(())
 }
 

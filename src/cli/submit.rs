@@ -215,6 +215,7 @@ impl RunFlags {
             max_tool_calls: req
                 .max_tool_calls
                 .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            attempts: req.attempts.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
             sandbox: match (req.sandbox == Some(true), self.no_sandbox) {
                 (true, _) => Some(true),
                 (_, true) => Some(false),

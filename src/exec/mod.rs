@@ -447,6 +447,12 @@ pub trait Seats: Send + Sync {
     /// The executors a failed task of `agent` climbs, strongest last, excluding the one that
     /// already ran it.
     fn ladder(&self, roster: &Roster, agent: &str) -> Vec<Arc<dyn Executor>>;
+    /// The executor of the slot named `slot` (`default`, `cheap`, `capable`, `frontier`), for
+    /// the attempts `[work] attempts` spreads over slots; `None` when the slot has none.
+    fn slot(&self, slot: &str) -> Option<Arc<dyn Executor>> {
+        let _ = slot;
+        None
+    }
 }
 
 impl Seats for FixedFleet {
@@ -479,6 +485,11 @@ impl Seats for Fleet {
             // way; an unresolved worker seat was refused there too.
             Err(_) => self.control.executor.clone(),
         }
+    }
+
+    fn slot(&self, slot: &str) -> Option<Arc<dyn Executor>> {
+        let (_, spec) = self.runtime.slot(config::Slot::parse(slot)?)?;
+        self.built.get(&format!("{spec:?}")).cloned()
     }
 
     fn ladder(&self, roster: &Roster, agent: &str) -> Vec<Arc<dyn Executor>> {

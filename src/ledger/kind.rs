@@ -86,6 +86,9 @@ pub(crate) const CHECK: &str = "check";
 pub(crate) const SHIP: &str = "ship";
 /// A change that did not integrate onto the run branch, with the conflicting paths (ours).
 pub(crate) const CONFLICT: &str = "conflict";
+/// The choice among a task's attempts (`--attempts`): each attempt side by side, the chosen
+/// one and the rule that chose it (`gate`, `smallest_diff`, `cheapest`, `first`) (ours).
+pub(crate) const ATTEMPT_CHOICE: &str = "attempt_choice";
 /// A run branch brought into a branch by `git forum apply` (ours; not in Forum).
 pub(crate) const APPLIED: &str = "applied";
 /// Where secrets were replaced by markers in an entry's body before it was hashed (ours).

@@ -18,6 +18,22 @@ use crate::ledger::canonical::Value;
 use crate::ledger::kind;
 use crate::ledger::{Entry, hash};
 
+/// The attempts of each task that had several, as the compact table of
+/// [`super::work_report::attempt_table`], indented under the work line.
+fn push_attempt_tables(lines: &mut Vec<String>, tasks: Option<&Value>) {
+    let Some(Value::Array(tasks)) = tasks else {
+        return;
+    };
+    for t in tasks {
+        if let Some(a) = t.get("attempts") {
+            let id = t.get("task").map(super::py_str).unwrap_or_default();
+            for l in super::work_report::attempt_table(&id, a) {
+                lines.push(format!("         {l}"));
+            }
+        }
+    }
+}
+
 /// The receipt's schema name.
 pub const RECEIPT_SCHEMA: &str = "project-telos.action-receipt/v1";
 
@@ -383,7 +399,7 @@ fn work_value(
         .iter()
         .filter(|t| t.change.is_some())
         .map(|t| {
-            obj([
+            let row = obj([
                 ("task", Value::str(&t.id)),
                 (
                     "commit",
@@ -394,7 +410,15 @@ fn work_value(
                         .unwrap_or(Value::Null),
                 ),
                 ("state", Value::str(t.state())),
-            ])
+            ]);
+            // A task run several times (`--attempts`) shows them side by side.
+            match (row, &t.attempts) {
+                (Value::Object(mut m), Some(a)) => {
+                    m.push(("attempts".into(), a.clone()));
+                    Value::Object(m)
+                }
+                (row, _) => row,
+            }
         })
         .collect();
     out.push(("tasks".into(), Value::Array(tasks)));
@@ -486,6 +510,7 @@ pub fn receipt_text(r: &Value) -> String {
         lines.push(format!("work     branch {}", super::py_str(b)));
     }
     push_agent_costs(&mut lines, field(Some(r), "spend"));
+    push_attempt_tables(&mut lines, at("work", "tasks"));
     push_next_steps(&mut lines, answer, &request_seq);
     lines.join("\n")
 }

@@ -143,6 +143,21 @@ impl Summary {
         out.push(("verified".into(), Value::Bool(self.verified)));
         if let Some(w) = &self.work {
             out.push(("work".into(), work_metrics(w)));
+            // Tasks run several times (`--attempts`), each with its attempts side by side.
+            let attempts: Vec<Value> = w
+                .tasks
+                .iter()
+                .filter_map(|t| {
+                    let a = t.attempts.clone()?;
+                    Some(Value::object([
+                        ("task".to_string(), Value::str(&t.id)),
+                        ("attempts".to_string(), a),
+                    ]))
+                })
+                .collect();
+            if !attempts.is_empty() {
+                out.push(("attempts".into(), Value::Array(attempts)));
+            }
         }
         if let Some(sp) = super::spend::to_value(&self.spend) {
             out.push(("spend".into(), sp));

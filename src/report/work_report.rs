@@ -1,7 +1,9 @@
 //! What a `--work` run did in the repository, read from its `change`, `check`, `ship` and
 //! `conflict` entries: the changes (files, lines added and removed), the checks that passed
 //! and failed, and where each task's change stands at the pre-ship gate (merged, blocked, or
-//! waiting for a person). The room, the summary, the receipt and `bench` show it.
+//! waiting for a person). The room, the summary, the receipt and `bench` show it. A task run
+//! several times (`--attempts`) has its `attempt_choice`: its change is the chosen attempt's,
+//! and its attempts are shown side by side ([`TaskWork::attempt_lines`]).
 //!
 //! Forum has no such entries, so a slice without a `change` entry has no work ([`work`]
 //! returns `None`) and every projection of a Forum run stays exactly Forum's. The counting
@@ -21,14 +23,20 @@ pub(crate) struct TaskWork {
     pub(crate) id: String,
     /// The latest `change` entry's seq, commit (`None`: the worker changed nothing), files
     /// (`{path, status, added, removed}` as witnessed) and whether its diff was cut.
-    pub(crate) change: Option<(u64, Option<String>, Vec<Value>, bool)>,
+    pub(crate) change: Option<ChangeSeen>,
     /// Checks of this task that passed and failed.
     pub(crate) checks_passed: u64,
     pub(crate) checks_failed: u64,
     /// The latest gate decision (`merge`, `block`, `escalate`, `undetermined`) and its reason,
     /// or `conflict` when integration conflicted after it.
     pub(crate) decision: Option<(String, String)>,
+    /// Its attempts, when it ran several: the `attempt_choice` entry's `{attempts, chosen,
+    /// rule}`.
+    pub(crate) attempts: Option<Value>,
 }
+
+/// A change as a task keeps it: its entry's seq, commit, files and whether its diff was cut.
+type ChangeSeen = (u64, Option<String>, Vec<Value>, bool);
 
 /// A run's work in the repository.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -81,6 +89,8 @@ pub(crate) struct WorkFold {
     w: Work,
     /// Whether a `change` entry was seen.
     any: bool,
+    /// Each attempt's change, by task and attempt (`--attempts`).
+    attempts: Vec<((String, u64), ChangeSeen)>,
 }
 
 impl WorkFold {
@@ -88,7 +98,7 @@ impl WorkFold {
     pub(crate) fn push(&mut self, e: &Entry, b: Option<&Value>) {
         if !matches!(
             e.kind.as_str(),
-            kind::CHANGE | kind::CHECK | kind::SHIP | kind::CONFLICT
+            kind::CHANGE | kind::CHECK | kind::SHIP | kind::CONFLICT | kind::ATTEMPT_CHOICE
         ) {
             return;
         }
@@ -126,7 +136,28 @@ impl WorkFold {
                         self.w.removed += count(f.get("removed"));
                     }
                 }
-                t.change = Some((e.seq, commit, files, truthy(field(b, "truncated"))));
+                let seen = (e.seq, commit, files, truthy(field(b, "truncated")));
+                if field(b, "attempt").is_some() {
+                    let n = count(field(b, "attempt"));
+                    self.attempts.push(((id.clone(), n), seen.clone()));
+                }
+                t.change = Some(seen);
+            }
+            kind::ATTEMPT_CHOICE => {
+                let chosen = count(field(b, "chosen"));
+                let kept = self
+                    .attempts
+                    .iter()
+                    .find(|(k, _)| k.0 == id && k.1 == chosen);
+                if let Some((_, seen)) = kept {
+                    t.change = Some(seen.clone());
+                }
+                let at = |k: &str| field(b, k).cloned().unwrap_or(Value::Null);
+                t.attempts = Some(obj([
+                    ("attempts", at("attempts")),
+                    ("chosen", at("chosen")),
+                    ("rule", at("rule")),
+                ]));
             }
             kind::CHECK if field(b, "ok") == Some(&Value::Bool(true)) => {
                 self.w.checks_passed += 1;
@@ -205,7 +236,7 @@ impl TaskWork {
             ]),
             None => Value::Null,
         };
-        obj([
+        let out = obj([
             ("change", change),
             (
                 "checks",
@@ -222,8 +253,76 @@ impl TaskWork {
                 },
             ),
             ("state", Value::str(self.state())),
-        ])
+        ]);
+        match (out, &self.attempts) {
+            (Value::Object(mut fields), Some(a)) => {
+                fields.push(("attempts".into(), a.clone()));
+                Value::Object(fields)
+            }
+            (out, _) => out,
+        }
     }
+
+    /// Its attempts side by side ([`attempt_table`]; none when it ran once).
+    pub(crate) fn attempt_lines(&self) -> Vec<String> {
+        match &self.attempts {
+            Some(a) => attempt_table(&self.id, a),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// Task `id`'s attempts `a` (its `attempts` object: `{attempts, chosen, rule}`) side by side,
+/// a heading, a header and one line each: the attempt, its checks, its diff's lines, its
+/// tokens and cost, and which was chosen and by what rule.
+pub(crate) fn attempt_table(id: &str, a: &Value) -> Vec<String> {
+    let rows = match a.get("attempts") {
+        Some(Value::Array(rows)) => rows.as_slice(),
+        _ => &[],
+    };
+    let chosen = match a.get("chosen") {
+        Some(Value::Null) | None => None,
+        c => Some(count(c)),
+    };
+    let rule = text(Some(a), "rule");
+    let mut lines = vec![
+        format!(
+            "attempts of {id}: {}",
+            match chosen {
+                Some(n) => format!("attempt {n} chosen ({rule})"),
+                None => format!("none chosen ({rule})"),
+            }
+        ),
+        format!(
+            "  {:<8}{:<8}{:>6}{:>10}{:>12}  chosen",
+            "attempt", "checks", "diff", "tokens", "cost"
+        ),
+    ];
+    for r in rows {
+        let n = count(r.get("attempt"));
+        let cost = match r.get("cost_usd") {
+            Some(Value::Float(c)) => format!("${c:.6}"),
+            _ => "-".into(),
+        };
+        let checks = format!(
+            "{}/{}",
+            count(r.get("checks_passed")),
+            count(r.get("checks"))
+        );
+        let mark = if chosen == Some(n) {
+            format!("yes ({rule})")
+        } else if r.get("passed") == Some(&Value::Bool(true)) {
+            "no".to_string()
+        } else {
+            "no (did not pass)".to_string()
+        };
+        lines.push(format!(
+            "  {n:<8}{checks:<8}{:>6}{:>10}{cost:>12}  {mark}",
+            count(r.get("diff_lines")),
+            count(r.get("tokens")),
+        ));
+    }
+    lines
 }
 
 impl Work {

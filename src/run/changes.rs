@@ -98,6 +98,8 @@ impl Run<'_, '_> {
             diff_cap: o.diff_cap,
             allow_cmds: o.allow_cmds.clone(),
             max_tool_calls: o.max_tool_calls,
+            attempts: o.attempts,
+            attempt_slots: o.attempt_slots.clone(),
             tasks: Mutex::new(BTreeMap::new()),
             plan: Mutex::new(Vec::new()),
             git_turn: Mutex::new(()),
@@ -173,8 +175,12 @@ impl Run<'_, '_> {
         w.set(&task.id, tw);
         let upstream = w.upstream_commits(task, plan);
         let name = self.ref_name(&task.id);
-        let opened = w.in_turn(|| w.bench.open_task(&name, &upstream));
-        let mut done = self.work_attempt(w, task, &worker, instruction, task_entry, opened)?;
+        let mut done = if w.attempts > 1 {
+            self.work_attempts(w, task, &worker, instruction, task_entry, &name, &upstream)?
+        } else {
+            let opened = w.in_turn(|| w.bench.open_task(&name, &upstream));
+            self.work_attempt(w, task, &worker, instruction, task_entry, opened)?
+        };
         if done.ok {
             return Ok(done);
         }
@@ -311,10 +317,17 @@ impl Run<'_, '_> {
                 return Ok(false);
             }
         };
-        let c = self.put("dispatch", kind::CHANGE, Some(result_seq), change.payload())?;
+        // An attempt of several (`--attempts`) says which, and is kept as that attempt.
+        let attempt = w.get(&task.id).attempt;
+        let mut body = change.payload();
+        if let Some(n) = attempt {
+            body["attempt"] = json!(n);
+        }
+        let c = self.put("dispatch", kind::CHANGE, Some(result_seq), body)?;
         if let Some(commit) = &change.commit {
+            let place = attempt.map_or(Keep::Work, Keep::Attempt);
             w.bench
-                .keep(&self.ref_name(&task.id), commit, Keep::Work)
+                .keep(&self.ref_name(&task.id), commit, place)
                 .map_err(|e| RunError::Work(work_error_line(&e)))?;
         }
         let mut tw = w.get(&task.id);
@@ -361,6 +374,9 @@ impl Run<'_, '_> {
             }
             _ => {}
         }
+        if let Some(n) = w.get(&task.id).attempt {
+            body["attempt"] = json!(n);
+        }
         let c = self.put("dispatch", kind::CHANGE, Some(result_seq), body)?;
         let mut tw = w.get(&task.id);
         tw.change = None;
@@ -394,7 +410,11 @@ impl Run<'_, '_> {
                 tail: work_error_line(&e),
             },
         };
-        let e = self.put("checker", kind::CHECK, Some(parent), ran.payload(task))?;
+        let mut body = ran.payload(task);
+        if let Some(n) = w.get(task).attempt {
+            body["attempt"] = json!(n);
+        }
+        let e = self.put("checker", kind::CHECK, Some(parent), body)?;
         Ok((ran.ok, e.seq, ran.tail))
     }
 }
@@ -451,14 +471,28 @@ fn first_line(s: &str) -> String {
 
 /// What each task of a run has in the repository, read back from the run's entries (`seqs`,
 /// in order): its latest change, that change's checks, the gate's decision and whether it was
-/// integrated (a `merge` with no conflict after it).
+/// integrated (a `merge` with no conflict after it). Of a task run several times, the change
+/// is the attempt its `attempt_choice` chose.
 pub(super) fn restore(entries: &[(Entry, JsonValue)]) -> BTreeMap<String, TaskWork> {
     let mut out: BTreeMap<String, TaskWork> = BTreeMap::new();
+    // Each attempt's change and checks, by task and attempt.
+    let mut attempts: BTreeMap<(String, u64), TaskWork> = BTreeMap::new();
     for (e, p) in entries {
         let Some(task) = p.get("task").and_then(JsonValue::as_str) else {
             continue;
         };
         let tw = out.entry(task.to_string()).or_default();
+        if e.kind == kind::ATTEMPT_CHOICE {
+            if let Some(chosen) = p["chosen"]
+                .as_u64()
+                .and_then(|n| attempts.get(&(task.to_string(), n)))
+            {
+                *tw = chosen.clone();
+            }
+            tw.last_seq = e.seq;
+            continue;
+        }
+        let attempt = p.get("attempt").and_then(JsonValue::as_u64);
         match e.kind.as_str() {
             kind::CHANGE => {
                 tw.change = Some(change_of(task, p));
@@ -491,6 +525,9 @@ pub(super) fn restore(entries: &[(Entry, JsonValue)]) -> BTreeMap<String, TaskWo
             _ => continue,
         }
         tw.last_seq = e.seq;
+        if let (Some(n), kind::CHANGE | kind::CHECK) = (attempt, e.kind.as_str()) {
+            attempts.insert((task.to_string(), n), tw.clone());
+        }
     }
     out
 }

@@ -46,6 +46,7 @@
 //!   synthesis.
 
 mod adapters;
+mod attempts;
 mod changes;
 mod context;
 mod course;
@@ -88,6 +89,7 @@ pub use adapters::{
     CommandContext, CommandVerifier, DEFAULT_COMMAND_TIMEOUT, LedgerContext,
     MAX_CONTEXT_COMMAND_BYTES, MAX_VERIFICATION_DETAIL_CHARS, MAX_VERIFIER_COMMAND_BYTES,
 };
+pub(crate) use attempts::MAX_ATTEMPTS;
 pub use context::{MAX_TASK_CONTEXT_CHARS, TASK_CONTEXT_CUT_MARKER, cap_task_context};
 pub(crate) use dispatch::{WorkBranch, dispatch};
 pub use drive::submit;

@@ -286,7 +286,7 @@ fn reopen_work(
         if let Some(e) = entries.get(*seq as usize)
             && matches!(
                 e.kind.as_str(),
-                kind::CHANGE | kind::CHECK | kind::SHIP | kind::CONFLICT
+                kind::CHANGE | kind::CHECK | kind::SHIP | kind::CONFLICT | kind::ATTEMPT_CHOICE
             )
             && let Some(p) = run.payload_of(e)?
         {

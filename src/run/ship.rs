@@ -20,14 +20,14 @@ use super::workbench::{Keep, LinkOut, WorkError};
 use super::{Event, RunError};
 
 /// The pre-ship gate's answer on one change.
-struct Decision {
-    decision: String,
-    reason: String,
-    model: Option<String>,
+pub(super) struct Decision {
+    pub(super) decision: String,
+    pub(super) reason: String,
+    pub(super) model: Option<String>,
     /// Why no decision could be made (the seat failed or answered garbage).
-    error: Option<String>,
+    pub(super) error: Option<String>,
     /// The gate call's usage, when the seat counted it.
-    usage: Option<serde_json::Value>,
+    pub(super) usage: Option<serde_json::Value>,
 }
 
 /// The guardrail's block of a change whose symbolic links point outside the worktree (the
@@ -70,7 +70,11 @@ impl Run<'_, '_> {
                 continue;
             }
             asked += 1;
-            let d = self.ship_one(w, t)?;
+            let d = if self.chooses_attempt(w, &t.id) {
+                self.ship_attempts(w, t)?
+            } else {
+                self.ship_one(w, t)?
+            };
             if d.error.is_some() {
                 failed += 1;
             }

@@ -50,6 +50,11 @@ pub(crate) struct WorkOptions {
     pub(crate) allow_cmds: Vec<String>,
     /// Tool calls each task of the built-in editing worker may make (`--max-tool-calls`).
     pub(crate) max_tool_calls: u32,
+    /// Independent attempts at each task (`--attempts`; 1: the task runs once).
+    pub(crate) attempts: u32,
+    /// The slot each attempt runs on (`[work] attempts = ["SLOT", ...]`); empty: every attempt
+    /// on the task's own worker.
+    pub(crate) attempt_slots: Vec<crate::exec::config::Slot>,
     /// Whether workers and checks run confined (`--sandbox`, `--no-sandbox`, `[work] sandbox`).
     pub(crate) sandbox: Arc<Sandboxing>,
     /// The run's verification tier (its heaviest seat's; `None`: standard, every change gated).
@@ -81,6 +86,8 @@ pub(super) struct WorkRun {
     pub(super) diff_cap: usize,
     pub(super) allow_cmds: Vec<String>,
     pub(super) max_tool_calls: u32,
+    pub(super) attempts: u32,
+    pub(super) attempt_slots: Vec<crate::exec::config::Slot>,
     pub(super) tasks: Mutex<BTreeMap<String, TaskWork>>,
     /// The plan's tasks in order (for data-edge upstreams), set when the run is driven.
     pub(super) plan: Mutex<Vec<Task>>,
@@ -122,6 +129,10 @@ pub(super) struct TaskWork {
     pub(super) reran: bool,
     /// The task's `task` entry (what its commits are tied to).
     pub(super) task_entry: Option<Entry>,
+    /// The attempt running now, when the task runs several (`--attempts`).
+    pub(super) attempt: Option<u32>,
+    /// Each attempt's outcome, in order, once they ran.
+    pub(super) attempts: Vec<super::attempts::AttemptWork>,
 }
 
 impl TaskWork {

@@ -278,6 +278,9 @@ pub enum Keep {
     Work,
     /// `refs/forum/quarantine/...`: a change the pre-ship gate blocked, kept for review.
     Quarantine,
+    /// `refs/forum/attempts/.../N`: attempt N of a task run several times (`--attempts`);
+    /// the attempts not chosen stay there.
+    Attempt(u32),
 }
 
 impl Keep {
@@ -286,18 +289,23 @@ impl Keep {
         match self {
             Keep::Work => "refs/forum/work",
             Keep::Quarantine => "refs/forum/quarantine",
+            Keep::Attempt(_) => "refs/forum/attempts",
         }
     }
 }
 
-/// The ref a kept change lives on: `NAMESPACE/LEDGER/RUN/TASK`, the task id made safe as one
-/// ref component and one directory name by [`task_component`].
+/// The ref a kept change lives on: `NAMESPACE/LEDGER/RUN/TASK` (and `/N` for attempt N), the
+/// task id made safe as one ref component and one directory name by [`task_component`].
 pub(crate) fn kept_ref(place: Keep, ledger: &str, run_seq: u64, task: &str) -> String {
-    format!(
+    let at = format!(
         "{}/{ledger}/{run_seq}/{}",
         place.namespace(),
         task_component(task)
-    )
+    );
+    match place {
+        Keep::Attempt(n) => format!("{at}/{n}"),
+        _ => at,
+    }
 }
 
 /// A task id as one ref component and one directory name: every character but ASCII letters,
@@ -414,9 +422,15 @@ pub trait Workbench: Send + Sync {
         deadline: Duration,
         cap: usize,
     ) -> Result<CheckRun, WorkError>;
-    /// Keeps a change commit reachable: refs/forum/work/LEDGER/RUN/TASK or
-    /// refs/forum/quarantine/LEDGER/RUN/TASK.
+    /// Keeps a change commit reachable: refs/forum/work/LEDGER/RUN/TASK,
+    /// refs/forum/quarantine/LEDGER/RUN/TASK or refs/forum/attempts/LEDGER/RUN/TASK/N.
     fn keep(&self, task: &str, commit: &str, place: Keep) -> Result<(), WorkError>;
+    /// Removes the ref `keep` made for `commit` at `place`, when it still names that commit
+    /// (the chosen attempt of several moves to refs/forum/work; the others stay).
+    fn unkeep(&self, task: &str, commit: &str, place: Keep) -> Result<(), WorkError> {
+        let _ = (task, commit, place);
+        Ok(())
+    }
     /// Integrates a kept change onto refs/heads/forum/run-RUN (created at the base on first use),
     /// as one commit (same author, message and trailers); returns the branch's new tip, or
     /// `WorkError::Conflict { paths }` leaving the branch unchanged.
@@ -489,6 +503,10 @@ mod tests {
         assert_eq!(
             kept_ref(Keep::Quarantine, "main", 3, "t1"),
             "refs/forum/quarantine/main/3/t1"
+        );
+        assert_eq!(
+            kept_ref(Keep::Attempt(2), "main", 3, "t1"),
+            "refs/forum/attempts/main/3/t1/2"
         );
         assert_eq!(task_component("a/b..c.lock"), "a-b--c-lock");
         assert_eq!(task_component(""), "task");

@@ -59,7 +59,8 @@ pub(crate) struct Discarded {
     pub(crate) branch_tip: Option<String>,
     /// How many worktrees were removed.
     pub(crate) worktrees: usize,
-    /// The kept change refs that stay (`refs/forum/work/...`, `refs/forum/quarantine/...`).
+    /// The kept change refs that stay (`refs/forum/work/...`, `refs/forum/quarantine/...`,
+    /// `refs/forum/attempts/...`).
     pub(crate) kept: Vec<String>,
 }
 
@@ -318,7 +319,7 @@ pub(crate) fn discard(repo: &Path, ledger: &str, run: u64) -> Result<Discarded, 
 /// The kept change refs of run `run` of `ledger`.
 fn kept_refs(common: &Path, ledger: &str, run: u64) -> Result<Vec<String>, WorkError> {
     let mut out = Vec::new();
-    for place in [Keep::Work, Keep::Quarantine] {
+    for place in [Keep::Work, Keep::Quarantine, Keep::Attempt(0)] {
         let prefix = format!("{}/{ledger}/{run}/", place.namespace());
         let listed = git::ok(common, &["for-each-ref", "--format=%(refname)", &prefix])?;
         out.extend(listed.lines().map(str::to_string));

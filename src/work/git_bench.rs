@@ -115,6 +115,15 @@ impl Workbench for GitWork {
         Ok(())
     }
 
+    fn unkeep(&self, task: &str, commit: &str, place: Keep) -> Result<(), WorkError> {
+        let commit = self.resolve_change(commit)?;
+        let refname = kept_ref(place, &self.ledger, self.run_seq, task);
+        if resolve_commit(&self.common, &refname).as_deref() == Some(commit.as_str()) {
+            self.ok(&["update-ref", "-d", &refname, &commit])?;
+        }
+        Ok(())
+    }
+
     fn integrate(&self, task: &str, commit: &str) -> Result<String, WorkError> {
         let _one = lock(&self.integrating);
         crate::store::append::failpoint("integrate-start");

@@ -27,7 +27,8 @@
 //!   <LANE@git-forum.invalid>` and the trailers of [`Tie::trailers`]; statistics and the
 //!   unified diff from one `diff --raw --numstat --patch`, the patch read up to its cap.
 //! * Kept changes: `refs/forum/work/LEDGER/RUN/TASK`; quarantining moves a change from there
-//!   to `refs/forum/quarantine/...`.
+//!   to `refs/forum/quarantine/...`; each attempt of a task run several times (`--attempts`)
+//!   is kept at `refs/forum/attempts/LEDGER/RUN/TASK/N`.
 //! * The run branch `refs/heads/forum/run-RUN`: each change is applied as one commit (a change
 //!   whose parent is the tip is taken as it is; otherwise `merge-tree --merge-base=PARENT` and a
 //!   copy with the same author, date and message), moved with a compare-and-swap

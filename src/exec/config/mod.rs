@@ -402,6 +402,9 @@ pub(crate) struct RuntimeConfig {
     pub(crate) warnings: Vec<String>,
 }
 
+/// The most attempts a task of a `--work` run may get (`--attempts`, `[work] attempts`).
+pub(crate) const MAX_ATTEMPTS: u32 = 8;
+
 /// The `[work]` table: whether runs change the repository by default (`enabled`), and the
 /// check commands every such run's changes must pass (`checks`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -424,6 +427,11 @@ pub(crate) struct WorkConfig {
     /// `max_file_bytes`, `max_change_bytes`, `max_files`, `max_disk_bytes`: what a change may
     /// hold (the defaults of [`ChangeLimits`] for each key left out).
     pub(crate) limits: ChangeLimits,
+    /// `attempts = N` (N attempts at each task on its own worker) or `attempts = ["SLOT",
+    /// ...]` (one attempt on each slot's executor): `--attempts` by default.
+    pub(crate) attempts: Option<u32>,
+    /// The slots of `attempts = ["SLOT", ...]`, one per attempt (empty for a count).
+    pub(crate) attempt_slots: Vec<Slot>,
 }
 
 /// How much a change may hold, checked from file sizes before anything reads a file's content

@@ -260,6 +260,9 @@ fn parse_work(src: &Src<'_>, work: RawWork, out: &mut WorkConfig) -> Result<(), 
         max_files: limit(work.max_files, "max_files", limits.max_files)?,
         max_disk_bytes: limit(work.max_disk_bytes, "max_disk_bytes", limits.max_disk_bytes)?,
     };
+    if let Some(attempts) = work.attempts {
+        parse_attempts(src, attempts, out)?;
+    }
     if let Some(checks) = work.checks {
         let span = checks.span();
         for c in checks.get_ref() {
@@ -275,6 +278,45 @@ fn parse_work(src: &Src<'_>, work: RawWork, out: &mut WorkConfig) -> Result<(), 
             }
         }
         out.checks = checks.into_inner();
+    }
+    Ok(())
+}
+
+/// `[work] attempts`: a count from 1 to 8, or one slot name per attempt (1 to 8 of them).
+fn parse_attempts(
+    src: &Src<'_>,
+    attempts: toml::Spanned<super::raw::RawAttempts>,
+    out: &mut WorkConfig,
+) -> Result<(), ConfigError> {
+    let span = attempts.span();
+    let max = super::MAX_ATTEMPTS;
+    let wrong = |m: String| src.err("work", Some("attempts"), Some(span.clone()), m);
+    match attempts.into_inner() {
+        super::raw::RawAttempts::Count(n) if (1..=i64::from(max)).contains(&n) => {
+            out.attempts = Some(n as u32);
+        }
+        super::raw::RawAttempts::Count(n) => {
+            return Err(wrong(format!(
+                "attempts = {n}: give a number from 1 to {max}"
+            )));
+        }
+        super::raw::RawAttempts::Slots(names) => {
+            if names.is_empty() || names.len() > max as usize {
+                return Err(wrong(format!(
+                    "attempts names {} slots: give 1 to {max} (one attempt on each)",
+                    names.len()
+                )));
+            }
+            for s in &names {
+                let slot = Slot::parse(s).ok_or_else(|| {
+                    wrong(format!(
+                        "unknown slot {s:?}: name default, cheap, capable or frontier for each attempt"
+                    ))
+                })?;
+                out.attempt_slots.push(slot);
+            }
+            out.attempts = Some(names.len() as u32);
+        }
     }
     Ok(())
 }

@@ -39,6 +39,15 @@ pub(super) struct RawWork {
     pub(super) max_change_bytes: Option<u64>,
     pub(super) max_files: Option<u64>,
     pub(super) max_disk_bytes: Option<u64>,
+    pub(super) attempts: Option<Spanned<RawAttempts>>,
+}
+
+/// `[work] attempts`: a count, or one slot name per attempt.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawAttempts {
+    Count(i64),
+    Slots(Vec<String>),
 }
 
 #[derive(Debug, Deserialize)]

@@ -107,7 +107,8 @@ impl Runtime {
         }
     }
 
-    fn slot(&self, slot: Slot) -> Option<(Via, &ExecutorSpec)> {
+    /// The executor a slot names, as it resolves (an empty default falls back to a tier).
+    pub(crate) fn slot(&self, slot: Slot) -> Option<(Via, &ExecutorSpec)> {
         match slot {
             Slot::Default => self.effective_default(),
             Slot::Tier(t) => self.tiers.get(&t).map(|s| (Via::Slot(slot), s)),

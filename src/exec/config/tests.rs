@@ -512,3 +512,42 @@ fn the_work_table_sets_the_default_and_the_checks() {
         .to_string();
     assert!(e.contains("enable"), "{e}");
 }
+
+#[test]
+fn work_attempts_is_a_count_or_one_slot_per_attempt() {
+    let cfg = parse("[work]\nattempts = 3\n").unwrap();
+    assert_eq!(cfg.work.attempts, Some(3));
+    assert!(cfg.work.attempt_slots.is_empty());
+    let cfg = parse("[work]\nattempts = [\"cheap\", \"frontier\"]\n").unwrap();
+    assert_eq!(cfg.work.attempts, Some(2));
+    assert_eq!(
+        cfg.work.attempt_slots,
+        [Slot::Tier(Tier::Cheap), Slot::Tier(Tier::Frontier)]
+    );
+    assert!(parse("[work]\n").unwrap().work.attempts.is_none());
+    for (text, needle) in [
+        (
+            "[work]\nattempts = 9\n",
+            "attempts = 9: give a number from 1 to 8",
+        ),
+        (
+            "[work]\nattempts = 0\n",
+            "attempts = 0: give a number from 1 to 8",
+        ),
+        (
+            "[work]\nattempts = []\n",
+            "attempts names 0 slots: give 1 to 8",
+        ),
+        (
+            "[work]\nattempts = [\"cheap\", \"huge\"]\n",
+            "unknown slot \"huge\": name default, cheap, capable or frontier",
+        ),
+    ] {
+        let e = err(text);
+        assert!(
+            e.contains("[work] attempts") && e.contains(needle),
+            "{text}: {e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

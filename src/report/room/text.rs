@@ -79,6 +79,12 @@ fn push_task_lines(lines: &mut Vec<String>, t: &Value) {
     ));
     if let Some(w) = t.get("work") {
         lines.push(format!("         {}", task_work_text(w)));
+        // A task run several times: its attempts side by side.
+        if let Some(a) = w.get("attempts") {
+            for l in crate::report::work_report::attempt_table(&id, a) {
+                lines.push(format!("         {l}"));
+            }
+        }
     }
 }
 

@@ -153,6 +153,7 @@ impl Dispatcher {
             max_tool_calls: a
                 .max_tool_calls
                 .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            attempts: a.attempts.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
             max_tokens: a.ceilings.max_tokens,
             max_cost_usd: a.ceilings.max_cost_usd,
             sandbox: a.sandbox,

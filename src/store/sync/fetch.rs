@@ -11,10 +11,13 @@ use super::chain::{RepoObjects, read_chain};
 use super::consistency::{Checkpoint, Relation, relate};
 use super::git_cli::{Git, check_remote_name, failure_line, zero_oid};
 use super::{
+    ATTEMPTS_PREFIX, QUARANTINE_PREFIX, REMOTE_ATTEMPTS_PREFIX, REMOTE_QUARANTINE_PREFIX,
+    REMOTE_WORK_PREFIX, WORK_PREFIX,
+};
+use super::{
     CHECKPOINTS_PREFIX, INCOMING_PREFIX, INCOMING_SIGNATURES_PREFIX, REMOTE_SIGNATURES_PREFIX,
     REMOTES_PREFIX, SEEN_PREFIX,
 };
-use super::{QUARANTINE_PREFIX, REMOTE_QUARANTINE_PREFIX, REMOTE_WORK_PREFIX, WORK_PREFIX};
 use crate::ledger::hash::GENESIS;
 use crate::store::git::{GitStore, LEDGER_PREFIX, Options, StoreError, validate_ledger_name};
 
@@ -193,6 +196,7 @@ fn fetch_staged(
     // records: a copy's `change` entries are checked against them by its deep verify).
     let work_refspec = format!("+{WORK_PREFIX}*:{REMOTE_WORK_PREFIX}{remote}/*");
     let quarantine_refspec = format!("+{QUARANTINE_PREFIX}*:{REMOTE_QUARANTINE_PREFIX}{remote}/*");
+    let attempts_refspec = format!("+{ATTEMPTS_PREFIX}*:{REMOTE_ATTEMPTS_PREFIX}{remote}/*");
     // `--refmap=` keeps git from also moving refs by the remote's configured fetch refspecs
     // (which `init` may have pointed at refs/forum/remotes/) before the copies are checked.
     let o = git.run(&[
@@ -207,6 +211,7 @@ fn fetch_staged(
         &sig_refspec,
         &work_refspec,
         &quarantine_refspec,
+        &attempts_refspec,
     ])?;
     if !o.status.success() {
         return Err(StoreError::Git(format!(

@@ -13,9 +13,10 @@
 //!   adds), unverified and read by nothing;
 //! * `refs/forum/seen/REMOTE/NAME`: the tip commit of the last copy that verified and was
 //!   consistent; its size and Merkle root are the checkpoint the next fetch is held to;
-//! * `refs/forum/work/NAME/...` and `refs/forum/quarantine/NAME/...`: the change commits of
-//!   `--work` runs, pushed with their ledger (never forced); fetched (with `+`) into
-//!   `refs/forum/remote-work/REMOTE/NAME/...` and `refs/forum/remote-quarantine/REMOTE/...`.
+//! * `refs/forum/work/NAME/...`, `refs/forum/quarantine/NAME/...` and
+//!   `refs/forum/attempts/NAME/...`: the change commits of `--work` runs, pushed with their
+//!   ledger (never forced); fetched (with `+`) into `refs/forum/remote-work/REMOTE/NAME/...`,
+//!   `refs/forum/remote-quarantine/REMOTE/...` and `refs/forum/remote-attempts/REMOTE/...`.
 //!
 //! "Consistent" means the entry chain extends the seen one entry for entry. A copy whose commit
 //! ids differ but whose entry hashes are identical is a redaction-only rewrite (a redaction
@@ -70,3 +71,9 @@ pub(crate) const QUARANTINE_PREFIX: &str = "refs/forum/quarantine/";
 pub(crate) const REMOTE_WORK_PREFIX: &str = "refs/forum/remote-work/";
 /// Where `fetch` puts a remote's quarantined changes.
 pub(crate) const REMOTE_QUARANTINE_PREFIX: &str = "refs/forum/remote-quarantine/";
+/// Where `--work` runs keep the attempts not chosen of a task run several times
+/// (`refs/forum/attempts/LEDGER/RUN/TASK/N`); they travel too, so a copy's deep verify finds
+/// the commit of every attempt's `change` entry.
+pub(crate) const ATTEMPTS_PREFIX: &str = "refs/forum/attempts/";
+/// Where `fetch` puts a remote's attempts.
+pub(crate) const REMOTE_ATTEMPTS_PREFIX: &str = "refs/forum/remote-attempts/";

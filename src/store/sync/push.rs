@@ -213,7 +213,11 @@ fn push_refspecs(
     }
     // The change commits of --work runs travel with their ledger (never forced).
     for n in ledgers {
-        for prefix in [super::WORK_PREFIX, super::QUARANTINE_PREFIX] {
+        for prefix in [
+            super::WORK_PREFIX,
+            super::QUARANTINE_PREFIX,
+            super::ATTEMPTS_PREFIX,
+        ] {
             let under = format!("{prefix}{n}/");
             if !git.refs_under(&under)?.is_empty() {
                 refspecs.push(format!("{under}*:{under}*"));

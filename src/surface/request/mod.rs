@@ -511,6 +511,7 @@ mod tests {
             &[
                 "allow_cmds",
                 "max_tool_calls",
+                "attempts",
                 "max_tokens",
                 "max_cost_usd",
                 "sandbox",

@@ -137,6 +137,10 @@ pub struct Submit {
     #[arg(long, value_name = "N")]
     #[serde(default, deserialize_with = "via_value")]
     pub max_tool_calls: Option<u64>,
+    /// Independent attempts at each task of a work run, each in its own worktree with its own checks (1 to 8, default 1).
+    #[arg(long, value_name = "N")]
+    #[serde(default, deserialize_with = "via_value")]
+    pub attempts: Option<u64>,
     /// The spend ceilings.
     #[command(flatten)]
     #[serde(flatten)]

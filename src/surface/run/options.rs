@@ -86,6 +86,9 @@ pub(crate) struct RunOptions {
     pub(crate) allow_cmds: Vec<String>,
     /// Tool calls each task of the editing worker may make (`--max-tool-calls`).
     pub(crate) max_tool_calls: Option<u32>,
+    /// Independent attempts at each task (`--attempts`, 1 to 8; `None`: the runtime's `[work]
+    /// attempts`, else one).
+    pub(crate) attempts: Option<u32>,
     /// `--sandbox` (`Some(true)`) or `--no-sandbox` (`Some(false)`); `None`: `[work] sandbox`,
     /// else confined when bubblewrap is usable.
     pub(crate) sandbox: Option<bool>,
@@ -238,6 +241,12 @@ impl RunOptions {
         let working = enabled || self.resumes_work;
         let deadline = self.check_deadline(enabled)?;
         let max_tool_calls = self.tool_call_budget(working)?;
+        let attempts = self.attempt_count(working)?;
+        // `[work] attempts = ["SLOT", ...]` holds unless --attempts says otherwise.
+        let attempt_slots = match self.attempts {
+            None if working => defaults.attempt_slots.clone(),
+            _ => Vec::new(),
+        };
         let sandbox = self.sandboxing(defaults, working)?;
         let mut checks = defaults.checks.clone();
         checks.extend(self.checks.iter().cloned());
@@ -255,6 +264,12 @@ impl RunOptions {
                 .map(|c| c.trim().to_string())
                 .collect(),
             max_tool_calls,
+            attempts: if self.attempts.is_none() && working {
+                defaults.attempts.unwrap_or(attempts)
+            } else {
+                attempts
+            },
+            attempt_slots,
             sandbox: Arc::new(sandbox),
             verification: None,
             limits: defaults.limits,
@@ -290,6 +305,22 @@ impl RunOptions {
             Some(n) => Err(Error::usage(format!(
                 "--max-tool-calls {n}: give a number from 1 to {}",
                 run::edit_tools::MAX_TOOL_CALLS_LIMIT
+            ))),
+        }
+    }
+
+    /// How many independent attempts each task gets by `--attempts` (1 to 8; `[work] attempts`
+    /// applies when it is not given).
+    fn attempt_count(&self, working: bool) -> Result<u32> {
+        match self.attempts {
+            None => Ok(1),
+            Some(_) if !working => Err(Error::usage(
+                "--attempts runs each task of a --work run several times: add --work",
+            )),
+            Some(n) if (1..=run::MAX_ATTEMPTS).contains(&n) => Ok(n),
+            Some(n) => Err(Error::usage(format!(
+                "--attempts {n}: give a number from 1 to {}",
+                run::MAX_ATTEMPTS
             ))),
         }
     }

@@ -84,6 +84,10 @@ impl RunOptions {
         if let Some(n) = self.max_tool_calls {
             m.insert("max_tool_calls".into(), json!(n));
         }
+        // One attempt is what a run always did: recorded only when there are more.
+        if let Some(n) = self.attempts.filter(|n| *n > 1) {
+            m.insert("attempts".into(), json!(n));
+        }
         if let Some(s) = self.check_timeout {
             m.insert("check_timeout".into(), json!(s));
         }
@@ -171,6 +175,12 @@ impl RunOptions {
                 .as_u64()
                 .ok_or_else(|| wrong("max_tool_calls", "a count"))?;
             self.max_tool_calls = Some(u32::try_from(n).unwrap_or(u32::MAX));
+        }
+        if self.attempts.is_none()
+            && let Some(v) = field("attempts")
+        {
+            let n = v.as_u64().ok_or_else(|| wrong("attempts", "a count"))?;
+            self.attempts = Some(u32::try_from(n).unwrap_or(u32::MAX));
         }
         if self.check_timeout.is_none()
             && let Some(v) = field("check_timeout")
