@@ -28,6 +28,7 @@ use std::time::Duration;
 pub use scripted::Scripted;
 
 use crate::roster::{Roster, Tier};
+pub(crate) use config::Metering;
 use config::{ExecutorKind, ExecutorSpec, Runtime, Unresolved, Via};
 
 /// A JSON schema the reply must follow (plans, verdicts).

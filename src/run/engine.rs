@@ -538,30 +538,15 @@ impl<'a, 's> Run<'a, 's> {
             spent,
             max: self.opts.max_model_calls,
         });
-        // The agent may spend what is left and its own reservation, which what its forwarder
-        // counts replaces.
         let allowance = if live {
-            let s = lock(&self.spend);
-            crate::egress::Ceilings {
-                max_tokens: s.tokens_left().map(|t| t.saturating_add(worst.tokens)),
-                max_cost_usd: s
-                    .cost_left_pico()
-                    .map(|p| pico_to_usd(p.saturating_add(worst.pico))),
-            }
+            self.agent_allowance(worst)
         } else {
             crate::egress::Ceilings::default()
         };
         let mut r = command::in_allowance(allowance, || exec.call(call));
         // What the agent's forwarder counted is what it spent, whatever the CLI says.
         let metered = if live { command::take_metered() } else { None };
-        if let Some(ceiling) = metered.and_then(|m| m.ceiling) {
-            lock(&self.spend).close_on(match ceiling {
-                "cost_usd" => Ceiling::MaxCostUsd,
-                _ => Ceiling::MaxTokens,
-            });
-        } else if live && matches!(&r, Err(e) if e.code() == "ceiling") {
-            lock(&self.spend).close_on(Ceiling::MaxTokens);
-        }
+        self.close_on_metered_ceiling(live, metered.and_then(|m| m.ceiling), &r);
         // Under a ceiling, a command worker's estimate is held to what the call reserved.
         if self.opts.ceilings.any()
             && let (Ok(reply), Some(cap)) = (&mut r, call.max_tokens)
@@ -591,6 +576,36 @@ impl<'a, 's> Run<'a, 's> {
         };
         *lock(&self.per_model).entry(model).or_default() += 1;
         r
+    }
+
+    /// What a live-metered agent may spend: what is left of the ceilings and its own
+    /// reservation (`worst`), which what its forwarder counts replaces.
+    fn agent_allowance(&self, worst: Amount) -> crate::egress::Ceilings {
+        let s = lock(&self.spend);
+        crate::egress::Ceilings {
+            max_tokens: s.tokens_left().map(|t| t.saturating_add(worst.tokens)),
+            max_cost_usd: s
+                .cost_left_pico()
+                .map(|p| pico_to_usd(p.saturating_add(worst.pico))),
+        }
+    }
+
+    /// Closes the spend on the ceiling an agent's forwarder reached (`ceiling`), or on the
+    /// token ceiling when a live-metered call failed on one without saying which.
+    fn close_on_metered_ceiling(
+        &self,
+        live: bool,
+        ceiling: Option<&'static str>,
+        r: &Result<Reply, ExecError>,
+    ) {
+        if let Some(ceiling) = ceiling {
+            lock(&self.spend).close_on(match ceiling {
+                "cost_usd" => Ceiling::MaxCostUsd,
+                _ => Ceiling::MaxTokens,
+            });
+        } else if live && matches!(r, Err(e) if e.code() == "ceiling") {
+            lock(&self.spend).close_on(Ceiling::MaxTokens);
+        }
     }
 
     /// Stops the run on its budget or a ceiling: the `budget` entry, then the stop answer.

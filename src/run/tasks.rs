@@ -155,49 +155,7 @@ impl Run<'_, '_> {
             agent: task.agent.clone(),
             model: exec.model(),
         });
-        let mut usage = None;
-        let (output, ok, model, error) = if self.over_budget() {
-            (
-                "error: budget exceeded".to_string(),
-                false,
-                exec.model(),
-                Some("budget"),
-            )
-        } else {
-            let category = self
-                .env
-                .roster
-                .get(&task.agent)
-                .map(|a| a.category.as_str());
-            let system = worker_system(&task.agent, category);
-            let call = Call {
-                system: Some(&system),
-                prompt: instruction,
-                schema: None,
-                max_tokens: Some(512),
-            };
-            let r = self.ask(exec.as_ref(), &call);
-            if let Ok(reply) = &r {
-                usage = usage_of(exec.as_ref(), reply);
-            }
-            match r {
-                Ok(r) if r.text.trim().is_empty() => (
-                    "error: the model returned an empty answer".to_string(),
-                    false,
-                    r.model,
-                    Some("empty"),
-                ),
-                Ok(r) => (r.text, true, r.model, None),
-                // A spend ceiling refused the call before it started: skipped as on the budget.
-                Err(e) if e.code() == "ceiling" => (
-                    "error: budget exceeded".to_string(),
-                    false,
-                    exec.model(),
-                    Some("budget"),
-                ),
-                Err(e) => (format!("error: {e}"), false, exec.model(), Some(e.code())),
-            }
-        };
+        let (output, ok, model, error, mut usage) = self.work_on(task, exec, instruction);
         // A confined agent's egress: what its metering forwarder counted and what its proxy
         // refused.
         let seen = crate::exec::command::take_egress_seen();
@@ -224,6 +182,71 @@ impl Run<'_, '_> {
             u["agent_reported"] = a;
         }
         self.finish_task(task, parent, with_usage(payload, usage), output, ok, model)
+    }
+
+    /// The worker's call for `task`: its output, whether it is one, the model, the error code
+    /// of a failure, and the usage; skipped as on the budget when the run is over it or a
+    /// ceiling refused the call before it started.
+    fn work_on(
+        &self,
+        task: &Task,
+        exec: &Arc<dyn Executor>,
+        instruction: &str,
+    ) -> (
+        String,
+        bool,
+        String,
+        Option<&'static str>,
+        Option<serde_json::Value>,
+    ) {
+        let skipped = || {
+            (
+                "error: budget exceeded".to_string(),
+                false,
+                exec.model(),
+                Some("budget"),
+                None,
+            )
+        };
+        if self.over_budget() {
+            return skipped();
+        }
+        let category = self
+            .env
+            .roster
+            .get(&task.agent)
+            .map(|a| a.category.as_str());
+        let system = worker_system(&task.agent, category);
+        let call = Call {
+            system: Some(&system),
+            prompt: instruction,
+            schema: None,
+            max_tokens: Some(512),
+        };
+        match self.ask(exec.as_ref(), &call) {
+            Ok(r) if r.text.trim().is_empty() => {
+                let usage = usage_of(exec.as_ref(), &r);
+                (
+                    "error: the model returned an empty answer".to_string(),
+                    false,
+                    r.model,
+                    Some("empty"),
+                    usage,
+                )
+            }
+            Ok(r) => {
+                let usage = usage_of(exec.as_ref(), &r);
+                (r.text, true, r.model, None, usage)
+            }
+            Err(e) if e.code() == "ceiling" => skipped(),
+            Err(e) => (
+                format!("error: {e}"),
+                false,
+                exec.model(),
+                Some(e.code()),
+                None,
+            ),
+        }
     }
 
     /// Witnesses a task's `result` under `parent` and says the task finished.

@@ -59,6 +59,7 @@ use super::{Call, ExecError, Executor, Reply, Usage, command};
 
 mod edits;
 pub(crate) mod egress;
+mod read;
 mod state;
 
 /// Which coding agent.
@@ -270,9 +271,9 @@ impl Preset {
         editing: bool,
     ) -> Result<Parsed, String> {
         match self {
-            Preset::Claude => read_claude(stdout),
-            Preset::Codex => read_codex(stdout, stderr),
-            Preset::Aider => read_aider(stdout, stderr, editing),
+            Preset::Claude => read::read_claude(stdout),
+            Preset::Codex => read::read_codex(stdout, stderr),
+            Preset::Aider => read::read_aider(stdout, stderr, editing),
         }
     }
 }
@@ -335,304 +336,6 @@ fn aider_flags(editing: bool) -> Vec<String> {
     v
 }
 
-/// Claude Code's result: with `--output-format stream-json --verbose`, one event per line and
-/// a last `{"type": "result", ...}`; with `--output-format json`, that object alone. It holds
-/// `is_error`, `subtype`, `result`, `usage`, `modelUsage`, `total_cost_usd` and
-/// `permission_denials` (each a tool use the CLI refused).
-fn read_claude(stdout: &str) -> Result<Parsed, String> {
-    let mut result: Option<serde_json::Value> = None;
-    let mut init_model: Option<String> = None;
-    for line in stdout.lines().map(str::trim).filter(|l| l.starts_with('{')) {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        match v["type"].as_str() {
-            Some("result") => result = Some(v),
-            Some("system") if v["subtype"] == "init" => {
-                init_model = v["model"].as_str().map(str::to_string);
-            }
-            _ => {}
-        }
-    }
-    let v = match result {
-        Some(v) => v,
-        None => match serde_json::from_str::<serde_json::Value>(stdout.trim()) {
-            Ok(v) if v["type"] == "result" => v,
-            Ok(_) => {
-                return Err(
-                    "claude's JSON is not a result object (no \"type\": \"result\")".into(),
-                );
-            }
-            Err(e) => {
-                return Err(format!(
-                    "claude printed no JSON result (it was asked for --output-format stream-json): {e}"
-                ));
-            }
-        },
-    };
-    let text = v["result"].as_str().unwrap_or("").to_string();
-    if v["is_error"] == true {
-        let sub = v["subtype"].as_str().unwrap_or("error");
-        return Err(format!(
-            "claude reported an error ({sub}): {}",
-            one_line(&text)
-        ));
-    }
-    if let Some(denied) = v["permission_denials"].as_array().filter(|d| !d.is_empty()) {
-        let what: Vec<String> = denied
-            .iter()
-            .take(3)
-            .map(|d| {
-                let tool = d["tool_name"].as_str().unwrap_or("a tool");
-                let input = &d["tool_input"];
-                let target = input["file_path"]
-                    .as_str()
-                    .or_else(|| input["command"].as_str())
-                    .or_else(|| input["path"].as_str())
-                    .unwrap_or("");
-                one_line(&format!("{tool} {target}")).trim().to_string()
-            })
-            .collect();
-        return Err(format!(
-            "claude was refused {} tool use(s), so its work is not done: {}",
-            denied.len(),
-            what.join("; ")
-        ));
-    }
-    edits::claude_check(stdout)?;
-    // The model that wrote the most; the first one named when none counts.
-    let model = v["modelUsage"]
-        .as_object()
-        .and_then(|m| {
-            m.iter()
-                .max_by_key(|(_, u)| u["outputTokens"].as_u64().unwrap_or(0))
-                .map(|(k, _)| k.clone())
-        })
-        .or(init_model);
-    let usage = v["usage"].as_object().map(|u| Usage {
-        estimated: false,
-        truncated: false,
-        over_reservation: None,
-        input_tokens: u.get("input_tokens").and_then(|x| x.as_u64()).unwrap_or(0),
-        output_tokens: u.get("output_tokens").and_then(|x| x.as_u64()).unwrap_or(0),
-    });
-    let cost_usd = v["total_cost_usd"].as_f64();
-    Ok(Parsed {
-        text,
-        model,
-        usage,
-        cost_usd,
-    })
-}
-
-/// Codex's `exec --json` events, one per line: `thread.started`, `turn.started`,
-/// `item.started` / `item.completed` (an `agent_message` with the answer's `text`, a
-/// `command_execution`, a `file_change` with its `status`), `turn.completed` with `usage`,
-/// and `turn.failed` / `error` when it gave up. A file change that failed, or an error, fails
-/// the call even when Codex exits 0. Without JSON lines (an older Codex), its stdout is the
-/// answer and the model is read from the header it prints on stderr.
-fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
-    let events: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(str::trim)
-        .filter(|l| l.starts_with('{'))
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    if events.is_empty() {
-        return Ok(Parsed {
-            text: stdout.trim().to_string(),
-            model: header_value(stderr, "model:"),
-            usage: None,
-            cost_usd: None,
-        });
-    }
-    let mut text = String::new();
-    let mut usage: Option<Usage> = None;
-    let mut model: Option<String> = None;
-    let mut first_error: Option<String> = None;
-    for e in &events {
-        let item = &e["item"];
-        match e["type"].as_str().unwrap_or("") {
-            "turn.failed" => {
-                let msg = e["error"]["message"]
-                    .as_str()
-                    .or_else(|| e["message"].as_str())
-                    .unwrap_or("no message");
-                return Err(format!("codex reported an error: {}", one_line(msg)));
-            }
-            // An `error` event is also how Codex warns (an unknown model's metadata): fatal
-            // only when no turn completed.
-            "error" if first_error.is_none() => {
-                first_error = e["message"].as_str().map(str::to_string);
-            }
-            "item.completed" if item["type"] == "agent_message" => {
-                text = item["text"].as_str().unwrap_or("").to_string();
-            }
-            "item.completed" if item["type"] == "file_change" && item["status"] == "failed" => {
-                return Err(format!(
-                    "codex's patch failed, so its change is not made: {}",
-                    one_line(&item["changes"].to_string())
-                ));
-            }
-            "item.completed" if item["type"] == "error" && first_error.is_none() => {
-                first_error = item["message"].as_str().map(str::to_string);
-            }
-            "turn.completed" => {
-                let u = &e["usage"];
-                let add = |k: &str| u[k].as_u64().unwrap_or(0);
-                let prev = usage.take().unwrap_or(Usage {
-                    estimated: false,
-                    truncated: false,
-                    over_reservation: None,
-                    input_tokens: 0,
-                    output_tokens: 0,
-                });
-                usage = Some(Usage {
-                    input_tokens: prev.input_tokens + add("input_tokens"),
-                    output_tokens: prev.output_tokens + add("output_tokens"),
-                    ..prev
-                });
-            }
-            _ => {}
-        }
-        if model.is_none() {
-            model = e["model"].as_str().map(str::to_string);
-        }
-    }
-    if usage.is_none()
-        && let Some(msg) = first_error
-    {
-        return Err(format!("codex reported an error: {}", one_line(&msg)));
-    }
-    edits::codex_check(&events)?;
-    Ok(Parsed {
-        text: text.trim().to_string(),
-        model: model.or_else(|| header_value(stderr, "model:")),
-        usage,
-        // Codex reports tokens, never a cost.
-        cost_usd: None,
-    })
-}
-
-/// aider's output: its banner, the answer, `Applied edit to FILE` for each edit made, and a
-/// `Tokens: N sent, M received` line. In a worktree, an edit it could not apply (the model's
-/// reply did not match the file or its edit format) fails the call.
-fn read_aider(stdout: &str, stderr: &str, editing: bool) -> Result<Parsed, String> {
-    const REFUSED: [&str; 4] = [
-        "did not conform to the edit format",
-        "Unable to apply",
-        "Did not apply edit",
-        "failed to apply",
-    ];
-    if editing
-        && let Some(l) = stdout
-            .lines()
-            .chain(stderr.lines())
-            .find(|l| REFUSED.iter().any(|r| l.contains(r)))
-    {
-        return Err(format!("aider could not make its edit: {}", one_line(l)));
-    }
-    let usage = stdout.lines().rev().find_map(aider_tokens);
-    let cost_usd = stdout.lines().rev().find_map(aider_cost);
-    Ok(Parsed {
-        text: aider_answer(stdout),
-        model: aider_model(stdout).or_else(|| aider_model(stderr)),
-        usage,
-        cost_usd,
-    })
-}
-
-/// The session cost of aider's `Tokens: ... Cost: $0.01 message, $0.02 session.` (printed
-/// only when it knows a price for the model).
-fn aider_cost(line: &str) -> Option<f64> {
-    let rest = line.trim().strip_prefix("Tokens:")?;
-    let cost = &rest[rest.find("Cost:")? + "Cost:".len()..];
-    let session = cost
-        .split(',')
-        .find(|p| p.trim().trim_end_matches('.').ends_with("session"))?;
-    session
-        .trim()
-        .trim_end_matches('.')
-        .trim_end_matches("session")
-        .trim()
-        .trim_start_matches('$')
-        .replace(',', "")
-        .parse::<f64>()
-        .ok()
-}
-
-/// aider's `Tokens: 2.1k sent, 36 received.` (with a cost after it when it knows one).
-fn aider_tokens(line: &str) -> Option<Usage> {
-    let rest = line.trim().strip_prefix("Tokens:")?;
-    let mut parts = rest.split(',');
-    let count = |s: &str, word: &str| -> Option<u64> {
-        let n = s.trim().strip_suffix(word)?.trim().trim_end_matches('.');
-        let (num, mult) = match n.strip_suffix('k') {
-            Some(k) => (k, 1000.0),
-            None => (n, 1.0),
-        };
-        num.replace(',', "")
-            .parse::<f64>()
-            .ok()
-            .map(|f| (f * mult).round() as u64)
-    };
-    let sent = count(parts.next()?, "sent")?;
-    let received = count(parts.next()?.split('.').next()?, "received")?;
-    Some(Usage {
-        estimated: false,
-        truncated: false,
-        over_reservation: None,
-        input_tokens: sent,
-        output_tokens: received,
-    })
-}
-
-fn one_line(s: &str) -> String {
-    let s: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    s.chars().take(200).collect()
-}
-
-/// The value of the first `KEY VALUE` line (Codex's header: `model: gpt-5-codex`).
-fn header_value(text: &str, key: &str) -> Option<String> {
-    text.lines()
-        .filter_map(|l| l.trim().strip_prefix(key))
-        .map(|v| v.trim().to_string())
-        .find(|v| !v.is_empty())
-}
-
-/// aider's output without the banner it prints first (version, models, repository, repo map).
-fn aider_answer(stdout: &str) -> String {
-    const BANNER: [&str; 6] = [
-        "Aider v",
-        "Main model:",
-        "Model:",
-        "Weak model:",
-        "Git repo:",
-        "Repo-map:",
-    ];
-    let mut lines = stdout.lines().peekable();
-    while let Some(l) = lines.peek() {
-        let t = l.trim();
-        if t.is_empty() || BANNER.iter().any(|b| t.starts_with(b)) {
-            lines.next();
-        } else {
-            break;
-        }
-    }
-    lines.collect::<Vec<_>>().join("\n").trim().to_string()
-}
-
-/// aider's `Model: NAME with FORMAT edit format` (`Main model:` in newer versions).
-fn aider_model(text: &str) -> Option<String> {
-    text.lines().find_map(|l| {
-        let l = l.trim();
-        let rest = l
-            .strip_prefix("Main model:")
-            .or_else(|| l.strip_prefix("Model:"))?;
-        rest.split_whitespace().next().map(str::to_string)
-    })
-}
-
 /// A preset as an executor.
 #[derive(Debug, Clone)]
 pub(crate) struct PresetExecutor {
@@ -647,7 +350,7 @@ pub(crate) struct PresetExecutor {
     egress: bool,
     /// The seat's prices and output cap (`price_in_per_mtok`, `price_out_per_mtok`,
     /// `max_tokens`): the forwarder prices each answer's usage at them.
-    metering: crate::exec::config::Metering,
+    metering: super::Metering,
 }
 
 impl PresetExecutor {
@@ -678,14 +381,58 @@ impl PresetExecutor {
             describe: format!("{}: {line}", preset.name()),
             env,
             egress: true,
-            metering: crate::exec::config::Metering::default(),
+            metering: super::Metering::default(),
         }
     }
 
     /// The same preset priced and capped as `metering` says (the seat's configuration).
-    pub(crate) fn with_metering(mut self, metering: crate::exec::config::Metering) -> Self {
+    pub(crate) fn with_metering(mut self, metering: super::Metering) -> Self {
         self.metering = metering;
         self
+    }
+}
+
+/// Codex's provider URL (it ignores `OPENAI_BASE_URL` itself): the metered endpoint when the
+/// call is confined (the last such variable set for it), else the one the user's environment
+/// names.
+fn codex_base_url(set: &[(String, String)]) -> Option<String> {
+    set.iter()
+        .rev()
+        .find(|(k, _)| k == "OPENAI_BASE_URL")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
+        .filter(|u| !u.is_empty())
+}
+
+/// Stops a call's egress and notes on the thread what it saw (for the task's record) and what
+/// its forwarder counted (for the spend).
+fn finish_egress(
+    egress: Option<egress::Egress>,
+) -> (Option<egress::Seen>, Option<command::Metered>) {
+    let seen = egress.map(egress::Egress::finish);
+    let metered = seen.as_ref().map(egress::Seen::metered);
+    if let Some(s) = &seen {
+        command::note_egress_seen(s.payload());
+    }
+    if let Some(m) = metered {
+        command::note_metered(m);
+    }
+    (seen, metered)
+}
+
+/// Keeps what the CLI said it spent beside what the forwarder counted (aider's tokens are its
+/// own tokenizer's, and Claude Code prices a model it does not know at a default rate).
+fn note_reported(parsed: &Parsed) {
+    let mut reported = serde_json::Map::new();
+    if let Some(u) = &parsed.usage {
+        reported.insert("prompt_tokens".into(), u.input_tokens.into());
+        reported.insert("completion_tokens".into(), u.output_tokens.into());
+    }
+    if let Some(c) = parsed.cost_usd {
+        reported.insert("cost_usd".into(), c.into());
+    }
+    if !reported.is_empty() {
+        command::note_agent_reported(serde_json::Value::Object(reported));
     }
 }
 
@@ -745,6 +492,27 @@ impl PresetExecutor {
     }
 }
 
+impl PresetExecutor {
+    /// The error of a call the metering forwarder stopped at a ceiling.
+    fn stopped_at(&self, hit: &crate::egress::CeilingHit) -> ExecError {
+        let spent = match hit.cost_usd {
+            Some(c) if hit.ceiling == "cost_usd" => {
+                format!("${c:.6} spent of ${:.6}", hit.max_cost_usd.unwrap_or(0.0))
+            }
+            _ => format!(
+                "{} tokens used of {}",
+                hit.used_tokens,
+                hit.max_tokens.unwrap_or(0)
+            ),
+        };
+        ExecError::Ceiling(format!(
+            "{} was stopped by the metering forwarder at its {} ceiling ({spent}; the totals pass it by at most the model turn in flight when it was reached)",
+            self.preset.name(),
+            hit.ceiling,
+        ))
+    }
+}
+
 impl Executor for PresetExecutor {
     fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
         let dir = command::workdir();
@@ -775,16 +543,7 @@ impl Executor for PresetExecutor {
         if let Some(e) = &egress {
             set.extend(e.vars.iter().cloned());
         }
-        // Codex's provider (it ignores OPENAI_BASE_URL itself): the metered endpoint when
-        // confined, else the one the user's environment names.
-        let base_url = set
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "OPENAI_BASE_URL")
-            .map(|(_, v)| v.clone())
-            .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
-            .filter(|u| !u.is_empty());
-        argv.extend(self.preset.provider_args(base_url.as_deref()));
+        argv.extend(self.preset.provider_args(codex_base_url(&set).as_deref()));
         let listens = egress
             .as_ref()
             .map(|e| e.listens.clone())
@@ -801,30 +560,9 @@ impl Executor for PresetExecutor {
         if let Some(s) = &state {
             s.write_back();
         }
-        let seen = egress.map(egress::Egress::finish);
-        let metered = seen.as_ref().map(egress::Seen::metered);
-        if let Some(s) = &seen {
-            command::note_egress_seen(s.payload());
-        }
-        if let Some(m) = metered {
-            command::note_metered(m);
-        }
-        if let Some(hit) = seen.as_ref().and_then(|s| s.hit.clone()) {
-            let spent = match hit.cost_usd {
-                Some(c) if hit.ceiling == "cost_usd" => {
-                    format!("${c:.6} spent of ${:.6}", hit.max_cost_usd.unwrap_or(0.0))
-                }
-                _ => format!(
-                    "{} tokens used of {}",
-                    hit.used_tokens,
-                    hit.max_tokens.unwrap_or(0)
-                ),
-            };
-            return Err(ExecError::Ceiling(format!(
-                "{} was stopped by the metering forwarder at its {} ceiling ({spent}; the totals pass it by at most the model turn in flight when it was reached)",
-                self.preset.name(),
-                hit.ceiling,
-            )));
+        let (seen, metered) = finish_egress(egress);
+        if let Some(hit) = seen.as_ref().and_then(|s| s.hit.as_ref()) {
+            return Err(self.stopped_at(hit));
         }
         let ran = ran?;
         let parsed = self
@@ -834,21 +572,9 @@ impl Executor for PresetExecutor {
         // Codex tells only its model of a patch that did not apply; its session log shows it.
         let vars = state.as_ref().map(state::State::vars).unwrap_or_default();
         edits::codex_session_check(&vars, started).map_err(ExecError::Other)?;
-        let model = parsed.model.unwrap_or_else(|| self.model());
-        // What the CLI said it spent is kept beside what the forwarder counted, which is the
-        // count the run goes by when there is one (aider's tokens are its own tokenizer's, and
-        // Claude Code prices a model it does not know at a default rate).
-        let mut reported = serde_json::Map::new();
-        if let Some(u) = parsed.usage {
-            reported.insert("prompt_tokens".into(), u.input_tokens.into());
-            reported.insert("completion_tokens".into(), u.output_tokens.into());
-        }
-        if let Some(c) = parsed.cost_usd {
-            reported.insert("cost_usd".into(), c.into());
-        }
-        if !reported.is_empty() {
-            command::note_agent_reported(serde_json::Value::Object(reported));
-        }
+        let model = parsed.model.clone().unwrap_or_else(|| self.model());
+        note_reported(&parsed);
+        // The forwarder's count is the one the run goes by when there is one.
         let usage = match metered {
             Some(m) if m.seen => Some(Usage {
                 input_tokens: m.input_tokens,
@@ -873,7 +599,7 @@ impl Executor for PresetExecutor {
             .unwrap_or_else(|| self.preset.program().to_string())
     }
 
-    fn metering(&self) -> crate::exec::config::Metering {
+    fn metering(&self) -> super::Metering {
         self.metering
     }
 
