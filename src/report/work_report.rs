@@ -137,28 +137,10 @@ impl WorkFold {
                     }
                 }
                 let seen = (e.seq, commit, files, truthy(field(b, "truncated")));
-                if field(b, "attempt").is_some() {
-                    let n = count(field(b, "attempt"));
-                    self.attempts.push(((id.clone(), n), seen.clone()));
-                }
+                keep_attempt(&mut self.attempts, &id, b, &seen);
                 t.change = Some(seen);
             }
-            kind::ATTEMPT_CHOICE => {
-                let chosen = count(field(b, "chosen"));
-                let kept = self
-                    .attempts
-                    .iter()
-                    .find(|(k, _)| k.0 == id && k.1 == chosen);
-                if let Some((_, seen)) = kept {
-                    t.change = Some(seen.clone());
-                }
-                let at = |k: &str| field(b, k).cloned().unwrap_or(Value::Null);
-                t.attempts = Some(obj([
-                    ("attempts", at("attempts")),
-                    ("chosen", at("chosen")),
-                    ("rule", at("rule")),
-                ]));
-            }
+            kind::ATTEMPT_CHOICE => take_choice(&self.attempts, t, b),
             kind::CHECK if field(b, "ok") == Some(&Value::Bool(true)) => {
                 self.w.checks_passed += 1;
                 t.checks_passed += 1;
@@ -194,6 +176,35 @@ impl WorkFold {
         }
         Some(w)
     }
+}
+
+/// Keeps the change `seen` of task `id` by its attempt, when its body `b` names one.
+fn keep_attempt(
+    attempts: &mut Vec<((String, u64), ChangeSeen)>,
+    id: &str,
+    b: Option<&Value>,
+    seen: &ChangeSeen,
+) {
+    if field(b, "attempt").is_some() {
+        let n = count(field(b, "attempt"));
+        attempts.push(((id.to_string(), n), seen.clone()));
+    }
+}
+
+/// Makes the chosen attempt's change (among `attempts`) task `t`'s, and keeps the
+/// `attempt_choice` body `b`'s attempts, choice and rule.
+fn take_choice(attempts: &[((String, u64), ChangeSeen)], t: &mut TaskWork, b: Option<&Value>) {
+    let chosen = count(field(b, "chosen"));
+    let kept = attempts.iter().find(|(k, _)| k.0 == t.id && k.1 == chosen);
+    if let Some((_, seen)) = kept {
+        t.change = Some(seen.clone());
+    }
+    let at = |k: &str| field(b, k).cloned().unwrap_or(Value::Null);
+    t.attempts = Some(obj([
+        ("attempts", at("attempts")),
+        ("chosen", at("chosen")),
+        ("rule", at("rule")),
+    ]));
 }
 
 impl TaskWork {

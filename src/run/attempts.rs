@@ -26,8 +26,8 @@ use crate::spend::{Amount, Reported, Reservation, prompt_tokens_upper_bound, usd
 use super::engine::{Done, Run, usage_of, with_usage};
 use super::schemas::{SHIP_DECISIONS, parse_ship};
 use super::ship::Decision;
-use super::work_state::{TaskWork, WorkRun};
-use super::workbench::{Change, Keep, WorkError};
+use super::work_state::{AttemptWork, TaskWork, WorkRun};
+use super::workbench::{Keep, WorkError};
 use super::{Event, RunError, lock};
 
 pub(crate) use crate::exec::config::MAX_ATTEMPTS;
@@ -35,48 +35,9 @@ pub(crate) use crate::exec::config::MAX_ATTEMPTS;
 /// The bytes of each attempt's diff the pre-ship gate is shown.
 const GATE_DIFF_CAP: usize = 16 * 1024;
 
-/// What one attempt left: its result, change and checks, and what it cost.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct AttemptWork {
-    /// Its number, from 1.
-    pub(super) n: u32,
-    /// The seq of its `result` entry.
-    pub(super) result_seq: u64,
-    /// The worker's answer.
-    pub(super) output: String,
-    /// Its change, when the worker answered and the change was committed.
-    pub(super) change: Option<Change>,
-    /// The seq of its `change` entry.
-    pub(super) change_seq: Option<u64>,
-    /// Its checks: (command, passed).
-    pub(super) checks: Vec<(String, bool)>,
-    /// The failing ones: (command, output tail).
-    pub(super) failed: Vec<(String, String)>,
-    /// The last entry it wrote.
-    pub(super) last_seq: u64,
-    /// Tokens its worker's calls counted.
-    pub(super) tokens: u64,
-    /// Their cost in dollars, when priced.
-    pub(super) cost_usd: Option<f64>,
-}
-
+/// How the choice and the `attempt_choice` entry see an attempt (the attempt itself is
+/// [`AttemptWork`], in `work_state.rs`).
 impl AttemptWork {
-    /// Lines added plus lines removed.
-    pub(super) fn diff_lines(&self) -> u64 {
-        self.change
-            .as_ref()
-            .map_or(0, |c| c.files.iter().map(|f| f.added + f.removed).sum())
-    }
-
-    /// Whether it may be chosen: a committed change, every check passed, no link that leads
-    /// out of the worktree.
-    pub(super) fn passed(&self) -> bool {
-        self.change
-            .as_ref()
-            .is_some_and(|c| c.commit.is_some() && c.links_out.is_empty())
-            && self.checks.iter().all(|(_, ok)| *ok)
-    }
-
     fn candidate(&self) -> Candidate {
         Candidate {
             attempt: self.n,
@@ -314,55 +275,16 @@ impl Run<'_, '_> {
             if n > 1 && self.over_budget() {
                 break;
             }
-            let mut tw = w.get(&task.id);
-            tw.attempt = Some(n);
-            tw.change = None;
-            tw.change_seq = None;
-            tw.checks.clear();
-            tw.failed.clear();
-            tw.last_seq = task_entry.seq;
-            w.set(&task.id, tw);
-            // `[work] attempts = ["SLOT", ...]`: this attempt runs on that slot's executor.
-            let on = match w.attempt_slots.get(n as usize - 1) {
-                Some(slot) => match self.env.seats.slot(slot.as_str()) {
-                    Some(e) => e,
-                    None => {
-                        let why = format!(
-                            "[work] attempts names the slot {slot} for attempt {n}, which has no executor: configure it or name another slot"
-                        );
-                        let done =
-                            self.attempt_without_worker(w, task, exec.as_ref(), task_entry, &why)?;
-                        rows.push(AttemptWork {
-                            n,
-                            result_seq: done.seq,
-                            output: done.output.clone(),
-                            last_seq: done.seq,
-                            ..AttemptWork::default()
-                        });
-                        last = Some(done);
-                        continue;
-                    }
-                },
-                None => exec.clone(),
-            };
-            let opened = w.in_turn(|| w.bench.open_task(name, upstream));
-            let prompt = format!("{instruction}{}", attempt_note(n, of));
-            let done = self.work_attempt(w, task, &on, &prompt, task_entry, opened)?;
-            w.close_tree(&task.id);
-            let tw = w.get(&task.id);
-            let (tokens, cost_usd) = self.usage_at(done.seq);
-            rows.push(AttemptWork {
-                n,
-                result_seq: done.seq,
-                output: done.output.clone(),
-                change: tw.change.clone(),
-                change_seq: tw.change_seq,
-                checks: tw.checks.clone(),
-                failed: tw.failed.clone(),
-                last_seq: tw.last_seq.max(done.seq),
-                tokens,
-                cost_usd,
-            });
+            let (row, done) = self.one_attempt(
+                w,
+                task,
+                exec,
+                instruction,
+                task_entry,
+                (name, upstream),
+                (n, of),
+            )?;
+            rows.push(row);
             last = Some(done);
         }
         for r in held {
@@ -396,6 +318,71 @@ impl Run<'_, '_> {
         };
         w.set(&task.id, tw);
         Ok(done)
+    }
+
+    /// Runs attempt `n` of `of` of `task` in a fresh worktree (named and started as `tree`
+    /// says), on the slot `[work] attempts` names for it or else on `exec`, and returns what
+    /// it left with its result. An attempt whose slot has no executor is witnessed as failed.
+    #[allow(clippy::too_many_arguments)]
+    fn one_attempt(
+        &self,
+        w: &WorkRun,
+        task: &Task,
+        exec: &Arc<dyn Executor>,
+        instruction: &str,
+        task_entry: &Entry,
+        (name, upstream): (&str, &[String]),
+        (n, of): (u32, u32),
+    ) -> Result<(AttemptWork, Done), RunError> {
+        let mut tw = w.get(&task.id);
+        tw.attempt = Some(n);
+        tw.change = None;
+        tw.change_seq = None;
+        tw.checks.clear();
+        tw.failed.clear();
+        tw.last_seq = task_entry.seq;
+        w.set(&task.id, tw);
+        // `[work] attempts = ["SLOT", ...]`: this attempt runs on that slot's executor.
+        let on = match w.attempt_slots.get(n as usize - 1) {
+            Some(slot) => match self.env.seats.slot(slot.as_str()) {
+                Some(e) => e,
+                None => {
+                    let why = format!(
+                        "[work] attempts names the slot {slot} for attempt {n}, which has no executor: configure it or name another slot"
+                    );
+                    let done =
+                        self.attempt_without_worker(w, task, exec.as_ref(), task_entry, &why)?;
+                    let row = AttemptWork {
+                        n,
+                        result_seq: done.seq,
+                        output: done.output.clone(),
+                        last_seq: done.seq,
+                        ..AttemptWork::default()
+                    };
+                    return Ok((row, done));
+                }
+            },
+            None => exec.clone(),
+        };
+        let opened = w.in_turn(|| w.bench.open_task(name, upstream));
+        let prompt = format!("{instruction}{}", attempt_note(n, of));
+        let done = self.work_attempt(w, task, &on, &prompt, task_entry, opened)?;
+        w.close_tree(&task.id);
+        let tw = w.get(&task.id);
+        let (tokens, cost_usd) = self.usage_at(done.seq);
+        let row = AttemptWork {
+            n,
+            result_seq: done.seq,
+            output: done.output.clone(),
+            change: tw.change.clone(),
+            change_seq: tw.change_seq,
+            checks: tw.checks.clone(),
+            failed: tw.failed.clone(),
+            last_seq: tw.last_seq.max(done.seq),
+            tokens,
+            cost_usd,
+        };
+        Ok((row, done))
     }
 
     /// Under a spend ceiling, reserves the worst case of each attempt's first call before any
@@ -521,59 +508,9 @@ impl Run<'_, '_> {
     /// task's change (kept under refs/forum/work, to be integrated).
     pub(super) fn ship_attempts(&self, w: &WorkRun, t: &Task) -> Result<Decision, RunError> {
         let tw = w.get(&t.id);
-        let passing: Vec<&AttemptWork> = tw.attempts.iter().filter(|a| a.passed()).collect();
-        let numbers: Vec<u32> = passing.iter().map(|a| a.n).collect();
-        let light = w.verification.is_some_and(|v| !v.gate_every_change);
-        let candidates: Vec<Candidate> = tw.attempts.iter().map(AttemptWork::candidate).collect();
-        let by_rule = choose(&candidates);
-        let (gate, picked): (Decision, Option<(u32, Rule)>) = if light {
-            let d = Decision {
-                decision: "skipped".into(),
-                reason: "light verification: the pre-ship gate was not asked".into(),
-                model: None,
-                error: None,
-                usage: None,
-            };
-            (d, by_rule)
-        } else if self.over_budget() {
-            let d = Decision {
-                decision: "undetermined".into(),
-                reason: "budget exceeded before the attempts could be reviewed".into(),
-                model: None,
-                error: Some("budget".into()),
-                usage: None,
-            };
-            (d, by_rule)
-        } else {
-            let (d, n) = self.ask_attempts_gate(t, &passing, &numbers);
-            match (d.decision.as_str(), n) {
-                ("merge", Some(n)) => (d, Some((n, Rule::Gate))),
-                ("block" | "escalate", _) => (d, None),
-                _ => (d, by_rule),
-            }
-        };
+        let (gate, picked) = self.attempts_gate_or_rule(w, t, &tw.attempts);
         let chosen = picked.and_then(|(n, _)| tw.attempts.iter().find(|a| a.n == n));
-        let (rule, reason) = match (picked, chosen) {
-            (Some((_, Rule::Gate)), Some(_)) => (Rule::Gate, gate.reason.clone()),
-            (Some((n, rule)), Some(_)) => {
-                let why = match rule {
-                    Rule::SmallestDiff => "the smallest diff of the passing attempts",
-                    Rule::Cheapest => "the cheapest of the passing attempts with the smallest diff",
-                    _ => "the first of the passing attempts alike in diff and cost",
-                };
-                (
-                    rule,
-                    format!("attempt {n}: {why} (the gate: {})", gate.decision),
-                )
-            }
-            _ => (
-                Rule::Gate,
-                format!(
-                    "the gate chose no attempt ({}): {}",
-                    gate.decision, gate.reason
-                ),
-            ),
-        };
+        let (rule, reason) = choice_reason(picked.filter(|_| chosen.is_some()), &gate);
         let mut gate_record = json!({
             "decision": gate.decision,
             "reason": gate.reason,
@@ -644,6 +581,48 @@ impl Run<'_, '_> {
         })
     }
 
+    /// Who picks among `attempts` of `t`, and which: the pre-ship gate when it is asked and
+    /// answers merge with an attempt (block or escalate pick none), else [`choose`]'s rule
+    /// (light verification, out of budget, or an undetermined gate).
+    fn attempts_gate_or_rule(
+        &self,
+        w: &WorkRun,
+        t: &Task,
+        attempts: &[AttemptWork],
+    ) -> (Decision, Option<(u32, Rule)>) {
+        let passing: Vec<&AttemptWork> = attempts.iter().filter(|a| a.passed()).collect();
+        let numbers: Vec<u32> = passing.iter().map(|a| a.n).collect();
+        let light = w.verification.is_some_and(|v| !v.gate_every_change);
+        let candidates: Vec<Candidate> = attempts.iter().map(AttemptWork::candidate).collect();
+        let by_rule = choose(&candidates);
+        if light {
+            let d = Decision {
+                decision: "skipped".into(),
+                reason: "light verification: the pre-ship gate was not asked".into(),
+                model: None,
+                error: None,
+                usage: None,
+            };
+            (d, by_rule)
+        } else if self.over_budget() {
+            let d = Decision {
+                decision: "undetermined".into(),
+                reason: "budget exceeded before the attempts could be reviewed".into(),
+                model: None,
+                error: Some("budget".into()),
+                usage: None,
+            };
+            (d, by_rule)
+        } else {
+            let (d, n) = self.ask_attempts_gate(t, &passing, &numbers);
+            match (d.decision.as_str(), n) {
+                ("merge", Some(n)) => (d, Some((n, Rule::Gate))),
+                ("block" | "escalate", _) => (d, None),
+                _ => (d, by_rule),
+            }
+        }
+    }
+
     /// Asks the orchestrator seat which passing attempt ships; a failed call or an unusable
     /// answer is undetermined.
     fn ask_attempts_gate(
@@ -701,6 +680,32 @@ impl Run<'_, '_> {
                 None,
             ),
         }
+    }
+}
+
+/// The rule that chose and why, for the `attempt_choice` and `ship` entries: `picked` is the
+/// attempt chosen (and by what), `None` when none was.
+fn choice_reason(picked: Option<(u32, Rule)>, gate: &Decision) -> (Rule, String) {
+    match picked {
+        Some((_, Rule::Gate)) => (Rule::Gate, gate.reason.clone()),
+        Some((n, rule)) => {
+            let why = match rule {
+                Rule::SmallestDiff => "the smallest diff of the passing attempts",
+                Rule::Cheapest => "the cheapest of the passing attempts with the smallest diff",
+                _ => "the first of the passing attempts alike in diff and cost",
+            };
+            (
+                rule,
+                format!("attempt {n}: {why} (the gate: {})", gate.decision),
+            )
+        }
+        None => (
+            Rule::Gate,
+            format!(
+                "the gate chose no attempt ({}): {}",
+                gate.decision, gate.reason
+            ),
+        ),
     }
 }
 

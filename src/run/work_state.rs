@@ -132,7 +132,50 @@ pub(super) struct TaskWork {
     /// The attempt running now, when the task runs several (`--attempts`).
     pub(super) attempt: Option<u32>,
     /// Each attempt's outcome, in order, once they ran.
-    pub(super) attempts: Vec<super::attempts::AttemptWork>,
+    pub(super) attempts: Vec<AttemptWork>,
+}
+
+/// What one attempt left: its result, change and checks, and what it cost.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AttemptWork {
+    /// Its number, from 1.
+    pub(super) n: u32,
+    /// The seq of its `result` entry.
+    pub(super) result_seq: u64,
+    /// The worker's answer.
+    pub(super) output: String,
+    /// Its change, when the worker answered and the change was committed.
+    pub(super) change: Option<Change>,
+    /// The seq of its `change` entry.
+    pub(super) change_seq: Option<u64>,
+    /// Its checks: (command, passed).
+    pub(super) checks: Vec<(String, bool)>,
+    /// The failing ones: (command, output tail).
+    pub(super) failed: Vec<(String, String)>,
+    /// The last entry it wrote.
+    pub(super) last_seq: u64,
+    /// Tokens its worker's calls counted.
+    pub(super) tokens: u64,
+    /// Their cost in dollars, when priced.
+    pub(super) cost_usd: Option<f64>,
+}
+
+impl AttemptWork {
+    /// Lines added plus lines removed.
+    pub(super) fn diff_lines(&self) -> u64 {
+        self.change
+            .as_ref()
+            .map_or(0, |c| c.files.iter().map(|f| f.added + f.removed).sum())
+    }
+
+    /// Whether it may be chosen: a committed change, every check passed, no link that leads
+    /// out of the worktree.
+    pub(super) fn passed(&self) -> bool {
+        self.change
+            .as_ref()
+            .is_some_and(|c| c.commit.is_some() && c.links_out.is_empty())
+            && self.checks.iter().all(|(_, ok)| *ok)
+    }
 }
 
 impl TaskWork {
