@@ -516,7 +516,7 @@ mod tests {
                 "max_cost_usd",
                 "sandbox",
             ],
-            &["sandbox_net"],
+            &["sandbox_net", "sandbox_allow_host"],
         ]
         .concat();
         assert_eq!(spec::<runs::Submit>().names(), submit);
