@@ -247,16 +247,16 @@ impl Ctx {
 
     /// Opens a ledger that must exist, for reading (a fetched copy too).
     pub(crate) fn existing_store(&self) -> Result<GitStore, CliError> {
-        let s = self.reader()?;
-        if !s.exists()? {
-            return Err(StoreError::NoLedger(self.ledger.clone()).into());
-        }
-        Ok(s)
+        self.existing(self.reader()?)
     }
 
     /// Opens a ledger of this repository that must exist, for writing.
     pub(crate) fn existing_writer(&self) -> Result<GitStore, CliError> {
-        let s = self.store()?;
+        self.existing(self.store()?)
+    }
+
+    /// `s`, or the error naming the ledger when it does not exist yet.
+    fn existing(&self, s: GitStore) -> Result<GitStore, CliError> {
         if !s.exists()? {
             return Err(StoreError::NoLedger(self.ledger.clone()).into());
         }

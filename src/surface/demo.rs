@@ -59,13 +59,17 @@ pub(crate) struct Demo {
     pub(crate) diff: String,
 }
 
+/// Who the demo's own commits (and the run's merges) are by, whatever the user's git config.
+const AUTHOR: [(&str, &str); 4] = [
+    ("GIT_AUTHOR_NAME", "git forum demo"),
+    ("GIT_AUTHOR_EMAIL", "demo@git-forum.invalid"),
+    ("GIT_COMMITTER_NAME", "git forum demo"),
+    ("GIT_COMMITTER_EMAIL", "demo@git-forum.invalid"),
+];
+
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
     let mut cmd = crate::gitproc::in_dir(dir);
-    cmd.args(args)
-        .env("GIT_AUTHOR_NAME", "git forum demo")
-        .env("GIT_AUTHOR_EMAIL", "demo@git-forum.invalid")
-        .env("GIT_COMMITTER_NAME", "git forum demo")
-        .env("GIT_COMMITTER_EMAIL", "demo@git-forum.invalid");
+    cmd.args(args).envs(AUTHOR);
     let out = crate::gitproc::output(cmd, None, 16 << 20)
         .map_err(|e| Error::unavailable(format!("demo: {e}")))?;
     if !out.status.success() {
@@ -128,10 +132,7 @@ pub(crate) fn run(root: &Path, progress: bool) -> Result<Demo> {
         .args(["--check", "sh test.sh"])
         .arg("make the failing test pass")
         .env_remove("GIT_FORUM_LEDGER")
-        .env("GIT_AUTHOR_NAME", "git forum demo")
-        .env("GIT_AUTHOR_EMAIL", "demo@git-forum.invalid")
-        .env("GIT_COMMITTER_NAME", "git forum demo")
-        .env("GIT_COMMITTER_EMAIL", "demo@git-forum.invalid")
+        .envs(AUTHOR)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(if progress {

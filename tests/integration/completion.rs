@@ -53,18 +53,25 @@ printf '%s\n' "${{COMPREPLY[@]}}"
 "#,
         file = file.display()
     );
-    let o = Command::new("bash")
-        .args(["--noprofile", "--norc", "-c", &probe])
+    let mut bash = Command::new("bash");
+    bash.args(["--noprofile", "--norc", "-c", &probe]);
+    run_shell(repo, bash)
+        .lines()
+        .map(|l| l.trim_end().to_string())
+        .collect()
+}
+
+/// Runs `shell` in the repository with the built binary first on `PATH` and the repository's
+/// home folder as `HOME`; what it printed, once it succeeded.
+fn run_shell(repo: &Repo, mut shell: Command) -> String {
+    let o = shell
         .env("PATH", path_with_binary())
         .env("HOME", repo.dir.path())
         .current_dir(repo.path())
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| l.trim_end().to_string())
-        .collect()
+    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn zsh(repo: &Repo, line: &str) -> Vec<String> {
@@ -73,36 +80,21 @@ fn zsh(repo: &Repo, line: &str) -> Vec<String> {
     std::fs::write(dir.join("_git-forum"), script(repo, "zsh")).unwrap();
     let harness =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration/data/zsh-complete.zsh");
-    let o = Command::new("timeout")
-        .args(["-k", "5", "30", "zsh", "-f"])
+    let mut zsh = Command::new("timeout");
+    zsh.args(["-k", "5", "30", "zsh", "-f"])
         .arg(&harness)
         .env("DIR", &dir)
-        .env("WORDS", line)
-        .env("PATH", path_with_binary())
-        .env("HOME", repo.dir.path())
-        .current_dir(repo.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
+        .env("WORDS", line);
+    run_shell(repo, zsh).lines().map(str::to_string).collect()
 }
 
 fn fish(repo: &Repo, line: &str) -> Vec<String> {
     let file = repo.dir.path().join("git-forum.fish");
     std::fs::write(&file, script(repo, "fish")).unwrap();
-    let o = Command::new("fish")
-        .args(["--no-config", "-c"])
-        .arg(format!("source '{}'; complete -C '{line}'", file.display()))
-        .env("PATH", path_with_binary())
-        .env("HOME", repo.dir.path())
-        .current_dir(repo.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout)
+    let mut fish = Command::new("fish");
+    fish.args(["--no-config", "-c"])
+        .arg(format!("source '{}'; complete -C '{line}'", file.display()));
+    run_shell(repo, fish)
         .lines()
         .map(|l| l.split('\t').next().unwrap().to_string())
         .collect()

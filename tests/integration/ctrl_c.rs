@@ -41,6 +41,21 @@ fn ctrl_c(pgid: u32) {
     rustix::process::kill_process_group(pg, rustix::process::Signal::INT).unwrap();
 }
 
+/// Waits for the interrupted submit to exit; its status and what it printed on stderr.
+fn exited(mut child: Guarded) -> (std::process::ExitStatus, String) {
+    let mut status = None;
+    poll(
+        || {
+            status = child.0.try_wait().unwrap();
+            status.is_some()
+        },
+        "the interrupted submit did not exit",
+    );
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (status.unwrap(), err)
+}
+
 fn leftovers(repo: &Repo) -> Vec<String> {
     let mut left = Vec::new();
     let forum = repo.git_dir().join("forum");
@@ -121,18 +136,7 @@ fn interrupt_and_resume(spelling: Spelling) {
         let pid = rustix::process::Pid::from_child(&child.0);
         rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     }
-    let mut child = child;
-    let mut status = None;
-    poll(
-        || {
-            status = child.0.try_wait().unwrap();
-            status.is_some()
-        },
-        "the interrupted submit did not exit",
-    );
-    let status = status.unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let (status, err) = exited(child);
     match spelling {
         Spelling::Direct => assert_eq!(status.code(), Some(5), "{status:?} {err}"),
         // git waits for its child, then dies of the SIGINT it got itself: 130 in a shell.
@@ -201,19 +205,9 @@ fn ctrl_c_while_a_model_over_http_is_thinking_halts_the_run_at_once() {
     let (_held, _) = silent.accept().unwrap();
     let sent = std::time::Instant::now();
     ctrl_c(child.0.id());
-    let mut child = child;
-    let mut status = None;
-    poll(
-        || {
-            status = child.0.try_wait().unwrap();
-            status.is_some()
-        },
-        "the interrupted submit did not exit",
-    );
+    let (status, err) = exited(child);
     let waited = sent.elapsed();
-    let mut err = String::new();
-    std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert_eq!(status.unwrap().code(), Some(5), "{err}");
+    assert_eq!(status.code(), Some(5), "{err}");
     // Not a timed assertion of speed: the grace before a forced exit is 10 s, and a halt that
     // waited for the model would have taken that path (exit 130, no `halted` entry).
     eprintln!("halted {waited:?} after Ctrl-C");

@@ -6,7 +6,7 @@
 
 use serde_json::Value as J;
 
-use crate::common::{Repo, init_flags, on_each_kind, one_line_error};
+use crate::common::{FORMATS, Repo, init_flags, one_line_error};
 
 const PLAN: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":[]}]}"#;
 
@@ -40,20 +40,10 @@ fn pushed_run(a: &Repo, kind: &str) -> (tempfile::TempDir, String) {
     (bare, url)
 }
 
-fn kind_of(repo: &Repo) -> &'static str {
-    let format = repo.git_ok(&["rev-parse", "--show-object-format"]);
-    let refs = repo.git_ok(&["rev-parse", "--show-ref-format"]);
-    match (format.trim(), refs.trim()) {
-        (_, "reftable") => "reftable",
-        ("sha256", _) => "sha256",
-        _ => "sha1",
-    }
-}
-
 #[test]
 fn every_reader_reads_a_fetched_copy_as_remote_colon_name() {
-    on_each_kind(|a| {
-        let kind = kind_of(a);
+    for kind in FORMATS {
+        let a = &Repo::new(kind);
         let (_bare, url) = pushed_run(a, kind);
         let b = Repo::new(kind);
         b.git_ok(&["remote", "add", "origin", &url]);
@@ -141,5 +131,5 @@ fn every_reader_reads_a_fetched_copy_as_remote_colon_name() {
             &o,
             "no copy of ledger \"main\" fetched from \"elsewhere\" (refs/forum/remotes/elsewhere/main does not exist); run `git forum fetch elsewhere` first",
         );
-    });
+    }
 }

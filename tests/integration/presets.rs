@@ -227,7 +227,7 @@ fn check_change(repo: &Repo, j: &J) -> String {
 }
 
 /// The task's `result` entry.
-fn task_result(repo: &Repo) -> J {
+pub(crate) fn task_result(repo: &Repo) -> J {
     payloads(repo, "result")
         .into_iter()
         .map(|(_, p)| p)

@@ -10,9 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use serde_json::Value as J;
-
 use crate::common::{Repo, one_line_error};
+use crate::presets::task_result;
 use crate::sandbox::bwrap_works;
 use crate::work_run::{payloads, setup};
 
@@ -137,14 +136,6 @@ fn submit(repo: &Repo, path: &str, flags: &[&str]) -> std::process::Output {
     args.extend_from_slice(flags);
     args.push("make the failing test in calc pass");
     repo.forum().env("PATH", path).args(&args).output().unwrap()
-}
-
-fn task_result(repo: &Repo) -> J {
-    payloads(repo, "result")
-        .into_iter()
-        .map(|(_, p)| p)
-        .find(|p| p["id"] == "T1")
-        .expect("a result for T1")
 }
 
 #[test]

@@ -163,10 +163,8 @@ impl RunOptions {
         if self.allow_cmds.is_empty()
             && let Some(v) = field("allow_cmds")
         {
-            self.allow_cmds = v
-                .as_array()
-                .and_then(|a| a.iter().map(|c| c.as_str().map(str::to_string)).collect())
-                .ok_or_else(|| wrong("allow_cmds", "a list of commands"))?;
+            self.allow_cmds =
+                strings(v).ok_or_else(|| wrong("allow_cmds", "a list of commands"))?;
         }
         if self.max_tool_calls.is_none()
             && let Some(v) = field("max_tool_calls")
@@ -209,29 +207,28 @@ impl RunOptions {
         if self.sandbox_read.is_empty()
             && let Some(v) = field("sandbox_read")
         {
-            self.sandbox_read = v
-                .as_array()
-                .and_then(|a| {
-                    a.iter()
-                        .map(|p| p.as_str().map(std::path::PathBuf::from))
-                        .collect::<Option<Vec<_>>>()
-                })
-                .ok_or_else(|| wrong("sandbox_read", "a list of paths"))?;
+            self.sandbox_read = strings(v)
+                .ok_or_else(|| wrong("sandbox_read", "a list of paths"))?
+                .into_iter()
+                .map(std::path::PathBuf::from)
+                .collect();
         }
         if self.sandbox_allow_host.is_empty()
             && let Some(v) = field("sandbox_allow_host")
         {
-            self.sandbox_allow_host = v
-                .as_array()
-                .and_then(|a| {
-                    a.iter()
-                        .map(|h| h.as_str().map(str::to_string))
-                        .collect::<Option<Vec<_>>>()
-                })
-                .ok_or_else(|| wrong("sandbox_allow_host", "a list of HOST[:PORT]"))?;
+            self.sandbox_allow_host =
+                strings(v).ok_or_else(|| wrong("sandbox_allow_host", "a list of HOST[:PORT]"))?;
         }
         Ok(())
     }
+}
+
+/// A recorded list of strings, or `None` when it is anything else.
+fn strings(v: &J) -> Option<Vec<String>> {
+    v.as_array()?
+        .iter()
+        .map(|s| s.as_str().map(str::to_string))
+        .collect()
 }
 
 #[cfg(test)]
