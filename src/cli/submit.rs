@@ -524,6 +524,17 @@ fn run_failed(e: RunError) -> CliError {
             "{e} (the run is witnessed up to here: `git forum runs` shows it, `git forum resume` tries that stage again)"
         ),
         RunError::Work(_) => e.to_string(),
+        RunError::Start(_) => {
+            let code =
+                surface::run::exit::exit_of_error(&e).map_or(class.exit_code(), |x| x.code());
+            return CliError::new(
+                class,
+                format!(
+                    "{e} (witnessed: `git forum runs` shows it; install the program or pick another seat, then `git forum resume`)"
+                ),
+            )
+            .with_exit(code);
+        }
         RunError::SecretBlocked { witnessed, .. } => format!(
             "{e}: `git forum show {witnessed} --payload` says where; remove the secret from what the workers see (or set [secrets] in .forum/policy.toml), then submit again"
         ),

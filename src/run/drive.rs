@@ -52,6 +52,25 @@ pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFr
     Ok((req.seq, frame))
 }
 
+/// Stops the run `request_seq` before any model call when its worker cannot start
+/// ([`Options::cannot_start`](super::Options)): witnessed as `run_stopped` at stage `start`
+/// with the reason, so the record says why the run did nothing.
+pub(super) fn refuse_start(run: &Run<'_, '_>, request_seq: u64) -> Result<(), RunError> {
+    let Some(why) = &run.opts.cannot_start else {
+        return Ok(());
+    };
+    run.put(
+        "dispatch",
+        kind::RUN_STOPPED,
+        Some(request_seq),
+        json!({"stage": "start", "reason": why}),
+    )?;
+    run.env.progress.event(&Event::Stopped {
+        reason: format!("the worker cannot start: {why}"),
+    });
+    Err(RunError::Start(why.clone()))
+}
+
 /// Runs a new request end to end.
 pub fn submit(
     store: &mut (dyn Storage + Send),
@@ -69,6 +88,7 @@ pub fn submit(
 fn submit_run(run: &Run<'_, '_>, request: &str) -> Result<Outcome, RunError> {
     let (env, opts) = (run.env, run.opts);
     let (request_seq, frame) = open_run(run, request)?;
+    refuse_start(run, request_seq)?;
     let (context, plan_parent) = run.request_context(request, request_seq)?;
     let Some(plan) = run.plan(request, context.as_deref(), request_seq)? else {
         return stopped_on_ceiling(run, request_seq, "plan", &frame, &BTreeMap::new());

@@ -176,6 +176,10 @@ pub struct Options {
     /// The options a resume keeps, as the request records them (`options`: see
     /// `surface::run::recorded`); `None` records none.
     pub options_record: Option<serde_json::Value>,
+    /// Why the run's worker cannot start, found before the run began (its seat's program is
+    /// not installed): the run records its request and stops there with this reason, before
+    /// any model is called, so the record says why; `resume` tries again once it is fixed.
+    pub(crate) cannot_start: Option<String>,
 }
 
 impl std::fmt::Debug for Options {
@@ -198,6 +202,7 @@ impl std::fmt::Debug for Options {
             .field("work", &self.work)
             .field("secrets", &self.secrets)
             .field("runtime_record", &self.runtime_record)
+            .field("cannot_start", &self.cannot_start)
             .field("options_record", &self.options_record)
             .finish()
     }
@@ -300,6 +305,9 @@ pub enum RunError {
     /// Synthesis failed (witnessed as `run_stopped`).
     #[error("synthesis failed: {0}")]
     Synthesis(String),
+    /// The run's worker cannot start (witnessed as `run_stopped` at stage `start`).
+    #[error("the run could not start: {0}")]
+    Start(String),
     /// Nothing to resume, or the run cannot be resumed.
     #[error("{0}")]
     Resume(String),

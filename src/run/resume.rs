@@ -194,6 +194,7 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
             wave,
         });
     }
+    super::drive::refuse_start(run, request_seq)?;
     let (_, frame) = route::route_request(&request, env.roster);
     let (plan, plan_seq, run_seq) = match (&target.plan, target.plan_seq, target.run_seq) {
         (Some(p), Some(seq), Some(run_seq)) => (p.clone(), seq, run_seq),

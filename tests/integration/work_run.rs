@@ -933,3 +933,80 @@ fn a_worker_that_fails_fails_its_task_and_the_run_exits_10() {
         no_worktrees(repo);
     });
 }
+
+/// A worker seat whose program is not installed: the run records its request and a
+/// `run_stopped` at stage `start` naming the program, calls no model, exits 10 with one line
+/// that says so, and `resume` goes on once the program exists.
+#[test]
+fn a_worker_seat_whose_program_is_missing_is_a_recorded_failed_run_that_resume_continues() {
+    on_each_kind(|repo| {
+        setup(repo);
+        let calls = repo.path().join("calls.txt");
+        let m = model(
+            repo,
+            "model",
+            &plan(&[("T1", "make add in calc.py add")], false),
+            "merge",
+            "    sed -i 's/a - b/a + b/' calc.py; echo 'fixed add'",
+        );
+        // Every model call leaves a line, so "no model was called" is seen, not assumed.
+        let counted = format!("{m}.counted.sh");
+        std::fs::write(
+            &counted,
+            format!(
+                "#!/bin/sh\necho call >> {}\nexec {m} \"$@\"\n",
+                calls.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&counted, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let agent = repo.path().join("agent.sh");
+        std::fs::create_dir_all(repo.path().join(".forum")).unwrap();
+        std::fs::write(
+            repo.path().join(".forum/runtime.toml"),
+            format!(
+                "[runtime.default]\ncmd = \"{counted}\"\n\n[seats]\nworker = {{ cmd = \"{}\" }}\n",
+                agent.display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            repo.path().join(".git/info/exclude"),
+            ".forum/\ncalls.txt\n",
+        )
+        .unwrap();
+        let o = repo
+            .forum()
+            .args([
+                "submit",
+                "--work",
+                "--check",
+                CHECK,
+                "make the failing test in calc pass",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(10), "{o:?}");
+        let missing = format!(
+            "worker seat: program {} does not exist or is not executable",
+            agent.display()
+        );
+        crate::common::one_line_error(&o, &missing);
+        assert!(!calls.exists(), "a model was called");
+        assert_eq!(kinds(repo), ["request", "route_frame", "run_stopped"]);
+        let stopped = &payloads(repo, "run_stopped")[0].1;
+        assert_eq!(stopped["stage"], "start", "{stopped}");
+        assert_eq!(stopped["reason"], missing.as_str(), "{stopped}");
+        let runs = repo.forum_json(&["runs"]);
+        assert_eq!(runs["runs"][0]["state"], "failed", "{runs}");
+        no_worktrees(repo);
+        // Installed: resume plans and does the work.
+        std::fs::copy(&m, &agent).unwrap();
+        let j = repo.forum_json(&["resume"]);
+        assert_eq!(j["exit"]["code"], 0, "{j}");
+        let run = payloads(repo, "request")[0].0;
+        assert_eq!(branch_commits(repo, run).len(), 1);
+        clean(repo);
+    });
+}

@@ -75,6 +75,9 @@ pub(crate) struct Issue {
     pub(crate) place: String,
     /// What is wrong and how to fix it (one line; never a key value).
     pub(crate) problem: String,
+    /// Whether the problem is only that the executor's program cannot be found: a `--work`
+    /// run whose worker seat has just this problem starts, records why, and stops.
+    pub(crate) missing_program: bool,
 }
 
 impl fmt::Display for Issue {
@@ -83,8 +86,9 @@ impl fmt::Display for Issue {
     }
 }
 
-/// Checks one executor: its endpoint against its policy, its key variable, its program.
-pub(crate) fn check_executor(spec: &ExecutorSpec, facts: &dyn Facts) -> Vec<String> {
+/// The problems of executor `spec` other than a missing program: its endpoint against its
+/// policy, and its key variable.
+fn other_problems(spec: &ExecutorSpec, facts: &dyn Facts) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(u) = endpoint_of(spec, facts)
         && let Err(r) = check_endpoint(&u, &spec.policy(), facts)
@@ -98,16 +102,19 @@ pub(crate) fn check_executor(spec: &ExecutorSpec, facts: &dyn Facts) -> Vec<Stri
                 "the key variable {k} is not set: export {k}=<your key> in the shell that runs git forum (only its name is stored)"
             ));
     }
-    if let Some(p) = spec.program()
-        && !facts.program_found(p)
-    {
-        out.push(if p.contains('/') {
+    out
+}
+
+/// Why `spec`'s program cannot be run, if it cannot.
+fn missing_program(spec: &ExecutorSpec, facts: &dyn Facts) -> Option<String> {
+    let p = spec.program()?;
+    (!facts.program_found(p)).then(|| {
+        if p.contains('/') {
             format!("program {p} does not exist or is not executable")
         } else {
             format!("program {p} is not on PATH")
-        });
-    }
-    out
+        }
+    })
 }
 
 /// Every issue that would stop a run with this runtime and roster; empty means ready. Every
@@ -121,6 +128,7 @@ pub(crate) fn issues(rt: &Runtime, roster: &Roster, facts: &dyn Facts) -> Vec<Is
             place: "control roles".into(),
             problem: "no default executor for the control roles (planner, validator, synthesizer); "
                 .to_string() + &Unresolved::NothingConfigured.to_string(),
+            missing_program: false,
         });
         let mut demanded: Vec<Tier> = roster.agents().iter().map(|a| a.model_tier).collect();
         demanded.sort();
@@ -129,6 +137,7 @@ pub(crate) fn issues(rt: &Runtime, roster: &Roster, facts: &dyn Facts) -> Vec<Is
             out.push(Issue {
                 place: t.as_str().into(),
                 problem: format!("no executor for roster tier {t}, and no default to fall back to"),
+                missing_program: false,
             });
         }
         return out;
@@ -137,19 +146,29 @@ pub(crate) fn issues(rt: &Runtime, roster: &Roster, facts: &dyn Facts) -> Vec<Is
         out.push(Issue {
             place: "control roles".into(),
             problem: u.to_string(),
+            missing_program: false,
         });
     }
     if let Some(Err(u)) = rt.seat("worker", &rt.seats.worker) {
         out.push(Issue {
             place: "worker seat".into(),
             problem: u.to_string(),
+            missing_program: false,
         });
     }
     for (place, spec) in rt.in_use() {
-        for problem in check_executor(&spec, facts) {
+        for problem in other_problems(&spec, facts) {
             out.push(Issue {
                 place: place.clone(),
                 problem,
+                missing_program: false,
+            });
+        }
+        if let Some(problem) = missing_program(&spec, facts) {
+            out.push(Issue {
+                place: place.clone(),
+                problem,
+                missing_program: true,
             });
         }
     }

@@ -271,7 +271,7 @@ impl Dispatcher {
             ),
             RunError::Ledger(l) => l.to_string(),
             RunError::Interrupted { .. } => format!("{e} (GET /runs shows the run)"),
-            RunError::Plan(_) | RunError::Synthesis(_) | RunError::Work(_) => {
+            RunError::Plan(_) | RunError::Synthesis(_) | RunError::Work(_) | RunError::Start(_) => {
                 format!("{e} (what was witnessed stays in the ledger: GET /runs)")
             }
             RunError::Request(m) | RunError::Resume(m) => m.clone(),

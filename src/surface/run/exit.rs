@@ -193,9 +193,14 @@ pub(crate) fn exit_of(status: &Status, checks: Checks) -> RunExit {
 }
 
 /// How a run that could not go on exits, when one of the table's codes fits (a resume refused
-/// at an undecided gate); `None` keeps the error's class code.
+/// at an undecided gate, a worker that cannot start); `None` keeps the error's class code.
 pub(crate) fn exit_of_error(e: &RunError) -> Option<RunExit> {
-    matches!(e, RunError::Gated { .. }).then_some(RunExit::Gated)
+    match e {
+        RunError::Gated { .. } => Some(RunExit::Gated),
+        // The worker could not start: the run is witnessed as failed at its start.
+        RunError::Start(_) => Some(RunExit::Failed),
+        _ => None,
+    }
 }
 
 /// How the run `outcome` reports exits, reading its checks from `store`.

@@ -198,6 +198,7 @@ impl RunOptions {
             secrets: crate::secrets::Guard::new(crate::secrets::Scanner::new(), secrets),
             runtime_record: None,
             options_record: self.record(),
+            cannot_start: None,
         })
     }
 

@@ -138,7 +138,8 @@ pub(crate) fn prepare(
         say(&format!("note: {note}"));
     }
     if refuse_unready && let Some(rt) = &runtime {
-        refuse_if_unready(rt, roster)?;
+        let works = opts.work.as_ref().is_some_and(|w| w.enabled);
+        opts.cannot_start = refuse_if_unready(rt, roster, works)?;
     }
     if shape == Shape::Single
         && let Some(rt) = &runtime
@@ -152,12 +153,22 @@ pub(crate) fn prepare(
     })
 }
 
-/// Refuses a runtime with an issue that would stop the run, naming the first.
-fn refuse_if_unready(rt: &Runtime, roster: &Roster) -> Result<()> {
+/// Refuses a runtime with an issue that would stop the run, naming the first. When the only
+/// issue of a run that works in the repository (`works`) is that its worker seat's program is
+/// missing, the run is not refused: it starts, records that reason and stops before any model
+/// call (the reason is returned), so the record shows why the run did nothing.
+fn refuse_if_unready(rt: &Runtime, roster: &Roster, works: bool) -> Result<Option<String>> {
     let issues = config::issues(rt, roster, &crate::config::RealFacts);
     let Some(first) = issues.first() else {
-        return Ok(());
+        return Ok(None);
     };
+    if works
+        && issues
+            .iter()
+            .all(|i| i.missing_program && i.place == "worker seat")
+    {
+        return Ok(Some(first.to_string()));
+    }
     let more = if issues.len() > 1 {
         format!(
             " (and {} more: git forum runtime inspect)",

@@ -43,6 +43,8 @@ pub(crate) fn class_of(e: &RunError) -> Class {
         RunError::Resume(_) | RunError::Gated { .. } => Class::Conflict,
         RunError::Interrupted { .. } => Class::Unavailable,
         RunError::Work(_) => Class::Internal,
+        // Configuring the seat (installing its program) lets `resume` go on.
+        RunError::Start(_) => Class::Unavailable,
         // The run did what the policy asks: it refused a secret and stopped.
         RunError::SecretBlocked { .. } => Class::Failed,
     }

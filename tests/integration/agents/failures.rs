@@ -1,7 +1,8 @@
 //! A worker that fails is a failed task and a failed run, with the real agent CLIs through
 //! `git forum submit --work` under the default sandbox: the program missing, an edit denied,
 //! and a patch that failed while the CLI exited 0 each end the run with exit 10 (`failed`),
-//! and the task's recorded result holds the CLI's own first error line.
+//! and the record holds the first error line (the task's result holds the CLI's own; a
+//! missing program is witnessed as the run's stop at its start).
 //!
 //! These run the CLIs from the cache `scripts/agent-clis install` fills (the forum.rs tests
 //! install them under a temporary `HOME`).
@@ -78,11 +79,11 @@ fn output(t1: &Value) -> String {
     t1["output"].as_str().unwrap_or_default().to_string()
 }
 
-/// A preset whose CLI is not installed is refused before the run starts: one line naming
-/// the program and what to do, exit 2, and nothing recorded (no run began, so no model or
-/// worker was called).
+/// A preset whose CLI is not installed stops the run before any model or worker is called:
+/// one line naming the program and what to do, exit 10, and the record holds the request and
+/// a `run_stopped` at stage `start` whose reason names the program.
 #[test]
-fn heavy_each_agent_whose_program_is_missing_is_refused_naming_it() {
+fn heavy_each_agent_whose_program_is_missing_stops_the_run_on_record_naming_it() {
     for preset in ["claude", "codex", "aider"] {
         let f = Fixture::new();
         let server = server_for(&f, Outcome::Fix);
@@ -91,8 +92,14 @@ fn heavy_each_agent_whose_program_is_missing_is_refused_naming_it() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&o.stderr);
         eprintln!("{preset} missing: {stderr}");
-        assert_eq!(o.status.code(), Some(2), "{stderr}");
-        crate::common::one_line_error(&o, &format!("program {preset} is not on PATH"));
+        assert_eq!(o.status.code(), Some(FAILED), "{stderr}");
+        let missing = format!("worker seat: program {preset} is not on PATH");
+        crate::common::one_line_error(&o, &missing);
+        let stopped = payloads(&f, "run_stopped");
+        assert_eq!(stopped.len(), 1, "{stopped:?}");
+        assert_eq!(stopped[0]["stage"], "start");
+        assert_eq!(stopped[0]["reason"], missing.as_str());
+        assert!(payloads(&f, "plan").is_empty());
         assert!(server.requests().is_empty(), "{}", server.summary());
     }
 }
