@@ -91,3 +91,34 @@ fn heavy_aider_fixes_the_fixture_against_the_loopback_model() {
     let (sent, received) = tokens(&stdout).unwrap_or_else(|| panic!("no Tokens line\n{context}"));
     assert!(sent > 0 && received > 0, "{context}");
 }
+
+/// The ceiling tests' script for aider: three replies whose file does not compile, each
+/// answered by aider's lint check with another request, then the fix. Unstopped, aider asks
+/// four times, 10,000 tokens in all, which is what a 2,000-token ceiling must cut short.
+#[test]
+fn heavy_aider_asked_again_by_its_lint_check_spends_four_turns_on_the_ceiling_script() {
+    let Some(aider) = agent_cli("GIT_FORUM_TEST_AIDER") else {
+        return;
+    };
+    let f = Fixture::new();
+    let mut script = f.script(super::claude::CEILING_USAGE);
+    script.busy_turns = 3;
+    let server = ModelServer::start(script);
+    let out = run_aider(
+        &aider,
+        &f,
+        &server,
+        "Fix add in calc.py so test_calc passes.",
+    );
+    let log = server.summary();
+    let context = format!(
+        "stdout: {}\nstderr: {}\nrequests:\n{log}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "aider: {:?}\n{context}", out.status);
+    let calls = server.requests_to("/v1/chat/completions");
+    assert_eq!(calls.len(), 4, "{context}");
+    assert_eq!(4 * super::claude::CEILING_USAGE.total(), 10_000);
+    assert!(f.passes(), "passes after: {}\n{context}", f.calc());
+}

@@ -17,8 +17,10 @@
 //! groups seen has a member.
 //!
 //! The turns: Claude Code reads the file twice before its edit (`CEILING_USAGE` and one busy
-//! read), Codex runs `cat` twice; aider sends one request for its one message, so its one turn
-//! is what crosses the ceiling, and it is stopped when that answer ends.
+//! read), Codex runs `cat` twice, and aider is sent three files that do not compile, each of
+//! which its lint check answers with another request
+//! (`aider::heavy_aider_asked_again_by_its_lint_check_spends_four_turns_on_the_ceiling_script`
+//! shows the four turns unstopped).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -127,7 +129,7 @@ const CODEX: Agent = Agent {
 const AIDER: Agent = Agent {
     preset: "aider",
     env: &["OPENAI_API_KEY", MARKER],
-    busy_turns: 0,
+    busy_turns: 3,
 };
 
 impl Agent {

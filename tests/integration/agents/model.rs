@@ -75,9 +75,10 @@ pub struct Script {
     pub answer: String,
     /// What every reply reports as its usage.
     pub usage: Usage,
-    /// Turns spent reading the file before the fix (a ceiling test makes the attempt long):
-    /// Claude Code reads it once more before its edit, so 1 gives it four turns; Codex runs
-    /// `cat`, so 2 gives it four. aider has none (one message is one request).
+    /// Turns spent before the fix (a ceiling test makes the attempt long): Claude Code reads
+    /// the file once more before its edit, so 1 gives it four turns; Codex runs `cat`, so 2
+    /// gives it four. aider is sent a file that does not compile, which its lint check answers
+    /// with another request (up to three times), so 3 gives it four.
     pub busy_turns: u32,
     pub outcome: Outcome,
 }
@@ -608,9 +609,32 @@ fn responses(script: &Script, body: &Value) -> Response {
     sse(&ev)
 }
 
+/// What marks a busy reply to aider: the comment on the line that does not compile.
+const AIDER_BUSY: &str = "loopback: not finished";
+
+/// The busy replies to aider already in `body`'s conversation (aider sends the whole chat, its
+/// lint report after each of them).
+fn aider_turn(body: &Value) -> u32 {
+    let busy = |m: &&Value| {
+        m["role"] == "assistant"
+            && m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains(AIDER_BUSY))
+    };
+    body["messages"]
+        .as_array()
+        .map_or(0, |ms| ms.iter().filter(busy).count() as u32)
+}
+
 /// aider's answer in its "whole" edit format: the file's name, then a fenced block with the
-/// whole new file; with no file when the script does not fix.
-fn aider_text(script: &Script) -> String {
+/// whole new file; with no file when the script does not fix. A busy turn sends the file with
+/// its fixed line left unfinished (`a + b +`), which aider's lint check reports back.
+fn aider_text(script: &Script, turn: u32) -> String {
+    if script.outcome == Outcome::Fix && turn < script.busy_turns {
+        let unfinished = format!("{} +  # {AIDER_BUSY}", script.new);
+        let file = script.after.replace(&script.new, &unfinished);
+        return format!("{}\n```\n{file}```\n\nNot done yet.\n", script.file);
+    }
     match script.outcome {
         Outcome::Fix => format!(
             "{}\n```\n{}```\n\n{}\n",
@@ -625,7 +649,7 @@ fn aider_text(script: &Script) -> String {
 /// Chat completions (`POST /v1/chat/completions`), streamed (usage in the last chunk) or not.
 fn chat(script: &Script, body: &Value) -> Response {
     let model = body["model"].as_str().unwrap_or("loopback").to_string();
-    let text = aider_text(script);
+    let text = aider_text(script, aider_turn(body));
     let u = script.usage;
     let usage = json!({"prompt_tokens": u.input, "completion_tokens": u.output,
                        "total_tokens": u.total()});
