@@ -175,6 +175,22 @@ fn best_of_three_merges_the_smallest_passing_diff_keeps_the_others_and_counts_ev
         );
         let summary = repo.forum_json(&["summary"]);
         assert_eq!(summary["attempts"][0]["task"], "T1", "{summary}");
+        // bench shows each side's attempts (here the run against itself).
+        let side = format!("run:{run}");
+        let bench = repo.forum_ok(&["bench", &side, &side]);
+        for s in ["A", "B"] {
+            assert!(
+                bench.contains(&format!(
+                    "{s}: attempts of T1: attempt 3 chosen (smallest_diff)"
+                )),
+                "{bench}"
+            );
+        }
+        let bench = repo.forum_json(&["bench", &side, &side]);
+        assert_eq!(
+            bench["a"]["attempts"][0]["attempts"]["chosen"], 3,
+            "{bench}"
+        );
         let attempts: f64 = results.iter().map(cost).sum();
         assert!(total > attempts, "{total} <= {attempts}");
         clean(repo);
@@ -260,5 +276,69 @@ fn one_attempt_on_each_slot_named_in_the_runtime() {
         .map(|r| r["diff_lines"].as_u64().unwrap())
         .collect();
     assert_eq!(lines, [40, 2]);
+    clean(&repo);
+}
+
+/// Under a token ceiling, every attempt's first call is reserved before any attempt starts:
+/// a ceiling that holds one attempt's worst case (about 2,600 tokens for a command worker: the
+/// instruction and its framing, 2,103 tokens at most, and its 512-token output cap) but not
+/// three stops the task before its worker runs even once, and the run ends on the ceiling.
+#[test]
+fn a_ceiling_that_cannot_hold_every_attempt_stops_the_task_before_any_starts() {
+    let repo = Repo::new("sha1");
+    setup(&repo);
+    let m = model(
+        &repo,
+        "model",
+        &plan(&[("T1", "make add in calc.py add")], false),
+        "undetermined",
+        "    echo ran >> worked.txt; sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'",
+    );
+    priced_runtime(&repo, &m);
+    // Planned without a ceiling, paused before its wave; the work runs under one.
+    let o = repo
+        .forum()
+        .args([
+            "submit",
+            "--work",
+            "--attempts",
+            "3",
+            "--check",
+            CHECK,
+            "--gate-waves",
+            "0",
+            "make the failing test in calc pass",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(8), "{o:?}");
+    repo.forum_ok(&["gate", "approve"]);
+    let o = repo
+        .forum()
+        .args(["resume", "--json", "--max-tokens", "4000"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{stderr}");
+    let j: J = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["exit"]["name"], "stopped_on_ceiling", "{j}");
+    assert!(
+        !repo.path().join("worked.txt").exists(),
+        "an attempt ran before all three were reserved"
+    );
+    let t1 = payloads(&repo, "result")
+        .into_iter()
+        .map(|(_, b)| b)
+        .find(|b| b["id"] == "T1")
+        .unwrap();
+    assert_eq!(t1["ok"], false, "{t1}");
+    assert_eq!(t1["error"], "budget", "{t1}");
+    assert_eq!(t1["attempts"], 3, "{t1}");
+    let output = t1["output"].as_str().unwrap();
+    assert!(
+        output.contains("3 attempts do not fit the spend ceiling, reserved before any starts"),
+        "{output}"
+    );
+    assert!(payloads(&repo, "change").is_empty());
     clean(&repo);
 }
