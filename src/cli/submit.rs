@@ -647,11 +647,11 @@ fn all_entries(store: &dyn Storage) -> Result<Vec<Entry>, CliError> {
 }
 
 /// Reads bodies from `store` for the surface's [`Bodies`].
-fn read_bodies(store: &dyn Storage) -> impl Fn(&Entry) -> Result<Option<J>, String> + '_ {
+fn read_bodies(store: &dyn Storage) -> impl Fn(&Entry) -> Result<Option<J>, surface::Error> + '_ {
     move |e| {
         store
             .payload_at(e.seq)
             .map(|b| b.map(|v| v.to_serde()))
-            .map_err(|e| e.to_string())
+            .map_err(|e| surface::Error::internal(e.to_string()).with_source(e))
     }
 }

@@ -14,6 +14,23 @@ pub struct Allow {
     port: u16,
 }
 
+/// Why a host entry could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllowError {
+    /// `--sandbox-allow-host` was not `HOST` or `HOST:PORT`.
+    #[error("--sandbox-allow-host {0:?}: give HOST or HOST:PORT (an IPv6 address as [ADDR]:PORT)")]
+    Shape(String),
+    /// Its port is not a number from 1 to 65535.
+    #[error("--sandbox-allow-host {0:?}: the port must be a number from 1 to 65535")]
+    Port(String),
+    /// An endpoint URL without a host.
+    #[error("{0}: the endpoint has no host")]
+    NoHost(url::Url),
+    /// An endpoint URL without a port whose scheme has no default.
+    #[error("{0}: the endpoint has no port and no known default")]
+    NoPort(url::Url),
+}
+
 impl Allow {
     /// An entry for `host` and `port` (the host normalised as the type says).
     pub fn new(host: &str, port: u16) -> Allow {
@@ -25,27 +42,28 @@ impl Allow {
 
     /// Parses `HOST[:PORT]` as `--sandbox-allow-host` takes it (`[::1]:8080` for IPv6); a
     /// missing port is [`DEFAULT_PORT`].
-    pub fn parse(spec: &str) -> Result<Allow, String> {
-        let (host, port) = split_host_port(spec).ok_or_else(|| {
-            format!("--sandbox-allow-host {spec:?}: give HOST or HOST:PORT (an IPv6 address as [ADDR]:PORT)")
-        })?;
+    pub fn parse(spec: &str) -> Result<Allow, AllowError> {
+        let (host, port) =
+            split_host_port(spec).ok_or_else(|| AllowError::Shape(spec.to_string()))?;
         let port = match port {
             None => DEFAULT_PORT,
-            Some(p) => p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| {
-                format!("--sandbox-allow-host {spec:?}: the port must be a number from 1 to 65535")
-            })?,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| AllowError::Port(spec.to_string()))?,
         };
         Ok(Allow::new(host, port))
     }
 
     /// The entry for an endpoint URL: its host and its port (80 or 443 when the URL has none).
-    pub fn from_url(url: &url::Url) -> Result<Allow, String> {
+    pub fn from_url(url: &url::Url) -> Result<Allow, AllowError> {
         let host = url
             .host_str()
-            .ok_or_else(|| format!("{url}: the endpoint has no host"))?;
+            .ok_or_else(|| AllowError::NoHost(url.clone()))?;
         let port = url
             .port_or_known_default()
-            .ok_or_else(|| format!("{url}: the endpoint has no port and no known default"))?;
+            .ok_or_else(|| AllowError::NoPort(url.clone()))?;
         Ok(Allow::new(host, port))
     }
 

@@ -26,27 +26,33 @@ pub struct Listen {
     pub socket: PathBuf,
 }
 
+/// Why a `--listen` argument was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListenError {
+    /// Not `ADDR:PORT=SOCKET`.
+    #[error("--listen {0:?}: give ADDR:PORT=SOCKET, such as 127.0.0.1:3128=/tmp/task/proxy.sock")]
+    Shape(String),
+    /// The address is not a loopback one.
+    #[error("--listen {0:?}: the bridge listens on loopback only (127.0.0.1 or [::1])")]
+    NotLoopback(String),
+    /// The socket path is relative.
+    #[error("--listen {0:?}: the socket path must be absolute")]
+    RelativeSocket(String),
+}
+
 impl Listen {
     /// Parses `127.0.0.1:PORT=/path/to/socket`; the address must be loopback and the path
     /// absolute.
-    pub fn parse(spec: &str) -> Result<Listen, String> {
-        let shape = || {
-            format!(
-                "--listen {spec:?}: give ADDR:PORT=SOCKET, such as 127.0.0.1:3128=/tmp/task/proxy.sock"
-            )
-        };
+    pub fn parse(spec: &str) -> Result<Listen, ListenError> {
+        let shape = || ListenError::Shape(spec.to_string());
         let (addr, socket) = spec.split_once('=').ok_or_else(shape)?;
         let addr: SocketAddr = addr.parse().map_err(|_| shape())?;
         if !addr.ip().is_loopback() {
-            return Err(format!(
-                "--listen {spec:?}: the bridge listens on loopback only (127.0.0.1 or [::1])"
-            ));
+            return Err(ListenError::NotLoopback(spec.to_string()));
         }
         let socket = PathBuf::from(socket);
         if !socket.is_absolute() {
-            return Err(format!(
-                "--listen {spec:?}: the socket path must be absolute"
-            ));
+            return Err(ListenError::RelativeSocket(spec.to_string()));
         }
         Ok(Listen { addr, socket })
     }
@@ -137,16 +143,19 @@ mod tests {
         assert!(
             Listen::parse("0.0.0.0:80=/s")
                 .unwrap_err()
+                .to_string()
                 .contains("loopback")
         );
         assert!(
             Listen::parse("127.0.0.1:80=rel.sock")
                 .unwrap_err()
+                .to_string()
                 .contains("absolute")
         );
         assert!(
             Listen::parse("127.0.0.1:80")
                 .unwrap_err()
+                .to_string()
                 .contains("ADDR:PORT=SOCKET")
         );
     }

@@ -218,8 +218,8 @@ impl Meter {
         endpoint::check_url(config.upstream.as_str(), &config.policy)
             .map_err(|e| invalid(e.to_string()))?;
         let inner = Arc::new(Inner {
-            headers: sensitive_headers(&config.headers).map_err(invalid)?,
-            client: client(config.policy).map_err(invalid)?,
+            headers: sensitive_headers(&config.headers).map_err(|e| invalid(e.to_string()))?,
+            client: client(config.policy).map_err(|e| invalid(e.to_string()))?,
             upstream: config.upstream,
             prices: config.prices,
             on_ceiling: config.on_ceiling,
@@ -290,21 +290,37 @@ impl Drop for Meter {
     }
 }
 
-fn sensitive_headers(pairs: &[(String, String)]) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
+fn sensitive_headers(
+    pairs: &[(String, String)],
+) -> Result<Vec<(HeaderName, HeaderValue)>, MeterSetupError> {
     pairs
         .iter()
         .map(|(k, v)| {
             let name = HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| format!("{k:?} is not a header name"))?;
-            let mut value = HeaderValue::from_str(v)
-                .map_err(|_| format!("the value of header {k} is not a header value"))?;
+                .map_err(|_| MeterSetupError::HeaderName(k.clone()))?;
+            let mut value =
+                HeaderValue::from_str(v).map_err(|_| MeterSetupError::HeaderValue(k.clone()))?;
             value.set_sensitive(true);
             Ok((name, value))
         })
         .collect()
 }
 
-fn client(policy: Policy) -> Result<reqwest::Client, String> {
+/// Why the forwarder could not be set up from its configuration.
+#[derive(Debug, thiserror::Error)]
+enum MeterSetupError {
+    /// A header to add has a name HTTP does not allow.
+    #[error("{0:?} is not a header name")]
+    HeaderName(String),
+    /// A header to add has a value HTTP does not allow (the value is never shown).
+    #[error("the value of header {0} is not a header value")]
+    HeaderValue(String),
+    /// The HTTP client could not be built.
+    #[error("cannot build the meter's HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
+fn client(policy: Policy) -> Result<reqwest::Client, MeterSetupError> {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Losing a race with another installer is fine: some provider is then in place.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -320,7 +336,7 @@ fn client(policy: Policy) -> Result<reqwest::Client, String> {
             Arc::new(SystemLookup),
         )))
         .build()
-        .map_err(|e| format!("cannot build the meter's HTTP client: {e}"))
+        .map_err(MeterSetupError::Client)
 }
 
 /// Headers that belong to one connection, never forwarded either way.

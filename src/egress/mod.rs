@@ -45,7 +45,7 @@ pub mod meter;
 pub mod proxy;
 pub mod usage;
 
-pub use allow::Allow;
+pub use allow::{Allow, AllowError};
 pub use meter::{CeilingHit, Ceilings, Meter, MeterConfig, MeterReport, Prices, RequestUsage};
 pub use proxy::{Counts, Proxy, ProxyConfig};
 
@@ -82,7 +82,7 @@ pub fn bridge_if_asked() -> Option<std::process::ExitCode> {
         };
         match spec.map(bridge::Listen::parse) {
             Some(Ok(l)) => listens.push(l),
-            Some(Err(e)) => return fail(e),
+            Some(Err(e)) => return fail(e.to_string()),
             None => return fail("--listen needs ADDR:PORT=SOCKET".into()),
         }
     }

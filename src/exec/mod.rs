@@ -181,6 +181,10 @@ pub enum ExecError {
     /// The JSON had no answer in it.
     #[error("{url} answered without {what}")]
     NoAnswer { url: String, what: &'static str },
+    /// An agent CLI's output says its work was not done (recorded with code `other`, as
+    /// before the failure had a type of its own).
+    #[error(transparent)]
+    Agent(#[from] preset::AgentFailure),
     /// Anything else (a scripted failure, a bug in a transport).
     #[error("{0}")]
     Other(String),
@@ -216,7 +220,7 @@ impl ExecError {
             ExecError::TooLarge { .. } => "too_large",
             ExecError::InvalidJson { .. } => "invalid_json",
             ExecError::NoAnswer { .. } => "no_answer",
-            ExecError::Other(_) => "other",
+            ExecError::Other(_) | ExecError::Agent(_) => "other",
             ExecError::Ceiling(_) => "ceiling",
         }
     }

@@ -35,6 +35,18 @@ pub(crate) use crate::exec::config::MAX_ATTEMPTS;
 /// The bytes of each attempt's diff the pre-ship gate is shown.
 const GATE_DIFF_CAP: usize = 16 * 1024;
 
+/// Why the attempts of a task did not start: the worst case of each one's first call, all
+/// reserved before any starts, does not fit a spend ceiling.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{of} attempts do not fit the spend ceiling, reserved before any starts: {}",
+    super::engine::ceiling_message(*hit)
+)]
+pub(super) struct AttemptsDoNotFit {
+    of: u32,
+    hit: crate::spend::CeilingHit,
+}
+
 /// How the choice and the `attempt_choice` entry see an attempt (the attempt itself is
 /// [`AttemptWork`], in `work_state.rs`).
 impl AttemptWork {
@@ -260,7 +272,8 @@ impl Run<'_, '_> {
         let of = w.attempts;
         let mut held = match self.reserve_attempts(exec.as_ref(), instruction, of) {
             Ok(held) => held,
-            Err(reason) => {
+            Err(refused) => {
+                let reason = refused.to_string();
                 return self.attempts_refused(w, task, exec.as_ref(), task_entry, &reason);
             }
         };
@@ -393,7 +406,7 @@ impl Run<'_, '_> {
         exec: &dyn Executor,
         instruction: &str,
         of: u32,
-    ) -> Result<Vec<Reservation>, String> {
+    ) -> Result<Vec<Reservation>, AttemptsDoNotFit> {
         if !self.opts.ceilings.any() {
             return Ok(Vec::new());
         }
@@ -425,10 +438,7 @@ impl Run<'_, '_> {
                     for r in held {
                         lock(&self.spend).settle(r, Some(Reported::default()));
                     }
-                    return Err(format!(
-                        "{of} attempts do not fit the spend ceiling, reserved before any starts: {}",
-                        super::engine::ceiling_message(hit)
-                    ));
+                    return Err(AttemptsDoNotFit { of, hit });
                 }
             }
         }

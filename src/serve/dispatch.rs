@@ -569,7 +569,21 @@ pub(crate) struct EntryCache {
 /// built from it, or why none could be built.
 pub(crate) struct Executors {
     pub(crate) loaded: Option<Loaded>,
-    pub(crate) seats: Result<Arc<dyn Seats>, String>,
+    pub(crate) seats: Result<Arc<dyn Seats>, NoSeats>,
+}
+
+/// Why the server has no executors to run models with (`/submit` answers 503 with it).
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum NoSeats {
+    /// It was started with no executor.
+    #[error("{NO_EXECUTOR}")]
+    NotConfigured,
+    /// Its runtime has an issue that would stop every run (the first one).
+    #[error("this server cannot run models: {0} (GET /runtime lists every issue)")]
+    Issue(crate::exec::config::Issue),
+    /// Its executors could not be built.
+    #[error("this server cannot run models: {0}")]
+    Fleet(#[source] Arc<crate::surface::run::FleetError>),
 }
 
 /// Maps requests to the engine. `Sync`: one dispatcher serves every connection.
@@ -613,7 +627,7 @@ impl Dispatcher {
             policy: Policy::default(),
             executors: Executors {
                 loaded: None,
-                seats: Err(NO_EXECUTOR.to_string()),
+                seats: Err(NoSeats::NotConfigured),
             },
             draining: Arc::new(AtomicBool::new(false)),
             keys: Mutex::new(None),
@@ -639,13 +653,11 @@ impl Dispatcher {
     pub(crate) fn with_runtime(mut self, loaded: Loaded) -> Dispatcher {
         let issues =
             crate::exec::config::issues(&loaded.runtime, &self.roster, &crate::config::RealFacts);
-        self.executors.seats = match issues.first() {
-            Some(first) => Err(format!(
-                "this server cannot run models: {first} (GET /runtime lists every issue)"
-            )),
+        self.executors.seats = match issues.into_iter().next() {
+            Some(first) => Err(NoSeats::Issue(first)),
             None => match Fleet::new(loaded.runtime.clone()) {
                 Ok(f) => Ok(Arc::new(f) as Arc<dyn Seats>),
-                Err(e) => Err(format!("this server cannot run models: {e}")),
+                Err(e) => Err(NoSeats::Fleet(Arc::new(e))),
             },
         };
         self.executors.loaded = Some(loaded);

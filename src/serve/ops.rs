@@ -273,7 +273,7 @@ impl Dispatcher {
         self.executors
             .seats
             .clone()
-            .map_err(|why| Reply::from(crate::surface::Error::unavailable(why)))
+            .map_err(|why| Reply::from(crate::surface::Error::unavailable(why.to_string())))
     }
 
     // ----- the ledger -----

@@ -78,7 +78,7 @@ use super::endpoint::{self, Origin, Policy};
 pub(crate) use super::preset::Preset;
 use crate::roster::Tier;
 
-pub(crate) use check::{Facts, check_endpoint, endpoint_of, issues};
+pub(crate) use check::{Facts, Issue, check_endpoint, endpoint_of, issues};
 pub(crate) use flags::{Flags, TierFlags, merge};
 pub(crate) use parse::{MAX_CHECK_BYTES, parse_runtime_config, split_cmd};
 pub(crate) use resolve::{Unresolved, Via};

@@ -9,30 +9,26 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
+use super::read::AgentFailure;
+
 /// The error of a call whose Claude Code `stream-json` output shows an edit left failed.
-pub(super) fn claude_check(stdout: &str) -> Result<(), String> {
+pub(super) fn claude_check(stdout: &str) -> Result<(), AgentFailure> {
     let turns: Vec<Value> = stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
         .filter(|v| v["type"] == "assistant" || v["type"] == "user")
         .collect();
     match claude_failed_edit(&turns) {
-        Some(f) => Err(format!(
-            "claude's edit failed, so its change is not made: {}",
-            cut(&f)
-        )),
+        Some(f) => Err(edit_failed("claude", "edit", &f)),
         None => Ok(()),
     }
 }
 
 /// The error of a call whose Codex `exec --json` events show a failed patch or a refused
 /// write.
-pub(super) fn codex_check(events: &[Value]) -> Result<(), String> {
+pub(super) fn codex_check(events: &[Value]) -> Result<(), AgentFailure> {
     match codex_failed_edit(events) {
-        Some(f) => Err(format!(
-            "codex's edit failed, so its change is not made: {}",
-            cut(&f)
-        )),
+        Some(f) => Err(edit_failed("codex", "edit", &f)),
         None => Ok(()),
     }
 }
@@ -42,16 +38,22 @@ pub(super) fn codex_check(events: &[Value]) -> Result<(), String> {
 pub(super) fn codex_session_check(
     vars: &[(String, String)],
     since: SystemTime,
-) -> Result<(), String> {
+) -> Result<(), AgentFailure> {
     let Some((_, home)) = vars.iter().find(|(k, _)| k == "CODEX_HOME") else {
         return Ok(());
     };
     match codex_session_failed_patch(Path::new(home), since) {
-        Some(f) => Err(format!(
-            "codex's patch failed, so its change is not made: {}",
-            cut(&f)
-        )),
+        Some(f) => Err(edit_failed("codex", "patch", &f)),
         None => Ok(()),
+    }
+}
+
+/// The failure of `agent`'s `what` (an edit or a patch), with its words cut to one line.
+fn edit_failed(agent: &'static str, what: &'static str, detail: &str) -> AgentFailure {
+    AgentFailure::EditFailed {
+        agent,
+        what,
+        detail: cut(detail),
     }
 }
 

@@ -105,7 +105,7 @@ pub(crate) fn start(
     let meter_sock = dir.path().join("meter.sock");
     let proxy_sock = dir.path().join("proxy.sock");
     let meter = Meter::start(&meter_sock, config)?;
-    let mut allowed = vec![Allow::from_url(&url).map_err(invalid)?];
+    let mut allowed = vec![Allow::from_url(&url).map_err(|e| invalid(e.to_string()))?];
     allowed.extend(allow.iter().cloned());
     let proxy = Proxy::start(&proxy_sock, ProxyConfig::new(allowed, policy))?;
     let proxy_url = format!("http://127.0.0.1:{PROXY_PORT}");

@@ -60,6 +60,7 @@ use super::{Call, ExecError, Executor, Reply, Usage, command};
 mod edits;
 pub(crate) mod egress;
 mod read;
+pub(crate) use read::AgentFailure;
 mod state;
 
 /// Which coding agent.
@@ -259,7 +260,7 @@ impl Preset {
     /// or a patch that failed although it exited 0 is an error: the task fails with the CLI's
     /// own words.
     #[cfg(test)]
-    pub(crate) fn read(self, stdout: &str, stderr: &str) -> Result<Parsed, String> {
+    pub(crate) fn read(self, stdout: &str, stderr: &str) -> Result<Parsed, AgentFailure> {
         self.read_in(stdout, stderr, false)
     }
 
@@ -269,7 +270,7 @@ impl Preset {
         stdout: &str,
         stderr: &str,
         editing: bool,
-    ) -> Result<Parsed, String> {
+    ) -> Result<Parsed, AgentFailure> {
         match self {
             Preset::Claude => read::read_claude(stdout),
             Preset::Codex => read::read_codex(stdout, stderr),
@@ -567,11 +568,10 @@ impl Executor for PresetExecutor {
         let ran = ran?;
         let parsed = self
             .preset
-            .read_in(&ran.stdout, &ran.stderr, dir.is_some())
-            .map_err(ExecError::Other)?;
+            .read_in(&ran.stdout, &ran.stderr, dir.is_some())?;
         // Codex tells only its model of a patch that did not apply; its session log shows it.
         let vars = state.as_ref().map(state::State::vars).unwrap_or_default();
-        edits::codex_session_check(&vars, started).map_err(ExecError::Other)?;
+        edits::codex_session_check(&vars, started)?;
         let model = parsed.model.clone().unwrap_or_else(|| self.model());
         note_reported(&parsed);
         // The forwarder's count is the one the run goes by when there is one.
@@ -699,7 +699,8 @@ mod tests {
                 r#"{"type":"result","is_error":true,"subtype":"error_max_turns","result":"x"}"#,
                 "",
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("error_max_turns"), "{e}");
         assert!(Preset::Claude.read("plain text", "").is_err());
         let err = "OpenAI Codex v0.50.0 (research preview)\n--------\nworkdir: /w\nmodel: gpt-5-codex\nprovider: openai\n--------\n";
@@ -723,7 +724,7 @@ mod tests {
             r#"{"type":"result","subtype":"success","is_error":false,"result":"I could not edit","usage":{"input_tokens":5,"output_tokens":2},"permission_denials":[{"tool_name":"Edit","tool_use_id":"t1","tool_input":{"file_path":"/w/.git/x/calc.py"}}]}"#,
             "\n"
         );
-        let e = Preset::Claude.read(stream, "").unwrap_err();
+        let e = Preset::Claude.read(stream, "").unwrap_err().to_string();
         assert!(
             e.contains("refused 1 tool use") && e.contains("Edit /w/.git/x/calc.py"),
             "{e}"
@@ -740,7 +741,7 @@ mod tests {
             r#"{"type":"turn.completed","usage":{"input_tokens":10,"output_tokens":3}}"#,
             "\n"
         );
-        let e = Preset::Codex.read(codex, "").unwrap_err();
+        let e = Preset::Codex.read(codex, "").unwrap_err().to_string();
         assert!(e.contains("patch failed") && e.contains("calc.py"), "{e}");
         let fine = codex.replace("\"failed\"", "\"completed\"").replace(
             r#"{"type":"turn.completed""#,
@@ -754,10 +755,14 @@ mod tests {
                 r#"{"type":"turn.failed","error":{"message":"stream disconnected"}}"#,
                 "",
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("stream disconnected"), "{e}");
         let aider = "Aider v0.86.2\nMain model: openai/m with whole edit format\n\nThe LLM did not conform to the edit format.\nTokens: 2.1k sent, 36 received.\n";
-        let e = Preset::Aider.read_in(aider, "", true).unwrap_err();
+        let e = Preset::Aider
+            .read_in(aider, "", true)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("did not conform"), "{e}");
         let p = Preset::Aider
             .read_in(

@@ -5,11 +5,43 @@
 use super::{Parsed, edits};
 use crate::exec::Usage;
 
+/// Why a call's output does not count as work done, in the agent CLI's own words (each
+/// message is the line the task's result records).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentFailure {
+    /// Claude Code printed nothing that parses as its result.
+    #[error("claude printed no JSON result (it was asked for --output-format stream-json): {0}")]
+    NoResult(String),
+    /// Claude Code printed JSON, but not its result object.
+    #[error("claude's JSON is not a result object (no \"type\": \"result\")")]
+    NotAResult,
+    /// The CLI said it failed; `kind` is Claude Code's subtype.
+    #[error("{agent} reported an error{}: {message}", kind.as_ref().map(|k| format!(" ({k})")).unwrap_or_default())]
+    Reported {
+        agent: &'static str,
+        kind: Option<String>,
+        message: String,
+    },
+    /// Claude Code refused tool uses; `what` names the first three.
+    #[error("claude was refused {count} tool use(s), so its work is not done: {}", what.join("; "))]
+    Refused { count: usize, what: Vec<String> },
+    /// An edit (or a patch) the CLI tried was not made; `detail` is what it said.
+    #[error("{agent}'s {what} failed, so its change is not made: {detail}")]
+    EditFailed {
+        agent: &'static str,
+        what: &'static str,
+        detail: String,
+    },
+    /// aider could not apply an edit its model sent.
+    #[error("aider could not make its edit: {0}")]
+    AiderEdit(String),
+}
+
 /// Claude Code's result: with `--output-format stream-json --verbose`, one event per line and
 /// a last `{"type": "result", ...}`; with `--output-format json`, that object alone. It holds
 /// `is_error`, `subtype`, `result`, `usage`, `modelUsage`, `total_cost_usd` and
 /// `permission_denials` (each a tool use the CLI refused).
-pub(super) fn read_claude(stdout: &str) -> Result<Parsed, String> {
+pub(super) fn read_claude(stdout: &str) -> Result<Parsed, AgentFailure> {
     let mut result: Option<serde_json::Value> = None;
     let mut init_model: Option<String> = None;
     for line in stdout.lines().map(str::trim).filter(|l| l.starts_with('{')) {
@@ -29,24 +61,21 @@ pub(super) fn read_claude(stdout: &str) -> Result<Parsed, String> {
         None => match serde_json::from_str::<serde_json::Value>(stdout.trim()) {
             Ok(v) if v["type"] == "result" => v,
             Ok(_) => {
-                return Err(
-                    "claude's JSON is not a result object (no \"type\": \"result\")".into(),
-                );
+                return Err(AgentFailure::NotAResult);
             }
             Err(e) => {
-                return Err(format!(
-                    "claude printed no JSON result (it was asked for --output-format stream-json): {e}"
-                ));
+                return Err(AgentFailure::NoResult(e.to_string()));
             }
         },
     };
     let text = v["result"].as_str().unwrap_or("").to_string();
     if v["is_error"] == true {
         let sub = v["subtype"].as_str().unwrap_or("error");
-        return Err(format!(
-            "claude reported an error ({sub}): {}",
-            one_line(&text)
-        ));
+        return Err(AgentFailure::Reported {
+            agent: "claude",
+            kind: Some(sub.to_string()),
+            message: one_line(&text),
+        });
     }
     claude_denials(&v)?;
     edits::claude_check(stdout)?;
@@ -77,7 +106,7 @@ pub(super) fn read_claude(stdout: &str) -> Result<Parsed, String> {
 
 /// Claude Code's `permission_denials` (each a tool use it refused): any is an error naming the
 /// first three.
-fn claude_denials(v: &serde_json::Value) -> Result<(), String> {
+fn claude_denials(v: &serde_json::Value) -> Result<(), AgentFailure> {
     let Some(denied) = v["permission_denials"].as_array().filter(|d| !d.is_empty()) else {
         return Ok(());
     };
@@ -95,11 +124,10 @@ fn claude_denials(v: &serde_json::Value) -> Result<(), String> {
             one_line(&format!("{tool} {target}")).trim().to_string()
         })
         .collect();
-    Err(format!(
-        "claude was refused {} tool use(s), so its work is not done: {}",
-        denied.len(),
-        what.join("; ")
-    ))
+    Err(AgentFailure::Refused {
+        count: denied.len(),
+        what,
+    })
 }
 
 /// Codex's `exec --json` events, one per line: `thread.started`, `turn.started`,
@@ -108,7 +136,7 @@ fn claude_denials(v: &serde_json::Value) -> Result<(), String> {
 /// and `turn.failed` / `error` when it gave up. A file change that failed, or an error, fails
 /// the call even when Codex exits 0. Without JSON lines (an older Codex), its stdout is the
 /// answer and the model is read from the header it prints on stderr.
-pub(super) fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
+pub(super) fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, AgentFailure> {
     let events: Vec<serde_json::Value> = stdout
         .lines()
         .map(str::trim)
@@ -135,7 +163,7 @@ pub(super) fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
                     .as_str()
                     .or_else(|| e["message"].as_str())
                     .unwrap_or("no message");
-                return Err(format!("codex reported an error: {}", one_line(msg)));
+                return Err(codex_reported(msg));
             }
             // An `error` event is also how Codex warns (an unknown model's metadata): fatal
             // only when no turn completed.
@@ -146,10 +174,11 @@ pub(super) fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
                 text = item["text"].as_str().unwrap_or("").to_string();
             }
             "item.completed" if item["type"] == "file_change" && item["status"] == "failed" => {
-                return Err(format!(
-                    "codex's patch failed, so its change is not made: {}",
-                    one_line(&item["changes"].to_string())
-                ));
+                return Err(AgentFailure::EditFailed {
+                    agent: "codex",
+                    what: "patch",
+                    detail: one_line(&item["changes"].to_string()),
+                });
             }
             "item.completed" if item["type"] == "error" && first_error.is_none() => {
                 first_error = item["message"].as_str().map(str::to_string);
@@ -164,7 +193,7 @@ pub(super) fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
     if usage.is_none()
         && let Some(msg) = first_error
     {
-        return Err(format!("codex reported an error: {}", one_line(&msg)));
+        return Err(codex_reported(&msg));
     }
     edits::codex_check(&events)?;
     Ok(Parsed {
@@ -174,6 +203,15 @@ pub(super) fn read_codex(stdout: &str, stderr: &str) -> Result<Parsed, String> {
         // Codex reports tokens, never a cost.
         cost_usd: None,
     })
+}
+
+/// Codex's own error message, as a failure.
+fn codex_reported(message: &str) -> AgentFailure {
+    AgentFailure::Reported {
+        agent: "codex",
+        kind: None,
+        message: one_line(message),
+    }
 }
 
 /// `so_far` plus one `turn.completed` event's `usage` (Codex reports each turn's own counts).
@@ -196,7 +234,11 @@ fn add_turn(so_far: Option<Usage>, u: &serde_json::Value) -> Usage {
 /// aider's output: its banner, the answer, `Applied edit to FILE` for each edit made, and a
 /// `Tokens: N sent, M received` line. In a worktree, an edit it could not apply (the model's
 /// reply did not match the file or its edit format) fails the call.
-pub(super) fn read_aider(stdout: &str, stderr: &str, editing: bool) -> Result<Parsed, String> {
+pub(super) fn read_aider(
+    stdout: &str,
+    stderr: &str,
+    editing: bool,
+) -> Result<Parsed, AgentFailure> {
     const REFUSED: [&str; 4] = [
         "did not conform to the edit format",
         "Unable to apply",
@@ -209,7 +251,7 @@ pub(super) fn read_aider(stdout: &str, stderr: &str, editing: bool) -> Result<Pa
             .chain(stderr.lines())
             .find(|l| REFUSED.iter().any(|r| l.contains(r)))
     {
-        return Err(format!("aider could not make its edit: {}", one_line(l)));
+        return Err(AgentFailure::AiderEdit(one_line(l)));
     }
     let usage = stdout.lines().rev().find_map(aider_tokens);
     let cost_usd = stdout.lines().rev().find_map(aider_cost);
@@ -310,4 +352,62 @@ fn aider_model(text: &str) -> Option<String> {
             .or_else(|| l.strip_prefix("Model:"))?;
         rest.split_whitespace().next().map(str::to_string)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AgentFailure;
+
+    /// Each failure reads as the line the task's result has always recorded.
+    #[test]
+    fn each_failure_reads_as_the_recorded_line() {
+        let cases = [
+            (
+                AgentFailure::NoResult("EOF while parsing".into()),
+                "claude printed no JSON result (it was asked for --output-format stream-json): EOF while parsing",
+            ),
+            (
+                AgentFailure::NotAResult,
+                "claude's JSON is not a result object (no \"type\": \"result\")",
+            ),
+            (
+                AgentFailure::Reported {
+                    agent: "claude",
+                    kind: Some("error_max_turns".into()),
+                    message: "too many turns".into(),
+                },
+                "claude reported an error (error_max_turns): too many turns",
+            ),
+            (
+                AgentFailure::Reported {
+                    agent: "codex",
+                    kind: None,
+                    message: "stream disconnected".into(),
+                },
+                "codex reported an error: stream disconnected",
+            ),
+            (
+                AgentFailure::Refused {
+                    count: 2,
+                    what: vec!["Bash rm -rf /".into(), "Edit /x".into()],
+                },
+                "claude was refused 2 tool use(s), so its work is not done: Bash rm -rf /; Edit /x",
+            ),
+            (
+                AgentFailure::EditFailed {
+                    agent: "codex",
+                    what: "patch",
+                    detail: "calc.py: no match".into(),
+                },
+                "codex's patch failed, so its change is not made: calc.py: no match",
+            ),
+            (
+                AgentFailure::AiderEdit("Unable to apply".into()),
+                "aider could not make its edit: Unable to apply",
+            ),
+        ];
+        for (failure, line) in cases {
+            assert_eq!(failure.to_string(), line);
+        }
+    }
 }

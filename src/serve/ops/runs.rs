@@ -12,11 +12,11 @@ impl Dispatcher {
     fn read_bodies<'a>(
         store: &'a GitStore,
         view: &'a EntryCache,
-    ) -> impl Fn(&Entry) -> Result<Option<J>, String> + 'a {
+    ) -> impl Fn(&Entry) -> Result<Option<J>, surface::Error> + 'a {
         move |e| {
             Self::body_in(store, view, e.seq)
                 .map(|b| b.map(|v| v.to_serde()))
-                .map_err(|r| r.message().to_string())
+                .map_err(|r| surface::Error::internal(r.message()))
         }
     }
 
@@ -100,7 +100,7 @@ impl Dispatcher {
         {
             report.issues.push(crate::surface::runtime::Issue {
                 place: "default".into(),
-                problem: why.clone(),
+                problem: why.to_string(),
             });
         }
         report.ready = report.issues.is_empty();

@@ -367,8 +367,8 @@ where
 
 /// Reads a JSON value given as a (hidden) command-line argument: the fields only the daemon
 /// and MCP take keep their place among the request's arguments that way.
-pub(crate) fn json_arg<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    serde_json::from_str(text).map_err(|e| e.to_string())
+pub(crate) fn json_arg<T: DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
+    serde_json::from_str(text)
 }
 
 /// A required text that must not be blank, in the words every transport uses.

@@ -24,17 +24,23 @@ pub struct Graded {
     pub min_checks: Option<u64>,
 }
 
+/// A command line's RUN that is not a run's seq; `dir` when it names a directory (a Forum
+/// ledger, most likely).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "RUN takes the seq of a run's request (git forum runs lists them), not {text:?}{}",
+    if *dir { "; to read a Forum ledger directory, import it first (git forum import DIR)" } else { "" }
+)]
+pub(crate) struct NotARun {
+    text: String,
+    dir: bool,
+}
+
 /// A run's seq as the command line's RUN gives it, refused in words that say what RUN is.
-fn run_seq(text: &str) -> Result<u64, String> {
-    text.trim().parse::<u64>().map_err(|_| {
-        let hint = if std::path::Path::new(text).is_dir() {
-            "; to read a Forum ledger directory, import it first (git forum import DIR)"
-        } else {
-            ""
-        };
-        format!(
-            "RUN takes the seq of a run's request (git forum runs lists them), not {text:?}{hint}"
-        )
+fn run_seq(text: &str) -> Result<u64, NotARun> {
+    text.trim().parse::<u64>().map_err(|_| NotARun {
+        text: text.to_string(),
+        dir: std::path::Path::new(text).is_dir(),
     })
 }
 

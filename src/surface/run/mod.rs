@@ -21,7 +21,7 @@ pub(crate) mod work;
 
 /// The control loop's names a transport needs to start a run, watch it and stop it.
 pub(crate) use crate::exec::command::stop_all;
-pub(crate) use crate::exec::{Fleet, Seats};
+pub(crate) use crate::exec::{Fleet, FleetError, Seats};
 pub(crate) use crate::run::status as loop_status;
 pub(crate) use crate::run::{
     CommandContext, ContextProvider, Env, Event, Interrupt, Options, Outcome, Progress, RunError,
@@ -45,14 +45,14 @@ use crate::ledger::{Entry, StorageError};
 /// read (one that does not hash to its entry included) is kept, so the operation fails with it
 /// instead of reading the body as absent.
 pub(crate) struct Bodies<'a> {
-    read: &'a dyn Fn(&Entry) -> Result<Option<J>, String>,
-    failed: RefCell<Option<String>>,
+    read: &'a dyn Fn(&Entry) -> Result<Option<J>, Error>,
+    failed: RefCell<Option<Error>>,
 }
 
 impl<'a> Bodies<'a> {
-    /// Reads each body with `read` (`Ok(None)`: redacted). Its error is text: the message each
-    /// transport already made of its own failure, which the operation reports as it is.
-    pub(crate) fn new(read: &'a dyn Fn(&Entry) -> Result<Option<J>, String>) -> Bodies<'a> {
+    /// Reads each body with `read` (`Ok(None)`: redacted); the operation fails with the first
+    /// error it gives.
+    pub(crate) fn new(read: &'a dyn Fn(&Entry) -> Result<Option<J>, Error>) -> Bodies<'a> {
         Bodies {
             read,
             failed: RefCell::new(None),
@@ -73,7 +73,7 @@ impl<'a> Bodies<'a> {
     /// The first failure, if any body could not be read.
     pub(crate) fn done(&self) -> super::Result<()> {
         match self.failed.borrow_mut().take() {
-            Some(m) => Err(Error::internal(m)),
+            Some(e) => Err(e),
             None => Ok(()),
         }
     }

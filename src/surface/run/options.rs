@@ -348,7 +348,7 @@ impl RunOptions {
             .iter()
             .chain(&self.sandbox_allow_host)
         {
-            let a = crate::egress::Allow::parse(spec).map_err(Error::usage)?;
+            let a = crate::egress::Allow::parse(spec).map_err(|e| Error::usage(e.to_string()))?;
             if !allow_hosts.contains(&a) {
                 allow_hosts.push(a);
             }
