@@ -22,6 +22,7 @@ mod egress;
 mod endpoint_forms;
 mod exit_codes;
 mod fetched_readers;
+mod first_fix;
 mod flight;
 mod gradable;
 mod halt;

@@ -286,6 +286,9 @@ impl Jail {
         for (k, v) in &self.profile.env {
             cmd.env(k, v);
         }
+        if let Some(p) = self.profile.python_path_in(&view.worktree) {
+            cmd.env("PYTHONPATH", p);
+        }
         if let Some(c) = &view.caches {
             for (var, sub) in CACHE_VARS {
                 cmd.env(var, c.join(sub));

@@ -42,6 +42,10 @@ pub(crate) struct Profile {
     pub(crate) path_front: Vec<PathBuf>,
     /// Variables set inside.
     pub(crate) env: Vec<(String, String)>,
+    /// Folders of the base checkout that the project's venv installs editable (`pip install
+    /// -e .`), relative to it: put on `PYTHONPATH` inside each task's worktree, so a check
+    /// imports the task's code, not the user's checkout the install names.
+    pub(crate) python_path: Vec<PathBuf>,
 }
 
 impl Profile {
@@ -115,6 +119,29 @@ impl Profile {
         if let Ok(rel) = venv.strip_prefix(repo) {
             self.in_tree.push((venv.to_path_buf(), rel.to_path_buf()));
         }
+        for rel in editable_roots(&site_files(venv), repo) {
+            if !self.python_path.contains(&rel) {
+                self.python_path.push(rel);
+            }
+        }
+    }
+
+    /// The `PYTHONPATH` a confined process gets in the worktree `worktree`, when the project
+    /// is installed editable.
+    pub(crate) fn python_path_in(&self, worktree: &Path) -> Option<String> {
+        if self.python_path.is_empty() {
+            return None;
+        }
+        let dirs = self.python_path.iter().map(|rel| {
+            if rel.as_os_str().is_empty() {
+                worktree.to_path_buf()
+            } else {
+                worktree.join(rel)
+            }
+        });
+        std::env::join_paths(dirs)
+            .ok()
+            .map(|s| s.to_string_lossy().into_owned())
     }
 
     /// Adds `dir` to the read-only trees, unless it is there already or inside one.
@@ -162,8 +189,97 @@ impl Profile {
                 out.push(line);
             }
         }
+        for rel in &self.python_path {
+            let shown = if rel.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                rel
+            };
+            out.push(format!(
+                "{} of the worktree on PYTHONPATH (the project is installed editable)",
+                shown.display()
+            ));
+        }
         out
     }
+}
+
+/// The most files of a venv's `site-packages` read for editable installs, and the most bytes
+/// of each.
+const SITE_FILES: usize = 256;
+const SITE_FILE_BYTES: u64 = 64 * 1024;
+
+/// The files of `venv`'s `site-packages` that can say where an editable install points: `.pth`
+/// files, `.egg-link` files and setuptools' `__editable__` finders, as `(name, text)`
+/// (bounded: see [`SITE_FILES`]).
+fn site_files(venv: &Path) -> Vec<(String, String)> {
+    use std::io::Read;
+    let Ok(lib) = std::fs::read_dir(venv.join("lib")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for py in lib.filter_map(Result::ok) {
+        let Ok(site) = std::fs::read_dir(py.path().join("site-packages")) else {
+            continue;
+        };
+        for f in site.filter_map(Result::ok).take(4 * SITE_FILES) {
+            let name = f.file_name().to_string_lossy().into_owned();
+            let wanted = name.ends_with(".pth")
+                || name.ends_with(".egg-link")
+                || (name.starts_with("__editable__") && name.ends_with("_finder.py"));
+            if !wanted || out.len() >= SITE_FILES {
+                continue;
+            }
+            let mut text = String::new();
+            if std::fs::File::open(f.path())
+                .and_then(|h| h.take(SITE_FILE_BYTES).read_to_string(&mut text))
+                .is_ok()
+            {
+                out.push((name, text));
+            }
+        }
+    }
+    out
+}
+
+/// The folders of the checkout `repo` that editable installs named in `files` (see
+/// [`site_files`]) put on Python's path, relative to `repo`: a `.pth` file's lines that are
+/// paths (the folder itself), an `.egg-link`'s first line, and the folder holding each package
+/// a setuptools finder maps (`MAPPING = {'calc': '/repo/src/calc'}` gives `src`). Paths
+/// outside `repo` are another project's and left alone.
+pub(crate) fn editable_roots(files: &[(String, String)], repo: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut keep = |p: &Path| {
+        if let Ok(rel) = p.strip_prefix(repo)
+            && !out.iter().any(|o| o == rel)
+        {
+            out.push(rel.to_path_buf());
+        }
+    };
+    for (name, text) in files {
+        if name.ends_with(".pth") {
+            // `import` lines run code; the others are folders.
+            for line in text.lines().map(str::trim) {
+                if line.starts_with('/') {
+                    keep(Path::new(line));
+                }
+            }
+        } else if name.ends_with(".egg-link") {
+            if let Some(line) = text.lines().next().map(str::trim)
+                && line.starts_with('/')
+            {
+                keep(Path::new(line));
+            }
+        } else if let Some(mapping) = text.lines().find(|l| l.trim_start().starts_with("MAPPING")) {
+            // The values of `MAPPING: dict[str, str] = {'name': '/path', ...}`.
+            for path in mapping.split(['\'', '"']).filter(|p| p.starts_with('/')) {
+                if let Some(parent) = Path::new(path).parent() {
+                    keep(parent);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Whether `p` lies in a system folder the sandbox shows anyway.
@@ -513,5 +629,47 @@ mod tests {
             )),
             "{inside}"
         );
+    }
+
+    #[test]
+    fn editable_installs_of_the_checkout_are_found_in_each_form_and_others_left_alone() {
+        let repo = Path::new("/home/u/calc");
+        let files = [
+            (
+                "__editable__.calc-0.1.pth".to_string(),
+                "import __editable___calc_0_1_finder; __editable___calc_0_1_finder.install()\n"
+                    .to_string(),
+            ),
+            (
+                "__editable___calc_0_1_finder.py".to_string(),
+                "import sys\nMAPPING: dict[str, str] = {'calc': '/home/u/calc/src/calc', 'other': '/opt/other/other'}\n"
+                    .to_string(),
+            ),
+            (
+                "_calc_tools.pth".to_string(),
+                "/home/u/calc/tools\n/home/u/elsewhere\n".to_string(),
+            ),
+            (
+                "calc-plugin.egg-link".to_string(),
+                "/home/u/calc\n.\n".to_string(),
+            ),
+            (
+                "distutils-precedence.pth".to_string(),
+                "import os; var = 'SETUPTOOLS_USE_DISTUTILS'\n".to_string(),
+            ),
+        ];
+        assert_eq!(
+            editable_roots(&files, repo),
+            [PathBuf::from("src"), PathBuf::from("tools"), PathBuf::new()]
+        );
+        let p = Profile {
+            python_path: editable_roots(&files, repo),
+            ..Profile::default()
+        };
+        assert_eq!(
+            p.python_path_in(Path::new("/w/T1")).unwrap(),
+            "/w/T1/src:/w/T1/tools:/w/T1"
+        );
+        assert!(Profile::default().python_path_in(Path::new("/w")).is_none());
     }
 }

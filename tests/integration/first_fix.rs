@@ -1,0 +1,226 @@
+//! A user's first fix, as the README promises it: a small Python project with one failing
+//! test, whose venv lives under the user's `HOME` with pytest in it and the project installed
+//! editable (`pip install -e .`, offline from the wheelhouse `scripts/agent-clis install`
+//! fills), fixed by git forum's built-in editing worker under the default sandbox against a
+//! loopback model that plays a correct fix.
+//!
+//! The editable install is what makes this a test of the sandbox: the venv's finder maps
+//! `calc` to the user's checkout, so a check that imported the checkout's code instead of the
+//! task's worktree would fail the fix.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value as J, json};
+
+use crate::edit_worker::{Stub, call, chat_answer, fleet};
+
+/// The variable naming the wheelhouse of the project's packages (pytest, setuptools).
+const WHEELS: &str = "GIT_FORUM_TEST_PROJECT_WHEELS";
+
+const BROKEN: &str = "def add(a, b):\n    return a - b\n";
+const FIXED: &str = "def add(a, b):\n    return a + b\n";
+
+/// The wheelhouse, or `None` (the test is skipped) unless the agents are required.
+fn wheels() -> Option<PathBuf> {
+    match std::env::var_os(WHEELS) {
+        Some(p) if Path::new(&p).join(".complete").is_file() => Some(p.into()),
+        _ if std::env::var("GIT_FORUM_REQUIRE_AGENTS").is_ok_and(|v| v == "1") => panic!(
+            "{WHEELS} is unset, and GIT_FORUM_REQUIRE_AGENTS=1: run scripts/agent-clis install, then eval \"$(scripts/agent-clis env)\""
+        ),
+        _ => {
+            eprintln!("skipped: {WHEELS} is unset (scripts/agent-clis install fills it)");
+            None
+        }
+    }
+}
+
+/// The user's machine: a temporary `HOME` with the project's venv, and the project.
+pub(crate) struct Project {
+    dir: tempfile::TempDir,
+    pub(crate) home: PathBuf,
+    pub(crate) root: PathBuf,
+    pub(crate) venv: PathBuf,
+}
+
+impl Project {
+    /// `calc/core.py` whose `add` subtracts, `tests/test_core.py`, a `pyproject.toml`; one
+    /// commit; the venv under `HOME` with pytest and the project installed editable.
+    pub(crate) fn new(wheels: &Path) -> Project {
+        let dir = tempfile::Builder::new()
+            .prefix("first-fix-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        let home = dir.path().join("home");
+        let root = dir.path().join("calc");
+        let venv = home.join(".venvs/calc");
+        for d in [&home, &root.join("calc"), &root.join("tests")] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let w = |p: &str, s: &str| std::fs::write(root.join(p), s).unwrap();
+        w(
+            "pyproject.toml",
+            "[project]\nname = \"calc\"\nversion = \"0.1\"\n\n[tool.setuptools]\npackages = [\"calc\"]\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n",
+        );
+        w("calc/__init__.py", "from .core import add\n");
+        w("calc/core.py", BROKEN);
+        w(
+            "tests/test_core.py",
+            "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+        );
+        w(".gitignore", "__pycache__/\n*.egg-info/\n.pytest_cache/\n");
+        let p = Project {
+            dir,
+            home,
+            root,
+            venv,
+        };
+        p.ok(Command::new("git").args(["init", "-q", "-b", "main"]));
+        p.ok(Command::new("git").args(["add", "."]));
+        p.ok(Command::new("git").args(["commit", "-q", "-m", "calc: add, and its test"]));
+        p.ok(Command::new("python3").args(["-m", "venv"]).arg(&p.venv));
+        p.ok(Command::new(p.venv.join("bin/pip"))
+            .args(["install", "-q", "--no-index", "--find-links"])
+            .arg(wheels)
+            .args(["pytest", "-e", "."]));
+        p
+    }
+
+    /// `cmd` as the user's shell runs it in the project: the venv activated, nothing else of
+    /// this process's environment.
+    pub(crate) fn shell(&self, cmd: &mut Command) -> Output {
+        cmd.current_dir(&self.root)
+            .env_clear()
+            .env("HOME", &self.home)
+            .env(
+                "PATH",
+                format!(
+                    "{}:/usr/local/bin:/usr/bin:/bin",
+                    self.venv.join("bin").display()
+                ),
+            )
+            .env("VIRTUAL_ENV", &self.venv)
+            .env("LANG", "C.UTF-8")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "User")
+            .env("GIT_AUTHOR_EMAIL", "user@example.invalid")
+            .env("GIT_COMMITTER_NAME", "User")
+            .env("GIT_COMMITTER_EMAIL", "user@example.invalid")
+            .env("GIT_FORUM_CACHE_DIR", self.dir.path().join("cache"))
+            .env("GIT_FORUM_STATE_DIR", self.dir.path().join("state"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, cmd: &mut Command) -> Output {
+        let o = self.shell(cmd);
+        assert!(o.status.success(), "{cmd:?}: {o:?}");
+        o
+    }
+
+    /// `git forum ARGS` in the project.
+    pub(crate) fn forum(&self, args: &[&str]) -> Output {
+        self.shell(Command::new(env!("CARGO_BIN_EXE_git-forum")).args(args))
+    }
+
+    /// Whether the project's own test passes in the user's checkout.
+    pub(crate) fn passes(&self) -> bool {
+        self.shell(Command::new("pytest").arg("-q"))
+            .status
+            .success()
+    }
+
+    /// The runtime: every seat on the loopback model `stub`.
+    pub(crate) fn runtime(&self, stub: &Stub) {
+        std::fs::create_dir_all(self.root.join(".forum")).unwrap();
+        std::fs::write(
+            self.root.join(".forum/runtime.toml"),
+            format!(
+                "[runtime.default]\nchat_url = \"{}\"\nmodel = \"stub-coder\"\nis_local = true\n",
+                stub.url("/v1/chat/completions")
+            ),
+        )
+        .unwrap();
+        std::fs::write(self.root.join(".git/info/exclude"), ".forum/\n").unwrap();
+    }
+
+    /// The entries of kind `kind`, with their bodies.
+    pub(crate) fn payloads(&self, kind: &str) -> Vec<J> {
+        let json = |args: &[&str]| -> J {
+            serde_json::from_slice(&self.forum(args).stdout).unwrap_or(J::Null)
+        };
+        let all = json(&["log", "--json"]);
+        all.as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["kind"] == kind)
+            .map(|e| {
+                let seq = e["seq"].as_u64().unwrap_or(0).to_string();
+                json(&["show", &seq, "--payload", "--json"])["payload"].clone()
+            })
+            .collect()
+    }
+}
+
+/// The worker's turns: read the code, write the fix, say what it did.
+pub(crate) fn fixer(turn: usize, _: &J) -> (u16, J) {
+    let a = match turn {
+        0 => chat_answer(
+            J::Null,
+            Some(json!([call(
+                "c1",
+                "read_file",
+                json!({"path": "calc/core.py"})
+            )])),
+        ),
+        1 => chat_answer(
+            J::Null,
+            Some(json!([call(
+                "c2",
+                "write_file",
+                json!({"path": "calc/core.py", "content": FIXED})
+            )])),
+        ),
+        _ => chat_answer(json!("Fixed add in calc/core.py: it subtracted."), None),
+    };
+    (200, a)
+}
+
+/// Under the default sandbox, the check `pytest -q` imports the task's worktree although the
+/// venv's editable install names the user's checkout, so the fix passes and lands on the run
+/// branch; the record lists the folder put on `PYTHONPATH`.
+#[test]
+fn heavy_an_editable_install_is_checked_against_the_worktree_under_the_default_sandbox() {
+    let Some(wheels) = wheels() else { return };
+    let p = Project::new(&wheels);
+    assert!(!p.passes(), "the test fails before the fix");
+    let stub = Stub::start(fleet(fixer));
+    p.runtime(&stub);
+    let o = p.forum(&[
+        "submit",
+        "--work",
+        "--json",
+        "--check",
+        "pytest -q",
+        "make the failing test in calc pass",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let checks = p.payloads("check");
+    let t1: Vec<&J> = checks.iter().filter(|c| c["task"] == "T1").collect();
+    assert!(
+        !t1.is_empty() && t1.iter().all(|c| c["ok"] == true),
+        "{checks:?}\n{stderr}"
+    );
+    let request = &p.payloads("request")[0];
+    let listed = request["work"]["sandbox"].to_string();
+    assert!(
+        listed.contains(". of the worktree on PYTHONPATH (the project is installed editable)"),
+        "{listed}"
+    );
+    // Nothing reached the user's checkout before apply.
+    assert!(!p.passes());
+}
