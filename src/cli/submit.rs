@@ -300,35 +300,23 @@ pub(crate) enum GateCommand {
     /// List the gates waiting for a decision.
     List,
     /// Let the wave run.
-    Approve(DecideArgs),
+    Approve(crate::surface::request::work::GateApprove),
     /// Let the wave run with rewritten instructions (--edit ID=INSTRUCTION, repeatable).
-    Edit(DecideArgs),
+    Edit(GateEditArgs),
     /// Stop the run before the wave.
-    Reject(DecideArgs),
+    Reject(crate::surface::request::work::GateReject),
 }
 
-/// Which gate to decide, by whom, and how.
+/// `gate edit`: its request, and the command line's way to give the edits.
 #[derive(Debug, clap::Args)]
-pub(crate) struct DecideArgs {
-    /// The run (its request seq); default: the run of the only pending gate.
-    #[arg(long, value_name = "SEQ")]
-    pub(crate) run: Option<u64>,
-    /// The wave; default: the run's pending wave.
-    #[arg(long, value_name = "N")]
-    pub(crate) wave: Option<u64>,
-    /// Who decides (default: git config user.name, else $USER).
-    #[arg(long)]
-    pub(crate) approver: Option<String>,
-    /// A note kept with the decision.
-    #[arg(long)]
-    pub(crate) note: Option<String>,
-    /// Why (reject).
-    #[arg(long)]
-    pub(crate) reason: Option<String>,
-    /// TASK_ID=INSTRUCTION (edit; repeatable).
+pub(crate) struct GateEditArgs {
+    #[command(flatten)]
+    pub(crate) req: crate::surface::request::work::GateEdit,
+    /// TASK_ID=INSTRUCTION (repeatable).
     #[arg(long = "edit", value_name = "ID=TEXT")]
-    pub(crate) edits: Vec<String>,
+    pub(crate) edit: Vec<String>,
 }
+
 /// Loads everything a run needs and refuses a broken configuration before any model call.
 /// `resumed`: the request seq and body of the run a resume continues; the executors it
 /// recorded replace the configured ones unless executor flags are given, and the options it

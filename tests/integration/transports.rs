@@ -189,9 +189,8 @@ fn every_tool_lists_the_schema_its_request_generates() {
 /// The tools whose command-line arguments are still declared in `src/cli/` instead of coming
 /// from their request (each flag is still the field's name, but its help is the command
 /// line's own): the command line reads the payload with the canonical parser where the
-/// request takes a JSON value (append), and names the run by another seq and leaves the
-/// gate's wave and approver to defaults where the request requires them (gate).
-const DECLARED_TWICE: &[&str] = &["ledger_append", "gate_approve", "gate_edit", "gate_reject"];
+/// request takes a JSON value (append).
+const DECLARED_TWICE: &[&str] = &["ledger_append"];
 
 /// The clap command of a subcommand path, from the binary's own definition.
 fn subcommand(path: &[&str]) -> clap::Command {

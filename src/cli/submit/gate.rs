@@ -2,9 +2,10 @@
 //! (listed, approved, edited or rejected).
 
 use super::{
-    Bodies, CliError, Ctx, Decide, DecideArgs, Decision, GateArgs, GateCommand, RunsArgs,
-    all_entries, cli_err, read_bodies, run, surface, to_json,
+    Bodies, CliError, Ctx, Decide, Decision, GateArgs, GateCommand, RunsArgs, all_entries, cli_err,
+    read_bodies, run, surface, to_json,
 };
+use crate::surface::request::Request;
 
 /// `git forum runs`.
 pub(crate) fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
@@ -46,44 +47,11 @@ pub(crate) fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn approver(args: &DecideArgs, ctx: &Ctx) -> String {
-    if let Some(a) = &args.approver {
-        return a.clone();
-    }
-    if let Ok(repo) = crate::surface::store::open_repo(&ctx.dir)
-        && let Some(name) = repo.config_snapshot().string("user.name")
-    {
-        return name.to_string();
-    }
-    std::env::var("USER").unwrap_or_else(|_| "operator".into())
-}
-
-/// `--edit TASK_ID=INSTRUCTION` flags as (task id, instruction) pairs: at least one, each
-/// with both sides.
-fn edits_of(flags: &[String]) -> Result<Vec<(String, String)>, CliError> {
-    if flags.is_empty() {
-        return Err(CliError::usage(
-            "gate edit needs at least one --edit TASK_ID=INSTRUCTION",
-        ));
-    }
-    flags
-        .iter()
-        .map(|e| match e.split_once('=') {
-            Some((id, text)) if !id.trim().is_empty() && !text.trim().is_empty() => {
-                Ok((id.trim().to_string(), text.to_string()))
-            }
-            _ => Err(CliError::usage(format!(
-                "--edit {e:?} must be TASK_ID=INSTRUCTION"
-            ))),
-        })
-        .collect()
-}
-
 /// `git forum gate`.
 pub(crate) fn gate(ctx: &Ctx, args: GateArgs) -> Result<(), CliError> {
     let mut store = ctx.store()?;
     let entries = all_entries(&store)?;
-    let (decision, d) = match args.command {
+    let (key, note, decision) = match args.command {
         GateCommand::List => {
             let read = read_bodies(&store);
             let list = surface::run::gates(&entries, &Bodies::new(&read)).map_err(cli_err)?;
@@ -108,22 +76,26 @@ pub(crate) fn gate(ctx: &Ctx, args: GateArgs) -> Result<(), CliError> {
             }
             return Ok(());
         }
-        GateCommand::Approve(d) => (Decision::Approve, d),
-        GateCommand::Edit(d) => (Decision::Edit(edits_of(&d.edits)?), d),
-        GateCommand::Reject(d) => (Decision::Reject(d.reason.clone()), d),
+        GateCommand::Approve(a) => {
+            a.validate().map_err(cli_err)?;
+            (a.key, a.note, Decision::Approve)
+        }
+        GateCommand::Edit(e) => {
+            let req = e.req.with_flags(&e.edit).map_err(cli_err)?;
+            req.validate().map_err(cli_err)?;
+            let edits = req.pairs();
+            (req.key, req.note, Decision::Edit(edits))
+        }
+        GateCommand::Reject(r) => {
+            r.validate().map_err(cli_err)?;
+            (r.key, None, Decision::Reject(r.reason))
+        }
     };
     let pending = {
         let read = read_bodies(&store);
         surface::run::pending(&entries, &Bodies::new(&read)).map_err(cli_err)?
     };
-    let ask = Decide {
-        run: d.run,
-        run_seq: None,
-        wave: d.wave,
-        approver: approver(&d, ctx),
-        note: d.note.clone(),
-        decision,
-    };
+    let ask = Decide::of(&key, note, decision, &ctx.dir);
     let done = surface::run::decide(&pending, &mut store, &ask, ctx.now(None)?).map_err(cli_err)?;
     if ctx.json {
         return ctx.out_json(&to_json(&done)?);

@@ -53,14 +53,7 @@ impl Dispatcher {
                 (a.key, a.note, Decision::Approve)
             }
         };
-        let ask = Decide {
-            run: None,
-            run_seq: Some(key.run_seq),
-            wave: Some(key.wave),
-            approver: key.approver,
-            note,
-            decision,
-        };
+        let ask = Decide::of(&key, note, decision, &self.cfg.dir);
         let view = self.snapshot()?;
         let pending = {
             let store = self.reader()?;

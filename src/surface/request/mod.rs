@@ -539,11 +539,11 @@ mod tests {
             ),
             (
                 spec::<work::GateEdit>(),
-                &["run_seq", "wave", "approver", "edits", "note"],
+                &["run", "run_seq", "wave", "approver", "edits", "note"],
             ),
             (
                 spec::<work::GateReject>(),
-                &["run_seq", "wave", "approver", "reason"],
+                &["run", "run_seq", "wave", "approver", "reason"],
             ),
             (
                 spec::<reports::Mine>(),

@@ -46,26 +46,36 @@ impl Request for Append {
     }
 }
 
-/// Which pending gate a decision is about, and who decides.
-#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+/// Which pending gate a decision is about, and who decides. Each part may be left out when
+/// it is plain: the run of the only pending gate, the run's pending wave, and as approver the
+/// repository's `user.name` (else `$USER`).
+#[derive(Debug, Clone, Default, clap::Args, Deserialize, schemars::JsonSchema)]
 pub struct GateKey {
-    /// The run's first plan entry (GET gates lists it).
-    // The command line names the run by its request seq (--run) instead.
+    /// The run, by its request seq (default: the run of the only pending gate).
+    #[arg(long, value_name = "SEQ")]
+    #[serde(default, deserialize_with = "via_value")]
+    pub run: Option<u64>,
+    /// The run, by its first plan entry (GET gates lists it); another way to name it.
+    // The command line names a run by its request seq (--run), as `runs` lists it.
     #[arg(long, hide = true)]
-    #[serde(deserialize_with = "via_value")]
-    pub run_seq: u64,
-    /// The gated wave (0-based).
+    #[serde(default, deserialize_with = "via_value")]
+    pub run_seq: Option<u64>,
+    /// The gated wave, 0-based (default: the run's pending wave).
+    #[arg(long, value_name = "N")]
+    #[serde(default, deserialize_with = "via_value")]
+    pub wave: Option<u64>,
+    /// Who decides (default: git config user.name, else $USER).
     #[arg(long)]
-    #[serde(deserialize_with = "via_value")]
-    pub wave: u64,
-    /// Who decides.
-    #[arg(long)]
-    pub approver: String,
+    #[serde(default)]
+    pub approver: Option<String>,
 }
 
 impl GateKey {
     fn validate(&self) -> Result<(), Error> {
-        non_blank("approver", &self.approver)
+        match &self.approver {
+            Some(a) => non_blank("approver", a),
+            None => Ok(()),
+        }
     }
 }
 
@@ -76,7 +86,7 @@ pub struct GateApprove {
     #[command(flatten)]
     #[serde(flatten)]
     pub key: GateKey,
-    /// A note.
+    /// A note kept with the decision.
     #[arg(long)]
     #[serde(default)]
     pub note: Option<String>,
@@ -96,13 +106,14 @@ pub struct GateEdit {
     #[serde(flatten)]
     pub key: GateKey,
     /// New instructions by task id.
-    #[arg(long, hide = true, value_parser = super::json_arg::<Map<String, J>>)]
+    // The command line takes them as --edit TASK_ID=INSTRUCTION, repeatable.
+    #[arg(long, hide = true, default_value = "{}", value_parser = super::json_arg::<Map<String, J>>)]
     #[schemars(
         with = "Map<String, J>",
         extend("x-refusal" = "field \"edits\" must be a non-empty object {task_id: instruction}")
     )]
     pub edits: Map<String, J>,
-    /// A note.
+    /// A note kept with the decision.
     #[arg(long)]
     #[serde(default)]
     pub note: Option<String>,
@@ -115,6 +126,29 @@ impl GateEdit {
             .iter()
             .map(|(id, text)| (id.clone(), text.as_str().unwrap_or_default().to_string()))
             .collect()
+    }
+
+    /// Adds the command line's `--edit TASK_ID=INSTRUCTION` flags to the edits.
+    pub(crate) fn with_flags(mut self, flags: &[String]) -> Result<GateEdit, Error> {
+        for e in flags {
+            match e.split_once('=') {
+                Some((id, text)) if !id.trim().is_empty() && !text.trim().is_empty() => {
+                    self.edits
+                        .insert(id.trim().to_string(), J::String(text.to_string()));
+                }
+                _ => {
+                    return Err(Error::usage(format!(
+                        "--edit {e:?} must be TASK_ID=INSTRUCTION"
+                    )));
+                }
+            }
+        }
+        if self.edits.is_empty() {
+            return Err(Error::usage(
+                "gate edit needs at least one --edit TASK_ID=INSTRUCTION",
+            ));
+        }
+        Ok(self)
     }
 }
 

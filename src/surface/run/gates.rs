@@ -120,6 +120,40 @@ pub(crate) struct Decide {
     pub(crate) decision: Decision,
 }
 
+impl Decide {
+    /// The decision `decision` on the gate `key` names, with `note`, from a request any
+    /// transport decoded; an approver left out is the repository's `user.name` (in `dir`),
+    /// else `$USER`, else `operator`.
+    pub(crate) fn of(
+        key: &crate::surface::request::work::GateKey,
+        note: Option<String>,
+        decision: Decision,
+        dir: &std::path::Path,
+    ) -> Decide {
+        Decide {
+            run: key.run,
+            run_seq: key.run_seq,
+            wave: key.wave,
+            approver: key
+                .approver
+                .clone()
+                .unwrap_or_else(|| default_approver(dir)),
+            note,
+            decision,
+        }
+    }
+}
+
+/// Who decides when no approver is named: the repository's `user.name`, else `$USER`.
+fn default_approver(dir: &std::path::Path) -> String {
+    if let Ok(repo) = crate::surface::store::open_repo(dir)
+        && let Some(name) = repo.config_snapshot().string("user.name")
+    {
+        return name.to_string();
+    }
+    std::env::var("USER").unwrap_or_else(|_| "operator".into())
+}
+
 /// A decision witnessed.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub(crate) struct GateDecided {
