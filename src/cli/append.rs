@@ -9,25 +9,11 @@ use crate::ledger::{NewEntry, canonical};
 /// `1.0`) and integers of any width are kept exactly, so hashes match Forum's.
 #[derive(Debug, clap::Args)]
 pub(crate) struct AppendArgs {
-    /// Who wrote the entry (an agent, a role, a person).
-    #[arg(long)]
-    pub(crate) actor: String,
-    /// What the entry is (request, plan, result, verdict, note, ...).
-    #[arg(long)]
-    pub(crate) kind: String,
-    /// The seq this entry follows from (its causal parent).
-    #[arg(long, visible_alias = "parent", value_name = "SEQ")]
-    pub(crate) causal_parent: Option<i64>,
+    #[command(flatten)]
+    pub(crate) req: crate::surface::request::work::Append,
     /// Timestamp in seconds since 1970 (default: GIT_FORUM_TIMESTAMP, else the clock).
     #[arg(long)]
     pub(crate) ts: Option<f64>,
-    /// The payload as JSON text.
-    #[arg(
-        long,
-        conflicts_with = "payload_file",
-        required_unless_present = "payload_file"
-    )]
-    pub(crate) payload: Option<String>,
     /// Read the payload JSON from PATH (`-` for standard input).
     #[arg(long, value_name = "PATH")]
     pub(crate) payload_file: Option<PathBuf>,
@@ -66,11 +52,19 @@ pub(crate) fn read_payload(
 }
 
 pub(crate) fn run(ctx: &Ctx, args: AppendArgs) -> Result<(), CliError> {
-    let payload = read_payload(args.payload.as_deref(), args.payload_file.as_ref())?;
+    let req = args.req;
+    let payload = match (req.payload, args.payload_file.as_ref()) {
+        (Some(p), _) => p.0,
+        (None, file) => read_payload(None, file)?,
+    };
+    let causal_parent = req
+        .causal_parent
+        .map(|p| i64::try_from(p).map_err(|_| CliError::usage("--causal-parent is too large")))
+        .transpose()?;
     let new = NewEntry {
-        actor: args.actor,
-        kind: args.kind,
-        causal_parent: args.causal_parent,
+        actor: req.actor,
+        kind: req.kind,
+        causal_parent,
         payload,
         ts: ctx.now(args.ts)?,
     };

@@ -414,7 +414,7 @@ impl Dispatcher {
                     .map_err(|e| bad(format!("the request body is not valid JSON: {e}")))?;
                 v.get("payload").cloned()
             }
-            None => req.body.get("payload").map(Value::from_serde),
+            None => a.payload.clone().map(|p| p.0),
         };
         let payload = payload.ok_or_else(|| bad("field \"payload\" is required"))?;
         let new = NewEntry {

@@ -188,9 +188,8 @@ fn every_tool_lists_the_schema_its_request_generates() {
 
 /// The tools whose command-line arguments are still declared in `src/cli/` instead of coming
 /// from their request (each flag is still the field's name, but its help is the command
-/// line's own): the command line reads the payload with the canonical parser where the
-/// request takes a JSON value (append).
-const DECLARED_TWICE: &[&str] = &["ledger_append"];
+/// line's own): none.
+const DECLARED_TWICE: &[&str] = &[];
 
 /// The clap command of a subcommand path, from the binary's own definition.
 fn subcommand(path: &[&str]) -> clap::Command {

@@ -466,7 +466,10 @@ mod tests {
         );
         // A payload takes any value, null included.
         let a: work::Append = decode(&json!({"actor": "a", "kind": "k", "payload": null})).unwrap();
-        assert_eq!(a.payload, J::Null);
+        assert_eq!(
+            a.payload,
+            Some(work::Payload(crate::ledger::canonical::Value::Null))
+        );
         assert_eq!(
             refusal::<work::Append>(json!({"actor": "a", "kind": "k"})),
             "field \"payload\" is required"

@@ -7,21 +7,54 @@ use serde_json::{Map, Value as J};
 use super::{Request, non_blank, via_value};
 use crate::surface::Error;
 
+/// An entry's body as the ledger's own parser reads it: any JSON value, numbers keeping their
+/// identity (`1` is not `1.0`, integers of any width stay exact) and Python's `NaN` and
+/// `Infinity` taken, so hashes match Forum's. Over serde it comes from a JSON value whose
+/// numbers keep their text; the daemon reads a body it received again with the same parser.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Payload(pub crate::ledger::canonical::Value);
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Payload, D::Error> {
+        let v = J::deserialize(d)?;
+        Ok(Payload(crate::ledger::canonical::Value::from_serde(&v)))
+    }
+}
+
+/// A payload that was given, `null` included (an absent one is `None`).
+fn given_payload<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Payload>, D::Error> {
+    Payload::deserialize(d).map(Some)
+}
+
+/// A payload given as JSON text.
+fn payload_arg(text: &str) -> Result<Payload, PayloadError> {
+    crate::ledger::canonical::parse(text.trim_end_matches(['\n', '\r']))
+        .map(Payload)
+        .map_err(PayloadError)
+}
+
+/// JSON text the ledger's parser refused.
+#[derive(Debug, thiserror::Error)]
+#[error("not valid JSON: {0}")]
+pub struct PayloadError(crate::ledger::canonical::ParseError);
+
 /// Witness one entry in the ledger.
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Append {
-    /// Who wrote it.
+    /// Who wrote the entry (an agent, a role, a person).
     #[arg(long)]
     pub actor: String,
-    /// What it is (note, request, ...).
+    /// What the entry is (request, plan, result, verdict, note, ...).
     #[arg(long)]
     pub kind: String,
     /// The body: any JSON value.
-    #[arg(long, hide = true, value_parser = super::json_arg::<J>)]
+    // The command line may read it from a file instead (--payload-file).
+    #[arg(long, value_parser = payload_arg, required_unless_present = "payload_file", conflicts_with = "payload_file")]
     #[schemars(with = "Map<String, J>", extend("x-any" = true))]
-    pub payload: J,
-    /// The seq it follows from.
+    #[serde(default, deserialize_with = "given_payload")]
+    pub payload: Option<Payload>,
+    /// The seq this entry follows from (its causal parent).
     #[arg(long, visible_alias = "parent", value_name = "SEQ")]
     #[serde(default)]
     pub causal_parent: Option<u64>,
@@ -36,6 +69,9 @@ impl Request for Append {
     fn validate(&self) -> Result<(), Error> {
         non_blank("actor", &self.actor)?;
         non_blank("kind", &self.kind)?;
+        if self.payload.is_none() {
+            return Err(Error::usage("field \"payload\" is required"));
+        }
         if self
             .causal_parent
             .is_some_and(|p| i64::try_from(p).is_err())
