@@ -28,6 +28,8 @@ use crate::ledger::{Entry, canonical};
 use crate::policy::Policy;
 use crate::roster::Roster;
 use crate::surface::run::{Fleet, Seats};
+
+pub(crate) use super::executors::{Executors, NoSeats};
 use crate::surface::store::{GitStore, Options, StoreError};
 
 /// The default limit on one submit (or resume) over the daemon or MCP, in seconds.
@@ -565,27 +567,6 @@ pub(crate) struct EntryCache {
     pub(crate) acc: crate::ledger::merkle::Accumulator,
 }
 
-/// The executors the server was started with: the merged runtime (for `/runtime`) and the fleet
-/// built from it, or why none could be built.
-pub(crate) struct Executors {
-    pub(crate) loaded: Option<Loaded>,
-    pub(crate) seats: Result<Arc<dyn Seats>, NoSeats>,
-}
-
-/// Why the server has no executors to run models with (`/submit` answers 503 with it).
-#[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum NoSeats {
-    /// It was started with no executor.
-    #[error("{NO_EXECUTOR}")]
-    NotConfigured,
-    /// Its runtime has an issue that would stop every run (the first one).
-    #[error("this server cannot run models: {0} (GET /runtime lists every issue)")]
-    Issue(crate::exec::config::Issue),
-    /// Its executors could not be built.
-    #[error("this server cannot run models: {0}")]
-    Fleet(#[source] Arc<crate::surface::run::FleetError>),
-}
-
 /// Maps requests to the engine. `Sync`: one dispatcher serves every connection.
 pub struct Dispatcher {
     pub(crate) cfg: Config,
@@ -607,8 +588,6 @@ pub struct Dispatcher {
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
-
-const NO_EXECUTOR: &str = "no executor is configured for this server: start it with executor flags (--cmd, --chat-url, --api, --runtime-config) or add .forum/runtime.toml to the repository";
 
 impl Dispatcher {
     /// Opens the ledger (which need not exist yet) with the built-in roster, no policy limits

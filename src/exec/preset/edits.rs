@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use super::read::AgentFailure;
+use super::failure::AgentFailure;
 
 /// The error of a call whose Claude Code `stream-json` output shows an edit left failed.
 pub(super) fn claude_check(stdout: &str) -> Result<(), AgentFailure> {

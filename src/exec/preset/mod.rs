@@ -59,8 +59,9 @@ use super::{Call, ExecError, Executor, Reply, Usage, command};
 
 mod edits;
 pub(crate) mod egress;
+mod failure;
 mod read;
-pub(crate) use read::AgentFailure;
+pub(crate) use failure::AgentFailure;
 mod state;
 
 /// Which coding agent.

@@ -278,11 +278,19 @@ impl Jail {
             }
             cmd.arg("--");
         }
-        cmd.arg(&program)
-            .env_remove("GIT_DIR")
+        cmd.arg(&program);
+        self.set_env(&mut cmd, view, &path);
+        Ok(cmd)
+    }
+
+    /// The environment a confined command in `view` gets: no git location of the host's, the
+    /// profile's `PATH` (`path`) and variables, `PYTHONPATH` for an editable install, and the
+    /// task's caches.
+    fn set_env(&self, cmd: &mut Command, view: &View, path: &str) {
+        cmd.env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
             .env_remove("GIT_INDEX_FILE")
-            .env("PATH", &path);
+            .env("PATH", path);
         for (k, v) in &self.profile.env {
             cmd.env(k, v);
         }
@@ -294,7 +302,6 @@ impl Jail {
                 cmd.env(var, c.join(sub));
             }
         }
-        Ok(cmd)
     }
 
     /// The profile's trees of the base checkout, where they appear in `view`'s worktree (a
