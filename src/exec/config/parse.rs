@@ -153,6 +153,9 @@ pub(crate) fn parse_runtime_config(
     if let Some(c) = raw.context {
         cfg.context.repo = c.repo;
     }
+    if let Some(s) = raw.spend {
+        cfg.spend = parse_spend(&src, s)?;
+    }
     Ok(cfg)
 }
 
@@ -264,22 +267,64 @@ fn parse_work(src: &Src<'_>, work: RawWork, out: &mut WorkConfig) -> Result<(), 
         parse_attempts(src, attempts, out)?;
     }
     if let Some(checks) = work.checks {
-        let span = checks.span();
-        for c in checks.get_ref() {
-            if c.trim().is_empty() || c.contains('\0') || c.len() > MAX_CHECK_BYTES {
-                return Err(src.err(
-                    "work",
-                    Some("checks"),
-                    Some(span),
-                    format!(
-                        "each check must be a non-empty shell command of at most {MAX_CHECK_BYTES} bytes"
-                    ),
-                ));
-            }
-        }
-        out.checks = checks.into_inner();
+        out.checks = check_list(src, "checks", checks)?;
+    }
+    if let Some(checks) = work.default_checks {
+        out.default_checks = check_list(src, "default_checks", checks)?;
     }
     Ok(())
+}
+
+/// `[work] checks` or `default_checks`: shell commands, none empty or too long.
+fn check_list(
+    src: &Src<'_>,
+    key: &str,
+    checks: toml::Spanned<Vec<String>>,
+) -> Result<Vec<String>, ConfigError> {
+    let span = checks.span();
+    for c in checks.get_ref() {
+        if c.trim().is_empty() || c.contains('\0') || c.len() > MAX_CHECK_BYTES {
+            return Err(src.err(
+                "work",
+                Some(key),
+                Some(span),
+                format!(
+                    "each check must be a non-empty shell command of at most {MAX_CHECK_BYTES} bytes"
+                ),
+            ));
+        }
+    }
+    Ok(checks.into_inner())
+}
+
+/// `[spend]`: each ceiling above 0 (a ceiling of 0 would stop every run before its first call).
+fn parse_spend(src: &Src<'_>, s: super::raw::RawSpend) -> Result<super::SpendConfig, ConfigError> {
+    let mut out = super::SpendConfig::default();
+    if let Some(x) = s.max_cost_usd {
+        let usd = *x.get_ref();
+        let pico = crate::spend::usd_to_pico(usd);
+        if !(usd.is_finite() && usd > 0.0 && pico > 0) {
+            return Err(src.at(
+                "spend",
+                "max_cost_usd",
+                &x,
+                format!("max_cost_usd = {usd}: give a number of dollars above 0 (or leave the key out for no ceiling)"),
+            ));
+        }
+        out.max_cost_pico = Some(pico);
+    }
+    if let Some(n) = s.max_tokens {
+        if *n.get_ref() == 0 {
+            return Err(src.at(
+                "spend",
+                "max_tokens",
+                &n,
+                "max_tokens = 0 leaves nothing to spend: give a number of tokens above 0".into(),
+            ));
+        }
+        out.max_tokens = Some(*n.get_ref());
+    }
+    Ok(out)
 }
 
 /// `[work] attempts`: a count from 1 to 8, or one slot name per attempt (1 to 8 of them).
