@@ -30,6 +30,7 @@ mod hostile;
 mod http_exec;
 mod import_pinned;
 mod import_stream;
+mod init_agents;
 mod inputs;
 mod layers;
 mod ledger;
