@@ -263,8 +263,11 @@ fn with_nothing_found_init_sets_the_local_model_and_says_it_is_not_for_editing_c
     );
 }
 
+/// A project's files: each path and its text.
+type Files = &'static [(&'static str, &'static str)];
+
 /// One project per ecosystem: the files, the command init records, and what it read it from.
-const ECOSYSTEMS: [(&[(&str, &str)], &str, &str); 8] = [
+const ECOSYSTEMS: [(Files, &str, &str); 8] = [
     (
         &[
             ("pyproject.toml", "[tool.pytest.ini_options]\n"),
