@@ -49,6 +49,7 @@ mod props;
 mod purity;
 mod quality;
 mod quality_loop;
+mod quickstart;
 mod redact;
 mod reliability;
 mod repo_context;
