@@ -307,7 +307,8 @@ pub(crate) fn runtime_toml(
         "# Written by `git forum init`, which found: {}.\n\
          # Every role runs on the default executor below: the worker edits each task's worktree,\n\
          # the orchestrator plans and reviews. Another agent: `git forum init --force --agent NAME`\n\
-         # ({}), or edit this file (git forum's docs/sandbox-and-agents.md).\n",
+         # (NAME: {}),\n\
+         # or edit this file (git forum's docs/sandbox-and-agents.md).\n",
         found_line(found),
         AGENT_NAMES[..9].join(", ")
     );
