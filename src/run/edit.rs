@@ -307,15 +307,7 @@ impl Run<'_, '_> {
                 }
             };
             seen.note(exec.as_ref(), &turn);
-            let parsed: Vec<ParsedCall> = turn
-                .calls
-                .iter()
-                .map(|c| {
-                    c.arguments()
-                        .map_err(Into::into)
-                        .and_then(|a| parse_op(&c.name, &a, &commands))
-                })
-                .collect();
+            let parsed = parse_calls(&turn.calls, &commands);
             let malformed = parsed.iter().filter(|p| p.is_err()).count();
             let next = lp.after_turn(turn.calls.len(), malformed);
             match next {
@@ -464,6 +456,18 @@ impl Run<'_, '_> {
         }
         Ok(Ok(report))
     }
+}
+
+/// A turn's tool calls as [`parse_op`] reads them, against the allowed `commands`.
+fn parse_calls(calls: &[ToolUse], commands: &[String]) -> Vec<ParsedCall> {
+    calls
+        .iter()
+        .map(|c| {
+            c.arguments()
+                .map_err(Into::into)
+                .and_then(|a| parse_op(&c.name, &a, commands))
+        })
+        .collect()
 }
 
 /// The commands the editing worker of `task` may run: the run's checks, the task's `run:`

@@ -282,10 +282,25 @@ impl RunOptions {
         })
     }
 
-    /// Takes the runtime's `[spend]` ceilings for those the request did not give, so that they
-    /// are recorded with the run's options (and a resume keeps them) like the flags. Returns
-    /// whether one was taken.
-    pub(crate) fn take_default_ceilings(&mut self, spend: &config::SpendConfig) -> bool {
+    /// Takes the `[spend]` ceilings of `runtime` for those the request did not give, into
+    /// these options and the engine's `opts`, so that they are recorded with the run's options
+    /// (and a resume keeps them) like the flags.
+    pub(crate) fn take_default_ceilings(
+        &mut self,
+        runtime: Option<&config::Runtime>,
+        opts: &mut run::Options,
+    ) -> Result<()> {
+        if let Some(rt) = runtime
+            && self.took_ceilings(&rt.spend)
+        {
+            opts.ceilings = self.ceilings()?;
+            opts.options_record = self.record();
+        }
+        Ok(())
+    }
+
+    /// Fills the ceilings not given from `spend`; returns whether one was taken.
+    fn took_ceilings(&mut self, spend: &config::SpendConfig) -> bool {
         let mut took = false;
         if self.max_cost_usd.is_none()
             && let Some(p) = spend.max_cost_pico

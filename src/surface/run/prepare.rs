@@ -102,12 +102,7 @@ pub(crate) fn prepare(
     }
     let mut opts = spec.build(policy()?)?;
     let mut runtime = runtime()?;
-    if let Some(rt) = &runtime
-        && spec.take_default_ceilings(&rt.spend)
-    {
-        opts.ceilings = spec.ceilings()?;
-        opts.options_record = spec.record();
-    }
+    spec.take_default_ceilings(runtime.as_ref(), &mut opts)?;
     if let Some((seq, rt)) = recorded
         && let Some(current) = runtime.take()
     {
