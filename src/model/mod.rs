@@ -200,21 +200,3 @@ pub(crate) fn current_url(home: &Home, port: Option<u16>) -> Result<String, Mode
         running(home).map_or(fallback, |r| r.port.unwrap_or(fallback)),
     ))
 }
-
-/// The `.forum/runtime.toml` that `init` writes when there is none: every role on the local
-/// model at `base`.
-pub(crate) fn default_runtime_toml(base: &str) -> String {
-    format!(
-        "# Written by `git forum init`: every run uses the local model, a small llama.cpp server\n\
-         # that git forum manages (`git forum model install`, then `git forum model start`;\n\
-         # `submit` starts it when it is installed). Replace this table to use another executor:\n\
-         # see `git forum runtime inspect` and git forum's docs/sandbox-and-agents.md.\n\
-         [runtime.default]\n\
-         chat_url = \"{}\"\n\
-         model = \"{}\"\n\
-         is_local = true\n\
-         timeout_seconds = 600\n",
-        chat_url(base),
-        DEFAULT_MODEL.name
-    )
-}

@@ -4,7 +4,10 @@
 //! each tool call is witnessed as `tool_call` under the task's entry (or the rung's
 //! escalation) and its outcome as `tool_result` under the call, bodies capped. The loop stops
 //! at `--max-tool-calls`; a model that answers without tools, or with only malformed calls,
-//! gets one corrective turn, then the task fails with the reason in its `result`. An endpoint
+//! gets one corrective turn, then the task fails with the reason in its `result`
+//! (`no_tool_call`, `malformed_tool_call`). Each turn's output is capped, lower on a small or
+//! local seat, so that a model that writes instead of calling a tool cannot fill its context
+//! and is done in two short replies. An endpoint
 //! that rejects `tools` is asked once more for a structured reply (file writes or a diff) that
 //! is carried out the same way. The task's `result` closes the loop, and the commit, `change`
 //! and checks follow as for any worker (`changes.rs`).
@@ -35,6 +38,32 @@ use super::{Event, RunError, lock};
 
 /// Tokens each turn may generate (a `write_file` carries a whole file).
 const TURN_TOKENS: u32 = 4096;
+
+/// Tokens each turn of a run on a small or local seat (verification tier 3) may generate.
+/// Such models have small contexts (git forum's own model gets 4,096 tokens a request), and
+/// one that does not call a tool tends to write until its cap: a reply as long as the context
+/// would fill it and take minutes. Half of it still carries a tool call that writes a file of
+/// a few hundred lines, and two replies without a tool call end the task.
+const SMALL_SEAT_TURN_TOKENS: u32 = 2048;
+
+/// What one worker turn may generate: [`TURN_TOKENS`] ([`SMALL_SEAT_TURN_TOKENS`] on a small
+/// or local seat), no more than `--max-output-tokens` or the seat's own `max_tokens`.
+fn turn_tokens(small_seat: bool, max_output: Option<u32>, seat_cap: Option<u32>) -> u32 {
+    let mut tokens = if small_seat {
+        SMALL_SEAT_TURN_TOKENS
+    } else {
+        TURN_TOKENS
+    };
+    for cap in [max_output, seat_cap].into_iter().flatten() {
+        tokens = tokens.min(cap);
+    }
+    tokens
+}
+
+/// Whether `w` runs on a small or local seat (verification tier 3).
+fn small_seat(w: &WorkRun) -> bool {
+    w.verification.as_ref().is_some_and(|v| v.tier >= 3)
+}
 
 /// How the editing worker is told to work.
 const EDIT_SYSTEM: &str = "You change files in a git worktree with the tools you are given. \
@@ -94,6 +123,7 @@ impl Run<'_, '_> {
     }
 
     /// One model turn of a tool conversation, counted like [`Run::ask`].
+    #[allow(clippy::too_many_arguments)]
     fn ask_turn(
         &self,
         exec: &dyn Executor,
@@ -101,6 +131,7 @@ impl Run<'_, '_> {
         system: &str,
         messages: &[Msg],
         tools: &[crate::exec::tool_chat::ToolSpec],
+        small: bool,
     ) -> Result<Turn, ExecError> {
         if self.interrupted().is_some() {
             return Err(ExecError::Command(command::CommandError::Interrupted {
@@ -108,11 +139,7 @@ impl Run<'_, '_> {
             }));
         }
         let metering = exec.metering();
-        let tokens = self
-            .opts
-            .max_output_tokens
-            .map_or(TURN_TOKENS, |c| c.min(TURN_TOKENS));
-        let tokens = metering.max_tokens.map_or(tokens, |c| c.min(tokens));
+        let tokens = turn_tokens(small, self.opts.max_output_tokens, metering.max_tokens);
         // A turn reserves its worst case against the spend ceilings like any model call
         // (`Run::ask`): the conversation so far, as its debug text (longer than what is sent,
         // so the bound holds), plus the output cap. One that does not fit never starts.
@@ -256,11 +283,21 @@ impl Run<'_, '_> {
                     reason: "the run's budget ran out during the tool loop".into(),
                 }));
             }
-            let turn = match self.ask_turn(exec.as_ref(), chat, &system, &messages, &tools) {
+            let asked = self.ask_turn(
+                exec.as_ref(),
+                chat,
+                &system,
+                &messages,
+                &tools,
+                small_seat(w),
+            );
+            let turn = match asked {
                 Ok(t) => t,
                 Err(e) if rejects_tools(&e) && lp.calls == 0 => {
-                    return self
-                        .fallback(task, exec, &system, prompt, parent, hands, &mut lp, seen);
+                    let tokens = turn_tokens(small_seat(w), None, None);
+                    return self.fallback(
+                        task, exec, &system, prompt, parent, hands, &mut lp, seen, tokens,
+                    );
                 }
                 Err(e) => {
                     return Ok(Err(Failed {
@@ -270,15 +307,7 @@ impl Run<'_, '_> {
                 }
             };
             seen.note(exec.as_ref(), &turn);
-            let parsed: Vec<ParsedCall> = turn
-                .calls
-                .iter()
-                .map(|c| {
-                    c.arguments()
-                        .map_err(Into::into)
-                        .and_then(|a| parse_op(&c.name, &a, &commands))
-                })
-                .collect();
+            let parsed = parse_calls(&turn.calls, &commands);
             let malformed = parsed.iter().filter(|p| p.is_err()).count();
             let next = lp.after_turn(turn.calls.len(), malformed);
             match next {
@@ -357,6 +386,7 @@ impl Run<'_, '_> {
         hands: &dyn Hands,
         lp: &mut Loop,
         seen: &mut Seen,
+        tokens: u32,
     ) -> Result<Result<String, Failed>, RunError> {
         let listing = hands.carry(&Op::List { path: ".".into() });
         let ask = format!(
@@ -368,7 +398,8 @@ impl Run<'_, '_> {
             system: Some(system),
             prompt: &ask,
             schema: Some(&schema),
-            max_tokens: Some(TURN_TOKENS),
+            // `Run::ask` caps it further by --max-output-tokens and the seat's max_tokens.
+            max_tokens: Some(tokens),
         };
         if self.over_budget() {
             return Ok(Err(Failed {
@@ -427,6 +458,18 @@ impl Run<'_, '_> {
     }
 }
 
+/// A turn's tool calls as [`parse_op`] reads them, against the allowed `commands`.
+fn parse_calls(calls: &[ToolUse], commands: &[String]) -> Vec<ParsedCall> {
+    calls
+        .iter()
+        .map(|c| {
+            c.arguments()
+                .map_err(Into::into)
+                .and_then(|a| parse_op(&c.name, &a, commands))
+        })
+        .collect()
+}
+
 /// The commands the editing worker of `task` may run: the run's checks, the task's `run:`
 /// criteria and `--allow-cmd`, each once.
 pub(super) fn allowed(w: &WorkRun, task: &Task) -> Vec<String> {
@@ -456,5 +499,20 @@ fn op_args(op: &Op) -> Value {
         }
         Op::Search { pattern, path } => json!({"pattern": pattern, "path": path}),
         Op::Run { command } => json!({"command": command}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_is_capped_lower_on_a_small_seat_and_by_every_cap_given() {
+        assert_eq!(turn_tokens(false, None, None), TURN_TOKENS);
+        assert_eq!(turn_tokens(true, None, None), SMALL_SEAT_TURN_TOKENS);
+        assert_eq!(turn_tokens(true, Some(9000), None), SMALL_SEAT_TURN_TOKENS);
+        assert_eq!(turn_tokens(false, Some(300), Some(1024)), 300);
+        assert_eq!(turn_tokens(true, None, Some(1024)), 1024);
+        assert_eq!(turn_tokens(false, Some(5000), Some(8000)), TURN_TOKENS);
     }
 }

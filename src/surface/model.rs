@@ -272,8 +272,3 @@ pub(crate) fn local_url() -> Result<String> {
         Err(_) => Ok(model::base_url(model::default_port().map_err(usage)?)),
     }
 }
-
-/// The runtime config `init` writes when there is none: every run uses the model at `url`.
-pub(crate) fn runtime_toml_for(url: &str) -> String {
-    model::default_runtime_toml(url)
-}

@@ -495,6 +495,83 @@ fn a_model_that_answers_without_tools_gets_one_corrective_turn_then_fails() {
     verify_deep(&repo);
 }
 
+/// The story of a first run on the local model: `init` with nothing else on the machine
+/// points the worker at the local model (here the stub, through `GIT_FORUM_MODEL_URL`), and
+/// a model that never calls a tool ends its task after two replies, each capped well below
+/// the model's context, with the reason recorded and nothing committed.
+#[test]
+fn on_the_local_model_init_writes_a_worker_that_never_calls_a_tool_ends_after_two_capped_replies() {
+    let repo = Repo::new("sha1");
+    setup(&repo);
+    let stub = Stub::start(fleet(|_, _| {
+        (200, chat_answer(json!("I fixed it, trust me."), None))
+    }));
+    let base = stub.url("/v1");
+    let o = repo
+        .forum()
+        .env("GIT_FORUM_MODEL_URL", &base)
+        .env("GIT_FORUM_INIT_PORTS", "")
+        .args(["init", "--agent", "local"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // No --check: the default check init found (test_calc.py) makes the tier-3 run legal.
+    // How the run ends (its exit code) is the outcome table's to say; here, what the worker did.
+    repo.forum()
+        .env("GIT_FORUM_MODEL_URL", &base)
+        .args([
+            "submit",
+            "--json",
+            "--work",
+            "make the failing test in calc pass",
+        ])
+        .output()
+        .unwrap();
+    let seen = stub.tool_requests();
+    assert_eq!(seen.len(), 2, "two replies, then the task ends");
+    for req in &seen {
+        assert_eq!(req["max_tokens"], 1024, "the local seat's cap: {req}");
+    }
+    let result = &payloads(&repo, "result")[0].1;
+    assert_eq!(result["ok"], false, "{result}");
+    assert_eq!(result["error"], "no_tool_call", "{result}");
+    assert!(payloads(&repo, "change").is_empty());
+    assert!(
+        repo.git(&["rev-parse", "--verify", "-q", "refs/heads/forum/run-0"])
+            .stdout
+            .is_empty()
+            || repo.git_ok(&["rev-list", "main..forum/run-0"]).is_empty(),
+        "no commit on the run branch"
+    );
+    verify_deep(&repo);
+}
+
+/// A hand-written runtime on a local seat that sets no `max_tokens`: its turns are capped at
+/// half the bundled model's context all the same.
+#[test]
+fn a_local_seat_without_a_cap_of_its_own_gets_short_turns() {
+    let repo = Repo::new("sha1");
+    setup(&repo);
+    let stub = Stub::start(fleet(|_, _| (200, chat_answer(json!("Done."), None))));
+    std::fs::create_dir_all(repo.path().join(".forum")).unwrap();
+    std::fs::write(
+        repo.path().join(".forum/runtime.toml"),
+        format!(
+            "[runtime.default]\nchat_url = \"{}\"\nmodel = \"stub-coder\"\nis_local = true\n",
+            stub.url("/v1/chat/completions")
+        ),
+    )
+    .unwrap();
+    repo.forum()
+        .args(["submit", "--json", "--work", "--check", CHECK, "fix calc"])
+        .output()
+        .unwrap();
+    let seen = stub.tool_requests();
+    assert_eq!(seen.len(), 2);
+    assert!(seen.iter().all(|r| r["max_tokens"] == 2048), "{seen:?}");
+    assert_eq!(payloads(&repo, "result")[0].1["error"], "no_tool_call");
+}
+
 #[test]
 fn malformed_calls_get_one_corrective_turn_then_fail() {
     let repo = Repo::new("sha1");

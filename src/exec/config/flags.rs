@@ -127,6 +127,7 @@ pub(crate) fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runt
         seats,
         work: config.work,
         context: config.context,
+        spend: config.spend,
         warnings,
     })
 }

@@ -398,6 +398,8 @@ pub(crate) struct RuntimeConfig {
     pub work: WorkConfig,
     /// `[context]`.
     pub context: ContextConfig,
+    /// `[spend]`.
+    pub spend: SpendConfig,
     /// Things worth saying that are not errors (unusual key variable names).
     pub(crate) warnings: Vec<String>,
 }
@@ -413,6 +415,9 @@ pub(crate) struct WorkConfig {
     pub(crate) enabled: bool,
     /// `checks = ["CMD", ...]`: run before the `--check` commands of the command line.
     pub(crate) checks: Vec<String>,
+    /// `default_checks = ["CMD", ...]`: the checks of a run given no `--check` (`init`
+    /// writes the project's test command here); a `--check` replaces them.
+    pub(crate) default_checks: Vec<String>,
     /// `sandbox = true | false`: `--sandbox` or `--no-sandbox` by default (unset: confined
     /// when bubblewrap is usable).
     pub(crate) sandbox: Option<bool>,
@@ -480,6 +485,16 @@ pub struct ContextConfig {
     pub repo: Option<bool>,
 }
 
+/// The `[spend]` table: the spend ceilings of a run whose command gives none
+/// (`--max-cost-usd`, `--max-tokens` replace them). `init` sets `max_cost_usd` for a paid seat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SpendConfig {
+    /// `max_cost_usd = X`, in picodollars (as the ceilings count), above 0.
+    pub max_cost_pico: Option<u64>,
+    /// `max_tokens = N`: prompt plus completion tokens, above 0.
+    pub max_tokens: Option<u64>,
+}
+
 /// Why a runtime config was refused: one line naming the file, the table, the key, the line
 /// and the column (where the text has them).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -532,6 +547,8 @@ pub(crate) struct Runtime {
     pub work: WorkConfig,
     /// The `[context]` table of the file.
     pub context: ContextConfig,
+    /// The `[spend]` table of the file.
+    pub spend: SpendConfig,
     /// Things to say on stderr: unusual key names, flags that lost to a stronger one.
     pub(crate) warnings: Vec<String>,
 }

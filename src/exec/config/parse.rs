@@ -7,16 +7,19 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::Preset;
-use super::raw::{RawExecutor, RawFile, RawSeat, RawSeats, RawWork};
+use super::raw::{RawExecutor, RawFile, RawSeat, RawSeats};
 use super::verify::{self, SeatVerify, Verify};
 use super::{
     ANTHROPIC_KEY_ENV, ConfigError, DEFAULT_ANTHROPIC_MODEL, DEFAULT_CHAT_MODEL,
     DEFAULT_CLAUDE_TIMEOUT, DEFAULT_CMD_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES,
     ExecutorKind, ExecutorSpec, MAX_TIMEOUT, Metering, RESPONSE_BYTES_RANGE, RuntimeConfig,
-    SeatChoice, SeatChoices, Slot, WorkConfig,
+    SeatChoice, SeatChoices, Slot,
 };
 use crate::exec::endpoint::{self, KeyEnv, Origin};
 use crate::roster::Tier;
+
+mod work;
+use work::{parse_spend, parse_work};
 
 // ---- locating errors ----
 
@@ -153,6 +156,9 @@ pub(crate) fn parse_runtime_config(
     if let Some(c) = raw.context {
         cfg.context.repo = c.repo;
     }
+    if let Some(s) = raw.spend {
+        cfg.spend = parse_spend(&src, s)?;
+    }
     Ok(cfg)
 }
 
@@ -222,100 +228,6 @@ fn parse_seats(
         match name {
             "worker" => seats_cfg.worker = choice,
             _ => seats_cfg.orchestrator = choice,
-        }
-    }
-    Ok(())
-}
-
-/// The `[work]` table: sandbox, change limits (none may be 0) and checks.
-fn parse_work(src: &Src<'_>, work: RawWork, out: &mut WorkConfig) -> Result<(), ConfigError> {
-    out.enabled = work.enabled.unwrap_or(false);
-    out.sandbox = work.sandbox;
-    out.sandbox_net = work.sandbox_net.unwrap_or(false);
-    out.sandbox_read = work
-        .sandbox_read
-        .unwrap_or_default()
-        .into_iter()
-        .map(std::path::PathBuf::from)
-        .collect();
-    out.sandbox_allow_host = work.sandbox_allow_host.unwrap_or_default();
-    let limits = super::ChangeLimits::default();
-    let limit = |v: Option<u64>, name: &str, default: u64| match v {
-        Some(0) => Err(src.err(
-            "work",
-            Some(name),
-            None,
-            format!("{name} = 0 would refuse every change: give a number above 0"),
-        )),
-        Some(n) => Ok(n),
-        None => Ok(default),
-    };
-    out.limits = super::ChangeLimits {
-        max_file_bytes: limit(work.max_file_bytes, "max_file_bytes", limits.max_file_bytes)?,
-        max_change_bytes: limit(
-            work.max_change_bytes,
-            "max_change_bytes",
-            limits.max_change_bytes,
-        )?,
-        max_files: limit(work.max_files, "max_files", limits.max_files)?,
-        max_disk_bytes: limit(work.max_disk_bytes, "max_disk_bytes", limits.max_disk_bytes)?,
-    };
-    if let Some(attempts) = work.attempts {
-        parse_attempts(src, attempts, out)?;
-    }
-    if let Some(checks) = work.checks {
-        let span = checks.span();
-        for c in checks.get_ref() {
-            if c.trim().is_empty() || c.contains('\0') || c.len() > MAX_CHECK_BYTES {
-                return Err(src.err(
-                    "work",
-                    Some("checks"),
-                    Some(span),
-                    format!(
-                        "each check must be a non-empty shell command of at most {MAX_CHECK_BYTES} bytes"
-                    ),
-                ));
-            }
-        }
-        out.checks = checks.into_inner();
-    }
-    Ok(())
-}
-
-/// `[work] attempts`: a count from 1 to 8, or one slot name per attempt (1 to 8 of them).
-fn parse_attempts(
-    src: &Src<'_>,
-    attempts: toml::Spanned<super::raw::RawAttempts>,
-    out: &mut WorkConfig,
-) -> Result<(), ConfigError> {
-    let span = attempts.span();
-    let max = super::MAX_ATTEMPTS;
-    let wrong = |m: String| src.err("work", Some("attempts"), Some(span.clone()), m);
-    match attempts.into_inner() {
-        super::raw::RawAttempts::Count(n) if (1..=i64::from(max)).contains(&n) => {
-            out.attempts = Some(n as u32);
-        }
-        super::raw::RawAttempts::Count(n) => {
-            return Err(wrong(format!(
-                "attempts = {n}: give a number from 1 to {max}"
-            )));
-        }
-        super::raw::RawAttempts::Slots(names) => {
-            if names.is_empty() || names.len() > max as usize {
-                return Err(wrong(format!(
-                    "attempts names {} slots: give 1 to {max} (one attempt on each)",
-                    names.len()
-                )));
-            }
-            for s in &names {
-                let slot = Slot::parse(s).ok_or_else(|| {
-                    wrong(format!(
-                        "unknown slot {s:?}: name default, cheap, capable or frontier for each attempt"
-                    ))
-                })?;
-                out.attempt_slots.push(slot);
-            }
-            out.attempts = Some(names.len() as u32);
         }
     }
     Ok(())

@@ -16,6 +16,15 @@ pub(super) struct RawFile {
     pub(super) seats: Option<RawSeats>,
     pub(super) work: Option<RawWork>,
     pub(super) context: Option<RawContext>,
+    pub(super) spend: Option<RawSpend>,
+}
+
+/// `[spend]`: the run's spend ceilings when the command gives none.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSpend {
+    pub(super) max_cost_usd: Option<Spanned<f64>>,
+    pub(super) max_tokens: Option<Spanned<u64>>,
 }
 
 /// `[context]`: what a run takes in as context by default.
@@ -31,6 +40,7 @@ pub(super) struct RawContext {
 pub(super) struct RawWork {
     pub(super) enabled: Option<bool>,
     pub(super) checks: Option<Spanned<Vec<String>>>,
+    pub(super) default_checks: Option<Spanned<Vec<String>>>,
     pub(super) sandbox: Option<bool>,
     pub(super) sandbox_net: Option<bool>,
     pub(super) sandbox_read: Option<Vec<String>>,

@@ -491,6 +491,34 @@ allow_private = true
 }
 
 #[test]
+fn default_checks_and_the_spend_table_are_read_and_refused_when_empty() {
+    let cfg = parse(
+        "[work]\ndefault_checks = [\"cargo test\"]\n[spend]\nmax_cost_usd = 5.0\nmax_tokens = 2000000\n",
+    )
+    .unwrap();
+    assert_eq!(cfg.work.default_checks, ["cargo test"]);
+    assert!(cfg.work.checks.is_empty());
+    assert_eq!(
+        cfg.spend,
+        SpendConfig {
+            max_cost_pico: Some(crate::spend::usd_to_pico(5.0)),
+            max_tokens: Some(2_000_000),
+        }
+    );
+    assert!(
+        err("[work]\ndefault_checks = [\"\"]\n")
+            .contains("[work] default_checks: each check must be a non-empty")
+    );
+    assert!(
+        err("[spend]\nmax_cost_usd = 0.0\n")
+            .contains("max_cost_usd = 0: give a number of dollars above 0")
+    );
+    assert!(err("[spend]\nmax_tokens = 0\n").contains("max_tokens = 0 leaves nothing"));
+    assert!(err("[spend]\nmax_usd = 1.0\n").contains("max_usd"));
+    assert_eq!(parse("").unwrap().spend, SpendConfig::default());
+}
+
+#[test]
 fn the_work_table_sets_the_default_and_the_checks() {
     let cfg = parse_runtime_config(
         "[work]\nenabled = true\nchecks = [\"python3 -m unittest -q\", \"make lint\"]\n",

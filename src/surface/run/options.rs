@@ -229,7 +229,8 @@ impl RunOptions {
 
     /// The work options of a run under the runtime's `[work]` table, opening its workbench
     /// with `open`: `--work` (or `[work] enabled`) makes a new run work in the repository;
-    /// `[work] checks` run before `--check`. A check given without work, an empty check or a
+    /// `[work] checks` run before `--check`, and `[work] default_checks` when no `--check` is
+    /// given. A check given without work, an empty check or a
     /// bad timeout is a usage error.
     pub(crate) fn work_options(
         &self,
@@ -250,7 +251,12 @@ impl RunOptions {
         };
         let sandbox = self.sandboxing(defaults, working)?;
         let mut checks = defaults.checks.clone();
-        checks.extend(self.checks.iter().cloned());
+        // `[work] default_checks` stand in for a `--check` the command did not give.
+        if self.checks.is_empty() {
+            checks.extend(defaults.default_checks.iter().cloned());
+        } else {
+            checks.extend(self.checks.iter().cloned());
+        }
         Ok(run::WorkOptions {
             enabled,
             open,
@@ -275,6 +281,41 @@ impl RunOptions {
             verification: None,
             limits: defaults.limits,
         })
+    }
+
+    /// Takes the `[spend]` ceilings of `runtime` for those the request did not give, into
+    /// these options and the engine's `opts`, so that they are recorded with the run's options
+    /// (and a resume keeps them) like the flags.
+    pub(crate) fn take_default_ceilings(
+        &mut self,
+        runtime: Option<&config::Runtime>,
+        opts: &mut run::Options,
+    ) -> Result<()> {
+        if let Some(rt) = runtime
+            && self.took_ceilings(&rt.spend)
+        {
+            opts.ceilings = self.ceilings()?;
+            opts.options_record = self.record();
+        }
+        Ok(())
+    }
+
+    /// Fills the ceilings not given from `spend`; returns whether one was taken.
+    fn took_ceilings(&mut self, spend: &config::SpendConfig) -> bool {
+        let mut took = false;
+        if self.max_cost_usd.is_none()
+            && let Some(p) = spend.max_cost_pico
+        {
+            self.max_cost_usd = Some(crate::spend::pico_to_usd(p));
+            took = true;
+        }
+        if self.max_tokens.is_none()
+            && let Some(n) = spend.max_tokens
+        {
+            self.max_tokens = Some(n);
+            took = true;
+        }
+        took
     }
 
     /// The `--check` commands' deadline, once the commands are known good and a --work run is

@@ -102,6 +102,7 @@ pub(crate) fn prepare(
     }
     let mut opts = spec.build(policy()?)?;
     let mut runtime = runtime()?;
+    spec.take_default_ceilings(runtime.as_ref(), &mut opts)?;
     if let Some((seq, rt)) = recorded
         && let Some(current) = runtime.take()
     {
@@ -283,6 +284,51 @@ mod tests {
         assert!(c["runtime_record"].is_object(), "{c}");
         assert_eq!(c["work"]["enabled"], false);
         assert_eq!(c["repo_context"], dir.path().to_str().unwrap());
+    }
+
+    #[test]
+    fn the_runtimes_default_checks_and_ceilings_stand_in_for_flags_not_given() {
+        let roster = Roster::default_roster();
+        let dir = tempfile::tempdir().unwrap();
+        let mut rt = runtime();
+        rt.work.default_checks = vec!["cargo test".into()];
+        rt.spend = config::SpendConfig {
+            max_cost_pico: Some(crate::spend::usd_to_pico(5.0)),
+            max_tokens: Some(9000),
+        };
+        let run = |spec: RunOptions| {
+            let p = prepare(
+                setup(spec, &roster, dir.path()),
+                || Ok(Policy::default()),
+                || Ok(Some(rt.clone())),
+                &|_| {},
+            )
+            .unwrap();
+            (seen(&p), p.opts.ceilings.max_cost_pico)
+        };
+        let (s, cost) = run(RunOptions {
+            work: true,
+            ..RunOptions::default()
+        });
+        assert_eq!(s["work"]["checks"], serde_json::json!(["cargo test"]));
+        assert_eq!(s["ceilings"], 9000);
+        assert_eq!(cost, Some(crate::spend::usd_to_pico(5.0)));
+        // Recorded with the run's options, as the flags would be.
+        assert_eq!(
+            s["options_record"],
+            serde_json::json!({"max_tokens": 9000, "max_cost_usd": 5.0})
+        );
+        // The command's own --check and ceilings win.
+        let (s, cost) = run(RunOptions {
+            work: true,
+            checks: vec!["make test".into()],
+            max_tokens: Some(10),
+            max_cost_usd: Some(0.5),
+            ..RunOptions::default()
+        });
+        assert_eq!(s["work"]["checks"], serde_json::json!(["make test"]));
+        assert_eq!(s["ceilings"], 10);
+        assert_eq!(cost, Some(crate::spend::usd_to_pico(0.5)));
     }
 
     #[test]
