@@ -84,6 +84,7 @@ mod verify_tier;
 mod witness;
 mod work_apply;
 mod work_attempts;
+mod work_diff;
 mod work_git;
 mod work_many;
 mod work_racy;
