@@ -121,7 +121,7 @@ const BAR: u64 = 50;
 
 /// `git diff --stat`: one line per file (its path, lines changed, a bar of `+` and `-`), then
 /// the totals.
-fn stat(files: &[DiffFile], paint: bool) -> String {
+pub(super) fn stat(files: &[DiffFile], paint: bool) -> String {
     let width = files
         .iter()
         .map(|f| f.path.chars().count())

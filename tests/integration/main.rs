@@ -1,6 +1,7 @@
 //! The one integration-test binary (one link step on two cores).
 
 mod agents;
+mod apply_prompt;
 mod bench_verify;
 mod bodies;
 mod bounds;
