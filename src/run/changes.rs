@@ -324,6 +324,14 @@ impl Run<'_, '_> {
             body["attempt"] = json!(n);
         }
         let c = self.put("dispatch", kind::CHANGE, Some(result_seq), body)?;
+        self.env.progress.event(&Event::Changed {
+            id: task.id.clone(),
+            files: change
+                .files
+                .iter()
+                .map(|f| (f.path.clone(), f.added, f.removed))
+                .collect(),
+        });
         if let Some(commit) = &change.commit {
             let place = attempt.map_or(Keep::Work, Keep::Attempt);
             w.bench
@@ -415,6 +423,12 @@ impl Run<'_, '_> {
             body["attempt"] = json!(n);
         }
         let e = self.put("checker", kind::CHECK, Some(parent), body)?;
+        self.env.progress.event(&Event::Checked {
+            id: task.to_string(),
+            command: cmd.to_string(),
+            ok: ran.ok,
+            seconds: ran.seconds,
+        });
         Ok((ran.ok, e.seq, ran.tail))
     }
 }

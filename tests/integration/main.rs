@@ -44,6 +44,7 @@ mod prepare_same;
 mod presets;
 mod process_tree;
 mod procs;
+mod progress_lines;
 mod proofs;
 mod props;
 mod purity;
