@@ -20,6 +20,7 @@ pub(crate) mod campaign;
 pub(crate) mod check;
 pub(crate) mod context;
 pub(crate) mod demo;
+pub(crate) mod diff;
 pub(crate) mod doctor;
 pub(crate) mod exec_flags;
 pub(crate) mod flight;
@@ -94,6 +95,8 @@ pub(crate) enum Command {
     Gate(submit::GateArgs),
     /// Halt a running run from another terminal: its workers are killed, it witnesses halted.
     Halt(halt::HaltArgs),
+    /// Show a --work run's change against the commit it started from, as git diff does.
+    Diff(diff::DiffArgs),
     /// Bring a --work run's branch (forum/run-SEQ) into the current branch.
     Apply(work::ApplyArgs),
     /// Remove a --work run's worktrees and branch (the record and its commits stay).
@@ -529,6 +532,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Runs(a) => submit::runs(ctx, a),
         Command::Gate(a) => submit::gate(ctx, a),
         Command::Halt(a) => halt::run(ctx, a),
+        Command::Diff(a) => diff::diff(ctx, a),
         Command::Apply(a) => work::apply(ctx, a),
         Command::Discard(a) => work::discard(ctx, a),
         Command::Context(a) => context::run(ctx, a),

@@ -579,7 +579,7 @@ impl Run<'_, '_> {
         w.set(&t.id, tw);
         self.env.progress.event(&Event::Verdict {
             id: t.id.clone(),
-            decision: format!("ship: {decision}"),
+            decision: format!("pre-ship gate: {decision}"),
         });
         Ok(Decision {
             decision,

@@ -324,6 +324,7 @@ impl Run<'_, '_> {
             body["attempt"] = json!(n);
         }
         let c = self.put("dispatch", kind::CHANGE, Some(result_seq), body)?;
+        self.say_changed(&change);
         if let Some(commit) = &change.commit {
             let place = attempt.map_or(Keep::Work, Keep::Attempt);
             w.bench
@@ -354,6 +355,19 @@ impl Run<'_, '_> {
             w.set(&task.id, tw);
         }
         Ok(all_ok)
+    }
+
+    /// Tells the person watching which files a task's change touched (none: it changed
+    /// nothing).
+    fn say_changed(&self, change: &Change) {
+        self.env.progress.event(&Event::Changed {
+            id: change.task.clone(),
+            files: change
+                .files
+                .iter()
+                .map(|f| (f.path.clone(), f.added, f.removed))
+                .collect(),
+        });
     }
 
     /// Witnesses a `change` with no commit (the workbench refused it, found secrets in it, or
@@ -415,6 +429,12 @@ impl Run<'_, '_> {
             body["attempt"] = json!(n);
         }
         let e = self.put("checker", kind::CHECK, Some(parent), body)?;
+        self.env.progress.event(&Event::Checked {
+            id: task.to_string(),
+            command: cmd.to_string(),
+            ok: ran.ok,
+            seconds: ran.seconds,
+        });
         Ok((ran.ok, e.seq, ran.tail))
     }
 }

@@ -28,7 +28,7 @@ use crate::spend::{Amount, Reported, prompt_tokens_upper_bound};
 
 use super::edit_tools::{
     ENTRY_BODY_CAP, Hands, Loop, MODEL_OUTPUT_CAP, Next, Op, Outcome, cap_text, fallback_schema,
-    parse_fallback, parse_op, specs,
+    parse_fallback, parse_op, shown_call, specs,
 };
 use super::engine::{Done, Run, sum_usage, usage_of, with_usage};
 use super::prompts::worker_system;
@@ -199,6 +199,13 @@ impl Run<'_, '_> {
             json!({"task": task.id, "n": n, "tool": tool, "arguments": arguments,
                    "truncated": cut, "via": via}),
         )?;
+        let (verb, target) = shown_call(tool, args);
+        self.env.progress.event(&Event::ToolCall {
+            id: task.id.clone(),
+            verb,
+            target,
+            ok: outcome.ok,
+        });
         let (output, cut) = cap_text(&outcome.text, ENTRY_BODY_CAP);
         self.put(
             "tools",

@@ -197,6 +197,48 @@ pub(crate) fn confine(path: &str, allow_root: bool) -> Result<String, ToolRefusa
     })
 }
 
+/// The longest main argument progress shows of a tool call.
+const SHOWN_CAP: usize = 120;
+
+/// How progress shows a tool call: a verb and its main argument (`edit`, `src/add.py`; `run`,
+/// `python -m pytest -q`), from the tool's name and its raw JSON arguments. The argument is
+/// the model's text on a person's terminal: every control character (an escape sequence, a
+/// line break) becomes a space, and it is cut to 120 characters.
+pub(crate) fn shown_call(tool: &str, raw: &str) -> (String, String) {
+    let args: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
+    let text = |k: &str| {
+        args.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let (verb, target) = match tool {
+        "list_files" => (
+            "list",
+            args.get("path")
+                .and_then(Value::as_str)
+                .unwrap_or(".")
+                .to_string(),
+        ),
+        "read_file" => ("read", text("path")),
+        "search" => ("search", text("pattern")),
+        "write_file" => ("write", text("path")),
+        "apply_diff" => ("edit", diff_paths(&text("diff")).join(", ")),
+        "run_command" => ("run", text("command")),
+        other => (other, String::new()),
+    };
+    let clean: String = target
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let clean = clean.trim();
+    let shown = match clean.char_indices().nth(SHOWN_CAP) {
+        Some((at, _)) => format!("{}…", &clean[..at]),
+        None => clean.to_string(),
+    };
+    (verb.to_string(), shown)
+}
+
 /// The paths a unified diff names (`--- a/X`, `+++ b/X`, `diff --git a/X b/Y`), each once,
 /// `/dev/null` left out, the `a/`/`b/` prefix removed.
 pub(crate) fn diff_paths(diff: &str) -> Vec<String> {
@@ -563,6 +605,38 @@ pub(crate) fn parse_fallback(text: &str) -> Result<(Edits, String), Malformed> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_call_is_shown_as_a_verb_and_its_main_argument_with_no_control_characters() {
+        let shown = |tool: &str, args: Value| shown_call(tool, &args.to_string());
+        assert_eq!(
+            shown("write_file", json!({"path": "src/add.py", "content": "x"})),
+            ("write".into(), "src/add.py".into())
+        );
+        assert_eq!(
+            shown("run_command", json!({"command": "python -m pytest -q"})),
+            ("run".into(), "python -m pytest -q".into())
+        );
+        assert_eq!(
+            shown(
+                "apply_diff",
+                json!({"diff": "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x\n+y\n"})
+            ),
+            ("edit".into(), "a.py".into())
+        );
+        assert_eq!(shown("list_files", json!({})), ("list".into(), ".".into()));
+        assert_eq!(
+            shown("read_file", json!({"path": "a\u{1b}[2Jb\nc"})),
+            ("read".into(), "a [2Jb c".into())
+        );
+        let long = "x".repeat(200);
+        let (_, cut) = shown("search", json!({ "pattern": long }));
+        assert_eq!(cut.chars().count(), SHOWN_CAP + 1);
+        assert_eq!(
+            shown_call("nope", "not json"),
+            ("nope".into(), String::new())
+        );
+    }
 
     fn args(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()

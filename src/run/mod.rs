@@ -103,7 +103,7 @@ pub use schemas::{
 };
 pub use seams::{
     Clock, ContextFailure, ContextProvider, Event, Progress, Silent, StepClock, SystemClock,
-    Verification, Verifier, VerifierConclusion,
+    Verification, Verifier, VerifierConclusion, work_line,
 };
 pub(crate) use work_state::{
     DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, OpenWork, WorkOptions,

@@ -131,8 +131,40 @@ pub enum Event {
     Verdict {
         /// The task id.
         id: String,
-        /// `pass`, `block`, `escalate`, `fail` or `undetermined`.
+        /// Which gate decided and how: `validator: pass` (the task validator: `pass`,
+        /// `block`, `escalate`, `fail` or `undetermined`) or `pre-ship gate: merge` (the
+        /// pre-ship gate of a `--work` change: `merge`, `block`, `escalate`, `undetermined`).
         decision: String,
+    },
+    /// A worker's tool call was carried out (or refused): what it did and on what.
+    ToolCall {
+        /// The task id.
+        id: String,
+        /// What it did: `edit`, `write`, `read`, `list`, `search`, `run` (else the tool's name).
+        verb: String,
+        /// Its main argument: the path or paths, the command, the pattern.
+        target: String,
+        /// Whether it was carried out (`false`: it failed or was refused).
+        ok: bool,
+    },
+    /// A task's change was committed (each file with its lines added and removed), or the
+    /// worker changed nothing (`files` empty).
+    Changed {
+        /// The task id.
+        id: String,
+        /// The files: path, lines added, lines removed.
+        files: Vec<(String, u64, u64)>,
+    },
+    /// A check ran on a task's change (`run`: on the run branch) and how it ended.
+    Checked {
+        /// The task id, or `run`.
+        id: String,
+        /// The command.
+        command: String,
+        /// Whether it passed.
+        ok: bool,
+        /// How long it took.
+        seconds: f64,
     },
     /// A failed task climbs to a stronger executor.
     Escalating {
@@ -185,6 +217,57 @@ pub enum Event {
         /// Why.
         reason: String,
     },
+}
+
+/// The files of a change a progress line names before it says how many more.
+const LINE_FILES: usize = 5;
+
+/// The line a person watching is shown for the work events (a worker's tool call, its
+/// change's files, a check's result), the same on every transport; `None` for other events.
+/// `T1 edit src/add.py`, `T1 run python -m pytest -q (failed)`, `T1 changed calc.py (+1 -1)`,
+/// `T1 check passed: python -m pytest -q (0.4s)`, `run branch check failed: make test (2.0s)`.
+pub fn work_line(e: &Event) -> Option<String> {
+    Some(match e {
+        Event::ToolCall {
+            id,
+            verb,
+            target,
+            ok,
+        } => {
+            let mut line = format!("{id} {verb}");
+            if !target.is_empty() {
+                line.push(' ');
+                line.push_str(target);
+            }
+            if !ok {
+                line.push_str(" (failed)");
+            }
+            line
+        }
+        Event::Changed { id, files } if files.is_empty() => format!("{id} changed nothing"),
+        Event::Changed { id, files } => {
+            let mut shown: Vec<String> = files
+                .iter()
+                .take(LINE_FILES)
+                .map(|(p, a, r)| format!("{p} (+{a} -{r})"))
+                .collect();
+            if files.len() > LINE_FILES {
+                shown.push(format!("and {} more", files.len() - LINE_FILES));
+            }
+            format!("{id} changed {}", shown.join(", "))
+        }
+        Event::Checked {
+            id,
+            command,
+            ok,
+            seconds,
+        } => {
+            let who = if id == "run" { "run branch" } else { id };
+            let how = if *ok { "passed" } else { "failed" };
+            format!("{who} check {how}: {command} ({seconds:.1}s)")
+        }
+        _ => return None,
+    })
 }
 
 /// Where [`Event`]s go.

@@ -204,7 +204,7 @@ impl Run<'_, '_> {
         w.set(&t.id, tw.clone());
         self.env.progress.event(&Event::Verdict {
             id: t.id.clone(),
-            decision: format!("ship: {}", d.decision),
+            decision: format!("pre-ship gate: {}", d.decision),
         });
         if d.decision == "block"
             && let Some(commit) = tw.commit()

@@ -395,7 +395,7 @@ impl Run<'_, '_> {
         )?;
         self.env.progress.event(&Event::Verdict {
             id: task.id.clone(),
-            decision: verdict.decision.clone(),
+            decision: format!("validator: {}", verdict.decision),
         });
         Ok(verdict)
     }

@@ -224,6 +224,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ),
     (
         "POST",
+        "/diff",
+        "a --work run's change against its base {run?, stat?, name_only?, paths?}",
+    ),
+    (
+        "POST",
         "/apply",
         "bring a --work run's branch into the current branch {run?}",
     ),
@@ -431,6 +436,7 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("GET", ["status", "full"]) => Box::new(|d, _| d.full_status()),
         ("GET", ["doctor"]) => Box::new(|d, _| d.doctor()),
         ("POST", ["witness"]) => Box::new(|d, r| d.witness(r)),
+        ("POST", ["diff"]) => Box::new(|d, r| d.diff(r)),
         ("POST", ["apply"]) => Box::new(|d, r| d.apply(r)),
         ("POST", ["discard"]) => Box::new(|d, r| d.discard(r)),
         ("GET", ["log"]) => Box::new(|d, r| d.log(r)),

@@ -22,6 +22,7 @@ pub(crate) mod campaign;
 pub(crate) mod clock;
 pub(crate) mod context;
 pub(crate) mod demo;
+pub(crate) mod diff;
 pub(crate) mod doctor;
 pub(crate) mod flight;
 pub(crate) mod hooks;

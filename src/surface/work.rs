@@ -1,5 +1,6 @@
 //! The operations on what `--work` runs leave in the repository, once for every transport:
-//! [`apply()`] brings a run branch into the current branch and witnesses `applied`; [`discard`]
+//! [`apply()`] brings a run branch into the current branch and witnesses `applied`
+//! ([`apply_preview`] first says what it would bring in, for a person to confirm); [`discard`]
 //! removes a run's worktrees and branch and witnesses a `note` (the record and the kept change
 //! commits under `refs/forum/work` stay); [`cleanup`] removes the work areas of runs that died
 //! (for `doctor`).
@@ -127,6 +128,51 @@ fn witness(
     Ok(done.seq)
 }
 
+/// What `apply` would bring in, shown before it asks (the command line on a terminal).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ApplyPreview {
+    /// The run (its request seq).
+    pub(crate) run: u64,
+    /// The branch it would go into, the run branch, and how (`fast-forward` or `merge`).
+    pub(crate) branch: String,
+    pub(crate) run_branch: String,
+    pub(crate) mode: &'static str,
+    /// The run branch's changes since it parted from the branch.
+    pub(crate) files: Vec<super::diff::DiffFile>,
+    /// What was decided, so that only this is applied.
+    planned: apply::Planned,
+}
+
+/// What `git forum apply [RUN]` would do (see [`apply()`]), with the files it would bring in;
+/// refused, as apply would be, when it cannot. Writes nothing.
+pub(crate) fn apply_preview(
+    dir: &Path,
+    ledger: &str,
+    store: &dyn Storage,
+    run: Option<u64>,
+) -> Result<ApplyPreview> {
+    let run = pick_run(dir, ledger, store, run)?;
+    let planned = apply::plan(dir, run).map_err(refusal)?;
+    let files = apply::incoming(dir, &planned)
+        .map_err(|e| Error::internal(e.to_string()))?
+        .into_iter()
+        .map(|f| super::diff::DiffFile {
+            path: f.path,
+            status: f.status,
+            added: f.added,
+            removed: f.removed,
+        })
+        .collect();
+    Ok(ApplyPreview {
+        run,
+        branch: planned.branch.clone(),
+        run_branch: planned.run_branch.clone(),
+        mode: planned.mode,
+        files,
+        planned,
+    })
+}
+
 /// `git forum apply [RUN]`: brings run `run`'s branch (default: the latest run with one) into
 /// the branch checked out in `dir` (fast-forward when possible, else a merge commit) and
 /// witnesses `applied` {run, branch, run_branch, from, to, mode}, parented on the run's request.
@@ -140,7 +186,28 @@ pub(crate) fn apply(
     ts: f64,
 ) -> Result<ApplyReport> {
     let run = pick_run(dir, ledger, store, run)?;
-    let done = apply::apply(dir, run).map_err(refusal)?;
+    applied(dir, store, run, None, ts)
+}
+
+/// [`apply()`] of exactly what `shown` showed: refused when the branch or the run branch
+/// moved since.
+pub(crate) fn apply_shown(
+    dir: &Path,
+    store: &mut dyn Storage,
+    shown: &ApplyPreview,
+    ts: f64,
+) -> Result<ApplyReport> {
+    applied(dir, store, shown.run, Some(&shown.planned), ts)
+}
+
+fn applied(
+    dir: &Path,
+    store: &mut dyn Storage,
+    run: u64,
+    expect: Option<&apply::Planned>,
+    ts: f64,
+) -> Result<ApplyReport> {
+    let done = apply::apply(dir, run, expect).map_err(refusal)?;
     let body = json!({
         "run": run,
         "branch": done.branch,

@@ -12,7 +12,7 @@ use std::path::Path;
 use super::git;
 use super::stale;
 use super::{LEGACY_WORK_DIR, WorkRoot, run_branch};
-use crate::run::{Keep, WorkError};
+use crate::run::{FileChange, Keep, WorkError};
 
 /// Why apply or discard did not happen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,8 +95,23 @@ pub(crate) fn runs_with_branches(repo: &Path) -> Result<Vec<u64>, WorkError> {
     Ok(runs)
 }
 
-/// Brings run `run`'s branch into the branch HEAD names, in the repository at `repo`.
-pub(crate) fn apply(repo: &Path, run: u64) -> Result<Applied, ApplyRefusal> {
+/// What apply would do, decided (every refusal included) before anything is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Planned {
+    /// The branch to bring into (short name, `main`).
+    pub(crate) branch: String,
+    /// The run branch (short name, `forum/run-12`).
+    pub(crate) run_branch: String,
+    /// The two tips: the branch's and the run branch's.
+    pub(crate) ours: String,
+    pub(crate) theirs: String,
+    /// `fast-forward` or `merge`.
+    pub(crate) mode: &'static str,
+}
+
+/// Decides how run `run`'s branch would come into the branch HEAD names, in the repository
+/// at `repo`, or why it cannot; writes nothing.
+pub(crate) fn plan(repo: &Path, run: u64) -> Result<Planned, ApplyRefusal> {
     let branch_ref = run_branch(run);
     let run_short = short(&branch_ref);
     let Some(theirs) = tip(repo, &branch_ref)? else {
@@ -118,14 +133,46 @@ pub(crate) fn apply(repo: &Path, run: u64) -> Result<Applied, ApplyRefusal> {
         )));
     }
     let mode = merge_mode(repo, &ours, &theirs, &run_short, &current)?;
-    merge(repo, mode, &theirs, &run_short, run)?;
-    let to = tip(repo, "HEAD")?.unwrap_or_default();
-    Ok(Applied {
+    Ok(Planned {
         branch: current,
         run_branch: run_short,
-        from: ours,
-        to,
+        ours,
+        theirs,
         mode,
+    })
+}
+
+/// The files `planned` would bring in: the run branch's changes since it parted from the
+/// branch (`git diff OURS...THEIRS`), with their lines.
+pub(crate) fn incoming(repo: &Path, planned: &Planned) -> Result<Vec<FileChange>, WorkError> {
+    let fork = git::ok(repo, &["merge-base", &planned.ours, &planned.theirs])?;
+    Ok(super::run_diff::diff(repo, &fork, &planned.theirs, &[], false)?.files)
+}
+
+/// Brings run `run`'s branch into the branch HEAD names, in the repository at `repo`. With
+/// `expect`, only the plan that was shown: refused when either tip moved since.
+pub(crate) fn apply(
+    repo: &Path,
+    run: u64,
+    expect: Option<&Planned>,
+) -> Result<Applied, ApplyRefusal> {
+    let p = plan(repo, run)?;
+    if let Some(e) = expect
+        && (e.ours != p.ours || e.theirs != p.theirs)
+    {
+        return Err(refused(format!(
+            "{} or {} moved since its changes were shown; nothing was applied, run apply again",
+            p.branch, p.run_branch
+        )));
+    }
+    merge(repo, p.mode, &p.theirs, &p.run_branch, run)?;
+    let to = tip(repo, "HEAD")?.unwrap_or_default();
+    Ok(Applied {
+        branch: p.branch,
+        run_branch: p.run_branch,
+        from: p.ours,
+        to,
+        mode: p.mode,
     })
 }
 

@@ -46,6 +46,7 @@ pub(crate) mod git;
 mod git_bench;
 mod hostile;
 mod racy;
+pub(crate) mod run_diff;
 mod stale;
 mod view;
 

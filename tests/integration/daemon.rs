@@ -802,10 +802,11 @@ fn every_mcp_tool_reaches_its_route() {
             Target::Post(p) => ("POST", p.to_string()),
             Target::GetPath(p) => ("GET", format!("{p}checkpoint")),
         };
-        // Only resume, the gate decisions, the witness, apply, discard and halt fail here: every
-        // run in the ledger has finished, no gate is pending (a decision needs one, as at the
-        // command line), this server is no witness (tests/integration/witness.rs calls it as
-        // one), no run here changed the repository, and none is running; nor has this
+        // Only resume, the gate decisions, the witness, diff, apply, discard and halt fail
+        // here: every run in the ledger has finished, no gate is pending (a decision needs one,
+        // as at the command line), this server is no witness (tests/integration/witness.rs
+        // calls it as one), no run here worked in or changed the repository, and none is
+        // running; nor has this
         // repository a note key, so there is no signed note to prove against, read or make.
         let expected_error = matches!(
             tool.name,
@@ -818,6 +819,7 @@ fn every_mcp_tool_reaches_its_route() {
                 | "gate_edit"
                 | "gate_reject"
                 | "witness"
+                | "diff"
                 | "apply"
                 | "discard"
         );

@@ -1,6 +1,7 @@
 //! The one integration-test binary (one link step on two cores).
 
 mod agents;
+mod apply_prompt;
 mod bench_verify;
 mod bodies;
 mod bounds;
@@ -45,6 +46,7 @@ mod prepare_same;
 mod presets;
 mod process_tree;
 mod procs;
+mod progress_lines;
 mod proofs;
 mod props;
 mod purity;
@@ -87,6 +89,7 @@ mod verify_tier;
 mod witness;
 mod work_apply;
 mod work_attempts;
+mod work_diff;
 mod work_git;
 mod work_many;
 mod work_racy;

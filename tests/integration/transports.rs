@@ -41,6 +41,7 @@ fn cli_of(tool: &str) -> Option<&'static [&'static str]> {
         "forum.run.grade" => &["grade"],
         "forum.export_gradable" => &["export-gradable"],
         "witness" => &["witness"],
+        "diff" => &["diff"],
         "apply" => &["apply"],
         "discard" => &["discard"],
         "tlog_prove" => &["prove"],

@@ -1,4 +1,6 @@
-//! Progress of a run on stderr, one line per engine event.
+//! Progress of a run on stderr, one line per engine event: plain lines, the same on a terminal
+//! and in a log, so a line can be read (and grepped) as it comes. A `--work` worker's tool
+//! calls, the files its change touched and each check's result are shown as they happen.
 
 use crate::surface::run::{Event, Progress};
 
@@ -23,6 +25,12 @@ impl Progress for Stderr {
             }
             Event::Validating { id } => format!("  validating {id}"),
             Event::Verdict { id, decision } => format!("  {id}: {decision}"),
+            Event::ToolCall { .. } | Event::Changed { .. } | Event::Checked { .. } => {
+                match crate::surface::run::work_line(e) {
+                    Some(line) => format!("  {line}"),
+                    None => return,
+                }
+            }
             Event::Escalating { id, to } => format!("  {id}: escalating to {to}"),
             Event::Synthesizing => "synthesizing the answer…".to_string(),
             Event::Calls { spent, .. } => {

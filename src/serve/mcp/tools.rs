@@ -332,6 +332,12 @@ pub const TOOLS: &[Tool] = &[
         input: Input::Typed(spec::<work::Witness>),
     },
     Tool {
+        name: "diff",
+        aliases: &["forum.diff"],
+        target: Target::Post("/diff"),
+        input: Input::Typed(spec::<work::Diff>),
+    },
+    Tool {
         name: "apply",
         aliases: &["forum.apply"],
         target: Target::Post("/apply"),

@@ -1,10 +1,22 @@
-//! The daemon's routes for what `--work` runs leave in the repository: `POST /apply` and
-//! `POST /discard`, each a thin call into `surface::work`.
+//! The daemon's routes for what `--work` runs leave in the repository: `POST /diff`,
+//! `POST /apply` and `POST /discard`, each a thin call into the surface.
 
 use super::*;
 use crate::surface::request;
 
 impl Dispatcher {
+    /// A run's change against its base {run?, stat?, name_only?, paths?}.
+    pub(crate) fn diff(&self, req: &Request<'_>) -> Res {
+        let a: request::work::Diff = request::decode(req.body)?;
+        let store = self.reader()?;
+        answer(surface::diff::diff(
+            &self.cfg.dir,
+            &self.cfg.ledger,
+            &store,
+            &a,
+        ))
+    }
+
     /// Brings a run's branch into the branch checked out where the server runs {run?}.
     pub(crate) fn apply(&self, req: &Request<'_>) -> Res {
         let a: request::work::Apply = request::decode(req.body)?;

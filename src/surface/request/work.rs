@@ -238,6 +238,40 @@ pub struct Apply {
 
 impl Request for Apply {}
 
+/// A --work run's change against the commit it started from, as git diff shows it: its run branch (forum/run-SEQ; for a fetched ledger REMOTE:NAME, the remote's branch), else the change commit it merged. Returns {run, base, tip, source, files, added, removed, patch, truncated}.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Diff {
+    /// The run's request seq (default: the latest --work run).
+    #[arg(value_name = "RUN")]
+    #[serde(default)]
+    pub run: Option<u64>,
+    /// Only the files changed and their lines added and removed, no patch.
+    #[arg(long, conflicts_with = "name_only")]
+    #[serde(default)]
+    pub stat: bool,
+    /// Only the paths changed, no patch.
+    #[arg(long)]
+    #[serde(default)]
+    pub name_only: bool,
+    /// Limit the diff to these paths (git pathspecs; on the command line after --).
+    #[arg(last = true, value_name = "PATH")]
+    #[serde(default)]
+    #[schemars(extend("x-refusal" = "field \"paths\" must be a list of paths (strings)"))]
+    pub paths: Vec<String>,
+}
+
+impl Request for Diff {
+    fn validate(&self) -> Result<(), Error> {
+        if self.stat && self.name_only {
+            return Err(Error::usage(
+                "give stat or name_only, not both: each replaces the patch",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Remove a --work run's worktrees and branch; the record and the change commits under refs/forum/work stay. Witnessed as a note.
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -25,7 +25,7 @@ pub(crate) use crate::exec::{Fleet, FleetError, Seats};
 pub(crate) use crate::run::status as loop_status;
 pub(crate) use crate::run::{
     CommandContext, ContextProvider, Env, Event, Interrupt, Options, Outcome, Progress, RunError,
-    Silent, Status,
+    Silent, Status, work_line,
 };
 pub(crate) use crate::surface::clock::RunClock;
 pub(crate) use gates::{Decide, Decision, decide, gates, pending};
