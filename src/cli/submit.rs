@@ -564,6 +564,11 @@ fn go(ctx: &Ctx, req: &Submit, flags: &RunFlags, what: Go<'_>) -> Result<(), Cli
                 "--gate-wave is set when a run is submitted; a resumed run keeps the gates it was submitted with",
             ));
         }
+        Go::Resume(_) if req.solo => {
+            return Err(CliError::usage(
+                "--solo is set when a run is submitted; a resumed run is solo when it was submitted so",
+            ));
+        }
         Go::Resume(_) if req.work || !req.checks.is_empty() => {
             return Err(CliError::usage(
                 "--work and --check are set when a run is submitted; a resumed run keeps the work and checks it was submitted with",
