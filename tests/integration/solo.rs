@@ -358,3 +358,61 @@ fn a_hostile_worker_report_never_reads_as_a_trailer() {
         clean(repo);
     });
 }
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+#[test]
+fn the_daemon_and_mcp_take_solo_as_the_command_line_does() {
+    let repo = Repo::new("sha1");
+    setup(&repo);
+    let m = model(&repo, "echo '{}'", FIX_ADD);
+    let args = serde_json::json!({"request": "fix the failing test", "work": true, "solo": true, "checks": [CHECK]});
+    let served = repo.serve(&["--cmd", &m], std::process::Stdio::null());
+    let (code, body) = crate::common::http_json(&served.addr, "POST", "/submit", &args);
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body["answer"]
+            .as_str()
+            .unwrap()
+            .contains("- T1: merged (1 file, +1 -1: calc.py); checks 1/1 passed"),
+        "{body}"
+    );
+    // A solo request without work is refused in one line, with nothing written.
+    let before = repo.snapshot();
+    let (code, body) = crate::common::http_json(
+        &served.addr,
+        "POST",
+        "/submit",
+        &serde_json::json!({"request": "fix the failing test", "solo": true}),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("a solo run works in the repository: add --work"),
+        "{body}"
+    );
+    assert_eq!(repo.snapshot(), before);
+    drop(served);
+    let call = serde_json::json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit","arguments":args}});
+    let (ok, out) = repo.mcp_batch(&["--cmd", &m], &[INIT.to_string(), call.to_string()]);
+    assert!(ok, "{out}");
+    let reply: J = out
+        .lines()
+        .map(|l| serde_json::from_str::<J>(l).unwrap())
+        .find(|r| r["id"] == 2)
+        .unwrap();
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    // Two solo runs, each with its one-task plan and only the gate asked.
+    let requests = payloads(&repo, "request");
+    assert_eq!(requests.len(), 2);
+    assert!(requests.iter().all(|(_, r)| r["solo"] == true));
+    assert!(
+        payloads(&repo, "plan")
+            .iter()
+            .all(|(_, p)| p["solo"] == true)
+    );
+    assert_eq!(calls(&repo), ["gate", "gate"]);
+    repo.forum_ok(&["verify", "--deep"]);
+}
