@@ -26,6 +26,7 @@ use crate::plan::{CompiledPlan, Plan, Task};
 use crate::roster::Roster;
 use crate::route;
 
+use super::commit_message;
 use super::course::Course;
 use super::engine::{Done, Run};
 use super::ship::work_summary;
@@ -84,15 +85,11 @@ pub(super) fn check_work(run: &Run<'_, '_>) -> Result<(), RunError> {
     ))
 }
 
-/// The first line of a worker's report, trimmed and cut at 200 characters; `None` when it has
-/// none.
+/// The first line of a worker's report as one line of at most 200 characters
+/// ([`commit_message::one_line`]); `None` when it has none.
 pub(super) fn first_report_line(output: &str) -> Option<String> {
     let line = output.lines().map(str::trim).find(|l| !l.is_empty())?;
-    let mut cut: String = line.chars().take(200).collect();
-    if cut.chars().count() < line.chars().count() {
-        cut.push('…');
-    }
-    Some(cut)
+    Some(commit_message::one_line(line, 200))
 }
 
 /// Writes the answer of a solo run from its record and witnesses it under the request;
