@@ -784,6 +784,17 @@ mod tests {
     }
 
     #[test]
+    fn a_head_keeps_its_body_and_a_copy_keeps_its_trailers() {
+        assert_eq!(message_head("  \n", "fallback"), "fallback");
+        assert_eq!(message_head("make it count\nmore", "f"), "make it count");
+        assert_eq!(message_head("s\n\nbody line\n", "f"), "s\n\nbody line");
+        assert_eq!(
+            with_head("old\n\nForum-Run: 1\nForum-Task: 2\n", "new\n\nChecks"),
+            "new\n\nChecks\n\nForum-Run: 1\nForum-Task: 2"
+        );
+    }
+
+    #[test]
     fn idents_lose_what_git_would_drop() {
         assert_eq!(clean_ident(" .lane (m<o>del)\n;"), "lane (model)");
         assert_eq!(clean_ident("backend (gpt-4.1)"), "backend (gpt-4.1)");
