@@ -86,6 +86,17 @@ pub(crate) enum Command {
     /// Run a request: route, plan, parallel waves, validation, escalation, synthesis.
     #[command(after_help = crate::surface::run::exit::help())]
     Submit(submit::SubmitArgs),
+    /// Fix something in the repository with one agent: one task by the worker seat, its checks
+    /// and the pre-ship gate, and no planner (`submit --work --solo`).
+    #[command(
+        after_help = crate::surface::run::exit::help(),
+        mut_arg("work", |a| a.hide(true)),
+        mut_arg("solo", |a| a.hide(true)),
+        mut_arg("judge_intent", |a| a.hide(true)),
+        mut_arg("revise", |a| a.hide(true)),
+        mut_arg("use_capsule_context", |a| a.hide(true)),
+    )]
+    Fix(submit::FixArgs),
     /// Continue an unfinished run (paused, stopped on budget, failed, halted or killed).
     #[command(after_help = crate::surface::run::exit::help())]
     Resume(submit::ResumeArgs),
@@ -528,6 +539,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Check(a) => check::check(ctx, a),
         Command::Humanize(a) => check::humanize_cmd(ctx, a),
         Command::Submit(a) => submit::submit(ctx, a),
+        Command::Fix(a) => submit::fix(ctx, a),
         Command::Resume(a) => submit::resume(ctx, a),
         Command::Runs(a) => submit::runs(ctx, a),
         Command::Gate(a) => submit::gate(ctx, a),

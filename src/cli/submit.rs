@@ -202,6 +202,7 @@ impl RunFlags {
             gate_deadline: self.gate_deadline,
             gate_on_expiry: self.gate_on_expiry.clone(),
             work: req.work,
+            solo: req.solo,
             checks: req.checks.clone(),
             check_timeout: self.check_timeout,
             secrets: self
@@ -260,6 +261,24 @@ pub(crate) struct SubmitArgs {
     pub(crate) resume: bool,
     /// Limits and quality options of the run: the request the daemon and MCP take (its text
     /// is the words above).
+    #[command(flatten)]
+    pub(crate) req: Submit,
+    /// The command line's own options of the run.
+    #[command(flatten)]
+    pub(crate) flags: RunFlags,
+}
+
+/// Fix what the request says with one agent in the repository: the request is the one task of
+/// the worker seat, in its own worktree; its change is committed, checked (--check, [work]
+/// checks) and shown to the pre-ship gate, and lands on forum/run-SEQ; no planner, validator
+/// or synthesizer is called, and the answer is written from the record. `git forum diff`
+/// and `git forum apply` then bring it in. The same as `submit --work --solo`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct FixArgs {
+    /// What to fix.
+    #[arg(required = true)]
+    pub(crate) request: Vec<String>,
+    /// Limits and options of the run: the submit request's fields (work and solo are set).
     #[command(flatten)]
     pub(crate) req: Submit,
     /// The command line's own options of the run.
@@ -536,11 +555,17 @@ fn run_failed(e: RunError) -> CliError {
 fn go(ctx: &Ctx, req: &Submit, flags: &RunFlags, what: Go<'_>) -> Result<(), CliError> {
     match what {
         Go::Submit(r) => {
-            crate::route::check_request(r).map_err(|e| CliError::usage(e.to_string()))?
+            crate::route::check_request(r).map_err(|e| CliError::usage(e.to_string()))?;
+            req.check_solo().map_err(cli_err)?;
         }
         Go::Resume(_) if !req.gate_waves.is_empty() => {
             return Err(CliError::usage(
                 "--gate-wave is set when a run is submitted; a resumed run keeps the gates it was submitted with",
+            ));
+        }
+        Go::Resume(_) if req.solo => {
+            return Err(CliError::usage(
+                "--solo is set when a run is submitted; a resumed run is solo when it was submitted so",
             ));
         }
         Go::Resume(_) if req.work || !req.checks.is_empty() => {
@@ -613,6 +638,17 @@ pub(crate) fn submit(ctx: &Ctx, args: SubmitArgs) -> Result<(), CliError> {
     }
     let request = args.request.join(" ");
     go(ctx, &args.req, &args.flags, Go::Submit(&request))
+}
+
+/// `git forum fix`: `submit --work --solo`.
+pub(crate) fn fix(ctx: &Ctx, args: FixArgs) -> Result<(), CliError> {
+    let req = Submit {
+        work: true,
+        solo: true,
+        ..args.req
+    };
+    let request = args.request.join(" ");
+    go(ctx, &req, &args.flags, Go::Submit(&request))
 }
 
 /// `git forum resume`.

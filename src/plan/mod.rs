@@ -26,12 +26,14 @@
 //!
 //! This file holds the types; `parse.rs` reads plan documents and tasks, `python.rs` renders
 //! text the way Python's `repr` and `str` do (Forum's messages and instructions use them),
-//! `compile.rs` layers a plan into waves, and `upstream.rs` injects upstream results into a
-//! task's instruction.
+//! `compile.rs` layers a plan into waves, `upstream.rs` injects upstream results into a
+//! task's instruction, and `sizing.rs` refuses a plan whose tasks repeat each other or are not
+//! about the request.
 
 mod compile;
 mod parse;
 mod python;
+mod sizing;
 #[cfg(test)]
 mod tests;
 mod upstream;
@@ -43,6 +45,7 @@ use crate::ledger::Value;
 
 pub use parse::{Deps, extract_json_object, parse_deps, parse_done_when, parse_task};
 pub(crate) use python::{py_list, py_repr};
+pub use sizing::{STOP_WORDS, check_sized, content_words, stem};
 pub use upstream::{
     BudgetedInjection, Injected, UpstreamResult, augment_with_upstream,
     augment_with_upstream_budgeted,

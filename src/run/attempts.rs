@@ -721,6 +721,7 @@ fn choice_reason(picked: Option<(u32, Rule)>, gate: &Decision) -> (Rule, String)
 
 /// Makes attempt `a` the task's change, checks and failures.
 fn take_attempt(tw: &mut TaskWork, a: &AttemptWork) {
+    tw.report = super::commit_message::report_subject(&a.output);
     tw.change = a.change.clone();
     tw.change_seq = a.change_seq;
     tw.checks = a.checks.clone();

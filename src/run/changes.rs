@@ -20,6 +20,7 @@ use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, kind};
 use crate::plan::Task;
 
+use super::commit_message;
 use super::engine::{Done, Run};
 use super::prompts::{failed_checks_note, work_note};
 use super::work_state::{TaskWork, WorkRun, criteria_commands};
@@ -273,13 +274,15 @@ impl Run<'_, '_> {
             w.set(&task.id, tw);
             return Ok(done);
         }
-        let passed = self.witness_change(w, task, exec, &tree, task_entry, done.seq)?;
+        let passed =
+            self.witness_change(w, task, exec, &tree, task_entry, (done.seq, &done.output))?;
         Ok(Done { ok: passed, ..done })
     }
 
-    /// Commits what the worker changed in `tree`, witnesses `change` (under `result_seq`), keeps
-    /// the commit under refs/forum/work, then runs and witnesses each check. Returns whether the
-    /// change is there and every check passed.
+    /// Commits what the worker changed in `tree` (its subject from the worker's `report`),
+    /// witnesses `change` (under `result_seq`), keeps the commit under refs/forum/work, then
+    /// runs and witnesses each check. Returns whether the change is there and every check
+    /// passed.
     pub(super) fn witness_change(
         &self,
         w: &WorkRun,
@@ -287,7 +290,7 @@ impl Run<'_, '_> {
         exec: &Arc<dyn Executor>,
         tree: &TaskTree,
         task_entry: &Entry,
-        result_seq: u64,
+        (result_seq, report): (u64, &str),
     ) -> Result<bool, RunError> {
         let author = Author {
             lane: task.agent.clone(),
@@ -299,7 +302,10 @@ impl Run<'_, '_> {
             task_seq: task_entry.seq,
             task_hash: task_entry.entry_hash.clone(),
         };
-        let subject = self.redact_text(&format!("{}: {}", task.id, first_line(&task.instruction)));
+        let report = commit_message::report_subject(report);
+        let subject = commit_message::subject(report.as_deref(), &task.instruction, &[]);
+        let subject =
+            self.redact_text(&commit_message::head(&subject, &task.id, &task.agent, None));
         let screen = |text: &str| self.screen_change(text);
         let rules = CommitRules {
             diff_cap: w.diff_cap,
@@ -333,6 +339,7 @@ impl Run<'_, '_> {
         }
         let mut tw = w.get(&task.id);
         tw.change = Some(change);
+        tw.report = report;
         tw.change_seq = Some(c.seq);
         tw.last_seq = c.seq;
         tw.checks.clear();
@@ -399,6 +406,42 @@ impl Run<'_, '_> {
         tw.checks.clear();
         w.set(&task.id, tw);
         Ok(())
+    }
+
+    /// Whether task `t`'s committed change adds nothing to the run branch (an earlier task's
+    /// change made the same edit). When so, it is witnessed as a `change` with no commit
+    /// (`adds_nothing` names the commit, `reason` says why), so the task is recorded as having
+    /// changed nothing, nothing of it merges, and its kept ref is dropped.
+    pub(super) fn adds_nothing(&self, w: &WorkRun, t: &Task) -> Result<bool, RunError> {
+        let tw = w.get(&t.id);
+        let (Some(c), Some(commit)) = (tw.change.clone(), tw.commit().map(str::to_string)) else {
+            return Ok(false);
+        };
+        let none = w
+            .in_turn(|| w.bench.adds_nothing(&commit))
+            .map_err(|e| RunError::Work(work_error_line(&e)))?;
+        if !none {
+            return Ok(false);
+        }
+        let body = json!({
+            "task": t.id, "base": c.base, "commit": null, "tree": c.tree, "files": [],
+            "diff": "", "truncated": false, "adds_nothing": commit,
+            "reason": "what this change makes is on the run branch already",
+        });
+        let e = self.put("dispatch", kind::CHANGE, Some(tw.last_seq), body)?;
+        let _ = w.bench.unkeep(&self.ref_name(&t.id), &commit, Keep::Work);
+        let mut tw = w.get(&t.id);
+        tw.change = Some(Change {
+            commit: None,
+            files: Vec::new(),
+            diff: String::new(),
+            truncated: false,
+            ..c
+        });
+        tw.change_seq = Some(e.seq);
+        tw.last_seq = e.seq;
+        w.set(&t.id, tw);
+        Ok(true)
     }
 
     /// Runs one check command in `tree` and witnesses it as `check` for `task` under
@@ -478,15 +521,6 @@ impl Run<'_, '_> {
             format!("task-{}", &hash[..16])
         }
     }
-}
-
-fn first_line(s: &str) -> String {
-    let line = s.lines().next().unwrap_or("").trim();
-    let mut out: String = line.chars().take(72).collect();
-    if out.is_empty() {
-        out = "change".into();
-    }
-    out
 }
 
 /// What each task of a run has in the repository, read back from the run's entries (`seqs`,
@@ -637,6 +671,5 @@ mod tests {
             t.clone(),
         ];
         assert_eq!(data_upstreams(&t, &plan), ["T1"]);
-        assert_eq!(first_line("fix calc\nmore"), "fix calc");
     }
 }

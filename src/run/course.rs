@@ -21,4 +21,6 @@ pub(super) struct Course<'c> {
     pub(super) run_seq: u64,
     /// The gated waves.
     pub(super) gates: &'c GatePolicy,
+    /// A solo run (`solo.rs`): no validation, and the answer is written from the record.
+    pub(super) solo: bool,
 }

@@ -27,13 +27,14 @@ pub(super) enum Delivered {
 /// route frame's), the lexical intent check and, when it flags and the judge is on, the
 /// intent judgment; last the verifier's verdict. None of them blocks the run. Returns the
 /// delivered answer's seq and text; when a spend ceiling keeps the reviser or the judge from
-/// running, delivery stops there ([`Delivered::Ceiling`]).
+/// running, delivery stops there ([`Delivered::Ceiling`]). `models` false (a solo run) keeps
+/// the reviser and the judge from being called whatever the options say.
 pub(super) fn deliver(
     run: &Run<'_, '_>,
     request: &str,
     frame: &RouteFrame,
-    answer_seq: u64,
-    answer: String,
+    (answer_seq, answer): (u64, String),
+    models: bool,
 ) -> Result<Delivered, RunError> {
     use crate::quality;
     let floor = quality::assess(&answer);
@@ -43,7 +44,7 @@ pub(super) fn deliver(
         Some(answer_seq),
         floor.payload(),
     )?;
-    let (seq, answer) = if floor.flagged && run.opts.revise {
+    let (seq, answer) = if floor.flagged && run.opts.revise && models {
         match revise(run, request, check.seq, answer_seq, answer)? {
             Some(r) => r,
             None => return Ok(Delivered::Ceiling("reviser")),
@@ -65,6 +66,7 @@ pub(super) fn deliver(
     let intent_entry = run.put_value("intent", kind::INTENT_CHECK, Some(seq), intent.payload())?;
     if intent.flagged
         && run.opts.judge_intent
+        && models
         && !judge(run, request, &answer, &intent.missing, intent_entry.seq)?
     {
         return Ok(Delivered::Ceiling("intent judge"));

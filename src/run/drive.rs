@@ -33,6 +33,9 @@ pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFr
     if let Some(o) = &run.opts.options_record {
         payload["options"] = o.clone();
     }
+    if run.opts.solo {
+        payload["solo"] = json!(true);
+    }
     // A run that works in the repository is named by its request seq: the workbench opens
     // at the seq the request is about to take, and the request records its base.
     let req = match run.opts.work.as_ref().filter(|o| o.enabled) {
@@ -86,6 +89,9 @@ pub fn submit(
 }
 
 fn submit_run(run: &Run<'_, '_>, request: &str) -> Result<Outcome, RunError> {
+    if run.opts.solo {
+        return submit_solo(run, request);
+    }
     let (env, opts) = (run.env, run.opts);
     let (request_seq, frame) = open_run(run, request)?;
     refuse_start(run, request_seq)?;
@@ -111,6 +117,27 @@ fn submit_run(run: &Run<'_, '_>, request: &str) -> Result<Outcome, RunError> {
         plan_seq: plan_entry.seq,
         run_seq: plan_entry.seq,
         gates: &opts.gates,
+        solo: false,
+    };
+    drive(run, &course, BTreeMap::new(), BTreeMap::new())
+}
+
+/// A new solo run of `request` (`solo.rs`): its one-task plan built without a model, then
+/// driven as any plan. Refused before anything is written when the run does not work in the
+/// repository.
+fn submit_solo(run: &Run<'_, '_>, request: &str) -> Result<Outcome, RunError> {
+    super::solo::check_work(run)?;
+    let (request_seq, frame) = open_run(run, request)?;
+    let (plan, plan_seq) = super::solo::put_solo_plan(run, request, request_seq)?;
+    let course = Course {
+        request,
+        request_seq,
+        frame: &frame,
+        plan: &plan,
+        plan_seq,
+        run_seq: plan_seq,
+        gates: &run.opts.gates,
+        solo: true,
     };
     drive(run, &course, BTreeMap::new(), BTreeMap::new())
 }
@@ -157,7 +184,10 @@ pub(super) fn drive(
     if let Some(w) = run.work() {
         run.check_run_branch(w, course.plan_seq)?;
     }
-    validate_all(run, &tasks, &finals, &mut verdicts)?;
+    // A solo run's checks and pre-ship gate are its judges: no validator is asked.
+    if !course.solo {
+        validate_all(run, &tasks, &finals, &mut verdicts)?;
+    }
     // A --work task climbed the ladder on its checks already, in its worktree.
     if run.work().is_none() {
         escalate(run, &tasks, &mut finals, &mut verdicts)?;
@@ -167,7 +197,12 @@ pub(super) fn drive(
         let a = run.stop_on_budget(course.request_seq)?;
         return Ok(end(Status::StoppedOnBudget, Some(a), &verdicts));
     }
-    let Some((answer_seq, answer)) = synthesize(run, course, &tasks, &finals, &verdicts)? else {
+    let synthesized = if course.solo {
+        Some(super::solo::answer_from_record(run, course, &finals)?)
+    } else {
+        synthesize(run, course, &tasks, &finals, &verdicts)?
+    };
+    let Some((answer_seq, answer)) = synthesized else {
         return stopped_on_ceiling(
             run,
             course.request_seq,
@@ -176,7 +211,14 @@ pub(super) fn drive(
             &verdicts,
         );
     };
-    match deliver(run, course.request, course.frame, answer_seq, answer)? {
+    let models = !course.solo;
+    match deliver(
+        run,
+        course.request,
+        course.frame,
+        (answer_seq, answer),
+        models,
+    )? {
         Delivered::Answer(seq, text) => Ok(end(Status::Answered, Some((seq, text)), &verdicts)),
         Delivered::Ceiling(stage) => {
             stopped_on_ceiling(run, course.request_seq, stage, course.frame, &verdicts)

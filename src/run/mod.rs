@@ -48,6 +48,7 @@
 mod adapters;
 mod attempts;
 mod changes;
+mod commit_message;
 mod context;
 mod course;
 mod deliver;
@@ -66,6 +67,7 @@ mod schemas;
 mod seams;
 mod secrets;
 mod ship;
+mod solo;
 pub mod status;
 mod synthesis;
 mod tasks;
@@ -158,6 +160,9 @@ pub struct Options {
     /// seat for a tighter version, accepted only if it is strictly shorter and covers the
     /// request as well (`revision`, and the revised `result` when accepted).
     pub revise: bool,
+    /// Run the request as one task by the worker seat, in the repository: no planner,
+    /// validator, judge or synthesizer call; the answer is written from the record (`solo.rs`).
+    pub(crate) solo: bool,
     /// Checks the delivered answer after the floors, witnessed as `verification`.
     pub verifier: Option<Arc<dyn Verifier>>,
     /// Supplies request context before planning and context per task, witnessed as
@@ -196,6 +201,7 @@ impl std::fmt::Debug for Options {
             .field("max_output_tokens", &self.max_output_tokens)
             .field("judge_intent", &self.judge_intent)
             .field("revise", &self.revise)
+            .field("solo", &self.solo)
             .field("verifier", &self.verifier.as_ref().map(|v| v.source()))
             .field("context", &self.context.as_ref().map(|c| c.describe()))
             .field("interrupt", &self.interrupt)

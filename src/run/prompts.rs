@@ -46,6 +46,9 @@ pub(super) fn planner_prompt(
          Request: {request}\n\n\
          {context}\
          Lanes:\n{lanes}\n\
+         Size the plan to the request: a small fix or a one-line change is one task; split \
+         only work that has distinct parts, and never give two tasks the same instruction. \
+         Each instruction says, in the request's own terms, which part of the request it does.\n\n\
          Number the tasks T1, T2, ... in order. Give each one lane from the list, a concrete \
          instruction, the ids of earlier tasks whose output it needs (depends_on; [] when \
          none) and done_when: the checks that show it is finished."

@@ -63,6 +63,33 @@ fn resume_target(
     Ok(target)
 }
 
+/// The plan of a run whose planning never finished, witnessed, and its entry's seq: a solo
+/// run's one task again, else the planner's plan, asked with the request context the run
+/// already witnessed (if any) so the plan chains to it as the first attempt would have.
+/// `None` when a spend ceiling refused the planner's call.
+fn plan_again(
+    run: &Run<'_, '_>,
+    entries: &[crate::ledger::Entry],
+    target: &status::RunInfo,
+    solo: bool,
+) -> Result<Option<(CompiledPlan, u64)>, RunError> {
+    let (request, request_seq) = (&target.request, target.request_seq);
+    if solo {
+        return super::solo::put_solo_plan(run, request, request_seq).map(Some);
+    }
+    let context = witnessed_request_context(run, entries, target)?;
+    let Some(plan) = run.plan(request, context.as_ref().map(|c| c.1.as_str()), request_seq)? else {
+        return Ok(None);
+    };
+    let e = run.put(
+        "dispatch",
+        kind::PLAN,
+        Some(context.as_ref().map_or(request_seq, |c| c.0)),
+        run.plan_payload(&plan),
+    )?;
+    Ok(Some((plan, e.seq)))
+}
+
 /// The request context a run whose planning never finished already witnessed (its seq and
 /// text), so a new plan chains to it as the first attempt would have.
 fn witnessed_request_context(
@@ -196,28 +223,13 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
     }
     super::drive::refuse_start(run, request_seq)?;
     let (_, frame) = route::route_request(&request, env.roster);
+    let solo = super::solo::recorded_solo(run, &entries, request_seq);
     let (plan, plan_seq, run_seq) = match (&target.plan, target.plan_seq, target.run_seq) {
         (Some(p), Some(seq), Some(run_seq)) => (p.clone(), seq, run_seq),
-        _ => {
-            // Planning never finished: plan again, with the request context the run already
-            // witnessed (if any), so the plan chains to it as the first attempt would have.
-            let context = witnessed_request_context(run, &entries, target)?;
-            let Some(plan) = run.plan(
-                &request,
-                context.as_ref().map(|c| c.1.as_str()),
-                request_seq,
-            )?
-            else {
-                return stopped_on_ceiling(run, request_seq, "plan", &frame, &BTreeMap::new());
-            };
-            let e = run.put(
-                "dispatch",
-                kind::PLAN,
-                Some(context.as_ref().map_or(request_seq, |c| c.0)),
-                run.plan_payload(&plan),
-            )?;
-            (plan, e.seq, e.seq)
-        }
+        _ => match plan_again(run, &entries, target, solo)? {
+            Some((plan, seq)) => (plan, seq, seq),
+            None => return stopped_on_ceiling(run, request_seq, "plan", &frame, &BTreeMap::new()),
+        },
     };
     // A run that works in the repository keeps what its record says it shipped (or blocked);
     // everything else runs again.
@@ -242,6 +254,7 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
         plan_seq,
         run_seq,
         gates: &gates,
+        solo,
     };
     drive(run, &course, reused, verdicts)
 }

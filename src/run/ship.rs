@@ -12,6 +12,7 @@ use crate::exec::Call;
 use crate::ledger::kind;
 use crate::plan::{CompiledPlan, Task};
 
+use super::commit_message;
 use super::engine::{Run, usage_of, with_usage};
 use super::prompts::{conflict_note, ship_prompt};
 use super::schemas::{parse_ship, ship_schema};
@@ -65,7 +66,8 @@ impl Run<'_, '_> {
         let mut failed = 0usize;
         for t in plan.tasks.iter().filter(|t| wave.contains(&t.id)) {
             let tw = w.get(&t.id);
-            if tw.ship.is_some() || !tw.shippable() {
+            // A change an earlier one already made merges nothing: no gate, no commit.
+            if tw.ship.is_some() || !tw.shippable() || self.adds_nothing(w, t)? {
                 w.close_tree(&t.id);
                 continue;
             }
@@ -222,7 +224,18 @@ impl Run<'_, '_> {
         let Some(commit) = tw.commit() else {
             return Ok(Ok(()));
         };
-        match w.bench.integrate(&self.ref_name(&t.id), commit) {
+        let files: Vec<&str> = tw
+            .change
+            .iter()
+            .flat_map(|c| c.files.iter().map(|f| f.path.as_str()))
+            .collect();
+        let subject = commit_message::subject(tw.report.as_deref(), &t.instruction, &files);
+        let head = commit_message::head(&subject, &t.id, &t.agent, Some(&tw.checks));
+        let head = self.redact_text(&head);
+        match w
+            .bench
+            .integrate_noting(&self.ref_name(&t.id), commit, &head)
+        {
             Ok(tip) => {
                 let mut tw = w.get(&t.id);
                 tw.integrated = Some(tip);
@@ -240,6 +253,11 @@ impl Run<'_, '_> {
                 tw.last_seq = e.seq;
                 w.set(&t.id, tw);
                 Ok(Err(paths))
+            }
+            // Another change made the same edit since the gate was asked.
+            Err(WorkError::Refused(_)) => {
+                self.adds_nothing(w, t)?;
+                Ok(Ok(()))
             }
             Err(e) => Err(RunError::Work(e.to_string())),
         }

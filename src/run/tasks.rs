@@ -64,7 +64,12 @@ impl Run<'_, '_> {
                             Ok((p, c))
                         }) {
                         Ok((p, compiled)) => match self.opts.policy.check_plan(&p, roster) {
-                            Ok(()) => return Ok(Some(compiled)),
+                            // A plan of repeated or off-topic tasks is asked for again, as a
+                            // broken one is.
+                            Ok(()) => match crate::plan::check_sized(request, &p.tasks) {
+                                Ok(()) => return Ok(Some(compiled)),
+                                Err(why) => why,
+                            },
                             Err(e) => e.to_string(),
                         },
                         Err(e) => e.to_string(),

@@ -123,6 +123,9 @@ pub(super) struct TaskWork {
     pub(super) last_seq: u64,
     /// The pre-ship gate's decision on the latest change.
     pub(super) ship: Option<String>,
+    /// The first line of the worker's report on that change, made safe for a commit message
+    /// (`commit_message.rs`).
+    pub(super) report: Option<String>,
     /// The run branch's tip once the change is integrated.
     pub(super) integrated: Option<String>,
     /// Whether it already ran once more after a conflict.

@@ -400,7 +400,8 @@ pub trait Workbench: Send + Sync {
     /// on top of the integrated result after a conflict).
     fn open_branch(&self, task: &str) -> Result<TaskTree, WorkError>;
     /// Commits everything changed in the tree (respecting .gitignore) as one commit with the
-    /// author and the trailers of `tie`; `commit: None` when nothing changed. What the worker
+    /// author, the message head `subject` (a subject line, then any body) and the trailers
+    /// of `tie`, committed by git forum; `commit: None` when nothing changed. What the worker
     /// left is hostile input: it is checked against `rules.limits` and for tampering before it
     /// is read ([`WorkError::Refused`]), and what the change adds is scanned with
     /// `rules.screen` before the commit is written ([`WorkError::Secrets`]). The diff is
@@ -435,6 +436,20 @@ pub trait Workbench: Send + Sync {
     /// as one commit (same author, message and trailers); returns the branch's new tip, or
     /// `WorkError::Conflict { paths }` leaving the branch unchanged.
     fn integrate(&self, task: &str, commit: &str) -> Result<String, WorkError>;
+    /// [`Workbench::integrate`], the copy's message head (subject and body) replaced by
+    /// `head` and its trailers kept, so the run branch says what the change did and how it
+    /// was checked; a change on the tip is copied too. A change that would add nothing to
+    /// the tip is refused ([`WorkError::Refused`]): the run branch never gets an empty commit.
+    fn integrate_noting(&self, task: &str, commit: &str, head: &str) -> Result<String, WorkError> {
+        let _ = head;
+        self.integrate(task, commit)
+    }
+    /// Whether the change `commit` adds nothing to the run branch's tip (an earlier change
+    /// made the same edit); false before anything is integrated or when the two conflict.
+    fn adds_nothing(&self, commit: &str) -> Result<bool, WorkError> {
+        let _ = commit;
+        Ok(false)
+    }
     /// Removes one worktree (its directory and git's record of it).
     fn close(&self, tree: &TaskTree) -> Result<(), WorkError>;
     /// Removes every worktree of this run (called when the run ends, however it ends).

@@ -60,10 +60,17 @@ impl Workbench for GitWork {
         let email = clean_ident(&format!("{local}@git-forum.invalid"));
         let message = format!(
             "{}\n\n{}",
-            subject_line(subject, &format!("git forum: task {}", tree.task)),
+            message_head(subject, &format!("git forum: task {}", tree.task)),
             tie.trailers()
         );
-        let commit = self.commit_tree(&written, &[&tree.start], &message, (&name, &email), None)?;
+        let commit = self.commit_tree_as(
+            &written,
+            &[&tree.start],
+            &message,
+            (&name, &email),
+            (FORUM_NAME, FORUM_EMAIL),
+            None,
+        )?;
         lock(&self.trees).insert(commit.clone(), written.clone());
         lock(&self.made).insert(commit.clone(), tree.start.clone());
         // The worktree now sits on its change, so `git status` there is clean (moved while
@@ -125,30 +132,24 @@ impl Workbench for GitWork {
     }
 
     fn integrate(&self, task: &str, commit: &str) -> Result<String, WorkError> {
-        let _one = lock(&self.integrating);
-        crate::store::append::failpoint("integrate-start");
+        self.integrate_with(task, commit, None)
+    }
+
+    fn integrate_noting(&self, task: &str, commit: &str, head: &str) -> Result<String, WorkError> {
+        self.integrate_with(task, commit, Some(head))
+    }
+
+    fn adds_nothing(&self, commit: &str) -> Result<bool, WorkError> {
+        let Some(tip) = self.branch_tip() else {
+            return Ok(false);
+        };
         let commit = self.resolve_change(commit)?;
-        let branch = self.branch_ref();
-        let old = self.branch_tip();
-        let tip = old.clone().unwrap_or_else(|| self.base.commit.clone());
-        let made = lock(&self.made).get(&commit).cloned();
-        let parent = match made {
-            Some(p) => p,
-            None => resolve_commit(&self.common, &format!("{commit}^1")).ok_or_else(|| {
-                WorkError::Git(format!("the change {commit} of task {task} has no parent"))
-            })?,
-        };
-        let new = if parent == tip {
-            commit.clone()
-        } else {
-            let tree = self.merge_tree(Some(&parent), &tip, &commit)?;
-            let (name, email, date, message) = self.commit_meta(&commit)?;
-            self.commit_tree(&tree, &[&tip], &message, (&name, &email), date)?
-        };
-        let expected = old.unwrap_or_else(|| self.zero.clone());
-        let why = format!("git forum: integrate task {task} of run {}", self.run_seq);
-        self.ok(&["update-ref", "-m", &why, &branch, &new, &expected])?;
-        Ok(new)
+        let parent = self.parent_of("", &commit)?;
+        match self.merge_tree(Some(&parent), &tip, &commit) {
+            Ok(tree) => Ok(tree == self.tree_of(&tip)?),
+            Err(WorkError::Conflict { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     fn close(&self, tree: &TaskTree) -> Result<(), WorkError> {
@@ -215,5 +216,68 @@ impl Workbench for GitWork {
             deadline,
             cap,
         )))
+    }
+}
+
+impl GitWork {
+    /// The commit change `commit` (of `task`) was made on.
+    fn parent_of(&self, task: &str, commit: &str) -> Result<String, WorkError> {
+        let made = lock(&self.made).get(commit).cloned();
+        match made {
+            Some(p) => Ok(p),
+            None => resolve_commit(&self.common, &format!("{commit}^1")).ok_or_else(|| {
+                WorkError::Git(format!("the change {commit} of task {task} has no parent"))
+            }),
+        }
+    }
+
+    /// Integrates `commit` onto the run branch: taken as it is when it sits on the tip and no
+    /// `head` is given, otherwise as a copy (merged onto the tip, with `head` in place of its
+    /// message's head when given), authored as the change was and committed by git forum. A
+    /// copy that would change nothing is refused: the run branch never gets an empty commit.
+    fn integrate_with(
+        &self,
+        task: &str,
+        commit: &str,
+        head: Option<&str>,
+    ) -> Result<String, WorkError> {
+        let _one = lock(&self.integrating);
+        crate::store::append::failpoint("integrate-start");
+        let commit = self.resolve_change(commit)?;
+        let branch = self.branch_ref();
+        let old = self.branch_tip();
+        let tip = old.clone().unwrap_or_else(|| self.base.commit.clone());
+        let parent = self.parent_of(task, &commit)?;
+        let new = if parent == tip && head.is_none() {
+            commit.clone()
+        } else {
+            let tree = if parent == tip {
+                self.tree_of(&commit)?
+            } else {
+                self.merge_tree(Some(&parent), &tip, &commit)?
+            };
+            if tree == self.tree_of(&tip)? {
+                return Err(WorkError::Refused(format!(
+                    "the change of task {task} adds nothing to the run branch (what it changes is there already); nothing was committed"
+                )));
+            }
+            let (name, email, date, message) = self.commit_meta(&commit)?;
+            let message = match head {
+                Some(h) => with_head(&message, h),
+                None => message,
+            };
+            self.commit_tree_as(
+                &tree,
+                &[&tip],
+                &message,
+                (&name, &email),
+                (FORUM_NAME, FORUM_EMAIL),
+                date,
+            )?
+        };
+        let expected = old.unwrap_or_else(|| self.zero.clone());
+        let why = format!("git forum: integrate task {task} of run {}", self.run_seq);
+        self.ok(&["update-ref", "-m", &why, &branch, &new, &expected])?;
+        Ok(new)
     }
 }

@@ -92,14 +92,28 @@ fn clean_ident(s: &str) -> String {
         .to_string()
 }
 
-/// A commit subject: its first line, or `fallback` when that is empty.
-fn subject_line(subject: &str, fallback: &str) -> String {
-    let line = subject.lines().next().unwrap_or("").trim();
-    if line.is_empty() {
-        fallback.to_string()
-    } else {
-        line.to_string()
+/// A commit message's head: the first line of `head` as the subject (`fallback` when it is
+/// blank), then its body when a blank line follows that line.
+fn message_head(head: &str, fallback: &str) -> String {
+    let head = head.trim();
+    let (first, rest) = head.split_once('\n').unwrap_or((head, ""));
+    let subject = match first.trim() {
+        "" => fallback,
+        s => s,
+    };
+    match rest.strip_prefix('\n').map(str::trim) {
+        Some(body) if !body.is_empty() => format!("{subject}\n\n{body}"),
+        _ => subject.to_string(),
     }
+}
+
+/// `message` with its head replaced by `head`; its last paragraph (the trailers) stays.
+fn with_head(message: &str, head: &str) -> String {
+    let trailers = message
+        .trim_end()
+        .rsplit_once("\n\n")
+        .map_or("", |(_, t)| t);
+    format!("{}\n\n{trailers}", head.trim_end())
 }
 
 /// What git forum keeps of one open worktree, out of the worker's sight.
@@ -548,12 +562,26 @@ impl GitWork {
         ident: (&str, &str),
         date: Option<gix::date::Time>,
     ) -> Result<String, WorkError> {
+        self.commit_tree_as(tree, parents, message, ident, ident, date)
+    }
+
+    /// [`GitWork::commit_tree`] with author `author` and committer `committer` (git forum
+    /// commits the changes its agents author).
+    fn commit_tree_as(
+        &self,
+        tree: &str,
+        parents: &[&str],
+        message: &str,
+        author: (&str, &str),
+        committer: (&str, &str),
+        date: Option<gix::date::Time>,
+    ) -> Result<String, WorkError> {
         let id = |hex: &str| {
             gix::ObjectId::from_hex(hex.as_bytes())
                 .map_err(|e| WorkError::Git(format!("{hex:?} is not an object id: {e}")))
         };
         let now = gix::date::Time::now_local_or_utc();
-        let sign = |time| gix::actor::Signature {
+        let sign = |ident: (&str, &str), time| gix::actor::Signature {
             name: ident.0.into(),
             email: ident.1.into(),
             time,
@@ -561,8 +589,8 @@ impl GitWork {
         let commit = gix::objs::Commit {
             tree: id(tree)?,
             parents: parents.iter().map(|p| id(p)).collect::<Result<_, _>>()?,
-            author: sign(date.unwrap_or(now)),
-            committer: sign(now),
+            author: sign(author, date.unwrap_or(now)),
+            committer: sign(committer, now),
             encoding: None,
             message: format!("{}\n", message.trim_end()).into(),
             extra_headers: Vec::new(),
@@ -754,6 +782,17 @@ mod tests {
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stdout).trim_end().to_string()
+    }
+
+    #[test]
+    fn a_head_keeps_its_body_and_a_copy_keeps_its_trailers() {
+        assert_eq!(message_head("  \n", "fallback"), "fallback");
+        assert_eq!(message_head("make it count\nmore", "f"), "make it count");
+        assert_eq!(message_head("s\n\nbody line\n", "f"), "s\n\nbody line");
+        assert_eq!(
+            with_head("old\n\nForum-Run: 1\nForum-Task: 2\n", "new\n\nChecks"),
+            "new\n\nChecks\n\nForum-Run: 1\nForum-Task: 2"
+        );
     }
 
     #[test]

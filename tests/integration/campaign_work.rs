@@ -174,11 +174,14 @@ fn each_feature_of_a_work_campaign_is_a_checked_gated_commit_on_the_run_branch()
         let last = format!("forum/run-{}", plans[1]);
         let commits = repo.git_ok(&["rev-list", "--reverse", &format!("main..{last}")]);
         let commits: Vec<&str> = commits.lines().collect();
+        // Each is git forum's copy of its change (the checks' results in its body), tied to
+        // the same task entry.
+        let entry = |c: &str| trailer(repo, c, "Forum-Entry");
         assert_eq!(
-            commits,
+            commits.iter().map(|c| entry(c)).collect::<Vec<_>>(),
             [
-                changes[0].1["commit"].as_str().unwrap(),
-                changes[1].1["commit"].as_str().unwrap()
+                entry(changes[0].1["commit"].as_str().unwrap()),
+                entry(changes[1].1["commit"].as_str().unwrap())
             ]
         );
         assert_eq!(
@@ -193,8 +196,8 @@ fn each_feature_of_a_work_campaign_is_a_checked_gated_commit_on_the_run_branch()
         );
         let first = format!("forum/run-{}", plans[0]);
         assert_eq!(
-            repo.git_ok(&["rev-parse", &first]).trim(),
-            changes[0].1["commit"].as_str().unwrap()
+            entry(repo.git_ok(&["rev-parse", &first]).trim()),
+            entry(changes[0].1["commit"].as_str().unwrap())
         );
         // The user's branch, HEAD and work tree did not move.
         assert_eq!(user_view(repo), before);

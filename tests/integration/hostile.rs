@@ -80,7 +80,8 @@ fn submit(repo: &Repo, model: &str, extra: &[&str]) -> std::process::Output {
         "python3 -m unittest -q",
     ];
     args.extend_from_slice(extra);
-    args.extend(["--cmd", model, "fix calc"]);
+    // The request names what the plans' tasks do (`do T1`, ...), as a planner's plan must.
+    args.extend(["--cmd", model, "fix calc: do T1 and the others"]);
     repo.forum().args(&args).output().unwrap()
 }
 

@@ -73,6 +73,7 @@ mod secrets_corpus;
 mod sign;
 mod sizes;
 mod snapshots;
+mod solo;
 mod spend;
 mod spend_more;
 mod spend_over;

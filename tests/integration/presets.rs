@@ -208,7 +208,7 @@ fn check_change(repo: &Repo, j: &J) -> String {
     );
     let msg = repo.git_ok(&["log", "-1", "--format=%B", &commit]);
     assert!(
-        msg.starts_with("T1: ") && msg.contains("Forum-Run: 0"),
+        msg.contains("\n\nTask T1 on lane ") && msg.contains("Forum-Run: 0"),
         "{msg}"
     );
     let mut files: Vec<String> = repo

@@ -138,7 +138,7 @@ fn answer(mut s: TcpStream, script: &Mutex<Script>) {
                 };
                 let tasks: Vec<J> = ids
                     .iter()
-                    .map(|id| json!({"id": id, "agent": "backend", "instruction": format!("write part {id}"), "depends_on": [], "done_when": []}))
+                    .map(|id| json!({"id": id, "agent": "backend", "instruction": format!("write part {id} of calc"), "depends_on": [], "done_when": []}))
                     .collect();
                 json!({ "tasks": tasks }).to_string()
             }

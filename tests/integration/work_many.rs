@@ -16,7 +16,8 @@ fn two_work_runs_at_once_in_one_repository_both_succeed() {
             ("T2", "add another"),
             ("T3", "and a third"),
         ];
-        let work = "    sleep 0.2; echo \"$$\" > \"out-$$.txt\"; echo done";
+        // A file name of its own per task (in a sandbox every worker's `$$` is the same).
+        let work = "    sleep 0.2; f=$(mktemp out-XXXXXXXX); echo \"$f\" > \"$f\"; echo done";
         for trial in 0..2 {
             let a = model(
                 repo,

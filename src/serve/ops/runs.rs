@@ -141,6 +141,7 @@ impl Dispatcher {
             judge_intent: a.judge_intent,
             revise: a.revise,
             work: a.work,
+            solo: a.solo,
             checks: a.checks.clone(),
             allow_cmds: a.allow_cmds.clone(),
             max_tool_calls: a

@@ -509,6 +509,7 @@ mod tests {
                 "no_repo_context",
                 "repo_context",
                 "work",
+                "solo",
                 "checks",
             ],
             &[

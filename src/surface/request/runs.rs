@@ -125,6 +125,10 @@ pub struct Submit {
     #[arg(long)]
     #[serde(default)]
     pub work: bool,
+    /// Run the request as one task (the request itself is its instruction) by the worker seat, in the repository: no planner, validator, intent judge or synthesizer is called. The task's checks and the pre-ship gate still decide what lands on forum/run-SEQ, and the answer is written from the record. Needs work; not with judge_intent, revise or use_capsule_context (`git forum fix` is this with work on).
+    #[arg(long)]
+    #[serde(default)]
+    pub solo: bool,
     /// A shell command every change must pass, run in the task's worktree (repeatable; after [work] checks; also run once on the run branch at the end). Needs work.
     #[arg(long, visible_alias = "check", value_name = "CMD")]
     #[serde(default)]
@@ -178,9 +182,33 @@ impl Submit {
     }
 }
 
+impl Submit {
+    /// What a solo run cannot take: the options that call a model on the answer, and the
+    /// capsule, which is context for a planner a solo run does not have.
+    pub(crate) fn check_solo(&self) -> Result<(), Error> {
+        if !self.solo {
+            return Ok(());
+        }
+        for (on, name) in [
+            (self.judge_intent, "judge_intent"),
+            (self.revise, "revise"),
+            (self.use_capsule_context, "use_capsule_context"),
+        ] {
+            if on {
+                return Err(Error::usage(format!(
+                    "a solo run calls no model but its worker and the pre-ship gate, and has no planner to read context: leave out {name} (--{})",
+                    name.replace('_', "-")
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Request for Submit {
     fn validate(&self) -> Result<(), Error> {
-        non_blank("request", &self.request)
+        non_blank("request", &self.request)?;
+        self.check_solo()
     }
 }
 

@@ -76,6 +76,9 @@ pub(crate) struct RunOptions {
     pub(crate) gate_on_expiry: Option<String>,
     /// Work in the repository (`--work`; `[work] enabled` sets it by default).
     pub(crate) work: bool,
+    /// One task by the worker seat, with no planner, validator, judge or synthesizer call
+    /// (`--solo`, `git forum fix`).
+    pub(crate) solo: bool,
     /// Check commands every change must pass (`--check`, after `[work] checks`).
     pub(crate) checks: Vec<String>,
     /// Seconds each check may run before it is killed.
@@ -191,6 +194,7 @@ impl RunOptions {
             max_output_tokens: self.max_output_tokens,
             judge_intent: self.judge_intent,
             revise: self.revise,
+            solo: self.solo,
             verifier,
             context: None,
             interrupt: None,
