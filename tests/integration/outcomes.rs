@@ -402,3 +402,49 @@ fn every_outcome_reads_the_same_on_every_surface() {
     repo.forum_ok(&["verify", "--deep"]);
     repo.fsck();
 }
+
+/// The daemon's and MCP's answer to a `--work` submit that changed nothing carry the same
+/// outcome as the command line: `nothing_delivered` (11), our receipt's status, Forum's
+/// receipt's verdict `NOTHING_DELIVERED` and its `work.outcome`.
+#[test]
+fn a_work_run_that_delivers_nothing_says_so_over_http_and_mcp() {
+    let repo = Repo::new("sha1");
+    setup(&repo);
+    let one = plan(&[("T1", "fix add in calc.py")], false);
+    let idle = model(&repo, "idle", &one, "pass", "    echo 'nothing to do'");
+    let args = json!({"request": "fix calc", "work": true, "checks": ["true"]});
+    let agrees = |surface: &str, r: &J| {
+        assert_eq!(
+            r["exit"],
+            json!({"code": 11, "name": "nothing_delivered"}),
+            "{surface}: {r}"
+        );
+        assert_eq!(r["git_forum_receipt"]["status"], "nothing_delivered", "{r}");
+        let receipt = &r["receipt"];
+        assert_eq!(
+            receipt["verification"]["verdict"], "NOTHING_DELIVERED",
+            "{r}"
+        );
+        assert_eq!(
+            receipt["work"]["outcome"],
+            json!({"name": "nothing_delivered", "code": 11}),
+            "{r}"
+        );
+    };
+    let served = repo.serve(&["--cmd", &idle], Stdio::null());
+    let (status, r) = http_json(&served.addr, "POST", "/submit", &args);
+    assert_eq!(status, 200, "{r}");
+    agrees("daemon", &r);
+    let mut child = served.child;
+    procs::terminate(&child.0);
+    assert!(child.0.wait().unwrap().success());
+    let input = [
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string(),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit","arguments": args}}).to_string(),
+    ];
+    let (ok, out) = repo.mcp_batch(&["--cmd", &idle], &input);
+    assert!(ok, "{out}");
+    let reply: J = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
+    agrees("mcp", &reply["result"]["structuredContent"]);
+    repo.forum_ok(&["verify", "--deep"]);
+}
