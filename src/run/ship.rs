@@ -383,6 +383,10 @@ impl Record {
     }
 }
 
+/// Where the record's part of a --work run's answer starts: after the model's summary and a
+/// blank line.
+pub(super) const CHANGES_PART: &str = "\n\nChanges (branch forum/run-";
+
 /// What changed and how it was checked, for the answer, written from the record (never by a
 /// model): one line per task of the plan that did something (its change's files and lines,
 /// its checks, where the gate left it, or why it failed), the run branch's checks, and a line

@@ -448,3 +448,49 @@ fn a_work_run_that_delivers_nothing_says_so_over_http_and_mcp() {
     agrees("mcp", &reply["result"]["structuredContent"]);
     repo.forum_ok(&["verify", "--deep"]);
 }
+
+/// The reviser tightens only the model's summary of a `--work` run: the Changes part the
+/// record wrote comes back unchanged under the revised summary.
+#[test]
+fn the_reviser_never_rewrites_the_changes_part() {
+    let repo = Repo::new("sha1");
+    setup(&repo);
+    // One sentence long enough that the delivery floor flags the whole answer.
+    let clause = "the team also wrote a long explanation of how the endpoint handles sessions, tokens, rate limits, retries, errors and audit logging so that everyone on call can follow along easily";
+    let long = format!(
+        "We ship the login API with docs today and {clause} and {clause} and {clause} and {clause}."
+    );
+    let short = "We ship the login API with docs today.";
+    let one = plan(&[("T1", "fix add in calc.py")], false);
+    let path = repo.path().join("reviser.sh");
+    let body = format!(
+        "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{one}' ;;\n  *\"Decide whether to ship\"*) echo '{{\"decision\":\"merge\",\"reason\":\"scripted\"}}' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Tighten this answer\"*) echo '{short}' ;;\n  *\"Write the answer\"*) echo '{long}' ;;\n  *)\n{FIX_ADD}\n  ;;\nesac\n"
+    );
+    std::fs::write(&path, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let m = path.to_str().unwrap();
+    let (code, r) = json_run(
+        &repo,
+        &[
+            "submit",
+            "--work",
+            "--revise",
+            "--check",
+            "true",
+            "--cmd",
+            m,
+            "ship a login API with docs",
+        ],
+    );
+    assert_eq!(code, 0, "{r}");
+    let answer = r["answer"].as_str().unwrap();
+    assert_eq!(
+        answer,
+        format!(
+            "{short}\n\nChanges (branch forum/run-0):\n- T1: merged (1 file, +1 -1: calc.py); checks 1/1 passed\n- run branch: checks 1/1 passed"
+        ),
+        "{r}"
+    );
+    assert_eq!(payloads(&repo, "revision")[0].1["accepted"], true);
+}
