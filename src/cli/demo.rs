@@ -32,8 +32,8 @@ pub(crate) fn run(ctx: &Ctx, args: DemoArgs) -> Result<(), CliError> {
     ctx.out(&format!(
         "The run exited {} ({}); its branch {} against main:\n",
         d.run_exit,
-        if d.run_exit == 7 {
-            "one change was blocked by the gate, as scripted"
+        if d.run_exit == 12 {
+            "partial: one change is on the branch and the gate blocked the other, as scripted"
         } else {
             "see git forum runs"
         },

@@ -402,7 +402,7 @@ fn root_of(store: &dyn Storage) -> Result<String, CliError> {
 }
 
 /// Renders a finished (or paused, stopped, halted) run, then ends with the exit code of
-/// [`surface::run::exit::TABLE`] for how it ended (0: answered, nothing refuted it).
+/// the outcome table ([`surface::run::exit::help`]) for how it ended (0: delivered).
 fn report(
     ctx: &Ctx,
     store: &GitStore,
@@ -439,6 +439,8 @@ fn report(
     }
     if !quiet {
         eprintln!("checkpoint {checkpoint} ({size} entries)");
+        // The last line names the outcome as `runs`, the receipt and the daemon do.
+        eprintln!("outcome {} (exit {})", exit.name(), exit.code());
     }
     ends(exit)
 }
@@ -446,26 +448,21 @@ fn report(
 /// The line that says how a run ended and what to do next.
 fn next_step(outcome: &Outcome, exit: surface::run::exit::RunExit) -> String {
     match &outcome.status {
-        Status::Answered => {
-            let what = match exit {
-                surface::run::exit::RunExit::Refuted => {
-                    " (a check refuted it: `git forum log` shows the verification or check)"
-                }
-                surface::run::exit::RunExit::Blocked => {
-                    " (the pre-ship gate blocked a change: `git forum runs` shows it)"
-                }
-                surface::run::exit::RunExit::Failed => {
-                    " (but a task's worker failed: `git forum runs` and `git forum log` show its error)"
-                }
-                _ => "",
-            };
-            format!(
-                "run {} answered in {} model calls{what}; see `git forum log`, `git forum show {} --payload`, `git forum verify`",
-                outcome.request_seq,
-                outcome.total_calls(),
-                outcome.answer_seq.unwrap_or(0)
-            )
-        }
+        Status::Answered if exit != surface::run::exit::RunExit::Answered => format!(
+            "run {} ended {} (exit {}): {}; it answered in {} model calls; `git forum runs` and `git forum log` show why, `git forum show {} --payload` the answer",
+            outcome.request_seq,
+            exit.name(),
+            exit.code(),
+            exit.meaning(),
+            outcome.total_calls(),
+            outcome.answer_seq.unwrap_or(0)
+        ),
+        Status::Answered => format!(
+            "run {} answered in {} model calls; see `git forum log`, `git forum show {} --payload`, `git forum verify`",
+            outcome.request_seq,
+            outcome.total_calls(),
+            outcome.answer_seq.unwrap_or(0)
+        ),
         Status::StoppedOnCeiling => format!(
             "run {} stopped on its {} ceiling after {} model calls ({} tokens, ${:.6}); `git forum resume {}` continues it with a fresh allowance",
             outcome.request_seq,

@@ -101,3 +101,7 @@ pub(crate) const TOOL_CALL: &str = "tool_call";
 pub(crate) const TOOL_RESULT: &str = "tool_result";
 /// A run halted by an operator (`git forum halt`) or a signal: `{by, reason}` (ours).
 pub(crate) const HALTED: &str = "halted";
+/// The claims of a `--work` run's answer that its record does not hold (a change claimed
+/// with none delivered, or a file no delivered change touched): `{answer, delivered, claims}`
+/// (ours).
+pub(crate) const CLAIM_CHECK: &str = "claim_check";

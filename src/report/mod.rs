@@ -18,9 +18,11 @@
 //!   counted in [`Summary::absent_bodies`] and left out of every count that needs the body.
 
 pub(crate) mod capsule;
+pub(crate) mod claims;
 pub mod gradable;
 pub(crate) mod grade;
 pub(crate) mod otel;
+pub(crate) mod outcome;
 pub mod receipt;
 pub(crate) mod room;
 pub(crate) mod spend;

@@ -1,7 +1,8 @@
 //! The action receipt of a run, Forum's `project-telos.action-receipt/v1` (forum-spec §21,
 //! `receipts.py: submit_receipt`): which entries hold the request and the answer, the ledger's
 //! range, checkpoint and deep verification, the context budget observed, the route frame,
-//! the delivery profile, and a MATCH/DRIFT verdict.
+//! the delivery profile, and a MATCH/DRIFT verdict (a `--work` run's can also be
+//! NOTHING_DELIVERED or PARTIAL: see [`verdict_of`]).
 //!
 //! Forum builds it right after a run from facts the ledger does not hold (the executor's model
 //! id, the run and context budget limits, the requested delivery profile). [`ReceiptInputs`]
@@ -9,9 +10,9 @@
 //! later: the model becomes the one most task results name, the limits `{}`, the requested
 //! profile `null`.
 //!
-//! A `--work` run's receipt (one whose entries hold a `change`) ends with one more key,
-//! `work`: the run branch and base, what changed, the checks and the ship decisions; every
-//! other receipt is exactly Forum's.
+//! A `--work` run's receipt (one whose request asks for work) ends with one more key,
+//! `work`: the run branch and base, what changed, the checks and the ship decisions, and the
+//! run's outcome by the outcome table; every other receipt is exactly Forum's.
 
 use super::{Snapshot, entry_range, field, is_false, obj, py_int, truthy, uint};
 use crate::ledger::canonical::Value;
@@ -304,18 +305,11 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
     let delivery_profile = delivery_profile_value(&entries, inputs, route_frame.as_ref());
     let answer_verified = answer_verified(&entries);
     let verified = s.deep_verified;
-    let verdict = if verified && !is_false(Some(&answer_verified)) {
-        "MATCH"
-    } else {
-        "DRIFT"
-    };
-    let work = super::work_report::work(entries.iter().copied()).map(|w| {
-        let request_body = entries
-            .iter()
-            .find(|(e, _)| e.kind == kind::REQUEST)
-            .and_then(|(_, b)| b.as_ref());
-        work_value(&w, request_entry.map(|e| e.seq), request_body)
-    });
+    let (verdict, work) = verdict_and_work(
+        &entries,
+        verified && !is_false(Some(&answer_verified)),
+        request_entry,
+    );
     let mut receipt = obj([
         ("schema", Value::str(RECEIPT_SCHEMA)),
         ("tool", Value::str("forum")),
@@ -370,6 +364,72 @@ pub fn receipt(s: &Snapshot, inputs: &ReceiptInputs) -> Value {
         m.push(("spend".into(), sp));
     }
     receipt
+}
+
+/// The receipt's verdict ([`verdict_of`]) and, for a `--work` run, its `work` key (always
+/// there, even when no task made a change), with the run's outcome.
+fn verdict_and_work(
+    entries: &Rows<'_>,
+    consistent: bool,
+    request_entry: Option<&Entry>,
+) -> (&'static str, Option<Value>) {
+    let mut fold = super::outcome::Fold::default();
+    for (e, b) in entries {
+        fold.push(e, b.as_ref());
+    }
+    let facts = fold.facts();
+    let outcome = fold.outcome();
+    let work = super::work_report::work(entries.iter().copied())
+        .or_else(|| facts.work.then(super::work_report::Work::default))
+        .map(|w| {
+            let request_body = entries
+                .iter()
+                .find(|(e, _)| e.kind == kind::REQUEST)
+                .and_then(|(_, b)| b.as_ref());
+            let mut v = work_value(&w, request_entry.map(|e| e.seq), request_body);
+            if let Value::Object(m) = &mut v {
+                m.push(("outcome".into(), outcome_value(outcome)));
+            }
+            v
+        });
+    (verdict_of(consistent, &facts, outcome), work)
+}
+
+/// The receipt's verdict. Forum's rule for a text run: `MATCH` when the ledger deep-verified
+/// and no verifier refuted the answer (`consistent`), else `DRIFT`. A `--work` run is held to
+/// what it delivered too: `NOTHING_DELIVERED` when no change of it is on its run branch,
+/// `PARTIAL` when some are but its outcome is not `answered` (a task failed, was blocked or
+/// timed out, a check failed on the run branch, a degraded wave was merged, or the run has not
+/// finished), and `MATCH` only when it delivered.
+pub(crate) fn verdict_of(
+    consistent: bool,
+    facts: &super::outcome::Facts,
+    outcome: Option<super::outcome::RunExit>,
+) -> &'static str {
+    use super::outcome::RunExit;
+    if !consistent {
+        "DRIFT"
+    } else if !facts.work {
+        "MATCH"
+    } else if facts.delivered == 0 {
+        "NOTHING_DELIVERED"
+    } else if outcome != Some(RunExit::Answered) {
+        "PARTIAL"
+    } else {
+        "MATCH"
+    }
+}
+
+/// The `outcome` of a work receipt: `{name, code}` of the outcome table, or null for a run
+/// with no outcome yet (interrupted, or stopped on an error).
+fn outcome_value(outcome: Option<super::outcome::RunExit>) -> Value {
+    match outcome {
+        Some(o) => obj([
+            ("name", Value::str(o.name())),
+            ("code", uint(o.code().into())),
+        ]),
+        None => Value::Null,
+    }
 }
 
 /// The receipt's `work` (a `--work` run only): the run branch and its base, the counts
@@ -506,13 +566,25 @@ pub fn receipt_text(r: &Value) -> String {
             n("tokens_original"),
         ));
     }
-    if let Some(b) = at("work", "branch").filter(|b| truthy(Some(b))) {
-        lines.push(format!("work     branch {}", super::py_str(b)));
-    }
+    push_work(&mut lines, field(Some(r), "work"));
     push_agent_costs(&mut lines, field(Some(r), "spend"));
     push_attempt_tables(&mut lines, at("work", "tasks"));
     push_next_steps(&mut lines, answer, &request_seq);
     lines.join("\n")
+}
+
+/// The receipt text's `work` and `outcome` lines (a `--work` run's).
+fn push_work(lines: &mut Vec<String>, work: Option<&Value>) {
+    if let Some(b) = field(work, "branch").filter(|b| truthy(Some(b))) {
+        lines.push(format!("work     branch {}", super::py_str(b)));
+    }
+    if let Some(o) = field(work, "outcome").filter(|o| truthy(Some(o))) {
+        lines.push(format!(
+            "outcome  {} (exit {})",
+            o.get("name").map(super::py_str).unwrap_or_default(),
+            o.get("code").map(super::py_str).unwrap_or_default()
+        ));
+    }
 }
 
 /// The receipt text's `cost` lines: for each model whose agent CLI said what it spent, its

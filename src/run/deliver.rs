@@ -113,7 +113,13 @@ fn revise(
         return Ok(Some((answer_seq, answer)));
     }
     run.env.progress.event(&Event::Revising);
-    let prompt = reviser_prompt(request, &answer);
+    // A --work run's Changes part is the record's: the reviser sees and rewrites only the
+    // summary above it, and the part is put back unchanged.
+    let (summary, record) = match run.work().and(answer.find(super::ship::CHANGES_PART)) {
+        Some(i) => answer.split_at(i),
+        None => (answer.as_str(), ""),
+    };
+    let prompt = reviser_prompt(request, summary);
     let call = Call {
         system: Some("You tighten answers without changing what they say."),
         prompt: &prompt,
@@ -127,7 +133,7 @@ fn revise(
         .ok()
         .and_then(|r| usage_of(orchestrator.as_ref(), r));
     let revised = match asked {
-        Ok(r) if !r.text.trim().is_empty() => r.text.trim().to_string(),
+        Ok(r) if !r.text.trim().is_empty() => format!("{}{record}", r.text.trim()),
         Ok(_) => {
             let why = "the orchestrator seat returned an empty answer";
             witness_failed_revision(run, check_seq, why, usage)?;

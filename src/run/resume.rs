@@ -57,7 +57,7 @@ fn resume_target(
         return Err(RunError::Resume(format!(
             "run {} cannot be resumed: it is {}",
             target.request_seq,
-            target.state.as_str()
+            target.label()
         )));
     }
     Ok(target)

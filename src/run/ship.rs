@@ -6,6 +6,8 @@
 //! once on the run branch. A gate that fails never fabricates a verdict: it records
 //! `undetermined` with the error, and the change waits for a person.
 
+use std::collections::BTreeMap;
+
 use serde_json::json;
 
 use crate::exec::Call;
@@ -16,7 +18,7 @@ use super::commit_message;
 use super::engine::{Run, usage_of, with_usage};
 use super::prompts::{conflict_note, ship_prompt};
 use super::schemas::{parse_ship, ship_schema};
-use super::work_state::WorkRun;
+use super::work_state::{TaskWork, WorkRun};
 use super::workbench::{Keep, LinkOut, WorkError};
 use super::{Event, RunError};
 
@@ -332,17 +334,100 @@ impl Run<'_, '_> {
     }
 }
 
-/// What changed and how it was checked, for the answer: one line per task that made a change
-/// (files, lines, checks, the gate's decision) and the run branch's checks.
-pub(super) fn work_summary(w: &WorkRun, plan: &CompiledPlan) -> String {
-    let mut lines = vec![format!("Changes (branch forum/run-{}):", w.run_seq)];
-    for t in &plan.tasks {
-        let tw = w.get(&t.id);
-        let Some(c) = &tw.change else { continue };
-        if c.commit.is_none() {
-            lines.push(format!("- {}: no change", t.id));
-            continue;
+/// What a `--work` run's record says its tasks did: each task's latest change, its checks and
+/// the gate's decision ([`super::changes::restore`]), and each task's latest result (ok, and
+/// its error code).
+pub(super) struct Record {
+    tasks: BTreeMap<String, TaskWork>,
+    results: BTreeMap<String, (bool, String)>,
+}
+
+impl Record {
+    /// Reads the record of run `request_seq` back from the ledger.
+    pub(super) fn read(run: &Run<'_, '_>, request_seq: u64) -> Result<Record, RunError> {
+        let entries = run.entries()?;
+        let roots = crate::report::run_roots(&entries);
+        let mut items = Vec::new();
+        let mut results = BTreeMap::new();
+        for e in &entries {
+            if roots.get(&e.seq) != Some(&request_seq) {
+                continue;
+            }
+            match e.kind.as_str() {
+                kind::CHANGE | kind::CHECK | kind::SHIP | kind::CONFLICT | kind::ATTEMPT_CHOICE => {
+                    if let Some(p) = run.payload_of(e)? {
+                        items.push((e.clone(), p));
+                    }
+                }
+                kind::RESULT => {
+                    if let Some(p) = run.payload_of(e)?
+                        && let Some(id) = p.get("id").and_then(|v| v.as_str())
+                    {
+                        let error = p.get("error").and_then(|v| v.as_str()).unwrap_or("");
+                        results.insert(id.to_string(), (p["ok"] == true, error.to_string()));
+                    }
+                }
+                _ => {}
+            }
         }
+        Ok(Record {
+            tasks: super::changes::restore(&items),
+            results,
+        })
+    }
+
+    /// Whether the task's change is on the run branch: merged, and no conflict after.
+    fn delivered(tw: &TaskWork) -> bool {
+        tw.ship.as_deref() == Some("merge") && tw.integrated.is_some() && tw.commit().is_some()
+    }
+
+    /// The files the delivered changes touched; none when nothing was delivered.
+    pub(super) fn delivered_files(&self) -> Option<Vec<String>> {
+        let delivered: Vec<&TaskWork> = self
+            .tasks
+            .values()
+            .filter(|tw| Record::delivered(tw))
+            .collect();
+        if delivered.is_empty() {
+            return None;
+        }
+        Some(
+            delivered
+                .iter()
+                .filter_map(|tw| tw.change.as_ref())
+                .flat_map(|c| c.files.iter().map(|f| f.path.clone()))
+                .collect(),
+        )
+    }
+}
+
+/// Where the record's part of a --work run's answer starts: after the model's summary and a
+/// blank line.
+pub(super) const CHANGES_PART: &str = "\n\nChanges (branch forum/run-";
+
+/// What changed and how it was checked, for the answer, written from the record (never by a
+/// model): one line per task of the plan that did something (its change's files and lines,
+/// its checks, where the gate left it, or why it failed), the run branch's checks, and a line
+/// saying so when nothing was delivered.
+pub(super) fn work_summary(record: &Record, plan: &CompiledPlan, run_seq: u64) -> String {
+    let mut lines = vec![format!("Changes (branch forum/run-{run_seq}):")];
+    let mut delivered = 0;
+    for t in &plan.tasks {
+        let result = record.results.get(&t.id);
+        let failed = result.filter(|(ok, _)| !ok).map(|(_, code)| code.as_str());
+        let Some(tw) = record.tasks.get(&t.id).filter(|tw| tw.change.is_some()) else {
+            if let Some(code) = failed {
+                lines.push(format!("- {}: failed ({})", t.id, or_error(code)));
+            }
+            continue;
+        };
+        let Some(c) = tw.change.as_ref().filter(|c| c.commit.is_some()) else {
+            lines.push(match failed {
+                Some(code) => format!("- {}: failed ({})", t.id, or_error(code)),
+                None => format!("- {}: no change", t.id),
+            });
+            continue;
+        };
         let (added, removed) = c
             .files
             .iter()
@@ -350,7 +435,10 @@ pub(super) fn work_summary(w: &WorkRun, plan: &CompiledPlan) -> String {
         let files: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
         let passed = tw.checks.iter().filter(|(_, ok)| *ok).count();
         let state = match (tw.ship.as_deref(), &tw.integrated) {
-            (Some("merge"), Some(_)) => "merged".to_string(),
+            (Some("merge"), Some(_)) => {
+                delivered += 1;
+                "merged".to_string()
+            }
             (Some("merge"), None) => "not integrated (conflict)".to_string(),
             (Some("block"), _) => "blocked (quarantined)".to_string(),
             (Some(_), _) => "waiting for a person".to_string(),
@@ -370,8 +458,12 @@ pub(super) fn work_summary(w: &WorkRun, plan: &CompiledPlan) -> String {
     if lines.len() == 1 {
         lines.push("- no task changed the repository".into());
     }
-    let run = w.get("run");
-    if !run.checks.is_empty() {
+    if delivered == 0 {
+        lines.push("- nothing delivered: no change of this run is on its run branch".into());
+    }
+    if let Some(run) = record.tasks.get("run")
+        && !run.checks.is_empty()
+    {
         let passed = run.checks.iter().filter(|(_, ok)| *ok).count();
         lines.push(format!(
             "- run branch: checks {passed}/{} passed",
@@ -379,4 +471,12 @@ pub(super) fn work_summary(w: &WorkRun, plan: &CompiledPlan) -> String {
         ));
     }
     lines.join("\n")
+}
+
+fn or_error(code: &str) -> &str {
+    if code.is_empty() {
+        "its worker failed"
+    } else {
+        code
+    }
 }

@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::{GatePolicy, Verdict, plan_from_payload};
 use crate::ledger::{Entry, kind};
 use crate::plan::CompiledPlan;
+use crate::report::outcome::{Fold, RunExit};
 
 pub(crate) use crate::gate::{Admission, PendingGate, admission};
 
@@ -55,7 +56,7 @@ pub enum RunState {
 impl RunState {
     /// A stable name: `answered`, `stopped_on_budget`, `stopped_on_ceiling`, `paused`,
     /// `rejected`, `failed`, `interrupted`, `halted` (the first three as the exit table names
-    /// exits 0, 3 and 4).
+    /// exits 0, 3 and 4). `runs` shows [`RunInfo::label`], the outcome table's name.
     pub(crate) fn as_str(&self) -> &'static str {
         match self {
             RunState::Answered => "answered",
@@ -113,6 +114,22 @@ pub struct RunInfo {
     pub answer: Option<(u64, String)>,
     /// Every entry of the run, in seq order.
     pub(crate) entries: Vec<u64>,
+    /// How it ended, by the outcome table (`None`: interrupted, or stopped on an error).
+    pub(crate) outcome: Option<RunExit>,
+}
+
+impl RunInfo {
+    /// The label every surface gives the run: its outcome's name in the table
+    /// ([`crate::report::outcome::TABLE`]), else `error` for a run whose planning or synthesis
+    /// failed (`run_stopped`; the command exited 1) or `interrupted` for one with no ending
+    /// witnessed (killed, or still running).
+    pub(crate) fn label(&self) -> &'static str {
+        match (self.outcome, &self.state) {
+            (Some(o), _) => o.name(),
+            (None, RunState::Failed { .. }) => "error",
+            (None, state) => state.as_str(),
+        }
+    }
 }
 
 /// The run (request seq) each entry belongs to (a pure projection; it lives in the report).
@@ -137,6 +154,7 @@ fn run_started(r: u64, body: Option<&Value>) -> RunInfo {
         verdicts: BTreeMap::new(),
         answer: None,
         entries: vec![r],
+        outcome: None,
     }
 }
 
@@ -168,15 +186,29 @@ fn verdict_of(b: &Value) -> Verdict {
     }
 }
 
+/// The state a run's `budget` entry (body `b`) ends it in once its stop answer is witnessed:
+/// a spend ceiling's stop names it (`ceiling`); a call or seconds budget's does not.
+fn budget_stop(b: &Value) -> RunState {
+    if b.get("ceiling").is_some_and(|c| !c.is_null()) {
+        RunState::StoppedOnCeiling
+    } else {
+        RunState::StoppedOnBudget
+    }
+}
+
 /// Every run in the ledger, oldest first.
 pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<Value>) -> Vec<RunInfo> {
     let root = roots(entries);
     let mut out: BTreeMap<u64, RunInfo> = BTreeMap::new();
     // A run's `budget` entry not yet followed by its stop answer: the state that answer ends in.
     let mut budget_pending: BTreeMap<u64, RunState> = BTreeMap::new();
+    // Each run's outcome, read by the one fold of the outcome table.
+    let mut folds: BTreeMap<u64, Fold> = BTreeMap::new();
     for e in entries {
         let Some(&r) = root.get(&e.seq) else { continue };
         let body = payload(e);
+        let canonical = body.as_ref().map(crate::ledger::Value::from_serde);
+        folds.entry(r).or_default().push(e, canonical.as_ref());
         if e.seq == r {
             out.insert(r, run_started(r, body.as_ref()));
             continue;
@@ -210,13 +242,7 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<Value>)
                 }
             }
             kind::BUDGET => {
-                // A spend ceiling's stop names it (`ceiling`); a call or seconds budget's does not.
-                let state = if b.get("ceiling").is_some_and(|c| !c.is_null()) {
-                    RunState::StoppedOnCeiling
-                } else {
-                    RunState::StoppedOnBudget
-                };
-                budget_pending.insert(r, state);
+                budget_pending.insert(r, budget_stop(&b));
             }
             kind::GATE_PENDING => {
                 info.state = RunState::Paused {
@@ -242,6 +268,9 @@ pub fn runs(entries: &[Entry], mut payload: impl FnMut(&Entry) -> Option<Value>)
             }
             _ => {}
         }
+    }
+    for (r, info) in out.iter_mut() {
+        info.outcome = folds.get(r).and_then(Fold::outcome);
     }
     out.into_values().collect()
 }

@@ -1,6 +1,8 @@
 //! Synthesis: the orchestrator seat writes the answer from the usable results (through the
 //! context budget when there is one), witnessed as the run's answer `result`; a failed
-//! synthesis is witnessed as `run_stopped`.
+//! synthesis is witnessed as `run_stopped`. A `--work` run's answer ends with its changes as
+//! the record holds them (never as a model wrote them); what the model's summary claims that
+//! the record does not hold is named there and witnessed as `claim_check`.
 
 use std::collections::BTreeMap;
 
@@ -14,8 +16,9 @@ use crate::plan::Task;
 use super::course::Course;
 use super::engine::{Done, Run, usage_of, with_usage};
 use super::prompts::synthesis_prompt;
-use super::ship::work_summary;
+use super::ship::{Record, work_summary};
 use super::{Event, RunError, Verdict, lock};
+use crate::report::claims::unsupported;
 
 /// Asks for the answer and witnesses it under the request; returns its seq and text, or
 /// `None` when a spend ceiling refused the call (the caller stops the run on it).
@@ -29,10 +32,16 @@ pub(super) fn synthesize(
     let request_seq = course.request_seq;
     run.env.progress.event(&Event::Synthesizing);
     let mut parts = usable_parts(run, tasks, finals, verdicts)?;
-    let summary = run.work().map(|w| work_summary(w, course.plan));
-    if let Some(s) = &summary {
-        parts.push(format!("- what changed in the repository:\n{s}"));
-    }
+    // A --work run's changes, read back from its record: what the answer says changed is
+    // written from it, and what the model's summary claims is held to it.
+    let record = match run.work() {
+        Some(w) => Some(Record::read(run, request_seq)?).map(|r| {
+            let s = work_summary(&r, course.plan, w.run_seq);
+            parts.push(format!("- what changed in the repository:\n{s}"));
+            (s, r)
+        }),
+        None => None,
+    };
     let prompt = synthesis_prompt(
         course.request,
         &parts,
@@ -72,10 +81,10 @@ pub(super) fn synthesize(
             )?);
         }
     };
-    // A --work run's answer always says what changed and how it was checked.
-    let answer = match summary {
-        Some(s) => format!("{answer}\n\n{s}"),
-        None => answer,
+    // A --work run's answer always says what changed and how it was checked, from the record.
+    let (answer, claims) = match &record {
+        Some((s, r)) => with_record(answer, s, r),
+        None => (answer, None),
     };
     let a = run.put(
         "synthesizer",
@@ -83,7 +92,53 @@ pub(super) fn synthesize(
         Some(request_seq),
         with_usage(json!({"answer": answer}), usage),
     )?;
+    if let Some((claims, delivered)) = claims {
+        witness_claims(run, a.seq, &claims, delivered)?;
+    }
     Ok(Some((a.seq, answer)))
+}
+
+/// Witnesses what the answer at `answer_seq` claims that the record does not hold (nothing
+/// when it claims nothing of the kind), as `claim_check` under the answer.
+fn witness_claims(
+    run: &Run<'_, '_>,
+    answer_seq: u64,
+    claims: &[String],
+    delivered: bool,
+) -> Result<(), RunError> {
+    if !claims.is_empty() {
+        run.put(
+            "synthesizer",
+            kind::CLAIM_CHECK,
+            Some(answer_seq),
+            json!({"answer": answer_seq, "delivered": delivered, "claims": claims}),
+        )?;
+    }
+    Ok(())
+}
+
+/// A --work run's answer: the model's summary, then what changed and how it was checked as
+/// the record holds it (`changes`), then what the summary claims that the record does not
+/// hold. Also returns those claims and whether anything was delivered.
+fn with_record(
+    summary: String,
+    changes: &str,
+    record: &Record,
+) -> (String, Option<(Vec<String>, bool)>) {
+    let files = record.delivered_files();
+    let claims = unsupported(
+        &summary,
+        files.is_some(),
+        files.as_deref().unwrap_or_default(),
+    );
+    let mut text = format!("{summary}\n\n{changes}");
+    if !claims.is_empty() {
+        text.push_str(&format!(
+            "\n- the summary above claims what this record does not hold: {}",
+            claims.join("; ")
+        ));
+    }
+    (text, Some((claims, files.is_some())))
 }
 
 /// One line per usable result (not blocked, not failed, not emptied by the budget), in plan

@@ -44,7 +44,8 @@ pub(crate) struct Demo {
     pub(crate) schema: &'static str,
     /// The throwaway repository (kept, so its record can be read).
     pub(crate) repository: PathBuf,
-    /// The exit code of the run (7: a change was blocked by the gate, as scripted).
+    /// The exit code of the run (12, partial: one change delivered and one blocked by the
+    /// gate, as scripted).
     pub(crate) run_exit: i32,
     /// The run branch.
     pub(crate) branch: String,

@@ -154,7 +154,7 @@ pub(crate) fn last_run(
         .map(|r| LastRun {
             request_seq: r.request_seq,
             request: r.request.clone(),
-            state: r.state.as_str(),
+            state: r.label(),
             entries: r.entries.len(),
             answer_seq: r.answer.as_ref().map(|a| a.0),
         }))

@@ -517,7 +517,7 @@ fn runs_gates_plan_and_submit_on(repo: Repo) {
         "/submit",
         json!({"request": "ship a login API with docs", "gate_waves": [1]}),
     ));
-    assert_eq!(r["git_forum_receipt"]["status"], "paused");
+    assert_eq!(r["git_forum_receipt"]["status"], "gated");
     assert!(r["answer"].is_null());
     let gates = ok(get(&d, "/gates"));
     let g = &gates["pending"][0];
@@ -538,7 +538,7 @@ fn runs_gates_plan_and_submit_on(repo: Repo) {
     assert_eq!(done["causal_parent"], g["seq"]);
     assert_eq!(ok(get(&d, "/gates"))["pending"], json!([]));
     let runs = ok(get(&d, "/runs"));
-    assert_eq!(runs["runs"][0]["state"], "paused");
+    assert_eq!(runs["runs"][0]["state"], "gated");
     let resumed = ok(post(&d, "/resume", json!({})));
     assert_eq!(resumed["answer"], ANSWER);
     assert_eq!(resumed["git_forum_receipt"]["status"], "answered");

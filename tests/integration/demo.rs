@@ -18,7 +18,7 @@ fn the_demo_fixes_a_failing_test_blocks_a_second_change_and_says_where_to_look()
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{out}\n{err}");
     assert!(
-        out.contains("The run exited 7 (one change was blocked by the gate, as scripted)"),
+        out.contains("The run exited 12 (partial: one change is on the branch and the gate blocked the other, as scripted)"),
         "{out}"
     );
     assert!(out.contains("+    echo $(($1 + $2))"), "{out}");
@@ -76,7 +76,7 @@ fn the_demo_fixes_a_failing_test_blocks_a_second_change_and_says_where_to_look()
         .unwrap();
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["schema"], "git-forum.demo/1");
-    assert_eq!(j["run_exit"], 7);
+    assert_eq!(j["run_exit"], 12);
     assert_eq!(
         j["quarantined"],
         serde_json::json!(["refs/forum/quarantine/main/0/T2"])

@@ -40,12 +40,13 @@ fn json_run(repo: &Repo, args: &[&str]) -> (Option<i32>, J, Output) {
     (o.status.code(), report, o)
 }
 
-/// The run report says how it ended, with the code the process exited with.
-fn ended(code: Option<i32>, report: &J, want: i32, name: &str, status: &str) {
+/// The run report says how it ended, with the code the process exited with; our receipt's
+/// status is the same name.
+fn ended(code: Option<i32>, report: &J, want: i32, name: &str) {
     assert_eq!(code, Some(want), "{report}");
     assert_eq!(report["exit"]["code"], want, "{report}");
     assert_eq!(report["exit"]["name"], name, "{report}");
-    assert_eq!(report["git_forum_receipt"]["status"], status, "{report}");
+    assert_eq!(report["git_forum_receipt"]["status"], name, "{report}");
 }
 
 #[test]
@@ -53,7 +54,7 @@ fn answered_exits_0_and_a_budget_stop_exits_3() {
     let repo = Repo::new("sha1");
     let m = model(&repo, "merge");
     let (code, r, _) = json_run(&repo, &["submit", "--cmd", &m, "write b.txt"]);
-    ended(code, &r, 0, "answered", "answered");
+    ended(code, &r, 0, "answered");
     assert_eq!(r["answer"], ANSWER);
     let (code, r, _) = json_run(
         &repo,
@@ -66,7 +67,7 @@ fn answered_exits_0_and_a_budget_stop_exits_3() {
             "write b.txt",
         ],
     );
-    ended(code, &r, 3, "stopped_on_budget", "stopped_on_budget");
+    ended(code, &r, 3, "stopped_on_budget");
     // The same codes in text mode, where the answer is on stdout.
     let o = repo
         .forum()
@@ -91,7 +92,7 @@ fn a_refuted_verification_exits_6_and_an_undecided_one_does_not() {
             "write b.txt",
         ],
     );
-    ended(code, &r, 6, "refuted", "answered");
+    ended(code, &r, 6, "refuted");
     assert_eq!(r["answer"], ANSWER);
     // Exit 2 from the verifier is "could not decide": nothing refuted the answer.
     let (code, r, _) = json_run(
@@ -105,12 +106,12 @@ fn a_refuted_verification_exits_6_and_an_undecided_one_does_not() {
             "write b.txt",
         ],
     );
-    ended(code, &r, 0, "answered", "answered");
+    ended(code, &r, 0, "answered");
     let (code, r, _) = json_run(
         &repo,
         &["submit", "--verify-cmd", "true", "--cmd", &m, "write b.txt"],
     );
-    ended(code, &r, 0, "answered", "answered");
+    ended(code, &r, 0, "answered");
 }
 
 #[test]
@@ -123,10 +124,10 @@ fn a_change_the_pre_ship_gate_blocks_exits_7() {
     repo.git_ok(&["commit", "-q", "-m", "a"]);
     let m = model(&repo, "block");
     let (code, r, _) = json_run(&repo, &["submit", "--work", "--cmd", &m, "write b.txt"]);
-    ended(code, &r, 7, "blocked", "answered");
+    ended(code, &r, 7, "blocked");
     let m = model(&repo, "merge");
     let (code, r, _) = json_run(&repo, &["submit", "--work", "--cmd", &m, "write b.txt"]);
-    ended(code, &r, 0, "answered", "answered");
+    ended(code, &r, 0, "answered");
 }
 
 #[test]
@@ -137,14 +138,14 @@ fn a_paused_gate_exits_8_and_a_rejected_one_9() {
         &repo,
         &["submit", "--gate-wave", "0", "--cmd", &m, "write b.txt"],
     );
-    ended(code, &r, 8, "gated", "paused");
+    ended(code, &r, 8, "gated");
     // A resume refused at the undecided gate exits 8 too, in one line.
     let o = repo.forum().args(["resume", "--cmd", &m]).output().unwrap();
     assert_eq!(o.status.code(), Some(8));
     one_line_error(&o, "waits for a decision on the gate");
     repo.forum_ok(&["gate", "reject", "--run", "0", "--reason", "no"]);
     let (code, r, _) = json_run(&repo, &["resume", "--cmd", &m]);
-    ended(code, &r, 9, "rejected", "rejected");
+    ended(code, &r, 9, "rejected");
     repo.forum_ok(&["verify", "--deep"]);
 }
 
@@ -153,14 +154,19 @@ fn the_codes_are_documented_in_submit_help() {
     let repo = Repo::new("sha1");
     let help = repo.forum_ok(&["submit", "--help"]);
     for line in [
-        "  0  answered, and nothing it was asked to check refuted the answer",
-        "  3  stopped on its budget",
-        "  4  stopped on a spend ceiling",
-        "  5  halted by `git forum halt` or SIGINT/SIGTERM",
-        "  6  answered, but --verify-cmd refuted the answer",
-        "  7  answered, but the pre-ship gate blocked",
-        "  8  paused at a gate",
-        "  9  stopped: a gate was rejected",
+        "   0  answered            delivered: changes on the run branch, or a text answer not refuted",
+        "   3  stopped_on_budget   stopped on --max-model-calls or --max-seconds",
+        "   4  stopped_on_ceiling  stopped on --max-tokens or --max-cost-usd",
+        "   5  halted              halted by `git forum halt` or SIGINT/SIGTERM",
+        "   6  refuted             --verify-cmd refuted the answer, or a --check failed",
+        "   7  blocked             the pre-ship gate blocked a change, and nothing was delivered",
+        "   8  gated               paused at a gate",
+        "   9  rejected            stopped: a gate was rejected",
+        "  10  failed              a task failed (its worker, or its change's checks)",
+        "  11  nothing_delivered   no change of the --work run is on its run branch",
+        "  12  partial             some changes delivered, but another task failed",
+        "  13  timed_out           a task's worker hit its deadline",
+        "  14  degraded            a change of a wave marked degraded is on the run branch",
     ] {
         assert!(help.contains(line), "{line:?} not in {help}");
     }

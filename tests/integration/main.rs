@@ -41,6 +41,7 @@ mod maintenance;
 mod mcp;
 mod model;
 mod otel_export;
+mod outcomes;
 mod plan;
 mod prepare_same;
 mod presets;

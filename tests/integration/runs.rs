@@ -85,7 +85,7 @@ fn submit_gated(repo: &Repo, model: &str, extra: &[&str]) {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    assert_eq!(run_state(repo), "paused");
+    assert_eq!(run_state(repo), "gated");
     assert_eq!(dispatched(repo), vec!["T1"]);
 }
 
@@ -136,7 +136,7 @@ fn a_plain_resume_refuses_a_pending_gate_and_writes_nothing() {
         assert_eq!(o.status.code(), Some(2));
         assert!(fails(&o).contains("--gate-wave"));
         assert_eq!(repo.snapshot(), before);
-        assert_eq!(run_state(repo), "paused");
+        assert_eq!(run_state(repo), "gated");
         repo.forum_ok(&["verify", "--deep"]);
     });
 }
@@ -517,7 +517,7 @@ fn post_resume_refuses_a_pending_gate_and_runs_it_once_approved() {
             &json!({"request": REQUEST, "gate_waves": [1]}),
         );
         assert_eq!(code, 200, "{r}");
-        assert_eq!(run_state(repo), "paused");
+        assert_eq!(run_state(repo), "gated");
         let before = repo.snapshot();
         let (code, r) = http(&addr, "POST", "/resume", &json!({}));
         assert_eq!(code, 409, "{r}");
@@ -588,7 +588,7 @@ fn the_mcp_resume_tool_refuses_a_pending_gate() {
             "{text}"
         );
         assert_eq!(dispatched(repo), vec!["T1"]);
-        assert_eq!(run_state(repo), "paused");
+        assert_eq!(run_state(repo), "gated");
         repo.forum_ok(&["verify", "--deep"]);
     });
 }

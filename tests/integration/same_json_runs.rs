@@ -226,7 +226,7 @@ fn runs_gates_and_the_receipt_read_the_same_on_every_surface() {
             .collect();
         assert_eq!(
             states,
-            [&json!("answered"), &json!("paused")],
+            [&json!("answered"), &json!("gated")],
             "{kind}: {runs}"
         );
         let gates = repo.forum_json(&["gate", "list"]);

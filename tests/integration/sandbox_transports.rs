@@ -39,17 +39,23 @@ fn sandbox_false_records_the_same_choice_as_no_sandbox_over_cli_http_and_mcp() {
     on_each_kind(|repo| {
         setup(repo);
         let m = model(repo);
-        repo.forum_ok(&[
-            "submit",
-            "--quiet",
-            "--work",
-            "--check",
-            "true",
-            "--no-sandbox",
-            "--cmd",
-            &m,
-            "look at calc",
-        ]);
+        // The worker changes nothing: the run ends `nothing_delivered` (exit 11).
+        let o = repo
+            .forum()
+            .args([
+                "submit",
+                "--quiet",
+                "--work",
+                "--check",
+                "true",
+                "--no-sandbox",
+                "--cmd",
+                &m,
+                "look at calc",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(11), "{o:?}");
         let args =
             json!({"request": "look at calc", "work": true, "checks": ["true"], "sandbox": false});
         let served = repo.serve(&["--cmd", &m], std::process::Stdio::null());

@@ -1143,7 +1143,8 @@ fn an_unreachable_endpoint_fails_the_run_readably_and_what_was_witnessed_verifie
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         repo.forum_ok(&["verify", "--deep"]);
         let runs = &repo.forum_json(&["runs"])["runs"];
-        assert_eq!(runs[0]["state"], "failed");
+        // Exit 1, an error: `failed` is the outcome table's exit 10 (a task failed).
+        assert_eq!(runs[0]["state"], "error");
         assert!(err.contains("git forum resume"), "{err}");
         // The failed run resumes (planning again) once a working executor is there.
         let model = script(repo, "model", "");

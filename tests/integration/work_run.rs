@@ -768,7 +768,7 @@ fn a_gate_before_a_wave_shows_the_changes_so_far_and_the_run_resumes_after_appro
             &m,
             "fix calc",
         ]);
-        assert_eq!(j["git_forum_receipt"]["status"], "paused", "{j}");
+        assert_eq!(j["git_forum_receipt"]["status"], "gated", "{j}");
         let pending = &payloads(repo, "gate_pending")[0].1;
         let changes = pending["changes"].as_array().unwrap();
         assert_eq!(changes.len(), 1, "{pending}");

@@ -37,7 +37,7 @@ pub(crate) fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
         ctx.out(&format!(
             "run {:>5}  {:<17} {tasks} tasks, {} entries  {req}{detail}",
             r.request_seq,
-            r.state.as_str(),
+            r.label(),
             r.entries.len()
         ))?;
         if let Some(w) = &row.work {

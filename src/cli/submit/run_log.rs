@@ -259,7 +259,7 @@ pub(crate) fn log_run(ctx: &Ctx, request_seq: u64) -> Result<(), CliError> {
             .collect();
         bodies.done().map_err(cli_err)?;
         return ctx.out_json(
-            &json!({"request_seq": run.request_seq, "state": run.state.as_str(), "entries": rows}),
+            &json!({"request_seq": run.request_seq, "state": run.label(), "entries": rows}),
         );
     }
     let read: Vec<Option<J>> = mine.iter().map(|e| bodies.get(e)).collect();
@@ -267,7 +267,7 @@ pub(crate) fn log_run(ctx: &Ctx, request_seq: u64) -> Result<(), CliError> {
     ctx.out(&format!(
         "run {} ({}): {}",
         run.request_seq,
-        run.state.as_str(),
+        run.label(),
         short(&run.request, 80)
     ))?;
     for (e, what) in mine.into_iter().zip(read) {

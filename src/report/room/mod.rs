@@ -7,8 +7,8 @@
 //! action labels and reasons, the brief's title, summary, risk, next step and bullets, and
 //! both text renderings ([`room_text`], [`room_brief_text`]).
 //!
-//! A room over a `--work` run (one with `change` entries) has one more key, `work` (the run
-//! branch, changes, checks and ship decisions, [`crate::report::work_report`]), after `answer`, and
+//! A room over a `--work` run has one more key, `work` (the run branch, changes, checks, ship
+//! decisions and the run's outcome, [`crate::report::work_report`]), after `answer`, and
 //! each of its tasks a `work` object; a room without such entries is exactly Forum's.
 
 use std::collections::{HashMap, HashSet};
@@ -77,7 +77,7 @@ pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usiz
         .map(|(_, b)| Value::Object(members(b.as_ref()).to_vec()))
         .unwrap_or(Value::Null);
     let plan = plan(&slice);
-    let work = super::work_report::work(slice.iter().copied());
+    let (work, outcome) = work_of(&slice);
     let mut tasks = tasks(&slice, max_text_chars);
     if let Some(w) = &work {
         add_task_work(&mut tasks, w);
@@ -121,7 +121,7 @@ pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usiz
         ("answer".into(), answer),
     ];
     if let Some(w) = &work {
-        room.push(("work".into(), work_value(w, &room)));
+        room.push(("work".into(), work_value(w, &room, outcome)));
     }
     room.extend([
         ("signals".into(), signals),
@@ -132,9 +132,27 @@ pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usiz
     Value::Object(room)
 }
 
-/// The room's `work` (only for a slice with `change` entries): the run branch, the counts
-/// ([`Work::counts_value`]) and the checks on the run branch.
-fn work_value(w: &Work, room: &[(String, Value)]) -> Value {
+/// The work of the slice's run (its first request's) and its outcome by the outcome table: a
+/// `--work` run has work even when no task made a change.
+fn work_of(slice: &[&Item]) -> (Option<Work>, Option<super::outcome::RunExit>) {
+    let fold = slice
+        .iter()
+        .find(|(e, _)| e.kind == kind::REQUEST && e.causal_parent.is_none())
+        .map(|(e, _)| super::outcome::fold_run(slice.iter().copied(), e.seq))
+        .unwrap_or_default();
+    let work = super::work_report::work(slice.iter().copied())
+        .or_else(|| fold.facts().work.then(Work::default));
+    (work, fold.outcome())
+}
+
+/// The room's `work` (only for a `--work` run): the run branch, the counts
+/// ([`Work::counts_value`]), the checks on the run branch and the run's outcome (`{name,
+/// code}` of the outcome table, null while it has none).
+fn work_value(
+    w: &Work,
+    room: &[(String, Value)],
+    outcome: Option<super::outcome::RunExit>,
+) -> Value {
     let seq = room
         .iter()
         .find(|(k, _)| k == "request")
@@ -155,6 +173,16 @@ fn work_value(w: &Work, room: &[(String, Value)]) -> Value {
             ("passed", uint(run.map_or(0, |t| t.checks_passed))),
             ("failed", uint(run.map_or(0, |t| t.checks_failed))),
         ]),
+    ));
+    out.push((
+        "outcome".into(),
+        match outcome {
+            Some(o) => obj([
+                ("name", Value::str(o.name())),
+                ("code", uint(o.code().into())),
+            ]),
+            None => Value::Null,
+        },
     ));
     Value::Object(out)
 }

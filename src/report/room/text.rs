@@ -200,6 +200,13 @@ fn work_text(w: &Value) -> String {
     if n(w.get("conflicts")) > 0 {
         line.push_str(&format!(", {}", plural("conflicts", "conflict")));
     }
+    if let Some(o @ Value::Object(_)) = w.get("outcome") {
+        line.push_str(&format!(
+            "; outcome {} (exit {})",
+            o.get("name").map(py_str).unwrap_or_default(),
+            n(o.get("code"))
+        ));
+    }
     line
 }
 

@@ -19,8 +19,12 @@ pub(crate) struct RunRow {
     pub(crate) request_seq: u64,
     /// The request text.
     pub(crate) request: String,
-    /// How it stands (`answered`, `paused`, …).
+    /// How it stands: its outcome's name in the outcome table (`answered`,
+    /// `nothing_delivered`, `gated`, …), else `error` (its planning or synthesis failed) or
+    /// `interrupted` (no ending witnessed).
     pub(crate) state: &'static str,
+    /// The exit code of its outcome (null for `error` and `interrupted`).
+    pub(crate) exit: Option<u8>,
     /// What the state says more: `{stage, reason}` of a failed run, `{wave}` of a paused or
     /// rejected one, else null.
     pub(crate) detail: J,
@@ -169,7 +173,8 @@ pub(crate) fn runs(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Runs> {
         rows.push(RunRow {
             request_seq: r.request_seq,
             request: r.request.clone(),
-            state: r.state.as_str(),
+            state: r.label(),
+            exit: r.outcome.map(|o| o.code()),
             detail,
             run_seq: r.run_seq,
             tasks: r.plan.as_ref().map(|p| p.tasks.len()),

@@ -85,8 +85,11 @@ pub(crate) fn run_report(
             outcome.request_seq
         ))
     })?;
-    let ours = run_receipt(&outcome, ledger, &checkpoint, size);
-    let exit = super::exit::exit_for(store, &outcome)?.into();
+    let exit = super::exit::exit_for(store, &outcome)?;
+    let mut ours = run_receipt(&outcome, ledger, &checkpoint, size);
+    // Our receipt names the run's outcome as every other surface does.
+    ours.status = exit.name();
+    let exit = exit.into();
     Ok(RunReport {
         answer: outcome.answer,
         checkpoint,

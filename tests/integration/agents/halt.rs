@@ -259,8 +259,8 @@ fn halted(preset: &str, program: &Path) {
     );
 }
 
-/// The worker's deadline while its children run: the task fails on it, the run exits 10, and
-/// nothing is left.
+/// The worker's deadline while its children run: the task fails on it, the run exits 13
+/// (`timed_out`), and nothing is left.
 fn timed_out(preset: &str, program: &Path) {
     let (f, server) = lingering();
     let (mut child, marker) = start(&f, &server, preset, program, Some(DEADLINE_SECONDS));
@@ -274,7 +274,7 @@ fn timed_out(preset: &str, program: &Path) {
     eprintln!("{preset} deadline: {}", t1["output"]);
     assert_eq!(
         o.status.code(),
-        Some(10),
+        Some(13),
         "{}\n{t1}",
         String::from_utf8_lossy(&o.stderr)
     );
