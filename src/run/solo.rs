@@ -29,7 +29,7 @@ use crate::route;
 use super::commit_message;
 use super::course::Course;
 use super::engine::{Done, Run};
-use super::ship::work_summary;
+use super::ship::{Record, work_summary};
 use super::{Event, RunError};
 
 /// The one-task plan of a solo run for `request`, under `roster`.
@@ -119,7 +119,8 @@ pub(super) fn answer_from_record(
         }
     }
     if let Some(w) = run.work() {
-        parts.push(work_summary(w, course.plan));
+        let record = Record::read(run, course.request_seq)?;
+        parts.push(work_summary(&record, course.plan, w.run_seq));
     }
     let answer = parts.join("\n\n");
     let a = run.put(
