@@ -55,6 +55,7 @@ mod repo_context_switch;
 mod report;
 mod resume_options;
 mod route;
+mod run_reading;
 mod runs;
 mod runtime;
 mod same_json;

@@ -1,0 +1,163 @@
+//! Reading runs back after they were resumed, through the binary with a command model: the
+//! room lists each task once after a resume and holds one run (`--since` and after a resume of
+//! an older run); `resume` with nothing to continue says so in one line, whatever executors
+//! are configured.
+
+use serde_json::Value as J;
+
+use crate::common::{Repo, on_each_kind};
+
+const PLAN_3: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":[]},{"id":"T2","agent":"docs","instruction":"write the API docs","depends_on":["T1"],"done_when":[]},{"id":"T3","agent":"review","instruction":"review the API","depends_on":[{"id":"T1","type":"order"}],"done_when":[]}]}"#;
+
+const REQUEST: &str = "ship a login API with docs";
+
+/// A model as a shell script: plans PLAN_3, passes every verdict, answers, and does a task as
+/// "done: task".
+fn model(repo: &Repo) -> String {
+    let path = repo.path().join("model.sh");
+    let body = format!(
+        "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{PLAN_3}' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo 'Shipped it.' ;;\n  *) echo 'done: task' ;;\nesac\n"
+    );
+    std::fs::write(&path, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Submits REQUEST with a model-call budget that runs out after the wave of T2 and T3 was
+/// dispatched (exit 3, resumable); returns the run's request seq.
+fn stopped_on_budget(repo: &Repo, model: &str) -> u64 {
+    let o = repo
+        .forum()
+        .args([
+            "submit",
+            "--cmd",
+            model,
+            "--max-model-calls",
+            "6",
+            "--quiet",
+            REQUEST,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let runs = repo.forum_json(&["runs"]);
+    let last = runs["runs"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["state"], "stopped_on_budget", "{runs}");
+    last["request_seq"].as_u64().unwrap()
+}
+
+/// The ids of the room's tasks, in its order, and its request's seq.
+fn room(repo: &Repo, args: &[&str]) -> (Vec<String>, J) {
+    let mut a = vec!["room"];
+    a.extend_from_slice(args);
+    let r = repo.forum_json(&a);
+    let ids = r["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect();
+    (ids, r["request"]["seq"].clone())
+}
+
+fn sorted(mut ids: Vec<String>) -> Vec<String> {
+    ids.sort();
+    ids
+}
+
+fn one_line_failure(o: &std::process::Output) -> String {
+    assert!(
+        !o.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    err
+}
+
+#[test]
+fn the_room_after_a_resume_lists_each_task_once_and_holds_one_run() {
+    on_each_kind(|repo| {
+        let model = model(repo);
+        let first = stopped_on_budget(repo, &model);
+        let second = stopped_on_budget(repo, &model);
+        // Both runs dispatched T2 and T3 again on resume; the first is resumed after the second
+        // started, so its new entries come after the second run's.
+        repo.forum_ok(&["resume", &first.to_string(), "--cmd", &model, "--quiet"]);
+        let log = repo.forum_json(&["log", "--run", &first.to_string()]);
+        let dispatched = log["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "task")
+            .count();
+        assert!(dispatched > 3, "a task was dispatched again: {log}");
+        // The default room is the run just resumed, each task once, no task of the other run.
+        let (ids, seq) = room(repo, &[]);
+        assert_eq!(seq, first, "the resumed run's room");
+        assert_eq!(sorted(ids), ["T1", "T2", "T3"], "each task once");
+        // `--since` one run's request holds that run only, whichever came after it.
+        for (run, other) in [(first, second), (second, first)] {
+            let (ids, seq) = room(repo, &["--since", &run.to_string()]);
+            assert_eq!(seq, run);
+            assert_eq!(sorted(ids), ["T1", "T2", "T3"], "run {run}");
+            let text = repo.forum_ok(&["room", "--since", &run.to_string()]);
+            assert!(
+                !text.contains(&format!("resume {other}")),
+                "run {run}'s room names run {other}: {text}"
+            );
+            assert_eq!(
+                text.lines()
+                    .filter(|l| l.trim_start().starts_with("T2 "))
+                    .count(),
+                1,
+                "{text}"
+            );
+        }
+    });
+}
+
+#[test]
+fn resume_with_nothing_to_continue_says_so_in_one_line_without_executors() {
+    on_each_kind(|repo| {
+        // No executor anywhere: before, this said "no default executor".
+        let o = repo.forum().arg("resume").output().unwrap();
+        let err = one_line_failure(&o);
+        assert!(err.contains("this ledger has no run yet"), "{err}");
+        assert!(!err.contains("executor"), "{err}");
+        let model = model(repo);
+        repo.forum_ok(&["submit", "--cmd", &model, "--quiet", REQUEST]);
+        let before = repo.snapshot();
+        for (args, needle) in [
+            (
+                &["resume"][..],
+                "no unfinished run to resume: every run in this ledger has finished, the latest (run 0) is already answered",
+            ),
+            (
+                &["resume", "0"][..],
+                "run 0 cannot be resumed: it is already answered",
+            ),
+            (
+                &["submit", "--resume"][..],
+                "the latest (run 0) is already answered",
+            ),
+            (&["resume", "7"][..], "no run starts at seq 7"),
+        ] {
+            let err = one_line_failure(&repo.forum().args(args).output().unwrap());
+            assert!(err.contains(needle), "{args:?}: {err}");
+            assert!(!err.contains("no default executor"), "{args:?}: {err}");
+            assert!(
+                err.contains("git forum submit") || err.contains("git forum runs"),
+                "{args:?} says what to do: {err}"
+            );
+        }
+        assert_eq!(repo.snapshot(), before, "a refused resume writes nothing");
+    });
+}
