@@ -161,3 +161,113 @@ fn resume_with_nothing_to_continue_says_so_in_one_line_without_executors() {
         assert_eq!(repo.snapshot(), before, "a refused resume writes nothing");
     });
 }
+
+/// The `runs --json` row of run `seq`.
+fn row(repo: &Repo, seq: u64) -> J {
+    let runs = repo.forum_json(&["runs"]);
+    runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["request_seq"] == seq)
+        .unwrap_or_else(|| panic!("run {seq}: {runs}"))
+        .clone()
+}
+
+/// The `runs` text line of run `seq`'s work.
+fn work_line(repo: &Repo, seq: u64) -> String {
+    let text = repo.forum_ok(&["runs"]);
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("run {seq:>5} ")))
+        .unwrap_or_else(|| panic!("run {seq}: {text}"));
+    lines[at + 1].trim().to_string()
+}
+
+#[test]
+fn runs_names_only_branches_that_exist_and_counts_only_merged_changes() {
+    use crate::work_read::{COMPILES, model, task, two_runs};
+    on_each_kind(|repo| {
+        // T1's one-line fix of calc.py is merged; T2's mul.py is blocked; T3 fails its check.
+        let (run, _) = two_runs(repo);
+        let changes = repo.forum_json(&["runs"])["runs"][1]["work"]["changes"].clone();
+        let w = &row(repo, run)["work"];
+        assert_eq!(w["branch"], format!("forum/run-{run}"), "{w}");
+        assert_eq!(w["merged"], 1, "{w}");
+        assert_eq!(
+            (&w["merged_files"], &w["merged_added"], &w["merged_removed"]),
+            (&J::from(1), &J::from(1), &J::from(1)),
+            "only T1's change is on the branch: {w}"
+        );
+        assert!(
+            w["files"].as_u64().unwrap() > 1,
+            "every change's files: {w}"
+        );
+        assert_eq!(w["changes"], changes);
+        let line = work_line(repo, run);
+        assert!(
+            line.starts_with(&format!(
+                "forum/run-{run}: 1 merged (1 files, +1 -1), 1 blocked"
+            )),
+            "{line}"
+        );
+        // The branch removed: no longer named, by the CLI or the daemon's runs.
+        repo.git_ok(&["branch", "-D", &format!("forum/run-{run}")]);
+        assert_eq!(row(repo, run)["work"]["branch"], J::Null);
+        let line = work_line(repo, run);
+        assert!(line.starts_with("no run branch: 1 merged"), "{line}");
+
+        // A work run whose only change is blocked made no branch: no report names one.
+        let blocked = repo.forum_json(&["runs"])["runs"].as_array().unwrap().len();
+        let seq = crate::work_run::entries(repo).len() as u64;
+        let m = model(
+            repo,
+            "blocker",
+            &format!(r#"{{"tasks":[{}]}}"#, task("B1", "write mul.py", "[]")),
+            "write mul.py",
+            crate::work_read::WORK,
+        );
+        repo.forum()
+            .args([
+                "submit",
+                "--work",
+                "--check",
+                COMPILES,
+                "--cmd",
+                &m,
+                "--quiet",
+                "write mul",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            repo.forum_json(&["runs"])["runs"].as_array().unwrap().len(),
+            blocked + 1
+        );
+        let w = &row(repo, seq)["work"];
+        assert_eq!(
+            (&w["branch"], &w["merged"], &w["blocked"]),
+            (&J::Null, &J::from(0), &J::from(1)),
+            "{w}"
+        );
+        assert!(
+            repo.git_ok(&["branch", "--list", &format!("forum/run-{seq}")])
+                .trim()
+                .is_empty()
+        );
+        assert!(
+            work_line(repo, seq).starts_with("no run branch: 0 merged (0 files, +0 -0), 1 blocked")
+        );
+        let room = repo.forum_json(&["room"]);
+        assert_eq!(room["work"]["branch"], J::Null, "{}", room["work"]);
+        let text = repo.forum_ok(&["room"]);
+        assert!(text.contains("no run branch"), "{text}");
+        let work = text.lines().find(|l| l.starts_with("work ")).unwrap();
+        assert!(!work.contains("forum/run-"), "{work}");
+        let brief = repo.forum_ok(&["room", "--brief"]);
+        assert!(brief.contains("with no run branch"), "{brief}");
+        let receipt = repo.forum_json(&["receipt", &seq.to_string()]);
+        assert_eq!(receipt["work"]["branch"], J::Null, "{}", receipt["work"]);
+    });
+}

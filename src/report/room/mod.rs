@@ -133,7 +133,12 @@ pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usiz
         ("answer".into(), answer),
     ];
     if let Some(w) = &work {
-        room.push(("work".into(), work_value(w, &room)));
+        let request_body = slice
+            .iter()
+            .rev()
+            .find(|(e, _)| e.kind == kind::REQUEST)
+            .and_then(|(_, b)| b.as_ref());
+        room.push(("work".into(), work_value(w, &room, request_body)));
     }
     room.extend([
         ("signals".into(), signals),
@@ -161,17 +166,19 @@ fn resumed_after(s: &Snapshot, last_request: Option<u64>) -> Option<u64> {
     }
 }
 
-/// The room's `work` (only for a slice with `change` entries): the run branch, the counts
-/// ([`Work::counts_value`]) and the checks on the run branch.
-fn work_value(w: &Work, room: &[(String, Value)]) -> Value {
+/// The room's `work` (only for a slice with `change` entries): the run branch (null when the
+/// run made none, [`Work::run_branch`]), the counts ([`Work::counts_value`]) and the checks on
+/// the run branch. `request` is the body of the room's request.
+fn work_value(w: &Work, room: &[(String, Value)], request: Option<&Value>) -> Value {
     let seq = room
         .iter()
         .find(|(k, _)| k == "request")
         .and_then(|(_, r)| r.get("seq"))
-        .map(py_str);
+        .and_then(|s| u64::try_from(py_int(Some(s))).ok());
     let mut out = vec![(
         "branch".to_string(),
-        seq.map(|s| Value::Str(format!("forum/run-{s}")))
+        w.run_branch(field(request, "work"), seq)
+            .map(Value::Str)
             .unwrap_or(Value::Null),
     )];
     if let Value::Object(counts) = w.counts_value() {
