@@ -271,3 +271,37 @@ fn runs_names_only_branches_that_exist_and_counts_only_merged_changes() {
         assert_eq!(receipt["work"]["branch"], J::Null, "{}", receipt["work"]);
     });
 }
+
+#[test]
+fn a_gate_that_answers_garbage_gets_a_reason_naming_the_gates_output() {
+    on_each_kind(|repo| {
+        crate::work_run::setup(repo);
+        let plan = format!(
+            r#"{{"tasks":[{}]}}"#,
+            crate::work_read::task("T1", "fix add in calc.py", "[]")
+        );
+        let path = repo.path().join("garbage.sh");
+        let body = format!(
+            "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{plan}' ;;\n  *\"Decide whether to ship\"*) echo 'sure, ship it' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo 'Done.' ;;\n  *) sed -i 's/return a - b/return a + b/' calc.py; echo add ;;\nesac\n"
+        );
+        std::fs::write(&path, body).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let m = path.to_str().unwrap();
+        repo.forum()
+            .args([
+                "submit", "--work", "--check", "true", "--cmd", m, "--quiet", "fix calc",
+            ])
+            .output()
+            .unwrap();
+        let ships = crate::work_run::payloads(repo, "ship");
+        let (_, ship) = ships.first().unwrap_or_else(|| panic!("no ship entry"));
+        assert_eq!(ship["decision"], "undetermined", "{ship}");
+        let reason = ship["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("no JSON object found in the pre-ship gate's output"),
+            "{reason}"
+        );
+        assert!(!reason.contains("planner"), "{reason}");
+    });
+}
