@@ -36,6 +36,7 @@ mod ledger;
 mod llm;
 mod maintenance;
 mod mcp;
+mod mcp_discover;
 mod model;
 mod otel_export;
 mod plan;
