@@ -226,6 +226,7 @@ impl RunFlags {
             sandbox_allow_host: req.sandbox_allow_host.clone(),
             // Set once the runtime config is read (`prepare`): the flags, else `[context] repo`.
             repo_context: None,
+            repo_context_leave_out: Vec::new(),
             max_tokens: req.ceilings.max_tokens,
             max_cost_usd: req.ceilings.max_cost_usd,
             // Set from the run's record by a resume (`prepare`).

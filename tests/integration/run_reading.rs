@@ -305,3 +305,52 @@ fn a_gate_that_answers_garbage_gets_a_reason_naming_the_gates_output() {
         assert!(!reason.contains("planner"), "{reason}");
     });
 }
+
+#[test]
+fn repository_context_leaves_out_the_seats_own_programs_and_the_forum_directory() {
+    on_each_kind(|repo| {
+        // The worker is a script tracked in the repository (as a project's own scripted
+        // worker is), run as `sh tools/worker.sh`; its config is under .forum/.
+        let logs = tempfile::tempdir().unwrap();
+        let l = logs.path().display();
+        let plan = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"Make divide in calc.py refuse a zero divisor","depends_on":[],"done_when":[]}]}"#;
+        std::fs::create_dir_all(repo.path().join("tools")).unwrap();
+        std::fs::create_dir_all(repo.path().join(".forum")).unwrap();
+        std::fs::write(
+            repo.path().join("tools/worker.sh"),
+            format!(
+                "p=\"$1\"\n# divide calc.py zero: words the task's terms would find\ncase \"$p\" in\n  *\"Break this request\"*) printf '%s' \"$p\" > {l}/planner.txt; echo '{plan}' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo 'divide refuses zero now' ;;\n  *) printf '%s' \"$p\" > {l}/worker.txt; echo 'done' ;;\nesac\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            repo.path().join(".forum/runtime.toml"),
+            "# divide calc.py zero\n[runtime.default]\ncmd = \"sh tools/worker.sh\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            repo.path().join("calc.py"),
+            "def divide(a, b):\n    return a / b\n",
+        )
+        .unwrap();
+        repo.git_ok(&["add", "-A"]);
+        repo.git_ok(&["commit", "-qm", "calc, its worker and its config"]);
+        repo.forum_ok(&["submit", "--quiet", "make divide refuse zero"]);
+        let read = |n: &str| std::fs::read_to_string(logs.path().join(n)).unwrap();
+        let planner = read("planner.txt");
+        assert!(
+            planner.contains("Repository map (1 tracked file):\ncalc.py"),
+            "{planner}"
+        );
+        let worker = read("worker.txt");
+        assert!(
+            worker.contains("def divide(a, b)"),
+            "the task's file: {worker}"
+        );
+        for prompt in [&planner, &worker] {
+            assert!(!prompt.contains("worker.sh"), "{prompt}");
+            assert!(!prompt.contains(".forum/"), "{prompt}");
+            assert!(!prompt.contains("Break this request\"*)"), "{prompt}");
+        }
+    });
+}

@@ -115,6 +115,10 @@ pub(crate) fn prepare(
         let context = runtime.as_ref().map(|r| r.context).unwrap_or_default();
         spec.repo_context =
             options::repo_context_on(repo_choice, &context).then(|| dir.to_path_buf());
+        spec.repo_context_leave_out = runtime
+            .as_ref()
+            .map(super::repo_context::seat_paths)
+            .unwrap_or_default();
     }
     if shape == Shape::Single {
         // A campaign's rounds record what Forum's do: no runtime.
