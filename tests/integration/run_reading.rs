@@ -1,7 +1,10 @@
-//! Reading runs back after they were resumed, through the binary with a command model: the
+//! Reading runs back, and what a run takes in, through the binary with command models: the
 //! room lists each task once after a resume and holds one run (`--since` and after a resume of
-//! an older run); `resume` with nothing to continue says so in one line, whatever executors
-//! are configured.
+//! an older run); `runs`, the room and the receipt name a run branch only when there is one,
+//! and count only merged changes as merged; `resume` with nothing to continue says so in one
+//! line, whatever executors are configured; a pre-ship gate's garbage answer is named as the
+//! gate's; the repository context leaves out the seats' own programs and `.forum/`; and the
+//! planner reserves its prompt's estimate and its seat's `max_tokens`, no more.
 
 use serde_json::Value as J;
 
@@ -352,5 +355,75 @@ fn repository_context_leaves_out_the_seats_own_programs_and_the_forum_directory(
             assert!(!prompt.contains(".forum/"), "{prompt}");
             assert!(!prompt.contains("Break this request\"*)"), "{prompt}");
         }
+    });
+}
+
+#[test]
+fn the_planners_reservation_is_its_prompt_estimate_and_the_seats_max_tokens() {
+    on_each_kind(|repo| {
+        // A command seat with `max_tokens = 200`, charged (as every program is) the estimate
+        // of the prompt it is given: a quarter of its bytes, rounded up.
+        let logs = tempfile::tempdir().unwrap();
+        let prompt = logs.path().join("planner.txt");
+        let script = logs.path().join("planner.sh");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\n[ -e '{p}' ] || printf '%s' \"$1\" > '{p}'\necho 'not a plan'\n",
+                p = prompt.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir_all(repo.path().join(".forum")).unwrap();
+        std::fs::write(
+            repo.path().join(".forum/runtime.toml"),
+            format!(
+                "[runtime.default]\ncmd = \"{}\"\nmax_tokens = 200\n",
+                script.display()
+            ),
+        )
+        .unwrap();
+        let submit = |ceiling: u64| {
+            repo.forum()
+                .args(["submit", "--quiet", "--no-repo-context", "--max-tokens"])
+                .arg(ceiling.to_string())
+                .arg(REQUEST)
+                .output()
+                .unwrap()
+        };
+        // Unbounded enough to run: the planner's first prompt as the seat got it (its answer
+        // is no plan, so the run ends after the planner's retry).
+        submit(1_000_000);
+        let bytes = std::fs::read(&prompt).unwrap().len() as u64;
+        assert!(bytes > 1000, "{bytes}");
+        let needed = bytes.div_ceil(4) + 200;
+        // Before, the call reserved one token per byte plus the framing: about 3,400 here.
+        assert!(needed < bytes, "{needed} < {bytes}");
+        std::fs::remove_file(&prompt).unwrap();
+        let o = submit(needed - 1);
+        assert_eq!(
+            o.status.code(),
+            Some(4),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(!prompt.exists(), "the planner was not called");
+        let budget = crate::work_run::payloads(repo, "budget").pop().unwrap().1;
+        assert_eq!(
+            budget["detail"],
+            format!(
+                "the call needs up to {needed} tokens and {} are left of --max-tokens",
+                needed - 1
+            ),
+            "{budget}"
+        );
+        // Exactly enough: the planner is called.
+        submit(needed);
+        assert!(
+            prompt.exists(),
+            "the planner was called under a ceiling of {needed}"
+        );
     });
 }
