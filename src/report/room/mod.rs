@@ -57,28 +57,7 @@ type Item = (Entry, Option<Value>);
 /// in the runs after it. With no `since_seq`, a `resume` of an older run written after the
 /// last request (this project's resume names its run) makes the room that run's.
 pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usize) -> Value {
-    let last_request = s
-        .items
-        .iter()
-        .rev()
-        .find(|(e, _)| e.kind == kind::REQUEST)
-        .or(s.items.first())
-        .map(|(e, _)| e.seq);
-    let start = match since_seq {
-        Some(seq) => Some(seq),
-        None => resumed_after(s, last_request).or(last_request),
-    };
-    let roots = super::run_roots(s.items.iter().map(|(e, _)| e));
-    let run = start.and_then(|st| roots.get(&st).copied());
-    let slice: Vec<&Item> = s
-        .items
-        .iter()
-        .filter(|(e, _)| start.is_none_or(|st| e.seq >= st))
-        .filter(|(e, _)| match (run, roots.get(&e.seq)) {
-            (Some(r), Some(other)) => r == *other,
-            _ => true,
-        })
-        .collect();
+    let slice = room_slice(s, since_seq);
     let owned: Vec<Item> = slice.iter().map(|i| (*i).clone()).collect();
     let counts = kind_counts(slice.iter().map(|(e, _)| e));
     let request = request(&slice, max_text_chars);
@@ -147,6 +126,32 @@ pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usiz
     let brief = build_brief(&Value::Object(room.clone()));
     room.push(("brief".into(), brief));
     Value::Object(room)
+}
+
+/// The entries a room covers ([`build_run_room`]): from `since_seq` (else the run a later
+/// resume continues, else the last request, else the whole ledger), less those of other runs.
+fn room_slice(s: &Snapshot, since_seq: Option<u64>) -> Vec<&Item> {
+    let last_request = s
+        .items
+        .iter()
+        .rev()
+        .find(|(e, _)| e.kind == kind::REQUEST)
+        .or(s.items.first())
+        .map(|(e, _)| e.seq);
+    let start = match since_seq {
+        Some(seq) => Some(seq),
+        None => resumed_after(s, last_request).or(last_request),
+    };
+    let roots = super::run_roots(s.items.iter().map(|(e, _)| e));
+    let run = start.and_then(|st| roots.get(&st).copied());
+    s.items
+        .iter()
+        .filter(|(e, _)| start.is_none_or(|st| e.seq >= st))
+        .filter(|(e, _)| match (run, roots.get(&e.seq)) {
+            (Some(r), Some(other)) => r == *other,
+            _ => true,
+        })
+        .collect()
 }
 
 /// The run a `resume` entry written after the last request (at `last_request`) continues,

@@ -426,6 +426,19 @@ impl RunOptions {
     }
 }
 
+/// Decides `spec`'s repository context from the caller's choice and the runtime config `rt`
+/// ([`repo_context_on`]): the work tree `dir` is in, less the files the seats' executors name.
+pub(crate) fn decide_repo_context(
+    spec: &mut RunOptions,
+    choice: Option<bool>,
+    rt: Option<&config::Runtime>,
+    dir: &std::path::Path,
+) {
+    let context = rt.map(|r| r.context).unwrap_or_default();
+    spec.repo_context = repo_context_on(choice, &context).then(|| dir.to_path_buf());
+    spec.repo_context_leave_out = rt.map(super::repo_context::seat_paths).unwrap_or_default();
+}
+
 /// Whether a run takes the repository as context: the caller's choice when it made one
 /// (`--repo-context` / `--no-repo-context`, the daemon's and MCP's `repo_context`), else the
 /// runtime config's `[context] repo`, else yes. Every transport and the preflight decide here.
