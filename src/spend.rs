@@ -2,7 +2,8 @@
 //! parallel workers share.
 //!
 //! A call first *reserves* its worst case ([`Spend::reserve`]): the prompt tokens (estimated
-//! from the prompt's bytes, conservatively) plus its output cap, at its executor's price.
+//! from the prompt's bytes, conservatively; a command, charged an estimate of its own, reserves
+//! that estimate) plus its output cap, at its executor's price.
 //! A reservation that does not fit in what is left is refused ([`CeilingHit`]) and the call
 //! never starts, so however many calls run at once, the sum of what they may spend never passes
 //! the ceiling. When the call returns, [`Spend::settle`] replaces the reservation with what the

@@ -227,6 +227,7 @@ impl RunFlags {
             sandbox_allow_host: req.sandbox_allow_host.clone(),
             // Set once the runtime config is read (`prepare`): the flags, else `[context] repo`.
             repo_context: None,
+            repo_context_leave_out: Vec::new(),
             max_tokens: req.ceilings.max_tokens,
             max_cost_usd: req.ceilings.max_cost_usd,
             // Set from the run's record by a resume (`prepare`).
@@ -620,10 +621,12 @@ fn executor_flags_given(e: &ExecutorArgs) -> bool {
 /// The request seq and body of the run a resume of `target` continues, if any.
 fn recorded_of(ctx: &Ctx, target: Option<u64>) -> Result<Option<(u64, J)>, CliError> {
     let store = ctx.store()?;
-    if !store.exists()? {
-        return Ok(None);
-    }
-    let entries = all_entries(&store)?;
+    // A ledger not yet written has no run: the surface says so (and what to do).
+    let entries = if store.exists()? {
+        all_entries(&store)?
+    } else {
+        Vec::new()
+    };
     let read = read_bodies(&store);
     surface::run::recorded::recorded_request(&entries, &Bodies::new(&read), target).map_err(cli_err)
 }

@@ -250,6 +250,17 @@ pub trait Executor: Send + Sync {
     fn metered_live(&self) -> bool {
         false
     }
+    /// The most prompt tokens `call` can be charged, which a call reserves before it starts:
+    /// by default the bytes it sends (a byte-level tokenizer never makes more tokens than
+    /// bytes; the model's own tokenizer is not at hand) with the chat framing. An executor
+    /// that charges an estimate of its own overrides it with that estimate.
+    fn prompt_tokens_bound(&self, call: &Call<'_>) -> u64 {
+        crate::spend::prompt_tokens_upper_bound(
+            call.system.map_or(0, str::len)
+                + call.prompt.len()
+                + call.schema.map_or(0, |s| s.schema.to_string().len()),
+        )
+    }
 }
 
 /// The command executor: a program with the prompt as its last argument.
@@ -301,6 +312,13 @@ impl CommandExecutor {
 }
 
 impl Executor for CommandExecutor {
+    /// A program reports no usage, so its call is charged the estimate of the text it is
+    /// given ([`crate::spend::estimate_tokens`] of the flattened prompt, as [`Self::call`]
+    /// counts it): that is all the call can spend on its prompt, and all it reserves.
+    fn prompt_tokens_bound(&self, call: &Call<'_>) -> u64 {
+        crate::spend::estimate_tokens(call.flattened().len())
+    }
+
     fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
         let prompt = call.flattened();
         let ran = command::run_with(&self.argv, &prompt, self.limits, &self.env)?;

@@ -105,7 +105,7 @@ impl Snapshot {
 
 /// The run (request seq) each entry belongs to, by following causal parents: a `request`
 /// with no parent starts a run, and an entry belongs to the run of its parent.
-pub(crate) fn run_roots(entries: &[Entry]) -> BTreeMap<u64, u64> {
+pub(crate) fn run_roots<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> BTreeMap<u64, u64> {
     let mut root: BTreeMap<u64, u64> = BTreeMap::new();
     for e in entries {
         match e.causal_parent {

@@ -445,8 +445,8 @@ fn work_value(
     let mut out = vec![
         (
             "branch".to_string(),
-            request_seq
-                .map(|s| Value::Str(format!("forum/run-{s}")))
+            w.run_branch(field(request, "work"), request_seq)
+                .map(Value::Str)
                 .unwrap_or(Value::Null),
         ),
         ("base".into(), base),

@@ -50,12 +50,18 @@ pub(crate) struct Work {
     /// Checks that passed and failed.
     pub(crate) checks_passed: u64,
     pub(crate) checks_failed: u64,
-    /// Tasks whose latest decision is merge, block, or neither (escalate, undetermined).
+    /// Tasks whose latest decision is merge (of a change with a commit), block, or neither
+    /// (escalate, undetermined).
     pub(crate) merged: u64,
     pub(crate) blocked: u64,
     pub(crate) waiting: u64,
     /// Conflicts witnessed.
     pub(crate) conflicts: u64,
+    /// Files the merged changes touched (each merged task's kept change), and their lines
+    /// added and removed: what the run branch holds, unlike `files`, which counts every change.
+    pub(crate) merged_files: u64,
+    pub(crate) merged_added: u64,
+    pub(crate) merged_removed: u64,
     /// Per task, in the order each first appears.
     pub(crate) tasks: Vec<TaskWork>,
 }
@@ -168,7 +174,17 @@ impl WorkFold {
         let mut w = self.w.clone();
         for t in &w.tasks {
             match t.decision.as_ref().map(|d| d.0.as_str()) {
-                Some("merge") => w.merged += 1,
+                Some("merge") => {
+                    // A merge of nothing (no commit) put nothing on the run branch.
+                    let Some((_, Some(_), files, _)) = &t.change else {
+                        continue;
+                    };
+                    let (added, removed) = t.lines();
+                    w.merged += 1;
+                    w.merged_files += files.len() as u64;
+                    w.merged_added += added;
+                    w.merged_removed += removed;
+                }
                 Some("block") => w.blocked += 1,
                 Some("conflict") | None => {}
                 Some(_) => w.waiting += 1,
@@ -337,6 +353,28 @@ pub(crate) fn attempt_table(id: &str, a: &Value) -> Vec<String> {
 }
 
 impl Work {
+    /// The run branch this run made, as its record says: the request's work record
+    /// (`work_record`, its `run_branch`; `forum/run-SEQ` of `request_seq` for a record without
+    /// one) names it, and it exists once a change was integrated onto it (a merge) or checks
+    /// ran on it. `None` for a run that merged nothing: it has no branch to show.
+    pub(crate) fn run_branch(
+        &self,
+        work_record: Option<&Value>,
+        request_seq: Option<u64>,
+    ) -> Option<String> {
+        let checked = self
+            .tasks
+            .iter()
+            .any(|t| t.id == "run" && t.checks_passed + t.checks_failed > 0);
+        if self.merged == 0 && !checked {
+            return None;
+        }
+        match field(work_record, "run_branch") {
+            Some(Value::Str(b)) if !b.is_empty() => Some(b.clone()),
+            _ => request_seq.map(|s| format!("forum/run-{s}")),
+        }
+    }
+
     /// The counts as JSON: `{changes, files, added, removed, checks: {passed, failed}, ship:
     /// {merged, blocked, waiting}, conflicts}`.
     pub(crate) fn counts_value(&self) -> Value {

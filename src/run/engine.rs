@@ -16,7 +16,6 @@ use crate::ledger::{Entry, NewEntry, Storage, kind};
 use crate::plan::UpstreamResult;
 use crate::spend::{
     Amount, Ceiling, CeilingHit, Overrun, Reported, Settled, Spend, estimate_tokens, pico_to_usd,
-    prompt_tokens_upper_bound,
 };
 
 use super::interrupt::Halt;
@@ -521,12 +520,11 @@ impl<'a, 's> Run<'a, 's> {
             }));
         }
         // The worst case is reserved before the call starts; one that does not fit never starts.
+        // The prompt as the executor can be charged for it, and the output cap (the seat's
+        // `max_tokens` when it is lower than the call's own).
         let price = metering.price.unwrap_or_default();
-        let prompt_bytes = call.system.map_or(0, str::len)
-            + call.prompt.len()
-            + call.schema.map_or(0, |s| s.schema.to_string().len());
         let worst = Amount::of(
-            prompt_tokens_upper_bound(prompt_bytes),
+            exec.prompt_tokens_bound(call),
             u64::from(call.max_tokens.unwrap_or(0)),
             price,
         );

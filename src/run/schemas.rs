@@ -179,9 +179,10 @@ pub fn judgment_schema() -> OutputSchema {
 /// Why a judge's or the pre-ship gate's answer cannot be read: what was wrong with it.
 #[derive(Debug, thiserror::Error)]
 pub enum AnswerError {
-    /// No `{...}` in the text.
-    #[error(transparent)]
-    NoObject(#[from] plan::PlanError),
+    /// No `{...}` in the text; names the stage whose output it was (the shared cut's own
+    /// error names the planner, which answered nothing here).
+    #[error("no JSON object found in the {0}'s output")]
+    NoObject(&'static str),
     /// The object's text is not JSON.
     #[error("invalid JSON: {0}")]
     Json(#[source] serde_json::Error),
@@ -216,7 +217,8 @@ pub enum AnswerError {
 /// ruling), `score` (a number or numeric text, default 0.0) and `reason`. The error says what
 /// was wrong.
 pub fn parse_judgment(text: &str) -> Result<(bool, f64, String), AnswerError> {
-    let span = plan::extract_json_object(text)?;
+    let span =
+        plan::extract_json_object(text).map_err(|_| AnswerError::NoObject("intent judge"))?;
     let doc: Value = serde_json::from_str(span).map_err(AnswerError::Json)?;
     let obj = doc.as_object().ok_or(AnswerError::NotObject)?;
     let ok = match obj.get("ok") {
@@ -273,7 +275,8 @@ pub(super) fn ship_schema() -> OutputSchema {
 /// Reads the pre-ship gate's answer: a `decision` among [`SHIP_DECISIONS`] and a `reason`.
 /// The error says what was wrong (the gate then records `undetermined` with it).
 pub(super) fn parse_ship(text: &str) -> Result<(String, String), AnswerError> {
-    let span = plan::extract_json_object(text)?;
+    let span =
+        plan::extract_json_object(text).map_err(|_| AnswerError::NoObject("pre-ship gate"))?;
     let doc: Value = serde_json::from_str(span).map_err(AnswerError::Json)?;
     let decision = doc
         .get("decision")
@@ -307,5 +310,15 @@ mod ship_tests {
             .to_string();
         assert!(e.contains("not one of merge, block"), "{e}");
         assert!(parse_ship(r#"{"reason":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn garbage_is_named_as_the_output_of_the_stage_that_gave_it() {
+        let e = parse_ship("sure, ship it").unwrap_err().to_string();
+        assert_eq!(e, "no JSON object found in the pre-ship gate's output");
+        let e = super::parse_judgment("looks fine to me")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "no JSON object found in the intent judge's output");
     }
 }

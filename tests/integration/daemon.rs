@@ -430,15 +430,20 @@ fn model_free_routes_match_the_cli() {
         json!(["endpoint documented"])
     );
 
-    // No executor: model routes say so, clearly, and write nothing.
+    // No executor: model routes say so, clearly, and write nothing; a resume with no run to
+    // continue says that first, as it has nothing to run.
     let before = repo.snapshot();
     for r in [
         post(&d, "/submit", json!({"request": "ship a login API"})),
         post(&d, "/plan", json!({"request": "ship a login API"})),
-        post(&d, "/resume", json!({})),
     ] {
         status(&r, 503, "no executor is configured");
     }
+    status(
+        &post(&d, "/resume", json!({})),
+        409,
+        "no unfinished run to resume",
+    );
     assert_eq!(repo.snapshot(), before);
     let rt = ok(get(&d, "/runtime"));
     assert_eq!(rt["ready"], false);

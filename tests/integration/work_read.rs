@@ -9,12 +9,12 @@ use serde_json::Value as J;
 use crate::common::{Guarded, Repo, http_json, on_each_kind};
 use crate::work_run::{branch_commits, clean, entries, payloads, setup};
 
-const COMPILES: &str = "python3 -m compileall -q .";
+pub(crate) const COMPILES: &str = "python3 -m compileall -q .";
 
 /// A scripted model: `plan` for the planner; the gate blocks a change whose task says
 /// `block_on` and merges the rest; every verdict passes; `work` is the shell of a task (`$p` is
 /// the prompt, the working directory the task's worktree).
-fn model(repo: &Repo, name: &str, plan: &str, block_on: &str, work: &str) -> String {
+pub(crate) fn model(repo: &Repo, name: &str, plan: &str, block_on: &str, work: &str) -> String {
     let path = repo.path().join(format!("{name}.sh"));
     let body = format!(
         "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{plan}' ;;\n  *\"Decide whether to ship\"*) case \"$p\" in *\"{block_on}\"*) echo '{{\"decision\":\"block\",\"reason\":\"not asked for\"}}' ;; *) echo '{{\"decision\":\"merge\",\"reason\":\"the fix is right\"}}' ;; esac ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo 'Done.' ;;\n  *)\n{work}\n  ;;\nesac\n"
@@ -25,7 +25,7 @@ fn model(repo: &Repo, name: &str, plan: &str, block_on: &str, work: &str) -> Str
     path.to_str().unwrap().to_string()
 }
 
-fn task(id: &str, instruction: &str, deps: &str) -> String {
+pub(crate) fn task(id: &str, instruction: &str, deps: &str) -> String {
     format!(
         r#"{{"id":"{id}","agent":"backend","instruction":"{instruction}","depends_on":{deps},"done_when":["it compiles"]}}"#
     )
@@ -33,11 +33,11 @@ fn task(id: &str, instruction: &str, deps: &str) -> String {
 
 /// Three parallel tasks: T1 fixes `add` (merged), T2 writes mul.py (blocked), T3 writes a file
 /// that does not compile (its check fails, so it never reaches the gate).
-const WORK: &str = "    case \"$p\" in\n      *\"write mul.py\"*) printf 'def mul(a, b):\\n    return a * b\\n' > mul.py; echo mul ;;\n      *\"write bad.py\"*) printf 'def broken(:\\n' > bad.py; echo bad ;;\n      *) sed -i 's/return a - b/return a + b/' calc.py; echo add ;;\n    esac";
+pub(crate) const WORK: &str = "    case \"$p\" in\n      *\"write mul.py\"*) printf 'def mul(a, b):\\n    return a * b\\n' > mul.py; echo mul ;;\n      *\"write bad.py\"*) printf 'def broken(:\\n' > bad.py; echo bad ;;\n      *) sed -i 's/return a - b/return a + b/' calc.py; echo add ;;\n    esac";
 
 /// A plain run first (seq 0, no `--work`), then the work run; returns the work run's seq
 /// and the room of the plain run.
-fn two_runs(repo: &Repo) -> (u64, J) {
+pub(crate) fn two_runs(repo: &Repo) -> (u64, J) {
     setup(repo);
     let plain = model(
         repo,

@@ -12,7 +12,8 @@ pub(crate) fn runs(ctx: &Ctx, _: RunsArgs) -> Result<(), CliError> {
     let store = ctx.reader()?;
     let entries = all_entries(&store)?;
     let read = read_bodies(&store);
-    let runs = surface::run::runs(&entries, &Bodies::new(&read)).map_err(cli_err)?;
+    let mut runs = surface::run::runs(&entries, &Bodies::new(&read)).map_err(cli_err)?;
+    surface::run::keep_existing_branches(&mut runs, &ctx.dir);
     if ctx.json {
         return ctx.out_json(&to_json(&runs)?);
     }

@@ -245,9 +245,12 @@ pub(super) fn bullets(room: &Value, frame: Option<&Value>, signals: &Value) -> V
         let passed = n(w.get("checks").and_then(|c| c.get("passed")));
         let failed = n(w.get("checks").and_then(|c| c.get("failed")));
         out.push(Value::Str(format!(
-            "Changes: {} on {}, +{} -{} lines; checks {passed} passed, {failed} failed; {} merged, {} blocked, {} waiting for a person",
+            "Changes: {} {}, +{} -{} lines; checks {passed} passed, {failed} failed; {} merged, {} blocked, {} waiting for a person",
             count_of(n(w.get("changes")) as i64, "commit", "commits"),
-            w.get("branch").map(py_str).unwrap_or_default(),
+            match w.get("branch") {
+                Some(Value::Str(b)) => format!("on {b}"),
+                _ => "with no run branch".into(),
+            },
             n(w.get("added")),
             n(w.get("removed")),
             ship("merged"),

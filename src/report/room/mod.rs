@@ -51,22 +51,13 @@ type Item = (Entry, Option<Value>);
 /// Builds the run room over `s` (the whole ledger). The room covers the entries from
 /// `since_seq`, else from the last `request`, else the whole ledger; pending gates are read
 /// from the whole ledger. Texts are clipped to `max_text_chars` code points.
+///
+/// A room is one run's: entries that belong (by their causal parents) to another run than
+/// the one at `since_seq` are left out, so a room started at one run's request does not take
+/// in the runs after it. With no `since_seq`, a `resume` of an older run written after the
+/// last request (this project's resume names its run) makes the room that run's.
 pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usize) -> Value {
-    let start = match since_seq {
-        Some(seq) => Some(seq),
-        None => s
-            .items
-            .iter()
-            .rev()
-            .find(|(e, _)| e.kind == kind::REQUEST)
-            .or(s.items.first())
-            .map(|(e, _)| e.seq),
-    };
-    let slice: Vec<&Item> = s
-        .items
-        .iter()
-        .filter(|(e, _)| start.is_none_or(|st| e.seq >= st))
-        .collect();
+    let slice = room_slice(s, since_seq);
     let owned: Vec<Item> = slice.iter().map(|i| (*i).clone()).collect();
     let counts = kind_counts(slice.iter().map(|(e, _)| e));
     let request = request(&slice, max_text_chars);
@@ -121,7 +112,7 @@ pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usiz
         ("answer".into(), answer),
     ];
     if let Some(w) = &work {
-        room.push(("work".into(), work_value(w, &room, outcome)));
+        room.push(("work".into(), work_value(w, &room, &slice, outcome)));
     }
     room.extend([
         ("signals".into(), signals),
@@ -130,6 +121,49 @@ pub fn build_run_room(s: &Snapshot, since_seq: Option<u64>, max_text_chars: usiz
     let brief = build_brief(&Value::Object(room.clone()));
     room.push(("brief".into(), brief));
     Value::Object(room)
+}
+
+/// The entries a room covers ([`build_run_room`]): from `since_seq` (else the run a later
+/// resume continues, else the last request, else the whole ledger), less those of other runs.
+fn room_slice(s: &Snapshot, since_seq: Option<u64>) -> Vec<&Item> {
+    let last_request = s
+        .items
+        .iter()
+        .rev()
+        .find(|(e, _)| e.kind == kind::REQUEST)
+        .or(s.items.first())
+        .map(|(e, _)| e.seq);
+    let start = match since_seq {
+        Some(seq) => Some(seq),
+        None => resumed_after(s, last_request).or(last_request),
+    };
+    let roots = super::run_roots(s.items.iter().map(|(e, _)| e));
+    let run = start.and_then(|st| roots.get(&st).copied());
+    s.items
+        .iter()
+        .filter(|(e, _)| start.is_none_or(|st| e.seq >= st))
+        .filter(|(e, _)| match (run, roots.get(&e.seq)) {
+            (Some(r), Some(other)) => r == *other,
+            _ => true,
+        })
+        .collect()
+}
+
+/// The run a `resume` entry written after the last request (at `last_request`) continues,
+/// when that entry names one (`run`, the request seq of an older run).
+fn resumed_after(s: &Snapshot, last_request: Option<u64>) -> Option<u64> {
+    let (e, b) = s.items.iter().rev().find(|(e, _)| e.kind == kind::RESUME)?;
+    if last_request.is_some_and(|r| e.seq < r) {
+        return None;
+    }
+    match field(b.as_ref(), "run") {
+        Some(Value::Int(i)) => i
+            .as_str()
+            .parse::<u64>()
+            .ok()
+            .filter(|r| last_request.is_none_or(|l| *r < l)),
+        _ => None,
+    }
 }
 
 /// The work of the slice's run (its first request's) and its outcome by the outcome table: a
@@ -145,22 +179,30 @@ fn work_of(slice: &[&Item]) -> (Option<Work>, Option<super::outcome::RunExit>) {
     (work, fold.outcome())
 }
 
-/// The room's `work` (only for a `--work` run): the run branch, the counts
+/// The room's `work` (only for a `--work` run): the run branch (null when the run made none,
+/// [`Work::run_branch`]; its name from the request of `slice`), the counts
 /// ([`Work::counts_value`]), the checks on the run branch and the run's outcome (`{name,
 /// code}` of the outcome table, null while it has none).
 fn work_value(
     w: &Work,
     room: &[(String, Value)],
+    slice: &[&Item],
     outcome: Option<super::outcome::RunExit>,
 ) -> Value {
+    let request = slice
+        .iter()
+        .rev()
+        .find(|(e, _)| e.kind == kind::REQUEST)
+        .and_then(|(_, b)| b.as_ref());
     let seq = room
         .iter()
         .find(|(k, _)| k == "request")
         .and_then(|(_, r)| r.get("seq"))
-        .map(py_str);
+        .and_then(|s| u64::try_from(py_int(Some(s))).ok());
     let mut out = vec![(
         "branch".to_string(),
-        seq.map(|s| Value::Str(format!("forum/run-{s}")))
+        w.run_branch(field(request, "work"), seq)
+            .map(Value::Str)
             .unwrap_or(Value::Null),
     )];
     if let Value::Object(counts) = w.counts_value() {
@@ -267,12 +309,18 @@ pub(super) fn latest_by_id<'a>(slice: &[&'a Item], kind: &str) -> HashMap<String
 pub(super) fn tasks(slice: &[&Item], max: usize) -> Vec<Value> {
     let results = latest_by_id(slice, kind::RESULT);
     let verdicts = latest_by_id(slice, kind::VERDICT);
+    // A task run again (a resume re-dispatches what had not finished) is listed once, at
+    // its latest dispatch.
+    let dispatched = latest_by_id(slice, kind::TASK);
     let mut out = Vec::new();
     for (e, b) in slice.iter().map(|i| (&i.0, i.1.as_ref())) {
         if e.kind != kind::TASK {
             continue;
         }
         let id = str_field(b, "id");
+        if has(b, "id") && dispatched.get(&id).is_some_and(|(d, _)| d.seq != e.seq) {
+            continue;
+        }
         let mut task = vec![
             ("seq".to_string(), uint(e.seq)),
             ("id".into(), Value::str(&id)),

@@ -163,6 +163,14 @@ fn n(v: Option<&Value>) -> u64 {
     u64::try_from(py_int(v)).unwrap_or(0)
 }
 
+/// The run branch a room's `work` names, or `no run branch` when the run made none.
+pub(super) fn branch_or_none(w: &Value) -> String {
+    match w.get("branch") {
+        Some(Value::Str(b)) => b.clone(),
+        _ => "no run branch".into(),
+    }
+}
+
 /// `forum/run-3: 2 changes (3 files, +10 -2); checks 3/4 passed (run branch 1/1); 1 merged,
 /// 1 blocked, 0 waiting`.
 fn work_text(w: &Value) -> String {
@@ -182,7 +190,7 @@ fn work_text(w: &Value) -> String {
     };
     let mut line = format!(
         "{}: {} ({}, +{} -{}); checks {passed}/{all} passed",
-        w.get("branch").map(py_str).unwrap_or_default(),
+        branch_or_none(w),
         plural("changes", "change"),
         plural("files", "file"),
         n(w.get("added")),

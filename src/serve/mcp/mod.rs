@@ -1,7 +1,16 @@
 //! MCP on stdio: line-delimited JSON-RPC 2.0, written by hand over the [`Dispatcher`].
 //!
-//! Methods: `initialize`, `ping`, `tools/list`, `tools/call`; notifications (no `id`) get no
-//! reply, and `notifications/cancelled` stops the request it names. Errors: −32700 (not JSON,
+//! Methods: `initialize`, `server/discover`, `ping`, `tools/list`, `tools/call`; notifications
+//! (no `id`) get no reply, and `notifications/cancelled` stops the request it names.
+//!
+//! Two eras of the protocol ([`PROTOCOL_VERSIONS`], [`MODERN_VERSIONS`]): a client of the
+//! handshake era opens with `initialize`; a client of revision 2026-07-28 sends no handshake but
+//! one `server/discover` (answered with the revisions, capabilities and instructions), then
+//! names its revision in every request's `_meta`. The server keeps no session either way, so
+//! each request is answered in its own era: a request naming 2026-07-28 gets that revision's
+//! result shape (`resultType`, a list's cache hints, the server's identity in the result's
+//! `_meta`); one naming a revision this server does not speak gets −32022 with the supported
+//! list; one naming none is answered as the handshake era answers it. Errors: −32700 (not JSON,
 //! not UTF-8), −32600 (not a JSON object, no method, wrong `jsonrpc`, an id that is not a
 //! string or an integer, a line over [`MAX_LINE`]), −32601 (unknown method), −32602 (unknown
 //! tool, bad params); an error whose request id could not be read carries no id. A bad line never
@@ -51,6 +60,17 @@ pub use tools::{Input, TOOLS, Target, Tool, find_tool};
 pub(crate) const PROTOCOL_VERSIONS: [&str; 4] =
     ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
+/// The stateless revisions this server speaks (no handshake; `server/discover` and the
+/// revision in each request's `_meta`), newest first.
+pub(crate) const MODERN_VERSIONS: [&str; 1] = ["2026-07-28"];
+
+/// The `_meta` key a stateless request names its revision under.
+const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+/// The `_meta` key of a stateless result that says which server answered.
+const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
+/// The error of a request naming a revision this server does not speak.
+const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
 /// Longest accepted message line, in bytes (a 1 MiB body plus its JSON-RPC envelope, with room).
 pub const MAX_LINE: usize = 4 * 1024 * 1024;
 
@@ -90,6 +110,14 @@ pub(crate) struct Call {
 }
 
 impl Call {
+    /// The revision the request names in its `_meta` (a stateless client's), if any.
+    fn protocol_version(&self) -> Option<&str> {
+        self.params
+            .get("_meta")
+            .and_then(|m| m.get(PROTOCOL_VERSION_META))
+            .and_then(J::as_str)
+    }
+
     /// The `_meta.progressToken` the caller asked progress under, if any (a string or a
     /// number, as the spec allows).
     fn progress_token(&self) -> Option<J> {
@@ -132,10 +160,47 @@ impl<'d> Mcp<'d> {
         session::serve(self, input, output)
     }
 
-    /// The reply to `call`; a submit or resume runs with `hooks`.
+    /// The reply to `call`; a submit or resume runs with `hooks`. A request that names a
+    /// stateless revision gets that revision's result shape ([`modern`]).
     fn answer(&self, call: &Call, hooks: RunHooks<'_>) -> J {
+        let asked = call.protocol_version();
+        let known = |v: &str| MODERN_VERSIONS.contains(&v) || PROTOCOL_VERSIONS.contains(&v);
+        if let Some(v) = asked.filter(|v| !known(v) || call.method == "server/discover")
+            && !MODERN_VERSIONS.contains(&v)
+        {
+            return unsupported(call.id.clone(), v);
+        }
+        let reply = self.answer_in_era(call, hooks);
+        if asked.is_some_and(|v| MODERN_VERSIONS.contains(&v)) || call.method == "server/discover" {
+            modern(reply, &call.method)
+        } else {
+            reply
+        }
+    }
+
+    /// What the server says about itself to a client, in either era.
+    fn instructions(&self) -> String {
+        format!(
+            "git forum over ledger {:?}: every tool is a route of the git forum daemon; writes are witnessed in the ledger.",
+            self.dispatcher.ledger()
+        )
+    }
+
+    /// The reply to `call`, as the handshake era shapes it.
+    fn answer_in_era(&self, call: &Call, hooks: RunHooks<'_>) -> J {
         let (id, params) = (call.id.clone(), &call.params);
         match call.method.as_str() {
+            "server/discover" => result(
+                id,
+                json!({
+                    "supportedVersions": MODERN_VERSIONS
+                        .iter()
+                        .chain(PROTOCOL_VERSIONS.iter())
+                        .collect::<Vec<_>>(),
+                    "capabilities": {"tools": {"listChanged": false}},
+                    "instructions": self.instructions(),
+                }),
+            ),
             "initialize" => {
                 let asked = params.get("protocolVersion").and_then(J::as_str);
                 let version = asked
@@ -146,11 +211,8 @@ impl<'d> Mcp<'d> {
                     json!({
                         "protocolVersion": version,
                         "capabilities": {"tools": {"listChanged": false}},
-                        "serverInfo": {"name": "git-forum", "version": env!("CARGO_PKG_VERSION")},
-                        "instructions": format!(
-                            "git forum over ledger {:?}: every tool is a route of the git forum daemon; writes are witnessed in the ledger.",
-                            self.dispatcher.ledger()
-                        ),
+                        "serverInfo": server_info(),
+                        "instructions": self.instructions(),
                     }),
                 )
             }
@@ -189,6 +251,48 @@ impl<'d> Mcp<'d> {
             other => error(id, -32601, &format!("Method not found: {other}")),
         }
     }
+}
+
+/// Who this server is: `{name, version}`.
+fn server_info() -> J {
+    json!({"name": "git-forum", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// −32022 for a request naming revision `asked`, with the revisions a stateless request may
+/// name instead (a handshake-era client negotiates through `initialize`).
+fn unsupported(id: J, asked: &str) -> J {
+    let mut e = error(
+        id,
+        UNSUPPORTED_PROTOCOL_VERSION,
+        &format!(
+            "Unsupported protocol version: {asked} (this server speaks {} without a handshake, and {} through initialize)",
+            MODERN_VERSIONS.join(", "),
+            PROTOCOL_VERSIONS.join(", ")
+        ),
+    );
+    e["error"]["data"] = json!({"supported": MODERN_VERSIONS, "requested": asked});
+    e
+}
+
+/// A reply in the stateless revision's shape: every result says it is complete
+/// (`resultType`) and which server gave it (`_meta`), and a cacheable one (the discovery, the
+/// tool list) carries its cache hints. The list is this binary's and the same for every caller,
+/// so it is public; it promises no freshness beyond the reply (`ttlMs` 0), since the server
+/// behind a command may be replaced by a newer one at any time. Errors are unchanged.
+fn modern(mut reply: J, method: &str) -> J {
+    let Some(J::Object(r)) = reply.get_mut("result") else {
+        return reply;
+    };
+    r.insert("resultType".into(), json!("complete"));
+    let meta = r.entry("_meta").or_insert_with(|| json!({}));
+    if let J::Object(m) = meta {
+        m.insert(SERVER_INFO_META.into(), server_info());
+    }
+    if matches!(method, "server/discover" | "tools/list") {
+        r.insert("ttlMs".into(), json!(0));
+        r.insert("cacheScope".into(), json!("public"));
+    }
+    reply
 }
 
 /// Reads one line's message: what it asks, or the error it gets.

@@ -24,7 +24,11 @@ impl Dispatcher {
         let view = self.snapshot()?;
         let store = self.reader()?;
         let read = Self::read_bodies(&store, &view);
-        answer(surface::run::runs(&view.entries, &Bodies::new(&read)))
+        let mut runs = surface::run::runs(&view.entries, &Bodies::new(&read));
+        if let Ok(r) = runs.as_mut() {
+            surface::run::keep_existing_branches(r, &self.cfg.dir);
+        }
+        answer(runs)
     }
 
     pub(crate) fn gates(&self) -> Res {

@@ -31,7 +31,7 @@ pub(crate) use crate::surface::clock::RunClock;
 pub(crate) use gates::{Decide, Decision, decide, gates, pending};
 pub(crate) use options::{CommandSpec, ContextSource, RunOptions};
 pub(crate) use receipt::receipt_of;
-pub(crate) use runs::runs;
+pub(crate) use runs::{keep_existing_branches, runs};
 pub(crate) use submit::{Go, class_of, run_report};
 
 use std::cell::RefCell;

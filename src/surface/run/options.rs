@@ -106,6 +106,10 @@ pub(crate) struct RunOptions {
     /// The work tree whose map and relevant files are context (on by default in a repository;
     /// `--no-repo-context` leaves it `None`), after the context of [`RunOptions::context`].
     pub(crate) repo_context: Option<std::path::PathBuf>,
+    /// Paths the seats' executors name (their programs and the files their arguments name),
+    /// which the repository context leaves out: a scripted worker's own program is not part
+    /// of the work ([`super::repo_context::seat_paths`]).
+    pub(crate) repo_context_leave_out: Vec<std::path::PathBuf>,
     /// `--max-tokens`: the run's ceiling on prompt plus completion tokens.
     pub(crate) max_tokens: Option<u64>,
     /// `--max-cost-usd`: the run's ceiling on what its model calls cost, in dollars.
@@ -456,13 +460,29 @@ impl RunOptions {
         let repo = self
             .repo_context
             .as_deref()
-            .and_then(|d| RepoContext::open(d, crate::context::repo::DEFAULT_LIMITS))
+            .and_then(|d| {
+                RepoContext::open(d, crate::context::repo::DEFAULT_LIMITS)
+                    .map(|r| r.leaving_out(d, &self.repo_context_leave_out))
+            })
             .map(|r| Arc::new(r) as Arc<dyn ContextProvider>);
         Ok(match (own, repo) {
             (Some(a), Some(b)) => Some(Arc::new(Chained(a, b))),
             (a, b) => a.or(b),
         })
     }
+}
+
+/// Decides `spec`'s repository context from the caller's choice and the runtime config `rt`
+/// ([`repo_context_on`]): the work tree `dir` is in, less the files the seats' executors name.
+pub(crate) fn decide_repo_context(
+    spec: &mut RunOptions,
+    choice: Option<bool>,
+    rt: Option<&config::Runtime>,
+    dir: &std::path::Path,
+) {
+    let context = rt.map(|r| r.context).unwrap_or_default();
+    spec.repo_context = repo_context_on(choice, &context).then(|| dir.to_path_buf());
+    spec.repo_context_leave_out = rt.map(super::repo_context::seat_paths).unwrap_or_default();
 }
 
 /// Whether a run takes the repository as context: the caller's choice when it made one

@@ -113,9 +113,7 @@ pub(crate) fn prepare(
         runtime = Some(super::recorded::with_recorded(current, rt));
     }
     if shape == Shape::Single {
-        let context = runtime.as_ref().map(|r| r.context).unwrap_or_default();
-        spec.repo_context =
-            options::repo_context_on(repo_choice, &context).then(|| dir.to_path_buf());
+        options::decide_repo_context(&mut spec, repo_choice, runtime.as_ref(), dir);
     }
     if shape == Shape::Single {
         // A campaign's rounds record what Forum's do: no runtime.

@@ -20,8 +20,9 @@ use crate::run::status;
 use crate::surface::{Error, Result};
 
 /// The run a resume of `target` continues (the latest resumable one when `None`): its request
-/// seq and body. A run that cannot be found or resumed gives `None` here: the resume itself
-/// then says why, in its own words.
+/// seq and body. A run that cannot be found or resumed is refused here, in one line that says
+/// why and what to do, before any executor is looked for: a resume of an answered run has
+/// nothing to run, so a missing executor is not what the person needs to hear.
 pub(crate) fn recorded_request(
     entries: &[Entry],
     bodies: &Bodies<'_>,
@@ -30,18 +31,57 @@ pub(crate) fn recorded_request(
     let runs = status::runs(entries, |e| bodies.get(e));
     bodies.done()?;
     let run = match target {
-        Some(seq) => runs.iter().find(|r| r.request_seq == seq),
-        None => runs.iter().rev().find(|r| r.state.resumable()),
+        Some(seq) => runs.iter().find(|r| r.request_seq == seq).ok_or_else(|| {
+            Error::conflict(format!(
+                "no run starts at seq {seq}: `git forum runs` lists them"
+            ))
+        })?,
+        None => runs
+            .iter()
+            .rev()
+            .find(|r| r.state.resumable())
+            .ok_or_else(|| Error::conflict(nothing_to_resume(runs.last())))?,
     };
-    let Some(run) = run.filter(|r| r.state.resumable()) else {
-        return Ok(None);
-    };
+    if !run.state.resumable() {
+        return Err(Error::conflict(format!(
+            "run {} cannot be resumed: it is {}{}",
+            run.request_seq,
+            ended(run),
+            ended_what_next(run.request_seq)
+        )));
+    }
     let Some(request) = entries.iter().find(|e| e.seq == run.request_seq) else {
         return Ok(None);
     };
     let body = bodies.get(request);
     bodies.done()?;
     Ok(body.map(|b| (run.request_seq, b)))
+}
+
+/// Why a resume with no run named has nothing to continue; `latest` is the ledger's last run.
+fn nothing_to_resume(latest: Option<&status::RunInfo>) -> String {
+    match latest {
+        None => "no unfinished run to resume: this ledger has no run yet (`git forum submit` starts one)".into(),
+        Some(r) => format!(
+            "no unfinished run to resume: every run in this ledger has finished, the latest (run {}) is {}{}",
+            r.request_seq,
+            ended(r),
+            ended_what_next(r.request_seq)
+        ),
+    }
+}
+
+/// How a run that cannot be resumed ended, in words.
+fn ended(r: &status::RunInfo) -> &'static str {
+    match r.state {
+        status::RunState::Answered => "already answered",
+        _ => r.state.as_str(),
+    }
+}
+
+/// What to do with a run that has ended (`seq`): look at it, or start a new one.
+fn ended_what_next(seq: u64) -> String {
+    format!(" (`git forum receipt {seq}` shows it; `git forum submit` starts a new run)")
 }
 
 /// The executors the request `body` of run `request_seq` recorded, if any.

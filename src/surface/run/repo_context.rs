@@ -2,7 +2,9 @@
 //! the planner a map of the repository (`git ls-files`, the README's head) and each task the
 //! tracked files most relevant to its instruction (`git grep -l` on its terms, then the files,
 //! trimmed). What to look for, how to rank and how to render is [`crate::context::repo`];
-//! every git output and every file is read up to a bound. A run's context budget then meters
+//! every git output and every file is read up to a bound. What configures the run is not part
+//! of the work and is left out: `.forum/`, and every file a seat's executor names (its
+//! program, and the files its arguments name, such as a scripted worker's own script). A run's context budget then meters
 //! the text like any provider's, and the run witnesses it as `context`.
 
 use std::io::Read;
@@ -10,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use crate::context::repo::{self, Limits};
+use crate::exec::config::{ExecutorKind, Runtime};
 use crate::ledger::Storage;
 use crate::run::{ContextFailure, ContextProvider};
 use crate::work::git;
@@ -24,6 +27,34 @@ pub(crate) struct RepoContext {
     top: PathBuf,
     limits: Limits,
     paths: OnceLock<Result<Vec<String>, ContextFailure>>,
+    /// Paths (relative to `top`, as git prints them) left out of the context, besides
+    /// everything under `.forum/`.
+    leave_out: Vec<String>,
+}
+
+/// The directory of the run's own configuration, never context.
+const CONFIG_DIR: &str = ".forum/";
+
+/// The paths the executors of `rt` name: each command's program and every argument (or the
+/// value of an `--option=VALUE` argument) that could be a path. Which of them are files in the
+/// repository is decided against the work tree ([`RepoContext::leaving_out`]).
+pub(crate) fn seat_paths(rt: &Runtime) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (_, spec) in rt.in_use() {
+        if let ExecutorKind::Command { argv, .. } = &spec.kind {
+            for a in argv {
+                let value = a.split_once('=').map_or(a.as_str(), |(_, v)| v);
+                for p in [a.as_str(), value] {
+                    if !p.is_empty() && !p.starts_with('-') {
+                        out.push(PathBuf::from(p));
+                    }
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 fn failure(message: String) -> ContextFailure {
@@ -81,7 +112,31 @@ impl RepoContext {
             top: PathBuf::from(top),
             limits,
             paths: OnceLock::new(),
+            leave_out: Vec::new(),
         })
+    }
+
+    /// Leaves out of the context every file of `paths` (relative ones taken from `dir`, where
+    /// the run was started) that is in this work tree.
+    pub(crate) fn leaving_out(mut self, dir: &Path, paths: &[PathBuf]) -> RepoContext {
+        let top = self.top.canonicalize().unwrap_or_else(|_| self.top.clone());
+        for p in paths {
+            let Ok(full) = dir.join(p).canonicalize() else {
+                continue;
+            };
+            if full.is_file()
+                && let Ok(rel) = full.strip_prefix(&top)
+                && let Some(rel) = rel.to_str()
+            {
+                self.leave_out.push(rel.to_string());
+            }
+        }
+        self
+    }
+
+    /// Whether the tracked path `p` may be context.
+    fn kept(&self, p: &str) -> bool {
+        !p.starts_with(CONFIG_DIR) && !self.leave_out.iter().any(|l| l == p)
     }
 
     fn git(&self, args: &[&str], limit: usize) -> Result<git::Out, ContextFailure> {
@@ -102,6 +157,7 @@ impl RepoContext {
             if out.cut {
                 paths.pop();
             }
+            paths.retain(|p| self.kept(p));
             Ok(paths)
         });
         match got {
@@ -120,7 +176,9 @@ impl RepoContext {
         if !out.ok && out.code != Some(1) && !out.cut {
             return Err(failure(format!("git grep failed: {}", out.message)));
         }
-        Ok(nul_list(&out.stdout))
+        let mut files = nul_list(&out.stdout);
+        files.retain(|p| self.kept(p));
+        Ok(files)
     }
 }
 

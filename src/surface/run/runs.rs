@@ -1,6 +1,7 @@
 //! `runs`: every run in the ledger and how each stands, as one report for every transport.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use serde::Serialize;
 use serde_json::{Value as J, json};
@@ -50,8 +51,10 @@ pub(crate) struct RunRow {
 /// entries (each task's latest decision counts).
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub(crate) struct WorkRow {
-    /// The run branch (`forum/run-SEQ`).
-    pub(crate) branch: String,
+    /// The run branch (`forum/run-SEQ`), when the run has one: its record says it integrated
+    /// a change (or checked the branch), and, where the repository is at hand, the branch
+    /// still exists ([`keep_existing_branches`]). Null otherwise.
+    pub(crate) branch: Option<String>,
     /// `change` entries with a commit.
     pub(crate) changes: u64,
     /// Files those changes touched, lines added and removed.
@@ -61,6 +64,10 @@ pub(crate) struct WorkRow {
     /// Tasks whose latest change the gate merged (and that did not conflict), blocked, or left
     /// waiting for a person (escalate, undetermined).
     pub(crate) merged: u64,
+    /// Files the merged changes touched, lines added and removed (what the branch holds).
+    pub(crate) merged_files: u64,
+    pub(crate) merged_added: u64,
+    pub(crate) merged_removed: u64,
     pub(crate) blocked: u64,
     pub(crate) waiting: u64,
     /// Conflicts witnessed.
@@ -71,11 +78,12 @@ pub(crate) struct WorkRow {
 }
 
 impl WorkRow {
-    /// One line: `2 changes merged, 1 blocked, checks 3/3 passed`.
+    /// One line: `forum/run-3: 2 merged (3 files, +10 -2), 1 blocked, checks 3/3 passed`, the
+    /// files and lines being the merged changes'; `no run branch: ...` for a run without one.
     pub(crate) fn line(&self) -> String {
         let mut parts = vec![format!(
             "{} merged ({} files, +{} -{})",
-            self.merged, self.files, self.added, self.removed
+            self.merged, self.merged_files, self.merged_added, self.merged_removed
         )];
         if self.blocked > 0 {
             parts.push(format!("{} blocked", self.blocked));
@@ -91,7 +99,8 @@ impl WorkRow {
             self.checks_passed,
             self.checks_passed + self.checks_failed
         ));
-        format!("{}: {}", self.branch, parts.join(", "))
+        let branch = self.branch.as_deref().unwrap_or("no run branch");
+        format!("{branch}: {}", parts.join(", "))
     }
 }
 
@@ -118,13 +127,17 @@ fn work_row(
         .map(|e| (e.clone(), bodies.get(e).as_ref().map(Value::from_serde)))
         .collect();
     let w = work_report::work(&items).unwrap_or_default();
+    let record = request.and_then(|r| r.get("work")).map(Value::from_serde);
     Some(WorkRow {
-        branch: format!("forum/run-{request_seq}"),
+        branch: w.run_branch(record.as_ref(), Some(request_seq)),
         changes: w.changes,
         files: w.files,
         added: w.added,
         removed: w.removed,
         merged: w.merged,
+        merged_files: w.merged_files,
+        merged_added: w.merged_added,
+        merged_removed: w.merged_removed,
         blocked: w.blocked,
         waiting: w.waiting,
         conflicts: w.conflicts,
@@ -142,6 +155,26 @@ pub(crate) struct Runs {
 
 impl Report for Runs {
     const SCHEMA: &'static str = "git-forum.runs/1";
+}
+
+/// Leaves each run's branch only where the repository at `dir` has it: a branch removed
+/// (`git forum discard`, `git branch -D`) or never made is not named. A repository git cannot
+/// list leaves the branches as the record says.
+pub(crate) fn keep_existing_branches(runs: &mut Runs, dir: &Path) {
+    let Ok(out) =
+        crate::work::git::ok(dir, &["for-each-ref", "--format=%(refname)", "refs/heads/"])
+    else {
+        return;
+    };
+    let existing: BTreeSet<&str> = out
+        .lines()
+        .filter_map(|r| r.strip_prefix("refs/heads/"))
+        .collect();
+    for w in runs.runs.iter_mut().filter_map(|r| r.work.as_mut()) {
+        if w.branch.as_deref().is_some_and(|b| !existing.contains(b)) {
+            w.branch = None;
+        }
+    }
 }
 
 /// The runs of the ledger `entries` (bodies read through `bodies`).
