@@ -57,10 +57,7 @@ pub(crate) fn run(ctx: &Ctx, args: AppendArgs) -> Result<(), CliError> {
         (Some(p), _) => p.0,
         (None, file) => read_payload(None, file)?,
     };
-    let causal_parent = req
-        .causal_parent
-        .map(|p| i64::try_from(p).map_err(|_| CliError::usage("--causal-parent is too large")))
-        .transpose()?;
+    let causal_parent = req.causal_parent;
     let new = NewEntry {
         actor: req.actor,
         kind: req.kind,

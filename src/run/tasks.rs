@@ -64,9 +64,12 @@ impl Run<'_, '_> {
                             Ok((p, c))
                         }) {
                         Ok((p, compiled)) => match self.opts.policy.check_plan(&p, roster) {
-                            // A plan of repeated or off-topic tasks is asked for again, as a
-                            // broken one is.
-                            Ok(()) => match crate::plan::check_sized(request, &p.tasks) {
+                            // A plan of repeated or off-topic tasks for work in the repository
+                            // is asked for again, as a broken one is.
+                            Ok(()) => match self
+                                .work()
+                                .map_or(Ok(()), |_| crate::plan::check_sized(request, &p.tasks))
+                            {
                                 Ok(()) => return Ok(Some(compiled)),
                                 Err(why) => why,
                             },

@@ -403,7 +403,7 @@ impl Dispatcher {
         let a: request::work::Append = request::decode(req.body)?;
         let key = super::idem::key_of(req.key, a.idempotency_key.as_deref())?;
         let (actor, kind) = (a.actor.as_str(), a.kind.as_str());
-        let parent = a.causal_parent.map(|p| p as i64);
+        let parent = a.causal_parent;
         // Over HTTP the body is read again with the ledger's own parser, so numbers keep their
         // identity (1 is not 1.0, wide integers stay exact), as with `git forum append`.
         let payload = match req.raw {

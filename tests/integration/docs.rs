@@ -206,14 +206,18 @@ fn quick_start_blocks() -> Vec<String> {
 }
 
 /// `bash -e -c SCRIPT` in `dir`, with git forum's binary on `PATH` (so `git forum` finds it),
-/// git's configuration and git forum's cache and state kept inside `home`.
-fn bash(script: &str, dir: &Path, home: &Path) -> Output {
+/// after `first` when given, git's configuration and git forum's cache and state kept inside
+/// `home`.
+fn bash(script: &str, dir: &Path, home: &Path, first: Option<&Path>) -> Output {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_git-forum"));
-    let path = format!(
+    let mut path = format!(
         "{}:{}",
         bin.parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    if let Some(first) = first {
+        path = format!("{}:{path}", first.display());
+    }
     Command::new("bash")
         .args(["-e", "-c", script])
         .current_dir(dir)
@@ -235,38 +239,98 @@ fn bash(script: &str, dir: &Path, home: &Path) -> Output {
         .expect("run bash")
 }
 
+/// A stand-in for Claude Code in the quick start's "your project": `claude -p ... PROMPT`
+/// answers with Claude Code's `stream-json` result line; as the worker (in the task's
+/// worktree) it fixes `add` first, and as the pre-ship gate it approves.
+const STAND_IN_CLAUDE: &str = r#"#!/bin/sh
+for a; do p=$a; done
+case "$p" in
+  *"Decide whether to ship"*) r='{\"decision\":\"merge\",\"reason\":\"the test passes\"}' ;;
+  *) sed -i 's/a - b/a + b/' calc.py; r='Fixed add in calc.py: it subtracted.' ;;
+esac
+printf '{"type":"result","subtype":"success","is_error":false,"result":"%s","usage":{"input_tokens":10,"output_tokens":5},"total_cost_usd":0}\n' "$r"
+"#;
+
+/// "A repository of yours with a failing test", beside the quick start's folder `top`, and
+/// the stand-in agent in `top/bin`.
+fn your_project(top: &Path) {
+    let p = top.join("your-project");
+    std::fs::create_dir_all(&p).unwrap();
+    std::fs::write(p.join("calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
+    std::fs::write(
+        p.join("test_calc.py"),
+        "import unittest\nimport calc\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n",
+    )
+    .unwrap();
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .args([
+                "-c",
+                "user.name=You",
+                "-c",
+                "user.email=you@example.invalid",
+            ])
+            .args(args)
+            .current_dir(&p)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "calc with a bug"]);
+    let bin = top.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("claude"), STAND_IN_CLAUDE).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bin.join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 #[test]
 fn the_readme_quick_start_runs_as_written_and_changes_code() {
     let blocks = quick_start_blocks();
-    assert!(blocks.len() >= 2, "{blocks:?}");
+    assert!(blocks.len() >= 3, "{blocks:?}");
     let top = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let run = bash(&blocks[0], top.path(), home.path());
-    let out = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "the quick start's run failed: {out}\n{}",
-        String::from_utf8_lossy(&run.stderr)
+    let say = |o: &Output| {
+        format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    // The demo, in a fresh HOME.
+    let demo = bash(&blocks[0], top.path(), home.path(), None);
+    assert!(demo.status.success(), "the demo failed: {}", say(&demo));
+    // Your project, with its agent on PATH.
+    your_project(top.path());
+    let fix = bash(
+        &blocks[1],
+        top.path(),
+        home.path(),
+        Some(&top.path().join("bin")),
     );
+    assert!(fix.status.success(), "the fix block failed: {}", say(&fix));
+    let out = say(&fix);
     assert!(
-        out.contains("fix: merged (1 file, +1 -1: calc.py)"),
-        "{out}"
+        out.contains("claude"),
+        "init names the agent it found: {out}"
     );
-    let demo = top.path().join("demo");
-    let look = bash(&blocks[1], &demo, home.path());
-    assert!(
-        look.status.success(),
-        "the quick start's second block failed: {}\n{}",
-        String::from_utf8_lossy(&look.stdout),
-        String::from_utf8_lossy(&look.stderr)
-    );
-    // `apply` brought the fix into the user's branch and work tree.
-    let calc = std::fs::read_to_string(demo.join("calc.py")).unwrap();
-    assert!(calc.contains("return a + b"), "{calc}");
+    let project = top.path().join("your-project");
+    let calc = std::fs::read_to_string(project.join("calc.py")).unwrap();
+    assert!(calc.contains("return a + b"), "{calc}\n{out}");
     let test = Command::new("python3")
         .args(["-m", "unittest", "-q"])
-        .current_dir(&demo)
+        .current_dir(&project)
         .output()
         .unwrap();
     assert!(test.status.success(), "{test:?}");
+    // Reading the record.
+    let look = bash(&blocks[2], &project, home.path(), None);
+    assert!(
+        look.status.success(),
+        "the record block failed: {}",
+        say(&look)
+    );
 }

@@ -65,7 +65,7 @@ impl Stub {
     }
 
     /// The worker turns seen (requests that offered tools).
-    fn tool_requests(&self) -> Vec<J> {
+    pub(crate) fn tool_requests(&self) -> Vec<J> {
         self.seen
             .lock()
             .unwrap()

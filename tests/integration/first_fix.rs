@@ -224,3 +224,162 @@ fn heavy_an_editable_install_is_checked_against_the_worktree_under_the_default_s
     // Nothing reached the user's checkout before apply.
     assert!(!p.passes());
 }
+
+/// The runtime `init` wrote, with its default executor (the seat every role and the worker
+/// use) moved to the loopback model `stub`, as a user points it at their own endpoint.
+fn on_the_stub(p: &Project, stub: &Stub) {
+    let file = p.root.join(".forum/runtime.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut doc: toml::Table = text.parse().unwrap();
+    let mut default = toml::Table::new();
+    default.insert("chat_url".into(), stub.url("/v1/chat/completions").into());
+    default.insert("model".into(), "stub-coder".into());
+    default.insert("is_local".into(), true.into());
+    let runtime = doc
+        .entry("runtime")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    runtime
+        .as_table_mut()
+        .unwrap()
+        .insert("default".into(), toml::Value::Table(default));
+    std::fs::write(&file, doc.to_string()).unwrap();
+}
+
+/// `init`, then the loopback model as every seat: what `init` recorded as the project's test
+/// command, returned.
+fn init_on_the_stub(p: &Project, stub: &Stub) -> String {
+    let o = p.forum(&["init", "--json"]);
+    assert!(o.status.success(), "{o:?}");
+    let init: J = serde_json::from_slice(&o.stdout).unwrap();
+    let check = init["test_command"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(check.contains("pytest"), "init picked {init}");
+    on_the_stub(p, stub);
+    check
+}
+
+/// The commits `forum/run-RUN` holds past the user's `main`.
+fn run_commits(p: &Project, run: u64) -> Vec<String> {
+    let o = p.shell(Command::new("git").args([
+        "log",
+        "--format=%H %s",
+        &format!("main..forum/run-{run}"),
+    ]));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The README's path, end to end: `init` finds the project's test command, `git forum fix`
+/// under the default sandbox leaves exactly one commit on the run branch with a subject that
+/// says what changed and its checks passed, exit 0; `diff` shows it and `apply --yes` brings
+/// it in, after which the user's own test passes.
+#[test]
+fn heavy_the_readme_path_fixes_a_failing_test_on_the_first_try() {
+    let Some(wheels) = wheels() else { return };
+    let p = Project::new(&wheels);
+    assert!(!p.passes());
+    let stub = Stub::start(fleet(fixer));
+    let check = init_on_the_stub(&p, &stub);
+    let o = p.forum(&["fix", "--json", "make add in calc/core.py add"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let report: J = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["exit"]["name"], "answered", "{report}");
+    let run = p.forum(&["runs", "--json"]);
+    let runs: J = serde_json::from_slice(&run.stdout).unwrap();
+    let seq = runs["runs"][0]["request_seq"].as_u64().unwrap();
+    // One commit, saying what changed.
+    let commits = run_commits(&p, seq);
+    assert_eq!(commits.len(), 1, "{commits:?}");
+    assert!(
+        commits[0].ends_with(" Fixed add in calc/core.py: it subtracted."),
+        "{commits:?}"
+    );
+    // Its checks are the test command init found, and they passed in the worktree.
+    let checks = p.payloads("check");
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["task"] == "T1" && c["command"] == check.as_str() && c["ok"] == true),
+        "{checks:?}"
+    );
+    assert!(checks.iter().all(|c| c["ok"] == true), "{checks:?}");
+    // No planner, validator or synthesizer was asked: only the worker's turns and the gate.
+    assert!(p.payloads("plan").iter().all(|pl| pl["solo"] == true));
+    assert!(p.payloads("verdict").is_empty());
+    let diff = p.forum(&["diff", &seq.to_string(), "--stat"]);
+    assert!(
+        String::from_utf8_lossy(&diff.stdout).contains("calc/core.py"),
+        "{diff:?}"
+    );
+    assert!(!p.passes(), "nothing reaches the checkout before apply");
+    let applied = p.forum(&["apply", "--yes"]);
+    assert!(applied.status.success(), "{applied:?}");
+    assert!(p.passes(), "the user's own test passes after apply");
+    let receipt = p.forum(&["receipt", &seq.to_string(), "--json"]);
+    let receipt: J = serde_json::from_slice(&receipt.stdout).unwrap();
+    assert_eq!(receipt["verification"]["verdict"], "MATCH", "{receipt}");
+    p.ok(Command::new("git").args(["fsck", "--strict"]));
+    let verified = p.forum(&["verify", "--deep"]);
+    assert!(verified.status.success(), "{verified:?}");
+}
+
+/// The same path with a model that never calls a tool: the task ends after two replies, the
+/// run exits non-zero with its outcome named, nothing is committed, and the receipt does not
+/// say MATCH.
+#[test]
+fn heavy_a_model_that_never_calls_a_tool_ends_the_fix_non_zero_with_nothing_committed() {
+    let Some(wheels) = wheels() else { return };
+    let p = Project::new(&wheels);
+    let stub = Stub::start(fleet(|_, _| {
+        (
+            200,
+            chat_answer(
+                json!("The team has successfully completed the validation."),
+                None,
+            ),
+        )
+    }));
+    init_on_the_stub(&p, &stub);
+    let o = p.forum(&["fix", "--json", "make add in calc/core.py add"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let code = o.status.code().unwrap_or(-1);
+    assert!(code != 0, "{stderr}");
+    let report: J = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        i64::from(code),
+        report["exit"]["code"].as_i64().unwrap(),
+        "{report}"
+    );
+    let name = report["exit"]["name"].as_str().unwrap();
+    assert!(["failed", "nothing_delivered"].contains(&name), "{report}");
+    assert!(stderr.contains(&format!("outcome {name}")), "{stderr}");
+    let results = p.payloads("result");
+    let t1 = results.iter().find(|r| r["id"] == "T1").unwrap();
+    assert_eq!(t1["error"], "no_tool_call", "{t1}");
+    // Two replies without a tool call, then the task ended.
+    let tool_turns = stub.tool_requests().len();
+    assert_eq!(tool_turns, 2, "the worker was asked {tool_turns} times");
+    let runs = p.forum(&["runs", "--json"]);
+    let runs: J = serde_json::from_slice(&runs.stdout).unwrap();
+    let seq = runs["runs"][0]["request_seq"].as_u64().unwrap();
+    assert_eq!(runs["runs"][0]["state"], name, "{runs}");
+    let has_branch = p
+        .shell(Command::new("git").args([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("forum/run-{seq}"),
+        ]))
+        .status
+        .success();
+    assert!(!has_branch || run_commits(&p, seq).is_empty());
+    let receipt = p.forum(&["receipt", &seq.to_string(), "--json"]);
+    let receipt: J = serde_json::from_slice(&receipt.stdout).unwrap();
+    assert_ne!(receipt["verification"]["verdict"], "MATCH", "{receipt}");
+    assert!(!p.passes());
+}

@@ -461,7 +461,7 @@ fn the_reviser_never_rewrites_the_changes_part() {
         "We ship the login API with docs today and {clause} and {clause} and {clause} and {clause}."
     );
     let short = "We ship the login API with docs today.";
-    let one = plan(&[("T1", "fix add in calc.py")], false);
+    let one = plan(&[("T1", "fix add in calc.py for the login API")], false);
     let path = repo.path().join("reviser.sh");
     let body = format!(
         "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{one}' ;;\n  *\"Decide whether to ship\"*) echo '{{\"decision\":\"merge\",\"reason\":\"scripted\"}}' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Tighten this answer\"*) echo '{short}' ;;\n  *\"Write the answer\"*) echo '{long}' ;;\n  *)\n{FIX_ADD}\n  ;;\nesac\n"

@@ -133,12 +133,18 @@ fn room_slice(s: &Snapshot, since_seq: Option<u64>) -> Vec<&Item> {
         .find(|(e, _)| e.kind == kind::REQUEST)
         .or(s.items.first())
         .map(|(e, _)| e.seq);
-    let start = match since_seq {
-        Some(seq) => Some(seq),
-        None => resumed_after(s, last_request).or(last_request),
-    };
+    let resumed = since_seq
+        .is_none()
+        .then(|| resumed_after(s, last_request))
+        .flatten();
+    let start = since_seq.or(resumed).or(last_request);
+    // Forum's room takes every entry from its start (a resumed Forum run is a new request
+    // whose late entries, such as an expired gate, hang off the old one); ours keeps to one
+    // run when it is asked for a run (--since) or shows the run a resume went back to.
     let roots = super::run_roots(s.items.iter().map(|(e, _)| e));
-    let run = start.and_then(|st| roots.get(&st).copied());
+    let run = start
+        .filter(|_| since_seq.is_some() || resumed.is_some())
+        .and_then(|st| roots.get(&st).copied());
     s.items
         .iter()
         .filter(|(e, _)| start.is_none_or(|st| e.seq >= st))

@@ -149,19 +149,35 @@ impl Agent {
     }
 }
 
+/// Why `--agent NAME` names no agent to write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NoSuchAgent {
+    /// A known agent that this machine does not have (`what`: what is missing).
+    #[error("--agent {name}: {what}; found: {found} (or --agent local)")]
+    NotFound {
+        name: String,
+        what: String,
+        found: String,
+    },
+    /// A name git forum does not know.
+    #[error("--agent {name}: not an agent git forum knows; give one of {known}", known = AGENT_NAMES.join(", "))]
+    Unknown { name: String },
+}
+
 /// The agent for `asked` (`--agent NAME`), or the first that `found` holds in the order of the
 /// module doc. A name that is not one of [`AGENT_NAMES`], or names something not found, is
 /// refused with one line saying what was found.
-pub(crate) fn choose(found: &Found, asked: Option<&str>) -> Result<Agent, String> {
+pub(crate) fn choose(found: &Found, asked: Option<&str>) -> Result<Agent, NoSuchAgent> {
     let Some(asked) = asked else {
         return Ok(first_found(found));
     };
     let name = asked.trim().to_ascii_lowercase();
     let missing = |what: String| {
-        Err(format!(
-            "--agent {name}: {what}; found: {} (or --agent local)",
-            found_line(found)
-        ))
+        Err(NoSuchAgent::NotFound {
+            name: name.clone(),
+            what,
+            found: found_line(found),
+        })
     };
     match name.as_str() {
         "local" | "none" => Ok(Agent::Local),
@@ -198,10 +214,9 @@ pub(crate) fn choose(found: &Found, asked: Option<&str>) -> Result<Agent, String
                     )),
                 };
             }
-            Err(format!(
-                "--agent {asked}: not an agent git forum knows; give one of {}",
-                AGENT_NAMES.join(", ")
-            ))
+            Err(NoSuchAgent::Unknown {
+                name: asked.to_string(),
+            })
         }
     }
 }
@@ -594,21 +609,26 @@ mod tests {
         assert_eq!(choose(&f, Some("none")), Ok(Agent::Local));
         assert_eq!(choose(&f, Some("local")), Ok(Agent::Local));
         assert_eq!(
-            choose(&f, Some("claude")).unwrap_err(),
+            choose(&f, Some("claude")).unwrap_err().to_string(),
             "--agent claude: `claude` is not on PATH; found: aider, OPENAI_API_KEY, llama.cpp (or --agent local)"
         );
         assert_eq!(
-            choose(&f, Some("anthropic")).unwrap_err(),
+            choose(&f, Some("anthropic")).unwrap_err().to_string(),
             "--agent anthropic: ANTHROPIC_API_KEY is not set; found: aider, OPENAI_API_KEY, llama.cpp (or --agent local)"
         );
         assert_eq!(
-            choose(&Found::default(), Some("ollama")).unwrap_err(),
+            choose(&Found::default(), Some("ollama"))
+                .unwrap_err()
+                .to_string(),
             "--agent ollama: no server lists a model at http://127.0.0.1:11434/v1/models; found: nothing (or --agent local)"
         );
         assert!(
-            choose(&f, Some("gpt")).unwrap_err().starts_with(
-                "--agent gpt: not an agent git forum knows; give one of claude, codex"
-            )
+            choose(&f, Some("gpt"))
+                .unwrap_err()
+                .to_string()
+                .starts_with(
+                    "--agent gpt: not an agent git forum knows; give one of claude, codex"
+                )
         );
     }
 

@@ -257,7 +257,8 @@ fn plan_runtime(
             )));
         }
     }
-    let agent = choose::choose(found, opts.agent.as_deref()).map_err(Error::usage)?;
+    let agent =
+        choose::choose(found, opts.agent.as_deref()).map_err(|e| Error::usage(e.to_string()))?;
     let test_command = if opts.checks.is_empty() {
         choose::test_command(&probe::project_files(work_tree))
     } else {

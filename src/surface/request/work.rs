@@ -55,9 +55,16 @@ pub struct Append {
     #[serde(default, deserialize_with = "given_payload")]
     pub payload: Option<Payload>,
     /// The seq this entry follows from (its causal parent).
-    #[arg(long, visible_alias = "parent", value_name = "SEQ")]
+    // Signed, as Forum's entries hold it: a negative one is refused as naming no entry, in
+    // the same words on every transport.
+    #[arg(
+        long,
+        visible_alias = "parent",
+        value_name = "SEQ",
+        allow_negative_numbers = true
+    )]
     #[serde(default)]
-    pub causal_parent: Option<u64>,
+    pub causal_parent: Option<i64>,
     /// A key of your choosing (a UUID): a retry with the same key and entry answers the first seq and writes nothing.
     // A retry over the network needs it; the command line has no retry to tell apart.
     #[arg(long, hide = true)]
@@ -71,12 +78,6 @@ impl Request for Append {
         non_blank("kind", &self.kind)?;
         if self.payload.is_none() {
             return Err(Error::usage("field \"payload\" is required"));
-        }
-        if self
-            .causal_parent
-            .is_some_and(|p| i64::try_from(p).is_err())
-        {
-            return Err(Error::usage("field \"causal_parent\" is too large"));
         }
         Ok(())
     }
