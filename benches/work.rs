@@ -14,6 +14,8 @@
 //!    gate `merge`, verdict `pass`): the same run without `--work` and with it, R of each,
 //!    interleaved; prints the medians, their ratio and the CPU time of each side.
 //!
+//! 3. `git forum demo`, R times, against the scripted one-task `submit --work` of part 2.
+//!
 //! The load average is printed before and after. Nothing here asserts a time: read the ratios.
 
 use std::path::Path;
@@ -344,6 +346,55 @@ fn submit_overhead(tmp: &Path, runs: usize, tick: f64) {
     );
 }
 
+/// `git forum demo` R times, interleaved with the scripted one-task `submit --work` it is
+/// measured against (the same job a user's first run does, without the demo's second change
+/// and its quarantine): prints both medians and their ratio.
+fn demo(tmp: &Path, runs: usize, tick: f64) {
+    let (mut demo, mut work) = (Part::default(), Part::default());
+    let repo = tmp.join("demo-baseline");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main", "."]);
+    std::fs::write(repo.join("calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
+    std::fs::write(repo.join(".gitignore"), "*.sh\n").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "calc with a bug"]);
+    let model = repo.join("model.sh");
+    std::fs::write(&model, MODEL).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&model, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let forum = |dir: &Path, args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_git-forum"));
+        hermetic(&mut c, dir);
+        let o = c.current_dir(dir).args(args).output().expect("git-forum");
+        // The demo ends `partial` (12): one change delivered, one quarantined.
+        assert!(
+            o.status.success() || o.status.code() == Some(12),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    for i in 0..runs {
+        let dir = tmp.join(format!("demo-{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let d = dir.to_str().unwrap().to_string();
+        timed(tick, &mut demo, || forum(tmp, &["demo", "--dir", &d]));
+        let m = model.to_str().unwrap();
+        timed(tick, &mut work, || {
+            forum(
+                &repo,
+                &["submit", "--work", "--cmd", m, "make add in calc.py add"],
+            )
+        });
+    }
+    let (d, w) = (demo.median(), work.median());
+    println!("## git forum demo, {runs} runs");
+    println!(
+        "demo: median {d:.1} ms, CPU {:.1} ms; a scripted one-task submit --work: median {w:.1} ms; ratio {:.2}",
+        demo.cpu_each(),
+        d / w
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let files = arg(&args, "--files", 10_000);
@@ -365,6 +416,7 @@ fn main() {
     }
     if runs > 0 {
         submit_overhead(tmp.path(), runs, tick);
+        demo(tmp.path(), runs, tick);
     }
     println!("load average after: {}", load());
 }
