@@ -194,6 +194,8 @@ pub(crate) enum End {
     Rejected,
     /// Planning or synthesis failed (`run_stopped`): an error, not an outcome.
     Error,
+    /// Its worker could not start (`run_stopped` at stage `start`): a failed run.
+    NotStarted,
 }
 
 /// What a run's entries say about its work and its checks.
@@ -235,7 +237,7 @@ pub(crate) fn outcome(end: End, facts: &Facts) -> Option<RunExit> {
         RunExit::Gated => end == End::Paused,
         RunExit::Rejected => end == End::Rejected,
         RunExit::TimedOut => work && facts.timed_out,
-        RunExit::Failed => work && facts.failed && nothing,
+        RunExit::Failed => (work && facts.failed && nothing) || end == End::NotStarted,
         RunExit::Refuted => answered && facts.refuted,
         RunExit::Degraded => work && facts.degraded,
         RunExit::Partial => work && !nothing && (facts.failed || facts.blocked || facts.waiting),
@@ -327,6 +329,7 @@ impl Fold {
             kind::GATE_PENDING => self.end = End::Paused,
             kind::GATE_STOPPED => self.end = End::Rejected,
             kind::HALTED => self.end = End::Halted,
+            kind::RUN_STOPPED if text(b, "stage") == "start" => self.end = End::NotStarted,
             kind::RUN_STOPPED => self.end = End::Error,
             _ => {}
         }
@@ -503,7 +506,7 @@ mod tests {
             waiting: true,
             degraded: true,
         };
-        let cases: [(End, Facts, Option<RunExit>); 20] = [
+        let cases: [(End, Facts, Option<RunExit>); 21] = [
             (End::Halted, all.clone(), Some(RunExit::Halted)),
             (
                 End::StoppedOnCeiling,
@@ -519,6 +522,8 @@ mod tests {
             (End::Rejected, all.clone(), Some(RunExit::Rejected)),
             (End::Interrupted, all.clone(), None),
             (End::Error, all.clone(), None),
+            // A worker that could not start fails the run, whatever else holds.
+            (End::NotStarted, Facts::default(), Some(RunExit::Failed)),
             (End::Answered, all.clone(), Some(RunExit::TimedOut)),
             // A failure with something delivered is partial; with nothing, failed, even
             // when the verifier refuted the answer too.

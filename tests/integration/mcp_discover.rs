@@ -138,6 +138,10 @@ fn server_discover_answers_in_process_over_the_daemons_dispatcher() {
 #[test]
 fn heavy_the_python_sdk_connects_on_the_stateless_revision() {
     let Ok(python) = std::env::var("GIT_FORUM_TEST_MCP_PYTHON") else {
+        assert!(
+            !std::env::var("GIT_FORUM_REQUIRE_AGENTS").is_ok_and(|v| v == "1"),
+            "GIT_FORUM_TEST_MCP_PYTHON is unset, and GIT_FORUM_REQUIRE_AGENTS=1: run scripts/agent-clis install, then eval \"$(scripts/agent-clis env)\""
+        );
         eprintln!(
             "skipped: GIT_FORUM_TEST_MCP_PYTHON names no Python with the mcp package (pip install mcp)"
         );

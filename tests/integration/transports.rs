@@ -80,7 +80,14 @@ fn bad(f: &Field) -> Option<(J, String)> {
         ),
         "integer" => (
             json!("x"),
-            format!("field {key:?} must be a non-negative integer, not a string"),
+            format!(
+                "field {key:?} must be {}, not a string",
+                if f.minimum.is_some() {
+                    "a non-negative integer"
+                } else {
+                    "an integer"
+                }
+            ),
         ),
         "number" => (
             json!("x"),
