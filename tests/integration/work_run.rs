@@ -676,7 +676,12 @@ fn a_work_run_on_the_real_local_model_completes_and_verifies() {
         "200",
         "make the failing test in calc pass",
     ]);
-    assert_eq!(j["git_forum_receipt"]["status"], "answered", "{j}");
+    // How it ended is the table's name everywhere, and `answered` only when a change of the
+    // run is on its branch (a tiny model usually edits nothing, and the run then says so).
+    let status = j["git_forum_receipt"]["status"].as_str().unwrap();
+    assert_eq!(status, j["exit"]["name"], "{j}");
+    let delivered = !branch_commits_or_none(&repo, 0).is_empty();
+    assert_eq!(status == "answered", delivered, "{j}");
     let answer = j["answer"].as_str().unwrap();
     assert!(answer.contains("Changes (branch forum/run-0):"), "{answer}");
     let k = kinds(&repo);
