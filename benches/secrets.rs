@@ -7,7 +7,7 @@
 //! 13 bytes: `AKIA` and `ghp_` too short, `password=changeme`, `secret=${VAR}`, certificate
 //! headers, lone `eyJ`, `api_key=xxxxxxxxxxxx`); source code full of assignments and `key:`
 //! fields; JSON bodies as a run writes them; base64 blobs (a JWT's and a key's alphabet);
-//! minified script (one long line of `a=b,c:d`); and near-misses of the rules issue 33 added
+//! minified script (one long line of `a=b,c:d`); and near-misses of the newer rules
 //! (`sk-ant-`, `sk-proj-`, `sk_live_`, `AIza`, `npm_`, `xapp-`, `hooks.slack.com`, `glcbt-`,
 //! `ABSK`, `AccountKey=`, `…8Q~…`, a prefix every 11 bytes; the first six texts are the ones
 //! measured before it, for comparison). Each line prints the median of several runs as
@@ -73,7 +73,7 @@ fn near_misses(bytes: usize) -> String {
     out
 }
 
-/// Near-misses of the rules issue 33 added: each prefix or keyword with too little after it.
+/// Near-misses of the newer rules: each prefix or keyword with too little after it.
 fn new_misses(bytes: usize) -> String {
     let mut out = String::with_capacity(bytes + 512);
     let mut i = 0u64;

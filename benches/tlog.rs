@@ -1,4 +1,4 @@
-//! Scale benchmark for issue 21: `cargo bench --bench tlog` (add `-- --entries N`, default
+//! Scale benchmark of import, verify and proofs: `cargo bench --bench tlog` (add `-- --entries N`, default
 //! 1,000,000; `-- --only verify` runs step 2 alone, at 10,000 and 100,000 entries up to N;
 //! `--runs K` times each side of step 2 K times, at least 3). Everything is timed as whole
 //! processes of the built binary, medians of three where it says so, with the child's peak RSS
@@ -15,7 +15,7 @@
 //!    `prove SEQ --tlog-proof`.
 //!
 //! `-- --import-only` runs step 1 alone, three times each side (`--runs K` for another count),
-//! and prints the medians by CPU time: the figure issue 21 asks of `import` is a ratio of CPU
+//! and prints the medians by CPU time: the figure asked of `import` is a ratio of CPU
 //! per entry against Forum's non-fsync append in the same run (of 100,000 entries, or
 //! `--forum-entries M`). It then imports once at 10,000 and 100,000 entries (those below N),
 //! printing peak RSS by size beside the median at N, and once N entries whose payload rows are
@@ -488,7 +488,7 @@ fn verify_step(
         if let Some(big) = big.filter(|_| s == n && s != 10_000 && s != 100_000) {
             let ours = median3(|| forum(big, &["verify", "--deep"]));
             println!(
-                "{s} entries: `verify --deep` median {:.3}s ({:.2} µs per entry), {:.3}s CPU, peak RSS {} MiB (issue 21 bounds memory at 10,000 and 100,000 entries only)",
+                "{s} entries: `verify --deep` median {:.3}s ({:.2} µs per entry), {:.3}s CPU, peak RSS {} MiB",
                 ours.wall,
                 ours.wall / s as f64 * 1e6,
                 ours.cpu,

@@ -1,5 +1,4 @@
-//! A campaign run hands the scanner the runtime's key values as `submit` does (issue 19,
-//! point 1), through the binary on every repository format: a scripted worker that echoes the
+//! A campaign run hands the scanner the runtime's key values as `submit` does, through the binary on every repository format: a scripted worker that echoes the
 //! value of an `api_key_env` variable leaves the marker in git, never the value, in each task's
 //! `result` and in the `feature_status` of a failed feature (whose reason repeats the worker's
 //! error), each followed by a `secret_redacted` entry; the same through the daemon's

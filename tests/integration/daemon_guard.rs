@@ -1,5 +1,4 @@
-//! The daemon against clients it must not obey and clients that would starve it (issue 33,
-//! points 6 and 7), through the real `git forum serve`:
+//! The daemon against clients it must not obey and clients that would starve it, through the real `git forum serve`:
 //!
 //! * every route that may change anything asks the bearer token, loopback included, and an
 //!   `application/json` body; a refusal (no token, a wrong one, `text/plain`) changes nothing,

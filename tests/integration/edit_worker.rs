@@ -1,4 +1,4 @@
-//! The built-in editing worker (issue 18, point 1) through the binary: `submit --work` with a
+//! The built-in editing worker through the binary: `submit --work` with a
 //! chat endpoint as every seat, served by a loopback stub of this file's own (plain
 //! `std::net`, one thread, stopped when dropped) that speaks the OpenAI tools protocol and is
 //! scripted per worker turn (the turn's number is the count of assistant messages the request

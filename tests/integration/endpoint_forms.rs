@@ -1,4 +1,4 @@
-//! The command-line endpoint check equals the config check (issue 33, point 9), through the real
+//! The command-line endpoint check equals the config check, through the real
 //! binary: each spelling of this host's loopback address, direct or embedded in a form routed
 //! off the host (NAT64, local-use NAT64, 6to4, Teredo, IPv4-compatible), gets the same answer
 //! from `--chat-url URL` as from `.forum/runtime.toml` with `chat_url = URL` and

@@ -1,4 +1,4 @@
-//! Help that is there (issue 22 point 4): `git forum man --out DIR` writes a page for
+//! Help that is there: `git forum man --out DIR` writes a page for
 //! git-forum and every subcommand, each one renders with `man -l`, the top page names no page
 //! that was not written, and `git forum completion bash|zsh|fish` prints a script the shell
 //! loads.

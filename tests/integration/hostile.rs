@@ -1,4 +1,4 @@
-//! A worker that misbehaves on purpose (issue 33, points 1, 2, 3 and 8), through the binary on
+//! A worker that misbehaves on purpose, through the binary on
 //! every repository kind, sandboxed as by default and, where the attack is on git forum's own
 //! git rather than on the sandbox, with `--no-sandbox` too. Each case snapshots what belongs to
 //! the user (HEAD, the index, every ref outside git forum's, the configuration, the hooks, the

@@ -1,4 +1,4 @@
-//! The import's output pinned (issue 21, point 6): a generated Forum directory, its rows
+//! The import's output pinned: a generated Forum directory, its rows
 //! written in every shape Forum's reader accepts (Forum's own spacing, compact, keys out of
 //! order, escaped and raw non-ASCII, integer timestamps, repeated and missing bodies, floats,
 //! NaN), imports into exactly the tip commit the import produced before it was made faster, on

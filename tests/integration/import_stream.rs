@@ -1,4 +1,4 @@
-//! The streaming `import` (issue 21, point 6): a Forum directory imports into the same commits
+//! The streaming `import`: a Forum directory imports into the same commits
 //! the ledger had, verifies deep and passes `git fsck --strict` on every repository format,
 //! and a bad row anywhere in a long directory imports nothing and leaves no file behind.
 

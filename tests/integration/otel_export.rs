@@ -1,4 +1,4 @@
-//! `git forum export-otel` (issue 22, point 6): the file it writes parses with the official
+//! `git forum export-otel`: the file it writes parses with the official
 //! OTLP definitions (`opentelemetry-proto`), one trace per run, a span per entry whose ids come
 //! from entry hashes and whose parents are the causal parents, with the ledger's seq and
 //! checkpoint on every span and the GenAI attributes on the model calls.

@@ -1,4 +1,4 @@
-//! The coding-agent presets (issue 18 point 2) through the binary: stand-ins named `claude`,
+//! The coding-agent presets through the binary: stand-ins named `claude`,
 //! `codex` and `aider` on PATH behave like the real CLIs (they log their arguments and working
 //! directory, refuse to edit unless their flags allow it, edit `calc.py`, print output in the
 //! CLI's own format, and exit non-zero on failure). Each preset runs a `--work` task in the

@@ -1,4 +1,4 @@
-//! `--no-sandbox` runs stop their whole process tree (issue 33, point 9), through the binary: a
+//! `--no-sandbox` runs stop their whole process tree, through the binary: a
 //! `--work` worker that starts a `setsid` child, a double-forked daemon and a plain background
 //! child is stopped with all of them at the end of its task, at `git forum halt` and at its
 //! deadline; under the sandbox too, where bubblewrap's pid namespace does it. Each process

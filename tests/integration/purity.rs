@@ -1,4 +1,4 @@
-//! The core stays pure (issue 16, point 5): the ledger, canonical JSON, Merkle roots and
+//! The core stays pure: the ledger, canonical JSON, Merkle roots and
 //! proofs, roster, route, plan, policy, the context budget, quality, the report projections
 //! and the gate module name no filesystem, process, socket, environment, clock, async runtime,
 //! HTTP client, git library or system-call crate, and none of the adapter or transport

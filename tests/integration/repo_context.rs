@@ -1,4 +1,4 @@
-//! The repository as context (issue 22, point 3) through the binary: in a repository with a
+//! The repository as context through the binary: in a repository with a
 //! few tracked files, the planner's prompt holds the map and the README's start, the worker's
 //! prompt the file its instruction names, both witnessed as `context` entries that verify
 //! deep; `--no-repo-context` leaves them out; the context budget cuts them.

@@ -1,4 +1,4 @@
-//! The repository-as-context switch and its preflight (issue 22, point 3) through the binary:
+//! The repository-as-context switch and its preflight through the binary:
 //! `[context] repo` in .forum/runtime.toml sets the default, `--repo-context` and
 //! `--no-repo-context` override it both ways, HTTP `/submit` and MCP `forum.submit` take the
 //! same `repo_context` boolean; and `context preflight` counts the repository's map exactly as

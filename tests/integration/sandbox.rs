@@ -1,4 +1,4 @@
-//! The sandbox of `--work` workers and checks (issue 18, point 3; issue 33, point 2), through
+//! The sandbox of `--work` workers and checks, through
 //! the binary: a command worker and a check that each try to write beside the task's worktree,
 //! into `.git/refs/forum` (a file and `git update-ref`) and `.git/hooks`, to read the user's
 //! tree, a secret in `$HOME`, `/etc/shadow` and a credential in the repository's

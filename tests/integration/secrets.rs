@@ -1,11 +1,11 @@
-//! Secrets never enter or leave the record (issue 19, points 1 and 2), through the binary on
+//! Secrets never enter or leave the record, through the binary on
 //! every repository format: a scripted worker that prints an AWS-style key and a private key
 //! block leaves markers in git and `secret_redacted` entries that say where; `--secrets block`
 //! stops the run with a witnessed reason and no secret in any object; an `api_key_env` value
 //! echoed by the model is redacted; `git forum push` and the installed pre-push hook refuse a
 //! ledger or (with `--scan-code`) a commit that carries a key, and accept after `redact`; a
 //! scan that cannot read a body fails closed. Each find names its fingerprint, and
-//! `[secrets] allow_fingerprints` accepts exactly that secret (issue 33, point 3).
+//! `[secrets] allow_fingerprints` accepts exactly that secret.
 
 use serde_json::Value as J;
 

@@ -1,4 +1,4 @@
-//! The secret ruleset against corpora made at test time (issue 33, point 3).
+//! The secret ruleset against corpora made at test time.
 //!
 //! * **Positive corpus.** A generator per rule writes samples in the shape the provider issues
 //!   them (length, alphabet, fixed parts, and the CRC32 suffix where the format has one:

@@ -1,4 +1,4 @@
-//! Snapshot tests of text output (issue 16, point 7): every `--help` screen and the text of
+//! Snapshot tests of text output: every `--help` screen and the text of
 //! `summary`, `bench`, `room`, `capsule`, `receipt` and `grade` on a fixed ledger, so help and
 //! report text cannot change by accident. The snapshots live in tests/integration/snapshots/.
 //!

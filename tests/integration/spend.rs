@@ -1,4 +1,4 @@
-//! Spend ceilings through the binary (issue 19, point 4): a loopback stub of an
+//! Spend ceilings through the binary: a loopback stub of an
 //! OpenAI-compatible endpoint that reports usage plans a wave of 64 independent tasks, run 16
 //! at a time; under `--max-cost-usd` (and `--max-tokens`) the run stops on the ceiling with
 //! every witnessed call's spend adding up to no more than it, exits 6, and `resume` finishes it

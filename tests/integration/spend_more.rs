@@ -1,4 +1,4 @@
-//! Spend through the binary, the leftovers of issue 19 point 4: every model call's usage is
+//! Spend through the binary, what the metering promises beyond the ceilings: every model call's usage is
 //! witnessed (the reviser's and the pre-ship gate's included, so `summary` adds up to exactly
 //! what the endpoint reported), a ceiling that refuses the planner, the synthesis, the reviser
 //! or the intent judge stops the run as a ceiling stop (exit 4) that `resume` finishes, `bench`

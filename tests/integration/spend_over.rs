@@ -1,4 +1,4 @@
-//! Usage reported above a reservation (issue 33, point 9), through the binary: an agent CLI (a
+//! Usage reported above a reservation, through the binary: an agent CLI (a
 //! stand-in `claude` on `PATH`, answering in Claude Code's JSON) that reports 15,000,000 tokens
 //! for a task run under `--max-tokens 50000` is charged only what the ceiling allows, the task's
 //! result says it was over its reservation and by how much, the run stops as a ceiling stop

@@ -1,4 +1,4 @@
-//! The verification tier per seat (issue 18, point 4), through the binary: `runtime inspect`
+//! The verification tier per seat, through the binary: `runtime inspect`
 //! shows each seat's tier and what it implies (text and JSON); a `--work` run on a small or
 //! local seat (`tier = 3`) is refused without a check and, with one, gates every change and
 //! records its tier; a hosted frontier seat lightened with `verify = "light"` merges a change

@@ -1,4 +1,4 @@
-//! Witnesses (issue 21 point 4): the C2SP tlog-cosignature/v1 a witness writes, `POST /witness`
+//! Witnesses: the C2SP tlog-cosignature/v1 a witness writes, `POST /witness`
 //! sharing its state with `git forum witness`, `fetch` asking the `forum.witness` entries and
 //! recording their cosignatures, and split views caught through one witness, reported by
 //! `fetch` and `verify`. Remotes are bare repositories over file://; every ledger on all three

@@ -1,5 +1,4 @@
-//! `git forum apply` and `git forum discard` through the real binary (issue 17, points 3 and
-//! 6): a run branch built with `GitWork` from the library, then brought into the user's branch
+//! `git forum apply` and `git forum discard` through the real binary: a run branch built with `GitWork` from the library, then brought into the user's branch
 //! (fast-forward or merge, witnessed as `applied`) or dropped (branch and worktrees removed,
 //! change refs kept, witnessed as a `note`); every refusal is one line and changes nothing.
 //! The same operations over HTTP (`POST /apply`, `POST /discard`) and MCP (`forum.apply`,

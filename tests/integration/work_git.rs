@@ -1,4 +1,4 @@
-//! The git side of a `--work` run (issue 17): `GitWork` driven through the library API on real
+//! The git side of a `--work` run: `GitWork` driven through the library API on real
 //! temporary repositories of every format: worktrees per task, change commits with trailers and
 //! statistics, upstream merges, the run branch, checks with deadlines, kept refs, and cleaning
 //! up after a run killed with SIGKILL. The user's HEAD, index and work tree never change.

@@ -1,4 +1,4 @@
-//! Concurrent `--work` runs in one repository (issue 33, point 9): two `submit --work` started
+//! Concurrent `--work` runs in one repository: two `submit --work` started
 //! at once, each with tasks whose worktrees are made and removed while the other's are, both
 //! finish answered, neither leaves an interrupted run or a worktree, on every repository kind.
 

@@ -1,4 +1,4 @@
-//! A task's commit right after its worktree's checkout (issue 17's per-task cost): git forum
+//! A task's commit right after its worktree's checkout: git forum
 //! lets `git add -A` trust the stat data the checkout recorded only when nanosecond stat data
 //! proves the racily clean files untouched (`src/work/racy.rs`). These edits land within the
 //! checkout's second, where whole-second stat data cannot see them; each must still be in the

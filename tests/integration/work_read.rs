@@ -1,4 +1,4 @@
-//! Reading a `--work` run (issue 17, points 7 and 8) through the binary on every repository
+//! Reading a `--work` run through the binary on every repository
 //! format: `room` (JSON, text, brief), `summary`, `receipt` and `bench` of a scripted work run
 //! against a plain one show its changes, checks and ship decisions, and a plain run's reports
 //! carry none of it; the daemon and MCP serve the same reports. And a resumed run never runs a

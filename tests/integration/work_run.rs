@@ -685,7 +685,7 @@ fn a_work_run_on_the_real_local_model_completes_and_verifies() {
     let answer = j["answer"].as_str().unwrap();
     assert!(answer.contains("Changes (branch forum/run-0):"), "{answer}");
     let k = kinds(&repo);
-    // A chat worker runs as the editing worker's tool loop (issue 18): it made a change, or
+    // A chat worker runs as the editing worker's tool loop: it made a change, or
     // its result says why the loop failed (a tiny model often answers without tools).
     let failed_loop = payloads(&repo, "result")
         .iter()

@@ -1,4 +1,4 @@
-//! The record of a `--work` run travels and is checked (issue 17, point 4): `verify --deep`
+//! The record of a `--work` run travels and is checked: `verify --deep`
 //! holds every `change` entry to its commit (it exists, its tree is the entry's, its trailers
 //! name an earlier entry by seq and hash), and `git forum push`/`fetch` carry the change refs
 //! (`refs/forum/work/*`, `refs/forum/quarantine/*`) beside the ledgers, on every format.

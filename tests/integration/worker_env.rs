@@ -1,4 +1,4 @@
-//! A worker's environment is an allowlist (issue 33, point 3), through the binary, sandboxed
+//! A worker's environment is an allowlist, through the binary, sandboxed
 //! and with `--no-sandbox`, on each repository kind: git forum is started with
 //! `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `AWS_SECRET_ACCESS_KEY`, `GITHUB_TOKEN` and an
 //! unrelated `MY_DB_PASSWORD` set to values generated here; its `--work` worker prints `env`
