@@ -143,6 +143,11 @@ pub(crate) fn chat_answer(content: J, calls: Option<J>) -> J {
            "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
 }
 
+/// A worker turn that makes one tool call and says nothing else.
+pub(crate) fn tool_turn(id: &str, name: &str, args: J) -> J {
+    chat_answer(J::Null, Some(json!([call(id, name, args)])))
+}
+
 /// One OpenAI tool call.
 pub(crate) fn call(id: &str, name: &str, args: J) -> J {
     json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})
@@ -214,30 +219,13 @@ fn verify_deep(repo: &Repo) {
 /// The scripted coder: reads the failing test, writes the fix, runs the check, reports.
 fn coder(turn: usize, _: &J) -> (u16, J) {
     let a = match turn {
-        0 => chat_answer(
-            J::Null,
-            Some(json!([call(
-                "c1",
-                "read_file",
-                json!({"path": "test_calc.py"})
-            )])),
+        0 => tool_turn("c1", "read_file", json!({"path": "test_calc.py"})),
+        1 => tool_turn(
+            "c2",
+            "write_file",
+            json!({"path": "calc.py", "content": FIXED}),
         ),
-        1 => chat_answer(
-            J::Null,
-            Some(json!([call(
-                "c2",
-                "write_file",
-                json!({"path": "calc.py", "content": FIXED})
-            )])),
-        ),
-        2 => chat_answer(
-            J::Null,
-            Some(json!([call(
-                "c3",
-                "run_command",
-                json!({"command": CHECK})
-            )])),
-        ),
+        2 => tool_turn("c3", "run_command", json!({"command": CHECK})),
         _ => chat_answer(json!("Fixed add in calc.py; the tests pass."), None),
     };
     (200, a)
@@ -395,13 +383,7 @@ fn paths_out_of_the_worktree_are_refused_and_witnessed() {
 
 /// A worker that never finishes: each turn lists the files again.
 fn lister(turn: usize, _: &J) -> (u16, J) {
-    (
-        200,
-        chat_answer(
-            J::Null,
-            Some(json!([call(&format!("l{turn}"), "list_files", json!({}))])),
-        ),
-    )
+    (200, tool_turn(&format!("l{turn}"), "list_files", json!({})))
 }
 
 #[test]
@@ -868,13 +850,10 @@ fn the_daemon_and_mcp_take_the_tool_flags() {
     let stub = Stub::start(fleet(|turn, _| {
         (
             200,
-            chat_answer(
-                J::Null,
-                Some(json!([call(
-                    &format!("r{turn}"),
-                    "run_command",
-                    json!({"command": "echo hi"})
-                )])),
+            tool_turn(
+                &format!("r{turn}"),
+                "run_command",
+                json!({"command": "echo hi"}),
             ),
         )
     }));

@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value as J, json};
 
-use crate::edit_worker::{Stub, call, chat_answer, fleet};
+use crate::edit_worker::{Stub, chat_answer, fleet, tool_turn};
 
 /// The variable naming the wheelhouse of the project's packages (pytest, setuptools).
 const WHEELS: &str = "GIT_FORUM_TEST_PROJECT_WHEELS";
@@ -170,21 +170,11 @@ impl Project {
 /// The worker's turns: read the code, write the fix, say what it did.
 pub(crate) fn fixer(turn: usize, _: &J) -> (u16, J) {
     let a = match turn {
-        0 => chat_answer(
-            J::Null,
-            Some(json!([call(
-                "c1",
-                "read_file",
-                json!({"path": "calc/core.py"})
-            )])),
-        ),
-        1 => chat_answer(
-            J::Null,
-            Some(json!([call(
-                "c2",
-                "write_file",
-                json!({"path": "calc/core.py", "content": FIXED})
-            )])),
+        0 => tool_turn("c1", "read_file", json!({"path": "calc/core.py"})),
+        1 => tool_turn(
+            "c2",
+            "write_file",
+            json!({"path": "calc/core.py", "content": FIXED}),
         ),
         _ => chat_answer(json!("Fixed add in calc/core.py: it subtracted."), None),
     };

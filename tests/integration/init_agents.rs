@@ -351,10 +351,9 @@ fn a_work_run_with_no_check_runs_and_records_the_test_command_init_found() {
         out.contains("checks: `python3 -m unittest -q` (from test_calc.py)"),
         "{out}"
     );
-    let m = crate::work_run::model(
+    let m = crate::work_run::one_task_model(
         &repo,
         "model",
-        &crate::work_run::plan(&[("T1", "make add in calc.py add")], false),
         "merge",
         "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'",
     );

@@ -7,7 +7,7 @@
 use serde_json::Value as J;
 
 use crate::common::{Repo, on_each_kind};
-use crate::work_run::{branch_commits, clean, entries, model, payloads, plan, setup};
+use crate::work_run::{branch_commits, clean, entries, one_task_model, payloads, setup};
 
 const CHECK: &str = "python3 -m unittest -q";
 
@@ -40,13 +40,7 @@ fn cost(body: &J) -> f64 {
 fn best_of_three_merges_the_smallest_passing_diff_keeps_the_others_and_counts_every_cost() {
     on_each_kind(|repo| {
         setup(repo);
-        let m = model(
-            repo,
-            "model",
-            &plan(&[("T1", "make add in calc.py add")], false),
-            "undetermined",
-            THREE_WAYS,
-        );
+        let m = one_task_model(repo, "model", "undetermined", THREE_WAYS);
         priced_runtime(repo, &m);
         let j = repo.forum_json(&[
             "submit",
@@ -228,17 +222,15 @@ fn attempts_are_counted_from_one_to_eight_and_need_work() {
 fn one_attempt_on_each_slot_named_in_the_runtime() {
     let repo = Repo::new("sha1");
     setup(&repo);
-    let long = model(
+    let long = one_task_model(
         &repo,
         "long",
-        &plan(&[("T1", "make add in calc.py add")], false),
         "undetermined",
         "    sed -i 's/return a - b/return a + b/' calc.py; i=0; while [ $i -lt 38 ]; do echo \"# note $i\" >> calc.py; i=$((i+1)); done; echo 'fixed add at length'",
     );
-    let short = model(
+    let short = one_task_model(
         &repo,
         "short",
-        &plan(&[("T1", "make add in calc.py add")], false),
         "undetermined",
         "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'",
     );
@@ -287,10 +279,9 @@ fn one_attempt_on_each_slot_named_in_the_runtime() {
 fn a_ceiling_that_cannot_hold_every_attempt_stops_the_task_before_any_starts() {
     let repo = Repo::new("sha1");
     setup(&repo);
-    let m = model(
+    let m = one_task_model(
         &repo,
         "model",
-        &plan(&[("T1", "make add in calc.py add")], false),
         "undetermined",
         "    echo ran >> worked.txt; sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'",
     );

@@ -7,7 +7,7 @@
 use serde_json::{Value as J, json};
 
 use crate::common::{Repo, init_flags, one_line_error};
-use crate::work_run::{model, plan, setup};
+use crate::work_run::{one_task_model, setup};
 
 const CHECK: &str = "python3 -m unittest -q";
 const FIX_ADD: &str = "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'";
@@ -15,13 +15,7 @@ const FIX_ADD: &str = "    sed -i 's/return a - b/return a + b/' calc.py; echo '
 /// `setup`'s repository after one `--work` run (run 0) that fixed `add` and merged it.
 fn fixed(repo: &Repo) {
     setup(repo);
-    let m = model(
-        repo,
-        "model",
-        &plan(&[("T1", "make add in calc.py add")], false),
-        "merge",
-        FIX_ADD,
-    );
+    let m = one_task_model(repo, "model", "merge", FIX_ADD);
     repo.forum_ok(&[
         "submit",
         "--quiet",

@@ -49,6 +49,17 @@ pub(crate) fn plan(tasks: &[(&str, &str)], chain: bool) -> String {
     format!(r#"{{"tasks":[{}]}}"#, items.join(","))
 }
 
+/// [`model`] whose plan is one task, T1, that makes `add` in `calc.py` add.
+pub(crate) fn one_task_model(repo: &Repo, name: &str, ship: &str, work: &str) -> String {
+    model(
+        repo,
+        name,
+        &plan(&[("T1", "make add in calc.py add")], false),
+        ship,
+        work,
+    )
+}
+
 /// A scripted model: `plan` for the planner, `ship` for the pre-ship gate (a decision), pass
 /// for every verdict, a fixed answer; `work` is the shell that does a task (`$p` is the prompt,
 /// the working directory the task's worktree).
@@ -159,13 +170,7 @@ fn a_task_that_fixes_the_bug_is_committed_checked_shipped_and_on_the_run_branch(
     on_each_kind(|repo| {
         setup(repo);
         let before = user_view(repo);
-        let m = model(
-            repo,
-            "model",
-            &plan(&[("T1", "make add in calc.py add")], false),
-            "merge",
-            FIX_ADD,
-        );
+        let m = one_task_model(repo, "model", "merge", FIX_ADD);
         let j = repo.forum_json(&[
             "submit",
             "--work",
@@ -363,13 +368,7 @@ fn a_change_the_gate_blocks_is_quarantined_and_never_integrated() {
     on_each_kind(|repo| {
         setup(repo);
         let before = user_view(repo);
-        let m = model(
-            repo,
-            "model",
-            &plan(&[("T1", "make add in calc.py add")], false),
-            "block",
-            FIX_ADD,
-        );
+        let m = one_task_model(repo, "model", "block", FIX_ADD);
         let j = repo.forum_json(&[
             "submit", "--work", "--check", CHECK, "--cmd", &m, "fix calc",
         ]);
@@ -401,13 +400,7 @@ fn a_change_the_gate_blocks_is_quarantined_and_never_integrated() {
 fn a_gate_that_answers_garbage_leaves_the_change_waiting_and_the_wave_degraded() {
     on_each_kind(|repo| {
         setup(repo);
-        let m = model(
-            repo,
-            "model",
-            &plan(&[("T1", "make add in calc.py add")], false),
-            "ship it!",
-            FIX_ADD,
-        );
+        let m = one_task_model(repo, "model", "ship it!", FIX_ADD);
         let j = repo.forum_json(&[
             "submit", "--work", "--check", CHECK, "--cmd", &m, "fix calc",
         ]);
@@ -699,13 +692,7 @@ fn a_work_run_on_the_real_local_model_completes_and_verifies() {
 fn the_daemon_submits_a_work_run_and_lists_what_it_shipped() {
     let repo = Repo::new("sha1");
     setup(&repo);
-    let m = model(
-        &repo,
-        "model",
-        &plan(&[("T1", "make add in calc.py add")], false),
-        "merge",
-        FIX_ADD,
-    );
+    let m = one_task_model(&repo, "model", "merge", FIX_ADD);
     let served = repo.serve(&["--cmd", &m], std::process::Stdio::null());
     let (status, j) = crate::common::http_json(
         &served.addr,
@@ -800,13 +787,7 @@ fn a_gate_before_a_wave_shows_the_changes_so_far_and_the_run_resumes_after_appro
 fn mcp_forum_submit_takes_work_and_checks() {
     let repo = Repo::new("sha256");
     setup(&repo);
-    let m = model(
-        &repo,
-        "model",
-        &plan(&[("T1", "make add in calc.py add")], false),
-        "merge",
-        FIX_ADD,
-    );
+    let m = one_task_model(&repo, "model", "merge", FIX_ADD);
     let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "forum.submit",
         "arguments": {"request": "fix calc", "work": true, "checks": [CHECK]}
@@ -857,13 +838,7 @@ fn a_run_killed_after_its_ship_entry_integrates_the_change_on_resume() {
     // does not hold the change. Resume must not take the change for an integrated one.
     on_each_kind(|repo| {
         setup(repo);
-        let m = model(
-            repo,
-            "model",
-            &plan(&[("T1", "make add in calc.py add")], false),
-            "merge",
-            FIX_ADD,
-        );
+        let m = one_task_model(repo, "model", "merge", FIX_ADD);
         let o = repo
             .forum()
             .env("GIT_FORUM_FAILPOINT", "integrate-start")
@@ -893,10 +868,9 @@ fn a_run_killed_after_its_ship_entry_integrates_the_change_on_resume() {
 fn a_worker_that_fails_fails_its_task_and_the_run_exits_10() {
     on_each_kind(|repo| {
         setup(repo);
-        let m = model(
+        let m = one_task_model(
             repo,
             "model",
-            &plan(&[("T1", "make add in calc.py add")], false),
             "merge",
             "    echo 'Error: the agent could not start: no login' >&2; echo 'at main (cli.js:1)' >&2; exit 3",
         );
@@ -947,10 +921,9 @@ fn a_worker_seat_whose_program_is_missing_is_a_recorded_failed_run_that_resume_c
     on_each_kind(|repo| {
         setup(repo);
         let calls = repo.path().join("calls.txt");
-        let m = model(
+        let m = one_task_model(
             repo,
             "model",
-            &plan(&[("T1", "make add in calc.py add")], false),
             "merge",
             "    sed -i 's/a - b/a + b/' calc.py; echo 'fixed add'",
         );
