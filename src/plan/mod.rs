@@ -147,12 +147,20 @@ impl Task {
         if self.done_when.is_empty() {
             return self.instruction.clone();
         }
-        let lines: Vec<String> = self.done_when.iter().map(|c| format!("- {c}")).collect();
         format!(
             "{}\n\nDone criteria:\n{}",
             self.instruction,
-            lines.join("\n")
+            self.criteria_or("")
         )
+    }
+
+    /// The done criteria as `- ` lines, or `none` when there are none.
+    pub(crate) fn criteria_or(&self, none: &str) -> String {
+        if self.done_when.is_empty() {
+            return none.to_string();
+        }
+        let lines: Vec<String> = self.done_when.iter().map(|c| format!("- {c}")).collect();
+        lines.join("\n")
     }
 }
 

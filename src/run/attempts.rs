@@ -150,15 +150,7 @@ fn attempt_note(n: u32, of: u32) -> String {
 
 /// The pre-ship gate's prompt over the passing attempts.
 fn gate_prompt(task: &Task, attempts: &[&AttemptWork]) -> String {
-    let criteria = if task.done_when.is_empty() {
-        "(none given)".to_string()
-    } else {
-        task.done_when
-            .iter()
-            .map(|c| format!("- {c}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let criteria = task.criteria_or("(none given)");
     let mut shown = String::new();
     for a in attempts {
         let checks: Vec<String> = a

@@ -69,15 +69,8 @@ pub(super) fn worker_system(agent: &str, category: Option<&str>) -> String {
 }
 
 pub(super) fn validator_prompt(task: &Task, output: &str) -> String {
-    let criteria = if task.done_when.is_empty() {
-        "(none given: judge whether the output does what the instruction asks)".to_string()
-    } else {
-        task.done_when
-            .iter()
-            .map(|c| format!("- {c}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let criteria =
+        task.criteria_or("(none given: judge whether the output does what the instruction asks)");
     format!(
         "Judge one task's output.\n\nTask {}: {}\nDone criteria:\n{criteria}\n\nOutput:\n{output}\n\n\
          decision is pass when the output meets the criteria, escalate when a stronger model \
@@ -133,15 +126,7 @@ pub(super) fn conflict_note(paths: &[String]) -> String {
 
 /// The pre-ship gate's prompt: the task contract, the checks and the diff.
 pub(super) fn ship_prompt(task: &Task, checks: &[(String, bool)], diff: &str) -> String {
-    let criteria = if task.done_when.is_empty() {
-        "(none given)".to_string()
-    } else {
-        task.done_when
-            .iter()
-            .map(|c| format!("- {c}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let criteria = task.criteria_or("(none given)");
     let checks = if checks.is_empty() {
         "(no checks were configured)".to_string()
     } else {
