@@ -34,6 +34,9 @@ use std::time::Instant;
 
 use git_forum::ledger::{Entry, NewEntry, Value};
 
+#[path = "support/busy.rs"]
+mod busy;
+
 fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
         .current_dir(dir)
@@ -259,6 +262,8 @@ fn main() {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
             .unwrap_or_default()
     };
+    let busy = busy::Busy::from_args(&args);
+    println!("mode: {}", busy::Busy::label(&busy));
     println!("machine: {}", uptime());
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
