@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::config::{ExecutorKind, ExecutorSpec, Metering};
+use super::config::{ExecutorKind, ExecutorSpec, Metering, TokenCount};
 use super::http::{Auth, HttpClient, Key, Limits, Lookup, SystemLookup};
 use super::{Call, ExecError, Executor, OutputSchema, Reply, Usage};
 
@@ -26,6 +26,63 @@ pub struct ChatExecutor {
     key_env: Option<String>,
     describe: String,
     metering: Metering,
+    /// The server's own count of a prompt (`count_tokens`), when configured.
+    counter: Option<Counter>,
+}
+
+/// llama.cpp's two endpoints beside the chat endpoint that count a prompt exactly: the chat
+/// template applied to the messages, then the tokens of the result. The server charges a call
+/// exactly that many prompt tokens (a schema becomes a grammar, not prompt text), so a
+/// reservation made from it is the call's real prompt cost rather than one token per byte,
+/// which is about four times too much for English text and code.
+struct Counter {
+    template: HttpClient,
+    tokenize: HttpClient,
+}
+
+/// How long a count may take; a count that fails or is late falls back to the byte bound.
+const COUNT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// The largest answer a count reads: the templated prompt, or its token ids (a few bytes each).
+const COUNT_MAX_BYTES: u64 = 64 << 20;
+
+impl Counter {
+    /// The endpoints at the chat URL's origin, under the same policy as the chat endpoint.
+    fn new(url: &str, spec: &ExecutorSpec, lookup: &Arc<dyn Lookup>) -> Result<Counter, ExecError> {
+        let at = |path: &str| -> Result<HttpClient, ExecError> {
+            let mut u =
+                reqwest::Url::parse(url).map_err(|e| ExecError::Refused(format!("{url}: {e}")))?;
+            u.set_path(path);
+            u.set_query(None);
+            u.set_fragment(None);
+            let limits = Limits {
+                timeout: COUNT_TIMEOUT.min(Limits::from_spec(spec).timeout),
+                max_response_bytes: COUNT_MAX_BYTES,
+            };
+            HttpClient::new(u.as_str(), spec.policy(), limits, lookup.clone())
+        };
+        Ok(Counter {
+            template: at("/apply-template")?,
+            tokenize: at("/tokenize")?,
+        })
+    }
+
+    /// The prompt tokens of `messages` by the server's count, or `None` when it cannot tell.
+    fn count(&self, messages: &Value) -> Option<u64> {
+        let body = self
+            .template
+            .post_json(&[], None, &json!({"messages": messages}))
+            .ok()?
+            .body;
+        let v: Value = serde_json::from_slice(&body).ok()?;
+        let prompt = v["prompt"].as_str()?;
+        let body = self
+            .tokenize
+            .post_json(&[], None, &json!({"content": prompt, "add_special": true}))
+            .ok()?
+            .body;
+        let v: Value = serde_json::from_slice(&body).ok()?;
+        Some(v["tokens"].as_array()?.len() as u64)
+    }
 }
 
 impl fmt::Debug for ChatExecutor {
@@ -55,6 +112,10 @@ impl ChatExecutor {
                 spec.kind.name()
             )));
         };
+        let counter = match spec.metering.count_tokens {
+            Some(TokenCount::LlamaCpp) => Some(Counter::new(url, spec, &lookup)?),
+            None => None,
+        };
         let http = HttpClient::new(url, spec.policy(), Limits::from_spec(spec), lookup)?;
         let key_env = spec
             .key_env()
@@ -66,19 +127,25 @@ impl ChatExecutor {
             key_env,
             describe: spec.describe(),
             metering: spec.metering,
+            counter,
         })
     }
 
-    /// The JSON body sent for `call`.
-    pub(crate) fn request_body(&self, call: &Call<'_>) -> Value {
+    /// The messages of `call`: an optional system message and the prompt.
+    fn messages(call: &Call<'_>) -> Value {
         let mut messages = Vec::new();
         if let Some(system) = call.system {
             messages.push(json!({"role": "system", "content": system}));
         }
         messages.push(json!({"role": "user", "content": call.prompt}));
+        Value::Array(messages)
+    }
+
+    /// The JSON body sent for `call`.
+    pub(crate) fn request_body(&self, call: &Call<'_>) -> Value {
         let mut body = json!({
             "model": self.model,
-            "messages": messages,
+            "messages": ChatExecutor::messages(call),
             "temperature": 0,
         });
         if let Some(n) = call.max_tokens {
@@ -194,6 +261,14 @@ impl Executor for ChatExecutor {
     }
     fn metering(&self) -> Metering {
         self.metering
+    }
+
+    /// The server's own count when `count_tokens` names it and it answers; else the bytes.
+    fn prompt_tokens_bound(&self, call: &Call<'_>) -> u64 {
+        self.counter
+            .as_ref()
+            .and_then(|c| c.count(&ChatExecutor::messages(call)))
+            .unwrap_or_else(|| super::bytes_bound(call))
     }
 }
 

@@ -255,12 +255,18 @@ pub trait Executor: Send + Sync {
     /// bytes; the model's own tokenizer is not at hand) with the chat framing. An executor
     /// that charges an estimate of its own overrides it with that estimate.
     fn prompt_tokens_bound(&self, call: &Call<'_>) -> u64 {
-        crate::spend::prompt_tokens_upper_bound(
-            call.system.map_or(0, str::len)
-                + call.prompt.len()
-                + call.schema.map_or(0, |s| s.schema.to_string().len()),
-        )
+        bytes_bound(call)
     }
+}
+
+/// The bound any executor can give without its model's tokenizer: the bytes a call sends
+/// (system, prompt and schema) as tokens, with the chat framing.
+pub fn bytes_bound(call: &Call<'_>) -> u64 {
+    crate::spend::prompt_tokens_upper_bound(
+        call.system.map_or(0, str::len)
+            + call.prompt.len()
+            + call.schema.map_or(0, |s| s.schema.to_string().len()),
+    )
 }
 
 /// The command executor: a program with the prompt as its last argument.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use git_forum::exec::anthropic::{ANTHROPIC_VERSION, AnthropicExecutor, DEFAULT_MAX_TOKENS};
 use git_forum::exec::chat::ChatExecutor;
-use git_forum::exec::config::{ExecutorKind, ExecutorSpec};
+use git_forum::exec::config::{ExecutorKind, ExecutorSpec, TokenCount};
 use git_forum::exec::endpoint::{Origin, Policy};
 use git_forum::exec::http::{VetError, VettingResolver};
 use git_forum::exec::{self, Call, ExecError, Executor, OutputSchema, Usage};
@@ -1069,4 +1069,84 @@ esac; }} | python3 -c 'import json,sys; print(json.dumps({{"type":"result","is_e
     assert_eq!(log.lines().count(), 4, "{log}");
     assert!(log.lines().all(|l| l == "-p --model opus-test"), "{log}");
     assert_eq!(j["git_forum_receipt"]["calls_per_model"]["opus-test"], 4);
+}
+
+/// `count_tokens = "llama.cpp"`: a call reserves the prompt tokens the local model's server
+/// counts for it, which is exactly what the server then reports, where the byte bound is
+/// several times more.
+#[test]
+fn the_local_models_own_count_is_what_a_call_reserves_and_then_reports() {
+    let Some(llm) = LocalLlm::start() else { return };
+    let mut spec = llm_spec(&llm);
+    spec.metering = spec.metering.counting_tokens(TokenCount::LlamaCpp);
+    let counted = ChatExecutor::from_spec(&spec).unwrap();
+    let bytes = ChatExecutor::from_spec(&llm_spec(&llm)).unwrap();
+    let schema = OutputSchema {
+        name: "why".into(),
+        schema: json!({
+            "type": "object",
+            "properties": {"why": {"type": "string"}},
+            "required": ["why"],
+            "additionalProperties": false,
+        }),
+    };
+    let prompt = "def add(a, b):\n    return a - b\n\n\
+                  The test `assert add(2, 3) == 5` fails. Say in one sentence why.";
+    for schema in [None, Some(&schema)] {
+        let call = Call {
+            system: Some("You review Python code and answer briefly."),
+            prompt,
+            schema,
+            max_tokens: Some(8),
+        };
+        let reserved = counted.prompt_tokens_bound(&call);
+        let reply = counted.call(&call).unwrap();
+        let reported = reply.usage.expect("usage reported").input_tokens;
+        assert_eq!(reserved, reported, "schema: {}", schema.is_some());
+        let by_bytes = bytes.prompt_tokens_bound(&call);
+        assert!(by_bytes > 2 * reserved, "{by_bytes} against {reserved}");
+    }
+}
+
+/// A server that cannot count (anything but llama.cpp's two answers) leaves the byte bound,
+/// and the count's requests carry no key.
+#[test]
+fn a_server_that_cannot_count_leaves_the_byte_bound() {
+    let fake = Fake::start(|req, s, _| match req.path.as_str() {
+        "/apply-template" => respond(s, "200 OK", r#"{"prompt": "<s>hi</s>"}"#),
+        "/tokenize" => respond(s, "404 Not Found", r#"{"error": "no such route"}"#),
+        _ => respond(s, "200 OK", &openai_answer("ok")),
+    });
+    let mut spec = local_spec(&fake.url("/v1/chat/completions"), 30, 1 << 20);
+    spec.metering = spec.metering.counting_tokens(TokenCount::LlamaCpp);
+    let e = ChatExecutor::from_spec(&spec).unwrap();
+    let call = Call {
+        system: Some("sys"),
+        prompt: "a prompt of some bytes",
+        schema: None,
+        max_tokens: Some(4),
+    };
+    assert_eq!(e.prompt_tokens_bound(&call), exec::bytes_bound(&call));
+    let paths: Vec<String> = fake.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, ["/apply-template", "/tokenize"]);
+    // A count the server gives is taken as it is.
+    let counting = Fake::start(|req, s, _| match req.path.as_str() {
+        "/apply-template" => respond(s, "200 OK", r#"{"prompt": "<s>hi</s>"}"#),
+        "/tokenize" => respond(s, "200 OK", r#"{"tokens": [1, 2, 3]}"#),
+        _ => respond(s, "200 OK", &openai_answer("ok")),
+    });
+    let mut spec = local_spec(&counting.url("/v1/chat/completions"), 30, 1 << 20);
+    spec.metering = spec.metering.counting_tokens(TokenCount::LlamaCpp);
+    let e = ChatExecutor::from_spec(&spec).unwrap();
+    assert_eq!(e.prompt_tokens_bound(&call), 3);
+    let reqs = counting.requests();
+    assert_eq!(
+        reqs[0].json(),
+        json!({"messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "a prompt of some bytes"}]})
+    );
+    assert_eq!(
+        reqs[1].json(),
+        json!({"content": "<s>hi</s>", "add_special": true})
+    );
+    assert!(reqs.iter().all(|r| r.header("authorization").is_none()));
 }

@@ -427,3 +427,94 @@ fn the_planners_reservation_is_its_prompt_estimate_and_the_seats_max_tokens() {
         );
     });
 }
+
+/// With the local model's server counting the prompt (`count_tokens = "llama.cpp"`, which
+/// `init` writes for it), the planner reserves the prompt tokens the server counts plus the
+/// seat's `max_tokens`: a ceiling one token short refuses the call, that many admits it, and
+/// the byte bound it replaces asked for several times more.
+#[test]
+fn the_planner_reserves_what_the_local_models_server_counts_and_its_max_tokens() {
+    let Some(llm) = crate::llm::LocalLlm::start() else {
+        return;
+    };
+    let request = "Explain why add in calc.py subtracts instead of adding, and how to fix it.";
+    // The admitted call is made on the first kind only: it costs the model's time.
+    let first = std::cell::Cell::new(true);
+    on_each_kind(|repo| {
+        std::fs::create_dir_all(repo.path().join(".forum")).unwrap();
+        let runtime = |count: bool| {
+            let text = format!(
+                "[runtime.default]\nchat_url = \"{}\"\nmodel = \"{}\"\nis_local = true\nmax_tokens = 200\n{}",
+                llm.chat_url(),
+                llm.model(),
+                if count {
+                    "count_tokens = \"llama.cpp\"\n"
+                } else {
+                    ""
+                }
+            );
+            std::fs::write(repo.path().join(".forum/runtime.toml"), text).unwrap();
+        };
+        let submit = |ceiling: u64| {
+            let o = repo
+                .forum()
+                .args([
+                    "submit",
+                    "--quiet",
+                    "--no-repo-context",
+                    "--max-model-calls",
+                    "1",
+                ])
+                .args(["--max-tokens", &ceiling.to_string(), request])
+                .output()
+                .unwrap();
+            let budget = crate::work_run::payloads(repo, "budget").pop().unwrap().1;
+            (o.status.code(), budget)
+        };
+        let needs = |detail: &J| -> u64 {
+            let d = detail.as_str().unwrap();
+            d.strip_prefix("the call needs up to ")
+                .and_then(|r| r.split(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{d}"))
+        };
+        runtime(false);
+        let (code, b) = submit(1);
+        assert_eq!(code, Some(4), "{b}");
+        let by_bytes = needs(&b["detail"]);
+        runtime(true);
+        let (code, b) = submit(1);
+        assert_eq!(code, Some(4), "{b}");
+        let counted = needs(&b["detail"]);
+        assert_eq!(
+            (b["stage"].as_str(), b["model_calls"].as_u64()),
+            (Some("plan"), Some(0)),
+            "{b}"
+        );
+        // The prompt counted by the server, not one token a byte: several times less.
+        assert!(
+            counted > 200 && (counted - 200) * 3 < by_bytes - 200,
+            "{counted} against {by_bytes}"
+        );
+        let (code, b) = submit(counted - 1);
+        assert_eq!(code, Some(4), "{b}");
+        assert_eq!(
+            b["detail"],
+            format!(
+                "the call needs up to {counted} tokens and {} are left of --max-tokens",
+                counted - 1
+            )
+        );
+        // Exactly enough: the planner is called (the one model call the run may make).
+        if first.replace(false) {
+            let before = crate::work_run::payloads(repo, "budget").len();
+            let (_, _) = submit(counted);
+            let after = crate::work_run::payloads(repo, "budget");
+            let b = &after[after.len() - 1].1;
+            assert!(
+                after.len() == before || b["model_calls"].as_u64() == Some(1),
+                "the planner was not called under a ceiling of {counted}: {b}"
+            );
+        }
+    });
+}

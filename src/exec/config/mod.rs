@@ -37,7 +37,8 @@
 //! `model` (chat, api, claude), `api_key_env` (chat, api), `is_local` and `allow_private`
 //! (chat), `timeout_seconds` and `max_response_bytes` (all), and for the spend ceilings
 //! `price_in_per_mtok` / `price_out_per_mtok` (dollars per million tokens, both or neither) and
-//! `max_tokens` (the output cap of a call that sets none). A program (`cmd`, `claude`, `codex`,
+//! `max_tokens` (the output cap of a call that sets none), and `count_tokens = "llama.cpp"`
+//! (chat: a call reserves the prompt tokens the llama.cpp server counts, not one per byte). A program (`cmd`, `claude`, `codex`,
 //! `aider`) may take `env = ["NAME", ...]`: the variables of git forum's environment its
 //! processes get beyond the allowlist (`crate::exec::command::env`); a coding-agent preset
 //! without it gets its provider's key variables ([`Preset::default_env`]).
@@ -229,6 +230,46 @@ pub struct Metering {
     pub(crate) price: Option<crate::spend::Price>,
     /// `max_tokens`: the output cap of a call that sets none.
     pub(crate) max_tokens: Option<u32>,
+    /// `count_tokens`: ask the server how many tokens a prompt is before reserving it.
+    pub(crate) count_tokens: Option<TokenCount>,
+}
+
+impl Metering {
+    /// The same metering with the server's own prompt count (`count_tokens`).
+    pub fn counting_tokens(self, count: TokenCount) -> Metering {
+        Metering {
+            count_tokens: Some(count),
+            ..self
+        }
+    }
+}
+
+/// How a chat server counts a prompt's tokens for a reservation (`count_tokens`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenCount {
+    /// llama.cpp's server: `POST /apply-template` renders the messages with the model's chat
+    /// template, `POST /tokenize` counts the result: the prompt tokens the server will report.
+    LlamaCpp,
+}
+
+impl TokenCount {
+    /// Every value `count_tokens` takes.
+    pub(crate) const NAMES: &'static [&'static str] = &["llama.cpp"];
+
+    /// The value as the configuration and the record spell it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            TokenCount::LlamaCpp => "llama.cpp",
+        }
+    }
+
+    /// The counter a configured or recorded name names.
+    pub(crate) fn parse(s: &str) -> Option<TokenCount> {
+        match s {
+            "llama.cpp" => Some(TokenCount::LlamaCpp),
+            _ => None,
+        }
+    }
 }
 
 impl ExecutorSpec {

@@ -13,7 +13,7 @@ use super::{
     ANTHROPIC_KEY_ENV, ConfigError, DEFAULT_ANTHROPIC_MODEL, DEFAULT_CHAT_MODEL,
     DEFAULT_CLAUDE_TIMEOUT, DEFAULT_CMD_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES,
     ExecutorKind, ExecutorSpec, MAX_TIMEOUT, Metering, RESPONSE_BYTES_RANGE, RuntimeConfig,
-    SeatChoice, SeatChoices, Slot,
+    SeatChoice, SeatChoices, Slot, TokenCount,
 };
 use crate::exec::endpoint::{self, KeyEnv, Origin};
 use crate::roster::Tier;
@@ -384,6 +384,11 @@ fn check_kind_keys(
         only("allow_private", r.allow_private.is_some(), &["chat_url"]),
     )?;
     with_span(
+        "count_tokens",
+        r.count_tokens.as_ref().map(|v| v.span()),
+        only("count_tokens", r.count_tokens.is_some(), &["chat_url"]),
+    )?;
+    with_span(
         "env",
         r.env.as_ref().map(|v| v.span()),
         only("env", r.env.is_some(), &["cmd", "claude", "codex", "aider"]),
@@ -658,7 +663,26 @@ fn metering(src: &Src<'_>, table: &str, r: &RawExecutor) -> Result<Metering, Con
         Some(n) => Some(*n.get_ref()),
         None => None,
     };
-    Ok(Metering { price, max_tokens })
+    let count_tokens = match &r.count_tokens {
+        None => None,
+        Some(v) => Some(TokenCount::parse(v.get_ref()).ok_or_else(|| {
+            src.at(
+                table,
+                "count_tokens",
+                v,
+                format!(
+                    "names no token counter ({:?}); it takes {}",
+                    v.get_ref(),
+                    TokenCount::NAMES.join(", ")
+                ),
+            )
+        })?),
+    };
+    Ok(Metering {
+        price,
+        max_tokens,
+        count_tokens,
+    })
 }
 
 /// Why a command line cannot be split into a program and its arguments.

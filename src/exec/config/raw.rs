@@ -102,6 +102,7 @@ pub(super) struct RawExecutor {
     pub(super) price_in_per_mtok: Option<Spanned<f64>>,
     pub(super) price_out_per_mtok: Option<Spanned<f64>>,
     pub(super) max_tokens: Option<Spanned<u32>>,
+    pub(super) count_tokens: Option<Spanned<String>>,
     pub(super) env: Option<Spanned<Vec<String>>>,
 }
 

@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::verify::{SeatVerify, Verify};
-use super::{ExecutorKind, ExecutorSpec, Metering, Runtime, SeatChoice, SeatChoices, Slot};
+use super::{
+    ExecutorKind, ExecutorSpec, Metering, Runtime, SeatChoice, SeatChoices, Slot, TokenCount,
+};
 use crate::exec::config::Preset;
 use crate::exec::endpoint::Origin;
 use crate::roster::Tier;
@@ -90,6 +92,10 @@ pub(crate) fn executor_record(spec: &ExecutorSpec) -> Value {
     }
     if let Some(n) = spec.metering.max_tokens {
         m.insert("max_tokens".into(), json!(n));
+    }
+    // Only when set, so the records of executors without it are as they were.
+    if let Some(c) = spec.metering.count_tokens {
+        m.insert("count_tokens".into(), json!(c.as_str()));
     }
     // Names only, and only when written (a record without it is one from before `env`).
     if let Some(env) = &spec.env {
@@ -282,6 +288,12 @@ fn metering_from_record(m: &Map<String, Value>, at: &str) -> Result<Metering, Re
                     })?,
             ),
         },
+        count_tokens: match m.get("count_tokens") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_str().and_then(TokenCount::parse).ok_or_else(|| {
+                RecordError::new(format!("{at}: count_tokens names no token counter"))
+            })?),
+        },
     })
 }
 
@@ -407,6 +419,7 @@ mod tests {
             metering: Metering {
                 price: crate::spend::Price::from_usd_per_mtok(3.0, 15.0),
                 max_tokens: Some(2048),
+                count_tokens: Some(TokenCount::LlamaCpp),
             },
             env: None,
         }

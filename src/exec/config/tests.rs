@@ -579,3 +579,32 @@ fn work_attempts_is_a_count_or_one_slot_per_attempt() {
         assert_eq!(e.lines().count(), 1, "{e}");
     }
 }
+
+#[test]
+fn count_tokens_names_the_servers_counter_and_only_on_a_chat_executor() {
+    let cfg = parse(
+        "[runtime.default]\nchat_url = \"http://127.0.0.1:8080/v1/chat/completions\"\nis_local = true\ncount_tokens = \"llama.cpp\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        cfg.default.unwrap().metering.count_tokens,
+        Some(TokenCount::LlamaCpp)
+    );
+    let unset =
+        parse("[runtime.default]\nchat_url = \"http://127.0.0.1:8080/v1\"\nis_local = true\n")
+            .unwrap();
+    assert_eq!(unset.default.unwrap().metering.count_tokens, None);
+    let e = err(
+        "[runtime.default]\nchat_url = \"http://127.0.0.1:8080/v1\"\nis_local = true\ncount_tokens = \"tiktoken\"\n",
+    );
+    assert!(
+        e.contains("count_tokens")
+            && e.contains("names no token counter (\"tiktoken\"); it takes llama.cpp"),
+        "{e}"
+    );
+    let e = err("[runtime.default]\ncmd = \"sh run.sh\"\ncount_tokens = \"llama.cpp\"\n");
+    assert!(
+        e.contains("count_tokens does not apply to a cmd executor (it applies to chat_url)"),
+        "{e}"
+    );
+}

@@ -360,7 +360,9 @@ pub(crate) fn runtime_toml(
                  is_local = true\n\
                  timeout_seconds = 600\n\
                  # One reply may not fill the server's 4,096-token context.\n\
-                 max_tokens = {LOCAL_MODEL_MAX_TOKENS}\n",
+                 max_tokens = {LOCAL_MODEL_MAX_TOKENS}\n\
+                 # A call reserves the prompt tokens the server counts, not one a byte.\n\
+                 count_tokens = \"llama.cpp\"\n",
                 quoted(&crate::model::chat_url(local_url)),
                 quoted(crate::model::DEFAULT_MODEL.name),
             ));
@@ -672,12 +674,18 @@ mod tests {
                     assert_eq!(url, "https://api.openai.com/v1/chat/completions")
                 }
                 (Agent::Server(_), ExecutorKind::Chat { url, model, .. }) => {
+                    // Which server answers on a port is not known, so none is asked to count.
+                    assert_eq!(d.metering.count_tokens, None);
                     assert_eq!(url, "http://127.0.0.1:11434/v1/chat/completions");
                     assert_eq!(model, "qwen2.5-coder:7b");
                 }
                 (Agent::Local, ExecutorKind::Chat { url, .. }) => {
                     assert_eq!(url, "http://127.0.0.1:18080/v1/chat/completions");
                     assert_eq!(d.metering.max_tokens, Some(LOCAL_MODEL_MAX_TOKENS));
+                    assert_eq!(
+                        d.metering.count_tokens,
+                        Some(crate::exec::config::TokenCount::LlamaCpp)
+                    );
                     assert!(text.contains("not for editing code"));
                 }
                 (a, k) => panic!("{}: {k:?}", a.name()),
