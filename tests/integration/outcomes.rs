@@ -494,3 +494,49 @@ fn the_reviser_never_rewrites_the_changes_part() {
     );
     assert_eq!(payloads(&repo, "revision")[0].1["accepted"], true);
 }
+
+/// A run that went through but did not succeed is an MCP error result (`isError: true`) with
+/// its report as the structured content, and the daemon answers it 200 with the outcome in
+/// `exit`; a run that delivered is neither.
+#[test]
+fn mcp_marks_a_run_that_did_not_succeed_as_an_error_and_the_daemon_reports_its_outcome() {
+    let repo = Repo::new("sha1");
+    setup(&repo);
+    let one = plan(&[("T1", "fix add in calc.py")], false);
+    let idle = model(&repo, "idle", &one, "pass", "    echo 'nothing to do'");
+    let fixing = model(&repo, "fixing", &one, "pass", FIX_ADD);
+    let submit = json!({"request": "fix calc", "work": true, "checks": ["python3 -m unittest -q"]});
+    let mcp = |m: &str| -> J {
+        let input = [
+            json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string(),
+            json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit","arguments":submit}}).to_string(),
+        ];
+        let (ok, out) = repo.mcp_batch(&["--cmd", m], &input);
+        assert!(ok, "{out}");
+        let r: J = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
+        r["result"].clone()
+    };
+    let r = mcp(&idle);
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(
+        r["structuredContent"]["exit"],
+        json!({"name": "nothing_delivered", "code": 11}),
+        "{r}"
+    );
+    let r = mcp(&fixing);
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(r["structuredContent"]["exit"]["code"], 0, "{r}");
+    // The daemon: the request went through, the outcome is in the report.
+    repo.git_ok(&["reset", "--hard", "-q", "HEAD"]);
+    let served = repo.serve(&["--cmd", &idle], Stdio::null());
+    let (status, body) = http_json(&served.addr, "POST", "/submit", &submit);
+    let mut child = served.child;
+    procs::terminate(&child.0);
+    assert!(child.0.wait().unwrap().success());
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["exit"],
+        json!({"name": "nothing_delivered", "code": 11}),
+        "{body}"
+    );
+}

@@ -579,7 +579,15 @@ fn the_mcp_resume_tool_refuses_a_pending_gate() {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert_eq!(replies.len(), 3, "{out}");
-        assert_eq!(replies[1]["result"]["isError"], false, "{}", replies[1]);
+        // The gated run went through but did not succeed (exit 8): an error result that
+        // carries its report.
+        assert_eq!(replies[1]["result"]["isError"], true, "{}", replies[1]);
+        assert_eq!(
+            replies[1]["result"]["structuredContent"]["exit"],
+            json!({"name": "gated", "code": 8}),
+            "{}",
+            replies[1]
+        );
         let resumed = &replies[2]["result"];
         assert_eq!(resumed["isError"], true, "{resumed}");
         let text = resumed["content"][0]["text"].as_str().unwrap();

@@ -63,7 +63,9 @@ fn sandbox_false_records_the_same_choice_as_no_sandbox_over_cli_http_and_mcp() {
         assert_eq!(code, 200, "{body}");
         drop(served);
         let done = mcp_submit(repo, &m, args);
-        assert_eq!(done["isError"], false, "{done}");
+        // The run went through and delivered nothing, as on the command line (exit 11).
+        assert_eq!(done["isError"], true, "{done}");
+        assert_eq!(done["structuredContent"]["exit"]["code"], 11, "{done}");
         let requests = payloads(repo, "request");
         assert_eq!(requests.len(), 3, "{requests:?}");
         for (_, r) in &requests {

@@ -16,7 +16,8 @@
 //! tool, bad params); an error whose request id could not be read carries no id. A bad line never
 //! ends the server (Forum's does, forum-spec §23.2); end of input does, once every call in
 //! flight is answered. Tool failures are results with `isError: true` and the dispatcher's
-//! `{"error": "..."}` as text. Only protocol goes to stdout; the caller sends logs to stderr.
+//! `{"error": "..."}` as text; so is a `submit` or `resume` whose run ended with any outcome
+//! but success (its report's `exit.code` is not 0), its report still the structured content. Only protocol goes to stdout; the caller sends logs to stderr.
 //!
 //! How messages are served ([`session`]): one thread reads, tool calls run concurrently (at
 //! most [`session::MAX_CALLS`] at once; more wait in a queue), and every line goes out whole
@@ -238,7 +239,7 @@ impl<'d> Mcp<'d> {
                 let reply = tool.call_hooked(self.dispatcher, args, call.raw.as_deref(), hooks);
                 let mut out = json!({
                     "content": [{"type": "text", "text": reply.body_text()}],
-                    "isError": reply.status >= 400,
+                    "isError": reply.status >= 400 || run_did_not_succeed(name, &reply.body),
                 });
                 // structuredContent must be strict JSON and an object: a body only its text
                 // carries exactly (a NaN or an infinity), or a list (`ledger_log`), is given as
@@ -251,6 +252,19 @@ impl<'d> Mcp<'d> {
             other => error(id, -32601, &format!("Method not found: {other}")),
         }
     }
+}
+
+/// Whether a run tool's report names an outcome other than success (its `exit.code` is not 0:
+/// nothing delivered, partial, blocked, a ceiling...). The run itself went through, so the
+/// report is the result as on every surface, but a client told `isError: false` would take
+/// a run that delivered nothing for one that did.
+fn run_did_not_succeed(tool: &str, body: &J) -> bool {
+    matches!(tool, "submit" | "resume")
+        && body
+            .get("exit")
+            .and_then(|e| e.get("code"))
+            .and_then(J::as_u64)
+            .is_some_and(|c| c != 0)
 }
 
 /// Who this server is: `{name, version}`.
