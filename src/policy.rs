@@ -15,11 +15,17 @@
 //! mode = "redact"           # "redact" (the default), "block" or "allow"
 //! allow = ["jwt"]           # rules whose finds are written as they are
 //! allow_fingerprints = ["3f9a0c2e7b41d856"]  # single secrets accepted, as a find names them
+//!
+//! [push]                    # what the pre-push hook lets through (src/policy/push.rs)
+//! protected = ["main"]      # absent: the remote's default branch
+//! allow_force = false
 //! ```
 //!
 //! Pure: [`Policy::from_toml_str`] takes text and a display name.
 
 use std::collections::BTreeSet;
+
+pub(crate) mod push;
 
 use crate::plan::Plan;
 use crate::roster::{AgentSpec, Roster};
@@ -28,8 +34,13 @@ use crate::roster::{AgentSpec, Roster};
 pub(crate) const DEFAULT_MAX_PARALLEL: usize = 6;
 
 /// The keys a policy file may carry.
-pub(crate) const POLICY_KEYS: [&str; 4] =
-    ["allowed_categories", "max_parallel", "max_tasks", "secrets"];
+pub(crate) const POLICY_KEYS: [&str; 5] = [
+    "allowed_categories",
+    "max_parallel",
+    "max_tasks",
+    "secrets",
+    "push",
+];
 
 /// What may run, and how much at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +53,8 @@ pub struct Policy {
     pub(crate) max_tasks: Option<usize>,
     /// What a secret found in a body does (`[secrets]`).
     pub(crate) secrets: crate::secrets::SecretsPolicy,
+    /// The branch rules the pre-push hook holds a push to (`[push]`).
+    pub(crate) push: push::PushRules,
 }
 
 impl Default for Policy {
@@ -51,6 +64,7 @@ impl Default for Policy {
             max_parallel: DEFAULT_MAX_PARALLEL,
             max_tasks: None,
             secrets: crate::secrets::SecretsPolicy::default(),
+            push: push::PushRules::default(),
         }
     }
 }
@@ -192,6 +206,15 @@ impl Policy {
                     };
                     policy.secrets = crate::secrets::SecretsPolicy::from_toml(t)
                         .map_err(|e| err(e.to_string()))?;
+                }
+                "push" => {
+                    let toml::Value::Table(t) = value else {
+                        return Err(err(format!(
+                            "\"push\" must be a table ([push]), found {}",
+                            value.type_str()
+                        )));
+                    };
+                    policy.push = push::PushRules::from_toml(t).map_err(err)?;
                 }
                 other => {
                     return Err(err(format!(

@@ -144,8 +144,13 @@ pub(crate) fn hook(ctx: &Ctx, args: HookArgs) -> Result<(), CliError> {
         HookName::PrePush {
             scan_code, remote, ..
         } => {
-            let scan_code = scan_code.then(|| remote.unwrap_or_default());
-            let refusals = hooks::pre_push(&ctx.dir, &mut std::io::stdin().lock(), scan_code)?;
+            let refusals = hooks::pre_push(
+                &ctx.dir,
+                &mut std::io::stdin().lock(),
+                remote.as_deref().unwrap_or_default(),
+                scan_code,
+                hooks::allowances_from_env(),
+            )?;
             if refusals.is_empty() {
                 return Ok(());
             }

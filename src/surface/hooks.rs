@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Error, Result};
+use crate::policy::push;
 use crate::store::git::{LEDGER_PREFIX, StoreError, open_repo};
 use crate::store::sync::{self, CatFile, Git};
 
@@ -264,7 +265,7 @@ fn remove_block(path: &Path, existing: Option<&str>) -> Result<&'static str> {
 /// The ref updates git hands the pre-receive hook on `input` (ledger refs only).
 pub(crate) fn pre_receive_updates(input: &mut impl std::io::BufRead) -> Result<Vec<RefUpdate>> {
     let mut updates = Vec::new();
-    ledger_lines(input, "pre-receive", 2, false, &mut |f: &[&str]| {
+    ledger_lines(input, "pre-receive", 2, true, &mut |f: &[&str]| {
         if let [old, new, refname, ..] = f {
             updates.push(RefUpdate {
                 refname: refname.to_string(),
@@ -276,44 +277,145 @@ pub(crate) fn pre_receive_updates(input: &mut impl std::io::BufRead) -> Result<V
     Ok(updates)
 }
 
-/// The pre-push check of the repository at `dir`, reading git's ref-update lines from `input`:
-/// ledger refs verified and their bodies scanned; with `scan_code` (the remote's name), the code
-/// refs' new commits scanned too. Returns why the push is refused, one line each (none: let it
-/// through).
+/// The pre-push check of the repository at `dir` pushing to `remote`, reading git's ref-update
+/// lines from `input`: the branch rules of `[push]` (no protected branch, no rewrite; `allow`
+/// from the push's environment); ledger refs verified and their bodies scanned; with
+/// `scan_code`, the code refs' new commits scanned too. Returns why the push is refused, one
+/// line each (none: let it through).
 pub(crate) fn pre_push(
     dir: &Path,
     input: &mut impl std::io::BufRead,
-    scan_code: Option<String>,
+    remote: &str,
+    scan_code: bool,
+    allow: push::Allowances,
 ) -> Result<Vec<String>> {
     let mut updates = Vec::new();
-    ledger_lines(
-        input,
-        "pre-push",
-        2,
-        scan_code.is_some(),
-        &mut |f: &[&str]| {
-            if let [a, b, c, d] = f[..] {
-                updates.push((a.to_string(), b.to_string(), c.to_string(), d.to_string()));
-            }
-        },
-    )?;
-    // Without --scan-code, code refs are never looked at, and a push without ledger refs
-    // never opens anything.
-    if scan_code.is_none() && !updates.iter().any(|u| u.2.starts_with(LEDGER_PREFIX)) {
-        return Ok(Vec::new());
-    }
+    ledger_lines(input, "pre-push", 2, true, &mut |f: &[&str]| {
+        if let [a, b, c, d] = f[..] {
+            updates.push((a.to_string(), b.to_string(), c.to_string(), d.to_string()));
+        }
+    })?;
     if updates.is_empty() {
         return Ok(Vec::new());
     }
     let repo = open_repo(dir)?;
-    let gate = sync::gate_guard(&crate::config::load_policy(dir, None)?.secrets);
-    Ok(
-        match sync::check_pre_push(&repo, &updates, &gate, scan_code.as_deref()) {
+    let policy = crate::config::load_policy(dir, None)?;
+    let git = Git::for_repo(&repo);
+    let mut refused = match branch_refusals(&git, &policy.push, &updates, remote, allow) {
+        Ok(r) => r,
+        // Fail closed, as below.
+        Err(e) => vec![e.to_string()],
+    };
+    let scan_code = scan_code.then_some(remote);
+    if scan_code.is_none() && !updates.iter().any(|u| u.2.starts_with(LEDGER_PREFIX)) {
+        return Ok(refused);
+    }
+    let gate = sync::gate_guard(&policy.secrets);
+    refused.extend(
+        match sync::check_pre_push(&repo, &updates, &gate, scan_code) {
             Ok(r) => r,
             // Fail closed: a check that could not read what it should refuses the push.
             Err(e) => vec![e.to_string()],
         },
-    )
+    );
+    Ok(refused)
+}
+
+/// The allowances of a push from its environment ([`push::ALLOW_PROTECTED_ENV`],
+/// [`push::ALLOW_FORCE_ENV`] set to `1`).
+pub(crate) fn allowances_from_env() -> push::Allowances {
+    let on = |v: &str| std::env::var(v).is_ok_and(|v| v == "1");
+    push::Allowances {
+        protected: on(push::ALLOW_PROTECTED_ENV),
+        force: on(push::ALLOW_FORCE_ENV),
+    }
+}
+
+/// The branch rules over git's pre-push lines (`local_ref local_oid remote_ref remote_oid`).
+fn branch_refusals(
+    git: &Git,
+    rules: &push::PushRules,
+    updates: &[(String, String, String, String)],
+    remote: &str,
+    allow: push::Allowances,
+) -> std::result::Result<Vec<String>, StoreError> {
+    let code: Vec<&(String, String, String, String)> = updates
+        .iter()
+        .filter(|u| !u.2.starts_with(LEDGER_PREFIX))
+        .collect();
+    if code.is_empty() {
+        return Ok(Vec::new());
+    }
+    let default = if rules.protected.is_none() {
+        remote_default_branch(git, remote)
+    } else {
+        None
+    };
+    let protected = rules.protected_with(default.as_deref());
+    let mut refs = Vec::new();
+    for (_, local, remote_ref, remote_oid) in code {
+        refs.push(pushed_ref(git, remote_ref, remote_oid, local)?);
+    }
+    Ok(push::refusals(
+        rules,
+        &protected,
+        &refs,
+        allow,
+        remote,
+        push::RulesFrom::Client,
+    ))
+}
+
+/// What git says of one update from `old` to `new` of `refname`.
+fn pushed_ref(
+    git: &Git,
+    refname: &str,
+    old: &str,
+    new: &str,
+) -> std::result::Result<push::PushedRef, StoreError> {
+    let zero = |o: &str| !o.is_empty() && o.bytes().all(|b| b == b'0');
+    let (deletes, creates) = (zero(new), zero(old));
+    let fast_forward = !deletes
+        && !creates
+        && git
+            .run(&["merge-base", "--is-ancestor", old, new])?
+            .status
+            .success();
+    Ok(push::PushedRef {
+        remote_ref: refname.to_string(),
+        deletes,
+        creates,
+        fast_forward,
+    })
+}
+
+/// The remote's default branch: what `refs/remotes/REMOTE/HEAD` points at (a clone sets it),
+/// else what the remote itself says (`git ls-remote --symref REMOTE HEAD`); `None` when
+/// neither tells (then no branch is protected by default).
+fn remote_default_branch(git: &Git, remote: &str) -> Option<String> {
+    if !remote.is_empty() && !remote.contains('/') && !remote.starts_with('-') {
+        let local = format!("refs/remotes/{remote}/HEAD");
+        if let Ok(o) = git.run(&["symbolic-ref", "--quiet", &local])
+            && o.status.success()
+        {
+            let target = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            if let Some(b) = target.strip_prefix(&format!("refs/remotes/{remote}/")) {
+                return Some(b.to_string());
+            }
+        }
+    }
+    if remote.is_empty() || remote.starts_with('-') {
+        return None;
+    }
+    let o = git.run(&["ls-remote", "--symref", remote, "HEAD"]).ok()?;
+    if !o.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&o.stdout).lines().find_map(|l| {
+        l.strip_prefix("ref: refs/heads/")
+            .and_then(|rest| rest.split('\t').next())
+            .map(str::to_string)
+    })
 }
 
 /// The longest line a hook reads from git: one ref update is two object ids and a ref name or
@@ -325,12 +427,11 @@ pub(crate) const MAX_HOOK_LINES: u64 = 1_000_000;
 pub(crate) const MAX_HOOK_LEDGER_REFS: u64 = 100_000;
 
 /// Reads the ref-update lines git hands a hook on `input`, each split on whitespace, and hands
-/// `keep` those whose field `ref_field` names a ledger ref (the only ones checked; others are
-/// not kept, so memory follows the ledger refs pushed; with `all`, every line is kept). Every
-/// line is capped at
-/// [`MAX_HOOK_LINE_BYTES`], the count at [`MAX_HOOK_LINES`] and the ledger refs at
-/// [`MAX_HOOK_LEDGER_REFS`], so an endless or garbled stdin
-/// ends with one line instead of filling memory.
+/// `keep` those whose field `ref_field` names a ledger ref (with `all`, every line that names a
+/// ref, `refs/...`, as git always does; other lines are not kept, so memory follows the refs
+/// pushed). Every line is capped at [`MAX_HOOK_LINE_BYTES`], the count at [`MAX_HOOK_LINES`],
+/// and the ledger refs and the other refs kept at [`MAX_HOOK_LEDGER_REFS`] each, so an endless
+/// or garbled stdin ends with one line instead of filling memory.
 pub(crate) fn ledger_lines(
     input: &mut impl std::io::BufRead,
     hook: &str,
@@ -342,6 +443,7 @@ pub(crate) fn ledger_lines(
     let mut buf = Vec::new();
     let mut n: u64 = 0;
     let mut ledgers: u64 = 0;
+    let mut others: u64 = 0;
     loop {
         let read = read_line(input, &mut buf, MAX_HOOK_LINE_BYTES).map_err(|e| {
             Error::internal(format!(
@@ -365,11 +467,12 @@ pub(crate) fn ledger_lines(
             )));
         }
         let text = String::from_utf8_lossy(&buf);
-        let is_ledger = text
-            .split_whitespace()
-            .nth(ref_field)
-            .is_some_and(|r| r.starts_with(crate::store::git::LEDGER_PREFIX));
-        if !is_ledger && !all {
+        let refname = text.split_whitespace().nth(ref_field);
+        let is_ledger = refname.is_some_and(|r| r.starts_with(crate::store::git::LEDGER_PREFIX));
+        // Git names every ref in full; a line that does not is not one git sends.
+        let is_ref = refname.is_some_and(|r| r.starts_with("refs/"));
+        let kept = is_ledger || (all && is_ref);
+        if !kept {
             if read == Line::Last {
                 return Ok(());
             }
@@ -382,12 +485,22 @@ pub(crate) fn ledger_lines(
                  ledger names are UTF-8, so this is not a ledger ref git would send"
             )));
         }
-        ledgers += 1;
-        if ledgers > MAX_HOOK_LEDGER_REFS {
-            return Err(Error::fail(format!(
-                "git forum hook {hook}: standard input names more than {MAX_HOOK_LEDGER_REFS} ledger refs; \
-                 push fewer ledgers at a time"
-            )));
+        if is_ledger {
+            ledgers += 1;
+            if ledgers > MAX_HOOK_LEDGER_REFS {
+                return Err(Error::fail(format!(
+                    "git forum hook {hook}: standard input names more than {MAX_HOOK_LEDGER_REFS} ledger refs; \
+                     push fewer ledgers at a time"
+                )));
+            }
+        } else {
+            others += 1;
+            if others > MAX_HOOK_LEDGER_REFS {
+                return Err(Error::fail(format!(
+                    "git forum hook {hook}: standard input names more than {MAX_HOOK_LEDGER_REFS} refs that are not ledgers; \
+                     push fewer refs at a time"
+                )));
+            }
         }
         keep(&fields);
         if read == Line::Last {
@@ -406,15 +519,22 @@ pub(crate) struct RefusedUpdate {
 /// The server-side check of the repository at `dir` (pre-receive, update): deletions and
 /// non-append updates of ledger refs are refused. Returns the refused updates (none: accept).
 pub(crate) fn server_check(dir: &Path, updates: &[RefUpdate]) -> Result<Vec<RefusedUpdate>> {
-    if !updates.iter().any(|u| u.refname.starts_with(LEDGER_PREFIX)) {
+    if updates.is_empty() {
         return Ok(Vec::new());
     }
     let repo = open_repo(dir)?;
+    let git = Git::for_repo(&repo);
+    let mut refused = server_branch_refusals(&git, updates)?;
+    if !updates.iter().any(|u| u.refname.starts_with(LEDGER_PREFIX)) {
+        return Ok(refused);
+    }
     let hash = repo.object_hash();
     // `git cat-file` sees the objects of a push still in quarantine.
-    let mut objects = CatFile::start(&Git::for_repo(&repo))?;
-    let mut refused = Vec::new();
-    for u in updates {
+    let mut objects = CatFile::start(&git)?;
+    for u in updates
+        .iter()
+        .filter(|u| u.refname.starts_with(LEDGER_PREFIX))
+    {
         let why = match sync::check_server_update(&mut objects, hash, u) {
             Ok(Ok(())) => continue,
             Ok(Err(why)) => why.to_string(),
@@ -427,6 +547,52 @@ pub(crate) fn server_check(dir: &Path, updates: &[RefUpdate]) -> Result<Vec<Refu
             refname: u.refname.clone(),
             why,
         });
+    }
+    Ok(refused)
+}
+
+/// The branch rules a server opts into with its git config: `forum.protectedBranch` (one value
+/// per branch name or `prefix/*`) and `forum.denyForcePush`. Without either, none.
+fn server_branch_refusals(git: &Git, updates: &[RefUpdate]) -> Result<Vec<RefusedUpdate>> {
+    let config = |args: &[&str]| -> Result<Vec<String>> {
+        let o = git.run(args).map_err(Error::from)?;
+        Ok(String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect())
+    };
+    let protected = config(&["config", "--get-all", "forum.protectedBranch"])?;
+    let deny_force = config(&["config", "--type=bool", "--get", "forum.denyForcePush"])?
+        .last()
+        .is_some_and(|v| v == "true");
+    if protected.is_empty() && !deny_force {
+        return Ok(Vec::new());
+    }
+    let rules = push::PushRules {
+        protected: Some(protected.clone()),
+        allow_force: !deny_force,
+    };
+    let mut refused = Vec::new();
+    for u in updates
+        .iter()
+        .filter(|u| !u.refname.starts_with(LEDGER_PREFIX))
+    {
+        let r = pushed_ref(git, &u.refname, &u.old, &u.new).map_err(Error::from)?;
+        for why in push::refusals(
+            &rules,
+            &protected,
+            &[r],
+            push::Allowances::default(),
+            "",
+            push::RulesFrom::Server,
+        ) {
+            refused.push(RefusedUpdate {
+                refname: u.refname.clone(),
+                why,
+            });
+        }
     }
     Ok(refused)
 }
@@ -456,13 +622,17 @@ pub(crate) fn check(
 ) -> Result<HookAnswer> {
     let mut input = req.stdin.as_bytes();
     let refused = if req.hook == "pre-push" {
-        let scan_code = req
-            .scan_code
-            .then(|| req.remote.clone().unwrap_or_default());
-        pre_push(dir, &mut input, scan_code)?
-            .into_iter()
-            .map(|why| Refusal { refname: None, why })
-            .collect()
+        let remote = req.remote.clone().unwrap_or_default();
+        pre_push(
+            dir,
+            &mut input,
+            &remote,
+            req.scan_code,
+            push::Allowances::default(),
+        )?
+        .into_iter()
+        .map(|why| Refusal { refname: None, why })
+        .collect()
     } else {
         let updates = pre_receive_updates(&mut input)?;
         server_check(dir, &updates)?
@@ -572,19 +742,27 @@ mod tests {
     }
 
     #[test]
-    fn only_ledger_refs_are_kept_from_the_hooks_stdin() {
+    fn every_ref_is_read_from_the_hooks_stdin_and_only_ledger_refs_when_asked() {
         let zero = "0".repeat(40);
         let one = "1".repeat(40);
         let stdin = format!(
             "{zero} {one} refs/heads/main\n{zero} {one} refs/forum/ledgers/main\n{one} {zero} refs/forum/ledgers/old"
         );
+        // The server's branch rules see code refs too.
         let updates = pre_receive_updates(&mut stdin.as_bytes()).unwrap();
-        assert_eq!(updates.len(), 2);
-        assert_eq!(updates[0].refname, "refs/forum/ledgers/main");
+        assert_eq!(updates.len(), 3);
+        assert_eq!(updates[0].refname, "refs/heads/main");
+        assert_eq!(updates[1].refname, "refs/forum/ledgers/main");
         assert_eq!(
-            (updates[1].old.as_str(), updates[1].new.as_str()),
+            (updates[2].old.as_str(), updates[2].new.as_str()),
             (one.as_str(), zero.as_str())
         );
+        let mut ledgers = 0;
+        ledger_lines(&mut stdin.as_bytes(), "pre-push", 2, false, &mut |_| {
+            ledgers += 1
+        })
+        .unwrap();
+        assert_eq!(ledgers, 2);
 
         let mut all = 0;
         ledger_lines(&mut stdin.as_bytes(), "pre-push", 2, true, &mut |_| {
@@ -610,16 +788,18 @@ mod tests {
     }
 
     #[test]
-    fn a_push_without_ledger_refs_opens_nothing() {
+    fn a_push_of_nothing_opens_nothing() {
         // Not a repository: nothing is opened, so nothing fails.
         let dir = tempfile::tempdir().unwrap();
-        let stdin = format!(
-            "refs/heads/main {} refs/heads/main {}\n",
-            "1".repeat(40),
-            "0".repeat(40)
-        );
         assert_eq!(
-            pre_push(dir.path(), &mut stdin.as_bytes(), None).unwrap(),
+            pre_push(
+                dir.path(),
+                &mut &b""[..],
+                "origin",
+                false,
+                push::Allowances::default()
+            )
+            .unwrap(),
             Vec::<String>::new()
         );
         let none: Vec<RefUpdate> = Vec::new();

@@ -1524,3 +1524,168 @@ fn a_real_redaction_travels_through_both_hooks_and_fetch() {
         remote.bare.fsck();
     }
 }
+
+/// The pre-push hook's branch rules against a real bare remote over `file://`: the remote's
+/// default branch is protected unless the policy says otherwise, a force push is refused
+/// unless allowed, each refusal is one line naming the rule and the way past it, and nothing
+/// reaches the remote; a server that opts in refuses the same with its own hook.
+#[test]
+fn pre_push_hook_refuses_the_default_branch_and_force_pushes_until_allowed() {
+    for format in FORMATS {
+        let remote = Remote::new(format, false);
+        let a = clone_of(format, &remote.url());
+        a.git_ok(&["commit", "-q", "--allow-empty", "-m", "one"]);
+        // Before the hooks: main is pushed and made the remote's default branch, as a hosting
+        // service's setting does.
+        let o = git_at(a.path(), &["push", "-q", "origin", "HEAD:refs/heads/main"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        git_ok(
+            &remote.bare.path(),
+            &["symbolic-ref", "HEAD", "refs/heads/main"],
+        );
+        forum_ok(&a, &["hooks", "install"]);
+        let remote_tip = |r: &str| {
+            git_ok(&remote.bare.path(), &["rev-parse", r])
+                .trim()
+                .to_string()
+        };
+        let refused = |o: &Output, says: &str| {
+            assert!(!o.status.success(), "the push went through");
+            let err = stderr(o);
+            let lines: Vec<&str> = err
+                .lines()
+                .filter(|l| l.starts_with("git forum pre-push"))
+                .collect();
+            assert_eq!(lines.len(), 1, "{}", stderr(o));
+            assert!(lines[0].contains(says), "{}", lines[0]);
+        };
+
+        // The default branch is protected.
+        a.git_ok(&["commit", "-q", "--allow-empty", "-m", "two"]);
+        let before = remote_tip("refs/heads/main");
+        let o = git_at(a.path(), &["push", "origin", "HEAD:refs/heads/main"]);
+        refused(
+            &o,
+            "refs/heads/main on origin is protected ([push] protected in .forum/policy.toml, by default the remote's default branch): this push would update it; to push it once, run the push again with GIT_FORUM_ALLOW_PROTECTED=1",
+        );
+        assert_eq!(remote_tip("refs/heads/main"), before);
+        let mut c = Command::new("git");
+        hermetic(&mut c, a.path());
+        let o = c
+            .current_dir(a.path())
+            .env("GIT_FORUM_ALLOW_PROTECTED", "1")
+            .args(["push", "-q", "origin", "HEAD:refs/heads/main"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_ne!(remote_tip("refs/heads/main"), before);
+
+        // A branch of one's own: pushed, then rewritten and force-pushed.
+        a.git_ok(&["checkout", "-q", "-b", "topic"]);
+        a.git_ok(&["commit", "-q", "--allow-empty", "-m", "topic one"]);
+        let o = git_at(a.path(), &["push", "-q", "origin", "topic"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let published = remote_tip("refs/heads/topic");
+        a.git_ok(&[
+            "commit",
+            "-q",
+            "--amend",
+            "--allow-empty",
+            "-m",
+            "topic again",
+        ]);
+        let o = git_at(a.path(), &["push", "--force", "origin", "topic"]);
+        refused(
+            &o,
+            "refs/heads/topic on origin: this push rewrites it (not a fast forward), and force pushes are refused ([push] allow_force = true in .forum/policy.toml allows it); to push it once, run the push again with GIT_FORUM_ALLOW_FORCE=1",
+        );
+        assert_eq!(remote_tip("refs/heads/topic"), published);
+        let mut c = Command::new("git");
+        hermetic(&mut c, a.path());
+        let o = c
+            .current_dir(a.path())
+            .env("GIT_FORUM_ALLOW_FORCE", "1")
+            .args(["push", "-q", "--force", "origin", "topic"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_ne!(remote_tip("refs/heads/topic"), published);
+
+        // The policy names the protected branches and allows force pushes.
+        std::fs::create_dir_all(a.path().join(".forum")).unwrap();
+        std::fs::write(
+            a.path().join(".forum/policy.toml"),
+            "[push]\nprotected = [\"release/*\"]\nallow_force = true\n",
+        )
+        .unwrap();
+        a.git_ok(&[
+            "commit",
+            "-q",
+            "--amend",
+            "--allow-empty",
+            "-m",
+            "topic thrice",
+        ]);
+        let o = git_at(a.path(), &["push", "-q", "--force", "origin", "topic"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        // main is no longer protected: the policy names only release/*.
+        let o = git_at(a.path(), &["push", "-q", "origin", "topic:refs/heads/main"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let o = git_at(
+            a.path(),
+            &["push", "origin", "topic:refs/heads/release/1.0"],
+        );
+        refused(&o, "refs/heads/release/1.0 on origin is protected");
+
+        // The server opts in: its own hook refuses what a client without the hook sends.
+        forum_ok_at(&remote.bare.path(), &["hooks", "install", "--server"]);
+        git_ok(
+            &remote.bare.path(),
+            &["config", "forum.denyForcePush", "true"],
+        );
+        git_ok(
+            &remote.bare.path(),
+            &["config", "--add", "forum.protectedBranch", "main"],
+        );
+        forum_ok(&a, &["hooks", "uninstall"]);
+        let published = remote_tip("refs/heads/topic");
+        a.git_ok(&[
+            "commit",
+            "-q",
+            "--amend",
+            "--allow-empty",
+            "-m",
+            "topic four",
+        ]);
+        let o = git_at(a.path(), &["push", "--force", "origin", "topic"]);
+        assert!(!o.status.success(), "the server let a force push through");
+        assert!(
+            stderr(&o).contains("git forum: refusing refs/heads/topic: refs/heads/topic: this push rewrites it (not a fast forward), and force pushes are refused (the server's forum.denyForcePush)"),
+            "{}",
+            stderr(&o)
+        );
+        assert_eq!(remote_tip("refs/heads/topic"), published);
+        let o = git_at(
+            a.path(),
+            &["push", "--force", "origin", "topic:refs/heads/main"],
+        );
+        assert!(!o.status.success(), "the server let main be updated");
+        assert!(
+            stderr(&o).contains("refs/heads/main is protected (the server's forum.protectedBranch): this push would update it"),
+            "{}",
+            stderr(&o)
+        );
+        // A new branch is neither.
+        let o = git_at(
+            a.path(),
+            &["push", "-q", "origin", "topic:refs/heads/other"],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+}
+
+fn forum_ok_at(dir: &Path, args: &[&str]) -> String {
+    let o = forum_at(dir, args);
+    assert!(o.status.success(), "git-forum {args:?}: {}", stderr(&o));
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
