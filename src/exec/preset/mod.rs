@@ -60,6 +60,7 @@ use super::{Call, ExecError, Executor, Reply, Usage, command};
 mod edits;
 pub(crate) mod egress;
 mod failure;
+mod live;
 mod read;
 pub(crate) use failure::AgentFailure;
 mod state;
@@ -551,11 +552,30 @@ impl Executor for PresetExecutor {
             .map(|e| e.listens.clone())
             .unwrap_or_default();
         let started = std::time::SystemTime::now();
+        // Its tool calls go to whoever watches this thread's agents, one by one as it prints
+        // them; the sink is the run's progress for the task.
+        let mut watch = command::live_sink().map(|sink| {
+            let mut w = live::Watch::new(self.preset, dir.clone());
+            move |line: &str| {
+                for c in w.line(line) {
+                    let _ = sink.send(c);
+                }
+            }
+        });
+        let on_line = watch.as_mut().map(|f| f as &mut (dyn FnMut(&str) + Send));
         let ran = command::in_stopper(Arc::clone(&stop), || {
             command::in_bridge(listens, || {
-                command::run_setting(&argv, &call.flattened(), self.limits, &self.env, &set)
+                command::run_watching(
+                    &argv,
+                    &call.flattened(),
+                    self.limits,
+                    &self.env,
+                    &set,
+                    on_line,
+                )
             })
         });
+        drop(watch);
         if let (Preset::Aider, Some(d)) = (self.preset, &dir) {
             clean_aider_state(d);
         }
