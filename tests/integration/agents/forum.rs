@@ -203,17 +203,29 @@ fn heavy_claude_code_fixes_the_fixture_under_git_forum() {
     let settings = f.home.join(".claude/settings.json");
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
     std::fs::write(&settings, "{\"includeCoAuthoredBy\": false}\n").unwrap();
-    let o = submit(
+    let o = submit_command(
         &f,
         "claude",
-        &claude,
+        claude.parent(),
         &[
             ("ANTHROPIC_BASE_URL", server.url()),
             ("ANTHROPIC_API_KEY", "sk-ant-loopback".into()),
             ("ANTHROPIC_MODEL", MODEL.into()),
         ],
-    );
+        "",
+        &["--progress"],
+    )
+    .output()
+    .unwrap();
     let result = assert_fixed_under_the_record(&f, &o, &server);
+    // Its tool calls were on the run's progress, read from its stream-json as it ran.
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let calls: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("T1 read ") || l.starts_with("T1 edit "))
+        .collect();
+    assert_eq!(calls, ["T1 read calc.py", "T1 edit calc.py"], "{stderr}");
     assert_eq!(result["model"], MODEL, "{result}");
     assert!(
         result["usage"].to_string().contains("1200")
