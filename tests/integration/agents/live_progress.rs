@@ -1,10 +1,13 @@
 //! An agent CLI's tool calls on the run's progress while it runs: a stand-in named `claude`
 //! (or `codex`) on PATH prints its own format's events one line at a time, and halts after
-//! its edit until the test has seen `T1 edit calc.py` on git forum's stderr. So the line must
-//! come while the agent still runs, not from its output read after it exits.
+//! its edit until the test has seen `T1 edit calc.py` on git forum's stderr (or in an MCP
+//! client's progress notifications). So the line must come while the agent still runs, not
+//! from its output read after it exits. `--quiet` shows none of it.
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
+
+use serde_json::{Value as J, json};
 
 use crate::common::Repo;
 use crate::work_run::setup;
@@ -78,9 +81,9 @@ else:
     say({"type": "turn.completed", "usage": {"input_tokens": 12, "output_tokens": 3}})
 "#;
 
-/// Runs `git forum submit --work --progress --PRESET` with the stand-in, creating `go` once
-/// `release` is on stderr; returns whether it succeeded and its progress lines.
-fn run_watched(preset: &str, release: &str) -> (bool, Vec<String>) {
+/// A repository with the calc project and the stand-in named `preset` in `bin/`, and the
+/// PATH that finds it first.
+fn with_stand_in(preset: &str) -> (Repo, String) {
     use std::os::unix::fs::PermissionsExt;
     let repo = Repo::new("sha1");
     setup(&repo);
@@ -95,6 +98,13 @@ fn run_watched(preset: &str, release: &str) -> (bool, Vec<String>) {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    (repo, path)
+}
+
+/// Runs `git forum submit --work --progress --PRESET` with the stand-in, creating `go` once
+/// `release` is on stderr; returns whether it succeeded and its progress lines.
+fn run_watched(preset: &str, release: &str) -> (bool, Vec<String>) {
+    let (repo, path) = with_stand_in(preset);
     let mut child = repo
         .forum()
         .env("PATH", path)
@@ -173,4 +183,94 @@ fn codexs_commands_and_file_changes_show_on_stderr_while_it_runs() {
         "{}",
         lines.join("\n")
     );
+}
+
+#[test]
+fn an_mcp_client_gets_the_agents_tool_calls_as_progress_notifications_while_it_runs() {
+    use std::io::Write;
+    let (repo, path) = with_stand_in("claude");
+    let mut child = repo
+        .forum()
+        .env("PATH", path)
+        .args(["mcp", "--claude"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+            "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "submit",
+            "arguments": {"request": "make the failing test in calc pass", "work": true,
+                "sandbox": false, "checks": ["python3 -m unittest -q"]},
+            "_meta": {"progressToken": "p"}}}),
+    ];
+    for m in &messages {
+        writeln!(stdin, "{m}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut progress = Vec::new();
+    let mut reply = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let msg: J = serde_json::from_str(&line.unwrap()).unwrap();
+        if msg["method"] == "notifications/progress" {
+            let text = msg["params"]["message"].as_str().unwrap_or("").to_string();
+            if text == "T1 edit calc.py" {
+                std::fs::write(repo.path().join("go"), "").unwrap();
+            }
+            progress.push(text);
+        } else if msg["id"] == 2 {
+            reply = Some(msg);
+            break;
+        }
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let reply = reply.expect("a reply to the submit");
+    assert_eq!(reply["result"]["isError"], false, "{reply}\n{progress:?}");
+    let calls: Vec<&str> = progress
+        .iter()
+        .map(String::as_str)
+        .filter(|l| {
+            l.starts_with("T1 read ") || l.starts_with("T1 edit ") || l.starts_with("T1 run ")
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "T1 read calc.py",
+            "T1 run python3 -m unittest -q",
+            "T1 run python3 -m unittest -q (failed)",
+            "T1 edit calc.py",
+        ],
+        "{progress:?}"
+    );
+}
+
+#[test]
+fn quiet_shows_none_of_the_agents_tool_calls() {
+    let (repo, path) = with_stand_in("claude");
+    // Nobody watches: the stand-in goes on at once.
+    std::fs::write(repo.path().join("go"), "").unwrap();
+    let o = repo
+        .forum()
+        .env("PATH", path)
+        .args([
+            "submit",
+            "--work",
+            "--no-sandbox",
+            "--quiet",
+            "--check",
+            "python3 -m unittest -q",
+            "--claude",
+            "make the failing test in calc pass",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(stderr, "");
 }
