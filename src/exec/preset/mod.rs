@@ -29,6 +29,11 @@
 //! Each agent's settings and login are copied into a private state folder per task
 //! ([`state`]).
 //!
+//! Progress: while a CLI runs, its output is read line by line and each tool call it reports
+//! (a read, an edit, a command, with whether it failed) goes to whoever watches the thread's
+//! agents ([`command::in_live`]: the run, for a `--work` task), cleaned for a terminal
+//! ([`live`]); the whole output is still read as below once it exits.
+//!
 //! Failure is failure: a CLI that exits non-zero, reports an error, was refused a tool use
 //! (Claude Code's `permission_denials`), made an edit that failed while exiting 0 (Claude
 //! Code's Edit or Write whose tool result was an error, Codex's failed `file_change`, a patch
