@@ -31,7 +31,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -46,6 +45,7 @@ use super::sandbox::probe::Jail;
 
 pub(crate) mod call_ctx;
 pub(crate) mod env;
+mod output;
 
 pub(crate) use call_ctx::{
     LiveCall, Metered, allowance, allowed_commands, bridge_listens, in_allowance, in_allowed,
@@ -53,6 +53,9 @@ pub(crate) use call_ctx::{
     take_agent_reported, take_egress_seen, take_metered,
 };
 pub mod reaper;
+
+pub(crate) use output::OnLine;
+use output::{drain, drain_lines};
 
 /// The reaper is this binary again: the path works even when the file was replaced on disk.
 const SELF_EXE: &str = "/proc/self/exe";
@@ -459,83 +462,6 @@ fn tail(stderr: &str) -> String {
     format!(": {}", kept.join(" | "))
 }
 
-/// Reads `r` to the end, keeping at most `cap` bytes. Returns the bytes and whether more came.
-fn drain<R: Read>(r: R, cap: usize) -> (Vec<u8>, bool) {
-    drain_lines(r, cap, None)
-}
-
-/// The longest line handed to a line watcher: a longer one is cut (its start is handed on,
-/// the rest dropped as it comes), so a watcher never holds more than this.
-pub(crate) const LINE_CAP: usize = 1024 * 1024;
-
-/// Something handed each line of a command's stdout as it comes (see [`run_watching`]).
-pub(crate) type OnLine<'a> = &'a mut (dyn FnMut(&str) + Send);
-
-/// [`drain`], handing each line of the bytes kept to `on_line` as soon as it is complete (its
-/// newline read, or the end reached), without its line end; a line longer than [`LINE_CAP`]
-/// is handed on cut. Only the kept bytes are read as lines, so a flood past `cap` shows
-/// nothing more.
-fn drain_lines<R: Read>(mut r: R, cap: usize, mut on_line: Option<OnLine<'_>>) -> (Vec<u8>, bool) {
-    let mut kept = Vec::with_capacity(cap.min(64 * 1024));
-    let mut buf = [0u8; 64 * 1024];
-    let mut over = false;
-    let mut line = Line::default();
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = cap.saturating_sub(kept.len());
-                let new = &buf[..n.min(room)];
-                kept.extend_from_slice(new);
-                over |= n > room;
-                if let Some(f) = on_line.as_deref_mut() {
-                    line.feed(new, f);
-                }
-            }
-        }
-    }
-    if let Some(f) = on_line {
-        line.end(f);
-    }
-    (kept, over)
-}
-
-/// The line being read for a line watcher: at most [`LINE_CAP`] bytes of it.
-#[derive(Default)]
-struct Line {
-    bytes: Vec<u8>,
-}
-
-impl Line {
-    /// Takes in `chunk`, handing every line it completes to `f`.
-    fn feed(&mut self, mut chunk: &[u8], f: &mut (dyn FnMut(&str) + Send)) {
-        while let Some(at) = chunk.iter().position(|&b| b == b'\n') {
-            self.take(&chunk[..at]);
-            self.hand(f);
-            chunk = &chunk[at + 1..];
-        }
-        self.take(chunk);
-    }
-
-    fn take(&mut self, part: &[u8]) {
-        let room = LINE_CAP.saturating_sub(self.bytes.len());
-        self.bytes.extend_from_slice(&part[..part.len().min(room)]);
-    }
-
-    fn hand(&mut self, f: &mut (dyn FnMut(&str) + Send)) {
-        let text = String::from_utf8_lossy(&self.bytes);
-        f(text.strip_suffix('\r').unwrap_or(&text));
-        self.bytes.clear();
-    }
-
-    /// Hands on the last line when the output did not end with a newline.
-    fn end(mut self, f: &mut (dyn FnMut(&str) + Send)) {
-        if !self.bytes.is_empty() {
-            self.hand(f);
-        }
-    }
-}
-
 /// Kills every process of the group `pgid`; a group already gone is not an error.
 fn kill_group(pgid: u32) {
     signal_group(pgid, rustix::process::Signal::KILL);
@@ -885,6 +811,7 @@ mod tests {
 
     #[test]
     fn stdout_lines_are_handed_on_while_the_command_runs_and_kept_whole() {
+        use super::output::LINE_CAP;
         let dir = tempfile::tempdir().unwrap();
         let go = dir.path().join("go");
         // The second line comes only once the watcher has seen the first (five minutes at

@@ -521,6 +521,37 @@ impl PresetExecutor {
     }
 }
 
+impl PresetExecutor {
+    /// Runs the CLI (`argv`, then `prompt`) with `set` added to its environment, stopped when
+    /// `stop` is set, under the egress bridge that `listens` says. Each tool call it prints goes,
+    /// as it prints it, to whoever watches this thread's agents (the run's progress for its
+    /// task), with paths inside `dir` shown relative to it.
+    fn run_cli(
+        &self,
+        argv: &[String],
+        prompt: &str,
+        set: &[(String, String)],
+        stop: &Arc<AtomicBool>,
+        listens: Vec<String>,
+        dir: Option<&Path>,
+    ) -> Result<command::Ran, command::CommandError> {
+        let mut watch = command::live_sink().map(|sink| {
+            let mut w = live::Watch::new(self.preset, dir.map(Path::to_path_buf));
+            move |line: &str| {
+                for c in w.line(line) {
+                    let _ = sink.send(c);
+                }
+            }
+        });
+        let on_line = watch.as_mut().map(|f| f as command::OnLine<'_>);
+        command::in_stopper(Arc::clone(stop), || {
+            command::in_bridge(listens, || {
+                command::run_watching(argv, prompt, self.limits, &self.env, set, on_line)
+            })
+        })
+    }
+}
+
 impl Executor for PresetExecutor {
     fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
         let dir = command::workdir();
@@ -557,30 +588,14 @@ impl Executor for PresetExecutor {
             .map(|e| e.listens.clone())
             .unwrap_or_default();
         let started = std::time::SystemTime::now();
-        // Its tool calls go to whoever watches this thread's agents, one by one as it prints
-        // them; the sink is the run's progress for the task.
-        let mut watch = command::live_sink().map(|sink| {
-            let mut w = live::Watch::new(self.preset, dir.clone());
-            move |line: &str| {
-                for c in w.line(line) {
-                    let _ = sink.send(c);
-                }
-            }
-        });
-        let on_line = watch.as_mut().map(|f| f as &mut (dyn FnMut(&str) + Send));
-        let ran = command::in_stopper(Arc::clone(&stop), || {
-            command::in_bridge(listens, || {
-                command::run_watching(
-                    &argv,
-                    &call.flattened(),
-                    self.limits,
-                    &self.env,
-                    &set,
-                    on_line,
-                )
-            })
-        });
-        drop(watch);
+        let ran = self.run_cli(
+            &argv,
+            &call.flattened(),
+            &set,
+            &stop,
+            listens,
+            dir.as_deref(),
+        );
         if let (Preset::Aider, Some(d)) = (self.preset, &dir) {
             clean_aider_state(d);
         }
