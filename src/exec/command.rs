@@ -31,7 +31,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -46,13 +45,17 @@ use super::sandbox::probe::Jail;
 
 pub(crate) mod call_ctx;
 pub(crate) mod env;
+mod output;
 
 pub(crate) use call_ctx::{
-    Metered, allowance, allowed_commands, bridge_listens, in_allowance, in_allowed, in_bridge,
-    in_stopper, note_agent_reported, note_egress_seen, note_metered, take_agent_reported,
-    take_egress_seen, take_metered,
+    LiveCall, Metered, allowance, allowed_commands, bridge_listens, in_allowance, in_allowed,
+    in_bridge, in_live, in_stopper, live_sink, note_agent_reported, note_egress_seen, note_metered,
+    take_agent_reported, take_egress_seen, take_metered,
 };
 pub mod reaper;
+
+pub(crate) use output::OnLine;
+use output::{drain, drain_lines};
 
 /// The reaper is this binary again: the path works even when the file was replaced on disk.
 const SELF_EXE: &str = "/proc/self/exe";
@@ -459,24 +462,6 @@ fn tail(stderr: &str) -> String {
     format!(": {}", kept.join(" | "))
 }
 
-/// Reads `r` to the end, keeping at most `cap` bytes. Returns the bytes and whether more came.
-fn drain<R: Read>(mut r: R, cap: usize) -> (Vec<u8>, bool) {
-    let mut kept = Vec::with_capacity(cap.min(64 * 1024));
-    let mut buf = [0u8; 64 * 1024];
-    let mut over = false;
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = cap.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-                over |= n > room;
-            }
-        }
-    }
-    (kept, over)
-}
-
 /// Kills every process of the group `pgid`; a group already gone is not an error.
 fn kill_group(pgid: u32) {
     signal_group(pgid, rustix::process::Signal::KILL);
@@ -515,6 +500,20 @@ pub(crate) fn run_setting(
     passed: &[String],
     set: &[(String, String)],
 ) -> Result<Ran, CommandError> {
+    run_watching(argv, prompt, limits, passed, set, None)
+}
+
+/// [`run_setting`], handing each line of stdout to `on_line` while the command runs (an
+/// agent's progress), from the thread that reads it; the whole output is still returned at
+/// the end, as [`run_setting`] returns it.
+pub(crate) fn run_watching(
+    argv: &[String],
+    prompt: &str,
+    limits: Limits,
+    passed: &[String],
+    set: &[(String, String)],
+    on_line: Option<OnLine<'_>>,
+) -> Result<Ran, CommandError> {
     let Some((program, args)) = argv.split_first() else {
         return Err(CommandError::Empty("the command is empty".into()));
     };
@@ -544,15 +543,21 @@ pub(crate) fn run_setting(
     let out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
     let (max_out, max_err) = (limits.max_stdout, limits.max_stderr);
-    let out_reader = thread::spawn(move || drain(out, max_out));
-    let err_reader = thread::spawn(move || drain(err, max_err));
-    let (status, timed_out) = wait_until(&mut child, start + limits.timeout, pgid, &running);
-    // Whatever the child left running (a grandchild holding the pipes) goes with its group, so
-    // the readers reach the end of their pipes.
-    kill_group(pgid);
-    live().groups.remove(&pgid);
-    let (stdout, truncated) = out_reader.join().unwrap_or_default();
-    let (stderr, _) = err_reader.join().unwrap_or_default();
+    let (status, timed_out, (stdout, truncated), (stderr, _)) = thread::scope(|s| {
+        let out_reader = s.spawn(move || drain_lines(out, max_out, on_line));
+        let err_reader = s.spawn(move || drain(err, max_err));
+        let (status, timed_out) = wait_until(&mut child, start + limits.timeout, pgid, &running);
+        // Whatever the child left running (a grandchild holding the pipes) goes with its
+        // group, so the readers reach the end of their pipes.
+        kill_group(pgid);
+        live().groups.remove(&pgid);
+        (
+            status,
+            timed_out,
+            out_reader.join().unwrap_or_default(),
+            err_reader.join().unwrap_or_default(),
+        )
+    });
     let stopped = call_ctx::stop_requested();
     if (stopped || live().refuses(scope)) && !status.is_some_and(|s| s.success()) {
         return Err(interrupted());
@@ -802,6 +807,65 @@ mod tests {
         let r = run(&sh("head -c 50000000 /dev/zero | tr '\\\\0' x"), "", limits).unwrap();
         assert_eq!(r.stdout.len(), 1000);
         assert!(r.truncated);
+    }
+
+    #[test]
+    fn stdout_lines_are_handed_on_while_the_command_runs_and_kept_whole() {
+        use super::output::LINE_CAP;
+        let dir = tempfile::tempdir().unwrap();
+        let go = dir.path().join("go");
+        // The second line comes only once the watcher has seen the first (five minutes at
+        // most, so nothing outlives a failure); the last has no newline; one is too long.
+        let script = format!(
+            "echo first; i=0; while [ ! -e '{}' ] && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done; \
+             printf 'second\\r\\n'; head -c {} /dev/zero | tr '\\0' y; printf '\\nlast'",
+            go.display(),
+            LINE_CAP + 10
+        );
+        let mut seen: Vec<String> = Vec::new();
+        let mut on_line = |l: &str| {
+            if l == "first" {
+                std::fs::write(&go, "").unwrap();
+            }
+            seen.push(l.to_string());
+        };
+        let limits = Limits {
+            max_stdout: 2 * LINE_CAP,
+            ..Limits::default()
+        };
+        let r = run_watching(&sh(&script), "", limits, &[], &[], Some(&mut on_line)).unwrap();
+        assert_eq!(
+            seen.len(),
+            4,
+            "{:?}",
+            seen.iter().map(String::len).collect::<Vec<_>>()
+        );
+        assert_eq!((seen[0].as_str(), seen[1].as_str()), ("first", "second"));
+        assert_eq!(seen[2].len(), LINE_CAP);
+        assert_eq!(seen[3], "last");
+        // The output handed back is the whole of it, as without a watcher.
+        assert!(r.stdout.starts_with("first\nsecond\r\nyyy") && r.stdout.ends_with("y\nlast"));
+        assert_eq!(
+            r.stdout.len(),
+            "first\nsecond\r\n\nlast".len() + LINE_CAP + 10
+        );
+        // Past the cap on what is kept, nothing more is read as lines.
+        let mut n = 0;
+        let limits = Limits {
+            max_stdout: 100,
+            ..Limits::default()
+        };
+        let r = run_watching(
+            &sh("yes abcdefghi | head -n 100000"),
+            "",
+            limits,
+            &[],
+            &[],
+            Some(&mut |_: &str| n += 1),
+        )
+        .unwrap();
+        assert!(r.truncated);
+        assert_eq!(n, 10);
     }
 
     #[test]

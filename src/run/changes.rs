@@ -265,7 +265,9 @@ impl Run<'_, '_> {
                 Some(hands) => command::in_workdir(&dir, || {
                     self.edit_attempt(w, task, exec, &prompt, parent, hands.as_ref())
                 }),
-                None => command::in_workdir(&dir, || self.attempt(task, exec, &prompt, parent)),
+                None => command::in_workdir(&dir, || {
+                    self.watching_agent(&task.id, || self.attempt(task, exec, &prompt, parent))
+                }),
             })
         })?;
         if !done.ok {
@@ -277,6 +279,27 @@ impl Run<'_, '_> {
         let passed =
             self.witness_change(w, task, exec, &tree, task_entry, (done.seq, &done.output))?;
         Ok(Done { ok: passed, ..done })
+    }
+
+    /// Runs `f` with the tool calls of the agent CLI it starts (a preset worker's) shown on
+    /// the run's progress as `task`'s, as the agent makes them: a thread of this call's passes
+    /// each on while the worker runs, and ends when `f` has returned.
+    fn watching_agent<T>(&self, task: &str, f: impl FnOnce() -> T) -> T {
+        let (sink, calls) = std::sync::mpsc::channel::<command::LiveCall>();
+        let progress = self.env.progress;
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                for c in calls {
+                    progress.event(&Event::ToolCall {
+                        id: task.to_string(),
+                        verb: c.verb,
+                        target: c.target,
+                        ok: c.ok,
+                    });
+                }
+            });
+            command::in_live(sink, f)
+        })
     }
 
     /// Commits what the worker changed in `tree` (its subject from the worker's `report`),

@@ -7,6 +7,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
 use std::thread::LocalKey;
 
 thread_local! {
@@ -30,6 +31,31 @@ thread_local! {
     static AGENT_REPORTED: RefCell<Option<serde_json::Value>> = const { RefCell::new(None) };
     /// A flag that, once set, stops the command this thread waits for (its whole group).
     static STOPPER: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
+    /// Where the tool calls an agent started on this thread makes are sent as it makes them
+    /// (the run's progress for its task); `None`: nobody watches.
+    static LIVE: RefCell<Option<Sender<LiveCall>>> = const { RefCell::new(None) };
+}
+
+/// One tool call of an agent CLI, read from its output while it runs: what it did (`edit`,
+/// `read`, `run`, `search`, else the tool's name), on what (a path, a command's first line, a
+/// pattern; cleaned for a terminal and cut), and whether it went well.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LiveCall {
+    pub(crate) verb: String,
+    pub(crate) target: String,
+    pub(crate) ok: bool,
+}
+
+/// Runs `f` with the tool calls of the agents this thread starts sent to `sink` as they
+/// happen; the previous sink comes back afterwards (and this one is dropped, which ends its
+/// receiver's loop once the agent's readers are done with their copies).
+pub(crate) fn in_live<T>(sink: Sender<LiveCall>, f: impl FnOnce() -> T) -> T {
+    scoped(&LIVE, Some(sink), f)
+}
+
+/// Where this thread's agents send their tool calls (see [`in_live`]), if anywhere.
+pub(crate) fn live_sink() -> Option<Sender<LiveCall>> {
+    LIVE.with(|c| c.borrow().clone())
 }
 
 /// Runs `f` with `value` in this thread's `key`; the previous value comes back afterwards,

@@ -29,6 +29,11 @@
 //! Each agent's settings and login are copied into a private state folder per task
 //! ([`state`]).
 //!
+//! Progress: while a CLI runs, its output is read line by line and each tool call it reports
+//! (a read, an edit, a command, with whether it failed) goes to whoever watches the thread's
+//! agents ([`command::in_live`]: the run, for a `--work` task), cleaned for a terminal
+//! ([`live`]); the whole output is still read as below once it exits.
+//!
 //! Failure is failure: a CLI that exits non-zero, reports an error, was refused a tool use
 //! (Claude Code's `permission_denials`), made an edit that failed while exiting 0 (Claude
 //! Code's Edit or Write whose tool result was an error, Codex's failed `file_change`, a patch
@@ -60,6 +65,7 @@ use super::{Call, ExecError, Executor, Reply, Usage, command};
 mod edits;
 pub(crate) mod egress;
 mod failure;
+mod live;
 mod read;
 pub(crate) use failure::AgentFailure;
 mod state;
@@ -515,6 +521,37 @@ impl PresetExecutor {
     }
 }
 
+impl PresetExecutor {
+    /// Runs the CLI (`argv`, then `prompt`) with `set` added to its environment, stopped when
+    /// `stop` is set, under the egress bridge that `listens` says. Each tool call it prints goes,
+    /// as it prints it, to whoever watches this thread's agents (the run's progress for its
+    /// task), with paths inside `dir` shown relative to it.
+    fn run_cli(
+        &self,
+        argv: &[String],
+        prompt: &str,
+        set: &[(String, String)],
+        stop: &Arc<AtomicBool>,
+        listens: Vec<String>,
+        dir: Option<&Path>,
+    ) -> Result<command::Ran, command::CommandError> {
+        let mut watch = command::live_sink().map(|sink| {
+            let mut w = live::Watch::new(self.preset, dir.map(Path::to_path_buf));
+            move |line: &str| {
+                for c in w.line(line) {
+                    let _ = sink.send(c);
+                }
+            }
+        });
+        let on_line = watch.as_mut().map(|f| f as command::OnLine<'_>);
+        command::in_stopper(Arc::clone(stop), || {
+            command::in_bridge(listens, || {
+                command::run_watching(argv, prompt, self.limits, &self.env, set, on_line)
+            })
+        })
+    }
+}
+
 impl Executor for PresetExecutor {
     fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
         let dir = command::workdir();
@@ -551,11 +588,14 @@ impl Executor for PresetExecutor {
             .map(|e| e.listens.clone())
             .unwrap_or_default();
         let started = std::time::SystemTime::now();
-        let ran = command::in_stopper(Arc::clone(&stop), || {
-            command::in_bridge(listens, || {
-                command::run_setting(&argv, &call.flattened(), self.limits, &self.env, &set)
-            })
-        });
+        let ran = self.run_cli(
+            &argv,
+            &call.flattened(),
+            &set,
+            &stop,
+            listens,
+            dir.as_deref(),
+        );
         if let (Preset::Aider, Some(d)) = (self.preset, &dir) {
             clean_aider_state(d);
         }

@@ -41,6 +41,33 @@ pub(super) fn submit(f: &Fixture, preset: &str, program: &Path, env: &[(&str, St
         .unwrap()
 }
 
+/// [`submit`] with `--progress`, so the run's progress lines are on its stderr.
+pub(super) fn submit_progress(
+    f: &Fixture,
+    preset: &str,
+    program: &Path,
+    env: &[(&str, String)],
+) -> Output {
+    submit_command(f, preset, program.parent(), env, "", &["--progress"])
+        .output()
+        .unwrap()
+}
+
+/// The agent's tool calls on the run's progress (`T1 read calc.py`, `T1 edit calc.py`),
+/// read from its own output as it ran.
+fn tool_lines(o: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            ["T1 read ", "T1 edit ", "T1 run ", "T1 search "]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
 /// The command [`submit`] runs, with `program_dir` on `PATH` (`None`: the agent is not
 /// installed), `seat` added to the worker seat's table (`, timeout_seconds = 20`), and `args`
 /// before the request.
@@ -203,7 +230,7 @@ fn heavy_claude_code_fixes_the_fixture_under_git_forum() {
     let settings = f.home.join(".claude/settings.json");
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
     std::fs::write(&settings, "{\"includeCoAuthoredBy\": false}\n").unwrap();
-    let o = submit(
+    let o = submit_progress(
         &f,
         "claude",
         &claude,
@@ -214,6 +241,13 @@ fn heavy_claude_code_fixes_the_fixture_under_git_forum() {
         ],
     );
     let result = assert_fixed_under_the_record(&f, &o, &server);
+    // Its tool calls were on the run's progress, read from its stream-json as it ran.
+    assert_eq!(
+        tool_lines(&o),
+        ["T1 read calc.py", "T1 edit calc.py"],
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert_eq!(result["model"], MODEL, "{result}");
     assert!(
         result["usage"].to_string().contains("1200")
@@ -236,7 +270,7 @@ fn heavy_codex_fixes_the_fixture_under_git_forum() {
         input: 1000,
         output: 200,
     }));
-    let o = submit(
+    let o = submit_progress(
         &f,
         "codex",
         &codex,
@@ -250,6 +284,13 @@ fn heavy_codex_fixes_the_fixture_under_git_forum() {
         result["usage"]["prompt_tokens"].as_u64().unwrap_or(0) > 0,
         "{result}"
     );
+    // Its patch (an `apply_patch` it ran) is the file change its JSON lines report.
+    assert_eq!(
+        tool_lines(&o),
+        ["T1 edit calc.py"],
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
@@ -262,7 +303,7 @@ fn heavy_aider_fixes_the_fixture_under_git_forum() {
         input: 800,
         output: 120,
     }));
-    let o = submit(
+    let o = submit_progress(
         &f,
         "aider",
         &aider,
@@ -272,4 +313,11 @@ fn heavy_aider_fixes_the_fixture_under_git_forum() {
         ],
     );
     assert_fixed_under_the_record(&f, &o, &server);
+    // Its `Applied edit to calc.py` line, as it printed it.
+    assert_eq!(
+        tool_lines(&o),
+        ["T1 edit calc.py"],
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

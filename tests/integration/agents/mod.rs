@@ -56,6 +56,7 @@ mod failures;
 mod forum;
 mod halt;
 pub mod install;
+mod live_progress;
 mod wire;
 
 use std::path::PathBuf;
