@@ -328,6 +328,36 @@ pub(crate) fn runtime_toml(
         AGENT_NAMES[..9].join(", ")
     );
     let price = priced(agent, found);
+    t.push_str(&default_table(agent, local_url));
+    if let Some(p) = &price {
+        if let Some(m) = p.model {
+            t.push_str(&format!("model = {}\n", quoted(m)));
+        }
+        t.push_str(&format!(
+            "# {}, in dollars per million tokens: what the spend ceiling counts.\nprice_in_per_mtok = {:?}\nprice_out_per_mtok = {:?}\n",
+            p.note, p.price_in, p.price_out
+        ));
+    }
+    t.push_str("\n[seats]\nworker = \"default\"\n");
+    if agent.paid() {
+        t.push_str(&format!(
+            "\n# A paid seat: a run stops once its calls cost this many dollars (--max-cost-usd N\n\
+             # for one run).\n[spend]\nmax_cost_usd = {DEFAULT_MAX_COST_USD:?}\n"
+        ));
+    }
+    if !checks.is_empty() {
+        let list: Vec<String> = checks.iter().map(|c| quoted(c)).collect();
+        t.push_str(&format!(
+            "\n# The checks of a --work run given no --check: the project's tests.\n[work]\ndefault_checks = [{}]\n",
+            list.join(", ")
+        ));
+    }
+    t
+}
+
+/// The `[runtime.default]` table (with its comments) for `agent`.
+fn default_table(agent: &Agent, local_url: &str) -> String {
+    let mut t = String::new();
     match agent {
         Agent::Preset(p) => {
             t.push_str(&format!("[runtime.default]\n{} = true\n", p.name()));
@@ -367,29 +397,6 @@ pub(crate) fn runtime_toml(
                 quoted(crate::model::DEFAULT_MODEL.name),
             ));
         }
-    }
-    if let Some(p) = &price {
-        if let Some(m) = p.model {
-            t.push_str(&format!("model = {}\n", quoted(m)));
-        }
-        t.push_str(&format!(
-            "# {}, in dollars per million tokens: what the spend ceiling counts.\nprice_in_per_mtok = {:?}\nprice_out_per_mtok = {:?}\n",
-            p.note, p.price_in, p.price_out
-        ));
-    }
-    t.push_str("\n[seats]\nworker = \"default\"\n");
-    if agent.paid() {
-        t.push_str(&format!(
-            "\n# A paid seat: a run stops once its calls cost this many dollars (--max-cost-usd N\n\
-             # for one run).\n[spend]\nmax_cost_usd = {DEFAULT_MAX_COST_USD:?}\n"
-        ));
-    }
-    if !checks.is_empty() {
-        let list: Vec<String> = checks.iter().map(|c| quoted(c)).collect();
-        t.push_str(&format!(
-            "\n# The checks of a --work run given no --check: the project's tests.\n[work]\ndefault_checks = [{}]\n",
-            list.join(", ")
-        ));
     }
     t
 }
