@@ -19,7 +19,7 @@ use super::handle::{Appended, GitStore, Tip};
 use super::lock::CasOutcome;
 use super::objects::unique;
 use super::pack::{self, Obj};
-use super::wal::{Wal, WalRecord};
+use super::wal::{Mark, Wal, WalRecord, note_written};
 use crate::ledger::hash::sha256_hex;
 use crate::ledger::{Entry, NewEntry};
 
@@ -155,7 +155,15 @@ impl GitStore {
             match outcome {
                 CasOutcome::Moved => {
                     let wal = log.wal.as_mut().filter(|_| logged);
-                    self.acknowledge(&lock, wal, tip.as_ref(), &built, guard)?;
+                    if let Some(ticket) =
+                        self.acknowledge(&lock, wal, tip.as_ref(), &built, guard)?
+                    {
+                        // The record is in the log, not yet on disk. Other appenders may go on
+                        // while this one waits for a flush that covers it (see `wal/group.rs`).
+                        let _ = lock.unlock();
+                        failpoint("wal-logged");
+                        self.flush_covering(&lock, ticket)?;
+                    }
                     failpoint("appended");
                     return Ok((built.commits, built.entries));
                 }
@@ -316,7 +324,9 @@ impl GitStore {
 
     /// After the ref moved: logs the append (`log`, for a single append), makes it durable,
     /// writes again whatever a racing prune deleted, and updates the index and the remembered
-    /// tip, so that the append can be acknowledged.
+    /// tip, so that the append can be acknowledged. With the `wal` flush method the log is not
+    /// flushed here: the ticket returned is what [`GitStore::flush_covering`] waits on once the
+    /// writer lock is released, so that one flush covers every appender waiting on it.
     fn acknowledge(
         &self,
         lock: &File,
@@ -324,7 +334,7 @@ impl GitStore {
         tip: Option<&Tip>,
         built: &Built,
         guard: Option<pack::PackGuard>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<Mark>, StoreError> {
         let new_tip = *built
             .commits
             .last()
@@ -334,20 +344,22 @@ impl GitStore {
         // garbage (a body or tree the repository already had, say): whatever is missing now is
         // written again before the append is acknowledged. The objects are a pure function of
         // the entries.
+        let mut ticket = None;
         let logged_now = match log {
             Some(w) => self
-                .wal_log(
-                    w,
-                    tip.map(|t| t.commit),
-                    new_tip,
-                    &built.objects,
-                    log_durably,
-                )
-                .map(|()| {
+                .wal_log(w, tip.map(|t| t.commit), new_tip, &built.objects)
+                .and_then(|pending| {
                     // For the next append: where the records now end (no flush; without it the
                     // next one scans the log).
                     #[cfg(unix)]
                     let _ = std::os::unix::fs::FileExt::write_all_at(lock, &w.hint(), 0);
+                    if pending && log_durably {
+                        ticket = Some(note_written(lock).map_err(io(format!(
+                            "noting a write-ahead log record in {}",
+                            self.writer_lock_path().display()
+                        )))?);
+                    }
+                    Ok(())
                 }),
             None => Ok(()),
         };
@@ -384,7 +396,7 @@ impl GitStore {
         if built.as_pack {
             self.consolidate_packs();
         }
-        Ok(())
+        Ok(ticket)
     }
 
     /// A ref lock held at the compare-and-swap: one a git-forum writer left when it died is

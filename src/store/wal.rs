@@ -626,6 +626,8 @@ fn claim_inode_block(
     Ok(Some((wal, inside)))
 }
 
+mod group;
 mod recover;
+pub(crate) use group::{Mark, note_written};
 #[cfg(test)]
 mod tests;
