@@ -580,6 +580,20 @@ impl GitStore {
         }
         let payload_hash = sha256_hex(body.as_bytes());
         let hash = self.hash;
+        // The body and its tree do not depend on the tip. With the write-ahead log they are
+        // written before the writer lock is taken: creating files is the slowest step of an
+        // append on some file systems (ext4's inode allocator scans past recently freed
+        // inodes), and other appenders need not wait on it. Only the commit, which names the
+        // tip, is created under the lock (the two are found present there and skipped). Nothing
+        // is flushed: the log's record holds all three, and what a racing prune deletes before
+        // the ref moves is written again as for any append.
+        let blob = object(hash, Kind::Blob, body.as_bytes().to_vec())?;
+        let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
+        // (Not for an append at an expected seq, which may find the ledger moved and must
+        // then leave nothing behind.)
+        if cfg!(target_os = "linux") && self.log_durably() && expect.is_none() {
+            self.write_loose_objects(&[blob.clone(), tree.clone()], false, false)?;
+        }
         let appended = self.append_with(
             |tip| {
                 if expect.is_some_and(|seq| seq != next_seq(tip)) {
@@ -592,8 +606,7 @@ impl GitStore {
                     .map_err(|e| StoreError::Invalid(e.to_string()))?;
                 let entry = Entry::next(tip.map(|t| &t.entry), new, payload_hash.clone());
                 let mut objects = Vec::with_capacity(3);
-                let blob = object(hash, Kind::Blob, body.as_bytes().to_vec())?;
-                let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
+                let (blob, tree) = (blob.clone(), tree.clone());
                 let commit = object(
                     hash,
                     Kind::Commit,
