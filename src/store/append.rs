@@ -155,15 +155,7 @@ impl GitStore {
             match outcome {
                 CasOutcome::Moved => {
                     let wal = log.wal.as_mut().filter(|_| logged);
-                    if let Some(ticket) =
-                        self.acknowledge(&lock, wal, tip.as_ref(), &built, guard)?
-                    {
-                        // The record is in the log, not yet on disk. Other appenders may go on
-                        // while this one waits for a flush that covers it (see `wal/group.rs`).
-                        let _ = lock.unlock();
-                        failpoint("wal-logged");
-                        self.flush_covering(&lock, ticket)?;
-                    }
+                    self.acknowledge_and_flush(&lock, wal, tip.as_ref(), &built, guard)?;
                     failpoint("appended");
                     return Ok((built.commits, built.entries));
                 }
@@ -320,6 +312,25 @@ impl GitStore {
             self.empty_packed_log(&mut log)?;
         }
         Ok(guard)
+    }
+
+    /// [`acknowledge`](Self::acknowledge), then, when the record is in the log but not yet on
+    /// disk, releases the writer lock `lock` so that other appenders go on while this one waits
+    /// for a flush that covers it (see `wal/group.rs`).
+    fn acknowledge_and_flush(
+        &self,
+        lock: &File,
+        log: Option<&mut Wal>,
+        tip: Option<&Tip>,
+        built: &Built,
+        guard: Option<pack::PackGuard>,
+    ) -> Result<(), StoreError> {
+        if let Some(ticket) = self.acknowledge(lock, log, tip, built, guard)? {
+            let _ = lock.unlock();
+            failpoint("wal-logged");
+            self.flush_covering(lock, ticket)?;
+        }
+        Ok(())
     }
 
     /// After the ref moved: logs the append (`log`, for a single append), makes it durable,
