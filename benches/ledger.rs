@@ -7,7 +7,8 @@
 //! cold open + one append, `verify --deep` on loose and on packed objects (entries/s and peak
 //! RSS of a child process, median of three runs), and durable single appends vs a JSONL
 //! baseline that does per entry what Forum does (open, append a line, fsync, close; payload
-//! file then entry file).
+//! file then entry file), and durable appends from several processes at once (see
+//! [`concurrent`]; `--concurrent-only` runs that part alone).
 //! Nothing here asserts a time: the machine is shared and noisy, so read medians and ratios.
 
 use std::io::Write;
@@ -17,6 +18,9 @@ use std::time::{Duration, Instant};
 
 use git_forum::ledger::{NewEntry, Value};
 use git_forum::store::git::{FlushMethod, GitStore, Options, commit_bytes};
+
+#[path = "support/busy.rs"]
+mod busy;
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
@@ -537,6 +541,304 @@ fn durable(root: &Path, n: usize, only: Option<&str>) {
     }
 }
 
+/// Durable appends from `procs` processes at once to one ledger, `per` entries each, against
+/// two JSONL baselines fed the same entries by the same number of processes, each append under
+/// an exclusive `flock`: Forum's way (open, append, fsync and close the payload file then the
+/// entry file, per append) and the same writers with group commit (append both lines under the
+/// lock, then one flush of both files covers every writer waiting on it).
+///
+/// The writers are real processes: this bench run again with `--child-append`. Each opens its
+/// ledger (or files), says it is ready and waits; the clock starts when all are told to go, so
+/// process start and open are not counted. A git forum append here is what `git forum append`
+/// does once the store is open: the entry's checks (labels, timestamp, size cap), the secret
+/// scan of its body, then the durable append (`forum.fsyncMethod=wal`). The JSONL writers make
+/// no checks. Rounds rotate the order of the three writers, each on fresh files; afterwards the
+/// ledgers must hold every acknowledged entry (count, and `verify --deep` passes).
+fn concurrent(root: &Path, procs: usize, per: usize, rounds: usize) {
+    println!(
+        "\n== durable appends from {procs} processes at once, {per} entries each, {rounds} rounds (order rotated; a `sync` before each run) =="
+    );
+    let uptime = Command::new("uptime")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    println!("uptime: {uptime}");
+    let modes = ["git", "jsonl-each", "jsonl-group"];
+    let labels = [
+        "git forum, fsyncMethod=wal, checks + secret scan",
+        "JSONL under a lock, fsync per append (Forum's way)",
+        "JSONL under a lock, group commit",
+    ];
+    let mut secs = [0.0f64; 3];
+    let mut lat: [Vec<f64>; 3] = Default::default();
+    let mut ledgers = Vec::new();
+    for round in 0..rounds {
+        for k in 0..3 {
+            let m = (k + round) % 3;
+            let target = root.join(format!("concurrent-{}-{round}", modes[m]));
+            if m == 0 {
+                fresh_repo(root, &format!("concurrent-{}-{round}", modes[m]));
+                ledgers.push(target.clone());
+            } else {
+                std::fs::create_dir_all(&target).unwrap();
+            }
+            settle();
+            let (wall, mut l) = run_writers(modes[m], &target, procs, per);
+            secs[m] += wall;
+            lat[m].append(&mut l);
+        }
+    }
+    let done = (procs * per * rounds) as f64;
+    let rate: Vec<f64> = secs.iter().map(|s| done / s).collect();
+    for m in 0..3 {
+        let ratios = if m == 0 {
+            format!(
+                "; {:.2}x Forum's way, {:.2}x JSONL with group commit",
+                rate[0] / rate[1],
+                rate[0] / rate[2]
+            )
+        } else {
+            String::new()
+        };
+        println!(
+            "{:<52} {:>6.0} appends/s, p50 {:.2} ms, p99 {:.2} ms{ratios}",
+            labels[m],
+            rate[m],
+            pct(&lat[m], 0.5) * 1e3,
+            pct(&lat[m], 0.99) * 1e3
+        );
+    }
+    println!(
+        "group commit alone (JSONL with it / without): {:.2}x",
+        rate[2] / rate[1]
+    );
+    for repo in &ledgers {
+        let store = GitStore::open(repo, "main", Options::default()).unwrap();
+        let r = store.verify(true).unwrap();
+        assert!(r.passed(), "verify --deep after the concurrent run failed");
+        assert_eq!(
+            r.entries as usize,
+            procs * per,
+            "every acknowledged append is in the ledger"
+        );
+    }
+    println!(
+        "every acknowledged append is in its ledger: {} ledgers of {} entries, verify --deep passed",
+        ledgers.len(),
+        procs * per
+    );
+}
+
+/// Runs `procs` writer processes of `mode` on `target`, `per` entries each: the wall time from
+/// "go" until the last is done, and every append's latency (seconds).
+fn run_writers(mode: &str, target: &Path, procs: usize, per: usize) -> (f64, Vec<f64>) {
+    use std::io::{BufRead, BufReader};
+    let exe = std::env::current_exe().unwrap();
+    let mut children: Vec<_> = (0..procs)
+        .map(|w| {
+            Command::new(&exe)
+                .args([
+                    "--child-append",
+                    mode,
+                    target.to_str().unwrap(),
+                    &w.to_string(),
+                    &per.to_string(),
+                ])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut outs: Vec<_> = children
+        .iter_mut()
+        .map(|c| BufReader::new(c.stdout.take().unwrap()))
+        .collect();
+    for o in &mut outs {
+        let mut line = String::new();
+        o.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "a writer did not start: {line}");
+    }
+    let t = Instant::now();
+    for c in &mut children {
+        c.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
+    let mut lat = Vec::with_capacity(procs * per);
+    for o in &mut outs {
+        let mut line = String::new();
+        o.read_line(&mut line).unwrap();
+        let mut words = line.split_whitespace();
+        assert_eq!(words.next(), Some("ok"), "a writer failed: {line}");
+        lat.extend(words.map(|w| w.parse::<f64>().unwrap() / 1e9));
+    }
+    let wall = t.elapsed().as_secs_f64();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    assert_eq!(lat.len(), procs * per, "every append was acknowledged");
+    (wall, lat)
+}
+
+/// The entries writer `w` appends: the bench's entries without causal parents (writers
+/// interleave, and a parent must come before its child).
+fn writer_entries(w: usize, per: usize) -> Vec<NewEntry> {
+    let mut news = entries((w + 1) * per).split_off(w * per);
+    for n in &mut news {
+        n.causal_parent = None;
+    }
+    news
+}
+
+/// `--child-append MODE TARGET W N`: one writer of [`concurrent`].
+fn child_append(args: &[String]) {
+    use std::io::BufRead;
+    let (mode, target) = (args[0].as_str(), PathBuf::from(&args[1]));
+    let w: usize = args[2].parse().unwrap();
+    let per: usize = args[3].parse().unwrap();
+    let news = writer_entries(w, per);
+    let mut store = (mode == "git").then(|| {
+        let opts = Options {
+            fsync: true,
+            method: FlushMethod::Wal,
+            ..Options::default()
+        };
+        GitStore::open(&target, "main", opts).unwrap()
+    });
+    let jsonl = (mode != "git").then(|| JsonlShared::open(&target, mode == "jsonl-group"));
+    println!("ready");
+    let mut go = String::new();
+    std::io::stdin().lock().read_line(&mut go).unwrap();
+    let mut out = String::from("ok");
+    for e in &news {
+        let t = Instant::now();
+        match (&mut store, &jsonl) {
+            (Some(store), _) => {
+                git_forum::surface::append_checked(store, e).unwrap();
+            }
+            (None, Some(j)) => j.append(e),
+            _ => unreachable!(),
+        }
+        out.push_str(&format!(" {}", t.elapsed().as_nanos()));
+    }
+    println!("{out}");
+}
+
+/// JSONL writers sharing one directory: `lock` (an exclusive `flock`; it holds the head, and
+/// with group commit the count of appends written), `flush` (group commit's flush lock and
+/// count of appends on disk), `payloads.jsonl` and `entries.jsonl`.
+struct JsonlShared {
+    dir: PathBuf,
+    lock: std::fs::File,
+    flush: std::fs::File,
+    group: bool,
+}
+
+impl JsonlShared {
+    fn open(dir: &Path, group: bool) -> JsonlShared {
+        let file = |name: &str| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true)
+                .open(dir.join(name))
+                .unwrap()
+        };
+        JsonlShared {
+            dir: dir.to_path_buf(),
+            lock: file("lock"),
+            flush: file("flush"),
+            group,
+        }
+    }
+
+    fn read_u64(f: &std::fs::File, at: u64) -> u64 {
+        use std::os::unix::fs::FileExt;
+        let mut b = [0u8; 8];
+        match f.read_exact_at(&mut b, at) {
+            Ok(()) => u64::from_le_bytes(b),
+            Err(_) => 0,
+        }
+    }
+
+    fn write_u64(f: &std::fs::File, at: u64, v: u64) {
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(&v.to_le_bytes(), at).unwrap();
+    }
+
+    /// One append: under the lock, the next entry on the head the lock file holds, its payload
+    /// line then its entry line (each file opened, appended, flushed and closed, as Forum
+    /// does; with group commit the flushes wait until after the lock).
+    fn append(&self, n: &NewEntry) {
+        use std::os::unix::fs::FileExt;
+        self.lock.lock().unwrap();
+        let mut head = [0u8; 73];
+        let head = match self.lock.read_exact_at(&mut head, 0) {
+            Ok(()) if head[0] == 1 => Some(git_forum::ledger::Entry {
+                seq: u64::from_le_bytes(head[1..9].try_into().unwrap()),
+                ts: 0.0,
+                actor: String::new(),
+                kind: String::new(),
+                causal_parent: None,
+                payload_hash: String::new(),
+                prev_hash: String::new(),
+                entry_hash: String::from_utf8(head[9..73].to_vec()).unwrap(),
+            }),
+            _ => None,
+        };
+        let body = n.payload.canonical();
+        let ph = git_forum::ledger::hash::sha256_hex(body.as_bytes());
+        let e = git_forum::ledger::Entry::next(head.as_ref(), n, ph.clone());
+        for (file, line) in [
+            (
+                "payloads.jsonl",
+                format!(
+                    "{{\"hash\": \"{ph}\", \"body\": {}}}\n",
+                    n.payload.python_dumps()
+                ),
+            ),
+            (
+                "entries.jsonl",
+                format!("{}\n", e.to_value().python_dumps()),
+            ),
+        ] {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.dir.join(file))
+                .unwrap();
+            f.write_all(line.as_bytes()).unwrap();
+            if !self.group {
+                f.sync_all().unwrap();
+            }
+        }
+        let mut next = [0u8; 73];
+        next[0] = 1;
+        next[1..9].copy_from_slice(&e.seq.to_le_bytes());
+        next[9..73].copy_from_slice(e.entry_hash.as_bytes());
+        self.lock.write_all_at(&next, 0).unwrap();
+        if !self.group {
+            self.lock.unlock().unwrap();
+            return;
+        }
+        let ticket = Self::read_u64(&self.lock, 128) + 1;
+        Self::write_u64(&self.lock, 128, ticket);
+        self.lock.unlock().unwrap();
+        self.flush.lock().unwrap();
+        if Self::read_u64(&self.flush, 0) < ticket {
+            let written = Self::read_u64(&self.lock, 128).max(ticket);
+            for file in ["payloads.jsonl", "entries.jsonl"] {
+                std::fs::File::open(self.dir.join(file))
+                    .unwrap()
+                    .sync_all()
+                    .unwrap();
+            }
+            Self::write_u64(&self.flush, 0, written);
+        }
+        self.flush.unlock().unwrap();
+    }
+}
+
 /// The type and mount options of the filesystem holding `path`, from /proc/mounts (Linux), so
 /// the durable figures can be read against it: file creation and fsync costs differ widely
 /// between filesystems and between ext4 with and without a journal.
@@ -561,6 +863,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--child-verify") {
         child_main(&args[i + 1]);
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--child-append") {
+        child_append(&args[i + 1..]);
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--make-ledger") {
@@ -599,12 +905,29 @@ fn main() {
         root.path().display(),
         filesystem_of(root.path())
     );
+    let busy = busy::Busy::from_args(&args);
+    println!("mode: {}", busy::Busy::label(&busy));
+    // `--procs P` and `--per N`: the concurrent part's writers and entries per writer.
+    let num = |flag: &str, default: usize| {
+        args.iter()
+            .position(|a| a == flag)
+            .map_or(default, |i| args[i + 1].parse().expect("a number"))
+    };
+    let (procs, per) = (
+        num("--procs", 8),
+        num("--per", if quick { 100 } else { 250 }),
+    );
+    if args.iter().any(|a| a == "--concurrent-only") {
+        concurrent(root.path(), procs, per, 3);
+        return;
+    }
     // `--only TEXT`: run only the durable writers whose label contains TEXT (e.g. `=wal`).
     let only = args
         .iter()
         .position(|a| a == "--only")
         .map(|i| args[i + 1].as_str());
     durable(root.path(), 1_000, only);
+    concurrent(root.path(), procs, per, 3);
     if args.iter().any(|a| a == "--durable-only") {
         return;
     }

@@ -19,7 +19,7 @@ use super::handle::{Appended, GitStore, Tip};
 use super::lock::CasOutcome;
 use super::objects::unique;
 use super::pack::{self, Obj};
-use super::wal::{Wal, WalRecord};
+use super::wal::{Mark, Wal, WalRecord, note_written};
 use crate::ledger::hash::sha256_hex;
 use crate::ledger::{Entry, NewEntry};
 
@@ -155,7 +155,7 @@ impl GitStore {
             match outcome {
                 CasOutcome::Moved => {
                     let wal = log.wal.as_mut().filter(|_| logged);
-                    self.acknowledge(&lock, wal, tip.as_ref(), &built, guard)?;
+                    self.acknowledge_and_flush(&lock, wal, tip.as_ref(), &built, guard)?;
                     failpoint("appended");
                     return Ok((built.commits, built.entries));
                 }
@@ -314,10 +314,10 @@ impl GitStore {
         Ok(guard)
     }
 
-    /// After the ref moved: logs the append (`log`, for a single append), makes it durable,
-    /// writes again whatever a racing prune deleted, and updates the index and the remembered
-    /// tip, so that the append can be acknowledged.
-    fn acknowledge(
+    /// [`acknowledge`](Self::acknowledge), then, when the record is in the log but not yet on
+    /// disk, releases the writer lock `lock` so that other appenders go on while this one waits
+    /// for a flush that covers it (see `wal/group.rs`).
+    fn acknowledge_and_flush(
         &self,
         lock: &File,
         log: Option<&mut Wal>,
@@ -325,6 +325,27 @@ impl GitStore {
         built: &Built,
         guard: Option<pack::PackGuard>,
     ) -> Result<(), StoreError> {
+        if let Some(ticket) = self.acknowledge(lock, log, tip, built, guard)? {
+            let _ = lock.unlock();
+            failpoint("wal-logged");
+            self.flush_covering(lock, ticket)?;
+        }
+        Ok(())
+    }
+
+    /// After the ref moved: logs the append (`log`, for a single append), makes it durable,
+    /// writes again whatever a racing prune deleted, and updates the index and the remembered
+    /// tip, so that the append can be acknowledged. With the `wal` flush method the log is not
+    /// flushed here: the ticket returned is what [`GitStore::flush_covering`] waits on once the
+    /// writer lock is released, so that one flush covers every appender waiting on it.
+    fn acknowledge(
+        &self,
+        lock: &File,
+        log: Option<&mut Wal>,
+        tip: Option<&Tip>,
+        built: &Built,
+        guard: Option<pack::PackGuard>,
+    ) -> Result<Option<Mark>, StoreError> {
         let new_tip = *built
             .commits
             .last()
@@ -334,20 +355,22 @@ impl GitStore {
         // garbage (a body or tree the repository already had, say): whatever is missing now is
         // written again before the append is acknowledged. The objects are a pure function of
         // the entries.
+        let mut ticket = None;
         let logged_now = match log {
             Some(w) => self
-                .wal_log(
-                    w,
-                    tip.map(|t| t.commit),
-                    new_tip,
-                    &built.objects,
-                    log_durably,
-                )
-                .map(|()| {
+                .wal_log(w, tip.map(|t| t.commit), new_tip, &built.objects)
+                .and_then(|pending| {
                     // For the next append: where the records now end (no flush; without it the
                     // next one scans the log).
                     #[cfg(unix)]
                     let _ = std::os::unix::fs::FileExt::write_all_at(lock, &w.hint(), 0);
+                    if pending && log_durably {
+                        ticket = Some(note_written(lock).map_err(io(format!(
+                            "noting a write-ahead log record in {}",
+                            self.writer_lock_path().display()
+                        )))?);
+                    }
+                    Ok(())
                 }),
             None => Ok(()),
         };
@@ -384,7 +407,7 @@ impl GitStore {
         if built.as_pack {
             self.consolidate_packs();
         }
-        Ok(())
+        Ok(ticket)
     }
 
     /// A ref lock held at the compare-and-swap: one a git-forum writer left when it died is
@@ -568,6 +591,20 @@ impl GitStore {
         }
         let payload_hash = sha256_hex(body.as_bytes());
         let hash = self.hash;
+        // The body and its tree do not depend on the tip. With the write-ahead log they are
+        // written before the writer lock is taken: creating files is the slowest step of an
+        // append on some file systems (ext4's inode allocator scans past recently freed
+        // inodes), and other appenders need not wait on it. Only the commit, which names the
+        // tip, is created under the lock (the two are found present there and skipped). Nothing
+        // is flushed: the log's record holds all three, and what a racing prune deletes before
+        // the ref moves is written again as for any append.
+        let blob = object(hash, Kind::Blob, body.as_bytes().to_vec())?;
+        let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
+        // (Not for an append at an expected seq, which may find the ledger moved and must
+        // then leave nothing behind.)
+        if cfg!(target_os = "linux") && self.log_durably() && expect.is_none() {
+            self.write_loose_objects(&[blob.clone(), tree.clone()], false, false)?;
+        }
         let appended = self.append_with(
             |tip| {
                 if expect.is_some_and(|seq| seq != next_seq(tip)) {
@@ -580,8 +617,7 @@ impl GitStore {
                     .map_err(|e| StoreError::Invalid(e.to_string()))?;
                 let entry = Entry::next(tip.map(|t| &t.entry), new, payload_hash.clone());
                 let mut objects = Vec::with_capacity(3);
-                let blob = object(hash, Kind::Blob, body.as_bytes().to_vec())?;
-                let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
+                let (blob, tree) = (blob.clone(), tree.clone());
                 let commit = object(
                     hash,
                     Kind::Commit,

@@ -8,6 +8,18 @@
 //! rewrites data blocks in place and touches no file-system metadata. The append returns only
 //! after the record is on disk.
 //!
+//! Appenders in several processes share flushes (group commit; `wal/group.rs` has the
+//! protocol and why it is safe). Under the ledger's writer lock an append writes its objects,
+//! moves its ref, writes its record (not flushed) and raises the *written* count in the
+//! writer-lock file, which gives it a ticket. It then releases the writer lock, so the next
+//! appender can go on, and takes the ledger's flush lock (`.git/forum/locks/NAME.flush`, an
+//! `flock`). Whoever holds it reads the *durable* count there: when it covers its ticket, an
+//! earlier holder's flush covered this record too and it returns; otherwise it reads *written*,
+//! flushes the log once (every record up to that count is in it), raises *durable* to it and
+//! releases. The appenders that queued behind it meanwhile find themselves covered. No append
+//! returns before a flush that began after its record was written; one killed in between was
+//! never acknowledged, and what it leaves is what a writer killed after moving its ref leaves.
+//!
 //! Every process sees the objects and the ref at once (they are in the page cache). What a
 //! power loss can take away is only what the page cache had not written yet: after a reboot, the
 //! next `git forum` command on the ledger notices that the log was written during an earlier
@@ -626,6 +638,8 @@ fn claim_inode_block(
     Ok(Some((wal, inside)))
 }
 
+mod group;
 mod recover;
+pub(crate) use group::{Mark, note_written};
 #[cfg(test)]
 mod tests;

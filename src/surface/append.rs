@@ -47,6 +47,14 @@ pub(crate) fn append(store: &mut GitStore, new: &NewEntry) -> Result<AppendRepor
     append_guarded(store, new, &Guard::default())
 }
 
+/// [`append`] for a caller outside the crate that times it (the ledger bench's concurrent
+/// durable appends): the same checks, secret scan and append; the seq written, or the error's
+/// one line.
+#[doc(hidden)]
+pub fn append_checked(store: &mut GitStore, new: &NewEntry) -> std::result::Result<u64, String> {
+    append(store, new).map(|r| r.seq).map_err(|e| e.to_string())
+}
+
 /// [`append`] under `guard`: a body with secrets is written with markers and followed by a
 /// `secret_redacted` entry, or refused (nothing written) when the guard blocks.
 pub(crate) fn append_guarded(

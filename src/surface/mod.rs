@@ -17,6 +17,8 @@ use crate::ledger::StorageError;
 use crate::store::git::StoreError;
 
 pub(crate) mod append;
+#[doc(hidden)]
+pub use append::append_checked;
 pub(crate) mod bench_verify;
 pub(crate) mod campaign;
 pub(crate) mod clock;

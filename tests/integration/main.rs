@@ -26,6 +26,7 @@ mod fetched_readers;
 mod first_fix;
 mod flight;
 mod gradable;
+mod group_commit;
 mod halt;
 mod help;
 mod hostile;

@@ -65,30 +65,32 @@ impl GitStore {
         Ok(wal)
     }
 
-    /// Logs an append that moved the ref from `old` to `new` writing `objects`, returning once
-    /// the record is on disk when `durable`. When the log's last tip is not `old`, the parent
-    /// chain is not all in the log: the repository is flushed and the log emptied first. A full
-    /// log is emptied the same way after this append (which the flush then covers). Emptying
-    /// packs what the log held first (see [`GitStore::empty_log`]).
+    /// Logs an append that moved the ref from `old` to `new` writing `objects`, without
+    /// flushing the log: returns true when the record is in the log (a flush must still cover
+    /// it before the append is durable; see `group.rs`), false when the append is on disk
+    /// already. When the log's last tip is not `old`, the parent chain is not all in the log:
+    /// the repository is flushed and the log emptied first. A full log is emptied the same way
+    /// after this append (which the flush then covers). Emptying packs what the log held first
+    /// (see [`GitStore::empty_log`]).
     pub(crate) fn wal_log(
         &self,
         wal: &mut Wal,
         old: Option<ObjectId>,
         new: ObjectId,
         objects: &[Obj],
-        durable: bool,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let path = wal.path().to_path_buf();
         if wal.header.last_new != old {
             // The parent chain is not all in the log: flush it, then log from here.
             self.empty_log(wal, old, &[], None)?;
         }
         let rec = WalRecord::new(old, new, objects);
-        if !wal.append(&rec, durable).map_err(wal_io(&path))? {
+        if !wal.append(&rec, false).map_err(wal_io(&path))? {
             // Full: flush everything, this append included, and start a new generation.
             self.empty_log(wal, Some(new), std::slice::from_ref(&rec), None)?;
+            return Ok(false);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Flushes the repository and empties the ledger's log, if it has one. Batches, redactions
