@@ -18,8 +18,9 @@
 //! means are the finer figures. `uptime` is printed before and after; `--busy` runs the same
 //! comparison while a second process spins on every core.
 //!
-//! `--bin PATH` runs that `git-forum` binary as ours instead of this build's. `--before PATH` adds a third side, another `git-forum` binary (an earlier build) run the
-//! same way, with the ratio of its wall time to ours: a before-and-after in one run.
+//! `--bin PATH` runs that `git-forum` binary as ours instead of this build's. `--before PATH`
+//! adds a third side, another `git-forum` binary (an earlier build) run the same way, with the
+//! ratio of its wall time to ours: a before-and-after in one run.
 //!
 //! `--setup DIR` writes the script and a repository under DIR and prints the command that runs
 //! our side once, for `perf`, `strace` or callgrind by hand; nothing is timed.
