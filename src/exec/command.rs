@@ -629,6 +629,7 @@ fn wait_until(
     pgid: u32,
     running: &Running,
 ) -> (Option<ExitStatus>, bool) {
+    let exited = exit_notice(child);
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return (Some(status), false),
@@ -638,10 +639,40 @@ fn wait_until(
             Ok(None) if call_ctx::stop_requested() => {
                 return (kill_and_wait(child, pgid, running), false);
             }
-            Ok(None) => thread::sleep(Duration::from_millis(5)),
+            // Woken at once when the child ends, else after the pause to look again at the
+            // deadline and the stop request.
+            Ok(None) => {
+                let closed = std::sync::mpsc::RecvTimeoutError::Disconnected;
+                if exited.recv_timeout(STOP_POLL) == Err(closed) {
+                    thread::sleep(STOP_POLL);
+                }
+            }
             Err(_) => return (None, false),
         }
     }
+}
+
+/// How often a wait looks at its deadline and its stop request.
+const STOP_POLL: Duration = Duration::from_millis(5);
+
+/// A message when `child` has ended, from a thread that waits for it without reaping it (the
+/// caller reaps it), so the caller's wait ends when the child does rather than at its next
+/// look. When the thread cannot start, the channel is closed at once and the caller only looks.
+fn exit_notice(child: &std::process::Child) -> std::sync::mpsc::Receiver<()> {
+    use rustix::process::{WaitId, WaitIdOptions, waitid};
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pid = rustix::process::Pid::from_child(child);
+    let _ = thread::Builder::new()
+        .name("exit-notice".into())
+        .spawn(move || {
+            // Any error (the caller reaped it first: ECHILD) ends the wait too.
+            while let Err(rustix::io::Errno::INTR) = waitid(
+                WaitId::Pid(pid),
+                WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+            ) {}
+            let _ = tx.send(());
+        });
+    rx
 }
 
 /// The program's stdout as text. A cut can split a character: only a bad byte before the last

@@ -307,15 +307,34 @@ fn validate_all(
     finals: &BTreeMap<String, Done>,
     verdicts: &mut BTreeMap<String, Verdict>,
 ) -> Result<(), RunError> {
-    for t in tasks {
-        if verdicts.contains_key(&t.id) {
-            continue;
+    let todo: Vec<(&Task, &Done)> = tasks
+        .iter()
+        .filter(|t| !verdicts.contains_key(&t.id))
+        .filter_map(|t| finals.get(&t.id).map(|d| (*t, d)))
+        .collect();
+    if !run.can_judge_at_once(todo.len()) {
+        for (t, done) in todo {
+            let v = run.validate(t, done)?;
+            verdicts.insert(t.id.clone(), v);
         }
-        let Some(done) = finals.get(&t.id) else {
-            continue;
-        };
-        let v = run.validate(t, done)?;
-        verdicts.insert(t.id.clone(), v);
+        return Ok(());
+    }
+    // The validator's calls at once (as many at a time as tasks may run), each verdict then
+    // witnessed in plan order, as one after another would have.
+    let width = run.opts.policy.max_parallel.max(1);
+    for group in todo.chunks(width) {
+        let judged: Vec<_> = std::thread::scope(|s| {
+            let each: Vec<_> = group
+                .iter()
+                .map(|(t, done)| s.spawn(|| run.scoped(|| run.judge(t, done))))
+                .collect();
+            each.into_iter().map(|h| h.join()).collect()
+        });
+        for ((t, done), j) in group.iter().zip(judged) {
+            let j = j.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            let v = run.witness_verdict(t, done, j)?;
+            verdicts.insert(t.id.clone(), v);
+        }
     }
     Ok(())
 }

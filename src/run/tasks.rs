@@ -334,6 +334,29 @@ impl Run<'_, '_> {
     // ---- validation ----
 
     pub(super) fn validate(&self, task: &Task, done: &Done) -> Result<Verdict, RunError> {
+        let judged = self.judge(task, done);
+        self.witness_verdict(task, done, judged)
+    }
+
+    /// Whether `n` results can be judged at once with the same record as one after another:
+    /// more than one at a time is allowed, and no limit (calls, seconds, spend) could stop
+    /// one of them, nor a secret block stop the run between them.
+    pub(super) fn can_judge_at_once(&self, n: usize) -> bool {
+        let calls_left = match self.opts.max_model_calls {
+            Some(max) => max.saturating_sub(self.calls.load(Ordering::SeqCst)) >= n as u64,
+            None => true,
+        };
+        n > 1
+            && self.opts.policy.max_parallel > 1
+            && calls_left
+            && self.opts.max_seconds.is_none()
+            && !self.opts.ceilings.any()
+            && self.opts.secrets.policy.mode != crate::secrets::Mode::Block
+            && self.interrupted().is_none()
+    }
+
+    /// A result's verdict, asked of the validator but not yet witnessed, with its usage.
+    pub(super) fn judge(&self, task: &Task, done: &Done) -> (Verdict, Option<serde_json::Value>) {
         let mut usage = None;
         let verdict = if !done.ok {
             Verdict {
@@ -395,6 +418,16 @@ impl Run<'_, '_> {
                 },
             }
         };
+        (verdict, usage)
+    }
+
+    /// Witnesses a verdict [`Run::judge`] gave, under the result it judges.
+    pub(super) fn witness_verdict(
+        &self,
+        task: &Task,
+        done: &Done,
+        (verdict, usage): (Verdict, Option<serde_json::Value>),
+    ) -> Result<Verdict, RunError> {
         self.put(
             "validator",
             kind::VERDICT,

@@ -166,22 +166,36 @@ fn signal_all(root: Pid, signal: Signal) {
 /// Kills every descendant of `root` (this process) and reaps them all, until it has no child
 /// left (or [`KILL_BOUND`] passed).
 fn kill_tree(root: Pid) {
+    // Usually the program left nothing behind. A live descendant always has a live ancestor
+    // that is this process's child (an orphan is reparented to this subreaper at once), so
+    // when there is no child left, not even a zombie, there is nothing to find in `/proc`.
+    if !reap_all() {
+        return;
+    }
     let start = Instant::now();
     loop {
         signal_all(root, Signal::KILL);
-        loop {
-            match rustix::process::wait(WaitOptions::NOHANG) {
-                Ok(Some(_)) => continue,
-                Ok(None) => break,
-                Err(rustix::io::Errno::INTR) => continue,
-                // ECHILD: nothing left; every descendant was a child by then or is gone.
-                Err(_) => return,
-            }
+        // No child left: every descendant was a child by then or is gone.
+        if !reap_all() {
+            return;
         }
         if start.elapsed() > KILL_BOUND {
             return;
         }
         std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Reaps every child that has ended: whether a child is left (one still running).
+fn reap_all() -> bool {
+    loop {
+        match rustix::process::wait(WaitOptions::NOHANG) {
+            Ok(Some(_)) => continue,
+            Ok(None) => return true,
+            Err(rustix::io::Errno::INTR) => continue,
+            // ECHILD: no child at all.
+            Err(_) => return false,
+        }
     }
 }
 

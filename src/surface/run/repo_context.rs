@@ -21,6 +21,8 @@ use crate::work::git;
 const LS_FILES_LIMIT: usize = 4 << 20;
 /// The most bytes of one `git grep -l` read.
 const GREP_LIMIT: usize = 1 << 20;
+/// How many of a task's `git grep`s run at once.
+const GREPS_AT_ONCE: usize = 4;
 
 /// The repository provider of a work tree.
 pub(crate) struct RepoContext {
@@ -201,10 +203,22 @@ impl ContextProvider for RepoContext {
             if paths.is_empty() {
                 return Ok(String::new());
             }
+            // One `git grep` per term, [`GREPS_AT_ONCE`] at a time: a task waits for the
+            // slowest of each group, not for the sum.
+            let terms = repo::terms(instruction, self.limits.terms);
+            let mut found: Vec<Result<Vec<String>, ContextFailure>> = Vec::new();
+            for group in terms.chunks(GREPS_AT_ONCE) {
+                std::thread::scope(|s| {
+                    let each: Vec<_> = group.iter().map(|t| s.spawn(|| self.grep(t))).collect();
+                    found.extend(each.into_iter().map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Err(failure("git grep: its thread failed".into())))
+                    }));
+                });
+            }
             let mut hits = Vec::new();
-            for t in repo::terms(instruction, self.limits.terms) {
-                let files = self.grep(&t)?;
-                hits.push((t, files));
+            for (t, files) in terms.into_iter().zip(found) {
+                hits.push((t, files?));
             }
             let files: Vec<(String, String)> = repo::rank(&hits, paths, self.limits.task_files)
                 .into_iter()
