@@ -295,9 +295,7 @@ impl GitStore {
             let (tx, rx) = mpsc::sync_channel::<Batch>(workers * 4);
             let rx = Arc::new(Mutex::new(rx));
             let (rtx, rrx) = mpsc::channel::<CheckedBatch>();
-            // Checked batches go back to the walker to be filled again, so their buffers are
-            // allocated a few times per verify rather than once per batch (each a fresh mapping
-            // of a third of a MiB, page-faulted in and unmapped again).
+            // Checked batches go back to the walker to be refilled (see [`Batch`]).
             let (btx, brx) = mpsc::channel::<Batch>();
             for _ in 0..workers {
                 let rx = Arc::clone(&rx);
@@ -310,9 +308,7 @@ impl GitStore {
             }
             // Only workers hold the receiver now: if they all stop, the walker's sends fail and it
             // stops too.
-            drop(rx);
-            drop(rtx);
-            drop(btx);
+            drop((rx, rtx, btx));
             // The walker gets its own thread so this one can collect results as they come.
             let walker = {
                 let shared = shared.clone();
@@ -423,6 +419,9 @@ fn fill_slots(
 /// Commits handed from the walker to a worker: (number from the tip, id, where its bytes are
 /// in `data`). One buffer per batch rather than one per commit: a commit's buffer was
 /// allocated by the walker and freed by a worker, on another thread's arena, once per entry.
+/// Workers hand checked batches back for the walker to refill, so their buffers are allocated
+/// a few times per verify rather than once per batch (each a fresh mapping of a third of a
+/// MiB, page-faulted in and unmapped again).
 struct Batch {
     items: Vec<(usize, ObjectId, std::ops::Range<usize>)>,
     data: Vec<u8>,
