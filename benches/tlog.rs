@@ -9,17 +9,23 @@
 //! 2. `verify --deep` at 10,000, 100,000 and N entries (each an imported ledger). Where Forum
 //!    runs too, its open plus deep verify of the same rows and ours alternate, and the two are
 //!    printed side by side: median wall and median CPU (user + system) of each, peak RSS, the
-//!    ratios, and `uptime` at that moment.
+//!    ratios, and `uptime` at that moment. Each of our runs at 10,000 and 100,000 is cold: it
+//!    verifies a fresh copy of the repository's git data, made before the clock starts, with
+//!    nothing of ours under `.git/forum/` (no seq index, nothing a verify left).
 //! 3. On the N-entry ledger: `git forum verify` (baseline), `checkpoint --note` with the tiles
 //!    built from every entry, with tiles current, after one append (tiles extended), and
 //!    `prove SEQ --tlog-proof`.
 //!
-//! `-- --import-only` runs step 1 alone, three times each side (`--runs K` for another count),
-//! and prints the medians by CPU time: the figure asked of `import` is a ratio of CPU
-//! per entry against Forum's non-fsync append in the same run (of 100,000 entries, or
-//! `--forum-entries M`). It then imports once at 10,000 and 100,000 entries (those below N),
-//! printing peak RSS by size beside the median at N, and once N entries whose payload rows are
-//! scrambled, so every body is found through import's index.
+//! `-- --import-only` runs step 1 alone: `import` at 10,000 and 100,000 entries (those up to
+//! N) and at N, each alternating with Forum's non-fsync append of the same entries, three times
+//! each side (`--runs K` for another count), and prints the medians by CPU time and their
+//! ratio of CPU per entry at each size (above 100,000 entries Forum's side runs only with
+//! `--forum-entries M`, its append holding the whole ledger in memory), then peak RSS by size,
+//! then one import of N entries whose payload rows are scrambled, so every body is found
+//! through import's index.
+//!
+//! `--busy` runs the same comparisons while a second process spins on every core (the header
+//! says which mode ran).
 //!
 //! Forum's own figures come from the same run when `FORUM_PYTHON` names a Python that can
 //! `import forum` (Forum's package): its non-fsync append (CPU per entry, at up to 100,000
@@ -292,6 +298,21 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(if import_only { 3 } else { 1 })
         .max(1);
+    if import_only {
+        let forum_entries = flag("--forum-entries")
+            .map(|v| v.parse().expect("--forum-entries takes a whole number"));
+        import_step(
+            root,
+            n,
+            python.as_deref(),
+            &script,
+            runs,
+            forum_entries,
+            &uptime,
+        );
+        println!("machine at the end: {}", uptime());
+        return;
+    }
     let t = Instant::now();
     let big_dir = root.join(format!("forum-{n}"));
     write_forum_dir(&big_dir, n);
@@ -326,44 +347,6 @@ fn main() {
         imp.mib()
     );
     std::fs::remove_dir_all(&big_dir).unwrap();
-    if import_only {
-        // Memory against N: one import at each smaller size beside the median at N above, and
-        // one of N entries whose payload rows are scrambled (every body found through the
-        // index).
-        let mut line = Vec::new();
-        for m in [10_000, 100_000].into_iter().filter(|s| *s < n) {
-            let d = root.join(format!("forum-size-{m}"));
-            write_forum_dir(&d, m);
-            let (repo, r) = imported(root, &format!("size{m}"), &d);
-            line.push(format!(
-                "{m}: {} MiB ({:.2} µs CPU per entry)",
-                r.mib(),
-                r.cpu / m as f64 * 1e6
-            ));
-            std::fs::remove_dir_all(&repo).unwrap();
-            std::fs::remove_dir_all(&d).unwrap();
-        }
-        line.push(format!(
-            "{n}: {} MiB ({import_us:.2} µs CPU per entry, the median)",
-            imp.mib()
-        ));
-        println!(
-            "`import` peak RSS by size, one run each below N: {}",
-            line.join("; ")
-        );
-        let d = root.join("forum-scrambled");
-        write_forum_dir_ordered(&d, n, true);
-        let (repo, r) = imported(root, "scrambled", &d);
-        println!(
-            "`import` of {n} entries with the payload rows scrambled: {:.2}s wall, {:.2}s CPU ({:.2} µs CPU per entry), peak RSS {} MiB",
-            r.wall,
-            r.cpu,
-            r.cpu / n as f64 * 1e6,
-            r.mib()
-        );
-        std::fs::remove_dir_all(&repo).unwrap();
-        std::fs::remove_dir_all(&d).unwrap();
-    }
     if let Some(py) = &python {
         // Forum's append holds its whole ledger in memory; 100,000 entries unless
         // `--forum-entries M` asks for another count (N itself, for a like-for-like ratio).
@@ -390,7 +373,7 @@ fn main() {
         let r = median_by_cpu(appends);
         let forum_us = r.cpu / m as f64 * 1e6;
         println!(
-            "Forum non-fsync append of {m} entries (median of {runs} by CPU): {:.2}s wall, {forum_us:.2} µs CPU per entry; Forum / import CPU per entry = {:.1}× (target ≥ 5×)",
+            "Forum non-fsync append of {m} entries (median of {runs} by CPU): {:.2}s wall, {forum_us:.2} µs CPU per entry; Forum / import CPU per entry = {:.1}× (target ≥ 10×)",
             r.wall,
             forum_us / import_us
         );
@@ -399,11 +382,6 @@ fn main() {
             "Forum non-fsync append: skipped (set FORUM_PYTHON to a Python that imports forum)"
         );
     }
-    if import_only {
-        println!("machine at the end: {}", uptime());
-        return;
-    }
-
     // 2. verify --deep at 10k, 100k and N, against Forum's open plus deep verify.
     verify_step(
         root,
@@ -504,13 +482,18 @@ fn verify_step(
         let d = root.join(format!("forum-{s}"));
         write_forum_dir(&d, s);
         let (repo, _) = imported(root, &format!("r{s}"), &d);
-        // The two sides alternate, so both meet the machine's load in the same states.
+        // The two sides alternate, so both meet the machine's load in the same states. Each of
+        // our runs is cold: it reads a fresh copy of the repository's git data (objects, refs,
+        // reflogs), without anything of ours under `.git/forum/`, made before the clock starts.
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-        for _ in 0..runs {
+        for k in 0..runs {
             if let Some(py) = python {
                 theirs.push(timed(root, py, &[script, "verify", d.to_str().unwrap()]).0);
             }
-            ours.push(forum(&repo, &["verify", "--deep"]));
+            let fresh = root.join(format!("r{s}-cold{k}"));
+            cold_copy(&repo, &fresh);
+            ours.push(forum(&fresh, &["verify", "--deep"]));
+            std::fs::remove_dir_all(&fresh).unwrap();
         }
         let load = uptime();
         let ours = Medians::of(&ours);
@@ -525,7 +508,7 @@ fn verify_step(
         } else {
             let f = Medians::of(&theirs);
             println!(
-                "  Forum open + deep verify: {:.3}s wall, {:.3}s CPU (user+sys), peak RSS {} MiB\n  Forum / ours: {:.1}× wall (target ≥ 5×), {:.1}× CPU",
+                "  Forum open + deep verify: {:.3}s wall, {:.3}s CPU (user+sys), peak RSS {} MiB\n  Forum / ours: {:.1}× wall (target ≥ 10×), {:.1}× CPU",
                 f.wall,
                 f.cpu,
                 f.rss_mib,
@@ -536,4 +519,139 @@ fn verify_step(
         std::fs::remove_dir_all(&d).unwrap();
         std::fs::remove_dir_all(&repo).unwrap();
     }
+}
+
+/// Copies repository `from` to `to` as a clone would have it: its git data (objects, refs,
+/// reflogs, config), but nothing git forum keeps for itself under `.git/forum/` (the seq index,
+/// locks, logs), so a verify of the copy starts from nothing of ours.
+fn cold_copy(from: &Path, to: &Path) {
+    fn copy(from: &Path, to: &Path, skip: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            let (src, dst) = (e.path(), to.join(e.file_name()));
+            if src == skip {
+                continue;
+            }
+            if e.file_type().unwrap().is_dir() {
+                copy(&src, &dst, skip);
+            } else {
+                std::fs::copy(&src, &dst).unwrap();
+            }
+        }
+    }
+    copy(from, to, &from.join(".git").join("forum"));
+}
+
+/// `--import-only`: `import` at 10,000 and 100,000 entries (those up to N) and at N, each
+/// against Forum's non-fsync append of the same entries where `python` runs Forum (at N above
+/// 100,000 only with `--forum-entries M`, Forum's append holding its whole ledger in memory),
+/// the two sides alternating `runs` times each; medians by CPU, ratios of CPU per entry, peak
+/// RSS by size. Then one import of N entries with the payload rows scrambled.
+fn import_step(
+    root: &Path,
+    n: usize,
+    python: Option<&str>,
+    script: &str,
+    runs: usize,
+    forum_entries: Option<usize>,
+    uptime: &dyn Fn() -> String,
+) {
+    let mut sizes: Vec<usize> = [10_000, 100_000, n]
+        .into_iter()
+        .filter(|s| *s <= n)
+        .collect();
+    sizes.dedup();
+    let mut memory = Vec::new();
+    for s in sizes {
+        let t = Instant::now();
+        let d = root.join(format!("forum-{s}"));
+        write_forum_dir(&d, s);
+        println!(
+            "wrote a {s}-entry Forum directory in {:.1}s",
+            t.elapsed().as_secs_f64()
+        );
+        let m = if s <= 100_000 { Some(s) } else { forum_entries };
+        let forum_dir = root.join("forum-append");
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for k in 0..runs {
+            let (repo, imp) = imported(root, &format!("import{s}-{k}"), &d);
+            println!(
+                "  `import` of {s}, run {}: {:.2}s wall, {:.2}s CPU, peak RSS {} MiB",
+                k + 1,
+                imp.wall,
+                imp.cpu,
+                imp.mib()
+            );
+            ours.push(imp);
+            std::fs::remove_dir_all(&repo).unwrap();
+            if let (Some(py), Some(m)) = (python, m) {
+                let (r, _) = timed(
+                    root,
+                    py,
+                    &[
+                        script,
+                        "append",
+                        forum_dir.to_str().unwrap(),
+                        &m.to_string(),
+                    ],
+                );
+                println!(
+                    "  Forum append of {m}, run {}: {:.2}s wall, {:.2}s CPU",
+                    k + 1,
+                    r.wall,
+                    r.cpu
+                );
+                theirs.push(r);
+                std::fs::remove_dir_all(&forum_dir).unwrap();
+            }
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+        let rss = ours.iter().map(Run::mib).max().unwrap_or(0);
+        let imp = median_by_cpu(ours);
+        let us = imp.cpu / s as f64 * 1e6;
+        println!(
+            "{s} entries, `import`, median of {runs} by CPU (machine: {}):\n  git forum: {:.3}s wall, {:.3}s CPU ({us:.2} µs CPU per entry), peak RSS {rss} MiB",
+            uptime(),
+            imp.wall,
+            imp.cpu,
+        );
+        memory.push(format!("{s}: {rss} MiB"));
+        match (theirs.is_empty(), m) {
+            (false, Some(m)) => {
+                let f = median_by_cpu(theirs);
+                let forum_us = f.cpu / m as f64 * 1e6;
+                println!(
+                    "  Forum non-fsync append of {m}: {:.3}s wall, {:.3}s CPU ({forum_us:.2} µs CPU per entry)\n  Forum / ours, CPU per entry: {:.1}× (target ≥ 10×)",
+                    f.wall,
+                    f.cpu,
+                    forum_us / us
+                );
+            }
+            _ => println!(
+                "  Forum non-fsync append: skipped ({})",
+                if python.is_none() {
+                    "set FORUM_PYTHON to a Python that imports forum"
+                } else {
+                    "above 100,000 entries only with --forum-entries M"
+                }
+            ),
+        }
+    }
+    println!(
+        "`import` peak RSS by size: {} (flat in N is the target)",
+        memory.join("; ")
+    );
+    let d = root.join("forum-scrambled");
+    write_forum_dir_ordered(&d, n, true);
+    let (repo, r) = imported(root, "scrambled", &d);
+    println!(
+        "`import` of {n} entries with the payload rows scrambled: {:.2}s wall, {:.2}s CPU ({:.2} µs CPU per entry), peak RSS {} MiB",
+        r.wall,
+        r.cpu,
+        r.cpu / n as f64 * 1e6,
+        r.mib()
+    );
+    std::fs::remove_dir_all(&repo).unwrap();
+    std::fs::remove_dir_all(&d).unwrap();
 }

@@ -80,6 +80,47 @@ pub fn entry_preimage(
     out
 }
 
+/// Whether `entry_hash` is the entry hash of these fields: [`entry_hash`] compared without
+/// writing the digest out in hex (verify and import check one per entry). A text that is not
+/// 64 lowercase hex digits never equals the computed hash, as the comparison of texts says.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn entry_hash_matches(
+    seq: u64,
+    ts: f64,
+    actor: &str,
+    kind: &str,
+    causal_parent: Option<i64>,
+    payload_hash: &str,
+    prev_hash: &str,
+    entry_hash: &str,
+) -> bool {
+    if !is_hash(entry_hash) {
+        return false;
+    }
+    let mut out = String::with_capacity(200 + actor.len() + kind.len());
+    out.push_str(itoa::Buffer::new().format(seq));
+    out.push(SEP);
+    push_python_fixed6(&mut out, ts);
+    out.push(SEP);
+    out.push_str(actor);
+    out.push(SEP);
+    out.push_str(kind);
+    out.push(SEP);
+    if let Some(p) = causal_parent {
+        out.push_str(itoa::Buffer::new().format(p));
+    }
+    out.push(SEP);
+    out.push_str(payload_hash);
+    out.push(SEP);
+    out.push_str(prev_hash);
+    let digest = Sha256::digest(out.as_bytes());
+    let want = entry_hash.as_bytes();
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    digest.iter().zip(want.chunks_exact(2)).all(|(b, pair)| {
+        pair[0] == DIGITS[(b >> 4) as usize] && pair[1] == DIGITS[(b & 15) as usize]
+    })
+}
+
 /// `entry_hash = sha256hex(utf8(preimage))`.
 pub fn entry_hash(
     seq: u64,
@@ -93,4 +134,41 @@ pub fn entry_hash(
     sha256_hex(
         entry_preimage(seq, ts, actor, kind, causal_parent, payload_hash, prev_hash).as_bytes(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The comparison without hex agrees with comparing [`entry_hash`]'s text, for the hash
+    /// itself, a hash one digit off, the same in capitals, and texts that are not hashes.
+    #[test]
+    fn entry_hash_matches_agrees_with_comparing_the_hex() {
+        for (seq, ts, parent) in [
+            (0u64, 1001.0, None),
+            (7, 1.5e9, Some(6i64)),
+            (123_456, 0.25, Some(-1)),
+        ] {
+            let args = (seq, ts, "bench", "note", parent, GENESIS, GENESIS);
+            let good = entry_hash(args.0, args.1, args.2, args.3, args.4, args.5, args.6);
+            let mut off = good.clone().into_bytes();
+            off[63] = if off[63] == b'0' { b'1' } else { b'0' };
+            let off = String::from_utf8(off).unwrap();
+            for candidate in [
+                good.clone(),
+                off,
+                good.to_uppercase(),
+                String::new(),
+                "zz".repeat(32),
+            ] {
+                assert_eq!(
+                    entry_hash_matches(
+                        args.0, args.1, args.2, args.3, args.4, args.5, args.6, &candidate
+                    ),
+                    candidate == good,
+                    "{candidate:?}"
+                );
+            }
+        }
+    }
 }

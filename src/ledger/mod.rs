@@ -131,6 +131,21 @@ impl Entry {
         }
     }
 
+    /// Whether the stored entry hash is the one its fields hash to (`computed_hash() ==
+    /// entry_hash`, without writing the digest out in hex).
+    pub(crate) fn hash_matches(&self) -> bool {
+        hash::entry_hash_matches(
+            self.seq,
+            self.ts,
+            &self.actor,
+            &self.kind,
+            self.causal_parent,
+            &self.payload_hash,
+            &self.prev_hash,
+            &self.entry_hash,
+        )
+    }
+
     /// The entry hash recomputed from the stored fields.
     pub(crate) fn computed_hash(&self) -> String {
         hash::entry_hash(
@@ -417,7 +432,7 @@ impl ChainChecker {
             seq: entry.seq,
             prev_hash: &entry.prev_hash,
             entry_hash: &entry.entry_hash,
-            edited: entry.computed_hash() != entry.entry_hash,
+            edited: !entry.hash_matches(),
         };
         self.push_link(&link, lookahead.map(|n| n.seq))
     }

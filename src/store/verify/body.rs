@@ -199,7 +199,7 @@ pub(super) fn check_commit(
     rec.entry_hash = hex_to_bytes(&entry.entry_hash);
     rec.prev_hash = hex_to_bytes(&entry.prev_hash);
     let payload_hash = hex_to_bytes(&entry.payload_hash);
-    rec.edited = entry.computed_hash() != entry.entry_hash;
+    rec.edited = !entry.hash_matches();
     let redaction = entry.kind == crate::ledger::kind::REDACTION;
     let change = entry.kind == crate::ledger::kind::CHANGE;
     if deep && !redaction && !change {

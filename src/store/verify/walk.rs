@@ -29,18 +29,20 @@ pub(super) fn read_gix(
 }
 
 /// Walks first parents from `tip`, checking that each object hashes to its name and is a
-/// commit, and sends the commits in batches (numbered from the tip), up to the root or to
-/// `stop` (not sent). Returns where it stopped early (if it did), the `watch` commits it met,
-/// and whether it met `stop`.
+/// commit, and sends the commits in batches (numbered from the tip) on the first of `chans`,
+/// up to the root or to `stop` (not sent); the second gives back batches checked, to fill
+/// again. Returns where it stopped early (if it did), the `watch` commits it met, and whether
+/// it met `stop`.
 pub(super) fn walk(
     repo: &gix::Repository,
     hash: HashKind,
     tip: ObjectId,
-    tx: mpsc::SyncSender<Batch>,
+    chans: (mpsc::SyncSender<Batch>, mpsc::Receiver<Batch>),
     watch: HashSet<ObjectId>,
     packs: Packs,
     stop: Option<ObjectId>,
 ) -> Result<(Option<WalkFailure>, HashSet<ObjectId>, bool), StoreError> {
+    let (tx, back) = chans;
     let mut reader = Reader::new(packs);
     let mut found = HashSet::new();
     let mut cur = Some(tip);
@@ -79,7 +81,10 @@ pub(super) fn walk(
         batch.push(i, id, &buf);
         i += 1;
         if batch.items.len() == BATCH {
-            let full = std::mem::replace(&mut batch, Batch::with_capacity(BATCH));
+            let next = back
+                .try_recv()
+                .unwrap_or_else(|_| Batch::with_capacity(BATCH));
+            let full = std::mem::replace(&mut batch, next);
             if tx.send(full).is_err() {
                 return Ok((failure, found, met));
             }
