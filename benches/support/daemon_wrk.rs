@@ -370,6 +370,8 @@ pub(crate) fn run(args: &[String]) {
     rustix::process::kill_process(p, rustix::process::Signal::TERM).unwrap();
     let status = daemon.0.wait().unwrap();
     println!("SIGTERM: the daemon exited with {status}");
+    // Stopped here: `exit` below runs no destructor.
+    drop(busy);
     if failed || !status.success() {
         eprintln!("FAILED: a non-2xx answer, a wrk run without figures, or an unclean exit");
         std::process::exit(1);

@@ -211,26 +211,23 @@ impl Dispatcher {
             return Ok(cache);
         }
         let store = self.reader()?;
+        let mut cache = lock(&self.cache);
         let Some(tip) = store.tip_id()? else {
-            let mut cache = lock(&self.cache);
             *cache = Arc::new(EntryCache {
                 root: merkle_root::<&str>(&[]),
                 ..EntryCache::default()
             });
             return Ok(cache);
         };
-        let (cached, have) = {
-            let cache = lock(&self.cache);
-            if cache.tip == Some(tip) {
-                return Ok(cache);
-            }
-            (cache.tip, cache.entries.len() as u64)
-        };
-        // Walk back from the tip until the cached tip, without the lock, so that reads the
-        // cache answers do not wait on the walk; when the walk passes below the cached tip
-        // without meeting it, the commits were rewritten: keep walking, and read the whole
-        // chain.
-        let mut stop = cached;
+        if cache.tip == Some(tip) {
+            return Ok(cache);
+        }
+        // Walk back from the tip until the cached tip, under the lock: the other requests
+        // that found the tip moved wait for this walk rather than each walking it again.
+        // When the walk passes below the cached tip without meeting it, the commits were
+        // rewritten: keep walking, and read the whole chain.
+        let mut stop = cache.tip;
+        let have = cache.entries.len() as u64;
         let mut fresh: Vec<(gix::ObjectId, Entry)> = Vec::new();
         let mut cur = Some(tip);
         let mut buf = Vec::new();
@@ -248,16 +245,6 @@ impl Dispatcher {
             cur = parent;
         }
         fresh.reverse();
-        let mut cache = lock(&self.cache);
-        if cache.tip != cached {
-            // Another request refreshed the cache meanwhile: when it reached this tip, that is
-            // the answer; otherwise read again, from what it left.
-            if cache.tip == Some(tip) {
-                return Ok(cache);
-            }
-            drop(cache);
-            return self.current();
-        }
         let mut next = if extends {
             Arc::unwrap_or_clone(std::mem::take(&mut *cache))
         } else {
