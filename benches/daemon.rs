@@ -11,6 +11,10 @@
 //! asserts a time: the machine is shared and noisy. Every client sends the daemon's bearer
 //! token, read from the file the daemon names on its second line, as a user's client would.
 //!
+//! `--wrk [--seconds S --rounds R --entries N --appenders A --threads T --connections C]
+//! [--busy]` runs the daemon's read routes under wrk against a hello-world axum server in the
+//! same run, while A clients append (see `support/daemon_wrk.rs`).
+//!
 //! `--replay-memory` measures the daemon's memory instead: it imports a ledger of `--entries`
 //! entries (default 45,001, seq 0 to 45,000) as one Forum directory, starts the daemon, and has
 //! `--clients` clients (default 8) page through `GET /replay/LAST` at once (`?after=` the `next`
@@ -33,6 +37,11 @@
 //! `git forum summary --json` and `git forum verify --deep --json` on the same ledger (whole
 //! processes, each reading everything), with the daemon's resident size. Medians and ratios;
 //! nothing asserted.
+
+#[path = "support/busy.rs"]
+mod busy;
+#[path = "support/daemon_wrk.rs"]
+mod daemon_wrk;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -709,6 +718,14 @@ fn projections(args: &[String]) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--hello-server") {
+        daemon_wrk::hello_server();
+        return;
+    }
+    if args.iter().any(|a| a == "--wrk") {
+        daemon_wrk::run(&args);
+        return;
+    }
     if args.iter().any(|a| a == "--replay-memory") {
         replay_memory(&args);
         return;

@@ -273,6 +273,17 @@ pub(crate) fn is_raw_file(method: &str, path: &str) -> bool {
     method == "GET" && path.starts_with(TLOG_PREFIX) && path != "/tlog/prove"
 }
 
+/// Scans an append's body for secrets as `POST /append` does before it writes (the default
+/// policy, which redacts): whether the body is clean. The daemon bench times it to report the
+/// scan's share of an append.
+#[doc(hidden)]
+pub fn scan_append_body(payload: &crate::ledger::Value) -> bool {
+    matches!(
+        crate::secrets::Guard::default().check(payload),
+        crate::secrets::Screened::Clean
+    )
+}
+
 /// A dispatcher's answer: an HTTP status and a JSON body.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
@@ -578,7 +589,15 @@ pub struct Dispatcher {
     pub(crate) cfg: Config,
     pub(crate) repo: gix::ThreadSafeRepository,
     pub(crate) writer: Mutex<GitStore>,
-    pub(crate) cache: Mutex<EntryCache>,
+    /// The entries as last read; a read takes a share of it (an `Arc`), not a copy.
+    pub(crate) cache: Mutex<Arc<EntryCache>>,
+    /// The ledger's loose ref file, where refs are files: a read compares what it names with
+    /// the cached tip and, when they match, answers from the cache without opening a store.
+    pub(crate) ref_file: Option<PathBuf>,
+    /// `GET /payload/SEQ` answers already given, by entry commit: each body in them was read
+    /// back and checked against its payload hash when the answer was first made, and a commit
+    /// names its body for good (a redaction writes new commits).
+    pub(crate) bodies: Mutex<std::collections::HashMap<gix::ObjectId, Arc<str>>>,
     pub(crate) roster: Roster,
     pub(crate) policy: Policy,
     pub(crate) executors: Executors,
@@ -602,12 +621,17 @@ impl Dispatcher {
         let repo = crate::surface::store::open_repo(&cfg.dir)?;
         let opts = Options::from_config(&repo, cfg.no_fsync)?;
         let shared = repo.clone().into_sync();
+        let files =
+            crate::store::handle::RefStorage::of(&repo) == crate::store::handle::RefStorage::Files;
         let writer = GitStore::new(repo, &cfg.ledger, opts)?;
+        let ref_file = files.then(|| writer.ref_path());
         Ok(Dispatcher {
             cfg,
             repo: shared,
             writer: Mutex::new(writer),
-            cache: Mutex::new(EntryCache::default()),
+            cache: Mutex::new(Arc::default()),
+            ref_file,
+            bodies: Mutex::default(),
             roster: Roster::default_roster(),
             policy: Policy::default(),
             executors: Executors {

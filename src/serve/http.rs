@@ -474,6 +474,19 @@ async fn run(
         key,
     } = admitted;
     let limits = &server.limits;
+    // A read the cached entries answer is answered here, on the runtime's worker: it costs
+    // less than handing it to the blocking pool. It still takes a slot, so the concurrency
+    // limit counts it; without a free slot, a body, or a fresh cache it takes the path below.
+    if method == "GET"
+        && body.is_end_stream()
+        && let Ok(slot) = server.slots.clone().try_acquire_owned()
+    {
+        let reply = server.dispatcher.answer_fresh(&path, query.as_ref());
+        drop(slot);
+        if let Some(reply) = reply {
+            return reply_response(&reply);
+        }
+    }
     let bytes = match read_limited_body(limits, &parts.headers, body).await {
         Ok(b) => b,
         Err(r) => return *r,

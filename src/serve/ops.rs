@@ -2,7 +2,7 @@
 //! JSON or an error [`Reply`]. Reads go through short-lived store handles and the shared entry
 //! cache; writes go through the one long-lived writer.
 
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
 use serde_json::{Value as J, json};
 
@@ -31,6 +31,9 @@ mod witness;
 mod work;
 
 type Res = Result<J, Reply>;
+
+/// How many `GET /payload/SEQ` answers are kept (all are dropped when the count is reached).
+const BODIES_KEPT: usize = 4096;
 
 fn bad(message: impl Into<String>) -> Reply {
     crate::surface::Error::usage(message).into()
@@ -71,6 +74,24 @@ fn hold_for_test() {
     }
 }
 
+/// Reads a loose ref file (an object id and a newline) into `buf`, without the stat and the
+/// allocation of `fs::read`: its length, or `None` when it cannot be read or is longer than a
+/// ref (a symbolic ref, or not a ref at all).
+fn read_ref_file(path: &std::path::Path, buf: &mut [u8]) -> Option<usize> {
+    use std::io::Read as _;
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut n = 0;
+    loop {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => return Some(n),
+            Ok(k) if n + k < buf.len() => n += k,
+            Ok(_) => return None,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+}
+
 /// A path segment that must be a seq.
 fn parse_seq(text: &str) -> Result<u64, Reply> {
     let ok = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
@@ -88,7 +109,7 @@ struct Shared<'a> {
 }
 
 impl Shared<'_> {
-    fn view(&self) -> Result<EntryCache, StorageError> {
+    fn view(&self) -> Result<Arc<EntryCache>, StorageError> {
         self.d
             .snapshot()
             .map_err(|r| StorageError::Io(r.message().to_string()))
@@ -161,25 +182,50 @@ impl Dispatcher {
         )?)
     }
 
-    /// Every entry, its commit and the checkpoint, as of one read of the tip: from the cache
-    /// when the tip has not moved; extended by walking back from the new tip to the cached one
-    /// when it moved forward (an append here or by another process); read again otherwise
-    /// (a redaction rewrote the commits, or the ref was moved back).
-    pub(crate) fn snapshot(&self) -> Result<EntryCache, Reply> {
+    /// Every entry, its commit and the checkpoint, as of one read of the tip (see
+    /// [`Dispatcher::current`]). The view is shared with the cache: while a request holds it,
+    /// the next extension of the cache copies the entries, so the frequent small reads use
+    /// [`Dispatcher::with_view`] instead.
+    pub(crate) fn snapshot(&self) -> Result<Arc<EntryCache>, Reply> {
+        Ok(self.current()?.clone())
+    }
+
+    /// `f` of the entries as of one read of the tip, run under the cache's lock so that no
+    /// request keeps a share of them and extending the cache after an append never copies
+    /// them. `f` should take what it needs (a few entries, a length) and return.
+    pub(crate) fn with_view<R>(&self, f: impl FnOnce(&EntryCache) -> R) -> Result<R, Reply> {
+        Ok(f(&**self.current()?))
+    }
+
+    /// The cache, locked, as of one read of the tip: as it is when the tip has not moved;
+    /// extended by walking back from the new tip to the cached one when it moved forward (an
+    /// append here or by another process); read again otherwise (a redaction rewrote the
+    /// commits, or the ref was moved back).
+    ///
+    /// Where refs are files, the loose ref is read first on its own: when it names the cached
+    /// tip, the cache is the answer and no store is opened (most reads, even while appends
+    /// run). Anything else (no loose ref, a packed or unreadable one, another tip) takes the
+    /// full path below, which reads the ref as the store does and reports what it finds.
+    fn current(&self) -> Result<MutexGuard<'_, Arc<EntryCache>>, Reply> {
+        if let Some(cache) = self.fresh() {
+            return Ok(cache);
+        }
         let store = self.reader()?;
         let mut cache = lock(&self.cache);
         let Some(tip) = store.tip_id()? else {
-            *cache = EntryCache {
+            *cache = Arc::new(EntryCache {
                 root: merkle_root::<&str>(&[]),
                 ..EntryCache::default()
-            };
-            return Ok(cache.clone());
+            });
+            return Ok(cache);
         };
         if cache.tip == Some(tip) {
-            return Ok(cache.clone());
+            return Ok(cache);
         }
-        // Walk back from the tip until the cached tip; when the walk passes below it without
-        // meeting it, the commits were rewritten: keep walking, and read the whole chain.
+        // Walk back from the tip until the cached tip, under the lock: the other requests
+        // that found the tip moved wait for this walk rather than each walking it again.
+        // When the walk passes below the cached tip without meeting it, the commits were
+        // rewritten: keep walking, and read the whole chain.
         let mut stop = cache.tip;
         let have = cache.entries.len() as u64;
         let mut fresh: Vec<(gix::ObjectId, Entry)> = Vec::new();
@@ -200,7 +246,7 @@ impl Dispatcher {
         }
         fresh.reverse();
         let mut next = if extends {
-            std::mem::take(&mut *cache)
+            Arc::unwrap_or_clone(std::mem::take(&mut *cache))
         } else {
             EntryCache::default()
         };
@@ -215,8 +261,19 @@ impl Dispatcher {
         }
         next.tip = Some(tip);
         next.root = next.acc.root();
-        *cache = next;
-        Ok(cache.clone())
+        *cache = Arc::new(next);
+        Ok(cache)
+    }
+
+    /// The cache, locked, when the loose ref names its tip (see [`Dispatcher::current`]);
+    /// `None` when that cannot be told this cheaply or the tip moved.
+    fn fresh(&self) -> Option<MutexGuard<'_, Arc<EntryCache>>> {
+        let path = self.ref_file.as_ref()?;
+        let mut buf = [0u8; 128];
+        let n = read_ref_file(path, &mut buf)?;
+        let tip = gix::ObjectId::from_hex(buf[..n].trim_ascii()).ok()?;
+        let cache = lock(&self.cache);
+        (cache.tip == Some(tip)).then_some(cache)
     }
 
     /// The body of the entry at `seq` of `view` (`None` when redacted), read from its commit.
@@ -279,7 +336,10 @@ impl Dispatcher {
     // ----- the ledger -----
 
     pub(crate) fn status(&self) -> Res {
-        let view = self.snapshot()?;
+        self.status_in(&**self.current()?)
+    }
+
+    fn status_in(&self, view: &EntryCache) -> Res {
         let size = view.entries.len() as u64;
         answer(Ok(surface::ledger::status(
             &self.cfg.ledger,
@@ -289,13 +349,53 @@ impl Dispatcher {
     }
 
     pub(crate) fn checkpoint(&self) -> Res {
-        let view = self.snapshot()?;
+        self.checkpoint_in(&**self.current()?)
+    }
+
+    fn checkpoint_in(&self, view: &EntryCache) -> Res {
         let size = view.entries.len() as u64;
         answer(Ok(surface::ledger::checkpoint(
             &self.cfg.ledger,
             size,
             &view.root,
         )))
+    }
+
+    /// Answers a `GET` that the cached entries answer alone (`/health`, `/status`,
+    /// `/checkpoint`, `/ledger/SEQ`, a short `/log`, a `/payload/SEQ` answered before), when the cache holds the ledger's tip as
+    /// the loose ref names it; `None` for anything else, which then takes the ordinary path.
+    /// Cheap enough for the HTTP server to call on its own workers: one small file read, and
+    /// the answer built from memory under the cache's lock.
+    pub(crate) fn answer_fresh(&self, path: &str, query: Option<&J>) -> Option<Reply> {
+        /// The longest `/log` answered this way (a page of 1,000 entries is work for the
+        /// blocking pool).
+        const SHORT_LOG: u64 = 100;
+        if path == "/health" && query.is_none() {
+            return Some(Reply::ok(json!({"ok": true})));
+        }
+        let res = match (path, query) {
+            ("/status", None) => self.status_in(&**self.fresh()?),
+            ("/checkpoint", None) => self.checkpoint_in(&**self.fresh()?),
+            ("/log", q) => {
+                let a: rq::Log = request::decode(q?).ok()?;
+                let limit = a.limit.filter(|n| (1..=SHORT_LOG).contains(n))?;
+                let r = surface::read::log_of(&self.fresh()?.entries, Some(limit));
+                answer(Ok(r))
+            }
+            (p, None) if p.starts_with("/payload/") => {
+                return self.payload_given(parse_seq(&p["/payload/".len()..]).ok()?);
+            }
+            (p, None) => {
+                let seq = parse_seq(p.strip_prefix("/ledger/")?).ok()?;
+                let r = surface::ledger::entry(&self.fresh()?.entries, seq);
+                answer(r)
+            }
+            _ => return None,
+        };
+        Some(match res {
+            Ok(body) => Reply::ok(body),
+            Err(reply) => reply,
+        })
     }
 
     pub(crate) fn record_checkpoint(&self, req: &Request<'_>) -> Res {
@@ -333,23 +433,43 @@ impl Dispatcher {
 
     pub(crate) fn entry(&self, seq: &str) -> Res {
         let seq = parse_seq(seq)?;
-        let view = self.snapshot()?;
-        answer(surface::ledger::entry(&view.entries, seq))
+        answer(self.with_view(|v| surface::ledger::entry(&v.entries, seq))?)
     }
 
     pub(crate) fn payload(&self, seq: &str) -> Res {
         let seq = parse_seq(seq)?;
-        let view = self.snapshot()?;
-        let e = Self::entry_at(&view.entries, seq)?;
-        let r = surface::read::payload_of(&self.reader()?, e.clone(), &view.commits[seq as usize])
-            .map_err(reply_of)?;
-        match r.exact() {
+        let (e, commit) = self.with_view(|v| {
+            Self::entry_at(&v.entries, seq).map(|e| (e.clone(), v.commits[seq as usize]))
+        })??;
+        let r = surface::read::payload_of(&self.reader()?, e, &commit).map_err(reply_of)?;
+        let res = match r.exact() {
             // NaN and the infinities have no serde_json form: the answer is written as text
             // (as Forum writes JSON), so the body read back still hashes to its payload_hash.
             // A finished answer, not a failure: `Err` is how a handler hands one back whole.
             Some(exact) => Err(Reply::exact(answer(Ok(&r))?, exact.canonical())),
             None => answer(Ok(r)),
+        };
+        let text = match &res {
+            Ok(body) => body.to_string(),
+            Err(reply) if reply.status == 200 => reply.body_text(),
+            Err(_) => return res,
+        };
+        let mut bodies = lock(&self.bodies);
+        if bodies.len() >= BODIES_KEPT {
+            bodies.clear();
         }
+        bodies.insert(commit, text.into());
+        drop(bodies);
+        res
+    }
+
+    /// The answer to `GET /payload/SEQ` already given for the entry at `seq` of the cache as
+    /// the loose ref names it (see [`Dispatcher::bodies`]).
+    fn payload_given(&self, seq: u64) -> Option<Reply> {
+        let commit = *self.fresh()?.commits.get(seq as usize)?;
+        let text = lock(&self.bodies).get(&commit)?.to_string();
+        // Only the HTTP transport asks here, and it sends the text.
+        Some(Reply::exact(J::Null, text))
     }
 
     /// The newest entries first, at most `limit` (default and cap
@@ -359,8 +479,9 @@ impl Dispatcher {
         let limit = a.limit.map_or(surface::read::MAX_PAGE as u64, |n| {
             n.min(surface::read::MAX_PAGE as u64)
         });
-        let view = self.snapshot()?;
-        answer(Ok(surface::read::log_of(&view.entries, Some(limit))))
+        answer(Ok(self.with_view(|v| {
+            surface::read::log_of(&v.entries, Some(limit))
+        })?))
     }
 
     /// Entries with seq <= N, one page at a time (`limit`, at most [`super::page::MAX_PAGE`];
@@ -368,19 +489,14 @@ impl Dispatcher {
     pub(crate) fn replay(&self, seq: &str, req: &Request<'_>) -> Res {
         let seq = parse_seq(seq)?;
         let page: rq::Page = request::decode(req.body)?;
-        let view = self.snapshot()?;
-        answer(Ok(surface::read::replay(
-            &view.entries,
-            seq,
-            page.size(),
-            page.after,
-        )))
+        answer(Ok(self.with_view(|v| {
+            surface::read::replay(&v.entries, seq, page.size(), page.after)
+        })?))
     }
 
     pub(crate) fn why(&self, seq: &str) -> Res {
         let seq = parse_seq(seq)?;
-        let view = self.snapshot()?;
-        answer(surface::ledger::why(&view.entries, seq))
+        answer(self.with_view(|v| surface::ledger::why(&v.entries, seq))?)
     }
 
     pub(crate) fn prove(&self, req: &Request<'_>) -> Res {

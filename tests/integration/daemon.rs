@@ -1280,6 +1280,57 @@ fn appends_through_the_daemon_and_the_cli_at_once_lose_nothing() {
     drop(d);
 }
 
+/// Reads answered from the daemon's cache follow the ledger's ref wherever it moves: an append
+/// by another process (the CLI), the ref packed away from its loose file, and the ref moved
+/// back. Each read right after the move sees it; none answers from a stale tip.
+#[test]
+fn cached_reads_follow_the_tip_when_another_process_moves_it() {
+    crate::common::on_each_kind(|repo| {
+        for i in 0..3 {
+            repo.append("cli", "note", &format!("{{\"i\": {i}}}"));
+        }
+        let d = Daemon::start(repo, &[]);
+        let entries = |d: &Daemon| {
+            let (code, st) = d.call("GET", "/status", None);
+            assert_eq!(code, 200, "{st}");
+            let (code, cp) = d.call("GET", "/checkpoint", None);
+            assert_eq!(code, 200, "{cp}");
+            assert_eq!(st["checkpoint"], cp["checkpoint"]);
+            assert_eq!(st["entries"], cp["size"]);
+            st["entries"].as_u64().unwrap()
+        };
+        assert_eq!(entries(&d), 3);
+        assert_eq!(d.call("GET", "/ledger/3", None).0, 404);
+        // Another process appends: the next reads see it at once.
+        let appended = repo.append("cli-later", "note", r#"{"i": 3}"#);
+        assert_eq!(appended["seq"], 3);
+        assert_eq!(entries(&d), 4);
+        let (code, e) = d.call("GET", "/ledger/3", None);
+        assert_eq!(code, 200, "{e}");
+        assert_eq!(e["actor"], "cli-later", "{e}");
+        let (code, log) = d.call("GET", "/log?limit=1", None);
+        assert_eq!(code, 200, "{log}");
+        assert_eq!(log[0]["actor"], "cli-later", "{log}");
+        let cli = repo.forum_json(&["status"]);
+        let (_, st) = d.call("GET", "/status", None);
+        assert_eq!(st["checkpoint"], cli["checkpoint"], "{st} vs {cli}");
+        // The ref packed (no loose file left), then appended to again.
+        repo.git_ok(&["pack-refs", "--all"]);
+        assert_eq!(entries(&d), 4);
+        repo.append("cli-packed", "note", r#"{"i": 4}"#);
+        assert_eq!(entries(&d), 5);
+        assert_eq!(d.call("GET", "/ledger/4", None).1["actor"], "cli-packed");
+        // The ref moved back to seq 2: the reads say 3 entries, and seq 3 is gone.
+        let third = repo.git_ok(&["rev-parse", &format!("{}~2", crate::common::LEDGER_REF)]);
+        repo.git_ok(&["update-ref", crate::common::LEDGER_REF, third.trim()]);
+        assert_eq!(entries(&d), 3);
+        assert_eq!(d.call("GET", "/ledger/3", None).0, 404);
+        let (code, log) = d.call("GET", "/log?limit=1", None);
+        assert_eq!(code, 200, "{log}");
+        assert_eq!(log[0]["seq"], 2, "{log}");
+    });
+}
+
 // ----- MCP as a child process -----
 
 #[test]
