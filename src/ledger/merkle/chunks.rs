@@ -352,8 +352,8 @@ mod tests {
                 "n {n} i {i}"
             );
         }
-        for m in 0..=n {
-            assert_eq!(root_from(&mem, m as u64).unwrap(), roots[m], "n {n} m {m}");
+        for (m, root) in roots.iter().enumerate().take(n + 1) {
+            assert_eq!(&root_from(&mem, m as u64).unwrap(), root, "n {n} m {m}");
             assert_eq!(
                 consistency_from(&mem, n as u64, m as u64).unwrap(),
                 consistency_proof(h, m),
