@@ -245,20 +245,25 @@ impl GitStore {
         self.refname().starts_with("refs/forum/remotes/")
     }
 
-    /// The cache's commit and what its message records, when it reads.
-    fn forum_tree_state(&self) -> Option<State> {
+    /// The commit the cache's ref names, if any, and what its message records, when it reads.
+    fn forum_tree_state(&self) -> (Option<ObjectId>, Option<State>) {
         let refname = forum_tree_ref(self.signature_ledger());
         let id = if self.refs_via_git() {
-            let hex = super::sign::ref_target(self.repo().git_dir(), &refname).ok()??;
-            ObjectId::from_hex(hex.as_bytes()).ok()?
+            super::sign::ref_target(self.repo().git_dir(), &refname)
+                .ok()
+                .flatten()
+                .and_then(|hex| ObjectId::from_hex(hex.as_bytes()).ok())
         } else {
             self.repo()
                 .try_find_reference(refname.as_str())
-                .ok()??
-                .peel_to_id()
-                .ok()?
-                .detach()
+                .ok()
+                .flatten()
+                .and_then(|mut r| r.peel_to_id().ok().map(|id| id.detach()))
         };
+        (id, id.and_then(|id| self.state_of(id)))
+    }
+
+    fn state_of(&self, id: ObjectId) -> Option<State> {
         let commit = self.repo().find_commit(id).ok()?;
         let tree = commit.tree_id().ok()?.detach();
         let message = String::from_utf8_lossy(commit.message_raw_sloppy()).to_string();
@@ -269,13 +274,24 @@ impl GitStore {
     /// the new entries when the ledger grew on the same chain, rebuilt from every entry when it
     /// is missing, unreadable or disagrees. A fetched copy's is built in memory.
     pub(crate) fn forum_tree(&self) -> Result<ForumTree<'_>, StoreError> {
+        self.forum_tree_or_rebuild(false)
+    }
+
+    /// [`Self::forum_tree`] rebuilt from every entry, whatever the cache holds: for a caller
+    /// that found a chunk that does not read or does not hash to its parent's hash.
+    pub(crate) fn rebuild_forum_tree(&self) -> Result<ForumTree<'_>, StoreError> {
+        self.forum_tree_or_rebuild(true)
+    }
+
+    fn forum_tree_or_rebuild(&self, rebuild: bool) -> Result<ForumTree<'_>, StoreError> {
         let tip = self.require_tip()?;
         let len = tip.entry.seq + 1;
         if self.is_fetched_copy() {
             return self.forum_tree_in_memory(&tip);
         }
-        let old = self.forum_tree_state();
-        if let Some(s) = &old
+        let (current, old) = self.forum_tree_state();
+        if !rebuild
+            && let Some(s) = &old
             && s.size > 0
             && s.size <= len
             && self.commit_at(s.size - 1).ok().flatten() == Some(s.tip)
@@ -291,7 +307,7 @@ impl GitStore {
             crate::ledger::hash::push_hex(&mut hex, h);
             b.push(&hex);
         }
-        let mut t = self.write_forum_tree(None, &b, &tip, None, old.map(|s| s.commit))?;
+        let mut t = self.write_forum_tree(None, &b, &tip, None, current)?;
         t.rebuilt = true;
         Ok(t)
     }

@@ -2,6 +2,7 @@
 //! checkpoint; `git forum prove`, `POST /prove`, MCP `ledger_prove`) and `verify-proof` (a
 //! proof file checked without a repository), each answering one typed report.
 
+use std::cell::RefCell;
 use std::path::Path;
 
 use serde::Serialize;
@@ -14,7 +15,7 @@ use crate::ledger::proof::{
     Verified, signed_text, verify_text,
 };
 use crate::store::forum_tree::ForumTree;
-use crate::store::git::GitStore;
+use crate::store::git::{GitStore, StoreError};
 use crate::store::sign::{self, SignatureCheck, StoredSignature};
 
 /// What to prove.
@@ -83,7 +84,7 @@ impl ProofSource for [Entry] {
 /// A ledger in git read through its cache of Forum's tree, each entry through the seq index.
 pub(crate) struct Cached<'a> {
     store: &'a GitStore,
-    tree: ForumTree<'a>,
+    tree: RefCell<ForumTree<'a>>,
 }
 
 impl<'a> Cached<'a> {
@@ -95,22 +96,41 @@ impl<'a> Cached<'a> {
         }
         Ok(Some(Cached {
             store,
-            tree: store.forum_tree()?,
+            tree: RefCell::new(store.forum_tree()?),
         }))
     }
 
     /// Forum's root of every entry: the checkpoint.
     pub(crate) fn checkpoint(&self) -> Checkpoint {
+        let t = self.tree.borrow();
         Checkpoint {
-            size: self.tree.size,
-            root: self.tree.root.clone(),
+            size: t.size,
+            root: t.root.clone(),
+        }
+    }
+
+    /// `f` of the tree; when a chunk it reads turns out corrupt (the checks on opening cover
+    /// the chunks a root reads, not every one a proof may), the cache is rebuilt and `f` runs
+    /// again.
+    fn with<T>(
+        &self,
+        f: impl Fn(&ForumTree<'a>) -> std::result::Result<T, StoreError>,
+    ) -> Result<T> {
+        let first = f(&self.tree.borrow());
+        match first {
+            Err(StoreError::Corrupt(_)) if !self.tree.borrow().rebuilt => {
+                let fresh = self.store.rebuild_forum_tree()?;
+                *self.tree.borrow_mut() = fresh;
+                Ok(f(&self.tree.borrow())?)
+            }
+            r => Ok(r?),
         }
     }
 }
 
 impl ProofSource for Cached<'_> {
     fn len(&self) -> u64 {
-        self.tree.size
+        self.tree.borrow().size
     }
     fn entry(&self, seq: u64) -> Result<Entry> {
         let (e, _) = self.store.get_with_commit(seq)?.ok_or_else(|| {
@@ -121,13 +141,13 @@ impl ProofSource for Cached<'_> {
         Ok(e)
     }
     fn root(&self, size: u64) -> Result<String> {
-        Ok(self.tree.root_at(size)?)
+        self.with(|t| t.root_at(size))
     }
     fn inclusion(&self, size: u64, seq: u64) -> Result<Vec<String>> {
-        Ok(self.tree.inclusion(size, seq)?)
+        self.with(|t| t.inclusion(size, seq))
     }
     fn consistency(&self, size: u64, old: u64) -> Result<Vec<String>> {
-        Ok(self.tree.consistency(size, old)?)
+        self.with(|t| t.consistency(size, old))
     }
 }
 
