@@ -375,15 +375,24 @@ mod tests {
         }
     }
 
-    /// The same from 101 to 300 (about a minute in a debug build: the full-list functions
-    /// rebuild each subtree from its leaves for every proof).
+    /// The same from 101 to 300, the sizes shared among the cores: the full-list functions
+    /// rebuild each subtree from its leaves for every proof, so this takes minutes in a debug
+    /// build (15 minutes of one busy core).
     #[test]
     fn heavy_chunks_give_the_proofs_of_the_full_list_at_every_size_from_101_to_300() {
         let all = leaves(300);
         let roots = roots_of_every_prefix(&all);
-        for n in 101..=all.len() {
-            same_proofs_as_the_full_list(&all, n, &roots);
-        }
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        std::thread::scope(|sc| {
+            for t in 0..threads {
+                let (all, roots) = (&all, &roots);
+                sc.spawn(move || {
+                    for n in (101..=all.len()).filter(|n| n % threads == t) {
+                        same_proofs_as_the_full_list(all, n, roots);
+                    }
+                });
+            }
+        });
     }
 
     /// A builder resumed from its partial chunks writes what one builder over every entry writes.
