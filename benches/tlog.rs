@@ -14,7 +14,11 @@
 //!    nothing of ours under `.git/forum/` (no seq index, nothing a verify left).
 //! 3. On the N-entry ledger: `git forum verify` (baseline), `checkpoint --note` with the tiles
 //!    built from every entry, with tiles current, after one append (tiles extended), and
-//!    `prove SEQ --tlog-proof`.
+//!    `prove SEQ --tlog-proof`; then Forum's format from the cache of Forum's tree: its first
+//!    build (the one O(n) step, time and peak RSS), `checkpoint --no-record`, `prove SEQ` and
+//!    `prove --consistency-from M` with it current, beside Forum's open plus checkpoint (Forum
+//!    has no proof function), and `prove SEQ` after one append (the cache extended).
+//!    `-- --proofs-only` imports N entries and runs only these Forum-format lines.
 //!
 //! `-- --import-only` runs step 1 alone: `import` at 10,000 and 100,000 entries (those up to
 //! N) and at N, each alternating with Forum's non-fsync append of the same entries, three times
@@ -288,6 +292,15 @@ fn main() {
         println!("machine at the end: {}", uptime());
         return;
     }
+    if args.iter().any(|a| a == "--proofs-only") {
+        let d = root.join(format!("forum-{n}"));
+        write_forum_dir(&d, n);
+        let (repo, imp) = imported(root, "proofs", &d);
+        println!("imported {n} entries in {:.1}s", imp.wall);
+        forum_format_proofs(&repo, n, python.as_deref(), &d, &uptime);
+        println!("machine at the end: {}", uptime());
+        return;
+    }
 
     // 1. import of N entries.
     let import_only = args.iter().any(|a| a == "--import-only");
@@ -428,6 +441,7 @@ fn main() {
         p.wall * 1e3,
         p.mib()
     );
+    forum_format_proofs(repo, n, python.as_deref(), &big_dir, &uptime);
     forum(
         repo,
         &[
@@ -446,7 +460,91 @@ fn main() {
         c2.wall * 1e3,
         c2.mib()
     );
+    let p2 = forum(repo, &["prove", &seq]);
+    println!(
+        "`prove {seq}` (Forum's format) after one append (cache extended): {:.1} ms, peak RSS {} MiB",
+        p2.wall * 1e3,
+        p2.mib()
+    );
     println!("machine at the end: {}", uptime());
+}
+
+/// Forum opening its directory and computing its checkpoint: the nearest Forum has to a proof
+/// (its package has no inclusion or consistency proof function).
+const FORUM_CHECKPOINT_SCRIPT: &str = r#"
+import sys
+from forum.ledger import Ledger
+from forum.storage import FileStorage
+led = Ledger(FileStorage(sys.argv[1], fsync_each=False))
+print(led.checkpoint())
+"#;
+
+/// Step 3b: Forum-format proofs and the printed checkpoint from the cache of Forum's tree
+/// (`refs/forum/merkle/NAME`) on the `n`-entry ledger in `repo`: the first build of the cache
+/// (the one O(n) step), then the medians of `checkpoint --no-record`, `prove SEQ` and `prove
+/// --consistency-from M` with it current, beside Forum's open plus checkpoint of `forum_dir`.
+fn forum_format_proofs(
+    repo: &Path,
+    n: usize,
+    python: Option<&str>,
+    forum_dir: &Path,
+    uptime: &dyn Fn() -> String,
+) {
+    let git_dir = git(repo, &["rev-parse", "--git-dir"]);
+    let _ = Command::new("git")
+        .current_dir(repo)
+        .args([
+            "--git-dir",
+            &git_dir,
+            "update-ref",
+            "-d",
+            "refs/forum/merkle/main",
+        ])
+        .status();
+    let cp = ["checkpoint", "--no-record"];
+    let first = forum(repo, &cp);
+    println!(
+        "`checkpoint --no-record` (Forum's root), cache built from every entry: {:.3}s, {:.3}s CPU, peak RSS {} MiB (machine: {})",
+        first.wall,
+        first.cpu,
+        first.mib(),
+        uptime()
+    );
+    let (seq, m) = ((n / 2).to_string(), (n / 3).to_string());
+    let c = median3(|| forum(repo, &cp));
+    let p = median3(|| forum(repo, &["prove", &seq]));
+    let k = median3(|| forum(repo, &["prove", "--consistency-from", &m]));
+    let load = uptime();
+    for (what, r) in [
+        ("`checkpoint --no-record`".to_string(), c),
+        (format!("`prove {seq}`"), p),
+        (format!("`prove --consistency-from {m}`"), k),
+    ] {
+        println!(
+            "{what} (Forum's format, cache current): median {:.1} ms, {:.1} ms CPU, peak RSS {} MiB (target < 50 ms)",
+            r.wall * 1e3,
+            r.cpu * 1e3,
+            r.mib()
+        );
+    }
+    println!("  (machine: {load})");
+    let Some(py) = python else {
+        println!(
+            "Forum open + checkpoint: skipped (set FORUM_PYTHON to a Python that imports forum)"
+        );
+        return;
+    };
+    let script = forum_dir.with_extension("checkpoint.py");
+    std::fs::write(&script, FORUM_CHECKPOINT_SCRIPT).unwrap();
+    let args = [script.to_str().unwrap(), forum_dir.to_str().unwrap()];
+    let f = median3(|| timed(repo, py, &args).0);
+    println!(
+        "Forum open + checkpoint of {n} entries (it has no proof function): median {:.3}s, peak RSS {} MiB; Forum / ours: {:.0}× (checkpoint), {:.0}× (prove)",
+        f.wall,
+        f.mib(),
+        f.wall / c.wall,
+        f.wall / p.wall
+    );
 }
 
 /// Step 2: `verify --deep` at 10,000, 100,000 and (given `big`, the N-entry ledger) N entries;

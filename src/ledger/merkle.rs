@@ -8,6 +8,8 @@ use sha2::{Digest, Sha256};
 
 use super::hash::{GENESIS, hex};
 
+pub(crate) mod chunks;
+
 /// `sha256hex(0x00 ‖ utf8(h))`.
 pub fn leaf_hash(h: &str) -> String {
     let mut d = Sha256::new();
@@ -175,7 +177,7 @@ fn split(n: usize) -> usize {
 
 /// The audit path proving entry `index` is in the tree of `hashes` (RFC 9162 §2.1.3.1, with
 /// Forum's leaf and node hashes). Empty for a one-entry tree.
-pub(crate) fn inclusion_path<S: AsRef<str>>(hashes: &[S], index: usize) -> Vec<String> {
+pub fn inclusion_path<S: AsRef<str>>(hashes: &[S], index: usize) -> Vec<String> {
     assert!(index < hashes.len(), "index within the tree");
     let mut path = Vec::new();
     let (mut lo, mut hi, mut m) = (0usize, hashes.len(), index);
@@ -235,7 +237,7 @@ pub(crate) fn verify_inclusion(
 
 /// The proof that the tree of `hashes` extends its first `old` entries (RFC 9162 §2.1.4.1).
 /// Empty when `old` is 0 or the whole tree.
-pub(crate) fn consistency_proof<S: AsRef<str>>(hashes: &[S], old: usize) -> Vec<String> {
+pub fn consistency_proof<S: AsRef<str>>(hashes: &[S], old: usize) -> Vec<String> {
     assert!(old <= hashes.len(), "old size within the tree");
     if old == 0 || old == hashes.len() {
         return Vec::new();

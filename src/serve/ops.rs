@@ -505,11 +505,11 @@ impl Dispatcher {
             (Some(seq), _) => surface::proof::Ask::Inclusion(seq),
             (None, m) => surface::proof::Ask::Consistency(m.unwrap_or_default()),
         };
-        let view = self.snapshot()?;
-        answer(surface::proof::prove(
-            &view.entries,
+        let store = self.reader()?;
+        answer(surface::proof::prove_stored(
+            &store,
             &self.cfg.ledger,
-            &self.reader()?.signed_checkpoints()?,
+            &store.signed_checkpoints()?,
             ask,
             a.size,
         ))

@@ -2,6 +2,7 @@
 //! checkpoint; `git forum prove`, `POST /prove`, MCP `ledger_prove`) and `verify-proof` (a
 //! proof file checked without a repository), each answering one typed report.
 
+use std::cell::RefCell;
 use std::path::Path;
 
 use serde::Serialize;
@@ -13,6 +14,8 @@ use crate::ledger::proof::{
     CONSISTENCY_SCHEMA, Checkpoint, ConsistencyProof, INCLUSION_SCHEMA, InclusionProof, ProofError,
     Verified, signed_text, verify_text,
 };
+use crate::store::forum_tree::ForumTree;
+use crate::store::git::{GitStore, StoreError};
 use crate::store::sign::{self, SignatureCheck, StoredSignature};
 
 /// What to prove.
@@ -38,34 +41,154 @@ impl Report for ProofReport {
     const SCHEMA: &'static str = "git-forum.proof/v1";
 }
 
+/// What a proof is made from: a ledger's entries in memory, or its cache of Forum's tree
+/// (`refs/forum/merkle/NAME`), which gives the same hashes from O(log n) small objects.
+pub(crate) trait ProofSource {
+    /// The ledger's length.
+    fn len(&self) -> u64;
+    /// The entry at `seq` (below [`Self::len`]).
+    fn entry(&self, seq: u64) -> Result<Entry>;
+    /// Forum's root of the first `size` entries.
+    fn root(&self, size: u64) -> Result<String>;
+    /// The audit path of entry `seq` in the tree of the first `size` entries.
+    fn inclusion(&self, size: u64, seq: u64) -> Result<Vec<String>>;
+    /// The consistency proof of the first `size` entries against the first `old`.
+    fn consistency(&self, size: u64, old: u64) -> Result<Vec<String>>;
+}
+
+fn hashes(entries: &[Entry], size: u64) -> Vec<&str> {
+    entries[..size as usize]
+        .iter()
+        .map(|e| e.entry_hash.as_str())
+        .collect()
+}
+
+impl ProofSource for [Entry] {
+    fn len(&self) -> u64 {
+        <[Entry]>::len(self) as u64
+    }
+    fn entry(&self, seq: u64) -> Result<Entry> {
+        Ok(self[seq as usize].clone())
+    }
+    fn root(&self, size: u64) -> Result<String> {
+        Ok(merkle_root(&hashes(self, size)))
+    }
+    fn inclusion(&self, size: u64, seq: u64) -> Result<Vec<String>> {
+        Ok(inclusion_path(&hashes(self, size), seq as usize))
+    }
+    fn consistency(&self, size: u64, old: u64) -> Result<Vec<String>> {
+        Ok(consistency_proof(&hashes(self, size), old as usize))
+    }
+}
+
+/// A ledger in git read through its cache of Forum's tree, each entry through the seq index.
+pub(crate) struct Cached<'a> {
+    store: &'a GitStore,
+    tree: RefCell<ForumTree<'a>>,
+}
+
+impl<'a> Cached<'a> {
+    /// The cache brought up to the ledger's tip (extended or rebuilt when it must be; a
+    /// fetched copy's built in memory). `None` when the ledger has no entries yet.
+    pub(crate) fn open(store: &'a GitStore) -> Result<Option<Cached<'a>>> {
+        if store.tip()?.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Cached {
+            store,
+            tree: RefCell::new(store.forum_tree()?),
+        }))
+    }
+
+    /// Forum's root of every entry: the checkpoint.
+    pub(crate) fn checkpoint(&self) -> Checkpoint {
+        let t = self.tree.borrow();
+        Checkpoint {
+            size: t.size,
+            root: t.root.clone(),
+        }
+    }
+
+    /// `f` of the tree; when a chunk it reads turns out corrupt (the checks on opening cover
+    /// the chunks a root reads, not every one a proof may), the cache is rebuilt and `f` runs
+    /// again.
+    fn with<T>(
+        &self,
+        f: impl Fn(&ForumTree<'a>) -> std::result::Result<T, StoreError>,
+    ) -> Result<T> {
+        let first = f(&self.tree.borrow());
+        match first {
+            Err(StoreError::Corrupt(_)) if !self.tree.borrow().rebuilt => {
+                let fresh = self.store.rebuild_forum_tree()?;
+                *self.tree.borrow_mut() = fresh;
+                Ok(f(&self.tree.borrow())?)
+            }
+            r => Ok(r?),
+        }
+    }
+}
+
+impl ProofSource for Cached<'_> {
+    fn len(&self) -> u64 {
+        self.tree.borrow().size
+    }
+    fn entry(&self, seq: u64) -> Result<Entry> {
+        let (e, _) = self.store.get_with_commit(seq)?.ok_or_else(|| {
+            Error::conflict(format!(
+                "entry {seq} cannot be read; run `git forum verify`"
+            ))
+        })?;
+        Ok(e)
+    }
+    fn root(&self, size: u64) -> Result<String> {
+        self.with(|t| t.root_at(size))
+    }
+    fn inclusion(&self, size: u64, seq: u64) -> Result<Vec<String>> {
+        self.with(|t| t.inclusion(size, seq))
+    }
+    fn consistency(&self, size: u64, old: u64) -> Result<Vec<String>> {
+        self.with(|t| t.consistency(size, old))
+    }
+}
+
 /// A proof of `ask` against the checkpoint of the first `size` entries (all by default) of
-/// `entries`, the ledger `ledger`; a checkpoint found among `signed` carries its signature.
-pub(crate) fn prove(
-    entries: &[Entry],
+/// the ledger in `store`, named `ledger`, from its cache of Forum's tree (O(log n) reads); a
+/// checkpoint found among `signed` carries its signature.
+pub(crate) fn prove_stored(
+    store: &GitStore,
     ledger: &str,
     signed: &[StoredSignature],
     ask: Ask,
     size: Option<u64>,
 ) -> Result<ProofReport> {
-    let len = entries.len() as u64;
-    if len == 0 {
+    let cached = Cached::open(store)?;
+    prove_from(cached.as_ref(), ledger, signed, ask, size)
+}
+
+/// A proof of `ask` from `source` (`None`: a ledger with no entries yet). Proofs from a
+/// ledger's entries in memory and from its cache are the same bytes.
+pub(crate) fn prove_from<S: ProofSource + ?Sized>(
+    source: Option<&S>,
+    ledger: &str,
+    signed: &[StoredSignature],
+    ask: Ask,
+    size: Option<u64>,
+) -> Result<ProofReport> {
+    let len = source.map_or(0, |s| s.len());
+    let Some(source) = source.filter(|_| len > 0) else {
         return Err(Error::not_found(format!(
             "ledger {ledger:?} has no entries yet: append one before asking for a proof"
         )));
-    }
+    };
     let size = size.unwrap_or(len);
     if size == 0 || size > len {
         return Err(Error::usage(format!(
             "size {size} is out of range: ledger {ledger:?} has {len} entries; give a size from 1 to {len}"
         )));
     }
-    let hashes: Vec<&str> = entries[..size as usize]
-        .iter()
-        .map(|e| e.entry_hash.as_str())
-        .collect();
     let checkpoint = Checkpoint {
         size,
-        root: merkle_root(&hashes),
+        root: source.root(size)?,
     };
     let signature_of = |cp: &Checkpoint| {
         signed
@@ -83,8 +206,8 @@ pub(crate) fn prove(
             ProofReport::Inclusion(InclusionProof {
                 schema: INCLUSION_SCHEMA.into(),
                 ledger: ledger.to_string(),
-                entry: entries[seq as usize].clone(),
-                audit_path: inclusion_path(&hashes, seq as usize),
+                entry: source.entry(seq)?,
+                audit_path: source.inclusion(size, seq)?,
                 signature: signature_of(&checkpoint),
                 checkpoint,
             })
@@ -97,7 +220,7 @@ pub(crate) fn prove(
             }
             let old = Checkpoint {
                 size: m,
-                root: merkle_root(&hashes[..m as usize]),
+                root: source.root(m)?,
             };
             ProofReport::Consistency(ConsistencyProof {
                 schema: CONSISTENCY_SCHEMA.into(),
@@ -106,7 +229,7 @@ pub(crate) fn prove(
                 new_signature: signature_of(&checkpoint),
                 old,
                 new: checkpoint,
-                proof: consistency_proof(&hashes, m as usize),
+                proof: source.consistency(size, m)?,
             })
         }
     })
@@ -296,4 +419,96 @@ pub(crate) fn verify_proof(
         },
     };
     Ok((v, check))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::{NewEntry, canonical, kind};
+    use crate::store::handle::Options;
+
+    fn note(i: usize) -> NewEntry {
+        NewEntry {
+            actor: "tester".into(),
+            kind: kind::NOTE.into(),
+            causal_parent: None,
+            payload: canonical::parse(&format!("{{\"i\":{i}}}")).unwrap(),
+            ts: 1_700_000_000.0,
+        }
+    }
+
+    fn text(r: &ProofReport) -> String {
+        serde_json::to_string_pretty(r).unwrap()
+    }
+
+    /// Every proof of a ledger of `entries.len()` entries in `store`, from the cache, is the
+    /// very text the same proof from the entries in memory gives.
+    fn same_as_in_memory(store: &GitStore, entries: &[Entry]) {
+        let n = entries.len() as u64;
+        let cached = Cached::open(store).unwrap().expect("entries");
+        assert_eq!(cached.checkpoint().root, entries.root(n).unwrap(), "n {n}");
+        for size in 1..=n {
+            for seq in 0..size {
+                let ask = Ask::Inclusion(seq);
+                let a = prove_from(Some(&cached), "main", &[], ask, Some(size)).unwrap();
+                let b = prove_from(Some(entries), "main", &[], ask, Some(size)).unwrap();
+                assert_eq!(text(&a), text(&b), "n {n} size {size} seq {seq}");
+            }
+            for m in 0..=size {
+                let ask = Ask::Consistency(m);
+                let a = prove_from(Some(&cached), "main", &[], ask, Some(size)).unwrap();
+                let b = prove_from(Some(entries), "main", &[], ask, Some(size)).unwrap();
+                assert_eq!(text(&a), text(&b), "n {n} size {size} m {m}");
+            }
+        }
+    }
+
+    /// A ledger in git grown one entry at a time: after each append the cache is extended
+    /// (never rebuilt) and every inclusion and consistency proof at every size is the text the
+    /// full ledger gives; past 256 entries (a full chunk and a level above it) too.
+    #[test]
+    fn proofs_from_the_cache_in_git_are_those_of_the_full_ledger_as_it_grows() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = crate::gitproc::command()
+            .args(["init", "-q"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        let opts = Options {
+            fsync: false,
+            ..Options::default()
+        };
+        let mut store = GitStore::open(dir.path(), "main", opts).unwrap();
+        assert!(Cached::open(&store).unwrap().is_none());
+        let err = prove_stored(&store, "main", &[], Ask::Inclusion(0), None).unwrap_err();
+        assert!(err.to_string().contains("has no entries yet"), "{err}");
+        for i in 0..20 {
+            store.append_entry(&note(i)).unwrap();
+            let entries = store.entries().unwrap();
+            same_as_in_memory(&store, &entries);
+            assert!(
+                !store.forum_tree().unwrap().rebuilt,
+                "extended at {}",
+                i + 1
+            );
+        }
+        for i in 20..260 {
+            store.append_entry(&note(i)).unwrap();
+        }
+        let entries = store.entries().unwrap();
+        let cached = Cached::open(&store).unwrap().unwrap();
+        for (size, seq) in [(260, 0), (260, 255), (260, 256), (260, 259), (257, 100)] {
+            let ask = Ask::Inclusion(seq);
+            let a = prove_from(Some(&cached), "main", &[], ask, Some(size)).unwrap();
+            let b = prove_from(Some(&entries[..]), "main", &[], ask, Some(size)).unwrap();
+            assert_eq!(text(&a), text(&b), "size {size} seq {seq}");
+        }
+        for (size, m) in [(260, 1), (260, 256), (260, 257), (259, 128)] {
+            let ask = Ask::Consistency(m);
+            let a = prove_from(Some(&cached), "main", &[], ask, Some(size)).unwrap();
+            let b = prove_from(Some(&entries[..]), "main", &[], ask, Some(size)).unwrap();
+            assert_eq!(text(&a), text(&b), "size {size} m {m}");
+        }
+    }
 }

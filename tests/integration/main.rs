@@ -50,6 +50,7 @@ mod presets;
 mod process_tree;
 mod procs;
 mod progress_lines;
+mod proof_cache;
 mod proofs;
 mod props;
 mod purity;

@@ -12,7 +12,7 @@ impl GitStore {
     /// read and checked in parallel, a range per thread; the index is not trusted for that:
     /// each commit is checked to hash to its id and to have the previous seq's id as its only
     /// parent, and the last id is the tip, so the ids are the ledger's chain.
-    pub(super) fn chain_hashes(
+    pub(crate) fn chain_hashes(
         &self,
         tip: &super::super::git::Tip,
     ) -> Result<Vec<[u8; 32]>, StoreError> {
