@@ -133,7 +133,8 @@ pub(crate) fn is_protected(branch: &str, patterns: &[String]) -> bool {
 }
 
 /// Why the push of `refs` is refused, one line each (none: let it through). `protected` is
-/// the list [`PushRules::protected_with`] gave; `remote` names the remote for the words.
+/// the list [`PushRules::protected_with`] gave; `remote` names the remote for the words. The
+/// adapters hand in code refs only: ledger refs have their own rules (append-only, verified).
 pub(crate) fn refusals(
     rules: &PushRules,
     protected: &[String],
@@ -154,10 +155,6 @@ pub(crate) fn refusals(
     };
     let mut out = Vec::new();
     for r in refs {
-        if r.remote_ref.starts_with(crate::store::git::LEDGER_PREFIX) {
-            // Ledger refs have their own rules: append-only, verified.
-            continue;
-        }
         if let Some(branch) = r.remote_ref.strip_prefix("refs/heads/")
             && !allow.protected
             && is_protected(branch, protected)
@@ -267,7 +264,6 @@ mod tests {
             upd("refs/heads/topic", false, false, false),
             upd("refs/heads/new", false, true, false),
             upd("refs/heads/old", true, false, false),
-            upd("refs/forum/ledgers/main", false, false, false),
             upd("refs/tags/v1", false, false, false),
         ];
         let got = refusals(

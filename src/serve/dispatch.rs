@@ -30,7 +30,10 @@ use crate::roster::Roster;
 use crate::surface::run::{Fleet, Seats};
 
 pub(crate) use super::executors::{Executors, NoSeats};
+
+mod config;
 use crate::surface::store::{GitStore, Options, StoreError};
+pub use config::Config;
 
 /// The default limit on one submit (or resume) over the daemon or MCP, in seconds.
 pub(crate) const DEFAULT_SUBMIT_SECONDS: f64 = 600.0;
@@ -535,43 +538,6 @@ pub(crate) fn is_long_running(method: &str, path: &str) -> bool {
         )
 }
 
-/// How the dispatcher is opened.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// A directory inside the repository.
-    pub(crate) dir: PathBuf,
-    /// The ledger every request reads and writes.
-    pub(crate) ledger: String,
-    /// Skip the fsync of each append (as `--no-fsync`).
-    pub(crate) no_fsync: bool,
-    /// Entry timestamps pinned to this value (`GIT_FORUM_TIMESTAMP`), for reproducible records;
-    /// `None` reads the clock.
-    pub timestamp: Option<f64>,
-    /// The longest one submit or resume may run, in seconds: the run stops on its budget at
-    /// the next check after that (and is resumable).
-    pub(crate) submit_seconds: f64,
-    /// `POST /witness`: the witness's state directory (else `forum.witnessState`).
-    pub(crate) witness_state: Option<PathBuf>,
-    /// `POST /witness`: the witness's signer key file (else `forum.witnessKey`).
-    pub(crate) witness_key: Option<PathBuf>,
-}
-
-impl Config {
-    /// The configuration for `ledger` in the repository containing `dir`, with the clock and
-    /// the default submit limit.
-    pub fn new(dir: impl Into<PathBuf>, ledger: &str) -> Config {
-        Config {
-            dir: dir.into(),
-            ledger: ledger.to_string(),
-            no_fsync: false,
-            timestamp: None,
-            submit_seconds: DEFAULT_SUBMIT_SECONDS,
-            witness_state: None,
-            witness_key: None,
-        }
-    }
-}
-
 /// The entries as last read, keyed by the tip commit they were read at, with the commit of
 /// each (bodies are read straight from those commits, never through the seq index).
 #[derive(Default, Clone)]
@@ -621,10 +587,8 @@ impl Dispatcher {
         let repo = crate::surface::store::open_repo(&cfg.dir)?;
         let opts = Options::from_config(&repo, cfg.no_fsync)?;
         let shared = repo.clone().into_sync();
-        let files =
-            crate::store::handle::RefStorage::of(&repo) == crate::store::handle::RefStorage::Files;
-        let writer = GitStore::new(repo, &cfg.ledger, opts)?;
-        let ref_file = files.then(|| writer.ref_path());
+        let writer = GitStore::new(repo.clone(), &cfg.ledger, opts)?;
+        let ref_file = crate::surface::store::loose_ref_file(&repo, &writer);
         Ok(Dispatcher {
             cfg,
             repo: shared,

@@ -40,6 +40,9 @@
 //! `GET /replay/SEQ`, which reads a page at a time (`?limit=&after=`).
 //! `POST /append` takes an `Idempotency-Key` header (see the dispatcher's append).
 
+mod limits;
+pub(crate) use limits::Limits;
+
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -62,43 +65,6 @@ pub(crate) const DEFAULT_MAX_BODY: usize = 1024 * 1024;
 /// Connections open at once by default (well under the usual 1024 descriptors); past it, the
 /// connection idle longest is closed for a new one.
 pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 256;
-
-/// Limits of the HTTP server.
-#[derive(Debug, Clone)]
-pub(crate) struct Limits {
-    /// Largest request body, in bytes.
-    pub(crate) max_body: usize,
-    /// How long a client may take to send its request head (hyper closes the connection
-    /// then), and again its body (408).
-    pub(crate) read_timeout: Duration,
-    /// How long an ordinary request may take.
-    pub timeout: Duration,
-    /// How long submit, resume and plan may take (their runs stop on their own seconds budget
-    /// before this).
-    pub(crate) submit_timeout: Duration,
-    /// Requests the engine works on at once.
-    pub(crate) concurrency: usize,
-    /// Connections open at once; at the cap the one idle longest is closed for a new one
-    /// (new ones wait in the listen queue only while every open one has a request in the
-    /// engine).
-    pub(crate) max_connections: usize,
-    /// How long a SIGTERM waits for in-flight requests before the server exits anyway.
-    pub(crate) drain: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_body: DEFAULT_MAX_BODY,
-            read_timeout: Duration::from_secs(10),
-            timeout: Duration::from_secs(30),
-            submit_timeout: Duration::from_secs(630),
-            concurrency: 32,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            drain: Duration::from_secs(30),
-        }
-    }
-}
 
 /// Which requests are let in: the Host and Origin values allowed, and the token.
 #[derive(Debug, Clone)]

@@ -14,6 +14,17 @@ pub(crate) use crate::store::verify::Verified;
 
 use crate::store::handle::{REMOTE_SIGNATURES_PREFIX, REMOTES_PREFIX};
 
+/// The file `store`'s ref lives in when `repo` keeps its refs as files, so that a daemon can
+/// tell cheaply whether its cached tip is current; `None` for reftable, where there is no such
+/// file to read.
+pub(crate) fn loose_ref_file(
+    repo: &gix::Repository,
+    store: &GitStore,
+) -> Option<std::path::PathBuf> {
+    use crate::store::handle::RefStorage;
+    (RefStorage::of(repo) == RefStorage::Files).then(|| store.ref_path())
+}
+
 /// A reader's `--ledger`: a ledger of this repository (`NAME`), or the copy of ledger `NAME`
 /// that `git forum fetch REMOTE` adopted (`REMOTE:NAME`; `:` is never part of a name).
 #[derive(Debug, Clone, PartialEq, Eq)]
