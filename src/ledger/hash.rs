@@ -61,9 +61,9 @@ pub fn entry_preimage(
     payload_hash: &str,
     prev_hash: &str,
 ) -> String {
-    use std::fmt::Write as _;
     let mut out = String::with_capacity(200 + actor.len() + kind.len());
-    let _ = write!(out, "{seq}{SEP}");
+    out.push_str(itoa::Buffer::new().format(seq));
+    out.push(SEP);
     push_python_fixed6(&mut out, ts);
     out.push(SEP);
     out.push_str(actor);
@@ -71,7 +71,7 @@ pub fn entry_preimage(
     out.push_str(kind);
     out.push(SEP);
     if let Some(p) = causal_parent {
-        let _ = write!(out, "{p}");
+        out.push_str(itoa::Buffer::new().format(p));
     }
     out.push(SEP);
     out.push_str(payload_hash);
@@ -97,22 +97,7 @@ pub(crate) fn entry_hash_matches(
     if !is_hash(entry_hash) {
         return false;
     }
-    let mut out = String::with_capacity(200 + actor.len() + kind.len());
-    out.push_str(itoa::Buffer::new().format(seq));
-    out.push(SEP);
-    push_python_fixed6(&mut out, ts);
-    out.push(SEP);
-    out.push_str(actor);
-    out.push(SEP);
-    out.push_str(kind);
-    out.push(SEP);
-    if let Some(p) = causal_parent {
-        out.push_str(itoa::Buffer::new().format(p));
-    }
-    out.push(SEP);
-    out.push_str(payload_hash);
-    out.push(SEP);
-    out.push_str(prev_hash);
+    let out = entry_preimage(seq, ts, actor, kind, causal_parent, payload_hash, prev_hash);
     let digest = Sha256::digest(out.as_bytes());
     let want = entry_hash.as_bytes();
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
