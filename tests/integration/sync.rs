@@ -1569,14 +1569,11 @@ fn pre_push_hook_refuses_the_default_branch_and_force_pushes_until_allowed() {
             "refs/heads/main on origin is protected ([push] protected in .forum/policy.toml, by default the remote's default branch): this push would update it; to push it once, run the push again with GIT_FORUM_ALLOW_PROTECTED=1",
         );
         assert_eq!(remote_tip("refs/heads/main"), before);
-        let mut c = Command::new("git");
-        hermetic(&mut c, a.path());
-        let o = c
-            .current_dir(a.path())
-            .env("GIT_FORUM_ALLOW_PROTECTED", "1")
-            .args(["push", "-q", "origin", "HEAD:refs/heads/main"])
-            .output()
-            .unwrap();
+        let o = git_with(
+            a.path(),
+            ("GIT_FORUM_ALLOW_PROTECTED", "1"),
+            &["push", "-q", "origin", "HEAD:refs/heads/main"],
+        );
         assert!(o.status.success(), "{}", stderr(&o));
         assert_ne!(remote_tip("refs/heads/main"), before);
 
@@ -1600,14 +1597,11 @@ fn pre_push_hook_refuses_the_default_branch_and_force_pushes_until_allowed() {
             "refs/heads/topic on origin: this push rewrites it (not a fast forward), and force pushes are refused ([push] allow_force = true in .forum/policy.toml allows it); to push it once, run the push again with GIT_FORUM_ALLOW_FORCE=1",
         );
         assert_eq!(remote_tip("refs/heads/topic"), published);
-        let mut c = Command::new("git");
-        hermetic(&mut c, a.path());
-        let o = c
-            .current_dir(a.path())
-            .env("GIT_FORUM_ALLOW_FORCE", "1")
-            .args(["push", "-q", "--force", "origin", "topic"])
-            .output()
-            .unwrap();
+        let o = git_with(
+            a.path(),
+            ("GIT_FORUM_ALLOW_FORCE", "1"),
+            &["push", "-q", "--force", "origin", "topic"],
+        );
         assert!(o.status.success(), "{}", stderr(&o));
         assert_ne!(remote_tip("refs/heads/topic"), published);
 
@@ -1682,6 +1676,17 @@ fn pre_push_hook_refuses_the_default_branch_and_force_pushes_until_allowed() {
         );
         assert!(o.status.success(), "{}", stderr(&o));
     }
+}
+
+/// [`git_at`] with one more variable in git's environment (and so its hooks').
+fn git_with(dir: &Path, var: (&str, &str), args: &[&str]) -> Output {
+    let mut c = Command::new("git");
+    hermetic(&mut c, dir);
+    c.current_dir(dir)
+        .env(var.0, var.1)
+        .args(args)
+        .output()
+        .expect("run git")
 }
 
 fn forum_ok_at(dir: &Path, args: &[&str]) -> String {
