@@ -81,29 +81,9 @@ const EXPECTED: [&str; 10] = [
 
 const REQUEST: &str = "write a text in two parts, then join and review them";
 
-fn hermetic(c: &mut Command, home: &Path) {
-    c.env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_FORUM_LEDGER")
-        .env("HOME", home)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_SYSTEM", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@example.invalid")
-        .env("GIT_COMMITTER_NAME", "bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@example.invalid");
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let mut c = Command::new("git");
-    hermetic(&mut c, dir);
-    let o = c.current_dir(dir).args(args).output().expect("git");
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
+#[path = "support/git.rs"]
+mod support_git;
+use support_git::{git, hermetic};
 
 fn arg<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
     args.iter()
