@@ -471,24 +471,8 @@ impl GitStore {
         old_commit: Option<ObjectId>,
     ) -> Result<(), StoreError> {
         let repo = self.repo();
-        let who = gix::actor::Signature {
-            name: "git-forum".into(),
-            email: "ledger@git-forum.invalid".into(),
-            time: gix::date::Time::new(0, 0),
-        };
-        // Each commit stands alone: the cache is derived, so no history is kept.
-        let commit = repo
-            .write_object(&gix::objs::Commit {
-                tree,
-                parents: Default::default(),
-                author: who.clone(),
-                committer: who,
-                encoding: None,
-                message: message.into(),
-                extra_headers: Vec::new(),
-            })
-            .map_err(|e| StoreError::Git(format!("writing the commit of Forum's tree: {e}")))?
-            .detach();
+        let commit =
+            super::tiles::standalone_commit(repo, tree, message, "the commit of Forum's tree")?;
         if old_commit == Some(commit) {
             return Ok(());
         }

@@ -554,24 +554,7 @@ impl GitStore {
         {
             return Ok(tiled);
         }
-        let who = gix::actor::Signature {
-            name: "git-forum".into(),
-            email: "ledger@git-forum.invalid".into(),
-            time: gix::date::Time::new(0, 0),
-        };
-        // Each tiles commit stands alone: tiles are derived, so no history is kept.
-        let commit = repo
-            .write_object(&gix::objs::Commit {
-                tree,
-                parents: Default::default(),
-                author: who.clone(),
-                committer: who,
-                encoding: None,
-                message: message.into(),
-                extra_headers: Vec::new(),
-            })
-            .map_err(|e| StoreError::Git(format!("writing the tiles commit: {e}")))?
-            .detach();
+        let commit = standalone_commit(repo, tree, &message, "the tiles commit")?;
         let gd = repo.git_dir().to_string_lossy().to_string();
         let refname = tiles_ref(self.signature_ledger());
         let zero = ObjectId::null(repo.object_hash()).to_string();
@@ -665,6 +648,34 @@ fn data_tile(
 }
 
 mod chain;
+
+/// Writes a commit of `tree` with no parent, git forum's fixed identity and time 0, for a
+/// derived ref (the tiles, Forum's tree): what it holds can be rebuilt from the ledger, so no
+/// history is kept. `what` names it in the error.
+pub(crate) fn standalone_commit(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    message: &str,
+    what: &str,
+) -> Result<ObjectId, StoreError> {
+    let who = gix::actor::Signature {
+        name: "git-forum".into(),
+        email: "ledger@git-forum.invalid".into(),
+        time: gix::date::Time::new(0, 0),
+    };
+    Ok(repo
+        .write_object(&gix::objs::Commit {
+            tree,
+            parents: Default::default(),
+            author: who.clone(),
+            committer: who,
+            encoding: None,
+            message: message.into(),
+            extra_headers: Vec::new(),
+        })
+        .map_err(|e| StoreError::Git(format!("writing {what}: {e}")))?
+        .detach())
+}
 
 #[cfg(test)]
 mod tests {
