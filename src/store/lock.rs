@@ -168,19 +168,7 @@ impl GitStore {
 
     /// Takes the ledger's writer lock (advisory, released by the kernel if we die).
     pub(crate) fn writer_lock(&self) -> Result<File, StoreError> {
-        let path = self.writer_lock_path();
-        let f = create_in_dir(&path, || {
-            OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .read(true)
-                .write(true)
-                .open(&path)
-        })
-        .map_err(io(format!("opening {}", path.display())))?;
-        f.lock()
-            .map_err(io(format!("locking {}", path.display())))?;
-        Ok(f)
+        locked_file(&self.writer_lock_path())
     }
 
     /// Where the ledger keeps a spare inode for its next ref lock (outside `refs/`, so git never
@@ -416,4 +404,21 @@ impl GitStore {
             .filter_map(|h| ObjectId::from_hex(h.as_bytes()).ok())
             .collect()
     }
+}
+
+/// Opens (creating it and its folder if need be) and locks the lock file at `path`: an
+/// advisory `flock` the kernel releases if we die. Blocks until it is ours.
+pub(crate) fn locked_file(path: &std::path::Path) -> Result<File, StoreError> {
+    let f = create_in_dir(path, || {
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path)
+    })
+    .map_err(io(format!("opening {}", path.display())))?;
+    f.lock()
+        .map_err(io(format!("locking {}", path.display())))?;
+    Ok(f)
 }

@@ -28,7 +28,7 @@
 use super::*;
 use crate::store::error::io;
 use crate::store::failpoint::failpoint;
-use crate::store::objects::{create_in_dir, unique};
+use crate::store::objects::unique;
 
 /// Where *written* lives in the writer-lock file: after the log's hint (128 bytes) and the
 /// ref-lock intent (65 bytes from 128).
@@ -113,17 +113,7 @@ impl GitStore {
     /// where *written* is read.
     pub(crate) fn flush_covering(&self, writer: &File, ticket: Mark) -> Result<(), StoreError> {
         let path = self.flush_lock_path();
-        let f = create_in_dir(&path, || {
-            OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .read(true)
-                .write(true)
-                .open(&path)
-        })
-        .map_err(io(format!("opening {}", path.display())))?;
-        f.lock()
-            .map_err(io(format!("locking {}", path.display())))?;
+        let f = super::super::lock::locked_file(&path)?;
         if Mark::read(&f, 0).is_some_and(|d| d.covers(ticket)) {
             return Ok(());
         }
