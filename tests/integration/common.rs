@@ -522,6 +522,23 @@ pub fn init_flags(kind: &str) -> Vec<String> {
 /// files/SHA-256 and reftable (see [`Repo::new`]).
 pub const FORMATS: [&str; 3] = ["sha1", "sha256", "reftable"];
 
+/// A bare repository of `kind` (see [`init_flags`]) in a new temporary folder, added to `repo`
+/// as `origin` over `file://`; returns the folder (kept alive by the caller) and the URL.
+pub fn bare_origin(repo: &Repo, kind: &str) -> (tempfile::TempDir, String) {
+    let bare = tempfile::tempdir().unwrap();
+    let mut args = vec!["init".to_string(), "-q".into(), "--bare".into()];
+    args.extend(init_flags(kind));
+    args.push(bare.path().display().to_string());
+    let ok = std::process::Command::new("git")
+        .args(&args)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let url = format!("file://{}", bare.path().display());
+    repo.git_ok(&["remote", "add", "origin", &url]);
+    (bare, url)
+}
+
 /// Runs `body` once on a fresh repository of each of the [`FORMATS`]; a failure names the kind
 /// it failed on before it propagates.
 pub fn on_each_kind(body: impl Fn(&Repo)) {

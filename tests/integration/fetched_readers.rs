@@ -6,7 +6,7 @@
 
 use serde_json::Value as J;
 
-use crate::common::{FORMATS, Repo, init_flags, one_line_error};
+use crate::common::{FORMATS, Repo, one_line_error};
 
 const PLAN: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":[]}]}"#;
 
@@ -25,17 +25,7 @@ fn pushed_run(a: &Repo, kind: &str) -> (tempfile::TempDir, String) {
     std::fs::create_dir_all(&keys).unwrap();
     let (skey, _) = crate::tlog::keygen(a, &keys, "example.com/forum");
     crate::tlog::note(a, &skey);
-    let bare = tempfile::tempdir().unwrap();
-    let mut args = vec!["init".to_string(), "-q".into(), "--bare".into()];
-    args.extend(init_flags(kind));
-    args.push(bare.path().display().to_string());
-    let ok = std::process::Command::new("git")
-        .args(&args)
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    let url = format!("file://{}", bare.path().display());
-    a.git_ok(&["remote", "add", "origin", &url]);
+    let (bare, url) = crate::common::bare_origin(a, kind);
     a.forum_ok(&["push"]);
     (bare, url)
 }

@@ -6,7 +6,7 @@
 
 use git_forum::ledger::merkle::{consistency_proof, inclusion_path, merkle_root};
 
-use crate::common::{FORMATS, Repo, init_flags, on_each_kind};
+use crate::common::{FORMATS, Repo, on_each_kind};
 use crate::tlog::imported;
 
 const CACHE: &str = "refs/forum/merkle/main";
@@ -259,17 +259,7 @@ fn a_fetched_copy_answers_from_memory_and_writes_nothing_on_each_kind() {
     for kind in FORMATS {
         let a = Repo::new(kind);
         imported(&a, 40);
-        let bare = tempfile::tempdir().unwrap();
-        let mut args = vec!["init".to_string(), "-q".into(), "--bare".into()];
-        args.extend(init_flags(kind));
-        args.push(bare.path().display().to_string());
-        let ok = std::process::Command::new("git")
-            .args(&args)
-            .status()
-            .unwrap();
-        assert!(ok.success());
-        let url = format!("file://{}", bare.path().display());
-        a.git_ok(&["remote", "add", "origin", &url]);
+        let (_bare, url) = crate::common::bare_origin(&a, kind);
         a.forum_ok(&["push"]);
         let b = Repo::new(kind);
         b.git_ok(&["remote", "add", "origin", &url]);

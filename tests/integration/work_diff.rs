@@ -6,7 +6,7 @@
 
 use serde_json::{Value as J, json};
 
-use crate::common::{Repo, init_flags, one_line_error};
+use crate::common::{Repo, one_line_error};
 use crate::work_run::{one_task_model, setup};
 
 const CHECK: &str = "python3 -m unittest -q";
@@ -112,18 +112,7 @@ fn diff_refuses_in_one_line_what_has_no_diff() {
 
 /// A bare remote of the same kind as `a`, added to `a` as origin; returns it and its URL.
 fn remote(a: &Repo) -> (tempfile::TempDir, String) {
-    let bare = tempfile::tempdir().unwrap();
-    let mut args = vec!["init".to_string(), "-q".into(), "--bare".into()];
-    args.extend(init_flags("sha1"));
-    args.push(bare.path().display().to_string());
-    let ok = std::process::Command::new("git")
-        .args(&args)
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    let url = format!("file://{}", bare.path().display());
-    a.git_ok(&["remote", "add", "origin", &url]);
-    (bare, url)
+    crate::common::bare_origin(a, "sha1")
 }
 
 #[test]
