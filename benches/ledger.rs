@@ -235,9 +235,20 @@ fn child_main(repo: &str) {
 /// One Forum-style durable append: open, append a line, fsync, close, for the payload file and
 /// then the entry file.
 fn jsonl_append(dir: &Path, head: &mut Option<git_forum::ledger::Entry>, n: &NewEntry) {
+    *head = Some(jsonl_lines(dir, head.as_ref(), n, true));
+}
+
+/// Appends the entry after `head` as Forum writes it: its payload line, then its entry line,
+/// each file opened, appended (flushed when `sync`) and closed. Returns the entry.
+fn jsonl_lines(
+    dir: &Path,
+    head: Option<&git_forum::ledger::Entry>,
+    n: &NewEntry,
+    sync: bool,
+) -> git_forum::ledger::Entry {
     let body = n.payload.canonical();
     let ph = git_forum::ledger::hash::sha256_hex(body.as_bytes());
-    let e = git_forum::ledger::Entry::next(head.as_ref(), n, ph.clone());
+    let e = git_forum::ledger::Entry::next(head, n, ph.clone());
     for (file, line) in [
         (
             "payloads.jsonl",
@@ -257,9 +268,11 @@ fn jsonl_append(dir: &Path, head: &mut Option<git_forum::ledger::Entry>, n: &New
             .open(dir.join(file))
             .unwrap();
         f.write_all(line.as_bytes()).unwrap();
-        f.sync_all().unwrap();
+        if sync {
+            f.sync_all().unwrap();
+        }
     }
-    *head = Some(e);
+    e
 }
 
 /// A writer in the durable comparison.
@@ -786,32 +799,7 @@ impl JsonlShared {
             }),
             _ => None,
         };
-        let body = n.payload.canonical();
-        let ph = git_forum::ledger::hash::sha256_hex(body.as_bytes());
-        let e = git_forum::ledger::Entry::next(head.as_ref(), n, ph.clone());
-        for (file, line) in [
-            (
-                "payloads.jsonl",
-                format!(
-                    "{{\"hash\": \"{ph}\", \"body\": {}}}\n",
-                    n.payload.python_dumps()
-                ),
-            ),
-            (
-                "entries.jsonl",
-                format!("{}\n", e.to_value().python_dumps()),
-            ),
-        ] {
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(self.dir.join(file))
-                .unwrap();
-            f.write_all(line.as_bytes()).unwrap();
-            if !self.group {
-                f.sync_all().unwrap();
-            }
-        }
+        let e = jsonl_lines(&self.dir, head.as_ref(), n, !self.group);
         let mut next = [0u8; 73];
         next[0] = 1;
         next[1..9].copy_from_slice(&e.seq.to_le_bytes());
