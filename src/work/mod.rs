@@ -64,6 +64,19 @@ use crate::run::{
     WorkError, Workbench,
 };
 
+/// `git diff` as every change is read: no external diff or text conversion, no colour, renames
+/// found, NUL-separated, with the status letters (`--raw`) and the line counts (`--numstat`).
+pub(crate) const STAT_DIFF: [&str; 8] = [
+    "diff",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-color",
+    "-M",
+    "-z",
+    "--raw",
+    "--numstat",
+];
+
 /// Who writes the merge commits that start a task on its upstreams.
 const FORUM_NAME: &str = "git forum";
 const FORUM_EMAIL: &str = "git-forum@git-forum.invalid";
@@ -735,19 +748,7 @@ fn change_diff(
     // One diff for the statistics (`--raw` for the status letters, `--numstat` for the
     // lines) and the patch after them, read up to its cap.
     let mut cmd = git::git(common);
-    cmd.args([
-        "diff",
-        "--no-ext-diff",
-        "--no-textconv",
-        "--no-color",
-        "-M",
-        "-z",
-        "--raw",
-        "--numstat",
-        "--patch",
-        start,
-        commit,
-    ]);
+    cmd.args(STAT_DIFF).args(["--patch", start, commit]);
     let (stats, patch) = git::run_split(cmd, cap)?;
     if !patch.cut {
         git::ensure(&patch, &["diff"])?;

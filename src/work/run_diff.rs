@@ -59,16 +59,7 @@ pub(crate) fn diff(
     patch: bool,
 ) -> Result<RunDiff, WorkError> {
     let mut cmd = git::git(repo);
-    cmd.args([
-        "diff",
-        "--no-ext-diff",
-        "--no-textconv",
-        "--no-color",
-        "-M",
-        "-z",
-        "--raw",
-        "--numstat",
-    ]);
+    cmd.args(super::STAT_DIFF);
     if patch {
         cmd.arg("--patch");
     }
