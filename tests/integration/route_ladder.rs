@@ -2,7 +2,7 @@
 //! `git forum fix` on a request the keyword router cannot place asks the orchestrator seat
 //! for a lane, witnessed as `route` then `classification` under it, and the task runs on that
 //! lane; an answer naming no lane is witnessed as such and stops the run, with no lane
-//! guessed; a request the router places asks nothing and writes neither entry; a ceiling too
+//! guessed (`resume` asks again); a request the router places asks nothing and writes neither entry; a ceiling too
 //! small for the classifier's call stops the run on it, and `resume` asks it under the same
 //! `route`; and the daemon's and MCP's one-task
 //! submit climb the same ladder.
@@ -168,6 +168,20 @@ fn an_answer_naming_no_lane_is_witnessed_as_such_and_stops_the_run() {
             calc(repo),
             "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a + b\n"
         );
+        // `resume` asks again under the same route; a lane named this time runs the task.
+        let good = r#"{"agent": "tests", "confidence": 0.6, "reason": "a failing test"}"#;
+        std::fs::write(repo.path().join("classifier.json"), good).unwrap();
+        let o = repo.forum().args(["resume", "--json"]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(calls(repo), ["classifier", "classifier", "gate"]);
+        assert_eq!(only(repo, "route")["seq"], route);
+        let agents: Vec<J> = entries(repo)
+            .iter()
+            .filter(|e| e["kind"] == "classification")
+            .map(|e| body(repo, &e["seq"])["agent"].clone())
+            .collect();
+        assert_eq!(agents, [J::Null, json!("tests")]);
+        assert_eq!(payloads(repo, "task")[0].1["agent"], "tests");
         clean(repo);
     });
 }
