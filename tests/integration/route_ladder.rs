@@ -324,3 +324,33 @@ fn the_daemons_and_mcps_one_task_submit_climb_the_same_ladder() {
     assert_eq!(calls(&repo), ["classifier", "gate", "classifier", "gate"]);
     repo.forum_ok(&["verify", "--deep"]);
 }
+
+/// On Forum's router vectors, the ladder asks the classifier for exactly the requests Forum's
+/// router leaves undecided, and takes the router's lane for every other.
+#[test]
+fn forums_undecided_router_vectors_are_the_requests_that_go_to_the_classifier() {
+    use git_forum::roster::Roster;
+    use git_forum::route::{Rung, first_rung, route_request};
+    let Some(dir) = crate::common::conformance() else {
+        return;
+    };
+    let path = dir.join("forum-default-roster.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let roster = Roster::from_toml_str(&text, &path.display().to_string()).unwrap();
+    let vectors = std::fs::read_to_string(dir.join("router_decisions.jsonl")).unwrap();
+    let mut asked = 0;
+    for line in vectors.lines().filter(|l| !l.trim().is_empty()) {
+        let row: J = serde_json::from_str(line).unwrap();
+        let request = row["request"].as_str().unwrap();
+        let (decision, _) = route_request(request, &roster);
+        let want = match row["decision"]["decided"].as_str() {
+            Some(lane) => Rung::Decided(lane.to_string()),
+            None => {
+                asked += 1;
+                Rung::Classify
+            }
+        };
+        assert_eq!(first_rung(&decision), want, "{request:?}");
+    }
+    assert_eq!(asked, 15, "Forum's vectors leave 15 requests undecided");
+}
