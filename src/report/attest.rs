@@ -155,6 +155,8 @@ pub struct RunRecord {
     pub seats: Vec<(String, String)>,
     pub started: f64,
     pub finished: f64,
+    /// The run's last entry.
+    pub last: u64,
 }
 
 /// What the repository and the ledger add to the run's record.
@@ -270,6 +272,7 @@ impl RunRecord {
             seats: seats.into_iter().collect(),
             started: req.ts,
             finished: items.iter().map(|(e, _)| e.ts).fold(req.ts, f64::max),
+            last: items.iter().map(|(e, _)| e.seq).max().unwrap_or(run),
         })
     }
 }
