@@ -34,15 +34,19 @@ pub(crate) fn attest(ctx: &Ctx, args: AttestArgs) -> Result<(), CliError> {
     if let Some(file) = &args.verify {
         req.envelope = Some(crate::config::read_text(file, "attestation")?);
         for k in &args.key {
-            req.keys
-                .push(crate::config::read_text(k, "verifier key")?.trim().to_string());
+            req.keys.push(
+                crate::config::read_text(k, "verifier key")?
+                    .trim()
+                    .to_string(),
+            );
         }
     }
     let store = ctx.existing_store()?;
     let report =
         crate::surface::attest::run_request(&ctx.dir, &ctx.ledger, &store, &req, args.note_key)?;
     if let (Some(out), Some(env)) = (&args.out, &report.envelope) {
-        let text = serde_json::to_string_pretty(env).map_err(|e| CliError::internal(e.to_string()))?;
+        let text =
+            serde_json::to_string_pretty(env).map_err(|e| CliError::internal(e.to_string()))?;
         std::fs::write(out, format!("{text}\n")).map_err(|e| {
             CliError::fail(format!(
                 "--out {}: {e}; name a file in a directory you can write",

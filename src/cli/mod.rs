@@ -15,12 +15,12 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::surface::store::{GitStore, Options, StoreError};
 
 pub(crate) mod append;
+pub(crate) mod attest;
 pub(crate) mod bench_verify;
 pub(crate) mod campaign;
 pub(crate) mod check;
 pub(crate) mod context;
 pub(crate) mod demo;
-pub(crate) mod attest;
 pub(crate) mod diff;
 pub(crate) mod doctor;
 pub(crate) mod exec_flags;

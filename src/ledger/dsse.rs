@@ -289,7 +289,10 @@ mod tests {
             .map(fixed_from)
             .find(|(_, v)| v.splitn(3, '+').nth(2).is_some_and(|b| b.contains('+')))
             .unwrap();
-        assert_eq!(VerifierKey::from_note_vkey(&vkey).unwrap().keyid(), k.keyid());
+        assert_eq!(
+            VerifierKey::from_note_vkey(&vkey).unwrap().keyid(),
+            k.keyid()
+        );
     }
 
     #[test]
@@ -319,14 +322,12 @@ mod tests {
             Err(DsseError::PayloadType(_))
         ));
         // Another key.
-        let other = SigningKey::from_bytes(&[9u8; 32]).verifying_key().to_bytes();
+        let other = SigningKey::from_bytes(&[9u8; 32])
+            .verifying_key()
+            .to_bytes();
         let mut p = vec![ED25519_NOTE_TYPE];
         p.extend_from_slice(&other);
-        let okey = format!(
-            "other+{}+{}",
-            note_key_hash("other", &other),
-            B64.encode(p)
-        );
+        let okey = format!("other+{}+{}", note_key_hash("other", &other), B64.encode(p));
         let others = [VerifierKey::from_note_vkey(&okey).unwrap()];
         assert!(matches!(open(&env, &others), Err(DsseError::Untrusted(_))));
         let mut unsigned = env;

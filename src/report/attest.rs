@@ -233,8 +233,8 @@ impl RunRecord {
             .ok_or_else(|| {
                 format!("run {run} did not work in the repository (not a --work run): it shipped nothing to attest")
             })?;
-        let base = text(work.get("base"))
-            .ok_or_else(|| format!("run {run} recorded no base commit"))?;
+        let base =
+            text(work.get("base")).ok_or_else(|| format!("run {run} recorded no base commit"))?;
         let mut request = body.to_serde();
         let runtime = request.as_object_mut().and_then(|o| o.remove("runtime"));
         let runtime_digest = runtime
@@ -329,7 +329,11 @@ pub fn rfc3339(ts: f64) -> String {
 fn rule_digests(decided: &[Decided], key: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for d in decided {
-        if let Some(v) = d.rules.as_ref().and_then(|r| r.get(key)).and_then(J::as_str)
+        if let Some(v) = d
+            .rules
+            .as_ref()
+            .and_then(|r| r.get(key))
+            .and_then(J::as_str)
             && !out.iter().any(|o| o == v)
         {
             out.push(v.to_string());

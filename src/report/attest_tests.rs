@@ -76,7 +76,10 @@ fn a_runs_record_gives_its_merges_seats_decisions_and_times() {
     assert_eq!(r.base, "b0");
     assert_eq!(
         r.merged,
-        [("T1".into(), "c1".into(), 9), ("T2".into(), "c2".into(), 10)]
+        [
+            ("T1".into(), "c1".into(), 9),
+            ("T2".into(), "c2".into(), 10)
+        ]
     );
     assert_eq!(
         r.seats,

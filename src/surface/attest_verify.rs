@@ -67,7 +67,9 @@ fn claims(s: &Statement) -> Result<Claims> {
         .and_then(J::as_u64)
         .ok_or_else(|| bad("run in its internalParameters"))?;
     let sha = |r: &statement::Resource| r.digest.as_ref().and_then(|d| d.get("sha256")).cloned();
-    let ledger_id = byproduct(s, "ledger").and_then(sha).ok_or_else(|| bad("ledger byproduct"))?;
+    let ledger_id = byproduct(s, "ledger")
+        .and_then(sha)
+        .ok_or_else(|| bad("ledger byproduct"))?;
     let cp = byproduct(s, "checkpoint").ok_or_else(|| bad("checkpoint byproduct"))?;
     let root = sha(cp).ok_or_else(|| bad("checkpoint root"))?;
     let size = cp
@@ -200,8 +202,11 @@ fn check_subjects(dir: &Path, r: &RunRecord, ledger: &str, subjects: &[Subject])
 
 /// Parses the envelope's text.
 fn envelope_of(text: &str) -> Result<Envelope> {
-    serde_json::from_str(text)
-        .map_err(|e| Error::usage(format!("not a DSSE envelope (payload, payloadType, signatures): {e}")))
+    serde_json::from_str(text).map_err(|e| {
+        Error::usage(format!(
+            "not a DSSE envelope (payload, payloadType, signatures): {e}"
+        ))
+    })
 }
 
 /// `git forum attest --verify`: the envelope `text` checked with the verifier keys `keys`
@@ -226,8 +231,16 @@ pub(crate) fn verify(
     })?;
     for (what, got, want) in [
         ("_type", &s.statement_type, statement::STATEMENT_TYPE),
-        ("predicateType", &s.predicate_type, statement::PREDICATE_TYPE),
-        ("buildType", &s.predicate.build_definition.build_type, statement::BUILD_TYPE),
+        (
+            "predicateType",
+            &s.predicate_type,
+            statement::PREDICATE_TYPE,
+        ),
+        (
+            "buildType",
+            &s.predicate.build_definition.build_type,
+            statement::BUILD_TYPE,
+        ),
     ] {
         if got != want {
             return Err(claim(format!("its {what} is {got:?}, not {want:?}")));

@@ -26,7 +26,9 @@ fn two_changes(repo: &Repo) {
         "merge",
         "    case \"$p\" in\n      *\"fix add\"*) sed -i 's/return a - b/return a + b/' calc.py; echo add ;;\n      *) printf 'def mul(a, b):\\n    return a * b\\n' > mul.py; echo mul ;;\n    esac",
     );
-    repo.forum_ok(&["submit", "--quiet", "--work", "--check", CHECK, "--cmd", &m, "fix calc"]);
+    repo.forum_ok(&[
+        "submit", "--quiet", "--work", "--check", CHECK, "--cmd", &m, "fix calc",
+    ]);
 }
 
 /// A key pair in `dir`: the signer key file and the verifier key file.
@@ -83,7 +85,14 @@ fn attest_and_refuse_forgeries(repo: &Repo, dir: &Path) -> (PathBuf, PathBuf, Pa
     let (skey, vkey) = keys(repo, dir);
     repo.forum_ok(&["checkpoint", "--note", "--note-key", path(&skey)]);
     let file = dir.join("run-0.intoto.json");
-    let j = repo.forum_json(&["attest", "0", "--note-key", path(&skey), "--out", path(&file)]);
+    let j = repo.forum_json(&[
+        "attest",
+        "0",
+        "--note-key",
+        path(&skey),
+        "--out",
+        path(&file),
+    ]);
     assert_eq!(j["schema"], "git-forum.attest/1");
     let tip = repo.git_ok(&["rev-parse", "forum/run-0"]);
     let names: Vec<&str> = j["subjects"]
@@ -239,8 +248,16 @@ fn the_reference_python_libraries_verify_and_parse_the_envelope() {
     let (skey, vkey) = keys(&repo, dir.path());
     repo.forum_ok(&["checkpoint", "--note", "--note-key", path(&skey)]);
     let file = dir.path().join("run-0.intoto.json");
-    repo.forum_ok(&["attest", "0", "--note-key", path(&skey), "--out", path(&file)]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration/data/attest_check.py");
+    repo.forum_ok(&[
+        "attest",
+        "0",
+        "--note-key",
+        path(&skey),
+        "--out",
+        path(&file),
+    ]);
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration/data/attest_check.py");
     let check = |envelope: &Path| {
         std::process::Command::new(&python)
             .arg(&script)
@@ -261,4 +278,43 @@ fn the_reference_python_libraries_verify_and_parse_the_envelope() {
     assert_eq!(o.status.code(), Some(1));
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(said.starts_with("refused: VerificationError"), "{said}");
+}
+
+#[test]
+fn attest_answers_the_same_over_http_and_mcp() {
+    let repo = Repo::new("sha1");
+    two_changes(&repo);
+    let dir = tempfile::tempdir().unwrap();
+    let (skey, vkey) = keys(&repo, dir.path());
+    // The daemon signs with the repository's configured note key.
+    repo.git_ok(&["config", "forum.noteKey", path(&skey)]);
+    let made = repo.forum_json(&["attest", "0"]);
+    let file = dir.path().join("run-0.intoto.json");
+    std::fs::write(&file, made["envelope"].to_string()).unwrap();
+    let checked = repo.forum_json(&["attest", "--verify", path(&file), "--key", path(&vkey)]);
+    assert_eq!(checked["mode"], "verify");
+    let envelope = made["envelope"].to_string();
+    let pubkey = std::fs::read_to_string(&vkey).unwrap().trim().to_string();
+    let served = repo.serve(&[], std::process::Stdio::null());
+    let post = |body: &J| crate::common::http_json(&served.addr, "POST", "/attest", body);
+    let (code, body) = post(&json!({"run": 0}));
+    assert_eq!((code, &body), (200, &made));
+    let (code, body) = post(&json!({"envelope": envelope, "keys": [pubkey]}));
+    assert_eq!((code, &body), (200, &checked));
+    let (code, body) = post(&json!({"run": 0, "keys": [pubkey]}));
+    assert_eq!(code, 400, "{body}");
+    drop(served);
+    let lines = [
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string(),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}).to_string(),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"forum.attest","arguments":{"envelope": envelope, "keys": [pubkey]}}}).to_string(),
+    ];
+    let (ok, out) = repo.mcp_batch(&[], &lines);
+    assert!(ok, "{out}");
+    let answer: J = out
+        .lines()
+        .map(|l| serde_json::from_str::<J>(l).unwrap())
+        .find(|m| m["id"] == 2)
+        .unwrap();
+    assert_eq!(answer["result"]["structuredContent"], checked, "{answer}");
 }
