@@ -117,10 +117,21 @@ fn attest_and_refuse_forgeries(repo: &Repo, dir: &Path) -> (PathBuf, PathBuf, Pa
         .filter(|b| b["name"].as_str().unwrap().starts_with("ship/"))
         .collect();
     assert_eq!(ships.len(), 2);
+    let deps = s["predicate"]["buildDefinition"]["resolvedDependencies"]
+        .as_array()
+        .unwrap();
+    let dep = |name: &str| {
+        deps.iter()
+            .find(|d| d["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {deps:?}"))["digest"]["sha256"]
+            .clone()
+    };
     for b in &ships {
         let rules = &b["annotations"]["rules"];
-        assert_eq!(rules["policy"].as_str().unwrap().len(), 64, "{b}");
-        assert_eq!(rules["roster"].as_str().unwrap().len(), 64, "{b}");
+        assert_eq!(rules["policy"], dep("policy"), "{b}");
+        assert_eq!(rules["roster"], dep("roster"), "{b}");
+        // The runtime the decision was made under is the one the request records.
+        assert_eq!(rules["runtime"], dep("runtime"), "{b}");
     }
     let o = verify(repo, None, &file, &vkey);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
