@@ -108,17 +108,17 @@ fn checkpoint(
     r: &RunRecord,
     hashes: &[String],
 ) -> Result<(u64, String, Option<String>)> {
-    let needed = hashes.len() as u64;
-    if store.has_ref(&store.signatures_ref())? {
-        let latest = super::tlog::note_for(store, None, ledger);
-        if let Ok((note, cp, _)) = latest
-            && let Some(root) = cp.forum_root
+    // A ledger with notes has its latest checked against its entries (a note of a rewritten
+    // or truncated ledger is refused, never cited); one without is cited unsigned.
+    if store.has_ref(&store.signatures_ref())? && !store.stored_notes()?.is_empty() {
+        let (note, cp, _) = super::tlog::note_for(store, None, ledger)?;
+        if let Some(root) = cp.forum_root
             && cp.size > r.last
         {
             return Ok((cp.size, root, Some(note)));
         }
     }
-    Ok((needed, merkle_root(hashes), None))
+    Ok((hashes.len() as u64, merkle_root(hashes), None))
 }
 
 fn subjects_of(s: &Statement) -> Vec<Subject> {

@@ -300,6 +300,12 @@ fn attest_answers_the_same_over_http_and_mcp() {
     // The daemon signs with the repository's configured note key.
     repo.git_ok(&["config", "forum.noteKey", path(&skey)]);
     let made = repo.forum_json(&["attest", "0"]);
+    // No note was signed: the checkpoint is the whole ledger's, unsigned.
+    assert_eq!(made["signed_note"], false, "{made}");
+    assert_eq!(
+        made["checkpoint_size"],
+        repo.forum_json(&["log"]).as_array().unwrap().len()
+    );
     let file = dir.path().join("run-0.intoto.json");
     std::fs::write(&file, made["envelope"].to_string()).unwrap();
     let checked = repo.forum_json(&["attest", "--verify", path(&file), "--key", path(&vkey)]);
