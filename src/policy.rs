@@ -55,6 +55,10 @@ pub struct Policy {
     pub(crate) secrets: crate::secrets::SecretsPolicy,
     /// The branch rules the pre-push hook holds a push to (`[push]`).
     pub(crate) push: push::PushRules,
+    /// SHA-256 (hex) of the TOML text the policy was read from (of the empty text, which reads
+    /// as this default, when there is no file). Each `ship` entry names it, so an attestation
+    /// can say which policy let a change through.
+    pub(crate) digest: String,
 }
 
 impl Default for Policy {
@@ -65,6 +69,7 @@ impl Default for Policy {
             max_tasks: None,
             secrets: crate::secrets::SecretsPolicy::default(),
             push: push::PushRules::default(),
+            digest: crate::ledger::hash::sha256_hex(b""),
         }
     }
 }
@@ -171,7 +176,10 @@ impl Policy {
         };
         let table: toml::Table =
             toml::from_str(text).map_err(|e| err(toml_error_text(text, &e)))?;
-        let mut policy = Policy::default();
+        let mut policy = Policy {
+            digest: crate::ledger::hash::sha256_hex(text.as_bytes()),
+            ..Policy::default()
+        };
         for (key, value) in &table {
             match key.as_str() {
                 "allowed_categories" => {

@@ -105,6 +105,9 @@ pub struct AgentSpec {
 pub struct Roster {
     agents: Vec<AgentSpec>,
     warnings: Vec<String>,
+    /// SHA-256 (hex) of the TOML text it was read from; `None` for a roster built from agents
+    /// in code. Each `ship` entry names it, so an attestation can say which roster decided.
+    digest: Option<String>,
 }
 
 /// Why a roster could not be loaded. The message is one line and names the file (and, where
@@ -135,7 +138,13 @@ impl Roster {
         Ok(Roster {
             agents,
             warnings: Vec::new(),
+            digest: None,
         })
+    }
+
+    /// SHA-256 (hex) of the TOML text the roster was read from, if it was read from one.
+    pub(crate) fn digest(&self) -> Option<&str> {
+        self.digest.as_deref()
     }
 
     /// The embedded default roster (`roster.toml` at the top of the repository).
@@ -215,7 +224,11 @@ impl Roster {
             }
             agents.push(spec);
         }
-        Ok(Roster { agents, warnings })
+        Ok(Roster {
+            agents,
+            warnings,
+            digest: Some(crate::ledger::hash::sha256_hex(text.as_bytes())),
+        })
     }
 
     /// The lanes in file order.

@@ -2,6 +2,7 @@
 //! the [`Storage`] trait. Pure: no I/O, no clock (timestamps are passed in), no randomness.
 
 pub mod canonical;
+pub mod dsse;
 mod entry_error;
 pub mod hash;
 pub(crate) mod kind;

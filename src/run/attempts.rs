@@ -565,6 +565,7 @@ impl Run<'_, '_> {
         if chosen.is_none() {
             payload["gate"] = json!("attempts");
         }
+        payload["rules"] = self.rules();
         let e = self.put("orchestrator", kind::SHIP, Some(choice.seq), payload)?;
         tw.ship = Some(decision.clone());
         tw.last_seq = e.seq;

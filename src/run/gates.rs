@@ -131,6 +131,7 @@ pub(super) fn gate(
             if let Some(w) = run.work() {
                 // A --work run's approver sees what the earlier waves changed.
                 payload["changes"] = w.changes_so_far();
+                payload["rules"] = run.rules();
             }
             run.put("dispatch", kind::GATE_PENDING, Some(run_seq), payload)?;
             lock(&run.store).sync()?;

@@ -54,6 +54,22 @@ fn links_out_block(links_out: &[LinkOut]) -> Decision {
 }
 
 impl Run<'_, '_> {
+    /// The rules a decision of this run is made under, as its `ship` (and a `--work` run's
+    /// gate) entry records them: `{policy, roster?, runtime?}`, each the SHA-256 (hex) of the
+    /// policy's and the roster's TOML text and of the recorded runtime's canonical JSON (its
+    /// payload hash). An attestation lists them beside each decision.
+    pub(super) fn rules(&self) -> serde_json::Value {
+        let mut r = json!({ "policy": self.opts.policy.digest });
+        if let Some(d) = self.env.roster.digest() {
+            r["roster"] = json!(d);
+        }
+        if let Some(rt) = &self.opts.runtime_record {
+            let v = crate::ledger::canonical::Value::from_serde(rt);
+            r["runtime"] = json!(crate::ledger::hash::payload_hash(&v));
+        }
+        r
+    }
+
     /// Ships the changes of one wave, in plan order: the gate, then integration or quarantine.
     /// A wave where every decision failed is witnessed as `degraded`.
     pub(super) fn ship_wave(
@@ -200,6 +216,7 @@ impl Run<'_, '_> {
         } else if light {
             payload["gate"] = json!("skipped");
         }
+        payload["rules"] = self.rules();
         let payload = with_usage(payload, d.usage.clone());
         let e = self.put("orchestrator", kind::SHIP, Some(tw.last_seq), payload)?;
         let mut tw = w.get(&t.id);

@@ -227,6 +227,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ),
     (
         "POST",
+        "/attest",
+        "a signed in-toto attestation of what a --work run shipped {run?}, or its check {envelope, keys?}",
+    ),
+    (
+        "POST",
         "/diff",
         "a --work run's change against its base {run?, stat?, name_only?, paths?}",
     ),
@@ -451,6 +456,7 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("GET", ["doctor"]) => Box::new(|d, _| d.doctor()),
         ("POST", ["witness"]) => Box::new(|d, r| d.witness(r)),
         ("POST", ["diff"]) => Box::new(|d, r| d.diff(r)),
+        ("POST", ["attest"]) => Box::new(|d, r| d.attest(r)),
         ("POST", ["apply"]) => Box::new(|d, r| d.apply(r)),
         ("POST", ["discard"]) => Box::new(|d, r| d.discard(r)),
         ("GET", ["log"]) => Box::new(|d, r| d.log(r)),

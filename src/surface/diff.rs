@@ -90,7 +90,7 @@ fn work_record(body: Option<&Value>) -> Option<&Value> {
 
 /// The run `run` names, or by default the latest run of the ledger that worked in the
 /// repository, with its `work` record.
-fn pick_run<'a>(
+pub(crate) fn pick_run<'a>(
     ledger: &str,
     items: &'a [(Entry, Option<Value>)],
     run: Option<u64>,

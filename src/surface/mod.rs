@@ -17,6 +17,7 @@ use crate::ledger::StorageError;
 use crate::store::git::StoreError;
 
 pub(crate) mod append;
+pub(crate) mod attest;
 #[doc(hidden)]
 pub use append::append_checked;
 pub(crate) mod bench_verify;

@@ -807,7 +807,7 @@ fn every_mcp_tool_reaches_its_route() {
             Target::Post(p) => ("POST", p.to_string()),
             Target::GetPath(p) => ("GET", format!("{p}checkpoint")),
         };
-        // Only resume, the gate decisions, the witness, diff, apply, discard and halt fail
+        // Only resume, the gate decisions, the witness, diff, attest, apply, discard and halt fail
         // here: every run in the ledger has finished, no gate is pending (a decision needs one,
         // as at the command line), this server is no witness (tests/integration/witness.rs
         // calls it as one), no run here worked in or changed the repository, and none is
@@ -825,6 +825,7 @@ fn every_mcp_tool_reaches_its_route() {
                 | "gate_reject"
                 | "witness"
                 | "diff"
+                | "attest"
                 | "apply"
                 | "discard"
         );

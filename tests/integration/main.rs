@@ -2,6 +2,7 @@
 
 mod agents;
 mod apply_prompt;
+mod attest;
 mod bench_verify;
 mod bodies;
 mod bounds;

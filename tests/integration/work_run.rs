@@ -766,6 +766,14 @@ fn a_gate_before_a_wave_shows_the_changes_so_far_and_the_run_resumes_after_appro
         assert_eq!(changes.len(), 1, "{pending}");
         assert_eq!(changes[0]["task"], "T1");
         assert_eq!(changes[0]["ship"], "merge");
+        // The gate names the rules it holds the wave under, the ones the ship entry named: no
+        // policy file here, so the policy is the empty text's digest.
+        let ship = &payloads(repo, "ship")[0].1;
+        assert_eq!(pending["rules"], ship["rules"], "{pending}");
+        assert_eq!(
+            pending["rules"]["policy"],
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
         assert!(
             changes[0]["diff"]
                 .as_str()

@@ -1,5 +1,5 @@
 //! The daemon's routes for what `--work` runs leave in the repository: `POST /diff`,
-//! `POST /apply` and `POST /discard`, each a thin call into the surface.
+//! `POST /attest`, `POST /apply` and `POST /discard`, each a thin call into the surface.
 
 use super::*;
 use crate::surface::request;
@@ -14,6 +14,20 @@ impl Dispatcher {
             &self.cfg.ledger,
             &store,
             &a,
+        ))
+    }
+
+    /// A signed attestation of what a run shipped {run?}, or the check of one {envelope,
+    /// keys?}; the signer key is the repository's forum.noteKey.
+    pub(crate) fn attest(&self, req: &Request<'_>) -> Res {
+        let a: request::attest::Attest = request::decode(req.body)?;
+        let store = self.reader()?;
+        answer(surface::attest::run_request(
+            &self.cfg.dir,
+            &self.cfg.ledger,
+            &store,
+            &a,
+            None,
         ))
     }
 
