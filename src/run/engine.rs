@@ -541,7 +541,10 @@ impl<'a, 's> Run<'a, 's> {
         } else {
             crate::egress::Ceilings::default()
         };
-        let mut r = command::in_allowance(allowance, || exec.call(call));
+        let stall = self.opts.observe.stall;
+        let mut r = command::in_stall(stall, || {
+            command::in_allowance(allowance, || exec.call(call))
+        });
         // What the agent's forwarder counted is what it spent, whatever the CLI says.
         let metered = if live { command::take_metered() } else { None };
         self.close_on_metered_ceiling(live, metered.and_then(|m| m.ceiling), &r);

@@ -16,6 +16,7 @@
 pub mod api_doc;
 pub mod dispatch;
 mod executors;
+pub(crate) mod heartbeat;
 pub(crate) mod http;
 pub mod mcp;
 pub mod token;
