@@ -119,8 +119,10 @@ mod tests {
             ..Default::default()
         };
         let quiet = Duration::from_millis(300);
-        let e = in_stall(Some(quiet), || super::super::run(&sh("sleep 1000"), "p", limits))
-            .unwrap_err();
+        let e = in_stall(Some(quiet), || {
+            super::super::run(&sh("sleep 1000"), "p", limits)
+        })
+        .unwrap_err();
         match &e {
             super::super::CommandError::Stalled { quiet: q, .. } => assert!(*q >= quiet),
             other => panic!("{other}"),
