@@ -257,12 +257,10 @@ pub(crate) fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
             token,
             args.require_token,
         );
-        let beat = crate::serve::heartbeat::start(d.clone());
         let server = Arc::new(Server::new(d, guard, limits));
         let clean = http::serve(listener, server, http::shutdown_signal())
             .await
             .map_err(|e| CliError::internal(format!("the server failed: {e}")))?;
-        drop(beat);
         if clean {
             eprintln!("git forum serve: stopped; every request finished");
         } else {

@@ -580,18 +580,7 @@ pub(crate) fn run_watching(
             source: std::io::Error::other(why),
         });
     }
-    let program = program.as_str();
-    let to = program.to_string();
-    match ended {
-        Ended::Deadline => {
-            return Err(CommandError::Timeout {
-                program: to,
-                timeout: limits.timeout,
-            });
-        }
-        Ended::Stalled(quiet) => return Err(CommandError::Stalled { program: to, quiet }),
-        Ended::Exited => {}
-    }
+    ended.failure(program, limits.timeout)?;
     finished(
         program,
         status,
@@ -645,6 +634,18 @@ enum Ended {
     Deadline,
     /// It was quiet this long: the watchdog killed it.
     Stalled(Duration),
+}
+
+impl Ended {
+    /// The failure of a command `program` that ended this way, if it was cut short.
+    fn failure(self, program: &str, timeout: Duration) -> Result<(), CommandError> {
+        let program = program.to_string();
+        match self {
+            Ended::Deadline => Err(CommandError::Timeout { program, timeout }),
+            Ended::Stalled(quiet) => Err(CommandError::Stalled { program, quiet }),
+            Ended::Exited => Ok(()),
+        }
+    }
 }
 
 /// Waits for the child until `deadline` (or until `watch` finds it stalled), then kills its

@@ -280,12 +280,13 @@ impl<'a, 's> Run<'a, 's> {
     }
 
     /// Runs `f` with the commands this thread starts killed when the run is interrupted (under
-    /// its interrupt's kill scope); without an interrupt, just runs `f`.
+    /// its interrupt's kill scope; without an interrupt, none) and ended by the watchdog once
+    /// quiet for the run's stall time (`[observe] stall`; unset, never).
     pub(super) fn scoped<T>(&self, f: impl FnOnce() -> T) -> T {
-        match &self.opts.interrupt {
+        command::in_stall(self.opts.observe.stall, || match &self.opts.interrupt {
             Some(i) => i.scoped(f),
             None => f(),
-        }
+        })
     }
 
     pub(super) fn interrupted(&self) -> Option<String> {
@@ -541,10 +542,7 @@ impl<'a, 's> Run<'a, 's> {
         } else {
             crate::egress::Ceilings::default()
         };
-        let stall = self.opts.observe.stall;
-        let mut r = command::in_stall(stall, || {
-            command::in_allowance(allowance, || exec.call(call))
-        });
+        let mut r = command::in_allowance(allowance, || exec.call(call));
         // What the agent's forwarder counted is what it spent, whatever the CLI says.
         let metered = if live { command::take_metered() } else { None };
         self.close_on_metered_ceiling(live, metered.and_then(|m| m.ceiling), &r);

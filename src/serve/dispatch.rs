@@ -573,7 +573,7 @@ pub struct Dispatcher {
     /// What `/verify` and `/summary` keep between requests.
     pub(crate) projections: super::projections::cache::Projections,
     /// The runs this server is driving now (its heartbeat names them).
-    pub(crate) running: super::heartbeat::Running,
+    pub(crate) running: super::running::Running,
 }
 
 /// Locks a mutex, recovering from a poisoned one (a panicking handler leaves no half-done state

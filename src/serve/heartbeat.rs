@@ -1,24 +1,18 @@
 //! The daemon's heartbeat: while `git forum serve` serves and `[observe] heartbeat` is set,
 //! a thread witnesses at most one `heartbeat` entry per interval in the daemon's ledger,
-//! naming the daemon (its process id and ledger) and the runs it is driving. Each run also
-//! witnesses its own heartbeat under its request (the control loop's).
-//!
-//! [`Running`] is the daemon's list of runs in flight: a submit or resume registers its
-//! interrupt for as long as it drives the run, and the interrupt knows the run's request seq
-//! once it has one.
+//! naming the daemon (its process id and ledger) and the runs it is driving
+//! (`running.rs`). Each run also witnesses its own heartbeat under its request (the control
+//! loop's).
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::dispatch::{Dispatcher, lock};
+use super::dispatch::Dispatcher;
 use crate::ledger::NewEntry;
 use crate::ledger::canonical::Value;
-use crate::surface::run::Interrupt;
 use crate::surface::run::observe::{Coalescer, KIND, SCHEMA};
 
 /// The actor of the daemon's heartbeat entries.
@@ -26,47 +20,6 @@ const ACTOR: &str = "daemon";
 
 /// The shortest pause of the heartbeat thread between two looks.
 const MIN_PAUSE: Duration = Duration::from_millis(5);
-
-/// The runs a daemon is driving now, each by its interrupt.
-#[derive(Default)]
-pub(crate) struct Running {
-    next: AtomicU64,
-    runs: Mutex<BTreeMap<u64, Arc<Interrupt>>>,
-    /// Bumped whenever a run starts or ends (what the heartbeat calls activity).
-    changes: AtomicU64,
-}
-
-/// A run registered in [`Running`]; dropping it takes the run off.
-pub(crate) struct OnList<'r> {
-    running: &'r Running,
-    id: u64,
-}
-
-impl Drop for OnList<'_> {
-    fn drop(&mut self) {
-        lock(&self.running.runs).remove(&self.id);
-        self.running.changes.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-impl Running {
-    /// Registers a run (by its interrupt) until the returned value is dropped.
-    pub(crate) fn add(&self, interrupt: Arc<Interrupt>) -> OnList<'_> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        lock(&self.runs).insert(id, interrupt);
-        self.changes.fetch_add(1, Ordering::Relaxed);
-        OnList { running: self, id }
-    }
-
-    /// The request seqs of the runs in flight that have one, and how many are still opening.
-    fn seqs(&self) -> (Vec<u64>, usize) {
-        let runs = lock(&self.runs);
-        let mut seqs: Vec<u64> = runs.values().filter_map(|i| i.run()).collect();
-        seqs.sort_unstable();
-        let opening = runs.len() - seqs.len();
-        (seqs, opening)
-    }
-}
 
 /// The heartbeat thread; dropping it stops the thread and waits for it.
 pub(crate) struct Beat {
@@ -92,14 +45,14 @@ pub(crate) fn start(d: Arc<Dispatcher>) -> Option<Beat> {
         .spawn(move || {
             let start = Instant::now();
             let mut c = Coalescer::new(interval);
-            let mut seen = d.running.changes.load(Ordering::Relaxed);
+            let mut seen = d.running.changes();
             loop {
                 let wait = c.until_due(start.elapsed()).max(MIN_PAUSE);
                 if stopped.recv_timeout(wait) != Err(RecvTimeoutError::Timeout) {
                     return;
                 }
                 let t = start.elapsed();
-                let now_seen = d.running.changes.load(Ordering::Relaxed);
+                let now_seen = d.running.changes();
                 if now_seen != seen {
                     seen = now_seen;
                     c.happened(t);

@@ -19,6 +19,7 @@ mod executors;
 pub(crate) mod heartbeat;
 pub(crate) mod http;
 pub mod mcp;
+pub(crate) mod running;
 pub mod token;
 
 mod idem;
