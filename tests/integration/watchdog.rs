@@ -162,25 +162,114 @@ fn a_long_task_writes_coalesced_heartbeats_on_each_kind() {
     });
 }
 
+/// Heartbeat entries of `of` ("run" or "daemon") in the ledger, once it exists.
+fn beats_of(repo: &Repo, of: &str) -> Vec<J> {
+    let o = repo.forum().args(["log", "--json"]).output().unwrap();
+    // The ledger is made by the first entry: until then `log` says there is none.
+    let Ok(J::Array(all)) = serde_json::from_slice::<J>(&o.stdout) else {
+        return Vec::new();
+    };
+    if !all.iter().any(|e| e["kind"] == "heartbeat") {
+        return Vec::new();
+    }
+    payloads(repo, "heartbeat")
+        .into_iter()
+        .map(|(_, b)| b)
+        .filter(|b| b["of"] == of)
+        .collect()
+}
+
 #[test]
-fn the_daemon_witnesses_its_own_heartbeat() {
+fn the_daemon_witnesses_its_own_heartbeat_naming_the_runs_it_drives() {
     let repo = Repo::new("sha1");
-    let m = model(&repo, "    echo done");
+    let m = model(&repo, "    sleep 3; echo done");
     runtime(&repo, &m, "heartbeat = \"200ms\"");
     let served = repo.serve(&[], Stdio::null());
-    // The ledger is made by the first entry: until then `log` says there is none.
+    let addr = served.addr.clone();
     crate::common::wait_until("no daemon heartbeat", Duration::from_secs(60), || {
-        let o = repo.forum().args(["log", "--json"]).output().unwrap();
-        serde_json::from_slice::<J>(&o.stdout).is_ok_and(|l| {
-            l.as_array()
-                .is_some_and(|a| a.iter().any(|e| e["kind"] == "heartbeat"))
-        })
+        !beats_of(&repo, "daemon").is_empty()
     });
+    let idle = &beats_of(&repo, "daemon")[0];
+    assert_eq!(idle["schema"], "git-forum.heartbeat/1");
+    assert!(idle["pid"].as_u64().is_some(), "{idle}");
+    assert_eq!(idle["running"], serde_json::json!([]), "{idle}");
+    let run = std::thread::spawn(move || {
+        let body = serde_json::json!({"request": "build a login API"});
+        crate::common::http_json(&addr, "POST", "/submit", &body)
+    });
+    crate::common::wait_until(
+        "no heartbeat names the run",
+        Duration::from_secs(60),
+        || {
+            beats_of(&repo, "daemon")
+                .iter()
+                .any(|b| b["running"].as_array().is_some_and(|r| !r.is_empty()))
+        },
+    );
+    let (code, report) = run.join().unwrap();
+    assert_eq!(code, 200, "{report}");
     drop(served);
-    let beats = payloads(&repo, "heartbeat");
-    let (_, b) = &beats[0];
-    assert_eq!(b["of"], "daemon", "{b}");
-    assert_eq!(b["schema"], "git-forum.heartbeat/1");
-    assert!(b["pid"].as_u64().is_some(), "{b}");
-    assert_eq!(b["running"], serde_json::json!([]), "{b}");
+    let request = entries(&repo)
+        .into_iter()
+        .find(|e| e["kind"] == "request")
+        .unwrap()["seq"]
+        .clone();
+    let busy = beats_of(&repo, "daemon")
+        .into_iter()
+        .find(|b| b["running"].as_array().is_some_and(|r| !r.is_empty()))
+        .unwrap();
+    assert_eq!(busy["running"], serde_json::json!([request]), "{busy}");
+    // The daemon's run witnessed its own heartbeats too.
+    assert!(!beats_of(&repo, "run").is_empty());
+}
+
+/// `[work] attempts = ["default", "cheap"]` with a stall time: the first attempt's worker
+/// hangs without a word and is ended as stalled; that attempt failed like any other, and the
+/// second, on the cheap tier, delivers the change.
+#[test]
+fn a_stalled_attempt_fails_and_the_next_attempt_delivers() {
+    use crate::work_run::{clean, one_task_model, setup};
+    let repo = Repo::new("sha1");
+    setup(&repo);
+    let mark = marker();
+    let hang = one_task_model(
+        &repo,
+        "hang",
+        "undetermined",
+        &format!("    exec python3 -c 'import time; time.sleep(1000)' {mark}"),
+    );
+    let fix = one_task_model(
+        &repo,
+        "fix",
+        "undetermined",
+        "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'",
+    );
+    std::fs::create_dir_all(repo.path().join(".forum")).unwrap();
+    std::fs::write(
+        repo.path().join(".forum/runtime.toml"),
+        format!(
+            "[runtime.default]\ncmd = \"{hang}\"\n\n[runtime.tiers.cheap]\ncmd = \"{fix}\"\n\n[work]\nattempts = [\"default\", \"cheap\"]\n\n[observe]\nstall = \"1s\"\n"
+        ),
+    )
+    .unwrap();
+    let j = repo.forum_json(&[
+        "submit",
+        "--work",
+        "--check",
+        "python3 -m unittest -q",
+        "make the failing test in calc pass",
+    ]);
+    assert_eq!(left(&mark), 0, "processes outlived the stalled worker");
+    assert!(
+        j["answer"].as_str().unwrap().contains("- T1: merged"),
+        "{j}"
+    );
+    let stalled: Vec<(u64, J)> = payloads(&repo, "result")
+        .into_iter()
+        .filter(|(_, p)| p["error"] == "stalled")
+        .collect();
+    assert_eq!(stalled.len(), 1, "{stalled:?}");
+    let choices = payloads(&repo, "attempt_choice");
+    assert_eq!(choices[0].1["chosen"], 2, "{choices:?}");
+    clean(&repo);
 }
