@@ -57,7 +57,7 @@ pub mod reaper;
 
 pub(crate) use output::OnLine;
 use output::{drain, drain_lines};
-pub(crate) use watchdog::in_stall;
+pub(crate) use watchdog::{Heard, in_heard, in_stall};
 use watchdog::{Touching, Watch};
 
 /// The reaper is this binary again: the path works even when the file was replaced on disk.

@@ -91,14 +91,22 @@ pub(crate) fn seconds(d: Duration) -> f64 {
 }
 
 /// A run's heartbeat body: the run (its request seq), the tasks in flight, the time since its
-/// last progress and the interval.
-pub(crate) fn run_body(run: u64, c: &Coalescer, tasks: &InFlight, now: Duration) -> JsonValue {
+/// last progress, since any of its workers last printed (`output`, `None`: none has yet; then
+/// `null`) and the interval.
+pub(crate) fn run_body(
+    run: u64,
+    c: &Coalescer,
+    tasks: &InFlight,
+    now: Duration,
+    output: Option<Duration>,
+) -> JsonValue {
     json!({
         "schema": SCHEMA,
         "of": "run",
         "run": run,
         "interval_seconds": seconds(c.interval()),
         "seconds_since_progress": seconds(c.quiet_for(now)),
+        "seconds_since_output": output.map(seconds),
         "tasks": tasks.rows(now),
     })
 }
@@ -152,10 +160,12 @@ mod tests {
         );
         let mut c = Coalescer::new(ms(1000));
         c.happened(ms(1600));
-        let body = run_body(7, &c, &f, ms(2000));
+        let body = run_body(7, &c, &f, ms(2000), Some(ms(250)));
         assert_eq!(body["run"], 7);
         assert_eq!(body["schema"], SCHEMA);
         assert_eq!(body["seconds_since_progress"], 0.4);
         assert_eq!(body["interval_seconds"], 1.0);
+        assert_eq!(body["seconds_since_output"], 0.25);
+        assert!(run_body(7, &c, &f, ms(2000), None)["seconds_since_output"].is_null());
     }
 }

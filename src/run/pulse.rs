@@ -97,7 +97,7 @@ fn beat_until(run: &Run<'_, '_>, pulse: &Pulse<'_>, stopped: &Receiver<()>) {
                 continue;
             }
             s.0.beat(t);
-            heartbeat::run_body(seq, &s.0, &s.1, t)
+            heartbeat::run_body(seq, &s.0, &s.1, t, run.heard.since())
         };
         let _ = run.put(ACTOR, heartbeat::KIND, Some(seq), body);
     }

@@ -149,6 +149,14 @@ fn a_long_task_writes_coalesced_heartbeats_on_each_kind() {
             let e = all.iter().find(|e| e["seq"] == *seq).unwrap();
             assert_eq!(e["causal_parent"], request, "{e}");
         }
+        // The planner printed its plan before T1 started: a heartbeat after it says how long
+        // since a worker last printed.
+        assert!(
+            beats
+                .iter()
+                .any(|(_, b)| b["seconds_since_output"].as_f64().is_some()),
+            "{beats:?}"
+        );
         // While T1 ran, a heartbeat named it and what it did last.
         assert!(
             beats.iter().any(|(_, b)| b["tasks"]

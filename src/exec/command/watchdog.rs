@@ -6,11 +6,14 @@
 //!
 //! The rule is `crate::observe::Stall`'s (pure); here are the clock and the readers: each
 //! read of a command's pipes that brings bytes notes the time ([`Touching`]), and the wait
-//! loop asks [`Watch::stalled`] at each look.
+//! loop asks [`Watch::stalled`] at each look. Each such read also notes the time on the
+//! thread's [`Heard`], if it has one: a run shares one among all its workers, so its heartbeat
+//! can say how long since any of them last printed.
 
 use std::cell::RefCell;
 use std::io::Read;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::observe::Stall;
@@ -19,6 +22,49 @@ thread_local! {
     /// How long a worker started on this thread may stay quiet; `None`: forever (only its
     /// deadline ends it).
     static STALL: RefCell<Option<Duration>> = const { RefCell::new(None) };
+    /// Where the workers started on this thread note that they printed, if anywhere.
+    static HEARD: RefCell<Option<Arc<Heard>>> = const { RefCell::new(None) };
+}
+
+/// When any of a set of workers (a run's) last printed.
+#[derive(Debug)]
+pub(crate) struct Heard {
+    start: Instant,
+    /// Milliseconds from `start` to the last read that brought bytes.
+    last_ms: AtomicU64,
+    any: AtomicBool,
+}
+
+impl Heard {
+    /// Nothing heard yet.
+    pub(crate) fn new() -> Arc<Heard> {
+        Arc::new(Heard {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            any: AtomicBool::new(false),
+        })
+    }
+
+    fn touch(&self) {
+        let now = self.start.elapsed().as_millis() as u64;
+        self.last_ms.fetch_max(now, Ordering::Relaxed);
+        self.any.store(true, Ordering::Relaxed);
+    }
+
+    /// How long since a worker last printed; `None` when none has yet.
+    pub(crate) fn since(&self) -> Option<Duration> {
+        if !self.any.load(Ordering::Relaxed) {
+            return None;
+        }
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+        Some(self.start.elapsed().saturating_sub(last))
+    }
+}
+
+/// Runs `f` with the workers this thread starts noting on `heard` when they print (see
+/// [`Heard`]); the previous one comes back afterwards.
+pub(crate) fn in_heard<T>(heard: Arc<Heard>, f: impl FnOnce() -> T) -> T {
+    super::call_ctx::scoped(&HEARD, Some(heard), f)
 }
 
 /// Runs `f` with the workers this thread starts ended once quiet for `after` (`None`: never
@@ -38,6 +84,7 @@ pub(super) struct Watch {
     /// Milliseconds from `start` to the last read that brought bytes.
     last_ms: AtomicU64,
     rule: Option<Stall>,
+    heard: Option<Arc<Heard>>,
 }
 
 impl Watch {
@@ -47,6 +94,7 @@ impl Watch {
             start: Instant::now(),
             last_ms: AtomicU64::new(0),
             rule: stall().map(|after| Stall { after }),
+            heard: HEARD.with(|c| c.borrow().clone()),
         }
     }
 
@@ -54,6 +102,9 @@ impl Watch {
     fn touch(&self) {
         let now = self.start.elapsed().as_millis() as u64;
         self.last_ms.fetch_max(now, Ordering::Relaxed);
+        if let Some(h) = &self.heard {
+            h.touch();
+        }
     }
 
     /// How long it has been quiet when it is stalled now; `None` when it is not (or no stall
@@ -100,6 +151,17 @@ mod tests {
             assert_eq!(r.read(&mut buf).unwrap(), 3);
             assert_eq!(w.stalled(), None, "just heard from");
         });
+        let heard = Heard::new();
+        assert_eq!(heard.since(), None);
+        in_heard(Arc::clone(&heard), || {
+            let w = Watch::new();
+            let mut r = Touching {
+                inner: &b"abc"[..],
+                watch: &w,
+            };
+            r.read(&mut [0u8; 8]).unwrap();
+        });
+        assert!(heard.since().is_some());
         in_stall(Some(Duration::from_millis(1)), || {
             let w = Watch::new();
             std::thread::sleep(Duration::from_millis(5));
