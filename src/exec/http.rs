@@ -825,6 +825,39 @@ mod tests {
     }
 
     #[test]
+    fn a_call_with_no_answer_for_the_stall_time_is_given_up_as_stalled() {
+        // A server that takes the connection and never answers.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!(
+            "http://{}/v1/chat/completions",
+            listener.local_addr().unwrap()
+        );
+        let held = std::thread::spawn(move || listener.accept().map(|(conn, _)| conn));
+        let client = HttpClient::new(
+            &url,
+            Policy {
+                is_local: true,
+                ..Policy::strict(Origin::CommandLine)
+            },
+            Limits {
+                timeout: Duration::from_secs(60),
+                max_response_bytes: 1024,
+            },
+            Arc::new(SystemLookup),
+        )
+        .unwrap();
+        let quiet = Duration::from_millis(300);
+        let e = crate::exec::command::in_stall(Some(quiet), || {
+            client.post_json(&[], None, &serde_json::json!({}))
+        })
+        .unwrap_err();
+        assert_eq!(e.code(), "stalled", "{e}");
+        assert!(e.to_string().contains("stalled: no output for"), "{e}");
+        // The connection the server took is closed with this test.
+        drop(held.join().unwrap());
+    }
+
+    #[test]
     fn refused_urls_fail_when_the_client_is_made() {
         let e = HttpClient::new(
             "http://169.254.169.254/latest",
