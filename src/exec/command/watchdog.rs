@@ -159,7 +159,7 @@ mod tests {
                 inner: &b"abc"[..],
                 watch: &w,
             };
-            r.read(&mut [0u8; 8]).unwrap();
+            assert_eq!(r.read(&mut [0u8; 8]).unwrap(), 3);
         });
         assert!(heard.since().is_some());
         in_stall(Some(Duration::from_millis(1)), || {
