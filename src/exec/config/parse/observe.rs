@@ -75,4 +75,39 @@ mod tests {
             assert!(duration(bad).is_err(), "{bad}");
         }
     }
+
+    #[test]
+    fn the_table_parses_and_a_bad_value_is_one_line_naming_the_key_and_place() {
+        use crate::exec::config::parse_runtime_config;
+        use crate::exec::endpoint::Origin;
+        let ok = parse_runtime_config(
+            "[observe]\nheartbeat = \"30s\"\nstall = \"off\"\n",
+            "runtime.toml",
+            Origin::RepoConfig,
+        )
+        .unwrap();
+        assert_eq!(ok.observe.heartbeat, Some(Duration::from_secs(30)));
+        assert_eq!(ok.observe.stall, None);
+        let e = parse_runtime_config(
+            "[observe]\nstall = \"10 minutes\"\n",
+            "runtime.toml",
+            Origin::RepoConfig,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("runtime.toml:2:"), "{e}");
+        assert!(
+            e.contains("[observe] stall: \"10 minutes\" is not a duration"),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+        let e = parse_runtime_config(
+            "[observe]\nbeat = \"1s\"\n",
+            "runtime.toml",
+            Origin::RepoConfig,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("unknown field"), "{e}");
+    }
 }
