@@ -12,6 +12,7 @@
 //!   injection, and the policy that refuses plans.
 //! * [`quality`]: the model-free quality floors on an answer: intent coverage, the delivery
 //!   floor and the reviser's acceptance rule, delivery profiles, and prose humanization.
+//! * `observe`: when a heartbeat is due and when a quiet worker is stalled (times as values).
 //! * [`context`]: context budgets (approximate tokens; retained, trimmed or omitted slices).
 //! * [`egress`]: a confined worker's way out: the egress proxy and the bridge that reaches it
 //!   from inside the sandbox, and the metering forwarder that counts a worker's spend live.
@@ -51,6 +52,7 @@ pub(crate) mod gate;
 pub(crate) mod gitproc;
 pub mod ledger;
 pub(crate) mod model;
+pub(crate) mod observe;
 pub mod plan;
 pub(crate) mod policy;
 pub mod quality;

@@ -46,6 +46,7 @@ use super::sandbox::probe::Jail;
 pub(crate) mod call_ctx;
 pub(crate) mod env;
 mod output;
+pub(crate) mod watchdog;
 
 pub(crate) use call_ctx::{
     LiveCall, Metered, allowance, allowed_commands, bridge_listens, in_allowance, in_allowed,
@@ -56,6 +57,8 @@ pub mod reaper;
 
 pub(crate) use output::OnLine;
 use output::{drain, drain_lines};
+pub(crate) use watchdog::{Heard, in_heard, in_stall};
+use watchdog::{Touching, Watch};
 
 /// The reaper is this binary again: the path works even when the file was replaced on disk.
 const SELF_EXE: &str = "/proc/self/exe";
@@ -424,6 +427,8 @@ pub enum CommandError {
     },
     #[error("{program:?} did not finish within {}s; it was killed with its process group", timeout.as_secs_f64())]
     Timeout { program: String, timeout: Duration },
+    #[error("{program:?} {}; the watchdog ended it with its whole process tree", crate::observe::Stall::reason(*quiet))]
+    Stalled { program: String, quiet: Duration },
     #[error("{program:?} exited with {status}{}", tail(stderr))]
     Failed {
         program: String,
@@ -543,17 +548,21 @@ pub(crate) fn run_watching(
     let out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
     let (max_out, max_err) = (limits.max_stdout, limits.max_stderr);
-    let (status, timed_out, (stdout, truncated), (stderr, _)) = thread::scope(|s| {
+    let watch = &Watch::new();
+    let (status, ended, (stdout, truncated), (stderr, _)) = thread::scope(|s| {
+        let out = Touching { inner: out, watch };
+        let err = Touching { inner: err, watch };
         let out_reader = s.spawn(move || drain_lines(out, max_out, on_line));
         let err_reader = s.spawn(move || drain(err, max_err));
-        let (status, timed_out) = wait_until(&mut child, start + limits.timeout, pgid, &running);
+        let deadline = start + limits.timeout;
+        let (status, ended) = wait_until(&mut child, deadline, pgid, &running, watch);
         // Whatever the child left running (a grandchild holding the pipes) goes with its
         // group, so the readers reach the end of their pipes.
         kill_group(pgid);
         live().groups.remove(&pgid);
         (
             status,
-            timed_out,
+            ended,
             out_reader.join().unwrap_or_default(),
             err_reader.join().unwrap_or_default(),
         )
@@ -571,12 +580,7 @@ pub(crate) fn run_watching(
             source: std::io::Error::other(why),
         });
     }
-    if timed_out {
-        return Err(CommandError::Timeout {
-            program: program.clone(),
-            timeout: limits.timeout,
-        });
-    }
+    ended.failure(program, limits.timeout)?;
     finished(
         program,
         status,
@@ -621,23 +625,50 @@ fn resolve_program(program: &str, workdir: Option<&Path>) -> PathBuf {
     }
 }
 
-/// Waits for the child until `deadline`, then kills its group: its status (if one could be
-/// read) and whether the deadline passed.
+/// How a wait for a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// It exited (or was stopped by a request, or lost).
+    Exited,
+    /// Its deadline passed: it was killed.
+    Deadline,
+    /// It was quiet this long: the watchdog killed it.
+    Stalled(Duration),
+}
+
+impl Ended {
+    /// The failure of a command `program` that ended this way, if it was cut short.
+    fn failure(self, program: &str, timeout: Duration) -> Result<(), CommandError> {
+        let program = program.to_string();
+        match self {
+            Ended::Deadline => Err(CommandError::Timeout { program, timeout }),
+            Ended::Stalled(quiet) => Err(CommandError::Stalled { program, quiet }),
+            Ended::Exited => Ok(()),
+        }
+    }
+}
+
+/// Waits for the child until `deadline` (or until `watch` finds it stalled), then kills its
+/// group: its status (if one could be read) and how the wait ended.
 fn wait_until(
     child: &mut std::process::Child,
     deadline: Instant,
     pgid: u32,
     running: &Running,
-) -> (Option<ExitStatus>, bool) {
+    watch: &Watch,
+) -> (Option<ExitStatus>, Ended) {
     let exited = exit_notice(child);
     loop {
         match child.try_wait() {
-            Ok(Some(status)) => return (Some(status), false),
+            Ok(Some(status)) => return (Some(status), Ended::Exited),
             Ok(None) if Instant::now() >= deadline => {
-                return (kill_and_wait(child, pgid, running), true);
+                return (kill_and_wait(child, pgid, running), Ended::Deadline);
             }
             Ok(None) if call_ctx::stop_requested() => {
-                return (kill_and_wait(child, pgid, running), false);
+                return (kill_and_wait(child, pgid, running), Ended::Exited);
+            }
+            Ok(None) if let Some(quiet) = watch.stalled() => {
+                return (kill_and_wait(child, pgid, running), Ended::Stalled(quiet));
             }
             // Woken at once when the child ends, else after the pause to look again at the
             // deadline and the stop request.
@@ -647,7 +678,7 @@ fn wait_until(
                     thread::sleep(STOP_POLL);
                 }
             }
-            Err(_) => return (None, false),
+            Err(_) => return (None, Ended::Exited),
         }
     }
 }

@@ -38,6 +38,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue, LOCATION};
 
 use super::ExecError;
 use super::config::ExecutorSpec;
+use crate::observe::Stall;
 
 /// How often a call waiting for a model's answer looks at whether its run is being interrupted.
 const INTERRUPT_POLL: Duration = Duration::from_millis(50);
@@ -434,8 +435,10 @@ impl HttpClient {
 
     /// Sends `request` from a helper thread and waits for the answer's head, looking every
     /// [`INTERRUPT_POLL`] at whether this thread's run is being interrupted: a model that
-    /// thinks for minutes before its first byte must not hold up a Ctrl-C or a halt. An
-    /// abandoned request runs on to its own deadline on that thread, and its answer is dropped.
+    /// thinks for minutes before its first byte must not hold up a Ctrl-C or a halt. A call
+    /// with no answer for this thread's stall time (`command::watchdog`) is given up the same
+    /// way, as stalled. An abandoned request runs on to its own deadline on that thread, and
+    /// its answer is dropped.
     fn send_interruptibly(
         &self,
         client: &reqwest::blocking::Client,
@@ -451,11 +454,23 @@ impl HttpClient {
                 let _ = tx.send(client.execute(request));
             })
             .map_err(|e| ExecError::Other(format!("cannot start the request's thread: {e}")))?;
+        let stall = crate::exec::command::watchdog::stall().map(|after| Stall { after });
         loop {
             match rx.recv_timeout(INTERRUPT_POLL) {
                 Ok(answer) => return answer.map_err(|e| self.send_error(e, start)),
                 Err(RecvTimeoutError::Timeout) if crate::exec::command::scope_stopped() => {
                     return Err(self.interrupted());
+                }
+                Err(RecvTimeoutError::Timeout)
+                    if let Some(quiet) =
+                        stall.and_then(|s| s.stalled(Duration::ZERO, start.elapsed())) =>
+                {
+                    return Err(ExecError::Command(
+                        crate::exec::command::CommandError::Stalled {
+                            program: self.display().to_string(),
+                            quiet,
+                        },
+                    ));
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
@@ -807,6 +822,39 @@ mod tests {
             shown_location(&base, "/other?key=sk-1"),
             "http://127.0.0.1:8080/other"
         );
+    }
+
+    #[test]
+    fn a_call_with_no_answer_for_the_stall_time_is_given_up_as_stalled() {
+        // A server that takes the connection and never answers.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!(
+            "http://{}/v1/chat/completions",
+            listener.local_addr().unwrap()
+        );
+        let held = std::thread::spawn(move || listener.accept().map(|(conn, _)| conn));
+        let client = HttpClient::new(
+            &url,
+            Policy {
+                is_local: true,
+                ..Policy::strict(Origin::CommandLine)
+            },
+            Limits {
+                timeout: Duration::from_secs(60),
+                max_response_bytes: 1024,
+            },
+            Arc::new(SystemLookup),
+        )
+        .unwrap();
+        let quiet = Duration::from_millis(300);
+        let e = crate::exec::command::in_stall(Some(quiet), || {
+            client.post_json(&[], None, &serde_json::json!({}))
+        })
+        .unwrap_err();
+        assert_eq!(e.code(), "stalled", "{e}");
+        assert!(e.to_string().contains("stalled: no output for"), "{e}");
+        // The connection the server took is closed with this test.
+        drop(held.join().unwrap());
     }
 
     #[test]

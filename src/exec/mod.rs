@@ -208,6 +208,7 @@ impl ExecError {
         match self {
             ExecError::Command(R::Spawn { .. }) | ExecError::Command(R::Empty(_)) => "spawn",
             ExecError::Command(R::Timeout { .. }) => "timeout",
+            ExecError::Command(R::Stalled { .. }) => "stalled",
             ExecError::Command(R::Failed { .. }) => "exit",
             ExecError::Command(R::NotUtf8 { .. }) => "not_utf8",
             ExecError::Command(R::Interrupted { .. }) => "interrupted",

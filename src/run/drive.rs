@@ -82,10 +82,13 @@ pub fn submit(
     request: &str,
 ) -> Result<Outcome, RunError> {
     route::check_request(request).map_err(|e| RunError::Request(e.to_string()))?;
-    let run = Run::new(store, env, opts);
-    let result = run.scoped(|| submit_run(&run, request));
-    run.finish_work();
-    run.finish(result)
+    super::pulse::observed(env, opts, |env, pulse| {
+        let run = Run::new(store, env, opts);
+        let result =
+            run.scoped(|| super::pulse::beating(&run, pulse, || submit_run(&run, request)));
+        run.finish_work();
+        run.finish(result)
+    })
 }
 
 fn submit_run(run: &Run<'_, '_>, request: &str) -> Result<Outcome, RunError> {

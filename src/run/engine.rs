@@ -46,6 +46,8 @@ pub(super) struct Run<'a, 's> {
     pub(super) spend: Mutex<Spend>,
     /// The planner's usage, witnessed in the `plan` entry.
     pub(super) plan_usage: Mutex<Option<JsonValue>>,
+    /// When any of the run's workers last printed (its heartbeat says how long since).
+    pub(super) heard: std::sync::Arc<command::Heard>,
 }
 
 /// The output cap given to a call that has none while a spend ceiling is set, so its worst
@@ -276,16 +278,22 @@ impl<'a, 's> Run<'a, 's> {
             secret_block: Mutex::new(None),
             spend: Mutex::new(Spend::new(opts.ceilings)),
             plan_usage: Mutex::new(None),
+            heard: command::Heard::new(),
         }
     }
 
     /// Runs `f` with the commands this thread starts killed when the run is interrupted (under
-    /// its interrupt's kill scope); without an interrupt, just runs `f`.
+    /// its interrupt's kill scope; without an interrupt, none) and ended by the watchdog once
+    /// quiet for the run's stall time (`[observe] stall`; unset, never), noting on the run's
+    /// [`command::Heard`] when they print.
     pub(super) fn scoped<T>(&self, f: impl FnOnce() -> T) -> T {
-        match &self.opts.interrupt {
-            Some(i) => i.scoped(f),
-            None => f(),
-        }
+        let heard = std::sync::Arc::clone(&self.heard);
+        command::in_stall(self.opts.observe.stall, || {
+            command::in_heard(heard, || match &self.opts.interrupt {
+                Some(i) => i.scoped(f),
+                None => f(),
+            })
+        })
     }
 
     pub(super) fn interrupted(&self) -> Option<String> {

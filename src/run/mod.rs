@@ -59,10 +59,12 @@ mod edit;
 pub mod edit_tools;
 mod engine;
 mod gates;
+mod heartbeat;
 mod interrupt;
 mod ladder;
 mod payload;
 mod prompts;
+mod pulse;
 mod resume;
 mod schemas;
 mod seams;
@@ -186,6 +188,9 @@ pub struct Options {
     /// not installed): the run records its request and stops there with this reason, before
     /// any model is called, so the record says why; `resume` tries again once it is fixed.
     pub(crate) cannot_start: Option<String>,
+    /// Heartbeats and the watchdog (`[observe]`): how often the run witnesses a `heartbeat`,
+    /// and how long its workers may stay quiet. Both off by default.
+    pub(crate) observe: crate::exec::config::ObserveConfig,
 }
 
 impl std::fmt::Debug for Options {
@@ -211,6 +216,7 @@ impl std::fmt::Debug for Options {
             .field("runtime_record", &self.runtime_record)
             .field("cannot_start", &self.cannot_start)
             .field("options_record", &self.options_record)
+            .field("observe", &self.observe)
             .finish()
     }
 }

@@ -25,10 +25,13 @@ pub fn resume(
     opts: &Options,
     request_seq: Option<u64>,
 ) -> Result<Outcome, RunError> {
-    let run = Run::new(store, env, opts);
-    let result = run.scoped(|| resume_run(&run, request_seq));
-    run.finish_work();
-    run.finish(result)
+    super::pulse::observed(env, opts, |env, pulse| {
+        let run = Run::new(store, env, opts);
+        let beating = || super::pulse::beating(&run, pulse, || resume_run(&run, request_seq));
+        let result = run.scoped(beating);
+        run.finish_work();
+        run.finish(result)
+    })
 }
 
 /// The run to resume: the one starting at `request_seq`, else the latest unfinished one;

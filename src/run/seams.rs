@@ -166,6 +166,14 @@ pub enum Event {
         /// How long it took.
         seconds: f64,
     },
+    /// A worker quiet for too long was ended by the watchdog, with its whole process tree;
+    /// its task fails with the reason (and retries or escalates as any failure).
+    Stalled {
+        /// The task id.
+        id: String,
+        /// Why: `stalled: no output for 600 s`.
+        reason: String,
+    },
     /// A failed task climbs to a stronger executor.
     Escalating {
         /// The task id.
@@ -225,7 +233,8 @@ const LINE_FILES: usize = 5;
 /// The line a person watching is shown for the work events (a worker's tool call, its
 /// change's files, a check's result), the same on every transport; `None` for other events.
 /// `T1 edit src/add.py`, `T1 run python -m pytest -q (failed)`, `T1 changed calc.py (+1 -1)`,
-/// `T1 check passed: python -m pytest -q (0.4s)`, `run branch check failed: make test (2.0s)`.
+/// `T1 check passed: python -m pytest -q (0.4s)`, `run branch check failed: make test (2.0s)`,
+/// `T1 ended by the watchdog: stalled: no output for 600 s`.
 pub fn work_line(e: &Event) -> Option<String> {
     Some(match e {
         Event::ToolCall {
@@ -266,6 +275,7 @@ pub fn work_line(e: &Event) -> Option<String> {
             let how = if *ok { "passed" } else { "failed" };
             format!("{who} check {how}: {command} ({seconds:.1}s)")
         }
+        Event::Stalled { id, reason } => format!("{id} ended by the watchdog: {reason}"),
         _ => return None,
     })
 }

@@ -267,7 +267,14 @@ impl Run<'_, '_> {
         ok: bool,
         model: String,
     ) -> Result<Done, RunError> {
+        let stalled = payload.get("error").and_then(|v| v.as_str()) == Some("stalled");
         let e = self.put(&task.agent, kind::RESULT, Some(parent), payload)?;
+        if stalled {
+            self.env.progress.event(&Event::Stalled {
+                id: task.id.clone(),
+                reason: super::heartbeat::stall_reason(&output),
+            });
+        }
         self.env.progress.event(&Event::TaskFinished {
             id: task.id.clone(),
             ok,

@@ -578,6 +578,8 @@ pub struct Dispatcher {
     pub(crate) keys: Mutex<Option<super::idem::keys::Keys>>,
     /// What `/verify` and `/summary` keep between requests.
     pub(crate) projections: super::projections::cache::Projections,
+    /// The runs this server is driving now (its heartbeat names them).
+    pub(crate) running: super::running::Running,
 }
 
 /// Locks a mutex, recovering from a poisoned one (a panicking handler leaves no half-done state
@@ -611,6 +613,7 @@ impl Dispatcher {
             draining: Arc::new(AtomicBool::new(false)),
             keys: Mutex::new(None),
             projections: Default::default(),
+            running: Default::default(),
         })
     }
 

@@ -723,6 +723,8 @@ pub(crate) async fn serve(
     server: Arc<Server>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<bool> {
+    // The daemon's heartbeat, when its runtime config sets one, for as long as it serves.
+    let _beat = super::heartbeat::start(server.dispatcher.clone());
     let draining = server.dispatcher.draining();
     let drain = server.limits.drain;
     let slots = server.slots.clone();

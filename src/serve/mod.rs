@@ -16,8 +16,10 @@
 pub mod api_doc;
 pub mod dispatch;
 mod executors;
+pub(crate) mod heartbeat;
 pub(crate) mod http;
 pub mod mcp;
+pub(crate) mod running;
 pub mod token;
 
 mod idem;

@@ -169,7 +169,7 @@ impl Dispatcher {
     // ----- plumbing -----
 
     /// The timestamp of a new entry: pinned, else the clock (microseconds, as Forum keeps).
-    fn now(&self) -> f64 {
+    pub(crate) fn now(&self) -> f64 {
         self.cfg.timestamp.unwrap_or_else(clock::system_now)
     }
 

@@ -94,6 +94,7 @@ mod tlog_transports;
 mod transports;
 mod verify_fast;
 mod verify_tier;
+mod watchdog;
 mod witness;
 mod work_apply;
 mod work_attempts;

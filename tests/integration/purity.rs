@@ -58,6 +58,7 @@ const CORE: &[(&str, bool)] = &[
     ("gate", false),
     ("flight", true),
     ("campaign", true),
+    ("observe", true),
     ("secrets", true),
     ("spend", true),
 ];

@@ -25,12 +25,13 @@ impl Progress for Stderr {
             }
             Event::Validating { id } => format!("  validating {id}"),
             Event::Verdict { id, decision } => format!("  {id}: {decision}"),
-            Event::ToolCall { .. } | Event::Changed { .. } | Event::Checked { .. } => {
-                match crate::surface::run::work_line(e) {
-                    Some(line) => format!("  {line}"),
-                    None => return,
-                }
-            }
+            Event::ToolCall { .. }
+            | Event::Changed { .. }
+            | Event::Checked { .. }
+            | Event::Stalled { .. } => match crate::surface::run::work_line(e) {
+                Some(line) => format!("  {line}"),
+                None => return,
+            },
             Event::Escalating { id, to } => format!("  {id}: escalating to {to}"),
             Event::Synthesizing => "synthesizing the answer…".to_string(),
             Event::Calls { spent, .. } => {

@@ -128,6 +128,7 @@ pub(crate) fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runt
         work: config.work,
         context: config.context,
         spend: config.spend,
+        observe: config.observe,
         warnings,
     })
 }

@@ -441,6 +441,8 @@ pub(crate) struct RuntimeConfig {
     pub context: ContextConfig,
     /// `[spend]`.
     pub spend: SpendConfig,
+    /// `[observe]`.
+    pub observe: ObserveConfig,
     /// Things worth saying that are not errors (unusual key variable names).
     pub(crate) warnings: Vec<String>,
 }
@@ -536,6 +538,20 @@ pub struct SpendConfig {
     pub max_tokens: Option<u64>,
 }
 
+/// The `[observe]` table: how often a run and the daemon witness a heartbeat, and how long a
+/// worker may stay quiet before the watchdog ends it. Both are off unless set: a heartbeat
+/// entry is written on the wall clock, so a run that writes them is no longer reproducible
+/// byte for byte, and a plain command worker prints its answer only at its end, so silence is
+/// normal for it (its deadline, `timeout_seconds`, already bounds it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ObserveConfig {
+    /// `heartbeat = "30s"`: at most one `heartbeat` entry per interval per run (and per
+    /// daemon); `None`: none.
+    pub heartbeat: Option<std::time::Duration>,
+    /// `stall = "10m"`: a worker with no output for this long is ended; `None`: never.
+    pub stall: Option<std::time::Duration>,
+}
+
 /// Why a runtime config was refused: one line naming the file, the table, the key, the line
 /// and the column (where the text has them).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -590,6 +606,8 @@ pub(crate) struct Runtime {
     pub context: ContextConfig,
     /// The `[spend]` table of the file.
     pub spend: SpendConfig,
+    /// The `[observe]` table of the file.
+    pub observe: ObserveConfig,
     /// Things to say on stderr: unusual key names, flags that lost to a stronger one.
     pub(crate) warnings: Vec<String>,
 }

@@ -18,6 +18,7 @@ use super::{
 use crate::exec::endpoint::{self, KeyEnv, Origin};
 use crate::roster::Tier;
 
+mod observe;
 mod work;
 use work::{parse_spend, parse_work};
 
@@ -158,6 +159,9 @@ pub(crate) fn parse_runtime_config(
     }
     if let Some(s) = raw.spend {
         cfg.spend = parse_spend(&src, s)?;
+    }
+    if let Some(o) = raw.observe {
+        cfg.observe = observe::parse_observe(&src, o)?;
     }
     Ok(cfg)
 }

@@ -17,6 +17,15 @@ pub(super) struct RawFile {
     pub(super) work: Option<RawWork>,
     pub(super) context: Option<RawContext>,
     pub(super) spend: Option<RawSpend>,
+    pub(super) observe: Option<RawObserve>,
+}
+
+/// `[observe]`: heartbeats and the watchdog, each a duration or `"off"`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawObserve {
+    pub(super) heartbeat: Option<Spanned<String>>,
+    pub(super) stall: Option<Spanned<String>>,
 }
 
 /// `[spend]`: the run's spend ceilings when the command gives none.

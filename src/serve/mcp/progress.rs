@@ -62,9 +62,10 @@ fn message(event: &Event) -> Option<String> {
         }
         Event::Validating { id } => format!("validating {id}"),
         Event::Verdict { id, decision } => format!("{id}: {decision}"),
-        Event::ToolCall { .. } | Event::Changed { .. } | Event::Checked { .. } => {
-            crate::surface::run::work_line(event)?
-        }
+        Event::ToolCall { .. }
+        | Event::Changed { .. }
+        | Event::Checked { .. }
+        | Event::Stalled { .. } => crate::surface::run::work_line(event)?,
         Event::Escalating { id, to } => format!("{id}: escalating to {to}"),
         Event::Synthesizing => "writing the answer".to_string(),
         Event::Calls { spent, max } => match max {

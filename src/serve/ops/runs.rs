@@ -219,9 +219,11 @@ impl Dispatcher {
             .interrupt
             .get_or_insert_with(|| Arc::new(run::Interrupt::new()))
             .clone();
+        let on_list = self.running.add(interrupt.clone());
         let watch = surface::run::halt::watch(self.reader()?.halts(), interrupt);
         let done = surface::run::submit::go(&mut store, &env, &opts, go);
         drop(watch);
+        drop(on_list);
         let opts = &opts;
         let outcome = match done {
             Ok(o) => o,

@@ -22,6 +22,8 @@ pub(crate) mod work;
 /// The control loop's names a transport needs to start a run, watch it and stop it.
 pub(crate) use crate::exec::command::stop_all;
 pub(crate) use crate::exec::{Fleet, FleetError, Seats};
+/// When a heartbeat is due, and its kind and schema (the daemon's heartbeat).
+pub(crate) use crate::observe;
 pub(crate) use crate::run::status as loop_status;
 pub(crate) use crate::run::{
     CommandContext, ContextProvider, Env, Event, Interrupt, Options, Outcome, Progress, RunError,

@@ -207,6 +207,8 @@ impl RunOptions {
             runtime_record: None,
             options_record: self.record(),
             cannot_start: None,
+            // From the runtime config, once it is read (`prepare`).
+            observe: Default::default(),
         })
     }
 

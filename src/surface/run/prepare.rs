@@ -119,6 +119,7 @@ pub(crate) fn prepare(
         // A campaign's rounds record what Forum's do: no runtime.
         opts.runtime_record = runtime.as_ref().and_then(config::record::record);
     }
+    opts.observe = runtime.as_ref().map(|r| r.observe).unwrap_or_default();
     if let Some(rt) = &runtime {
         // The values of the runtime's key variables are redacted wherever a body holds them.
         opts.secrets.scanner = crate::secrets::Scanner::with_literals(options::key_values(rt));
