@@ -62,6 +62,7 @@ mod interrupt;
 mod ladder;
 mod payload;
 mod prompts;
+pub mod replay;
 mod resume;
 mod schemas;
 mod seams;

@@ -1,0 +1,192 @@
+//! Strict replay: a recorded run's control loop run again through the engine with every reply
+//! and clock reading answered from the record, its decisions compared with the recorded ones.
+
+use std::sync::Arc;
+
+use git_forum::exec::{Call, Executor, Fleet, Scripted};
+use git_forum::ledger::{MemoryStorage, NewEntry, Storage, verify_chain};
+use git_forum::roster::Roster;
+use git_forum::run::replay::{self, StrictReplay};
+use git_forum::run::{self, Env, Options, Silent, Status, StepClock};
+use serde_json::{Value as J, json};
+
+/// Three tasks in two waves: T2 takes T1's output, T3 only waits for T1.
+const PLAN_3: &str = r#"{"tasks":[
+ {"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":["endpoint documented"]},
+ {"id":"T2","agent":"docs","instruction":"write the API docs","depends_on":["T1"],"done_when":[]},
+ {"id":"T3","agent":"review","instruction":"review the API","depends_on":[{"id":"T1","type":"order"}],"done_when":[]}]}"#;
+
+const ANSWER: &str =
+    "Shipped the login API with docs. Verified by the test output; next step: deploy.";
+
+const REQUEST: &str = "ship a login API with docs";
+
+fn first_line(call: &Call<'_>) -> String {
+    call.prompt.lines().next().unwrap_or("").to_string()
+}
+
+/// The orchestrator of a run with a blocked task (T2) and an escalated one (T3, which the
+/// stronger rung's answer passes).
+fn orchestrator() -> Arc<dyn Executor> {
+    Arc::new(Scripted::new("orch-model", |call| {
+        let task = call
+            .prompt
+            .lines()
+            .find_map(|l| l.strip_prefix("Task "))
+            .and_then(|l| l.split(':').next())
+            .unwrap_or("")
+            .to_string();
+        Ok(match call.schema.map(|s| s.name.as_str()) {
+            Some("plan") => PLAN_3.to_string(),
+            Some("verdict") if task == "T2" => {
+                json!({"decision": "block", "score": 0.1, "reason": "leaks a secret"}).to_string()
+            }
+            Some("verdict") if task == "T3" && !call.prompt.contains("thorough") => {
+                json!({"decision": "escalate", "score": 0.3, "reason": "too shallow"}).to_string()
+            }
+            Some("verdict") => {
+                json!({"decision": "pass", "score": 0.9, "reason": "meets the criteria"})
+                    .to_string()
+            }
+            _ => ANSWER.to_string(),
+        })
+    }))
+}
+
+fn opts() -> Options {
+    let mut o = Options::default();
+    o.policy.max_parallel = 2;
+    o
+}
+
+/// Records the run in `store` and returns its request seq.
+fn record(store: &mut MemoryStorage) -> u64 {
+    let roster = Roster::default_roster();
+    let worker: Arc<dyn Executor> = Arc::new(Scripted::new("cheap-model", |call| {
+        Ok(format!("done: {}", first_line(call)))
+    }));
+    let strong: Arc<dyn Executor> = Arc::new(Scripted::new("frontier-model", |call| {
+        Ok(format!("thorough: {}", first_line(call)))
+    }));
+    let seats = Fleet::fixed(orchestrator(), worker, vec![strong]);
+    let clock = StepClock::new(100.0, 0.5);
+    let env = Env {
+        roster: &roster,
+        seats: &seats,
+        clock: &clock,
+        progress: &Silent,
+    };
+    let before = store.len().unwrap();
+    let out = run::submit(store, &env, &opts(), REQUEST).expect("run");
+    assert_eq!(out.status, Status::Answered);
+    before
+}
+
+fn body(store: &MemoryStorage, seq: u64) -> J {
+    store.payload_at(seq).unwrap().unwrap().to_serde()
+}
+
+fn replayed(store: &MemoryStorage, request_seq: u64) -> StrictReplay {
+    replay::strict(store, request_seq, &Roster::default_roster(), &opts()).expect("replay")
+}
+
+/// A copy of `store` whose entry `seq` has `edit` applied to its body, re-hashed from there
+/// on so the chain verifies.
+fn edited(store: &MemoryStorage, seq: u64, edit: impl Fn(&mut J)) -> MemoryStorage {
+    let mut copy = MemoryStorage::default();
+    for e in &store.entries {
+        let mut b = body(store, e.seq);
+        if e.seq == seq {
+            edit(&mut b);
+        }
+        copy.append(NewEntry {
+            actor: e.actor.clone(),
+            kind: e.kind.clone(),
+            causal_parent: e.causal_parent,
+            payload: git_forum::ledger::canonical::Value::from_serde(&b),
+            ts: e.ts,
+        })
+        .unwrap();
+    }
+    assert_eq!(verify_chain(&copy.entries).first_bad, None);
+    copy
+}
+
+fn seq_of(store: &MemoryStorage, kind: &str, id: &str) -> u64 {
+    store
+        .entries
+        .iter()
+        .find(|e| e.kind == kind && body(store, e.seq)["id"] == id)
+        .map(|e| e.seq)
+        .unwrap_or_else(|| panic!("no {kind} of {id}"))
+}
+
+#[test]
+fn a_multi_wave_run_with_escalation_and_a_block_replays_with_no_divergence() {
+    let mut store = MemoryStorage::default();
+    // Something before the run, so the replay starts from a copy of it.
+    store
+        .append(NewEntry {
+            actor: "someone".into(),
+            kind: "note".into(),
+            causal_parent: None,
+            payload: git_forum::ledger::canonical::Value::from_serde(&json!({"text": "hi"})),
+            ts: 1.0,
+        })
+        .unwrap();
+    let req = record(&mut store);
+    let kinds: Vec<&str> = store.entries.iter().map(|e| e.kind.as_str()).collect();
+    assert!(kinds.contains(&"tier_escalation"), "{kinds:?}");
+    assert_eq!(
+        body(&store, seq_of(&store, "verdict", "T2"))["decision"],
+        "block"
+    );
+    let r = replayed(&store, req);
+    assert_eq!(r.divergence, None, "{r:?}");
+    assert!(r.unanswered.is_empty(), "{r:?}");
+    assert_eq!(r.recorded, r.recomputed);
+    assert_eq!(r.recorded as u64, store.len().unwrap() - req);
+    assert!(r.answer_sha256.is_some());
+    assert_eq!(r.answer_sha256, r.recomputed_answer_sha256);
+}
+
+#[test]
+fn an_edited_verdict_is_a_divergence_at_its_seq() {
+    let mut store = MemoryStorage::default();
+    let req = record(&mut store);
+    // The recorded ruling says block; the entry is made to say the task passed.
+    let at = seq_of(&store, "verdict", "T2");
+    let forged = edited(&store, at, |b| b["ok"] = json!(true));
+    let r = replayed(&forged, req);
+    let d = r.divergence.expect("a divergence");
+    assert_eq!(d.seq, at, "{d:?}");
+    assert!(d.recorded.contains("ok:true"), "{d:?}");
+    assert!(d.recomputed.contains("ok:false"), "{d:?}");
+}
+
+#[test]
+fn an_edited_escalation_is_a_divergence_at_its_seq() {
+    let mut store = MemoryStorage::default();
+    let req = record(&mut store);
+    let at = seq_of(&store, "tier_escalation", "T3");
+    let forged = edited(&store, at, |b| {
+        b["reason"] = json!("the validator liked it")
+    });
+    let d = replayed(&forged, req).divergence.expect("a divergence");
+    assert_eq!(d.seq, at, "{d:?}");
+    assert!(d.recorded.contains("the validator liked it"), "{d:?}");
+    assert!(d.recomputed.contains("validation failed"), "{d:?}");
+}
+
+#[test]
+fn a_run_whose_reply_body_was_removed_is_refused_naming_the_seq() {
+    let mut store = MemoryStorage::default();
+    let req = record(&mut store);
+    let at = seq_of(&store, "result", "T1");
+    let hash = store.entries[at as usize].payload_hash.clone();
+    store.payloads.remove(&hash);
+    let err = replay::strict(&store, req, &Roster::default_roster(), &opts()).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains(&format!("seq {at}")), "{msg}");
+    assert!(!msg.contains('\n'), "{msg}");
+}
