@@ -36,6 +36,7 @@ pub(crate) mod plan;
 pub(crate) mod proof;
 pub(crate) mod read;
 pub(crate) mod redact;
+pub(crate) mod replay;
 pub(crate) mod report;
 pub(crate) mod route;
 pub(crate) mod runtime;

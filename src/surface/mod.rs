@@ -33,6 +33,7 @@ pub(crate) mod ledger;
 pub(crate) mod model;
 pub(crate) mod proof;
 pub(crate) mod read;
+pub(crate) mod replay;
 pub mod request;
 pub(crate) mod run;
 pub(crate) mod runtime;

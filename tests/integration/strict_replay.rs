@@ -10,6 +10,8 @@ use git_forum::run::replay::{self, StrictReplay};
 use git_forum::run::{self, Env, Options, Silent, Status, StepClock};
 use serde_json::{Value as J, json};
 
+use crate::common::{Repo, on_each_kind};
+
 /// Three tasks in two waves: T2 takes T1's output, T3 only waits for T1.
 const PLAN_3: &str = r#"{"tasks":[
  {"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":["endpoint documented"]},
@@ -53,10 +55,10 @@ fn orchestrator() -> Arc<dyn Executor> {
     }))
 }
 
+/// The options of a run the command line makes in a repository with no policy: a wave's
+/// tasks run in parallel.
 fn opts() -> Options {
-    let mut o = Options::default();
-    o.policy.max_parallel = 2;
-    o
+    Options::default()
 }
 
 /// Records the run in `store` and returns its request seq.
@@ -189,4 +191,101 @@ fn a_run_whose_reply_body_was_removed_is_refused_naming_the_seq() {
     let msg = err.to_string();
     assert!(msg.contains(&format!("seq {at}")), "{msg}");
     assert!(!msg.contains('\n'), "{msg}");
+}
+
+/// Writes `store` as a Forum-format directory (`entries.jsonl`, `payloads.jsonl`) that
+/// `git forum import` reads.
+fn export(store: &MemoryStorage, dir: &std::path::Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut entries = String::new();
+    let mut payloads = String::new();
+    for e in &store.entries {
+        let line = json!({
+            "seq": e.seq, "ts": e.ts, "actor": e.actor, "kind": e.kind,
+            "causal_parent": e.causal_parent, "payload_hash": e.payload_hash,
+            "prev_hash": e.prev_hash, "entry_hash": e.entry_hash,
+        });
+        entries.push_str(&format!("{line}\n"));
+        let b = json!({"hash": e.payload_hash, "body": body(store, e.seq)});
+        payloads.push_str(&format!("{b}\n"));
+    }
+    std::fs::write(dir.join("entries.jsonl"), entries).unwrap();
+    std::fs::write(dir.join("payloads.jsonl"), payloads).unwrap();
+}
+
+/// `git forum replay REQ --strict --json` in `repo`: its exit code and report.
+fn strict_cli(repo: &Repo, req: u64) -> (Option<i32>, J) {
+    let o = repo
+        .forum()
+        .args(["replay", &req.to_string(), "--strict", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let report = serde_json::from_str(&text)
+        .unwrap_or_else(|_| panic!("{text}\n{}", String::from_utf8_lossy(&o.stderr)));
+    (o.status.code(), report)
+}
+
+#[test]
+fn the_command_line_replays_a_run_inside_a_network_namespace_and_names_a_forged_verdict() {
+    let mut store = MemoryStorage::default();
+    let req = record(&mut store);
+    let at = seq_of(&store, "verdict", "T2");
+    let forged = edited(&store, at, |b| b["ok"] = json!(true));
+    on_each_kind(|repo| {
+        let dir = repo.path().join("honest");
+        export(&store, &dir);
+        repo.forum_ok(&["import", dir.to_str().unwrap()]);
+        let (code, r) = strict_cli(repo, req);
+        assert_eq!(code, Some(0), "{r}");
+        assert_eq!(r["divergence"], J::Null, "{r}");
+        // It ran with no network: unshared by bubblewrap or unshare, or had none at all.
+        let net = r["network"].as_str().unwrap();
+        assert!(
+            ["bwrap", "unshare -rn", "unshare -n", "none"].contains(&net),
+            "{r}"
+        );
+        assert_eq!(r["recorded"], r["recomputed"], "{r}");
+        let text = repo.forum_ok(&["replay", &req.to_string(), "--strict"]);
+        assert!(text.contains("replays with no divergence"), "{text}");
+    });
+    on_each_kind(|repo| {
+        let dir = repo.path().join("forged");
+        export(&forged, &dir);
+        repo.forum_ok(&["import", dir.to_str().unwrap()]);
+        repo.forum_ok(&["verify"]);
+        let (code, r) = strict_cli(repo, req);
+        assert_eq!(code, Some(1), "{r}");
+        assert_eq!(r["divergence"]["seq"], json!(at), "{r}");
+        let o = repo
+            .forum()
+            .args(["replay", &req.to_string(), "--strict"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            format!("run {req} diverges at seq {at}"),
+            "{text}"
+        );
+        assert!(lines[1].starts_with("recorded:   "), "{text}");
+        assert!(lines[2].starts_with("recomputed: "), "{text}");
+    });
+}
+
+#[test]
+fn a_seq_that_is_not_a_run_is_refused_in_one_line() {
+    on_each_kind(|repo| {
+        repo.append("me", "note", "{}");
+        let o = repo
+            .forum()
+            .args(["replay", "0", "--strict"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("seq 0 is not a run's request"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    });
 }

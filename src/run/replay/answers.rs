@@ -19,8 +19,9 @@ use super::Recorded;
 /// The replies the record holds, queued per caller, and the calls it could not answer.
 #[derive(Default)]
 pub(super) struct Answers {
-    /// The planner's tasks, as the plan entry keeps them (the reply to every planner call).
-    plan: Option<String>,
+    /// The planner's tasks, as the plan entry keeps them (the reply to every planner call),
+    /// and the plan entry's body (its usage).
+    plan: Option<(String, J)>,
     /// Per task id: the recorded instruction and the worker replies, oldest first.
     tasks: BTreeMap<String, (String, VecDeque<Result<Reply, String>>)>,
     /// Per task id: the validator's replies, oldest first.
@@ -131,7 +132,9 @@ impl Answers {
             let b = &e.payload;
             let id = b.get("id").and_then(J::as_str).map(str::to_string);
             match (e.kind.as_str(), id) {
-                (kind::PLAN, _) if a.plan.is_none() => a.plan = plan_reply(b),
+                (kind::PLAN, _) if a.plan.is_none() => {
+                    a.plan = plan_reply(b).map(|t| (t, b.clone()));
+                }
                 (kind::TASK, Some(id)) => {
                     let instr = b["instruction"].as_str().unwrap_or_default().to_string();
                     a.tasks.entry(id).or_insert((instr, VecDeque::new()));
@@ -169,7 +172,7 @@ impl Answers {
             Some("plan") => self
                 .plan
                 .clone()
-                .map(|t| Ok(reply(&t, model, &J::Null)))
+                .map(|(t, body)| Ok(reply(&t, model, &body)))
                 .ok_or_else(|| "a planner call".to_string()),
             Some("verdict") => {
                 let id = judged(call.prompt);

@@ -1,0 +1,46 @@
+//! `git forum replay RUN --strict`: the run replayed from its record without a network (see
+//! `surface::replay`), its first divergence printed.
+
+use super::{CliError, Ctx};
+use crate::surface::replay::{self, StrictReport};
+
+/// Replays run `run` strictly: inside a network namespace, or by running this command again
+/// in a fresh one.
+pub(crate) fn strict(ctx: &Ctx, run: u64) -> Result<(), CliError> {
+    if !replay::network_unshared() {
+        let code = replay::rerun_unshared(std::env::args_os().skip(1).collect())?;
+        return match code {
+            0 => Ok(()),
+            c => Err(CliError::silent(u8::try_from(c).unwrap_or(1))),
+        };
+    }
+    let store = ctx.existing_store()?;
+    let r = replay::strict(&store, &ctx.dir, run)?;
+    if ctx.json {
+        ctx.out_report(&r)?;
+    } else {
+        render(ctx, &r)?;
+    }
+    match r.divergence {
+        Some(_) => Err(CliError::silent(1)),
+        None => Ok(()),
+    }
+}
+
+fn render(ctx: &Ctx, r: &StrictReport) -> Result<(), CliError> {
+    match &r.divergence {
+        Some(d) => {
+            ctx.out(&format!("run {} diverges at seq {}", r.run, d.seq))?;
+            ctx.out(&format!("recorded:   {}", d.recorded))?;
+            ctx.out(&format!("recomputed: {}", d.recomputed))?;
+            for u in &r.unanswered {
+                ctx.out(&format!("note: {u}"))?;
+            }
+        }
+        None => ctx.out(&format!(
+            "run {} replays with no divergence: {} entries, every decision as recorded (network: {})",
+            r.run, r.recomputed, r.network
+        ))?,
+    }
+    Ok(())
+}
