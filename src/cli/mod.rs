@@ -121,6 +121,9 @@ pub(crate) enum Command {
     Show(read::ShowArgs),
     /// Print every entry up to and including SEQ, oldest first.
     Replay(read::ReplayArgs),
+    /// Run a --work run's recorded checks again on its change commits and rebuild its run
+    /// branch from the changes it merged: one line per mismatch, exit 1 on any.
+    Reproduce(replay::ReproduceArgs),
     /// Follow causal parents from SEQ back to the root.
     Why(read::WhyArgs),
     /// Check the chain, every commit and (with --deep) every body.
@@ -513,6 +516,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Status(a) => read::status(ctx, a),
         Command::Show(a) => read::show(ctx, a),
         Command::Replay(a) => read::replay(ctx, a),
+        Command::Reproduce(a) => replay::reproduce(ctx, a),
         Command::Why(a) => read::why(ctx, a),
         Command::Verify(a) => verify::verify(ctx, a),
         Command::Checkpoint(a) => tlog::checkpoint(ctx, a),

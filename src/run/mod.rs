@@ -123,6 +123,9 @@ pub(crate) const MAX_UPSTREAM_CHARS: usize = 8192;
 /// The most tasks a planner is asked for unless the policy's `max_tasks` says otherwise.
 pub(crate) const DEFAULT_PLAN_TASKS: usize = 4;
 
+/// This git forum's version, as a run's request records it.
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// The answer witnessed when the budget stops a run.
 pub(crate) const BUDGET_STOP_ANSWER: &str =
     "The run stopped because its budget ran out before it finished.";

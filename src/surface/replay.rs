@@ -38,6 +38,11 @@ pub(crate) struct StrictReport {
     pub(crate) divergence: Option<Divergence>,
     /// Calls the replay made that the record holds no reply for.
     pub(crate) unanswered: Vec<String>,
+    /// The git forum version that recorded the run; `None`: recorded before versions were
+    /// recorded.
+    pub(crate) recorded_by: Option<String>,
+    /// This git forum's version.
+    pub(crate) replayed_by: String,
     /// How the network was unshared: `bwrap`, `unshare -rn`, `unshare -n`, or `none` when
     /// the process had no network to begin with.
     pub(crate) network: String,
@@ -177,6 +182,8 @@ pub(crate) fn strict(store: &GitStore, dir: &Path, run: u64) -> Result<StrictRep
             recomputed: d.recomputed,
         }),
         unanswered: r.unanswered,
+        recorded_by: r.recorded_by,
+        replayed_by: r.replayed_by,
         network: std::env::var(UNSHARED_MARK).unwrap_or_else(|_| "none".into()),
     })
 }

@@ -65,6 +65,12 @@ fn decided(e: &Recorded, at: &BTreeMap<u64, Place>, by_seq: &BTreeMap<u64, &Reco
         _ => format!("seq {p}"),
     });
     let mut body = e.payload.clone();
+    // Which version recorded the run is not a decision of the run.
+    if e.kind == "request"
+        && let Some(o) = body.as_object_mut()
+    {
+        o.remove("git_forum");
+    }
     if let Some(u) = body.get_mut("usage").and_then(J::as_object_mut) {
         u.remove("cost_usd");
     }

@@ -56,6 +56,11 @@ pub struct StrictReplay {
     pub divergence: Option<Divergence>,
     /// Calls the replay made that the record has no reply for (each a divergence's cause).
     pub unanswered: Vec<String>,
+    /// The git forum version that recorded the run, or `None` for a run recorded before
+    /// versions were recorded (or by a library caller that records no runtime).
+    pub recorded_by: Option<String>,
+    /// This git forum's version, which replayed it.
+    pub replayed_by: String,
 }
 
 /// Why a run cannot be replayed.
@@ -102,7 +107,7 @@ pub fn read_all(
 
 /// The entries of the run whose request is at `request_seq`: the request and every entry
 /// whose causal chain leads to it, in seq order. `Err` names a removed body.
-fn run_entries(
+pub(crate) fn run_entries(
     all: &[(crate::ledger::Entry, Option<J>)],
     request_seq: u64,
 ) -> Result<Vec<Recorded>, String> {
@@ -226,5 +231,7 @@ pub fn strict(
         recomputed_answer_sha256: final_answer(&new),
         divergence: first_divergence(&run, &new),
         unanswered: seats.unanswered(),
+        recorded_by: run[0].payload["git_forum"].as_str().map(str::to_string),
+        replayed_by: super::VERSION.to_string(),
     })
 }
