@@ -127,8 +127,9 @@ fn text(b: &J, key: &str) -> String {
     b[key].as_str().unwrap_or_default().to_string()
 }
 
-/// Rebuilds the run branch from `base` and the merged `commits` on the scratch ref; its tree.
-fn rebuild(dir: &Path, run: u64, base: &str, commits: &[String]) -> Result<String> {
+/// Rebuilds the run branch from `base` and the merged `commits` on the scratch ref: its tip
+/// and tree.
+fn rebuild(dir: &Path, run: u64, base: &str, commits: &[String]) -> Result<(String, String)> {
     let mut tip = base.to_string();
     for c in commits {
         let tree = git(dir, &["merge-tree", "--write-tree", &tip, c])?;
@@ -142,7 +143,7 @@ fn rebuild(dir: &Path, run: u64, base: &str, commits: &[String]) -> Result<Strin
     git(dir, &["update-ref", &scratch, &tip])?;
     let tree = git(dir, &["rev-parse", &format!("{tip}^{{tree}}")]);
     let _ = git(dir, &["update-ref", "-d", &scratch]);
-    tree
+    Ok((tip, tree?))
 }
 
 /// Reproduces run `run` of the ledger in `store`, in the repository at `dir`.
@@ -188,8 +189,8 @@ pub(crate) fn reproduce(store: &GitStore, dir: &Path, run: u64) -> Result<Reprod
             Some(c) if c.kind == kind::CHANGE => text(&c.payload, "commit"),
             // A check of the run branch ran on the branch the changes built.
             _ => match &rebuilt {
-                Ok(_) if branch_tree.is_some() => format!("refs/heads/{branch}"),
-                _ => continue,
+                Ok((tip, _)) => tip.clone(),
+                Err(_) => continue,
             },
         };
         let command = text(&e.payload, "command");
@@ -215,7 +216,7 @@ pub(crate) fn reproduce(store: &GitStore, dir: &Path, run: u64) -> Result<Reprod
     }
     let _ = std::fs::remove_dir_all(&area);
     let rebuilt_tree = match rebuilt {
-        Ok(t) => Some(t),
+        Ok((_, t)) => Some(t),
         Err(e) => {
             mismatches.push(format!(
                 "the run branch could not be rebuilt from the record: {e}"

@@ -381,3 +381,100 @@ fn a_run_whose_workers_used_the_network_replays_without_it() {
         assert_eq!(server.hits(), live);
     });
 }
+
+/// The ledger of `repo` (exported as Forum's directory) with `edit` applied to the body of
+/// entry `seq`, re-hashed from there on so it verifies.
+fn forged_export(repo: &Repo, seq: u64, edit: impl Fn(&mut J)) -> MemoryStorage {
+    let dir = repo.path().join("export");
+    repo.forum_ok(&["export", dir.to_str().unwrap()]);
+    let read = |name: &str| -> Vec<J> {
+        std::fs::read_to_string(dir.join(name))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let bodies: std::collections::HashMap<String, J> = read("payloads.jsonl")
+        .into_iter()
+        .map(|p| (p["hash"].as_str().unwrap().to_string(), p["body"].clone()))
+        .collect();
+    let mut store = MemoryStorage::default();
+    for e in read("entries.jsonl") {
+        let mut b = bodies[e["payload_hash"].as_str().unwrap()].clone();
+        if e["seq"] == json!(seq) {
+            edit(&mut b);
+        }
+        store
+            .append(NewEntry {
+                actor: e["actor"].as_str().unwrap().to_string(),
+                kind: e["kind"].as_str().unwrap().to_string(),
+                causal_parent: e["causal_parent"].as_i64(),
+                payload: git_forum::ledger::canonical::Value::from_serde(&b),
+                ts: e["ts"].as_f64().unwrap(),
+            })
+            .unwrap();
+    }
+    store
+}
+
+#[test]
+fn reproduce_passes_on_an_honest_run_and_names_a_check_whose_recorded_exit_differs() {
+    on_each_kind(|repo| {
+        crate::work_run::setup(repo);
+        let fix = "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'";
+        let m = crate::work_run::one_task_model(repo, "m", "merge", fix);
+        let check = "python3 -m unittest -q";
+        repo.forum_ok(&[
+            "submit",
+            "--work",
+            "--check",
+            check,
+            "--cmd",
+            &m,
+            "--quiet",
+            "make add in calc.py add",
+        ]);
+        let branches = repo.git_ok(&["for-each-ref", "--format=%(refname)"]);
+        let text = repo.forum_ok(&["reproduce", "0"]);
+        assert!(text.starts_with("run 0 reproduces: 2 check(s)"), "{text}");
+        let r = repo.forum_json(&["reproduce", "0"]);
+        assert_eq!(r["mismatches"], json!([]), "{r}");
+        assert_eq!(r["rebuilt_tree"], r["branch_tree"], "{r}");
+        // The scratch ref is gone and no branch of the user's moved.
+        assert_eq!(
+            repo.git_ok(&["for-each-ref", "--format=%(refname)"]),
+            branches
+        );
+        // The record made to say the task's check failed: named on one line, exit 1.
+        let run = repo.forum_json(&["log", "--run", "0"]);
+        let at = run["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["kind"] == "check" && e["payload"]["task"] == "T1")
+            .and_then(|e| e["seq"].as_u64())
+            .unwrap_or_else(|| panic!("no check of T1: {run}"));
+        let forged = forged_export(repo, at, |b| b["exit"] = json!(1));
+        let dir = repo.path().join("forged");
+        export(&forged, &dir);
+        repo.forum_ok(&["--ledger", "forged", "import", dir.to_str().unwrap()]);
+        let o = repo
+            .forum()
+            .args(["--ledger", "forged", "reproduce", "0"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        let out = String::from_utf8_lossy(&o.stdout);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 1, "{out}");
+        let want = format!("check at seq {at} (T1: {check})");
+        assert!(lines[0].starts_with(&want), "{out}");
+        assert!(
+            lines[0].ends_with("exits 0 now; the record says 1"),
+            "{out}"
+        );
+        // A seq that is not a run's request is refused.
+        let err = repo.forum().args(["reproduce", "1"]).output().unwrap();
+        assert_eq!(err.status.code(), Some(1));
+    });
+}
