@@ -173,16 +173,13 @@ pub(crate) fn reproduce(store: &GitStore, dir: &Path, run: u64) -> Result<Reprod
     let base = text(&work, "base");
     let branch = text(&work, "run_branch");
     let rebuilt = rebuild(dir, run, &base, &merged);
-    let branch_tree = git(
-        dir,
-        &[
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("refs/heads/{branch}^{{tree}}"),
-        ],
-    )
-    .ok();
+    let branch_tree = branch_ref(dir, &branch).and_then(|r| {
+        git(
+            dir,
+            &["rev-parse", "--verify", "--quiet", &format!("{r}^{{tree}}")],
+        )
+        .ok()
+    });
     for e in entries.iter().filter(|e| e.kind == kind::CHECK) {
         let task = text(&e.payload, "task");
         let commit = match e.parent.and_then(by_seq) {
@@ -245,6 +242,20 @@ pub(crate) fn reproduce(store: &GitStore, dir: &Path, run: u64) -> Result<Reprod
         sandbox,
         mismatches,
     })
+}
+
+/// The run branch: the local one, else one fetched from a remote (in a clone).
+fn branch_ref(dir: &Path, branch: &str) -> Option<String> {
+    let local = format!("refs/heads/{branch}");
+    if git(dir, &["rev-parse", "--verify", "--quiet", &local]).is_ok() {
+        return Some(local);
+    }
+    let pattern = format!("refs/remotes/*/{branch}");
+    git(dir, &["for-each-ref", "--format=%(refname)", &pattern])
+        .ok()?
+        .lines()
+        .next()
+        .map(str::to_string)
 }
 
 /// The commits of the changes the record merged, in the order it merged them.

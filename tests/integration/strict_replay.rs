@@ -478,3 +478,49 @@ fn reproduce_passes_on_an_honest_run_and_names_a_check_whose_recorded_exit_diffe
         assert_eq!(err.status.code(), Some(1));
     });
 }
+
+#[test]
+fn both_read_a_fetched_copy_of_a_pushed_ledger() {
+    for kind in crate::common::FORMATS {
+        let a = Repo::new(kind);
+        crate::work_run::setup(&a);
+        let fix = "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'";
+        let m = crate::work_run::one_task_model(&a, "m", "merge", fix);
+        let check = "python3 -m unittest -q";
+        let work = ["submit", "--work", "--check", check, "--cmd", &m, "--quiet"];
+        a.forum_ok(&[&work[..], &["make add in calc.py add"]].concat());
+        // A second run that does not work in the repository, for the strict replay.
+        let plain = network_model(&a, "http://127.0.0.1:9/");
+        a.forum_ok(&["submit", "--cmd", &plain, "--quiet", REQUEST]);
+        let log = a.forum_json(&["log"]);
+        let req = log
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["kind"] == "request")
+            .and_then(|e| e["seq"].as_u64())
+            .unwrap();
+        let (_bare, url) = crate::common::bare_origin(&a, kind);
+        a.forum_ok(&["push"]);
+        a.git_ok(&["push", "-q", "origin", "forum/run-0"]);
+        let b = Repo::new(kind);
+        b.git_ok(&["remote", "add", "origin", &url]);
+        b.forum_ok(&["fetch"]);
+        b.git_ok(&["fetch", "-q", "origin"]);
+        let o = b
+            .forum()
+            .args(["--ledger", "origin:main", "replay", &req.to_string()])
+            .args(["--strict", "--json"])
+            .output()
+            .unwrap();
+        let r: J = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
+        assert_eq!(o.status.code(), Some(0), "{kind}: {r}");
+        assert_eq!(r["divergence"], J::Null, "{kind}: {r}");
+        let text = b.forum_ok(&["--ledger", "origin:main", "reproduce", "0"]);
+        assert!(
+            text.starts_with("run 0 reproduces: 2 check(s)"),
+            "{kind}: {text}"
+        );
+    }
+}
