@@ -164,11 +164,7 @@ pub(crate) fn reproduce(store: &GitStore, dir: &Path, run: u64) -> Result<Reprod
             "run {run} did not work in the repository (no --work): it has no checks or run branch to reproduce"
         )));
     }
-    let by_seq = |s: u64| entries.iter().find(|e| e.seq == s);
     let (sandbox, jail) = jail(dir);
-    let area = scratch_area()?;
-    let mut checks = Vec::new();
-    let mut mismatches = Vec::new();
     let merged = merged_changes(&entries);
     let base = text(&work, "base");
     let branch = text(&work, "run_branch");
@@ -180,38 +176,11 @@ pub(crate) fn reproduce(store: &GitStore, dir: &Path, run: u64) -> Result<Reprod
         )
         .ok()
     });
-    for e in entries.iter().filter(|e| e.kind == kind::CHECK) {
-        let task = text(&e.payload, "task");
-        let commit = match e.parent.and_then(by_seq) {
-            Some(c) if c.kind == kind::CHANGE => text(&c.payload, "commit"),
-            // A check of the run branch ran on the branch the changes built.
-            _ => match &rebuilt {
-                Ok((tip, _)) => tip.clone(),
-                Err(_) => continue,
-            },
-        };
-        let command = text(&e.payload, "command");
-        let name = format!("check-{}", e.seq);
-        let exit = check_on(dir, &area, &name, &commit, &command, jail.as_ref())?;
-        let recorded_exit = e.payload["exit"].as_i64();
-        if exit != recorded_exit {
-            mismatches.push(format!(
-                "check at seq {} ({task}: {command}) on {commit} exits {} now; the record says {}",
-                e.seq,
-                exit.map_or("without a code".into(), |c| c.to_string()),
-                recorded_exit.map_or("without a code".into(), |c| c.to_string()),
-            ));
-        }
-        checks.push(CheckAgain {
-            seq: e.seq,
-            task,
-            command,
-            commit,
-            recorded_exit,
-            exit,
-        });
-    }
+    let tip = rebuilt.as_ref().ok().map(|(tip, _)| tip.as_str());
+    let area = scratch_area()?;
+    let again = checks_again(dir, &area, &entries, tip, jail.as_ref());
     let _ = std::fs::remove_dir_all(&area);
+    let (checks, mut mismatches) = again?;
     let rebuilt_tree = match rebuilt {
         Ok((_, t)) => Some(t),
         Err(e) => {
@@ -242,6 +211,51 @@ pub(crate) fn reproduce(store: &GitStore, dir: &Path, run: u64) -> Result<Reprod
         sandbox,
         mismatches,
     })
+}
+
+/// Each recorded check of `entries` run again on the commit it ran on (a check of the run
+/// branch on the rebuilt `tip`, skipped when there is none): the checks and one line per exit
+/// that differs.
+fn checks_again(
+    dir: &Path,
+    area: &Path,
+    entries: &[Recorded],
+    tip: Option<&str>,
+    jail: Option<&Arc<Jail>>,
+) -> Result<(Vec<CheckAgain>, Vec<String>)> {
+    let by_seq = |s: u64| entries.iter().find(|e| e.seq == s);
+    let (mut checks, mut mismatches) = (Vec::new(), Vec::new());
+    for e in entries.iter().filter(|e| e.kind == kind::CHECK) {
+        let task = text(&e.payload, "task");
+        let commit = match (e.parent.and_then(by_seq), tip) {
+            (Some(c), _) if c.kind == kind::CHANGE => text(&c.payload, "commit"),
+            // A check of the run branch ran on the branch the changes built.
+            (_, Some(tip)) => tip.to_string(),
+            (_, None) => continue,
+        };
+        let command = text(&e.payload, "command");
+        let name = format!("check-{}", e.seq);
+        let exit = check_on(dir, area, &name, &commit, &command, jail)?;
+        let recorded_exit = e.payload["exit"].as_i64();
+        if exit != recorded_exit {
+            let code = |c: Option<i64>| c.map_or("without a code".into(), |c| c.to_string());
+            mismatches.push(format!(
+                "check at seq {} ({task}: {command}) on {commit} exits {} now; the record says {}",
+                e.seq,
+                code(exit),
+                code(recorded_exit),
+            ));
+        }
+        checks.push(CheckAgain {
+            seq: e.seq,
+            task,
+            command,
+            commit,
+            recorded_exit,
+            exit,
+        });
+    }
+    Ok((checks, mismatches))
 }
 
 /// The run branch: the local one, else one fetched from a remote (in a clone).

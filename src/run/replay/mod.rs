@@ -6,11 +6,12 @@
 //!
 //! What the record cannot answer is refused, naming the seq: a body that was redacted or
 //! removed, a failure kept only as text, and the kinds of run whose outside calls this
-//! replay does not answer yet (work in the repository, context and verifier commands, the
-//! reviser and the intent judge, gates, resumed runs).
+//! replay does not answer yet (work in the repository, verifier commands, the reviser and
+//! the intent judge, gates, resumed runs). Context comes from the record's `context` entries.
 
 mod answers;
 mod compare;
+mod context;
 
 use serde::Serialize;
 use serde_json::Value as J;
@@ -76,8 +77,9 @@ pub enum ReplayError {
 
 /// Kinds a strictly replayable run may hold: those the engine writes from the replies this
 /// replay answers, or decides without a call.
-const REPLAYABLE: [&str; 12] = [
+const REPLAYABLE: [&str; 13] = [
     kind::REQUEST,
+    kind::CONTEXT,
     kind::ROUTE_FRAME,
     kind::PLAN,
     kind::TASK,
@@ -209,6 +211,10 @@ pub fn strict(
     let mut opts = opts.clone();
     opts.runtime_record = run[0].payload.get("runtime").cloned();
     opts.options_record = run[0].payload.get("options").cloned();
+    opts.context = context::ReplayContext::read(&run).map(|c| {
+        let c: std::sync::Arc<dyn super::ContextProvider> = std::sync::Arc::new(c);
+        c
+    });
     let text = run[0].payload["text"]
         .as_str()
         .unwrap_or_default()
