@@ -37,6 +37,7 @@ pub(crate) mod plan;
 pub(crate) mod proof;
 pub(crate) mod read;
 pub(crate) mod redact;
+pub(crate) mod replay;
 pub(crate) mod report;
 pub(crate) mod route;
 pub(crate) mod runtime;
@@ -123,6 +124,9 @@ pub(crate) enum Command {
     Show(read::ShowArgs),
     /// Print every entry up to and including SEQ, oldest first.
     Replay(read::ReplayArgs),
+    /// Run a --work run's recorded checks again on its change commits and rebuild its run
+    /// branch from the changes it merged: one line per mismatch, exit 1 on any.
+    Reproduce(replay::ReproduceArgs),
     /// Follow causal parents from SEQ back to the root.
     Why(read::WhyArgs),
     /// Check the chain, every commit and (with --deep) every body.
@@ -515,6 +519,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Status(a) => read::status(ctx, a),
         Command::Show(a) => read::show(ctx, a),
         Command::Replay(a) => read::replay(ctx, a),
+        Command::Reproduce(a) => replay::reproduce(ctx, a),
         Command::Why(a) => read::why(ctx, a),
         Command::Verify(a) => verify::verify(ctx, a),
         Command::Checkpoint(a) => tlog::checkpoint(ctx, a),

@@ -44,6 +44,12 @@ pub(crate) struct ReplayArgs {
     /// Up to which entry: the request the daemon and MCP take.
     #[command(flatten)]
     pub(crate) req: rq::Replay,
+    /// Take SEQ as a run (its request seq, as `git forum runs` lists it) and run its control
+    /// loop again without a network, every reply and clock reading answered from the record:
+    /// print the first decision that differs from the recorded one and exit 1, or say that
+    /// none does.
+    #[arg(long)]
+    pub(crate) strict: bool,
 }
 
 /// The causal chain of an entry, root first.
@@ -211,6 +217,9 @@ fn show_text(
 pub(crate) fn replay(ctx: &Ctx, args: ReplayArgs) -> Result<(), CliError> {
     let rq::Replay { seq, page } = &args.req;
     args.req.validate()?;
+    if args.strict {
+        return super::replay::strict(ctx, *seq);
+    }
     let store = ctx.existing_store()?;
     let tip = store.require_tip()?;
     if *seq > tip.entry.seq {

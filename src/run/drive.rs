@@ -29,6 +29,9 @@ pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFr
     }
     if let Some(r) = &run.opts.runtime_record {
         payload["runtime"] = r.clone();
+        // Which git forum recorded the run, so that a strict replay by another version can
+        // say which one made it.
+        payload["git_forum"] = json!(super::VERSION);
     }
     if let Some(o) = &run.opts.options_record {
         payload["options"] = o.clone();

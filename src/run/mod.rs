@@ -65,6 +65,7 @@ mod ladder;
 mod payload;
 mod prompts;
 mod pulse;
+pub mod replay;
 mod resume;
 mod schemas;
 mod seams;
@@ -124,6 +125,9 @@ pub(crate) const MAX_UPSTREAM_CHARS: usize = 8192;
 
 /// The most tasks a planner is asked for unless the policy's `max_tasks` says otherwise.
 pub(crate) const DEFAULT_PLAN_TASKS: usize = 4;
+
+/// This git forum's version, as a run's request records it.
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The answer witnessed when the budget stops a run.
 pub(crate) const BUDGET_STOP_ANSWER: &str =

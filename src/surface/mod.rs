@@ -34,6 +34,8 @@ pub(crate) mod ledger;
 pub(crate) mod model;
 pub(crate) mod proof;
 pub(crate) mod read;
+pub(crate) mod replay;
+pub(crate) mod reproduce;
 pub mod request;
 pub(crate) mod run;
 pub(crate) mod runtime;

@@ -51,7 +51,7 @@ fn tail_text(bytes: &[u8]) -> String {
 }
 
 /// Runs `command` in `dir`; see the module doc.
-pub(super) fn run_check(
+pub(crate) fn run_check(
     dir: &Path,
     command: &str,
     deadline: Duration,

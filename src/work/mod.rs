@@ -39,6 +39,7 @@
 
 pub(crate) mod apply;
 mod check;
+pub(crate) use check::run_check;
 mod content;
 mod diff;
 mod edit_hands;

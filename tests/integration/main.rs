@@ -86,6 +86,7 @@ mod spend_more;
 mod spend_over;
 mod status;
 mod storage;
+mod strict_replay;
 mod submit;
 mod sync;
 mod tlog;

@@ -1,0 +1,373 @@
+//! What a strict replay hands the engine in place of the world: executors whose replies are
+//! the raw replies the record keeps (a task's output, a validator's ruling, the planner's
+//! tasks, the synthesizer's text) and a clock that reads the record's timestamps. They never
+//! hand back a decision the run made from those replies: the engine makes each one again.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value as J, json};
+
+use crate::exec::{Call, ExecError, Executor, Reply, Seats, Usage};
+use crate::ledger::kind;
+use crate::roster::Roster;
+use crate::run::{Clock, lock};
+
+use super::Recorded;
+
+/// The replies the record holds, queued per caller, and the calls it could not answer.
+#[derive(Default)]
+pub(super) struct Answers {
+    /// The planner's tasks, as the plan entry keeps them (the reply to every planner call),
+    /// and the plan entry's body (its usage).
+    plan: Option<(String, J)>,
+    /// Per task id: the recorded instruction and the worker replies, oldest first.
+    tasks: BTreeMap<String, (String, VecDeque<Result<Reply, String>>)>,
+    /// Per task id: the validator's replies, oldest first.
+    verdicts: BTreeMap<String, VecDeque<Result<Reply, String>>>,
+    /// The synthesizer's replies, oldest first.
+    synthesis: VecDeque<Reply>,
+    /// The calls the record had no reply for, in the order they came.
+    unanswered: Vec<String>,
+}
+
+/// The usage a recorded body carries, as the executor reported it.
+fn usage(body: &J) -> Option<Usage> {
+    let u = body.get("usage")?;
+    Some(Usage {
+        input_tokens: u["prompt_tokens"].as_u64()?,
+        output_tokens: u["completion_tokens"].as_u64()?,
+        estimated: u["estimated"].as_bool().unwrap_or(false),
+        truncated: u["truncated"].as_bool().unwrap_or(false),
+        over_reservation: None,
+    })
+}
+
+fn reply(text: &str, model: &str, body: &J) -> Reply {
+    Reply {
+        text: text.to_string(),
+        model: model.to_string(),
+        usage: usage(body),
+        elapsed: Duration::ZERO,
+    }
+}
+
+/// The plan entry's tasks as a planner's reply: order edges in the planner's own spelling.
+fn plan_reply(plan: &J) -> Option<String> {
+    let tasks = plan.get("tasks")?.as_array()?;
+    let mut out = Vec::new();
+    for t in tasks {
+        let order: Vec<&str> = t["order_deps"]
+            .as_array()?
+            .iter()
+            .filter_map(J::as_str)
+            .collect();
+        let deps: Vec<J> = t["depends_on"]
+            .as_array()?
+            .iter()
+            .filter_map(J::as_str)
+            .map(|d| {
+                if order.contains(&d) {
+                    json!({"id": d, "type": "order"})
+                } else {
+                    json!(d)
+                }
+            })
+            .collect();
+        out.push(json!({
+            "id": t["id"], "agent": t["agent"], "instruction": t["instruction"],
+            "depends_on": deps, "done_when": t["done_when"],
+        }));
+    }
+    Some(json!({ "tasks": out }).to_string())
+}
+
+/// A worker's reply from its `result`: the output, or the failure it recorded. `Err` names
+/// a failure the record cannot give back as it happened.
+fn worker_reply(e: &Recorded) -> Result<Result<Reply, String>, String> {
+    let b = &e.payload;
+    let model = b["model"].as_str().unwrap_or_default();
+    let output = b["output"].as_str().unwrap_or_default();
+    match b.get("error").and_then(J::as_str) {
+        None => Ok(Ok(reply(output, model, b))),
+        Some("empty") => Ok(Ok(reply("", model, b))),
+        Some("other") => Ok(Err(output
+            .strip_prefix("error: ")
+            .unwrap_or(output)
+            .to_string())),
+        // Skipped before any call: the engine decides that again without asking.
+        Some("budget") => Ok(Err("budget".into())),
+        Some(code) => Err(format!(
+            "the result at seq {} keeps only the text of a failed call ({code}), not the failure itself",
+            e.seq
+        )),
+    }
+}
+
+/// A validator's reply from its `verdict`; `None` when no validator was asked (the engine
+/// rules without one: a failed task, the budget).
+fn verdict_reply(e: &Recorded) -> Option<Result<Reply, String>> {
+    let b = &e.payload;
+    let model = b.get("model")?.as_str()?;
+    let reason = b["reason"].as_str().unwrap_or_default();
+    if let Some(why) = reason.strip_prefix("validator failed (") {
+        let msg = why.split_once("): ").map_or(why, |(_, m)| m);
+        return Some(Err(msg.to_string()));
+    }
+    let text = if b["decision"] == "undetermined" {
+        "the validator answered without a usable verdict".to_string()
+    } else {
+        json!({"decision": b["decision"], "score": b["score"], "reason": reason}).to_string()
+    };
+    Some(Ok(reply(&text, model, b)))
+}
+
+impl Answers {
+    /// Reads the replies out of a run's entries (seq order). `Err` names the seq whose reply
+    /// the record cannot give.
+    pub(super) fn read(run: &[Recorded]) -> Result<Answers, String> {
+        let mut a = Answers::default();
+        for e in run {
+            let b = &e.payload;
+            let id = b.get("id").and_then(J::as_str).map(str::to_string);
+            match (e.kind.as_str(), id) {
+                (kind::PLAN, _) if a.plan.is_none() => {
+                    a.plan = plan_reply(b).map(|t| (t, b.clone()));
+                }
+                (kind::TASK, Some(id)) => {
+                    let instr = b["instruction"].as_str().unwrap_or_default().to_string();
+                    a.tasks.entry(id).or_insert((instr, VecDeque::new()));
+                }
+                (kind::RESULT, Some(id)) => {
+                    let r = worker_reply(e)?;
+                    if let Some(t) = a.tasks.get_mut(&id) {
+                        t.1.push_back(r);
+                    }
+                }
+                (kind::VERDICT, Some(id)) => {
+                    if let Some(r) = verdict_reply(e) {
+                        a.verdicts.entry(id).or_default().push_back(r);
+                    }
+                }
+                (kind::RESULT, None) if e.actor == "synthesizer" => {
+                    let text = b["answer"].as_str().unwrap_or_default();
+                    a.synthesis.push_back(reply(text, "", b));
+                }
+                _ => {}
+            }
+        }
+        Ok(a)
+    }
+
+    /// The calls that had no reply in the record.
+    pub(super) fn unanswered(&self) -> Vec<String> {
+        self.unanswered.clone()
+    }
+
+    fn answer(&mut self, call: &Call<'_>, model: &str) -> Result<Reply, ExecError> {
+        let schema = call.schema.map(|s| s.name.as_str());
+        let system = call.system.unwrap_or_default();
+        let got = match schema {
+            Some("plan") => self
+                .plan
+                .clone()
+                .map(|(t, body)| Ok(reply(&t, model, &body)))
+                .ok_or_else(|| "a planner call".to_string()),
+            Some("verdict") => {
+                let id = judged(call.prompt);
+                self.verdicts
+                    .get_mut(&id)
+                    .and_then(VecDeque::pop_front)
+                    .ok_or_else(|| format!("a validator call on task {id}"))
+            }
+            Some(other) => Err(format!("a call for {other}")),
+            None if system.starts_with("You write the final answer") => self
+                .synthesis
+                .pop_front()
+                .map(|mut r| {
+                    r.model = model.to_string();
+                    Ok(r)
+                })
+                .ok_or_else(|| "a synthesis call".to_string()),
+            None => self.worker(call.prompt),
+        };
+        match got {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(msg)) => Err(ExecError::Other(msg)),
+            Err(what) => {
+                let line = format!("the record holds no reply for {what}");
+                self.unanswered.push(line.clone());
+                Err(ExecError::Other(line))
+            }
+        }
+    }
+
+    /// The next reply of the task whose recorded instruction the prompt starts with (the
+    /// longest, so one task's instruction that begins another's is not taken for it).
+    fn worker(&mut self, prompt: &str) -> Result<Result<Reply, String>, String> {
+        let id = self
+            .tasks
+            .iter()
+            .filter(|(_, (instr, _))| prompt.starts_with(instr.as_str()))
+            .max_by_key(|(_, (instr, _))| instr.len())
+            .map(|(id, _)| id.clone());
+        let Some(id) = id else {
+            return Err("a worker call on no recorded task".into());
+        };
+        self.tasks
+            .get_mut(&id)
+            .and_then(|t| t.1.pop_front())
+            .ok_or_else(|| format!("another worker call on task {id}"))
+    }
+}
+
+/// Which task a validator prompt is about (`Task T1: ...`).
+fn judged(prompt: &str) -> String {
+    prompt
+        .lines()
+        .find_map(|l| l.strip_prefix("Task "))
+        .and_then(|l| l.split(':').next())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// An executor that answers from the record: it reports the model the record names and
+/// never reaches a model, a program or the network.
+pub(super) struct ReplayExecutor {
+    model: String,
+    answers: Arc<Mutex<Answers>>,
+}
+
+impl Executor for ReplayExecutor {
+    fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
+        lock(&self.answers).answer(call, &self.model)
+    }
+
+    fn model(&self) -> String {
+        self.model.clone()
+    }
+
+    fn describe(&self) -> String {
+        format!("replay: {}", self.model)
+    }
+}
+
+/// The seats of a replayed run: each executor the models the record names, each seat's
+/// ladder the models its tasks climbed to, every reply from one shared [`Answers`].
+pub(super) struct ReplaySeats {
+    orchestrator: Arc<dyn Executor>,
+    workers: BTreeMap<String, Arc<dyn Executor>>,
+    ladders: BTreeMap<String, Vec<Arc<dyn Executor>>>,
+    answers: Arc<Mutex<Answers>>,
+}
+
+impl ReplaySeats {
+    pub(super) fn new(run: &[Recorded], answers: Answers) -> ReplaySeats {
+        let answers = Arc::new(Mutex::new(answers));
+        let exec = |model: &str| -> Arc<dyn Executor> {
+            Arc::new(ReplayExecutor {
+                model: model.to_string(),
+                answers: answers.clone(),
+            })
+        };
+        let mut agent_of: BTreeMap<String, String> = BTreeMap::new();
+        let mut workers = BTreeMap::new();
+        let mut ladders: BTreeMap<String, Vec<Arc<dyn Executor>>> = BTreeMap::new();
+        let mut climbed: Vec<(String, String)> = Vec::new();
+        let mut orchestrator = None;
+        for e in run {
+            let b = &e.payload;
+            let id = b["id"].as_str().unwrap_or_default();
+            match e.kind.as_str() {
+                kind::TASK => {
+                    let agent = b["agent"].as_str().unwrap_or_default();
+                    agent_of.insert(id.to_string(), agent.to_string());
+                }
+                kind::RESULT if !id.is_empty() => {
+                    let agent = agent_of.get(id).cloned().unwrap_or_default();
+                    if let Some(m) = b["model"].as_str() {
+                        workers.entry(agent).or_insert_with(|| exec(m));
+                    }
+                }
+                kind::VERDICT if orchestrator.is_none() => {
+                    orchestrator = b["model"].as_str().map(exec);
+                }
+                kind::TIER_ESCALATION => {
+                    let agent = agent_of.get(id).cloned().unwrap_or_default();
+                    let to = b["to"].as_str().unwrap_or_default().to_string();
+                    if !climbed.contains(&(agent.clone(), to.clone())) {
+                        climbed.push((agent.clone(), to.clone()));
+                        ladders.entry(agent).or_default().push(exec(&to));
+                    }
+                }
+                _ => {}
+            }
+        }
+        ReplaySeats {
+            orchestrator: orchestrator.unwrap_or_else(|| exec("replay")),
+            workers,
+            ladders,
+            answers,
+        }
+    }
+
+    pub(super) fn unanswered(&self) -> Vec<String> {
+        lock(&self.answers).unanswered()
+    }
+}
+
+impl Seats for ReplaySeats {
+    fn orchestrator(&self) -> Arc<dyn Executor> {
+        self.orchestrator.clone()
+    }
+
+    fn worker(&self, _: &Roster, agent: &str) -> Arc<dyn Executor> {
+        self.workers
+            .get(agent)
+            .cloned()
+            .unwrap_or_else(|| self.orchestrator.clone())
+    }
+
+    fn ladder(&self, _: &Roster, agent: &str) -> Vec<Arc<dyn Executor>> {
+        self.ladders.get(agent).cloned().unwrap_or_default()
+    }
+}
+
+/// The record's clock: each timestamp read is the next one the run's entries carry (the
+/// last again once they run out); elapsed time is measured between them.
+pub(super) struct ReplayClock {
+    stamps: Vec<f64>,
+    next: Mutex<usize>,
+}
+
+impl ReplayClock {
+    pub(super) fn new(run: &[Recorded]) -> ReplayClock {
+        ReplayClock {
+            stamps: run.iter().map(|e| e.ts).collect(),
+            next: Mutex::new(0),
+        }
+    }
+
+    fn at(&self, i: usize) -> f64 {
+        self.stamps
+            .get(i)
+            .or(self.stamps.last())
+            .copied()
+            .unwrap_or(0.0)
+    }
+}
+
+impl Clock for ReplayClock {
+    fn now(&self) -> f64 {
+        let mut n = lock(&self.next);
+        let t = self.at(*n);
+        *n += 1;
+        t
+    }
+
+    fn elapsed(&self) -> f64 {
+        let n = *lock(&self.next);
+        self.at(n.saturating_sub(1)) - self.at(0)
+    }
+}

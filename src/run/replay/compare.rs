@@ -1,0 +1,177 @@
+//! The comparison of a replayed run with its record: every entry the run wrote, matched by
+//! where it stands (the run's own line of entries, or one task's line, so that the tasks of a
+//! wave may finish in any order) and compared on what the run decided: its actor, kind,
+//! causal parent (by what the parent is, not by its seq) and body. Timestamps and prices are
+//! the world's, not the run's decisions, and are left out. Pure: it reads what it is handed.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Value as J, json};
+
+use super::Recorded;
+
+/// The first place a replay decided otherwise than its record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Divergence {
+    /// The recorded entry that differs, or the run's last recorded entry when the replay
+    /// wrote an entry past the record's end.
+    pub seq: u64,
+    /// What the record holds there, on one line.
+    pub recorded: String,
+    /// What the replay decided there, on one line.
+    pub recomputed: String,
+}
+
+/// The longest a side of a divergence is shown, in characters.
+const SHOWN: usize = 600;
+
+/// Where an entry stands: the task line it belongs to (`""` for the run's own line) and its
+/// place in that line.
+type Place = (String, usize);
+
+/// The task an entry belongs to: the task, result, verdict and escalation entries carry it.
+fn line_of(e: &Recorded) -> String {
+    match e.kind.as_str() {
+        "task" | "result" | "verdict" | "tier_escalation" => e
+            .payload
+            .get("id")
+            .and_then(J::as_str)
+            .map(|id| format!("task {id}"))
+            .unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// Each entry's place, by seq.
+fn places(run: &[Recorded]) -> BTreeMap<u64, Place> {
+    let mut next: BTreeMap<String, usize> = BTreeMap::new();
+    run.iter()
+        .map(|e| {
+            let line = line_of(e);
+            let n = next.entry(line.clone()).or_default();
+            *n += 1;
+            (e.seq, (line, *n - 1))
+        })
+        .collect()
+}
+
+/// What is compared of one entry: its decisions, with its parent named by its place.
+fn decided(e: &Recorded, at: &BTreeMap<u64, Place>, by_seq: &BTreeMap<u64, &Recorded>) -> J {
+    let parent = e.parent.map(|p| match (at.get(&p), by_seq.get(&p)) {
+        (Some((line, i)), Some(pe)) if line.is_empty() => format!("{} #{i}", pe.kind),
+        (Some((line, i)), Some(pe)) => format!("{} of {line} #{i}", pe.kind),
+        // Outside the run: the same seq on both sides, since the replay starts from a copy.
+        _ => format!("seq {p}"),
+    });
+    let mut body = e.payload.clone();
+    // Which version recorded the run is not a decision of the run.
+    if e.kind == "request"
+        && let Some(o) = body.as_object_mut()
+    {
+        o.remove("git_forum");
+    }
+    if let Some(u) = body.get_mut("usage").and_then(J::as_object_mut) {
+        u.remove("cost_usd");
+    }
+    json!({"actor": e.actor, "kind": e.kind, "parent": parent, "body": body})
+}
+
+fn shown(v: &J) -> String {
+    let s = format!(
+        "{} by {} under {}: {}",
+        v["kind"], v["actor"], v["parent"], v["body"]
+    );
+    let s = s.replace('"', "");
+    match s.char_indices().nth(SHOWN) {
+        Some((cut, _)) => format!("{}...", &s[..cut]),
+        None => s,
+    }
+}
+
+/// The first entry (by recorded seq) where the replay decided otherwise, or the first entry
+/// the replay wrote that the record lacks; `None` when they agree throughout.
+pub fn first_divergence(recorded: &[Recorded], recomputed: &[Recorded]) -> Option<Divergence> {
+    let (rec_at, new_at) = (places(recorded), places(recomputed));
+    let rec_seq: BTreeMap<u64, &Recorded> = recorded.iter().map(|e| (e.seq, e)).collect();
+    let new_seq: BTreeMap<u64, &Recorded> = recomputed.iter().map(|e| (e.seq, e)).collect();
+    let new_by_place: BTreeMap<&Place, &Recorded> =
+        recomputed.iter().map(|e| (&new_at[&e.seq], e)).collect();
+    for e in recorded {
+        let place = &rec_at[&e.seq];
+        let was = decided(e, &rec_at, &rec_seq);
+        let now = new_by_place
+            .get(place)
+            .map(|n| decided(n, &new_at, &new_seq));
+        if now.as_ref() != Some(&was) {
+            return Some(Divergence {
+                seq: e.seq,
+                recorded: shown(&was),
+                recomputed: now.map_or_else(
+                    || "nothing: the replay wrote no such entry".into(),
+                    |n| shown(&n),
+                ),
+            });
+        }
+    }
+    let rec_places: Vec<&Place> = rec_at.values().collect();
+    let extra = recomputed
+        .iter()
+        .find(|e| !rec_places.contains(&&new_at[&e.seq]))?;
+    Some(Divergence {
+        seq: recorded.last().map_or(0, |e| e.seq),
+        recorded: "nothing: the record ends here".into(),
+        recomputed: shown(&decided(extra, &new_at, &new_seq)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(seq: u64, kind: &str, parent: Option<u64>, payload: J) -> Recorded {
+        Recorded {
+            seq,
+            ts: seq as f64,
+            actor: "a".into(),
+            kind: kind.into(),
+            parent,
+            payload,
+        }
+    }
+
+    #[test]
+    fn tasks_of_a_wave_may_finish_in_any_order_but_a_changed_verdict_is_named() {
+        let rec = vec![
+            e(5, "request", None, json!({"text": "x"})),
+            e(6, "task", Some(5), json!({"id": "A"})),
+            e(7, "task", Some(5), json!({"id": "B"})),
+            e(8, "result", Some(7), json!({"id": "B", "output": "b"})),
+            e(9, "result", Some(6), json!({"id": "A", "output": "a"})),
+            e(10, "verdict", Some(9), json!({"id": "A", "ok": true})),
+        ];
+        // Written at other seqs and in another order: the same decisions.
+        let mut new = vec![
+            e(20, "request", None, json!({"text": "x"})),
+            e(21, "task", Some(20), json!({"id": "A"})),
+            e(22, "result", Some(21), json!({"id": "A", "output": "a"})),
+            e(23, "task", Some(20), json!({"id": "B"})),
+            e(24, "result", Some(23), json!({"id": "B", "output": "b"})),
+            e(25, "verdict", Some(22), json!({"id": "A", "ok": true})),
+        ];
+        assert_eq!(first_divergence(&rec, &new), None);
+        new[5].payload = json!({"id": "A", "ok": false});
+        let d = first_divergence(&rec, &new).unwrap();
+        assert_eq!(d.seq, 10);
+        assert!(d.recorded.contains("ok:true"), "{d:?}");
+        assert!(d.recomputed.contains("ok:false"), "{d:?}");
+        // An entry the record lacks is named after the record's last entry.
+        new[5].payload = json!({"id": "A", "ok": true});
+        new.push(e(26, "degraded", Some(20), json!({})));
+        let d = first_divergence(&rec, &new).unwrap();
+        assert_eq!(
+            (d.seq, d.recorded.as_str()),
+            (10, "nothing: the record ends here")
+        );
+    }
+}

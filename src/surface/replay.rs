@@ -1,0 +1,189 @@
+//! Strict replay as a surface operation: `git forum replay RUN --strict` runs a recorded run
+//! again through the engine with every reply and clock reading answered from the record
+//! ([`crate::run::replay`]) and reports the first decision that differs.
+//!
+//! It runs only where the process has no network: in a network namespace holding nothing but
+//! loopback. A process that has one runs itself again inside a fresh one (`bwrap
+//! --unshare-net`, else `unshare -rn`, else `unshare -n`), so no reply can come from
+//! anywhere but the record; where none of them works it says so and refuses.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Error, Report, Result};
+use crate::run::replay::{self as engine, ReplayError};
+use crate::store::git::GitStore;
+
+/// Set in the environment of the process that runs inside the namespace, so it never tries
+/// to unshare again.
+pub(crate) const UNSHARED_MARK: &str = "GIT_FORUM_REPLAY_UNSHARED";
+
+/// What a strict replay found: `git forum replay RUN --strict --json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct StrictReport {
+    /// The run (its request seq).
+    pub(crate) run: u64,
+    /// How many entries the record holds for the run.
+    pub(crate) recorded: usize,
+    /// How many the replay wrote.
+    pub(crate) recomputed: usize,
+    /// SHA-256 of the recorded final answer.
+    pub(crate) answer_sha256: Option<String>,
+    /// SHA-256 of the replay's final answer.
+    pub(crate) recomputed_answer_sha256: Option<String>,
+    /// The first divergence: its seq, what the record holds and what the replay decided.
+    pub(crate) divergence: Option<Divergence>,
+    /// Calls the replay made that the record holds no reply for.
+    pub(crate) unanswered: Vec<String>,
+    /// The git forum version that recorded the run; `None`: recorded before versions were
+    /// recorded.
+    pub(crate) recorded_by: Option<String>,
+    /// This git forum's version.
+    pub(crate) replayed_by: String,
+    /// How the network was unshared: `bwrap`, `unshare -rn`, `unshare -n`, or `none` when
+    /// the process had no network to begin with.
+    pub(crate) network: String,
+}
+
+/// The first decision that differs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Divergence {
+    /// The recorded entry's seq.
+    pub(crate) seq: u64,
+    /// What the record holds, on one line.
+    pub(crate) recorded: String,
+    /// What the replay decided, on one line.
+    pub(crate) recomputed: String,
+}
+
+impl Report for StrictReport {
+    const SCHEMA: &'static str = "git-forum.strict-replay/1";
+}
+
+/// The interfaces this process's network namespace has, from `/proc/self/net/dev`; `None`
+/// when that cannot be read.
+fn interfaces() -> Option<Vec<String>> {
+    let text = std::fs::read_to_string("/proc/self/net/dev").ok()?;
+    Some(
+        text.lines()
+            .skip(2)
+            .filter_map(|l| l.split(':').next())
+            .map(|n| n.trim().to_string())
+            .collect(),
+    )
+}
+
+/// Whether this process has no network but loopback.
+pub(crate) fn network_unshared() -> bool {
+    interfaces().is_some_and(|names| names.iter().all(|n| n == "lo"))
+}
+
+/// The ways to run a program in a fresh network namespace, in the order they are tried, with
+/// the name each is reported by.
+fn wrappers() -> Vec<(&'static str, Vec<OsString>)> {
+    let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+    let mut out = Vec::new();
+    if let Ok(bwrap) = crate::exec::sandbox::probe::find_bwrap() {
+        let mut argv = vec![bwrap.into_os_string()];
+        argv.extend(os(&[
+            "--unshare-net",
+            "--die-with-parent",
+            "--dev-bind",
+            "/",
+            "/",
+            "--",
+        ]));
+        out.push(("bwrap", argv));
+    }
+    out.push(("unshare -rn", os(&["unshare", "-rn", "--"])));
+    out.push(("unshare -n", os(&["unshare", "-n", "--"])));
+    out
+}
+
+/// The first wrapper that starts a program with no network here.
+fn working_wrapper() -> Result<(&'static str, Vec<OsString>)> {
+    let mut tried = Vec::new();
+    for (name, argv) in wrappers() {
+        let ok = Command::new(&argv[0])
+            .args(&argv[1..])
+            .args(["cat", "/proc/self/net/dev"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .is_ok_and(|o| {
+                o.status.success()
+                    && String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .skip(2)
+                        .all(|l| l.trim_start().starts_with("lo:"))
+            });
+        if ok {
+            return Ok((name, argv));
+        }
+        tried.push(name);
+    }
+    Err(Error::unavailable(format!(
+        "strict replay runs only without a network, and no way to unshare it works here (tried {}): install bubblewrap or allow user namespaces",
+        tried.join(", ")
+    )))
+}
+
+/// Runs this program again with `args` inside a fresh network namespace, its output going
+/// where this process's goes; returns its exit code.
+pub(crate) fn rerun_unshared(args: Vec<OsString>) -> Result<i32> {
+    if std::env::var_os(UNSHARED_MARK).is_some() {
+        return Err(Error::unavailable(
+            "strict replay was started in a network namespace that still has a network: it refuses to run with one",
+        ));
+    }
+    let (name, argv) = working_wrapper()?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::internal(format!("cannot find this program to run it again: {e}")))?;
+    let status = Command::new(&argv[0])
+        .args(&argv[1..])
+        .arg(exe)
+        .args(args)
+        .env(UNSHARED_MARK, name)
+        .status()
+        .map_err(|e| Error::internal(format!("cannot start {name}: {e}")))?;
+    Ok(status.code().unwrap_or(1))
+}
+
+/// Replays run `run` of the ledger in `store` (this process must have no network: see
+/// [`network_unshared`]); `dir` is the repository whose roster and policy the run used.
+pub(crate) fn strict(store: &GitStore, dir: &Path, run: u64) -> Result<StrictReport> {
+    if !network_unshared() {
+        return Err(Error::unavailable(
+            "strict replay runs only without a network: run it as `git forum replay RUN --strict`, which unshares it",
+        ));
+    }
+    let roster = crate::config::load_roster(dir, None).map_err(|e| Error::usage(e.to_string()))?;
+    let policy = crate::config::load_policy(dir, None).map_err(|e| Error::usage(e.to_string()))?;
+    let opts = crate::run::Options {
+        policy,
+        ..Default::default()
+    };
+    let r = engine::strict(store, run, &roster, &opts).map_err(|e| match e {
+        ReplayError::Refused(m) => Error::conflict(m),
+        ReplayError::Ledger(e) => Error::internal(format!("ledger: {e}")),
+    })?;
+    Ok(StrictReport {
+        run: r.run,
+        recorded: r.recorded,
+        recomputed: r.recomputed,
+        answer_sha256: r.answer_sha256,
+        recomputed_answer_sha256: r.recomputed_answer_sha256,
+        divergence: r.divergence.map(|d| Divergence {
+            seq: d.seq,
+            recorded: d.recorded,
+            recomputed: d.recomputed,
+        }),
+        unanswered: r.unanswered,
+        recorded_by: r.recorded_by,
+        replayed_by: r.replayed_by,
+        network: std::env::var(UNSHARED_MARK).unwrap_or_else(|_| "none".into()),
+    })
+}
