@@ -19,10 +19,14 @@
 
 mod contract;
 mod frame;
+pub mod gap;
+pub mod lanes;
 mod router;
 mod rules;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vocab_tests;
 
 use crate::ledger::Value;
 
