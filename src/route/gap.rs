@@ -189,7 +189,7 @@ pub fn trailing_run(store: &dyn Storage) -> Result<Trailing, StorageError> {
         seq -= 1;
         let Some(e) = store.get(seq)? else { break };
         if e.kind == kind::ROUTE {
-            let Some(body) = store.payload(&e.payload_hash)? else {
+            let Some(body) = store.payload_at(seq)? else {
                 continue;
             };
             let o = route_outcome(seq, &body);
@@ -199,7 +199,7 @@ pub fn trailing_run(store: &dyn Storage) -> Result<Trailing, StorageError> {
             run.push(o);
         } else if e.kind == kind::VOCABULARY_GAP {
             let first = store
-                .payload(&e.payload_hash)?
+                .payload_at(seq)?
                 .and_then(|b| match b.get("first_seq") {
                     Some(Value::Int(i)) => i.as_u64(),
                     _ => None,
