@@ -69,13 +69,13 @@ pub const TOOLS: &[Tool] = &[
     },
     Tool {
         name: "lane_check",
-        aliases: &["forum.lanes.witness_route"],
+        aliases: &[],
         target: Target::Post("/lane/check"),
         input: Input::Typed(spec::<lanes::LaneCheck>),
     },
     Tool {
         name: "lane_gaps",
-        aliases: &["forum.lane_gaps.witness_vocabulary_gap"],
+        aliases: &[],
         target: Target::Post("/lane/gaps"),
         input: Input::Typed(spec::<lanes::LaneGaps>),
     },
