@@ -10,7 +10,9 @@
 //! for the pattern (`domain_signal`); its causal parent is the last escalated route.
 //!
 //! Checked after every witnessed `route`, a gap is witnessed once per run: [`due_gap`] answers
-//! nothing when a `vocabulary_gap` for the same run (same `first_seq`) is already in the ledger.
+//! nothing when a `vocabulary_gap` for the same run is already in the ledger. The check reads
+//! the ledger back from its tip to the run's start (or to that gap), so it costs one entry read
+//! per entry since the last decided route.
 //!
 //! Pure: the ledger is read through the [`Storage`] trait.
 
@@ -182,6 +184,13 @@ pub struct Trailing {
 /// Reads the trailing run back from the tip of `store`, stopping at the first decided route.
 /// A route whose body was redacted is left out (it says nothing about its decision).
 pub fn trailing_run(store: &dyn Storage) -> Result<Trailing, StorageError> {
+    walk_back(store, false)
+}
+
+/// [`trailing_run`]; with `stop_at_gap`, the walk ends at the first `vocabulary_gap` entry it
+/// meets before a decided route (that gap is this run's: no route between it and the tip
+/// decided), with `witnessed` set, so a check after each route reads back only to the gap.
+fn walk_back(store: &dyn Storage, stop_at_gap: bool) -> Result<Trailing, StorageError> {
     let mut run = Vec::new();
     let mut gaps: Vec<(u64, Option<u64>)> = Vec::new();
     let mut seq = store.len()?;
@@ -197,6 +206,12 @@ pub fn trailing_run(store: &dyn Storage) -> Result<Trailing, StorageError> {
                 break;
             }
             run.push(o);
+        } else if e.kind == kind::VOCABULARY_GAP && stop_at_gap {
+            run.reverse();
+            return Ok(Trailing {
+                run,
+                witnessed: Some(seq),
+            });
         } else if e.kind == kind::VOCABULARY_GAP {
             let first = store
                 .payload_at(seq)?
@@ -219,7 +234,7 @@ pub fn trailing_run(store: &dyn Storage) -> Result<Trailing, StorageError> {
 /// The gap to witness now, after a `route` entry: the trailing run is at least `min` long
 /// and no gap has been witnessed for it yet. Named by [`domain_signal`].
 pub fn due_gap(store: &dyn Storage, min: u64) -> Result<Option<VocabularyGap>, StorageError> {
-    let t = trailing_run(store)?;
+    let t = walk_back(store, true)?;
     if t.witnessed.is_some() {
         return Ok(None);
     }
