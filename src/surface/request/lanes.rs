@@ -60,7 +60,7 @@ impl Request for LaneCheck {
 #[derive(Debug, Clone, Default, clap::Args, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LaneGaps {
-    /// How many undecided routes in a row make a gap (default: [lanes] min_escalations in .forum/policy.toml, else 3).
+    /// How many undecided routes in a row make a gap (default: lanes.min_escalations in .forum/policy.toml, else 3).
     #[arg(long, value_name = "N")]
     #[serde(default)]
     pub min_escalations: Option<i64>,
