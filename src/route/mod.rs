@@ -13,10 +13,13 @@
 //!
 //! Everything here is pure.
 //!
-//! `router.rs` is the keyword router and the settlement of an escalated route, `rules.rs` the
-//! table of frame rules with the postures and delivery profiles they name, `frame.rs` the
-//! route frame derived from a decision, and `contract.rs` the communication contract.
+//! `router.rs` is the keyword router and the settlement of an escalated route, `classify.rs`
+//! the ladder of a one-task run (when to ask the classifier, what to ask, how its answer is
+//! read and witnessed), `rules.rs` the table of frame rules with the postures and delivery
+//! profiles they name, `frame.rs` the route frame derived from a decision, and `contract.rs`
+//! the communication contract.
 
+mod classify;
 mod contract;
 mod frame;
 pub mod gap;
@@ -30,6 +33,10 @@ mod vocab_tests;
 
 use crate::ledger::Value;
 
+pub use classify::{
+    CLASSIFIER_OPENING, CLASSIFIER_SYSTEM, MAX_KEPT_ANSWER, Rung, Unplaced, classification_payload,
+    classifier_prompt, classifier_schema, first_rung, read_answer, route_payload, unplaced_payload,
+};
 pub(crate) use contract::{CommunicationContract, build_communication_contract};
 pub use frame::{RouteFrame, derive_route_frame, route_request};
 pub use router::{

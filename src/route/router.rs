@@ -234,8 +234,6 @@ pub struct Classification {
 
 impl Classification {
     /// The payload of a `classification` ledger entry: `{task, agent, confidence, reason}`.
-    /// Only the tests build it; nothing else calls it.
-    #[cfg(test)]
     pub(crate) fn payload(&self, task: &str) -> Value {
         Value::object([
             ("task".to_string(), Value::str(task)),

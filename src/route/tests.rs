@@ -478,3 +478,138 @@ mod props {
         }
     }
 }
+
+// ---- the routing ladder of a one-task run ----
+
+/// Two lanes the keyword router cannot separate on `x`, and one it decides on `y z w`.
+fn ladder_roster() -> Roster {
+    roster(vec![
+        lane("a", &["x"]),
+        lane("b", &["x"]),
+        lane("c", &["y", "z", "w"]),
+    ])
+}
+
+#[test]
+fn the_ladder_asks_the_classifier_only_when_the_router_cannot_decide() {
+    let r = ladder_roster();
+    let (decided, _) = route_request("y z w", &r);
+    assert_eq!(first_rung(&decided), Rung::Decided("c".into()));
+    let (tie, _) = route_request("x", &r);
+    assert_eq!(first_rung(&tie), Rung::Classify);
+    let (nothing, _) = route_request("hello there", &r);
+    assert_eq!(first_rung(&nothing), Rung::Classify);
+    // Forum's own vector: "ship a login API" escalates on the default roster.
+    let (login, _) = route_request("ship a login API", &Roster::default_roster());
+    assert_eq!(first_rung(&login), Rung::Classify);
+}
+
+#[test]
+fn a_valid_answer_gives_forums_four_fields_exactly() {
+    let r = ladder_roster();
+    let text =
+        "Sure:\n```json\n{\"agent\": \"b\", \"confidence\": 0.75, \"reason\": \"b owns x\"}\n```";
+    let answer = read_answer(text, &r);
+    assert_eq!(
+        answer,
+        Ok(Classification {
+            agent: "b".into(),
+            confidence: 0.75,
+            reason: "b owns x".into(),
+        })
+    );
+    assert_eq!(
+        classification_payload("do x", &answer, text).to_serde(),
+        serde_json::json!({"task": "do x", "agent": "b", "confidence": 0.75, "reason": "b owns x"})
+    );
+    // What Forum reads as defaults: no confidence is 0.0, no reason is empty; numeric text
+    // is a number.
+    assert_eq!(
+        read_answer(r#"{"agent": "a"}"#, &r),
+        Ok(Classification {
+            agent: "a".into(),
+            confidence: 0.0,
+            reason: String::new(),
+        })
+    );
+    assert_eq!(
+        read_answer(r#"{"agent": "a", "confidence": "0.5", "reason": 3}"#, &r),
+        Ok(Classification {
+            agent: "a".into(),
+            confidence: 0.5,
+            reason: "3".into(),
+        })
+    );
+}
+
+#[test]
+fn an_answer_naming_no_lane_is_never_mapped_to_a_near_one() {
+    let r = ladder_roster();
+    let unplaced = |t: &str| read_answer(t, &r).unwrap_err();
+    assert_eq!(
+        unplaced(r#"{"agent": "B", "confidence": 0.9}"#),
+        Unplaced::UnknownAgent("B".into())
+    );
+    assert_eq!(
+        unplaced(r#"{"agent": " b", "confidence": 0.9}"#),
+        Unplaced::UnknownAgent(" b".into())
+    );
+    assert_eq!(
+        unplaced(r#"{"agent": "none of them"}"#),
+        Unplaced::UnknownAgent("none of them".into())
+    );
+    assert_eq!(unplaced(r#"{"lane": "a"}"#), Unplaced::NoAgent);
+    assert_eq!(unplaced(r#"{"agent": null}"#), Unplaced::NoAgent);
+    assert_eq!(unplaced(r#"{"agent": ["a"]}"#), Unplaced::NoAgent);
+    assert_eq!(
+        unplaced(r#"{"agent": "a", "confidence": 1.5}"#),
+        Unplaced::BadConfidence("1.5".into())
+    );
+    assert_eq!(
+        unplaced(r#"{"agent": "a", "confidence": "high"}"#),
+        Unplaced::BadConfidence("\"high\"".into())
+    );
+    // Malformed: no object, broken JSON.
+    assert_eq!(unplaced("I would pick a."), Unplaced::NoObject);
+    assert!(matches!(unplaced("{agent: a}"), Unplaced::NotJson(_)));
+    // Witnessed as no lane, with what came back.
+    let text = r#"{"agent": "B", "confidence": 0.9, "reason": "close enough"}"#;
+    assert_eq!(
+        classification_payload("do x", &read_answer(text, &r), text).to_serde(),
+        serde_json::json!({
+            "task": "do x",
+            "agent": null,
+            "confidence": 0.0,
+            "reason": "no lane was chosen: the answer names \"B\", which is not a lane of the roster",
+            "answer": text
+        })
+    );
+    // What is kept of a long answer is bounded.
+    let long = "z".repeat(MAX_KEPT_ANSWER + 50);
+    let kept = unplaced_payload("t", "why", &long).to_serde();
+    assert_eq!(kept["answer"].as_str().unwrap().len(), MAX_KEPT_ANSWER);
+}
+
+#[test]
+fn the_classifier_is_asked_for_one_roster_lane_by_its_exact_name() {
+    let r = ladder_roster();
+    let p = classifier_prompt("do x", &r);
+    assert!(p.starts_with(CLASSIFIER_OPENING), "{p}");
+    assert!(p.contains("- a\n- b\n- c\n"), "{p}");
+    assert!(p.ends_with("Task: do x"), "{p}");
+    let s = classifier_schema(&r);
+    assert_eq!(
+        s["properties"]["agent"]["enum"],
+        serde_json::json!(["a", "b", "c"])
+    );
+    assert_eq!(
+        s["required"],
+        serde_json::json!(["agent", "confidence", "reason"])
+    );
+    // The route body is Forum's four keys.
+    let (d, f) = route_request("x", &r);
+    let body = route_payload("x", &d, &f).to_serde();
+    let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["confidence", "decided", "frame", "task"]);
+    assert_eq!(body["decided"], serde_json::Value::Null);
+}

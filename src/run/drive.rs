@@ -122,13 +122,16 @@ fn submit_run(run: &Run<'_, '_>, request: &str) -> Result<Outcome, RunError> {
     drive(run, &course, BTreeMap::new(), BTreeMap::new())
 }
 
-/// A new solo run of `request` (`solo.rs`): its one-task plan built without a model, then
-/// driven as any plan. Refused before anything is written when the run does not work in the
+/// A new solo run of `request` (`solo.rs`): routed through the ladder (`classify.rs`), its
+/// one-task plan built without a planner, then driven as any plan. Refused before anything is written when the run does not work in the
 /// repository.
 fn submit_solo(run: &Run<'_, '_>, request: &str) -> Result<Outcome, RunError> {
     super::solo::check_work(run)?;
     let (request_seq, frame) = open_run(run, request)?;
-    let (plan, plan_seq) = super::solo::put_solo_plan(run, request, request_seq)?;
+    let Some((plan, plan_seq)) = super::solo::put_solo_plan(run, request, request_seq)? else {
+        let stage = super::classify::CLASSIFIER_STAGE;
+        return stopped_on_ceiling(run, request_seq, stage, &frame, &BTreeMap::new());
+    };
     let course = Course {
         request,
         request_seq,

@@ -75,7 +75,7 @@ fn plan_again(
 ) -> Result<Option<(CompiledPlan, u64)>, RunError> {
     let (request, request_seq) = (&target.request, target.request_seq);
     if solo {
-        return super::solo::put_solo_plan(run, request, request_seq).map(Some);
+        return super::solo::put_solo_plan(run, request, request_seq);
     }
     let context = witnessed_request_context(run, entries, target)?;
     let Some(plan) = run.plan(request, context.as_ref().map(|c| c.1.as_str()), request_seq)? else {
@@ -228,7 +228,15 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
         (Some(p), Some(seq), Some(run_seq)) => (p.clone(), seq, run_seq),
         _ => match plan_again(run, &entries, target, solo)? {
             Some((plan, seq)) => (plan, seq, seq),
-            None => return stopped_on_ceiling(run, request_seq, "plan", &frame, &BTreeMap::new()),
+            None => {
+                // A solo run's ceiling refused its classifier, any other run's its planner.
+                let stage = if solo {
+                    super::classify::CLASSIFIER_STAGE
+                } else {
+                    "plan"
+                };
+                return stopped_on_ceiling(run, request_seq, stage, &frame, &BTreeMap::new());
+            }
         },
     };
     // A run that works in the repository keeps what its record says it shipped (or blocked);

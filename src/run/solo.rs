@@ -6,10 +6,12 @@
 //!
 //! * the `request` carries `solo: true`, so a resume continues it the same way;
 //! * the `route_frame` is the keyword router's, as for any run (no model);
+//! * when the router cannot decide, the routing ladder's `route` and `classification`
+//!   entries ([`classify`]): the orchestrator seat names the lane, or the run stops;
 //! * the `plan` entry (actor `dispatch`, under the request) is built here, not by a model: one
 //!   task `T1` whose instruction is the request itself and whose lane is the one the router
-//!   chose (else its best candidate, else the roster's first lane), with `solo: true`; no
-//!   request-level context is taken, since there is no planner to read it;
+//!   chose, else the one the classifier named, with `solo: true`; no request-level context is
+//!   taken, since there is no planner to read it;
 //! * then the task, its result, change, checks, ship decision and integration, as always, and
 //!   no `verdict` (the checks and the gate judge the change);
 //! * the answer is a `result` under the request (actor `dispatch`, `written_from: "record"`):
@@ -23,26 +25,16 @@ use serde_json::json;
 
 use crate::ledger::{Entry, kind};
 use crate::plan::{CompiledPlan, Plan, Task};
-use crate::roster::Roster;
-use crate::route;
 
+use super::classify;
 use super::commit_message;
 use super::course::Course;
 use super::engine::{Done, Run};
 use super::ship::{Record, work_summary};
 use super::{Event, RunError};
 
-/// The one-task plan of a solo run for `request`, under `roster`.
-pub(super) fn solo_plan(request: &str, roster: &Roster) -> Result<CompiledPlan, RunError> {
-    let (decision, _) = route::route_request(request, roster);
-    let lane = decision
-        .decided
-        .clone()
-        .or_else(|| decision.candidates.first().map(|c| c.agent.clone()))
-        .or_else(|| roster.agents().first().map(|a| a.name.clone()))
-        .ok_or_else(|| {
-            RunError::Request("the roster has no lane to run a solo task: add one".into())
-        })?;
+/// The one-task plan of a solo run for `request`, on `lane`.
+pub(super) fn solo_plan(request: &str, lane: String) -> Result<CompiledPlan, RunError> {
     Plan {
         tasks: vec![Task::new("T1", lane, request)],
     }
@@ -59,20 +51,26 @@ pub(super) fn recorded_solo(run: &Run<'_, '_>, entries: &[Entry], request_seq: u
         .is_some_and(|b| b["solo"] == json!(true))
 }
 
-/// Witnesses the solo plan of `request` under `parent` and returns it with its entry's seq.
+/// Routes `request` through the ladder ([`classify::assign`]), then witnesses its solo plan
+/// under `parent` (the request) and returns it with its entry's seq. `None` when the run's
+/// budget or a ceiling left no room for the classifier's call: the caller stops the run on
+/// it, at stage [`classify::CLASSIFIER_STAGE`].
 pub(super) fn put_solo_plan(
     run: &Run<'_, '_>,
     request: &str,
     parent: u64,
-) -> Result<(CompiledPlan, u64), RunError> {
-    let plan = solo_plan(request, run.env.roster)?;
+) -> Result<Option<(CompiledPlan, u64)>, RunError> {
+    let Some(lane) = classify::assign(run, request, parent)? else {
+        return Ok(None);
+    };
+    let plan = solo_plan(request, lane)?;
     let mut body = run.plan_payload(&plan);
     body["solo"] = json!(true);
     let e = run.put("dispatch", kind::PLAN, Some(parent), body)?;
     run.env
         .progress
         .event(&Event::Planned { tasks: 1, waves: 1 });
-    Ok((plan, e.seq))
+    Ok(Some((plan, e.seq)))
 }
 
 /// Refuses a solo run that does not work in the repository (before anything is written).
@@ -138,12 +136,11 @@ mod tests {
 
     #[test]
     fn a_solo_plan_is_one_task_whose_instruction_is_the_request() {
-        let roster = Roster::default_roster();
-        let plan = solo_plan("fix the failing test in calc.py", &roster).unwrap();
+        let plan = solo_plan("fix the failing test in calc.py", "python-apps".into()).unwrap();
         assert_eq!(plan.tasks.len(), 1);
         assert_eq!(plan.tasks[0].id, "T1");
         assert_eq!(plan.tasks[0].instruction, "fix the failing test in calc.py");
-        assert!(roster.get(&plan.tasks[0].agent).is_some());
+        assert_eq!(plan.tasks[0].agent, "python-apps");
         assert_eq!(plan.waves, vec![vec!["T1".to_string()]]);
     }
 

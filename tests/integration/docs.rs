@@ -241,10 +241,13 @@ fn bash(script: &str, dir: &Path, home: &Path, first: Option<&Path>) -> Output {
 
 /// A stand-in for Claude Code in the quick start's "your project": `claude -p ... PROMPT`
 /// answers with Claude Code's `stream-json` result line; as the worker (in the task's
-/// worktree) it fixes `add` first, and as the pre-ship gate it approves.
+/// worktree) it fixes `add` first, as the pre-ship gate it approves, and as the classifier of a
+/// request the keyword router cannot place it names the first lane its prompt lists.
 const STAND_IN_CLAUDE: &str = r#"#!/bin/sh
 for a; do p=$a; done
 case "$p" in
+  *"Choose the one lane"*) lane=$(printf '%s\n' "$p" | sed -n 's/^- \([^:]*\).*/\1/p' | head -n 1)
+    r="{\\\"agent\\\":\\\"$lane\\\",\\\"confidence\\\":0.5,\\\"reason\\\":\\\"the first lane\\\"}" ;;
   *"Decide whether to ship"*) r='{\"decision\":\"merge\",\"reason\":\"the test passes\"}' ;;
   *) sed -i 's/a - b/a + b/' calc.py; r='Fixed add in calc.py: it subtracted.' ;;
 esac

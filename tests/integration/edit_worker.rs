@@ -169,6 +169,14 @@ pub(crate) fn fleet(
         let u = last_user(req);
         let text = if u.contains("Break this request") {
             PLAN.to_string()
+        } else if u.contains("Choose the one lane") {
+            // The classifier of a one-task run: the first lane the prompt lists.
+            let lane = u
+                .lines()
+                .find_map(|l| l.strip_prefix("- "))
+                .and_then(|l| l.split(':').next())
+                .unwrap_or_default();
+            json!({"agent": lane, "confidence": 0.5, "reason": "the first lane"}).to_string()
         } else if u.contains("Decide whether to ship") {
             r#"{"decision":"merge","reason":"the check passes"}"#.to_string()
         } else if u.contains("Judge one task") {

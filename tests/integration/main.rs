@@ -65,6 +65,7 @@ mod repo_context_switch;
 mod report;
 mod resume_options;
 mod route;
+mod route_ladder;
 mod run_reading;
 mod runs;
 mod runtime;

@@ -12,14 +12,15 @@ use crate::work_run::{branch_commits, clean, entries, kinds, payloads, plan, set
 const CHECK: &str = "python3 -m unittest -q";
 
 /// A scripted model like `work_run::model`, that also appends the kind of every call that is
-/// not a worker's (`planner`, `gate`, `validator`, `synthesizer`) to `calls.log` beside it;
+/// not a worker's (`planner`, `classifier`, `gate`, `validator`, `synthesizer`) to `calls.log`
+/// beside it (the classifier names `tests`);
 /// `planner` is the shell that answers the planner (`$p` is the prompt).
 fn model(repo: &Repo, planner: &str, work: &str) -> String {
     let path = repo.path().join("model.sh");
     let log = repo.path().join("calls.log");
     let log = log.display();
     let body = format!(
-        "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo planner >> '{log}'\n{planner}\n  ;;\n  *\"Decide whether to ship\"*) echo gate >> '{log}'; echo '{{\"decision\":\"merge\",\"reason\":\"scripted\"}}' ;;\n  *\"Judge one task\"*) echo validator >> '{log}'; echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo synthesizer >> '{log}'; echo 'Fixed calc.' ;;\n  *)\n{work}\n  ;;\nesac\n"
+        "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo planner >> '{log}'\n{planner}\n  ;;\n  *\"Choose the one lane\"*) echo classifier >> '{log}'; echo '{{\"agent\":\"tests\",\"confidence\":0.8,\"reason\":\"the request is about a failing test\"}}' ;;\n  *\"Decide whether to ship\"*) echo gate >> '{log}'; echo '{{\"decision\":\"merge\",\"reason\":\"scripted\"}}' ;;\n  *\"Judge one task\"*) echo validator >> '{log}'; echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo synthesizer >> '{log}'; echo 'Fixed calc.' ;;\n  *)\n{work}\n  ;;\nesac\n"
     );
     std::fs::write(&path, body).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -79,8 +80,9 @@ fn fix_runs_one_task_with_no_planner_validator_or_synthesizer_and_leaves_one_com
             args.extend(["--check", CHECK, "--cmd", &m, "fix the failing test"]);
             let (j, code) = run_json(repo, &args);
             assert_eq!(code, 0, "{j}");
-            // Only the pre-ship gate was asked besides the worker.
-            assert_eq!(calls(repo), ["gate"], "{spelling:?}");
+            // Only the classifier (the keyword router cannot place the request) and the
+            // pre-ship gate were asked besides the worker.
+            assert_eq!(calls(repo), ["classifier", "gate"], "{spelling:?}");
             let k = kinds(repo);
             for absent in ["verdict", "run_stopped", "intent_judgment", "revision"] {
                 assert!(!k.contains(&absent.to_string()), "{absent}: {k:?}");
@@ -404,7 +406,7 @@ fn the_daemon_and_mcp_take_solo_as_the_command_line_does() {
         .find(|r| r["id"] == 2)
         .unwrap();
     assert_eq!(reply["result"]["isError"], false, "{reply}");
-    // Two solo runs, each with its one-task plan and only the gate asked.
+    // Two solo runs, each with its one-task plan and only the classifier and the gate asked.
     let requests = payloads(&repo, "request");
     assert_eq!(requests.len(), 2);
     assert!(requests.iter().all(|(_, r)| r["solo"] == true));
@@ -413,6 +415,6 @@ fn the_daemon_and_mcp_take_solo_as_the_command_line_does() {
             .iter()
             .all(|(_, p)| p["solo"] == true)
     );
-    assert_eq!(calls(&repo), ["gate", "gate"]);
+    assert_eq!(calls(&repo), ["classifier", "gate", "classifier", "gate"]);
     repo.forum_ok(&["verify", "--deep"]);
 }
