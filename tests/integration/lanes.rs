@@ -439,3 +439,55 @@ fn entries_match_forums_own_functions() {
         }
     });
 }
+
+#[test]
+fn three_escalated_fix_runs_make_one_vocabulary_gap_under_the_third_route() {
+    use crate::route_ladder::{UNPLACED, fix, model};
+    use crate::work_run::{clean, entries, setup};
+    let repo = Repo::new("sha1");
+    setup(&repo);
+    let m = model(
+        &repo,
+        r#"{"agent": "tests", "confidence": 0.8, "reason": "a test"}"#,
+    );
+    for i in 0..3 {
+        let o = fix(&repo, &m, UNPLACED, &[]);
+        assert!(
+            o.status.success(),
+            "run {i}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let all = entries(&repo);
+    let seqs = |kind: &str| -> Vec<u64> {
+        let mut v: Vec<u64> = all
+            .iter()
+            .filter(|e| e["kind"] == kind)
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    let routes = seqs("route");
+    assert_eq!(routes.len(), 3, "{all:?}");
+    let gaps = seqs("vocabulary_gap");
+    assert_eq!(gaps.len(), 1, "{all:?}");
+    let gap = entry(&repo, gaps[0]);
+    assert_eq!(gap["causal_parent"], routes[2]);
+    assert_eq!(gaps[0], routes[2] + 1, "the gap follows the third route");
+    let b = body(&repo, gaps[0]);
+    assert_eq!(b["consecutive_escalations"], 3);
+    assert_eq!(
+        (b["first_seq"].as_u64(), b["last_seq"].as_u64()),
+        (Some(routes[0]), Some(routes[2]))
+    );
+    let ceiling = routes
+        .iter()
+        .map(|s| body(&repo, *s)["confidence"].as_f64().unwrap())
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!(b["confidence_ceiling"].as_f64(), Some(ceiling));
+    // The classifier still answered the third run, under its route.
+    let third = seqs("classification")[2];
+    assert_eq!(entry(&repo, third)["causal_parent"], routes[2]);
+    clean(&repo);
+}
