@@ -19,6 +19,9 @@
 //! [push]                    # what the pre-push hook lets through (src/policy/push.rs)
 //! protected = ["main"]      # absent: the remote's default branch
 //! allow_force = false
+//!
+//! [lanes]                   # the vocabulary gap (src/route/gap.rs)
+//! min_escalations = 3       # undecided routes in a row that make a vocabulary_gap (3)
 //! ```
 //!
 //! Pure: [`Policy::from_toml_str`] takes text and a display name.
@@ -34,12 +37,13 @@ use crate::roster::{AgentSpec, Roster};
 pub(crate) const DEFAULT_MAX_PARALLEL: usize = 6;
 
 /// The keys a policy file may carry.
-pub(crate) const POLICY_KEYS: [&str; 5] = [
+pub(crate) const POLICY_KEYS: [&str; 6] = [
     "allowed_categories",
     "max_parallel",
     "max_tasks",
     "secrets",
     "push",
+    "lanes",
 ];
 
 /// What may run, and how much at once.
@@ -59,6 +63,8 @@ pub struct Policy {
     /// as this default, when there is no file). Each `ship` entry names it, so an attestation
     /// can say which policy let a change through.
     pub(crate) digest: String,
+    /// How many undecided routes in a row make a `vocabulary_gap` (`[lanes] min_escalations`).
+    pub(crate) min_escalations: u64,
 }
 
 impl Default for Policy {
@@ -70,6 +76,7 @@ impl Default for Policy {
             secrets: crate::secrets::SecretsPolicy::default(),
             push: push::PushRules::default(),
             digest: crate::ledger::hash::sha256_hex(b""),
+            min_escalations: crate::route::gap::DEFAULT_MIN_ESCALATIONS,
         }
     }
 }
@@ -223,6 +230,16 @@ impl Policy {
                         )));
                     };
                     policy.push = push::PushRules::from_toml(t).map_err(err)?;
+                }
+                "lanes" => {
+                    let toml::Value::Table(t) = value else {
+                        return Err(err(format!(
+                            "\"lanes\" must be a table ([lanes]), found {}",
+                            value.type_str()
+                        )));
+                    };
+                    policy.min_escalations =
+                        crate::route::gap::min_escalations_from_toml(t).map_err(err)?;
                 }
                 other => {
                     return Err(err(format!(

@@ -29,6 +29,7 @@ pub(crate) mod gradable;
 pub(crate) mod halt;
 pub(crate) mod hooks;
 pub(crate) mod init;
+pub(crate) mod lane;
 pub(crate) use crate::config::input;
 pub(crate) mod interop;
 pub(crate) mod man;
@@ -159,6 +160,9 @@ pub(crate) enum Command {
     Context(context::ContextArgs),
     /// Route a request to a roster lane and print the decision and its route frame.
     Route(route::RouteArgs),
+    /// Check route claims against the proof and domain lanes (lane_route / lane_rejection),
+    /// and report the vocabulary gap.
+    Lane(lane::LaneArgs),
     /// Compile a plan file into waves and typed edges.
     Plan(plan::PlanArgs),
     /// Explain which executor runs each role, tier and seat (runs nothing).
@@ -572,6 +576,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::ImportTrace(a) => flight::import_trace(ctx, a),
         Command::Mine(a) => flight::mine(ctx, a),
         Command::Campaign(a) => campaign::run(ctx, a),
+        Command::Lane(a) => lane::run(ctx, a),
         Command::Model(a) => model::run(ctx, a),
     }
 }

@@ -61,6 +61,7 @@ fn record_route(
     decision: &RouteDecision,
     frame: &RouteFrame,
 ) -> Result<(), CliError> {
+    let min = crate::config::load_policy(&ctx.dir, None)?.min_escalations;
     let mut store = ctx.store()?;
     let entry = NewEntry {
         actor: "router".into(),
@@ -83,6 +84,12 @@ fn record_route(
         "recorded route as seq {}{parent} in ledger {}",
         done.entry.seq, ctx.ledger
     );
+    // Every witnessed route is followed by the vocabulary-gap check.
+    if let Some(seq) = crate::surface::lanes::after_route(&mut store, min, entry.ts)? {
+        eprintln!(
+            "recorded vocabulary_gap as seq {seq}: {min} or more routes in a row escalated (git forum lane gaps)"
+        );
+    }
     Ok(())
 }
 

@@ -9,6 +9,12 @@ pub(crate) const REQUEST: &str = "request";
 pub(crate) const ROUTE: &str = "route";
 /// The route frame: lanes, contract and the communication rules of a run.
 pub(crate) const ROUTE_FRAME: &str = "route_frame";
+/// A route claim that both lane vocabularies accept: task, proof lane, domain, scopes.
+pub(crate) const LANE_ROUTE: &str = "lane_route";
+/// A route claim refused (unknown lane, over-routed scopes, unknown domain), with why.
+pub(crate) const LANE_REJECTION: &str = "lane_rejection";
+/// A trailing run of undecided routes long enough to say no lane covers the work.
+pub(crate) const VOCABULARY_GAP: &str = "vocabulary_gap";
 /// The orchestrator's plan (tasks and edges, compiled into waves).
 pub(crate) const PLAN: &str = "plan";
 /// One task dispatched to a lane.

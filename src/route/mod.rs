@@ -22,10 +22,14 @@
 mod classify;
 mod contract;
 mod frame;
+pub mod gap;
+pub mod lanes;
 mod router;
 mod rules;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vocab_tests;
 
 use crate::ledger::Value;
 

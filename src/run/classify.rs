@@ -61,6 +61,7 @@ pub(super) fn assign(
                 .seq
         }
     };
+    run.check_vocabulary_gap()?;
     if run.over_budget() {
         return Ok(None);
     }

@@ -75,6 +75,7 @@ mod solo;
 pub mod status;
 mod synthesis;
 mod tasks;
+mod vocab_gap;
 mod work_state;
 pub(crate) mod workbench;
 

@@ -110,6 +110,16 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/route", "route a request {text}"),
     (
         "POST",
+        "/lane/check",
+        "check and witness a route claim {task, lane, scopes?, domain?, confidence?}",
+    ),
+    (
+        "POST",
+        "/lane/gaps",
+        "the vocabulary gap {min_escalations?, domain_signal?, record?}",
+    ),
+    (
+        "POST",
         "/plan",
         "plan a request with the model {request}, or compile {plan}",
     ),
@@ -426,6 +436,8 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("GET", ["model"]) => Box::new(|d, _| d.model_status()),
         ("GET", ["sync"]) => Box::new(|d, _| d.sync_status()),
         ("POST", ["route"]) => Box::new(|d, r| d.route(r)),
+        ("POST", ["lane", "check"]) => Box::new(|d, r| d.lane_check(r)),
+        ("POST", ["lane", "gaps"]) => Box::new(|d, r| d.lane_gaps(r)),
         ("POST", ["plan"]) => Box::new(|d, r| d.plan(r)),
         ("POST", ["submit"]) => Box::new(|d, r| d.submit(r)),
         ("POST", ["resume"]) => Box::new(|d, r| d.resume(r)),

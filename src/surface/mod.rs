@@ -30,6 +30,7 @@ pub(crate) mod doctor;
 pub(crate) mod flight;
 pub(crate) mod hooks;
 pub(crate) mod init;
+pub(crate) mod lanes;
 pub(crate) mod ledger;
 pub(crate) mod model;
 pub(crate) mod proof;

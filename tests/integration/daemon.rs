@@ -795,6 +795,7 @@ fn every_mcp_tool_reaches_its_route() {
             "tlog_prove" => json!({"seq": 0}),
             "tlog_read" => json!({"path": "checkpoint"}),
             "hooks_check" => json!({"hook": "pre-receive", "stdin": ""}),
+            "lane_check" => json!({"task": "t", "lane": "observe", "scopes": ["read"]}),
             _ => json!({}),
         }
     };

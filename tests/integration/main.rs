@@ -36,6 +36,7 @@ mod import_pinned;
 mod import_stream;
 mod init_agents;
 mod inputs;
+mod lanes;
 mod layers;
 mod ledger;
 mod llm;

@@ -15,7 +15,7 @@ use crate::work_run::{clean, entries, kinds, payloads, setup};
 const CHECK: &str = "python3 -m unittest -q";
 
 /// A request the keyword router cannot place on the default roster (it escalates).
-const UNPLACED: &str = "fix the failing test";
+pub(crate) const UNPLACED: &str = "fix the failing test";
 
 /// A request the keyword router places on `tests`.
 const PLACED: &str = "fix the failing unit test coverage";
@@ -27,7 +27,7 @@ const FIX_ADD: &str =
 /// A scripted model whose classifier answers `classifier` (a JSON text, written to a file so
 /// no quoting is needed), whose pre-ship gate merges and whose worker fixes `add`; it appends
 /// `classifier` or `gate` to `calls.log` when asked as one.
-fn model(repo: &Repo, classifier: &str) -> String {
+pub(crate) fn model(repo: &Repo, classifier: &str) -> String {
     let answer = repo.path().join("classifier.json");
     std::fs::write(&answer, classifier).unwrap();
     let log = repo.path().join("calls.log");
@@ -52,7 +52,7 @@ fn calls(repo: &Repo) -> Vec<String> {
 }
 
 /// `git forum fix` of `request` with the check and the scripted model, and `extra` flags.
-fn fix(repo: &Repo, m: &str, request: &str, extra: &[&str]) -> std::process::Output {
+pub(crate) fn fix(repo: &Repo, m: &str, request: &str, extra: &[&str]) -> std::process::Output {
     let mut args = vec!["fix", "--check", CHECK, "--cmd", m];
     args.extend(extra);
     args.push(request);

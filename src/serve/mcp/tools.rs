@@ -4,7 +4,9 @@
 use serde_json::{Map, Value as J, json};
 
 use crate::serve::dispatch::{Dispatcher, Reply, RunHooks};
-use crate::surface::request::{Spec, attest, ledger, prose, reports, runs, spec, tlog, work};
+use crate::surface::request::{
+    Spec, attest, lanes, ledger, prose, reports, runs, spec, tlog, work,
+};
 
 /// How a tool reaches the dispatcher.
 #[derive(Debug, Clone, Copy)]
@@ -66,6 +68,18 @@ pub const TOOLS: &[Tool] = &[
         aliases: &["forum.route"],
         target: Target::Post("/route"),
         input: Input::Typed(spec::<prose::Route>),
+    },
+    Tool {
+        name: "lane_check",
+        aliases: &[],
+        target: Target::Post("/lane/check"),
+        input: Input::Typed(spec::<lanes::LaneCheck>),
+    },
+    Tool {
+        name: "lane_gaps",
+        aliases: &[],
+        target: Target::Post("/lane/gaps"),
+        input: Input::Typed(spec::<lanes::LaneGaps>),
     },
     Tool {
         name: "plan",
