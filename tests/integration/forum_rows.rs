@@ -42,3 +42,74 @@ fn an_escalation_names_the_tiers_it_moves_between_and_the_model() {
         );
     });
 }
+
+/// Forum's own ledgers that `import` then `export` must give back byte for byte.
+const FORUM_LEDGERS: [&str; 5] = [
+    "ledger1",
+    "run1",
+    "campaign_ledger",
+    "gradable_ledger0",
+    "gradable_ledger1",
+];
+
+#[test]
+fn an_imported_forum_ledger_exports_byte_identical_rows() {
+    let Some(dir) = crate::common::conformance() else {
+        return;
+    };
+    on_each_kind(|repo| {
+        for name in FORUM_LEDGERS {
+            let from = dir.join(name);
+            repo.forum_ok(&["--ledger", name, "import", from.to_str().unwrap()]);
+            let out = repo.path().join(format!("export-{name}"));
+            repo.forum_ok(&["--ledger", name, "export", out.to_str().unwrap()]);
+            for file in ["entries.jsonl", "payloads.jsonl"] {
+                let want = std::fs::read(from.join(file)).unwrap();
+                let got = std::fs::read(out.join(file)).unwrap();
+                assert!(want == got, "{name}/{file} differs after import and export");
+            }
+        }
+    });
+}
+
+#[test]
+fn a_redacted_body_leaves_no_row_kept_in_forums_order() {
+    let Some(dir) = crate::common::conformance() else {
+        return;
+    };
+    // run1's plan-waves body, which Forum wrote with its keys unsorted.
+    let waves = "ca7dea5e17e6383d4be7162942e11b4266c52ec0e134427516764eb1a12d818d";
+    on_each_kind(|repo| {
+        repo.forum_ok(&["import", dir.join("run1").to_str().unwrap()]);
+        let kept = |repo: &crate::common::Repo| {
+            repo.git_ok(&["cat-file", "blob", "refs/forum/rows/main:payloads.jsonl"])
+        };
+        assert!(kept(repo).contains(waves));
+        repo.forum_ok(&["redact", waves, "--reason", "a key was pasted"]);
+        assert!(!kept(repo).contains(waves), "{}", kept(repo));
+        // The rows ref keeps no history that would still hold the body.
+        assert_eq!(
+            repo.git_ok(&["rev-list", "--count", "refs/forum/rows/main"]),
+            "1"
+        );
+        let out = repo.path().join("export");
+        repo.forum_ok(&["export", out.to_str().unwrap()]);
+        let rows = std::fs::read_to_string(out.join("payloads.jsonl")).unwrap();
+        let row = format!("{{\"hash\": \"{waves}\"");
+        assert!(!rows.lines().any(|l| l.starts_with(&row)), "{rows}");
+        // The other rows still come back in Forum's order.
+        let forum = std::fs::read_to_string(dir.join("run1/payloads.jsonl")).unwrap();
+        let want: String = forum
+            .lines()
+            .filter(|l| !l.contains(waves))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let rest = rows
+            .strip_prefix(&want)
+            .expect("Forum's rows first, in Forum's order");
+        assert!(
+            rest.lines().count() == 1 && rest.contains("git-forum.redaction/v1"),
+            "{rest}"
+        );
+    });
+}
