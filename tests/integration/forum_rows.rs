@@ -113,3 +113,107 @@ fn a_redacted_body_leaves_no_row_kept_in_forums_order() {
         );
     });
 }
+
+const OPENAI_CHAT: &str = "https://api.openai.com/v1/chat/completions";
+
+/// `git forum ARGS` in `repo` with a (fake) OpenAI key set, so the key is not what is refused.
+fn with_key(repo: &crate::common::Repo, args: &[&str]) -> std::process::Output {
+    repo.forum()
+        .env("OPENAI_API_KEY", "sk-not-a-real-key")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The flags of a default executor on OpenAI's chat endpoint with `model`.
+fn openai(model: &str) -> Vec<&str> {
+    vec![
+        "--chat-url",
+        OPENAI_CHAT,
+        "--model",
+        model,
+        "--api-key-env",
+        "OPENAI_API_KEY",
+    ]
+}
+
+#[test]
+fn openais_chat_endpoint_refuses_a_model_without_json_schema_in_one_line() {
+    let repo = crate::common::Repo::new("sha1");
+    let mut inspect = vec!["runtime", "inspect"];
+    inspect.extend(openai("gpt-3.5-turbo"));
+    let o = with_key(&repo, &inspect);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    for needle in [
+        "\"gpt-3.5-turbo\"",
+        "json_schema",
+        "json_schema = true",
+        "--json-schema",
+    ] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    // A run refuses it before it starts, with the same line.
+    let mut submit = vec!["submit"];
+    submit.extend(openai("gpt-3.5-turbo"));
+    submit.push("add a health endpoint");
+    let o = with_key(&repo, &submit);
+    let err = crate::common::one_line_error(&o, "is not known to support json_schema");
+    assert!(err.contains("--json-schema"), "{err}");
+    assert!(
+        repo.git_ok(&["for-each-ref", "refs/forum/ledgers"])
+            .is_empty()
+    );
+}
+
+#[test]
+fn the_override_and_known_models_and_other_servers_pass() {
+    let repo = crate::common::Repo::new("sha1");
+    let ready = |args: &[&str]| {
+        let mut all = vec!["runtime", "inspect"];
+        all.extend_from_slice(args);
+        let o = with_key(&repo, &all);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    ready(&openai("gpt-4o-mini"));
+    ready(&openai("gpt-4.1-2025-04-14"));
+    let mut flagged = openai("gpt-3.5-turbo");
+    flagged.push("--json-schema");
+    ready(&flagged);
+    // A local OpenAI-compatible server (llama.cpp, Ollama) is never refused for its model.
+    ready(&[
+        "--chat-url",
+        "http://127.0.0.1:8080/v1/chat/completions",
+        "--model",
+        "llama3",
+    ]);
+    // The override in the runtime file.
+    std::fs::create_dir_all(repo.path().join(".forum")).unwrap();
+    let file = format!(
+        "[runtime.default]\nchat_url = \"{OPENAI_CHAT}\"\nmodel = \"gpt-3.5-turbo\"\napi_key_env = \"OPENAI_API_KEY\"\njson_schema = true\n"
+    );
+    std::fs::write(repo.path().join(".forum/runtime.toml"), &file).unwrap();
+    ready(&[]);
+    std::fs::write(
+        repo.path().join(".forum/runtime.toml"),
+        file.replace("json_schema = true\n", ""),
+    )
+    .unwrap();
+    let o = with_key(&repo, &["runtime", "inspect"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("\"gpt-3.5-turbo\""));
+    // json_schema belongs to chat executors only.
+    std::fs::write(
+        repo.path().join(".forum/runtime.toml"),
+        "[runtime.default]\ncmd = \"echo\"\njson_schema = true\n",
+    )
+    .unwrap();
+    let o = with_key(&repo, &["runtime", "inspect"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("json_schema"));
+}

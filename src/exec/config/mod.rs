@@ -68,6 +68,7 @@ mod parse;
 mod raw;
 pub(crate) mod record;
 mod resolve;
+pub(crate) mod structured;
 #[cfg(test)]
 mod tests;
 pub(crate) mod verify;
@@ -210,6 +211,9 @@ pub struct ExecutorSpec {
     pub timeout_seconds: u64,
     /// Cap on a response body or captured output.
     pub max_response_bytes: u64,
+    /// `json_schema = true` / `--json-schema` (chat only): the model answers with `json_schema`
+    /// structured output though it is not in the known set ([`structured`]).
+    pub json_schema: bool,
     /// Where it was configured.
     pub origin: Origin,
     /// `tier = N` and `verify = "..."`: how its changes are checked ([`verify`]).

@@ -72,6 +72,10 @@ pub(crate) fn executor_record(spec: &ExecutorSpec) -> Value {
         }
     }
     m.insert("is_local".into(), json!(spec.is_local));
+    // Written only when set, so the records of runs that never use it keep their shape.
+    if spec.json_schema {
+        m.insert("json_schema".into(), json!(true));
+    }
     m.insert("allow_private".into(), json!(spec.allow_private));
     m.insert("timeout_seconds".into(), json!(spec.timeout_seconds));
     m.insert("max_response_bytes".into(), json!(spec.max_response_bytes));
@@ -314,6 +318,7 @@ pub(crate) fn executor_from_record(v: &Value, at: &str) -> Result<ExecutorSpec, 
         allow_private: flag("allow_private"),
         timeout_seconds: u64_field(m, "timeout_seconds", at)?,
         max_response_bytes: u64_field(m, "max_response_bytes", at)?,
+        json_schema: flag("json_schema"),
         origin,
         verify: verify_from_record(m, at)?,
         metering: metering_from_record(m, at)?,
@@ -410,6 +415,7 @@ mod tests {
             allow_private: true,
             timeout_seconds: 30,
             max_response_bytes: 4096,
+            json_schema: false,
             origin,
             // A seat's tier and verification level come back with it.
             verify: SeatVerify {
