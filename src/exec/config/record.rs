@@ -506,4 +506,25 @@ mod tests {
             .to_string();
         assert!(e.contains("telepathy"), "{e}");
     }
+
+    #[test]
+    fn the_json_schema_override_is_recorded_only_when_set() {
+        let chat = |json_schema| ExecutorSpec {
+            json_schema,
+            ..spec(
+                ExecutorKind::Chat {
+                    url: "https://api.openai.com/v1/chat/completions".into(),
+                    model: "gpt-3.5-turbo".into(),
+                    api_key_env: Some("OPENAI_API_KEY".into()),
+                },
+                Origin::CommandLine,
+            )
+        };
+        let plain = executor_record(&chat(false));
+        assert!(plain.get("json_schema").is_none(), "{plain}");
+        assert!(!executor_from_record(&plain, "r").unwrap().json_schema);
+        let set = executor_record(&chat(true));
+        assert_eq!(set["json_schema"], true);
+        assert_eq!(executor_from_record(&set, "r").unwrap(), chat(true));
+    }
 }
