@@ -90,6 +90,10 @@ pub(crate) struct ExecutorArgs {
     /// Allow chat endpoints on private and link-local addresses (a model server on the LAN).
     #[arg(long)]
     pub(crate) allow_private: bool,
+    /// The chat endpoints' models answer with json_schema structured output: OpenAI's
+    /// endpoint then takes a model outside the known set (as `json_schema = true` does).
+    #[arg(long)]
+    pub(crate) json_schema: bool,
 }
 
 impl ExecutorArgs {
@@ -140,6 +144,7 @@ impl ExecutorArgs {
             aider: self.aider,
             tiers,
             allow_private: self.allow_private,
+            json_schema: self.json_schema,
         }
     }
 }

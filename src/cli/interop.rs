@@ -99,6 +99,9 @@ pub(crate) fn export(ctx: &Ctx, args: ExportArgs) -> Result<(), CliError> {
     // A body that cannot be read (or does not hash to its entry) is the ledger's fault, not the
     // caller's: it is kept to be reported as such.
     let mut unreadable = None;
+    // An imported ledger's bodies in the key order Forum wrote them, written in place of the
+    // stored (sorted) body that is canonically the same, so payloads.jsonl comes back as it was.
+    let kept = store.kept_forum_bodies()?;
     let written = forum_dir::write(
         &args.dir,
         &entries,
@@ -117,6 +120,11 @@ pub(crate) fn export(ctx: &Ctx, args: ExportArgs) -> Result<(), CliError> {
                     let text = String::from_utf8(bytes).map_err(|_| {
                         ForumDirError::Corrupt(format!("body of seq {} is not UTF-8", e.seq))
                     })?;
+                    if let Some(body) = kept.get(&e.payload_hash)
+                        && body.canonical() == text
+                    {
+                        return Ok(Some(body.clone()));
+                    }
                     canonical::parse(&text).map(Some).map_err(|err| {
                         ForumDirError::Corrupt(format!("body of seq {}: {err}", e.seq))
                     })

@@ -290,6 +290,7 @@ mod tests {
             allow_private: false,
             timeout_seconds: 120,
             max_response_bytes: 1 << 20,
+            json_schema: false,
             origin: Origin::RepoConfig,
             verify: Default::default(),
             metering: Default::default(),

@@ -307,6 +307,7 @@ mod tests {
             allow_private: false,
             timeout_seconds: 5,
             max_response_bytes: 4096,
+            json_schema: false,
             origin: Origin::RepoConfig,
             verify: Default::default(),
             metering: Default::default(),

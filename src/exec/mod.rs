@@ -477,6 +477,18 @@ pub trait Seats: Send + Sync {
     /// The executors a failed task of `agent` climbs, strongest last, excluding the one that
     /// already ran it.
     fn ladder(&self, roster: &Roster, agent: &str) -> Vec<Arc<dyn Executor>>;
+    /// The same rungs as [`Seats::ladder`], each with the tier it serves when the fleet is
+    /// built from tiers (`None` for fixed executors, whose rungs have no tier).
+    fn tiered_ladder(
+        &self,
+        roster: &Roster,
+        agent: &str,
+    ) -> Vec<(Option<Tier>, Arc<dyn Executor>)> {
+        self.ladder(roster, agent)
+            .into_iter()
+            .map(|e| (None, e))
+            .collect()
+    }
     /// The executor of the slot named `slot` (`default`, `cheap`, `capable`, `frontier`), for
     /// the attempts `[work] attempts` spreads over slots; `None` when the slot has none.
     fn slot(&self, slot: &str) -> Option<Arc<dyn Executor>> {
@@ -523,6 +535,17 @@ impl Seats for Fleet {
     }
 
     fn ladder(&self, roster: &Roster, agent: &str) -> Vec<Arc<dyn Executor>> {
+        self.tiered_ladder(roster, agent)
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect()
+    }
+
+    fn tiered_ladder(
+        &self,
+        roster: &Roster,
+        agent: &str,
+    ) -> Vec<(Option<Tier>, Arc<dyn Executor>)> {
         let start = roster.get(agent).map_or(Tier::Cheap, |a| a.model_tier);
         let first = self.worker(roster, agent).describe();
         let mut seen = vec![first];
@@ -536,7 +559,7 @@ impl Seats for Fleet {
                 && !seen.contains(&e.describe())
             {
                 seen.push(e.describe());
-                out.push(e.clone());
+                out.push((Some(tier), e.clone()));
             }
         }
         out

@@ -185,7 +185,7 @@ impl Run<'_, '_> {
         if done.ok {
             return Ok(done);
         }
-        for rung in self.env.seats.ladder(self.env.roster, &task.agent) {
+        for rung in super::ladder::rungs(self.env.seats, self.env.roster, &task.agent) {
             if self.over_budget() {
                 break;
             }
@@ -193,18 +193,18 @@ impl Run<'_, '_> {
             let from = w.get(&task.id).last_seq.max(done.seq);
             self.env.progress.event(&Event::Escalating {
                 id: task.id.clone(),
-                to: rung.model(),
+                to: rung.exec.model(),
             });
             let reason = if failed.is_empty() {
-                "the task failed".to_string()
+                "the task failed"
             } else {
-                "checks failed".to_string()
+                "checks failed"
             };
             let esc = self.put(
                 "orchestrator",
                 kind::TIER_ESCALATION,
                 Some(from),
-                json!({"id": task.id, "to": rung.model(), "reason": reason}),
+                rung.body(&task.id, reason),
             )?;
             w.close_tree(&task.id);
             let mut tw = w.get(&task.id);
@@ -212,7 +212,7 @@ impl Run<'_, '_> {
             w.set(&task.id, tw);
             let retry = format!("{instruction}{}", failed_checks_note(&failed));
             let opened = w.in_turn(|| w.bench.open_task(&name, &upstream));
-            done = self.work_attempt(w, task, &rung, &retry, task_entry, opened)?;
+            done = self.work_attempt(w, task, &rung.exec, &retry, task_entry, opened)?;
             if done.ok {
                 break;
             }

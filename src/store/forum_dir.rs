@@ -486,6 +486,7 @@ pub(crate) fn checked_body(e: &Entry, body: &Value) -> Result<String, ForumDirEr
     Ok(c)
 }
 
+pub(crate) mod order;
 mod stream;
 pub(crate) use stream::{Payloads, open_stream};
 

@@ -116,6 +116,7 @@ impl GitStore {
             last: None,
             absent: 0,
             count: 0,
+            rows: forum_dir::order::KeptRows::new(&objects_dir.join("pack")),
         };
         run.pack
             .add(&empty_tree.id, Kind::Tree, &empty_tree.data, Section::Rest)
@@ -205,12 +206,14 @@ impl GitStore {
             checker,
             absent,
             count,
+            rows,
             ..
         } = run;
         ids_w
             .into_inner()
             .map_err(|e| io("writing the seq index")(e.into_error()))?;
         self.adopt_import(pack, tip, &last, count)?;
+        self.keep_forum_rows(rows)?;
         // The seq index, whole (the append recorded only the tip); it is never trusted, so a
         // failure here only costs a rebuild later.
         let index = self.index_path();
@@ -265,6 +268,8 @@ struct ImportRun {
     last: Option<Entry>,
     absent: usize,
     count: u64,
+    /// Forum's rows of the bodies whose keys it did not write sorted.
+    rows: forum_dir::order::KeptRows,
 }
 
 impl ImportRun {
@@ -305,6 +310,9 @@ impl ImportRun {
         let hash = self.hash;
         let tree = match payloads.body(&e) {
             Ok(Some(b)) => {
+                if let Some(body) = &b.forum_order {
+                    self.rows.keep(&e.payload_hash, body)?;
+                }
                 let blob = object(hash, Kind::Blob, b.canonical.into_bytes())?;
                 let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
                 if !b.repeated {

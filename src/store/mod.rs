@@ -7,7 +7,7 @@
 //! ```text
 //! stale → error → capped → spill → forum_row → forum_dir → packread → pack → codec → failpoint
 //! handle → durable → refs → objects → lock → index → wal → append → import → git
-//! side_refs → note → sign → verify → cosign → witness → tiles → forum_tree → sync
+//! side_refs → forum_rows → note → sign → verify → cosign → witness → tiles → forum_tree → sync
 //! halt → redact → doctor
 //! ```
 //!
@@ -32,6 +32,7 @@ pub(crate) mod error;
 pub(crate) mod failpoint;
 pub mod forum_dir;
 mod forum_row;
+pub(crate) mod forum_rows;
 pub(crate) mod forum_tree;
 pub mod git;
 pub(crate) mod halt;

@@ -104,6 +104,8 @@ impl GitStore {
         })?;
         let (old_tip, new_tip, entries, map) = self.rewrite_without(payload_hash)?;
         self.remap_reflog(&map)?;
+        // An imported ledger may keep the body in Forum's key order for export: drop it too.
+        self.forget_forum_row(payload_hash)?;
         let _ = fs::remove_file(self.index_path());
         Ok(Redacted {
             seq: appended.entry.seq,

@@ -26,6 +26,7 @@ mod exit_codes;
 mod fetched_readers;
 mod first_fix;
 mod flight;
+mod forum_rows;
 mod gradable;
 mod group_commit;
 mod halt;

@@ -142,7 +142,8 @@ fn runtime_inspect_seats_and_user_config_file() {
 
 #[test]
 fn runtime_inspect_missing_key_is_named_and_never_printed() {
-    let cfg = "[runtime.default]\nchat_url = \"https://api.openai.com/v1/chat/completions\"\napi_key_env = \"OPENAI_API_KEY\"\n";
+    // A model OpenAI's endpoint answers with json_schema, so the key is the one issue.
+    let cfg = "[runtime.default]\nchat_url = \"https://api.openai.com/v1/chat/completions\"\nmodel = \"gpt-4o-mini\"\napi_key_env = \"OPENAI_API_KEY\"\n";
     let r = repo_with(cfg);
     let (code, out, err) = inspect(&r, &[], &[]);
     assert_eq!(code, 1, "{out}");

@@ -27,6 +27,18 @@ fn shown(p: &J, k: &str) -> String {
     p.get(k).map_or(String::new(), |v| v.to_string())
 }
 
+/// An escalation: the task and the model (or program) it moved to, then the tiers when the
+/// body names them (bodies written before tiers were recorded, and Forum's, have `to` alone).
+fn glance_escalation(p: &J) -> String {
+    let s = |k: &str| text(p, k);
+    let line = format!("{} → {}", s("id"), s("to"));
+    match (p.get("from_tier"), p.get("to_tier")) {
+        (Some(J::String(from)), Some(J::String(to))) => format!("{line} ({from} → {to})"),
+        (None, Some(J::String(to))) => format!("{line} ({to})"),
+        _ => line,
+    }
+}
+
 /// What an entry of a run says, in a few words.
 fn glance(kind: &str, p: &J) -> String {
     let s = |k: &str| text(p, k);
@@ -47,7 +59,7 @@ fn glance(kind: &str, p: &J) -> String {
         ),
         kind::RESULT => glance_result(p),
         kind::VERDICT => glance_verdict(p),
-        kind::TIER_ESCALATION => format!("{} → {}", s("id"), s("to")),
+        kind::TIER_ESCALATION => glance_escalation(p),
         kind::BUDGET => format!("stopped after {} model calls", shown(p, "model_calls")),
         kind::RUN_STOPPED => format!("{}: {}", s("stage"), short(s("reason"), 60)),
         kind::DEGRADED => format!("wave {}: nothing passed", shown(p, "wave")),
@@ -278,4 +290,21 @@ pub(crate) fn log_run(ctx: &Ctx, request_seq: u64) -> Result<(), CliError> {
         ))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_escalation_reads_with_and_without_tiers() {
+        let old = json!({"id": "T3", "to": "scripted-model", "reason": "validation failed"});
+        assert_eq!(glance(kind::TIER_ESCALATION, &old), "T3 → scripted-model");
+        let new = json!({"id": "T3", "to": "gpt-5", "reason": "checks failed",
+                         "from_tier": "cheap", "to_tier": "frontier"});
+        assert_eq!(
+            glance(kind::TIER_ESCALATION, &new),
+            "T3 → gpt-5 (cheap → frontier)"
+        );
+    }
 }

@@ -95,6 +95,9 @@ fn other_problems(spec: &ExecutorSpec, facts: &dyn Facts) -> Vec<String> {
     {
         out.push(format!("endpoint refused: {r}"));
     }
+    if let Some(why) = super::structured::refusal(spec) {
+        out.push(why);
+    }
     if let Some(k) = spec.key_env()
         && !facts.var_is_set(k)
     {

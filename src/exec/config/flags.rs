@@ -50,6 +50,9 @@ pub(crate) struct Flags {
     pub(crate) tiers: BTreeMap<Tier, TierFlags>,
     /// `--allow-private`.
     pub(crate) allow_private: bool,
+    /// `--json-schema`: every chat executor's model answers with `json_schema` structured
+    /// output, known or not ([`super::structured`]).
+    pub(crate) json_schema: bool,
 }
 
 fn flag_err(message: String) -> ConfigError {
@@ -69,6 +72,7 @@ fn cli_spec(kind: ExecutorKind, timeout: u64, allow_private: bool) -> ExecutorSp
         allow_private,
         timeout_seconds: timeout,
         max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+        json_schema: false,
         origin: Origin::CommandLine,
         verify: Default::default(),
         metering: Default::default(),
@@ -107,10 +111,12 @@ pub(crate) fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runt
     tiers_from_flags(flags, &mut tiers, &mut warnings)?;
 
     let mut seats = config.seats;
-    if ap {
+    let js = flags.json_schema;
+    if ap || js {
         let open = |s: &mut ExecutorSpec| {
             if matches!(s.kind, ExecutorKind::Chat { .. }) {
-                s.allow_private = true;
+                s.allow_private |= ap;
+                s.json_schema |= js;
             }
         };
         default.iter_mut().for_each(open);

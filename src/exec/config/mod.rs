@@ -38,7 +38,9 @@
 //! (chat), `timeout_seconds` and `max_response_bytes` (all), and for the spend ceilings
 //! `price_in_per_mtok` / `price_out_per_mtok` (dollars per million tokens, both or neither) and
 //! `max_tokens` (the output cap of a call that sets none), and `count_tokens = "llama.cpp"`
-//! (chat: a call reserves the prompt tokens the llama.cpp server counts, not one per byte). A program (`cmd`, `claude`, `codex`,
+//! (chat: a call reserves the prompt tokens the llama.cpp server counts, not one per byte), and
+//! `json_schema = true` (chat: the model answers with `json_schema` structured output, which
+//! OpenAI's endpoint otherwise takes only from the models [`structured`] knows). A program (`cmd`, `claude`, `codex`,
 //! `aider`) may take `env = ["NAME", ...]`: the variables of git forum's environment its
 //! processes get beyond the allowlist (`crate::exec::command::env`); a coding-agent preset
 //! without it gets its provider's key variables ([`Preset::default_env`]).
@@ -68,6 +70,7 @@ mod parse;
 mod raw;
 pub(crate) mod record;
 mod resolve;
+pub(crate) mod structured;
 #[cfg(test)]
 mod tests;
 pub(crate) mod verify;
@@ -210,6 +213,9 @@ pub struct ExecutorSpec {
     pub timeout_seconds: u64,
     /// Cap on a response body or captured output.
     pub max_response_bytes: u64,
+    /// `json_schema = true` / `--json-schema` (chat only): the model answers with `json_schema`
+    /// structured output though it is not in the known set ([`structured`]).
+    pub json_schema: bool,
     /// Where it was configured.
     pub origin: Origin,
     /// `tier = N` and `verify = "..."`: how its changes are checked ([`verify`]).

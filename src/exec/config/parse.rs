@@ -275,6 +275,7 @@ fn executor(
         allow_private,
         timeout_seconds,
         max_response_bytes,
+        json_schema: r.json_schema.as_ref().is_some_and(|v| *v.get_ref()),
         origin,
         verify: seat_verify,
         metering,
@@ -386,6 +387,11 @@ fn check_kind_keys(
         "allow_private",
         r.allow_private.as_ref().map(|v| v.span()),
         only("allow_private", r.allow_private.is_some(), &["chat_url"]),
+    )?;
+    with_span(
+        "json_schema",
+        r.json_schema.as_ref().map(|v| v.span()),
+        only("json_schema", r.json_schema.is_some(), &["chat_url"]),
     )?;
     with_span(
         "count_tokens",

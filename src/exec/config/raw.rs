@@ -103,6 +103,7 @@ pub(super) struct RawExecutor {
     pub(super) model: Option<Spanned<String>>,
     pub(super) api_key_env: Option<Spanned<String>>,
     pub(super) is_local: Option<Spanned<bool>>,
+    pub(super) json_schema: Option<Spanned<bool>>,
     pub(super) allow_private: Option<Spanned<bool>>,
     pub(super) timeout_seconds: Option<Spanned<u64>>,
     pub(super) max_response_bytes: Option<Spanned<u64>>,

@@ -72,6 +72,10 @@ pub(crate) fn executor_record(spec: &ExecutorSpec) -> Value {
         }
     }
     m.insert("is_local".into(), json!(spec.is_local));
+    // Written only when set, so the records of runs that never use it keep their shape.
+    if spec.json_schema {
+        m.insert("json_schema".into(), json!(true));
+    }
     m.insert("allow_private".into(), json!(spec.allow_private));
     m.insert("timeout_seconds".into(), json!(spec.timeout_seconds));
     m.insert("max_response_bytes".into(), json!(spec.max_response_bytes));
@@ -314,6 +318,7 @@ pub(crate) fn executor_from_record(v: &Value, at: &str) -> Result<ExecutorSpec, 
         allow_private: flag("allow_private"),
         timeout_seconds: u64_field(m, "timeout_seconds", at)?,
         max_response_bytes: u64_field(m, "max_response_bytes", at)?,
+        json_schema: flag("json_schema"),
         origin,
         verify: verify_from_record(m, at)?,
         metering: metering_from_record(m, at)?,
@@ -410,6 +415,7 @@ mod tests {
             allow_private: true,
             timeout_seconds: 30,
             max_response_bytes: 4096,
+            json_schema: false,
             origin,
             // A seat's tier and verification level come back with it.
             verify: SeatVerify {
@@ -499,5 +505,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("telepathy"), "{e}");
+    }
+
+    #[test]
+    fn the_json_schema_override_is_recorded_only_when_set() {
+        let chat = |json_schema| ExecutorSpec {
+            json_schema,
+            ..spec(
+                ExecutorKind::Chat {
+                    url: "https://api.openai.com/v1/chat/completions".into(),
+                    model: "gpt-3.5-turbo".into(),
+                    api_key_env: Some("OPENAI_API_KEY".into()),
+                },
+                Origin::CommandLine,
+            )
+        };
+        let plain = executor_record(&chat(false));
+        assert!(plain.get("json_schema").is_none(), "{plain}");
+        assert!(!executor_from_record(&plain, "r").unwrap().json_schema);
+        let set = executor_record(&chat(true));
+        assert_eq!(set["json_schema"], true);
+        assert_eq!(executor_from_record(&set, "r").unwrap(), chat(true));
     }
 }

@@ -364,6 +364,9 @@ pub(crate) struct StreamBody {
     pub(crate) canonical: String,
     /// Whether an earlier entry already got this body.
     pub(crate) repeated: bool,
+    /// `json.dumps` of the body as the row holds it, when its keys are not in sorted order
+    /// (see [`super::order`]).
+    pub(crate) forum_order: Option<String>,
 }
 
 impl EntryRows {
@@ -441,9 +444,12 @@ impl Payloads {
     ) -> Result<StreamBody, ForumDirError> {
         let (_, body) = self.parts(row)?;
         let canonical = checked_body(e, body)?;
+        let forum_order =
+            (!repeated && !super::order::keys_sorted(body)).then(|| body.python_dumps());
         Ok(StreamBody {
             canonical,
             repeated,
+            forum_order,
         })
     }
 
