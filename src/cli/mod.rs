@@ -16,6 +16,7 @@ use crate::surface::store::{GitStore, Options, StoreError};
 
 pub(crate) mod append;
 pub(crate) mod bench_verify;
+pub(crate) mod blame;
 pub(crate) mod campaign;
 pub(crate) mod check;
 pub(crate) mod context;
@@ -108,6 +109,8 @@ pub(crate) enum Command {
     Halt(halt::HaltArgs),
     /// Show a --work run's change against the commit it started from, as git diff does.
     Diff(diff::DiffArgs),
+    /// Show who wrote each line of a file by the record: run, task, model, tool call, cost, with proofs.
+    Blame(blame::BlameArgs),
     /// Bring a --work run's branch (forum/run-SEQ) into the current branch.
     Apply(work::ApplyArgs),
     /// Remove a --work run's worktrees and branch (the record and its commits stay).
@@ -545,6 +548,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Gate(a) => submit::gate(ctx, a),
         Command::Halt(a) => halt::run(ctx, a),
         Command::Diff(a) => diff::diff(ctx, a),
+        Command::Blame(a) => blame::blame(ctx, a),
         Command::Apply(a) => work::apply(ctx, a),
         Command::Discard(a) => work::discard(ctx, a),
         Command::Context(a) => context::run(ctx, a),

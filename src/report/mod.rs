@@ -17,6 +17,7 @@
 //! * a redacted (absent) body never crashes a projection (Forum raises `KeyError`): it is
 //!   counted in [`Summary::absent_bodies`] and left out of every count that needs the body.
 
+pub(crate) mod blame;
 pub(crate) mod capsule;
 pub(crate) mod claims;
 pub mod gradable;

@@ -20,6 +20,7 @@ pub(crate) mod append;
 #[doc(hidden)]
 pub use append::append_checked;
 pub(crate) mod bench_verify;
+pub(crate) mod blame;
 pub(crate) mod campaign;
 pub(crate) mod clock;
 pub(crate) mod context;

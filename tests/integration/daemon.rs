@@ -813,6 +813,7 @@ fn every_mcp_tool_reaches_its_route() {
         // calls it as one), no run here worked in or changed the repository, and none is
         // running; nor has this
         // repository a note key, so there is no signed note to prove against, read or make.
+        // Blame is called without a file (tests/integration/blame.rs calls it with one).
         let expected_error = matches!(
             tool.name,
             "tlog_prove"
@@ -825,6 +826,7 @@ fn every_mcp_tool_reaches_its_route() {
                 | "gate_reject"
                 | "witness"
                 | "diff"
+                | "blame"
                 | "apply"
                 | "discard"
         );

@@ -3,6 +3,7 @@
 mod agents;
 mod apply_prompt;
 mod bench_verify;
+mod blame;
 mod bodies;
 mod bounds;
 mod campaign;

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value as J, json};
 
 use crate::serve::dispatch::{Dispatcher, Reply, RunHooks};
-use crate::surface::request::{Spec, ledger, prose, reports, runs, spec, tlog, work};
+use crate::surface::request::{Spec, blame, ledger, prose, reports, runs, spec, tlog, work};
 
 /// How a tool reaches the dispatcher.
 #[derive(Debug, Clone, Copy)]
@@ -336,6 +336,12 @@ pub const TOOLS: &[Tool] = &[
         aliases: &["forum.diff"],
         target: Target::Post("/diff"),
         input: Input::Typed(spec::<work::Diff>),
+    },
+    Tool {
+        name: "blame",
+        aliases: &["forum.blame"],
+        target: Target::Get("/blame"),
+        input: Input::Typed(spec::<blame::Blame>),
     },
     Tool {
         name: "apply",

@@ -14,6 +14,7 @@ use serde_json::{Map, Value as J, json};
 
 use super::Error;
 
+pub mod blame;
 pub mod ledger;
 pub mod prose;
 pub mod reports;
