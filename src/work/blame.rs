@@ -163,10 +163,11 @@ pub(crate) fn porcelain(out: &[u8]) -> Vec<BlamedLine> {
         let (Some(id), Some(_orig), Some(fin)) = (words.next(), words.next(), words.next()) else {
             continue;
         };
-        if id.len() >= 40 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
-            if let Ok(n) = fin.parse() {
-                current = Some((id.to_string(), n));
-            }
+        if id.len() >= 40
+            && id.bytes().all(|b| b.is_ascii_hexdigit())
+            && let Ok(n) = fin.parse()
+        {
+            current = Some((id.to_string(), n));
         }
     }
     lines

@@ -376,3 +376,27 @@ fn blame_answers_the_same_over_the_cli_http_and_mcp() {
     let body: J = serde_json::from_str(text).unwrap();
     assert_eq!(body, cli);
 }
+
+#[test]
+fn a_cherry_picked_change_is_found_by_its_patch_id_and_verifies() {
+    let repo = Repo::new("sha1");
+    first_run(&repo);
+    let change = payloads(&repo, "change")[0].1["commit"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Another branch from the first commit, with a commit of the user's first, then the
+    // change picked onto it (a new commit, its message without the trailers).
+    repo.git_ok(&["checkout", "-q", "-b", "picked", "main~1"]);
+    std::fs::write(repo.path().join("notes.md"), "notes\n").unwrap();
+    repo.git_ok(&["add", "notes.md"]);
+    repo.git_ok(&["commit", "-q", "-m", "notes"]);
+    repo.git_ok(&["cherry-pick", "--no-commit", &change]);
+    repo.git_ok(&["commit", "-q", "-m", "picked the fix"]);
+    let r = repo.forum_json(&["blame", "calc.py", "--verify"]);
+    assert_eq!(r["verified"], true, "{r}");
+    let line = &r["lines"][1];
+    assert_eq!(line["via"], "patch_id", "{r}");
+    assert_ne!(line["commit"], json!(change));
+    assert_eq!(line["tool_call"]["tool"], "write_file", "{r}");
+}

@@ -153,6 +153,10 @@ fn work_err(e: crate::run::WorkError) -> Error {
     Error::internal(e.to_string())
 }
 
+/// Changes a squash merge may hold: (change seq, task seq, the lines its commit's diff of the
+/// file added), oldest first.
+type Cands = Vec<(u64, u64, Vec<String>)>;
+
 /// How a commit is tied to a change entry.
 #[derive(Debug, Clone, PartialEq)]
 enum Tie {
@@ -162,7 +166,7 @@ enum Tie {
     PatchId { task: u64, change: u64 },
     /// By content, line by line (a squash merge), among these changes: (change seq, task
     /// seq, the lines its diff of the file added), oldest first.
-    Content(Vec<(u64, u64, Vec<String>)>),
+    Content(Cands),
     /// A run's trailers that do not lead here.
     Foreign(String),
     /// No tie.
@@ -224,8 +228,8 @@ impl Patches {
     /// The changes `commit` may be a squash of: each change commit it is not an ancestor of
     /// (a commit the change was built on holds none of it), when the lines it adds read as a
     /// squash of them; `None` otherwise.
-    fn squashed(&self, dir: &Path, commit: &str) -> Result<Option<Vec<(u64, u64, Vec<String>)>>> {
-        let all: Vec<(u64, u64, Vec<String>)> = self
+    fn squashed(&self, dir: &Path, commit: &str) -> Result<Option<Cands>> {
+        let all: Cands = self
             .changes
             .iter()
             .map(|(t, c)| (c.seq, *t, self.patches[&c.commit].added.clone()))
@@ -460,13 +464,11 @@ fn line_report(
         }
         Some(Tie::None) | None => return out,
     };
-    if !facts.contains_key(&task) {
+    if let std::collections::hash_map::Entry::Vacant(slot) = facts.entry(task) {
         match record.task(task) {
-            Some(f) => {
-                facts.insert(task, f);
-            }
+            Some(f) => slot.insert(f),
             None => return out,
-        }
+        };
     }
     let f = &facts[&task];
     let change = change.or_else(|| f.change_for(&out.commit).map(|c| c.seq));
