@@ -33,6 +33,7 @@ use super::proof::{Ask, Cached, ProofReport, prove_from};
 use super::request::Request as _;
 use super::request::blame::Blame;
 use super::{Error, Report, Result};
+use crate::ledger::kind;
 use crate::ledger::proof::{Checkpoint, InclusionProof};
 use crate::report::blame::{ChangeFact, Record, TaskFacts, adder};
 use crate::store::git::GitStore;
@@ -296,33 +297,44 @@ fn ties(
 
 type Items = Vec<(crate::ledger::Entry, Option<crate::ledger::Value>)>;
 
-/// The ledger's entries with their bodies (none for a ledger with no entries yet). A body
-/// that does not hash to its entry's `payload_hash` fails the call, as every reader does;
-/// with `verify` it is left out instead and its seq kept with why, so the check can name the
-/// line whose record it damages.
+/// The kinds of entry whose bodies blame reads; the others are read without their bodies.
+const READ: [&str; 6] = [
+    kind::TASK,
+    kind::RESULT,
+    kind::CHANGE,
+    kind::CHECK,
+    kind::SHIP,
+    kind::TOOL_CALL,
+];
+
+/// The ledger's entries (none for a ledger with no entries yet), with the bodies of the kinds
+/// blame reads ([`READ`]: one walk of the chain, no body read for the rest). A body that does
+/// not hash to its entry's `payload_hash` fails the call, as every reader does; with `verify`
+/// it is left out instead and its seq kept with why, so the check can name the line whose
+/// record it damages.
 fn entries(store: &GitStore, verify: bool) -> Result<(Items, HashMap<u64, String>)> {
     let mut damaged = HashMap::new();
     if !store.exists()? {
         return Ok((Vec::new(), damaged));
     }
-    if !verify {
-        let items = super::reports::load_git(store).map_err(super::reports::store_error)?;
-        return Ok((items, damaged));
-    }
     let mut out = Vec::new();
     for (id, e) in store.walk_back(None)? {
+        if !READ.contains(&e.kind.as_str()) {
+            out.push((e, None));
+            continue;
+        }
         let body = match store.body_of_commit(&id) {
             Ok(Some(bytes)) => {
                 let text = String::from_utf8_lossy(&bytes);
                 crate::ledger::canonical::parse(&text).ok()
             }
             Ok(None) => None,
-            Err(crate::store::git::StoreError::Corrupt(m)) => {
+            Err(crate::store::git::StoreError::Corrupt(m)) if verify => {
                 let prefix = format!("ledger {}: ", store.name());
                 damaged.insert(e.seq, m.strip_prefix(&prefix).unwrap_or(&m).to_string());
                 None
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(super::reports::store_error(e)),
         };
         out.push((e, body));
     }
