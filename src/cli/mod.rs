@@ -17,6 +17,7 @@ use crate::surface::store::{GitStore, Options, StoreError};
 pub(crate) mod append;
 pub(crate) mod attest;
 pub(crate) mod bench_verify;
+pub(crate) mod blame;
 pub(crate) mod campaign;
 pub(crate) mod check;
 pub(crate) mod context;
@@ -113,6 +114,8 @@ pub(crate) enum Command {
     Diff(diff::DiffArgs),
     /// Attest what a --work run shipped (in-toto, signed with the note key), or check an attestation.
     Attest(attest::AttestArgs),
+    /// Show who wrote each line of a file by the record: run, task, model, tool call, cost, with proofs.
+    Blame(blame::BlameArgs),
     /// Bring a --work run's branch (forum/run-SEQ) into the current branch.
     Apply(work::ApplyArgs),
     /// Remove a --work run's worktrees and branch (the record and its commits stay).
@@ -558,6 +561,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Halt(a) => halt::run(ctx, a),
         Command::Diff(a) => diff::diff(ctx, a),
         Command::Attest(a) => attest::attest(ctx, a),
+        Command::Blame(a) => blame::blame(ctx, a),
         Command::Apply(a) => work::apply(ctx, a),
         Command::Discard(a) => work::discard(ctx, a),
         Command::Context(a) => context::run(ctx, a),

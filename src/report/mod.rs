@@ -18,6 +18,7 @@
 //!   counted in [`Summary::absent_bodies`] and left out of every count that needs the body.
 
 pub mod attest;
+pub(crate) mod blame;
 pub(crate) mod capsule;
 pub(crate) mod claims;
 pub mod gradable;

@@ -622,11 +622,16 @@ fn change_of(task: &str, p: &JsonValue) -> Change {
         .and_then(JsonValue::as_array)
         .map(|a| {
             a.iter()
-                .map(|f| super::workbench::FileChange {
-                    path: f["path"].as_str().unwrap_or("").into(),
-                    status: f["status"].as_str().unwrap_or("").into(),
-                    added: f["added"].as_u64().unwrap_or(0),
-                    removed: f["removed"].as_u64().unwrap_or(0),
+                .map(|f| {
+                    let path: String = f["path"].as_str().unwrap_or("").into();
+                    let blob = p["blobs"][&path].as_str().map(str::to_string);
+                    super::workbench::FileChange {
+                        status: f["status"].as_str().unwrap_or("").into(),
+                        added: f["added"].as_u64().unwrap_or(0),
+                        removed: f["removed"].as_u64().unwrap_or(0),
+                        blob,
+                        path,
+                    }
                 })
                 .collect()
         })

@@ -182,6 +182,9 @@ pub struct FileChange {
     pub added: u64,
     /// Lines removed (0 for a binary file).
     pub removed: u64,
+    /// The git blob id of the file after the change; `None` when the change deleted it (or
+    /// when a record older than this field was read back).
+    pub blob: Option<String>,
 }
 
 /// What a task changed, as committed.
@@ -207,7 +210,10 @@ pub struct Change {
 
 impl Change {
     /// The `change` entry's body: `{task, base, commit, tree, files: [{path, status, added,
-    /// removed}], diff, truncated}`, `commit` null when nothing changed.
+    /// removed}], blobs: {path: blob id | null}, diff, truncated}`, `commit` null when nothing
+    /// changed. `blobs` names each file's git blob after the change (null: deleted), so a
+    /// reader can check that a commit holds what the record says was written; it is left out
+    /// when no file was read with its blob.
     pub fn payload(&self) -> Value {
         let files: Vec<Value> = self
             .files
@@ -230,6 +236,15 @@ impl Change {
             "diff": self.diff,
             "truncated": self.truncated,
         });
+        let blobs: serde_json::Map<String, Value> = self
+            .files
+            .iter()
+            .filter(|f| f.blob.is_some() || f.status == "D")
+            .map(|f| (f.path.clone(), json!(f.blob)))
+            .collect();
+        if !blobs.is_empty() {
+            p["blobs"] = Value::Object(blobs);
+        }
         if !self.links_out.is_empty() {
             p["links_out"] = self
                 .links_out
@@ -491,6 +506,7 @@ mod tests {
                 status: "M".into(),
                 added: 2,
                 removed: 1,
+                blob: Some("ab".into()),
             }],
             diff: String::new(),
             truncated: false,
@@ -498,6 +514,7 @@ mod tests {
         };
         let p = c.payload();
         assert!(p.get("links_out").is_none());
+        assert_eq!(p["blobs"], json!({"a.txt": "ab"}));
         assert_eq!(p["commit"], Value::Null);
         assert_eq!(p["files"][0]["added"], json!(2));
         assert_eq!(p["truncated"], json!(false));

@@ -251,6 +251,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "bring a --work run's branch into the current branch {run?}",
     ),
     (
+        "GET",
+        "/blame",
+        "who wrote each line of a file by the record (?file=&lines=A,B&rev=&verify=true)",
+    ),
+    (
         "POST",
         "/discard",
         "remove a --work run's worktrees and branch {run?}",
@@ -470,6 +475,7 @@ fn resolve<'p>(method: &str, path: &'p str) -> Option<Handler<'p>> {
         ("POST", ["diff"]) => Box::new(|d, r| d.diff(r)),
         ("POST", ["attest"]) => Box::new(|d, r| d.attest(r)),
         ("POST", ["apply"]) => Box::new(|d, r| d.apply(r)),
+        ("GET", ["blame"]) => Box::new(|d, r| d.blame(r)),
         ("POST", ["discard"]) => Box::new(|d, r| d.discard(r)),
         ("GET", ["log"]) => Box::new(|d, r| d.log(r)),
         _ => return resolve_tlog(method, rest, &segs),

@@ -338,8 +338,8 @@ fn check_token(
     Err(Box::new(r))
 }
 
-/// Only /replay pages (?limit=&after=) and /log (?limit=) take a query; elsewhere paths match
-/// literally.
+/// Only /replay pages (?limit=&after=), /log (?limit=) and /blame (?file=&lines=&rev=&verify=)
+/// take a query; elsewhere paths match literally.
 fn page_query(
     parts: &axum::http::request::Parts,
     path: &str,
@@ -348,7 +348,7 @@ fn page_query(
         None => Ok(None),
         Some(q)
             if parts.method == axum::http::Method::GET
-                && (path.starts_with("/replay/") || path == "/log") =>
+                && (path.starts_with("/replay/") || path == "/log" || path == "/blame") =>
         {
             match super::page::query_fields(q) {
                 Ok(fields) => Ok(Some(fields)),
@@ -357,7 +357,7 @@ fn page_query(
         }
         Some(_) => Err(refused(
             404,
-            "query strings are not accepted here: paths are matched literally (only GET /replay/SEQ takes ?limit=&after=, and GET /log ?limit=)",
+            "query strings are not accepted here: paths are matched literally (only GET /replay/SEQ takes ?limit=&after=, GET /log ?limit=, and GET /blame ?file=&lines=&rev=&verify=)",
         )),
     }
 }

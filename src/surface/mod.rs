@@ -21,6 +21,7 @@ pub(crate) mod attest;
 #[doc(hidden)]
 pub use append::append_checked;
 pub(crate) mod bench_verify;
+pub(crate) mod blame;
 pub(crate) mod campaign;
 pub(crate) mod clock;
 pub(crate) mod context;

@@ -17,7 +17,13 @@ pub(super) fn files(stats: &[u8]) -> Vec<FileChange> {
     let mut fields = stats.split(|b| *b == 0).peekable();
     // Raw: `:MODE MODE OID OID STATUS`, then the path (two for a rename or copy).
     while let Some(head) = fields.next_if(|f| f.first() == Some(&b':')) {
-        let status = head.rsplit(|b| *b == b' ').next().unwrap_or_default();
+        let mut words = head.rsplit(|b| *b == b' ');
+        let status = words.next().unwrap_or_default();
+        // The new side's object id; all zeros when the file was deleted.
+        let blob = words
+            .next()
+            .map(text)
+            .filter(|id| !id.is_empty() && !id.bytes().all(|b| b == b'0'));
         let Some(letter) = status.first() else { break };
         if matches!(letter, b'R' | b'C') {
             fields.next();
@@ -31,6 +37,7 @@ pub(super) fn files(stats: &[u8]) -> Vec<FileChange> {
                 status: text(&[*letter]),
                 added: 0,
                 removed: 0,
+                blob,
             },
         );
     }
@@ -82,6 +89,8 @@ mod tests {
     fn renames_adds_and_binaries_are_read() {
         let stats = b":100644 100644 ab cd M\0a.txt\0:100644 100644 ef ef R090\0old.txt\0new.txt\0:000000 100644 00 12 A\0bin.dat\x002\t1\ta.txt\x003\t0\t\0old.txt\0new.txt\0-\t-\tbin.dat\0";
         let f = files(stats);
+        let blobs: Vec<Option<&str>> = f.iter().map(|f| f.blob.as_deref()).collect();
+        assert_eq!(blobs, [Some("cd"), Some("12"), Some("ef")]);
         let got: Vec<(&str, &str, u64, u64)> = f
             .iter()
             .map(|f| (f.path.as_str(), f.status.as_str(), f.added, f.removed))

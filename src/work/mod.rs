@@ -38,6 +38,7 @@
 //!   runs that died are removed by [`cleanup_stale`], which [`GitWork::open`] calls first.
 
 pub(crate) mod apply;
+pub(crate) mod blame;
 mod check;
 pub(crate) use check::run_check;
 mod content;
@@ -66,8 +67,9 @@ use crate::run::{
 };
 
 /// `git diff` as every change is read: no external diff or text conversion, no colour, renames
-/// found, NUL-separated, with the status letters (`--raw`) and the line counts (`--numstat`).
-pub(crate) const STAT_DIFF: [&str; 8] = [
+/// found, NUL-separated, with the status letters (`--raw`, whose object ids are whole, so a
+/// change entry can name each file's blob) and the line counts (`--numstat`).
+pub(crate) const STAT_DIFF: [&str; 9] = [
     "diff",
     "--no-ext-diff",
     "--no-textconv",
@@ -75,6 +77,7 @@ pub(crate) const STAT_DIFF: [&str; 8] = [
     "-M",
     "-z",
     "--raw",
+    "--no-abbrev",
     "--numstat",
 ];
 

@@ -814,6 +814,7 @@ fn every_mcp_tool_reaches_its_route() {
         // calls it as one), no run here worked in or changed the repository, and none is
         // running; nor has this
         // repository a note key, so there is no signed note to prove against, read or make.
+        // Blame is called without a file (tests/integration/blame.rs calls it with one).
         let expected_error = matches!(
             tool.name,
             "tlog_prove"
@@ -827,6 +828,7 @@ fn every_mcp_tool_reaches_its_route() {
                 | "witness"
                 | "diff"
                 | "attest"
+                | "blame"
                 | "apply"
                 | "discard"
         );

@@ -4,6 +4,7 @@ mod agents;
 mod apply_prompt;
 mod attest;
 mod bench_verify;
+mod blame;
 mod bodies;
 mod bounds;
 mod campaign;

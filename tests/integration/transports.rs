@@ -42,6 +42,7 @@ fn cli_of(tool: &str) -> Option<&'static [&'static str]> {
         "forum.export_gradable" => &["export-gradable"],
         "witness" => &["witness"],
         "diff" => &["diff"],
+        "blame" => &["blame"],
         "apply" => &["apply"],
         "discard" => &["discard"],
         "tlog_prove" => &["prove"],

@@ -5,7 +5,7 @@ use serde_json::{Map, Value as J, json};
 
 use crate::serve::dispatch::{Dispatcher, Reply, RunHooks};
 use crate::surface::request::{
-    Spec, attest, lanes, ledger, prose, reports, runs, spec, tlog, work,
+    Spec, attest, blame, lanes, ledger, prose, reports, runs, spec, tlog, work,
 };
 
 /// How a tool reaches the dispatcher.
@@ -356,6 +356,12 @@ pub const TOOLS: &[Tool] = &[
         aliases: &["forum.attest"],
         target: Target::Post("/attest"),
         input: Input::Typed(spec::<attest::Attest>),
+    },
+    Tool {
+        name: "blame",
+        aliases: &["forum.blame"],
+        target: Target::Get("/blame"),
+        input: Input::Typed(spec::<blame::Blame>),
     },
     Tool {
         name: "apply",

@@ -31,6 +31,19 @@ impl Dispatcher {
         ))
     }
 
+    /// Who wrote each line of a file {file, lines?, rev?, verify?}, from a query string or an
+    /// MCP call's arguments.
+    pub(crate) fn blame(&self, req: &Request<'_>) -> Res {
+        let a: request::blame::Blame = request::decode(&query_types(req.body))?;
+        let store = self.reader()?;
+        answer(surface::blame::blame(
+            &self.cfg.dir,
+            &self.cfg.ledger,
+            &store,
+            &a,
+        ))
+    }
+
     /// Brings a run's branch into the branch checked out where the server runs {run?}.
     pub(crate) fn apply(&self, req: &Request<'_>) -> Res {
         let a: request::work::Apply = request::decode(req.body)?;
@@ -64,4 +77,27 @@ impl Dispatcher {
             self.now(),
         ))
     }
+}
+
+/// A query string's fields as the blame request's types: a revision of digits is still a
+/// revision (text), and `verify=true` or `verify=1` is `true`.
+fn query_types(body: &J) -> J {
+    let mut b = body.clone();
+    if let Some(m) = b.as_object_mut() {
+        if let Some(r @ J::Number(_)) = m.get("rev") {
+            let text = r.to_string();
+            m.insert("rev".into(), J::String(text));
+        }
+        if let Some(v) = m.get("verify") {
+            let on = match v {
+                J::String(s) => Some(matches!(s.as_str(), "true" | "1" | "yes")),
+                J::Number(n) => Some(n.as_u64() == Some(1)),
+                _ => None,
+            };
+            if let Some(on) = on {
+                m.insert("verify".into(), J::Bool(on));
+            }
+        }
+    }
+    b
 }

@@ -15,6 +15,7 @@ use serde_json::{Map, Value as J, json};
 use super::Error;
 
 pub mod attest;
+pub mod blame;
 pub mod lanes;
 pub mod ledger;
 pub mod prose;
