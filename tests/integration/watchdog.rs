@@ -96,6 +96,15 @@ fn a_worker_quiet_past_the_stall_time_is_ended_with_its_tree_and_its_task_fails(
     assert_eq!(t1.1["error"], "stalled", "{t1:?}");
     let output = t1.1["output"].as_str().unwrap();
     assert!(output.contains("stalled: no output for"), "{output}");
+    // The record says how long the worker had been quiet when it was ended: the stall time
+    // (1 s) plus at most one more second, however long the whole command took.
+    let quiet: u64 = output
+        .split("stalled: no output for ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no quiet time in {output}"));
+    assert!((1..=2).contains(&quiet), "{output}");
     // One line of progress says so.
     let lines: Vec<&str> = stderr
         .lines()

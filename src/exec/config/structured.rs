@@ -17,6 +17,11 @@
 //! `gpt-5` family also as `gpt-5.N` and `gpt-5-*` (`gpt-5.1`, `gpt-5-mini`). Older models
 //! (`gpt-4o-2024-05-13`, `gpt-4-turbo`, `gpt-3.5-turbo`, `o1-mini`, `o1-preview`) only take
 //! `json_object`, and are refused unless the override says otherwise.
+//!
+//! Aesop's Codex driver keeps its own set (`gpt-4o`, `gpt-4o-mini`, `gpt-4-turbo`, `gpt-4.1`,
+//! `gpt-4.1-preview`). Every name in it is known here too except `gpt-4-turbo`: OpenAI's guide
+//! gives that model JSON mode only, so a plan asked of it with `json_schema` would fail at the
+//! run's first call; it passes with the override like any other model.
 
 use super::{ExecutorKind, ExecutorSpec};
 
@@ -24,10 +29,11 @@ use super::{ExecutorKind, ExecutorSpec};
 pub(crate) const OPENAI_HOST: &str = "api.openai.com";
 
 /// Model names (without a snapshot date) with Structured Outputs on Chat Completions.
-const KNOWN: [&str; 11] = [
+const KNOWN: [&str; 12] = [
     "gpt-4o",
     "gpt-4o-mini",
     "gpt-4.1",
+    "gpt-4.1-preview",
     "gpt-4.1-mini",
     "gpt-4.1-nano",
     "gpt-4.5-preview",
@@ -106,6 +112,7 @@ mod tests {
             "gpt-4o-mini",
             "gpt-4o-mini-2024-07-18",
             "gpt-4.1",
+            "gpt-4.1-preview",
             "gpt-4.1-nano-2025-04-14",
             "o1",
             "o3-mini",
@@ -117,6 +124,14 @@ mod tests {
         ] {
             assert!(known_capable(m), "{m}");
         }
+    }
+
+    #[test]
+    fn aesops_set_is_known_but_for_the_one_openai_gives_json_mode_only() {
+        for m in ["gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-preview"] {
+            assert!(known_capable(m), "{m}");
+        }
+        assert!(!known_capable("gpt-4-turbo"));
     }
 
     #[test]
