@@ -10,6 +10,7 @@
 use serde_json::{Value as J, json};
 
 use crate::common::{Repo, on_each_kind, one_line_error};
+use crate::solo::calls;
 use crate::work_run::{clean, entries, kinds, payloads, setup};
 
 const CHECK: &str = "python3 -m unittest -q";
@@ -35,20 +36,7 @@ pub(crate) fn model(repo: &Repo, classifier: &str) -> String {
     let body = format!(
         "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Choose the one lane\"*) echo classifier >> '{log}'; cat '{answer}' ;;\n  *\"Decide whether to ship\"*) echo gate >> '{log}'; echo '{{\"decision\":\"merge\",\"reason\":\"scripted\"}}' ;;\n  *)\n{FIX_ADD}\n  ;;\nesac\n"
     );
-    let path = repo.path().join("model.sh");
-    std::fs::write(&path, body).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path.to_str().unwrap().to_string()
-}
-
-/// The calls `model` logged, in order.
-fn calls(repo: &Repo) -> Vec<String> {
-    std::fs::read_to_string(repo.path().join("calls.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
+    crate::procs::executable(&repo.path().join("model.sh"), &body)
 }
 
 /// `git forum fix` of `request` with the check and the scripted model, and `extra` flags.

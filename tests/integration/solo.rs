@@ -29,7 +29,7 @@ fn model(repo: &Repo, planner: &str, work: &str) -> String {
 }
 
 /// The calls `model` logged, in order.
-fn calls(repo: &Repo) -> Vec<String> {
+pub(crate) fn calls(repo: &Repo) -> Vec<String> {
     std::fs::read_to_string(repo.path().join("calls.log"))
         .unwrap_or_default()
         .lines()
