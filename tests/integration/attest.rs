@@ -188,13 +188,7 @@ fn verifies_in_a_clone(a: &Repo, kind: &str, file: &Path, vkey: &Path) {
 #[test]
 fn an_attestation_verifies_here_and_in_a_clone_and_forgeries_fail() {
     on_each_kind(|repo| {
-        let kind = if repo.is_reftable() {
-            "reftable"
-        } else if repo.git_ok(&["rev-parse", "--show-object-format"]) == "sha256" {
-            "sha256"
-        } else {
-            "sha1"
-        };
+        let kind = repo.kind();
         two_changes(repo);
         let dir = tempfile::tempdir().unwrap();
         let (file, _, vkey) = attest_and_refuse_forgeries(repo, dir.path());

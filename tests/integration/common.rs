@@ -160,6 +160,18 @@ impl Repo {
         self.git_ok(&["rev-parse", "--show-ref-format"]) == "reftable"
     }
 
+    /// The kind `Repo::new` takes that makes a repository like this one: `reftable`, `sha256`
+    /// or `sha1`.
+    pub fn kind(&self) -> &'static str {
+        if self.is_reftable() {
+            "reftable"
+        } else if self.git_ok(&["rev-parse", "--show-object-format"]) == "sha256" {
+            "sha256"
+        } else {
+            "sha1"
+        }
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }

@@ -46,13 +46,7 @@ fn an_exported_ledger_imports_into_identical_commits_on_every_format() {
         let work = tempfile::tempdir().unwrap();
         let dir = work.path().join("forum");
         src.forum_ok(&["export", dir.to_str().unwrap()]);
-        let kind = if src.is_reftable() {
-            "reftable"
-        } else if src.git_ok(&["rev-parse", "--show-object-format"]) == "sha256" {
-            "sha256"
-        } else {
-            "sha1"
-        };
+        let kind = src.kind();
         let dst = Repo::new(kind);
         let out = dst.forum_json(&["import", dir.to_str().unwrap()]);
         assert_eq!(out["entries"], 5, "{out}");

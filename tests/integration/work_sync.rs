@@ -131,13 +131,7 @@ fn verify_deep_holds_each_change_entry_to_its_commit() {
 #[test]
 fn push_and_fetch_carry_the_change_refs_with_the_ledger() {
     on_each_kind(|repo| {
-        let kind = if repo.is_reftable() {
-            "reftable"
-        } else if repo.git_ok(&["rev-parse", "--show-object-format"]) == "sha256" {
-            "sha256"
-        } else {
-            "sha1"
-        };
+        let kind = repo.kind();
         seed(repo);
         let kept = recorded_change(repo, "main", false);
         let blocked = recorded_change(repo, "main", true);
