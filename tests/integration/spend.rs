@@ -161,8 +161,9 @@ fn repo(format: &str, stub: &Stub) -> Repo {
     repo
 }
 
-/// Every entry's kind and payload, in seq order (through `git forum export`).
-pub(crate) fn entries(repo: &Repo) -> Vec<(String, J)> {
+/// Every entry's row of `entries.jsonl` with its body, in seq order (through `git forum
+/// export`).
+pub(crate) fn exported(repo: &Repo) -> Vec<(J, J)> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x");
     repo.forum_ok(&["export", out.to_str().unwrap()]);
@@ -181,8 +182,16 @@ pub(crate) fn entries(repo: &Repo) -> Vec<(String, J)> {
         .into_iter()
         .map(|e| {
             let body = bodies[e["payload_hash"].as_str().unwrap()].clone();
-            (e["kind"].as_str().unwrap().to_string(), body)
+            (e, body)
         })
+        .collect()
+}
+
+/// Every entry's kind and payload, in seq order (through `git forum export`).
+pub(crate) fn entries(repo: &Repo) -> Vec<(String, J)> {
+    exported(repo)
+        .into_iter()
+        .map(|(e, body)| (e["kind"].as_str().unwrap().to_string(), body))
         .collect()
 }
 

@@ -385,22 +385,8 @@ fn a_run_whose_workers_used_the_network_replays_without_it() {
 /// The ledger of `repo` (exported as Forum's directory) with `edit` applied to the body of
 /// entry `seq`, re-hashed from there on so it verifies.
 fn forged_export(repo: &Repo, seq: u64, edit: impl Fn(&mut J)) -> MemoryStorage {
-    let dir = repo.path().join("export");
-    repo.forum_ok(&["export", dir.to_str().unwrap()]);
-    let read = |name: &str| -> Vec<J> {
-        std::fs::read_to_string(dir.join(name))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
-    let bodies: std::collections::HashMap<String, J> = read("payloads.jsonl")
-        .into_iter()
-        .map(|p| (p["hash"].as_str().unwrap().to_string(), p["body"].clone()))
-        .collect();
     let mut store = MemoryStorage::default();
-    for e in read("entries.jsonl") {
-        let mut b = bodies[e["payload_hash"].as_str().unwrap()].clone();
+    for (e, mut b) in crate::spend::exported(repo) {
         if e["seq"] == json!(seq) {
             edit(&mut b);
         }
