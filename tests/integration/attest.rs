@@ -12,20 +12,14 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value as J, json};
 
 use crate::common::{Repo, bare_origin, on_each_kind, one_line_error};
-use crate::work_run::{model, plan, setup};
+use crate::work_run::{setup, two_files_model};
 
 const CHECK: &str = "python3 -m compileall -q .";
 
 /// Two parallel tasks on different files, both merged.
 fn two_changes(repo: &Repo) {
     setup(repo);
-    let m = model(
-        repo,
-        "model",
-        &plan(&[("T1", "fix add"), ("T2", "fix mul")], false),
-        "merge",
-        "    case \"$p\" in\n      *\"fix add\"*) sed -i 's/return a - b/return a + b/' calc.py; echo add ;;\n      *) printf 'def mul(a, b):\\n    return a * b\\n' > mul.py; echo mul ;;\n    esac",
-    );
+    let m = two_files_model(repo);
     repo.forum_ok(&[
         "submit", "--quiet", "--work", "--check", CHECK, "--cmd", &m, "fix calc",
     ]);

@@ -439,17 +439,23 @@ fn branch_commits_or_none(repo: &Repo, run: u64) -> Vec<String> {
     }
 }
 
+/// A scripted model whose plan is two parallel tasks on different files (T1 fixes `add` in
+/// calc.py, T2 writes mul.py), each merged by the gate.
+pub(crate) fn two_files_model(repo: &Repo) -> String {
+    model(
+        repo,
+        "model",
+        &plan(&[("T1", "fix add"), ("T2", "fix mul")], false),
+        "merge",
+        "    case \"$p\" in\n      *\"fix add\"*) sed -i 's/return a - b/return a + b/' calc.py; echo add ;;\n      *) printf 'def mul(a, b):\\n    return a * b\\n' > mul.py; echo mul ;;\n    esac",
+    )
+}
+
 #[test]
 fn two_parallel_tasks_on_different_files_are_both_integrated_in_plan_order() {
     on_each_kind(|repo| {
         setup(repo);
-        let m = model(
-            repo,
-            "model",
-            &plan(&[("T1", "fix add"), ("T2", "fix mul")], false),
-            "merge",
-            "    case \"$p\" in\n      *\"fix add\"*) sed -i 's/return a - b/return a + b/' calc.py; echo add ;;\n      *) printf 'def mul(a, b):\\n    return a * b\\n' > mul.py; echo mul ;;\n    esac",
-        );
+        let m = two_files_model(repo);
         // Each change must pass on its own: the check here is that the code compiles.
         let j = repo.forum_json(&[
             "submit",
