@@ -309,17 +309,10 @@ fn attest_answers_the_same_over_http_and_mcp() {
     let (code, body) = post(&json!({"run": 0, "keys": [pubkey]}));
     assert_eq!(code, 400, "{body}");
     drop(served);
-    let lines = [
-        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string(),
-        json!({"jsonrpc":"2.0","method":"notifications/initialized"}).to_string(),
-        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"forum.attest","arguments":{"envelope": envelope, "keys": [pubkey]}}}).to_string(),
-    ];
-    let (ok, out) = repo.mcp_batch(&[], &lines);
-    assert!(ok, "{out}");
-    let answer: J = out
-        .lines()
-        .map(|l| serde_json::from_str::<J>(l).unwrap())
-        .find(|m| m["id"] == 2)
-        .unwrap();
+    let answer = repo.mcp_call(
+        &[],
+        "forum.attest",
+        json!({"envelope": envelope, "keys": [pubkey]}),
+    );
     assert_eq!(answer["result"]["structuredContent"], checked, "{answer}");
 }

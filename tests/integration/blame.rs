@@ -361,17 +361,11 @@ fn blame_answers_the_same_over_the_cli_http_and_mcp() {
             .contains("nope.py is not a file in HEAD")
     );
     drop(served);
-    let lines = [
-        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string(),
-        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"blame","arguments":{"file": "calc.py", "lines": "1,3", "verify": true}}}).to_string(),
-    ];
-    let (ok, out) = repo.mcp_batch(&[], &lines);
-    assert!(ok, "{out}");
-    let reply: J = out
-        .lines()
-        .map(|l| serde_json::from_str::<J>(l).unwrap())
-        .find(|r| r["id"] == 2)
-        .unwrap();
+    let reply = repo.mcp_call(
+        &[],
+        "blame",
+        json!({"file": "calc.py", "lines": "1,3", "verify": true}),
+    );
     let text = reply["result"]["content"][0]["text"].as_str().unwrap();
     let body: J = serde_json::from_str(text).unwrap();
     assert_eq!(body, cli);

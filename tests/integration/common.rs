@@ -371,6 +371,33 @@ impl Repo {
         (ok, out)
     }
 
+    /// The reply to one `tools/call` of `tool` with `arguments`, made after `initialize` in a
+    /// `git forum mcp ARGS...` session that must exit 0.
+    pub fn mcp_call(
+        &self,
+        args: &[&str],
+        tool: &str,
+        arguments: serde_json::Value,
+    ) -> serde_json::Value {
+        let lines = [
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}})
+            .to_string(),
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                .to_string(),
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments}})
+            .to_string(),
+        ];
+        let (ok, out) = self.mcp_batch(args, &lines);
+        assert!(ok, "{out}");
+        out.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|r| r["id"] == 2)
+            .unwrap_or_else(|| panic!("no reply to the {tool} call: {out}"))
+    }
+
     /// [`Repo::mcp_batch`], with what the server wrote to stderr too.
     pub fn mcp_exchange<L: AsRef<str>>(
         &self,

@@ -269,8 +269,6 @@ fn a_ceiling_too_small_for_the_classifier_stops_the_run_on_it() {
     });
 }
 
-const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-
 #[test]
 fn the_daemons_and_mcps_one_task_submit_climb_the_same_ladder() {
     let repo = Repo::new("sha1");
@@ -284,14 +282,7 @@ fn the_daemons_and_mcps_one_task_submit_climb_the_same_ladder() {
     let (code, reply) = crate::common::http_json(&served.addr, "POST", "/submit", &args);
     assert_eq!(code, 200, "{reply}");
     drop(served);
-    let call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit","arguments":args}});
-    let (ok, out) = repo.mcp_batch(&["--cmd", &m], &[INIT.to_string(), call.to_string()]);
-    assert!(ok, "{out}");
-    let reply: J = out
-        .lines()
-        .map(|l| serde_json::from_str::<J>(l).unwrap())
-        .find(|r| r["id"] == 2)
-        .unwrap();
+    let reply = repo.mcp_call(&["--cmd", &m], "submit", args);
     assert_eq!(reply["result"]["isError"], false, "{reply}");
     // Each run: its route under its request, its classification under its route, its task on
     // the lane named.

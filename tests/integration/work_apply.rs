@@ -195,17 +195,7 @@ fn apply_and_discard_answer_the_same_over_http_and_mcp() {
     assert_eq!(code, 409, "{body}");
     drop(served);
     // MCP: discard the branch (its commit is in main now; the work ref stays).
-    let lines = [
-        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string(),
-        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"forum.discard","arguments":{"run": run}}}).to_string(),
-    ];
-    let (ok, out) = repo.mcp_batch(&[], &lines);
-    assert!(ok, "{out}");
-    let reply: J = out
-        .lines()
-        .map(|l| serde_json::from_str::<J>(l).unwrap())
-        .find(|r| r["id"] == 2)
-        .unwrap();
+    let reply = repo.mcp_call(&[], "forum.discard", json!({"run": run}));
     let text = reply["result"]["content"][0]["text"].as_str().unwrap();
     let body: J = serde_json::from_str(text).unwrap();
     assert_eq!(body["schema"], "git-forum.discard/1", "{body}");
