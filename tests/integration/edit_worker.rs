@@ -64,6 +64,11 @@ impl Stub {
         format!("http://{}{path}", self.addr)
     }
 
+    /// How many requests it has answered.
+    pub(crate) fn requests(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
     /// The worker turns seen (requests that offered tools).
     pub(crate) fn tool_requests(&self) -> Vec<J> {
         self.seen

@@ -290,86 +290,24 @@ fn a_seq_that_is_not_a_run_is_refused_in_one_line() {
     });
 }
 
-/// A loopback HTTP server that answers every request with one line and counts the
-/// connections it took; it stops when dropped.
-struct Server {
-    port: u16,
-    hits: Arc<std::sync::atomic::AtomicUsize>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Server {
-    fn start() -> Server {
-        use std::io::{Read, Write};
-        use std::sync::atomic::Ordering;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (h, s) = (hits.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            while !s.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((mut c, _)) => {
-                        h.fetch_add(1, Ordering::SeqCst);
-                        c.set_nonblocking(false).unwrap();
-                        let mut buf = [0u8; 1024];
-                        let _ = c.read(&mut buf);
-                        let _ = c.write_all(
-                            b"HTTP/1.0 200 OK\r\nContent-Length: 12\r\n\r\nfrom-the-net",
-                        );
-                    }
-                    // Polled: the listener is non-blocking so the thread can be stopped.
-                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
-                }
-            }
-        });
-        Server {
-            port,
-            hits,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn hits(&self) -> usize {
-        self.hits.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// A command model whose workers fetch `url` and put what it gave into their answer.
 fn network_model(repo: &Repo, url: &str) -> String {
-    let path = repo.path().join("model.sh");
     let plan = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":[]},{"id":"T2","agent":"docs","instruction":"write the API docs","depends_on":["T1"],"done_when":[]}]}"#;
     let body = format!(
         "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{plan}' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo '{ANSWER}' ;;\n  *) echo \"done: $(curl -s --max-time 5 {url})\" ;;\nesac\n"
     );
-    std::fs::write(&path, body).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path.to_str().unwrap().to_string()
+    crate::procs::executable(&repo.path().join("model.sh"), &body)
 }
 
 #[test]
 fn a_run_whose_workers_used_the_network_replays_without_it() {
-    let server = Server::start();
-    let url = format!("http://127.0.0.1:{}/", server.port);
+    let server = crate::edit_worker::Stub::start(|_| (200, json!("from-the-net")));
+    let url = server.url("/");
     on_each_kind(|repo| {
         let model = network_model(repo, &url);
-        let before = server.hits();
+        let before = server.requests();
         repo.forum_ok(&["submit", "--cmd", &model, "--quiet", REQUEST]);
-        let live = server.hits();
+        let live = server.requests();
         assert!(live >= before + 2, "the workers did not reach the server");
         let answers = repo.forum_json(&["log", "--run", "0"]);
         assert!(answers.to_string().contains("from-the-net"), "{answers}");
@@ -378,7 +316,7 @@ fn a_run_whose_workers_used_the_network_replays_without_it() {
         assert_eq!(r["divergence"], J::Null, "{r}");
         assert_eq!(r["recorded_by"], r["replayed_by"], "{r}");
         // The replay answered the workers from the record: nothing dialled the server.
-        assert_eq!(server.hits(), live);
+        assert_eq!(server.requests(), live);
     });
 }
 
