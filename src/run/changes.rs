@@ -610,7 +610,7 @@ pub(super) fn restore(entries: &[(Entry, JsonValue)]) -> BTreeMap<String, TaskWo
 }
 
 /// A `change` entry's body read back.
-fn change_of(task: &str, p: &JsonValue) -> Change {
+pub(super) fn change_of(task: &str, p: &JsonValue) -> Change {
     let s = |k: &str| {
         p.get(k)
             .and_then(JsonValue::as_str)

@@ -195,7 +195,7 @@ fn a_run_whose_reply_body_was_removed_is_refused_naming_the_seq() {
 
 /// Writes `store` as a Forum-format directory (`entries.jsonl`, `payloads.jsonl`) that
 /// `git forum import` reads.
-fn export(store: &MemoryStorage, dir: &std::path::Path) {
+pub(crate) fn export(store: &MemoryStorage, dir: &std::path::Path) {
     std::fs::create_dir_all(dir).unwrap();
     let mut entries = String::new();
     let mut payloads = String::new();
@@ -214,7 +214,7 @@ fn export(store: &MemoryStorage, dir: &std::path::Path) {
 }
 
 /// `git forum replay REQ --strict --json` in `repo`: its exit code and report.
-fn strict_cli(repo: &Repo, req: u64) -> (Option<i32>, J) {
+pub(crate) fn strict_cli(repo: &Repo, req: u64) -> (Option<i32>, J) {
     let o = repo
         .forum()
         .args(["replay", &req.to_string(), "--strict", "--json"])
@@ -322,7 +322,7 @@ fn a_run_whose_workers_used_the_network_replays_without_it() {
 
 /// The ledger of `repo` (exported as Forum's directory) with `edit` applied to the body of
 /// entry `seq`, re-hashed from there on so it verifies.
-fn forged_export(repo: &Repo, seq: u64, edit: impl Fn(&mut J)) -> MemoryStorage {
+pub(crate) fn forged_export(repo: &Repo, seq: u64, edit: impl Fn(&mut J)) -> MemoryStorage {
     let mut store = MemoryStorage::default();
     for (e, mut b) in crate::spend::exported(repo) {
         if e["seq"] == json!(seq) {

@@ -75,7 +75,7 @@ pub struct Verification {
 
 impl Verification {
     /// The implications of `verify` at `tier`.
-    fn of(tier: u8, verify: Verify) -> Verification {
+    pub(crate) fn of(tier: u8, verify: Verify) -> Verification {
         Verification {
             tier,
             verify,

@@ -402,6 +402,18 @@ impl Sandboxing {
         }
     }
 
+    /// A sandbox already resolved to what a run's record says, with no jail: a strict replay
+    /// runs no worker or check, so it never probes bubblewrap, and records what the run did.
+    pub(crate) fn recorded(record: Record) -> Sandboxing {
+        let resolved = OnceLock::new();
+        let _ = resolved.set(Ok((record, None)));
+        Sandboxing {
+            mode: Mode::Off,
+            policy: Policy::default(),
+            resolved,
+        }
+    }
+
     /// The mode asked for.
     pub(crate) fn mode(&self) -> Mode {
         self.mode

@@ -11,7 +11,7 @@ use serde_json::{Value as J, json};
 
 use crate::exec::{Call, ExecError, Executor, Reply, Seats, Usage};
 use crate::ledger::kind;
-use crate::roster::Roster;
+use crate::roster::{Roster, Tier};
 use crate::run::{Clock, lock};
 
 use super::Recorded;
@@ -26,6 +26,10 @@ pub(super) struct Answers {
     tasks: BTreeMap<String, (String, VecDeque<Result<Reply, String>>)>,
     /// Per task id: the validator's replies, oldest first.
     verdicts: BTreeMap<String, VecDeque<Result<Reply, String>>>,
+    /// The classifier's replies (a solo run's routing ladder), oldest first.
+    classifier: VecDeque<Result<Reply, String>>,
+    /// Per task: the pre-ship gate's replies, oldest first.
+    ships: BTreeMap<String, VecDeque<Result<Reply, String>>>,
     /// The synthesizer's replies, oldest first.
     synthesis: VecDeque<Reply>,
     /// The calls the record had no reply for, in the order they came.
@@ -123,6 +127,60 @@ fn verdict_reply(e: &Recorded) -> Option<Result<Reply, String>> {
     Some(Ok(reply(&text, model, b)))
 }
 
+/// The classifier's reply from its `classification` entry: the lane it named, or what came
+/// back when it named none. `Err` names an answer the record keeps cut short or only as a
+/// failure's text.
+fn classifier_reply(e: &Recorded) -> Result<Result<Reply, String>, String> {
+    let b = &e.payload;
+    let model = b["model"].as_str().unwrap_or_default();
+    if b["agent"].is_string() {
+        let text =
+            json!({"agent": b["agent"], "confidence": b["confidence"], "reason": b["reason"]});
+        return Ok(Ok(reply(&text.to_string(), model, b)));
+    }
+    let reason = b["reason"].as_str().unwrap_or_default();
+    let answer = b["answer"].as_str().unwrap_or_default();
+    if let Some(msg) = reason.strip_prefix("the orchestrator seat failed (other): ") {
+        return Ok(Err(msg.to_string()));
+    }
+    if reason.starts_with("no lane was chosen: ")
+        && answer.chars().count() < crate::route::MAX_KEPT_ANSWER
+    {
+        return Ok(Ok(reply(answer, model, b)));
+    }
+    Err(format!(
+        "the classification at seq {} keeps the classifier's answer cut short or only the text of its failure",
+        e.seq
+    ))
+}
+
+/// The pre-ship gate's reply from its `ship` entry; `None` when no gate was asked (a
+/// guardrail, a light seat, the budget). `Err` names a failure the record keeps only as text.
+fn ship_reply(e: &Recorded) -> Result<Option<Result<Reply, String>>, String> {
+    let b = &e.payload;
+    if b.get("gate").is_some() || b["error"] == "budget" {
+        return Ok(None);
+    }
+    let model = b["model"].as_str().unwrap_or_default();
+    let reason = b["reason"].as_str().unwrap_or_default();
+    match b.get("error").and_then(J::as_str) {
+        None => {
+            let text = json!({"decision": b["decision"], "reason": reason}).to_string();
+            Ok(Some(Ok(reply(&text, model, b))))
+        }
+        Some("other") => {
+            let msg = reason
+                .strip_prefix("the gate failed (other): ")
+                .unwrap_or(reason);
+            Ok(Some(Err(msg.to_string())))
+        }
+        Some(code) => Err(format!(
+            "the ship decision at seq {} keeps only the text of a failed gate call ({code}), not the reply itself",
+            e.seq
+        )),
+    }
+}
+
 impl Answers {
     /// Reads the replies out of a run's entries (seq order). `Err` names the seq whose reply
     /// the record cannot give.
@@ -150,8 +208,20 @@ impl Answers {
                         a.verdicts.entry(id).or_default().push_back(r);
                     }
                 }
+                (kind::CLASSIFICATION, _) => a.classifier.push_back(classifier_reply(e)?),
+                (kind::SHIP, _) => {
+                    let task = b["task"].as_str().unwrap_or_default().to_string();
+                    if let Some(r) = ship_reply(e)? {
+                        a.ships.entry(task).or_default().push_back(r);
+                    }
+                }
                 (kind::RESULT, None) if e.actor == "synthesizer" => {
                     let text = b["answer"].as_str().unwrap_or_default();
+                    // A --work run's answer ends with what changed, written from the record:
+                    // the model wrote only what comes before it.
+                    let text = text
+                        .find(crate::run::ship::CHANGES_PART)
+                        .map_or(text, |i| &text[..i]);
                     a.synthesis.push_back(reply(text, "", b));
                 }
                 _ => {}
@@ -180,6 +250,17 @@ impl Answers {
                     .get_mut(&id)
                     .and_then(VecDeque::pop_front)
                     .ok_or_else(|| format!("a validator call on task {id}"))
+            }
+            Some("classification") => self
+                .classifier
+                .pop_front()
+                .ok_or_else(|| "a classifier call".to_string()),
+            Some("ship") => {
+                let id = judged(call.prompt);
+                self.ships
+                    .get_mut(&id)
+                    .and_then(VecDeque::pop_front)
+                    .ok_or_else(|| format!("a pre-ship gate call on task {id}"))
             }
             Some(other) => Err(format!("a call for {other}")),
             None if system.starts_with("You write the final answer") => self
@@ -258,7 +339,7 @@ impl Executor for ReplayExecutor {
 pub(super) struct ReplaySeats {
     orchestrator: Arc<dyn Executor>,
     workers: BTreeMap<String, Arc<dyn Executor>>,
-    ladders: BTreeMap<String, Vec<Arc<dyn Executor>>>,
+    ladders: BTreeMap<String, Vec<(Option<Tier>, Arc<dyn Executor>)>>,
     answers: Arc<Mutex<Answers>>,
 }
 
@@ -273,7 +354,7 @@ impl ReplaySeats {
         };
         let mut agent_of: BTreeMap<String, String> = BTreeMap::new();
         let mut workers = BTreeMap::new();
-        let mut ladders: BTreeMap<String, Vec<Arc<dyn Executor>>> = BTreeMap::new();
+        let mut ladders: BTreeMap<String, Vec<(Option<Tier>, Arc<dyn Executor>)>> = BTreeMap::new();
         let mut climbed: Vec<(String, String)> = Vec::new();
         let mut orchestrator = None;
         for e in run {
@@ -298,7 +379,9 @@ impl ReplaySeats {
                     let to = b["to"].as_str().unwrap_or_default().to_string();
                     if !climbed.contains(&(agent.clone(), to.clone())) {
                         climbed.push((agent.clone(), to.clone()));
-                        ladders.entry(agent).or_default().push(exec(&to));
+                        // The tier the rung serves, when the run's fleet had tiers.
+                        let tier = b["to_tier"].as_str().and_then(Tier::parse);
+                        ladders.entry(agent).or_default().push((tier, exec(&to)));
                     }
                 }
                 _ => {}
@@ -329,7 +412,14 @@ impl Seats for ReplaySeats {
             .unwrap_or_else(|| self.orchestrator.clone())
     }
 
-    fn ladder(&self, _: &Roster, agent: &str) -> Vec<Arc<dyn Executor>> {
+    fn ladder(&self, roster: &Roster, agent: &str) -> Vec<Arc<dyn Executor>> {
+        self.tiered_ladder(roster, agent)
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect()
+    }
+
+    fn tiered_ladder(&self, _: &Roster, agent: &str) -> Vec<(Option<Tier>, Arc<dyn Executor>)> {
         self.ladders.get(agent).cloned().unwrap_or_default()
     }
 }

@@ -12,6 +12,7 @@
 mod answers;
 mod compare;
 mod context;
+mod work;
 
 use serde::Serialize;
 use serde_json::Value as J;
@@ -77,7 +78,7 @@ pub enum ReplayError {
 
 /// Kinds a strictly replayable run may hold: those the engine writes from the replies this
 /// replay answers, or decides without a call.
-const REPLAYABLE: [&str; 13] = [
+const REPLAYABLE: [&str; 20] = [
     kind::REQUEST,
     kind::CONTEXT,
     kind::ROUTE_FRAME,
@@ -91,6 +92,13 @@ const REPLAYABLE: [&str; 13] = [
     kind::INTENT_CHECK,
     kind::DELIVERY_CHECK,
     kind::DELIVERY_PROFILE_CHECK,
+    kind::CHANGE,
+    kind::CHECK,
+    kind::SHIP,
+    kind::CONFLICT,
+    kind::CLAIM_CHECK,
+    kind::ROUTE,
+    kind::CLASSIFICATION,
 ];
 
 /// Every entry of a ledger, with its body (`None` where it was removed).
@@ -142,7 +150,7 @@ pub(crate) fn run_entries(
 /// Refuses a run this replay cannot answer, naming the seq that shows it.
 fn check_replayable(run: &[Recorded]) -> Result<(), String> {
     let request = &run[0];
-    for key in ["work", "solo", "gates"] {
+    for key in ["gates"] {
         if request.payload.get(key).is_some() {
             return Err(format!(
                 "run {} was submitted with {key} (seq {}): strict replay answers model replies only, not a workbench or a gate, so it refuses this run",
@@ -167,7 +175,10 @@ fn sha256(text: &str) -> String {
 fn final_answer(run: &[Recorded]) -> Option<String> {
     run.iter()
         .rev()
-        .find(|e| e.kind == kind::RESULT && e.actor == "synthesizer")
+        .find(|e| {
+            e.kind == kind::RESULT
+                && (e.actor == "synthesizer" || e.payload["written_from"] == "record")
+        })
         .and_then(|e| e.payload["answer"].as_str())
         .map(sha256)
 }
@@ -215,6 +226,9 @@ pub fn strict(
         let c: std::sync::Arc<dyn super::ContextProvider> = std::sync::Arc::new(c);
         c
     });
+    let work = work::options(&run).map_err(refused)?;
+    opts.work = work.as_ref().map(|(o, _)| o.clone());
+    opts.solo = run[0].payload["solo"] == true;
     let text = run[0].payload["text"]
         .as_str()
         .unwrap_or_default()
@@ -236,7 +250,11 @@ pub fn strict(
         answer_sha256: final_answer(&run),
         recomputed_answer_sha256: final_answer(&new),
         divergence: first_divergence(&run, &new),
-        unanswered: seats.unanswered(),
+        unanswered: seats
+            .unanswered()
+            .into_iter()
+            .chain(work.iter().flat_map(|(_, b)| b.unanswered()))
+            .collect(),
         recorded_by: run[0].payload["git_forum"].as_str().map(str::to_string),
         replayed_by: super::VERSION.to_string(),
     })

@@ -1,0 +1,322 @@
+//! The repository side of a replayed `--work` run: a workbench that answers from the record
+//! everything the engine asks the repository (each task's change commit as its `change` entry
+//! names it, each check's exit code and output, whether an integration conflicted or added
+//! nothing), and touches no repository: no worktree, no ref, no branch is made or moved. The
+//! engine decides again, from these answers, which checks failed, which task climbs the ladder,
+//! what the pre-ship gate's reply comes to, what merges and in what order, and what the
+//! answer says changed.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value as J;
+
+use crate::exec::config::{ChangeLimits, Verification, Verify};
+use crate::exec::sandbox::Record;
+use crate::exec::sandbox::probe::Sandboxing;
+use crate::ledger::kind;
+use crate::run::changes::change_of;
+use crate::run::lock;
+use crate::run::work_state::{
+    DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, WorkOptions,
+};
+use crate::run::workbench::{
+    Author, Base, Change, CheckRun, CommitRules, Keep, TaskTree, Tie, WorkError, Workbench,
+};
+
+use super::Recorded;
+
+/// The record's answers to a `--work` run's repository calls, queued per task.
+#[derive(Default)]
+struct Answers {
+    /// Per task: what each commit of its worktree gave, oldest first.
+    commits: BTreeMap<String, VecDeque<Result<Change, WorkError>>>,
+    /// Per task (`run` for the run branch): each check's outcome, oldest first.
+    checks: BTreeMap<String, VecDeque<CheckRun>>,
+    /// Per task: what each integration of a merged change gave, oldest first.
+    integrations: BTreeMap<String, VecDeque<Result<String, WorkError>>>,
+    /// Per change commit: what each "does it add nothing" question was answered, oldest
+    /// first (false once they run out: the question is asked of every change).
+    nothing: BTreeMap<String, VecDeque<bool>>,
+    /// Calls the record had no answer for.
+    unanswered: Vec<String>,
+}
+
+/// The workbench of a replayed run.
+pub(super) struct ReplayBench {
+    base: Base,
+    answers: Mutex<Answers>,
+}
+
+/// A check's outcome as its `check` entry keeps it: passed is decided again from the exit.
+fn check_of(b: &J) -> CheckRun {
+    let exit = b["exit"].as_i64().and_then(|x| i32::try_from(x).ok());
+    CheckRun {
+        command: b["command"].as_str().unwrap_or_default().to_string(),
+        exit,
+        ok: exit == Some(0),
+        seconds: b["seconds"].as_f64().unwrap_or(0.0),
+        tail: b["output"].as_str().unwrap_or_default().to_string(),
+    }
+}
+
+/// What a commit gave, from its `change` entry. `Err` names a failure the record keeps only as
+/// text.
+fn commit_of(e: &Recorded, task: &str) -> Result<Result<Change, WorkError>, String> {
+    let b = &e.payload;
+    match b.get("error").and_then(J::as_str) {
+        None => Ok(Ok(change_of(task, b))),
+        Some(m) if b["refused"] == true => Ok(Err(WorkError::Refused(m.to_string()))),
+        Some(_) => Err(format!(
+            "the change at seq {} keeps only the text of a failed commit, not the failure itself",
+            e.seq
+        )),
+    }
+}
+
+impl Answers {
+    fn read(run: &[Recorded]) -> Result<Answers, String> {
+        let mut a = Answers::default();
+        // Per task: its latest change commit, and whether its last entry was a merge.
+        let mut commit: BTreeMap<String, Option<String>> = BTreeMap::new();
+        let mut merged: BTreeMap<String, usize> = BTreeMap::new();
+        for e in run {
+            let b = &e.payload;
+            let Some(task) = b.get("task").and_then(J::as_str).map(str::to_string) else {
+                continue;
+            };
+            // What the integration after a merge gave: the entry right after it says.
+            if let Some(i) = merged.remove(&task) {
+                let failed = match e.kind.as_str() {
+                    kind::CONFLICT => Some(WorkError::Conflict {
+                        paths: string_list(&b["paths"]),
+                    }),
+                    kind::CHANGE if b.get("adds_nothing").is_some() => {
+                        Some(WorkError::Refused("it adds nothing".into()))
+                    }
+                    _ => None,
+                };
+                if let (Some(f), Some(q)) = (failed, a.integrations.get_mut(&task)) {
+                    q[i] = Err(f);
+                }
+                if let (kind::CHANGE, Some(c)) = (e.kind.as_str(), b["adds_nothing"].as_str()) {
+                    // Asked once before the gate (it added something then), once after.
+                    a.nothing
+                        .entry(c.to_string())
+                        .or_default()
+                        .extend([false, true]);
+                    continue;
+                }
+            }
+            match e.kind.as_str() {
+                kind::CHANGE => {
+                    if let Some(c) = b["adds_nothing"].as_str() {
+                        a.nothing.entry(c.to_string()).or_default().push_back(true);
+                        continue;
+                    }
+                    let given = commit_of(e, &task)?;
+                    let c = given.as_ref().ok().and_then(|c| c.commit.clone());
+                    commit.insert(task.clone(), c);
+                    a.commits.entry(task).or_default().push_back(given);
+                }
+                kind::CHECK => a.checks.entry(task).or_default().push_back(check_of(b)),
+                kind::SHIP if b["decision"] == "merge" => {
+                    if let Some(Some(c)) = commit.get(&task) {
+                        let q = a.integrations.entry(task.clone()).or_default();
+                        q.push_back(Ok(c.clone()));
+                        merged.insert(task, q.len() - 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(a)
+    }
+
+    fn missing<T>(&mut self, what: String) -> Result<T, WorkError> {
+        let line = format!("the record holds no answer for {what}");
+        self.unanswered.push(line.clone());
+        Err(WorkError::Io(line))
+    }
+}
+
+fn string_list(v: &J) -> Vec<String> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(J::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+impl ReplayBench {
+    fn tree(&self, task: &str) -> TaskTree {
+        TaskTree {
+            task: task.to_string(),
+            path: PathBuf::from(format!("/replay/{task}")),
+            start: self.base.commit.clone(),
+            shows: Vec::new(),
+        }
+    }
+
+    /// The calls the record had no answer for.
+    pub(super) fn unanswered(&self) -> Vec<String> {
+        lock(&self.answers).unanswered.clone()
+    }
+}
+
+impl Workbench for ReplayBench {
+    fn base(&self) -> &Base {
+        &self.base
+    }
+
+    fn open_task(&self, task: &str, _: &[String]) -> Result<TaskTree, WorkError> {
+        Ok(self.tree(task))
+    }
+
+    fn open_branch(&self, task: &str) -> Result<TaskTree, WorkError> {
+        Ok(self.tree(task))
+    }
+
+    fn commit(
+        &self,
+        tree: &TaskTree,
+        _: &Author,
+        _: &Tie,
+        _: &str,
+        _: &CommitRules<'_>,
+    ) -> Result<Change, WorkError> {
+        let mut a = lock(&self.answers);
+        match a.commits.get_mut(&tree.task).and_then(VecDeque::pop_front) {
+            Some(given) => given,
+            None => a.missing(format!("a commit of task {}", tree.task)),
+        }
+    }
+
+    fn check(
+        &self,
+        tree: &TaskTree,
+        command: &str,
+        _: Duration,
+        _: usize,
+    ) -> Result<CheckRun, WorkError> {
+        let mut a = lock(&self.answers);
+        let next = a
+            .checks
+            .get_mut(&tree.task)
+            .filter(|q| q.front().is_some_and(|c| c.command == command))
+            .and_then(VecDeque::pop_front);
+        match next {
+            Some(c) => Ok(c),
+            None => a.missing(format!("the check `{command}` of {}", tree.task)),
+        }
+    }
+
+    fn keep(&self, _: &str, _: &str, _: Keep) -> Result<(), WorkError> {
+        Ok(())
+    }
+
+    fn integrate(&self, task: &str, commit: &str) -> Result<String, WorkError> {
+        let mut a = lock(&self.answers);
+        match a.integrations.get_mut(task).and_then(VecDeque::pop_front) {
+            Some(given) => given,
+            None => a.missing(format!("the integration of {commit} ({task})")),
+        }
+    }
+
+    fn adds_nothing(&self, commit: &str) -> Result<bool, WorkError> {
+        let mut a = lock(&self.answers);
+        Ok(a.nothing
+            .get_mut(commit)
+            .and_then(VecDeque::pop_front)
+            .unwrap_or(false))
+    }
+
+    fn close(&self, _: &TaskTree) -> Result<(), WorkError> {
+        Ok(())
+    }
+
+    fn finish(&self) -> Result<(), WorkError> {
+        Ok(())
+    }
+
+    fn has_commit(&self, _: &str) -> bool {
+        true
+    }
+
+    fn on_branch(&self, commit: &str) -> bool {
+        lock(&self.answers)
+            .integrations
+            .values()
+            .flatten()
+            .any(|i| i.as_ref().is_ok_and(|c| c == commit))
+    }
+}
+
+/// The sandbox record a request's work record holds.
+fn sandbox_of(v: &J) -> Record {
+    if v["confined"] == true {
+        Record::Confined {
+            net: v["net"] == true,
+            read: string_list(&v["read"]),
+            allow_hosts: string_list(&v["allow_hosts"]),
+            bound: string_list(&v["bound"]),
+        }
+    } else {
+        Record::Unconfined {
+            reason: v["reason"].as_str().unwrap_or_default().to_string(),
+        }
+    }
+}
+
+fn limits_of(v: &J) -> ChangeLimits {
+    let d = ChangeLimits::default();
+    let n = |k: &str, or: u64| v[k].as_u64().unwrap_or(or);
+    ChangeLimits {
+        max_file_bytes: n("max_file_bytes", d.max_file_bytes),
+        max_change_bytes: n("max_change_bytes", d.max_change_bytes),
+        max_files: n("max_files", d.max_files),
+        max_disk_bytes: n("max_disk_bytes", d.max_disk_bytes),
+    }
+}
+
+fn verification_of(v: &J) -> Option<Verification> {
+    let tier = u8::try_from(v["tier"].as_u64()?).ok()?;
+    Some(Verification::of(
+        tier,
+        Verify::parse(v["verify"].as_str()?)?,
+    ))
+}
+
+/// The work options of a replayed run whose request recorded `work`, and its workbench (for
+/// the calls it could not answer); `None` for a run that did not work in the repository.
+pub(super) fn options(run: &[Recorded]) -> Result<Option<(WorkOptions, Arc<ReplayBench>)>, String> {
+    let Some(w) = run[0].payload.get("work") else {
+        return Ok(None);
+    };
+    let bench = Arc::new(ReplayBench {
+        base: Base {
+            commit: w["base"].as_str().unwrap_or_default().to_string(),
+            branch: w["branch"].as_str().map(str::to_string),
+            dirty: string_list(&w["dirty"]),
+        },
+        answers: Mutex::new(Answers::read(run)?),
+    });
+    let opened: Arc<dyn Workbench> = bench.clone();
+    let opts = WorkOptions {
+        enabled: true,
+        open: Arc::new(move |_, _| Ok(opened.clone())),
+        ledger: "replay".into(),
+        checks: string_list(&w["checks"]),
+        check_deadline: DEFAULT_CHECK_DEADLINE,
+        output_cap: DEFAULT_CHECK_OUTPUT_CAP,
+        diff_cap: DEFAULT_DIFF_CAP,
+        allow_cmds: Vec::new(),
+        max_tool_calls: 0,
+        attempts: 1,
+        attempt_slots: Vec::new(),
+        sandbox: Arc::new(Sandboxing::recorded(sandbox_of(&w["sandbox"]))),
+        verification: w.get("verification").and_then(verification_of),
+        limits: limits_of(&w["limits"]),
+    };
+    Ok(Some((opts, bench)))
+}
