@@ -22,7 +22,7 @@ fn two_wave_plan() -> String {
 fn model(repo: &Repo, name: &str, fix: &str) -> String {
     let plan = two_wave_plan();
     let body = format!(
-        "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{plan}' ;;\n  *\"Decide whether to ship\"*) case \"$p\" in *\"Task T2\"*) echo '{{\"decision\":\"block\",\"reason\":\"the docs name an internal host\"}}' ;; *) echo '{{\"decision\":\"merge\",\"reason\":\"fixes add\"}}' ;; esac ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo 'Fixed calc and wrote the docs.' ;;\n  *\"write the docs\"*) printf 'add adds\\n' > API.md; echo 'wrote the docs' ;;\n  *) {fix} ;;\nesac\n"
+        "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{plan}' ;;\n  *\"Decide whether to ship\"*) case \"$p\" in *\"Task T2\"*) echo '{{\"decision\":\"block\",\"reason\":\"the docs name an internal host\"}}' ;; *) echo '{{\"decision\":\"merge\",\"reason\":\"fixes add\"}}' ;; esac ;;\n  *\"Choose the one lane\"*) echo '{{\"agent\":\"tests\",\"confidence\":0.8,\"reason\":\"a failing test\"}}' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo 'Fixed calc and wrote the docs.' ;;\n  *\"write the docs\"*) printf 'add adds\\n' > API.md; echo 'wrote the docs' ;;\n  *) {fix} ;;\nesac\n"
     );
     crate::procs::executable(&repo.path().join(format!("{name}.sh")), &body)
 }
@@ -170,5 +170,29 @@ fn an_edited_check_outcome_of_a_work_run_is_a_divergence_at_its_seq() {
                 .contains("ok:false"),
             "{r}"
         );
+    });
+}
+
+#[test]
+fn a_solo_run_replays_with_no_divergence() {
+    on_each_kind(|repo| {
+        work_run::setup(repo);
+        let m = model(
+            repo,
+            "solo",
+            "sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'",
+        );
+        let j = repo.forum_json(&["fix", "--check", CHECK, "--cmd", &m, "fix the failing test"]);
+        assert!(
+            j["answer"].as_str().unwrap().contains("- T1: merged"),
+            "{j}"
+        );
+        assert_eq!(payloads(repo, "request")[0].1["solo"], true);
+        let (code, r) = strict(repo, &[]);
+        assert_eq!(code, Some(0), "{r}");
+        assert_eq!(r["divergence"], J::Null, "{r}");
+        assert_eq!(r["recorded"], r["recomputed"], "{r}");
+        assert!(r["answer_sha256"].is_string(), "{r}");
+        assert_eq!(r["answer_sha256"], r["recomputed_answer_sha256"], "{r}");
     });
 }

@@ -26,6 +26,10 @@ pub(super) struct Answers {
     tasks: BTreeMap<String, (String, VecDeque<Result<Reply, String>>)>,
     /// Per task id: the validator's replies, oldest first.
     verdicts: BTreeMap<String, VecDeque<Result<Reply, String>>>,
+    /// The reviser's replies, oldest first.
+    reviser: VecDeque<Result<Reply, String>>,
+    /// The intent judge's replies, oldest first.
+    judge: VecDeque<Result<Reply, String>>,
     /// The classifier's replies (a solo run's routing ladder), oldest first.
     classifier: VecDeque<Result<Reply, String>>,
     /// Per task: the pre-ship gate's replies, oldest first.
@@ -127,6 +131,54 @@ fn verdict_reply(e: &Recorded) -> Option<Result<Reply, String>> {
     Some(Ok(reply(&text, model, b)))
 }
 
+/// What the model wrote of an answer: a --work run's answer ends with what changed, written
+/// from the record, and the model wrote only what comes before it.
+fn summary_of(answer: &str) -> &str {
+    answer
+        .find(crate::run::ship::CHANGES_PART)
+        .map_or(answer, |i| &answer[..i])
+}
+
+/// The reviser's reply from a `revision` entry, when the entry says the reviser failed (an
+/// accepted revision's reply is the revised answer, read from its `result`); `None` for an
+/// accepted one. `Err` names a rejected revision, whose text the record does not keep.
+fn reviser_failure(e: &Recorded) -> Result<Option<Result<Reply, String>>, String> {
+    let b = &e.payload;
+    if b["accepted"] == true {
+        return Ok(None);
+    }
+    let reason = b["reason"].as_str().unwrap_or_default();
+    let why = reason.strip_prefix("reviser failed: ");
+    if why == Some("the orchestrator seat returned an empty answer") {
+        return Ok(Some(Ok(reply("", "", b))));
+    }
+    if let Some(msg) = why.and_then(|w| w.strip_prefix("the orchestrator seat failed (other): ")) {
+        return Ok(Some(Err(msg.to_string())));
+    }
+    Err(format!(
+        "the revision at seq {} was not accepted, and the record does not keep the reviser's text",
+        e.seq
+    ))
+}
+
+/// The intent judge's reply from its `intent_judgment` entry. `Err` names a ruling the record
+/// keeps only as a failure's text.
+fn judge_reply(e: &Recorded) -> Result<Result<Reply, String>, String> {
+    let b = &e.payload;
+    if b["ok"].is_boolean() {
+        let text = json!({"ok": b["ok"], "score": b["score"], "reason": b["reason"]});
+        return Ok(Ok(reply(&text.to_string(), "", b)));
+    }
+    let reason = b["reason"].as_str().unwrap_or_default();
+    match reason.strip_prefix("judge failed: the orchestrator seat failed (other): ") {
+        Some(msg) => Ok(Err(msg.to_string())),
+        None => Err(format!(
+            "the intent judgment at seq {} keeps only the text of a failed ruling, not the reply",
+            e.seq
+        )),
+    }
+}
+
 /// The classifier's reply from its `classification` entry: the lane it named, or what came
 /// back when it named none. `Err` names an answer the record keeps cut short or only as a
 /// failure's text.
@@ -209,6 +261,16 @@ impl Answers {
                     }
                 }
                 (kind::CLASSIFICATION, _) => a.classifier.push_back(classifier_reply(e)?),
+                (kind::REVISION, _) => {
+                    if let Some(r) = reviser_failure(e)? {
+                        a.reviser.push_back(r);
+                    }
+                }
+                (kind::RESULT, None) if b.get("revised_from").is_some() => {
+                    let text = b["answer"].as_str().unwrap_or_default();
+                    a.reviser.push_back(Ok(reply(summary_of(text), "", b)));
+                }
+                (kind::INTENT_JUDGMENT, _) => a.judge.push_back(judge_reply(e)?),
                 (kind::SHIP, _) => {
                     let task = b["task"].as_str().unwrap_or_default().to_string();
                     if let Some(r) = ship_reply(e)? {
@@ -219,9 +281,7 @@ impl Answers {
                     let text = b["answer"].as_str().unwrap_or_default();
                     // A --work run's answer ends with what changed, written from the record:
                     // the model wrote only what comes before it.
-                    let text = text
-                        .find(crate::run::ship::CHANGES_PART)
-                        .map_or(text, |i| &text[..i]);
+                    let text = summary_of(text);
                     a.synthesis.push_back(reply(text, "", b));
                 }
                 _ => {}
@@ -251,6 +311,10 @@ impl Answers {
                     .and_then(VecDeque::pop_front)
                     .ok_or_else(|| format!("a validator call on task {id}"))
             }
+            Some("intent_judgment") => self
+                .judge
+                .pop_front()
+                .ok_or_else(|| "an intent judge call".to_string()),
             Some("classification") => self
                 .classifier
                 .pop_front()
@@ -263,6 +327,10 @@ impl Answers {
                     .ok_or_else(|| format!("a pre-ship gate call on task {id}"))
             }
             Some(other) => Err(format!("a call for {other}")),
+            None if system.starts_with("You tighten answers") => self
+                .reviser
+                .pop_front()
+                .ok_or_else(|| "a reviser call".to_string()),
             None if system.starts_with("You write the final answer") => self
                 .synthesis
                 .pop_front()
@@ -274,7 +342,13 @@ impl Answers {
             None => self.worker(call.prompt),
         };
         match got {
-            Ok(Ok(r)) => Ok(r),
+            // A reply whose entry names no model came from the executor asked.
+            Ok(Ok(mut r)) => {
+                if r.model.is_empty() {
+                    r.model = model.to_string();
+                }
+                Ok(r)
+            }
             Ok(Err(msg)) => Err(ExecError::Other(msg)),
             Err(what) => {
                 let line = format!("the record holds no reply for {what}");
@@ -371,8 +445,12 @@ impl ReplaySeats {
                         workers.entry(agent).or_insert_with(|| exec(m));
                     }
                 }
-                kind::VERDICT if orchestrator.is_none() => {
+                // The orchestrator seat's model, from the first of its calls that names it.
+                kind::VERDICT | kind::SHIP if orchestrator.is_none() => {
                     orchestrator = b["model"].as_str().map(exec);
+                }
+                kind::CLASSIFICATION if orchestrator.is_none() => {
+                    orchestrator = b["usage"]["model"].as_str().map(exec);
                 }
                 kind::TIER_ESCALATION => {
                     let agent = agent_of.get(id).cloned().unwrap_or_default();

@@ -4,14 +4,23 @@
 //! record ([`answers`]), and every decision the engine makes compared with the recorded one
 //! ([`compare`]). The record's decisions themselves are never handed to the engine.
 //!
+//! A run that worked in the repository (`--work`, and a solo run) is answered from the record
+//! by a workbench that touches no repository ([`work`]): each task's change commit, each
+//! check's exit code, whether an integration conflicted; the pre-ship gate's, the classifier's,
+//! the reviser's and the intent judge's replies come from their entries, a verifier's verdicts
+//! from `verification` ([`verifier`]). The engine decides again which checks failed, who
+//! climbs the ladder, what the gate's reply comes to, what merges, and what the answer says.
+//!
 //! What the record cannot answer is refused, naming the seq: a body that was redacted or
-//! removed, a failure kept only as text, and the kinds of run whose outside calls this
-//! replay does not answer yet (work in the repository, verifier commands, the reviser and
-//! the intent judge, gates, resumed runs). Context comes from the record's `context` entries.
+//! removed, a failure kept only as text, a revision that was not accepted (its text is not
+//! kept), and the kinds of run whose outside calls this replay does not answer yet (gates,
+//! resumed runs, the editing worker's tool calls, several attempts at a task). Context comes
+//! from the record's `context` entries.
 
 mod answers;
 mod compare;
 mod context;
+mod verifier;
 mod work;
 
 use serde::Serialize;
@@ -78,7 +87,7 @@ pub enum ReplayError {
 
 /// Kinds a strictly replayable run may hold: those the engine writes from the replies this
 /// replay answers, or decides without a call.
-const REPLAYABLE: [&str; 20] = [
+const REPLAYABLE: [&str; 23] = [
     kind::REQUEST,
     kind::CONTEXT,
     kind::ROUTE_FRAME,
@@ -99,6 +108,9 @@ const REPLAYABLE: [&str; 20] = [
     kind::CLAIM_CHECK,
     kind::ROUTE,
     kind::CLASSIFICATION,
+    kind::VERIFICATION,
+    kind::REVISION,
+    kind::INTENT_JUDGMENT,
 ];
 
 /// Every entry of a ledger, with its body (`None` where it was removed).
@@ -229,6 +241,14 @@ pub fn strict(
     let work = work::options(&run).map_err(refused)?;
     opts.work = work.as_ref().map(|(o, _)| o.clone());
     opts.solo = run[0].payload["solo"] == true;
+    // The reviser and the intent judge are not in the request's record: a run asked them
+    // when its record holds what they said (a flagged answer is otherwise left as it is).
+    opts.revise = run.iter().any(|e| e.kind == kind::REVISION);
+    opts.judge_intent = run.iter().any(|e| e.kind == kind::INTENT_JUDGMENT);
+    opts.verifier = verifier::ReplayVerifier::read(&run).map(|v| {
+        let v: std::sync::Arc<dyn super::Verifier> = std::sync::Arc::new(v);
+        v
+    });
     let text = run[0].payload["text"]
         .as_str()
         .unwrap_or_default()

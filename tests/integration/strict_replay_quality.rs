@@ -1,0 +1,169 @@
+//! Strict replay of the quality ladder after synthesis: the reviser, the intent judge and a
+//! verifier command answered from the record (none of them asked again), and the kinds of run
+//! the record still cannot answer refused with the seq and the reason.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use git_forum::exec::{Call, Executor, Fleet, Scripted};
+use git_forum::ledger::{MemoryStorage, Storage};
+use git_forum::roster::Roster;
+use git_forum::run::replay::{self, StrictReplay};
+use git_forum::run::{self, CommandVerifier, Env, Options, Silent, Status, StepClock};
+use serde_json::json;
+
+const REQUEST: &str = "ship a login API with docs";
+const PLAN_1: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":[]}]}"#;
+/// An answer the delivery floor flags (one long sentence).
+const LONG: &str = "We ship the login API with docs today and the team also wrote a long explanation of how the endpoint handles sessions, tokens, rate limits, retries, errors and audit logging so that everyone on call can follow along easily.";
+/// The reviser's tighter answer, which covers the request as well.
+const SHORT: &str = "We ship the login API with docs today.";
+/// An answer the intent check flags (none of the request's terms).
+const PARAPHRASE: &str = "The authentication endpoint is live and documented.";
+
+/// An orchestrator that plans PLAN_1, passes every task, answers `answer`, tightens it to
+/// SHORT and rules that a paraphrase is one.
+fn orchestrator(answer: &'static str) -> Arc<dyn Executor> {
+    Arc::new(Scripted::new("orch", move |call: &Call<'_>| {
+        Ok(match call.schema.map(|s| s.name.as_str()) {
+            Some("plan") => PLAN_1.to_string(),
+            Some("verdict") => r#"{"decision":"pass","score":0.9,"reason":"fine"}"#.to_string(),
+            Some("intent_judgment") => {
+                r#"{"ok": true, "score": 0.8, "reason": "same meaning in other words"}"#.into()
+            }
+            _ if call.prompt.starts_with("Tighten this answer") => format!("  {SHORT}\n"),
+            _ => answer.to_string(),
+        })
+    }))
+}
+
+/// Records a run answering `answer` under `opts` and returns its request seq.
+fn record(store: &mut MemoryStorage, answer: &'static str, opts: &Options) -> u64 {
+    let roster = Roster::default_roster();
+    let worker: Arc<dyn Executor> = Arc::new(Scripted::new("work", |call| {
+        Ok(format!(
+            "done: {}",
+            call.prompt.lines().next().unwrap_or("")
+        ))
+    }));
+    let seats = Fleet::fixed(orchestrator(answer), worker, vec![]);
+    let clock = StepClock::new(100.0, 0.5);
+    let env = Env {
+        roster: &roster,
+        seats: &seats,
+        clock: &clock,
+        progress: &Silent,
+    };
+    let before = store.len().unwrap();
+    let out = run::submit(store, &env, opts, REQUEST).expect("run");
+    assert_eq!(out.status, Status::Answered);
+    before
+}
+
+/// Replays with options that say nothing of the reviser, the judge or the verifier: the
+/// record says which were asked.
+fn replayed(store: &MemoryStorage, req: u64) -> StrictReplay {
+    replay::strict(store, req, &Roster::default_roster(), &Options::default()).expect("replay")
+}
+
+fn kinds(store: &MemoryStorage) -> Vec<String> {
+    store.entries.iter().map(|e| e.kind.clone()).collect()
+}
+
+fn sh(script: &str) -> Vec<String> {
+    vec!["sh".into(), "-c".into(), script.into(), "sh".into()]
+}
+
+#[test]
+fn a_revised_and_verified_run_replays_with_no_divergence() {
+    let mut store = MemoryStorage::default();
+    let mut opts = Options::default();
+    opts.revise = true;
+    opts.verifier = Some(Arc::new(CommandVerifier::new(
+        sh(r#"printf '%s' "$2""#),
+        Duration::from_secs(10),
+    )));
+    let req = record(&mut store, LONG, &opts);
+    let k = kinds(&store);
+    assert!(k.contains(&"revision".to_string()), "{k:?}");
+    assert!(k.contains(&"verification".to_string()), "{k:?}");
+    let r = replayed(&store, req);
+    assert_eq!(r.divergence, None, "{r:?}");
+    assert!(r.unanswered.is_empty(), "{r:?}");
+    assert_eq!(r.recorded, r.recomputed);
+    assert_eq!(r.answer_sha256, r.recomputed_answer_sha256);
+}
+
+#[test]
+fn a_run_the_intent_judge_ruled_on_replays_with_no_divergence() {
+    let mut store = MemoryStorage::default();
+    let mut opts = Options::default();
+    opts.judge_intent = true;
+    let req = record(&mut store, PARAPHRASE, &opts);
+    assert!(kinds(&store).contains(&"intent_judgment".to_string()));
+    let r = replayed(&store, req);
+    assert_eq!(r.divergence, None, "{r:?}");
+    assert_eq!(r.recorded, r.recomputed);
+}
+
+#[test]
+fn a_gated_run_is_still_refused_naming_the_seq_and_the_reason() {
+    let mut store = MemoryStorage::default();
+    let mut opts = Options::default();
+    opts.gates.waves.insert(0);
+    let roster = Roster::default_roster();
+    let seats = Fleet::fixed(
+        orchestrator(SHORT),
+        orchestrator(SHORT),
+        Vec::<Arc<dyn Executor>>::new(),
+    );
+    let clock = StepClock::new(100.0, 0.5);
+    let env = Env {
+        roster: &roster,
+        seats: &seats,
+        clock: &clock,
+        progress: &Silent,
+    };
+    let _ = run::submit(&mut store, &env, &opts, REQUEST);
+    let err = replay::strict(&store, 0, &roster, &Options::default()).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("seq 0") && msg.contains("gates"), "{msg}");
+    assert!(!msg.contains('\n'), "{msg}");
+    // A revision the seat's answer was rejected for keeps no text: refused at its seq.
+    let mut store = MemoryStorage::default();
+    let mut opts = Options::default();
+    opts.revise = true;
+    let seats = Fleet::fixed(
+        Arc::new(Scripted::new("orch", |call: &Call<'_>| {
+            Ok(match call.schema.map(|s| s.name.as_str()) {
+                Some("plan") => PLAN_1.to_string(),
+                Some("verdict") => r#"{"decision":"pass","score":0.9,"reason":"ok"}"#.into(),
+                // Longer than the answer: the revision is rejected.
+                _ if call.prompt.starts_with("Tighten this answer") => format!("{LONG} {LONG}"),
+                _ => LONG.to_string(),
+            })
+        })),
+        orchestrator(SHORT),
+        Vec::<Arc<dyn Executor>>::new(),
+    );
+    let env = Env {
+        roster: &roster,
+        seats: &seats,
+        clock: &clock,
+        progress: &Silent,
+    };
+    run::submit(&mut store, &env, &opts, REQUEST).expect("run");
+    let at = store
+        .entries
+        .iter()
+        .find(|e| e.kind == "revision")
+        .map(|e| e.seq)
+        .expect("a revision");
+    let body = store.payload_at(at).unwrap().unwrap().to_serde();
+    assert_eq!(body["accepted"], json!(false), "{body}");
+    let msg = replay::strict(&store, 0, &roster, &Options::default())
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains(&format!("seq {at}")), "{msg}");
+    assert!(msg.contains("not accepted"), "{msg}");
+}
