@@ -23,7 +23,7 @@ const HALTED: i32 = 5;
 /// A scripted model. While `slow` exists (the file name it is given), the first task's worker
 /// is the slow worker of [`procs::slow_worker_sh`] that ignores SIGTERM (its pids in `pids`),
 /// so only SIGKILL to its process group stops it; otherwise every call answers at once.
-fn model(repo: &Repo, slow: &std::path::Path, pids: &std::path::Path) -> String {
+pub(crate) fn model(repo: &Repo, slow: &std::path::Path, pids: &std::path::Path) -> String {
     let body = format!(
         r#"#!/bin/sh
 p="$1"
@@ -43,14 +43,14 @@ esac
 
 /// A run in flight: the submit process (its stdout and stderr piped) and the pids of its slow
 /// worker and that worker's child, read once the worker started.
-struct InFlight {
+pub(crate) struct InFlight {
     child: Guarded,
     workers: Vec<i32>,
 }
 
 /// Starts `git forum --json submit --cmd MODEL REQUEST` in the background and waits for its
 /// slow worker.
-fn start(repo: &Repo, model: &str, pids: &std::path::Path) -> InFlight {
+pub(crate) fn start(repo: &Repo, model: &str, pids: &std::path::Path) -> InFlight {
     let _ = std::fs::remove_file(pids);
     let child = Guarded(
         repo.forum()
@@ -65,7 +65,7 @@ fn start(repo: &Repo, model: &str, pids: &std::path::Path) -> InFlight {
 }
 
 /// Waits for the submit to exit; returns its exit code, stdout and stderr.
-fn finish(mut run: InFlight) -> (Option<i32>, String, String, Vec<i32>) {
+pub(crate) fn finish(mut run: InFlight) -> (Option<i32>, String, String, Vec<i32>) {
     let mut status = None;
     poll(
         || {

@@ -167,3 +167,35 @@ fn a_gated_run_is_still_refused_naming_the_seq_and_the_reason() {
     assert!(msg.contains(&format!("seq {at}")), "{msg}");
     assert!(msg.contains("not accepted"), "{msg}");
 }
+
+#[test]
+fn a_halted_then_resumed_run_replays_across_the_resume_with_no_divergence() {
+    for kind in crate::common::FORMATS {
+        let repo = crate::common::Repo::new(kind);
+        let (slow, pids) = (repo.path().join("slow"), repo.path().join("pids"));
+        std::fs::write(&slow, "").unwrap();
+        let model = crate::halt::model(&repo, &slow, &pids);
+        let run = crate::halt::start(&repo, &model, &pids);
+        repo.forum_ok(&["halt", "--reason", "stop", "--by", "ada"]);
+        let (code, ..) = crate::halt::finish(run);
+        assert_eq!(code, Some(5), "{kind}: the run was not halted");
+        std::fs::remove_file(&slow).unwrap();
+        repo.forum_ok(&["resume", "--quiet", "--cmd", &model]);
+        let log = repo.forum_json(&["log", "--run", "0"]);
+        let kinds: Vec<&str> = log["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["kind"].as_str())
+            .collect();
+        assert!(
+            kinds.contains(&"halted") && kinds.contains(&"resume"),
+            "{kinds:?}"
+        );
+        let (code, r) = crate::strict_replay::strict_cli(&repo, 0);
+        assert_eq!(code, Some(0), "{kind}: {r}");
+        assert_eq!(r["divergence"], serde_json::Value::Null, "{kind}: {r}");
+        assert_eq!(r["recorded"], r["recomputed"], "{kind}: {r}");
+        assert_eq!(r["unanswered"], json!([]), "{kind}: {r}");
+    }
+}

@@ -408,12 +408,15 @@ impl Executor for ReplayExecutor {
     }
 }
 
+/// A ladder's rungs, each with the tier it serves when the run's fleet had tiers.
+type Rungs = Vec<(Option<Tier>, Arc<dyn Executor>)>;
+
 /// The seats of a replayed run: each executor the models the record names, each seat's
 /// ladder the models its tasks climbed to, every reply from one shared [`Answers`].
 pub(super) struct ReplaySeats {
     orchestrator: Arc<dyn Executor>,
     workers: BTreeMap<String, Arc<dyn Executor>>,
-    ladders: BTreeMap<String, Vec<(Option<Tier>, Arc<dyn Executor>)>>,
+    ladders: BTreeMap<String, Rungs>,
     answers: Arc<Mutex<Answers>>,
 }
 
@@ -428,7 +431,7 @@ impl ReplaySeats {
         };
         let mut agent_of: BTreeMap<String, String> = BTreeMap::new();
         let mut workers = BTreeMap::new();
-        let mut ladders: BTreeMap<String, Vec<(Option<Tier>, Arc<dyn Executor>)>> = BTreeMap::new();
+        let mut ladders: BTreeMap<String, Rungs> = BTreeMap::new();
         let mut climbed: Vec<(String, String)> = Vec::new();
         let mut orchestrator = None;
         for e in run {

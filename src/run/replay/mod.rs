@@ -14,12 +14,13 @@
 //! What the record cannot answer is refused, naming the seq: a body that was redacted or
 //! removed, a failure kept only as text, a revision that was not accepted (its text is not
 //! kept), and the kinds of run whose outside calls this replay does not answer yet (gates,
-//! resumed runs, the editing worker's tool calls, several attempts at a task). Context comes
-//! from the record's `context` entries.
+//! the editing worker's tool calls, several attempts at a task). Context comes from the
+//! record's `context` entries. A resumed run is replayed across its resumes ([`phases`]).
 
 mod answers;
 mod compare;
 mod context;
+mod phases;
 mod verifier;
 mod work;
 
@@ -87,7 +88,7 @@ pub enum ReplayError {
 
 /// Kinds a strictly replayable run may hold: those the engine writes from the replies this
 /// replay answers, or decides without a call.
-const REPLAYABLE: [&str; 23] = [
+const REPLAYABLE: [&str; 26] = [
     kind::REQUEST,
     kind::CONTEXT,
     kind::ROUTE_FRAME,
@@ -111,6 +112,9 @@ const REPLAYABLE: [&str; 23] = [
     kind::VERIFICATION,
     kind::REVISION,
     kind::INTENT_JUDGMENT,
+    kind::RESUME,
+    kind::HALTED,
+    kind::INTERRUPTED,
 ];
 
 /// Every entry of a ledger, with its body (`None` where it was removed).
@@ -216,9 +220,6 @@ pub fn strict(
     }
     let run = run_entries(&all, request_seq).map_err(refused)?;
     check_replayable(&run).map_err(refused)?;
-    let answers = Answers::read(&run).map_err(refused)?;
-    let seats = ReplaySeats::new(&run, answers);
-    let clock = ReplayClock::new(&run);
     // The scratch ledger: what came before the run, entry for entry.
     let mut scratch = MemoryStorage::default();
     for (e, body) in all.iter().filter(|(e, _)| e.seq < request_seq) {
@@ -234,33 +235,20 @@ pub fn strict(
     let mut opts = opts.clone();
     opts.runtime_record = run[0].payload.get("runtime").cloned();
     opts.options_record = run[0].payload.get("options").cloned();
-    opts.context = context::ReplayContext::read(&run).map(|c| {
-        let c: std::sync::Arc<dyn super::ContextProvider> = std::sync::Arc::new(c);
-        c
-    });
-    let work = work::options(&run).map_err(refused)?;
-    opts.work = work.as_ref().map(|(o, _)| o.clone());
     opts.solo = run[0].payload["solo"] == true;
     // The reviser and the intent judge are not in the request's record: a run asked them
     // when its record holds what they said (a flagged answer is otherwise left as it is).
     opts.revise = run.iter().any(|e| e.kind == kind::REVISION);
     opts.judge_intent = run.iter().any(|e| e.kind == kind::INTENT_JUDGMENT);
-    opts.verifier = verifier::ReplayVerifier::read(&run).map(|v| {
-        let v: std::sync::Arc<dyn super::Verifier> = std::sync::Arc::new(v);
-        v
-    });
-    let text = run[0].payload["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let env = Env {
-        roster,
-        seats: &seats,
-        clock: &clock,
-        progress: &Silent,
-    };
-    // A run that stopped on a failed stage is compared by what it wrote before it stopped.
-    let _ = super::submit(&mut scratch, &env, &opts, &text);
+    let mut unanswered = Vec::new();
+    for phase in phases::phases(&run) {
+        let asked = replay_phase(&mut scratch, &run, &phase, (start, roster), &opts)?;
+        unanswered.extend(asked);
+        if !phase.stopped.is_empty() {
+            let so_far = run_entries(&read_all(&scratch)?, start).map_err(refused)?;
+            phases::copy_stop(&mut scratch, &run, &so_far, phase.stopped)?;
+        }
+    }
     let replayed: Vec<_> = read_all(&scratch)?;
     let new = run_entries(&replayed, start).map_err(refused)?;
     Ok(StrictReplay {
@@ -270,12 +258,62 @@ pub fn strict(
         answer_sha256: final_answer(&run),
         recomputed_answer_sha256: final_answer(&new),
         divergence: first_divergence(&run, &new),
-        unanswered: seats
-            .unanswered()
-            .into_iter()
-            .chain(work.iter().flat_map(|(_, b)| b.unanswered()))
-            .collect(),
+        unanswered,
         recorded_by: run[0].payload["git_forum"].as_str().map(str::to_string),
         replayed_by: super::VERSION.to_string(),
     })
+}
+
+/// Replays one part of the run into `scratch` (the run's request at `start`): the first
+/// through `submit`, a resume through `resume`, each with the replies, clock readings,
+/// context and repository answers of that part alone, and, where the record says the part
+/// was stopped from outside, no more entries than the record holds for it. Returns the calls
+/// the part made that the record had no answer for (before where it was stopped).
+fn replay_phase(
+    scratch: &mut MemoryStorage,
+    run: &[Recorded],
+    phase: &phases::Phase<'_>,
+    (start, roster): (u64, &Roster),
+    opts: &Options,
+) -> Result<Vec<String>, ReplayError> {
+    let refused = ReplayError::Refused;
+    let view = phases::view(run, phase);
+    let seats = ReplaySeats::new(run, Answers::read(&view).map_err(refused)?);
+    let clock = ReplayClock::new(phase.written);
+    let mut opts = opts.clone();
+    opts.context = context::ReplayContext::read(phase.written).map(|c| {
+        let c: std::sync::Arc<dyn super::ContextProvider> = std::sync::Arc::new(c);
+        c
+    });
+    let work = work::options(run, &view).map_err(refused)?;
+    opts.work = work.as_ref().map(|(o, _)| o.clone());
+    opts.verifier = verifier::ReplayVerifier::read(phase.written).map(|v| {
+        let v: std::sync::Arc<dyn super::Verifier> = std::sync::Arc::new(v);
+        v
+    });
+    let env = Env {
+        roster,
+        seats: &seats,
+        clock: &clock,
+        progress: &Silent,
+    };
+    let stopped = !phase.stopped.is_empty() || !phase.last;
+    let mut ledger = phases::Bounded {
+        inner: scratch,
+        left: stopped.then_some(phase.written.len()),
+    };
+    // A run that stopped on a failed stage is compared by what it wrote before it stopped.
+    if phase.resumed {
+        let _ = super::resume(&mut ledger, &env, &opts, Some(start));
+    } else {
+        let text = run[0].payload["text"].as_str().unwrap_or_default();
+        let _ = super::submit(&mut ledger, &env, &opts, text);
+    }
+    // Calls made after the record's stop have no answer by design.
+    if stopped {
+        return Ok(Vec::new());
+    }
+    let mut asked = seats.unanswered();
+    asked.extend(work.iter().flat_map(|(_, b)| b.unanswered()));
+    Ok(asked)
 }

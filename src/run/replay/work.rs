@@ -6,7 +6,7 @@
 //! what the pre-ship gate's reply comes to, what merges and in what order, and what the
 //! answer says changed.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,6 +48,9 @@ struct Answers {
 pub(super) struct ReplayBench {
     base: Base,
     answers: Mutex<Answers>,
+    /// The change commits the whole record integrated (a resume asks which are on the run
+    /// branch).
+    branch: BTreeSet<String>,
 }
 
 /// A check's outcome as its `check` entry keeps it: passed is decided again from the exit.
@@ -244,11 +247,7 @@ impl Workbench for ReplayBench {
     }
 
     fn on_branch(&self, commit: &str) -> bool {
-        lock(&self.answers)
-            .integrations
-            .values()
-            .flatten()
-            .any(|i| i.as_ref().is_ok_and(|c| c == commit))
+        self.branch.contains(commit)
     }
 }
 
@@ -287,9 +286,13 @@ fn verification_of(v: &J) -> Option<Verification> {
     ))
 }
 
-/// The work options of a replayed run whose request recorded `work`, and its workbench (for
+/// The work options of a replayed run whose request (`run[0]`) recorded `work`, answering
+/// from the entries of `view` (the part of the run being replayed), and its workbench (for
 /// the calls it could not answer); `None` for a run that did not work in the repository.
-pub(super) fn options(run: &[Recorded]) -> Result<Option<(WorkOptions, Arc<ReplayBench>)>, String> {
+pub(super) fn options(
+    run: &[Recorded],
+    view: &[Recorded],
+) -> Result<Option<(WorkOptions, Arc<ReplayBench>)>, String> {
     let Some(w) = run[0].payload.get("work") else {
         return Ok(None);
     };
@@ -299,7 +302,13 @@ pub(super) fn options(run: &[Recorded]) -> Result<Option<(WorkOptions, Arc<Repla
             branch: w["branch"].as_str().map(str::to_string),
             dirty: string_list(&w["dirty"]),
         },
-        answers: Mutex::new(Answers::read(run)?),
+        answers: Mutex::new(Answers::read(view)?),
+        branch: Answers::read(run)?
+            .integrations
+            .into_values()
+            .flatten()
+            .filter_map(Result::ok)
+            .collect(),
     });
     let opened: Arc<dyn Workbench> = bench.clone();
     let opts = WorkOptions {
