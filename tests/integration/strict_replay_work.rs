@@ -196,3 +196,64 @@ fn a_solo_run_replays_with_no_divergence() {
         assert_eq!(r["answer_sha256"], r["recomputed_answer_sha256"], "{r}");
     });
 }
+
+#[test]
+fn a_work_run_killed_mid_wave_and_resumed_replays_across_the_resume() {
+    on_each_kind(|repo| {
+        work_run::setup(repo);
+        let marker = repo.path().join("hang");
+        std::fs::write(&marker, "").unwrap();
+        // T2 hangs while the marker exists; T1 (wave 0) is shipped before it starts.
+        let work = format!(
+            "    case \"$p\" in\n      *\"fix mul\"*) while [ -e '{}' ]; do sleep 0.1; done; sed -i '$ s/return a + b/return a * b/' calc.py; echo mul ;;\n      *) sed -i 's/return a - b/return a + b/' calc.py; echo add ;;\n    esac",
+            marker.display()
+        );
+        let m = work_run::model(
+            repo,
+            "model",
+            &work_run::plan(&[("T1", "fix add"), ("T2", "fix mul")], true),
+            "merge",
+            &work,
+        );
+        let mut child = crate::common::Guarded(
+            repo.forum()
+                .args(["submit", "--work", "--check", CHECK, "--cmd", &m, "--quiet"])
+                .arg("fix calc")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        // Waits (a guard, not a measurement) until T2's task entry is witnessed.
+        crate::common::wait_until(
+            "T2 never started",
+            std::time::Duration::from_secs(120),
+            || {
+                repo.forum()
+                    .args(["log", "--json"])
+                    .output()
+                    .ok()
+                    .and_then(|o| serde_json::from_slice::<J>(&o.stdout).ok())
+                    .is_some_and(|j| {
+                        j.as_array()
+                            .unwrap()
+                            .iter()
+                            .filter(|e| e["kind"] == "task")
+                            .count()
+                            >= 2
+                    })
+            },
+        );
+        child.0.kill().unwrap();
+        child.0.wait().unwrap();
+        std::fs::remove_file(&marker).unwrap();
+        let j = repo.forum_json(&["resume", "--cmd", &m]);
+        assert_eq!(j["git_forum_receipt"]["status"], "answered", "{j}");
+        assert_eq!(payloads(repo, "resume")[0].1["reused"], json!(["T1"]));
+        let (code, r) = strict(repo, &[]);
+        assert_eq!(code, Some(0), "{r}");
+        assert_eq!(r["divergence"], J::Null, "{r}");
+        assert_eq!(r["recorded"], r["recomputed"], "{r}");
+        assert_eq!(r["unanswered"], json!([]), "{r}");
+    });
+}
