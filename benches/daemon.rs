@@ -12,8 +12,9 @@
 //! token, read from the file the daemon names on its second line, as a user's client would.
 //!
 //! `--wrk [--seconds S --rounds R --entries N --appenders A --threads T --connections C]
-//! [--busy]` runs the daemon's read routes under wrk against a hello-world axum server in the
-//! same run, while A clients append (see `support/daemon_wrk.rs`).
+//! [--only ROUTE,...] [--busy]` runs the daemon's read routes under wrk against a hello-world
+//! axum server in the same run, while A clients append (see `support/daemon_wrk.rs`); `--only`
+//! keeps the routes that start with one of the given prefixes (`--only /status,/log`).
 //!
 //! `--replay-memory` measures the daemon's memory instead: it imports a ledger of `--entries`
 //! entries (default 45,001, seq 0 to 45,000) as one Forum directory, starts the daemon, and has

@@ -242,7 +242,7 @@ pub(crate) fn run(args: &[String]) {
     };
 
     let mid = entries / 2;
-    let routes = [
+    let mut routes = vec![
         "/health".to_string(),
         "/status".to_string(),
         "/checkpoint".to_string(),
@@ -250,6 +250,15 @@ pub(crate) fn run(args: &[String]) {
         format!("/payload/{mid}"),
         "/log?limit=10".to_string(),
     ];
+    // `--only A,B`: only the routes that start with one of these (to profile one route).
+    if let Some(only) = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+    {
+        let wanted: Vec<&str> = only.split(',').collect();
+        routes.retain(|r| wanted.iter().any(|w| r.starts_with(w)));
+    }
     println!(
         "{:<16} {:>5} {:>10} {:>8} {:>8} {:>7} {:>10} {:>8} {:>8} {:>7}",
         "route",

@@ -32,9 +32,11 @@ use crate::surface::run::{Fleet, Seats};
 pub(crate) use super::executors::{Executors, NoSeats};
 
 mod config;
+mod fresh;
 mod resolve;
 use crate::surface::store::{GitStore, Options, StoreError};
 pub use config::Config;
+pub(crate) use fresh::Read;
 use resolve::{Handler, resolve};
 
 /// The default limit on one submit (or resume) over the daemon or MCP, in seconds.
@@ -480,15 +482,12 @@ pub struct Dispatcher {
     pub(crate) cfg: Config,
     pub(crate) repo: gix::ThreadSafeRepository,
     pub(crate) writer: Mutex<GitStore>,
-    /// The entries as last read; a read takes a share of it (an `Arc`), not a copy.
-    pub(crate) cache: Mutex<Arc<EntryCache>>,
+    /// The entries as last read and the read answers made from them (see [`fresh`]); a read
+    /// takes a share of the entries (an `Arc`), not a copy.
+    pub(crate) cache: Mutex<fresh::Cached>,
     /// The ledger's loose ref file, where refs are files: a read compares what it names with
     /// the cached tip and, when they match, answers from the cache without opening a store.
     pub(crate) ref_file: Option<PathBuf>,
-    /// `GET /payload/SEQ` answers already given, by entry commit: each body in them was read
-    /// back and checked against its payload hash when the answer was first made, and a commit
-    /// names its body for good (a redaction writes new commits).
-    pub(crate) bodies: Mutex<std::collections::HashMap<gix::ObjectId, Arc<str>>>,
     pub(crate) roster: Roster,
     pub(crate) policy: Policy,
     pub(crate) executors: Executors,
@@ -520,9 +519,8 @@ impl Dispatcher {
             cfg,
             repo: shared,
             writer: Mutex::new(writer),
-            cache: Mutex::new(Arc::default()),
+            cache: Mutex::default(),
             ref_file,
-            bodies: Mutex::default(),
             roster: Roster::default_roster(),
             policy: Policy::default(),
             executors: Executors {
@@ -634,7 +632,7 @@ impl Dispatcher {
             }
         };
         let raw = (method != "GET" && !trimmed.is_empty()).then_some(trimmed);
-        self.run(
+        let reply = self.run(
             handler,
             &Request {
                 body: &parsed,
@@ -642,7 +640,17 @@ impl Dispatcher {
                 key,
                 hooks,
             },
-        )
+        );
+        self.after(method);
+        reply
+    }
+
+    /// After a request of `method`: anything but a `GET` may have written, so the next read
+    /// looks at the ledger's ref again (see [`fresh`]).
+    fn after(&self, method: &str) {
+        if method != "GET" {
+            self.tip_moved();
+        }
     }
 
     /// Answers a request whose body is already JSON (an MCP tool call).
@@ -650,7 +658,7 @@ impl Dispatcher {
         let Some(handler) = self.route_or_reply(method, path) else {
             return self.no_route(method, path);
         };
-        self.run(
+        let reply = self.run(
             handler,
             &Request {
                 body: &body,
@@ -658,7 +666,9 @@ impl Dispatcher {
                 key: None,
                 hooks: RunHooks::default(),
             },
-        )
+        );
+        self.after(method);
+        reply
     }
 
     fn route_or_reply<'p>(&self, method: &str, path: &'p str) -> Option<Handler<'p>> {

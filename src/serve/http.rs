@@ -40,6 +40,7 @@
 //! `GET /replay/SEQ`, which reads a page at a time (`?limit=&after=`).
 //! `POST /append` takes an `Idempotency-Key` header (see the dispatcher's append).
 
+mod fast;
 mod limits;
 pub(crate) use limits::Limits;
 
@@ -124,10 +125,12 @@ impl Guard {
 
     /// Whether a `Host` header value is one this server answers to.
     pub(crate) fn host_allowed(&self, value: &str) -> bool {
-        let v = value.trim().to_ascii_lowercase();
-        if self.hosts.contains(&v) {
+        // The names kept are lower case: compared without a lower-cased copy of the value.
+        let value = value.trim();
+        if self.hosts.iter().any(|h| h.eq_ignore_ascii_case(value)) {
             return true;
         }
+        let v = value.to_ascii_lowercase();
         let Some(port) = self.any_ip_port else {
             return false;
         };
@@ -254,6 +257,9 @@ async fn read_body(body: Body, limit: usize) -> Result<Vec<u8>, Response> {
 }
 
 async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
+    if let Some(r) = fast::answer(&server, &req) {
+        return r;
+    }
     let (parts, body) = req.into_parts();
     match admit(&server, &parts) {
         Ok(admitted) => run(&server, &parts, body, admitted).await,
@@ -440,19 +446,6 @@ async fn run(
         key,
     } = admitted;
     let limits = &server.limits;
-    // A read the cached entries answer is answered here, on the runtime's worker: it costs
-    // less than handing it to the blocking pool. It still takes a slot, so the concurrency
-    // limit counts it; without a free slot, a body, or a fresh cache it takes the path below.
-    if method == "GET"
-        && body.is_end_stream()
-        && let Ok(slot) = server.slots.clone().try_acquire_owned()
-    {
-        let reply = server.dispatcher.answer_fresh(&path, query.as_ref());
-        drop(slot);
-        if let Some(reply) = reply {
-            return reply_response(&reply);
-        }
-    }
     let bytes = match read_limited_body(limits, &parts.headers, body).await {
         Ok(b) => b,
         Err(r) => return *r,

@@ -5,7 +5,10 @@
 //! that touches the engine, so the two transports cannot drift: an MCP tool is a name for a
 //! dispatcher route, and its result is the HTTP body of that route. Everything the dispatcher
 //! does is synchronous (the git store and the control loop are); the HTTP server runs it on
-//! tokio's blocking pool, the MCP server on its own thread, one message at a time.
+//! tokio's blocking pool, the MCP server on its own thread, one message at a time. The short
+//! reads the cached entries answer alone (`/status`, `/checkpoint`, `/ledger/SEQ`, a body read
+//! before, a short `/log`) are answered on the server's own workers from bytes kept per tip
+//! (`http/fast.rs`, `dispatch/fresh.rs`, which says how a read knows the tip is current).
 //!
 //! * [`dispatch`]: the routes, request bodies, status codes and error shape (`{"error": "..."}`).
 //! * [`http`]: axum on top, with the Host/Origin checks, bearer token, body limit, timeouts,

@@ -2,14 +2,13 @@
 //! JSON or an error [`Reply`]. Reads go through short-lived store handles and the shared entry
 //! cache; writes go through the one long-lived writer.
 
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 
 use serde_json::{Value as J, json};
 
 use super::dispatch::{Dispatcher, EntryCache, Reply, Request, lock};
 use crate::context::ContextBudget;
 use crate::exec::config;
-use crate::ledger::merkle::merkle_root;
 use crate::ledger::{Entry, NewEntry, Storage, StorageError, Value, canonical, kind};
 use crate::quality::profile::get_profile;
 use crate::quality::{HumanizeError, humanize};
@@ -32,9 +31,6 @@ mod witness;
 mod work;
 
 type Res = Result<J, Reply>;
-
-/// How many `GET /payload/SEQ` answers are kept (all are dropped when the count is reached).
-const BODIES_KEPT: usize = 4096;
 
 fn bad(message: impl Into<String>) -> Reply {
     crate::surface::Error::usage(message).into()
@@ -72,24 +68,6 @@ fn hold_for_test() {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !std::path::Path::new(&file).exists() && std::time::Instant::now() < until {
         std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
-
-/// Reads a loose ref file (an object id and a newline) into `buf`, without the stat and the
-/// allocation of `fs::read`: its length, or `None` when it cannot be read or is longer than a
-/// ref (a symbolic ref, or not a ref at all).
-fn read_ref_file(path: &std::path::Path, buf: &mut [u8]) -> Option<usize> {
-    use std::io::Read as _;
-    let mut f = std::fs::File::open(path).ok()?;
-    let mut n = 0;
-    loop {
-        match f.read(&mut buf[n..]) {
-            Ok(0) => return Some(n),
-            Ok(k) if n + k < buf.len() => n += k,
-            Ok(_) => return None,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
     }
 }
 
@@ -143,22 +121,24 @@ impl Storage for Shared<'_> {
             .map_err(|r| StorageError::Io(r.message().to_string()))
     }
 
+    // Each append of a run in progress is seen by the reads after it (see
+    // [`Dispatcher::tip_moved`]): the run's progress may name it before the run answers.
     fn append(&mut self, new: NewEntry) -> Result<Entry, StorageError> {
-        Ok(lock(&self.d.writer).append_entry(&new)?.entry)
+        let r = lock(&self.d.writer).append_entry(&new);
+        self.d.tip_moved();
+        Ok(r?.entry)
     }
 
     fn append_at(&mut self, seq: u64, new: NewEntry) -> Result<Option<Entry>, StorageError> {
-        Ok(lock(&self.d.writer)
-            .append_entry_at(&new, Some(seq))?
-            .map(|a| a.entry))
+        let r = lock(&self.d.writer).append_entry_at(&new, Some(seq));
+        self.d.tip_moved();
+        Ok(r?.map(|a| a.entry))
     }
 
     fn append_batch(&mut self, batch: Vec<NewEntry>) -> Result<Vec<Entry>, StorageError> {
-        Ok(lock(&self.d.writer)
-            .append_entries(&batch)?
-            .into_iter()
-            .map(|a| a.entry)
-            .collect())
+        let r = lock(&self.d.writer).append_entries(&batch);
+        self.d.tip_moved();
+        Ok(r?.into_iter().map(|a| a.entry).collect())
     }
 
     fn sync(&mut self) -> Result<(), StorageError> {
@@ -188,93 +168,14 @@ impl Dispatcher {
     /// the next extension of the cache copies the entries, so the frequent small reads use
     /// [`Dispatcher::with_view`] instead.
     pub(crate) fn snapshot(&self) -> Result<Arc<EntryCache>, Reply> {
-        Ok(self.current()?.clone())
+        Ok(self.current()?.view.clone())
     }
 
     /// `f` of the entries as of one read of the tip, run under the cache's lock so that no
     /// request keeps a share of them and extending the cache after an append never copies
     /// them. `f` should take what it needs (a few entries, a length) and return.
     pub(crate) fn with_view<R>(&self, f: impl FnOnce(&EntryCache) -> R) -> Result<R, Reply> {
-        Ok(f(&**self.current()?))
-    }
-
-    /// The cache, locked, as of one read of the tip: as it is when the tip has not moved;
-    /// extended by walking back from the new tip to the cached one when it moved forward (an
-    /// append here or by another process); read again otherwise (a redaction rewrote the
-    /// commits, or the ref was moved back).
-    ///
-    /// Where refs are files, the loose ref is read first on its own: when it names the cached
-    /// tip, the cache is the answer and no store is opened (most reads, even while appends
-    /// run). Anything else (no loose ref, a packed or unreadable one, another tip) takes the
-    /// full path below, which reads the ref as the store does and reports what it finds.
-    fn current(&self) -> Result<MutexGuard<'_, Arc<EntryCache>>, Reply> {
-        if let Some(cache) = self.fresh() {
-            return Ok(cache);
-        }
-        let store = self.reader()?;
-        let mut cache = lock(&self.cache);
-        let Some(tip) = store.tip_id()? else {
-            *cache = Arc::new(EntryCache {
-                root: merkle_root::<&str>(&[]),
-                ..EntryCache::default()
-            });
-            return Ok(cache);
-        };
-        if cache.tip == Some(tip) {
-            return Ok(cache);
-        }
-        // Walk back from the tip until the cached tip, under the lock: the other requests
-        // that found the tip moved wait for this walk rather than each walking it again.
-        // When the walk passes below the cached tip without meeting it, the commits were
-        // rewritten: keep walking, and read the whole chain.
-        let mut stop = cache.tip;
-        let have = cache.entries.len() as u64;
-        let mut fresh: Vec<(gix::ObjectId, Entry)> = Vec::new();
-        let mut cur = Some(tip);
-        let mut buf = Vec::new();
-        let mut extends = false;
-        while let Some(id) = cur {
-            if Some(id) == stop {
-                extends = true;
-                break;
-            }
-            let (entry, _, parent) = store.read_entry_commit(&id, &mut buf)?;
-            if stop.is_some() && entry.seq < have {
-                stop = None;
-            }
-            fresh.push((id, entry));
-            cur = parent;
-        }
-        fresh.reverse();
-        let mut next = if extends {
-            Arc::unwrap_or_clone(std::mem::take(&mut *cache))
-        } else {
-            EntryCache::default()
-        };
-        {
-            let entries = Arc::make_mut(&mut next.entries);
-            let commits = Arc::make_mut(&mut next.commits);
-            for (id, e) in fresh {
-                next.acc.push(&e.entry_hash);
-                commits.push(id);
-                entries.push(e);
-            }
-        }
-        next.tip = Some(tip);
-        next.root = next.acc.root();
-        *cache = Arc::new(next);
-        Ok(cache)
-    }
-
-    /// The cache, locked, when the loose ref names its tip (see [`Dispatcher::current`]);
-    /// `None` when that cannot be told this cheaply or the tip moved.
-    fn fresh(&self) -> Option<MutexGuard<'_, Arc<EntryCache>>> {
-        let path = self.ref_file.as_ref()?;
-        let mut buf = [0u8; 128];
-        let n = read_ref_file(path, &mut buf)?;
-        let tip = gix::ObjectId::from_hex(buf[..n].trim_ascii()).ok()?;
-        let cache = lock(&self.cache);
-        (cache.tip == Some(tip)).then_some(cache)
+        Ok(f(&self.current()?.view))
     }
 
     /// The body of the entry at `seq` of `view` (`None` when redacted), read from its commit.
@@ -319,7 +220,9 @@ impl Dispatcher {
         new: &NewEntry,
     ) -> Result<crate::surface::store::Appended, Reply> {
         new.validate().map_err(bad)?;
-        Ok(lock(&self.writer).append_entry(new)?)
+        let r = lock(&self.writer).append_entry(new);
+        self.tip_moved();
+        Ok(r?)
     }
 
     fn seats(&self) -> Result<Arc<dyn Seats>, Reply> {
@@ -337,7 +240,7 @@ impl Dispatcher {
     // ----- the ledger -----
 
     pub(crate) fn status(&self) -> Res {
-        self.status_in(&**self.current()?)
+        self.status_in(&self.current()?.view)
     }
 
     fn status_in(&self, view: &EntryCache) -> Res {
@@ -350,7 +253,7 @@ impl Dispatcher {
     }
 
     pub(crate) fn checkpoint(&self) -> Res {
-        self.checkpoint_in(&**self.current()?)
+        self.checkpoint_in(&self.current()?.view)
     }
 
     fn checkpoint_in(&self, view: &EntryCache) -> Res {
@@ -360,43 +263,6 @@ impl Dispatcher {
             size,
             &view.root,
         )))
-    }
-
-    /// Answers a `GET` that the cached entries answer alone (`/health`, `/status`,
-    /// `/checkpoint`, `/ledger/SEQ`, a short `/log`, a `/payload/SEQ` answered before), when the cache holds the ledger's tip as
-    /// the loose ref names it; `None` for anything else, which then takes the ordinary path.
-    /// Cheap enough for the HTTP server to call on its own workers: one small file read, and
-    /// the answer built from memory under the cache's lock.
-    pub(crate) fn answer_fresh(&self, path: &str, query: Option<&J>) -> Option<Reply> {
-        /// The longest `/log` answered this way (a page of 1,000 entries is work for the
-        /// blocking pool).
-        const SHORT_LOG: u64 = 100;
-        if path == "/health" && query.is_none() {
-            return Some(Reply::ok(json!({"ok": true})));
-        }
-        let res = match (path, query) {
-            ("/status", None) => self.status_in(&**self.fresh()?),
-            ("/checkpoint", None) => self.checkpoint_in(&**self.fresh()?),
-            ("/log", q) => {
-                let a: rq::Log = request::decode(q?).ok()?;
-                let limit = a.limit.filter(|n| (1..=SHORT_LOG).contains(n))?;
-                let r = surface::read::log_of(&self.fresh()?.entries, Some(limit));
-                answer(Ok(r))
-            }
-            (p, None) if p.starts_with("/payload/") => {
-                return self.payload_given(parse_seq(&p["/payload/".len()..]).ok()?);
-            }
-            (p, None) => {
-                let seq = parse_seq(p.strip_prefix("/ledger/")?).ok()?;
-                let r = surface::ledger::entry(&self.fresh()?.entries, seq);
-                answer(r)
-            }
-            _ => return None,
-        };
-        Some(match res {
-            Ok(body) => Reply::ok(body),
-            Err(reply) => reply,
-        })
     }
 
     pub(crate) fn record_checkpoint(&self, req: &Request<'_>) -> Res {
@@ -455,22 +321,8 @@ impl Dispatcher {
             Err(reply) if reply.status == 200 => reply.body_text(),
             Err(_) => return res,
         };
-        let mut bodies = lock(&self.bodies);
-        if bodies.len() >= BODIES_KEPT {
-            bodies.clear();
-        }
-        bodies.insert(commit, text.into());
-        drop(bodies);
+        self.keep_payload(commit, text);
         res
-    }
-
-    /// The answer to `GET /payload/SEQ` already given for the entry at `seq` of the cache as
-    /// the loose ref names it (see [`Dispatcher::bodies`]).
-    fn payload_given(&self, seq: u64) -> Option<Reply> {
-        let commit = *self.fresh()?.commits.get(seq as usize)?;
-        let text = lock(&self.bodies).get(&commit)?.to_string();
-        // Only the HTTP transport asks here, and it sends the text.
-        Some(Reply::exact(J::Null, text))
     }
 
     /// The newest entries first, at most `limit` (default and cap

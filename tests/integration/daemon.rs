@@ -1335,6 +1335,59 @@ fn cached_reads_follow_the_tip_when_another_process_moves_it() {
     });
 }
 
+/// Reads answered from the daemon's kept bytes see each append it has answered at once, and
+/// are byte for byte the answers of the ordinary path (the dispatcher in process, or a
+/// spelling the kept path leaves to it), with the same headers.
+#[test]
+fn kept_reads_see_the_daemons_own_appends_at_once_and_match_the_ordinary_path() {
+    let repo = Repo::new("sha1");
+    let d = Daemon::start(&repo, &[]);
+    let ordinary = open(&repo);
+    let auth = d.auth();
+    let get = |path: &str| {
+        let (code, head, text) = http(&d.addr, "GET", path, &[], b"");
+        assert_eq!(code, 200, "{path}: {text}");
+        let head = head.to_ascii_lowercase();
+        for h in [
+            "content-type: application/json",
+            "cache-control: no-store",
+            "x-content-type-options: nosniff",
+        ] {
+            assert!(head.contains(h), "{path}: {head}");
+        }
+        text
+    };
+    let parse = |text: &str| serde_json::from_str::<J>(text).unwrap();
+    for i in 0..12u64 {
+        let body = json!({"actor": "t", "kind": "note", "payload": {"i": i}}).to_string();
+        let (code, _, text) = http(&d.addr, "POST", "/append", &auth, body.as_bytes());
+        assert_eq!(code, 200, "{text}");
+        assert_eq!(parse(&text)["seq"], i);
+        // Twice each: the first read may make the answer, the second is the kept one.
+        for _ in 0..2 {
+            let st = get("/status");
+            assert_eq!(parse(&st)["entries"], i + 1, "{st}");
+            assert_eq!(st, get("/status"));
+            assert_eq!(st, ordinary.handle("GET", "/status", b"").body_text());
+            let cp = get("/checkpoint");
+            assert_eq!(parse(&cp)["size"], i + 1, "{cp}");
+            assert_eq!(cp, ordinary.handle("GET", "/checkpoint", b"").body_text());
+            let log = get("/log?limit=2");
+            assert_eq!(parse(&log)[0]["seq"], i, "{log}");
+            assert_eq!(log, get("/log?limit=02"));
+            let entry = get(&format!("/ledger/{i}"));
+            assert_eq!(parse(&entry)["seq"], i, "{entry}");
+            let path = format!("/ledger/{}", i / 2);
+            assert_eq!(get(&path), ordinary.handle("GET", &path, b"").body_text());
+            let body = get(&format!("/payload/{i}"));
+            assert!(body.contains(&format!("\"i\":{i}")), "{body}");
+            let path = format!("/payload/{i}");
+            assert_eq!(body, ordinary.handle("GET", &path, b"").body_text());
+        }
+    }
+    drop(d);
+}
+
 // ----- MCP as a child process -----
 
 #[test]
