@@ -45,7 +45,9 @@ use super::sandbox::probe::Jail;
 
 pub(crate) mod call_ctx;
 pub(crate) mod env;
+mod forked;
 mod output;
+mod proc_walk;
 pub(crate) mod watchdog;
 
 pub(crate) use call_ctx::{
@@ -95,6 +97,38 @@ fn tell(control: &Control, what: u8) {
         && pipe.write_all(&[what]).and_then(|()| pipe.flush()).is_err()
     {
         *c = None;
+    }
+}
+
+/// The process git forum started for a command and waits for: a `std` child, or a reaper
+/// forked by [`forked::spawn`].
+trait Leader {
+    fn leader_id(&self) -> u32;
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>>;
+    fn wait(&mut self) -> std::io::Result<ExitStatus>;
+}
+
+impl Leader for std::process::Child {
+    fn leader_id(&self) -> u32 {
+        self.id()
+    }
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        std::process::Child::try_wait(self)
+    }
+    fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        std::process::Child::wait(self)
+    }
+}
+
+impl Leader for forked::Forked {
+    fn leader_id(&self) -> u32 {
+        self.id()
+    }
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        forked::Forked::try_wait(self)
+    }
+    fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        forked::Forked::wait(self)
     }
 }
 
@@ -247,17 +281,42 @@ fn start(
     let mut child = cmd.process_group(0).spawn()?;
     drop(cmd);
     let pgid = child.id();
-    let running = Running {
-        scope,
-        control: reaped.then(|| Arc::new(Mutex::new(child.stdin.take()))),
-    };
+    let control = reaped.then(|| Arc::new(Mutex::new(child.stdin.take())));
+    Ok((child, pgid, register(pgid, scope, control)))
+}
+
+/// Registers the command whose process group is `pgid` under `scope`, or kills it at once
+/// when that scope was stopped while it started.
+fn register(pgid: u32, scope: Option<u64>, control: Option<Control>) -> Running {
+    let running = Running { scope, control };
     let mut l = live();
     if l.refuses(scope) {
         running.kill(pgid);
     } else {
         l.groups.insert(pgid, running.clone());
     }
-    Ok((child, pgid, running))
+    running
+}
+
+/// Starts a command under the reaper ([`is_reaped`]) with a forked reaper instead
+/// ([`forked`]): the same program, arguments, environment and directory, stdin from
+/// `/dev/null`, stdout and stderr to pipes; registered as [`start`] registers.
+fn start_forked(
+    cmd: Command,
+    scope: Option<u64>,
+) -> std::io::Result<(forked::Started, u32, Running)> {
+    let mut args = cmd.get_args().skip(1);
+    let program = Path::new(args.next().unwrap_or_default());
+    let rest: Vec<std::ffi::OsString> = args.map(|a| a.to_owned()).collect();
+    // `prepared_with` cleared the environment: what is set is all the command gets.
+    let env: Vec<(std::ffi::OsString, std::ffi::OsString)> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned())))
+        .collect();
+    let mut started = forked::spawn(program, &rest, &env, cmd.get_current_dir())?;
+    let pgid = started.reaper.id();
+    let control = Arc::new(Mutex::new(started.control.take()));
+    Ok((started, pgid, register(pgid, scope, Some(control))))
 }
 
 /// How long a reaper told to kill has to report its command's end before its group is killed
@@ -266,11 +325,7 @@ const REAPER_BOUND: Duration = Duration::from_secs(15);
 
 /// Kills a command at its deadline and waits for it: the group, or the tree through its
 /// reaper (then the group too, should the reaper not end within [`REAPER_BOUND`]).
-fn kill_and_wait(
-    child: &mut std::process::Child,
-    pgid: u32,
-    running: &Running,
-) -> Option<ExitStatus> {
+fn kill_and_wait(child: &mut dyn Leader, pgid: u32, running: &Running) -> Option<ExitStatus> {
     running.kill(pgid);
     if running.control.is_some() {
         let until = Instant::now() + REAPER_BOUND;
@@ -544,9 +599,18 @@ pub(crate) fn run_watching(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // Registered, or killed at once when an interruption came while it started.
-    let (mut child, pgid, running) = self::start(cmd, scope).map_err(spawn_failed)?;
-    let out = child.stdout.take().expect("piped");
-    let err = child.stderr.take().expect("piped");
+    type Pipe = Box<dyn std::io::Read + Send>;
+    let (mut child, out, err, pgid, running): (Box<dyn Leader + Send>, Pipe, Pipe, _, _) =
+        if is_reaped(&cmd) {
+            let (st, pgid, running) = start_forked(cmd, scope).map_err(spawn_failed)?;
+            let (out, err) = (Box::new(st.stdout), Box::new(st.stderr));
+            (Box::new(st.reaper), out, err, pgid, running)
+        } else {
+            let (mut child, pgid, running) = self::start(cmd, scope).map_err(spawn_failed)?;
+            let out = Box::new(child.stdout.take().expect("piped"));
+            let err = Box::new(child.stderr.take().expect("piped"));
+            (Box::new(child), out, err, pgid, running)
+        };
     let (max_out, max_err) = (limits.max_stdout, limits.max_stderr);
     let watch = &Watch::new();
     let (status, ended, (stdout, truncated), (stderr, _)) = thread::scope(|s| {
@@ -555,7 +619,7 @@ pub(crate) fn run_watching(
         let out_reader = s.spawn(move || drain_lines(out, max_out, on_line));
         let err_reader = s.spawn(move || drain(err, max_err));
         let deadline = start + limits.timeout;
-        let (status, ended) = wait_until(&mut child, deadline, pgid, &running, watch);
+        let (status, ended) = wait_until(&mut *child, deadline, pgid, &running, watch);
         // Whatever the child left running (a grandchild holding the pipes) goes with its
         // group, so the readers reach the end of their pipes.
         kill_group(pgid);
@@ -651,7 +715,7 @@ impl Ended {
 /// Waits for the child until `deadline` (or until `watch` finds it stalled), then kills its
 /// group: its status (if one could be read) and how the wait ended.
 fn wait_until(
-    child: &mut std::process::Child,
+    child: &mut dyn Leader,
     deadline: Instant,
     pgid: u32,
     running: &Running,
@@ -689,10 +753,12 @@ const STOP_POLL: Duration = Duration::from_millis(5);
 /// A message when `child` has ended, from a thread that waits for it without reaping it (the
 /// caller reaps it), so the caller's wait ends when the child does rather than at its next
 /// look. When the thread cannot start, the channel is closed at once and the caller only looks.
-fn exit_notice(child: &std::process::Child) -> std::sync::mpsc::Receiver<()> {
+fn exit_notice(child: &dyn Leader) -> std::sync::mpsc::Receiver<()> {
     use rustix::process::{WaitId, WaitIdOptions, waitid};
     let (tx, rx) = std::sync::mpsc::channel();
-    let pid = rustix::process::Pid::from_child(child);
+    let Some(pid) = rustix::process::Pid::from_raw(child.leader_id() as i32) else {
+        return rx;
+    };
     let _ = thread::Builder::new()
         .name("exit-notice".into())
         .spawn(move || {
