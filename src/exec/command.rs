@@ -57,8 +57,9 @@ pub(crate) use call_ctx::{
 };
 pub mod reaper;
 
+use forked::{Leader, start_forked};
 pub(crate) use output::OnLine;
-use output::{drain, drain_lines};
+use output::{drain, drain_lines, stdout_text, tail};
 pub(crate) use watchdog::{Heard, in_heard, in_stall};
 use watchdog::{Touching, Watch};
 
@@ -97,38 +98,6 @@ fn tell(control: &Control, what: u8) {
         && pipe.write_all(&[what]).and_then(|()| pipe.flush()).is_err()
     {
         *c = None;
-    }
-}
-
-/// The process git forum started for a command and waits for: a `std` child, or a reaper
-/// forked by [`forked::spawn`].
-trait Leader {
-    fn leader_id(&self) -> u32;
-    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>>;
-    fn wait(&mut self) -> std::io::Result<ExitStatus>;
-}
-
-impl Leader for std::process::Child {
-    fn leader_id(&self) -> u32 {
-        self.id()
-    }
-    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
-        std::process::Child::try_wait(self)
-    }
-    fn wait(&mut self) -> std::io::Result<ExitStatus> {
-        std::process::Child::wait(self)
-    }
-}
-
-impl Leader for forked::Forked {
-    fn leader_id(&self) -> u32 {
-        self.id()
-    }
-    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
-        forked::Forked::try_wait(self)
-    }
-    fn wait(&mut self) -> std::io::Result<ExitStatus> {
-        forked::Forked::wait(self)
     }
 }
 
@@ -298,25 +267,31 @@ fn register(pgid: u32, scope: Option<u64>, control: Option<Control>) -> Running 
     running
 }
 
-/// Starts a command under the reaper ([`is_reaped`]) with a forked reaper instead
-/// ([`forked`]): the same program, arguments, environment and directory, stdin from
-/// `/dev/null`, stdout and stderr to pipes; registered as [`start`] registers.
-fn start_forked(
+/// A command's stdout or stderr, as its runner reads it.
+type Pipe = Box<dyn std::io::Read + Send>;
+
+/// Starts a command whose stdout and stderr are pipes (under a forked reaper when it is to run
+/// under the reaper), registered as [`start`] registers it: its leader, its two pipes, its
+/// process group and how it runs.
+#[allow(clippy::type_complexity)]
+fn start_piped(
     cmd: Command,
     scope: Option<u64>,
-) -> std::io::Result<(forked::Started, u32, Running)> {
-    let mut args = cmd.get_args().skip(1);
-    let program = Path::new(args.next().unwrap_or_default());
-    let rest: Vec<std::ffi::OsString> = args.map(|a| a.to_owned()).collect();
-    // `prepared_with` cleared the environment: what is set is all the command gets.
-    let env: Vec<(std::ffi::OsString, std::ffi::OsString)> = cmd
-        .get_envs()
-        .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned())))
-        .collect();
-    let mut started = forked::spawn(program, &rest, &env, cmd.get_current_dir())?;
-    let pgid = started.reaper.id();
-    let control = Arc::new(Mutex::new(started.control.take()));
-    Ok((started, pgid, register(pgid, scope, Some(control))))
+) -> std::io::Result<(Box<dyn Leader + Send>, Pipe, Pipe, u32, Running)> {
+    if is_reaped(&cmd) {
+        let (st, pgid, running) = start_forked(cmd, scope)?;
+        return Ok((
+            Box::new(st.reaper),
+            Box::new(st.stdout),
+            Box::new(st.stderr),
+            pgid,
+            running,
+        ));
+    }
+    let (mut child, pgid, running) = self::start(cmd, scope)?;
+    let out = Box::new(child.stdout.take().expect("piped"));
+    let err = Box::new(child.stderr.take().expect("piped"));
+    Ok((Box::new(child), out, err, pgid, running))
 }
 
 /// How long a reaper told to kill has to report its command's end before its group is killed
@@ -498,30 +473,6 @@ pub enum CommandError {
     Interrupted { program: String },
 }
 
-/// What a failed program said, on one line: its first few non-empty stderr lines (where a CLI
-/// names what went wrong) and, when it said more, its last (where a backtrace ends), joined by
-/// ` | `, each line cut to 200 characters.
-fn tail(stderr: &str) -> String {
-    const FIRST: usize = 3;
-    let lines: Vec<&str> = stderr
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    if lines.is_empty() {
-        return String::new();
-    }
-    let cut = |l: &str| -> String { l.chars().take(200).collect() };
-    let mut kept: Vec<String> = lines.iter().take(FIRST).map(|l| cut(l)).collect();
-    if lines.len() > FIRST + 1 {
-        kept.push("...".into());
-    }
-    if lines.len() > FIRST {
-        kept.push(cut(lines[lines.len() - 1]));
-    }
-    format!(": {}", kept.join(" | "))
-}
-
 /// Kills every process of the group `pgid`; a group already gone is not an error.
 fn kill_group(pgid: u32) {
     signal_group(pgid, rustix::process::Signal::KILL);
@@ -599,18 +550,7 @@ pub(crate) fn run_watching(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // Registered, or killed at once when an interruption came while it started.
-    type Pipe = Box<dyn std::io::Read + Send>;
-    let (mut child, out, err, pgid, running): (Box<dyn Leader + Send>, Pipe, Pipe, _, _) =
-        if is_reaped(&cmd) {
-            let (st, pgid, running) = start_forked(cmd, scope).map_err(spawn_failed)?;
-            let (out, err) = (Box::new(st.stdout), Box::new(st.stderr));
-            (Box::new(st.reaper), out, err, pgid, running)
-        } else {
-            let (mut child, pgid, running) = self::start(cmd, scope).map_err(spawn_failed)?;
-            let out = Box::new(child.stdout.take().expect("piped"));
-            let err = Box::new(child.stderr.take().expect("piped"));
-            (Box::new(child), out, err, pgid, running)
-        };
+    let (mut child, out, err, pgid, running) = start_piped(cmd, scope).map_err(spawn_failed)?;
     let (max_out, max_err) = (limits.max_stdout, limits.max_stderr);
     let watch = &Watch::new();
     let (status, ended, (stdout, truncated), (stderr, _)) = thread::scope(|s| {
@@ -770,24 +710,6 @@ fn exit_notice(child: &dyn Leader) -> std::sync::mpsc::Receiver<()> {
             let _ = tx.send(());
         });
     rx
-}
-
-/// The program's stdout as text. A cut can split a character: only a bad byte before the last
-/// few counts.
-fn stdout_text(stdout: Vec<u8>, truncated: bool, program: &str) -> Result<String, CommandError> {
-    match String::from_utf8(stdout) {
-        Ok(s) => Ok(s),
-        Err(e) if truncated && e.utf8_error().error_len().is_none() => {
-            let valid = e.utf8_error().valid_up_to();
-            let mut bytes = e.into_bytes();
-            bytes.truncate(valid);
-            Ok(String::from_utf8(bytes).expect("prefix is valid"))
-        }
-        Err(e) => Err(CommandError::NotUtf8 {
-            program: program.to_string(),
-            offset: e.utf8_error().valid_up_to(),
-        }),
-    }
 }
 
 /// The reaper's word that it could not start the program (its exit code and the line it

@@ -22,8 +22,65 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::process::ExitStatus;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use super::{Running, register};
+
+/// The process git forum started for a command and waits for: a `std` child, or a reaper
+/// forked by [`spawn`].
+pub(super) trait Leader {
+    fn leader_id(&self) -> u32;
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>>;
+    fn wait(&mut self) -> std::io::Result<ExitStatus>;
+}
+
+impl Leader for std::process::Child {
+    fn leader_id(&self) -> u32 {
+        self.id()
+    }
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        std::process::Child::try_wait(self)
+    }
+    fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        std::process::Child::wait(self)
+    }
+}
+
+impl Leader for Forked {
+    fn leader_id(&self) -> u32 {
+        self.id()
+    }
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        Forked::try_wait(self)
+    }
+    fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        Forked::wait(self)
+    }
+}
+
+/// Starts a command under the reaper ([`super::is_reaped`]) with a forked reaper instead
+/// (this module): the same program, arguments, environment and directory, stdin from
+/// `/dev/null`, stdout and stderr to pipes; registered as [`super::start`] registers.
+pub(super) fn start_forked(
+    cmd: Command,
+    scope: Option<u64>,
+) -> std::io::Result<(Started, u32, Running)> {
+    let mut args = cmd.get_args().skip(1);
+    let program = Path::new(args.next().unwrap_or_default());
+    let rest: Vec<std::ffi::OsString> = args.map(|a| a.to_owned()).collect();
+    // `prepared_with` cleared the environment: what is set is all the command gets.
+    let env: Vec<(std::ffi::OsString, std::ffi::OsString)> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned())))
+        .collect();
+    let mut started = spawn(program, &rest, &env, cmd.get_current_dir())?;
+    let pgid = started.reaper.id();
+    let control = Arc::new(Mutex::new(started.control.take()));
+    Ok((started, pgid, register(pgid, scope, Some(control))))
+}
 
 /// A reaper started by [`spawn`]: its pid (its process group's too) and its status once read.
 pub(crate) struct Forked {
@@ -111,15 +168,15 @@ fn c_string(s: &OsStr) -> std::io::Result<CString> {
     })
 }
 
-/// Starts `program` with `args` and exactly the environment `env`, in `dir` (else here), stdin
-/// from `/dev/null`, stdout and stderr to pipes, under a forked reaper that leads a process
-/// group of its own. An error when the program cannot be started.
-pub(crate) fn spawn(
+/// What `execve` and `chdir` are given, as C strings: the program's path, its arguments
+/// (`program` first), its environment and its directory.
+#[allow(clippy::type_complexity)]
+fn c_strings(
     program: &Path,
     args: &[OsString],
     env: &[(OsString, OsString)],
     dir: Option<&Path>,
-) -> std::io::Result<Started> {
+) -> std::io::Result<(CString, Vec<CString>, Vec<CString>, Option<CString>)> {
     let path_var = env
         .iter()
         .find(|(k, _)| k == "PATH")
@@ -139,6 +196,19 @@ pub(crate) fn spawn(
         })
         .collect::<Result<_, _>>()?;
     let dir = dir.map(|d| c_string(d.as_os_str())).transpose()?;
+    Ok((exe, argv, envp, dir))
+}
+
+/// Starts `program` with `args` and exactly the environment `env`, in `dir` (else here), stdin
+/// from `/dev/null`, stdout and stderr to pipes, under a forked reaper that leads a process
+/// group of its own. An error when the program cannot be started.
+pub(crate) fn spawn(
+    program: &Path,
+    args: &[OsString],
+    env: &[(OsString, OsString)],
+    dir: Option<&Path>,
+) -> std::io::Result<Started> {
+    let (exe, argv, envp, dir) = c_strings(program, args, env, dir)?;
     let argv_p: Vec<*const libc::c_char> = argv
         .iter()
         .map(|a| a.as_ptr())
@@ -180,19 +250,9 @@ pub(crate) fn spawn(
     unsafe { libc::setpgid(pid, pid) };
     drop((out_w, err_w, ctl_r, report_w, null));
     let mut reaper = Forked { pid, status: None };
-    let mut word = [0u8; 4];
-    let mut got = 0;
-    while got < 4 {
-        match report_r.read(&mut word[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    if got == 4 {
+    if let Some(code) = read_report(&mut report_r) {
         let _ = reaper.wait();
-        return Err(std::io::Error::from_raw_os_error(i32::from_le_bytes(word)));
+        return Err(std::io::Error::from_raw_os_error(code));
     }
     Ok(Started {
         reaper,
@@ -200,6 +260,22 @@ pub(crate) fn spawn(
         stderr: err_r,
         control: Some(std::process::ChildStdin::from(OwnedFd::from(ctl_w))),
     })
+}
+
+/// The error the reaper or the program reported before `execve` succeeded, if any (the pipe
+/// closes without a word when it did).
+fn read_report(r: &mut std::io::PipeReader) -> Option<i32> {
+    let mut word = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match r.read(&mut word[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    (got == 4).then(|| i32::from_le_bytes(word))
 }
 
 /// What the forked reaper works from: pointers into memory the parent made before the fork
