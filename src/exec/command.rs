@@ -45,7 +45,9 @@ use super::sandbox::probe::Jail;
 
 pub(crate) mod call_ctx;
 pub(crate) mod env;
+mod forked;
 mod output;
+mod proc_walk;
 pub(crate) mod watchdog;
 
 pub(crate) use call_ctx::{
@@ -55,8 +57,9 @@ pub(crate) use call_ctx::{
 };
 pub mod reaper;
 
+use forked::{Leader, start_forked};
 pub(crate) use output::OnLine;
-use output::{drain, drain_lines};
+use output::{drain, drain_lines, stdout_text, tail};
 pub(crate) use watchdog::{Heard, in_heard, in_stall};
 use watchdog::{Touching, Watch};
 
@@ -247,17 +250,48 @@ fn start(
     let mut child = cmd.process_group(0).spawn()?;
     drop(cmd);
     let pgid = child.id();
-    let running = Running {
-        scope,
-        control: reaped.then(|| Arc::new(Mutex::new(child.stdin.take()))),
-    };
+    let control = reaped.then(|| Arc::new(Mutex::new(child.stdin.take())));
+    Ok((child, pgid, register(pgid, scope, control)))
+}
+
+/// Registers the command whose process group is `pgid` under `scope`, or kills it at once
+/// when that scope was stopped while it started.
+fn register(pgid: u32, scope: Option<u64>, control: Option<Control>) -> Running {
+    let running = Running { scope, control };
     let mut l = live();
     if l.refuses(scope) {
         running.kill(pgid);
     } else {
         l.groups.insert(pgid, running.clone());
     }
-    Ok((child, pgid, running))
+    running
+}
+
+/// A command's stdout or stderr, as its runner reads it.
+type Pipe = Box<dyn std::io::Read + Send>;
+
+/// Starts a command whose stdout and stderr are pipes (under a forked reaper when it is to run
+/// under the reaper), registered as [`start`] registers it: its leader, its two pipes, its
+/// process group and how it runs.
+#[allow(clippy::type_complexity)]
+fn start_piped(
+    cmd: Command,
+    scope: Option<u64>,
+) -> std::io::Result<(Box<dyn Leader + Send>, Pipe, Pipe, u32, Running)> {
+    if is_reaped(&cmd) {
+        let (st, pgid, running) = start_forked(cmd, scope)?;
+        return Ok((
+            Box::new(st.reaper),
+            Box::new(st.stdout),
+            Box::new(st.stderr),
+            pgid,
+            running,
+        ));
+    }
+    let (mut child, pgid, running) = self::start(cmd, scope)?;
+    let out = Box::new(child.stdout.take().expect("piped"));
+    let err = Box::new(child.stderr.take().expect("piped"));
+    Ok((Box::new(child), out, err, pgid, running))
 }
 
 /// How long a reaper told to kill has to report its command's end before its group is killed
@@ -266,11 +300,7 @@ const REAPER_BOUND: Duration = Duration::from_secs(15);
 
 /// Kills a command at its deadline and waits for it: the group, or the tree through its
 /// reaper (then the group too, should the reaper not end within [`REAPER_BOUND`]).
-fn kill_and_wait(
-    child: &mut std::process::Child,
-    pgid: u32,
-    running: &Running,
-) -> Option<ExitStatus> {
+fn kill_and_wait(child: &mut dyn Leader, pgid: u32, running: &Running) -> Option<ExitStatus> {
     running.kill(pgid);
     if running.control.is_some() {
         let until = Instant::now() + REAPER_BOUND;
@@ -443,30 +473,6 @@ pub enum CommandError {
     Interrupted { program: String },
 }
 
-/// What a failed program said, on one line: its first few non-empty stderr lines (where a CLI
-/// names what went wrong) and, when it said more, its last (where a backtrace ends), joined by
-/// ` | `, each line cut to 200 characters.
-fn tail(stderr: &str) -> String {
-    const FIRST: usize = 3;
-    let lines: Vec<&str> = stderr
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    if lines.is_empty() {
-        return String::new();
-    }
-    let cut = |l: &str| -> String { l.chars().take(200).collect() };
-    let mut kept: Vec<String> = lines.iter().take(FIRST).map(|l| cut(l)).collect();
-    if lines.len() > FIRST + 1 {
-        kept.push("...".into());
-    }
-    if lines.len() > FIRST {
-        kept.push(cut(lines[lines.len() - 1]));
-    }
-    format!(": {}", kept.join(" | "))
-}
-
 /// Kills every process of the group `pgid`; a group already gone is not an error.
 fn kill_group(pgid: u32) {
     signal_group(pgid, rustix::process::Signal::KILL);
@@ -544,9 +550,7 @@ pub(crate) fn run_watching(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // Registered, or killed at once when an interruption came while it started.
-    let (mut child, pgid, running) = self::start(cmd, scope).map_err(spawn_failed)?;
-    let out = child.stdout.take().expect("piped");
-    let err = child.stderr.take().expect("piped");
+    let (mut child, out, err, pgid, running) = start_piped(cmd, scope).map_err(spawn_failed)?;
     let (max_out, max_err) = (limits.max_stdout, limits.max_stderr);
     let watch = &Watch::new();
     let (status, ended, (stdout, truncated), (stderr, _)) = thread::scope(|s| {
@@ -555,7 +559,7 @@ pub(crate) fn run_watching(
         let out_reader = s.spawn(move || drain_lines(out, max_out, on_line));
         let err_reader = s.spawn(move || drain(err, max_err));
         let deadline = start + limits.timeout;
-        let (status, ended) = wait_until(&mut child, deadline, pgid, &running, watch);
+        let (status, ended) = wait_until(&mut *child, deadline, pgid, &running, watch);
         // Whatever the child left running (a grandchild holding the pipes) goes with its
         // group, so the readers reach the end of their pipes.
         kill_group(pgid);
@@ -651,7 +655,7 @@ impl Ended {
 /// Waits for the child until `deadline` (or until `watch` finds it stalled), then kills its
 /// group: its status (if one could be read) and how the wait ended.
 fn wait_until(
-    child: &mut std::process::Child,
+    child: &mut dyn Leader,
     deadline: Instant,
     pgid: u32,
     running: &Running,
@@ -689,10 +693,12 @@ const STOP_POLL: Duration = Duration::from_millis(5);
 /// A message when `child` has ended, from a thread that waits for it without reaping it (the
 /// caller reaps it), so the caller's wait ends when the child does rather than at its next
 /// look. When the thread cannot start, the channel is closed at once and the caller only looks.
-fn exit_notice(child: &std::process::Child) -> std::sync::mpsc::Receiver<()> {
+fn exit_notice(child: &dyn Leader) -> std::sync::mpsc::Receiver<()> {
     use rustix::process::{WaitId, WaitIdOptions, waitid};
     let (tx, rx) = std::sync::mpsc::channel();
-    let pid = rustix::process::Pid::from_child(child);
+    let Some(pid) = rustix::process::Pid::from_raw(child.leader_id() as i32) else {
+        return rx;
+    };
     let _ = thread::Builder::new()
         .name("exit-notice".into())
         .spawn(move || {
@@ -704,24 +710,6 @@ fn exit_notice(child: &std::process::Child) -> std::sync::mpsc::Receiver<()> {
             let _ = tx.send(());
         });
     rx
-}
-
-/// The program's stdout as text. A cut can split a character: only a bad byte before the last
-/// few counts.
-fn stdout_text(stdout: Vec<u8>, truncated: bool, program: &str) -> Result<String, CommandError> {
-    match String::from_utf8(stdout) {
-        Ok(s) => Ok(s),
-        Err(e) if truncated && e.utf8_error().error_len().is_none() => {
-            let valid = e.utf8_error().valid_up_to();
-            let mut bytes = e.into_bytes();
-            bytes.truncate(valid);
-            Ok(String::from_utf8(bytes).expect("prefix is valid"))
-        }
-        Err(e) => Err(CommandError::NotUtf8 {
-            program: program.to_string(),
-            offset: e.utf8_error().valid_up_to(),
-        }),
-    }
 }
 
 /// The reaper's word that it could not start the program (its exit code and the line it

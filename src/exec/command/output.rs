@@ -83,3 +83,49 @@ impl Line {
         }
     }
 }
+
+/// What a failed program said, on one line: its first few non-empty stderr lines (where a CLI
+/// names what went wrong) and, when it said more, its last (where a backtrace ends), joined by
+/// ` | `, each line cut to 200 characters.
+pub(super) fn tail(stderr: &str) -> String {
+    const FIRST: usize = 3;
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let cut = |l: &str| -> String { l.chars().take(200).collect() };
+    let mut kept: Vec<String> = lines.iter().take(FIRST).map(|l| cut(l)).collect();
+    if lines.len() > FIRST + 1 {
+        kept.push("...".into());
+    }
+    if lines.len() > FIRST {
+        kept.push(cut(lines[lines.len() - 1]));
+    }
+    format!(": {}", kept.join(" | "))
+}
+
+/// The program's stdout as text. A cut can split a character: only a bad byte before the last
+/// few counts.
+pub(super) fn stdout_text(
+    stdout: Vec<u8>,
+    truncated: bool,
+    program: &str,
+) -> Result<String, super::CommandError> {
+    match String::from_utf8(stdout) {
+        Ok(s) => Ok(s),
+        Err(e) if truncated && e.utf8_error().error_len().is_none() => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            Ok(String::from_utf8(bytes).expect("prefix is valid"))
+        }
+        Err(e) => Err(super::CommandError::NotUtf8 {
+            program: program.to_string(),
+            offset: e.utf8_error().valid_up_to(),
+        }),
+    }
+}

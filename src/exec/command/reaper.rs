@@ -22,8 +22,13 @@
 //! statuses of its other children); the reaper does, since every process it could reap is the
 //! command's.
 //!
+//! A command whose output git forum reads itself (a model's or an agent's, [`super::run`])
+//! gets the same reaper without this second start of the binary: a fork of git forum
+//! ([`super::forked`]). A check of a `--work` run, whose output goes where its caller set,
+//! keeps this one.
+//!
 //! Descendants are found by walking `/proc` (each process's parent, from `/proc/PID/stat`)
-//! down from the reaper. A sandboxed command needs no reaper: bubblewrap's pid namespace dies
+//! down from the reaper ([`super::proc_walk`]). A sandboxed command needs no reaper: bubblewrap's pid namespace dies
 //! with the process that leads it, taking every process inside.
 
 use std::ffi::OsString;
@@ -45,7 +50,7 @@ pub(crate) const SPAWN_FAILED_CODE: i32 = 127;
 
 /// How long the reaper keeps killing descendants that do not die (a process stuck in the
 /// kernel) before it gives up and exits; git forum then kills its process group.
-const KILL_BOUND: Duration = Duration::from_secs(10);
+pub(crate) const KILL_BOUND: Duration = Duration::from_secs(10);
 
 /// Runs the reaper when this process was started as one (`argv[1]` is [`REAP_ARG`]); `None`
 /// otherwise, for `main` to go on as git forum. Never returns `Some` for a user's command line.
@@ -156,11 +161,13 @@ fn exit_as(status: Option<rustix::process::WaitStatus>) -> ExitCode {
     ExitCode::from((128 + sig).clamp(0, 255) as u8)
 }
 
-/// Sends `signal` to every live descendant of `root`.
-fn signal_all(root: Pid, signal: Signal) {
-    for p in descendants(root) {
-        let _ = rustix::process::kill_process(p, signal);
-    }
+/// Sends `signal` to every live descendant of `root` (this process).
+fn signal_all(_root: Pid, signal: Signal) {
+    super::proc_walk::each_descendant(|p| {
+        if let Some(p) = Pid::from_raw(p) {
+            let _ = rustix::process::kill_process(p, signal);
+        }
+    });
 }
 
 /// Kills every descendant of `root` (this process) and reaps them all, until it has no child
@@ -196,72 +203,5 @@ fn reap_all() -> bool {
             // ECHILD: no child at all.
             Err(_) => return false,
         }
-    }
-}
-
-/// The live descendants of `root`, from `/proc` (zombies left out: they are dead already).
-pub(crate) fn descendants(root: Pid) -> Vec<Pid> {
-    let mut parent_of: Vec<(i32, i32)> = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        if let Some((state, ppid)) = parse_stat(&stat)
-            && state != 'Z'
-        {
-            parent_of.push((pid, ppid));
-        }
-    }
-    let mut out = Vec::new();
-    let mut frontier = vec![root.as_raw_nonzero().get()];
-    while let Some(p) = frontier.pop() {
-        for (child, _) in parent_of.iter().filter(|(_, pp)| *pp == p) {
-            if let Some(c) = Pid::from_raw(*child) {
-                out.push(c);
-                frontier.push(*child);
-            }
-        }
-    }
-    out
-}
-
-/// The state and the parent's pid from a `/proc/PID/stat` line (`PID (COMM) S PPID ...`; the
-/// command may hold spaces and parentheses, so it is read up to the last `)`).
-fn parse_stat(stat: &str) -> Option<(char, i32)> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    Some((state, ppid))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_stat_line_gives_its_state_and_parent_whatever_the_command_holds() {
-        assert_eq!(parse_stat("123 (sleep) S 45 123 45 0 -1"), Some(('S', 45)));
-        assert_eq!(parse_stat("7 (a) b (c)) Z 1 7 7 0"), Some(('Z', 1)));
-        assert_eq!(parse_stat("garbage"), None);
-    }
-
-    #[test]
-    fn this_process_has_its_children_as_descendants() {
-        let mut c = Command::new("sleep").arg("30").spawn().unwrap();
-        let found = descendants(rustix::process::getpid());
-        let id = c.id() as i32;
-        c.kill().unwrap();
-        c.wait().unwrap();
-        assert!(
-            found.iter().any(|p| p.as_raw_nonzero().get() == id),
-            "{found:?}"
-        );
     }
 }

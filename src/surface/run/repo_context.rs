@@ -7,9 +7,10 @@
 //! program, and the files its arguments name, such as a scripted worker's own script). A run's context budget then meters
 //! the text like any provider's, and the run witnesses it as `context`.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::context::repo::{self, Limits};
 use crate::exec::config::{ExecutorKind, Runtime};
@@ -29,10 +30,16 @@ pub(crate) struct RepoContext {
     top: PathBuf,
     limits: Limits,
     paths: OnceLock<Result<Vec<String>, ContextFailure>>,
+    /// What each term's `git grep` found, read once per run like the paths: tasks share most
+    /// of their terms, and one asking for a term another is looking for waits for its answer.
+    greps: Mutex<HashMap<String, Found>>,
     /// Paths (relative to `top`, as git prints them) left out of the context, besides
     /// everything under `.forum/`.
     leave_out: Vec<String>,
 }
+
+/// The files one term's `git grep` found, once it has run.
+type Found = Arc<OnceLock<Result<Vec<String>, ContextFailure>>>;
 
 /// The directory of the run's own configuration, never context.
 const CONFIG_DIR: &str = ".forum/";
@@ -114,6 +121,7 @@ impl RepoContext {
             top: PathBuf::from(top),
             limits,
             paths: OnceLock::new(),
+            greps: Mutex::new(HashMap::new()),
             leave_out: Vec::new(),
         })
     }
@@ -168,6 +176,15 @@ impl RepoContext {
         }
     }
 
+    /// [`RepoContext::grep`], run once per term and run.
+    fn grep_once(&self, term: &str) -> Result<Vec<String>, ContextFailure> {
+        let found = {
+            let mut greps = self.greps.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(greps.entry(term.to_string()).or_default())
+        };
+        found.get_or_init(|| self.grep(term)).clone()
+    }
+
     /// The files whose text holds `term` (case-insensitively, text files only).
     fn grep(&self, term: &str) -> Result<Vec<String>, ContextFailure> {
         let out = self.git(
@@ -203,13 +220,16 @@ impl ContextProvider for RepoContext {
             if paths.is_empty() {
                 return Ok(String::new());
             }
-            // One `git grep` per term, [`GREPS_AT_ONCE`] at a time: a task waits for the
-            // slowest of each group, not for the sum.
+            // One `git grep` per term not looked for yet in this run, [`GREPS_AT_ONCE`] at a
+            // time: a task waits for the slowest of each group, not for the sum.
             let terms = repo::terms(instruction, self.limits.terms);
             let mut found: Vec<Result<Vec<String>, ContextFailure>> = Vec::new();
             for group in terms.chunks(GREPS_AT_ONCE) {
                 std::thread::scope(|s| {
-                    let each: Vec<_> = group.iter().map(|t| s.spawn(|| self.grep(t))).collect();
+                    let each: Vec<_> = group
+                        .iter()
+                        .map(|t| s.spawn(|| self.grep_once(t)))
+                        .collect();
                     found.extend(each.into_iter().map(|h| {
                         h.join()
                             .unwrap_or_else(|_| Err(failure("git grep: its thread failed".into())))
