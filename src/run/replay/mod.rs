@@ -12,6 +12,7 @@
 mod answers;
 mod compare;
 mod context;
+pub mod rules;
 
 use serde::Serialize;
 use serde_json::Value as J;
@@ -181,6 +182,18 @@ pub fn strict(
     roster: &Roster,
     opts: &Options,
 ) -> Result<StrictReplay, ReplayError> {
+    strict_metered(ledger, request_seq, roster, opts, None)
+}
+
+/// [`strict`], with each call reserved as the executor of `metering` (the seats built from
+/// the run's recorded runtime, never called) would reserve it: see [`rules::Metered`].
+pub fn strict_metered(
+    ledger: &dyn Storage,
+    request_seq: u64,
+    roster: &Roster,
+    opts: &Options,
+    metering: Option<&dyn crate::exec::Seats>,
+) -> Result<StrictReplay, ReplayError> {
     let all = read_all(ledger)?;
     let refused = ReplayError::Refused;
     match all.iter().find(|(e, _)| e.seq == request_seq) {
@@ -219,9 +232,16 @@ pub fn strict(
         .as_str()
         .unwrap_or_default()
         .to_string();
+    let metered = metering.map(|real| rules::Metered {
+        replay: &seats,
+        real,
+    });
     let env = Env {
         roster,
-        seats: &seats,
+        seats: match &metered {
+            Some(m) => m,
+            None => &seats,
+        },
         clock: &clock,
         progress: &Silent,
     };
