@@ -201,15 +201,17 @@ pub(crate) fn strict(store: &GitStore, dir: &Path, run: u64) -> Result<StrictRep
 }
 
 /// The executors the run recorded, built (never called) so the replay reserves each call as
-/// the run did: needed only under a spend ceiling, and only when the run recorded them.
+/// the run did: needed only under a spend ceiling, where a run that recorded none is refused.
 fn metering(request: &engine::Recorded, opts: &crate::run::Options) -> Result<Option<Fleet>> {
-    let Some(record) = request.payload.get("runtime").filter(|r| !r.is_null()) else {
-        return Ok(None);
-    };
     if !opts.ceilings.any() {
         return Ok(None);
     }
     let seq = request.seq;
+    let Some(record) = request.payload.get("runtime").filter(|r| !r.is_null()) else {
+        return Err(Error::conflict(format!(
+            "run {seq} ran under a spend ceiling and recorded no executors, whose reservations decided where it stopped: strict replay refuses rather than reserve its calls otherwise"
+        )));
+    };
     let refuse = |e: String| {
         Error::conflict(format!(
             "run {seq} ran under a spend ceiling, and the executors it recorded cannot be rebuilt to reserve its calls as it did ({e}): strict replay refuses"
