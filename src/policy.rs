@@ -63,6 +63,9 @@ pub struct Policy {
     /// as this default, when there is no file). Each `ship` entry names it, so an attestation
     /// can say which policy let a change through.
     pub(crate) digest: String,
+    /// The TOML text it was read from (empty for the default), so a run can record the
+    /// policy it ran under.
+    pub(crate) text: std::sync::Arc<str>,
     /// How many undecided routes in a row make a `vocabulary_gap` (`[lanes] min_escalations`).
     pub(crate) min_escalations: u64,
 }
@@ -76,6 +79,7 @@ impl Default for Policy {
             secrets: crate::secrets::SecretsPolicy::default(),
             push: push::PushRules::default(),
             digest: crate::ledger::hash::sha256_hex(b""),
+            text: "".into(),
             min_escalations: crate::route::gap::DEFAULT_MIN_ESCALATIONS,
         }
     }
@@ -185,6 +189,7 @@ impl Policy {
             toml::from_str(text).map_err(|e| err(toml_error_text(text, &e)))?;
         let mut policy = Policy {
             digest: crate::ledger::hash::sha256_hex(text.as_bytes()),
+            text: text.into(),
             ..Policy::default()
         };
         for (key, value) in &table {

@@ -108,6 +108,8 @@ pub struct Roster {
     /// SHA-256 (hex) of the TOML text it was read from; `None` for a roster built from agents
     /// in code. Each `ship` entry names it, so an attestation can say which roster decided.
     digest: Option<String>,
+    /// The TOML text it was read from, so a run can record the roster it ran under.
+    text: Option<std::sync::Arc<str>>,
 }
 
 /// Why a roster could not be loaded. The message is one line and names the file (and, where
@@ -139,12 +141,18 @@ impl Roster {
             agents,
             warnings: Vec::new(),
             digest: None,
+            text: None,
         })
     }
 
     /// SHA-256 (hex) of the TOML text the roster was read from, if it was read from one.
     pub(crate) fn digest(&self) -> Option<&str> {
         self.digest.as_deref()
+    }
+
+    /// The TOML text it was read from, if it was read from one.
+    pub(crate) fn text(&self) -> Option<&str> {
+        self.text.as_deref()
     }
 
     /// The embedded default roster (`roster.toml` at the top of the repository).
@@ -228,6 +236,7 @@ impl Roster {
             agents,
             warnings,
             digest: Some(crate::ledger::hash::sha256_hex(text.as_bytes())),
+            text: Some(text.into()),
         })
     }
 

@@ -177,6 +177,10 @@ pub(crate) enum Command {
     /// Print the API reference (docs/api.md) the typed requests generate.
     #[command(name = "__api-doc", hide = true)]
     ApiDoc(serve::ApiDocArgs),
+    /// Replay a run strictly inside the network namespace the daemon or MCP server made for
+    /// it, printing its report or refusal as JSON for that process.
+    #[command(name = "__replay-confined", hide = true)]
+    ReplayConfined(replay::ConfinedArgs),
     /// Add the refspecs that carry ledgers and write .forum/.
     Init(init::InitArgs),
     /// Verify ledgers, then push them to a remote (never forced).
@@ -568,6 +572,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Serve(a) => serve::serve(ctx, a),
         Command::Mcp(a) => serve::mcp(ctx, a),
         Command::ApiDoc(a) => serve::api_doc(ctx, a),
+        Command::ReplayConfined(a) => replay::confined(ctx, a),
         Command::Summary(a) => report::summary(ctx, a),
         Command::Bench(a) => report::bench(ctx, a),
         Command::Room(a) => report::room(ctx, a),

@@ -4,18 +4,35 @@
 use super::{CliError, Ctx};
 use crate::surface::replay::{self, StrictReport};
 use crate::surface::reproduce;
+use crate::surface::request::{Request, replay as rq};
 
 /// Which run to reproduce.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReproduceArgs {
-    /// The run: its request seq, as `git forum runs` lists it.
+    /// The run: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: rq::Reproduce,
+}
+
+/// Which run the confined replay replays.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ConfinedArgs {
+    /// The run's request seq.
     pub(crate) run: u64,
+}
+
+/// `git forum __replay-confined RUN`: the strict replay the daemon or the MCP server started
+/// in a fresh network namespace, its report or refusal printed as JSON for that process.
+pub(crate) fn confined(ctx: &Ctx, args: ConfinedArgs) -> Result<(), CliError> {
+    let store = ctx.existing_store()?;
+    ctx.out_report(&replay::confined_answer(&store, &ctx.dir, args.run))
 }
 
 /// `git forum reproduce RUN`.
 pub(crate) fn reproduce(ctx: &Ctx, args: ReproduceArgs) -> Result<(), CliError> {
+    args.req.validate()?;
     let store = ctx.existing_store()?;
-    let r = reproduce::reproduce(&store, &ctx.dir, args.run)?;
+    let r = reproduce::reproduce(&store, &ctx.dir, args.req.run)?;
     if ctx.json {
         ctx.out_report(&r)?;
     } else if r.mismatches.is_empty() {

@@ -36,6 +36,9 @@ pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFr
     if let Some(o) = &run.opts.options_record {
         payload["options"] = o.clone();
     }
+    if let Some(r) = &run.opts.rules_record {
+        payload["rules"] = r.clone();
+    }
     if run.opts.solo {
         payload["solo"] = json!(true);
     }

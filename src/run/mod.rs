@@ -189,6 +189,10 @@ pub struct Options {
     /// The options a resume keeps, as the request records them (`options`: see
     /// `surface::run::recorded`); `None` records none.
     pub options_record: Option<serde_json::Value>,
+    /// The rules the run runs under as its request records them (`rules`: the roster and
+    /// policy texts with their digests, and the limits; see [`replay::rules`]), so a strict
+    /// replay runs under them rather than under today's files; `None` records none.
+    pub rules_record: Option<serde_json::Value>,
     /// Why the run's worker cannot start, found before the run began (its seat's program is
     /// not installed): the run records its request and stops there with this reason, before
     /// any model is called, so the record says why; `resume` tries again once it is fixed.
@@ -221,6 +225,7 @@ impl std::fmt::Debug for Options {
             .field("runtime_record", &self.runtime_record)
             .field("cannot_start", &self.cannot_start)
             .field("options_record", &self.options_record)
+            .field("rules_record", &self.rules_record.is_some())
             .field("observe", &self.observe)
             .finish()
     }

@@ -246,6 +246,16 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ),
     (
         "POST",
+        "/replay",
+        "a run replayed strictly from its record in a fresh network namespace {run, strict: true}",
+    ),
+    (
+        "POST",
+        "/reproduce",
+        "a --work run's checks run again and its branch rebuilt from the record {run}",
+    ),
+    (
+        "POST",
         "/diff",
         "a --work run's change against its base {run?, stat?, name_only?, paths?}",
     ),
@@ -455,13 +465,13 @@ pub(crate) fn allowed_methods(path: &str) -> Vec<&'static str> {
         .collect()
 }
 
-/// Whether the route runs the control loop (it gets the submit time limit, not the ordinary
-/// per-request timeout).
+/// Whether the route runs the control loop, a replay of it or a run's checks (it gets the
+/// submit time limit, not the ordinary per-request timeout).
 pub(crate) fn is_long_running(method: &str, path: &str) -> bool {
     method == "POST"
         && matches!(
             path,
-            "/submit" | "/resume" | "/plan" | "/campaign/run" | "/halt"
+            "/submit" | "/resume" | "/plan" | "/campaign/run" | "/halt" | "/replay" | "/reproduce"
         )
 }
 

@@ -25,6 +25,7 @@ use crate::surface::store::{GitStore, Options};
 mod campaign;
 mod flight;
 mod lanes;
+mod replay;
 mod runs;
 mod tlog;
 mod witness;

@@ -14,7 +14,8 @@ use std::process::{Command, Stdio};
 use serde::{Deserialize, Serialize};
 
 use super::{Error, Report, Result};
-use crate::run::replay::{self as engine, ReplayError};
+use crate::exec::Fleet;
+use crate::run::replay::{self as engine, ReplayError, rules};
 use crate::store::git::GitStore;
 
 /// Set in the environment of the process that runs inside the namespace, so it never tries
@@ -46,6 +47,9 @@ pub(crate) struct StrictReport {
     /// How the network was unshared: `bwrap`, `unshare -rn`, `unshare -n`, or `none` when
     /// the process had no network to begin with.
     pub(crate) network: String,
+    /// Where the rules the replay ran under came from: the roster, the policy, the executors
+    /// and the limits, each `recorded` or the file proven the same by its digest.
+    pub(crate) rules: rules::Sources,
 }
 
 /// The first decision that differs.
@@ -153,20 +157,27 @@ pub(crate) fn rerun_unshared(args: Vec<OsString>) -> Result<i32> {
 }
 
 /// Replays run `run` of the ledger in `store` (this process must have no network: see
-/// [`network_unshared`]); `dir` is the repository whose roster and policy the run used.
+/// [`network_unshared`]) under the rules the run recorded; `dir` is the repository whose
+/// files stand in for rules an older run did not record, where its record proves them the
+/// same (see [`crate::run::replay::rules`]).
 pub(crate) fn strict(store: &GitStore, dir: &Path, run: u64) -> Result<StrictReport> {
     if !network_unshared() {
         return Err(Error::unavailable(
             "strict replay runs only without a network: run it as `git forum replay RUN --strict`, which unshares it",
         ));
     }
-    let roster = crate::config::load_roster(dir, None).map_err(|e| Error::usage(e.to_string()))?;
-    let policy = crate::config::load_policy(dir, None).map_err(|e| Error::usage(e.to_string()))?;
-    let opts = crate::run::Options {
-        policy,
-        ..Default::default()
+    let entries = run_to_replay(store, run)?;
+    let roster = || crate::config::load_roster(dir, None).map_err(|e| e.to_string());
+    let policy = || crate::config::load_policy(dir, None).map_err(|e| e.to_string());
+    let current = rules::Current {
+        roster: &roster,
+        policy: &policy,
     };
-    let r = engine::strict(store, run, &roster, &opts).map_err(|e| match e {
+    let rules = rules::resolve(&entries, current).map_err(Error::conflict)?;
+    let real = metering(&entries[0], &rules.options)?;
+    let real = real.as_ref().map(|f| f as &dyn crate::exec::Seats);
+    let r = engine::strict_metered(store, run, &rules.roster, &rules.options, real);
+    let r = r.map_err(|e| match e {
         ReplayError::Refused(m) => Error::conflict(m),
         ReplayError::Ledger(e) => Error::internal(format!("ledger: {e}")),
     })?;
@@ -185,5 +196,151 @@ pub(crate) fn strict(store: &GitStore, dir: &Path, run: u64) -> Result<StrictRep
         recorded_by: r.recorded_by,
         replayed_by: r.replayed_by,
         network: std::env::var(UNSHARED_MARK).unwrap_or_else(|_| "none".into()),
+        rules: rules.sources,
     })
+}
+
+/// The executors the run recorded, built (never called) so the replay reserves each call as
+/// the run did: needed only under a spend ceiling, where a run that recorded none is refused.
+fn metering(request: &engine::Recorded, opts: &crate::run::Options) -> Result<Option<Fleet>> {
+    if !opts.ceilings.any() {
+        return Ok(None);
+    }
+    let seq = request.seq;
+    let Some(record) = request.payload.get("runtime").filter(|r| !r.is_null()) else {
+        return Err(Error::conflict(format!(
+            "run {seq} ran under a spend ceiling and recorded no executors, whose reservations decided where it stopped: strict replay refuses rather than reserve its calls otherwise"
+        )));
+    };
+    let refuse = |e: String| {
+        Error::conflict(format!(
+            "run {seq} ran under a spend ceiling, and the executors it recorded cannot be rebuilt to reserve its calls as it did ({e}): strict replay refuses"
+        ))
+    };
+    let runtime =
+        crate::exec::config::record::from_record(record).map_err(|e| refuse(e.to_string()))?;
+    Fleet::new(runtime)
+        .map(Some)
+        .map_err(|e| refuse(e.to_string()))
+}
+
+/// The entries of run `run`, refused in one line when `run` names no run's request or a run
+/// a live process still drives.
+pub(crate) fn run_to_replay(store: &GitStore, run: u64) -> Result<Vec<engine::Recorded>> {
+    let all = engine::read_all(store).map_err(|e| Error::internal(format!("ledger: {e}")))?;
+    match all.iter().find(|(e, _)| e.seq == run) {
+        Some((e, _)) if e.kind == crate::ledger::kind::REQUEST => {}
+        _ => {
+            return Err(Error::not_found(format!(
+                "seq {run} is not a run's request: name a run as `git forum runs` lists it"
+            )));
+        }
+    }
+    if store.halts().is_running(run)? {
+        return Err(Error::conflict(format!(
+            "run {run} is still running: replay it once it has ended (`git forum runs` shows when)"
+        )));
+    }
+    engine::run_entries(&all, run).map_err(Error::conflict)
+}
+
+/// What a replay run in a fresh network namespace for the daemon or MCP hands back: its
+/// report, or its refusal with the HTTP status of the refusal's class.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ConfinedAnswer {
+    /// The report, when the replay ran.
+    pub(crate) report: Option<StrictReport>,
+    /// The refusal's HTTP status, when it did not.
+    pub(crate) status: Option<u16>,
+    /// The refusal, on one line.
+    pub(crate) error: Option<String>,
+}
+
+impl Report for ConfinedAnswer {
+    const SCHEMA: &'static str = "git-forum.strict-replay-confined/1";
+}
+
+/// The replay of run `run` as the process in the namespace answers it
+/// (`git forum __replay-confined RUN`): see [`strict_confined`].
+pub(crate) fn confined_answer(store: &GitStore, dir: &Path, run: u64) -> ConfinedAnswer {
+    match strict(store, dir, run) {
+        Ok(r) => ConfinedAnswer {
+            report: Some(r),
+            status: None,
+            error: None,
+        },
+        Err(e) => ConfinedAnswer {
+            report: None,
+            status: Some(e.class.http_status()),
+            error: Some(e.message),
+        },
+    }
+}
+
+/// The class whose HTTP status is `status` (internal for any other).
+fn class_of(status: u16) -> super::Class {
+    super::TABLE
+        .iter()
+        .find(|(_, _, s)| *s == status)
+        .map_or(super::Class::Internal, |(c, _, _)| *c)
+}
+
+/// Strict replay for a process that has a network (the daemon, the MCP server): run `run` of
+/// ledger `ledger` in the repository at `dir` is replayed by this program started again in a
+/// fresh network namespace, the same way the command line confines itself, and its report
+/// (or refusal) comes back as if made here. Where no namespace can be made it refuses, saying
+/// so: it never replays with the network.
+pub(crate) fn strict_confined(
+    store: &GitStore,
+    dir: &Path,
+    ledger: &str,
+    run: u64,
+) -> Result<StrictReport> {
+    // Bad input is refused here, before a process is started for it.
+    run_to_replay(store, run)?;
+    if network_unshared() {
+        return strict(store, dir, run);
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::internal(format!("cannot find this program to run it again: {e}")))?;
+    // A library caller's process is not this program: it cannot be started for the replay.
+    if !exe
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("git-forum"))
+    {
+        return Err(Error::unavailable(format!(
+            "strict replay runs in a git-forum process started without a network, and this process ({}) is not git-forum: run `git forum replay RUN --strict`",
+            exe.display()
+        )));
+    }
+    let (name, argv) = working_wrapper()?;
+    let out = Command::new(&argv[0])
+        .args(&argv[1..])
+        .arg(exe)
+        .arg("-C")
+        .arg(dir)
+        .args(["--ledger", ledger, "__replay-confined", &run.to_string()])
+        .env(UNSHARED_MARK, name)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::internal(format!("cannot start {name}: {e}")))?;
+    match serde_json::from_slice::<ConfinedAnswer>(&out.stdout) {
+        Ok(ConfinedAnswer {
+            report: Some(r), ..
+        }) => Ok(r),
+        Ok(a) => Err(Error::new(
+            class_of(a.status.unwrap_or(500)),
+            a.error
+                .unwrap_or_else(|| "the confined replay gave no answer".into()),
+        )),
+        Err(_) => {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let line = err.lines().last().unwrap_or("").trim();
+            Err(Error::internal(format!(
+                "the replay in a network namespace ({name}) failed ({}): {}",
+                out.status,
+                line.strip_prefix("error: ").unwrap_or(line)
+            )))
+        }
+    }
 }

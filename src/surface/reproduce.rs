@@ -68,8 +68,14 @@ impl Report for ReproduceReport {
 
 /// `git` in `dir`: its trimmed standard output, or the one line saying what failed.
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    git_with(dir, args, &[])
+}
+
+/// [`git`] with `env` set for the one command.
+fn git_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String> {
     let mut c = crate::gitproc::in_dir(dir);
     c.args(args);
+    c.envs(env.iter().copied());
     let out = crate::gitproc::output(c, None, 1 << 20)
         .map_err(|e| Error::internal(format!("git {}: {e}", args.join(" "))))?;
     if !out.status.success() {
@@ -127,6 +133,17 @@ fn text(b: &J, key: &str) -> String {
     b[key].as_str().unwrap_or_default().to_string()
 }
 
+/// Who wrote the rebuilt branch's commits, and when: fixed, so the rebuilt tip (and the check
+/// of the run branch that names it) is the same commit on every side and every time.
+const SCRATCH_IDENTITY: &[(&str, &str)] = &[
+    ("GIT_AUTHOR_NAME", "git forum reproduce"),
+    ("GIT_AUTHOR_EMAIL", "reproduce@git-forum.invalid"),
+    ("GIT_AUTHOR_DATE", "@0 +0000"),
+    ("GIT_COMMITTER_NAME", "git forum reproduce"),
+    ("GIT_COMMITTER_EMAIL", "reproduce@git-forum.invalid"),
+    ("GIT_COMMITTER_DATE", "@0 +0000"),
+];
+
 /// Rebuilds the run branch from `base` and the merged `commits` on the scratch ref: its tip
 /// and tree.
 fn rebuild(dir: &Path, run: u64, base: &str, commits: &[String]) -> Result<(String, String)> {
@@ -134,9 +151,10 @@ fn rebuild(dir: &Path, run: u64, base: &str, commits: &[String]) -> Result<(Stri
     for c in commits {
         let tree = git(dir, &["merge-tree", "--write-tree", &tip, c])?;
         let tree = tree.lines().next().unwrap_or_default().to_string();
-        tip = git(
+        tip = git_with(
             dir,
             &["commit-tree", &tree, "-p", &tip, "-p", c, "-m", "reproduce"],
+            SCRATCH_IDENTITY,
         )?;
     }
     let scratch = format!("refs/forum/reproduce/run-{run}");
@@ -156,6 +174,11 @@ pub(crate) fn reproduce(store: &GitStore, dir: &Path, run: u64) -> Result<Reprod
                 "seq {run} is not a run's request: name a run as `git forum runs` lists it"
             )));
         }
+    }
+    if store.halts().is_running(run)? {
+        return Err(Error::conflict(format!(
+            "run {run} is still running: reproduce it once it has ended (`git forum runs` shows when)"
+        )));
     }
     let entries = run_entries(&all, run).map_err(Error::conflict)?;
     let work = entries[0].payload.get("work").cloned().unwrap_or(J::Null);

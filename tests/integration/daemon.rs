@@ -814,7 +814,9 @@ fn every_mcp_tool_reaches_its_route() {
         // calls it as one), no run here worked in or changed the repository, and none is
         // running; nor has this
         // repository a note key, so there is no signed note to prove against, read or make.
-        // Blame is called without a file (tests/integration/blame.rs calls it with one).
+        // Blame is called without a file (tests/integration/blame.rs calls it with one), and
+        // strict replay and reproduce without a run (tests/integration/replay_surface.rs calls
+        // them through the real binary, which the replay starts again without a network).
         let expected_error = matches!(
             tool.name,
             "tlog_prove"
@@ -831,6 +833,8 @@ fn every_mcp_tool_reaches_its_route() {
                 | "blame"
                 | "apply"
                 | "discard"
+                | "replay_strict"
+                | "reproduce"
         );
         assert_eq!(result["isError"], expected_error, "{}: {result}", tool.name);
         let text = result["content"][0]["text"].as_str().unwrap();

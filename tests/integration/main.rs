@@ -63,6 +63,7 @@ mod quality_loop;
 mod quickstart;
 mod redact;
 mod reliability;
+mod replay_surface;
 mod repo_context;
 mod repo_context_switch;
 mod report;

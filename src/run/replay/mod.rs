@@ -21,6 +21,7 @@ mod answers;
 mod compare;
 mod context;
 mod phases;
+pub mod rules;
 mod verifier;
 mod work;
 
@@ -208,6 +209,18 @@ pub fn strict(
     roster: &Roster,
     opts: &Options,
 ) -> Result<StrictReplay, ReplayError> {
+    strict_metered(ledger, request_seq, roster, opts, None)
+}
+
+/// [`strict`], with each call reserved as the executor of `metering` (the seats built from
+/// the run's recorded runtime, never called) would reserve it: see [`rules::Metered`].
+pub fn strict_metered(
+    ledger: &dyn Storage,
+    request_seq: u64,
+    roster: &Roster,
+    opts: &Options,
+    metering: Option<&dyn crate::exec::Seats>,
+) -> Result<StrictReplay, ReplayError> {
     let all = read_all(ledger)?;
     let refused = ReplayError::Refused;
     match all.iter().find(|(e, _)| e.seq == request_seq) {
@@ -236,13 +249,14 @@ pub fn strict(
     opts.runtime_record = run[0].payload.get("runtime").cloned();
     opts.options_record = run[0].payload.get("options").cloned();
     opts.solo = run[0].payload["solo"] == true;
-    // The reviser and the intent judge are not in the request's record: a run asked them
-    // when its record holds what they said (a flagged answer is otherwise left as it is).
-    opts.revise = run.iter().any(|e| e.kind == kind::REVISION);
-    opts.judge_intent = run.iter().any(|e| e.kind == kind::INTENT_JUDGMENT);
+    // A run that recorded its rules says whether it asked the reviser and the intent judge
+    // (`opts` carries that); an older run asked them when its record holds what they said
+    // (a flagged answer is otherwise left as it is).
+    opts.revise |= run.iter().any(|e| e.kind == kind::REVISION);
+    opts.judge_intent |= run.iter().any(|e| e.kind == kind::INTENT_JUDGMENT);
     let mut unanswered = Vec::new();
     for phase in phases::phases(&run) {
-        let asked = replay_phase(&mut scratch, &run, &phase, (start, roster), &opts)?;
+        let asked = replay_phase(&mut scratch, &run, &phase, (start, roster, metering), &opts)?;
         unanswered.extend(asked);
         if !phase.stopped.is_empty() {
             let so_far = run_entries(&read_all(&scratch)?, start).map_err(refused)?;
@@ -273,7 +287,7 @@ fn replay_phase(
     scratch: &mut MemoryStorage,
     run: &[Recorded],
     phase: &phases::Phase<'_>,
-    (start, roster): (u64, &Roster),
+    (start, roster, metering): (u64, &Roster, Option<&dyn crate::exec::Seats>),
     opts: &Options,
 ) -> Result<Vec<String>, ReplayError> {
     let refused = ReplayError::Refused;
@@ -291,9 +305,16 @@ fn replay_phase(
         let v: std::sync::Arc<dyn super::Verifier> = std::sync::Arc::new(v);
         v
     });
+    let metered = metering.map(|real| rules::Metered {
+        replay: &seats,
+        real,
+    });
     let env = Env {
         roster,
-        seats: &seats,
+        seats: match &metered {
+            Some(m) => m,
+            None => &seats,
+        },
         clock: &clock,
         progress: &Silent,
     };

@@ -90,6 +90,8 @@ fn resolve_work<'p>(method: &str, rest: &'p str, segs: &[&'p str]) -> Option<Han
         ("POST", ["witness"]) => Box::new(|d, r| d.witness(r)),
         ("POST", ["diff"]) => Box::new(|d, r| d.diff(r)),
         ("POST", ["attest"]) => Box::new(|d, r| d.attest(r)),
+        ("POST", ["replay"]) => Box::new(|d, r| d.replay_strict(r)),
+        ("POST", ["reproduce"]) => Box::new(|d, r| d.reproduce(r)),
         ("POST", ["apply"]) => Box::new(|d, r| d.apply(r)),
         ("GET", ["blame"]) => Box::new(|d, r| d.blame(r)),
         ("POST", ["discard"]) => Box::new(|d, r| d.discard(r)),

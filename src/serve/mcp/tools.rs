@@ -5,7 +5,7 @@ use serde_json::{Map, Value as J, json};
 
 use crate::serve::dispatch::{Dispatcher, Reply, RunHooks};
 use crate::surface::request::{
-    Spec, attest, blame, lanes, ledger, prose, reports, runs, spec, tlog, work,
+    Spec, attest, blame, lanes, ledger, prose, replay, reports, runs, spec, tlog, work,
 };
 
 /// How a tool reaches the dispatcher.
@@ -356,6 +356,18 @@ pub const TOOLS: &[Tool] = &[
         aliases: &["forum.attest"],
         target: Target::Post("/attest"),
         input: Input::Typed(spec::<attest::Attest>),
+    },
+    Tool {
+        name: "replay_strict",
+        aliases: &["forum.replay.strict"],
+        target: Target::Post("/replay"),
+        input: Input::Typed(spec::<replay::StrictReplay>),
+    },
+    Tool {
+        name: "reproduce",
+        aliases: &["forum.reproduce"],
+        target: Target::Post("/reproduce"),
+        input: Input::Typed(spec::<replay::Reproduce>),
     },
     Tool {
         name: "blame",

@@ -19,6 +19,7 @@ pub mod blame;
 pub mod lanes;
 pub mod ledger;
 pub mod prose;
+pub mod replay;
 pub mod reports;
 pub mod runs;
 pub mod tlog;

@@ -206,6 +206,7 @@ impl RunOptions {
             secrets: crate::secrets::Guard::new(crate::secrets::Scanner::new(), secrets),
             runtime_record: None,
             options_record: self.record(),
+            rules_record: None,
             cannot_start: None,
             // From the runtime config, once it is read (`prepare`).
             observe: Default::default(),

@@ -141,16 +141,29 @@ pub(crate) fn prepare(
         let works = opts.work.as_ref().is_some_and(|w| w.enabled);
         opts.cannot_start = refuse_if_unready(rt, roster, works)?;
     }
-    if shape == Shape::Single
-        && let Some(rt) = &runtime
-    {
-        options::apply_verification(config::verify::for_run(rt, roster), &mut opts)?;
+    if shape == Shape::Single {
+        finish_single(&mut opts, runtime.as_ref(), roster)?;
     }
     Ok(Prepared {
         spec,
         opts,
         runtime,
     })
+}
+
+/// The last steps of a single run: the seats' verification tier, then the rules it runs under
+/// recorded (the roster, the policy and the limits as it will use them), so that a strict
+/// replay runs it under these rather than under the files of its day.
+fn finish_single(
+    opts: &mut run::Options,
+    runtime: Option<&Runtime>,
+    roster: &Roster,
+) -> Result<()> {
+    if let Some(rt) = runtime {
+        options::apply_verification(config::verify::for_run(rt, roster), opts)?;
+    }
+    opts.rules_record = Some(run::replay::rules::record(opts, roster));
+    Ok(())
 }
 
 /// Refuses a runtime with an issue that would stop the run, naming the first. When the only
