@@ -73,7 +73,7 @@ pub(crate) fn payload_from_row<'a>(
         return None;
     }
     // Only ASCII was taken, so these are character boundaries.
-    Some(std::str::from_utf8(hash).ok()?)
+    std::str::from_utf8(hash).ok()
 }
 
 /// Nesting [`payload_from_row`] reads itself; deeper bodies go to the general parser.

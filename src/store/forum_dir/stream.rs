@@ -181,6 +181,16 @@ pub(super) enum Scanned {
     Parsed(Value),
 }
 
+impl Scanned {
+    /// The row's hash (row `i` of `path`, for the error when a parsed row has none).
+    fn hash(&self, path: &Path, i: usize) -> Result<&str, ForumDirError> {
+        match self {
+            Scanned::Plain(h) => Ok(std::str::from_utf8(h).expect("plain rows are ASCII")),
+            Scanned::Parsed(v) => Ok(payload_row(path, i, v)?.0),
+        }
+    }
+}
+
 /// Reads a payload row for the first pass: [`Scanned::Plain`] when it is plain with a 64-byte
 /// hash, else through the general parser (which accepts every plain row too).
 pub(super) fn scan_payload_row(line: &str) -> Result<Scanned, canonical::ParseError> {
@@ -354,10 +364,7 @@ pub(super) fn open_tuned(
             &mut used,
             scan_payload_row,
             |i, at, len, row: Scanned| {
-                let h = match &row {
-                    Scanned::Plain(h) => std::str::from_utf8(h).expect("plain rows are ASCII"),
-                    Scanned::Parsed(v) => payload_row(&payloads_path, i, v)?.0,
-                };
+                let h = row.hash(&payloads_path, i)?;
                 let mut t = [0u8; TABLE_REC];
                 t[..8].copy_from_slice(&at.to_be_bytes());
                 t[8..].copy_from_slice(&(len as u32).to_be_bytes());
