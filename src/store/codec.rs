@@ -27,8 +27,10 @@ pub(crate) struct RawCommit<'a> {
 }
 
 pub(crate) fn parse_commit(data: &[u8], hash: HashKind) -> Option<RawCommit<'_>> {
-    // The headers end at the first blank line.
-    let split = memchr::memmem::find(data, b"\n\n")?;
+    // The headers end at the first blank line. Found with a search for `\n` rather than a
+    // substring search, whose searcher is built anew on each call (the headers are a few
+    // lines, and a deep verify parses every commit).
+    let split = memchr::memchr_iter(b'\n', data).find(|&i| data.get(i + 1) == Some(&b'\n'))?;
     let (headers, message) = (&data[..split], &data[split + 2..]);
     let mut tree = None;
     let mut parents = Vec::new();

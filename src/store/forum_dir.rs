@@ -476,7 +476,11 @@ fn write_file(path: &Path, bytes: &[u8], durable: bool) -> Result<(), ForumDirEr
 
 /// Checks a body against its payload hash; returns the canonical bytes.
 pub(crate) fn checked_body(e: &Entry, body: &Value) -> Result<String, ForumDirError> {
-    let c = body.canonical();
+    checked_canonical(e, body.canonical())
+}
+
+/// Checks a body's canonical bytes `c` against its payload hash; returns them.
+pub(crate) fn checked_canonical(e: &Entry, c: String) -> Result<String, ForumDirError> {
     if hash::sha256_hex(c.as_bytes()) != e.payload_hash {
         return Err(ForumDirError::Corrupt(format!(
             "the body stored for seq {} does not hash to its payload_hash",

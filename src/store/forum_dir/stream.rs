@@ -3,6 +3,7 @@
 //! nor the number of rows.
 
 use super::*;
+use crate::store::forum_row::payload_from_row;
 
 /// A Forum directory opened for a streaming import: the entries are read one row at a time and
 /// the payload rows are found through an index kept in temporary files, so memory follows
@@ -55,8 +56,8 @@ pub(crate) struct Payloads {
     pub(super) later_next: usize,
     /// The first row in file order the cursor has not passed.
     pub(super) cursor: u64,
-    /// The cursor's row, parsed, once read.
-    pub(super) at_cursor: Option<Value>,
+    /// The cursor's row, read, once read.
+    pub(super) at_cursor: Option<Row>,
     /// Rows before the cursor that it passed over without handing them out.
     pub(super) skipped: Passed,
     /// A stretch of the file as last read by the cursor.
@@ -164,6 +165,51 @@ pub(super) fn key_of(hash: &str) -> u64 {
     hash.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
+}
+
+/// A payload row as read: plain (see [`payload_from_row`]: its hash and its body's canonical
+/// bytes, no JSON value built), or parsed by the general parser.
+pub(super) enum Row {
+    Plain { hash: String, canonical: String },
+    Parsed(Value),
+}
+
+/// A payload row's hash as the first pass reads it: plain rows (nearly every row Forum writes)
+/// without a JSON value built.
+pub(super) enum Scanned {
+    Plain([u8; 64]),
+    Parsed(Value),
+}
+
+impl Scanned {
+    /// The row's hash (row `i` of `path`, for the error when a parsed row has none).
+    fn hash(&self, path: &Path, i: usize) -> Result<&str, ForumDirError> {
+        match self {
+            Scanned::Plain(h) => Ok(std::str::from_utf8(h).expect("plain rows are ASCII")),
+            Scanned::Parsed(v) => Ok(payload_row(path, i, v)?.0),
+        }
+    }
+}
+
+/// Reads a payload row for the first pass: [`Scanned::Plain`] when it is plain with a 64-byte
+/// hash, else through the general parser (which accepts every plain row too).
+pub(super) fn scan_payload_row(line: &str) -> Result<Scanned, canonical::ParseError> {
+    match payload_from_row(line, None).and_then(|h| h.as_bytes().try_into().ok()) {
+        Some(h) => Ok(Scanned::Plain(h)),
+        None => canonical::parse(line).map(Scanned::Parsed),
+    }
+}
+
+/// Reads a payload row whole: plain when it is, else through the general parser.
+pub(super) fn read_payload_row(line: &str) -> Result<Row, canonical::ParseError> {
+    let mut c = String::new();
+    match payload_from_row(line, Some(&mut c)) {
+        Some(h) => Ok(Row::Plain {
+            hash: h.to_string(),
+            canonical: c,
+        }),
+        None => canonical::parse(line).map(Row::Parsed),
+    }
 }
 
 /// Checks that a payload row has a string `hash` and a `body`; returns both.
@@ -311,20 +357,27 @@ pub(super) fn open_tuned(
         let table_file = tempfile::tempfile_in(scratch).map_err(scratch_io)?;
         let mut table = std::io::BufWriter::with_capacity(1 << 16, &table_file);
         let mut sorter = SortedRuns::<INDEX_REC>::new(scratch, tuning.index_run);
-        let scanned = scan_rows(&payloads_path, f, limits, &mut used, |i, at, len, row| {
-            let (h, _) = payload_row(&payloads_path, i, &row)?;
-            let mut t = [0u8; TABLE_REC];
-            t[..8].copy_from_slice(&at.to_be_bytes());
-            t[8..].copy_from_slice(&(len as u32).to_be_bytes());
-            let mut r = [0u8; INDEX_REC];
-            r[..8].copy_from_slice(&(key_of(h) & tuning.key_mask).to_be_bytes());
-            r[8..16].copy_from_slice(&(i as u64).to_be_bytes());
-            r[16..].copy_from_slice(&t);
-            table
-                .write_all(&t)
-                .and_then(|()| sorter.push(r))
-                .map_err(scratch_io)
-        });
+        let scanned = scan_parsed(
+            &payloads_path,
+            f,
+            limits,
+            &mut used,
+            scan_payload_row,
+            |i, at, len, row: Scanned| {
+                let h = row.hash(&payloads_path, i)?;
+                let mut t = [0u8; TABLE_REC];
+                t[..8].copy_from_slice(&at.to_be_bytes());
+                t[8..].copy_from_slice(&(len as u32).to_be_bytes());
+                let mut r = [0u8; INDEX_REC];
+                r[..8].copy_from_slice(&(key_of(h) & tuning.key_mask).to_be_bytes());
+                r[8..16].copy_from_slice(&(i as u64).to_be_bytes());
+                r[16..].copy_from_slice(&t);
+                table
+                    .write_all(&t)
+                    .and_then(|()| sorter.push(r))
+                    .map_err(scratch_io)
+            },
+        );
         match scanned {
             Ok(t) => torn = t,
             Err(e) => {
@@ -411,10 +464,10 @@ impl Payloads {
     pub(crate) fn body(&mut self, e: &Entry) -> Result<Option<StreamBody>, ForumDirError> {
         if self.load_cursor()? {
             let row = self.at_cursor.as_ref().expect("loaded");
-            if self.parts(row)?.0 == e.payload_hash {
+            if self.hash_of(row)? == e.payload_hash {
                 let row = self.at_cursor.take().expect("loaded");
                 self.cursor += 1;
-                return self.hand_out(e, &row, false).map(Some);
+                return self.hand_out(e, row, false).map(Some);
             }
         }
         let Some((r, row)) = self.lookup(&e.payload_hash)? else {
@@ -433,16 +486,22 @@ impl Payloads {
             table.reset((r + 1) * TABLE_REC as u64, self.rows - (r + 1));
             false
         };
-        self.hand_out(e, &row, repeated).map(Some)
+        self.hand_out(e, row, repeated).map(Some)
     }
 
-    fn hand_out(
-        &self,
-        e: &Entry,
-        row: &Value,
-        repeated: bool,
-    ) -> Result<StreamBody, ForumDirError> {
-        let (_, body) = self.parts(row)?;
+    fn hand_out(&self, e: &Entry, row: Row, repeated: bool) -> Result<StreamBody, ForumDirError> {
+        let body = match row {
+            // A plain row's keys are sorted: Forum's order is the canonical one.
+            Row::Plain { canonical, .. } => {
+                return Ok(StreamBody {
+                    canonical: checked_canonical(e, canonical)?,
+                    repeated,
+                    forum_order: None,
+                });
+            }
+            Row::Parsed(v) => v,
+        };
+        let (_, body) = self.parts(&body)?;
         let canonical = checked_body(e, body)?;
         let forum_order =
             (!repeated && !super::order::keys_sorted(body)).then(|| body.python_dumps());
@@ -479,8 +538,8 @@ impl Payloads {
                 continue;
             }
             let text = self.row(be64(&rec), be32(&rec[8..]))?;
-            let row = canonical::parse(text).map_err(|err| self.changed(&format!("{err}")))?;
-            self.parts(&row)?;
+            let row = read_payload_row(text).map_err(|err| self.changed(&format!("{err}")))?;
+            self.hash_of(&row)?;
             self.at_cursor = Some(row);
             return Ok(true);
         }
@@ -488,7 +547,7 @@ impl Payloads {
     }
 
     /// The first row whose hash is `hash`, and the row parsed.
-    fn lookup(&mut self, hash: &str) -> Result<Option<(u64, Value)>, ForumDirError> {
+    fn lookup(&mut self, hash: &str) -> Result<Option<(u64, Row)>, ForumDirError> {
         let Some(index) = self.index.as_ref() else {
             return Ok(None);
         };
@@ -511,7 +570,7 @@ impl Payloads {
         }
         for rec in found {
             let row = self.row_alone(be64(&rec[16..]), be32(&rec[24..]))?;
-            if self.parts(&row)?.0 == hash {
+            if self.hash_of(&row)? == hash {
                 return Ok(Some((be64(&rec[8..]), row)));
             }
         }
@@ -561,7 +620,7 @@ impl Payloads {
             let mut hashes: Vec<String> = Vec::with_capacity(group.len());
             for rec in group {
                 let row = self.row_alone(be64(&rec[16..]), be32(&rec[24..]))?;
-                let (h, _) = self.parts(&row)?;
+                let h = self.hash_of(&row)?;
                 if hashes.iter().any(|seen| seen == h) {
                     self.later.push(be64(&rec[8..]));
                 } else {
@@ -576,6 +635,14 @@ impl Payloads {
     /// The hash and body of a row read again (the first pass found every row well formed).
     fn parts<'a>(&self, row: &'a Value) -> Result<(&'a str, &'a Value), ForumDirError> {
         payload_row(&self.path, 0, row).map_err(|_| self.changed("a row lost its hash"))
+    }
+
+    /// The hash of a row read again.
+    fn hash_of<'a>(&self, row: &'a Row) -> Result<&'a str, ForumDirError> {
+        match row {
+            Row::Plain { hash, .. } => Ok(hash),
+            Row::Parsed(v) => Ok(self.parts(v)?.0),
+        }
     }
 
     fn changed(&self, why: &str) -> ForumDirError {
@@ -628,7 +695,7 @@ impl Payloads {
     }
 
     /// The row at `at`, `len` bytes long, read alone (out of file order) and parsed.
-    fn row_alone(&mut self, at: u64, len: u32) -> Result<Value, ForumDirError> {
+    fn row_alone(&mut self, at: u64, len: u32) -> Result<Row, ForumDirError> {
         let Some(file) = self.file.as_ref() else {
             return Err(self.changed("it is gone"));
         };
@@ -647,6 +714,6 @@ impl Payloads {
             }
         }
         let text = std::str::from_utf8(&self.scratch).map_err(|_| self.changed("not UTF-8"))?;
-        canonical::parse(text).map_err(|err| self.changed(&format!("{err}")))
+        read_payload_row(text).map_err(|err| self.changed(&format!("{err}")))
     }
 }
