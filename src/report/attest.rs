@@ -241,7 +241,7 @@ impl RunRecord {
             .filter(|r| !r.is_null())
             .map(|r| hash::payload_hash(&Value::from_serde(&r)));
         let work_seen = super::work_report::work(items).unwrap_or_default();
-        let merged = work_seen
+        let mut merged: Vec<(String, String, u64)> = work_seen
             .tasks
             .iter()
             .filter(|t| t.state() == "merged")
@@ -250,6 +250,10 @@ impl RunRecord {
                 Some((t.id.clone(), commit.clone()?, *seq))
             })
             .collect();
+        // Tasks of a wave finish in any order; the run branch takes their changes in plan
+        // order, and so do the subjects, so two attestations of one record list them alike.
+        let order = plan_order(items, run);
+        merged.sort_by_key(|(task, _, seq)| (order.get(task).copied().unwrap_or(usize::MAX), *seq));
         let mut seats = std::collections::BTreeSet::new();
         let mut decided_all = Vec::new();
         for (e, b) in items {
@@ -421,6 +425,30 @@ fn byproducts(r: &RunRecord, c: &Context) -> Vec<Resource> {
         });
     }
     out
+}
+
+/// Each task's place in the run's first plan (its `plan` entry after the request): wave by
+/// wave, each wave in plan order.
+fn plan_order(
+    items: &[(Entry, Option<Value>)],
+    run: u64,
+) -> std::collections::HashMap<String, usize> {
+    let plan = items
+        .iter()
+        .find(|(e, b)| e.seq > run && e.kind == crate::ledger::kind::PLAN && b.is_some());
+    let Some((_, Some(body))) = plan else {
+        return Default::default();
+    };
+    let plan = body.to_serde();
+    plan["waves"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w.as_array())
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, t)| Some((t.as_str()?.to_string(), i)))
+        .collect()
 }
 
 /// The subjects: the run branch's tip, then each merged change commit.
