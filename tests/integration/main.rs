@@ -7,6 +7,7 @@ mod bench_verify;
 mod blame;
 mod bodies;
 mod bounds;
+mod browser;
 mod campaign;
 mod campaign_secrets;
 mod campaign_work;

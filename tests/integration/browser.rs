@@ -1,0 +1,319 @@
+//! The daemon's pages in a real headless browser: Debian's Chromium driven by Playwright for
+//! Python (`data/browser/drive.py`), which loads each page with the pages' Content-Security-Policy
+//! in force and records console errors, uncaught errors, dialogs and every request to another
+//! origin, takes a screenshot at desktop and phone widths, and runs axe-core on each page in a
+//! second context where the policy is lifted. Every test is `heavy_` (a browser start costs
+//! seconds); `.ci/run` installs the browser, Playwright and axe-core (`scripts/browser-tools`).
+//!
+//! The tools come from the environment: `GIT_FORUM_PLAYWRIGHT_PYTHON` (a Python with
+//! Playwright), `GIT_FORUM_AXE` (axe-core's `axe.min.js`) and `GIT_FORUM_CHROMIUM` (else
+//! `chromium` on the PATH). Without them a test says so and skips, unless
+//! `GIT_FORUM_REQUIRE_BROWSER=1`, when it fails.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value as J, json};
+
+use crate::common::{Guarded, Repo, poll_until};
+
+/// How long one run of the driver may take before its process group is killed: a cold
+/// browser start on a loaded two-core machine takes seconds, each page a few more.
+const DRIVER_LIMIT: Duration = Duration::from_secs(240);
+
+/// The global a hostile text would set if any of it ran as script.
+const FLAG: &str = "gfPwned";
+
+/// The programs the driver needs.
+pub(crate) struct Browser {
+    python: String,
+    chromium: String,
+    axe: Option<String>,
+}
+
+/// The browser tools from the environment, or `None` after a skip notice (a failure with
+/// `GIT_FORUM_REQUIRE_BROWSER=1`).
+pub(crate) fn browser() -> Option<Browser> {
+    let require = std::env::var("GIT_FORUM_REQUIRE_BROWSER").is_ok_and(|v| v == "1");
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let chromium = var("GIT_FORUM_CHROMIUM").or_else(|| on_path("chromium"));
+    let missing = match (&var("GIT_FORUM_PLAYWRIGHT_PYTHON"), &chromium) {
+        (None, _) => Some("GIT_FORUM_PLAYWRIGHT_PYTHON is not set (a Python with Playwright)"),
+        (_, None) => Some("no chromium on the PATH and GIT_FORUM_CHROMIUM is not set"),
+        _ => None,
+    };
+    let missing = missing.or_else(|| {
+        (require && var("GIT_FORUM_AXE").is_none())
+            .then_some("GIT_FORUM_AXE is not set (axe-core's axe.min.js)")
+    });
+    if let Some(why) = missing {
+        assert!(
+            !require,
+            "GIT_FORUM_REQUIRE_BROWSER=1 but {why}; scripts/browser-tools install, then eval \"$(scripts/browser-tools env)\""
+        );
+        eprintln!(
+            "skipped: {why}; scripts/browser-tools install, then eval \"$(scripts/browser-tools env)\""
+        );
+        return None;
+    }
+    Some(Browser {
+        python: var("GIT_FORUM_PLAYWRIGHT_PYTHON").unwrap(),
+        chromium: chromium.unwrap(),
+        axe: var("GIT_FORUM_AXE"),
+    })
+}
+
+fn on_path(program: &str) -> Option<String> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+            .map(|p| p.to_string_lossy().into_owned())
+    })
+}
+
+/// The folder a test's screenshots go to, emptied first and kept after the test so a person
+/// can look at them: `target/tmp/browser/TEST`.
+pub(crate) fn shots_dir(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("browser")
+        .join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// One page for the driver: its name (the screenshots' file names), its path on the daemon,
+/// the texts its rendered text should hold and the selectors to count.
+pub(crate) fn page(name: &str, path: &str, texts: &[&str], selectors: &[&str]) -> J {
+    json!({"name": name, "path": path, "texts": texts, "selectors": selectors})
+}
+
+impl Browser {
+    /// Runs the driver on `pages` of the daemon at `origin`, loading `start` first, and returns
+    /// its result. The driver runs in a process group of its own (Playwright's node driver and
+    /// the browser under it), killed whole if it outlives [`DRIVER_LIMIT`].
+    pub(crate) fn drive(&self, start: &str, origin: &str, pages: &[J], out: &Path) -> J {
+        let spec = json!({
+            "chromium": self.chromium, "start": start, "origin": origin, "pages": pages,
+            "out": out, "axe": self.axe, "flag": FLAG, "timeout_ms": 60_000,
+        });
+        let tmp = tempfile::tempdir().unwrap();
+        let spec_file = tmp.path().join("spec.json");
+        std::fs::write(&spec_file, spec.to_string()).unwrap();
+        let (stdout, stderr) = (tmp.path().join("stdout"), tmp.path().join("stderr"));
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration/data/browser/drive.py");
+        use std::os::unix::process::CommandExt;
+        let child = Command::new(&self.python)
+            .arg(script)
+            .arg(&spec_file)
+            .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&stdout).unwrap())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .process_group(0)
+            .spawn()
+            .expect("start the browser driver");
+        let mut child = Guarded(child);
+        let pid = rustix::process::Pid::from_raw(child.0.id() as i32).unwrap();
+        let done = poll_until(DRIVER_LIMIT, || !matches!(child.0.try_wait(), Ok(None)));
+        // The group goes whatever happened, so no browser outlives the test.
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        let status = child.0.wait().unwrap();
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        assert!(
+            done,
+            "the browser driver ran past {DRIVER_LIMIT:?}; stderr:\n{}",
+            read(&stderr)
+        );
+        assert!(
+            status.success(),
+            "the browser driver failed ({status}):\n{}",
+            read(&stderr)
+        );
+        let text = read(&stdout);
+        serde_json::from_str(text.lines().last().unwrap_or(""))
+            .unwrap_or_else(|e| panic!("the driver's result is not JSON ({e}): {text}"))
+    }
+}
+
+/// What every page must show in the browser: it answered 200, logged no console error and no
+/// uncaught error, opened no dialog, asked no other origin for anything, set no flag, found each
+/// text (with JavaScript on and off), and has non-trivial screenshots at both widths.
+#[track_caller]
+pub(crate) fn assert_clean(result: &J, name: &str) {
+    let p = &result["pages"][name];
+    assert_eq!(p["status"], 200, "{name}: {p}");
+    for key in [
+        "console_errors",
+        "page_errors",
+        "dialogs",
+        "outside_requests",
+    ] {
+        assert_eq!(p[key], json!([]), "{name}: {key}: {}", p[key]);
+    }
+    assert_eq!(p["flag"], J::Null, "{name}: a script of the record ran");
+    assert_eq!(
+        p["phone"]["flag"],
+        J::Null,
+        "{name}: a script of the record ran"
+    );
+    for texts in [&p["texts"], &p["phone"]["texts"], &p["texts_without_js"]] {
+        for (text, found) in texts.as_object().unwrap() {
+            assert_eq!(found, true, "{name}: {text:?} is not on the page");
+        }
+    }
+    let shots = p["screenshots"].as_array().unwrap();
+    assert_eq!(shots.len(), 2, "{name}: {shots:?}");
+    for s in shots {
+        let bytes = std::fs::metadata(s["path"].as_str().unwrap())
+            .unwrap()
+            .len();
+        // An empty page at the same size, screenshot in the same run, is the floor; one line
+        // of text adds about 2.5 KB to it.
+        let blank = result["blank"][s["label"].as_str().unwrap()]
+            .as_u64()
+            .unwrap();
+        assert!(
+            bytes > blank + 2_000,
+            "{name}: a near-empty screenshot ({bytes} bytes, an empty page's is {blank}): {s}"
+        );
+    }
+}
+
+/// No serious or critical axe-core violation on the page, in either colour scheme.
+#[track_caller]
+pub(crate) fn assert_accessible(result: &J, name: &str) {
+    let axe = &result["pages"][name]["axe"];
+    for scheme in ["light", "dark"] {
+        assert_eq!(
+            axe[scheme],
+            json!([]),
+            "{name} ({scheme}): axe-core found {}",
+            axe[scheme]
+        );
+    }
+}
+
+/// A loopback HTTP server answering every request with `html`, until dropped: a page the
+/// driver's own checks must catch.
+struct Fixed {
+    addr: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Fixed {
+    fn start(html: &'static str) -> Fixed {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok((mut s, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                let _ = s.set_nonblocking(false);
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    html.len()
+                );
+                let _ = s.write_all(head.as_bytes());
+                let _ = s.write_all(html.as_bytes());
+            }
+        });
+        Fixed { addr, stop }
+    }
+}
+
+impl Drop for Fixed {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A page that does everything the review pages must never do: an inline script sets the flag
+/// and opens a dialog, an image comes from another origin, a script throws.
+const HOSTILE: &str = "<!doctype html><html><head><title>hostile</title></head><body><p>hostile</p>\
+<script>window.gfPwned='1'; alert('pwned');</script>\
+<img src=\"http://192.0.2.1/beacon.png\">\
+<script>console.error('logged'); throw new Error('thrown');</script></body></html>";
+
+/// The driver is not blind: on a page that runs script, opens a dialog, logs an error, throws
+/// and loads an image from another origin, it reports each, and refuses the outside request.
+#[test]
+fn heavy_the_browser_driver_reports_script_dialogs_errors_and_outside_requests() {
+    let Some(b) = browser() else {
+        return;
+    };
+    let server = Fixed::start(HOSTILE);
+    let origin = format!("http://{}", server.addr);
+    let out = shots_dir("driver_self_check");
+    let pages = [page("hostile", "/", &["hostile"], &["script:not([src])"])];
+    let r = b.drive(&format!("{origin}/"), &origin, &pages, &out);
+    let p = &r["pages"]["hostile"];
+    assert_eq!(p["flag"], "1", "{p}");
+    assert_eq!(p["selectors"]["script:not([src])"], 2, "{p}");
+    let texts = |key: &str| -> Vec<String> {
+        let rows = p[key].as_array().unwrap();
+        rows.iter()
+            .map(|r| {
+                r["text"]
+                    .as_str()
+                    .or(r["url"].as_str())
+                    .or(r["message"].as_str())
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    assert!(texts("dialogs").contains(&"pwned".to_string()), "{p}");
+    assert!(texts("console_errors").iter().any(|t| t == "logged"), "{p}");
+    assert!(
+        texts("page_errors").iter().any(|t| t.contains("thrown")),
+        "{p}"
+    );
+    assert!(
+        texts("outside_requests")
+            .iter()
+            .any(|u| u.contains("192.0.2.1")),
+        "{p}"
+    );
+    assert!(out.join("hostile-desktop.png").is_file() && out.join("hostile-phone.png").is_file());
+    // axe-core ran: the page names no language, a serious violation.
+    if b.axe.is_some() {
+        for scheme in ["light", "dark"] {
+            let found = p["axe"][scheme].as_array().unwrap();
+            assert!(
+                found.iter().any(|v| v["id"] == "html-has-lang"),
+                "{scheme}: {found:?}"
+            );
+        }
+    }
+}
+
+/// The daemon's open liveness route in the browser: no console error, no request leaving it.
+#[test]
+fn heavy_the_browser_loads_the_daemons_health_route_cleanly() {
+    let Some(b) = browser() else {
+        return;
+    };
+    let repo = Repo::new("sha1");
+    let served = repo.serve(&[], Stdio::null());
+    let origin = format!("http://{}", served.addr);
+    let out = shots_dir("health");
+    let pages = [page("health", "/health", &["ok"], &[])];
+    let r = b.drive(&format!("{origin}/health"), &origin, &pages, &out);
+    assert_clean(&r, "health");
+    assert_eq!(r["start"]["outside_requests"], json!([]), "{r}");
+    drop(served);
+}
