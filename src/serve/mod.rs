@@ -25,5 +25,6 @@ pub mod token;
 mod idem;
 mod ops;
 mod page;
+mod pages;
 mod projections;
 mod reports;
