@@ -136,8 +136,12 @@ impl Browser {
             read(&stderr)
         );
         let text = read(&stdout);
-        serde_json::from_str(text.lines().last().unwrap_or(""))
-            .unwrap_or_else(|e| panic!("the driver's result is not JSON ({e}): {text}"))
+        let result: J = serde_json::from_str(text.lines().last().unwrap_or(""))
+            .unwrap_or_else(|e| panic!("the driver's result is not JSON ({e}): {text}"));
+        // Beside the screenshots, for a person reading a failure.
+        let pretty = serde_json::to_string_pretty(&result).unwrap();
+        std::fs::write(out.join("result.json"), pretty).unwrap();
+        result
     }
 }
 
@@ -185,18 +189,25 @@ pub(crate) fn assert_clean(result: &J, name: &str) {
     }
 }
 
-/// No serious or critical axe-core violation on the page, in either colour scheme.
+/// No serious or critical axe-core violation on any of `pages`, in either colour scheme (every
+/// finding is listed at once).
 #[track_caller]
-pub(crate) fn assert_accessible(result: &J, name: &str) {
-    let axe = &result["pages"][name]["axe"];
-    for scheme in ["light", "dark"] {
-        assert_eq!(
-            axe[scheme],
-            json!([]),
-            "{name} ({scheme}): axe-core found {}",
-            axe[scheme]
-        );
+pub(crate) fn assert_accessible(result: &J, pages: &[J]) {
+    let mut found = Vec::new();
+    for p in pages {
+        let name = p["name"].as_str().unwrap();
+        for scheme in ["light", "dark"] {
+            let axe = &result["pages"][name]["axe"][scheme];
+            assert!(
+                axe.is_array(),
+                "{name} ({scheme}): axe-core did not run: {axe}"
+            );
+            if axe != &json!([]) {
+                found.push(format!("{name} ({scheme}): {axe}"));
+            }
+        }
     }
+    assert!(found.is_empty(), "axe-core found:\n{}", found.join("\n"));
 }
 
 /// A loopback HTTP server answering every request with `html`, until dropped: a page the
@@ -289,6 +300,9 @@ fn heavy_the_browser_driver_reports_script_dialogs_errors_and_outside_requests()
         "{p}"
     );
     assert!(out.join("hostile-desktop.png").is_file() && out.join("hostile-phone.png").is_file());
+    let lifted = &p["without_policy"]["light"];
+    assert_eq!(lifted["flag"], "1", "{p}");
+    assert_eq!(lifted["dialogs"].as_array().map(Vec::len), Some(1), "{p}");
     // axe-core ran: the page names no language, a serious violation.
     if b.axe.is_some() {
         for scheme in ["light", "dark"] {
@@ -316,4 +330,240 @@ fn heavy_the_browser_loads_the_daemons_health_route_cleanly() {
     assert_clean(&r, "health");
     assert_eq!(r["start"]["outside_requests"], json!([]), "{r}");
     drop(served);
+}
+
+// ----- the review pages -----
+
+/// The daemon `git forum view --no-open --json` started, and the one-time login URL it
+/// printed. Dropping it stops the daemon with `git forum view --stop`, then kills its process
+/// group if it is somehow still there.
+pub(crate) struct Viewing<'a> {
+    repo: &'a Repo,
+    pub(crate) url: String,
+    pid: u32,
+}
+
+impl<'a> Viewing<'a> {
+    /// `git forum view [RUN] --no-open --json`.
+    pub(crate) fn start(repo: &'a Repo, run: Option<u64>) -> Viewing<'a> {
+        let run = run.map(|r| r.to_string());
+        let mut args = vec!["view", "--no-open"];
+        args.extend(run.as_deref());
+        let j = repo.forum_json(&args);
+        let url = j["url"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{j}"))
+            .to_string();
+        let pid = j["pid"].as_u64().unwrap_or_else(|| panic!("{j}")) as u32;
+        assert!(url.contains("/view/login?t="), "{url}");
+        Viewing { repo, url, pid }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) fn origin(&self) -> String {
+        let rest = self.url.strip_prefix("http://").unwrap();
+        format!("http://{}", rest.split('/').next().unwrap())
+    }
+}
+
+impl Drop for Viewing<'_> {
+    fn drop(&mut self) {
+        let _ = self.repo.forum().args(["view", "--stop"]).output();
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) {
+            if rustix::process::test_kill_process(pid).is_ok() {
+                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            }
+        }
+    }
+}
+
+/// A request that would run script twice over if a page put it in as HTML: an inline script
+/// and an image whose `onerror` handler each set [`FLAG`] and open a dialog.
+pub(crate) const HOSTILE_REQUEST: &str = "tidy <script>gfPwned='script';alert('script')</script> and <img src=x onerror=gfPwned='img';alert('img')>";
+
+/// The review fixture: a `--work` run in two waves (T1 fixes `add` and is merged, T2 writes
+/// mul.py and the gate blocks it, T3 writes a file that does not compile so its check fails;
+/// T4, after T1, writes NOTES.md and is merged), then a plain run whose request is
+/// [`HOSTILE_REQUEST`]. Returns both runs' seqs.
+pub(crate) fn review_fixture(repo: &Repo) -> (u64, u64) {
+    use crate::work_read::{COMPILES, model, task};
+    crate::work_run::setup(repo);
+    let plan = format!(
+        r#"{{"tasks":[{},{},{},{}]}}"#,
+        task("T1", "fix add in calc.py", "[]"),
+        task("T2", "write mul.py", "[]"),
+        task("T3", "write bad.py", "[]"),
+        task("T4", "write NOTES.md", r#"["T1"]"#)
+    );
+    let work = "    case \"$p\" in\n      *\"write mul.py\"*) printf 'def mul(a, b):\\n    return a * b\\n' > mul.py; echo mul ;;\n      *\"write bad.py\"*) printf 'def broken(:\\n' > bad.py; echo bad ;;\n      *\"write NOTES.md\"*) printf 'add is fixed\\n' > NOTES.md; echo notes ;;\n      *) sed -i 's/return a - b/return a + b/' calc.py; echo add ;;\n    esac";
+    let m = model(repo, "model", &plan, "write mul.py", work);
+    let j = repo.forum_json(&[
+        "submit",
+        "--work",
+        "--check",
+        COMPILES,
+        "--cmd",
+        &m,
+        "fix calc and note it",
+    ]);
+    let work_seq = j["git_forum_receipt"]["request_seq"].as_u64().unwrap();
+    (work_seq, hostile_run(repo))
+}
+
+/// A plain run of one task whose request is [`HOSTILE_REQUEST`]; its seq.
+pub(crate) fn hostile_run(repo: &Repo) -> u64 {
+    use crate::work_read::{model, task};
+    let plain = model(
+        repo,
+        "plain",
+        &format!(r#"{{"tasks":[{}]}}"#, task("P1", "say hello", "[]")),
+        "never",
+        "    echo hello",
+    );
+    let j = repo.forum_json(&["submit", "--cmd", &plain, HOSTILE_REQUEST]);
+    j["git_forum_receipt"]["request_seq"].as_u64().unwrap()
+}
+
+/// Every review page of the fixture in the browser: each answers 200 with no console error, no
+/// uncaught error, no dialog and no request leaving the daemon, with JavaScript on and off; each
+/// has screenshots at desktop and phone widths; axe-core finds no serious or critical violation
+/// in the light or the dark scheme; and the run page shows the two waves, the blocked change,
+/// the failed check and the gate's reason.
+#[test]
+fn heavy_every_review_page_loads_cleanly_and_accessibly_in_the_browser() {
+    let Some(b) = browser() else {
+        return;
+    };
+    let repo = Repo::new("sha1");
+    let (w, h) = review_fixture(&repo);
+    let viewing = Viewing::start(&repo, None);
+    let out = shots_dir("review_pages");
+    let pages = [
+        page("runs", "/view/runs", &["fix calc and note it"], &[]),
+        page(
+            "run",
+            &format!("/view/run/{w}"),
+            &[
+                "Wave 1",
+                "Wave 2",
+                "T4",
+                "blocked",
+                "failed",
+                "not asked for",
+                "merged",
+            ],
+            &["svg", "table"],
+        ),
+        page(
+            "task",
+            &format!("/view/run/{w}/task/T2"),
+            &["T2", "not asked for"],
+            &[],
+        ),
+        page(
+            "task-failed",
+            &format!("/view/run/{w}/task/T3"),
+            &["T3", "failed"],
+            &[],
+        ),
+        page("record", "/view/record", &["request"], &[]),
+        page(
+            "entry",
+            &format!("/view/entry/{w}"),
+            &["fix calc and note it"],
+            &[],
+        ),
+        page("bench", &format!("/view/bench?a={h}&b={w}"), &[], &[]),
+        page("apply", &format!("/view/apply/{w}"), &["calc.py"], &[]),
+        page("blame", "/view/blame?path=calc.py", &["calc.py"], &[]),
+        page(
+            "runs-filtered",
+            "/view/runs?outcome=&q=calc&page=1",
+            &["fix calc"],
+            &[],
+        ),
+    ];
+    let r = b.drive(&viewing.url, &viewing.origin(), &pages, &out);
+    assert_eq!(r["start"]["status"], 200, "{}", r["start"]);
+    assert!(
+        r["start"]["url"].as_str().unwrap().ends_with("/view/runs"),
+        "{}",
+        r["start"]
+    );
+    for p in &pages {
+        assert_clean(&r, p["name"].as_str().unwrap());
+    }
+    assert_accessible(&r, &pages);
+    let run = &r["pages"]["run"];
+    assert_eq!(
+        run["selectors"]["svg"].as_u64().map(|n| n >= 1),
+        Some(true),
+        "{run}"
+    );
+    drop(viewing);
+}
+
+/// With the pages' Content-Security-Policy in force, a request carrying an inline script and an
+/// `onerror` image shows as text on every page that names it, and none of it ran: no such
+/// element is on the page, the flag it would set stays unset and no dialog opened, and the same
+/// holds with the policy lifted (the escaping alone keeps it inert).
+#[test]
+fn heavy_a_hostile_request_renders_as_text_and_runs_no_script() {
+    let Some(b) = browser() else {
+        return;
+    };
+    let repo = Repo::new("sha1");
+    crate::work_run::setup(&repo);
+    let h = hostile_run(&repo);
+    let viewing = Viewing::start(&repo, Some(h));
+    let out = shots_dir("hostile_request");
+    let texts = [
+        "<script>gfPwned='script';alert('script')</script>",
+        "<img src=x onerror=gfPwned='img';alert('img')>",
+    ];
+    let selectors = ["script", "img[src='x']", "[onerror]"];
+    let pages = [
+        page("runs", "/view/runs", &texts, &selectors),
+        page("run", &format!("/view/run/{h}"), &texts, &selectors),
+        page("entry", &format!("/view/entry/{h}"), &texts, &selectors),
+    ];
+    let r = b.drive(&viewing.url, &viewing.origin(), &pages, &out);
+    assert!(
+        r["start"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/view/run/{h}")),
+        "{}",
+        r["start"]
+    );
+    assert_eq!(r["start"]["dialogs"], json!([]), "{}", r["start"]);
+    for p in &pages {
+        let name = p["name"].as_str().unwrap();
+        assert_clean(&r, name);
+        let row = &r["pages"][name];
+        let csp = row["csp"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: no CSP: {row}"));
+        assert!(
+            csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+            "{name}: {csp}"
+        );
+        for sel in selectors {
+            assert_eq!(row["selectors"][sel], 0, "{name}: {sel} is on the page");
+        }
+        for scheme in ["light", "dark"] {
+            let lifted = &row["without_policy"][scheme];
+            assert_eq!(
+                lifted["flag"],
+                J::Null,
+                "{name}: the text ran without the policy"
+            );
+            assert_eq!(
+                lifted["dialogs"],
+                json!([]),
+                "{name}: the text ran without the policy"
+            );
+        }
+    }
+    drop(viewing);
 }

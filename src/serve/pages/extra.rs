@@ -63,7 +63,7 @@ fn comparison(r: &J) -> Markup {
     };
     let answers = side("answers");
     html! {
-        div.scroll { table {
+        div.scroll tabindex="0" { table {
             caption { (text(&a, "label")) " against " (text(&b, "label")) }
             thead { tr { th scope="col" { "Measure" } th scope="col" { "A" } th scope="col" { "B" } th scope="col" { "B − A" } } }
             tbody { @for k in &keys {
@@ -98,7 +98,7 @@ pub(super) fn apply_page(d: &Dispatcher, seq: &str) -> Response {
             " (tip " code { (clip(&text(&diff, "tip"), 12)) } ") into your current branch; against the commit the run started from ("
             code { (clip(&text(&diff, "base"), 12)) } ") it changes these files. Nothing is applied from this page."
         }
-        div.scroll { table {
+        div.scroll tabindex="0" { table {
             caption { "Files the run changed" }
             thead { tr { th scope="col" { "File" } th scope="col" { "Status" } th scope="col" { "Added" } th scope="col" { "Removed" } } }
             tbody { @for f in diff.get("files").and_then(J::as_array).into_iter().flatten() {
@@ -148,7 +148,7 @@ fn blame_table(r: &J) -> Markup {
         .unwrap_or_default();
     html! {
         p { code { (text(r, "file")) } " at " code { (clip(&text(r, "rev"), 12)) } ", " (lines.len()) " lines." }
-        div.scroll { table.blame {
+        div.scroll tabindex="0" { table.blame {
             caption { "Who wrote each line" }
             thead { tr { th scope="col" { "Line" } th scope="col" { "Run" } th scope="col" { "Task" } th scope="col" { "Model" } th scope="col" { "Cost" } th scope="col" { "Text" } } }
             tbody { @for l in &lines {

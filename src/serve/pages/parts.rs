@@ -186,7 +186,7 @@ pub(super) fn tasks(run: &Run) -> Markup {
         section aria-labelledby="tasks" {
             h2 id="tasks" { "Tasks" }
             @if tasks.is_empty() { p.note { "No task was dispatched." } } @else {
-                div.scroll { table {
+                div.scroll tabindex="0" { table {
                     caption { "Each task of the run" }
                     thead { tr {
                         th scope="col" { "Task" } th scope="col" { "Status" } th scope="col" { "Worker" }
@@ -363,7 +363,7 @@ pub(super) fn budget(run: &Run) -> Markup {
             }
             @if let Some(b) = &stop { p.note { (text(b, "reason")) } }
             @if !run.spend.is_empty() {
-                div.scroll { table {
+                div.scroll tabindex="0" { table {
                     caption { "Spend per model" }
                     thead { tr { th scope="col" { "Model" } th scope="col" { "Calls" } th scope="col" { "Tokens" } th scope="col" { "Share" } th scope="col" { "USD" } } }
                     tbody { @for s in &run.spend {

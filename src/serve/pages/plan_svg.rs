@@ -40,7 +40,7 @@ pub(super) fn graph(
     );
     html! {
         figure.plan {
-            svg xmlns="http://www.w3.org/2000/svg" role="img" aria-labelledby=(format!("plan-title-{seq}"))
+            svg xmlns="http://www.w3.org/2000/svg" role="group" aria-labelledby=(format!("plan-title-{seq}"))
                 width=(width) height=(height) viewBox=(format!("0 0 {width} {height}")) {
                 title id=(format!("plan-title-{seq}")) { (label) }
                 defs {

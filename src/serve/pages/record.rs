@@ -65,7 +65,7 @@ pub(super) fn log_page(d: &Dispatcher, ask: &Ask) -> Response {
         }
         section aria-labelledby="entries" {
             h2 id="entries" { "Entries" }
-            div.scroll { table {
+            div.scroll tabindex="0" { table {
                 caption { "Entries, oldest first" }
                 thead { tr { th scope="col" { "Seq" } th scope="col" { "Kind" } th scope="col" { "Actor" } th scope="col" { "Causal parent" } th scope="col" { "Time" } th scope="col" { "Entry hash" } } }
                 tbody { @for e in &entries {

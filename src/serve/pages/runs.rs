@@ -74,7 +74,7 @@ pub(super) fn page(d: &Dispatcher, ask: &Ask) -> Response {
         @if shown.is_empty() {
             p { "No run matches." }
         } @else {
-            div.scroll {
+            div.scroll tabindex="0" {
                 table.runs {
                     caption { "Runs, newest first (page " (page) " of " (pages) ")" }
                     thead { tr {

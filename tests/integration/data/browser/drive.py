@@ -83,7 +83,8 @@ def probe(page, spec, flag):
     text = page.evaluate("() => document.body ? document.body.innerText : ''")
     return {
         "title": page.title(),
-        "texts": {t: t in text for t in spec.get("texts", [])},
+        # innerText is the text as shown, so CSS may have changed its case.
+        "texts": {t: t.lower() in text.lower() for t in spec.get("texts", [])},
         "selectors": {s: page.locator(s).count() for s in spec.get("selectors", [])},
         "flag": page.evaluate("(f) => window[f] === undefined ? null : String(window[f])", flag),
         "scroll_width": page.evaluate("() => document.documentElement.scrollWidth"),
@@ -127,79 +128,104 @@ def axe_run(page, axe):
     return [v for v in found if v["impact"] in AXE_IMPACTS]
 
 
+def with_policy(browser, spec, result):
+    """The desktop and phone contexts, the pages' policy in force: loads the start URL, then each
+    page; returns the cookies the start URL set, for the other contexts."""
+    origin, flag, out = spec["origin"], spec.get("flag", "gfPwned"), spec["out"]
+    desktop = browser.new_context(viewport=DESKTOP)
+    desktop.set_default_timeout(spec.get("timeout_ms", 20000))
+    watch = Watch(desktop, origin)
+    page = desktop.new_page()
+    watch.attach(page)
+    response = page.goto(spec["start"], wait_until="load")
+    result["start"] = {
+        "status": response.status if response else None,
+        "url": page.url,
+        **watch.of("(start)"),
+    }
+    state = desktop.storage_state()
+    result["cookies"] = [
+        {k: c[k] for k in ("name", "path", "httpOnly", "sameSite")} for c in state["cookies"]
+    ]
+    result["blank"] = {"desktop": blank_bytes(page, out, "desktop")}
+    for s in spec["pages"]:
+        row = visit(page, watch, origin, s)
+        row.update(probe(page, s, flag))
+        row["screenshots"] = [shoot(page, out, s["name"], "desktop")]
+        result["pages"][s["name"]] = row
+    phone = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True, storage_state=state)
+    phone.set_default_timeout(spec.get("timeout_ms", 20000))
+    phone_watch = Watch(phone, origin)
+    phone_page = phone.new_page()
+    phone_watch.attach(phone_page)
+    result["blank"]["phone"] = blank_bytes(phone_page, out, "phone")
+    for s in spec["pages"]:
+        row = result["pages"][s["name"]]
+        row["phone"] = visit(phone_page, phone_watch, origin, s)
+        row["phone"].update(probe(phone_page, s, flag))
+        row["screenshots"].append(shoot(phone_page, out, s["name"], "phone"))
+    for s in spec["pages"]:
+        row = result["pages"][s["name"]]
+        seen, seen_phone = watch.of(s["name"]), phone_watch.of(s["name"])
+        for key in seen:
+            row[key] = seen[key] + seen_phone[key]
+    desktop.close()
+    phone.close()
+    return state
+
+
+def policy_lifted(browser, spec, result, state, scheme):
+    """A context with the policy lifted in colour scheme `scheme`: axe-core on each page, and the
+    flag and dialogs again (the escaping alone must keep a hostile text inert)."""
+    origin, flag = spec["origin"], spec.get("flag", "gfPwned")
+    lifted = browser.new_context(
+        viewport=DESKTOP, bypass_csp=True, color_scheme=scheme, storage_state=state
+    )
+    lifted.set_default_timeout(spec.get("timeout_ms", 20000))
+    watch = Watch(lifted, origin)
+    page = lifted.new_page()
+    watch.attach(page)
+    for s in spec["pages"]:
+        visit(page, watch, origin, s)
+        row = result["pages"][s["name"]]
+        row.setdefault("without_policy", {})[scheme] = {
+            "flag": probe(page, s, flag)["flag"],
+            "dialogs": watch.of(s["name"])["dialogs"],
+        }
+        if spec.get("axe"):
+            row.setdefault("axe", {})[scheme] = axe_run(page, spec["axe"])
+    lifted.close()
+
+
+def script_off(browser, spec, result, state):
+    """A context with JavaScript off: each page's texts again."""
+    origin = spec["origin"]
+    plain = browser.new_context(viewport=DESKTOP, java_script_enabled=False, storage_state=state)
+    plain.set_default_timeout(spec.get("timeout_ms", 20000))
+    watch = Watch(plain, origin)
+    page = plain.new_page()
+    for s in spec["pages"]:
+        visit(page, watch, origin, s)
+        text = page.inner_text("body").lower()
+        result["pages"][s["name"]]["texts_without_js"] = {
+            t: t.lower() in text for t in s.get("texts", [])
+        }
+    plain.close()
+
+
 def main():
     spec = json.load(open(sys.argv[1]))
-    origin, flag, out = spec["origin"], spec.get("flag", "gfPwned"), spec["out"]
-    os.makedirs(out, exist_ok=True)
+    os.makedirs(spec["out"], exist_ok=True)
     args = ["--no-sandbox"] if os.geteuid() == 0 else []
     result = {"pages": {}}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=spec["chromium"], args=args)
         try:
             result["browser"] = browser.version
-            desktop = browser.new_context(viewport=DESKTOP)
-            desktop.set_default_timeout(spec.get("timeout_ms", 20000))
-            watch = Watch(desktop, origin)
-            page = desktop.new_page()
-            watch.attach(page)
-            watch.current = "(start)"
-            response = page.goto(spec["start"], wait_until="load")
-            result["start"] = {
-                "status": response.status if response else None,
-                "url": page.url,
-                **watch.of("(start)"),
-            }
-            state = desktop.storage_state()
-            result["blank"] = {"desktop": blank_bytes(page, out, "desktop")}
-            result["cookies"] = [
-                {k: c[k] for k in ("name", "path", "httpOnly", "sameSite")} for c in state["cookies"]
-            ]
-            for s in spec["pages"]:
-                row = visit(page, watch, origin, s)
-                row.update(probe(page, s, flag))
-                row["screenshots"] = [shoot(page, out, s["name"], "desktop")]
-                result["pages"][s["name"]] = row
-            phone = browser.new_context(
-                viewport=PHONE, is_mobile=True, has_touch=True, storage_state=state
-            )
-            phone_watch = Watch(phone, origin)
-            phone_page = phone.new_page()
-            phone_watch.attach(phone_page)
-            result["blank"]["phone"] = blank_bytes(phone_page, out, "phone")
-            for s in spec["pages"]:
-                row = result["pages"][s["name"]]
-                row["phone"] = visit(phone_page, phone_watch, origin, s)
-                row["phone"].update(probe(phone_page, s, flag))
-                row["screenshots"].append(shoot(phone_page, out, s["name"], "phone"))
-            for s in spec["pages"]:
-                row = result["pages"][s["name"]]
-                seen, seen_phone = watch.of(s["name"]), phone_watch.of(s["name"])
-                for key in seen:
-                    row[key] = seen[key] + seen_phone[key]
-            if spec.get("axe"):
-                for scheme in ("light", "dark"):
-                    lifted = browser.new_context(
-                        viewport=DESKTOP, bypass_csp=True, color_scheme=scheme, storage_state=state
-                    )
-                    lifted_watch = Watch(lifted, origin)
-                    lifted_page = lifted.new_page()
-                    lifted_watch.attach(lifted_page)
-                    for s in spec["pages"]:
-                        visit(lifted_page, lifted_watch, origin, s)
-                        row = result["pages"][s["name"]]
-                        row.setdefault("axe", {})[scheme] = axe_run(lifted_page, spec["axe"])
-                        # Escaping alone, with no policy behind it, keeps the hostile text inert.
-                        row.setdefault("flag_without_csp", {})[scheme] = probe(lifted_page, s, flag)["flag"]
-                    lifted.close()
-            plain = browser.new_context(viewport=DESKTOP, java_script_enabled=False, storage_state=state)
-            plain_watch = Watch(plain, origin)
-            plain_page = plain.new_page()
-            for s in spec["pages"]:
-                visit(plain_page, plain_watch, origin, s)
-                text = plain_page.inner_text("body")
-                result["pages"][s["name"]]["texts_without_js"] = {
-                    t: t in text for t in s.get("texts", [])
-                }
+            state = with_policy(browser, spec, result)
+            for scheme in ("light", "dark"):
+                policy_lifted(browser, spec, result, state, scheme)
+            script_off(browser, spec, result, state)
         finally:
             browser.close()
     print(json.dumps(result))
