@@ -147,7 +147,8 @@ impl Browser {
 
 /// What every page must show in the browser: it answered 200, logged no console error and no
 /// uncaught error, opened no dialog, asked no other origin for anything, set no flag, found each
-/// text (with JavaScript on and off), and has non-trivial screenshots at both widths.
+/// text (with JavaScript on and off), fits a phone's width, and has non-trivial screenshots at
+/// both widths.
 #[track_caller]
 pub(crate) fn assert_clean(result: &J, name: &str) {
     let p = &result["pages"][name];
@@ -171,6 +172,12 @@ pub(crate) fn assert_clean(result: &J, name: &str) {
             assert_eq!(found, true, "{name}: {text:?} is not on the page");
         }
     }
+    // At phone width the page fits: wide tables and diffs scroll in their own boxes.
+    let phone_width = p["phone"]["scroll_width"].as_u64().unwrap();
+    assert!(
+        phone_width <= 390,
+        "{name}: {phone_width} px wide on a 390 px phone"
+    );
     let shots = p["screenshots"].as_array().unwrap();
     assert_eq!(shots.len(), 2, "{name}: {shots:?}");
     for s in shots {
@@ -189,14 +196,14 @@ pub(crate) fn assert_clean(result: &J, name: &str) {
     }
 }
 
-/// No serious or critical axe-core violation on any of `pages`, in either colour scheme (every
-/// finding is listed at once).
+/// No serious or critical axe-core violation on any of `pages`, in either colour scheme and at
+/// phone width (every finding is listed at once).
 #[track_caller]
 pub(crate) fn assert_accessible(result: &J, pages: &[J]) {
     let mut found = Vec::new();
     for p in pages {
         let name = p["name"].as_str().unwrap();
-        for scheme in ["light", "dark"] {
+        for scheme in ["light", "dark", "phone"] {
             let axe = &result["pages"][name]["axe"][scheme];
             assert!(
                 axe.is_array(),
@@ -315,23 +322,6 @@ fn heavy_the_browser_driver_reports_script_dialogs_errors_and_outside_requests()
     }
 }
 
-/// The daemon's open liveness route in the browser: no console error, no request leaving it.
-#[test]
-fn heavy_the_browser_loads_the_daemons_health_route_cleanly() {
-    let Some(b) = browser() else {
-        return;
-    };
-    let repo = Repo::new("sha1");
-    let served = repo.serve(&[], Stdio::null());
-    let origin = format!("http://{}", served.addr);
-    let out = shots_dir("health");
-    let pages = [page("health", "/health", &["ok"], &[])];
-    let r = b.drive(&format!("{origin}/health"), &origin, &pages, &out);
-    assert_clean(&r, "health");
-    assert_eq!(r["start"]["outside_requests"], json!([]), "{r}");
-    drop(served);
-}
-
 // ----- the review pages -----
 
 /// The daemon `git forum view --no-open --json` started, and the one-time login URL it
@@ -438,7 +428,7 @@ fn heavy_every_review_page_loads_cleanly_and_accessibly_in_the_browser() {
     let (w, h) = review_fixture(&repo);
     let viewing = Viewing::start(&repo, None);
     let out = shots_dir("review_pages");
-    let pages = [
+    let mut pages = [
         page("runs", "/view/runs", &["fix calc and note it"], &[]),
         page(
             "run",
@@ -483,6 +473,8 @@ fn heavy_every_review_page_loads_cleanly_and_accessibly_in_the_browser() {
             &[],
         ),
     ];
+    // The top of the run page is README's picture (docs/img/view-run.png).
+    pages[1]["top"] = json!(1150);
     let r = b.drive(&viewing.url, &viewing.origin(), &pages, &out);
     assert_eq!(r["start"]["status"], 200, "{}", r["start"]);
     assert!(
@@ -495,6 +487,7 @@ fn heavy_every_review_page_loads_cleanly_and_accessibly_in_the_browser() {
     }
     assert_accessible(&r, &pages);
     let run = &r["pages"]["run"];
+    assert!(run["top"]["bytes"].as_u64().unwrap() > 10_000, "{run}");
     assert_eq!(
         run["selectors"]["svg"].as_u64().map(|n| n >= 1),
         Some(true),
@@ -551,7 +544,7 @@ fn heavy_a_hostile_request_renders_as_text_and_runs_no_script() {
         for sel in selectors {
             assert_eq!(row["selectors"][sel], 0, "{name}: {sel} is on the page");
         }
-        for scheme in ["light", "dark"] {
+        for scheme in ["light", "dark", "phone"] {
             let lifted = &row["without_policy"][scheme];
             assert_eq!(
                 lifted["flag"],

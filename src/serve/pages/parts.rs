@@ -404,7 +404,7 @@ pub(super) fn patch(p: &str) -> Markup {
     let lines: Vec<&str> = p.lines().collect();
     html! {
         @if lines.is_empty() { p.note { "The patch is empty." } } @else {
-            pre.diff { code {
+            pre.diff tabindex="0" { code {
                 @for l in lines.iter().take(PATCH_LINES) {
                     @let class = if l.starts_with("+++") || l.starts_with("---") || l.starts_with("diff ") || l.starts_with("index ") { "file" }
                         else if l.starts_with("@@") { "hunk" } else if l.starts_with('+') { "add" } else if l.starts_with('-') { "del" } else { "ctx" };

@@ -8,7 +8,8 @@ holding Playwright (never its own browser download: the system Chromium is given
      "origin": "http://127.0.0.1:PORT",                   # every other origin is refused
      "pages": [{"name": "runs", "path": "/view/runs",
                 "texts": ["..."],          # is each in the page's rendered text?
-                "selectors": ["..."]}],    # how many elements match each?
+                "selectors": ["..."],      # how many elements match each?
+                "top": 1150}],             # also a picture of the page's top this high (optional)
      "out": "/path/to/screenshots",
      "axe": "/path/to/axe.min.js" or null,
      "flag": "gfPwned",                    # a global the hostile text would set if it ran
@@ -18,8 +19,8 @@ Four browser contexts share the cookie the start URL set. With the pages' Conten
 in force: a desktop one (1280x800) and a phone one (390x844) load each page, record its console
 errors, uncaught errors, dialogs, the flag, the texts and selectors, and a screenshot; every
 request to another origin is recorded and aborted. With the policy lifted (so that axe-core, a
-script of its own, can run): axe-core runs on each page in the light and the dark colour scheme,
-and its serious and critical violations are recorded. A last context with JavaScript off loads
+script of its own, can run): axe-core runs on each page in the light and the dark colour scheme
+and at phone width, and its serious and critical violations are recorded. A last context with JavaScript off loads
 each page and records the texts again. The browser is closed before the result is printed.
 """
 
@@ -32,6 +33,8 @@ from playwright.sync_api import sync_playwright
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 AXE_IMPACTS = ("serious", "critical")
+# The contexts axe-core runs in: (label, colour scheme, size).
+LIFTED = (("light", "light", DESKTOP), ("dark", "dark", DESKTOP), ("phone", "light", PHONE))
 
 
 class Watch:
@@ -152,6 +155,11 @@ def with_policy(browser, spec, result):
         row = visit(page, watch, origin, s)
         row.update(probe(page, s, flag))
         row["screenshots"] = [shoot(page, out, s["name"], "desktop")]
+        if s.get("top"):
+            # The top of the page alone, `top` pixels high (the README's picture).
+            path = os.path.join(out, f"{s['name']}-desktop-top.png")
+            page.screenshot(path=path, clip={"x": 0, "y": 0, "width": DESKTOP["width"], "height": s["top"]})
+            row["top"] = {"path": path, "bytes": os.path.getsize(path)}
         result["pages"][s["name"]] = row
     phone = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True, storage_state=state)
     phone.set_default_timeout(spec.get("timeout_ms", 20000))
@@ -174,12 +182,13 @@ def with_policy(browser, spec, result):
     return state
 
 
-def policy_lifted(browser, spec, result, state, scheme):
-    """A context with the policy lifted in colour scheme `scheme`: axe-core on each page, and the
-    flag and dialogs again (the escaping alone must keep a hostile text inert)."""
+def policy_lifted(browser, spec, result, state, label, scheme, viewport):
+    """A context with the policy lifted, in colour scheme `scheme` at size `viewport`: axe-core on
+    each page, and the flag and dialogs again (the escaping alone must keep a hostile text
+    inert); recorded under `label`."""
     origin, flag = spec["origin"], spec.get("flag", "gfPwned")
     lifted = browser.new_context(
-        viewport=DESKTOP, bypass_csp=True, color_scheme=scheme, storage_state=state
+        viewport=viewport, bypass_csp=True, color_scheme=scheme, storage_state=state
     )
     lifted.set_default_timeout(spec.get("timeout_ms", 20000))
     watch = Watch(lifted, origin)
@@ -188,12 +197,12 @@ def policy_lifted(browser, spec, result, state, scheme):
     for s in spec["pages"]:
         visit(page, watch, origin, s)
         row = result["pages"][s["name"]]
-        row.setdefault("without_policy", {})[scheme] = {
+        row.setdefault("without_policy", {})[label] = {
             "flag": probe(page, s, flag)["flag"],
             "dialogs": watch.of(s["name"])["dialogs"],
         }
         if spec.get("axe"):
-            row.setdefault("axe", {})[scheme] = axe_run(page, spec["axe"])
+            row.setdefault("axe", {})[label] = axe_run(page, spec["axe"])
     lifted.close()
 
 
@@ -223,8 +232,8 @@ def main():
         try:
             result["browser"] = browser.version
             state = with_policy(browser, spec, result)
-            for scheme in ("light", "dark"):
-                policy_lifted(browser, spec, result, state, scheme)
+            for label, scheme, viewport in LIFTED:
+                policy_lifted(browser, spec, result, state, label, scheme, viewport)
             script_off(browser, spec, result, state)
         finally:
             browser.close()
