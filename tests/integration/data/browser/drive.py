@@ -158,7 +158,8 @@ def with_policy(browser, spec, result):
         if s.get("top"):
             # The top of the page alone, `top` pixels high (the README's picture).
             path = os.path.join(out, f"{s['name']}-desktop-top.png")
-            page.screenshot(path=path, clip={"x": 0, "y": 0, "width": DESKTOP["width"], "height": s["top"]})
+            clip = {"x": 0, "y": 0, "width": DESKTOP["width"], "height": s["top"]}
+            page.screenshot(path=path, full_page=True, clip=clip)
             row["top"] = {"path": path, "bytes": os.path.getsize(path)}
         result["pages"][s["name"]] = row
     phone = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True, storage_state=state)
