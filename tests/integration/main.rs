@@ -97,6 +97,7 @@ mod tlog_tiles;
 mod tlog_transports;
 mod transports;
 mod verify_fast;
+mod view;
 mod verify_tier;
 mod watchdog;
 mod witness;
