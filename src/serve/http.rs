@@ -41,6 +41,7 @@
 //! `POST /append` takes an `Idempotency-Key` header (see the dispatcher's append).
 
 mod limits;
+mod view;
 pub(crate) use limits::Limits;
 
 use std::future::Future;
@@ -259,44 +260,11 @@ async fn read_body(body: Body, limit: usize) -> Result<Vec<u8>, Response> {
 async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     if super::pages::is_view(parts.uri.path()) {
-        return view(&server, &parts).await;
+        return view::answer(&server, &parts).await;
     }
     match admit(&server, &parts) {
         Ok(admitted) => run(&server, &parts, body, admitted).await,
         Err(r) => *r,
-    }
-}
-
-/// A request to the review pages: the Host and Origin checks, then the pages answer on the
-/// blocking pool, with a slot and within the timeout like any read.
-async fn view(server: &Arc<Server>, parts: &axum::http::request::Parts) -> Response {
-    if let Err(r) = check_host_and_origin(&server.guard, &parts.headers) {
-        return *r;
-    }
-    let auth = header_str(&parts.headers, header::AUTHORIZATION).unwrap_or(None);
-    let ask = super::pages::Ask {
-        method: parts.method.as_str().to_string(),
-        path: parts.uri.path().to_string(),
-        query: super::pages::query_pairs(parts.uri.query()),
-        cookie: header_str(&parts.headers, header::COOKIE)
-            .unwrap_or(None)
-            .map(str::to_string),
-        bearer: server.guard.authorized(Access::Write, auth),
-    };
-    let limit = server.limits.timeout;
-    let slot = match tokio::time::timeout(limit, server.slots.clone().acquire_owned()).await {
-        Ok(Ok(p)) => p,
-        _ => return error(503, "the server is busy; try again"),
-    };
-    let (d, v) = (server.dispatcher.clone(), server.view.clone());
-    let job = tokio::task::spawn_blocking(move || {
-        let _slot = slot;
-        super::pages::answer(&d, &v, &ask)
-    });
-    match tokio::time::timeout(limit, job).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(_)) => error(500, "internal error: the page failed"),
-        Err(_) => error(504, "the page did not finish in time"),
     }
 }
 

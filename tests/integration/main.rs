@@ -99,6 +99,7 @@ mod tlog_transports;
 mod transports;
 mod verify_fast;
 mod verify_tier;
+mod view;
 mod watchdog;
 mod witness;
 mod work_apply;

@@ -158,9 +158,9 @@ pub(crate) fn answer(d: &Dispatcher, view: &View, ask: &Ask) -> Response {
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match segs.as_slice() {
         ["view"] => see_other("/view/runs", None),
-        ["view", "runs"] => runs::page(d, ask),
-        ["view", "run", seq] => run::page(d, seq),
-        ["view", "run", seq, "task", id] => run::task_page(d, seq, id),
+        ["view", "runs"] => runs::page(d, view, ask),
+        ["view", "run", seq] => run::page(d, view, seq),
+        ["view", "run", seq, "task", id] => run::task_page(d, view, seq, id),
         ["view", "record"] => record::log_page(d, ask),
         ["view", "entry", seq] => record::entry_page(d, seq),
         ["view", "proof", seq] => record::proof(d, seq),

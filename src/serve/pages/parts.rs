@@ -265,6 +265,25 @@ pub(super) fn task_detail(run: &Run, t: &J) -> Markup {
     }
 }
 
+/// The diff of task `id`'s latest change, as its change entry recorded it.
+pub(super) fn task_diff(run: &Run, id: &str) -> Markup {
+    let change = run
+        .of_kind("change")
+        .filter(|i| task_of(i) == Some(id))
+        .last();
+    html! {
+        h2 { "Change" }
+        @match change {
+            None => p.note { "This task recorded no change." },
+            Some(i) => {
+                @let b = i.body.as_ref().unwrap_or(&J::Null);
+                p { "Commit " code { (clip(&text(b, "commit"), 12)) } " (" a href=(format!("/view/entry/{}", i.entry.seq)) { "entry " (i.entry.seq) } ")." }
+                (patch(&text(b, "diff")))
+            }
+        }
+    }
+}
+
 /// The tool calls of task `id`, in order, each with what it gave.
 pub(super) fn timeline(run: &Run, id: &str) -> Markup {
     let calls: Vec<&Item> = run

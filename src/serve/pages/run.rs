@@ -8,7 +8,7 @@ use serde_json::{Value as J, json};
 
 use super::parts;
 use super::util::{call, num, outcome_class, refusal, seq_of, text, when};
-use super::{html as respond, layout};
+use super::{View, html as respond, layout};
 use crate::ledger::Entry;
 use crate::ledger::canonical::Value;
 use crate::report::Snapshot;
@@ -103,7 +103,7 @@ fn entries_of(d: &Dispatcher, seq: u64) -> Result<Vec<(Entry, Option<Value>, Bod
 }
 
 /// Loads run `seq` for its pages.
-pub(super) fn load(d: &Dispatcher, seq: u64) -> Result<Run, Response> {
+pub(super) fn load(d: &Dispatcher, view: &View, seq: u64) -> Result<Run, Response> {
     let entries = entries_of(d, seq)?;
     let verified = d.verify_cached(false).map_err(|r| refusal(&r))?.ok;
     let root = d.snapshot().map_err(|r| refusal(&r))?.root.clone();
@@ -120,7 +120,7 @@ pub(super) fn load(d: &Dispatcher, seq: u64) -> Result<Run, Response> {
     let room = crate::surface::reports::room(&snapshot, Some(seq), TEXT_CHARS);
     let room = serde_json::to_value(&room).unwrap_or(J::Null);
     let spend = crate::report::spend::per_model(&snapshot.items);
-    let runs = call(d, "GET", "/runs", json!({}))?;
+    let runs = view.runs.get(d)?;
     let row = runs
         .get("runs")
         .and_then(J::as_array)
@@ -146,8 +146,8 @@ pub(super) fn load(d: &Dispatcher, seq: u64) -> Result<Run, Response> {
 }
 
 /// The run page.
-pub(super) fn page(d: &Dispatcher, seq: &str) -> Response {
-    let run = match seq_of(seq).and_then(|s| load(d, s)) {
+pub(super) fn page(d: &Dispatcher, view: &View, seq: &str) -> Response {
+    let run = match seq_of(seq).and_then(|s| load(d, view, s)) {
         Ok(r) => r,
         Err(r) => return r,
     };
@@ -186,8 +186,8 @@ fn heading(run: &Run) -> Markup {
 }
 
 /// The task page: one task of a run.
-pub(super) fn task_page(d: &Dispatcher, seq: &str, id: &str) -> Response {
-    let run = match seq_of(seq).and_then(|s| load(d, s)) {
+pub(super) fn task_page(d: &Dispatcher, view: &View, seq: &str, id: &str) -> Response {
+    let run = match seq_of(seq).and_then(|s| load(d, view, s)) {
         Ok(r) => r,
         Err(r) => return r,
     };
@@ -204,6 +204,7 @@ pub(super) fn task_page(d: &Dispatcher, seq: &str, id: &str) -> Response {
         h1 { (title) }
         p.lead { a href=(format!("/view/run/{}", run.seq)) { "Back to run " (run.seq) } }
         (parts::task_detail(&run, task))
+        (parts::task_diff(&run, id))
         (parts::timeline(&run, id))
         (parts::checks(&run, Some(id)))
     };

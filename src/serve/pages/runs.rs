@@ -5,16 +5,40 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde_json::{Value as J, json};
 
-use super::util::{call, clip, num, outcome_class, text, when};
-use super::{Ask, html as respond, layout};
+use std::sync::{Arc, Mutex};
+
+use super::util::{call, clip, num, outcome_class, refusal, text, when};
+use super::{Ask, View, html as respond, layout};
 use crate::serve::dispatch::Dispatcher;
 
 /// Runs on one page.
 pub(super) const PER_PAGE: usize = 50;
 
+/// The answer of `/runs` as of one tip of the ledger: the runs page and the run pages read it
+/// again only when the ledger moved, so paging through 10,000 runs does not fold the whole
+/// ledger on every page.
+#[derive(Default)]
+pub(crate) struct Cached(Mutex<Option<(Option<gix::ObjectId>, Arc<J>)>>);
+
+impl Cached {
+    /// `/runs` as of the ledger's tip now.
+    pub(super) fn get(&self, d: &Dispatcher) -> Result<Arc<J>, Response> {
+        let tip = d.snapshot().map_err(|r| refusal(&r))?.tip;
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((t, runs)) = kept.as_ref()
+            && *t == tip
+        {
+            return Ok(runs.clone());
+        }
+        let runs = Arc::new(call(d, "GET", "/runs", json!({}))?);
+        *kept = Some((tip, runs.clone()));
+        Ok(runs)
+    }
+}
+
 /// The runs page.
-pub(super) fn page(d: &Dispatcher, ask: &Ask) -> Response {
-    let all = match call(d, "GET", "/runs", json!({})) {
+pub(super) fn page(d: &Dispatcher, view: &View, ask: &Ask) -> Response {
+    let all = match view.runs.get(d) {
         Ok(v) => v,
         Err(r) => return r,
     };

@@ -21,6 +21,8 @@ const KEPT: usize = 256;
 pub(crate) struct View {
     logins: Mutex<HashMap<String, (String, Instant)>>,
     sessions: Mutex<VecDeque<String>>,
+    /// The runs as of the ledger's last tip a page read.
+    pub(super) runs: super::runs::Cached,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
