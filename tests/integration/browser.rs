@@ -474,7 +474,7 @@ fn heavy_every_review_page_loads_cleanly_and_accessibly_in_the_browser() {
         ),
     ];
     // The top of the run page is README's picture (docs/img/view-run.png).
-    pages[1]["top"] = json!(1150);
+    pages[1]["top"] = json!(1230);
     let r = b.drive(&viewing.url, &viewing.origin(), &pages, &out);
     assert_eq!(r["start"]["status"], 200, "{}", r["start"]);
     assert!(
