@@ -359,10 +359,10 @@ impl<'a> Viewing<'a> {
 impl Drop for Viewing<'_> {
     fn drop(&mut self) {
         let _ = self.repo.forum().args(["view", "--stop"]).output();
-        if let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) {
-            if rustix::process::test_kill_process(pid).is_ok() {
-                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-            }
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32)
+            && rustix::process::test_kill_process(pid).is_ok()
+        {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
     }
 }
