@@ -11,6 +11,7 @@
 //! Content-Security-Policy that allows nothing but the daemon's own stylesheet (no script at
 //! all), and `X-Content-Type-Options: nosniff`.
 
+mod entries;
 mod extra;
 mod layout;
 mod parts;

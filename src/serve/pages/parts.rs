@@ -3,7 +3,7 @@
 use maud::{Markup, html};
 use serde_json::Value as J;
 
-use super::run::{Body, Item, Run};
+use super::entries::{Body, Item, Run};
 use super::util::{clip, num, outcome_class, text, when};
 
 /// The most patch lines a page shows (the rest: `git forum diff RUN`).

@@ -8,7 +8,7 @@ use axum::response::Response;
 use maud::html;
 use serde_json::{Value as J, json};
 
-use super::run::Body;
+use super::entries::Body;
 use super::util::{call, clip, num, refusal, seq_of, text, when};
 use super::{Ask, bytes, html as respond, layout};
 use crate::serve::dispatch::Dispatcher;

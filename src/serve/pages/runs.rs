@@ -95,6 +95,19 @@ pub(super) fn page(d: &Dispatcher, view: &View, ask: &Ask) -> Response {
         h1 { "Runs" }
         p.lead { (runs.len()) " runs in ledger " code { (d.ledger()) } "; " (kept.len()) " shown by this filter." }
         (filters(&states, outcome, ask.field("q")))
+        (table(shown, &times, page, pages))
+        nav.pager aria-label="Pages" {
+            @if page > 1 { a href=(link(page - 1)) rel="prev" { "Newer" } }
+            span { "Page " (page) " of " (pages) }
+            @if page < pages { a href=(link(page + 1)) rel="next" { "Older" } }
+        }
+    };
+    respond(200, layout::page("Runs", "/view/runs", body))
+}
+
+/// The table of the runs on this page.
+fn table(shown: &[&J], times: &[f64], page: usize, pages: usize) -> Markup {
+    html! {
         @if shown.is_empty() {
             p { "No run matches." }
         } @else {
@@ -114,13 +127,7 @@ pub(super) fn page(d: &Dispatcher, view: &View, ask: &Ask) -> Response {
                 }
             }
         }
-        nav.pager aria-label="Pages" {
-            @if page > 1 { a href=(link(page - 1)) rel="prev" { "Newer" } }
-            span { "Page " (page) " of " (pages) }
-            @if page < pages { a href=(link(page + 1)) rel="next" { "Older" } }
-        }
-    };
-    respond(200, layout::page("Runs", "/view/runs", body))
+    }
 }
 
 /// The filter form: outcome and text.
