@@ -48,6 +48,7 @@ pub(crate) mod submit;
 pub(crate) mod sync;
 pub(crate) mod tlog;
 pub(crate) mod verify;
+pub(crate) mod view;
 pub(crate) mod work;
 
 /// Run fleets of AI agents in a repository and keep every decision in a tamper-evident ledger
@@ -174,6 +175,8 @@ pub(crate) enum Command {
     Serve(serve::ServeArgs),
     /// Serve the same operations as MCP tools on standard input and output.
     Mcp(serve::McpArgs),
+    /// Open the review pages (runs, a run's plan and changes, the record) in the browser.
+    View(view::ViewArgs),
     /// Print the API reference (docs/api.md) the typed requests generate.
     #[command(name = "__api-doc", hide = true)]
     ApiDoc(serve::ApiDocArgs),
@@ -571,6 +574,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Context(a) => context::run(ctx, a),
         Command::Serve(a) => serve::serve(ctx, a),
         Command::Mcp(a) => serve::mcp(ctx, a),
+        Command::View(a) => view::view(ctx, a),
         Command::ApiDoc(a) => serve::api_doc(ctx, a),
         Command::ReplayConfined(a) => replay::confined(ctx, a),
         Command::Summary(a) => report::summary(ctx, a),

@@ -145,7 +145,7 @@ fn dispatcher(ctx: &Ctx, e: &EngineArgs) -> Result<Dispatcher, CliError> {
 
 /// The token file of the repository at `ctx` and its token (made when there is none), with
 /// the token file older versions kept under the git dir removed.
-fn token(ctx: &Ctx) -> Result<(PathBuf, String), CliError> {
+pub(crate) fn token(ctx: &Ctx) -> Result<(PathBuf, String), CliError> {
     let repo = crate::surface::store::open_repo(&ctx.dir)?;
     let common = token::common_dir(&repo).map_err(|e| CliError::usage(e.to_string()))?;
     if let Some(old) = token::remove_legacy(&common) {

@@ -42,6 +42,7 @@
 
 mod fast;
 mod limits;
+mod view;
 pub(crate) use limits::Limits;
 
 use std::future::Future;
@@ -193,6 +194,8 @@ pub(crate) struct Server {
     guard: Guard,
     limits: Limits,
     slots: Arc<Semaphore>,
+    /// The review pages' logins and sessions.
+    view: Arc<super::pages::View>,
 }
 
 impl Server {
@@ -204,6 +207,7 @@ impl Server {
             guard,
             limits,
             slots,
+            view: Arc::default(),
         }
     }
 }
@@ -261,6 +265,9 @@ async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
         return r;
     }
     let (parts, body) = req.into_parts();
+    if super::pages::is_view(parts.uri.path()) {
+        return view::answer(&server, &parts).await;
+    }
     match admit(&server, &parts) {
         Ok(admitted) => run(&server, &parts, body, admitted).await,
         Err(r) => *r,

@@ -28,5 +28,6 @@ pub mod token;
 mod idem;
 mod ops;
 mod page;
+mod pages;
 mod projections;
 mod reports;
