@@ -100,7 +100,11 @@ pub(super) fn page(d: &Dispatcher, view: &View, seq: &str) -> Response {
         Ok(r) => r,
         Err(r) => return r,
     };
-    let diff = call(d, "POST", "/diff", json!({"run": run.seq})).ok();
+    // Only a --work run has a diff; asking for one reads the whole ledger.
+    let diff = run
+        .row
+        .get("work")
+        .and_then(|_| call(d, "POST", "/diff", json!({"run": run.seq})).ok());
     let title = format!("Run {}", run.seq);
     let body = html! {
         (heading(&run))
