@@ -134,6 +134,32 @@ pub(crate) fn prepare(
             crate::surface::campaign::work_options(&spec, &defaults, dir.to_path_buf(), ledger)?
         }
     };
+    // `--dispatch`, else `[dispatch] url` for a run that works in the repository.
+    let configured = runtime
+        .as_ref()
+        .filter(|_| opts.work.as_ref().is_some_and(|w| w.enabled) && shape == Shape::Single)
+        .and_then(|r| super::super::worker::configured(&r.dispatch));
+    let given = spec.dispatch.as_ref().map(|d| match &runtime {
+        Some(r) => d.filled(&r.dispatch),
+        None => d.clone(),
+    });
+    if let Some(d) = given.as_ref().or(configured.as_ref()) {
+        match opts.work.as_mut() {
+            Some(w) if w.enabled && shape == Shape::Single => {
+                w.dispatch = Some(crate::surface::worker::dispatcher(
+                    dir,
+                    ledger,
+                    &d.nats,
+                    d.remote.as_deref(),
+                )?);
+            }
+            _ => {
+                return Err(Error::usage(
+                    "--dispatch sends the tasks of a --work run to workers: add --work (a resumed or campaign run cannot dispatch yet)",
+                ));
+            }
+        }
+    }
     if let Some(note) = opts.work.as_ref().and_then(|w| w.sandbox.note()) {
         say(&format!("note: {note}"));
     }
