@@ -121,7 +121,6 @@ pub(crate) fn prepare(
     }
     opts.observe = runtime.as_ref().map(|r| r.observe).unwrap_or_default();
     if let Some(rt) = &runtime {
-        // The values of the runtime's key variables are redacted wherever a body holds them.
         opts.secrets.scanner = crate::secrets::Scanner::with_literals(options::key_values(rt));
     }
     let defaults = runtime.as_ref().map(|r| r.work.clone()).unwrap_or_default();
@@ -134,12 +133,42 @@ pub(crate) fn prepare(
             crate::surface::campaign::work_options(&spec, &defaults, dir.to_path_buf(), ledger)?
         }
     };
+    take_dispatch(&spec, &mut opts, runtime.as_ref(), dir, ledger, shape)?;
+    if let Some(note) = opts.work.as_ref().and_then(|w| w.sandbox.note()) {
+        say(&format!("note: {note}"));
+    }
+    if refuse_unready && let Some(rt) = &runtime {
+        let works = opts.work.as_ref().is_some_and(|w| w.enabled);
+        opts.cannot_start = refuse_if_unready(rt, roster, works)?;
+    }
+    if shape == Shape::Single
+        && let Some(rt) = &runtime
+    {
+        options::apply_verification(config::verify::for_run(rt, roster), &mut opts)?;
+    }
+    Ok(Prepared {
+        spec,
+        opts,
+        runtime,
+    })
+}
+
+/// Hands the run's tasks to workers through NATS when `--dispatch` (its settings filled from
+/// `[dispatch]`) or `[dispatch] url` says so; `--dispatch` on a run that does not work in the
+/// repository is refused.
+fn take_dispatch(
+    spec: &RunOptions,
+    opts: &mut run::Options,
+    runtime: Option<&Runtime>,
+    dir: &Path,
+    ledger: &str,
+    shape: Shape,
+) -> Result<()> {
     // `--dispatch`, else `[dispatch] url` for a run that works in the repository.
     let configured = runtime
-        .as_ref()
         .filter(|_| opts.work.as_ref().is_some_and(|w| w.enabled) && shape == Shape::Single)
         .and_then(|r| super::super::worker::configured(&r.dispatch));
-    let given = spec.dispatch.as_ref().map(|d| match &runtime {
+    let given = spec.dispatch.as_ref().map(|d| match runtime {
         Some(r) => d.filled(&r.dispatch),
         None => d.clone(),
     });
@@ -160,23 +189,7 @@ pub(crate) fn prepare(
             }
         }
     }
-    if let Some(note) = opts.work.as_ref().and_then(|w| w.sandbox.note()) {
-        say(&format!("note: {note}"));
-    }
-    if refuse_unready && let Some(rt) = &runtime {
-        let works = opts.work.as_ref().is_some_and(|w| w.enabled);
-        opts.cannot_start = refuse_if_unready(rt, roster, works)?;
-    }
-    if shape == Shape::Single
-        && let Some(rt) = &runtime
-    {
-        options::apply_verification(config::verify::for_run(rt, roster), &mut opts)?;
-    }
-    Ok(Prepared {
-        spec,
-        opts,
-        runtime,
-    })
+    Ok(())
 }
 
 /// Refuses a runtime with an issue that would stop the run, naming the first. When the only
