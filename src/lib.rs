@@ -45,6 +45,7 @@ pub(crate) mod config;
 pub mod context;
 pub mod egress;
 pub mod exec;
+pub mod fleet;
 pub(crate) mod flight;
 #[doc(hidden)]
 pub mod fuzzing;

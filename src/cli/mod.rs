@@ -31,6 +31,7 @@ pub(crate) mod halt;
 pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) mod lane;
+pub(crate) mod worker;
 pub(crate) use crate::config::input;
 pub(crate) mod interop;
 pub(crate) mod man;
@@ -111,6 +112,8 @@ pub(crate) enum Command {
     Gate(submit::GateArgs),
     /// Halt a running run from another terminal: its workers are killed, it witnesses halted.
     Halt(halt::HaltArgs),
+    /// Do dispatched tasks (`submit --work --dispatch`) pulled from a NATS JetStream server.
+    Worker(worker::WorkerArgs),
     /// Show a --work run's change against the commit it started from, as git diff does.
     Diff(diff::DiffArgs),
     /// Attest what a --work run shipped (in-toto, signed with the note key), or check an attestation.
@@ -566,6 +569,7 @@ fn run(ctx: &Ctx, command: Command) -> Result<(), CliError> {
         Command::Runs(a) => submit::runs(ctx, a),
         Command::Gate(a) => submit::gate(ctx, a),
         Command::Halt(a) => halt::run(ctx, a),
+        Command::Worker(a) => worker::run(ctx, a),
         Command::Diff(a) => diff::diff(ctx, a),
         Command::Attest(a) => attest::attest(ctx, a),
         Command::Blame(a) => blame::blame(ctx, a),

@@ -79,6 +79,13 @@ pub(crate) struct RunFlags {
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
     pub(crate) roster: Option<PathBuf>,
+    /// The git remote --dispatch pushes task bases to and fetches workers' commits from
+    /// (default: `[dispatch] remote`, else origin).
+    #[arg(long, value_name = "NAME", requires = "dispatch")]
+    pub(crate) dispatch_remote: Option<String>,
+    /// How to reach the NATS server of --dispatch.
+    #[command(flatten)]
+    pub(crate) nats: super::worker::NatsArgs,
     /// Policy file (default: .forum/policy.toml, else no limits beyond 6 tasks at a time).
     #[arg(long, value_name = "FILE")]
     pub(crate) policy: Option<PathBuf>,
@@ -232,6 +239,13 @@ impl RunFlags {
             max_cost_usd: req.ceilings.max_cost_usd,
             // Set from the run's record by a resume (`prepare`).
             resumes_work: false,
+            dispatch: req
+                .dispatch
+                .as_ref()
+                .map(|url| surface::worker::DispatchSpec {
+                    nats: self.nats.flags(url),
+                    remote: self.dispatch_remote.clone(),
+                }),
         })
     }
 }

@@ -111,3 +111,9 @@ pub(crate) const HALTED: &str = "halted";
 /// with none delivered, or a file no delivered change touched): `{answer, delivered, claims}`
 /// (ours).
 pub(crate) const CLAIM_CHECK: &str = "claim_check";
+/// A `--work` task published to the dispatch stream for a worker elsewhere: its attempt id,
+/// base commit and subject (ours; not in Forum).
+pub(crate) const TASK_DISPATCHED: &str = "task_dispatched";
+/// A second result for a dispatched task that already has one (a redelivery after a slow
+/// worker came back, or a worker that answered twice): witnessed, never merged (ours).
+pub(crate) const DUPLICATE_RESULT: &str = "duplicate_result";

@@ -276,8 +276,14 @@ impl Run<'_, '_> {
             w.set(&task.id, tw);
             return Ok(done);
         }
-        let passed =
-            self.witness_change(w, task, exec, &tree, task_entry, (done.seq, &done.output))?;
+        let passed = self.witness_change(
+            w,
+            task,
+            exec.model(),
+            &tree,
+            task_entry,
+            (done.seq, &done.output),
+        )?;
         Ok(Done { ok: passed, ..done })
     }
 
@@ -310,14 +316,14 @@ impl Run<'_, '_> {
         &self,
         w: &WorkRun,
         task: &Task,
-        exec: &Arc<dyn Executor>,
+        model: String,
         tree: &TaskTree,
         task_entry: &Entry,
         (result_seq, report): (u64, &str),
     ) -> Result<bool, RunError> {
         let author = Author {
             lane: task.agent.clone(),
-            model: exec.model(),
+            model,
         };
         let tie = Tie {
             ledger: w.ledger.clone(),

@@ -144,6 +144,9 @@ impl Run<'_, '_> {
         let task_entry = self.put("dispatch", kind::TASK, Some(task_parent), payload)?;
         if let Some(w) = self.work() {
             let plan = lock(&w.plan).clone();
+            if let Some(d) = self.dispatcher() {
+                return self.remote_task(d.as_ref(), w, task, &plan, &instruction, &task_entry);
+            }
             return self.work_task(w, task, &plan, &instruction, &task_entry);
         }
         let worker = self.env.seats.worker(self.env.roster, &task.agent);
@@ -293,13 +296,17 @@ impl Run<'_, '_> {
         plan_seq: u64,
         results: &Mutex<BTreeMap<String, Done>>,
     ) -> Result<(), RunError> {
-        let width = self.opts.policy.max_parallel.max(1);
+        // Dispatched tasks wait on workers elsewhere: every task of the wave is in flight.
+        let width = match self.dispatcher() {
+            Some(_) => tasks.len().max(1),
+            None => self.opts.policy.max_parallel.max(1),
+        };
         if width == 1 || tasks.len() <= 1 {
             for t in tasks {
                 let d = self.run_task(t, plan_seq, results)?;
                 lock(results).insert(t.id.clone(), d);
             }
-            return Ok(());
+            return self.witness_duplicates();
         }
         // Results of this wave are not upstream of each other: take the snapshot first.
         let next = AtomicU64::new(0);
@@ -335,7 +342,8 @@ impl Run<'_, '_> {
         for (id, d) in lock(&finished).drain(..) {
             r.insert(id, d);
         }
-        Ok(())
+        drop(r);
+        self.witness_duplicates()
     }
 
     // ---- validation ----

@@ -61,6 +61,8 @@ pub(crate) struct WorkOptions {
     pub(crate) verification: Option<Verification>,
     /// What a change may hold (`[work]` limits).
     pub(crate) limits: ChangeLimits,
+    /// Where tasks go instead of running in this process (`--dispatch`; `None`: here).
+    pub(crate) dispatch: Option<Arc<dyn super::Dispatch>>,
 }
 
 impl std::fmt::Debug for WorkOptions {

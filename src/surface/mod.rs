@@ -49,6 +49,7 @@ pub(crate) mod tlog_layout;
 pub(crate) mod verify;
 pub(crate) mod witness;
 pub(crate) mod work;
+pub(crate) mod worker;
 
 /// A report an operation returns: serializable, with a stable schema name.
 pub(crate) trait Report: serde::Serialize {

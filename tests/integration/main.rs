@@ -19,6 +19,7 @@ mod ctrl_c;
 mod daemon;
 mod daemon_guard;
 mod demo;
+mod dispatch_nats;
 mod docs;
 mod edges;
 mod edit_worker;

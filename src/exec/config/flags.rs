@@ -135,6 +135,7 @@ pub(crate) fn merge(config: Option<RuntimeConfig>, flags: &Flags) -> Result<Runt
         context: config.context,
         spend: config.spend,
         observe: config.observe,
+        dispatch: config.dispatch,
         warnings,
     })
 }

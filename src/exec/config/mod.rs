@@ -449,6 +449,8 @@ pub(crate) struct RuntimeConfig {
     pub spend: SpendConfig,
     /// `[observe]`.
     pub observe: ObserveConfig,
+    /// `[dispatch]`.
+    pub dispatch: DispatchConfig,
     /// Things worth saying that are not errors (unusual key variable names).
     pub(crate) warnings: Vec<String>,
 }
@@ -558,6 +560,18 @@ pub struct ObserveConfig {
     pub stall: Option<std::time::Duration>,
 }
 
+/// The `[dispatch]` table: the NATS JetStream server `--work` runs send their tasks to when
+/// `--dispatch` is not given (`url`), the git remote workers share (`remote`, default
+/// `origin`), and how to reach the server (`credentials`, a `.creds` file; `tls`; `tls_ca`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DispatchConfig {
+    pub url: Option<String>,
+    pub remote: Option<String>,
+    pub credentials: Option<std::path::PathBuf>,
+    pub tls: bool,
+    pub tls_ca: Option<std::path::PathBuf>,
+}
+
 /// Why a runtime config was refused: one line naming the file, the table, the key, the line
 /// and the column (where the text has them).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -614,6 +628,8 @@ pub(crate) struct Runtime {
     pub spend: SpendConfig,
     /// The `[observe]` table of the file.
     pub observe: ObserveConfig,
+    /// The `[dispatch]` table of the file.
+    pub dispatch: DispatchConfig,
     /// Things to say on stderr: unusual key names, flags that lost to a stronger one.
     pub(crate) warnings: Vec<String>,
 }

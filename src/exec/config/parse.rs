@@ -163,6 +163,24 @@ pub(crate) fn parse_runtime_config(
     if let Some(o) = raw.observe {
         cfg.observe = observe::parse_observe(&src, o)?;
     }
+    if let Some(d) = raw.dispatch {
+        if let Some(u) = &d.url
+            && !(u.get_ref().starts_with("nats://") || u.get_ref().starts_with("tls://"))
+        {
+            let why = format!(
+                "{:?} is not nats://HOST:PORT or tls://HOST:PORT",
+                u.get_ref()
+            );
+            return Err(src.at("dispatch", "url", u, why));
+        }
+        cfg.dispatch = super::DispatchConfig {
+            url: d.url.map(|u| u.into_inner()),
+            remote: d.remote,
+            credentials: d.credentials.map(Into::into),
+            tls: d.tls.unwrap_or(false),
+            tls_ca: d.tls_ca.map(Into::into),
+        };
+    }
     Ok(cfg)
 }
 

@@ -18,6 +18,18 @@ pub(super) struct RawFile {
     pub(super) context: Option<RawContext>,
     pub(super) spend: Option<RawSpend>,
     pub(super) observe: Option<RawObserve>,
+    pub(super) dispatch: Option<RawDispatch>,
+}
+
+/// `[dispatch]`: where `--work` runs send their tasks.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDispatch {
+    pub(super) url: Option<Spanned<String>>,
+    pub(super) remote: Option<String>,
+    pub(super) credentials: Option<String>,
+    pub(super) tls: Option<bool>,
+    pub(super) tls_ca: Option<String>,
 }
 
 /// `[observe]`: heartbeats and the watchdog, each a duration or `"off"`.

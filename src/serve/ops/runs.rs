@@ -157,6 +157,11 @@ impl Dispatcher {
             sandbox: a.sandbox,
             sandbox_net: a.sandbox_net,
             sandbox_allow_host: a.sandbox_allow_host.clone(),
+            // The daemon's `[dispatch]` table gives the remote, credentials and TLS settings.
+            dispatch: a
+                .dispatch
+                .as_ref()
+                .map(|url| crate::surface::worker::DispatchSpec::at(url)),
             ..RunOptions::default()
         };
         let repo_choice = a.repo_choice()?;

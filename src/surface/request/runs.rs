@@ -133,6 +133,10 @@ pub struct Submit {
     #[arg(long, visible_alias = "check", value_name = "CMD")]
     #[serde(default)]
     pub checks: Vec<String>,
+    /// Send each task of the work run to `git forum worker` processes through the NATS JetStream server at this URL (nats://HOST:PORT) instead of running it here; this process stays the only ledger writer. `[dispatch]` in .forum/runtime.toml sets it by default and gives the remote, credentials and TLS settings. Needs work.
+    #[arg(long, value_name = "URL")]
+    #[serde(default)]
+    pub dispatch: Option<String>,
     /// A command the built-in editing worker (a chat endpoint in a work run) may run in its worktree, besides the checks (repeatable; matched exactly). Needs work.
     #[arg(long, visible_alias = "allow-cmd", value_name = "CMD")]
     #[serde(default)]

@@ -118,6 +118,9 @@ pub(crate) struct RunOptions {
     /// its work options (`--allow-cmd`, `--max-tool-calls`, the sandbox) apply without
     /// `--work`, which only a new run takes.
     pub resumes_work: bool,
+    /// `--dispatch`: send the tasks of this `--work` run to workers through NATS JetStream
+    /// (`None`: run them in this process). Not recorded: where tasks ran is witnessed per task.
+    pub(crate) dispatch: Option<crate::surface::worker::DispatchSpec>,
 }
 
 /// A positive, finite number of seconds for `flag`.
@@ -291,6 +294,7 @@ impl RunOptions {
             sandbox: Arc::new(sandbox),
             verification: None,
             limits: defaults.limits,
+            dispatch: None,
         })
     }
 

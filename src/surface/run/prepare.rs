@@ -121,7 +121,6 @@ pub(crate) fn prepare(
     }
     opts.observe = runtime.as_ref().map(|r| r.observe).unwrap_or_default();
     if let Some(rt) = &runtime {
-        // The values of the runtime's key variables are redacted wherever a body holds them.
         opts.secrets.scanner = crate::secrets::Scanner::with_literals(options::key_values(rt));
     }
     let defaults = runtime.as_ref().map(|r| r.work.clone()).unwrap_or_default();
@@ -134,6 +133,7 @@ pub(crate) fn prepare(
             crate::surface::campaign::work_options(&spec, &defaults, dir.to_path_buf(), ledger)?
         }
     };
+    take_dispatch(&spec, &mut opts, runtime.as_ref(), dir, ledger, shape)?;
     if let Some(note) = opts.work.as_ref().and_then(|w| w.sandbox.note()) {
         say(&format!("note: {note}"));
     }
@@ -163,6 +163,45 @@ fn finish_single(
         options::apply_verification(config::verify::for_run(rt, roster), opts)?;
     }
     opts.rules_record = Some(run::replay::rules::record(opts, roster));
+    Ok(())
+}
+
+/// Hands the run's tasks to workers through NATS when `--dispatch` (its settings filled from
+/// `[dispatch]`) or `[dispatch] url` says so; `--dispatch` on a run that does not work in the
+/// repository is refused.
+fn take_dispatch(
+    spec: &RunOptions,
+    opts: &mut run::Options,
+    runtime: Option<&Runtime>,
+    dir: &Path,
+    ledger: &str,
+    shape: Shape,
+) -> Result<()> {
+    // `--dispatch`, else `[dispatch] url` for a run that works in the repository.
+    let configured = runtime
+        .filter(|_| opts.work.as_ref().is_some_and(|w| w.enabled) && shape == Shape::Single)
+        .and_then(|r| super::super::worker::configured(&r.dispatch));
+    let given = spec.dispatch.as_ref().map(|d| match runtime {
+        Some(r) => d.filled(&r.dispatch),
+        None => d.clone(),
+    });
+    if let Some(d) = given.as_ref().or(configured.as_ref()) {
+        match opts.work.as_mut() {
+            Some(w) if w.enabled && shape == Shape::Single => {
+                w.dispatch = Some(crate::surface::worker::dispatcher(
+                    dir,
+                    ledger,
+                    &d.nats,
+                    d.remote.as_deref(),
+                )?);
+            }
+            _ => {
+                return Err(Error::usage(
+                    "--dispatch sends the tasks of a --work run to workers: add --work (a resumed or campaign run cannot dispatch yet)",
+                ));
+            }
+        }
+    }
     Ok(())
 }
 

@@ -1,0 +1,131 @@
+//! `git forum worker`: its flags, the seats it works with (its own runtime config and executor
+//! flags, as `submit` reads them), and the line it ends with. The operation is
+//! [`crate::surface::worker`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::exec_flags::ExecutorArgs;
+use super::{CliError, Ctx};
+use crate::surface::run::Fleet;
+use crate::surface::worker::{NatsFlags, WorkerRequest};
+
+/// How to reach a NATS server: credentials and TLS.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct NatsArgs {
+    /// A NATS credentials file (.creds: the user JWT and NKey seed) the server asks for.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) nats_creds: Option<PathBuf>,
+    /// Require TLS to the NATS server (a tls:// URL requires it too).
+    #[arg(long)]
+    pub(crate) nats_tls: bool,
+    /// Certificate authorities (PEM) to trust for the NATS server's TLS certificate.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) nats_ca: Option<PathBuf>,
+}
+
+impl NatsArgs {
+    /// The settings for the server at `url`.
+    pub(crate) fn flags(&self, url: &str) -> NatsFlags {
+        NatsFlags {
+            url: url.to_string(),
+            credentials: self.nats_creds.clone(),
+            tls: self.nats_tls,
+            tls_ca: self.nats_ca.clone(),
+        }
+    }
+}
+
+/// Do the tasks `git forum submit --work --dispatch` publishes: pull a task of this ledger,
+/// fetch its base from the git remote, run this clone's worker seat on it in a worktree of its
+/// own, run its checks, push the change commit to refs/forum/results/ on the remote, publish
+/// the result and acknowledge the task. While a task runs its lease is extended; a worker
+/// that dies stops renewing it and the task goes to another worker. A worker never writes
+/// the ledger. Runs until killed (or --max-tasks).
+#[derive(Debug, clap::Args)]
+pub(crate) struct WorkerArgs {
+    /// The NATS JetStream server (nats://HOST:PORT).
+    #[arg(long, value_name = "URL")]
+    pub(crate) nats: String,
+    /// The git remote the submitting repository pushes task bases to.
+    #[arg(long, value_name = "NAME", default_value = "origin")]
+    pub(crate) remote: String,
+    /// Run every task on this slot of the runtime config (default, cheap, capable, frontier)
+    /// instead of the worker seat of the task's lane.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) seat: Option<String>,
+    /// Tasks at a time (1 to 64).
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub(crate) concurrency: usize,
+    /// Seconds a task may go without a sign of life before the server gives it to another
+    /// worker (the consumer's ack wait, set when the ledger's worker consumer is created).
+    #[arg(long, value_name = "S", default_value_t = 30.0)]
+    pub(crate) lease: f64,
+    /// The worker's name in results and the record (default: the host name and process id).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: Option<String>,
+    /// Stop after this many tasks.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_tasks: Option<u64>,
+    /// Start K worker processes with these flags (named NAME-1 ... when --name is given) and
+    /// wait for them: a fleet on one machine.
+    #[arg(long, value_name = "K")]
+    pub(crate) spawn: Option<usize>,
+    /// Publish each result twice (a fault the tests inject: the writer witnesses the second
+    /// as a duplicate and never merges it).
+    #[arg(long, hide = true)]
+    pub(crate) answer_twice: bool,
+    /// Roster file (default: .forum/roster.toml, else the built-in roster).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) roster: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) tls: NatsArgs,
+    #[command(flatten)]
+    pub(crate) exec: ExecutorArgs,
+}
+
+/// `git forum worker`.
+pub(crate) fn run(ctx: &Ctx, a: WorkerArgs) -> Result<(), CliError> {
+    if let Some(k) = a.spawn {
+        return crate::surface::worker::spawn(k, &without_spawn(), a.name.as_deref());
+    }
+    let roster = crate::config::load_roster(&ctx.dir, a.roster.as_deref())?;
+    let loaded = crate::config::load_runtime(
+        &ctx.dir,
+        a.exec.runtime_config.as_deref(),
+        &a.exec.to_flags(),
+    )?;
+    let fleet =
+        Fleet::new(loaded.runtime).map_err(|e| CliError::usage(format!("cannot work: {e}")))?;
+    let req = WorkerRequest {
+        nats: a.tls.flags(&a.nats),
+        remote: a.remote.clone(),
+        seat: a.seat.clone(),
+        concurrency: a.concurrency,
+        lease_seconds: a.lease,
+        name: a.name.clone(),
+        max_tasks: a.max_tasks,
+        answer_twice: a.answer_twice,
+    };
+    let n = crate::surface::worker::worker(&ctx.dir, &ctx.ledger, &req, Arc::new(fleet), roster)?;
+    if ctx.json {
+        println!("{}", serde_json::json!({"tasks": n}));
+    } else {
+        eprintln!("git forum worker: {n} task(s) done");
+    }
+    Ok(())
+}
+
+/// This process's arguments without `--spawn K` and `--name NAME` (each child gets its own).
+fn without_spawn() -> Vec<String> {
+    let mut out = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--spawn" || a == "--name" {
+            args.next();
+        } else if !(a.starts_with("--spawn=") || a.starts_with("--name=")) {
+            out.push(a);
+        }
+    }
+    out
+}

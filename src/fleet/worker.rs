@@ -1,0 +1,419 @@
+//! `git forum worker`: pulls dispatched tasks of one ledger from the stream, does each in a
+//! worktree of its own clone (the task's base fetched from the git remote, the worker seat of
+//! its own runtime config called there as a local `--work` task calls it, the checks run),
+//! pushes the change commit under `refs/forum/results/`, publishes the result and acknowledges
+//! the task. While it works it extends the task's lease, so a worker that dies stops renewing
+//! and the task goes to another after the lease. A worker never writes the ledger.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::nats::{Connection, Pulled, Settings};
+use super::protocol::{self, CheckClaim, ModelCall, RESULT_SCHEMA, ResultMessage, TaskMessage};
+use super::writer::git_line;
+use crate::exec::{Call, Executor, Seats};
+use crate::roster::Roster;
+
+/// What one worker process serves.
+pub(crate) struct WorkerOptions {
+    pub(crate) settings: Settings,
+    pub(crate) ledger: String,
+    /// The worker's clone.
+    pub(crate) repo: PathBuf,
+    /// The git remote the writer pushes bases to and this worker pushes results to.
+    pub(crate) remote: String,
+    /// Its name in results (and so in the record).
+    pub(crate) name: String,
+    /// Tasks at a time.
+    pub(crate) concurrency: usize,
+    /// The lease: how long a task may go without progress before it is delivered again.
+    pub(crate) lease: Duration,
+    /// The slot to run every task on (`--seat`; `None`: the roster's worker seat for its lane).
+    pub(crate) seat: Option<String>,
+    pub(crate) seats: Arc<dyn Seats>,
+    pub(crate) roster: Roster,
+    /// Stop after this many tasks (`None`: run until killed).
+    pub(crate) max_tasks: Option<u64>,
+    /// Publish every result twice (a fault for the tests: the writer must witness the second
+    /// as a duplicate and never merge it).
+    pub(crate) answer_twice: bool,
+}
+
+/// Serves tasks until killed (or `max_tasks` are done). Fails in one line when the server
+/// cannot be reached or the stream is not this ledger's.
+pub(crate) fn serve(o: WorkerOptions) -> Result<u64, String> {
+    git_line(&o.repo, &["remote", "get-url", &o.remote]).map_err(|_| {
+        format!(
+            "no git remote named {:?} in this repository: a worker fetches task bases from it and pushes results to it",
+            o.remote
+        )
+    })?;
+    let conn = Connection::connect(&o.settings, &o.ledger)?;
+    conn.ensure_stream()?;
+    let consumer = conn.consumer(
+        &protocol::worker_consumer(&o.ledger),
+        &protocol::task_filter(&o.ledger),
+        o.lease,
+    )?;
+    let done = AtomicU64::new(0);
+    let turn = Mutex::new(());
+    let w = Worker {
+        o: &o,
+        conn: &conn,
+        turn: &turn,
+    };
+    std::thread::scope(|s| {
+        for _ in 0..o.concurrency.max(1) {
+            s.spawn(|| {
+                loop {
+                    if o.max_tasks
+                        .is_some_and(|m| done.load(Ordering::SeqCst) >= m)
+                    {
+                        break;
+                    }
+                    match conn.pull(&consumer, Duration::from_secs(1)) {
+                        Ok(Some(p)) => {
+                            w.handle(&p);
+                            done.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            eprintln!("git forum worker: {e}");
+                            std::thread::sleep(Duration::from_secs(1));
+                        }
+                    }
+                }
+            });
+        }
+    });
+    Ok(done.load(Ordering::SeqCst))
+}
+
+struct Worker<'a> {
+    o: &'a WorkerOptions,
+    conn: &'a Connection,
+    /// Held around `git worktree` steps (git races when two run at once in one repository).
+    turn: &'a Mutex<()>,
+}
+
+impl Worker<'_> {
+    /// One message of the tasks consumer: refused in one line when it is not a task of this
+    /// ledger; else done, its result published, and acknowledged, its lease extended meanwhile.
+    fn handle(&self, p: &Pulled) {
+        let task = match TaskMessage::parse(&p.payload) {
+            Ok(t) if t.ledger == self.o.ledger => t,
+            Ok(t) => {
+                eprintln!(
+                    "git forum worker: refused a task of ledger {:?} (this worker serves {:?})",
+                    t.ledger, self.o.ledger
+                );
+                let _ = self.conn.term(p);
+                return;
+            }
+            Err(e) => {
+                eprintln!("git forum worker: refused a message: {e}");
+                let _ = self.conn.term(p);
+                return;
+            }
+        };
+        let finished = AtomicBool::new(false);
+        let result = std::thread::scope(|s| {
+            s.spawn(|| {
+                let every = (self.o.lease / 3).max(Duration::from_millis(200));
+                let mut last = Instant::now();
+                while !finished.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(100));
+                    if last.elapsed() >= every {
+                        let _ = self.conn.progress(p);
+                        last = Instant::now();
+                    }
+                }
+            });
+            let r = self.work(&task);
+            finished.store(true, Ordering::SeqCst);
+            r
+        });
+        let subject = protocol::result_subject(&task.ledger, task.run);
+        let times = if self.o.answer_twice { 2 } else { 1 };
+        for _ in 0..times {
+            if let Err(e) = self.conn.publish(&subject, result.to_bytes()) {
+                // Not acknowledged: the task is delivered again after the lease.
+                eprintln!("git forum worker: {e}");
+                return;
+            }
+        }
+        if let Err(e) = self.conn.ack(p) {
+            eprintln!("git forum worker: {e}");
+        }
+    }
+
+    /// Does `task` and says how it went (a failure is a result too).
+    fn work(&self, task: &TaskMessage) -> ResultMessage {
+        let mut r = ResultMessage {
+            schema: RESULT_SCHEMA.into(),
+            ledger: task.ledger.clone(),
+            run: task.run,
+            task: task.task.clone(),
+            attempt: task.attempt.clone(),
+            worker: self.o.name.clone(),
+            ok: false,
+            output: String::new(),
+            model: String::new(),
+            commit: None,
+            error: None,
+            tool_calls: Vec::new(),
+            model_calls: Vec::new(),
+            checks: Vec::new(),
+            confinement: "unconfined".into(),
+        };
+        let dir = match tempfile::Builder::new().prefix("forum-worker-").tempdir() {
+            Ok(d) => d,
+            Err(e) => return failed(r, "work", format!("no directory for the worktree: {e}")),
+        };
+        let tree = dir.path().join("tree");
+        if let Err(e) = self.open(task, &tree) {
+            return failed(r, "work", e);
+        }
+        let out = self.run_task(task, &tree, &mut r);
+        let r = match out {
+            Ok(()) => r,
+            Err((code, why)) => failed(r, code, why),
+        };
+        let _guard = self.turn.lock();
+        let _ = git_line(
+            &self.o.repo,
+            &["worktree", "remove", "--force", &tree.to_string_lossy()],
+        );
+        r
+    }
+
+    /// Fetches the task's base and opens a detached worktree on it at `tree`.
+    fn open(&self, task: &TaskMessage, tree: &Path) -> Result<(), String> {
+        let local = format!("refs/forum/worker/{}", task.attempt);
+        git_line(
+            &self.o.repo,
+            &[
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                &self.o.remote,
+                &format!("+{}:{local}", task.base_ref),
+            ],
+        )
+        .map_err(|e| format!("cannot fetch the task's base: {e}"))?;
+        let got = git_line(
+            &self.o.repo,
+            &["rev-parse", "--verify", &format!("{local}^{{commit}}")],
+        )?;
+        let _ = git_line(&self.o.repo, &["update-ref", "-d", &local]);
+        if got != task.base {
+            return Err(format!(
+                "{} on the remote holds {got}, not the task's base {}",
+                task.base_ref, task.base
+            ));
+        }
+        let _guard = self.turn.lock();
+        git_line(
+            &self.o.repo,
+            &[
+                "worktree",
+                "add",
+                "--quiet",
+                "--detach",
+                &tree.to_string_lossy(),
+                &task.base,
+            ],
+        )
+        .map(|_| ())
+    }
+
+    /// Calls the worker seat in `tree`, commits what it changed, runs the checks and pushes
+    /// the commit, filling `r`.
+    fn run_task(
+        &self,
+        task: &TaskMessage,
+        tree: &Path,
+        r: &mut ResultMessage,
+    ) -> Result<(), (&'static str, String)> {
+        let exec: Arc<dyn Executor> = match self.o.seat.as_deref().or(task.seat.as_deref()) {
+            Some(slot) => self.o.seats.slot(slot).ok_or_else(|| {
+                (
+                    "seat",
+                    format!("this worker has no seat {slot:?} in its runtime config"),
+                )
+            })?,
+            None => self.o.seats.worker(&self.o.roster, &task.agent),
+        };
+        let category = self.o.roster.get(&task.agent).map(|a| a.category.clone());
+        let (system, prompt) =
+            crate::run::remote_prompt(&task.agent, category.as_deref(), &task.instruction, tree);
+        let call = Call {
+            system: Some(&system),
+            prompt: &prompt,
+            schema: None,
+            max_tokens: Some(512),
+        };
+        r.model = exec.model();
+        let reply = crate::exec::command::in_workdir(tree, || exec.call(&call))
+            .map_err(|e| (e.code(), format!("error: {e}")))?;
+        if reply.text.trim().is_empty() {
+            return Err(("empty", "error: the model returned an empty answer".into()));
+        }
+        r.model = reply.model.clone();
+        if let Some(u) = &reply.usage {
+            r.model_calls.push(ModelCall {
+                model: reply.model.clone(),
+                prompt_tokens: u.input_tokens,
+                completion_tokens: u.output_tokens,
+            });
+        }
+        r.output = truncate(&reply.text, protocol::MAX_TEXT_BYTES);
+        r.commit = self
+            .commit(task, tree, &r.output)
+            .map_err(|e| ("work", e))?;
+        for cmd in &task.checks {
+            r.checks
+                .push(check(tree, cmd, Duration::from_secs(task.check_seconds)));
+        }
+        if let Some(c) = &r.commit {
+            let to = protocol::result_ref(&task.ledger, task.run, &task.task_ref, &task.attempt);
+            git_line(
+                &self.o.repo,
+                &[
+                    "push",
+                    "--quiet",
+                    "--no-verify",
+                    &self.o.remote,
+                    &format!("+{c}:{to}"),
+                ],
+            )
+            .map_err(|e| ("work", format!("cannot push the change to {to}: {e}")))?;
+        }
+        r.ok = true;
+        Ok(())
+    }
+
+    /// Commits everything changed in `tree` on the base, with trailers tying it to the task's
+    /// attempt; `None` when nothing changed.
+    fn commit(
+        &self,
+        task: &TaskMessage,
+        tree: &Path,
+        report: &str,
+    ) -> Result<Option<String>, String> {
+        git_line(tree, &["add", "-A"])?;
+        let status = git_line(tree, &["status", "--porcelain", "--untracked-files=no"])?;
+        if status.is_empty() {
+            return Ok(None);
+        }
+        let subject = report.lines().next().unwrap_or("").trim();
+        let subject = if subject.is_empty() {
+            "change"
+        } else {
+            subject
+        };
+        let message = format!(
+            "{}\n\nForum-Ledger: {}\nForum-Run: {}\nForum-Task-Ref: {}\nForum-Attempt: {}\nForum-Worker: {}\n",
+            truncate(subject, 200),
+            task.ledger,
+            task.run,
+            task.task_ref,
+            task.attempt,
+            self.o.name
+        );
+        let mut cmd = crate::gitproc::in_dir(tree);
+        cmd.args([
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "--no-gpg-sign",
+            "-F",
+            "-",
+        ])
+        .env(
+            "GIT_AUTHOR_NAME",
+            format!("{} (git forum worker)", task.agent),
+        )
+        .env("GIT_AUTHOR_EMAIL", "worker@git-forum.invalid")
+        .env("GIT_COMMITTER_NAME", "git forum worker")
+        .env("GIT_COMMITTER_EMAIL", "worker@git-forum.invalid");
+        let out = crate::gitproc::output(cmd, Some(message.as_bytes()), 1 << 20)
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!(
+                "git commit: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        git_line(tree, &["rev-parse", "HEAD"]).map(Some)
+    }
+}
+
+/// `r` as a failure with error `code` and output `why`.
+fn failed(mut r: ResultMessage, code: &str, why: String) -> ResultMessage {
+    r.ok = false;
+    r.error = Some(code.to_string());
+    r.output = truncate(&why, protocol::MAX_FIELD_BYTES);
+    r.commit = None;
+    r
+}
+
+/// At most `max` bytes of `s`, cut on a character boundary.
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// Runs one check command with `sh -c` in `tree`, killed after `deadline`.
+fn check(tree: &Path, cmd: &str, deadline: Duration) -> CheckClaim {
+    let start = Instant::now();
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .current_dir(tree)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let exit = match child {
+        Err(_) => None,
+        Ok(mut c) => loop {
+            match c.try_wait() {
+                Ok(Some(s)) => break s.code(),
+                Ok(None) if start.elapsed() > deadline => {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    break None;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) => break None,
+            }
+        },
+    };
+    CheckClaim {
+        command: cmd.to_string(),
+        ok: exit == Some(0),
+        exit,
+        seconds: (start.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+    }
+}
+
+/// The worker's default name: the host's and the process id.
+pub(crate) fn default_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".into());
+    format!("{host}-{}", std::process::id())
+}

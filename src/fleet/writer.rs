@@ -1,0 +1,303 @@
+//! The writer's side of dispatch: the [`Dispatch`] the run engine hands tasks to. It pushes
+//! each task's base to the git remote, publishes the task with an attempt id it issued, and
+//! listens on the run's durable results consumer: a result is accepted only when it parses,
+//! names this ledger and run, and answers an attempt this writer issued; the first result of an
+//! attempt goes to the task waiting for it, a later one is kept as a duplicate for the record.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::nats::{Connection, Settings};
+use super::protocol::{self, ResultMessage, TaskMessage};
+use crate::run::Dispatch;
+
+/// How long the writer's results consumer lets a result go unacknowledged (the writer
+/// acknowledges as soon as it has routed it).
+const WRITER_ACK_WAIT: Duration = Duration::from_secs(30);
+
+/// One attempt the writer issued.
+struct Issued {
+    /// The seq of its `task_dispatched` entry.
+    parent: u64,
+    /// Where its first result goes (`None` once it came).
+    first: Option<Sender<ResultMessage>>,
+}
+
+struct Inner {
+    conn: Connection,
+    ledger: String,
+    repo: PathBuf,
+    remote: String,
+    issued: Mutex<HashMap<String, Issued>>,
+    waiting: Mutex<HashMap<String, Receiver<ResultMessage>>>,
+    duplicates: Mutex<Vec<(ResultMessage, u64)>>,
+    closing: AtomicBool,
+}
+
+/// Dispatch through NATS JetStream, with the repository's git remote as the shared store.
+pub(crate) struct NatsDispatch {
+    inner: Arc<Inner>,
+    listener: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl NatsDispatch {
+    /// Connects to the server for `ledger` and makes sure its stream is there; `repo` is the
+    /// repository whose remote `remote` workers fetch from.
+    pub(crate) fn open(
+        settings: &Settings,
+        ledger: &str,
+        repo: &Path,
+        remote: &str,
+    ) -> Result<NatsDispatch, String> {
+        let url = git_line(repo, &["remote", "get-url", remote]).map_err(|_| {
+            format!("no git remote named {remote:?} in this repository: workers fetch tasks from it; add one (git remote add) or name another with --dispatch-remote")
+        })?;
+        let _ = url;
+        let conn = Connection::connect(settings, ledger)?;
+        conn.ensure_stream()?;
+        Ok(NatsDispatch {
+            inner: Arc::new(Inner {
+                conn,
+                ledger: ledger.to_string(),
+                repo: repo.to_path_buf(),
+                remote: remote.to_string(),
+                issued: Mutex::new(HashMap::new()),
+                waiting: Mutex::new(HashMap::new()),
+                duplicates: Mutex::new(Vec::new()),
+                closing: AtomicBool::new(false),
+            }),
+            listener: Mutex::new(None),
+        })
+    }
+
+    /// Starts listening on run `run`'s results, once.
+    fn listen(&self, run: u64) -> Result<(), String> {
+        let mut l = lock(&self.listener);
+        if l.is_some() {
+            return Ok(());
+        }
+        let name = protocol::writer_consumer(&self.inner.ledger, run);
+        let filter = protocol::result_subject(&self.inner.ledger, run);
+        let consumer = self.inner.conn.consumer(&name, &filter, WRITER_ACK_WAIT)?;
+        let inner = Arc::clone(&self.inner);
+        *l = Some(std::thread::spawn(move || {
+            while !inner.closing.load(Ordering::SeqCst) {
+                match inner.conn.pull(&consumer, Duration::from_millis(500)) {
+                    Ok(Some(p)) => inner.route(run, &p),
+                    Ok(None) => {}
+                    // The server went away: try again (it may come back).
+                    Err(_) => std::thread::sleep(Duration::from_millis(500)),
+                }
+            }
+        }));
+        Ok(())
+    }
+}
+
+impl Inner {
+    /// Routes one message of the results consumer: refused (terminated, one line on standard
+    /// error) unless it is a result of this run for an attempt issued here.
+    fn route(&self, run: u64, p: &super::nats::Pulled) {
+        let refuse = |why: String| {
+            eprintln!("git forum: refused a message on the results stream: {why}");
+            let _ = self.conn.term(p);
+        };
+        let r = match ResultMessage::parse(&p.payload) {
+            Ok(r) => r,
+            Err(e) => return refuse(e),
+        };
+        if r.ledger != self.ledger || r.run != run {
+            return refuse(format!(
+                "a result for ledger {:?} run {}, not ledger {:?} run {run}",
+                r.ledger, r.run, self.ledger
+            ));
+        }
+        let mut issued = lock(&self.issued);
+        let Some(i) = issued.get_mut(&r.attempt) else {
+            drop(issued);
+            return refuse(format!(
+                "a result for attempt {}, which this run never issued",
+                r.attempt
+            ));
+        };
+        match i.first.take() {
+            Some(tx) => {
+                let _ = tx.send(r);
+            }
+            None => lock(&self.duplicates).push((r, i.parent)),
+        }
+        drop(issued);
+        let _ = self.conn.ack(p);
+    }
+}
+
+impl Drop for NatsDispatch {
+    fn drop(&mut self) {
+        self.inner.closing.store(true, Ordering::SeqCst);
+        if let Some(h) = lock(&self.listener).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Dispatch for NatsDispatch {
+    fn describe(&self) -> String {
+        self.inner.conn.url().to_string()
+    }
+
+    fn attempt_id(&self) -> String {
+        use rand_core::RngCore;
+        let mut b = [0u8; 16];
+        rand_core::OsRng.fill_bytes(&mut b);
+        protocol::attempt_from(b)
+    }
+
+    fn push_base(&self, base_ref: &str, commit: &str) -> Result<(), String> {
+        let i = &self.inner;
+        git_line(
+            &i.repo,
+            &[
+                "push",
+                "--quiet",
+                "--no-verify",
+                &i.remote,
+                &format!("+{commit}:{base_ref}"),
+            ],
+        )
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "cannot push the task's base to the remote {:?}: {e}",
+                i.remote
+            )
+        })
+    }
+
+    fn publish(&self, task: &TaskMessage) -> Result<(), String> {
+        self.listen(task.run)?;
+        let (tx, rx) = channel();
+        lock(&self.inner.issued).insert(
+            task.attempt.clone(),
+            Issued {
+                parent: task.task_seq,
+                first: Some(tx),
+            },
+        );
+        lock(&self.inner.waiting).insert(task.attempt.clone(), rx);
+        let subject = protocol::task_subject(&self.inner.ledger, task.run);
+        self.inner.conn.publish(&subject, task.to_bytes())
+    }
+
+    fn wait(
+        &self,
+        attempt: &str,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<ResultMessage>, String> {
+        let Some(rx) = lock(&self.inner.waiting).remove(attempt) else {
+            return Err(format!("attempt {attempt} was never published"));
+        };
+        loop {
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(r) => return Ok(Some(r)),
+                Err(RecvTimeoutError::Timeout) if stop() => return Ok(None),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err("the results listener stopped".into());
+                }
+            }
+        }
+    }
+
+    fn take_duplicates(&self) -> Vec<(ResultMessage, u64)> {
+        std::mem::take(&mut *lock(&self.inner.duplicates))
+    }
+
+    fn bring(
+        &self,
+        result_ref: &str,
+        result: &ResultMessage,
+        base: &str,
+        worktree: &Path,
+    ) -> Result<(), String> {
+        let i = &self.inner;
+        let Some(commit) = &result.commit else {
+            return Ok(());
+        };
+        git_line(
+            &i.repo,
+            &[
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                &i.remote,
+                &format!("+{result_ref}:{result_ref}"),
+            ],
+        )
+        .map_err(|e| format!("cannot fetch the worker's commit from {result_ref}: {e}"))?;
+        let got = git_line(
+            &i.repo,
+            &["rev-parse", "--verify", &format!("{result_ref}^{{commit}}")],
+        )?;
+        if &got != commit {
+            return Err(format!(
+                "{result_ref} holds {got}, not the commit {commit} the result names"
+            ));
+        }
+        let parents = git_line(&i.repo, &["rev-list", "--parents", "-n", "1", commit])?;
+        let parents: Vec<&str> = parents.split_whitespace().skip(1).collect();
+        if parents != [base] {
+            return Err(format!(
+                "the worker's commit {commit} is not one commit on the task's base {base} (its parents: {})",
+                parents.join(" ")
+            ));
+        }
+        let trailer = git_line(
+            &i.repo,
+            &[
+                "log",
+                "-1",
+                "--format=%(trailers:key=Forum-Attempt,valueonly)",
+                commit,
+            ],
+        )?;
+        if trailer.trim() != result.attempt {
+            return Err(format!(
+                "the worker's commit {commit} does not carry the trailer Forum-Attempt: {}",
+                result.attempt
+            ));
+        }
+        git_line(worktree, &["read-tree", "-u", "--reset", commit])
+            .map(|_| ())
+            .map_err(|e| format!("cannot put the worker's change in the task's worktree: {e}"))
+    }
+}
+
+/// Runs git in `dir` and returns its standard output's first line, or its error in one line.
+pub(crate) fn git_line(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let mut cmd = crate::gitproc::in_dir(dir);
+    cmd.args(args);
+    let out = crate::gitproc::output(cmd, None, 16 << 20).map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let line = err
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("failed");
+        return Err(format!("git {}: {}", args[0], line.trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string())
+}

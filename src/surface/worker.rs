@@ -1,0 +1,207 @@
+//! `git forum worker` and the dispatch settings of `submit --dispatch`: the one place that
+//! turns what a transport was given into the NATS settings, the writer's dispatcher and a
+//! worker's loop (`crate::fleet`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Error, Result};
+use crate::exec::Seats;
+use crate::fleet::nats::Settings;
+use crate::roster::Roster;
+
+/// How to reach the NATS server (`--dispatch`/`--nats` and the credentials and TLS flags).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct NatsFlags {
+    /// `nats://HOST:PORT`.
+    pub(crate) url: String,
+    /// A `.creds` file.
+    pub(crate) credentials: Option<PathBuf>,
+    /// Require TLS.
+    pub(crate) tls: bool,
+    /// Certificate authorities to trust (PEM).
+    pub(crate) tls_ca: Option<PathBuf>,
+}
+
+impl NatsFlags {
+    fn settings(&self, name: &str) -> Settings {
+        Settings {
+            url: self.url.clone(),
+            credentials: self.credentials.clone(),
+            tls: self.tls,
+            tls_ca: self.tls_ca.clone(),
+            name: name.to_string(),
+        }
+    }
+}
+
+/// Where a `submit --work --dispatch` run sends its tasks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct DispatchSpec {
+    pub(crate) nats: NatsFlags,
+    /// The git remote workers fetch bases from and push results to (`--dispatch-remote`;
+    /// `None`: `[dispatch] remote`, else `origin`).
+    pub(crate) remote: Option<String>,
+}
+
+impl DispatchSpec {
+    /// Dispatch to the server at `url`, every other setting from `[dispatch]` or its default.
+    pub(crate) fn at(url: &str) -> DispatchSpec {
+        DispatchSpec {
+            nats: NatsFlags {
+                url: url.to_string(),
+                ..NatsFlags::default()
+            },
+            remote: None,
+        }
+    }
+
+    /// These settings, with what they leave unset taken from `[dispatch]` in `c`.
+    pub(crate) fn filled(&self, c: &crate::exec::config::DispatchConfig) -> DispatchSpec {
+        DispatchSpec {
+            nats: NatsFlags {
+                url: self.nats.url.clone(),
+                credentials: self.nats.credentials.clone().or(c.credentials.clone()),
+                tls: self.nats.tls || c.tls,
+                tls_ca: self.nats.tls_ca.clone().or(c.tls_ca.clone()),
+            },
+            remote: self.remote.clone().or(c.remote.clone()),
+        }
+    }
+}
+
+/// What `git forum worker` was asked.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerRequest {
+    pub(crate) nats: NatsFlags,
+    /// The git remote shared with the writer.
+    pub(crate) remote: String,
+    /// The slot every task runs on (`None`: the worker seat of the task's lane).
+    pub(crate) seat: Option<String>,
+    /// Tasks at a time (1 to 64).
+    pub(crate) concurrency: usize,
+    /// Seconds a task may go without progress before the server delivers it again.
+    pub(crate) lease_seconds: f64,
+    /// The worker's name in results (default: host and process id).
+    pub(crate) name: Option<String>,
+    /// Stop after this many tasks.
+    pub(crate) max_tasks: Option<u64>,
+    /// Publish each result twice (a fault for tests).
+    pub(crate) answer_twice: bool,
+}
+
+/// Serves dispatched tasks of `ledger` from the clone at `dir` with `seats`; returns how many
+/// it did (when `max_tasks` stopped it).
+pub(crate) fn worker(
+    dir: &Path,
+    ledger: &str,
+    req: &WorkerRequest,
+    seats: Arc<dyn Seats>,
+    roster: Roster,
+) -> Result<u64> {
+    if !(1..=64).contains(&req.concurrency) {
+        return Err(Error::usage(format!(
+            "--concurrency {} must be from 1 to 64",
+            req.concurrency
+        )));
+    }
+    if !(req.lease_seconds.is_finite() && req.lease_seconds >= 1.0) {
+        return Err(Error::usage(format!(
+            "--lease {} must be a number of seconds, 1 or more",
+            req.lease_seconds
+        )));
+    }
+    crate::store::git::validate_ledger_name(ledger).map_err(|e| Error::usage(e.to_string()))?;
+    let name = req
+        .name
+        .clone()
+        .unwrap_or_else(crate::fleet::worker::default_name);
+    let o = crate::fleet::worker::WorkerOptions {
+        settings: req.nats.settings(&format!("git forum worker {name}")),
+        ledger: ledger.to_string(),
+        repo: dir.to_path_buf(),
+        remote: req.remote.clone(),
+        name,
+        concurrency: req.concurrency,
+        lease: Duration::from_secs_f64(req.lease_seconds),
+        seat: req.seat.clone(),
+        seats,
+        roster,
+        max_tasks: req.max_tasks,
+        answer_twice: req.answer_twice,
+    };
+    crate::fleet::worker::serve(o).map_err(Error::unavailable)
+}
+
+/// The dispatcher of a `submit --dispatch` run: connected, its stream there, the remote
+/// named. An unreachable server, bad credentials or a stream of another ledger is one line.
+pub(crate) fn dispatcher(
+    dir: &Path,
+    ledger: &str,
+    nats: &NatsFlags,
+    remote: Option<&str>,
+) -> Result<Arc<dyn crate::run::Dispatch>> {
+    let remote = remote.unwrap_or("origin");
+    let d = crate::fleet::writer::NatsDispatch::open(
+        &nats.settings("git forum submit"),
+        ledger,
+        dir,
+        remote,
+    )
+    .map_err(Error::unavailable)?;
+    Ok(Arc::new(d))
+}
+
+/// `git forum worker --spawn K`: starts `k` worker processes of this program with `args` (the
+/// command line without `--spawn`), each named `NAME-i` when `name` is given, and waits for
+/// them. Fails when one could not start or ended with an error.
+pub(crate) fn spawn(k: usize, args: &[String], name: Option<&str>) -> Result<()> {
+    if !(1..=256).contains(&k) {
+        return Err(Error::usage(format!("--spawn {k} must be from 1 to 256")));
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::internal(format!("cannot find this program to start workers: {e}")))?;
+    let mut children = Vec::new();
+    for i in 1..=k {
+        let mut c = std::process::Command::new(&exe);
+        c.args(args);
+        if let Some(n) = name {
+            c.args(["--name", &format!("{n}-{i}")]);
+        }
+        match c.spawn() {
+            Ok(child) => children.push(child),
+            Err(e) => {
+                for mut c in children {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                return Err(Error::internal(format!("cannot start worker {i}: {e}")));
+            }
+        }
+    }
+    let failed = children
+        .into_iter()
+        .filter_map(|mut c| c.wait().ok())
+        .filter(|s| !s.success())
+        .count();
+    if failed > 0 {
+        return Err(Error::failed(format!(
+            "{failed} of {k} workers ended with an error"
+        )));
+    }
+    Ok(())
+}
+
+/// The dispatch `[dispatch]` in `.forum/runtime.toml` configures, when it names a `url`.
+pub(crate) fn configured(c: &crate::exec::config::DispatchConfig) -> Option<DispatchSpec> {
+    Some(DispatchSpec {
+        nats: NatsFlags {
+            url: c.url.clone()?,
+            credentials: c.credentials.clone(),
+            tls: c.tls,
+            tls_ca: c.tls_ca.clone(),
+        },
+        remote: c.remote.clone(),
+    })
+}

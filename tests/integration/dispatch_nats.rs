@@ -1,0 +1,501 @@
+//! `submit --work --dispatch`: a run's tasks go through a real NATS JetStream server
+//! (`nats-server -js` on a free loopback port, a temporary store, killed on drop) to `git forum
+//! worker` processes, each in its own clone of a shared bare remote. The submitting process
+//! stays the only ledger writer. Every process a test starts is stopped by it.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value as J;
+
+use crate::common::{Repo, bare_origin, on_each_kind};
+use crate::work_run::{entries, payloads, setup};
+
+/// A `nats-server` with JetStream on a free loopback port and a temporary store, killed (and
+/// its store removed) on drop.
+pub(crate) struct NatsServer {
+    child: Child,
+    pub(crate) port: u16,
+    _store: tempfile::TempDir,
+}
+
+impl NatsServer {
+    pub(crate) fn start() -> NatsServer {
+        let program = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .unwrap_or("nats-server");
+        let store = tempfile::tempdir().unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(program)
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(store.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server is installed (.ci/run installs Debian's)");
+        let s = NatsServer {
+            child,
+            port,
+            _store: store,
+        };
+        let up = crate::common::poll_until(Duration::from_secs(10), || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert!(up, "nats-server did not listen on {port}");
+        s
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Publishes `payload` on `subject` with the plain protocol (what anyone who can reach the
+    /// server could send) and waits until the server has it.
+    pub(crate) fn publish(&self, subject: &str, payload: &[u8]) {
+        let mut s = self.raw();
+        write!(s, "PUB {subject} {}\r\n", payload.len()).unwrap();
+        s.write_all(payload).unwrap();
+        s.write_all(b"\r\nPING\r\n").unwrap();
+        read_until(&mut s, "PONG");
+    }
+
+    /// Sends a JetStream API request and returns the reply's JSON.
+    pub(crate) fn request(&self, subject: &str, body: &J) -> J {
+        let mut s = self.raw();
+        let body = body.to_string();
+        write!(
+            s,
+            "SUB _INBOX.test 1\r\nPUB {subject} _INBOX.test {}\r\n{body}\r\n",
+            body.len()
+        )
+        .unwrap();
+        let line = read_until(&mut s, "MSG _INBOX.test");
+        let n: usize = line.split_whitespace().last().unwrap().parse().unwrap();
+        let mut buf = vec![0; n];
+        s.read_exact(&mut buf).unwrap();
+        serde_json::from_slice(&buf).unwrap()
+    }
+
+    fn raw(&self) -> TcpStream {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        read_until(&mut s, "INFO");
+        s.write_all(b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\n")
+            .unwrap();
+        s
+    }
+}
+
+/// Reads lines from `s` until one starts with `prefix`, and returns it.
+fn read_until(s: &mut TcpStream, prefix: &str) -> String {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        s.read_exact(&mut byte).expect("the NATS server answered");
+        line.push(byte[0]);
+        if byte[0] == b'\n' {
+            let text = String::from_utf8_lossy(&line).trim().to_string();
+            if text.starts_with(prefix) {
+                return text;
+            }
+            line.clear();
+        }
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A child process killed (SIGKILL) and reaped on drop.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A plan of six tasks over two waves: T1..T3, then T4..T6 each on one of them. Each task
+/// writes one file.
+const PLAN: &str = r#"{"tasks":[
+{"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]},
+{"id":"T2","agent":"backend","instruction":"write f2.txt","depends_on":[],"done_when":["the file is there"]},
+{"id":"T3","agent":"backend","instruction":"write f3.txt","depends_on":[],"done_when":["the file is there"]},
+{"id":"T4","agent":"backend","instruction":"write f4.txt","depends_on":["T1"],"done_when":["the file is there"]},
+{"id":"T5","agent":"backend","instruction":"write f5.txt","depends_on":["T2"],"done_when":["the file is there"]},
+{"id":"T6","agent":"backend","instruction":"write f6.txt","depends_on":["T3"],"done_when":["the file is there"]}]}"#;
+
+/// The scripted model of these runs (the planner's `plan`, the gate's merge, every verdict a
+/// pass); a task writes the file its instruction names.
+fn model(repo: &Repo, plan: &str) -> String {
+    let plan = plan.replace('\n', "");
+    crate::work_run::model(
+        repo,
+        "model",
+        &plan,
+        "merge",
+        "    f=$(printf '%s' \"$p\" | grep -o 'write f[0-9]*[.]txt' | head -1 | cut -d' ' -f2); echo \"$f\" > \"$f\"; echo \"wrote $f\"",
+    )
+}
+
+/// A model that says it started (touches `mark`), then takes 4 seconds before doing what
+/// `model` does: the worker it runs under is killed meanwhile.
+fn slow_model(dir: &Path, model: &str, mark: &Path) -> String {
+    let path = dir.join("slow.sh");
+    let body = format!(
+        "#!/bin/sh\ntouch '{}'\nsleep 4\nexec '{model}' \"$@\"\n",
+        mark.display()
+    );
+    std::fs::write(&path, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+/// The repository with its bare remote (holding `main`); returns the remote's folder.
+fn shared(repo: &Repo) -> (tempfile::TempDir, String) {
+    setup(repo);
+    let (bare, url) = bare_origin(repo, repo.kind());
+    repo.git_ok(&["push", "-q", "origin", "main"]);
+    (bare, url)
+}
+
+/// A clone of `url` for a worker, in a new folder.
+fn clone(url: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = Command::new("git")
+        .args(["clone", "-q", url])
+        .arg(dir.path().join("c"))
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    dir
+}
+
+/// A `git forum worker` in `clone` on `server`, with `cmd` as its seat and `extra` flags.
+fn worker(repo: &Repo, clone: &Path, server: &NatsServer, cmd: &str, extra: &[&str]) -> Killed {
+    let mut c = repo.forum();
+    c.current_dir(clone.join("c"))
+        .args([
+            "worker",
+            "--nats",
+            &server.url(),
+            "--lease",
+            "2",
+            "--cmd",
+            cmd,
+        ])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(clone.join("worker.log")).unwrap());
+    Killed(c.spawn().unwrap())
+}
+
+/// What the workers in `clones` said on standard error (for a failure's message).
+fn logs(clones: &[&tempfile::TempDir]) -> String {
+    clones
+        .iter()
+        .map(|c| std::fs::read_to_string(c.path().join("worker.log")).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+/// A running `submit`: the process and the threads reading its output.
+struct Submitted {
+    child: Killed,
+    out: std::thread::JoinHandle<String>,
+    err: std::thread::JoinHandle<String>,
+}
+
+/// Starts `submit --work --dispatch` on `server` for the request, with output captured.
+fn submit(repo: &Repo, server: &NatsServer, cmd: &str) -> Submitted {
+    let mut c = repo.forum();
+    c.args([
+        "submit",
+        "--work",
+        "--no-sandbox",
+        "--check",
+        "true",
+        "--dispatch",
+        &server.url(),
+        "--cmd",
+        cmd,
+        "--json",
+        "write the files",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let read = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = read(Box::new(child.stdout.take().unwrap()));
+    let err = read(Box::new(child.stderr.take().unwrap()));
+    Submitted {
+        child: Killed(child),
+        out,
+        err,
+    }
+}
+
+/// Waits (at most 3 minutes) for a submit to end; returns success, its JSON and its stderr.
+fn finish(mut s: Submitted) -> (bool, J, String) {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = s.child.0.try_wait().unwrap() {
+            let out = s.out.join().unwrap();
+            let err = s.err.join().unwrap();
+            let j = serde_json::from_str(&out).unwrap_or(J::Null);
+            return (status.success(), j, err);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "the dispatched run did not end in 3 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The `result` entries of tasks (the synthesizer's answer is a `result` too): each names the
+/// worker that did it.
+fn task_results(repo: &Repo) -> Vec<(u64, J)> {
+    payloads(repo, "result")
+        .into_iter()
+        .filter(|(_, p)| p.get("worker").is_some())
+        .collect()
+}
+
+/// The tree of the run branch of run 0.
+fn run_tree(repo: &Repo) -> String {
+    repo.git_ok(&["rev-parse", "forum/run-0^{tree}"])
+}
+
+/// The same plan run in process, in a fresh repository of the same kind: its run tree.
+fn in_process_tree(kind: &str) -> String {
+    let other = Repo::new(kind);
+    setup(&other);
+    let m = model(&other, PLAN);
+    other.forum_ok(&[
+        "submit",
+        "--work",
+        "--no-sandbox",
+        "--check",
+        "true",
+        "--cmd",
+        &m,
+        "write the files",
+    ]);
+    run_tree(&other)
+}
+
+#[test]
+fn six_tasks_on_three_workers_one_killed_are_each_merged_once_as_in_process() {
+    on_each_kind(|repo| {
+        let server = NatsServer::start();
+        let (_bare, url) = shared(repo);
+        let m = model(repo, PLAN);
+        let clones: Vec<_> = (0..3).map(|_| clone(&url)).collect();
+        let mark = clones[0].path().join("started");
+        let slow = slow_model(clones[0].path(), &m, &mark);
+        // The first worker takes a task and is killed while its model works on it.
+        let mut victim = worker(
+            repo,
+            clones[0].path(),
+            &server,
+            &slow,
+            &["--name", "victim"],
+        );
+        let run = submit(repo, &server, &m);
+        crate::common::wait_until(
+            "the first worker to start a task",
+            Duration::from_secs(60),
+            || mark.exists(),
+        );
+        let _w1 = worker(repo, clones[1].path(), &server, &m, &["--name", "w1"]);
+        let _w2 = worker(repo, clones[2].path(), &server, &m, &["--name", "w2"]);
+        victim.0.kill().unwrap();
+        victim.0.wait().unwrap();
+        let (ok, j, err) = finish(run);
+        let said = logs(&clones.iter().collect::<Vec<_>>());
+        assert!(ok, "{err}\n{said}");
+        let answer = j["answer"].as_str().unwrap_or_default();
+        for t in 1..=6 {
+            assert!(
+                answer.contains(&format!("- T{t}: merged")),
+                "{answer}\n{err}"
+            );
+        }
+        // Each task dispatched once, answered once, merged once.
+        assert_eq!(payloads(repo, "task_dispatched").len(), 6);
+        let results = task_results(repo);
+        assert_eq!(results.len(), 6, "{results:?}");
+        for (_, r) in &results {
+            assert!(["w1", "w2"].contains(&r["worker"].as_str().unwrap()), "{r}");
+            assert_eq!(r["claims"]["checks"][0]["ok"], true, "{r}");
+        }
+        let on_branch = repo.git_ok(&["rev-list", "--count", "main..forum/run-0"]);
+        assert_eq!(on_branch, "6");
+        assert!(payloads(repo, "duplicate_result").is_empty());
+        repo.forum_ok(&["verify", "--deep"]);
+        assert_eq!(run_tree(repo), in_process_tree(repo.kind()));
+    });
+}
+
+#[test]
+fn a_worker_that_answers_twice_is_witnessed_as_a_duplicate_and_merged_once() {
+    let repo = Repo::new("sha1");
+    let server = NatsServer::start();
+    let (_bare, url) = shared(&repo);
+    let plan = r#"{"tasks":[
+{"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]},
+{"id":"T2","agent":"backend","instruction":"write f2.txt","depends_on":[],"done_when":["the file is there"]}]}"#;
+    let m = model(&repo, plan);
+    let c = clone(&url);
+    let _w = worker(&repo, c.path(), &server, &m, &["--answer-twice"]);
+    let (ok, _, err) = finish(submit(&repo, &server, &m));
+    assert!(ok, "{err}\n{}", logs(&[&c]));
+    let dups = payloads(&repo, "duplicate_result");
+    assert!(!dups.is_empty(), "{err}");
+    for (_, d) in &dups {
+        assert!(["T1", "T2"].contains(&d["task"].as_str().unwrap()), "{d}");
+    }
+    assert_eq!(task_results(&repo).len(), 2);
+    assert_eq!(
+        repo.git_ok(&["rev-list", "--count", "main..forum/run-0"]),
+        "2"
+    );
+    repo.forum_ok(&["verify", "--deep"]);
+}
+
+#[test]
+fn results_of_the_wrong_shape_or_for_an_attempt_never_issued_are_refused_in_one_line() {
+    let repo = Repo::new("sha1");
+    let server = NatsServer::start();
+    let (_bare, url) = shared(&repo);
+    let plan = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]}]}"#;
+    let m = model(&repo, plan);
+    let c = clone(&url);
+    // The worker makes the ledger's stream; then anyone who can publish sends two results for
+    // run 0 before it starts.
+    let _w = worker(&repo, c.path(), &server, &m, &[]);
+    crate::common::wait_until("the stream", Duration::from_secs(30), || {
+        server.request("$JS.API.STREAM.INFO.FORUM_main", &serde_json::json!({}))["config"]
+            .is_object()
+    });
+    server.publish("forum.main.result.0", br#"{"schema":"nonsense"}"#);
+    let forged = serde_json::json!({
+        "schema": "git-forum.dispatch.result/1", "ledger": "main", "run": 0, "task": "T1",
+        "attempt": "0123456789abcdef0123456789abcdef", "worker": "mallory", "ok": true,
+        "output": "forged", "model": "m", "commit": null, "error": null, "tool_calls": [],
+        "model_calls": [], "checks": [], "confinement": "none",
+    });
+    server.publish("forum.main.result.0", forged.to_string().as_bytes());
+    let (ok, _, err) = finish(submit(&repo, &server, &m));
+    assert!(ok, "{err}");
+    let refused: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("refused a message on the results stream"))
+        .collect();
+    assert_eq!(refused.len(), 2, "{err}");
+    assert!(
+        refused[0].contains("result message: not of its shape"),
+        "{err}"
+    );
+    assert!(
+        refused[1].contains(
+            "a result for attempt 0123456789abcdef0123456789abcdef, which this run never issued"
+        ),
+        "{err}"
+    );
+    // Nothing of either is in the record; the real result is.
+    let all = entries(&repo);
+    let bodies: Vec<J> = all
+        .iter()
+        .map(|e| repo.forum_json(&["show", &e["seq"].to_string(), "--payload"])["payload"].clone())
+        .collect();
+    assert!(!bodies.iter().any(|b| b.to_string().contains("mallory")));
+    assert_eq!(task_results(&repo).len(), 1);
+}
+
+#[test]
+fn an_unreachable_server_is_one_line_and_nothing_is_written() {
+    let repo = Repo::new("sha1");
+    let (_bare, _url) = shared(&repo);
+    let m = model(&repo, PLAN);
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let o = repo
+        .forum()
+        .args([
+            "submit",
+            "--work",
+            "--dispatch",
+            &format!("nats://127.0.0.1:{port}"),
+            "--cmd",
+            &m,
+            "write the files",
+        ])
+        .output()
+        .unwrap();
+    let line = crate::common::one_line_error(&o, "cannot reach the NATS server");
+    assert!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
+    assert!(
+        repo.git(&["rev-parse", "--verify", "-q", "refs/forum/ledgers/main"])
+            .stdout
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_stream_of_another_ledger_is_one_line_and_nothing_is_written() {
+    let repo = Repo::new("sha1");
+    let server = NatsServer::start();
+    let (_bare, _url) = shared(&repo);
+    let m = model(&repo, PLAN);
+    let made = server.request(
+        "$JS.API.STREAM.CREATE.FORUM_main",
+        &serde_json::json!({"name": "FORUM_main", "subjects": ["elsewhere.>"], "storage": "memory"}),
+    );
+    assert!(made["config"].is_object(), "{made}");
+    let o = repo
+        .forum()
+        .args([
+            "submit",
+            "--work",
+            "--dispatch",
+            &server.url(),
+            "--cmd",
+            &m,
+            "write the files",
+        ])
+        .output()
+        .unwrap();
+    let line = crate::common::one_line_error(&o, "is not ledger main's");
+    assert!(line.contains("FORUM_main"), "{line}");
+    assert!(
+        repo.git(&["rev-parse", "--verify", "-q", "refs/forum/ledgers/main"])
+            .stdout
+            .is_empty()
+    );
+}
