@@ -326,6 +326,8 @@ pub(super) fn options(
         sandbox: Arc::new(Sandboxing::recorded(sandbox_of(&w["sandbox"]))),
         verification: w.get("verification").and_then(verification_of),
         limits: limits_of(&w["limits"]),
+        // A dispatched run is refused before this (its `task_dispatched` entries).
+        dispatch: None,
     };
     Ok(Some((opts, bench)))
 }
