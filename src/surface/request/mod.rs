@@ -515,6 +515,7 @@ mod tests {
                 "work",
                 "solo",
                 "checks",
+                "dispatch",
             ],
             &[
                 "allow_cmds",
