@@ -497,6 +497,12 @@ pub trait Seats: Send + Sync {
     }
 }
 
+/// The rungs of a tiered ladder without their tiers: [`Seats::ladder`] of a fleet that builds
+/// its ladder with tiers.
+pub(crate) fn untiered(rungs: Vec<(Option<Tier>, Arc<dyn Executor>)>) -> Vec<Arc<dyn Executor>> {
+    rungs.into_iter().map(|(_, e)| e).collect()
+}
+
 impl Seats for FixedFleet {
     fn orchestrator(&self) -> Arc<dyn Executor> {
         self.control.clone()
@@ -535,10 +541,7 @@ impl Seats for Fleet {
     }
 
     fn ladder(&self, roster: &Roster, agent: &str) -> Vec<Arc<dyn Executor>> {
-        self.tiered_ladder(roster, agent)
-            .into_iter()
-            .map(|(_, e)| e)
-            .collect()
+        crate::exec::untiered(self.tiered_ladder(roster, agent))
     }
 
     fn tiered_ladder(

@@ -300,8 +300,9 @@ pub fn model_uri(model: &str) -> String {
     out
 }
 
-/// Days since 1970-01-01 to a civil date (the proleptic Gregorian calendar).
-fn civil(days: i64) -> (i64, u32, u32) {
+/// Days since 1970-01-01 to a civil date (the proleptic Gregorian calendar): Howard Hinnant's
+/// civil-from-days, a dozen lines, so no date crate is needed for it.
+pub(crate) fn civil(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

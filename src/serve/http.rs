@@ -216,7 +216,12 @@ fn reply_response(reply: &Reply) -> Response {
     let mut r = Response::new(Body::from(reply.body_text()));
     *r.status_mut() =
         StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let h = r.headers_mut();
+    json_headers(r.headers_mut());
+    r
+}
+
+/// The headers of every JSON answer, the kept ones included.
+fn json_headers(h: &mut HeaderMap) {
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -226,7 +231,6 @@ fn reply_response(reply: &Reply) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    r
 }
 
 fn error(status: u16, message: impl Into<String>) -> Response {

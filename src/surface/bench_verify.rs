@@ -580,20 +580,11 @@ pub(crate) fn run(params: Parameters, now: f64) -> Result<DeepVerifyReport> {
     })
 }
 
-/// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the epoch (UTC). Hand-written: the civil-from-days
-/// conversion (Howard Hinnant's) is a dozen lines, and no date crate is otherwise needed.
+/// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the epoch (UTC).
 pub(crate) fn utc_stamp(secs: f64) -> String {
     let secs = secs.max(0.0) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = crate::report::attest::civil(days);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
         rem / 3600,

@@ -494,10 +494,7 @@ impl Seats for ReplaySeats {
     }
 
     fn ladder(&self, roster: &Roster, agent: &str) -> Vec<Arc<dyn Executor>> {
-        self.tiered_ladder(roster, agent)
-            .into_iter()
-            .map(|(_, e)| e)
-            .collect()
+        crate::exec::untiered(self.tiered_ladder(roster, agent))
     }
 
     fn tiered_ladder(&self, _: &Roster, agent: &str) -> Vec<(Option<Tier>, Arc<dyn Executor>)> {

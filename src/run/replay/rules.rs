@@ -333,10 +333,7 @@ impl Seats for Metered<'_> {
     }
 
     fn ladder(&self, roster: &Roster, agent: &str) -> Vec<Arc<dyn Executor>> {
-        self.tiered_ladder(roster, agent)
-            .into_iter()
-            .map(|(_, e)| e)
-            .collect()
+        crate::exec::untiered(self.tiered_ladder(roster, agent))
     }
 
     fn tiered_ladder(

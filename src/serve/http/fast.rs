@@ -12,7 +12,7 @@
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
-use axum::http::{HeaderValue, Method, header};
+use axum::http::{Method, header};
 use axum::response::Response;
 
 use super::Server;
@@ -64,16 +64,7 @@ fn route(path: &str, query: Option<&str>) -> Option<Fast> {
 /// A 200 with `body` and the headers of every JSON answer.
 pub(super) fn json_response(body: Bytes) -> Response {
     let mut r = Response::new(Body::from(body));
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
+    super::json_headers(r.headers_mut());
     r
 }
 

@@ -75,24 +75,13 @@ pub(super) fn when(ts: f64) -> String {
     if !ts.is_finite() || ts < 0.0 {
         return String::new();
     }
-    let secs = ts as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    // `YYYY-MM-DDTHH:MM:SSZ`, read as a person reads a time.
+    let stamp = crate::surface::bench_verify::utc_stamp(ts);
+    let stamp = stamp.trim_end_matches('Z');
+    match stamp.split_once('T') {
+        Some((date, time)) => format!("{date} {time} UTC"),
+        None => stamp.to_string(),
+    }
 }
 
 #[cfg(test)]
