@@ -39,6 +39,9 @@
 //! processes, each reading everything), with the daemon's resident size. Medians and ratios;
 //! nothing asserted.
 
+#[path = "support/serve.rs"]
+mod serve;
+use serve::{Daemon, hermetic};
 #[path = "support/busy.rs"]
 mod busy;
 #[path = "support/daemon_wrk.rs"]
@@ -47,7 +50,7 @@ mod daemon_wrk;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The daemon's bearer token, once it started.
@@ -224,59 +227,12 @@ fn mixed_step(conn: &mut Conn, c: usize, i: usize, entries: u64) -> u16 {
     }
 }
 
-fn hermetic(c: &mut Command, home: &Path) {
-    c.env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_FORUM_LEDGER")
-        .env_remove("GIT_FORUM_TIMESTAMP")
-        .env("HOME", home)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_SYSTEM", "/dev/null")
-        .env("GIT_FORUM_STATE_DIR", home.join(".forum-state"))
-        .env("GIT_FORUM_CACHE_DIR", home.join(".forum-cache"))
-        .current_dir(home);
-}
-
 /// Starts `git forum serve --port 0 ARGS` in `dir`: the daemon, its address, and its token
 /// (read from the file it names on its second line, `token-file PATH`).
 fn start_daemon(dir: &Path, before: &[&str], args: &[&str]) -> (Daemon, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_git-forum"));
-    hermetic(&mut c, dir);
-    c.args(before)
-        .args(["serve", "--port", "0"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    let mut daemon = Daemon(c.spawn().expect("start git forum serve"));
-    let mut out = BufReader::new(daemon.0.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("listening http://")
-        .expect("the listening line")
-        .to_string();
-    let mut second = String::new();
-    out.read_line(&mut second).unwrap();
-    let file = second
-        .trim_end_matches('\n')
-        .strip_prefix("token-file ")
-        .expect("the token-file line");
-    let token = std::fs::read_to_string(file).expect("read the token file");
-    let _ = TOKEN.set(token.trim().to_string());
+    let (daemon, addr, token) = serve::start(dir, before, args, Stdio::inherit());
+    let _ = TOKEN.set(token);
     (daemon, addr)
-}
-
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
 }
 
 /// `VmHWM` (peak resident size) and `VmRSS` of a process, in KiB.

@@ -14,29 +14,19 @@
 //! Prints the median, p90 and max of each in milliseconds and the ratio of each page to its
 //! JSON route. Nothing is asserted: the machine may be shared.
 
+#[path = "support/serve.rs"]
+mod serve;
+use serve::hermetic;
 #[path = "support/busy.rs"]
 mod busy;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use git_forum::ledger::{Entry, NewEntry, Value, canonical, hash};
-
-fn hermetic(c: &mut Command, home: &Path) {
-    c.env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_FORUM_LEDGER")
-        .env_remove("GIT_FORUM_TIMESTAMP")
-        .env("HOME", home)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_SYSTEM", "/dev/null")
-        .env("GIT_FORUM_STATE_DIR", home.join(".forum-state"))
-        .env("GIT_FORUM_CACHE_DIR", home.join(".forum-cache"))
-        .current_dir(home);
-}
 
 /// Builds the entries in seq order, with their bodies.
 struct Ledger {
@@ -136,17 +126,6 @@ fn write_ledger(dir: &Path, runs: u64, tasks: u64) -> u64 {
     big
 }
 
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
 /// One request on a fresh connection: status and body length.
 fn get(addr: &str, method: &str, path: &str, extra: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -221,24 +200,8 @@ fn main() {
         String::from_utf8_lossy(&o.stderr)
     );
 
-    let mut c = Command::new(env!("CARGO_BIN_EXE_git-forum"));
-    hermetic(&mut c, dir.path());
-    c.args(["serve", "--port", "0", "--timeout", "300"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut daemon = Daemon(c.spawn().expect("start git forum serve"));
-    let mut out = BufReader::new(daemon.0.stdout.take().unwrap());
-    let (mut first, mut second) = (String::new(), String::new());
-    out.read_line(&mut first).unwrap();
-    out.read_line(&mut second).unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("listening http://")
-        .expect("the listening line")
-        .to_string();
-    let token =
-        std::fs::read_to_string(second.trim().strip_prefix("token-file ").unwrap()).unwrap();
+    let (_daemon, addr, token) =
+        serve::start(dir.path(), &[], &["--timeout", "300"], Stdio::null());
     let (status, raw) = get(
         &addr,
         "POST",
