@@ -8,7 +8,7 @@
 
 use std::process::Stdio;
 
-use git_forum::ledger::{MemoryStorage, NewEntry, Storage, verify_chain};
+use git_forum::ledger::{Storage, verify_chain};
 use serde_json::{Value as J, json};
 
 use crate::common::{FORMATS, Guarded, Repo, http_json, on_each_kind, one_line_error, poll_until};
@@ -108,19 +108,7 @@ fn a_run_stopped_by_its_ceiling_replays_against_the_recorded_ceiling() {
 /// The ledger of `repo` with `edit` applied to each entry's body (by seq), re-hashed so it
 /// verifies, imported into `repo` as ledger `name`.
 fn rewritten(repo: &Repo, name: &str, edit: impl Fn(u64, &mut J)) {
-    let mut store = MemoryStorage::default();
-    for (e, mut b) in crate::spend::exported(repo) {
-        edit(e["seq"].as_u64().unwrap(), &mut b);
-        store
-            .append(NewEntry {
-                actor: e["actor"].as_str().unwrap().to_string(),
-                kind: e["kind"].as_str().unwrap().to_string(),
-                causal_parent: e["causal_parent"].as_i64(),
-                payload: git_forum::ledger::canonical::Value::from_serde(&b),
-                ts: e["ts"].as_f64().unwrap(),
-            })
-            .unwrap();
-    }
+    let store = crate::strict_replay::rehashed_export(repo, edit);
     assert_eq!(verify_chain(&store.entries).first_bad, None);
     let dir = repo.path().join(format!("export-{name}"));
     std::fs::create_dir_all(&dir).unwrap();

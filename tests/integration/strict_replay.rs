@@ -327,11 +327,19 @@ fn a_run_whose_workers_used_the_network_replays_without_it() {
 /// The ledger of `repo` (exported as Forum's directory) with `edit` applied to the body of
 /// entry `seq`, re-hashed from there on so it verifies.
 pub(crate) fn forged_export(repo: &Repo, seq: u64, edit: impl Fn(&mut J)) -> MemoryStorage {
+    rehashed_export(repo, |at, b| {
+        if at == seq {
+            edit(b);
+        }
+    })
+}
+
+/// The ledger of `repo` (exported as Forum's directory) with `edit` given each entry's seq
+/// and body, re-hashed so it verifies.
+pub(crate) fn rehashed_export(repo: &Repo, edit: impl Fn(u64, &mut J)) -> MemoryStorage {
     let mut store = MemoryStorage::default();
     for (e, mut b) in crate::spend::exported(repo) {
-        if e["seq"] == json!(seq) {
-            edit(&mut b);
-        }
+        edit(e["seq"].as_u64().unwrap(), &mut b);
         store
             .append(NewEntry {
                 actor: e["actor"].as_str().unwrap().to_string(),
