@@ -196,19 +196,7 @@ fn the_daemon_and_mcp_replay_and_reproduce_as_the_command_line_does() {
             b["ok"] = json!(false);
         }
     });
-    let fix = "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'";
-    let w = crate::work_run::one_task_model(&repo, "w", "merge", fix);
-    let check = "python3 -m unittest -q";
-    repo.forum_ok(&[
-        "submit",
-        "--work",
-        "--check",
-        check,
-        "--cmd",
-        &w,
-        "--quiet",
-        "make add in calc.py add",
-    ]);
+    crate::strict_replay::fixed_add_run(&repo);
     let work_run = last_request(&repo);
     for (ledger, code) in [("main", 0), ("forged", 1)] {
         let (c, cli) = strict(&repo, ledger, 0);
@@ -342,19 +330,7 @@ fn a_clone_replays_and_reproduces_a_fetched_copy_with_the_original_gone() {
         write(&a, ".forum/policy.toml", "max_tasks = 2\n");
         let m = model(&a);
         a.forum_ok(&["submit", "--cmd", &m, "--quiet", REQUEST]);
-        let fix = "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'";
-        let w = crate::work_run::one_task_model(&a, "w", "merge", fix);
-        let check = "python3 -m unittest -q";
-        a.forum_ok(&[
-            "submit",
-            "--work",
-            "--check",
-            check,
-            "--cmd",
-            &w,
-            "--quiet",
-            "make add in calc.py add",
-        ]);
+        crate::strict_replay::fixed_add_run(&a);
         let run = last_request(&a);
         let (bare, url) = crate::common::bare_origin(&a, kind);
         a.forum_ok(&["push"]);

@@ -324,6 +324,26 @@ fn a_run_whose_workers_used_the_network_replays_without_it() {
     });
 }
 
+/// The check of [`fixed_add_run`].
+const FIXED_ADD_CHECK: &str = "python3 -m unittest -q";
+
+/// A one-task `--work` run on `work_run::setup`'s repository whose worker fixes `add` and
+/// whose check (the unit tests) passes.
+pub(crate) fn fixed_add_run(repo: &Repo) {
+    let fix = "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'";
+    let m = crate::work_run::one_task_model(repo, "m", "merge", fix);
+    let work = [
+        "submit",
+        "--work",
+        "--check",
+        FIXED_ADD_CHECK,
+        "--cmd",
+        &m,
+        "--quiet",
+    ];
+    repo.forum_ok(&[&work[..], &["make add in calc.py add"]].concat());
+}
+
 /// The ledger of `repo` (exported as Forum's directory) with `edit` applied to the body of
 /// entry `seq`, re-hashed from there on so it verifies.
 pub(crate) fn forged_export(repo: &Repo, seq: u64, edit: impl Fn(&mut J)) -> MemoryStorage {
@@ -357,19 +377,7 @@ pub(crate) fn rehashed_export(repo: &Repo, edit: impl Fn(u64, &mut J)) -> Memory
 fn reproduce_passes_on_an_honest_run_and_names_a_check_whose_recorded_exit_differs() {
     on_each_kind(|repo| {
         crate::work_run::setup(repo);
-        let fix = "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'";
-        let m = crate::work_run::one_task_model(repo, "m", "merge", fix);
-        let check = "python3 -m unittest -q";
-        repo.forum_ok(&[
-            "submit",
-            "--work",
-            "--check",
-            check,
-            "--cmd",
-            &m,
-            "--quiet",
-            "make add in calc.py add",
-        ]);
+        fixed_add_run(repo);
         let branches = repo.git_ok(&["for-each-ref", "--format=%(refname)"]);
         let text = repo.forum_ok(&["reproduce", "0"]);
         assert!(text.starts_with("run 0 reproduces: 2 check(s)"), "{text}");
@@ -403,7 +411,7 @@ fn reproduce_passes_on_an_honest_run_and_names_a_check_whose_recorded_exit_diffe
         let out = String::from_utf8_lossy(&o.stdout);
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 1, "{out}");
-        let want = format!("check at seq {at} (T1: {check})");
+        let want = format!("check at seq {at} (T1: {FIXED_ADD_CHECK})");
         assert!(lines[0].starts_with(&want), "{out}");
         assert!(
             lines[0].ends_with("exits 0 now; the record says 1"),
@@ -420,11 +428,7 @@ fn both_read_a_fetched_copy_of_a_pushed_ledger() {
     for kind in crate::common::FORMATS {
         let a = Repo::new(kind);
         crate::work_run::setup(&a);
-        let fix = "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'";
-        let m = crate::work_run::one_task_model(&a, "m", "merge", fix);
-        let check = "python3 -m unittest -q";
-        let work = ["submit", "--work", "--check", check, "--cmd", &m, "--quiet"];
-        a.forum_ok(&[&work[..], &["make add in calc.py add"]].concat());
+        fixed_add_run(&a);
         // A second run that does not work in the repository, for the strict replay.
         let plain = network_model(&a, "http://127.0.0.1:9/");
         a.forum_ok(&["submit", "--cmd", &plain, "--quiet", REQUEST]);
