@@ -107,10 +107,11 @@ fn a_run_the_intent_judge_ruled_on_replays_with_no_divergence() {
 }
 
 #[test]
-fn a_gated_run_is_still_refused_naming_the_seq_and_the_reason() {
+fn a_gate_with_a_deadline_is_refused_naming_the_seq_and_the_reason() {
     let mut store = MemoryStorage::default();
     let mut opts = Options::default();
     opts.gates.waves.insert(0);
+    opts.gates.deadline_seconds = Some(5.0);
     let roster = Roster::default_roster();
     let seats = Fleet::fixed(
         orchestrator(SHORT),

@@ -13,7 +13,7 @@ const CHECK: &str = "python3 -m unittest -q";
 
 /// Attempt 1 leaves `add` broken (its check fails); attempt 2 fixes it and appends 38 comment
 /// lines (a 40-line diff); attempt 3 fixes it and appends two (a 4-line diff).
-const THREE_WAYS: &str = "    case \"$p\" in
+pub(crate) const THREE_WAYS: &str = "    case \"$p\" in
       *\"attempt 1 of 3\"*) echo '# looked at it' >> calc.py; echo 'tried' ;;
       *\"attempt 2 of 3\"*) sed -i 's/return a - b/return a + b/' calc.py; i=0; while [ $i -lt 38 ]; do echo \"# note $i\" >> calc.py; i=$((i+1)); done; echo 'fixed add at length' ;;
       *) sed -i 's/return a - b/return a + b/' calc.py; printf '# add adds\\n# fixed\\n' >> calc.py; echo 'fixed add' ;;

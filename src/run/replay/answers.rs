@@ -34,6 +34,8 @@ pub(super) struct Answers {
     classifier: VecDeque<Result<Reply, String>>,
     /// Per task: the pre-ship gate's replies, oldest first.
     ships: BTreeMap<String, VecDeque<Result<Reply, String>>>,
+    /// Per task: the pre-ship gate's replies over its attempts (`--attempts`), oldest first.
+    attempt_gates: BTreeMap<String, VecDeque<Result<Reply, String>>>,
     /// The synthesizer's replies, oldest first.
     synthesis: VecDeque<Reply>,
     /// The calls the record had no reply for, in the order they came.
@@ -277,6 +279,14 @@ impl Answers {
                         a.ships.entry(task).or_default().push_back(r);
                     }
                 }
+                (kind::ATTEMPT_CHOICE, _) => {
+                    let task = b["task"].as_str().unwrap_or_default().to_string();
+                    let model = b["gate"]["model"].as_str().unwrap_or_default();
+                    if let Some(r) = super::attempts::gate_reply(e)? {
+                        let r = r.map(|text| reply(&text, model, b));
+                        a.attempt_gates.entry(task).or_default().push_back(r);
+                    }
+                }
                 (kind::RESULT, None) if e.actor == "synthesizer" => {
                     let text = b["answer"].as_str().unwrap_or_default();
                     // A --work run's answer ends with what changed, written from the record:
@@ -325,6 +335,13 @@ impl Answers {
                     .get_mut(&id)
                     .and_then(VecDeque::pop_front)
                     .ok_or_else(|| format!("a pre-ship gate call on task {id}"))
+            }
+            Some("ship_attempt") => {
+                let id = judged(call.prompt);
+                self.attempt_gates
+                    .get_mut(&id)
+                    .and_then(VecDeque::pop_front)
+                    .ok_or_else(|| format!("a pre-ship gate call on the attempts of task {id}"))
             }
             Some(other) => Err(format!("a call for {other}")),
             None if system.starts_with("You tighten answers") => self
@@ -434,6 +451,7 @@ impl ReplaySeats {
         let mut ladders: BTreeMap<String, Rungs> = BTreeMap::new();
         let mut climbed: Vec<(String, String)> = Vec::new();
         let mut orchestrator = None;
+        let mut planner: Option<String> = None;
         for e in run {
             let b = &e.payload;
             let id = b["id"].as_str().unwrap_or_default();
@@ -455,6 +473,10 @@ impl ReplaySeats {
                 kind::CLASSIFICATION if orchestrator.is_none() => {
                     orchestrator = b["usage"]["model"].as_str().map(exec);
                 }
+                // A run paused at a gate before any ruling: the planner's model.
+                kind::PLAN if planner.is_none() => {
+                    planner = b["usage"]["model"].as_str().map(str::to_string);
+                }
                 kind::TIER_ESCALATION => {
                     let agent = agent_of.get(id).cloned().unwrap_or_default();
                     let to = b["to"].as_str().unwrap_or_default().to_string();
@@ -469,7 +491,9 @@ impl ReplaySeats {
             }
         }
         ReplaySeats {
-            orchestrator: orchestrator.unwrap_or_else(|| exec("replay")),
+            orchestrator: orchestrator
+                .or_else(|| planner.as_deref().map(exec))
+                .unwrap_or_else(|| exec("replay")),
             workers,
             ladders,
             answers,

@@ -13,13 +13,17 @@
 //!
 //! What the record cannot answer is refused, naming the seq: a body that was redacted or
 //! removed, a failure kept only as text, a revision that was not accepted (its text is not
-//! kept), and the kinds of run whose outside calls this replay does not answer yet (gates,
-//! the editing worker's tool calls, several attempts at a task). Context comes from the
-//! record's `context` entries. A resumed run is replayed across its resumes ([`phases`]).
+//! kept), and the kinds of run whose outside calls this replay does not answer yet (the
+//! editing worker's tool calls, a gate with a deadline). Context comes from the record's
+//! `context` entries. A resumed run is replayed across its resumes ([`phases`]); a person's
+//! decision on a gate is the world's input between them ([`gates`]), and each attempt of an
+//! `--attempts` run is answered as one change ([`attempts`]).
 
 mod answers;
+mod attempts;
 mod compare;
 mod context;
+mod gates;
 mod phases;
 pub mod rules;
 mod verifier;
@@ -89,7 +93,7 @@ pub enum ReplayError {
 
 /// Kinds a strictly replayable run may hold: those the engine writes from the replies this
 /// replay answers, or decides without a call.
-const REPLAYABLE: [&str; 26] = [
+const REPLAYABLE: [&str; 32] = [
     kind::REQUEST,
     kind::CONTEXT,
     kind::ROUTE_FRAME,
@@ -116,6 +120,12 @@ const REPLAYABLE: [&str; 26] = [
     kind::RESUME,
     kind::HALTED,
     kind::INTERRUPTED,
+    kind::GATE_PENDING,
+    kind::GATE_APPROVED,
+    kind::GATE_EDITED,
+    kind::GATE_REJECTED,
+    kind::GATE_STOPPED,
+    kind::ATTEMPT_CHOICE,
 ];
 
 /// Every entry of a ledger, with its body (`None` where it was removed).
@@ -167,14 +177,7 @@ pub(crate) fn run_entries(
 /// Refuses a run this replay cannot answer, naming the seq that shows it.
 fn check_replayable(run: &[Recorded]) -> Result<(), String> {
     let request = &run[0];
-    for key in ["gates"] {
-        if request.payload.get(key).is_some() {
-            return Err(format!(
-                "run {} was submitted with {key} (seq {}): strict replay answers model replies only, not a workbench or a gate, so it refuses this run",
-                request.seq, request.seq
-            ));
-        }
-    }
+    gates::check(request)?;
     if let Some(e) = run.iter().find(|e| !REPLAYABLE.contains(&e.kind.as_str())) {
         return Err(format!(
             "seq {} of run {} is a {} entry, whose inputs the record does not hold for a strict replay: it refuses rather than invent them",
@@ -249,6 +252,7 @@ pub fn strict_metered(
     opts.runtime_record = run[0].payload.get("runtime").cloned();
     opts.options_record = run[0].payload.get("options").cloned();
     opts.solo = run[0].payload["solo"] == true;
+    opts.gates = gates::policy(&run[0]);
     // A run that recorded its rules says whether it asked the reviser and the intent judge
     // (`opts` carries that); an older run asked them when its record holds what they said
     // (a flagged answer is otherwise left as it is).

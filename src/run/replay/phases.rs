@@ -1,9 +1,10 @@
 //! A resumed run replayed across its resumes: the record split where each `resume` entry
 //! starts, the first part replayed through `submit` and each later one through `resume`, as
 //! the run was driven. A part ends where something outside the run stopped it (an operator's
-//! halt, a signal, a killed process): the engine is let write as many entries as the record
-//! holds for that part and no more, then the stop the record witnessed (`halted`,
-//! `interrupted`) is copied into the scratch ledger as the world's doing, not the run's.
+//! halt, a signal, a killed process, a gate that paused it): the engine is let write as many
+//! entries as the record holds for that part and no more, then what the record witnessed from
+//! outside (`halted`, `interrupted`, a person's decision on the gate) is copied into the
+//! scratch ledger as the world's doing, not the run's.
 
 use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, MemoryStorage, NewEntry, Storage, StorageError, kind};
@@ -24,9 +25,9 @@ pub(super) struct Phase<'a> {
     pub(super) last: bool,
 }
 
-/// Entries that record a stop from outside the run.
+/// Entries that record a stop, or a decision, from outside the run.
 fn outside(e: &Recorded) -> bool {
-    e.kind == kind::HALTED || e.kind == kind::INTERRUPTED
+    e.kind == kind::HALTED || e.kind == kind::INTERRUPTED || super::gates::decided_by_a_person(e)
 }
 
 /// The run's parts, split before each `resume` entry.

@@ -321,7 +321,7 @@ pub(super) fn options(
         diff_cap: DEFAULT_DIFF_CAP,
         allow_cmds: Vec::new(),
         max_tool_calls: 0,
-        attempts: 1,
+        attempts: super::attempts::count(run),
         attempt_slots: Vec::new(),
         sandbox: Arc::new(Sandboxing::recorded(sandbox_of(&w["sandbox"]))),
         verification: w.get("verification").and_then(verification_of),

@@ -1,0 +1,276 @@
+//! Strict replay of gated runs and of `--attempts` runs, through the binary on every
+//! repository format. A person's decision on a gate is an input, taken from the record, and
+//! the engine decides again everything after it (which waves run, the stop of a rejected run);
+//! the attempts' changes and checks and the gate's reply over them are answered from the
+//! record, and the engine chooses the attempt again. An edited decision is a divergence at its
+//! seq, with exit 1; the replay moves no ref.
+
+use git_forum::ledger::{MemoryStorage, NewEntry, Storage};
+use serde_json::{Value as J, json};
+
+use crate::common::{Repo, on_each_kind};
+use crate::strict_replay::{export, rehashed_export};
+use crate::work_run::{self, payloads};
+
+/// Three tasks in two waves: T1, then T2 and T3 side by side.
+const PLAN: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":["endpoint documented"]},{"id":"T2","agent":"docs","instruction":"write the API docs","depends_on":["T1"],"done_when":[]},{"id":"T3","agent":"review","instruction":"review the API","depends_on":[{"id":"T1","type":"order"}],"done_when":[]}]}"#;
+
+const REQUEST: &str = "ship a login API with docs";
+
+/// A command model: plans PLAN, passes every verdict, answers with a fixed text, and does a
+/// task as "done: " and its prompt's first line.
+fn model(repo: &Repo) -> String {
+    let body = format!(
+        "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{PLAN}' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo 'Shipped the login API with its docs.' ;;\n  *) echo \"done: $(printf '%s' \"$p\" | head -n 1)\" ;;\nesac\n"
+    );
+    crate::procs::executable(&repo.path().join("model.sh"), &body)
+}
+
+/// Submits REQUEST gated before wave 1; it pauses there (exit 8).
+fn submit_gated(repo: &Repo, model: &str) {
+    let o = repo
+        .forum()
+        .args([
+            "submit",
+            "--cmd",
+            model,
+            "--gate-wave",
+            "1",
+            "--quiet",
+            REQUEST,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(8),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Every ref with its object: a replay must leave them as they are.
+fn refs(repo: &Repo) -> String {
+    repo.git_ok(&["for-each-ref", "--format=%(refname) %(objectname)"])
+}
+
+/// `git forum [ARGS] replay 0 --strict --json`: its exit code and report.
+fn strict(repo: &Repo, args: &[&str]) -> (Option<i32>, J) {
+    let o = repo
+        .forum()
+        .args(args)
+        .args(["replay", "0", "--strict", "--json"])
+        .output()
+        .unwrap();
+    let r = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| {
+        panic!(
+            "{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (o.status.code(), r)
+}
+
+/// A replay of run 0 that agrees with the record entry for entry, and moves no ref.
+fn replays_clean(repo: &Repo) {
+    let before = refs(repo);
+    let (code, r) = strict(repo, &[]);
+    assert_eq!(code, Some(0), "{r}");
+    assert_eq!(r["divergence"], J::Null, "{r}");
+    assert_eq!(r["unanswered"], json!([]), "{r}");
+    assert_eq!(r["recorded"], r["recomputed"], "{r}");
+    assert_eq!(r["answer_sha256"], r["recomputed_answer_sha256"], "{r}");
+    assert_eq!(refs(repo), before);
+}
+
+/// Imports `store` as ledger `forged` and checks that it verifies.
+fn import_forged(repo: &Repo, store: &MemoryStorage, name: &str) {
+    let dir = repo.path().join(name);
+    export(store, &dir);
+    repo.forum_ok(&["--ledger", "forged", "import", dir.to_str().unwrap()]);
+    repo.forum_ok(&["--ledger", "forged", "verify"]);
+}
+
+/// The ledger of `repo` with entry `seq`'s kind replaced by `kind`, re-hashed so it verifies.
+fn rekinded_export(repo: &Repo, seq: u64, kind: &str) -> MemoryStorage {
+    let mut store = MemoryStorage::default();
+    for (e, b) in crate::spend::exported(repo) {
+        let at = e["seq"].as_u64().unwrap();
+        store
+            .append(NewEntry {
+                actor: e["actor"].as_str().unwrap().to_string(),
+                kind: if at == seq {
+                    kind.to_string()
+                } else {
+                    e["kind"].as_str().unwrap().to_string()
+                },
+                causal_parent: e["causal_parent"].as_i64(),
+                payload: git_forum::ledger::canonical::Value::from_serde(&b),
+                ts: e["ts"].as_f64().unwrap(),
+            })
+            .unwrap();
+    }
+    store
+}
+
+/// The seq of the first entry of `kind`.
+fn first(repo: &Repo, kind: &str) -> u64 {
+    work_run::entries(repo)
+        .iter()
+        .find(|e| e["kind"] == kind)
+        .and_then(|e| e["seq"].as_u64())
+        .unwrap_or_else(|| panic!("no {kind} entry"))
+}
+
+#[test]
+fn a_gate_pending_then_approved_and_resumed_replays_and_a_forged_rejection_diverges() {
+    on_each_kind(|repo| {
+        let m = model(repo);
+        submit_gated(repo, &m);
+        // Paused at the gate: the replay raises it again and pauses there too.
+        replays_clean(repo);
+        repo.forum_ok(&["gate", "approve", "--approver", "ana"]);
+        // Decided, not resumed yet: the decision is the world's, copied in.
+        replays_clean(repo);
+        repo.forum_ok(&["resume", "--cmd", &m, "--quiet"]);
+        assert_eq!(repo.forum_json(&["runs"])["runs"][0]["state"], "answered");
+        // Resumed across the gate: the wave after it runs again in the replay.
+        replays_clean(repo);
+        // The person's approval made to say rejected, the chain re-hashed: the wave the record
+        // ran after it is what the replay does not run.
+        let approved = first(repo, "gate_approved");
+        let resumed = first(repo, "resume");
+        let wave = work_run::entries(repo)
+            .iter()
+            .filter(|e| e["kind"] == "task" && e["seq"].as_u64().unwrap() > resumed)
+            .filter_map(|e| e["seq"].as_u64())
+            .min()
+            .expect("a task of the gated wave");
+        import_forged(
+            repo,
+            &rekinded_export(repo, approved, "gate_rejected"),
+            "rejected",
+        );
+        let (code, r) = strict(repo, &["--ledger", "forged"]);
+        assert_eq!(code, Some(1), "{r}");
+        let d = &r["divergence"];
+        assert_eq!(d["seq"], json!(wave), "{r}");
+        assert!(
+            d["recorded"].as_str().unwrap().starts_with("task by"),
+            "{r}"
+        );
+        assert_eq!(
+            d["recomputed"], "nothing: the replay wrote no such entry",
+            "{r}"
+        );
+    });
+}
+
+#[test]
+fn a_rejected_gate_replays_its_stop_and_an_edited_stop_is_a_divergence_at_its_seq() {
+    on_each_kind(|repo| {
+        let m = model(repo);
+        submit_gated(repo, &m);
+        repo.forum_ok(&["gate", "reject", "--approver", "ana", "--reason", "not now"]);
+        let o = repo.forum().args(["resume", "--cmd", &m]).output().unwrap();
+        assert_eq!(o.status.code(), Some(9));
+        replays_clean(repo);
+        // The run's stop made to say it stopped before another wave.
+        let stopped = first(repo, "gate_stopped");
+        let forged = rehashed_export(repo, |at, b| {
+            if at == stopped {
+                b["wave"] = json!(2);
+            }
+        });
+        import_forged(repo, &forged, "stopped");
+        let (code, r) = strict(repo, &["--ledger", "forged"]);
+        assert_eq!(code, Some(1), "{r}");
+        let d = &r["divergence"];
+        assert_eq!(d["seq"], json!(stopped), "{r}");
+        assert!(d["recorded"].as_str().unwrap().contains("wave:2"), "{r}");
+        assert!(d["recomputed"].as_str().unwrap().contains("wave:1"), "{r}");
+    });
+}
+
+#[test]
+fn a_gate_with_a_deadline_is_refused_in_one_line() {
+    on_each_kind(|repo| {
+        let m = model(repo);
+        let o = repo
+            .forum()
+            .args([
+                "submit",
+                "--cmd",
+                &m,
+                "--gate-wave",
+                "1",
+                "--gate-deadline",
+                "5",
+            ])
+            .args(["--quiet", REQUEST])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(8));
+        let o = repo
+            .forum()
+            .args(["replay", "0", "--strict"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("a deadline on its gates (seq 0)"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    });
+}
+
+const CHECK: &str = "python3 -m unittest -q";
+
+#[test]
+fn an_attempts_run_replays_with_no_divergence_and_an_edited_attempt_choice_diverges_at_its_seq() {
+    on_each_kind(|repo| {
+        work_run::setup(repo);
+        let m = work_run::one_task_model(
+            repo,
+            "model",
+            "undetermined",
+            crate::work_attempts::THREE_WAYS,
+        );
+        repo.forum_ok(&[
+            "submit",
+            "--work",
+            "--attempts",
+            "3",
+            "--check",
+            CHECK,
+            "--cmd",
+            &m,
+            "--quiet",
+            "make the failing test in calc pass",
+        ]);
+        let (choice, body) = payloads(repo, "attempt_choice").remove(0);
+        assert_eq!(
+            (body["chosen"].clone(), body["rule"].clone()),
+            (json!(3), json!("smallest_diff"))
+        );
+        replays_clean(repo);
+        work_run::no_worktrees(repo);
+        // The choice made to say attempt 2 (a 40-line diff) was the smallest.
+        let forged = rehashed_export(repo, |at, b| {
+            if at == choice {
+                b["chosen"] = json!(2);
+            }
+        });
+        import_forged(repo, &forged, "chosen");
+        let (code, r) = strict(repo, &["--ledger", "forged"]);
+        assert_eq!(code, Some(1), "{r}");
+        let d = &r["divergence"];
+        assert_eq!(d["seq"], json!(choice), "{r}");
+        // Both sides are the choice (shown cut short: the attempts' rows come first, and
+        // `chosen` after them).
+        for side in ["recorded", "recomputed"] {
+            let shown = d[side].as_str().unwrap();
+            assert!(shown.starts_with("attempt_choice by orchestrator"), "{r}");
+        }
+    });
+}
