@@ -274,3 +274,34 @@ fn an_attempts_run_replays_with_no_divergence_and_an_edited_attempt_choice_diver
         }
     });
 }
+
+#[test]
+fn a_gated_work_run_approved_and_resumed_replays_with_no_divergence() {
+    on_each_kind(|repo| {
+        work_run::setup(repo);
+        let work = "    case \"$p\" in\n      *\"fix mul\"*) sed -i '$ s/return a + b/return a * b/' calc.py; echo mul ;;\n      *) sed -i 's/return a - b/return a + b/' calc.py; echo add ;;\n    esac";
+        let plan = work_run::plan(&[("T1", "fix add"), ("T2", "fix mul")], true);
+        let m = work_run::model(repo, "model", &plan, "merge", work);
+        let o = repo
+            .forum()
+            .args(["submit", "--work", "--check", CHECK, "--cmd", &m])
+            .args(["--gate-wave", "1", "--quiet", "fix calc"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(8),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // The approver is shown what wave 0 changed: the replay must show the same.
+        let pending = payloads(repo, "gate_pending").remove(0).1;
+        assert!(pending["changes"].to_string().contains("T1"), "{pending}");
+        replays_clean(repo);
+        repo.forum_ok(&["gate", "approve", "--approver", "ana"]);
+        repo.forum_ok(&["resume", "--cmd", &m, "--quiet"]);
+        assert_eq!(payloads(repo, "ship").len(), 2);
+        replays_clean(repo);
+        work_run::no_worktrees(repo);
+    });
+}
