@@ -24,7 +24,7 @@ const RED: &str = "\x1b[31m";
 const RESET: &str = "\x1b[m";
 
 /// Whether to colour what goes to stdout: a terminal, and no `NO_COLOR`.
-fn colour() -> bool {
+pub(super) fn colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
@@ -80,7 +80,7 @@ fn cut_note(r: &DiffReport) -> String {
 }
 
 /// A unified diff, coloured as git colours it when `paint`.
-fn patch(text: &str, paint: bool) -> String {
+pub(super) fn patch(text: &str, paint: bool) -> String {
     if !paint {
         return text.to_string();
     }

@@ -12,6 +12,7 @@ use crate::serve::dispatch::{Config, DEFAULT_SUBMIT_SECONDS, Dispatcher, ROUTES}
 use crate::serve::http::{self, DEFAULT_MAX_BODY, Guard, Limits, Server};
 use crate::serve::mcp::{Mcp, TOOLS};
 use crate::serve::token;
+use crate::surface::store::LedgerSpec;
 
 /// What the engine behind both servers is made of.
 #[derive(Debug, Clone, clap::Args)]
@@ -128,6 +129,10 @@ fn dispatcher(ctx: &Ctx, e: &EngineArgs) -> Result<Dispatcher, CliError> {
         Ok(_) => Some(ctx.now(None)?),
         Err(_) => None,
     };
+    if let LedgerSpec::Fetched { .. } = LedgerSpec::parse(&ctx.ledger) {
+        // A fetched copy is served only when fetch adopted it, and read-only.
+        ctx.existing_store()?;
+    }
     let cfg = Config {
         dir: ctx.dir.clone(),
         ledger: ctx.ledger.clone(),
@@ -193,6 +198,20 @@ fn connection_cap(max_connections: usize, concurrency: usize) -> usize {
     cap
 }
 
+/// The line on stderr that names the ledger served.
+fn say_ledger(ctx: &Ctx, read_only: bool) {
+    let copy = if read_only {
+        " (a fetched copy, read-only: every route that writes answers 409)"
+    } else {
+        ""
+    };
+    eprintln!(
+        "git forum serve: ledger {}{copy}, {} routes; SIGTERM or Ctrl-C stops it",
+        ctx.ledger,
+        ROUTES.len()
+    );
+}
+
 /// `git forum serve`.
 pub(crate) fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
     if args.token_path {
@@ -245,11 +264,7 @@ pub(crate) fn serve(ctx: &Ctx, args: ServeArgs) -> Result<(), CliError> {
             },
             token_path.display()
         );
-        eprintln!(
-            "git forum serve: ledger {}, {} routes; SIGTERM or Ctrl-C stops it",
-            ctx.ledger,
-            ROUTES.len()
-        );
+        say_ledger(ctx, d.is_read_only());
         let guard = Guard::new(
             &args.host,
             bound,

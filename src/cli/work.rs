@@ -1,6 +1,9 @@
 //! `apply` and `discard`: what a `--work` run left in the repository, brought into the current
 //! branch or dropped. Thin over `surface::work`.
 //!
+//! `apply --dry-run` applies nothing: it says what apply would do against the current branch
+//! and shows the diff that branch would receive.
+//!
 //! On a terminal (standard input is one) `apply` first prints the files it would bring in and
 //! asks `Apply? [y/N]`; `--yes` skips the question. When standard input is not a terminal (a
 //! script, CI, a pipe) it applies as it always did, without asking: a script that called
@@ -26,6 +29,11 @@ pub(crate) struct ApplyArgs {
     /// standard input is not a terminal it never asks).
     #[arg(long, short = 'y')]
     pub(crate) yes: bool,
+    /// Apply nothing: say what apply would do against the current branch (fast-forward,
+    /// merge, or conflict naming the files) and show the diff the branch would receive,
+    /// without touching the work tree, the index or any ref.
+    #[arg(long, conflicts_with = "yes")]
+    pub(crate) dry_run: bool,
 }
 
 /// Remove a run's worktrees and branch; the record and its change commits stay.
@@ -42,6 +50,9 @@ fn json_of(r: &impl Report) -> Result<serde_json::Value, CliError> {
 
 /// `git forum apply [RUN]`.
 pub(crate) fn apply(ctx: &Ctx, args: ApplyArgs) -> Result<(), CliError> {
+    if args.dry_run {
+        return dry_run(ctx, args.req.run);
+    }
     let mut store = ctx.store()?;
     let ts = ctx.now(None)?;
     let done = if args.yes || !std::io::stdin().is_terminal() {
@@ -69,6 +80,59 @@ pub(crate) fn apply(ctx: &Ctx, args: ApplyArgs) -> Result<(), CliError> {
         short(&done.to),
         done.seq
     ))
+}
+
+/// `git forum apply [RUN] --dry-run`: what apply would do, and the diff the branch would
+/// receive (coloured as `git forum diff` colours it on a terminal).
+fn dry_run(ctx: &Ctx, run: Option<u64>) -> Result<(), CliError> {
+    let store = ctx.existing_store()?;
+    let r = surface::work::apply_dry_run(&ctx.dir, &ctx.ledger, &store, run).map_err(cli_err)?;
+    if ctx.json {
+        return ctx.out_json(&json_of(&r)?);
+    }
+    let short = |id: &str| id.chars().take(12).collect::<String>();
+    let mut head = format!(
+        "run {}: {} into {} ({} -> {}) would be ",
+        r.run,
+        r.run_branch,
+        r.branch,
+        short(&r.ours),
+        short(&r.theirs)
+    );
+    match r.outcome {
+        "conflict" => {
+            let _ = write!(
+                head,
+                "a merge that conflicts in {}; apply refuses it",
+                r.conflicts.join(", ")
+            );
+        }
+        "merge" => head.push_str("a merge commit, without conflicts"),
+        _ => head.push_str("a fast-forward"),
+    }
+    if !r.dirty.is_empty() {
+        let _ = write!(
+            head,
+            "; apply refuses until the uncommitted changes to {} are committed or stashed",
+            r.dirty.join(", ")
+        );
+    }
+    let paint = super::diff::colour();
+    let what = if r.outcome == "conflict" {
+        "the run's changes since it parted from the branch"
+    } else {
+        "what the branch would receive"
+    };
+    let mut text = format!("{head}\n{what}:\n{}", super::diff::stat(&r.files, paint));
+    if !r.patch.is_empty() {
+        text.push('\n');
+        text.push_str(super::diff::patch(&r.patch, paint).trim_end());
+    }
+    ctx.out(&text)?;
+    if r.truncated {
+        eprintln!("the patch was cut at 8 MiB");
+    }
+    Ok(())
 }
 
 /// Shows on stderr what `shown` would bring in and asks; whether the answer was yes (an

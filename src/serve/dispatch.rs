@@ -33,10 +33,12 @@ pub(crate) use super::executors::{Executors, NoSeats};
 
 mod config;
 mod fresh;
+mod read_only;
 mod resolve;
 use crate::surface::store::{GitStore, Options, StoreError};
 pub use config::Config;
 pub(crate) use fresh::Read;
+pub use read_only::reads_only;
 use resolve::{Handler, resolve};
 
 /// The default limit on one submit (or resume) over the daemon or MCP, in seconds.
@@ -263,6 +265,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "POST",
         "/apply",
         "bring a --work run's branch into the current branch {run?}",
+    ),
+    (
+        "POST",
+        "/apply/dry-run",
+        "what apply would do against the current branch, and the diff it would receive {run?}",
     ),
     (
         "GET",
@@ -518,12 +525,13 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Dispatcher {
     /// Opens the ledger (which need not exist yet) with the built-in roster, no policy limits
-    /// and no executor: every route but `/plan`, `/submit` and `/resume` works.
+    /// and no executor: every route but `/plan`, `/submit` and `/resume` works. A fetched
+    /// copy (`REMOTE:NAME`) is served read-only (see [`read_only`]).
     pub fn open(cfg: Config) -> Result<Dispatcher, StoreError> {
         let repo = crate::surface::store::open_repo(&cfg.dir)?;
         let opts = Options::from_config(&repo, cfg.no_fsync)?;
         let shared = repo.clone().into_sync();
-        let writer = GitStore::new(repo.clone(), &cfg.ledger, opts)?;
+        let writer = crate::surface::store::open_spec(repo.clone(), &cfg.ledger, opts)?;
         let ref_file = crate::surface::store::loose_ref_file(&repo, &writer);
         Ok(Dispatcher {
             cfg,
@@ -620,8 +628,9 @@ impl Dispatcher {
         key: Option<&str>,
         hooks: RunHooks<'_>,
     ) -> Reply {
-        let Some(handler) = self.route_or_reply(method, path) else {
-            return self.no_route(method, path);
+        let handler = match self.route_for(method, path) {
+            Ok(h) => h,
+            Err(refused) => return refused,
         };
         let trimmed = body.trim_ascii();
         let parsed = if method == "GET" || trimmed.is_empty() {
@@ -665,8 +674,9 @@ impl Dispatcher {
 
     /// Answers a request whose body is already JSON (an MCP tool call).
     pub(crate) fn call(&self, method: &str, path: &str, body: J) -> Reply {
-        let Some(handler) = self.route_or_reply(method, path) else {
-            return self.no_route(method, path);
+        let handler = match self.route_for(method, path) {
+            Ok(h) => h,
+            Err(refused) => return refused,
         };
         let reply = self.run(
             handler,
@@ -679,10 +689,6 @@ impl Dispatcher {
         );
         self.after(method);
         reply
-    }
-
-    fn route_or_reply<'p>(&self, method: &str, path: &'p str) -> Option<Handler<'p>> {
-        resolve(method, path)
     }
 
     fn no_route(&self, method: &str, path: &str) -> Reply {
@@ -722,62 +728,4 @@ impl Dispatcher {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_listed_route_resolves_and_nothing_else_does() {
-        for (method, path, _) in ROUTES {
-            let path = path.replace("<seq>", "0");
-            assert!(resolve(method, &path).is_some(), "{method} {path}");
-            let other = if *method == "GET" { "POST" } else { "GET" };
-            assert_eq!(
-                allowed_methods(&path).contains(&other),
-                resolve(other, &path).is_some()
-            );
-        }
-        for (m, p) in [
-            ("GET", "/"),
-            ("GET", "/nope"),
-            ("GET", "status"),
-            ("GET", "/status/"),
-            ("GET", "/ledger"),
-            ("GET", "/ledger/1/2"),
-            ("PUT", "/status"),
-            ("GET", "/gate"),
-        ] {
-            assert!(resolve(m, p).is_none(), "{m} {p}");
-        }
-        assert_eq!(allowed_methods("/status"), vec!["GET"]);
-        assert_eq!(allowed_methods("/checkpoint"), vec!["GET", "POST"]);
-        assert!(allowed_methods("/nope").is_empty());
-        // Every route that may change anything asks the token: each POST, and only the
-        // reads listed here describe the host.
-        for (method, path, _) in ROUTES {
-            let a = access(method, path);
-            match (*method, *path) {
-                ("POST", "/witness") => assert_eq!(a, Access::Signed),
-                ("POST", _) => assert_eq!(a, Access::Write, "{path}"),
-                _ => assert!(!matches!(a, Access::Write | Access::Signed), "{path}"),
-            }
-        }
-        assert_eq!(access("GET", "/health"), Access::Open);
-        assert_eq!(access("GET", "/runtime"), Access::Host);
-        assert_eq!(access("GET", "/doctor"), Access::Host);
-        assert_eq!(access("GET", "/ledger/3"), Access::Record);
-        assert_eq!(access("PUT", "/status"), Access::Write);
-        assert!(is_long_running("POST", "/submit"));
-        assert!(!is_long_running("GET", "/status"));
-    }
-
-    #[test]
-    fn replies_carry_json_errors() {
-        let r = Reply::error(404, "gone");
-        assert_eq!(r.body_text(), r#"{"error":"gone"}"#);
-        assert_eq!(r.message(), "gone");
-        assert_eq!(r.status, 404);
-        assert_eq!(Reply::ok(json!({})).status, 200);
-        let e: Reply = StoreError::Contended("busy".into()).into();
-        assert_eq!(e.status, 503);
-    }
-}
+mod tests;

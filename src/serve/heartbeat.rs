@@ -36,8 +36,13 @@ impl Drop for Beat {
     }
 }
 
-/// Starts the daemon's heartbeat when its runtime config sets one; `None` otherwise.
+/// Starts the daemon's heartbeat when its runtime config sets one and the ledger is the
+/// repository's own; `None` otherwise.
 pub(crate) fn start(d: Arc<Dispatcher>) -> Option<Beat> {
+    // A fetched copy is served read-only: nothing is witnessed in it.
+    if d.is_read_only() {
+        return None;
+    }
     let interval = d.executors.loaded.as_ref()?.runtime.observe.heartbeat?;
     let (stop, stopped) = channel::<()>();
     let thread = std::thread::Builder::new()

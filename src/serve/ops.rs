@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value as J, json};
 
-use super::dispatch::{Dispatcher, EntryCache, Reply, Request, lock};
+use super::dispatch::{Dispatcher, EntryCache, Reply, Request};
 use crate::context::ContextBudget;
 use crate::exec::config;
 use crate::ledger::{Entry, NewEntry, Storage, StorageError, Value, canonical, kind};
@@ -80,6 +80,11 @@ fn parse_seq(text: &str) -> Result<u64, Reply> {
         .ok_or_else(|| bad(format!("seq {text:?} is not a non-negative integer")))
 }
 
+/// A refused append as a run's storage reports it.
+fn refused(r: Reply) -> StorageError {
+    StorageError::Invalid(r.message().to_string())
+}
+
 /// The ledger as a run sees it: reads through the shared entry cache (each read sees one
 /// consistent tip) and one handle of its own for bodies; writes through the server's writer,
 /// one append at a time, so other requests interleave with a long run.
@@ -125,25 +130,29 @@ impl Storage for Shared<'_> {
     // Each append of a run in progress is seen by the reads after it (see
     // [`Dispatcher::tip_moved`]): the run's progress may name it before the run answers.
     fn append(&mut self, new: NewEntry) -> Result<Entry, StorageError> {
-        let r = lock(&self.d.writer).append_entry(&new);
+        let r = self.d.writer().map_err(refused)?.append_entry(&new);
         self.d.tip_moved();
         Ok(r?.entry)
     }
 
     fn append_at(&mut self, seq: u64, new: NewEntry) -> Result<Option<Entry>, StorageError> {
-        let r = lock(&self.d.writer).append_entry_at(&new, Some(seq));
+        let r = self
+            .d
+            .writer()
+            .map_err(refused)?
+            .append_entry_at(&new, Some(seq));
         self.d.tip_moved();
         Ok(r?.map(|a| a.entry))
     }
 
     fn append_batch(&mut self, batch: Vec<NewEntry>) -> Result<Vec<Entry>, StorageError> {
-        let r = lock(&self.d.writer).append_entries(&batch);
+        let r = self.d.writer().map_err(refused)?.append_entries(&batch);
         self.d.tip_moved();
         Ok(r?.into_iter().map(|a| a.entry).collect())
     }
 
     fn sync(&mut self) -> Result<(), StorageError> {
-        Ok(lock(&self.d.writer).sync()?)
+        Ok(self.d.writer().map_err(refused)?.sync()?)
     }
 }
 
@@ -155,9 +164,9 @@ impl Dispatcher {
         self.cfg.timestamp.unwrap_or_else(clock::system_now)
     }
 
-    /// A read handle on the same repository and ledger.
+    /// A read handle on the same repository and ledger (or fetched copy).
     pub(crate) fn reader(&self) -> Result<GitStore, Reply> {
-        Ok(GitStore::new(
+        Ok(surface::store::open_spec(
             self.repo.to_thread_local(),
             &self.cfg.ledger,
             Options::default(),
@@ -221,7 +230,7 @@ impl Dispatcher {
         new: &NewEntry,
     ) -> Result<crate::surface::store::Appended, Reply> {
         new.validate().map_err(bad)?;
-        let r = lock(&self.writer).append_entry(new);
+        let r = self.writer()?.append_entry(new);
         self.tip_moved();
         Ok(r?)
     }
@@ -360,9 +369,10 @@ impl Dispatcher {
             (None, m) => surface::proof::Ask::Consistency(m.unwrap_or_default()),
         };
         let store = self.reader()?;
+        // A fetched copy is proved under the name its checkpoints are signed for.
         answer(surface::proof::prove_stored(
             &store,
-            &self.cfg.ledger,
+            store.signature_ledger(),
             &store.signed_checkpoints()?,
             ask,
             a.size,
@@ -397,7 +407,7 @@ impl Dispatcher {
         if let Some(key) = key {
             return self.append_once(key, &new);
         }
-        answer(surface::append::append(&mut lock(&self.writer), &new))
+        answer(surface::append::append(&mut *self.writer()?, &new))
     }
 
     // ----- model-free helpers -----

@@ -16,7 +16,7 @@ use crate::context::ContextBudget;
 use crate::report::{self, Snapshot};
 use crate::surface::context::{Got, preflight, with_repo};
 use crate::surface::request::{self, reports as rq};
-use crate::surface::store::{GitStore, Options};
+use crate::surface::store::GitStore;
 use crate::surface::{self, reports, reports::Sources};
 
 type Res = Result<J, Reply>;
@@ -44,11 +44,7 @@ struct NoRuntime;
 
 impl Dispatcher {
     fn served(&self, deep: bool) -> Result<Snapshot, Reply> {
-        let store = GitStore::new(
-            self.repo.to_thread_local(),
-            &self.cfg.ledger,
-            Options::default(),
-        )?;
+        let store = self.reader()?;
         reports::snapshot(&store, deep).map_err(reply)
     }
 
@@ -188,11 +184,7 @@ impl Dispatcher {
     }
 
     fn served_store(&self) -> Result<GitStore, Reply> {
-        Ok(GitStore::new(
-            self.repo.to_thread_local(),
-            &self.cfg.ledger,
-            Options::default(),
-        )?)
+        self.reader()
     }
 
     /// What the repository's git forum holds (`git forum status`).

@@ -45,6 +45,28 @@ impl<'a> LedgerSpec<'a> {
     }
 }
 
+/// A handle on `spec` in `repo` (see [`LedgerSpec`]) that need not exist: the ledger
+/// `refs/forum/ledgers/NAME`, or the fetched copy `refs/forum/remotes/REMOTE/NAME` with its
+/// signed checkpoints beside it. A daemon serving a fetched copy opens one per read.
+pub(crate) fn open_spec(
+    repo: gix::Repository,
+    spec: &str,
+    opts: Options,
+) -> Result<GitStore, StoreError> {
+    match LedgerSpec::parse(spec) {
+        LedgerSpec::Fetched { remote, name } => {
+            for part in [remote, name] {
+                validate_ledger_name(part)?;
+            }
+            Ok(
+                GitStore::at_ref(repo, &format!("{REMOTES_PREFIX}{remote}/{name}"), opts)?
+                    .with_signatures(name, &format!("{REMOTE_SIGNATURES_PREFIX}{remote}/{name}")),
+            )
+        }
+        LedgerSpec::Local(name) => GitStore::new(repo, name, opts),
+    }
+}
+
 /// Opens `spec` for reading in `repo` (see [`LedgerSpec`]). A fetched copy reads its signed
 /// checkpoints from beside it. A bare `REMOTE/NAME` that names no ledger here but a fetched
 /// copy is refused with the form that reads it, instead of reading as an empty ledger.
@@ -63,8 +85,7 @@ pub(crate) fn open_reader(
                     ))
                 })?;
             }
-            let store = GitStore::at_ref(repo, &format!("{REMOTES_PREFIX}{remote}/{name}"), opts)?
-                .with_signatures(name, &format!("{REMOTE_SIGNATURES_PREFIX}{remote}/{name}"));
+            let store = open_spec(repo, spec, opts)?;
             if !store.exists()? {
                 return Err(Error::not_found(format!(
                     "no copy of ledger {name:?} fetched from {remote:?} (refs/forum/remotes/{remote}/{name} does not exist); run `git forum fetch {remote}` first"

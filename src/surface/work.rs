@@ -1,6 +1,7 @@
 //! The operations on what `--work` runs leave in the repository, once for every transport:
 //! [`apply()`] brings a run branch into the current branch and witnesses `applied`
-//! ([`apply_preview`] first says what it would bring in, for a person to confirm); [`discard`]
+//! ([`apply_preview`] first says what it would bring in, for a person to confirm, and
+//! [`apply_dry_run`] what it would do against the branch checked out now); [`discard`]
 //! removes a run's worktrees and branch and witnesses a `note` (the record and the kept change
 //! commits under `refs/forum/work` stay); [`cleanup`] removes the work areas of runs that died
 //! (for `doctor`).
@@ -170,6 +171,101 @@ pub(crate) fn apply_preview(
         mode: planned.mode,
         files,
         planned,
+    })
+}
+
+/// What `git forum apply RUN` would do against the branch checked out now, found without
+/// touching the work tree, the index or any ref (`git forum apply --dry-run`, `POST
+/// /apply/dry-run`, the apply page).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub(crate) struct ApplyDryRun {
+    pub(crate) schema: &'static str,
+    /// The run (its request seq).
+    pub(crate) run: u64,
+    /// The branch checked out, which apply would bring the run into (`main`).
+    pub(crate) branch: String,
+    /// The run branch (`forum/run-12`).
+    pub(crate) run_branch: String,
+    /// The tips of the branch and of the run branch.
+    pub(crate) ours: String,
+    pub(crate) theirs: String,
+    /// `fast-forward`, `merge` (a clean merge commit) or `conflict`.
+    pub(crate) outcome: &'static str,
+    /// The files the merge would conflict in (empty unless `conflict`).
+    pub(crate) conflicts: Vec<String>,
+    /// Tracked files with uncommitted changes: apply refuses until they are committed or
+    /// stashed.
+    pub(crate) dirty: Vec<String>,
+    /// Whether `git forum apply` would go ahead now (no conflict, nothing uncommitted).
+    pub(crate) would_apply: bool,
+    /// The files the branch would receive: from its tip to the run branch's (fast-forward)
+    /// or to the merge's tree (merge); for a conflict, the run branch's changes since it
+    /// parted from the branch.
+    pub(crate) files: Vec<super::diff::DiffFile>,
+    /// Lines added and removed over all files.
+    pub(crate) added: u64,
+    pub(crate) removed: u64,
+    /// The unified diff of those files.
+    pub(crate) patch: String,
+    /// Whether the patch was cut (it is read up to 8 MiB).
+    pub(crate) truncated: bool,
+}
+
+impl Report for ApplyDryRun {
+    const SCHEMA: &'static str = "git-forum.apply-dry-run/1";
+}
+
+/// `git forum apply [RUN] --dry-run`: what apply would do with run `run` (default: the latest
+/// run with a branch) against the branch checked out in `dir`, decided by the same function
+/// apply decides with, and the diff that branch would receive. Writes nothing (the merged
+/// tree's objects aside, which no ref names). Refused as apply is when there is nothing to
+/// decide (no such run, no run branch, a detached HEAD, a run already in the branch), and on
+/// a fetched copy, whose runs apply does not bring in.
+pub(crate) fn apply_dry_run(
+    dir: &Path,
+    ledger: &str,
+    store: &dyn Storage,
+    run: Option<u64>,
+) -> Result<ApplyDryRun> {
+    if let super::store::LedgerSpec::Fetched { .. } = super::store::LedgerSpec::parse(ledger) {
+        return Err(Error::conflict(format!(
+            "ledger {ledger} is a fetched copy, and apply brings in only the runs of this repository's own ledgers; `git forum --ledger {ledger} diff RUN` shows a run's change"
+        )));
+    }
+    let run = pick_run(dir, ledger, store, run)?;
+    let d = apply::decide(dir, run).map_err(refusal)?;
+    let got = apply::received(dir, &d).map_err(|e| Error::internal(e.to_string()))?;
+    let (outcome, conflicts) = match &d.outcome {
+        apply::Outcome::FastForward => ("fast-forward", Vec::new()),
+        apply::Outcome::Merge { .. } => ("merge", Vec::new()),
+        apply::Outcome::Conflict { paths } => ("conflict", paths.clone()),
+    };
+    let files: Vec<super::diff::DiffFile> = got
+        .files
+        .into_iter()
+        .map(|f| super::diff::DiffFile {
+            path: f.path,
+            status: f.status,
+            added: f.added,
+            removed: f.removed,
+        })
+        .collect();
+    Ok(ApplyDryRun {
+        schema: ApplyDryRun::SCHEMA,
+        run,
+        would_apply: conflicts.is_empty() && d.dirty.is_empty(),
+        branch: d.branch,
+        run_branch: d.run_branch,
+        ours: d.ours,
+        theirs: d.theirs,
+        outcome,
+        conflicts,
+        dirty: d.dirty,
+        added: files.iter().map(|f| f.added).sum(),
+        removed: files.iter().map(|f| f.removed).sum(),
+        files,
+        patch: got.patch,
+        truncated: got.truncated,
     })
 }
 

@@ -10,6 +10,7 @@
 use std::path::Path;
 
 use super::git;
+use super::run_diff;
 use super::stale;
 use super::{LEGACY_WORK_DIR, WorkRoot, run_branch};
 use crate::run::{FileChange, Keep, WorkError};
@@ -109,9 +110,40 @@ pub(crate) struct Planned {
     pub(crate) mode: &'static str,
 }
 
+/// How a run branch would come into the branch HEAD names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// The branch is behind the run branch: it would move to the run branch's tip.
+    FastForward,
+    /// A merge commit whose tree `git merge-tree` wrote as `tree`, without a conflict.
+    Merge { tree: String },
+    /// A merge that conflicts in these files; apply refuses it.
+    Conflict { paths: Vec<String> },
+}
+
+/// What apply would meet: the two branches, how one would come into the other, and the
+/// uncommitted changes that would stop it. Found without touching the work tree, the index
+/// or any ref.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Decided {
+    /// The branch to bring into (short name, `main`).
+    pub(crate) branch: String,
+    /// The run branch (short name, `forum/run-12`).
+    pub(crate) run_branch: String,
+    /// The two tips: the branch's and the run branch's.
+    pub(crate) ours: String,
+    pub(crate) theirs: String,
+    pub(crate) outcome: Outcome,
+    /// Tracked files with uncommitted changes (apply refuses while there are any).
+    pub(crate) dirty: Vec<String>,
+}
+
 /// Decides how run `run`'s branch would come into the branch HEAD names, in the repository
-/// at `repo`, or why it cannot; writes nothing.
-pub(crate) fn plan(repo: &Path, run: u64) -> Result<Planned, ApplyRefusal> {
+/// at `repo`: the one decision both [`plan`] (apply) and a dry run read. Refused when there is
+/// nothing to decide: no run branch, a detached HEAD or the run branch checked out, an unborn
+/// branch, a run branch already contained. Writes nothing but the objects of `git merge-tree`'s
+/// tree, which no ref names.
+pub(crate) fn decide(repo: &Path, run: u64) -> Result<Decided, ApplyRefusal> {
     let branch_ref = run_branch(run);
     let run_short = short(&branch_ref);
     let Some(theirs) = tip(repo, &branch_ref)? else {
@@ -120,7 +152,7 @@ pub(crate) fn plan(repo: &Path, run: u64) -> Result<Planned, ApplyRefusal> {
         )));
     };
     let current = branch_to_apply_into(repo, &branch_ref, &run_short)?;
-    ensure_clean(repo)?;
+    let dirty = dirty(repo)?;
     let Some(ours) = tip(repo, "HEAD")? else {
         // An unborn branch: the run branch becomes it.
         return Err(refused(format!(
@@ -132,14 +164,66 @@ pub(crate) fn plan(repo: &Path, run: u64) -> Result<Planned, ApplyRefusal> {
             "{run_short} is already in {current}; nothing to apply"
         )));
     }
-    let mode = merge_mode(repo, &ours, &theirs, &run_short, &current)?;
-    Ok(Planned {
+    let outcome = if is_ancestor(repo, &ours, &theirs)? {
+        Outcome::FastForward
+    } else {
+        merge_probe(repo, &ours, &theirs)?
+    };
+    Ok(Decided {
         branch: current,
         run_branch: run_short,
         ours,
         theirs,
+        outcome,
+        dirty,
+    })
+}
+
+/// Decides how run `run`'s branch would come into the branch HEAD names, in the repository
+/// at `repo`, or why it cannot (uncommitted changes, a conflict, or a refusal of
+/// [`decide`]); writes nothing.
+pub(crate) fn plan(repo: &Path, run: u64) -> Result<Planned, ApplyRefusal> {
+    let d = decide(repo, run)?;
+    if !d.dirty.is_empty() {
+        return Err(refused(format!(
+            "the work tree has uncommitted changes ({}); commit or stash them, then run apply again",
+            list(&d.dirty)
+        )));
+    }
+    let mode = match &d.outcome {
+        Outcome::FastForward => "fast-forward",
+        Outcome::Merge { .. } => "merge",
+        Outcome::Conflict { paths } => {
+            return Err(refused(format!(
+                "{} conflicts with {} in {}; merge it yourself with `git merge {}`",
+                d.run_branch,
+                d.branch,
+                list(paths),
+                d.run_branch
+            )));
+        }
+    };
+    Ok(Planned {
+        branch: d.branch,
+        run_branch: d.run_branch,
+        ours: d.ours,
+        theirs: d.theirs,
         mode,
     })
+}
+
+/// What the branch would receive from `d`, as `git diff` shows it: from its tip to the run
+/// branch's (a fast-forward) or to the merge's tree (a merge); for a conflict, which receives
+/// nothing, the run branch's changes since it parted from the branch.
+pub(crate) fn received(repo: &Path, d: &Decided) -> Result<run_diff::RunDiff, WorkError> {
+    match &d.outcome {
+        Outcome::FastForward => run_diff::diff(repo, &d.ours, &d.theirs, &[], true),
+        Outcome::Merge { tree } => run_diff::diff(repo, &d.ours, tree, &[], true),
+        Outcome::Conflict { .. } => {
+            let fork = git::ok(repo, &["merge-base", &d.ours, &d.theirs])?;
+            run_diff::diff(repo, &fork, &d.theirs, &[], true)
+        }
+    }
 }
 
 /// The files `planned` would bring in: the run branch's changes since it parted from the
@@ -199,21 +283,15 @@ fn branch_to_apply_into(
     Ok(current)
 }
 
-/// Refuses when the work tree has uncommitted changes to tracked files.
-fn ensure_clean(repo: &Path) -> Result<(), ApplyRefusal> {
+/// The tracked files with uncommitted changes (`git status`, which takes no lock and
+/// rewrites no index: every git process runs with `GIT_OPTIONAL_LOCKS=0`).
+fn dirty(repo: &Path) -> Result<Vec<String>, WorkError> {
     let status = git::run(
         repo,
         &["status", "--porcelain=v1", "-z", "--untracked-files=no"],
     )?;
     git::ensure(&status, &["status"])?;
-    let dirty = super::diff::dirty_paths(&status.stdout);
-    if !dirty.is_empty() {
-        return Err(refused(format!(
-            "the work tree has uncommitted changes ({}); commit or stash them, then run apply again",
-            list(&dirty)
-        )));
-    }
-    Ok(())
+    Ok(super::diff::dirty_paths(&status.stdout))
 }
 
 /// Whether commit `a` is an ancestor of commit `b` (or is `b`).
@@ -226,18 +304,10 @@ fn is_ancestor(repo: &Path, a: &str, b: &str) -> Result<bool, WorkError> {
     }
 }
 
-/// `fast-forward` when `ours` is behind `theirs`, else `merge`, refused when the merge would
-/// conflict (probed with `git merge-tree`, which writes no ref and touches no tree).
-fn merge_mode(
-    repo: &Path,
-    ours: &str,
-    theirs: &str,
-    run_short: &str,
-    current: &str,
-) -> Result<&'static str, ApplyRefusal> {
-    if is_ancestor(repo, ours, theirs)? {
-        return Ok("fast-forward");
-    }
+/// The merge of `theirs` into `ours` as `git merge-tree --write-tree` finds it, which writes
+/// the merged tree's objects and touches no ref, index or work tree: clean with its tree, or
+/// conflicting in the files it names.
+fn merge_probe(repo: &Path, ours: &str, theirs: &str) -> Result<Outcome, WorkError> {
     let probe = git::run(
         repo,
         &[
@@ -249,21 +319,20 @@ fn merge_mode(
             theirs,
         ],
     )?;
+    let mut fields = probe.stdout.split(|b| *b == 0);
+    let tree = fields
+        .next()
+        .map(|f| String::from_utf8_lossy(f).trim().to_string())
+        .unwrap_or_default();
     if probe.code == Some(1) {
-        let paths: Vec<String> = probe
-            .stdout
-            .split(|b| *b == 0)
-            .skip(1)
+        let paths = fields
             .take_while(|f| !f.is_empty())
             .map(|f| String::from_utf8_lossy(f).into_owned())
             .collect();
-        return Err(refused(format!(
-            "{run_short} conflicts with {current} in {}; merge it yourself with `git merge {run_short}`",
-            list(&paths)
-        )));
+        return Ok(Outcome::Conflict { paths });
     }
     git::ensure(&probe, &["merge-tree"])?;
-    Ok("merge")
+    Ok(Outcome::Merge { tree })
 }
 
 /// Runs `git merge` of `theirs` in the user's tree, in `mode`, with the user's configuration

@@ -808,8 +808,8 @@ fn every_mcp_tool_reaches_its_route() {
             Target::Post(p) => ("POST", p.to_string()),
             Target::GetPath(p) => ("GET", format!("{p}checkpoint")),
         };
-        // Only resume, the gate decisions, the witness, diff, attest, apply, discard and halt fail
-        // here: every run in the ledger has finished, no gate is pending (a decision needs one,
+        // Only resume, the gate decisions, the witness, diff, attest, apply (and its dry run),
+        // discard and halt fail here: every run in the ledger has finished, no gate is pending (a decision needs one,
         // as at the command line), this server is no witness (tests/integration/witness.rs
         // calls it as one), no run here worked in or changed the repository, and none is
         // running; nor has this
@@ -832,6 +832,7 @@ fn every_mcp_tool_reaches_its_route() {
                 | "attest"
                 | "blame"
                 | "apply"
+                | "apply_dry_run"
                 | "discard"
                 | "replay_strict"
                 | "reproduce"

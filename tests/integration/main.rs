@@ -1,6 +1,7 @@
 //! The one integration-test binary (one link step on two cores).
 
 mod agents;
+mod apply_dry_run;
 mod apply_prompt;
 mod attest;
 mod bench_verify;
@@ -105,6 +106,7 @@ mod transports;
 mod verify_fast;
 mod verify_tier;
 mod view;
+mod view_fetched;
 mod watchdog;
 mod witness;
 mod work_apply;

@@ -17,14 +17,14 @@ const IMG: &str = "<img src=x onerror=alert(1)>";
 const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// One answer: status, headers (names lower-cased), body.
-struct Got {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
+pub(crate) struct Got {
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: String,
 }
 
 impl Got {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
@@ -33,7 +33,7 @@ impl Got {
 }
 
 /// One HTTP/1.1 request on its own connection, with these extra header lines.
-fn http(addr: &str, method: &str, path: &str, extra: &str) -> Got {
+pub(crate) fn http(addr: &str, method: &str, path: &str, extra: &str) -> Got {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(120)))
         .unwrap();
@@ -67,7 +67,7 @@ fn http(addr: &str, method: &str, path: &str, extra: &str) -> Got {
 }
 
 /// A one-time login path minted with the daemon's bearer token.
-fn mint(d: &Served, query: &str) -> String {
+pub(crate) fn mint(d: &Served, query: &str) -> String {
     let got = http(
         &d.addr,
         "POST",
@@ -80,7 +80,7 @@ fn mint(d: &Served, query: &str) -> String {
 }
 
 /// Logs in: the session cookie's `name=value`.
-fn login(d: &Served) -> String {
+pub(crate) fn login(d: &Served) -> String {
     let got = http(&d.addr, "GET", &mint(d, ""), "");
     assert_eq!(got.status, 303, "{}", got.body);
     let set = got.header("set-cookie").unwrap();
@@ -88,7 +88,7 @@ fn login(d: &Served) -> String {
 }
 
 /// A page with the session cookie.
-fn page(d: &Served, cookie: &str, path: &str) -> Got {
+pub(crate) fn page(d: &Served, cookie: &str, path: &str) -> Got {
     http(&d.addr, "GET", path, &format!("Cookie: {cookie}\r\n"))
 }
 
@@ -325,14 +325,12 @@ fn view_serves_the_pages_of_a_ledger_pushed_and_fetched_into_another_clone() {
     repo.git_ok(&["push", "-q", "origin", "HEAD:refs/heads/main"]);
     repo.forum_ok(&["push", "origin"]);
     // The auditor fetches the ledger (verified against what it saw before) and serves the
-    // copy fetch adopted as its ledger.
+    // copy fetch adopted, as it is: read-only, no ledger of its own made for it.
     let auditor = Repo::new("sha1");
     auditor.git_ok(&["remote", "add", "origin", &url]);
     auditor.git_ok(&["fetch", "-q", "origin"]);
     auditor.forum_ok(&["fetch", "origin"]);
-    let tip = auditor.git_ok(&["rev-parse", "refs/forum/remotes/origin/main"]);
-    auditor.git_ok(&["update-ref", "refs/forum/ledgers/audit", &tip]);
-    let d = auditor.serve(&["--ledger", "audit"], std::process::Stdio::null());
+    let d = auditor.serve(&["--ledger", "origin:main"], std::process::Stdio::null());
     let cookie = login(&d);
     for p in [
         "/view/runs",
@@ -346,6 +344,11 @@ fn view_serves_the_pages_of_a_ledger_pushed_and_fetched_into_another_clone() {
     }
     let run = page(&d, &cookie, "/view/run/0").body;
     assert!(run.contains("FAIL: T2 broke the test") && run.contains("the ledger verifies"));
+    assert_eq!(
+        auditor.git_ok(&["for-each-ref", "refs/forum/ledgers"]),
+        "",
+        "serving the copy made a ledger"
+    );
 }
 
 #[test]

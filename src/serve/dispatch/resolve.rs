@@ -93,6 +93,7 @@ fn resolve_work<'p>(method: &str, rest: &'p str, segs: &[&'p str]) -> Option<Han
         ("POST", ["replay"]) => Box::new(|d, r| d.replay_strict(r)),
         ("POST", ["reproduce"]) => Box::new(|d, r| d.reproduce(r)),
         ("POST", ["apply"]) => Box::new(|d, r| d.apply(r)),
+        ("POST", ["apply", "dry-run"]) => Box::new(|d, r| d.apply_dry_run(r)),
         ("GET", ["blame"]) => Box::new(|d, r| d.blame(r)),
         ("POST", ["discard"]) => Box::new(|d, r| d.discard(r)),
         ("GET", ["log"]) => Box::new(|d, r| d.log(r)),

@@ -382,6 +382,12 @@ pub const TOOLS: &[Tool] = &[
         input: Input::Typed(spec::<work::Apply>),
     },
     Tool {
+        name: "apply_dry_run",
+        aliases: &["forum.apply.dry_run"],
+        target: Target::Post("/apply/dry-run"),
+        input: Input::Typed(spec::<work::ApplyDryRun>),
+    },
+    Tool {
         name: "discard",
         aliases: &["forum.discard"],
         target: Target::Post("/discard"),

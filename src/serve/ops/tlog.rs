@@ -25,7 +25,7 @@ impl Dispatcher {
 
     pub(crate) fn tlog_sign(&self, req: &Request<'_>) -> Res {
         let a: rq::TlogSign = request::decode(req.body)?;
-        let store = lock(&self.writer);
+        let store = self.writer()?;
         if !store.exists()? {
             return Err(surface::Error::conflict(format!(
                 "ledger {:?} has no entries yet: nothing to sign",

@@ -1,5 +1,5 @@
 //! The daemon's routes for what `--work` runs leave in the repository: `POST /diff`,
-//! `POST /attest`, `POST /apply` and `POST /discard`, each a thin call into the surface.
+//! `POST /attest`, `POST /apply`, `POST /apply/dry-run` and `POST /discard`, each a thin call into the surface.
 
 use super::*;
 use crate::surface::request;
@@ -58,6 +58,19 @@ impl Dispatcher {
             &mut store,
             run,
             self.now(),
+        ))
+    }
+
+    /// What apply would do against the branch checked out where the server runs {run?};
+    /// nothing is written.
+    pub(crate) fn apply_dry_run(&self, req: &Request<'_>) -> Res {
+        let a: request::work::ApplyDryRun = request::decode(req.body)?;
+        let store = self.reader()?;
+        answer(surface::work::apply_dry_run(
+            &self.cfg.dir,
+            &self.cfg.ledger,
+            &store,
+            a.run,
         ))
     }
 

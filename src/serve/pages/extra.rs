@@ -1,5 +1,5 @@
 //! `/view/bench?a=SEQ&b=SEQ` (two runs side by side, from `/bench`), `/view/apply/SEQ` (what
-//! `apply` would bring into the current branch, from `/diff`) and `/view/blame?path=FILE`
+//! `apply` would do against the current branch, from `/apply/dry-run`) and `/view/blame?path=FILE`
 //! (each line's run, task, model and cost, from `/blame`).
 
 use axum::response::Response;
@@ -80,35 +80,102 @@ fn comparison(r: &J) -> Markup {
     }
 }
 
-/// What `git forum apply SEQ` would bring into the current branch: the run's change.
+/// What `git forum apply SEQ` would do against the branch checked out now, from the dry run
+/// apply decides with (`/apply/dry-run`): fast-forward, merge or conflict, and the diff the
+/// branch would receive. Nothing is applied, and nothing is written to find it out.
 pub(super) fn apply_page(d: &Dispatcher, seq: &str) -> Response {
     let seq = match seq_of(seq) {
         Ok(s) => s,
         Err(r) => return r,
     };
+    if d.is_read_only() {
+        return copy_change(d, seq);
+    }
+    let dry = match call(d, "POST", "/apply/dry-run", json!({"run": seq})) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let title = format!("What apply would do: run {seq}");
+    let outcome = text(&dry, "outcome");
+    let list = |key: &str| -> Vec<String> {
+        dry.get(key)
+            .and_then(J::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    let (conflicts, dirty) = (list("conflicts"), list("dirty"));
+    let (badge, said) = match outcome.as_str() {
+        "fast-forward" => ("ok", "a fast-forward"),
+        "merge" => ("ok", "a merge commit, without conflicts"),
+        _ => ("bad", "a merge that conflicts; apply refuses it"),
+    };
+    let files_caption = if outcome == "conflict" {
+        "The run's changes since it parted from your branch"
+    } else {
+        "Files your branch would receive"
+    };
+    let body = html! {
+        h1 { (title) }
+        p.lead {
+            code { "git forum apply " (seq) } " would bring " code { (text(&dry, "run_branch")) }
+            " (tip " code { (clip(&text(&dry, "theirs"), 12)) } ") into your current branch "
+            code { (text(&dry, "branch")) } " (tip " code { (clip(&text(&dry, "ours"), 12)) } ") as "
+            span class=(format!("badge {badge}")) { (outcome) } ": " (said) ". Nothing is applied from this page, and nothing was written to find this out."
+        }
+        @if !conflicts.is_empty() {
+            h2 { "Conflicts" }
+            p { "The merge would conflict in these files; merge it yourself with " code { "git merge " (text(&dry, "run_branch")) } "." }
+            ul { @for f in &conflicts { li { code { (f) } } } }
+        }
+        @if !dirty.is_empty() {
+            p { span.badge.warn { "uncommitted changes" } " Apply refuses until these are committed or stashed: "
+                @for (i, f) in dirty.iter().enumerate() { @if i > 0 { ", " } code { (f) } } }
+        }
+        (files_table(files_caption, &dry))
+        (parts::patch(&text(&dry, "patch")))
+        @if dry.get("truncated").and_then(J::as_bool) == Some(true) { p.muted { "The diff was cut at 8 MiB." } }
+        p { a href=(format!("/view/run/{seq}")) { "Back to run " (seq) } }
+    };
+    respond(200, layout::page(&title, "/view/runs", body))
+}
+
+/// The apply page on a fetched copy: apply brings in only the runs of this repository's own
+/// ledgers, so the page shows the run's change against its base (`/diff`, which reads the
+/// remote's run branch) and says so.
+fn copy_change(d: &Dispatcher, seq: u64) -> Response {
     let diff = match call(d, "POST", "/diff", json!({"run": seq})) {
         Ok(v) => v,
         Err(r) => return r,
     };
-    let title = format!("What apply would change: run {seq}");
+    let title = format!("The change of run {seq}");
     let body = html! {
         h1 { (title) }
         p.lead {
-            code { "git forum apply " (seq) } " merges " code { (text(&diff, "source")) }
-            " (tip " code { (clip(&text(&diff, "tip"), 12)) } ") into your current branch; against the commit the run started from ("
-            code { (clip(&text(&diff, "base"), 12)) } ") it changes these files. Nothing is applied from this page."
+            "This daemon serves " code { (d.ledger()) } ", a fetched copy, read-only: "
+            code { "git forum apply" } " brings in only the runs of this repository's own ledgers. "
+            "Against the commit the run started from (" code { (clip(&text(&diff, "base"), 12)) } "), "
+            code { (text(&diff, "source")) } " (tip " code { (clip(&text(&diff, "tip"), 12)) } ") changes these files."
         }
-        div.scroll tabindex="0" { table {
-            caption { "Files the run changed" }
-            thead { tr { th scope="col" { "File" } th scope="col" { "Status" } th scope="col" { "Added" } th scope="col" { "Removed" } } }
-            tbody { @for f in diff.get("files").and_then(J::as_array).into_iter().flatten() {
-                tr { th scope="row" { code { (text(f, "path")) } } td { (text(f, "status")) } td.num { (num(f, "added")) } td.num { (num(f, "removed")) } }
-            } }
-        } }
+        (files_table("Files the run changed", &diff))
         (parts::patch(&text(&diff, "patch")))
         p { a href=(format!("/view/run/{seq}")) { "Back to run " (seq) } }
     };
     respond(200, layout::page(&title, "/view/runs", body))
+}
+
+/// The `files` of a diff report as a table: path, status, lines added and removed.
+fn files_table(caption: &str, report: &J) -> Markup {
+    html! {
+        div.scroll tabindex="0" { table {
+            caption { (caption) }
+            thead { tr { th scope="col" { "File" } th scope="col" { "Status" } th scope="col" { "Added" } th scope="col" { "Removed" } } }
+            tbody { @for f in report.get("files").and_then(J::as_array).into_iter().flatten() {
+                tr { th scope="row" { code { (text(f, "path")) } } td { (text(f, "status")) } td.num { (num(f, "added")) } td.num { (num(f, "removed")) } }
+            } }
+        } }
+    }
 }
 
 /// The blame page: a form for a path, and its lines with who wrote each.

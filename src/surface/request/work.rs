@@ -239,6 +239,18 @@ pub struct Apply {
 
 impl Request for Apply {}
 
+/// What apply would do with a --work run against the branch checked out where the server runs, without doing it: fast-forward, a clean merge or a conflict (naming the files), and the diff that branch would receive; found without touching the work tree, the index or any ref. Returns {run, branch, run_branch, ours, theirs, outcome, conflicts, dirty, would_apply, files, added, removed, patch, truncated}.
+#[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyDryRun {
+    /// The run's request seq (default: the latest run with a branch).
+    #[arg(value_name = "RUN")]
+    #[serde(default)]
+    pub run: Option<u64>,
+}
+
+impl Request for ApplyDryRun {}
+
 /// A --work run's change against the commit it started from, as git diff shows it: its run branch (forum/run-SEQ; for a fetched ledger REMOTE:NAME, the remote's branch), else the change commit it merged. Returns {run, base, tip, source, files, added, removed, patch, truncated}.
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
