@@ -132,8 +132,11 @@ fn revise(
         .as_ref()
         .ok()
         .and_then(|r| usage_of(orchestrator.as_ref(), r));
-    let revised = match asked {
-        Ok(r) if !r.text.trim().is_empty() => format!("{}{record}", r.text.trim()),
+    let (revised, said) = match asked {
+        Ok(r) if !r.text.trim().is_empty() => (
+            format!("{}{record}", r.text.trim()),
+            r.text.trim().to_string(),
+        ),
         Ok(_) => {
             let why = "the orchestrator seat returned an empty answer";
             witness_failed_revision(run, check_seq, why, usage)?;
@@ -147,11 +150,15 @@ fn revise(
         }
     };
     let verdict = quality::revision_accepted(request, &answer, &revised);
+    let mut body = verdict.payload();
+    if !verdict.accepted {
+        body = with_rejected_text(body, &said);
+    }
     let rev = run.put_value(
         "reviser",
         kind::REVISION,
         Some(check_seq),
-        with_usage_value(verdict.payload(), usage),
+        with_usage_value(body, usage),
     )?;
     if !verdict.accepted {
         return Ok(Some((answer_seq, answer)));
@@ -166,6 +173,25 @@ fn revise(
         ]),
     )?;
     Ok(Some((r.seq, revised)))
+}
+
+/// The bytes of a rejected revision's text its `revision` entry keeps.
+pub(crate) const REJECTED_TEXT_CAP: usize = 16 * 1024;
+
+/// A rejected revision's body with the reviser's text (`text`, cut to
+/// [`REJECTED_TEXT_CAP`] bytes, then `text_truncated`), so a strict replay can hand the
+/// reviser's reply back and decide again that it is rejected. The text is screened for
+/// secrets like every body a run writes.
+fn with_rejected_text(body: Value, text: &str) -> Value {
+    let Value::Object(mut fields) = body else {
+        return body;
+    };
+    let (kept, cut) = super::edit_tools::cap_text(text, REJECTED_TEXT_CAP);
+    fields.push(("text".to_string(), Value::str(kept)));
+    if cut {
+        fields.push(("text_truncated".to_string(), Value::Bool(true)));
+    }
+    Value::Object(fields)
 }
 
 /// Witnesses a `revision` that could not be made (why, and the call's usage when it counted).

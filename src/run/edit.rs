@@ -71,10 +71,16 @@ Read before you write, keep the change small, run the allowed commands to check 
 there are any, and when the change is made answer with a short plain report (no tool call). \
 Paths are relative to the worktree; paths that leave it are refused.";
 
-/// The model a task's conversation last named, and the usage its turns counted (summed).
+/// What `result` says when the model finished without a report.
+pub(crate) const NO_REPORT: &str = "the editing worker finished without a report";
+
+/// The model a task's conversation last named, the usage its turns counted (summed), and how
+/// many model turns it asked for (the `result` records it, each `tool_call` its turn, so a
+/// strict replay can tell which calls came in one reply).
 struct Seen {
     model: String,
     usage: Option<Value>,
+    turns: u32,
 }
 
 impl Seen {
@@ -185,7 +191,7 @@ impl Run<'_, '_> {
         &self,
         task: &Task,
         parent: u64,
-        n: u32,
+        (n, turn): (u32, u32),
         tool: &str,
         args: &str,
         via: &str,
@@ -196,8 +202,8 @@ impl Run<'_, '_> {
             &task.agent,
             kind::TOOL_CALL,
             Some(parent),
-            json!({"task": task.id, "n": n, "tool": tool, "arguments": arguments,
-                   "truncated": cut, "via": via}),
+            json!({"task": task.id, "n": n, "turn": turn, "tool": tool,
+                   "arguments": arguments, "truncated": cut, "via": via}),
         )?;
         let (verb, target) = shown_call(tool, args);
         self.env.progress.event(&Event::ToolCall {
@@ -236,6 +242,7 @@ impl Run<'_, '_> {
         let mut seen = Seen {
             model: exec.model(),
             usage: None,
+            turns: 0,
         };
         let ended = match exec.tool_chat() {
             Some(chat) => self.tool_loop(w, task, exec, chat, prompt, parent, hands, &mut seen)?,
@@ -245,16 +252,17 @@ impl Run<'_, '_> {
             }),
         };
         let (output, ok, error) = match ended {
-            Ok(report) if report.trim().is_empty() => (
-                "the editing worker finished without a report".to_string(),
-                true,
-                None,
-            ),
+            Ok(report) if report.trim().is_empty() => (NO_REPORT.to_string(), true, None),
             Ok(report) => (report, true, None),
             Err(f) => (format!("error: {}", f.reason), false, Some(f.code)),
         };
-        let Seen { model, usage } = seen;
-        let mut payload = json!({"id": task.id, "output": output, "ok": ok, "model": model});
+        let Seen {
+            model,
+            usage,
+            turns,
+        } = seen;
+        let mut payload = json!({"id": task.id, "output": output, "ok": ok, "model": model,
+                                 "turns": turns});
         if let Some(code) = error {
             payload["error"] = json!(code);
         }
@@ -290,6 +298,7 @@ impl Run<'_, '_> {
                     reason: "the run's budget ran out during the tool loop".into(),
                 }));
             }
+            seen.turns += 1;
             let asked = self.ask_turn(
                 exec.as_ref(),
                 chat,
@@ -322,11 +331,12 @@ impl Run<'_, '_> {
                 Next::Fail(code, reason) => return Ok(Err(Failed { code, reason })),
                 Next::Correct(_) | Next::Carry => {}
             }
-            let outputs =
-                match self.carry_calls(task, parent, hands, &mut lp, &turn.calls, parsed)? {
-                    Ok(outputs) => outputs,
-                    Err(failed) => return Ok(Err(failed)),
-                };
+            let at = (parent, seen.turns);
+            let carried = self.carry_calls(task, at, hands, &mut lp, &turn.calls, parsed)?;
+            let outputs = match carried {
+                Ok(outputs) => outputs,
+                Err(failed) => return Ok(Err(failed)),
+            };
             messages.push(Msg::Assistant {
                 text: turn.text.clone(),
                 calls: turn.calls.clone(),
@@ -345,7 +355,7 @@ impl Run<'_, '_> {
     fn carry_calls(
         &self,
         task: &Task,
-        parent: u64,
+        (parent, turn): (u64, u32),
         hands: &dyn Hands,
         lp: &mut Loop,
         calls: &[ToolUse],
@@ -369,7 +379,13 @@ impl Run<'_, '_> {
                 Ok(Ok(op)) => hands.carry(&op),
             };
             let told = self.witness_tool(
-                task, parent, lp.calls, &call.name, &call.raw, "tools", &outcome,
+                task,
+                parent,
+                (lp.calls, turn),
+                &call.name,
+                &call.raw,
+                "tools",
+                &outcome,
             )?;
             outputs.push(ToolOutput {
                 id: call.id.clone(),
@@ -395,11 +411,8 @@ impl Run<'_, '_> {
         seen: &mut Seen,
         tokens: u32,
     ) -> Result<Result<String, Failed>, RunError> {
-        let listing = hands.carry(&Op::List { path: ".".into() });
-        let ask = format!(
-            "{prompt}{FALLBACK_NOTE}{}",
-            cap_text(&listing.text, 8 * 1024).0
-        );
+        let listing = cap_text(&hands.carry(&Op::List { path: ".".into() }).text, 8 * 1024).0;
+        let ask = format!("{prompt}{FALLBACK_NOTE}{listing}");
         let schema = fallback_schema();
         let call = Call {
             system: Some(system),
@@ -414,6 +427,7 @@ impl Run<'_, '_> {
                 reason: "the run's budget ran out before the structured reply".into(),
             }));
         }
+        seen.turns += 1;
         let reply = match self.ask(exec.as_ref(), &call) {
             Ok(r) => r,
             Err(e) => {
@@ -454,7 +468,7 @@ impl Run<'_, '_> {
             self.witness_tool(
                 task,
                 parent,
-                lp.calls,
+                (lp.calls, seen.turns),
                 &tool,
                 &args.to_string(),
                 "structured",

@@ -173,8 +173,11 @@ pub(crate) fn strict(store: &GitStore, dir: &Path, run: u64) -> Result<StrictRep
         roster: &roster,
         policy: &policy,
     };
-    let rules = rules::resolve(&entries, current).map_err(Error::conflict)?;
-    let real = metering(&entries[0], &rules.options)?;
+    // Refusals of a run another git forum recorded name that version.
+    let (seq, request) = (entries[0].seq, &entries[0].payload);
+    let refuse = |m: String| Error::conflict(engine::with_version(seq, request, m));
+    let rules = rules::resolve(&entries, current).map_err(refuse)?;
+    let real = metering(&entries[0], &rules.options).map_err(refuse)?;
     let real = real.as_ref().map(|f| f as &dyn crate::exec::Seats);
     let r = engine::strict_metered(store, run, &rules.roster, &rules.options, real);
     let r = r.map_err(|e| match e {
@@ -202,20 +205,23 @@ pub(crate) fn strict(store: &GitStore, dir: &Path, run: u64) -> Result<StrictRep
 
 /// The executors the run recorded, built (never called) so the replay reserves each call as
 /// the run did: needed only under a spend ceiling, where a run that recorded none is refused.
-fn metering(request: &engine::Recorded, opts: &crate::run::Options) -> Result<Option<Fleet>> {
+fn metering(
+    request: &engine::Recorded,
+    opts: &crate::run::Options,
+) -> std::result::Result<Option<Fleet>, String> {
     if !opts.ceilings.any() {
         return Ok(None);
     }
     let seq = request.seq;
     let Some(record) = request.payload.get("runtime").filter(|r| !r.is_null()) else {
-        return Err(Error::conflict(format!(
+        return Err(format!(
             "run {seq} ran under a spend ceiling and recorded no executors, whose reservations decided where it stopped: strict replay refuses rather than reserve its calls otherwise"
-        )));
+        ));
     };
     let refuse = |e: String| {
-        Error::conflict(format!(
+        format!(
             "run {seq} ran under a spend ceiling, and the executors it recorded cannot be rebuilt to reserve its calls as it did ({e}): strict replay refuses"
-        ))
+        )
     };
     let runtime =
         crate::exec::config::record::from_record(record).map_err(|e| refuse(e.to_string()))?;
@@ -241,7 +247,13 @@ pub(crate) fn run_to_replay(store: &GitStore, run: u64) -> Result<Vec<engine::Re
             "run {run} is still running: replay it once it has ended (`git forum runs` shows when)"
         )));
     }
-    engine::run_entries(&all, run).map_err(Error::conflict)
+    let request = all
+        .iter()
+        .find(|(e, _)| e.seq == run)
+        .and_then(|(_, b)| b.clone())
+        .unwrap_or_default();
+    engine::run_entries(&all, run)
+        .map_err(|m| Error::conflict(engine::with_version(run, &request, m)))
 }
 
 /// What a replay run in a fresh network namespace for the daemon or MCP hands back: its

@@ -196,9 +196,10 @@ pub(crate) fn fleet(
     }
 }
 
-const FIXED: &str = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a + b\n";
+pub(crate) const FIXED: &str =
+    "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a + b\n";
 
-fn submit(repo: &Repo, stub: &Stub, extra: &[&str]) -> std::process::Output {
+pub(crate) fn submit(repo: &Repo, stub: &Stub, extra: &[&str]) -> std::process::Output {
     let url = stub.url("/v1/chat/completions");
     let mut args = vec![
         "submit",

@@ -94,6 +94,7 @@ mod spend_over;
 mod status;
 mod storage;
 mod strict_replay;
+mod strict_replay_edit;
 mod strict_replay_gates;
 mod strict_replay_quality;
 mod strict_replay_work;

@@ -549,7 +549,7 @@ fn a_revision_that_drops_a_request_term_is_recorded_and_discarded() {
     );
     assert_eq!(
         l.bodies[8],
-        json!({"accepted": false, "words_before": 39, "words_after": 6, "coverage_before": 1.0, "coverage_after": 0.75})
+        json!({"accepted": false, "words_before": 39, "words_after": 6, "coverage_before": 1.0, "coverage_after": 0.75, "text": DROPPED})
     );
     // Longer is refused too, even when it covers everything.
     let mut store = MemoryStorage::default();

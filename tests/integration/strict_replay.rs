@@ -98,7 +98,7 @@ fn replayed(store: &MemoryStorage, request_seq: u64) -> StrictReplay {
 
 /// A copy of `store` whose entry `seq` has `edit` applied to its body, re-hashed from there
 /// on so the chain verifies.
-fn edited(store: &MemoryStorage, seq: u64, edit: impl Fn(&mut J)) -> MemoryStorage {
+pub(crate) fn edited(store: &MemoryStorage, seq: u64, edit: impl Fn(&mut J)) -> MemoryStorage {
     let mut copy = MemoryStorage::default();
     for e in &store.entries {
         let mut b = body(store, e.seq);

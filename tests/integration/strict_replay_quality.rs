@@ -130,43 +130,6 @@ fn a_gate_with_a_deadline_is_refused_naming_the_seq_and_the_reason() {
     let msg = err.to_string();
     assert!(msg.contains("seq 0") && msg.contains("gates"), "{msg}");
     assert!(!msg.contains('\n'), "{msg}");
-    // A revision the seat's answer was rejected for keeps no text: refused at its seq.
-    let mut store = MemoryStorage::default();
-    let mut opts = Options::default();
-    opts.revise = true;
-    let seats = Fleet::fixed(
-        Arc::new(Scripted::new("orch", |call: &Call<'_>| {
-            Ok(match call.schema.map(|s| s.name.as_str()) {
-                Some("plan") => PLAN_1.to_string(),
-                Some("verdict") => r#"{"decision":"pass","score":0.9,"reason":"ok"}"#.into(),
-                // Longer than the answer: the revision is rejected.
-                _ if call.prompt.starts_with("Tighten this answer") => format!("{LONG} {LONG}"),
-                _ => LONG.to_string(),
-            })
-        })),
-        orchestrator(SHORT),
-        Vec::<Arc<dyn Executor>>::new(),
-    );
-    let env = Env {
-        roster: &roster,
-        seats: &seats,
-        clock: &clock,
-        progress: &Silent,
-    };
-    run::submit(&mut store, &env, &opts, REQUEST).expect("run");
-    let at = store
-        .entries
-        .iter()
-        .find(|e| e.kind == "revision")
-        .map(|e| e.seq)
-        .expect("a revision");
-    let body = store.payload_at(at).unwrap().unwrap().to_serde();
-    assert_eq!(body["accepted"], json!(false), "{body}");
-    let msg = replay::strict(&store, 0, &roster, &Options::default())
-        .unwrap_err()
-        .to_string();
-    assert!(msg.contains(&format!("seq {at}")), "{msg}");
-    assert!(msg.contains("not accepted"), "{msg}");
 }
 
 #[test]

@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use serde_json::{Value as J, json};
 
-use crate::exec::{Call, ExecError, Executor, Reply, Seats, Usage};
+use crate::exec::tool_chat::{Msg, ToolChat, ToolSpec, Turn};
+use crate::exec::{Call, ExecError, Executor, Reply, Seats};
 use crate::ledger::kind;
 use crate::roster::{Roster, Tier};
 use crate::run::{Clock, lock};
 
-use super::Recorded;
+use super::{Recorded, usage};
 
 /// The replies the record holds, queued per caller, and the calls it could not answer.
 #[derive(Default)]
@@ -38,20 +39,10 @@ pub(super) struct Answers {
     attempt_gates: BTreeMap<String, VecDeque<Result<Reply, String>>>,
     /// The synthesizer's replies, oldest first.
     synthesis: VecDeque<Reply>,
+    /// The editing worker's turns.
+    edit: super::edit::Turns,
     /// The calls the record had no reply for, in the order they came.
     unanswered: Vec<String>,
-}
-
-/// The usage a recorded body carries, as the executor reported it.
-fn usage(body: &J) -> Option<Usage> {
-    let u = body.get("usage")?;
-    Some(Usage {
-        input_tokens: u["prompt_tokens"].as_u64()?,
-        output_tokens: u["completion_tokens"].as_u64()?,
-        estimated: u["estimated"].as_bool().unwrap_or(false),
-        truncated: u["truncated"].as_bool().unwrap_or(false),
-        over_reservation: None,
-    })
 }
 
 fn reply(text: &str, model: &str, body: &J) -> Reply {
@@ -141,13 +132,23 @@ fn summary_of(answer: &str) -> &str {
         .map_or(answer, |i| &answer[..i])
 }
 
-/// The reviser's reply from a `revision` entry, when the entry says the reviser failed (an
-/// accepted revision's reply is the revised answer, read from its `result`); `None` for an
-/// accepted one. `Err` names a rejected revision, whose text the record does not keep.
+/// The reviser's reply from a `revision` entry, when the entry says the reviser failed or was
+/// rejected (an accepted revision's reply is the revised answer, read from its `result`);
+/// `None` for an accepted one. A rejected revision's reply is the text its entry keeps; `Err`
+/// names one whose text the record does not keep (recorded before it did) or keeps cut short.
 fn reviser_failure(e: &Recorded) -> Result<Option<Result<Reply, String>>, String> {
     let b = &e.payload;
     if b["accepted"] == true {
         return Ok(None);
+    }
+    if let Some(text) = b["text"].as_str() {
+        if b["text_truncated"] == true {
+            return Err(format!(
+                "the revision at seq {} was not accepted, and the record keeps the reviser's text cut short",
+                e.seq
+            ));
+        }
+        return Ok(Some(Ok(reply(text, "", b))));
     }
     let reason = b["reason"].as_str().unwrap_or_default();
     let why = reason.strip_prefix("reviser failed: ");
@@ -239,7 +240,10 @@ impl Answers {
     /// Reads the replies out of a run's entries (seq order). `Err` names the seq whose reply
     /// the record cannot give.
     pub(super) fn read(run: &[Recorded]) -> Result<Answers, String> {
-        let mut a = Answers::default();
+        let mut a = Answers {
+            edit: super::edit::Turns::read(run)?,
+            ..Answers::default()
+        };
         for e in run {
             let b = &e.payload;
             let id = b.get("id").and_then(J::as_str).map(str::to_string);
@@ -251,6 +255,8 @@ impl Answers {
                     let instr = b["instruction"].as_str().unwrap_or_default().to_string();
                     a.tasks.entry(id).or_insert((instr, VecDeque::new()));
                 }
+                // An editing worker's result is answered turn by turn (`edit`).
+                (kind::RESULT, Some(_)) if super::edit::is_edit_result(b) => {}
                 (kind::RESULT, Some(id)) => {
                     let r = worker_reply(e)?;
                     if let Some(t) = a.tasks.get_mut(&id) {
@@ -302,7 +308,9 @@ impl Answers {
 
     /// The calls that had no reply in the record.
     pub(super) fn unanswered(&self) -> Vec<String> {
-        self.unanswered.clone()
+        let mut out = self.unanswered.clone();
+        out.extend_from_slice(self.edit.unanswered());
+        out
     }
 
     fn answer(&mut self, call: &Call<'_>, model: &str) -> Result<Reply, ExecError> {
@@ -409,6 +417,14 @@ fn judged(prompt: &str) -> String {
 pub(super) struct ReplayExecutor {
     model: String,
     answers: Arc<Mutex<Answers>>,
+    /// Whether the record shows this model's worker holding a tool conversation.
+    chat: bool,
+}
+
+impl ToolChat for ReplayExecutor {
+    fn turn(&self, _: &str, messages: &[Msg], _: &[ToolSpec], _: u32) -> Result<Turn, ExecError> {
+        lock(&self.answers).edit.turn(messages)
+    }
 }
 
 impl Executor for ReplayExecutor {
@@ -422,6 +438,10 @@ impl Executor for ReplayExecutor {
 
     fn describe(&self) -> String {
         format!("replay: {}", self.model)
+    }
+
+    fn tool_chat(&self) -> Option<&dyn ToolChat> {
+        self.chat.then_some(self as &dyn ToolChat)
     }
 }
 
@@ -439,11 +459,18 @@ pub(super) struct ReplaySeats {
 
 impl ReplaySeats {
     pub(super) fn new(run: &[Recorded], answers: Answers) -> ReplaySeats {
+        let chats: Vec<String> = run
+            .iter()
+            .filter_map(|e| e.payload["model"].as_str())
+            .filter(|m| answers.edit.chats(m))
+            .map(str::to_string)
+            .collect();
         let answers = Arc::new(Mutex::new(answers));
         let exec = |model: &str| -> Arc<dyn Executor> {
             Arc::new(ReplayExecutor {
                 model: model.to_string(),
                 answers: answers.clone(),
+                chat: chats.iter().any(|m| m == model),
             })
         };
         let mut agent_of: BTreeMap<String, String> = BTreeMap::new();
@@ -451,7 +478,9 @@ impl ReplaySeats {
         let mut ladders: BTreeMap<String, Rungs> = BTreeMap::new();
         let mut climbed: Vec<(String, String)> = Vec::new();
         let mut orchestrator = None;
-        let mut planner: Option<String> = None;
+        // The planner's model, for a run whose other orchestrator calls name none (a run whose
+        // only task failed before a validator or the gate was asked, or one paused at a gate).
+        let mut planner = None;
         for e in run {
             let b = &e.payload;
             let id = b["id"].as_str().unwrap_or_default();
@@ -470,12 +499,11 @@ impl ReplaySeats {
                 kind::VERDICT | kind::SHIP if orchestrator.is_none() => {
                     orchestrator = b["model"].as_str().map(exec);
                 }
+                kind::PLAN if planner.is_none() => {
+                    planner = b["usage"]["model"].as_str().map(exec);
+                }
                 kind::CLASSIFICATION if orchestrator.is_none() => {
                     orchestrator = b["usage"]["model"].as_str().map(exec);
-                }
-                // A run paused at a gate before any ruling: the planner's model.
-                kind::PLAN if planner.is_none() => {
-                    planner = b["usage"]["model"].as_str().map(str::to_string);
                 }
                 kind::TIER_ESCALATION => {
                     let agent = agent_of.get(id).cloned().unwrap_or_default();
@@ -491,9 +519,7 @@ impl ReplaySeats {
             }
         }
         ReplaySeats {
-            orchestrator: orchestrator
-                .or_else(|| planner.as_deref().map(exec))
-                .unwrap_or_else(|| exec("replay")),
+            orchestrator: orchestrator.or(planner).unwrap_or_else(|| exec("replay")),
             workers,
             ladders,
             answers,

@@ -30,17 +30,19 @@ const SHOWN: usize = 600;
 /// place in that line.
 type Place = (String, usize);
 
-/// The task an entry belongs to: the task, result, verdict and escalation entries carry it.
+/// The task an entry belongs to: the task, result, verdict and escalation entries carry it
+/// (`id`), and the editing worker's tool entries (`task`).
 fn line_of(e: &Recorded) -> String {
-    match e.kind.as_str() {
-        "task" | "result" | "verdict" | "tier_escalation" => e
-            .payload
-            .get("id")
-            .and_then(J::as_str)
-            .map(|id| format!("task {id}"))
-            .unwrap_or_default(),
-        _ => String::new(),
-    }
+    let key = match e.kind.as_str() {
+        "task" | "result" | "verdict" | "tier_escalation" => "id",
+        "tool_call" | "tool_result" => "task",
+        _ => return String::new(),
+    };
+    e.payload
+        .get(key)
+        .and_then(J::as_str)
+        .map(|id| format!("task {id}"))
+        .unwrap_or_default()
 }
 
 /// Each entry's place, by seq.

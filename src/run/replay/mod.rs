@@ -11,18 +11,24 @@
 //! from `verification` ([`verifier`]). The engine decides again which checks failed, who
 //! climbs the ladder, what the gate's reply comes to, what merges, and what the answer says.
 //!
+//! The built-in editing worker's tool conversations are answered turn by turn, each tool's
+//! outcome from its `tool_result` ([`edit`]); a rejected revision's reply is the text its
+//! `revision` entry keeps.
+//!
 //! What the record cannot answer is refused, naming the seq: a body that was redacted or
-//! removed, a failure kept only as text, a revision that was not accepted (its text is not
-//! kept), and the kinds of run whose outside calls this replay does not answer yet (the
-//! editing worker's tool calls, a gate with a deadline). Context comes from the record's
-//! `context` entries. A resumed run is replayed across its resumes ([`phases`]); a person's
-//! decision on a gate is the world's input between them ([`gates`]), and each attempt of an
-//! `--attempts` run is answered as one change ([`attempts`]).
+//! removed, a failure kept only as text, a rejected revision recorded before its text was
+//! kept, and the kinds of run whose outside calls this replay does not answer yet (a gate
+//! with a deadline). Context comes from the record's `context` entries. A resumed run is
+//! replayed across its resumes ([`phases`]); a person's decision on a gate is the world's
+//! input between them ([`gates`]), and each attempt of an `--attempts` run is answered as one
+//! change ([`attempts`]). A refusal of a run another git forum recorded names that version
+//! ([`with_version`]).
 
 mod answers;
 mod attempts;
 mod compare;
 mod context;
+mod edit;
 mod gates;
 mod phases;
 pub mod rules;
@@ -93,7 +99,7 @@ pub enum ReplayError {
 
 /// Kinds a strictly replayable run may hold: those the engine writes from the replies this
 /// replay answers, or decides without a call.
-const REPLAYABLE: [&str; 32] = [
+const REPLAYABLE: [&str; 34] = [
     kind::REQUEST,
     kind::CONTEXT,
     kind::ROUTE_FRAME,
@@ -126,6 +132,8 @@ const REPLAYABLE: [&str; 32] = [
     kind::GATE_REJECTED,
     kind::GATE_STOPPED,
     kind::ATTEMPT_CHOICE,
+    kind::TOOL_CALL,
+    kind::TOOL_RESULT,
 ];
 
 /// Every entry of a ledger, with its body (`None` where it was removed).
@@ -187,6 +195,35 @@ fn check_replayable(run: &[Recorded]) -> Result<(), String> {
     Ok(())
 }
 
+/// `msg`, a refusal of the run whose request body is `request` (at `seq`), with the git forum
+/// version that recorded the run when it is not this one: what made the run is what a reader
+/// needs to replay it (or to know why it cannot be).
+pub fn with_version(seq: u64, request: &J, msg: String) -> String {
+    match request["git_forum"].as_str() {
+        Some(v) if v == super::VERSION => msg,
+        Some(v) => format!(
+            "{msg} (run {seq} was recorded by git forum {v}; this is git forum {})",
+            super::VERSION
+        ),
+        None => format!(
+            "{msg} (run {seq} does not record which git forum made it: it was recorded before runs did, or started without a recorded runtime; this is git forum {})",
+            super::VERSION
+        ),
+    }
+}
+
+/// The usage a recorded body carries, as the executor reported it.
+fn usage(body: &J) -> Option<crate::exec::Usage> {
+    let u = body.get("usage")?;
+    Some(crate::exec::Usage {
+        input_tokens: u["prompt_tokens"].as_u64()?,
+        output_tokens: u["completion_tokens"].as_u64()?,
+        estimated: u["estimated"].as_bool().unwrap_or(false),
+        truncated: u["truncated"].as_bool().unwrap_or(false),
+        over_reservation: None,
+    })
+}
+
 fn sha256(text: &str) -> String {
     crate::ledger::hash::sha256_hex(text.as_bytes())
 }
@@ -225,17 +262,32 @@ pub fn strict_metered(
     metering: Option<&dyn crate::exec::Seats>,
 ) -> Result<StrictReplay, ReplayError> {
     let all = read_all(ledger)?;
-    let refused = ReplayError::Refused;
-    match all.iter().find(|(e, _)| e.seq == request_seq) {
-        Some((e, _)) if e.kind == kind::REQUEST => {}
+    let request = match all.iter().find(|(e, _)| e.seq == request_seq) {
+        Some((e, body)) if e.kind == kind::REQUEST => body.clone().unwrap_or_default(),
         _ => {
-            return Err(refused(format!(
+            return Err(ReplayError::Refused(format!(
                 "seq {request_seq} is not a run's request: name a run as `git forum runs` lists it"
             )));
         }
-    }
-    let run = run_entries(&all, request_seq).map_err(refused)?;
+    };
+    replay_run(&all, request_seq, roster, opts, metering).map_err(|e| match e {
+        ReplayError::Refused(m) => ReplayError::Refused(with_version(request_seq, &request, m)),
+        other => other,
+    })
+}
+
+/// [`strict_metered`] of a run whose request is at `request_seq` in `all`.
+fn replay_run(
+    all: &[(crate::ledger::Entry, Option<J>)],
+    request_seq: u64,
+    roster: &Roster,
+    opts: &Options,
+    metering: Option<&dyn crate::exec::Seats>,
+) -> Result<StrictReplay, ReplayError> {
+    let refused = ReplayError::Refused;
+    let run = run_entries(all, request_seq).map_err(refused)?;
     check_replayable(&run).map_err(refused)?;
+    edit::check_ceilings(&run, opts).map_err(refused)?;
     // The scratch ledger: what came before the run, entry for entry.
     let mut scratch = MemoryStorage::default();
     for (e, body) in all.iter().filter(|(e, _)| e.seq < request_seq) {

@@ -51,6 +51,8 @@ pub(super) struct ReplayBench {
     /// The change commits the whole record integrated (a resume asks which are on the run
     /// branch).
     branch: BTreeSet<String>,
+    /// The editing worker's tool outcomes.
+    carried: Arc<Mutex<super::edit::Carried>>,
 }
 
 /// A check's outcome as its `check` entry keeps it: passed is decided again from the exit.
@@ -163,7 +165,9 @@ impl ReplayBench {
 
     /// The calls the record had no answer for.
     pub(super) fn unanswered(&self) -> Vec<String> {
-        lock(&self.answers).unanswered.clone()
+        let mut out = lock(&self.answers).unanswered.clone();
+        out.extend_from_slice(lock(&self.carried).unanswered());
+        out
     }
 }
 
@@ -249,6 +253,19 @@ impl Workbench for ReplayBench {
     fn on_branch(&self, commit: &str) -> bool {
         self.branch.contains(commit)
     }
+
+    fn hands(
+        &self,
+        tree: &TaskTree,
+        _: &[String],
+        _: Duration,
+        _: usize,
+    ) -> Option<Arc<dyn crate::run::edit_tools::Hands>> {
+        Some(Arc::new(super::edit::ReplayHands {
+            task: tree.task.clone(),
+            carried: self.carried.clone(),
+        }))
+    }
 }
 
 /// The sandbox record a request's work record holds.
@@ -309,7 +326,10 @@ pub(super) fn options(
             .flatten()
             .filter_map(Result::ok)
             .collect(),
+        carried: Arc::new(Mutex::new(super::edit::Carried::read(view)?)),
     });
+    // The editing worker's bounds, as the request's options record them when given.
+    let given = &run[0].payload["options"];
     let opened: Arc<dyn Workbench> = bench.clone();
     let opts = WorkOptions {
         enabled: true,
@@ -319,8 +339,14 @@ pub(super) fn options(
         check_deadline: DEFAULT_CHECK_DEADLINE,
         output_cap: DEFAULT_CHECK_OUTPUT_CAP,
         diff_cap: DEFAULT_DIFF_CAP,
-        allow_cmds: Vec::new(),
-        max_tool_calls: 0,
+        allow_cmds: string_list(&given["allow_cmds"])
+            .iter()
+            .map(|c| c.trim().to_string())
+            .collect(),
+        max_tool_calls: given["max_tool_calls"]
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(crate::run::edit_tools::DEFAULT_MAX_TOOL_CALLS),
         attempts: super::attempts::count(run),
         attempt_slots: Vec::new(),
         sandbox: Arc::new(Sandboxing::recorded(sandbox_of(&w["sandbox"]))),

@@ -1,0 +1,353 @@
+//! The built-in editing worker of a replayed `--work` run, answered from the record: each
+//! model turn of a task's tool conversation ([`Turns`]) and each tool's outcome in its
+//! worktree ([`Carried`]), so no model is asked and no file is touched. A turn's tool calls
+//! are the model's reply, which the record keeps only in its `tool_call` entries (each names
+//! the turn that asked for it); a tool's outcome is the world's, kept in its `tool_result`.
+//! The engine decides the rest again: which calls are malformed or refused, what each is
+//! numbered, when the loop ends and why (the corrective turn, `--max-tool-calls`, the budget),
+//! the task's `result`, and then its change, checks and ship decision as for any worker.
+//!
+//! What the record cannot answer is refused, naming the seq: a call whose arguments or a result
+//! whose output was cut to the entry's cap, the structured reply of an endpoint that took no
+//! tools, a conversation recorded before entries said which turn asked for each call, a
+//! failed turn kept only as text, and a run under a spend ceiling (the record sums a task's
+//! usage over its turns, and where a ceiling stops a conversation depends on each turn's).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use serde_json::Value as J;
+
+use crate::exec::ExecError;
+use crate::exec::tool_chat::{Msg, ToolUse, Turn};
+use crate::ledger::kind;
+use crate::run::Options;
+use crate::run::edit::NO_REPORT;
+use crate::run::edit_tools::{Hands, Op, Outcome, parse_op};
+use crate::run::lock;
+
+use super::Recorded;
+
+/// The `result` error codes only the editing worker writes.
+const EDIT_CODES: [&str; 4] = [
+    "no_tool_call",
+    "malformed_tool_call",
+    "max_tool_calls",
+    "malformed_fallback",
+];
+
+/// Whether a task's `result` closes an editing worker's conversation: it counts turns, or it
+/// failed the way only that loop fails.
+pub(super) fn is_edit_result(b: &J) -> bool {
+    b.get("turns").is_some() || b["error"].as_str().is_some_and(|c| EDIT_CODES.contains(&c))
+}
+
+/// One recorded tool call: what the model asked for and what the tool gave.
+struct Asked {
+    seq: u64,
+    turn: u64,
+    tool: String,
+    args: String,
+    outcome: Option<Outcome>,
+}
+
+/// One conversation's turns, oldest first.
+type Conversation = VecDeque<Result<Turn, ExecError>>;
+
+/// The model turns of every editing conversation the record holds.
+#[derive(Default)]
+pub(super) struct Turns {
+    /// Per task id: its recorded instruction (a conversation's first message starts with it).
+    instructions: BTreeMap<String, String>,
+    /// Per task: its conversations, oldest first (one per attempt or rung).
+    convs: BTreeMap<String, VecDeque<Conversation>>,
+    /// Per task: the conversation being answered.
+    current: BTreeMap<String, Conversation>,
+    /// The models whose workers held a tool conversation.
+    chat_models: BTreeSet<String>,
+    /// Turns the record had no answer for.
+    unanswered: Vec<String>,
+}
+
+/// The tool entries of a run, per task, in the order they were written, each conversation
+/// ended by its `result`. `Err` names the seq the record cannot answer.
+fn asked_per_result(run: &[Recorded]) -> Result<Vec<(&Recorded, Vec<Asked>)>, String> {
+    let mut pending: BTreeMap<String, Vec<Asked>> = BTreeMap::new();
+    let mut out = Vec::new();
+    for e in run {
+        let b = &e.payload;
+        let task = b["task"].as_str().unwrap_or_default().to_string();
+        match e.kind.as_str() {
+            kind::TOOL_CALL => {
+                let what = format!("the tool call at seq {} (task {task})", e.seq);
+                if b["via"] != "tools" {
+                    return Err(format!(
+                        "{what} was carried out from the structured reply of an endpoint that takes no tools, and the record does not keep the worktree listing that reply was asked with"
+                    ));
+                }
+                if b["truncated"] == true {
+                    return Err(format!(
+                        "{what} keeps the model's arguments cut to the entry's cap, so the record cannot give back the call it made"
+                    ));
+                }
+                let Some(turn) = b["turn"].as_u64() else {
+                    return Err(format!(
+                        "{what} does not say which model turn asked for it (it was recorded before tool calls named their turn), so the record cannot give back the model's replies"
+                    ));
+                };
+                pending.entry(task).or_default().push(Asked {
+                    seq: e.seq,
+                    turn,
+                    tool: b["tool"].as_str().unwrap_or_default().to_string(),
+                    args: b["arguments"].as_str().unwrap_or_default().to_string(),
+                    outcome: None,
+                });
+            }
+            kind::TOOL_RESULT => {
+                let Some(a) = pending
+                    .get_mut(&task)
+                    .and_then(|calls| calls.iter_mut().find(|a| Some(a.seq) == e.parent))
+                else {
+                    continue;
+                };
+                if b["truncated"] == true {
+                    return Err(format!(
+                        "the tool result at seq {} (task {task}) keeps the tool's output cut to the entry's cap, so the record cannot give back what the model was told",
+                        e.seq
+                    ));
+                }
+                a.outcome = Some(Outcome {
+                    ok: b["ok"] == true,
+                    refused: b["refused"] == true,
+                    text: b["output"].as_str().unwrap_or_default().to_string(),
+                });
+            }
+            kind::RESULT => {
+                let id = b["id"].as_str().unwrap_or_default().to_string();
+                let calls = pending.remove(&id).unwrap_or_default();
+                if !calls.is_empty() || is_edit_result(b) {
+                    out.push((e, calls));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The turns of one conversation, from its `result` and its tool calls. The calls of each
+/// turn are the recorded ones; the last turn is rebuilt from how the loop ended: the report
+/// (no calls), a malformed call, one call past `--max-tool-calls`, or the failure.
+fn conversation(result: &Recorded, asked: &[Asked]) -> Result<Conversation, String> {
+    let b = &result.payload;
+    let seq = result.seq;
+    let Some(turns) = b["turns"].as_u64() else {
+        return Err(format!(
+            "the result at seq {seq} closes an editing worker's conversation and does not say how many model turns it took (it was recorded before results counted them)"
+        ));
+    };
+    if let Some(a) = asked.iter().find(|a| a.turn == 0 || a.turn > turns) {
+        return Err(format!(
+            "the tool call at seq {} names turn {} of a conversation of {turns} turns (seq {seq})",
+            a.seq, a.turn
+        ));
+    }
+    let model = b["model"].as_str().unwrap_or_default().to_string();
+    let turn = |k: u64| Turn {
+        text: String::new(),
+        calls: asked
+            .iter()
+            .filter(|a| a.turn == k)
+            .map(|a| use_of(&format!("call_{}", a.seq), &a.tool, &a.args))
+            .collect(),
+        model: model.clone(),
+        usage: None,
+    };
+    let mut out: Vec<Result<Turn, ExecError>> = (1..=turns).map(|k| Ok(turn(k))).collect();
+    let output = b["output"].as_str().unwrap_or_default();
+    let last = out.last_mut();
+    match (b["ok"] == true, b["error"].as_str(), last) {
+        (_, Some("budget" | "no_tool_call"), _) | (_, _, None) => {}
+        (true, None, Some(Ok(t))) if t.calls.is_empty() => {
+            t.text = if output == NO_REPORT { "" } else { output }.to_string();
+        }
+        (false, Some("malformed_tool_call"), Some(Ok(t))) if t.calls.is_empty() => {
+            t.calls.push(use_of("malformed", "", ""));
+        }
+        (false, Some("max_tool_calls"), Some(Ok(t))) => {
+            t.calls.push(use_of("past_the_cap", "list_files", "{}"));
+        }
+        (false, Some("other"), Some(last)) => {
+            let msg = output.strip_prefix("error: ").unwrap_or(output);
+            *last = Err(ExecError::Other(msg.to_string()));
+        }
+        (_, code, _) => {
+            return Err(format!(
+                "the result at seq {seq} keeps only the text of how its editing worker's conversation ended ({}), not the reply that ended it",
+                code.unwrap_or("a report after a tool call")
+            ));
+        }
+    }
+    // The task's usage, summed over its turns, comes back with the first turn that answered.
+    if let Some(Ok(t)) = out.iter_mut().find(|t| t.is_ok()) {
+        t.usage = super::usage(b);
+    }
+    Ok(out.into())
+}
+
+fn use_of(id: &str, name: &str, raw: &str) -> ToolUse {
+    ToolUse {
+        id: id.to_string(),
+        name: name.to_string(),
+        raw: raw.to_string(),
+    }
+}
+
+impl Turns {
+    /// The conversations of a run's entries (seq order). `Err` names the seq the record
+    /// cannot answer.
+    pub(super) fn read(run: &[Recorded]) -> Result<Turns, String> {
+        let mut t = Turns::default();
+        for e in run.iter().filter(|e| e.kind == kind::TASK) {
+            let b = &e.payload;
+            if let (Some(id), Some(i)) = (b["id"].as_str(), b["instruction"].as_str()) {
+                t.instructions.insert(id.to_string(), i.to_string());
+            }
+        }
+        for (result, asked) in asked_per_result(run)? {
+            let b = &result.payload;
+            let conv = conversation(result, &asked)?;
+            if let Some(m) = b["model"].as_str() {
+                t.chat_models.insert(m.to_string());
+            }
+            let id = b["id"].as_str().unwrap_or_default().to_string();
+            t.convs.entry(id).or_default().push_back(conv);
+        }
+        Ok(t)
+    }
+
+    /// Whether the worker of `model` held a tool conversation in the run.
+    pub(super) fn chats(&self, model: &str) -> bool {
+        self.chat_models.contains(model)
+    }
+
+    /// The calls the record had no answer for.
+    pub(super) fn unanswered(&self) -> &[String] {
+        &self.unanswered
+    }
+
+    /// The next turn of the conversation `messages` holds: its first message (the task's
+    /// prompt) names the task, and a conversation of one message is a new one.
+    pub(super) fn turn(&mut self, messages: &[Msg]) -> Result<Turn, ExecError> {
+        let prompt = match messages.first() {
+            Some(Msg::User(p)) => p.as_str(),
+            _ => "",
+        };
+        let task = self
+            .instructions
+            .iter()
+            .filter(|(_, i)| prompt.starts_with(i.as_str()))
+            .max_by_key(|(_, i)| i.len())
+            .map(|(id, _)| id.clone())
+            .unwrap_or_default();
+        if messages.len() == 1 {
+            // A conversation that asked nothing (stopped before its first turn) is passed by.
+            let next = self
+                .convs
+                .get_mut(&task)
+                .and_then(|q| std::iter::from_fn(|| q.pop_front()).find(|c| !c.is_empty()));
+            self.current.insert(task.clone(), next.unwrap_or_default());
+        }
+        match self.current.get_mut(&task).and_then(VecDeque::pop_front) {
+            Some(t) => t,
+            None => {
+                let line = format!(
+                    "the record holds no reply for a turn of the editing worker on task {task}"
+                );
+                self.unanswered.push(line.clone());
+                Err(ExecError::Other(line))
+            }
+        }
+    }
+}
+
+/// Refuses an editing worker's run that ran under a spend ceiling (see the module doc).
+pub(super) fn check_ceilings(run: &[Recorded], opts: &Options) -> Result<(), String> {
+    if !opts.ceilings.any() {
+        return Ok(());
+    }
+    match run.iter().find(|e| {
+        e.kind == kind::TOOL_CALL || (e.kind == kind::RESULT && is_edit_result(&e.payload))
+    }) {
+        Some(e) => Err(format!(
+            "seq {} of run {} is the editing worker's, and the run ran under a spend ceiling: the record keeps a task's usage summed over its model turns, not each turn's, which decides where a ceiling stops it, so strict replay refuses",
+            e.seq, run[0].seq
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The tools' outcomes the record holds, per task, in the order they were carried out.
+#[derive(Default)]
+pub(super) struct Carried {
+    calls: BTreeMap<String, VecDeque<(String, String, Outcome)>>,
+    unanswered: Vec<String>,
+}
+
+impl Carried {
+    /// The outcomes of a run's entries (seq order).
+    pub(super) fn read(run: &[Recorded]) -> Result<Carried, String> {
+        let mut c = Carried::default();
+        for (result, asked) in asked_per_result(run)? {
+            let id = result.payload["id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let q = c.calls.entry(id).or_default();
+            for a in asked {
+                if let Some(o) = a.outcome {
+                    q.push_back((a.tool, a.args, o));
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    /// The calls the record had no answer for.
+    pub(super) fn unanswered(&self) -> &[String] {
+        &self.unanswered
+    }
+
+    /// The outcome of `op` in `task`'s worktree: that of the next recorded call that asked
+    /// for the same operation. Calls the engine refused or found malformed never reached the
+    /// worktree, so the ones before it that ask for something else are passed by.
+    fn carry(&mut self, task: &str, op: &Op) -> Outcome {
+        let allowed: Vec<String> = match op {
+            Op::Run { command } => vec![command.clone()],
+            _ => Vec::new(),
+        };
+        let q = self.calls.entry(task.to_string()).or_default();
+        while let Some((tool, args, outcome)) = q.pop_front() {
+            let Ok(args) = use_of("", &tool, &args).arguments() else {
+                continue;
+            };
+            if matches!(parse_op(&tool, &args, &allowed), Ok(Ok(o)) if o == *op) {
+                return outcome;
+            }
+        }
+        let line = format!("the record holds no outcome for the tool call {op:?} of task {task}");
+        self.unanswered.push(line.clone());
+        Outcome::failed(line)
+    }
+}
+
+/// The hands of one task's replayed worktree: each outcome from the record.
+pub(super) struct ReplayHands {
+    pub(super) task: String,
+    pub(super) carried: std::sync::Arc<std::sync::Mutex<Carried>>,
+}
+
+impl Hands for ReplayHands {
+    fn carry(&self, op: &Op) -> Outcome {
+        lock(&self.carried).carry(&self.task, op)
+    }
+}
