@@ -17,7 +17,7 @@ use crate::work_run::{model, payloads, setup};
 
 /// Two tasks: T1 tries to get out of its sandbox and writes down how each try went; T2 writes
 /// one file.
-const PLAN: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"probe the walls","depends_on":[],"done_when":["probe.txt says"]},{"id":"T2","agent":"backend","instruction":"write f2.txt","depends_on":[],"done_when":["the file is there"]}]}"#;
+const PLAN: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"probe the walls","depends_on":[],"done_when":["probe.txt says"]},{"id":"T2","agent":"backend","instruction":"write f2.txt among the files","depends_on":[],"done_when":["the file is there"]}]}"#;
 
 /// An attempt id as the writer issues them.
 const ATTEMPT: &str = "0123456789abcdef0123456789abcdef";
@@ -138,10 +138,12 @@ fn a_dispatched_task_cannot_write_outside_its_worktree_or_reach_the_network_and_
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(c.path().join("worker.log")).unwrap());
         let _worker = Guarded(w.spawn().unwrap());
+        // The writer's pushes (bases, ledger) go through the hook too.
         let mut s = repo.forum();
+        s.env("PATH", path_with_binary());
         s.args(["submit", "--work", "--no-sandbox", "--check", "true"])
             .args(["--dispatch", &server.url(), "--cmd", &m, "--json"])
-            .arg("check the sandbox");
+            .arg("test the walls and the files");
         let runs = tempfile::tempdir().unwrap();
         let (ok, out, err) = run_bounded(s, runs.path());
         let log = std::fs::read_to_string(c.path().join("worker.log")).unwrap_or_default();
