@@ -29,6 +29,7 @@
 use std::collections::BTreeSet;
 
 pub(crate) mod push;
+pub(crate) mod worker_push;
 
 use crate::plan::Plan;
 use crate::roster::{AgentSpec, Roster};

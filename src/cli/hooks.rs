@@ -122,6 +122,7 @@ pub(crate) fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
             "path": done.path.display().to_string(),
             "action": action,
             "hooks_path": done.hooks_path,
+            "push_options": done.push_options,
         }))
     } else {
         ctx.out(&format!("{action} {hook} hook: {}", done.path.display()))?;
@@ -129,6 +130,11 @@ pub(crate) fn hooks(ctx: &Ctx, args: HooksArgs) -> Result<(), CliError> {
             ctx.out(&format!(
                 "note: core.hooksPath is set ({p}); git runs hooks from there, so that is where the hook went"
             ))?;
+        }
+        if done.push_options {
+            ctx.out(
+                "set receive.advertisePushOptions: a dispatch worker's push says forum-worker=NAME, and the hook holds it to its results prefix",
+            )?;
         }
         if install {
             ctx.out(
@@ -170,7 +176,7 @@ pub(crate) fn hook(ctx: &Ctx, args: HookArgs) -> Result<(), CliError> {
 }
 
 fn server_check(ctx: &Ctx, updates: &[hooks::RefUpdate]) -> Result<(), CliError> {
-    let refused = hooks::server_check(&ctx.dir, updates)?;
+    let refused = hooks::server_check(&ctx.dir, updates, &hooks::Pusher::from_env())?;
     for r in &refused {
         eprintln!("git forum: refusing {}: {}", r.refname, r.why);
     }

@@ -75,6 +75,23 @@ pub(crate) struct WorkerArgs {
     /// as a duplicate and never merges it).
     #[arg(long, hide = true)]
     pub(crate) answer_twice: bool,
+    /// Run tasks unconfined. Without it a worker runs each task's seat and checks under
+    /// bubblewrap as a local --work run does (its task's worktree writable, the repository
+    /// read-only, no home, no network), and refuses to start where bubblewrap is not usable;
+    /// [work] sandbox = false in .forum/runtime.toml says the same.
+    #[arg(long)]
+    pub(crate) no_sandbox: bool,
+    /// Let confined seats and checks use the network; not with --no-sandbox.
+    #[arg(long)]
+    pub(crate) sandbox_net: bool,
+    /// One more path confined seats and checks may read (repeatable), after [work]
+    /// sandbox_read.
+    #[arg(long = "sandbox-read", value_name = "PATH")]
+    pub(crate) sandbox_read: Vec<PathBuf>,
+    /// One more host a confined coding agent may reach through git forum's egress proxy
+    /// (HOST or HOST:PORT, repeatable), after [work] sandbox_allow_host.
+    #[arg(long = "sandbox-allow-host", value_name = "HOST")]
+    pub(crate) sandbox_allow_host: Vec<String>,
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
     pub(crate) roster: Option<PathBuf>,
@@ -95,6 +112,7 @@ pub(crate) fn run(ctx: &Ctx, a: WorkerArgs) -> Result<(), CliError> {
         a.exec.runtime_config.as_deref(),
         &a.exec.to_flags(),
     )?;
+    let work = loaded.runtime.work.clone();
     let fleet =
         Fleet::new(loaded.runtime).map_err(|e| CliError::usage(format!("cannot work: {e}")))?;
     let req = WorkerRequest {
@@ -106,8 +124,19 @@ pub(crate) fn run(ctx: &Ctx, a: WorkerArgs) -> Result<(), CliError> {
         name: a.name.clone(),
         max_tasks: a.max_tasks,
         answer_twice: a.answer_twice,
+        no_sandbox: a.no_sandbox,
+        sandbox_net: a.sandbox_net,
+        sandbox_read: a.sandbox_read.clone(),
+        sandbox_allow_host: a.sandbox_allow_host.clone(),
     };
-    let n = crate::surface::worker::worker(&ctx.dir, &ctx.ledger, &req, Arc::new(fleet), roster)?;
+    let n = crate::surface::worker::worker(
+        &ctx.dir,
+        &ctx.ledger,
+        &req,
+        &work,
+        Arc::new(fleet),
+        roster,
+    )?;
     if ctx.json {
         println!("{}", serde_json::json!({"tasks": n}));
     } else {

@@ -4,9 +4,17 @@
 //! pushes the change commit under `refs/forum/results/`, publishes the result and acknowledges
 //! the task. While it works it extends the task's lease, so a worker that dies stops renewing
 //! and the task goes to another after the lease. A worker never writes the ledger.
+//!
+//! The seat and the checks run under the worker's sandbox ([`confine`]), as a local `--work`
+//! task's do; the result says how they were confined. The change is then committed outside
+//! the sandbox on git forum's terms (the worktree's admin directory and work tree named
+//! explicitly, no hooks or fsmonitor, attributes from the task's base), and pushed with the
+//! push option `forum-worker=NAME`, by which the server-side hook holds the push to the
+//! task's results ref (`crate::policy::worker_push`).
+
+pub(crate) mod confine;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,8 +22,13 @@ use std::time::{Duration, Instant};
 use super::nats::{Connection, Pulled, Settings};
 use super::protocol::{self, CheckClaim, ModelCall, RESULT_SCHEMA, ResultMessage, TaskMessage};
 use super::writer::git_line;
+use crate::exec::command::{in_jail, in_workdir};
+use crate::exec::sandbox::probe::Jail;
 use crate::exec::{Call, Executor, Seats};
 use crate::roster::Roster;
+
+/// The most bytes of a check's output a worker keeps (it reports only the exit).
+const CHECK_OUTPUT_CAP: usize = 64 * 1024;
 
 /// What one worker process serves.
 pub(crate) struct WorkerOptions {
@@ -40,6 +53,11 @@ pub(crate) struct WorkerOptions {
     /// Publish every result twice (a fault for the tests: the writer must witness the second
     /// as a duplicate and never merge it).
     pub(crate) answer_twice: bool,
+    /// The sandbox every task's seat and checks run in (`None`: unconfined, by the user's
+    /// `--no-sandbox` or `[work] sandbox = false`).
+    pub(crate) jail: Option<Arc<Jail>>,
+    /// What results say of it ([`confine::claim`]).
+    pub(crate) confinement: String,
 }
 
 /// Serves tasks until killed (or `max_tasks` are done). Fails in one line when the server
@@ -167,7 +185,7 @@ impl Worker<'_> {
             tool_calls: Vec::new(),
             model_calls: Vec::new(),
             checks: Vec::new(),
-            confinement: "unconfined".into(),
+            confinement: self.o.confinement.clone(),
         };
         let dir = match tempfile::Builder::new().prefix("forum-worker-").tempdir() {
             Ok(d) => d,
@@ -177,7 +195,17 @@ impl Worker<'_> {
         if let Err(e) = self.open(task, &tree) {
             return failed(r, "work", e);
         }
-        let out = self.run_task(task, &tree, &mut r);
+        // Read before the seat runs, so the admin directory is the one git made.
+        let out = git_line(&tree, &["rev-parse", "--absolute-git-dir"])
+            .map_err(|e| ("work", e))
+            .and_then(|admin| {
+                let admin = PathBuf::from(admin);
+                let private = dir.path().join("private");
+                let jail =
+                    confine::jail_for(self.o.jail.as_ref(), &self.o.repo, &tree, &admin, &private)
+                        .map_err(|e| ("sandbox", format!("cannot confine the task: {e}")))?;
+                self.run_task(task, &tree, &admin, jail, &mut r)
+            });
         let r = match out {
             Ok(()) => r,
             Err((code, why)) => failed(r, code, why),
@@ -231,12 +259,14 @@ impl Worker<'_> {
         .map(|_| ())
     }
 
-    /// Calls the worker seat in `tree`, commits what it changed, runs the checks and pushes
-    /// the commit, filling `r`.
+    /// Calls the worker seat in `tree` (whose admin directory is `admin`) in `jail`, commits
+    /// what it changed, runs the checks there and pushes the commit, filling `r`.
     fn run_task(
         &self,
         task: &TaskMessage,
         tree: &Path,
+        admin: &Path,
+        jail: Option<Arc<Jail>>,
         r: &mut ResultMessage,
     ) -> Result<(), (&'static str, String)> {
         let exec: Arc<dyn Executor> = match self.o.seat.as_deref().or(task.seat.as_deref()) {
@@ -258,7 +288,7 @@ impl Worker<'_> {
             max_tokens: Some(512),
         };
         r.model = exec.model();
-        let reply = crate::exec::command::in_workdir(tree, || exec.call(&call))
+        let reply = in_jail(jail.clone(), || in_workdir(tree, || exec.call(&call)))
             .map_err(|e| (e.code(), format!("error: {e}")))?;
         if reply.text.trim().is_empty() {
             return Err(("empty", "error: the model returned an empty answer".into()));
@@ -273,28 +303,45 @@ impl Worker<'_> {
         }
         r.output = truncate(&reply.text, protocol::MAX_TEXT_BYTES);
         r.commit = self
-            .commit(task, tree, &r.output)
+            .commit(task, tree, admin, &r.output)
             .map_err(|e| ("work", e))?;
+        let deadline = Duration::from_secs(task.check_seconds);
         for cmd in &task.checks {
             r.checks
-                .push(check(tree, cmd, Duration::from_secs(task.check_seconds)));
+                .push(in_jail(jail.clone(), || check(tree, cmd, deadline)));
         }
         if let Some(c) = &r.commit {
             let to = protocol::result_ref(&task.ledger, task.run, &task.task_ref, &task.attempt);
-            git_line(
-                &self.o.repo,
-                &[
-                    "push",
-                    "--quiet",
-                    "--no-verify",
-                    &self.o.remote,
-                    &format!("+{c}:{to}"),
-                ],
-            )
-            .map_err(|e| ("work", format!("cannot push the change to {to}: {e}")))?;
+            self.push(c, &to)
+                .map_err(|e| ("work", format!("cannot push the change to {to}: {e}")))?;
         }
         r.ok = true;
         Ok(())
+    }
+
+    /// Pushes `commit` to `to` on the remote, saying it is this worker's push (`-o
+    /// forum-worker=NAME`); to a remote that takes no push options (one without git forum's
+    /// server hook), the same push without it.
+    fn push(&self, commit: &str, to: &str) -> Result<String, String> {
+        let option = format!("{}={}", crate::policy::worker_push::OPTION, self.o.name);
+        let spec = format!("+{commit}:{to}");
+        let remote = self.o.remote.as_str();
+        let with = [
+            "push",
+            "--quiet",
+            "--no-verify",
+            "-o",
+            &option,
+            remote,
+            &spec,
+        ];
+        match git_line(&self.o.repo, &with) {
+            Err(e) if e.contains("does not support push options") => git_line(
+                &self.o.repo,
+                &["push", "--quiet", "--no-verify", remote, &spec],
+            ),
+            done => done,
+        }
     }
 
     /// Commits everything changed in `tree` on the base, with trailers tying it to the task's
@@ -303,10 +350,19 @@ impl Worker<'_> {
         &self,
         task: &TaskMessage,
         tree: &Path,
+        admin: &Path,
         report: &str,
     ) -> Result<Option<String>, String> {
-        git_line(tree, &["add", "-A"])?;
-        let status = git_line(tree, &["status", "--porcelain", "--untracked-files=no"])?;
+        let git = |args: &[&str]| {
+            let mut cmd = own_terms(tree, admin, &task.base);
+            cmd.args(args);
+            cmd
+        };
+        run_git(git(&["add", "-A"]), None)?;
+        let status = run_git(
+            git(&["status", "--porcelain", "--untracked-files=no"]),
+            None,
+        )?;
         if status.is_empty() {
             return Ok(None);
         }
@@ -325,32 +381,56 @@ impl Worker<'_> {
             task.attempt,
             self.o.name
         );
-        let mut cmd = crate::gitproc::in_dir(tree);
-        cmd.args([
+        let mut cmd = git(&[
             "commit",
             "--quiet",
             "--no-verify",
             "--no-gpg-sign",
             "-F",
             "-",
-        ])
-        .env(
+        ]);
+        cmd.env(
             "GIT_AUTHOR_NAME",
             format!("{} (git forum worker)", task.agent),
         )
         .env("GIT_AUTHOR_EMAIL", "worker@git-forum.invalid")
         .env("GIT_COMMITTER_NAME", "git forum worker")
         .env("GIT_COMMITTER_EMAIL", "worker@git-forum.invalid");
-        let out = crate::gitproc::output(cmd, Some(message.as_bytes()), 1 << 20)
-            .map_err(|e| e.to_string())?;
-        if !out.status.success() {
-            return Err(format!(
-                "git commit: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        git_line(tree, &["rev-parse", "HEAD"]).map(Some)
+        run_git(cmd, Some(message.as_bytes()))?;
+        run_git(git(&["rev-parse", "HEAD"]), None).map(|h| Some(h.trim().to_string()))
     }
+}
+
+/// `git` on the worktree `tree` on git forum's terms: its admin directory and work tree
+/// named (a `.git` the seat wrote there is never followed), attributes from the task's base
+/// (`base`: a `.gitattributes` the seat wrote selects no filter), no hooks, no fsmonitor.
+fn own_terms(tree: &Path, admin: &Path, base: &str) -> std::process::Command {
+    let mut cmd = crate::gitproc::in_dir(tree);
+    cmd.env("GIT_DIR", admin)
+        .env("GIT_WORK_TREE", tree)
+        .env("GIT_ATTR_SOURCE", base)
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+        ]);
+    cmd
+}
+
+/// Runs a git command (with `input` on stdin), its output read to a bound; its stdout, or the
+/// first line of its stderr.
+fn run_git(cmd: std::process::Command, input: Option<&[u8]>) -> Result<String, String> {
+    let out = crate::gitproc::output(cmd, input, 16 << 20).map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let line = err
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("failed");
+        return Err(format!("git: {}", line.trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// `r` as a failure with error `code` and output `why`.
@@ -374,35 +454,17 @@ fn truncate(s: &str, max: usize) -> String {
     s[..end].to_string()
 }
 
-/// Runs one check command with `sh -c` in `tree`, killed after `deadline`.
+/// Runs one check command with `sh -c` in `tree` (confined when this thread is in the
+/// worker's jail), killed after `deadline`.
 fn check(tree: &Path, cmd: &str, deadline: Duration) -> CheckClaim {
     let start = Instant::now();
-    let child = Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .current_dir(tree)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    let exit = match child {
-        Err(_) => None,
-        Ok(mut c) => loop {
-            match c.try_wait() {
-                Ok(Some(s)) => break s.code(),
-                Ok(None) if start.elapsed() > deadline => {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    break None;
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                Err(_) => break None,
-            }
-        },
+    let (ok, exit) = match crate::work::run_check(tree, cmd, deadline, CHECK_OUTPUT_CAP) {
+        Ok(ran) => (ran.ok, ran.exit),
+        Err(_) => (false, None),
     };
     CheckClaim {
         command: cmd.to_string(),
-        ok: exit == Some(0),
+        ok,
         exit,
         seconds: (start.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
     }

@@ -6,6 +6,12 @@
 //! the hook file (after its `#!` line), so an existing hook keeps working; the block saves the
 //! hook's stdin, hands it to `git forum hook NAME "$@"`, and restores it for the rest of the
 //! script. Uninstalling removes only that block, and the file when nothing else is left.
+//!
+//! On the server side the same check also holds a dispatch worker's push to one new ref under
+//! its results prefix ([`worker_push`]); installing the server hook lets clients send the push
+//! option that says a push is a worker's (`receive.advertisePushOptions`).
+
+mod worker_push;
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +21,7 @@ use crate::store::git::{LEDGER_PREFIX, StoreError, open_repo};
 use crate::store::sync::{self, CatFile, Git};
 
 pub(crate) use crate::store::sync::RefUpdate;
+pub(crate) use worker_push::Pusher;
 
 /// The largest hook file `hooks install` reads to add its block to.
 pub(crate) const MAX_HOOK_FILE_BYTES: u64 = 1024 * 1024;
@@ -157,6 +164,9 @@ pub(crate) struct HookFileChange {
     pub(crate) action: &'static str,
     /// The repository's `core.hooksPath`, when it redirects where git runs hooks from.
     pub(crate) hooks_path: Option<String>,
+    /// Whether installing the server hook let clients send push options (so a dispatch
+    /// worker's `forum-worker` option reaches it).
+    pub(crate) push_options: bool,
 }
 
 /// Installs (`install`) or removes the git forum block in the pre-push hook (with `server`:
@@ -188,11 +198,16 @@ pub(crate) fn change_hook_file(
     } else {
         remove_block(&path, existing.as_deref())?
     };
+    let push_options = install && server;
+    if push_options {
+        worker_push::advertise_push_options(&Git::for_repo(&repo))?;
+    }
     Ok(HookFileChange {
         hook,
         path,
         action,
         hooks_path,
+        push_options,
     })
 }
 
@@ -516,15 +531,29 @@ pub(crate) struct RefusedUpdate {
     pub(crate) why: String,
 }
 
-/// The server-side check of the repository at `dir` (pre-receive, update): deletions and
-/// non-append updates of ledger refs are refused. Returns the refused updates (none: accept).
-pub(crate) fn server_check(dir: &Path, updates: &[RefUpdate]) -> Result<Vec<RefusedUpdate>> {
+/// The server-side check of the repository at `dir` (pre-receive, update) of a push by
+/// `pusher`: deletions and non-append updates of ledger refs are refused, and a dispatch
+/// worker's push may only create results refs ([`worker_push`]). Returns the refused updates
+/// (none: accept).
+pub(crate) fn server_check(
+    dir: &Path,
+    updates: &[RefUpdate],
+    pusher: &Pusher,
+) -> Result<Vec<RefusedUpdate>> {
     if updates.is_empty() {
         return Ok(Vec::new());
     }
     let repo = open_repo(dir)?;
     let git = Git::for_repo(&repo);
-    let mut refused = server_branch_refusals(&git, updates)?;
+    let mut refused = worker_push::refusals(&git, pusher, updates)?;
+    // A ref the workers' rule refused is not looked at again: one line says why.
+    let rest: Vec<RefUpdate> = updates
+        .iter()
+        .filter(|u| !refused.iter().any(|r| r.refname == u.refname))
+        .cloned()
+        .collect();
+    let updates = rest.as_slice();
+    refused.extend(server_branch_refusals(&git, updates)?);
     if !updates.iter().any(|u| u.refname.starts_with(LEDGER_PREFIX)) {
         return Ok(refused);
     }
@@ -635,7 +664,7 @@ pub(crate) fn check(
         .collect()
     } else {
         let updates = pre_receive_updates(&mut input)?;
-        server_check(dir, &updates)?
+        server_check(dir, &updates, &Pusher::default())?
             .into_iter()
             .map(|r| Refusal {
                 refname: Some(r.refname),
@@ -803,7 +832,10 @@ mod tests {
             Vec::<String>::new()
         );
         let none: Vec<RefUpdate> = Vec::new();
-        assert_eq!(server_check(dir.path(), &none).unwrap(), Vec::new());
+        assert_eq!(
+            server_check(dir.path(), &none, &Pusher::default()).unwrap(),
+            Vec::new()
+        );
     }
 
     #[test]
@@ -822,7 +854,7 @@ mod tests {
                 new: zero,
             },
         ];
-        let refused = server_check(dir.path(), &updates).unwrap();
+        let refused = server_check(dir.path(), &updates, &Pusher::default()).unwrap();
         assert_eq!(
             refused,
             vec![RefusedUpdate {

@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use super::{Error, Result};
 use crate::exec::Seats;
+use crate::exec::sandbox::probe::Jail;
+use crate::exec::sandbox::profile::Profile;
+use crate::exec::sandbox::{INSTALL_HINT, Record};
 use crate::fleet::nats::Settings;
 use crate::roster::Roster;
 
@@ -89,14 +92,67 @@ pub(crate) struct WorkerRequest {
     pub(crate) max_tasks: Option<u64>,
     /// Publish each result twice (a fault for tests).
     pub(crate) answer_twice: bool,
+    /// `--no-sandbox`: run tasks unconfined (else confined, or the worker is refused where
+    /// bubblewrap is not usable, unless `[work] sandbox = false`).
+    pub(crate) no_sandbox: bool,
+    /// `--sandbox-net`: confined seats and checks keep the network.
+    pub(crate) sandbox_net: bool,
+    /// `--sandbox-read PATH`: more paths they may read (after `[work] sandbox_read`).
+    pub(crate) sandbox_read: Vec<PathBuf>,
+    /// `--sandbox-allow-host HOST[:PORT]`: more hosts a confined coding agent's egress admits
+    /// (after `[work] sandbox_allow_host`).
+    pub(crate) sandbox_allow_host: Vec<String>,
 }
 
-/// Serves dispatched tasks of `ledger` from the clone at `dir` with `seats`; returns how many
-/// it did (when `max_tasks` stopped it).
+/// The sandbox a worker runs every task in, from its flags and its clone's `[work]` table
+/// (`work`), as a local `--work` run's: the jail (`None`: unconfined) and what results say of
+/// it. A worker runs tasks others sent it, so where neither `--no-sandbox` nor `[work] sandbox
+/// = false` says otherwise it is confined or refused: a machine without a usable bubblewrap is
+/// one line, before anything connects.
+fn sandbox(
+    dir: &Path,
+    req: &WorkerRequest,
+    work: &crate::exec::config::WorkConfig,
+) -> Result<(Option<Arc<Jail>>, String)> {
+    let flag = if req.no_sandbox {
+        Some(false)
+    } else if work.sandbox == Some(false) {
+        None
+    } else {
+        Some(true)
+    };
+    let opts = super::run::RunOptions {
+        sandbox: flag,
+        sandbox_net: req.sandbox_net,
+        sandbox_read: req.sandbox_read.clone(),
+        sandbox_allow_host: req.sandbox_allow_host.clone(),
+        ..Default::default()
+    };
+    let (mut record, jail) = opts.sandboxing(work, false)?.resolve().map_err(|e| {
+        Error::usage(format!(
+            "a worker runs its tasks under bubblewrap, which is not usable here ({}): {INSTALL_HINT}",
+            e.why
+        ))
+    })?;
+    // The clone's own environment (its venv, node_modules, toolchains), as a local run's.
+    let jail = jail.map(|j| {
+        let profile = Profile::resolve(dir, &|k| std::env::var(k).ok());
+        if let Record::Confined { bound, .. } = &mut record {
+            *bound = profile.listed();
+        }
+        Arc::new(j.with_profile(profile))
+    });
+    Ok((jail, crate::fleet::worker::confine::claim(&record)))
+}
+
+/// Serves dispatched tasks of `ledger` from the clone at `dir` with `seats`, under the sandbox
+/// its flags and `work` (the clone's `[work]` table) ask for; returns how many it did (when
+/// `max_tasks` stopped it).
 pub(crate) fn worker(
     dir: &Path,
     ledger: &str,
     req: &WorkerRequest,
+    work: &crate::exec::config::WorkConfig,
     seats: Arc<dyn Seats>,
     roster: Roster,
 ) -> Result<u64> {
@@ -113,6 +169,7 @@ pub(crate) fn worker(
         )));
     }
     crate::store::git::validate_ledger_name(ledger).map_err(|e| Error::usage(e.to_string()))?;
+    let (jail, confinement) = sandbox(dir, req, work)?;
     let name = req
         .name
         .clone()
@@ -130,6 +187,8 @@ pub(crate) fn worker(
         roster,
         max_tasks: req.max_tasks,
         answer_twice: req.answer_twice,
+        jail,
+        confinement,
     };
     crate::fleet::worker::serve(o).map_err(Error::unavailable)
 }

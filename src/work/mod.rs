@@ -50,7 +50,7 @@ mod hostile;
 mod racy;
 pub(crate) mod run_diff;
 mod stale;
-mod view;
+pub(crate) mod view;
 
 use std::collections::HashMap;
 use std::fs::File;

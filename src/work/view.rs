@@ -91,7 +91,7 @@ pub(super) fn reading_config(listed: &[u8]) -> String {
 
 /// Writes the stripped configuration of the repository whose common dir is `common` into
 /// `private` (the run's private directory); returns its path.
-pub(super) fn write_config(common: &Path, private: &Path) -> Result<PathBuf, WorkError> {
+pub(crate) fn write_config(common: &Path, private: &Path) -> Result<PathBuf, WorkError> {
     let file = common.join("config");
     let shown = file.to_string_lossy().into_owned();
     let out = git::run(common, &["config", "--file", &shown, "--list", "-z"])?;
@@ -128,7 +128,7 @@ fn alternates(objects: &Path) -> Vec<PathBuf> {
 /// The read-only binds (`(source, where it appears)`) a sandbox shows a command in the
 /// worktree whose admin directory is `admin`, in the repository whose common dir is `common`,
 /// with `config` (from [`write_config`]) in place of the repository's configuration.
-pub(super) fn binds(common: &Path, admin: &Path, config: &Path) -> Vec<(PathBuf, PathBuf)> {
+pub(crate) fn binds(common: &Path, admin: &Path, config: &Path) -> Vec<(PathBuf, PathBuf)> {
     let mut out = Vec::new();
     let mut same = |p: PathBuf| {
         if p.symlink_metadata().is_ok() {

@@ -315,13 +315,14 @@ fn six_tasks_on_three_workers_one_killed_are_each_merged_once_as_in_process() {
         let clones: Vec<_> = (0..3).map(|_| clone(&url)).collect();
         let mark = clones[0].path().join("started");
         let slow = slow_model(clones[0].path(), &m, &mark);
-        // The first worker takes a task and is killed while its model works on it.
+        // The first worker takes a task and is killed while its model works on it (unconfined:
+        // its model marks its start outside the worktree, which a sandbox would not let it).
         let mut victim = worker(
             repo,
             clones[0].path(),
             &server,
             &slow,
-            &["--name", "victim"],
+            &["--name", "victim", "--no-sandbox"],
         );
         let run = submit(repo, &server, &m);
         crate::common::wait_until(

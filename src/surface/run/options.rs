@@ -382,8 +382,13 @@ impl RunOptions {
         }
     }
 
-    /// The sandbox the workers run in, probed when there is work to run.
-    fn sandboxing(&self, defaults: &config::WorkConfig, working: bool) -> Result<Sandboxing> {
+    /// The sandbox the workers run in, probed when there is work to run (a dispatch worker's
+    /// too, `crate::surface::worker`).
+    pub(crate) fn sandboxing(
+        &self,
+        defaults: &config::WorkConfig,
+        working: bool,
+    ) -> Result<Sandboxing> {
         if self.sandbox == Some(false) && self.sandbox_net {
             return Err(Error::usage(
                 "--sandbox-net keeps the network inside the sandbox, which --no-sandbox turns off: give one or the other",
