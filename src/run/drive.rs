@@ -48,6 +48,9 @@ pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFr
         Some(o) => run.put_naming_work(None, &o.checks, |w| {
             let mut p = payload.clone();
             p["work"] = work_record(w);
+            if let Some(d) = run.dispatcher() {
+                p["work"]["dispatch"] = d.record();
+            }
             (
                 "client",
                 kind::REQUEST,
@@ -223,6 +226,9 @@ pub(super) fn drive(
             &verdicts,
         );
     };
+    // A result that came twice after the last wave (a slow worker answering late) is
+    // witnessed before the run ends, and never merged.
+    run.witness_duplicates()?;
     let models = !course.solo;
     match deliver(
         run,

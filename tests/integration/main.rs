@@ -20,6 +20,7 @@ mod daemon;
 mod daemon_guard;
 mod demo;
 mod dispatch_nats;
+mod dispatch_ops;
 mod docs;
 mod edges;
 mod edit_worker;
