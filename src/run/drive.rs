@@ -226,16 +226,13 @@ pub(super) fn drive(
             &verdicts,
         );
     };
-    // A result that came twice after the last wave (a slow worker answering late) is
-    // witnessed before the run ends, and never merged.
     run.witness_duplicates()?;
-    let models = !course.solo;
     match deliver(
         run,
         course.request,
         course.frame,
         (answer_seq, answer),
-        models,
+        !course.solo,
     )? {
         Delivered::Answer(seq, text) => Ok(end(Status::Answered, Some((seq, text)), &verdicts)),
         Delivered::Ceiling(stage) => {

@@ -283,7 +283,8 @@ impl Run<'_, '_> {
     }
 
     /// Witnesses every result that came for a task already answered: a `duplicate_result`
-    /// under the task's dispatch, never merged.
+    /// under the task's dispatch, never merged. Called after each wave, and once more before
+    /// the run delivers its answer, for one that came after the last wave.
     pub(super) fn witness_duplicates(&self) -> Result<(), RunError> {
         let Some(d) = self.dispatcher() else {
             return Ok(());
