@@ -215,6 +215,9 @@ pub(crate) fn status_text(r: &status::StatusReport) -> String {
         )),
         None => out.push("last run: none yet (git forum submit starts one)".into()),
     }
+    if let Some(d) = r.last_run.as_ref().and_then(|r| r.dispatch.as_ref()) {
+        out.extend(dispatch_lines(d));
+    }
     if r.ledgers.is_empty() {
         out.push("ledgers: none yet (the first append creates one)".into());
     }
@@ -256,4 +259,22 @@ fn hooks_line(hooks: &[String]) -> String {
     } else {
         format!("hooks: {}", hooks.join(", "))
     }
+}
+
+/// The lines of a dispatched run's figures on its server.
+fn dispatch_lines(d: &crate::surface::worker::DispatchStatus) -> Vec<String> {
+    if let Some(e) = &d.error {
+        return vec![format!("dispatch: {} ({e})", d.server)];
+    }
+    let mut out = vec![format!(
+        "dispatch: {}, stream {}: {} of the run's tasks on the stream, {} results to witness; workers' consumer: {} pending, {} in flight, {} redelivered",
+        d.server, d.stream, d.run_tasks, d.results_waiting, d.pending, d.in_flight, d.redelivered
+    )];
+    for w in &d.workers {
+        out.push(format!(
+            "worker {}: {} task {} of run {}, {} s ago",
+            w.worker, w.state, w.task, w.run, w.age_seconds
+        ));
+    }
+    out
 }

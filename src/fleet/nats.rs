@@ -26,6 +26,8 @@ pub struct Settings {
     pub tls_ca: Option<PathBuf>,
     /// The client's name on the server (shown by its monitoring).
     pub name: String,
+    /// How long connecting may take (`None`: 5 seconds).
+    pub timeout: Option<Duration>,
 }
 
 /// One connection to the server, for one ledger's stream.
@@ -43,32 +45,54 @@ pub struct Pulled {
     pub payload: Vec<u8>,
     /// How many times the server delivered it (1 the first time).
     pub delivered: i64,
+    /// Its sequence in the stream: the same however often it is delivered.
+    pub stream_seq: u64,
     message: jetstream::Message,
 }
 
 /// How long connecting may take before the server counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The most workers whose progress a status shows.
+pub const MAX_WORKERS_SHOWN: usize = 256;
+
+/// What the server holds of a dispatched run ([`Connection::figures`]).
+#[derive(Debug, Clone, Default)]
+pub struct Figures {
+    /// The run's tasks still on the stream (waiting for a worker, or in flight).
+    pub run_tasks: u64,
+    /// The workers' consumer (every run of the ledger): tasks not yet given to a worker.
+    pub pending: u64,
+    /// ... tasks given to a worker and not yet acknowledged.
+    pub in_flight: u64,
+    /// ... tasks given out more than once and not yet acknowledged.
+    pub redelivered: u64,
+    /// Results of the run on the stream that its writer has not yet witnessed.
+    pub results_waiting: u64,
+    /// Each worker's last progress message (untrusted bytes) and when the server got it
+    /// (Unix seconds).
+    pub progress: Vec<(Vec<u8>, i64)>,
+}
+
 impl Connection {
     /// Connects to the server for `ledger`'s stream. An unreachable server, bad credentials or
     /// a bad URL is one line.
     pub fn connect(settings: &Settings, ledger: &str) -> Result<Connection, String> {
-        let url = settings.url.trim().to_string();
-        if !(url.starts_with("nats://") || url.starts_with("tls://")) {
-            return Err(format!(
-                "the dispatch URL {url:?} is not nats://HOST:PORT or tls://HOST:PORT"
-            ));
-        }
+        let (url, user) = split_userinfo(settings.url.trim())?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the NATS client's runtime: {e}"))?;
+        let timeout = settings.timeout.unwrap_or(CONNECT_TIMEOUT);
         let client = rt.block_on(async {
             let mut o = async_nats::ConnectOptions::new()
-                .connection_timeout(CONNECT_TIMEOUT)
+                .connection_timeout(timeout)
                 .name(&settings.name)
                 .require_tls(settings.tls || url.starts_with("tls://"));
+            if let Some((name, password)) = user {
+                o = o.user_and_password(name, password);
+            }
             if let Some(c) = &settings.credentials {
                 o = o.credentials_file(c).await.map_err(|e| {
                     format!("cannot read the NATS credentials file {}: {e}", c.display())
@@ -77,15 +101,10 @@ impl Connection {
             if let Some(ca) = &settings.tls_ca {
                 o = o.add_root_certificates(ca.clone());
             }
-            tokio::time::timeout(CONNECT_TIMEOUT * 2, o.connect(url.as_str()))
+            tokio::time::timeout(timeout * 2, o.connect(url.as_str()))
                 .await
                 .map_err(|_| format!("cannot reach the NATS server at {url}: timed out"))?
-                .map_err(|e| {
-                    format!(
-                        "cannot reach the NATS server at {url}: {}",
-                        one_line(&e.to_string())
-                    )
-                })
+                .map_err(|e| connect_error(&url, &e))
         })?;
         // The JetStream context starts its acknowledgement task on the runtime.
         let js = {
@@ -224,10 +243,14 @@ impl Connection {
                     one_line(&e.to_string())
                 )),
                 Some(Ok(message)) => {
-                    let delivered = message.info().map(|i| i.delivered).unwrap_or(1);
+                    let (delivered, stream_seq) = message
+                        .info()
+                        .map(|i| (i.delivered, i.stream_sequence))
+                        .unwrap_or((1, 0));
                     Ok(Some(Pulled {
                         payload: message.payload.to_vec(),
                         delivered,
+                        stream_seq,
                         message,
                     }))
                 }
@@ -256,13 +279,237 @@ impl Connection {
             .map_err(|e| format!("cannot extend a lease: {}", one_line(&e.to_string())))
     }
 
+    /// Publishes `bytes` on `subject` outside JetStream (heard by whoever listens now) and
+    /// waits until it reached the server.
+    pub fn announce(&self, subject: &str, bytes: Vec<u8>) -> Result<(), String> {
+        let url = &self.url;
+        self.rt.block_on(async {
+            self.client
+                .publish(subject.to_string(), bytes.into())
+                .await
+                .map_err(|e| format!("cannot publish on {url}: {}", one_line(&e.to_string())))?;
+            self.client
+                .flush()
+                .await
+                .map_err(|e| format!("cannot publish on {url}: {}", one_line(&e.to_string())))
+        })
+    }
+
+    /// Listens on `subject` (wildcards allowed) outside JetStream.
+    pub fn listen(&self, subject: &str) -> Result<async_nats::Subscriber, String> {
+        let url = &self.url;
+        self.rt
+            .block_on(self.client.subscribe(subject.to_string()))
+            .map_err(|e| format!("cannot listen on {url}: {}", one_line(&e.to_string())))
+    }
+
+    /// The next message `sub` hears within `wait` (its bytes), if any.
+    pub fn heard(&self, sub: &mut async_nats::Subscriber, wait: Duration) -> Option<Vec<u8>> {
+        self.rt
+            .block_on(async { tokio::time::timeout(wait, sub.next()).await })
+            .ok()
+            .flatten()
+            .map(|m| m.payload.to_vec())
+    }
+
+    /// Removes from the ledger's stream every message on `subject` (tasks no worker took yet);
+    /// returns how many.
+    pub fn purge(&self, subject: &str) -> Result<u64, String> {
+        let stream_name = protocol::stream_name(&self.ledger);
+        let url = &self.url;
+        self.rt.block_on(async {
+            let s = self.js.get_stream(&stream_name).await.map_err(|e| {
+                format!(
+                    "cannot open the stream {stream_name} on {url}: {}",
+                    one_line(&e.to_string())
+                )
+            })?;
+            s.purge()
+                .filter(subject.to_string())
+                .await
+                .map(|r| r.purged)
+                .map_err(|e| {
+                    format!(
+                        "cannot purge {subject} on {url}: {}",
+                        one_line(&e.to_string())
+                    )
+                })
+        })
+    }
+
+    /// The ledger's stream of worker progress (created when missing): one message kept per
+    /// worker, its last, for a day.
+    pub fn ensure_progress_stream(&self) -> Result<(), String> {
+        let name = protocol::progress_stream(&self.ledger);
+        let config = stream::Config {
+            name: name.clone(),
+            subjects: vec![protocol::progress_filter(&self.ledger)],
+            retention: stream::RetentionPolicy::Limits,
+            storage: stream::StorageType::File,
+            max_messages_per_subject: 1,
+            max_messages: MAX_WORKERS_SHOWN as i64 * 4,
+            max_age: Duration::from_secs(24 * 3600),
+            description: Some(format!(
+                "git forum: the last progress of each worker of ledger {}",
+                self.ledger
+            )),
+            ..Default::default()
+        };
+        let url = &self.url;
+        self.rt
+            .block_on(self.js.get_or_create_stream(config))
+            .map(|_| ())
+            .map_err(|e| {
+                format!(
+                    "cannot open the stream {name} on {url}: {}",
+                    one_line(&e.to_string())
+                )
+            })
+    }
+
+    /// What the server holds of a dispatched run: the tasks of run `run` still on the stream,
+    /// the workers' consumer's and the run's results consumer's figures, and the last
+    /// progress of each worker (at most [`MAX_WORKERS_SHOWN`]).
+    pub fn figures(&self, run: u64) -> Result<Figures, String> {
+        let url = &self.url;
+        let err = |what: &str, e: &dyn std::fmt::Display| {
+            format!("cannot read {what} on {url}: {}", one_line(&e.to_string()))
+        };
+        self.rt.block_on(async {
+            let name = protocol::stream_name(&self.ledger);
+            let s = self
+                .js
+                .get_stream(&name)
+                .await
+                .map_err(|e| err(&name, &e))?;
+            let mut f = Figures::default();
+            let subject = protocol::task_subject(&self.ledger, run);
+            let mut info = Box::pin(
+                s.info_with_subjects(&subject)
+                    .await
+                    .map_err(|e| err(&name, &e))?,
+            );
+            while let Some(row) = info.next().await {
+                let (_, n) = row.map_err(|e| err(&name, &e))?;
+                f.run_tasks += n as u64;
+            }
+            let workers = protocol::worker_consumer(&self.ledger);
+            if let Ok(c) = s.consumer_info(&workers).await {
+                f.pending = c.num_pending;
+                f.in_flight = c.num_ack_pending as u64;
+                f.redelivered = c.num_redelivered as u64;
+            }
+            let writer = protocol::writer_consumer(&self.ledger, run);
+            if let Ok(c) = s.consumer_info(&writer).await {
+                f.results_waiting = c.num_pending + c.num_ack_pending as u64;
+            }
+            let progress = protocol::progress_stream(&self.ledger);
+            if let Ok(p) = self.js.get_stream(&progress).await {
+                let filter = protocol::progress_filter(&self.ledger);
+                let mut subjects = Vec::new();
+                if let Ok(info) = p.info_with_subjects(&filter).await {
+                    let mut info = Box::pin(info);
+                    while let Some(Ok((subject, _))) = info.next().await {
+                        subjects.push(subject);
+                    }
+                }
+                subjects.sort();
+                for subject in subjects.into_iter().take(MAX_WORKERS_SHOWN) {
+                    if let Ok(m) = p.get_last_raw_message_by_subject(&subject).await {
+                        f.progress
+                            .push((m.payload.to_vec(), m.time.unix_timestamp()));
+                    }
+                }
+            }
+            Ok(f)
+        })
+    }
+
     /// Waits until everything sent so far reached the server.
     pub fn flush(&self) {
         let _ = self.rt.block_on(self.client.flush());
     }
 }
 
+/// One line for a failed connection: a refusal of the credentials says so (and where they
+/// come from); anything else is an unreachable server.
+fn connect_error(url: &str, e: &async_nats::ConnectError) -> String {
+    use async_nats::ConnectErrorKind as K;
+    match e.kind() {
+        K::AuthorizationViolation | K::Authentication => format!(
+            "the NATS server at {url} refused the credentials ({}): check the user and password in the dispatch URL or the [dispatch] credentials file",
+            one_line(&e.to_string())
+        ),
+        _ => format!(
+            "cannot reach the NATS server at {url}: {}",
+            one_line(&e.to_string())
+        ),
+    }
+}
+
+/// A dispatch URL without its user and password (which a message or the record may show),
+/// and the user and password it carried. A URL that is not `nats://` or `tls://` is refused.
+pub fn split_userinfo(raw: &str) -> Result<(String, Option<(String, String)>), String> {
+    let shown = redacted(raw);
+    if !(raw.starts_with("nats://") || raw.starts_with("tls://")) {
+        return Err(format!(
+            "the dispatch URL {shown:?} is not nats://HOST:PORT or tls://HOST:PORT"
+        ));
+    }
+    let Some((scheme, rest)) = raw.split_once("://") else {
+        return Err(format!("the dispatch URL {shown:?} has no scheme"));
+    };
+    let Some((userinfo, host)) = rest.rsplit_once('@') else {
+        return Ok((raw.to_string(), None));
+    };
+    let decode = |v: &str| {
+        percent_decoded(v).ok_or_else(|| {
+            format!(
+                "the user or password of the dispatch URL {shown:?} is not percent-encoded UTF-8"
+            )
+        })
+    };
+    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    Ok((
+        format!("{scheme}://{host}"),
+        Some((decode(user)?, decode(password)?)),
+    ))
+}
+
+/// `v` with its `%XX` escapes decoded; `None` when an escape is cut short or the bytes are not
+/// UTF-8.
+fn percent_decoded(v: &str) -> Option<String> {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// `raw` with its password (if any) replaced by `***`, for messages and the record.
+pub fn redacted(raw: &str) -> String {
+    let Some((scheme, rest)) = raw.split_once("://") else {
+        return raw.to_string();
+    };
+    match rest.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            format!("{scheme}://{user}:***@{host}")
+        }
+        None => raw.to_string(),
+    }
+}
+
 /// `s` on one line.
-fn one_line(s: &str) -> String {
+pub(crate) fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -115,6 +115,51 @@ pub struct ResultMessage {
     pub confinement: String,
 }
 
+/// The schema a halt message carries.
+pub const HALT_SCHEMA: &str = "git-forum.dispatch.halt/1";
+
+/// What a halted run tells its workers (outside the stream: only the workers listening then
+/// hear it; the run's tasks not yet taken are removed from the stream with it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HaltMessage {
+    /// [`HALT_SCHEMA`].
+    pub schema: String,
+    pub ledger: String,
+    /// The run halted (its request seq).
+    pub run: u64,
+    /// Who halted it.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+}
+
+impl HaltMessage {
+    /// A halt message from the server, decoded and checked.
+    pub fn parse(bytes: &[u8]) -> Result<HaltMessage, String> {
+        const W: &str = "halt";
+        if bytes.len() > 4 * MAX_FIELD_BYTES {
+            return Err(format!(
+                "{W} message: {} bytes, more than a halt holds",
+                bytes.len()
+            ));
+        }
+        let m: HaltMessage = decode(W, bytes)?;
+        if m.schema != HALT_SCHEMA {
+            return Err(bad(W, "schema", &format!("must be {HALT_SCHEMA:?}")));
+        }
+        nonempty(W, "ledger", &m.ledger)?;
+        short(W, "by", &m.by)?;
+        short(W, "reason", &m.reason)?;
+        Ok(m)
+    }
+
+    /// The message's bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
 /// A field that is too long, empty where it may not be, or of a shape it may not have: the
 /// one line names it.
 fn bad(what: &str, field: &str, why: &str) -> String {
@@ -358,6 +403,76 @@ pub fn task_filter(ledger: &str) -> String {
 /// The subject a run's results are published on.
 pub fn result_subject(ledger: &str, run: u64) -> String {
     format!("forum.{}.result.{run}", token(ledger))
+}
+
+/// The subject a run's halt is sent on: outside the ledger's stream (a plain message to the
+/// workers listening, never stored).
+pub fn halt_subject(ledger: &str, run: u64) -> String {
+    format!("forum-halt.{}.{run}", token(ledger))
+}
+
+/// The subjects workers listen on for halts (every run of the ledger).
+pub fn halt_filter(ledger: &str) -> String {
+    format!("forum-halt.{}.*", token(ledger))
+}
+
+/// The stream that keeps each worker's last progress.
+pub fn progress_stream(ledger: &str) -> String {
+    format!("FORUM_{}_WORKERS", token(ledger))
+}
+
+/// Every subject of a ledger's progress stream.
+pub fn progress_filter(ledger: &str) -> String {
+    format!("forum-workers.{}.*", token(ledger))
+}
+
+/// The subject worker `worker` reports its progress on.
+pub fn progress_subject(ledger: &str, worker: &str) -> String {
+    format!("forum-workers.{}.{}", token(ledger), token(worker))
+}
+
+/// The schema of a worker's progress message.
+pub const PROGRESS_SCHEMA: &str = "git-forum.dispatch.progress/1";
+
+/// What a worker says it is doing (kept per worker, its last only).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProgressMessage {
+    /// [`PROGRESS_SCHEMA`].
+    pub schema: String,
+    pub worker: String,
+    pub run: u64,
+    pub task: String,
+    pub attempt: String,
+    /// `working`, `done` or `halted`.
+    pub state: String,
+}
+
+impl ProgressMessage {
+    /// A progress message from the server, decoded and checked.
+    pub fn parse(bytes: &[u8]) -> Result<ProgressMessage, String> {
+        const W: &str = "progress";
+        if bytes.len() > 4 * MAX_FIELD_BYTES {
+            return Err(format!(
+                "{W} message: {} bytes, more than progress holds",
+                bytes.len()
+            ));
+        }
+        let m: ProgressMessage = decode(W, bytes)?;
+        if m.schema != PROGRESS_SCHEMA {
+            return Err(bad(W, "schema", &format!("must be {PROGRESS_SCHEMA:?}")));
+        }
+        nonempty(W, "worker", &m.worker)?;
+        short(W, "task", &m.task)?;
+        short(W, "attempt", &m.attempt)?;
+        nonempty(W, "state", &m.state)?;
+        Ok(m)
+    }
+
+    /// The message's bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
 }
 
 /// The durable consumer workers share.

@@ -76,16 +76,32 @@ pub(crate) fn serve(o: WorkerOptions) -> Result<u64, String> {
         &protocol::task_filter(&o.ledger),
         o.lease,
     )?;
+    // Progress is for people watching (`git forum status`): a server that will not keep it
+    // does not stop the worker.
+    if let Err(e) = conn.ensure_progress_stream() {
+        eprintln!("git forum worker: progress will not be shown: {e}");
+    }
+    let mut halts = conn.listen(&protocol::halt_filter(&o.ledger))?;
     let done = AtomicU64::new(0);
     let turn = Mutex::new(());
     let w = Worker {
         o: &o,
         conn: &conn,
         turn: &turn,
+        halts: Halts::default(),
     };
+    let over = AtomicBool::new(false);
     std::thread::scope(|s| {
+        s.spawn(|| {
+            while !over.load(Ordering::SeqCst) {
+                if let Some(bytes) = conn.heard(&mut halts, Duration::from_millis(200)) {
+                    w.heard_halt(&bytes);
+                }
+            }
+        });
+        let mut serving = Vec::new();
         for _ in 0..o.concurrency.max(1) {
-            s.spawn(|| {
+            serving.push(s.spawn(|| {
                 loop {
                     if o.max_tasks
                         .is_some_and(|m| done.load(Ordering::SeqCst) >= m)
@@ -104,8 +120,12 @@ pub(crate) fn serve(o: WorkerOptions) -> Result<u64, String> {
                         }
                     }
                 }
-            });
+            }));
         }
+        for h in serving {
+            let _ = h.join();
+        }
+        over.store(true, Ordering::SeqCst);
     });
     Ok(done.load(Ordering::SeqCst))
 }
@@ -115,9 +135,109 @@ struct Worker<'a> {
     conn: &'a Connection,
     /// Held around `git worktree` steps (git races when two run at once in one repository).
     turn: &'a Mutex<()>,
+    halts: Halts,
+}
+
+/// The most halted runs a worker remembers (the oldest is forgotten first).
+const REMEMBERED_HALTS: usize = 1024;
+
+/// What a worker knows of halts: the runs halted while it listened, and the tasks it is doing
+/// now, each with its kill scope and whether a halt stopped it.
+#[derive(Default)]
+struct Halts {
+    runs: Mutex<std::collections::VecDeque<u64>>,
+    doing: Mutex<Vec<Doing>>,
+}
+
+struct Doing {
+    run: u64,
+    task: String,
+    scope: u64,
+    stopped: Arc<AtomicBool>,
 }
 
 impl Worker<'_> {
+    /// A halt heard: the run is remembered as halted, and every task of it this worker is
+    /// doing is stopped (its commands killed with their process groups).
+    fn heard_halt(&self, bytes: &[u8]) {
+        let h = match protocol::HaltMessage::parse(bytes) {
+            Ok(h) if h.ledger == self.o.ledger => h,
+            Ok(_) => return,
+            Err(e) => {
+                eprintln!("git forum worker: ignored a message on the halt subject: {e}");
+                return;
+            }
+        };
+        {
+            let mut runs = self.halts.runs.lock().unwrap_or_else(|p| p.into_inner());
+            if !runs.contains(&h.run) {
+                if runs.len() >= REMEMBERED_HALTS {
+                    runs.pop_front();
+                }
+                runs.push_back(h.run);
+            }
+        }
+        for d in self
+            .halts
+            .doing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|d| d.run == h.run)
+        {
+            d.stopped.store(true, Ordering::SeqCst);
+            crate::exec::command::stop_scope(d.scope);
+            eprintln!(
+                "git forum worker: stopped task {} of run {}: {} halted it ({})",
+                d.task, h.run, h.by, h.reason
+            );
+        }
+    }
+
+    /// Whether run `run` was halted while this worker listened.
+    fn is_halted(&self, run: u64) -> bool {
+        self.halts
+            .runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&run)
+    }
+
+    /// Does `task` under a kill scope of its own, so that a halt of its run stops it; returns
+    /// its result, or `None` when a halt stopped it.
+    fn work_haltable(&self, task: &TaskMessage) -> Option<ResultMessage> {
+        let scope = crate::exec::command::new_scope();
+        let stopped = Arc::new(AtomicBool::new(false));
+        self.halts
+            .doing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Doing {
+                run: task.run,
+                task: task.task.clone(),
+                scope,
+                stopped: Arc::clone(&stopped),
+            });
+        // A halt heard between the pull and the line above.
+        if self.is_halted(task.run) {
+            stopped.store(true, Ordering::SeqCst);
+        }
+        let r = if stopped.load(Ordering::SeqCst) {
+            None
+        } else {
+            Some(crate::exec::command::in_scope(scope, || {
+                self.work(task, &stopped)
+            }))
+        };
+        self.halts
+            .doing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|d| d.scope != scope);
+        crate::exec::command::forget_scope(scope);
+        r.filter(|_| !stopped.load(Ordering::SeqCst))
+    }
+
     /// One message of the tasks consumer: refused in one line when it is not a task of this
     /// ledger; else done, its result published, and acknowledged, its lease extended meanwhile.
     fn handle(&self, p: &Pulled) {
@@ -138,6 +258,7 @@ impl Worker<'_> {
             }
         };
         let finished = AtomicBool::new(false);
+        self.report(&task, "working");
         let result = std::thread::scope(|s| {
             s.spawn(|| {
                 let every = (self.o.lease / 3).max(Duration::from_millis(200));
@@ -146,14 +267,21 @@ impl Worker<'_> {
                     std::thread::sleep(Duration::from_millis(100));
                     if last.elapsed() >= every {
                         let _ = self.conn.progress(p);
+                        self.report(&task, "working");
                         last = Instant::now();
                     }
                 }
             });
-            let r = self.work(&task);
+            let r = self.work_haltable(&task);
             finished.store(true, Ordering::SeqCst);
             r
         });
+        let Some(result) = result else {
+            // Halted: nothing pushed, nothing answered, and the task is not given out again.
+            let _ = self.conn.term(p);
+            self.report(&task, "halted");
+            return;
+        };
         let subject = protocol::result_subject(&task.ledger, task.run);
         let times = if self.o.answer_twice { 2 } else { 1 };
         for _ in 0..times {
@@ -166,10 +294,27 @@ impl Worker<'_> {
         if let Err(e) = self.conn.ack(p) {
             eprintln!("git forum worker: {e}");
         }
+        self.report(&task, "done");
     }
 
-    /// Does `task` and says how it went (a failure is a result too).
-    fn work(&self, task: &TaskMessage) -> ResultMessage {
+    /// Says on the ledger's progress stream what this worker is doing (best effort: people
+    /// watching read it, nothing depends on it).
+    fn report(&self, task: &TaskMessage, state: &str) {
+        let m = protocol::ProgressMessage {
+            schema: protocol::PROGRESS_SCHEMA.into(),
+            worker: self.o.name.clone(),
+            run: task.run,
+            task: task.task.clone(),
+            attempt: task.attempt.clone(),
+            state: state.to_string(),
+        };
+        let subject = protocol::progress_subject(&self.o.ledger, &self.o.name);
+        let _ = self.conn.publish(&subject, m.to_bytes());
+    }
+
+    /// Does `task` and says how it went (a failure is a result too); `stopped` is raised when
+    /// a halt stops it (then nothing is pushed).
+    fn work(&self, task: &TaskMessage, stopped: &AtomicBool) -> ResultMessage {
         let mut r = ResultMessage {
             schema: RESULT_SCHEMA.into(),
             ledger: task.ledger.clone(),
@@ -204,7 +349,7 @@ impl Worker<'_> {
                 let jail =
                     confine::jail_for(self.o.jail.as_ref(), &self.o.repo, &tree, &admin, &private)
                         .map_err(|e| ("sandbox", format!("cannot confine the task: {e}")))?;
-                self.run_task(task, &tree, &admin, jail, &mut r)
+                self.run_task(task, &tree, &admin, jail, &mut r, stopped)
             });
         let r = match out {
             Ok(()) => r,
@@ -268,6 +413,7 @@ impl Worker<'_> {
         admin: &Path,
         jail: Option<Arc<Jail>>,
         r: &mut ResultMessage,
+        stopped: &AtomicBool,
     ) -> Result<(), (&'static str, String)> {
         let exec: Arc<dyn Executor> = match self.o.seat.as_deref().or(task.seat.as_deref()) {
             Some(slot) => self.o.seats.slot(slot).ok_or_else(|| {
@@ -306,9 +452,16 @@ impl Worker<'_> {
             .commit(task, tree, admin, &r.output)
             .map_err(|e| ("work", e))?;
         let deadline = Duration::from_secs(task.check_seconds);
-        for cmd in &task.checks {
+        for cmd in task
+            .checks
+            .iter()
+            .take_while(|_| !stopped.load(Ordering::SeqCst))
+        {
             r.checks
                 .push(in_jail(jail.clone(), || check(tree, cmd, deadline)));
+        }
+        if stopped.load(Ordering::SeqCst) {
+            return Err(("halted", "error: the run was halted".into()));
         }
         if let Some(c) = &r.commit {
             let to = protocol::result_ref(&task.ledger, task.run, &task.task_ref, &task.attempt);

@@ -4,27 +4,35 @@
 //! names this ledger and run, and answers an attempt this writer issued; the first result of an
 //! attempt goes to the task waiting for it, a later one is kept as a duplicate for the record.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::nats::{Connection, Settings};
+use super::nats::{Connection, Pulled, Settings};
 use super::protocol::{self, ResultMessage, TaskMessage};
-use crate::run::Dispatch;
+use crate::run::{Arrived, Dispatch, Duplicate, Prior};
 
-/// How long the writer's results consumer lets a result go unacknowledged (the writer
-/// acknowledges as soon as it has routed it).
-const WRITER_ACK_WAIT: Duration = Duration::from_secs(30);
+/// How long the writer's results consumer lets a result go unacknowledged before the server
+/// delivers it again. The writer acknowledges a result once it is witnessed, so a writer that
+/// dies between receiving and witnessing gets it back after this (on `resume`).
+const WRITER_ACK_WAIT: Duration = Duration::from_secs(10);
 
-/// One attempt the writer issued.
+/// One attempt the writer issued (or, on `resume`, that its record says it issued).
 struct Issued {
     /// The seq of its `task_dispatched` entry.
     parent: u64,
-    /// Where its first result goes (`None` once it came).
-    first: Option<Sender<ResultMessage>>,
+    /// Where its first result goes (`None` once it came, or when it has one on record).
+    first: Option<Sender<Arrived>>,
+}
+
+/// An attempt a resumed run finds in flight: dispatched, no result witnessed.
+struct InFlight {
+    attempt: String,
+    base: String,
+    parent: u64,
 }
 
 struct Inner {
@@ -33,8 +41,17 @@ struct Inner {
     repo: PathBuf,
     remote: String,
     issued: Mutex<HashMap<String, Issued>>,
-    waiting: Mutex<HashMap<String, Receiver<ResultMessage>>>,
-    duplicates: Mutex<Vec<(ResultMessage, u64)>>,
+    waiting: Mutex<HashMap<String, Receiver<Arrived>>>,
+    duplicates: Mutex<Vec<Duplicate>>,
+    /// Messages routed but not yet witnessed, by stream sequence: acknowledged by `settle`.
+    held: Mutex<HashMap<u64, Pulled>>,
+    /// Stream sequences already witnessed (here or, on `resume`, in the record): a redelivery
+    /// of one is acknowledged and nothing more.
+    known: Mutex<HashSet<u64>>,
+    /// A resumed run's attempts in flight, by task id.
+    in_flight: Mutex<HashMap<String, InFlight>>,
+    /// Set once the run's halt went to the workers.
+    halted: AtomicBool,
     closing: AtomicBool,
 }
 
@@ -57,10 +74,9 @@ impl NatsDispatch {
         repo: &Path,
         remote: &str,
     ) -> Result<NatsDispatch, String> {
-        let url = git_line(repo, &["remote", "get-url", remote]).map_err(|_| {
+        git_line(repo, &["remote", "get-url", remote]).map_err(|_| {
             format!("no git remote named {remote:?} in this repository: workers fetch tasks from it; add one (git remote add) or name another with --dispatch-remote")
         })?;
-        let _ = url;
         let conn = Connection::connect(settings, ledger)?;
         conn.ensure_stream()?;
         Ok(NatsDispatch {
@@ -72,6 +88,10 @@ impl NatsDispatch {
                 issued: Mutex::new(HashMap::new()),
                 waiting: Mutex::new(HashMap::new()),
                 duplicates: Mutex::new(Vec::new()),
+                held: Mutex::new(HashMap::new()),
+                known: Mutex::new(HashSet::new()),
+                in_flight: Mutex::new(HashMap::new()),
+                halted: AtomicBool::new(false),
                 closing: AtomicBool::new(false),
             }),
             listener: Mutex::new(None),
@@ -91,7 +111,7 @@ impl NatsDispatch {
         *l = Some(std::thread::spawn(move || {
             while !inner.closing.load(Ordering::SeqCst) {
                 match inner.conn.pull(&consumer, Duration::from_millis(500)) {
-                    Ok(Some(p)) => inner.route(run, &p),
+                    Ok(Some(p)) => inner.route(run, p),
                     Ok(None) => {}
                     // The server went away: try again (it may come back).
                     Err(_) => std::thread::sleep(Duration::from_millis(500)),
@@ -104,11 +124,22 @@ impl NatsDispatch {
 
 impl Inner {
     /// Routes one message of the results consumer: refused (terminated, one line on standard
-    /// error) unless it is a result of this run for an attempt issued here.
-    fn route(&self, run: u64, p: &super::nats::Pulled) {
+    /// error) unless it is a result of this run for an attempt issued here. A message already
+    /// witnessed is acknowledged; one routed but not yet witnessed waits for `settle`.
+    fn route(&self, run: u64, p: Pulled) {
+        if lock(&self.known).contains(&p.stream_seq) {
+            let _ = self.conn.ack(&p);
+            return;
+        }
+        let mut held = lock(&self.held);
+        if let Some(h) = held.get_mut(&p.stream_seq) {
+            // Delivered again before it was witnessed: the newer delivery is the one to answer.
+            *h = p;
+            return;
+        }
         let refuse = |why: String| {
             eprintln!("git forum: refused a message on the results stream: {why}");
-            let _ = self.conn.term(p);
+            let _ = self.conn.term(&p);
         };
         let r = match ResultMessage::parse(&p.payload) {
             Ok(r) => r,
@@ -128,14 +159,21 @@ impl Inner {
                 r.attempt
             ));
         };
+        let stream_seq = p.stream_seq;
         match i.first.take() {
             Some(tx) => {
-                let _ = tx.send(r);
+                let _ = tx.send(Arrived {
+                    result: r,
+                    stream_seq,
+                });
             }
-            None => lock(&self.duplicates).push((r, i.parent)),
+            None => lock(&self.duplicates).push(Duplicate {
+                result: r,
+                parent: i.parent,
+                stream_seq,
+            }),
         }
-        drop(issued);
-        let _ = self.conn.ack(p);
+        held.insert(stream_seq, p);
     }
 }
 
@@ -151,6 +189,94 @@ impl Drop for NatsDispatch {
 impl Dispatch for NatsDispatch {
     fn describe(&self) -> String {
         self.inner.conn.url().to_string()
+    }
+
+    fn record(&self) -> serde_json::Value {
+        serde_json::json!({"server": self.inner.conn.url(), "remote": self.inner.remote})
+    }
+
+    fn resume(&self, run: u64, prior: &[Prior], witnessed: &[u64]) -> Result<(), String> {
+        let i = &self.inner;
+        lock(&i.known).extend(witnessed.iter().copied());
+        for p in prior {
+            let first = if p.answered {
+                None
+            } else {
+                let (tx, rx) = channel();
+                lock(&i.waiting).insert(p.attempt.clone(), rx);
+                let earlier = lock(&i.in_flight).insert(
+                    p.task.clone(),
+                    InFlight {
+                        attempt: p.attempt.clone(),
+                        base: p.base.clone(),
+                        parent: p.parent,
+                    },
+                );
+                // Two attempts of one task in flight: the later is taken up, the earlier's
+                // result is a duplicate.
+                if let Some(e) = earlier {
+                    lock(&i.waiting).remove(&e.attempt);
+                    if let Some(x) = lock(&i.issued).get_mut(&e.attempt) {
+                        x.first = None;
+                    }
+                }
+                Some(tx)
+            };
+            lock(&i.issued).insert(
+                p.attempt.clone(),
+                Issued {
+                    parent: p.parent,
+                    first,
+                },
+            );
+        }
+        self.listen(run)
+    }
+
+    fn adopt(&self, task: &str, base: &str) -> Option<(String, u64)> {
+        let i = &self.inner;
+        let f = lock(&i.in_flight).remove(task)?;
+        if f.base == base {
+            return Some((f.attempt, f.parent));
+        }
+        // Dispatched on another base: whatever it answers is witnessed and never merged.
+        if let Some(issued) = lock(&i.issued).get_mut(&f.attempt) {
+            issued.first = None;
+        }
+        lock(&i.waiting).remove(&f.attempt);
+        None
+    }
+
+    fn halt(&self, run: u64, by: &str, reason: &str) {
+        let i = &self.inner;
+        if i.halted.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // The tasks no worker took yet go first, so none is started after the halt.
+        if let Err(e) = i.conn.purge(&protocol::task_subject(&i.ledger, run)) {
+            eprintln!("git forum: {e}");
+        }
+        let m = protocol::HaltMessage {
+            schema: protocol::HALT_SCHEMA.into(),
+            ledger: i.ledger.clone(),
+            run,
+            by: by.to_string(),
+            reason: reason.to_string(),
+        };
+        if let Err(e) = i
+            .conn
+            .announce(&protocol::halt_subject(&i.ledger, run), m.to_bytes())
+        {
+            eprintln!("git forum: the halt did not reach the workers: {e}");
+        }
+    }
+
+    fn settle(&self, stream_seq: u64) {
+        let i = &self.inner;
+        lock(&i.known).insert(stream_seq);
+        if let Some(p) = lock(&i.held).remove(&stream_seq) {
+            let _ = i.conn.ack(&p);
+        }
     }
 
     fn attempt_id(&self) -> String {
@@ -196,11 +322,7 @@ impl Dispatch for NatsDispatch {
         self.inner.conn.publish(&subject, task.to_bytes())
     }
 
-    fn wait(
-        &self,
-        attempt: &str,
-        stop: &dyn Fn() -> bool,
-    ) -> Result<Option<ResultMessage>, String> {
+    fn wait(&self, attempt: &str, stop: &dyn Fn() -> bool) -> Result<Option<Arrived>, String> {
         let Some(rx) = lock(&self.inner.waiting).remove(attempt) else {
             return Err(format!("attempt {attempt} was never published"));
         };
@@ -216,7 +338,7 @@ impl Dispatch for NatsDispatch {
         }
     }
 
-    fn take_duplicates(&self) -> Vec<(ResultMessage, u64)> {
+    fn take_duplicates(&self) -> Vec<Duplicate> {
         std::mem::take(&mut *lock(&self.inner.duplicates))
     }
 

@@ -386,7 +386,8 @@ fn verdict_and_work(
                 .iter()
                 .find(|(e, _)| e.kind == kind::REQUEST)
                 .and_then(|(_, b)| b.as_ref());
-            let mut v = work_value(&w, request_entry.map(|e| e.seq), request_body);
+            let workers = workers_of(entries);
+            let mut v = work_value(&w, request_entry.map(|e| e.seq), request_body, &workers);
             if let Value::Object(m) = &mut v {
                 m.push(("outcome".into(), outcome_value(outcome)));
             }
@@ -434,10 +435,25 @@ fn outcome_value(outcome: Option<super::outcome::RunExit>) -> Value {
 
 /// The receipt's `work` (a `--work` run only): the run branch and its base, the counts
 /// ([`super::work_report::Work::counts_value`]), and each task's commit and where it stands.
+/// The worker that did each task of a dispatched run: the name its latest `result` carries.
+fn workers_of(entries: &Rows<'_>) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for (e, b) in entries {
+        if e.kind == kind::RESULT
+            && let (Some(Value::Str(id)), Some(Value::Str(w))) =
+                (field(b.as_ref(), "id"), field(b.as_ref(), "worker"))
+        {
+            out.insert(id.clone(), w.clone());
+        }
+    }
+    out
+}
+
 fn work_value(
     w: &super::work_report::Work,
     request_seq: Option<u64>,
     request: Option<&Value>,
+    workers: &std::collections::BTreeMap<String, String>,
 ) -> Value {
     let base = field(field(request, "work"), "base")
         .cloned()
@@ -471,6 +487,14 @@ fn work_value(
                 ),
                 ("state", Value::str(t.state())),
             ]);
+            // A dispatched task names the worker that did it.
+            let row = match (row, workers.get(&t.id)) {
+                (Value::Object(mut m), Some(name)) => {
+                    m.push(("worker".into(), Value::str(name)));
+                    Value::Object(m)
+                }
+                (row, _) => row,
+            };
             // A task run several times (`--attempts`) shows them side by side.
             match (row, &t.attempts) {
                 (Value::Object(mut m), Some(a)) => {

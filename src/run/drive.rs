@@ -48,6 +48,9 @@ pub(super) fn open_run(run: &Run<'_, '_>, request: &str) -> Result<(u64, RouteFr
         Some(o) => run.put_naming_work(None, &o.checks, |w| {
             let mut p = payload.clone();
             p["work"] = work_record(w);
+            if let Some(d) = run.dispatcher() {
+                p["work"]["dispatch"] = d.record();
+            }
             (
                 "client",
                 kind::REQUEST,
@@ -223,13 +226,13 @@ pub(super) fn drive(
             &verdicts,
         );
     };
-    let models = !course.solo;
+    run.witness_duplicates()?;
     match deliver(
         run,
         course.request,
         course.frame,
         (answer_seq, answer),
-        models,
+        !course.solo,
     )? {
         Delivered::Answer(seq, text) => Ok(end(Status::Answered, Some((seq, text)), &verdicts)),
         Delivered::Ceiling(stage) => {

@@ -104,7 +104,7 @@ pub use drive::submit;
 pub(crate) use gates::GatePolicy;
 pub(crate) use interrupt::Interrupt;
 pub(crate) use payload::{plan_entry_payload, plan_from_payload};
-pub(crate) use remote::{Dispatch, remote_prompt};
+pub(crate) use remote::{Arrived, Dispatch, Duplicate, Prior, remote_prompt};
 pub use resume::resume;
 pub use schemas::{
     AnswerError, Verdict, judgment_schema, parse_judgment, parse_verdict, plan_schema,

@@ -18,10 +18,54 @@ use super::work_state::{WorkRun, criteria_commands};
 use super::workbench::TaskTree;
 use super::{Event, RunError};
 
+/// A result that came for an attempt, with its place in the stream (the same on every
+/// delivery, so a redelivery of a result already witnessed is known for what it is).
+pub(crate) struct Arrived {
+    pub(crate) result: ResultMessage,
+    pub(crate) stream_seq: u64,
+}
+
+/// A result for an attempt that already has one, with the seq of the attempt's
+/// `task_dispatched` entry.
+pub(crate) struct Duplicate {
+    pub(crate) result: ResultMessage,
+    pub(crate) parent: u64,
+    pub(crate) stream_seq: u64,
+}
+
+/// An attempt a resumed run's record says it issued: its task, id, base, the seq of its
+/// `task_dispatched` entry, and whether it is answered (a result witnessed, or the run halted
+/// or interrupted after it: nothing of it is awaited).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Prior {
+    pub(crate) task: String,
+    pub(crate) attempt: String,
+    pub(crate) base: String,
+    pub(crate) parent: u64,
+    pub(crate) answered: bool,
+}
+
 /// Where a run's tasks go when they are not run in this process.
 pub(crate) trait Dispatch: Send + Sync {
-    /// The server, for the record and the person watching.
+    /// The server, for the record and the person watching (never with a password).
     fn describe(&self) -> String;
+    /// What the run's request records of its dispatch (the server and the remote), so that
+    /// `resume` dispatches the rest the same way.
+    fn record(&self) -> serde_json::Value;
+    /// Takes up run `run` again after its writer stopped: the attempts it issued (`prior`,
+    /// from the record) and the stream sequences of the results it witnessed, then listens
+    /// on the run's durable results consumer.
+    fn resume(&self, run: u64, prior: &[Prior], witnessed: &[u64]) -> Result<(), String>;
+    /// The attempt in flight for `task` that a resumed run takes up (its id and the seq of
+    /// its `task_dispatched` entry), when it was dispatched on `base`. One on another base is
+    /// let go: its result, when it comes, is a duplicate.
+    fn adopt(&self, task: &str, base: &str) -> Option<(String, u64)>;
+    /// Acknowledges the message at `stream_seq` once what it said is witnessed.
+    fn settle(&self, stream_seq: u64);
+    /// Tells the workers that run `run` is halted (once; later calls do nothing): a worker
+    /// stops the run's task it is doing and answers nothing, and tasks no worker took yet are
+    /// taken off the stream.
+    fn halt(&self, run: u64, by: &str, reason: &str);
     /// A fresh attempt id (random; the writer remembers every one it issued).
     fn attempt_id(&self) -> String;
     /// Makes `commit` (and its history) fetchable by workers at `base_ref` on the remote.
@@ -29,11 +73,9 @@ pub(crate) trait Dispatch: Send + Sync {
     /// Publishes `task` for a worker, remembering its attempt id as issued.
     fn publish(&self, task: &TaskMessage) -> Result<(), String>;
     /// The first accepted result of `attempt`; `None` when `stop` said to stop waiting.
-    fn wait(&self, attempt: &str, stop: &dyn Fn() -> bool)
-    -> Result<Option<ResultMessage>, String>;
-    /// Results that came for attempts already answered, each with the seq of its
-    /// `task_dispatched` entry, since the last call.
-    fn take_duplicates(&self) -> Vec<(ResultMessage, u64)>;
+    fn wait(&self, attempt: &str, stop: &dyn Fn() -> bool) -> Result<Option<Arrived>, String>;
+    /// Results that came for attempts already answered since the last call.
+    fn take_duplicates(&self) -> Vec<Duplicate>;
     /// Fetches the commit `result` names from `result_ref`, checks that it is one commit on
     /// `base` tied to its attempt, and puts its tree in `worktree` (not committed).
     fn bring(
@@ -78,21 +120,31 @@ impl Run<'_, '_> {
         let mut tw = w.get(&task.id);
         tw.tree = Some(tree.clone());
         w.set(&task.id, tw);
-        let (attempt, sent) = self.send_task(d, w, task, &name, &tree, instruction, task_entry)?;
+        let (attempt, sent) = match d.adopt(&task.id, &tree.start) {
+            Some((attempt, was)) => {
+                let sent = self.readopt(d, w, task, &name, &tree, &attempt, (task_entry, was))?;
+                (attempt, sent)
+            }
+            None => self.send_task(d, w, task, &name, &tree, instruction, task_entry)?,
+        };
         let stop = || self.interrupted().is_some();
-        let Some(r) = d.wait(&attempt, &stop).map_err(RunError::Work)? else {
-            let output = "error: interrupted while a worker had the task".to_string();
-            let body = json!({"id": task.id, "output": output, "ok": false, "model": "", "error": "interrupted", "attempt": attempt});
-            return self.finish_task(task, sent, body, output, false, String::new());
+        let Some(Arrived {
+            result: r,
+            stream_seq,
+        }) = d.wait(&attempt, &stop).map_err(RunError::Work)?
+        else {
+            return self.stopped_waiting(d, w.run_seq, task, sent, &attempt);
         };
         let mut body = json!({
             "id": task.id, "output": r.output, "ok": r.ok, "model": r.model,
             "worker": r.worker, "attempt": attempt, "claims": r.claims(),
+            "stream_seq": stream_seq,
         });
         if let Some(e) = &r.error {
             body["error"] = json!(e);
         }
         let done = self.finish_task(task, sent, body, r.output.clone(), r.ok, r.model.clone())?;
+        d.settle(stream_seq);
         let mut tw = w.get(&task.id);
         tw.last_seq = done.seq;
         w.set(&task.id, tw);
@@ -114,6 +166,27 @@ impl Run<'_, '_> {
         let passed =
             self.witness_change(w, task, model, &tree, task_entry, (done.seq, &done.output))?;
         Ok(Done { ok: passed, ..done })
+    }
+
+    /// The run was halted or interrupted while a worker had `task`: the halt goes to the
+    /// workers (so the worker stops it and answers nothing), and the task's end is witnessed
+    /// if the run still writes (an interrupted run does not).
+    fn stopped_waiting(
+        &self,
+        d: &dyn Dispatch,
+        run: u64,
+        task: &Task,
+        sent: u64,
+        attempt: &str,
+    ) -> Result<Done, RunError> {
+        let (by, reason) = match self.opts.interrupt.as_ref().and_then(|i| i.halt()) {
+            Some(h) => (h.by, h.reason),
+            None => ("signal".to_string(), self.interrupted().unwrap_or_default()),
+        };
+        d.halt(run, &by, &reason);
+        let output = "error: interrupted while a worker had the task".to_string();
+        let body = json!({"id": task.id, "output": output, "ok": false, "model": "", "error": "interrupted", "attempt": attempt});
+        self.finish_task(task, sent, body, output, false, String::new())
     }
 
     /// Pushes the task's base, witnesses `task_dispatched` with a fresh attempt id and
@@ -173,25 +246,115 @@ impl Run<'_, '_> {
         Ok((attempt, sent.seq))
     }
 
+    /// Witnesses again, under the resumed task's `task` entry, an attempt the run dispatched
+    /// before its writer stopped and that is still in flight (`was`: its first
+    /// `task_dispatched` seq): the worker's result is awaited, nothing is published again.
+    #[allow(clippy::too_many_arguments)]
+    fn readopt(
+        &self,
+        d: &dyn Dispatch,
+        w: &WorkRun,
+        task: &Task,
+        name: &str,
+        tree: &TaskTree,
+        attempt: &str,
+        (task_entry, was): (&Entry, u64),
+    ) -> Result<u64, RunError> {
+        let sent = self.put(
+            "dispatch",
+            kind::TASK_DISPATCHED,
+            Some(task_entry.seq),
+            json!({
+                "task": task.id, "attempt": attempt, "base": tree.start,
+                "base_ref": protocol::base_ref(&w.ledger, w.run_seq, name),
+                "subject": protocol::task_subject(&w.ledger, w.run_seq), "server": d.describe(),
+                "resumed_from": was,
+            }),
+        )?;
+        self.env.progress.event(&Event::TaskStarted {
+            id: task.id.clone(),
+            agent: task.agent.clone(),
+            model: format!(
+                "a worker through {} (dispatched before the resume)",
+                d.describe()
+            ),
+        });
+        Ok(sent.seq)
+    }
+
     /// Witnesses every result that came for a task already answered: a `duplicate_result`
-    /// under the task's dispatch, never merged.
+    /// under the task's dispatch, never merged. Called after each wave, and once more before
+    /// the run delivers its answer, for one that came after the last wave.
     pub(super) fn witness_duplicates(&self) -> Result<(), RunError> {
         let Some(d) = self.dispatcher() else {
             return Ok(());
         };
-        for (r, parent) in d.take_duplicates() {
+        for dup in d.take_duplicates() {
+            let r = &dup.result;
             self.put(
                 "dispatch",
                 kind::DUPLICATE_RESULT,
-                Some(parent),
+                Some(dup.parent),
                 json!({
                     "task": r.task, "attempt": r.attempt, "worker": r.worker, "ok": r.ok,
-                    "commit": r.commit, "reason": "the task already has a result: this one is witnessed and never merged",
+                    "commit": r.commit, "stream_seq": dup.stream_seq,
+                    "reason": "the task already has a result: this one is witnessed and never merged",
                 }),
             )?;
+            d.settle(dup.stream_seq);
         }
         Ok(())
     }
+}
+
+/// What a dispatched run's record says of its attempts, from its `task_dispatched`, `result`
+/// and `duplicate_result` entries (kind, seq, body): each attempt issued, whether a result of
+/// it is witnessed, and the stream sequences of every result witnessed.
+pub(super) fn priors(items: &[(String, u64, serde_json::Value)]) -> (Vec<Prior>, Vec<u64>) {
+    let text =
+        |p: &serde_json::Value, k: &str| p.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let mut prior: Vec<Prior> = Vec::new();
+    let mut answered = std::collections::BTreeSet::new();
+    let mut witnessed = Vec::new();
+    for (k, seq, p) in items {
+        if let Some(s) = p.get("stream_seq").and_then(|v| v.as_u64()) {
+            witnessed.push(s);
+        }
+        match k.as_str() {
+            kind::TASK_DISPATCHED => {
+                let (Some(task), Some(attempt), Some(base)) =
+                    (text(p, "task"), text(p, "attempt"), text(p, "base"))
+                else {
+                    continue;
+                };
+                // A resume that took the attempt up again witnessed it once more: the latest
+                // entry is its parent.
+                prior.retain(|x| x.attempt != attempt);
+                prior.push(Prior {
+                    task,
+                    attempt,
+                    base,
+                    parent: *seq,
+                    answered: false,
+                });
+            }
+            kind::RESULT => {
+                if let Some(a) = text(p, "attempt") {
+                    answered.insert(a);
+                }
+            }
+            // A halt or an interruption told the workers to stop: what was in flight then
+            // answers nothing, and anything it does answer is a duplicate.
+            kind::HALTED | kind::INTERRUPTED => {
+                answered.extend(prior.iter().map(|x| x.attempt.clone()));
+            }
+            _ => {}
+        }
+    }
+    for x in &mut prior {
+        x.answered = answered.contains(&x.attempt);
+    }
+    (prior, witnessed)
 }
 
 /// What a worker elsewhere asks its worker seat for a dispatched task: the system line and
@@ -206,4 +369,59 @@ pub(crate) fn remote_prompt(
         super::prompts::worker_system(agent, category),
         format!("{instruction}{}", super::prompts::work_note(tree)),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_gives_each_attempt_once_with_whether_it_was_answered() {
+        let a = "a".repeat(32);
+        let b = "b".repeat(32);
+        let items = vec![
+            (
+                kind::TASK_DISPATCHED.to_string(),
+                5,
+                json!({"task": "T1", "attempt": a, "base": "c1"}),
+            ),
+            (
+                kind::TASK_DISPATCHED.to_string(),
+                6,
+                json!({"task": "T2", "attempt": b, "base": "c1"}),
+            ),
+            (
+                kind::RESULT.to_string(),
+                7,
+                json!({"id": "T1", "attempt": a, "stream_seq": 3}),
+            ),
+            (
+                kind::DUPLICATE_RESULT.to_string(),
+                8,
+                json!({"task": "T1", "attempt": a, "stream_seq": 4}),
+            ),
+            // A resume took T2's attempt up again under a new entry.
+            (
+                kind::TASK_DISPATCHED.to_string(),
+                12,
+                json!({"task": "T2", "attempt": b, "base": "c1", "resumed_from": 6}),
+            ),
+        ];
+        let (prior, witnessed) = priors(&items);
+        assert_eq!(witnessed, vec![3, 4]);
+        assert_eq!(prior.len(), 2);
+        assert_eq!(
+            (prior[0].task.as_str(), prior[0].answered, prior[0].parent),
+            ("T1", true, 5)
+        );
+        assert_eq!(
+            (prior[1].task.as_str(), prior[1].answered, prior[1].parent),
+            ("T2", false, 12)
+        );
+        // After a halt, nothing of what was in flight is awaited.
+        let mut halted = items.clone();
+        halted.push((kind::HALTED.to_string(), 13, json!({"by": "ada"})));
+        let (prior, _) = priors(&halted);
+        assert!(prior.iter().all(|p| p.answered));
+    }
 }

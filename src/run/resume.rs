@@ -251,6 +251,7 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
     if worked.is_some() {
         forget_unreused(run, &plan, &reused);
     }
+    take_up_dispatch(run, &entries, &target.entries)?;
     run.put(
         "dispatch",
         kind::RESUME,
@@ -326,4 +327,33 @@ fn reopen_work(
         }
     }
     Ok(Some(kept))
+}
+
+/// Hands a dispatched run's dispatcher what its record says it issued and witnessed, so the
+/// results that came while no writer listened are taken from the run's durable consumer:
+/// each attempt still in flight is awaited again, a result already witnessed is not witnessed
+/// twice, and one for an attempt already answered is a duplicate.
+fn take_up_dispatch(
+    run: &Run<'_, '_>,
+    entries: &[crate::ledger::Entry],
+    seqs: &[u64],
+) -> Result<(), RunError> {
+    let (Some(d), Some(w)) = (run.dispatcher(), run.work()) else {
+        return Ok(());
+    };
+    let mut items = Vec::new();
+    for seq in seqs {
+        if let Some(e) = entries.get(*seq as usize)
+            && matches!(
+                e.kind.as_str(),
+                kind::TASK_DISPATCHED | kind::RESULT | kind::DUPLICATE_RESULT
+            )
+            && let Some(p) = run.payload_of(e)?
+        {
+            items.push((e.kind.clone(), e.seq, p));
+        }
+    }
+    let (prior, witnessed) = super::remote::priors(&items);
+    d.resume(w.run_seq, &prior, &witnessed)
+        .map_err(RunError::Work)
 }

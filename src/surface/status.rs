@@ -47,6 +47,10 @@ pub(crate) struct LastRun {
     pub(crate) entries: usize,
     /// The seq of its answer, if it has one.
     pub(crate) answer_seq: Option<u64>,
+    /// A dispatched run's tasks and workers as its NATS server holds them (absent when the
+    /// run does not dispatch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) dispatch: Option<super::worker::DispatchStatus>,
 }
 
 /// One configured executor.
@@ -74,6 +78,9 @@ pub(crate) struct Readiness {
     pub(crate) problems: Vec<String>,
     pub(crate) executors: Vec<ExecutorRow>,
     pub(crate) local_models: Vec<LocalModel>,
+    /// `[dispatch]` of the runtime: how `status` reaches a dispatched run's server.
+    #[serde(skip)]
+    pub(crate) dispatch: config::DispatchConfig,
 }
 
 /// The repository's git forum.
@@ -125,6 +132,7 @@ pub(crate) fn ledgers(repo: &gix::Repository) -> Result<Vec<LedgerRow>> {
 pub(crate) fn last_run(
     store: &GitStore,
     walked: Vec<(gix::ObjectId, crate::ledger::Entry)>,
+    dispatch: &config::DispatchConfig,
 ) -> Result<Option<LastRun>> {
     let Some(start) = walked
         .iter()
@@ -148,6 +156,12 @@ pub(crate) fn last_run(
     }
     let entries: Vec<crate::ledger::Entry> = walked.into_iter().map(|(_, e)| e).collect();
     let runs = crate::run::status::runs(&entries, |e| bodies.get(&e.seq).cloned());
+    // A dispatched run's request names its server.
+    let server = bodies
+        .get(&start)
+        .and_then(|b| b.pointer("/work/dispatch/server"))
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
     Ok(runs
         .into_iter()
         .find(|r| r.request_seq == start)
@@ -157,6 +171,8 @@ pub(crate) fn last_run(
             state: r.label(),
             entries: r.entries.len(),
             answer_seq: r.answer.as_ref().map(|a| a.0),
+            dispatch: server
+                .map(|url| super::worker::dispatch_status(store.name(), start, &url, dispatch)),
         }))
 }
 
@@ -215,6 +231,7 @@ pub(crate) fn readiness(
                 problems: vec![why.to_string()],
                 executors: Vec::new(),
                 local_models: Vec::new(),
+                dispatch: config::DispatchConfig::default(),
             };
         }
     };
@@ -256,6 +273,7 @@ pub(crate) fn readiness(
         problems,
         executors,
         local_models,
+        dispatch: rt.dispatch.clone(),
     }
 }
 
@@ -273,7 +291,7 @@ pub(crate) fn status(store: &GitStore, runtime: Readiness) -> Result<StatusRepor
         entries,
         checkpoint,
         ledgers: ledgers(store.repo())?,
-        last_run: last_run(store, walked)?,
+        last_run: last_run(store, walked, &runtime.dispatch)?,
         hooks: hooks_installed(store.repo()),
         runtime,
     })

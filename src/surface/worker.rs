@@ -35,6 +35,7 @@ impl NatsFlags {
             tls: self.tls,
             tls_ca: self.tls_ca.clone(),
             name: name.to_string(),
+            timeout: None,
         }
     }
 }
@@ -263,4 +264,107 @@ pub(crate) fn configured(c: &crate::exec::config::DispatchConfig) -> Option<Disp
         },
         remote: c.remote.clone(),
     })
+}
+
+/// How a dispatched run stands on its NATS server (`git forum status`, the daemon's status).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub(crate) struct DispatchStatus {
+    /// The server the run's request records.
+    pub(crate) server: String,
+    /// The ledger's work-queue stream.
+    pub(crate) stream: String,
+    /// Why the figures below are not there (the server could not be read); `None` when read.
+    pub(crate) error: Option<String>,
+    /// The run's tasks still on the stream: waiting for a worker or in flight.
+    pub(crate) run_tasks: u64,
+    /// The workers' consumer, over every run of the ledger: tasks no worker took yet.
+    pub(crate) pending: u64,
+    /// ... tasks a worker holds and has not acknowledged.
+    pub(crate) in_flight: u64,
+    /// ... tasks given out more than once and not yet acknowledged.
+    pub(crate) redelivered: u64,
+    /// The run's results on the stream its writer has not witnessed yet.
+    pub(crate) results_waiting: u64,
+    /// Each worker's last progress, by name.
+    pub(crate) workers: Vec<WorkerProgress>,
+}
+
+/// A worker's last word on the server.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub(crate) struct WorkerProgress {
+    pub(crate) worker: String,
+    pub(crate) run: u64,
+    pub(crate) task: String,
+    pub(crate) attempt: String,
+    /// `working`, `done` or `halted`.
+    pub(crate) state: String,
+    /// Seconds since the server got it.
+    pub(crate) age_seconds: u64,
+}
+
+/// How long `status` waits for a dispatched run's server.
+const STATUS_CONNECT: Duration = Duration::from_secs(2);
+
+/// Run `run` of `ledger`, dispatched to `server`, as the server holds it, reached with
+/// `[dispatch]`'s credentials and TLS settings. A server that cannot be read gives the
+/// reason in `error`, not a failed status.
+pub(crate) fn dispatch_status(
+    ledger: &str,
+    run: u64,
+    server: &str,
+    c: &crate::exec::config::DispatchConfig,
+) -> DispatchStatus {
+    let mut out = DispatchStatus {
+        server: server.to_string(),
+        stream: crate::fleet::protocol::stream_name(ledger),
+        error: None,
+        run_tasks: 0,
+        pending: 0,
+        in_flight: 0,
+        redelivered: 0,
+        results_waiting: 0,
+        workers: Vec::new(),
+    };
+    let settings = Settings {
+        url: server.to_string(),
+        credentials: c.credentials.clone(),
+        tls: c.tls,
+        tls_ca: c.tls_ca.clone(),
+        name: "git forum status".into(),
+        timeout: Some(STATUS_CONNECT),
+    };
+    let figures = crate::fleet::nats::Connection::connect(&settings, ledger)
+        .and_then(|conn| conn.figures(run));
+    let f = match figures {
+        Ok(f) => f,
+        Err(e) => {
+            out.error = Some(e);
+            return out;
+        }
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    out.run_tasks = f.run_tasks;
+    out.pending = f.pending;
+    out.in_flight = f.in_flight;
+    out.redelivered = f.redelivered;
+    out.results_waiting = f.results_waiting;
+    out.workers = f
+        .progress
+        .iter()
+        .filter_map(|(bytes, at)| {
+            let m = crate::fleet::protocol::ProgressMessage::parse(bytes).ok()?;
+            Some(WorkerProgress {
+                worker: m.worker,
+                run: m.run,
+                task: m.task,
+                attempt: m.attempt,
+                state: m.state,
+                age_seconds: (now - at).max(0) as u64,
+            })
+        })
+        .collect();
+    out
 }

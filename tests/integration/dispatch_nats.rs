@@ -19,11 +19,25 @@ use crate::work_run::{entries, payloads, setup};
 pub(crate) struct NatsServer {
     child: Child,
     pub(crate) port: u16,
+    /// `USER:PASSWORD@` when the server asks for them.
+    auth: String,
     _store: tempfile::TempDir,
 }
 
 impl NatsServer {
     pub(crate) fn start() -> NatsServer {
+        NatsServer::start_with(&[])
+    }
+
+    /// A server that lets in only `user` with `password` (`--user`, `--pass`); its
+    /// [`NatsServer::url`] carries them.
+    pub(crate) fn with_user(user: &str, password: &str) -> NatsServer {
+        let mut s = NatsServer::start_with(&["--user", user, "--pass", password]);
+        s.auth = format!("{user}:{password}@");
+        s
+    }
+
+    fn start_with(extra: &[&str]) -> NatsServer {
         let program = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
             .into_iter()
             .find(|p| Path::new(p).exists())
@@ -37,6 +51,7 @@ impl NatsServer {
         let child = Command::new(program)
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(store.path())
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -44,6 +59,7 @@ impl NatsServer {
         let s = NatsServer {
             child,
             port,
+            auth: String::new(),
             _store: store,
         };
         let up = crate::common::poll_until(Duration::from_secs(10), || {
@@ -54,7 +70,7 @@ impl NatsServer {
     }
 
     pub(crate) fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+        format!("nats://{}127.0.0.1:{}", self.auth, self.port)
     }
 
     /// Publishes `payload` on `subject` with the plain protocol (what anyone who can reach the
@@ -119,7 +135,7 @@ impl Drop for NatsServer {
 }
 
 /// A child process killed (SIGKILL) and reaped on drop.
-struct Killed(Child);
+pub(crate) struct Killed(pub(crate) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -130,7 +146,7 @@ impl Drop for Killed {
 
 /// A plan of six tasks over two waves: T1..T3, then T4..T6 each on one of them. Each task
 /// writes one file.
-const PLAN: &str = r#"{"tasks":[
+pub(crate) const PLAN: &str = r#"{"tasks":[
 {"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]},
 {"id":"T2","agent":"backend","instruction":"write f2.txt","depends_on":[],"done_when":["the file is there"]},
 {"id":"T3","agent":"backend","instruction":"write f3.txt","depends_on":[],"done_when":["the file is there"]},
@@ -140,7 +156,7 @@ const PLAN: &str = r#"{"tasks":[
 
 /// The scripted model of these runs (the planner's `plan`, the gate's merge, every verdict a
 /// pass); a task writes the file its instruction names.
-fn model(repo: &Repo, plan: &str) -> String {
+pub(crate) fn model(repo: &Repo, plan: &str) -> String {
     let plan = plan.replace('\n', "");
     crate::work_run::model(
         repo,
@@ -153,7 +169,7 @@ fn model(repo: &Repo, plan: &str) -> String {
 
 /// A model that says it started (touches `mark`), then takes 4 seconds before doing what
 /// `model` does: the worker it runs under is killed meanwhile.
-fn slow_model(dir: &Path, model: &str, mark: &Path) -> String {
+pub(crate) fn slow_model(dir: &Path, model: &str, mark: &Path) -> String {
     let path = dir.join("slow.sh");
     let body = format!(
         "#!/bin/sh\ntouch '{}'\nsleep 4\nexec '{model}' \"$@\"\n",
@@ -166,7 +182,7 @@ fn slow_model(dir: &Path, model: &str, mark: &Path) -> String {
 }
 
 /// The repository with its bare remote (holding `main`); returns the remote's folder.
-fn shared(repo: &Repo) -> (tempfile::TempDir, String) {
+pub(crate) fn shared(repo: &Repo) -> (tempfile::TempDir, String) {
     setup(repo);
     let (bare, url) = bare_origin(repo, repo.kind());
     repo.git_ok(&["push", "-q", "origin", "main"]);
@@ -174,7 +190,7 @@ fn shared(repo: &Repo) -> (tempfile::TempDir, String) {
 }
 
 /// A clone of `url` for a worker, in a new folder.
-fn clone(url: &str) -> tempfile::TempDir {
+pub(crate) fn clone(url: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let ok = Command::new("git")
         .args(["clone", "-q", url])
@@ -187,7 +203,13 @@ fn clone(url: &str) -> tempfile::TempDir {
 }
 
 /// A `git forum worker` in `clone` on `server`, with `cmd` as its seat and `extra` flags.
-fn worker(repo: &Repo, clone: &Path, server: &NatsServer, cmd: &str, extra: &[&str]) -> Killed {
+pub(crate) fn worker(
+    repo: &Repo,
+    clone: &Path,
+    server: &NatsServer,
+    cmd: &str,
+    extra: &[&str],
+) -> Killed {
     let mut c = repo.forum();
     c.current_dir(clone.join("c"))
         .args([
@@ -206,7 +228,7 @@ fn worker(repo: &Repo, clone: &Path, server: &NatsServer, cmd: &str, extra: &[&s
 }
 
 /// What the workers in `clones` said on standard error (for a failure's message).
-fn logs(clones: &[&tempfile::TempDir]) -> String {
+pub(crate) fn logs(clones: &[&tempfile::TempDir]) -> String {
     clones
         .iter()
         .map(|c| std::fs::read_to_string(c.path().join("worker.log")).unwrap_or_default())
@@ -215,14 +237,14 @@ fn logs(clones: &[&tempfile::TempDir]) -> String {
 }
 
 /// A running `submit`: the process and the threads reading its output.
-struct Submitted {
-    child: Killed,
+pub(crate) struct Submitted {
+    pub(crate) child: Killed,
     out: std::thread::JoinHandle<String>,
     err: std::thread::JoinHandle<String>,
 }
 
 /// Starts `submit --work --dispatch` on `server` for the request, with output captured.
-fn submit(repo: &Repo, server: &NatsServer, cmd: &str) -> Submitted {
+pub(crate) fn submit(repo: &Repo, server: &NatsServer, cmd: &str) -> Submitted {
     let mut c = repo.forum();
     c.args([
         "submit",
@@ -236,9 +258,13 @@ fn submit(repo: &Repo, server: &NatsServer, cmd: &str) -> Submitted {
         cmd,
         "--json",
         "write the files",
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    ]);
+    spawned(c)
+}
+
+/// Starts `c` with its output captured.
+pub(crate) fn spawned(mut c: Command) -> Submitted {
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
     let read = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
@@ -257,7 +283,7 @@ fn submit(repo: &Repo, server: &NatsServer, cmd: &str) -> Submitted {
 }
 
 /// Waits (at most 3 minutes) for a submit to end; returns success, its JSON and its stderr.
-fn finish(mut s: Submitted) -> (bool, J, String) {
+pub(crate) fn finish(mut s: Submitted) -> (bool, J, String) {
     let start = Instant::now();
     loop {
         if let Some(status) = s.child.0.try_wait().unwrap() {
@@ -276,7 +302,7 @@ fn finish(mut s: Submitted) -> (bool, J, String) {
 
 /// The `result` entries of tasks (the synthesizer's answer is a `result` too): each names the
 /// worker that did it.
-fn task_results(repo: &Repo) -> Vec<(u64, J)> {
+pub(crate) fn task_results(repo: &Repo) -> Vec<(u64, J)> {
     payloads(repo, "result")
         .into_iter()
         .filter(|(_, p)| p.get("worker").is_some())
@@ -284,12 +310,12 @@ fn task_results(repo: &Repo) -> Vec<(u64, J)> {
 }
 
 /// The tree of the run branch of run 0.
-fn run_tree(repo: &Repo) -> String {
+pub(crate) fn run_tree(repo: &Repo) -> String {
     repo.git_ok(&["rev-parse", "forum/run-0^{tree}"])
 }
 
 /// The same plan run in process, in a fresh repository of the same kind: its run tree.
-fn in_process_tree(kind: &str) -> String {
+pub(crate) fn in_process_tree(kind: &str) -> String {
     let other = Repo::new(kind);
     setup(&other);
     let m = model(&other, PLAN);

@@ -22,6 +22,7 @@ mod daemon_guard;
 mod demo;
 mod dispatch_confined;
 mod dispatch_nats;
+mod dispatch_ops;
 mod docs;
 mod edges;
 mod edit_worker;

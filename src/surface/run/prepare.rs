@@ -187,7 +187,7 @@ fn take_dispatch(
     });
     if let Some(d) = given.as_ref().or(configured.as_ref()) {
         match opts.work.as_mut() {
-            Some(w) if w.enabled && shape == Shape::Single => {
+            Some(w) if (w.enabled || spec.resumes_work) && shape == Shape::Single => {
                 w.dispatch = Some(crate::surface::worker::dispatcher(
                     dir,
                     ledger,
@@ -197,7 +197,7 @@ fn take_dispatch(
             }
             _ => {
                 return Err(Error::usage(
-                    "--dispatch sends the tasks of a --work run to workers: add --work (a resumed or campaign run cannot dispatch yet)",
+                    "--dispatch sends the tasks of a --work run to workers: add --work (a campaign run cannot dispatch yet)",
                 ));
             }
         }

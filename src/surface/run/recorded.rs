@@ -162,6 +162,7 @@ impl RunOptions {
     /// [`RunOptions::resumes_work`]. A recorded value of the wrong type is refused in one line.
     pub(crate) fn restore(&mut self, request_seq: u64, body: &J) -> Result<()> {
         self.resumes_work = body.get("work").is_some_and(|w| w.is_object());
+        self.restore_dispatch(request_seq, body)?;
         if !self.resumes_work && (!self.allow_cmds.is_empty() || self.max_tool_calls.is_some()) {
             return Err(Error::usage(format!(
                 "run {request_seq} does not work in the repository, so it has no editing worker for --allow-cmd or --max-tool-calls to bound: resume it without them"
@@ -192,6 +193,32 @@ impl RunOptions {
             && let Some(v) = field("max_cost_usd")
         {
             self.max_cost_usd = Some(v.as_f64().ok_or_else(|| wrong("max_cost_usd", "dollars"))?);
+        }
+        Ok(())
+    }
+
+    /// A dispatched run goes on dispatching to the server and remote its request records,
+    /// unless `--dispatch` names another server; the credentials and TLS settings come from
+    /// `[dispatch]` as for a new run.
+    fn restore_dispatch(&mut self, request_seq: u64, body: &J) -> Result<()> {
+        let Some(d) = body.pointer("/work/dispatch").filter(|d| !d.is_null()) else {
+            return Ok(());
+        };
+        let Some(server) = d.get("server").and_then(J::as_str) else {
+            return Err(Error::usage(format!(
+                "run {request_seq} records a dispatch without a server; resume it with --dispatch URL"
+            )));
+        };
+        let remote = d.get("remote").and_then(J::as_str).map(str::to_string);
+        match self.dispatch.as_mut() {
+            Some(given) => {
+                given.remote = given.remote.take().or(remote);
+            }
+            None => {
+                let mut spec = crate::surface::worker::DispatchSpec::at(server);
+                spec.remote = remote;
+                self.dispatch = Some(spec);
+            }
         }
         Ok(())
     }
