@@ -111,7 +111,7 @@ pub struct ResultMessage {
     pub tool_calls: Vec<ToolCall>,
     pub model_calls: Vec<ModelCall>,
     pub checks: Vec<CheckClaim>,
-    /// What confined the worker's agent, as the worker says (`confined`, `unconfined`).
+    /// What confined the worker's agent, as the worker says (`bwrap`, `bwrap+net`, `unconfined: REASON`).
     pub confinement: String,
 }
 
