@@ -93,6 +93,7 @@ mod spend_over;
 mod status;
 mod storage;
 mod strict_replay;
+mod strict_replay_merge;
 mod strict_replay_quality;
 mod strict_replay_work;
 mod submit;

@@ -30,17 +30,20 @@ const SHOWN: usize = 600;
 /// place in that line.
 type Place = (String, usize);
 
-/// The task an entry belongs to: the task, result, verdict and escalation entries carry it.
+/// The task an entry belongs to: the task, result, verdict and escalation entries carry it as
+/// `id`, a `--work` run's entries of one task (its changes, checks, ship decision, conflict,
+/// integration) as `task`, so that the tasks of a wave may commit and check in any order.
 fn line_of(e: &Recorded) -> String {
-    match e.kind.as_str() {
-        "task" | "result" | "verdict" | "tier_escalation" => e
-            .payload
-            .get("id")
-            .and_then(J::as_str)
-            .map(|id| format!("task {id}"))
-            .unwrap_or_default(),
-        _ => String::new(),
-    }
+    let key = match e.kind.as_str() {
+        "task" | "result" | "verdict" | "tier_escalation" => "id",
+        "change" | "check" | "ship" | "conflict" | "integrated" => "task",
+        _ => return String::new(),
+    };
+    e.payload
+        .get(key)
+        .and_then(J::as_str)
+        .map(|id| format!("task {id}"))
+        .unwrap_or_default()
 }
 
 /// Each entry's place, by seq.
