@@ -49,6 +49,18 @@ fn capped_reply(text: &str) -> (&str, bool) {
     (&text[..end], true)
 }
 
+/// Keeps the gate's raw reply (when it answered) in a `ship` entry's body, as `reply` (capped;
+/// `reply_cut` when it was longer), so a strict replay parses the decision again from it.
+fn keep_reply(payload: &mut serde_json::Value, reply: Option<&str>) {
+    if let Some(r) = reply {
+        let (kept, cut) = capped_reply(r);
+        payload["reply"] = json!(kept);
+        if cut {
+            payload["reply_cut"] = json!(true);
+        }
+    }
+}
+
 /// The guardrail's block of a change whose symbolic links point outside the worktree (the
 /// first five named).
 fn links_out_block(links_out: &[LinkOut]) -> Decision {
@@ -240,13 +252,8 @@ impl Run<'_, '_> {
         if let Some(e) = &d.error {
             payload["error"] = json!(e);
         }
-        // The raw reply the decision was parsed from, so a strict replay parses it again.
-        if let Some(r) = reply.as_deref().filter(|_| !w.legacy) {
-            let (kept, cut) = capped_reply(r);
-            payload["reply"] = json!(kept);
-            if cut {
-                payload["reply_cut"] = json!(true);
-            }
+        if !w.legacy {
+            keep_reply(&mut payload, reply.as_deref());
         }
         if guarded {
             payload["gate"] = json!("guardrail");
