@@ -92,6 +92,9 @@ pub(crate) const CHECK: &str = "check";
 pub(crate) const SHIP: &str = "ship";
 /// A change that did not integrate onto the run branch, with the conflicting paths (ours).
 pub(crate) const CONFLICT: &str = "conflict";
+/// A change integrated onto the run branch: the change commit, the branch's new tip and its
+/// tree, so a strict replay can merge the change again and compare the tree (ours).
+pub(crate) const INTEGRATED: &str = "integrated";
 /// The choice among a task's attempts (`--attempts`): each attempt side by side, the chosen
 /// one and the rule that chose it (`gate`, `smallest_diff`, `cheapest`, `first`) (ours).
 pub(crate) const ATTEMPT_CHOICE: &str = "attempt_choice";

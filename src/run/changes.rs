@@ -41,15 +41,17 @@ impl Run<'_, '_> {
     }
 
     /// Opens the workbench of run `run_seq` with `checks` (from the options or the record), at
-    /// `base` when the run recorded one, and makes it the run's.
+    /// `base` when the run recorded one, and makes it the run's; `legacy` for a run recorded
+    /// before integrations and gate replies were witnessed (see [`super::WorkOptions::legacy`]).
     pub(super) fn open_work(
         &self,
         run_seq: u64,
         base: Option<&str>,
         checks: Vec<String>,
+        legacy: bool,
     ) -> Result<(), RunError> {
         let w = self
-            .make_work(run_seq, base, checks)?
+            .make_work(run_seq, base, checks, legacy)?
             .map_err(|e| RunError::Work(work_error_line(&e)))?;
         let _ = self.work.set(w);
         Ok(())
@@ -63,6 +65,7 @@ impl Run<'_, '_> {
         run_seq: u64,
         base: Option<&str>,
         checks: Vec<String>,
+        legacy: bool,
     ) -> Result<Result<WorkRun, WorkError>, RunError> {
         let Some(o) = &self.opts.work else {
             return Err(RunError::Work(
@@ -108,6 +111,7 @@ impl Run<'_, '_> {
             sandbox,
             verification: o.verification,
             limits: o.limits,
+            legacy: o.legacy || legacy,
         }))
     }
 
@@ -127,7 +131,7 @@ impl Run<'_, '_> {
         for attempt in 0..ATTEMPTS {
             let pause = std::time::Duration::from_millis(5 + 5 * u64::from(attempt.min(10)));
             let next = lock(&self.store).len()?;
-            let w = match self.make_work(next, base, checks.to_vec())? {
+            let w = match self.make_work(next, base, checks.to_vec(), false)? {
                 Ok(w) => w,
                 Err(WorkError::Busy(_)) => {
                     std::thread::sleep(pause);

@@ -299,10 +299,13 @@ fn reopen_work(
                 .collect()
         })
         .unwrap_or_default();
+    // A run recorded before its integrations were witnessed goes on as it was recorded.
+    let legacy = !super::work_state::witnessed(&record);
     run.open_work(
         request_seq,
         record.get("base").and_then(Value::as_str),
         checks,
+        legacy,
     )?;
     let Some(w) = run.work() else {
         return Ok(None);

@@ -33,6 +33,34 @@ pub(super) struct Decision {
     pub(super) usage: Option<serde_json::Value>,
 }
 
+/// The most bytes of the pre-ship gate's raw reply a `ship` entry keeps (`reply`; a longer
+/// one is cut on a character boundary and `reply_cut` says so).
+pub(super) const GATE_REPLY_CAP: usize = 4096;
+
+/// `text` cut to [`GATE_REPLY_CAP`] bytes on a character boundary, and whether it was cut.
+fn capped_reply(text: &str) -> (&str, bool) {
+    if text.len() <= GATE_REPLY_CAP {
+        return (text, false);
+    }
+    let mut end = GATE_REPLY_CAP;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&text[..end], true)
+}
+
+/// Keeps the gate's raw reply (when it answered) in a `ship` entry's body, as `reply` (capped;
+/// `reply_cut` when it was longer), so a strict replay parses the decision again from it.
+fn keep_reply(payload: &mut serde_json::Value, reply: Option<&str>) {
+    if let Some(r) = reply {
+        let (kept, cut) = capped_reply(r);
+        payload["reply"] = json!(kept);
+        if cut {
+            payload["reply_cut"] = json!(true);
+        }
+    }
+}
+
 /// The guardrail's block of a change whose symbolic links point outside the worktree (the
 /// first five named).
 fn links_out_block(links_out: &[LinkOut]) -> Decision {
@@ -116,9 +144,15 @@ impl Run<'_, '_> {
         Ok(())
     }
 
-    /// Asks the orchestrator seat whether the change ships; a failed call or an unusable
-    /// answer is an undetermined decision.
-    fn ask_ship_gate(&self, t: &Task, checks: &[(String, bool)], diff: &str) -> Decision {
+    /// Asks the orchestrator seat whether the change ships, and what it answered (its raw
+    /// reply, when it answered at all); a failed call or an unusable answer is an
+    /// undetermined decision.
+    fn ask_ship_gate(
+        &self,
+        t: &Task,
+        checks: &[(String, bool)],
+        diff: &str,
+    ) -> (Decision, Option<String>) {
         self.env
             .progress
             .event(&Event::Validating { id: t.id.clone() });
@@ -134,7 +168,7 @@ impl Run<'_, '_> {
         match self.ask(orchestrator.as_ref(), &call) {
             Ok(r) => {
                 let usage = usage_of(orchestrator.as_ref(), &r);
-                match parse_ship(&r.text) {
+                let d = match parse_ship(&r.text) {
                     Ok((decision, reason)) => Decision {
                         decision,
                         reason,
@@ -149,15 +183,19 @@ impl Run<'_, '_> {
                         error: Some(e.to_string()),
                         usage,
                     },
-                }
+                };
+                (d, Some(r.text))
             }
-            Err(e) => Decision {
-                decision: "undetermined".into(),
-                reason: format!("the gate failed ({}): {e}", e.code()),
-                model: Some(orchestrator.model()),
-                error: Some(e.code().to_string()),
-                usage: None,
-            },
+            Err(e) => (
+                Decision {
+                    decision: "undetermined".into(),
+                    reason: format!("the gate failed ({}): {e}", e.code()),
+                    model: Some(orchestrator.model()),
+                    error: Some(e.code().to_string()),
+                    usage: None,
+                },
+                None,
+            ),
         }
     }
 
@@ -174,6 +212,7 @@ impl Run<'_, '_> {
             .map(|c| c.links_out.as_slice())
             .unwrap_or_default();
         let guarded = !links_out.is_empty();
+        let mut reply = None;
         let d = if guarded {
             // A guardrail in code, before any seat is asked: a change whose links lead out of
             // the worktree would hand whoever checks it out a path to the user's files.
@@ -199,7 +238,9 @@ impl Run<'_, '_> {
                 usage: None,
             }
         } else {
-            self.ask_ship_gate(t, &tw.checks, diff)
+            let (d, r) = self.ask_ship_gate(t, &tw.checks, diff);
+            reply = r;
+            d
         };
         let mut payload = json!({
             "task": t.id,
@@ -210,6 +251,9 @@ impl Run<'_, '_> {
         });
         if let Some(e) = &d.error {
             payload["error"] = json!(e);
+        }
+        if !w.legacy {
+            keep_reply(&mut payload, reply.as_deref());
         }
         if guarded {
             payload["gate"] = json!("guardrail");
@@ -257,6 +301,20 @@ impl Run<'_, '_> {
         {
             Ok(tip) => {
                 let mut tw = w.get(&t.id);
+                if !w.legacy {
+                    let tree = w
+                        .bench
+                        .tip_tree(&tip)
+                        .map_err(|e| RunError::Work(e.to_string()))?;
+                    let e = self.put(
+                        "dispatch",
+                        kind::INTEGRATED,
+                        Some(tw.last_seq),
+                        json!({"task": t.id, "change": tw.change_seq, "commit": commit,
+                               "tip": tip, "tree": tree}),
+                    )?;
+                    tw.last_seq = e.seq;
+                }
                 tw.integrated = Some(tip);
                 w.set(&t.id, tw);
                 Ok(Ok(()))
@@ -495,5 +553,22 @@ fn or_error(code: &str) -> &str {
         "its worker failed"
     } else {
         code
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{GATE_REPLY_CAP, capped_reply};
+
+    #[test]
+    fn a_gate_reply_is_kept_whole_up_to_the_cap_and_cut_on_a_character_boundary_past_it() {
+        let short = r#"{"decision":"merge","reason":"ok"}"#;
+        assert_eq!(capped_reply(short), (short, false));
+        // A two-byte character straddles the cap: the cut falls before it.
+        let long = format!("{}é{}", "a".repeat(GATE_REPLY_CAP - 1), "b".repeat(10));
+        let (kept, cut) = capped_reply(&long);
+        assert!(cut);
+        assert_eq!(kept.len(), GATE_REPLY_CAP - 1);
+        assert!(kept.chars().all(|c| c == 'a'));
     }
 }

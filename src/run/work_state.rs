@@ -63,6 +63,25 @@ pub(crate) struct WorkOptions {
     pub(crate) limits: ChangeLimits,
     /// Where tasks go instead of running in this process (`--dispatch`; `None`: here).
     pub(crate) dispatch: Option<Arc<dyn super::Dispatch>>,
+    /// A strict replay of a run recorded before integrations and the pre-ship gate's raw
+    /// replies were witnessed ([`WITNESSES`] missing from its request): neither is written,
+    /// as that run wrote neither. Always false for a live run.
+    pub(crate) legacy: bool,
+}
+
+/// What a `--work` run witnesses beyond its decisions, as its request's `work.witnesses`
+/// lists it: each integration's tree (`integrated` entries) and the pre-ship gate's raw reply
+/// (a `ship` entry's `reply`). A strict replay merges again and parses again from them.
+pub(crate) const WITNESSES: [&str; 2] = ["integration", "gate_reply"];
+
+/// Whether a request's `work` record lists every one of [`WITNESSES`]: a run recorded before
+/// them lists none, and is resumed and replayed writing neither.
+pub(crate) fn witnessed(work: &Value) -> bool {
+    WITNESSES.iter().all(|w| {
+        work["witnesses"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| x == w))
+    })
 }
 
 impl std::fmt::Debug for WorkOptions {
@@ -106,6 +125,8 @@ pub(super) struct WorkRun {
     pub(super) verification: Option<Verification>,
     /// What a change may hold.
     pub(super) limits: ChangeLimits,
+    /// See [`WorkOptions::legacy`].
+    pub(super) legacy: bool,
 }
 
 /// What one task has in the repository so far.
@@ -299,6 +320,9 @@ pub(super) fn work_record(w: &WorkRun) -> Value {
     });
     if let Some(v) = &w.verification {
         rec["verification"] = json!(v);
+    }
+    if !w.legacy {
+        rec["witnesses"] = json!(WITNESSES);
     }
     rec
 }

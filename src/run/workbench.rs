@@ -459,6 +459,14 @@ pub trait Workbench: Send + Sync {
         let _ = head;
         self.integrate(task, commit)
     }
+    /// The tree of `tip`, a run branch commit [`Workbench::integrate`] returned, which the
+    /// run's `integrated` entry records (a strict replay merges the change again and compares
+    /// its tree with this one).
+    fn tip_tree(&self, tip: &str) -> Result<String, WorkError> {
+        Err(WorkError::Git(format!(
+            "this workbench cannot read the tree of {tip}"
+        )))
+    }
     /// Whether the change `commit` adds nothing to the run branch's tip (an earlier change
     /// made the same edit); false before anything is integrated or when the two conflict.
     fn adds_nothing(&self, commit: &str) -> Result<bool, WorkError> {

@@ -179,7 +179,19 @@ pub(crate) fn strict(store: &GitStore, dir: &Path, run: u64) -> Result<StrictRep
     let rules = rules::resolve(&entries, current).map_err(refuse)?;
     let real = metering(&entries[0], &rules.options).map_err(refuse)?;
     let real = real.as_ref().map(|f| f as &dyn crate::exec::Seats);
-    let r = engine::strict_metered(store, run, &rules.roster, &rules.options, real);
+    // A --work run's changes are merged again here, into a scratch object directory.
+    let merges = match entries[0].payload.get("work") {
+        Some(_) => crate::work::ScratchMerges::open(dir)
+            .map(|m| std::sync::Arc::new(m) as std::sync::Arc<dyn engine::Merges>)
+            .map_err(|e| {
+                Error::unavailable(format!(
+                    "strict replay cannot merge run {run}'s changes again: {e}"
+                ))
+            })
+            .map(Some)?,
+        None => None,
+    };
+    let r = engine::strict_metered(store, run, &rules.roster, &rules.options, real, merges);
     let r = r.map_err(|e| match e {
         ReplayError::Refused(m) => Error::conflict(m),
         ReplayError::Ledger(e) => Error::internal(format!("ledger: {e}")),

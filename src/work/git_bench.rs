@@ -139,6 +139,10 @@ impl Workbench for GitWork {
         self.integrate_with(task, commit, Some(head))
     }
 
+    fn tip_tree(&self, tip: &str) -> Result<String, WorkError> {
+        self.tree_of(tip)
+    }
+
     fn adds_nothing(&self, commit: &str) -> Result<bool, WorkError> {
         let Some(tip) = self.branch_tip() else {
             return Ok(false);
@@ -266,14 +270,16 @@ impl GitWork {
                 Some(h) => with_head(&message, h),
                 None => message,
             };
-            self.commit_tree_as(
+            let copy = self.commit_tree_as(
                 &tree,
                 &[&tip],
                 &message,
                 (&name, &email),
                 (FORUM_NAME, FORUM_EMAIL),
                 date,
-            )?
+            )?;
+            lock(&self.trees).insert(copy.clone(), tree);
+            copy
         };
         let expected = old.unwrap_or_else(|| self.zero.clone());
         let why = format!("git forum: integrate task {task} of run {}", self.run_seq);

@@ -47,6 +47,8 @@ mod edit_hands;
 pub(crate) mod git;
 mod git_bench;
 mod hostile;
+mod merge;
+pub use merge::ScratchMerges;
 mod racy;
 pub(crate) mod run_diff;
 mod stale;
@@ -537,34 +539,9 @@ impl GitWork {
         theirs: &str,
     ) -> Result<String, WorkError> {
         let merge_base = base.map(|b| format!("--merge-base={b}"));
-        let mut args = vec!["merge-tree", "--write-tree", "-z", "--name-only"];
-        if let Some(b) = &merge_base {
-            args.push(b);
-        }
-        args.extend([ours, theirs]);
+        let args = merge::merge_args(merge_base.as_deref(), ours, theirs);
         let out = git::run(&self.common, &args)?;
-        let mut fields = out.stdout.split(|b| *b == 0);
-        let tree = fields
-            .next()
-            .map(|t| String::from_utf8_lossy(t).trim().to_string());
-        match out.code {
-            Some(0) if !out.cut => {
-                tree.ok_or_else(|| WorkError::Git("git merge-tree printed no tree".into()))
-            }
-            Some(1) if !out.cut => {
-                let mut paths: Vec<String> = fields
-                    .take_while(|f| !f.is_empty())
-                    .map(|f| String::from_utf8_lossy(f).into_owned())
-                    .collect();
-                paths.sort();
-                paths.dedup();
-                Err(WorkError::Conflict { paths })
-            }
-            _ => {
-                git::ensure(&out, &args)?;
-                Err(WorkError::Git("git merge-tree failed".into()))
-            }
-        }
+        merge::read_merge(&out, &args)
     }
 
     /// What `git commit-tree TREE -p PARENT... -m MESSAGE` writes, as `name <email>` (author

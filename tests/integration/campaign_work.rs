@@ -124,6 +124,7 @@ fn each_feature_of_a_work_campaign_is_a_checked_gated_commit_on_the_run_branch()
             "change",
             "check",
             "ship",
+            "integrated",
             "check",
             "feature_status",
             "campaign_result",

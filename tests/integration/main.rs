@@ -98,6 +98,7 @@ mod storage;
 mod strict_replay;
 mod strict_replay_edit;
 mod strict_replay_gates;
+mod strict_replay_merge;
 mod strict_replay_quality;
 mod strict_replay_work;
 mod submit;

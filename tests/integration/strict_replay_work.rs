@@ -126,23 +126,24 @@ fn an_edited_ship_entry_or_verdict_of_a_work_run_is_a_divergence_at_its_seq() {
         record(repo);
         // The ship entry made to name another change than the one the gate was asked about.
         let ship = seq_of(repo, "ship", "task", "T2");
-        let change = payloads(repo, "ship")
-            .into_iter()
-            .find(|(s, _)| *s == ship)
-            .unwrap()
-            .1["change"]
-            .clone();
         import_forged(repo, ship, |b| b["change"] = json!(0));
         let (code, r) = strict(repo, &["--ledger", "forged"]);
         assert_eq!(code, Some(1), "{r}");
         let d = &r["divergence"];
         assert_eq!(d["seq"], json!(ship), "{r}");
-        assert!(d["recorded"].as_str().unwrap().contains("change:0"), "{r}");
+        // The change each names is shown by its place in the run: seq 0 is the request.
+        assert!(
+            d["recorded"]
+                .as_str()
+                .unwrap()
+                .contains("change:request #0"),
+            "{r}"
+        );
         assert!(
             d["recomputed"]
                 .as_str()
                 .unwrap()
-                .contains(&format!("change:{change}")),
+                .contains("change:change of task T2 #"),
             "{r}"
         );
     });

@@ -207,6 +207,7 @@ fn a_task_that_fixes_the_bug_is_committed_checked_shipped_and_on_the_run_branch(
                 "change",
                 "check",
                 "ship",
+                "integrated",
                 "check",
                 "verdict",
                 "result"

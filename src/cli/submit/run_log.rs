@@ -91,6 +91,10 @@ fn glance(kind: &str, p: &J) -> String {
             short(s("reason"), 50)
         ),
         kind::CONFLICT => format!("{} conflicts in {}", s("task"), shown(p, "paths")),
+        kind::INTEGRATED => {
+            let tip: String = s("tip").chars().take(12).collect();
+            format!("{} on the run branch at {tip}", s("task"))
+        }
         _ => String::new(),
     }
 }

@@ -209,14 +209,25 @@ fn classifier_reply(e: &Recorded) -> Result<Result<Reply, String>, String> {
     ))
 }
 
-/// The pre-ship gate's reply from its `ship` entry; `None` when no gate was asked (a
-/// guardrail, a light seat, the budget). `Err` names a failure the record keeps only as text.
+/// The pre-ship gate's reply from its `ship` entry: the raw reply it keeps (`reply`), or, in a
+/// run recorded before the reply was kept, one made from its decision and reason; `None` when
+/// no gate was asked (a guardrail, a light seat, the budget). `Err` names a reply the record
+/// keeps cut short or a failure it keeps only as text.
 fn ship_reply(e: &Recorded) -> Result<Option<Result<Reply, String>>, String> {
     let b = &e.payload;
     if b.get("gate").is_some() || b["error"] == "budget" {
         return Ok(None);
     }
     let model = b["model"].as_str().unwrap_or_default();
+    if let Some(raw) = b.get("reply").and_then(J::as_str) {
+        if b["reply_cut"] == true {
+            return Err(format!(
+                "the ship decision at seq {} keeps the gate's reply cut short, so the decision cannot be made again from it",
+                e.seq
+            ));
+        }
+        return Ok(Some(Ok(reply(raw, model, b))));
+    }
     let reason = b["reason"].as_str().unwrap_or_default();
     match b.get("error").and_then(J::as_str) {
         None => {

@@ -30,12 +30,16 @@ const SHOWN: usize = 600;
 /// place in that line.
 type Place = (String, usize);
 
-/// The task an entry belongs to: the task, result, verdict and escalation entries carry it
-/// (`id`), and the editing worker's tool entries (`task`).
+/// The task an entry belongs to: the task, result, verdict and escalation entries carry it as
+/// `id`; the editing worker's tool entries and a `--work` run's entries of one task (its
+/// changes, checks, ship decision, conflict, integration) as `task`, so that the tasks of a
+/// wave may commit and check in any order.
 fn line_of(e: &Recorded) -> String {
     let key = match e.kind.as_str() {
         "task" | "result" | "verdict" | "tier_escalation" => "id",
-        "tool_call" | "tool_result" => "task",
+        "tool_call" | "tool_result" | "change" | "check" | "ship" | "conflict" | "integrated" => {
+            "task"
+        }
         _ => return String::new(),
     };
     e.payload
@@ -58,15 +62,27 @@ fn places(run: &[Recorded]) -> BTreeMap<u64, Place> {
         .collect()
 }
 
-/// What is compared of one entry: its decisions, with its parent named by its place.
-fn decided(e: &Recorded, at: &BTreeMap<u64, Place>, by_seq: &BTreeMap<u64, &Recorded>) -> J {
-    let parent = e.parent.map(|p| match (at.get(&p), by_seq.get(&p)) {
+/// The entry at seq `p` named by its place (`kind of task T1 #2`), so the same entry is named
+/// alike on both sides whatever seq it got.
+fn named(p: u64, at: &BTreeMap<u64, Place>, by_seq: &BTreeMap<u64, &Recorded>) -> String {
+    match (at.get(&p), by_seq.get(&p)) {
         (Some((line, i)), Some(pe)) if line.is_empty() => format!("{} #{i}", pe.kind),
         (Some((line, i)), Some(pe)) => format!("{} of {line} #{i}", pe.kind),
         // Outside the run: the same seq on both sides, since the replay starts from a copy.
         _ => format!("seq {p}"),
-    });
+    }
+}
+
+/// What is compared of one entry: its decisions, with its parent, and the change entry a
+/// `--work` entry names (`change`, a seq), named by their places.
+fn decided(e: &Recorded, at: &BTreeMap<u64, Place>, by_seq: &BTreeMap<u64, &Recorded>) -> J {
+    let parent = e.parent.map(|p| named(p, at, by_seq));
     let mut body = e.payload.clone();
+    if matches!(e.kind.as_str(), "ship" | "conflict" | "integrated")
+        && let Some(c) = body.get("change").and_then(J::as_u64)
+    {
+        body["change"] = json!(named(c, at, by_seq));
+    }
     // Which version recorded the run is not a decision of the run.
     if e.kind == "request"
         && let Some(o) = body.as_object_mut()

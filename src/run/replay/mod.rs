@@ -5,8 +5,10 @@
 //! ([`compare`]). The record's decisions themselves are never handed to the engine.
 //!
 //! A run that worked in the repository (`--work`, and a solo run) is answered from the record
-//! by a workbench that touches no repository ([`work`]): each task's change commit, each
-//! check's exit code, whether an integration conflicted; the pre-ship gate's, the classifier's,
+//! by a workbench that moves no ref ([`work`]): each task's change commit, each check's exit
+//! code; its integrations are merged again in the repository, writing only to a scratch object
+//! directory ([`Merges`]), and compared by their trees (a run recorded before integrations
+//! were witnessed is answered whether each conflicted); the pre-ship gate's (its raw reply), the classifier's,
 //! the reviser's and the intent judge's replies come from their entries, a verifier's verdicts
 //! from `verification` ([`verifier`]). The engine decides again which checks failed, who
 //! climbs the ladder, what the gate's reply comes to, what merges, and what the answer says.
@@ -44,6 +46,7 @@ use crate::roster::Roster;
 use super::{Env, Options, Silent};
 use answers::{Answers, ReplayClock, ReplaySeats};
 pub use compare::{Divergence, first_divergence};
+pub use work::Merges;
 
 /// One entry as the comparison reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,7 +102,7 @@ pub enum ReplayError {
 
 /// Kinds a strictly replayable run may hold: those the engine writes from the replies this
 /// replay answers, or decides without a call.
-const REPLAYABLE: [&str; 34] = [
+const REPLAYABLE: [&str; 35] = [
     kind::REQUEST,
     kind::CONTEXT,
     kind::ROUTE_FRAME,
@@ -117,6 +120,7 @@ const REPLAYABLE: [&str; 34] = [
     kind::CHECK,
     kind::SHIP,
     kind::CONFLICT,
+    kind::INTEGRATED,
     kind::CLAIM_CHECK,
     kind::ROUTE,
     kind::CLASSIFICATION,
@@ -249,17 +253,20 @@ pub fn strict(
     roster: &Roster,
     opts: &Options,
 ) -> Result<StrictReplay, ReplayError> {
-    strict_metered(ledger, request_seq, roster, opts, None)
+    strict_metered(ledger, request_seq, roster, opts, None, None)
 }
 
 /// [`strict`], with each call reserved as the executor of `metering` (the seats built from
-/// the run's recorded runtime, never called) would reserve it: see [`rules::Metered`].
+/// the run's recorded runtime, never called) would reserve it: see [`rules::Metered`]; and a
+/// `--work` run's changes merged again in `merges` (a run that recorded its integrations is
+/// refused without it).
 pub fn strict_metered(
     ledger: &dyn Storage,
     request_seq: u64,
     roster: &Roster,
     opts: &Options,
     metering: Option<&dyn crate::exec::Seats>,
+    merges: Option<std::sync::Arc<dyn Merges>>,
 ) -> Result<StrictReplay, ReplayError> {
     let all = read_all(ledger)?;
     let request = match all.iter().find(|(e, _)| e.seq == request_seq) {
@@ -312,7 +319,13 @@ fn replay_run(
     opts.judge_intent |= run.iter().any(|e| e.kind == kind::INTENT_JUDGMENT);
     let mut unanswered = Vec::new();
     for phase in phases::phases(&run) {
-        let asked = replay_phase(&mut scratch, &run, &phase, (start, roster, metering), &opts)?;
+        let world = World {
+            start,
+            roster,
+            metering,
+            merges: merges.as_ref(),
+        };
+        let asked = replay_phase(&mut scratch, &run, &phase, world, &opts)?;
         unanswered.extend(asked);
         if !phase.stopped.is_empty() {
             let so_far = run_entries(&read_all(&scratch)?, start).map_err(refused)?;
@@ -334,6 +347,15 @@ fn replay_run(
     })
 }
 
+/// What a part of a run is replayed in: the run's request seq in the scratch ledger, its
+/// roster, the executors that meter its calls, and the repository its changes merge in.
+struct World<'a> {
+    start: u64,
+    roster: &'a Roster,
+    metering: Option<&'a dyn crate::exec::Seats>,
+    merges: Option<&'a std::sync::Arc<dyn Merges>>,
+}
+
 /// Replays one part of the run into `scratch` (the run's request at `start`): the first
 /// through `submit`, a resume through `resume`, each with the replies, clock readings,
 /// context and repository answers of that part alone, and, where the record says the part
@@ -343,7 +365,7 @@ fn replay_phase(
     scratch: &mut MemoryStorage,
     run: &[Recorded],
     phase: &phases::Phase<'_>,
-    (start, roster, metering): (u64, &Roster, Option<&dyn crate::exec::Seats>),
+    world: World<'_>,
     opts: &Options,
 ) -> Result<Vec<String>, ReplayError> {
     let refused = ReplayError::Refused;
@@ -355,7 +377,14 @@ fn replay_phase(
         let c: std::sync::Arc<dyn super::ContextProvider> = std::sync::Arc::new(c);
         c
     });
-    let work = work::options(run, &view).map_err(refused)?;
+    let World {
+        start,
+        roster,
+        metering,
+        merges,
+    } = world;
+    let from = phase.written.first().map_or(0, |e| e.seq);
+    let work = work::options(run, &view, from, merges).map_err(refused)?;
     opts.work = work.as_ref().map(|(o, _)| o.clone());
     opts.verifier = verifier::ReplayVerifier::read(phase.written).map(|v| {
         let v: std::sync::Arc<dyn super::Verifier> = std::sync::Arc::new(v);

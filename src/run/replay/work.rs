@@ -1,10 +1,14 @@
 //! The repository side of a replayed `--work` run: a workbench that answers from the record
-//! everything the engine asks the repository (each task's change commit as its `change` entry
-//! names it, each check's exit code and output, whether an integration conflicted or added
-//! nothing), and touches no repository: no worktree, no ref, no branch is made or moved. The
-//! engine decides again, from these answers, which checks failed, which task climbs the ladder,
-//! what the pre-ship gate's reply comes to, what merges and in what order, and what the
-//! answer says changed.
+//! what the engine asks the repository (each task's change commit as its `change` entry
+//! names it, each check's exit code and output) and makes no worktree and moves no ref or
+//! branch. A run that recorded its integrations (`work.witnesses` in its request) is merged
+//! again: each change the engine integrates is merged onto the tree the replay's run branch
+//! has so far, in the repository but writing only to a scratch object directory ([`Merges`]),
+//! so a conflict, a change that adds nothing and each merged tree come from the merge, not
+//! the record. An older run's integrations (conflicted, added nothing) are answered from its
+//! record. The engine decides again, from these answers, which checks failed, which task
+//! climbs the ladder, what the pre-ship gate's reply comes to, what merges and in what order,
+//! and what the answer says changed.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -44,6 +48,71 @@ struct Answers {
     unanswered: Vec<String>,
 }
 
+/// Where a strict replay merges a recorded run's changes again: it reads commits and trees
+/// of the repository and writes the trees it merges somewhere of its own, moving no ref
+/// (`crate::work::ScratchMerges`).
+pub trait Merges: Send + Sync {
+    /// The tree of the change commit `commit` and of its first parent: `(parent, tree)`. `Err`
+    /// says which is not in the repository.
+    fn trees(&self, commit: &str) -> Result<(String, String), String>;
+    /// The tree of `commit`. `Err` says it is not in the repository.
+    fn tree(&self, commit: &str) -> Result<String, String>;
+    /// The tree `theirs` merged onto `ours` with `base` as their merge base (all three trees):
+    /// the merged tree, or [`WorkError::Conflict`] with the paths.
+    fn merge(&self, base: &str, ours: &str, theirs: &str) -> Result<String, WorkError>;
+}
+
+/// The run branch as a replay builds it again, by its trees.
+struct Remerged {
+    merges: Arc<dyn Merges>,
+    /// The tree the next change is merged onto: the base's until a change is integrated.
+    tip: String,
+    /// Whether a change was integrated (the run branch exists).
+    started: bool,
+    /// The tree the replay made for each run branch commit it handed back.
+    trees: BTreeMap<String, String>,
+    /// Per task: the run branch commits its `integrated` entries name, oldest first (the
+    /// commit's id holds its date, the world's; its tree is merged again).
+    tips: BTreeMap<String, VecDeque<String>>,
+}
+
+impl Remerged {
+    fn integrate(&mut self, task: &str, commit: &str) -> Result<String, WorkError> {
+        let (parent, theirs) = self.merges.trees(commit).map_err(WorkError::Git)?;
+        let tree = if parent == self.tip {
+            theirs
+        } else {
+            self.merges.merge(&parent, &self.tip, &theirs)?
+        };
+        if tree == self.tip {
+            return Err(WorkError::Refused(format!(
+                "the change of task {task} adds nothing to the run branch"
+            )));
+        }
+        let tip = self
+            .tips
+            .get_mut(task)
+            .and_then(VecDeque::pop_front)
+            .unwrap_or_else(|| format!("(no integration of task {task} in the record)"));
+        self.trees.insert(tip.clone(), tree.clone());
+        self.tip = tree;
+        self.started = true;
+        Ok(tip)
+    }
+
+    fn adds_nothing(&self, commit: &str) -> Result<bool, WorkError> {
+        if !self.started {
+            return Ok(false);
+        }
+        let (parent, theirs) = self.merges.trees(commit).map_err(WorkError::Git)?;
+        match self.merges.merge(&parent, &self.tip, &theirs) {
+            Ok(tree) => Ok(tree == self.tip),
+            Err(WorkError::Conflict { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// The workbench of a replayed run.
 pub(super) struct ReplayBench {
     base: Base,
@@ -53,6 +122,8 @@ pub(super) struct ReplayBench {
     branch: BTreeSet<String>,
     /// The editing worker's tool outcomes.
     carried: Arc<Mutex<super::edit::Carried>>,
+    /// The run branch merged again, for a run that recorded its integrations.
+    remerged: Option<Mutex<Remerged>>,
 }
 
 /// A check's outcome as its `check` entry keeps it: passed is decided again from the exit.
@@ -223,6 +294,9 @@ impl Workbench for ReplayBench {
     }
 
     fn integrate(&self, task: &str, commit: &str) -> Result<String, WorkError> {
+        if let Some(r) = &self.remerged {
+            return lock(r).integrate(task, commit);
+        }
         let mut a = lock(&self.answers);
         match a.integrations.get_mut(task).and_then(VecDeque::pop_front) {
             Some(given) => given,
@@ -230,7 +304,18 @@ impl Workbench for ReplayBench {
         }
     }
 
+    fn tip_tree(&self, tip: &str) -> Result<String, WorkError> {
+        let made = self
+            .remerged
+            .as_ref()
+            .and_then(|r| lock(r).trees.get(tip).cloned());
+        made.ok_or_else(|| WorkError::Git(format!("the replay made no run branch commit {tip}")))
+    }
+
     fn adds_nothing(&self, commit: &str) -> Result<bool, WorkError> {
+        if let Some(r) = &self.remerged {
+            return lock(r).adds_nothing(commit);
+        }
         let mut a = lock(&self.answers);
         Ok(a.nothing
             .get_mut(commit)
@@ -303,15 +388,76 @@ fn verification_of(v: &J) -> Option<Verification> {
     ))
 }
 
+/// The run branch of the part of a run starting at seq `from`, to be merged again in
+/// `merges`: at the tree the record's last integration before that part made (the base's when
+/// there was none), each change commit of `view` checked to be in the repository. `Err` names
+/// what is missing.
+fn remerged(
+    run: &[Recorded],
+    view: &[Recorded],
+    from: u64,
+    merges: &Arc<dyn Merges>,
+) -> Result<Remerged, String> {
+    let fetch = "strict replay merges the run's changes again in this repository: fetch them (`git forum fetch`) and the run's base";
+    for e in view.iter().filter(|e| e.kind == kind::CHANGE) {
+        if let Some(c) = e.payload["commit"].as_str() {
+            merges
+                .trees(c)
+                .map_err(|why| format!("{why} (seq {}): {fetch}", e.seq))?;
+        }
+    }
+    let before = run
+        .iter()
+        .rev()
+        .find(|e| e.seq < from && e.kind == kind::INTEGRATED);
+    let tip = match before.and_then(|e| e.payload["tree"].as_str()) {
+        Some(tree) => tree.to_string(),
+        None => {
+            let base = run[0].payload["work"]["base"].as_str().unwrap_or_default();
+            merges
+                .tree(base)
+                .map_err(|why| format!("{why} (the base of run {}): {fetch}", run[0].seq))?
+        }
+    };
+    let mut tips: BTreeMap<String, VecDeque<String>> = BTreeMap::new();
+    for e in view.iter().filter(|e| e.kind == kind::INTEGRATED) {
+        let task = e.payload["task"].as_str().unwrap_or_default().to_string();
+        let tip = e.payload["tip"].as_str().unwrap_or_default().to_string();
+        tips.entry(task).or_default().push_back(tip);
+    }
+    Ok(Remerged {
+        merges: merges.clone(),
+        tip,
+        started: before.is_some(),
+        trees: BTreeMap::new(),
+        tips,
+    })
+}
+
 /// The work options of a replayed run whose request (`run[0]`) recorded `work`, answering
-/// from the entries of `view` (the part of the run being replayed), and its workbench (for
-/// the calls it could not answer); `None` for a run that did not work in the repository.
+/// from the entries of `view` (the part of the run being replayed, which starts at seq
+/// `from`), and its workbench (for the calls it could not answer); `None` for a run that did
+/// not work in the repository. A run that recorded its integrations is merged again in
+/// `merges`, and refused without one.
 pub(super) fn options(
     run: &[Recorded],
     view: &[Recorded],
+    from: u64,
+    merges: Option<&Arc<dyn Merges>>,
 ) -> Result<Option<(WorkOptions, Arc<ReplayBench>)>, String> {
     let Some(w) = run[0].payload.get("work") else {
         return Ok(None);
+    };
+    let legacy = !crate::run::work_state::witnessed(w);
+    let remerged = match (legacy, merges) {
+        (true, _) => None,
+        (false, Some(m)) => Some(Mutex::new(remerged(run, view, from, m)?)),
+        (false, None) => {
+            return Err(format!(
+                "run {} recorded the trees of its merges, and strict replay merges its changes again: it needs the repository they were made in",
+                run[0].seq
+            ));
+        }
     };
     let bench = Arc::new(ReplayBench {
         base: Base {
@@ -327,6 +473,7 @@ pub(super) fn options(
             .filter_map(Result::ok)
             .collect(),
         carried: Arc::new(Mutex::new(super::edit::Carried::read(view)?)),
+        remerged,
     });
     // The editing worker's bounds, as the request's options record them when given.
     let given = &run[0].payload["options"];
@@ -354,6 +501,7 @@ pub(super) fn options(
         limits: limits_of(&w["limits"]),
         // A dispatched run is refused before this (its `task_dispatched` entries).
         dispatch: None,
+        legacy,
     };
     Ok(Some((opts, bench)))
 }

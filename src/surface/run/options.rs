@@ -295,6 +295,7 @@ impl RunOptions {
             verification: None,
             limits: defaults.limits,
             dispatch: None,
+            legacy: false,
         })
     }
 

@@ -1,0 +1,123 @@
+//! Merging with `git merge-tree --write-tree`: the one reading of its output (the merged tree,
+//! or the conflicting paths) for a run's integrations ([`super::GitWork`]) and for a strict
+//! replay that merges a recorded run's changes again ([`ScratchMerges`]), which writes the
+//! trees it makes into a scratch object directory of its own: no ref moves, and nothing it
+//! makes is left in the repository.
+
+use std::path::{Path, PathBuf};
+
+use super::git::{self, Out};
+use crate::run::WorkError;
+use crate::run::replay::Merges;
+
+/// What `git merge-tree --write-tree -z --name-only` printed (`args`): the merged tree, or the
+/// conflicting paths, sorted.
+pub(super) fn read_merge(out: &Out, args: &[&str]) -> Result<String, WorkError> {
+    let mut fields = out.stdout.split(|b| *b == 0);
+    let tree = fields
+        .next()
+        .map(|t| String::from_utf8_lossy(t).trim().to_string());
+    match out.code {
+        Some(0) if !out.cut => {
+            tree.ok_or_else(|| WorkError::Git("git merge-tree printed no tree".into()))
+        }
+        Some(1) if !out.cut => {
+            let mut paths: Vec<String> = fields
+                .take_while(|f| !f.is_empty())
+                .map(|f| String::from_utf8_lossy(f).into_owned())
+                .collect();
+            paths.sort();
+            paths.dedup();
+            Err(WorkError::Conflict { paths })
+        }
+        _ => {
+            git::ensure(out, args)?;
+            Err(WorkError::Git("git merge-tree failed".into()))
+        }
+    }
+}
+
+/// The arguments of `git merge-tree` merging `theirs` onto `ours` (with `base` as the merge
+/// base when given).
+pub(super) fn merge_args<'a>(
+    merge_base: Option<&'a str>,
+    ours: &'a str,
+    theirs: &'a str,
+) -> Vec<&'a str> {
+    let mut args = vec!["merge-tree", "--write-tree", "-z", "--name-only"];
+    if let Some(b) = merge_base {
+        args.push(b);
+    }
+    args.extend([ours, theirs]);
+    args
+}
+
+/// The repository a strict replay merges in: objects are read from it, and every tree a merge
+/// writes goes to a scratch object directory, removed when this is dropped.
+pub struct ScratchMerges {
+    /// The repository.
+    dir: PathBuf,
+    /// Its object directory (read as an alternate).
+    objects: PathBuf,
+    /// Where the merges write.
+    scratch: tempfile::TempDir,
+}
+
+impl ScratchMerges {
+    /// Merges in the repository at `dir`; `Err` says why it cannot be read.
+    pub fn open(dir: &Path) -> Result<ScratchMerges, String> {
+        let objects = git::ok(
+            dir,
+            &[
+                "rev-parse",
+                "--path-format=absolute",
+                "--git-path",
+                "objects",
+            ],
+        )
+        .map_err(|e| format!("cannot find the repository's objects: {e}"))?;
+        let scratch = tempfile::Builder::new()
+            .prefix("git-forum-replay-objects-")
+            .tempdir()
+            .map_err(|e| format!("cannot make a scratch object directory: {e}"))?;
+        Ok(ScratchMerges {
+            dir: dir.to_path_buf(),
+            objects: PathBuf::from(objects),
+            scratch,
+        })
+    }
+
+    /// The tree `rev` names, or `None` when it is not in the repository.
+    fn tree_of(&self, rev: &str) -> Option<String> {
+        let spec = format!("{rev}^{{tree}}");
+        git::ok(&self.dir, &["rev-parse", "--verify", "--quiet", &spec]).ok()
+    }
+}
+
+impl Merges for ScratchMerges {
+    fn trees(&self, commit: &str) -> Result<(String, String), String> {
+        let tree = self
+            .tree_of(commit)
+            .ok_or_else(|| format!("the change commit {commit} is not in this repository"))?;
+        let parent = self.tree_of(&format!("{commit}^1")).ok_or_else(|| {
+            format!("the parent of the change commit {commit} is not in this repository")
+        })?;
+        Ok((parent, tree))
+    }
+
+    fn tree(&self, commit: &str) -> Result<String, String> {
+        self.tree_of(commit)
+            .ok_or_else(|| format!("the commit {commit} is not in this repository"))
+    }
+
+    fn merge(&self, base: &str, ours: &str, theirs: &str) -> Result<String, WorkError> {
+        let merge_base = format!("--merge-base={base}");
+        let args = merge_args(Some(&merge_base), ours, theirs);
+        let mut c = git::git(&self.dir);
+        c.args(&args)
+            .env("GIT_OBJECT_DIRECTORY", self.scratch.path())
+            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &self.objects);
+        let out = git::run_limited(c, git::OUTPUT_LIMIT)?;
+        read_merge(&out, &args)
+    }
+}
