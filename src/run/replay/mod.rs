@@ -277,7 +277,7 @@ pub fn strict_metered(
             )));
         }
     };
-    replay_run(&all, request_seq, roster, opts, metering).map_err(|e| match e {
+    replay_run(&all, request_seq, roster, opts, metering, merges).map_err(|e| match e {
         ReplayError::Refused(m) => ReplayError::Refused(with_version(request_seq, &request, m)),
         other => other,
     })
@@ -290,6 +290,7 @@ fn replay_run(
     roster: &Roster,
     opts: &Options,
     metering: Option<&dyn crate::exec::Seats>,
+    merges: Option<std::sync::Arc<dyn Merges>>,
 ) -> Result<StrictReplay, ReplayError> {
     let refused = ReplayError::Refused;
     let run = run_entries(all, request_seq).map_err(refused)?;
