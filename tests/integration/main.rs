@@ -104,6 +104,7 @@ mod transports;
 mod verify_fast;
 mod verify_tier;
 mod view;
+mod view_parts;
 mod watchdog;
 mod witness;
 mod work_apply;

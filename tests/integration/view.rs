@@ -10,21 +10,21 @@ use serde_json::{Value as J, json};
 use crate::common::{Repo, Served, bare_origin, on_each_kind};
 
 /// The text a hostile request and model output carry.
-const SCRIPT: &str = "<script>alert(1)</script>";
-const IMG: &str = "<img src=x onerror=alert(1)>";
+pub(crate) const SCRIPT: &str = "<script>alert(1)</script>";
+pub(crate) const IMG: &str = "<img src=x onerror=alert(1)>";
 
 /// The policy every page answers with.
-const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+pub(crate) const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// One answer: status, headers (names lower-cased), body.
-struct Got {
-    status: u16,
+pub(crate) struct Got {
+    pub(crate) status: u16,
     headers: Vec<(String, String)>,
-    body: String,
+    pub(crate) body: String,
 }
 
 impl Got {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
@@ -33,7 +33,7 @@ impl Got {
 }
 
 /// One HTTP/1.1 request on its own connection, with these extra header lines.
-fn http(addr: &str, method: &str, path: &str, extra: &str) -> Got {
+pub(crate) fn http(addr: &str, method: &str, path: &str, extra: &str) -> Got {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(120)))
         .unwrap();
@@ -80,7 +80,7 @@ fn mint(d: &Served, query: &str) -> String {
 }
 
 /// Logs in: the session cookie's `name=value`.
-fn login(d: &Served) -> String {
+pub(crate) fn login(d: &Served) -> String {
     let got = http(&d.addr, "GET", &mint(d, ""), "");
     assert_eq!(got.status, 303, "{}", got.body);
     let set = got.header("set-cookie").unwrap();
@@ -88,7 +88,7 @@ fn login(d: &Served) -> String {
 }
 
 /// A page with the session cookie.
-fn page(d: &Served, cookie: &str, path: &str) -> Got {
+pub(crate) fn page(d: &Served, cookie: &str, path: &str) -> Got {
     http(&d.addr, "GET", path, &format!("Cookie: {cookie}\r\n"))
 }
 
