@@ -96,10 +96,11 @@ fn rows(p: &str) -> Vec<Row<'_>> {
     let mut out = Vec::new();
     for l in p.lines().take(PATCH_LINES) {
         let in_hunk = old_left > 0 || new_left > 0;
-        let file = !in_hunk && l.starts_with("+++ ")
-            || l.starts_with("--- ")
-            || l.starts_with("diff ")
-            || l.starts_with("index ");
+        let file = !in_hunk
+            && (l.starts_with("+++ ")
+                || l.starts_with("--- ")
+                || l.starts_with("diff ")
+                || l.starts_with("index "));
         let (kind, text, side) = if file {
             if let Some(path) = header_path(l) {
                 colour.file(path);
