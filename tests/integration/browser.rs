@@ -426,6 +426,7 @@ fn heavy_every_review_page_loads_cleanly_and_accessibly_in_the_browser() {
     };
     let repo = Repo::new("sha1");
     let (w, h) = review_fixture(&repo);
+    let c = crate::view_parts::tool_calls_run(&repo);
     let viewing = Viewing::start(&repo, None);
     let out = shots_dir("review_pages");
     let mut pages = [
@@ -472,6 +473,18 @@ fn heavy_every_review_page_loads_cleanly_and_accessibly_in_the_browser() {
             &["fix calc"],
             &[],
         ),
+        page(
+            "run-split",
+            &format!("/view/run/{w}?diff=split"),
+            &["side by side", "calc.py"],
+            &["table.split", ".sx-k"],
+        ),
+        page(
+            "task-calls",
+            &format!("/view/run/{c}/task/T1"),
+            &["apply_diff", "run_tests"],
+            &["figure.calls rect.bar"],
+        ),
     ];
     // The top of the run page is README's picture (docs/img/view-run.png).
     pages[1]["top"] = json!(1230);
@@ -493,6 +506,14 @@ fn heavy_every_review_page_loads_cleanly_and_accessibly_in_the_browser() {
         Some(true),
         "{run}"
     );
+    // The side-by-side diff is drawn with its code coloured, and the three tool calls as bars.
+    let split = &r["pages"]["run-split"]["selectors"];
+    assert!(
+        split["table.split"].as_u64() == Some(1) && split[".sx-k"].as_u64() > Some(0),
+        "{split}"
+    );
+    let calls = &r["pages"]["task-calls"]["selectors"];
+    assert_eq!(calls["figure.calls rect.bar"].as_u64(), Some(3), "{calls}");
     drop(viewing);
 }
 

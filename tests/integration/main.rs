@@ -111,6 +111,7 @@ mod verify_fast;
 mod verify_tier;
 mod view;
 mod view_fetched;
+mod view_parts;
 mod watchdog;
 mod witness;
 mod work_apply;

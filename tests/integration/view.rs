@@ -10,11 +10,11 @@ use serde_json::{Value as J, json};
 use crate::common::{Repo, Served, bare_origin, on_each_kind};
 
 /// The text a hostile request and model output carry.
-const SCRIPT: &str = "<script>alert(1)</script>";
-const IMG: &str = "<img src=x onerror=alert(1)>";
+pub(crate) const SCRIPT: &str = "<script>alert(1)</script>";
+pub(crate) const IMG: &str = "<img src=x onerror=alert(1)>";
 
 /// The policy every page answers with.
-const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+pub(crate) const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// One answer: status, headers (names lower-cased), body.
 pub(crate) struct Got {

@@ -20,11 +20,14 @@ mod entries;
 mod extra;
 mod layout;
 mod parts;
+mod patch;
 mod plan_svg;
 mod record;
 mod run;
 mod runs;
 mod session;
+mod syntax;
+mod timeline_svg;
 mod util;
 
 use axum::body::Body;
@@ -165,8 +168,8 @@ pub(crate) fn answer(d: &Dispatcher, view: &View, ask: &Ask) -> Response {
     match segs.as_slice() {
         ["view"] => see_other("/view/runs", None),
         ["view", "runs"] => runs::page(d, view, ask),
-        ["view", "run", seq] => run::page(d, view, seq),
-        ["view", "run", seq, "task", id] => run::task_page(d, view, seq, id),
+        ["view", "run", seq] => run::page(d, view, ask, seq),
+        ["view", "run", seq, "task", id] => run::task_page(d, view, ask, seq, id),
         ["view", "record"] => record::log_page(d, ask),
         ["view", "entry", seq] => record::entry_page(d, seq),
         ["view", "proof", seq] => record::proof(d, seq),

@@ -4,10 +4,8 @@ use maud::{Markup, html};
 use serde_json::Value as J;
 
 use super::entries::{Body, Item, Run};
+use super::patch::Layout;
 use super::util::{clip, num, outcome_class, text, when};
-
-/// The most patch lines a page shows (the rest: `git forum diff RUN`).
-const PATCH_LINES: usize = 4000;
 
 /// The task an entry of a run belongs to, by its body's `task` (checks, ships, tool calls) or
 /// `id` (tasks, results).
@@ -265,26 +263,28 @@ pub(super) fn task_detail(run: &Run, t: &J) -> Markup {
     }
 }
 
-/// The diff of task `id`'s latest change, as its change entry recorded it.
-pub(super) fn task_diff(run: &Run, id: &str) -> Markup {
+/// The diff of task `id`'s latest change, as its change entry recorded it, in `layout`.
+pub(super) fn task_diff(run: &Run, id: &str, layout: Layout) -> Markup {
     let change = run
         .of_kind("change")
         .filter(|i| task_of(i) == Some(id))
         .last();
     html! {
-        h2 { "Change" }
+        h2 id="diff" { "Change" }
         @match change {
             None => p.note { "This task recorded no change." },
             Some(i) => {
                 @let b = i.body.as_ref().unwrap_or(&J::Null);
                 p { "Commit " code { (clip(&text(b, "commit"), 12)) } " (" a href=(format!("/view/entry/{}", i.entry.seq)) { "entry " (i.entry.seq) } ")." }
-                (patch(&text(b, "diff")))
+                (super::patch::switch(&format!("/view/run/{}/task/{id}", run.seq), layout))
+                (super::patch::patch(&text(b, "diff"), layout))
             }
         }
     }
 }
 
-/// The tool calls of task `id`, in order, each with what it gave.
+/// The tool calls of task `id`: a timeline drawn, then the list of calls and results in
+/// order, each with what it gave.
 pub(super) fn timeline(run: &Run, id: &str) -> Markup {
     let calls: Vec<&Item> = run
         .items
@@ -296,6 +296,7 @@ pub(super) fn timeline(run: &Run, id: &str) -> Markup {
     html! {
         h2 { "Tool calls" }
         @if calls.is_empty() { p.note { "This task witnessed no tool call." } } @else {
+            (super::timeline_svg::graph(id, &timed_calls(&calls)))
             ol.timeline {
                 @for i in calls {
                     @let b = i.body.as_ref().unwrap_or(&J::Null);
@@ -316,6 +317,46 @@ pub(super) fn timeline(run: &Run, id: &str) -> Markup {
             }
         }
     }
+}
+
+/// Each `tool_call` of `items` (a task's calls and results, in order) with its result: the
+/// `tool_result` whose causal parent it is, else the next one of the same call number `n`.
+fn timed_calls(items: &[&Item]) -> Vec<super::timeline_svg::Call> {
+    let results: Vec<&Item> = items
+        .iter()
+        .copied()
+        .filter(|i| i.entry.kind == "tool_result")
+        .collect();
+    let n_of = |i: &Item| i.body.as_ref().and_then(|b| b.get("n")).and_then(J::as_u64);
+    items
+        .iter()
+        .filter(|i| i.entry.kind == "tool_call")
+        .map(|c| {
+            let parent = i64::try_from(c.entry.seq).ok();
+            let result = results
+                .iter()
+                .find(|r| r.entry.causal_parent == parent)
+                .or_else(|| {
+                    results.iter().find(|r| {
+                        r.entry.seq > c.entry.seq && n_of(r).is_some() && n_of(r) == n_of(c)
+                    })
+                });
+            let b = c.body.as_ref().unwrap_or(&J::Null);
+            super::timeline_svg::Call {
+                seq: c.entry.seq,
+                tool: text(b, "tool"),
+                start: c.entry.ts,
+                end: result.map_or(c.entry.ts, |r| r.entry.ts.max(c.entry.ts)),
+                ok: result.map(|r| {
+                    r.body
+                        .as_ref()
+                        .and_then(|b| b.get("ok"))
+                        .and_then(J::as_bool)
+                        == Some(true)
+                }),
+            }
+        })
+        .collect()
 }
 
 /// The checks (of the whole run, or of task `id`), each with its output.
@@ -399,8 +440,8 @@ pub(super) fn budget(run: &Run) -> Markup {
     }
 }
 
-/// The run's change against its base, coloured by line.
-pub(super) fn diff(d: Option<&J>, seq: u64) -> Markup {
+/// The run's change against its base, in `layout`.
+pub(super) fn diff(d: Option<&J>, seq: u64, layout: Layout) -> Markup {
     html! {
         section aria-labelledby="diff" {
             h2 id="diff" { "Diff" }
@@ -410,7 +451,8 @@ pub(super) fn diff(d: Option<&J>, seq: u64) -> Markup {
                     p { (d.get("files").and_then(J::as_array).map_or(0, Vec::len)) " files, +" (num(d, "added")) " −" (num(d, "removed"))
                         " against " code { (clip(&text(d, "base"), 12)) } " (" (text(d, "source")) "). "
                         a href=(format!("/view/apply/{seq}")) { "What apply would change" } }
-                    (patch(&text(d, "patch")))
+                    (super::patch::switch(&format!("/view/run/{seq}"), layout))
+                    (super::patch::patch(&text(d, "patch"), layout))
                     @if d.get("truncated").and_then(J::as_bool) == Some(true) { p.note { "The patch was cut; `git forum diff " (seq) "` shows it all." } }
                 }
             }
@@ -418,21 +460,10 @@ pub(super) fn diff(d: Option<&J>, seq: u64) -> Markup {
     }
 }
 
-/// A unified diff with each line classed (file header, hunk, added, removed).
+/// A unified diff with each line classed (file header, hunk, added, removed) and its code
+/// coloured.
 pub(super) fn patch(p: &str) -> Markup {
-    let lines: Vec<&str> = p.lines().collect();
-    html! {
-        @if lines.is_empty() { p.note { "The patch is empty." } } @else {
-            pre.diff tabindex="0" { code {
-                @for l in lines.iter().take(PATCH_LINES) {
-                    @let class = if l.starts_with("+++") || l.starts_with("---") || l.starts_with("diff ") || l.starts_with("index ") { "file" }
-                        else if l.starts_with("@@") { "hunk" } else if l.starts_with('+') { "add" } else if l.starts_with('-') { "del" } else { "ctx" };
-                    span class=(class) { (l) }
-                }
-            } }
-            @if lines.len() > PATCH_LINES { p.note { (lines.len() - PATCH_LINES) " more lines not shown." } }
-        }
-    }
+    super::patch::patch(p, Layout::Unified)
 }
 
 /// The halt, gate, resume and stop history of the run.

@@ -8,8 +8,9 @@ use serde_json::{Value as J, json};
 
 pub(super) use super::entries::{Body, Item, Run};
 use super::parts;
+use super::patch::Layout;
 use super::util::{call, num, outcome_class, refusal, seq_of, text, when};
-use super::{View, html as respond, layout};
+use super::{Ask, View, html as respond, layout};
 use crate::ledger::Entry;
 use crate::ledger::canonical::Value;
 use crate::report::Snapshot;
@@ -95,7 +96,7 @@ pub(super) fn load(d: &Dispatcher, view: &View, seq: u64) -> Result<Run, Respons
 }
 
 /// The run page.
-pub(super) fn page(d: &Dispatcher, view: &View, seq: &str) -> Response {
+pub(super) fn page(d: &Dispatcher, view: &View, ask: &Ask, seq: &str) -> Response {
     let run = match seq_of(seq).and_then(|s| load(d, view, s)) {
         Ok(r) => r,
         Err(r) => return r,
@@ -114,7 +115,7 @@ pub(super) fn page(d: &Dispatcher, view: &View, seq: &str) -> Response {
         (parts::answer(&run))
         (parts::budget(&run))
         (parts::checks(&run, None))
-        (parts::diff(diff.as_ref(), run.seq))
+        (parts::diff(diff.as_ref(), run.seq, Layout::of(ask.field("diff"))))
         (parts::history(&run))
     };
     respond(200, layout::page(&title, "/view/runs", body))
@@ -139,7 +140,7 @@ fn heading(run: &Run) -> Markup {
 }
 
 /// The task page: one task of a run.
-pub(super) fn task_page(d: &Dispatcher, view: &View, seq: &str, id: &str) -> Response {
+pub(super) fn task_page(d: &Dispatcher, view: &View, ask: &Ask, seq: &str, id: &str) -> Response {
     let run = match seq_of(seq).and_then(|s| load(d, view, s)) {
         Ok(r) => r,
         Err(r) => return r,
@@ -157,7 +158,7 @@ pub(super) fn task_page(d: &Dispatcher, view: &View, seq: &str, id: &str) -> Res
         h1 { (title) }
         p.lead { a href=(format!("/view/run/{}", run.seq)) { "Back to run " (run.seq) } }
         (parts::task_detail(&run, task))
-        (parts::task_diff(&run, id))
+        (parts::task_diff(&run, id, Layout::of(ask.field("diff"))))
         (parts::timeline(&run, id))
         (parts::checks(&run, Some(id)))
     };

@@ -117,7 +117,8 @@ fn table(shown: &[&J], times: &[f64], page: usize, pages: usize) -> Markup {
                     thead { tr {
                         th scope="col" { "Run" } th scope="col" { "Outcome" } th scope="col" { "Request" }
                         th scope="col" { "Tasks" } th scope="col" { "Changes merged / blocked" }
-                        th scope="col" { "Checks passed" } th scope="col" { "Worker seats" } th scope="col" { "Started" }
+                        th scope="col" { "Checks passed" } th scope="col" { "Tokens" } th scope="col" { "USD" }
+                        th scope="col" { "Worker seats" } th scope="col" { "Started" }
                     } }
                     tbody {
                         @for (r, ts) in shown.iter().zip(times.iter().chain(std::iter::repeat(&0.0))) {
@@ -148,6 +149,14 @@ fn filters(states: &[String], outcome: Option<&str>, q: Option<&str>) -> Markup 
     }
 }
 
+/// A run's cost in dollars as the run page writes it, or a dash when no call was priced.
+fn usd(r: &J) -> String {
+    match r.get("cost_usd").and_then(J::as_f64) {
+        Some(c) => format!("${c:.4}"),
+        None => "—".to_string(),
+    }
+}
+
 /// One run's row.
 fn row(r: &J, ts: f64) -> Markup {
     let seq = num(r, "request_seq");
@@ -172,6 +181,8 @@ fn row(r: &J, ts: f64) -> Markup {
                     (num(w, "checks_passed")) " of " (num(w, "checks_passed") + num(w, "checks_failed"))
                 } @else { "—" }
             }
+            td.num { (num(r, "tokens")) }
+            td.num { (usd(r)) }
             td { @for s in &seats { span.seat { (s) } " " } }
             td { time { (when(ts)) } }
         }

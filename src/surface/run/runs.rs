@@ -1,6 +1,6 @@
 //! `runs`: every run in the ledger and how each stands, as one report for every transport.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use serde::Serialize;
@@ -9,7 +9,7 @@ use serde_json::{Value as J, json};
 use super::Bodies;
 use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, kind};
-use crate::report::work_report;
+use crate::report::{spend, work_report};
 use crate::run::status::{self, RunState};
 use crate::surface::{Report, Result};
 
@@ -39,6 +39,11 @@ pub(crate) struct RunRow {
     pub(crate) entries: usize,
     /// Task results per model id.
     pub(crate) results_per_model: BTreeMap<String, u64>,
+    /// Tokens (prompt plus completion) its model calls reported: the `usage` of its entries,
+    /// summed by the rule of [`crate::report::spend`] that the run room's spend follows.
+    pub(crate) tokens: u64,
+    /// What those calls cost in dollars, when any was priced (else null).
+    pub(crate) cost_usd: Option<f64>,
     /// What a `--work` run changed, checked and shipped (absent for other runs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) work: Option<WorkRow>,
@@ -177,9 +182,37 @@ pub(crate) fn keep_existing_branches(runs: &mut Runs, dir: &Path) {
     }
 }
 
+/// Tokens and dollars of the entries `seqs`, from the `usage` objects kept by seq: the sums of
+/// [`spend::per_model`], totalled over the models in the order the run page totals them.
+fn spent(usage: &HashMap<u64, Value>, seqs: impl Iterator<Item = u64>) -> (u64, Option<f64>) {
+    let mut models = Vec::new();
+    for s in seqs {
+        spend::push_usage(&mut models, usage.get(&s));
+    }
+    let tokens = models.iter().map(spend::ModelSpend::tokens).sum();
+    let usd = models
+        .iter()
+        .filter_map(|m| m.cost_usd)
+        .reduce(|a, b| a + b);
+    (tokens, usd)
+}
+
 /// The runs of the ledger `entries` (bodies read through `bodies`).
 pub(crate) fn runs(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Runs> {
-    let infos = status::runs(entries, |e| bodies.get(e));
+    // The `usage` of each entry, kept as the run status reads every body once, so the spend
+    // costs no second read of the ledger.
+    let mut usage: HashMap<u64, Value> = HashMap::new();
+    let infos = status::runs(entries, |e| {
+        let b = bodies.get(e);
+        if let Some(u) = b
+            .as_ref()
+            .and_then(|b| b.get("usage"))
+            .filter(|u| u.is_object())
+        {
+            usage.insert(e.seq, Value::from_serde(&json!({ "usage": u })));
+        }
+        b
+    });
     bodies.done()?;
     let mut rows = Vec::with_capacity(infos.len());
     for r in infos {
@@ -203,6 +236,8 @@ pub(crate) fn runs(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Runs> {
             .get(r.request_seq as usize)
             .and_then(|e| bodies.get(e));
         let work = work_row(request.as_ref(), r.request_seq, &r.entries, entries, bodies);
+        let seqs = std::iter::once(r.request_seq).chain(r.entries.iter().copied());
+        let (tokens, cost_usd) = spent(&usage, seqs);
         rows.push(RunRow {
             request_seq: r.request_seq,
             request: r.request.clone(),
@@ -214,6 +249,8 @@ pub(crate) fn runs(entries: &[Entry], bodies: &Bodies<'_>) -> Result<Runs> {
             answer_seq: r.answer.as_ref().map(|a| a.0),
             entries: r.entries.len(),
             results_per_model: calls,
+            tokens,
+            cost_usd,
             work,
             info: r,
         });
