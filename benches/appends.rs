@@ -331,10 +331,10 @@ fn main() {
         check(&ledger, &jsonl, n);
     }
     let med = [median(rates[0].clone()), median(rates[1].clone())];
-    for side in 0..2 {
+    for (side, label) in labels.iter().enumerate() {
         println!(
             "{:<50} {:>7.0} entries/s (median of {rounds}), p50 {:.2} ms, p99 {:.2} ms",
-            labels[side],
+            label,
             med[side],
             pct(&lat[side], 0.5) * 1e3,
             pct(&lat[side], 0.99) * 1e3

@@ -218,19 +218,18 @@ impl GitStore {
     /// fan-out directory `dir`, linked in once written (one directory change instead of two,
     /// see `AnonObject`), or a named temporary file renamed over the old one when replacing.
     fn staging_file(&self, dir: &Path, replace: bool) -> Result<(Staged, File), StoreError> {
-        let ready = (!replace)
-            .then(|| {
-                self.object_file
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take()
-            })
-            .flatten()
-            .map(AnonObject::of);
         let anon = if replace {
             None
         } else {
-            ready.or_else(|| AnonObject::create(dir))
+            // The file an append made before it took the writer lock, else a new one.
+            let ready = self
+                .object_file
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            ready
+                .map(AnonObject::of)
+                .or_else(|| AnonObject::create(dir))
         };
         Ok(match anon {
             Some(a) => (Staged::Anon(a.link_source), a.file),
