@@ -486,7 +486,7 @@ mod tests {
         // Asked again, the waiting file is kept, not replaced.
         store.ready_object_file();
         let written = store
-            .write_loose_objects(&[blob.clone()], false, false)
+            .write_loose_objects(std::slice::from_ref(&blob), false, false)
             .unwrap();
         assert!(
             store.object_file.lock().unwrap().is_none(),
