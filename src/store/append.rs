@@ -605,6 +605,8 @@ impl GitStore {
         if cfg!(target_os = "linux") && self.log_durably() && expect.is_none() {
             self.write_loose_objects(&[blob.clone(), tree.clone()], false, false)?;
         }
+        // The commit's file is made here too, and written and named under the lock.
+        self.ready_object_file();
         let appended = self.append_with(
             |tip| {
                 if expect.is_some_and(|seq| seq != next_seq(tip)) {

@@ -241,6 +241,10 @@ pub struct GitStore {
     /// Where refs are read through git: the last value read, with the reftable manifest it was
     /// read under (see `refs.rs`).
     pub(crate) tip_via_git: std::sync::Mutex<Option<SeenTip>>,
+    /// An anonymous file made in the object directory before an append takes the writer lock,
+    /// which the append's commit is written to and linked in under the lock (see
+    /// `GitStore::ready_object_file`).
+    pub(super) object_file: std::sync::Mutex<Option<std::fs::File>>,
 }
 
 impl GitStore {
@@ -263,6 +267,7 @@ impl GitStore {
             refs_via_git,
             append_deadline: APPEND_DEADLINE,
             tip_via_git: std::sync::Mutex::new(None),
+            object_file: std::sync::Mutex::new(None),
         };
         // After a reboot, restore what the write-ahead log holds and the disk lost. A failure
         // leaves the repository as it is: reads then see (and verify reports) the real state,
@@ -315,6 +320,7 @@ impl GitStore {
             refs_via_git,
             append_deadline: APPEND_DEADLINE,
             tip_via_git: std::sync::Mutex::new(None),
+            object_file: std::sync::Mutex::new(None),
         })
     }
 

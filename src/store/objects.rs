@@ -98,12 +98,16 @@ impl AnonObject {
             // its error names the file it could not create.
             Err(_) => return None,
         };
-        let file = File::from(fd);
+        Some(AnonObject::of(File::from(fd)))
+    }
+
+    /// The anonymous file `file` made by [`create`](Self::create), with its link source.
+    fn of(file: File) -> AnonObject {
         let link_source = PathBuf::from(format!(
             "/proc/self/fd/{}",
             std::os::fd::AsRawFd::as_raw_fd(&file)
         ));
-        Some(AnonObject { file, link_source })
+        AnonObject { file, link_source }
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -217,7 +221,15 @@ impl GitStore {
         let anon = if replace {
             None
         } else {
-            AnonObject::create(dir)
+            // The file an append made before it took the writer lock, else a new one.
+            let ready = self
+                .object_file
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            ready
+                .map(AnonObject::of)
+                .or_else(|| AnonObject::create(dir))
         };
         Ok(match anon {
             Some(a) => (Staged::Anon(a.link_source), a.file),
@@ -235,6 +247,21 @@ impl GitStore {
                 (Staged::Named(tmp), f)
             }
         })
+    }
+
+    /// Makes, unless one is waiting already, the anonymous file the next new loose object is
+    /// written to. An append calls this before it takes the writer lock: creating a file is
+    /// the slowest step of writing an object on some file systems (ext4 searches its inode
+    /// table, without a journal past every inode freed in the last minute), and the commit,
+    /// which names the tip, can only be written under the lock. The file is made in the object
+    /// directory and linked into its fan-out directory once written, which the kernel allows
+    /// between any two directories of one file system. Nothing is left behind if it is never
+    /// used: an anonymous file disappears with its last descriptor.
+    pub(crate) fn ready_object_file(&self) {
+        let mut slot = self.object_file.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = AnonObject::create(&self.objects_dir()).map(|a| a.file);
+        }
     }
 
     /// Writes new loose objects (skipping blobs and trees the repository has; commits are
@@ -435,6 +462,49 @@ mod tests {
                     assert!(!name.starts_with("tmp_obj_"), "{}/{name}", d.display());
                 }
             }
+        }
+    }
+
+    #[test]
+    fn an_object_file_made_before_the_write_is_the_one_written_and_linked_into_its_fan_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = crate::gitproc::in_dir(dir.path())
+            .args(["init", "-q"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let store = GitStore::open(dir.path(), "main", Options::default()).unwrap();
+        let blob = object(store.object_hash(), Kind::Blob, b"{\"made\":1}".to_vec()).unwrap();
+        store.ready_object_file();
+        let ready = store.object_file.lock().unwrap().as_ref().map(|f| {
+            use std::os::unix::fs::MetadataExt as _;
+            f.metadata().unwrap().ino()
+        });
+        if cfg!(target_os = "linux") {
+            assert!(ready.is_some(), "no anonymous file was made");
+        }
+        // Asked again, the waiting file is kept, not replaced.
+        store.ready_object_file();
+        let written = store
+            .write_loose_objects(std::slice::from_ref(&blob), false, false)
+            .unwrap();
+        assert!(
+            store.object_file.lock().unwrap().is_none(),
+            "the file was used"
+        );
+        if let Some(ino) = ready {
+            use std::os::unix::fs::MetadataExt as _;
+            assert_eq!(std::fs::metadata(&written[0]).unwrap().ino(), ino);
+        }
+        let out = crate::gitproc::in_dir(dir.path())
+            .args(["cat-file", "-p", &blob.id.to_string()])
+            .output()
+            .unwrap();
+        assert_eq!(out.stdout, b"{\"made\":1}");
+        // Nothing but fan-out directories in the object directory.
+        for d in std::fs::read_dir(store.objects_dir()).unwrap() {
+            let d = d.unwrap().path();
+            assert!(d.is_dir(), "{} is left beside the objects", d.display());
         }
     }
 }

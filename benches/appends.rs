@@ -1,0 +1,350 @@
+//! Durable appends from many processes: `cargo bench --bench appends`.
+//!
+//! `--procs P` writer processes (8) each append `--per M` entries (250) to one ledger, durably:
+//! an append returns only once its entry is on disk. A git forum writer does per entry what
+//! `git forum append` does once its store is open (`surface::append_checked`: the entry's checks
+//! of labels, timestamp and size, the secret scan of its body, then the append with
+//! `forum.fsyncMethod=wal`). Against it, in the same run, the same number of processes append
+//! the same entries as lines of one JSONL file (the entry and its body on one line, chained on
+//! the head kept in the lock file), under an exclusive `flock`, with group commit: a writer
+//! writes its line under the lock, takes a ticket, releases the lock and waits under a second
+//! lock, where whoever holds it flushes the file (`fdatasync`) once for every line written so
+//! far. The JSONL writers make no checks.
+//!
+//! The writers are this bench run again (`--child MODE TARGET W M`). Each opens its ledger or
+//! file, says it is ready and waits; the clock starts when every writer is told to go, so process
+//! start and open are not counted. `--rounds R` (5) rounds alternate which side goes first, each
+//! on fresh files after a `sync`; the figures are medians over rounds of entries/s, the ratio of
+//! the medians, and p50 / p99 of one append's latency over all rounds. `--busy` runs the same while
+//! a second process spins on every core; `--dir PATH` puts the files on that file system.
+//!
+//! Afterwards every ledger must hold every acknowledged entry (the count) and pass `verify --deep`,
+//! and every JSONL file must hold every acknowledged line. Nothing here asserts a time.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use git_forum::ledger::{Entry, NewEntry, Value};
+use git_forum::store::git::{FlushMethod, GitStore, Options};
+
+#[path = "support/busy.rs"]
+mod busy;
+#[path = "support/git.rs"]
+mod git;
+
+/// The entries writer `w` appends: shaped like a run's (~400-byte bodies, every 20th larger),
+/// without causal parents, since writers interleave.
+fn writer_entries(w: usize, per: usize) -> Vec<NewEntry> {
+    (w * per..(w + 1) * per)
+        .map(|i| {
+            let text = if i % 20 == 0 {
+                "detail ".repeat(500)
+            } else {
+                format!("result of task T{} with some words of output", i % 97)
+            };
+            let payload = Value::object([
+                ("task_id".to_string(), Value::str(format!("T{}", i % 97))),
+                ("ok".to_string(), Value::Bool(i % 7 != 0)),
+                ("output".to_string(), Value::str(text)),
+                ("model".to_string(), Value::str("bench-model")),
+                ("score".to_string(), Value::Float((i % 100) as f64 / 100.0)),
+                ("note".to_string(), Value::str("x".repeat(200 + i % 50))),
+            ]);
+            NewEntry {
+                actor: ["orchestrator", "backend", "validator", "synthesizer"][i % 4].to_string(),
+                kind: ["task", "result", "verdict", "note"][i % 4].to_string(),
+                causal_parent: None,
+                payload,
+                ts: 1_700_000_000.0 + i as f64 * 0.25,
+            }
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn pct(v: &[f64], p: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// The type and mount options of the file system holding `path`, from /proc/mounts.
+fn filesystem_of(path: &Path) -> String {
+    let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
+        return "an unknown file system".into();
+    };
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 4 && path.starts_with(f[1]))
+                .then(|| (f[1].len(), format!("{} ({}, {})", f[1], f[2], f[3])))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, s)| s)
+        .unwrap_or_else(|| "an unknown file system".into())
+}
+
+/// Runs `procs` writers of `mode` on `target`, `per` entries each: the wall time from "go" until
+/// the last is done, and every append's latency (seconds).
+fn run_writers(mode: &str, target: &Path, procs: usize, per: usize) -> (f64, Vec<f64>) {
+    let exe = std::env::current_exe().unwrap();
+    let mut children: Vec<_> = (0..procs)
+        .map(|w| {
+            Command::new(&exe)
+                .args(["--child", mode, target.to_str().unwrap()])
+                .args([w.to_string(), per.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut outs: Vec<_> = children
+        .iter_mut()
+        .map(|c| BufReader::new(c.stdout.take().unwrap()))
+        .collect();
+    for o in &mut outs {
+        let mut line = String::new();
+        o.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "a writer did not start: {line}");
+    }
+    let t = Instant::now();
+    for c in &mut children {
+        c.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
+    let mut lat = Vec::with_capacity(procs * per);
+    for o in &mut outs {
+        let mut line = String::new();
+        o.read_line(&mut line).unwrap();
+        let mut words = line.split_whitespace();
+        assert_eq!(words.next(), Some("ok"), "a writer failed: {line}");
+        lat.extend(words.map(|w| w.parse::<f64>().unwrap() / 1e9));
+    }
+    let wall = t.elapsed().as_secs_f64();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    assert_eq!(lat.len(), procs * per, "every append was acknowledged");
+    (wall, lat)
+}
+
+/// `--child MODE TARGET W M`: one writer.
+fn child(args: &[String]) {
+    let (mode, target) = (args[0].as_str(), PathBuf::from(&args[1]));
+    let w: usize = args[2].parse().unwrap();
+    let per: usize = args[3].parse().unwrap();
+    let news = writer_entries(w, per);
+    let mut store = (mode == "git").then(|| {
+        let opts = Options {
+            fsync: true,
+            method: FlushMethod::Wal,
+            ..Options::default()
+        };
+        GitStore::open(&target, "main", opts).unwrap()
+    });
+    let jsonl = (mode == "jsonl").then(|| GroupJsonl::open(&target));
+    println!("ready");
+    let mut go = String::new();
+    std::io::stdin().lock().read_line(&mut go).unwrap();
+    let mut out = String::from("ok");
+    for e in &news {
+        let t = Instant::now();
+        match (&mut store, &jsonl) {
+            (Some(store), _) => {
+                git_forum::surface::append_checked(store, e).unwrap();
+            }
+            (None, Some(j)) => j.append(e),
+            _ => unreachable!("a writer is git or jsonl"),
+        }
+        out.push_str(&format!(" {}", t.elapsed().as_nanos()));
+    }
+    println!("{out}");
+}
+
+/// The baseline: writers sharing `ledger.jsonl` in one directory, with `lock` (an exclusive
+/// `flock`; it holds the head and the count of lines written) and `flush` (the flush lock and
+/// the count of lines on disk).
+struct GroupJsonl {
+    file: std::fs::File,
+    lock: std::fs::File,
+    flush: std::fs::File,
+}
+
+impl GroupJsonl {
+    fn open(dir: &Path) -> GroupJsonl {
+        let open = |name: &str, append: bool| {
+            let mut o = std::fs::OpenOptions::new();
+            o.create(true).read(true);
+            if append {
+                o.append(true);
+            } else {
+                o.write(true).truncate(false);
+            }
+            o.open(dir.join(name)).unwrap()
+        };
+        GroupJsonl {
+            file: open("ledger.jsonl", true),
+            lock: open("lock", false),
+            flush: open("flush", false),
+        }
+    }
+
+    fn read_u64(f: &std::fs::File, at: u64) -> u64 {
+        let mut b = [0u8; 8];
+        match f.read_exact_at(&mut b, at) {
+            Ok(()) => u64::from_le_bytes(b),
+            Err(_) => 0,
+        }
+    }
+
+    /// One append: under the lock, the entry chained on the head, written with its body as one
+    /// line; then a flush that began after the line was written, shared with every writer
+    /// waiting.
+    fn append(&self, n: &NewEntry) {
+        let body = n.payload.canonical();
+        let ph = git_forum::ledger::hash::sha256_hex(body.as_bytes());
+        self.lock.lock().unwrap();
+        let mut h = [0u8; 73];
+        let head = match self.lock.read_exact_at(&mut h, 0) {
+            Ok(()) if h[0] == 1 => Some(Entry {
+                seq: u64::from_le_bytes(h[1..9].try_into().unwrap()),
+                ts: 0.0,
+                actor: String::new(),
+                kind: String::new(),
+                causal_parent: None,
+                payload_hash: String::new(),
+                prev_hash: String::new(),
+                entry_hash: String::from_utf8(h[9..73].to_vec()).unwrap(),
+            }),
+            _ => None,
+        };
+        let e = Entry::next(head.as_ref(), n, ph);
+        let line = format!(
+            "{{\"entry\": {}, \"body\": {body}}}\n",
+            e.to_value().python_dumps()
+        );
+        (&self.file).write_all(line.as_bytes()).unwrap();
+        h[0] = 1;
+        h[1..9].copy_from_slice(&e.seq.to_le_bytes());
+        h[9..73].copy_from_slice(e.entry_hash.as_bytes());
+        self.lock.write_all_at(&h, 0).unwrap();
+        let ticket = Self::read_u64(&self.lock, 128) + 1;
+        self.lock.write_all_at(&ticket.to_le_bytes(), 128).unwrap();
+        self.lock.unlock().unwrap();
+        self.flush.lock().unwrap();
+        if Self::read_u64(&self.flush, 0) < ticket {
+            let written = Self::read_u64(&self.lock, 128).max(ticket);
+            self.file.sync_data().unwrap();
+            self.flush.write_all_at(&written.to_le_bytes(), 0).unwrap();
+        }
+        self.flush.unlock().unwrap();
+    }
+}
+
+/// Every acknowledged entry is where it should be: the ledger holds them all and passes
+/// `verify --deep`; the JSONL file holds a line for each, its seqs 0..n in order.
+fn check(ledger: &Path, jsonl: &Path, n: usize) {
+    let store = GitStore::open(ledger, "main", Options::default()).unwrap();
+    let r = store.verify(true).unwrap();
+    assert!(r.passed(), "verify --deep of {} failed", ledger.display());
+    assert_eq!(
+        r.entries as usize, n,
+        "every acknowledged append is in the ledger"
+    );
+    let text = std::fs::read_to_string(jsonl.join("ledger.jsonl")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.len(),
+        n,
+        "every acknowledged line is in the JSONL file"
+    );
+    for (i, l) in lines.iter().enumerate() {
+        assert!(
+            l.contains(&format!("\"seq\": {i},")),
+            "line {i} of the JSONL file is out of order"
+        );
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        child(&args[i + 1..]);
+        return;
+    }
+    let num = |flag: &str, default: usize| {
+        args.iter()
+            .position(|a| a == flag)
+            .map_or(default, |i| args[i + 1].parse().expect("a number"))
+    };
+    let (procs, per, rounds) = (num("--procs", 8), num("--per", 250), num("--rounds", 5));
+    let root = match args.iter().position(|a| a == "--dir") {
+        Some(i) => tempfile::tempdir_in(&args[i + 1]).unwrap(),
+        None => tempfile::tempdir().unwrap(),
+    };
+    println!(
+        "durable appends: {procs} processes, {per} entries each, {rounds} rounds (load {}; in {} on {})",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim(),
+        root.path().display(),
+        filesystem_of(root.path())
+    );
+    let busy = busy::Busy::from_args(&args);
+    println!("mode: {}", busy::Busy::label(&busy));
+    let labels = [
+        "git forum append path (checks, secret scan, wal)",
+        "JSONL + fdatasync, group commit",
+    ];
+    let mut rates: [Vec<f64>; 2] = Default::default();
+    let mut lat: [Vec<f64>; 2] = Default::default();
+    let n = procs * per;
+    for round in 0..rounds {
+        let ledger = root.path().join(format!("ledger-{round}"));
+        let jsonl = root.path().join(format!("jsonl-{round}"));
+        std::fs::create_dir_all(&ledger).unwrap();
+        std::fs::create_dir_all(&jsonl).unwrap();
+        git::git(&ledger, &["init", "-q", "."]);
+        for k in 0..2 {
+            let side = (k + round) % 2;
+            let _ = Command::new("sync").status();
+            let (mode, target) = [("git", &ledger), ("jsonl", &jsonl)][side];
+            let (wall, mut l) = run_writers(mode, target, procs, per);
+            rates[side].push(n as f64 / wall);
+            lat[side].append(&mut l);
+        }
+        println!(
+            "round {}: git forum {:.0}/s, JSONL {:.0}/s",
+            round + 1,
+            rates[0][round],
+            rates[1][round]
+        );
+        check(&ledger, &jsonl, n);
+    }
+    let med = [median(rates[0].clone()), median(rates[1].clone())];
+    for (side, label) in labels.iter().enumerate() {
+        println!(
+            "{:<50} {:>7.0} entries/s (median of {rounds}), p50 {:.2} ms, p99 {:.2} ms",
+            label,
+            med[side],
+            pct(&lat[side], 0.5) * 1e3,
+            pct(&lat[side], 0.99) * 1e3
+        );
+    }
+    println!(
+        "ratio: {:.2}x the JSONL group-commit baseline (target 4x)",
+        med[0] / med[1]
+    );
+    println!(
+        "every acknowledged entry is on disk: {rounds} ledgers of {n} entries passed verify --deep, {rounds} JSONL files of {n} lines"
+    );
+}
