@@ -21,10 +21,10 @@
 //! Afterwards every ledger must hold every acknowledged entry (the count) and pass `verify --deep`,
 //! and every JSONL file must hold every acknowledged line. Nothing here asserts a time.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use git_forum::ledger::{Entry, NewEntry, Value};
@@ -32,6 +32,9 @@ use git_forum::store::git::{FlushMethod, GitStore, Options};
 
 #[path = "support/busy.rs"]
 mod busy;
+#[path = "support/writers.rs"]
+mod writers;
+use writers::{filesystem_of, median, pct, run_writers};
 #[path = "support/git.rs"]
 mod git;
 
@@ -62,79 +65,6 @@ fn writer_entries(w: usize, per: usize) -> Vec<NewEntry> {
             }
         })
         .collect()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-fn pct(v: &[f64], p: f64) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
-}
-
-/// The type and mount options of the file system holding `path`, from /proc/mounts.
-fn filesystem_of(path: &Path) -> String {
-    let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
-        return "an unknown file system".into();
-    };
-    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    mounts
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() >= 4 && path.starts_with(f[1]))
-                .then(|| (f[1].len(), format!("{} ({}, {})", f[1], f[2], f[3])))
-        })
-        .max_by_key(|(len, _)| *len)
-        .map(|(_, s)| s)
-        .unwrap_or_else(|| "an unknown file system".into())
-}
-
-/// Runs `procs` writers of `mode` on `target`, `per` entries each: the wall time from "go" until
-/// the last is done, and every append's latency (seconds).
-fn run_writers(mode: &str, target: &Path, procs: usize, per: usize) -> (f64, Vec<f64>) {
-    let exe = std::env::current_exe().unwrap();
-    let mut children: Vec<_> = (0..procs)
-        .map(|w| {
-            Command::new(&exe)
-                .args(["--child", mode, target.to_str().unwrap()])
-                .args([w.to_string(), per.to_string()])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let mut outs: Vec<_> = children
-        .iter_mut()
-        .map(|c| BufReader::new(c.stdout.take().unwrap()))
-        .collect();
-    for o in &mut outs {
-        let mut line = String::new();
-        o.read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "ready", "a writer did not start: {line}");
-    }
-    let t = Instant::now();
-    for c in &mut children {
-        c.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    }
-    let mut lat = Vec::with_capacity(procs * per);
-    for o in &mut outs {
-        let mut line = String::new();
-        o.read_line(&mut line).unwrap();
-        let mut words = line.split_whitespace();
-        assert_eq!(words.next(), Some("ok"), "a writer failed: {line}");
-        lat.extend(words.map(|w| w.parse::<f64>().unwrap() / 1e9));
-    }
-    let wall = t.elapsed().as_secs_f64();
-    for mut c in children {
-        assert!(c.wait().unwrap().success());
-    }
-    assert_eq!(lat.len(), procs * per, "every append was acknowledged");
-    (wall, lat)
 }
 
 /// `--child MODE TARGET W M`: one writer.
@@ -318,7 +248,7 @@ fn main() {
             let side = (k + round) % 2;
             let _ = Command::new("sync").status();
             let (mode, target) = [("git", &ledger), ("jsonl", &jsonl)][side];
-            let (wall, mut l) = run_writers(mode, target, procs, per);
+            let (wall, mut l) = run_writers("--child", mode, target, procs, per);
             rates[side].push(n as f64 / wall);
             lat[side].append(&mut l);
         }

@@ -21,6 +21,9 @@ use git_forum::store::git::{FlushMethod, GitStore, Options, commit_bytes};
 
 #[path = "support/busy.rs"]
 mod busy;
+#[path = "support/writers.rs"]
+mod writers;
+use writers::{filesystem_of, median, pct, run_writers};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
@@ -89,17 +92,6 @@ fn entries_distinct(n: usize) -> Vec<NewEntry> {
         }
     }
     news
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-fn pct(v: &[f64], p: f64) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
 /// Writes the same commits through `git fast-import`; returns (seconds, tip).
@@ -596,7 +588,7 @@ fn concurrent(root: &Path, procs: usize, per: usize, rounds: usize) {
                 std::fs::create_dir_all(&target).unwrap();
             }
             settle();
-            let (wall, mut l) = run_writers(modes[m], &target, procs, per);
+            let (wall, mut l) = run_writers("--child-append", modes[m], &target, procs, per);
             secs[m] += wall;
             lat[m].append(&mut l);
         }
@@ -640,56 +632,6 @@ fn concurrent(root: &Path, procs: usize, per: usize, rounds: usize) {
         ledgers.len(),
         procs * per
     );
-}
-
-/// Runs `procs` writer processes of `mode` on `target`, `per` entries each: the wall time from
-/// "go" until the last is done, and every append's latency (seconds).
-fn run_writers(mode: &str, target: &Path, procs: usize, per: usize) -> (f64, Vec<f64>) {
-    use std::io::{BufRead, BufReader};
-    let exe = std::env::current_exe().unwrap();
-    let mut children: Vec<_> = (0..procs)
-        .map(|w| {
-            Command::new(&exe)
-                .args([
-                    "--child-append",
-                    mode,
-                    target.to_str().unwrap(),
-                    &w.to_string(),
-                    &per.to_string(),
-                ])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let mut outs: Vec<_> = children
-        .iter_mut()
-        .map(|c| BufReader::new(c.stdout.take().unwrap()))
-        .collect();
-    for o in &mut outs {
-        let mut line = String::new();
-        o.read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "ready", "a writer did not start: {line}");
-    }
-    let t = Instant::now();
-    for c in &mut children {
-        c.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    }
-    let mut lat = Vec::with_capacity(procs * per);
-    for o in &mut outs {
-        let mut line = String::new();
-        o.read_line(&mut line).unwrap();
-        let mut words = line.split_whitespace();
-        assert_eq!(words.next(), Some("ok"), "a writer failed: {line}");
-        lat.extend(words.map(|w| w.parse::<f64>().unwrap() / 1e9));
-    }
-    let wall = t.elapsed().as_secs_f64();
-    for mut c in children {
-        assert!(c.wait().unwrap().success());
-    }
-    assert_eq!(lat.len(), procs * per, "every append was acknowledged");
-    (wall, lat)
 }
 
 /// The entries writer `w` appends: the bench's entries without causal parents (writers
@@ -825,26 +767,6 @@ impl JsonlShared {
         }
         self.flush.unlock().unwrap();
     }
-}
-
-/// The type and mount options of the filesystem holding `path`, from /proc/mounts (Linux), so
-/// the durable figures can be read against it: file creation and fsync costs differ widely
-/// between filesystems and between ext4 with and without a journal.
-fn filesystem_of(path: &Path) -> String {
-    let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
-        return "an unknown filesystem".into();
-    };
-    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    mounts
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() >= 4 && path.starts_with(f[1]))
-                .then(|| (f[1].len(), format!("{} ({}, {})", f[1], f[2], f[3])))
-        })
-        .max_by_key(|(len, _)| *len)
-        .map(|(_, s)| s)
-        .unwrap_or_else(|| "an unknown filesystem".into())
 }
 
 fn main() {

@@ -189,15 +189,8 @@ impl Connection {
         filter: &str,
         ack_wait: Duration,
     ) -> Result<consumer::PullConsumer, String> {
-        let stream_name = protocol::stream_name(&self.ledger);
-        let url = &self.url;
         self.rt.block_on(async {
-            let s = self.js.get_stream(&stream_name).await.map_err(|e| {
-                format!(
-                    "cannot open the stream {stream_name} on {url}: {}",
-                    one_line(&e.to_string())
-                )
-            })?;
+            let s = self.ledger_stream().await?;
             s.get_or_create_consumer(
                 name,
                 consumer::pull::Config {
@@ -213,7 +206,8 @@ impl Connection {
             .await
             .map_err(|e| {
                 format!(
-                    "cannot open the consumer {name} on {url}: {}",
+                    "cannot open the consumer {name} on {}: {}",
+                    self.url,
                     one_line(&e.to_string())
                 )
             })
@@ -312,25 +306,31 @@ impl Connection {
             .map(|m| m.payload.to_vec())
     }
 
+    /// The ledger's work-queue stream, or one line naming it and the server.
+    async fn ledger_stream(&self) -> Result<stream::Stream, String> {
+        let stream_name = protocol::stream_name(&self.ledger);
+        self.js.get_stream(&stream_name).await.map_err(|e| {
+            format!(
+                "cannot open the stream {stream_name} on {}: {}",
+                self.url,
+                one_line(&e.to_string())
+            )
+        })
+    }
+
     /// Removes from the ledger's stream every message on `subject` (tasks no worker took yet);
     /// returns how many.
     pub fn purge(&self, subject: &str) -> Result<u64, String> {
-        let stream_name = protocol::stream_name(&self.ledger);
-        let url = &self.url;
         self.rt.block_on(async {
-            let s = self.js.get_stream(&stream_name).await.map_err(|e| {
-                format!(
-                    "cannot open the stream {stream_name} on {url}: {}",
-                    one_line(&e.to_string())
-                )
-            })?;
+            let s = self.ledger_stream().await?;
             s.purge()
                 .filter(subject.to_string())
                 .await
                 .map(|r| r.purged)
                 .map_err(|e| {
                     format!(
-                        "cannot purge {subject} on {url}: {}",
+                        "cannot purge {subject} on {}: {}",
+                        self.url,
                         one_line(&e.to_string())
                     )
                 })

@@ -16,6 +16,7 @@ use git_forum::run::{self, Env, Options, Silent, StepClock};
 use crate::common::{Repo, on_each_kind};
 use crate::edit_worker::{FIXED, Stub, call, chat_answer, fleet, submit, tool_turn};
 use crate::strict_replay::{edited, export, rehashed_export, strict_cli};
+use crate::strict_replay_work::strict;
 use crate::work_run::{self, payloads};
 
 const CHECK: &str = "python3 -m unittest -q";
@@ -51,23 +52,6 @@ fn record(repo: &Repo, stub: &Stub, extra: &[&str]) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// `git forum --ledger LEDGER replay 0 --strict --json`: its exit code and report.
-fn strict_on(repo: &Repo, ledger: &str) -> (Option<i32>, J) {
-    let o = repo
-        .forum()
-        .args(["--ledger", ledger, "replay", "0", "--strict", "--json"])
-        .output()
-        .unwrap();
-    let r = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| {
-        panic!(
-            "{}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    });
-    (o.status.code(), r)
 }
 
 /// `store` imported into `repo` as ledger `name`, which verifies.
@@ -146,7 +130,7 @@ fn an_edited_tool_call_decision_is_a_divergence_at_its_seq() {
             }
         });
         import_as(repo, &forged, "forged-result");
-        let (code, r) = strict_on(repo, "forged-result");
+        let (code, r) = strict(repo, &["--ledger", "forged-result"]);
         assert_eq!(code, Some(1), "{r}");
         assert_eq!(r["divergence"]["seq"], json!(refused), "{r}");
         assert!(
@@ -164,7 +148,7 @@ fn an_edited_tool_call_decision_is_a_divergence_at_its_seq() {
             }
         });
         import_as(repo, &forged, "forged-call");
-        let (code, r) = strict_on(repo, "forged-call");
+        let (code, r) = strict(repo, &["--ledger", "forged-call"]);
         assert_eq!(code, Some(1), "{r}");
         assert_eq!(r["divergence"]["seq"], json!(third), "{r}");
         assert!(

@@ -10,6 +10,7 @@ use serde_json::{Value as J, json};
 
 use crate::common::{Repo, on_each_kind};
 use crate::strict_replay::{export, rehashed_export};
+use crate::strict_replay_work::strict;
 use crate::work_run::{self, payloads};
 
 /// Three tasks in two waves: T1, then T2 and T3 side by side.
@@ -52,24 +53,6 @@ fn submit_gated(repo: &Repo, model: &str) {
 /// Every ref with its object: a replay must leave them as they are.
 fn refs(repo: &Repo) -> String {
     repo.git_ok(&["for-each-ref", "--format=%(refname) %(objectname)"])
-}
-
-/// `git forum [ARGS] replay 0 --strict --json`: its exit code and report.
-fn strict(repo: &Repo, args: &[&str]) -> (Option<i32>, J) {
-    let o = repo
-        .forum()
-        .args(args)
-        .args(["replay", "0", "--strict", "--json"])
-        .output()
-        .unwrap();
-    let r = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| {
-        panic!(
-            "{}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    });
-    (o.status.code(), r)
 }
 
 /// A replay of run 0 that agrees with the record entry for entry, and moves no ref.

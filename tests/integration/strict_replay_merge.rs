@@ -11,6 +11,7 @@ use serde_json::{Value as J, json};
 
 use crate::common::{Repo, on_each_kind, one_line_error};
 use crate::strict_replay::{export, forged_export};
+use crate::strict_replay_work::strict;
 use crate::work_run::{self, payloads};
 
 const CHECK: &str = "python3 -m unittest -q";
@@ -73,24 +74,6 @@ fn record(repo: &Repo) {
         let reply: J = serde_json::from_str(b["reply"].as_str().unwrap()).unwrap();
         assert_eq!(reply["decision"], b["decision"], "{b}");
     }
-}
-
-/// `git forum [ARGS] replay 0 --strict --json`: its exit code and report.
-fn strict(repo: &Repo, args: &[&str]) -> (Option<i32>, J) {
-    let o = repo
-        .forum()
-        .args(args)
-        .args(["replay", "0", "--strict", "--json"])
-        .output()
-        .unwrap();
-    let r = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| {
-        panic!(
-            "{}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    });
-    (o.status.code(), r)
 }
 
 /// Every ref with its object, and how many objects the repository holds.

@@ -59,7 +59,7 @@ fn record(repo: &Repo) {
 }
 
 /// `git forum [ARGS] replay 0 --strict --json`: its exit code and report.
-fn strict(repo: &Repo, args: &[&str]) -> (Option<i32>, J) {
+pub(crate) fn strict(repo: &Repo, args: &[&str]) -> (Option<i32>, J) {
     let o = repo
         .forum()
         .args(args)
