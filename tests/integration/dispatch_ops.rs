@@ -44,7 +44,13 @@ fn a_writer_killed_mid_run_is_resumed_and_takes_up_what_its_workers_did_meanwhil
         let clones: Vec<_> = (0..2).map(|_| clone(&url)).collect();
         let mark = clones[0].path().join("started");
         let slow = slow_model(clones[0].path(), &m, &mark);
-        let _slow = worker(repo, clones[0].path(), &server, &slow, &["--name", "slow"]);
+        let _slow = worker(
+            repo,
+            clones[0].path(),
+            &server,
+            &slow,
+            &["--name", "slow", "--no-sandbox"],
+        );
         // The writer publishes the first wave, a worker takes a task, and the writer is killed
         // (SIGKILL: nothing of it runs after) while the task is in flight.
         let mut run = submit(repo, &server, &m);
@@ -303,7 +309,7 @@ fn a_halt_reaches_the_worker_through_the_server_which_stops_the_task_and_answers
         c.path(),
         &server,
         &stuck(c.path(), &m, &pids),
-        &["--name", "w"],
+        &["--name", "w", "--no-sandbox"],
     );
     let run = submit(&repo, &server, &m);
     crate::common::wait_until(
@@ -368,7 +374,9 @@ fn a_halt_reaches_the_worker_through_the_server_which_stops_the_task_and_answers
 }
 
 /// A model that writes its process id to `pids`, then takes a minute: only a halt or a kill
-/// ends it.
+/// ends it. Its `pids` file is outside the task's worktree, where the sandbox lets no task
+/// write, so the workers that run it are started with `--no-sandbox` (`dispatch_confined`
+/// tests the sandbox itself).
 fn stuck(dir: &Path, model: &str, pids: &Path) -> String {
     let path = dir.join("stuck.sh");
     std::fs::write(
@@ -409,7 +417,7 @@ fn status_shows_a_dispatched_runs_tasks_on_the_server_and_each_workers_last_prog
         c0.path(),
         &server,
         &stuck(c0.path(), &m, &p0),
-        &["--name", "victim"],
+        &["--name", "victim", "--no-sandbox"],
     );
     let run = submit(&repo, &server, &m);
     crate::common::wait_until("the first worker to start", Duration::from_secs(60), || {
@@ -422,7 +430,7 @@ fn status_shows_a_dispatched_runs_tasks_on_the_server_and_each_workers_last_prog
         c1.path(),
         &server,
         &stuck(c1.path(), &m, &p1),
-        &["--name", "w", "--concurrency", "2"],
+        &["--name", "w", "--concurrency", "2", "--no-sandbox"],
     );
     crate::common::wait_until(
         "the second worker to hold both",

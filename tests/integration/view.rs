@@ -16,6 +16,22 @@ pub(crate) const IMG: &str = "<img src=x onerror=alert(1)>";
 /// The policy every page answers with.
 pub(crate) const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
+/// The text of an HTML page with its tags left out, so a test can find code that syntax
+/// colouring split into spans.
+pub(crate) fn untagged(html: &str) -> String {
+    let mut out = String::with_capacity(html.len());
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// One answer: status, headers (names lower-cased), body.
 pub(crate) struct Got {
     pub(crate) status: u16,
