@@ -148,8 +148,10 @@ pub(crate) struct Sources<'a> {
 }
 
 impl Sources<'_> {
+    /// The ledger `name`, or the fetched copy `REMOTE:NAME` a daemon serving one reads.
     fn store(&self, name: &str) -> Result<GitStore> {
-        GitStore::new(self.repo.clone(), name, Options::default()).map_err(store_error)
+        crate::surface::store::open_spec(self.repo.clone(), name, Options::default())
+            .map_err(store_error)
     }
 
     /// The current ledger, which must exist.

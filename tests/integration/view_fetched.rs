@@ -71,6 +71,8 @@ fn auditor(kind: &str) -> (Repo, tempfile::TempDir) {
 fn view_serves_a_fetched_copy_read_only_and_refuses_every_write() {
     for kind in FORMATS {
         let (b, _bare) = auditor(kind);
+        // The auditor checks out what the run shipped, so blame has a file to read.
+        b.git_ok(&["checkout", "-q", "-b", "main", "origin/forum/run-0"]);
         let refs = b.git_ok(&["for-each-ref"]);
         assert_eq!(b.git_ok(&["for-each-ref", "refs/forum/ledgers"]), "");
         let started = b.forum_json(&["--ledger", "origin:main", "view", "--no-open"]);
@@ -92,6 +94,8 @@ fn view_serves_a_fetched_copy_read_only_and_refuses_every_write() {
             "/view/entry/1",
             "/view/proof/1",
             "/view/apply/0",
+            "/view/bench?a=0&b=0",
+            "/view/blame?path=calc.py",
         ] {
             let got = page(p);
             assert_eq!(got.status, 200, "{kind} {p}: {}", got.body);
@@ -111,6 +115,16 @@ fn view_serves_a_fetched_copy_read_only_and_refuses_every_write() {
             crate::view::untagged(&apply).contains("return a + b"),
             "{kind}: {apply}"
         );
+        // Bench compares runs of the copy; blame finds the copy's run behind the fixed line.
+        let bench = crate::view::untagged(&page("/view/bench?a=0&b=0").body);
+        // The measures table: one request in A, one in B, no difference.
+        assert!(bench.contains("requests110"), "{kind}: {bench}");
+        let blame = crate::view::untagged(&page("/view/blame?path=calc.py").body);
+        let fixed = blame
+            .lines()
+            .find(|l| l.contains("return a + b"))
+            .unwrap_or_else(|| panic!("{kind}: {blame}"));
+        assert!(fixed.contains("T1"), "{kind}: {fixed}\n{blame}");
         // The proof download is the one `prove` gives, under the name the copy is signed for.
         let proof: J = serde_json::from_str(&page("/view/proof/1").body).unwrap();
         assert_eq!(proof["ledger"], json!("main"), "{kind}: {proof}");
