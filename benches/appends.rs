@@ -27,45 +27,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use git_forum::ledger::{Entry, NewEntry, Value};
+use git_forum::ledger::{Entry, NewEntry};
 use git_forum::store::git::{FlushMethod, GitStore, Options};
 
 #[path = "support/busy.rs"]
 mod busy;
 #[path = "support/writers.rs"]
 mod writers;
-use writers::{filesystem_of, median, pct, run_writers};
+use writers::{filesystem_of, median, pct, run_writers, writer_entries};
 #[path = "support/git.rs"]
 mod git;
-
-/// The entries writer `w` appends: shaped like a run's (~400-byte bodies, every 20th larger),
-/// without causal parents, since writers interleave.
-fn writer_entries(w: usize, per: usize) -> Vec<NewEntry> {
-    (w * per..(w + 1) * per)
-        .map(|i| {
-            let text = if i % 20 == 0 {
-                "detail ".repeat(500)
-            } else {
-                format!("result of task T{} with some words of output", i % 97)
-            };
-            let payload = Value::object([
-                ("task_id".to_string(), Value::str(format!("T{}", i % 97))),
-                ("ok".to_string(), Value::Bool(i % 7 != 0)),
-                ("output".to_string(), Value::str(text)),
-                ("model".to_string(), Value::str("bench-model")),
-                ("score".to_string(), Value::Float((i % 100) as f64 / 100.0)),
-                ("note".to_string(), Value::str("x".repeat(200 + i % 50))),
-            ]);
-            NewEntry {
-                actor: ["orchestrator", "backend", "validator", "synthesizer"][i % 4].to_string(),
-                kind: ["task", "result", "verdict", "note"][i % 4].to_string(),
-                causal_parent: None,
-                payload,
-                ts: 1_700_000_000.0 + i as f64 * 0.25,
-            }
-        })
-        .collect()
-}
 
 /// `--child MODE TARGET W M`: one writer.
 fn child(args: &[String]) {

@@ -23,7 +23,7 @@ use git_forum::store::git::{FlushMethod, GitStore, Options, commit_bytes};
 mod busy;
 #[path = "support/writers.rs"]
 mod writers;
-use writers::{filesystem_of, median, pct, run_writers};
+use writers::{entries, filesystem_of, median, pct, run_writers, writer_entries};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
@@ -46,39 +46,6 @@ fn fresh_repo(root: &Path, name: &str) -> PathBuf {
     std::fs::create_dir_all(&p).unwrap();
     git(&p, &["init", "-q", "."]);
     p
-}
-
-/// Deterministic entries shaped like a real run: ~400-byte payloads, some larger, a third with a
-/// causal parent.
-fn entries(n: usize) -> Vec<NewEntry> {
-    (0..n)
-        .map(|i| {
-            let text = if i % 20 == 0 {
-                "detail ".repeat(500)
-            } else {
-                format!("result of task T{} with some words of output", i % 97)
-            };
-            let payload = Value::object([
-                ("task_id".to_string(), Value::str(format!("T{}", i % 97))),
-                ("ok".to_string(), Value::Bool(i % 7 != 0)),
-                ("output".to_string(), Value::str(text)),
-                ("model".to_string(), Value::str("bench-model")),
-                ("score".to_string(), Value::Float((i % 100) as f64 / 100.0)),
-                ("note".to_string(), Value::str("x".repeat(200 + i % 50))),
-            ]);
-            NewEntry {
-                actor: ["orchestrator", "backend", "validator", "synthesizer"][i % 4].to_string(),
-                kind: ["task", "result", "verdict", "note"][i % 4].to_string(),
-                causal_parent: if i % 3 == 0 && i > 0 {
-                    Some((i - 1) as i64)
-                } else {
-                    None
-                },
-                payload,
-                ts: 1_700_000_000.0 + i as f64 * 0.25,
-            }
-        })
-        .collect()
 }
 
 /// The same entries with every body made distinct (a counter added), so deep verify cannot
@@ -632,16 +599,6 @@ fn concurrent(root: &Path, procs: usize, per: usize, rounds: usize) {
         ledgers.len(),
         procs * per
     );
-}
-
-/// The entries writer `w` appends: the bench's entries without causal parents (writers
-/// interleave, and a parent must come before its child).
-fn writer_entries(w: usize, per: usize) -> Vec<NewEntry> {
-    let mut news = entries((w + 1) * per).split_off(w * per);
-    for n in &mut news {
-        n.causal_parent = None;
-    }
-    news
 }
 
 /// `--child-append MODE TARGET W N`: one writer of [`concurrent`].

@@ -7,6 +7,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use git_forum::ledger::{NewEntry, Value};
+
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -86,4 +88,47 @@ pub fn run_writers(
     }
     assert_eq!(lat.len(), procs * per, "every append was acknowledged");
     (wall, lat)
+}
+
+/// Deterministic entries shaped like a real run: ~400-byte payloads, some larger, a third with a
+/// causal parent.
+pub fn entries(n: usize) -> Vec<NewEntry> {
+    (0..n)
+        .map(|i| {
+            let text = if i % 20 == 0 {
+                "detail ".repeat(500)
+            } else {
+                format!("result of task T{} with some words of output", i % 97)
+            };
+            let payload = Value::object([
+                ("task_id".to_string(), Value::str(format!("T{}", i % 97))),
+                ("ok".to_string(), Value::Bool(i % 7 != 0)),
+                ("output".to_string(), Value::str(text)),
+                ("model".to_string(), Value::str("bench-model")),
+                ("score".to_string(), Value::Float((i % 100) as f64 / 100.0)),
+                ("note".to_string(), Value::str("x".repeat(200 + i % 50))),
+            ]);
+            NewEntry {
+                actor: ["orchestrator", "backend", "validator", "synthesizer"][i % 4].to_string(),
+                kind: ["task", "result", "verdict", "note"][i % 4].to_string(),
+                causal_parent: if i % 3 == 0 && i > 0 {
+                    Some((i - 1) as i64)
+                } else {
+                    None
+                },
+                payload,
+                ts: 1_700_000_000.0 + i as f64 * 0.25,
+            }
+        })
+        .collect()
+}
+
+/// The entries writer `w` appends: the bench's entries without causal parents (writers
+/// interleave, and a parent must come before its child).
+pub fn writer_entries(w: usize, per: usize) -> Vec<NewEntry> {
+    let mut news = entries((w + 1) * per).split_off(w * per);
+    for n in &mut news {
+        n.causal_parent = None;
+    }
+    news
 }
