@@ -110,6 +110,18 @@ pub(crate) fn page(d: &Served, cookie: &str, path: &str) -> Got {
 
 /// Appends one entry with a causal parent; its seq.
 fn put(repo: &Repo, actor: &str, kind: &str, parent: Option<u64>, body: J) -> u64 {
+    put_at(repo, actor, kind, parent, None, body)
+}
+
+/// Appends one entry with a causal parent and, when given, its timestamp; its seq.
+pub(crate) fn put_at(
+    repo: &Repo,
+    actor: &str,
+    kind: &str,
+    parent: Option<u64>,
+    ts: Option<f64>,
+    body: J,
+) -> u64 {
     let mut args = vec![
         "append".to_string(),
         "--actor".into(),
@@ -121,6 +133,9 @@ fn put(repo: &Repo, actor: &str, kind: &str, parent: Option<u64>, body: J) -> u6
     ];
     if let Some(p) = parent {
         args.extend(["--causal-parent".to_string(), p.to_string()]);
+    }
+    if let Some(t) = ts {
+        args.extend(["--ts".to_string(), format!("{t:.6}")]);
     }
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     repo.forum_json(&a)["seq"].as_u64().unwrap()

@@ -8,25 +8,9 @@ use serde_json::{Value as J, json};
 use super::view::{CSP, IMG, SCRIPT, login, page};
 use crate::common::{Repo, on_each_kind};
 
-/// Appends one entry with a causal parent and, when given, its timestamp; its seq.
+/// Appends one entry by the actor `test`; its seq.
 fn put(repo: &Repo, kind: &str, parent: Option<u64>, ts: Option<f64>, body: J) -> u64 {
-    let mut args = vec![
-        "append".to_string(),
-        "--actor".into(),
-        "test".into(),
-        "--kind".into(),
-        kind.into(),
-        "--payload".into(),
-        body.to_string(),
-    ];
-    if let Some(p) = parent {
-        args.extend(["--causal-parent".to_string(), p.to_string()]);
-    }
-    if let Some(t) = ts {
-        args.extend(["--ts".to_string(), format!("{t:.6}")]);
-    }
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    repo.forum_json(&a)["seq"].as_u64().unwrap()
+    crate::view::put_at(repo, "test", kind, parent, ts, body)
 }
 
 /// A run of one task T1: request, plan, task; its seqs (request, task).
