@@ -167,18 +167,25 @@ pub(crate) fn model(repo: &Repo, plan: &str) -> String {
     )
 }
 
-/// A model that says it started (touches `mark`), then takes 4 seconds before doing what
-/// `model` does: the worker it runs under is killed meanwhile.
+/// A model that says it started (touches `mark`), then holds until the test creates
+/// `release(mark)` (at most a minute) before doing what `model` does. The test kills its worker,
+/// or its writer, meanwhile; a fixed pause instead raced a busy machine.
 pub(crate) fn slow_model(dir: &Path, model: &str, mark: &Path) -> String {
     let path = dir.join("slow.sh");
     let body = format!(
-        "#!/bin/sh\ntouch '{}'\nsleep 4\nexec '{model}' \"$@\"\n",
-        mark.display()
+        "#!/bin/sh\ntouch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\nexec '{model}' \"$@\"\n",
+        mark.display(),
+        release(mark).display()
     );
     std::fs::write(&path, body).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path.display().to_string()
+}
+
+/// The file that lets a [`slow_model`] holding at `mark` go on.
+pub(crate) fn release(mark: &Path) -> std::path::PathBuf {
+    mark.with_extension("go")
 }
 
 /// The repository with its bare remote (holding `main`); returns the remote's folder.
@@ -360,6 +367,8 @@ fn six_tasks_on_three_workers_one_killed_are_each_merged_once_as_in_process() {
         let _w2 = worker(repo, clones[2].path(), &server, &m, &["--name", "w2"]);
         victim.0.kill().unwrap();
         victim.0.wait().unwrap();
+        // Its model, orphaned, finishes and exits; nothing listens for what it says.
+        std::fs::write(release(&mark), "").unwrap();
         let (ok, j, err) = finish(run);
         let said = logs(&clones.iter().collect::<Vec<_>>());
         assert!(ok, "{err}\n{said}");

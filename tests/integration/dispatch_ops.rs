@@ -61,6 +61,7 @@ fn a_writer_killed_mid_run_is_resumed_and_takes_up_what_its_workers_did_meanwhil
         );
         run.child.0.kill().unwrap();
         run.child.0.wait().unwrap();
+        std::fs::write(crate::dispatch_nats::release(&mark), "").unwrap();
         // With no writer, a second worker does the rest of the wave and the slow one finishes:
         // their three results wait on the run's durable results consumer.
         let _fast = worker(repo, clones[1].path(), &server, &m, &["--name", "fast"]);
@@ -81,7 +82,8 @@ fn a_writer_killed_mid_run_is_resumed_and_takes_up_what_its_workers_did_meanwhil
         for t in 1..=6 {
             assert!(
                 answer.contains(&format!("- T{t}: merged")),
-                "{answer}\n{err}"
+                "{answer}\n{err}\n{said}\n{:?}",
+                task_results(repo)
             );
         }
         // The first wave's attempts were taken up, not sent again: each is witnessed once more
