@@ -105,6 +105,13 @@ pub(crate) struct RunArgs {
     /// Policy file (default: .forum/policy.toml).
     #[arg(long, value_name = "FILE")]
     pub(crate) policy: Option<PathBuf>,
+    /// The git remote --dispatch pushes task bases to and fetches workers' commits from
+    /// (default: `[dispatch] remote`, else origin).
+    #[arg(long, value_name = "NAME", requires = "dispatch")]
+    pub(crate) dispatch_remote: Option<String>,
+    /// How to reach the NATS server of --dispatch.
+    #[command(flatten)]
+    pub(crate) nats: super::worker::NatsArgs,
     /// Which executors run the features.
     #[command(flatten)]
     pub(crate) exec: ExecutorArgs,
@@ -279,6 +286,14 @@ fn round_setup<'a>(
         max_seconds: a.req.max_seconds,
         work: a.req.work,
         checks: a.req.checks.clone(),
+        dispatch: a
+            .req
+            .dispatch
+            .as_ref()
+            .map(|url| surface::worker::DispatchSpec {
+                nats: a.nats.flags(url),
+                remote: a.dispatch_remote.clone(),
+            }),
         ..RunOptions::default()
     };
     surface::campaign::check_work_flags(a.req.work, &a.req.checks)?;

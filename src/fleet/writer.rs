@@ -50,15 +50,18 @@ struct Inner {
     known: Mutex<HashSet<u64>>,
     /// A resumed run's attempts in flight, by task id.
     in_flight: Mutex<HashMap<String, InFlight>>,
-    /// Set once the run's halt went to the workers.
-    halted: AtomicBool,
+    /// The runs whose halt went to the workers.
+    halted: Mutex<HashSet<u64>>,
     closing: AtomicBool,
 }
 
 /// Dispatch through NATS JetStream, with the repository's git remote as the shared store.
+/// One dispatcher serves every run handed to it in turn (a campaign's rounds are a run
+/// each): each run's results are heard on its own durable consumer.
 pub(crate) struct NatsDispatch {
     inner: Arc<Inner>,
-    listener: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// A listener on each run's results consumer, by run.
+    listeners: Mutex<HashMap<u64, std::thread::JoinHandle<()>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -91,24 +94,26 @@ impl NatsDispatch {
                 held: Mutex::new(HashMap::new()),
                 known: Mutex::new(HashSet::new()),
                 in_flight: Mutex::new(HashMap::new()),
-                halted: AtomicBool::new(false),
+                halted: Mutex::new(HashSet::new()),
                 closing: AtomicBool::new(false),
             }),
-            listener: Mutex::new(None),
+            listeners: Mutex::new(HashMap::new()),
         })
     }
 
-    /// Starts listening on run `run`'s results, once.
+    /// Starts listening on run `run`'s results, once for each run. A listener stays until
+    /// the dispatcher is dropped, so a result that comes after its run's last wave (a slow
+    /// worker's duplicate) is still heard, and witnessed after the next wave of any run.
     fn listen(&self, run: u64) -> Result<(), String> {
-        let mut l = lock(&self.listener);
-        if l.is_some() {
+        let mut l = lock(&self.listeners);
+        if l.contains_key(&run) {
             return Ok(());
         }
         let name = protocol::writer_consumer(&self.inner.ledger, run);
         let filter = protocol::result_subject(&self.inner.ledger, run);
         let consumer = self.inner.conn.consumer(&name, &filter, WRITER_ACK_WAIT)?;
         let inner = Arc::clone(&self.inner);
-        *l = Some(std::thread::spawn(move || {
+        let handle = std::thread::spawn(move || {
             while !inner.closing.load(Ordering::SeqCst) {
                 match inner.conn.pull(&consumer, Duration::from_millis(500)) {
                     Ok(Some(p)) => inner.route(run, p),
@@ -117,7 +122,8 @@ impl NatsDispatch {
                     Err(_) => std::thread::sleep(Duration::from_millis(500)),
                 }
             }
-        }));
+        });
+        l.insert(run, handle);
         Ok(())
     }
 }
@@ -180,7 +186,8 @@ impl Inner {
 impl Drop for NatsDispatch {
     fn drop(&mut self) {
         self.inner.closing.store(true, Ordering::SeqCst);
-        if let Some(h) = lock(&self.listener).take() {
+        let listeners = std::mem::take(&mut *lock(&self.listeners));
+        for (_, h) in listeners {
             let _ = h.join();
         }
     }
@@ -249,7 +256,7 @@ impl Dispatch for NatsDispatch {
 
     fn halt(&self, run: u64, by: &str, reason: &str) {
         let i = &self.inner;
-        if i.halted.swap(true, Ordering::SeqCst) {
+        if !lock(&i.halted).insert(run) {
             return;
         }
         // The tasks no worker took yet go first, so none is started after the halt.

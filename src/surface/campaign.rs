@@ -19,6 +19,10 @@
 //! is on its round's branch (or it changed nothing and its checks passed); otherwise it is
 //! `failed` with the reason (its checks failed, the gate blocked it or made no decision, it
 //! conflicted), witnessed by its task's `result`, and its dependents are blocked.
+//!
+//! With `--dispatch` as well (the run options' work carrying a dispatcher), every round's
+//! tasks go to workers elsewhere through that one dispatcher, each round a dispatched run of
+//! its own; nothing here changes for it, since the engine's work path does the dispatching.
 
 use std::collections::BTreeMap;
 

@@ -10,6 +10,7 @@ mod bodies;
 mod bounds;
 mod browser;
 mod campaign;
+mod campaign_dispatch;
 mod campaign_secrets;
 mod campaign_work;
 mod common;

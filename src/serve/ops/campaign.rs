@@ -91,6 +91,11 @@ impl Dispatcher {
             max_seconds: a.max_seconds,
             work: a.work,
             checks: a.checks.clone(),
+            // The daemon's `[dispatch]` table gives the remote, credentials and TLS settings.
+            dispatch: a
+                .dispatch
+                .as_ref()
+                .map(|url| crate::surface::worker::DispatchSpec::at(url)),
             ..RunOptions::default()
         };
         let setup = RunSetup {

@@ -588,6 +588,7 @@ mod tests {
                     "max_seconds",
                     "work",
                     "checks",
+                    "dispatch",
                 ],
             ),
             (spec::<reports::Grade>(), &["run", "all", "min_checks"]),

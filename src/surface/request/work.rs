@@ -444,6 +444,10 @@ pub struct CampaignRun {
     #[arg(long, visible_alias = "check", value_name = "CMD")]
     #[serde(default)]
     pub checks: Vec<String>,
+    /// Send each round's features to `git forum worker` processes through the NATS JetStream server at this URL (nats://HOST:PORT) instead of running them here; this process stays the only ledger writer. Only this turns it on for a campaign; `[dispatch]` in .forum/runtime.toml gives the remote, credentials and TLS settings. Needs work.
+    #[arg(long, value_name = "URL")]
+    #[serde(default)]
+    pub dispatch: Option<String>,
 }
 
 impl Request for CampaignRun {

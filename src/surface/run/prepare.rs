@@ -168,7 +168,9 @@ fn finish_single(
 
 /// Hands the run's tasks to workers through NATS when `--dispatch` (its settings filled from
 /// `[dispatch]`) or `[dispatch] url` says so; `--dispatch` on a run that does not work in the
-/// repository is refused.
+/// repository is refused. A campaign's rounds dispatch only when asked (as they work in the
+/// repository only when asked): `[dispatch] url` alone does not send them; one dispatcher
+/// serves every round.
 fn take_dispatch(
     spec: &RunOptions,
     opts: &mut run::Options,
@@ -187,7 +189,7 @@ fn take_dispatch(
     });
     if let Some(d) = given.as_ref().or(configured.as_ref()) {
         match opts.work.as_mut() {
-            Some(w) if (w.enabled || spec.resumes_work) && shape == Shape::Single => {
+            Some(w) if w.enabled || (spec.resumes_work && shape == Shape::Single) => {
                 w.dispatch = Some(crate::surface::worker::dispatcher(
                     dir,
                     ledger,
@@ -197,7 +199,7 @@ fn take_dispatch(
             }
             _ => {
                 return Err(Error::usage(
-                    "--dispatch sends the tasks of a --work run to workers: add --work (a campaign run cannot dispatch yet)",
+                    "--dispatch sends the tasks of a --work run to workers: add --work",
                 ));
             }
         }
