@@ -44,29 +44,9 @@ impl NatsArgs {
 /// the ledger. Runs until killed (or --max-tasks).
 #[derive(Debug, clap::Args)]
 pub(crate) struct WorkerArgs {
-    /// The NATS JetStream server (nats://HOST:PORT).
-    #[arg(long, value_name = "URL")]
-    pub(crate) nats: String,
-    /// The git remote the submitting repository pushes task bases to.
-    #[arg(long, value_name = "NAME", default_value = "origin")]
-    pub(crate) remote: String,
-    /// Run every task on this slot of the runtime config (default, cheap, capable, frontier)
-    /// instead of the worker seat of the task's lane.
-    #[arg(long, value_name = "NAME")]
-    pub(crate) seat: Option<String>,
-    /// Tasks at a time (1 to 64).
-    #[arg(long, value_name = "K", default_value_t = 1)]
-    pub(crate) concurrency: usize,
-    /// Seconds a task may go without a sign of life before the server gives it to another
-    /// worker (the consumer's ack wait, set when the ledger's worker consumer is created).
-    #[arg(long, value_name = "S", default_value_t = 30.0)]
-    pub(crate) lease: f64,
-    /// The worker's name in results and the record (default: the host name and process id).
-    #[arg(long, value_name = "NAME")]
-    pub(crate) name: Option<String>,
-    /// Stop after this many tasks.
-    #[arg(long, value_name = "N")]
-    pub(crate) max_tasks: Option<u64>,
+    /// The worker: the request the daemon and MCP take.
+    #[command(flatten)]
+    pub(crate) req: crate::surface::request::fleet::WorkerStart,
     /// Start K worker processes with these flags (named NAME-1 ... when --name is given) and
     /// wait for them: a fleet on one machine.
     #[arg(long, value_name = "K")]
@@ -75,23 +55,10 @@ pub(crate) struct WorkerArgs {
     /// as a duplicate and never merges it).
     #[arg(long, hide = true)]
     pub(crate) answer_twice: bool,
-    /// Run tasks unconfined. Without it a worker runs each task's seat and checks under
-    /// bubblewrap as a local --work run does (its task's worktree writable, the repository
-    /// read-only, no home, no network), and refuses to start where bubblewrap is not usable;
-    /// [work] sandbox = false in .forum/runtime.toml says the same.
-    #[arg(long)]
-    pub(crate) no_sandbox: bool,
-    /// Let confined seats and checks use the network; not with --no-sandbox.
-    #[arg(long)]
-    pub(crate) sandbox_net: bool,
     /// One more path confined seats and checks may read (repeatable), after [work]
     /// sandbox_read.
     #[arg(long = "sandbox-read", value_name = "PATH")]
     pub(crate) sandbox_read: Vec<PathBuf>,
-    /// One more host a confined coding agent may reach through git forum's egress proxy
-    /// (HOST or HOST:PORT, repeatable), after [work] sandbox_allow_host.
-    #[arg(long = "sandbox-allow-host", value_name = "HOST")]
-    pub(crate) sandbox_allow_host: Vec<String>,
     /// Roster file (default: .forum/roster.toml, else the built-in roster).
     #[arg(long, value_name = "FILE")]
     pub(crate) roster: Option<PathBuf>,
@@ -104,7 +71,7 @@ pub(crate) struct WorkerArgs {
 /// `git forum worker`.
 pub(crate) fn run(ctx: &Ctx, a: WorkerArgs) -> Result<(), CliError> {
     if let Some(k) = a.spawn {
-        return crate::surface::worker::spawn(k, &without_spawn(), a.name.as_deref());
+        return crate::surface::worker::spawn(k, &without_spawn(), a.req.name.as_deref());
     }
     let roster = crate::config::load_roster(&ctx.dir, a.roster.as_deref())?;
     let loaded = crate::config::load_runtime(
@@ -116,18 +83,9 @@ pub(crate) fn run(ctx: &Ctx, a: WorkerArgs) -> Result<(), CliError> {
     let fleet =
         Fleet::new(loaded.runtime).map_err(|e| CliError::usage(format!("cannot work: {e}")))?;
     let req = WorkerRequest {
-        nats: a.tls.flags(&a.nats),
-        remote: a.remote.clone(),
-        seat: a.seat.clone(),
-        concurrency: a.concurrency,
-        lease_seconds: a.lease,
-        name: a.name.clone(),
-        max_tasks: a.max_tasks,
         answer_twice: a.answer_twice,
-        no_sandbox: a.no_sandbox,
-        sandbox_net: a.sandbox_net,
         sandbox_read: a.sandbox_read.clone(),
-        sandbox_allow_host: a.sandbox_allow_host.clone(),
+        ..WorkerRequest::of(&a.req, a.tls.flags(&a.req.nats))
     };
     let n = crate::surface::worker::worker(
         &ctx.dir,

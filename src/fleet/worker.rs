@@ -58,11 +58,37 @@ pub(crate) struct WorkerOptions {
     pub(crate) jail: Option<Arc<Jail>>,
     /// What results say of it ([`confine::claim`]).
     pub(crate) confinement: String,
+    /// How it is told to stop, and what it counts (watched by whoever started it).
+    pub(crate) control: Arc<Control>,
 }
 
-/// Serves tasks until killed (or `max_tasks` are done). Fails in one line when the server
-/// cannot be reached or the stream is not this ledger's.
+/// A running worker's switch and count, shared with whoever started it (the daemon watches
+/// the workers it owns through it).
+#[derive(Debug, Default)]
+pub(crate) struct Control {
+    /// Set to stop: the worker finishes the tasks it holds and pulls no more.
+    pub(crate) stop: AtomicBool,
+    /// Tasks it handled so far.
+    pub(crate) done: AtomicU64,
+}
+
+/// A worker connected to its server, its consumer and halt subject there, not yet pulling.
+pub(crate) struct Ready {
+    o: WorkerOptions,
+    conn: Connection,
+    consumer: async_nats::jetstream::consumer::PullConsumer,
+    halts: async_nats::Subscriber,
+}
+
+/// Serves tasks until killed (or `max_tasks` are done, or its control says stop). Fails in
+/// one line when the server cannot be reached or the stream is not this ledger's.
 pub(crate) fn serve(o: WorkerOptions) -> Result<u64, String> {
+    Ok(ready(o)?.run())
+}
+
+/// Connects the worker of `o`: its remote named, the server reached, the ledger's stream and
+/// the workers' consumer there, the halt subject heard. Fails in one line, before any task.
+pub(crate) fn ready(o: WorkerOptions) -> Result<Ready, String> {
     git_line(&o.repo, &["remote", "get-url", &o.remote]).map_err(|_| {
         format!(
             "no git remote named {:?} in this repository: a worker fetches task bases from it and pushes results to it",
@@ -81,12 +107,40 @@ pub(crate) fn serve(o: WorkerOptions) -> Result<u64, String> {
     if let Err(e) = conn.ensure_progress_stream() {
         eprintln!("git forum worker: progress will not be shown: {e}");
     }
-    let mut halts = conn.listen(&protocol::halt_filter(&o.ledger))?;
-    let done = AtomicU64::new(0);
+    let halts = conn.listen(&protocol::halt_filter(&o.ledger))?;
+    Ok(Ready {
+        o,
+        conn,
+        consumer,
+        halts,
+    })
+}
+
+impl Ready {
+    /// Serves tasks until `max_tasks` are done or the control says stop; returns how many.
+    pub(crate) fn run(self) -> u64 {
+        let Ready {
+            o,
+            conn,
+            consumer,
+            mut halts,
+        } = self;
+        serve_ready(&o, &conn, &consumer, &mut halts);
+        o.control.done.load(Ordering::SeqCst)
+    }
+}
+
+fn serve_ready(
+    o: &WorkerOptions,
+    conn: &Connection,
+    consumer: &async_nats::jetstream::consumer::PullConsumer,
+    halts: &mut async_nats::Subscriber,
+) {
+    let done = &o.control.done;
     let turn = Mutex::new(());
     let w = Worker {
-        o: &o,
-        conn: &conn,
+        o,
+        conn,
         turn: &turn,
         halts: Halts::default(),
     };
@@ -94,7 +148,7 @@ pub(crate) fn serve(o: WorkerOptions) -> Result<u64, String> {
     std::thread::scope(|s| {
         s.spawn(|| {
             while !over.load(Ordering::SeqCst) {
-                if let Some(bytes) = conn.heard(&mut halts, Duration::from_millis(200)) {
+                if let Some(bytes) = conn.heard(halts, Duration::from_millis(200)) {
                     w.heard_halt(&bytes);
                 }
             }
@@ -105,10 +159,11 @@ pub(crate) fn serve(o: WorkerOptions) -> Result<u64, String> {
                 loop {
                     if o.max_tasks
                         .is_some_and(|m| done.load(Ordering::SeqCst) >= m)
+                        || o.control.stop.load(Ordering::SeqCst)
                     {
                         break;
                     }
-                    match conn.pull(&consumer, Duration::from_secs(1)) {
+                    match conn.pull(consumer, Duration::from_secs(1)) {
                         Ok(Some(p)) => {
                             w.handle(&p);
                             done.fetch_add(1, Ordering::SeqCst);
@@ -127,7 +182,6 @@ pub(crate) fn serve(o: WorkerOptions) -> Result<u64, String> {
         }
         over.store(true, Ordering::SeqCst);
     });
-    Ok(done.load(Ordering::SeqCst))
 }
 
 struct Worker<'a> {

@@ -218,6 +218,21 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ),
     (
         "POST",
+        "/worker",
+        "start a worker this server owns on a NATS server's dispatched tasks {nats, remote?, name?, concurrency?, lease?, max_tasks?, ...}",
+    ),
+    (
+        "GET",
+        "/workers",
+        "the workers this server owns: state and tasks done",
+    ),
+    (
+        "POST",
+        "/worker/stop",
+        "stop a worker this server owns once its tasks in hand are done {name}",
+    ),
+    (
+        "POST",
         "/grade",
         "the grade of one run {run?, all?, min_checks?} (default: the latest run)",
     ),
@@ -515,6 +530,8 @@ pub struct Dispatcher {
     pub(crate) projections: super::projections::cache::Projections,
     /// The runs this server is driving now (its heartbeat names them).
     pub(crate) running: super::running::Running,
+    /// The workers this server started (`POST /worker`).
+    pub(crate) workers: crate::surface::workers::Workers,
 }
 
 /// Locks a mutex, recovering from a poisoned one (a panicking handler leaves no half-done state
@@ -549,6 +566,7 @@ impl Dispatcher {
             keys: Mutex::new(None),
             projections: Default::default(),
             running: Default::default(),
+            workers: Default::default(),
         })
     }
 

@@ -30,6 +30,7 @@ mod runs;
 mod tlog;
 mod witness;
 mod work;
+mod workers;
 
 type Res = Result<J, Reply>;
 

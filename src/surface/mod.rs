@@ -50,6 +50,7 @@ pub(crate) mod verify;
 pub(crate) mod witness;
 pub(crate) mod work;
 pub(crate) mod worker;
+pub(crate) mod workers;
 
 /// A report an operation returns: serializable, with a stable schema name.
 pub(crate) trait Report: serde::Serialize {

@@ -105,6 +105,28 @@ pub(crate) struct WorkerRequest {
     pub(crate) sandbox_allow_host: Vec<String>,
 }
 
+impl WorkerRequest {
+    /// The worker `r` asks for, reaching its server with `nats` (the URL `r` names, with the
+    /// credentials and TLS settings the caller has). Only the command line adds more paths to
+    /// read (`--sandbox-read`) or answers twice.
+    pub(crate) fn of(r: &super::request::fleet::WorkerStart, nats: NatsFlags) -> WorkerRequest {
+        WorkerRequest {
+            nats,
+            remote: r.remote.clone(),
+            seat: r.seat.clone(),
+            concurrency: usize::try_from(r.concurrency).unwrap_or(usize::MAX),
+            lease_seconds: r.lease,
+            name: r.name.clone(),
+            max_tasks: r.max_tasks,
+            answer_twice: false,
+            no_sandbox: r.no_sandbox,
+            sandbox_net: r.sandbox_net,
+            sandbox_read: Vec::new(),
+            sandbox_allow_host: r.sandbox_allow_host.clone(),
+        }
+    }
+}
+
 /// The sandbox a worker runs every task in, from its flags and its clone's `[work]` table
 /// (`work`), as a local `--work` run's: the jail (`None`: unconfined) and what results say of
 /// it. A worker runs tasks others sent it, so where neither `--no-sandbox` nor `[work] sandbox
@@ -157,6 +179,21 @@ pub(crate) fn worker(
     seats: Arc<dyn Seats>,
     roster: Roster,
 ) -> Result<u64> {
+    let o = worker_options(dir, ledger, req, work, seats, roster, Arc::default())?;
+    crate::fleet::worker::serve(o).map_err(Error::unavailable)
+}
+
+/// The options of a worker `req` asks for, checked (its numbers, the ledger, the sandbox),
+/// with `control` as its switch and count.
+pub(crate) fn worker_options(
+    dir: &Path,
+    ledger: &str,
+    req: &WorkerRequest,
+    work: &crate::exec::config::WorkConfig,
+    seats: Arc<dyn Seats>,
+    roster: Roster,
+    control: Arc<crate::fleet::worker::Control>,
+) -> Result<crate::fleet::worker::WorkerOptions> {
     if !(1..=64).contains(&req.concurrency) {
         return Err(Error::usage(format!(
             "--concurrency {} must be from 1 to 64",
@@ -190,8 +227,9 @@ pub(crate) fn worker(
         answer_twice: req.answer_twice,
         jail,
         confinement,
+        control,
     };
-    crate::fleet::worker::serve(o).map_err(Error::unavailable)
+    Ok(o)
 }
 
 /// The dispatcher of a `submit --dispatch` run: connected, its stream there, the remote

@@ -38,6 +38,7 @@ fn cli_of(tool: &str) -> Option<&'static [&'static str]> {
         "campaign_next" => &["campaign", "next"],
         "campaign_ingest_status" => &["campaign", "ingest-status"],
         "campaign_run" => &["campaign", "run"],
+        "worker_start" => &["worker"],
         "forum.run.grade" => &["grade"],
         "forum.export_gradable" => &["export-gradable"],
         "witness" => &["witness"],

@@ -5,7 +5,7 @@ use serde_json::{Map, Value as J, json};
 
 use crate::serve::dispatch::{Dispatcher, Reply, RunHooks};
 use crate::surface::request::{
-    Spec, attest, blame, lanes, ledger, prose, replay, reports, runs, spec, tlog, work,
+    Spec, attest, blame, fleet, lanes, ledger, prose, replay, reports, runs, spec, tlog, work,
 };
 
 /// How a tool reaches the dispatcher.
@@ -310,6 +310,26 @@ pub const TOOLS: &[Tool] = &[
         aliases: &["forum.campaign.run"],
         target: Target::Post("/campaign/run"),
         input: Input::Typed(spec::<work::CampaignRun>),
+    },
+    Tool {
+        name: "worker_start",
+        aliases: &["forum.worker.start"],
+        target: Target::Post("/worker"),
+        input: Input::Typed(spec::<fleet::WorkerStart>),
+    },
+    Tool {
+        name: "workers",
+        aliases: &["forum.workers"],
+        target: Target::Get("/workers"),
+        input: Input::None(
+            "The workers this server started (worker_start): each one's name, NATS server, remote, state (running, stopping, stopped) and the tasks it did.",
+        ),
+    },
+    Tool {
+        name: "worker_stop",
+        aliases: &["forum.worker.stop"],
+        target: Target::Post("/worker/stop"),
+        input: Input::Typed(spec::<fleet::WorkerStop>),
     },
     Tool {
         name: "forum.status",

@@ -16,6 +16,7 @@ use super::Error;
 
 pub mod attest;
 pub mod blame;
+pub mod fleet;
 pub mod lanes;
 pub mod ledger;
 pub mod prose;
