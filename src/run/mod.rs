@@ -116,6 +116,7 @@ pub use seams::{
 };
 pub(crate) use work_state::{
     DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, OpenWork, WorkOptions,
+    witnessed,
 };
 pub use workbench::{
     Author, Base, Change, ChangeLimits, CheckRun, CommitRules, FileChange, Keep, LinkOut, Screen,

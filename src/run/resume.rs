@@ -244,7 +244,11 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
     };
     // A run that works in the repository keeps what its record says it shipped (or blocked);
     // everything else runs again.
-    let worked = reopen_work(run, &entries, target.request_seq, &target.entries)?;
+    let (worked, taken_up) = match reopen_work(run, &entries, target.request_seq, &target.entries)?
+    {
+        Some((kept, taken_up)) => (Some(kept), taken_up),
+        None => (None, Vec::new()),
+    };
     let (reused, verdicts) = reusable(target, worked.as_ref());
     let mut ids: Vec<&String> = reused.keys().collect();
     ids.sort();
@@ -258,6 +262,7 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
         Some(plan_seq),
         json!({"reused": ids, "run": request_seq}),
     )?;
+    witness_taken_up(run, &taken_up)?;
     let course = Course {
         request: &request,
         request_seq,
@@ -271,15 +276,23 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
     drive(run, &course, reused, verdicts)
 }
 
+/// What a resume takes over of a run that works in the repository: for each task the run
+/// keeps, whether it is kept as shipped (`true`) or as blocked (`false`), and each
+/// integration the run branch holds but the record never witnessed (task, tip).
+type Reopened = (BTreeMap<String, bool>, Vec<(String, String)>);
+
 /// Reopens the workbench of a run whose request records `work`, and restores what each task
-/// has in the repository. Returns, for each task the run keeps, whether it is kept as shipped
-/// (`true`) or as blocked (`false`); `None` when the run does not work in the repository.
+/// has in the repository ([`Reopened`]); `None` when the run does not work in the repository.
+/// In a run that witnesses its integrations, a `merge` whose integration was never witnessed
+/// (the writer was killed in between) is taken up from the run branch when the branch holds
+/// it, checked ([`Workbench::take_up_integration`](super::Workbench::take_up_integration)),
+/// to be witnessed once the resume is.
 fn reopen_work(
     run: &Run<'_, '_>,
     entries: &[crate::ledger::Entry],
     request_seq: u64,
     seqs: &[u64],
-) -> Result<Option<BTreeMap<String, bool>>, RunError> {
+) -> Result<Option<Reopened>, RunError> {
     let Some(request) = entries.get(request_seq as usize) else {
         return Ok(None);
     };
@@ -315,21 +328,95 @@ fn reopen_work(
         if let Some(e) = entries.get(*seq as usize)
             && matches!(
                 e.kind.as_str(),
-                kind::CHANGE | kind::CHECK | kind::SHIP | kind::CONFLICT | kind::ATTEMPT_CHOICE
+                kind::CHANGE
+                    | kind::CHECK
+                    | kind::SHIP
+                    | kind::CONFLICT
+                    | kind::ATTEMPT_CHOICE
+                    | kind::INTEGRATED
             )
             && let Some(p) = run.payload_of(e)?
         {
             items.push((e.clone(), p));
         }
     }
+    let (pending, recorded) = unwitnessed(&items);
     let mut kept = BTreeMap::new();
+    let mut taken_up = Vec::new();
     for (task, tw) in changes::restore(&items) {
+        if let (false, true, Some(commit)) = (legacy, pending.contains(&task), tw.commit()) {
+            let name = run.ref_name(&task);
+            let tip = w
+                .bench
+                .take_up_integration(&name, commit, recorded.as_deref())
+                .map_err(|e| RunError::Work(e.to_string()))?;
+            taken_up.extend(tip.map(|tip| (task.clone(), tip)));
+        }
         if let Some(k) = changes::keeps(&tw, w.bench.as_ref()) {
             kept.insert(task.clone(), k);
             w.set(&task, tw);
         }
     }
-    Ok(Some(kept))
+    Ok(Some((kept, taken_up)))
+}
+
+/// Of a run's `items`: the tasks whose last `merge` has nothing after it (no `integrated`,
+/// `conflict` or later `change` entry: the writer was killed before it witnessed what the
+/// integration gave), and the run branch tip the last `integrated` entry names.
+fn unwitnessed(
+    items: &[(crate::ledger::Entry, Value)],
+) -> (std::collections::BTreeSet<String>, Option<String>) {
+    let mut pending = std::collections::BTreeSet::new();
+    let mut tip = None;
+    for (e, p) in items {
+        let Some(task) = p.get("task").and_then(Value::as_str) else {
+            continue;
+        };
+        match e.kind.as_str() {
+            kind::SHIP if p["decision"] == "merge" => {
+                pending.insert(task.to_string());
+            }
+            kind::INTEGRATED => {
+                pending.remove(task);
+                tip = p["tip"].as_str().map(str::to_string);
+            }
+            kind::SHIP | kind::CONFLICT | kind::CHANGE => {
+                pending.remove(task);
+            }
+            _ => {}
+        }
+    }
+    (pending, tip)
+}
+
+/// Witnesses, once the resume is witnessed, each integration ([`Reopened`]) the run branch
+/// held that its record did not, as the live run would have: an `integrated` entry after the
+/// task's `ship` entry, with the tip and its tree.
+fn witness_taken_up(run: &Run<'_, '_>, taken_up: &[(String, String)]) -> Result<(), RunError> {
+    let Some(w) = run.work() else {
+        return Ok(());
+    };
+    for (task, tip) in taken_up {
+        let mut tw = w.get(task);
+        let Some(commit) = tw.commit().map(str::to_string) else {
+            continue;
+        };
+        let tree = w
+            .bench
+            .tip_tree(tip)
+            .map_err(|e| RunError::Work(e.to_string()))?;
+        let e = run.put(
+            "dispatch",
+            kind::INTEGRATED,
+            Some(tw.last_seq),
+            json!({"task": task, "change": tw.change_seq, "commit": commit,
+                   "tip": tip, "tree": tree}),
+        )?;
+        tw.last_seq = e.seq;
+        tw.integrated = Some(tip.clone());
+        w.set(task, tw);
+    }
+    Ok(())
 }
 
 /// Hands a dispatched run's dispatcher what its record says it issued and witnessed, so the

@@ -483,6 +483,23 @@ pub trait Workbench: Send + Sync {
     /// of it, known by the same `Forum-Entry` trailer). Resume asks, so a run killed between
     /// its `ship` entry and the integration does not take a merged change for an integrated one.
     fn on_branch(&self, commit: &str) -> bool;
+    /// For a resume: the run branch's tip when a writer killed after moving the branch and
+    /// before witnessing `integrated` left it one commit ahead of its record with the
+    /// integration of task `task`'s change `commit`, checked (its first parent is `recorded`,
+    /// the tip the record holds, or the base when `None`; its `Forum-Entry` trailer is the
+    /// change's; its tree is the change integrated onto `recorded` by the engine's rule). A
+    /// branch ahead of its record with anything else is reset to `recorded` and `None`
+    /// returned, so the change is integrated again; `None` too when the branch is where the
+    /// record says.
+    fn take_up_integration(
+        &self,
+        task: &str,
+        commit: &str,
+        recorded: Option<&str>,
+    ) -> Result<Option<String>, WorkError> {
+        let _ = (task, commit, recorded);
+        Ok(None)
+    }
     /// The hands of the built-in editing worker in `tree`: its tools carried out
     /// inside the worktree, running only `commands`, each with the deadline and output cap.
     /// `None` (the default) keeps chat workers answering in text.

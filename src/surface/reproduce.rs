@@ -15,8 +15,10 @@ use super::{Error, Report, Result};
 use crate::exec::sandbox::probe::{Jail, Sandboxing};
 use crate::exec::sandbox::{Mode, Policy, profile::Profile};
 use crate::ledger::kind;
-use crate::run::replay::{Recorded, read_all, run_entries};
+use crate::run::WorkError;
+use crate::run::replay::{Merges, Recorded, read_all, run_entries};
 use crate::store::git::GitStore;
+use crate::work::ScratchMerges;
 
 /// How long one check may run again.
 const DEADLINE: Duration = Duration::from_secs(600);
@@ -144,24 +146,77 @@ const SCRATCH_IDENTITY: &[(&str, &str)] = &[
     ("GIT_COMMITTER_DATE", "@0 +0000"),
 ];
 
-/// Rebuilds the run branch from `base` and the merged `commits` on the scratch ref: its tip
-/// and tree.
-fn rebuild(dir: &Path, run: u64, base: &str, commits: &[String]) -> Result<(String, String)> {
+/// One change the record merged onto the run branch.
+struct Merged {
+    /// Its task.
+    task: String,
+    /// Its change commit.
+    commit: String,
+    /// The tree the run branch had once it was merged, as its `integrated` entry (at `seq`)
+    /// witnessed it; `None` in a run recorded before integrations were witnessed.
+    witnessed: Option<(u64, String)>,
+}
+
+/// Rebuilds the run branch from `base` and the `merged` changes, each integrated by the
+/// engine's own rule ([`Merges::integrated_tree`]) on the scratch ref: its tip and tree, or
+/// the one line saying which change could not be merged; each tree that differs from the one
+/// its `integrated` entry witnessed is a line of `mismatches`.
+fn rebuild(
+    dir: &Path,
+    run: u64,
+    base: &str,
+    merged: &[Merged],
+    mismatches: &mut Vec<String>,
+) -> Result<(String, String)> {
+    let merges = ScratchMerges::in_repository(dir);
     let mut tip = base.to_string();
-    for c in commits {
-        let tree = git(dir, &["merge-tree", "--write-tree", &tip, c])?;
-        let tree = tree.lines().next().unwrap_or_default().to_string();
+    let mut tip_tree = merges.tree(base).map_err(Error::failed)?;
+    for m in merged {
+        let tree = match merges.integrated_tree(&tip_tree, &m.commit) {
+            Ok(tree) => tree,
+            Err(WorkError::Conflict { paths }) => {
+                return Err(Error::failed(format!(
+                    "the change {} of task {} conflicts with the run branch rebuilt before it (in {}), though the record merged it",
+                    m.commit,
+                    m.task,
+                    paths.join(", ")
+                )));
+            }
+            Err(e) => {
+                return Err(Error::failed(format!(
+                    "the change {} of task {} cannot be merged again: {e}",
+                    m.commit, m.task
+                )));
+            }
+        };
+        if let Some((seq, recorded)) = &m.witnessed
+            && *recorded != tree
+        {
+            mismatches.push(format!(
+                "the change {} of task {} merged again gives tree {tree}; its integrated entry at seq {seq} says {recorded}",
+                m.commit, m.task
+            ));
+        }
         tip = git_with(
             dir,
-            &["commit-tree", &tree, "-p", &tip, "-p", c, "-m", "reproduce"],
+            &[
+                "commit-tree",
+                &tree,
+                "-p",
+                &tip,
+                "-p",
+                &m.commit,
+                "-m",
+                "reproduce",
+            ],
             SCRATCH_IDENTITY,
         )?;
+        tip_tree = tree;
     }
     let scratch = format!("refs/forum/reproduce/run-{run}");
     git(dir, &["update-ref", &scratch, &tip])?;
-    let tree = git(dir, &["rev-parse", &format!("{tip}^{{tree}}")]);
     let _ = git(dir, &["update-ref", "-d", &scratch]);
-    Ok((tip, tree?))
+    Ok((tip, tip_tree))
 }
 
 /// Reproduces run `run` of the ledger in `store`, in the repository at `dir`.
@@ -191,7 +246,8 @@ pub(crate) fn reproduce(store: &GitStore, dir: &Path, run: u64) -> Result<Reprod
     let merged = merged_changes(&entries);
     let base = text(&work, "base");
     let branch = text(&work, "run_branch");
-    let rebuilt = rebuild(dir, run, &base, &merged);
+    let mut step_mismatches = Vec::new();
+    let rebuilt = rebuild(dir, run, &base, &merged, &mut step_mismatches);
     let branch_tree = branch_ref(dir, &branch).and_then(|r| {
         git(
             dir,
@@ -204,6 +260,7 @@ pub(crate) fn reproduce(store: &GitStore, dir: &Path, run: u64) -> Result<Reprod
     let again = checks_again(dir, &area, &entries, tip, jail.as_ref());
     let _ = std::fs::remove_dir_all(&area);
     let (checks, mut mismatches) = again?;
+    mismatches.append(&mut step_mismatches);
     let rebuilt_tree = match rebuilt {
         Ok((_, t)) => Some(t),
         Err(e) => {
@@ -227,7 +284,7 @@ pub(crate) fn reproduce(store: &GitStore, dir: &Path, run: u64) -> Result<Reprod
     Ok(ReproduceReport {
         run,
         checks,
-        merged,
+        merged: merged.into_iter().map(|m| m.commit).collect(),
         rebuilt_tree,
         branch,
         branch_tree,
@@ -295,17 +352,49 @@ fn branch_ref(dir: &Path, branch: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The commits of the changes the record merged, in the order it merged them.
-fn merged_changes(entries: &[Recorded]) -> Vec<String> {
-    entries
+/// The changes the record merged, in the order it merged them: its `integrated` entries, or,
+/// in a run recorded before integrations were witnessed, each `merge` decision whose change
+/// neither conflicted nor turned out to add nothing.
+fn merged_changes(entries: &[Recorded]) -> Vec<Merged> {
+    let commit_of = |seq: Option<u64>| {
+        let c = entries.iter().find(|c| Some(c.seq) == seq)?;
+        Some(text(&c.payload, "commit"))
+    };
+    let witnessed: Vec<Merged> = entries
         .iter()
-        .filter(|e| e.kind == kind::SHIP && e.payload["decision"] == "merge")
-        .filter_map(|e| {
-            let change = e.payload["change"].as_u64()?;
-            let c = entries.iter().find(|c| c.seq == change)?;
-            Some(text(&c.payload, "commit"))
+        .filter(|e| e.kind == kind::INTEGRATED)
+        .map(|e| Merged {
+            task: text(&e.payload, "task"),
+            commit: text(&e.payload, "commit"),
+            witnessed: Some((e.seq, text(&e.payload, "tree"))),
         })
-        .collect()
+        .collect();
+    if crate::run::witnessed(&entries[0].payload["work"]) {
+        return witnessed;
+    }
+    let mut out = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        if e.kind != kind::SHIP || e.payload["decision"] != "merge" {
+            continue;
+        }
+        let task = text(&e.payload, "task");
+        // The entry of the task right after the decision says what its integration gave.
+        let next = entries[i + 1..]
+            .iter()
+            .find(|n| n.payload["task"] == task.as_str());
+        let failed = next.is_some_and(|n| {
+            n.kind == kind::CONFLICT
+                || (n.kind == kind::CHANGE && n.payload.get("adds_nothing").is_some())
+        });
+        if let (false, Some(commit)) = (failed, commit_of(e.payload["change"].as_u64())) {
+            out.push(Merged {
+                task,
+                commit,
+                witnessed: None,
+            });
+        }
+    }
+    out
 }
 
 /// A fresh directory for the scratch worktrees.

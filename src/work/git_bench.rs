@@ -2,6 +2,7 @@
 //! checking, keeping and integrating its change, closing and finishing the run.
 
 use super::*;
+use crate::run::replay::Merges;
 
 impl Workbench for GitWork {
     fn base(&self) -> &Base {
@@ -148,9 +149,9 @@ impl Workbench for GitWork {
             return Ok(false);
         };
         let commit = self.resolve_change(commit)?;
-        let parent = self.parent_of("", &commit)?;
-        match self.merge_tree(Some(&parent), &tip, &commit) {
-            Ok(tree) => Ok(tree == self.tree_of(&tip)?),
+        let tip_tree = self.tree_of(&tip)?;
+        match Merges::integrated_tree(self, &tip_tree, &commit) {
+            Ok(tree) => Ok(tree == tip_tree),
             Err(WorkError::Conflict { .. }) => Ok(false),
             Err(e) => Err(e),
         }
@@ -201,6 +202,35 @@ impl Workbench for GitWork {
         .is_ok_and(|out| out.lines().any(|l| l.trim() == want))
     }
 
+    fn take_up_integration(
+        &self,
+        task: &str,
+        commit: &str,
+        recorded: Option<&str>,
+    ) -> Result<Option<String>, WorkError> {
+        let _one = lock(&self.integrating);
+        let Some(tip) = self.branch_tip() else {
+            return Ok(None);
+        };
+        let before = recorded.unwrap_or(&self.base.commit).to_string();
+        if tip == before {
+            return Ok(None);
+        }
+        if self.integrates(&tip, &before, commit)? {
+            return Ok(Some(tip));
+        }
+        let branch = self.branch_ref();
+        let why = format!(
+            "git forum: run {} resumes at the tip its record holds (task {task})",
+            self.run_seq
+        );
+        match recorded {
+            Some(r) => self.ok(&["update-ref", "-m", &why, &branch, r, &tip])?,
+            None => self.ok(&["update-ref", "-m", &why, "-d", &branch, &tip])?,
+        };
+        Ok(None)
+    }
+
     fn has_commit(&self, commit: &str) -> bool {
         resolve_commit(&self.common, commit).is_some()
     }
@@ -224,8 +254,40 @@ impl Workbench for GitWork {
 }
 
 impl GitWork {
+    /// Whether `tip` is the integration of the change `commit` onto `before`: its only
+    /// parent is `before`, its `Forum-Entry` trailer is the change's, and its tree is the
+    /// change integrated onto `before`'s tree by the engine's rule.
+    fn integrates(&self, tip: &str, before: &str, commit: &str) -> Result<bool, WorkError> {
+        let Some(commit) = resolve_commit(&self.common, commit) else {
+            return Ok(false);
+        };
+        let parents = self.ok(&["rev-list", "--parents", "-n", "1", tip])?;
+        if parents.split_whitespace().skip(1).collect::<Vec<_>>() != [before] {
+            return Ok(false);
+        }
+        let entry = |rev: &str| {
+            self.ok(&[
+                "log",
+                "-1",
+                "--format=%(trailers:key=Forum-Entry,valueonly)",
+                rev,
+            ])
+            .map(|s| s.trim().to_string())
+        };
+        let want = entry(&commit)?;
+        if want.is_empty() || entry(tip)? != want {
+            return Ok(false);
+        }
+        let before_tree = self.tree_of(before)?;
+        match Merges::integrated_tree(self, &before_tree, &commit) {
+            Ok(tree) => Ok(tree == self.tree_of(tip)?),
+            Err(WorkError::Conflict { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The commit change `commit` (of `task`) was made on.
-    fn parent_of(&self, task: &str, commit: &str) -> Result<String, WorkError> {
+    pub(super) fn parent_of(&self, task: &str, commit: &str) -> Result<String, WorkError> {
         let made = lock(&self.made).get(commit).cloned();
         match made {
             Some(p) => Ok(p),
@@ -255,12 +317,9 @@ impl GitWork {
         let new = if parent == tip && head.is_none() {
             commit.clone()
         } else {
-            let tree = if parent == tip {
-                self.tree_of(&commit)?
-            } else {
-                self.merge_tree(Some(&parent), &tip, &commit)?
-            };
-            if tree == self.tree_of(&tip)? {
+            let tip_tree = self.tree_of(&tip)?;
+            let tree = Merges::integrated_tree(self, &tip_tree, &commit)?;
+            if tree == tip_tree {
                 return Err(WorkError::Refused(format!(
                     "the change of task {task} adds nothing to the run branch (what it changes is there already); nothing was committed"
                 )));
@@ -284,6 +343,7 @@ impl GitWork {
         let expected = old.unwrap_or_else(|| self.zero.clone());
         let why = format!("git forum: integrate task {task} of run {}", self.run_seq);
         self.ok(&["update-ref", "-m", &why, &branch, &new, &expected])?;
+        crate::store::append::failpoint("integrate-moved");
         Ok(new)
     }
 }

@@ -1,8 +1,11 @@
 //! Merging with `git merge-tree --write-tree`: the one reading of its output (the merged tree,
-//! or the conflicting paths) for a run's integrations ([`super::GitWork`]) and for a strict
-//! replay that merges a recorded run's changes again ([`ScratchMerges`]), which writes the
-//! trees it makes into a scratch object directory of its own: no ref moves, and nothing it
-//! makes is left in the repository.
+//! or the conflicting paths) and the one rule of an integration ([`Merges::integrated_tree`])
+//! for a run's integrations ([`super::GitWork`]), for a strict replay that merges a recorded
+//! run's changes again ([`ScratchMerges::open`], which writes the trees it makes into a
+//! scratch object directory of its own: no ref moves, and nothing it makes is left in the
+//! repository) and for `git forum reproduce`, which rebuilds a run branch
+//! ([`ScratchMerges::in_repository`], whose trees stay in the repository for the rebuilt
+//! branch's commits).
 
 use std::path::{Path, PathBuf};
 
@@ -59,8 +62,8 @@ pub struct ScratchMerges {
     dir: PathBuf,
     /// Its object directory (read as an alternate).
     objects: PathBuf,
-    /// Where the merges write.
-    scratch: tempfile::TempDir,
+    /// Where the merges write (`None`: the repository itself).
+    scratch: Option<tempfile::TempDir>,
 }
 
 impl ScratchMerges {
@@ -83,8 +86,18 @@ impl ScratchMerges {
         Ok(ScratchMerges {
             dir: dir.to_path_buf(),
             objects: PathBuf::from(objects),
-            scratch,
+            scratch: Some(scratch),
         })
+    }
+
+    /// Merges in the repository at `dir`, writing the merged trees into it (unreachable until
+    /// a commit names them), so a caller can commit them.
+    pub fn in_repository(dir: &Path) -> ScratchMerges {
+        ScratchMerges {
+            dir: dir.to_path_buf(),
+            objects: PathBuf::new(),
+            scratch: None,
+        }
     }
 
     /// The tree `rev` names, or `None` when it is not in the repository.
@@ -114,10 +127,30 @@ impl Merges for ScratchMerges {
         let merge_base = format!("--merge-base={base}");
         let args = merge_args(Some(&merge_base), ours, theirs);
         let mut c = git::git(&self.dir);
-        c.args(&args)
-            .env("GIT_OBJECT_DIRECTORY", self.scratch.path())
-            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &self.objects);
+        c.args(&args);
+        if let Some(scratch) = &self.scratch {
+            c.env("GIT_OBJECT_DIRECTORY", scratch.path())
+                .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &self.objects);
+        }
         let out = git::run_limited(c, git::OUTPUT_LIMIT)?;
         read_merge(&out, &args)
+    }
+}
+
+/// The engine's integrations merge through the same rule: the trees of a change and its
+/// parent as this run knows them, merged in the repository.
+impl Merges for super::GitWork {
+    fn trees(&self, commit: &str) -> Result<(String, String), String> {
+        let parent = self.parent_of("", commit).map_err(|e| e.to_string())?;
+        let parent = self.tree_of(&parent).map_err(|e| e.to_string())?;
+        Ok((parent, self.tree_of(commit).map_err(|e| e.to_string())?))
+    }
+
+    fn tree(&self, commit: &str) -> Result<String, String> {
+        self.tree_of(commit).map_err(|e| e.to_string())
+    }
+
+    fn merge(&self, base: &str, ours: &str, theirs: &str) -> Result<String, WorkError> {
+        self.merge_tree(Some(base), ours, theirs)
     }
 }

@@ -77,6 +77,7 @@ mod report;
 mod resume_options;
 mod route;
 mod route_ladder;
+mod run_branch_record;
 mod run_reading;
 mod runs;
 mod runtime;

@@ -35,7 +35,7 @@ fn model(repo: &Repo) -> String {
 }
 
 /// Records the run (run 0) in `repo` and checks it holds what the tests rely on.
-fn record(repo: &Repo) {
+pub(crate) fn record(repo: &Repo) {
     work_run::setup(repo);
     let m = model(repo);
     let j = repo.forum_json(&[
@@ -88,7 +88,7 @@ fn repository_state(repo: &Repo) -> (String, String) {
 }
 
 /// Imports `store` as ledger `name` and checks that it verifies.
-fn import_as(repo: &Repo, name: &str, store: &MemoryStorage) {
+pub(crate) fn import_as(repo: &Repo, name: &str, store: &MemoryStorage) {
     let dir = repo.path().join(format!("ledger-{name}"));
     export(store, &dir);
     repo.forum_ok(&["--ledger", name, "import", dir.to_str().unwrap()]);

@@ -8,7 +8,7 @@ use serde_json::Value as J;
 
 use crate::common::{Repo, on_each_kind};
 
-const CHECK: &str = "python3 -m unittest -q";
+pub(crate) const CHECK: &str = "python3 -m unittest -q";
 
 /// The repository: `calc.py` whose `add` subtracts, its failing test, a `.gitignore`, one
 /// commit on `main`, and an untracked file (the user's dirty tree).
@@ -75,7 +75,8 @@ pub(crate) fn model(repo: &Repo, name: &str, plan: &str, ship: &str, work: &str)
 }
 
 /// The fix of `add`, as a worker does it in its working directory.
-const FIX_ADD: &str = "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'";
+pub(crate) const FIX_ADD: &str =
+    "    sed -i 's/return a - b/return a + b/' calc.py; echo 'fixed add'";
 
 /// The ledger's entries, oldest first (`log` lists the newest first).
 pub(crate) fn entries(repo: &Repo) -> Vec<J> {
@@ -143,7 +144,7 @@ pub(crate) fn trailer(repo: &Repo, commit: &str, key: &str) -> String {
 }
 
 /// Every change commit on the run branch names its task entry (seq and hash) and the run.
-fn trailers_name_tasks(repo: &Repo, run: u64, commits: &[String]) {
+pub(crate) fn trailers_name_tasks(repo: &Repo, run: u64, commits: &[String]) {
     let tasks = payloads(repo, "task");
     for c in commits {
         let seq: u64 = trailer(repo, c, "Forum-Task").parse().unwrap();
@@ -428,7 +429,7 @@ fn a_gate_that_answers_garbage_leaves_the_change_waiting_and_the_wave_degraded()
     });
 }
 
-fn branch_commits_or_none(repo: &Repo, run: u64) -> Vec<String> {
+pub(crate) fn branch_commits_or_none(repo: &Repo, run: u64) -> Vec<String> {
     if repo
         .git(&["rev-parse", "--verify", "-q", &format!("forum/run-{run}")])
         .status

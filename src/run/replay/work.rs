@@ -60,6 +60,20 @@ pub trait Merges: Send + Sync {
     /// The tree `theirs` merged onto `ours` with `base` as their merge base (all three trees):
     /// the merged tree, or [`WorkError::Conflict`] with the paths.
     fn merge(&self, base: &str, ours: &str, theirs: &str) -> Result<String, WorkError>;
+
+    /// The tree the run branch has once the change `commit` is integrated onto a tip whose
+    /// tree is `tip`: the change's own tree when it was made on that tree, else the change
+    /// merged onto the tip with its first parent as the merge base ([`WorkError::Conflict`]
+    /// with the paths). The one rule of an integration: the engine's (`crate::work::GitWork`),
+    /// a strict replay's and `git forum reproduce`'s.
+    fn integrated_tree(&self, tip: &str, commit: &str) -> Result<String, WorkError> {
+        let (parent, theirs) = self.trees(commit).map_err(WorkError::Git)?;
+        if parent == tip {
+            Ok(theirs)
+        } else {
+            self.merge(&parent, tip, &theirs)
+        }
+    }
 }
 
 /// The run branch as a replay builds it again, by its trees.
@@ -78,12 +92,7 @@ struct Remerged {
 
 impl Remerged {
     fn integrate(&mut self, task: &str, commit: &str) -> Result<String, WorkError> {
-        let (parent, theirs) = self.merges.trees(commit).map_err(WorkError::Git)?;
-        let tree = if parent == self.tip {
-            theirs
-        } else {
-            self.merges.merge(&parent, &self.tip, &theirs)?
-        };
+        let tree = self.merges.integrated_tree(&self.tip, commit)?;
         if tree == self.tip {
             return Err(WorkError::Refused(format!(
                 "the change of task {task} adds nothing to the run branch"
@@ -104,8 +113,7 @@ impl Remerged {
         if !self.started {
             return Ok(false);
         }
-        let (parent, theirs) = self.merges.trees(commit).map_err(WorkError::Git)?;
-        match self.merges.merge(&parent, &self.tip, &theirs) {
+        match self.merges.integrated_tree(&self.tip, commit) {
             Ok(tree) => Ok(tree == self.tip),
             Err(WorkError::Conflict { .. }) => Ok(false),
             Err(e) => Err(e),
@@ -118,12 +126,15 @@ pub(super) struct ReplayBench {
     base: Base,
     answers: Mutex<Answers>,
     /// The change commits the whole record integrated (a resume asks which are on the run
-    /// branch).
+    /// branch): its `integrated` entries' in a run that witnessed them.
     branch: BTreeSet<String>,
     /// The editing worker's tool outcomes.
     carried: Arc<Mutex<super::edit::Carried>>,
     /// The run branch merged again, for a run that recorded its integrations.
     remerged: Option<Mutex<Remerged>>,
+    /// The tasks whose integration a resume took up from the run branch: in the part being
+    /// replayed, the first entry of the task is its `integrated` entry.
+    taken_up: BTreeSet<String>,
 }
 
 /// A check's outcome as its `check` entry keeps it: passed is decided again from the exit.
@@ -339,6 +350,18 @@ impl Workbench for ReplayBench {
         self.branch.contains(commit)
     }
 
+    fn take_up_integration(
+        &self,
+        task: &str,
+        commit: &str,
+        _: Option<&str>,
+    ) -> Result<Option<String>, WorkError> {
+        match &self.remerged {
+            Some(r) if self.taken_up.contains(task) => lock(r).integrate(task, commit).map(Some),
+            _ => Ok(None),
+        }
+    }
+
     fn hands(
         &self,
         tree: &TaskTree,
@@ -434,6 +457,26 @@ fn remerged(
     })
 }
 
+/// The tasks of `view` whose first entry about their change is `integrated`: a resume took
+/// their integration up from the run branch a killed writer had moved.
+fn taken_up(view: &[Recorded]) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut out = BTreeSet::new();
+    for e in view {
+        let about = matches!(
+            e.kind.as_str(),
+            kind::CHANGE | kind::CHECK | kind::SHIP | kind::CONFLICT | kind::INTEGRATED
+        );
+        let Some(task) = e.payload["task"].as_str().filter(|_| about) else {
+            continue;
+        };
+        if seen.insert(task.to_string()) && e.kind == kind::INTEGRATED {
+            out.insert(task.to_string());
+        }
+    }
+    out
+}
+
 /// The work options of a replayed run whose request (`run[0]`) recorded `work`, answering
 /// from the entries of `view` (the part of the run being replayed, which starts at seq
 /// `from`), and its workbench (for the calls it could not answer); `None` for a run that did
@@ -466,14 +509,24 @@ pub(super) fn options(
             dirty: string_list(&w["dirty"]),
         },
         answers: Mutex::new(Answers::read(view)?),
-        branch: Answers::read(run)?
-            .integrations
-            .into_values()
-            .flatten()
-            .filter_map(Result::ok)
-            .collect(),
+        branch: if legacy {
+            Answers::read(run)?
+                .integrations
+                .into_values()
+                .flatten()
+                .filter_map(Result::ok)
+                .collect()
+        } else {
+            // What the run branch held is what the record witnessed integrated: a change a
+            // killed writer never integrated (or whose integration a resume undid) is not.
+            run.iter()
+                .filter(|e| e.kind == kind::INTEGRATED)
+                .filter_map(|e| e.payload["commit"].as_str().map(str::to_string))
+                .collect()
+        },
         carried: Arc::new(Mutex::new(super::edit::Carried::read(view)?)),
         remerged,
+        taken_up: taken_up(view),
     });
     // The editing worker's bounds, as the request's options record them when given.
     let given = &run[0].payload["options"];
