@@ -214,9 +214,12 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
         None => BTreeMap::new(),
     };
     let gates = status::held_gates(target, &gate_entries);
+    // Whether a gate still waits is decided from this reading; a run whose gates have a
+    // deadline keeps it in its `resume` entry (`read_at`) for a strict replay.
+    let now = env.clock.reading(super::Reading::Resume);
     if let (Some(plan), Some(run_seq)) = (&target.plan, target.run_seq)
         && let Some((wave, gate::Admission::Wait { .. })) =
-            status::first_held(plan, &gates, &gate_entries, env.clock.now())
+            status::first_held(plan, &gates, &gate_entries, now)
     {
         return Err(RunError::Gated {
             request_seq,
@@ -252,12 +255,11 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
         forget_unreused(run, &plan, &reused);
     }
     take_up_dispatch(run, &entries, &target.entries)?;
-    run.put(
-        "dispatch",
-        kind::RESUME,
-        Some(plan_seq),
-        json!({"reused": ids, "run": request_seq}),
-    )?;
+    let mut resumed = json!({"reused": ids, "run": request_seq});
+    if gates.deadline_seconds.is_some() {
+        resumed["read_at"] = json!(now);
+    }
+    run.put("dispatch", kind::RESUME, Some(plan_seq), resumed)?;
     let course = Course {
         request: &request,
         request_seq,

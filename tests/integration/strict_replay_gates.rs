@@ -176,33 +176,142 @@ fn a_rejected_gate_replays_its_stop_and_an_edited_stop_is_a_divergence_at_its_se
     });
 }
 
+/// Submits REQUEST gated before wave 1 with a deadline of `deadline` seconds and what the gate
+/// becomes then (the clock pinned at 1000); it pauses there (exit 8).
+fn submit_with_deadline(repo: &Repo, model: &str, deadline: &str, on_expiry: &str) {
+    let o = repo
+        .forum()
+        .args(["submit", "--cmd", model, "--gate-wave", "1"])
+        .args(["--gate-deadline", deadline, "--gate-on-expiry", on_expiry])
+        .args(["--quiet", REQUEST])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(8),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Resumes run 0 with the clock pinned at `at`; its exit code and its stderr.
+fn resume_at(repo: &Repo, model: &str, at: &str) -> (Option<i32>, String) {
+    let o = repo
+        .forum()
+        .env("GIT_FORUM_TIMESTAMP", at)
+        .args(["resume", "--cmd", model, "--quiet"])
+        .output()
+        .unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).into())
+}
+
 #[test]
-fn a_gate_with_a_deadline_is_refused_in_one_line() {
+fn an_expired_gate_replays_from_its_recorded_readings_and_an_edited_expiry_diverges_at_its_seq() {
     on_each_kind(|repo| {
         let m = model(repo);
+        // Raised at 1000 with 5 seconds: it expires at 1005, and then approves.
+        submit_with_deadline(repo, &m, "5", "approve");
+        let pending = payloads(repo, "gate_pending").remove(0).1;
+        assert_eq!(
+            (pending["read_at"].clone(), pending["deadline"].clone()),
+            (json!(1000.0), json!(1005.0))
+        );
+        replays_clean(repo);
+        // Before the deadline the resume is refused and writes nothing.
+        let (code, err) = resume_at(repo, &m, "1004");
+        assert!(
+            code != Some(0) && err.contains("waits for a decision"),
+            "{err}"
+        );
+        assert_eq!(resume_at(repo, &m, "1007").0, Some(0));
+        let expired = first(repo, "gate_expired");
+        let body = payloads(repo, "gate_expired").remove(0).1;
+        assert_eq!(
+            (body["decision"].clone(), body["read_at"].clone()),
+            (json!("approved"), json!(1007.0))
+        );
+        assert_eq!(
+            payloads(repo, "resume").remove(0).1["read_at"],
+            json!(1007.0)
+        );
+        // The replay's clock is the record's: a replay run at another time decides the same.
+        replays_clean(repo);
+        // The expiry made to say the gate was rejected, the chain re-hashed: the replay
+        // decides again from the readings that it expired into an approval.
+        let forged = rehashed_export(repo, |at, b| {
+            if at == expired {
+                b["decision"] = json!("rejected");
+            }
+        });
+        import_forged(repo, &forged, "expiry");
+        let (code, r) = strict(repo, &["--ledger", "forged"]);
+        assert_eq!(code, Some(1), "{r}");
+        let d = &r["divergence"];
+        assert_eq!(d["seq"], json!(expired), "{r}");
+        assert!(
+            d["recorded"]
+                .as_str()
+                .unwrap()
+                .contains("decision:rejected"),
+            "{r}"
+        );
+        assert!(
+            d["recomputed"]
+                .as_str()
+                .unwrap()
+                .contains("decision:approved"),
+            "{r}"
+        );
+    });
+}
+
+#[test]
+fn a_gate_rejected_by_its_deadline_and_one_approved_before_it_both_replay() {
+    on_each_kind(|repo| {
+        let m = model(repo);
+        submit_with_deadline(repo, &m, "5", "reject");
+        assert_eq!(resume_at(repo, &m, "1005").0, Some(9));
+        assert_eq!(payloads(repo, "gate_stopped").len(), 1);
+        replays_clean(repo);
+        // A second run in the same ledger, approved by a person before its deadline: its
+        // resume reads a clock before the deadline, which the record keeps.
+        let again = Repo::new(repo.kind());
+        let m = model(&again);
+        submit_with_deadline(&again, &m, "3600", "reject");
+        again.forum_ok(&["gate", "approve", "--approver", "ana"]);
+        assert_eq!(resume_at(&again, &m, "1010").0, Some(0));
+        assert_eq!(again.forum_json(&["runs"])["runs"][0]["state"], "answered");
+        assert!(payloads(&again, "gate_expired").is_empty());
+        replays_clean(&again);
+    });
+}
+
+#[test]
+fn a_deadline_gate_recorded_without_its_clock_readings_is_refused_in_one_line() {
+    on_each_kind(|repo| {
+        let m = model(repo);
+        submit_with_deadline(repo, &m, "5", "reject");
+        assert_eq!(resume_at(repo, &m, "1005").0, Some(9));
+        // As a run recorded before gates kept their readings: no `read_at` anywhere.
+        let pending = first(repo, "gate_pending");
+        let forged = rehashed_export(repo, |_, b| {
+            if let Some(o) = b.as_object_mut() {
+                o.remove("read_at");
+            }
+        });
+        import_forged(repo, &forged, "unread");
         let o = repo
             .forum()
-            .args([
-                "submit",
-                "--cmd",
-                &m,
-                "--gate-wave",
-                "1",
-                "--gate-deadline",
-                "5",
-            ])
-            .args(["--quiet", REQUEST])
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(8));
-        let o = repo
-            .forum()
-            .args(["replay", "0", "--strict"])
+            .args(["--ledger", "forged", "replay", "0", "--strict"])
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(1));
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains("a deadline on its gates (seq 0)"), "{err}");
+        assert!(
+            err.contains(&format!("gate_pending entry at seq {pending}"))
+                && err.contains("read_at"),
+            "{err}"
+        );
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     });
 }
