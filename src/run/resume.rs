@@ -301,13 +301,15 @@ fn reopen_work(
                 .collect()
         })
         .unwrap_or_default();
-    // A run recorded before its integrations were witnessed goes on as it was recorded.
+    // A run recorded before its integrations (or its gate's replies over attempts) were
+    // witnessed goes on as it was recorded.
     let legacy = !super::work_state::witnessed(&record);
+    let unkept = !super::work_state::keeps_attempt_reply(&record);
     run.open_work(
         request_seq,
         record.get("base").and_then(Value::as_str),
         checks,
-        legacy,
+        (legacy, unkept),
     )?;
     let Some(w) = run.work() else {
         return Ok(None);

@@ -69,10 +69,16 @@ fn replays_clean(repo: &Repo) {
 
 /// Imports `store` as ledger `forged` and checks that it verifies.
 fn import_forged(repo: &Repo, store: &MemoryStorage, name: &str) {
+    import_as(repo, store, name, "forged");
+}
+
+/// Imports `store` (exported to directory `name`) as ledger `ledger`, and checks that it
+/// verifies.
+fn import_as(repo: &Repo, store: &MemoryStorage, name: &str, ledger: &str) {
     let dir = repo.path().join(name);
     export(store, &dir);
-    repo.forum_ok(&["--ledger", "forged", "import", dir.to_str().unwrap()]);
-    repo.forum_ok(&["--ledger", "forged", "verify"]);
+    repo.forum_ok(&["--ledger", ledger, "import", dir.to_str().unwrap()]);
+    repo.forum_ok(&["--ledger", ledger, "verify"]);
 }
 
 /// The ledger of `repo` with entry `seq`'s kind replaced by `kind`, re-hashed so it verifies.
@@ -395,5 +401,87 @@ fn a_gated_work_run_approved_and_resumed_replays_with_no_divergence() {
         assert_eq!(payloads(repo, "ship").len(), 2);
         replays_clean(repo);
         work_run::no_worktrees(repo);
+    });
+}
+
+#[test]
+fn an_attempt_choice_is_made_again_from_the_gates_raw_reply_so_an_edited_choice_diverges() {
+    on_each_kind(|repo| {
+        work_run::setup(repo);
+        // The gate picks attempt 2 (the 40-line diff) over the smaller attempt 3.
+        let m = work_run::one_task_model(
+            repo,
+            "model",
+            "merge\",\"attempt\":2,\"note\":\"",
+            crate::work_attempts::THREE_WAYS,
+        );
+        repo.forum_ok(&[
+            "submit",
+            "--work",
+            "--attempts",
+            "3",
+            "--check",
+            CHECK,
+            "--cmd",
+            &m,
+            "--quiet",
+            "make the failing test in calc pass",
+        ]);
+        let (choice, body) = payloads(repo, "attempt_choice").remove(0);
+        assert_eq!(
+            (body["chosen"].clone(), body["rule"].clone()),
+            (json!(2), json!("gate"))
+        );
+        // The gate's raw reply is kept, and the request says so.
+        let reply = body["gate"]["reply"].as_str().unwrap();
+        assert!(reply.contains("\"attempt\":2"), "{body}");
+        let witnesses = &payloads(repo, "request")[0].1["work"]["witnesses"];
+        assert!(
+            witnesses
+                .as_array()
+                .unwrap()
+                .contains(&json!("attempt_reply")),
+            "{witnesses}"
+        );
+        replays_clean(repo);
+        // The choice made to name attempt 3, and its ship with it, every parsed field edited
+        // to agree: the raw reply still names 2, and the replay chooses 2 again.
+        let (ship, shipped) = payloads(repo, "ship").remove(0);
+        let third = payloads(repo, "change")
+            .into_iter()
+            .find(|(_, c)| c["attempt"] == 3)
+            .map(|(s, _)| s)
+            .unwrap();
+        assert_eq!(shipped["attempt"], json!(2));
+        let forged = rehashed_export(repo, |at, b| {
+            if at == choice {
+                b["chosen"] = json!(3);
+            } else if at == ship {
+                b["attempt"] = json!(3);
+                b["change"] = json!(third);
+            }
+        });
+        import_forged(repo, &forged, "chosen");
+        let (code, r) = strict(repo, &["--ledger", "forged"]);
+        assert_eq!(code, Some(1), "{r}");
+        assert_eq!(r["divergence"]["seq"], json!(choice), "{r}");
+        // The same edit with the reply cut short is refused, naming the choice.
+        let cut = rehashed_export(repo, |at, b| {
+            if at == choice {
+                b["gate"]["reply_cut"] = json!(true);
+            }
+        });
+        import_as(repo, &cut, "cut", "cut");
+        let o = repo
+            .forum()
+            .args(["--ledger", "cut", "replay", "0", "--strict"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("attempt choice at seq {choice}")) && err.contains("cut short"),
+            "{err}"
+        );
     });
 }
