@@ -483,5 +483,18 @@ fn an_attempt_choice_is_made_again_from_the_gates_raw_reply_so_an_edited_choice_
             err.contains(&format!("attempt choice at seq {choice}")) && err.contains("cut short"),
             "{err}"
         );
+        // As a run recorded before the reply was kept: no reply, no `attempt_reply` witness.
+        // It replays as it was recorded, with no reply written.
+        let older = rehashed_export(repo, |at, b| {
+            if at == choice {
+                b["gate"].as_object_mut().unwrap().remove("reply");
+            } else if let Some(w) = b.pointer_mut("/work/witnesses").and_then(J::as_array_mut) {
+                w.retain(|x| x != "attempt_reply");
+            }
+        });
+        import_as(repo, &older, "older", "older");
+        let (code, r) = strict(repo, &["--ledger", "older"]);
+        assert_eq!(code, Some(0), "{r}");
+        assert_eq!(r["divergence"], J::Null, "{r}");
     });
 }
