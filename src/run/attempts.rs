@@ -510,17 +510,10 @@ impl Run<'_, '_> {
     /// task's change (kept under refs/forum/work, to be integrated).
     pub(super) fn ship_attempts(&self, w: &WorkRun, t: &Task) -> Result<Decision, RunError> {
         let tw = w.get(&t.id);
-        let (gate, picked) = self.attempts_gate_or_rule(w, t, &tw.attempts);
+        let (gate, picked, reply) = self.attempts_gate_or_rule(w, t, &tw.attempts);
         let chosen = picked.and_then(|(n, _)| tw.attempts.iter().find(|a| a.n == n));
         let (rule, reason) = choice_reason(picked.filter(|_| chosen.is_some()), &gate);
-        let mut gate_record = json!({
-            "decision": gate.decision,
-            "reason": gate.reason,
-            "model": gate.model,
-        });
-        if let Some(e) = &gate.error {
-            gate_record["error"] = json!(e);
-        }
+        let gate_record = gate_record(&gate, w.keeps_attempt_reply.then_some(reply).flatten());
         let rows: Vec<Value> = tw.attempts.iter().map(AttemptWork::row).collect();
         let body = with_usage(
             json!({
@@ -586,13 +579,14 @@ impl Run<'_, '_> {
 
     /// Who picks among `attempts` of `t`, and which: the pre-ship gate when it is asked and
     /// answers merge with an attempt (block or escalate pick none), else [`choose`]'s rule
-    /// (light verification, out of budget, or an undetermined gate).
+    /// (light verification, out of budget, or an undetermined gate); and the gate's raw reply,
+    /// when it answered.
     fn attempts_gate_or_rule(
         &self,
         w: &WorkRun,
         t: &Task,
         attempts: &[AttemptWork],
-    ) -> (Decision, Option<(u32, Rule)>) {
+    ) -> (Decision, Option<(u32, Rule)>, Option<String>) {
         let passing: Vec<&AttemptWork> = attempts.iter().filter(|a| a.passed()).collect();
         let numbers: Vec<u32> = passing.iter().map(|a| a.n).collect();
         let light = w.verification.is_some_and(|v| !v.gate_every_change);
@@ -606,7 +600,7 @@ impl Run<'_, '_> {
                 error: None,
                 usage: None,
             };
-            (d, by_rule)
+            (d, by_rule, None)
         } else if self.over_budget() {
             let d = Decision {
                 decision: "undetermined".into(),
@@ -615,25 +609,25 @@ impl Run<'_, '_> {
                 error: Some("budget".into()),
                 usage: None,
             };
-            (d, by_rule)
+            (d, by_rule, None)
         } else {
-            let (d, n) = self.ask_attempts_gate(t, &passing, &numbers);
+            let (d, n, reply) = self.ask_attempts_gate(t, &passing, &numbers);
             match (d.decision.as_str(), n) {
-                ("merge", Some(n)) => (d, Some((n, Rule::Gate))),
-                ("block" | "escalate", _) => (d, None),
-                _ => (d, by_rule),
+                ("merge", Some(n)) => (d, Some((n, Rule::Gate)), reply),
+                ("block" | "escalate", _) => (d, None, reply),
+                _ => (d, by_rule, reply),
             }
         }
     }
 
-    /// Asks the orchestrator seat which passing attempt ships; a failed call or an unusable
-    /// answer is undetermined.
+    /// Asks the orchestrator seat which passing attempt ships, and what it answered (its raw
+    /// reply, when it answered at all); a failed call or an unusable answer is undetermined.
     fn ask_attempts_gate(
         &self,
         t: &Task,
         passing: &[&AttemptWork],
         numbers: &[u32],
-    ) -> (Decision, Option<u32>) {
+    ) -> (Decision, Option<u32>, Option<String>) {
         self.env
             .progress
             .event(&Event::Validating { id: t.id.clone() });
@@ -649,7 +643,7 @@ impl Run<'_, '_> {
         match self.ask(orchestrator.as_ref(), &call) {
             Ok(r) => {
                 let usage = usage_of(orchestrator.as_ref(), &r);
-                match parse_gate(&r.text, numbers) {
+                let (d, n) = match parse_gate(&r.text, numbers) {
                     Ok((decision, n, reason)) => (
                         Decision {
                             decision,
@@ -670,7 +664,8 @@ impl Run<'_, '_> {
                         },
                         None,
                     ),
-                }
+                };
+                (d, n, Some(r.text))
             }
             Err(e) => (
                 Decision {
@@ -681,9 +676,27 @@ impl Run<'_, '_> {
                     usage: None,
                 },
                 None,
+                None,
             ),
         }
     }
+}
+
+/// What an `attempt_choice` entry keeps of the gate's answer (its `gate`): the decision, the
+/// reason, the model, the error, and the raw reply (`reply`, capped like a `ship` entry's;
+/// `reply_cut` when it was longer) when the gate answered and the run keeps it, so a strict
+/// replay parses the choice again from it.
+fn gate_record(gate: &Decision, reply: Option<String>) -> Value {
+    let mut record = json!({
+        "decision": gate.decision,
+        "reason": gate.reason,
+        "model": gate.model,
+    });
+    if let Some(e) = &gate.error {
+        record["error"] = json!(e);
+    }
+    super::ship::keep_reply(&mut record, reply.as_deref());
+    record
 }
 
 /// The rule that chose and why, for the `attempt_choice` and `ship` entries: `picked` is the

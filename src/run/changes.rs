@@ -42,16 +42,18 @@ impl Run<'_, '_> {
 
     /// Opens the workbench of run `run_seq` with `checks` (from the options or the record), at
     /// `base` when the run recorded one, and makes it the run's; `legacy` for a run recorded
-    /// before integrations and gate replies were witnessed (see [`super::WorkOptions::legacy`]).
+    /// before integrations and gate replies were witnessed (see [`super::WorkOptions::legacy`]),
+    /// `unkept` for one recorded before the gate's reply over attempts was (see
+    /// [`super::WorkOptions::unkept_attempt_reply`]).
     pub(super) fn open_work(
         &self,
         run_seq: u64,
         base: Option<&str>,
         checks: Vec<String>,
-        legacy: bool,
+        (legacy, unkept): (bool, bool),
     ) -> Result<(), RunError> {
         let w = self
-            .make_work(run_seq, base, checks, legacy)?
+            .make_work(run_seq, base, checks, (legacy, unkept))?
             .map_err(|e| RunError::Work(work_error_line(&e)))?;
         let _ = self.work.set(w);
         Ok(())
@@ -65,7 +67,7 @@ impl Run<'_, '_> {
         run_seq: u64,
         base: Option<&str>,
         checks: Vec<String>,
-        legacy: bool,
+        (legacy, unkept): (bool, bool),
     ) -> Result<Result<WorkRun, WorkError>, RunError> {
         let Some(o) = &self.opts.work else {
             return Err(RunError::Work(
@@ -112,6 +114,7 @@ impl Run<'_, '_> {
             verification: o.verification,
             limits: o.limits,
             legacy: o.legacy || legacy,
+            keeps_attempt_reply: !(o.legacy || legacy || o.unkept_attempt_reply || unkept),
         }))
     }
 
@@ -131,7 +134,7 @@ impl Run<'_, '_> {
         for attempt in 0..ATTEMPTS {
             let pause = std::time::Duration::from_millis(5 + 5 * u64::from(attempt.min(10)));
             let next = lock(&self.store).len()?;
-            let w = match self.make_work(next, base, checks.to_vec(), false)? {
+            let w = match self.make_work(next, base, checks.to_vec(), (false, false))? {
                 Ok(w) => w,
                 Err(WorkError::Busy(_)) => {
                     std::thread::sleep(pause);

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 use super::engine::Run;
-use super::{RunError, lock};
+use super::{Reading, RunError, lock};
 use crate::gate;
 use crate::ledger::kind;
 
@@ -96,7 +96,15 @@ pub(super) fn gate(
         .remove(&run_seq)
         .and_then(|mut by_wave| by_wave.remove(&(wave as u64)))
         .unwrap_or_default();
-    let mut admission = gate::admission(&mine, tasks, run.env.clock.now());
+    // One reading of the clock decides this gate: the deadline of a gate raised now is
+    // counted from it, and an expiry is decided at it; each entry that follows from it keeps
+    // it (`read_at`), so a strict replay decides from the same reading.
+    let now = run.env.clock.reading(if mine.is_empty() {
+        Reading::GateRaised(wave)
+    } else {
+        Reading::GateChecked(wave)
+    });
+    let mut admission = gate::admission(&mine, tasks, now);
     if let gate::Admission::Expire {
         pending_seq,
         decision,
@@ -108,11 +116,11 @@ pub(super) fn gate(
             "dispatch",
             kind::GATE_EXPIRED,
             Some(*pending_seq),
-            json!({"run_seq": run_seq, "wave": wave, "decision": decision, "on_expiry": on_expiry, "deadline": deadline}),
+            json!({"run_seq": run_seq, "wave": wave, "decision": decision, "on_expiry": on_expiry, "deadline": deadline, "read_at": now}),
         )?;
         let p = run.payload_of(&e)?.unwrap_or(Value::Null);
         mine.push((e, p));
-        admission = gate::admission(&mine, tasks, run.env.clock.now());
+        admission = gate::admission(&mine, tasks, now);
     }
     match admission {
         gate::Admission::Raise => {
@@ -126,7 +134,8 @@ pub(super) fn gate(
             if let Some(secs) = gates.deadline_seconds {
                 payload["on_expiry"] =
                     json!(gates.on_expiry.clone().unwrap_or_else(|| "reject".into()));
-                payload["deadline"] = json!(run.env.clock.now() + secs);
+                payload["deadline"] = json!(now + secs);
+                payload["read_at"] = json!(now);
             }
             if let Some(w) = run.work() {
                 // A --work run's approver sees what the earlier waves changed.

@@ -111,8 +111,8 @@ pub use schemas::{
     verdict_schema,
 };
 pub use seams::{
-    Clock, ContextFailure, ContextProvider, Event, Progress, Silent, StepClock, SystemClock,
-    Verification, Verifier, VerifierConclusion, work_line,
+    Clock, ContextFailure, ContextProvider, Event, Progress, Reading, Silent, StepClock,
+    SystemClock, Verification, Verifier, VerifierConclusion, work_line,
 };
 pub(crate) use work_state::{
     DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, OpenWork, WorkOptions,

@@ -214,9 +214,12 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
         None => BTreeMap::new(),
     };
     let gates = status::held_gates(target, &gate_entries);
+    // Whether a gate still waits is decided from this reading; a run whose gates have a
+    // deadline keeps it in its `resume` entry (`read_at`) for a strict replay.
+    let now = env.clock.reading(super::Reading::Resume);
     if let (Some(plan), Some(run_seq)) = (&target.plan, target.run_seq)
         && let Some((wave, gate::Admission::Wait { .. })) =
-            status::first_held(plan, &gates, &gate_entries, env.clock.now())
+            status::first_held(plan, &gates, &gate_entries, now)
     {
         return Err(RunError::Gated {
             request_seq,
@@ -256,12 +259,11 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
         forget_unreused(run, &plan, &reused);
     }
     take_up_dispatch(run, &entries, &target.entries)?;
-    run.put(
-        "dispatch",
-        kind::RESUME,
-        Some(plan_seq),
-        json!({"reused": ids, "run": request_seq}),
-    )?;
+    let mut resumed = json!({"reused": ids, "run": request_seq});
+    if gates.deadline_seconds.is_some() {
+        resumed["read_at"] = json!(now);
+    }
+    run.put("dispatch", kind::RESUME, Some(plan_seq), resumed)?;
     witness_taken_up(run, &taken_up)?;
     let course = Course {
         request: &request,
@@ -312,13 +314,15 @@ fn reopen_work(
                 .collect()
         })
         .unwrap_or_default();
-    // A run recorded before its integrations were witnessed goes on as it was recorded.
+    // A run recorded before its integrations (or its gate's replies over attempts) were
+    // witnessed goes on as it was recorded.
     let legacy = !super::work_state::witnessed(&record);
+    let unkept = !super::work_state::keeps_attempt_reply(&record);
     run.open_work(
         request_seq,
         record.get("base").and_then(Value::as_str),
         checks,
-        legacy,
+        (legacy, unkept),
     )?;
     let Some(w) = run.work() else {
         return Ok(None);

@@ -16,6 +16,28 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> f64;
     /// Seconds since the run started, for `--max-seconds` (monotonic).
     fn elapsed(&self) -> f64;
+    /// Seconds since 1970, read for a decision the run makes from the time (`what` it is
+    /// for), as opposed to an entry's timestamp. The run records each such reading in the
+    /// entry it decides, so a strict replay answers it from there; a live clock reads `now`.
+    fn reading(&self, what: Reading) -> f64 {
+        let _ = what;
+        self.now()
+    }
+}
+
+/// What a clock reading the run decides from is for ([`Clock::reading`]); each is kept as
+/// `read_at` in the entry named here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// Raising the gate of a wave (0-based) with a deadline: its `deadline` is counted from
+    /// this reading (`gate_pending`).
+    GateRaised(usize),
+    /// Asking whether the pending gate of a wave (0-based) has passed its deadline
+    /// (`gate_expired`, when it had).
+    GateChecked(usize),
+    /// A resume asking whether the run's first held gate still waits (`resume`, in a run whose
+    /// gates have a deadline).
+    Resume,
 }
 
 /// The system clock.

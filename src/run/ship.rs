@@ -49,9 +49,10 @@ fn capped_reply(text: &str) -> (&str, bool) {
     (&text[..end], true)
 }
 
-/// Keeps the gate's raw reply (when it answered) in a `ship` entry's body, as `reply` (capped;
-/// `reply_cut` when it was longer), so a strict replay parses the decision again from it.
-fn keep_reply(payload: &mut serde_json::Value, reply: Option<&str>) {
+/// Keeps the gate's raw reply (when it answered) in a `ship` entry's body (or an
+/// `attempt_choice`'s `gate`), as `reply` (capped; `reply_cut` when it was longer), so a
+/// strict replay parses the decision again from it.
+pub(super) fn keep_reply(payload: &mut serde_json::Value, reply: Option<&str>) {
     if let Some(r) = reply {
         let (kept, cut) = capped_reply(r);
         payload["reply"] = json!(kept);

@@ -67,12 +67,28 @@ pub(crate) struct WorkOptions {
     /// replies were witnessed ([`WITNESSES`] missing from its request): neither is written,
     /// as that run wrote neither. Always false for a live run.
     pub(crate) legacy: bool,
+    /// A strict replay (or a resume) of a run recorded before the pre-ship gate's raw reply
+    /// over attempts was witnessed ([`ATTEMPT_REPLY`] missing from its request): no
+    /// `attempt_choice` keeps it, as that run's kept none. Always false for a live run.
+    pub(crate) unkept_attempt_reply: bool,
 }
 
 /// What a `--work` run witnesses beyond its decisions, as its request's `work.witnesses`
 /// lists it: each integration's tree (`integrated` entries) and the pre-ship gate's raw reply
 /// (a `ship` entry's `reply`). A strict replay merges again and parses again from them.
 pub(crate) const WITNESSES: [&str; 2] = ["integration", "gate_reply"];
+
+/// What a `--work` run witnesses since the pre-ship gate's raw reply over a task's attempts
+/// was kept (an `attempt_choice` entry's `gate.reply`), listed after [`WITNESSES`]: a strict
+/// replay parses the choice again from it.
+pub(crate) const ATTEMPT_REPLY: &str = "attempt_reply";
+
+/// Whether a request's `work` record lists [`ATTEMPT_REPLY`].
+pub(crate) fn keeps_attempt_reply(work: &Value) -> bool {
+    work["witnesses"]
+        .as_array()
+        .is_some_and(|l| l.iter().any(|x| x == ATTEMPT_REPLY))
+}
 
 /// Whether a request's `work` record lists every one of [`WITNESSES`]: a run recorded before
 /// them lists none, and is resumed and replayed writing neither.
@@ -127,6 +143,9 @@ pub(super) struct WorkRun {
     pub(super) limits: ChangeLimits,
     /// See [`WorkOptions::legacy`].
     pub(super) legacy: bool,
+    /// Whether an `attempt_choice` keeps the gate's raw reply (see
+    /// [`WorkOptions::unkept_attempt_reply`]).
+    pub(super) keeps_attempt_reply: bool,
 }
 
 /// What one task has in the repository so far.
@@ -322,7 +341,11 @@ pub(super) fn work_record(w: &WorkRun) -> Value {
         rec["verification"] = json!(v);
     }
     if !w.legacy {
-        rec["witnesses"] = json!(WITNESSES);
+        let mut witnesses = WITNESSES.to_vec();
+        if w.keeps_attempt_reply {
+            witnesses.push(ATTEMPT_REPLY);
+        }
+        rec["witnesses"] = json!(witnesses);
     }
     rec
 }

@@ -69,10 +69,16 @@ fn replays_clean(repo: &Repo) {
 
 /// Imports `store` as ledger `forged` and checks that it verifies.
 fn import_forged(repo: &Repo, store: &MemoryStorage, name: &str) {
+    import_as(repo, store, name, "forged");
+}
+
+/// Imports `store` (exported to directory `name`) as ledger `ledger`, and checks that it
+/// verifies.
+fn import_as(repo: &Repo, store: &MemoryStorage, name: &str, ledger: &str) {
     let dir = repo.path().join(name);
     export(store, &dir);
-    repo.forum_ok(&["--ledger", "forged", "import", dir.to_str().unwrap()]);
-    repo.forum_ok(&["--ledger", "forged", "verify"]);
+    repo.forum_ok(&["--ledger", ledger, "import", dir.to_str().unwrap()]);
+    repo.forum_ok(&["--ledger", ledger, "verify"]);
 }
 
 /// The ledger of `repo` with entry `seq`'s kind replaced by `kind`, re-hashed so it verifies.
@@ -176,33 +182,142 @@ fn a_rejected_gate_replays_its_stop_and_an_edited_stop_is_a_divergence_at_its_se
     });
 }
 
+/// Submits REQUEST gated before wave 1 with a deadline of `deadline` seconds and what the gate
+/// becomes then (the clock pinned at 1000); it pauses there (exit 8).
+fn submit_with_deadline(repo: &Repo, model: &str, deadline: &str, on_expiry: &str) {
+    let o = repo
+        .forum()
+        .args(["submit", "--cmd", model, "--gate-wave", "1"])
+        .args(["--gate-deadline", deadline, "--gate-on-expiry", on_expiry])
+        .args(["--quiet", REQUEST])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(8),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Resumes run 0 with the clock pinned at `at`; its exit code and its stderr.
+fn resume_at(repo: &Repo, model: &str, at: &str) -> (Option<i32>, String) {
+    let o = repo
+        .forum()
+        .env("GIT_FORUM_TIMESTAMP", at)
+        .args(["resume", "--cmd", model, "--quiet"])
+        .output()
+        .unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).into())
+}
+
 #[test]
-fn a_gate_with_a_deadline_is_refused_in_one_line() {
+fn an_expired_gate_replays_from_its_recorded_readings_and_an_edited_expiry_diverges_at_its_seq() {
     on_each_kind(|repo| {
         let m = model(repo);
+        // Raised at 1000 with 5 seconds: it expires at 1005, and then approves.
+        submit_with_deadline(repo, &m, "5", "approve");
+        let pending = payloads(repo, "gate_pending").remove(0).1;
+        assert_eq!(
+            (pending["read_at"].clone(), pending["deadline"].clone()),
+            (json!(1000.0), json!(1005.0))
+        );
+        replays_clean(repo);
+        // Before the deadline the resume is refused and writes nothing.
+        let (code, err) = resume_at(repo, &m, "1004");
+        assert!(
+            code != Some(0) && err.contains("waits for a decision"),
+            "{err}"
+        );
+        assert_eq!(resume_at(repo, &m, "1007").0, Some(0));
+        let expired = first(repo, "gate_expired");
+        let body = payloads(repo, "gate_expired").remove(0).1;
+        assert_eq!(
+            (body["decision"].clone(), body["read_at"].clone()),
+            (json!("approved"), json!(1007.0))
+        );
+        assert_eq!(
+            payloads(repo, "resume").remove(0).1["read_at"],
+            json!(1007.0)
+        );
+        // The replay's clock is the record's: a replay run at another time decides the same.
+        replays_clean(repo);
+        // The expiry made to say the gate was rejected, the chain re-hashed: the replay
+        // decides again from the readings that it expired into an approval.
+        let forged = rehashed_export(repo, |at, b| {
+            if at == expired {
+                b["decision"] = json!("rejected");
+            }
+        });
+        import_forged(repo, &forged, "expiry");
+        let (code, r) = strict(repo, &["--ledger", "forged"]);
+        assert_eq!(code, Some(1), "{r}");
+        let d = &r["divergence"];
+        assert_eq!(d["seq"], json!(expired), "{r}");
+        assert!(
+            d["recorded"]
+                .as_str()
+                .unwrap()
+                .contains("decision:rejected"),
+            "{r}"
+        );
+        assert!(
+            d["recomputed"]
+                .as_str()
+                .unwrap()
+                .contains("decision:approved"),
+            "{r}"
+        );
+    });
+}
+
+#[test]
+fn a_gate_rejected_by_its_deadline_and_one_approved_before_it_both_replay() {
+    on_each_kind(|repo| {
+        let m = model(repo);
+        submit_with_deadline(repo, &m, "5", "reject");
+        assert_eq!(resume_at(repo, &m, "1005").0, Some(9));
+        assert_eq!(payloads(repo, "gate_stopped").len(), 1);
+        replays_clean(repo);
+        // A second run in the same ledger, approved by a person before its deadline: its
+        // resume reads a clock before the deadline, which the record keeps.
+        let again = Repo::new(repo.kind());
+        let m = model(&again);
+        submit_with_deadline(&again, &m, "3600", "reject");
+        again.forum_ok(&["gate", "approve", "--approver", "ana"]);
+        assert_eq!(resume_at(&again, &m, "1010").0, Some(0));
+        assert_eq!(again.forum_json(&["runs"])["runs"][0]["state"], "answered");
+        assert!(payloads(&again, "gate_expired").is_empty());
+        replays_clean(&again);
+    });
+}
+
+#[test]
+fn a_deadline_gate_recorded_without_its_clock_readings_is_refused_in_one_line() {
+    on_each_kind(|repo| {
+        let m = model(repo);
+        submit_with_deadline(repo, &m, "5", "reject");
+        assert_eq!(resume_at(repo, &m, "1005").0, Some(9));
+        // As a run recorded before gates kept their readings: no `read_at` anywhere.
+        let pending = first(repo, "gate_pending");
+        let forged = rehashed_export(repo, |_, b| {
+            if let Some(o) = b.as_object_mut() {
+                o.remove("read_at");
+            }
+        });
+        import_forged(repo, &forged, "unread");
         let o = repo
             .forum()
-            .args([
-                "submit",
-                "--cmd",
-                &m,
-                "--gate-wave",
-                "1",
-                "--gate-deadline",
-                "5",
-            ])
-            .args(["--quiet", REQUEST])
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(8));
-        let o = repo
-            .forum()
-            .args(["replay", "0", "--strict"])
+            .args(["--ledger", "forged", "replay", "0", "--strict"])
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(1));
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains("a deadline on its gates (seq 0)"), "{err}");
+        assert!(
+            err.contains(&format!("gate_pending entry at seq {pending}"))
+                && err.contains("read_at"),
+            "{err}"
+        );
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     });
 }
@@ -286,5 +401,100 @@ fn a_gated_work_run_approved_and_resumed_replays_with_no_divergence() {
         assert_eq!(payloads(repo, "ship").len(), 2);
         replays_clean(repo);
         work_run::no_worktrees(repo);
+    });
+}
+
+#[test]
+fn an_attempt_choice_is_made_again_from_the_gates_raw_reply_so_an_edited_choice_diverges() {
+    on_each_kind(|repo| {
+        work_run::setup(repo);
+        // The gate picks attempt 2 (the 40-line diff) over the smaller attempt 3.
+        let m = work_run::one_task_model(
+            repo,
+            "model",
+            "merge\",\"attempt\":2,\"note\":\"",
+            crate::work_attempts::THREE_WAYS,
+        );
+        repo.forum_ok(&[
+            "submit",
+            "--work",
+            "--attempts",
+            "3",
+            "--check",
+            CHECK,
+            "--cmd",
+            &m,
+            "--quiet",
+            "make the failing test in calc pass",
+        ]);
+        let (choice, body) = payloads(repo, "attempt_choice").remove(0);
+        assert_eq!(
+            (body["chosen"].clone(), body["rule"].clone()),
+            (json!(2), json!("gate"))
+        );
+        // The gate's raw reply is kept, and the request says so.
+        let reply = body["gate"]["reply"].as_str().unwrap();
+        assert!(reply.contains("\"attempt\":2"), "{body}");
+        let witnesses = &payloads(repo, "request")[0].1["work"]["witnesses"];
+        assert!(
+            witnesses
+                .as_array()
+                .unwrap()
+                .contains(&json!("attempt_reply")),
+            "{witnesses}"
+        );
+        replays_clean(repo);
+        // The choice made to name attempt 3, and its ship with it, every parsed field edited
+        // to agree: the raw reply still names 2, and the replay chooses 2 again.
+        let (ship, shipped) = payloads(repo, "ship").remove(0);
+        let third = payloads(repo, "change")
+            .into_iter()
+            .find(|(_, c)| c["attempt"] == 3)
+            .map(|(s, _)| s)
+            .unwrap();
+        assert_eq!(shipped["attempt"], json!(2));
+        let forged = rehashed_export(repo, |at, b| {
+            if at == choice {
+                b["chosen"] = json!(3);
+            } else if at == ship {
+                b["attempt"] = json!(3);
+                b["change"] = json!(third);
+            }
+        });
+        import_forged(repo, &forged, "chosen");
+        let (code, r) = strict(repo, &["--ledger", "forged"]);
+        assert_eq!(code, Some(1), "{r}");
+        assert_eq!(r["divergence"]["seq"], json!(choice), "{r}");
+        // The same edit with the reply cut short is refused, naming the choice.
+        let cut = rehashed_export(repo, |at, b| {
+            if at == choice {
+                b["gate"]["reply_cut"] = json!(true);
+            }
+        });
+        import_as(repo, &cut, "cut", "cut");
+        let o = repo
+            .forum()
+            .args(["--ledger", "cut", "replay", "0", "--strict"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("attempt choice at seq {choice}")) && err.contains("cut short"),
+            "{err}"
+        );
+        // As a run recorded before the reply was kept: no reply, no `attempt_reply` witness.
+        // It replays as it was recorded, with no reply written.
+        let older = rehashed_export(repo, |at, b| {
+            if at == choice {
+                b["gate"].as_object_mut().unwrap().remove("reply");
+            } else if let Some(w) = b.pointer_mut("/work/witnesses").and_then(J::as_array_mut) {
+                w.retain(|x| x != "attempt_reply");
+            }
+        });
+        import_as(repo, &older, "older", "older");
+        let (code, r) = strict(repo, &["--ledger", "older"]);
+        assert_eq!(code, Some(0), "{r}");
+        assert_eq!(r["divergence"], J::Null, "{r}");
     });
 }

@@ -1,6 +1,6 @@
 //! Strict replay of the quality ladder after synthesis: the reviser, the intent judge and a
-//! verifier command answered from the record (none of them asked again), and the kinds of run
-//! the record still cannot answer refused with the seq and the reason.
+//! verifier command answered from the record (none of them asked again), and a gate with a
+//! deadline decided again from the clock readings its entries keep.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,7 +107,7 @@ fn a_run_the_intent_judge_ruled_on_replays_with_no_divergence() {
 }
 
 #[test]
-fn a_gate_with_a_deadline_is_refused_naming_the_seq_and_the_reason() {
+fn a_gate_with_a_deadline_replays_from_the_readings_it_kept_not_from_the_timestamps() {
     let mut store = MemoryStorage::default();
     let mut opts = Options::default();
     opts.gates.waves.insert(0);
@@ -118,6 +118,7 @@ fn a_gate_with_a_deadline_is_refused_naming_the_seq_and_the_reason() {
         orchestrator(SHORT),
         Vec::<Arc<dyn Executor>>::new(),
     );
+    // Every read of this clock steps it, so no reading equals an entry's timestamp.
     let clock = StepClock::new(100.0, 0.5);
     let env = Env {
         roster: &roster,
@@ -125,11 +126,23 @@ fn a_gate_with_a_deadline_is_refused_naming_the_seq_and_the_reason() {
         clock: &clock,
         progress: &Silent,
     };
-    let _ = run::submit(&mut store, &env, &opts, REQUEST);
-    let err = replay::strict(&store, 0, &roster, &Options::default()).unwrap_err();
-    let msg = err.to_string();
-    assert!(msg.contains("seq 0") && msg.contains("gates"), "{msg}");
-    assert!(!msg.contains('\n'), "{msg}");
+    let out = run::submit(&mut store, &env, &opts, REQUEST).unwrap();
+    assert_eq!(out.status, Status::Paused { wave: 0 });
+    let r = replayed(&store, 0);
+    assert_eq!(r.divergence, None, "{r:?}");
+    // Resumed past the deadline: the gate expires into a rejection and the run stops.
+    let late = StepClock::new(1000.0, 0.5);
+    let env = Env {
+        clock: &late,
+        ..env
+    };
+    let _ = run::resume(&mut store, &env, &opts, None);
+    let k = kinds(&store);
+    assert!(k.contains(&"gate_expired".to_string()), "{k:?}");
+    assert!(k.contains(&"gate_stopped".to_string()), "{k:?}");
+    let r = replayed(&store, 0);
+    assert_eq!(r.divergence, None, "{r:?}");
+    assert_eq!(r.recorded, r.recomputed);
 }
 
 #[test]

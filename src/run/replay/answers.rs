@@ -13,7 +13,7 @@ use crate::exec::tool_chat::{Msg, ToolChat, ToolSpec, Turn};
 use crate::exec::{Call, ExecError, Executor, Reply, Seats};
 use crate::ledger::kind;
 use crate::roster::{Roster, Tier};
-use crate::run::{Clock, lock};
+use crate::run::{Clock, Reading, lock};
 
 use super::{Recorded, usage};
 
@@ -564,17 +564,35 @@ impl Seats for ReplaySeats {
 }
 
 /// The record's clock: each timestamp read is the next one the run's entries carry (the
-/// last again once they run out); elapsed time is measured between them.
+/// last again once they run out); elapsed time is measured between them. A reading the run
+/// decided from ([`Reading`]) is the one the entry it decided keeps (`read_at`): a gate's
+/// raising from its `gate_pending`, its expiry from its `gate_expired` (else, for a gate the
+/// record shows no expiry of, the part's `resume` reading), a resume's from its `resume`.
 pub(super) struct ReplayClock {
     stamps: Vec<f64>,
     next: Mutex<usize>,
+    raised: BTreeMap<u64, f64>,
+    expired: BTreeMap<u64, f64>,
+    resumed: Option<f64>,
 }
 
 impl ReplayClock {
     pub(super) fn new(run: &[Recorded]) -> ReplayClock {
+        let read_at = |kind: &str| -> BTreeMap<u64, f64> {
+            run.iter()
+                .filter(|e| e.kind == kind)
+                .filter_map(|e| Some((e.payload["wave"].as_u64()?, e.payload["read_at"].as_f64()?)))
+                .collect()
+        };
         ReplayClock {
             stamps: run.iter().map(|e| e.ts).collect(),
             next: Mutex::new(0),
+            raised: read_at(kind::GATE_PENDING),
+            expired: read_at(kind::GATE_EXPIRED),
+            resumed: run
+                .iter()
+                .find(|e| e.kind == kind::RESUME)
+                .and_then(|e| e.payload["read_at"].as_f64()),
         }
     }
 
@@ -598,5 +616,21 @@ impl Clock for ReplayClock {
     fn elapsed(&self) -> f64 {
         let n = *lock(&self.next);
         self.at(n.saturating_sub(1)) - self.at(0)
+    }
+
+    fn reading(&self, what: Reading) -> f64 {
+        // Read as a live clock is, so the timestamps after it stay where they were.
+        let stamp = self.now();
+        let recorded = match what {
+            Reading::GateRaised(wave) => self.raised.get(&(wave as u64)).copied(),
+            Reading::GateChecked(wave) => {
+                self.expired.get(&(wave as u64)).copied().or(self.resumed)
+            }
+            Reading::Resume => self.resumed,
+        };
+        // A reading no entry keeps decided nothing the record shows (a gate without a
+        // deadline, one a person decided); a run whose gates have a deadline and whose
+        // entries lack one is refused before it is replayed (`gates::check`).
+        recorded.unwrap_or(stamp)
     }
 }

@@ -1,7 +1,7 @@
 //! `--attempts N` runs replayed: each attempt's worker reply, change commit and checks are
 //! answered from its own entries (their bodies carry `attempt`) in the order they ran, as for
-//! one change; the pre-ship gate's reply over the attempts comes from the `gate` its
-//! `attempt_choice` entry keeps. The engine decides again which attempts passed, which one the
+//! one change; the pre-ship gate's reply over the attempts is the raw reply the `gate` of its
+//! `attempt_choice` entry keeps (`reply`), parsed again by the engine. The engine decides again which attempts passed, which one the
 //! rule or the gate's reply chooses (`chosen`, `rule`), and what ships; an `attempt_choice` or
 //! `ship` made to say otherwise is the divergence.
 
@@ -29,8 +29,10 @@ pub(super) fn count(run: &[Recorded]) -> u32 {
 
 /// The gate's reply to the question over a task's attempts, from its `attempt_choice` entry:
 /// `None` when the gate was not asked (light verification, the budget), `Some(Ok(text))` for
-/// what it answered, `Some(Err(message))` for a call that failed. `Err` names an answer the
-/// record keeps only as the text of its failure.
+/// what it answered, `Some(Err(message))` for a call that failed. The raw reply the entry
+/// keeps (`gate.reply`) is handed back as it is, for the engine to parse again; a run recorded
+/// before it was kept has one made from the decision the entry keeps. `Err` names a reply
+/// kept cut short, or an answer the record keeps only as the text of its failure.
 pub(super) fn gate_reply(e: &Recorded) -> Result<Option<Result<String, String>>, String> {
     let g = &e.payload["gate"];
     let decision = g["decision"].as_str().unwrap_or_default();
@@ -38,6 +40,15 @@ pub(super) fn gate_reply(e: &Recorded) -> Result<Option<Result<String, String>>,
     let error = g.get("error").and_then(J::as_str);
     if decision == "skipped" || error == Some("budget") {
         return Ok(None);
+    }
+    if let Some(raw) = g.get("reply").and_then(J::as_str) {
+        if g["reply_cut"] == true {
+            return Err(format!(
+                "the attempt choice at seq {} keeps the gate's reply cut short, so the choice cannot be made again from it",
+                e.seq
+            ));
+        }
+        return Ok(Some(Ok(raw.to_string())));
     }
     let unusable = "the gate answered without a usable decision: ";
     let text = match error {
@@ -151,5 +162,28 @@ mod tests {
         );
         let err = gate_reply(&lost).unwrap_err();
         assert!(err.contains("seq 9"), "{err}");
+    }
+
+    #[test]
+    fn a_kept_raw_reply_is_handed_back_as_it_is_and_a_cut_one_is_refused() {
+        // The raw reply names attempt 1; the parsed form, edited, says 2: the raw one wins.
+        let raw = r#"{"decision":"merge","attempt":1,"reason":"smaller"}"#;
+        let kept = e(
+            "attempt_choice",
+            json!({"chosen": 2, "gate": {"decision": "merge", "reason": "smaller", "reply": raw}}),
+        );
+        assert_eq!(gate_reply(&kept).unwrap(), Some(Ok(raw.to_string())));
+        // An unusable answer is parsed again too, from what the gate said.
+        let garbled = e(
+            "attempt_choice",
+            json!({"chosen": null, "gate": {"decision": "undetermined", "reason": "the gate answered without a usable decision: no JSON", "error": "no JSON", "reply": "no idea"}}),
+        );
+        assert_eq!(gate_reply(&garbled).unwrap(), Some(Ok("no idea".into())));
+        let cut = e(
+            "attempt_choice",
+            json!({"gate": {"decision": "merge", "reason": "r", "reply": "{", "reply_cut": true}}),
+        );
+        let err = gate_reply(&cut).unwrap_err();
+        assert!(err.contains("seq 9") && err.contains("cut short"), "{err}");
     }
 }

@@ -19,12 +19,12 @@
 //!
 //! What the record cannot answer is refused, naming the seq: a body that was redacted or
 //! removed, a failure kept only as text, a rejected revision recorded before its text was
-//! kept, and the kinds of run whose outside calls this replay does not answer yet (a gate
-//! with a deadline). Context comes from the record's `context` entries. A resumed run is
-//! replayed across its resumes ([`phases`]); a person's decision on a gate is the world's
-//! input between them ([`gates`]), and each attempt of an `--attempts` run is answered as one
-//! change ([`attempts`]). A refusal of a run another git forum recorded names that version
-//! ([`with_version`]).
+//! kept, and a run whose gates have a deadline recorded before its entries kept the clock
+//! readings they were decided at. Context comes from the record's `context` entries. A
+//! resumed run is replayed across its resumes ([`phases`]); a person's decision on a gate is
+//! the world's input between them ([`gates`]), and each attempt of an `--attempts` run is
+//! answered as one change ([`attempts`]). A refusal of a run another git forum recorded names
+//! that version ([`with_version`]).
 
 mod answers;
 mod attempts;
@@ -102,7 +102,7 @@ pub enum ReplayError {
 
 /// Kinds a strictly replayable run may hold: those the engine writes from the replies this
 /// replay answers, or decides without a call.
-const REPLAYABLE: [&str; 35] = [
+const REPLAYABLE: [&str; 36] = [
     kind::REQUEST,
     kind::CONTEXT,
     kind::ROUTE_FRAME,
@@ -135,6 +135,7 @@ const REPLAYABLE: [&str; 35] = [
     kind::GATE_EDITED,
     kind::GATE_REJECTED,
     kind::GATE_STOPPED,
+    kind::GATE_EXPIRED,
     kind::ATTEMPT_CHOICE,
     kind::TOOL_CALL,
     kind::TOOL_RESULT,
@@ -189,7 +190,7 @@ pub(crate) fn run_entries(
 /// Refuses a run this replay cannot answer, naming the seq that shows it.
 fn check_replayable(run: &[Recorded]) -> Result<(), String> {
     let request = &run[0];
-    gates::check(request)?;
+    gates::check(run)?;
     if let Some(e) = run.iter().find(|e| !REPLAYABLE.contains(&e.kind.as_str())) {
         return Err(format!(
             "seq {} of run {} is a {} entry, whose inputs the record does not hold for a strict replay: it refuses rather than invent them",

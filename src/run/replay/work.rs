@@ -555,6 +555,7 @@ pub(super) fn options(
         // A dispatched run is refused before this (its `task_dispatched` entries).
         dispatch: None,
         legacy,
+        unkept_attempt_reply: !crate::run::work_state::keeps_attempt_reply(w),
     };
     Ok(Some((opts, bench)))
 }
