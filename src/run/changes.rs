@@ -270,7 +270,8 @@ impl Run<'_, '_> {
         let done = command::in_jail(w.jail_for(&tree), || {
             command::in_allowed(allowed, || match self.edit_hands(w, task, exec, &tree) {
                 Some(hands) => command::in_workdir(&dir, || {
-                    self.edit_attempt(w, task, exec, &prompt, parent, hands.as_ref())
+                    let at = (parent, tree.path.as_path());
+                    self.edit_attempt(w, task, exec, &prompt, at, hands.as_ref())
                 }),
                 None => command::in_workdir(&dir, || {
                     self.watching_agent(&task.id, || self.attempt(task, exec, &prompt, parent))

@@ -74,27 +74,73 @@ Paths are relative to the worktree; paths that leave it are refused.";
 /// What `result` says when the model finished without a report.
 pub(crate) const NO_REPORT: &str = "the editing worker finished without a report";
 
-/// The model a task's conversation last named, the usage its turns counted (summed), and how
-/// many model turns it asked for (the `result` records it, each `tool_call` its turn, so a
-/// strict replay can tell which calls came in one reply).
+/// The model a task's conversation last named, the usage its turns counted (summed, and each
+/// turn's), how many model turns it asked for (the `result` records it, each `tool_call` its
+/// turn, so a strict replay can tell which calls came in one reply), and the worktree listing
+/// a structured reply was asked with. A strict replay answers each turn's usage from
+/// `turn_usage`, since where a spend ceiling stops a conversation depends on each turn's.
 struct Seen {
     model: String,
     usage: Option<Value>,
     turns: u32,
+    per_turn: Vec<Value>,
+    /// Each turn's text, cut to what an entry keeps: a strict replay sends it back in the
+    /// conversation as the turn did, so each turn reserves as much as it did.
+    texts: Vec<String>,
+    texts_cut: bool,
+    listing: Option<String>,
 }
 
 impl Seen {
     /// Notes a turn's model and adds its usage.
     fn note(&mut self, exec: &dyn Executor, turn: &Turn) {
         self.model = turn.model.clone();
-        if let Some(u) = &turn.usage {
-            let reply = Reply {
-                text: String::new(),
-                model: turn.model.clone(),
-                usage: Some(*u),
-                elapsed: std::time::Duration::ZERO,
-            };
-            self.usage = sum_usage(self.usage.take(), usage_of(exec, &reply));
+        let at = (self.turns as usize).saturating_sub(1);
+        if self.texts.len() <= at {
+            self.texts.resize(at + 1, String::new());
+        }
+        let (text, cut) = cap_text(&turn.text, ENTRY_BODY_CAP);
+        self.texts[at] = text;
+        self.texts_cut |= cut;
+        let reply = Reply {
+            text: String::new(),
+            model: turn.model.clone(),
+            usage: turn.usage,
+            elapsed: std::time::Duration::ZERO,
+        };
+        self.add(usage_of(exec, &reply));
+    }
+
+    /// Adds the usage of the turn being asked (the last counted) to the sum and keeps it as
+    /// that turn's, without the model the `result` names.
+    fn add(&mut self, usage: Option<Value>) {
+        let at = (self.turns as usize).saturating_sub(1);
+        if self.per_turn.len() <= at {
+            self.per_turn.resize(at + 1, Value::Null);
+        }
+        let mut own = usage.clone().unwrap_or(Value::Null);
+        if let Some(o) = own.as_object_mut() {
+            o.remove("model");
+        }
+        self.per_turn[at] = own;
+        self.usage = sum_usage(self.usage.take(), usage);
+    }
+
+    /// The `result` fields of the conversation beyond its usage: its turns, each turn's
+    /// usage (`null` for a turn that reported none) and the listing, when it was asked for.
+    fn fields(&mut self, payload: &mut Value) {
+        self.per_turn.resize(self.turns as usize, Value::Null);
+        payload["turns"] = json!(self.turns);
+        payload["turn_usage"] = Value::Array(std::mem::take(&mut self.per_turn));
+        if !self.texts.is_empty() {
+            self.texts.resize(self.turns as usize, String::new());
+            payload["turn_texts"] = json!(std::mem::take(&mut self.texts));
+        }
+        if self.texts_cut {
+            payload["turn_texts_truncated"] = json!(true);
+        }
+        if let Some(l) = self.listing.take() {
+            payload["listing"] = json!(l);
         }
     }
 }
@@ -107,6 +153,14 @@ const FALLBACK_NOTE: &str = "\n\nThis endpoint takes no tools. Answer with one J
 instead: \"writes\" (a list of {\"path\", \"content\"}: each file's whole new content, paths \
 relative to the worktree), \"diff\" (a unified diff, or \"\") and \"report\" (what you changed). \
 The files of the worktree:\n";
+
+/// How a witnessed call came: a tool call of the model (with its id) or an edit of a
+/// structured reply.
+#[derive(Clone, Copy)]
+enum Via<'a> {
+    Tools(&'a str),
+    Structured,
+}
 
 /// How a loop ended when it did not finish.
 struct Failed {
@@ -194,17 +248,22 @@ impl Run<'_, '_> {
         (n, turn): (u32, u32),
         tool: &str,
         args: &str,
-        via: &str,
+        via: Via<'_>,
         outcome: &Outcome,
     ) -> Result<String, RunError> {
         let (arguments, cut) = cap_text(args, ENTRY_BODY_CAP);
-        let call = self.put(
-            &task.agent,
-            kind::TOOL_CALL,
-            Some(parent),
-            json!({"task": task.id, "n": n, "turn": turn, "tool": tool,
-                   "arguments": arguments, "truncated": cut, "via": via}),
-        )?;
+        let mut body = json!({"task": task.id, "n": n, "turn": turn, "tool": tool,
+                              "arguments": arguments, "truncated": cut});
+        match via {
+            // The call's id goes back to the model with the conversation, so a strict replay
+            // sends it back as well.
+            Via::Tools(id) => {
+                body["via"] = json!("tools");
+                body["call_id"] = json!(cap_text(id, 256).0);
+            }
+            Via::Structured => body["via"] = json!("structured"),
+        }
+        let call = self.put(&task.agent, kind::TOOL_CALL, Some(parent), body)?;
         let (verb, target) = shown_call(tool, args);
         self.env.progress.event(&Event::ToolCall {
             id: task.id.clone(),
@@ -223,15 +282,17 @@ impl Run<'_, '_> {
         Ok(cap_text(&outcome.text, MODEL_OUTPUT_CAP).0)
     }
 
-    /// Runs `task` as a tool conversation in its worktree and witnesses its `result` under
-    /// `parent` (the tool entries hang there too).
+    /// Runs `task` as a tool conversation in its worktree (`tree`) and witnesses its `result`
+    /// under `parent` (the tool entries hang there too). The result names the worktree: the
+    /// prompt tells the model its path, so a strict replay tells it the same and each turn
+    /// reserves as much as it did under a spend ceiling.
     pub(super) fn edit_attempt(
         &self,
         w: &WorkRun,
         task: &Task,
         exec: &Arc<dyn Executor>,
         prompt: &str,
-        parent: u64,
+        (parent, tree): (u64, &std::path::Path),
         hands: &dyn Hands,
     ) -> Result<Done, RunError> {
         self.env.progress.event(&Event::TaskStarted {
@@ -243,6 +304,10 @@ impl Run<'_, '_> {
             model: exec.model(),
             usage: None,
             turns: 0,
+            per_turn: Vec::new(),
+            texts: Vec::new(),
+            texts_cut: false,
+            listing: None,
         };
         let ended = match exec.tool_chat() {
             Some(chat) => self.tool_loop(w, task, exec, chat, prompt, parent, hands, &mut seen)?,
@@ -256,16 +321,13 @@ impl Run<'_, '_> {
             Ok(report) => (report, true, None),
             Err(f) => (format!("error: {}", f.reason), false, Some(f.code)),
         };
-        let Seen {
-            model,
-            usage,
-            turns,
-        } = seen;
-        let mut payload = json!({"id": task.id, "output": output, "ok": ok, "model": model,
-                                 "turns": turns});
+        let mut payload = json!({"id": task.id, "output": output, "ok": ok, "model": seen.model,
+                                 "worktree": tree.display().to_string()});
+        seen.fields(&mut payload);
         if let Some(code) = error {
             payload["error"] = json!(code);
         }
+        let Seen { model, usage, .. } = seen;
         self.finish_task(task, parent, with_usage(payload, usage), output, ok, model)
     }
 
@@ -384,7 +446,7 @@ impl Run<'_, '_> {
                 (lp.calls, turn),
                 &call.name,
                 &call.raw,
-                "tools",
+                Via::Tools(&call.id),
                 &outcome,
             )?;
             outputs.push(ToolOutput {
@@ -397,7 +459,8 @@ impl Run<'_, '_> {
     }
 
     /// The structured reply of an endpoint that rejects tools: one call with the edits schema,
-    /// each write or diff carried out and witnessed like a tool call (`via: "structured"`).
+    /// each write or diff carried out and witnessed like a tool call (`via: "structured"`,
+    /// with the arguments the reply gave, refused or not, so a strict replay can rebuild it).
     #[allow(clippy::too_many_arguments)]
     fn fallback(
         &self,
@@ -413,6 +476,7 @@ impl Run<'_, '_> {
     ) -> Result<Result<String, Failed>, RunError> {
         let listing = cap_text(&hands.carry(&Op::List { path: ".".into() }).text, 8 * 1024).0;
         let ask = format!("{prompt}{FALLBACK_NOTE}{listing}");
+        seen.listing = Some(listing);
         let schema = fallback_schema();
         let call = Call {
             system: Some(system),
@@ -440,7 +504,7 @@ impl Run<'_, '_> {
             }
         };
         seen.model = reply.model.clone();
-        seen.usage = sum_usage(seen.usage.take(), usage_of(exec.as_ref(), &reply));
+        seen.add(usage_of(exec.as_ref(), &reply));
         let (ops, report) = match parse_fallback(&reply.text) {
             Ok(x) => x,
             Err(m) => {
@@ -450,7 +514,7 @@ impl Run<'_, '_> {
                 }));
             }
         };
-        for (tool, op) in ops {
+        for (tool, args, op) in ops {
             if !lp.room() {
                 return Ok(Err(Failed {
                     code: "max_tool_calls",
@@ -461,9 +525,9 @@ impl Run<'_, '_> {
                 }));
             }
             lp.count();
-            let (args, outcome) = match &op {
-                Ok(o) => (op_args(o), hands.carry(o)),
-                Err(r) => (Value::Null, Outcome::refused(r.0.clone())),
+            let outcome = match &op {
+                Ok(o) => hands.carry(o),
+                Err(r) => Outcome::refused(r.0.clone()),
             };
             self.witness_tool(
                 task,
@@ -471,7 +535,7 @@ impl Run<'_, '_> {
                 (lp.calls, seen.turns),
                 &tool,
                 &args.to_string(),
-                "structured",
+                Via::Structured,
                 &outcome,
             )?;
         }
@@ -507,20 +571,6 @@ pub(super) fn allowed(w: &WorkRun, task: &Task) -> Vec<String> {
         }
     }
     out
-}
-
-/// An op's arguments as the `tool_call` entry records them.
-fn op_args(op: &Op) -> Value {
-    match op {
-        Op::Write { path, content } => json!({"path": path, "content": content}),
-        Op::Diff { diff, .. } => json!({"diff": diff}),
-        Op::List { path } => json!({"path": path}),
-        Op::Read { path, start, end } => {
-            json!({"path": path, "start_line": start, "end_line": end})
-        }
-        Op::Search { pattern, path } => json!({"pattern": pattern, "path": path}),
-        Op::Run { command } => json!({"command": command}),
-    }
 }
 
 #[cfg(test)]

@@ -570,8 +570,9 @@ pub(crate) fn fallback_schema() -> crate::exec::OutputSchema {
     }
 }
 
-/// The edits of a structured reply: each tool's name and its op (or refusal).
-pub(crate) type Edits = Vec<(String, Result<Op, ToolRefusal>)>;
+/// The edits of a structured reply: each tool's name, its arguments as the reply gave them,
+/// and its op (or refusal).
+pub(crate) type Edits = Vec<(String, Value, Result<Op, ToolRefusal>)>;
 
 /// The operations of a structured reply (writes first, then the diff when not empty) and its
 /// report; `Err` names what is wrong with it. Each op is still a refusal when a path leaves
@@ -583,18 +584,14 @@ pub(crate) fn parse_fallback(text: &str) -> Result<(Edits, String), Malformed> {
         let mut args = Map::new();
         args.insert("path".into(), w["path"].clone());
         args.insert("content".into(), w["content"].clone());
-        ops.push((
-            "write_file".to_string(),
-            parse_op("write_file", &args, &[])?,
-        ));
+        let op = parse_op("write_file", &args, &[])?;
+        ops.push(("write_file".to_string(), Value::Object(args), op));
     }
     if let Some(d) = v["diff"].as_str().filter(|d| !d.trim().is_empty()) {
         let mut args = Map::new();
         args.insert("diff".into(), json!(d));
-        ops.push((
-            "apply_diff".to_string(),
-            parse_op("apply_diff", &args, &[])?,
-        ));
+        let op = parse_op("apply_diff", &args, &[])?;
+        ops.push(("apply_diff".to_string(), Value::Object(args), op));
     }
     if ops.is_empty() {
         return Err(Malformed::NoEdits);
@@ -743,8 +740,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(report, "fixed");
+        assert_eq!(ops[0].1, json!({"path": "a.py", "content": "x"}));
         assert_eq!(
-            ops[0].1,
+            ops[0].2,
             Ok(Op::Write {
                 path: "a.py".into(),
                 content: "x".into()
@@ -755,7 +753,9 @@ mod tests {
         let (ops, _) =
             parse_fallback(r#"{"writes":[{"path":"../x","content":""}],"diff":"","report":""}"#)
                 .unwrap();
-        assert!(ops[0].1.is_err());
+        // A refused edit keeps the arguments the reply gave.
+        assert!(ops[0].2.is_err());
+        assert_eq!(ops[0].1["path"], "../x");
         assert_eq!(cap_text("héllo", 2), ("h".to_string(), true));
     }
 }

@@ -55,7 +55,7 @@ fn record(repo: &Repo, stub: &Stub, extra: &[&str]) {
 }
 
 /// `store` imported into `repo` as ledger `name`, which verifies.
-fn import_as(repo: &Repo, store: &MemoryStorage, name: &str) {
+pub(crate) fn import_as(repo: &Repo, store: &MemoryStorage, name: &str) {
     let dir = repo.path().join(name);
     export(store, &dir);
     repo.forum_ok(&["--ledger", name, "import", dir.to_str().unwrap()]);
@@ -63,7 +63,7 @@ fn import_as(repo: &Repo, store: &MemoryStorage, name: &str) {
 }
 
 /// The one-line refusal of `git forum --ledger LEDGER replay 0 --strict`.
-fn refusal(repo: &Repo, ledger: &str) -> String {
+pub(crate) fn refusal(repo: &Repo, ledger: &str) -> String {
     let o = repo
         .forum()
         .args(["--ledger", ledger, "replay", "0", "--strict"])

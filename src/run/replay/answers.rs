@@ -362,6 +362,7 @@ impl Answers {
                     .and_then(VecDeque::pop_front)
                     .ok_or_else(|| format!("a pre-ship gate call on the attempts of task {id}"))
             }
+            Some("edits") => self.edit.structured(call.prompt).map(Ok),
             Some(other) => Err(format!("a call for {other}")),
             None if system.starts_with("You tighten answers") => self
                 .reviser

@@ -92,7 +92,41 @@ fn decided(e: &Recorded, at: &BTreeMap<u64, Place>, by_seq: &BTreeMap<u64, &Reco
     if let Some(u) = body.get_mut("usage").and_then(J::as_object_mut) {
         u.remove("cost_usd");
     }
+    // So is each turn's price in an editing worker's result.
+    for u in body
+        .get_mut("turn_usage")
+        .and_then(J::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(J::as_object_mut)
+    {
+        u.remove("cost_usd");
+    }
     json!({"actor": e.actor, "kind": e.kind, "parent": parent, "body": body})
+}
+
+/// What the editing worker's entries record of the world since results kept each turn's
+/// usage and text, the worktree and a structured reply's listing (and tool calls their id).
+const LATER_FIELDS: [&str; 6] = [
+    "turn_usage",
+    "turn_texts",
+    "turn_texts_truncated",
+    "worktree",
+    "listing",
+    "call_id",
+];
+
+/// A replayed entry shaped as its record: the world it kept since ([`LATER_FIELDS`]) left out
+/// where a run recorded before it does not have it.
+fn as_recorded(was: &J, now: &mut J) {
+    let Some(body) = now["body"].as_object_mut() else {
+        return;
+    };
+    for k in LATER_FIELDS {
+        if was["body"].get(k).is_none() {
+            body.remove(k);
+        }
+    }
 }
 
 fn shown(v: &J) -> String {
@@ -118,9 +152,11 @@ pub fn first_divergence(recorded: &[Recorded], recomputed: &[Recorded]) -> Optio
     for e in recorded {
         let place = &rec_at[&e.seq];
         let was = decided(e, &rec_at, &rec_seq);
-        let now = new_by_place
-            .get(place)
-            .map(|n| decided(n, &new_at, &new_seq));
+        let now = new_by_place.get(place).map(|n| {
+            let mut now = decided(n, &new_at, &new_seq);
+            as_recorded(&was, &mut now);
+            now
+        });
         if now.as_ref() != Some(&was) {
             return Some(Divergence {
                 seq: e.seq,
@@ -156,6 +192,31 @@ mod tests {
             parent,
             payload,
         }
+    }
+
+    #[test]
+    fn a_result_recorded_before_turns_kept_their_usage_is_compared_without_it() {
+        let older = json!({"id": "A", "turns": 2, "ok": true});
+        let mut newer = older.clone();
+        newer["turn_usage"] = json!([null, null]);
+        newer["worktree"] = json!("/w");
+        let rec = vec![
+            e(5, "request", None, json!({"text": "x"})),
+            e(6, "result", Some(5), older.clone()),
+        ];
+        let new = vec![
+            e(5, "request", None, json!({"text": "x"})),
+            e(6, "result", Some(5), newer.clone()),
+        ];
+        assert_eq!(first_divergence(&rec, &new), None);
+        // A record that keeps them compares them.
+        let mut edited = newer.clone();
+        edited["worktree"] = json!("/elsewhere");
+        let rec = vec![
+            e(5, "request", None, json!({"text": "x"})),
+            e(6, "result", Some(5), edited),
+        ];
+        assert_eq!(first_divergence(&rec, &new).map(|d| d.seq), Some(6));
     }
 
     #[test]

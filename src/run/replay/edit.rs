@@ -7,18 +7,24 @@
 //! numbered, when the loop ends and why (the corrective turn, `--max-tool-calls`, the budget),
 //! the task's `result`, and then its change, checks and ship decision as for any worker.
 //!
+//! Each turn's usage comes from the `result`'s `turn_usage`, so a spend ceiling stops the
+//! replayed conversation at the turn where it stopped the run. An endpoint that took no tools
+//! answered one structured reply instead: the replay rebuilds it from its `tool_call` entries
+//! (`via: "structured"`, arguments as the reply gave them) and the report, and answers the
+//! worktree listing it was asked with from the `result`'s `listing`.
+//!
 //! What the record cannot answer is refused, naming the seq: a call whose arguments or a result
-//! whose output was cut to the entry's cap, the structured reply of an endpoint that took no
-//! tools, a conversation recorded before entries said which turn asked for each call, a
-//! failed turn kept only as text, and a run under a spend ceiling (the record sums a task's
-//! usage over its turns, and where a ceiling stops a conversation depends on each turn's).
+//! whose output was cut to the entry's cap, a structured reply recorded before the listing was
+//! kept, a conversation recorded before entries said which turn asked for each call, a failed
+//! turn kept only as text, and a conversation under a spend ceiling recorded before results
+//! kept each turn's usage (the sum over its turns does not say where a ceiling stops it).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use serde_json::Value as J;
+use serde_json::{Value as J, json};
 
-use crate::exec::ExecError;
 use crate::exec::tool_chat::{Msg, ToolUse, Turn};
+use crate::exec::{ExecError, Reply, Usage};
 use crate::ledger::kind;
 use crate::run::Options;
 use crate::run::edit::NO_REPORT;
@@ -48,7 +54,14 @@ struct Asked {
     tool: String,
     args: String,
     outcome: Option<Outcome>,
+    /// The id the model gave the call (recorded since turns kept their usage).
+    id: Option<String>,
+    /// Carried out from a structured reply, not a tool call.
+    structured: bool,
 }
+
+/// The tool the worktree listing of a structured reply's prompt stands as in [`Carried`].
+const LISTING: &str = "the listing a structured reply was asked with";
 
 /// One conversation's turns, oldest first.
 type Conversation = VecDeque<Result<Turn, ExecError>>;
@@ -62,6 +75,9 @@ pub(super) struct Turns {
     convs: BTreeMap<String, VecDeque<Conversation>>,
     /// Per task: the conversation being answered.
     current: BTreeMap<String, Conversation>,
+    /// Per task: the structured replies of its conversations through the fallback, oldest
+    /// first.
+    structured: BTreeMap<String, VecDeque<Reply>>,
     /// The models whose workers held a tool conversation.
     chat_models: BTreeSet<String>,
     /// Turns the record had no answer for.
@@ -79,11 +95,6 @@ fn asked_per_result(run: &[Recorded]) -> Result<Vec<(&Recorded, Vec<Asked>)>, St
         match e.kind.as_str() {
             kind::TOOL_CALL => {
                 let what = format!("the tool call at seq {} (task {task})", e.seq);
-                if b["via"] != "tools" {
-                    return Err(format!(
-                        "{what} was carried out from the structured reply of an endpoint that takes no tools, and the record does not keep the worktree listing that reply was asked with"
-                    ));
-                }
                 if b["truncated"] == true {
                     return Err(format!(
                         "{what} keeps the model's arguments cut to the entry's cap, so the record cannot give back the call it made"
@@ -100,6 +111,8 @@ fn asked_per_result(run: &[Recorded]) -> Result<Vec<(&Recorded, Vec<Asked>)>, St
                     tool: b["tool"].as_str().unwrap_or_default().to_string(),
                     args: b["arguments"].as_str().unwrap_or_default().to_string(),
                     outcome: None,
+                    id: b["call_id"].as_str().map(str::to_string),
+                    structured: b["via"] == "structured",
                 });
             }
             kind::TOOL_RESULT => {
@@ -140,6 +153,15 @@ fn asked_per_result(run: &[Recorded]) -> Result<Vec<(&Recorded, Vec<Asked>)>, St
 fn conversation(result: &Recorded, asked: &[Asked]) -> Result<Conversation, String> {
     let b = &result.payload;
     let seq = result.seq;
+    if let Some(a) = asked.iter().find(|a| a.structured) {
+        if b["listing"].is_string() {
+            return Ok(VecDeque::from([Err(rejected_tools())]));
+        }
+        return Err(format!(
+            "the tool call at seq {} was carried out from the structured reply of an endpoint that takes no tools, and its result (seq {seq}) does not keep the worktree listing that reply was asked with (it was recorded before results kept it)",
+            a.seq
+        ));
+    }
     let Some(turns) = b["turns"].as_u64() else {
         return Err(format!(
             "the result at seq {seq} closes an editing worker's conversation and does not say how many model turns it took (it was recorded before results counted them)"
@@ -157,12 +179,16 @@ fn conversation(result: &Recorded, asked: &[Asked]) -> Result<Conversation, Stri
         calls: asked
             .iter()
             .filter(|a| a.turn == k)
-            .map(|a| use_of(&format!("call_{}", a.seq), &a.tool, &a.args))
+            .map(|a| {
+                let id = a.id.clone().unwrap_or_else(|| format!("call_{}", a.seq));
+                use_of(&id, &a.tool, &a.args)
+            })
             .collect(),
         model: model.clone(),
         usage: None,
     };
     let mut out: Vec<Result<Turn, ExecError>> = (1..=turns).map(|k| Ok(turn(k))).collect();
+    with_texts_and_usage(&mut out, b);
     let output = b["output"].as_str().unwrap_or_default();
     let last = out.last_mut();
     match (b["ok"] == true, b["error"].as_str(), last) {
@@ -180,6 +206,10 @@ fn conversation(result: &Recorded, asked: &[Asked]) -> Result<Conversation, Stri
             let msg = output.strip_prefix("error: ").unwrap_or(output);
             *last = Err(ExecError::Other(msg.to_string()));
         }
+        // The turn a spend ceiling stopped never started: the engine refuses it again itself.
+        (false, Some("ceiling"), Some(Ok(t))) if t.calls.is_empty() => {
+            out.pop();
+        }
         (_, code, _) => {
             return Err(format!(
                 "the result at seq {seq} keeps only the text of how its editing worker's conversation ended ({}), not the reply that ended it",
@@ -187,11 +217,106 @@ fn conversation(result: &Recorded, asked: &[Asked]) -> Result<Conversation, Stri
             ));
         }
     }
-    // The task's usage, summed over its turns, comes back with the first turn that answered.
-    if let Some(Ok(t)) = out.iter_mut().find(|t| t.is_ok()) {
-        t.usage = super::usage(b);
-    }
     Ok(out.into())
+}
+
+/// Each turn's text as the conversation sent it back (the last, the report, is set from the
+/// result's output after this) and each turn's usage, from the `result` body `b`.
+fn with_texts_and_usage(out: &mut [Result<Turn, ExecError>], b: &J) {
+    for (t, text) in out
+        .iter_mut()
+        .zip(b["turn_texts"].as_array().into_iter().flatten())
+    {
+        if let (Ok(t), Some(text)) = (t, text.as_str()) {
+            t.text = text.to_string();
+        }
+    }
+    match b["turn_usage"].as_array() {
+        // Each turn's usage, as the turn reported it.
+        Some(each) => {
+            for (t, u) in out.iter_mut().zip(each) {
+                if let Ok(t) = t {
+                    t.usage = turn_usage(u);
+                }
+            }
+        }
+        // Recorded before each turn's was kept: the task's usage, summed over its turns, comes
+        // back with the first turn that answered (no ceiling depends on it; see
+        // [`check_ceilings`]).
+        None => {
+            if let Some(Ok(t)) = out.iter_mut().find(|t| t.is_ok()) {
+                t.usage = super::usage(b);
+            }
+        }
+    }
+}
+
+/// One turn's usage as the turn reported it: a turn that reported more than it reserved
+/// under a ceiling keeps what it reported under `over_reservation` (its counts are what was
+/// charged), so the replay charges it again the same way.
+fn turn_usage(u: &J) -> Option<Usage> {
+    let over = &u["over_reservation"];
+    let count = |reported: &str, charged: &str| over[reported].as_u64().or(u[charged].as_u64());
+    Some(Usage {
+        input_tokens: count("reported_prompt_tokens", "prompt_tokens")?,
+        output_tokens: count("reported_completion_tokens", "completion_tokens")?,
+        estimated: u["estimated"].as_bool().unwrap_or(false),
+        truncated: u["truncated"].as_bool().unwrap_or(false),
+        over_reservation: None,
+    })
+}
+
+/// What an endpoint that takes no tools answered the first turn with (the engine then asks
+/// for a structured reply).
+fn rejected_tools() -> ExecError {
+    ExecError::Status {
+        url: "the record".into(),
+        status: 400,
+        excerpt: "the endpoint takes no tools".into(),
+    }
+}
+
+/// The structured reply of a conversation through the fallback, rebuilt from what its edits
+/// were given (writes first, then the diff) and its report; `None` when the loop stopped
+/// before it was asked (its budget or a spend ceiling), `Err` names what the record keeps only
+/// as text.
+fn structured_reply(result: &Recorded, asked: &[Asked]) -> Result<Option<Reply>, String> {
+    let b = &result.payload;
+    let mut writes = Vec::new();
+    let mut diff = String::new();
+    for a in asked.iter().filter(|a| a.structured) {
+        let args: J = serde_json::from_str(&a.args).unwrap_or(J::Null);
+        match a.tool.as_str() {
+            "write_file" => writes.push(args),
+            _ => diff = args["diff"].as_str().unwrap_or_default().to_string(),
+        }
+    }
+    let output = b["output"].as_str().unwrap_or_default();
+    let report = match (b["ok"] == true, b["error"].as_str()) {
+        (_, Some("budget" | "ceiling")) => return Ok(None),
+        (true, None) if output == NO_REPORT => "",
+        (true, None) => output,
+        // One edit past the cap, which the engine refuses before carrying it out.
+        (false, Some("max_tool_calls")) => {
+            writes.push(json!({"path": "past_the_cap", "content": ""}));
+            ""
+        }
+        (_, code) => {
+            return Err(format!(
+                "the result at seq {} keeps only the text of how its structured reply ended ({}), not the reply itself",
+                result.seq,
+                code.unwrap_or("unknown")
+            ));
+        }
+    };
+    let text = json!({"writes": writes, "diff": diff, "report": report}).to_string();
+    let usage = b["turn_usage"].as_array().and_then(|u| u.get(1));
+    Ok(Some(Reply {
+        text,
+        model: b["model"].as_str().unwrap_or_default().to_string(),
+        usage: usage.and_then(turn_usage),
+        elapsed: std::time::Duration::ZERO,
+    }))
 }
 
 fn use_of(id: &str, name: &str, raw: &str) -> ToolUse {
@@ -220,9 +345,34 @@ impl Turns {
                 t.chat_models.insert(m.to_string());
             }
             let id = b["id"].as_str().unwrap_or_default().to_string();
+            if b["listing"].is_string()
+                && let Some(r) = structured_reply(result, &asked)?
+            {
+                t.structured.entry(id.clone()).or_default().push_back(r);
+            }
             t.convs.entry(id).or_default().push_back(conv);
         }
         Ok(t)
+    }
+
+    /// The task whose recorded instruction `prompt` starts with (the longest, so one task's
+    /// instruction that begins another's is not taken for it).
+    fn task_of(&self, prompt: &str) -> String {
+        self.instructions
+            .iter()
+            .filter(|(_, i)| prompt.starts_with(i.as_str()))
+            .max_by_key(|(_, i)| i.len())
+            .map(|(id, _)| id.clone())
+            .unwrap_or_default()
+    }
+
+    /// The next structured reply of the task `prompt` asks about; `Err` says what had none.
+    pub(super) fn structured(&mut self, prompt: &str) -> Result<Reply, String> {
+        let task = self.task_of(prompt);
+        self.structured
+            .get_mut(&task)
+            .and_then(VecDeque::pop_front)
+            .ok_or_else(|| format!("a structured reply of the editing worker on task {task}"))
     }
 
     /// Whether the worker of `model` held a tool conversation in the run.
@@ -242,13 +392,7 @@ impl Turns {
             Some(Msg::User(p)) => p.as_str(),
             _ => "",
         };
-        let task = self
-            .instructions
-            .iter()
-            .filter(|(_, i)| prompt.starts_with(i.as_str()))
-            .max_by_key(|(_, i)| i.len())
-            .map(|(id, _)| id.clone())
-            .unwrap_or_default();
+        let task = self.task_of(prompt);
         if messages.len() == 1 {
             // A conversation that asked nothing (stopped before its first turn) is passed by.
             let next = self
@@ -270,26 +414,51 @@ impl Turns {
     }
 }
 
-/// Refuses an editing worker's run that ran under a spend ceiling (see the module doc).
+/// Refuses an editing worker's run that ran under a spend ceiling when a conversation's
+/// `result` does not keep each turn's usage (it was recorded before results did), or keeps
+/// another count of it than of turns.
 pub(super) fn check_ceilings(run: &[Recorded], opts: &Options) -> Result<(), String> {
     if !opts.ceilings.any() {
         return Ok(());
     }
-    match run.iter().find(|e| {
-        e.kind == kind::TOOL_CALL || (e.kind == kind::RESULT && is_edit_result(&e.payload))
-    }) {
-        Some(e) => Err(format!(
-            "seq {} of run {} is the editing worker's, and the run ran under a spend ceiling: the record keeps a task's usage summed over its model turns, not each turn's, which decides where a ceiling stops it, so strict replay refuses",
-            e.seq, run[0].seq
-        )),
-        None => Ok(()),
+    for e in run
+        .iter()
+        .filter(|e| e.kind == kind::RESULT && is_edit_result(&e.payload))
+    {
+        let b = &e.payload;
+        let kept = b["turn_usage"].as_array().map(Vec::len);
+        let turns = b["turns"].as_u64().and_then(|n| usize::try_from(n).ok());
+        if b["turn_texts_truncated"] == true {
+            return Err(format!(
+                "the result at seq {} of run {} keeps its model turns' text cut to the entry's cap, and the run ran under a spend ceiling, which each turn's text counts toward, so strict replay refuses",
+                e.seq, run[0].seq
+            ));
+        }
+        if kept.is_none() {
+            return Err(format!(
+                "the result at seq {} of run {} closes an editing worker's conversation and keeps its usage summed over its model turns, not each turn's (it was recorded before results kept them), and the run ran under a spend ceiling, which stops a conversation by each turn's usage, so strict replay refuses",
+                e.seq, run[0].seq
+            ));
+        }
+        if kept != turns {
+            return Err(format!(
+                "the result at seq {} of run {} keeps the usage of {} model turns and counts {} turns",
+                e.seq,
+                run[0].seq,
+                kept.unwrap_or(0),
+                b["turns"]
+            ));
+        }
     }
+    Ok(())
 }
 
 /// The tools' outcomes the record holds, per task, in the order they were carried out.
 #[derive(Default)]
 pub(super) struct Carried {
     calls: BTreeMap<String, VecDeque<(String, String, Outcome)>>,
+    /// Per task: the worktree each conversation was told it works in, oldest first.
+    worktrees: BTreeMap<String, VecDeque<String>>,
     unanswered: Vec<String>,
 }
 
@@ -302,7 +471,19 @@ impl Carried {
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
+            if let Some(w) = result.payload["worktree"].as_str() {
+                let q = c.worktrees.entry(id.clone()).or_default();
+                q.push_back(w.to_string());
+            }
             let q = c.calls.entry(id).or_default();
+            if let Some(listing) = result.payload["listing"].as_str() {
+                let o = Outcome {
+                    ok: true,
+                    refused: false,
+                    text: listing.to_string(),
+                };
+                q.push_back((LISTING.to_string(), String::new(), o));
+            }
             for a in asked {
                 if let Some(o) = a.outcome {
                     q.push_back((a.tool, a.args, o));
@@ -317,6 +498,12 @@ impl Carried {
         &self.unanswered
     }
 
+    /// The worktree the next conversation of `task` was told it works in, when its result
+    /// names it.
+    pub(super) fn worktree(&mut self, task: &str) -> Option<String> {
+        self.worktrees.get_mut(task).and_then(VecDeque::pop_front)
+    }
+
     /// The outcome of `op` in `task`'s worktree: that of the next recorded call that asked
     /// for the same operation. Calls the engine refused or found malformed never reached the
     /// worktree, so the ones before it that ask for something else are passed by.
@@ -327,6 +514,12 @@ impl Carried {
         };
         let q = self.calls.entry(task.to_string()).or_default();
         while let Some((tool, args, outcome)) = q.pop_front() {
+            if tool == LISTING {
+                if *op == (Op::List { path: ".".into() }) {
+                    return outcome;
+                }
+                continue;
+            }
             let Ok(args) = use_of("", &tool, &args).arguments() else {
                 continue;
             };

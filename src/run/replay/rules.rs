@@ -314,6 +314,12 @@ impl Executor for Paired {
     fn prompt_tokens_bound(&self, call: &Call<'_>) -> u64 {
         self.real.prompt_tokens_bound(call)
     }
+
+    /// The editing worker's turns are answered from the record too (each reserved by the
+    /// engine from the recorded executor's metering, as any call).
+    fn tool_chat(&self) -> Option<&dyn crate::exec::tool_chat::ToolChat> {
+        self.answer.tool_chat()
+    }
 }
 
 fn paired(answer: Arc<dyn Executor>, real: Arc<dyn Executor>) -> Arc<dyn Executor> {

@@ -259,7 +259,12 @@ impl Workbench for ReplayBench {
     }
 
     fn open_task(&self, task: &str, _: &[String]) -> Result<TaskTree, WorkError> {
-        Ok(self.tree(task))
+        let mut tree = self.tree(task);
+        // An editing worker's prompt names its worktree as its result records it.
+        if let Some(path) = lock(&self.carried).worktree(task) {
+            tree.path = PathBuf::from(path);
+        }
+        Ok(tree)
     }
 
     fn open_branch(&self, task: &str) -> Result<TaskTree, WorkError> {
