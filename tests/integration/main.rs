@@ -23,6 +23,7 @@ mod demo;
 mod dispatch_confined;
 mod dispatch_nats;
 mod dispatch_ops;
+mod dispatch_redeliver;
 mod docs;
 mod edges;
 mod edit_worker;
