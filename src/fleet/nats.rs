@@ -50,6 +50,12 @@ pub struct Pulled {
     message: jetstream::Message,
 }
 
+/// How long the ledger's stream remembers the id of each message published with one
+/// ([`Connection::publish_once`]): a task published again under the same attempt id within
+/// this time is dropped by the server. Set on the stream explicitly (the server's default is
+/// the same, but a stream made by hand may have another).
+pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+
 /// How long connecting may take before the server counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -135,6 +141,7 @@ impl Connection {
             subjects: vec![subjects.clone()],
             retention: stream::RetentionPolicy::WorkQueue,
             storage: stream::StorageType::File,
+            duplicate_window: DUPLICATE_WINDOW,
             description: Some(format!(
                 "git forum: the tasks and results of ledger {}",
                 self.ledger
@@ -158,20 +165,48 @@ impl Connection {
                     self.ledger, info.config.subjects
                 ));
             }
+            // A stream made with a shorter window (by hand, or by an older git forum) is
+            // given ours, so a task published again on `resume` is still recognised.
+            if info.config.duplicate_window < DUPLICATE_WINDOW {
+                let mut wider = info.config.clone();
+                wider.duplicate_window = DUPLICATE_WINDOW;
+                self.js.update_stream(wider).await.map_err(|e| {
+                    format!("cannot set the duplicate window of the stream {name} on {url}: {}", one_line(&e.to_string()))
+                })?;
+            }
             Ok(())
         })
     }
 
     /// Publishes `bytes` on `subject` and waits for the server to store it.
     pub fn publish(&self, subject: &str, bytes: Vec<u8>) -> Result<(), String> {
+        self.send(
+            subject,
+            jetstream::message::PublishMessage::build().payload(bytes.into()),
+        )
+        .map(|_| ())
+    }
+
+    /// Publishes `bytes` on `subject` with the message id `id` (the `Nats-Msg-Id` header) and
+    /// waits for the server's answer: `true` when it already had a message of that id within
+    /// the stream's duplicate window (it drops the second), `false` when it stored this one.
+    pub fn publish_once(&self, subject: &str, bytes: Vec<u8>, id: &str) -> Result<bool, String> {
+        let m = jetstream::message::PublishMessage::build()
+            .payload(bytes.into())
+            .message_id(id);
+        self.send(subject, m)
+    }
+
+    /// Sends `m` on `subject`; whether the server counted it a duplicate.
+    fn send(&self, subject: &str, m: jetstream::message::PublishMessage) -> Result<bool, String> {
         let url = &self.url;
         self.rt.block_on(async {
             let ack = self
                 .js
-                .publish(subject.to_string(), bytes.into())
+                .send_publish(subject.to_string(), m)
                 .await
                 .map_err(|e| format!("cannot publish on {url}: {}", one_line(&e.to_string())))?;
-            ack.await.map(|_| ()).map_err(|e| {
+            ack.await.map(|a| a.duplicate).map_err(|e| {
                 format!(
                     "the NATS server did not store the message: {}",
                     one_line(&e.to_string())

@@ -113,6 +113,11 @@ pub struct ResultMessage {
     pub checks: Vec<CheckClaim>,
     /// What confined the worker's agent, as the worker says (`bwrap`, `bwrap+net`, `unconfined: REASON`).
     pub confinement: String,
+    /// `commit` is the one the attempt's results ref already held when this worker came to
+    /// push (another delivery of the same attempt pushed first, after a lease ran out): the
+    /// worker's own change was not pushed, and its report and checks are of that change.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub found_in_ref: bool,
 }
 
 /// The schema a halt message carries.
@@ -359,6 +364,7 @@ impl ResultMessage {
         serde_json::json!({
             "worker": self.worker,
             "confinement": self.confinement,
+            "found_in_ref": self.found_in_ref,
             "checks": self.checks,
             "tool_calls": self.tool_calls,
             "model_calls": self.model_calls,
@@ -547,6 +553,7 @@ mod tests {
                 seconds: 0.5,
             }],
             confinement: "unconfined".into(),
+            found_in_ref: false,
         }
     }
 
@@ -575,6 +582,15 @@ mod tests {
         assert_eq!(TaskMessage::parse(&t.to_bytes()).unwrap(), t);
         let r = result();
         assert_eq!(ResultMessage::parse(&r.to_bytes()).unwrap(), r);
+        // `found_in_ref` is left out when false, so a result of an older worker parses.
+        assert!(
+            !String::from_utf8(r.to_bytes())
+                .unwrap()
+                .contains("found_in_ref")
+        );
+        let mut found = result();
+        found.found_in_ref = true;
+        assert_eq!(ResultMessage::parse(&found.to_bytes()).unwrap(), found);
     }
 
     #[test]

@@ -320,7 +320,9 @@ impl Worker<'_> {
                 while !finished.load(Ordering::SeqCst) {
                     std::thread::sleep(Duration::from_millis(100));
                     if last.elapsed() >= every {
-                        let _ = self.conn.progress(p);
+                        if !renewal_suppressed() {
+                            let _ = self.conn.progress(p);
+                        }
                         self.report(&task, "working");
                         last = Instant::now();
                     }
@@ -385,6 +387,7 @@ impl Worker<'_> {
             model_calls: Vec::new(),
             checks: Vec::new(),
             confinement: self.o.confinement.clone(),
+            found_in_ref: false,
         };
         let dir = match tempfile::Builder::new().prefix("forum-worker-").tempdir() {
             Ok(d) => d,
@@ -517,13 +520,79 @@ impl Worker<'_> {
         if stopped.load(Ordering::SeqCst) {
             return Err(("halted", "error: the run was halted".into()));
         }
-        if let Some(c) = &r.commit {
+        if let Some(c) = r.commit.clone() {
             let to = protocol::result_ref(&task.ledger, task.run, &task.task_ref, &task.attempt);
-            self.push(c, &to)
-                .map_err(|e| ("work", format!("cannot push the change to {to}: {e}")))?;
+            if let Some(found) = self.deliver(task, &c, &to).map_err(|e| ("work", e))? {
+                r.commit = Some(found);
+                r.found_in_ref = true;
+            }
         }
         r.ok = true;
         Ok(())
+    }
+
+    /// Pushes `commit` to the attempt's results ref `to`, never over what is there. When the
+    /// push is refused because the ref exists (another delivery of this attempt pushed
+    /// first, after this worker's lease ran out), the commit it holds is the attempt's
+    /// change: it is returned (`Some`) when it is one commit on the task's base carrying the
+    /// attempt's trailer, so that every answer of the attempt names the same change.
+    fn deliver(
+        &self,
+        task: &TaskMessage,
+        commit: &str,
+        to: &str,
+    ) -> Result<Option<String>, String> {
+        let Err(refused) = self.push(commit, to) else {
+            return Ok(None);
+        };
+        let local = format!("refs/forum/worker/found/{}", task.attempt);
+        let fetched = git_line(
+            &self.o.repo,
+            &[
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                &self.o.remote,
+                &format!("+{to}:{local}"),
+            ],
+        );
+        let found = fetched.and_then(|_| {
+            git_line(
+                &self.o.repo,
+                &["rev-parse", "--verify", &format!("{local}^{{commit}}")],
+            )
+        });
+        let _ = git_line(&self.o.repo, &["update-ref", "-d", &local]);
+        // Not there: the push failed for another reason.
+        let Ok(found) = found else {
+            return Err(format!("cannot push the change to {to}: {refused}"));
+        };
+        if found == commit {
+            return Ok(None);
+        }
+        let parents = git_line(&self.o.repo, &["rev-list", "--parents", "-n", "1", &found])?;
+        let trailer = git_line(
+            &self.o.repo,
+            &[
+                "log",
+                "-1",
+                "--format=%(trailers:key=Forum-Attempt,valueonly)",
+                &found,
+            ],
+        )?;
+        let on_base = parents.split_whitespace().skip(1).eq([task.base.as_str()]);
+        if !on_base || trailer.trim() != task.attempt {
+            return Err(format!(
+                "{to} on the remote holds {found}, which is not a change of attempt {} on the task's base",
+                task.attempt
+            ));
+        }
+        eprintln!(
+            "git forum worker: {to} already held {found} (another delivery of attempt {} pushed first); the result names it",
+            task.attempt
+        );
+        Ok(Some(found))
     }
 
     /// Pushes `commit` to `to` on the remote, saying it is this worker's push (`-o
@@ -531,7 +600,8 @@ impl Worker<'_> {
     /// server hook), the same push without it.
     fn push(&self, commit: &str, to: &str) -> Result<String, String> {
         let option = format!("{}={}", crate::policy::worker_push::OPTION, self.o.name);
-        let spec = format!("+{commit}:{to}");
+        // Not forced: a results ref that exists is never moved.
+        let spec = format!("{commit}:{to}");
         let remote = self.o.remote.as_str();
         let with = [
             "push",
@@ -675,6 +745,14 @@ fn check(tree: &Path, cmd: &str, deadline: Duration) -> CheckClaim {
         exit,
         seconds: (start.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
     }
+}
+
+/// A test hook: with `GIT_FORUM_TEST_NO_LEASE_RENEWAL=1` in a worker's environment it never
+/// extends a task's lease, so the server gives the task to another worker after the lease
+/// while this one still works on it (how a worker starved of time behaves, made certain).
+fn renewal_suppressed() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OFF.get_or_init(|| std::env::var("GIT_FORUM_TEST_NO_LEASE_RENEWAL").is_ok_and(|v| v == "1"))
 }
 
 /// The worker's default name: the host's and the process id.

@@ -325,8 +325,17 @@ impl Dispatch for NatsDispatch {
             },
         );
         lock(&self.inner.waiting).insert(task.attempt.clone(), rx);
+        self.republish(task).map(|_| ())
+    }
+
+    fn republish(&self, task: &TaskMessage) -> Result<bool, String> {
+        self.listen(task.run)?;
         let subject = protocol::task_subject(&self.inner.ledger, task.run);
-        self.inner.conn.publish(&subject, task.to_bytes())
+        // The attempt id is the message id: a second copy within the stream's duplicate
+        // window is dropped by the server.
+        self.inner
+            .conn
+            .publish_once(&subject, task.to_bytes(), &task.attempt)
     }
 
     fn wait(&self, attempt: &str, stop: &dyn Fn() -> bool) -> Result<Option<Arrived>, String> {

@@ -70,8 +70,13 @@ pub(crate) trait Dispatch: Send + Sync {
     fn attempt_id(&self) -> String;
     /// Makes `commit` (and its history) fetchable by workers at `base_ref` on the remote.
     fn push_base(&self, base_ref: &str, commit: &str) -> Result<(), String>;
-    /// Publishes `task` for a worker, remembering its attempt id as issued.
+    /// Publishes `task` for a worker, remembering its attempt id as issued. Its attempt id is
+    /// its message id: the server keeps one copy of it.
     fn publish(&self, task: &TaskMessage) -> Result<(), String>;
+    /// Publishes again a task a resumed run takes up (its attempt already remembered by
+    /// [`Dispatch::resume`]), under the same message id; `true` when the server still had
+    /// the first copy and dropped this one.
+    fn republish(&self, task: &TaskMessage) -> Result<bool, String>;
     /// The first accepted result of `attempt`; `None` when `stop` said to stop waiting.
     fn wait(&self, attempt: &str, stop: &dyn Fn() -> bool) -> Result<Option<Arrived>, String>;
     /// Results that came for attempts already answered since the last call.
@@ -122,7 +127,8 @@ impl Run<'_, '_> {
         w.set(&task.id, tw);
         let (attempt, sent) = match d.adopt(&task.id, &tree.start) {
             Some((attempt, was)) => {
-                let sent = self.readopt(d, w, task, &name, &tree, &attempt, (task_entry, was))?;
+                let msg = task_message(w, task, &name, &tree, instruction, &attempt);
+                let sent = self.readopt(d, w, task, msg, (task_entry, was))?;
                 (attempt, sent)
             }
             None => self.send_task(d, w, task, &name, &tree, instruction, task_entry)?,
@@ -206,26 +212,7 @@ impl Run<'_, '_> {
         d.push_base(&base_ref, &tree.start)
             .map_err(RunError::Work)?;
         let attempt = d.attempt_id();
-        let mut checks = w.checks.clone();
-        checks.extend(criteria_commands(task));
-        let mut msg = TaskMessage {
-            schema: protocol::TASK_SCHEMA.into(),
-            ledger: w.ledger.clone(),
-            run: w.run_seq,
-            task: task.id.clone(),
-            task_ref: name.to_string(),
-            task_seq: task_entry.seq,
-            agent: task.agent.clone(),
-            attempt: attempt.clone(),
-            base: tree.start.clone(),
-            base_ref: base_ref.clone(),
-            instruction: instruction.to_string(),
-            checks,
-            allowed_commands: w.allow_cmds.clone(),
-            seat: None,
-            max_tool_calls: w.max_tool_calls,
-            check_seconds: w.deadline.as_secs().max(1),
-        };
+        let mut msg = task_message(w, task, name, tree, instruction, &attempt);
         msg.validate().map_err(RunError::Work)?;
         let sent = self.put(
             "dispatch",
@@ -242,41 +229,52 @@ impl Run<'_, '_> {
             model: format!("a worker through {}", d.describe()),
         });
         msg.task_seq = sent.seq;
+        // A test may kill the writer here: the attempt is on record and not yet published
+        // (its resume publishes it).
+        crate::store::append::failpoint("task-dispatched");
         d.publish(&msg).map_err(RunError::Work)?;
         Ok((attempt, sent.seq))
     }
 
     /// Witnesses again, under the resumed task's `task` entry, an attempt the run dispatched
-    /// before its writer stopped and that is still in flight (`was`: its first
-    /// `task_dispatched` seq): the worker's result is awaited, nothing is published again.
-    #[allow(clippy::too_many_arguments)]
+    /// before its writer stopped and that has no result on record (`was`: its first
+    /// `task_dispatched` seq), and publishes its task again under the same attempt id: the
+    /// server drops the copy when it still has the first (within its duplicate window), and
+    /// a writer that died between witnessing the dispatch and publishing it leaves no attempt
+    /// that no worker answers.
     fn readopt(
         &self,
         d: &dyn Dispatch,
         w: &WorkRun,
         task: &Task,
-        name: &str,
-        tree: &TaskTree,
-        attempt: &str,
+        mut msg: TaskMessage,
         (task_entry, was): (&Entry, u64),
     ) -> Result<u64, RunError> {
+        msg.validate().map_err(RunError::Work)?;
         let sent = self.put(
             "dispatch",
             kind::TASK_DISPATCHED,
             Some(task_entry.seq),
             json!({
-                "task": task.id, "attempt": attempt, "base": tree.start,
-                "base_ref": protocol::base_ref(&w.ledger, w.run_seq, name),
+                "task": task.id, "attempt": msg.attempt, "base": msg.base,
+                "base_ref": msg.base_ref,
                 "subject": protocol::task_subject(&w.ledger, w.run_seq), "server": d.describe(),
                 "resumed_from": was,
             }),
         )?;
+        msg.task_seq = sent.seq;
+        // The base is pushed again too: the dead writer pushed it before witnessing the
+        // dispatch, but the remote may have been restored since.
+        d.push_base(&msg.base_ref, &msg.base)
+            .map_err(RunError::Work)?;
+        let dropped = d.republish(&msg).map_err(RunError::Work)?;
         self.env.progress.event(&Event::TaskStarted {
             id: task.id.clone(),
             agent: task.agent.clone(),
             model: format!(
-                "a worker through {} (dispatched before the resume)",
-                d.describe()
+                "a worker through {} (dispatched before the resume{})",
+                d.describe(),
+                if dropped { "" } else { ", published again" }
             ),
         });
         Ok(sent.seq)
@@ -298,12 +296,45 @@ impl Run<'_, '_> {
                 json!({
                     "task": r.task, "attempt": r.attempt, "worker": r.worker, "ok": r.ok,
                     "commit": r.commit, "stream_seq": dup.stream_seq,
+                    "found_in_ref": r.found_in_ref,
                     "reason": "the task already has a result: this one is witnessed and never merged",
                 }),
             )?;
             d.settle(dup.stream_seq);
         }
         Ok(())
+    }
+}
+
+/// The task message of `attempt` for `task` of the run `w`, in the worktree `tree` (`name`:
+/// the task's name in refs); its `task_seq` is set once the dispatch is witnessed.
+fn task_message(
+    w: &WorkRun,
+    task: &Task,
+    name: &str,
+    tree: &TaskTree,
+    instruction: &str,
+    attempt: &str,
+) -> TaskMessage {
+    let mut checks = w.checks.clone();
+    checks.extend(criteria_commands(task));
+    TaskMessage {
+        schema: protocol::TASK_SCHEMA.into(),
+        ledger: w.ledger.clone(),
+        run: w.run_seq,
+        task: task.id.clone(),
+        task_ref: name.to_string(),
+        task_seq: 0,
+        agent: task.agent.clone(),
+        attempt: attempt.to_string(),
+        base: tree.start.clone(),
+        base_ref: protocol::base_ref(&w.ledger, w.run_seq, name),
+        instruction: instruction.to_string(),
+        checks,
+        allowed_commands: w.allow_cmds.clone(),
+        seat: None,
+        max_tool_calls: w.max_tool_calls,
+        check_seconds: w.deadline.as_secs().max(1),
     }
 }
 

@@ -7,9 +7,10 @@
 /// write-ahead log record written, the writer lock released, no flush yet), `wal-flush`
 /// (holding the flush lock, about to flush the log for itself and the appenders queued
 /// behind), `appended` (the append is about to be acknowledged), `integrate-start` (a
-/// `--work` run about to move its run branch) and `integrate-moved` (its run branch moved, the
-/// `integrated` entry not yet witnessed). The reliability tests use it to kill a writer at
-/// every step.
+/// `--work` run about to move its run branch), `integrate-moved` (its run branch moved, the
+/// `integrated` entry not yet witnessed) and `task-dispatched` (a dispatched run's
+/// `task_dispatched` entry witnessed, its task not yet published). The reliability tests use it
+/// to kill a writer at every step.
 ///
 /// With `GIT_FORUM_FAILPOINT_RUN=COMMAND` as well, the process does not die at the step: it
 /// runs `sh -c COMMAND` there (in its working directory, with its environment), waits for it

@@ -33,7 +33,7 @@ fn git_in(dir: &Path, args: &[&str]) -> Output {
 }
 
 /// The folder of the built binary, first on a `PATH` (so a hook's `git forum` finds it).
-fn path_with_binary() -> String {
+pub(crate) fn path_with_binary() -> String {
     let bin = Path::new(env!("CARGO_BIN_EXE_git-forum")).parent().unwrap();
     format!(
         "{}:{}",
@@ -44,7 +44,7 @@ fn path_with_binary() -> String {
 
 /// The bare remote `repo` shares with its workers (holding `main`), with git forum's server
 /// hook installed.
-fn hooked_remote(repo: &Repo) -> (tempfile::TempDir, String) {
+pub(crate) fn hooked_remote(repo: &Repo) -> (tempfile::TempDir, String) {
     let (bare, url) = bare_origin(repo, repo.kind());
     repo.git_ok(&["push", "-q", "origin", "main"]);
     let o = repo

@@ -389,7 +389,9 @@ fn six_tasks_on_three_workers_one_killed_are_each_merged_once_as_in_process() {
         }
         let on_branch = repo.git_ok(&["rev-list", "--count", "main..forum/run-0"]);
         assert_eq!(on_branch, "6");
-        assert!(payloads(repo, "duplicate_result").is_empty());
+        // A lease that ran out on a busy machine gives a task to both workers: the second
+        // answer is a duplicate of the same change, never merged.
+        crate::dispatch_redeliver::duplicates_name_their_results_ref(repo, &url);
         repo.forum_ok(&["verify", "--deep"]);
         assert_eq!(run_tree(repo), in_process_tree(repo.kind()));
     });

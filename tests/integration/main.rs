@@ -24,6 +24,7 @@ mod demo;
 mod dispatch_confined;
 mod dispatch_nats;
 mod dispatch_ops;
+mod dispatch_redeliver;
 mod dispatch_workers;
 mod docs;
 mod edges;
