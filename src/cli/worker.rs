@@ -32,6 +32,7 @@ impl NatsArgs {
             credentials: self.nats_creds.clone(),
             tls: self.nats_tls,
             tls_ca: self.nats_ca.clone(),
+            replicas: 1,
         }
     }
 }
@@ -44,7 +45,8 @@ impl NatsArgs {
 /// the ledger. Runs until killed (or --max-tasks).
 #[derive(Debug, clap::Args)]
 pub(crate) struct WorkerArgs {
-    /// The NATS JetStream server (nats://HOST:PORT).
+    /// The NATS JetStream server (nats://HOST:PORT), or several servers of one cluster
+    /// separated by commas.
     #[arg(long, value_name = "URL")]
     pub(crate) nats: String,
     /// The git remote the submitting repository pushes task bases to.
@@ -113,10 +115,12 @@ pub(crate) fn run(ctx: &Ctx, a: WorkerArgs) -> Result<(), CliError> {
         &a.exec.to_flags(),
     )?;
     let work = loaded.runtime.work.clone();
+    let mut nats = a.tls.flags(&a.nats);
+    nats.replicas = loaded.runtime.dispatch.replicas.unwrap_or(1);
     let fleet =
         Fleet::new(loaded.runtime).map_err(|e| CliError::usage(format!("cannot work: {e}")))?;
     let req = WorkerRequest {
-        nats: a.tls.flags(&a.nats),
+        nats,
         remote: a.remote.clone(),
         seat: a.seat.clone(),
         concurrency: a.concurrency,

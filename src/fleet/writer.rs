@@ -319,7 +319,9 @@ impl Dispatch for NatsDispatch {
         );
         lock(&self.inner.waiting).insert(task.attempt.clone(), rx);
         let subject = protocol::task_subject(&self.inner.ledger, task.run);
-        self.inner.conn.publish(&subject, task.to_bytes())
+        self.inner
+            .conn
+            .publish_once(&subject, task.to_bytes(), &task.attempt)
     }
 
     fn wait(&self, attempt: &str, stop: &dyn Fn() -> bool) -> Result<Option<Arrived>, String> {
