@@ -32,6 +32,7 @@ impl NatsArgs {
             credentials: self.nats_creds.clone(),
             tls: self.nats_tls,
             tls_ca: self.nats_ca.clone(),
+            replicas: 1,
         }
     }
 }
@@ -80,12 +81,14 @@ pub(crate) fn run(ctx: &Ctx, a: WorkerArgs) -> Result<(), CliError> {
         &a.exec.to_flags(),
     )?;
     let work = loaded.runtime.work.clone();
+    let mut nats = a.tls.flags(&a.req.nats);
+    nats.replicas = loaded.runtime.dispatch.replicas.unwrap_or(1);
     let fleet =
         Fleet::new(loaded.runtime).map_err(|e| CliError::usage(format!("cannot work: {e}")))?;
     let req = WorkerRequest {
         answer_twice: a.answer_twice,
         sandbox_read: a.sandbox_read.clone(),
-        ..WorkerRequest::of(&a.req, a.tls.flags(&a.req.nats))
+        ..WorkerRequest::of(&a.req, nats)
     };
     let n = crate::surface::worker::worker(
         &ctx.dir,

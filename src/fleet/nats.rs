@@ -16,7 +16,8 @@ use super::protocol;
 /// Where the server is and how to reach it (`--dispatch`, `[dispatch]` in runtime.toml).
 #[derive(Debug, Clone, Default)]
 pub struct Settings {
-    /// `nats://HOST:PORT` (or `tls://HOST:PORT`).
+    /// `nats://HOST:PORT` (or `tls://HOST:PORT`), or several servers of one cluster separated
+    /// by commas: the client connects to one and moves to another when it goes away.
     pub url: String,
     /// A `.creds` file (JWT and NKey seed) the server asks for.
     pub credentials: Option<PathBuf>,
@@ -28,6 +29,9 @@ pub struct Settings {
     pub name: String,
     /// How long connecting may take (`None`: 5 seconds).
     pub timeout: Option<Duration>,
+    /// How many copies a clustered server keeps of the ledger's streams it creates here (0 or
+    /// 1: one; at most 5). A stream that exists keeps what it has.
+    pub replicas: usize,
 }
 
 /// One connection to the server, for one ledger's stream.
@@ -37,6 +41,7 @@ pub struct Connection {
     js: jetstream::Context,
     ledger: String,
     url: String,
+    replicas: usize,
 }
 
 /// A message pulled from a consumer, with what acknowledges it.
@@ -58,6 +63,10 @@ pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
 /// How long connecting may take before the server counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a task or result is published again when the server does not confirm it (a
+/// clustered stream choosing a new leader after a node went away takes seconds).
+const PUBLISH_RETRY: Duration = Duration::from_secs(30);
 
 /// The most workers whose progress a status shows.
 pub const MAX_WORKERS_SHOWN: usize = 256;
@@ -85,6 +94,7 @@ impl Connection {
     /// a bad URL is one line.
     pub fn connect(settings: &Settings, ledger: &str) -> Result<Connection, String> {
         let (url, user) = split_userinfo(settings.url.trim())?;
+        let servers: Vec<&str> = url.split(',').collect();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -107,7 +117,7 @@ impl Connection {
             if let Some(ca) = &settings.tls_ca {
                 o = o.add_root_certificates(ca.clone());
             }
-            tokio::time::timeout(timeout * 2, o.connect(url.as_str()))
+            tokio::time::timeout(timeout * 2, o.connect(servers.as_slice()))
                 .await
                 .map_err(|_| format!("cannot reach the NATS server at {url}: timed out"))?
                 .map_err(|e| connect_error(&url, &e))
@@ -123,6 +133,7 @@ impl Connection {
             js,
             ledger: ledger.to_string(),
             url,
+            replicas: settings.replicas.clamp(1, 5),
         })
     }
 
@@ -142,6 +153,7 @@ impl Connection {
             retention: stream::RetentionPolicy::WorkQueue,
             storage: stream::StorageType::File,
             duplicate_window: DUPLICATE_WINDOW,
+            num_replicas: self.replicas,
             description: Some(format!(
                 "git forum: the tasks and results of ledger {}",
                 self.ledger
@@ -150,9 +162,7 @@ impl Connection {
         };
         let url = &self.url;
         self.rt.block_on(async {
-            let mut s = self
-                .js
-                .get_or_create_stream(config)
+            let mut s = patiently(|| self.js.get_or_create_stream(config.clone()))
                 .await
                 .map_err(|e| format!("cannot open the stream {name} on {url}: {}", one_line(&e.to_string())))?;
             let info = s
@@ -190,11 +200,22 @@ impl Connection {
     /// Publishes `bytes` on `subject` with the message id `id` (the `Nats-Msg-Id` header) and
     /// waits for the server's answer: `true` when it already had a message of that id within
     /// the stream's duplicate window (it drops the second), `false` when it stored this one.
+    /// When the server does not confirm (a node went away, a clustered stream is choosing a new
+    /// leader) it publishes again for up to [`PUBLISH_RETRY`]: the id keeps a retry from being
+    /// stored twice.
     pub fn publish_once(&self, subject: &str, bytes: Vec<u8>, id: &str) -> Result<bool, String> {
-        let m = jetstream::message::PublishMessage::build()
-            .payload(bytes.into())
-            .message_id(id);
-        self.send(subject, m)
+        let start = std::time::Instant::now();
+        loop {
+            let m = jetstream::message::PublishMessage::build()
+                .payload(bytes.clone().into())
+                .message_id(id);
+            match self.send(subject, m) {
+                Err(_) if start.elapsed() < PUBLISH_RETRY => {
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                done => return done,
+            }
+        }
     }
 
     /// Sends `m` on `subject`; whether the server counted it a duplicate.
@@ -226,26 +247,24 @@ impl Connection {
     ) -> Result<consumer::PullConsumer, String> {
         self.rt.block_on(async {
             let s = self.ledger_stream().await?;
-            s.get_or_create_consumer(
-                name,
-                consumer::pull::Config {
-                    durable_name: Some(name.to_string()),
-                    filter_subject: filter.to_string(),
-                    ack_policy: consumer::AckPolicy::Explicit,
-                    deliver_policy: consumer::DeliverPolicy::All,
-                    ack_wait,
-                    max_deliver: -1,
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| {
-                format!(
-                    "cannot open the consumer {name} on {}: {}",
-                    self.url,
-                    one_line(&e.to_string())
-                )
-            })
+            let config = consumer::pull::Config {
+                durable_name: Some(name.to_string()),
+                filter_subject: filter.to_string(),
+                ack_policy: consumer::AckPolicy::Explicit,
+                deliver_policy: consumer::DeliverPolicy::All,
+                ack_wait,
+                max_deliver: -1,
+                ..Default::default()
+            };
+            patiently(|| s.get_or_create_consumer(name, config.clone()))
+                .await
+                .map_err(|e| {
+                    format!(
+                        "cannot open the consumer {name} on {}: {}",
+                        self.url,
+                        one_line(&e.to_string())
+                    )
+                })
         })
     }
 
@@ -344,13 +363,15 @@ impl Connection {
     /// The ledger's work-queue stream, or one line naming it and the server.
     async fn ledger_stream(&self) -> Result<stream::Stream, String> {
         let stream_name = protocol::stream_name(&self.ledger);
-        self.js.get_stream(&stream_name).await.map_err(|e| {
-            format!(
-                "cannot open the stream {stream_name} on {}: {}",
-                self.url,
-                one_line(&e.to_string())
-            )
-        })
+        patiently(|| self.js.get_stream(&stream_name))
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot open the stream {stream_name} on {}: {}",
+                    self.url,
+                    one_line(&e.to_string())
+                )
+            })
     }
 
     /// Removes from the ledger's stream every message on `subject` (tasks no worker took yet);
@@ -384,6 +405,7 @@ impl Connection {
             max_messages_per_subject: 1,
             max_messages: MAX_WORKERS_SHOWN as i64 * 4,
             max_age: Duration::from_secs(24 * 3600),
+            num_replicas: self.replicas,
             description: Some(format!(
                 "git forum: the last progress of each worker of ledger {}",
                 self.ledger
@@ -392,7 +414,7 @@ impl Connection {
         };
         let url = &self.url;
         self.rt
-            .block_on(self.js.get_or_create_stream(config))
+            .block_on(patiently(|| self.js.get_or_create_stream(config.clone())))
             .map(|_| ())
             .map_err(|e| {
                 format!(
@@ -466,6 +488,25 @@ impl Connection {
     }
 }
 
+/// `op` again while it times out, for at most [`PUBLISH_RETRY`]: a clustered server placing a
+/// stream's copies, or choosing a new leader, can take longer than one request's wait.
+async fn patiently<T, E, F, Fut>(mut op: F) -> Result<T, E>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let start = std::time::Instant::now();
+    loop {
+        match op().await {
+            Err(e) if e.to_string().contains("timed out") && start.elapsed() < PUBLISH_RETRY => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            done => return done,
+        }
+    }
+}
+
 /// One line for a failed connection: a refusal of the credentials says so (and where they
 /// come from); anything else is an unreachable server.
 fn connect_error(url: &str, e: &async_nats::ConnectError) -> String {
@@ -482,9 +523,36 @@ fn connect_error(url: &str, e: &async_nats::ConnectError) -> String {
     }
 }
 
-/// A dispatch URL without its user and password (which a message or the record may show),
-/// and the user and password it carried. A URL that is not `nats://` or `tls://` is refused.
+/// A dispatch URL, or a comma-separated list of a cluster's servers, without its user and
+/// password (which a message or the record may show), and the user and password it carried.
+/// A server that is not `nats://` or `tls://`, an empty item, or servers that carry different
+/// users or passwords are refused.
 pub fn split_userinfo(raw: &str) -> Result<(String, Option<(String, String)>), String> {
+    let mut urls = Vec::new();
+    let mut user: Option<Option<(String, String)>> = None;
+    for one in raw.split(',') {
+        let one = one.trim();
+        if one.is_empty() {
+            return Err(format!(
+                "the dispatch URL {:?} has an empty server between its commas",
+                redacted(raw)
+            ));
+        }
+        let (url, u) = split_one(one)?;
+        if user.as_ref().is_some_and(|seen| *seen != u) {
+            return Err(format!(
+                "the servers of the dispatch URL {:?} carry different users or passwords: give every server the same, or none",
+                redacted(raw)
+            ));
+        }
+        urls.push(url);
+        user = Some(u);
+    }
+    Ok((urls.join(","), user.flatten()))
+}
+
+/// [`split_userinfo`] of one server.
+fn split_one(raw: &str) -> Result<(String, Option<(String, String)>), String> {
     let shown = redacted(raw);
     if !(raw.starts_with("nats://") || raw.starts_with("tls://")) {
         return Err(format!(
@@ -530,8 +598,17 @@ fn percent_decoded(v: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// `raw` with its password (if any) replaced by `***`, for messages and the record.
+/// `raw` (one server or a comma-separated list) with each password replaced by `***`, for
+/// messages and the record.
 pub fn redacted(raw: &str) -> String {
+    raw.split(',')
+        .map(redacted_one)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// [`redacted`] of one server.
+fn redacted_one(raw: &str) -> String {
     let Some((scheme, rest)) = raw.split_once("://") else {
         return raw.to_string();
     };

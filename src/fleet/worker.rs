@@ -340,8 +340,9 @@ impl Worker<'_> {
         };
         let subject = protocol::result_subject(&task.ledger, task.run);
         let times = if self.o.answer_twice { 2 } else { 1 };
-        for _ in 0..times {
-            if let Err(e) = self.conn.publish(&subject, result.to_bytes()) {
+        for i in 0..times {
+            let id = format!("{}.{}.{i}", task.attempt, self.o.name);
+            if let Err(e) = self.conn.publish_once(&subject, result.to_bytes(), &id) {
                 // Not acknowledged: the task is delivered again after the lease.
                 eprintln!("git forum worker: {e}");
                 return;

@@ -25,6 +25,9 @@ pub(crate) struct NatsFlags {
     pub(crate) tls: bool,
     /// Certificate authorities to trust (PEM).
     pub(crate) tls_ca: Option<PathBuf>,
+    /// Copies a clustered server keeps of the streams created here (`[dispatch] replicas`;
+    /// 0: one).
+    pub(crate) replicas: usize,
 }
 
 impl NatsFlags {
@@ -36,6 +39,7 @@ impl NatsFlags {
             tls_ca: self.tls_ca.clone(),
             name: name.to_string(),
             timeout: None,
+            replicas: self.replicas,
         }
     }
 }
@@ -69,6 +73,7 @@ impl DispatchSpec {
                 credentials: self.nats.credentials.clone().or(c.credentials.clone()),
                 tls: self.nats.tls || c.tls,
                 tls_ca: self.nats.tls_ca.clone().or(c.tls_ca.clone()),
+                replicas: c.replicas.unwrap_or(self.nats.replicas),
             },
             remote: self.remote.clone().or(c.remote.clone()),
         }
@@ -299,6 +304,7 @@ pub(crate) fn configured(c: &crate::exec::config::DispatchConfig) -> Option<Disp
             credentials: c.credentials.clone(),
             tls: c.tls,
             tls_ca: c.tls_ca.clone(),
+            replicas: c.replicas.unwrap_or(1),
         },
         remote: c.remote.clone(),
     })
@@ -370,6 +376,7 @@ pub(crate) fn dispatch_status(
         tls_ca: c.tls_ca.clone(),
         name: "git forum status".into(),
         timeout: Some(STATUS_CONNECT),
+        replicas: 1,
     };
     let figures = crate::fleet::nats::Connection::connect(&settings, ledger)
         .and_then(|conn| conn.figures(run));

@@ -21,6 +21,7 @@ mod ctrl_c;
 mod daemon;
 mod daemon_guard;
 mod demo;
+mod dispatch_cluster;
 mod dispatch_confined;
 mod dispatch_nats;
 mod dispatch_ops;

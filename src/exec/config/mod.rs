@@ -562,7 +562,9 @@ pub struct ObserveConfig {
 
 /// The `[dispatch]` table: the NATS JetStream server `--work` runs send their tasks to when
 /// `--dispatch` is not given (`url`), the git remote workers share (`remote`, default
-/// `origin`), and how to reach the server (`credentials`, a `.creds` file; `tls`; `tls_ca`).
+/// `origin`), how to reach the server (`credentials`, a `.creds` file; `tls`; `tls_ca`), and
+/// how many copies a clustered server keeps of the ledger's streams when it creates them
+/// (`replicas`, 1 to 5; `None`: 1).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DispatchConfig {
     pub url: Option<String>,
@@ -570,6 +572,7 @@ pub struct DispatchConfig {
     pub credentials: Option<std::path::PathBuf>,
     pub tls: bool,
     pub tls_ca: Option<std::path::PathBuf>,
+    pub replicas: Option<usize>,
 }
 
 /// Why a runtime config was refused: one line naming the file, the table, the key, the line

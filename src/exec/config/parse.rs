@@ -164,24 +164,42 @@ pub(crate) fn parse_runtime_config(
         cfg.observe = observe::parse_observe(&src, o)?;
     }
     if let Some(d) = raw.dispatch {
-        if let Some(u) = &d.url
-            && !(u.get_ref().starts_with("nats://") || u.get_ref().starts_with("tls://"))
-        {
-            let why = format!(
-                "{:?} is not nats://HOST:PORT or tls://HOST:PORT",
-                u.get_ref()
-            );
-            return Err(src.at("dispatch", "url", u, why));
-        }
-        cfg.dispatch = super::DispatchConfig {
-            url: d.url.map(|u| u.into_inner()),
-            remote: d.remote,
-            credentials: d.credentials.map(Into::into),
-            tls: d.tls.unwrap_or(false),
-            tls_ca: d.tls_ca.map(Into::into),
-        };
+        cfg.dispatch = parse_dispatch(&src, d)?;
     }
     Ok(cfg)
+}
+
+/// `[dispatch]`: the server's URL must be `nats://` or `tls://`, `replicas` from 1 to 5.
+fn parse_dispatch(
+    src: &Src<'_>,
+    d: super::raw::RawDispatch,
+) -> Result<super::DispatchConfig, ConfigError> {
+    if let Some(u) = &d.url
+        && !(u.get_ref().starts_with("nats://") || u.get_ref().starts_with("tls://"))
+    {
+        let why = format!(
+            "{:?} is not nats://HOST:PORT or tls://HOST:PORT",
+            u.get_ref()
+        );
+        return Err(src.at("dispatch", "url", u, why));
+    }
+    if let Some(r) = &d.replicas
+        && !(1..=5).contains(r.get_ref())
+    {
+        let why = format!(
+            "{} is not a number of stream copies from 1 to 5",
+            r.get_ref()
+        );
+        return Err(src.at("dispatch", "replicas", r, why));
+    }
+    Ok(super::DispatchConfig {
+        url: d.url.map(|u| u.into_inner()),
+        remote: d.remote,
+        credentials: d.credentials.map(Into::into),
+        tls: d.tls.unwrap_or(false),
+        tls_ca: d.tls_ca.map(Into::into),
+        replicas: d.replicas.map(|r| r.into_inner() as usize),
+    })
 }
 
 /// A TOML syntax or shape error as a [`ConfigError`], with the table, key and place it names.

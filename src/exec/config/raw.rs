@@ -30,6 +30,7 @@ pub(super) struct RawDispatch {
     pub(super) credentials: Option<String>,
     pub(super) tls: Option<bool>,
     pub(super) tls_ca: Option<String>,
+    pub(super) replicas: Option<Spanned<i64>>,
 }
 
 /// `[observe]`: heartbeats and the watchdog, each a duration or `"off"`.

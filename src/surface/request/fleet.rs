@@ -22,7 +22,8 @@ fn thirty() -> f64 {
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerStart {
-    /// The NATS JetStream server (nats://HOST:PORT).
+    /// The NATS JetStream server (nats://HOST:PORT), or several servers of one cluster
+    /// separated by commas.
     #[arg(long, value_name = "URL")]
     pub nats: String,
     /// The git remote the submitting repository pushes task bases to.

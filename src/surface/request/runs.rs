@@ -133,7 +133,7 @@ pub struct Submit {
     #[arg(long, visible_alias = "check", value_name = "CMD")]
     #[serde(default)]
     pub checks: Vec<String>,
-    /// Send each task of the work run to `git forum worker` processes through the NATS JetStream server at this URL (nats://HOST:PORT) instead of running it here; this process stays the only ledger writer. `[dispatch]` in .forum/runtime.toml sets it by default and gives the remote, credentials and TLS settings. Needs work.
+    /// Send each task of the work run to `git forum worker` processes through the NATS JetStream server at this URL (nats://HOST:PORT, or several servers of one cluster separated by commas) instead of running it here; this process stays the only ledger writer. `[dispatch]` in .forum/runtime.toml sets it by default and gives the remote, credentials and TLS settings. Needs work.
     #[arg(long, value_name = "URL")]
     #[serde(default)]
     pub dispatch: Option<String>,
