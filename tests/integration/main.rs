@@ -21,6 +21,7 @@ mod daemon;
 mod daemon_guard;
 mod demo;
 mod dispatch_confined;
+mod dispatch_fleet;
 mod dispatch_nats;
 mod dispatch_ops;
 mod docs;
