@@ -280,10 +280,12 @@ fn held_tasks(marks: &[PathBuf]) -> BTreeSet<String> {
 fn assert_each_task_merged_once(repo: &Repo, j: &J, err: &str) {
     let answer = j["answer"].as_str().unwrap_or_default();
     for t in 1..=WAVES * WIDTH {
-        assert!(
-            answer.contains(&format!("- T{t}: merged")),
-            "T{t}\n{answer}\n{err}"
-        );
+        if !answer.contains(&format!("- T{t}: merged")) {
+            panic!(
+                "T{t} not merged\n{answer}\n{err}\nits record:\n{}",
+                record_of(repo, &format!("T{t}"))
+            );
+        }
     }
     assert_eq!(
         repo.git_ok(&["rev-list", "--count", "main..forum/run-0"]),
@@ -295,6 +297,23 @@ fn assert_each_task_merged_once(repo: &Repo, j: &J, err: &str) {
     let expected: BTreeSet<String> = (1..=WAVES * WIDTH).map(|n| format!("f{n}.txt")).collect();
     assert_eq!(files.len(), WAVES * WIDTH, "{on_branch}");
     assert_eq!(once, expected);
+}
+
+/// Every entry whose payload names task `task` (as a JSON string), one a line with its seq
+/// and kind: what a failure shows of how that task went.
+fn record_of(repo: &Repo, task: &str) -> String {
+    let quoted = format!("\"{task}\"");
+    entries(repo)
+        .iter()
+        .filter_map(|e| {
+            let seq = e["seq"].to_string();
+            let payload = repo.forum_json(&["show", &seq, "--payload"])["payload"].to_string();
+            payload
+                .contains(&quoted)
+                .then(|| format!("{seq} {}: {}", e["kind"], payload))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// What the record says of the faults: the killed workers' tasks were redelivered by the
@@ -330,9 +349,11 @@ fn assert_faults_witnessed(repo: &Repo, held: &BTreeSet<String>, killed_at: usiz
     let twice = format!("w{VICTIMS}");
     let by_twice = dups.iter().filter(|d| d["worker"] == twice).count();
     assert!(by_twice > 0, "{dups:?}");
+    let failed = results.iter().filter(|r| r["ok"] != true).count();
     format!(
-        "{} dispatches, {taken_up} taken up on resume, {} duplicates of which {by_twice} from the worker that answers twice",
+        "{} dispatches, {taken_up} taken up on resume, {} task results of which {failed} failed, {} duplicates of which {by_twice} from the worker that answers twice",
         dispatched.len(),
+        results.len(),
         dups.len()
     )
 }
