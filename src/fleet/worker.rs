@@ -598,7 +598,9 @@ impl Worker<'_> {
 
     /// Pushes `commit` to `to` on the remote, saying it is this worker's push (`-o
     /// forum-worker=NAME`); to a remote that takes no push options (one without git forum's
-    /// server hook), the same push without it.
+    /// server hook), the same push without it. Never forced: when the server gave the attempt
+    /// to another worker too (a lease that ran out) and that one pushed first, this push is
+    /// refused and the first result stays, whether or not the remote has git forum's hook.
     fn push(&self, commit: &str, to: &str) -> Result<String, String> {
         let option = format!("{}={}", crate::policy::worker_push::OPTION, self.o.name);
         // Not forced: a results ref that exists is never moved.

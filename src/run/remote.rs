@@ -158,7 +158,10 @@ impl Run<'_, '_> {
             return Ok(done);
         }
         let result_ref = protocol::result_ref(&w.ledger, w.run_seq, &name, &attempt);
-        if let Err(why) = d.bring(&result_ref, &r, &tree.start, &tree.path) {
+        // In the repository's git turn: the fetch reads every worktree's files, and another
+        // task's worktree being added or removed meanwhile made it fail.
+        let brought = w.in_turn(|| d.bring(&result_ref, &r, &tree.start, &tree.path));
+        if let Err(why) = brought {
             let body = json!({"task": task.id, "base": tree.start, "commit": null, "error": why, "refused": true, "attempt": attempt});
             let c = self.put("dispatch", kind::CHANGE, Some(done.seq), body)?;
             let mut tw = w.get(&task.id);

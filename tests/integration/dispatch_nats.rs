@@ -21,7 +21,9 @@ pub(crate) struct NatsServer {
     pub(crate) port: u16,
     /// `USER:PASSWORD@` when the server asks for them.
     auth: String,
-    _store: tempfile::TempDir,
+    /// The flags after the port and store (for a restart).
+    extra: Vec<String>,
+    store: tempfile::TempDir,
 }
 
 impl NatsServer {
@@ -38,35 +40,55 @@ impl NatsServer {
     }
 
     fn start_with(extra: &[&str]) -> NatsServer {
-        let program = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())
-            .unwrap_or("nats-server");
         let store = tempfile::tempdir().unwrap();
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new(program)
+        let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+        let child = NatsServer::spawn(port, store.path(), &extra);
+        NatsServer {
+            child,
+            port,
+            auth: String::new(),
+            extra,
+            store,
+        }
+    }
+
+    /// Starts `nats-server` on `port` with its JetStream store in `store`, and waits until it
+    /// listens.
+    fn spawn(port: u16, store: &Path, extra: &[String]) -> Child {
+        let program = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .unwrap_or("nats-server");
+        let mut child = Command::new(program)
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(store.path())
+            .arg(store)
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("nats-server is installed (.ci/run installs Debian's)");
-        let s = NatsServer {
-            child,
-            port,
-            auth: String::new(),
-            _store: store,
-        };
-        let up = crate::common::poll_until(Duration::from_secs(10), || {
+        let up = crate::common::poll_until(Duration::from_secs(30), || {
             TcpStream::connect(("127.0.0.1", port)).is_ok()
         });
-        assert!(up, "nats-server did not listen on {port}");
-        s
+        if !up {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("nats-server did not listen on {port}");
+        }
+        child
+    }
+
+    /// Kills the server (SIGKILL: nothing of it runs after) and starts it again on the same
+    /// port with the same store, as an operator restarting a crashed server would.
+    pub(crate) fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = NatsServer::spawn(self.port, self.store.path(), &self.extra);
     }
 
     pub(crate) fn url(&self) -> String {

@@ -499,3 +499,59 @@ fn status_shows_a_dispatched_runs_tasks_on_the_server_and_each_workers_last_prog
         .unwrap_or_default();
     assert!(e.contains("cannot reach the NATS server"), "{s}");
 }
+
+#[test]
+fn a_worker_never_overwrites_a_result_another_worker_pushed_for_the_same_attempt() {
+    let repo = Repo::new("sha1");
+    let server = NatsServer::start();
+    let (_bare, url) = shared(&repo);
+    let plan = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]}]}"#;
+    let m = model(&repo, plan);
+    let c = clone(&url);
+    let mark = c.path().join("started");
+    let slow = slow_model(c.path(), &m, &mark);
+    let _w = worker(
+        &repo,
+        c.path(),
+        &server,
+        &slow,
+        &["--name", "late", "--no-sandbox"],
+    );
+    let run = submit(&repo, &server, &m);
+    crate::common::wait_until("the worker to start", Duration::from_secs(60), || {
+        mark.exists()
+    });
+    // Another worker, given the same attempt when a lease ran out, pushed first: its commit
+    // (not on the task's base, as a sibling change is not) holds the attempt's results ref.
+    let attempt = payloads(&repo, "task_dispatched")[0].1["attempt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let to = format!("refs/forum/results/main/0/T1/{attempt}");
+    let tree = repo.git_ok(&["rev-parse", "main^{tree}"]);
+    let first = repo.git_ok(&["commit-tree", &tree, "-m", "the first worker's change"]);
+    repo.git_ok(&["push", "-q", "origin", &format!("{first}:{to}")]);
+    std::fs::write(crate::dispatch_nats::release(&mark), "").unwrap();
+    let (_, _, err) = finish(run);
+    let said = logs(&[&c]);
+    // The late worker's push was refused; the first result stays where it was.
+    let held = Command::new("git")
+        .args(["ls-remote", &url, &to])
+        .output()
+        .unwrap();
+    let held = String::from_utf8_lossy(&held.stdout);
+    assert!(held.starts_with(&first), "{held}\n{err}\n{said}");
+    let late = task_results(&repo)
+        .into_iter()
+        .map(|(_, r)| r)
+        .find(|r| r["attempt"] == attempt.as_str())
+        .unwrap_or_else(|| panic!("{err}\n{said}"));
+    assert_eq!(late["ok"], false, "{late}");
+    assert!(
+        late["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cannot push the change"),
+        "{late}"
+    );
+}

@@ -23,6 +23,7 @@ mod daemon_guard;
 mod demo;
 mod dispatch_cluster;
 mod dispatch_confined;
+mod dispatch_fleet;
 mod dispatch_nats;
 mod dispatch_ops;
 mod dispatch_redeliver;
