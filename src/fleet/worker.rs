@@ -585,7 +585,7 @@ impl Worker<'_> {
         let on_base = parents.split_whitespace().skip(1).eq([task.base.as_str()]);
         if !on_base || trailer.trim() != task.attempt {
             return Err(format!(
-                "{to} on the remote holds {found}, which is not a change of attempt {} on the task's base",
+                "cannot push the change to {to}: the remote holds {found} there, which is not a change of attempt {} on the task's base",
                 task.attempt
             ));
         }

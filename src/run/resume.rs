@@ -247,11 +247,10 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
     };
     // A run that works in the repository keeps what its record says it shipped (or blocked);
     // everything else runs again.
-    let (worked, taken_up) = match reopen_work(run, &entries, target.request_seq, &target.entries)?
-    {
-        Some((kept, taken_up)) => (Some(kept), taken_up),
-        None => (None, Vec::new()),
-    };
+    let (worked, taken_up) = reopen_work(run, &entries, target.request_seq, &target.entries)?
+        .map_or((None, Vec::new()), |(kept, taken_up)| {
+            (Some(kept), taken_up)
+        });
     let (reused, verdicts) = reusable(target, worked.as_ref());
     let mut ids: Vec<&String> = reused.keys().collect();
     ids.sort();
