@@ -162,13 +162,12 @@ impl Connection {
         };
         let url = &self.url;
         self.rt.block_on(async {
-            let mut s = patiently(|| self.js.get_or_create_stream(config.clone()))
+            // The stream's description as the server answered the create (or lookup): no
+            // second request, which a busy cluster may let time out.
+            let s = patiently(|| self.js.get_or_create_stream(config.clone()))
                 .await
                 .map_err(|e| format!("cannot open the stream {name} on {url}: {}", one_line(&e.to_string())))?;
-            let info = s
-                .info()
-                .await
-                .map_err(|e| format!("cannot read the stream {name} on {url}: {}", one_line(&e.to_string())))?;
+            let info = s.cached_info();
             if info.config.subjects != [subjects.clone()] {
                 return Err(format!(
                     "the stream {name} on {url} is not ledger {}'s: its subjects are {:?}, not [{subjects:?}]; remove it or dispatch another ledger",
@@ -180,7 +179,7 @@ impl Connection {
             if info.config.duplicate_window < DUPLICATE_WINDOW {
                 let mut wider = info.config.clone();
                 wider.duplicate_window = DUPLICATE_WINDOW;
-                self.js.update_stream(wider).await.map_err(|e| {
+                patiently(|| self.js.update_stream(wider.clone())).await.map_err(|e| {
                     format!("cannot set the duplicate window of the stream {name} on {url}: {}", one_line(&e.to_string()))
                 })?;
             }
