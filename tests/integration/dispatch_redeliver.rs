@@ -197,7 +197,7 @@ fn a_task_given_to_a_second_worker_after_its_lease_ran_out_is_merged_once_and_th
         .args(["--dispatch", &server.url(), "--cmd", &m, "--json"])
         .arg("write the files");
     let mut run = spawned(c);
-    crate::common::wait_until("`late` to start T1", Duration::from_secs(60), || {
+    crate::common::wait_until("`late` to start T1", Duration::from_secs(120), || {
         mark_a.exists() || run.child.0.try_wait().unwrap().is_some()
     });
     if !mark_a.exists() {
@@ -220,7 +220,7 @@ fn a_task_given_to_a_second_worker_after_its_lease_ran_out_is_merged_once_and_th
     std::fs::write(release(&mark_a), "").unwrap();
     // `late` finishes T1, finds the results ref there (the server hook refuses to move it)
     // and answers with the commit it holds; the writer holds that answer as a duplicate.
-    crate::common::wait_until("the late answer", Duration::from_secs(60), || {
+    crate::common::wait_until("the late answer", Duration::from_secs(120), || {
         unacknowledged(&server, "writer-main-0") == 1
     });
     std::fs::write(release(&mark_b), "").unwrap();
