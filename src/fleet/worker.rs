@@ -421,21 +421,22 @@ impl Worker<'_> {
         r
     }
 
+    /// Fetches `from` of the remote into the local ref `local` (moved whatever it held).
+    fn fetch_to(&self, from: &str, local: &str) -> Result<String, String> {
+        let spec = format!("+{from}:{local}");
+        let args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head"];
+        let remote = self.o.remote.as_str();
+        git_line(
+            &self.o.repo,
+            &[&args[..], &[remote, spec.as_str()]].concat(),
+        )
+    }
+
     /// Fetches the task's base and opens a detached worktree on it at `tree`.
     fn open(&self, task: &TaskMessage, tree: &Path) -> Result<(), String> {
         let local = format!("refs/forum/worker/{}", task.attempt);
-        git_line(
-            &self.o.repo,
-            &[
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                &self.o.remote,
-                &format!("+{}:{local}", task.base_ref),
-            ],
-        )
-        .map_err(|e| format!("cannot fetch the task's base: {e}"))?;
+        self.fetch_to(&task.base_ref, &local)
+            .map_err(|e| format!("cannot fetch the task's base: {e}"))?;
         let got = git_line(
             &self.o.repo,
             &["rev-parse", "--verify", &format!("{local}^{{commit}}")],
@@ -547,17 +548,7 @@ impl Worker<'_> {
             return Ok(None);
         };
         let local = format!("refs/forum/worker/found/{}", task.attempt);
-        let fetched = git_line(
-            &self.o.repo,
-            &[
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                &self.o.remote,
-                &format!("+{to}:{local}"),
-            ],
-        );
+        let fetched = self.fetch_to(to, &local);
         let found = fetched.and_then(|_| {
             git_line(
                 &self.o.repo,

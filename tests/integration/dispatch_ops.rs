@@ -27,7 +27,7 @@ fn writer_consumer(server: &NatsServer) -> Option<J> {
 
 /// The messages consumer `name` of the ledger's stream has not had acknowledged: waiting
 /// for delivery or delivered and not yet acknowledged.
-fn on_stream(server: &NatsServer, name: &str) -> u64 {
+pub(crate) fn on_stream(server: &NatsServer, name: &str) -> u64 {
     let c = server.request(
         &format!("$JS.API.CONSUMER.INFO.FORUM_main.{name}"),
         &serde_json::json!({}),

@@ -67,15 +67,6 @@ fn on_stream(server: &NatsServer) -> u64 {
     info["state"]["messages"].as_u64().unwrap_or(0)
 }
 
-/// The messages of consumer `name` not yet acknowledged (waiting, or delivered and held).
-fn unacknowledged(server: &NatsServer, name: &str) -> u64 {
-    let c = server.request(
-        &format!("$JS.API.CONSUMER.INFO.FORUM_main.{name}"),
-        &serde_json::json!({}),
-    );
-    c["num_pending"].as_u64().unwrap_or(0) + c["num_ack_pending"].as_u64().unwrap_or(0)
-}
-
 #[test]
 fn a_writer_killed_between_witnessing_a_dispatch_and_publishing_it_is_resumed_and_the_attempt_published_again()
  {
@@ -221,7 +212,7 @@ fn a_task_given_to_a_second_worker_after_its_lease_ran_out_is_merged_once_and_th
     // `late` finishes T1, finds the results ref there (the server hook refuses to move it)
     // and answers with the commit it holds; the writer holds that answer as a duplicate.
     crate::common::wait_until("the late answer", Duration::from_secs(120), || {
-        unacknowledged(&server, "writer-main-0") == 1
+        crate::dispatch_ops::on_stream(&server, "writer-main-0") == 1
     });
     std::fs::write(release(&mark_b), "").unwrap();
     let (ok, j, err) = finish(run);
