@@ -21,7 +21,7 @@ use crate::common::{Repo, wait_until};
 use crate::dispatch_nats::{
     Killed, NatsServer, clone, finish, logs, model, release, run_tree, shared, spawned, submit,
 };
-use crate::work_run::{entries, setup};
+use crate::work_run::entries;
 
 /// Tasks in a wave, and waves.
 const WIDTH: usize = 25;
@@ -127,24 +127,6 @@ fn pushed_results(url: &str, tasks: &BTreeSet<String>) -> bool {
     })
 }
 
-/// The same plan run in process, in a fresh SHA-1 repository: its run tree.
-fn in_process_tree(plan: &str) -> String {
-    let other = Repo::new("sha1");
-    setup(&other);
-    let m = model(&other, plan);
-    other.forum_ok(&[
-        "submit",
-        "--work",
-        "--no-sandbox",
-        "--check",
-        "true",
-        "--cmd",
-        &m,
-        "write the files",
-    ]);
-    run_tree(&other)
-}
-
 #[test]
 fn heavy_a_hundred_tasks_on_sixteen_workers_survive_killed_workers_server_and_writer() {
     let start = Instant::now();
@@ -225,7 +207,10 @@ fn heavy_a_hundred_tasks_on_sixteen_workers_survive_killed_workers_server_and_wr
     assert_each_task_merged_once(&repo, &j, &err);
     let faults = assert_faults_witnessed(&repo, &held, killed_at);
     repo.forum_ok(&["verify", "--deep"]);
-    assert_eq!(run_tree(&repo), in_process_tree(&plan));
+    assert_eq!(
+        run_tree(&repo),
+        crate::dispatch_nats::in_process_tree_of("sha1", &plan)
+    );
     let checked = start.elapsed();
     drop(fleet);
     drop(server);

@@ -166,6 +166,11 @@ impl Drop for Killed {
     }
 }
 
+/// A plan of two tasks in one wave, each writing one file.
+pub(crate) const TWO: &str = r#"{"tasks":[
+{"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]},
+{"id":"T2","agent":"backend","instruction":"write f2.txt","depends_on":[],"done_when":["the file is there"]}]}"#;
+
 /// A plan of six tasks over two waves: T1..T3, then T4..T6 each on one of them. Each task
 /// writes one file.
 pub(crate) const PLAN: &str = r#"{"tasks":[
@@ -343,11 +348,16 @@ pub(crate) fn run_tree(repo: &Repo) -> String {
     repo.git_ok(&["rev-parse", "forum/run-0^{tree}"])
 }
 
-/// The same plan run in process, in a fresh repository of the same kind: its run tree.
+/// [`PLAN`] run in process, in a fresh repository of the same kind: its run tree.
 pub(crate) fn in_process_tree(kind: &str) -> String {
+    in_process_tree_of(kind, PLAN)
+}
+
+/// `plan` run in process, in a fresh repository of kind `kind`: its run tree.
+pub(crate) fn in_process_tree_of(kind: &str, plan: &str) -> String {
     let other = Repo::new(kind);
     setup(&other);
-    let m = model(&other, PLAN);
+    let m = model(&other, plan);
     other.forum_ok(&[
         "submit",
         "--work",
@@ -424,10 +434,7 @@ fn a_worker_that_answers_twice_is_witnessed_as_a_duplicate_and_merged_once() {
     let repo = Repo::new("sha1");
     let server = NatsServer::start();
     let (_bare, url) = shared(&repo);
-    let plan = r#"{"tasks":[
-{"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]},
-{"id":"T2","agent":"backend","instruction":"write f2.txt","depends_on":[],"done_when":["the file is there"]}]}"#;
-    let m = model(&repo, plan);
+    let m = model(&repo, TWO);
     let c = clone(&url);
     let _w = worker(&repo, c.path(), &server, &m, &["--answer-twice"]);
     let (ok, _, err) = finish(submit(&repo, &server, &m));

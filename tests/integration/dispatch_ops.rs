@@ -11,8 +11,8 @@ use serde_json::Value as J;
 
 use crate::common::{Repo, on_each_kind};
 use crate::dispatch_nats::{
-    NatsServer, PLAN, clone, finish, in_process_tree, logs, model, run_tree, shared, slow_model,
-    spawned, submit, task_results, worker,
+    NatsServer, PLAN, TWO, clone, finish, in_process_tree, logs, model, run_tree, shared,
+    slow_model, spawned, submit, task_results, worker,
 };
 use crate::work_run::payloads;
 
@@ -169,10 +169,7 @@ fn a_duplicate_that_comes_after_the_last_wave_is_witnessed_and_never_merged() {
     let repo = Repo::new("sha1");
     let server = NatsServer::start();
     let (_bare, url) = shared(&repo);
-    let plan = r#"{"tasks":[
-{"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]},
-{"id":"T2","agent":"backend","instruction":"write f2.txt","depends_on":[],"done_when":["the file is there"]}]}"#;
-    let m = model(&repo, plan);
+    let m = model(&repo, TWO);
     let c = clone(&url);
     let _w = worker(&repo, c.path(), &server, &m, &["--name", "w"]);
     let slow = patient(repo.path(), &m, 2);
@@ -305,10 +302,7 @@ fn a_halt_reaches_the_worker_through_the_server_which_stops_the_task_and_answers
     let repo = Repo::new("sha1");
     let server = NatsServer::start();
     let (_bare, url) = shared(&repo);
-    let plan = r#"{"tasks":[
-{"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]},
-{"id":"T2","agent":"backend","instruction":"write f2.txt","depends_on":[],"done_when":["the file is there"]}]}"#;
-    let m = model(&repo, plan);
+    let m = model(&repo, TWO);
     let c = clone(&url);
     // The worker's model says its process id, then takes a minute: only a halt ends it.
     let pids = c.path().join("pids");
@@ -412,10 +406,7 @@ fn status_shows_a_dispatched_runs_tasks_on_the_server_and_each_workers_last_prog
     let repo = Repo::new("sha1");
     let server = NatsServer::start();
     let (_bare, url) = shared(&repo);
-    let plan = r#"{"tasks":[
-{"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]},
-{"id":"T2","agent":"backend","instruction":"write f2.txt","depends_on":[],"done_when":["the file is there"]}]}"#;
-    let m = model(&repo, plan);
+    let m = model(&repo, TWO);
     let (c0, c1) = (clone(&url), clone(&url));
     let (p0, p1) = (c0.path().join("pids"), c1.path().join("pids"));
     // The first worker takes a task and is killed; after its lease the task goes to the
