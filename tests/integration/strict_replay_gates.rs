@@ -324,28 +324,28 @@ fn a_deadline_gate_recorded_without_its_clock_readings_is_refused_in_one_line() 
 
 const CHECK: &str = "python3 -m unittest -q";
 
+/// A `--attempts 3` run of one task in three ways, its pre-ship gate answering `gate`.
+fn attempts_run(repo: &Repo, gate: &str) {
+    work_run::setup(repo);
+    let m = work_run::one_task_model(repo, "model", gate, crate::work_attempts::THREE_WAYS);
+    repo.forum_ok(&[
+        "submit",
+        "--work",
+        "--attempts",
+        "3",
+        "--check",
+        CHECK,
+        "--cmd",
+        &m,
+        "--quiet",
+        "make the failing test in calc pass",
+    ]);
+}
+
 #[test]
 fn an_attempts_run_replays_with_no_divergence_and_an_edited_attempt_choice_diverges_at_its_seq() {
     on_each_kind(|repo| {
-        work_run::setup(repo);
-        let m = work_run::one_task_model(
-            repo,
-            "model",
-            "undetermined",
-            crate::work_attempts::THREE_WAYS,
-        );
-        repo.forum_ok(&[
-            "submit",
-            "--work",
-            "--attempts",
-            "3",
-            "--check",
-            CHECK,
-            "--cmd",
-            &m,
-            "--quiet",
-            "make the failing test in calc pass",
-        ]);
+        attempts_run(repo, "undetermined");
         let (choice, body) = payloads(repo, "attempt_choice").remove(0);
         assert_eq!(
             (body["chosen"].clone(), body["rule"].clone()),
@@ -407,26 +407,8 @@ fn a_gated_work_run_approved_and_resumed_replays_with_no_divergence() {
 #[test]
 fn an_attempt_choice_is_made_again_from_the_gates_raw_reply_so_an_edited_choice_diverges() {
     on_each_kind(|repo| {
-        work_run::setup(repo);
         // The gate picks attempt 2 (the 40-line diff) over the smaller attempt 3.
-        let m = work_run::one_task_model(
-            repo,
-            "model",
-            "merge\",\"attempt\":2,\"note\":\"",
-            crate::work_attempts::THREE_WAYS,
-        );
-        repo.forum_ok(&[
-            "submit",
-            "--work",
-            "--attempts",
-            "3",
-            "--check",
-            CHECK,
-            "--cmd",
-            &m,
-            "--quiet",
-            "make the failing test in calc pass",
-        ]);
+        attempts_run(repo, "merge\",\"attempt\":2,\"note\":\"");
         let (choice, body) = payloads(repo, "attempt_choice").remove(0);
         assert_eq!(
             (body["chosen"].clone(), body["rule"].clone()),
