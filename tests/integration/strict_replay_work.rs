@@ -58,6 +58,15 @@ fn record(repo: &Repo) {
     assert_eq!(payloads(repo, "tier_escalation").len(), 1);
 }
 
+/// A strict replay's exit `code` and report `r` say no divergence: exit 0, nothing diverged
+/// or left unanswered, and the recomputed decisions are the recorded ones.
+pub(crate) fn no_divergence(code: Option<i32>, r: &J) {
+    assert_eq!(code, Some(0), "{r}");
+    assert_eq!(r["divergence"], J::Null, "{r}");
+    assert_eq!(r["unanswered"], json!([]), "{r}");
+    assert_eq!(r["recorded"], r["recomputed"], "{r}");
+}
+
 /// `git forum [ARGS] replay 0 --strict --json`: its exit code and report.
 pub(crate) fn strict(repo: &Repo, args: &[&str]) -> (Option<i32>, J) {
     let o = repo
@@ -100,10 +109,7 @@ fn a_multi_wave_work_run_with_escalation_and_a_blocked_change_replays_with_no_di
         record(repo);
         let refs = repo.git_ok(&["for-each-ref", "--format=%(refname) %(objectname)"]);
         let (code, r) = strict(repo, &[]);
-        assert_eq!(code, Some(0), "{r}");
-        assert_eq!(r["divergence"], J::Null, "{r}");
-        assert_eq!(r["unanswered"], json!([]), "{r}");
-        assert_eq!(r["recorded"], r["recomputed"], "{r}");
+        no_divergence(code, &r);
         assert_eq!(r["answer_sha256"], r["recomputed_answer_sha256"], "{r}");
         let net = r["network"].as_str().unwrap();
         assert!(
@@ -252,9 +258,6 @@ fn a_work_run_killed_mid_wave_and_resumed_replays_across_the_resume() {
         assert_eq!(j["git_forum_receipt"]["status"], "answered", "{j}");
         assert_eq!(payloads(repo, "resume")[0].1["reused"], json!(["T1"]));
         let (code, r) = strict(repo, &[]);
-        assert_eq!(code, Some(0), "{r}");
-        assert_eq!(r["divergence"], J::Null, "{r}");
-        assert_eq!(r["recorded"], r["recomputed"], "{r}");
-        assert_eq!(r["unanswered"], json!([]), "{r}");
+        no_divergence(code, &r);
     });
 }
