@@ -21,54 +21,29 @@
 //! Afterwards every ledger must hold every acknowledged entry (the count) and pass `verify --deep`,
 //! and every JSONL file must hold every acknowledged line. Nothing here asserts a time.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
 
 use git_forum::ledger::{Entry, NewEntry};
-use git_forum::store::git::{FlushMethod, GitStore, Options};
+use git_forum::store::git::{GitStore, Options};
 
 #[path = "support/busy.rs"]
 mod busy;
 #[path = "support/writers.rs"]
 mod writers;
-use writers::{filesystem_of, median, pct, run_writers, writer_entries};
+use writers::{filesystem_of, median, pct, run_writers, serve_child};
 #[path = "support/git.rs"]
 mod git;
 
-/// `--child MODE TARGET W M`: one writer.
+/// `--child MODE TARGET W M`: one writer, of git forum or of [`GroupJsonl`].
 fn child(args: &[String]) {
-    let (mode, target) = (args[0].as_str(), PathBuf::from(&args[1]));
-    let w: usize = args[2].parse().unwrap();
-    let per: usize = args[3].parse().unwrap();
-    let news = writer_entries(w, per);
-    let mut store = (mode == "git").then(|| {
-        let opts = Options {
-            fsync: true,
-            method: FlushMethod::Wal,
-            ..Options::default()
-        };
-        GitStore::open(&target, "main", opts).unwrap()
-    });
-    let jsonl = (mode == "jsonl").then(|| GroupJsonl::open(&target));
-    println!("ready");
-    let mut go = String::new();
-    std::io::stdin().lock().read_line(&mut go).unwrap();
-    let mut out = String::from("ok");
-    for e in &news {
-        let t = Instant::now();
-        match (&mut store, &jsonl) {
-            (Some(store), _) => {
-                git_forum::surface::append_checked(store, e).unwrap();
-            }
-            (None, Some(j)) => j.append(e),
-            _ => unreachable!("a writer is git or jsonl"),
-        }
-        out.push_str(&format!(" {}", t.elapsed().as_nanos()));
-    }
-    println!("{out}");
+    serve_child(
+        args,
+        |_, target| GroupJsonl::open(target),
+        GroupJsonl::append,
+    );
 }
 
 /// The baseline: writers sharing `ledger.jsonl` in one directory, with `lock` (an exclusive

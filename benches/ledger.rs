@@ -23,7 +23,7 @@ use git_forum::store::git::{FlushMethod, GitStore, Options, commit_bytes};
 mod busy;
 #[path = "support/writers.rs"]
 mod writers;
-use writers::{entries, filesystem_of, median, pct, run_writers, writer_entries};
+use writers::{entries, filesystem_of, median, pct, run_writers, serve_child};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
@@ -601,38 +601,14 @@ fn concurrent(root: &Path, procs: usize, per: usize, rounds: usize) {
     );
 }
 
-/// `--child-append MODE TARGET W N`: one writer of [`concurrent`].
+/// `--child-append MODE TARGET W N`: one writer of [`concurrent`], of git forum or of
+/// [`JsonlShared`] (`jsonl-group` with group commit).
 fn child_append(args: &[String]) {
-    use std::io::BufRead;
-    let (mode, target) = (args[0].as_str(), PathBuf::from(&args[1]));
-    let w: usize = args[2].parse().unwrap();
-    let per: usize = args[3].parse().unwrap();
-    let news = writer_entries(w, per);
-    let mut store = (mode == "git").then(|| {
-        let opts = Options {
-            fsync: true,
-            method: FlushMethod::Wal,
-            ..Options::default()
-        };
-        GitStore::open(&target, "main", opts).unwrap()
-    });
-    let jsonl = (mode != "git").then(|| JsonlShared::open(&target, mode == "jsonl-group"));
-    println!("ready");
-    let mut go = String::new();
-    std::io::stdin().lock().read_line(&mut go).unwrap();
-    let mut out = String::from("ok");
-    for e in &news {
-        let t = Instant::now();
-        match (&mut store, &jsonl) {
-            (Some(store), _) => {
-                git_forum::surface::append_checked(store, e).unwrap();
-            }
-            (None, Some(j)) => j.append(e),
-            _ => unreachable!(),
-        }
-        out.push_str(&format!(" {}", t.elapsed().as_nanos()));
-    }
-    println!("{out}");
+    serve_child(
+        args,
+        |mode, target| JsonlShared::open(target, mode == "jsonl-group"),
+        JsonlShared::append,
+    );
 }
 
 /// JSONL writers sharing one directory: `lock` (an exclusive `flock`; it holds the head, and

@@ -132,3 +132,45 @@ pub fn writer_entries(w: usize, per: usize) -> Vec<NewEntry> {
     }
     news
 }
+
+/// One writer process of [`run_writers`], from its arguments `MODE TARGET W N`: opens the
+/// ledger at TARGET when MODE is `git` (fsync on, flushed through the write-ahead log), else
+/// the baseline `open_baseline(MODE, TARGET)` gives; says `ready`; waits for a line on stdin;
+/// appends writer W's N entries (the checked append `git forum append` makes, or the
+/// baseline's `append`); and prints `ok` with the nanoseconds of each append.
+pub fn serve_child<B>(
+    args: &[String],
+    open_baseline: impl FnOnce(&str, &Path) -> B,
+    append: impl Fn(&B, &NewEntry),
+) {
+    use git_forum::store::git::{FlushMethod, GitStore, Options};
+    let (mode, target) = (args[0].as_str(), std::path::PathBuf::from(&args[1]));
+    let w: usize = args[2].parse().unwrap();
+    let per: usize = args[3].parse().unwrap();
+    let news = writer_entries(w, per);
+    let mut store = (mode == "git").then(|| {
+        let opts = Options {
+            fsync: true,
+            method: FlushMethod::Wal,
+            ..Options::default()
+        };
+        GitStore::open(&target, "main", opts).unwrap()
+    });
+    let baseline = (mode != "git").then(|| open_baseline(mode, &target));
+    println!("ready");
+    let mut go = String::new();
+    std::io::stdin().lock().read_line(&mut go).unwrap();
+    let mut out = String::from("ok");
+    for e in &news {
+        let t = Instant::now();
+        match (&mut store, &baseline) {
+            (Some(store), _) => {
+                git_forum::surface::append_checked(store, e).unwrap();
+            }
+            (None, Some(b)) => append(b, e),
+            _ => unreachable!("a writer is git or its baseline"),
+        }
+        out.push_str(&format!(" {}", t.elapsed().as_nanos()));
+    }
+    println!("{out}");
+}
