@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::nats::{Connection, Pulled, Settings};
 use super::protocol::{self, CheckClaim, ModelCall, RESULT_SCHEMA, ResultMessage, TaskMessage};
-use super::writer::git_line;
+use super::writer::{git_line, git_output};
 use crate::exec::command::{in_jail, in_workdir};
 use crate::exec::sandbox::probe::Jail;
 use crate::exec::{Call, Executor, Seats};
@@ -692,16 +692,7 @@ fn own_terms(tree: &Path, admin: &Path, base: &str) -> std::process::Command {
 /// Runs a git command (with `input` on stdin), its output read to a bound; its stdout, or the
 /// first line of its stderr.
 fn run_git(cmd: std::process::Command, input: Option<&[u8]>) -> Result<String, String> {
-    let out = crate::gitproc::output(cmd, input, 16 << 20).map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let line = err
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("failed");
-        return Err(format!("git: {}", line.trim()));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    git_output(cmd, input, "git").map(|out| out.trim().to_string())
 }
 
 /// `r` as a failure with error `code` and output `why`.

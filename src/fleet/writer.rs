@@ -423,19 +423,25 @@ impl Dispatch for NatsDispatch {
 pub(crate) fn git_line(dir: &Path, args: &[&str]) -> Result<String, String> {
     let mut cmd = crate::gitproc::in_dir(dir);
     cmd.args(args);
-    let out = crate::gitproc::output(cmd, None, 16 << 20).map_err(|e| e.to_string())?;
+    let out = git_output(cmd, None, &format!("git {}", args[0]))?;
+    Ok(out.lines().next().unwrap_or("").trim().to_string())
+}
+
+/// Runs the git command `cmd` (with `input` on stdin), its output read to a bound, and returns
+/// its standard output, or the first line of its error after `what` (`git add: ...`).
+pub(crate) fn git_output(
+    cmd: std::process::Command,
+    input: Option<&[u8]>,
+    what: &str,
+) -> Result<String, String> {
+    let out = crate::gitproc::output(cmd, input, 16 << 20).map_err(|e| e.to_string())?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let line = err
             .lines()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("failed");
-        return Err(format!("git {}: {}", args[0], line.trim()));
+        return Err(format!("{what}: {}", line.trim()));
     }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_string())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
