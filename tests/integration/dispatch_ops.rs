@@ -63,12 +63,14 @@ fn a_writer_killed_mid_run_is_resumed_and_takes_up_what_its_workers_did_meanwhil
         run.child.0.wait().unwrap();
         std::fs::write(crate::dispatch_nats::release(&mark), "").unwrap();
         // With no writer, a second worker does the rest of the wave and the slow one finishes:
-        // their three results wait on the run's durable results consumer.
+        // their results wait on the run's durable results consumer. At least three: when the
+        // slow worker's lease lapsed on a loaded machine, the fast one did its task too, and
+        // both answers wait there (the later is witnessed as a duplicate, checked below).
         let _fast = worker(repo, clones[1].path(), &server, &m, &["--name", "fast"]);
         crate::common::wait_until(
             "three results on the writer's consumer",
             Duration::from_secs(60),
-            || on_stream(&server, "writer-main-0") == 3,
+            || on_stream(&server, "writer-main-0") >= 3,
         );
         let before = payloads(repo, "task_dispatched");
         assert_eq!(before.len(), 3, "{before:?}");
