@@ -164,9 +164,12 @@ impl Connection {
         self.rt.block_on(async {
             // The stream's description as the server answered the create (or lookup): no
             // second request, which a busy cluster may let time out.
-            let s = patiently(|| self.js.get_or_create_stream(config.clone()))
-                .await
-                .map_err(|e| format!("cannot open the stream {name} on {url}: {}", one_line(&e.to_string())))?;
+            let s = raced(
+                patiently(|| self.js.get_or_create_stream(config.clone())),
+                || self.js.get_stream(&name),
+            )
+            .await
+            .map_err(|e| format!("cannot open the stream {name} on {url}: {}", one_line(&e.to_string())))?;
             let info = s.cached_info();
             if info.config.subjects != [subjects.clone()] {
                 return Err(format!(
@@ -255,15 +258,18 @@ impl Connection {
                 max_deliver: -1,
                 ..Default::default()
             };
-            patiently(|| s.get_or_create_consumer(name, config.clone()))
-                .await
-                .map_err(|e| {
-                    format!(
-                        "cannot open the consumer {name} on {}: {}",
-                        self.url,
-                        one_line(&e.to_string())
-                    )
-                })
+            raced(
+                patiently(|| s.get_or_create_consumer(name, config.clone())),
+                || s.get_consumer(name),
+            )
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot open the consumer {name} on {}: {}",
+                    self.url,
+                    one_line(&e.to_string())
+                )
+            })
         })
     }
 
@@ -413,7 +419,10 @@ impl Connection {
         };
         let url = &self.url;
         self.rt
-            .block_on(patiently(|| self.js.get_or_create_stream(config.clone())))
+            .block_on(raced(
+                patiently(|| self.js.get_or_create_stream(config.clone())),
+                || self.js.get_stream(&name),
+            ))
             .map(|_| ())
             .map_err(|e| {
                 format!(
@@ -503,6 +512,24 @@ where
             }
             done => return done,
         }
+    }
+}
+
+/// A get-or-create (`made`) that survives two processes starting at once: both find the
+/// stream or consumer missing and both create it, and the server refuses the later create (a
+/// stream's as subjects overlapping an existing stream). When `made` fails, a `lookup` that
+/// finds it now wins; else `made`'s error stands. A worker started beside its writer, or a
+/// fleet's workers started together, lost this race about one time in ten and exited.
+async fn raced<T, E, LE, Fut>(
+    made: impl std::future::Future<Output = Result<T, E>>,
+    lookup: impl FnOnce() -> Fut,
+) -> Result<T, E>
+where
+    Fut: std::future::Future<Output = Result<T, LE>>,
+{
+    match made.await {
+        Ok(t) => Ok(t),
+        Err(e) => lookup().await.map_err(|_| e),
     }
 }
 

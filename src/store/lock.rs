@@ -20,10 +20,32 @@ pub(crate) use super::refs::CasOutcome;
 use super::refs::file_links_and_len;
 
 /// Takes the ref lock `lock` holding `value`, from the spare inode when there is a usable one,
-/// else as a new file. `false`: someone else holds it.
-fn take_ref_lock(spare: &Path, lock: &Path, value: &[u8]) -> Result<bool, StoreError> {
+/// else from a new spare written first, else as a new file. `false`: someone else holds it.
+///
+/// The lock appears with its value in it: a writer killed the moment after leaves a lock that
+/// names its value, which the next writer matches with the intent noted beside it and removes.
+/// A lock created empty and written after (the last way, where the filesystem can neither
+/// rename without replacing nor link) can be left empty, and no writer would touch it.
+pub(crate) fn take_ref_lock(spare: &Path, lock: &Path, value: &[u8]) -> Result<bool, StoreError> {
     let held_elsewhere = |e: &std::io::Error| e.kind() == std::io::ErrorKind::AlreadyExists;
-    match take_lock_from_spare(spare, lock, value) {
+    let from_spare = match take_lock_from_spare(spare, lock, value) {
+        Ok(false) => {
+            let made = create_in_dir(spare, || {
+                OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(spare)
+            })
+            .and_then(|mut f| f.write_all(value));
+            match made {
+                Ok(()) => take_lock_from_spare(spare, lock, value),
+                Err(_) => Ok(false),
+            }
+        }
+        other => other,
+    };
+    match from_spare {
         Ok(true) => Ok(true),
         Ok(false) => {
             match create_in_dir(lock, || {
@@ -110,7 +132,7 @@ fn take_lock_from_spare(spare: &Path, lock: &Path, value: &[u8]) -> std::io::Res
 const INTENT_AT: u64 = 128;
 
 /// Notes (or, with `None`, clears) the value of the ref lock this writer is about to take.
-fn note_intent(held: &File, value: Option<&ObjectId>) {
+pub(crate) fn note_intent(held: &File, value: Option<&ObjectId>) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileExt;

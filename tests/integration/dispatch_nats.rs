@@ -270,6 +270,23 @@ pub(crate) fn logs(clones: &[&tempfile::TempDir]) -> String {
         .join("\n---\n")
 }
 
+/// [`crate::common::wait_until`] for a state the workers in `clones` bring about: when it never
+/// comes, the failure shows what they said.
+#[track_caller]
+pub(crate) fn waited(
+    what: &str,
+    limit: Duration,
+    clones: &[&tempfile::TempDir],
+    cond: impl FnMut() -> bool,
+) {
+    if !crate::common::poll_until(limit, cond) {
+        panic!(
+            "{what} (waited {limit:?}); the workers said:\n{}",
+            logs(clones)
+        );
+    }
+}
+
 /// A running `submit`: the process and the threads reading its output.
 pub(crate) struct Submitted {
     pub(crate) child: Killed,

@@ -12,7 +12,7 @@ use serde_json::Value as J;
 use crate::common::{Repo, on_each_kind};
 use crate::dispatch_nats::{
     NatsServer, PLAN, TWO, clone, finish, in_process_tree, logs, model, run_tree, shared,
-    slow_model, spawned, submit, task_results, worker,
+    slow_model, spawned, submit, task_results, waited, worker,
 };
 use crate::work_run::payloads;
 
@@ -316,9 +316,10 @@ fn a_halt_reaches_the_worker_through_the_server_which_stops_the_task_and_answers
         &["--name", "w", "--no-sandbox"],
     );
     let run = submit(&repo, &server, &m);
-    crate::common::wait_until(
+    waited(
         "the worker to start a task",
         Duration::from_secs(60),
+        &[&c],
         || started(&pids) == 1,
     );
     let out = repo.forum_ok(&["--json", "halt", "--reason", "stop", "--by", "ada"]);
@@ -421,9 +422,12 @@ fn status_shows_a_dispatched_runs_tasks_on_the_server_and_each_workers_last_prog
         &["--name", "victim", "--no-sandbox"],
     );
     let run = submit(&repo, &server, &m);
-    crate::common::wait_until("the first worker to start", Duration::from_secs(60), || {
-        started(&p0) == 1
-    });
+    waited(
+        "the first worker to start",
+        Duration::from_secs(60),
+        &[&c0],
+        || started(&p0) == 1,
+    );
     victim.0.kill().unwrap();
     victim.0.wait().unwrap();
     let _w = worker(

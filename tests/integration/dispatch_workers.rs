@@ -157,3 +157,43 @@ fn the_mcp_tools_start_list_and_stop_a_worker() {
         "{out}"
     );
 }
+
+#[test]
+fn workers_started_together_on_a_new_server_all_open_its_stream_and_consumer() {
+    // Each worker finds the ledger's stream and the workers' consumer missing and creates
+    // them; the server refuses all but the first create. Before the later ones looked the
+    // stream up again, about one worker in ten exited here, and a run whose worker started
+    // beside its writer waited for a worker that was gone.
+    let repo = Repo::new(common::FORMATS[0]);
+    let (_bare, url) = shared(&repo);
+    let c = worker_repo(&url);
+    for round in 0..8 {
+        let server = NatsServer::start();
+        let out = c
+            .forum()
+            .args([
+                "worker",
+                "--nats",
+                &server.url(),
+                "--no-sandbox",
+                "--cmd",
+                "true",
+            ])
+            .args(["--spawn", "4", "--max-tasks", "0", "--name", "w"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "round {round}: {said}");
+        let stream = server.request("$JS.API.STREAM.INFO.FORUM_main", &json!({}));
+        assert_eq!(
+            stream["config"]["subjects"],
+            json!(["forum.main.>"]),
+            "{stream}"
+        );
+        let workers = server.request("$JS.API.CONSUMER.INFO.FORUM_main.workers-main", &json!({}));
+        assert_eq!(
+            workers["config"]["durable_name"], "workers-main",
+            "{workers}"
+        );
+    }
+}

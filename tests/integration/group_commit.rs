@@ -144,3 +144,48 @@ fn a_writer_killed_between_its_record_and_the_flush_is_not_acknowledged() {
         }
     }
 }
+
+/// After a reboot the log puts the ledger's ref back on its last logged tip. A process killed
+/// while it holds the ref's lock for that (failpoint `recover-ref-locked`) left a lock no
+/// later writer would touch: each append waited on it and gave up. The recovery notes its
+/// lock first, as an append does, so the next command removes it and recovers again.
+#[test]
+fn a_recovery_killed_holding_the_ref_lock_does_not_stop_the_next_writer() {
+    for kind in ["sha1", "sha256"] {
+        let repo = crate::storage::seeded(kind, 3);
+        let _ = append_json(&repo, "\"logged\"");
+        let tip = repo.git_ok(&["rev-parse", REF]);
+        // The disk lost the ref's last move, as a power loss can: the log holds it still.
+        let before = repo.git_ok(&["rev-parse", &format!("{REF}~1")]);
+        std::fs::write(repo.git_dir().join(REF), format!("{before}\n")).unwrap();
+        as_if_rebooted(&repo);
+        let o = repo
+            .forum()
+            .env("GIT_FORUM_FAILPOINT", "recover-ref-locked")
+            .args(["verify"])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.code().is_none(),
+            "{kind}: the recovery must die: {o:?}"
+        );
+        assert!(
+            repo.git_dir().join(format!("{REF}.lock")).exists(),
+            "{kind}"
+        );
+        let next = append_json(&repo, "\"after\"");
+        assert_eq!(next["seq"], 4, "{kind}: {next}");
+        assert_eq!(
+            repo.git_ok(&["rev-parse", &format!("{REF}~1")]),
+            tip,
+            "{kind}"
+        );
+        let r = verify(&repo, true);
+        assert_eq!(
+            (r["ok"].as_bool(), r["entries"].as_u64()),
+            (Some(true), Some(5)),
+            "{kind}: {r}"
+        );
+        repo.fsck();
+    }
+}

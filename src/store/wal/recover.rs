@@ -433,7 +433,11 @@ impl GitStore {
         let path = self.ref_path();
         let lock = PathBuf::from(format!("{}.lock", path.display()));
         // The caller holds the writer lock; its file says whose ref lock this may be.
-        let held = File::open(self.writer_lock_path()).map_err(|e| io_err(&lock, e))?;
+        let held = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.writer_lock_path())
+            .map_err(|e| io_err(&lock, e))?;
         let noted = crate::store::lock::read_intent(&held, self.object_hash());
         if lock.exists() && !self.recover_stale_lock(&lock, &held, noted) {
             return Err(StoreError::Contended(format!(
@@ -444,14 +448,22 @@ impl GitStore {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
         }
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&lock)
-            .map_err(|e| io_err(&lock, e))?;
-        writeln!(f, "{id}").map_err(|e| io_err(&lock, e))?;
-        drop(f);
-        std::fs::rename(&lock, &path).map_err(|e| io_err(&path, e))
+        // Noted before the lock is taken, as an append notes it: were this process killed
+        // holding the lock, the next writer knows the lock for a dead writer's and removes it
+        // (without the note every later append waited on it and gave up).
+        crate::store::lock::note_intent(&held, Some(&id));
+        let value = format!("{id}\n");
+        if !crate::store::lock::take_ref_lock(&self.spare_path(), &lock, value.as_bytes())? {
+            crate::store::lock::note_intent(&held, None);
+            return Err(StoreError::Contended(format!(
+                "{} is being updated by another process; run the command again",
+                path.display()
+            )));
+        }
+        crate::store::failpoint::failpoint("recover-ref-locked");
+        std::fs::rename(&lock, &path).map_err(|e| io_err(&path, e))?;
+        crate::store::lock::note_intent(&held, None);
+        Ok(())
     }
 
     /// Appends a reflog line for every logged move the reflog lacks, after dropping a last line

@@ -54,7 +54,7 @@ pub struct WorkerStart {
     #[arg(long)]
     #[serde(default)]
     pub no_sandbox: bool,
-    /// Let confined seats and checks use the network; not with no_sandbox.
+    /// Let confined seats and checks use the network (refused beside --no-sandbox, the field no_sandbox).
     #[arg(long)]
     #[serde(default)]
     pub sandbox_net: bool,
