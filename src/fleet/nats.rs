@@ -651,3 +651,30 @@ fn redacted_one(raw: &str) -> String {
 pub(crate) fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::raced;
+
+    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn a_create_another_process_won_is_found_by_the_second_lookup() {
+        let made = async { Err::<u8, _>("subjects overlap with an existing stream") };
+        assert_eq!(run(raced(made, || async { Ok::<_, ()>(7) })), Ok(7));
+    }
+
+    #[test]
+    fn a_create_that_failed_for_another_reason_keeps_its_error() {
+        let made = async { Err::<u8, _>("insufficient resources") };
+        let found = run(raced(made, || async { Err::<u8, _>("stream not found") }));
+        assert_eq!(found, Err("insufficient resources"));
+        let made = async { Ok::<u8, &str>(3) };
+        assert_eq!(run(raced(made, || async { Ok::<_, ()>(9) })), Ok(3));
+    }
+}
