@@ -104,6 +104,7 @@ mod storage;
 mod strict_replay;
 mod strict_replay_edit;
 mod strict_replay_edit_spend;
+mod strict_replay_failure;
 mod strict_replay_gates;
 mod strict_replay_merge;
 mod strict_replay_quality;
