@@ -109,6 +109,7 @@ mod strict_replay_gates;
 mod strict_replay_merge;
 mod strict_replay_quality;
 mod strict_replay_work;
+mod strict_replay_worktree;
 mod submit;
 mod sync;
 mod tlog;
