@@ -26,16 +26,18 @@ const PLAN: &str = r#"{"tasks":[
 const ANSWER: &str =
     "Shipped the login API with docs. Verified by the test output; next step: deploy.";
 
-/// A worker whose first call fails with what `fail` makes, then answers as `inner` does.
+/// An executor whose first call that `when` picks fails with what `fail` makes; every other
+/// call is answered as `inner` answers it.
 struct FailsOnce {
     inner: Scripted,
     failed: AtomicBool,
     fail: fn() -> ExecError,
+    when: fn(&Call<'_>) -> bool,
 }
 
 impl Executor for FailsOnce {
     fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
-        if !self.failed.swap(true, Ordering::SeqCst) {
+        if (self.when)(call) && !self.failed.swap(true, Ordering::SeqCst) {
             return Err((self.fail)());
         }
         self.inner.call(call)
@@ -51,7 +53,11 @@ impl Executor for FailsOnce {
 }
 
 fn orchestrator() -> Arc<dyn Executor> {
-    Arc::new(Scripted::new("orch-model", |call| {
+    Arc::new(orchestrator_script())
+}
+
+fn orchestrator_script() -> Scripted {
+    Scripted::new("orch-model", |call| {
         Ok(match call.schema.map(|s| s.name.as_str()) {
             Some("plan") => PLAN.to_string(),
             Some("verdict") => {
@@ -60,7 +66,7 @@ fn orchestrator() -> Arc<dyn Executor> {
             }
             _ => ANSWER.to_string(),
         })
-    }))
+    })
 }
 
 fn opts() -> Options {
@@ -78,6 +84,7 @@ fn record(store: &mut MemoryStorage, fail: fn() -> ExecError) -> u64 {
         inner: Scripted::new("cheap-model", answer),
         failed: AtomicBool::new(false),
         fail,
+        when: |_| true,
     });
     let strong: Arc<dyn Executor> = Arc::new(Scripted::new("frontier-model", answer));
     let seats = Fleet::fixed(orchestrator(), worker, vec![strong]);
@@ -244,4 +251,43 @@ fn a_command_seat_that_exits_1_once_replays_and_its_edited_class_diverges_on_eve
         assert!(err.contains("(exit)"), "{err}");
         assert!(err.contains("older record"), "{err}");
     });
+}
+
+#[test]
+fn a_validator_call_that_failed_with_a_class_is_given_back_with_that_class() {
+    let roster = Roster::default_roster();
+    let orchestrator: Arc<dyn Executor> = Arc::new(FailsOnce {
+        inner: orchestrator_script(),
+        failed: AtomicBool::new(false),
+        fail: http_500,
+        when: |call| call.schema.is_some_and(|s| s.name == "verdict"),
+    });
+    let worker: Arc<dyn Executor> = Arc::new(Scripted::new("cheap-model", |_| Ok("done".into())));
+    let seats = Fleet::fixed(orchestrator, worker, vec![]);
+    let clock = StepClock::new(100.0, 0.5);
+    let env = Env {
+        roster: &roster,
+        seats: &seats,
+        clock: &clock,
+        progress: &Silent,
+    };
+    let mut store = MemoryStorage::default();
+    run::submit(&mut store, &env, &opts(), "ship a login API with docs").expect("run");
+    let at = store
+        .entries
+        .iter()
+        .find(|e| e.kind == "verdict" && body(&store, e.seq)["decision"] == "undetermined")
+        .map(|e| e.seq)
+        .expect("an undetermined verdict");
+    let reason = body(&store, at)["reason"].clone();
+    assert!(
+        reason
+            .as_str()
+            .unwrap()
+            .starts_with("validator failed (http_status): "),
+        "{reason}"
+    );
+    let r = replayed(&store, 0);
+    assert_eq!(r.divergence, None, "{r:?}");
+    assert!(r.unanswered.is_empty(), "{r:?}");
 }
