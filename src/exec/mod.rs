@@ -191,6 +191,18 @@ pub enum ExecError {
     /// The call's worst case did not fit in what is left of a spend ceiling; it never started.
     #[error("{0}")]
     Ceiling(String),
+    /// A failure a strict replay gives back from the record: the class the run recorded
+    /// (one of [`ExecError::REPLAYABLE`]), the message and the raw body it kept, word for
+    /// word.
+    #[error("{message}")]
+    Recorded {
+        /// The recorded class, as [`ExecError::code`] gave it.
+        code: &'static str,
+        /// The recorded message.
+        message: String,
+        /// The raw body the record kept, and whether it was kept cut short.
+        body: Option<(String, bool)>,
+    },
 }
 
 fn excerpt_suffix(s: &str) -> String {
@@ -223,6 +235,62 @@ impl ExecError {
             ExecError::NoAnswer { .. } => "no_answer",
             ExecError::Other(_) | ExecError::Agent(_) => "other",
             ExecError::Ceiling(_) => "ceiling",
+            ExecError::Recorded { code, .. } => code,
+        }
+    }
+
+    /// The classes of failure a strict replay can give back as they happened: every code but
+    /// a spend ceiling's and an interruption's, which stop the run rather than fail a call.
+    pub const REPLAYABLE: [&'static str; 14] = [
+        "spawn",
+        "timeout",
+        "stalled",
+        "exit",
+        "not_utf8",
+        "refused",
+        "missing_key",
+        "connect",
+        "http_status",
+        "redirect",
+        "too_large",
+        "invalid_json",
+        "no_answer",
+        "other",
+    ];
+
+    /// The failure of class `class` with `message` and the raw `body` kept of it (and
+    /// whether that was cut short), as a replay gives it back; `None` for a class outside
+    /// [`ExecError::REPLAYABLE`].
+    pub fn recorded(class: &str, message: &str, body: Option<(&str, bool)>) -> Option<ExecError> {
+        let code = Self::REPLAYABLE.iter().find(|c| **c == class)?;
+        Some(ExecError::Recorded {
+            code,
+            message: message.to_string(),
+            body: body.map(|(b, cut)| (b.to_string(), cut)),
+        })
+    }
+
+    /// Whether [`ExecError::raw_body`] is already cut short (a body given back from a record
+    /// that kept it cut).
+    pub fn raw_body_cut(&self) -> bool {
+        matches!(
+            self,
+            ExecError::Recorded {
+                body: Some((_, true)),
+                ..
+            }
+        )
+    }
+
+    /// What the other side sent with the failure, when it sent something: an endpoint's body
+    /// (its excerpt) with a status or as invalid JSON, a command's standard error.
+    pub fn raw_body(&self) -> Option<&str> {
+        match self {
+            ExecError::Status { excerpt, .. } => Some(excerpt),
+            ExecError::InvalidJson { reason, .. } => Some(reason),
+            ExecError::Command(command::CommandError::Failed { stderr, .. }) => Some(stderr),
+            ExecError::Recorded { body, .. } => body.as_ref().map(|(b, _)| b.as_str()),
+            _ => None,
         }
     }
 }

@@ -485,7 +485,7 @@ impl Worker<'_> {
         };
         let category = self.o.roster.get(&task.agent).map(|a| a.category.clone());
         let (system, prompt) =
-            crate::run::remote_prompt(&task.agent, category.as_deref(), &task.instruction, tree);
+            crate::run::remote_prompt(&task.agent, category.as_deref(), &task.instruction);
         let call = Call {
             system: Some(&system),
             prompt: &prompt,

@@ -264,13 +264,15 @@ impl Run<'_, '_> {
         let mut tw = w.get(&task.id);
         tw.tree = Some(tree.clone());
         w.set(&task.id, tw);
-        let prompt = format!("{instruction}{}", work_note(&tree.path));
+        // The prompt names no host path, only a replay of a run recorded when it did.
+        let named = tree.named.then_some(tree.path.as_path());
+        let prompt = format!("{instruction}{}", work_note(named));
         let dir: PathBuf = tree.path.clone();
         let allowed = super::edit::allowed(w, task);
         let done = command::in_jail(w.jail_for(&tree), || {
             command::in_allowed(allowed, || match self.edit_hands(w, task, exec, &tree) {
                 Some(hands) => command::in_workdir(&dir, || {
-                    let at = (parent, tree.path.as_path());
+                    let at = (parent, named);
                     self.edit_attempt(w, task, exec, &prompt, at, hands.as_ref())
                 }),
                 None => command::in_workdir(&dir, || {

@@ -283,16 +283,16 @@ impl Run<'_, '_> {
     }
 
     /// Runs `task` as a tool conversation in its worktree (`tree`) and witnesses its `result`
-    /// under `parent` (the tool entries hang there too). The result names the worktree: the
-    /// prompt tells the model its path, so a strict replay tells it the same and each turn
-    /// reserves as much as it did under a spend ceiling.
+    /// under `parent` (the tool entries hang there too). The prompt names no host path; when
+    /// it names one (`named`: only a strict replay of a run recorded when prompts did), the
+    /// result keeps it as that run's did.
     pub(super) fn edit_attempt(
         &self,
         w: &WorkRun,
         task: &Task,
         exec: &Arc<dyn Executor>,
         prompt: &str,
-        (parent, tree): (u64, &std::path::Path),
+        (parent, named): (u64, Option<&std::path::Path>),
         hands: &dyn Hands,
     ) -> Result<Done, RunError> {
         self.env.progress.event(&Event::TaskStarted {
@@ -321,8 +321,10 @@ impl Run<'_, '_> {
             Ok(report) => (report, true, None),
             Err(f) => (format!("error: {}", f.reason), false, Some(f.code)),
         };
-        let mut payload = json!({"id": task.id, "output": output, "ok": ok, "model": seen.model,
-                                 "worktree": tree.display().to_string()});
+        let mut payload = json!({"id": task.id, "output": output, "ok": ok, "model": seen.model});
+        if let Some(path) = named {
+            payload["worktree"] = json!(path.display().to_string());
+        }
         seen.fields(&mut payload);
         if let Some(code) = error {
             payload["error"] = json!(code);

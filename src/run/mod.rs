@@ -58,6 +58,7 @@ mod drive;
 mod edit;
 pub mod edit_tools;
 mod engine;
+mod failure;
 mod gates;
 mod heartbeat;
 mod interrupt;

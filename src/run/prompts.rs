@@ -92,12 +92,15 @@ pub(super) fn synthesis_prompt(request: &str, parts: &[String], contract: &str) 
 }
 
 /// What a `--work` task's worker is told about its worktree.
-pub(super) fn work_note(path: &std::path::Path) -> String {
+pub(super) fn work_note(path: Option<&std::path::Path>) -> String {
+    let place = match path {
+        Some(p) => format!(" {}", p.display()),
+        None => " made for this task".to_string(),
+    };
     format!(
-        "\n\nYou work in the git worktree {} (your working directory). Make the change by \
+        "\n\nYou work in the git worktree{place} (your working directory). Make the change by \
          editing files there; when you answer, everything you changed is committed for you and \
-         checked. Your answer is a short report of what you changed.",
-        path.display()
+         checked. Your answer is a short report of what you changed."
     )
 }
 

@@ -392,16 +392,15 @@ pub(super) fn priors(items: &[(String, u64, serde_json::Value)]) -> (Vec<Prior>,
 }
 
 /// What a worker elsewhere asks its worker seat for a dispatched task: the system line and
-/// the prompt a local `--work` task of lane `agent` gets, in the worktree `tree`.
+/// the prompt a local `--work` task of lane `agent` gets (it names no host path).
 pub(crate) fn remote_prompt(
     agent: &str,
     category: Option<&str>,
     instruction: &str,
-    tree: &Path,
 ) -> (String, String) {
     (
         super::prompts::worker_system(agent, category),
-        format!("{instruction}{}", super::prompts::work_note(tree)),
+        format!("{instruction}{}", super::prompts::work_note(None)),
     )
 }
 

@@ -20,6 +20,17 @@ use super::{
     plan_schema, verdict_schema,
 };
 
+/// What a worker's call gave: its output, whether it is one, the model, the error code of a
+/// failure and the `failure` body kept of a failed call, and the usage.
+struct Worked {
+    output: String,
+    ok: bool,
+    model: String,
+    error: Option<&'static str>,
+    failure: Option<serde_json::Value>,
+    usage: Option<serde_json::Value>,
+}
+
 impl Run<'_, '_> {
     // ---- planning ----
 
@@ -166,24 +177,34 @@ impl Run<'_, '_> {
             agent: task.agent.clone(),
             model: exec.model(),
         });
-        let (output, ok, model, error, mut usage) = self.work_on(task, exec, instruction);
+        let Worked {
+            output,
+            ok,
+            model,
+            error,
+            failure,
+            mut usage,
+        } = self.work_on(task, exec, instruction);
         // A confined agent's egress: what its metering forwarder counted and what its proxy
         // refused.
         let seen = crate::exec::command::take_egress_seen();
-        let (output, error) = match seen
+        let (output, error, failure) = match seen
             .as_ref()
             .and_then(|s| stopped_usage(exec.as_ref(), &model, s))
         {
             // Stopped mid-run at a ceiling: it did spend what the forwarder counted.
             Some((u, why)) => {
                 usage = Some(u);
-                (format!("error: {why}"), Some("ceiling"))
+                (format!("error: {why}"), Some("ceiling"), None)
             }
-            None => (output, error),
+            None => (output, error, failure),
         };
         let mut payload = json!({"id": task.id, "output": output, "ok": ok, "model": model});
         if let Some(code) = error {
             payload["error"] = json!(code);
+        }
+        if let Some(f) = failure {
+            payload["failure"] = f;
         }
         if let Some(seen) = seen {
             payload["egress"] = seen;
@@ -196,29 +217,18 @@ impl Run<'_, '_> {
     }
 
     /// The worker's call for `task`: its output, whether it is one, the model, the error code
-    /// of a failure, and the usage; skipped as on the budget when the run is over it or a
-    /// ceiling refused the call before it started.
-    fn work_on(
-        &self,
-        task: &Task,
-        exec: &Arc<dyn Executor>,
-        instruction: &str,
-    ) -> (
-        String,
-        bool,
-        String,
-        Option<&'static str>,
-        Option<serde_json::Value>,
-    ) {
-        let skipped = || {
-            (
-                "error: budget exceeded".to_string(),
-                false,
-                exec.model(),
-                Some("budget"),
-                None,
-            )
+    /// of a failure and what the failure kept, and the usage; skipped as on the budget when
+    /// the run is over it or a ceiling refused the call before it started.
+    fn work_on(&self, task: &Task, exec: &Arc<dyn Executor>, instruction: &str) -> Worked {
+        let failed = |output: String, error: &'static str, usage| Worked {
+            output,
+            ok: false,
+            model: exec.model(),
+            error: Some(error),
+            failure: None,
+            usage,
         };
+        let skipped = || failed("error: budget exceeded".to_string(), "budget", None);
         if self.over_budget() {
             return skipped();
         }
@@ -237,26 +247,28 @@ impl Run<'_, '_> {
         match self.ask(exec.as_ref(), &call) {
             Ok(r) if r.text.trim().is_empty() => {
                 let usage = usage_of(exec.as_ref(), &r);
-                (
-                    "error: the model returned an empty answer".to_string(),
-                    false,
-                    r.model,
-                    Some("empty"),
-                    usage,
-                )
+                Worked {
+                    model: r.model,
+                    ..failed(
+                        "error: the model returned an empty answer".to_string(),
+                        "empty",
+                        usage,
+                    )
+                }
             }
-            Ok(r) => {
-                let usage = usage_of(exec.as_ref(), &r);
-                (r.text, true, r.model, None, usage)
-            }
+            Ok(r) => Worked {
+                usage: usage_of(exec.as_ref(), &r),
+                output: r.text,
+                ok: true,
+                model: r.model,
+                error: None,
+                failure: None,
+            },
             Err(e) if e.code() == "ceiling" => skipped(),
-            Err(e) => (
-                format!("error: {e}"),
-                false,
-                exec.model(),
-                Some(e.code()),
-                None,
-            ),
+            Err(e) => Worked {
+                failure: Some(super::failure::kept(&e)),
+                ..failed(format!("error: {e}"), e.code(), None)
+            },
         }
     }
 

@@ -66,6 +66,10 @@ pub struct TaskTree {
     /// there (the worktree's admin dir, the objects and refs, a configuration stripped to what
     /// reading the repository needs). Empty for a workbench that needs none.
     pub(crate) shows: Vec<(PathBuf, PathBuf)>,
+    /// Whether the worker's prompt names `path`. A live run's never does (no host path goes
+    /// to a model or into the ledger); a strict replay's does for a run recorded when prompts
+    /// named their worktree, so it sends what that run sent.
+    pub(crate) named: bool,
 }
 
 pub use crate::exec::config::ChangeLimits;

@@ -360,6 +360,7 @@ impl GitWork {
             path,
             start: commit.to_string(),
             shows,
+            named: false,
         })
     }
 

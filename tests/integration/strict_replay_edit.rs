@@ -23,7 +23,7 @@ const CHECK: &str = "python3 -m unittest -q";
 
 /// A scripted coder: one turn with two calls (the failing test, and a file outside the
 /// worktree, which the engine refuses), then the fix, the check, and its report.
-fn coder(turn: usize, _: &J) -> (u16, J) {
+pub(crate) fn coder(turn: usize, _: &J) -> (u16, J) {
     let a = match turn {
         0 => chat_answer(
             J::Null,
@@ -44,7 +44,7 @@ fn coder(turn: usize, _: &J) -> (u16, J) {
 }
 
 /// Records the editing worker's run 0 in `repo` against `stub`.
-fn record(repo: &Repo, stub: &Stub, extra: &[&str]) {
+pub(crate) fn record(repo: &Repo, stub: &Stub, extra: &[&str]) {
     work_run::setup(repo);
     let out = submit(repo, stub, extra);
     assert!(

@@ -25,7 +25,7 @@ fn costly_lister(turn: usize, _: &J) -> (u16, J) {
 }
 
 /// Records run 0 of `repo`: the costly lister stopped by `--max-tokens 20000`.
-fn ceiling_run(repo: &Repo) {
+pub(crate) fn ceiling_run(repo: &Repo) {
     work_run::setup(repo);
     let stub = Stub::start(fleet(costly_lister));
     let out = submit(

@@ -17,6 +17,17 @@ use crate::run::{Clock, Reading, lock};
 
 use super::{Recorded, usage};
 
+/// A reply the record holds: the reply, or the failure the call met.
+type Answer = Result<Reply, ExecError>;
+
+/// The failure a recorded reason names after `prefix` (`validator failed (`, `the gate
+/// failed (`, `the orchestrator seat failed (`): its class and message, as they happened.
+/// `None` when the reason does not name one, or names a class a replay cannot give back.
+fn failure_in(reason: &str, prefix: &str) -> Option<ExecError> {
+    let (code, msg) = reason.strip_prefix(prefix)?.split_once("): ")?;
+    ExecError::recorded(code, msg, None)
+}
+
 /// The replies the record holds, queued per caller, and the calls it could not answer.
 #[derive(Default)]
 pub(super) struct Answers {
@@ -24,19 +35,19 @@ pub(super) struct Answers {
     /// and the plan entry's body (its usage).
     plan: Option<(String, J)>,
     /// Per task id: the recorded instruction and the worker replies, oldest first.
-    tasks: BTreeMap<String, (String, VecDeque<Result<Reply, String>>)>,
+    tasks: BTreeMap<String, (String, VecDeque<Answer>)>,
     /// Per task id: the validator's replies, oldest first.
-    verdicts: BTreeMap<String, VecDeque<Result<Reply, String>>>,
+    verdicts: BTreeMap<String, VecDeque<Answer>>,
     /// The reviser's replies, oldest first.
-    reviser: VecDeque<Result<Reply, String>>,
+    reviser: VecDeque<Answer>,
     /// The intent judge's replies, oldest first.
-    judge: VecDeque<Result<Reply, String>>,
+    judge: VecDeque<Answer>,
     /// The classifier's replies (a solo run's routing ladder), oldest first.
-    classifier: VecDeque<Result<Reply, String>>,
+    classifier: VecDeque<Answer>,
     /// Per task: the pre-ship gate's replies, oldest first.
-    ships: BTreeMap<String, VecDeque<Result<Reply, String>>>,
+    ships: BTreeMap<String, VecDeque<Answer>>,
     /// Per task: the pre-ship gate's replies over its attempts (`--attempts`), oldest first.
-    attempt_gates: BTreeMap<String, VecDeque<Result<Reply, String>>>,
+    attempt_gates: BTreeMap<String, VecDeque<Answer>>,
     /// The synthesizer's replies, oldest first.
     synthesis: VecDeque<Reply>,
     /// The editing worker's turns.
@@ -84,23 +95,40 @@ fn plan_reply(plan: &J) -> Option<String> {
     Some(json!({ "tasks": out }).to_string())
 }
 
-/// A worker's reply from its `result`: the output, or the failure it recorded. `Err` names
-/// a failure the record cannot give back as it happened.
-fn worker_reply(e: &Recorded) -> Result<Result<Reply, String>, String> {
+/// A worker's reply from its `result`: the output, or the failure it recorded (its class from
+/// `failure`, its message from the output). `Err` names a failure the record cannot give
+/// back as it happened: one recorded before results kept their class.
+fn worker_reply(e: &Recorded) -> Result<Answer, String> {
     let b = &e.payload;
     let model = b["model"].as_str().unwrap_or_default();
     let output = b["output"].as_str().unwrap_or_default();
+    let message = output.strip_prefix("error: ").unwrap_or(output);
+    let f = &b["failure"];
+    if let Some(class) = f["class"].as_str() {
+        let body = f["body"].as_str().map(|t| (t, f["body_cut"] == true));
+        return ExecError::recorded(class, message, body)
+            .map(Err)
+            .ok_or_else(|| {
+                format!(
+                    "the result at seq {} keeps a failure of class {class}, which a replay cannot give back",
+                    e.seq
+                )
+            });
+    }
     match b.get("error").and_then(J::as_str) {
         None => Ok(Ok(reply(output, model, b))),
         Some("empty") => Ok(Ok(reply("", model, b))),
-        Some("other") => Ok(Err(output
-            .strip_prefix("error: ")
-            .unwrap_or(output)
-            .to_string())),
+        // A result recorded before failures kept their class: its text is the message of a
+        // failure that had no class of its own.
+        Some("other") => Ok(Err(ExecError::Other(message.to_string()))),
         // Skipped before any call: the engine decides that again without asking.
-        Some("budget") => Ok(Err("budget".into())),
-        Some(code) => Err(format!(
+        Some("budget") => Ok(Err(ExecError::Other("budget".into()))),
+        Some(code @ ("ceiling" | "interrupted" | "work")) => Err(format!(
             "the result at seq {} keeps only the text of a failed call ({code}), not the failure itself",
+            e.seq
+        )),
+        Some(code) => Err(format!(
+            "the result at seq {} keeps only the text of a failed call ({code}): it is an older record, made before a result kept its failure's class",
             e.seq
         )),
     }
@@ -108,13 +136,15 @@ fn worker_reply(e: &Recorded) -> Result<Result<Reply, String>, String> {
 
 /// A validator's reply from its `verdict`; `None` when no validator was asked (the engine
 /// rules without one: a failed task, the budget).
-fn verdict_reply(e: &Recorded) -> Option<Result<Reply, String>> {
+fn verdict_reply(e: &Recorded) -> Option<Answer> {
     let b = &e.payload;
     let model = b.get("model")?.as_str()?;
     let reason = b["reason"].as_str().unwrap_or_default();
     if let Some(why) = reason.strip_prefix("validator failed (") {
         let msg = why.split_once("): ").map_or(why, |(_, m)| m);
-        return Some(Err(msg.to_string()));
+        let e = failure_in(reason, "validator failed (")
+            .unwrap_or_else(|| ExecError::Other(msg.to_string()));
+        return Some(Err(e));
     }
     let text = if b["decision"] == "undetermined" {
         "the validator answered without a usable verdict".to_string()
@@ -136,7 +166,7 @@ fn summary_of(answer: &str) -> &str {
 /// rejected (an accepted revision's reply is the revised answer, read from its `result`);
 /// `None` for an accepted one. A rejected revision's reply is the text its entry keeps; `Err`
 /// names one whose text the record does not keep (recorded before it did) or keeps cut short.
-fn reviser_failure(e: &Recorded) -> Result<Option<Result<Reply, String>>, String> {
+fn reviser_failure(e: &Recorded) -> Result<Option<Answer>, String> {
     let b = &e.payload;
     if b["accepted"] == true {
         return Ok(None);
@@ -155,8 +185,8 @@ fn reviser_failure(e: &Recorded) -> Result<Option<Result<Reply, String>>, String
     if why == Some("the orchestrator seat returned an empty answer") {
         return Ok(Some(Ok(reply("", "", b))));
     }
-    if let Some(msg) = why.and_then(|w| w.strip_prefix("the orchestrator seat failed (other): ")) {
-        return Ok(Some(Err(msg.to_string())));
+    if let Some(e) = why.and_then(|w| failure_in(w, "the orchestrator seat failed (")) {
+        return Ok(Some(Err(e)));
     }
     Err(format!(
         "the revision at seq {} was not accepted, and the record does not keep the reviser's text",
@@ -166,15 +196,15 @@ fn reviser_failure(e: &Recorded) -> Result<Option<Result<Reply, String>>, String
 
 /// The intent judge's reply from its `intent_judgment` entry. `Err` names a ruling the record
 /// keeps only as a failure's text.
-fn judge_reply(e: &Recorded) -> Result<Result<Reply, String>, String> {
+fn judge_reply(e: &Recorded) -> Result<Answer, String> {
     let b = &e.payload;
     if b["ok"].is_boolean() {
         let text = json!({"ok": b["ok"], "score": b["score"], "reason": b["reason"]});
         return Ok(Ok(reply(&text.to_string(), "", b)));
     }
     let reason = b["reason"].as_str().unwrap_or_default();
-    match reason.strip_prefix("judge failed: the orchestrator seat failed (other): ") {
-        Some(msg) => Ok(Err(msg.to_string())),
+    match failure_in(reason, "judge failed: the orchestrator seat failed (") {
+        Some(e) => Ok(Err(e)),
         None => Err(format!(
             "the intent judgment at seq {} keeps only the text of a failed ruling, not the reply",
             e.seq
@@ -185,7 +215,7 @@ fn judge_reply(e: &Recorded) -> Result<Result<Reply, String>, String> {
 /// The classifier's reply from its `classification` entry: the lane it named, or what came
 /// back when it named none. `Err` names an answer the record keeps cut short or only as a
 /// failure's text.
-fn classifier_reply(e: &Recorded) -> Result<Result<Reply, String>, String> {
+fn classifier_reply(e: &Recorded) -> Result<Answer, String> {
     let b = &e.payload;
     let model = b["model"].as_str().unwrap_or_default();
     if b["agent"].is_string() {
@@ -195,8 +225,8 @@ fn classifier_reply(e: &Recorded) -> Result<Result<Reply, String>, String> {
     }
     let reason = b["reason"].as_str().unwrap_or_default();
     let answer = b["answer"].as_str().unwrap_or_default();
-    if let Some(msg) = reason.strip_prefix("the orchestrator seat failed (other): ") {
-        return Ok(Err(msg.to_string()));
+    if let Some(e) = failure_in(reason, "the orchestrator seat failed (") {
+        return Ok(Err(e));
     }
     if reason.starts_with("no lane was chosen: ")
         && answer.chars().count() < crate::route::MAX_KEPT_ANSWER
@@ -213,7 +243,7 @@ fn classifier_reply(e: &Recorded) -> Result<Result<Reply, String>, String> {
 /// run recorded before the reply was kept, one made from its decision and reason; `None` when
 /// no gate was asked (a guardrail, a light seat, the budget). `Err` names a reply the record
 /// keeps cut short or a failure it keeps only as text.
-fn ship_reply(e: &Recorded) -> Result<Option<Result<Reply, String>>, String> {
+fn ship_reply(e: &Recorded) -> Result<Option<Answer>, String> {
     let b = &e.payload;
     if b.get("gate").is_some() || b["error"] == "budget" {
         return Ok(None);
@@ -234,16 +264,14 @@ fn ship_reply(e: &Recorded) -> Result<Option<Result<Reply, String>>, String> {
             let text = json!({"decision": b["decision"], "reason": reason}).to_string();
             Ok(Some(Ok(reply(&text, model, b))))
         }
-        Some("other") => {
-            let msg = reason
-                .strip_prefix("the gate failed (other): ")
-                .unwrap_or(reason);
-            Ok(Some(Err(msg.to_string())))
-        }
-        Some(code) => Err(format!(
-            "the ship decision at seq {} keeps only the text of a failed gate call ({code}), not the reply itself",
-            e.seq
-        )),
+        Some(code) => match failure_in(reason, "the gate failed (") {
+            Some(e) if e.code() == code => Ok(Some(Err(e))),
+            _ if code == "other" => Ok(Some(Err(ExecError::Other(reason.to_string())))),
+            _ => Err(format!(
+                "the ship decision at seq {} keeps only the text of a failed gate call ({code}), not the reply itself",
+                e.seq
+            )),
+        },
     }
 }
 
@@ -300,7 +328,9 @@ impl Answers {
                     let task = b["task"].as_str().unwrap_or_default().to_string();
                     let model = b["gate"]["model"].as_str().unwrap_or_default();
                     if let Some(r) = super::attempts::gate_reply(e)? {
-                        let r = r.map(|text| reply(&text, model, b));
+                        let r = r
+                            .map(|text| reply(&text, model, b))
+                            .map_err(ExecError::Other);
                         a.attempt_gates.entry(task).or_default().push_back(r);
                     }
                 }
@@ -386,7 +416,7 @@ impl Answers {
                 }
                 Ok(r)
             }
-            Ok(Err(msg)) => Err(ExecError::Other(msg)),
+            Ok(Err(e)) => Err(e),
             Err(what) => {
                 let line = format!("the record holds no reply for {what}");
                 self.unanswered.push(line.clone());
@@ -397,7 +427,7 @@ impl Answers {
 
     /// The next reply of the task whose recorded instruction the prompt starts with (the
     /// longest, so one task's instruction that begins another's is not taken for it).
-    fn worker(&mut self, prompt: &str) -> Result<Result<Reply, String>, String> {
+    fn worker(&mut self, prompt: &str) -> Result<Answer, String> {
         let id = self
             .tasks
             .iter()

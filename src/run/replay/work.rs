@@ -242,6 +242,7 @@ impl ReplayBench {
             path: PathBuf::from(format!("/replay/{task}")),
             start: self.base.commit.clone(),
             shows: Vec::new(),
+            named: false,
         }
     }
 
@@ -260,9 +261,11 @@ impl Workbench for ReplayBench {
 
     fn open_task(&self, task: &str, _: &[String]) -> Result<TaskTree, WorkError> {
         let mut tree = self.tree(task);
-        // An editing worker's prompt names its worktree as its result records it.
+        // A run recorded when prompts named the worktree: its editing worker's prompt names
+        // the path its result records, as that run's did.
         if let Some(path) = lock(&self.carried).worktree(task) {
             tree.path = PathBuf::from(path);
+            tree.named = true;
         }
         Ok(tree)
     }

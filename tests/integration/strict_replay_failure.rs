@@ -1,0 +1,293 @@
+//! Strict replay of a run whose worker's call failed: the result keeps the failure's class
+//! (`failure.class`, the code the engine branches on) and its raw body, the replay gives the
+//! same failure back, and the engine's escalation is decided again and compared. A run
+//! recorded before results kept the class is refused in one line.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use git_forum::exec::{Call, ExecError, Executor, Fleet, Reply, Scripted};
+use git_forum::ledger::{MemoryStorage, Storage};
+use git_forum::roster::Roster;
+use git_forum::run::replay::{self, StrictReplay};
+use git_forum::run::{self, Env, Options, Silent, StepClock};
+use serde_json::{Value as J, json};
+
+use crate::common::{Repo, on_each_kind};
+use crate::strict_replay::{edited, forged_export};
+use crate::strict_replay_edit::{import_as, refusal};
+use crate::strict_replay_work::{no_divergence, strict};
+use crate::work_run::payloads;
+
+const PLAN: &str = r#"{"tasks":[
+ {"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":[]},
+ {"id":"T2","agent":"docs","instruction":"write the API docs","depends_on":["T1"],"done_when":[]}]}"#;
+
+const ANSWER: &str =
+    "Shipped the login API with docs. Verified by the test output; next step: deploy.";
+
+/// An executor whose first call that `when` picks fails with what `fail` makes; every other
+/// call is answered as `inner` answers it.
+struct FailsOnce {
+    inner: Scripted,
+    failed: AtomicBool,
+    fail: fn() -> ExecError,
+    when: fn(&Call<'_>) -> bool,
+}
+
+impl Executor for FailsOnce {
+    fn call(&self, call: &Call<'_>) -> Result<Reply, ExecError> {
+        if (self.when)(call) && !self.failed.swap(true, Ordering::SeqCst) {
+            return Err((self.fail)());
+        }
+        self.inner.call(call)
+    }
+
+    fn model(&self) -> String {
+        self.inner.model()
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+fn orchestrator() -> Arc<dyn Executor> {
+    Arc::new(orchestrator_script())
+}
+
+fn orchestrator_script() -> Scripted {
+    Scripted::new("orch-model", |call| {
+        Ok(match call.schema.map(|s| s.name.as_str()) {
+            Some("plan") => PLAN.to_string(),
+            Some("verdict") => {
+                json!({"decision": "pass", "score": 0.9, "reason": "meets the criteria"})
+                    .to_string()
+            }
+            _ => ANSWER.to_string(),
+        })
+    })
+}
+
+fn opts() -> Options {
+    let mut o = Options::default();
+    o.rules_record = Some(replay::rules::record(&o, &Roster::default_roster()));
+    o
+}
+
+/// Records a run whose cheap worker fails its first call (T1) with `fail`, so T1 climbs to
+/// the frontier rung, which answers; returns the request seq.
+fn record(store: &mut MemoryStorage, fail: fn() -> ExecError) -> u64 {
+    let roster = Roster::default_roster();
+    let answer = |call: &Call<'_>| Ok(format!("done: {}", call.prompt.lines().next().unwrap()));
+    let worker: Arc<dyn Executor> = Arc::new(FailsOnce {
+        inner: Scripted::new("cheap-model", answer),
+        failed: AtomicBool::new(false),
+        fail,
+        when: |_| true,
+    });
+    let strong: Arc<dyn Executor> = Arc::new(Scripted::new("frontier-model", answer));
+    let seats = Fleet::fixed(orchestrator(), worker, vec![strong]);
+    let clock = StepClock::new(100.0, 0.5);
+    let env = Env {
+        roster: &roster,
+        seats: &seats,
+        clock: &clock,
+        progress: &Silent,
+    };
+    let before = store.len().unwrap();
+    run::submit(store, &env, &opts(), "ship a login API with docs").expect("run");
+    before
+}
+
+fn body(store: &MemoryStorage, seq: u64) -> J {
+    store.payload_at(seq).unwrap().unwrap().to_serde()
+}
+
+/// The seq of T1's failed result.
+fn failed_result(store: &MemoryStorage) -> u64 {
+    store
+        .entries
+        .iter()
+        .find(|e| e.kind == "result" && body(store, e.seq)["ok"] == false)
+        .map(|e| e.seq)
+        .expect("a failed result")
+}
+
+fn replayed(store: &MemoryStorage, req: u64) -> StrictReplay {
+    replay::strict(store, req, &Roster::default_roster(), &opts()).expect("replay")
+}
+
+fn http_500() -> ExecError {
+    ExecError::Status {
+        url: "http://127.0.0.1:9/v1/chat/completions".into(),
+        status: 500,
+        excerpt: "{\"error\":\"overloaded\"}".into(),
+    }
+}
+
+fn malformed() -> ExecError {
+    ExecError::InvalidJson {
+        url: "http://127.0.0.1:9/v1/chat/completions".into(),
+        reason: "expected value at line 1 column 1".into(),
+    }
+}
+
+fn refused() -> ExecError {
+    ExecError::Refused("127.0.0.1:9 is not an allowed address".into())
+}
+
+#[test]
+fn a_worker_that_failed_once_and_escalated_replays_with_no_divergence_for_each_class() {
+    for (fail, class, raw) in [
+        (
+            http_500 as fn() -> ExecError,
+            "http_status",
+            Some("{\"error\":\"overloaded\"}"),
+        ),
+        (
+            malformed,
+            "invalid_json",
+            Some("expected value at line 1 column 1"),
+        ),
+        // Nothing reached a model: under a ceiling it is charged nothing.
+        (refused, "refused", None),
+    ] {
+        let mut store = MemoryStorage::default();
+        let req = record(&mut store, fail);
+        let at = failed_result(&store);
+        let b = body(&store, at);
+        assert_eq!(b["error"], class, "{b}");
+        assert_eq!(b["failure"]["class"], class, "{b}");
+        assert_eq!(b["failure"]["body"].as_str(), raw, "{b}");
+        let kinds: Vec<&str> = store.entries.iter().map(|e| e.kind.as_str()).collect();
+        assert!(kinds.contains(&"tier_escalation"), "{kinds:?}");
+        let r = replayed(&store, req);
+        assert_eq!(r.divergence, None, "{class}: {r:?}");
+        assert!(r.unanswered.is_empty(), "{r:?}");
+        assert_eq!(r.recorded, r.recomputed);
+        // The class edited in a copy is the divergence at the result's seq.
+        let forged = edited(&store, at, |b| b["failure"]["class"] = json!("timeout"));
+        let d = replayed(&forged, req).divergence.expect("a divergence");
+        assert_eq!(d.seq, at, "{d:?}");
+        assert!(d.recorded.contains(&format!("error:{class}")), "{d:?}");
+        assert!(d.recomputed.contains("error:timeout"), "{d:?}");
+    }
+}
+
+#[test]
+fn a_failed_and_escalated_run_replays_from_the_command_line_on_every_format() {
+    let mut store = MemoryStorage::default();
+    let req = record(&mut store, http_500);
+    let at = failed_result(&store);
+    let forged = edited(&store, at, |b| b["failure"]["class"] = json!("connect"));
+    on_each_kind(|repo| {
+        assert_eq!(req, 0);
+        import_as(repo, &store, "honest");
+        let (code, r) = strict(repo, &["--ledger", "honest"]);
+        no_divergence(code, &r);
+        import_as(repo, &forged, "forged");
+        let (code, r) = strict(repo, &["--ledger", "forged"]);
+        assert_eq!(code, Some(1), "{r}");
+        assert_eq!(r["divergence"]["seq"], json!(at), "{r}");
+    });
+}
+
+/// A command model whose worker exits 1 the first time it is asked (it leaves `marker`
+/// behind), then answers.
+fn exits_once_model(repo: &Repo) -> String {
+    let plan = PLAN.replace('\n', "");
+    let marker = repo.path().join("worker-failed-once");
+    let body = format!(
+        "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{plan}' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo '{ANSWER}' ;;\n  *) if [ ! -e '{m}' ]; then : > '{m}'; echo 'the worker fell over' >&2; exit 1; fi; echo done ;;\nesac\n",
+        m = marker.display()
+    );
+    crate::procs::executable(&repo.path().join("model.sh"), &body)
+}
+
+/// The seq and body of the result that failed.
+fn failed_of(repo: &Repo) -> (u64, J) {
+    payloads(repo, "result")
+        .into_iter()
+        .find(|(_, p)| p["ok"] == false)
+        .expect("a failed result")
+}
+
+#[test]
+fn a_command_seat_that_exits_1_once_replays_and_its_edited_class_diverges_on_every_format() {
+    on_each_kind(|repo| {
+        let model = exits_once_model(repo);
+        let o = repo
+            .forum()
+            .args([
+                "submit",
+                "--cmd",
+                &model,
+                "--quiet",
+                "ship a login API with docs",
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.code().is_some(), "{o:?}");
+        let (at, b) = failed_of(repo);
+        assert_eq!(b["error"], "exit", "{b}");
+        assert_eq!(b["failure"]["class"], "exit", "{b}");
+        let raw = b["failure"]["body"].as_str().unwrap_or_default();
+        assert!(raw.contains("the worker fell over"), "{b}");
+        let (code, r) = strict(repo, &[]);
+        no_divergence(code, &r);
+        let forged = forged_export(repo, at, |b| b["failure"]["class"] = json!("timeout"));
+        import_as(repo, &forged, "forged");
+        let (code, r) = strict(repo, &["--ledger", "forged"]);
+        assert_eq!(code, Some(1), "{r}");
+        assert_eq!(r["divergence"]["seq"], json!(at), "{r}");
+        // The same run as an older version recorded it (no class): refused in one line.
+        let older = forged_export(repo, at, |b| {
+            b.as_object_mut().unwrap().remove("failure");
+        });
+        import_as(repo, &older, "older");
+        let err = refusal(repo, "older");
+        assert!(err.contains(&format!("seq {at}")), "{err}");
+        assert!(err.contains("(exit)"), "{err}");
+        assert!(err.contains("older record"), "{err}");
+    });
+}
+
+#[test]
+fn a_validator_call_that_failed_with_a_class_is_given_back_with_that_class() {
+    let roster = Roster::default_roster();
+    let orchestrator: Arc<dyn Executor> = Arc::new(FailsOnce {
+        inner: orchestrator_script(),
+        failed: AtomicBool::new(false),
+        fail: http_500,
+        when: |call| call.schema.is_some_and(|s| s.name == "verdict"),
+    });
+    let worker: Arc<dyn Executor> = Arc::new(Scripted::new("cheap-model", |_| Ok("done".into())));
+    let seats = Fleet::fixed(orchestrator, worker, vec![]);
+    let clock = StepClock::new(100.0, 0.5);
+    let env = Env {
+        roster: &roster,
+        seats: &seats,
+        clock: &clock,
+        progress: &Silent,
+    };
+    let mut store = MemoryStorage::default();
+    run::submit(&mut store, &env, &opts(), "ship a login API with docs").expect("run");
+    let at = store
+        .entries
+        .iter()
+        .find(|e| e.kind == "verdict" && body(&store, e.seq)["decision"] == "undetermined")
+        .map(|e| e.seq)
+        .expect("an undetermined verdict");
+    let reason = body(&store, at)["reason"].clone();
+    assert!(
+        reason
+            .as_str()
+            .unwrap()
+            .starts_with("validator failed (http_status): "),
+        "{reason}"
+    );
+    let r = replayed(&store, 0);
+    assert_eq!(r.divergence, None, "{r:?}");
+    assert!(r.unanswered.is_empty(), "{r:?}");
+}
