@@ -62,9 +62,34 @@ pub fn entry_preimage(
     prev_hash: &str,
 ) -> String {
     let mut out = String::with_capacity(200 + actor.len() + kind.len());
+    push_entry_preimage(
+        &mut out,
+        seq,
+        ts,
+        actor,
+        kind,
+        causal_parent,
+        payload_hash,
+        prev_hash,
+    );
+    out
+}
+
+/// Appends the entry-hash preimage ([`entry_preimage`]) to `out`.
+#[allow(clippy::too_many_arguments)]
+fn push_entry_preimage(
+    out: &mut String,
+    seq: u64,
+    ts: f64,
+    actor: &str,
+    kind: &str,
+    causal_parent: Option<i64>,
+    payload_hash: &str,
+    prev_hash: &str,
+) {
     out.push_str(itoa::Buffer::new().format(seq));
     out.push(SEP);
-    push_python_fixed6(&mut out, ts);
+    push_python_fixed6(out, ts);
     out.push(SEP);
     out.push_str(actor);
     out.push(SEP);
@@ -77,7 +102,6 @@ pub fn entry_preimage(
     out.push_str(payload_hash);
     out.push(SEP);
     out.push_str(prev_hash);
-    out
 }
 
 /// Whether `entry_hash` is the entry hash of these fields: [`entry_hash`] compared without
@@ -93,12 +117,23 @@ pub(crate) fn entry_hash_matches(
     payload_hash: &str,
     prev_hash: &str,
     entry_hash: &str,
+    scratch: &mut String,
 ) -> bool {
     if !is_hash(entry_hash) {
         return false;
     }
-    let out = entry_preimage(seq, ts, actor, kind, causal_parent, payload_hash, prev_hash);
-    let digest = Sha256::digest(out.as_bytes());
+    scratch.clear();
+    push_entry_preimage(
+        scratch,
+        seq,
+        ts,
+        actor,
+        kind,
+        causal_parent,
+        payload_hash,
+        prev_hash,
+    );
+    let digest = Sha256::digest(scratch.as_bytes());
     let want = entry_hash.as_bytes();
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     digest.iter().zip(want.chunks_exact(2)).all(|(b, pair)| {
@@ -134,6 +169,8 @@ mod tests {
             (7, 1.5e9, Some(6i64)),
             (123_456, 0.25, Some(-1)),
         ] {
+            // The scratch buffer is cleared before use: what it held does not count.
+            let mut scratch = String::from("left over from the last entry");
             let args = (seq, ts, "bench", "note", parent, GENESIS, GENESIS);
             let good = entry_hash(args.0, args.1, args.2, args.3, args.4, args.5, args.6);
             let mut off = good.clone().into_bytes();
@@ -148,7 +185,15 @@ mod tests {
             ] {
                 assert_eq!(
                     entry_hash_matches(
-                        args.0, args.1, args.2, args.3, args.4, args.5, args.6, &candidate
+                        args.0,
+                        args.1,
+                        args.2,
+                        args.3,
+                        args.4,
+                        args.5,
+                        args.6,
+                        &candidate,
+                        &mut scratch,
                     ),
                     candidate == good,
                     "{candidate:?}"

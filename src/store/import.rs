@@ -9,7 +9,9 @@ use gix::hash::Kind as HashKind;
 use gix::objs::Kind;
 
 use super::append::{Built, ImportError, Imported};
-use super::codec::{commit_bytes, object, tree_bytes};
+use super::codec::{
+    commit_bytes, object, object_id, push_commit_bytes, push_tree_bytes, tree_bytes,
+};
 use super::error::{StoreError, io};
 use super::forum_dir;
 use super::handle::GitStore;
@@ -117,6 +119,8 @@ impl GitStore {
             absent: 0,
             count: 0,
             rows: forum_dir::order::KeptRows::new(&objects_dir.join("pack")),
+            tree_buf: Vec::with_capacity(64),
+            commit_buf: String::with_capacity(1024),
         };
         run.pack
             .add(&empty_tree.id, Kind::Tree, &empty_tree.data, Section::Rest)
@@ -270,6 +274,9 @@ struct ImportRun {
     count: u64,
     /// Forum's rows of the bodies whose keys it did not write sorted.
     rows: forum_dir::order::KeptRows,
+    /// The current entry's tree and commit, written into the same buffers for every entry.
+    tree_buf: Vec<u8>,
+    commit_buf: String,
 }
 
 impl ImportRun {
@@ -313,18 +320,19 @@ impl ImportRun {
                 if let Some(body) = &b.forum_order {
                     self.rows.keep(&e.payload_hash, body)?;
                 }
-                let blob = object(hash, Kind::Blob, b.canonical.into_bytes())?;
-                let tree = object(hash, Kind::Tree, tree_bytes(&blob.id))?;
+                let blob = object_id(hash, Kind::Blob, b.canonical.as_bytes())?;
+                push_tree_bytes(&mut self.tree_buf, &blob);
+                let tree = object_id(hash, Kind::Tree, &self.tree_buf)?;
                 if !b.repeated {
                     self.pack
-                        .add(&tree.id, Kind::Tree, &tree.data, Section::Rest)
+                        .add(&tree, Kind::Tree, &self.tree_buf, Section::Rest)
                         .and_then(|()| {
                             self.pack
-                                .add(&blob.id, Kind::Blob, &blob.data, Section::Rest)
+                                .add(&blob, Kind::Blob, b.canonical.as_bytes(), Section::Rest)
                         })
                         .map_err(io("writing a pack"))?;
                 }
-                tree.id
+                tree
             }
             Ok(None) => {
                 self.absent += 1;
@@ -336,17 +344,19 @@ impl ImportRun {
             }
             Err(e) => return Err(e.into()),
         };
-        let commit = object(
-            hash,
-            Kind::Commit,
-            commit_bytes(&e, &tree, self.parent.as_ref()),
-        )?;
+        push_commit_bytes(&mut self.commit_buf, &e, &tree, self.parent.as_ref());
+        let commit = object_id(hash, Kind::Commit, self.commit_buf.as_bytes())?;
         self.pack
-            .add(&commit.id, Kind::Commit, &commit.data, Section::Lead)
+            .add(
+                &commit,
+                Kind::Commit,
+                self.commit_buf.as_bytes(),
+                Section::Lead,
+            )
             .map_err(io("writing a pack"))?;
-        std::io::Write::write_all(&mut self.ids, commit.id.as_slice())
+        std::io::Write::write_all(&mut self.ids, commit.as_slice())
             .map_err(io("writing the seq index"))?;
-        self.parent = Some(commit.id);
+        self.parent = Some(commit);
         self.count += 1;
         self.last = Some(e);
         Ok(())

@@ -15,6 +15,7 @@ use gix::ObjectId;
 use gix::hash::Kind as HashKind;
 use gix::objs::{Find as _, Kind};
 
+use super::codec::object_id;
 use super::git::{
     GitStore, ReflogLine, StoreError, entry_from_message, entry_from_message_checked, git_err,
     hex_to_bytes, is_commit_of, parse_commit,
@@ -364,7 +365,7 @@ fn check_batches(
     back: &mpsc::Sender<Batch>,
 ) {
     let repo = shared.to_thread_local();
-    let mut buf = Vec::new();
+    let mut bufs = Scratch::default();
     loop {
         let mut batch = match rx.lock().map(|r| r.recv()) {
             Ok(Ok(b)) => b,
@@ -373,7 +374,7 @@ fn check_batches(
         let mut out = Vec::with_capacity(batch.items.len());
         for (i, id, at) in &batch.items {
             let data = &batch.data[at.clone()];
-            match check_commit(&repo, &mut reader, hash, *id, data, deep, seen, &mut buf) {
+            match check_commit(&repo, &mut reader, hash, *id, data, deep, seen, &mut bufs) {
                 Ok(r) => out.push((*i, r)),
                 Err(e) => {
                     let _ = rtx.send(Err(e));

@@ -158,6 +158,15 @@ pub(super) fn bad(code: Code, message: String) -> Body {
     Body::Bad(Box::new((code, message)))
 }
 
+/// A checker thread's buffers, reused from one commit to the next rather than allocated per
+/// entry: the objects read, and the texts rebuilt to compare (the commit's head, the entry's
+/// hash preimage).
+#[derive(Default)]
+pub(super) struct Scratch {
+    pub(super) buf: Vec<u8>,
+    pub(super) text: String,
+}
+
 /// Checks one commit (already known to hash to its name) on its own.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn check_commit(
@@ -168,8 +177,9 @@ pub(super) fn check_commit(
     data: &[u8],
     deep: bool,
     seen: &SeenTrees,
-    buf: &mut Vec<u8>,
+    scratch: &mut Scratch,
 ) -> Result<Rec, StoreError> {
+    let Scratch { buf, text } = scratch;
     let mut rec = Rec::unread();
     let Some(raw) = parse_commit(data, hash) else {
         rec.set_local(
@@ -185,21 +195,15 @@ pub(super) fn check_commit(
             return Ok(rec);
         }
     };
-    let parent = raw.parents.first().copied();
-    if let n @ 2.. = raw.parents.len() {
-        let why = format!("commit {id} has {n} parents; ledger commits have one");
-        rec.set_local(Code::MergeCommit, why);
-    } else if !is_commit_of(data, &entry, &raw.tree, parent.as_ref(), line_canonical) {
-        rec.set_local(Code::CommitAltered, format!(
-                "commit {id} is not the commit its entry defines (author, date, message or headers were changed)"
-            ));
+    if let Some((code, why)) = commit_problem(id, data, &entry, &raw, line_canonical, text) {
+        rec.set_local(code, why);
     }
     rec.seq = entry.seq;
     rec.readable = true;
     rec.entry_hash = hex_to_bytes(&entry.entry_hash);
     rec.prev_hash = hex_to_bytes(&entry.prev_hash);
     let payload_hash = hex_to_bytes(&entry.payload_hash);
-    rec.edited = !entry.hash_matches();
+    rec.edited = !entry.hash_matches_in(text);
     let redaction = entry.kind == crate::ledger::kind::REDACTION;
     let change = entry.kind == crate::ledger::kind::CHANGE;
     if deep && !redaction && !change {
@@ -235,6 +239,33 @@ pub(super) fn check_commit(
         }
     }
     Ok(rec)
+}
+
+/// What is wrong with commit `id` (bytes `data`, parsed as `raw`) as the commit of `entry`:
+/// more than one parent, or any byte other than those its entry defines. The commit's head is
+/// rebuilt in `text`.
+fn commit_problem(
+    id: ObjectId,
+    data: &[u8],
+    entry: &crate::ledger::Entry,
+    raw: &super::super::codec::RawCommit<'_>,
+    line_canonical: bool,
+    text: &mut String,
+) -> Option<(Code, String)> {
+    let parent = raw.parents.first();
+    if let n @ 2.. = raw.parents.len() {
+        let why = format!("commit {id} has {n} parents; ledger commits have one");
+        return Some((Code::MergeCommit, why));
+    }
+    if is_commit_of(data, entry, &raw.tree, parent, line_canonical, text) {
+        return None;
+    }
+    Some((
+        Code::CommitAltered,
+        format!(
+            "commit {id} is not the commit its entry defines (author, date, message or headers were changed)"
+        ),
+    ))
 }
 
 pub(super) fn body_edited() -> Body {
@@ -305,7 +336,7 @@ pub(super) fn read_body(
             format!("tree {tree_id} is not a ledger entry tree"),
         ));
     };
-    if gix::objs::compute_hash(hash, Kind::Tree, buf).ok() != Some(*tree_id) {
+    if object_id(hash, Kind::Tree, buf).ok() != Some(*tree_id) {
         return Ok(bad(
             Code::CorruptObject,
             format!("tree {tree_id} does not hash to its name"),
@@ -320,7 +351,7 @@ pub(super) fn read_body(
     {
         return Ok(body_edited());
     }
-    if gix::objs::compute_hash(hash, Kind::Blob, buf).ok() != Some(blob) {
+    if object_id(hash, Kind::Blob, buf).ok() != Some(blob) {
         return Ok(bad(
             Code::CorruptObject,
             format!("blob {blob} does not hash to its name"),

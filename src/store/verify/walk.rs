@@ -120,7 +120,7 @@ fn commit_parent(
             format!("commit {id} is missing from the object store"),
         )));
     };
-    let actual = gix::objs::compute_hash(hash, kind, buf).map_err(|e| git_err("hashing", e))?;
+    let actual = object_id(hash, kind, buf)?;
     if actual != *id {
         return Ok(Err((
             Code::CorruptObject,
