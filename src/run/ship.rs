@@ -18,6 +18,7 @@ use super::commit_message;
 use super::engine::{Run, usage_of, with_usage};
 use super::prompts::{conflict_note, ship_prompt};
 use super::schemas::{parse_ship, ship_schema};
+use super::ship_ahead::Asked;
 use super::work_state::{TaskWork, WorkRun};
 use super::workbench::{Keep, LinkOut, WorkError};
 use super::{Event, RunError};
@@ -111,7 +112,13 @@ impl Run<'_, '_> {
     ) -> Result<(), RunError> {
         let mut asked = 0usize;
         let mut failed = 0usize;
-        for t in plan.tasks.iter().filter(|t| wave.contains(&t.id)) {
+        let order: Vec<&Task> = plan.tasks.iter().filter(|t| wave.contains(&t.id)).collect();
+        // Gate answers asked ahead, several at once (`ship_ahead.rs`), each used at its turn.
+        let mut ahead = BTreeMap::new();
+        for (i, t) in order.iter().copied().enumerate() {
+            if ahead.is_empty() {
+                ahead = self.ask_gates_ahead(w, &order[i..]);
+            }
             let tw = w.get(&t.id);
             // A change an earlier one already made merges nothing: no gate, no commit.
             if tw.ship.is_some() || !tw.shippable() || self.adds_nothing(w, t)? {
@@ -122,7 +129,7 @@ impl Run<'_, '_> {
             let d = if self.chooses_attempt(w, &t.id) {
                 self.ship_attempts(w, t)?
             } else {
-                self.ship_one(w, t)?
+                self.ship_one(w, t, ahead.remove(&t.id))?
             };
             if d.error.is_some() {
                 failed += 1;
@@ -148,7 +155,7 @@ impl Run<'_, '_> {
     /// Asks the orchestrator seat whether the change ships, and what it answered (its raw
     /// reply, when it answered at all); a failed call or an unusable answer is an
     /// undetermined decision.
-    fn ask_ship_gate(
+    pub(super) fn ask_ship_gate(
         &self,
         t: &Task,
         checks: &[(String, bool)],
@@ -200,8 +207,9 @@ impl Run<'_, '_> {
         }
     }
 
-    /// Asks the gate about a task's latest change and witnesses `ship`; a block quarantines it.
-    fn ship_one(&self, w: &WorkRun, t: &Task) -> Result<Decision, RunError> {
+    /// Asks the gate about a task's latest change (or takes its answer `ahead`, asked before
+    /// with others at once) and witnesses `ship`; a block quarantines it.
+    fn ship_one(&self, w: &WorkRun, t: &Task, ahead: Option<Asked>) -> Result<Decision, RunError> {
         let tw = w.get(&t.id);
         let diff = tw.change.as_ref().map(|c| c.diff.as_str()).unwrap_or("");
         let light = w
@@ -239,7 +247,7 @@ impl Run<'_, '_> {
                 usage: None,
             }
         } else {
-            let (d, r) = self.ask_ship_gate(t, &tw.checks, diff);
+            let (d, r) = ahead.unwrap_or_else(|| self.ask_ship_gate(t, &tw.checks, diff));
             reply = r;
             d
         };
@@ -369,7 +377,7 @@ impl Run<'_, '_> {
         if !done.ok {
             return Ok(());
         }
-        let d = self.ship_one(w, t)?;
+        let d = self.ship_one(w, t, None)?;
         if d.decision == "merge" {
             // A second conflict is witnessed and ends it.
             let _ = self.integrate(w, t)?;
