@@ -99,9 +99,9 @@ impl Run<'_, '_> {
     }
 
     /// Runs one task of a `--work` run through `d`: the task published on the commit it
-    /// starts on, the worker's result witnessed, then its worktree here opened and the
-    /// worker's commit checked and brought in, then the same commit, checks and record as a
-    /// local task's. The worktree waits for the result so that a wave's tasks are all
+    /// starts on, its worktree here opened while the worker works, the worker's result
+    /// witnessed, its commit checked and brought in, then the same commit, checks and record
+    /// as a local task's. The task goes out before its worktree is made, so a wave's tasks are
     /// published without waiting on each other's worktrees.
     pub(super) fn remote_task(
         &self,
@@ -132,6 +132,13 @@ impl Run<'_, '_> {
             }
             None => self.send_task(d, w, task, &name, &start, instruction, task_entry)?,
         };
+        // In the repository's git turn, as every worktree is added.
+        let opened = w.in_turn(|| w.bench.open_task(&name, std::slice::from_ref(&start)));
+        if let Ok(tree) = &opened {
+            let mut tw = w.get(&task.id);
+            tw.tree = Some(tree.clone());
+            w.set(&task.id, tw);
+        }
         let stop = || self.interrupted().is_some();
         let Some(Arrived {
             result: r,
@@ -157,21 +164,15 @@ impl Run<'_, '_> {
             return Ok(done);
         }
         let result_ref = protocol::result_ref(&w.ledger, w.run_seq, &name, &attempt);
-        // The worktree opened and the commit brought in the repository's git turn: the fetch
-        // reads every worktree's files, and another task's worktree being added or removed
-        // meanwhile made it fail.
-        let brought = w.in_turn(|| {
-            let tree = w
-                .bench
-                .open_task(&name, std::slice::from_ref(&start))
-                .map_err(|e| WorkError::Git(format!("cannot open the task's worktree: {e}")))?;
-            let mut tw = w.get(&task.id);
-            tw.tree = Some(tree.clone());
-            w.set(&task.id, tw);
-            d.bring(&result_ref, &r, &start, &tree.path)
-                .map(|_| tree)
-                .map_err(WorkError::Git)
-        });
+        // In the repository's git turn: the fetch reads every worktree's files, and another
+        // task's worktree being added or removed meanwhile made it fail.
+        let brought = opened
+            .map_err(|e| WorkError::Git(format!("cannot open the task's worktree: {e}")))
+            .and_then(|tree| {
+                w.in_turn(|| d.bring(&result_ref, &r, &start, &tree.path))
+                    .map(|_| tree)
+                    .map_err(WorkError::Git)
+            });
         let tree = match brought {
             Ok(tree) => tree,
             Err(e) => return self.refuse_result(w, task, &start, &attempt, done, e),

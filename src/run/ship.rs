@@ -18,7 +18,6 @@ use super::commit_message;
 use super::engine::{Run, usage_of, with_usage};
 use super::prompts::{conflict_note, ship_prompt};
 use super::schemas::{parse_ship, ship_schema};
-use super::ship_ahead::Asked;
 use super::work_state::{TaskWork, WorkRun};
 use super::workbench::{Keep, LinkOut, WorkError};
 use super::{Event, RunError};
@@ -77,6 +76,18 @@ fn links_out_block(links_out: &[LinkOut]) -> Decision {
             "the change adds symbolic links that point outside the worktree: {}",
             shown.join(", ")
         ),
+        model: None,
+        error: None,
+        usage: None,
+    }
+}
+
+/// A light seat's decision (tier 1, `verify = "light"`): a change whose every check passed
+/// merges without asking the gate; witnessed as such.
+fn light_merge() -> Decision {
+    Decision {
+        decision: "merge".into(),
+        reason: "light verification: every check passed, so the pre-ship gate was not asked".into(),
         model: None,
         error: None,
         usage: None,
@@ -209,7 +220,12 @@ impl Run<'_, '_> {
 
     /// Asks the gate about a task's latest change (or takes its answer `ahead`, asked before
     /// with others at once) and witnesses `ship`; a block quarantines it.
-    fn ship_one(&self, w: &WorkRun, t: &Task, ahead: Option<Asked>) -> Result<Decision, RunError> {
+    fn ship_one(
+        &self,
+        w: &WorkRun,
+        t: &Task,
+        ahead: Option<(Decision, Option<String>)>,
+    ) -> Result<Decision, RunError> {
         let tw = w.get(&t.id);
         let diff = tw.change.as_ref().map(|c| c.diff.as_str()).unwrap_or("");
         let light = w
@@ -227,17 +243,7 @@ impl Run<'_, '_> {
             // the worktree would hand whoever checks it out a path to the user's files.
             links_out_block(links_out)
         } else if light {
-            // A light seat (tier 1, `verify = "light"`): a change whose every check passed
-            // merges without asking the gate; witnessed as such.
-            Decision {
-                decision: "merge".into(),
-                reason:
-                    "light verification: every check passed, so the pre-ship gate was not asked"
-                        .into(),
-                model: None,
-                error: None,
-                usage: None,
-            }
+            light_merge()
         } else if self.over_budget() {
             Decision {
                 decision: "undetermined".into(),
