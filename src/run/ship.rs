@@ -125,14 +125,19 @@ impl Run<'_, '_> {
         let mut failed = 0usize;
         let order: Vec<&Task> = plan.tasks.iter().filter(|t| wave.contains(&t.id)).collect();
         // Gate answers asked ahead, several at once (`ship_ahead.rs`), each used at its turn.
+        // A change asked about ahead was found to add something then, with no file of it
+        // touched by another change merged before its turn: it still does unless a conflict
+        // made a task run again meanwhile, so it is not looked at twice.
         let mut ahead = BTreeMap::new();
+        let mut conflicted = false;
         for (i, t) in order.iter().copied().enumerate() {
             if ahead.is_empty() {
                 ahead = self.ask_gates_ahead(w, &order[i..]);
             }
             let tw = w.get(&t.id);
+            let known = !conflicted && ahead.contains_key(&t.id);
             // A change an earlier one already made merges nothing: no gate, no commit.
-            if tw.ship.is_some() || !tw.shippable() || self.adds_nothing(w, t)? {
+            if tw.ship.is_some() || !tw.shippable() || (!known && self.adds_nothing(w, t)?) {
                 w.close_tree(&t.id);
                 continue;
             }
@@ -148,6 +153,7 @@ impl Run<'_, '_> {
             if d.decision == "merge"
                 && let Err(paths) = self.integrate(w, t)?
             {
+                conflicted = true;
                 self.rerun_after_conflict(w, t, &paths)?;
             }
             w.close_tree(&t.id);
