@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use super::nats::{Connection, Pulled, Settings};
@@ -52,7 +52,21 @@ struct Inner {
     in_flight: Mutex<HashMap<String, InFlight>>,
     /// The runs whose halt went to the workers.
     halted: Mutex<HashSet<u64>>,
+    /// Bases waiting to be pushed, pushed together by one `git push` (see `push_base`).
+    pushes: Mutex<Pushes>,
+    /// Told when a push of [`Inner::pushes`] ends.
+    pushed: Condvar,
     closing: AtomicBool,
+}
+
+/// The bases to push: the refspecs waiting (each with its ticket), whether a push is under
+/// way, and how each ended push went, by ticket.
+#[derive(Default)]
+struct Pushes {
+    next: u64,
+    waiting: Vec<(u64, String)>,
+    busy: bool,
+    ended: HashMap<u64, Result<(), String>>,
 }
 
 /// Dispatch through NATS JetStream, with the repository's git remote as the shared store.
@@ -95,6 +109,8 @@ impl NatsDispatch {
                 known: Mutex::new(HashSet::new()),
                 in_flight: Mutex::new(HashMap::new()),
                 halted: Mutex::new(HashSet::new()),
+                pushes: Mutex::new(Pushes::default()),
+                pushed: Condvar::new(),
                 closing: AtomicBool::new(false),
             }),
             listeners: Mutex::new(HashMap::new()),
@@ -180,6 +196,21 @@ impl Inner {
             }),
         }
         held.insert(stream_seq, p);
+    }
+}
+
+impl Inner {
+    /// Pushes the refspecs of `specs` (`+COMMIT:BASE_REF` each, beside its ticket) to the
+    /// remote in one `git push`.
+    fn push_bases(&self, specs: &[(u64, String)]) -> Result<(), String> {
+        let mut args = vec!["push", "--quiet", "--no-verify", self.remote.as_str()];
+        args.extend(specs.iter().map(|(_, spec)| spec.as_str()));
+        git_line(&self.repo, &args).map(|_| ()).map_err(|e| {
+            format!(
+                "cannot push the task's base to the remote {:?}: {e}",
+                self.remote
+            )
+        })
     }
 }
 
@@ -294,24 +325,33 @@ impl Dispatch for NatsDispatch {
     }
 
     fn push_base(&self, base_ref: &str, commit: &str) -> Result<(), String> {
+        // The tasks of a wave push their bases at once: whichever finds no push under way
+        // pushes every base waiting then in one `git push`, and the others wait for it, so a
+        // wave of N tasks costs a few pushes rather than N.
         let i = &self.inner;
-        git_line(
-            &i.repo,
-            &[
-                "push",
-                "--quiet",
-                "--no-verify",
-                &i.remote,
-                &format!("+{commit}:{base_ref}"),
-            ],
-        )
-        .map(|_| ())
-        .map_err(|e| {
-            format!(
-                "cannot push the task's base to the remote {:?}: {e}",
-                i.remote
-            )
-        })
+        let mut q = lock(&i.pushes);
+        let ticket = q.next;
+        q.next += 1;
+        q.waiting.push((ticket, format!("+{commit}:{base_ref}")));
+        loop {
+            if let Some(r) = q.ended.remove(&ticket) {
+                return r;
+            }
+            if q.busy {
+                q = i.pushed.wait(q).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            q.busy = true;
+            let batch = std::mem::take(&mut q.waiting);
+            drop(q);
+            let r = i.push_bases(&batch);
+            q = lock(&i.pushes);
+            q.busy = false;
+            for (t, _) in batch {
+                q.ended.insert(t, r.clone());
+            }
+            i.pushed.notify_all();
+        }
     }
 
     fn publish(&self, task: &TaskMessage) -> Result<(), String> {

@@ -334,9 +334,9 @@ fn validate_all(
         }
         return Ok(());
     }
-    // The validator's calls at once (as many at a time as tasks may run), each verdict then
-    // witnessed in plan order, as one after another would have.
-    let width = run.opts.policy.max_parallel.max(1);
+    // The validator's calls at once (as many at a time as the run's seat calls may go), each
+    // verdict then witnessed in plan order, as one after another would have.
+    let width = run.seat_width();
     for group in todo.chunks(width) {
         let judged: Vec<_> = std::thread::scope(|s| {
             let each: Vec<_> = group

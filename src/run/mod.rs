@@ -73,6 +73,7 @@ mod schemas;
 mod seams;
 mod secrets;
 mod ship;
+mod ship_ahead;
 mod solo;
 pub mod status;
 mod synthesis;

@@ -15,7 +15,7 @@ use crate::plan::Task;
 
 use super::engine::{Done, Run};
 use super::work_state::{WorkRun, criteria_commands};
-use super::workbench::TaskTree;
+use super::workbench::WorkError;
 use super::{Event, RunError};
 
 /// A result that came for an attempt, with its place in the stream (the same on every
@@ -98,9 +98,11 @@ impl Run<'_, '_> {
         self.opts.work.as_ref()?.dispatch.clone()
     }
 
-    /// Runs one task of a `--work` run through `d`: its worktree here, the task published,
-    /// the worker's result witnessed, its commit checked and brought in, then the same
-    /// commit, checks and record as a local task's.
+    /// Runs one task of a `--work` run through `d`: the task published on the commit it
+    /// starts on, its worktree here opened while the worker works, the worker's result
+    /// witnessed, its commit checked and brought in, then the same commit, checks and record
+    /// as a local task's. The task goes out before its worktree is made, so a wave's tasks are
+    /// published without waiting on each other's worktrees.
     pub(super) fn remote_task(
         &self,
         d: &dyn Dispatch,
@@ -115,24 +117,28 @@ impl Run<'_, '_> {
         w.set(&task.id, tw);
         let upstream = w.upstream_commits(task, plan);
         let name = self.ref_name(&task.id);
-        let tree = match w.in_turn(|| w.bench.open_task(&name, &upstream)) {
-            Ok(t) => t,
+        let start = match w.in_turn(|| w.bench.task_start(&name, &upstream)) {
+            Ok(s) => s,
             Err(e) => {
                 let exec = self.env.seats.worker(self.env.roster, &task.agent);
                 return self.work_attempt(w, task, &exec, instruction, task_entry, Err(e));
             }
         };
-        let mut tw = w.get(&task.id);
-        tw.tree = Some(tree.clone());
-        w.set(&task.id, tw);
-        let (attempt, sent) = match d.adopt(&task.id, &tree.start) {
+        let (attempt, sent) = match d.adopt(&task.id, &start) {
             Some((attempt, was)) => {
-                let msg = task_message(w, task, &name, &tree, instruction, &attempt);
+                let msg = task_message(w, task, &name, &start, instruction, &attempt);
                 let sent = self.readopt(d, w, task, msg, (task_entry, was))?;
                 (attempt, sent)
             }
-            None => self.send_task(d, w, task, &name, &tree, instruction, task_entry)?,
+            None => self.send_task(d, w, task, &name, &start, instruction, task_entry)?,
         };
+        // In the repository's git turn, as every worktree is added.
+        let opened = w.in_turn(|| w.bench.open_task(&name, std::slice::from_ref(&start)));
+        if let Ok(tree) = &opened {
+            let mut tw = w.get(&task.id);
+            tw.tree = Some(tree.clone());
+            w.set(&task.id, tw);
+        }
         let stop = || self.interrupted().is_some();
         let Some(Arrived {
             result: r,
@@ -160,21 +166,46 @@ impl Run<'_, '_> {
         let result_ref = protocol::result_ref(&w.ledger, w.run_seq, &name, &attempt);
         // In the repository's git turn: the fetch reads every worktree's files, and another
         // task's worktree being added or removed meanwhile made it fail.
-        let brought = w.in_turn(|| d.bring(&result_ref, &r, &tree.start, &tree.path));
-        if let Err(why) = brought {
-            let body = json!({"task": task.id, "base": tree.start, "commit": null, "error": why, "refused": true, "attempt": attempt});
-            let c = self.put("dispatch", kind::CHANGE, Some(done.seq), body)?;
-            let mut tw = w.get(&task.id);
-            tw.change = None;
-            tw.change_seq = Some(c.seq);
-            tw.last_seq = c.seq;
-            w.set(&task.id, tw);
-            return Ok(Done { ok: false, ..done });
-        }
+        let brought = opened
+            .map_err(|e| WorkError::Git(format!("cannot open the task's worktree: {e}")))
+            .and_then(|tree| {
+                w.in_turn(|| d.bring(&result_ref, &r, &start, &tree.path))
+                    .map(|_| tree)
+                    .map_err(WorkError::Git)
+            });
+        let tree = match brought {
+            Ok(tree) => tree,
+            Err(e) => return self.refuse_result(w, task, &start, &attempt, done, e),
+        };
         let model = r.model.clone();
         let passed =
             self.witness_change(w, task, model, &tree, task_entry, (done.seq, &done.output))?;
         Ok(Done { ok: passed, ..done })
+    }
+
+    /// Witnesses a worker's result that could not be brought in (its commit failed a check,
+    /// or the task's worktree could not be opened) as a refused `change` with no commit.
+    fn refuse_result(
+        &self,
+        w: &WorkRun,
+        task: &Task,
+        start: &str,
+        attempt: &str,
+        done: Done,
+        e: WorkError,
+    ) -> Result<Done, RunError> {
+        let why = match e {
+            WorkError::Git(why) => why,
+            other => other.to_string(),
+        };
+        let body = json!({"task": task.id, "base": start, "commit": null, "error": why, "refused": true, "attempt": attempt});
+        let c = self.put("dispatch", kind::CHANGE, Some(done.seq), body)?;
+        let mut tw = w.get(&task.id);
+        tw.change = None;
+        tw.change_seq = Some(c.seq);
+        tw.last_seq = c.seq;
+        w.set(&task.id, tw);
+        Ok(Done { ok: false, ..done })
     }
 
     /// The run was halted or interrupted while a worker had `task`: the halt goes to the
@@ -207,22 +238,21 @@ impl Run<'_, '_> {
         w: &WorkRun,
         task: &Task,
         name: &str,
-        tree: &TaskTree,
+        start: &str,
         instruction: &str,
         task_entry: &Entry,
     ) -> Result<(String, u64), RunError> {
         let base_ref = protocol::base_ref(&w.ledger, w.run_seq, name);
-        d.push_base(&base_ref, &tree.start)
-            .map_err(RunError::Work)?;
+        d.push_base(&base_ref, start).map_err(RunError::Work)?;
         let attempt = d.attempt_id();
-        let mut msg = task_message(w, task, name, tree, instruction, &attempt);
+        let mut msg = task_message(w, task, name, start, instruction, &attempt);
         msg.validate().map_err(RunError::Work)?;
         let sent = self.put(
             "dispatch",
             kind::TASK_DISPATCHED,
             Some(task_entry.seq),
             json!({
-                "task": task.id, "attempt": attempt, "base": tree.start, "base_ref": base_ref,
+                "task": task.id, "attempt": attempt, "base": start, "base_ref": base_ref,
                 "subject": protocol::task_subject(&w.ledger, w.run_seq), "server": d.describe(),
             }),
         )?;
@@ -309,13 +339,13 @@ impl Run<'_, '_> {
     }
 }
 
-/// The task message of `attempt` for `task` of the run `w`, in the worktree `tree` (`name`:
+/// The task message of `attempt` for `task` of the run `w`, on the commit `start` (`name`:
 /// the task's name in refs); its `task_seq` is set once the dispatch is witnessed.
 fn task_message(
     w: &WorkRun,
     task: &Task,
     name: &str,
-    tree: &TaskTree,
+    start: &str,
     instruction: &str,
     attempt: &str,
 ) -> TaskMessage {
@@ -330,7 +360,7 @@ fn task_message(
         task_seq: 0,
         agent: task.agent.clone(),
         attempt: attempt.to_string(),
-        base: tree.start.clone(),
+        base: start.to_string(),
         base_ref: protocol::base_ref(&w.ledger, w.run_seq, name),
         instruction: instruction.to_string(),
         checks,

@@ -82,6 +82,18 @@ fn links_out_block(links_out: &[LinkOut]) -> Decision {
     }
 }
 
+/// A light seat's decision (tier 1, `verify = "light"`): a change whose every check passed
+/// merges without asking the gate; witnessed as such.
+fn light_merge() -> Decision {
+    Decision {
+        decision: "merge".into(),
+        reason: "light verification: every check passed, so the pre-ship gate was not asked".into(),
+        model: None,
+        error: None,
+        usage: None,
+    }
+}
+
 impl Run<'_, '_> {
     /// The rules a decision of this run is made under, as its `ship` (and a `--work` run's
     /// gate) entry records them: `{policy, roster?, runtime?}`, each the SHA-256 (hex) of the
@@ -111,10 +123,21 @@ impl Run<'_, '_> {
     ) -> Result<(), RunError> {
         let mut asked = 0usize;
         let mut failed = 0usize;
-        for t in plan.tasks.iter().filter(|t| wave.contains(&t.id)) {
+        let order: Vec<&Task> = plan.tasks.iter().filter(|t| wave.contains(&t.id)).collect();
+        // Gate answers asked ahead, several at once (`ship_ahead.rs`), each used at its turn.
+        // A change asked about ahead was found to add something then, with no file of it
+        // touched by another change merged before its turn: it still does unless a conflict
+        // made a task run again meanwhile, so it is not looked at twice.
+        let mut ahead = BTreeMap::new();
+        let mut conflicted = false;
+        for (i, t) in order.iter().copied().enumerate() {
+            if ahead.is_empty() {
+                ahead = self.ask_gates_ahead(w, &order[i..]);
+            }
             let tw = w.get(&t.id);
+            let known = !conflicted && ahead.contains_key(&t.id);
             // A change an earlier one already made merges nothing: no gate, no commit.
-            if tw.ship.is_some() || !tw.shippable() || self.adds_nothing(w, t)? {
+            if tw.ship.is_some() || !tw.shippable() || (!known && self.adds_nothing(w, t)?) {
                 w.close_tree(&t.id);
                 continue;
             }
@@ -122,7 +145,7 @@ impl Run<'_, '_> {
             let d = if self.chooses_attempt(w, &t.id) {
                 self.ship_attempts(w, t)?
             } else {
-                self.ship_one(w, t)?
+                self.ship_one(w, t, ahead.remove(&t.id))?
             };
             if d.error.is_some() {
                 failed += 1;
@@ -130,6 +153,7 @@ impl Run<'_, '_> {
             if d.decision == "merge"
                 && let Err(paths) = self.integrate(w, t)?
             {
+                conflicted = true;
                 self.rerun_after_conflict(w, t, &paths)?;
             }
             w.close_tree(&t.id);
@@ -148,7 +172,7 @@ impl Run<'_, '_> {
     /// Asks the orchestrator seat whether the change ships, and what it answered (its raw
     /// reply, when it answered at all); a failed call or an unusable answer is an
     /// undetermined decision.
-    fn ask_ship_gate(
+    pub(super) fn ask_ship_gate(
         &self,
         t: &Task,
         checks: &[(String, bool)],
@@ -200,8 +224,14 @@ impl Run<'_, '_> {
         }
     }
 
-    /// Asks the gate about a task's latest change and witnesses `ship`; a block quarantines it.
-    fn ship_one(&self, w: &WorkRun, t: &Task) -> Result<Decision, RunError> {
+    /// Asks the gate about a task's latest change (or takes its answer `ahead`, asked before
+    /// with others at once) and witnesses `ship`; a block quarantines it.
+    fn ship_one(
+        &self,
+        w: &WorkRun,
+        t: &Task,
+        ahead: Option<(Decision, Option<String>)>,
+    ) -> Result<Decision, RunError> {
         let tw = w.get(&t.id);
         let diff = tw.change.as_ref().map(|c| c.diff.as_str()).unwrap_or("");
         let light = w
@@ -219,17 +249,7 @@ impl Run<'_, '_> {
             // the worktree would hand whoever checks it out a path to the user's files.
             links_out_block(links_out)
         } else if light {
-            // A light seat (tier 1, `verify = "light"`): a change whose every check passed
-            // merges without asking the gate; witnessed as such.
-            Decision {
-                decision: "merge".into(),
-                reason:
-                    "light verification: every check passed, so the pre-ship gate was not asked"
-                        .into(),
-                model: None,
-                error: None,
-                usage: None,
-            }
+            light_merge()
         } else if self.over_budget() {
             Decision {
                 decision: "undetermined".into(),
@@ -239,7 +259,7 @@ impl Run<'_, '_> {
                 usage: None,
             }
         } else {
-            let (d, r) = self.ask_ship_gate(t, &tw.checks, diff);
+            let (d, r) = ahead.unwrap_or_else(|| self.ask_ship_gate(t, &tw.checks, diff));
             reply = r;
             d
         };
@@ -369,7 +389,7 @@ impl Run<'_, '_> {
         if !done.ok {
             return Ok(());
         }
-        let d = self.ship_one(w, t)?;
+        let d = self.ship_one(w, t, None)?;
         if d.decision == "merge" {
             // A second conflict is witnessed and ends it.
             let _ = self.integrate(w, t)?;

@@ -366,7 +366,7 @@ impl Run<'_, '_> {
     }
 
     /// Whether `n` results can be judged at once with the same record as one after another:
-    /// more than one at a time is allowed, and no limit (calls, seconds, spend) could stop
+    /// more than one at a time is allowed (see [`Run::seat_width`]), and no limit (calls, seconds, spend) could stop
     /// one of them, nor a secret block stop the run between them.
     pub(super) fn can_judge_at_once(&self, n: usize) -> bool {
         let calls_left = match self.opts.max_model_calls {
@@ -374,7 +374,7 @@ impl Run<'_, '_> {
             None => true,
         };
         n > 1
-            && self.opts.policy.max_parallel > 1
+            && self.seat_width() > 1
             && calls_left
             && self.opts.max_seconds.is_none()
             && !self.opts.ceilings.any()

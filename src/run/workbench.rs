@@ -415,6 +415,16 @@ pub trait Workbench: Send + Sync {
     /// at the base commit with these upstream change commits merged in, in the order given.
     /// Upstream changes that conflict give `WorkError::Conflict`.
     fn open_task(&self, task: &str, upstream: &[String]) -> Result<TaskTree, WorkError>;
+    /// The commit `open_task` would start `task`'s worktree on (the base with these upstream
+    /// changes merged in), without the worktree: a dispatched task is published on it, and
+    /// its worktree here is opened only once its result came (`open_task` with this commit as
+    /// its one upstream gives a worktree on it, since it descends from the base).
+    fn task_start(&self, task: &str, upstream: &[String]) -> Result<String, WorkError> {
+        let tree = self.open_task(task, upstream)?;
+        let start = tree.start.clone();
+        self.close(&tree)?;
+        Ok(start)
+    }
     /// A worktree at the run branch's tip (for run-level checks, and for re-running a task
     /// on top of the integrated result after a conflict).
     fn open_branch(&self, task: &str) -> Result<TaskTree, WorkError>;

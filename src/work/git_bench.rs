@@ -21,6 +21,10 @@ impl Workbench for GitWork {
         self.add_tree(task, &start)
     }
 
+    fn task_start(&self, task: &str, upstream: &[String]) -> Result<String, WorkError> {
+        self.start_for(task, upstream)
+    }
+
     fn open_branch(&self, task: &str) -> Result<TaskTree, WorkError> {
         let tip = self
             .branch_tip()

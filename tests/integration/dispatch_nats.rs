@@ -583,3 +583,70 @@ fn a_stream_of_another_ledger_is_one_line_and_nothing_is_written() {
             .is_empty()
     );
 }
+
+/// A writer's seat that holds each pre-ship gate call until a second one is under way (at most
+/// a minute), then answers as `model` does; a gate call that found itself alone answers
+/// `block`. Each call leaves `gate.PID` in `dir`.
+fn gate_pair_model(dir: &Path, model: &str) -> String {
+    let path = dir.join("gate-pair.sh");
+    let d = dir.display();
+    let body = format!(
+        "#!/bin/sh\nfor p; do :; done\ncase \"$p\" in\n  *\"Decide whether to ship\"*)\n    touch '{d}/gate.'$$\n    i=0\n    while [ \"$(ls '{d}' | grep -c '^gate[.]')\" -lt 2 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n    if [ $i -ge 600 ]; then echo '{{\"decision\":\"block\",\"reason\":\"asked alone\"}}'; exit 0; fi ;;\nesac\nexec '{model}' \"$@\"\n"
+    );
+    std::fs::write(&path, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn the_writer_asks_the_gate_about_a_waves_results_at_once_and_witnesses_them_in_plan_order() {
+    on_each_kind(|repo| {
+        let server = NatsServer::start();
+        let (_bare, url) = shared(repo);
+        let m = model(repo, TWO);
+        let seat = tempfile::tempdir().unwrap();
+        // The writer's gate calls hold until both are under way: asked one after the other,
+        // the first would answer `block` after a minute and T1 would not merge.
+        let gate = gate_pair_model(seat.path(), &m);
+        let c = clone(&url);
+        let _w = worker(repo, c.path(), &server, &m, &["--name", "w1"]);
+        let (ok, j, err) = finish(submit(repo, &server, &gate));
+        assert!(ok, "{err}\n{}", logs(&[&c]));
+        let answer = j["answer"].as_str().unwrap_or_default();
+        for t in 1..=2 {
+            assert!(
+                answer.contains(&format!("- T{t}: merged")),
+                "{answer}\n{err}"
+            );
+        }
+        let gates = std::fs::read_dir(seat.path())
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy().starts_with("gate.")
+            })
+            .count();
+        assert_eq!(gates, 2, "one gate call a change");
+        // The answers came in any order; the record has them in plan order, each a merge,
+        // and the merges in the same order.
+        let ships: Vec<(String, String)> = payloads(repo, "ship")
+            .into_iter()
+            .map(|(_, p)| {
+                let s = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+                (s("task"), s("decision"))
+            })
+            .collect();
+        assert_eq!(
+            ships,
+            [("T1".into(), "merge".into()), ("T2".into(), "merge".into())]
+        );
+        let merged: Vec<String> = payloads(repo, "integrated")
+            .into_iter()
+            .map(|(_, p)| p["task"].as_str().unwrap_or_default().to_string())
+            .collect();
+        assert_eq!(merged, ["T1", "T2"]);
+        repo.forum_ok(&["verify", "--deep"]);
+        assert_eq!(run_tree(repo), in_process_tree_of(repo.kind(), TWO));
+    });
+}

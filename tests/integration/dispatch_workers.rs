@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value as J, json};
 
 use crate::common::{self, Repo};
-use crate::dispatch_nats::{NatsServer, PLAN, finish, model, shared, submit, task_results};
+use crate::dispatch_nats::{NatsServer, PLAN, TWO, finish, model, shared, submit, task_results};
 
 /// A repository for a server's workers: the shared remote as `origin`, its `main` checked out.
 fn worker_repo(url: &str) -> Repo {
@@ -198,4 +198,133 @@ fn workers_started_together_on_a_new_server_all_open_its_stream_and_consumer() {
             "{workers}"
         );
     }
+}
+
+/// A `git forum mcp` session kept open: lines written to it, replies read as they come.
+struct McpSession {
+    child: crate::dispatch_nats::Killed,
+    stdin: Option<std::process::ChildStdin>,
+    replies: std::sync::mpsc::Receiver<J>,
+    next: u64,
+}
+
+impl McpSession {
+    /// Starts `git forum mcp ARGS` in `repo` and initializes the session.
+    fn start(repo: &Repo, args: &[&str]) -> McpSession {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let mut child = repo
+            .forum()
+            .arg("mcp")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, replies) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(v) = serde_json::from_str::<J>(&line.unwrap_or_default()) else {
+                    continue;
+                };
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut s = McpSession {
+            child: crate::dispatch_nats::Killed(child),
+            stdin,
+            replies,
+            next: 1,
+        };
+        s.ask(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}),
+        );
+        s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        s
+    }
+
+    fn send(&mut self, v: &J) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Sends a request and waits (at most 5 minutes: a guard against a hung server) for its reply.
+    fn ask(&mut self, method: &str, params: J) -> J {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let r = self
+                .replies
+                .recv_timeout(Duration::from_secs(300))
+                .unwrap_or_else(|_| panic!("no reply to {method} ({id})"));
+            if r["id"] == id {
+                return r;
+            }
+        }
+    }
+
+    /// A tool's structured answer.
+    fn tool(&mut self, name: &str, args: J) -> J {
+        let r = self.ask("tools/call", json!({"name": name, "arguments": args}));
+        r["result"]["structuredContent"].clone()
+    }
+}
+
+#[test]
+fn a_worker_started_over_mcp_does_a_dispatched_runs_tasks_and_the_run_merges_them() {
+    let repo = Repo::new(common::FORMATS[0]);
+    let server = NatsServer::start();
+    let (_bare, url) = shared(&repo);
+    let m = model(&repo, TWO);
+    let wr = worker_repo(&url);
+    let mut mcp = McpSession::start(&wr, &["--cmd", &m]);
+    let started = mcp.tool(
+        "worker_start",
+        json!({"nats": server.url(), "name": "mw", "lease": 2}),
+    );
+    assert_eq!(started["state"], "running", "{started}");
+    // A dispatched run elsewhere: both its tasks done by the worker the MCP server started,
+    // and merged by the run.
+    let (ok, j, err) = finish(submit(&repo, &server, &m));
+    assert!(ok, "{err}\n{j}");
+    let answer = j["answer"].as_str().unwrap_or_default();
+    for t in 1..=2 {
+        assert!(answer.contains(&format!("- T{t}: merged")), "{answer}");
+    }
+    let results = task_results(&repo);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        results.iter().all(|(_, r)| r["worker"] == "mw"),
+        "{results:?}"
+    );
+    assert_eq!(
+        repo.git_ok(&["rev-list", "--count", "main..forum/run-0"]),
+        "2"
+    );
+    repo.forum_ok(&["verify", "--deep"]);
+    common::wait_until(
+        "the MCP server to count the worker's two tasks",
+        Duration::from_secs(60),
+        || mcp.tool("workers", json!({}))["workers"][0]["tasks_done"] == 2,
+    );
+    let stopped = mcp.tool("worker_stop", json!({"name": "mw"}));
+    assert!(
+        ["stopping", "stopped"].contains(&stopped["state"].as_str().unwrap()),
+        "{stopped}"
+    );
+    // Its input closed, the session ends.
+    mcp.stdin.take();
+    common::wait_until("the MCP server to exit", Duration::from_secs(60), || {
+        mcp.child.0.try_wait().unwrap().is_some()
+    });
 }
