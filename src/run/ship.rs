@@ -132,7 +132,7 @@ impl Run<'_, '_> {
         let mut conflicted = false;
         for (i, t) in order.iter().copied().enumerate() {
             if ahead.is_empty() {
-                ahead = self.ask_gates_ahead(w, &order[i..]);
+                ahead = self.ask_gates_ahead(w, &order[..i], &order[i..]);
             }
             let tw = w.get(&t.id);
             let known = !conflicted && ahead.contains_key(&t.id);

@@ -48,12 +48,17 @@ impl Run<'_, '_> {
     /// [`Run::seat_width`] allows, and returns the answers by task. Nothing is asked (an empty
     /// map) unless the run is dispatched, at least two qualify and no limit could stop one of
     /// the calls
-    /// ([`Run::can_judge_at_once`]). A change joins only when it adds something to the run
-    /// branch now and touches no file another change of the group touches: the merges before
-    /// its turn then cannot make it add nothing, so its answer is used.
+    /// ([`Run::can_judge_at_once`]). The group is the changes at the head of `pending` that
+    /// qualify, ending at the first change that does not (tasks with no change are passed
+    /// over). A change joins only when it adds something to the run branch now and touches no
+    /// file that another change of the wave touches before its turn (`done`, the wave's tasks
+    /// already shipped, and the group ahead of it): nothing merged before its turn can then
+    /// conflict with it or make it add nothing, no conflict re-runs a task meanwhile, and every
+    /// answer asked is used and witnessed.
     pub(super) fn ask_gates_ahead(
         &self,
         w: &WorkRun,
+        done: &[&Task],
         pending: &[&Task],
     ) -> BTreeMap<String, Asked> {
         // An in-process run asks about one change at a time, as before.
@@ -62,27 +67,36 @@ impl Run<'_, '_> {
         }
         let width = self.seat_width();
         let mut group: Vec<(&Task, TaskWork)> = Vec::new();
-        let mut touched: BTreeSet<String> = BTreeSet::new();
+        let files_of = |tw: &TaskWork| -> Vec<String> {
+            tw.change
+                .as_ref()
+                .map(|c| c.files.iter().map(|f| f.path.clone()).collect())
+                .unwrap_or_default()
+        };
+        let mut touched: BTreeSet<String> =
+            done.iter().flat_map(|t| files_of(&w.get(&t.id))).collect();
         for t in pending {
             if group.len() >= width {
                 break;
             }
             let tw = w.get(&t.id);
-            if !self.gate_would_ask(w, &t.id, &tw) {
-                continue;
-            }
-            let (Some(change), Some(commit)) = (tw.change.as_ref(), tw.commit()) else {
-                continue;
-            };
-            let files: Vec<String> = change.files.iter().map(|f| f.path.clone()).collect();
-            if files.iter().any(|f| touched.contains(f)) {
-                continue;
-            }
-            if !matches!(w.in_turn(|| w.bench.adds_nothing(commit)), Ok(false)) {
-                continue;
+            let files = files_of(&tw);
+            let joins = self.gate_would_ask(w, &t.id, &tw)
+                && tw.change.is_some()
+                && tw.commit().is_some_and(|commit| {
+                    !files.iter().any(|f| touched.contains(f))
+                        && matches!(w.in_turn(|| w.bench.adds_nothing(commit)), Ok(false))
+                });
+            if !joins && !files.is_empty() {
+                // A change that merges between two of the group could conflict and run again,
+                // and its new change make a later one of the group add nothing: the group ends
+                // here, so no answer asked goes unused.
+                break;
             }
             touched.extend(files);
-            group.push((t, tw));
+            if joins {
+                group.push((t, tw));
+            }
         }
         if !self.can_judge_at_once(group.len()) || self.over_budget() {
             return BTreeMap::new();

@@ -57,7 +57,7 @@ fn orchestrator() -> Arc<dyn Executor> {
 
 /// The options of a run the command line makes in a repository with no policy: a wave's
 /// tasks run in parallel, and the request records the default roster and policy.
-fn opts() -> Options {
+pub(crate) fn opts() -> Options {
     // The rules the command line records with every run, so the command line's replay of an
     // imported copy runs it under them.
     let mut o = Options::default();

@@ -10,11 +10,11 @@ use git_forum::exec::{Call, ExecError, Executor, Fleet, Reply, Scripted};
 use git_forum::ledger::{MemoryStorage, Storage};
 use git_forum::roster::Roster;
 use git_forum::run::replay::{self, StrictReplay};
-use git_forum::run::{self, Env, Options, Silent, StepClock};
+use git_forum::run::{self, Env, Silent, StepClock};
 use serde_json::{Value as J, json};
 
 use crate::common::{Repo, on_each_kind};
-use crate::strict_replay::{edited, forged_export};
+use crate::strict_replay::{edited, forged_export, opts};
 use crate::strict_replay_edit::{import_as, refusal};
 use crate::strict_replay_work::{no_divergence, strict};
 use crate::work_run::payloads;
@@ -67,12 +67,6 @@ fn orchestrator_script() -> Scripted {
             _ => ANSWER.to_string(),
         })
     })
-}
-
-fn opts() -> Options {
-    let mut o = Options::default();
-    o.rules_record = Some(replay::rules::record(&o, &Roster::default_roster()));
-    o
 }
 
 /// Records a run whose cheap worker fails its first call (T1) with `fail`, so T1 climbs to
