@@ -125,9 +125,9 @@ impl Run<'_, '_> {
         let mut failed = 0usize;
         let order: Vec<&Task> = plan.tasks.iter().filter(|t| wave.contains(&t.id)).collect();
         // Gate answers asked ahead, several at once (`ship_ahead.rs`), each used at its turn.
-        // A change asked about ahead was found to add something then, with no file of it
-        // touched by another change merged before its turn: it still does unless a conflict
-        // made a task run again meanwhile, so it is not looked at twice.
+        // A change asked about ahead was found to add something then, and no change merged
+        // before its turn touches a file of it, so it still does and is not looked at twice;
+        // after a conflict earlier in the wave it is looked at again all the same.
         let mut ahead = BTreeMap::new();
         let mut conflicted = false;
         for (i, t) in order.iter().copied().enumerate() {

@@ -417,8 +417,8 @@ pub trait Workbench: Send + Sync {
     fn open_task(&self, task: &str, upstream: &[String]) -> Result<TaskTree, WorkError>;
     /// The commit `open_task` would start `task`'s worktree on (the base with these upstream
     /// changes merged in), without the worktree: a dispatched task is published on it, and
-    /// its worktree here is opened only once its result came (`open_task` with this commit as
-    /// its one upstream gives a worktree on it, since it descends from the base).
+    /// its worktree here is opened after (`open_task` with this commit as its one upstream
+    /// gives a worktree on it, since it descends from the base).
     fn task_start(&self, task: &str, upstream: &[String]) -> Result<String, WorkError> {
         let tree = self.open_task(task, upstream)?;
         let start = tree.start.clone();

@@ -19,8 +19,8 @@ use super::objects::create_in_dir;
 pub(crate) use super::refs::CasOutcome;
 use super::refs::file_links_and_len;
 
-/// Takes the ref lock `lock` holding `value`, from the spare inode when there is a usable one,
-/// else from a new spare written first, else as a new file. `false`: someone else holds it.
+/// Takes the ref lock `lock` holding `value`, from the spare inode (made first when there is
+/// none), else as a new file. `false`: someone else holds it.
 ///
 /// The lock appears with its value in it: a writer killed the moment after leaves a lock that
 /// names its value, which the next writer matches with the intent noted beside it and removes.
@@ -28,24 +28,7 @@ use super::refs::file_links_and_len;
 /// rename without replacing nor link) can be left empty, and no writer would touch it.
 pub(crate) fn take_ref_lock(spare: &Path, lock: &Path, value: &[u8]) -> Result<bool, StoreError> {
     let held_elsewhere = |e: &std::io::Error| e.kind() == std::io::ErrorKind::AlreadyExists;
-    let from_spare = match take_lock_from_spare(spare, lock, value) {
-        Ok(false) => {
-            let made = create_in_dir(spare, || {
-                OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(spare)
-            })
-            .and_then(|mut f| f.write_all(value));
-            match made {
-                Ok(()) => take_lock_from_spare(spare, lock, value),
-                Err(_) => Ok(false),
-            }
-        }
-        other => other,
-    };
-    match from_spare {
+    match take_lock_from_spare(spare, lock, value) {
         Ok(true) => Ok(true),
         Ok(false) => {
             match create_in_dir(lock, || {
@@ -68,7 +51,8 @@ pub(crate) fn take_ref_lock(spare: &Path, lock: &Path, value: &[u8]) -> Result<b
     }
 }
 
-/// Takes the ref lock `lock` by writing `value` into the spare inode and moving it in. Returns
+/// Takes the ref lock `lock` by writing `value` into the spare inode (made when there is none:
+/// the first update, or one after a writer died holding the lock) and moving it in. Returns
 /// false when there is no usable spare (the caller then creates the lock); an `AlreadyExists`
 /// error means the lock is held. A spare with another link is the live ref (a writer died
 /// between keeping it and the rename), so it is dropped, never written.
@@ -76,7 +60,14 @@ fn take_lock_from_spare(spare: &Path, lock: &Path, value: &[u8]) -> std::io::Res
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileExt as _;
-        let f = match OpenOptions::new().write(true).open(spare) {
+        let open = || {
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(spare)
+        };
+        let f = match create_in_dir(spare, open) {
             Ok(f) => f,
             Err(_) => return Ok(false),
         };

@@ -438,12 +438,15 @@ impl GitStore {
             .write(true)
             .open(self.writer_lock_path())
             .map_err(|e| io_err(&lock, e))?;
-        let noted = crate::store::lock::read_intent(&held, self.object_hash());
-        if lock.exists() && !self.recover_stale_lock(&lock, &held, noted) {
-            return Err(StoreError::Contended(format!(
+        let contended = || {
+            StoreError::Contended(format!(
                 "{} is being updated by another process; run the command again",
                 path.display()
-            )));
+            ))
+        };
+        let noted = crate::store::lock::read_intent(&held, self.object_hash());
+        if lock.exists() && !self.recover_stale_lock(&lock, &held, noted) {
+            return Err(contended());
         }
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
@@ -455,10 +458,7 @@ impl GitStore {
         let value = format!("{id}\n");
         if !crate::store::lock::take_ref_lock(&self.spare_path(), &lock, value.as_bytes())? {
             crate::store::lock::note_intent(&held, None);
-            return Err(StoreError::Contended(format!(
-                "{} is being updated by another process; run the command again",
-                path.display()
-            )));
+            return Err(contended());
         }
         crate::store::failpoint::failpoint("recover-ref-locked");
         std::fs::rename(&lock, &path).map_err(|e| io_err(&path, e))?;
