@@ -522,7 +522,7 @@ impl GitStore {
         let hex = id.to_hex().to_string();
         let loose = self.objects_dir().join(&hex[..2]).join(&hex[2..]);
         rustix::fs::access(&loose, rustix::fs::Access::EXISTS).is_ok()
-            || gix::objs::Exists::exists(&self.repo.objects, id)
+            || super::odb::exists(&self.repo, id)
             || self.read_fresh(id, &mut Vec::new(), 3).is_some()
     }
 

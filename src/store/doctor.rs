@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use gix::ObjectId;
-use gix::objs::{Find as _, Kind};
+use gix::objs::Kind;
 
 use super::forum_dir;
 use super::git::{GitStore, StoreError, commit_bytes, object, parse_commit, tree_bytes};
@@ -228,9 +228,8 @@ impl<'a> Copies<'a> {
         }
         let mut buf = Vec::new();
         for r in &self.repos {
-            if let Ok(Some(d)) = r.objects.try_find(id, &mut buf) {
-                let kind = d.kind;
-                let data = d.data.to_vec();
+            if let Ok(Some(kind)) = super::odb::try_find(r, id, &mut buf) {
+                let data = buf.clone();
                 if let Ok(o) = object(self.store.object_hash(), kind, data)
                     && o.id == *id
                 {

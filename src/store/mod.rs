@@ -6,14 +6,15 @@
 //!
 //! ```text
 //! stale → error → capped → spill → forum_row → forum_dir → packread → pack → codec → failpoint
-//! handle → durable → refs → objects → lock → index → wal → append → import → git
+//! odb → handle → durable → refs → objects → lock → index → wal → append → import → git
 //! side_refs → forum_rows → note → sign → verify → cosign → witness → tiles → forum_tree → sync
 //! halt → redact → doctor
 //! ```
 //!
 //! The leaves on the first line know nothing of a repository. [`handle`] holds the ledger
 //! handle, [`GitStore`](git::GitStore), and its settings; [`refs`] reads and moves the ledger
-//! ref, [`objects`] reads and writes git objects, [`lock`] holds the writer lock and the
+//! ref, [`objects`] reads and writes git objects (looking them up through [`odb`], which
+//! survives gix panicking in a race with `git repack`), [`lock`] holds the writer lock and the
 //! compare-and-swap, [`wal`] is the write-ahead log and [`append`] the append loop that writes
 //! through it, [`import`] writes whole ledgers; [`git`] reads entries back and is the `Storage`
 //! the ledger core sees. Above them sit the side refs (signed checkpoints, notes, tiles),
@@ -42,6 +43,7 @@ pub(crate) mod index;
 pub(crate) mod lock;
 pub mod note;
 pub(crate) mod objects;
+pub(crate) mod odb;
 pub(crate) mod pack;
 pub(crate) mod packread;
 pub(crate) mod redact;

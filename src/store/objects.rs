@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
-use gix::objs::{Find as _, Kind};
+use gix::objs::Kind;
 
 use super::durable::start_writeback;
 use super::error::{StoreError, io};
@@ -194,8 +194,8 @@ impl GitStore {
             let Ok(repo) = gix::open(&self.common_dir) else {
                 continue;
             };
-            if let Ok(Some(d)) = repo.objects.try_find(id, buf) {
-                return Some(d.kind);
+            if let Ok(Some(kind)) = super::odb::try_find(&repo, id, buf) {
+                return Some(kind);
             }
         }
         None
@@ -207,11 +207,8 @@ impl GitStore {
         id: &ObjectId,
         buf: &mut Vec<u8>,
     ) -> Result<Option<Kind>, StoreError> {
-        match self.repo.objects.try_find(id, buf) {
-            Ok(Some(d)) => Ok(Some(d.kind)),
-            Ok(None) => Ok(None),
-            Err(e) => Err(super::error::gix_err(format!("reading object {id}"), e)),
-        }
+        super::odb::try_find(&self.repo, id, buf)
+            .map_err(|e| super::error::gix_err(format!("reading object {id}"), e))
     }
 
     /// The file a new object is written to before it takes its name: an anonymous file in the
@@ -337,7 +334,7 @@ impl GitStore {
             // access(2), not stat(2): an append never reads the times of files it made (see
             // README: reading them makes the kernel stamp later changes finely).
             if rustix::fs::access(&loose, rustix::fs::Access::EXISTS).is_ok()
-                || self.repo.has_object(o.id)
+                || super::odb::exists(&self.repo, &o.id)
             {
                 continue;
             }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use gix::ObjectId;
 use gix::hash::Kind as HashKind;
-use gix::objs::{Find as _, Kind};
+use gix::objs::Kind;
 
 use super::codec::object_id;
 use super::git::{

@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 use gix::hash::Kind as HashKind;
-use gix::objs::{Find as _, Kind};
+use gix::objs::Kind;
 
 use super::codec::{AUTHOR_EMAIL, object};
 use super::error::StoreError;

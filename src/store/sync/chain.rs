@@ -7,7 +7,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
 use gix::ObjectId;
 use gix::hash::Kind as HashKind;
-use gix::objs::{Find as _, Kind};
+use gix::objs::Kind;
 
 use super::git_cli::Git;
 use super::problem::ChainProblem;
@@ -28,8 +28,8 @@ pub(super) struct RepoObjects<'a>(pub &'a gix::Repository);
 impl Objects for RepoObjects<'_> {
     fn read(&mut self, id: &ObjectId) -> Result<Option<(Kind, Vec<u8>)>, StoreError> {
         let mut buf = Vec::new();
-        match self.0.objects.try_find(id, &mut buf) {
-            Ok(Some(d)) => Ok(Some((d.kind, d.data.to_vec()))),
+        match crate::store::odb::try_find(self.0, id, &mut buf) {
+            Ok(Some(kind)) => Ok(Some((kind, buf))),
             Ok(None) => Ok(None),
             Err(e) => Err(git_err(&format!("reading object {id}"), e)),
         }

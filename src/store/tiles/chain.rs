@@ -119,10 +119,10 @@ fn check_one(
 ) -> Option<([u8; 32], [u8; 32])> {
     use super::super::git::{entry_from_message, hex_to_bytes, parse_commit};
     use crate::ledger::hash::is_hash;
-    use gix::objs::{Find as _, Kind};
+    use gix::objs::Kind;
     let kind = match reader.read(id, buf) {
         Some(k) => k,
-        None => repo.objects.try_find(id, buf).ok()??.kind,
+        None => crate::store::odb::try_find(repo, id, buf).ok()??,
     };
     if kind != Kind::Commit || gix::objs::compute_hash(hash, Kind::Commit, buf).ok()? != *id {
         return None;

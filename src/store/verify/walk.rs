@@ -21,11 +21,8 @@ pub(super) fn read_gix(
     id: &ObjectId,
     buf: &mut Vec<u8>,
 ) -> Result<Option<Kind>, StoreError> {
-    match repo.objects.try_find(id, buf) {
-        Ok(Some(d)) => Ok(Some(d.kind)),
-        Ok(None) => Ok(None),
-        Err(e) => Err(git_err(&format!("reading object {id}"), e)),
-    }
+    crate::store::odb::try_find(repo, id, buf)
+        .map_err(|e| git_err(&format!("reading object {id}"), e))
 }
 
 /// Walks first parents from `tip`, checking that each object hashes to its name and is a

@@ -421,10 +421,8 @@ impl GitStore {
     /// True when `o` is in the object store with exactly its content.
     fn object_intact(&self, o: &Obj) -> bool {
         let mut buf = Vec::new();
-        match self.repo().objects.try_find(&o.id, &mut buf) {
-            Ok(Some(d)) => d.kind == o.kind && d.data == o.data.as_slice(),
-            _ => false,
-        }
+        matches!(super::super::odb::try_find(self.repo(), &o.id, &mut buf),
+            Ok(Some(kind)) if kind == o.kind && buf == o.data)
     }
 
     /// Points the ref at `id` by writing its file directly (it may be empty or garbage, which
