@@ -5,8 +5,8 @@
 //! it. A test (`order_tests`) fails naming any import that goes against it.
 //!
 //! ```text
-//! stale → error → capped → spill → forum_row → forum_dir → packread → pack → codec → failpoint
-//! odb → handle → durable → refs → objects → lock → index → wal → append → import → git
+//! stale → error → capped → spill → forum_row → forum_dir → packread → checksum → pack → codec
+//! failpoint → odb → handle → durable → refs → objects → lock → index → wal → append → import → git
 //! side_refs → forum_rows → note → sign → verify → cosign → witness → tiles → forum_tree → sync
 //! halt → redact → doctor
 //! ```
@@ -25,6 +25,7 @@
 
 pub(crate) mod append;
 pub(crate) mod capped;
+pub(crate) mod checksum;
 pub(crate) mod codec;
 pub mod cosign;
 pub(crate) mod doctor;

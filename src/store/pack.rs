@@ -18,6 +18,7 @@ use gix::odb::pack;
 use gix::zlib::stream::deflate::{Compress, FlushCompress};
 use gix::zlib::{Compression, Status};
 
+use super::checksum::Checksum;
 use super::spill::SortedRuns;
 
 /// One object to put in a pack.
@@ -83,7 +84,7 @@ fn write_pack_stream(
     level: Compression,
     out: &mut dyn Write,
 ) -> std::io::Result<(ObjectId, Vec<IdxRow>)> {
-    let mut hasher = gix::hash::hasher(hash);
+    let mut hasher = Checksum::new(hash);
     let count = u32::try_from(objs.len())
         .map_err(|_| std::io::Error::other("too many objects for one pack"))?;
     let header = pack::data::header::encode(pack::data::Version::V2, count);
@@ -115,9 +116,7 @@ fn write_pack_stream(
         rows.push((o.id, offset, crc.finalize()));
         offset += (hlen + zbuf.len()) as u64;
     }
-    let pack_hash = hasher
-        .try_finalize()
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let pack_hash = hasher.finish();
     out.write_all(pack_hash.as_slice())?;
     Ok((pack_hash, rows))
 }
@@ -169,13 +168,9 @@ fn encode_idx_v2(
         out.extend_from_slice(&off.to_be_bytes());
     }
     out.extend_from_slice(pack_hash.as_slice());
-    let mut h = gix::hash::hasher(hash);
+    let mut h = Checksum::new(hash);
     h.update(&out);
-    out.extend_from_slice(
-        h.try_finalize()
-            .map_err(|e| std::io::Error::other(e.to_string()))?
-            .as_slice(),
-    );
+    out.extend_from_slice(h.finish().as_slice());
     Ok(out)
 }
 
@@ -466,7 +461,7 @@ impl PackStream {
             &pack::data::header::encode(pack::data::Version::V2, count),
             0,
         )?;
-        let mut hasher = gix::hash::hasher(self.hash);
+        let mut hasher = Checksum::new(self.hash);
         let mut chunk = vec![0u8; 1 << 20];
         let mut at = 0u64;
         while at < self.lead_len {
@@ -495,9 +490,7 @@ impl PackStream {
             lead_file.write_all_at(&chunk[..n], self.lead_len + at)?;
             at += n as u64;
         }
-        let pack_hash = hasher
-            .try_finalize()
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let pack_hash = hasher.finish();
         lead_file.write_all_at(pack_hash.as_slice(), self.lead_len + self.rest_len)?;
         if durable {
             lead_file.sync_all()?;
@@ -590,22 +583,19 @@ impl PackStream {
 /// A writer that hashes what passes through it.
 struct HashingWriter<W: Write> {
     inner: W,
-    hasher: gix::hash::Hasher,
+    hasher: Checksum,
 }
 
 impl<W: Write> HashingWriter<W> {
     fn new(inner: W, hash: HashKind) -> Self {
         HashingWriter {
             inner,
-            hasher: gix::hash::hasher(hash),
+            hasher: Checksum::new(hash),
         }
     }
 
     fn finish(self) -> std::io::Result<(W, ObjectId)> {
-        let h = self
-            .hasher
-            .try_finalize()
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let h = self.hasher.finish();
         Ok((self.inner, h))
     }
 }
