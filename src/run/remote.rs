@@ -85,7 +85,10 @@ pub(crate) trait Dispatch: Send + Sync {
     fn wait(&self, attempt: &str, stop: &dyn Fn() -> bool) -> Result<Option<Arrived>, String>;
     /// Results that came for attempts already answered since the last call.
     fn take_duplicates(&self) -> Vec<Duplicate>;
-    /// Fetches the commit `result` names from `result_ref`, checks that it is one commit on
+    /// Fetches `result_ref` (a worker's change) from the remote into the repository, its
+    /// objects and the ref of the same name here, when `result` names a commit.
+    fn fetch_result(&self, result_ref: &str, result: &ResultMessage) -> Result<(), String>;
+    /// Checks that `result_ref` (fetched) holds the commit `result` names, one commit on
     /// `base` tied to its attempt, and puts its tree in `worktree` (not committed).
     fn bring(
         &self,
@@ -150,9 +153,14 @@ impl Run<'_, '_> {
                     return self.refuse_result(w, task, &start, &attempt, done, e);
                 }
             };
-            // In the repository's git turn: the fetch reads every worktree's files, and another
-            // task's worktree being added or removed meanwhile made it fail.
-            if let Err(e) = w.in_turn(|| d.bring(&result_ref, &r, &start, &tree.path)) {
+            // The fetch in the repository's git turn, shared with other fetches: git's check
+            // after it reads every worktree's HEAD, and another task's worktree being added or
+            // removed meanwhile made it fail. The checks of the commit and its tree put in this
+            // task's own worktree need no turn.
+            let brought = w
+                .in_shared_turn(|| d.fetch_result(&result_ref, &r))
+                .and_then(|()| d.bring(&result_ref, &r, &start, &tree.path));
+            if let Err(e) = brought {
                 let refused =
                     self.refuse_result(w, task, &start, &attempt, done, WorkError::Git(e))?;
                 if tries >= bound || self.interrupted().is_some() || self.over_budget() {
