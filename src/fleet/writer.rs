@@ -398,17 +398,11 @@ impl Dispatch for NatsDispatch {
         std::mem::take(&mut *lock(&self.inner.duplicates))
     }
 
-    fn bring(
-        &self,
-        result_ref: &str,
-        result: &ResultMessage,
-        base: &str,
-        worktree: &Path,
-    ) -> Result<(), String> {
+    fn fetch_result(&self, result_ref: &str, result: &ResultMessage) -> Result<(), String> {
         let i = &self.inner;
-        let Some(commit) = &result.commit else {
+        if result.commit.is_none() {
             return Ok(());
-        };
+        }
         git_line(
             &i.repo,
             &[
@@ -420,7 +414,21 @@ impl Dispatch for NatsDispatch {
                 &format!("+{result_ref}:{result_ref}"),
             ],
         )
-        .map_err(|e| format!("cannot fetch the worker's commit from {result_ref}: {e}"))?;
+        .map(|_| ())
+        .map_err(|e| format!("cannot fetch the worker's commit from {result_ref}: {e}"))
+    }
+
+    fn bring(
+        &self,
+        result_ref: &str,
+        result: &ResultMessage,
+        base: &str,
+        worktree: &Path,
+    ) -> Result<(), String> {
+        let i = &self.inner;
+        let Some(commit) = &result.commit else {
+            return Ok(());
+        };
         let got = git_line(
             &i.repo,
             &["rev-parse", "--verify", &format!("{result_ref}^{{commit}}")],

@@ -108,7 +108,7 @@ impl Run<'_, '_> {
             attempt_slots: o.attempt_slots.clone(),
             tasks: Mutex::new(BTreeMap::new()),
             plan: Mutex::new(Vec::new()),
-            git_turn: Mutex::new(()),
+            git_turn: std::sync::RwLock::new(()),
             jail,
             sandbox,
             verification: o.verification,

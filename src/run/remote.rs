@@ -15,8 +15,12 @@ use crate::plan::Task;
 
 use super::engine::{Done, Run};
 use super::work_state::{WorkRun, criteria_commands};
-use super::workbench::WorkError;
+use super::workbench::{TaskTree, WorkError};
 use super::{Event, RunError};
+
+/// How many attempts a dispatched task gets, when the run does not give `--attempts`, before
+/// a change the writer keeps refusing ends it as failed: the first and two more.
+pub(crate) const REFUSED_TRIES: u32 = 3;
 
 /// A result that came for an attempt, with its place in the stream (the same on every
 /// delivery, so a redelivery of a result already witnessed is known for what it is).
@@ -81,7 +85,10 @@ pub(crate) trait Dispatch: Send + Sync {
     fn wait(&self, attempt: &str, stop: &dyn Fn() -> bool) -> Result<Option<Arrived>, String>;
     /// Results that came for attempts already answered since the last call.
     fn take_duplicates(&self) -> Vec<Duplicate>;
-    /// Fetches the commit `result` names from `result_ref`, checks that it is one commit on
+    /// Fetches `result_ref` (a worker's change) from the remote into the repository, its
+    /// objects and the ref of the same name here, when `result` names a commit.
+    fn fetch_result(&self, result_ref: &str, result: &ResultMessage) -> Result<(), String>;
+    /// Checks that `result_ref` (fetched) holds the commit `result` names, one commit on
     /// `base` tied to its attempt, and puts its tree in `worktree` (not committed).
     fn bring(
         &self,
@@ -124,28 +131,121 @@ impl Run<'_, '_> {
                 return self.work_attempt(w, task, &exec, instruction, task_entry, Err(e));
             }
         };
-        let (attempt, sent) = match d.adopt(&task.id, &start) {
-            Some((attempt, was)) => {
-                let msg = task_message(w, task, &name, &start, instruction, &attempt);
-                let sent = self.readopt(d, w, task, msg, (task_entry, was))?;
-                (attempt, sent)
+        let (mut attempt, mut sent) =
+            match self.first_send(d, w, task, (&name, &start), instruction, task_entry)? {
+                Ok(sent) => sent,
+                Err(unsent) => return Ok(unsent),
+            };
+        let opened = open_tree(w, task, &name, &start);
+        let bound = self.refusal_bound(w);
+        let mut tries = 1;
+        loop {
+            let (done, r) = match self.answered(d, w, task, sent, &attempt)? {
+                Ok(answered) => answered,
+                Err(ended) => return Ok(ended),
+            };
+            let result_ref = protocol::result_ref(&w.ledger, w.run_seq, &name, &attempt);
+            let tree = match &opened {
+                Ok(tree) => tree,
+                // Not the worker's change but this side: not tried again.
+                Err(e) => {
+                    let e = WorkError::Git(format!("cannot open the task's worktree: {e}"));
+                    return self.refuse_result(w, task, &start, &attempt, done, e);
+                }
+            };
+            // The fetch in the repository's git turn, shared with other fetches: git's check
+            // after it reads every worktree's HEAD, and another task's worktree being added or
+            // removed meanwhile made it fail. The checks of the commit and its tree put in this
+            // task's own worktree need no turn.
+            let brought = w
+                .in_shared_turn(|| d.fetch_result(&result_ref, &r))
+                .and_then(|()| d.bring(&result_ref, &r, &start, &tree.path));
+            if let Err(e) = brought {
+                let refused =
+                    self.refuse_result(w, task, &start, &attempt, done, WorkError::Git(e))?;
+                if tries >= bound || self.interrupted().is_some() || self.over_budget() {
+                    return Ok(refused);
+                }
+                tries += 1;
+                let retry = json!({"of": attempt, "refused": w.get(&task.id).change_seq,
+                    "try": tries, "at_most": bound});
+                (attempt, sent) = self.send_task(
+                    d,
+                    w,
+                    task,
+                    (&name, &start),
+                    instruction,
+                    task_entry,
+                    Some(retry),
+                )?;
+                continue;
             }
-            None => self.send_task(d, w, task, &name, &start, instruction, task_entry)?,
-        };
-        // In the repository's git turn, as every worktree is added.
-        let opened = w.in_turn(|| w.bench.open_task(&name, std::slice::from_ref(&start)));
-        if let Ok(tree) = &opened {
-            let mut tw = w.get(&task.id);
-            tw.tree = Some(tree.clone());
-            w.set(&task.id, tw);
+            let model = r.model.clone();
+            let passed =
+                self.witness_change(w, task, model, tree, task_entry, (done.seq, &done.output))?;
+            return Ok(Done { ok: passed, ..done });
         }
+    }
+
+    /// Sends `task` out the first time (on the commit `start`; `name`: its name in refs): an
+    /// attempt a resumed run finds in flight on that commit is taken up again, else the base
+    /// is pushed and a fresh attempt published. `Ok` with the attempt and its
+    /// `task_dispatched` seq, `Err` with the task's end when its base could not be pushed.
+    fn first_send(
+        &self,
+        d: &dyn Dispatch,
+        w: &WorkRun,
+        task: &Task,
+        (name, start): (&str, &str),
+        instruction: &str,
+        task_entry: &Entry,
+    ) -> Result<Result<(String, u64), Done>, RunError> {
+        if let Some((attempt, was)) = d.adopt(&task.id, start) {
+            let msg = task_message(w, task, name, start, instruction, &attempt);
+            let sent = self.readopt(d, w, task, msg, (task_entry, was))?;
+            return Ok(Ok((attempt, sent)));
+        }
+        // The bases of the tasks that wait together go in one push: when it fails, each of
+        // those tasks ends with its line, and none of them is published.
+        let base_ref = protocol::base_ref(&w.ledger, w.run_seq, name);
+        if let Err(e) = d.push_base(&base_ref, start) {
+            return self.unsent(task, task_entry.seq, e).map(Err);
+        }
+        self.send_task(d, w, task, (name, start), instruction, task_entry, None)
+            .map(Ok)
+    }
+
+    /// How many attempts a dispatched task gets when the writer refuses the change its worker
+    /// sent (its commit cannot be fetched, or fails a check): the run's `--attempts` when it
+    /// gives more than one, else [`REFUSED_TRIES`].
+    fn refusal_bound(&self, w: &WorkRun) -> u32 {
+        if w.attempts > 1 {
+            w.attempts
+        } else {
+            REFUSED_TRIES
+        }
+    }
+
+    /// Waits for the first result of `attempt` (dispatched at `sent`) and witnesses it; `Ok`
+    /// with it when it says the worker made a change to bring in, `Err` with the task's end
+    /// when the task is over (the worker failed, or the run stopped waiting).
+    fn answered(
+        &self,
+        d: &dyn Dispatch,
+        w: &WorkRun,
+        task: &Task,
+        sent: u64,
+        attempt: &str,
+    ) -> Result<Result<(Done, ResultMessage), Done>, RunError> {
         let stop = || self.interrupted().is_some();
         let Some(Arrived {
             result: r,
             stream_seq,
-        }) = d.wait(&attempt, &stop).map_err(RunError::Work)?
+        }) = d.wait(attempt, &stop).map_err(RunError::Work)?
         else {
-            return self.stopped_waiting(d, w.run_seq, task, sent, &attempt);
+            return self
+                .stopped_waiting(d, w.run_seq, task, sent, attempt)
+                .map(Err);
         };
         let mut body = json!({
             "id": task.id, "output": r.output, "ok": r.ok, "model": r.model,
@@ -161,26 +261,9 @@ impl Run<'_, '_> {
         tw.last_seq = done.seq;
         w.set(&task.id, tw);
         if !done.ok {
-            return Ok(done);
+            return Ok(Err(done));
         }
-        let result_ref = protocol::result_ref(&w.ledger, w.run_seq, &name, &attempt);
-        // In the repository's git turn: the fetch reads every worktree's files, and another
-        // task's worktree being added or removed meanwhile made it fail.
-        let brought = opened
-            .map_err(|e| WorkError::Git(format!("cannot open the task's worktree: {e}")))
-            .and_then(|tree| {
-                w.in_turn(|| d.bring(&result_ref, &r, &start, &tree.path))
-                    .map(|_| tree)
-                    .map_err(WorkError::Git)
-            });
-        let tree = match brought {
-            Ok(tree) => tree,
-            Err(e) => return self.refuse_result(w, task, &start, &attempt, done, e),
-        };
-        let model = r.model.clone();
-        let passed =
-            self.witness_change(w, task, model, &tree, task_entry, (done.seq, &done.output))?;
-        Ok(Done { ok: passed, ..done })
+        Ok(Ok((done, r)))
     }
 
     /// Witnesses a worker's result that could not be brought in (its commit failed a check,
@@ -208,6 +291,14 @@ impl Run<'_, '_> {
         Ok(Done { ok: false, ..done })
     }
 
+    /// Witnesses the end of a task that was never published (its base could not be pushed,
+    /// `why`): a failed `result` under its `task` entry (seq `parent`), naming no attempt.
+    fn unsent(&self, task: &Task, parent: u64, why: String) -> Result<Done, RunError> {
+        let output = format!("error: {why}");
+        let body = json!({"id": task.id, "output": output, "ok": false, "model": "", "error": "unpublished"});
+        self.finish_task(task, parent, body, output, false, String::new())
+    }
+
     /// The run was halted or interrupted while a worker had `task`: the halt goes to the
     /// workers (so the worker stops it and answers nothing), and the task's end is witnessed
     /// if the run still writes (an interrupted run does not).
@@ -229,32 +320,38 @@ impl Run<'_, '_> {
         self.finish_task(task, sent, body, output, false, String::new())
     }
 
-    /// Pushes the task's base, witnesses `task_dispatched` with a fresh attempt id and
-    /// publishes the task; returns the attempt id and the entry's seq.
+    /// Witnesses `task_dispatched` with a fresh attempt id and publishes the task (its base
+    /// is pushed already); returns the attempt id and the entry's seq. `retry`, when the
+    /// task goes out again after the writer refused a change, says which attempt's change
+    /// (`of`), the seq of its refused `change` (`refused`), and which try this is of how many
+    /// (`try`, `at_most`); it is recorded in the entry.
     #[allow(clippy::too_many_arguments)]
     fn send_task(
         &self,
         d: &dyn Dispatch,
         w: &WorkRun,
         task: &Task,
-        name: &str,
-        start: &str,
+        (name, start): (&str, &str),
         instruction: &str,
         task_entry: &Entry,
+        retry: Option<serde_json::Value>,
     ) -> Result<(String, u64), RunError> {
         let base_ref = protocol::base_ref(&w.ledger, w.run_seq, name);
-        d.push_base(&base_ref, start).map_err(RunError::Work)?;
         let attempt = d.attempt_id();
         let mut msg = task_message(w, task, name, start, instruction, &attempt);
         msg.validate().map_err(RunError::Work)?;
+        let mut body = json!({
+            "task": task.id, "attempt": attempt, "base": start, "base_ref": base_ref,
+            "subject": protocol::task_subject(&w.ledger, w.run_seq), "server": d.describe(),
+        });
+        if let Some(retry) = retry {
+            body["retry"] = retry;
+        }
         let sent = self.put(
             "dispatch",
             kind::TASK_DISPATCHED,
             Some(task_entry.seq),
-            json!({
-                "task": task.id, "attempt": attempt, "base": start, "base_ref": base_ref,
-                "subject": protocol::task_subject(&w.ledger, w.run_seq), "server": d.describe(),
-            }),
+            body,
         )?;
         self.env.progress.event(&Event::TaskStarted {
             id: task.id.clone(),
@@ -337,6 +434,22 @@ impl Run<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// Opens the worktree of the dispatched `task` (`name`: its name in refs) on `start`, in the
+/// repository's git turn as every worktree is added, while its worker works. A test may make
+/// it fail here, after the task was published (the failpoint `task-worktree`).
+fn open_tree(w: &WorkRun, task: &Task, name: &str, start: &str) -> Result<TaskTree, WorkError> {
+    let opened = w.in_turn(|| match crate::store::failpoint::fails("task-worktree") {
+        Some(e) => Err(WorkError::Io(e)),
+        None => w.bench.open_task(name, &[start.to_string()]),
+    });
+    if let Ok(tree) = &opened {
+        let mut tw = w.get(&task.id);
+        tw.tree = Some(tree.clone());
+        w.set(&task.id, tw);
+    }
+    opened
 }
 
 /// The task message of `attempt` for `task` of the run `w`, on the commit `start` (`name`:

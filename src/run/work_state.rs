@@ -3,7 +3,7 @@
 //! check, escalate) is `changes.rs`; the pre-ship gate and the run branch are `ship.rs`.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -131,8 +131,9 @@ pub(super) struct WorkRun {
     /// Held around the workbench's worktree and commit steps: git itself races when two
     /// `git worktree add` run at once in one repository ("failed to read
     /// worktrees/T1/commondir"), so tasks of a wave take turns for these quick steps while
-    /// their workers and checks still run in parallel.
-    pub(super) git_turn: Mutex<()>,
+    /// their workers and checks still run in parallel. A step that only brings objects in
+    /// (the fetch of a dispatched task's result) takes it shared ([`WorkRun::in_shared_turn`]).
+    pub(super) git_turn: RwLock<()>,
     /// The jail workers and checks run in (`None`: unconfined).
     pub(super) jail: Option<Arc<Jail>>,
     /// What the record says about it.
@@ -302,7 +303,16 @@ impl WorkRun {
 
     /// Runs one quick workbench step in this run's turn (see [`WorkRun::git_turn`]).
     pub(super) fn in_turn<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _turn = lock(&self.git_turn);
+        let _turn = self.git_turn.write().unwrap_or_else(|p| p.into_inner());
+        f()
+    }
+
+    /// Runs a step that only brings objects and a ref of its own into the repository (a
+    /// fetch) in this run's turn, shared: several such steps go at once, but none while a
+    /// step of [`WorkRun::in_turn`] runs (git's check after a fetch reads every worktree's
+    /// HEAD, and a worktree half added or removed made it fail).
+    pub(super) fn in_shared_turn<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _turn = self.git_turn.read().unwrap_or_else(|p| p.into_inner());
         f()
     }
 
@@ -318,7 +328,7 @@ impl WorkRun {
     pub(super) fn close_tree(&self, task: &str) {
         let tree = lock(&self.tasks).get_mut(task).and_then(|w| w.tree.take());
         if let Some(t) = tree {
-            let _turn = lock(&self.git_turn);
+            let _turn = self.git_turn.write().unwrap_or_else(|p| p.into_inner());
             let _ = self.bench.close(&t);
         }
     }

@@ -38,3 +38,19 @@ pub(crate) fn failpoint(name: &str) {
     let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     std::process::abort();
 }
+
+/// A failure-testing hook: with `GIT_FORUM_FAILPOINT_FAIL=NAME` in the environment, the step
+/// `NAME` fails the first time the process reaches it, with the error returned here (it names
+/// the failpoint), and goes on as usual after that. The steps: `task-worktree` (a dispatched
+/// task's worktree about to be opened on the writer's side, after its task was published).
+pub(crate) fn fails(name: &str) -> Option<String> {
+    static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    static HIT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let point = POINT.get_or_init(|| std::env::var("GIT_FORUM_FAILPOINT_FAIL").ok());
+    if point.as_deref() != Some(name) || HIT.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return None;
+    }
+    Some(format!(
+        "failed at the step {name} (GIT_FORUM_FAILPOINT_FAIL)"
+    ))
+}

@@ -27,6 +27,7 @@ mod dispatch_fleet;
 mod dispatch_nats;
 mod dispatch_ops;
 mod dispatch_redeliver;
+mod dispatch_refused;
 mod dispatch_workers;
 mod docs;
 mod edges;

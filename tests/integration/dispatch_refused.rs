@@ -1,0 +1,292 @@
+//! What the writer of a dispatched run does when a task's change cannot come in: a change it
+//! refuses (the results ref is gone, or holds another commit than the result names) sends the
+//! task out again under a new attempt, up to a bound; a worktree that fails to open on the
+//! writer's side ends its task with one line; a base push the remote refuses fails the tasks
+//! of its batch before anything of them is published. Each test starts its own `nats-server`
+//! and stops it, with every worker it starts.
+
+use std::path::Path;
+
+use serde_json::Value as J;
+
+use crate::common::{Repo, on_each_kind};
+use crate::dispatch_nats::{
+    NatsServer, TWO, clone, finish, logs, model, shared, spawned, submit, task_results, worker,
+};
+use crate::work_run::payloads;
+
+/// Installs `hook` (a shell script's body) as the `name` hook of the bare repository `bare`.
+fn install_hook(bare: &Path, name: &str, body: &str) {
+    let path = bare.join("hooks").join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A post-receive hook that spoils the results refs workers push, counted in `count`: the
+/// first `deleted` pushes are deleted, the next `moved` are moved to the parent of the commit
+/// pushed (the task's base). git runs it before the push returns, so the worker's result goes
+/// out after its ref was spoiled.
+fn spoil_results(bare: &Path, deleted: u32, moved: u32) {
+    let count = bare.join("spoiled");
+    install_hook(
+        bare,
+        "post-receive",
+        &format!(
+            "while read old new ref; do\n  case \"$ref\" in refs/forum/results/*)\n    n=$(cat '{c}' 2>/dev/null || echo 0); n=$((n+1)); echo $n > '{c}'\n    if [ $n -le {deleted} ]; then git update-ref -d \"$ref\"\n    elif [ $n -le {last} ]; then git update-ref \"$ref\" \"$new^\"\n    fi ;;\n  esac\ndone\n",
+            c = count.display(),
+            last = deleted + moved,
+        ),
+    );
+}
+
+/// The `change` entries the writer refused: their bodies.
+fn refused_changes(repo: &Repo) -> Vec<J> {
+    payloads(repo, "change")
+        .into_iter()
+        .map(|(_, p)| p)
+        .filter(|p| p["refused"] == true)
+        .collect()
+}
+
+#[test]
+fn a_change_the_writer_refused_is_sent_out_again_under_a_new_attempt_and_merged_once() {
+    on_each_kind(|repo| {
+        let server = NatsServer::start();
+        let (bare, url) = shared(repo);
+        // The first results ref pushed is deleted, the second moved to the task's base.
+        spoil_results(bare.path(), 1, 1);
+        let m = model(repo, TWO);
+        // One worker: its pushes, and so the hook's count, come one after another.
+        let w = clone(&url);
+        let _w = worker(
+            repo,
+            w.path(),
+            &server,
+            &m,
+            &["--name", "w", "--no-sandbox"],
+        );
+        let (ok, j, err) = finish(submit(repo, &server, &m));
+        assert!(ok, "{err}\n{}", logs(&[&w]));
+        let answer = j["answer"].as_str().unwrap_or_default();
+        for t in ["T1", "T2"] {
+            assert!(
+                answer.contains(&format!("- {t}: merged")),
+                "{answer}\n{err}"
+            );
+        }
+        // Two changes refused, one for each way a results ref can be wrong, each naming its
+        // attempt and why in one line.
+        let refused = refused_changes(repo);
+        assert_eq!(refused.len(), 2, "{refused:?}");
+        let why: Vec<&str> = refused
+            .iter()
+            .map(|p| p["error"].as_str().unwrap())
+            .collect();
+        assert!(
+            why.iter()
+                .any(|e| e.starts_with("cannot fetch the worker's commit")),
+            "{why:?}"
+        );
+        assert!(
+            why.iter()
+                .any(|e| e.contains("not the commit") && e.contains("the result names")),
+            "{why:?}"
+        );
+        assert!(why.iter().all(|e| !e.contains('\n')), "{why:?}");
+        // Each refusal sent its task out again: four attempts in all, each answered once,
+        // and each retry names the attempt refused, the refused change and its try.
+        let sent = payloads(repo, "task_dispatched");
+        assert_eq!(sent.len(), 4, "{sent:?}");
+        let attempts: std::collections::BTreeSet<&str> = sent
+            .iter()
+            .map(|(_, p)| p["attempt"].as_str().unwrap())
+            .collect();
+        assert_eq!(attempts.len(), 4, "every try has an attempt id of its own");
+        let retries: Vec<&J> = sent.iter().filter_map(|(_, p)| p.get("retry")).collect();
+        assert_eq!(retries.len(), 2, "{sent:?}");
+        for r in &retries {
+            assert!(r["try"].as_u64().unwrap() >= 2, "{r}");
+            assert_eq!(r["at_most"], 3, "{r}");
+        }
+        for p in &refused {
+            let of: Vec<&&J> = retries.iter().filter(|r| r["of"] == p["attempt"]).collect();
+            assert_eq!(
+                of.len(),
+                1,
+                "the refused attempt {p} was sent out again once"
+            );
+        }
+        assert_eq!(task_results(repo).len(), 4);
+        assert!(payloads(repo, "duplicate_result").is_empty());
+        // Each task merged once.
+        assert_eq!(
+            repo.git_ok(&["rev-list", "--count", "main..forum/run-0"]),
+            "2"
+        );
+        assert_eq!(repo.git_ok(&["show", "forum/run-0:f1.txt"]), "f1.txt");
+        repo.forum_ok(&["verify", "--deep"]);
+    });
+}
+
+/// A plan of one task, writing `f1.txt`.
+const ONE: &str = r#"{"tasks":[
+{"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]}]}"#;
+
+#[test]
+fn a_change_refused_at_every_attempt_fails_its_task_after_the_bound() {
+    on_each_kind(|repo| {
+        let server = NatsServer::start();
+        let (bare, url) = shared(repo);
+        // Every results ref pushed is deleted.
+        spoil_results(bare.path(), 1000, 0);
+        let m = model(repo, ONE);
+        let w = clone(&url);
+        let _w = worker(
+            repo,
+            w.path(),
+            &server,
+            &m,
+            &["--name", "w", "--no-sandbox"],
+        );
+        let (_, j, err) = finish(submit(repo, &server, &m));
+        let said = format!("{err}\n{}", logs(&[&w]));
+        let answer = j["answer"].as_str().unwrap_or_default();
+        assert!(answer.contains("- T1: "), "{answer}\n{said}");
+        assert!(!answer.contains("- T1: merged"), "{answer}\n{said}");
+        // Its task answered each time: the run ends with nothing delivered.
+        assert_eq!(j["exit"]["name"], "nothing_delivered", "{}", j["exit"]);
+        // Three attempts (the bound without --attempts), each refused in one line.
+        let sent = payloads(repo, "task_dispatched");
+        assert_eq!(sent.len(), 3, "{sent:?}\n{said}");
+        let tries: Vec<u64> = sent
+            .iter()
+            .map(|(_, p)| p["retry"]["try"].as_u64().unwrap_or(1))
+            .collect();
+        assert_eq!(tries, [1, 2, 3]);
+        let refused = refused_changes(repo);
+        assert_eq!(refused.len(), 3, "{refused:?}");
+        for (p, (_, s)) in refused.iter().zip(&sent) {
+            assert_eq!(p["attempt"], s["attempt"], "{p}");
+            let e = p["error"].as_str().unwrap();
+            assert!(e.starts_with("cannot fetch the worker's commit"), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        assert_eq!(task_results(repo).len(), 3);
+        // Nothing of it is on a run branch: none was made.
+        let branch = repo.git_ok(&["for-each-ref", "refs/heads/forum/run-0"]);
+        assert_eq!(branch, "", "{branch}");
+        repo.forum_ok(&["verify", "--deep"]);
+    });
+}
+
+#[test]
+fn a_dispatched_task_whose_worktree_fails_to_open_ends_with_one_line_and_the_run_goes_on() {
+    on_each_kind(|repo| {
+        let server = NatsServer::start();
+        let (_bare, url) = shared(repo);
+        let m = model(repo, TWO);
+        let w = clone(&url);
+        let _w = worker(
+            repo,
+            w.path(),
+            &server,
+            &m,
+            &["--name", "w", "--no-sandbox"],
+        );
+        // The first dispatched task's worktree fails to open, after its task was published.
+        let mut c = repo.forum();
+        c.env("GIT_FORUM_FAILPOINT_FAIL", "task-worktree")
+            .args(["submit", "--work", "--no-sandbox", "--check", "true"])
+            .args(["--dispatch", &server.url(), "--cmd", &m, "--json"])
+            .arg("write the files");
+        let (_, j, err) = finish(spawned(c));
+        let said = format!("{err}\n{}", logs(&[&w]));
+        let answer = j["answer"].as_str().unwrap_or_default();
+        // The worker did both tasks; their results are witnessed.
+        let results = task_results(repo);
+        assert_eq!(results.len(), 2, "{results:?}\n{said}");
+        assert_eq!(payloads(repo, "task_dispatched").len(), 2, "not sent again");
+        // One of them could not come in: a refused change, one line naming why.
+        let refused = refused_changes(repo);
+        assert_eq!(refused.len(), 1, "{refused:?}\n{said}");
+        let e = refused[0]["error"].as_str().unwrap();
+        assert!(
+            e.starts_with("cannot open the task's worktree") && e.contains("task-worktree"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+        assert_eq!(refused[0]["commit"], J::Null);
+        // The run went on: the other task merged.
+        let failed = refused[0]["task"].as_str().unwrap();
+        let other = if failed == "T1" { "T2" } else { "T1" };
+        assert!(
+            answer.contains(&format!("- {other}: merged")),
+            "{answer}\n{said}"
+        );
+        assert!(!answer.contains(&format!("- {failed}: merged")), "{answer}");
+        // A run that delivered a change answers, as one whose other task failed does.
+        assert_eq!(j["exit"]["name"], "answered", "{}", j["exit"]);
+        assert_eq!(
+            repo.git_ok(&["rev-list", "--count", "main..forum/run-0"]),
+            "1"
+        );
+        // Nothing of the failed task was brought in: only the merged task's results ref was
+        // fetched here.
+        let fetched = repo.git_ok(&["for-each-ref", "--format=%(refname)", "refs/forum/results"]);
+        assert_eq!(fetched.lines().count(), 1, "{fetched}");
+        assert!(fetched.contains(&format!("/{other}/")), "{fetched}");
+        repo.forum_ok(&["verify", "--deep"]);
+    });
+}
+
+#[test]
+fn a_base_push_the_remote_refuses_fails_each_task_of_the_batch_with_one_line_and_publishes_none() {
+    on_each_kind(|repo| {
+        let server = NatsServer::start();
+        let (bare, url) = shared(repo);
+        install_hook(
+            bare.path(),
+            "pre-receive",
+            "while read old new ref; do\n  case \"$ref\" in refs/forum/bases/*) echo 'bases are closed here' >&2; exit 1 ;; esac\ndone\n",
+        );
+        let m = model(repo, TWO);
+        let (_, j, err) = finish(submit(repo, &server, &m));
+        let answer = j["answer"].as_str().unwrap_or_default();
+        // No task was dispatched or published, and the remote holds no base.
+        assert!(payloads(repo, "task_dispatched").is_empty(), "{err}");
+        let info = server.request("$JS.API.STREAM.INFO.FORUM_main", &serde_json::json!({}));
+        assert_eq!(info["state"]["messages"].as_u64().unwrap_or(0), 0, "{info}");
+        let bases = repo.git_ok(&["ls-remote", &url, "refs/forum/bases/*"]);
+        assert_eq!(bases, "", "{bases}");
+        // Each task of the batch ended with the same one line.
+        let failed: Vec<J> = payloads(repo, "result")
+            .into_iter()
+            .map(|(_, p)| p)
+            .filter(|p| p["error"] == "unpublished")
+            .collect();
+        assert_eq!(failed.len(), 2, "{failed:?}\n{err}");
+        let lines: std::collections::BTreeSet<&str> = failed
+            .iter()
+            .map(|p| p["output"].as_str().unwrap())
+            .collect();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let line = lines.into_iter().next().unwrap();
+        assert!(
+            line.starts_with("error: cannot push the task's base to the remote")
+                && line.contains("bases are closed here")
+                && !line.contains('\n'),
+            "{line}"
+        );
+        for t in ["T1", "T2"] {
+            assert!(
+                !answer.contains(&format!("- {t}: merged")),
+                "{answer}\n{err}"
+            );
+        }
+        // The run ends failed, as a run whose every task failed does.
+        assert_eq!(j["exit"]["name"], "failed", "{}", j["exit"]);
+        repo.forum_ok(&["verify", "--deep"]);
+    });
+}
