@@ -120,11 +120,10 @@ fn http_500() -> ExecError {
     }
 }
 
+/// What a chat executor makes of a body that is not JSON (it keeps the body).
 fn malformed() -> ExecError {
-    ExecError::InvalidJson {
-        url: "http://127.0.0.1:9/v1/chat/completions".into(),
-        reason: "expected value at line 1 column 1".into(),
-    }
+    git_forum::exec::json_reply("http://127.0.0.1:9/v1/chat/completions", b"<html>not json")
+        .unwrap_err()
 }
 
 fn refused() -> ExecError {
@@ -139,11 +138,8 @@ fn a_worker_that_failed_once_and_escalated_replays_with_no_divergence_for_each_c
             "http_status",
             Some("{\"error\":\"overloaded\"}"),
         ),
-        (
-            malformed,
-            "invalid_json",
-            Some("expected value at line 1 column 1"),
-        ),
+        // The reply itself, which the replay parses again.
+        (malformed, "invalid_json", Some("<html>not json")),
         // Nothing reached a model: under a ceiling it is charged nothing.
         (refused, "refused", None),
     ] {
@@ -167,6 +163,34 @@ fn a_worker_that_failed_once_and_escalated_replays_with_no_divergence_for_each_c
         assert!(d.recorded.contains(&format!("error:{class}")), "{d:?}");
         assert!(d.recomputed.contains("error:timeout"), "{d:?}");
     }
+}
+
+#[test]
+fn a_worker_reply_that_was_not_json_is_parsed_again_from_the_bytes_the_result_keeps() {
+    let mut store = MemoryStorage::default();
+    let req = record(&mut store, malformed);
+    let at = failed_result(&store);
+    let b = body(&store, at);
+    assert_eq!(b["failure"]["raw_reply"], true, "{b}");
+    assert!(
+        b["output"]
+            .as_str()
+            .unwrap()
+            .ends_with("invalid JSON: expected value at line 1 column 1"),
+        "{b}"
+    );
+    // Bytes edited to fail otherwise: the parse error recomputed from them differs.
+    let forged = edited(&store, at, |b| b["failure"]["body"] = json!("[1,"));
+    let d = replayed(&forged, req).divergence.expect("a divergence");
+    assert_eq!(d.seq, at, "{d:?}");
+    assert!(d.recomputed.contains("EOF"), "{d:?}");
+    // Kept cut short, the bytes are not the reply: the recorded failure is given back as it is.
+    let cut = edited(&store, at, |b| {
+        b["failure"]["body"] = json!("<html>no");
+        b["failure"]["body_cut"] = json!(true);
+    });
+    let r = replayed(&cut, req);
+    assert_eq!(r.divergence, None, "{r:?}");
 }
 
 #[test]

@@ -31,6 +31,7 @@ mod attempts;
 mod compare;
 mod context;
 mod edit;
+mod failed;
 mod gates;
 mod phases;
 pub mod rules;
