@@ -206,3 +206,94 @@ fn an_editing_worker_whose_reply_was_not_json_keeps_the_reply_and_parses_it_agai
         diverges_at(repo, &forged, "forged-message", at);
     });
 }
+
+/// A stub whose weak model takes no tools and answers the structured reply asked instead with
+/// `structured`; the strong model works through the tools as [`coder`].
+fn no_tools_stub(structured: fn() -> (u16, J)) -> Stub {
+    let control = fleet(|_, _| (200, J::Null));
+    Stub::start(move |req: &J| {
+        let weak = req["model"] == WEAK;
+        let asked = req["messages"].to_string();
+        let (status, mut answer) = if weak && req.get("tools").is_some() {
+            (
+                400,
+                json!({"error": {"message": "tools are not supported"}}),
+            )
+        } else if weak && asked.contains("This endpoint takes no tools") {
+            structured()
+        } else if req.get("tools").is_some() {
+            let turn = req["messages"]
+                .as_array()
+                .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+            (200, coder(turn))
+        } else {
+            control(req)
+        };
+        answer["model"] = req["model"].clone();
+        (status, answer)
+    })
+}
+
+const NOT_EDITS: &str = "I would rather explain the fix than write it.";
+
+fn not_edits() -> (u16, J) {
+    (200, chat_answer(json!(NOT_EDITS), None))
+}
+
+#[test]
+fn a_structured_reply_that_failed_or_was_not_the_edits_replays_and_climbs() {
+    let cases: [(fn() -> (u16, J), &str); 2] = [
+        (overloaded, "http_status"),
+        (not_edits, "malformed_fallback"),
+    ];
+    for (structured, code) in cases {
+        let repo = Repo::new("sha1");
+        let stub = no_tools_stub(structured);
+        record(&repo, &stub);
+        let results = payloads(&repo, "result");
+        let (at, failed) = results
+            .iter()
+            .find(|(_, p)| p["id"] == "T1" && p["ok"] == false)
+            .cloned()
+            .expect("the weak model's failed result");
+        assert_eq!(failed["error"], code, "{failed}");
+        assert!(failed["listing"].is_string(), "{failed}");
+        assert_eq!(payloads(&repo, "tier_escalation").len(), 1, "{code}");
+        if code == "malformed_fallback" {
+            assert_eq!(failed["reply"]["text"], NOT_EDITS, "{failed}");
+        } else {
+            assert_eq!(failed["failure"]["status"], 500, "{failed}");
+        }
+        let (exit, r) = strict(&repo, &[]);
+        no_divergence(exit, &r);
+        if code == "malformed_fallback" {
+            // Kept cut short, the reply cannot be parsed again: refused at its seq.
+            let cut = forged_export(&repo, at, |b| b["reply"]["cut"] = json!(true));
+            import_as(&repo, &cut, "cut");
+            let err = refusal(&repo, "cut");
+            assert!(
+                err.contains(&format!("seq {at}")) && err.contains("cut short"),
+                "{err}"
+            );
+            // Recorded before the reply was kept: refused at its seq.
+            let older = forged_export(&repo, at, |b| {
+                b.as_object_mut().unwrap().remove("reply");
+            });
+            import_as(&repo, &older, "older");
+            let err = refusal(&repo, "older");
+            assert!(
+                err.contains(&format!("seq {at}")) && err.contains("recorded before"),
+                "{err}"
+            );
+            // The reply edited to other text that is not the edits either: the engine's
+            // reason for refusing it is its own, so the result differs at its seq.
+            let forged = forged_export(&repo, at, |b| {
+                b["reply"]["text"] = json!("{\"writes\": []}")
+            });
+            diverges_at(&repo, &forged, "forged", at);
+        } else {
+            let forged = forged_export(&repo, at, |b| b["failure"]["class"] = json!("connect"));
+            diverges_at(&repo, &forged, "forged", at);
+        }
+    }
+}

@@ -159,10 +159,11 @@ fn asked_per_result(run: &[Recorded]) -> Result<Vec<(&Recorded, Vec<Asked>)>, St
 fn conversation(result: &Recorded, asked: &[Asked]) -> Result<Conversation, String> {
     let b = &result.payload;
     let seq = result.seq;
+    // The endpoint took no tools: the rest is its structured reply, edits or not.
+    if b["listing"].is_string() {
+        return Ok(VecDeque::from([Err(rejected_tools())]));
+    }
     if let Some(a) = asked.iter().find(|a| a.structured) {
-        if b["listing"].is_string() {
-            return Ok(VecDeque::from([Err(rejected_tools())]));
-        }
         return Err(format!(
             "the tool call at seq {} was carried out from the structured reply of an endpoint that takes no tools, and its result (seq {seq}) does not keep the worktree listing that reply was asked with (it was recorded before results kept it)",
             a.seq
