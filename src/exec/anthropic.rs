@@ -141,7 +141,7 @@ impl AnthropicExecutor {
     }
 
     fn parse(&self, body: &[u8], structured: bool) -> Result<Reply, ExecError> {
-        let v = super::json_reply(&self.http.display().to_string(), body)?;
+        let v = super::json_reply(self.http.display(), body)?;
         let texts: Vec<&str> = v["content"]
             .as_array()
             .map(|blocks| {

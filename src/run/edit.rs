@@ -180,6 +180,20 @@ impl Failed {
         }
     }
 
+    /// A structured reply `text` that was not the edits asked for, kept so a strict replay
+    /// reads it again.
+    fn not_edits(text: &str, reason: String) -> Failed {
+        let (text, cut) = cap_text(text, ENTRY_BODY_CAP);
+        let mut kept = json!({"text": text});
+        if cut {
+            kept["cut"] = json!(true);
+        }
+        Failed {
+            kept: Some(("reply", kept)),
+            ..Failed::new("malformed_fallback", reason)
+        }
+    }
+
     /// A failed model call: its class and what it kept (no failure is kept of a call a spend
     /// ceiling refused, which never started).
     fn call(e: &ExecError, reason: String) -> Failed {
@@ -532,16 +546,7 @@ impl Run<'_, '_> {
         let (ops, report) = match parse_fallback(&reply.text) {
             Ok(x) => x,
             Err(m) => {
-                // The reply itself, so a strict replay parses it again.
-                let (text, cut) = cap_text(&reply.text, ENTRY_BODY_CAP);
-                let mut kept = json!({"text": text});
-                if cut {
-                    kept["cut"] = json!(true);
-                }
-                return Ok(Err(Failed {
-                    kept: Some(("reply", kept)),
-                    ..Failed::new("malformed_fallback", m.to_string())
-                }));
+                return Ok(Err(Failed::not_edits(&reply.text, m.to_string())));
             }
         };
         for (tool, args, op) in ops {

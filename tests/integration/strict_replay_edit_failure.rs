@@ -15,6 +15,9 @@ use crate::strict_replay_work::{no_divergence, strict};
 use crate::work_run::{self, payloads};
 
 const CHECK: &str = "python3 -m unittest -q";
+
+/// A status and a body the stub answers with.
+type Answer = fn() -> (u16, J);
 const WEAK: &str = "stub-weak";
 const STRONG: &str = "stub-strong";
 
@@ -34,7 +37,7 @@ fn coder(turn: usize) -> J {
 
 /// A stub whose weak model answers its second tool turn with `failed` (a status and a body),
 /// every other turn as [`coder`]; each answer names the model it was asked of.
-fn stub(failed: fn() -> (u16, J)) -> Stub {
+fn stub(failed: Answer) -> Stub {
     let control = fleet(|_, _| (200, J::Null));
     Stub::start(move |req: &J| {
         let (status, mut answer) = if req.get("tools").is_none() {
@@ -209,7 +212,7 @@ fn an_editing_worker_whose_reply_was_not_json_keeps_the_reply_and_parses_it_agai
 
 /// A stub whose weak model takes no tools and answers the structured reply asked instead with
 /// `structured`; the strong model works through the tools as [`coder`].
-fn no_tools_stub(structured: fn() -> (u16, J)) -> Stub {
+fn no_tools_stub(structured: Answer) -> Stub {
     let control = fleet(|_, _| (200, J::Null));
     Stub::start(move |req: &J| {
         let weak = req["model"] == WEAK;
@@ -242,7 +245,7 @@ fn not_edits() -> (u16, J) {
 
 #[test]
 fn a_structured_reply_that_failed_or_was_not_the_edits_replays_and_climbs() {
-    let cases: [(fn() -> (u16, J), &str); 2] = [
+    let cases: [(Answer, &str); 2] = [
         (overloaded, "http_status"),
         (not_edits, "malformed_fallback"),
     ];

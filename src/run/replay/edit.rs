@@ -13,11 +13,16 @@
 //! (`via: "structured"`, arguments as the reply gave them) and the report, and answers the
 //! worktree listing it was asked with from the `result`'s `listing`.
 //!
+//! A model turn or structured reply that failed is given back from the `result`'s `failure`
+//! at the turn it failed at ([`super::failed`]); a structured reply that was not the edits is
+//! handed back from the `result`'s `reply` for the engine to read again.
+//!
 //! What the record cannot answer is refused, naming the seq: a call whose arguments or a result
 //! whose output was cut to the entry's cap, a structured reply recorded before the listing was
 //! kept, a conversation recorded before entries said which turn asked for each call, a failed
-//! turn kept only as text, and a conversation under a spend ceiling recorded before results
-//! kept each turn's usage (the sum over its turns does not say where a ceiling stops it).
+//! turn or structured reply recorded before its `result` kept the failure (or the reply), and
+//! a conversation under a spend ceiling recorded before results kept each turn's usage (the
+//! sum over its turns does not say where a ceiling stops it).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -198,26 +203,8 @@ fn conversation(result: &Recorded, asked: &[Asked]) -> Result<Conversation, Stri
     with_texts_and_usage(&mut out, b);
     let output = b["output"].as_str().unwrap_or_default();
     let message = output.strip_prefix("error: ").unwrap_or(output);
-    // A model turn that failed: given back as it failed, at the turn it failed at.
-    match (
-        super::failed::given_back(&b["failure"], message),
-        out.last_mut(),
-    ) {
-        (None, _) => {}
-        (Some(Ok(e)), Some(last)) => {
-            *last = Err(e);
-            return Ok(out.into());
-        }
-        (Some(Err(class)), _) => {
-            return Err(format!(
-                "the result at seq {seq} keeps a failure of class {class}, which a replay cannot give back"
-            ));
-        }
-        (Some(Ok(_)), None) => {
-            return Err(format!(
-                "the result at seq {seq} keeps a failed model turn and counts no turns"
-            ));
-        }
+    if failed_turn(&mut out, &b["failure"], message, seq)? {
+        return Ok(out.into());
     }
     let last = out.last_mut();
     match (b["ok"] == true, b["error"].as_str(), last) {
@@ -252,6 +239,29 @@ fn conversation(result: &Recorded, asked: &[Asked]) -> Result<Conversation, Stri
         }
     }
     Ok(out.into())
+}
+
+/// A model turn that failed, from the `failure` body `f` of the result at `seq`: given back as
+/// it failed, at the turn it failed at (the last). `Ok(false)` when the result keeps none.
+fn failed_turn(
+    out: &mut [Result<Turn, ExecError>],
+    f: &J,
+    message: &str,
+    seq: u64,
+) -> Result<bool, String> {
+    match (super::failed::given_back(f, message), out.last_mut()) {
+        (None, _) => Ok(false),
+        (Some(Ok(e)), Some(last)) => {
+            *last = Err(e);
+            Ok(true)
+        }
+        (Some(Err(class)), _) => Err(format!(
+            "the result at seq {seq} keeps a failure of class {class}, which a replay cannot give back"
+        )),
+        (Some(Ok(_)), None) => Err(format!(
+            "the result at seq {seq} keeps a failed model turn and counts no turns"
+        )),
+    }
 }
 
 /// Each turn's text as the conversation sent it back (the last, the report, is set from the
