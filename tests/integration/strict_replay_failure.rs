@@ -309,3 +309,69 @@ fn a_validator_call_that_failed_with_a_class_is_given_back_with_that_class() {
     assert_eq!(r.divergence, None, "{r:?}");
     assert!(r.unanswered.is_empty(), "{r:?}");
 }
+
+/// A chat stub whose weak model's worker call answers a body that is not JSON; the strong
+/// model answers it, and every control call is answered as the editing worker's stub does.
+fn not_json_stub() -> crate::edit_worker::Stub {
+    use crate::edit_worker::{RAW_BODY, Stub, chat_answer, fleet};
+    let control = fleet(|_, _| (200, J::Null));
+    Stub::start(move |req: &J| {
+        let system = req["messages"][0]["content"].as_str().unwrap_or_default();
+        let worker = system.contains("Do the task and report the result plainly");
+        if worker && req["model"] == "stub-weak" {
+            return (
+                200,
+                json!({ RAW_BODY: "<html>502 upstream went away</html>" }),
+            );
+        }
+        let asked = req["messages"].to_string();
+        let (status, mut answer) = if worker {
+            (200, chat_answer(json!("Fixed add in calc.py."), None))
+        } else if asked.contains("Decide whether the answer drifted") {
+            let ruling = json!({"ok": true, "score": 0.9, "reason": "it answers the request"});
+            (200, chat_answer(json!(ruling.to_string()), None))
+        } else {
+            control(req)
+        };
+        answer["model"] = req["model"].clone();
+        (status, answer)
+    })
+}
+
+#[test]
+fn a_chat_worker_that_answered_a_body_that_is_not_json_keeps_it_and_replays_on_every_format() {
+    on_each_kind(|repo| {
+        let stub = not_json_stub();
+        let url = stub.url("/v1/chat/completions");
+        std::fs::create_dir_all(repo.path().join(".forum")).unwrap();
+        std::fs::write(
+            repo.path().join(".forum/runtime.toml"),
+            format!(
+                "[runtime.default]\nchat_url = \"{url}\"\nmodel = \"stub-weak\"\nis_local = true\n\n[runtime.tiers.frontier]\nchat_url = \"{url}\"\nmodel = \"stub-strong\"\nis_local = true\n"
+            ),
+        )
+        .unwrap();
+        let o = repo
+            .forum()
+            .args(["submit", "--json", "make the failing test in calc pass"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let (at, b) = failed_of(repo);
+        assert_eq!(b["error"], "invalid_json", "{b}");
+        // The ledger holds the bytes the endpoint sent.
+        assert_eq!(
+            b["failure"]["body"], "<html>502 upstream went away</html>",
+            "{b}"
+        );
+        assert_eq!(b["failure"]["raw_reply"], true, "{b}");
+        assert_eq!(payloads(repo, "tier_escalation").len(), 1);
+        let (code, r) = strict(repo, &[]);
+        no_divergence(code, &r);
+        let forged = forged_export(repo, at, |b| b["failure"]["body"] = json!("{\"a\":"));
+        import_as(repo, &forged, "forged");
+        let (code, r) = strict(repo, &["--ledger", "forged"]);
+        assert_eq!(code, Some(1), "{r}");
+        assert_eq!(r["divergence"]["seq"], json!(at), "{r}");
+    });
+}
