@@ -375,3 +375,58 @@ fn a_chat_worker_that_answered_a_body_that_is_not_json_keeps_it_and_replays_on_e
         assert_eq!(r["divergence"]["seq"], json!(at), "{r}");
     });
 }
+
+#[test]
+fn an_intent_judge_answer_that_is_not_a_ruling_is_kept_and_read_again() {
+    let roster = Roster::default_roster();
+    // The answer leaves out the request's words, so the judge is asked; it does not rule.
+    let orchestrator: Arc<dyn Executor> = Arc::new(Scripted::new("orch-model", |call| {
+        Ok(match call.schema.map(|s| s.name.as_str()) {
+            Some("plan") => PLAN.to_string(),
+            Some("verdict") => r#"{"decision":"pass","score":0.9,"reason":"ok"}"#.to_string(),
+            Some("intent_judgment") => "It looks fine to me.".to_string(),
+            _ => "Done.".to_string(),
+        })
+    }));
+    let worker: Arc<dyn Executor> = Arc::new(Scripted::new("cheap-model", |_| Ok("done".into())));
+    let seats = Fleet::fixed(orchestrator, worker, vec![]);
+    let clock = StepClock::new(100.0, 0.5);
+    let env = Env {
+        roster: &roster,
+        seats: &seats,
+        clock: &clock,
+        progress: &Silent,
+    };
+    let mut o = opts();
+    o.judge_intent = true;
+    let mut store = MemoryStorage::default();
+    run::submit(&mut store, &env, &o, "ship a login API with docs").expect("run");
+    let at = store
+        .entries
+        .iter()
+        .find(|e| e.kind == "intent_judgment")
+        .map(|e| e.seq)
+        .expect("an intent judgment");
+    let b = body(&store, at);
+    assert_eq!(b["reply"], "It looks fine to me.", "{b}");
+    assert_eq!(b["ok"], J::Null, "{b}");
+    let replayed = |s: &MemoryStorage| replay::strict(s, 0, &roster, &o).expect("replay");
+    let r = replayed(&store);
+    assert_eq!(r.divergence, None, "{r:?}");
+    assert!(r.unanswered.is_empty(), "{r:?}");
+    // The answer edited to a ruling: the replay rules where the record says it could not.
+    let forged = edited(&store, at, |b| {
+        b["reply"] = json!(r#"{"ok":true,"score":0.8,"reason":"it answers"}"#)
+    });
+    assert_eq!(replayed(&forged).divergence.map(|d| d.seq), Some(at));
+    // Kept cut short: refused at its seq, in one line.
+    let cut = edited(&store, at, |b| b["reply_cut"] = json!(true));
+    let msg = replay::strict(&cut, 0, &roster, &o)
+        .expect_err("a refusal")
+        .to_string();
+    assert!(
+        msg.contains(&format!("seq {at}")) && msg.contains("cut short"),
+        "{msg}"
+    );
+    assert!(!msg.contains('\n'), "{msg}");
+}

@@ -198,6 +198,16 @@ fn judge_reply(e: &Recorded) -> Result<Answer, String> {
         let text = json!({"ok": b["ok"], "score": b["score"], "reason": b["reason"]});
         return Ok(Ok(reply(&text.to_string(), "", b)));
     }
+    // An answer that was not a usable ruling, kept whole: the engine reads it again.
+    if let Some(text) = b["reply"].as_str() {
+        if b["reply_cut"] == true {
+            return Err(format!(
+                "the intent judgment at seq {} keeps the judge's answer cut short, so the ruling cannot be read again from it",
+                e.seq
+            ));
+        }
+        return Ok(Ok(reply(text, "", b)));
+    }
     let reason = b["reason"].as_str().unwrap_or_default();
     match failure_in(reason, "judge failed: the orchestrator seat failed (") {
         Some(e) => Ok(Err(e)),
