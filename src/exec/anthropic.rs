@@ -141,10 +141,7 @@ impl AnthropicExecutor {
     }
 
     fn parse(&self, body: &[u8], structured: bool) -> Result<Reply, ExecError> {
-        let v: Value = serde_json::from_slice(body).map_err(|e| ExecError::InvalidJson {
-            url: self.http.display().to_string(),
-            reason: e.to_string(),
-        })?;
+        let v = super::json_reply(self.http.display(), body)?;
         let texts: Vec<&str> = v["content"]
             .as_array()
             .map(|blocks| {

@@ -158,10 +158,7 @@ impl ChatExecutor {
     }
 
     fn parse(&self, body: &[u8]) -> Result<(String, String, Option<Usage>), ExecError> {
-        let v: Value = serde_json::from_slice(body).map_err(|e| ExecError::InvalidJson {
-            url: self.http.display().to_string(),
-            reason: e.to_string(),
-        })?;
+        let v = super::json_reply(self.http.display(), body)?;
         let content = &v["choices"][0]["message"]["content"];
         let text = match content {
             Value::String(s) => s.clone(),

@@ -175,9 +175,14 @@ pub enum ExecError {
     /// The response body was larger than the cap.
     #[error("the answer from {url} is larger than {cap} bytes (max_response_bytes)")]
     TooLarge { url: String, cap: u64 },
-    /// The body was not the JSON the API promises.
+    /// The body was not the JSON the API promises: why it did not parse, and the body itself
+    /// (its first [`RawReply::CAP`] bytes), so a record can keep it and a replay parse it again.
     #[error("{url} answered with invalid JSON: {reason}")]
-    InvalidJson { url: String, reason: String },
+    InvalidJson {
+        url: String,
+        reason: String,
+        reply: RawReply,
+    },
     /// The JSON had no answer in it.
     #[error("{url} answered without {what}")]
     NoAnswer { url: String, what: &'static str },
@@ -202,7 +207,56 @@ pub enum ExecError {
         message: String,
         /// The raw body the record kept, and whether it was kept cut short.
         body: Option<(String, bool)>,
+        /// The HTTP status the record kept with it (an `http_status` or `redirect` failure).
+        status: Option<u16>,
+        /// Set when the body is the reply itself (a reply that was not JSON), to whether its
+        /// bytes that were not UTF-8 were replaced.
+        reply: Option<bool>,
     },
+}
+
+/// The start of a body an endpoint sent that was not the JSON its API promises, as text: at
+/// most [`RawReply::CAP`] bytes, cut on a character boundary (`cut` when the body was
+/// longer), bytes that are not UTF-8 replaced (`lossy`), so it is never the bytes themselves.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RawReply {
+    pub text: String,
+    pub cut: bool,
+    pub lossy: bool,
+}
+
+impl RawReply {
+    /// The most bytes of a body kept.
+    pub const CAP: usize = 4096;
+
+    /// What is kept of `body`.
+    pub fn of(body: &[u8]) -> RawReply {
+        let lossy = std::str::from_utf8(body).is_err();
+        // A few bytes past the cap, so a character cut there still ends on a boundary.
+        let head = &body[..body.len().min(Self::CAP + 4)];
+        let mut text = String::from_utf8_lossy(head).into_owned();
+        let mut end = text.len().min(Self::CAP);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        RawReply {
+            text,
+            cut: end < body.len(),
+            lossy,
+        }
+    }
+}
+
+/// The JSON of a body an endpoint at `url` answered, or [`ExecError::InvalidJson`] with why it
+/// did not parse and what it was. Every HTTP executor reads its answers through it, and a
+/// strict replay parses a recorded body again with it.
+pub fn json_reply(url: &str, body: &[u8]) -> Result<serde_json::Value, ExecError> {
+    serde_json::from_slice(body).map_err(|e| ExecError::InvalidJson {
+        url: url.to_string(),
+        reason: e.to_string(),
+        reply: RawReply::of(body),
+    })
 }
 
 fn excerpt_suffix(s: &str) -> String {
@@ -267,27 +321,62 @@ impl ExecError {
             code,
             message: message.to_string(),
             body: body.map(|(b, cut)| (b.to_string(), cut)),
+            status: None,
+            reply: None,
         })
+    }
+
+    /// A recorded failure whose body is the reply itself (see [`ExecError::raw_reply`]).
+    pub fn with_reply(mut self, kept: Option<bool>) -> ExecError {
+        if let ExecError::Recorded { reply, .. } = &mut self {
+            *reply = kept;
+        }
+        self
+    }
+
+    /// Whether [`ExecError::raw_body`] is the reply itself (a reply that was not JSON, not
+    /// why it did not parse), and if so whether its bytes that were not UTF-8 were replaced.
+    pub fn raw_reply(&self) -> Option<bool> {
+        match self {
+            ExecError::InvalidJson { reply, .. } => Some(reply.lossy),
+            ExecError::Recorded { reply, .. } => *reply,
+            _ => None,
+        }
+    }
+
+    /// A recorded failure (see [`ExecError::recorded`]) with the HTTP status the record kept.
+    pub fn with_status(mut self, kept: Option<u16>) -> ExecError {
+        if let ExecError::Recorded { status, .. } = &mut self {
+            *status = kept;
+        }
+        self
+    }
+
+    /// The HTTP status the endpoint answered with, when the failure has one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ExecError::Status { status, .. } | ExecError::Redirect { status, .. } => Some(*status),
+            ExecError::Recorded { status, .. } => *status,
+            _ => None,
+        }
     }
 
     /// Whether [`ExecError::raw_body`] is already cut short (a body given back from a record
     /// that kept it cut).
     pub fn raw_body_cut(&self) -> bool {
-        matches!(
-            self,
-            ExecError::Recorded {
-                body: Some((_, true)),
-                ..
-            }
-        )
+        match self {
+            ExecError::Recorded { body, .. } => matches!(body, Some((_, true))),
+            ExecError::InvalidJson { reply, .. } => reply.cut,
+            _ => false,
+        }
     }
 
     /// What the other side sent with the failure, when it sent something: an endpoint's body
-    /// (its excerpt) with a status or as invalid JSON, a command's standard error.
+    /// (its excerpt) with a status, the body that was not JSON, a command's standard error.
     pub fn raw_body(&self) -> Option<&str> {
         match self {
             ExecError::Status { excerpt, .. } => Some(excerpt),
-            ExecError::InvalidJson { reason, .. } => Some(reason),
+            ExecError::InvalidJson { reply, .. } => Some(&reply.text),
             ExecError::Command(command::CommandError::Failed { stderr, .. }) => Some(stderr),
             ExecError::Recorded { body, .. } => body.as_ref().map(|(b, _)| b.as_str()),
             _ => None,

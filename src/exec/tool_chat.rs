@@ -95,10 +95,7 @@ pub(crate) fn read_turn(
     parse: impl FnOnce(&Value) -> Option<Turn>,
 ) -> Result<Turn, ExecError> {
     let url = url.to_string();
-    let v: Value = serde_json::from_slice(body).map_err(|e| ExecError::InvalidJson {
-        url: url.clone(),
-        reason: e.to_string(),
-    })?;
+    let v = super::json_reply(&url, body)?;
     parse(&v).ok_or(ExecError::NoAnswer { url, what })
 }
 
@@ -116,17 +113,15 @@ pub trait ToolChat: Send + Sync {
 
 /// Whether an error says the endpoint does not take tools (a 4xx/5xx naming them), so the
 /// caller falls back to a structured reply.
+/// A failure given back from a record is read the same way, from the status and body it kept.
 pub(crate) fn rejects_tools(e: &ExecError) -> bool {
-    match e {
-        ExecError::Status {
-            status, excerpt, ..
-        } => {
-            let x = excerpt.to_ascii_lowercase();
-            matches!(status, 400 | 404 | 422 | 500 | 501)
-                && (x.contains("tool") || x.contains("function"))
-        }
-        _ => false,
-    }
+    let (Some(status), Some(excerpt)) = (e.status(), e.raw_body()) else {
+        return false;
+    };
+    let x = excerpt.to_ascii_lowercase();
+    e.code() == "http_status"
+        && matches!(status, 400 | 404 | 422 | 500 | 501)
+        && (x.contains("tool") || x.contains("function"))
 }
 
 // ---- OpenAI ----

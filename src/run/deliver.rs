@@ -243,12 +243,16 @@ fn judge(
     };
     let orchestrator = run.env.seats.orchestrator();
     let mut usage = None;
+    // An answer that is not a usable ruling is kept, so a strict replay reads it again.
+    let mut unusable = None;
     let ruling = match run.ask(orchestrator.as_ref(), &call) {
         Err(e) if e.code() == "ceiling" => return Ok(false),
         Ok(reply) => {
             usage = usage_of(orchestrator.as_ref(), &reply);
-            parse_judgment(&reply.text)
-                .map_err(|e| format!("the judge's answer is not a usable ruling: {e}"))
+            parse_judgment(&reply.text).map_err(|e| {
+                unusable = Some(reply.text.clone());
+                format!("the judge's answer is not a usable ruling: {e}")
+            })
         }
         Err(e) => Err(format!("the orchestrator seat failed ({}): {e}", e.code())),
     };
@@ -261,6 +265,13 @@ fn judge(
         ("score".to_string(), Value::Float(score)),
         ("reason".to_string(), Value::str(reason)),
     ];
+    if let Some(text) = unusable {
+        let (kept, cut) = super::edit_tools::cap_text(&text, super::ship::GATE_REPLY_CAP);
+        fields.push(("reply".to_string(), Value::str(kept)));
+        if cut {
+            fields.push(("reply_cut".to_string(), Value::Bool(true)));
+        }
+    }
     // The call's usage, when the seat counted it (never for Forum's own ledgers).
     if let Some(u) = usage {
         fields.push(("usage".to_string(), Value::from_serde(&u)));

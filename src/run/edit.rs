@@ -162,10 +162,48 @@ enum Via<'a> {
     Structured,
 }
 
-/// How a loop ended when it did not finish.
+/// How a loop ended when it did not finish: its code and reason, and what the `result` keeps
+/// for a strict replay to give the same end back (`failure` of a failed model turn or
+/// structured reply, `reply` of a structured reply that was not the edits asked for).
 struct Failed {
     code: &'static str,
     reason: String,
+    kept: Option<(&'static str, Value)>,
+}
+
+impl Failed {
+    fn new(code: &'static str, reason: String) -> Failed {
+        Failed {
+            code,
+            reason,
+            kept: None,
+        }
+    }
+
+    /// A structured reply `text` that was not the edits asked for, kept so a strict replay
+    /// reads it again.
+    fn not_edits(text: &str, reason: String) -> Failed {
+        let (text, cut) = cap_text(text, ENTRY_BODY_CAP);
+        let mut kept = json!({"text": text});
+        if cut {
+            kept["cut"] = json!(true);
+        }
+        Failed {
+            kept: Some(("reply", kept)),
+            ..Failed::new("malformed_fallback", reason)
+        }
+    }
+
+    /// A failed model call: its class and what it kept (no failure is kept of a call a spend
+    /// ceiling refused, which never started).
+    fn call(e: &ExecError, reason: String) -> Failed {
+        let kept = (e.code() != "ceiling").then(|| ("failure", super::failure::kept(e)));
+        Failed {
+            code: e.code(),
+            reason,
+            kept,
+        }
+    }
 }
 
 impl Run<'_, '_> {
@@ -311,17 +349,20 @@ impl Run<'_, '_> {
         };
         let ended = match exec.tool_chat() {
             Some(chat) => self.tool_loop(w, task, exec, chat, prompt, parent, hands, &mut seen)?,
-            None => Err(Failed {
-                code: "other",
-                reason: "this worker holds no tool conversation".into(),
-            }),
+            None => Err(Failed::new(
+                "other",
+                "this worker holds no tool conversation".into(),
+            )),
         };
-        let (output, ok, error) = match ended {
-            Ok(report) if report.trim().is_empty() => (NO_REPORT.to_string(), true, None),
-            Ok(report) => (report, true, None),
-            Err(f) => (format!("error: {}", f.reason), false, Some(f.code)),
+        let (output, ok, error, kept) = match ended {
+            Ok(report) if report.trim().is_empty() => (NO_REPORT.to_string(), true, None, None),
+            Ok(report) => (report, true, None, None),
+            Err(f) => (format!("error: {}", f.reason), false, Some(f.code), f.kept),
         };
         let mut payload = json!({"id": task.id, "output": output, "ok": ok, "model": seen.model});
+        if let Some((field, body)) = kept {
+            payload[field] = body;
+        }
         if let Some(path) = named {
             payload["worktree"] = json!(path.display().to_string());
         }
@@ -357,10 +398,10 @@ impl Run<'_, '_> {
         let mut lp = Loop::new(w.max_tool_calls);
         loop {
             if self.over_budget() {
-                return Ok(Err(Failed {
-                    code: "budget",
-                    reason: "the run's budget ran out during the tool loop".into(),
-                }));
+                return Ok(Err(Failed::new(
+                    "budget",
+                    "the run's budget ran out during the tool loop".into(),
+                )));
             }
             seen.turns += 1;
             let asked = self.ask_turn(
@@ -380,10 +421,7 @@ impl Run<'_, '_> {
                     );
                 }
                 Err(e) => {
-                    return Ok(Err(Failed {
-                        code: e.code(),
-                        reason: e.to_string(),
-                    }));
+                    return Ok(Err(Failed::call(&e, e.to_string())));
                 }
             };
             seen.note(exec.as_ref(), &turn);
@@ -392,7 +430,7 @@ impl Run<'_, '_> {
             let next = lp.after_turn(turn.calls.len(), malformed);
             match next {
                 Next::Finish => return Ok(Ok(turn.text)),
-                Next::Fail(code, reason) => return Ok(Err(Failed { code, reason })),
+                Next::Fail(code, reason) => return Ok(Err(Failed::new(code, reason))),
                 Next::Correct(_) | Next::Carry => {}
             }
             let at = (parent, seen.turns);
@@ -428,13 +466,13 @@ impl Run<'_, '_> {
         let mut outputs = Vec::new();
         for (call, p) in calls.iter().zip(parsed) {
             if !lp.room() {
-                return Ok(Err(Failed {
-                    code: "max_tool_calls",
-                    reason: format!(
+                return Ok(Err(Failed::new(
+                    "max_tool_calls",
+                    format!(
                         "the model made {} tool calls without finishing (--max-tool-calls {})",
                         lp.calls, lp.max_calls
                     ),
-                }));
+                )));
             }
             lp.count();
             let outcome = match p {
@@ -488,21 +526,19 @@ impl Run<'_, '_> {
             max_tokens: Some(tokens),
         };
         if self.over_budget() {
-            return Ok(Err(Failed {
-                code: "budget",
-                reason: "the run's budget ran out before the structured reply".into(),
-            }));
+            return Ok(Err(Failed::new(
+                "budget",
+                "the run's budget ran out before the structured reply".into(),
+            )));
         }
         seen.turns += 1;
         let reply = match self.ask(exec.as_ref(), &call) {
             Ok(r) => r,
             Err(e) => {
-                return Ok(Err(Failed {
-                    code: e.code(),
-                    reason: format!(
-                        "the endpoint rejects tools, and the structured reply failed: {e}"
-                    ),
-                }));
+                return Ok(Err(Failed::call(
+                    &e,
+                    format!("the endpoint rejects tools, and the structured reply failed: {e}"),
+                )));
             }
         };
         seen.model = reply.model.clone();
@@ -510,21 +546,18 @@ impl Run<'_, '_> {
         let (ops, report) = match parse_fallback(&reply.text) {
             Ok(x) => x,
             Err(m) => {
-                return Ok(Err(Failed {
-                    code: "malformed_fallback",
-                    reason: m.to_string(),
-                }));
+                return Ok(Err(Failed::not_edits(&reply.text, m.to_string())));
             }
         };
         for (tool, args, op) in ops {
             if !lp.room() {
-                return Ok(Err(Failed {
-                    code: "max_tool_calls",
-                    reason: format!(
+                return Ok(Err(Failed::new(
+                    "max_tool_calls",
+                    format!(
                         "the structured reply holds more than {} edits (--max-tool-calls)",
                         lp.max_calls
                     ),
-                }));
+                )));
             }
             lp.count();
             let outcome = match &op {

@@ -117,7 +117,10 @@ fn serve(mut s: TcpStream, script: &Script, seen: &Mutex<Vec<J>>) {
     let req: J = serde_json::from_slice(&body).unwrap_or(J::Null);
     seen.lock().unwrap().push(req.clone());
     let (status, answer) = script(&req);
-    let text = answer.to_string();
+    let text = match answer.get(RAW_BODY).and_then(J::as_str) {
+        Some(raw) => raw.to_string(),
+        None => answer.to_string(),
+    };
     let _ = write!(
         s,
         "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
@@ -125,6 +128,10 @@ fn serve(mut s: TcpStream, script: &Script, seen: &Mutex<Vec<J>>) {
     );
     let _ = s.flush();
 }
+
+/// A script's answer `{RAW_BODY: "..."}` is sent as that text, not as JSON (a body that is
+/// not the JSON the API promises).
+pub(crate) const RAW_BODY: &str = "__raw_body__";
 
 /// The last user message's text of a chat request.
 fn last_user(req: &J) -> String {

@@ -120,11 +120,10 @@ fn http_500() -> ExecError {
     }
 }
 
+/// What a chat executor makes of a body that is not JSON (it keeps the body).
 fn malformed() -> ExecError {
-    ExecError::InvalidJson {
-        url: "http://127.0.0.1:9/v1/chat/completions".into(),
-        reason: "expected value at line 1 column 1".into(),
-    }
+    git_forum::exec::json_reply("http://127.0.0.1:9/v1/chat/completions", b"<html>not json")
+        .unwrap_err()
 }
 
 fn refused() -> ExecError {
@@ -139,11 +138,8 @@ fn a_worker_that_failed_once_and_escalated_replays_with_no_divergence_for_each_c
             "http_status",
             Some("{\"error\":\"overloaded\"}"),
         ),
-        (
-            malformed,
-            "invalid_json",
-            Some("expected value at line 1 column 1"),
-        ),
+        // The reply itself, which the replay parses again.
+        (malformed, "invalid_json", Some("<html>not json")),
         // Nothing reached a model: under a ceiling it is charged nothing.
         (refused, "refused", None),
     ] {
@@ -167,6 +163,34 @@ fn a_worker_that_failed_once_and_escalated_replays_with_no_divergence_for_each_c
         assert!(d.recorded.contains(&format!("error:{class}")), "{d:?}");
         assert!(d.recomputed.contains("error:timeout"), "{d:?}");
     }
+}
+
+#[test]
+fn a_worker_reply_that_was_not_json_is_parsed_again_from_the_bytes_the_result_keeps() {
+    let mut store = MemoryStorage::default();
+    let req = record(&mut store, malformed);
+    let at = failed_result(&store);
+    let b = body(&store, at);
+    assert_eq!(b["failure"]["raw_reply"], true, "{b}");
+    assert!(
+        b["output"]
+            .as_str()
+            .unwrap()
+            .ends_with("invalid JSON: expected value at line 1 column 1"),
+        "{b}"
+    );
+    // Bytes edited to fail otherwise: the parse error recomputed from them differs.
+    let forged = edited(&store, at, |b| b["failure"]["body"] = json!("[1,"));
+    let d = replayed(&forged, req).divergence.expect("a divergence");
+    assert_eq!(d.seq, at, "{d:?}");
+    assert!(d.recomputed.contains("EOF"), "{d:?}");
+    // Kept cut short, the bytes are not the reply: the recorded failure is given back as it is.
+    let cut = edited(&store, at, |b| {
+        b["failure"]["body"] = json!("<html>no");
+        b["failure"]["body_cut"] = json!(true);
+    });
+    let r = replayed(&cut, req);
+    assert_eq!(r.divergence, None, "{r:?}");
 }
 
 #[test]
@@ -284,4 +308,125 @@ fn a_validator_call_that_failed_with_a_class_is_given_back_with_that_class() {
     let r = replayed(&store, 0);
     assert_eq!(r.divergence, None, "{r:?}");
     assert!(r.unanswered.is_empty(), "{r:?}");
+}
+
+/// A chat stub whose weak model's worker call answers a body that is not JSON; the strong
+/// model answers it, and every control call is answered as the editing worker's stub does.
+fn not_json_stub() -> crate::edit_worker::Stub {
+    use crate::edit_worker::{RAW_BODY, Stub, chat_answer, fleet};
+    let control = fleet(|_, _| (200, J::Null));
+    Stub::start(move |req: &J| {
+        let system = req["messages"][0]["content"].as_str().unwrap_or_default();
+        let worker = system.contains("Do the task and report the result plainly");
+        if worker && req["model"] == "stub-weak" {
+            return (
+                200,
+                json!({ RAW_BODY: "<html>502 upstream went away</html>" }),
+            );
+        }
+        let asked = req["messages"].to_string();
+        let (status, mut answer) = if worker {
+            (200, chat_answer(json!("Fixed add in calc.py."), None))
+        } else if asked.contains("Decide whether the answer drifted") {
+            let ruling = json!({"ok": true, "score": 0.9, "reason": "it answers the request"});
+            (200, chat_answer(json!(ruling.to_string()), None))
+        } else {
+            control(req)
+        };
+        answer["model"] = req["model"].clone();
+        (status, answer)
+    })
+}
+
+#[test]
+fn a_chat_worker_that_answered_a_body_that_is_not_json_keeps_it_and_replays_on_every_format() {
+    on_each_kind(|repo| {
+        let stub = not_json_stub();
+        let url = stub.url("/v1/chat/completions");
+        std::fs::create_dir_all(repo.path().join(".forum")).unwrap();
+        std::fs::write(
+            repo.path().join(".forum/runtime.toml"),
+            format!(
+                "[runtime.default]\nchat_url = \"{url}\"\nmodel = \"stub-weak\"\nis_local = true\n\n[runtime.tiers.frontier]\nchat_url = \"{url}\"\nmodel = \"stub-strong\"\nis_local = true\n"
+            ),
+        )
+        .unwrap();
+        let o = repo
+            .forum()
+            .args(["submit", "--json", "make the failing test in calc pass"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let (at, b) = failed_of(repo);
+        assert_eq!(b["error"], "invalid_json", "{b}");
+        // The ledger holds the bytes the endpoint sent.
+        assert_eq!(
+            b["failure"]["body"], "<html>502 upstream went away</html>",
+            "{b}"
+        );
+        assert_eq!(b["failure"]["raw_reply"], true, "{b}");
+        assert_eq!(payloads(repo, "tier_escalation").len(), 1);
+        let (code, r) = strict(repo, &[]);
+        no_divergence(code, &r);
+        let forged = forged_export(repo, at, |b| b["failure"]["body"] = json!("{\"a\":"));
+        import_as(repo, &forged, "forged");
+        let (code, r) = strict(repo, &["--ledger", "forged"]);
+        assert_eq!(code, Some(1), "{r}");
+        assert_eq!(r["divergence"]["seq"], json!(at), "{r}");
+    });
+}
+
+#[test]
+fn an_intent_judge_answer_that_is_not_a_ruling_is_kept_and_read_again() {
+    let roster = Roster::default_roster();
+    // The answer leaves out the request's words, so the judge is asked; it does not rule.
+    let orchestrator: Arc<dyn Executor> = Arc::new(Scripted::new("orch-model", |call| {
+        Ok(match call.schema.map(|s| s.name.as_str()) {
+            Some("plan") => PLAN.to_string(),
+            Some("verdict") => r#"{"decision":"pass","score":0.9,"reason":"ok"}"#.to_string(),
+            Some("intent_judgment") => "It looks fine to me.".to_string(),
+            _ => "Done.".to_string(),
+        })
+    }));
+    let worker: Arc<dyn Executor> = Arc::new(Scripted::new("cheap-model", |_| Ok("done".into())));
+    let seats = Fleet::fixed(orchestrator, worker, vec![]);
+    let clock = StepClock::new(100.0, 0.5);
+    let env = Env {
+        roster: &roster,
+        seats: &seats,
+        clock: &clock,
+        progress: &Silent,
+    };
+    let mut o = opts();
+    o.judge_intent = true;
+    let mut store = MemoryStorage::default();
+    run::submit(&mut store, &env, &o, "ship a login API with docs").expect("run");
+    let at = store
+        .entries
+        .iter()
+        .find(|e| e.kind == "intent_judgment")
+        .map(|e| e.seq)
+        .expect("an intent judgment");
+    let b = body(&store, at);
+    assert_eq!(b["reply"], "It looks fine to me.", "{b}");
+    assert_eq!(b["ok"], J::Null, "{b}");
+    let replayed = |s: &MemoryStorage| replay::strict(s, 0, &roster, &o).expect("replay");
+    let r = replayed(&store);
+    assert_eq!(r.divergence, None, "{r:?}");
+    assert!(r.unanswered.is_empty(), "{r:?}");
+    // The answer edited to a ruling: the replay rules where the record says it could not.
+    let forged = edited(&store, at, |b| {
+        b["reply"] = json!(r#"{"ok":true,"score":0.8,"reason":"it answers"}"#)
+    });
+    assert_eq!(replayed(&forged).divergence.map(|d| d.seq), Some(at));
+    // Kept cut short: refused at its seq, in one line.
+    let cut = edited(&store, at, |b| b["reply_cut"] = json!(true));
+    let msg = replay::strict(&cut, 0, &roster, &o)
+        .expect_err("a refusal")
+        .to_string();
+    assert!(
+        msg.contains(&format!("seq {at}")) && msg.contains("cut short"),
+        "{msg}"
+    );
+    assert!(!msg.contains('\n'), "{msg}");
 }

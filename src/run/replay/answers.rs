@@ -103,17 +103,13 @@ fn worker_reply(e: &Recorded) -> Result<Answer, String> {
     let model = b["model"].as_str().unwrap_or_default();
     let output = b["output"].as_str().unwrap_or_default();
     let message = output.strip_prefix("error: ").unwrap_or(output);
-    let f = &b["failure"];
-    if let Some(class) = f["class"].as_str() {
-        let body = f["body"].as_str().map(|t| (t, f["body_cut"] == true));
-        return ExecError::recorded(class, message, body)
-            .map(Err)
-            .ok_or_else(|| {
-                format!(
-                    "the result at seq {} keeps a failure of class {class}, which a replay cannot give back",
-                    e.seq
-                )
-            });
+    if let Some(given) = super::failed::given_back(&b["failure"], message) {
+        return given.map(Err).map_err(|class| {
+            format!(
+                "the result at seq {} keeps a failure of class {class}, which a replay cannot give back",
+                e.seq
+            )
+        });
     }
     match b.get("error").and_then(J::as_str) {
         None => Ok(Ok(reply(output, model, b))),
@@ -201,6 +197,16 @@ fn judge_reply(e: &Recorded) -> Result<Answer, String> {
     if b["ok"].is_boolean() {
         let text = json!({"ok": b["ok"], "score": b["score"], "reason": b["reason"]});
         return Ok(Ok(reply(&text.to_string(), "", b)));
+    }
+    // An answer that was not a usable ruling, kept whole: the engine reads it again.
+    if let Some(text) = b["reply"].as_str() {
+        if b["reply_cut"] == true {
+            return Err(format!(
+                "the intent judgment at seq {} keeps the judge's answer cut short, so the ruling cannot be read again from it",
+                e.seq
+            ));
+        }
+        return Ok(Ok(reply(text, "", b)));
     }
     let reason = b["reason"].as_str().unwrap_or_default();
     match failure_in(reason, "judge failed: the orchestrator seat failed (") {
@@ -392,7 +398,7 @@ impl Answers {
                     .and_then(VecDeque::pop_front)
                     .ok_or_else(|| format!("a pre-ship gate call on the attempts of task {id}"))
             }
-            Some("edits") => self.edit.structured(call.prompt).map(Ok),
+            Some("edits") => self.edit.structured(call.prompt),
             Some(other) => Err(format!("a call for {other}")),
             None if system.starts_with("You tighten answers") => self
                 .reviser

@@ -13,11 +13,16 @@
 //! (`via: "structured"`, arguments as the reply gave them) and the report, and answers the
 //! worktree listing it was asked with from the `result`'s `listing`.
 //!
+//! A model turn or structured reply that failed is given back from the `result`'s `failure`
+//! at the turn it failed at ([`super::failed`]); a structured reply that was not the edits is
+//! handed back from the `result`'s `reply` for the engine to read again.
+//!
 //! What the record cannot answer is refused, naming the seq: a call whose arguments or a result
 //! whose output was cut to the entry's cap, a structured reply recorded before the listing was
 //! kept, a conversation recorded before entries said which turn asked for each call, a failed
-//! turn kept only as text, and a conversation under a spend ceiling recorded before results
-//! kept each turn's usage (the sum over its turns does not say where a ceiling stops it).
+//! turn or structured reply recorded before its `result` kept the failure (or the reply), and
+//! a conversation under a spend ceiling recorded before results kept each turn's usage (the
+//! sum over its turns does not say where a ceiling stops it).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -66,6 +71,12 @@ const LISTING: &str = "the listing a structured reply was asked with";
 /// One conversation's turns, oldest first.
 type Conversation = VecDeque<Result<Turn, ExecError>>;
 
+/// A structured reply, or the failure it met.
+type Answer = Result<Reply, ExecError>;
+
+/// What the message of a failed structured reply starts with (`run/edit.rs`).
+const STRUCTURED_FAILED: &str = "the endpoint rejects tools, and the structured reply failed: ";
+
 /// The model turns of every editing conversation the record holds.
 #[derive(Default)]
 pub(super) struct Turns {
@@ -77,7 +88,7 @@ pub(super) struct Turns {
     current: BTreeMap<String, Conversation>,
     /// Per task: the structured replies of its conversations through the fallback, oldest
     /// first.
-    structured: BTreeMap<String, VecDeque<Reply>>,
+    structured: BTreeMap<String, VecDeque<Answer>>,
     /// The models whose workers held a tool conversation.
     chat_models: BTreeSet<String>,
     /// Turns the record had no answer for.
@@ -153,10 +164,11 @@ fn asked_per_result(run: &[Recorded]) -> Result<Vec<(&Recorded, Vec<Asked>)>, St
 fn conversation(result: &Recorded, asked: &[Asked]) -> Result<Conversation, String> {
     let b = &result.payload;
     let seq = result.seq;
+    // The endpoint took no tools: the rest is its structured reply, edits or not.
+    if b["listing"].is_string() {
+        return Ok(VecDeque::from([Err(rejected_tools())]));
+    }
     if let Some(a) = asked.iter().find(|a| a.structured) {
-        if b["listing"].is_string() {
-            return Ok(VecDeque::from([Err(rejected_tools())]));
-        }
         return Err(format!(
             "the tool call at seq {} was carried out from the structured reply of an endpoint that takes no tools, and its result (seq {seq}) does not keep the worktree listing that reply was asked with (it was recorded before results kept it)",
             a.seq
@@ -190,6 +202,10 @@ fn conversation(result: &Recorded, asked: &[Asked]) -> Result<Conversation, Stri
     let mut out: Vec<Result<Turn, ExecError>> = (1..=turns).map(|k| Ok(turn(k))).collect();
     with_texts_and_usage(&mut out, b);
     let output = b["output"].as_str().unwrap_or_default();
+    let message = output.strip_prefix("error: ").unwrap_or(output);
+    if failed_turn(&mut out, &b["failure"], message, seq)? {
+        return Ok(out.into());
+    }
     let last = out.last_mut();
     match (b["ok"] == true, b["error"].as_str(), last) {
         (_, Some("budget" | "no_tool_call"), _) | (_, _, None) => {}
@@ -202,13 +218,18 @@ fn conversation(result: &Recorded, asked: &[Asked]) -> Result<Conversation, Stri
         (false, Some("max_tool_calls"), Some(Ok(t))) => {
             t.calls.push(use_of("past_the_cap", "list_files", "{}"));
         }
+        // Recorded before failures kept their class: one with no class of its own.
         (false, Some("other"), Some(last)) => {
-            let msg = output.strip_prefix("error: ").unwrap_or(output);
-            *last = Err(ExecError::Other(msg.to_string()));
+            *last = Err(ExecError::Other(message.to_string()));
         }
         // The turn a spend ceiling stopped never started: the engine refuses it again itself.
         (false, Some("ceiling"), Some(Ok(t))) if t.calls.is_empty() => {
             out.pop();
+        }
+        (_, Some(code), _) if ExecError::REPLAYABLE.contains(&code) => {
+            return Err(format!(
+                "the result at seq {seq} keeps only the text of its editing worker's failed model turn ({code}): it is an older record, made before a result kept its failure's class"
+            ));
         }
         (_, code, _) => {
             return Err(format!(
@@ -218,6 +239,29 @@ fn conversation(result: &Recorded, asked: &[Asked]) -> Result<Conversation, Stri
         }
     }
     Ok(out.into())
+}
+
+/// A model turn that failed, from the `failure` body `f` of the result at `seq`: given back as
+/// it failed, at the turn it failed at (the last). `Ok(false)` when the result keeps none.
+fn failed_turn(
+    out: &mut [Result<Turn, ExecError>],
+    f: &J,
+    message: &str,
+    seq: u64,
+) -> Result<bool, String> {
+    match (super::failed::given_back(f, message), out.last_mut()) {
+        (None, _) => Ok(false),
+        (Some(Ok(e)), Some(last)) => {
+            *last = Err(e);
+            Ok(true)
+        }
+        (Some(Err(class)), _) => Err(format!(
+            "the result at seq {seq} keeps a failure of class {class}, which a replay cannot give back"
+        )),
+        (Some(Ok(_)), None) => Err(format!(
+            "the result at seq {seq} keeps a failed model turn and counts no turns"
+        )),
+    }
 }
 
 /// Each turn's text as the conversation sent it back (the last, the report, is set from the
@@ -277,11 +321,45 @@ fn rejected_tools() -> ExecError {
 }
 
 /// The structured reply of a conversation through the fallback, rebuilt from what its edits
-/// were given (writes first, then the diff) and its report; `None` when the loop stopped
-/// before it was asked (its budget or a spend ceiling), `Err` names what the record keeps only
-/// as text.
-fn structured_reply(result: &Recorded, asked: &[Asked]) -> Result<Option<Reply>, String> {
+/// were given (writes first, then the diff) and its report; the failure it met, as its
+/// `failure` keeps it; the reply the `result` keeps when it was not the edits asked for;
+/// `None` when the loop stopped before it was asked (its budget or a spend ceiling). `Err`
+/// names what the record keeps only as text.
+fn structured_reply(result: &Recorded, asked: &[Asked]) -> Result<Option<Answer>, String> {
     let b = &result.payload;
+    let seq = result.seq;
+    let model = b["model"].as_str().unwrap_or_default().to_string();
+    let usage = b["turn_usage"].as_array().and_then(|u| u.get(1));
+    let usage = usage.and_then(turn_usage);
+    let output = b["output"].as_str().unwrap_or_default();
+    let message = output.strip_prefix("error: ").unwrap_or(output);
+    let message = message.strip_prefix(STRUCTURED_FAILED).unwrap_or(message);
+    match super::failed::given_back(&b["failure"], message) {
+        Some(Ok(e)) => return Ok(Some(Err(e))),
+        Some(Err(class)) => {
+            return Err(format!(
+                "the result at seq {seq} keeps a failure of class {class}, which a replay cannot give back"
+            ));
+        }
+        None => {}
+    }
+    if b["error"] == "malformed_fallback" {
+        let kept = &b["reply"];
+        return match (kept["text"].as_str(), kept["cut"] == true) {
+            (Some(text), false) => Ok(Some(Ok(Reply {
+                text: text.to_string(),
+                model,
+                usage,
+                elapsed: std::time::Duration::ZERO,
+            }))),
+            (Some(_), true) => Err(format!(
+                "the result at seq {seq} keeps the structured reply that was not the edits asked for cut short, so it cannot be parsed again"
+            )),
+            (None, _) => Err(format!(
+                "the result at seq {seq} keeps only the text of why its structured reply was not the edits asked for, not the reply itself (it was recorded before results kept it)"
+            )),
+        };
+    }
     let mut writes = Vec::new();
     let mut diff = String::new();
     for a in asked.iter().filter(|a| a.structured) {
@@ -291,7 +369,6 @@ fn structured_reply(result: &Recorded, asked: &[Asked]) -> Result<Option<Reply>,
             _ => diff = args["diff"].as_str().unwrap_or_default().to_string(),
         }
     }
-    let output = b["output"].as_str().unwrap_or_default();
     let report = match (b["ok"] == true, b["error"].as_str()) {
         (_, Some("budget" | "ceiling")) => return Ok(None),
         (true, None) if output == NO_REPORT => "",
@@ -310,13 +387,12 @@ fn structured_reply(result: &Recorded, asked: &[Asked]) -> Result<Option<Reply>,
         }
     };
     let text = json!({"writes": writes, "diff": diff, "report": report}).to_string();
-    let usage = b["turn_usage"].as_array().and_then(|u| u.get(1));
-    Ok(Some(Reply {
+    Ok(Some(Ok(Reply {
         text,
-        model: b["model"].as_str().unwrap_or_default().to_string(),
-        usage: usage.and_then(turn_usage),
+        model,
+        usage,
         elapsed: std::time::Duration::ZERO,
-    }))
+    })))
 }
 
 fn use_of(id: &str, name: &str, raw: &str) -> ToolUse {
@@ -367,7 +443,7 @@ impl Turns {
     }
 
     /// The next structured reply of the task `prompt` asks about; `Err` says what had none.
-    pub(super) fn structured(&mut self, prompt: &str) -> Result<Reply, String> {
+    pub(super) fn structured(&mut self, prompt: &str) -> Result<Answer, String> {
         let task = self.task_of(prompt);
         self.structured
             .get_mut(&task)

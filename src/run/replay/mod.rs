@@ -15,7 +15,9 @@
 //!
 //! The built-in editing worker's tool conversations are answered turn by turn, each tool's
 //! outcome from its `tool_result` ([`edit`]); a rejected revision's reply is the text its
-//! `revision` entry keeps.
+//! `revision` entry keeps. A worker's failed call, the editing worker's failed turn among them,
+//! is given back from the `failure` its `result` keeps, a reply that was not JSON parsed again
+//! from its kept bytes ([`failed`]).
 //!
 //! What the record cannot answer is refused, naming the seq: a body that was redacted or
 //! removed, a failure kept only as text, a rejected revision recorded before its text was
@@ -31,6 +33,7 @@ mod attempts;
 mod compare;
 mod context;
 mod edit;
+mod failed;
 mod gates;
 mod phases;
 pub mod rules;
