@@ -682,11 +682,11 @@ impl Dispatcher {
         reply
     }
 
-    /// After a request of `method`: anything but a `GET` may have written, so the next read
-    /// looks at the ledger's ref again (see [`fresh`]).
+    /// After a request of `method`: anything but a `GET` may have written, so the cache is
+    /// brought to the ledger's tip before it answers (see [`Dispatcher::caught_up`]).
     fn after(&self, method: &str) {
         if method != "GET" {
-            self.tip_moved();
+            self.caught_up();
         }
     }
 

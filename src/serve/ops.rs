@@ -129,10 +129,10 @@ impl Storage for Shared<'_> {
     }
 
     // Each append of a run in progress is seen by the reads after it (see
-    // [`Dispatcher::tip_moved`]): the run's progress may name it before the run answers.
+    // [`Dispatcher::caught_up`]): the run's progress may name it before the run answers.
     fn append(&mut self, new: NewEntry) -> Result<Entry, StorageError> {
         let r = self.d.writer().map_err(refused)?.append_entry(&new);
-        self.d.tip_moved();
+        self.d.caught_up();
         Ok(r?.entry)
     }
 
@@ -142,13 +142,13 @@ impl Storage for Shared<'_> {
             .writer()
             .map_err(refused)?
             .append_entry_at(&new, Some(seq));
-        self.d.tip_moved();
+        self.d.caught_up();
         Ok(r?.map(|a| a.entry))
     }
 
     fn append_batch(&mut self, batch: Vec<NewEntry>) -> Result<Vec<Entry>, StorageError> {
         let r = self.d.writer().map_err(refused)?.append_entries(&batch);
-        self.d.tip_moved();
+        self.d.caught_up();
         Ok(r?.into_iter().map(|a| a.entry).collect())
     }
 
@@ -232,7 +232,7 @@ impl Dispatcher {
     ) -> Result<crate::surface::store::Appended, Reply> {
         new.validate().map_err(bad)?;
         let r = self.writer()?.append_entry(new);
-        self.tip_moved();
+        self.caught_up();
         Ok(r?)
     }
 

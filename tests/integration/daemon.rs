@@ -1397,6 +1397,89 @@ fn kept_reads_see_the_daemons_own_appends_at_once_and_match_the_ordinary_path() 
     drop(d);
 }
 
+/// Each append the daemon has answered is in the very next `/status` and `/log` it serves,
+/// on each repository kind, while another client reads the same routes all along (so the kept
+/// answers are made and dropped between the appends, and the reads race the appends). An
+/// append by another process in between is found as well, and the log then holds every entry
+/// the CLI's does, byte for byte the ordinary path's answer.
+#[test]
+fn status_and_log_see_each_append_at_once_while_others_read() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    crate::common::on_each_kind(|repo| {
+        let d = Daemon::start(repo, &[]);
+        let auth = d.auth();
+        let parse = |text: &str| serde_json::from_str::<J>(text).unwrap();
+        let read = |path: &str| {
+            let (code, _, text) = http(&d.addr, "GET", path, &auth, b"");
+            assert_eq!(code, 200, "{path}: {text}");
+            text
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (addr, auth, stop) = (d.addr.clone(), auth.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let (mut last, mut reads) = (0, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    for path in ["/status", "/log?limit=10", "/log?limit=3"] {
+                        let (code, _, text) = http(&addr, "GET", path, &auth, b"");
+                        assert_eq!(code, 200, "{path}: {text}");
+                        let v: J = serde_json::from_str(&text).unwrap();
+                        // The size a read saw never goes back.
+                        let size = match v["entries"].as_u64() {
+                            Some(n) => n,
+                            None => v[0]["seq"].as_u64().map_or(0, |s| s + 1),
+                        };
+                        assert!(size >= last, "{path} went back from {last} to {size}");
+                        last = size;
+                        reads += 1;
+                    }
+                }
+                reads
+            })
+        };
+        // Warm every kept answer before the first append.
+        assert_eq!(parse(&read("/status"))["entries"], 0);
+        assert_eq!(parse(&read("/log?limit=10")), json!([]));
+        for i in 0..16u64 {
+            let appended = if i % 5 == 4 {
+                repo.append("cli", "note", &format!("{{\"i\": {i}}}"))
+            } else {
+                let body = json!({"actor": "t", "kind": "note", "payload": {"i": i}});
+                let (code, a) = d.call("POST", "/append", Some(&body));
+                assert_eq!(code, 200, "{a}");
+                a
+            };
+            assert_eq!(appended["seq"], i, "{appended}");
+            let st = parse(&read("/status"));
+            assert_eq!(st["entries"], i + 1, "{st}");
+            let newest = parse(&read("/log?limit=1"));
+            assert_eq!(newest[0]["seq"], i, "{newest}");
+            assert_eq!(newest[0]["entry_hash"], appended["entry_hash"], "{newest}");
+            let log = read("/log?limit=10");
+            let seqs: Vec<u64> = parse(&log)
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["seq"].as_u64().unwrap())
+                .collect();
+            let want: Vec<u64> = (0..=i).rev().take(10).collect();
+            assert_eq!(seqs, want, "{log}");
+            // The spelling the kept path leaves to the ordinary one gives the same bytes.
+            assert_eq!(log, read("/log?limit=010"));
+            let ordinary = open(repo).handle("GET", "/status", b"").body_text();
+            assert_eq!(read("/status"), ordinary);
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(reader.join().unwrap() > 0, "the reader read nothing");
+        let all = parse(&read("/log?limit=100"));
+        assert_eq!(all, repo.forum_json(&["log"]));
+        assert_eq!(
+            parse(&read("/status"))["checkpoint"],
+            repo.forum_json(&["status"])["checkpoint"]
+        );
+    });
+}
+
 // ----- MCP as a child process -----
 
 #[test]

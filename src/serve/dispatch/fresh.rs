@@ -27,6 +27,14 @@
 //!
 //! A rewrite (a redaction, a ref moved back) is found the same way and reread whole by
 //! [`Dispatcher::current`].
+//!
+//! **Who walks to a new tip.** A write of this process walks the cache to the tip itself
+//! before it answers ([`Dispatcher::caught_up`]), on the thread that wrote, so the reads
+//! after it find the cache fresh. A read that finds the tip moved anyway (a write of another
+//! process, or one of this process not yet caught up) walks under the lock; the reads that
+//! found it moved at the same time wait for that walk and take its look at the ref as theirs.
+//! `/log?limit=N` is written from the kept `/ledger/SEQ` answers, so a new tip writes out
+//! only its new entries.
 
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard};
@@ -170,10 +178,56 @@ fn kept(
     Ok(b)
 }
 
+/// The `/ledger/SEQ` answer for the entry at `seq` of `view` (which holds it), kept by its
+/// commit: made once per entry, then copied.
+fn entry_kept(view: &EntryCache, kept: &mut Kept, seq: u64) -> Result<Bytes, Reply> {
+    let commit = view.commits[seq as usize];
+    if let Some(b) = kept.get(&commit) {
+        return Ok(b);
+    }
+    let b = bytes_of(surface::ledger::entry(&view.entries, seq))?;
+    kept.insert(commit, b.clone());
+    Ok(b)
+}
+
+/// The `/log?limit=N` answer of `view`: the newest `limit` entries' kept `/ledger/SEQ`
+/// answers, newest first, in one JSON array. These are the bytes the ordinary path writes
+/// (an array of the same entry objects, written without spaces), and after an append only
+/// the new entries are written out; the rest are copied.
+fn log_of_kept(view: &EntryCache, kept: &mut Kept, limit: u64) -> Result<Bytes, Reply> {
+    let size = view.entries.len();
+    let n = size.min(usize::try_from(limit).unwrap_or(usize::MAX));
+    let parts = (size - n..size)
+        .rev()
+        .map(|seq| entry_kept(view, kept, seq as u64))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut out = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum::<usize>() + 2);
+    out.push(b'[');
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(part);
+    }
+    out.push(b']');
+    Ok(Bytes::from(out))
+}
+
 impl Dispatcher {
     /// A write of this process may have moved the tip: the next read looks at the ref.
     pub(crate) fn tip_moved(&self) {
         lock(&self.cache).checked = None;
+    }
+
+    /// After a write of this process, on the writer's thread: [`Dispatcher::tip_moved`], then
+    /// the cache brought to the ledger's tip at once where the ref is a loose file (one small
+    /// read when nothing moved), so the reads after the write find it fresh instead of one of
+    /// them walking while the others wait. Where that fails, the next read looks itself.
+    pub(crate) fn caught_up(&self) {
+        self.tip_moved();
+        if self.ref_file.is_some() {
+            drop(self.current());
+        }
     }
 
     /// The cache, locked, as of one look at the tip (see the module doc): as it is when the
@@ -181,8 +235,18 @@ impl Dispatcher {
     /// moved forward (an append here or by another process); read again otherwise (a
     /// redaction rewrote the commits, or the ref was moved back).
     pub(crate) fn current(&self) -> Result<MutexGuard<'_, Cached>, Reply> {
+        let began = Instant::now();
         if let Some(cache) = self.fresh() {
             return Ok(cache);
+        }
+        {
+            // A look at the ref made since this call began, by another request that then
+            // walked to what it found under this lock, stands for this call's own look: the
+            // requests that find the tip moved at once open one store and walk once.
+            let cache = lock(&self.cache);
+            if cache.checked.is_some_and(|t| t >= began) {
+                return Ok(cache);
+            }
         }
         let store = self.reader()?;
         let mut cache = lock(&self.cache);
@@ -306,22 +370,15 @@ impl Dispatcher {
                 bytes_of(Ok(surface::ledger::checkpoint(ledger, size, &view.root)))
             }),
             Read::Entry(seq) => {
-                let commit = *view.commits.get(seq as usize)?;
-                if let Some(b) = c.entries.get(&commit) {
-                    return Some(Ok(b));
-                }
-                let b = bytes_of(surface::ledger::entry(&view.entries, seq));
-                if let Ok(b) = &b {
-                    c.entries.insert(commit, b.clone());
-                }
-                b
+                view.commits.get(seq as usize)?;
+                entry_kept(view, &mut c.entries, seq)
             }
             Read::Payload(seq) => Ok(c.payloads.get(view.commits.get(seq as usize)?)?),
             Read::Log(limit) => {
                 if let Some((_, b)) = c.logs.iter().find(|(n, _)| *n == limit) {
                     return Some(Ok(b.clone()));
                 }
-                let b = bytes_of(Ok(surface::read::log_of(&view.entries, Some(limit))));
+                let b = log_of_kept(view, &mut c.entries, limit);
                 if let Ok(b) = &b {
                     if c.logs.len() >= KEPT_LOGS {
                         c.logs.clear();
@@ -349,6 +406,39 @@ mod tests {
         let mut b = [0u8; 20];
         b[..4].copy_from_slice(&n.to_be_bytes());
         gix::ObjectId::from_bytes_or_panic(&b)
+    }
+
+    #[test]
+    fn a_log_of_kept_entries_is_the_ordinary_paths_answer() {
+        let mut view = EntryCache::default();
+        let mut prev: Option<Entry> = None;
+        for i in 0..12u32 {
+            let new = crate::ledger::NewEntry {
+                actor: format!("a{i}"),
+                kind: crate::ledger::kind::NOTE.into(),
+                causal_parent: i.checked_sub(1).map(i64::from),
+                payload: crate::ledger::canonical::parse("{}").unwrap(),
+                ts: 1.5 + f64::from(i),
+            };
+            let e = Entry::next(prev.as_ref(), &new, "ab".repeat(32));
+            prev = Some(e.clone());
+            Arc::make_mut(&mut view.entries).push(e);
+            Arc::make_mut(&mut view.commits).push(id(i));
+        }
+        let mut kept = Kept::default();
+        for limit in [1, 2, 5, 12, 13, 100] {
+            let ordinary = bytes_of(Ok(surface::read::log_of(&view.entries, Some(limit)))).unwrap();
+            // Made from nothing kept, then from what the first made.
+            assert_eq!(
+                log_of_kept(&view, &mut Kept::default(), limit).unwrap(),
+                ordinary
+            );
+            assert_eq!(log_of_kept(&view, &mut kept, limit).unwrap(), ordinary);
+        }
+        let empty = EntryCache::default();
+        let none = bytes_of(Ok(surface::read::log_of(&empty.entries, Some(10)))).unwrap();
+        assert_eq!(log_of_kept(&empty, &mut kept, 10).unwrap(), none);
+        assert_eq!(&none[..], b"[]");
     }
 
     #[test]
