@@ -23,7 +23,24 @@ pub(crate) struct NatsServer {
     auth: String,
     /// The flags after the port and store (for a restart).
     extra: Vec<String>,
+    /// The server's name, unique to it, which its INFO line carries: the test knows it talks
+    /// to this server, not to another test's that took the same port.
+    name: String,
     store: tempfile::TempDir,
+}
+
+/// The `server_name` in the INFO line the server on `port` sends first, or `None` when
+/// nothing answers there yet.
+fn server_name(port: u16) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while line.len() < 4096 && s.read(&mut byte).ok()? == 1 && byte[0] != b'\n' {
+        line.push(byte[0]);
+    }
+    let info: J = serde_json::from_slice(line.strip_prefix(b"INFO ")?.trim_ascii()).ok()?;
+    Some(info["server_name"].as_str()?.to_string())
 }
 
 impl NatsServer {
@@ -40,47 +57,74 @@ impl NatsServer {
     }
 
     fn start_with(extra: &[&str]) -> NatsServer {
+        static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let store = tempfile::tempdir().unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
-        let child = NatsServer::spawn(port, store.path(), &extra);
-        NatsServer {
-            child,
-            port,
-            auth: String::new(),
-            extra,
-            store,
+        // A port found free may be taken by another test's server before this one binds it:
+        // then this server exits, and the port answers with the other's name. Another port.
+        for _ in 0..20 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let name = format!("forum-test-{}-{n}", std::process::id());
+            if let Some(child) = NatsServer::spawn(port, store.path(), &extra, &name) {
+                return NatsServer {
+                    child,
+                    port,
+                    auth: String::new(),
+                    extra,
+                    name,
+                    store,
+                };
+            }
         }
+        panic!("nats-server found no free port of its own in 20 tries");
     }
 
-    /// Starts `nats-server` on `port` with its JetStream store in `store`, and waits until it
-    /// listens.
-    fn spawn(port: u16, store: &Path, extra: &[String]) -> Child {
+    /// Starts `nats-server` named `name` on `port` with its JetStream store in `store`, and
+    /// waits until it listens; `None` (the process stopped) when the port answers with another
+    /// server's name or this one exits first.
+    fn spawn(port: u16, store: &Path, extra: &[String], name: &str) -> Option<Child> {
         let program = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
             .into_iter()
             .find(|p| Path::new(p).exists())
             .unwrap_or("nats-server");
         let mut child = Command::new(program)
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .args([
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-n",
+                name,
+                "-sd",
+            ])
             .arg(store)
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("nats-server is installed (.ci/run installs Debian's)");
+        let mut answered = None;
         let up = crate::common::poll_until(Duration::from_secs(30), || {
-            TcpStream::connect(("127.0.0.1", port)).is_ok()
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                answered = Some(false);
+                return true;
+            }
+            answered = server_name(port).map(|n| n == name);
+            answered.is_some()
         });
-        if !up {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("nats-server did not listen on {port}");
+        if up && answered == Some(true) {
+            return Some(child);
         }
-        child
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(up, "nats-server did not listen on {port}");
+        None
     }
 
     /// Kills the server (SIGKILL: nothing of it runs after) and starts it again on the same
@@ -88,7 +132,8 @@ impl NatsServer {
     pub(crate) fn restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.child = NatsServer::spawn(self.port, self.store.path(), &self.extra);
+        self.child = NatsServer::spawn(self.port, self.store.path(), &self.extra, &self.name)
+            .unwrap_or_else(|| panic!("port {} was taken while its server was down", self.port));
     }
 
     pub(crate) fn url(&self) -> String {
@@ -343,10 +388,18 @@ pub(crate) fn finish(mut s: Submitted) -> (bool, J, String) {
             let j = serde_json::from_str(&out).unwrap_or(J::Null);
             return (status.success(), j, err);
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(180),
-            "the dispatched run did not end in 3 minutes"
-        );
+        if start.elapsed() >= Duration::from_secs(180) {
+            // Stopped, so its stderr can be read and shown with the caller's worker logs.
+            let _ = s.child.0.kill();
+            let _ = s.child.0.wait();
+            let err = s.err.join().unwrap_or_default();
+            let _ = s.out.join();
+            return (
+                false,
+                J::Null,
+                format!("the dispatched run did not end in 3 minutes; its stderr:\n{err}"),
+            );
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
