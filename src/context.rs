@@ -191,9 +191,24 @@ pub fn apply(
     label: &str,
     text: &str,
 ) -> (String, Pressure) {
+    apply_seen(budget, meter, source, label, text, text.len() as u64)
+}
+
+/// [`apply`] to a text of `bytes` bytes of which `text` is the start, as far as the budget
+/// reads it: its length decides whether the text is kept, and the bytes through the
+/// character its cut falls in decide where it is cut (a strict replay holds no more than
+/// that of a slice the budget cut). With the whole text it is [`apply`].
+pub fn apply_seen(
+    budget: &ContextBudget,
+    meter: &mut Meter,
+    source: Source,
+    label: &str,
+    text: &str,
+    bytes: u64,
+) -> (String, Pressure) {
     let bpt = budget.bytes_per_token.max(1);
-    let original_bytes = text.len() as u64;
-    let original_tokens = approx_tokens(text, bpt);
+    let original_bytes = bytes;
+    let original_tokens = bytes.div_ceil(bpt);
     let (limit, limit_reason) = effective_limit(budget, meter, source);
     let (admitted, action, reason) = if original_tokens == 0 {
         (String::new(), Action::Retained, "empty")
@@ -256,6 +271,37 @@ mod tests {
             (text.as_str(), p.action, p.reason),
             ("", Action::Omitted, "max_total_tokens")
         );
+    }
+
+    #[test]
+    fn what_the_budget_read_of_a_cut_text_decides_it_as_the_whole_text_does() {
+        let budget = ContextBudget {
+            max_task_tokens: Some(3),
+            ..ContextBudget::default()
+        };
+        // One byte, then two-byte characters: the 12-byte cut falls inside the sixth one.
+        let whole = format!("a{}", "é".repeat(20));
+        let (admitted, p) = apply(&budget, &mut Meter::default(), Source::Task, "t", &whole);
+        assert_eq!((admitted.len(), p.action), (11, Action::Trimmed));
+        // The admitted text, the first character after it and the length are all it needs.
+        let start = format!("{admitted}é");
+        let again = apply_seen(
+            &budget,
+            &mut Meter::default(),
+            Source::Task,
+            "t",
+            &start,
+            whole.len() as u64,
+        );
+        assert_eq!(again, (admitted, p));
+        // An omitted text needs only its length.
+        let none = ContextBudget {
+            max_task_tokens: Some(0),
+            ..ContextBudget::default()
+        };
+        let (_, p) = apply(&none, &mut Meter::default(), Source::Task, "t", &whole);
+        let again = apply_seen(&none, &mut Meter::default(), Source::Task, "t", "", 41);
+        assert_eq!(again, (String::new(), p));
     }
 
     #[test]

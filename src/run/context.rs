@@ -28,22 +28,51 @@ pub fn cap_task_context(text: &str) -> String {
     }
 }
 
+/// What a `context` entry keeps beside the text the context budget admitted, when the budget
+/// left some out, so a strict replay can apply the budget again: `seen_bytes`, the length of
+/// the text it saw, and on a cut, `next`, the first character after the cut (the budget read
+/// it to decide where the cut fell). Never more of what it left out.
+pub(super) type Seen = serde_json::Map<String, serde_json::Value>;
+
+fn seen(text: &str, bytes: u64, admitted: &str, p: &context::Pressure) -> Option<Seen> {
+    if bytes <= admitted.len() as u64 {
+        return None;
+    }
+    let mut kept = Seen::new();
+    kept.insert("seen_bytes".into(), json!(bytes));
+    let next = text.get(admitted.len()..).and_then(|r| r.chars().next());
+    if p.action == context::Action::Trimmed
+        && let Some(c) = next
+    {
+        kept.insert("next".into(), json!(c.to_string()));
+    }
+    Some(kept)
+}
+
 impl Run<'_, '_> {
     /// Puts context text through the context budget (witnessing the pressure under `parent`
-    /// when the text was not empty), or returns it as it is without a budget.
+    /// when the text was not empty), or returns it as it is without a budget; with what the
+    /// `context` entry keeps of a text the budget cut (see [`Seen`]).
     pub(super) fn budgeted(
         &self,
         source: Source,
         label: &str,
         text: String,
         parent: u64,
-    ) -> Result<String, RunError> {
+    ) -> Result<(String, Option<Seen>), RunError> {
         let Some(budget) = &self.opts.context_budget else {
-            return Ok(text);
+            return Ok((text, None));
         };
+        // A replay's provider hands the start of a longer text, and says how long it was.
+        let bytes = self
+            .opts
+            .context
+            .as_ref()
+            .and_then(|c| c.seen_bytes((source == Source::Task).then_some(label)))
+            .unwrap_or(text.len() as u64);
         let (admitted, p) = {
             let mut meter = lock(&self.meter);
-            context::apply(budget, &mut meter, source, label, &text)
+            context::apply_seen(budget, &mut meter, source, label, &text, bytes)
         };
         if p.original_tokens > 0 {
             self.put_value(
@@ -53,7 +82,8 @@ impl Run<'_, '_> {
                 p.payload(),
             )?;
         }
-        Ok(admitted)
+        let kept = seen(&text, bytes, &admitted, &p);
+        Ok((admitted, kept))
     }
 
     /// Witnesses a provider's failure under `parent`: a `context` entry with no context, the
@@ -111,16 +141,19 @@ impl Run<'_, '_> {
                 return Ok((None, request_seq));
             }
         };
-        let text = self.budgeted(Source::Request, "request", text, request_seq)?;
+        let (text, seen) = self.budgeted(Source::Request, "request", text, request_seq)?;
+        if text.is_empty() && seen.is_none() {
+            return Ok((None, request_seq));
+        }
+        let mut body = json!({"context": text});
+        if let (Some(b), Some(seen)) = (body.as_object_mut(), seen) {
+            b.extend(seen);
+        }
+        let e = self.put("context", kind::CONTEXT, Some(request_seq), body)?;
+        // Context the budget left none of is witnessed (for a replay) but chains nothing.
         if text.is_empty() {
             return Ok((None, request_seq));
         }
-        let e = self.put(
-            "context",
-            kind::CONTEXT,
-            Some(request_seq),
-            json!({"context": text}),
-        )?;
         Ok((Some(text), e.seq))
     }
 
@@ -155,20 +188,23 @@ impl Run<'_, '_> {
         self.env.progress.event(&Event::Context {
             task: Some(task.id.clone()),
         });
-        let text = if self.opts.context_budget.is_some() {
+        let (text, seen) = if self.opts.context_budget.is_some() {
             self.budgeted(Source::Task, &task.id, text, plan_seq)?
         } else {
-            cap_task_context(&text)
+            (cap_task_context(&text), None)
         };
+        if text.is_empty() && seen.is_none() {
+            return Ok((None, plan_seq));
+        }
+        let mut body = json!({"task": task.id, "context": text});
+        if let (Some(b), Some(seen)) = (body.as_object_mut(), seen) {
+            b.extend(seen);
+        }
+        let e = self.put("context", kind::CONTEXT, Some(plan_seq), body)?;
+        // Context the budget left none of is witnessed (for a replay) but chains nothing.
         if text.is_empty() {
             return Ok((None, plan_seq));
         }
-        let e = self.put(
-            "context",
-            kind::CONTEXT,
-            Some(plan_seq),
-            json!({"task": task.id, "context": text}),
-        )?;
         Ok((Some(text), e.seq))
     }
 }

@@ -343,6 +343,13 @@ pub trait ContextProvider: Send + Sync {
     ) -> Option<Result<String, ContextFailure>>;
     /// One line for people.
     fn describe(&self) -> String;
+    /// How many bytes the text this provider last handed for `task` (`None`: the request) had,
+    /// when what it handed is only the start of that text: a strict replay's provider holds
+    /// no more of a text the context budget cut than the budget read. `None` (every live
+    /// provider): what it handed is the whole text.
+    fn seen_bytes(&self, _task: Option<&str>) -> Option<u64> {
+        None
+    }
 }
 
 /// What a verifier concluded.

@@ -727,14 +727,17 @@ fn context_is_trimmed_and_omitted_under_a_budget_without_copying_omitted_text() 
             ("context", "context", Some(0)),
             ("dispatch", "plan", Some(3)),
             ("context-budget", "context_budget", Some(4)),
+            // The omitted task context keeps only its length (for a strict replay) and
+            // chains nothing: the task hangs under the plan.
+            ("context", "context", Some(4)),
             ("dispatch", "task", Some(4)),
-            ("backend", "result", Some(6)),
-            ("validator", "verdict", Some(7)),
-            ("context-budget", "context_budget", Some(7)),
+            ("backend", "result", Some(7)),
+            ("validator", "verdict", Some(8)),
+            ("context-budget", "context_budget", Some(8)),
             ("synthesizer", "result", Some(0)),
-            ("delivery", "delivery_check", Some(10)),
-            ("delivery-profile", "delivery_profile_check", Some(10)),
-            ("intent", "intent_check", Some(10)),
+            ("delivery", "delivery_check", Some(11)),
+            ("delivery-profile", "delivery_profile_check", Some(11)),
+            ("intent", "intent_check", Some(11)),
         ])
     );
     assert_eq!(
@@ -744,7 +747,16 @@ fn context_is_trimmed_and_omitted_under_a_budget_without_copying_omitted_text() 
                "admitted_bytes": 20, "original_tokens": 10, "admitted_tokens": 5,
                "remaining_total_tokens": null})
     );
-    assert_eq!(l.bodies[3], json!({"context": "01234567890123456789"}));
+    // What the budget read of the text it cut: the text's length and the first character
+    // after the cut.
+    assert_eq!(
+        l.bodies[3],
+        json!({"context": "01234567890123456789", "seen_bytes": 40, "next": "0"})
+    );
+    assert_eq!(
+        l.bodies[6],
+        json!({"task": "T1", "context": "", "seen_bytes": 19})
+    );
     assert_eq!(
         l.bodies[5],
         json!({"schema": "forum.context-pressure/v1", "source": "task", "label": "T1",
@@ -794,7 +806,10 @@ fn context_is_trimmed_and_omitted_under_a_budget_without_copying_omitted_text() 
         ]
     );
     let (seq, c) = l.of("context")[1];
-    assert_eq!(c, &json!({"task": "T1", "context": "SECRET-T"}));
+    assert_eq!(
+        c,
+        &json!({"task": "T1", "context": "SECRET-T", "seen_bytes": 19, "next": "A"})
+    );
     assert_eq!(l.entries[seq as usize + 1].kind, "task");
     assert_eq!(l.entries[seq as usize + 1].causal_parent, Some(seq as i64));
 }

@@ -161,9 +161,12 @@ fn glance_context(p: &J) -> String {
         .get("task")
         .and_then(J::as_str)
         .map_or("request".to_string(), |t| format!("task {t}"));
-    match p.get("error").and_then(J::as_str) {
-        Some(code) => format!("{scope}: none ({code})"),
-        None => format!("{scope}: {}", short(text(p, "context"), 60)),
+    match (p.get("error").and_then(J::as_str), p["seen_bytes"].as_u64()) {
+        (Some(code), _) => format!("{scope}: none ({code})"),
+        (None, Some(n)) if text(p, "context").is_empty() => {
+            format!("{scope}: none (the context budget left out all {n} bytes)")
+        }
+        (None, _) => format!("{scope}: {}", short(text(p, "context"), 60)),
     }
 }
 
@@ -299,6 +302,15 @@ pub(crate) fn log_run(ctx: &Ctx, request_seq: u64) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn context_the_budget_left_none_of_says_so() {
+        let p = json!({"task": "T2", "context": "", "seen_bytes": 76});
+        assert_eq!(
+            glance(kind::CONTEXT, &p),
+            "task T2: none (the context budget left out all 76 bytes)"
+        );
+    }
 
     #[test]
     fn an_escalation_reads_with_and_without_tiers() {

@@ -31,15 +31,17 @@ const SHOWN: usize = 600;
 type Place = (String, usize);
 
 /// The task an entry belongs to: the task, result, verdict and escalation entries carry it as
-/// `id`; the editing worker's tool entries and a `--work` run's entries of one task (its
-/// changes, checks, ship decision, conflict, integration) as `task`, so that the tasks of a
-/// wave may commit and check in any order.
+/// `id`; the editing worker's tool entries, a task's context and a `--work` run's entries of
+/// one task (its changes, checks, ship decision, conflict, integration) as `task`, and a
+/// context budget's slice of a task's context or of what flows into it in its `label`
+/// (`T1`, `T1->T2`), so that the tasks of a wave may take context, commit and check in any
+/// order.
 fn line_of(e: &Recorded) -> String {
     let key = match e.kind.as_str() {
         "task" | "result" | "verdict" | "tier_escalation" => "id",
-        "tool_call" | "tool_result" | "change" | "check" | "ship" | "conflict" | "integrated" => {
-            "task"
-        }
+        "tool_call" | "tool_result" | "change" | "check" | "ship" | "conflict" | "integrated"
+        | "context" => "task",
+        "context_budget" => return budget_line(&e.payload),
         _ => return String::new(),
     };
     e.payload
@@ -47,6 +49,18 @@ fn line_of(e: &Recorded) -> String {
         .and_then(J::as_str)
         .map(|id| format!("task {id}"))
         .unwrap_or_default()
+}
+
+/// The task line of a `context_budget` entry: a task's own context by its label, an upstream
+/// output by the task it flows into (the synthesizer's inputs share one line).
+fn budget_line(b: &J) -> String {
+    let label = b["label"].as_str().unwrap_or_default();
+    let task = match b["source"].as_str() {
+        Some("task") => Some(label),
+        Some("upstream") => label.rsplit_once("->").map(|(_, t)| t),
+        _ => None,
+    };
+    task.map(|t| format!("task {t}")).unwrap_or_default()
 }
 
 /// Each entry's place, by seq.

@@ -22,7 +22,10 @@
 //! What the record cannot answer is refused, naming the seq: a body that was redacted or
 //! removed, a failure kept only as text, a rejected revision recorded before its text was
 //! kept, and a run whose gates have a deadline recorded before its entries kept the clock
-//! readings they were decided at. Context comes from the record's `context` entries. A
+//! readings they were decided at. Context comes from the record's `context` entries, and a
+//! run's context budget is applied to it again ([`context`]): of a text the budget cut they
+//! hold what it read (the admitted text, the character after the cut, the length); a run
+//! recorded before they held the length is refused. A
 //! resumed run is replayed across its resumes ([`phases`]); a person's decision on a gate is
 //! the world's input between them ([`gates`]), and each attempt of an `--attempts` run is
 //! answered as one change ([`attempts`]). A refusal of a run another git forum recorded names
@@ -105,9 +108,10 @@ pub enum ReplayError {
 
 /// Kinds a strictly replayable run may hold: those the engine writes from the replies this
 /// replay answers, or decides without a call.
-const REPLAYABLE: [&str; 36] = [
+const REPLAYABLE: [&str; 37] = [
     kind::REQUEST,
     kind::CONTEXT,
+    kind::CONTEXT_BUDGET,
     kind::ROUTE_FRAME,
     kind::PLAN,
     kind::TASK,
@@ -300,6 +304,7 @@ fn replay_run(
     let run = run_entries(all, request_seq).map_err(refused)?;
     check_replayable(&run).map_err(refused)?;
     edit::check_ceilings(&run, opts).map_err(refused)?;
+    context::check(&run, opts.context_budget.is_some()).map_err(refused)?;
     // The scratch ledger: what came before the run, entry for entry.
     let mut scratch = MemoryStorage::default();
     for (e, body) in all.iter().filter(|(e, _)| e.seq < request_seq) {
