@@ -142,19 +142,7 @@ impl Run<'_, '_> {
             }
         };
         let (text, seen) = self.budgeted(Source::Request, "request", text, request_seq)?;
-        if text.is_empty() && seen.is_none() {
-            return Ok((None, request_seq));
-        }
-        let mut body = json!({"context": text});
-        if let (Some(b), Some(seen)) = (body.as_object_mut(), seen) {
-            b.extend(seen);
-        }
-        let e = self.put("context", kind::CONTEXT, Some(request_seq), body)?;
-        // Context the budget left none of is witnessed (for a replay) but chains nothing.
-        if text.is_empty() {
-            return Ok((None, request_seq));
-        }
-        Ok((Some(text), e.seq))
+        self.witness_context(None, request_seq, text, seen)
     }
 
     /// Fresh context for one task (witnessed as `context {task, context}` under the plan,
@@ -193,17 +181,34 @@ impl Run<'_, '_> {
         } else {
             (cap_task_context(&text), None)
         };
+        self.witness_context(Some(&task.id), plan_seq, text, seen)
+    }
+
+    /// Witnesses the context `text` the request (`task` `None`) or a task takes, with what the
+    /// budget saw of it (`seen`), as a `context` entry under `parent`; returns the text and the
+    /// seq a later entry chains to: that entry, else `parent` when there is no text. Nothing is
+    /// witnessed for an empty text the budget did not cut; context the budget left none of is
+    /// witnessed (for a replay) but chains nothing.
+    fn witness_context(
+        &self,
+        task: Option<&str>,
+        parent: u64,
+        text: String,
+        seen: Option<Seen>,
+    ) -> Result<(Option<String>, u64), RunError> {
         if text.is_empty() && seen.is_none() {
-            return Ok((None, plan_seq));
+            return Ok((None, parent));
         }
-        let mut body = json!({"task": task.id, "context": text});
-        if let (Some(b), Some(seen)) = (body.as_object_mut(), seen) {
-            b.extend(seen);
+        let mut body = json!({"context": text});
+        if let Some(b) = body.as_object_mut() {
+            if let Some(t) = task {
+                b.insert("task".into(), json!(t));
+            }
+            b.extend(seen.unwrap_or_default());
         }
-        let e = self.put("context", kind::CONTEXT, Some(plan_seq), body)?;
-        // Context the budget left none of is witnessed (for a replay) but chains nothing.
+        let e = self.put("context", kind::CONTEXT, Some(parent), body)?;
         if text.is_empty() {
-            return Ok((None, plan_seq));
+            return Ok((None, parent));
         }
         Ok((Some(text), e.seq))
     }
