@@ -319,14 +319,14 @@ impl GitStore {
     /// for a flush that covers it (see `wal/group.rs`).
     fn acknowledge_and_flush(
         &self,
-        lock: &File,
+        lock: &super::lock::Held,
         log: Option<&mut Wal>,
         tip: Option<&Tip>,
         built: &Built,
         guard: Option<pack::PackGuard>,
     ) -> Result<(), StoreError> {
         if let Some(ticket) = self.acknowledge(lock, log, tip, built, guard)? {
-            let _ = lock.unlock();
+            lock.unlock();
             failpoint("wal-logged");
             self.flush_covering(lock, ticket)?;
         }

@@ -180,7 +180,7 @@ impl GitStore {
     }
 
     /// Takes the ledger's writer lock (advisory, released by the kernel if we die).
-    pub(crate) fn writer_lock(&self) -> Result<File, StoreError> {
+    pub(crate) fn writer_lock(&self) -> Result<Held, StoreError> {
         locked_file(&self.writer_lock_path())
     }
 
@@ -419,9 +419,65 @@ impl GitStore {
     }
 }
 
+/// A lock file held: this process's turn at its path, then the kernel's `flock` on it.
+///
+/// `flock` is not fair: when it is released, whichever caller asks next gets it, not the one
+/// that waited longest. The daemon's threads append to one ledger in a closed loop, and one of
+/// them could lose that race for tens of seconds (an append answered 504 after 30 s under the
+/// daemon bench). So the threads of one process first queue for the path on a fair mutex
+/// (handed to the longest waiter), and only the thread at the head asks the kernel. Processes
+/// still race each other for the `flock`, but each sends one thread at a time.
+pub(crate) struct Held {
+    file: File,
+    turn: std::sync::Mutex<Option<Turn>>,
+}
+
+type Turn = parking_lot::lock_api::ArcMutexGuard<parking_lot::RawFairMutex, ()>;
+
+impl std::ops::Deref for Held {
+    type Target = File;
+    fn deref(&self) -> &File {
+        &self.file
+    }
+}
+
+impl Held {
+    /// Releases the `flock` and hands this process's turn to the next thread waiting, keeping
+    /// the file open (its bytes can still be read).
+    pub(crate) fn unlock(&self) {
+        let _ = self.file.unlock();
+        self.turn.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // The `flock` goes before the turn, so the next thread of this process does not wait
+        // on this one's file.
+        let _ = self.file.unlock();
+        self.turn.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+/// This process's fair mutex for the lock file at `path` (one per path, kept for the life of
+/// the process: a process holds few ledgers).
+fn turn_at(path: &Path) -> std::sync::Arc<parking_lot::FairMutex<()>> {
+    type Turns = std::sync::Mutex<
+        std::collections::HashMap<PathBuf, std::sync::Arc<parking_lot::FairMutex<()>>>,
+    >;
+    static TURNS: std::sync::OnceLock<Turns> = std::sync::OnceLock::new();
+    let mut turns = TURNS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    turns.entry(path.to_path_buf()).or_default().clone()
+}
+
 /// Opens (creating it and its folder if need be) and locks the lock file at `path`: an
-/// advisory `flock` the kernel releases if we die. Blocks until it is ours.
-pub(crate) fn locked_file(path: &std::path::Path) -> Result<File, StoreError> {
+/// advisory `flock` the kernel releases if we die, taken when this process's turn at the path
+/// comes (see [`Held`]). Blocks until it is ours.
+pub(crate) fn locked_file(path: &std::path::Path) -> Result<Held, StoreError> {
+    let turn = turn_at(path).lock_arc();
     let f = create_in_dir(path, || {
         OpenOptions::new()
             .create(true)
@@ -433,5 +489,72 @@ pub(crate) fn locked_file(path: &std::path::Path) -> Result<File, StoreError> {
     .map_err(io(format!("opening {}", path.display())))?;
     f.lock()
         .map_err(io(format!("locking {}", path.display())))?;
-    Ok(f)
+    Ok(Held {
+        file: f,
+        turn: std::sync::Mutex::new(Some(turn)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// A second thread of this process waits while the lock is held, and takes it as soon as
+    /// the holder unlocks, though the holder keeps its file open (as an append does while it
+    /// waits for its flush): the unlock hands on the process's turn, not only the `flock`.
+    #[test]
+    fn an_unlock_hands_the_lock_to_a_waiting_thread_while_the_file_stays_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("locks").join("main.lock");
+        let held = locked_file(&path).unwrap();
+        let (took, taken) = mpsc::channel();
+        let waiter = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let second = locked_file(&path).unwrap();
+                took.send(()).unwrap();
+                drop(second);
+            })
+        };
+        assert_eq!(
+            taken.recv_timeout(Duration::from_millis(200)),
+            Err(mpsc::RecvTimeoutError::Timeout),
+            "the lock is held: the other thread must still wait"
+        );
+        held.unlock();
+        taken.recv().unwrap();
+        waiter.join().unwrap();
+        // The holder's file is still open and readable after its unlock.
+        assert_eq!(held.metadata().unwrap().len(), 0);
+        drop(held);
+        // Taken again once both are gone: nothing is left held.
+        drop(locked_file(&path).unwrap());
+    }
+
+    /// Threads of one process take turns: with four threads each taking the lock many times,
+    /// no two hold it at once (the turn and the `flock` together exclude each other).
+    #[test]
+    fn threads_of_one_process_never_hold_the_lock_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("main.lock");
+        let inside = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (path, inside) = (path.clone(), inside.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        let held = locked_file(&path).unwrap();
+                        let before = inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        assert_eq!(before, 0, "two threads held the lock at once");
+                        inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                        drop(held);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
 }
