@@ -6,7 +6,7 @@
 //!
 //! A run that worked in the repository (`--work`, and a solo run) is answered from the record
 //! by a workbench that moves no ref ([`work`]): each task's change commit, each check's exit
-//! code; its integrations are merged again in the repository, writing only to a scratch object
+//! code, each opening of a worktree that failed (from its task's `result`); its integrations are merged again in the repository, writing only to a scratch object
 //! directory ([`Merges`]), and compared by their trees (a run recorded before integrations
 //! were witnessed is answered whether each conflicted); the pre-ship gate's (its raw reply), the classifier's,
 //! the reviser's and the intent judge's replies come from their entries, a verifier's verdicts
