@@ -9,7 +9,7 @@ use crate::ledger::{Storage, kind};
 use crate::plan::Task;
 
 use super::engine::Run;
-use super::{ContextFailure, Event, RunError, lock, panic_message};
+use super::{ContextFailure, ContextTurns, Event, RunError, Take, lock, panic_message};
 
 /// Per-task context longer than this many code points is cut (without a context budget), as
 /// in Forum.
@@ -49,7 +49,67 @@ fn seen(text: &str, bytes: u64, admitted: &str, p: &context::Pressure) -> Option
     Some(kept)
 }
 
+/// A task's stay in its wave, for the order its takes from the context budget follow (see
+/// [`ContextTurns`]): it entered when this was made and leaves when it is dropped, however
+/// the task ends.
+pub(super) struct InWave<'a> {
+    turns: Option<&'a dyn ContextTurns>,
+    task: &'a str,
+}
+
+impl Drop for InWave<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.turns {
+            t.task(self.task, false);
+        }
+    }
+}
+
+/// One thread of a wave, for [`ContextTurns`]: it says so when it ends, however it ends.
+pub(super) struct WaveThread<'a>(Option<&'a dyn ContextTurns>);
+
+impl Drop for WaveThread<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.0 {
+            t.thread_ended();
+        }
+    }
+}
+
 impl Run<'_, '_> {
+    /// A wave begins, taken by `threads` threads, each of which holds one of the returned
+    /// guards while it runs.
+    pub(super) fn wave_threads(&self, threads: usize) -> Vec<WaveThread<'_>> {
+        let turns = self.opts.context_turns.as_deref();
+        if let Some(t) = turns {
+            t.wave(threads);
+        }
+        (0..threads).map(|_| WaveThread(turns)).collect()
+    }
+
+    /// `task` enters its wave until the returned guard is dropped.
+    pub(super) fn in_wave<'a>(&'a self, task: &'a str) -> InWave<'a> {
+        let turns = self.opts.context_turns.as_deref();
+        if let Some(t) = turns {
+            t.task(task, true);
+        }
+        InWave { turns, task }
+    }
+
+    /// Runs `f`, one take of `task`'s from the context budget and the witnessing of what it
+    /// took, in its turn: at once in a live run, in the record's order in a strict replay.
+    pub(super) fn in_turn<R>(&self, task: &str, take: Take, f: impl FnOnce() -> R) -> R {
+        let turns = self.opts.context_turns.as_deref();
+        if let Some(t) = turns {
+            t.wait(task, take);
+        }
+        let r = f();
+        if let Some(t) = turns {
+            t.done(task, take);
+        }
+        r
+    }
+
     /// Puts context text through the context budget (witnessing the pressure under `parent`
     /// when the text was not empty), or returns it as it is without a budget; with what the
     /// `context` entry keeps of a text the budget cut (see [`Seen`]).
@@ -70,18 +130,26 @@ impl Run<'_, '_> {
             .as_ref()
             .and_then(|c| c.seen_bytes((source == Source::Task).then_some(label)))
             .unwrap_or(text.len() as u64);
-        let (admitted, p) = {
+        // The take is witnessed before the meter is let go, so the record's order is the
+        // order the slices took from the run-wide total in.
+        let take = || {
             let mut meter = lock(&self.meter);
-            context::apply_seen(budget, &mut meter, source, label, &text, bytes)
+            let (admitted, p) =
+                context::apply_seen(budget, &mut meter, source, label, &text, bytes);
+            if p.original_tokens > 0 {
+                self.put_value(
+                    "context-budget",
+                    kind::CONTEXT_BUDGET,
+                    Some(parent),
+                    p.payload(),
+                )?;
+            }
+            Ok::<_, RunError>((admitted, p))
         };
-        if p.original_tokens > 0 {
-            self.put_value(
-                "context-budget",
-                kind::CONTEXT_BUDGET,
-                Some(parent),
-                p.payload(),
-            )?;
-        }
+        let (admitted, p) = match source {
+            Source::Task => self.in_turn(label, Take::Task, take)?,
+            _ => take()?,
+        };
         let kept = seen(&text, bytes, &admitted, &p);
         Ok((admitted, kept))
     }

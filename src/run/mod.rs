@@ -116,6 +116,7 @@ pub use seams::{
     Clock, ContextFailure, ContextProvider, Event, Progress, Reading, Silent, StepClock,
     SystemClock, Verification, Verifier, VerifierConclusion, work_line,
 };
+pub(crate) use seams::{ContextTurns, Take};
 pub(crate) use work_state::{
     DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, OpenWork, WorkOptions,
     witnessed,
@@ -181,6 +182,9 @@ pub struct Options {
     /// Supplies request context before planning and context per task, witnessed as
     /// `context`.
     pub context: Option<Arc<dyn ContextProvider>>,
+    /// The order the tasks of a wave take from the context budget's run-wide total: `None`
+    /// (a live run) takes in the order they reach it; a strict replay's follows the record.
+    pub(crate) context_turns: Option<Arc<dyn ContextTurns>>,
     /// Raised when the process is interrupted: the run stops and witnesses `interrupted`.
     pub(crate) interrupt: Option<Arc<Interrupt>>,
     /// Work in the repository (`--work`): a worktree per task, changes as commits, checks,
@@ -224,6 +228,7 @@ impl std::fmt::Debug for Options {
             .field("solo", &self.solo)
             .field("verifier", &self.verifier.as_ref().map(|v| v.source()))
             .field("context", &self.context.as_ref().map(|c| c.describe()))
+            .field("context_turns", &self.context_turns.is_some())
             .field("interrupt", &self.interrupt)
             .field("work", &self.work)
             .field("secrets", &self.secrets)

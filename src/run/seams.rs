@@ -352,6 +352,33 @@ pub trait ContextProvider: Send + Sync {
     }
 }
 
+/// Which of a task's takes from the context budget's run-wide total: the upstream outputs
+/// flowing into it (one take for all of them), or its own context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Take {
+    /// The outputs of the tasks it builds on.
+    Upstream,
+    /// The context fetched for it.
+    Task,
+}
+
+/// The order in which the tasks of a wave take from the context budget's run-wide total.
+/// A live run has none: its tasks take in whatever order they reach the budget, and each
+/// take is witnessed (its `context_budget` entries) before the next begins, so the record's
+/// seq order is the order they took in. A strict replay hands the total out in that order.
+pub(crate) trait ContextTurns: Send + Sync {
+    /// A wave begins, its tasks taken by `threads` threads at once.
+    fn wave(&self, threads: usize);
+    /// One of the wave's threads has no task left to take.
+    fn thread_ended(&self);
+    /// Task `task` enters (before any take) or leaves (however it ends) the wave.
+    fn task(&self, task: &str, entered: bool);
+    /// Blocks until `task` may make its `take`.
+    fn wait(&self, task: &str, take: Take);
+    /// `task` made its `take` and witnessed what it took.
+    fn done(&self, task: &str, take: Take);
+}
+
 /// What a verifier concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerifierConclusion {

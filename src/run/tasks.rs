@@ -16,7 +16,7 @@ use crate::plan::{
 use super::engine::{Done, Run, upstream_view, usage_of, with_usage};
 use super::prompts::{planner_prompt, planner_retry_prompt, validator_prompt, worker_system};
 use super::{
-    DEFAULT_PLAN_TASKS, Event, MAX_UPSTREAM_CHARS, RunError, Verdict, lock, parse_verdict,
+    DEFAULT_PLAN_TASKS, Event, MAX_UPSTREAM_CHARS, RunError, Take, Verdict, lock, parse_verdict,
     plan_schema, verdict_schema,
 };
 
@@ -119,13 +119,13 @@ impl Run<'_, '_> {
         plan_seq: u64,
         results: &Mutex<BTreeMap<String, Done>>,
     ) -> Result<Done, RunError> {
+        let _in_wave = self.in_wave(&task.id);
         let upstream = upstream_view(&lock(results));
         let injected = match &self.opts.context_budget {
-            Some(budget) => {
-                let b = {
-                    let mut meter = lock(&self.meter);
-                    augment_with_upstream_budgeted(task, &upstream, budget, &mut meter)
-                };
+            // Witnessed before the meter is let go, so the record keeps the order of takes.
+            Some(budget) => self.in_turn(&task.id, Take::Upstream, || {
+                let mut meter = lock(&self.meter);
+                let b = augment_with_upstream_budgeted(task, &upstream, budget, &mut meter);
                 for p in &b.pressures {
                     self.put_value(
                         "context-budget",
@@ -134,8 +134,8 @@ impl Run<'_, '_> {
                         p.payload(),
                     )?;
                 }
-                b.injected
-            }
+                Ok::<_, RunError>(b.injected)
+            })?,
             None => augment_with_upstream(task, &upstream, MAX_UPSTREAM_CHARS),
         };
         let (context, task_parent) = self.task_context(task, plan_seq)?;
@@ -314,6 +314,7 @@ impl Run<'_, '_> {
             None => self.opts.policy.max_parallel.max(1),
         };
         if width == 1 || tasks.len() <= 1 {
+            let _thread = self.wave_threads(1);
             for t in tasks {
                 let d = self.run_task(t, plan_seq, results)?;
                 lock(results).insert(t.id.clone(), d);
@@ -325,9 +326,10 @@ impl Run<'_, '_> {
         let first_error: Mutex<Option<RunError>> = Mutex::new(None);
         let finished: Mutex<Vec<(String, Done)>> = Mutex::new(Vec::new());
         std::thread::scope(|s| {
-            for _ in 0..width.min(tasks.len()) {
+            for thread in self.wave_threads(width.min(tasks.len())) {
                 // Each thread carries the run's kill scope.
                 s.spawn(|| {
+                    let _thread = thread;
                     self.scoped(|| {
                         loop {
                             let i = next.fetch_add(1, Ordering::SeqCst) as usize;

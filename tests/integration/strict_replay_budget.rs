@@ -211,3 +211,71 @@ fn a_run_recorded_before_context_entries_kept_what_the_budget_saw_is_refused_in_
         );
     });
 }
+
+/// Four tasks in one wave.
+const FOUR_WIDE: &str = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"design the login API","depends_on":[],"done_when":[]},{"id":"T2","agent":"docs","instruction":"write the API docs","depends_on":[],"done_when":[]},{"id":"T3","agent":"backend","instruction":"add the rate limit","depends_on":[],"done_when":[]},{"id":"T4","agent":"docs","instruction":"write the changelog","depends_on":[],"done_when":[]}]}"#;
+
+/// A run of four tasks side by side under a run-wide total that two of their contexts fill:
+/// T1's context command holds until T4's worker was called (a file the model makes), so T1
+/// reaches the total last in the record, though a replay starts it first.
+fn record_four_wide(repo: &Repo) {
+    let flag = repo.path().join("t4-worked");
+    let flag = flag.to_str().unwrap();
+    let body = format!(
+        "#!/bin/sh\np=\"$1\"\ncase \"$p\" in\n  *\"Break this request\"*) echo '{FOUR_WIDE}' ;;\n  *\"Judge one task\"*) echo '{{\"decision\":\"pass\",\"score\":0.9,\"reason\":\"ok\"}}' ;;\n  *\"Write the answer\"*) echo 'Designed the API, its docs, its limit and its changelog.' ;;\n  *\"write the changelog\"*) touch '{flag}'; echo 'done: the changelog lists the login API' ;;\n  *) echo 'done: the endpoint takes a user name and a password' ;;\nesac\n"
+    );
+    let model = crate::procs::executable(&repo.path().join("model.sh"), &body);
+    let ctx = format!(
+        "#!/bin/sh\n[ \"$1\" = task ] || exit 0\nif [ \"$2\" = T1 ]; then i=0; while [ ! -e '{flag}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi\necho \"context for $2: the login service lives in auth/ and its tests live in tests/auth/\"\n"
+    );
+    let ctx = crate::procs::executable(&repo.path().join("ctx.sh"), &ctx);
+    repo.forum_ok(&[
+        "submit",
+        "--quiet",
+        "--cmd",
+        &model,
+        "--context-cmd",
+        &ctx,
+        "--context-token-budget",
+        "50",
+        "ship a login API with docs",
+    ]);
+}
+
+#[test]
+fn the_tasks_of_a_wave_share_a_run_wide_total_in_the_records_order_each_replay() {
+    on_each_kind(|repo| {
+        record_four_wide(repo);
+        // Each context is 22 tokens: the first two reached the total whole, the third was cut,
+        // and T1, which reached it last, was left none.
+        let order: Vec<_> = payloads(repo, "context_budget")
+            .into_iter()
+            .filter(|(_, p)| p["source"] == "task")
+            .collect();
+        let actions: Vec<_> = order.iter().map(|(_, p)| p["action"].clone()).collect();
+        assert_eq!(
+            actions,
+            [
+                json!("retained"),
+                json!("retained"),
+                json!("trimmed"),
+                json!("omitted")
+            ]
+        );
+        assert_eq!(order[3].1["label"], "T1");
+        for _ in 0..3 {
+            let (code, r) = strict(repo, &[]);
+            no_divergence(code, &r);
+        }
+        // The cut slice said to have been kept whole is still the divergence at its seq.
+        let at = order[2].0;
+        let forged = forged_export(repo, at, |b| {
+            b["action"] = json!("retained");
+            b["reason"] = json!("under_budget");
+        });
+        import(repo, &forged, "forged-order");
+        let (code, r) = strict(repo, &["--ledger", "forged-order"]);
+        assert_eq!(code, Some(1), "{r}");
+        assert_eq!(r["divergence"]["seq"], json!(at), "{r}");
+    });
+}

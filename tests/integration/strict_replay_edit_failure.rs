@@ -250,53 +250,56 @@ fn a_structured_reply_that_failed_or_was_not_the_edits_replays_and_climbs() {
         (not_edits, "malformed_fallback"),
     ];
     for (structured, code) in cases {
-        let repo = Repo::new("sha1");
-        let stub = no_tools_stub(structured);
-        record(&repo, &stub);
-        let results = payloads(&repo, "result");
-        let (at, failed) = results
-            .iter()
-            .find(|(_, p)| p["id"] == "T1" && p["ok"] == false)
-            .cloned()
-            .expect("the weak model's failed result");
-        assert_eq!(failed["error"], code, "{failed}");
-        assert!(failed["listing"].is_string(), "{failed}");
-        assert_eq!(payloads(&repo, "tier_escalation").len(), 1, "{code}");
-        if code == "malformed_fallback" {
-            assert_eq!(failed["reply"]["text"], NOT_EDITS, "{failed}");
-        } else {
-            assert_eq!(failed["failure"]["status"], 500, "{failed}");
-        }
-        let (exit, r) = strict(&repo, &[]);
-        no_divergence(exit, &r);
-        if code == "malformed_fallback" {
-            // Kept cut short, the reply cannot be parsed again: refused at its seq.
-            let cut = forged_export(&repo, at, |b| b["reply"]["cut"] = json!(true));
-            import_as(&repo, &cut, "cut");
-            let err = refusal(&repo, "cut");
-            assert!(
-                err.contains(&format!("seq {at}")) && err.contains("cut short"),
-                "{err}"
-            );
-            // Recorded before the reply was kept: refused at its seq.
-            let older = forged_export(&repo, at, |b| {
-                b.as_object_mut().unwrap().remove("reply");
-            });
-            import_as(&repo, &older, "older");
-            let err = refusal(&repo, "older");
-            assert!(
-                err.contains(&format!("seq {at}")) && err.contains("recorded before"),
-                "{err}"
-            );
-            // The reply edited to other text that is not the edits either: the engine's
-            // reason for refusing it is its own, so the result differs at its seq.
-            let forged = forged_export(&repo, at, |b| {
-                b["reply"]["text"] = json!("{\"writes\": []}")
-            });
-            diverges_at(&repo, &forged, "forged", at);
-        } else {
-            let forged = forged_export(&repo, at, |b| b["failure"]["class"] = json!("connect"));
-            diverges_at(&repo, &forged, "forged", at);
-        }
+        on_each_kind(|repo| structured_case(repo, structured, code));
     }
+}
+
+/// One case of the test above, on `repo`: the structured reply answered by `structured`
+/// failed the weak model's task with `code`.
+fn structured_case(repo: &Repo, structured: Answer, code: &str) {
+    let stub = no_tools_stub(structured);
+    record(repo, &stub);
+    let results = payloads(repo, "result");
+    let (at, failed) = results
+        .iter()
+        .find(|(_, p)| p["id"] == "T1" && p["ok"] == false)
+        .cloned()
+        .expect("the weak model's failed result");
+    assert_eq!(failed["error"], code, "{failed}");
+    assert!(failed["listing"].is_string(), "{failed}");
+    assert_eq!(payloads(repo, "tier_escalation").len(), 1, "{code}");
+    if code == "malformed_fallback" {
+        assert_eq!(failed["reply"]["text"], NOT_EDITS, "{failed}");
+    } else {
+        assert_eq!(failed["failure"]["status"], 500, "{failed}");
+    }
+    let (exit, r) = strict(repo, &[]);
+    no_divergence(exit, &r);
+    if code != "malformed_fallback" {
+        let forged = forged_export(repo, at, |b| b["failure"]["class"] = json!("connect"));
+        diverges_at(repo, &forged, "forged", at);
+        return;
+    }
+    // Kept cut short, the reply cannot be parsed again: refused at its seq.
+    let cut = forged_export(repo, at, |b| b["reply"]["cut"] = json!(true));
+    import_as(repo, &cut, "cut");
+    let err = refusal(repo, "cut");
+    assert!(
+        err.contains(&format!("seq {at}")) && err.contains("cut short"),
+        "{err}"
+    );
+    // Recorded before the reply was kept: refused at its seq.
+    let older = forged_export(repo, at, |b| {
+        b.as_object_mut().unwrap().remove("reply");
+    });
+    import_as(repo, &older, "older");
+    let err = refusal(repo, "older");
+    assert!(
+        err.contains(&format!("seq {at}")) && err.contains("recorded before"),
+        "{err}"
+    );
+    // The reply edited to other text that is not the edits either: the engine's reason for
+    // refusing it is its own, so the result differs at its seq.
+    let forged = forged_export(repo, at, |b| b["reply"]["text"] = json!("{\"writes\": []}"));
+    diverges_at(repo, &forged, "forged", at);
 }

@@ -104,11 +104,12 @@ fn worker_reply(e: &Recorded) -> Result<Answer, String> {
     let output = b["output"].as_str().unwrap_or_default();
     let message = output.strip_prefix("error: ").unwrap_or(output);
     if let Some(given) = super::failed::given_back(&b["failure"], message) {
-        return given.map(Err).map_err(|class| {
-            format!(
+        return given.map(Err).map_err(|class| match class.as_str() {
+            "interrupted" => interrupted(e.seq),
+            _ => format!(
                 "the result at seq {} keeps a failure of class {class}, which a replay cannot give back",
                 e.seq
-            )
+            ),
         });
     }
     match b.get("error").and_then(J::as_str) {
@@ -119,15 +120,23 @@ fn worker_reply(e: &Recorded) -> Result<Answer, String> {
         Some("other") => Ok(Err(ExecError::Other(message.to_string()))),
         // Skipped before any call: the engine decides that again without asking.
         Some("budget") => Ok(Err(ExecError::Other("budget".into()))),
-        Some(code @ ("ceiling" | "interrupted" | "work")) => Err(format!(
-            "the result at seq {} keeps only the text of a failed call ({code}), not the failure itself",
+        Some("ceiling") => Err(format!(
+            "the result at seq {} is a worker its metering forwarder stopped at a spend ceiling: strict replay does not answer the forwarder's count and stop from the record, so it refuses",
             e.seq
         )),
+        Some("interrupted") => Err(interrupted(e.seq)),
         Some(code) => Err(format!(
             "the result at seq {} keeps only the text of a failed call ({code}): it is an older record, made before a result kept its failure's class",
             e.seq
         )),
     }
+}
+
+/// The refusal of a worker's result at `seq` whose call was interrupted.
+fn interrupted(seq: u64) -> String {
+    format!(
+        "the result at seq {seq} is a worker interrupted mid-call: it gave no reply, and what stopped it came from outside the run, which the record keeps only as the result's text, so strict replay refuses"
+    )
 }
 
 /// A validator's reply from its `verdict`; `None` when no validator was asked (the engine
@@ -302,6 +311,9 @@ impl Answers {
                 }
                 // An editing worker's result is answered turn by turn (`edit`).
                 (kind::RESULT, Some(_)) if super::edit::is_edit_result(b) => {}
+                // No worktree could be opened, so no worker was asked: the workbench answers
+                // the opening from the record (`work`).
+                (kind::RESULT, Some(_)) if b["error"] == "work" => {}
                 (kind::RESULT, Some(id)) => {
                     let r = worker_reply(e)?;
                     if let Some(t) = a.tasks.get_mut(&id) {

@@ -6,7 +6,7 @@
 //!
 //! A run that worked in the repository (`--work`, and a solo run) is answered from the record
 //! by a workbench that moves no ref ([`work`]): each task's change commit, each check's exit
-//! code; its integrations are merged again in the repository, writing only to a scratch object
+//! code, each opening of a worktree that failed (from its task's `result`); its integrations are merged again in the repository, writing only to a scratch object
 //! directory ([`Merges`]), and compared by their trees (a run recorded before integrations
 //! were witnessed is answered whether each conflicted); the pre-ship gate's (its raw reply), the classifier's,
 //! the reviser's and the intent judge's replies come from their entries, a verifier's verdicts
@@ -25,7 +25,8 @@
 //! readings they were decided at. Context comes from the record's `context` entries, and a
 //! run's context budget is applied to it again ([`context`]): of a text the budget cut they
 //! hold what it read (the admitted text, the character after the cut, the length); a run
-//! recorded before they held the length is refused. A
+//! recorded before they held the length is refused. Under a run-wide total, the tasks of a
+//! wave take from it in the order the record shows ([`turns`]). A
 //! resumed run is replayed across its resumes ([`phases`]); a person's decision on a gate is
 //! the world's input between them ([`gates`]), and each attempt of an `--attempts` run is
 //! answered as one change ([`attempts`]). A refusal of a run another git forum recorded names
@@ -40,6 +41,7 @@ mod failed;
 mod gates;
 mod phases;
 pub mod rules;
+mod turns;
 mod verifier;
 mod work;
 
@@ -386,6 +388,13 @@ fn replay_phase(
     opts.context = context::ReplayContext::read(phase.written).map(|c| {
         let c: std::sync::Arc<dyn super::ContextProvider> = std::sync::Arc::new(c);
         c
+    });
+    let total = opts
+        .context_budget
+        .is_some_and(|b| b.max_total_tokens.is_some());
+    opts.context_turns = turns::ReplayTurns::read(phase.written, total).map(|t| {
+        let t: std::sync::Arc<dyn super::ContextTurns> = std::sync::Arc::new(t);
+        t
     });
     let World {
         start,

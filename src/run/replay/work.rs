@@ -44,8 +44,25 @@ struct Answers {
     /// Per change commit: what each "does it add nothing" question was answered, oldest
     /// first (false once they run out: the question is asked of every change).
     nothing: BTreeMap<String, VecDeque<bool>>,
+    /// Per task: what each opening of its worktree gave, oldest first (a `result` with error
+    /// `work` says the opening failed and why; any other result, that it opened).
+    opened: BTreeMap<String, VecDeque<Result<(), WorkError>>>,
     /// Calls the record had no answer for.
     unanswered: Vec<String>,
+}
+
+/// The prefix of a result whose task no worktree could be opened for (see `run/changes.rs`).
+const NO_WORKTREE: &str = "error: no worktree for this task: ";
+
+/// What the opening of the worktree a `result` came from gave: the failure it records
+/// (its message, as the engine wrote it) or that it opened.
+fn opening_of(b: &J) -> Result<(), WorkError> {
+    if b["error"] != "work" {
+        return Ok(());
+    }
+    let output = b["output"].as_str().unwrap_or_default();
+    let message = output.strip_prefix(NO_WORKTREE).unwrap_or(output);
+    Err(WorkError::Io(message.to_string()))
 }
 
 /// Where a strict replay merges a recorded run's changes again: it reads commits and trees
@@ -171,6 +188,12 @@ impl Answers {
         let mut merged: BTreeMap<String, usize> = BTreeMap::new();
         for e in run {
             let b = &e.payload;
+            if e.kind == kind::RESULT
+                && let Some(id) = b.get("id").and_then(J::as_str)
+            {
+                let q = a.opened.entry(id.to_string()).or_default();
+                q.push_back(opening_of(b));
+            }
             let Some(task) = b.get("task").and_then(J::as_str).map(str::to_string) else {
                 continue;
             };
@@ -260,6 +283,13 @@ impl Workbench for ReplayBench {
     }
 
     fn open_task(&self, task: &str, _: &[String]) -> Result<TaskTree, WorkError> {
+        let opened = lock(&self.answers)
+            .opened
+            .get_mut(task)
+            .and_then(VecDeque::pop_front);
+        if let Some(Err(e)) = opened {
+            return Err(e);
+        }
         let mut tree = self.tree(task);
         // A run recorded when prompts named the worktree: its editing worker's prompt names
         // the path its result records, as that run's did.

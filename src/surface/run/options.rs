@@ -204,6 +204,7 @@ impl RunOptions {
             solo: self.solo,
             verifier,
             context: None,
+            context_turns: None,
             interrupt: None,
             work: None,
             secrets: crate::secrets::Guard::new(crate::secrets::Scanner::new(), secrets),
