@@ -40,7 +40,14 @@ fn line_of(e: &Recorded) -> String {
     let key = match e.kind.as_str() {
         "task" | "result" | "verdict" | "tier_escalation" => "id",
         "tool_call" | "tool_result" | "change" | "check" | "ship" | "conflict" | "integrated"
-        | "context" => "task",
+        | "context" | "task_dispatched" => "task",
+        // A result that came again is the world's timing: compared among the task's others.
+        "duplicate_result" => {
+            return e.payload["task"]
+                .as_str()
+                .map(|id| format!("duplicates of task {id}"))
+                .unwrap_or_default();
+        }
         "context_budget" => return budget_line(&e.payload),
         _ => return String::new(),
     };
@@ -88,7 +95,8 @@ fn named(p: u64, at: &BTreeMap<u64, Place>, by_seq: &BTreeMap<u64, &Recorded>) -
 }
 
 /// What is compared of one entry: its decisions, with its parent, and the change entry a
-/// `--work` entry names (`change`, a seq), named by their places.
+/// `--work` entry names (`change`, a seq; a dispatch's `retry.refused`), named by their
+/// places.
 fn decided(e: &Recorded, at: &BTreeMap<u64, Place>, by_seq: &BTreeMap<u64, &Recorded>) -> J {
     let parent = e.parent.map(|p| named(p, at, by_seq));
     let mut body = e.payload.clone();
@@ -96,6 +104,13 @@ fn decided(e: &Recorded, at: &BTreeMap<u64, Place>, by_seq: &BTreeMap<u64, &Reco
         && let Some(c) = body.get("change").and_then(J::as_u64)
     {
         body["change"] = json!(named(c, at, by_seq));
+    }
+    // A retry names the refused change it follows by seq, which the order of a wave's tasks
+    // moves: it is compared by what that change is.
+    if e.kind == "task_dispatched"
+        && let Some(c) = body["retry"].get("refused").and_then(J::as_u64)
+    {
+        body["retry"]["refused"] = json!(named(c, at, by_seq));
     }
     // Which version recorded the run is not a decision of the run.
     if e.kind == "request"

@@ -35,6 +35,7 @@ mod answers;
 mod attempts;
 mod compare;
 mod context;
+mod dispatched;
 mod edit;
 mod failed;
 mod gates;
@@ -108,7 +109,7 @@ pub enum ReplayError {
 
 /// Kinds a strictly replayable run may hold: those the engine writes from the replies this
 /// replay answers, or decides without a call.
-const REPLAYABLE: [&str; 37] = [
+const REPLAYABLE: [&str; 39] = [
     kind::REQUEST,
     kind::CONTEXT,
     kind::CONTEXT_BUDGET,
@@ -146,6 +147,8 @@ const REPLAYABLE: [&str; 37] = [
     kind::ATTEMPT_CHOICE,
     kind::TOOL_CALL,
     kind::TOOL_RESULT,
+    kind::TASK_DISPATCHED,
+    kind::DUPLICATE_RESULT,
 ];
 
 /// Every entry of a ledger, with its body (`None` where it was removed).
@@ -198,6 +201,7 @@ pub(crate) fn run_entries(
 fn check_replayable(run: &[Recorded]) -> Result<(), String> {
     let request = &run[0];
     gates::check(run)?;
+    dispatched::check(run)?;
     if let Some(e) = run.iter().find(|e| !REPLAYABLE.contains(&e.kind.as_str())) {
         return Err(format!(
             "seq {} of run {} is a {} entry, whose inputs the record does not hold for a strict replay: it refuses rather than invent them",
