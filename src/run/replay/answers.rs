@@ -302,7 +302,7 @@ impl Answers {
                 }
                 // A dispatched task's result is the worker's, handed over by the replay's
                 // dispatcher (`dispatched`).
-                (kind::RESULT, Some(_)) if b.get("attempt").is_some() => {}
+                (kind::RESULT, Some(_)) if b["attempt"].is_string() => {}
                 // An editing worker's result is answered turn by turn (`edit`).
                 (kind::RESULT, Some(_)) if super::edit::is_edit_result(b) => {}
                 (kind::RESULT, Some(id)) => {

@@ -61,7 +61,7 @@ pub(super) fn check(run: &[Recorded]) -> Result<(), String> {
                     "the base of this task could not be pushed, and the remote's reply is kept only as text",
                 );
             }
-            kind::RESULT if b["error"] == "interrupted" && b.get("attempt").is_some() => {
+            kind::RESULT if b["error"] == "interrupted" && b["attempt"].is_string() => {
                 return refuse(
                     e.seq,
                     "the run stopped waiting for this task's worker, at a moment the record does not hold",
@@ -161,7 +161,7 @@ fn result_of(e: &Recorded, ledger: &str, run: u64) -> Result<ResultMessage, Stri
 }
 
 /// The ledger a dispatched run's base refs name (`refs/forum/bases/LEDGER/RUN/TASK`).
-pub(super) fn ledger_of(run: &[Recorded]) -> Option<String> {
+fn ledger_of(run: &[Recorded]) -> Option<String> {
     let at = format!("/{}/", run[0].seq);
     run.iter()
         .filter(|e| e.kind == kind::TASK_DISPATCHED)
@@ -187,6 +187,19 @@ pub(super) fn starts(run: &[Recorded]) -> BTreeMap<String, VecDeque<String>> {
         }
     }
     out
+}
+
+/// The ledger a replayed run's work names and, for a dispatched run, its dispatcher answering
+/// from `view` (the part of `run` being replayed). `Err` names an entry whose answer cannot be
+/// read.
+pub(super) fn of(
+    run: &[Recorded],
+    view: &[Recorded],
+) -> Result<(String, Option<std::sync::Arc<ReplayDispatch>>), String> {
+    // A dispatched run's base refs and subject name its ledger.
+    let ledger = ledger_of(run).unwrap_or_else(|| "replay".into());
+    let dispatch = ReplayDispatch::read(view, &ledger)?.map(std::sync::Arc::new);
+    Ok((ledger, dispatch))
 }
 
 impl ReplayDispatch {

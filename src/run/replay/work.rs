@@ -202,9 +202,9 @@ impl Answers {
                 }
             }
             match e.kind.as_str() {
-                // A worker's change the dispatcher refused never reached a commit here: the
-                // replay's dispatcher answers it (`dispatched`).
-                kind::CHANGE if b.get("attempt").is_some() => {}
+                // A worker's change the dispatcher refused (named by its attempt id) never
+                // reached a commit here: the replay's dispatcher answers it (`dispatched`).
+                kind::CHANGE if b["attempt"].is_string() => {}
                 kind::CHANGE => {
                     if let Some(c) = b["adds_nothing"].as_str() {
                         a.nothing.entry(c.to_string()).or_default().push_back(true);
@@ -517,9 +517,7 @@ pub(super) fn options(
         return Ok(None);
     };
     let legacy = !crate::run::work_state::witnessed(w);
-    // A dispatched run's base refs and subject name its ledger.
-    let ledger = super::dispatched::ledger_of(run).unwrap_or_else(|| "replay".into());
-    let dispatch = super::dispatched::ReplayDispatch::read(view, &ledger)?.map(Arc::new);
+    let (ledger, dispatch) = super::dispatched::of(run, view)?;
     let remerged = match (legacy, merges) {
         (true, _) => None,
         (false, Some(m)) => Some(Mutex::new(remerged(run, view, from, m)?)),
