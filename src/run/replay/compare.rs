@@ -282,4 +282,64 @@ mod tests {
             (10, "nothing: the record ends here")
         );
     }
+
+    #[test]
+    fn a_retry_names_its_refused_change_by_what_it_is_and_a_duplicate_may_come_at_any_time() {
+        let rec = vec![
+            e(5, "request", None, json!({"text": "x"})),
+            e(6, "task", Some(5), json!({"id": "A"})),
+            e(
+                7,
+                "task_dispatched",
+                Some(6),
+                json!({"task": "A", "attempt": "a1"}),
+            ),
+            e(8, "change", Some(7), json!({"task": "A", "refused": true})),
+            e(
+                9,
+                "duplicate_result",
+                Some(7),
+                json!({"task": "A", "attempt": "a1"}),
+            ),
+            e(
+                10,
+                "task_dispatched",
+                Some(6),
+                json!({"task": "A", "attempt": "a2", "retry": {"of": "a1", "refused": 8}}),
+            ),
+        ];
+        // Other seqs, and the duplicate witnessed later: the same decisions.
+        let mut new = vec![
+            e(20, "request", None, json!({"text": "x"})),
+            e(21, "task", Some(20), json!({"id": "A"})),
+            e(
+                23,
+                "task_dispatched",
+                Some(21),
+                json!({"task": "A", "attempt": "a1"}),
+            ),
+            e(
+                24,
+                "change",
+                Some(23),
+                json!({"task": "A", "refused": true}),
+            ),
+            e(
+                25,
+                "task_dispatched",
+                Some(21),
+                json!({"task": "A", "attempt": "a2", "retry": {"of": "a1", "refused": 24}}),
+            ),
+            e(
+                26,
+                "duplicate_result",
+                Some(23),
+                json!({"task": "A", "attempt": "a1"}),
+            ),
+        ];
+        assert_eq!(first_divergence(&rec, &new), None);
+        // A retry that names another entry than the refused change diverges at its seq.
+        new[4].payload["retry"]["refused"] = json!(23);
+        assert_eq!(first_divergence(&rec, &new).map(|d| d.seq), Some(10));
+    }
 }

@@ -28,8 +28,10 @@
 //! recorded before they held the length is refused. A
 //! resumed run is replayed across its resumes ([`phases`]); a person's decision on a gate is
 //! the world's input between them ([`gates`]), and each attempt of an `--attempts` run is
-//! answered as one change ([`attempts`]). A refusal of a run another git forum recorded names
-//! that version ([`with_version`]).
+//! answered as one change ([`attempts`]). A run dispatched to workers elsewhere has its
+//! dispatcher answered from the record ([`dispatched`]): the workers' results and what the
+//! writer read from outside, never the writer's decisions over them. A refusal of a run
+//! another git forum recorded names that version ([`with_version`]).
 
 mod answers;
 mod attempts;
