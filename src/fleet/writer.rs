@@ -317,7 +317,7 @@ impl Dispatch for NatsDispatch {
         }
     }
 
-    fn attempt_id(&self) -> String {
+    fn attempt_id(&self, _: &str) -> String {
         use rand_core::RngCore;
         let mut b = [0u8; 16];
         rand_core::OsRng.fill_bytes(&mut b);

@@ -70,8 +70,9 @@ pub(crate) trait Dispatch: Send + Sync {
     /// stops the run's task it is doing and answers nothing, and tasks no worker took yet are
     /// taken off the stream.
     fn halt(&self, run: u64, by: &str, reason: &str);
-    /// A fresh attempt id (random; the writer remembers every one it issued).
-    fn attempt_id(&self) -> String;
+    /// A fresh attempt id for a try of `task` (random; the writer remembers every one it
+    /// issued; a strict replay gives back the one the record says this task drew).
+    fn attempt_id(&self, task: &str) -> String;
     /// Makes `commit` (and its history) fetchable by workers at `base_ref` on the remote.
     fn push_base(&self, base_ref: &str, commit: &str) -> Result<(), String>;
     /// Publishes `task` for a worker, remembering its attempt id as issued. Its attempt id is
@@ -337,7 +338,7 @@ impl Run<'_, '_> {
         retry: Option<serde_json::Value>,
     ) -> Result<(String, u64), RunError> {
         let base_ref = protocol::base_ref(&w.ledger, w.run_seq, name);
-        let attempt = d.attempt_id();
+        let attempt = d.attempt_id(&task.id);
         let mut msg = task_message(w, task, name, start, instruction, &attempt);
         msg.validate().map_err(RunError::Work)?;
         let mut body = json!({

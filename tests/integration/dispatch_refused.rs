@@ -16,7 +16,7 @@ use crate::dispatch_nats::{
 use crate::work_run::payloads;
 
 /// Installs `hook` (a shell script's body) as the `name` hook of the bare repository `bare`.
-fn install_hook(bare: &Path, name: &str, body: &str) {
+pub(crate) fn install_hook(bare: &Path, name: &str, body: &str) {
     let path = bare.join("hooks").join(name);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
@@ -28,7 +28,7 @@ fn install_hook(bare: &Path, name: &str, body: &str) {
 /// first `deleted` pushes are deleted, the next `moved` are moved to the parent of the commit
 /// pushed (the task's base). git runs it before the push returns, so the worker's result goes
 /// out after its ref was spoiled.
-fn spoil_results(bare: &Path, deleted: u32, moved: u32) {
+pub(crate) fn spoil_results(bare: &Path, deleted: u32, moved: u32) {
     let count = bare.join("spoiled");
     install_hook(
         bare,

@@ -104,6 +104,7 @@ mod status;
 mod storage;
 mod strict_replay;
 mod strict_replay_budget;
+mod strict_replay_dispatch;
 mod strict_replay_edit;
 mod strict_replay_edit_failure;
 mod strict_replay_edit_spend;

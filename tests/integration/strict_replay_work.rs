@@ -86,7 +86,7 @@ pub(crate) fn strict(repo: &Repo, args: &[&str]) -> (Option<i32>, J) {
 }
 
 /// The seq of the first `kind` entry whose body's `key` is `id`.
-fn seq_of(repo: &Repo, kind: &str, key: &str, id: &str) -> u64 {
+pub(crate) fn seq_of(repo: &Repo, kind: &str, key: &str, id: &str) -> u64 {
     payloads(repo, kind)
         .into_iter()
         .find(|(_, p)| p[key] == id)
@@ -95,12 +95,17 @@ fn seq_of(repo: &Repo, kind: &str, key: &str, id: &str) -> u64 {
 }
 
 /// The ledger with one body edited, re-hashed so it verifies, imported as ledger `forged`.
-fn import_forged(repo: &Repo, seq: u64, edit: impl Fn(&mut J)) {
+pub(crate) fn import_forged(repo: &Repo, seq: u64, edit: impl Fn(&mut J)) {
+    import_forged_as(repo, "forged", seq, edit);
+}
+
+/// [`import_forged`], imported as ledger `name`.
+pub(crate) fn import_forged_as(repo: &Repo, name: &str, seq: u64, edit: impl Fn(&mut J)) {
     let forged = forged_export(repo, seq, edit);
-    let dir = repo.path().join(format!("forged-{seq}"));
+    let dir = repo.path().join(format!("{name}-{seq}"));
     export(&forged, &dir);
-    repo.forum_ok(&["--ledger", "forged", "import", dir.to_str().unwrap()]);
-    repo.forum_ok(&["--ledger", "forged", "verify"]);
+    repo.forum_ok(&["--ledger", name, "import", dir.to_str().unwrap()]);
+    repo.forum_ok(&["--ledger", name, "verify"]);
 }
 
 #[test]

@@ -309,6 +309,9 @@ impl Answers {
                     let instr = b["instruction"].as_str().unwrap_or_default().to_string();
                     a.tasks.entry(id).or_insert((instr, VecDeque::new()));
                 }
+                // A dispatched task's result is the worker's, handed over by the replay's
+                // dispatcher (`dispatched`).
+                (kind::RESULT, Some(_)) if b["attempt"].is_string() => {}
                 // An editing worker's result is answered turn by turn (`edit`).
                 (kind::RESULT, Some(_)) if super::edit::is_edit_result(b) => {}
                 // No worktree could be opened, so no worker was asked: the workbench answers

@@ -40,7 +40,14 @@ fn line_of(e: &Recorded) -> String {
     let key = match e.kind.as_str() {
         "task" | "result" | "verdict" | "tier_escalation" => "id",
         "tool_call" | "tool_result" | "change" | "check" | "ship" | "conflict" | "integrated"
-        | "context" => "task",
+        | "context" | "task_dispatched" => "task",
+        // A result that came again is the world's timing: compared among the task's others.
+        "duplicate_result" => {
+            return e.payload["task"]
+                .as_str()
+                .map(|id| format!("duplicates of task {id}"))
+                .unwrap_or_default();
+        }
         "context_budget" => return budget_line(&e.payload),
         _ => return String::new(),
     };
@@ -88,7 +95,8 @@ fn named(p: u64, at: &BTreeMap<u64, Place>, by_seq: &BTreeMap<u64, &Recorded>) -
 }
 
 /// What is compared of one entry: its decisions, with its parent, and the change entry a
-/// `--work` entry names (`change`, a seq), named by their places.
+/// `--work` entry names (`change`, a seq; a dispatch's `retry.refused`), named by their
+/// places.
 fn decided(e: &Recorded, at: &BTreeMap<u64, Place>, by_seq: &BTreeMap<u64, &Recorded>) -> J {
     let parent = e.parent.map(|p| named(p, at, by_seq));
     let mut body = e.payload.clone();
@@ -96,6 +104,13 @@ fn decided(e: &Recorded, at: &BTreeMap<u64, Place>, by_seq: &BTreeMap<u64, &Reco
         && let Some(c) = body.get("change").and_then(J::as_u64)
     {
         body["change"] = json!(named(c, at, by_seq));
+    }
+    // A retry names the refused change it follows by seq, which the order of a wave's tasks
+    // moves: it is compared by what that change is.
+    if e.kind == "task_dispatched"
+        && let Some(c) = body["retry"].get("refused").and_then(J::as_u64)
+    {
+        body["retry"]["refused"] = json!(named(c, at, by_seq));
     }
     // Which version recorded the run is not a decision of the run.
     if e.kind == "request"
@@ -266,5 +281,65 @@ mod tests {
             (d.seq, d.recorded.as_str()),
             (10, "nothing: the record ends here")
         );
+    }
+
+    #[test]
+    fn a_retry_names_its_refused_change_by_what_it_is_and_a_duplicate_may_come_at_any_time() {
+        let rec = vec![
+            e(5, "request", None, json!({"text": "x"})),
+            e(6, "task", Some(5), json!({"id": "A"})),
+            e(
+                7,
+                "task_dispatched",
+                Some(6),
+                json!({"task": "A", "attempt": "a1"}),
+            ),
+            e(8, "change", Some(7), json!({"task": "A", "refused": true})),
+            e(
+                9,
+                "duplicate_result",
+                Some(7),
+                json!({"task": "A", "attempt": "a1"}),
+            ),
+            e(
+                10,
+                "task_dispatched",
+                Some(6),
+                json!({"task": "A", "attempt": "a2", "retry": {"of": "a1", "refused": 8}}),
+            ),
+        ];
+        // Other seqs, and the duplicate witnessed later: the same decisions.
+        let mut new = vec![
+            e(20, "request", None, json!({"text": "x"})),
+            e(21, "task", Some(20), json!({"id": "A"})),
+            e(
+                23,
+                "task_dispatched",
+                Some(21),
+                json!({"task": "A", "attempt": "a1"}),
+            ),
+            e(
+                24,
+                "change",
+                Some(23),
+                json!({"task": "A", "refused": true}),
+            ),
+            e(
+                25,
+                "task_dispatched",
+                Some(21),
+                json!({"task": "A", "attempt": "a2", "retry": {"of": "a1", "refused": 24}}),
+            ),
+            e(
+                26,
+                "duplicate_result",
+                Some(23),
+                json!({"task": "A", "attempt": "a1"}),
+            ),
+        ];
+        assert_eq!(first_divergence(&rec, &new), None);
+        // A retry that names another entry than the refused change diverges at its seq.
+        new[4].payload["retry"]["refused"] = json!(23);
+        assert_eq!(first_divergence(&rec, &new).map(|d| d.seq), Some(10));
     }
 }

@@ -29,13 +29,16 @@
 //! wave take from it in the order the record shows ([`turns`]). A
 //! resumed run is replayed across its resumes ([`phases`]); a person's decision on a gate is
 //! the world's input between them ([`gates`]), and each attempt of an `--attempts` run is
-//! answered as one change ([`attempts`]). A refusal of a run another git forum recorded names
-//! that version ([`with_version`]).
+//! answered as one change ([`attempts`]). A run dispatched to workers elsewhere has its
+//! dispatcher answered from the record ([`dispatched`]): the workers' results and what the
+//! writer read from outside, never the writer's decisions over them. A refusal of a run
+//! another git forum recorded names that version ([`with_version`]).
 
 mod answers;
 mod attempts;
 mod compare;
 mod context;
+mod dispatched;
 mod edit;
 mod failed;
 mod gates;
@@ -110,7 +113,7 @@ pub enum ReplayError {
 
 /// Kinds a strictly replayable run may hold: those the engine writes from the replies this
 /// replay answers, or decides without a call.
-const REPLAYABLE: [&str; 37] = [
+const REPLAYABLE: [&str; 39] = [
     kind::REQUEST,
     kind::CONTEXT,
     kind::CONTEXT_BUDGET,
@@ -148,6 +151,8 @@ const REPLAYABLE: [&str; 37] = [
     kind::ATTEMPT_CHOICE,
     kind::TOOL_CALL,
     kind::TOOL_RESULT,
+    kind::TASK_DISPATCHED,
+    kind::DUPLICATE_RESULT,
 ];
 
 /// Every entry of a ledger, with its body (`None` where it was removed).
@@ -200,6 +205,7 @@ pub(crate) fn run_entries(
 fn check_replayable(run: &[Recorded]) -> Result<(), String> {
     let request = &run[0];
     gates::check(run)?;
+    dispatched::check(run)?;
     if let Some(e) = run.iter().find(|e| !REPLAYABLE.contains(&e.kind.as_str())) {
         return Err(format!(
             "seq {} of run {} is a {} entry, whose inputs the record does not hold for a strict replay: it refuses rather than invent them",

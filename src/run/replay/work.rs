@@ -152,6 +152,10 @@ pub(super) struct ReplayBench {
     /// The tasks whose integration a resume took up from the run branch: in the part being
     /// replayed, the first entry of the task is its `integrated` entry.
     taken_up: BTreeSet<String>,
+    /// A dispatched run's dispatcher, answering from the record.
+    dispatch: Option<Arc<super::dispatched::ReplayDispatch>>,
+    /// A dispatched run's tasks: the commit each was published on, oldest first.
+    starts: Mutex<BTreeMap<String, VecDeque<String>>>,
 }
 
 /// A check's outcome as its `check` entry keeps it: passed is decided again from the exit.
@@ -221,6 +225,9 @@ impl Answers {
                 }
             }
             match e.kind.as_str() {
+                // A worker's change the dispatcher refused (named by its attempt id) never
+                // reached a commit here: the replay's dispatcher answers it (`dispatched`).
+                kind::CHANGE if b["attempt"].is_string() => {}
                 kind::CHANGE => {
                     if let Some(c) = b["adds_nothing"].as_str() {
                         a.nothing.entry(c.to_string()).or_default().push_back(true);
@@ -273,6 +280,7 @@ impl ReplayBench {
     pub(super) fn unanswered(&self) -> Vec<String> {
         let mut out = lock(&self.answers).unanswered.clone();
         out.extend_from_slice(lock(&self.carried).unanswered());
+        out.extend(self.dispatch.iter().flat_map(|d| d.unanswered()));
         out
     }
 }
@@ -302,6 +310,15 @@ impl Workbench for ReplayBench {
 
     fn open_branch(&self, task: &str) -> Result<TaskTree, WorkError> {
         Ok(self.tree(task))
+    }
+
+    fn task_start(&self, task: &str, _: &[String]) -> Result<String, WorkError> {
+        // A dispatched task's start is the commit the record says it went out on (the
+        // base with its upstream changes merged in, made at the time of the run).
+        let given = lock(&self.starts)
+            .get_mut(task)
+            .and_then(VecDeque::pop_front);
+        Ok(given.unwrap_or_else(|| self.base.commit.clone()))
     }
 
     fn commit(
@@ -530,6 +547,7 @@ pub(super) fn options(
         return Ok(None);
     };
     let legacy = !crate::run::work_state::witnessed(w);
+    let (ledger, dispatch) = super::dispatched::of(run, view)?;
     let remerged = match (legacy, merges) {
         (true, _) => None,
         (false, Some(m)) => Some(Mutex::new(remerged(run, view, from, m)?)),
@@ -565,6 +583,8 @@ pub(super) fn options(
         carried: Arc::new(Mutex::new(super::edit::Carried::read(view)?)),
         remerged,
         taken_up: taken_up(view),
+        dispatch: dispatch.clone(),
+        starts: Mutex::new(super::dispatched::starts(view)),
     });
     // The editing worker's bounds, as the request's options record them when given.
     let given = &run[0].payload["options"];
@@ -572,7 +592,7 @@ pub(super) fn options(
     let opts = WorkOptions {
         enabled: true,
         open: Arc::new(move |_, _| Ok(opened.clone())),
-        ledger: "replay".into(),
+        ledger,
         checks: string_list(&w["checks"]),
         check_deadline: DEFAULT_CHECK_DEADLINE,
         output_cap: DEFAULT_CHECK_OUTPUT_CAP,
@@ -590,8 +610,7 @@ pub(super) fn options(
         sandbox: Arc::new(Sandboxing::recorded(sandbox_of(&w["sandbox"]))),
         verification: w.get("verification").and_then(verification_of),
         limits: limits_of(&w["limits"]),
-        // A dispatched run is refused before this (its `task_dispatched` entries).
-        dispatch: None,
+        dispatch: dispatch.map(|d| d as Arc<dyn crate::run::Dispatch>),
         legacy,
         unkept_attempt_reply: !crate::run::work_state::keeps_attempt_reply(w),
     };

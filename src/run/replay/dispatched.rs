@@ -1,0 +1,474 @@
+//! The dispatch side of a replayed `--dispatch` run: a [`Dispatch`] that answers the writer
+//! from the record in place of the NATS server, the remote and the workers. What came from
+//! outside the writer is given back as it was witnessed: the attempt ids it drew (per task, in
+//! the order it drew them), each worker's result (its report, model, tool and model calls,
+//! checks and confinement, as its `result` entry keeps them), whether its commit could be
+//! brought in (the refused `change` that names the attempt keeps why not), the results that
+//! came a second time (`duplicate_result`), and the commit each task was published on. No
+//! message is sent and no ref is pushed or fetched.
+//!
+//! The writer decides the rest again: which tasks go out in which wave, the dispatch entries
+//! (base refs, subject, the `retry` of a refused change and its bound), the acceptance of each
+//! result, the refusals it witnesses and when it stops trying, the duplicates it witnesses
+//! and never merges, and then, as for any `--work` run, the checks, the gate, the merges and
+//! the answer.
+//!
+//! Shapes the record cannot answer are refused by [`check`], naming the seq: a run resumed
+//! after its writer stopped, a task whose base could not be pushed, a task interrupted while a
+//! worker had it, and a task whose worktree failed to open on the writer's side.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde_json::Value as J;
+
+use crate::fleet::protocol::{self, ResultMessage, TaskMessage};
+use crate::ledger::kind;
+use crate::run::{Arrived, Dispatch, Duplicate, Prior, lock};
+
+use super::Recorded;
+
+/// Whether the run whose request is `request` was dispatched to workers elsewhere.
+pub(super) fn is_dispatched(request: &Recorded) -> bool {
+    request.payload["work"].get("dispatch").is_some()
+}
+
+/// Refuses a dispatched run whose record cannot answer the writer, naming the seq that shows
+/// it; any other run passes.
+pub(super) fn check(run: &[Recorded]) -> Result<(), String> {
+    if !is_dispatched(&run[0]) {
+        return Ok(());
+    }
+    let refuse = |seq: u64, why: &str| {
+        Err(format!(
+            "seq {seq} of dispatched run {}: {why}, which strict replay cannot answer from the record: it refuses rather than invent it",
+            run[0].seq
+        ))
+    };
+    for e in run {
+        let b = &e.payload;
+        match e.kind.as_str() {
+            kind::RESUME => {
+                return refuse(
+                    e.seq,
+                    "the run was resumed, and what its dispatcher took up again from the stream is not recorded",
+                );
+            }
+            kind::RESULT if b["error"] == "unpublished" => {
+                return refuse(
+                    e.seq,
+                    "the base of this task could not be pushed, and the remote's reply is kept only as text",
+                );
+            }
+            kind::RESULT if b["error"] == "interrupted" && b["attempt"].is_string() => {
+                return refuse(
+                    e.seq,
+                    "the run stopped waiting for this task's worker, at a moment the record does not hold",
+                );
+            }
+            kind::CHANGE
+                if b["refused"] == true
+                    && b["error"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("cannot open the task's worktree")) =>
+            {
+                return refuse(
+                    e.seq,
+                    "the task's worktree failed to open on the writer's side, a failure kept only as text",
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A duplicate result the record witnessed: its attempt, the seq of the `task_dispatched` it
+/// answers, and what the worker sent.
+struct Again {
+    attempt: String,
+    parent: u64,
+    stream_seq: u64,
+    result: ResultMessage,
+}
+
+/// What the record answers, taken as the writer asks.
+#[derive(Default)]
+struct Taken {
+    /// Per task: the attempt ids the writer drew, oldest first.
+    attempts: BTreeMap<String, VecDeque<String>>,
+    /// Per attempt: the result its worker sent and the stream sequence it came at.
+    results: BTreeMap<String, (ResultMessage, u64)>,
+    /// Per attempt: why its commit could not be brought in, when the writer refused it.
+    refused: BTreeMap<String, String>,
+    /// The duplicates not yet handed over, in record order.
+    again: VecDeque<Again>,
+    /// The attempts whose result the writer has taken, with the seq of their dispatch in the
+    /// replay (a duplicate's parent).
+    answered: BTreeMap<String, u64>,
+    /// The attempts the replay published, with the seq of their `task_dispatched` entry.
+    published: BTreeMap<String, u64>,
+    /// What the writer asked that the record had no answer for.
+    unanswered: Vec<String>,
+}
+
+/// The dispatcher of a replayed run.
+pub(super) struct ReplayDispatch {
+    /// What the request recorded of its dispatch.
+    record: J,
+    /// The server, as the dispatch entries name it.
+    server: String,
+    taken: Mutex<Taken>,
+}
+
+/// A worker's result as its `result` entry keeps it, for the run's ledger `ledger`. `Err`
+/// names a report the entry does not hold in the shape a worker sends.
+fn result_of(e: &Recorded, ledger: &str, run: u64) -> Result<ResultMessage, String> {
+    let b = &e.payload;
+    let c = &b["claims"];
+    let text = |v: &J| v.as_str().unwrap_or_default().to_string();
+    let list = |k: &str| c.get(k).cloned().unwrap_or_else(|| J::Array(Vec::new()));
+    let bad = |what: &str, err: serde_json::Error| {
+        format!(
+            "the result at seq {} keeps the worker's {what} in a shape a worker does not send ({err})",
+            e.seq
+        )
+    };
+    Ok(ResultMessage {
+        schema: protocol::RESULT_SCHEMA.into(),
+        ledger: ledger.to_string(),
+        run,
+        // A task's result names it `id`, a duplicate `task`.
+        task: text(b.get("id").unwrap_or(&b["task"])),
+        attempt: text(&b["attempt"]),
+        worker: text(&b["worker"]),
+        ok: b["ok"] == true,
+        output: text(&b["output"]),
+        model: text(&b["model"]),
+        // The worker's commit is not kept in its result: whether it could be brought in is
+        // answered from the record ([`ReplayDispatch::bring`]), and the change the writer
+        // then commits from it is answered from its `change` entry.
+        commit: None,
+        error: b["error"].as_str().map(str::to_string),
+        tool_calls: serde_json::from_value(list("tool_calls")).map_err(|x| bad("tool calls", x))?,
+        model_calls: serde_json::from_value(list("model_calls"))
+            .map_err(|x| bad("model calls", x))?,
+        checks: serde_json::from_value(list("checks")).map_err(|x| bad("checks", x))?,
+        confinement: text(&c["confinement"]),
+        found_in_ref: c["found_in_ref"] == true,
+    })
+}
+
+/// The ledger a dispatched run's base refs name (`refs/forum/bases/LEDGER/RUN/TASK`).
+fn ledger_of(run: &[Recorded]) -> Option<String> {
+    let at = format!("/{}/", run[0].seq);
+    run.iter()
+        .filter(|e| e.kind == kind::TASK_DISPATCHED)
+        .find_map(|e| {
+            let r = e.payload["base_ref"].as_str()?;
+            let rest = r.strip_prefix("refs/forum/bases/")?;
+            rest.rfind(&at).map(|i| rest[..i].to_string())
+        })
+}
+
+/// The commit each task was first published on, per task, oldest first (a refused change's
+/// retry goes out on the same commit): where the writer's repository started it.
+pub(super) fn starts(run: &[Recorded]) -> BTreeMap<String, VecDeque<String>> {
+    let mut out: BTreeMap<String, VecDeque<String>> = BTreeMap::new();
+    for e in run.iter().filter(|e| e.kind == kind::TASK_DISPATCHED) {
+        let b = &e.payload;
+        if let (Some(t), Some(base), None) =
+            (b["task"].as_str(), b["base"].as_str(), b.get("retry"))
+        {
+            out.entry(t.to_string())
+                .or_default()
+                .push_back(base.to_string());
+        }
+    }
+    out
+}
+
+/// The ledger a replayed run's work names and, for a dispatched run, its dispatcher answering
+/// from `view` (the part of `run` being replayed). `Err` names an entry whose answer cannot be
+/// read.
+pub(super) fn of(
+    run: &[Recorded],
+    view: &[Recorded],
+) -> Result<(String, Option<std::sync::Arc<ReplayDispatch>>), String> {
+    // A dispatched run's base refs and subject name its ledger.
+    let ledger = ledger_of(run).unwrap_or_else(|| "replay".into());
+    let dispatch = ReplayDispatch::read(view, &ledger)?.map(std::sync::Arc::new);
+    Ok((ledger, dispatch))
+}
+
+impl ReplayDispatch {
+    /// The dispatcher of the dispatched run `run` (its entries in seq order), its ledger
+    /// named `ledger`; `None` for a run that was not dispatched. `Err` names an entry whose
+    /// answer cannot be read.
+    pub(super) fn read(run: &[Recorded], ledger: &str) -> Result<Option<ReplayDispatch>, String> {
+        if !is_dispatched(&run[0]) {
+            return Ok(None);
+        }
+        let mut t = Taken::default();
+        let mut server = None;
+        for e in run {
+            let b = &e.payload;
+            let attempt = b["attempt"].as_str().map(str::to_string);
+            match (e.kind.as_str(), attempt) {
+                (kind::TASK_DISPATCHED, Some(a)) => {
+                    server = server.or_else(|| b["server"].as_str().map(str::to_string));
+                    let task = b["task"].as_str().unwrap_or_default().to_string();
+                    t.attempts.entry(task).or_default().push_back(a);
+                }
+                (kind::RESULT, Some(a)) => {
+                    let r = result_of(e, ledger, run[0].seq)?;
+                    let stream = b["stream_seq"].as_u64().unwrap_or_default();
+                    t.results.entry(a).or_insert((r, stream));
+                }
+                (kind::CHANGE, Some(a)) if b["refused"] == true => {
+                    let why = b["error"].as_str().unwrap_or_default().to_string();
+                    t.refused.insert(a, why);
+                }
+                (kind::DUPLICATE_RESULT, Some(a)) => {
+                    let mut r = result_of(e, ledger, run[0].seq)?;
+                    r.commit = b["commit"].as_str().map(str::to_string);
+                    r.found_in_ref = b["found_in_ref"] == true;
+                    t.again.push_back(Again {
+                        attempt: a,
+                        parent: e.parent.unwrap_or_default(),
+                        stream_seq: b["stream_seq"].as_u64().unwrap_or_default(),
+                        result: r,
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(Some(ReplayDispatch {
+            record: run[0].payload["work"]["dispatch"].clone(),
+            server: server.unwrap_or_default(),
+            taken: Mutex::new(t),
+        }))
+    }
+
+    /// What the writer asked that the record had no answer for.
+    pub(super) fn unanswered(&self) -> Vec<String> {
+        lock(&self.taken).unanswered.clone()
+    }
+}
+
+impl Dispatch for ReplayDispatch {
+    fn describe(&self) -> String {
+        self.server.clone()
+    }
+
+    fn record(&self) -> J {
+        self.record.clone()
+    }
+
+    fn resume(&self, run: u64, _: &[Prior], _: &[u64]) -> Result<(), String> {
+        // Refused before the replay starts ([`check`]).
+        Err(format!(
+            "strict replay does not take up a resumed dispatched run ({run})"
+        ))
+    }
+
+    fn adopt(&self, _: &str, _: &str) -> Option<(String, u64)> {
+        None
+    }
+
+    fn settle(&self, _: u64) {}
+
+    fn halt(&self, _: u64, _: &str, _: &str) {}
+
+    fn attempt_id(&self, task: &str) -> String {
+        let mut t = lock(&self.taken);
+        match t.attempts.get_mut(task).and_then(VecDeque::pop_front) {
+            Some(a) => a,
+            None => {
+                t.unanswered
+                    .push(format!("the record holds no attempt id for task {task}"));
+                format!("(no attempt of task {task} in the record)")
+            }
+        }
+    }
+
+    fn push_base(&self, _: &str, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn publish(&self, task: &TaskMessage) -> Result<(), String> {
+        lock(&self.taken)
+            .published
+            .insert(task.attempt.clone(), task.task_seq);
+        Ok(())
+    }
+
+    fn republish(&self, _: &TaskMessage) -> Result<bool, String> {
+        Ok(true)
+    }
+
+    fn wait(&self, attempt: &str, _: &dyn Fn() -> bool) -> Result<Option<Arrived>, String> {
+        let mut t = lock(&self.taken);
+        let Some((result, stream_seq)) = t.results.remove(attempt) else {
+            let line = format!("the record holds no result for attempt {attempt}");
+            t.unanswered.push(line.clone());
+            return Err(line);
+        };
+        let sent = t.published.get(attempt).copied().unwrap_or_default();
+        t.answered.insert(attempt.to_string(), sent);
+        Ok(Some(Arrived { result, stream_seq }))
+    }
+
+    fn take_duplicates(&self) -> Vec<Duplicate> {
+        // A duplicate is handed over once the replay has taken the first result of its
+        // attempt, under that attempt's dispatch in the replay.
+        let mut t = lock(&self.taken);
+        let (now, later): (Vec<Again>, Vec<Again>) = std::mem::take(&mut t.again)
+            .into_iter()
+            .partition(|a| t.answered.contains_key(&a.attempt));
+        t.again = later.into();
+        now.into_iter()
+            .map(|a| Duplicate {
+                parent: t.answered.get(&a.attempt).copied().unwrap_or(a.parent),
+                result: a.result,
+                stream_seq: a.stream_seq,
+            })
+            .collect()
+    }
+
+    fn fetch_result(&self, _: &str, _: &ResultMessage) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn bring(&self, _: &str, r: &ResultMessage, _: &str, _: &Path) -> Result<(), String> {
+        match lock(&self.taken).refused.remove(&r.attempt) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn e(seq: u64, kind: &str, parent: Option<u64>, payload: J) -> Recorded {
+        Recorded {
+            seq,
+            ts: seq as f64,
+            actor: "dispatch".into(),
+            kind: kind.into(),
+            parent,
+            payload,
+        }
+    }
+
+    fn run() -> Vec<Recorded> {
+        let claims = json!({"worker": "w", "confinement": "bwrap", "found_in_ref": false,
+            "checks": [{"command": "true", "ok": true, "exit": 0, "seconds": 0.1}],
+            "tool_calls": [], "model_calls": [{"model": "m", "prompt_tokens": 3, "completion_tokens": 4}]});
+        vec![
+            e(
+                7,
+                kind::REQUEST,
+                None,
+                json!({"work": {"dispatch": {"server": "nats://x", "remote": "origin"}}}),
+            ),
+            e(
+                9,
+                kind::TASK_DISPATCHED,
+                Some(8),
+                json!({"task": "T1", "attempt": "a1", "base": "c0",
+                    "base_ref": "refs/forum/bases/team/main/7/T1", "server": "nats://x"}),
+            ),
+            e(
+                10,
+                kind::RESULT,
+                Some(9),
+                json!({"id": "T1", "attempt": "a1", "ok": true, "output": "done", "model": "m",
+                    "worker": "w", "claims": claims, "stream_seq": 3}),
+            ),
+            e(
+                11,
+                kind::CHANGE,
+                Some(10),
+                json!({"task": "T1", "attempt": "a1", "refused": true, "commit": null,
+                    "error": "cannot fetch the worker's commit"}),
+            ),
+            e(
+                12,
+                kind::TASK_DISPATCHED,
+                Some(8),
+                json!({"task": "T1", "attempt": "a2", "base": "c0", "retry": {"of": "a1"},
+                    "base_ref": "refs/forum/bases/team/main/7/T1", "server": "nats://x"}),
+            ),
+            e(
+                13,
+                kind::RESULT,
+                Some(12),
+                json!({"id": "T1", "attempt": "a2", "ok": true, "output": "done", "model": "m",
+                    "worker": "w", "claims": claims, "stream_seq": 4}),
+            ),
+            e(
+                14,
+                kind::DUPLICATE_RESULT,
+                Some(9),
+                json!({"task": "T1", "attempt": "a1", "worker": "w", "ok": true,
+                    "commit": "c9", "stream_seq": 5, "found_in_ref": false}),
+            ),
+        ]
+    }
+
+    #[test]
+    fn the_writer_is_answered_what_the_record_witnessed_and_nothing_else() {
+        let run = run();
+        assert_eq!(ledger_of(&run).as_deref(), Some("team/main"));
+        assert_eq!(starts(&run)["T1"], VecDeque::from(["c0".to_string()]));
+        let d = ReplayDispatch::read(&run, "team/main").unwrap().unwrap();
+        assert_eq!(d.describe(), "nats://x");
+        assert_eq!(d.record()["remote"], "origin");
+        assert_eq!(d.attempt_id("T1"), "a1");
+        // No duplicate before its attempt is answered.
+        assert!(d.take_duplicates().is_empty());
+        let got = d.wait("a1", &|| false).unwrap().unwrap();
+        assert_eq!((got.result.worker.as_str(), got.stream_seq), ("w", 3));
+        assert_eq!(got.result.model_calls[0].completion_tokens, 4);
+        let why = d
+            .bring("r", &got.result, "c0", Path::new("/x"))
+            .unwrap_err();
+        assert_eq!(why, "cannot fetch the worker's commit");
+        assert_eq!(d.attempt_id("T1"), "a2");
+        let got = d.wait("a2", &|| false).unwrap().unwrap();
+        assert!(d.bring("r", &got.result, "c0", Path::new("/x")).is_ok());
+        let dups = d.take_duplicates();
+        assert_eq!(dups.len(), 1);
+        assert_eq!(dups[0].result.commit.as_deref(), Some("c9"));
+        assert_eq!(dups[0].result.task, "T1");
+        // What the record does not hold is named, never made up.
+        assert!(d.wait("a3", &|| false).is_err());
+        d.attempt_id("T2");
+        assert_eq!(d.unanswered().len(), 2, "{:?}", d.unanswered());
+    }
+
+    #[test]
+    fn a_resumed_or_unpublished_dispatched_run_is_refused_naming_the_seq() {
+        let mut resumed = run();
+        resumed.push(e(20, kind::RESUME, Some(7), json!({})));
+        let m = check(&resumed).unwrap_err();
+        assert!(m.starts_with("seq 20 of dispatched run 7"), "{m}");
+        let mut unsent = run();
+        unsent.push(e(
+            21,
+            kind::RESULT,
+            Some(8),
+            json!({"id": "T2", "error": "unpublished", "ok": false}),
+        ));
+        assert!(check(&unsent).unwrap_err().starts_with("seq 21 "));
+        assert!(check(&run()).is_ok());
+        // A run that was not dispatched is not this check's business.
+        let local = vec![e(0, kind::REQUEST, None, json!({"work": {}}))];
+        assert!(check(&local).is_ok());
+    }
+}
