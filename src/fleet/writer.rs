@@ -33,6 +33,7 @@ struct InFlight {
     attempt: String,
     base: String,
     parent: u64,
+    tries: u32,
 }
 
 struct Inner {
@@ -248,6 +249,7 @@ impl Dispatch for NatsDispatch {
                         attempt: p.attempt.clone(),
                         base: p.base.clone(),
                         parent: p.parent,
+                        tries: p.tries,
                     },
                 );
                 // Two attempts of one task in flight: the later is taken up, the earlier's
@@ -271,11 +273,11 @@ impl Dispatch for NatsDispatch {
         self.listen(run)
     }
 
-    fn adopt(&self, task: &str, base: &str) -> Option<(String, u64)> {
+    fn adopt(&self, task: &str, base: &str) -> Option<(String, u64, u32)> {
         let i = &self.inner;
         let f = lock(&i.in_flight).remove(task)?;
         if f.base == base {
-            return Some((f.attempt, f.parent));
+            return Some((f.attempt, f.parent, f.tries));
         }
         // Dispatched on another base: whatever it answers is witnessed and never merged.
         if let Some(issued) = lock(&i.issued).get_mut(&f.attempt) {

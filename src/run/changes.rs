@@ -590,6 +590,7 @@ pub(super) fn restore(entries: &[(Entry, JsonValue)]) -> BTreeMap<String, TaskWo
             kind::CHANGE => {
                 tw.change = Some(change_of(task, p));
                 tw.change_seq = Some(e.seq);
+                tw.unmade = p["commit"].is_null() && !p["error"].is_null();
                 tw.checks.clear();
                 tw.failed.clear();
                 tw.ship = None;
@@ -688,7 +689,9 @@ pub(super) fn keeps(tw: &TaskWork, bench: &dyn Workbench) -> Option<bool> {
         (Some(c), Some("merge")) if tw.integrated.is_some() && tw.checks_ok() => {
             (bench.has_commit(c) && bench.on_branch(c)).then_some(true)
         }
-        (None, _) if tw.checks_ok() => Some(true),
+        // No commit because the change was refused or failed: not a task that changed
+        // nothing, so it runs again.
+        (None, _) if tw.checks_ok() && !tw.unmade => Some(true),
         _ => None,
     }
 }

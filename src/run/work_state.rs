@@ -173,6 +173,10 @@ pub(super) struct TaskWork {
     pub(super) integrated: Option<String>,
     /// Whether it already ran once more after a conflict.
     pub(super) reran: bool,
+    /// Whether its latest change, as the record reads, made no commit because it was refused
+    /// or failed (a `change` with no commit that names an error): a resume runs the task
+    /// again rather than keep it as having changed nothing.
+    pub(super) unmade: bool,
     /// The task's `task` entry (what its commits are tied to).
     pub(super) task_entry: Option<Entry>,
     /// The attempt running now, when the task runs several (`--attempts`).
