@@ -343,15 +343,15 @@ impl Run<'_, '_> {
         };
         let report = commit_message::report_subject(report);
         let subject = commit_message::subject(report.as_deref(), &task.instruction, &[]);
-        let subject =
-            self.redact_text(&commit_message::head(&subject, &task.id, &task.agent, None));
+        let head = self.redact_text(&commit_message::head(&subject, &task.id, &task.agent, None));
         let screen = |text: &str| self.screen_change(text);
         let rules = CommitRules {
             diff_cap: w.diff_cap,
             limits: w.limits,
             screen: &screen,
         };
-        let change = match w.in_turn(|| w.bench.commit(tree, &author, &tie, &subject, &rules)) {
+        let committed = w.in_shared_turn(|| w.bench.commit(tree, &author, &tie, &head, &rules));
+        let change = match committed {
             // The worktree went by a name safe for refs; the record names the task.
             Ok(c) => Change {
                 task: task.id.clone(),
@@ -457,7 +457,7 @@ impl Run<'_, '_> {
             return Ok(false);
         };
         let none = w
-            .in_turn(|| w.bench.adds_nothing(&commit))
+            .in_shared_turn(|| w.bench.adds_nothing(&commit))
             .map_err(|e| RunError::Work(work_error_line(&e)))?;
         if !none {
             return Ok(false);

@@ -126,7 +126,7 @@ impl Run<'_, '_> {
         w.set(&task.id, tw);
         let upstream = w.upstream_commits(task, plan);
         let name = self.ref_name(&task.id);
-        let start = match w.in_turn(|| w.bench.task_start(&name, &upstream)) {
+        let start = match w.in_shared_turn(|| w.bench.task_start(&name, &upstream)) {
             Ok(s) => s,
             Err(e) => {
                 let exec = self.env.seats.worker(self.env.roster, &task.agent);
