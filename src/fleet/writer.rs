@@ -33,6 +33,7 @@ struct InFlight {
     attempt: String,
     base: String,
     parent: u64,
+    tries: u32,
 }
 
 struct Inner {
@@ -53,20 +54,67 @@ struct Inner {
     /// The runs whose halt went to the workers.
     halted: Mutex<HashSet<u64>>,
     /// Bases waiting to be pushed, pushed together by one `git push` (see `push_base`).
-    pushes: Mutex<Pushes>,
-    /// Told when a push of [`Inner::pushes`] ends.
-    pushed: Condvar,
+    pushes: Batches,
+    /// Results refs waiting to be fetched, fetched together by one `git fetch` (see
+    /// `fetch_result`).
+    fetches: Batches,
     closing: AtomicBool,
 }
 
-/// The bases to push: the refspecs waiting (each with its ticket), whether a push is under
-/// way, and how each ended push went, by ticket.
+/// Refspecs that go to the remote (or come from it) together: the ones waiting (each with
+/// its ticket), whether a batch is under way, and how each ended, by ticket.
 #[derive(Default)]
-struct Pushes {
+struct Queue {
     next: u64,
     waiting: Vec<(u64, String)>,
     busy: bool,
     ended: HashMap<u64, Result<(), String>>,
+}
+
+/// A [`Queue`] and the condition told when a batch of it ends.
+#[derive(Default)]
+struct Batches {
+    queue: Mutex<Queue>,
+    ended: Condvar,
+}
+
+impl Batches {
+    /// Hands `spec` to the next batch and returns how it went for `spec`: whichever caller
+    /// finds no batch under way runs `run` on every spec waiting then (it answers each by
+    /// ticket), and the others wait for it, so callers that come together cost one git
+    /// process rather than one each.
+    fn go(
+        &self,
+        spec: String,
+        run: impl Fn(&[(u64, String)]) -> Vec<(u64, Result<(), String>)>,
+    ) -> Result<(), String> {
+        let mut q = lock(&self.queue);
+        let ticket = q.next;
+        q.next += 1;
+        q.waiting.push((ticket, spec));
+        loop {
+            if let Some(r) = q.ended.remove(&ticket) {
+                return r;
+            }
+            if q.busy {
+                q = self.ended.wait(q).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            q.busy = true;
+            let batch = std::mem::take(&mut q.waiting);
+            drop(q);
+            let mut answers: HashMap<u64, Result<(), String>> = run(&batch).into_iter().collect();
+            q = lock(&self.queue);
+            q.busy = false;
+            for (t, _) in batch {
+                let r = answers
+                    .remove(&t)
+                    .unwrap_or_else(|| Err("the batch gave no answer for it".into()));
+                q.ended.insert(t, r);
+            }
+            self.ended.notify_all();
+        }
+    }
 }
 
 /// Dispatch through NATS JetStream, with the repository's git remote as the shared store.
@@ -109,8 +157,8 @@ impl NatsDispatch {
                 known: Mutex::new(HashSet::new()),
                 in_flight: Mutex::new(HashMap::new()),
                 halted: Mutex::new(HashSet::new()),
-                pushes: Mutex::new(Pushes::default()),
-                pushed: Condvar::new(),
+                pushes: Batches::default(),
+                fetches: Batches::default(),
                 closing: AtomicBool::new(false),
             }),
             listeners: Mutex::new(HashMap::new()),
@@ -214,6 +262,22 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Fetches the refspecs of `specs` (`+REF:REF` each, beside its ticket) from the remote
+    /// in one `git fetch`.
+    fn fetch_refs(&self, specs: &[(u64, String)]) -> Result<(), String> {
+        let mut args = vec![
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            self.remote.as_str(),
+        ];
+        args.extend(specs.iter().map(|(_, spec)| spec.as_str()));
+        git_line(&self.repo, &args).map(|_| ())
+    }
+}
+
 impl Drop for NatsDispatch {
     fn drop(&mut self) {
         self.inner.closing.store(true, Ordering::SeqCst);
@@ -248,6 +312,7 @@ impl Dispatch for NatsDispatch {
                         attempt: p.attempt.clone(),
                         base: p.base.clone(),
                         parent: p.parent,
+                        tries: p.tries,
                     },
                 );
                 // Two attempts of one task in flight: the later is taken up, the earlier's
@@ -271,11 +336,11 @@ impl Dispatch for NatsDispatch {
         self.listen(run)
     }
 
-    fn adopt(&self, task: &str, base: &str) -> Option<(String, u64)> {
+    fn adopt(&self, task: &str, base: &str) -> Option<(String, u64, u32)> {
         let i = &self.inner;
         let f = lock(&i.in_flight).remove(task)?;
         if f.base == base {
-            return Some((f.attempt, f.parent));
+            return Some((f.attempt, f.parent, f.tries));
         }
         // Dispatched on another base: whatever it answers is witnessed and never merged.
         if let Some(issued) = lock(&i.issued).get_mut(&f.attempt) {
@@ -325,33 +390,13 @@ impl Dispatch for NatsDispatch {
     }
 
     fn push_base(&self, base_ref: &str, commit: &str) -> Result<(), String> {
-        // The tasks of a wave push their bases at once: whichever finds no push under way
-        // pushes every base waiting then in one `git push`, and the others wait for it, so a
-        // wave of N tasks costs a few pushes rather than N.
+        // The tasks of a wave push their bases at once: a wave of N tasks costs a few
+        // pushes rather than N. When one push fails, every base in it failed.
         let i = &self.inner;
-        let mut q = lock(&i.pushes);
-        let ticket = q.next;
-        q.next += 1;
-        q.waiting.push((ticket, format!("+{commit}:{base_ref}")));
-        loop {
-            if let Some(r) = q.ended.remove(&ticket) {
-                return r;
-            }
-            if q.busy {
-                q = i.pushed.wait(q).unwrap_or_else(|p| p.into_inner());
-                continue;
-            }
-            q.busy = true;
-            let batch = std::mem::take(&mut q.waiting);
-            drop(q);
-            let r = i.push_bases(&batch);
-            q = lock(&i.pushes);
-            q.busy = false;
-            for (t, _) in batch {
-                q.ended.insert(t, r.clone());
-            }
-            i.pushed.notify_all();
-        }
+        i.pushes.go(format!("+{commit}:{base_ref}"), |batch| {
+            let r = i.push_bases(batch);
+            batch.iter().map(|(t, _)| (*t, r.clone())).collect()
+        })
     }
 
     fn publish(&self, task: &TaskMessage) -> Result<(), String> {
@@ -403,19 +448,14 @@ impl Dispatch for NatsDispatch {
         if result.commit.is_none() {
             return Ok(());
         }
-        git_line(
-            &i.repo,
-            &[
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                &i.remote,
-                &format!("+{result_ref}:{result_ref}"),
-            ],
-        )
-        .map(|_| ())
-        .map_err(|e| format!("cannot fetch the worker's commit from {result_ref}: {e}"))
+        // Results that come together are fetched together (one `git fetch`, one pack from
+        // the remote); a batch that fails is fetched again one ref at a time, so each result
+        // gets its own line and one missing ref spoils no other.
+        i.fetches
+            .go(format!("+{result_ref}:{result_ref}"), |batch| {
+                alone_on_failure(batch, |specs| i.fetch_refs(specs))
+            })
+            .map_err(|e| format!("cannot fetch the worker's commit from {result_ref}: {e}"))
     }
 
     fn bring(
@@ -467,6 +507,23 @@ impl Dispatch for NatsDispatch {
     }
 }
 
+/// Answers each spec of `batch` (by ticket) with what `run` gave for the whole batch when it
+/// worked, else with what `run` gives for that spec alone: one spec that fails (a results ref
+/// gone) fails no other, and each failure is its own.
+fn alone_on_failure(
+    batch: &[(u64, String)],
+    run: impl Fn(&[(u64, String)]) -> Result<(), String>,
+) -> Vec<(u64, Result<(), String>)> {
+    let all = run(batch);
+    if all.is_ok() || batch.len() == 1 {
+        return batch.iter().map(|(t, _)| (*t, all.clone())).collect();
+    }
+    batch
+        .iter()
+        .map(|one| (one.0, run(std::slice::from_ref(one))))
+        .collect()
+}
+
 /// Runs git in `dir` and returns its standard output's first line, or its error in one line.
 pub(crate) fn git_line(dir: &Path, args: &[&str]) -> Result<String, String> {
     let mut cmd = crate::gitproc::in_dir(dir);
@@ -492,4 +549,91 @@ pub(crate) fn git_output(
         return Err(format!("{what}: {}", line.trim()));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run of specs that fails when any of them is `bad`, counting its calls.
+    fn fails_on_bad(calls: &Mutex<Vec<usize>>) -> impl Fn(&[(u64, String)]) -> Result<(), String> {
+        move |specs| {
+            lock(calls).push(specs.len());
+            match specs.iter().find(|(_, s)| s.starts_with("bad")) {
+                Some((_, s)) => Err(format!("no {s}")),
+                None => Ok(()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_batch_that_fails_is_run_again_one_spec_at_a_time_and_each_gets_its_own_answer() {
+        let calls = Mutex::new(Vec::new());
+        let batch: Vec<(u64, String)> = ["a", "bad-b", "c"]
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i as u64, s.to_string()))
+            .collect();
+        let answers = alone_on_failure(&batch, fails_on_bad(&calls));
+        assert_eq!(
+            answers,
+            [(0, Ok(())), (1, Err("no bad-b".to_string())), (2, Ok(()))]
+        );
+        assert_eq!(*lock(&calls), [3, 1, 1, 1]);
+        // A batch that works is one call for all.
+        lock(&calls).clear();
+        let good = [(7, "a".to_string()), (8, "c".to_string())];
+        assert_eq!(
+            alone_on_failure(&good, fails_on_bad(&calls)),
+            [(7, Ok(())), (8, Ok(()))]
+        );
+        assert_eq!(*lock(&calls), [2]);
+    }
+
+    #[test]
+    fn callers_that_come_while_a_batch_runs_go_in_the_next_one_together() {
+        let batches = Arc::new(Batches::default());
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let (entered, first_runs) = channel::<()>();
+        let (let_go, hold) = channel::<()>();
+        let hold = Arc::new(Mutex::new(hold));
+        let call = |spec: &str| {
+            let (b, sizes, entered, hold) = (
+                Arc::clone(&batches),
+                Arc::clone(&sizes),
+                entered.clone(),
+                Arc::clone(&hold),
+            );
+            let spec = spec.to_string();
+            std::thread::spawn(move || {
+                b.go(spec, |batch| {
+                    lock(&sizes).push(batch.len());
+                    // The first batch holds until the test lets it go.
+                    if lock(&sizes).len() == 1 {
+                        let _ = entered.send(());
+                        let _ = lock(&hold).recv();
+                    }
+                    alone_on_failure(batch, |specs| {
+                        if specs.iter().any(|(_, s)| s == "bad") {
+                            Err("bad".into())
+                        } else {
+                            Ok(())
+                        }
+                    })
+                })
+            })
+        };
+        let first = call("first");
+        first_runs.recv().unwrap();
+        // Three more come while the first batch runs: they wait, all three, for the next.
+        let rest: Vec<_> = ["a", "bad", "c"].iter().map(|s| call(s)).collect();
+        while lock(&batches.queue).waiting.len() < 3 {
+            std::thread::yield_now();
+        }
+        let_go.send(()).unwrap();
+        assert_eq!(first.join().unwrap(), Ok(()));
+        let got: Vec<Result<(), String>> = rest.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(got, [Ok(()), Err("bad".to_string()), Ok(())]);
+        assert_eq!(*lock(&sizes), [1, 3]);
+    }
 }

@@ -343,15 +343,15 @@ impl Run<'_, '_> {
         };
         let report = commit_message::report_subject(report);
         let subject = commit_message::subject(report.as_deref(), &task.instruction, &[]);
-        let subject =
-            self.redact_text(&commit_message::head(&subject, &task.id, &task.agent, None));
+        let head = self.redact_text(&commit_message::head(&subject, &task.id, &task.agent, None));
         let screen = |text: &str| self.screen_change(text);
         let rules = CommitRules {
             diff_cap: w.diff_cap,
             limits: w.limits,
             screen: &screen,
         };
-        let change = match w.in_turn(|| w.bench.commit(tree, &author, &tie, &subject, &rules)) {
+        let committed = w.in_shared_turn(|| w.bench.commit(tree, &author, &tie, &head, &rules));
+        let change = match committed {
             // The worktree went by a name safe for refs; the record names the task.
             Ok(c) => Change {
                 task: task.id.clone(),
@@ -457,7 +457,7 @@ impl Run<'_, '_> {
             return Ok(false);
         };
         let none = w
-            .in_turn(|| w.bench.adds_nothing(&commit))
+            .in_shared_turn(|| w.bench.adds_nothing(&commit))
             .map_err(|e| RunError::Work(work_error_line(&e)))?;
         if !none {
             return Ok(false);
@@ -590,6 +590,7 @@ pub(super) fn restore(entries: &[(Entry, JsonValue)]) -> BTreeMap<String, TaskWo
             kind::CHANGE => {
                 tw.change = Some(change_of(task, p));
                 tw.change_seq = Some(e.seq);
+                tw.unmade = p["commit"].is_null() && !p["error"].is_null();
                 tw.checks.clear();
                 tw.failed.clear();
                 tw.ship = None;
@@ -688,7 +689,9 @@ pub(super) fn keeps(tw: &TaskWork, bench: &dyn Workbench) -> Option<bool> {
         (Some(c), Some("merge")) if tw.integrated.is_some() && tw.checks_ok() => {
             (bench.has_commit(c) && bench.on_branch(c)).then_some(true)
         }
-        (None, _) if tw.checks_ok() => Some(true),
+        // No commit because the change was refused or failed: not a task that changed
+        // nothing, so it runs again.
+        (None, _) if tw.checks_ok() && !tw.unmade => Some(true),
         _ => None,
     }
 }

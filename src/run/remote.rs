@@ -38,14 +38,16 @@ pub(crate) struct Duplicate {
 }
 
 /// An attempt a resumed run's record says it issued: its task, id, base, the seq of its
-/// `task_dispatched` entry, and whether it is answered (a result witnessed, or the run halted
-/// or interrupted after it: nothing of it is awaited).
+/// `task_dispatched` entry, which try of its task it is (1, or the `try` of the retry it was
+/// sent as), and whether it is answered (a result witnessed, or the run halted or interrupted
+/// after it: nothing of it is awaited).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Prior {
     pub(crate) task: String,
     pub(crate) attempt: String,
     pub(crate) base: String,
     pub(crate) parent: u64,
+    pub(crate) tries: u32,
     pub(crate) answered: bool,
 }
 
@@ -60,10 +62,10 @@ pub(crate) trait Dispatch: Send + Sync {
     /// from the record) and the stream sequences of the results it witnessed, then listens
     /// on the run's durable results consumer.
     fn resume(&self, run: u64, prior: &[Prior], witnessed: &[u64]) -> Result<(), String>;
-    /// The attempt in flight for `task` that a resumed run takes up (its id and the seq of
-    /// its `task_dispatched` entry), when it was dispatched on `base`. One on another base is
-    /// let go: its result, when it comes, is a duplicate.
-    fn adopt(&self, task: &str, base: &str) -> Option<(String, u64)>;
+    /// The attempt in flight for `task` that a resumed run takes up (its id, the seq of its
+    /// `task_dispatched` entry and which try of the task it is), when it was dispatched on
+    /// `base`. One on another base is let go: its result, when it comes, is a duplicate.
+    fn adopt(&self, task: &str, base: &str) -> Option<(String, u64, u32)>;
     /// Acknowledges the message at `stream_seq` once what it said is witnessed.
     fn settle(&self, stream_seq: u64);
     /// Tells the workers that run `run` is halted (once; later calls do nothing): a worker
@@ -125,21 +127,21 @@ impl Run<'_, '_> {
         w.set(&task.id, tw);
         let upstream = w.upstream_commits(task, plan);
         let name = self.ref_name(&task.id);
-        let start = match w.in_turn(|| w.bench.task_start(&name, &upstream)) {
+        let start = match w.in_shared_turn(|| w.bench.task_start(&name, &upstream)) {
             Ok(s) => s,
             Err(e) => {
                 let exec = self.env.seats.worker(self.env.roster, &task.agent);
                 return self.work_attempt(w, task, &exec, instruction, task_entry, Err(e));
             }
         };
-        let (mut attempt, mut sent) =
+        // A retry a resumed run takes up counts the tries before it.
+        let (mut attempt, mut sent, mut tries) =
             match self.first_send(d, w, task, (&name, &start), instruction, task_entry)? {
                 Ok(sent) => sent,
                 Err(unsent) => return Ok(unsent),
             };
         let opened = open_tree(w, task, &name, &start);
         let bound = self.refusal_bound(w);
-        let mut tries = 1;
         loop {
             let (done, r) = match self.answered(d, w, task, sent, &attempt)? {
                 Ok(answered) => answered,
@@ -190,8 +192,8 @@ impl Run<'_, '_> {
 
     /// Sends `task` out the first time (on the commit `start`; `name`: its name in refs): an
     /// attempt a resumed run finds in flight on that commit is taken up again, else the base
-    /// is pushed and a fresh attempt published. `Ok` with the attempt and its
-    /// `task_dispatched` seq, `Err` with the task's end when its base could not be pushed.
+    /// is pushed and a fresh attempt published. `Ok` with the attempt, its `task_dispatched`
+    /// seq and which try it is, `Err` with the task's end when its base could not be pushed.
     fn first_send(
         &self,
         d: &dyn Dispatch,
@@ -200,11 +202,11 @@ impl Run<'_, '_> {
         (name, start): (&str, &str),
         instruction: &str,
         task_entry: &Entry,
-    ) -> Result<Result<(String, u64), Done>, RunError> {
-        if let Some((attempt, was)) = d.adopt(&task.id, start) {
+    ) -> Result<Result<(String, u64, u32), Done>, RunError> {
+        if let Some((attempt, was, tries)) = d.adopt(&task.id, start) {
             let msg = task_message(w, task, name, start, instruction, &attempt);
             let sent = self.readopt(d, w, task, msg, (task_entry, was))?;
-            return Ok(Ok((attempt, sent)));
+            return Ok(Ok((attempt, sent, tries)));
         }
         // The bases of the tasks that wait together go in one push: when it fails, each of
         // those tasks ends with its line, and none of them is published.
@@ -213,7 +215,7 @@ impl Run<'_, '_> {
             return self.unsent(task, task_entry.seq, e).map(Err);
         }
         self.send_task(d, w, task, (name, start), instruction, task_entry, None)
-            .map(Ok)
+            .map(|(attempt, sent)| Ok((attempt, sent, 1)))
     }
 
     /// How many attempts a dispatched task gets when the writer refuses the change its worker
@@ -506,13 +508,18 @@ pub(super) fn priors(items: &[(String, u64, serde_json::Value)]) -> (Vec<Prior>,
                     continue;
                 };
                 // A resume that took the attempt up again witnessed it once more: the latest
-                // entry is its parent.
+                // entry is its parent, and the first says which try it is.
+                let first = prior.iter().find(|x| x.attempt == attempt).map(|x| x.tries);
+                let retried = p["retry"]["try"]
+                    .as_u64()
+                    .map(|n| n.min(u32::MAX as u64) as u32);
                 prior.retain(|x| x.attempt != attempt);
                 prior.push(Prior {
                     task,
                     attempt,
                     base,
                     parent: *seq,
+                    tries: first.or(retried).unwrap_or(1),
                     answered: false,
                 });
             }
@@ -584,6 +591,27 @@ mod tests {
                 json!({"task": "T2", "attempt": b, "base": "c1", "resumed_from": 6}),
             ),
         ];
+        let c = "c".repeat(32);
+        // T3's second try (a retry after a refused change), taken up by a resume: still the
+        // second try.
+        let mut retried = items.clone();
+        retried.push((
+            kind::TASK_DISPATCHED.to_string(),
+            14,
+            json!({"task": "T3", "attempt": c, "base": "c1", "retry": {"of": a, "try": 2}}),
+        ));
+        retried.push((
+            kind::TASK_DISPATCHED.to_string(),
+            15,
+            json!({"task": "T3", "attempt": c, "base": "c1", "resumed_from": 14}),
+        ));
+        let (prior, _) = priors(&retried);
+        let t3: Vec<(u32, u64, bool)> = prior
+            .iter()
+            .filter(|p| p.task == "T3")
+            .map(|p| (p.tries, p.parent, p.answered))
+            .collect();
+        assert_eq!(t3, [(2, 15, false)]);
         let (prior, witnessed) = priors(&items);
         assert_eq!(witnessed, vec![3, 4]);
         assert_eq!(prior.len(), 2);
@@ -591,6 +619,7 @@ mod tests {
             (prior[0].task.as_str(), prior[0].answered, prior[0].parent),
             ("T1", true, 5)
         );
+        assert!(prior.iter().all(|p| p.tries == 1), "{prior:?}");
         assert_eq!(
             (prior[1].task.as_str(), prior[1].answered, prior[1].parent),
             ("T2", false, 12)

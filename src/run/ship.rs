@@ -130,15 +130,17 @@ impl Run<'_, '_> {
         // after a conflict earlier in the wave it is looked at again all the same.
         let mut ahead = BTreeMap::new();
         let mut conflicted = false;
+        // The wave's worktrees go together once it is shipped, not one between each merge.
+        let mut shipped = Vec::new();
         for (i, t) in order.iter().copied().enumerate() {
             if ahead.is_empty() {
                 ahead = self.ask_gates_ahead(w, &order[..i], &order[i..]);
             }
             let tw = w.get(&t.id);
             let known = !conflicted && ahead.contains_key(&t.id);
+            shipped.push(t.id.clone());
             // A change an earlier one already made merges nothing: no gate, no commit.
             if tw.ship.is_some() || !tw.shippable() || (!known && self.adds_nothing(w, t)?) {
-                w.close_tree(&t.id);
                 continue;
             }
             asked += 1;
@@ -156,8 +158,8 @@ impl Run<'_, '_> {
                 conflicted = true;
                 self.rerun_after_conflict(w, t, &paths)?;
             }
-            w.close_tree(&t.id);
         }
+        w.close_trees(&shipped);
         if asked > 0 && failed == asked {
             self.put(
                 "orchestrator",

@@ -85,7 +85,7 @@ impl Run<'_, '_> {
                 && tw.change.is_some()
                 && tw.commit().is_some_and(|commit| {
                     !files.iter().any(|f| touched.contains(f))
-                        && matches!(w.in_turn(|| w.bench.adds_nothing(commit)), Ok(false))
+                        && matches!(w.in_shared_turn(|| w.bench.adds_nothing(commit)), Ok(false))
                 });
             if !joins && !files.is_empty() {
                 // A change that merges between two of the group could conflict and run again,

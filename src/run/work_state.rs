@@ -128,11 +128,14 @@ pub(super) struct WorkRun {
     pub(super) tasks: Mutex<BTreeMap<String, TaskWork>>,
     /// The plan's tasks in order (for data-edge upstreams), set when the run is driven.
     pub(super) plan: Mutex<Vec<Task>>,
-    /// Held around the workbench's worktree and commit steps: git itself races when two
-    /// `git worktree add` run at once in one repository ("failed to read
-    /// worktrees/T1/commondir"), so tasks of a wave take turns for these quick steps while
-    /// their workers and checks still run in parallel. A step that only brings objects in
-    /// (the fetch of a dispatched task's result) takes it shared ([`WorkRun::in_shared_turn`]).
+    /// Held around the workbench's worktree steps: git itself races when two `git worktree
+    /// add` run at once in one repository ("failed to read worktrees/T1/commondir"), so tasks
+    /// of a wave take turns for these quick steps while their workers and checks still run in
+    /// parallel. A step that only writes objects, its own task's worktree and index, or refs
+    /// of its own (the fetch of a dispatched task's result, a task's start, the commit of its
+    /// change, the look at whether it adds anything) takes it shared
+    /// ([`WorkRun::in_shared_turn`]): several go at once, none while a worktree is added or
+    /// removed.
     pub(super) git_turn: RwLock<()>,
     /// The jail workers and checks run in (`None`: unconfined).
     pub(super) jail: Option<Arc<Jail>>,
@@ -173,6 +176,10 @@ pub(super) struct TaskWork {
     pub(super) integrated: Option<String>,
     /// Whether it already ran once more after a conflict.
     pub(super) reran: bool,
+    /// Whether its latest change, as the record reads, made no commit because it was refused
+    /// or failed (a `change` with no commit that names an error): a resume runs the task
+    /// again rather than keep it as having changed nothing.
+    pub(super) unmade: bool,
     /// The task's `task` entry (what its commits are tied to).
     pub(super) task_entry: Option<Entry>,
     /// The attempt running now, when the task runs several (`--attempts`).
@@ -322,6 +329,22 @@ impl WorkRun {
 
     pub(super) fn set(&self, task: &str, w: TaskWork) {
         lock(&self.tasks).insert(task.to_string(), w);
+    }
+
+    /// Closes the worktrees of `tasks` that are open, together (see
+    /// [`Workbench::close_all`](super::Workbench::close_all)).
+    pub(super) fn close_trees(&self, tasks: &[String]) {
+        let trees: Vec<TaskTree> = {
+            let mut all = lock(&self.tasks);
+            tasks
+                .iter()
+                .filter_map(|t| all.get_mut(t).and_then(|w| w.tree.take()))
+                .collect()
+        };
+        if !trees.is_empty() {
+            let _turn = self.git_turn.write().unwrap_or_else(|p| p.into_inner());
+            let _ = self.bench.close_all(&trees);
+        }
     }
 
     /// Closes a task's worktree, if it has one open.

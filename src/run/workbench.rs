@@ -489,6 +489,17 @@ pub trait Workbench: Send + Sync {
     }
     /// Removes one worktree (its directory and git's record of it).
     fn close(&self, tree: &TaskTree) -> Result<(), WorkError>;
+    /// Removes several worktrees (a wave's, once it is shipped); by default one at a time,
+    /// each tried whatever the others gave, the first error returned.
+    fn close_all(&self, trees: &[TaskTree]) -> Result<(), WorkError> {
+        let mut first = Ok(());
+        for t in trees {
+            if let Err(e) = self.close(t) {
+                first = first.and(Err(e));
+            }
+        }
+        first
+    }
     /// Removes every worktree of this run (called when the run ends, however it ends).
     fn finish(&self) -> Result<(), WorkError>;
     /// Whether a kept change commit still exists (for resume).

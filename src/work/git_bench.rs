@@ -169,6 +169,17 @@ impl Workbench for GitWork {
         stale::remove_tree(&self.common, &tree.path)
     }
 
+    fn close_all(&self, trees: &[TaskTree]) -> Result<(), WorkError> {
+        for t in trees {
+            if let Some(o) = lock(&self.opened).remove(&t.path) {
+                let _ = std::fs::remove_file(&o.index);
+            }
+        }
+        let paths: Vec<&std::path::Path> = trees.iter().map(|t| t.path.as_path()).collect();
+        let _turn = self.place.turn()?;
+        stale::remove_trees(&self.common, &paths)
+    }
+
     fn finish(&self) -> Result<(), WorkError> {
         lock(&self.opened).clear();
         let done = self

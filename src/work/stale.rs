@@ -273,6 +273,24 @@ pub(super) fn remove_tree(common: &Path, path: &Path) -> Result<(), WorkError> {
     Ok(())
 }
 
+/// Removes the worktrees at `paths` together: their directories, then git's records of them
+/// in one `git worktree prune` (rather than a `git worktree remove` each). The caller holds
+/// the clone's turn.
+pub(super) fn remove_trees(common: &Path, paths: &[&Path]) -> Result<(), WorkError> {
+    let mut first = Ok(());
+    for path in paths {
+        if path.symlink_metadata().is_ok()
+            && let Err(e) = std::fs::remove_dir_all(path)
+        {
+            first = first.and(Err(io("remove", path, e)));
+        }
+    }
+    if !paths.is_empty() {
+        git::ok(common, &["worktree", "prune"])?;
+    }
+    first
+}
+
 /// Removes every worktree under `dir`, then `dir` itself, then git's stale records. The
 /// caller holds the clone's turn.
 pub(super) fn remove_area(common: &Path, dir: &Path) -> Result<(), WorkError> {

@@ -2,8 +2,9 @@
 //! refuses (the results ref is gone, or holds another commit than the result names) sends the
 //! task out again under a new attempt, up to a bound; a worktree that fails to open on the
 //! writer's side ends its task with one line; a base push the remote refuses fails the tasks
-//! of its batch before anything of them is published. Each test starts its own `nats-server`
-//! and stops it, with every worker it starts.
+//! of its batch before anything of them is published; a writer killed while a refused
+//! change's retry is out is resumed and takes the retry up. Each test starts its own
+//! `nats-server` and stops it, with every worker it starts.
 
 use std::path::Path;
 
@@ -11,7 +12,8 @@ use serde_json::Value as J;
 
 use crate::common::{Repo, on_each_kind};
 use crate::dispatch_nats::{
-    NatsServer, TWO, clone, finish, logs, model, shared, spawned, submit, task_results, worker,
+    NatsServer, TWO, clone, finish, logs, model, release, shared, spawned, submit, task_results,
+    worker,
 };
 use crate::work_run::payloads;
 
@@ -287,6 +289,108 @@ fn a_base_push_the_remote_refuses_fails_each_task_of_the_batch_with_one_line_and
         }
         // The run ends failed, as a run whose every task failed does.
         assert_eq!(j["exit"]["name"], "failed", "{}", j["exit"]);
+        repo.forum_ok(&["verify", "--deep"]);
+    });
+}
+
+/// A worker seat that does the first call for `f1.txt` at once and holds on each later one
+/// (it touches `mark`, then waits until the test creates `release(mark)`, at most a minute).
+/// A file beside the script says the first call was made.
+fn holds_on_the_retry(dir: &Path, model: &str, mark: &Path) -> String {
+    let path = dir.join("retry.sh");
+    let first = dir.join("first-done");
+    let body = format!(
+        "#!/bin/sh\ncase \"$1\" in *'write f1.txt'*)\n  if [ -e '{f}' ]; then\n    touch '{m}'\n    i=0\n    while [ ! -e '{r}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n  else touch '{f}'; fi ;;\nesac\nexec '{model}' \"$@\"\n",
+        f = first.display(),
+        m = mark.display(),
+        r = release(mark).display()
+    );
+    std::fs::write(&path, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_writer_killed_while_a_refused_changes_retry_is_out_is_resumed_and_merges_the_retry_once() {
+    on_each_kind(|repo| {
+        let server = NatsServer::start();
+        let (bare, url) = shared(repo);
+        // The first results ref pushed is deleted: the writer refuses that change and sends
+        // the task out again.
+        spoil_results(bare.path(), 1, 0);
+        let m = model(repo, ONE);
+        let w = clone(&url);
+        let mark = w.path().join("retry-started");
+        let seat = holds_on_the_retry(w.path(), &m, &mark);
+        let _w = worker(
+            repo,
+            w.path(),
+            &server,
+            &seat,
+            &["--name", "w", "--no-sandbox"],
+        );
+        // The writer is killed (SIGKILL) once the worker holds the retry: the retry is
+        // witnessed and published, its result not yet sent.
+        let mut run = submit(repo, &server, &m);
+        crate::common::wait_until(
+            "the worker to start the refused change's retry",
+            std::time::Duration::from_secs(90),
+            || mark.exists(),
+        );
+        run.child.0.kill().unwrap();
+        run.child.0.wait().unwrap();
+        let before = payloads(repo, "task_dispatched");
+        assert_eq!(before.len(), 2, "{before:?}\n{}", logs(&[&w]));
+        let (retry_seq, retry) = before[1].clone();
+        assert_eq!(retry["retry"]["of"], before[0].1["attempt"], "{retry}");
+        assert_eq!(retry["retry"]["try"], 2, "{retry}");
+        assert_eq!(refused_changes(repo).len(), 1);
+        assert_eq!(
+            task_results(repo).len(),
+            1,
+            "only the refused attempt answered"
+        );
+        // The worker finishes the retry while no writer listens; the resumed writer takes
+        // the retry up from the record and hears its result on the run's durable consumer.
+        std::fs::write(release(&mark), "").unwrap();
+        let mut c = repo.forum();
+        c.args(["resume", "0", "--no-sandbox", "--cmd", &m, "--json"]);
+        let (ok, j, err) = finish(spawned(c));
+        let said = format!("{err}\n{}", logs(&[&w]));
+        assert!(ok, "{j}\n{said}");
+        let answer = j["answer"].as_str().unwrap_or_default();
+        assert!(answer.contains("- T1: merged"), "{answer}\n{said}");
+        // The newest attempt was taken up (not sent out afresh): one more `task_dispatched`,
+        // of the retry's attempt, naming the retry's entry.
+        let after = payloads(repo, "task_dispatched");
+        assert_eq!(after.len(), 3, "{after:?}\n{said}");
+        let (_, taken) = &after[2];
+        assert_eq!(taken["attempt"], retry["attempt"], "{taken}");
+        assert_eq!(taken["resumed_from"], retry_seq, "{taken}");
+        // Nothing lost: each attempt answered once, the first refused, the retry's result
+        // witnessed after the resume; nothing duplicated.
+        let results = task_results(repo);
+        let answered: Vec<&J> = results.iter().map(|(_, r)| &r["attempt"]).collect();
+        assert_eq!(
+            answered,
+            [&before[0].1["attempt"], &retry["attempt"]],
+            "{results:?}"
+        );
+        assert_eq!(results[1].1["worker"], "w");
+        assert!(payloads(repo, "duplicate_result").is_empty(), "{said}");
+        assert_eq!(refused_changes(repo).len(), 1, "{said}");
+        // Merged once, the retry's change.
+        assert_eq!(
+            repo.git_ok(&["rev-list", "--count", "main..forum/run-0"]),
+            "1"
+        );
+        assert_eq!(repo.git_ok(&["show", "forum/run-0:f1.txt"]), "f1.txt");
+        assert_eq!(
+            crate::dispatch_ops::on_stream(&server, "writer-main-0"),
+            0,
+            "a result is left unacknowledged"
+        );
         repo.forum_ok(&["verify", "--deep"]);
     });
 }

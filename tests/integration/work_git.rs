@@ -435,3 +435,54 @@ fn the_worktrees_of_a_clone_that_is_gone_are_removed_when_a_run_opens() {
     assert!(!clone_dir.exists(), "{clone_dir:?} was kept");
     work.finish().unwrap();
 }
+
+#[test]
+fn a_waves_worktrees_closed_together_leave_no_folder_and_no_record_and_others_stay_open() {
+    on_each_kind(|repo| {
+        seeded(repo);
+        let before = user_state(repo);
+        let work = repo.open_work(repo.path(), "main", 7).unwrap();
+        let trees: Vec<_> = ["t1", "t2", "t3"]
+            .iter()
+            .map(|t| work.open_task(t, &[]).unwrap())
+            .collect();
+        // One of them holds an untracked file and an edit: closing drops them all the same.
+        edit(&trees[0].path, "a.txt", "changed\n");
+        edit(&trees[0].path, "new.txt", "new\n");
+        let other = work.open_task("t4", &[]).unwrap();
+        assert_eq!(worktrees(repo), 5);
+        work.close_all(&trees).unwrap();
+        for t in &trees {
+            assert!(t.path.symlink_metadata().is_err(), "{}", t.path.display());
+        }
+        // git forgot the three; the one left open is still a worktree that works.
+        assert_eq!(worktrees(repo), 2);
+        let listed = repo.git_ok(&["worktree", "list", "--porcelain"]);
+        assert!(
+            listed.contains(&other.path.display().to_string()),
+            "{listed}"
+        );
+        edit(&other.path, "b.txt", "bee, by t4\n");
+        let c = work
+            .commit(
+                &other,
+                &author(),
+                &tie(4),
+                "task t4",
+                &CommitRules::unscreened(4096),
+            )
+            .unwrap();
+        assert!(c.commit.is_some());
+        // A task closed together may open again under its name.
+        let again = work.open_task("t1", &[]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(again.path.join("a.txt")).unwrap(),
+            "one\ntwo\nthree\n"
+        );
+        work.close_all(&[again, other]).unwrap();
+        work.finish().unwrap();
+        assert_eq!(worktrees(repo), 1);
+        assert_eq!(user_state(repo), before);
+        repo.fsck();
+    });
+}
