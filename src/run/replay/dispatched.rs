@@ -273,7 +273,7 @@ impl Dispatch for ReplayDispatch {
         ))
     }
 
-    fn adopt(&self, _: &str, _: &str) -> Option<(String, u64)> {
+    fn adopt(&self, _: &str, _: &str) -> Option<(String, u64, u32)> {
         None
     }
 
