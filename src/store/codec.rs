@@ -22,8 +22,33 @@ pub(crate) const AUTHOR_EMAIL: &str = "ledger@git-forum.invalid";
 /// A commit parsed just enough for the ledger.
 pub(crate) struct RawCommit<'a> {
     pub(crate) tree: ObjectId,
-    pub(crate) parents: Vec<ObjectId>,
+    pub(crate) parents: Parents,
     pub(crate) message: &'a [u8],
+}
+
+/// A commit's parents as the ledger reads them: the first, and how many there are. Kept
+/// without a vector, which cost an allocation per commit parsed (verify parses every one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Parents {
+    first: Option<ObjectId>,
+    count: usize,
+}
+
+impl Parents {
+    fn push(&mut self, id: ObjectId) {
+        self.first.get_or_insert(id);
+        self.count += 1;
+    }
+
+    /// The first parent, `None` for a root commit.
+    pub(crate) fn first(&self) -> Option<&ObjectId> {
+        self.first.as_ref()
+    }
+
+    /// How many parents the commit names.
+    pub(crate) fn len(&self) -> usize {
+        self.count
+    }
 }
 
 pub(crate) fn parse_commit(data: &[u8], hash: HashKind) -> Option<RawCommit<'_>> {
@@ -33,7 +58,7 @@ pub(crate) fn parse_commit(data: &[u8], hash: HashKind) -> Option<RawCommit<'_>>
     let split = memchr::memchr_iter(b'\n', data).find(|&i| data.get(i + 1) == Some(&b'\n'))?;
     let (headers, message) = (&data[..split], &data[split + 2..]);
     let mut tree = None;
-    let mut parents = Vec::new();
+    let mut parents = Parents::default();
     for line in headers.split(|b| *b == b'\n') {
         if let Some(hex) = line.strip_prefix(b"tree ") {
             tree = Some(ObjectId::from_hex(hex).ok()?);
@@ -75,11 +100,13 @@ pub(crate) fn entry_from_message_checked(
     message: &[u8],
 ) -> Result<(Entry, bool), MessageEntryError> {
     let text = std::str::from_utf8(message).map_err(|_| MessageEntryError::NotUtf8)?;
-    let line = text
-        .trim_end_matches('\n')
-        .rsplit('\n')
-        .next()
-        .unwrap_or("");
+    // The last line, found with a byte search from the end (a `str` split on a `char` builds
+    // a searcher per call, and verify reads one message an entry).
+    let text = text.trim_end_matches('\n');
+    let line = match memchr::memrchr(b'\n', text.as_bytes()) {
+        Some(i) => &text[i + 1..],
+        None => text,
+    };
     if let Some(e) = Entry::from_canonical_json(line) {
         return Ok((e, true));
     }
@@ -321,7 +348,14 @@ mod tests {
         let bytes = commit_bytes(&e, &tree.id, Some(&parent));
         let raw = parse_commit(&bytes, HashKind::Sha1).expect("parses");
         assert_eq!(raw.tree, tree.id);
-        assert_eq!(raw.parents, vec![parent]);
+        assert_eq!((raw.parents.first(), raw.parents.len()), (Some(&parent), 1));
+        // A merge's parents: the first, and the count of all of them.
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        let (head, rest) = text.split_once("\nauthor ").unwrap();
+        let merge = format!("{head}\nparent {}\nauthor {rest}", tree.id);
+        let raw = parse_commit(merge.as_bytes(), HashKind::Sha1).expect("parses");
+        assert_eq!((raw.parents.first(), raw.parents.len()), (Some(&parent), 2));
+        let raw = parse_commit(&bytes, HashKind::Sha1).expect("parses");
         let (back, canonical_line) = entry_from_message_checked(raw.message).unwrap();
         assert!(canonical_line);
         assert_eq!(back.canonical_json(), e.canonical_json());
