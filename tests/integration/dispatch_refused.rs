@@ -323,7 +323,7 @@ fn a_writer_killed_while_a_refused_changes_retry_is_out_is_resumed_and_merges_th
         let w = clone(&url);
         let mark = w.path().join("retry-started");
         let seat = holds_on_the_retry(w.path(), &m, &mark);
-        let _w = worker(
+        let wk = worker(
             repo,
             w.path(),
             &server,
@@ -333,11 +333,43 @@ fn a_writer_killed_while_a_refused_changes_retry_is_out_is_resumed_and_merges_th
         // The writer is killed (SIGKILL) once the worker holds the retry: the retry is
         // witnessed and published, its result not yet sent.
         let mut run = submit(repo, &server, &m);
-        crate::common::wait_until(
-            "the worker to start the refused change's retry",
-            std::time::Duration::from_secs(90),
-            || mark.exists(),
-        );
+        if !crate::common::poll_until(std::time::Duration::from_secs(90), || mark.exists()) {
+            let _ = run.child.0.kill();
+            let (_, _, err) = finish(run);
+            let ledger: String = repo.forum_ok(&["log"]).chars().take(8000).collect();
+            let status = repo.forum().args(["status", "--json"]).output().unwrap();
+            let stacks = std::process::Command::new("gdb")
+                .args([
+                    "-p",
+                    &wk.0.id().to_string(),
+                    "-batch",
+                    "-ex",
+                    "thread apply all bt 25",
+                ])
+                .output()
+                .map(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .chars()
+                        .take(20000)
+                        .collect::<String>()
+                })
+                .unwrap_or_default();
+            let procs = std::process::Command::new("ps")
+                .args(["-eo", "pid,ppid,stat,etime,args"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            eprintln!(
+                "worker {} stacks:\n{stacks}\nprocesses:\n{procs}",
+                wk.0.id()
+            );
+            panic!(
+                "the worker did not start the refused change's retry within 90 s\nwriter: {err}\nworkers: {}\nthe first call made: {}\nstatus: {}\nledger:\n{ledger}",
+                logs(&[&w]),
+                w.path().join("first-done").exists(),
+                String::from_utf8_lossy(&status.stdout),
+            );
+        }
         run.child.0.kill().unwrap();
         run.child.0.wait().unwrap();
         let before = payloads(repo, "task_dispatched");
