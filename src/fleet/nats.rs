@@ -34,6 +34,15 @@ pub struct Settings {
     pub replicas: usize,
 }
 
+/// Whether a ledger's stream is there ([`Connection::stream_made`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Made {
+    Yes,
+    No,
+    /// The server could not say (the line why): it may be restarting.
+    Unknown(String),
+}
+
 /// One connection to the server, for one ledger's stream.
 pub struct Connection {
     rt: tokio::runtime::Runtime,
@@ -169,25 +178,72 @@ impl Connection {
                 || self.js.get_stream(&name),
             )
             .await
-            .map_err(|e| format!("cannot open the stream {name} on {url}: {}", one_line(&e.to_string())))?;
+            .map_err(|e| {
+                format!(
+                    "cannot open the stream {name} on {url}: {}",
+                    one_line(&e.to_string())
+                )
+            })?;
             let info = s.cached_info();
-            if info.config.subjects != [subjects.clone()] {
-                return Err(format!(
-                    "the stream {name} on {url} is not ledger {}'s: its subjects are {:?}, not [{subjects:?}]; remove it or dispatch another ledger",
-                    self.ledger, info.config.subjects
-                ));
-            }
+            self.is_ours(&info.config)?;
             // A stream made with a shorter window (by hand, or by an older git forum) is
             // given ours, so a task published again on `resume` is still recognised.
             if info.config.duplicate_window < DUPLICATE_WINDOW {
                 let mut wider = info.config.clone();
                 wider.duplicate_window = DUPLICATE_WINDOW;
-                patiently(|| self.js.update_stream(wider.clone())).await.map_err(|e| {
-                    format!("cannot set the duplicate window of the stream {name} on {url}: {}", one_line(&e.to_string()))
-                })?;
+                patiently(|| self.js.update_stream(wider.clone()))
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "cannot set the duplicate window of the stream {name} on {url}: {}",
+                            one_line(&e.to_string())
+                        )
+                    })?;
             }
             Ok(())
         })
+    }
+
+    /// Whether the ledger's stream has been made (by a writer: a worker never makes it),
+    /// refusing in one line a stream of that name that is not this ledger's.
+    ///
+    /// Why workers never make it: nats-server 2.9 can answer two creates of one stream that
+    /// arrive together by making it twice, and a consumer made on the first copy then hears
+    /// no pull request again (the task stays in flight to it and is redelivered into the
+    /// void). A fleet started together, or a worker started beside its writer, met that.
+    pub fn stream_made(&self) -> Result<Made, String> {
+        let name = protocol::stream_name(&self.ledger);
+        let url = &self.url;
+        self.rt.block_on(async {
+            match patiently(|| self.js.get_stream(&name)).await {
+                Ok(s) => self.is_ours(&s.cached_info().config).map(|()| Made::Yes),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        jetstream::context::GetStreamErrorKind::JetStream(j)
+                            if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+                    ) =>
+                {
+                    Ok(Made::No)
+                }
+                Err(e) => Ok(Made::Unknown(format!(
+                    "cannot open the stream {name} on {url}: {}",
+                    one_line(&e.to_string())
+                ))),
+            }
+        })
+    }
+
+    /// Refuses in one line a stream named as this ledger's whose subjects are another's.
+    fn is_ours(&self, config: &stream::Config) -> Result<(), String> {
+        let subjects = protocol::stream_subjects(&self.ledger);
+        if config.subjects == [subjects.clone()] {
+            return Ok(());
+        }
+        Err(format!(
+            "the stream {} on {} is not ledger {}'s: its subjects are {:?}, not [{subjects:?}]; remove it or dispatch another ledger",
+            config.name, self.url, self.ledger, config.subjects
+        ))
     }
 
     /// Publishes `bytes` on `subject` and waits for the server to store it.

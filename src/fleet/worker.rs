@@ -13,19 +13,21 @@
 //! task's results ref (`crate::policy::worker_push`).
 
 pub(crate) mod confine;
+mod wait;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::nats::{Connection, Pulled, Settings};
+use super::nats::{Connection, Made, Pulled, Settings};
 use super::protocol::{self, CheckClaim, ModelCall, RESULT_SCHEMA, ResultMessage, TaskMessage};
 use super::writer::{git_line, git_output};
 use crate::exec::command::{in_jail, in_workdir};
 use crate::exec::sandbox::probe::Jail;
 use crate::exec::{Call, Executor, Seats};
 use crate::roster::Roster;
+use async_nats::jetstream::consumer::PullConsumer;
 
 /// The most bytes of a check's output a worker keeps (it reports only the exit).
 const CHECK_OUTPUT_CAP: usize = 64 * 1024;
@@ -76,14 +78,15 @@ pub(crate) struct Control {
 pub(crate) struct Ready {
     o: WorkerOptions,
     conn: Connection,
-    consumer: async_nats::jetstream::consumer::PullConsumer,
+    /// `None` until a writer has made the ledger's stream.
+    consumer: Option<PullConsumer>,
     halts: async_nats::Subscriber,
 }
 
 /// Serves tasks until killed (or `max_tasks` are done, or its control says stop). Fails in
 /// one line when the server cannot be reached or the stream is not this ledger's.
 pub(crate) fn serve(o: WorkerOptions) -> Result<u64, String> {
-    Ok(ready(o)?.run())
+    ready(o)?.run()
 }
 
 /// Connects the worker of `o`: its remote named, the server reached, the ledger's stream and
@@ -96,17 +99,13 @@ pub(crate) fn ready(o: WorkerOptions) -> Result<Ready, String> {
         )
     })?;
     let conn = Connection::connect(&o.settings, &o.ledger)?;
-    conn.ensure_stream()?;
-    let consumer = conn.consumer(
-        &protocol::worker_consumer(&o.ledger),
-        &protocol::task_filter(&o.ledger),
-        o.lease,
-    )?;
-    // Progress is for people watching (`git forum status`): a server that will not keep it
-    // does not stop the worker.
-    if let Err(e) = conn.ensure_progress_stream() {
-        eprintln!("git forum worker: progress will not be shown: {e}");
-    }
+    // The stream and the progress stream are the writer's to make (see
+    // `Connection::stream_made`): a worker started first waits for them in `run`.
+    let consumer = match conn.stream_made()? {
+        Made::Yes => Some(wait::tasks_consumer(&o, &conn)?),
+        Made::No => None,
+        Made::Unknown(e) => return Err(e),
+    };
     let halts = conn.listen(&protocol::halt_filter(&o.ledger))?;
     Ok(Ready {
         o,
@@ -117,23 +116,31 @@ pub(crate) fn ready(o: WorkerOptions) -> Result<Ready, String> {
 }
 
 impl Ready {
-    /// Serves tasks until `max_tasks` are done or the control says stop; returns how many.
-    pub(crate) fn run(self) -> u64 {
+    /// Serves tasks until `max_tasks` are done or the control says stop (waiting first for
+    /// the ledger's stream when no writer has made it yet); returns how many.
+    pub(crate) fn run(self) -> Result<u64, String> {
         let Ready {
             o,
             conn,
             consumer,
             mut halts,
         } = self;
+        let consumer = match consumer {
+            Some(c) => c,
+            None => match wait::await_stream(&o, &conn)? {
+                Some(c) => c,
+                None => return Ok(o.control.done.load(Ordering::SeqCst)),
+            },
+        };
         serve_ready(&o, &conn, &consumer, &mut halts);
-        o.control.done.load(Ordering::SeqCst)
+        Ok(o.control.done.load(Ordering::SeqCst))
     }
 }
 
 fn serve_ready(
     o: &WorkerOptions,
     conn: &Connection,
-    consumer: &async_nats::jetstream::consumer::PullConsumer,
+    consumer: &PullConsumer,
     halts: &mut async_nats::Subscriber,
 ) {
     let done = &o.control.done;

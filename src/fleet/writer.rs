@@ -143,7 +143,7 @@ impl NatsDispatch {
             format!("no git remote named {remote:?} in this repository: workers fetch tasks from it; add one (git remote add) or name another with --dispatch-remote")
         })?;
         let conn = Connection::connect(settings, ledger)?;
-        conn.ensure_stream()?;
+        make_streams(&conn, repo, ledger)?;
         Ok(NatsDispatch {
             inner: Arc::new(Inner {
                 conn,
@@ -525,6 +525,36 @@ fn alone_on_failure(
 }
 
 /// Runs git in `dir` and returns its standard output's first line, or its error in one line.
+/// Makes the ledger's stream and its progress stream, which only a writer makes (see
+/// `Connection::stream_made`), one writer of this repository at a time: two runs of one
+/// ledger dispatched together would otherwise both create the stream at once.
+fn make_streams(conn: &Connection, repo: &Path, ledger: &str) -> Result<(), String> {
+    let common = git_line(
+        repo,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    )?;
+    let dir = Path::new(&common).join("forum").join("locks");
+    let path = dir.join(format!("{}.stream", protocol::stream_name(ledger)));
+    let held = std::fs::create_dir_all(&dir)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+        })
+        .and_then(|f| f.lock().map(|()| f))
+        .map_err(|e| format!("cannot take the lock {}: {e}", path.display()))?;
+    conn.ensure_stream()?;
+    // Progress is for people watching (`git forum status`): a server that will not keep it
+    // does not stop the run.
+    if let Err(e) = conn.ensure_progress_stream() {
+        eprintln!("git forum: the workers' progress will not be shown: {e}");
+    }
+    drop(held);
+    Ok(())
+}
+
 pub(crate) fn git_line(dir: &Path, args: &[&str]) -> Result<String, String> {
     let mut cmd = crate::gitproc::in_dir(dir);
     cmd.args(args);

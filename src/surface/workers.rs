@@ -155,7 +155,9 @@ impl Workers {
         std::thread::Builder::new()
             .name(format!("worker {name}"))
             .spawn(move || {
-                ready.run();
+                if let Err(e) = ready.run() {
+                    eprintln!("git forum serve: a worker stopped: {e}");
+                }
                 flag.store(true, Ordering::SeqCst);
             })
             .map_err(|e| Error::internal(format!("cannot start the worker's thread: {e}")))?;

@@ -105,6 +105,18 @@ impl NatsServer {
             ])
             .arg(store)
             .args(extra)
+            .args(
+                std::env::var("FORUM_NATS_TRACE")
+                    .ok()
+                    .map(|d| {
+                        vec![
+                            "-DV".to_string(),
+                            "-l".to_string(),
+                            format!("{d}/{name}.log"),
+                        ]
+                    })
+                    .unwrap_or_default(),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -151,6 +163,18 @@ impl NatsServer {
     }
 
     /// Sends a JetStream API request and returns the reply's JSON.
+    /// Makes `ledger`'s work-queue stream as its writer does.
+    pub(crate) fn make_ledger_stream(&self, ledger: &str) {
+        let made = self.request(
+            &format!("$JS.API.STREAM.CREATE.FORUM_{ledger}"),
+            &serde_json::json!({
+                "name": format!("FORUM_{ledger}"), "subjects": [format!("forum.{ledger}.>")],
+                "retention": "workqueue", "storage": "file", "duplicate_window": 120_000_000_000u64,
+            }),
+        );
+        assert!(made["config"].is_object(), "{made}");
+    }
+
     pub(crate) fn request(&self, subject: &str, body: &J) -> J {
         let mut s = self.raw();
         let body = body.to_string();
@@ -522,6 +546,44 @@ fn a_worker_that_answers_twice_is_witnessed_as_a_duplicate_and_merged_once() {
     repo.forum_ok(&["verify", "--deep"]);
 }
 
+/// Only the writer makes the ledger's streams: nats-server 2.9 can make a stream twice when two
+/// creates arrive together, and a consumer made on the copy it drops hears no pull again.
+#[test]
+fn a_worker_started_before_its_writer_makes_no_stream_and_waits_for_it() {
+    let repo = Repo::new("sha1");
+    let server = NatsServer::start();
+    let (_bare, url) = shared(&repo);
+    let m = model(&repo, TWO);
+    let c = clone(&url);
+    let _w = worker(&repo, c.path(), &server, &m, &["--name", "early"]);
+    waited(
+        "the worker says it waits for the ledger's stream",
+        Duration::from_secs(60),
+        &[&c],
+        || logs(&[&c]).contains("waiting for the stream of ledger main"),
+    );
+    for name in ["FORUM_main", "FORUM_main_WORKERS"] {
+        let info = server.request(
+            &format!("$JS.API.STREAM.INFO.{name}"),
+            &serde_json::json!({}),
+        );
+        assert_eq!(info["error"]["err_code"], 10059, "{name}: {info}");
+    }
+    let (ok, _, err) = finish(submit(&repo, &server, &m));
+    assert!(ok, "{err}\n{}", logs(&[&c]));
+    let results = task_results(&repo);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        results.iter().all(|(_, r)| r["worker"] == "early"),
+        "{results:?}"
+    );
+    assert_eq!(
+        repo.git_ok(&["rev-list", "--count", "main..forum/run-0"]),
+        "2"
+    );
+    repo.forum_ok(&["verify", "--deep"]);
+}
+
 #[test]
 fn results_of_the_wrong_shape_or_for_an_attempt_never_issued_are_refused_in_one_line() {
     let repo = Repo::new("sha1");
@@ -530,13 +592,10 @@ fn results_of_the_wrong_shape_or_for_an_attempt_never_issued_are_refused_in_one_
     let plan = r#"{"tasks":[{"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]}]}"#;
     let m = model(&repo, plan);
     let c = clone(&url);
-    // The worker makes the ledger's stream; then anyone who can publish sends two results for
-    // run 0 before it starts.
+    // The ledger's stream is there (as an earlier run's writer left it); then anyone who can
+    // publish sends two results for run 0 before it starts.
+    server.make_ledger_stream("main");
     let _w = worker(&repo, c.path(), &server, &m, &[]);
-    crate::common::wait_until("the stream", Duration::from_secs(30), || {
-        server.request("$JS.API.STREAM.INFO.FORUM_main", &serde_json::json!({}))["config"]
-            .is_object()
-    });
     server.publish("forum.main.result.0", br#"{"schema":"nonsense"}"#);
     let forged = serde_json::json!({
         "schema": "git-forum.dispatch.result/1", "ledger": "main", "run": 0, "task": "T1",
