@@ -20,6 +20,7 @@ use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, kind};
 use crate::plan::Task;
 
+use super::claimed::{Made, claimed_runs};
 use super::commit_message;
 use super::engine::{Done, Run};
 use super::prompts::{failed_checks_note, work_note};
@@ -32,29 +33,6 @@ use super::{Event, RunError, lock};
 /// One line for a work error (a conflict names its paths).
 fn work_error_line(e: &WorkError) -> String {
     e.to_string().replace('\n', " ")
-}
-
-/// Where a task's change is read from.
-#[derive(Clone, Copy)]
-pub(super) enum Made<'a> {
-    /// The task's worktree here: its change is staged from it and its checks run in it.
-    Tree(&'a TaskTree),
-    /// A dispatched task's worker's commit (checked to be one commit on the task's start),
-    /// when the writer does not run the checks itself: `tree` names the task and its start
-    /// (no worktree is read), and the checks are what the worker's `result` claims.
-    Claimed {
-        tree: &'a TaskTree,
-        commit: &'a str,
-        result: &'a crate::fleet::protocol::ResultMessage,
-    },
-}
-
-impl<'a> Made<'a> {
-    fn tree(self) -> &'a TaskTree {
-        match self {
-            Made::Tree(tree) | Made::Claimed { tree, .. } => tree,
-        }
-    }
 }
 
 impl Run<'_, '_> {
@@ -444,7 +422,7 @@ impl Run<'_, '_> {
         let mut commands = w.checks.clone();
         commands.extend(criteria_commands(task));
         let claimed = match made {
-            Made::Claimed { result, .. } => super::remote::claimed_runs(&commands, &result.checks),
+            Made::Claimed { result, .. } => claimed_runs(&commands, &result.checks),
             Made::Tree(_) => Vec::new(),
         };
         let mut all_ok = true;

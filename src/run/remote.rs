@@ -9,11 +9,11 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::fleet::protocol::{self, CheckClaim, ResultMessage, TaskMessage};
+use crate::fleet::protocol::{self, ResultMessage, TaskMessage};
 use crate::ledger::{Entry, kind};
 use crate::plan::Task;
 
-use super::changes::Made;
+use super::claimed::Made;
 use super::engine::{Done, Run};
 use super::work_state::{WorkRun, criteria_commands};
 use super::workbench::{CheckRun, TaskTree, WorkError};
@@ -154,8 +154,7 @@ impl Run<'_, '_> {
                 Ok(answered) => answered,
                 Err(ended) => return Ok(ended),
             };
-            // A worker that found the attempt's change pushed by another delivery claims the
-            // checks of its own change, not of that one: they are run here.
+            // Claims of another change than the one found in the ref: the checks run here.
             if opened.is_none() && r.found_in_ref {
                 opened = Some(open_tree(w, task, &name, &start));
             }
@@ -494,39 +493,6 @@ fn own_checks(w: &WorkRun) -> bool {
         .is_some_and(|v| v.tier >= 3 || v.verify == crate::exec::config::Verify::Full)
 }
 
-/// What a worker claims of each of `commands` (in order; a command given twice takes the
-/// worker's claims of it in turn): its exit, outcome and time, with no output (a worker
-/// sends none). A command the worker claims nothing of failed.
-pub(super) fn claimed_runs(commands: &[String], claims: &[CheckClaim]) -> Vec<CheckRun> {
-    let mut used = vec![false; claims.len()];
-    commands
-        .iter()
-        .map(|cmd| {
-            let found = (0..claims.len()).find(|&i| !used[i] && claims[i].command == *cmd);
-            match found {
-                Some(i) => {
-                    used[i] = true;
-                    let c = &claims[i];
-                    CheckRun {
-                        command: cmd.clone(),
-                        exit: c.exit,
-                        ok: c.ok && c.exit == Some(0),
-                        seconds: c.seconds,
-                        tail: String::new(),
-                    }
-                }
-                None => CheckRun {
-                    command: cmd.clone(),
-                    exit: None,
-                    ok: false,
-                    seconds: 0.0,
-                    tail: "the worker's result claims nothing of this check".into(),
-                },
-            }
-        })
-        .collect()
-}
-
 impl Run<'_, '_> {
     /// Witnesses, under `parent`, what the worker `worker` claims of one check of `task`'s
     /// change, as `check` with `claimed_by` naming the worker (the writer did not run it).
@@ -674,45 +640,6 @@ pub(crate) fn remote_prompt(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn each_check_takes_the_workers_claim_of_it_in_turn_and_one_claimed_nowhere_fails() {
-        let claim = |command: &str, ok: bool, exit: Option<i32>| CheckClaim {
-            command: command.into(),
-            ok,
-            exit,
-            seconds: 0.5,
-        };
-        let claims = [
-            claim("make lint", true, Some(0)),
-            claim("make test", true, Some(0)),
-            claim("make test", false, Some(2)),
-            // Said to pass with no exit code: not taken as a pass.
-            claim("odd", true, None),
-        ];
-        let commands: Vec<String> = ["make test", "make test", "make test", "make lint", "odd"]
-            .iter()
-            .map(|c| c.to_string())
-            .collect();
-        let runs = claimed_runs(&commands, &claims);
-        let got: Vec<(&str, Option<i32>, bool)> = runs
-            .iter()
-            .map(|r| (r.command.as_str(), r.exit, r.ok))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                ("make test", Some(0), true),
-                ("make test", Some(2), false),
-                ("make test", None, false),
-                ("make lint", Some(0), true),
-                ("odd", None, false),
-            ]
-        );
-        assert!(runs[2].tail.contains("claims nothing"), "{}", runs[2].tail);
-        assert!(runs[0].tail.is_empty());
-        assert!(claimed_runs(&commands, &[]).iter().all(|r| !r.ok));
-    }
 
     #[test]
     fn the_record_gives_each_attempt_once_with_whether_it_was_answered() {
