@@ -463,7 +463,7 @@ impl Dispatch for NatsDispatch {
         result_ref: &str,
         result: &ResultMessage,
         base: &str,
-        worktree: &Path,
+        worktree: Option<&Path>,
     ) -> Result<(), String> {
         let i = &self.inner;
         let Some(commit) = &result.commit else {
@@ -501,6 +501,9 @@ impl Dispatch for NatsDispatch {
                 result.attempt
             ));
         }
+        let Some(worktree) = worktree else {
+            return Ok(());
+        };
         git_line(worktree, &["read-tree", "-u", "--reset", commit])
             .map(|_| ())
             .map_err(|e| format!("cannot put the worker's change in the task's worktree: {e}"))

@@ -20,6 +20,7 @@ use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, kind};
 use crate::plan::Task;
 
+use super::claimed::{Made, claimed_runs};
 use super::commit_message;
 use super::engine::{Done, Run};
 use super::prompts::{failed_checks_note, work_note};
@@ -329,8 +330,23 @@ impl Run<'_, '_> {
         model: String,
         tree: &TaskTree,
         task_entry: &Entry,
+        result: (u64, &str),
+    ) -> Result<bool, RunError> {
+        self.witness_made(w, task, model, Made::Tree(tree), task_entry, result)
+    }
+
+    /// [`Run::witness_change`] of a change read from `made`: a worktree here, or a worker's
+    /// commit elsewhere whose checks are the worker's claims.
+    pub(super) fn witness_made(
+        &self,
+        w: &WorkRun,
+        task: &Task,
+        model: String,
+        made: Made<'_>,
+        task_entry: &Entry,
         (result_seq, report): (u64, &str),
     ) -> Result<bool, RunError> {
+        let tree = made.tree();
         let author = Author {
             lane: task.agent.clone(),
             model,
@@ -350,7 +366,12 @@ impl Run<'_, '_> {
             limits: w.limits,
             screen: &screen,
         };
-        let committed = w.in_shared_turn(|| w.bench.commit(tree, &author, &tie, &head, &rules));
+        let committed = w.in_shared_turn(|| match made {
+            Made::Tree(tree) => w.bench.commit(tree, &author, &tie, &head, &rules),
+            Made::Claimed { tree, commit, .. } => w
+                .bench
+                .commit_made(tree, commit, &author, &tie, &head, &rules),
+        });
         let change = match committed {
             // The worktree went by a name safe for refs; the record names the task.
             Ok(c) => Change {
@@ -386,11 +407,32 @@ impl Run<'_, '_> {
         tw.ship = None;
         tw.integrated = None;
         w.set(&task.id, tw);
+        self.check_change(w, task, made, c.seq)
+    }
+
+    /// Runs and witnesses each check of `task`'s change (witnessed at `parent`) in its
+    /// worktree, or witnesses what its worker claims of each; whether every one passed.
+    fn check_change(
+        &self,
+        w: &WorkRun,
+        task: &Task,
+        made: Made<'_>,
+        parent: u64,
+    ) -> Result<bool, RunError> {
         let mut commands = w.checks.clone();
         commands.extend(criteria_commands(task));
+        let claimed = match made {
+            Made::Claimed { result, .. } => claimed_runs(&commands, &result.checks),
+            Made::Tree(_) => Vec::new(),
+        };
         let mut all_ok = true;
-        for cmd in commands {
-            let (ok, seq, tail) = self.run_check(w, tree, &task.id, &cmd, c.seq)?;
+        for (i, cmd) in commands.into_iter().enumerate() {
+            let (ok, seq, tail) = match (made, claimed.get(i)) {
+                (Made::Claimed { result, .. }, Some(run)) => {
+                    self.witness_claimed_check(w, &task.id, run, &result.worker, parent)?
+                }
+                _ => self.run_check(w, made.tree(), &task.id, &cmd, parent)?,
+            };
             all_ok &= ok;
             let mut tw = w.get(&task.id);
             if !ok {

@@ -48,6 +48,7 @@
 mod adapters;
 mod attempts;
 mod changes;
+mod claimed;
 mod classify;
 mod commit_message;
 mod context;

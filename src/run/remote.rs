@@ -13,9 +13,10 @@ use crate::fleet::protocol::{self, ResultMessage, TaskMessage};
 use crate::ledger::{Entry, kind};
 use crate::plan::Task;
 
+use super::claimed::Made;
 use super::engine::{Done, Run};
 use super::work_state::{WorkRun, criteria_commands};
-use super::workbench::{TaskTree, WorkError};
+use super::workbench::{CheckRun, TaskTree, WorkError};
 use super::{Event, RunError};
 
 /// How many attempts a dispatched task gets, when the run does not give `--attempts`, before
@@ -92,13 +93,14 @@ pub(crate) trait Dispatch: Send + Sync {
     /// objects and the ref of the same name here, when `result` names a commit.
     fn fetch_result(&self, result_ref: &str, result: &ResultMessage) -> Result<(), String>;
     /// Checks that `result_ref` (fetched) holds the commit `result` names, one commit on
-    /// `base` tied to its attempt, and puts its tree in `worktree` (not committed).
+    /// `base` tied to its attempt, and puts its tree in `worktree` (not committed) when the
+    /// task has one here (the writer runs its checks itself).
     fn bring(
         &self,
         result_ref: &str,
         result: &ResultMessage,
         base: &str,
-        worktree: &Path,
+        worktree: Option<&Path>,
     ) -> Result<(), String>;
 }
 
@@ -109,10 +111,13 @@ impl Run<'_, '_> {
     }
 
     /// Runs one task of a `--work` run through `d`: the task published on the commit it
-    /// starts on, its worktree here opened while the worker works, the worker's result
-    /// witnessed, its commit checked and brought in, then the same commit, checks and record
-    /// as a local task's. The task goes out before its worktree is made, so a wave's tasks are
-    /// published without waiting on each other's worktrees.
+    /// starts on, the worker's result witnessed, its commit checked, then the same commit,
+    /// screens and record as a local task's. When the writer runs the checks itself
+    /// ([`own_checks`], or a result whose checks are not of its commit), the task gets a
+    /// worktree here (opened while the worker works, after the task went out, so a wave's
+    /// tasks are published without waiting on each other's worktrees) and the commit's tree
+    /// is put in it; otherwise no worktree: the commit is made from the worker's tree and the
+    /// checks are the worker's claims.
     pub(super) fn remote_task(
         &self,
         d: &dyn Dispatch,
@@ -140,18 +145,25 @@ impl Run<'_, '_> {
                 Ok(sent) => sent,
                 Err(unsent) => return Ok(unsent),
             };
-        let opened = open_tree(w, task, &name, &start);
+        // The worktree only when the writer runs the task's checks itself; else the worker's
+        // commit is checked and committed here with no worktree.
+        let mut opened = own_checks(w).then(|| open_tree(w, task, &name, &start));
         let bound = self.refusal_bound(w);
         loop {
             let (done, r) = match self.answered(d, w, task, sent, &attempt)? {
                 Ok(answered) => answered,
                 Err(ended) => return Ok(ended),
             };
+            // Claims of another change than the one found in the ref: the checks run here.
+            if opened.is_none() && r.found_in_ref {
+                opened = Some(open_tree(w, task, &name, &start));
+            }
             let result_ref = protocol::result_ref(&w.ledger, w.run_seq, &name, &attempt);
             let tree = match &opened {
-                Ok(tree) => tree,
+                None => None,
+                Some(Ok(tree)) => Some(tree),
                 // Not the worker's change but this side: not tried again.
-                Err(e) => {
+                Some(Err(e)) => {
                     let e = WorkError::Git(format!("cannot open the task's worktree: {e}"));
                     return self.refuse_result(w, task, &start, &attempt, done, e);
                 }
@@ -162,7 +174,7 @@ impl Run<'_, '_> {
             // task's own worktree need no turn.
             let brought = w
                 .in_shared_turn(|| d.fetch_result(&result_ref, &r))
-                .and_then(|()| d.bring(&result_ref, &r, &start, &tree.path));
+                .and_then(|()| d.bring(&result_ref, &r, &start, tree.map(|t| t.path.as_path())));
             if let Err(e) = brought {
                 let refused =
                     self.refuse_result(w, task, &start, &attempt, done, WorkError::Git(e))?;
@@ -183,11 +195,44 @@ impl Run<'_, '_> {
                 )?;
                 continue;
             }
-            let model = r.model.clone();
-            let passed =
-                self.witness_change(w, task, model, tree, task_entry, (done.seq, &done.output))?;
-            return Ok(Done { ok: passed, ..done });
+            return self.witness_result(w, task, (&name, &start), tree, &r, task_entry, done);
         }
+    }
+
+    /// Witnesses the change of the worker's result `r` (its commit checked already) for the
+    /// task `task` (`name`: its name in refs; `start`: the commit it went out on): read from
+    /// `tree` when it has a worktree here (its checks run in it), else from the worker's
+    /// commit with the worker's claims of its checks.
+    #[allow(clippy::too_many_arguments)]
+    fn witness_result(
+        &self,
+        w: &WorkRun,
+        task: &Task,
+        (name, start): (&str, &str),
+        tree: Option<&TaskTree>,
+        r: &ResultMessage,
+        task_entry: &Entry,
+        done: Done,
+    ) -> Result<Done, RunError> {
+        let named = TaskTree {
+            task: name.to_string(),
+            path: std::path::PathBuf::new(),
+            start: start.to_string(),
+            shows: Vec::new(),
+            named: false,
+        };
+        let made = match tree {
+            Some(tree) => Made::Tree(tree),
+            None => Made::Claimed {
+                tree: &named,
+                commit: r.commit.as_deref().unwrap_or(start),
+                result: r,
+            },
+        };
+        let model = r.model.clone();
+        let passed =
+            self.witness_made(w, task, model, made, task_entry, (done.seq, &done.output))?;
+        Ok(Done { ok: passed, ..done })
     }
 
     /// Sends `task` out the first time (on the commit `start`; `name`: its name in refs): an
@@ -436,6 +481,43 @@ impl Run<'_, '_> {
             d.settle(dup.stream_seq);
         }
         Ok(())
+    }
+}
+
+/// Whether the writer runs a dispatched task's checks itself, in a worktree of its own, rather
+/// than witnessing what the worker claims of them: when the run is checked in full (a seat at
+/// verification tier 3, or one whose table says `verify = "full"`).
+fn own_checks(w: &WorkRun) -> bool {
+    w.verification
+        .as_ref()
+        .is_some_and(|v| v.tier >= 3 || v.verify == crate::exec::config::Verify::Full)
+}
+
+impl Run<'_, '_> {
+    /// Witnesses, under `parent`, what the worker `worker` claims of one check of `task`'s
+    /// change, as `check` with `claimed_by` naming the worker (the writer did not run it).
+    /// Returns whether it passed, the entry's seq and its output's tail.
+    pub(super) fn witness_claimed_check(
+        &self,
+        w: &WorkRun,
+        task: &str,
+        run: &CheckRun,
+        worker: &str,
+        parent: u64,
+    ) -> Result<(bool, u64, String), RunError> {
+        let mut body = run.payload(task);
+        body["claimed_by"] = json!(worker);
+        if let Some(n) = w.get(task).attempt {
+            body["attempt"] = json!(n);
+        }
+        let e = self.put("dispatch", kind::CHECK, Some(parent), body)?;
+        self.env.progress.event(&Event::Checked {
+            id: task.to_string(),
+            command: run.command.clone(),
+            ok: run.ok,
+            seconds: run.seconds,
+        });
+        Ok((run.ok, e.seq, run.tail.clone()))
     }
 }
 

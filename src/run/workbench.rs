@@ -443,6 +443,25 @@ pub trait Workbench: Send + Sync {
         subject: &str,
         rules: &CommitRules<'_>,
     ) -> Result<Change, WorkError>;
+    /// [`Workbench::commit`] of a change made elsewhere, with no worktree: `tree` names the
+    /// task and the commit it starts at (its directory is not read), and `made` is a commit
+    /// in the repository whose tree is the change (a dispatched task's worker's commit,
+    /// checked already to be one commit on `tree.start`). The change is measured against
+    /// `rules.limits` and screened on the trees' difference, as a worktree's would be, and
+    /// committed with the same author, message head and trailers. By default, the tree's own
+    /// [`Workbench::commit`] (a workbench that reads no worktree, as a replay's).
+    fn commit_made(
+        &self,
+        tree: &TaskTree,
+        made: &str,
+        author: &Author,
+        tie: &Tie,
+        subject: &str,
+        rules: &CommitRules<'_>,
+    ) -> Result<Change, WorkError> {
+        let _ = made;
+        self.commit(tree, author, tie, subject, rules)
+    }
     /// Runs one shell command in the tree, in its own process group, killed at the deadline;
     /// keeps the last `cap` bytes of stdout+stderr.
     fn check(

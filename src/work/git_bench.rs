@@ -42,65 +42,19 @@ impl Workbench for GitWork {
     ) -> Result<Change, WorkError> {
         let opened = self.opened(tree)?;
         let written = self.stage(tree, &opened, rules)?;
-        let start_tree = self.tree_of(&tree.start)?;
-        let unchanged = Change {
-            task: tree.task.clone(),
-            base: tree.start.clone(),
-            commit: None,
-            tree: start_tree.clone(),
-            files: Vec::new(),
-            diff: String::new(),
-            truncated: false,
-            links_out: Vec::new(),
-        };
-        if written == start_tree {
-            return Ok(unchanged);
-        }
-        let (secrets, links_out) = self.inspect(&start_tree, &written, rules)?;
-        if !secrets.is_empty() {
-            return Err(WorkError::Secrets(secrets));
-        }
-        let name = clean_ident(&format!("{} ({})", author.lane, author.model));
-        let local = task_component(&author.lane);
-        let email = clean_ident(&format!("{local}@git-forum.invalid"));
-        let message = format!(
-            "{}\n\n{}",
-            message_head(subject, &format!("git forum: task {}", tree.task)),
-            tie.trailers()
-        );
-        let commit = self.commit_tree_as(
-            &written,
-            &[&tree.start],
-            &message,
-            (&name, &email),
-            (FORUM_NAME, FORUM_EMAIL),
-            None,
-        )?;
-        lock(&self.trees).insert(commit.clone(), written.clone());
-        lock(&self.made).insert(commit.clone(), tree.start.clone());
-        // The worktree now sits on its change, so `git status` there is clean (moved while
-        // the diff below runs).
-        let moved = std::thread::scope(|s| {
-            let head = s.spawn(|| self.settle_tree(tree, &opened, &commit));
-            let diff = change_diff(&self.common, &tree.start, &commit, rules.diff_cap);
-            let moved = head.join().unwrap_or_else(|_| {
-                Err(WorkError::Io(
-                    "the thread moving the worktree's HEAD panicked".into(),
-                ))
-            });
-            diff.and_then(|d| moved.map(|_| d))
-        });
-        let (stats, patch) = moved?;
-        let (diff, truncated) = git::cut_text(&patch.stdout, rules.diff_cap);
-        Ok(Change {
-            commit: Some(commit),
-            tree: written,
-            files: diff::files(&stats),
-            diff,
-            truncated: truncated || patch.cut,
-            links_out,
-            ..unchanged
-        })
+        self.commit_written(tree, &written, author, tie, subject, rules, Some(&opened))
+    }
+
+    fn commit_made(
+        &self,
+        tree: &TaskTree,
+        made: &str,
+        author: &Author,
+        tie: &Tie,
+        subject: &str,
+        rules: &CommitRules<'_>,
+    ) -> Result<Change, WorkError> {
+        self.commit_made_tree(tree, made, author, tie, subject, rules)
     }
 
     fn check(
@@ -360,5 +314,85 @@ impl GitWork {
         self.ok(&["update-ref", "-m", &why, &branch, &new, &expected])?;
         crate::store::append::failpoint("integrate-moved");
         Ok(new)
+    }
+}
+
+impl GitWork {
+    /// Commits `written` (a tree in the repository, the change of `tree.task`) on
+    /// `tree.start` after screening what it adds: `commit: None` when it is the start's tree.
+    /// `opened`: the task's worktree, moved onto the commit once it is written.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn commit_written(
+        &self,
+        tree: &TaskTree,
+        written: &str,
+        author: &Author,
+        tie: &Tie,
+        subject: &str,
+        rules: &CommitRules<'_>,
+        opened: Option<&Opened>,
+    ) -> Result<Change, WorkError> {
+        let start_tree = self.tree_of(&tree.start)?;
+        let unchanged = Change {
+            task: tree.task.clone(),
+            base: tree.start.clone(),
+            commit: None,
+            tree: start_tree.clone(),
+            files: Vec::new(),
+            diff: String::new(),
+            truncated: false,
+            links_out: Vec::new(),
+        };
+        if *written == start_tree {
+            return Ok(unchanged);
+        }
+        let (secrets, links_out) = self.inspect(&start_tree, written, rules)?;
+        if !secrets.is_empty() {
+            return Err(WorkError::Secrets(secrets));
+        }
+        let name = clean_ident(&format!("{} ({})", author.lane, author.model));
+        let local = task_component(&author.lane);
+        let email = clean_ident(&format!("{local}@git-forum.invalid"));
+        let message = format!(
+            "{}\n\n{}",
+            message_head(subject, &format!("git forum: task {}", tree.task)),
+            tie.trailers()
+        );
+        let commit = self.commit_tree_as(
+            written,
+            &[&tree.start],
+            &message,
+            (&name, &email),
+            (FORUM_NAME, FORUM_EMAIL),
+            None,
+        )?;
+        lock(&self.trees).insert(commit.clone(), written.to_string());
+        lock(&self.made).insert(commit.clone(), tree.start.clone());
+        // A worktree now sits on its change, so `git status` there is clean (moved while
+        // the diff below runs).
+        let moved = std::thread::scope(|s| {
+            let head = s.spawn(|| match opened {
+                Some(opened) => self.settle_tree(tree, opened, &commit),
+                None => Ok(()),
+            });
+            let diff = change_diff(&self.common, &tree.start, &commit, rules.diff_cap);
+            let moved = head.join().unwrap_or_else(|_| {
+                Err(WorkError::Io(
+                    "the thread moving the worktree's HEAD panicked".into(),
+                ))
+            });
+            diff.and_then(|d| moved.map(|_| d))
+        });
+        let (stats, patch) = moved?;
+        let (diff, truncated) = git::cut_text(&patch.stdout, rules.diff_cap);
+        Ok(Change {
+            commit: Some(commit),
+            tree: written.to_string(),
+            files: diff::files(&stats),
+            diff,
+            truncated: truncated || patch.cut,
+            links_out,
+            ..unchanged
+        })
     }
 }

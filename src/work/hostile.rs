@@ -399,7 +399,12 @@ pub(super) struct Measured {
 impl Measured {
     /// Counts one file of `size` bytes at `path`; refuses it over `max_file_bytes`, and the
     /// change once it passes `max_files` or `max_change_bytes`.
-    fn add(&mut self, path: &[u8], size: u64, limits: &ChangeLimits) -> Result<(), WorkError> {
+    pub(super) fn add(
+        &mut self,
+        path: &[u8],
+        size: u64,
+        limits: &ChangeLimits,
+    ) -> Result<(), WorkError> {
         let shown = String::from_utf8_lossy(path);
         if size > limits.max_file_bytes {
             return Err(refused(format!(

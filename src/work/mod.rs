@@ -47,6 +47,7 @@ mod edit_hands;
 pub(crate) mod git;
 mod git_bench;
 mod hostile;
+mod made;
 mod merge;
 pub use merge::ScratchMerges;
 mod racy;

@@ -197,11 +197,14 @@ fn a_dispatched_task_whose_worktree_fails_to_open_ends_with_one_line_and_the_run
             &m,
             &["--name", "w", "--no-sandbox"],
         );
+        // A run checked in full: the writer runs the checks itself, in a worktree of its own.
+        crate::dispatch_claimed::checked_in_full(repo, &m);
         // The first dispatched task's worktree fails to open, after its task was published.
         let mut c = repo.forum();
+        // (The seat is the runtime file's, not `--cmd`, so its `verify` holds.)
         c.env("GIT_FORUM_FAILPOINT_FAIL", "task-worktree")
             .args(["submit", "--work", "--no-sandbox", "--check", "true"])
-            .args(["--dispatch", &server.url(), "--cmd", &m, "--json"])
+            .args(["--dispatch", &server.url(), "--json"])
             .arg("write the files");
         let (_, j, err) = finish(spawned(c));
         let said = format!("{err}\n{}", logs(&[&w]));
@@ -220,6 +223,13 @@ fn a_dispatched_task_whose_worktree_fails_to_open_ends_with_one_line_and_the_run
         );
         assert!(!e.contains('\n'), "{e}");
         assert_eq!(refused[0]["commit"], J::Null);
+        // The checks are the writer's own, run in its worktree: none is a worker's claim.
+        let checks = payloads(repo, "check");
+        assert!(!checks.is_empty(), "{said}");
+        assert!(
+            checks.iter().all(|(_, c)| c.get("claimed_by").is_none()),
+            "{checks:?}"
+        );
         // The run went on: the other task merged.
         let failed = refused[0]["task"].as_str().unwrap();
         let other = if failed == "T1" { "T2" } else { "T1" };

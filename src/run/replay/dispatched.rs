@@ -341,7 +341,7 @@ impl Dispatch for ReplayDispatch {
         Ok(())
     }
 
-    fn bring(&self, _: &str, r: &ResultMessage, _: &str, _: &Path) -> Result<(), String> {
+    fn bring(&self, _: &str, r: &ResultMessage, _: &str, _: Option<&Path>) -> Result<(), String> {
         match lock(&self.taken).refused.remove(&r.attempt) {
             Some(why) => Err(why),
             None => Ok(()),
@@ -435,13 +435,11 @@ mod tests {
         let got = d.wait("a1", &|| false).unwrap().unwrap();
         assert_eq!((got.result.worker.as_str(), got.stream_seq), ("w", 3));
         assert_eq!(got.result.model_calls[0].completion_tokens, 4);
-        let why = d
-            .bring("r", &got.result, "c0", Path::new("/x"))
-            .unwrap_err();
+        let why = d.bring("r", &got.result, "c0", None).unwrap_err();
         assert_eq!(why, "cannot fetch the worker's commit");
         assert_eq!(d.attempt_id("T1"), "a2");
         let got = d.wait("a2", &|| false).unwrap().unwrap();
-        assert!(d.bring("r", &got.result, "c0", Path::new("/x")).is_ok());
+        assert!(d.bring("r", &got.result, "c0", None).is_ok());
         let dups = d.take_duplicates();
         assert_eq!(dups.len(), 1);
         assert_eq!(dups[0].result.commit.as_deref(), Some("c9"));

@@ -1,0 +1,86 @@
+//! A change made elsewhere, committed with no worktree ([`Workbench::commit_made`]): a
+//! dispatched task's worker pushed a commit, the writer has checked that it is one commit on
+//! the task's start carrying the attempt's trailer, and what remains is what a worktree's
+//! change goes through before it is committed, done on the two trees: the limits on files and
+//! bytes, the nested repositories, the links that leave, the secrets. Nothing is checked out,
+//! so no worktree is added in the repository's exclusive git turn for it.
+
+use super::hostile::Measured;
+use super::*;
+use crate::run::ChangeLimits;
+
+impl GitWork {
+    /// Commits the tree of `made` on `tree.start` as the change of `tree.task`: what
+    /// [`Workbench::commit`] does with a worktree's staged tree, with the sizes measured on
+    /// the trees' difference.
+    pub(super) fn commit_made_tree(
+        &self,
+        tree: &TaskTree,
+        made: &str,
+        author: &Author,
+        tie: &Tie,
+        subject: &str,
+        rules: &CommitRules<'_>,
+    ) -> Result<Change, WorkError> {
+        let written = self.tree_of(made)?;
+        let start_tree = self.tree_of(&tree.start)?;
+        if written != start_tree {
+            self.measure_trees(&start_tree, &written, &rules.limits)?;
+        }
+        self.commit_written(tree, &written, author, tie, subject, rules, None)
+    }
+
+    /// Measures the change from `start_tree` to `new_tree` against `limits`, as a worktree's
+    /// change is measured before it is staged: each file added, modified or deleted counts
+    /// (a deleted one as no bytes), each added or modified file by its size in the object
+    /// store. Refuses a file over `max_file_bytes`, a change over `max_files` or
+    /// `max_change_bytes`.
+    fn measure_trees(
+        &self,
+        start_tree: &str,
+        new_tree: &str,
+        limits: &ChangeLimits,
+    ) -> Result<Measured, WorkError> {
+        let args = [
+            "diff-tree",
+            "-r",
+            "-z",
+            "--no-renames",
+            "--no-abbrev",
+            start_tree,
+            new_tree,
+        ];
+        let out = git::run(&self.common, &args)?;
+        git::ensure(&out, &args)?;
+        if out.cut {
+            return Err(WorkError::Refused(
+                "the change's list of files is longer than git forum reads".into(),
+            ));
+        }
+        let repo = self.objects.to_thread_local();
+        let mut m = Measured::default();
+        let mut fields = out.stdout.split(|b| *b == 0);
+        while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
+            let meta = String::from_utf8_lossy(meta);
+            let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+            let [_, new_mode, _, new_id, status] = parts[..] else {
+                continue;
+            };
+            // A nested repository's commit is not here: the screen refuses it after.
+            let size = if status.starts_with('D') || new_mode == "160000" {
+                0
+            } else {
+                object_size(&repo, new_id)?
+            };
+            m.add(path, size, limits)?;
+        }
+        Ok(m)
+    }
+}
+
+/// The size of the object `hex` in the repository, from its header.
+fn object_size(repo: &gix::Repository, hex: &str) -> Result<u64, WorkError> {
+    let failed = |e: &dyn std::fmt::Display| WorkError::Git(format!("cannot read {hex}: {e}"));
+    let id = gix::ObjectId::from_hex(hex.as_bytes()).map_err(|e| failed(&e))?;
+    Ok(repo.find_header(id).map_err(|e| failed(&e))?.size())
+}
