@@ -15,7 +15,9 @@
 //! file, says it is ready and waits; the clock starts when every writer is told to go, so process
 //! start and open are not counted. `--rounds R` (5) rounds alternate which side goes first, each
 //! on fresh files after a `sync`; the figures are medians over rounds of entries/s, the ratio of
-//! the medians, and p50 / p99 of one append's latency over all rounds. `--busy` runs the same while
+//! the medians, p50 / p99 of one append's latency over all rounds, and each side's CPU per append
+//! (user and system apart: on ext4 without a journal the system part is mostly the search for
+//! a free inode, see docs/benchmarks.md). `--busy` runs the same while
 //! a second process spins on every core; `--dir PATH` puts the files on that file system.
 //!
 //! Afterwards every ledger must hold every acknowledged entry (the count) and pass `verify --deep`,
@@ -33,7 +35,7 @@ use git_forum::store::git::{GitStore, Options};
 mod busy;
 #[path = "support/writers.rs"]
 mod writers;
-use writers::{filesystem_of, median, pct, run_writers, serve_child};
+use writers::{children_cpu, filesystem_of, median, pct, run_writers, serve_child};
 #[path = "support/git.rs"]
 mod git;
 
@@ -183,6 +185,8 @@ fn main() {
     ];
     let mut rates: [Vec<f64>; 2] = Default::default();
     let mut lat: [Vec<f64>; 2] = Default::default();
+    // Per side: the writers' user and system CPU over all rounds (seconds).
+    let mut cpu = [(0.0f64, 0.0f64); 2];
     let n = procs * per;
     for round in 0..rounds {
         let ledger = root.path().join(format!("ledger-{round}"));
@@ -194,7 +198,11 @@ fn main() {
             let side = (k + round) % 2;
             let _ = Command::new("sync").status();
             let (mode, target) = [("git", &ledger), ("jsonl", &jsonl)][side];
+            let before = children_cpu();
             let (wall, mut l) = run_writers("--child", mode, target, procs, per);
+            let after = children_cpu();
+            cpu[side].0 += after.0 - before.0;
+            cpu[side].1 += after.1 - before.1;
             rates[side].push(n as f64 / wall);
             lat[side].append(&mut l);
         }
@@ -214,6 +222,14 @@ fn main() {
             med[side],
             pct(&lat[side], 0.5) * 1e3,
             pct(&lat[side], 0.99) * 1e3
+        );
+    }
+    let all = (n * rounds) as f64;
+    for (side, label) in ["git forum", "JSONL"].iter().enumerate() {
+        println!(
+            "{label} writers' CPU per append: {:.0} µs user, {:.0} µs system",
+            cpu[side].0 / all * 1e6,
+            cpu[side].1 / all * 1e6
         );
     }
     println!(

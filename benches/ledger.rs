@@ -23,7 +23,7 @@ use git_forum::store::git::{FlushMethod, GitStore, Options, commit_bytes};
 mod busy;
 #[path = "support/writers.rs"]
 mod writers;
-use writers::{entries, filesystem_of, median, pct, run_writers, serve_child};
+use writers::{children_cpu, entries, filesystem_of, median, pct, run_writers, serve_child};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
@@ -524,7 +524,8 @@ fn durable(root: &Path, n: usize, only: Option<&str>) {
 /// process start and open are not counted. A git forum append here is what `git forum append`
 /// does once the store is open: the entry's checks (labels, timestamp, size cap), the secret
 /// scan of its body, then the durable append (`forum.fsyncMethod=wal`). The JSONL writers make
-/// no checks. Rounds rotate the order of the three writers, each on fresh files; afterwards the
+/// no checks. Each line also gives the writers' CPU per append, user and system apart.
+/// Rounds rotate the order of the three writers, each on fresh files; afterwards the
 /// ledgers must hold every acknowledged entry (count, and `verify --deep` passes).
 fn concurrent(root: &Path, procs: usize, per: usize, rounds: usize) {
     println!(
@@ -543,6 +544,7 @@ fn concurrent(root: &Path, procs: usize, per: usize, rounds: usize) {
     ];
     let mut secs = [0.0f64; 3];
     let mut lat: [Vec<f64>; 3] = Default::default();
+    let mut cpu = [(0.0f64, 0.0f64); 3];
     let mut ledgers = Vec::new();
     for round in 0..rounds {
         for k in 0..3 {
@@ -555,7 +557,11 @@ fn concurrent(root: &Path, procs: usize, per: usize, rounds: usize) {
                 std::fs::create_dir_all(&target).unwrap();
             }
             settle();
+            let before = children_cpu();
             let (wall, mut l) = run_writers("--child-append", modes[m], &target, procs, per);
+            let after = children_cpu();
+            cpu[m].0 += after.0 - before.0;
+            cpu[m].1 += after.1 - before.1;
             secs[m] += wall;
             lat[m].append(&mut l);
         }
@@ -573,11 +579,13 @@ fn concurrent(root: &Path, procs: usize, per: usize, rounds: usize) {
             String::new()
         };
         println!(
-            "{:<52} {:>6.0} appends/s, p50 {:.2} ms, p99 {:.2} ms{ratios}",
+            "{:<52} {:>6.0} appends/s, p50 {:.2} ms, p99 {:.2} ms{ratios}; CPU an append {:.0} µs user, {:.0} µs system",
             labels[m],
             rate[m],
             pct(&lat[m], 0.5) * 1e3,
-            pct(&lat[m], 0.99) * 1e3
+            pct(&lat[m], 0.99) * 1e3,
+            cpu[m].0 / done * 1e6,
+            cpu[m].1 / done * 1e6
         );
     }
     println!(

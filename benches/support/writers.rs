@@ -40,6 +40,20 @@ pub fn filesystem_of(path: &Path) -> String {
         .unwrap_or_else(|| "an unknown file system".into())
 }
 
+/// The CPU time, user and system in seconds, of the children of this process that have been
+/// waited for, from `/proc/self/stat` (10 ms ticks): the difference across a round is what its
+/// writer processes spent, which tells the kernel's share (creating files, flushing) from
+/// git forum's own code. `(0, 0)` where `/proc` is missing.
+pub fn children_cpu() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces): state is the first; cutime and
+    // cstime, fields 16 and 17 of the whole line, are the 14th and 15th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let secs = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
+    (secs(13), secs(14))
+}
+
 /// Runs `procs` copies of this bench as `BENCH FLAG MODE TARGET W PER` on `target`, `per` entries each: the wall time from "go" until
 /// the last is done, and every append's latency (seconds).
 pub fn run_writers(
