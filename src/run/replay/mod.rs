@@ -41,6 +41,7 @@ mod context;
 mod dispatched;
 mod edit;
 mod failed;
+mod forwarder;
 mod gates;
 mod phases;
 pub mod rules;
