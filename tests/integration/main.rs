@@ -103,6 +103,7 @@ mod spend_over;
 mod status;
 mod storage;
 mod strict_replay;
+mod strict_replay_brought;
 mod strict_replay_budget;
 mod strict_replay_dispatch;
 mod strict_replay_edit;

@@ -156,6 +156,10 @@ fn as_recorded(was: &J, now: &mut J) {
             body.remove(k);
         }
     }
+    // A dispatched worker's result names its commit since results kept it.
+    if was["kind"] == "result" && was["body"].get("commit").is_none() {
+        body.remove("commit");
+    }
 }
 
 fn shown(v: &J) -> String {

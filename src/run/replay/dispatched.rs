@@ -5,7 +5,8 @@
 //! checks and confinement, as its `result` entry keeps them), whether its commit could be
 //! brought in (the refused `change` that names the attempt keeps why not), the results that
 //! came a second time (`duplicate_result`), and the commit each task was published on. No
-//! message is sent and no ref is pushed or fetched.
+//! message is sent and no ref is pushed or fetched. Whether the writer could bring a worker's
+//! commit in is decided again from the commit where the result names it ([`super::brought`]).
 //!
 //! The writer decides the rest again: which tasks go out in which wave, the dispatch entries
 //! (base refs, subject, the `retry` of a refused change and its bound), the acceptance of each
@@ -19,7 +20,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value as J;
 
@@ -111,6 +112,8 @@ struct Taken {
     published: BTreeMap<String, u64>,
     /// What the writer asked that the record had no answer for.
     unanswered: Vec<String>,
+    /// What was answered from the record rather than decided again, one line each.
+    from_record: Vec<String>,
 }
 
 /// The dispatcher of a replayed run.
@@ -120,6 +123,8 @@ pub(super) struct ReplayDispatch {
     /// The server, as the dispatch entries name it.
     server: String,
     taken: Mutex<Taken>,
+    /// The repository the workers' commits are read from, to check them again.
+    merges: Option<Arc<dyn super::Merges>>,
 }
 
 /// A worker's result as its `result` entry keeps it, for the run's ledger `ledger`. `Err`
@@ -146,10 +151,10 @@ fn result_of(e: &Recorded, ledger: &str, run: u64) -> Result<ResultMessage, Stri
         ok: b["ok"] == true,
         output: text(&b["output"]),
         model: text(&b["model"]),
-        // The worker's commit is not kept in its result: whether it could be brought in is
-        // answered from the record ([`ReplayDispatch::bring`]), and the change the writer
-        // then commits from it is answered from its `change` entry.
-        commit: None,
+        // The worker's commit, which the writer checks again ([`ReplayDispatch::bring`]); a
+        // result recorded before it was kept names none, and the record answers. The change
+        // the writer then commits from it is answered from its `change` entry.
+        commit: b["commit"].as_str().map(str::to_string),
         error: b["error"].as_str().map(str::to_string),
         tool_calls: serde_json::from_value(list("tool_calls")).map_err(|x| bad("tool calls", x))?,
         model_calls: serde_json::from_value(list("model_calls"))
@@ -195,10 +200,14 @@ pub(super) fn starts(run: &[Recorded]) -> BTreeMap<String, VecDeque<String>> {
 pub(super) fn of(
     run: &[Recorded],
     view: &[Recorded],
-) -> Result<(String, Option<std::sync::Arc<ReplayDispatch>>), String> {
+    merges: Option<Arc<dyn super::Merges>>,
+) -> Result<(String, Option<Arc<ReplayDispatch>>), String> {
     // A dispatched run's base refs and subject name its ledger.
     let ledger = ledger_of(run).unwrap_or_else(|| "replay".into());
-    let dispatch = ReplayDispatch::read(view, &ledger)?.map(std::sync::Arc::new);
+    let dispatch = ReplayDispatch::read(view, &ledger)?.map(|mut d| {
+        d.merges = merges;
+        Arc::new(d)
+    });
     Ok((ledger, dispatch))
 }
 
@@ -222,6 +231,7 @@ impl ReplayDispatch {
                     t.attempts.entry(task).or_default().push_back(a);
                 }
                 (kind::RESULT, Some(a)) => {
+                    t.from_record.extend(super::brought::older(e));
                     let r = result_of(e, ledger, run[0].seq)?;
                     let stream = b["stream_seq"].as_u64().unwrap_or_default();
                     t.results.entry(a).or_insert((r, stream));
@@ -248,7 +258,13 @@ impl ReplayDispatch {
             record: run[0].payload["work"]["dispatch"].clone(),
             server: server.unwrap_or_default(),
             taken: Mutex::new(t),
+            merges: None,
         }))
+    }
+
+    /// What was answered from the record rather than decided again.
+    pub(super) fn from_record(&self) -> Vec<String> {
+        lock(&self.taken).from_record.clone()
     }
 
     /// What the writer asked that the record had no answer for.
@@ -341,11 +357,17 @@ impl Dispatch for ReplayDispatch {
         Ok(())
     }
 
-    fn bring(&self, _: &str, r: &ResultMessage, _: &str, _: &Path) -> Result<(), String> {
-        match lock(&self.taken).refused.remove(&r.attempt) {
-            Some(why) => Err(why),
-            None => Ok(()),
-        }
+    fn bring(&self, _: &str, r: &ResultMessage, base: &str, _: &Path) -> Result<(), String> {
+        let mut t = lock(&self.taken);
+        let recorded = t.refused.remove(&r.attempt);
+        let Some(commit) = &r.commit else {
+            return recorded.map_or(Ok(()), Err);
+        };
+        let facts = self.merges.as_ref().and_then(|m| m.worker_commit(commit));
+        let at = (commit.as_str(), base, r.attempt.as_str());
+        let (answer, line) = super::brought::decide(at, recorded, facts.as_ref());
+        t.from_record.extend(line);
+        answer
     }
 }
 

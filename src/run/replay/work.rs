@@ -78,6 +78,11 @@ pub trait Merges: Send + Sync {
     /// the merged tree, or [`WorkError::Conflict`] with the paths.
     fn merge(&self, base: &str, ours: &str, theirs: &str) -> Result<String, WorkError>;
 
+    /// The parents of the worker's commit `commit` and its `Forum-Attempt` trailer, as the
+    /// writer of a dispatched run reads them to check it; `None` when it is not in the
+    /// repository.
+    fn worker_commit(&self, commit: &str) -> Option<super::brought::WorkerCommit>;
+
     /// The tree the run branch has once the change `commit` is integrated onto a tip whose
     /// tree is `tip`: the change's own tree when it was made on that tree, else the change
     /// merged onto the tip with its first parent as the merge base ([`WorkError::Conflict`]
@@ -282,6 +287,12 @@ impl ReplayBench {
         out.extend_from_slice(lock(&self.carried).unanswered());
         out.extend(self.dispatch.iter().flat_map(|d| d.unanswered()));
         out
+    }
+
+    /// What the replay answered from the record because this repository lacks it, or the
+    /// record was made before it kept what the replay would decide it from.
+    pub(super) fn from_record(&self) -> Vec<String> {
+        self.dispatch.iter().flat_map(|d| d.from_record()).collect()
     }
 }
 
@@ -547,7 +558,7 @@ pub(super) fn options(
         return Ok(None);
     };
     let legacy = !crate::run::work_state::witnessed(w);
-    let (ledger, dispatch) = super::dispatched::of(run, view)?;
+    let (ledger, dispatch) = super::dispatched::of(run, view, merges.cloned())?;
     let remerged = match (legacy, merges) {
         (true, _) => None,
         (false, Some(m)) => Some(Mutex::new(remerged(run, view, from, m)?)),
