@@ -113,6 +113,7 @@ mod strict_replay_failure;
 mod strict_replay_gates;
 mod strict_replay_merge;
 mod strict_replay_quality;
+mod strict_replay_resumed;
 mod strict_replay_stops;
 mod strict_replay_work;
 mod strict_replay_worktree;

@@ -14,13 +14,21 @@
 //! and never merges, and then, as for any `--work` run, the checks, the gate, the merges and
 //! the answer.
 //!
-//! Shapes the record cannot answer are refused by [`check`], naming the seq: a run resumed
-//! after its writer stopped, a task whose base could not be pushed, a task interrupted while a
-//! worker had it, and a task whose worktree failed to open on the writer's side.
+//! A run resumed after its writer stopped replays through the resume: the engine hands the
+//! dispatcher what the record says was issued and answered (as it hands a live writer), and
+//! the dispatcher takes up each attempt still in flight by the writer's rule (the latest of a
+//! task, on the base the task starts on again), so the `task_dispatched` entries that say
+//! `resumed_from` are decided again and compared; the results that came while no writer
+//! listened are answered from the record as any other.
+//!
+//! Shapes the record cannot answer are refused by [`check`], naming the seq: a task whose base
+//! could not be pushed, a task interrupted while a worker had it, and a task whose worktree
+//! failed to open on the writer's side.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::Value as J;
 
@@ -50,12 +58,6 @@ pub(super) fn check(run: &[Recorded]) -> Result<(), String> {
     for e in run {
         let b = &e.payload;
         match e.kind.as_str() {
-            kind::RESUME => {
-                return refuse(
-                    e.seq,
-                    "the run was resumed, and what its dispatcher took up again from the stream is not recorded",
-                );
-            }
             kind::RESULT if b["error"] == "unpublished" => {
                 return refuse(
                     e.seq,
@@ -114,7 +116,16 @@ struct Taken {
     unanswered: Vec<String>,
     /// What was answered from the record rather than decided again, one line each.
     from_record: Vec<String>,
+    /// Per task: the attempt a stopped writer left in flight, which a resume takes up.
+    in_flight: BTreeMap<String, Prior>,
+    /// Every attempt the record sent out in the part being replayed.
+    expected: BTreeSet<String>,
 }
+
+/// The longest a waiting task of a part the record shows stopped is held while the part's
+/// other attempts go out: reached only when the replay already decided otherwise than the
+/// record (it never sends one of them), so a divergence never hangs the replay.
+const HELD_AT_MOST: Duration = Duration::from_secs(60);
 
 /// The dispatcher of a replayed run.
 pub(super) struct ReplayDispatch {
@@ -123,6 +134,12 @@ pub(super) struct ReplayDispatch {
     /// The server, as the dispatch entries name it.
     server: String,
     taken: Mutex<Taken>,
+    /// Told each time an attempt goes out.
+    went_out: Condvar,
+    /// Whether the part being replayed was stopped from outside (its writer killed, halted
+    /// or interrupted): a task it was waiting on then is held until the part's other attempts
+    /// went out, as the live writer waited until it was stopped.
+    stopped: bool,
     /// The repository the workers' commits are read from, to check them again.
     merges: Option<Arc<dyn super::Merges>>,
 }
@@ -204,8 +221,11 @@ pub(super) fn of(
 ) -> Result<(String, Option<Arc<ReplayDispatch>>), String> {
     // A dispatched run's base refs and subject name its ledger.
     let ledger = ledger_of(run).unwrap_or_else(|| "replay".into());
-    let dispatch = ReplayDispatch::read(view, &ledger)?.map(|mut d| {
+    // A part the record holds more after (a resume, a halt) was stopped from outside.
+    let stopped = view.last().map(|e| e.seq) < run.last().map(|e| e.seq);
+    let dispatch = ReplayDispatch::read(&run[0], view, &ledger)?.map(|mut d| {
         d.merges = merges;
+        d.stopped = stopped;
         Arc::new(d)
     });
     Ok((ledger, dispatch))
@@ -215,8 +235,12 @@ impl ReplayDispatch {
     /// The dispatcher of the dispatched run `run` (its entries in seq order), its ledger
     /// named `ledger`; `None` for a run that was not dispatched. `Err` names an entry whose
     /// answer cannot be read.
-    pub(super) fn read(run: &[Recorded], ledger: &str) -> Result<Option<ReplayDispatch>, String> {
-        if !is_dispatched(&run[0]) {
+    pub(super) fn read(
+        request: &Recorded,
+        run: &[Recorded],
+        ledger: &str,
+    ) -> Result<Option<ReplayDispatch>, String> {
+        if !is_dispatched(request) {
             return Ok(None);
         }
         let mut t = Taken::default();
@@ -225,14 +249,19 @@ impl ReplayDispatch {
             let b = &e.payload;
             let attempt = b["attempt"].as_str().map(str::to_string);
             match (e.kind.as_str(), attempt) {
+                // An attempt a resume took up was drawn before it ([`Dispatch::adopt`]).
+                (kind::TASK_DISPATCHED, Some(a)) if b.get("resumed_from").is_some() => {
+                    t.expected.insert(a);
+                }
                 (kind::TASK_DISPATCHED, Some(a)) => {
+                    t.expected.insert(a.clone());
                     server = server.or_else(|| b["server"].as_str().map(str::to_string));
                     let task = b["task"].as_str().unwrap_or_default().to_string();
                     t.attempts.entry(task).or_default().push_back(a);
                 }
                 (kind::RESULT, Some(a)) => {
                     t.from_record.extend(super::brought::older(e));
-                    let r = result_of(e, ledger, run[0].seq)?;
+                    let r = result_of(e, ledger, request.seq)?;
                     let stream = b["stream_seq"].as_u64().unwrap_or_default();
                     t.results.entry(a).or_insert((r, stream));
                 }
@@ -241,7 +270,7 @@ impl ReplayDispatch {
                     t.refused.insert(a, why);
                 }
                 (kind::DUPLICATE_RESULT, Some(a)) => {
-                    let mut r = result_of(e, ledger, run[0].seq)?;
+                    let mut r = result_of(e, ledger, request.seq)?;
                     r.commit = b["commit"].as_str().map(str::to_string);
                     r.found_in_ref = b["found_in_ref"] == true;
                     t.again.push_back(Again {
@@ -255,9 +284,11 @@ impl ReplayDispatch {
             }
         }
         Ok(Some(ReplayDispatch {
-            record: run[0].payload["work"]["dispatch"].clone(),
+            record: request.payload["work"]["dispatch"].clone(),
             server: server.unwrap_or_default(),
             taken: Mutex::new(t),
+            went_out: Condvar::new(),
+            stopped: false,
             merges: None,
         }))
     }
@@ -282,15 +313,23 @@ impl Dispatch for ReplayDispatch {
         self.record.clone()
     }
 
-    fn resume(&self, run: u64, _: &[Prior], _: &[u64]) -> Result<(), String> {
-        // Refused before the replay starts ([`check`]).
-        Err(format!(
-            "strict replay does not take up a resumed dispatched run ({run})"
-        ))
+    /// What the record says the run issued: each attempt not answered is in flight, the
+    /// latest of a task when it has two (the earlier's result is then a duplicate, which the
+    /// record witnessed). Listening again is the world's: the results that came are answered
+    /// from the record ([`Dispatch::wait`]).
+    fn resume(&self, _: u64, prior: &[Prior], _: &[u64]) -> Result<(), String> {
+        let mut t = lock(&self.taken);
+        for p in prior.iter().filter(|p| !p.answered) {
+            t.in_flight.insert(p.task.clone(), p.clone());
+        }
+        Ok(())
     }
 
-    fn adopt(&self, _: &str, _: &str) -> Option<(String, u64, u32)> {
-        None
+    /// The attempt in flight for `task`, taken up when it went out on `base` (the writer's
+    /// rule): its id, the seq of its dispatch and which try it is.
+    fn adopt(&self, task: &str, base: &str) -> Option<(String, u64, u32)> {
+        let f = lock(&self.taken).in_flight.remove(task)?;
+        (f.base == base).then_some((f.attempt, f.parent, f.tries))
     }
 
     fn settle(&self, _: u64) {}
@@ -317,17 +356,34 @@ impl Dispatch for ReplayDispatch {
         lock(&self.taken)
             .published
             .insert(task.attempt.clone(), task.task_seq);
+        self.went_out.notify_all();
         Ok(())
     }
 
-    fn republish(&self, _: &TaskMessage) -> Result<bool, String> {
-        Ok(true)
+    fn republish(&self, task: &TaskMessage) -> Result<bool, String> {
+        self.publish(task).map(|()| true)
     }
 
     fn wait(&self, attempt: &str, _: &dyn Fn() -> bool) -> Result<Option<Arrived>, String> {
         let mut t = lock(&self.taken);
         let Some((result, stream_seq)) = t.results.remove(attempt) else {
             let line = format!("the record holds no result for attempt {attempt}");
+            if self.stopped {
+                // The writer was stopped while it waited here: the part ends once its other
+                // attempts went out, and what follows has no answer by design.
+                let until = Instant::now() + HELD_AT_MOST;
+                while !t.expected.iter().all(|a| t.published.contains_key(a))
+                    && Instant::now() < until
+                {
+                    let step = Duration::from_millis(100);
+                    t = self
+                        .went_out
+                        .wait_timeout(t, step)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+                return Err(line);
+            }
             t.unanswered.push(line.clone());
             return Err(line);
         };
@@ -448,7 +504,9 @@ mod tests {
         let run = run();
         assert_eq!(ledger_of(&run).as_deref(), Some("team/main"));
         assert_eq!(starts(&run)["T1"], VecDeque::from(["c0".to_string()]));
-        let d = ReplayDispatch::read(&run, "team/main").unwrap().unwrap();
+        let d = ReplayDispatch::read(&run[0], &run, "team/main")
+            .unwrap()
+            .unwrap();
         assert_eq!(d.describe(), "nats://x");
         assert_eq!(d.record()["remote"], "origin");
         assert_eq!(d.attempt_id("T1"), "a1");
@@ -474,12 +532,55 @@ mod tests {
         assert_eq!(d.unanswered().len(), 2, "{:?}", d.unanswered());
     }
 
+    fn prior(task: &str, attempt: &str, base: &str, parent: u64, answered: bool) -> Prior {
+        Prior {
+            task: task.into(),
+            attempt: attempt.into(),
+            base: base.into(),
+            parent,
+            tries: 1,
+            answered,
+        }
+    }
+
     #[test]
-    fn a_resumed_or_unpublished_dispatched_run_is_refused_naming_the_seq() {
+    fn a_resume_takes_up_the_latest_attempt_in_flight_on_the_same_base() {
+        let mut run = run();
+        // A resumed part's own dispatch of an attempt taken up draws no attempt id.
+        run.push(e(
+            20,
+            kind::TASK_DISPATCHED,
+            Some(8),
+            json!({"task": "T2", "attempt": "b1", "base": "c0", "resumed_from": 9}),
+        ));
+        let d = ReplayDispatch::read(&run[0], &run, "team/main")
+            .unwrap()
+            .unwrap();
+        d.resume(
+            7,
+            &[
+                prior("T1", "a1", "c0", 8, true),
+                prior("T2", "b0", "c0", 9, false),
+                prior("T2", "b1", "c0", 10, false),
+                prior("T3", "x1", "c0", 11, false),
+            ],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(d.adopt("T1", "c0"), None);
+        assert_eq!(d.adopt("T2", "c0"), Some(("b1".to_string(), 10, 1)));
+        assert_eq!(d.adopt("T2", "c0"), None);
+        // Sent on another base than the one the task starts on now: sent afresh.
+        assert_eq!(d.adopt("T3", "c1"), None);
+        d.attempt_id("T2");
+        assert_eq!(d.unanswered().len(), 1, "{:?}", d.unanswered());
+    }
+
+    #[test]
+    fn an_unpublished_dispatched_run_is_refused_naming_the_seq() {
         let mut resumed = run();
         resumed.push(e(20, kind::RESUME, Some(7), json!({})));
-        let m = check(&resumed).unwrap_err();
-        assert!(m.starts_with("seq 20 of dispatched run 7"), "{m}");
+        assert!(check(&resumed).is_ok());
         let mut unsent = run();
         unsent.push(e(
             21,
