@@ -330,6 +330,9 @@ impl Answers {
                 // No worktree could be opened, so no worker was asked: the workbench answers
                 // the opening from the record (`work`).
                 (kind::RESULT, Some(_)) if b["error"] == "work" => {}
+                // A dispatched task whose base the remote refused asked no worker: the
+                // dispatcher answers the push from the record (`dispatched`).
+                (kind::RESULT, Some(_)) if b["error"] == "unpublished" => {}
                 (kind::RESULT, Some(id)) => {
                     let r = worker_reply(e)?;
                     if let Some(t) = a.tasks.get_mut(&id) {

@@ -21,9 +21,14 @@
 //! `resumed_from` are decided again and compared; the results that came while no writer
 //! listened are answered from the record as any other.
 //!
-//! Shapes the record cannot answer are refused by [`check`], naming the seq: a task whose base
-//! could not be pushed, a task interrupted while a worker had it, and a task whose worktree
-//! failed to open on the writer's side.
+//! Two readings of the writer's own side are answered from the record too, as a tool's result
+//! is: the push of a task's base that the remote refused (the `result` with error
+//! `unpublished` keeps the line it said, which [`Dispatch::push_base`] gives back), and the
+//! task's worktree that failed to open (the refused `change` keeps why, which the replay's
+//! workbench gives back for that opening); the engine decides again what follows each.
+//!
+//! A shape the record cannot answer is refused by [`check`], naming the seq: a task
+//! interrupted while a worker had it.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
@@ -57,31 +62,11 @@ pub(super) fn check(run: &[Recorded]) -> Result<(), String> {
     };
     for e in run {
         let b = &e.payload;
-        match e.kind.as_str() {
-            kind::RESULT if b["error"] == "unpublished" => {
-                return refuse(
-                    e.seq,
-                    "the base of this task could not be pushed, and the remote's reply is kept only as text",
-                );
-            }
-            kind::RESULT if b["error"] == "interrupted" && b["attempt"].is_string() => {
-                return refuse(
-                    e.seq,
-                    "the run stopped waiting for this task's worker, at a moment the record does not hold",
-                );
-            }
-            kind::CHANGE
-                if b["refused"] == true
-                    && b["error"]
-                        .as_str()
-                        .is_some_and(|m| m.starts_with("cannot open the task's worktree")) =>
-            {
-                return refuse(
-                    e.seq,
-                    "the task's worktree failed to open on the writer's side, a failure kept only as text",
-                );
-            }
-            _ => {}
+        if e.kind == kind::RESULT && b["error"] == "interrupted" && b["attempt"].is_string() {
+            return refuse(
+                e.seq,
+                "the run stopped waiting for this task's worker, at a moment the record does not hold",
+            );
         }
     }
     Ok(())
@@ -120,6 +105,18 @@ struct Taken {
     in_flight: BTreeMap<String, Prior>,
     /// Every attempt the record sent out in the part being replayed.
     expected: BTreeSet<String>,
+    /// Per task: what the remote said each time it refused the task's base, oldest first.
+    unpublished: BTreeMap<String, VecDeque<String>>,
+}
+
+/// The prefix of the output of a task whose base could not be pushed (`run/remote.rs`).
+const UNSENT: &str = "error: ";
+
+/// Whether `base_ref` is task `task`'s, named in refs as the writer names it
+/// (`Run::ref_name`): by its id, or by a digest of an id that reads as a secret.
+fn names(base_ref: &str, task: &str) -> bool {
+    let hash = crate::ledger::hash::sha256_hex(task.as_bytes());
+    base_ref.ends_with(&format!("/{task}")) || base_ref.ends_with(&format!("/task-{}", &hash[..16]))
 }
 
 /// The longest a waiting task of a part the record shows stopped is held while the part's
@@ -259,6 +256,15 @@ impl ReplayDispatch {
                     let task = b["task"].as_str().unwrap_or_default().to_string();
                     t.attempts.entry(task).or_default().push_back(a);
                 }
+                (kind::RESULT, None) if b["error"] == "unpublished" => {
+                    let output = b["output"].as_str().unwrap_or_default();
+                    let why = output.strip_prefix(UNSENT).unwrap_or(output);
+                    let id = b["id"].as_str().unwrap_or_default().to_string();
+                    t.unpublished
+                        .entry(id)
+                        .or_default()
+                        .push_back(why.to_string());
+                }
                 (kind::RESULT, Some(a)) => {
                     t.from_record.extend(super::brought::older(e));
                     let r = result_of(e, ledger, request.seq)?;
@@ -348,8 +354,17 @@ impl Dispatch for ReplayDispatch {
         }
     }
 
-    fn push_base(&self, _: &str, _: &str) -> Result<(), String> {
-        Ok(())
+    /// The remote took the base, unless the record says it refused the task's: then what it
+    /// said. Each task's answer is its own (a live writer pushes a wave's bases at once, and
+    /// each task of a refused push records the same line).
+    fn push_base(&self, base_ref: &str, _: &str) -> Result<(), String> {
+        let mut t = lock(&self.taken);
+        let refused = t
+            .unpublished
+            .iter_mut()
+            .find(|(task, _)| names(base_ref, task))
+            .and_then(|(_, q)| q.pop_front());
+        refused.map_or(Ok(()), Err)
     }
 
     fn publish(&self, task: &TaskMessage) -> Result<(), String> {
@@ -577,19 +592,34 @@ mod tests {
     }
 
     #[test]
-    fn an_unpublished_dispatched_run_is_refused_naming_the_seq() {
-        let mut resumed = run();
-        resumed.push(e(20, kind::RESUME, Some(7), json!({})));
-        assert!(check(&resumed).is_ok());
-        let mut unsent = run();
-        unsent.push(e(
+    fn a_refused_push_is_given_back_and_an_interrupted_wait_refused_naming_the_seq() {
+        let mut run = run();
+        run.push(e(20, kind::RESUME, Some(7), json!({})));
+        run.push(e(
             21,
             kind::RESULT,
             Some(8),
-            json!({"id": "T2", "error": "unpublished", "ok": false}),
+            json!({"id": "T2", "error": "unpublished", "ok": false,
+                "output": "error: cannot push: bases are closed here"}),
         ));
-        assert!(check(&unsent).unwrap_err().starts_with("seq 21 "));
-        assert!(check(&run()).is_ok());
+        assert!(check(&run).is_ok());
+        let d = ReplayDispatch::read(&run[0], &run, "team/main")
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.push_base("refs/forum/bases/team/main/7/T1", "c0"), Ok(()));
+        assert_eq!(
+            d.push_base("refs/forum/bases/team/main/7/T2", "c0"),
+            Err("cannot push: bases are closed here".to_string())
+        );
+        assert_eq!(d.push_base("refs/forum/bases/team/main/7/T2", "c0"), Ok(()));
+        let mut interrupted = run.clone();
+        interrupted.push(e(
+            22,
+            kind::RESULT,
+            Some(9),
+            json!({"id": "T1", "attempt": "a9", "error": "interrupted", "ok": false}),
+        ));
+        assert!(check(&interrupted).unwrap_err().starts_with("seq 22 "));
         // A run that was not dispatched is not this check's business.
         let local = vec![e(0, kind::REQUEST, None, json!({"work": {}}))];
         assert!(check(&local).is_ok());

@@ -54,6 +54,10 @@ struct Answers {
 /// The prefix of a result whose task no worktree could be opened for (see `run/changes.rs`).
 const NO_WORKTREE: &str = "error: no worktree for this task: ";
 
+/// The prefix of a dispatched task's refused change whose worktree failed to open on the
+/// writer's side (see `run/remote.rs`).
+const WRITER_TREE: &str = "cannot open the task's worktree: ";
+
 /// What the opening of the worktree a `result` came from gave: the failure it records
 /// (its message, as the engine wrote it) or that it opened.
 fn opening_of(b: &J) -> Result<(), WorkError> {
@@ -206,6 +210,18 @@ impl Answers {
             let Some(task) = b.get("task").and_then(J::as_str).map(str::to_string) else {
                 continue;
             };
+            // A dispatched task's worktree that failed to open on the writer's side: its one
+            // opening (before its worker's result came) gave what the refused change keeps.
+            if let (kind::CHANGE, true, Some(why)) = (
+                e.kind.as_str(),
+                b["attempt"].is_string() && b["refused"] == true,
+                b["error"]
+                    .as_str()
+                    .and_then(|m| m.strip_prefix(WRITER_TREE)),
+            ) && let Some(first) = a.opened.get_mut(&task).and_then(|q| q.front_mut())
+            {
+                *first = Err(WorkError::Io(why.to_string()));
+            }
             // What the integration after a merge gave: the entry right after it says.
             if let Some(i) = merged.remove(&task) {
                 let failed = match e.kind.as_str() {
