@@ -300,7 +300,7 @@ impl ReplayDispatch {
     }
 
     /// What was answered from the record rather than decided again.
-    pub(super) fn from_record(&self) -> Vec<String> {
+    pub(super) fn answered_from_record(&self) -> Vec<String> {
         lock(&self.taken).from_record.clone()
     }
 

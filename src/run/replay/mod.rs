@@ -454,7 +454,10 @@ fn replay_phase(
         let text = run[0].payload["text"].as_str().unwrap_or_default();
         let _ = super::submit(&mut ledger, &env, &opts, text);
     }
-    let answered = work.iter().flat_map(|(_, b)| b.from_record()).collect();
+    let answered = work
+        .iter()
+        .flat_map(|(_, b)| b.answered_from_record())
+        .collect();
     // Calls made after the record's stop have no answer by design.
     if stopped {
         return Ok((Vec::new(), answered));

@@ -307,8 +307,11 @@ impl ReplayBench {
 
     /// What the replay answered from the record because this repository lacks it, or the
     /// record was made before it kept what the replay would decide it from.
-    pub(super) fn from_record(&self) -> Vec<String> {
-        self.dispatch.iter().flat_map(|d| d.from_record()).collect()
+    pub(super) fn answered_from_record(&self) -> Vec<String> {
+        self.dispatch
+            .iter()
+            .flat_map(|d| d.answered_from_record())
+            .collect()
     }
 }
 
