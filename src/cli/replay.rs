@@ -105,5 +105,8 @@ fn render(ctx: &Ctx, r: &StrictReport) -> Result<(), CliError> {
             r.run, r.recomputed, r.network
         ))?,
     }
+    for line in &r.from_record {
+        ctx.out(&format!("note: {line}"))?;
+    }
     Ok(())
 }

@@ -295,10 +295,11 @@ impl Run<'_, '_> {
                 .stopped_waiting(d, w.run_seq, task, sent, attempt)
                 .map(Err);
         };
+        // The commit it names, so a strict replay checks it again (null: none).
         let mut body = json!({
             "id": task.id, "output": r.output, "ok": r.ok, "model": r.model,
             "worker": r.worker, "attempt": attempt, "claims": r.claims(),
-            "stream_seq": stream_seq,
+            "stream_seq": stream_seq, "commit": r.commit,
         });
         if let Some(e) = &r.error {
             body["error"] = json!(e);

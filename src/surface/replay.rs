@@ -39,6 +39,10 @@ pub(crate) struct StrictReport {
     pub(crate) divergence: Option<Divergence>,
     /// Calls the replay made that the record holds no reply for.
     pub(crate) unanswered: Vec<String>,
+    /// What the replay answered from the record rather than decide again, one line each (a
+    /// worker's commit this repository lacks, a result recorded before it named its commit).
+    #[serde(default)]
+    pub(crate) from_record: Vec<String>,
     /// The git forum version that recorded the run; `None`: recorded before versions were
     /// recorded.
     pub(crate) recorded_by: Option<String>,
@@ -208,6 +212,7 @@ pub(crate) fn strict(store: &GitStore, dir: &Path, run: u64) -> Result<StrictRep
             recomputed: d.recomputed,
         }),
         unanswered: r.unanswered,
+        from_record: r.from_record,
         recorded_by: r.recorded_by,
         replayed_by: r.replayed_by,
         network: std::env::var(UNSHARED_MARK).unwrap_or_else(|_| "none".into()),

@@ -11,7 +11,33 @@ use std::path::{Path, PathBuf};
 
 use super::git::{self, Out};
 use crate::run::WorkError;
-use crate::run::replay::Merges;
+use crate::run::replay::{Merges, WorkerCommit};
+
+/// The parents and `Forum-Attempt` trailer of the commit `commit` in the repository at `dir`
+/// (what a dispatched run's writer checks of a worker's commit); `None` when it is not there.
+fn worker_commit(dir: &Path, commit: &str) -> Option<WorkerCommit> {
+    let spec = format!("{commit}^{{commit}}");
+    git::ok(dir, &["rev-parse", "--verify", "--quiet", &spec]).ok()?;
+    let parents = git::ok(dir, &["rev-list", "--parents", "-n", "1", commit]).ok()?;
+    let attempt = git::ok(
+        dir,
+        &[
+            "log",
+            "-1",
+            "--format=%(trailers:key=Forum-Attempt,valueonly)",
+            commit,
+        ],
+    )
+    .ok()?;
+    Some(WorkerCommit {
+        parents: parents
+            .split_whitespace()
+            .skip(1)
+            .map(str::to_string)
+            .collect(),
+        attempt: attempt.trim().to_string(),
+    })
+}
 
 /// What `git merge-tree --write-tree -z --name-only` printed (`args`): the merged tree, or the
 /// conflicting paths, sorted.
@@ -123,6 +149,10 @@ impl Merges for ScratchMerges {
             .ok_or_else(|| format!("the commit {commit} is not in this repository"))
     }
 
+    fn worker_commit(&self, commit: &str) -> Option<WorkerCommit> {
+        worker_commit(&self.dir, commit)
+    }
+
     fn merge(&self, base: &str, ours: &str, theirs: &str) -> Result<String, WorkError> {
         let merge_base = format!("--merge-base={base}");
         let args = merge_args(Some(&merge_base), ours, theirs);
@@ -148,6 +178,10 @@ impl Merges for super::GitWork {
 
     fn tree(&self, commit: &str) -> Result<String, String> {
         self.tree_of(commit).map_err(|e| e.to_string())
+    }
+
+    fn worker_commit(&self, commit: &str) -> Option<WorkerCommit> {
+        worker_commit(&self.common, commit)
     }
 
     fn merge(&self, base: &str, ours: &str, theirs: &str) -> Result<String, WorkError> {

@@ -9,7 +9,8 @@ use serde_json::json;
 
 use crate::common::{Repo, on_each_kind};
 use crate::dispatch_nats::{
-    NatsServer, PLAN, TWO, clone, finish, logs, model, shared, submit, task_results, worker,
+    NatsServer, PLAN, TWO, clone, finish, logs, model, shared, spawned, submit, task_results,
+    worker,
 };
 use crate::dispatch_refused::{install_hook, spoil_results};
 use crate::strict_replay_work::{import_forged, import_forged_as, no_divergence, seq_of, strict};
@@ -143,7 +144,7 @@ fn an_edited_ship_verdict_or_retry_of_a_dispatched_run_is_a_divergence_at_its_se
 }
 
 #[test]
-fn a_dispatched_run_whose_base_could_not_be_pushed_is_refused_naming_the_seq() {
+fn a_dispatched_run_whose_base_could_not_be_pushed_replays_and_an_edited_end_diverges() {
     on_each_kind(|repo| {
         let server = NatsServer::start();
         let (bare, _url) = shared(repo);
@@ -160,18 +161,50 @@ fn a_dispatched_run_whose_base_could_not_be_pushed_is_refused_naming_the_seq() {
             .find(|(_, p)| p["error"] == "unpublished")
             .map(|(s, _)| s)
             .unwrap_or_else(|| panic!("no unpublished task: {err}"));
-        let o = repo
-            .forum()
-            .args(["replay", "0", "--strict"])
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{said}");
-        assert_eq!(said.trim().lines().count(), 1, "{said}");
-        assert!(
-            said.contains(&format!("seq {unsent} of dispatched run 0")),
-            "{said}"
+        // What the remote said is given back; what the writer made of it is made again.
+        let (code, r) = strict(repo, &[]);
+        no_divergence(code, &r);
+        import_forged(repo, unsent, |b| b["ok"] = json!(true));
+        let (code, r) = strict(repo, &["--ledger", "forged"]);
+        assert_eq!(code, Some(1), "{r}");
+        assert_eq!(r["divergence"]["seq"], json!(unsent), "{r}");
+    });
+}
+
+#[test]
+fn a_dispatched_task_whose_worktree_failed_to_open_replays_and_an_edited_refusal_diverges() {
+    on_each_kind(|repo| {
+        let server = NatsServer::start();
+        let (_bare, url) = shared(repo);
+        let m = model(repo, TWO);
+        let w = clone(&url);
+        let _w = worker(
+            repo,
+            w.path(),
+            &server,
+            &m,
+            &["--name", "w", "--no-sandbox"],
         );
-        assert!(said.contains("could not be pushed"), "{said}");
+        let mut c = repo.forum();
+        c.env("GIT_FORUM_FAILPOINT_FAIL", "task-worktree")
+            .args(["submit", "--work", "--no-sandbox", "--check", "true"])
+            .args(["--dispatch", &server.url(), "--cmd", &m, "--json"])
+            .arg("write the files");
+        let (_, j, err) = finish(spawned(c));
+        assert_eq!(j["exit"]["name"], "answered", "{j}\n{err}");
+        drop(server);
+        let (refused, _) = payloads(repo, "change")
+            .into_iter()
+            .find(|(_, p)| p["refused"] == true)
+            .unwrap_or_else(|| panic!("no refused change: {err}"));
+        // The failed opening is given back; the refusal and the run after it are made again.
+        let (code, r) = strict(repo, &[]);
+        no_divergence(code, &r);
+        // The refusal edited to say the commit was not refused: the opening failed, so the
+        // writer refuses it again.
+        import_forged(repo, refused, |b| b["refused"] = json!(false));
+        let (code, r) = strict(repo, &["--ledger", "forged"]);
+        assert_eq!(code, Some(1), "{r}");
+        assert_eq!(r["divergence"]["seq"], json!(refused), "{r}");
     });
 }

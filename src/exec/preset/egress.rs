@@ -168,6 +168,8 @@ impl Seen {
                 "output_tokens": m.output_tokens,
                 "refused": m.refused,
                 "overshoot_tokens": m.overshoot_tokens,
+                // Whether any answer reported usage: the run is charged the count only then.
+                "usage_seen": m.requests.iter().any(|r| r.usage_seen),
             },
             "refused_connections": self.proxy.refused,
         });

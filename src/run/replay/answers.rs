@@ -20,6 +20,10 @@ use super::{Recorded, usage};
 /// A reply the record holds: the reply, or the failure the call met.
 type Answer = Result<Reply, ExecError>;
 
+/// A worker's reply the record holds, with what its egress gave the engine beside it (a
+/// confined agent's metering forwarder: see [`super::forwarder`]).
+type Worked = (Answer, Option<super::forwarder::Egress>);
+
 /// The failure a recorded reason names after `prefix` (`validator failed (`, `the gate
 /// failed (`, `the orchestrator seat failed (`): its class and message, as they happened.
 /// `None` when the reason does not name one, or names a class a replay cannot give back.
@@ -35,7 +39,7 @@ pub(super) struct Answers {
     /// and the plan entry's body (its usage).
     plan: Option<(String, J)>,
     /// Per task id: the recorded instruction and the worker replies, oldest first.
-    tasks: BTreeMap<String, (String, VecDeque<Answer>)>,
+    tasks: BTreeMap<String, (String, VecDeque<Worked>)>,
     /// Per task id: the validator's replies, oldest first.
     verdicts: BTreeMap<String, VecDeque<Answer>>,
     /// The reviser's replies, oldest first.
@@ -96,9 +100,22 @@ fn plan_reply(plan: &J) -> Option<String> {
 }
 
 /// A worker's reply from its `result`: the output, or the failure it recorded (its class from
-/// `failure`, its message from the output). `Err` names a failure the record cannot give
-/// back as it happened: one recorded before results kept their class.
-fn worker_reply(e: &Recorded) -> Result<Answer, String> {
+/// `failure`, its message from the output), with what its egress gave the engine. `Err` names
+/// a failure the record cannot give back as it happened: one recorded before results kept
+/// their class.
+fn worker_reply(e: &Recorded) -> Result<Worked, String> {
+    let b = &e.payload;
+    // Stopped by its metering forwarder at a spend ceiling: the forwarder's count and stop.
+    if b["error"] == "ceiling" {
+        let (failure, egress) = super::forwarder::stopped(e)?;
+        return Ok((Err(failure), Some(egress)));
+    }
+    let egress = super::forwarder::of(b);
+    worker_answer(e).map(|a| (a, egress))
+}
+
+/// [`worker_reply`]'s reply or failure.
+fn worker_answer(e: &Recorded) -> Result<Answer, String> {
     let b = &e.payload;
     let model = b["model"].as_str().unwrap_or_default();
     let output = b["output"].as_str().unwrap_or_default();
@@ -120,10 +137,6 @@ fn worker_reply(e: &Recorded) -> Result<Answer, String> {
         Some("other") => Ok(Err(ExecError::Other(message.to_string()))),
         // Skipped before any call: the engine decides that again without asking.
         Some("budget") => Ok(Err(ExecError::Other("budget".into()))),
-        Some("ceiling") => Err(format!(
-            "the result at seq {} is a worker its metering forwarder stopped at a spend ceiling: strict replay does not answer the forwarder's count and stop from the record, so it refuses",
-            e.seq
-        )),
         Some("interrupted") => Err(interrupted(e.seq)),
         Some(code) => Err(format!(
             "the result at seq {} keeps only the text of a failed call ({code}): it is an older record, made before a result kept its failure's class",
@@ -317,6 +330,9 @@ impl Answers {
                 // No worktree could be opened, so no worker was asked: the workbench answers
                 // the opening from the record (`work`).
                 (kind::RESULT, Some(_)) if b["error"] == "work" => {}
+                // A dispatched task whose base the remote refused asked no worker: the
+                // dispatcher answers the push from the record (`dispatched`).
+                (kind::RESULT, Some(_)) if b["error"] == "unpublished" => {}
                 (kind::RESULT, Some(id)) => {
                     let r = worker_reply(e)?;
                     if let Some(t) = a.tasks.get_mut(&id) {
@@ -427,7 +443,11 @@ impl Answers {
                     Ok(r)
                 })
                 .ok_or_else(|| "a synthesis call".to_string()),
-            None => self.worker(call.prompt),
+            None => self.worker(call.prompt).map(|(answer, egress)| {
+                // Handed to the engine as the agent's egress hands it, as the call ends.
+                super::forwarder::note(egress.as_ref());
+                answer
+            }),
         };
         match got {
             // A reply whose entry names no model came from the executor asked.
@@ -448,7 +468,7 @@ impl Answers {
 
     /// The next reply of the task whose recorded instruction the prompt starts with (the
     /// longest, so one task's instruction that begins another's is not taken for it).
-    fn worker(&mut self, prompt: &str) -> Result<Answer, String> {
+    fn worker(&mut self, prompt: &str) -> Result<Worked, String> {
         let id = self
             .tasks
             .iter()
@@ -482,6 +502,8 @@ pub(super) struct ReplayExecutor {
     answers: Arc<Mutex<Answers>>,
     /// Whether the record shows this model's worker holding a tool conversation.
     chat: bool,
+    /// Whether the record shows this worker's calls going through a metering forwarder.
+    live: bool,
 }
 
 impl ToolChat for ReplayExecutor {
@@ -506,6 +528,10 @@ impl Executor for ReplayExecutor {
     fn tool_chat(&self) -> Option<&dyn ToolChat> {
         self.chat.then_some(self as &dyn ToolChat)
     }
+
+    fn metered_live(&self) -> bool {
+        self.live
+    }
 }
 
 /// A ladder's rungs, each with the tier it serves when the run's fleet had tiers.
@@ -529,13 +555,17 @@ impl ReplaySeats {
             .map(str::to_string)
             .collect();
         let answers = Arc::new(Mutex::new(answers));
-        let exec = |model: &str| -> Arc<dyn Executor> {
+        let seat = |model: &str, live: bool| -> Arc<dyn Executor> {
             Arc::new(ReplayExecutor {
                 model: model.to_string(),
                 answers: answers.clone(),
                 chat: chats.iter().any(|m| m == model),
+                live,
             })
         };
+        let exec = |model: &str| seat(model, false);
+        // A worker metered while it ran is metered again (its forwarder's count, from the record).
+        let worker = |model: &str| seat(model, super::forwarder::metered_live(run, model));
         let mut agent_of: BTreeMap<String, String> = BTreeMap::new();
         let mut workers = BTreeMap::new();
         let mut ladders: BTreeMap<String, Rungs> = BTreeMap::new();
@@ -555,7 +585,7 @@ impl ReplaySeats {
                 kind::RESULT if !id.is_empty() => {
                     let agent = agent_of.get(id).cloned().unwrap_or_default();
                     if let Some(m) = b["model"].as_str() {
-                        workers.entry(agent).or_insert_with(|| exec(m));
+                        workers.entry(agent).or_insert_with(|| worker(m));
                     }
                 }
                 // The orchestrator seat's model, from the first of its calls that names it.
@@ -575,7 +605,7 @@ impl ReplaySeats {
                         climbed.push((agent.clone(), to.clone()));
                         // The tier the rung serves, when the run's fleet had tiers.
                         let tier = b["to_tier"].as_str().and_then(Tier::parse);
-                        ladders.entry(agent).or_default().push((tier, exec(&to)));
+                        ladders.entry(agent).or_default().push((tier, worker(&to)));
                     }
                 }
                 _ => {}

@@ -112,6 +112,12 @@ fn decided(e: &Recorded, at: &BTreeMap<u64, Place>, by_seq: &BTreeMap<u64, &Reco
     {
         body["retry"]["refused"] = json!(named(c, at, by_seq));
     }
+    // So does the first dispatch of an attempt a resume took up.
+    if e.kind == "task_dispatched"
+        && let Some(c) = body.get("resumed_from").and_then(J::as_u64)
+    {
+        body["resumed_from"] = json!(named(c, at, by_seq));
+    }
     // Which version recorded the run is not a decision of the run.
     if e.kind == "request"
         && let Some(o) = body.as_object_mut()
@@ -155,6 +161,10 @@ fn as_recorded(was: &J, now: &mut J) {
         if was["body"].get(k).is_none() {
             body.remove(k);
         }
+    }
+    // A dispatched worker's result names its commit since results kept it.
+    if was["kind"] == "result" && was["body"].get("commit").is_none() {
+        body.remove("commit");
     }
 }
 

@@ -5,7 +5,8 @@
 //! checks and confinement, as its `result` entry keeps them), whether its commit could be
 //! brought in (the refused `change` that names the attempt keeps why not), the results that
 //! came a second time (`duplicate_result`), and the commit each task was published on. No
-//! message is sent and no ref is pushed or fetched.
+//! message is sent and no ref is pushed or fetched. Whether the writer could bring a worker's
+//! commit in is decided again from the commit where the result names it ([`super::brought`]).
 //!
 //! The writer decides the rest again: which tasks go out in which wave, the dispatch entries
 //! (base refs, subject, the `retry` of a refused change and its bound), the acceptance of each
@@ -13,13 +14,26 @@
 //! and never merges, and then, as for any `--work` run, the checks, the gate, the merges and
 //! the answer.
 //!
-//! Shapes the record cannot answer are refused by [`check`], naming the seq: a run resumed
-//! after its writer stopped, a task whose base could not be pushed, a task interrupted while a
-//! worker had it, and a task whose worktree failed to open on the writer's side.
+//! A run resumed after its writer stopped replays through the resume: the engine hands the
+//! dispatcher what the record says was issued and answered (as it hands a live writer), and
+//! the dispatcher takes up each attempt still in flight by the writer's rule (the latest of a
+//! task, on the base the task starts on again), so the `task_dispatched` entries that say
+//! `resumed_from` are decided again and compared; the results that came while no writer
+//! listened are answered from the record as any other.
+//!
+//! Two readings of the writer's own side are answered from the record too, as a tool's result
+//! is: the push of a task's base that the remote refused (the `result` with error
+//! `unpublished` keeps the line it said, which [`Dispatch::push_base`] gives back), and the
+//! task's worktree that failed to open (the refused `change` keeps why, which the replay's
+//! workbench gives back for that opening); the engine decides again what follows each.
+//!
+//! A shape the record cannot answer is refused by [`check`], naming the seq: a task
+//! interrupted while a worker had it.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::Value as J;
 
@@ -48,37 +62,11 @@ pub(super) fn check(run: &[Recorded]) -> Result<(), String> {
     };
     for e in run {
         let b = &e.payload;
-        match e.kind.as_str() {
-            kind::RESUME => {
-                return refuse(
-                    e.seq,
-                    "the run was resumed, and what its dispatcher took up again from the stream is not recorded",
-                );
-            }
-            kind::RESULT if b["error"] == "unpublished" => {
-                return refuse(
-                    e.seq,
-                    "the base of this task could not be pushed, and the remote's reply is kept only as text",
-                );
-            }
-            kind::RESULT if b["error"] == "interrupted" && b["attempt"].is_string() => {
-                return refuse(
-                    e.seq,
-                    "the run stopped waiting for this task's worker, at a moment the record does not hold",
-                );
-            }
-            kind::CHANGE
-                if b["refused"] == true
-                    && b["error"]
-                        .as_str()
-                        .is_some_and(|m| m.starts_with("cannot open the task's worktree")) =>
-            {
-                return refuse(
-                    e.seq,
-                    "the task's worktree failed to open on the writer's side, a failure kept only as text",
-                );
-            }
-            _ => {}
+        if e.kind == kind::RESULT && b["error"] == "interrupted" && b["attempt"].is_string() {
+            return refuse(
+                e.seq,
+                "the run stopped waiting for this task's worker, at a moment the record does not hold",
+            );
         }
     }
     Ok(())
@@ -111,7 +99,30 @@ struct Taken {
     published: BTreeMap<String, u64>,
     /// What the writer asked that the record had no answer for.
     unanswered: Vec<String>,
+    /// What was answered from the record rather than decided again, one line each.
+    from_record: Vec<String>,
+    /// Per task: the attempt a stopped writer left in flight, which a resume takes up.
+    in_flight: BTreeMap<String, Prior>,
+    /// Every attempt the record sent out in the part being replayed.
+    expected: BTreeSet<String>,
+    /// Per task: what the remote said each time it refused the task's base, oldest first.
+    unpublished: BTreeMap<String, VecDeque<String>>,
 }
+
+/// The prefix of the output of a task whose base could not be pushed (`run/remote.rs`).
+const UNSENT: &str = "error: ";
+
+/// Whether `base_ref` is task `task`'s, named in refs as the writer names it
+/// (`Run::ref_name`): by its id, or by a digest of an id that reads as a secret.
+fn names(base_ref: &str, task: &str) -> bool {
+    let hash = crate::ledger::hash::sha256_hex(task.as_bytes());
+    base_ref.ends_with(&format!("/{task}")) || base_ref.ends_with(&format!("/task-{}", &hash[..16]))
+}
+
+/// The longest a waiting task of a part the record shows stopped is held while the part's
+/// other attempts go out: reached only when the replay already decided otherwise than the
+/// record (it never sends one of them), so a divergence never hangs the replay.
+const HELD_AT_MOST: Duration = Duration::from_secs(60);
 
 /// The dispatcher of a replayed run.
 pub(super) struct ReplayDispatch {
@@ -120,6 +131,14 @@ pub(super) struct ReplayDispatch {
     /// The server, as the dispatch entries name it.
     server: String,
     taken: Mutex<Taken>,
+    /// Told each time an attempt goes out.
+    went_out: Condvar,
+    /// Whether the part being replayed was stopped from outside (its writer killed, halted
+    /// or interrupted): a task it was waiting on then is held until the part's other attempts
+    /// went out, as the live writer waited until it was stopped.
+    stopped: bool,
+    /// The repository the workers' commits are read from, to check them again.
+    merges: Option<Arc<dyn super::Merges>>,
 }
 
 /// A worker's result as its `result` entry keeps it, for the run's ledger `ledger`. `Err`
@@ -146,10 +165,10 @@ fn result_of(e: &Recorded, ledger: &str, run: u64) -> Result<ResultMessage, Stri
         ok: b["ok"] == true,
         output: text(&b["output"]),
         model: text(&b["model"]),
-        // The worker's commit is not kept in its result: whether it could be brought in is
-        // answered from the record ([`ReplayDispatch::bring`]), and the change the writer
-        // then commits from it is answered from its `change` entry.
-        commit: None,
+        // The worker's commit, which the writer checks again ([`ReplayDispatch::bring`]); a
+        // result recorded before it was kept names none, and the record answers. The change
+        // the writer then commits from it is answered from its `change` entry.
+        commit: b["commit"].as_str().map(str::to_string),
         error: b["error"].as_str().map(str::to_string),
         tool_calls: serde_json::from_value(list("tool_calls")).map_err(|x| bad("tool calls", x))?,
         model_calls: serde_json::from_value(list("model_calls"))
@@ -195,10 +214,17 @@ pub(super) fn starts(run: &[Recorded]) -> BTreeMap<String, VecDeque<String>> {
 pub(super) fn of(
     run: &[Recorded],
     view: &[Recorded],
-) -> Result<(String, Option<std::sync::Arc<ReplayDispatch>>), String> {
+    merges: Option<Arc<dyn super::Merges>>,
+) -> Result<(String, Option<Arc<ReplayDispatch>>), String> {
     // A dispatched run's base refs and subject name its ledger.
     let ledger = ledger_of(run).unwrap_or_else(|| "replay".into());
-    let dispatch = ReplayDispatch::read(view, &ledger)?.map(std::sync::Arc::new);
+    // A part the record holds more after (a resume, a halt) was stopped from outside.
+    let stopped = view.last().map(|e| e.seq) < run.last().map(|e| e.seq);
+    let dispatch = ReplayDispatch::read(&run[0], view, &ledger)?.map(|mut d| {
+        d.merges = merges;
+        d.stopped = stopped;
+        Arc::new(d)
+    });
     Ok((ledger, dispatch))
 }
 
@@ -206,8 +232,12 @@ impl ReplayDispatch {
     /// The dispatcher of the dispatched run `run` (its entries in seq order), its ledger
     /// named `ledger`; `None` for a run that was not dispatched. `Err` names an entry whose
     /// answer cannot be read.
-    pub(super) fn read(run: &[Recorded], ledger: &str) -> Result<Option<ReplayDispatch>, String> {
-        if !is_dispatched(&run[0]) {
+    pub(super) fn read(
+        request: &Recorded,
+        run: &[Recorded],
+        ledger: &str,
+    ) -> Result<Option<ReplayDispatch>, String> {
+        if !is_dispatched(request) {
             return Ok(None);
         }
         let mut t = Taken::default();
@@ -216,13 +246,28 @@ impl ReplayDispatch {
             let b = &e.payload;
             let attempt = b["attempt"].as_str().map(str::to_string);
             match (e.kind.as_str(), attempt) {
+                // An attempt a resume took up was drawn before it ([`Dispatch::adopt`]).
+                (kind::TASK_DISPATCHED, Some(a)) if b.get("resumed_from").is_some() => {
+                    t.expected.insert(a);
+                }
                 (kind::TASK_DISPATCHED, Some(a)) => {
+                    t.expected.insert(a.clone());
                     server = server.or_else(|| b["server"].as_str().map(str::to_string));
                     let task = b["task"].as_str().unwrap_or_default().to_string();
                     t.attempts.entry(task).or_default().push_back(a);
                 }
+                (kind::RESULT, None) if b["error"] == "unpublished" => {
+                    let output = b["output"].as_str().unwrap_or_default();
+                    let why = output.strip_prefix(UNSENT).unwrap_or(output);
+                    let id = b["id"].as_str().unwrap_or_default().to_string();
+                    t.unpublished
+                        .entry(id)
+                        .or_default()
+                        .push_back(why.to_string());
+                }
                 (kind::RESULT, Some(a)) => {
-                    let r = result_of(e, ledger, run[0].seq)?;
+                    t.from_record.extend(super::brought::older(e));
+                    let r = result_of(e, ledger, request.seq)?;
                     let stream = b["stream_seq"].as_u64().unwrap_or_default();
                     t.results.entry(a).or_insert((r, stream));
                 }
@@ -231,7 +276,7 @@ impl ReplayDispatch {
                     t.refused.insert(a, why);
                 }
                 (kind::DUPLICATE_RESULT, Some(a)) => {
-                    let mut r = result_of(e, ledger, run[0].seq)?;
+                    let mut r = result_of(e, ledger, request.seq)?;
                     r.commit = b["commit"].as_str().map(str::to_string);
                     r.found_in_ref = b["found_in_ref"] == true;
                     t.again.push_back(Again {
@@ -245,10 +290,18 @@ impl ReplayDispatch {
             }
         }
         Ok(Some(ReplayDispatch {
-            record: run[0].payload["work"]["dispatch"].clone(),
+            record: request.payload["work"]["dispatch"].clone(),
             server: server.unwrap_or_default(),
             taken: Mutex::new(t),
+            went_out: Condvar::new(),
+            stopped: false,
+            merges: None,
         }))
+    }
+
+    /// What was answered from the record rather than decided again.
+    pub(super) fn answered_from_record(&self) -> Vec<String> {
+        lock(&self.taken).from_record.clone()
     }
 
     /// What the writer asked that the record had no answer for.
@@ -266,15 +319,23 @@ impl Dispatch for ReplayDispatch {
         self.record.clone()
     }
 
-    fn resume(&self, run: u64, _: &[Prior], _: &[u64]) -> Result<(), String> {
-        // Refused before the replay starts ([`check`]).
-        Err(format!(
-            "strict replay does not take up a resumed dispatched run ({run})"
-        ))
+    /// What the record says the run issued: each attempt not answered is in flight, the
+    /// latest of a task when it has two (the earlier's result is then a duplicate, which the
+    /// record witnessed). Listening again is the world's: the results that came are answered
+    /// from the record ([`Dispatch::wait`]).
+    fn resume(&self, _: u64, prior: &[Prior], _: &[u64]) -> Result<(), String> {
+        let mut t = lock(&self.taken);
+        for p in prior.iter().filter(|p| !p.answered) {
+            t.in_flight.insert(p.task.clone(), p.clone());
+        }
+        Ok(())
     }
 
-    fn adopt(&self, _: &str, _: &str) -> Option<(String, u64, u32)> {
-        None
+    /// The attempt in flight for `task`, taken up when it went out on `base` (the writer's
+    /// rule): its id, the seq of its dispatch and which try it is.
+    fn adopt(&self, task: &str, base: &str) -> Option<(String, u64, u32)> {
+        let f = lock(&self.taken).in_flight.remove(task)?;
+        (f.base == base).then_some((f.attempt, f.parent, f.tries))
     }
 
     fn settle(&self, _: u64) {}
@@ -293,25 +354,51 @@ impl Dispatch for ReplayDispatch {
         }
     }
 
-    fn push_base(&self, _: &str, _: &str) -> Result<(), String> {
-        Ok(())
+    /// The remote took the base, unless the record says it refused the task's: then what it
+    /// said. Each task's answer is its own (a live writer pushes a wave's bases at once, and
+    /// each task of a refused push records the same line).
+    fn push_base(&self, base_ref: &str, _: &str) -> Result<(), String> {
+        let mut t = lock(&self.taken);
+        let refused = t
+            .unpublished
+            .iter_mut()
+            .find(|(task, _)| names(base_ref, task))
+            .and_then(|(_, q)| q.pop_front());
+        refused.map_or(Ok(()), Err)
     }
 
     fn publish(&self, task: &TaskMessage) -> Result<(), String> {
         lock(&self.taken)
             .published
             .insert(task.attempt.clone(), task.task_seq);
+        self.went_out.notify_all();
         Ok(())
     }
 
-    fn republish(&self, _: &TaskMessage) -> Result<bool, String> {
-        Ok(true)
+    fn republish(&self, task: &TaskMessage) -> Result<bool, String> {
+        self.publish(task).map(|()| true)
     }
 
     fn wait(&self, attempt: &str, _: &dyn Fn() -> bool) -> Result<Option<Arrived>, String> {
         let mut t = lock(&self.taken);
         let Some((result, stream_seq)) = t.results.remove(attempt) else {
             let line = format!("the record holds no result for attempt {attempt}");
+            if self.stopped {
+                // The writer was stopped while it waited here: the part ends once its other
+                // attempts went out, and what follows has no answer by design.
+                let until = Instant::now() + HELD_AT_MOST;
+                while !t.expected.iter().all(|a| t.published.contains_key(a))
+                    && Instant::now() < until
+                {
+                    let step = Duration::from_millis(100);
+                    t = self
+                        .went_out
+                        .wait_timeout(t, step)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+                return Err(line);
+            }
             t.unanswered.push(line.clone());
             return Err(line);
         };
@@ -341,11 +428,23 @@ impl Dispatch for ReplayDispatch {
         Ok(())
     }
 
-    fn bring(&self, _: &str, r: &ResultMessage, _: &str, _: Option<&Path>) -> Result<(), String> {
-        match lock(&self.taken).refused.remove(&r.attempt) {
-            Some(why) => Err(why),
-            None => Ok(()),
-        }
+    fn bring(
+        &self,
+        _: &str,
+        r: &ResultMessage,
+        base: &str,
+        _: Option<&Path>,
+    ) -> Result<(), String> {
+        let mut t = lock(&self.taken);
+        let recorded = t.refused.remove(&r.attempt);
+        let Some(commit) = &r.commit else {
+            return recorded.map_or(Ok(()), Err);
+        };
+        let facts = self.merges.as_ref().and_then(|m| m.worker_commit(commit));
+        let at = (commit.as_str(), base, r.attempt.as_str());
+        let (answer, line) = super::brought::decide(at, recorded, facts.as_ref());
+        t.from_record.extend(line);
+        answer
     }
 }
 
@@ -426,7 +525,9 @@ mod tests {
         let run = run();
         assert_eq!(ledger_of(&run).as_deref(), Some("team/main"));
         assert_eq!(starts(&run)["T1"], VecDeque::from(["c0".to_string()]));
-        let d = ReplayDispatch::read(&run, "team/main").unwrap().unwrap();
+        let d = ReplayDispatch::read(&run[0], &run, "team/main")
+            .unwrap()
+            .unwrap();
         assert_eq!(d.describe(), "nats://x");
         assert_eq!(d.record()["remote"], "origin");
         assert_eq!(d.attempt_id("T1"), "a1");
@@ -450,21 +551,79 @@ mod tests {
         assert_eq!(d.unanswered().len(), 2, "{:?}", d.unanswered());
     }
 
+    fn prior(task: &str, attempt: &str, base: &str, parent: u64, answered: bool) -> Prior {
+        Prior {
+            task: task.into(),
+            attempt: attempt.into(),
+            base: base.into(),
+            parent,
+            tries: 1,
+            answered,
+        }
+    }
+
     #[test]
-    fn a_resumed_or_unpublished_dispatched_run_is_refused_naming_the_seq() {
-        let mut resumed = run();
-        resumed.push(e(20, kind::RESUME, Some(7), json!({})));
-        let m = check(&resumed).unwrap_err();
-        assert!(m.starts_with("seq 20 of dispatched run 7"), "{m}");
-        let mut unsent = run();
-        unsent.push(e(
+    fn a_resume_takes_up_the_latest_attempt_in_flight_on_the_same_base() {
+        let mut run = run();
+        // A resumed part's own dispatch of an attempt taken up draws no attempt id.
+        run.push(e(
+            20,
+            kind::TASK_DISPATCHED,
+            Some(8),
+            json!({"task": "T2", "attempt": "b1", "base": "c0", "resumed_from": 9}),
+        ));
+        let d = ReplayDispatch::read(&run[0], &run, "team/main")
+            .unwrap()
+            .unwrap();
+        d.resume(
+            7,
+            &[
+                prior("T1", "a1", "c0", 8, true),
+                prior("T2", "b0", "c0", 9, false),
+                prior("T2", "b1", "c0", 10, false),
+                prior("T3", "x1", "c0", 11, false),
+            ],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(d.adopt("T1", "c0"), None);
+        assert_eq!(d.adopt("T2", "c0"), Some(("b1".to_string(), 10, 1)));
+        assert_eq!(d.adopt("T2", "c0"), None);
+        // Sent on another base than the one the task starts on now: sent afresh.
+        assert_eq!(d.adopt("T3", "c1"), None);
+        d.attempt_id("T2");
+        assert_eq!(d.unanswered().len(), 1, "{:?}", d.unanswered());
+    }
+
+    #[test]
+    fn a_refused_push_is_given_back_and_an_interrupted_wait_refused_naming_the_seq() {
+        let mut run = run();
+        run.push(e(20, kind::RESUME, Some(7), json!({})));
+        run.push(e(
             21,
             kind::RESULT,
             Some(8),
-            json!({"id": "T2", "error": "unpublished", "ok": false}),
+            json!({"id": "T2", "error": "unpublished", "ok": false,
+                "output": "error: cannot push: bases are closed here"}),
         ));
-        assert!(check(&unsent).unwrap_err().starts_with("seq 21 "));
-        assert!(check(&run()).is_ok());
+        assert!(check(&run).is_ok());
+        let d = ReplayDispatch::read(&run[0], &run, "team/main")
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.push_base("refs/forum/bases/team/main/7/T1", "c0"), Ok(()));
+        assert_eq!(
+            d.push_base("refs/forum/bases/team/main/7/T2", "c0"),
+            Err("cannot push: bases are closed here".to_string())
+        );
+        assert_eq!(d.push_base("refs/forum/bases/team/main/7/T2", "c0"), Ok(()));
+        let mut interrupted = run.clone();
+        interrupted.push(e(
+            22,
+            kind::RESULT,
+            Some(9),
+            json!({"id": "T1", "attempt": "a9", "error": "interrupted", "ok": false}),
+        ));
+        assert!(check(&interrupted).unwrap_err().starts_with("seq 22 "));
         // A run that was not dispatched is not this check's business.
         let local = vec![e(0, kind::REQUEST, None, json!({"work": {}}))];
         assert!(check(&local).is_ok());

@@ -36,11 +36,13 @@
 
 mod answers;
 mod attempts;
+mod brought;
 mod compare;
 mod context;
 mod dispatched;
 mod edit;
 mod failed;
+mod forwarder;
 mod gates;
 mod phases;
 pub mod rules;
@@ -56,6 +58,7 @@ use crate::roster::Roster;
 
 use super::{Env, Options, Silent};
 use answers::{Answers, ReplayClock, ReplaySeats};
+pub use brought::WorkerCommit;
 pub use compare::{Divergence, first_divergence};
 pub use work::Merges;
 
@@ -93,6 +96,9 @@ pub struct StrictReplay {
     pub divergence: Option<Divergence>,
     /// Calls the replay made that the record has no reply for (each a divergence's cause).
     pub unanswered: Vec<String>,
+    /// What the replay answered from the record rather than decide again, one line each:
+    /// a worker's commit this repository lacks, a result recorded before it named its commit.
+    pub from_record: Vec<String>,
     /// The git forum version that recorded the run, or `None` for a run recorded before
     /// versions were recorded (or by a library caller that records no runtime).
     pub recorded_by: Option<String>,
@@ -336,6 +342,7 @@ fn replay_run(
     opts.revise |= run.iter().any(|e| e.kind == kind::REVISION);
     opts.judge_intent |= run.iter().any(|e| e.kind == kind::INTENT_JUDGMENT);
     let mut unanswered = Vec::new();
+    let mut from_record = Vec::new();
     for phase in phases::phases(&run) {
         let world = World {
             start,
@@ -343,8 +350,13 @@ fn replay_run(
             metering,
             merges: merges.as_ref(),
         };
-        let asked = replay_phase(&mut scratch, &run, &phase, world, &opts)?;
+        let (asked, answered) = replay_phase(&mut scratch, &run, &phase, world, &opts)?;
         unanswered.extend(asked);
+        for line in answered {
+            if !from_record.contains(&line) {
+                from_record.push(line);
+            }
+        }
         if !phase.stopped.is_empty() {
             let so_far = run_entries(&read_all(&scratch)?, start).map_err(refused)?;
             phases::copy_stop(&mut scratch, &run, &so_far, phase.stopped)?;
@@ -360,6 +372,7 @@ fn replay_run(
         recomputed_answer_sha256: final_answer(&new),
         divergence: first_divergence(&run, &new),
         unanswered,
+        from_record,
         recorded_by: run[0].payload["git_forum"].as_str().map(str::to_string),
         replayed_by: super::VERSION.to_string(),
     })
@@ -378,14 +391,15 @@ struct World<'a> {
 /// through `submit`, a resume through `resume`, each with the replies, clock readings,
 /// context and repository answers of that part alone, and, where the record says the part
 /// was stopped from outside, no more entries than the record holds for it. Returns the calls
-/// the part made that the record had no answer for (before where it was stopped).
+/// the part made that the record had no answer for (before where it was stopped), and what it
+/// answered from the record rather than decide again.
 fn replay_phase(
     scratch: &mut MemoryStorage,
     run: &[Recorded],
     phase: &phases::Phase<'_>,
     world: World<'_>,
     opts: &Options,
-) -> Result<Vec<String>, ReplayError> {
+) -> Result<(Vec<String>, Vec<String>), ReplayError> {
     let refused = ReplayError::Refused;
     let view = phases::view(run, phase);
     let seats = ReplaySeats::new(run, Answers::read(&view).map_err(refused)?);
@@ -440,11 +454,15 @@ fn replay_phase(
         let text = run[0].payload["text"].as_str().unwrap_or_default();
         let _ = super::submit(&mut ledger, &env, &opts, text);
     }
+    let answered = work
+        .iter()
+        .flat_map(|(_, b)| b.answered_from_record())
+        .collect();
     // Calls made after the record's stop have no answer by design.
     if stopped {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), answered));
     }
     let mut asked = seats.unanswered();
     asked.extend(work.iter().flat_map(|(_, b)| b.unanswered()));
-    Ok(asked)
+    Ok((asked, answered))
 }

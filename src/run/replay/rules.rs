@@ -307,8 +307,10 @@ impl Executor for Paired {
         self.real.metering()
     }
 
+    /// Metered while it runs as the record shows the call was (a replay runs no agent
+    /// behind a forwarder), or as the recorded executor would be here.
     fn metered_live(&self) -> bool {
-        self.real.metered_live()
+        self.answer.metered_live() || self.real.metered_live()
     }
 
     fn prompt_tokens_bound(&self, call: &Call<'_>) -> u64 {

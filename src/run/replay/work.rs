@@ -54,6 +54,10 @@ struct Answers {
 /// The prefix of a result whose task no worktree could be opened for (see `run/changes.rs`).
 const NO_WORKTREE: &str = "error: no worktree for this task: ";
 
+/// The prefix of a dispatched task's refused change whose worktree failed to open on the
+/// writer's side (see `run/remote.rs`).
+const WRITER_TREE: &str = "cannot open the task's worktree: ";
+
 /// What the opening of the worktree a `result` came from gave: the failure it records
 /// (its message, as the engine wrote it) or that it opened.
 fn opening_of(b: &J) -> Result<(), WorkError> {
@@ -77,6 +81,11 @@ pub trait Merges: Send + Sync {
     /// The tree `theirs` merged onto `ours` with `base` as their merge base (all three trees):
     /// the merged tree, or [`WorkError::Conflict`] with the paths.
     fn merge(&self, base: &str, ours: &str, theirs: &str) -> Result<String, WorkError>;
+
+    /// The parents of the worker's commit `commit` and its `Forum-Attempt` trailer, as the
+    /// writer of a dispatched run reads them to check it; `None` when it is not in the
+    /// repository.
+    fn worker_commit(&self, commit: &str) -> Option<super::brought::WorkerCommit>;
 
     /// The tree the run branch has once the change `commit` is integrated onto a tip whose
     /// tree is `tip`: the change's own tree when it was made on that tree, else the change
@@ -201,6 +210,18 @@ impl Answers {
             let Some(task) = b.get("task").and_then(J::as_str).map(str::to_string) else {
                 continue;
             };
+            // A dispatched task's worktree that failed to open on the writer's side: its one
+            // opening (before its worker's result came) gave what the refused change keeps.
+            if let (kind::CHANGE, true, Some(why)) = (
+                e.kind.as_str(),
+                b["attempt"].is_string() && b["refused"] == true,
+                b["error"]
+                    .as_str()
+                    .and_then(|m| m.strip_prefix(WRITER_TREE)),
+            ) && let Some(first) = a.opened.get_mut(&task).and_then(|q| q.front_mut())
+            {
+                *first = Err(WorkError::Io(why.to_string()));
+            }
             // What the integration after a merge gave: the entry right after it says.
             if let Some(i) = merged.remove(&task) {
                 let failed = match e.kind.as_str() {
@@ -282,6 +303,15 @@ impl ReplayBench {
         out.extend_from_slice(lock(&self.carried).unanswered());
         out.extend(self.dispatch.iter().flat_map(|d| d.unanswered()));
         out
+    }
+
+    /// What the replay answered from the record because this repository lacks it, or the
+    /// record was made before it kept what the replay would decide it from.
+    pub(super) fn answered_from_record(&self) -> Vec<String> {
+        self.dispatch
+            .iter()
+            .flat_map(|d| d.answered_from_record())
+            .collect()
     }
 }
 
@@ -547,7 +577,7 @@ pub(super) fn options(
         return Ok(None);
     };
     let legacy = !crate::run::work_state::witnessed(w);
-    let (ledger, dispatch) = super::dispatched::of(run, view)?;
+    let (ledger, dispatch) = super::dispatched::of(run, view, merges.cloned())?;
     let remerged = match (legacy, merges) {
         (true, _) => None,
         (false, Some(m)) => Some(Mutex::new(remerged(run, view, from, m)?)),

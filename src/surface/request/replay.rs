@@ -5,7 +5,7 @@ use serde::Deserialize;
 use super::Request;
 use crate::surface::Error;
 
-/// Replay a recorded run strictly: its control loop run again in a fresh network namespace, every executor reply, context and clock reading answered from the record, under the roster, policy, executors and limits the run recorded; every decision is compared with the recorded one. Returns {run, recorded, recomputed, answer_sha256, recomputed_answer_sha256, divergence {seq, recorded, recomputed} or null, unanswered, recorded_by, replayed_by, network, rules {roster, policy, runtime, limits}}.
+/// Replay a recorded run strictly: its control loop run again in a fresh network namespace, every executor reply, context and clock reading answered from the record, under the roster, policy, executors and limits the run recorded; every decision is compared with the recorded one. Returns {run, recorded, recomputed, answer_sha256, recomputed_answer_sha256, divergence {seq, recorded, recomputed} or null, unanswered, from_record, recorded_by, replayed_by, network, rules {roster, policy, runtime, limits}}.
 #[derive(Debug, Clone, clap::Args, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StrictReplay {

@@ -1,0 +1,145 @@
+//! Whether the writer of a dispatched run could bring a worker's commit in, decided again.
+//! A worker's `result` names its commit (`commit`); before the writer puts the commit's tree in
+//! the task's worktree it fetches the results ref, reads that the ref holds the commit, and
+//! checks the commit: one commit on the task's base, carrying the trailer `Forum-Attempt` with
+//! its attempt id (`crate::fleet::writer`'s `bring`). The fetch and the ref are the world's,
+//! and a refusal they led to is given back as the record keeps it; the checks of the commit
+//! are the writer's decision, and the replay makes them again from the commit as the
+//! repository holds it, so a refusal or an acceptance the record forged is a divergence at
+//! the `change` entry that witnessed it.
+//!
+//! Where the commit is not in the repository (a fetched copy of the ledger whose results
+//! refs were not fetched), the replay says so in one line and answers from the record for
+//! that commit; so it does for a result recorded before results named their commit.
+
+use super::Recorded;
+
+/// What the writer reads of a worker's commit to check it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerCommit {
+    /// Its parents, in order.
+    pub parents: Vec<String>,
+    /// The value of its `Forum-Attempt` trailer (empty when it has none).
+    pub attempt: String,
+}
+
+/// The writer's checks of `commit`, read as `facts`, for the task started on `base` and sent
+/// as `attempt`: `Err` with the writer's line when it refuses the commit.
+pub(super) fn checked(
+    commit: &str,
+    facts: &WorkerCommit,
+    base: &str,
+    attempt: &str,
+) -> Result<(), String> {
+    if facts.parents != [base] {
+        return Err(format!(
+            "the worker's commit {commit} is not one commit on the task's base {base} (its parents: {})",
+            facts.parents.join(" ")
+        ));
+    }
+    if facts.attempt.trim() != attempt {
+        return Err(format!(
+            "the worker's commit {commit} does not carry the trailer Forum-Attempt: {attempt}"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a recorded refusal came from the world before the commit was checked (the fetch
+/// of the results ref, what the ref held, a git command that failed) or after it passed (its
+/// tree put in the worktree): those are given back as recorded. Any other refusal is one of
+/// the checks, which the replay makes again.
+pub(super) fn of_the_world(why: &str) -> bool {
+    why.starts_with("cannot fetch the worker's commit")
+        || why.starts_with("cannot put the worker's change in the task's worktree")
+        || why.starts_with("git ")
+        || (why.contains(" holds ") && why.ends_with(" the result names"))
+}
+
+/// What the writer decides of the worker's `commit` for the task on `base` sent as
+/// `attempt`, where the record says `recorded` (its refusal, or `None`: brought in), and the
+/// commit reads `facts` in this repository (`None`: not here). Returns the answer and, when
+/// it had to come from the record, the line saying why.
+pub(super) fn decide(
+    (commit, base, attempt): (&str, &str, &str),
+    recorded: Option<String>,
+    facts: Option<&WorkerCommit>,
+) -> (Result<(), String>, Option<String>) {
+    let recorded = recorded.map_or(Ok(()), Err);
+    let Some(facts) = facts else {
+        let line = format!(
+            "the worker's commit {commit} of attempt {attempt} is not in this repository: whether the writer could bring it in is answered from the record"
+        );
+        return (recorded, Some(line));
+    };
+    if let Err(why) = checked(commit, facts, base, attempt) {
+        return (Err(why), None);
+    }
+    match recorded {
+        // Refused by what the world said, or after the checks passed.
+        Err(why) if of_the_world(&why) => (Err(why), None),
+        _ => (Ok(()), None),
+    }
+}
+
+/// The line of a worker's `result` recorded before results named their commit, when the
+/// writer then brought it in or refused it (only a result that was `ok` is brought in).
+pub(super) fn older(e: &Recorded) -> Option<String> {
+    let b = &e.payload;
+    (b["ok"] == true && b.get("commit").is_none()).then(|| {
+        format!(
+            "the result at seq {} was recorded before results named the worker's commit: whether the writer could bring it in is answered from the record",
+            e.seq
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(parents: &[&str], attempt: &str) -> WorkerCommit {
+        WorkerCommit {
+            parents: parents.iter().map(|p| p.to_string()).collect(),
+            attempt: attempt.into(),
+        }
+    }
+
+    #[test]
+    fn the_commit_is_checked_again_and_the_worlds_refusals_are_given_back() {
+        let at = ("c1", "b0", "a-1");
+        let good = facts(&["b0"], "a-1\n");
+        // Brought in as recorded; a forged refusal of a good commit is not.
+        assert_eq!(decide(at, None, Some(&good)), (Ok(()), None));
+        let forged = "the worker's commit c1 does not carry the trailer Forum-Attempt: a-1";
+        assert_eq!(decide(at, Some(forged.into()), Some(&good)), (Ok(()), None));
+        // A commit on another base, or of another attempt, is refused whatever the record says.
+        let (r, _) = decide(at, None, Some(&facts(&["b9"], "a-1")));
+        assert_eq!(
+            r.unwrap_err(),
+            "the worker's commit c1 is not one commit on the task's base b0 (its parents: b9)"
+        );
+        let (r, _) = decide(at, None, Some(&facts(&["b0"], "a-2")));
+        assert_eq!(r.unwrap_err(), forged);
+        // The fetch and the ref are the world's.
+        let fetch = "cannot fetch the worker's commit from refs/forum/results/x: gone";
+        assert_eq!(
+            decide(at, Some(fetch.into()), Some(&good)),
+            (Err(fetch.into()), None)
+        );
+        let moved = "refs/forum/results/x holds b0, not the commit c1 the result names";
+        assert_eq!(
+            decide(at, Some(moved.into()), Some(&good)).0,
+            Err(moved.into())
+        );
+        // Any other refusal of a commit that passes the checks is not the writer's.
+        assert_eq!(decide(at, Some("no".into()), Some(&good)).0, Ok(()));
+        // Not here: the record answers, and the replay says so.
+        let (r, line) = decide(at, Some(forged.into()), None);
+        assert_eq!(r, Err(forged.into()));
+        assert!(
+            line.unwrap()
+                .contains("c1 of attempt a-1 is not in this repository")
+        );
+    }
+}
