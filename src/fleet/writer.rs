@@ -478,29 +478,10 @@ impl Dispatch for NatsDispatch {
                 "{result_ref} holds {got}, not the commit {commit} the result names"
             ));
         }
-        let parents = git_line(&i.repo, &["rev-list", "--parents", "-n", "1", commit])?;
-        let parents: Vec<&str> = parents.split_whitespace().skip(1).collect();
-        if parents != [base] {
-            return Err(format!(
-                "the worker's commit {commit} is not one commit on the task's base {base} (its parents: {})",
-                parents.join(" ")
-            ));
-        }
-        let trailer = git_line(
-            &i.repo,
-            &[
-                "log",
-                "-1",
-                "--format=%(trailers:key=Forum-Attempt,valueonly)",
-                commit,
-            ],
-        )?;
-        if trailer.trim() != result.attempt {
-            return Err(format!(
-                "the worker's commit {commit} does not carry the trailer Forum-Attempt: {}",
-                result.attempt
-            ));
-        }
+        // The same checks a strict replay makes again of the commit.
+        let facts = crate::work::merge::worker_commit(&i.repo, commit)
+            .ok_or_else(|| format!("git cannot read the worker's commit {commit}"))?;
+        crate::run::replay::check_worker_commit(commit, &facts, base, &result.attempt)?;
         let Some(worktree) = worktree else {
             return Ok(());
         };

@@ -15,7 +15,7 @@ use crate::run::replay::{Merges, WorkerCommit};
 
 /// The parents and `Forum-Attempt` trailer of the commit `commit` in the repository at `dir`
 /// (what a dispatched run's writer checks of a worker's commit); `None` when it is not there.
-fn worker_commit(dir: &Path, commit: &str) -> Option<WorkerCommit> {
+pub(crate) fn worker_commit(dir: &Path, commit: &str) -> Option<WorkerCommit> {
     let spec = format!("{commit}^{{commit}}");
     git::ok(dir, &["rev-parse", "--verify", "--quiet", &spec]).ok()?;
     let parents = git::ok(dir, &["rev-list", "--parents", "-n", "1", commit]).ok()?;

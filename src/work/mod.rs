@@ -48,7 +48,7 @@ pub(crate) mod git;
 mod git_bench;
 mod hostile;
 mod made;
-mod merge;
+pub(crate) mod merge;
 pub use merge::ScratchMerges;
 mod racy;
 pub(crate) mod run_diff;

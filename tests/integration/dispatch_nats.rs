@@ -106,7 +106,7 @@ impl NatsServer {
             .arg(store)
             .args(extra)
             .args(
-                std::env::var("FORUM_NATS_TRACE")
+                std::env::var("GIT_FORUM_TEST_NATS_TRACE")
                     .ok()
                     .map(|d| {
                         vec![

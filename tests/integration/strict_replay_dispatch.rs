@@ -185,10 +185,13 @@ fn a_dispatched_task_whose_worktree_failed_to_open_replays_and_an_edited_refusal
             &m,
             &["--name", "w", "--no-sandbox"],
         );
+        // Checked in full, so the writer opens a worktree of its own for each task (the seat
+        // is the runtime file's, not `--cmd`, so its `verify` holds).
+        crate::dispatch_claimed::checked_in_full(repo, &m);
         let mut c = repo.forum();
         c.env("GIT_FORUM_FAILPOINT_FAIL", "task-worktree")
             .args(["submit", "--work", "--no-sandbox", "--check", "true"])
-            .args(["--dispatch", &server.url(), "--cmd", &m, "--json"])
+            .args(["--dispatch", &server.url(), "--json"])
             .arg("write the files");
         let (_, j, err) = finish(spawned(c));
         assert_eq!(j["exit"]["name"], "answered", "{j}\n{err}");

@@ -2,11 +2,11 @@
 //! A worker's `result` names its commit (`commit`); before the writer puts the commit's tree in
 //! the task's worktree it fetches the results ref, reads that the ref holds the commit, and
 //! checks the commit: one commit on the task's base, carrying the trailer `Forum-Attempt` with
-//! its attempt id (`crate::fleet::writer`'s `bring`). The fetch and the ref are the world's,
-//! and a refusal they led to is given back as the record keeps it; the checks of the commit
-//! are the writer's decision, and the replay makes them again from the commit as the
-//! repository holds it, so a refusal or an acceptance the record forged is a divergence at
-//! the `change` entry that witnessed it.
+//! its attempt id (`crate::fleet::writer`'s `bring` calls [`checked`], as the replay does).
+//! The fetch and the ref are the world's, and a refusal they led to is given back as the
+//! record keeps it; the checks of the commit are the writer's decision, and the replay makes
+//! them again from the commit as the repository holds it, so a refusal or an acceptance the
+//! record forged is a divergence at the `change` entry that witnessed it.
 //!
 //! Where the commit is not in the repository (a fetched copy of the ledger whose results
 //! refs were not fetched), the replay says so in one line and answers from the record for
@@ -25,7 +25,7 @@ pub struct WorkerCommit {
 
 /// The writer's checks of `commit`, read as `facts`, for the task started on `base` and sent
 /// as `attempt`: `Err` with the writer's line when it refuses the commit.
-pub(super) fn checked(
+pub(crate) fn checked(
     commit: &str,
     facts: &WorkerCommit,
     base: &str,

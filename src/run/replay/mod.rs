@@ -59,6 +59,7 @@ use crate::roster::Roster;
 use super::{Env, Options, Silent};
 use answers::{Answers, ReplayClock, ReplaySeats};
 pub use brought::WorkerCommit;
+pub(crate) use brought::checked as check_worker_commit;
 pub use compare::{Divergence, first_divergence};
 pub use work::Merges;
 
