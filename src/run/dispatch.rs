@@ -112,10 +112,7 @@ fn dispatch_run(
                 .iter()
                 .filter_map(|id| by_id.get(id.as_str()).copied())
                 .collect();
-            run.run_wave(&tasks, entry.seq, &results)?;
-            if let Some(w) = run.work() {
-                run.ship_wave(w, plan, i, wave, entry.seq)?;
-            }
+            run.run_and_ship_wave(&tasks, &results, plan, (i, wave), entry.seq)?;
         }
         if let Some(w) = run.work() {
             run.check_run_branch(w, entry.seq)?;

@@ -306,10 +306,7 @@ fn run_waves(
             of: plan.waves.len(),
             tasks: wave.clone(),
         });
-        run.run_wave(&todo, course.plan_seq, results)?;
-        if let Some(w) = run.work() {
-            run.ship_wave(w, plan, i, wave, course.plan_seq)?;
-        }
+        run.run_and_ship_wave(&todo, results, plan, (i, wave), course.plan_seq)?;
         after_wave(run, i, course.plan_seq)?;
     }
     Ok(None)

@@ -75,6 +75,7 @@ mod seams;
 mod secrets;
 mod ship;
 mod ship_ahead;
+mod ship_early;
 mod solo;
 pub mod status;
 mod synthesis;

@@ -111,66 +111,6 @@ impl Run<'_, '_> {
         r
     }
 
-    /// Ships the changes of one wave, in plan order: the gate, then integration or quarantine.
-    /// A wave where every decision failed is witnessed as `degraded`.
-    pub(super) fn ship_wave(
-        &self,
-        w: &WorkRun,
-        plan: &CompiledPlan,
-        wave_index: usize,
-        wave: &[String],
-        plan_seq: u64,
-    ) -> Result<(), RunError> {
-        let mut asked = 0usize;
-        let mut failed = 0usize;
-        let order: Vec<&Task> = plan.tasks.iter().filter(|t| wave.contains(&t.id)).collect();
-        // Gate answers asked ahead, several at once (`ship_ahead.rs`), each used at its turn.
-        // A change asked about ahead was found to add something then, and no change merged
-        // before its turn touches a file of it, so it still does and is not looked at twice;
-        // after a conflict earlier in the wave it is looked at again all the same.
-        let mut ahead = BTreeMap::new();
-        let mut conflicted = false;
-        // The wave's worktrees go together once it is shipped, not one between each merge.
-        let mut shipped = Vec::new();
-        for (i, t) in order.iter().copied().enumerate() {
-            if ahead.is_empty() {
-                ahead = self.ask_gates_ahead(w, &order[..i], &order[i..]);
-            }
-            let tw = w.get(&t.id);
-            let known = !conflicted && ahead.contains_key(&t.id);
-            shipped.push(t.id.clone());
-            // A change an earlier one already made merges nothing: no gate, no commit.
-            if tw.ship.is_some() || !tw.shippable() || (!known && self.adds_nothing(w, t)?) {
-                continue;
-            }
-            asked += 1;
-            let d = if self.chooses_attempt(w, &t.id) {
-                self.ship_attempts(w, t)?
-            } else {
-                self.ship_one(w, t, ahead.remove(&t.id))?
-            };
-            if d.error.is_some() {
-                failed += 1;
-            }
-            if d.decision == "merge"
-                && let Err(paths) = self.integrate(w, t)?
-            {
-                conflicted = true;
-                self.rerun_after_conflict(w, t, &paths)?;
-            }
-        }
-        w.close_trees(&shipped);
-        if asked > 0 && failed == asked {
-            self.put(
-                "orchestrator",
-                kind::DEGRADED,
-                Some(plan_seq),
-                json!({"wave": wave_index, "tasks": wave, "reason": "no ship decision of this wave could be made"}),
-            )?;
-        }
-        Ok(())
-    }
-
     /// Asks the orchestrator seat whether the change ships, and what it answered (its raw
     /// reply, when it answered at all); a failed call or an unusable answer is an
     /// undetermined decision.
@@ -228,7 +168,7 @@ impl Run<'_, '_> {
 
     /// Asks the gate about a task's latest change (or takes its answer `ahead`, asked before
     /// with others at once) and witnesses `ship`; a block quarantines it.
-    fn ship_one(
+    pub(super) fn ship_one(
         &self,
         w: &WorkRun,
         t: &Task,
@@ -305,7 +245,11 @@ impl Run<'_, '_> {
     }
 
     /// Integrates a merged change onto the run branch. A conflict is witnessed and returned.
-    fn integrate(&self, w: &WorkRun, t: &Task) -> Result<Result<(), Vec<String>>, RunError> {
+    pub(super) fn integrate(
+        &self,
+        w: &WorkRun,
+        t: &Task,
+    ) -> Result<Result<(), Vec<String>>, RunError> {
         let tw = w.get(&t.id);
         let Some(commit) = tw.commit() else {
             return Ok(Ok(()));
@@ -366,7 +310,7 @@ impl Run<'_, '_> {
     /// After a conflict, the task runs once more in a worktree at the run branch's tip; its new
     /// change is checked, gated and integrated like the first. A second conflict leaves it
     /// failed (not integrated).
-    fn rerun_after_conflict(
+    pub(super) fn rerun_after_conflict(
         &self,
         w: &WorkRun,
         t: &Task,

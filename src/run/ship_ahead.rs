@@ -55,15 +55,20 @@ impl Run<'_, '_> {
     /// already shipped, and the group ahead of it): nothing merged before its turn can then
     /// conflict with it or make it add nothing, no conflict re-runs a task meanwhile, and every
     /// answer asked is used and witnessed.
+    ///
+    /// `ready` says which tasks have their result in (a wave shipped while some of its tasks
+    /// are still out, `ship_early.rs`): `None`, and nothing asked, when a task the group is
+    /// chosen from is not, so the group is always the one the whole wave's results give.
     pub(super) fn ask_gates_ahead(
         &self,
         w: &WorkRun,
         done: &[&Task],
         pending: &[&Task],
-    ) -> BTreeMap<String, Asked> {
+        ready: &dyn Fn(&str) -> bool,
+    ) -> Option<BTreeMap<String, Asked>> {
         // An in-process run asks about one change at a time, as before.
         if self.dispatcher().is_none() {
-            return BTreeMap::new();
+            return Some(BTreeMap::new());
         }
         let width = self.seat_width();
         let mut group: Vec<(&Task, TaskWork)> = Vec::new();
@@ -78,6 +83,9 @@ impl Run<'_, '_> {
         for t in pending {
             if group.len() >= width {
                 break;
+            }
+            if !ready(&t.id) {
+                return None;
             }
             let tw = w.get(&t.id);
             let files = files_of(&tw);
@@ -99,7 +107,7 @@ impl Run<'_, '_> {
             }
         }
         if !self.can_judge_at_once(group.len()) || self.over_budget() {
-            return BTreeMap::new();
+            return Some(BTreeMap::new());
         }
         let answers: Vec<_> = std::thread::scope(|s| {
             let each: Vec<_> = group
@@ -111,13 +119,14 @@ impl Run<'_, '_> {
                 .collect();
             each.into_iter().map(|h| h.join()).collect()
         });
-        group
+        let answers = group
             .iter()
             .zip(answers)
             .map(|((t, _), a)| {
                 let a = a.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
                 (t.id.clone(), a)
             })
-            .collect()
+            .collect();
+        Some(answers)
     }
 }

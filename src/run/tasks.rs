@@ -15,6 +15,8 @@ use crate::plan::{
 
 use super::engine::{Done, Run, upstream_view, usage_of, with_usage};
 use super::prompts::{planner_prompt, planner_retry_prompt, validator_prompt, worker_system};
+use super::ship_early::WaveShip;
+use super::work_state::WorkRun;
 use super::{
     DEFAULT_PLAN_TASKS, Event, MAX_UPSTREAM_CHARS, RunError, Take, Verdict, lock, parse_verdict,
     plan_schema, verdict_schema,
@@ -308,6 +310,18 @@ impl Run<'_, '_> {
         plan_seq: u64,
         results: &Mutex<BTreeMap<String, Done>>,
     ) -> Result<(), RunError> {
+        self.run_wave_shipping(tasks, plan_seq, results, None)
+    }
+
+    /// [`Run::run_wave`], shipping the wave's changes (`ship`) while its tasks are out, each
+    /// time one's result is in, when the run may ([`Run::ships_early`]).
+    pub(super) fn run_wave_shipping(
+        &self,
+        tasks: &[&Task],
+        plan_seq: u64,
+        results: &Mutex<BTreeMap<String, Done>>,
+        ship: Option<(&WorkRun, &WaveShip<'_>)>,
+    ) -> Result<(), RunError> {
         // Dispatched tasks wait on workers elsewhere: every task of the wave is in flight.
         let width = match self.dispatcher() {
             Some(_) => tasks.len().max(1),
@@ -325,6 +339,10 @@ impl Run<'_, '_> {
         let next = AtomicU64::new(0);
         let first_error: Mutex<Option<RunError>> = Mutex::new(None);
         let finished: Mutex<Vec<(String, Done)>> = Mutex::new(Vec::new());
+        // A task's result is in once it is among the run's results or this wave's.
+        let in_now = |id: &str| {
+            lock(results).contains_key(id) || lock(&finished).iter().any(|(f, _)| f == id)
+        };
         std::thread::scope(|s| {
             for thread in self.wave_threads(width.min(tasks.len())) {
                 // Each thread carries the run's kill scope.
@@ -337,12 +355,18 @@ impl Run<'_, '_> {
                             if lock(&first_error).is_some() {
                                 break;
                             }
-                            match self.run_task(t, plan_seq, results) {
-                                Ok(d) => lock(&finished).push((t.id.clone(), d)),
-                                Err(e) => {
-                                    lock(&first_error).get_or_insert(e);
-                                    break;
+                            let shipped = self.run_task(t, plan_seq, results).and_then(|d| {
+                                lock(&finished).push((t.id.clone(), d));
+                                match ship
+                                    .filter(|_| self.ships_early() && lock(&first_error).is_none())
+                                {
+                                    Some((w, ship)) => self.ship_ready(w, ship, &in_now),
+                                    None => Ok(()),
                                 }
+                            });
+                            if let Err(e) = shipped {
+                                lock(&first_error).get_or_insert(e);
+                                break;
                             }
                         }
                     })

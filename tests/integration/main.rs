@@ -24,6 +24,7 @@ mod demo;
 mod dispatch_claimed;
 mod dispatch_cluster;
 mod dispatch_confined;
+mod dispatch_early;
 mod dispatch_fleet;
 mod dispatch_nats;
 mod dispatch_ops;
