@@ -207,10 +207,11 @@ impl Connection {
     /// Whether the ledger's stream has been made (by a writer: a worker never makes it),
     /// refusing in one line a stream of that name that is not this ledger's.
     ///
-    /// Why workers never make it: nats-server 2.9 can answer two creates of one stream that
-    /// arrive together by making it twice, and a consumer made on the first copy then hears
-    /// no pull request again (the task stays in flight to it and is redelivered into the
-    /// void). A fleet started together, or a worker started beside its writer, met that.
+    /// Why workers never make it: nats-server before 2.9.16 (Debian ships 2.9.10) can answer
+    /// two creates of one stream that arrive together by making it twice (fixed upstream by
+    /// commit e6447c9), and a consumer made on the copy it drops then hears no pull request
+    /// again (the task stays in flight to it and is redelivered into the void). A worker
+    /// started beside its writer met that.
     pub fn stream_made(&self) -> Result<Made, String> {
         let name = protocol::stream_name(&self.ledger);
         let url = &self.url;
