@@ -217,16 +217,23 @@ impl Connection {
         let url = &self.url;
         self.rt.block_on(async {
             match patiently(|| self.js.get_stream(&name)).await {
-                Ok(s) => self.is_ours(&s.cached_info().config).map(|()| Made::Yes),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        jetstream::context::GetStreamErrorKind::JetStream(j)
-                            if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
-                    ) =>
-                {
-                    Ok(Made::No)
+                Ok(s) => {
+                    self.is_ours(&s.cached_info().config)?;
+                    // The server lists a stream while its create is still under way, and a
+                    // consumer made then never answers either. The writer makes the progress
+                    // stream only once the task stream's create was answered: when it is
+                    // there, the task stream is whole.
+                    let progress = protocol::progress_stream(&self.ledger);
+                    Ok(match patiently(|| self.js.get_stream(&progress)).await {
+                        Ok(_) => Made::Yes,
+                        Err(e) if not_found(&e) => Made::No,
+                        Err(e) => Made::Unknown(format!(
+                            "cannot open the stream {progress} on {url}: {}",
+                            one_line(&e.to_string())
+                        )),
+                    })
                 }
+                Err(e) if not_found(&e) => Ok(Made::No),
                 Err(e) => Ok(Made::Unknown(format!(
                     "cannot open the stream {name} on {url}: {}",
                     one_line(&e.to_string())
@@ -570,6 +577,15 @@ where
             done => return done,
         }
     }
+}
+
+/// Whether `e` says the stream asked for does not exist.
+fn not_found(e: &jetstream::context::GetStreamError) -> bool {
+    matches!(
+        e.kind(),
+        jetstream::context::GetStreamErrorKind::JetStream(j)
+            if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+    )
 }
 
 /// A get-or-create (`made`) that survives two processes starting at once: both find the

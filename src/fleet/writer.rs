@@ -530,11 +530,9 @@ fn make_streams(conn: &Connection, repo: &Path, ledger: &str) -> Result<(), Stri
         .and_then(|f| f.lock().map(|()| f))
         .map_err(|e| format!("cannot take the lock {}: {e}", path.display()))?;
     conn.ensure_stream()?;
-    // Progress is for people watching (`git forum status`): a server that will not keep it
-    // does not stop the run.
-    if let Err(e) = conn.ensure_progress_stream() {
-        eprintln!("git forum: the workers' progress will not be shown: {e}");
-    }
+    // Made second, and always: workers take it as the sign that the task stream is whole
+    // (see `Connection::stream_made`).
+    conn.ensure_progress_stream()?;
     drop(held);
     Ok(())
 }

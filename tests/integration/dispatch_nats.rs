@@ -163,13 +163,22 @@ impl NatsServer {
     }
 
     /// Sends a JetStream API request and returns the reply's JSON.
-    /// Makes `ledger`'s work-queue stream as its writer does.
+    /// Makes `ledger`'s work-queue stream and then its progress stream, as its writer does.
     pub(crate) fn make_ledger_stream(&self, ledger: &str) {
         let made = self.request(
             &format!("$JS.API.STREAM.CREATE.FORUM_{ledger}"),
             &serde_json::json!({
                 "name": format!("FORUM_{ledger}"), "subjects": [format!("forum.{ledger}.>")],
                 "retention": "workqueue", "storage": "file", "duplicate_window": 120_000_000_000u64,
+            }),
+        );
+        assert!(made["config"].is_object(), "{made}");
+        let made = self.request(
+            &format!("$JS.API.STREAM.CREATE.FORUM_{ledger}_WORKERS"),
+            &serde_json::json!({
+                "name": format!("FORUM_{ledger}_WORKERS"),
+                "subjects": [format!("forum-workers.{ledger}.*")],
+                "retention": "limits", "storage": "file", "max_msgs_per_subject": 1,
             }),
         );
         assert!(made["config"].is_object(), "{made}");
