@@ -17,6 +17,7 @@ mod wait;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,10 @@ use crate::exec::sandbox::probe::Jail;
 use crate::exec::{Call, Executor, Seats};
 use crate::roster::Roster;
 use async_nats::jetstream::consumer::PullConsumer;
+
+/// How many tasks a worker does between two runs of `git maintenance run --auto` in its
+/// clone (its fetches and commits do not start it each time, as plain git would).
+const MAINTENANCE_EVERY: u64 = 32;
 
 /// The most bytes of a check's output a worker keeps (it reports only the exit).
 const CHECK_OUTPUT_CAP: usize = 64 * 1024;
@@ -150,6 +155,7 @@ fn serve_ready(
         conn,
         turn: &turn,
         halts: Halts::default(),
+        plain_push: AtomicBool::new(false),
     };
     let over = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -173,7 +179,10 @@ fn serve_ready(
                     match conn.pull(consumer, Duration::from_secs(1)) {
                         Ok(Some(p)) => {
                             w.handle(&p);
-                            done.fetch_add(1, Ordering::SeqCst);
+                            let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                            if n % MAINTENANCE_EVERY == 0 {
+                                w.maintain();
+                            }
                         }
                         Ok(None) => {}
                         Err(e) => {
@@ -197,6 +206,9 @@ struct Worker<'a> {
     /// Held around `git worktree` steps (git races when two run at once in one repository).
     turn: &'a Mutex<()>,
     halts: Halts,
+    /// Set once the remote refused a push option (it has no git forum server hook): later
+    /// pushes go without one at once instead of trying it first each time.
+    plain_push: AtomicBool,
 }
 
 /// The most halted runs a worker remembers (the oldest is forgotten first).
@@ -318,25 +330,23 @@ impl Worker<'_> {
                 return;
             }
         };
-        let finished = AtomicBool::new(false);
         self.report(&task, "working");
+        // The renewing thread wakes every third of the lease, and at once when the work ends
+        // (its sender dropped): the result goes out without waiting for a tick.
+        let (finished, ended) = std::sync::mpsc::channel::<()>();
         let result = std::thread::scope(|s| {
-            s.spawn(|| {
+            let task = &task;
+            s.spawn(move || {
                 let every = (self.o.lease / 3).max(Duration::from_millis(200));
-                let mut last = Instant::now();
-                while !finished.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(100));
-                    if last.elapsed() >= every {
-                        if !renewal_suppressed() {
-                            let _ = self.conn.progress(p);
-                        }
-                        self.report(&task, "working");
-                        last = Instant::now();
+                while let Err(RecvTimeoutError::Timeout) = ended.recv_timeout(every) {
+                    if !renewal_suppressed() {
+                        let _ = self.conn.progress(p);
                     }
+                    self.report(task, "working");
                 }
             });
-            let r = self.work_haltable(&task);
-            finished.store(true, Ordering::SeqCst);
+            let r = self.work_haltable(task);
+            drop(finished);
             r
         });
         let Some(result) = result else {
@@ -359,6 +369,15 @@ impl Worker<'_> {
             eprintln!("git forum worker: {e}");
         }
         self.report(&task, "done");
+    }
+
+    /// Lets git pack the worker's clone when it needs it, as git's own commands would have
+    /// after their fetches and commits (best effort: a failure is only said).
+    fn maintain(&self) {
+        let _guard = self.turn.lock();
+        if let Err(e) = git_line(&self.o.repo, &["maintenance", "run", "--auto", "--quiet"]) {
+            eprintln!("git forum worker: git maintenance in the clone failed: {e}");
+        }
     }
 
     /// Says on the ledger's progress stream what this worker is doing (best effort: people
@@ -431,7 +450,14 @@ impl Worker<'_> {
     /// Fetches `from` of the remote into the local ref `local` (moved whatever it held).
     fn fetch_to(&self, from: &str, local: &str) -> Result<String, String> {
         let spec = format!("+{from}:{local}");
-        let args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head"];
+        // No auto maintenance after each fetch: a worker's commits still trigger it.
+        let args = [
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-auto-maintenance",
+        ];
         let remote = self.o.remote.as_str();
         git_line(
             &self.o.repo,
@@ -604,6 +630,10 @@ impl Worker<'_> {
         // Not forced: a results ref that exists is never moved.
         let spec = format!("{commit}:{to}");
         let remote = self.o.remote.as_str();
+        let plain = ["push", "--quiet", "--no-verify", remote, &spec];
+        if self.plain_push.load(Ordering::Relaxed) {
+            return git_line(&self.o.repo, &plain);
+        }
         let with = [
             "push",
             "--quiet",
@@ -614,10 +644,10 @@ impl Worker<'_> {
             &spec,
         ];
         match git_line(&self.o.repo, &with) {
-            Err(e) if e.contains("does not support push options") => git_line(
-                &self.o.repo,
-                &["push", "--quiet", "--no-verify", remote, &spec],
-            ),
+            Err(e) if e.contains("does not support push options") => {
+                self.plain_push.store(true, Ordering::Relaxed);
+                git_line(&self.o.repo, &plain)
+            }
             done => done,
         }
     }
@@ -659,7 +689,11 @@ impl Worker<'_> {
             task.attempt,
             self.o.name
         );
+        // No auto maintenance after each commit: the worker runs it every
+        // `MAINTENANCE_EVERY` tasks instead (see `serve_ready`).
         let mut cmd = git(&[
+            "-c",
+            "maintenance.auto=false",
             "commit",
             "--quiet",
             "--no-verify",

@@ -271,6 +271,7 @@ impl Inner {
             "--quiet",
             "--no-tags",
             "--no-write-fetch-head",
+            "--no-auto-maintenance",
             self.remote.as_str(),
         ];
         args.extend(specs.iter().map(|(_, spec)| spec.as_str()));

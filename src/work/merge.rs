@@ -16,25 +16,24 @@ use crate::run::replay::{Merges, WorkerCommit};
 /// The parents and `Forum-Attempt` trailer of the commit `commit` in the repository at `dir`
 /// (what a dispatched run's writer checks of a worker's commit); `None` when it is not there.
 pub(crate) fn worker_commit(dir: &Path, commit: &str) -> Option<WorkerCommit> {
+    // One git process: `^{commit}` refuses anything else, and the parents come first on
+    // their own line, before the trailer's values (git's own trailer parsing decides them).
     let spec = format!("{commit}^{{commit}}");
-    git::ok(dir, &["rev-parse", "--verify", "--quiet", &spec]).ok()?;
-    let parents = git::ok(dir, &["rev-list", "--parents", "-n", "1", commit]).ok()?;
-    let attempt = git::ok(
+    let out = git::ok(
         dir,
         &[
             "log",
             "-1",
-            "--format=%(trailers:key=Forum-Attempt,valueonly)",
-            commit,
+            "--no-walk",
+            "--format=%P%n%(trailers:key=Forum-Attempt,valueonly)",
+            &spec,
+            "--",
         ],
     )
     .ok()?;
+    let (parents, attempt) = out.split_once('\n').unwrap_or((out.as_str(), ""));
     Some(WorkerCommit {
-        parents: parents
-            .split_whitespace()
-            .skip(1)
-            .map(str::to_string)
-            .collect(),
+        parents: parents.split_whitespace().map(str::to_string).collect(),
         attempt: attempt.trim().to_string(),
     })
 }
