@@ -116,6 +116,7 @@ impl Run<'_, '_> {
             limits: o.limits,
             legacy: o.legacy || legacy,
             keeps_attempt_reply: !(o.legacy || legacy || o.unkept_attempt_reply || unkept),
+            sending: Mutex::new(None),
         }))
     }
 

@@ -73,6 +73,7 @@ mod resume;
 mod schemas;
 mod seams;
 mod secrets;
+mod send_order;
 mod ship;
 mod ship_ahead;
 mod ship_early;

@@ -17,7 +17,7 @@ use super::claimed::Made;
 use super::engine::{Done, Run};
 use super::work_state::{WorkRun, criteria_commands};
 use super::workbench::{CheckRun, TaskTree, WorkError};
-use super::{Event, RunError};
+use super::{Event, RunError, lock};
 
 /// How many attempts a dispatched task gets, when the run does not give `--attempts`, before
 /// a change the writer keeps refusing ends it as failed: the first and two more.
@@ -130,6 +130,9 @@ impl Run<'_, '_> {
         let mut tw = w.get(&task.id);
         tw.task_entry = Some(task_entry.clone());
         w.set(&task.id, tw);
+        // A task that ends before it is sent lets the tasks after it in the wave's order go.
+        let order = lock(&w.sending).clone();
+        let _gone = order.as_deref().map(|o| o.guard(&task.id));
         let upstream = w.upstream_commits(task, plan);
         let name = self.ref_name(&task.id);
         let start = match w.in_shared_turn(|| w.bench.task_start(&name, &upstream)) {
@@ -248,6 +251,10 @@ impl Run<'_, '_> {
         instruction: &str,
         task_entry: &Entry,
     ) -> Result<Result<(String, u64, u32), Done>, RunError> {
+        let order = lock(&w.sending).clone();
+        // Out in the wave's order (see `send_order`); a task that does not go out, or goes
+        // out again under its old attempt, lets the next go at once.
+        let _gone = order.as_deref().map(|o| o.guard(&task.id));
         if let Some((attempt, was, tries)) = d.adopt(&task.id, start) {
             let msg = task_message(w, task, name, start, instruction, &attempt);
             let sent = self.readopt(d, w, task, msg, (task_entry, was))?;
@@ -258,6 +265,10 @@ impl Run<'_, '_> {
         let base_ref = protocol::base_ref(&w.ledger, w.run_seq, name);
         if let Err(e) = d.push_base(&base_ref, start) {
             return self.unsent(task, task_entry.seq, e).map(Err);
+        }
+        // Its base was pushed with the others'; the task itself goes out in its turn.
+        if let Some(o) = &order {
+            o.wait(&task.id);
         }
         self.send_task(d, w, task, (name, start), instruction, task_entry, None)
             .map(|(attempt, sent)| Ok((attempt, sent, 1)))

@@ -21,6 +21,7 @@ use crate::ledger::kind;
 use crate::plan::{CompiledPlan, Task};
 
 use super::engine::{Done, Run};
+use super::send_order::SendOrder;
 use super::ship_ahead::Asked;
 use super::work_state::WorkRun;
 use super::{RunError, lock};
@@ -84,7 +85,14 @@ impl Run<'_, '_> {
             return self.run_wave(tasks, plan_seq, results);
         };
         let ship = WaveShip::new(plan, wave_index, wave, plan_seq);
-        self.run_wave_shipping(tasks, plan_seq, results, Some((w, &ship)))?;
+        // Shipping as results come in gains most when they come in plan order.
+        if self.ships_early() {
+            let ids = tasks.iter().map(|t| t.id.clone()).collect();
+            *lock(&w.sending) = Some(std::sync::Arc::new(SendOrder::new(ids)));
+        }
+        let ran = self.run_wave_shipping(tasks, plan_seq, results, Some((w, &ship)));
+        *lock(&w.sending) = None;
+        ran?;
         self.finish_wave_ship(w, &ship)
     }
 

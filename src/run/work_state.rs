@@ -15,6 +15,7 @@ use crate::ledger::Entry;
 use crate::plan::Task;
 
 use super::lock;
+use super::send_order::SendOrder;
 use super::workbench::{Change, ChangeLimits, TaskTree, WorkError, Workbench};
 
 /// Opens the workbench of the run whose request is at the given seq: at HEAD for a new run,
@@ -150,6 +151,8 @@ pub(super) struct WorkRun {
     /// Whether an `attempt_choice` keeps the gate's raw reply (see
     /// [`WorkOptions::unkept_attempt_reply`]).
     pub(super) keeps_attempt_reply: bool,
+    /// The order the tasks of the wave being shipped early go out in (`None`: any order).
+    pub(super) sending: Mutex<Option<Arc<SendOrder>>>,
 }
 
 /// What one task has in the repository so far.
