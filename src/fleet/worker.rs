@@ -180,7 +180,7 @@ fn serve_ready(
                         Ok(Some(p)) => {
                             w.handle(&p);
                             let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                            if n % MAINTENANCE_EVERY == 0 {
+                            if n.is_multiple_of(MAINTENANCE_EVERY) {
                                 w.maintain();
                             }
                         }
