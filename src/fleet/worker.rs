@@ -13,6 +13,7 @@
 //! task's results ref (`crate::policy::worker_push`).
 
 pub(crate) mod confine;
+mod open;
 mod wait;
 
 use std::path::{Path, PathBuf};
@@ -445,55 +446,6 @@ impl Worker<'_> {
             &["worktree", "remove", "--force", &tree.to_string_lossy()],
         );
         r
-    }
-
-    /// Fetches `from` of the remote into the local ref `local` (moved whatever it held).
-    fn fetch_to(&self, from: &str, local: &str) -> Result<String, String> {
-        let spec = format!("+{from}:{local}");
-        // No auto maintenance after each fetch: a worker's commits still trigger it.
-        let args = [
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--no-auto-maintenance",
-        ];
-        let remote = self.o.remote.as_str();
-        git_line(
-            &self.o.repo,
-            &[&args[..], &[remote, spec.as_str()]].concat(),
-        )
-    }
-
-    /// Fetches the task's base and opens a detached worktree on it at `tree`.
-    fn open(&self, task: &TaskMessage, tree: &Path) -> Result<(), String> {
-        let local = format!("refs/forum/worker/{}", task.attempt);
-        self.fetch_to(&task.base_ref, &local)
-            .map_err(|e| format!("cannot fetch the task's base: {e}"))?;
-        let got = git_line(
-            &self.o.repo,
-            &["rev-parse", "--verify", &format!("{local}^{{commit}}")],
-        )?;
-        let _ = git_line(&self.o.repo, &["update-ref", "-d", &local]);
-        if got != task.base {
-            return Err(format!(
-                "{} on the remote holds {got}, not the task's base {}",
-                task.base_ref, task.base
-            ));
-        }
-        let _guard = self.turn.lock();
-        git_line(
-            &self.o.repo,
-            &[
-                "worktree",
-                "add",
-                "--quiet",
-                "--detach",
-                &tree.to_string_lossy(),
-                &task.base,
-            ],
-        )
-        .map(|_| ())
     }
 
     /// Calls the worker seat in `tree` (whose admin directory is `admin`) in `jail`, commits

@@ -127,12 +127,7 @@ impl Run<'_, '_> {
         instruction: &str,
         task_entry: &Entry,
     ) -> Result<Done, RunError> {
-        let mut tw = w.get(&task.id);
-        tw.task_entry = Some(task_entry.clone());
-        w.set(&task.id, tw);
-        // A task that ends before it is sent lets the tasks after it in the wave's order go.
-        let order = lock(&w.sending).clone();
-        let _gone = order.as_deref().map(|o| o.guard(&task.id));
+        let _gone = w.dispatching(&task.id, task_entry);
         let upstream = w.upstream_commits(task, plan);
         let name = self.ref_name(&task.id);
         let start = match w.in_shared_turn(|| w.bench.task_start(&name, &upstream)) {
@@ -251,10 +246,10 @@ impl Run<'_, '_> {
         instruction: &str,
         task_entry: &Entry,
     ) -> Result<Result<(String, u64, u32), Done>, RunError> {
-        let order = lock(&w.sending).clone();
         // Out in the wave's order (see `send_order`); a task that does not go out, or goes
         // out again under its old attempt, lets the next go at once.
-        let _gone = order.as_deref().map(|o| o.guard(&task.id));
+        let order = lock(&w.sending).clone();
+        let _gone = w.send_turn(&task.id);
         if let Some((attempt, was, tries)) = d.adopt(&task.id, start) {
             let msg = task_message(w, task, name, start, instruction, &attempt);
             let sent = self.readopt(d, w, task, msg, (task_entry, was))?;

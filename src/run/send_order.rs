@@ -10,7 +10,7 @@
 //! thread already holds, and each of those goes out or ends without waiting for a later one.
 //! A [`Sent`] guard lets a task's turn go when it is dropped, whatever path the task took.
 
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::lock;
 
@@ -56,20 +56,23 @@ impl SendOrder {
     }
 
     /// A guard that releases `id` when dropped.
-    pub(super) fn guard<'a>(&'a self, id: &'a str) -> Sent<'a> {
-        Sent { order: self, id }
+    pub(super) fn guard(self: &Arc<Self>, id: &str) -> Sent {
+        Sent {
+            order: Arc::clone(self),
+            id: id.to_string(),
+        }
     }
 }
 
 /// Releases its task's turn when dropped.
-pub(super) struct Sent<'a> {
-    order: &'a SendOrder,
-    id: &'a str,
+pub(super) struct Sent {
+    order: Arc<SendOrder>,
+    id: String,
 }
 
-impl Drop for Sent<'_> {
+impl Drop for Sent {
     fn drop(&mut self) {
-        self.order.release(self.id);
+        self.order.release(&self.id);
     }
 }
 
@@ -80,7 +83,7 @@ mod tests {
     #[test]
     fn tasks_go_out_in_the_order_given_whatever_order_their_threads_come_in() {
         let ids: Vec<String> = (1..=6).map(|i| format!("T{i}")).collect();
-        let order = SendOrder::new(ids.clone());
+        let order = Arc::new(SendOrder::new(ids.clone()));
         let sent = Mutex::new(Vec::new());
         // The threads start last first; each goes out only in its turn.
         std::thread::scope(|s| {
@@ -98,7 +101,7 @@ mod tests {
 
     #[test]
     fn a_task_that_ends_without_going_out_lets_the_next_go_and_one_not_in_the_order_never_waits() {
-        let order = SendOrder::new(vec!["T1".into(), "T2".into()]);
+        let order = Arc::new(SendOrder::new(vec!["T1".into(), "T2".into()]));
         {
             let _t1 = order.guard("T1");
         }

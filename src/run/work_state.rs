@@ -268,6 +268,20 @@ pub(super) fn data_upstreams<'p>(task: &Task, plan: &'p [Task]) -> Vec<&'p str> 
 }
 
 impl WorkRun {
+    /// The guard of `task`'s turn to go out when the wave has an order (see `send_order`).
+    pub(super) fn send_turn(&self, task: &str) -> Option<super::send_order::Sent> {
+        lock(&self.sending).as_ref().map(|o| o.guard(task))
+    }
+
+    /// Keeps `entry` as the `task` entry of the dispatched task `task` and returns the guard
+    /// of its turn to go out: a task that ends before it is sent lets the ones after it go.
+    pub(super) fn dispatching(&self, task: &str, entry: &Entry) -> Option<super::send_order::Sent> {
+        let mut tw = self.get(task);
+        tw.task_entry = Some(entry.clone());
+        self.set(task, tw);
+        self.send_turn(task)
+    }
+
     /// The change commits a task builds on: its data-edge upstreams' integrated changes.
     pub(super) fn upstream_commits(&self, task: &Task, plan: &[Task]) -> Vec<String> {
         let tasks = lock(&self.tasks);
