@@ -205,3 +205,29 @@ fn a_later_task_that_is_in_first_still_merges_after_the_ones_before_it() {
         assert_eq!(run_tree(repo), in_process_tree_of(repo.kind(), FIVE));
     });
 }
+
+#[test]
+fn a_wave_shipped_early_goes_out_in_plan_order_and_one_worker_answers_in_it() {
+    on_each_kind(|repo| {
+        let server = NatsServer::start();
+        let (_bare, url) = shared_four(repo);
+        let m = model(repo, FIVE);
+        let c = clone(&url);
+        // One worker, one task at a time: it takes the tasks in the order they went out.
+        let _w = worker(repo, c.path(), &server, &m, &["--no-sandbox"]);
+        let (ok, _j, err) = finish(submit(repo, &server, &m));
+        assert!(ok, "{err}\n{}", logs(&[&c]));
+        let plan = ["T1", "T2", "T3", "T4", "T5"];
+        let sent: Vec<String> = payloads(repo, "task_dispatched")
+            .into_iter()
+            .map(|(_, p)| p["task"].as_str().unwrap_or_default().to_string())
+            .collect();
+        assert_eq!(sent, plan, "the tasks went out in plan order");
+        let (merged, results) = merges_and_results(repo);
+        let answered: Vec<&str> = results.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(answered, plan, "the worker answered in the order they went out");
+        let order: Vec<&str> = merged.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(order, plan);
+        repo.forum_ok(&["verify", "--deep"]);
+    });
+}
