@@ -109,8 +109,8 @@ impl Packs {
 /// one 8-byte key, its offset above its index position, sorted by offset with
 /// [`radix_sort_high`]; the keys then become the offsets in place. Compared with sorting
 /// 16-byte (offset, position) pairs into new arrays, that moves half the bytes and touches
-/// about a third less fresh memory (page faults were a third of this step's time), and this
-/// step runs before the walk can start. Larger packs sort pairs.
+/// about a third less fresh memory (page faults were over a quarter of this step's time), and
+/// this step runs before the walk can start. Larger packs sort pairs.
 fn pack_order(index: &index::File, end: u64, width: usize) -> (Vec<u64>, Vec<u8>) {
     let n = index.num_objects();
     // An offset at or past the end (a damaged index) would not fit its key: such an index takes

@@ -60,9 +60,15 @@ pub(super) struct SeenTrees {
 }
 
 impl SeenTrees {
-    fn new(cap: usize) -> SeenTrees {
+    /// A map for at most `cap` trees, sized once for the `expected` a worker will meet (up to
+    /// `cap`): grown by doubling, each worker's map left its smaller tables behind in the heap,
+    /// about 4 MiB more peak memory at 100,000 entries.
+    fn new(cap: usize, expected: usize) -> SeenTrees {
         SeenTrees {
-            map: gix::hashtable::HashMap::default(),
+            map: gix::hashtable::HashMap::with_capacity_and_hasher(
+                expected.min(cap),
+                Default::default(),
+            ),
             cap,
         }
     }
@@ -329,7 +335,7 @@ impl GitStore {
                 let rtx = rtx.clone();
                 let btx = btx.clone();
                 let shared = shared.clone();
-                let seen = SeenTrees::new(SEEN_TREES_MAX / workers);
+                let seen = SeenTrees::new(SEEN_TREES_MAX / workers, expected.div_ceil(workers));
                 let reader = Reader::new(packs.clone());
                 s.spawn(move || check_batches(&shared, reader, hash, deep, seen, &rx, &rtx, &btx));
             }
