@@ -367,6 +367,20 @@ pub enum ChainProblem {
     EditedEntry,
 }
 
+impl ChainProblem {
+    /// What seq `found` standing where seq `expected` belongs means, given the seq of the
+    /// entry after it when known (`next_seq`): a swap, a deletion, or entries out of order.
+    pub(crate) fn of_seq(expected: u64, found: u64, next_seq: Option<u64>) -> ChainProblem {
+        if next_seq == Some(expected) {
+            ChainProblem::Swapped { expected, found }
+        } else if found > expected {
+            ChainProblem::Missing { expected, found }
+        } else {
+            ChainProblem::OutOfOrder { expected, found }
+        }
+    }
+}
+
 impl std::fmt::Display for ChainProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -417,9 +431,6 @@ pub(crate) struct ChainChecker {
     next_seq: u64,
     prev: Option<String>,
     merkle: merkle::Accumulator,
-    /// Checks the links only; the caller builds the Merkle root itself (verify does, on
-    /// several threads), and [`Self::root`] stays the empty root.
-    links_only: bool,
     /// Where each pushed entry's hash preimage is written, reused from entry to entry.
     scratch: String,
 }
@@ -427,14 +438,6 @@ pub(crate) struct ChainChecker {
 impl ChainChecker {
     pub(crate) fn new() -> ChainChecker {
         ChainChecker::default()
-    }
-
-    /// A checker of the links alone, which does not hash the Merkle tree.
-    pub(crate) fn links_only() -> ChainChecker {
-        ChainChecker {
-            links_only: true,
-            ..ChainChecker::default()
-        }
     }
 
     /// Checks `entry` as the next one. `lookahead` is the entry after it, when known, used only
@@ -463,14 +466,7 @@ impl ChainChecker {
         next_seq: Option<u64>,
     ) -> Result<(), ChainProblem> {
         if link.seq != self.next_seq {
-            let (expected, found) = (self.next_seq, link.seq);
-            return Err(if next_seq == Some(expected) {
-                ChainProblem::Swapped { expected, found }
-            } else if found > expected {
-                ChainProblem::Missing { expected, found }
-            } else {
-                ChainProblem::OutOfOrder { expected, found }
-            });
+            return Err(ChainProblem::of_seq(self.next_seq, link.seq, next_seq));
         }
         if link.edited {
             return Err(ChainProblem::EditedEntry);
@@ -479,9 +475,7 @@ impl ChainChecker {
         if link.prev_hash != prev {
             return Err(ChainProblem::BrokenLink);
         }
-        if !self.links_only {
-            self.merkle.push(link.entry_hash);
-        }
+        self.merkle.push(link.entry_hash);
         // The previous hash's buffer is reused: no allocation per entry.
         match &mut self.prev {
             Some(p) => {

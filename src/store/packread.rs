@@ -88,13 +88,8 @@ impl Packs {
                 let data = File::open(p.with_extension("pack")).ok()?;
                 let len = data.metadata().ok()?.len();
                 let end = len.checked_sub(hash.len_in_bytes() as u64)?;
-                let by_offset: Vec<(u64, u32)> = (0..index.num_objects())
-                    .map(|i| (index.pack_offset_at_index(i), i))
-                    .collect();
-                let sorted = sort_by_offset(by_offset, end);
-                let offsets = sorted.iter().map(|p| p.0).collect();
                 let width = hash.len_in_bytes();
-                let ids = ids_in_pack_order(&index, &sorted, width);
+                let (offsets, ids) = pack_order(&index, end, width);
                 Some(Pack {
                     index,
                     data,
@@ -109,18 +104,58 @@ impl Packs {
     }
 }
 
-/// The ids of `index`, `width` bytes each, in pack order (`sorted` is (offset, index
-/// position) in ascending order of offset). The index is read in its own order and each id
+/// Every entry's offset in ascending order, and the ids of `index` in that order, `width`
+/// bytes each. In a pack under 4 GiB with fewer than 2^32 objects (every ledger), each entry is
+/// one 8-byte key, its offset above its index position, sorted by offset with
+/// [`radix_sort_high`]; the keys then become the offsets in place. Compared with sorting
+/// 16-byte (offset, position) pairs into new arrays, that moves half the bytes and touches
+/// about a third less fresh memory (page faults were over a quarter of this step's time), and
+/// this step runs before the walk can start. Larger packs sort pairs.
+fn pack_order(index: &index::File, end: u64, width: usize) -> (Vec<u64>, Vec<u8>) {
+    let n = index.num_objects();
+    // An offset at or past the end (a damaged index) would not fit its key: such an index takes
+    // the general path, as every index did before.
+    let keys: Option<Vec<u64>> = (end <= u64::from(u32::MAX))
+        .then(|| {
+            (0..n)
+                .map(|i| {
+                    let o = index.pack_offset_at_index(i);
+                    (o < end).then_some((o << 32) | u64::from(i))
+                })
+                .collect()
+        })
+        .flatten();
+    let Some(keys) = keys else {
+        let by_offset: Vec<(u64, u32)> =
+            (0..n).map(|i| (index.pack_offset_at_index(i), i)).collect();
+        let sorted = sort_by_offset(by_offset, end);
+        let ids = ids_in_pack_order(index, sorted.iter().map(|p| p.1), width);
+        return (sorted.iter().map(|p| p.0).collect(), ids);
+    };
+    let mut keys = radix_sort_high(keys, end);
+    let ids = ids_in_pack_order(index, keys.iter().map(|k| *k as u32), width);
+    for k in &mut keys {
+        *k >>= 32;
+    }
+    (keys, ids)
+}
+
+/// The ids of `index`, `width` bytes each, in pack order (`by_offset` gives the index position
+/// of each entry in ascending order of offset). The index is read in its own order and each id
 /// written to its place, rather than each id read from its place in pack order: the ids sit
 /// sorted by id in the index, so reading them in pack order was a cache miss per object (a
 /// 100,000-entry deep verify spent 8 % of its CPU here, before its walk could start), where
 /// writes to scattered places do not hold up the next read.
-fn ids_in_pack_order(index: &index::File, sorted: &[(u64, u32)], width: usize) -> Vec<u8> {
-    let mut place = vec![0u32; sorted.len()];
-    for (q, &(_, i)) in sorted.iter().enumerate() {
+fn ids_in_pack_order(
+    index: &index::File,
+    by_offset: impl ExactSizeIterator<Item = u32>,
+    width: usize,
+) -> Vec<u8> {
+    let mut place = vec![0u32; by_offset.len()];
+    for (q, i) in by_offset.enumerate() {
         place[i as usize] = q as u32;
     }
-    let mut ids = vec![0u8; sorted.len() * width];
+    let mut ids = vec![0u8; place.len() * width];
     for (i, &q) in place.iter().enumerate() {
         let at = q as usize * width;
         ids[at..at + width].copy_from_slice(index.oid_at_index(i as u32).as_bytes());
@@ -128,18 +163,53 @@ fn ids_in_pack_order(index: &index::File, sorted: &[(u64, u32)], width: usize) -
     ids
 }
 
+/// Bits sorted per pass of the radix sorts.
+const RADIX_BITS: u32 = 11;
+
+/// `keys` (each an offset below `end` in its upper 32 bits, anything in its lower 32) in
+/// ascending order of their upper halves; keys of one offset keep their order. Offsets in a pack
+/// are distinct, so this is the order a comparison sort gives. Least significant digit first,
+/// 11 bits a pass, with every pass's counts taken in one read of the keys.
+fn radix_sort_high(mut keys: Vec<u64>, end: u64) -> Vec<u64> {
+    const BUCKETS: usize = 1 << RADIX_BITS;
+    let passes = ((u64::BITS - end.leading_zeros()).div_ceil(RADIX_BITS)) as usize;
+    let digit =
+        |k: u64, pass: usize| ((k >> (32 + pass as u32 * RADIX_BITS)) as usize) & (BUCKETS - 1);
+    let mut counts = vec![[0usize; BUCKETS]; passes];
+    for &k in &keys {
+        for (pass, c) in counts.iter_mut().enumerate() {
+            c[digit(k, pass)] += 1;
+        }
+    }
+    let mut other = vec![0u64; keys.len()];
+    for (pass, c) in counts.iter().enumerate() {
+        let mut starts = [0usize; BUCKETS];
+        let mut sum = 0;
+        for (s, n) in starts.iter_mut().zip(c) {
+            *s = sum;
+            sum += n;
+        }
+        for &k in &keys {
+            let d = digit(k, pass);
+            other[starts[d]] = k;
+            starts[d] += 1;
+        }
+        std::mem::swap(&mut keys, &mut other);
+    }
+    keys
+}
+
 /// `pairs` of (offset, index position) in ascending order of offset, every offset below
 /// `end`. Offsets in one pack are distinct, so the order is the one a comparison sort gives.
 /// A least-significant-digit radix sort, 11 bits a pass (three passes for a pack under 8 GiB):
 /// the comparison sort of a 100,000-entry ledger's 300,001 objects was 2.4 % of its deep
-/// verify, before the walk could start.
+/// verify, before the walk could start. Used for packs of 4 GiB and more ([`pack_order`]).
 fn sort_by_offset(mut pairs: Vec<(u64, u32)>, end: u64) -> Vec<(u64, u32)> {
-    const BITS: u32 = 11;
-    const BUCKETS: usize = 1 << BITS;
-    let passes = (u64::BITS - end.leading_zeros()).div_ceil(BITS);
+    const BUCKETS: usize = 1 << RADIX_BITS;
+    let passes = (u64::BITS - end.leading_zeros()).div_ceil(RADIX_BITS);
     let mut other = vec![(0u64, 0u32); pairs.len()];
     for pass in 0..passes {
-        let shift = pass * BITS;
+        let shift = pass * RADIX_BITS;
         let digit = |o: u64| ((o >> shift) as usize) & (BUCKETS - 1);
         let mut starts = vec![0usize; BUCKETS + 1];
         for &(o, _) in &pairs {
@@ -476,6 +546,42 @@ mod tests {
             let mut want = pairs.clone();
             want.sort_unstable();
             assert_eq!(sort_by_offset(pairs, end), want, "{n} offsets below {end}");
+        }
+    }
+
+    /// Keys of (offset << 32 | position) come out of the radix sort in the order a comparison
+    /// sort gives them, and so in the order of the pairs' sort, at every pass count.
+    #[test]
+    fn offset_keys_sort_as_the_pairs_do() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for (n, end) in [
+            (0usize, 1u64),
+            (1, 100),
+            (1000, 3000),
+            (5000, 1 << 31),
+            (3000, 1 << 32),
+        ] {
+            let mut offsets = std::collections::HashSet::new();
+            while offsets.len() < n {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                offsets.insert(x % end);
+            }
+            let pairs: Vec<(u64, u32)> = offsets.iter().zip(0u32..).map(|(&o, i)| (o, i)).collect();
+            let keys: Vec<u64> = pairs
+                .iter()
+                .map(|&(o, i)| (o << 32) | u64::from(i))
+                .collect();
+            let mut want = keys.clone();
+            want.sort_unstable();
+            let got = radix_sort_high(keys, end);
+            assert_eq!(got, want, "{n} offsets below {end}");
+            let by_pairs: Vec<u64> = sort_by_offset(pairs, end)
+                .iter()
+                .map(|&(o, i)| (o << 32) | u64::from(i))
+                .collect();
+            assert_eq!(got, by_pairs);
         }
     }
 

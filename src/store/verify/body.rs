@@ -176,7 +176,7 @@ pub(super) fn check_commit(
     id: ObjectId,
     data: &[u8],
     deep: bool,
-    seen: &SeenTrees,
+    seen: &mut SeenTrees,
     scratch: &mut Scratch,
 ) -> Result<Rec, StoreError> {
     let Scratch { buf, text } = scratch;
@@ -206,24 +206,22 @@ pub(super) fn check_commit(
     rec.edited = !entry.hash_matches_in(text);
     let redaction = entry.kind == crate::ledger::kind::REDACTION;
     let change = entry.kind == crate::ledger::kind::CHANGE;
-    if deep && !redaction && !change {
-        let known = seen.lock().ok().and_then(|m| m.get(&raw.tree).copied());
-        if let Some(known) = known {
-            rec.set_body(if known == payload_hash {
-                Body::Present
-            } else {
-                body_edited()
-            });
-            return Ok(rec);
-        }
+    if deep
+        && !redaction
+        && !change
+        && let Some(known) = seen.get(&raw.tree)
+    {
+        rec.set_body(if known == payload_hash {
+            Body::Present
+        } else {
+            body_edited()
+        });
+        return Ok(rec);
     }
     if deep || redaction {
         let body = read_body(repo, reader, hash, &raw.tree, &payload_hash, buf)?;
-        if matches!(body, Body::Present)
-            && let Ok(mut m) = seen.lock()
-            && m.len() < SEEN_TREES_MAX
-        {
-            m.insert(raw.tree, payload_hash);
+        if matches!(body, Body::Present) {
+            seen.insert(raw.tree, payload_hash);
         }
         if matches!(body, Body::Absent) {
             rec.extra_mut().absent_payload = Some(payload_hash);

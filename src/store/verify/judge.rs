@@ -398,13 +398,11 @@ fn note_root_mismatch(
 fn check_links(
     recs: &[Rec],
     start: usize,
-    checker: &mut ChainChecker,
+    checker: &mut RawChain,
     wanted: &HashSet<u64>,
     mut std: Option<StdTree<'_>>,
     redacted: &mut HashSet<[u8; 32]>,
 ) -> (Option<Problem>, usize) {
-    // Both hashes of an entry in hex, in one buffer reused for every entry.
-    let mut hex_buf = String::with_capacity(128);
     for (i, r) in recs.iter().enumerate().skip(start) {
         let expected = i as u64;
         let Some(seq) = r.seq() else {
@@ -414,18 +412,8 @@ fn check_links(
                 .expect("an unreadable entry carries its problem");
             return (Some((expected, code, msg)), i);
         };
-        hex_buf.clear();
-        hash::push_hex(&mut hex_buf, &r.prev_hash);
-        hash::push_hex(&mut hex_buf, &r.entry_hash);
-        let (prev_hash, entry_hash) = hex_buf.split_at(64);
-        let link = Link {
-            seq,
-            prev_hash,
-            entry_hash,
-            edited: r.edited,
-        };
         let next_seq = recs.get(i + 1).and_then(Rec::seq);
-        if let Err(p) = checker.push_link(&link, next_seq) {
+        if let Err(p) = checker.push(seq, r, next_seq) {
             let (code, message) = chain_code(&p);
             return (Some((expected, code, message)), i);
         }
@@ -544,7 +532,7 @@ struct Checkpoints<'a> {
 
 /// Where the chain pass starts: the state `prior` left, or a fresh one.
 struct ChainStart {
-    checker: ChainChecker,
+    checker: RawChain,
     std_acc: crate::ledger::tlog::Frontier,
     std_roots: Vec<(u64, crate::ledger::tlog::Hash)>,
     redacted: HashSet<[u8; 32]>,
@@ -564,12 +552,49 @@ fn chain_start(prior: Option<Judged>) -> ChainStart {
         None => ChainStart {
             // The links are checked here, in order; Forum's Merkle root over the entries that
             // pass is built afterwards, its whole chunks on several threads (roots.rs).
-            checker: ChainChecker::links_only(),
+            checker: RawChain::default(),
             // The standard tree (RFC 6962 over raw entry hashes), for the roots notes sign.
             std_acc: crate::ledger::tlog::Frontier::default(),
             std_roots: Vec::new(),
             redacted: HashSet::new(),
             prior_tree: None,
         },
+    }
+}
+
+/// The links of the chain checked in order on the records' raw hashes, as the ledger's
+/// [`crate::ledger::ChainChecker`] checks them in hex (the seq first, then the entry's own hash,
+/// then its link), without writing two hashes out in hex per entry: that was four fifths of
+/// this pass, which runs on one thread after the walk. Comparing the bytes is comparing their
+/// hex, and GENESIS is the hex of 32 zero bytes. Forum's Merkle tree is built apart
+/// (roots.rs).
+#[derive(Default)]
+pub(super) struct RawChain {
+    next_seq: u64,
+    /// The entry hash of the last record accepted (GENESIS's bytes before the first).
+    prev: [u8; 32],
+}
+
+impl RawChain {
+    /// Checks record `r` (of entry `seq`) as the next one; `next_seq` is the seq of the record
+    /// after it, when known, to tell a swap from a deletion.
+    pub(super) fn push(
+        &mut self,
+        seq: u64,
+        r: &Rec,
+        next_seq: Option<u64>,
+    ) -> Result<(), ChainProblem> {
+        if seq != self.next_seq {
+            return Err(ChainProblem::of_seq(self.next_seq, seq, next_seq));
+        }
+        if r.edited {
+            return Err(ChainProblem::EditedEntry);
+        }
+        if r.prev_hash != self.prev {
+            return Err(ChainProblem::BrokenLink);
+        }
+        self.prev = r.entry_hash;
+        self.next_seq += 1;
+        Ok(())
     }
 }
