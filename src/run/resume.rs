@@ -184,6 +184,28 @@ fn readable_runs(
     }
 }
 
+/// The limits this resume runs under (the ceilings, budgets and switches of
+/// [`rules::limits`](super::replay::rules::limits)) when they are not the ones the run's
+/// request records (a resume given a fresh ceiling, say): a strict replay of the resumed part
+/// reads them from the `resume` entry.
+fn changed_limits(
+    run: &Run<'_, '_>,
+    entries: &[crate::ledger::Entry],
+    request_seq: u64,
+) -> Result<Option<Value>, RunError> {
+    let now = super::replay::rules::limits(run.opts);
+    let body = match entries.get(request_seq as usize) {
+        Some(e) => run.payload_of(e)?,
+        None => None,
+    };
+    let recorded = body
+        .as_ref()
+        .and_then(|b| b.pointer("/rules/limits"))
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    Ok((now != recorded).then_some(now))
+}
+
 /// Keeps in the workbench only what the run branch holds already: the reused changes, in
 /// plan order.
 fn forget_unreused(run: &Run<'_, '_>, plan: &CompiledPlan, reused: &BTreeMap<String, Done>) {
@@ -261,6 +283,9 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
     let mut resumed = json!({"reused": ids, "run": request_seq});
     if gates.deadline_seconds.is_some() {
         resumed["read_at"] = json!(now);
+    }
+    if let Some(limits) = changed_limits(run, &entries, request_seq)? {
+        resumed["limits"] = limits;
     }
     run.put("dispatch", kind::RESUME, Some(plan_seq), resumed)?;
     witness_taken_up(run, &taken_up)?;

@@ -406,6 +406,9 @@ fn replay_phase(
     let seats = ReplaySeats::new(run, Answers::read(&view).map_err(refused)?);
     let clock = ReplayClock::new(phase.written);
     let mut opts = opts.clone();
+    if let Some(resume) = phase.written.first().filter(|_| phase.resumed) {
+        rules::resumed_under(&mut opts, resume);
+    }
     opts.context = context::ReplayContext::read(phase.written).map(|c| {
         let c: std::sync::Arc<dyn super::ContextProvider> = std::sync::Arc::new(c);
         c
