@@ -116,6 +116,7 @@ mod strict_replay_gates;
 mod strict_replay_merge;
 mod strict_replay_quality;
 mod strict_replay_resumed;
+mod strict_replay_screens;
 mod strict_replay_stops;
 mod strict_replay_work;
 mod strict_replay_worktree;
