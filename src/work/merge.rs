@@ -153,6 +153,20 @@ impl Merges for ScratchMerges {
         worker_commit(&self.dir, commit)
     }
 
+    fn ref_target(&self, name: &str) -> Option<String> {
+        let spec = format!("{name}^{{commit}}");
+        git::ok(&self.dir, &["rev-parse", "--verify", "--quiet", &spec]).ok()
+    }
+
+    fn descends(&self, commit: &str, from: &str) -> Option<bool> {
+        let out = git::run(&self.dir, &["merge-base", "--is-ancestor", from, commit]).ok()?;
+        match out.code {
+            Some(0) => Some(true),
+            Some(1) => Some(false),
+            _ => None,
+        }
+    }
+
     fn screened(
         &self,
         start: &str,
@@ -194,6 +208,14 @@ impl Merges for super::GitWork {
 
     fn worker_commit(&self, commit: &str) -> Option<WorkerCommit> {
         worker_commit(&self.common, commit)
+    }
+
+    fn ref_target(&self, name: &str) -> Option<String> {
+        super::resolve_commit(&self.common, name)
+    }
+
+    fn descends(&self, commit: &str, from: &str) -> Option<bool> {
+        super::is_ancestor(&self.common, from, commit).ok()
     }
 
     fn screened(

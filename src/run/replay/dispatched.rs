@@ -430,7 +430,7 @@ impl Dispatch for ReplayDispatch {
 
     fn bring(
         &self,
-        _: &str,
+        result_ref: &str,
         r: &ResultMessage,
         base: &str,
         _: Option<&Path>,
@@ -441,8 +441,17 @@ impl Dispatch for ReplayDispatch {
             return recorded.map_or(Ok(()), Err);
         };
         let facts = self.merges.as_ref().and_then(|m| m.worker_commit(commit));
+        let held = self.merges.as_ref().and_then(|m| m.ref_target(result_ref));
+        // Whether the ref could have moved from what the record says it held to the commit.
+        let claimed = recorded.as_deref().and_then(super::brought::held_instead);
+        let forward = claimed.and_then(|g| self.merges.as_ref()?.descends(commit, g));
         let at = (commit.as_str(), base, r.attempt.as_str());
-        let (answer, line) = super::brought::decide(at, recorded, facts.as_ref());
+        let read = super::brought::Read {
+            facts: facts.as_ref(),
+            held: held.as_deref(),
+            forward,
+        };
+        let (answer, line) = super::brought::decide(at, recorded, read);
         t.from_record.extend(line);
         answer
     }

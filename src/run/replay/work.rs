@@ -88,6 +88,15 @@ pub trait Merges: Send + Sync {
     /// repository.
     fn worker_commit(&self, commit: &str) -> Option<super::brought::WorkerCommit>;
 
+    /// The commit the ref `name` holds in the repository now; `None` when there is no such
+    /// ref (a worker's results ref the writer fetched, read to check a recorded claim of what
+    /// it held).
+    fn ref_target(&self, name: &str) -> Option<String>;
+
+    /// Whether `commit` descends from `from` (or is it); `None` when git cannot tell (either
+    /// is not here).
+    fn descends(&self, commit: &str, from: &str) -> Option<bool>;
+
     /// The worker's commit `made` screened as the writer of a dispatched run screens it before
     /// committing it as the task's change (`crate::work::made::screen_made`, the one rule:
     /// sizes, nested repositories, secrets by `rules.screen`, links that leave), on the
