@@ -184,6 +184,28 @@ fn readable_runs(
     }
 }
 
+/// The body of the `resume` entry of run `request_seq`: the tasks it reuses, the clock reading
+/// a gate's deadline is decided from (`read_at`, when the run's gates have one), and the limits
+/// it runs under when they are not its request's.
+fn resume_body(
+    run: &Run<'_, '_>,
+    entries: &[crate::ledger::Entry],
+    request_seq: u64,
+    reused: &BTreeMap<String, Done>,
+    read_at: Option<f64>,
+) -> Result<Value, RunError> {
+    let mut ids: Vec<&String> = reused.keys().collect();
+    ids.sort();
+    let mut resumed = json!({"reused": ids, "run": request_seq});
+    if let Some(now) = read_at {
+        resumed["read_at"] = json!(now);
+    }
+    if let Some(limits) = changed_limits(run, entries, request_seq)? {
+        resumed["limits"] = limits;
+    }
+    Ok(resumed)
+}
+
 /// The limits this resume runs under (the ceilings, budgets and switches of
 /// [`rules::limits`](super::replay::rules::limits)) when they are not the ones the run's
 /// request records (a resume given a fresh ceiling, say): a strict replay of the resumed part
@@ -274,19 +296,12 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
             (Some(kept), taken_up)
         });
     let (reused, verdicts) = reusable(target, worked.as_ref());
-    let mut ids: Vec<&String> = reused.keys().collect();
-    ids.sort();
     if worked.is_some() {
         forget_unreused(run, &plan, &reused);
     }
     take_up_dispatch(run, &entries, &target.entries)?;
-    let mut resumed = json!({"reused": ids, "run": request_seq});
-    if gates.deadline_seconds.is_some() {
-        resumed["read_at"] = json!(now);
-    }
-    if let Some(limits) = changed_limits(run, &entries, request_seq)? {
-        resumed["limits"] = limits;
-    }
+    let read_at = gates.deadline_seconds.map(|_| now);
+    let resumed = resume_body(run, &entries, request_seq, &reused, read_at)?;
     run.put("dispatch", kind::RESUME, Some(plan_seq), resumed)?;
     witness_taken_up(run, &taken_up)?;
     let course = Course {

@@ -4,9 +4,11 @@
 //! checks the commit: one commit on the task's base, carrying the trailer `Forum-Attempt` with
 //! its attempt id (`crate::fleet::writer`'s `bring` calls [`checked`], as the replay does).
 //! The fetch and the ref are the world's, and a refusal they led to is given back as the
-//! record keeps it; the checks of the commit are the writer's decision, and the replay makes
-//! them again from the commit as the repository holds it, so a refusal or an acceptance the
-//! record forged is a divergence at the `change` entry that witnessed it.
+//! record keeps it, but for a claim the repository contradicts ([`decide`]: a results ref said
+//! to hold another commit, which could not have moved to the one it holds now); the checks of
+//! the commit are the writer's decision, and the replay makes them again from the commit as
+//! the repository holds it, so a refusal or an acceptance the record forged is a divergence at
+//! the `change` entry that witnessed it.
 //!
 //! Where the commit is not in the repository (a fetched copy of the ledger whose results
 //! refs were not fetched), the replay says so in one line and answers from the record for

@@ -27,8 +27,13 @@
 //! task's worktree that failed to open (the refused `change` keeps why, which the replay's
 //! workbench gives back for that opening); the engine decides again what follows each.
 //!
-//! A shape the record cannot answer is refused by [`check`], naming the seq: a task
-//! interrupted while a worker had it.
+//! A shape the record cannot answer is refused by [`check`], naming the seq: a result that
+//! says its task was interrupted while a worker had it. This version writes none (an
+//! interrupted run writes nothing of its own but `halted` or `interrupted`, so a run halted
+//! while a worker held a task replays up to that entry); only a record made otherwise holds one.
+//!
+//! The worker's commit an accepted result names is screened again, as the writer screened it
+//! before committing it, by the workbench ([`super::work`]) through [`super::Merges::screened`].
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
