@@ -477,9 +477,14 @@ fn take_up_dispatch(
     let mut items = Vec::new();
     for seq in seqs {
         if let Some(e) = entries.get(*seq as usize)
+            // A halt or an interruption answers what was in flight then (`priors`).
             && matches!(
                 e.kind.as_str(),
-                kind::TASK_DISPATCHED | kind::RESULT | kind::DUPLICATE_RESULT
+                kind::TASK_DISPATCHED
+                    | kind::RESULT
+                    | kind::DUPLICATE_RESULT
+                    | kind::HALTED
+                    | kind::INTERRUPTED
             )
             && let Some(p) = run.payload_of(e)?
         {

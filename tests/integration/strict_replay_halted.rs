@@ -14,8 +14,8 @@ use serde_json::json;
 
 use crate::common::{Repo, on_each_kind};
 use crate::dispatch_nats::{
-    NatsServer, Submitted, TWO, clone, finish, logs, model, shared, slow_model, submit,
-    task_results, worker,
+    NatsServer, Submitted, TWO, clone, finish, logs, model, release, shared, slow_model, spawned,
+    submit, task_results, worker,
 };
 use crate::strict_replay_work::{import_forged_as, no_divergence, strict};
 use crate::work_run::payloads;
@@ -97,4 +97,71 @@ fn a_dispatched_run_whose_writer_got_ctrl_c_while_a_worker_held_a_task_replays()
     });
     assert_eq!(halted["signal"], "SIGINT", "{halted}");
     replays_and_an_edited_dispatch_diverges(&repo);
+}
+
+#[test]
+fn a_dispatched_run_resumed_after_a_halt_sends_fresh_attempts_replays_and_an_edit_after_diverges() {
+    on_each_kind(|repo| {
+        let server = NatsServer::start();
+        let (_bare, url) = shared(repo);
+        let m = model(repo, TWO);
+        let c = clone(&url);
+        let mark = c.path().join("started");
+        let slow = slow_model(c.path(), &m, &mark);
+        let w = worker(
+            repo,
+            c.path(),
+            &server,
+            &slow,
+            &["--name", "w", "--no-sandbox"],
+        );
+        let run = submit(repo, &server, &m);
+        crate::common::wait_until("the worker to hold a task", Duration::from_secs(60), || {
+            mark.exists()
+        });
+        repo.forum_ok(&["halt", "--reason", "stop", "--by", "ada"]);
+        let (_, j, err) = finish(run);
+        assert_eq!(j["exit"]["name"], "halted", "{j}\n{err}");
+        // A worker that heard the halt takes no task of the run again: a fresh one does the
+        // rest.
+        std::fs::write(release(&mark), "").unwrap();
+        drop(w);
+        let fresh = clone(&url);
+        let w = worker(
+            repo,
+            fresh.path(),
+            &server,
+            &m,
+            &["--name", "fresh", "--no-sandbox"],
+        );
+        let mut resume = repo.forum();
+        resume.args(["resume", "0", "--no-sandbox", "--cmd", &m, "--json"]);
+        let (ok, j, err) = finish(spawned(resume));
+        assert!(ok, "{j}\n{err}\n{}", logs(&[&c, &fresh]));
+        drop((w, server));
+        // The halt answered what was in flight: each task went out again as a fresh attempt,
+        // none taken up.
+        let halted_at = payloads(repo, "halted")[0].0;
+        let after: Vec<_> = payloads(repo, "task_dispatched")
+            .into_iter()
+            .filter(|(s, _)| *s > halted_at)
+            .collect();
+        assert_eq!(after.len(), 2, "{after:?}");
+        assert!(
+            after.iter().all(|(_, p)| p.get("resumed_from").is_none()),
+            "{after:?}"
+        );
+        assert_eq!(task_results(repo).len(), 2, "{}", logs(&[&fresh]));
+        let (code, r) = strict(repo, &[]);
+        no_divergence(code, &r);
+        // The gate's decision on T1 after the halt, edited from merge to block.
+        let (at, _) = payloads(repo, "ship")
+            .into_iter()
+            .find(|(s, p)| *s > halted_at && p["task"] == "T1")
+            .expect("T1's ship decision after the halt");
+        import_forged_as(repo, "forged", at, |b| b["decision"] = json!("block"));
+        let (code, r) = strict(repo, &["--ledger", "forged"]);
+        assert_eq!(code, Some(1), "{r}");
+        assert_eq!(r["divergence"]["seq"], json!(at), "{r}");
+    });
 }

@@ -144,6 +144,9 @@ pub(super) struct ReplayDispatch {
     stopped: bool,
     /// The repository the workers' commits are read from, to check them again.
     merges: Option<Arc<dyn super::Merges>>,
+    /// The entries the part being replayed has written so far, and how many the record holds
+    /// of it: a task held at a stop waits for the part to have written them all too.
+    part: Option<(super::phases::Written, usize)>,
 }
 
 /// A worker's result as its `result` entry keeps it, for the run's ledger `ledger`. `Err`
@@ -220,6 +223,7 @@ pub(super) fn of(
     run: &[Recorded],
     view: &[Recorded],
     merges: Option<Arc<dyn super::Merges>>,
+    part: (super::phases::Written, usize),
 ) -> Result<(String, Option<Arc<ReplayDispatch>>), String> {
     // A dispatched run's base refs and subject name its ledger.
     let ledger = ledger_of(run).unwrap_or_else(|| "replay".into());
@@ -228,6 +232,7 @@ pub(super) fn of(
     let dispatch = ReplayDispatch::read(&run[0], view, &ledger)?.map(|mut d| {
         d.merges = merges;
         d.stopped = stopped;
+        d.part = Some(part);
         Arc::new(d)
     });
     Ok((ledger, dispatch))
@@ -301,6 +306,7 @@ impl ReplayDispatch {
             went_out: Condvar::new(),
             stopped: false,
             merges: None,
+            part: None,
         }))
     }
 
@@ -390,9 +396,15 @@ impl Dispatch for ReplayDispatch {
             let line = format!("the record holds no result for attempt {attempt}");
             if self.stopped {
                 // The writer was stopped while it waited here: the part ends once its other
-                // attempts went out, and what follows has no answer by design.
+                // attempts went out and it wrote what the record holds of it (the other tasks'
+                // entries before the stop), and what follows has no answer by design.
                 let until = Instant::now() + HELD_AT_MOST;
-                while !t.expected.iter().all(|a| t.published.contains_key(a))
+                let written = || {
+                    self.part
+                        .as_ref()
+                        .is_none_or(|(n, of)| n.load(std::sync::atomic::Ordering::SeqCst) >= *of)
+                };
+                while !(t.expected.iter().all(|a| t.published.contains_key(a)) && written())
                     && Instant::now() < until
                 {
                     let step = Duration::from_millis(100);

@@ -654,18 +654,20 @@ fn taken_up(view: &[Recorded]) -> BTreeSet<String> {
 /// from the entries of `view` (the part of the run being replayed, which starts at seq
 /// `from`), and its workbench (for the calls it could not answer); `None` for a run that did
 /// not work in the repository. A run that recorded its integrations is merged again in
-/// `merges`, and refused without one.
+/// `merges`, and refused without one. `part`: the count of entries the part writes, and how
+/// many the record holds of it.
 pub(super) fn options(
     run: &[Recorded],
     view: &[Recorded],
     from: u64,
     merges: Option<&Arc<dyn Merges>>,
+    part: (super::phases::Written, usize),
 ) -> Result<Option<(WorkOptions, Arc<ReplayBench>)>, String> {
     let Some(w) = run[0].payload.get("work") else {
         return Ok(None);
     };
     let legacy = !crate::run::work_state::witnessed(w);
-    let (ledger, dispatch) = super::dispatched::of(run, view, merges.cloned())?;
+    let (ledger, dispatch) = super::dispatched::of(run, view, merges.cloned(), part)?;
     let remerged = match (legacy, merges) {
         (true, _) => None,
         (false, Some(m)) => Some(Mutex::new(remerged(run, view, from, m)?)),
