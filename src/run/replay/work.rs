@@ -650,6 +650,26 @@ fn taken_up(view: &[Recorded]) -> BTreeSet<String> {
     out
 }
 
+/// The change commits the run branch held, as the whole record `run` says: its merges' in a
+/// `legacy` run, else its `integrated` entries'.
+fn recorded_branch(run: &[Recorded], legacy: bool) -> Result<BTreeSet<String>, String> {
+    if legacy {
+        return Ok(Answers::read(run)?
+            .integrations
+            .into_values()
+            .flatten()
+            .filter_map(Result::ok)
+            .collect());
+    }
+    // What the run branch held is what the record witnessed integrated: a change a killed
+    // writer never integrated (or whose integration a resume undid) is not.
+    Ok(run
+        .iter()
+        .filter(|e| e.kind == kind::INTEGRATED)
+        .filter_map(|e| e.payload["commit"].as_str().map(str::to_string))
+        .collect())
+}
+
 /// The work options of a replayed run whose request (`run[0]`) recorded `work`, answering
 /// from the entries of `view` (the part of the run being replayed, which starts at seq
 /// `from`), and its workbench (for the calls it could not answer); `None` for a run that did
@@ -685,21 +705,7 @@ pub(super) fn options(
             dirty: string_list(&w["dirty"]),
         },
         answers: Mutex::new(Answers::read(view)?),
-        branch: if legacy {
-            Answers::read(run)?
-                .integrations
-                .into_values()
-                .flatten()
-                .filter_map(Result::ok)
-                .collect()
-        } else {
-            // What the run branch held is what the record witnessed integrated: a change a
-            // killed writer never integrated (or whose integration a resume undid) is not.
-            run.iter()
-                .filter(|e| e.kind == kind::INTEGRATED)
-                .filter_map(|e| e.payload["commit"].as_str().map(str::to_string))
-                .collect()
-        },
+        branch: recorded_branch(run, legacy)?,
         carried: Arc::new(Mutex::new(super::edit::Carried::read(view)?)),
         remerged,
         taken_up: taken_up(view),
